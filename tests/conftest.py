@@ -1,0 +1,51 @@
+"""Shared test helpers: small specs built from dicts, and the path of the shared reference data."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def tier(name, radix=64, rate="400 Gb/s", **kw):
+    return {"name": name, "radix": radix, "port_rate": rate, **kw}
+
+
+def spec_dict(kind="rail_optimized", tiers=None, cluster=None, **kw):
+    """A small valid spec as a dict (2-tier, QM9700-like, 8-GPU servers with 8 x 400G NICs)."""
+    d = {
+        "name": "test",
+        "gpu": "H100",
+        "server": {"gpus": 8, "nics": 8, "nic_rate": "400 Gb/s"},
+        "cluster": cluster or {"num_units": 2},
+        "fabric": {"kind": kind, "tiers": tiers or [tier("leaf", oversubscription=1), tier("spine")]},
+    }
+    for k, v in kw.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict):
+            d[k] = {**d[k], **v}
+        else:
+            d[k] = v
+    return copy.deepcopy(d)
+
+
+def run_cli(*args, cwd=ROOT, check=False):
+    """Run the real command line in a subprocess."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, cwd=cwd, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"topo {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def shared():
+    if not SHARED.is_dir():
+        pytest.skip(f"shared reference data not found at {SHARED}")
+    return SHARED

@@ -1,0 +1,124 @@
+"""The real command line, in a subprocess: output contract, JSON equal to the library, one-line errors."""
+
+import json
+
+import networkx as nx
+import pytest
+
+from conftest import ROOT, run_cli
+from topo import build_fabric, inventory, load_spec
+
+
+def test_describe_default_runs_with_no_argument():
+    proc = run_cli("describe", check=True)
+    assert "h100-100k" in proc.stdout and "100,352 x H100" in proc.stdout
+    assert "7:1" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_describe_json_equals_library():
+    proc = run_cli("describe", "dgx-h100-superpod", "--set", "cluster.num_units=2", "--json", check=True)
+    doc = json.loads(proc.stdout)
+    lib = inventory(build_fabric(load_spec("dgx-h100-superpod", ["cluster.num_units=2"]))).to_dict()
+    assert doc == json.loads(json.dumps(lib))
+    assert doc["num_gpus"] == 512 and [t["num_switches"] for t in doc["tiers"]] == [16, 8]
+
+
+def test_python_m_and_file_path(tmp_path):
+    src = (ROOT / "topologies" / "meta-llama3-24k.toml").read_text()
+    p = tmp_path / "mine.toml"
+    p.write_text(src)
+    proc = run_cli("describe", str(p), "--json", check=True)
+    assert json.loads(proc.stdout)["num_gpus"] == 24576
+
+
+BAD_SPECS = [
+    # (file contents edit on the superpod spec, extra args, expected stderr line)
+    (lambda s: s.replace('kind = "rail_optimized"', 'kind = "torus"'), [],
+     "error: {f}: fabric.kind: must be one of fat_tree, rail_optimized, rail_only, got 'torus'"),
+    (lambda s: s.replace("oversubscription = 1", "oversubscription = 0.5"), [],
+     "error: {f}: fabric.tiers[0].oversubscription: must be >= 1.0, got 0.5"),
+    (lambda s: s.replace("radix = 64\nport_rate", "radixx = 64\nport_rate", 1), [],
+     "error: {f}: fabric.tiers[0].radixx: unknown key 'radixx'; allowed: name, model, radix, port_rate, "
+     "up_port_rate, oversubscription, down_ports, up_ports, latency, sharp, power_W; did you mean 'radix'?"),
+    (lambda s: s.replace('nic_rate = "400 Gb/s"', 'nic_rate = 400'), [],
+     "error: {f}: server.nic_rate: give a unit, e.g. '400 Gb/s' or '450 GB/s', got 400"),
+    (lambda s: s.replace("num_units = 4", "num_units = 9"), [],
+     "error: {f}: fabric.tiers[1].radix: spine: 72 leaf switches x 32 uplinks need 72 down ports on each spine "
+     "switch even with one link to each, but the radix is 64; raise the radix, add a tier or set "
+     "fabric.grow_tiers = true"),
+    (lambda s: s.replace("num_units = 4", "num_units = 4\nnum_gpus = 1024"), [],
+     "error: {f}: cluster: give exactly one of num_gpus, num_servers, num_units, num_pods, got num_gpus, "
+     "num_units"),
+    (lambda s: s.replace("name = \"dgx", "name = dgx"), [], None),  # invalid TOML: checked loosely below
+    (lambda s: s, ["--set", "fabric.tiers[0].oversubscription=0"],
+     "error: {f} (--set fabric.tiers[0].oversubscription=0): fabric.tiers[0].oversubscription: must be >= 1.0, "
+     "got 0"),
+    (lambda s: s, ["--set", "cluster.num_units=-1"],
+     "error: {f} (--set cluster.num_units=-1): cluster.num_units: must be >= 1, got -1"),
+    (lambda s: s, ["--set", "server.gpu=8"],
+     "error: {f} (--set server.gpu=8): server.gpu: unknown key 'gpu'; allowed: gpus, nics, nic_rate, nic_model, "
+     "nic_latency, pcie_bandwidth; did you mean 'gpus'?"),
+]
+
+
+@pytest.mark.parametrize("edit, extra, expected", BAD_SPECS)
+def test_bad_specs_one_line_exit_2(tmp_path, edit, extra, expected):
+    src = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
+    p = tmp_path / "bad.toml"
+    p.write_text(edit(src))
+    proc = run_cli("describe", str(p), *extra, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if expected is None:
+        assert lines[0].startswith("error: bad.toml: invalid TOML")
+    else:
+        assert lines[0] == expected.format(f="bad.toml")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["describe", "no-such-spec"], "error: no-such-spec: no such spec file or bundled spec; bundled:"),
+    (["describe", "--set", "nonsense"], "error: --set nonsense: expected KEY=VALUE"),
+    (["frobnicate"], "error: topo: argument COMMAND: invalid choice: 'frobnicate'"),
+    (["export", "--format", "png"], "error: topo export: argument --format: invalid choice: 'png'"),
+])
+def test_usage_errors_one_line(args, fragment):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(fragment), proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["graphml", "json"])
+def test_export_round_trips(tmp_path, fmt):
+    out = tmp_path / f"sp.{fmt}"
+    proc = run_cli("export", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--format", fmt, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    g = build_fabric(load_spec("dgx-h100-superpod", ["cluster.num_units=1"])).graph
+    if fmt == "graphml":
+        back = nx.read_graphml(out)
+    else:
+        back = nx.node_link_graph(json.loads(out.read_text()), edges="links")
+    assert set(back.nodes) == set(g.nodes)
+    assert {frozenset(e) for e in back.edges} == {frozenset(e) for e in g.edges}
+    assert back.nodes["leaf0"]["tier"] == "leaf" and back.nodes["gpu7"]["role"] == "gpu"
+    e = back.edges["leaf0", "spine0"]
+    assert e["num_links"] == 8 and float(e["bandwidth_Bps"]) == 8 * 50e9
+    assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind
+
+
+def test_export_to_missing_folder_writes_nothing(tmp_path):
+    out = tmp_path / "nope" / "x.graphml"
+    proc = run_cli("export", "dgx-h100-superpod", "-o", str(out))
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_list():
+    proc = run_cli("list", "--json", check=True)
+    names = [r["name"] for r in json.loads(proc.stdout)]
+    assert "h100-100k" in names

@@ -1,0 +1,105 @@
+import pytest
+
+from conftest import spec_dict, tier
+from topo import TopoError, build_fabric, load_spec, spec_from_dict
+from topo.spec import apply_overrides, bundled_specs
+
+
+def test_valid_spec_resolves_gpu_defaults():
+    spec = spec_from_dict(spec_dict())
+    # H100 defaults from the catalog (NVLink4: 900 GB/s bidirectional = 450 GB/s per direction; NVLS)
+    assert spec.nvlink_Bps == 450e9
+    assert spec.nvls is True
+    assert spec.gpus_per_domain == 8
+    assert spec.server.nic_rate_Bps == 50e9
+
+
+def test_gb200_defaults_to_nvl72_domain_and_4_gpu_hosts():
+    spec = spec_from_dict(spec_dict(gpu="GB200", server={"gpus": 4, "nics": 4}))
+    assert spec.gpus_per_domain == 72
+    assert spec.nvlink_Bps == 900e9
+
+
+# (dict edit, expected key, expected message fragment)
+BAD = [
+    (lambda d: d["fabric"].update(kind="torus"), "fabric.kind",
+     "must be one of fat_tree, rail_optimized, rail_only, got 'torus'"),
+    (lambda d: d["fabric"]["tiers"][0].update(oversubscription=0.5), "fabric.tiers[0].oversubscription",
+     "must be >= 1.0, got 0.5"),
+    (lambda d: d["fabric"]["tiers"][0].update(radixx=64), "fabric.tiers[0].radixx",
+     "unknown key 'radixx'; allowed: name, model, radix"),
+    (lambda d: d["fabric"]["tiers"][0].update(port_rate="400"), "fabric.tiers[0].port_rate",
+     "expected a bandwidth with its unit, such as '400 Gb/s'"),
+    (lambda d: d["fabric"]["tiers"][0].update(port_rate=400), "fabric.tiers[0].port_rate", "give a unit"),
+    (lambda d: d["server"].update(nics=0), "server.nics", "must be >= 1, got 0"),
+    (lambda d: d["server"].update(gpus=2.5), "server.gpus", "must be a whole number, got 2.5"),
+    (lambda d: d.update(gpu="H1000"), "gpu", "unknown GPU model 'H1000'; allowed: A100, H100"),
+    (lambda d: d.update(fabrik={}), "fabrik", "did you mean 'fabric'?"),
+    (lambda d: d["cluster"].update(num_gpus=16), "cluster", "give exactly one of num_gpus, num_servers"),
+    (lambda d: d["fabric"]["tiers"][1].update(name="leaf"), "fabric", "tier names must be unique"),
+    (lambda d: d["cluster"].update(num_units=-1), "cluster.num_units", "must be >= 1, got -1"),
+    (lambda d: d["scale_up"].update(latency="fast") if "scale_up" in d else d.update(scale_up={"latency": "fast"}),
+     "scale_up.latency", "expected a time with its unit"),
+]
+
+
+@pytest.mark.parametrize("edit, key, fragment", BAD)
+def test_bad_specs_name_key_value_and_allowed(edit, key, fragment):
+    d = spec_dict()
+    edit(d)
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(d, source="bad.toml")
+    err = info.value
+    assert err.source == "bad.toml"
+    assert err.key == key
+    assert fragment in err.message
+    assert "\n" not in err.line()
+
+
+def test_overrides_by_index_and_name():
+    d = spec_dict(tiers=[tier("leaf", oversubscription=1), tier("spine")])
+    out, paths = apply_overrides(d, ["fabric.tiers[leaf].oversubscription=3", "cluster.num_units=4",
+                                     "server.nic_rate=800 Gb/s", "fabric.tiers[1].latency=\"1 us\""])
+    assert out["fabric"]["tiers"][0]["oversubscription"] == 3
+    assert out["cluster"]["num_units"] == 4
+    assert out["server"]["nic_rate"] == "800 Gb/s"
+    assert out["fabric"]["tiers"][1]["latency"] == "1 us"
+    assert d["cluster"]["num_units"] == 2  # the original is untouched
+    assert "fabric.tiers[0].oversubscription" in paths
+
+
+def test_override_errors_name_the_set():
+    d = spec_dict()
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(d, source="x.toml", overrides=["fabric.tiers[0].oversubscription=0.5"])
+    assert info.value.source == "x.toml (--set fabric.tiers[0].oversubscription=0.5)"
+    with pytest.raises(TopoError, match="index 5 is out of range"):
+        apply_overrides(d, ["fabric.tiers[5].radix=2"])
+    with pytest.raises(TopoError, match="no item named 'core'"):
+        apply_overrides(d, ["fabric.tiers[core].radix=2"])
+    with pytest.raises(TopoError, match="expected KEY=VALUE"):
+        apply_overrides(d, ["cluster.num_units"])
+
+
+def test_build_errors_carry_the_file_and_the_set():
+    spec = load_spec("dgx-h100-superpod", ["cluster.num_units=9"])
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec)
+    assert info.value.source.endswith("dgx-h100-superpod.toml")
+    assert info.value.key == "fabric.tiers[1].radix"
+    assert "72 leaf switches" in info.value.message
+
+
+def test_unknown_spec_name_lists_bundled():
+    with pytest.raises(TopoError) as info:
+        load_spec("dgx-h100-superpd")
+    assert "did you mean 'dgx-h100-superpod'" in info.value.message
+    assert set(bundled_specs()) >= {"h100-100k", "dgx-h100-superpod", "meta-llama3-24k"}
+
+
+def test_invalid_toml_is_one_line(tmp_path):
+    p = tmp_path / "broken.toml"
+    p.write_text("name = \n")
+    with pytest.raises(TopoError) as info:
+        load_spec(p)
+    assert "invalid TOML" in info.value.message and "line 1" in info.value.message

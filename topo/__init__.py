@@ -1,0 +1,17 @@
+"""topo: GPU-cluster network topology and collective-communication modeler.
+
+>>> import topo
+>>> fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+>>> fabric.num_gpus
+1024
+"""
+
+from .builders import build_fabric, fat_tree, rail_only, rail_optimized
+from .errors import TopoError
+from .fabric import Fabric
+from .inventory import Inventory, inventory
+from .spec import DEFAULT_SPEC, Spec, bundled_specs, load_spec, spec_from_dict
+
+__all__ = ["load_spec", "spec_from_dict", "bundled_specs", "build_fabric", "fat_tree", "rail_optimized",
+           "rail_only", "Fabric", "inventory", "Inventory", "Spec", "TopoError", "DEFAULT_SPEC"]
+__version__ = "0.1.0"

@@ -1,0 +1,29 @@
+"""Arguments shared by commands: the SPEC argument and ``--set`` overrides."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..builders import build_fabric
+from ..spec import DEFAULT_SPEC, load_spec
+
+__all__ = ["add_spec_arguments", "fabric_from_args", "spec_from_args"]
+
+
+def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
+    if many:
+        p.add_argument("specs", nargs="*", metavar="SPEC",
+                       help=f"spec files or bundled names (default: {DEFAULT_SPEC})")
+    else:
+        p.add_argument("spec", nargs="?", metavar="SPEC",
+                       help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec field by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+
+
+def spec_from_args(args, name=None):
+    return load_spec(name if name is not None else getattr(args, "spec", None), args.overrides)
+
+
+def fabric_from_args(args, name=None):
+    return build_fabric(spec_from_args(args, name))

@@ -1,0 +1,26 @@
+"""``topo list``: the bundled specs."""
+
+from __future__ import annotations
+
+from ..spec import DEFAULT_SPEC, bundled_specs, load_spec
+from .output import emit, emit_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("list", help="list the bundled specs")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rows = []
+    for name in bundled_specs():
+        spec = load_spec(name)
+        rows.append({"name": name, "default": name == DEFAULT_SPEC, "gpu": spec.gpu, "kind": spec.fabric.kind,
+                     "description": spec.description})
+    if args.json:
+        emit_json(rows)
+    else:
+        emit(table([[r["name"] + (" (default)" if r["default"] else ""), r["gpu"], r["kind"], r["description"]]
+                    for r in rows], ["spec", "gpu", "fabric", "description"]))
+    return 0

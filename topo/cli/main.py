@@ -1,0 +1,58 @@
+"""Entry point: parse arguments, run one command, turn library errors into one line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from ..errors import TopoError
+from . import describe, export, listing
+
+__all__ = ["main", "build_parser"]
+
+COMMANDS = [describe, export, listing]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line ``error: ...`` with exit status 2."""
+
+    def error(self, message):  # noqa: D401
+        sys.stderr.write(f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="topo", description="GPU-cluster network topology and collective-communication "
+                     "modeler. Every command works on the bundled default cluster when no SPEC is given.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"topo {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TopoError as exc:
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(f"error: {exc.line()}\n")
+        return 2
+    except BrokenPipeError:  # e.g. piped into head
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+    except Exception as exc:  # a bug, not bad input: say so, and how to see more
+        if args.debug:
+            raise
+        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it\n")
+        return 1

@@ -1,0 +1,288 @@
+"""Reading specs: TOML files, bundled names, Python dicts, and ``--set KEY=VALUE`` overrides.
+
+Whatever the origin, the same validation runs, and every problem becomes one :class:`~topo.errors.TopoError`
+line naming the file (and the ``--set`` that caused it), the dotted key, the value and what is allowed::
+
+    topologies/h100-100k.toml: fabric.tiers[2].oversubscription: must be >= 1, got 0.5
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import TopoError
+from .model import Spec
+
+__all__ = ["load_spec", "spec_from_dict", "apply_overrides", "bundled_specs", "bundled_dir", "DEFAULT_SPEC",
+           "format_loc"]
+
+DEFAULT_SPEC = "h100-100k"
+
+
+def bundled_dir() -> Path:
+    """The folder of bundled specs (``topologies/`` beside the package)."""
+    return Path(__file__).resolve().parents[2] / "topologies"
+
+
+def bundled_specs() -> list[str]:
+    """Names of the bundled specs, e.g. ``["dgx-h100-superpod", "h100-100k", ...]``."""
+    d = bundled_dir()
+    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+
+
+def resolve_spec_path(name_or_path: str | Path | None) -> Path:
+    """A spec file from a path, a bundled name (with or without ``.toml``), or None for the default."""
+    if name_or_path is None:
+        name_or_path = DEFAULT_SPEC
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    stem = p.name[:-5] if p.name.endswith(".toml") else p.name
+    candidate = bundled_dir() / f"{stem}.toml"
+    if p.parent == Path(".") and candidate.is_file():
+        return candidate
+    names = bundled_specs()
+    close = difflib.get_close_matches(stem, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names) or '(none)'}{hint}",
+                    source=str(name_or_path))
+
+
+def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Spec:
+    """Load and validate a spec file, a bundled spec by name, or the default (``h100-100k``).
+
+    ``overrides`` are ``KEY=VALUE`` strings (as ``--set`` takes them) applied before validation.
+    """
+    path = resolve_spec_path(name_or_path)
+    source = _display_path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopoError(f"cannot read the file: {exc}", source=source) from None
+    return spec_from_dict(data, source=source, overrides=overrides)
+
+
+def spec_from_dict(data: dict, source: str = "<spec>", overrides: typing.Sequence[str] = ()) -> Spec:
+    """Validate a spec given as a dict (the parsed TOML), after applying ``KEY=VALUE`` overrides."""
+    data, set_paths = apply_overrides(data, overrides, source=source)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise _to_topo_error(exc, source, set_paths) from None
+    spec._origin = source
+    spec._set_paths = dict(set_paths)
+    return spec
+
+
+# --- overrides ------------------------------------------------------------------------------------------
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
+
+
+def _parse_key(key: str, source: str, original: str) -> list[str | int]:
+    parts: list[str | int] = []
+    pos = 0
+    key = key.strip()
+    while pos < len(key):
+        if key[pos] == ".":
+            pos += 1
+            continue
+        m = _SEGMENT.match(key, pos)
+        if not m:
+            raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
+                            "fabric.tiers[1].oversubscription", source=f"--set {original}")
+        token = m.group(1) if m.group(1) is not None else m.group(2)
+        parts.append(int(token) if token.isdigit() else token)
+        pos = m.end()
+    if not parts:
+        raise TopoError("empty key; write KEY=VALUE, e.g. cluster.num_units=8", source=f"--set {original}")
+    return parts
+
+
+def _parse_value(text: str):
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare string such as 400 Gb/s
+
+
+def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "<spec>"):
+    """Apply ``KEY=VALUE`` overrides to a copy of ``data``.
+
+    Keys are dotted paths; list items are addressed by index (``fabric.tiers[2]``) or, for named items such as
+    tiers, by name (``fabric.tiers[spine]``). Values are read as TOML values (``8``, ``true``, ``"400 Gb/s"``)
+    and otherwise kept as strings. Returns the new dict and the normalised paths that were set.
+    """
+    data = copy.deepcopy(data)
+    set_paths: dict[str, str] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8", source=f"--set {item}")
+        key, value = item.split("=", 1)
+        parts = _parse_key(key, source, item)
+        node = data
+        norm: list[str | int] = []
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                idx = _list_index(node, part, norm, item)
+                norm.append(idx)
+                if last:
+                    node[idx] = _parse_value(value)
+                else:
+                    node = node[idx]
+            elif isinstance(node, dict):
+                if not isinstance(part, str):
+                    raise TopoError(f"{format_loc(norm) or 'the spec'} is a table, not a list; "
+                                    f"use a key name, not [{part}]", source=f"--set {item}")
+                norm.append(part)
+                if last:
+                    node[part] = _parse_value(value)
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise TopoError(f"{format_loc(norm)} is a value, not a table", source=f"--set {item}")
+        set_paths[format_loc(norm)] = item
+    return data, set_paths
+
+
+def _list_index(node: list, part, norm, item) -> int:
+    if isinstance(part, int):
+        if not 0 <= part < len(node):
+            raise TopoError(f"index {part} is out of range; {format_loc(norm)} has {len(node)} items "
+                            f"(0 to {len(node) - 1})", source=f"--set {item}")
+        return part
+    names = [x.get("name") for x in node if isinstance(x, dict)]
+    if part in names:
+        return names.index(part)
+    raise TopoError(f"{format_loc(norm)} has no item named {part!r}; names: {', '.join(map(str, names))}",
+                    source=f"--set {item}")
+
+
+# --- error formatting ------------------------------------------------------------------------------------
+
+def format_loc(loc: typing.Sequence) -> str:
+    """``('fabric', 'tiers', 2, 'oversubscription')`` -> ``fabric.tiers[2].oversubscription``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _unwrap(annotation):
+    """The model class (or None) inside Optional[...], Annotated[...], list[...]."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType, list):
+        for arg in typing.get_args(annotation):
+            found = _unwrap(arg)
+            if found is not None:
+                return found
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _model_at(loc: typing.Sequence) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = Spec
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return None
+        model = _unwrap(field.annotation)
+    return model
+
+
+def _allowed_keys(model: type[BaseModel]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _describe(err: dict) -> str:
+    kind = err["type"]
+    loc = err["loc"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        allowed = _allowed_keys(model) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}{hint}"
+    if kind == "missing":
+        return "is required but missing"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        allowed = re.findall(r"'([^']*)'", expected)
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"must be one of {', '.join(allowed)}, got {value!r}{hint}"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(err.get("ctx", {}).values()), "?")
+        return f"must be {op} {bound}, got {value!r}"
+    if kind in ("int_type", "int_from_float", "int_parsing"):
+        return f"must be a whole number, got {value!r}"
+    if kind in ("float_type", "float_parsing", "finite_number"):
+        return f"must be a finite number, got {value!r}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"must be true or false, got {value!r}"
+    if kind in ("string_type",):
+        return f"must be a string, got {value!r}"
+    if kind in ("too_short", "too_long"):
+        return err["msg"][0].lower() + err["msg"][1:] + f", got {value!r}"
+    if kind == "model_type" or kind == "dict_type":
+        return f"must be a table (a [section] in TOML), got {value!r}"
+    if kind == "list_type":
+        return f"must be a list (e.g. [[fabric.tiers]] entries), got {value!r}"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        return msg[len("Value error, "):]
+    return f"{msg}, got {value!r}"
+
+
+def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str]) -> TopoError:
+    errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
+    first = errors[0]
+    if first["type"] == "extra_forbidden":
+        # A misspelt key also leaves the right one missing; that is the same mistake, reported once.
+        model = _model_at(first["loc"][:-1])
+        close = difflib.get_close_matches(str(first["loc"][-1]), _allowed_keys(model) if model else [], n=1)
+        if close:
+            twin = tuple(first["loc"][:-1]) + (close[0],)
+            errors = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) == twin)]
+    key = format_loc(first["loc"])
+    message = _describe(first)
+    if len(errors) > 1:
+        others = [format_loc(e["loc"]) or "(top level)" for e in errors[1:4]]
+        more = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
+        message += f" (also: {', '.join(others)}{more})"
+    origin = next((orig for path, orig in set_paths.items() if key == path or key.startswith(path + ".")
+                   or key.startswith(path + "[")), None)
+    src = f"{source} (--set {origin})" if origin else source
+    return TopoError(message, source=src, key=key or None)
+
+
+def _display_path(path: Path) -> str:
+    """A path as the user would write it: relative to the working folder when below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,207 @@
+"""The typed cluster spec: what a TOML file in ``topologies/`` may say, field by field.
+
+Quantities are written with their units in the file (``nic_rate = "400 Gb/s"``, ``latency = "130 ns"``) and
+stored in SI units in fields whose names carry the unit (``nic_rate_Bps``, ``latency_s``). Unknown keys are
+rejected. Checks that need the whole design (ports beyond a switch's radix, counts that do not divide) are made
+when the fabric is built (:mod:`topo.builders`), with the same one-line errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+
+from ..hardware import GPU_MODELS, lookup_gpu
+from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
+
+__all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",
+           "TECHNOLOGIES"]
+
+
+def _bandwidth(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"give a unit, e.g. '400 Gb/s' or '450 GB/s', got {value!r}")
+    try:
+        return parse_bandwidth_Bps(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _time(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"give a unit, e.g. '500 ns' or '1.5 us', got {value!r}")
+    try:
+        return parse_time_s(value)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _known_gpu(value: str) -> str:
+    if lookup_gpu(value) is None:
+        raise ValueError(f"unknown GPU model {value!r}; allowed: {', '.join(GPU_MODELS)}")
+    return lookup_gpu(value).name
+
+
+Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
+Duration = Annotated[float, BeforeValidator(_time)]
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+FABRIC_KINDS = ("fat_tree", "rail_optimized", "rail_only")
+TECHNOLOGIES = ("infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ScaleUpSpec(_Strict):
+    """The NVLink (scale-up) domain: GPUs joined by NVSwitch, one logical switch per domain."""
+
+    gpus_per_domain: PositiveInt | None = None
+    """GPUs in one NVLink domain: 8 for HGX H100/H200/B200, 72 for GB200/GB300 NVL72. Default: the GPU's."""
+    bandwidth_per_gpu_Bps: Bandwidth | None = Field(None, alias="bandwidth_per_gpu")
+    """NVLink bandwidth of one GPU, per direction ("450 GB/s" for H100). Default: the GPU's."""
+    latency_s: Duration = Field(0.0, alias="latency")
+    """NVSwitch port-to-port latency added to each NVLink hop (default 0: covered by the cost profile)."""
+    nvls: bool | None = None
+    """The NVSwitch can reduce in the switch (NVLink SHARP, Hopper and newer). Default: the GPU's."""
+
+
+class ServerSpec(_Strict):
+    """One server (host): its GPUs and scale-out NICs."""
+
+    gpus: PositiveInt | None = None
+    """GPUs per server; default: the GPU model's (8 for HGX, 4 per compute tray in an NVL72 rack)."""
+    nics: PositiveInt = 8
+    """Scale-out NICs per server; NIC n sits beside GPU n*gpus/nics (or serves several GPUs)."""
+    nic_rate_Bps: Bandwidth = Field(50e9, alias="nic_rate")
+    """Line rate of one NIC per direction (default "400 Gb/s", ConnectX-7 NDR)."""
+    nic_model: str = "ConnectX-7"
+    nic_latency_s: Duration = Field(0.0, alias="nic_latency")
+    """Latency through one NIC added to each network hop (default 0: covered by the cost profile)."""
+    pcie_bandwidth_Bps: Bandwidth = Field(64e9, alias="pcie_bandwidth")
+    """GPU-to-NIC bandwidth per direction (default "64 GB/s": PCIe Gen5 x16, stas00/ml-engineering)."""
+
+
+class ClusterSpec(_Strict):
+    """How big the cluster is: exactly one of the four counts."""
+
+    num_gpus: PositiveInt | None = None
+    num_servers: PositiveInt | None = None
+    num_units: PositiveInt | None = None
+    """Scalable units (racks in a fat tree): the servers under one leaf (or one leaf per rail)."""
+    num_pods: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [k for k in ("num_gpus", "num_servers", "num_units", "num_pods") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of num_gpus, num_servers, num_units, num_pods"
+                + (f", got {', '.join(given)}" if given else ", got none")
+            )
+        return self
+
+
+class TierSpec(_Strict):
+    """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    model: str = ""
+    radix: PositiveInt
+    """Ports per switch at ``port_rate``."""
+    port_rate_Bps: Bandwidth = Field(alias="port_rate")
+    up_port_rate_Bps: Bandwidth | None = Field(None, alias="up_port_rate")
+    """Rate of the uplink ports when it differs from ``port_rate`` (default: the same)."""
+    oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
+    """Downlink:uplink capacity, e.g. 7 for 7:1 (default 1, non-blocking, unless ports are given)."""
+    down_ports: PositiveInt | None = None
+    """Ports facing down per switch (default: as the servers and lower tier fill them)."""
+    up_ports: Annotated[int, Field(strict=True, ge=0)] | None = None
+    """Ports facing up per switch (default: down ports / oversubscription)."""
+    latency_s: Duration = Field(0.0, alias="latency")
+    """Port-to-port latency of one switch of this tier."""
+    sharp: bool = False
+    """The switches reduce in the network (SHARP / CollNet)."""
+    power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """Power of one switch, for the inventory's totals."""
+
+
+class FabricSpec(_Strict):
+    """The scale-out fabric joining the NVLink domains."""
+
+    kind: Literal["fat_tree", "rail_optimized", "rail_only"]
+    """fat_tree: a server's NICs share one leaf (ToR); rail_optimized: NIC r of every server in a scalable unit
+    goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no spine between rails
+    (cross-rail traffic crosses the NVLink domain)."""
+    technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa"] = "infiniband_ndr"
+    servers_per_unit: PositiveInt | None = None
+    """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
+    units_per_pod: PositiveInt | None = None
+    """Scalable units under one set of spines (3 tiers). Default: as many as the spines hold."""
+    unit_name: str = ""
+    """What a unit is called ("rack", "scalable unit"); default by kind."""
+    tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=3)]
+    grow_tiers: bool = False
+    """When the top tier cannot connect everything, add a tier like it instead of failing."""
+
+    @model_validator(mode="after")
+    def _unique_tier_names(self):
+        names = [t.name for t in self.tiers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"tier names must be unique, got {', '.join(repr(d) for d in dup)} twice")
+        return self
+
+
+class Spec(_Strict):
+    """A whole cluster: accelerators, servers, the NVLink domain and the scale-out fabric."""
+
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    source: str | list[str] = ""
+    """Where the design comes from (URLs), cited in reports."""
+    gpu: Annotated[str, AfterValidator(_known_gpu)]
+    """GPU model; one of the catalog's (A100, H100, H200, H800, B200, GB200, GB300)."""
+    scale_up: ScaleUpSpec = ScaleUpSpec()
+    server: ServerSpec = ServerSpec()
+    cluster: ClusterSpec
+    fabric: FabricSpec
+
+    _origin: str = PrivateAttr("")
+    _set_paths: dict = PrivateAttr(default_factory=dict)
+
+    def error_source(self, key: str | None) -> str:
+        """Where a problem with ``key`` comes from: the file, and the ``--set`` that changed it if one did."""
+        origin = next((o for p, o in self._set_paths.items()
+                       if key and (key == p or key.startswith(p + ".") or key.startswith(p + "["))), None)
+        base = self._origin or "<spec>"
+        return f"{base} (--set {origin})" if origin else base
+
+    # Resolved values (spec value, else the GPU catalog's) -------------------------------------------------
+    @property
+    def gpu_model(self):
+        return lookup_gpu(self.gpu)
+
+    @property
+    def gpus_per_domain(self) -> int:
+        return self.scale_up.gpus_per_domain or self.gpu_model.domain_gpus
+
+    @property
+    def gpus_per_server(self) -> int:
+        if self.server.gpus is not None:
+            return self.server.gpus
+        return min(self.gpu_model.host_gpus, self.gpus_per_domain)
+
+    @property
+    def nvlink_Bps(self) -> float:
+        return self.scale_up.bandwidth_per_gpu_Bps or self.gpu_model.nvlink_Bps
+
+    @property
+    def nvls(self) -> bool:
+        return self.gpu_model.nvls if self.scale_up.nvls is None else self.scale_up.nvls
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) and self.source else list(self.source or [])

@@ -1,0 +1,188 @@
+"""Units: the one place that parses and prints sizes, bandwidths and times.
+
+Conventions (stated once, used everywhere):
+
+- GB = 1e9 bytes, GiB = 2**30 bytes; Gb = 1e9 bits.  ``400 Gb/s`` = 50e9 bytes/s = ``50 GB/s``.
+- Bandwidths inside topo are bytes per second per direction (``*_Bps``); links are full duplex.
+- Times are seconds (``*_s``).
+- Message sizes follow nccl-tests: a bare suffix ``K``, ``M``, ``G``, ``T`` is binary
+  (``16G`` = 16 * 2**30 bytes, as nccl-tests' ``-b``/``-e`` parse it); explicit units are taken literally
+  (``1GiB`` = 2**30, ``1GB`` = 1e9).
+
+Every parser raises :class:`UnitError` with a message that repeats the value and says what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = [
+    "UnitError",
+    "parse_size_bytes",
+    "parse_bandwidth_Bps",
+    "parse_time_s",
+    "format_size",
+    "format_bandwidth",
+    "format_rate",
+    "format_time",
+    "format_count",
+    "GB",
+    "GiB",
+]
+
+GB = 1e9
+GiB = 2**30
+
+
+class UnitError(ValueError):
+    """A quantity that could not be parsed; the message says what is allowed."""
+
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,  # nccl-tests-style bare number; "B" lowercased
+    "byte": 1,
+    "bytes": 1,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+    "t": 2**40,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
+
+_SIZE_HELP = "a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, 512MB"
+
+
+def parse_size_bytes(text: str | int | float) -> int:
+    """Parse a message size into bytes.
+
+    >>> parse_size_bytes("16G")
+    17179869184
+    >>> parse_size_bytes("1GB"), parse_size_bytes("1GiB"), parse_size_bytes(8)
+    (1000000000, 1073741824, 8)
+    """
+    if isinstance(text, bool):
+        raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
+    if isinstance(text, (int, float)):
+        value, mult = float(text), 1
+    else:
+        m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([A-Za-z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in _SIZE_UNITS:
+            raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
+        value, mult = float(m.group(1)), _SIZE_UNITS[m.group(2).lower()]
+    nbytes = value * mult
+    if not math.isfinite(nbytes) or nbytes <= 0:
+        raise UnitError(f"a size must be a positive number of bytes, got {text!r}")
+    if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):
+        raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
+    return int(round(nbytes))
+
+
+_BW_UNITS = {
+    # bits per second
+    "b/s": 1 / 8, "bps": 1 / 8, "bit/s": 1 / 8,
+    "kb/s": 1e3 / 8, "kbps": 1e3 / 8,
+    "mb/s": 1e6 / 8, "mbps": 1e6 / 8,
+    "gb/s": 1e9 / 8, "gbps": 1e9 / 8, "gbit/s": 1e9 / 8,
+    "tb/s": 1e12 / 8, "tbps": 1e12 / 8, "tbit/s": 1e12 / 8,
+}
+_BYTE_BW_UNITS = {
+    "B/s": 1.0, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+    "KiB/s": 2**10, "MiB/s": 2**20, "GiB/s": 2**30, "TiB/s": 2**40,
+    "Bps": 1.0, "GBps": 1e9, "MBps": 1e6, "TBps": 1e12,
+}
+_BW_HELP = "a bandwidth with its unit, such as '400 Gb/s', '400Gbps', '450 GB/s' or '1.8 TB/s'"
+
+
+def parse_bandwidth_Bps(text: str) -> float:
+    """Parse a bandwidth into bytes per second. Bits (``Gb/s``, ``Gbps``) and bytes (``GB/s``) are told
+    apart by the case of the ``b``.
+
+    >>> parse_bandwidth_Bps("400 Gb/s"), parse_bandwidth_Bps("450 GB/s")
+    (50000000000.0, 450000000000.0)
+    """
+    if not isinstance(text, str):
+        raise UnitError(f"expected {_BW_HELP}, got {text!r} (a bare number has no unit)")
+    m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([A-Za-z/]+)\s*", text)
+    if not m:
+        raise UnitError(f"expected {_BW_HELP}, got {text!r}")
+    value, unit = float(m.group(1)), m.group(2)
+    if unit in _BYTE_BW_UNITS:
+        mult = _BYTE_BW_UNITS[unit]
+    elif "b" in unit and "B" not in unit and unit.lower() in _BW_UNITS:
+        mult = _BW_UNITS[unit.lower()]
+    else:
+        raise UnitError(f"expected {_BW_HELP}, got {text!r}")
+    bps = value * mult
+    if not math.isfinite(bps) or bps <= 0:
+        raise UnitError(f"a bandwidth must be positive, got {text!r}")
+    return bps
+
+
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_TIME_HELP = "a time with its unit, such as '500 ns', '1.5 us', '2 ms' or '0 ns'"
+
+
+def parse_time_s(text: str) -> float:
+    """Parse a duration into seconds. Zero is allowed (a latency may be neglected on purpose).
+
+    >>> parse_time_s("1.5 us"), parse_time_s("500 ns")
+    (1.5e-06, 5e-07)
+    """
+    if not isinstance(text, str):
+        raise UnitError(f"expected {_TIME_HELP}, got {text!r} (a bare number has no unit)")
+    m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([a-zµ]+)\s*", text)
+    if not m or m.group(2) not in _TIME_UNITS:
+        raise UnitError(f"expected {_TIME_HELP}, got {text!r}")
+    value = float(m.group(1)) * _TIME_UNITS[m.group(2)]
+    if not math.isfinite(value) or value < 0:
+        raise UnitError(f"a time must be >= 0, got {text!r}")
+    return value
+
+
+def format_size(nbytes: float) -> str:
+    """Human size in binary units, as nccl-tests users read them: ``1 GiB``, ``64 KiB``, ``8 B``."""
+    for unit, mult in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= mult:
+            return f"{nbytes / mult:.4g} {unit}"
+    return f"{nbytes:.4g} B"
+
+
+def format_bandwidth(bps: float) -> str:
+    """Bandwidth in decimal bytes per second (GB = 1e9): ``50 GB/s``, ``1.2 TB/s``."""
+    for unit, mult in (("PB/s", 1e15), ("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)):
+        if bps >= mult:
+            return f"{bps / mult:.4g} {unit}"
+    return f"{bps:.4g} B/s"
+
+
+def format_rate(bps: float) -> str:
+    """A line rate in bits per second, as NICs and ports are sold: ``400 Gb/s``, ``1.6 Tb/s``."""
+    bits = bps * 8
+    for unit, mult in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6)):
+        if bits >= mult:
+            return f"{bits / mult:.4g} {unit}"
+    return f"{bits:.4g} b/s"
+
+
+def format_time(seconds: float) -> str:
+    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``."""
+    for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= mult:
+            return f"{seconds / mult:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def format_count(n: int) -> str:
+    """Integer with thousands separators: ``98,304``."""
+    return f"{int(n):,}"
