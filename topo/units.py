@@ -136,8 +136,8 @@ _TIME_HELP = "a time with its unit, such as '500 ns', '1.5 us', '2 ms' or '0 ns'
 def parse_time_s(text: str) -> float:
     """Parse a duration into seconds. Zero is allowed (a latency may be neglected on purpose).
 
-    >>> parse_time_s("1.5 us"), parse_time_s("500 ns")
-    (1.5e-06, 5e-07)
+    >>> parse_time_s("1.5 us"), parse_time_s("2 ms")
+    (1.5e-06, 0.002)
     """
     if not isinstance(text, str):
         raise UnitError(f"expected {_TIME_HELP}, got {text!r} (a bare number has no unit)")
