@@ -1,0 +1,62 @@
+"""Shared by the benchmark scripts: machine description, timing of whole commands, and RESULTS.md sections."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem_kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+        mem = f"{mem_kb / 2**20:.0f} GiB"
+    except (OSError, AttributeError):
+        mem = "unknown memory"
+    return f"{cpu}, {os.cpu_count()} cores, {mem}, Python {platform.python_version()}, {platform.system()}"
+
+
+def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
+    """Wall time and peak RSS (MiB) of one run, measured with /usr/bin/time-like wait4 accounting."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(args)} failed: {err}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def update_section(name: str, body: str, command: str) -> None:
+    """Replace (or append) the section ``name`` of RESULTS.md, stamped with command, machine and date."""
+    stamp = (f"Command: `{command}`  \nMachine: {machine()}  \n"
+             f"Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n")
+    section = f"<!-- begin {name} -->\n## {name}\n\n{stamp}\n{body.rstrip()}\n<!-- end {name} -->\n"
+    text = RESULTS.read_text() if RESULTS.exists() else (
+        "# Benchmark results\n\nWritten by the scripts in `benchmarks/`; each section says how to regenerate it.\n\n")
+    pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n", re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text + "\n" + section
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(RESULTS)
+
+
+PY = sys.executable
