@@ -1,0 +1,84 @@
+"""The GB200 SuperPOD, Alibaba HPN and rail-only specs reproduce what was published about their designs.
+
+Published figures are read from ../shared/data/clusters.json, which carries each figure's source; figures from
+elsewhere are cited beside the assertion. What a spec assumes (the files say which) is not checked here as if it
+were published.
+"""
+
+import json
+import re
+
+import pytest
+
+from topo import build_fabric, inventory, load_spec
+
+GBIT = 1e9 / 8  # bytes per second in one Gb/s
+
+
+def figures(shared, cluster_id):
+    data = json.loads((shared / "data" / "clusters.json").read_text())
+    cluster = next(c for c in data["clusters"] if c["id"] == cluster_id)
+    return {f["name"]: f["value"] for f in cluster["figures"]}
+
+
+def numbers(text):
+    """The integers written in a published string: "128 racks / 9,216 GPUs" -> [128, 9216]."""
+    return [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", text)]
+
+
+def describe(name, *overrides):
+    return inventory(build_fabric(load_spec(name, list(overrides))))
+
+
+# --- NVIDIA DGX SuperPOD with DGX GB200 NVL72 ----------------------------------------------------------------
+
+def test_gb200_superpod_scalable_unit(shared):
+    # NVIDIA DGX SuperPOD GB200 RA (clusters.json nvidia_dgx_superpod_gb200): SU = 8 racks = 576 GPUs,
+    # 18 compute trays per rack, one 72-GPU NVLink domain per rack.
+    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+    racks_per_su = int(fig["scalable_unit"].split()[0])  # "8 DGX GB200 NVL72 racks"
+    inv = describe("gb200-nvl72-superpod", f"cluster.num_units={racks_per_su}")
+    assert inv.unit_name == "rack" and inv.num_units == racks_per_su == 8
+    assert inv.num_gpus == fig["su_gpus"] == 576
+    assert inv.servers_per_unit == fig["rack_compute_trays"] == 18
+    assert inv.scale_up.num_domains == racks_per_su
+    assert inv.scale_up.gpus_per_domain == fig["su_gpus"] // racks_per_su == 72
+
+
+def test_gb200_superpod_nvlink_and_nics(shared):
+    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+    spec = load_spec("gb200-nvl72-superpod")
+    inv = inventory(build_fabric(spec))
+    # GB200 RA: 1.8 TB/s per GPU (bidirectional), 18 NVLink5 links per GPU, one to each of the 18 switch chips
+    # (9 switch trays x 2 chips).
+    assert 2 * inv.scale_up.bandwidth_per_gpu_Bps == fig["nvlink_bw_per_gpu"] * 1e12
+    assert spec.gpu_model.nvlink_links == fig["nvlink_links_per_gpu"] == (
+        fig["rack_nvlink_switch_trays"] * fig["nvlink_switch_chips_per_tray"])
+    # GB200 RA: compute fabric "NDR 400 Gb/s InfiniBand".
+    assert fig["compute_fabric"] == "NDR 400 Gb/s InfiniBand"
+    assert inv.technology == "infiniband_ndr" and inv.nic_rate_Bps == 400 * GBIT
+    # A compute tray has 4 GPUs and "4x NVIDIA ConnectX-7 single port 400G OSFP NIC" (NVIDIA DGX GB200 User
+    # Guide, Hardware: https://docs.nvidia.com/dgx/dgxgb200-user-guide/hardware.html); OCI's GB200 shape agrees:
+    # 4 GPUs and 4 x 400 Gb/s RDMA NICs per host (clusters.json oci_gb200_gb300_shapes).
+    oci = figures(shared, "oci_gb200_gb300_shapes")
+    nics, rate = numbers(oci["gb200_rdma_nics"])  # "4 x 400 Gbps RoCE"
+    assert inv.gpus_per_server == oci["gb200_shape_gpus_per_host"] == 4
+    assert inv.nics_per_server == nics == 4 and inv.nic_rate_Bps == rate * GBIT
+    # one NIC, hence one NIC-leaf cable, per GPU
+    nic_leaf = next(x for x in inv.links if x.name.startswith("nic-"))
+    assert nic_leaf.num_links == inv.num_gpus
+
+
+def test_gb200_superpod_default_and_max_scale(shared):
+    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+    # The default is whole SUs (NVIDIA: build by SU).
+    inv = describe("gb200-nvl72-superpod")
+    assert inv.num_gpus % fig["su_gpus"] == 0 and inv.num_gpus // fig["su_gpus"] > 1
+    # GB200 RA: "up to and beyond 128 racks with 9216 GPUs" builds with the same switches, non-blocking.
+    racks, gpus = numbers(fig["max_scale"])  # "128 racks / 9,216 GPUs"
+    inv = describe("gb200-nvl72-superpod", f"cluster.num_units={racks}")
+    assert inv.num_gpus == gpus == 9216
+    assert inv.scale_up.num_domains == racks
+    assert all(t.oversubscription in (None, 1.0) for t in inv.tiers)
+    assert inv.largest_nonblocking_gpus == gpus
+    # NVIDIA's leaf/spine counts per SU for GB200 were not found (clusters.json has none), so none is asserted.
