@@ -82,3 +82,50 @@ def test_gb200_superpod_default_and_max_scale(shared):
     assert all(t.oversubscription in (None, 1.0) for t in inv.tiers)
     assert inv.largest_nonblocking_gpus == gpus
     # NVIDIA's leaf/spine counts per SU for GB200 were not found (clusters.json has none), so none is asserted.
+
+
+# --- Alibaba HPN (one plane) -----------------------------------------------------------------------------------
+
+def test_alibaba_hpn_segments_and_pods(shared):
+    # Alibaba HPN, SIGCOMM 2024 (clusters.json alibaba_hpn_sigcomm24).
+    fig = figures(shared, "alibaba_hpn_sigcomm24")
+    inv = describe("alibaba-hpn-plane")
+    assert inv.gpu == "H800" and inv.technology == "roce"
+    assert inv.unit_name == "segment"
+    assert inv.servers_per_unit * inv.gpus_per_server == fig["segment_gpus"] == 1024
+    assert inv.units_per_pod == fig["segments_per_pod"] == 15
+    assert inv.units_per_pod * fig["segment_gpus"] == fig["pod_gpus"] == 15360
+    assert inv.num_gpus == inv.num_pods * fig["pod_gpus"]
+    # Host: "8x H800 + 9x BlueField-3 (2x200G) per host; NVLink 400 GB/s"; one plane takes one 200G port.
+    host = fig["host"]
+    gpus = int(re.search(r"(\d+)x H800", host)[1])
+    ports, port_rate = map(int, re.search(r"\((\d+)x(\d+)G\)", host).groups())
+    nvlink = int(re.search(r"NVLink (\d+) GB/s", host)[1])
+    assert ports == 2  # dual-plane: one port per plane
+    assert inv.gpus_per_server == inv.nics_per_server == gpus == 8
+    assert inv.nic_rate_Bps == port_rate * GBIT
+    assert 2 * inv.scale_up.bandwidth_per_gpu_Bps == nvlink * 1e9
+
+
+def test_alibaba_hpn_switches(shared):
+    fig = figures(shared, "alibaba_hpn_sigcomm24")
+    inv = describe("alibaba-hpn-plane")
+    tor, agg, core = inv.tiers
+    # ToR: "128 active + 8 backup x 200G" down, "60 x 400G" up, one 51.2 Tbps chip.
+    active, backup, down_rate = numbers(fig["tor_downlinks"])
+    n_up, up_rate = numbers(fig["tor_uplinks"])
+    assert (tor.down_ports_per_switch, tor.up_ports_per_switch) == (active, n_up) == (128, 60)
+    assert (tor.down_port_rate_Bps, tor.up_port_rate_Bps) == (down_rate * GBIT, up_rate * GBIT)
+    assert tor.ports_idle == backup * tor.num_switches  # the backup downlinks (no backup hosts modelled)
+    assert (active + backup) * down_rate + n_up * up_rate == fig["tor_chip_capacity"] * 1000  # Gb/s
+    assert f"{tor.oversubscription:.4g}:1" == fig["tor_oversubscription"] == "1.067:1"
+    # "GPUs per ToR pair" 128: a ToR of one plane takes one port of each of the 128 GPUs of its rail.
+    assert tor.down_ports_per_switch == fig["gpus_per_tor_pair"]
+    # 16 ToRs per segment = 8 rails x 2 planes; this file models one plane.
+    assert 2 * tor.num_switches // inv.num_units == fig["tors_per_segment"] == 16
+    # 60 aggregation switches per plane (per pod), 15:1 to the core.
+    assert agg.num_switches // inv.num_pods == fig["agg_switches_per_plane"] == 60
+    assert f"{agg.oversubscription:g}:1" == fig["agg_core_oversubscription"] == "15:1"
+    # Within a segment every GPU of a rail is under one ToR: the segment is the non-blocking group.
+    assert inv.largest_nonblocking_gpus == fig["segment_gpus"]
+    assert core.up_ports_per_switch == 0
