@@ -5,21 +5,15 @@ elsewhere are cited beside the assertion. What a spec assumes (the files say whi
 were published.
 """
 
-import json
 import re
 
 import numpy as np
 import pytest
 
+from test_bundled import figures
 from topo import build_fabric, inventory, load_spec
 
 GBIT = 1e9 / 8  # bytes per second in one Gb/s
-
-
-def figures(shared, cluster_id):
-    data = json.loads((shared / "data" / "clusters.json").read_text())
-    cluster = next(c for c in data["clusters"] if c["id"] == cluster_id)
-    return {f["name"]: f["value"] for f in cluster["figures"]}
 
 
 def numbers(text):
