@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import describe, export, listing
+from . import describe, estimate, export, listing
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, export, listing]
+COMMANDS = [describe, estimate, export, listing]
 
 
 class _Parser(argparse.ArgumentParser):

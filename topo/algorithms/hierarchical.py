@@ -1,0 +1,58 @@
+"""Hierarchical (2D) algorithms: inside the NVLink domain, then across domains rail by rail, then inside again.
+
+With ``g`` ranks in each of ``D`` domains (as Horovod's and PyTorch's hierarchical all-reduce do):
+
+- all-reduce: ring reduce-scatter inside each domain (every rank keeps ``S/g``), ring all-reduce of that
+  ``S/g`` among the ranks of the same local index across domains (one rail each), ring all-gather inside.
+  Uniform closed form: ``2(g-1) alpha + 2(g-1)/g S/B_nvlink + 2(D-1) alpha' + 2(D-1)/D (S/g)/B_net``.
+- all-gather: across domains per local index (each gathers ``S/g``), then inside each domain.
+- reduce-scatter: inside each domain, then across domains per local index.
+
+Phases run one after the other (no overlap), which is what distinguishes this from NCCL's pipelined trees.
+"""
+
+from __future__ import annotations
+
+from ..placement import Placement
+from ..route import Router
+from .base import AlgorithmUnavailable, LatencyCounts, Plan
+from .ring import ring_phase
+
+__all__ = ["hierarchical_plan"]
+
+
+def hierarchical_plan(router: Router, placement: Placement, collective: str) -> Plan:
+    g = placement.ranks_per_domain()
+    if g is None:
+        raise AlgorithmUnavailable("hierarchical algorithms need the same number of ranks in every NVLink domain")
+    D = placement.num_domains
+    if D < 2 or g < 2:
+        raise AlgorithmUnavailable(f"hierarchical needs at least 2 domains of at least 2 ranks, got {D} domain(s) "
+                                   f"of {g}; use ring")
+    p = g * D
+    inside = placement.gpus.reshape(D, g)
+    across = inside.T.copy()  # [g, D]: one ring per local index (rail)
+    phases, intra, inter, routed_s = [], 0, 0, 0.0
+
+    def add(groups, bytes_per_flow, repeat, traversals, label):
+        nonlocal intra, inter, routed_s
+        ph, (a, b, r) = ring_phase(router, groups, bytes_per_flow, repeat, label=label)
+        phases.append(ph)
+        intra += traversals * a
+        inter += traversals * b
+        routed_s += traversals * r
+
+    if collective == "all_reduce":
+        add(inside, 1.0 / g, g - 1, 1, "reduce-scatter inside domains")
+        add(across, 1.0 / (g * D), 2 * (D - 1), 2, "all-reduce across domains")
+        add(inside, 1.0 / g, g - 1, 1, "all-gather inside domains")
+    elif collective == "all_gather":
+        add(across, 1.0 / p, D - 1, 1, "all-gather across domains")
+        add(inside, 1.0 / g, g - 1, 1, "all-gather inside domains")
+    elif collective == "reduce_scatter":
+        add(inside, 1.0 / g, g - 1, 1, "reduce-scatter inside domains")
+        add(across, 1.0 / p, D - 1, 1, "reduce-scatter across domains")
+    else:
+        raise AlgorithmUnavailable(f"hierarchical does not implement {collective}")
+    counts = LatencyCounts("ring", intra_hops=intra, inter_hops=inter, routed_s=routed_s, multi_domain=True)
+    return Plan("hierarchical", "ring", phases, counts)

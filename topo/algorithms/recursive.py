@@ -1,0 +1,53 @@
+"""Recursive algorithms on a power-of-two number of ranks (Thakur, Rabenseifner, Gropp, IJHPCA 2005).
+
+In step ``i`` every rank exchanges with the rank whose index differs in bit ``i`` (distance ``2^i``); ranks are
+in NCCL order, so the first steps stay inside NVLink domains.
+
+- ``halving_doubling`` all-reduce (Rabenseifner): reduce-scatter by recursive vector halving (step i moves
+  ``S/2^(i+1)``), then all-gather by recursive doubling in reverse: ``2 log2(p) alpha + 2 (p-1)/p S/B``.
+- ``recursive_doubling`` all-reduce: every step exchanges the whole vector: ``log2(p) (alpha + S/B)``.
+- ``recursive_doubling`` all-gather: step i exchanges ``2^i S/p``: ``log2(p) alpha + (p-1)/p S/B``.
+- ``recursive_halving`` reduce-scatter: step i moves ``S/2^(i+1)``: ``log2(p) alpha + (p-1)/p S/B``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..placement import Placement
+from ..route import Router
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+
+__all__ = ["recursive_plan"]
+
+
+def recursive_plan(router: Router, placement: Placement, collective: str, name: str) -> Plan:
+    p = placement.num_ranks
+    if p < 2 or p & (p - 1):
+        raise AlgorithmUnavailable(f"{name} needs a power-of-two number of ranks, got {p}")
+    n = int(np.log2(p))
+    if collective == "all_reduce" and name == "halving_doubling":
+        fracs = [1 / 2 ** (i + 1) for i in range(n)]
+        steps = list(zip(range(n), fracs)) + list(zip(reversed(range(n)), reversed(fracs)))
+    elif collective == "all_reduce" and name == "recursive_doubling":
+        steps = [(i, 1.0) for i in range(n)]
+    elif collective == "all_gather" and name == "recursive_doubling":
+        steps = [(i, 2 ** i / p) for i in range(n)]
+    elif collective == "reduce_scatter" and name == "recursive_halving":
+        steps = [(i, 1 / 2 ** (i + 1)) for i in range(n)]
+    else:
+        raise AlgorithmUnavailable(f"{name} does not implement {collective}")
+    ranks = np.arange(p)
+    phases, intra, inter, routed_s = [], 0, 0, 0.0
+    for bit, frac in steps:
+        partner = ranks ^ (1 << bit)
+        routed = router.route(placement.gpus, placement.gpus[partner], frac)
+        phases.append(Phase(routed, 1.0, f"distance {1 << bit}"))
+        if routed.network.any():
+            inter += 1
+        else:
+            intra += 1
+        routed_s += float(routed.latency_s.max())
+    counts = LatencyCounts("p2p", intra_hops=intra, inter_hops=inter, routed_s=routed_s,
+                           multi_domain=placement.num_domains > 1)
+    return Plan(name, "p2p", phases, counts)

@@ -1,0 +1,95 @@
+"""Double binary tree all-reduce across NVLink domains, with a chain inside each domain (NCCL's Tree).
+
+Across the ``D`` domains the data is split between two binary trees: tree 0 is a heap (parent of ``i`` is
+``(i-1)//2``), tree 1 its mirror (``i -> D-1-i``), so a domain is interior in at most one of them and leaves of
+one tree do the work of the other (Sanders, Speck, Traff, "Two-tree algorithms for full bandwidth broadcast,
+reduction and scan", Parallel Computing 2009; NCCL 2.4). Each tree reduces towards its root and broadcasts back.
+Inside a domain the ranks form a chain from the rank that talks to the network; with several NICs, one tree pair
+per NIC (channel), each with its own head rank, so every NIC carries its share.
+
+Closed form on a uniform non-blocking network, store-and-forward in k chunks, depth ``d = floor(log2 p)``
+(the table in ``../shared/design/cost-model.md``, binary tree pipelined in k chunks):
+``T = 2 (d + k - 1) (alpha + S / (k B))``: reduce then broadcast, each ``d + k - 1`` steps in which the busiest
+link carries one chunk (a rank interior in one tree receives two half-chunks).
+
+Without ``chunks`` (NCCL's streaming pipeline) reduce and broadcast run concurrently on successive chunks: every
+edge carries its total bytes, latency is paid once along the deepest path, as NCCL's tuning model has it:
+``2 * ((g-1) * intra hop + log2(D) * network hop)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..placement import Placement
+from ..route import Routed, Router
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+
+__all__ = ["tree_plan", "double_binary_tree", "tree_flows"]
+
+
+def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parents of nodes ``0..n-1`` in tree 0 (heap) and tree 1 (mirror); -1 at the roots; and the depth."""
+    i = np.arange(n)
+    p0 = np.where(i > 0, (i - 1) // 2, -1)
+    m = n - 1 - i
+    p1 = np.where(m > 0, n - 1 - (m - 1) // 2, -1)
+    depth = int(np.floor(np.log2(n))) if n > 1 else 0
+    return p0, p1, depth
+
+
+def tree_flows(placement: Placement, gpd: int, channels: int):
+    """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree: inter-domain child -> parent
+    heads and intra-domain chain towards the head, for every channel and both trees. The broadcast flows are the
+    same reversed. Returns also (g, D, depth)."""
+    g = placement.ranks_per_domain()
+    if g is None:
+        raise AlgorithmUnavailable("the tree needs the same number of ranks in every NVLink domain")
+    gpus = placement.gpus.reshape(-1, g)  # [D, g], ranks of each domain in NCCL order
+    D = gpus.shape[0]
+    p0, p1, depth = double_binary_tree(D)
+    srcs, dsts, choices = [], [], []
+    for c in range(channels):
+        head = c % g
+        order = gpus[:, (head + np.arange(g)) % g]  # chain from the head
+        choice = c // g
+        for parent in (p0, p1):
+            child = np.flatnonzero(parent >= 0)
+            srcs.append(order[child, 0])
+            dsts.append(order[parent[child], 0])
+            choices.append(np.full(child.size, choice))
+        if g > 1:  # chain inside each domain, towards the head (once per tree)
+            for _ in range(2):
+                srcs.append(order[:, 1:].ravel())
+                dsts.append(order[:, :-1].ravel())
+                choices.append(np.full(D * (g - 1), choice))
+    return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), g, D, depth
+
+
+def tree_plan(router: Router, placement: Placement, chunks: int | None = None) -> Plan:
+    p = placement.num_ranks
+    if p < 2:
+        raise AlgorithmUnavailable("a tree needs at least 2 ranks")
+    f = router.fabric
+    D = placement.num_domains
+    C = f.layout.nics_per_server if D > 1 else 1
+    (src, dst, choice), g, D, depth = tree_flows(placement, f.layout.gpus_per_domain, C)
+    share = 1.0 / (2 * C)  # each tree of each channel carries this fraction of the data
+    if chunks is None:
+        up = router.route(src, dst, share, choice)
+        down = router.route(dst, src, share, choice)
+        routed = Routed.concat([up, down])
+        inter = up.network
+        r_inter = float(up.latency_s[inter].max()) if inter.any() else 0.0
+        r_intra = float(up.latency_s[~inter].max()) if (~inter).any() else 0.0
+        counts = LatencyCounts("tree", intra_hops=2 * (g - 1), inter_hops=2 * depth,
+                               routed_s=2 * ((g - 1) * r_intra + depth * r_inter), multi_domain=D > 1)
+        return Plan("tree", "tree", [Phase(routed, 1.0, "reduce+broadcast")], counts)
+    k = int(chunks)
+    steps = (g - 1) + depth + k - 1
+    up = router.route(src, dst, share / k, choice)
+    down = router.route(dst, src, share / k, choice)
+    alpha = float(up.latency_s.max())
+    counts = LatencyCounts("tree", routed_s=2 * steps * alpha, multi_domain=D > 1)
+    return Plan("tree", "tree", [Phase(up, steps, "reduce"), Phase(down, steps, "broadcast")], counts,
+                notes=[f"tree: store-and-forward in {k} chunks"])

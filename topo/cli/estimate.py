@@ -1,0 +1,122 @@
+"""``topo estimate``: collective times in an nccl-tests-like table, or one JSON document."""
+
+from __future__ import annotations
+
+import re
+
+from ..collectives import ALGORITHMS, COLLECTIVES
+from ..contention import SHARING_MODES
+from ..errors import TopoError
+from ..estimate import estimate, size_sweep
+from ..placement import PLACEMENTS
+from ..results import EstimateResult
+from ..route import ECMP_MODES
+from .common import add_spec_arguments, fabric_from_args
+from .output import emit, emit_json
+
+
+def register(sub) -> None:
+    algos = sorted({a for v in ALGORITHMS.values() for a in v})
+    p = sub.add_parser(
+        "estimate", help="estimate a collective's time, algbw and busbw (nccl-tests style)",
+        description="Estimate a collective on the fabric: alpha-beta over the routed links with contention. "
+        "Sizes as nccl-tests takes them (8, 64K, 1M, 16G, or 1GiB). Default: all_reduce on every GPU, "
+        "8 B to 16 GiB by factors of 2.")
+    add_spec_arguments(p)
+    p.add_argument("-c", "--collective", default="all_reduce", metavar="NAME",
+                   help=f"{', '.join(COLLECTIVES)} (hyphens accepted; default all_reduce)")
+    p.add_argument("-b", "--minbytes", default=None, metavar="MIN", help="smallest size (default 8)")
+    p.add_argument("-e", "--maxbytes", default=None, metavar="MAX", help="largest size (default 16G)")
+    p.add_argument("-f", "--stepfactor", default="2", metavar="FACTOR", help="size multiplier (default 2)")
+    p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
+    p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
+    p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
+    p.add_argument("--placement", default="packed", choices=[x for x in PLACEMENTS if x != "list"],
+                   help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
+    p.add_argument("--rail", default=0, type=int, help="GPU index within the server for one_per_server")
+    p.add_argument("-a", "--algorithm", default="auto", metavar="NAME",
+                   help=f"auto (NCCL's choice, per size) or one of: {', '.join(algos)}")
+    p.add_argument("--ecmp", default="ideal", choices=ECMP_MODES, help="ECMP model (default ideal)")
+    p.add_argument("--subflows", default=1, type=int, help="with --ecmp hash: parts each flow is hashed as")
+    p.add_argument("--sharing", default="equal", choices=SHARING_MODES,
+                   help="contention model: equal-share bottleneck (default) or max-min fair")
+    p.add_argument("--profile", default="nccl", choices=("nccl", "ideal"),
+                   help="nccl: NCCL-derived efficiencies and latencies (default); ideal: textbook alpha-beta")
+    p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
+    p.add_argument("--chunks", default=None, type=int, help="store-and-forward chunks for tree/broadcast")
+    p.add_argument("--stages", default=2, type=int, help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def parse_ranks(text: str) -> list[int]:
+    """``0-7,64,70-71`` -> ids."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise TopoError(f"cannot read {part!r}; write GPU ids and ranges such as 0-7,64-71", key="--ranks")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) else a
+        if b < a:
+            raise TopoError(f"range {part!r} runs backwards", key="--ranks")
+        out.extend(range(a, b + 1))
+    return out
+
+
+def _int(text, key):
+    try:
+        v = int(text)
+    except (TypeError, ValueError):
+        raise TopoError(f"must be a whole number, got {text!r}", key=key) from None
+    return v
+
+
+def run(args) -> int:
+    if args.size is not None and (args.minbytes is not None or args.maxbytes is not None):
+        raise TopoError("give either --size or -b/-e, not both", key="--size")
+    if args.size is not None:
+        sizes = [args.size]
+    else:
+        try:
+            factor = float(args.stepfactor)
+        except ValueError:
+            raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
+        sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
+    if args.gpus is not None and args.ranks is not None:
+        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    fabric = fabric_from_args(args)
+    result = estimate(
+        fabric, args.collective, sizes,
+        gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
+        ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
+        placement=args.placement, rail=args.rail, algorithm=args.algorithm, ecmp=args.ecmp,
+        subflows=args.subflows, sharing=args.sharing, profile=args.profile,
+        pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        emit(render(result))
+    return 0
+
+
+def render(r: EstimateResult) -> str:
+    lines = [f"# topo estimate: {r.collective} on {r.spec}: {r.placement}",
+             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {r.profile}",
+             "#"]
+    head1 = (f"#{'size':>11} {'count':>12} {'type':>6} {'redop':>6} {'root':>5} {'time':>10} {'algbw':>8} "
+             f"{'busbw':>8}  {'algorithm':<18} {'proto':<6} bottleneck")
+    head2 = f"#{'(B)':>11} {'(elements)':>12} {'':>6} {'':>6} {'':>5} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
+    lines += [head1, head2]
+    for x in r.results:
+        b = x.bottleneck
+        where = f"{b.src} -> {b.dst} ({b.level}, {b.utilization:.0%})" if b else "-"
+        lines.append(f"{x.size_bytes:>12} {x.count:>12} {x.type:>6} {x.redop:>6} {x.root:>5} "
+                     f"{x.time_s * 1e6:>10.2f} {x.algbw_GBps:>8.2f} {x.busbw_GBps:>8.2f}  {x.algorithm:<18} "
+                     f"{x.protocol:<6} {where}")
+    for name, why in r.unavailable.items():
+        lines.append(f"# {name} not considered: {why}")
+    for n in r.notes:
+        lines.append(f"# note: {n}")
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""Results of an estimate: plain dataclasses, with ``to_dict`` (the JSON contract) and ``to_frame`` (pandas)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+__all__ = ["Bottleneck", "SizeResult", "EstimateResult"]
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The resource that bounds the bandwidth part of the time."""
+
+    src: str
+    dst: str
+    level: str  # nvlink, pcie, nic-leaf, leaf-spine, spine-core
+    direction: str  # up (towards the top tier) or down
+    num_links: int  # 1 for a link; >1 for the uplinks of a switch or group under ideal ECMP
+    bytes: float  # bytes it carries over the whole collective (per link)
+    utilization: float  # of its line rate, over the collective's time
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """One row of the nccl-tests-like table."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    algorithm: str
+    protocol: str
+    latency_s: float
+    bandwidth_s: float
+    bottleneck: Bottleneck | None
+
+
+@dataclass
+class EstimateResult:
+    """An estimate of one collective on one placement over a sweep of sizes."""
+
+    spec: str
+    collective: str
+    num_ranks: int
+    algorithm: str  # as requested: "auto" or a name
+    placement: str
+    ecmp: str
+    sharing: str
+    profile: str
+    results: list[SizeResult]
+    candidates: dict[str, list[float | None]] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    phases: dict[str, list[dict]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    _link_loads: Callable[[str, int], Any] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """The document ``topo estimate --json`` prints."""
+        return {
+            "spec": self.spec,
+            "collective": self.collective,
+            "num_ranks": self.num_ranks,
+            "algorithm": self.algorithm,
+            "placement": self.placement,
+            "ecmp": self.ecmp,
+            "sharing": self.sharing,
+            "profile": self.profile,
+            "results": [asdict(r) for r in self.results],
+            "candidates": self.candidates,
+            "unavailable": self.unavailable,
+            "notes": self.notes,
+        }
+
+    def to_frame(self):
+        """One row per size: the nccl-tests columns plus algorithm, protocol, latency/bandwidth parts."""
+        import pandas as pd
+
+        rows = []
+        for r in self.results:
+            d = asdict(r)
+            b = d.pop("bottleneck") or {}
+            d.update({f"bottleneck_{k}": v for k, v in b.items()})
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    def candidates_frame(self):
+        """Time of every algorithm considered (best protocol) per size: the curves of the report."""
+        import pandas as pd
+
+        sizes = [r.size_bytes for r in self.results]
+        return pd.DataFrame({"size_bytes": sizes, **self.candidates})
+
+    def link_loads(self, size_bytes: int | None = None, algorithm: str | None = None):
+        """Per directed link: bytes carried and utilization for one size (default: the largest) under the
+        chosen (or the given) algorithm, as a pandas DataFrame."""
+        if self._link_loads is None:
+            raise ValueError("this result holds no link loads")
+        if size_bytes is None:
+            size_bytes = self.results[-1].size_bytes
+        row = next((r for r in self.results if r.size_bytes == size_bytes), None)
+        if algorithm is None:
+            algorithm = row.algorithm if row else self.results[-1].algorithm
+        return self._link_loads(algorithm, size_bytes)
+
+    def steps_frame(self, algorithm: str | None = None):
+        """Per phase of an algorithm's plan: flows, repeats, its bottleneck and its seconds per byte."""
+        import pandas as pd
+
+        algorithm = algorithm or self.results[-1].algorithm
+        return pd.DataFrame(self.phases.get(algorithm, []))

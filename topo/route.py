@@ -1,0 +1,337 @@
+"""Routing: flows between GPUs become the directed links they load, by index arithmetic on the fabric.
+
+Paths are the shortest up/down paths of a folded Clos:
+
+- inside an NVLink domain: GPU -> NVSwitch -> GPU;
+- across domains: GPU -> [NVLink to the GPU beside the chosen NIC, if not itself] -> PCIe -> NIC -> leaf ->
+  [spine -> [core -> spine] ->] leaf -> NIC -> PCIe -> GPU.
+
+NIC choice ("rail" policy, NCCL's PXN): the receiver's NIC is the one beside the destination GPU; the sender uses
+its server's NIC on the same rail, moving the data over NVLink first when that NIC is not its own. Traffic thus
+stays on one rail wherever the fabric allows (and must, in a rail-only fabric). With ``pxn=False`` (and always in a
+fat tree, where rails do not matter) each GPU uses its own NIC.
+
+ECMP, where a leaf has several spines (and a spine several cores) to choose from:
+
+- ``ideal``: every flow is split evenly over all equal-cost paths. Its load is then spread evenly over a leaf's
+  (or a spine group's) uplinks, so those uplinks are represented by one *virtual resource* each with their summed
+  capacity: exact for the fluid model, and O(flows) at any scale.
+- ``hash``: each flow (or each of its ``subflows`` parts) is pinned to one path by a deterministic hash of its
+  endpoints, which reproduces the collisions of real ECMP.
+
+The result is a list of (resource, bytes, flow) entries; :mod:`topo.contention` turns it into times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import TopoError
+from .fabric import Fabric
+
+__all__ = ["Router", "Routed", "ECMP_MODES"]
+
+ECMP_MODES = ("ideal", "hash")
+_MAX_HOPS = 10
+
+
+@dataclass
+class Routed:
+    """Flows routed onto resources: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
+
+    res: np.ndarray
+    weight: np.ndarray
+    flow: np.ndarray
+    num_flows: int
+    flow_bytes: np.ndarray  # bytes of each flow
+    latency_s: np.ndarray  # routed latency of each flow (sum of its links' latencies)
+    network: np.ndarray  # True where the flow leaves its NVLink domain
+
+    @staticmethod
+    def concat(parts: list["Routed"]) -> "Routed":
+        parts = [p for p in parts if p.num_flows]
+        if not parts:
+            return Routed.empty()
+        offs = np.cumsum([0] + [p.num_flows for p in parts[:-1]])
+        return Routed(
+            res=np.concatenate([p.res for p in parts]),
+            weight=np.concatenate([p.weight for p in parts]),
+            flow=np.concatenate([p.flow + o for p, o in zip(parts, offs)]),
+            num_flows=int(sum(p.num_flows for p in parts)),
+            flow_bytes=np.concatenate([p.flow_bytes for p in parts]),
+            latency_s=np.concatenate([p.latency_s for p in parts]),
+            network=np.concatenate([p.network for p in parts]),
+        )
+
+    @staticmethod
+    def empty() -> "Routed":
+        z = np.zeros(0, dtype=np.int64)
+        return Routed(z, np.zeros(0), z, 0, np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
+
+    def scaled(self, factor: float) -> "Routed":
+        return Routed(self.res, self.weight * factor, self.flow, self.num_flows, self.flow_bytes * factor,
+                      self.latency_s, self.network)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a fast, well-spread deterministic hash of uint64 keys."""
+    x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+class Router:
+    """Routes flows on one fabric. Also defines the resource space (directed links plus ECMP aggregates).
+
+    Resource ids: ``2*link`` (up) and ``2*link + 1`` (down) for every link, then, when ``ecmp="ideal"``, one
+    resource per leaf for its uplinks going up and one going down, and one per spine group (pod) for its spines'
+    uplinks going up and down.
+    """
+
+    def __init__(self, fabric: Fabric, ecmp: str = "ideal", subflows: int = 1, pxn: bool | None = None,
+                 salt: int = 0):
+        if ecmp not in ECMP_MODES:
+            raise TopoError(f"unknown ECMP mode {ecmp!r}; allowed: {', '.join(ECMP_MODES)}", key="--ecmp")
+        if not isinstance(subflows, (int, np.integer)) or subflows < 1:
+            raise TopoError(f"subflows must be a whole number >= 1, got {subflows!r}", key="--subflows")
+        self.fabric = fabric
+        self.ecmp = ecmp
+        self.subflows = int(subflows) if ecmp == "hash" else 1
+        L = fabric.layout
+        self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
+        self.salt = int(salt)
+        links = fabric.links
+        M = fabric.num_links
+        self.num_real = 2 * M
+        tiers = L.tiers
+        self.n_leaves = tiers[0].num_switches
+        self.n_groups = tiers[1].num_groups if len(tiers) > 1 else 0
+        virt = ecmp == "ideal" and len(tiers) > 1
+        self.v_leaf_up = self.num_real
+        self.v_leaf_down = self.v_leaf_up + (self.n_leaves if virt else 0)
+        self.v_grp_up = self.v_leaf_down + (self.n_leaves if virt else 0)
+        self.v_grp_down = self.v_grp_up + (self.n_groups if virt and len(tiers) > 2 else 0)
+        self.num_res = self.v_grp_down + (self.n_groups if virt and len(tiers) > 2 else 0)
+
+        cap = np.empty(self.num_res)
+        cap[0:self.num_real:2] = links["bandwidth_Bps"]
+        cap[1:self.num_real:2] = links["bandwidth_Bps"]
+        level = np.empty(self.num_res, dtype=np.int8)
+        level[0:self.num_real:2] = links["level"]
+        level[1:self.num_real:2] = links["level"]
+        lat = np.empty(self.num_res)
+        lat[0:self.num_real:2] = links["latency_s"]
+        lat[1:self.num_real:2] = links["latency_s"]
+        if virt:
+            t0 = tiers[0]
+            sl = slice(self.v_leaf_up, self.v_grp_up)
+            cap[sl] = t0.up_ports * t0.up_rate_Bps
+            level[sl] = 3
+            lat[sl] = self._level_latency(3)
+            if len(tiers) > 2:
+                t1 = tiers[1]
+                sl = slice(self.v_grp_up, self.num_res)
+                cap[sl] = t1.switches_per_group * t1.up_ports * t1.up_rate_Bps
+                level[sl] = 4
+                lat[sl] = self._level_latency(4)
+        self.capacity_Bps = cap
+        self.level = level
+        self.res_latency_s = lat
+
+    def _level_latency(self, level: int) -> float:
+        links = self.fabric.links
+        sel = np.flatnonzero(links["level"] == level)
+        return float(links["latency_s"][sel[0]]) if sel.size else 0.0
+
+    # --- routing --------------------------------------------------------------------------------------------
+    def route(self, src, dst, nbytes, choice=None) -> Routed:
+        """Route flows ``src[i] -> dst[i]`` (GPU ids) of ``nbytes[i]`` bytes.
+
+        ``choice`` picks among a GPU's NICs when it has several (e.g. the channel index); default 0.
+        """
+        f = self.fabric
+        L = f.layout
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        F = src.size
+        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (F,)).copy()
+        choice = np.zeros(F, dtype=np.int64) if choice is None else np.broadcast_to(
+            np.asarray(choice, dtype=np.int64), (F,)).copy()
+        if F == 0:
+            return Routed.empty()
+        if self.subflows > 1:
+            K = self.subflows
+            src, dst, choice = np.repeat(src, K), np.repeat(dst, K), np.repeat(choice, K)
+            flow_id = np.repeat(np.arange(F), K)
+            sub = np.tile(np.arange(K), F)
+            part_bytes = np.repeat(nbytes / K, K)
+        else:
+            flow_id = np.arange(F)
+            sub = np.zeros(F, dtype=np.int64)
+            part_bytes = nbytes
+        P = src.size
+        cols = np.full((P, _MAX_HOPS), -1, dtype=np.int64)
+        lo = f.link_offset
+        dom_s, dom_d = src // L.gpus_per_domain, dst // L.gpus_per_domain
+        self_flow = src == dst
+        intra = (dom_s == dom_d) & ~self_flow
+        inter = dom_s != dom_d
+
+        # inside the NVLink domain
+        i = np.flatnonzero(intra)
+        cols[i, 0] = 2 * (lo["nvlink"] + src[i])
+        cols[i, 1] = 2 * (lo["nvlink"] + dst[i]) + 1
+
+        i = np.flatnonzero(inter)
+        if i.size:
+            s, d = src[i], dst[i]
+            nic_d = f.gpu_nic(d, choice[i])
+            N = L.nics_per_server
+            if self.pxn:
+                nic_s = f.gpu_server(s) * N + nic_d % N
+            else:
+                nic_s = f.gpu_nic(s, choice[i])
+            if f.pcie_per_nic:
+                proxy = f.nic_gpu(nic_s)
+                pcie_s, pcie_d = nic_s, nic_d
+            else:
+                own = f.gpu_nic(s) == nic_s
+                proxy = np.where(own, s, f.nic_gpu(nic_s))
+                pcie_s, pcie_d = proxy, d
+            hop = proxy != s
+            cols[i[hop], 0] = 2 * (lo["nvlink"] + s[hop])
+            cols[i[hop], 1] = 2 * (lo["nvlink"] + proxy[hop]) + 1
+            cols[i, 2] = 2 * (lo["pcie"] + pcie_s)
+            cols[i, 3] = 2 * (lo["nic"] + nic_s)
+            cols[i, 8] = 2 * (lo["nic"] + nic_d) + 1
+            cols[i, 9] = 2 * (lo["pcie"] + pcie_d) + 1
+            self._middle(cols, i, nic_s, nic_d, src[i], dst[i], sub[i])
+
+        mask = cols >= 0
+        rows, _ = np.nonzero(mask)
+        res = cols[mask]
+        lat_parts = np.zeros(P)
+        np.add.at(lat_parts, rows, self.res_latency_s[res])
+        # per original flow: the latency of its (first) part; bytes summed
+        latency = np.zeros(F)
+        latency[flow_id] = lat_parts
+        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows], num_flows=F, flow_bytes=nbytes,
+                      latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
+                                                  else inter))
+
+    def _middle(self, cols, i, nic_s, nic_d, src, dst, sub) -> None:
+        """Leaf and above, for the inter-domain flows ``i``."""
+        f = self.fabric
+        L = f.layout
+        tiers = L.tiers
+        ls, ld = f.nic_leaf(nic_s), f.nic_leaf(nic_d)
+        up = ls != ld
+        if not np.any(up):
+            return
+        if len(tiers) == 1:
+            k = np.flatnonzero(up)[0]
+            raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
+                            "leaves and the fabric has no spine" + ("; turn PXN on" if not self.pxn else ""),
+                            key="fabric.tiers")
+        gs, gd = f.leaf_group(ls), f.leaf_group(ld)
+        cross = up & (gs != gd)
+        if L.rail_groups > 1:
+            bad = up & (f.nic_rail(nic_s) != f.nic_rail(nic_d))
+            if np.any(bad):
+                k = np.flatnonzero(bad)[0]
+                raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
+                                "NICs are on different rails; route through NVLink (pxn=True)", key="--pxn")
+        if len(tiers) < 3 and np.any(cross):
+            raise TopoError("flows cross spine groups but the fabric has no core tier", key="fabric.tiers")
+        iu, ic = i[up], i[cross]
+        lo = f.link_offset
+        t0 = tiers[0]
+        t1 = tiers[1]
+        S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
+        if self.ecmp == "ideal":
+            cols[iu, 4] = self.v_leaf_up + ls[up]
+            cols[iu, 7] = self.v_leaf_down + ld[up]
+            if ic.size:
+                cols[ic, 5] = self.v_grp_up + gs[cross]
+                cols[ic, 6] = self.v_grp_down + gd[cross]
+            return
+        key = (nic_s.astype(np.uint64) * np.uint64(0x100000001B3) ^ nic_d.astype(np.uint64)) \
+            + sub.astype(np.uint64) * np.uint64(0x9E3779B1) + np.uint64(self.salt)
+        h1 = _mix64(key)
+        h2 = _mix64(h1)
+        j = (h1 % np.uint64(S2)).astype(np.int64)
+        k1 = ((h1 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
+        k2 = ((h2 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
+        cols[iu, 4] = 2 * (lo["up:0"] + ls[up] * u0 + j[up] * m1 + k1[up])
+        cols[iu, 7] = 2 * (lo["up:0"] + ld[up] * u0 + j[up] * m1 + k2[up]) + 1
+        if ic.size:
+            t2 = tiers[2]
+            C3, m2, u1 = t2.switches_per_group, t2.links_from_below, t1.up_ports
+            h3 = _mix64(h2)
+            c = (h2 % np.uint64(C3)).astype(np.int64)
+            k3 = (h3 % np.uint64(m2)).astype(np.int64)
+            k4 = ((h3 >> np.uint64(32)) % np.uint64(m2)).astype(np.int64)
+            sig_s = gs * S2 + j
+            sig_d = gd * S2 + j
+            cols[ic, 5] = 2 * (lo["up:1"] + sig_s[cross] * u1 + c[cross] * m2 + k3[cross])
+            cols[ic, 6] = 2 * (lo["up:1"] + sig_d[cross] * u1 + c[cross] * m2 + k4[cross]) + 1
+
+    # --- loads ----------------------------------------------------------------------------------------------
+    def loads(self, routed: Routed) -> np.ndarray:
+        """Bytes on every resource."""
+        return np.bincount(routed.res, weights=routed.weight, minlength=self.num_res)
+
+    def real_link_loads(self, res_loads: np.ndarray) -> np.ndarray:
+        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down), spreading ECMP aggregates evenly."""
+        out = res_loads[: self.num_real].copy()
+        if self.num_res == self.num_real:
+            return out
+        L = self.fabric.layout
+        lo = self.fabric.link_offset
+        t0 = L.tiers[0]
+        u0 = t0.up_ports
+        base = lo["up:0"]
+        ids = base + np.arange(self.n_leaves * u0)
+        leaf = np.repeat(np.arange(self.n_leaves), u0)
+        out[2 * ids] += res_loads[self.v_leaf_up + leaf] / u0
+        out[2 * ids + 1] += res_loads[self.v_leaf_down + leaf] / u0
+        if len(L.tiers) > 2:
+            t1 = L.tiers[1]
+            per_group = t1.switches_per_group * t1.up_ports
+            ids = lo["up:1"] + np.arange(t1.num_switches * t1.up_ports)
+            grp = np.repeat(np.arange(t1.num_groups), per_group)
+            out[2 * ids] += res_loads[self.v_grp_up + grp] / per_group
+            out[2 * ids + 1] += res_loads[self.v_grp_down + grp] / per_group
+        return out
+
+    def describe_resource(self, r: int) -> dict:
+        """Endpoints, level and direction of a resource (a directed link or an ECMP aggregate)."""
+        f = self.fabric
+        names = f.level_names
+        if r < self.num_real:
+            link, down = divmod(int(r), 2)
+            a, b = int(f.links["src"][link]), int(f.links["dst"][link])
+            if down:
+                a, b = b, a
+            return {"link": link, "src": f._name(a), "dst": f._name(b), "level": names[int(self.level[r])],
+                    "direction": "down" if down else "up", "num_links": 1}
+        L = f.layout
+        if r < self.v_grp_up:
+            down = r >= self.v_leaf_down
+            leaf = int(r - (self.v_leaf_down if down else self.v_leaf_up))
+            leaf_name = f._name(int(f.switch_node(0, leaf)))
+            spines = f"{L.tiers[1].name}s of its group"
+            src, dst = (spines, leaf_name) if down else (leaf_name, spines)
+            return {"link": None, "src": src, "dst": dst, "level": names[3], "direction": "down" if down else "up",
+                    "num_links": L.tiers[0].up_ports}
+        down = r >= self.v_grp_down
+        g = int(r - (self.v_grp_down if down else self.v_grp_up))
+        who = f"{L.tiers[1].name}s of group {g}"
+        cores = f"{L.tiers[2].name}s"
+        src, dst = (cores, who) if down else (who, cores)
+        t1 = L.tiers[1]
+        return {"link": None, "src": src, "dst": dst, "level": names[4], "direction": "down" if down else "up",
+                "num_links": t1.switches_per_group * t1.up_ports}
