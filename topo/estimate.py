@@ -67,7 +67,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
              ranks: Sequence[int] | None = None, placement: str = "packed", rail: int = 0,
              algorithm: str = "auto", ecmp: str = "ideal", subflows: int = 1, sharing: str = "equal",
              profile: Profile | str | None = None, pxn: bool | None = None, chunks: int | None = None,
-             stages: int = 2) -> EstimateResult:
+             stages: int = 2, groups: int = 1, group_layout: str = "strided") -> EstimateResult:
     """Estimate ``collective`` on ``fabric`` for each size.
 
     Parameters
@@ -81,6 +81,9 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     gpus, ranks, placement, rail
         Which GPUs take part: ``gpus`` of them placed by ``placement`` (see :func:`topo.placement.place`),
         or the explicit GPU ids ``ranks``. Default: every GPU.
+    groups, group_layout
+        Run ``groups`` identical communicators at once over those GPUs (``strided``: data-parallel groups, one
+        GPU from each block; ``blocked``: consecutive blocks, as tensor parallelism). busbw counts one group.
     algorithm : str
         ``auto`` (NCCL's algorithms, fastest per size) or one of :data:`topo.collectives.ALGORITHMS`.
     ecmp : {"ideal", "hash"}, subflows : int
@@ -108,9 +111,9 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING_MODES)}", key="--sharing")
     sizes = _sizes(sizes)
     if ranks is not None:
-        pl = place(fabric, gpus=ranks)
+        pl = place(fabric, gpus=ranks, groups=groups, group_layout=group_layout)
     else:
-        pl = place(fabric, gpus, kind=placement, rail=rail)
+        pl = place(fabric, gpus, kind=placement, rail=rail, groups=groups, group_layout=group_layout)
     prof = _profile(fabric, profile)
     router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
     candidates = list(NCCL_ALGORITHMS[coll]) if algo == "auto" else [algo]

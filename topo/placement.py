@@ -22,33 +22,69 @@ PLACEMENTS = ("packed", "one_per_server", "spread_pods", "list")
 
 @dataclass(frozen=True)
 class Placement:
-    """The GPUs of a job, in rank order, and how they sit in the fabric."""
+    """The GPUs of a job in rank order, split into one or more identical communicators that run at once.
 
-    gpus: np.ndarray  # global GPU id of each rank
+    ``groups[j]`` holds the GPU ids of communicator ``j`` in rank order. One communicator is the usual case;
+    several model data or tensor parallelism, where every group runs the same collective at the same time
+    (e.g. each GPU of one pod all-reducing with its peer in another pod).
+    """
+
+    groups: np.ndarray  # [num_groups, ranks per group] GPU ids
     kind: str
-    domains: np.ndarray  # NVLink domain of each rank
+    gpus_per_domain: int
+
+    @property
+    def gpus(self) -> np.ndarray:
+        """Every GPU taking part (all groups), flattened group by group."""
+        return self.groups.ravel()
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.groups.shape[0])
 
     @property
     def num_ranks(self) -> int:
-        return int(self.gpus.size)
+        """Ranks of one communicator (what busbw's factor counts)."""
+        return int(self.groups.shape[1])
+
+    @property
+    def domains(self) -> np.ndarray:
+        return self.groups[0] // self.gpus_per_domain
 
     @property
     def num_domains(self) -> int:
+        """NVLink domains one communicator spans."""
         return int(np.unique(self.domains).size)
 
     def ranks_per_domain(self) -> int | None:
-        """Ranks in each spanned domain if every domain holds the same number, else None."""
-        _, counts = np.unique(self.domains, return_counts=True)
-        return int(counts[0]) if np.all(counts == counts[0]) else None
+        """Ranks of a communicator in each domain it spans, if the same everywhere (in every group), else None.
+        Ranks of one domain must be consecutive in rank order (as NCCL orders them)."""
+        doms = self.groups // self.gpus_per_domain
+        G, n = doms.shape
+        change = np.flatnonzero(np.diff(doms[0]) != 0)
+        g = int(change[0] + 1) if change.size else n
+        if n % g:
+            return None
+        blocks = doms.reshape(G, n // g, g)
+        if not np.all(blocks == blocks[:, :, :1]):
+            return None
+        heads = blocks[:, :, 0]
+        if n // g > 1 and (not np.all(np.diff(heads, axis=1) != 0) or np.unique(heads[0]).size != n // g):
+            return None
+        return g
 
     def describe(self) -> str:
         rpd = self.ranks_per_domain()
         per = f"{rpd} per domain" if rpd else "uneven per domain"
-        return f"{format_count(self.num_ranks)} GPUs ({self.kind}) in {format_count(self.num_domains)} NVLink domains, {per}"
+        what = f"{format_count(self.num_ranks)} GPUs ({self.kind})"
+        if self.num_groups > 1:
+            what = (f"{format_count(self.num_groups)} concurrent groups of {format_count(self.num_ranks)} GPUs "
+                    f"({self.kind}, {format_count(self.gpus.size)} GPUs)")
+        return f"{what}, each in {format_count(self.num_domains)} NVLink domains, {per}"
 
 
 def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpus=None, rail: int = 0,
-          order: str = "nccl") -> Placement:
+          order: str = "nccl", groups: int = 1, group_layout: str = "strided") -> Placement:
     """Choose the ranks of a job.
 
     Parameters
@@ -64,6 +100,11 @@ def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpu
         Explicit GPU ids (implies ``kind="list"``).
     order : {"nccl", "given"}
         Rank order: as NCCL forms its ring (sorted by domain and GPU), or as given in ``gpus``.
+    groups : int
+        Split the chosen GPUs into this many communicators running the same collective at once.
+    group_layout : {"strided", "blocked"}
+        ``strided``: communicator ``j`` takes GPUs ``j, j+groups, j+2*groups, ...`` of the chosen list (data
+        parallelism: one GPU per model replica); ``blocked``: consecutive blocks (tensor parallelism).
     """
     L = fabric.layout
     total = L.num_gpus
@@ -112,4 +153,16 @@ def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpu
                                 key="--gpus")
             k = n // pods
             ids = (np.arange(pods, dtype=np.int64)[:, None] * per_pod + np.arange(k)[None, :]).ravel()
-    return Placement(gpus=ids, kind=kind, domains=ids // L.gpus_per_domain)
+    if not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise TopoError(f"the number of groups must be a whole number >= 1, got {groups!r}", key="--groups")
+    if ids.size % groups:
+        raise TopoError(f"{format_count(ids.size)} GPUs do not split into {groups} equal groups", key="--groups")
+    if group_layout == "strided":
+        table = ids.reshape(ids.size // groups, groups).T.copy()
+    elif group_layout == "blocked":
+        table = ids.reshape(groups, ids.size // groups)
+    else:
+        raise TopoError(f"unknown group layout {group_layout!r}; allowed: strided, blocked", key="--group-layout")
+    if order == "nccl" and groups > 1:
+        table = np.sort(table, axis=1)
+    return Placement(groups=table, kind=kind, gpus_per_domain=L.gpus_per_domain)

@@ -30,8 +30,9 @@ def hierarchical_plan(router: Router, placement: Placement, collective: str) -> 
         raise AlgorithmUnavailable(f"hierarchical needs at least 2 domains of at least 2 ranks, got {D} domain(s) "
                                    f"of {g}; use ring")
     p = g * D
-    inside = placement.gpus.reshape(D, g)
-    across = inside.T.copy()  # [g, D]: one ring per local index (rail)
+    G = placement.num_groups
+    inside = placement.groups.reshape(G * D, g)
+    across = placement.groups.reshape(G, D, g).transpose(0, 2, 1).reshape(G * g, D)  # one ring per local index
     phases, intra, inter, routed_s = [], 0, 0, 0.0
 
     def add(groups, bytes_per_flow, repeat, traversals, label):

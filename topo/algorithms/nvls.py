@@ -57,16 +57,17 @@ def nvls_plan(router: Router, placement: Placement, name: str, profile: Profile)
         return Plan("nvls", "nvls", [Phase(local, 1.0, "in-switch reduce + multicast")], counts)
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
-    gpus = placement.gpus.reshape(D, g)
+    G = placement.num_groups
+    gpus = placement.groups.reshape(G, D, g)
     p0, p1, depth = double_binary_tree(D)
     src, dst, choice = [], [], []
     per_nic = max(1, f.layout.nics_per_server // f.layout.gpus_per_server)
     for parent in (p0, p1):
         child = np.flatnonzero(parent >= 0)
         for c in range(per_nic):
-            src.append(gpus[child].ravel())
-            dst.append(gpus[parent[child]].ravel())
-            choice.append(np.full(child.size * g, c))
+            src.append(gpus[:, child].ravel())
+            dst.append(gpus[:, parent[child]].ravel())
+            choice.append(np.full(G * child.size * g, c))
     src, dst, choice = np.concatenate(src), np.concatenate(dst), np.concatenate(choice)
     share = 1.0 / (2 * g * per_nic)  # each rank's S/g share, split in two trees (and over its NICs)
     up = router.route(src, dst, share, choice)

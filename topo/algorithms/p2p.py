@@ -49,22 +49,23 @@ def alltoall_plan(router: Router, placement: Placement, name: str) -> Plan:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("an all-to-all needs at least 2 ranks")
-    if p * (p - 1) > MAX_ALLTOALL_FLOWS:
-        raise AlgorithmUnavailable(f"an all-to-all over {p:,} ranks is {p * (p - 1):,} flows; topo routes "
+    G = placement.num_groups
+    if G * p * (p - 1) > MAX_ALLTOALL_FLOWS:
+        raise AlgorithmUnavailable(f"an all-to-all over {G * p:,} ranks is {G * p * (p - 1):,} flows; topo routes "
                                    f"all-to-all explicitly up to {MAX_ALLTOALL_FLOWS:,} flows (2,048 ranks)")
-    gpus = placement.gpus
+    gpus = placement.groups
     g = placement.ranks_per_domain() or 1
     remote_peers = p - g
     multi = placement.num_domains > 1
     if name == "direct":
         i, j = np.nonzero(~np.eye(p, dtype=bool))
-        routed = _route_split(router, gpus[i], gpus[j], 1.0 / p)
+        routed = _route_split(router, gpus[:, i].ravel(), gpus[:, j].ravel(), 1.0 / p)
         return Plan("direct", "p2p", [Phase(routed, 1.0, "all pairs at once")],
                     _counts(routed, remote_peers, multi))
     phases, intra, inter, routed_s = [], 0, 0, 0.0
     ranks = np.arange(p)
     for k in range(1, p):
-        routed = _route_split(router, gpus, gpus[(ranks + k) % p], 1.0 / p)
+        routed = _route_split(router, gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p)
         phases.append(Phase(routed, 1.0, f"shift {k}"))
         if routed.network.any():
             inter += 1
@@ -79,8 +80,8 @@ def sendrecv_plan(router: Router, placement: Placement) -> Plan:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("sendrecv needs at least 2 ranks")
-    gpus = placement.gpus
-    routed = _route_split(router, gpus, np.roll(gpus, -1), 1.0)
+    gpus = placement.groups
+    routed = _route_split(router, gpus.ravel(), np.roll(gpus, -1, axis=1).ravel(), 1.0)
     return Plan("direct", "p2p", [Phase(routed, 1.0, "send to next")], _counts(routed))
 
 
@@ -90,6 +91,6 @@ def pipeline_plan(router: Router, placement: Placement, stages: int) -> Plan:
         raise AlgorithmUnavailable(f"a pipeline needs at least 2 stages, got {stages!r}")
     if p % stages:
         raise AlgorithmUnavailable(f"{p} ranks do not split into {stages} equal pipeline stages")
-    blocks = placement.gpus.reshape(stages, p // stages)
-    routed = _route_split(router, blocks[:-1].ravel(), blocks[1:].ravel(), 1.0)
+    blocks = placement.groups.reshape(placement.num_groups, stages, p // stages)
+    routed = _route_split(router, blocks[:, :-1].ravel(), blocks[:, 1:].ravel(), 1.0)
     return Plan("direct", "p2p", [Phase(routed, 1.0, f"{stages - 1} stage boundaries")], _counts(routed))

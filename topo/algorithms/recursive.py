@@ -41,7 +41,7 @@ def recursive_plan(router: Router, placement: Placement, collective: str, name: 
     phases, intra, inter, routed_s = [], 0, 0, 0.0
     for bit, frac in steps:
         partner = ranks ^ (1 << bit)
-        routed = router.route(placement.gpus, placement.gpus[partner], frac)
+        routed = router.route(placement.groups.ravel(), placement.groups[:, partner].ravel(), frac)
         phases.append(Phase(routed, 1.0, f"distance {1 << bit}"))
         if routed.network.any():
             inter += 1

@@ -98,7 +98,7 @@ def ring_plan(router: Router, placement: Placement, collective: str) -> Plan:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a ring needs at least 2 ranks")
-    groups = placement.gpus[None, :]
+    groups = placement.groups
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     traversals = 2 if collective == "all_reduce" else 1
     phase, (intra, inter, routed_s) = ring_phase(router, groups, 1.0 / p, steps)
@@ -116,7 +116,7 @@ def chain_plan(router: Router, placement: Placement, chunks: int | None = None, 
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a broadcast needs at least 2 ranks")
-    groups = placement.gpus[None, :]
+    groups = placement.groups
     C = channels_for(router.fabric, groups) if algorithm == "ring" else 1
     if chunks is None:
         phase, (intra, inter, routed_s) = ring_phase(router, groups, 1.0, 1.0, channels=C, drop_wrap=True,

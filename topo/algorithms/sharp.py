@@ -70,7 +70,9 @@ def sharp_plan(router: Router, placement: Placement) -> Plan:
     if tiers_used >= 2:
         t0, t1 = L.tiers[0], L.tiers[1]
         S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
-        leaf_rail = np.unique(np.c_[leaves, rails], axis=0)  # each (leaf, rail tree) sends one stream up
+        group_of = np.repeat(np.arange(placement.num_groups), placement.num_ranks)
+        # each (communicator, leaf, rail tree) sends one reduced stream up
+        leaf_rail = np.unique(np.c_[leaves, rails, group_of], axis=0)
         j = leaf_rail[:, 1] % S2
         ids = lo["up:0"] + leaf_rail[:, 0] * u0 + j * m1
         parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], share, np.r_[lat[2 * ids], lat[2 * ids]]))
@@ -78,7 +80,7 @@ def sharp_plan(router: Router, placement: Placement) -> Plan:
         if tiers_used >= 3:
             t2 = L.tiers[2]
             u1, m2 = t1.up_ports, t2.links_from_below
-            grp_rail = np.unique(np.c_[f.leaf_group(leaf_rail[:, 0]), leaf_rail[:, 1]], axis=0)
+            grp_rail = np.unique(np.c_[f.leaf_group(leaf_rail[:, 0]), leaf_rail[:, 1], leaf_rail[:, 2]], axis=0)
             spine = grp_rail[:, 0] * S2 + grp_rail[:, 1] % S2
             ids = lo["up:1"] + spine * u1 + 0 * m2
             parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], share, np.r_[lat[2 * ids], lat[2 * ids]]))

@@ -38,31 +38,32 @@ def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
     return p0, p1, depth
 
 
-def tree_flows(placement: Placement, gpd: int, channels: int):
-    """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree: inter-domain child -> parent
-    heads and intra-domain chain towards the head, for every channel and both trees. The broadcast flows are the
-    same reversed. Returns also (g, D, depth)."""
+def tree_flows(placement: Placement, channels: int):
+    """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree of every communicator:
+    inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
+    trees. The broadcast flows are the same reversed. Returns also (g, D, depth)."""
     g = placement.ranks_per_domain()
     if g is None:
         raise AlgorithmUnavailable("the tree needs the same number of ranks in every NVLink domain")
-    gpus = placement.gpus.reshape(-1, g)  # [D, g], ranks of each domain in NCCL order
-    D = gpus.shape[0]
+    G, n = placement.groups.shape
+    D = n // g
+    gpus = placement.groups.reshape(G, D, g)  # ranks of each domain in NCCL order
     p0, p1, depth = double_binary_tree(D)
     srcs, dsts, choices = [], [], []
     for c in range(channels):
         head = c % g
-        order = gpus[:, (head + np.arange(g)) % g]  # chain from the head
+        order = gpus[:, :, (head + np.arange(g)) % g]  # chain from the head
         choice = c // g
         for parent in (p0, p1):
             child = np.flatnonzero(parent >= 0)
-            srcs.append(order[child, 0])
-            dsts.append(order[parent[child], 0])
-            choices.append(np.full(child.size, choice))
+            srcs.append(order[:, child, 0].ravel())
+            dsts.append(order[:, parent[child], 0].ravel())
+            choices.append(np.full(G * child.size, choice))
         if g > 1:  # chain inside each domain, towards the head (once per tree)
             for _ in range(2):
-                srcs.append(order[:, 1:].ravel())
-                dsts.append(order[:, :-1].ravel())
-                choices.append(np.full(D * (g - 1), choice))
+                srcs.append(order[:, :, 1:].ravel())
+                dsts.append(order[:, :, :-1].ravel())
+                choices.append(np.full(G * D * (g - 1), choice))
     return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), g, D, depth
 
 
@@ -73,7 +74,7 @@ def tree_plan(router: Router, placement: Placement, chunks: int | None = None) -
     f = router.fabric
     D = placement.num_domains
     C = f.layout.nics_per_server if D > 1 else 1
-    (src, dst, choice), g, D, depth = tree_flows(placement, f.layout.gpus_per_domain, C)
+    (src, dst, choice), g, D, depth = tree_flows(placement, C)
     share = 1.0 / (2 * C)  # each tree of each channel carries this fraction of the data
     if chunks is None:
         up = router.route(src, dst, share, choice)

@@ -34,6 +34,10 @@ def register(sub) -> None:
     p.add_argument("--placement", default="packed", choices=[x for x in PLACEMENTS if x != "list"],
                    help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
     p.add_argument("--rail", default=0, type=int, help="GPU index within the server for one_per_server")
+    p.add_argument("--groups", default=1, type=int, metavar="G",
+                   help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism)")
+    p.add_argument("--group-layout", default="strided", choices=("strided", "blocked"),
+                   help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
     p.add_argument("-a", "--algorithm", default="auto", metavar="NAME",
                    help=f"auto (NCCL's choice, per size) or one of: {', '.join(algos)}")
     p.add_argument("--ecmp", default="ideal", choices=ECMP_MODES, help="ECMP model (default ideal)")
@@ -93,7 +97,8 @@ def run(args) -> int:
         ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
         placement=args.placement, rail=args.rail, algorithm=args.algorithm, ecmp=args.ecmp,
         subflows=args.subflows, sharing=args.sharing, profile=args.profile,
-        pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages)
+        pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages, groups=args.groups,
+        group_layout=args.group_layout)
     if args.json:
         emit_json(result.to_dict())
     else:

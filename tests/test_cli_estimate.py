@@ -1,0 +1,66 @@
+"""`topo estimate` from the real command line."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from topo import build_fabric, load_spec
+from topo.estimate import estimate, size_sweep
+
+
+def test_table_like_nccl_tests():
+    proc = run_cli("estimate", "dgx-h100-superpod", "-c", "all_reduce", "-g", "16", "-b", "8", "-e", "16G", "-f", "2",
+                   check=True)
+    rows = [line.split() for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert len(rows) == 32  # 8 B .. 16 GiB by factors of 2
+    assert [int(r[0]) for r in rows] == size_sweep(8, "16G", 2)
+    assert rows[0][1:5] == ["2", "float", "sum", "-1"]  # count, type, redop, root as nccl-tests prints them
+    header = [line for line in proc.stdout.splitlines() if line.startswith("#") and "busbw" in line][0]
+    for col in ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "algorithm"):
+        assert col in header
+    assert proc.stderr == ""
+
+
+def test_json_equals_library():
+    proc = run_cli("estimate", "dgx-h100-superpod", "-c", "all-gather", "--gpus", "64", "--size", "1GiB", "--json",
+                   check=True)
+    doc = json.loads(proc.stdout)
+    lib = estimate(build_fabric(load_spec("dgx-h100-superpod")), "all_gather", "1GiB", gpus=64).to_dict()
+    assert doc == json.loads(json.dumps(lib))
+    assert doc["collective"] == "all_gather" and doc["num_ranks"] == 64
+    r = doc["results"][0]
+    assert {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "bottleneck"} <= set(r)
+
+
+def test_default_runs_with_no_arguments_on_the_100k_cluster():
+    proc = run_cli("estimate", "--size", "1G", "--json", check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["spec"] == "h100-100k" and doc["num_ranks"] == 100352
+
+
+@pytest.mark.parametrize("args, line", [
+    (["-c", "allreduce3"], "error: --collective: unknown collective 'allreduce3'; allowed: all_reduce, all_gather, "
+                           "reduce_scatter, alltoall, broadcast, sendrecv, pipeline (hyphens accepted)"),
+    (["-a", "fastest"], "error: --algorithm: unknown algorithm 'fastest' for all_reduce; allowed: auto, ring, tree, "
+                        "nvls, nvls_tree, sharp, halving_doubling, recursive_doubling, hierarchical"),
+    (["--size", "-1"], "error: --size: expected a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, "
+                       "512MB, got '-1'"),
+    (["--size", "0"], "error: --size: a size must be a positive number of bytes, got '0'"),
+    (["-g", "2000"], "error: --gpus: 2,000 GPUs asked, but the fabric has 1,024"),
+    (["-g", "many"], "error: --gpus: must be a whole number, got 'many'"),
+    (["--ranks", "0-7,9999"], "error: --ranks: GPU id 9999 does not exist; this fabric has GPUs 0 to 1023"),
+    (["--ranks", "7-3"], "error: --ranks: range '7-3' runs backwards"),
+    (["-g", "8", "-a", "sharp"], "error: --algorithm: sharp cannot run here: nothing to reduce in the network: the "
+                                 "ranks share one NVLink domain"),
+    (["-g", "1", "-a", "tree"], "error: --algorithm: tree cannot run here: a tree needs at least 2 ranks"),
+    (["--set", "gpu=A100", "-g", "8", "-a", "nvls"], "error: --algorithm: nvls cannot run here: A100 NVSwitches "
+                                                     "cannot reduce in the switch (no NVLS)"),
+    (["-b", "1G", "-e", "1M"], "error: -e: the largest size 1048576 is below the smallest 1073741824"),
+    (["--size", "1G", "-b", "8"], "error: --size: give either --size or -b/-e, not both"),
+])
+def test_bad_input_one_line_exit_2(args, line):
+    proc = run_cli("estimate", "dgx-h100-superpod", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [line]
