@@ -146,10 +146,11 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             t_best = None
             for proto in prof.protocols(ev.plan.family):
                 lat = latency_s(ev.plan.latency, prof, proto)
-                bw = S * ev.seconds_per_byte / prof.efficiency(ev.plan.family, proto)
-                t = lat + bw
+                bw = S / _rate_Bps(ev, prof, proto, coll, pl)
+                window = min(S, prof.pipeline_window_bytes) / _rate_Bps(ev, prof, proto, coll, pl)
+                t = lat + bw + window
                 if t_best is None or t < t_best[0]:
-                    t_best = (t, proto, lat, bw)
+                    t_best = (t, proto, lat, bw + window)
             cand_times[name].append(t_best[0])
             if best is None or t_best[0] < best[0][0]:
                 best = (t_best, name)
@@ -171,6 +172,25 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""), sharing=sharing,
         profile=prof.name, results=results, candidates=cand_times, unavailable=unavailable,
         phases={n: ev.phase_info for n, ev in evaluated.items()}, notes=notes, _link_loads=link_loads)
+
+
+def _rate_Bps(ev: _Evaluated, prof: Profile, proto: str, coll: str, pl: Placement) -> float:
+    """Steady algorithm bandwidth (bytes of message per second): the routed bottleneck at the protocol's
+    efficiency, or NCCL's cap on the protocol's bus bandwidth, whichever is lower."""
+    fam = ev.plan.family
+    D = pl.num_domains
+    rate = prof.efficiency(fam, proto, D) / ev.seconds_per_byte if ev.seconds_per_byte > 0 else np.inf
+    cap = prof.busbw_cap(fam, proto, D)
+    if np.isfinite(cap):
+        p = pl.num_ranks
+        if fam in ("tree", "collnet"):
+            ratio = 0.5
+        else:
+            steps = 2 * (p - 1) if coll == "all_reduce" else (p - 1 if coll in ("all_gather", "reduce_scatter")
+                                                              else p)
+            ratio = p / steps
+        rate = min(rate, cap * ratio)
+    return float(rate)
 
 
 def _sizes(sizes) -> list[int]:

@@ -37,6 +37,7 @@ class LatencyCounts:
     routed_s: float = 0.0  # switch/NIC latencies of the routed paths on the critical path
     multi_domain: bool = False
     peers: float = 0.0  # remote peers messaged one by one (all-to-all)
+    one_per_domain: bool = False  # one rank per domain: NCCL then prices network hops with the Tree's latency
 
 
 @dataclass
@@ -67,6 +68,8 @@ def latency_s(c: LatencyCounts, profile: Profile, proto: str) -> float:
     net = profile.net_hop(f, proto)
     if f == "ring":
         intra = max(nv, profile.overhead(proto)) if c.multi_domain else nv
+        if c.one_per_domain:
+            net = profile.net_hop("tree", proto)
         t = base + c.intra_hops * intra + c.inter_hops * net
     elif f == "tree":
         t = base + c.intra_hops * nv + c.inter_hops * net

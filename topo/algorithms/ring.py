@@ -103,7 +103,8 @@ def ring_plan(router: Router, placement: Placement, collective: str) -> Plan:
     traversals = 2 if collective == "all_reduce" else 1
     phase, (intra, inter, routed_s) = ring_phase(router, groups, 1.0 / p, steps)
     counts = LatencyCounts("ring", intra_hops=traversals * intra, inter_hops=traversals * inter,
-                           routed_s=traversals * routed_s, multi_domain=placement.num_domains > 1)
+                           routed_s=traversals * routed_s, multi_domain=placement.num_domains > 1,
+                           one_per_domain=placement.ranks_per_domain() == 1)
     return Plan("ring", "ring", [phase], counts)
 
 
