@@ -1,13 +1,15 @@
 """Double binary tree all-reduce across NVLink domains, with a chain inside each domain (NCCL's Tree).
 
-Across the ``D`` domains the data is split between two binary trees: tree 0 is a heap (parent of ``i`` is
-``(i-1)//2``), tree 1 its mirror (``i -> D-1-i``), so a domain is interior in at most one of them and leaves of
-one tree do the work of the other (Sanders, Speck, Traff, "Two-tree algorithms for full bandwidth broadcast,
+Across the ``D`` domains the data is split between two binary trees: tree 0 is an in-order binary tree over the
+domains in topology order (a domain's parent differs from it in its lowest set bit, so most edges join nearby
+domains, as in NCCL), tree 1 its mirror (or shift, for an odd count), so a domain is interior in at most one of
+them and leaves of one tree do the work of the other (Sanders, Speck, Traff, "Two-tree algorithms for full bandwidth broadcast,
 reduction and scan", Parallel Computing 2009; NCCL 2.4). Each tree reduces towards its root and broadcasts back.
 Inside a domain the ranks form a chain from the rank that talks to the network; with several NICs, one tree pair
 per NIC (channel), each with its own head rank, so every NIC carries its share.
 
-Closed form on a uniform non-blocking network, store-and-forward in k chunks, depth ``d = floor(log2 p)``
+Closed form on a uniform non-blocking network, store-and-forward in k chunks, depth ``d = log2 p`` for a power
+of two
 (the table in ``../shared/design/cost-model.md``, binary tree pipelined in k chunks):
 ``T = 2 (d + k - 1) (alpha + S / (k B))``: reduce then broadcast, each ``d + k - 1`` steps in which the busiest
 link carries one chunk (a rank interior in one tree receives two half-chunks).
@@ -28,14 +30,45 @@ from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
 __all__ = ["tree_plan", "double_binary_tree", "tree_flows"]
 
 
+def _in_order_parents(n: int) -> np.ndarray:
+    """Parent of each node of an in-order binary tree over ``0..n-1`` rooted at 0: node ``r`` with lowest set
+    bit ``b`` hangs under ``(r - b) + 2b`` (or ``r - b`` when that is past the end), so half the edges join
+    neighbours, a quarter join nodes two apart, and so on: a tree over ranks in topology order stays local."""
+    r = np.arange(n)
+    low = r & -r
+    up = (r ^ low) | (low << 1)
+    up = np.where(up >= n, r ^ low, up)
+    up[0] = -1
+    return up
+
+
+def _depth(parent: np.ndarray) -> int:
+    depth = np.zeros(parent.size, dtype=np.int64)
+    node = np.arange(parent.size)
+    cur = parent.copy()
+    while np.any(cur >= 0):
+        live = cur >= 0
+        depth[live] += 1
+        cur[live] = parent[cur[live]]
+    return int(depth.max()) if depth.size else 0
+
+
 def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Parents of nodes ``0..n-1`` in tree 0 (heap) and tree 1 (mirror); -1 at the roots; and the depth."""
+    """Parents of nodes ``0..n-1`` in the two trees (-1 at the roots) and their depth.
+
+    Tree 0 is an in-order binary tree rooted at node 0 (see :func:`_in_order_parents`), as NCCL builds its
+    trees; tree 1 is its mirror (node ``i`` plays ``n-1-i``) when ``n`` is even, or its shift by one when odd, so
+    that every node is interior in at most one of the two trees.
+    """
+    p0 = _in_order_parents(n)
     i = np.arange(n)
-    p0 = np.where(i > 0, (i - 1) // 2, -1)
-    m = n - 1 - i
-    p1 = np.where(m > 0, n - 1 - (m - 1) // 2, -1)
-    depth = int(np.floor(np.log2(n))) if n > 1 else 0
-    return p0, p1, depth
+    if n % 2 == 0:
+        m = n - 1 - i  # node i plays m(i) in tree 0
+        p1 = np.where(p0[m] >= 0, n - 1 - p0[m], -1)
+    else:
+        m = (i - 1) % n
+        p1 = np.where(p0[m] >= 0, (p0[m] + 1) % n, -1)
+    return p0, p1, max(_depth(p0), _depth(p1))
 
 
 def tree_flows(placement: Placement, channels: int):
