@@ -36,9 +36,16 @@ def level_color(level_index: int) -> str:
 
 
 def esc(text) -> str:
-    """A spec-provided string made safe for plotly text and HTML: ``<script>`` is shown, never run or parsed
-    as markup (plotly renders a few tags such as ``<b>`` and decodes entities, so the text is entity-escaped)."""
-    return html.escape(str(text), quote=True)
+    """A spec-provided string made safe for plotly text: ``<script>`` is shown, never run or parsed as markup.
+
+    Plotly renders a few tags (``<b>``, ``<br>``, ``<a>``) in titles, labels and hover text and decodes ``&lt;``,
+    ``&gt;`` and ``&amp;`` but not ``&quot;``, so ``<``, ``>`` and ``&`` are escaped and quotes are left as they
+    are (without a ``<`` they cannot open a tag).
+
+    >>> esc('<script>alert("x")</script>')
+    '&lt;script&gt;alert("x")&lt;/script&gt;'
+    """
+    return html.escape(str(text), quote=False)
 
 
 def size_ticks(min_bytes: float, max_bytes: float) -> tuple[list[int], list[str]]:
