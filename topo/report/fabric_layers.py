@@ -66,14 +66,17 @@ class LayerDrawing:
 
 
 def pick(n: int, k: int) -> list[int | None]:
-    """Which of ``n`` groups to draw when at most ``k`` fit: all, or the first ``k - 1``, a gap (None), the last.
+    """Which of ``n`` groups to draw when about ``k`` fit: all, or the first ``k - 1``, a gap (None), the last.
+    A gap always stands for at least two groups (drawing one group takes no more room than its ellipsis).
 
     >>> pick(3, 4)
     [0, 1, 2]
+    >>> pick(4, 3)
+    [0, 1, 2, 3]
     >>> pick(56, 3)
     [0, 1, None, 55]
     """
-    if n <= k:
+    if n <= k + 1:
         return list(range(n))
     return list(range(k - 1)) + [None, n - 1]
 
