@@ -278,3 +278,15 @@ def test_spec_strings_are_escaped():
     assert "<script>alert" not in html_only and "<b>leaf</b>" not in html_only and "<i>c</i>" not in html_only
     figs = json.dumps(figure_json(page))
     assert "<script>alert" not in figs and "&lt;script&gt;" in figs and "&lt;b&gt;leaf&lt;/b&gt;" in figs
+
+
+@pytest.mark.parametrize("d, keys", [
+    (spec_dict(tiers=[tier("leaf")], cluster={"num_units": 1}), ["cluster"]),  # one switch tier, one unit
+    (spec_dict(cluster={"num_units": 1}), ["cluster"]),
+    (spec_dict(kind="fat_tree", cluster={"num_units": 3}), ["cluster", "unit"]),
+])
+def test_small_and_flat_clusters_render(d, keys):
+    rep = build_spec_report(spec_from_dict(d))
+    assert [s.key for s in rep.scenarios] == keys
+    page = render_page([rep])
+    assert len(figure_json(page)) == 3 + 3 * len(keys)
