@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import describe, estimate, export, listing
+from . import describe, estimate, export, listing, report
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing]
+COMMANDS = [describe, estimate, export, listing, report]
 
 
 class _Parser(argparse.ArgumentParser):

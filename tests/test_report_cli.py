@@ -1,0 +1,74 @@
+"""``topo report`` in a subprocess: the default 100k-GPU report within its time and size budget, one-line errors,
+files written whole or not at all, single figures as SVG/PNG."""
+
+import importlib.util
+import time
+
+import pytest
+
+from conftest import ROOT, run_cli
+from topo.report.browser import find_chromium
+
+
+def test_default_report_is_fast_small_and_offline(tmp_path):
+    start = time.perf_counter()
+    proc = run_cli("report", cwd=tmp_path, check=True)  # no argument: the bundled 100k-GPU cluster
+    elapsed = time.perf_counter() - start
+    out = tmp_path / "topo-report.html"
+    assert out.is_file() and proc.stdout == ""
+    assert proc.stderr.startswith("wrote topo-report.html (")
+    size = out.stat().st_size
+    assert elapsed < 10, f"the default report took {elapsed:.1f} s (budget 10 s)"
+    assert size < 10e6, f"the default report is {size / 1e6:.1f} MB (budget 10 MB)"
+    page = out.read_text()
+    assert "<title>topo report: h100-100k</title>" in page and "100,352" in page
+    assert "7:1" in page
+    assert out.stat().st_mode & 0o044  # readable by others, as a plain file would be
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_several_specs_and_overrides(tmp_path):
+    out = tmp_path / "cmp.html"
+    proc = run_cli("report", "dgx-h100-superpod", "rail-only-h100-16k", "--set", "cluster.num_units=2",
+                   "-o", str(out), check=True)
+    assert "wrote" in proc.stderr
+    page = out.read_text()
+    assert "topo report: dgx-h100-superpod vs rail-only-h100-16k" in page
+    assert '<section id="comparison">' in page and "--set cluster.num_units=2" in page
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no-such-spec"], "error: no-such-spec: no such spec file or bundled spec"),
+    (["dgx-h100-superpod", "--set", "cluster.num_units=0"], "cluster.num_units: must be >= 1, got 0"),
+    (["dgx-h100-superpod", "-o", "missing/dir/r.html"], "error: missing/dir/r.html: the folder 'missing/dir' does "
+                                                        "not exist"),
+    (["dgx-h100-superpod", "h100-100k", "--format", "svg"], "error: --format: --format svg writes one figure of "
+                                                             "one SPEC, got 2 SPECs"),
+    (["dgx-h100-superpod", "--format", "png", "--figure", "comparison"],
+     "error: --figure: the comparison figure needs two or more SPECs"),
+    (["dgx-h100-superpod", "--format", "pdf"], "error: topo report: argument --format: invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = run_cli("report", *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and message in proc.stderr and proc.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even a partial file
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kaleido") is None or find_chromium() is None,
+                    reason="--format svg needs kaleido and a Chromium (pip install kaleido; apt-get install chromium)")
+def test_one_figure_as_svg(tmp_path):
+    proc = run_cli("report", "dgx-h100-superpod", "--format", "svg", "--figure", "oversubscription",
+                   cwd=tmp_path, check=True)
+    out = tmp_path / "topo-oversubscription.svg"
+    assert "wrote topo-oversubscription.svg" in proc.stderr
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "downlink capacity" in svg and "1:1 non-blocking" in svg
+
+
+def test_report_is_listed_in_help():
+    proc = run_cli("--help", check=True)
+    assert "report" in proc.stdout
+    proc = run_cli("report", "--help", check=True)
+    assert "-o FILE" in proc.stdout and "--format" in proc.stdout
+    assert (ROOT / "topo" / "cli" / "report.py").is_file()

@@ -1,0 +1,104 @@
+"""``topo report``: the self-contained interactive HTML report, or one figure as PNG/SVG."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import TopoError
+from ..spec import DEFAULT_SPEC
+from .output import note
+
+FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison")
+
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "report", help="write an interactive HTML report (fabric, oversubscription, link loads, curves)",
+        description="Write one self-contained HTML file that works offline: a summary of each cluster, its fabric "
+        "drawn as layers, oversubscription per tier, link loads under a data-parallel all_reduce (whole cluster "
+        "and one pod) and time/busbw curves per algorithm from 8 B to 16 GiB. With several SPECs, the same views "
+        "side by side and a comparison table. --format png|svg writes one figure instead (needs kaleido and a "
+        "Chromium).")
+    p.add_argument("specs", nargs="*", metavar="SPEC",
+                   help=f"spec files or bundled names (default: {DEFAULT_SPEC}); see 'topo list'")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of every SPEC by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="output file (default: topo-report.html, or topo-<figure>.<format>)")
+    p.add_argument("--format", default="html", choices=("html", "png", "svg"),
+                   help="html: the whole report (default); png or svg: the one figure named by --figure")
+    p.add_argument("--figure", default="fabric", choices=FIGURES,
+                   help="with --format png|svg: which figure (default fabric; comparison needs several SPECs)")
+    p.add_argument("--scenario", default="cluster", choices=("cluster", "pod"),
+                   help="with --figure loads|heatmap|curves: the whole cluster (default) or one pod")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..report import build_reports, write_page
+    from ..report.files import write_bytes
+
+    specs = args.specs or [None]
+    start = time.perf_counter()
+    if args.format == "html":
+        reports = build_reports(specs, args.overrides)
+        out = args.output or "topo-report.html"
+        size = write_page(reports, out)
+        note(f"wrote {out} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+        return 0
+    fig = _one_figure(args, specs)
+    out = args.output or f"topo-{args.figure}.{args.format}"
+    data = _image(fig, args.format)
+    write_bytes(out, data)
+    note(f"wrote {out} ({len(data) / 1e3:.0f} kB) in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _one_figure(args, specs):
+    from ..builders import build_fabric
+    from ..inventory import inventory
+    from ..report import build_reports, figures
+    from ..spec import load_spec
+
+    if args.figure == "comparison":
+        if len(specs) < 2:
+            raise TopoError("the comparison figure needs two or more SPECs", key="--figure")
+        reports = build_reports(specs, args.overrides)
+        curves = {}
+        for r in reports:
+            for s in r.scenarios:
+                curves[f"{r.inventory.name}, {s.key}"] = s.result
+        return figures.busbw_comparison(curves)
+    if len(specs) > 1:
+        raise TopoError(f"--format {args.format} writes one figure of one SPEC, got {len(specs)} SPECs "
+                        "(use --format html to see them side by side)", key="--format")
+    if args.figure in ("inventory", "fabric", "oversubscription"):
+        fabric = build_fabric(load_spec(specs[0], args.overrides))
+        inv = inventory(fabric)
+        if args.figure == "fabric":
+            return figures.fabric_figure(fabric, inv)
+        return figures.inventory_figure(inv) if args.figure == "inventory" else figures.oversubscription_figure(inv)
+    (report,) = build_reports(specs, args.overrides)
+    wanted = 0 if args.scenario == "cluster" else 1
+    if wanted >= len(report.scenarios):
+        raise TopoError(f"{report.inventory.name} has a single scope, no pod to show", key="--scenario")
+    s = report.scenarios[wanted]
+    if args.figure == "curves":
+        return figures.collective_curves(s.result, s.extra, s.label)
+    fn = figures.link_load_distribution if args.figure == "loads" else figures.link_load_heatmap
+    return fn(s.loads, report.fabric, s.label)
+
+
+def _image(fig, fmt: str) -> bytes:
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        raise TopoError(f"writing {fmt} needs the kaleido package and a Chromium: pip install kaleido, and "
+                        "apt-get install chromium (or use --format html)", key="--format") from None
+    width = 1400 if fig.layout.height and fig.layout.height > 500 else 1100
+    try:
+        return fig.to_image(format=fmt, width=width, scale=1 if fmt == "svg" else 2)
+    except Exception as exc:  # kaleido reports a missing or broken browser in several ways
+        raise TopoError(f"kaleido could not render the figure ({type(exc).__name__}: {exc}); it needs a "
+                        "Chromium, e.g. apt-get install chromium", key="--format") from None

@@ -1,0 +1,133 @@
+"""The report's scenarios: which library calls it makes for a spec, and what it keeps of them.
+
+For each spec: the fabric and its inventory; then a data-parallel ``all_reduce`` from 8 B to 16 GiB (factors of
+2, nccl-tests' default sweep) with ``algorithm="auto"`` on every GPU, and the same on one pod (the first pod's
+GPUs, packed; in a fabric of one pod, the first unit instead). Each scenario also estimates the algorithms NCCL
+does not choose among (hierarchical, halving-doubling, ...) for the curves, where they can run, and keeps the
+link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.loads.LoadSummary`.
+Nothing is recomputed here: every number comes from :func:`topo.estimate.estimate` and the inventory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..builders import build_fabric
+from ..collectives import ALGORITHMS, NCCL_ALGORITHMS
+from ..errors import TopoError
+from ..estimate import estimate, size_sweep
+from ..fabric import Fabric
+from ..inventory import Inventory, inventory
+from ..results import EstimateResult
+from ..spec import load_spec
+from ..spec.load import bundled_dir, resolve_spec_path
+from ..spec.model import Spec
+from ..units import parse_size_bytes
+from .loads import LoadSummary, summarize_loads
+
+__all__ = ["Scenario", "SpecReport", "build_spec_report", "build_reports", "DEFAULT_SIZES", "DEFAULT_LOAD_SIZE"]
+
+DEFAULT_SIZES = ("8", "16G", 2)  # nccl-tests' -b 8 -e 16G -f 2
+DEFAULT_LOAD_SIZE = "1GiB"
+COLLECTIVE = "all_reduce"
+
+
+@dataclass
+class Scenario:
+    """One collective on one placement: the auto sweep, the extra algorithms' sweeps, the link loads."""
+
+    key: str  # "cluster" or "pod"
+    label: str  # "whole cluster", "one pod", "one scalable unit"
+    result: EstimateResult
+    extra: list[EstimateResult]
+    unavailable: dict[str, str]  # algorithm -> why it cannot run here
+    loads: LoadSummary | None
+    seconds: float
+
+
+@dataclass
+class SpecReport:
+    """Everything the page shows of one spec."""
+
+    spec: Spec
+    source: str  # the file it was read from (and the --set overrides)
+    overrides: list[str]
+    fabric: Fabric
+    inventory: Inventory
+    scenarios: list[Scenario]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _second_scope(fabric: Fabric) -> tuple[str, str, int] | None:
+    L = fabric.layout
+    unit_gpus = L.servers_per_unit * L.gpus_per_server
+    if L.num_pods > 1:
+        n = L.units_per_pod * unit_gpus
+        return "pod", "one pod", n
+    if L.num_units > 1:
+        return "unit", f"one {L.unit_name}", unit_gpus
+    return None
+
+
+def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: list[int], load_size: int,
+              extra_algorithms: Sequence[str]) -> Scenario:
+    t0 = time.perf_counter()
+    result = estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm="auto")
+    unavailable = dict(result.unavailable)
+    extra = []
+    for name in extra_algorithms:
+        try:
+            extra.append(estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm=name))
+        except TopoError as exc:
+            unavailable[name] = exc.message.split("cannot run here: ", 1)[-1]
+    loads = None
+    if load_size in sizes:
+        loads = summarize_loads(result.link_loads(load_size), fabric)
+    return Scenario(key, label, result, extra, unavailable, loads, time.perf_counter() - t0)
+
+
+def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] = (), sizes=DEFAULT_SIZES,
+                      load_size=DEFAULT_LOAD_SIZE, extra_algorithms: Sequence[str] | None = None) -> SpecReport:
+    """Run the report's scenarios on one spec (a file, a bundled name, a :class:`Spec`, or None: the default).
+
+    ``sizes`` is ``(min, max, factor)`` as nccl-tests' ``-b -e -f``; ``load_size`` the size whose link loads are
+    shown; ``extra_algorithms`` defaults to every modelled all_reduce algorithm NCCL's ``auto`` does not try.
+    """
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    spec_obj = spec if isinstance(spec, Spec) else load_spec(spec, overrides)
+    fabric = build_fabric(spec_obj)
+    inv = inventory(fabric)
+    timings["fabric"] = time.perf_counter() - t
+    sweep = size_sweep(*sizes)
+    load_bytes = parse_size_bytes(load_size)
+    if extra_algorithms is None:
+        extra_algorithms = [a for a in ALGORITHMS[COLLECTIVE] if a not in NCCL_ALGORITHMS[COLLECTIVE]]
+    scenarios = [_scenario(fabric, "cluster", "whole cluster", None,
+                           sweep, load_bytes, extra_algorithms)]
+    timings["cluster"] = scenarios[0].seconds
+    second = _second_scope(fabric)
+    if second:
+        key, label, n = second
+        scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms))
+        timings[key] = scenarios[-1].seconds
+    source = _source(spec, spec_obj, overrides)
+    return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
+                      scenarios=scenarios, timings=timings)
+
+
+def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
+    """Where the spec came from, as the page shows it: a bundled name, or the file as given."""
+    where = spec.error_source(None)
+    if not isinstance(asked, Spec):
+        path = resolve_spec_path(asked)
+        if path.resolve().parent == bundled_dir():
+            where = f"bundled spec {path.stem} (topologies/{path.name})"
+    return where + "".join(f" --set {o}" for o in overrides)
+
+
+def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), **kw) -> list[SpecReport]:
+    """:func:`build_spec_report` for each spec (the default cluster when none is given)."""
+    return [build_spec_report(s, overrides, **kw) for s in (list(specs) or [None])]

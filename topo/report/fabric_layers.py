@@ -1,0 +1,234 @@
+"""Where to draw a fabric: layers (GPU domains, then each switch tier) of aggregated groups, never one dot per
+GPU. A 100k-GPU cluster becomes a few pods of scalable units with one leaf per rail, a spine group per pod, the
+core planes above, and "... N more pods" for the rest.
+
+Only the drawn groups are visited (a few hundred at most, whatever the cluster's size); counts and capacities
+come from the fabric's resolved layout, the same numbers ``topo describe`` prints. Hover texts are escaped here,
+so tier names from a spec are shown as text. This module computes positions only; it imports no plotting library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..fabric import Fabric
+from ..units import format_bandwidth, format_count, format_rate
+from .style import esc
+
+__all__ = ["Marker", "Bundle", "Gap", "LayerDrawing", "layer_drawing", "pick"]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One drawn group: ``count`` real nodes of layer ``layer`` (0 = GPUs, 1 + i = scale-out tier i)."""
+
+    layer: int
+    x: float
+    count: int
+    hover: str
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The cables between two drawn groups, all of link level ``level`` (index into ``fabric.level_names``)."""
+
+    level: int
+    x0: float
+    y0: int
+    x1: float
+    y1: int
+    cables: int
+    capacity_Bps: float
+    hover: str
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Groups left out of the drawing: an ellipsis at ``x`` across layers ``y0`` to ``y1``."""
+
+    x: float
+    y0: int
+    y1: int
+    text: str
+    hover: str
+
+
+@dataclass
+class LayerDrawing:
+    """Everything :func:`topo.report.figures.fabric_figure` draws."""
+
+    layer_names: list[str]
+    markers: list[Marker] = field(default_factory=list)
+    bundles: list[Bundle] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    pod_labels: list[tuple[float, str]] = field(default_factory=list)  # (x, text) under the GPU layer
+    x_range: tuple[float, float] = (0.0, 1.0)
+
+
+def pick(n: int, k: int) -> list[int | None]:
+    """Which of ``n`` groups to draw when about ``k`` fit: all, or the first ``k - 1``, a gap (None), the last.
+    A gap always stands for at least two groups (drawing one group takes no more room than its ellipsis).
+
+    >>> pick(3, 4)
+    [0, 1, 2]
+    >>> pick(4, 3)
+    [0, 1, 2, 3]
+    >>> pick(56, 3)
+    [0, 1, None, 55]
+    """
+    if n <= k + 1:
+        return list(range(n))
+    return list(range(k - 1)) + [None, n - 1]
+
+
+def _ratio(x: float | None) -> str:
+    return "top tier" if x is None else f"{x:.3g}:1"
+
+
+def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_planes: int = 32,
+                  max_rails: int = 16) -> LayerDrawing:
+    """Lay out ``fabric`` as layers of aggregated groups.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    max_pods, max_units, max_planes : int
+        At most this many pods, units per pod and core planes are drawn; the rest become one gap each.
+    max_rails : int
+        Units with more leaves than this draw their leaves as one group.
+    """
+    L = fabric.layout
+    tiers = L.tiers
+    level_names = fabric.level_names
+    d = LayerDrawing(layer_names=["GPUs"] + [t.name for t in tiers])
+    gpus_per_unit = L.servers_per_unit * L.gpus_per_server
+    domains_per_unit = max(1, gpus_per_unit // L.gpus_per_domain)
+    nvlink = fabric.spec.nvlink_Bps
+    t0 = tiers[0]
+    leaves_drawn_per_unit = L.leaves_per_unit if L.leaves_per_unit <= max_rails else 1
+    leaf_cables = L.servers_per_unit * L.nic_ports_per_server_per_leaf
+    pod_word = "pod" if L.num_pods > 1 else "cluster"
+    unit = esc(L.unit_name)
+
+    x = 0.0
+    leaf_x: dict[tuple[int, int], list[float]] = {}  # (pod, rail group) -> x of its drawn leaves
+    pod_x: dict[int, list[float]] = {}
+    for p in pick(L.num_pods, max_pods):
+        if p is None:
+            hidden = L.num_pods - max_pods
+            x += 1.5
+            d.gaps.append(Gap(x, 0, min(2, len(tiers)), f"… {hidden} more pods",
+                              f"{format_count(hidden)} more pods like these, each {L.units_per_pod} {unit}s, "
+                              f"{format_count(L.units_per_pod * gpus_per_unit)} GPUs, "
+                              f"{format_count(L.leaves_per_pod)} {esc(t0.name)} switches"
+                              + (f", {tiers[1].switches_per_group * L.rail_groups} {esc(tiers[1].name)} "
+                                 f"switches" if len(tiers) > 2 else "")))
+            x += 3.5
+            continue
+        start = x
+        for u_local in pick(L.units_per_pod, max_units):
+            if u_local is None:
+                hidden = L.units_per_pod - max_units
+                x += 0.6
+                d.gaps.append(Gap(x, 0, 1, "…", f"{format_count(hidden)} more {unit}s in this {pod_word}"))
+                x += 1.6
+                continue
+            u = p * L.units_per_pod + u_local
+            xs = []
+            for r in range(leaves_drawn_per_unit):
+                xs.append(x)
+                leaf = u * L.leaves_per_unit + r
+                group = r if L.rail_groups > 1 else 0
+                leaf_x.setdefault((p, group), []).append(x)
+                if leaves_drawn_per_unit == L.leaves_per_unit:
+                    who = (f"{esc(t0.name)} {format_count(leaf)}"
+                           + (f" (rail {r})" if L.leaves_per_unit > 1 else ""))
+                    count = 1
+                else:
+                    who = f"{L.leaves_per_unit} {esc(t0.name)} switches, one per rail"
+                    count = L.leaves_per_unit
+                d.markers.append(Marker(1, x, count,
+                                        f"<b>{who}</b><br>{unit} {format_count(u)}, {pod_word} {p}<br>"
+                                        f"{t0.down_ports} ports down x {format_rate(t0.down_rate_Bps)}, "
+                                        f"{t0.up_ports} up x {format_rate(t0.up_rate_Bps)}<br>"
+                                        f"oversubscription {_ratio(t0.oversubscription)}"))
+                x += 1.0
+            cx = sum(xs) / len(xs)
+            pod_x.setdefault(p, []).extend(xs)
+            d.markers.append(Marker(0, cx, gpus_per_unit,
+                                    f"<b>{unit} {format_count(u)}</b> ({pod_word} {p})<br>"
+                                    f"{L.servers_per_unit} servers x {L.gpus_per_server} GPUs = "
+                                    f"{format_count(gpus_per_unit)} GPUs<br>"
+                                    f"{domains_per_unit} NVLink domain{'s' * (domains_per_unit > 1)} of "
+                                    f"{L.gpus_per_domain} GPUs, {format_bandwidth(nvlink)} per GPU<br>"
+                                    f"{L.servers_per_unit * L.nics_per_server} NICs x {format_rate(L.nic_rate_Bps)}"))
+            per_leaf = leaf_cables * (L.leaves_per_unit // leaves_drawn_per_unit)
+            for lx in xs:
+                d.bundles.append(Bundle(2, cx, 0, lx, 1, per_leaf, per_leaf * L.nic_rate_Bps,
+                                        f"<b>{esc(level_names[2])}</b>: {format_count(per_leaf)} cables x "
+                                        f"{format_rate(L.nic_rate_Bps)} = {format_bandwidth(per_leaf * L.nic_rate_Bps)}"
+                                        f"<br>{unit} {format_count(u)} to its {esc(t0.name)}"))
+            x += 0.8
+        d.pod_labels.append(((start + x - 1.8) / 2, f"{pod_word} {p}" if L.num_pods > 1 else ""))
+        x += 1.2
+
+    xmin, xmax = -0.8, max(x - 2.0, 1.0) + 0.8
+    d.x_range = (xmin, xmax)
+    if len(tiers) < 2:
+        return d
+
+    # tier 1: one group per pod (per pod and rail in rail-only), above the leaves it joins
+    t1 = tiers[1]
+    group_x: dict[tuple[int, int], float] = {}
+    for (p, g), xs in leaf_x.items():
+        gx = sum(xs) / len(xs)
+        group_x[(p, g)] = gx
+        rail = f", rail {g}" if L.rail_groups > 1 else ""
+        up = (f"{t1.up_ports} up x {format_rate(t1.up_rate_Bps)}, oversubscription {_ratio(t1.oversubscription)}"
+              if t1.up_ports else "top tier: no uplinks")
+        d.markers.append(Marker(2, gx, t1.switches_per_group,
+                                f"<b>{t1.switches_per_group} {esc(t1.name)} switches</b> ({pod_word} {p}{rail})<br>"
+                                f"each {t1.down_ports} ports down x {format_rate(t1.down_rate_Bps)}, {up}"))
+        for lx in xs:
+            cables = t0.up_ports * (L.leaves_per_unit // leaves_drawn_per_unit)
+            d.bundles.append(Bundle(3, lx, 1, gx, 2, cables, cables * t0.up_rate_Bps,
+                                    f"<b>{esc(level_names[3])}</b>: {format_count(cables)} cables x "
+                                    f"{format_rate(t0.up_rate_Bps)} = {format_bandwidth(cables * t0.up_rate_Bps)}"
+                                    f"<br>{esc(t0.name)} to the {t1.switches_per_group} "
+                                    f"{esc(t1.name)} switches of its group"))
+    if len(tiers) < 3:
+        return d
+
+    # tier 2: core planes, spread over the width; spine j of a group goes to plane j (per rail in rail-only)
+    t2 = tiers[2]
+    planes = t2.num_groups
+    shown = pick(planes, max_planes)
+    slots = len(shown) + (1 if None in shown else 0)
+    step = (xmax - xmin - 1.6) / max(slots - 1, 1)
+    plane_x: dict[int, float] = {}
+    k = 0
+    for j in shown:
+        px = xmin + 0.8 + k * step if slots > 1 else (xmin + xmax) / 2
+        if j is None:
+            hidden = planes - max_planes
+            d.gaps.append(Gap(px + step / 2, 3, 3, "…", f"{format_count(hidden)} more planes"))
+            k += 2
+            continue
+        plane_x[j] = px
+        d.markers.append(Marker(3, px, t2.switches_per_group,
+                                f"<b>{esc(t2.name)} plane {j}</b>: {t2.switches_per_group} switch"
+                                f"{'es' * (t2.switches_per_group > 1)}<br>{t2.down_ports} ports down x "
+                                f"{format_rate(t2.down_rate_Bps)} each<br>{esc(t1.name)} {j % t1.switches_per_group}"
+                                f" of every {'pod' if L.rail_groups == 1 else 'pod of its rail'} connects here"))
+        k += 1
+    for (p, g), gx in group_x.items():
+        first = g * t1.switches_per_group if L.rail_groups > 1 else 0
+        for j in range(first, first + t1.switches_per_group):
+            if j not in plane_x:
+                continue
+            cables = t1.up_ports
+            d.bundles.append(Bundle(4, gx, 2, plane_x[j], 3, cables, cables * t1.up_rate_Bps,
+                                    f"<b>{esc(level_names[4])}</b>: {cables} cables x {format_rate(t1.up_rate_Bps)}"
+                                    f" = {format_bandwidth(cables * t1.up_rate_Bps)}<br>{esc(t1.name)} "
+                                    f"{j - first} of {pod_word} {p} to plane {j}"))
+    return d

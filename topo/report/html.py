@@ -1,0 +1,314 @@
+"""The self-contained page: sections of figures and tables, plotly.js inlined once, no network request.
+
+Every string that comes from a spec (cluster, tier and file names, descriptions, sources) goes through
+:func:`html.escape` before it enters the page, and figure JSON cannot close its ``<script>`` (plotly writes
+``<``, ``>`` and ``/`` as ``\\u`` escapes; ``</`` is escaped again here). A Content-Security-Policy forbids every
+fetch, so the page stays offline even if a figure asked for something. Several specs are shown side by side,
+one column each, with a comparison table on top.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Sequence
+
+import plotly
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from .. import __version__
+from ..units import format_bandwidth, format_count, format_rate, format_size
+from . import figures as F
+from .build import Scenario, SpecReport
+from .fabric_layers import layer_drawing
+from .files import write_bytes
+
+__all__ = ["render_page", "write_page"]
+
+_CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+        "img-src data: blob:; font-src data:")
+_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": False,
+           "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+_CSS = """
+body { font-family: "Helvetica Neue", Arial, sans-serif; color: #222; margin: 0; background: #fafafa; }
+header { background: #1d2b3a; color: #fff; padding: 18px 28px 12px; }
+header h1 { margin: 0 0 4px; font-size: 22px; font-weight: 600; }
+header p { margin: 2px 0; color: #cfd8e3; font-size: 13px; }
+nav { padding: 8px 28px; background: #eef1f5; font-size: 13px; position: sticky; top: 0; z-index: 10; }
+nav a { margin-right: 16px; color: #1d4e89; text-decoration: none; }
+main { padding: 4px 28px 28px; }
+section { margin: 22px 0 30px; }
+section > h2 { font-size: 18px; border-bottom: 2px solid #d9dee5; padding-bottom: 4px; margin-bottom: 6px; }
+p.lead { margin: 4px 0 10px; font-size: 13px; color: #444; max-width: 1100px; }
+.grid { display: grid; gap: 14px; }
+.grid > * { min-width: 0; }
+.cell { background: #fff; border: 1px solid #e1e5ea; border-radius: 4px; padding: 8px 10px; min-width: 0; }
+.cell h3 { font-size: 14px; margin: 2px 0 6px; color: #1d2b3a; }
+.plot { width: 100%; min-height: 300px; }
+table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0 8px; }
+th, td { border-bottom: 1px solid #e3e7ec; padding: 3px 9px; text-align: right; vertical-align: top; }
+th { background: #f2f4f7; font-weight: 600; }
+td.l, th.l { text-align: left; }
+.hot { color: #B2182B; font-weight: 600; }
+.caption { font-size: 12px; color: #555; margin: 4px 0 2px; }
+.tables { display: flex; flex-wrap: wrap; gap: 0 28px; align-items: flex-start; }
+.sources { font-size: 12px; color: #444; word-break: break-all; }
+footer { font-size: 12px; color: #666; padding: 10px 28px 24px; }
+"""
+
+_SCRIPT = """
+(function () {
+  var figs = JSON.parse(document.getElementById("topo-figures").textContent);
+  var config = %s;
+  var done = Object.keys(figs).map(function (id) {
+    return Plotly.newPlot(id, figs[id].data, figs[id].layout, config);
+  });
+  Promise.all(done).then(function () { document.body.setAttribute("data-plots-ready", String(done.length)); });
+})();
+"""
+
+
+def e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+class _Figures:
+    """Collects figures; each becomes a ``<div class="plot">`` and one entry of the page's figure JSON."""
+
+    def __init__(self):
+        self.items: dict[str, str] = {}
+
+    def div(self, fig: go.Figure, kind: str) -> str:
+        fid = f"fig{len(self.items) + 1}"
+        self.items[fid] = fig.to_json()
+        return f'<div class="plot" id="{fid}" data-figure="{e(kind)}"></div>'
+
+    def json(self) -> str:
+        body = ",".join(f'"{k}":{v}' for k, v in self.items.items())
+        return ("{" + body + "}").replace("</", "<\\/")
+
+
+def _link(url: str) -> str:
+    if url.startswith(("https://", "http://")):
+        return f'<a href="{e(url)}" rel="noreferrer">{e(url)}</a>'
+    return e(url)
+
+
+def _ratio(x) -> str:
+    if x is None:
+        return "top"
+    cls = ' class="hot"' if x > 1 + 1e-9 else ""
+    return f"<span{cls}>{x:.3g}:1</span>"
+
+
+def _summary(r: SpecReport) -> str:
+    inv = r.inventory
+    su = inv.scale_up
+    gpu_unit = inv.servers_per_unit * inv.gpus_per_server
+    rows = [
+        ("GPUs", f"{format_count(inv.num_gpus)} x {e(inv.gpu)}"),
+        ("servers", f"{format_count(inv.num_servers)} of {inv.gpus_per_server} GPUs"),
+        ("NVLink domains", f"{format_count(su.num_domains)} of {su.gpus_per_domain} GPUs, "
+                           f"{format_bandwidth(su.bandwidth_per_gpu_Bps)} per GPU ({e(su.technology)}"
+                           f"{', NVLS' if su.nvls else ''})"),
+        ("NICs", f"{format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)}"),
+        ("fabric", f"{e(inv.kind)}, {e(inv.technology)}, {len(inv.tiers)} tiers; {e(inv.unit_name)} = "
+                   f"{inv.servers_per_unit} servers ({format_count(gpu_unit)} GPUs) x {format_count(inv.num_units)}"
+                   + (f"; {inv.num_pods} pods of {inv.units_per_pod}" if inv.num_pods > 1 else "")),
+        ("switches", format_count(inv.num_switches)
+         + (f" ({inv.switch_power_W / 1e6:.3g} MW)" if inv.switch_power_W else "")),
+        ("scale-out cables", format_count(inv.num_scale_out_links)),
+        ("bisection bandwidth", f"{format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
+                                f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)"),
+        ("largest non-blocking group", f"{format_count(inv.largest_nonblocking_gpus)} GPUs "
+                                       f"({e(inv.largest_nonblocking_group)})"),
+        ("spec", e(r.source)),
+    ]
+    out = ['<table class="summary">'] + [f'<tr><th class="l">{k}</th><td class="l">{v}</td></tr>' for k, v in rows]
+    out.append("</table>")
+    tiers = ['<table><tr><th class="l">tier</th><th class="l">model</th><th>switches</th><th>radix</th>'
+             '<th>down/up ports</th><th>down capacity</th><th>up capacity</th><th>oversub.</th></tr>']
+    for t in inv.tiers:
+        tiers.append(f'<tr><td class="l">{e(t.name)}</td><td class="l">{e(t.model or "-")}</td>'
+                     f"<td>{format_count(t.num_switches)}</td><td>{t.radix}</td>"
+                     f"<td>{t.down_ports_per_switch}/{t.up_ports_per_switch}</td>"
+                     f"<td>{format_bandwidth(t.down_capacity_Bps)}</td>"
+                     f"<td>{format_bandwidth(t.up_capacity_Bps) if t.up_ports_per_switch else '-'}</td>"
+                     f"<td>{_ratio(t.oversubscription)}</td></tr>")
+    tiers.append("</table>")
+    links = ['<table><tr><th class="l">links</th><th>count</th><th>each</th><th>total</th></tr>']
+    for x in inv.links:
+        links.append(f'<tr><td class="l">{e(x.name)}</td><td>{format_count(x.num_links)}</td>'
+                     f"<td>{format_bandwidth(x.link_bandwidth_Bps)}</td><td>{format_bandwidth(x.capacity_Bps)}</td></tr>")
+    links.append("</table>")
+    src = ""
+    if inv.sources:
+        src = '<div class="sources">sources: ' + "<br>".join(_link(s) for s in inv.sources) + "</div>"
+    desc = f'<p class="caption">{e(inv.description)}</p>' if inv.description else ""
+    tables = f'<div class="tables">{"".join(tiers)}{"".join(links)}</div>'
+    return desc + "".join(out) + tables + src
+
+
+def _bottleneck_table(s: Scenario) -> str:
+    if s.loads is None:
+        return ""
+    size = s.loads.attrs.get("size_bytes")
+    row = next((x for x in s.result.results if x.size_bytes == size), None)
+    head = ""
+    if row and row.bottleneck:
+        b = row.bottleneck
+        head = (f'<p class="caption">Bottleneck of the estimate at {format_size(size)} ({e(row.algorithm)}/'
+                f'{e(row.protocol)}): <b>{e(b.src)} &rarr; {e(b.dst)}</b> ({e(b.level)}, {e(b.direction)}, '
+                f'{b.num_links} link{"s" * (b.num_links > 1)}, {b.utilization:.0%} utilized)</p>')
+    out = [head, '<table class="hottest"><tr><th class="l">level</th><th class="l">hottest link</th>'
+                 '<th>utilization</th><th>bytes carried</th><th>line rate</th><th>links this hot</th></tr>']
+    for _, h in s.loads.hottest.iterrows():
+        cls = ' class="hot"' if h["utilization"] >= 0.8 else ""
+        where = f'{e(h["src"])} &rarr; {e(h["dst"])}' if h["utilization"] > 0 else "(no traffic)"
+        out.append(f'<tr><td class="l">{e(h["level"])}</td><td class="l">{where}</td>'
+                   f'<td{cls}>{h["utilization"]:.1%}</td><td>{format_size(h["bytes"])}</td>'
+                   f'<td>{format_bandwidth(h["bandwidth_Bps"])}</td><td>{format_count(h["tied"])}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
+def _grid(cells: Sequence[str], columns: int, template: str | None = None) -> str:
+    style = f"grid-template-columns: {template or f'repeat({max(columns, 1)}, minmax(0, 1fr))'};"
+    return f'<div class="grid" style="{style}">' + "".join(cells) + "</div>"
+
+
+def _cell(title: str, body: str) -> str:
+    return f'<div class="cell"><h3>{title}</h3>{body}</div>'
+
+
+def _comparison(reports: Sequence[SpecReport], figs: _Figures) -> str:
+    head = ('<table><tr><th class="l">spec</th><th>GPUs</th><th>switches</th><th>scale-out cables</th>'
+            '<th>bisection per GPU</th><th>top oversub.</th><th>busbw, cluster, 1 GiB</th>'
+            '<th>busbw, cluster, 16 GiB</th><th>busbw, pod or unit, 1 GiB</th></tr>')
+    rows = [head]
+
+    def busbw(s: Scenario | None, size: int) -> str:
+        if s is None:
+            return "-"
+        row = next((x for x in s.result.results if x.size_bytes == size), None)
+        return f"{row.busbw_GBps:.1f} GB/s" if row else "-"
+
+    curves = {}
+    for r in reports:
+        inv = r.inventory
+        cl = r.scenarios[0]
+        second = r.scenarios[1] if len(r.scenarios) > 1 else None
+        worst = max((t.oversubscription or 1 for t in inv.tiers), default=1)
+        rows.append(f'<tr><td class="l">{e(inv.name)}</td><td>{format_count(inv.num_gpus)}</td>'
+                    f"<td>{format_count(inv.num_switches)}</td><td>{format_count(inv.num_scale_out_links)}</td>"
+                    f"<td>{format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)}</td><td>{_ratio(worst)}</td>"
+                    f"<td>{busbw(cl, 2**30)}</td><td>{busbw(cl, 16 * 2**30)}</td><td>{busbw(second, 2**30)}</td></tr>")
+        curves[f"{inv.name}, cluster"] = cl.result
+        if second:
+            curves[f"{inv.name}, {second.key}"] = second.result
+    rows.append("</table>")
+    return "".join(rows) + figs.div(F.busbw_comparison(curves), "comparison")
+
+
+def _section(sid: str, title: str, lead: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{title}</h2><p class="lead">{lead}</p>{body}</section>'
+
+
+def render_page(reports: Sequence[SpecReport]) -> str:
+    """The whole HTML document for one or more specs."""
+    figs = _Figures()
+    n = len(reports)
+    names = [e(r.inventory.name) for r in reports]
+    sections = []
+    nav = [("summary", "Summary")]
+    if n > 1:
+        nav.append(("comparison", "Comparison"))
+        sections.append(_section("comparison", "Comparison",
+                                 "Switches, cables, bisection and the busbw of a data-parallel all_reduce "
+                                 "(fastest algorithm per size) on each cluster.", _comparison(reports, figs)))
+    sections.insert(0, _section("summary", "Summary", "What each cluster is made of, as <code>topo describe</code> "
+                                "prints it.", _grid([_cell(nm, _summary(r) + figs.div(F.inventory_figure(r.inventory), "inventory"))
+                                       for nm, r in zip(names, reports)], n)))
+    sections.append(_section(
+        "fabric", "Fabric", "The fabric as layers: GPUs grouped by unit, leaf switches one per rail, a spine group "
+        "per pod, core planes on top; line width grows with the capacity of one bundle, so a thin tier looks thin. "
+        "Large clusters show a few pods and stand for the rest with an ellipsis. Hover a group or a bundle's "
+        "diamond for its counts and capacities.",
+        _grid([_cell(nm, figs.div(F.fabric_figure(r.fabric, r.inventory,
+                                                   layer_drawing(r.fabric, max_pods=3 if n == 1 else 2)), "fabric"))
+               for nm, r in zip(names, reports)], n)))
+    sections.append(_section(
+        "oversubscription", "Oversubscription per tier", "Downlink against uplink capacity of each switch tier "
+        "(per direction). A ratio above 1:1 (in red) means the tier can send up only that fraction of what "
+        "arrives from below.",
+        _grid([_cell(nm, figs.div(F.oversubscription_figure(r.inventory), "oversubscription"))
+               for nm, r in zip(names, reports)], n)))
+
+    load_cells, curve_cells = [], []
+    depth = max(len(r.scenarios) for r in reports)
+    for i in range(depth):  # one row per scenario, one column per spec: the same view side by side
+        for nm, r in zip(names, reports):
+            if i >= len(r.scenarios):
+                load_cells.append('<div class="cell"></div>')
+                curve_cells.append('<div class="cell"></div>')
+                continue
+            s = r.scenarios[i]
+            label = f"{nm}, {e(s.label)}" if n > 1 else e(s.label)
+            if s.loads is not None:
+                plots = [figs.div(F.link_load_distribution(s.loads, r.fabric), "loads"),
+                         figs.div(F.link_load_heatmap(s.loads, r.fabric), "heatmap")]
+                plots = _grid(plots, 2, "2fr 3fr") if n == 1 else "".join(plots)
+                load_cells.append(_cell(f"{label}: all_reduce of {format_size(s.loads.attrs['size_bytes'])}",
+                                        plots + _bottleneck_table(s)))
+            else:
+                load_cells.append(_cell(label, '<p class="caption">No link loads kept for this scenario.</p>'))
+            note = ""
+            if s.unavailable:
+                note = ('<p class="caption">Not drawn: ' + "; ".join(f"<b>{e(k)}</b>: {e(v)}"
+                                                                    for k, v in s.unavailable.items()) + "</p>")
+            curve_cells.append(_cell(f"{label}: {e(s.result.placement)}",
+                                     figs.div(F.collective_curves(s.result, s.extra), "curves") + note))
+    sections.append(_section(
+        "loads", "Link loads", "Utilization of every directed link (bytes carried over the collective's time, as a "
+        "fraction of its line rate) under a data-parallel all_reduce with NCCL's algorithm choice: on the whole "
+        "cluster, and on the first pod's GPUs. Boxes: min, quartiles, max and mean (dashed) per link level; the grid: "
+        "the hottest link of each level in each pod; the table names the hottest link per level and how many share "
+        "its load.", _grid(load_cells, n)))
+    sections.append(_section(
+        "curves", "Collective curves", "Time and bus bandwidth against message size, 8 B to 16 GiB, per algorithm "
+        "(best protocol for each), as nccl-tests prints them; <i>auto</i> is the fastest per size. busbw = "
+        "size / time x 2(n-1)/n for all_reduce.", _grid(curve_cells, n)))
+    nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
+            ("curves", "Collective curves")]
+
+    title = "topo report: " + " vs ".join(names)
+    header = (f"<header><h1>{title}</h1><p>{' | '.join(e(r.inventory.description or r.inventory.name) for r in reports)}"
+              f"</p><p>Modelled by topo {e(__version__)}; units: GB = 1e9 bytes, GiB = 2<sup>30</sup> bytes, "
+              f"bandwidths per direction.</p></header>")
+    navbar = "<nav>" + "".join(f'<a href="#{k}">{v}</a>' for k, v in nav) + "</nav>"
+    footer = (f"<footer>Self-contained: plotly.js {e(_plotlyjs_version())} is inlined, the page makes no network "
+              f"request. Made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>")
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{title}</title><style>{_CSS}</style>",
+        f"<script>{get_plotlyjs()}</script></head><body>",
+        header, navbar, "<main>", "".join(sections), "</main>", footer,
+        f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
+        f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
+        "</body></html>\n",
+    ])
+
+
+def _plotlyjs_version() -> str:
+    head = get_plotlyjs()[:200]
+    start = head.find("plotly.js v")
+    return head[start + 11:].split()[0] if start >= 0 else "?"
+
+
+def write_page(reports: Sequence[SpecReport], path) -> int:
+    """Write the page to ``path`` whole or not at all; returns its size in bytes."""
+    return write_bytes(path, render_page(reports).encode("utf-8"))
