@@ -122,3 +122,15 @@ def test_list():
     proc = run_cli("list", "--json", check=True)
     names = [r["name"] for r in json.loads(proc.stdout)]
     assert "h100-100k" in names
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    out = tmp_path / "g.json"
+    run_cli("export", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--format", "json", "-o", str(out),
+            check=True)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask

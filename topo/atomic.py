@@ -1,4 +1,8 @@
-"""Write files whole or not at all: write to a temporary file beside the target, then rename over it."""
+"""Write files whole or not at all: write to a temporary file beside the target, then rename over it.
+
+The file gets the mode a plain ``open`` would give it (0666 less the umask), not the private 0600 of
+:func:`tempfile.mkstemp`: reports and exports are meant to be read by others.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,9 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
             yield fh
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         try:
