@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+# The shared reference data sits beside the project (../shared); TOPO_SHARED_DIR points elsewhere.
+SHARED = Path(os.environ.get("TOPO_SHARED_DIR", ROOT.parent / "shared"))
 
 
 def tier(name, radix=64, rate="400 Gb/s", **kw):

@@ -243,3 +243,13 @@ def test_rail_only_needs_pxn_for_cross_rail_traffic():
     assert r.results[0].time_s > 0
     with pytest.raises(TopoError, match="different rails"):
         estimate(f, "alltoall", "1G", gpus=64, pxn=False)
+
+
+def test_given_rank_order_changes_the_ring():
+    f = build_fabric(load_spec("dgx-h100-superpod"))
+    ranks = [0, 8, 1, 9, 2, 10, 3, 11]  # alternate between two servers
+    nccl = estimate(f, "all_reduce", "1G", ranks=ranks, algorithm="ring").results[0]
+    given = estimate(f, "all_reduce", "1G", ranks=ranks, algorithm="ring", rank_order="given").results[0]
+    # NCCL's order crosses the network twice per ring; the given order at every hop
+    assert given.time_s > nccl.time_s
+    assert given.bottleneck.level in ("nic-leaf", "pcie")

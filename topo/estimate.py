@@ -67,7 +67,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
              ranks: Sequence[int] | None = None, placement: str = "packed", rail: int = 0,
              algorithm: str = "auto", ecmp: str = "ideal", subflows: int = 1, sharing: str = "equal",
              profile: Profile | str | None = None, pxn: bool | None = None, chunks: int | None = None,
-             stages: int = 2, groups: int = 1, group_layout: str = "strided") -> EstimateResult:
+             stages: int = 2, groups: int = 1, group_layout: str = "strided",
+             rank_order: str = "nccl") -> EstimateResult:
     """Estimate ``collective`` on ``fabric`` for each size.
 
     Parameters
@@ -84,6 +85,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     groups, group_layout
         Run ``groups`` identical communicators at once over those GPUs (``strided``: data-parallel groups, one
         GPU from each block; ``blocked``: consecutive blocks, as tensor parallelism). busbw counts one group.
+    rank_order : {"nccl", "given"}
+        Ranks ordered as NCCL forms its ring (by domain), or exactly as listed in ``ranks``.
     algorithm : str
         ``auto`` (NCCL's algorithms, fastest per size) or one of :data:`topo.collectives.ALGORITHMS`.
     ecmp : {"ideal", "hash"}, subflows : int
@@ -111,7 +114,9 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING_MODES)}", key="--sharing")
     sizes = _sizes(sizes)
     if ranks is not None:
-        pl = place(fabric, gpus=ranks, groups=groups, group_layout=group_layout)
+        if rank_order not in ("nccl", "given"):
+            raise TopoError(f"unknown rank order {rank_order!r}; allowed: nccl, given", key="--rank-order")
+        pl = place(fabric, gpus=ranks, groups=groups, group_layout=group_layout, order=rank_order)
     else:
         pl = place(fabric, gpus, kind=placement, rail=rail, groups=groups, group_layout=group_layout)
     prof = _profile(fabric, profile)

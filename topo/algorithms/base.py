@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..profiles import Profile
 from ..route import Routed
 
-__all__ = ["Phase", "LatencyCounts", "Plan", "latency_s", "AlgorithmUnavailable"]
+__all__ = ["Phase", "LatencyCounts", "Plan", "latency_s", "AlgorithmUnavailable", "sequential_plan"]
 
 
 class AlgorithmUnavailable(Exception):
@@ -47,6 +47,21 @@ class Plan:
     phases: list[Phase]
     latency: LatencyCounts
     notes: list[str] = field(default_factory=list)
+
+
+def sequential_plan(algorithm: str, steps: list[tuple[Routed, str]], multi_domain: bool) -> Plan:
+    """A plan of distinct steps run one after the other (recursive algorithms, pairwise exchange): each step
+    pays one hop of latency, an NVLink hop if it stays inside the domains, a network hop otherwise."""
+    phases, intra, inter, routed_s = [], 0, 0, 0.0
+    for routed, label in steps:
+        phases.append(Phase(routed, 1.0, label))
+        if routed.network.any():
+            inter += 1
+        else:
+            intra += 1
+        routed_s += float(routed.latency_s.max()) if routed.num_flows else 0.0
+    counts = LatencyCounts("p2p", intra_hops=intra, inter_hops=inter, routed_s=routed_s, multi_domain=multi_domain)
+    return Plan(algorithm, "p2p", phases, counts)
 
 
 def latency_s(c: LatencyCounts, profile: Profile, proto: str) -> float:

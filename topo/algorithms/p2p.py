@@ -17,7 +17,7 @@ import numpy as np
 
 from ..placement import Placement
 from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, sequential_plan
 
 __all__ = ["alltoall_plan", "sendrecv_plan", "pipeline_plan", "MAX_ALLTOALL_FLOWS"]
 
@@ -62,18 +62,10 @@ def alltoall_plan(router: Router, placement: Placement, name: str) -> Plan:
         routed = _route_split(router, gpus[:, i].ravel(), gpus[:, j].ravel(), 1.0 / p)
         return Plan("direct", "p2p", [Phase(routed, 1.0, "all pairs at once")],
                     _counts(routed, remote_peers, multi))
-    phases, intra, inter, routed_s = [], 0, 0, 0.0
     ranks = np.arange(p)
-    for k in range(1, p):
-        routed = _route_split(router, gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p)
-        phases.append(Phase(routed, 1.0, f"shift {k}"))
-        if routed.network.any():
-            inter += 1
-        else:
-            intra += 1
-        routed_s += float(routed.latency_s.max())
-    return Plan("pairwise", "p2p", phases, LatencyCounts("p2p", intra_hops=intra, inter_hops=inter,
-                                                         routed_s=routed_s, multi_domain=multi))
+    steps = [(_route_split(router, gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p), f"shift {k}")
+             for k in range(1, p)]
+    return sequential_plan("pairwise", steps, multi)
 
 
 def sendrecv_plan(router: Router, placement: Placement) -> Plan:

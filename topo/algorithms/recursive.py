@@ -16,7 +16,7 @@ import numpy as np
 
 from ..placement import Placement
 from ..route import Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from .base import AlgorithmUnavailable, Plan, sequential_plan
 
 __all__ = ["recursive_plan"]
 
@@ -38,16 +38,7 @@ def recursive_plan(router: Router, placement: Placement, collective: str, name: 
     else:
         raise AlgorithmUnavailable(f"{name} does not implement {collective}")
     ranks = np.arange(p)
-    phases, intra, inter, routed_s = [], 0, 0, 0.0
-    for bit, frac in steps:
-        partner = ranks ^ (1 << bit)
-        routed = router.route(placement.groups.ravel(), placement.groups[:, partner].ravel(), frac)
-        phases.append(Phase(routed, 1.0, f"distance {1 << bit}"))
-        if routed.network.any():
-            inter += 1
-        else:
-            intra += 1
-        routed_s += float(routed.latency_s.max())
-    counts = LatencyCounts("p2p", intra_hops=intra, inter_hops=inter, routed_s=routed_s,
-                           multi_domain=placement.num_domains > 1)
-    return Plan(name, "p2p", phases, counts)
+    g = placement.groups
+    routed = [(router.route(g.ravel(), g[:, ranks ^ (1 << bit)].ravel(), frac), f"distance {1 << bit}")
+              for bit, frac in steps]
+    return sequential_plan(name, routed, placement.num_domains > 1)

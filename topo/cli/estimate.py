@@ -31,6 +31,8 @@ def register(sub) -> None:
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
     p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
+    p.add_argument("--rank-order", default="nccl", choices=("nccl", "given"),
+                   help="with --ranks: order ranks as NCCL forms its ring (default) or exactly as listed")
     p.add_argument("--placement", default="packed", choices=[x for x in PLACEMENTS if x != "list"],
                    help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
     p.add_argument("--rail", default=0, type=int, help="GPU index within the server for one_per_server")
@@ -98,7 +100,7 @@ def run(args) -> int:
         placement=args.placement, rail=args.rail, algorithm=args.algorithm, ecmp=args.ecmp,
         subflows=args.subflows, sharing=args.sharing, profile=args.profile,
         pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages, groups=args.groups,
-        group_layout=args.group_layout)
+        group_layout=args.group_layout, rank_order=args.rank_order)
     if args.json:
         emit_json(result.to_dict())
     else:
