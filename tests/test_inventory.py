@@ -42,3 +42,9 @@ def test_json_keys_and_power():
     assert d["tiers"][-1]["oversubscription"] is None
     assert inv.switch_power_W == pytest.approx(747 * inv.num_switches)
     assert list(inv.to_frame()["name"]) == ["leaf", "spine", "core"]
+
+
+def test_rail_only_says_what_its_figures_assume():
+    inv = inventory(build_fabric(load_spec("rail-only-h100-16k")))
+    assert any("rail-only" in n and "NVLink" in n for n in inv.notes)
+    assert inventory(build_fabric(load_spec("dgx-h100-superpod"))).notes == []

@@ -90,6 +90,7 @@ class Inventory:
     largest_nonblocking_gpus: int
     largest_nonblocking_group: str
     switch_power_W: float | None
+    notes: list[str]
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (the document ``topo describe --json`` prints)."""
@@ -148,6 +149,11 @@ def inventory(fabric: Fabric) -> Inventory:
     if gpus < L.gpus_per_domain:
         group, gpus = "NVLink domain", L.gpus_per_domain
 
+    notes = []
+    if L.kind == "rail_only":
+        notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
+                     "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
+                     "that NVLink hop")
     powers = [t.power_W for t in tiers]
     return Inventory(
         name=spec.name, description=spec.description, sources=spec.sources, gpu=spec.gpu, kind=L.kind,
@@ -162,4 +168,5 @@ def inventory(fabric: Fabric) -> Inventory:
         bisection_bandwidth_Bps=bisection, bisection_bandwidth_per_gpu_Bps=bisection / (L.num_gpus / 2),
         largest_nonblocking_gpus=gpus, largest_nonblocking_group=group,
         switch_power_W=None if any(p is None for p in powers) else float(sum(powers)),
+        notes=notes,
     )

@@ -68,4 +68,6 @@ def render(inv: Inventory) -> str:
                  f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)")
     lines.append(f"largest non-blocking group  {format_count(inv.largest_nonblocking_gpus)} GPUs "
                  f"({inv.largest_nonblocking_group})")
+    for n in inv.notes:
+        lines.append(f"note: {n}")
     return "\n".join(lines)
