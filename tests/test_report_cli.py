@@ -1,8 +1,7 @@
-"""``topo report`` in a subprocess: the default 100k-GPU report within its time and size budget, one-line errors,
+"""``topo report`` in a subprocess: the default 100k-GPU report within its size budget, one-line errors,
 files written whole or not at all, single figures as SVG/PNG."""
 
 import importlib.util
-import time
 
 import pytest
 
@@ -10,15 +9,13 @@ from conftest import ROOT, run_cli
 from topo.report.browser import find_chromium
 
 
-def test_default_report_is_fast_small_and_offline(tmp_path):
-    start = time.perf_counter()
+def test_default_report_is_small_and_offline(tmp_path):
+    # (its generation time is measured by benchmarks/bench_report.py, not here)
     proc = run_cli("report", cwd=tmp_path, check=True)  # no argument: the bundled 100k-GPU cluster
-    elapsed = time.perf_counter() - start
     out = tmp_path / "topo-report.html"
     assert out.is_file() and proc.stdout == ""
     assert proc.stderr.startswith("wrote topo-report.html (")
     size = out.stat().st_size
-    assert elapsed < 10, f"the default report took {elapsed:.1f} s (budget 10 s)"
     assert size < 10e6, f"the default report is {size / 1e6:.1f} MB (budget 10 MB)"
     page = out.read_text()
     assert "<title>topo report: h100-100k</title>" in page and "100,352" in page
