@@ -103,3 +103,36 @@ def test_invalid_toml_is_one_line(tmp_path):
     with pytest.raises(TopoError) as info:
         load_spec(p)
     assert "invalid TOML" in info.value.message and "line 1" in info.value.message
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from topo import TopoError as _TopoError  # noqa: E402
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                    st.text(max_size=12), st.just("400 Gb/s"), st.just("1 us"), st.lists(st.integers(), max_size=2),
+                    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+_PATHS = ["name", "gpu", "server.gpus", "server.nics", "server.nic_rate", "server.pcie_bandwidth",
+          "scale_up.gpus_per_domain", "scale_up.bandwidth_per_gpu", "scale_up.latency", "cluster.num_units",
+          "fabric.kind", "fabric.servers_per_unit", "fabric.units_per_pod", "fabric.tiers", "fabric.grow_tiers",
+          "fabric.tiers[0].radix", "fabric.tiers[0].port_rate", "fabric.tiers[0].oversubscription",
+          "fabric.tiers[0].up_ports", "fabric.tiers[1].down_ports", "fabric.tiers[1].latency", "fabric.extra",
+          "cluster"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(_PATHS), value=_VALUES)
+def test_any_bad_value_is_one_clean_error(path, value):
+    d = spec_dict()
+    node = d
+    parts = path.replace("[", ".").replace("]", "").split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    last = parts[-1]
+    node[int(last) if last.isdigit() else last] = value
+    try:
+        build_fabric(spec_from_dict(d, source="fuzz.toml"))
+    except _TopoError as exc:
+        line = exc.line()
+        assert line.startswith("fuzz.toml") and "\n" not in line
