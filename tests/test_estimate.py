@@ -253,3 +253,21 @@ def test_given_rank_order_changes_the_ring():
     # NCCL's order crosses the network twice per ring; the given order at every hop
     assert given.time_s > nccl.time_s
     assert given.bottleneck.level in ("nic-leaf", "pcie")
+
+
+def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads():
+    # Above a million flows only the summed loads are kept; they must equal the flow-by-flow result.
+    import topo.algorithms.p2p as p2p
+
+    f = build_fabric(load_spec("dgx-h100-superpod"))
+    one = estimate(f, "alltoall", "1G", gpus=256).results[0]
+    old = p2p.EXPLICIT_FLOWS
+    p2p.EXPLICIT_FLOWS = 1000
+    try:
+        chunked = estimate(f, "alltoall", "1G", gpus=256).results[0]
+        with pytest.raises(TopoError, match="max-min sharing needs every flow"):
+            estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin")
+    finally:
+        p2p.EXPLICIT_FLOWS = old
+    assert chunked.time_s == pytest.approx(one.time_s, rel=1e-12)
+    assert chunked.bottleneck == one.bottleneck

@@ -35,6 +35,9 @@ def drain_time(routed: Routed, capacity_Bps: np.ndarray, sharing: str = "equal",
     r = int(np.argmax(t))
     if sharing == "equal":
         return float(t[r]), r, loads
+    if routed.aggregated:
+        raise TopoError(f"max-min sharing needs every flow, and this step has {routed.num_flows:,}, more than are "
+                        "kept one by one; use --sharing equal", key="--sharing")
     return max_min_makespan(routed, capacity_Bps), r, loads
 
 

@@ -121,6 +121,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         pl = place(fabric, gpus, kind=placement, rail=rail, groups=groups, group_layout=group_layout)
     prof = _profile(fabric, profile)
     router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
+    router.keep_flows = sharing == "maxmin"
     candidates = list(NCCL_ALGORITHMS[coll]) if algo == "auto" else [algo]
 
     evaluated: dict[str, _Evaluated] = {}

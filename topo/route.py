@@ -48,12 +48,17 @@ class Routed:
     flow_bytes: np.ndarray  # bytes of each flow
     latency_s: np.ndarray  # routed latency of each flow (sum of its links' latencies)
     network: np.ndarray  # True where the flow leaves its NVLink domain
+    aggregated: bool = False  # True: only the summed load per resource is kept (res, weight); no per-flow data
 
     @staticmethod
     def concat(parts: list["Routed"]) -> "Routed":
         parts = [p for p in parts if p.num_flows]
         if not parts:
             return Routed.empty()
+        if any(p.aggregated for p in parts):
+            return Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
+                                 sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
+                                 any(bool(p.network.any()) for p in parts))
         offs = np.cumsum([0] + [p.num_flows for p in parts[:-1]])
         return Routed(
             res=np.concatenate([p.res for p in parts]),
@@ -64,6 +69,18 @@ class Routed:
             latency_s=np.concatenate([p.latency_s for p in parts]),
             network=np.concatenate([p.network for p in parts]),
         )
+
+    @staticmethod
+    def summed(res: np.ndarray, weight: np.ndarray, num_flows: int, max_latency_s: float, network: bool) -> "Routed":
+        """Flows kept only as their summed load per resource (too many to keep one by one)."""
+        res = np.asarray(res, dtype=np.int64)
+        if res.size:
+            loads = np.bincount(res, weights=weight)
+            res = np.flatnonzero(loads)
+            weight = loads[res]
+        return Routed(res=res, weight=np.asarray(weight, dtype=float), flow=np.zeros(res.size, dtype=np.int64),
+                      num_flows=int(num_flows), flow_bytes=np.zeros(0), latency_s=np.array([max_latency_s]),
+                      network=np.array([network]), aggregated=True)
 
     @staticmethod
     def empty() -> "Routed":
@@ -103,6 +120,7 @@ class Router:
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
+        self.keep_flows = False  # set when a contention model needs every flow (max-min), not just loads
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
@@ -278,6 +296,21 @@ class Router:
             sig_d = gd * S2 + j
             cols[ic, 5] = 2 * (lo["up:1"] + sig_s[cross] * u1 + c[cross] * m2 + k3[cross])
             cols[ic, 6] = 2 * (lo["up:1"] + sig_d[cross] * u1 + c[cross] * m2 + k4[cross]) + 1
+
+    def route_summed(self, chunks) -> Routed:
+        """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
+        stays bounded by the chunk size however many flows there are (for equal-share contention)."""
+        loads = np.zeros(self.num_res)
+        n, lat, net = 0, 0.0, False
+        for src, dst, nbytes, choice in chunks:
+            r = self.route(src, dst, nbytes, choice)
+            if r.num_flows:
+                loads += np.bincount(r.res, weights=r.weight, minlength=self.num_res)
+                n += r.num_flows
+                lat = max(lat, float(r.latency_s.max()))
+                net = net or bool(r.network.any())
+        res = np.flatnonzero(loads)
+        return Routed.summed(res, loads[res], n, lat, net)
 
     # --- loads ----------------------------------------------------------------------------------------------
     def loads(self, routed: Routed) -> np.ndarray:

@@ -19,9 +19,11 @@ from ..placement import Placement
 from ..route import Routed, Router
 from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, sequential_plan
 
-__all__ = ["alltoall_plan", "sendrecv_plan", "pipeline_plan", "MAX_ALLTOALL_FLOWS"]
+__all__ = ["alltoall_plan", "sendrecv_plan", "pipeline_plan", "MAX_ALLTOALL_FLOWS", "EXPLICIT_FLOWS"]
 
-MAX_ALLTOALL_FLOWS = 4_200_000  # 2,048 ranks: beyond this the explicit flow list outgrows memory
+EXPLICIT_FLOWS = 1_000_000  # up to this many flows are kept one by one (max-min sharing needs them)
+MAX_ALLTOALL_FLOWS = 100_000_000  # beyond, the all-to-all takes too long to route (about a minute per 100M)
+_CHUNK_FLOWS = 1_000_000
 
 
 def _nics_per_gpu(router: Router) -> int:
@@ -38,6 +40,24 @@ def _route_split(router: Router, src, dst, nbytes) -> Routed:
     return Routed.concat(parts)
 
 
+def _pair_chunks(router: Router, gpus: np.ndarray, nbytes: float):
+    """Every ordered pair of distinct ranks of every group, in chunks of about a million flows, each flow spread
+    over its destination's NICs."""
+    G, p = gpus.shape
+    k = _nics_per_gpu(router)
+    rows = max(1, _CHUNK_FLOWS // max(1, (p - 1) * k))  # (group, source rank) rows per chunk
+    pairs = np.arange(G * p)
+    for start in range(0, pairs.size, rows):
+        sel = pairs[start:start + rows]
+        g, i = sel // p, sel % p
+        j = np.arange(p)[None, :].repeat(sel.size, 0)
+        keep = j != i[:, None]
+        src = np.repeat(gpus[g, i], p - 1)
+        dst = gpus[g[:, None].repeat(p, 1)[keep], j[keep]]
+        for c in range(k):
+            yield src, dst, nbytes / k, c
+
+
 def _counts(routed: Routed, peers: int = 0, multi: bool = False) -> LatencyCounts:
     net = bool(routed.network.any())
     return LatencyCounts("p2p", intra_hops=0 if net else 1, inter_hops=1 if net else 0,
@@ -50,16 +70,24 @@ def alltoall_plan(router: Router, placement: Placement, name: str) -> Plan:
     if p < 2:
         raise AlgorithmUnavailable("an all-to-all needs at least 2 ranks")
     G = placement.num_groups
-    if G * p * (p - 1) > MAX_ALLTOALL_FLOWS:
-        raise AlgorithmUnavailable(f"an all-to-all over {G * p:,} ranks is {G * p * (p - 1):,} flows; topo routes "
-                                   f"all-to-all explicitly up to {MAX_ALLTOALL_FLOWS:,} flows (2,048 ranks)")
+    flows = G * p * (p - 1)
+    limit = MAX_ALLTOALL_FLOWS if name == "direct" else 4 * EXPLICIT_FLOWS
+    if flows > limit:
+        raise AlgorithmUnavailable(f"{name} all-to-all of {G:,} x {p:,} ranks is {flows:,} flows; topo routes up "
+                                   f"to {limit:,}")
     gpus = placement.groups
     g = placement.ranks_per_domain() or 1
     remote_peers = p - g
     multi = placement.num_domains > 1
     if name == "direct":
-        i, j = np.nonzero(~np.eye(p, dtype=bool))
-        routed = _route_split(router, gpus[:, i].ravel(), gpus[:, j].ravel(), 1.0 / p)
+        if flows > EXPLICIT_FLOWS and router.keep_flows:
+            raise AlgorithmUnavailable(f"max-min sharing needs every flow, and this all-to-all has {flows:,}, more "
+                                       f"than the {EXPLICIT_FLOWS:,} kept one by one; use --sharing equal")
+        if flows <= EXPLICIT_FLOWS:
+            i, j = np.nonzero(~np.eye(p, dtype=bool))
+            routed = _route_split(router, gpus[:, i].ravel(), gpus[:, j].ravel(), 1.0 / p)
+        else:
+            routed = router.route_summed(_pair_chunks(router, gpus, 1.0 / p))
         return Plan("direct", "p2p", [Phase(routed, 1.0, "all pairs at once")],
                     _counts(routed, remote_peers, multi))
     ranks = np.arange(p)
