@@ -271,3 +271,23 @@ def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads():
         p2p.EXPLICIT_FLOWS = old
     assert chunked.time_s == pytest.approx(one.time_s, rel=1e-12)
     assert chunked.bottleneck == one.bottleneck
+
+
+def test_sharp_sends_one_stream_per_leaf_and_beats_the_ring_across_units():
+    f = build_fabric(load_spec("dgx-h100-superpod", ["fabric.tiers[0].sharp=true", "fabric.tiers[1].sharp=true"]))
+    S = 2**30
+    r = estimate(f, "all_reduce", S, gpus=512, algorithm="sharp")  # 2 scalable units: leaves and spines
+    loads = r.link_loads(S)
+    up = loads[(loads["level"].astype(str) == "leaf-spine") & (loads["direction"] == "up")]
+    busy = up[up["bytes"] > 0]
+    # each of the 16 leaves (2 SUs x 8 rails) sends one reduced stream of S/8 (each GPU's share) to its tree's spine
+    assert len(busy) == 16
+    assert np.allclose(busy["bytes"], S / 8)
+    nic_up = loads[(loads["level"].astype(str) == "nic-leaf") & (loads["direction"] == "up")]
+    used = nic_up[nic_up["bytes"] > 0]
+    assert len(used) == 512 and np.allclose(used["bytes"], S / 8)  # a NIC carries its GPU's share once each way
+    ring = estimate(f, "all_reduce", "16G", gpus=512, algorithm="ring").results[0]
+    sharp = estimate(f, "all_reduce", "16G", gpus=512, algorithm="sharp").results[0]
+    assert sharp.time_s < ring.time_s
+    with pytest.raises(TopoError, match="cannot reduce in the network"):
+        estimate(build_fabric(load_spec("dgx-h100-superpod")), "all_reduce", S, gpus=512, algorithm="sharp")
