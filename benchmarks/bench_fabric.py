@@ -14,15 +14,16 @@ import time
 
 from _results import PY, peak_rss_of, update_section
 
-SIZES = [1, 4, 18, 56]  # pods of 1,792 GPUs in the default cluster
+SMALL = ["fabric.tiers[1].oversubscription=1", "fabric.units_per_pod=4"]
+SIZES = [SMALL + ["cluster.num_pods=1"], SMALL + ["cluster.num_pods=8"], SMALL + ["cluster.num_pods=32"], []]
 
 
-def in_process(pods: int) -> dict:
+def in_process(overrides: list[str]) -> dict:
     """Stage timings inside one process (library calls)."""
     import topo
 
     t0 = time.perf_counter()
-    spec = topo.load_spec(None, [f"cluster.num_pods={pods}"])
+    spec = topo.load_spec(None, overrides)
     fabric = topo.build_fabric(spec)
     t1 = time.perf_counter()
     fabric.links, fabric.nodes  # the arrays later cost computations use
@@ -37,17 +38,17 @@ def in_process(pods: int) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--stage":
-        print(json.dumps(in_process(int(sys.argv[2]))))
+        print(json.dumps(in_process(sys.argv[2:])))
         return
     rows = []
-    for pods in SIZES:
+    for overrides in SIZES:
+        sets = [x for o in overrides for x in ("--set", o)]
         best = None
         for _ in range(3):
-            wall, rss, out = peak_rss_of([PY, "-m", "topo", "describe", "--set", f"cluster.num_pods={pods}",
-                                          "--json"])
+            wall, rss, out = peak_rss_of([PY, "-m", "topo", "describe", *sets, "--json"])
             if best is None or wall < best[0]:
                 best = (wall, rss, json.loads(out)["num_gpus"])
-        _, rss_nx, stage = peak_rss_of([PY, __file__, "--stage", str(pods)])
+        _, rss_nx, stage = peak_rss_of([PY, __file__, "--stage", *overrides])
         st = json.loads(stage)
         rows.append((best[2], best[0], best[1], st, rss_nx))
         print(f"{best[2]:>8,} GPUs: describe {best[0]:.2f} s, {best[1]:.0f} MiB; arrays {st['arrays_s']:.3f} s; "
