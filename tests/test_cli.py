@@ -105,6 +105,11 @@ def test_export_round_trips(tmp_path, fmt):
     assert set(back.nodes) == set(g.nodes)
     assert {frozenset(e) for e in back.edges} == {frozenset(e) for e in g.edges}
     assert back.nodes["leaf0"]["tier"] == "leaf" and back.nodes["gpu7"]["role"] == "gpu"
+    for n, attrs in g.nodes(data=True):  # every attribute, with its type, as fabric.graph has it
+        assert back.nodes[n] == attrs
+    for u, v, attrs in g.edges(data=True):
+        assert back.edges[u, v] == attrs
+    assert back.graph["name"] == "dgx-h100-superpod" and int(back.graph["num_gpus"]) == 256
     e = back.edges["leaf0", "spine0"]
     assert e["num_links"] == 8 and float(e["bandwidth_Bps"]) == 8 * 50e9
     assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind

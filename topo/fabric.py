@@ -182,27 +182,26 @@ class Fabric:
             self._cache["graph"] = self.to_networkx()
         return self._cache["graph"]
 
-    def to_networkx(self):
-        """A ``networkx.Graph``: one node per GPU, NVSwitch, NIC and switch (named as :meth:`node_names`), one
-        edge per pair of adjacent nodes. Parallel cables between the same pair are one edge with ``num_links``
-        and the summed ``bandwidth_Bps``; ``link_bandwidth_Bps`` is one cable's. Attributes: see the module doc.
-        """
-        import networkx as nx
+    NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane")
+    EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s")
 
-        nodes, links = self.nodes, self.links
+    def node_records(self):
+        """``(name, attrs)`` for every node, attributes as in the module doc (the networkx and export view)."""
+        nodes = self.nodes
         names = self.node_names()
-        tier_names = [t.name for t in self.layout.tiers]
-        g = nx.Graph(name=self.name, num_gpus=self.num_gpus)
-        tier_label = {-1: "", -2: "nvlink", **{i: n for i, n in enumerate(tier_names)}}
+        tier_label = {-1: "", -2: "nvlink", **{t.index: t.name for t in self.layout.tiers}}
         roles = nodes["role"].tolist()
         tiers = nodes["tier"].tolist()
-        cols = {k: nodes[k].tolist() for k in ("rail", "server", "domain", "unit", "pod", "plane")}
-        g.add_nodes_from(
-            (names[i], {"role": ROLE_NAMES[roles[i]], "tier": tier_label[tiers[i]],
-                        **{k: v[i] for k, v in cols.items()}})
-            for i in range(self.num_nodes)
-        )
-        # Bundle parallel cables: sort by (src, dst) and sum runs.
+        cols = [nodes[k].tolist() for k in self.NODE_ATTRS[2:]]
+        for i in range(self.num_nodes):
+            yield names[i], dict(zip(self.NODE_ATTRS, (ROLE_NAMES[roles[i]], tier_label[tiers[i]],
+                                                       *(c[i] for c in cols))))
+
+    def edge_records(self, names: list[str] | None = None):
+        """``(u, v, attrs)`` for every pair of adjacent nodes; parallel cables between the same pair are one edge
+        with ``num_links`` and the summed ``bandwidth_Bps`` (``link_bandwidth_Bps`` is one cable's)."""
+        links = self.links
+        names = names if names is not None else self.node_names()
         src, dst = links["src"], links["dst"]
         key = src.astype(np.int64) * self.num_nodes + dst
         order = np.argsort(key, kind="stable")
@@ -211,16 +210,20 @@ class Fabric:
         counts = np.diff(np.r_[starts, len(order)])
         first = order[starts]
         level_names = self.level_names
-        bw = links["bandwidth_Bps"]
-        lat = links["latency_s"]
-        lvl = links["level"]
-        g.add_edges_from(
-            (names[s], names[d], {"level": level_names[lv], "num_links": int(c),
-                                  "bandwidth_Bps": float(b) * int(c), "link_bandwidth_Bps": float(b),
-                                  "latency_s": float(la)})
-            for s, d, lv, c, b, la in zip(src[first].tolist(), dst[first].tolist(), lvl[first].tolist(),
-                                          counts.tolist(), bw[first].tolist(), lat[first].tolist())
-        )
+        for s, d, lv, c, b, la in zip(src[first].tolist(), dst[first].tolist(), links["level"][first].tolist(),
+                                      counts.tolist(), links["bandwidth_Bps"][first].tolist(),
+                                      links["latency_s"][first].tolist()):
+            yield names[s], names[d], dict(zip(self.EDGE_ATTRS, (level_names[lv], c, b * c, b, la)))
+
+    def to_networkx(self):
+        """A ``networkx.Graph``: one node per GPU, NVSwitch, NIC and switch (named as :meth:`node_names`), one
+        edge per pair of adjacent nodes (see :meth:`edge_records`). Attributes: see the module doc.
+        """
+        import networkx as nx
+
+        g = nx.Graph(name=self.name, num_gpus=self.num_gpus)
+        g.add_nodes_from(self.node_records())
+        g.add_edges_from(self.edge_records())
         return g
 
 

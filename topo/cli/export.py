@@ -20,5 +20,5 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     out = args.output or f"{fabric.name}.{'graphml' if args.format == 'graphml' else 'json'}"
     path = export_fabric(fabric, out, args.format)
-    note(f"wrote {path} ({fabric.num_nodes:,} nodes, {fabric.graph.number_of_edges():,} edges)")
+    note(f"wrote {path} ({fabric.num_nodes:,} nodes, {fabric.num_links:,} links)")
     return 0
