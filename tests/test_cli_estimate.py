@@ -64,3 +64,16 @@ def test_bad_input_one_line_exit_2(args, line):
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.splitlines() == [line]
+
+
+def test_detail_names_phases_and_hottest_links():
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "512", "--size", "1G", "-a", "ring", "--detail", "--json",
+                   check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["phases"][0]["phase"] == "ring" and doc["phases"][0]["repeat"] == 2 * 511
+    top = doc["top_links"]
+    assert len(top) == 10 and top[0]["utilization"] >= top[-1]["utilization"]
+    assert top[0]["level"] == doc["results"][0]["bottleneck"]["level"]
+    text = run_cli("estimate", "dgx-h100-superpod", "-g", "512", "--size", "1G", "-a", "ring", "--detail",
+                   check=True).stdout
+    assert "# most utilized links:" in text and "nic" in text

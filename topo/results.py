@@ -107,6 +107,16 @@ class EstimateResult:
             algorithm = row.algorithm if row else self.results[-1].algorithm
         return self._link_loads(algorithm, size_bytes)
 
+    def top_links(self, n: int = 10, size_bytes: int | None = None, names=None):
+        """The ``n`` most utilized directed links at one size (default: the largest), with node names."""
+        frame = self.link_loads(size_bytes)
+        top = frame.nlargest(n, "utilization")
+        top = top[top["bytes"] > 0].copy()
+        if names is not None:
+            top["src"] = names(top["src"].to_numpy())
+            top["dst"] = names(top["dst"].to_numpy())
+        return top.reset_index(drop=True)
+
     def steps_frame(self, algorithm: str | None = None):
         """Per phase of an algorithm's plan: flows, repeats, its bottleneck and its seconds per byte."""
         import pandas as pd

@@ -51,6 +51,8 @@ def register(sub) -> None:
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
     p.add_argument("--chunks", default=None, type=int, help="store-and-forward chunks for tree/broadcast")
     p.add_argument("--stages", default=2, type=int, help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--detail", action="store_true",
+                   help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=run)
 
@@ -101,11 +103,38 @@ def run(args) -> int:
         subflows=args.subflows, sharing=args.sharing, profile=args.profile,
         pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages, groups=args.groups,
         group_layout=args.group_layout, rank_order=args.rank_order)
+    detail = _detail(result, fabric) if args.detail else None
     if args.json:
-        emit_json(result.to_dict())
+        doc = result.to_dict()
+        if detail:
+            doc.update(detail)
+        emit_json(doc)
     else:
         emit(render(result))
+        if detail:
+            emit(render_detail(detail))
     return 0
+
+
+def _detail(result: EstimateResult, fabric) -> dict:
+    last = result.results[-1]
+    top = result.top_links(10, names=fabric.node_names)
+    return {"detail_size_bytes": last.size_bytes, "phases": result.steps_frame(last.algorithm).to_dict("records"),
+            "top_links": [{"src": r.src, "dst": r.dst, "level": str(r.level), "direction": r.direction,
+                           "bytes": float(r.bytes), "utilization": float(r.utilization)}
+                          for r in top.itertuples()]}
+
+
+def render_detail(d: dict) -> str:
+    lines = ["#", f"# plan at {d['detail_size_bytes']} B: phases (run one after the other)"]
+    for p in d["phases"]:
+        lines.append(f"#   {p['phase']}: {p['flows']:,} flows x {p['repeat']:g}, bottleneck {p['bottleneck']} "
+                     f"({p['bottleneck_level']})")
+    lines.append("# most utilized links:")
+    for t in d["top_links"]:
+        lines.append(f"#   {t['src']} -> {t['dst']} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
+                     f"line rate, {t['bytes'] / 1e6:,.1f} MB")
+    return "\n".join(lines)
 
 
 def render(r: EstimateResult) -> str:
