@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from ..profiles import Profile
 from ..route import Routed
 
-__all__ = ["Phase", "LatencyCounts", "Plan", "latency_s", "AlgorithmUnavailable", "sequential_plan"]
+__all__ = ["Phase", "LatencyCounts", "Plan", "latency_s", "AlgorithmUnavailable", "sequential_plan",
+           "ranks_per_domain"]
 
 
 class AlgorithmUnavailable(Exception):
@@ -47,6 +48,14 @@ class Plan:
     phases: list[Phase]
     latency: LatencyCounts
     notes: list[str] = field(default_factory=list)
+
+
+def ranks_per_domain(placement, who: str) -> int:
+    """Ranks of a communicator in each NVLink domain it spans; ``who`` cannot run when that number varies."""
+    g = placement.ranks_per_domain()
+    if g is None:
+        raise AlgorithmUnavailable(f"{who} needs the same number of ranks in every NVLink domain")
+    return g
 
 
 def sequential_plan(algorithm: str, steps: list[tuple[Routed, str]], multi_domain: bool) -> Plan:

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 from ..placement import Placement
 from ..route import Router
-from .base import AlgorithmUnavailable, LatencyCounts, Plan
+from .base import AlgorithmUnavailable, LatencyCounts, Plan, ranks_per_domain
 from .ring import ring_phase
 
 __all__ = ["hierarchical_plan"]
 
 
 def hierarchical_plan(router: Router, placement: Placement, collective: str) -> Plan:
-    g = placement.ranks_per_domain()
-    if g is None:
-        raise AlgorithmUnavailable("hierarchical algorithms need the same number of ranks in every NVLink domain")
+    g = ranks_per_domain(placement, "hierarchical algorithms")
     D = placement.num_domains
     if D < 2 or g < 2:
         raise AlgorithmUnavailable(f"hierarchical needs at least 2 domains of at least 2 ranks, got {D} domain(s) "

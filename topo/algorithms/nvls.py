@@ -19,7 +19,7 @@ import numpy as np
 from ..placement import Placement
 from ..profiles import Profile
 from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, ranks_per_domain
 from .tree import double_binary_tree
 
 __all__ = ["nvls_plan", "switch_reduce_loads"]
@@ -43,9 +43,7 @@ def nvls_plan(router: Router, placement: Placement, name: str, profile: Profile)
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("NVLS needs at least 2 ranks")
-    g = placement.ranks_per_domain()
-    if g is None:
-        raise AlgorithmUnavailable("NVLS needs the same number of ranks in every NVLink domain")
+    g = ranks_per_domain(placement, "NVLS")
     D = placement.num_domains
     if g < 2:
         raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")

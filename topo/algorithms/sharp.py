@@ -15,7 +15,7 @@ import numpy as np
 
 from ..placement import Placement
 from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, ranks_per_domain
 from .nvls import switch_reduce_loads
 
 __all__ = ["sharp_plan"]
@@ -33,9 +33,7 @@ def sharp_plan(router: Router, placement: Placement) -> Plan:
     D = placement.num_domains
     if D < 2:
         raise AlgorithmUnavailable("nothing to reduce in the network: the ranks share one NVLink domain")
-    g = placement.ranks_per_domain()
-    if g is None:
-        raise AlgorithmUnavailable("SHARP needs the same number of ranks in every NVLink domain")
+    g = ranks_per_domain(placement, "SHARP")
     gpus = placement.gpus
     nics = f.gpu_nic(gpus)
     leaves = f.nic_leaf(nics)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..placement import Placement
 from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, ranks_per_domain
 
 __all__ = ["tree_plan", "double_binary_tree", "tree_flows"]
 
@@ -75,9 +75,7 @@ def tree_flows(placement: Placement, channels: int):
     """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree of every communicator:
     inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
     trees. The broadcast flows are the same reversed. Returns also (g, D, depth)."""
-    g = placement.ranks_per_domain()
-    if g is None:
-        raise AlgorithmUnavailable("the tree needs the same number of ranks in every NVLink domain")
+    g = ranks_per_domain(placement, "the tree")
     G, n = placement.groups.shape
     D = n // g
     gpus = placement.groups.reshape(G, D, g)  # ranks of each domain in NCCL order
