@@ -16,7 +16,7 @@ import numpy as np
 
 from .algorithms import build_plan
 from .algorithms.base import AlgorithmUnavailable, Plan, latency_s
-from .collectives import ALGORITHMS, NCCL_ALGORITHMS, REDUCING, busbw_factor, normalize_algorithm, \
+from .collectives import NCCL_ALGORITHMS, REDUCING, busbw_factor, normalize_algorithm, \
     normalize_collective
 from .contention import SHARING_MODES, drain_time
 from .errors import TopoError
@@ -60,6 +60,7 @@ class _Evaluated:
     seconds_per_byte: float  # bandwidth part per byte, before the protocol's efficiency
     bottleneck_res: int
     bottleneck_bytes_per_byte: float  # bytes on the bottleneck resource per message byte
+    loads_per_byte: np.ndarray  # bytes on every resource per message byte, all phases and repeats
     phase_info: list[dict]
 
 
@@ -152,11 +153,11 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             t_best = None
             for proto in prof.protocols(ev.plan.family):
                 lat = latency_s(ev.plan.latency, prof, proto)
-                bw = S / _rate_Bps(ev, prof, proto, coll, pl)
-                window = min(S, prof.pipeline_window_bytes) / _rate_Bps(ev, prof, proto, coll, pl)
-                t = lat + bw + window
+                # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles)
+                bw = (S + min(S, prof.pipeline_window_bytes)) / _rate_Bps(ev, prof, proto, coll, pl)
+                t = lat + bw
                 if t_best is None or t < t_best[0]:
-                    t_best = (t, proto, lat, bw + window)
+                    t_best = (t, proto, lat, bw)
             cand_times[name].append(t_best[0])
             if best is None or t_best[0] < best[0][0]:
                 best = (t_best, name)
@@ -170,7 +171,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             bottleneck=_bottleneck(router, ev, S, t)))
 
     def link_loads(name: str, S: int):
-        return _link_loads_frame(router, prof, evaluated[name].plan, S, _time_of(results, cand_times, name, S))
+        return _link_loads_frame(router, evaluated[name], S, _time_of(results, cand_times, name, S))
 
     notes = [n for ev in evaluated.values() for n in ev.plan.notes]
     return EstimateResult(
@@ -233,21 +234,21 @@ def _usable_capacity(router: Router, prof: Profile) -> np.ndarray:
 def _evaluate(plan: Plan, router: Router, prof: Profile, sharing: str) -> _Evaluated:
     cap = _usable_capacity(router, prof)
     total = 0.0
-    best_phase = (-1.0, -1, 0.0)
+    worst, r_worst = -1.0, -1  # the phase that takes longest names the bottleneck
     info = []
     total_loads = np.zeros(router.num_res)
     for ph in plan.phases:
         t, r, loads = drain_time(ph.routed, cap, sharing, router.num_res)
         total += ph.repeat * t
         total_loads += ph.repeat * loads
-        if ph.repeat * t > best_phase[0]:
-            best_phase = (ph.repeat * t, r, 0.0)
+        if ph.repeat * t > worst:
+            worst, r_worst = ph.repeat * t, r
         d = router.describe_resource(r) if r >= 0 else {}
         info.append({"phase": ph.label, "flows": ph.routed.num_flows, "repeat": ph.repeat,
                      "seconds_per_byte": t, "bottleneck": f"{d.get('src')} -> {d.get('dst')}" if d else None,
                      "bottleneck_level": d.get("level")})
-    r = best_phase[1]
-    return _Evaluated(plan, total, r, float(total_loads[r]) if r >= 0 else 0.0, info)
+    r = r_worst
+    return _Evaluated(plan, total, r, float(total_loads[r]) if r >= 0 else 0.0, total_loads, info)
 
 
 def _bottleneck(router: Router, ev: _Evaluated, S: int, t: float) -> Bottleneck | None:
@@ -269,12 +270,10 @@ def _time_of(results, cand_times, name, S) -> float:
     raise ValueError(f"size {S} was not estimated")
 
 
-def _link_loads_frame(router: Router, prof: Profile, plan: Plan, S: int, t: float):
+def _link_loads_frame(router: Router, ev: _Evaluated, S: int, t: float):
     import pandas as pd
 
-    loads = np.zeros(router.num_res)
-    for ph in plan.phases:
-        loads += ph.repeat * np.bincount(ph.routed.res, weights=ph.routed.weight, minlength=router.num_res)
+    loads = ev.loads_per_byte
     per_link = router.real_link_loads(loads) * S
     f = router.fabric
     links = f.links
@@ -295,10 +294,5 @@ def _link_loads_frame(router: Router, prof: Profile, plan: Plan, S: int, t: floa
         "bytes": per_link,
         "utilization": per_link / (cap * t) if t > 0 else 0.0,
     })
-    frame.attrs.update({"size_bytes": S, "time_s": t, "algorithm": plan.algorithm})
+    frame.attrs.update({"size_bytes": S, "time_s": t, "algorithm": ev.plan.algorithm})
     return frame
-
-
-def algorithms_for(collective: str) -> tuple[str, ...]:
-    """Every algorithm topo models for ``collective``."""
-    return ALGORITHMS[normalize_collective(collective)]

@@ -39,7 +39,7 @@ where NCCL's model and the measurements disagree, one value per generation or te
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .errors import TopoError
 
@@ -198,8 +198,3 @@ def ideal_profile() -> Profile:
     return Profile(name="ideal", nvlink_efficiency=1.0, network_efficiency=1.0,
                    proto_efficiency={f: {"Simple": 1.0} for f in fams},
                    source="alpha-beta (Hockney) model with no software overheads")
-
-
-def with_overrides(profile: Profile, **kw) -> Profile:
-    """A copy of ``profile`` with some fields replaced (for what-if studies)."""
-    return replace(profile, **kw)
