@@ -1,4 +1,4 @@
-"""Accuracy against real nccl-tests measurements (../shared/data/nccl_tests_measurements.csv).
+"""Accuracy against real nccl-tests measurements (data/reference/nccl_tests_measurements.csv).
 
 Every setup in the file is modelled with the same GPUs, nodes, NICs and collective, with the algorithm NCCL ran
 where the source says so (else ``auto``), and the model's time per size is compared with the measured time
@@ -25,7 +25,7 @@ from topo import build_fabric, spec_from_dict  # noqa: E402
 from topo.collectives import busbw_factor  # noqa: E402
 from topo.estimate import estimate  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "nccl_tests_measurements.csv"
+DATA = ROOT / "data" / "reference" / "nccl_tests_measurements.csv"
 BW_MIN = 64 * 2**20
 LAT_MAX = 64 * 2**10
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# The shared reference data sits beside the project (../shared); TOPO_SHARED_DIR points elsewhere.
-SHARED = Path(os.environ.get("TOPO_SHARED_DIR", ROOT.parent / "shared"))
+# The public reference data travels with the project (data/reference/, copied from the team's shared folder with
+# every source); TOPO_DATA_DIR points elsewhere. Missing data is a failure, never a skip.
+DATA = Path(os.environ.get("TOPO_DATA_DIR", ROOT / "data" / "reference"))
 
 
 def tier(name, radix=64, rate="400 Gb/s", **kw):
@@ -46,7 +47,8 @@ def run_cli(*args, cwd=ROOT, check=False):
 
 
 @pytest.fixture
-def shared():
-    if not SHARED.is_dir():
-        pytest.skip(f"shared reference data not found at {SHARED}")
-    return SHARED
+def reference() -> Path:
+    """The folder of public reference data (``data/reference/``): missing is a failure, not a skip."""
+    if not DATA.is_dir():
+        pytest.fail(f"reference data not found at {DATA}: it ships with the project (data/reference/)")
+    return DATA

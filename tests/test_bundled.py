@@ -1,6 +1,6 @@
 """Every bundled spec loads, builds and matches the figures published for the design it reproduces.
 
-Published figures come from ../shared/data/clusters.json, which carries each figure's source."""
+Published figures come from data/reference/clusters.json, which carries each figure's source."""
 
 import json
 
@@ -9,8 +9,8 @@ import pytest
 from topo import build_fabric, bundled_specs, inventory, load_spec
 
 
-def figures(shared, cluster_id):
-    data = json.loads((shared / "data" / "clusters.json").read_text())
+def figures(reference, cluster_id):
+    data = json.loads((reference / "clusters.json").read_text())
     cluster = next(c for c in data["clusters"] if c["id"] == cluster_id)
     return {f["name"]: f["value"] for f in cluster["figures"]}
 
@@ -23,9 +23,9 @@ def test_every_bundled_spec_builds(name):
     assert inv.num_gpus > 0 and inv.bisection_bandwidth_Bps > 0
 
 
-def test_dgx_superpod_matches_nvidia_table(shared):
+def test_dgx_superpod_matches_nvidia_table(reference):
     # NVIDIA DGX SuperPOD H100 RA, network-fabrics page, Table 4 (compute fabric).
-    table = figures(shared, "nvidia_dgx_superpod_h100")["compute_fabric_table4_small"]
+    table = figures(reference, "nvidia_dgx_superpod_h100")["compute_fabric_table4_small"]
     for row in table:
         inv = inventory(build_fabric(load_spec("dgx-h100-superpod", [f"cluster.num_units={row['SUs']}"])))
         assert inv.tiers[0].num_switches == row["leaf"]
@@ -39,9 +39,9 @@ def test_dgx_superpod_matches_nvidia_table(shared):
     assert inv.num_gpus == 1024 and inv.tiers[0].oversubscription == 1.0  # default 4 SUs, non-blocking
 
 
-def test_meta_llama3_cluster_matches_paper(shared):
+def test_meta_llama3_cluster_matches_paper(reference):
     # Llama 3 paper (arXiv 2407.21783) Sec. 3.3.1; exact GPU count from Lockwood (secondary).
-    fig = figures(shared, "meta_llama3_24k_h100")
+    fig = figures(reference, "meta_llama3_24k_h100")
     inv = inventory(build_fabric(load_spec("meta-llama3-24k")))
     assert inv.num_gpus == fig["cluster_size_exact"] == 24576
     assert inv.servers_per_unit * inv.gpus_per_server == fig["rack_gpus"] == 16
@@ -56,10 +56,10 @@ def test_meta_llama3_cluster_matches_paper(shared):
     assert inv.tiers[1].oversubscription != 1
 
 
-def test_default_is_a_100k_class_h100_cluster(shared):
+def test_default_is_a_100k_class_h100_cluster(reference):
     # SemiAnalysis (2024-06-17): a 3-tier non-blocking Quantum-2 fat tree tops out at 65,536 H100; the default
     # goes beyond by oversubscribing between pods.
-    fig = figures(shared, "semianalysis_100k_h100")
+    fig = figures(reference, "semianalysis_100k_h100")
     inv = inventory(build_fabric(load_spec()))
     assert inv.name == "h100-100k"
     assert inv.num_gpus >= 100_000 > fig["quantum2_max_fully_interconnected"]

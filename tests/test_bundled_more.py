@@ -1,6 +1,6 @@
 """The GB200 SuperPOD, Alibaba HPN and rail-only specs reproduce what was published about their designs.
 
-Published figures are read from ../shared/data/clusters.json, which carries each figure's source; figures from
+Published figures are read from data/reference/clusters.json, which carries each figure's source; figures from
 elsewhere are cited beside the assertion. What a spec assumes (the files say which) is not checked here as if it
 were published.
 """
@@ -27,10 +27,10 @@ def describe(name, *overrides):
 
 # --- NVIDIA DGX SuperPOD with DGX GB200 NVL72 ----------------------------------------------------------------
 
-def test_gb200_superpod_scalable_unit(shared):
+def test_gb200_superpod_scalable_unit(reference):
     # NVIDIA DGX SuperPOD GB200 RA (clusters.json nvidia_dgx_superpod_gb200): SU = 8 racks = 576 GPUs,
     # 18 compute trays per rack, one 72-GPU NVLink domain per rack.
-    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+    fig = figures(reference, "nvidia_dgx_superpod_gb200")
     racks_per_su = int(fig["scalable_unit"].split()[0])  # "8 DGX GB200 NVL72 racks"
     inv = describe("gb200-nvl72-superpod", f"cluster.num_units={racks_per_su}")
     assert inv.unit_name == "rack" and inv.num_units == racks_per_su == 8
@@ -40,8 +40,8 @@ def test_gb200_superpod_scalable_unit(shared):
     assert inv.scale_up.gpus_per_domain == fig["su_gpus"] // racks_per_su == 72
 
 
-def test_gb200_superpod_nvlink_and_nics(shared):
-    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+def test_gb200_superpod_nvlink_and_nics(reference):
+    fig = figures(reference, "nvidia_dgx_superpod_gb200")
     spec = load_spec("gb200-nvl72-superpod")
     inv = inventory(build_fabric(spec))
     # GB200 RA: 1.8 TB/s per GPU (bidirectional), 18 NVLink5 links per GPU, one to each of the 18 switch chips
@@ -55,7 +55,7 @@ def test_gb200_superpod_nvlink_and_nics(shared):
     # A compute tray has 4 GPUs and "4x NVIDIA ConnectX-7 single port 400G OSFP NIC" (NVIDIA DGX GB200 User
     # Guide, Hardware: https://docs.nvidia.com/dgx/dgxgb200-user-guide/hardware.html); OCI's GB200 shape agrees:
     # 4 GPUs and 4 x 400 Gb/s RDMA NICs per host (clusters.json oci_gb200_gb300_shapes).
-    oci = figures(shared, "oci_gb200_gb300_shapes")
+    oci = figures(reference, "oci_gb200_gb300_shapes")
     nics, rate = numbers(oci["gb200_rdma_nics"])  # "4 x 400 Gbps RoCE"
     assert inv.gpus_per_server == oci["gb200_shape_gpus_per_host"] == 4
     assert inv.nics_per_server == nics == 4 and inv.nic_rate_Bps == rate * GBIT
@@ -64,8 +64,8 @@ def test_gb200_superpod_nvlink_and_nics(shared):
     assert nic_leaf.num_links == inv.num_gpus
 
 
-def test_gb200_superpod_default_and_max_scale(shared):
-    fig = figures(shared, "nvidia_dgx_superpod_gb200")
+def test_gb200_superpod_default_and_max_scale(reference):
+    fig = figures(reference, "nvidia_dgx_superpod_gb200")
     # The default is whole SUs (NVIDIA: build by SU).
     inv = describe("gb200-nvl72-superpod")
     assert inv.num_gpus % fig["su_gpus"] == 0 and inv.num_gpus // fig["su_gpus"] > 1
@@ -81,9 +81,9 @@ def test_gb200_superpod_default_and_max_scale(shared):
 
 # --- Alibaba HPN (one plane) -----------------------------------------------------------------------------------
 
-def test_alibaba_hpn_segments_and_pods(shared):
+def test_alibaba_hpn_segments_and_pods(reference):
     # Alibaba HPN, SIGCOMM 2024 (clusters.json alibaba_hpn_sigcomm24).
-    fig = figures(shared, "alibaba_hpn_sigcomm24")
+    fig = figures(reference, "alibaba_hpn_sigcomm24")
     inv = describe("alibaba-hpn-plane")
     assert inv.gpu == "H800" and inv.technology == "roce"
     assert inv.unit_name == "segment"
@@ -102,8 +102,8 @@ def test_alibaba_hpn_segments_and_pods(shared):
     assert 2 * inv.scale_up.bandwidth_per_gpu_Bps == nvlink * 1e9
 
 
-def test_alibaba_hpn_switches(shared):
-    fig = figures(shared, "alibaba_hpn_sigcomm24")
+def test_alibaba_hpn_switches(reference):
+    fig = figures(reference, "alibaba_hpn_sigcomm24")
     inv = describe("alibaba-hpn-plane")
     tor, agg, core = inv.tiers
     # ToR: "128 active + 8 backup x 200G" down, "60 x 400G" up, one 51.2 Tbps chip.
@@ -143,8 +143,8 @@ def test_rail_only_has_no_switch_between_rails():
     assert np.all(rail[links["dst"][up]] == -1)
 
 
-def test_rail_only_costs_less_than_the_same_cluster_rail_optimized(shared):
-    fig = figures(shared, "rail_only_network")
+def test_rail_only_costs_less_than_the_same_cluster_rail_optimized(reference):
+    fig = figures(reference, "rail_only_network")
     ro = describe("rail-only-h100-16k")
     opt = describe("rail-only-h100-16k", "fabric.kind=rail_optimized")
     assert (ro.kind, opt.kind) == ("rail_only", "rail_optimized")
@@ -154,7 +154,7 @@ def test_rail_only_costs_less_than_the_same_cluster_rail_optimized(shared):
     # and k/2 up. Rail-only: each rail of N/8 GPUs is a 2-tier Clos (it fits: N/8 <= k * k/2), N/(k/2) leaves
     # and N/k spines. Rail-optimized: N/8 * 8 = N GPUs exceed a 2-tier Clos (k * k/2), so a third tier:
     # N/(k/2) leaves, N/(k/2) spines, N/k cores. Cables: one per NIC plus one per uplink of each non-top tier.
-    k = numbers(figures(shared, "semianalysis_100k_h100")["quantum2_ports"])[0]  # "64 x 400G"
+    k = numbers(figures(reference, "semianalysis_100k_h100")["quantum2_ports"])[0]  # "64 x 400G"
     N = ro.num_gpus
     assert N // 8 <= k * k // 2 < N
     assert [t.num_switches for t in ro.tiers] == [N // (k // 2), N // k]

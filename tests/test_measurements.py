@@ -1,4 +1,4 @@
-"""The cost model against published nccl-tests measurements (../shared/data/nccl_tests_measurements.csv, each row
+"""The cost model against published nccl-tests measurements (data/reference/nccl_tests_measurements.csv, each row
 with its source URL). A guard against regressions of the calibration; benchmarks/accuracy.py reports every row."""
 
 import csv
@@ -17,8 +17,8 @@ def node(gpu, nics, rate, tech, servers, gpus=8, domain=None):
                    "tiers": [{"name": "leaf", "radix": 64, "port_rate": rate}]}}))
 
 
-def measured_us(shared, setup, collective, size):
-    for r in csv.DictReader((shared / "data" / "nccl_tests_measurements.csv").open()):
+def measured_us(reference, setup, collective, size):
+    for r in csv.DictReader((reference / "nccl_tests_measurements.csv").open()):
         if r["setup_id"] == setup and r["collective"] == collective and int(r["size_bytes"]) == size:
             return float(r["time_us"])
     raise AssertionError(f"no row {setup} {collective} {size}")
@@ -49,14 +49,14 @@ CASES = [
 
 @pytest.mark.parametrize("setup, fabric, gpus, coll, algo, size, tol", CASES,
                          ids=[f"{c[0]}-{c[3]}-{c[5]}" for c in CASES])
-def test_within_tolerance_of_measurement(shared, setup, fabric, gpus, coll, algo, size, tol):
+def test_within_tolerance_of_measurement(reference, setup, fabric, gpus, coll, algo, size, tol):
     model_us = estimate(fabric(), coll, size, gpus=gpus, algorithm=algo).results[0].time_s * 1e6
-    meas = measured_us(shared, setup, coll, size)
+    meas = measured_us(reference, setup, coll, size)
     assert abs(model_us - meas) / meas <= tol, f"model {model_us:.1f} us vs measured {meas:.1f} us"
 
 
 def test_ring_busbw_on_one_h100_node_matches_nvidia_guidance():
-    # NVIDIA's maintainers (nccl-tests issue #212, ../shared/data/hardware.md): an 8 x H100 node reaches about
+    # NVIDIA's maintainers (nccl-tests issue #212, data/reference/hardware.md): an 8 x H100 node reaches about
     # 370 GB/s all-reduce busbw with Ring and about 480 GB/s with NVLS.
     f = node("H100", 8, "400 Gb/s", "infiniband_ndr", 1)
     ring = estimate(f, "all_reduce", "8G", gpus=8, algorithm="ring").results[0].busbw_GBps

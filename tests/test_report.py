@@ -230,7 +230,7 @@ def test_build_runs_the_default_scenarios(superpod_report):
     assert cl.loads.attrs["size_bytes"] == 2**30
     assert {e.algorithm for e in cl.extra} | set(cl.unavailable) | set(cl.result.candidates) >= {
         "ring", "tree", "hierarchical", "halving_doubling"}
-    assert r.source == "bundled spec dgx-h100-superpod (topologies/dgx-h100-superpod.toml)"
+    assert r.source == "bundled spec dgx-h100-superpod (topo/data/topologies/dgx-h100-superpod.toml)"
 
 
 def figure_json(page):

@@ -33,7 +33,7 @@ def fat_tree(spec: Spec):
 
     Notes
     -----
-    Reproduces Meta's 24K-GPU Llama 3 RoCE clusters (``topologies/meta-llama3-24k.toml``): 2 servers (16 GPUs)
+    Reproduces Meta's 24K-GPU Llama 3 RoCE clusters (``topo/data/topologies/meta-llama3-24k.toml``): 2 servers (16 GPUs)
     per rack switch, 192 racks per pod under full-bisection cluster switches, 8 pods joined 1:7 oversubscribed
     (Llama 3 paper, arXiv 2407.21783, Sec. 3.3.1).
     """

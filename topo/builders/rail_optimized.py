@@ -33,7 +33,7 @@ def rail_optimized(spec: Spec):
 
     Notes
     -----
-    Reproduces the DGX SuperPOD H100 compute fabric (``topologies/dgx-h100-superpod.toml``): scalable units of
+    Reproduces the DGX SuperPOD H100 compute fabric (``topo/data/topologies/dgx-h100-superpod.toml``): scalable units of
     32 DGX H100, 8 rails, QM9700 64-port NDR switches, non-blocking; 4 SUs use 32 leaves and 16 spines (NVIDIA
     DGX SuperPOD H100 reference architecture, Table 4).
     """

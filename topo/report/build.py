@@ -124,7 +124,7 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
     if not isinstance(asked, Spec):
         path = resolve_spec_path(asked)
         if path.resolve().parent == bundled_dir():
-            where = f"bundled spec {path.stem} (topologies/{path.name})"
+            where = f"bundled spec {path.stem} (topo/data/topologies/{path.name})"
     return where + "".join(f" --set {o}" for o in overrides)
 
 

@@ -28,8 +28,8 @@ DEFAULT_SPEC = "h100-100k"
 
 
 def bundled_dir() -> Path:
-    """The folder of bundled specs (``topologies/`` beside the package)."""
-    return Path(__file__).resolve().parents[2] / "topologies"
+    """The folder of bundled specs (``topo/data/topologies/``, shipped as package data)."""
+    return Path(__file__).resolve().parents[1] / "data" / "topologies"
 
 
 def bundled_specs() -> list[str]:
