@@ -208,18 +208,18 @@ def test_result_objects():
 
 
 @pytest.mark.parametrize("kwargs, key, fragment", [
-    (dict(collective="allreduce2"), "--collective", "unknown collective 'allreduce2'; allowed: all_reduce"),
-    (dict(algorithm="bogus"), "--algorithm", "unknown algorithm 'bogus' for all_reduce; allowed: auto, ring"),
-    (dict(algorithm="nvls", gpus=16), "--algorithm", "nvls cannot run here"),
-    (dict(algorithm="tree", gpus=1), "--algorithm", "a tree needs at least 2 ranks"),
-    (dict(gpus=2048), "--gpus", "2,048 GPUs asked, but the fabric has 1,024"),
-    (dict(sizes="-1"), "--size", "expected a size"),
-    (dict(sizes="12 apples"), "--size", "expected a size"),
-    (dict(ranks=[0, 4096]), "--ranks", "GPU id 4096 does not exist; this fabric has GPUs 0 to 1023"),
-    (dict(ranks=[3, 3]), "--ranks", "GPU 3 is listed twice"),
-    (dict(algorithm="halving_doubling", gpus=24), "--algorithm", "power-of-two number of ranks, got 24"),
-    (dict(groups=3, gpus=16), "--groups", "16 GPUs do not split into 3 equal groups"),
-    (dict(ecmp="random"), "--ecmp", "unknown ECMP mode 'random'"),
+    (dict(collective="allreduce2"), "collective", "unknown collective 'allreduce2'; allowed: all_reduce"),
+    (dict(algorithm="bogus"), "algorithm", "unknown algorithm 'bogus' for all_reduce; allowed: auto, ring"),
+    (dict(algorithm="nvls", gpus=16), "algorithm", "nvls cannot run here"),
+    (dict(algorithm="tree", gpus=1), "algorithm", "a tree needs at least 2 ranks"),
+    (dict(gpus=2048), "gpus", "2,048 GPUs asked, but the fabric has 1,024"),
+    (dict(sizes="-1"), "sizes", "expected a size"),
+    (dict(sizes="12 apples"), "sizes", "expected a size"),
+    (dict(ranks=[0, 4096]), "ranks", "GPU id 4096 does not exist; this fabric has GPUs 0 to 1023"),
+    (dict(ranks=[3, 3]), "ranks", "GPU 3 is listed twice"),
+    (dict(algorithm="halving_doubling", gpus=24), "algorithm", "power-of-two number of ranks, got 24"),
+    (dict(groups=3, gpus=16), "groups", "16 GPUs do not split into 3 equal groups"),
+    (dict(ecmp="random"), "ecmp", "unknown ECMP mode 'random'"),
 ])
 def test_bad_requests(kwargs, key, fragment):
     f = build_fabric(load_spec("dgx-h100-superpod"))
@@ -257,7 +257,7 @@ def test_given_rank_order_changes_the_ring():
 
 def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads():
     # Above a million flows only the summed loads are kept; they must equal the flow-by-flow result.
-    import topo.algorithms.p2p as p2p
+    import topo.route as p2p  # the router keeps flows one by one up to EXPLICIT_FLOWS
 
     f = build_fabric(load_spec("dgx-h100-superpod"))
     one = estimate(f, "alltoall", "1G", gpus=256).results[0]

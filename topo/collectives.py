@@ -63,7 +63,7 @@ def normalize_collective(name: str) -> str:
     k = _ALIASES.get(k.replace("_", ""), _ALIASES.get(k, k))
     if k not in COLLECTIVES:
         raise TopoError(f"unknown collective {name!r}; allowed: {', '.join(COLLECTIVES)} (hyphens accepted)",
-                        key="--collective")
+                        key="collective")
     return k
 
 
@@ -77,7 +77,7 @@ def normalize_algorithm(collective: str, name: str) -> str:
     allowed = ALGORITHMS[collective]
     if k not in allowed:
         raise TopoError(f"unknown algorithm {name!r} for {collective}; allowed: auto, {', '.join(allowed)}",
-                        key="--algorithm")
+                        key="algorithm")
     return k
 
 

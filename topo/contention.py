@@ -26,7 +26,7 @@ SHARING_MODES = ("equal", "maxmin")
 def drain_time(routed: Routed, capacity_Bps: np.ndarray, sharing: str = "equal", num_res: int | None = None):
     """Time for all flows of ``routed`` to finish, the bottleneck resource, and the loads per resource."""
     if sharing not in SHARING_MODES:
-        raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING_MODES)}", key="--sharing")
+        raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING_MODES)}", key="sharing")
     n = capacity_Bps.size if num_res is None else num_res
     loads = np.bincount(routed.res, weights=routed.weight, minlength=n) if routed.num_flows else np.zeros(n)
     if routed.num_flows == 0:
@@ -37,7 +37,7 @@ def drain_time(routed: Routed, capacity_Bps: np.ndarray, sharing: str = "equal",
         return float(t[r]), r, loads
     if routed.aggregated:
         raise TopoError(f"max-min sharing needs every flow, and this step has {routed.num_flows:,}, more than are "
-                        "kept one by one; use --sharing equal", key="--sharing")
+                        "kept one by one; use sharing=equal", key="sharing")
     return max_min_makespan(routed, capacity_Bps), r, loads
 
 
@@ -75,12 +75,12 @@ def max_min_makespan(routed: Routed, capacity_Bps: np.ndarray, max_events: int =
             dt_all = np.where(active & (rate > 0), remaining / rate, np.inf)
         dt = float(dt_all.min())
         if not np.isfinite(dt):
-            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="--sharing")
+            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
         t += dt
         remaining = np.where(active, remaining - rate * dt, remaining)
         active &= remaining > size * 1e-9
-    raise TopoError(f"max-min sharing needed more than {max_events} completion events; use --sharing equal",
-                    key="--sharing")
+    raise TopoError(f"max-min sharing needed more than {max_events} completion events; use sharing=equal",
+                    key="sharing")
 
 
 def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -3,9 +3,46 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
 
-__all__ = ["Bottleneck", "SizeResult", "EstimateResult"]
+import numpy as np
+
+__all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable"]
+
+
+@dataclass(frozen=True)
+class LinkTable:
+    """The fabric's links as plain arrays (what a link-load table needs, without the fabric)."""
+
+    src: np.ndarray  # node id of the lower end
+    dst: np.ndarray  # node id of the upper end
+    level: np.ndarray  # index into level_names
+    bandwidth_Bps: np.ndarray  # per direction
+    level_names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, fabric) -> "LinkTable":
+        links = fabric.links
+        return cls(links["src"], links["dst"], links["level"], links["bandwidth_Bps"], tuple(fabric.level_names))
+
+    def frame(self, bytes_per_direction: np.ndarray, time_s: float):
+        """Per directed link (up then down for each link): bytes and utilization over ``time_s``."""
+        import pandas as pd
+
+        M = self.src.size
+        src = np.empty(2 * M, dtype=np.int64)
+        dst = np.empty(2 * M, dtype=np.int64)
+        src[0::2], dst[0::2] = self.src, self.dst
+        src[1::2], dst[1::2] = self.dst, self.src
+        cap = np.repeat(self.bandwidth_Bps, 2)
+        return pd.DataFrame({
+            "link": np.repeat(np.arange(M), 2),
+            "direction": np.tile(np.array(["up", "down"]), M),
+            "src": src, "dst": dst,
+            "level": pd.Categorical.from_codes(np.repeat(self.level, 2), categories=list(self.level_names)),
+            "bandwidth_Bps": cap,
+            "bytes": bytes_per_direction,
+            "utilization": bytes_per_direction / (cap * time_s) if time_s > 0 else 0.0,
+        })
 
 
 @dataclass(frozen=True)
@@ -19,6 +56,7 @@ class Bottleneck:
     num_links: int  # 1 for a link; >1 for the uplinks of a switch or group under ideal ECMP
     bytes: float  # bytes it carries over the whole collective (per link)
     utilization: float  # of its line rate, over the collective's time
+    bound: str = "bandwidth"  # "latency" when the latency part of the time is larger than the bandwidth part
 
 
 @dataclass(frozen=True)
@@ -57,7 +95,11 @@ class EstimateResult:
     unavailable: dict[str, str] = field(default_factory=dict)
     phases: dict[str, list[dict]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    _link_loads: Callable[[str, int], Any] | None = field(default=None, repr=False)
+    protocol: str = "auto"  # as requested
+    channels: int | None = None  # as pinned, else None
+    # per algorithm evaluated: bytes on every directed link (2*link up, 2*link+1 down) per byte of message
+    loads_per_byte: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    links: LinkTable | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         """The document ``topo estimate --json`` prints."""
@@ -70,6 +112,8 @@ class EstimateResult:
             "ecmp": self.ecmp,
             "sharing": self.sharing,
             "profile": self.profile,
+            "protocol": self.protocol,
+            "channels": self.channels,
             "results": [asdict(r) for r in self.results],
             "candidates": self.candidates,
             "unavailable": self.unavailable,
@@ -98,14 +142,21 @@ class EstimateResult:
     def link_loads(self, size_bytes: int | None = None, algorithm: str | None = None):
         """Per directed link: bytes carried and utilization for one size (default: the largest) under the
         chosen (or the given) algorithm, as a pandas DataFrame."""
-        if self._link_loads is None:
+        if self.links is None or not self.loads_per_byte:
             raise ValueError("this result holds no link loads")
         if size_bytes is None:
             size_bytes = self.results[-1].size_bytes
-        row = next((r for r in self.results if r.size_bytes == size_bytes), None)
+        i = next((k for k, r in enumerate(self.results) if r.size_bytes == size_bytes), None)
+        if i is None:
+            raise ValueError(f"size {size_bytes} was not estimated; sizes: {[r.size_bytes for r in self.results]}")
         if algorithm is None:
-            algorithm = row.algorithm if row else self.results[-1].algorithm
-        return self._link_loads(algorithm, size_bytes)
+            algorithm = self.results[i].algorithm
+        if algorithm not in self.loads_per_byte:
+            raise ValueError(f"algorithm {algorithm!r} was not evaluated; evaluated: {', '.join(self.loads_per_byte)}")
+        t = self.candidates[algorithm][i]
+        frame = self.links.frame(self.loads_per_byte[algorithm] * size_bytes, t)
+        frame.attrs.update({"size_bytes": size_bytes, "time_s": t, "algorithm": algorithm})
+        return frame
 
     def top_links(self, n: int = 10, size_bytes: int | None = None, names=None):
         """The ``n`` most utilized directed links at one size (default: the largest), with node names."""

@@ -30,11 +30,15 @@ import numpy as np
 
 from .errors import TopoError
 from .fabric import Fabric
+from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
 
-__all__ = ["Router", "Routed", "ECMP_MODES"]
+__all__ = ["Router", "Routed", "ECMP_MODES", "EXPLICIT_FLOWS", "MAX_ROUTED_PARTS"]
 
 ECMP_MODES = ("ideal", "hash")
 _MAX_HOPS = 10
+EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
+MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
+MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
 
 
 @dataclass
@@ -111,16 +115,15 @@ class Router:
     def __init__(self, fabric: Fabric, ecmp: str = "ideal", subflows: int = 1, pxn: bool | None = None,
                  salt: int = 0):
         if ecmp not in ECMP_MODES:
-            raise TopoError(f"unknown ECMP mode {ecmp!r}; allowed: {', '.join(ECMP_MODES)}", key="--ecmp")
+            raise TopoError(f"unknown ECMP mode {ecmp!r}; allowed: {', '.join(ECMP_MODES)}", key="ecmp")
         if not isinstance(subflows, (int, np.integer)) or subflows < 1:
-            raise TopoError(f"subflows must be a whole number >= 1, got {subflows!r}", key="--subflows")
+            raise TopoError(f"subflows must be a whole number >= 1, got {subflows!r}", key="subflows")
         self.fabric = fabric
         self.ecmp = ecmp
         self.subflows = int(subflows) if ecmp == "hash" else 1
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
-        self.keep_flows = False  # set when a contention model needs every flow (max-min), not just loads
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
@@ -180,6 +183,10 @@ class Router:
             np.asarray(choice, dtype=np.int64), (F,)).copy()
         if F == 0:
             return Routed.empty()
+        if F * self.subflows > MAX_ROUTED_PARTS:
+            raise TopoError(f"{F:,} flows x {self.subflows:,} sub-flows is {F * self.subflows:,} hashed paths, more "
+                            f"than the {MAX_ROUTED_PARTS:,} routed at once; use fewer sub-flows (as the number grows, "
+                            "hashed ECMP approaches ecmp=ideal, which is exact for that limit)", key="subflows")
         if self.subflows > 1:
             K = self.subflows
             src, dst, choice = np.repeat(src, K), np.repeat(dst, K), np.repeat(choice, K)
@@ -261,7 +268,7 @@ class Router:
             if np.any(bad):
                 k = np.flatnonzero(bad)[0]
                 raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
-                                "NICs are on different rails; route through NVLink (pxn=True)", key="--pxn")
+                                "NICs are on different rails; route through NVLink (pxn=True)", key="pxn")
         if len(tiers) < 3 and np.any(cross):
             raise TopoError("flows cross spine groups but the fabric has no core tier", key="fabric.tiers")
         iu, ic = i[up], i[cross]
@@ -296,6 +303,98 @@ class Router:
             sig_d = gd * S2 + j
             cols[ic, 5] = 2 * (lo["up:1"] + sig_s[cross] * u1 + c[cross] * m2 + k3[cross])
             cols[ic, 6] = 2 * (lo["up:1"] + sig_d[cross] * u1 + c[cross] * m2 + k4[cross]) + 1
+
+    # --- router services: the parts of a schedule that are not plain transfers ------------------------------
+    def route_part(self, part, keep_flows: bool = False) -> Routed:
+        """Route one part of a schedule phase (see :mod:`topo.schedule`)."""
+        if isinstance(part, Transfers):
+            return self.route_transfers(part)
+        if isinstance(part, AllPairs):
+            return self.route_all_pairs(part, keep_flows)
+        if isinstance(part, InSwitchReduce):
+            return self.in_switch_reduce(part.gpus, part.nbytes)
+        if isinstance(part, InNetworkReduce):
+            return self.in_network_reduce(part.gpus, part.communicator, part.nbytes)
+        raise TypeError(f"cannot route {type(part).__name__}")  # pragma: no cover
+
+    def route_transfers(self, t: Transfers) -> Routed:
+        """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``."""
+        k = self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server
+        if not t.split_nics or k <= 1:
+            return self.route(t.src, t.dst, t.nbytes, t.choice)
+        nbytes = np.asarray(t.nbytes, dtype=float) / k
+        return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
+
+    def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
+        """A uniform all-to-all: every pair routed (kept one by one up to ``EXPLICIT_FLOWS``), or in chunks with
+        only the summed loads kept."""
+        n = a.num_flows
+        if n <= EXPLICIT_FLOWS:
+            G, p = a.groups.shape
+            i, j = np.nonzero(~np.eye(p, dtype=bool))
+            return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.nbytes,
+                                                  split_nics=True))
+        if keep_flows:
+            raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
+                            f"{EXPLICIT_FLOWS:,} kept one by one; use sharing=equal", key="sharing")
+        if n > MAX_ENUMERATED_FLOWS:
+            raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows; topo routes up to {MAX_ENUMERATED_FLOWS:,}")
+        k = max(1, self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server)
+        chunks = ((t.src, t.dst, t.nbytes / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
+        return self.route_summed(chunks)
+
+    def in_switch_reduce(self, gpus: np.ndarray, nbytes: float) -> Routed:
+        """NVLS: every GPU moves ``nbytes`` each way over its NVLink to its switch (reduce, then multicast)."""
+        lo = self.fabric.link_offset["nvlink"]
+        link = lo + np.asarray(gpus)
+        n = link.size
+        return Routed(res=np.r_[2 * link, 2 * link + 1], weight=np.full(2 * n, float(nbytes)),
+                      flow=np.r_[np.arange(n), np.arange(n)], num_flows=n, flow_bytes=np.full(n, 2.0 * nbytes),
+                      latency_s=self.res_latency_s[2 * link] * 2, network=np.zeros(n, dtype=bool))
+
+    def in_network_reduce(self, gpus: np.ndarray, communicator: np.ndarray, nbytes: float) -> Routed:
+        """SHARP: each GPU sends ``nbytes`` up through its NIC into its rail's reduction tree (one per
+        communicator) and receives the result back; above the leaf each (communicator, leaf, rail) sends one
+        reduced stream up to the tree's spine, spines of different pods to one core."""
+        f = self.fabric
+        L = f.layout
+        gpus = np.asarray(gpus)
+        nics = f.gpu_nic(gpus)
+        leaves = f.nic_leaf(nics)
+        groups = f.leaf_group(leaves)
+        tiers_used = 1 + (np.unique(leaves).size > 1) + (np.unique(groups).size > 1)
+        lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
+        if lacking:
+            raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
+                                       "(set sharp = true on their tier)")
+        lo = f.link_offset
+        lat = self.res_latency_s
+        parts = []
+        pcie = lo["pcie"] + (nics if f.pcie_per_nic else gpus)
+        nic = lo["nic"] + nics
+        path_s = lat[2 * nic] + lat[2 * pcie]  # per GPU: its way up to the leaf
+        for ids in (pcie, nic):
+            parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids + 1]]))
+        rails = f.nic_rail(nics)
+        if tiers_used >= 2:
+            t0, t1 = L.tiers[0], L.tiers[1]
+            S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
+            leaf_rail = np.unique(np.c_[leaves, rails, communicator], axis=0)
+            j = leaf_rail[:, 1] % S2
+            ids = lo["up:0"] + leaf_rail[:, 0] * u0 + j * m1
+            parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids]]))
+            path_s = path_s + float(lat[2 * ids].max())
+            if tiers_used >= 3:
+                u1 = t1.up_ports
+                grp_rail = np.unique(np.c_[f.leaf_group(leaf_rail[:, 0]), leaf_rail[:, 1], leaf_rail[:, 2]], axis=0)
+                spine = grp_rail[:, 0] * S2 + grp_rail[:, 1] % S2
+                ids = lo["up:1"] + spine * u1
+                parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids]]))
+                path_s = path_s + float(lat[2 * ids].max())
+        r = Routed.concat(parts)
+        # one entry per GPU for the latency of its way up the tree
+        return Routed(r.res, r.weight, r.flow, r.num_flows, r.flow_bytes, np.resize(path_s, r.num_flows),
+                      np.ones(r.num_flows, dtype=bool))
 
     def route_summed(self, chunks) -> Routed:
         """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
@@ -368,3 +467,10 @@ class Router:
         t1 = L.tiers[1]
         return {"link": None, "src": src, "dst": dst, "level": names[4], "direction": "down" if down else "up",
                 "num_links": t1.switches_per_group * t1.up_ports}
+
+
+def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
+    """Loads put straight on directed links ``res`` (one flow each)."""
+    n = res.size
+    return Routed(res=res, weight=np.full(n, float(weight)), flow=np.arange(n), num_flows=n,
+                  flow_bytes=np.full(n, float(weight)), latency_s=latency, network=np.ones(n, dtype=bool))

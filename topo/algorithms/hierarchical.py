@@ -14,14 +14,13 @@ Phases run one after the other (no overlap), which is what distinguishes this fr
 from __future__ import annotations
 
 from ..placement import Placement
-from ..route import Router
-from .base import AlgorithmUnavailable, LatencyCounts, Plan, ranks_per_domain
+from ..schedule import AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, ranks_per_domain
 from .ring import ring_phase
 
-__all__ = ["hierarchical_plan"]
+__all__ = ["hierarchical_schedule"]
 
 
-def hierarchical_plan(router: Router, placement: Placement, collective: str) -> Plan:
+def hierarchical_schedule(shape: NodeShape, placement: Placement, collective: str) -> Schedule:
     g = ranks_per_domain(placement, "hierarchical algorithms")
     D = placement.num_domains
     if D < 2 or g < 2:
@@ -31,15 +30,15 @@ def hierarchical_plan(router: Router, placement: Placement, collective: str) -> 
     G = placement.num_groups
     inside = placement.groups.reshape(G * D, g)
     across = placement.groups.reshape(G, D, g).transpose(0, 2, 1).reshape(G * g, D)  # one ring per local index
-    phases, intra, inter, routed_s = [], 0, 0, 0.0
+    phases, terms, intra, inter = [], [], 0, 0
 
     def add(groups, bytes_per_flow, repeat, traversals, label):
-        nonlocal intra, inter, routed_s
-        ph, (a, b, r) = ring_phase(router, groups, bytes_per_flow, repeat, label=label)
+        nonlocal intra, inter
+        ph, (a, b, m), _ = ring_phase(shape, groups, bytes_per_flow, repeat, label=label)
+        terms.append(LatencyTerm(len(phases), 0, "ring", traversals, first=m))
         phases.append(ph)
         intra += traversals * a
         inter += traversals * b
-        routed_s += traversals * r
 
     if collective == "all_reduce":
         add(inside, 1.0 / g, g - 1, 1, "reduce-scatter inside domains")
@@ -53,5 +52,5 @@ def hierarchical_plan(router: Router, placement: Placement, collective: str) -> 
         add(across, 1.0 / p, D - 1, 1, "reduce-scatter across domains")
     else:
         raise AlgorithmUnavailable(f"hierarchical does not implement {collective}")
-    counts = LatencyCounts("ring", intra_hops=intra, inter_hops=inter, routed_s=routed_s, multi_domain=True)
-    return Plan("hierarchical", "ring", phases, counts)
+    counts = LatencyCounts("ring", intra_hops=intra, inter_hops=inter, multi_domain=True)
+    return Schedule("hierarchical", "ring", phases, counts, terms)

@@ -16,101 +16,63 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Placement
-from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, sequential_plan
+from ..schedule import (AlgorithmUnavailable, AllPairs, LatencyCounts, LatencyTerm, NodeShape, Schedule,
+                        SchedulePhase, Transfers, is_network, sequential_schedule)
 
-__all__ = ["alltoall_plan", "sendrecv_plan", "pipeline_plan", "MAX_ALLTOALL_FLOWS", "EXPLICIT_FLOWS"]
+__all__ = ["alltoall_schedule", "sendrecv_schedule", "pipeline_schedule", "MAX_PAIRWISE_FLOWS"]
 
-EXPLICIT_FLOWS = 1_000_000  # up to this many flows are kept one by one (max-min sharing needs them)
-MAX_ALLTOALL_FLOWS = 100_000_000  # beyond, the all-to-all takes too long to route (about a minute per 100M)
-_CHUNK_FLOWS = 1_000_000
+MAX_PAIRWISE_FLOWS = 4_000_000  # pairwise exchange keeps every step's flows: beyond, use direct
 
 
-def _nics_per_gpu(router: Router) -> int:
-    L = router.fabric.layout
-    return max(1, L.nics_per_server // L.gpus_per_server)
-
-
-def _route_split(router: Router, src, dst, nbytes) -> Routed:
-    """Route flows, each spread evenly over the NICs of its destination GPU."""
-    k = _nics_per_gpu(router)
-    if k == 1:
-        return router.route(src, dst, nbytes)
-    parts = [router.route(src, dst, nbytes / k, choice=c) for c in range(k)]
-    return Routed.concat(parts)
-
-
-def _pair_chunks(router: Router, gpus: np.ndarray, nbytes: float):
-    """Every ordered pair of distinct ranks of every group, in chunks of about a million flows, each flow spread
-    over its destination's NICs."""
-    G, p = gpus.shape
-    k = _nics_per_gpu(router)
-    rows = max(1, _CHUNK_FLOWS // max(1, (p - 1) * k))  # (group, source rank) rows per chunk
-    pairs = np.arange(G * p)
-    for start in range(0, pairs.size, rows):
-        sel = pairs[start:start + rows]
-        g, i = sel // p, sel % p
-        j = np.arange(p)[None, :].repeat(sel.size, 0)
-        keep = j != i[:, None]
-        src = np.repeat(gpus[g, i], p - 1)
-        dst = gpus[g[:, None].repeat(p, 1)[keep], j[keep]]
-        for c in range(k):
-            yield src, dst, nbytes / k, c
-
-
-def _counts(routed: Routed, peers: int = 0, multi: bool = False) -> LatencyCounts:
-    net = bool(routed.network.any())
-    return LatencyCounts("p2p", intra_hops=0 if net else 1, inter_hops=1 if net else 0,
-                         routed_s=float(routed.latency_s.max()) if routed.num_flows else 0.0, multi_domain=multi,
+def _counts(shape: NodeShape, t, peers: int = 0, multi: bool = False) -> LatencyCounts:
+    if isinstance(t, AllPairs):
+        net = t.network(shape)
+    else:
+        net = bool(is_network(shape, t.src, t.dst).any())
+    return LatencyCounts("p2p", intra_hops=0 if net else 1, inter_hops=1 if net else 0, multi_domain=multi,
                          peers=peers)
 
 
-def alltoall_plan(router: Router, placement: Placement, name: str) -> Plan:
+def alltoall_schedule(shape: NodeShape, placement: Placement, name: str) -> Schedule:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("an all-to-all needs at least 2 ranks")
     G = placement.num_groups
-    flows = G * p * (p - 1)
-    limit = MAX_ALLTOALL_FLOWS if name == "direct" else 4 * EXPLICIT_FLOWS
-    if flows > limit:
-        raise AlgorithmUnavailable(f"{name} all-to-all of {G:,} x {p:,} ranks is {flows:,} flows; topo routes up "
-                                   f"to {limit:,}")
     gpus = placement.groups
     g = placement.ranks_per_domain() or 1
     remote_peers = p - g
     multi = placement.num_domains > 1
     if name == "direct":
-        if flows > EXPLICIT_FLOWS and router.keep_flows:
-            raise AlgorithmUnavailable(f"max-min sharing needs every flow, and this all-to-all has {flows:,}, more "
-                                       f"than the {EXPLICIT_FLOWS:,} kept one by one; use --sharing equal")
-        if flows <= EXPLICIT_FLOWS:
-            i, j = np.nonzero(~np.eye(p, dtype=bool))
-            routed = _route_split(router, gpus[:, i].ravel(), gpus[:, j].ravel(), 1.0 / p)
-        else:
-            routed = router.route_summed(_pair_chunks(router, gpus, 1.0 / p))
-        return Plan("direct", "p2p", [Phase(routed, 1.0, "all pairs at once")],
-                    _counts(routed, remote_peers, multi))
+        t = AllPairs(gpus, 1.0 / p)
+        return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "all pairs at once")],
+                        _counts(shape, t, remote_peers, multi), [LatencyTerm(0, 0, "max")])
+    flows = G * p * (p - 1)
+    if flows > MAX_PAIRWISE_FLOWS:
+        raise AlgorithmUnavailable(f"pairwise all-to-all of {G:,} x {p:,} ranks is {flows:,} flows in {p - 1:,} "
+                                   f"steps; topo routes up to {MAX_PAIRWISE_FLOWS:,} this way (use direct)")
     ranks = np.arange(p)
-    steps = [(_route_split(router, gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p), f"shift {k}")
+    steps = [(Transfers(gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p, split_nics=True), f"shift {k}")
              for k in range(1, p)]
-    return sequential_plan("pairwise", steps, multi)
+    return sequential_schedule("pairwise", shape, steps, multi)
 
 
-def sendrecv_plan(router: Router, placement: Placement) -> Plan:
+def sendrecv_schedule(shape: NodeShape, placement: Placement) -> Schedule:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("sendrecv needs at least 2 ranks")
     gpus = placement.groups
-    routed = _route_split(router, gpus.ravel(), np.roll(gpus, -1, axis=1).ravel(), 1.0)
-    return Plan("direct", "p2p", [Phase(routed, 1.0, "send to next")], _counts(routed))
+    t = Transfers(gpus.ravel(), np.roll(gpus, -1, axis=1).ravel(), 1.0, split_nics=True)
+    return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "send to next")], _counts(shape, t),
+                    [LatencyTerm(0, 0, "max")])
 
 
-def pipeline_plan(router: Router, placement: Placement, stages: int) -> Plan:
+def pipeline_schedule(shape: NodeShape, placement: Placement, stages: int) -> Schedule:
     p = placement.num_ranks
     if not isinstance(stages, (int, np.integer)) or stages < 2:
         raise AlgorithmUnavailable(f"a pipeline needs at least 2 stages, got {stages!r}")
     if p % stages:
         raise AlgorithmUnavailable(f"{p} ranks do not split into {stages} equal pipeline stages")
     blocks = placement.groups.reshape(placement.num_groups, stages, p // stages)
-    routed = _route_split(router, blocks[:, :-1].ravel(), blocks[:, 1:].ravel(), 1.0)
-    return Plan("direct", "p2p", [Phase(routed, 1.0, f"{stages - 1} stage boundaries")], _counts(routed))
+    t = Transfers(blocks[:, :-1].ravel(), blocks[:, 1:].ravel(), 1.0, split_nics=True)
+    return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, f"{stages - 1} stage boundaries")], _counts(shape, t),
+                    [LatencyTerm(0, 0, "max")])

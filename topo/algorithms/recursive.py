@@ -15,13 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Placement
-from ..route import Router
-from .base import AlgorithmUnavailable, Plan, sequential_plan
+from ..schedule import AlgorithmUnavailable, NodeShape, Schedule, Transfers, sequential_schedule
 
-__all__ = ["recursive_plan"]
+__all__ = ["recursive_schedule"]
 
 
-def recursive_plan(router: Router, placement: Placement, collective: str, name: str) -> Plan:
+def recursive_schedule(shape: NodeShape, placement: Placement, collective: str, name: str) -> Schedule:
     p = placement.num_ranks
     if p < 2 or p & (p - 1):
         raise AlgorithmUnavailable(f"{name} needs a power-of-two number of ranks, got {p}")
@@ -39,6 +38,6 @@ def recursive_plan(router: Router, placement: Placement, collective: str, name: 
         raise AlgorithmUnavailable(f"{name} does not implement {collective}")
     ranks = np.arange(p)
     g = placement.groups
-    routed = [(router.route(g.ravel(), g[:, ranks ^ (1 << bit)].ravel(), frac), f"distance {1 << bit}")
-              for bit, frac in steps]
-    return sequential_plan(name, routed, placement.num_domains > 1)
+    transfers = [(Transfers(g.ravel(), g[:, ranks ^ (1 << bit)].ravel(), frac), f"distance {1 << bit}")
+                 for bit, frac in steps]
+    return sequential_schedule(name, shape, transfers, placement.num_domains > 1)

@@ -12,37 +12,41 @@ carrying ``1/C`` of the data and leaving every domain through its own NIC. Insid
 channel ``c`` starts at the domain's ``(c - i) mod g``-th rank and ends one before it, so the rank that leaves a
 domain and the rank that enters the next have the same local index: every network hop stays on one rail, and over
 the ``C`` channels every NIC sends and receives exactly once. Each step of a ring moves one ``S/(p*C)`` chunk
-along every edge of every channel; steps are identical, so one is routed and multiplied.
+along every edge of every channel; steps are identical, so one is scheduled and repeated. With ``channels`` set
+(NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS pin it), channel ``c`` leaves through local NIC ``c mod g``: fewer
+channels than NICs leave NICs idle, more reuse them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..fabric import Fabric
 from ..placement import Placement
-from ..route import Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan
+from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, SchedulePhase,
+                        Transfers, is_network)
 
-__all__ = ["ring_orders", "ring_phase", "ring_plan", "chain_plan", "channels_for"]
+__all__ = ["ring_orders", "ring_phase", "ring_schedule", "chain_schedule", "channels_for"]
 
 
-def channels_for(fabric: Fabric, groups: np.ndarray) -> int:
-    """One channel per NIC of a server when the rings leave their NVLink domain, else one."""
-    doms = groups // fabric.layout.gpus_per_domain
+def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = None) -> int:
+    """``channels`` if given; else one channel per NIC of a server when the rings leave their NVLink domain,
+    else one."""
+    if channels:
+        return int(channels)
+    doms = groups // shape.gpus_per_domain
     leaves = np.any(doms != doms[:, :1])
-    return fabric.layout.nics_per_server if leaves else 1
+    return shape.nics_per_server if leaves else 1
 
 
-def _block_size(fabric: Fabric, groups: np.ndarray) -> int | None:
+def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
     """Ranks per domain along a group's ring when every domain holds the same number, else None."""
-    doms = groups[0] // fabric.layout.gpus_per_domain
+    doms = groups[0] // shape.gpus_per_domain
     starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
     runs = np.diff(np.r_[starts, doms.size])
     return int(runs[0]) if np.all(runs == runs[0]) else None
 
 
-def ring_orders(fabric: Fabric, groups: np.ndarray, channels: int) -> np.ndarray:
+def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarray:
     """Ring order of every channel of every group: an array ``[channels, groups, n]`` of GPU ids.
 
     ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure. When every domain holds the
@@ -50,7 +54,7 @@ def ring_orders(fabric: Fabric, groups: np.ndarray, channels: int) -> np.ndarray
     doc); otherwise every channel uses the row order as it is.
     """
     G, n = groups.shape
-    g = _block_size(fabric, groups)
+    g = _block_size(shape, groups)
     j = np.arange(n)
     out = np.empty((channels, G, n), dtype=np.int64)
     for c in range(channels):
@@ -63,72 +67,66 @@ def ring_orders(fabric: Fabric, groups: np.ndarray, channels: int) -> np.ndarray
     return out
 
 
-def ring_phase(router: Router, groups: np.ndarray, bytes_per_flow: float, repeat: float, channels: int | None = None,
-               drop_wrap: bool = False, label: str = "ring"):
-    """Route one step of rings over ``groups`` (all at once); return the phase and the per-traversal hop counts
-    ``(intra, inter, routed_s)`` of one ring (a chunk's journey round it, skipping its slowest edge)."""
-    fabric = router.fabric
-    C = channels or channels_for(fabric, groups)
-    orders = ring_orders(fabric, groups, C)
+def ring_phase(shape: NodeShape, groups: np.ndarray, bytes_per_flow: float, repeat: float,
+               channels: int | None = None, drop_wrap: bool = False, label: str = "ring"):
+    """One step of rings over ``groups`` (all at once), and the hop counts ``(intra, inter, edges)`` of a
+    chunk's trip round one ring (channel 0, group 0; without its slowest edge unless ``drop_wrap``)."""
+    C = channels_for(shape, groups, channels)
+    orders = ring_orders(shape, groups, C)
     src = orders
     dst = np.roll(orders, -1, axis=2)
-    g = _block_size(fabric, groups) or 1
+    g = _block_size(shape, groups) or 1
     choice = np.broadcast_to((np.arange(C) // g)[:, None, None], orders.shape)
     if drop_wrap:
         src, dst, choice = src[:, :, :-1], dst[:, :, :-1], choice[:, :, :-1]
-    routed = router.route(src.ravel(), dst.ravel(), bytes_per_flow / C, choice.ravel())
-    # hop counts of channel 0, group 0
     m = src.shape[2]
-    lat = routed.latency_s[:m]
-    inter = routed.network[:m]
+    t = Transfers(src.ravel(), dst.ravel(), bytes_per_flow / C, np.ascontiguousarray(choice).ravel())
+    inter = is_network(shape, src[0, 0], dst[0, 0])
     n_inter, n_intra = int(inter.sum()), int((~inter).sum())
-    routed_sum = float(lat.sum())
-    if not drop_wrap and m > 0:  # a chunk goes round in m-1 hops: skip the slowest edge
-        worst = int(np.argmax(lat + inter * 1.0))
-        routed_sum -= float(lat[worst])
-        if inter[worst]:
+    if not drop_wrap and m > 0:  # a chunk goes round in m-1 hops: the slowest edge (a network one) is skipped
+        if n_inter:
             n_inter -= 1
         else:
             n_intra -= 1
-    return Phase(routed, repeat, label), (n_intra, n_inter, routed_sum)
+    return SchedulePhase([t], repeat, label), (n_intra, n_inter, m), C
 
 
-def ring_plan(router: Router, placement: Placement, collective: str) -> Plan:
-    """The ring plan for all_reduce, all_gather or reduce_scatter over the whole placement."""
+def ring_schedule(shape: NodeShape, placement: Placement, collective: str, channels: int | None = None) -> Schedule:
+    """The ring schedule for all_reduce, all_gather or reduce_scatter over the whole placement."""
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a ring needs at least 2 ranks")
-    groups = placement.groups
     steps = 2 * (p - 1) if collective == "all_reduce" else p - 1
     traversals = 2 if collective == "all_reduce" else 1
-    phase, (intra, inter, routed_s) = ring_phase(router, groups, 1.0 / p, steps)
+    phase, (intra, inter, m), C = ring_phase(shape, placement.groups, 1.0 / p, steps, channels)
     counts = LatencyCounts("ring", intra_hops=traversals * intra, inter_hops=traversals * inter,
-                           routed_s=traversals * routed_s, multi_domain=placement.num_domains > 1,
-                           one_per_domain=placement.ranks_per_domain() == 1)
-    return Plan("ring", "ring", [phase], counts)
+                           multi_domain=placement.num_domains > 1, one_per_domain=placement.ranks_per_domain() == 1)
+    return Schedule("ring", "ring", [phase], counts, [LatencyTerm(0, 0, "ring", traversals, first=m)], channels=C)
 
 
-def chain_plan(router: Router, placement: Placement, chunks: int | None = None, algorithm: str = "ring") -> Plan:
+def chain_schedule(shape: NodeShape, placement: Placement, chunks: int | None = None, algorithm: str = "ring",
+                   channels: int | None = None) -> Schedule:
     """Pipelined broadcast from rank 0 along the ring order (a chain: no edge back to the root).
 
     ``chunks=None``: streaming, as NCCL pipelines it: latency along the chain once, every edge carries S.
-    ``chunks=k``: store-and-forward of k chunks, ``(p-1 + k-1)`` steps of ``S/k`` (the textbook form).
+    ``chunks=k``: store-and-forward of k chunks, ``(p-1 + k-1)`` steps of ``S/k`` (the textbook form), each
+    step paying one hop's latency (the slowest: a network hop when the chain leaves a domain).
     """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a broadcast needs at least 2 ranks")
     groups = placement.groups
-    C = channels_for(router.fabric, groups) if algorithm == "ring" else 1
+    C = channels_for(shape, groups, channels) if algorithm == "ring" else 1
+    multi = placement.num_domains > 1
     if chunks is None:
-        phase, (intra, inter, routed_s) = ring_phase(router, groups, 1.0, 1.0, channels=C, drop_wrap=True,
-                                                     label="chain")
-        counts = LatencyCounts("ring", intra_hops=intra, inter_hops=inter, routed_s=routed_s,
-                               multi_domain=placement.num_domains > 1)
-        return Plan(algorithm, "ring", [phase], counts)
+        phase, (intra, inter, m), C = ring_phase(shape, groups, 1.0, 1.0, channels=C, drop_wrap=True, label="chain")
+        counts = LatencyCounts("ring", intra_hops=intra, inter_hops=inter, multi_domain=multi)
+        return Schedule(algorithm, "ring", [phase], counts, [LatencyTerm(0, 0, "ring", 1.0, first=m)], channels=C)
     k = int(chunks)
     nsteps = p - 1 + k - 1
-    phase, _ = ring_phase(router, groups, 1.0 / k, nsteps, channels=C, drop_wrap=True, label="chain")
-    worst = float(phase.routed.latency_s.max())
-    counts = LatencyCounts("ring", intra_hops=0, inter_hops=0, routed_s=nsteps * worst,
-                           multi_domain=placement.num_domains > 1)
-    return Plan(algorithm, "ring", [phase], counts, notes=[f"store-and-forward in {k} chunks"])
+    phase, (intra, inter, m), C = ring_phase(shape, groups, 1.0 / k, nsteps, channels=C, drop_wrap=True,
+                                             label="chain")
+    counts = LatencyCounts("ring", intra_hops=0 if multi else nsteps, inter_hops=nsteps if multi else 0,
+                           multi_domain=multi)
+    return Schedule(algorithm, "ring", [phase], counts, [LatencyTerm(0, 0, "max", nsteps)],
+                    notes=[f"store-and-forward in {k} chunks"], channels=C)

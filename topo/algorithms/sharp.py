@@ -14,75 +14,27 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Placement
-from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, ranks_per_domain
-from .nvls import switch_reduce_loads
+from ..schedule import (AlgorithmUnavailable, InNetworkReduce, InSwitchReduce, LatencyCounts, LatencyTerm,
+                        NodeShape, Schedule, SchedulePhase, ranks_per_domain)
 
-__all__ = ["sharp_plan"]
-
-
-def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
-    n = res.size
-    return Routed(res=res, weight=np.full(n, weight), flow=np.arange(n), num_flows=n, flow_bytes=np.full(n, weight),
-                  latency_s=latency, network=np.ones(n, dtype=bool))
+__all__ = ["sharp_schedule"]
 
 
-def sharp_plan(router: Router, placement: Placement) -> Plan:
-    f = router.fabric
-    L = f.layout
+def sharp_schedule(shape: NodeShape, placement: Placement) -> Schedule:
+    """In-domain reduce-scatter, the rail trees of switches, in-domain all-gather, all at once. Whether the
+    switches can reduce is the router's to say (it owns the tiers): it raises AlgorithmUnavailable if not."""
     D = placement.num_domains
     if D < 2:
         raise AlgorithmUnavailable("nothing to reduce in the network: the ranks share one NVLink domain")
     g = ranks_per_domain(placement, "SHARP")
     gpus = placement.gpus
-    nics = f.gpu_nic(gpus)
-    leaves = f.nic_leaf(nics)
-    groups = f.leaf_group(leaves)
-    tiers_used = 1 + (np.unique(leaves).size > 1) + (np.unique(groups).size > 1)
-    lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
-    if lacking:
-        raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
-                                   "(set sharp = true on their tier)")
-    share = 1.0 / g
-    parts = []
+    parts, terms = [], []
+    comm = np.repeat(np.arange(placement.num_groups), placement.num_ranks)
+    parts.append(InNetworkReduce(gpus, comm, 1.0 / g))
+    terms.append(LatencyTerm(0, 0, "max", 2.0))  # up the tree and back down
     if g > 1:
-        if f.spec.nvls:
-            parts.append(switch_reduce_loads(router, gpus, g))
-        else:  # direct reduce-scatter + all-gather: 2(g-1)/g each way
-            lo = f.link_offset["nvlink"]
-            w = 2.0 * (g - 1) / g
-            link = lo + gpus
-            parts.append(Routed(res=np.r_[2 * link, 2 * link + 1], weight=np.full(2 * gpus.size, w),
-                                flow=np.r_[np.arange(gpus.size), np.arange(gpus.size)], num_flows=gpus.size,
-                                flow_bytes=np.full(gpus.size, 2 * w), latency_s=np.zeros(gpus.size),
-                                network=np.zeros(gpus.size, dtype=bool)))
-    lo = f.link_offset
-    lat = router.res_latency_s
-    # GPU <-> NIC <-> leaf, both ways
-    pcie = lo["pcie"] + (nics if f.pcie_per_nic else gpus)
-    nic = lo["nic"] + nics
-    for ids in (pcie, nic):
-        parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], share, np.r_[lat[2 * ids], lat[2 * ids + 1]]))
-    depth_s = float(lat[2 * nic].max() + lat[2 * pcie].max())
-    rails = f.nic_rail(nics)
-    if tiers_used >= 2:
-        t0, t1 = L.tiers[0], L.tiers[1]
-        S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
-        group_of = np.repeat(np.arange(placement.num_groups), placement.num_ranks)
-        # each (communicator, leaf, rail tree) sends one reduced stream up
-        leaf_rail = np.unique(np.c_[leaves, rails, group_of], axis=0)
-        j = leaf_rail[:, 1] % S2
-        ids = lo["up:0"] + leaf_rail[:, 0] * u0 + j * m1
-        parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], share, np.r_[lat[2 * ids], lat[2 * ids]]))
-        depth_s += float(lat[2 * ids].max())
-        if tiers_used >= 3:
-            t2 = L.tiers[2]
-            u1, m2 = t1.up_ports, t2.links_from_below
-            grp_rail = np.unique(np.c_[f.leaf_group(leaf_rail[:, 0]), leaf_rail[:, 1], leaf_rail[:, 2]], axis=0)
-            spine = grp_rail[:, 0] * S2 + grp_rail[:, 1] % S2
-            ids = lo["up:1"] + spine * u1 + 0 * m2
-            parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], share, np.r_[lat[2 * ids], lat[2 * ids]]))
-            depth_s += float(lat[2 * ids].max())
-    routed = Routed.concat(parts)
-    counts = LatencyCounts("collnet", intra_hops=2 * (g - 1), routed_s=2 * depth_s, multi_domain=True)
-    return Plan("sharp", "collnet", [Phase(routed, 1.0, "in-network reduction")], counts)
+        # in the NVSwitch when it has NVLS (S(1+1/g) each way), else a direct reduce-scatter + all-gather
+        # over NVLink (2(g-1)/g each way)
+        parts.append(InSwitchReduce(gpus, 1.0 + 1.0 / g if shape.nvls else 2.0 * (g - 1) / g))
+    counts = LatencyCounts("collnet", intra_hops=2 * (g - 1), multi_domain=True)
+    return Schedule("sharp", "collnet", [SchedulePhase(parts, 1.0, "in-network reduction")], counts, terms)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Placement
-from ..route import Routed, Router
-from .base import AlgorithmUnavailable, LatencyCounts, Phase, Plan, ranks_per_domain
+from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, SchedulePhase,
+                        Transfers, ranks_per_domain)
 
-__all__ = ["tree_plan", "double_binary_tree", "tree_flows"]
+__all__ = ["tree_schedule", "double_binary_tree", "tree_flows"]
 
 
 def _in_order_parents(n: int) -> np.ndarray:
@@ -98,30 +98,29 @@ def tree_flows(placement: Placement, channels: int):
     return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), g, D, depth
 
 
-def tree_plan(router: Router, placement: Placement, chunks: int | None = None) -> Plan:
+def tree_schedule(shape: NodeShape, placement: Placement, chunks: int | None = None,
+                  channels: int | None = None) -> Schedule:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a tree needs at least 2 ranks")
-    f = router.fabric
     D = placement.num_domains
-    C = f.layout.nics_per_server if D > 1 else 1
+    C = int(channels) if channels else (shape.nics_per_server if D > 1 else 1)
     (src, dst, choice), g, D, depth = tree_flows(placement, C)
     share = 1.0 / (2 * C)  # each tree of each channel carries this fraction of the data
     if chunks is None:
-        up = router.route(src, dst, share, choice)
-        down = router.route(dst, src, share, choice)
-        routed = Routed.concat([up, down])
-        inter = up.network
-        r_inter = float(up.latency_s[inter].max()) if inter.any() else 0.0
-        r_intra = float(up.latency_s[~inter].max()) if (~inter).any() else 0.0
-        counts = LatencyCounts("tree", intra_hops=2 * (g - 1), inter_hops=2 * depth,
-                               routed_s=2 * ((g - 1) * r_intra + depth * r_inter), multi_domain=D > 1)
-        return Plan("tree", "tree", [Phase(routed, 1.0, "reduce+broadcast")], counts)
+        up = Transfers(src, dst, share, choice)
+        down = Transfers(dst, src, share, choice)
+        counts = LatencyCounts("tree", intra_hops=2 * (g - 1), inter_hops=2 * depth, multi_domain=D > 1)
+        terms = [LatencyTerm(0, 0, "max_intra", 2 * (g - 1)), LatencyTerm(0, 0, "max_inter", 2 * depth)]
+        return Schedule("tree", "tree", [SchedulePhase([up, down], 1.0, "reduce+broadcast")], counts, terms,
+                        channels=C)
     k = int(chunks)
     steps = (g - 1) + depth + k - 1
-    up = router.route(src, dst, share / k, choice)
-    down = router.route(dst, src, share / k, choice)
-    alpha = float(up.latency_s.max())
-    counts = LatencyCounts("tree", routed_s=2 * steps * alpha, multi_domain=D > 1)
-    return Plan("tree", "tree", [Phase(up, steps, "reduce"), Phase(down, steps, "broadcast")], counts,
-                notes=[f"tree: store-and-forward in {k} chunks"])
+    up = Transfers(src, dst, share / k, choice)
+    down = Transfers(dst, src, share / k, choice)
+    # every step pays one hop: the chain's inside the domain, the pipeline's over the network when it spans domains
+    counts = LatencyCounts("tree", intra_hops=2 * ((g - 1) + (0 if D > 1 else depth + k - 1)),
+                           inter_hops=2 * (depth + k - 1) if D > 1 else 0, multi_domain=D > 1)
+    terms = [LatencyTerm(0, 0, "max", 2 * steps)]
+    return Schedule("tree", "tree", [SchedulePhase([up], steps, "reduce"), SchedulePhase([down], steps, "broadcast")],
+                    counts, terms, notes=[f"tree: store-and-forward in {k} chunks"], channels=C)

@@ -8,11 +8,28 @@ from ..collectives import ALGORITHMS, COLLECTIVES
 from ..contention import SHARING_MODES
 from ..errors import TopoError
 from ..estimate import estimate, size_sweep
+from ..options import PROTOCOL_NAMES, EstimateOptions
 from ..placement import PLACEMENTS
 from ..results import EstimateResult
 from ..route import ECMP_MODES
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json
+
+
+# option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag
+FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
+         "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm",
+         "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
+         "ecmp": "--ecmp", "subflows": "--subflows", "sharing": "--sharing", "pxn": "--no-pxn",
+         "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
+         "max_bytes": "-e", "factor": "-f"}
+
+
+def flag_error(exc: TopoError) -> TopoError:
+    """The library's error with its option name replaced by the command-line flag."""
+    if exc.key in FLAGS and not exc.source:
+        return TopoError(exc.message, key=FLAGS[exc.key])
+    return exc
 
 
 def register(sub) -> None:
@@ -35,22 +52,26 @@ def register(sub) -> None:
                    help="with --ranks: order ranks as NCCL forms its ring (default) or exactly as listed")
     p.add_argument("--placement", default="packed", choices=[x for x in PLACEMENTS if x != "list"],
                    help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
-    p.add_argument("--rail", default=0, type=int, help="GPU index within the server for one_per_server")
-    p.add_argument("--groups", default=1, type=int, metavar="G",
+    p.add_argument("--rail", default="0", metavar="R", help="GPU index within the server for one_per_server")
+    p.add_argument("--groups", default="1", metavar="G",
                    help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism)")
     p.add_argument("--group-layout", default="strided", choices=("strided", "blocked"),
                    help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
     p.add_argument("-a", "--algorithm", default="auto", metavar="NAME",
                    help=f"auto (NCCL's choice, per size) or one of: {', '.join(algos)}")
+    p.add_argument("--protocol", default=None, metavar="PROTO",
+                   help=f"pin NCCL's protocol as NCCL_PROTO does: {', '.join(PROTOCOL_NAMES)} (default: fastest)")
+    p.add_argument("--channels", default=None, metavar="N",
+                   help="pin NCCL's channel count as NCCL_MIN/MAX_NCHANNELS do (default: one per NIC)")
     p.add_argument("--ecmp", default="ideal", choices=ECMP_MODES, help="ECMP model (default ideal)")
-    p.add_argument("--subflows", default=1, type=int, help="with --ecmp hash: parts each flow is hashed as")
+    p.add_argument("--subflows", default="1", metavar="K", help="with --ecmp hash: parts each flow is hashed as")
     p.add_argument("--sharing", default="equal", choices=SHARING_MODES,
                    help="contention model: equal-share bottleneck (default) or max-min fair")
     p.add_argument("--profile", default="nccl", choices=("nccl", "ideal"),
                    help="nccl: NCCL-derived efficiencies and latencies (default); ideal: textbook alpha-beta")
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
-    p.add_argument("--chunks", default=None, type=int, help="store-and-forward chunks for tree/broadcast")
-    p.add_argument("--stages", default=2, type=int, help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
+    p.add_argument("--stages", default="2", metavar="N", help="pipeline stages for -c pipeline (default 2)")
     p.add_argument("--detail", action="store_true",
                    help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -81,7 +102,29 @@ def _int(text, key):
     return v
 
 
+def options_from_args(args) -> EstimateOptions:
+    """The estimate options the flags describe (whole numbers checked here, the rest by the options)."""
+    if args.gpus is not None and args.ranks is not None:
+        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    return EstimateOptions.from_kwargs(
+        gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
+        ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
+        placement=args.placement, rail=_int(args.rail, "--rail"), algorithm=args.algorithm,
+        protocol=args.protocol, channels=_int(args.channels, "--channels") if args.channels is not None else None,
+        ecmp=args.ecmp, subflows=_int(args.subflows, "--subflows"), sharing=args.sharing, profile=args.profile,
+        pxn=False if args.no_pxn else None, chunks=_int(args.chunks, "--chunks") if args.chunks is not None else None,
+        stages=_int(args.stages, "--stages"), groups=_int(args.groups, "--groups"), group_layout=args.group_layout,
+        rank_order=args.rank_order)
+
+
 def run(args) -> int:
+    try:
+        return _run(args)
+    except TopoError as exc:
+        raise flag_error(exc) from None
+
+
+def _run(args) -> int:
     if args.size is not None and (args.minbytes is not None or args.maxbytes is not None):
         raise TopoError("give either --size or -b/-e, not both", key="--size")
     if args.size is not None:
@@ -92,17 +135,9 @@ def run(args) -> int:
         except ValueError:
             raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
-    if args.gpus is not None and args.ranks is not None:
-        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    result = estimate(
-        fabric, args.collective, sizes,
-        gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
-        ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
-        placement=args.placement, rail=args.rail, algorithm=args.algorithm, ecmp=args.ecmp,
-        subflows=args.subflows, sharing=args.sharing, profile=args.profile,
-        pxn=False if args.no_pxn else None, chunks=args.chunks, stages=args.stages, groups=args.groups,
-        group_layout=args.group_layout, rank_order=args.rank_order)
+    result = estimate(fabric, args.collective, sizes, opts)
     detail = _detail(result, fabric) if args.detail else None
     if args.json:
         doc = result.to_dict()
@@ -139,7 +174,9 @@ def render_detail(d: dict) -> str:
 
 def render(r: EstimateResult) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {r.placement}",
-             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {r.profile}",
+             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {r.profile}"
+             + (f", protocol {r.protocol}" if r.protocol != "auto" else "")
+             + (f", {r.channels} channels" if r.channels else ""),
              "#"]
     head1 = (f"#{'size':>11} {'count':>12} {'type':>6} {'redop':>6} {'root':>5} {'time':>10} {'algbw':>8} "
              f"{'busbw':>8}  {'algorithm':<18} {'proto':<6} bottleneck")
@@ -147,7 +184,10 @@ def render(r: EstimateResult) -> str:
     lines += [head1, head2]
     for x in r.results:
         b = x.bottleneck
-        where = f"{b.src} -> {b.dst} ({b.level}, {b.utilization:.0%})" if b else "-"
+        if x.latency_s > x.bandwidth_s:  # the link is not what bounds it
+            where = f"latency ({x.latency_s / x.time_s:.0%} of the time)"
+        else:
+            where = f"{b.src} -> {b.dst} ({b.level}, {b.utilization:.0%})" if b else "-"
         lines.append(f"{x.size_bytes:>12} {x.count:>12} {x.type:>6} {x.redop:>6} {x.root:>5} "
                      f"{x.time_s * 1e6:>10.2f} {x.algbw_GBps:>8.2f} {x.busbw_GBps:>8.2f}  {x.algorithm:<18} "
                      f"{x.protocol:<6} {where}")

@@ -1,0 +1,146 @@
+"""Cost: loads and latency structure become time per size. The third of the engine's stages.
+
+``time(S) = latency(algorithm, protocol) + (S + min(S, W)) / rate``, where the steady ``rate`` (bytes of message
+per second) is the routed bottleneck at the protocol's efficiency, capped by NCCL's own per-protocol bus-bandwidth
+caps, and the bottleneck of a phase is its most loaded resource's bytes over usable bandwidth (or the max-min fair
+makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``. ``W`` is the profile's pipeline
+window (the first bytes go at half speed while NCCL's buffers fill). Routing is done once per schedule; a whole
+size sweep is arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .contention import drain_time
+from .loads import ScheduleLoads
+from .profiles import Profile
+from .route import Router
+from .schedule import LatencyCounts
+
+__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps", "best_protocol"]
+
+
+def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
+    """Latency of a schedule under ``profile`` with protocol ``proto``, NCCL's formulas (tuning.cc):
+
+    - ring: base + (steps inside domains) * max(NVLink hop, network overhead if the ring leaves the domain)
+      + (steps between domains) * network hop
+    - tree: base + NVLink hops * NVLink hop + network hops * network hop (the schedule counts
+      ``2*((gpus per domain - 1) + log2(domains))`` hops, as NCCL does)
+    - nvls: base + the NVLS hop (+ the network NVLS hop across domains); nvls_tree: + network hops * NVLSTree hop
+    - collnet (SHARP): base + NVLink hops + one CollNet network latency
+    - p2p (textbook steps, sendrecv, all-to-all): base + hops + network overhead per network step
+      + per-peer message overhead
+    plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path.
+    """
+    f = c.family
+    base = profile.base(f, proto)
+    nv = profile.nv_hop(f, proto)
+    net = profile.net_hop(f, proto)
+    if f == "ring":
+        intra = max(nv, profile.overhead(proto)) if c.multi_domain else nv
+        if c.one_per_domain:
+            net = profile.net_hop("tree", proto)
+        t = base + c.intra_hops * intra + c.inter_hops * net
+    elif f == "tree":
+        t = base + c.intra_hops * nv + c.inter_hops * net
+    elif f == "nvls":
+        t = base + nv + (net if c.multi_domain else 0.0)
+    elif f == "nvls_tree":
+        t = base + nv + c.inter_hops * net
+    elif f == "collnet":
+        t = base + c.intra_hops * nv + (net if c.multi_domain else 0.0)
+    else:  # p2p
+        t = (base + c.intra_hops * nv + c.inter_hops * (net + profile.overhead(proto))
+             + c.peers * profile.peer_overhead_s)
+    return t + routed_s
+
+
+def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
+    """Bytes/s of every resource a collective can use: line rate x the profile's efficiency for its class."""
+    lvl = router.level
+    eff = np.where(lvl == 0, profile.nvlink_efficiency, np.where(lvl == 1, profile.pcie_efficiency,
+                                                                 profile.network_efficiency))
+    return router.capacity_Bps * eff
+
+
+@dataclass
+class Costed:
+    """A routed schedule's bandwidth part, per byte of message, and where it is bound."""
+
+    loads: ScheduleLoads
+    seconds_per_byte: float  # bandwidth part per byte, before the protocol's efficiency
+    bottleneck_res: int
+    bottleneck_bytes_per_byte: float  # bytes on the bottleneck resource per message byte (whole collective)
+    phase_info: list[dict]
+
+    @property
+    def schedule(self):
+        return self.loads.schedule
+
+
+def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray, sharing: str) -> Costed:
+    """Drain time per byte of every phase (the phase that takes longest names the bottleneck)."""
+    total = 0.0
+    worst, r_worst = -1.0, -1
+    info = []
+    total_loads = loads.total()
+    for ph in loads.phases:
+        if ph.routed is not None and sharing != "equal":
+            t, r, _ = drain_time(ph.routed, capacity_Bps, sharing, router.num_res)
+        elif ph.res.size:
+            per = ph.bytes / capacity_Bps[ph.res]
+            k = int(np.argmax(per))
+            t, r = float(per[k]), int(ph.res[k])
+        else:
+            t, r = 0.0, -1
+        total += ph.repeat * t
+        if ph.repeat * t > worst:
+            worst, r_worst = ph.repeat * t, r
+        d = router.describe_resource(r) if r >= 0 else {}
+        info.append({"phase": ph.label, "flows": ph.num_flows, "repeat": ph.repeat, "seconds_per_byte": t,
+                     "bottleneck": f"{d.get('src')} -> {d.get('dst')}" if d else None,
+                     "bottleneck_level": d.get("level")})
+    return Costed(loads, total, r_worst, float(total_loads[r_worst]) if r_worst >= 0 else 0.0, info)
+
+
+def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int) -> float:
+    """Steady algorithm bandwidth (bytes of message per second): the routed bottleneck at the protocol's
+    efficiency, or NCCL's cap on the protocol's bus bandwidth (scaled to the schedule's channels), whichever is
+    lower."""
+    sched = c.schedule
+    fam = sched.family
+    D = num_domains
+    rate = profile.efficiency(fam, proto, D) / c.seconds_per_byte if c.seconds_per_byte > 0 else np.inf
+    cap = profile.busbw_cap(fam, proto, D)
+    if np.isfinite(cap):
+        if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel
+            cap *= sched.pinned_channels / profile.channels
+        p = num_ranks
+        if fam in ("tree", "collnet"):
+            ratio = 0.5
+        else:
+            steps = 2 * (p - 1) if collective == "all_reduce" else (p - 1 if collective in ("all_gather",
+                                                                                            "reduce_scatter") else p)
+            ratio = p / steps
+        rate = min(rate, cap * ratio)
+    return float(rate)
+
+
+def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
+                  num_domains: int):
+    """``(time_s, protocol, latency_s, bandwidth_s)`` of the fastest of ``protocols`` at ``size_bytes``."""
+    best = None
+    sched = c.schedule
+    for proto in protocols:
+        lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
+        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles)
+        bw = (size_bytes + min(size_bytes, profile.pipeline_window_bytes)) / rate_Bps(
+            c, profile, proto, collective, num_ranks, num_domains)
+        t = lat + bw
+        if best is None or t < best[0]:
+            best = (t, proto, lat, bw)
+    return best

@@ -1,0 +1,98 @@
+"""Loads: a schedule put on the fabric. The second of the engine's stages (schedule -> loads -> cost).
+
+:func:`load_schedule` asks the router (the only owner of link and resource ids) to route every part of every
+phase of a :class:`~topo.schedule.Schedule`, and keeps, per phase, the bytes on each resource per byte of message
+(one repetition). Loads of different schedules live in the same resource space and can be added
+(:func:`total_loads`), which is how concurrent collectives share links (:mod:`topo.traffic`). The routed
+switch and NIC latencies of the critical path are read off the routed parts as the schedule's
+:class:`~topo.schedule.LatencyTerm` s say.
+
+Every flow is kept only when a contention model needs them (max-min sharing); otherwise only the summed loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .route import Routed, Router
+from .schedule import LatencyTerm, Schedule
+
+__all__ = ["PhaseLoads", "ScheduleLoads", "load_schedule", "total_loads"]
+
+
+@dataclass
+class PhaseLoads:
+    """One phase on the fabric: bytes on each resource ``res`` per byte of message, for one repetition."""
+
+    label: str
+    repeat: float
+    num_flows: int
+    res: np.ndarray
+    bytes: np.ndarray
+    routed: Routed | None = None  # every flow, kept only for max-min sharing
+
+
+@dataclass
+class ScheduleLoads:
+    schedule: Schedule
+    phases: list[PhaseLoads]
+    routed_latency_s: float  # switch and NIC latencies along the critical path
+    num_res: int
+
+    def total(self) -> np.ndarray:
+        """Bytes on every resource per byte of message over the whole collective (all phases and repeats)."""
+        return total_loads([self])
+
+
+def total_loads(loads: list[ScheduleLoads], weights=None) -> np.ndarray:
+    """Sum of several schedules' loads (each scaled by its weight, e.g. its message size), dense per resource."""
+    n = loads[0].num_res
+    out = np.zeros(n)
+    for k, sl in enumerate(loads):
+        w = 1.0 if weights is None else float(weights[k])
+        for ph in sl.phases:
+            if ph.res.size:
+                out += np.bincount(ph.res, weights=ph.bytes * (ph.repeat * w), minlength=n)
+    return out
+
+
+def _term_s(term: LatencyTerm, routed: Routed) -> float:
+    lat, net = routed.latency_s, routed.network
+    if routed.aggregated or lat.size == 0:
+        return term.multiplier * (float(lat.max()) if lat.size else 0.0)
+    if term.select == "ring":
+        lat, net = lat[:term.first], net[:term.first]
+        if lat.size == 0:
+            return 0.0
+        slowest = float(lat[net].max()) if net.any() else float(lat.max())
+        return term.multiplier * (float(lat.sum()) - slowest)
+    if term.select == "max_intra":
+        lat = lat[~net]
+    elif term.select == "max_inter":
+        lat = lat[net]
+    return term.multiplier * (float(lat.max()) if lat.size else 0.0)
+
+
+def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) -> ScheduleLoads:
+    """Route every phase of ``schedule``; keep every flow only when ``keep_flows`` (max-min sharing)."""
+    phases: list[PhaseLoads] = []
+    latency = 0.0
+    terms_by_phase: dict[int, list[LatencyTerm]] = {}
+    for t in schedule.routed_latency:
+        terms_by_phase.setdefault(t.phase, []).append(t)
+    for i, ph in enumerate(schedule.phases):
+        routed_parts = [router.route_part(part, keep_flows) for part in ph.parts]
+        for t in terms_by_phase.get(i, []):
+            latency += _term_s(t, routed_parts[t.part])
+        routed = Routed.concat(routed_parts)
+        if routed.res.size:
+            loads = np.bincount(routed.res, weights=routed.weight, minlength=router.num_res)
+            res = np.flatnonzero(loads)
+            vals = loads[res]
+        else:
+            res, vals = np.zeros(0, dtype=np.int64), np.zeros(0)
+        phases.append(PhaseLoads(ph.label, float(ph.repeat), routed.num_flows, res, vals,
+                                 routed if keep_flows else None))
+    return ScheduleLoads(schedule, phases, latency, router.num_res)
