@@ -28,7 +28,7 @@ from .route import Router
 from .schedule import AlgorithmUnavailable, NodeShape
 from .units import UnitError, parse_size_bytes
 
-__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for"]
+__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 
@@ -102,7 +102,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     coll = normalize_collective(collective)
     algo = normalize_algorithm(coll, opts.algorithm)
     pl = placement_for(fabric, opts)
-    prof = _profile(fabric, opts.profile)
+    prof = choose_profile(fabric, opts.profile)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
     shape = NodeShape.of(fabric)
@@ -205,7 +205,8 @@ def _sizes(sizes) -> list[int]:
     return out
 
 
-def _profile(fabric: Fabric, profile) -> Profile:
+def choose_profile(fabric: Fabric, profile) -> Profile:
+    """The profile an option names: None or "nccl" (the fabric's default), "ideal", or a Profile."""
     if profile is None or profile == "nccl":
         return default_profile(fabric)
     if profile == "ideal":

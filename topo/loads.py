@@ -86,13 +86,11 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
         routed_parts = [router.route_part(part, keep_flows) for part in ph.parts]
         for t in terms_by_phase.get(i, []):
             latency += _term_s(t, routed_parts[t.part])
-        routed = Routed.concat(routed_parts)
-        if routed.res.size:
-            loads = np.bincount(routed.res, weights=routed.weight, minlength=router.num_res)
-            res = np.flatnonzero(loads)
-            vals = loads[res]
-        else:
-            res, vals = np.zeros(0, dtype=np.int64), np.zeros(0)
-        phases.append(PhaseLoads(ph.label, float(ph.repeat), routed.num_flows, res, vals,
-                                 routed if keep_flows else None))
+        loads = np.zeros(router.num_res)
+        for r in routed_parts:
+            if r.res.size:
+                loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+        res = np.flatnonzero(loads)
+        phases.append(PhaseLoads(ph.label, float(ph.repeat), int(sum(r.num_flows for r in routed_parts)), res,
+                                 loads[res], Routed.concat(routed_parts) if keep_flows else None))
     return ScheduleLoads(schedule, phases, latency, router.num_res)

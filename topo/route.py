@@ -238,8 +238,7 @@ class Router:
         mask = cols >= 0
         rows, _ = np.nonzero(mask)
         res = cols[mask]
-        lat_parts = np.zeros(P)
-        np.add.at(lat_parts, rows, self.res_latency_s[res])
+        lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=P)
         # per original flow: the latency of its (first) part; bytes summed
         latency = np.zeros(F)
         latency[flow_id] = lat_parts

@@ -12,6 +12,8 @@ from ..options import PROTOCOL_NAMES, EstimateOptions
 from ..placement import PLACEMENTS
 from ..results import EstimateResult
 from ..route import ECMP_MODES
+from ..traffic import MixResult, run_mix
+from ..traffic_file import bundled_traffic, load_traffic
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json
 
@@ -63,15 +65,18 @@ def register(sub) -> None:
                    help=f"pin NCCL's protocol as NCCL_PROTO does: {', '.join(PROTOCOL_NAMES)} (default: fastest)")
     p.add_argument("--channels", default=None, metavar="N",
                    help="pin NCCL's channel count as NCCL_MIN/MAX_NCHANNELS do (default: one per NIC)")
-    p.add_argument("--ecmp", default="ideal", choices=ECMP_MODES, help="ECMP model (default ideal)")
+    p.add_argument("--ecmp", default=None, choices=ECMP_MODES, help="ECMP model (default ideal)")
     p.add_argument("--subflows", default="1", metavar="K", help="with --ecmp hash: parts each flow is hashed as")
-    p.add_argument("--sharing", default="equal", choices=SHARING_MODES,
+    p.add_argument("--sharing", default=None, choices=SHARING_MODES,
                    help="contention model: equal-share bottleneck (default) or max-min fair")
     p.add_argument("--profile", default="nccl", choices=("nccl", "ideal"),
                    help="nccl: NCCL-derived efficiencies and latencies (default); ideal: textbook alpha-beta")
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
     p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
     p.add_argument("--stages", default="2", metavar="N", help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--traffic", default=None, metavar="FILE",
+                   help="run the collectives of a traffic file at once (TOML; bundled: "
+                   + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
     p.add_argument("--detail", action="store_true",
                    help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -111,7 +116,8 @@ def options_from_args(args) -> EstimateOptions:
         ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
         placement=args.placement, rail=_int(args.rail, "--rail"), algorithm=args.algorithm,
         protocol=args.protocol, channels=_int(args.channels, "--channels") if args.channels is not None else None,
-        ecmp=args.ecmp, subflows=_int(args.subflows, "--subflows"), sharing=args.sharing, profile=args.profile,
+        ecmp=args.ecmp or "ideal", subflows=_int(args.subflows, "--subflows"), sharing=args.sharing or "equal",
+        profile=args.profile,
         pxn=False if args.no_pxn else None, chunks=_int(args.chunks, "--chunks") if args.chunks is not None else None,
         stages=_int(args.stages, "--stages"), groups=_int(args.groups, "--groups"), group_layout=args.group_layout,
         rank_order=args.rank_order)
@@ -125,6 +131,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    if args.traffic is not None:
+        return _run_mix(args)
     if args.size is not None and (args.minbytes is not None or args.maxbytes is not None):
         raise TopoError("give either --size or -b/-e, not both", key="--size")
     if args.size is not None:
@@ -195,4 +203,50 @@ def render(r: EstimateResult) -> str:
         lines.append(f"# {name} not considered: {why}")
     for n in r.notes:
         lines.append(f"# note: {n}")
+    return "\n".join(lines)
+
+
+
+
+def _run_mix(args) -> int:
+    settings, members = load_traffic(args.traffic)
+    for flag in ("size", "gpus", "ranks", "protocol", "channels", "chunks", "minbytes", "maxbytes"):
+        if getattr(args, flag) is not None:
+            raise TopoError("sizes, placements and algorithms of a traffic mix are set per member in its file",
+                            key=f"--{flag}" if len(flag) > 4 else flag)
+    fabric = fabric_from_args(args)
+    sharing = args.sharing or settings["sharing"]
+    ecmp = args.ecmp or settings["ecmp"]
+    subflows = _int(args.subflows, "--subflows") if args.subflows != "1" else settings["subflows"]
+    try:
+        result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows,
+                         pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
+    except TopoError as exc:
+        raise TopoError(exc.message, source=exc.source or args.traffic, key=exc.key) from None
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        emit(render_mix(result))
+    return 0
+
+
+def render_mix(r: MixResult) -> str:
+    lines = [f"# topo estimate: traffic mix {r.name!r} on {r.spec}: {len(r.members)} collectives at once",
+             f"# sharing {r.sharing}, ecmp {r.ecmp}, profile {r.profile}", "#",
+             f"#{'member':>9} {'collective':>12} {'size':>12} {'groups':>8} {'ranks':>7} {'alone':>10} {'mix':>10} "
+             f"{'slowdown':>8}  {'algorithm':<10} {'proto':<6} held back by",
+             f"#{'':>9} {'':>12} {'(B)':>12} {'':>8} {'':>7} {'(us)':>10} {'(us)':>10}"]
+    for m in r.members:
+        held = f"{m.bottleneck_mix} ({m.bottleneck_mix_level})" if m.bottleneck_mix else "-"
+        lines.append(f"{m.name:>10} {m.collective:>12} {m.size_bytes:>12} {m.num_groups:>8} {m.num_ranks:>7} "
+                     f"{m.alone_s * 1e6:>10.1f} {m.mix_s * 1e6:>10.1f} {m.slowdown:>8.2f}  {m.algorithm:<10} "
+                     f"{m.protocol:<6} {held}")
+    if r.contested:
+        lines.append("# links they fight over (demand: summed utilization when each runs alone):")
+        for c in r.contested:
+            parts = ", ".join(f"{k} {v:.0%}" for k, v in c.members.items())
+            more = f" and {c.alike - 1:,} more alike" if c.alike > 1 else ""
+            lines.append(f"#   {c.src} -> {c.dst} ({c.level}, {c.direction}){more}: demand {c.demand:.0%} = {parts}")
+    else:
+        lines.append("# no link is asked for more than its capacity: the members do not slow each other")
     return "\n".join(lines)

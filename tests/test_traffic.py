@@ -1,0 +1,119 @@
+"""Concurrent traffic: members alone and together, hand-derived sharing, traffic files and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from topo import build_fabric, load_spec
+from topo.errors import TopoError
+from topo.estimate import estimate
+from topo.options import EstimateOptions as O
+from topo.traffic import Member, _share, _speeds, run_mix
+from topo.traffic_file import traffic_from_dict
+
+
+@pytest.fixture(scope="module")
+def pod():
+    return build_fabric(load_spec("dgx-h100-superpod"))
+
+
+def test_hand_derived_equal_and_maxmin_speeds():
+    # Resource 0 carries only A (at 100% of it when alone); resource 1 carries A at 50% and B at 100%.
+    # equal: resource 1 is asked for 150%; each of its 2 users gets half: A may run at 1/(2*0.5) = 1 (so not
+    # slowed), B at 1/(2*1.0) = 0.5. max-min: both speeds rise together until resource 1 is full:
+    # 0.5x + 1.0x = 1 -> x = 2/3 for both.
+    U = np.array([[1.0, 0.5], [0.0, 1.0]])
+    active = np.ones(2, bool)
+    x, lim = _speeds(U, active, "equal")
+    assert x == pytest.approx([1.0, 0.5]) and lim.tolist() == [-1, 1]
+    x, lim = _speeds(U, active, "maxmin")
+    assert x == pytest.approx([2 / 3, 2 / 3])
+    # With 1 s of work each: equal: A ends at 1; B has done 0.5 by then and runs alone: ends at 1.5.
+    # max-min: both at 2/3: both end at 1.5.
+    done, _ = _share(U, np.array([1.0, 1.0]), "equal")
+    assert done == pytest.approx([1.0, 1.5])
+    done, _ = _share(U, np.array([1.0, 1.0]), "maxmin")
+    assert done == pytest.approx([1.5, 1.5])
+
+
+def test_members_on_disjoint_links_do_not_slow_each_other(pod):
+    # two 64-GPU all-reduces in different scalable units (32 servers each): no link in common
+    r = run_mix(pod, [Member("a", "all_reduce", "1GiB", O(ranks=list(range(64)))),
+                      Member("b", "all_reduce", "1GiB", O(ranks=list(range(512, 576))))])
+    assert [m.slowdown for m in r.members] == [1.0, 1.0]
+    assert r.contested == []
+    alone = estimate(pod, "all_reduce", "1GiB", gpus=64).results[0].time_s
+    assert r.members[0].alone_s == pytest.approx(alone, rel=1e-12)
+
+
+def test_two_identical_members_take_twice_the_bandwidth_time(pod):
+    # The same ring twice on the same GPUs: every link carries both; equal sharing halves each one's speed,
+    # so each bandwidth part doubles and the latency part stays (textbook profile: a ring alone uses its
+    # bottleneck at exactly 100%).
+    m = Member("x", "all_reduce", "1GiB", O(gpus=256, algorithm="ring"))
+    r = run_mix(pod, [m, Member("y", m.collective, m.size, m.options)], profile="ideal")
+    alone = estimate(pod, "all_reduce", "1GiB", gpus=256, algorithm="ring", profile="ideal").results[0]
+    for x in r.members:
+        assert x.mix_s == pytest.approx(alone.latency_s + 2 * alone.bandwidth_s, rel=1e-9)
+    top = r.contested[0]
+    assert top.demand == pytest.approx(2.0) and list(top.members.values()) == pytest.approx([1.0, 1.0])
+    # With NCCL's profile a ring leaves its bottleneck idle while its pipeline fills (the first 16 MiB at half
+    # speed, topo.profiles), so alone it uses u = S/(S + W) of it; two of them share it at 1/(2u) each.
+    nccl = run_mix(pod, [m, Member("y", m.collective, m.size, m.options)])
+    alone = estimate(pod, "all_reduce", "1GiB", gpus=256, algorithm="ring").results[0]
+    u = 2**30 / (2**30 + 2**24)
+    assert list(nccl.contested[0].members.values()) == pytest.approx([u, u], rel=1e-9)
+    assert nccl.members[0].mix_s == pytest.approx(alone.latency_s + alone.bandwidth_s * 2 * u, rel=1e-9)
+
+
+def test_oversubscribed_tier_is_where_the_default_mix_fights():
+    # meta-llama3-24k: 1:7 above the pods. Data parallelism across pods and pipeline sends between neighbouring
+    # pods share the aggregation tier; tensor parallelism stays in the NVLink domains.
+    from topo.traffic_file import load_traffic
+
+    f = build_fabric(load_spec("meta-llama3-24k"))
+    settings, members = load_traffic("3d-parallel")
+    r = run_mix(f, members, name=settings["name"])
+    by = {m.name: m for m in r.members}
+    assert by["tp"].slowdown == 1.0
+    assert by["dp"].slowdown > 1.0 and by["pp"].slowdown > 1.0
+    assert by["pp"].bottleneck_mix_level == "ctsw-atsw"
+    assert all(c.level == "ctsw-atsw" for c in r.contested)
+
+
+def test_traffic_file_errors():
+    base = {"member": [{"name": "a", "collective": "all_reduce", "size": "1M"}]}
+    traffic_from_dict(base, "t.toml")
+    cases = [
+        ({"member": [{"name": "a", "collective": "all_reduce", "size": "1M", "grups": 2}]}, "member[0].grups",
+         "did you mean 'groups'"),
+        ({"member": [{"name": "a", "collective": "all_reduce"}]}, "member[0].size", "missing"),
+        ({"member": [{"name": "a", "collective": "all_reduce", "size": "1M", "groups": "per_rack"}]},
+         "member[0].groups", "per_domain"),
+        ({"member": [{"name": "a", "collective": "all_reduce", "size": "1M", "chunks": 0}]}, "member[0].chunks",
+         "got 0"),
+        ({"sharing": "fair", **base}, "sharing", "allowed: equal, maxmin"),
+        ({"members": []}, "members", "allowed:"),
+    ]
+    for data, key, fragment in cases:
+        with pytest.raises(TopoError) as e:
+            traffic_from_dict(data, "t.toml")
+        assert e.value.source == "t.toml" and e.value.key == key and fragment in e.value.message, e.value.line()
+
+
+def test_cli_mix_json_equals_the_library(tmp_path):
+    p = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", "--json", check=True)
+    doc = json.loads(p.stdout)
+    from topo.traffic_file import load_traffic
+
+    settings, members = load_traffic("3d-parallel")
+    lib = run_mix(build_fabric(load_spec("meta-llama3-24k")), members, name=settings["name"]).to_dict()
+    assert doc == json.loads(json.dumps(lib))
+    text = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", check=True).stdout
+    assert "slowdown" in text and "links they fight over" in text and "more alike" in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[member]]\nname = "a"\ncollective = "all_reduce"\nsize = "-1"\n')
+    p = run_cli("estimate", "meta-llama3-24k", "--traffic", str(bad))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "member[a].size" in p.stderr, p.stderr
