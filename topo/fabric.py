@@ -53,6 +53,33 @@ class Fabric:
     num_nodes: int
     num_links: int
     _cache: dict = field(default_factory=dict, repr=False)
+    failed: np.ndarray | None = field(default=None, repr=False)  # per link: True when failed
+    failures: tuple[str, ...] = ()  # what failed, as given to with_failures
+
+    # --- failures ------------------------------------------------------------------------------------------
+    def with_failures(self, *failures: str) -> "Fabric":
+        """The same fabric with parts failed (names as ``describe``/``export`` print them, a rail, a plane, or a
+        random fraction of a level's links or a tier's switches; see :mod:`topo.failures`). Routing avoids
+        failed links; a GPU cut off entirely is an error when a collective needs it."""
+        from .failures import failed_links
+
+        if not failures:
+            return self
+        dead = failed_links(self, failures)
+        if self.failed is not None:
+            dead |= self.failed
+        out = Fabric(spec=self.spec, layout=self.layout, node_offset=self.node_offset,
+                     link_offset=self.link_offset, num_nodes=self.num_nodes, num_links=self.num_links,
+                     failed=dead, failures=self.failures + tuple(str(f) for f in failures))
+        out.__dict__["links"] = self.links  # the same cables; only their state differs
+        return out
+
+    @property
+    def link_alive(self) -> np.ndarray:
+        """Per link: True when it works."""
+        if self.failed is None:
+            return np.ones(self.num_links, dtype=bool)
+        return ~self.failed
 
     # --- sizes ---------------------------------------------------------------------------------------------
     @property

@@ -35,7 +35,7 @@ from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchR
 __all__ = ["Router", "Routed", "ECMP_MODES", "EXPLICIT_FLOWS", "MAX_ROUTED_PARTS"]
 
 ECMP_MODES = ("ideal", "hash")
-_MAX_HOPS = 10
+_MAX_HOPS = 12  # NVLink to the sending NIC's GPU (2), PCIe, NIC, up to 4 switch hops, NIC, PCIe, NVLink (2)
 EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
 MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
@@ -158,9 +158,56 @@ class Router:
                 cap[sl] = t1.switches_per_group * t1.up_ports * t1.up_rate_Bps
                 level[sl] = 4
                 lat[sl] = self._level_latency(4)
+        self.alive = fabric.link_alive
+        if fabric.failed is not None:
+            self._fail(cap, virt)
         self.capacity_Bps = cap
         self.level = level
         self.res_latency_s = lat
+
+    def _fail(self, cap: np.ndarray, virt: bool) -> None:
+        """Failed links carry nothing; ECMP aggregates keep the capacity of their surviving links."""
+        dead = np.flatnonzero(self.fabric.failed)
+        cap[2 * dead] = 0.0
+        cap[2 * dead + 1] = 0.0
+        if not virt:
+            return
+        L = self.fabric.layout
+        lo = self.fabric.link_offset
+        t0 = L.tiers[0]
+        alive0 = self.alive[lo["up:0"]:lo["up:0"] + self.n_leaves * t0.up_ports].reshape(self.n_leaves, t0.up_ports)
+        per_leaf = alive0.sum(axis=1) * t0.up_rate_Bps
+        cap[self.v_leaf_up:self.v_leaf_down] = per_leaf
+        cap[self.v_leaf_down:self.v_grp_up] = per_leaf
+        if len(L.tiers) > 2:
+            t1 = L.tiers[1]
+            alive1 = self.alive[lo["up:1"]:lo["up:1"] + t1.num_switches * t1.up_ports]
+            per_group = alive1.reshape(t1.num_groups, -1).sum(axis=1) * t1.up_rate_Bps
+            cap[self.v_grp_up:self.v_grp_down] = per_group
+            cap[self.v_grp_down:self.num_res] = per_group
+
+    def _alive_nics(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Each NIC, or the next working NIC of its server when its PCIe or leaf link failed."""
+        f = self.fabric
+        L = f.layout
+        lo = f.link_offset
+        N = L.nics_per_server
+        pcie = lo["pcie"] + (nic if f.pcie_per_nic else f.nic_gpu(nic))
+        ok = self.alive[lo["nic"] + nic] & self.alive[pcie]
+        if ok.all():
+            return nic
+        bad = np.flatnonzero(~ok)
+        server, rail = nic[bad] // N, nic[bad] % N
+        cand = server[:, None] * N + (rail[:, None] + np.arange(1, N)[None, :]) % N
+        cp = lo["pcie"] + (cand if f.pcie_per_nic else f.nic_gpu(cand))
+        good = self.alive[lo["nic"] + cand] & self.alive[cp]
+        if not good.any(axis=1).all():
+            k = int(np.flatnonzero(~good.any(axis=1))[0])
+            raise TopoError(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
+                            f"(failures: {', '.join(f.failures)})", key="fail")
+        out = nic.copy()
+        out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
+        return out
 
     def _level_latency(self, level: int) -> float:
         links = self.fabric.links
@@ -214,21 +261,31 @@ class Router:
         if i.size:
             s, d = src[i], dst[i]
             nic_d = f.gpu_nic(d, choice[i])
+            failed = f.failed is not None
+            if failed:  # a failed NIC's traffic goes through the next working NIC of its server, over NVLink
+                nic_d = self._alive_nics(nic_d, d)
             N = L.nics_per_server
             if self.pxn:
                 nic_s = f.gpu_server(s) * N + nic_d % N
             else:
                 nic_s = f.gpu_nic(s, choice[i])
+            if failed:
+                nic_s = self._alive_nics(nic_s, s)
+            recv = f.nic_gpu(nic_d) if f.pcie_per_nic else np.where(f.gpu_nic(d) == nic_d, d, f.nic_gpu(nic_d))
             if f.pcie_per_nic:
                 proxy = f.nic_gpu(nic_s)
                 pcie_s, pcie_d = nic_s, nic_d
             else:
                 own = f.gpu_nic(s) == nic_s
                 proxy = np.where(own, s, f.nic_gpu(nic_s))
-                pcie_s, pcie_d = proxy, d
+                pcie_s, pcie_d = proxy, recv
             hop = proxy != s
             cols[i[hop], 0] = 2 * (lo["nvlink"] + s[hop])
             cols[i[hop], 1] = 2 * (lo["nvlink"] + proxy[hop]) + 1
+            back = recv != d  # the receiving NIC is not beside the destination (a failed NIC's stand-in)
+            if back.any():
+                cols[i[back], 10] = 2 * (lo["nvlink"] + recv[back])
+                cols[i[back], 11] = 2 * (lo["nvlink"] + d[back]) + 1
             cols[i, 2] = 2 * (lo["pcie"] + pcie_s)
             cols[i, 3] = 2 * (lo["nic"] + nic_s)
             cols[i, 8] = 2 * (lo["nic"] + nic_d) + 1
@@ -238,6 +295,15 @@ class Router:
         mask = cols >= 0
         rows, _ = np.nonzero(mask)
         res = cols[mask]
+        if f.failed is not None:
+            broken = self.capacity_Bps[res] <= 0
+            if broken.any():
+                k = int(np.flatnonzero(broken)[0])
+                r, fl = int(res[k]), int(rows[k])
+                d = self.describe_resource(r)
+                raise TopoError(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
+                                f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
+                                key="fail")
         lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=P)
         # per original flow: the latency of its (first) part; bytes summed
         latency = np.zeros(F)
@@ -286,6 +352,9 @@ class Router:
             + sub.astype(np.uint64) * np.uint64(0x9E3779B1) + np.uint64(self.salt)
         h1 = _mix64(key)
         h2 = _mix64(h1)
+        if f.failed is not None:
+            self._hash_survivors(cols, iu, ic, up, cross, ls, ld, gs, gd, h1, h2, src, dst)
+            return
         j = (h1 % np.uint64(S2)).astype(np.int64)
         k1 = ((h1 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
         k2 = ((h2 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
@@ -395,6 +464,43 @@ class Router:
         return Routed(r.res, r.weight, r.flow, r.num_flows, r.flow_bytes, np.resize(path_s, r.num_flows),
                       np.ones(r.num_flows, dtype=bool))
 
+    def _hash_survivors(self, cols, iu, ic, up, cross, ls, ld, gs, gd, h1, h2, src, dst) -> None:
+        """Hashed ECMP over the paths that survive: a spine with a working cable from both leaves (and, across
+        pods, a working core link from both spines), then a working cable of each hop, each picked by hash."""
+        f = self.fabric
+        L = f.layout
+        lo = f.link_offset
+        t0, t1 = L.tiers[0], L.tiers[1]
+        S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
+        cab0 = self.alive[lo["up:0"]:lo["up:0"] + self.n_leaves * u0].reshape(self.n_leaves, S2, m1)
+        via = cab0.any(axis=2)  # [leaf, spine of its group]: some cable works
+        ls, ld, gs, gd = ls[up], ld[up], gs[up], gd[up]
+        cr = cross[up]
+        h1, h2 = h1[up], h2[up]
+        valid = via[ls] & via[ld]
+        if len(L.tiers) > 2:
+            t2 = L.tiers[2]
+            C3, m2, u1 = t2.switches_per_group, t2.links_from_below, t1.up_ports
+            cab1 = self.alive[lo["up:1"]:lo["up:1"] + t1.num_switches * u1].reshape(t1.num_switches, C3, m2)
+            core_ok = cab1.any(axis=2)  # [spine, core of its plane]
+            if cr.any():
+                js = np.arange(S2)
+                both = (core_ok[gs[cr, None] * S2 + js] & core_ok[gd[cr, None] * S2 + js]).any(axis=2)
+                valid[cr] &= both
+        j = _pick(h1, valid, "spine", src[up], dst[up], f)
+        k1 = _pick(h1 >> np.uint64(32), cab0[ls, j], "cable", src[up], dst[up], f)
+        k2 = _pick(h2 >> np.uint64(32), cab0[ld, j], "cable", src[up], dst[up], f)
+        cols[iu, 4] = 2 * (lo["up:0"] + ls * u0 + j * m1 + k1)
+        cols[iu, 7] = 2 * (lo["up:0"] + ld * u0 + j * m1 + k2) + 1
+        if ic.size:
+            h3 = _mix64(h2[cr])
+            ss, sd = gs[cr] * S2 + j[cr], gd[cr] * S2 + j[cr]
+            c = _pick(h2[cr], core_ok[ss] & core_ok[sd], "core", src[up][cr], dst[up][cr], f)
+            k3 = _pick(h3, cab1[ss, c], "cable", src[up][cr], dst[up][cr], f)
+            k4 = _pick(h3 >> np.uint64(32), cab1[sd, c], "cable", src[up][cr], dst[up][cr], f)
+            cols[ic, 5] = 2 * (lo["up:1"] + ss * u1 + c * m2 + k3)
+            cols[ic, 6] = 2 * (lo["up:1"] + sd * u1 + c * m2 + k4) + 1
+
     def route_summed(self, chunks) -> Routed:
         """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
         stays bounded by the chunk size however many flows there are (for equal-share contention)."""
@@ -427,16 +533,24 @@ class Router:
         base = lo["up:0"]
         ids = base + np.arange(self.n_leaves * u0)
         leaf = np.repeat(np.arange(self.n_leaves), u0)
-        out[2 * ids] += res_loads[self.v_leaf_up + leaf] / u0
-        out[2 * ids + 1] += res_loads[self.v_leaf_down + leaf] / u0
+        share = self._shares(ids, leaf, self.n_leaves)
+        out[2 * ids] += res_loads[self.v_leaf_up + leaf] * share
+        out[2 * ids + 1] += res_loads[self.v_leaf_down + leaf] * share
         if len(L.tiers) > 2:
             t1 = L.tiers[1]
             per_group = t1.switches_per_group * t1.up_ports
             ids = lo["up:1"] + np.arange(t1.num_switches * t1.up_ports)
             grp = np.repeat(np.arange(t1.num_groups), per_group)
-            out[2 * ids] += res_loads[self.v_grp_up + grp] / per_group
-            out[2 * ids + 1] += res_loads[self.v_grp_down + grp] / per_group
+            share = self._shares(ids, grp, t1.num_groups)
+            out[2 * ids] += res_loads[self.v_grp_up + grp] * share
+            out[2 * ids + 1] += res_loads[self.v_grp_down + grp] * share
         return out
+
+    def _shares(self, ids: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+        """Each link's share of its aggregate's load: equal over the aggregate's working links."""
+        alive = self.alive[ids].astype(float)
+        count = np.bincount(owner, weights=alive, minlength=n)
+        return alive / np.maximum(count[owner], 1.0)
 
     def describe_resource(self, r: int) -> dict:
         """Endpoints, level and direction of a resource (a directed link or an ECMP aggregate)."""
@@ -473,3 +587,19 @@ def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
     n = res.size
     return Routed(res=res, weight=np.full(n, float(weight)), flow=np.arange(n), num_flows=n,
                   flow_bytes=np.full(n, float(weight)), latency_s=latency, network=np.ones(n, dtype=bool))
+
+
+def _pick(h: np.ndarray, valid: np.ndarray, what: str, src, dst, fabric) -> np.ndarray:
+    """For each row, the ``h mod (number of True)``-th True column of ``valid`` (hashed choice among survivors)."""
+    cnt = valid.sum(axis=1)
+    if (cnt == 0).any():
+        k = int(np.flatnonzero(cnt == 0)[0])
+        raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: no working {what} joins their paths "
+                        f"(failures: {', '.join(fabric.failures)})", key="fail")
+    idx = (h % cnt.astype(np.uint64)).astype(np.int64)
+    out = np.empty(valid.shape[0], dtype=np.int64)
+    step = 1 << 18
+    for a in range(0, valid.shape[0], step):  # bounded memory for the running counts
+        run = np.cumsum(valid[a:a + step], axis=1, dtype=np.int32)
+        out[a:a + step] = np.argmax(run > idx[a:a + step, None], axis=1)
+    return out

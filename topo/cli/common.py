@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..builders import build_fabric
+from ..errors import TopoError
 from ..spec import DEFAULT_SPEC, load_spec
 
 __all__ = ["add_spec_arguments", "fabric_from_args", "spec_from_args"]
@@ -19,6 +20,9 @@ def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
+                   help="fail a part: a switch (spine3), a NIC (nic12.3), a link (leaf3-spine0), rail:K, plane:J "
+                   "or random:LEVEL_OR_TIER:FRACTION[:SEED]; repeat for more")
 
 
 def spec_from_args(args, name=None):
@@ -26,4 +30,12 @@ def spec_from_args(args, name=None):
 
 
 def fabric_from_args(args, name=None):
-    return build_fabric(spec_from_args(args, name))
+    """The fabric the arguments describe, with the parts ``--fail`` names failed."""
+    fabric = build_fabric(spec_from_args(args, name))
+    failures = getattr(args, "failures", None)
+    if failures:
+        try:
+            fabric = fabric.with_failures(*failures)
+        except TopoError as exc:
+            raise TopoError(exc.message, key="--fail") from None
+    return fabric

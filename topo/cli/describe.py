@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..failures import Degraded, degraded
 from ..inventory import Inventory, inventory
 from ..units import format_bandwidth, format_count, format_rate
 from .common import add_spec_arguments, fabric_from_args
@@ -18,12 +19,35 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    inv = inventory(fabric_from_args(args))
+    fabric = fabric_from_args(args)
+    inv = inventory(fabric)
+    deg = degraded(fabric) if fabric.failures else None
     if args.json:
-        emit_json(inv.to_dict())
+        doc = inv.to_dict()
+        if deg is not None:
+            doc["failures"] = deg.to_dict()
+        emit_json(doc)
     else:
         emit(render(inv))
+        if deg is not None:
+            emit(render_degraded(deg))
     return 0
+
+
+def render_degraded(d: Degraded) -> str:
+    lines = ["", f"with failures: {', '.join(d.failures)}"]
+    rows = [[x.name, format_count(x.num_links), format_count(x.num_failed), format_bandwidth(x.capacity_Bps)]
+            for x in d.levels if x.num_failed]
+    if rows:
+        lines.append(table(rows, ["links", "count", "failed", "working capacity"], right=[False, True, True, True]))
+    rows = [[t.name, format_bandwidth(t.down_capacity_Bps),
+             format_bandwidth(t.up_capacity_Bps) if t.oversubscription is not None else "-",
+             ratio(t.oversubscription) if t.oversubscription is not None else "top",
+             f"{t.worst_switch} {ratio(t.worst_oversubscription)}" if t.worst_switch else "-"]
+            for t in d.tiers]
+    lines.append(table(rows, ["tier", "down capacity", "up capacity", "oversub", "worst switch"],
+                       right=[False, True, True, True, False]))
+    return "\n".join(lines)
 
 
 def render(inv: Inventory) -> str:

@@ -1,0 +1,147 @@
+"""Failed links, switches and NICs: names, routing around them, degraded capacities, clean errors."""
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import run_cli, spec_dict, tier
+from topo import build_fabric, load_spec, spec_from_dict
+from topo.errors import TopoError
+from topo.estimate import estimate
+from topo.failures import degraded, failed_links
+from topo.route import Router
+
+
+@pytest.fixture(scope="module")
+def pod():
+    return build_fabric(load_spec("dgx-h100-superpod"))  # 4 units of 32 DGX, 32 leaves, 16 spines
+
+
+def small(kind="rail_optimized", units=2, tiers=None):
+    return build_fabric(spec_from_dict(spec_dict(kind=kind, cluster={"num_units": units}, tiers=tiers,
+                                                 fabric={"servers_per_unit": 4})))
+
+
+def test_names_select_the_right_links(pod):
+    links = pod.links
+    o = pod.node_offset
+    spine0 = o["tier:1"]
+    dead = failed_links(pod, ["spine0"])
+    assert dead.sum() == 32 * 2  # every leaf has 2 cables to each of the 16 spines (32 uplinks / 16)
+    assert np.all((links["dst"][dead] == spine0))
+    one = failed_links(pod, ["leaf3-spine1#1"])
+    assert one.sum() == 1
+    both = failed_links(pod, ["leaf3-spine1"])
+    assert both.sum() == 2 and one[both].sum() == 1
+    nic = failed_links(pod, ["nic5.3"])  # its PCIe link and its leaf link
+    assert nic.sum() == 2
+    rail = failed_links(pod, ["rail:2"])  # the 4 leaves of rail 2: their 32 NIC links and 32 uplinks each
+    assert rail.sum() == 4 * (32 + 32)
+    plane = failed_links(pod, ["plane:1"])  # 2-tier: spine 1 (the only spine of plane 1)
+    assert plane.sum() == 64
+    a = failed_links(pod, ["random:leaf-spine:0.25:7"])
+    b = failed_links(pod, ["random:leaf-spine:0.25:7"])
+    assert a.sum() == 256 and np.array_equal(a, b)  # a quarter of 1,024, the same for the same seed
+    assert not np.array_equal(a, failed_links(pod, ["random:leaf-spine:0.25:8"]))
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ("spine99", "numbered 0 to 15"), ("nic5", "nic<server>.<index>"), ("router3", "names start with"),
+    ("leaf0-leaf1", "are not linked"), ("rail:9", "no such rail"), ("random:spine:1.5", "fraction"),
+    ("random:wires:0.1", "unknown level or tier"), ("leaf3-spine1#7", "cables #0 to #1"),
+])
+def test_bad_names_are_one_clean_line(bad, fragment):
+    p = run_cli("describe", "dgx-h100-superpod", "--fail", bad)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: --fail: ")
+    assert fragment in p.stderr, p.stderr
+
+
+def test_degraded_capacity_and_oversubscription(pod):
+    # leaf3 loses 2 of its 32 uplinks (both cables to spine1): 32 x 400G down over 30 x 400G up = 1.0667:1 at
+    # leaf3; the tier as a whole loses 2 of 1,024 uplinks.
+    d = degraded(pod.with_failures("leaf3-spine1"))
+    leaf = d.tiers[0]
+    assert leaf.worst_switch == "leaf3" and leaf.worst_oversubscription == pytest.approx(32 / 30)
+    assert leaf.up_capacity_Bps == pytest.approx(1022 * 50e9)
+    assert leaf.oversubscription == pytest.approx(1024 / 1022)
+    p = run_cli("describe", "dgx-h100-superpod", "--fail", "leaf3-spine1", "--json", check=True)
+    import json
+    doc = json.loads(p.stdout)
+    assert doc["failures"]["tiers"][0]["worst_switch"] == "leaf3"
+
+
+def test_a_failed_nic_moves_its_traffic_to_the_next_one(pod):
+    # One NIC of one server down: NCCL's channel through it goes through the server's next NIC, which then
+    # carries two channels: the 8-node ring is bound by that NIC at half its usual rate.
+    ideal = dict(gpus=64, algorithm="ring", profile="ideal")
+    base = estimate(pod, "all_reduce", "8G", **ideal).results[0]
+    hit = estimate(pod.with_failures("nic0.3"), "all_reduce", "8G", **ideal).results[0]
+    assert hit.bandwidth_s == pytest.approx(2 * base.bandwidth_s, rel=1e-9)
+    assert hit.bottleneck.src in ("nic0.4", "leaf4") or hit.bottleneck.dst in ("nic0.4", "leaf4")
+
+
+def test_cut_off_gpus_are_named(pod):
+    every_nic = [f"nic0.{k}" for k in range(8)]
+    with pytest.raises(TopoError) as e:
+        estimate(pod.with_failures(*every_nic), "all_reduce", "1M", gpus=16)
+    assert e.value.key == "fail" and "every NIC of server 0 failed" in e.value.message
+    with pytest.raises(TopoError, match="cannot reach"):
+        estimate(pod.with_failures("nvswitch1"), "all_reduce", "1M", gpus=16, algorithm="ring")
+    p = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1M", "--fail", "nvswitch1")
+    assert p.returncode == 2 and "cannot reach" in p.stderr and p.stderr.count("\n") == 1
+
+
+FAILS = st.lists(st.sampled_from(["spine0", "spine5", "leaf1-spine2", "leaf9-spine0#0", "nic3.1", "nic40.7",
+                                  "random:leaf-spine:0.1:1", "random:leaf-spine:0.2:2", "plane:3", "leaf17"]),
+                 min_size=1, max_size=3, unique=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          database=None)
+@given(fails=FAILS, ecmp=st.sampled_from(["ideal", "hash"]), coll=st.sampled_from(["all_reduce", "alltoall"]))
+def test_a_failure_never_makes_anything_faster_and_no_flow_crosses_it(pod, fails, ecmp, coll):
+    kw = dict(gpus=512, ecmp=ecmp)
+    base = estimate(pod, coll, "1G", **kw).results[0].time_s
+    broken = pod.with_failures(*fails)
+    r = estimate(broken, coll, "1G", **kw)
+    assert r.results[0].time_s >= base * (1 - 1e-12)
+    loads = r.link_loads(r.results[0].size_bytes)
+    dead = np.repeat(broken.failed, 2)
+    assert loads["bytes"].to_numpy()[dead].sum() == 0
+
+
+@pytest.mark.parametrize("ecmp", ["ideal", "hash"])
+def test_routes_around_failures_are_shortest_paths_of_the_surviving_graph(ecmp):
+    # networkx as the oracle: on a small 2-tier fabric with a spine and a cable down, every same-rail flow
+    # between units follows working links, from its source to its destination, as short as the surviving
+    # graph allows.
+    f = small(tiers=[tier("leaf", radix=8, oversubscription=1), tier("spine", radix=16)])
+    assert f.layout.tiers[1].num_switches == 4
+    f = f.with_failures("spine0", "leaf1-spine1")
+    g = f.graph.copy()
+    names = f.node_names()
+    links = f.links
+    for k in np.flatnonzero(f.failed):
+        a, b = names[links["src"][k]], names[links["dst"][k]]
+        if g.has_edge(a, b):
+            g[a][b]["num_links"] -= 1
+            if g[a][b]["num_links"] == 0:
+                g.remove_edge(a, b)
+    router = Router(f, ecmp=ecmp)
+    gps = f.layout.gpus_per_server
+    src = np.repeat(np.arange(0, 32), 1)
+    dst = (src + 32) % 64  # the other unit, same local index (same rail)
+    r = router.route(src, dst, 1.0)
+    for fl in range(src.size):
+        res = r.res[r.flow == fl]
+        assert np.all(router.capacity_Bps[res] > 0)
+        if ecmp == "hash":
+            hops = [(names[links["src"][x // 2]], names[links["dst"][x // 2]])[:: 1 if x % 2 == 0 else -1]
+                    for x in res]
+            for a, b in hops:
+                assert g.has_edge(a, b)
+            assert hops[0][0] == f"gpu{src[fl]}" and hops[-1][1] == f"gpu{dst[fl]}"
+            assert all(hops[i][1] == hops[i + 1][0] for i in range(len(hops) - 1))
+            assert len(hops) == nx.shortest_path_length(g, f"gpu{src[fl]}", f"gpu{dst[fl]}")
+    assert gps == 8
