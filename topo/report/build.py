@@ -24,10 +24,17 @@ from ..results import EstimateResult
 from ..spec import load_spec
 from ..spec.load import bundled_dir, resolve_spec_path
 from ..spec.model import Spec
+from ..traffic import MixResult, run_mix
+from ..traffic_file import load_traffic
 from ..units import parse_size_bytes
 from .loads import LoadSummary, summarize_loads
 
-__all__ = ["Scenario", "SpecReport", "build_spec_report", "build_reports", "DEFAULT_SIZES", "DEFAULT_LOAD_SIZE"]
+__all__ = ["Scenario", "MixScenario", "SpecReport", "build_spec_report", "build_reports", "DEFAULT_SIZES",
+           "DEFAULT_LOAD_SIZE", "MIXES"]
+
+# traffic mixes the report runs on fabrics of several pods (bundled files, topo/data/traffic/): a training step's
+# 3D-parallel traffic, and an expert-parallel all-to-all across pods beside data parallelism
+MIXES = ("3d-parallel", "moe-alltoall")
 
 DEFAULT_SIZES = ("8", "16G", 2)  # nccl-tests' -b 8 -e 16G -f 2
 DEFAULT_LOAD_SIZE = "1GiB"
@@ -48,6 +55,16 @@ class Scenario:
 
 
 @dataclass
+class MixScenario:
+    """Several collectives at once (a bundled traffic mix) and the link loads they make together."""
+
+    name: str
+    result: MixResult
+    loads: LoadSummary
+    seconds: float
+
+
+@dataclass
 class SpecReport:
     """Everything the page shows of one spec."""
 
@@ -58,6 +75,8 @@ class SpecReport:
     inventory: Inventory
     scenarios: list[Scenario]
     timings: dict[str, float] = field(default_factory=dict)
+    mixes: list[MixScenario] = field(default_factory=list)
+    mix_note: str = ""  # why no mix is shown
 
 
 def _second_scope(fabric: Fabric) -> tuple[str, str, int] | None:
@@ -113,9 +132,20 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
         key, label, n = second
         scenarios.append(_scenario(fabric, key, label, n, sweep, load_bytes, extra_algorithms))
         timings[key] = scenarios[-1].seconds
+    mixes, note = [], ""
+    if fabric.layout.num_pods > 1:
+        for name in MIXES:
+            t = time.perf_counter()
+            settings, members = load_traffic(name)
+            mix = run_mix(fabric, members, sharing=settings["sharing"], ecmp=settings["ecmp"], name=name)
+            mixes.append(MixScenario(name, mix, summarize_loads(mix.link_loads(), fabric), time.perf_counter() - t))
+            timings[f"mix {name}"] = mixes[-1].seconds
+    else:
+        note = ("The traffic mixes (tensor parallelism in every NVLink domain with data parallelism and pipeline "
+                "sends across pods; an all-to-all across pods) need a fabric of several pods.")
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
-                      scenarios=scenarios, timings=timings)
+                      scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note)
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:

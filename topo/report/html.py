@@ -20,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from .. import __version__
 from ..units import format_bandwidth, format_count, format_rate, format_size
 from . import figures as F
-from .build import Scenario, SpecReport
+from .build import MixScenario, Scenario, SpecReport
 from .fabric_layers import layer_drawing
 from .files import write_bytes
 
@@ -174,6 +174,32 @@ def _bottleneck_table(s: Scenario) -> str:
     return "".join(out)
 
 
+def _mix_tables(m: MixScenario) -> str:
+    r = m.result
+    out = ['<table class="hottest"><tr><th class="l">member</th><th class="l">collective</th><th>size</th>'
+           '<th>groups x ranks</th><th>alone</th><th>in the mix</th><th>slowdown</th><th class="l">held back by</th></tr>']
+    for x in r.members:
+        cls = ' class="hot"' if x.slowdown >= 1.2 else ""
+        held = f"{e(x.bottleneck_mix)} ({e(x.bottleneck_mix_level)})" if x.bottleneck_mix else "-"
+        out.append(f'<tr><td class="l">{e(x.name)}</td><td class="l">{e(x.collective)} ({e(x.algorithm)})</td>'
+                   f"<td>{format_size(x.size_bytes)}</td><td>{format_count(x.num_groups)} x {x.num_ranks}</td>"
+                   f"<td>{x.alone_s * 1e3:.2f} ms</td><td>{x.mix_s * 1e3:.2f} ms</td><td{cls}>{x.slowdown:.2f}x</td>"
+                   f'<td class="l">{held}</td></tr>')
+    out.append("</table>")
+    if r.contested:
+        out.append('<p class="caption">Links they fight over (summed utilization each would make alone):</p><ul>')
+        for c in r.contested[:4]:
+            parts = ", ".join(f"{e(k)} {v:.0%}" for k, v in c.members.items())
+            more = f" and {c.alike - 1:,} more alike" if c.alike > 1 else ""
+            out.append(f"<li>{e(c.src)} &rarr; {e(c.dst)} ({e(c.level)}, {e(c.direction)}){more}: "
+                       f"<b>{c.demand:.0%}</b> = {parts}</li>")
+        out.append("</ul>")
+    else:
+        out.append('<p class="caption">No link is asked for more than its capacity: the members do not slow each '
+                   "other.</p>")
+    return "".join(out)
+
+
 def _grid(cells: Sequence[str], columns: int, template: str | None = None) -> str:
     style = f"grid-template-columns: {template or f'repeat({max(columns, 1)}, minmax(0, 1fr))'};"
     return f'<div class="grid" style="{style}">' + "".join(cells) + "</div>"
@@ -270,12 +296,28 @@ def render_page(reports: Sequence[SpecReport]) -> str:
                                                                     for k, v in s.unavailable.items()) + "</p>")
             curve_cells.append(_cell(f"{label}: {e(s.result.placement)}",
                                      figs.div(F.collective_curves(s.result, s.extra), "curves") + note))
+    mix_depth = max(len(r.mixes) for r in reports)
+    for i in range(mix_depth):  # the traffic mixes, one row each
+        for nm, r in zip(names, reports):
+            if i >= len(r.mixes):
+                load_cells.append(_cell(nm, f'<p class="caption">{e(r.mix_note)}</p>') if i == 0 and r.mix_note
+                                  else '<div class="cell"></div>')
+                continue
+            m = r.mixes[i]
+            label = f"{nm}, traffic mix {e(m.name)}" if n > 1 else f"traffic mix {e(m.name)}"
+            plots = [figs.div(F.link_load_distribution(m.loads, r.fabric), "loads"),
+                     figs.div(F.link_load_heatmap(m.loads, r.fabric), "heatmap")]
+            plots = _grid(plots, 2, "2fr 3fr") if n == 1 else "".join(plots)
+            load_cells.append(_cell(f"{label}: {len(m.result.members)} collectives at once", plots + _mix_tables(m)))
     sections.append(_section(
         "loads", "Link loads", "Utilization of every directed link (bytes carried over the collective's time, as a "
         "fraction of its line rate) under a data-parallel all_reduce with NCCL's algorithm choice: on the whole "
-        "cluster, and on the first pod's GPUs. Boxes: min, quartiles, max and mean (dashed) per link level; the grid: "
-        "the hottest link of each level in each pod; the table names the hottest link per level and how many share "
-        "its load.", _grid(load_cells, n)))
+        "cluster, and on the first pod's GPUs; then under traffic mixes, several collectives at once (bundled "
+        "<code>topo estimate --traffic</code> files): tensor parallelism in every NVLink domain with data "
+        "parallelism and pipeline sends across pods, and an all-to-all across pods, where a tier oversubscribed "
+        "above the pods shows. Boxes: min, quartiles, max and mean (dashed) per link level; the grid: the hottest "
+        "link of each level in each pod; the tables name the hottest links, each mix member's time alone and in "
+        "the mix, and the links they fight over.", _grid(load_cells, n)))
     sections.append(_section(
         "curves", "Collective curves", "Time and bus bandwidth against message size, 8 B to 16 GiB, per algorithm "
         "(best protocol for each), as nccl-tests prints them; <i>auto</i> is the fastest per size. busbw = "
