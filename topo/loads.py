@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .route import Routed, Router
-from .schedule import LatencyTerm, Schedule
+from .schedule import LatencyTerm, Schedule, Transfers
 
 __all__ = ["PhaseLoads", "ScheduleLoads", "load_schedule", "total_loads"]
 
@@ -75,6 +75,29 @@ def _term_s(term: LatencyTerm, routed: Routed) -> float:
     return term.multiplier * (float(lat.max()) if lat.size else 0.0)
 
 
+_CHUNK_FLOWS = 1 << 18  # transfers routed at once when only their loads are kept (bounds the path table)
+
+
+def _route_in_chunks(router: Router, t: Transfers, loads: np.ndarray) -> Routed:
+    """Route ``t`` a slice at a time, adding its loads into ``loads``; returns its flows' latencies and network
+    flags only (in the order of ``t``, as the latency terms expect), without per-flow resources."""
+    F = t.num_flows
+    lat, net = [], []
+    nb = np.asarray(t.nbytes, dtype=float)
+    for a in range(0, F, _CHUNK_FLOWS):
+        sl = slice(a, a + _CHUNK_FLOWS)
+        part = Transfers(t.src[sl], t.dst[sl], nb if nb.ndim == 0 else nb[sl],
+                         None if t.choice is None else t.choice[sl], t.split_nics)
+        r = router.route_transfers(part)
+        if r.res.size:
+            loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+        k = max(1, r.num_flows // part.num_flows)  # split over NICs: k copies of the slice's flows
+        lat.append(r.latency_s.reshape(k, -1).max(axis=0) if k > 1 else r.latency_s)
+        net.append(r.network.reshape(k, -1).any(axis=0) if k > 1 else r.network)
+    z = np.zeros(0, dtype=np.int64)
+    return Routed(z, np.zeros(0), z, F, np.zeros(0), np.concatenate(lat), np.concatenate(net))
+
+
 def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) -> ScheduleLoads:
     """Route every phase of ``schedule``; keep every flow only when ``keep_flows`` (max-min sharing)."""
     phases: list[PhaseLoads] = []
@@ -83,14 +106,23 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
     for t in schedule.routed_latency:
         terms_by_phase.setdefault(t.phase, []).append(t)
     for i, ph in enumerate(schedule.phases):
-        routed_parts = [router.route_part(part, keep_flows) for part in ph.parts]
-        for t in terms_by_phase.get(i, []):
-            latency += _term_s(t, routed_parts[t.part])
         loads = np.zeros(router.num_res)
-        for r in routed_parts:
-            if r.res.size:
-                loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+        kept, flows = [], 0
+        for j, part in enumerate(ph.parts):  # one part at a time: only its loads outlive it (unless kept)
+            if keep_flows or not isinstance(part, Transfers) or part.num_flows <= _CHUNK_FLOWS:
+                r = router.route_part(part, keep_flows)
+                if r.res.size:
+                    loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+            else:
+                r = _route_in_chunks(router, part, loads)
+            for t in terms_by_phase.get(i, []):
+                if t.part == j:
+                    latency += _term_s(t, r)
+            flows += r.num_flows
+            if keep_flows:
+                kept.append(r)
+            del r
         res = np.flatnonzero(loads)
-        phases.append(PhaseLoads(ph.label, float(ph.repeat), int(sum(r.num_flows for r in routed_parts)), res,
-                                 loads[res], Routed.concat(routed_parts) if keep_flows else None))
+        phases.append(PhaseLoads(ph.label, float(ph.repeat), flows, res, loads[res],
+                                 Routed.concat(kept) if keep_flows else None))
     return ScheduleLoads(schedule, phases, latency, router.num_res)

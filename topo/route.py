@@ -245,7 +245,7 @@ class Router:
             sub = np.zeros(F, dtype=np.int64)
             part_bytes = nbytes
         P = src.size
-        cols = np.full((P, _MAX_HOPS), -1, dtype=np.int64)
+        cols = np.full((P, _MAX_HOPS), -1, dtype=np.int32)  # resource ids < 2^31 (a fabric of ~10^9 links)
         lo = f.link_offset
         dom_s, dom_d = src // L.gpus_per_domain, dst // L.gpus_per_domain
         self_flow = src == dst
@@ -308,7 +308,8 @@ class Router:
         # per original flow: the latency of its (first) part; bytes summed
         latency = np.zeros(F)
         latency[flow_id] = lat_parts
-        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows], num_flows=F, flow_bytes=nbytes,
+        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows].astype(np.int32), num_flows=F,
+                      flow_bytes=nbytes,
                       latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
                                                   else inter))
 
