@@ -117,3 +117,20 @@ def test_cli_mix_json_equals_the_library(tmp_path):
     bad.write_text('[[member]]\nname = "a"\ncollective = "all_reduce"\nsize = "-1"\n')
     p = run_cli("estimate", "meta-llama3-24k", "--traffic", str(bad))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "member[a].size" in p.stderr, p.stderr
+
+
+def test_the_report_shows_the_mixes_where_the_oversubscribed_tier_bites():
+    from topo.report.build import MIXES, build_spec_report
+
+    r = build_spec_report("meta-llama3-24k", sizes=("1G", "1G", 2), extra_algorithms=())
+    assert [m.name for m in r.mixes] == list(MIXES)
+    for m in r.mixes:
+        # the 1:7 aggregation tier is the most utilized level under both mixes (the whole-cluster all-reduce's is
+        # the NIC, which is why the mixes are there)
+        assert m.loads.hottest.iloc[0]["level"] == "ctsw-atsw"
+    assert r.scenarios[0].loads.hottest.iloc[0]["level"] != "ctsw-atsw"
+    one_pod = build_spec_report("dgx-h100-superpod", sizes=("1G", "1G", 2), extra_algorithms=())
+    assert one_pod.mixes == [] and "several pods" in one_pod.mix_note
+    failed = build_spec_report("meta-llama3-24k", sizes=("1G", "1G", 2), extra_algorithms=(), failures=["ctsw0"])
+    assert failed.fabric.failures == ("ctsw0",)
+    assert failed.scenarios[0].result.results[0].time_s >= r.scenarios[0].result.results[0].time_s

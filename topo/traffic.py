@@ -179,7 +179,10 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
             cap = usable_capacity(router, prof)
         # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
         eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
-        u = np.where(total > 0, total / (eff * cap * bw), 0.0) if bw > 0 else np.zeros_like(total)
+        u = np.zeros_like(total)
+        used = total > 0
+        if bw > 0:
+            u[used] = total[used] / (eff * cap[used] * bw)
         demand.append(u)
         loads_dir += router.real_link_loads(total)
         d = router.describe_resource(c.bottleneck_res) if c.bottleneck_res >= 0 else None

@@ -24,6 +24,9 @@ def register(sub) -> None:
                    help=f"spec files or bundled names (default: {DEFAULT_SPEC}); see 'topo list'")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of every SPEC by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
+                   help="fail a part of every SPEC (as for describe and estimate: spine3, nic12.3, leaf3-spine0, "
+                   "rail:K, plane:J, random:LEVEL_OR_TIER:FRACTION[:SEED])")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="output file (default: topo-report.html, or topo-<figure>.<format>)")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
@@ -42,7 +45,7 @@ def run(args) -> int:
     specs = args.specs or [None]
     start = time.perf_counter()
     if args.format == "html":
-        reports = build_reports(specs, args.overrides)
+        reports = build_reports(specs, args.overrides, failures=args.failures)
         out = args.output or "topo-report.html"
         size = write_page(reports, out)
         note(f"wrote {out} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
@@ -64,7 +67,7 @@ def _one_figure(args, specs):
     if args.figure == "comparison":
         if len(specs) < 2:
             raise TopoError("the comparison figure needs two or more SPECs", key="--figure")
-        reports = build_reports(specs, args.overrides)
+        reports = build_reports(specs, args.overrides, failures=args.failures)
         curves = {}
         for r in reports:
             for s in r.scenarios:
@@ -79,7 +82,7 @@ def _one_figure(args, specs):
         if args.figure == "fabric":
             return figures.fabric_figure(fabric, inv)
         return figures.inventory_figure(inv) if args.figure == "inventory" else figures.oversubscription_figure(inv)
-    (report,) = build_reports(specs, args.overrides)
+    (report,) = build_reports(specs, args.overrides, failures=args.failures)
     wanted = 0 if args.scenario == "cluster" else 1
     if wanted >= len(report.scenarios):
         raise TopoError(f"{report.inventory.name} has a single scope, no pod to show", key="--scenario")

@@ -108,7 +108,8 @@ def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: lis
 
 
 def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] = (), sizes=DEFAULT_SIZES,
-                      load_size=DEFAULT_LOAD_SIZE, extra_algorithms: Sequence[str] | None = None) -> SpecReport:
+                      load_size=DEFAULT_LOAD_SIZE, extra_algorithms: Sequence[str] | None = None,
+                      failures: Sequence[str] = ()) -> SpecReport:
     """Run the report's scenarios on one spec (a file, a bundled name, a :class:`Spec`, or None: the default).
 
     ``sizes`` is ``(min, max, factor)`` as nccl-tests' ``-b -e -f``; ``load_size`` the size whose link loads are
@@ -118,6 +119,11 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     t = time.perf_counter()
     spec_obj = spec if isinstance(spec, Spec) else load_spec(spec, overrides)
     fabric = build_fabric(spec_obj)
+    if failures:
+        try:
+            fabric = fabric.with_failures(*failures)
+        except TopoError as exc:
+            raise TopoError(exc.message, key="--fail") from None
     inv = inventory(fabric)
     timings["fabric"] = time.perf_counter() - t
     sweep = size_sweep(*sizes)
@@ -158,6 +164,7 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
     return where + "".join(f" --set {o}" for o in overrides)
 
 
-def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), **kw) -> list[SpecReport]:
+def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), failures: Sequence[str] = (),
+                  **kw) -> list[SpecReport]:
     """:func:`build_spec_report` for each spec (the default cluster when none is given)."""
-    return [build_spec_report(s, overrides, **kw) for s in (list(specs) or [None])]
+    return [build_spec_report(s, overrides, failures=failures, **kw) for s in (list(specs) or [None])]

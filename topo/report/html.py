@@ -126,6 +126,9 @@ def _summary(r: SpecReport) -> str:
                                        f"({e(inv.largest_nonblocking_group)})"),
         ("spec", e(r.source)),
     ]
+    if r.fabric.failures:
+        rows.append(("failed parts", "<b>" + e(", ".join(r.fabric.failures)) + "</b> (every estimate below routes "
+                     "around them)"))
     out = ['<table class="summary">'] + [f'<tr><th class="l">{k}</th><td class="l">{v}</td></tr>' for k, v in rows]
     out.append("</table>")
     tiers = ['<table><tr><th class="l">tier</th><th class="l">model</th><th>switches</th><th>radix</th>'
