@@ -1,7 +1,8 @@
-"""Speed and memory of the cost model (issue 3 targets, measured here, not in tests):
+"""Speed and memory of the cost model (issue 3 and 7 targets, measured here, not in tests):
 
-- a 1 GiB ring all-reduce over all 100,352 GPUs of the default cluster, with contention and hashed ECMP:
-  < 1 s once the fabric is built, < 5 s end to end from the shell, < 2 GB peak memory;
+- a 1 GiB all-reduce over all 100,352 GPUs of the default cluster, with contention: < 1 s once the fabric is
+  built (ring, hashed ECMP), < 5 s end to end from the shell, `topo estimate` (auto) peak memory < 400 MB;
+- the bundled concurrent mix (TP + DP + PP at once) on 100k GPUs: < 5 s end to end;
 - a 32-size sweep (8 B to 16 GiB) on 1,024 GPUs: < 2 s end to end;
 - cost growing no faster than linearly with GPUs (1k, 8k, 32k, 100k).
 
@@ -47,6 +48,20 @@ def main() -> None:
     lines.append(f"- 1 GiB ring all-reduce over all {doc['num_ranks']:,} GPUs (h100-100k), hashed ECMP, equal-share "
                  f"contention, end to end `{' '.join(['topo'] + cmd[3:])}`: **{wall:.2f} s**, peak RSS "
                  f"**{rss:.0f} MiB** (targets < 5 s, < 2 GB).")
+    # 1b. the default command (auto: ring, tree, NVLS-tree evaluated) and the concurrent mix, end to end
+    cmd = [PY, "-m", "topo", "estimate", "--size", "1GiB", "--json"]
+    runs = [peak_rss_of(cmd) for _ in range(3)]
+    lines.append(f"- 1 GiB all-reduce over all 100,352 GPUs, `auto` (every NCCL algorithm routed and costed), end to "
+                 f"end `topo estimate --size 1GiB`: **{min(r[0] for r in runs):.2f} s**, peak RSS "
+                 f"**{max(r[1] for r in runs):.0f} MiB** (targets < 5 s, < 400 MB).")
+    for mix in ("3d-parallel", "moe-alltoall"):
+        cmd = [PY, "-m", "topo", "estimate", "--traffic", mix, "--json"]
+        runs = [peak_rss_of(cmd) for _ in range(2)]
+        doc = json.loads(runs[0][2])
+        members = ", ".join(f"{m['name']} {m['collective']} x{m['num_groups']:,}" for m in doc["members"])
+        lines.append(f"- traffic mix `{mix}` on 100,352 GPUs ({members}), end to end `topo estimate --traffic "
+                     f"{mix}`: **{min(r[0] for r in runs):.2f} s**, peak RSS {max(r[1] for r in runs):.0f} MiB "
+                     f"(target < 5 s for 3d-parallel).")
     # 2. sweep on 1,024 GPUs
     cmd2 = [PY, "-m", "topo", "estimate", "-g", "1024", "-b", "8", "-e", "16G", "-f", "2", "--json"]
     runs2 = [peak_rss_of(cmd2) for _ in range(3)]
