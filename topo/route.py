@@ -350,7 +350,9 @@ class Router:
                 cols[ic, 6] = self.v_grp_down + gd[cross]
             return
         key = (nic_s.astype(np.uint64) * np.uint64(0x100000001B3) ^ nic_d.astype(np.uint64)) \
-            + sub.astype(np.uint64) * np.uint64(0x9E3779B1) + np.uint64(self.salt)
+            + sub.astype(np.uint64) * np.uint64(0x9E3779B1)
+        if self.salt:  # a salt mixed in whole: neighbouring salts give unrelated hashes
+            key = key ^ _mix64(np.array([self.salt], dtype=np.uint64))[0]
         h1 = _mix64(key)
         h2 = _mix64(h1)
         if f.failed is not None:

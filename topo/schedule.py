@@ -53,6 +53,13 @@ class NodeShape:
         """NICs beside each GPU (1 when GPUs share NICs)."""
         return max(1, self.nics_per_server // self.gpus_per_server)
 
+    def nic_of(self, gpus) -> np.ndarray:
+        """The (first) NIC beside each GPU, as a global NIC index (as :meth:`topo.fabric.Fabric.gpu_nic`)."""
+        gpus = np.asarray(gpus)
+        server, local = gpus // self.gpus_per_server, gpus % self.gpus_per_server
+        N, g = self.nics_per_server, self.gpus_per_server
+        return server * N + (local * N) // g
+
 
 def is_network(shape: NodeShape, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """True where a transfer leaves its NVLink domain."""

@@ -28,14 +28,35 @@ from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeSh
 __all__ = ["ring_orders", "ring_phase", "ring_schedule", "chain_schedule", "channels_for"]
 
 
+MAX_CHANNELS = 64  # NCCL's MAXCHANNELS: the most channels a communicator runs
+
+
+def nic_slots(shape: NodeShape, groups: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """The NICs of one domain block of a ring: ``(number of NICs, NIC slot of each rank of the block)``, or None
+    when the domains hold unequal numbers of ranks. Ranks sharing a NIC share a slot."""
+    g = _block_size(shape, groups)
+    if not g:
+        return None
+    nics = shape.nic_of(groups[0, :g])
+    _, slot = np.unique(nics, return_inverse=True)
+    return int(slot.max()) + 1, slot
+
+
 def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = None) -> int:
-    """``channels`` if given; else one channel per NIC of a server when the rings leave their NVLink domain,
-    else one."""
+    """``channels`` if given; else, when the rings leave their NVLink domain, one channel per NIC that a domain's
+    ranks have (every NIC carries a channel: 8 on a DGX H100, 4 for 8 GPUs on 4 NICs, 32 for 32 EFA NICs, 16
+    for a domain of two 8-NIC servers; at most NCCL's 64); else one."""
     if channels:
         return int(channels)
     doms = groups // shape.gpus_per_domain
-    leaves = np.any(doms != doms[:, :1])
-    return shape.nics_per_server if leaves else 1
+    if not np.any(doms != doms[:, :1]):
+        return 1
+    slots = nic_slots(shape, groups)
+    if slots is None:
+        return shape.nics_per_server
+    n, slot = slots
+    per_rank = shape.nics_per_gpu if n == slot.size else 1
+    return int(min(n * per_rank, MAX_CHANNELS))
 
 
 def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
@@ -49,20 +70,41 @@ def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
 def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarray:
     """Ring order of every channel of every group: an array ``[channels, groups, n]`` of GPU ids.
 
-    ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure. When every domain holds the
-    same number ``g`` of a row's ranks, channel ``c`` rotates domain ``i``'s block by ``c - i`` (see the module
-    doc); otherwise every channel uses the row order as it is.
+    ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure, ``g`` ranks in each of
+    ``D`` domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on
+    one rail:
+
+    - ranks sharing NICs (e.g. 8 GPUs on 4 NICs): channel ``c`` uses NIC ``c mod n``: it enters each domain at
+      that NIC's first rank, visits the others, and leaves from that NIC's last rank;
+    - a NIC per rank: channel ``c`` rotates domain ``i``'s block by ``c - i``, so the rank leaving a domain and
+      the rank entering the next have the same local index; the last domain is ordered to leave from the first
+      domain's entry index (``c``), closing the ring on one rail too (unless it would have to enter and leave
+      by the same rank, when D = 1 mod g: that one edge is forwarded over NVLink, PXN).
     """
     G, n = groups.shape
-    g = _block_size(shape, groups)
-    j = np.arange(n)
+    slots = nic_slots(shape, groups)
     out = np.empty((channels, G, n), dtype=np.int64)
+    if slots is None or slots[1].size == 1:
+        out[:] = groups[None]
+        return out
+    nslots, slot = slots
+    g = slot.size
+    D = n // g
+    j = np.arange(n)
+    block, off = j // g, j % g
     for c in range(channels):
-        if g and g > 1:
-            block, off = j // g, j % g
-            idx = block * g + (c - block + off) % g
+        if nslots < g:  # shared NICs
+            mine = np.flatnonzero(slot == c % nslots)
+            local = np.r_[mine[:1], np.flatnonzero(slot != c % nslots), mine[1:]]
+            idx = block * g + local[off]
         else:
-            idx = j
+            idx = block * g + (c - block + off) % g
+            a, b = (c - (D - 1)) % g, c % g
+            if D > 1 and D % g and a != b:  # close the ring on the first domain's entry rail
+                rest = [x for x in range(g) if x not in (a, b)]
+                last = np.array([a, *rest, b])
+                tail = block == D - 1
+                idx[tail] = (D - 1) * g + last[off[tail]]
         out[c] = groups[:, idx]
     return out
 
@@ -76,7 +118,8 @@ def ring_phase(shape: NodeShape, groups: np.ndarray, bytes_per_flow: float, repe
     src = orders
     dst = np.roll(orders, -1, axis=2)
     g = _block_size(shape, groups) or 1
-    choice = np.broadcast_to((np.arange(C) // g)[:, None, None], orders.shape)
+    # with several NICs per GPU, channels beyond the first g go through the GPUs' other NICs
+    choice = np.broadcast_to((np.arange(C) // g % shape.nics_per_gpu)[:, None, None], orders.shape)
     if drop_wrap:
         src, dst, choice = src[:, :, :-1], dst[:, :, :-1], choice[:, :, :-1]
     m = src.shape[2]

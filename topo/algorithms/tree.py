@@ -26,6 +26,7 @@ import numpy as np
 from ..placement import Placement
 from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, SchedulePhase,
                         Transfers, ranks_per_domain)
+from .ring import channels_for, nic_slots
 
 __all__ = ["tree_schedule", "double_binary_tree", "tree_flows"]
 
@@ -65,13 +66,18 @@ def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
     if n % 2 == 0:
         m = n - 1 - i  # node i plays m(i) in tree 0
         p1 = np.where(p0[m] >= 0, n - 1 - p0[m], -1)
-    else:
+    else:  # odd: tree 0 in order over labels 1..n (root: the node of the highest power of two), tree 1 its shift
+        lab = i + 1
+        low = lab & -lab
+        up = (lab ^ low) | (low << 1)
+        up = np.where(up > n, lab ^ low, up)
+        p0 = up - 1  # the root (label a power of two with no parent in range) gets -1
         m = (i - 1) % n
         p1 = np.where(p0[m] >= 0, (p0[m] + 1) % n, -1)
     return p0, p1, max(_depth(p0), _depth(p1))
 
 
-def tree_flows(placement: Placement, channels: int):
+def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = None):
     """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree of every communicator:
     inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
     trees. The broadcast flows are the same reversed. Returns also (g, D, depth)."""
@@ -81,10 +87,15 @@ def tree_flows(placement: Placement, channels: int):
     gpus = placement.groups.reshape(G, D, g)  # ranks of each domain in NCCL order
     p0, p1, depth = double_binary_tree(D)
     srcs, dsts, choices = [], [], []
+    slots = nic_slots(shape, placement.groups) if shape is not None else None
     for c in range(channels):
-        head = c % g
+        if slots is not None and slots[0] < g:  # ranks share NICs: channel c starts at NIC c's first rank
+            head = int(np.flatnonzero(slots[1] == c % slots[0])[0])
+            choice = 0
+        else:
+            head = c % g
+            choice = (c // g) % (shape.nics_per_gpu if shape is not None else 1)
         order = gpus[:, :, (head + np.arange(g)) % g]  # chain from the head
-        choice = c // g
         for parent in (p0, p1):
             child = np.flatnonzero(parent >= 0)
             srcs.append(order[:, child, 0].ravel())
@@ -104,8 +115,8 @@ def tree_schedule(shape: NodeShape, placement: Placement, chunks: int | None = N
     if p < 2:
         raise AlgorithmUnavailable("a tree needs at least 2 ranks")
     D = placement.num_domains
-    C = int(channels) if channels else (shape.nics_per_server if D > 1 else 1)
-    (src, dst, choice), g, D, depth = tree_flows(placement, C)
+    C = channels_for(shape, placement.groups, channels)
+    (src, dst, choice), g, D, depth = tree_flows(placement, C, shape)
     share = 1.0 / (2 * C)  # each tree of each channel carries this fraction of the data
     if chunks is None:
         up = Transfers(src, dst, share, choice)
