@@ -57,6 +57,9 @@ def _count(data: list[np.ndarray], query: list[np.ndarray], sizes: list[int], we
     qk = _combine(query, sizes)
     if dk.size == 0:
         return np.zeros(qk.shape)
+    space = int(np.prod(np.asarray(sizes, dtype=np.float64)))
+    if space <= 4 * (dk.size + qk.size) + 4096:  # small key space: count in place, no sort
+        return np.bincount(dk, weights=weight, minlength=space)[qk]
     uniq, inv = np.unique(dk, return_inverse=True)
     tot = np.bincount(inv.ravel(), weights=weight, minlength=uniq.size)
     pos = np.searchsorted(uniq, qk)
@@ -101,6 +104,17 @@ class _Sides:
         self.rail_d = f.nic_rail(self.nic_d)
 
 
+def _in_domain(dom_d, v_d, dom_s, v_s, ref):
+    """``v`` (a leaf or spine group) relative to a reference value of its NVLink domain, shifted to start at 0,
+    and the number of values it takes: a domain's GPUs reach few leaves, so (domain, relative leaf) keys stay
+    small enough to count without sorting. Exact whatever the span (a large span only costs a sort)."""
+    rd = v_d - ref[dom_d]
+    rs = v_s - ref[dom_s]
+    lo = min(int(rd.min(initial=0)), int(rs.min(initial=0)))
+    hi = max(int(rd.max(initial=0)), int(rs.max(initial=0)))
+    return rd - lo, rs - lo, hi - lo + 1
+
+
 def _sizes(router: Router, num_classes: int) -> dict:
     f = router.fabric
     L = f.layout
@@ -124,17 +138,33 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     D = [cls_d, sd.x_d]
     S = [cls_s, sd.x]
     ks = [z["cls"], z["x"]]
+
     def ca(dk, sk, zz):  # destinations seen from each sending half
         return _count(D + dk, S + sk, ks + zz, weight=wd_data)
 
     def cb(sk, dk, zz):  # sending halves (with x == x_d) seen from each receiving half
         return _count(S + sk, D + dk, ks + zz, weight=ws_data)
 
+    # (class, domain) pairs as one dense id: few of them, so keys that include the domain stay countable in
+    # place. Sending-half rows are the members repeated once per x (x fastest), so every member is in S[::X].
+    X = sd.X
+    kd = cls_d.astype(np.int64) * L.num_domains + sd.dom_d
+    ks_ = cls_s.astype(np.int64) * L.num_domains + sd.dom_s
+    uniq = np.unique(np.concatenate([kd, ks_[::X]]))
+    cd_d, cd_s = np.searchsorted(uniq, kd), np.searchsorted(uniq, ks_)
+    DD, SD, kz = [cd_d, sd.x_d], [cd_s, sd.x], [uniq.size, z["x"]]
+
+    def ca_dom(dk, sk, zz):  # destinations in the sending half's domain
+        return _count(DD + dk, SD + sk, kz + zz, weight=wd_data)
+
+    def cb_dom(sk, dk, zz):  # sending halves in the receiving half's domain
+        return _count(SD + sk, DD + dk, kz + zz, weight=ws_data)
+
     a = ca([], [], [])
-    a_dom = ca([sd.dom_d], [sd.dom_s], [z["dom"]])
+    a_dom = ca_dom([], [], [])
     n_inter = (a - a_dom) * f_s
     b = cb([], [], [])
-    b_dom = cb([sd.dom_s], [sd.dom_d], [z["dom"]])
+    b_dom = cb_dom([], [], [])
     m_inter = (b - b_dom) * f_d
 
     def add(ids, vals):
@@ -150,10 +180,13 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
 
     # leaf level: pairs in other domains whose NICs sit on different leaves
     a_l = ca([sd.ld], [sd.ls], [z["leaf"]])
-    a_dl = ca([sd.dom_d, sd.ld], [sd.dom_s, sd.ls], [z["dom"], z["leaf"]])
+    f0 = f.gpu_nic(np.arange(L.num_domains) * L.gpus_per_domain)  # a reference NIC per domain
+    ref_leaf = f.nic_leaf(f0)
+    rld, rls, span = _in_domain(sd.dom_d, sd.ld, sd.dom_s, sd.ls, ref_leaf)
+    a_dl = ca_dom([rld], [rls], [span])
     n_leaf = (a - a_dom - a_l + a_dl) * f_s
     b_l = cb([sd.ls], [sd.ld], [z["leaf"]])
-    b_dl = cb([sd.dom_s, sd.ls], [sd.dom_d, sd.ld], [z["dom"], z["leaf"]])
+    b_dl = cb_dom([rls], [rld], [span])
     m_leaf = (b - b_dom - b_l + b_dl) * f_d
     if not np.any(n_leaf > 0):
         return
@@ -163,7 +196,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
                         "and the fabric has no spine" + ("" if router.pxn else "; turn PXN on"), key="fabric.tiers")
     if L.rail_groups > 1 and not router.pxn:
         r = ca([sd.rail_d], [sd.rail_s], [z["rail"]])
-        rd = ca([sd.dom_d, sd.rail_d], [sd.dom_s, sd.rail_s], [z["dom"], z["rail"]])
+        rd = ca_dom([sd.rail_d], [sd.rail_s], [z["rail"]])
         bad = (a - a_dom) - (r - rd) > 0  # pairs in other domains on other rails (hence other leaves)
         if np.any(bad):
             k = int(np.flatnonzero(bad)[0])
@@ -171,10 +204,11 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
                             "are on different rails; route through NVLink (pxn=True)", key="--pxn")
     # spine-group level: pairs in other domains whose leaves are in different spine groups
     a_g = ca([sd.gd], [sd.gs], [z["grp"]])
-    a_dg = ca([sd.dom_d, sd.gd], [sd.dom_s, sd.gs], [z["dom"], z["grp"]])
+    rgd, rgs, span_g = _in_domain(sd.dom_d, sd.gd, sd.dom_s, sd.gs, f.leaf_group(ref_leaf))
+    a_dg = ca_dom([rgd], [rgs], [span_g])
     n_grp = (a - a_dom - a_g + a_dg) * f_s
     b_g = cb([sd.gs], [sd.gd], [z["grp"]])
-    b_dg = cb([sd.dom_s, sd.gs], [sd.dom_d, sd.gd], [z["dom"], z["grp"]])
+    b_dg = cb_dom([rgs], [rgd], [span_g])
     m_grp = (b - b_dom - b_g + b_dg) * f_d
     if L.num_tiers < 3 and np.any(n_grp > 0):
         raise TopoError("flows cross spine groups but the fabric has no core tier", key="fabric.tiers")
