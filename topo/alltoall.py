@@ -47,7 +47,8 @@ def _combine(cols: list[np.ndarray], sizes: list[int]) -> np.ndarray:
     """One int64 key per row from columns of small non-negative integers (mixed radix)."""
     key = np.zeros(cols[0].shape, dtype=np.int64)
     for c, n in zip(cols, sizes):
-        key = key * np.int64(n) + c.astype(np.int64)
+        key *= np.int64(n)
+        key += c.astype(np.int64, copy=False)
     return key
 
 
@@ -135,9 +136,9 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     lo = f.link_offset
     z = sizes
     # destinations seen from each sending half (s, x): keys (class, x[, dom][, leaf | group])
-    D = [cls_d, sd.x_d]
-    S = [cls_s, sd.x]
-    ks = [z["cls"], z["x"]]
+    D = [_combine([cls_d, sd.x_d], [z["cls"], z["x"]])]  # key prefixes, combined once
+    S = [_combine([cls_s, sd.x], [z["cls"], z["x"]])]
+    ks = [z["cls"] * z["x"]]
 
     def ca(dk, sk, zz):  # destinations seen from each sending half
         return _count(D + dk, S + sk, ks + zz, weight=wd_data)
@@ -152,7 +153,9 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     ks_ = cls_s.astype(np.int64) * L.num_domains + sd.dom_s
     uniq = np.unique(np.concatenate([kd, ks_[::X]]))
     cd_d, cd_s = np.searchsorted(uniq, kd), np.searchsorted(uniq, ks_)
-    DD, SD, kz = [cd_d, sd.x_d], [cd_s, sd.x], [uniq.size, z["x"]]
+    DD = [_combine([cd_d, sd.x_d], [uniq.size, z["x"]])]
+    SD = [_combine([cd_s, sd.x], [uniq.size, z["x"]])]
+    kz = [uniq.size * z["x"]]
 
     def ca_dom(dk, sk, zz):  # destinations in the sending half's domain
         return _count(DD + dk, SD + sk, kz + zz, weight=wd_data)
