@@ -56,6 +56,9 @@ def main() -> None:
                  "once. Router + loads: best of 3 on the built fabric. `uniform_alltoall_loads(router, groups, bytes_per_pair)` counts GPUs per "
                  "(communicator, rail, NVLink domain, leaf, spine group) instead of routing the pairs; "
                  "tests/test_alltoall.py checks it equals per-pair routing exactly on small fabrics of every kind.")
+    import os
+
+    lines.append(f"Load average during the run: {os.getloadavg()[0]:.1f} (machine shared; times scale with it).")
     update_section("All-to-all loads from the structure (topo.alltoall)", "\n".join(lines),
                    "python benchmarks/bench_alltoall.py")
 
