@@ -17,8 +17,9 @@ How (one idea, applied per level). A flow's path is fixed by its two ends (see :
 So the load a source puts on its sending half is its bytes per pair times the number of destinations in its
 communicator with rail ``x`` that sit in another NVLink domain (and under another leaf, in another spine group),
 and symmetrically for the receiving half. Those numbers are counts of GPUs per (communicator, rail, domain),
-(communicator, rail, leaf), ... obtained by sorting keys once, with inclusion-exclusion for "another domain *and*
-another leaf". The cost is ``O(n r log n)`` for ``n`` GPUs and ``r`` rails, with no loop over GPUs or pairs.
+(communicator, rail, leaf), ... obtained with ``bincount`` over small integer keys (a sort only where a key space
+is too large to count in place), with inclusion-exclusion for "another domain *and* another leaf". The cost is
+``O(n r)`` for ``n`` GPUs and ``r`` rails (``O(n r log n)`` at worst), with no loop over GPUs or pairs.
 
 ECMP. With ``ecmp="ideal"`` the answer is exactly the per-flow routing's (same resource ids, including the leaf and
 spine-group aggregates). With ``ecmp="hash"`` a real hash pins each flow to one spine and core; what is returned
