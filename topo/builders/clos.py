@@ -213,6 +213,9 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
     With ``fabric.grow_tiers``, a top tier too small for what is below it gets a tier like it added above
     (up to 3 tiers); otherwise that is an error.
     """
+    if spec.fabric.kind != attach.kind:
+        raise TopoError(f"the {attach.kind} builder cannot build a spec of kind {spec.fabric.kind!r}; use "
+                        f"build_fabric, which picks the builder of the spec's kind", key="fabric.kind")
     tiers = list(spec.fabric.tiers)
     top = tiers[-1]
     if top.oversubscription not in (None, 1.0) or top.up_ports:

@@ -1,0 +1,109 @@
+"""Profile constants against NCCL's tuning model (src/graph/tuning.cc) as the design notes cite it.
+
+Sources (line numbers as of this commit):
+- ../shared/design/cost-model.md lines 57-63: NCCL v2.30.7, Hopper base latencies (us, LL/LL128/Simple) Ring
+  6.6/14.0/8.4, Tree 6.8/14.0/8.4; NVLink hop Ring 0.6/1.9/3.4, Tree 0.6/1.25/4.0, NVLS 25 (Simple); network hop
+  Ring 2.7/4.0/14.0, Tree 5.0/8.5/14, NVLS 18, NVLSTree 20.9; network overhead 1 us per step, x3 for Simple;
+  efficiencies Ring LL 0.5, LL128 0.92, Tree 0.92, NVLS 0.85; H100 NVLink counted as 18 x 20.6 = 370.8 GB/s.
+- data/reference/hardware.md lines 35-42 (tuning.cc v2.20.3): per-channel max bandwidth, Hopper Ring LL128
+  36.7 GB/s, Tree {38.7, 41.4, 36.0}; Ampere Tree {24.0, 23.6, 17.8}; CollNetDirect network latency 31 us.
+These are checked value by value (not re-derived from topo's own tables).
+"""
+
+import pytest
+
+from topo import TopoError
+from topo.profiles import GENERATIONS, NETWORKS, PROTOCOLS, ideal_profile, node_index, profile_for
+
+US = 1e-6
+GB = 1e9
+
+
+@pytest.fixture
+def hopper_ib():
+    return profile_for("hopper", "infiniband_ndr")
+
+
+@pytest.mark.parametrize("fam, want", [("ring", (6.6, 14.0, 8.4)), ("tree", (6.8, 14.0, 8.4))])
+def test_base_latencies(hopper_ib, fam, want):
+    for proto, v in zip(PROTOCOLS, want):
+        assert hopper_ib.base(fam, proto) == pytest.approx(v * US)
+
+
+@pytest.mark.parametrize("fam, want", [("ring", (0.6, 1.9, 3.4)), ("tree", (0.6, 1.25, 4.0))])
+def test_nvlink_hop_latencies(hopper_ib, fam, want):
+    for proto, v in zip(PROTOCOLS, want):
+        assert hopper_ib.nv_hop(fam, proto) == pytest.approx(v * US)
+    assert hopper_ib.nv_hop("nvls", "Simple") == pytest.approx(25 * US)
+
+
+@pytest.mark.parametrize("fam, want", [("ring", (2.7, 4.0, 14.0)), ("tree", (5.0, 8.5, 14.0))])
+def test_network_hop_latencies_on_infiniband(hopper_ib, fam, want):
+    for proto, v in zip(PROTOCOLS, want):
+        assert hopper_ib.net_hop(fam, proto) == pytest.approx(v * US)
+
+
+def test_other_network_latencies(hopper_ib):
+    assert hopper_ib.net_hop("nvls", "Simple") == pytest.approx(18 * US)
+    assert hopper_ib.net_hop("nvls_tree", "Simple") == pytest.approx(20.9 * US)
+    assert hopper_ib.net_hop("collnet", "Simple") == pytest.approx(31 * US)
+
+
+def test_network_overhead_triples_for_simple(hopper_ib):
+    assert hopper_ib.overhead("LL") == pytest.approx(1 * US)
+    assert hopper_ib.overhead("LL128") == pytest.approx(1 * US)
+    assert hopper_ib.overhead("Simple") == pytest.approx(3 * US)
+
+
+def test_efficiencies(hopper_ib):
+    assert hopper_ib.efficiency("ring", "LL") == 0.5
+    assert hopper_ib.efficiency("ring", "LL128") == 0.92
+    assert hopper_ib.efficiency("tree", "Simple") == 0.92
+    assert hopper_ib.efficiency("nvls", "Simple") == 0.85
+    assert hopper_ib.nvlink_efficiency * 450 == pytest.approx(18 * 20.6)  # 370.8 of 450 GB/s
+
+
+def test_per_channel_caps(hopper_ib):
+    ch = hopper_ib.channels
+    assert hopper_ib.busbw_cap("ring", "LL128") == pytest.approx(ch * 36.7 * GB)
+    for domains, v in ((1, 38.7), (2, 41.4), (3, 36.0), (64, 36.0)):
+        assert hopper_ib.busbw_cap("tree", "Simple", domains) == pytest.approx(ch * v * GB)
+    ampere = profile_for("ampere", "infiniband_hdr")
+    for domains, v in ((1, 24.0), (2, 23.6), (8, 17.8)):
+        assert ampere.busbw_cap("tree", "Simple", domains) == pytest.approx(ampere.channels * v * GB)
+    assert hopper_ib.busbw_cap("ring", "Simple") == float("inf")  # NCCL caps Simple ring only by the links
+
+
+def test_node_index_is_nccls_scale():
+    assert [node_index(d) for d in (1, 2, 3, 100)] == [0, 1, 2, 2]
+
+
+def test_network_technologies_scale_only_network_latencies():
+    ib = profile_for("hopper", "infiniband_ndr")
+    for net, spec in NETWORKS.items():
+        p = profile_for("hopper", net)
+        for proto in PROTOCOLS:
+            assert p.base("ring", proto) == ib.base("ring", proto)
+            assert p.nv_hop("ring", proto) == ib.nv_hop("ring", proto)
+            assert p.net_hop("ring", proto) == pytest.approx(spec["net_scale"] * ib.net_hop("ring", proto))
+        assert 0 < p.network_efficiency <= 1
+
+
+def test_every_generation_has_a_profile_and_unknown_ones_are_errors():
+    for g in GENERATIONS:
+        p = profile_for(g, "infiniband_ndr")
+        assert 0 < p.nvlink_efficiency <= 1 and p.source
+    with pytest.raises(TopoError) as e:
+        profile_for("volta", "infiniband_ndr")
+    assert e.value.key == "gpu"
+    with pytest.raises(TopoError) as e:
+        profile_for("hopper", "token-ring")
+    assert e.value.key == "fabric.technology"
+
+
+def test_ideal_profile_is_the_textbook_machine():
+    p = ideal_profile()
+    assert p.nvlink_efficiency == p.network_efficiency == 1.0
+    for fam in ("ring", "tree", "p2p"):
+        assert p.protocols(fam) == ("Simple",)
+        assert p.base(fam, "Simple") == p.nv_hop(fam, "Simple") == p.net_hop(fam, "Simple") == 0.0
