@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from topo.schedule import NodeShape
+
 from small_fabrics import small_fabric
 from topo.algorithms.ring import channels_for, ring_orders
 from topo.algorithms.tree import double_binary_tree
@@ -56,9 +58,6 @@ def test_even_counts_interior_in_at_most_one_tree(n):
     assert _interior_in_both(n) == set()
 
 
-@pytest.mark.xfail(strict=True, reason="tree.py's docstring claims every node is interior in at most one tree; for "
-                                       "odd n the shifted tree makes node 0 interior in both (root of tree 0 with "
-                                       "one child, and it plays node n-1, an interior node, in tree 1)")
 @pytest.mark.parametrize("n", [s for s in SIZES if s % 2 == 1 and s > 1])
 def test_odd_counts_interior_in_at_most_one_tree(n):
     assert _interior_in_both(n) == set()
@@ -89,28 +88,23 @@ def _groups(f, how):
             "spread": place(f, f.num_gpus // 2, kind="spread_pods").groups}[how]
 
 
-_WRAP = ("ring.py rotates domain i's block by c - i, so the edge from the last domain back to the first joins "
-         "local ranks (c - D) mod g and c mod g: different rails unless the domain count D is a multiple of the "
-         "ranks per domain g (here D = 2, g >= 4)")
 _RING_RAIL_CASES = [(name, how) for name in ("rail_optimized-2", "rail_only-3", "fat_tree-3",
                                              "rail_optimized-2-domain-of-2-servers", "rail_optimized-2-shared-nic")
                     for how in ("all", "strided", "blocked", "spread")]
-_WRAP_BREAKS = {("fat_tree-3", "blocked"), ("fat_tree-3", "spread"),
-                ("rail_optimized-2-domain-of-2-servers", "blocked"), ("rail_optimized-2-domain-of-2-servers", "spread")}
 
 
 @pytest.mark.parametrize("name, how", [
-    pytest.param(n, h, marks=pytest.mark.xfail(strict=True, reason=_WRAP)) if (n, h) in _WRAP_BREAKS else (n, h)
+    (n, h)
     for n, h in _RING_RAIL_CASES])
 def test_ring_channels_keep_network_hops_on_one_rail(name, how):
     """Every ring edge that leaves an NVLink domain joins two GPUs on the same rail, in every channel, and the
-    orders are permutations of their group (topo/algorithms/ring.py's module doc). Fails, today, when the
-    domain count is not a multiple of the ranks per domain (the wrap-around edge; see _WRAP)."""
+    orders are permutations of their group (topo/algorithms/ring.py's module doc), including the wrap-around edge
+    when the domain count is not a multiple of the ranks per domain (2 domains of 8)."""
     f = small_fabric(name)
     L = f.layout
     groups = _groups(f, how)
     C = L.nics_per_server
-    orders = ring_orders(f, groups, C)
+    orders = ring_orders(NodeShape.of(f), groups, C)
     assert orders.shape == (C, *groups.shape)
     for c in range(C):
         assert np.array_equal(np.sort(orders[c], axis=1), np.sort(groups, axis=1))
@@ -120,23 +114,15 @@ def test_ring_channels_keep_network_hops_on_one_rail(name, how):
     assert np.array_equal(rails(f, src[net]), rails(f, dst[net]))
 
 
-_NIC_SHARE = ("ring.py: 'over the C channels every NIC sends and receives exactly once' fails when a domain has "
-              "more ranks than channels per NIC layout: with 2 NICs for 4 GPUs the rotation by c - i picks "
-              "local ranks of the same NIC in some domains; with a domain of 2 servers, C = NICs per *server* "
-              "channels use only half the domain's NICs")
-
-
 @pytest.mark.parametrize("name", ["rail_optimized-2", "rail_only-3", "fat_tree-3",
-                                  pytest.param("rail_optimized-2-shared-nic",
-                                               marks=pytest.mark.xfail(strict=True, reason=_NIC_SHARE)),
-                                  pytest.param("rail_optimized-2-domain-of-2-servers",
-                                               marks=pytest.mark.xfail(strict=True, reason=_NIC_SHARE))])
+                                  "rail_optimized-2-shared-nic",
+                                  "rail_optimized-2-domain-of-2-servers"])
 def test_ring_channels_use_every_nic_once(name):
     """Over the C channels of a ring over whole domains, every NIC of every domain sends exactly once and
     receives exactly once (ring.py's module doc): the rings share the NICs evenly."""
     f = small_fabric(name)
-    C = channels_for(f, place(f).groups)
-    orders = ring_orders(f, place(f).groups, C)
+    C = channels_for(NodeShape.of(f), place(f).groups)
+    orders = ring_orders(NodeShape.of(f), place(f).groups, C)
     src, dst = orders, np.roll(orders, -1, axis=2)
     net = f.gpu_domain(src) != f.gpu_domain(dst)
     n_nics = f.layout.num_nics

@@ -62,18 +62,18 @@ def test_ranks_per_domain_uneven(f):
 
 
 @pytest.mark.parametrize("kw, key, words", [
-    ({"num_gpus": 0}, "--gpus", ">= 1"),
-    ({"num_gpus": 33}, "--gpus", "has 32"),
-    ({"num_gpus": 9, "kind": "one_per_server"}, "--gpus", "8"),
-    ({"num_gpus": 2, "kind": "one_per_server", "rail": 4}, "--rail", "0 to 3"),
-    ({"num_gpus": 5, "kind": "spread_pods"}, "--gpus", "multiple of 2"),
-    ({"kind": "everywhere"}, "--placement", "packed"),
-    ({"gpus": [0, 32]}, "--ranks", "32"),
-    ({"gpus": [1, 1]}, "--ranks", "twice"),
-    ({"gpus": []}, "--ranks", "empty"),
-    ({"num_gpus": 6, "groups": 4}, "--groups", "4 equal"),
-    ({"num_gpus": 4, "groups": 0}, "--groups", ">= 1"),
-    ({"num_gpus": 4, "groups": 2, "group_layout": "diagonal"}, "--group-layout", "strided"),
+    ({"num_gpus": 0}, "gpus", ">= 1"),
+    ({"num_gpus": 33}, "gpus", "has 32"),
+    ({"num_gpus": 9, "kind": "one_per_server"}, "gpus", "8"),
+    ({"num_gpus": 2, "kind": "one_per_server", "rail": 4}, "rail", "0 to 3"),
+    ({"num_gpus": 5, "kind": "spread_pods"}, "gpus", "multiple of 2"),
+    ({"kind": "everywhere"}, "placement", "packed"),
+    ({"gpus": [0, 32]}, "ranks", "32"),
+    ({"gpus": [1, 1]}, "ranks", "twice"),
+    ({"gpus": []}, "ranks", "empty"),
+    ({"num_gpus": 6, "groups": 4}, "groups", "4 equal"),
+    ({"num_gpus": 4, "groups": 0}, "groups", ">= 1"),
+    ({"num_gpus": 4, "groups": 2, "group_layout": "diagonal"}, "group_layout", "strided"),
 ])
 def test_bad_requests_are_clean_errors(f, kw, key, words):
     with pytest.raises(TopoError) as e:

@@ -205,7 +205,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         if np.any(bad):
             k = int(np.flatnonzero(bad)[0])
             raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
-                            "are on different rails; route through NVLink (pxn=True)", key="--pxn")
+                            "are on different rails; route through NVLink (pxn=True)", key="pxn")
     # spine-group level: pairs in other domains whose leaves are in different spine groups
     a_g = ca([sd.gd], [sd.gs], [z["grp"]])
     rgd, rgs, span_g = _in_domain(sd.dom_d, sd.gd, sd.dom_s, sd.gs, f.leaf_group(ref_leaf))
