@@ -397,11 +397,23 @@ class Router:
         return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
 
     def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
-        """A uniform all-to-all: every pair routed (kept one by one up to ``EXPLICIT_FLOWS``), or in chunks with
-        only the summed loads kept."""
+        """A uniform all-to-all. Its loads come from the fabric's structure (:func:`topo.alltoall.
+        uniform_alltoall_loads`: exact for ideal ECMP, the expected loads over the hash for hashed ECMP) unless
+        every flow must be kept (max-min sharing), the hash's own collisions are wanted and there are few enough
+        flows to route one by one, or parts have failed (then every pair is routed, in chunks)."""
         n = a.num_flows
+        G, p = a.groups.shape
+        structural = not keep_flows and self.fabric.failed is None and (self.ecmp == "ideal" or n > EXPLICIT_FLOWS)
+        if structural:
+            from .alltoall import uniform_alltoall_loads
+
+            loads = uniform_alltoall_loads(self, a.groups, a.nbytes)
+            # the longest path: rank 0 of the first communicator to every other rank of it
+            probe = self.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.nbytes,
+                                                   split_nics=True))
+            res = np.flatnonzero(loads)
+            return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
         if n <= EXPLICIT_FLOWS:
-            G, p = a.groups.shape
             i, j = np.nonzero(~np.eye(p, dtype=bool))
             return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.nbytes,
                                                   split_nics=True))
@@ -409,7 +421,8 @@ class Router:
             raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
                             f"{EXPLICIT_FLOWS:,} kept one by one; use sharing=equal", key="sharing")
         if n > MAX_ENUMERATED_FLOWS:
-            raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows; topo routes up to {MAX_ENUMERATED_FLOWS:,}")
+            raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
+                                       f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
         k = max(1, self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server)
         chunks = ((t.src, t.dst, t.nbytes / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
         return self.route_summed(chunks)
