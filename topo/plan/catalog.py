@@ -176,6 +176,14 @@ class Catalog(_Strict):
     reliability: Reliability
     workload: Workload
     versions: dict[str, str] = {}
+    origins: dict[str, str] = {}  # dotted path -> origin of an override; kind -> its catalog file
+
+    def origin_of(self, dotted: str) -> tuple[str, bool]:
+        """Where the value at ``dotted`` (``layout.rack_power_W``) comes from: (origin, overridden)."""
+        for p in sorted((k for k in self.origins if "." in k or k not in KINDS), key=len, reverse=True):
+            if dotted == p or dotted.startswith(p + "."):
+                return self.origins[p], True
+        return self.origins.get(dotted.split(".")[0], "catalog"), False
 
     def gpu(self, name: str) -> Gpu:
         return _lookup(self.gpus, name, "gpus", "GPU")
@@ -285,7 +293,7 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
                             key=f"plan.{unknown[0]}")
         _merge(raw, {k: copy.deepcopy(v) for k, v in table.items() if k != "tiers"}, origin, [], marks)
     try:
-        return Catalog.model_validate({**raw, "versions": versions})
+        return Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
     except ValidationError as exc:
         raise _error(exc, files, marks) from None
 
