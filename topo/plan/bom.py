@@ -153,7 +153,9 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
     logical = logical_tiers(fabric, plan or {}, source)
     dac, mmf = catalog.cables["DAC"], catalog.cables["MMF"]
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
-    models = [catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model") for t in L.tiers]
+    models = [catalog.switch(logical[t.index].switch or t.model, key=f"plan.tiers.{t.name}.switch")
+              if t.index in logical and logical[t.index].switch else
+              catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model") for t in L.tiers]
 
     links = fabric.links
     s0 = floor.first_link
@@ -170,8 +172,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
             switch_lines.append(SwitchLine(t.name, t.model, t.num_switches, t.num_switches, sw.power_W.value,
                                            sw.price_usd.value))
             continue
-        phys_name = lt.switch or t.model
-        phys = catalog.switch(phys_name, key=f"plan.tiers.{t.name}.switch")
+        phys_name, phys = lt.switch or t.model, sw
         k = int(phys.ports.value)
         ext = t.down_ports + t.up_ports
         if ext > k * k // 2:
@@ -211,9 +212,6 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
 
     # switch ends: per switch and module type, ceil(links / ports per module)
     for t, sw in zip(L.tiers, models):
-        lt = logical.get(t.index)
-        if lt is not None and lt.stages == 2:
-            sw = catalog.switch(lt.switch or t.model)
         ppc = int(sw.ports_per_cage.value)
         lo = fabric.node_offset[f"tier:{t.index}"]
         ends = []  # (switch local ids, link mask)
