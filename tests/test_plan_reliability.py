@@ -17,8 +17,13 @@ def test_first_link_failure_after_26_28_minutes(reference):
     # planner.md line 26: 5-year MTTF per link, 100,000 links -> 26.28 min; twin-port 4 years / 50,000 -> 42.05
     line = _lines(reference)[25]
     assert "26.28 minutes" in line and "42.05 minutes" in line
-    assert first_failure_s(5 * SECONDS_PER_YEAR, 100_000) / 60 == pytest.approx(26.28, abs=0.005)
-    assert first_failure_s(4 * SECONDS_PER_YEAR, 50_000) / 60 == pytest.approx(42.05, abs=0.005)
+    assert first_failure_s(5 * SECONDS_PER_YEAR, 100_000) / 60 == pytest.approx(26.28, rel=1e-12)
+    assert first_failure_s(4 * SECONDS_PER_YEAR, 50_000) / 60 == pytest.approx(42.048, rel=1e-12)  # 42.05
+    # the plan's optics: every module of the bill of materials, each with its catalog MTTF
+    r = plan(collectives=False)
+    rate = sum(t.count / (t.mttf_years * SECONDS_PER_YEAR) for t in r.bom.transceivers)
+    assert r.reliability.optical_modules == r.bom.num_transceivers
+    assert r.reliability.first_optical_failure_s == pytest.approx(1 / rate, rel=1e-12)
 
 
 def test_one_interruption_every_30_minutes_at_100k_gpus(reference):
