@@ -69,6 +69,7 @@ class Reliability:
     goodput: float
     training_gpus: int
     effective_flop: float
+    goodput_vs_interval: dict  # {"interval_s": [...], "goodput": [...]}: Young's interval / 10 to x 10
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,10 +98,15 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     lost = float(lost_fraction(T, write_s, restart, mtbf_s)) if math.isfinite(T) else 0.0
     goodput = max(0.0, 1.0 - lost)
     training = num_gpus - spares * gpus_per_server
+    curve = {"interval_s": [], "goodput": []}
+    if math.isfinite(T):
+        grid = T * np.logspace(-1, 1, 41)
+        curve = {"interval_s": grid.tolist(),
+                 "goodput": np.clip(1 - lost_fraction(grid, write_s, restart, mtbf_s), 0, 1).tolist()}
     return Reliability(interruptions_per_day=total_per_h * 24,
                        interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()}, mtbf_s=mtbf_s,
                        optical_modules=int(sum(n for n, _ in modules)), first_optical_failure_s=first_opt,
                        checkpoint_bytes=ckpt, checkpoint_write_s=write_s, checkpoint_interval_s=T,
                        restart_s=restart, hot_spare_servers=spares, servers_in_repair=in_repair,
                        spares_enough=enough, lost_fraction=lost, goodput=goodput, training_gpus=training,
-                       effective_flop=flop * goodput * training / num_gpus)
+                       effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve)
