@@ -71,9 +71,15 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
         lo_b, lo_t = fabric.node_offset[f"tier:{t.index - 1}"], fabric.node_offset[f"tier:{t.index}"]
         lower, upper = src[sel] - lo_b, dst[sel] - lo_t
         # GPUs below each upper switch: the distinct lower switches it reaches
-        pairs = np.unique(upper.astype(np.int64) * L.tiers[t.index - 1].num_switches + lower)
-        pu, pl = pairs // L.tiers[t.index - 1].num_switches, pairs % L.tiers[t.index - 1].num_switches
-        below[t.index] = np.bincount(pu, weights=below[t.index - 1][pl], minlength=t.num_switches)
+        n_lower = L.tiers[t.index - 1].num_switches
+        if t.num_switches * n_lower <= 50_000_000:  # adjacency as a boolean matrix: no sort
+            adj = np.zeros((t.num_switches, n_lower), dtype=bool)
+            adj[upper, lower] = True
+            below[t.index] = adj @ below[t.index - 1]
+        else:
+            pairs = np.unique(upper.astype(np.int64) * n_lower + lower)
+            below[t.index] = np.bincount(pairs // n_lower, weights=below[t.index - 1][pairs % n_lower],
+                                         minlength=t.num_switches)
         # capacity: its links over the links of this level that carry the uplinks of the GPUs below it
         mine = int(np.count_nonzero(upper == 0))
         share = below[t.index][0] / max(1.0, float(below[0].sum()))

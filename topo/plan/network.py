@@ -43,12 +43,12 @@ class NetworkFigures:
 
 def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu_Bps: float,
                          collectives: bool = True) -> NetworkFigures:
-    from ..estimate import estimate
-
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     ar = a2a = None
     if collectives and L.num_pods >= 2:
+        from ..estimate import estimate
+
         r = estimate(fabric, "all_reduce", COLLECTIVE_SIZE, gpus=2 * pod, groups=pod).results[0]
         ar = (2 * pod, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
         n = min(ALLTOALL_SERVERS, L.servers_per_unit * L.units_per_pod) * L.gpus_per_server
