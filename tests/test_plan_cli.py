@@ -51,3 +51,13 @@ def test_three_bundled_100k_designs_side_by_side():
 def test_model_needs_topo_train():
     p = run_cli("plan", "--model", "llama3-405b")
     assert p.returncode == 2 and p.stderr.startswith("error: --model: needs `topo train`")
+
+
+def test_comparison_frame_has_one_column_per_design():
+    from topo.plan import compare
+
+    c = compare(["dgx-h100-superpod", "rail-only-h100-16k"], collectives=False)
+    f = c.to_frame()
+    assert list(f.columns) == ["dgx-h100-superpod", "rail-only-h100-16k"]
+    assert f.loc["transceivers", "dgx-h100-superpod"] == c.plans[0].bom.num_transceivers
+    assert c.plans[1].to_frame().loc[0, "capex_usd"] == c.plans[1].cost.capex_usd

@@ -48,9 +48,11 @@ class PlanResult:
             "energy_cost_per_year_usd": p.energy_cost_per_year_usd, "capex_usd": c.capex_usd,
             "network_capex_usd": c.network_capex_usd, "capex_per_gpu_usd": c.capex_per_gpu_usd,
             "network_share": c.network_share, "bisection_bandwidth_per_gpu_Bps": n.bisection_bandwidth_per_gpu_Bps,
-            "crosspod_all_reduce_s": n.all_reduce_s, "crosspod_alltoall_s": n.alltoall_s,
+            "crosspod_all_reduce_gpus": n.all_reduce_gpus, "crosspod_all_reduce_s": n.all_reduce_s,
+            "crosspod_alltoall_gpus": n.alltoall_gpus, "crosspod_alltoall_s": n.alltoall_s,
             "peak_flops": self.compute.peak_flops[self.compute.precision], "flop": self.compute.flop,
-            "goodput": r.goodput, "effective_flop": r.effective_flop,
+            "first_optical_failure_s": r.first_optical_failure_s, "goodput": r.goodput,
+            "effective_flop": r.effective_flop,
         }
 
     def to_dict(self) -> dict:
