@@ -10,6 +10,7 @@ all-to-all (1 GiB over 16 servers in each of two pods) estimates of each design.
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from _results import PY, peak_rss_of, update_section
@@ -55,7 +56,9 @@ def main() -> None:
             *rows, "",
             f"In one process (default spec): fabric {st['fabric_s']:.2f} s; plan without collectives "
             f"{st['plan_without_collectives_s']:.2f} s (floor layout, bill of materials over ~315k scale-out links, "
-            f"power, cost, reliability, blast radius); plan with the two cross-pod estimates {st['plan_s']:.2f} s."]
+            f"power, cost, reliability, blast radius); plan with the two cross-pod estimates {st['plan_s']:.2f} s.",
+            "", f"Load average when measured: {os.getloadavg()[0]:.1f} (the machine is shared; a quiet machine is "
+            "faster)."]
     update_section("topo plan", "\n".join(body), "python benchmarks/bench_plan.py")
 
 
