@@ -106,3 +106,17 @@ def test_four_tiers_need_a_third_more_links_and_about_1_33x_transceivers(referen
     core = {s.tier: s.count for s in four.bom.switches}
     assert core["core (lower stage)"] == 64 * math.ceil(1568 / 32)
     assert core["core (upper stage)"] == 64 * math.ceil(49 * 32 / 64)
+
+
+def test_active_optical_cables_replace_multimode_transceivers(default):
+    fabric, _, _, bom = default
+    cat = load_catalog([("t", {"layout": {"short_reach": "aoc"}})])
+    aoc = bill_of_materials(fabric, cat, floor_plan(fabric, cat, 10_200))
+    mm_links = sum(v["multimode"] for v in bom.links_by_level.values())
+    assert sum(c.count for c in aoc.cables if c.type == "AOC") == mm_links
+    assert not [c for c in aoc.cables if c.type == "MMF"] and not [t for t in aoc.transceivers if t.at == "nic"]
+    assert aoc.num_cables == bom.num_cables
+    # the single-mode modules stay as they were
+    sm = lambda b: sorted((t.type, t.at, t.count) for t in b.transceivers if "SR" not in t.type)  # noqa: E731
+    assert sm(aoc) == sm(bom)
+    assert sum(c.power_W for c in aoc.cables) == mm_links * cat.cables["AOC"].power_W.value

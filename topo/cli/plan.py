@@ -92,8 +92,8 @@ def render(r: PlanResult) -> str:
             for s in r.bom.switches]
     rows += [[f"at {t.at}", t.type, format_count(t.count), f"{t.power_W_each:,.0f}",
               _usd(t.count * t.price_usd_each)] for t in r.bom.transceivers]
-    rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count), "-", _usd(cb.price_usd)]
-             for cb in r.bom.cables]
+    rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count),
+              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-", _usd(cb.price_usd)] for cb in r.bom.cables]
     out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
     out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
                f"transceivers, {format_count(r.bom.num_cables)} cables")

@@ -4,6 +4,8 @@ Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.lay
 
 - every scale-out link (NIC-leaf, leaf-spine, spine-core) is one cable: copper (DAC) when short enough, else a
   fibre with a transceiver at each end;
+- with ``layout.short_reach = "aoc"``, links within multimode reach are active optical cables instead (optics
+  in the cable, its power counted with the optics);
 - at a NIC, one single-port module per optical link; at a switch, modules of the switch's ``ports_per_cage``
   (2 for the twin-port 2 x 400G OSFP cages of Quantum-2 and SN5600): per switch and module type,
   ceil(links / ports per module), so a twin-port module counts once per two links;
@@ -64,6 +66,7 @@ class CableLine:
     count: int
     length_m: float  # total
     price_usd: float  # total
+    power_W: float = 0.0  # total (active cables: AOC)
 
 
 @dataclass(frozen=True)
@@ -198,9 +201,10 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
         cur[0] += int(count)
         cur[1] += int(nlinks)
 
-    # NIC ends: one single-port module per optical link
+    aoc = catalog.layout.short_reach == "aoc"
+    # NIC ends: one single-port module per optical link (none on AOC links: their optics are in the cable)
     nic = (level == LEVEL_NIC) & ~copper
-    for m in (1, 2):
+    for m in ((2,) if aoc else (1, 2)):
         sel = nic & (medium == m)
         if sel.any():
             for r in np.unique(rate_Gbps[sel]):
@@ -221,7 +225,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
         if up.any():
             ends.append((src[up] - lo, up))
         for ids, mask in ends:
-            for m in (1, 2):
+            for m in ((2,) if aoc else (1, 2)):
                 sel = mask & (medium == m)
                 if not sel.any():
                     continue
@@ -241,21 +245,21 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
         sel = level == lv
         if sel.any():
             links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(3)}
-    cables = _cables(catalog, level, medium, length, level_names)
+    cables = _cables(catalog, level, medium, length, level_names, aoc)
     for t, phys, phys_name, n_int, n_upper in internal:
         ln = catalog.layout.logical_internal_length_m.value
         m = 0 if ln <= dac.reach_m.value else (1 if ln <= mm_reach else 2)
         name_lv = f"{t.name}-internal"
         links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(3)}
-        if m:
+        if m == 2 or (m == 1 and not aoc):
             ppc = int(phys.ports_per_cage.value)
             r = float(phys.port_rate_Gbps.value)
             names, _ = _pick_module(catalog, r, ppc, media[m], ln)
             add_tx(names[0], f"{t.name} (internal)", 2 * math.ceil(n_int / ppc), 2 * n_int)
-        cab = _cable_for(catalog, m)
-        cables.append(CableLine(cab, name_lv, _class_label(_length_class(ln)), n_int, n_int * ln,
-                                n_int * (catalog.cables[cab].price_usd.value + ln *
-                                         catalog.cables[cab].price_per_m_usd.value)))
+        cab = catalog.cables[_cable_for(catalog, m, aoc)]
+        cables.append(CableLine(_cable_for(catalog, m, aoc), name_lv, _class_label(_length_class(ln)), n_int,
+                                n_int * ln, n_int * (cab.price_usd.value + ln * cab.price_per_m_usd.value),
+                                n_int * cab.power_W.value))
 
     tx_lines = []
     for (name, at), (count, nlinks) in tx.items():
@@ -265,8 +269,8 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
     return BillOfMaterials(switch_lines, tx_lines, cables, links_by_level)
 
 
-def _cable_for(catalog: Catalog, medium: int) -> str:
-    return ("DAC", "MMF", "SMF")[medium]
+def _cable_for(catalog: Catalog, medium: int, aoc: bool = False) -> str:
+    return ("DAC", "AOC" if aoc else "MMF", "SMF")[medium]
 
 
 def _length_class(x: float) -> float:
@@ -276,7 +280,7 @@ def _length_class(x: float) -> float:
     return math.inf
 
 
-def _cables(catalog, level, medium, length, level_names) -> list[CableLine]:
+def _cables(catalog, level, medium, length, level_names, aoc=False) -> list[CableLine]:
     classes = np.searchsorted(np.array(LENGTH_CLASSES_M, dtype=float), length, side="left")
     out = []
     key = (level.astype(np.int64) * 3 + medium) * (len(LENGTH_CLASSES_M) + 1) + classes
@@ -286,8 +290,9 @@ def _cables(catalog, level, medium, length, level_names) -> list[CableLine]:
         cls = k % (len(LENGTH_CLASSES_M) + 1)
         m = (k // (len(LENGTH_CLASSES_M) + 1)) % 3
         lv = k // (len(LENGTH_CLASSES_M) + 1) // 3
-        cab = catalog.cables[_cable_for(catalog, m)]
+        name = _cable_for(catalog, m, aoc)
+        cab = catalog.cables[name]
         label = _class_label(LENGTH_CLASSES_M[cls]) if cls < len(LENGTH_CLASSES_M) else "> 2000 m"
-        out.append(CableLine(_cable_for(catalog, m), level_names[lv], label, c, tl,
-                             c * cab.price_usd.value + tl * cab.price_per_m_usd.value))
+        out.append(CableLine(name, level_names[lv], label, c, tl,
+                             c * cab.price_usd.value + tl * cab.price_per_m_usd.value, c * cab.power_W.value))
     return out

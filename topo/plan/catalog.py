@@ -107,8 +107,9 @@ class Transceiver(_Strict):
 
 
 class Cable(_Strict):
-    medium: Literal["copper", "multimode", "single_mode"]
+    medium: Literal["copper", "multimode", "single_mode", "aoc"]
     reach_m: Positive
+    power_W: NonNeg  # the cable's own (an AOC's optics at both ends); 0 for passive copper and fibre
     price_usd: Price
     price_per_m_usd: Price
 
@@ -122,6 +123,7 @@ class Facility(_Strict):
 
 
 class Layout(_Strict):
+    short_reach: Literal["transceivers", "aoc"] = "transceivers"
     servers_per_rack: _bounded(ge=1.0)
     rack_power_W: Positive
     rack_width_m: Positive

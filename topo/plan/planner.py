@@ -121,7 +121,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
         switches_W=sum(x.count * x.power_W_each for x in bom.switches),
-        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers),
+        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
         storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
     cost = cost_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, pw.facility_power_W,

@@ -5,7 +5,8 @@ facility power; a year at the facility's load factor -> energy and its cost.
     facility = IT x PUE;  energy per year = facility x load factor x 8,760 h;  cost = energy x price per kWh
 
 The switches' power is their power with copper; every transceiver adds its own (so a switch full of optics draws
-its copper power plus its modules, to be checked against the published power with optics).
+its copper power plus its modules, to be checked against the published power with optics). Optics include
+active optical cables (AOC) when the layout uses them.
 """
 
 from __future__ import annotations
