@@ -61,6 +61,8 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
     ({"facilty": {}}, "plan.facilty", "did you mean 'facility'"),
     ({"switches": {"X1": {"ports": 8}}}, "plan.switches.X1.port_rate_Gbps", "required"),
     ({"workload": {"mfu": 1.5}}, "plan.workload.mfu", "must be <= 1"),
+    ({"layout": {"short_reach": "fibre"}}, "plan.layout.short_reach", "must be one of transceivers, aoc, got 'fibre'"),
+    ({"facility": {"pue": "high"}}, "plan.facility.pue", "must be a number or a table"),
 ])
 def test_bad_override_is_one_error_with_origin_and_key(layer, key, fragment):
     with pytest.raises(TopoError) as e:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -316,7 +317,8 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
     elif err["type"] in ("float_type", "float_parsing", "finite_number"):
         msg = f"must be a finite number, got {err.get('input')!r}"
     elif err["type"] == "literal_error":
-        msg = f"{msg}, got {err.get('input')!r}"
+        allowed = re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", ""))
+        msg = f"must be one of {', '.join(allowed)}, got {err.get('input')!r}"
     origin = next((o for p, o in sorted(marks.items(), key=lambda x: -len(x[0]))
                    if dotted == p or dotted.startswith(p + ".")), None)
     if origin is not None:
