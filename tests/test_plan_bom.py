@@ -120,3 +120,24 @@ def test_active_optical_cables_replace_multimode_transceivers(default):
     sm = lambda b: sorted((t.type, t.at, t.count) for t in b.transceivers if "SR" not in t.type)  # noqa: E731
     assert sm(aoc) == sm(bom)
     assert sum(c.power_W for c in aoc.cables) == mm_links * cat.cables["AOC"].power_W.value
+
+
+def test_link_lengths_follow_the_floor_plan(default):
+    # h100-100k: 4 servers per rack, a 32-server unit per row of 8 server racks + 1 network rack at its end,
+    # 0.6 m racks, 2.4 m row pitch, 4 m of slack, 7 unit rows + 1 network row per pod (catalog layout.toml)
+    fabric, cat, floor, _ = default
+    lay = cat.layout
+    w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
+    assert (floor.racks_per_row, floor.servers_per_rack) == (9, 4)
+    nic = fabric.link_offset["nic"] - floor.first_link
+    L = fabric.layout
+    for server in (0, 5, 31, 32 * 7 + 30):
+        link = nic + server * L.nics_per_server + 3  # rail 3 of that server
+        rack = (server % 32) // 4
+        assert floor.lengths_m[link] == pytest.approx((8 - rack) * w + slack)
+    # leaf (end of row, x = 8 racks in) to spine (pod's network row, half-way along): |4.8 - 2.7| + rows + slack
+    up0 = fabric.link_offset["up:0"] - floor.first_link
+    leaf = 8 * 3 + 5  # unit 3 of pod 0, rail 5
+    link = up0 + leaf * L.tiers[0].up_ports
+    assert floor.lengths_m[link] == pytest.approx(abs((9 - 1) * w - 9 * w / 2) + (7 - 3) * pitch + slack)
+    assert floor.server_racks == L.num_servers // 4 and floor.halls == 14
