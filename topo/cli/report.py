@@ -29,6 +29,8 @@ def register(sub) -> None:
                    "rail:K, plane:J, random:LEVEL_OR_TIER:FRACTION[:SEED])")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="output file (default: topo-report.html, or topo-<figure>.<format>)")
+    p.add_argument("--plan", action="store_true",
+                   help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", default="fabric", choices=FIGURES,
@@ -46,8 +48,13 @@ def run(args) -> int:
     start = time.perf_counter()
     if args.format == "html":
         reports = build_reports(specs, args.overrides, failures=args.failures)
+        plans = None
+        if args.plan:
+            from ..plan import plan
+
+            plans = [plan(r.fabric) for r in reports]
         out = args.output or "topo-report.html"
-        size = write_page(reports, out)
+        size = write_page(reports, out, plans)
         note(f"wrote {out} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
         return 0
     fig = _one_figure(args, specs)

@@ -245,8 +245,9 @@ def _section(sid: str, title: str, lead: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{title}</h2><p class="lead">{lead}</p>{body}</section>'
 
 
-def render_page(reports: Sequence[SpecReport]) -> str:
-    """The whole HTML document for one or more specs."""
+def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None) -> str:
+    """The whole HTML document for one or more specs; ``plans`` (:class:`topo.plan.PlanResult`, one per spec)
+    add the planner's section (:func:`topo.report.plan_figures.plan_section`)."""
     figs = _Figures()
     n = len(reports)
     names = [e(r.inventory.name) for r in reports]
@@ -327,6 +328,11 @@ def render_page(reports: Sequence[SpecReport]) -> str:
         "size / time x 2(n-1)/n for all_reduce.", _grid(curve_cells, n)))
     nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
             ("curves", "Collective curves")]
+    if plans:
+        from .plan_figures import plan_section
+
+        sections.append(plan_section(plans, figs.div))
+        nav.append(("plan", "Plan"))
 
     title = "topo report: " + " vs ".join(names)
     header = (f"<header><h1>{title}</h1><p>{' | '.join(e(r.inventory.description or r.inventory.name) for r in reports)}"
@@ -354,6 +360,6 @@ def _plotlyjs_version() -> str:
     return head[start + 11:].split()[0] if start >= 0 else "?"
 
 
-def write_page(reports: Sequence[SpecReport], path) -> int:
+def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None) -> int:
     """Write the page to ``path`` whole or not at all; returns its size in bytes."""
-    return write_bytes(path, render_page(reports).encode("utf-8"))
+    return write_bytes(path, render_page(reports, plans).encode("utf-8"))

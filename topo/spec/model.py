@@ -168,6 +168,9 @@ class Spec(_Strict):
     server: ServerSpec = ServerSpec()
     cluster: ClusterSpec
     fabric: FabricSpec
+    plan: dict = {}
+    """Inputs of ``topo plan`` (catalog overrides, floor layout, multi-stage tiers), validated by
+    :mod:`topo.plan.catalog` when a plan is made: e.g. ``[plan.facility] pue = 1.3``."""
 
     _origin: str = PrivateAttr("")
     _set_paths: dict = PrivateAttr(default_factory=dict)

@@ -1,0 +1,40 @@
+"""Blast radius, read from the fabric's links: what one NIC, leaf, spine or core switch takes out."""
+
+import topo
+from topo.plan.blast import blast_radius, collective_times_with_failures
+from conftest import spec_dict, tier
+
+
+def _by_part(fabric):
+    return {b.part: b for b in blast_radius(fabric)}
+
+
+def test_rail_optimized_default():
+    f = topo.build_fabric(topo.load_spec())
+    b = _by_part(f)
+    L = f.layout
+    # a NIC: its one GPU (8 NICs for 8 GPUs); the job loses the server
+    assert (b["nic"].gpus_disconnected, b["nic"].gpus_in_affected_servers) == (1, 8)
+    # a rail leaf: one GPU from each of the unit's 32 servers, so all 32 servers (256 GPUs) lose a rail
+    assert b["leaf"].gpus_disconnected == L.servers_per_unit == 32
+    assert (b["leaf"].servers_affected, b["leaf"].gpus_in_affected_servers) == (32, 256)
+    # a spine: nobody cut off; 1 of the pod's 32 spines: 1/32 of the pod's leaf uplinks; below it the pod
+    assert b["spine"].gpus_disconnected == 0 and b["spine"].gpus_below == 1792
+    assert b["spine"].capacity_lost_fraction == 1 / L.tiers[1].switches_per_group == 1 / 32
+    # a core: one of 256, each spine sends 8 cables up, one to each core of its plane
+    assert b["core"].capacity_lost_fraction == 1 / 256 and b["core"].gpus_below == f.num_gpus
+
+
+def test_fat_tree_leaf_takes_out_its_whole_unit():
+    d = spec_dict(kind="fat_tree", tiers=[tier("leaf", radix=64, down_ports=32, up_ports=32), tier("spine")],
+                  cluster={"num_units": 4}, fabric={"servers_per_unit": 4})
+    b = _by_part(topo.build_fabric(topo.spec_from_dict(d)))
+    assert b["leaf"].gpus_disconnected == 32 and b["leaf"].servers_affected == 4
+    assert b["leaf"].capacity_lost_fraction == 1.0
+
+
+def test_failed_collective_times_await_the_traffic_engine():
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    assert collective_times_with_failures(f) is None
+    r = __import__("topo.plan", fromlist=["plan"]).plan(f, collectives=False)
+    assert any("Fabric.with_failures" in n for n in r.notes)

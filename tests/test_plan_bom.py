@@ -1,0 +1,143 @@
+"""The bill of materials ties to the fabric's link table: one cable per link, one module per optical NIC link,
+one twin-port module per two switch ports; the floor layout decides the medium."""
+
+import math
+
+import numpy as np
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.fabric import LEVEL_NIC
+from topo.plan import load_catalog, plan
+from topo.plan.bom import bill_of_materials
+from topo.plan.layout import floor_plan
+from conftest import spec_dict, tier
+
+
+@pytest.fixture(scope="module")
+def default():
+    fabric = topo.build_fabric(topo.load_spec())
+    cat = load_catalog()
+    floor = floor_plan(fabric, cat, 10_200)
+    return fabric, cat, floor, bill_of_materials(fabric, cat, floor)
+
+
+def _scale_out_links(fabric):
+    lv = fabric.links["level"]
+    return {fabric.level_names[i]: int(np.count_nonzero(lv == i)) for i in range(LEVEL_NIC, int(lv.max()) + 1)}
+
+
+def test_one_cable_per_scale_out_link(default):
+    fabric, _, _, bom = default
+    links = _scale_out_links(fabric)
+    per_level = {}
+    for c in bom.cables:
+        per_level[c.level] = per_level.get(c.level, 0) + c.count
+    assert per_level == links
+    assert {k: sum(v.values()) for k, v in bom.links_by_level.items()} == links
+    assert bom.num_cables == fabric.num_links - fabric.link_offset["nic"]
+
+
+def test_switches_match_the_inventory(default):
+    fabric, _, _, bom = default
+    inv = topo.inventory(fabric)
+    assert [(s.tier, s.count) for s in bom.switches] == [(t.name, t.num_switches) for t in inv.tiers]
+
+
+def test_transceivers_tie_to_links_and_twin_ports(default):
+    fabric, _, floor, bom = default
+    L = fabric.layout
+    by_at = {}
+    for t in bom.transceivers:
+        by_at.setdefault(t.at, []).append(t)
+    # rail-optimized leaves sit at the end of the row: every NIC link is optical, one single-port module each
+    assert floor.leaf_placement == "end_of_row"
+    assert sum(t.count for t in by_at["nic"]) == L.num_nics and all(t.links == t.count for t in by_at["nic"])
+    # a full leaf (32 down + 32 up optical ports) holds 32 twin-port modules: one per two links
+    leaf = fabric.layout.tiers[0]
+    assert leaf.down_ports + leaf.up_ports == 64
+    assert sum(t.count for t in by_at["leaf"]) == leaf.num_switches * 64 // 2
+    # every optical link end is served: links counted at each end equal the optical links of those levels
+    links = _scale_out_links(fabric)
+    assert sum(t.links for t in by_at["leaf"]) == links["nic-leaf"] + links["leaf-spine"]
+    assert sum(t.links for t in by_at["core"]) == links["spine-core"]
+    assert sum(t.count for t in by_at["spine"]) >= (links["leaf-spine"] + links["spine-core"]) / 2
+
+
+def test_top_of_rack_leaf_uses_copper_and_no_nic_optics():
+    # a fat tree whose unit (2 servers) fits in one rack: the leaf is in the rack, NIC links are DAC
+    d = spec_dict(kind="fat_tree", tiers=[tier("leaf", model="QM9700", radix=64, down_ports=16, up_ports=16),
+                                          tier("spine", model="QM9700", radix=64)],
+                  cluster={"num_units": 4}, fabric={"servers_per_unit": 2})
+    r = plan(topo.spec_from_dict(d), collectives=False)
+    assert r.floor["leaf_placement"] == "top_of_rack"
+    assert r.bom.links_by_level["nic-leaf"] == {"copper": 64, "multimode": 0, "single_mode": 0}
+    assert not [t for t in r.bom.transceivers if t.at == "nic"]
+    assert [c.type for c in r.bom.cables if c.level == "nic-leaf"] == ["DAC"]
+
+
+def test_long_links_are_single_mode_and_longer_halls_need_longer_reach(default):
+    fabric, cat, floor, bom = default
+    mm = cat.transceivers["2x400G-SR8"].reach_m.value
+    sel = floor.levels == LEVEL_NIC + 2
+    assert (floor.lengths_m[sel] > mm).all()  # spine to the central core room: beyond multimode
+    assert bom.links_by_level["spine-core"]["single_mode"] == int(sel.sum())
+    far = load_catalog([("t", {"layout": {"hall_spacing_m": 2000}})])
+    with pytest.raises(TopoError, match="transceiver reaches"):
+        bill_of_materials(fabric, far, floor_plan(fabric, far, 10_200))
+
+
+def test_four_tiers_need_a_third_more_links_and_about_1_33x_transceivers(reference):
+    # planner.md line 27: a 3-tier fat tree of 64-port switches holds 64^3/4 = 65,536 GPUs non-blocking; a 4th
+    # tier needs about 1.33x the transceivers
+    line = (reference / "planner.md").read_text().splitlines()[26]
+    assert "64^3/4 = 65,536" in line and "1.33x the transceivers" in line
+    four = plan("h100-100k-4tier", collectives=False)
+    three = plan(topo.load_spec("h100-100k-4tier", ["cluster.num_pods=64", "fabric.tiers[2].radix=64",
+                                                    "fabric.tiers[2].model=QM9700", "plan.tiers={}"]),
+                 collectives=False)
+    assert three.num_gpus == 65_536 and four.num_gpus == 100_352
+    per_gpu = lambda r: sum(sum(v.values()) for v in r.bom.links_by_level.values()) / r.num_gpus  # noqa: E731
+    assert per_gpu(three) == 3 and per_gpu(four) == 4
+    ratio = (four.bom.num_transceivers / four.num_gpus) / (three.bom.num_transceivers / three.num_gpus)
+    assert ratio == pytest.approx(1.33, rel=0.05)
+    # the logical core: 49 lower (32 out, 32 in) and 25 upper QM9700 per logical switch of 1,568 ports
+    core = {s.tier: s.count for s in four.bom.switches}
+    assert core["core (lower stage)"] == 64 * math.ceil(1568 / 32)
+    assert core["core (upper stage)"] == 64 * math.ceil(49 * 32 / 64)
+
+
+def test_active_optical_cables_replace_multimode_transceivers(default):
+    fabric, _, _, bom = default
+    cat = load_catalog([("t", {"layout": {"short_reach": "aoc"}})])
+    aoc = bill_of_materials(fabric, cat, floor_plan(fabric, cat, 10_200))
+    mm_links = sum(v["multimode"] for v in bom.links_by_level.values())
+    assert sum(c.count for c in aoc.cables if c.type == "AOC") == mm_links
+    assert not [c for c in aoc.cables if c.type == "MMF"] and not [t for t in aoc.transceivers if t.at == "nic"]
+    assert aoc.num_cables == bom.num_cables
+    # the single-mode modules stay as they were
+    sm = lambda b: sorted((t.type, t.at, t.count) for t in b.transceivers if "SR" not in t.type)  # noqa: E731
+    assert sm(aoc) == sm(bom)
+    assert sum(c.power_W for c in aoc.cables) == mm_links * cat.cables["AOC"].power_W.value
+
+
+def test_link_lengths_follow_the_floor_plan(default):
+    # h100-100k: 4 servers per rack, a 32-server unit per row of 8 server racks + 1 network rack at its end,
+    # 0.6 m racks, 2.4 m row pitch, 4 m of slack, 7 unit rows + 1 network row per pod (catalog layout.toml)
+    fabric, cat, floor, _ = default
+    lay = cat.layout
+    w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
+    assert (floor.racks_per_row, floor.servers_per_rack) == (9, 4)
+    nic = fabric.link_offset["nic"] - floor.first_link
+    L = fabric.layout
+    for server in (0, 5, 31, 32 * 7 + 30):
+        link = nic + server * L.nics_per_server + 3  # rail 3 of that server
+        rack = (server % 32) // 4
+        assert floor.lengths_m[link] == pytest.approx((8 - rack) * w + slack)
+    # leaf (end of row, x = 8 racks in) to spine (pod's network row, half-way along): |4.8 - 2.7| + rows + slack
+    up0 = fabric.link_offset["up:0"] - floor.first_link
+    leaf = 8 * 3 + 5  # unit 3 of pod 0, rail 5
+    link = up0 + leaf * L.tiers[0].up_ports
+    assert floor.lengths_m[link] == pytest.approx(abs((9 - 1) * w - 9 * w / 2) + (7 - 3) * pitch + slack)
+    assert floor.server_racks == L.num_servers // 4 and floor.halls == 14

@@ -1,0 +1,102 @@
+"""The planner's catalog: every value sourced, prices marked as assumptions, overrides from a spec, a plan file
+or an option, and bad values reported as one line with file and key."""
+
+import tomllib
+
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.plan import load_catalog, plan
+from topo.plan.catalog import KINDS, catalog_dir
+from conftest import run_cli, spec_dict
+
+
+def _values(obj, prefix=""):
+    if isinstance(obj, dict) and "value" in obj:
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _values(v, f"{prefix}.{k}" if prefix else k)
+
+
+def test_every_catalog_value_has_a_source_and_a_status_and_prices_are_assumptions():
+    n = 0
+    for kind in KINDS:
+        data = tomllib.loads((catalog_dir() / f"{kind}.toml").read_text())
+        assert data.pop("version")
+        for key, v in _values(data):
+            n += 1
+            assert set(v) == {"value", "source", "status"}, (kind, key)
+            assert v["source"].strip(), (kind, key)
+            if key.endswith("_usd") or "_usd_" in key:
+                assert v["status"] == "assumption", (kind, key)
+    assert n > 60
+    cat = load_catalog()
+    assert {r["key"] for r in cat.assumptions()} >= {"switches.QM9700.price_usd", "servers.HGX H100.price_usd"}
+
+
+def test_overrides_replace_values_and_say_where_from():
+    cat = load_catalog([("my.toml", {"facility": {"pue": 1.4}, "switches": {"QM9700": {"price_usd": 40000}}})])
+    assert cat.facility.pue.value == 1.4
+    assert cat.facility.pue.status == "override" and cat.facility.pue.source == "my.toml: plan.facility.pue"
+    assert cat.switches["QM9700"].price_usd.value == 40000
+    assert cat.switches["QM9700"].power_W.value == 747  # the rest of the item stays
+
+
+def test_spec_plan_table_set_and_plan_file_override(tmp_path):
+    base = topo.load_spec("dgx-h100-superpod", ["plan.facility.pue=1.5"])
+    r = plan(base, collectives=False)
+    assert r.power.pue == 1.5
+    f = tmp_path / "p.toml"
+    f.write_text("[facility]\npue = 1.1\n")
+    assert plan(base, plan_file=f, collectives=False).power.pue == 1.1  # the plan file comes after the spec
+    assert plan(base, plan_file=f, pue=1.2, collectives=False).power.pue == 1.2  # an option comes last
+
+
+@pytest.mark.parametrize("layer, key, fragment", [
+    ({"facility": {"pue": 0.9}}, "plan.facility.pue", "must be >= 1, got 0.9"),
+    ({"switches": {"QM9700": {"price_usd": -5}}}, "plan.switches.QM9700.price_usd", "must be >= 0, got -5"),
+    ({"facility": {"puee": 1.2}}, "plan.facility.puee", "unknown key 'puee'"),
+    ({"facilty": {}}, "plan.facilty", "did you mean 'facility'"),
+    ({"switches": {"X1": {"ports": 8}}}, "plan.switches.X1.port_rate_Gbps", "required"),
+    ({"workload": {"mfu": 1.5}}, "plan.workload.mfu", "must be <= 1"),
+    ({"layout": {"short_reach": "fibre"}}, "plan.layout.short_reach", "must be one of transceivers, aoc, got 'fibre'"),
+    ({"facility": {"pue": "high"}}, "plan.facility.pue", "must be a number or a table"),
+])
+def test_bad_override_is_one_error_with_origin_and_key(layer, key, fragment):
+    with pytest.raises(TopoError) as e:
+        load_catalog([("my.toml", layer)])
+    assert e.value.source == "my.toml" and e.value.key == key and fragment in e.value.message
+
+
+def test_bad_catalog_file_names_the_file(tmp_path):
+    for kind in KINDS:
+        (tmp_path / f"{kind}.toml").write_text((catalog_dir() / f"{kind}.toml").read_text())
+    text = (tmp_path / "facility.toml").read_text().replace("value = 1.281", "value = 0.8")
+    (tmp_path / "facility.toml").write_text(text)
+    with pytest.raises(TopoError) as e:
+        load_catalog(directory=tmp_path)
+    assert e.value.source.endswith("facility.toml") and e.value.key == "pue"
+
+
+def test_cli_bad_input_is_one_line_with_file_and_key(tmp_path):
+    p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.switches.QM9700.price_usd=-1", "--no-collectives")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == ("error: topo/data/topologies/dgx-h100-superpod.toml (--set plan.switches.QM9700.price_usd=-1):"
+                        " plan.switches.QM9700.price_usd: must be >= 0, got -1\n")
+    p = run_cli("plan", "dgx-h100-superpod", "--pue", "0.8", "--no-collectives")
+    assert p.returncode == 2 and p.stderr == "error: --pue: plan.facility.pue: must be >= 1, got 0.8\n"
+
+
+def test_cli_rack_that_cannot_hold_a_server(tmp_path):
+    p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.layout.rack_power_W=8000", "--no-collectives")
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1
+    assert "plan.layout.rack_power_W: a rack of 8,000 W cannot hold one server of 10,200 W" in p.stderr
+    # the same limit met by the catalog's own value names the catalog file
+    d = spec_dict()
+    with pytest.raises(TopoError) as e:
+        plan(topo.spec_from_dict(d), layers=[("x", {"servers": {"HGX H100": {"non_gpu_power_per_gpu_W": 5000}}})],
+             collectives=False)
+    assert e.value.key == "rack_power_W" and e.value.source.endswith("layout.toml")

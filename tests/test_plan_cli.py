@@ -1,0 +1,63 @@
+"""`topo plan` runs the library: its --json is the result's to_dict, several specs compare side by side."""
+
+import json
+
+import pytest
+
+from topo.cli.output import _clean
+from topo.plan import plan
+from conftest import run_cli
+
+REQUIRED = ("it_power_W", "facility_power_W", "energy_per_year_Wh", "energy_cost_per_year_usd", "capex_usd",
+            "network_capex_usd", "transceivers", "peak_flops", "goodput")
+
+
+def test_json_equals_the_library_result():
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--mfu", "0.4", "--json", check=True)
+    doc = json.loads(p.stdout)
+    r = plan("dgx-h100-superpod", layers=[("--mfu", {"workload": {"mfu": 0.4}})], collectives=False)
+    lib = json.loads(json.dumps(_clean(r.to_dict())))
+    assert doc == lib
+    for k in REQUIRED:
+        assert k in doc
+    assert doc["compute"]["mfu"] == 0.4
+
+
+def test_default_plan_text_and_collectives():
+    p = run_cli("plan", check=True)
+    assert "h100-100k: 100,352 x H100" in p.stdout and "goodput" in p.stdout
+    assert "1 GiB all_reduce, 3,584 GPUs across two pods" in p.stdout
+
+
+def test_three_bundled_100k_designs_side_by_side():
+    p = run_cli("plan", "h100-100k", "h100-100k-4tier", "h100-100k-eth51t", "--json", check=True)
+    designs = json.loads(p.stdout)["designs"]
+    assert [d["name"] for d in designs] == ["h100-100k", "h100-100k-4tier", "h100-100k-eth51t"]
+    assert all(d["num_gpus"] == 100_352 for d in designs)
+    ar = [d["network"]["all_reduce_s"] for d in designs]
+    bis = [d["network"]["bisection_bandwidth_per_gpu_Bps"] for d in designs]
+    # 7:1 above the pods: a seventh of the others' bisection per GPU, and the slowest cross-pod all-reduce
+    assert bis[0] == pytest.approx(bis[1] / 7) and bis[1] == bis[2]
+    assert ar[0] > 3 * max(ar[1:])
+    # non-blocking at 100k costs optics: 4 tiers need the most transceivers and network capex
+    tx = [d["transceivers"] for d in designs]
+    assert tx[1] == max(tx) and designs[1]["network_capex_usd"] == max(d["network_capex_usd"] for d in designs)
+    for d in designs:
+        assert d["assumptions"] and d["catalog_versions"]
+    p = run_cli("plan", "h100-100k", "h100-100k-eth51t", "--no-collectives", check=True)
+    assert "network capex" in p.stdout and "h100-100k-eth51t" in p.stdout.splitlines()[0]
+
+
+def test_model_needs_topo_train():
+    p = run_cli("plan", "--model", "llama3-405b")
+    assert p.returncode == 2 and p.stderr.startswith("error: --model: needs `topo train`")
+
+
+def test_comparison_frame_has_one_column_per_design():
+    from topo.plan import compare
+
+    c = compare(["dgx-h100-superpod", "rail-only-h100-16k"], collectives=False)
+    f = c.to_frame()
+    assert list(f.columns) == ["dgx-h100-superpod", "rail-only-h100-16k"]
+    assert f.loc["transceivers", "dgx-h100-superpod"] == c.plans[0].bom.num_transceivers
+    assert c.plans[1].to_frame().loc[0, "capex_usd"] == c.plans[1].cost.capex_usd

@@ -1,0 +1,82 @@
+"""Power, energy and cost against SemiAnalysis' published 100k-H100 figures (data/reference/planner.md)."""
+
+import re
+
+import pytest
+
+from topo.plan import load_catalog, plan
+from topo.plan.power import HOURS_PER_YEAR, power_breakdown
+
+
+@pytest.fixture(scope="module")
+def default_plan():
+    return plan(collectives=False)  # the bundled 100,352-GPU h100-100k
+
+
+def _line(reference, n):
+    return (reference / "planner.md").read_text().splitlines()[n - 1]
+
+
+def test_servers_draw_127_5_MW_at_100k(reference):
+    # planner.md line 19: 700 W GPU + ~575 W per GPU of server power; line 21: 100,000 x 1,275 W = 127.5 MW
+    assert "1,275 W per GPU" in _line(reference, 19) and "127.5 MW" in _line(reference, 21)
+    cat = load_catalog()
+    p = power_breakdown(100_000, cat.gpus["H100"].tdp_W.value,
+                        cat.servers["HGX H100"].non_gpu_power_per_gpu_W.value, 0, 0, 0, 1, 1, 0)
+    assert p.servers_W == pytest.approx(127.5e6, rel=1e-12)
+
+
+def test_storage_network_and_optics_are_about_ten_percent(default_plan, reference):
+    # planner.md line 20: storage, network switches, optics: about 10% of total power on top of servers
+    assert "about 10% of total power" in _line(reference, 20)
+    p = default_plan.power
+    share = (p.it_power_W - p.servers_W) / p.it_power_W
+    assert 0.08 <= share <= 0.12
+    assert p.switches_W > 0 and p.optics_W > 0  # switches and optics come from the bill of materials
+
+
+def test_pue_derived_from_the_article_gives_1_59_TWh_and_123_9_M_usd(reference):
+    # planner.md lines 16-17, 21: 1.59 TWh/year, $123.9M at $0.078/kWh; 127.5 MW / 0.9 = 141.7 MW IT; the energy
+    # implies a PUE the article does not state: 1.59e12 Wh / 8,760 h / 141.7 MW
+    assert "1.59 TWh" in _line(reference, 16) and "$123.9M at $0.078/kWh" in _line(reference, 17)
+    it_W = 127.5e6 / 0.9
+    pue = 1.59e12 / HOURS_PER_YEAR / it_W
+    cat = load_catalog()
+    assert cat.facility.pue.value == pytest.approx(pue, abs=5e-4)  # the catalog's default is this derivation
+    p = power_breakdown(100_000, 700, 575, 0, 0, 0.9 ** -1 - 1, cat.facility.pue.value, 1.0,
+                        cat.facility.electricity_usd_per_kWh.value)
+    assert p.it_power_W == pytest.approx(141.67e6, rel=1e-3)
+    assert p.energy_per_year_Wh == pytest.approx(1.59e12, rel=1e-3)
+    assert p.energy_cost_per_year_usd == pytest.approx(123.9e6, rel=2e-3)
+
+
+def test_default_cluster_needs_more_than_150_MW_and_4_billion_usd_of_servers(default_plan, reference):
+    # planner.md line 15: more than 150 MW; line 18: more than $4 billion of servers (> $40k per GPU)
+    assert "more than 150 MW" in _line(reference, 15) and "more than $4 billion" in _line(reference, 18)
+    r = default_plan
+    assert r.power.facility_power_W > 150e6
+    assert r.cost.servers_usd > 4e9 and r.cost.servers_usd / r.num_gpus >= 40e3
+    assert r.power.energy_per_year_Wh == pytest.approx(r.power.facility_power_W * 8760)
+    assert r.power.energy_cost_per_year_usd == pytest.approx(r.power.energy_per_year_Wh / 1e3 * 0.078)
+
+
+def test_switch_power_with_its_optics_stays_within_the_published_figure(reference):
+    # planner.md line 29: ~747 W with DAC, up to ~1,500 W with multimode optics: copper power + 32 twin modules
+    nums = [int(x.replace(",", "")) for x in re.findall(r"(\d[\d,]*) W", _line(reference, 29))]
+    assert nums == [747, 1500]
+    cat = load_catalog()
+    sw, mod = cat.switches["QM9700"], cat.transceivers["2x400G-SR8"]
+    full = sw.power_W.value + sw.ports.value / mod.ports.value * mod.power_W.value
+    assert sw.power_W.value < full <= sw.power_with_optics_W.value
+
+
+def test_capex_adds_up_and_network_share(default_plan):
+    c = default_plan.cost
+    bom = default_plan.bom
+    assert c.switches_usd == sum(s.count * s.price_usd_each for s in bom.switches)
+    assert c.network_capex_usd == pytest.approx(c.switches_usd + c.optics_usd + c.cables_usd)
+    assert c.capex_usd == pytest.approx(c.servers_usd + c.network_capex_usd + c.facility_usd)
+    assert c.network_share == pytest.approx(c.network_capex_usd / c.capex_usd)
+    # a price override moves exactly its line
+    r2 = plan(layers=[("t", {"switches": {"QM9700": {"price_usd": 0}}})], collectives=False)
+    assert r2.cost.switches_usd == 0 and r2.cost.optics_usd == c.optics_usd

@@ -1,0 +1,49 @@
+"""The planner's report section draws the plan's own numbers, escapes names, and joins `topo report --plan`."""
+
+import pytest
+
+import topo
+from topo.plan import plan
+from topo.report import plan_figures as P
+from conftest import run_cli, spec_dict
+
+
+@pytest.fixture(scope="module")
+def two():
+    return [plan("dgx-h100-superpod", collectives=False), plan("rail-only-h100-16k", collectives=False)]
+
+
+def test_stacked_bars_hold_the_breakdowns(two):
+    fig = P.power_figure(two)
+    assert fig.layout.barmode == "stack"
+    total = [sum(t.y[i] for t in fig.data) for i in range(2)]
+    assert total == pytest.approx([r.power.facility_power_W / 1e6 for r in two])
+    fig = P.cost_figure(two)
+    assert [sum(t.y[i] for t in fig.data) for i in range(2)] == pytest.approx([r.cost.capex_usd / 1e6 for r in two])
+
+
+def test_goodput_curve_peaks_at_youngs_interval(two):
+    fig = P.goodput_figure(two[:1])
+    line, mark = fig.data
+    r = two[0].reliability
+    assert max(line.y) == pytest.approx(r.goodput, abs=1e-3)
+    assert mark.x[0] == pytest.approx(r.checkpoint_interval_s / 60)
+
+
+def test_bom_table_and_escaping():
+    d = spec_dict(name="<script>x</script>")
+    d["fabric"]["tiers"][0]["model"] = "QM9700"
+    d["fabric"]["tiers"][1]["model"] = "QM9700"
+    r = plan(topo.spec_from_dict(d), collectives=False)
+    out = P.plan_section([r], lambda fig, kind: f'<div data-figure="{kind}"></div>')
+    assert "<script>x" not in out and "&lt;script&gt;x" in out
+    for s in r.bom.switches:
+        assert f"<td>{s.count:,}</td>" in out
+    assert out.count('data-figure="plan-') == 3
+
+
+def test_report_cli_includes_the_plan_section(tmp_path):
+    out = tmp_path / "r.html"
+    run_cli("report", "dgx-h100-superpod", "--plan", "-o", str(out), check=True)
+    page = out.read_text()
+    assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 3

@@ -1,0 +1,169 @@
+"""``topo plan``: power, energy, cost, optics and cables, compute and goodput of one design, or several side by
+side."""
+
+from __future__ import annotations
+
+from ..errors import TopoError
+from ..plan import Comparison, PlanResult, plan
+from ..units import format_bandwidth, format_count, format_time
+from .common import add_spec_arguments, spec_from_args
+from .output import emit, emit_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="power, energy, cost, optics and cables, compute and goodput",
+                       description="Plan a cluster from its spec and the catalog (topo/data/catalog): bill of "
+                       "materials (switches, transceivers, cables by length), power and energy, capex, peak and "
+                       "delivered compute, failures and goodput, blast radius. Several SPECs are compared side by "
+                       "side. Override any catalog value in the spec's [plan] table, a --plan-file, or "
+                       "--set plan.<kind>.<key>=VALUE (e.g. --set plan.switches.QM9700.price_usd=40000).")
+    add_spec_arguments(p, many=True)
+    p.add_argument("--plan-file", metavar="FILE", help="a TOML file of catalog overrides (the keys of [plan])")
+    p.add_argument("--days", type=float, metavar="N", help="training days for the compute budget (default: 100, "
+                   "SemiAnalysis' 100 days; catalog workload.days)")
+    p.add_argument("--mfu", type=float, metavar="X", help="model FLOPs utilisation, 0-1 (default 0.35: SemiAnalysis' "
+                   "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
+    p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default 1.281, derived "
+                   "from SemiAnalysis' 1.59 TWh; catalog facility.pue)")
+    p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (needs topo train)")
+    p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
+    p.add_argument("--no-collectives", action="store_true",
+                   help="skip the cross-pod all-reduce and all-to-all estimates")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def _layers(args) -> list[tuple[str, dict]]:
+    layers = []
+    if args.model or args.layout:
+        layers.append(("--model", {"workload": {"mfu": train_mfu(args)}}))
+    for flag, kind, key in (("days", "workload", "days"), ("mfu", "workload", "mfu"), ("pue", "facility", "pue")):
+        value = getattr(args, flag)
+        if value is not None:
+            layers.append((f"--{flag}", {kind: {key: value}}))
+    return layers
+
+
+def train_mfu(args) -> float:
+    """Seam for `topo train` (built in parallel): the MFU it predicts for ``--model`` and ``--layout``."""
+    try:
+        from ..train import predict_mfu  # type: ignore[attr-defined]
+    except ImportError:
+        raise TopoError("needs `topo train`, which is not in this build yet; give --mfu instead",
+                        source="--model") from None
+    return float(predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout))
+
+
+def run(args) -> int:
+    names = args.specs or [None]
+    layers = _layers(args)
+    results = [plan(spec_from_args(args, n), layers=layers, plan_file=args.plan_file,
+                    collectives=not args.no_collectives) for n in names]
+    if args.json:
+        emit_json(results[0].to_dict() if len(results) == 1 else Comparison(results).to_dict())
+    elif len(results) == 1:
+        emit(render(results[0]))
+    else:
+        emit(render_comparison(results))
+    return 0
+
+
+def _mw(w: float) -> str:
+    return f"{w / 1e6:,.2f} MW"
+
+
+def _usd(x: float) -> str:
+    return f"${x / 1e9:,.3f}B" if x >= 1e9 else f"${x / 1e6:,.1f}M"
+
+
+def _t(x) -> str:
+    return "-" if x is None else format_time(x)
+
+
+def render(r: PlanResult) -> str:
+    p, c, k, rel, n, fl = r.power, r.cost, r.compute, r.reliability, r.network, r.floor
+    out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
+    out.append(f"floor     {format_count(fl['server_racks'])} server racks of {fl['servers_per_rack']} "
+               f"({fl['servers_per_rack'] * fl['server_power_W'] / 1e3:.1f} of {fl['rack_power_W'] / 1e3:.0f} kW), "
+               f"{format_count(fl['network_racks'])} network racks, {fl['rows']} rows, {fl['halls']} halls; "
+               f"leaves {fl['leaf_placement'].replace('_', ' ')}")
+    out.append("")
+    rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}", _usd(s.count * s.price_usd_each)]
+            for s in r.bom.switches]
+    rows += [[f"at {t.at}", t.type, format_count(t.count), f"{t.power_W_each:,.0f}",
+              _usd(t.count * t.price_usd_each)] for t in r.bom.transceivers]
+    rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count),
+              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-", _usd(cb.price_usd)] for cb in r.bom.cables]
+    out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
+    out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
+               f"transceivers, {format_count(r.bom.num_cables)} cables")
+    out.append("")
+    rows = [[name, _mw(w)] for name, w in p.parts().items()]
+    rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
+             ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
+             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)]]
+    out.append(table(rows, ["power", ""], right=[False, True]))
+    out.append("")
+    rows = [[name, _usd(x)] for name, x in c.parts().items()]
+    rows += [["capex", _usd(c.capex_usd)], ["per GPU", f"${c.capex_per_gpu_usd:,.0f}"],
+             ["network share", f"{100 * c.network_share:.1f}%"]]
+    out.append(table(rows, ["capex (prices are assumptions)", ""], right=[False, True]))
+    out.append("")
+    peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
+    out.append(f"compute   peak {peaks}")
+    out.append(f"          {k.days:g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
+               f"{k.reference_ratio:.1f}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
+               + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
+               + f" its cluster")
+    out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day (one per {format_time(rel.mtbf_s)}); "
+               f"first optical-module failure after {rel.first_optical_failure_s / 60:.1f} min "
+               f"({format_count(rel.optical_modules)} modules)")
+    out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB, written in {format_time(rel.checkpoint_write_s)}"
+               f", every {format_time(rel.checkpoint_interval_s)} (Young); restart {format_time(rel.restart_s)}; "
+               f"{rel.hot_spare_servers} hot-spare servers")
+    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective")
+    out.append("")
+    rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
+             format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
+    out.append(table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
+                     right=[False, True, True, True, True]))
+    out.append("")
+    out.append(f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
+               f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)")
+    if n.all_reduce_s is not None:
+        out.append(f"          1 GiB all_reduce, {format_count(n.all_reduce_gpus)} GPUs across two pods: "
+                   f"{_t(n.all_reduce_s)} (bottleneck {n.all_reduce_bottleneck}); 1 GiB alltoall, "
+                   f"{n.alltoall_gpus} GPUs in two pods: {_t(n.alltoall_s)}")
+    for note in r.notes:
+        out.append(f"note: {note}")
+    out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions')")
+    return "\n".join(out)
+
+
+_ROWS = [
+    ("GPUs", "num_gpus", lambda v: format_count(v)),
+    ("switches", "switches", lambda v: format_count(v)),
+    ("transceivers", "transceivers", lambda v: format_count(v)),
+    ("cables", "cables", lambda v: format_count(v)),
+    ("network power", "network_power_W", _mw),
+    ("network capex", "network_capex_usd", _usd),
+    ("network share of capex", "network_share", lambda v: f"{100 * v:.1f}%"),
+    ("bisection per GPU", "bisection_bandwidth_per_gpu_Bps", format_bandwidth),
+    ("cross-pod all_reduce: GPUs (two pods)", "crosspod_all_reduce_gpus", lambda v: "-" if v is None else format_count(v)),
+    ("cross-pod all_reduce 1 GiB", "crosspod_all_reduce_s", _t),
+    ("cross-pod alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
+    ("cross-pod alltoall 1 GiB", "crosspod_alltoall_s", _t),
+    ("first optical failure", "first_optical_failure_s", lambda v: f"{v / 60:.1f} min"),
+    ("IT power", "it_power_W", _mw),
+    ("facility power", "facility_power_W", _mw),
+    ("energy cost per year", "energy_cost_per_year_usd", _usd),
+    ("capex", "capex_usd", _usd),
+    ("capex per GPU", "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
+    ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
+]
+
+
+def render_comparison(results: list[PlanResult]) -> str:
+    heads = [r.headline() for r in results]
+    rows = [[label] + [fmt(h[key]) for h in heads] for label, key, fmt in _ROWS]
+    return table(rows, [""] + [h["name"] for h in heads], right=[False] + [True] * len(heads))

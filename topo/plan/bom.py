@@ -1,0 +1,298 @@
+"""The bill of materials: switches by model, transceivers by type, cables by type and length class.
+
+Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.layout`):
+
+- every scale-out link (NIC-leaf, leaf-spine, spine-core) is one cable: copper (DAC) when short enough, else a
+  fibre with a transceiver at each end;
+- with ``layout.short_reach = "aoc"``, links within multimode reach are active optical cables instead (optics
+  in the cable, its power counted with the optics);
+- at a NIC, one single-port module per optical link; at a switch, modules of the switch's ``ports_per_cage``
+  (2 for the twin-port 2 x 400G OSFP cages of Quantum-2 and SN5600): per switch and module type,
+  ceil(links / ports per module), so a twin-port module counts once per two links;
+- the module is the one of the link's rate and medium with the shortest reach that covers the link's length.
+
+A tier may be *logical* (``[plan.tiers.<name>] stages = 2``): each of its switches is a non-blocking two-stage
+Clos of physical switches (``switch``, default the tier's model) with k ports: ceil(E / (k/2)) lower switches for E
+external ports, half as many upper switches (rounded up), and k/2 internal links per lower switch. This is how a
+4th tier is modelled while topo's fabric has at most three: the cost model sees one non-blocking switch (exact for
+capacity, one switch hop short in latency), the bill of materials counts every physical switch, link and module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import TopoError
+from ..fabric import LEVEL_NIC, Fabric
+from .catalog import Catalog
+from .layout import Floor
+
+__all__ = ["BillOfMaterials", "SwitchLine", "TransceiverLine", "CableLine", "bill_of_materials", "LENGTH_CLASSES_M",
+           "logical_tiers"]
+
+LENGTH_CLASSES_M = (3, 10, 30, 50, 100, 500, 2000)
+
+
+@dataclass(frozen=True)
+class SwitchLine:
+    tier: str
+    model: str
+    count: int
+    logical_count: int  # switches as the fabric sees them (= count unless the tier is multi-stage)
+    power_W_each: float
+    price_usd_each: float
+
+
+@dataclass(frozen=True)
+class TransceiverLine:
+    type: str
+    at: str  # "nic" or a tier name
+    count: int
+    links: int  # optical link ends it serves
+    power_W_each: float
+    price_usd_each: float
+    mttf_years: float
+
+
+@dataclass(frozen=True)
+class CableLine:
+    type: str
+    level: str
+    length_class: str
+    count: int
+    length_m: float  # total
+    price_usd: float  # total
+    power_W: float = 0.0  # total (active cables: AOC)
+
+
+@dataclass(frozen=True)
+class BillOfMaterials:
+    switches: list[SwitchLine]
+    transceivers: list[TransceiverLine]
+    cables: list[CableLine]
+    links_by_level: dict[str, dict[str, int]]  # level -> medium -> links (fabric links + internal links)
+
+    @property
+    def num_switches(self) -> int:
+        return sum(s.count for s in self.switches)
+
+    @property
+    def num_transceivers(self) -> int:
+        return sum(t.count for t in self.transceivers)
+
+    @property
+    def num_cables(self) -> int:
+        return sum(c.count for c in self.cables)
+
+    def to_dict(self) -> dict:
+        return {"switches": [asdict(s) for s in self.switches],
+                "transceivers": [asdict(t) for t in self.transceivers],
+                "cables": [asdict(c) for c in self.cables], "links_by_level": self.links_by_level,
+                "num_switches": self.num_switches, "num_transceivers": self.num_transceivers,
+                "num_cables": self.num_cables}
+
+    def to_frame(self):
+        """One row per line: kind (switch, transceiver, cable), item, where, count."""
+        import pandas as pd
+
+        rows = [{"kind": "switch", "item": s.model, "where": s.tier, "count": s.count} for s in self.switches]
+        rows += [{"kind": "transceiver", "item": t.type, "where": t.at, "count": t.count} for t in self.transceivers]
+        rows += [{"kind": "cable", "item": f"{c.type} {c.length_class}", "where": c.level, "count": c.count}
+                 for c in self.cables]
+        return pd.DataFrame(rows)
+
+
+class _LogicalTier(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    stages: int = Field(2, ge=1, le=2, strict=True)
+    switch: str | None = None
+
+
+def logical_tiers(fabric: Fabric, plan: dict, source: str | None = None) -> dict[int, _LogicalTier]:
+    """The ``[plan.tiers.<name>]`` tables, by tier index, validated."""
+    out = {}
+    names = [t.name for t in fabric.layout.tiers]
+    for name, table in (plan or {}).get("tiers", {}).items():
+        if name not in names:
+            raise TopoError(f"no tier named {name!r}; tiers: {', '.join(names)}", source=source,
+                            key=f"plan.tiers.{name}")
+        try:
+            out[names.index(name)] = _LogicalTier.model_validate(table)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise TopoError(f"{e['msg']}, got {e.get('input')!r}", source=source,
+                            key=f"plan.tiers.{name}." + ".".join(map(str, e["loc"]))) from None
+    return out
+
+
+def _class_label(x: float) -> str:
+    return f"<= {x:g} m"
+
+
+def _pick_module(catalog: Catalog, rate_Gbps: float, ports: int, medium: str, length_m) -> tuple[list[str], np.ndarray]:
+    """For each length, the module of this rate, port count and medium with the shortest reach that covers it:
+    (module names, index into them per length)."""
+    lengths = np.atleast_1d(np.asarray(length_m, dtype=float))
+    fits = sorted((t.reach_m.value, n) for n, t in catalog.transceivers.items()
+                  if abs(t.rate_Gbps.value - rate_Gbps) < 1e-6 and int(t.ports.value) == ports
+                  and t.medium == medium)
+    longest = fits[-1][0] if fits else 0.0
+    if not fits or lengths.max() > longest:
+        raise TopoError(f"no {ports}-port {rate_Gbps:g}G {medium} transceiver reaches {lengths.max():.0f} m in the "
+                        f"catalog; add one under plan.transceivers (types: {', '.join(catalog.transceivers)})",
+                        key="plan.transceivers")
+    reaches = np.array([r for r, _ in fits])
+    return [n for _, n in fits], np.searchsorted(reaches, lengths, side="left")
+
+
+def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict | None = None,
+                      source: str | None = None) -> BillOfMaterials:
+    """Count switches, transceivers and cables of ``fabric`` laid out on ``floor``."""
+    L = fabric.layout
+    logical = logical_tiers(fabric, plan or {}, source)
+    dac, mmf = catalog.cables["DAC"], catalog.cables["MMF"]
+    mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
+    models = [catalog.switch(logical[t.index].switch or t.model, key=f"plan.tiers.{t.name}.switch")
+              if t.index in logical and logical[t.index].switch else
+              catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model") for t in L.tiers]
+
+    links = fabric.links
+    s0 = floor.first_link
+    src, dst, level = links["src"][s0:], links["dst"][s0:], links["level"][s0:]
+    rate_Gbps = links["bandwidth_Bps"][s0:] * 8 / 1e9
+    length = floor.lengths_m
+
+    # extra internal links of logical tiers (appended as their own level)
+    internal = []
+    switch_lines = []
+    for t, sw in zip(L.tiers, models):
+        lt = logical.get(t.index)
+        if lt is None or lt.stages == 1:
+            switch_lines.append(SwitchLine(t.name, t.model, t.num_switches, t.num_switches, sw.power_W.value,
+                                           sw.price_usd.value))
+            continue
+        phys_name, phys = lt.switch or t.model, sw
+        k = int(phys.ports.value)
+        ext = t.down_ports + t.up_ports
+        if ext > k * k // 2:
+            raise TopoError(f"a two-stage Clos of {k}-port switches has at most {k * k // 2} external ports, the "
+                            f"tier uses {ext}", source=source, key=f"plan.tiers.{t.name}.stages")
+        lower = math.ceil(ext / (k // 2))
+        upper = math.ceil(lower * (k // 2) / k)
+        switch_lines.append(SwitchLine(f"{t.name} (lower stage)", phys_name, lower * t.num_switches,
+                                       t.num_switches, phys.power_W.value, phys.price_usd.value))
+        switch_lines.append(SwitchLine(f"{t.name} (upper stage)", phys_name, upper * t.num_switches,
+                                       t.num_switches, phys.power_W.value, phys.price_usd.value))
+        internal.append((t, phys, phys_name, lower * (k // 2) * t.num_switches, upper * t.num_switches))
+
+    copper = length <= dac.reach_m.value
+    medium = np.where(copper, 0, np.where(length <= mm_reach, 1, 2))
+    level_names = fabric.level_names
+    media = ("copper", "multimode", "single_mode")
+
+    tx: dict[tuple[str, str], list[int]] = {}
+
+    def add_tx(name, at, count, nlinks):
+        cur = tx.setdefault((name, at), [0, 0])
+        cur[0] += int(count)
+        cur[1] += int(nlinks)
+
+    aoc = catalog.layout.short_reach == "aoc"
+    # NIC ends: one single-port module per optical link (none on AOC links: their optics are in the cable)
+    nic = (level == LEVEL_NIC) & ~copper
+    for m in ((2,) if aoc else (1, 2)):
+        sel = nic & (medium == m)
+        if sel.any():
+            for r in np.unique(rate_Gbps[sel]):
+                s2 = sel & (rate_Gbps == r)
+                names, idx = _pick_module(catalog, r, 1, media[m], length[s2])
+                for j, c in enumerate(np.bincount(idx, minlength=len(names)).tolist()):
+                    if c:
+                        add_tx(names[j], "nic", c, c)
+
+    # switch ends: per switch and module type, ceil(links / ports per module)
+    for t, sw in zip(L.tiers, models):
+        ppc = int(sw.ports_per_cage.value)
+        lo = fabric.node_offset[f"tier:{t.index}"]
+        ends = []  # (switch local ids, link mask)
+        down = level == LEVEL_NIC + t.index
+        ends.append((dst[down] - lo, down))
+        up = level == LEVEL_NIC + t.index + 1
+        if up.any():
+            ends.append((src[up] - lo, up))
+        for ids, mask in ends:
+            for m in ((2,) if aoc else (1, 2)):
+                sel = mask & (medium == m)
+                if not sel.any():
+                    continue
+                sub_ids = ids[(medium[mask] == m)]
+                r = float(rate_Gbps[sel][0])
+                names, idx = _pick_module(catalog, r, ppc, media[m], length[sel])
+                per = np.bincount(sub_ids * len(names) + idx, minlength=t.num_switches * len(names))
+                per = np.ceil(per.reshape(t.num_switches, len(names)) / ppc).sum(axis=0)
+                nl = np.bincount(idx, minlength=len(names))
+                for j in range(len(names)):
+                    if nl[j]:
+                        add_tx(names[j], t.name, per[j], nl[j])
+
+    # internal links of logical tiers: both ends on switches, full cages
+    links_by_level: dict[str, dict[str, int]] = {}
+    for lv in range(LEVEL_NIC, LEVEL_NIC + L.num_tiers):
+        sel = level == lv
+        if sel.any():
+            links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(3)}
+    cables = _cables(catalog, level, medium, length, level_names, aoc)
+    for t, phys, phys_name, n_int, n_upper in internal:
+        ln = catalog.layout.logical_internal_length_m.value
+        m = 0 if ln <= dac.reach_m.value else (1 if ln <= mm_reach else 2)
+        name_lv = f"{t.name}-internal"
+        links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(3)}
+        if m == 2 or (m == 1 and not aoc):
+            ppc = int(phys.ports_per_cage.value)
+            r = float(phys.port_rate_Gbps.value)
+            names, _ = _pick_module(catalog, r, ppc, media[m], ln)
+            add_tx(names[0], f"{t.name} (internal)", 2 * math.ceil(n_int / ppc), 2 * n_int)
+        cab = catalog.cables[_cable_for(catalog, m, aoc)]
+        cables.append(CableLine(_cable_for(catalog, m, aoc), name_lv, _class_label(_length_class(ln)), n_int,
+                                n_int * ln, n_int * (cab.price_usd.value + ln * cab.price_per_m_usd.value),
+                                n_int * cab.power_W.value))
+
+    tx_lines = []
+    for (name, at), (count, nlinks) in tx.items():
+        t = catalog.transceivers[name]
+        tx_lines.append(TransceiverLine(name, at, count, nlinks, t.power_W.value, t.price_usd.value,
+                                        t.mttf_years.value))
+    return BillOfMaterials(switch_lines, tx_lines, cables, links_by_level)
+
+
+def _cable_for(catalog: Catalog, medium: int, aoc: bool = False) -> str:
+    return ("DAC", "AOC" if aoc else "MMF", "SMF")[medium]
+
+
+def _length_class(x: float) -> float:
+    for c in LENGTH_CLASSES_M:
+        if x <= c:
+            return c
+    return math.inf
+
+
+def _cables(catalog, level, medium, length, level_names, aoc=False) -> list[CableLine]:
+    classes = np.searchsorted(np.array(LENGTH_CLASSES_M, dtype=float), length, side="left")
+    out = []
+    key = (level.astype(np.int64) * 3 + medium) * (len(LENGTH_CLASSES_M) + 1) + classes
+    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    total_len = np.bincount(inv, weights=length)
+    for k, c, tl in zip(uniq.tolist(), counts.tolist(), total_len.tolist()):
+        cls = k % (len(LENGTH_CLASSES_M) + 1)
+        m = (k // (len(LENGTH_CLASSES_M) + 1)) % 3
+        lv = k // (len(LENGTH_CLASSES_M) + 1) // 3
+        name = _cable_for(catalog, m, aoc)
+        cab = catalog.cables[name]
+        label = _class_label(LENGTH_CLASSES_M[cls]) if cls < len(LENGTH_CLASSES_M) else "> 2000 m"
+        out.append(CableLine(name, level_names[lv], label, c, tl,
+                             c * cab.price_usd.value + tl * cab.price_per_m_usd.value, c * cab.power_W.value))
+    return out

@@ -1,0 +1,327 @@
+"""The planner's catalog: versioned data files of GPUs, servers, switches, optics, cables, the facility, the floor
+layout, reliability and the workload, each value with its ``source`` and ``status``.
+
+The files live in ``topo/data/catalog/*.toml``; every number is a table ``{ value = ..., source = "...",
+status = "published" | "secondary" | "derived" | "assumption" }`` in SI units named in the key (``power_W``,
+``price_usd``, ``reach_m``). Prices must be marked ``assumption``: they are inputs a user overrides, not facts.
+
+Overrides come in layers, each ``(origin, dict)``: the spec's ``[plan]`` table, a plan file, command-line options.
+A bare number replaces a value (its source becomes ``<origin>: plan.<key>``, status ``override``); a table with
+``value``/``source``/``status`` replaces it whole; a new item (a switch model) gives all its fields. Whatever the
+layer, a bad value is one :class:`~topo.errors.TopoError` naming the file (or the origin) and the dotted key::
+
+    topo/data/catalog/facility.toml: pue: must be >= 1, got 0.9
+    my-spec.toml: plan.switches.QM9700.price_usd: must be >= 0, got -5
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import TopoError
+from ..spec.load import format_loc
+
+__all__ = ["Value", "Catalog", "load_catalog", "catalog_dir", "KINDS", "PLAN_KEYS"]
+
+Status = Literal["published", "secondary", "derived", "assumption", "override"]
+
+
+def catalog_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "data" / "catalog"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Value(_Strict):
+    """One sourced number."""
+
+    value: Annotated[float, Field(allow_inf_nan=False)]
+    source: Annotated[str, Field(min_length=1)]
+    status: Status
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def _bounded(ge: float | None = 0.0, gt: float | None = None, le: float | None = None, price: bool = False):
+    def check(v: Value) -> Value:
+        x = v.value
+        if ge is not None and x < ge:
+            raise ValueError(f"must be >= {ge:g}, got {x:g}")
+        if gt is not None and x <= gt:
+            raise ValueError(f"must be > {gt:g}, got {x:g}")
+        if le is not None and x > le:
+            raise ValueError(f"must be <= {le:g}, got {x:g}")
+        if price and v.status not in ("assumption", "override"):
+            raise ValueError(f"a price must have status 'assumption' (a user input), got {v.status!r}")
+        return v
+    return Annotated[Value, AfterValidator(check)]
+
+
+NonNeg = _bounded()
+Positive = _bounded(ge=None, gt=0.0)
+Price = _bounded(price=True)
+Fraction = _bounded(ge=0.0, le=1.0)
+
+
+class Gpu(_Strict):
+    tdp_W: Positive
+    hbm_bytes: Positive
+    peak_flops: dict[str, Positive]
+
+
+class Server(_Strict):
+    gpu: str
+    gpus: Positive
+    non_gpu_power_per_gpu_W: NonNeg
+    max_power_W: Positive
+    rack_units: Positive
+    price_usd: Price
+
+
+class Switch(_Strict):
+    ports: Positive
+    port_rate_Gbps: Positive
+    ports_per_cage: Positive
+    power_W: NonNeg
+    power_with_optics_W: NonNeg
+    price_usd: Price
+
+
+class Transceiver(_Strict):
+    rate_Gbps: Positive
+    ports: Positive
+    medium: Literal["multimode", "single_mode"]
+    reach_m: Positive
+    power_W: NonNeg
+    price_usd: Price
+    mttf_years: Positive
+
+
+class Cable(_Strict):
+    medium: Literal["copper", "multimode", "single_mode", "aoc"]
+    reach_m: Positive
+    power_W: NonNeg  # the cable's own (an AOC's optics at both ends); 0 for passive copper and fibre
+    price_usd: Price
+    price_per_m_usd: Price
+
+
+class Facility(_Strict):
+    pue: _bounded(ge=1.0)
+    electricity_usd_per_kWh: Price
+    load_factor: Fraction
+    storage_frontend_fraction: NonNeg
+    capex_usd_per_W: Price
+
+
+class Layout(_Strict):
+    short_reach: Literal["transceivers", "aoc"] = "transceivers"
+    servers_per_rack: _bounded(ge=1.0)
+    rack_power_W: Positive
+    rack_width_m: Positive
+    row_pitch_m: Positive
+    pods_per_hall: _bounded(ge=1.0)
+    hall_spacing_m: NonNeg
+    slack_m: NonNeg
+    logical_internal_length_m: NonNeg
+
+
+class Checkpoint(_Strict):
+    bytes_per_param: Positive
+    write_Bps: Positive
+    restart_s: NonNeg
+    repair_s: NonNeg
+    hot_spare_fraction: _bounded(ge=0.0, le=0.5)
+
+
+class Reliability(_Strict):
+    observed_gpus: Positive
+    observed_days: Positive
+    causes: dict[str, NonNeg]
+    checkpoint: Checkpoint
+
+
+class Reference(_Strict):
+    name: str
+    flop: Positive
+    gpus: Positive
+    gpu: str
+    precision: str
+
+
+class Workload(_Strict):
+    mfu: _bounded(ge=None, gt=0.0, le=1.0)
+    precision: str
+    days: Positive
+    params: Positive
+    reference: Reference
+
+
+class Catalog(_Strict):
+    """Every kind of the catalog, validated, with overrides applied."""
+
+    gpus: dict[str, Gpu]
+    servers: dict[str, Server]
+    switches: dict[str, Switch]
+    transceivers: dict[str, Transceiver]
+    cables: dict[str, Cable]
+    facility: Facility
+    layout: Layout
+    reliability: Reliability
+    workload: Workload
+    versions: dict[str, str] = {}
+    origins: dict[str, str] = {}  # dotted path -> origin of an override; kind -> its catalog file
+
+    def origin_of(self, dotted: str) -> tuple[str, bool]:
+        """Where the value at ``dotted`` (``layout.rack_power_W``) comes from: (origin, overridden)."""
+        for p in sorted((k for k in self.origins if "." in k or k not in KINDS), key=len, reverse=True):
+            if dotted == p or dotted.startswith(p + "."):
+                return self.origins[p], True
+        return self.origins.get(dotted.split(".")[0], "catalog"), False
+
+    def gpu(self, name: str) -> Gpu:
+        return _lookup(self.gpus, name, "gpus", "GPU")
+
+    def switch(self, name: str, key: str | None = None) -> Switch:
+        return _lookup(self.switches, name, "switches", "switch model", key)
+
+    def server_for(self, gpu: str) -> tuple[str, Server]:
+        """The server model that holds ``gpu`` (the first in the catalog)."""
+        for name, s in self.servers.items():
+            if s.gpu.upper() == gpu.upper():
+                return name, s
+        raise TopoError(f"no server in the catalog holds {gpu!r} GPUs; servers: "
+                        f"{', '.join(f'{n} ({s.gpu})' for n, s in self.servers.items())}; add one under "
+                        f"plan.servers", key="plan.servers")
+
+    def assumptions(self) -> list[dict]:
+        """Every value whose status is ``assumption`` or ``override``, as rows (key, value, source, status)."""
+        rows = []
+        for key, v in _walk(self.model_dump(exclude={"versions"})):
+            if v["status"] in ("assumption", "override"):
+                rows.append({"key": key, **v})
+        return rows
+
+
+KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "layout", "reliability", "workload")
+PLAN_KEYS = KINDS + ("tiers",)
+
+
+def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None):
+    for k, v in table.items():
+        if k.upper() == (name or "").upper():
+            return v
+    close = difflib.get_close_matches(name or "", list(table), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise TopoError(f"{what} {name!r} is not in the catalog; allowed: {', '.join(table)} (or add it under "
+                    f"plan.{kind}){hint}", key=key or f"plan.{kind}")
+
+
+def _walk(obj, prefix=""):
+    if isinstance(obj, dict) and set(obj) == {"value", "source", "status"}:
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk(v, f"{prefix}.{k}" if prefix else str(k))
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TopoError(f"cannot read the catalog: {exc}", source=_display(path)) from None
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _merge(base: dict, over: dict, origin: str, path: list[str], marks: dict[str, str]) -> None:
+    """Apply one override layer in place; record each overridden dotted path with its origin."""
+    for k, v in over.items():
+        here = path + [str(k)]
+        key = ".".join(here)
+        old = base.get(k)
+        if isinstance(v, dict) and not {"value"} <= set(v) and isinstance(old, dict) and "value" not in old:
+            _merge(old, v, origin, here, marks)
+            continue
+        if isinstance(v, dict) and not {"value"} <= set(v) and old is None:
+            marks[key] = origin
+            base[k] = {}
+            _merge(base[k], v, origin, here, marks)
+            continue
+        marks[key] = origin
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if numeric and (old is None or (isinstance(old, dict) and "value" in old)):
+            v = {"value": v, "source": f"{origin}: plan.{key}", "status": "override"}
+        base[k] = v
+
+
+def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = None) -> Catalog:
+    """Read every catalog file, apply the override ``layers`` in order, and validate.
+
+    ``layers`` are ``(origin, plan_table)`` pairs, e.g. ``[("my-spec.toml", spec.plan), ("--pue", {"facility":
+    {"pue": 1.3}})]``; the plan table's keys are the catalog kinds (``facility``, ``switches``, ...). Its
+    ``tiers`` key belongs to the bill of materials and is ignored here.
+    """
+    d = directory or catalog_dir()
+    raw, files, versions = {}, {}, {}
+    for kind in KINDS:
+        path = d / f"{kind}.toml"
+        data = _read(path)
+        versions[kind] = str(data.pop("version", ""))
+        raw[kind] = data
+        files[kind] = _display(path)
+    marks: dict[str, str] = {}
+    for origin, table in layers:
+        if not table:
+            continue
+        unknown = [k for k in table if k not in PLAN_KEYS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], PLAN_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TopoError(f"unknown key {unknown[0]!r}; allowed: {', '.join(PLAN_KEYS)}{hint}", source=origin,
+                            key=f"plan.{unknown[0]}")
+        _merge(raw, {k: copy.deepcopy(v) for k, v in table.items() if k != "tiers"}, origin, [], marks)
+    try:
+        return Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
+    except ValidationError as exc:
+        raise _error(exc, files, marks) from None
+
+
+def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -> TopoError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    if loc and loc[-1] in ("value",) and err["type"] != "extra_forbidden":
+        loc = loc[:-1]
+    dotted = format_loc(loc)
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key {loc[-1]!r}"
+    elif err["type"] == "missing":
+        msg = "is required but missing"
+    elif err["type"] in ("model_type", "dict_type"):
+        msg = f"must be a number or a table {{ value, source, status }}, got {err.get('input')!r}"
+    elif err["type"] in ("float_type", "float_parsing", "finite_number"):
+        msg = f"must be a finite number, got {err.get('input')!r}"
+    elif err["type"] == "literal_error":
+        allowed = re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", ""))
+        msg = f"must be one of {', '.join(allowed)}, got {err.get('input')!r}"
+    origin = next((o for p, o in sorted(marks.items(), key=lambda x: -len(x[0]))
+                   if dotted == p or dotted.startswith(p + ".")), None)
+    if origin is not None:
+        return TopoError(msg, source=origin, key=f"plan.{dotted}")
+    kind = loc[0] if loc else ""
+    return TopoError(msg, source=files.get(kind, "catalog"), key=format_loc(loc[1:]) or None)

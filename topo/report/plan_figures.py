@@ -1,0 +1,105 @@
+"""The planner's part of the report: power and capex as stacked bars, the bill of materials as a table, goodput
+against the checkpoint interval. Each figure function takes :class:`topo.plan.PlanResult` objects and draws what
+they hold (nothing is recomputed); :func:`plan_section` is the HTML section the page can include.
+
+>>> from topo.plan import plan
+>>> from topo.report import plan_figures
+>>> r = plan("dgx-h100-superpod", collectives=False)
+>>> [t.name for t in plan_figures.power_figure([r]).data][:3]
+['GPUs', 'rest of servers', 'switches']
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Callable, Sequence
+
+import plotly.graph_objects as go
+
+from ..plan.result import PlanResult
+from ..units import format_count
+from .style import base_layout, esc
+
+__all__ = ["power_figure", "cost_figure", "goodput_figure", "bom_table_html", "plan_section"]
+
+_PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3")
+
+
+def power_figure(results: Sequence[PlanResult]) -> go.Figure:
+    """IT power by part plus the facility overhead (PUE), MW, one stacked bar per design."""
+    names = [esc(r.name) for r in results]
+    fig = go.Figure()
+    parts = list(results[0].power.parts()) + ["facility overhead (PUE)"]
+    for i, part in enumerate(parts):
+        ys = [(r.power.parts().get(part, r.power.facility_power_W - r.power.it_power_W)) / 1e6 for r in results]
+        fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
+                             hovertemplate=f"{esc(part)}: %{{y:,.2f}} MW<extra>%{{x}}</extra>"))
+    fig.update_layout(**base_layout("Power: IT by part, and the facility's overhead", height=420))
+    fig.update_layout(barmode="stack", yaxis_title="MW")
+    return fig
+
+
+def cost_figure(results: Sequence[PlanResult]) -> go.Figure:
+    """Capital cost by part, $M, one stacked bar per design (prices are catalog assumptions)."""
+    names = [esc(r.name) for r in results]
+    fig = go.Figure()
+    for i, part in enumerate(results[0].cost.parts()):
+        ys = [r.cost.parts()[part] / 1e6 for r in results]
+        fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
+                             hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>"))
+    fig.update_layout(**base_layout("Capex by part (prices are assumptions; override them)", height=420))
+    fig.update_layout(barmode="stack", yaxis_title="$M")
+    return fig
+
+
+def goodput_figure(results: Sequence[PlanResult]) -> go.Figure:
+    """Goodput against the checkpoint interval (log x), one line per design, Young's interval marked."""
+    fig = go.Figure()
+    for r in results:
+        c = r.reliability.goodput_vs_interval
+        fig.add_trace(go.Scatter(x=[t / 60 for t in c["interval_s"]], y=c["goodput"], mode="lines",
+                                 name=esc(r.name), hovertemplate="every %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=[r.reliability.checkpoint_interval_s / 60], y=[r.reliability.goodput],
+                                 mode="markers", marker=dict(size=9, symbol="diamond"), showlegend=False,
+                                 name=f"{esc(r.name)}: Young's interval",
+                                 hovertemplate="Young's interval %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
+    fig.update_layout(**base_layout("Goodput against the checkpoint interval", height=420))
+    fig.update_xaxes(type="log", title="checkpoint interval (min)")
+    fig.update_yaxes(title="goodput", tickformat=".0%", rangemode="tozero")
+    return fig
+
+
+def bom_table_html(r: PlanResult) -> str:
+    """The bill of materials as an HTML table (every string escaped)."""
+    e = html.escape
+    rows = ['<table><tr><th class="l">kind</th><th class="l">item</th><th class="l">where</th><th>count</th>'
+            '<th>cost ($M)</th></tr>']
+    for s in r.bom.switches:
+        rows.append(f'<tr><td class="l">switch</td><td class="l">{e(s.model)}</td><td class="l">{e(s.tier)}</td>'
+                    f"<td>{format_count(s.count)}</td><td>{s.count * s.price_usd_each / 1e6:,.1f}</td></tr>")
+    for t in r.bom.transceivers:
+        rows.append(f'<tr><td class="l">transceiver</td><td class="l">{e(t.type)}</td><td class="l">{e(t.at)}</td>'
+                    f"<td>{format_count(t.count)}</td><td>{t.count * t.price_usd_each / 1e6:,.1f}</td></tr>")
+    for c in r.bom.cables:
+        rows.append(f'<tr><td class="l">cable</td><td class="l">{e(c.type)} {e(c.length_class)}</td>'
+                    f'<td class="l">{e(c.level)}</td><td>{format_count(c.count)}</td>'
+                    f"<td>{c.price_usd / 1e6:,.1f}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], str]) -> str:
+    """The report's "Plan" section: ``div(figure, kind)`` places a figure (the page's own helper)."""
+    e = html.escape
+    n = len(results)
+    boms = "".join(f'<div class="cell"><h3>{e(r.name)}: bill of materials</h3>{bom_table_html(r)}</div>'
+                   for r in results)
+    figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
+                   ((power_figure(results), "plan-power"), (cost_figure(results), "plan-cost"),
+                    (goodput_figure(results), "plan-goodput")))
+    lead = ("Power, capex and goodput from <code>topo plan</code>: the catalog's values (each with its source; "
+            "prices are assumptions) applied to each cluster's bill of materials, as laid out on the floor.")
+    grid = 'style="grid-template-columns: repeat({}, minmax(0, 1fr));"'
+    return (f'<section id="plan"><h2>Plan: power, cost, optics, goodput</h2><p class="lead">{lead}</p>'
+            f'<div class="grid" {grid.format(3)}>{figs}</div>'
+            f'<div class="grid" {grid.format(max(n, 1))}>{boms}</div></section>')
