@@ -127,6 +127,9 @@ def render(r: PlanResult) -> str:
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
     out.append(table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
                      right=[False, True, True, True, True]))
+    if r.failure_impact:
+        out.append("with one part failed, the network figure's 1 GiB all_reduce: " + "; ".join(
+            f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})" for x in r.failure_impact))
     out.append("")
     out.append(f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
                f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)")

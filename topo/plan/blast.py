@@ -12,8 +12,7 @@ these regular fabrics):
   32 in a pod: 1/32 of the pod's leaf uplinks; 1.0 means the GPUs below it are cut off from the rest). Switches
   above the leaves disconnect no GPU from the network: ``gpus_disconnected`` counts only NICs and leaves.
 
-The collective and step time with the part failed needs the traffic engine's failures
-(:func:`collective_times_with_failures`, a seam for ``Fabric.with_failures``).
+The collective time with the part failed comes from the engine's failures (:func:`collective_times_with_failures`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import numpy as np
 
 from ..fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
 
-__all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures"]
+__all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
 
 
 @dataclass(frozen=True)
@@ -90,11 +89,41 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
     return out
 
 
-def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine")):
-    """Seam for the lead: the cross-pod collective time with one NIC, leaf or spine failed.
+@dataclass(frozen=True)
+class FailureImpact:
+    """The cross-pod data-parallel all-reduce (the plan's network figure) with one part failed."""
 
-    Needs ``Fabric.with_failures(...)`` from the traffic-engine issue; until it is wired here this returns None and
-    the plan says so in its notes. Intended body: for each part, ``f2 = fabric.with_failures(<that node>)`` and the same
-    :func:`topo.plan.network.crosspod_collectives` call as the healthy fabric, reporting the slow-down.
-    """
-    return None
+    part: str  # nic, leaf, spine
+    name: str  # the failed node, as describe prints it
+    all_reduce_s: float
+    healthy_s: float
+    slowdown: float
+    bottleneck: str | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine")) -> list[FailureImpact]:
+    """The 1 GiB all-reduce of :func:`topo.plan.network.crosspod_collectives` (every GPU of two pods, one
+    communicator per GPU position; the whole cluster on a one-pod fabric) with the first NIC, leaf or spine failed
+    (:meth:`topo.fabric.Fabric.with_failures`): its time, its slowdown and its new bottleneck."""
+    from ..estimate import estimate
+    from .network import COLLECTIVE_SIZE
+
+    L = fabric.layout
+    pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
+    kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
+    names = {"nic": "nic0.0", "leaf": f"{L.tiers[0].name}0"}
+    if len(L.tiers) > 1:
+        names["spine"] = f"{L.tiers[1].name}0"
+    healthy = estimate(fabric, "all_reduce", COLLECTIVE_SIZE, **kw).results[0].time_s
+    out = []
+    for part in parts:
+        if part not in names:
+            continue
+        r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
+        b = r.bottleneck
+        out.append(FailureImpact(part, names[part], r.time_s, healthy, r.time_s / healthy,
+                                 f"{b.src} -> {b.dst} ({b.level})" if b else None))
+    return out

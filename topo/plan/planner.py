@@ -143,15 +143,13 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     net = crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
                                collectives=collectives)
     notes = list(inv.notes)
-    if collective_times_with_failures(fabric) is None:
-        notes.append("collective times with one NIC, leaf or spine failed: not computed yet (awaits "
-                     "Fabric.with_failures; seam: topo.plan.blast.collective_times_with_failures)")
+    impact = collective_times_with_failures(fabric) if collectives else []
     if any(t.get("stages", 2) == 2 for t in plan_tables.get("tiers", {}).values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
     return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor.to_dict(), bom=bom, power=pw, cost=cost, compute=comp,
-                      reliability=relia, blast_radius=blast_radius(fabric), network=net,
+                      reliability=relia, blast_radius=blast_radius(fabric), network=net, failure_impact=impact,
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
 
 

@@ -36,6 +36,7 @@ class PlanResult:
     assumptions: list[dict]
     catalog_versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
@@ -68,6 +69,7 @@ class PlanResult:
             "floor": self.floor, "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "cost": self.cost.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
+            "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
         }
