@@ -85,7 +85,7 @@ class Param(BaseModel):
     """One parameter: its value, where it comes from, and whether it was fitted or assumed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    value: float | list[float] | dict[str, dict[str, float | list[float]]]
+    value: int | float | list[float] | dict[str, dict[str, float | list[float]]]
     source: str = Field(min_length=1)
     fitted: bool = False
     fitted_on: str | None = None

@@ -116,7 +116,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
     ch = int(v["channels"])
     ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
     eff = {fam: {p: _tup(x) for p, x in protos.items()} for fam, protos in v["proto_efficiency"].items()}
-    if "nvls_efficiency" in v:
+    if "nvls_efficiency" in v and "nvls" in v["base_latency_us"]:  # NVLS needs both the GPU and NCCL
         eff["nvls"] = {"Simple": v["nvls_efficiency"]}
         eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
     caps = {
