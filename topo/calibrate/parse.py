@@ -314,6 +314,9 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
     if not saw_anything or not runs:
         raise TopoError("not an nccl-tests log: no result table and no 'nThread ... nGpus' header found "
                         "(paste the output of an nccl-tests *_perf binary)", source=source)
+    if require_rows and not any(r.rows or r.nthread is not None for r in runs):
+        raise TopoError("not an nccl-tests log: a table heading but no 'nThread ... nGpus' header and no result "
+                        "rows", source=source)
     for run in runs:
         _finish(run)
         if require_rows and not run.rows:
