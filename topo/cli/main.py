@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import compare, describe, estimate, export, listing, profile, report
+from . import calibrate, compare, describe, estimate, export, listing, profile, report
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing, report, profile, compare]
+COMMANDS = [describe, estimate, export, listing, report, profile, compare, calibrate]
 
 
 class _Parser(argparse.ArgumentParser):
