@@ -65,8 +65,9 @@ def test_older_nccl_constants_are_selectable():
     assert old.net_hop("tree", "Simple") == pytest.approx(50 * US)
     assert old.base("ring", "LL") == pytest.approx(3.6 * US)
     assert resolve_profile("ampere+infiniband_hdr@2.7").net_hop("ring", "Simple") == pytest.approx(9.6 * US)
-    # NCCL 2.7 had no NVLS: a Hopper profile on its constants offers no NVLS family
-    assert "nvls" not in profile_for("hopper", "infiniband_ndr", nccl="2.7").proto_efficiency
+    # NCCL 2.7 had no NVLS: Hopper (which runs NVLS) on its constants is refused, not modelled without latency
+    with pytest.raises(TopoError, match="predates NVLS"):
+        profile_for("hopper", "infiniband_ndr", nccl="2.7")
     assert NCCL_VERSIONS[-1] == "2.30.7"
 
 

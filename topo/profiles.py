@@ -8,7 +8,7 @@ leave-one-setup-out. No constant is a Python literal here.
 
 - :func:`profile_for` -- the bundled profile of a GPU generation on a network technology;
 - :func:`resolve_profile` -- ``nccl`` (the fabric's default), ``ideal``, a bundled name such as
-  ``hopper+infiniband_ndr`` (``@2.7`` picks another NCCL version), or a TOML file (as ``topo calibrate`` writes);
+  ``hopper+infiniband_ndr`` (``ampere+roce@2.7`` picks another NCCL version), or a TOML file (as ``topo calibrate`` writes);
 - :func:`ideal_profile` -- the textbook alpha-beta machine.
 """
 
@@ -116,7 +116,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
     ch = int(v["channels"])
     ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
     eff = {fam: {p: _tup(x) for p, x in protos.items()} for fam, protos in v["proto_efficiency"].items()}
-    if "nvls_efficiency" in v and "nvls" in v["base_latency_us"]:  # NVLS needs both the GPU and NCCL
+    if "nvls_efficiency" in v:
         eff["nvls"] = {"Simple": v["nvls_efficiency"]}
         eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
     caps = {
@@ -156,7 +156,12 @@ def profile_parts(generation: str, network: str, nccl: str | None = None) -> lis
     nccl = nccl or _DEFAULT_NCCL
     if nccl not in files["nccl"]:
         raise TopoError(f"no NCCL constants for version {nccl!r}; known: {', '.join(NCCL_VERSIONS)}", key="nccl")
-    return [files["nccl"][nccl], files["gpu"][generation], files["network"][network], files["model"]["topo"]]
+    nccl_file, gpu_file = files["nccl"][nccl], files["gpu"][generation]
+    if "nvls_efficiency" in gpu_file.params and "nvls" not in nccl_file.params["base_latency_us"].value:
+        with_nvls = [v for v in NCCL_VERSIONS if "nvls" in files["nccl"][v].params["base_latency_us"].value]
+        raise TopoError(f"NCCL {nccl} predates NVLS, which {generation} GPUs run; use NCCL constants "
+                        f"{', '.join(with_nvls)} with {generation}", key="nccl")
+    return [nccl_file, gpu_file, files["network"][network], files["model"]["topo"]]
 
 
 def profile_for(generation: str, network: str, nccl: str | None = None) -> Profile:
@@ -199,7 +204,7 @@ def resolve_profile(profile=None, fabric=None) -> Profile:
     """A :class:`Profile` from what a user names.
 
     ``profile`` is a Profile (returned as is), ``None`` or ``"nccl"`` (the fabric's generation and network),
-    ``"ideal"``, a bundled name (``hopper+roce``, ``hopper+roce@2.7``) or the path of a profile TOML file
+    ``"ideal"``, a bundled name (``hopper+roce``, ``ampere+roce@2.7``) or the path of a profile TOML file
     (``kind = "user"``: a bundled ``base`` and the parameters it overrides, as ``topo calibrate`` writes).
     A user file whose base is ``nccl`` takes the fabric's default profile as its base.
     """

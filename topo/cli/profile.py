@@ -19,7 +19,7 @@ def register(sub) -> None:
     pl.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pl.set_defaults(func=run_list)
     sh = ps.add_parser("show", help="one profile's values with their sources")
-    sh.add_argument("name", metavar="NAME|FILE", help="e.g. hopper+infiniband_ndr, hopper+roce@2.7, my-cluster.toml")
+    sh.add_argument("name", metavar="NAME|FILE", help="e.g. hopper+infiniband_ndr, ampere+roce@2.7, my-cluster.toml")
     sh.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     sh.set_defaults(func=run_show)
 
