@@ -169,7 +169,10 @@ def _mdape(errs: list[np.ndarray]) -> float:
     return float(statistics.median(np.abs(np.concatenate(errs)) * 100))
 
 
-def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200) -> FitResult:
+DIFF_STEPS = (1e-2,)
+
+
+def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, diff_steps=None) -> FitResult:
     """Least-squares fit of ``params`` over every case (each from its own starting profile)."""
     from scipy.optimize import least_squares
 
@@ -193,9 +196,11 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200) -
 
     before = [case_errors(c) for c in cases]
     if params:
-        sol = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), loss="cauchy", f_scale=0.05,
-                            diff_step=1e-2, x_scale=scale, max_nfev=max_nfev)
-        x, nfev = sol.x, int(sol.nfev)
+        x, nfev = np.clip(x0, lo, hi), 0
+        for step in diff_steps or DIFF_STEPS:  # coarse steps first see past the model's kinks
+            sol = least_squares(residuals, x, bounds=(lo, hi), loss="cauchy", f_scale=0.05,
+                                diff_step=step, x_scale=scale, max_nfev=max_nfev)
+            x, nfev = sol.x, nfev + int(sol.nfev)
     else:
         x, nfev = x0, 0
     profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
