@@ -192,7 +192,7 @@ def _parse_name(name: str) -> tuple[str, str, str | None]:
     gen, plus, net = base.partition("+")
     if not plus:
         raise TopoError(f"unknown profile {name!r}; allowed: nccl, ideal, a bundled name such as "
-                        f"{bundled_profile_names()[0]!r} (see 'topo profile list') or a .toml file", key="profile")
+                        f"{bundled_profile_names()[0]!r} (bundled_profile_names() lists them) or a .toml file", key="profile")
     return gen, net, nccl or None
 
 
