@@ -90,3 +90,15 @@ def test_cli_compare_errors_are_one_line(tmp_path):
     with pytest.raises(TopoError, match="not modelled by topo"):
         run = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
         compare_run(run, setup_from_run(run, gpu="A100"), collective="gather")
+
+
+def test_nccls_own_choice_from_info_lines_is_shown_beside_the_models(tmp_path):
+    # an INFO line in the form of NVIDIA/nccl issue #1453 ("<size> Bytes -> Algo 1 proto 2"), appended to a
+    # rendered log: NCCL's choice at that size (ring, Simple) is reported next to the model's
+    log = _modelled_log(tmp_path)
+    log.write_text(log.read_text() + "host:1:1 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 100.0\n")
+    run = parse_file(log)[0]
+    res = compare_run(run, setup_from_run(run))
+    last = res.rows[-1]
+    assert (last.size_bytes, last.nccl_algorithm, last.nccl_protocol) == (2**30, "ring", "Simple")
+    assert res.rows[0].nccl_algorithm is None

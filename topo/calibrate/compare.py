@@ -38,6 +38,8 @@ class SizeComparison:
     algorithm: str
     protocol: str
     wrong: float | None = None
+    nccl_algorithm: str | None = None  # what NCCL_DEBUG_SUBSYS=TUNING lines say NCCL chose at this size
+    nccl_protocol: str | None = None
 
     @property
     def efficiency(self) -> float:
@@ -111,8 +113,11 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
         raise TopoError("no row with a positive time to compare", source=run.source)
     est = modelled_times(setup, coll, [r.size_bytes for r in rows], prof)
     factor = busbw_factor(coll, setup.gpus)
+    chosen = {t["size_bytes"]: t for t in run.tuning}
     comps = [SizeComparison(r.size_bytes, r.time_s, e.time_s, e.latency_s, r.size_bytes / r.time_s / 1e9 * factor,
-                            e.busbw_GBps, e.algorithm, e.protocol, r.wrong) for r, e in zip(rows, est)]
+                            e.busbw_GBps, e.algorithm, e.protocol, r.wrong,
+                            chosen.get(r.size_bytes, {}).get("algorithm"), chosen.get(r.size_bytes, {}).get("protocol"))
+             for r, e in zip(rows, est)]
     head, head_sizes = _headline(comps)
     gap = _gap(comps)
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,

@@ -61,9 +61,10 @@ def run(args) -> int:
              f"algorithm {res.algorithm}" + (f"; NCCL {res.nccl_version}" if res.nccl_version else ""))
         rows = [(format_size(c.size_bytes), f"{c.measured_s * 1e6:.1f}", f"{c.model_s * 1e6:.1f}",
                  f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",
-                 "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}") for c in res.rows]
+                 "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}",
+                 f"{c.nccl_algorithm}/{c.nccl_protocol}" if c.nccl_algorithm else "-") for c in res.rows]
         emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "efficiency",
-                          "regime", "model algorithm"], right=[True] * 6 + [False, False]))
+                          "regime", "model algorithm", "NCCL's (INFO)"], right=[True] * 6 + [False] * 3))
         emit(f"verdict: {res.verdict}")
     if not results:
         raise TopoError("no run to compare", source=args.log)
