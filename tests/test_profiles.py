@@ -79,13 +79,17 @@ def test_node_index_is_nccls_scale():
 
 
 def test_network_technologies_scale_only_network_latencies():
+    from topo.profile_data import bundled_files
+
     ib = profile_for("hopper", "infiniband_ndr")
-    for net, spec in NETWORKS.items():
+    files = bundled_files()["network"]
+    for net in NETWORKS:
         p = profile_for("hopper", net)
+        scale = files[net].params["net_hop_scale"].value / files["infiniband_ndr"].params["net_hop_scale"].value
         for proto in PROTOCOLS:
             assert p.base("ring", proto) == ib.base("ring", proto)
             assert p.nv_hop("ring", proto) == ib.nv_hop("ring", proto)
-            assert p.net_hop("ring", proto) == pytest.approx(spec["net_scale"] * ib.net_hop("ring", proto))
+            assert p.net_hop("ring", proto) == pytest.approx(scale * ib.net_hop("ring", proto))
         assert 0 < p.network_efficiency <= 1
 
 

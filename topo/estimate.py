@@ -22,7 +22,7 @@ from .fabric import Fabric
 from .loads import load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
-from .profiles import Profile, ideal_profile, profile_for
+from .profiles import Profile, profile_for, resolve_profile
 from .results import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import AlgorithmUnavailable, NodeShape
@@ -206,14 +206,9 @@ def _sizes(sizes) -> list[int]:
 
 
 def choose_profile(fabric: Fabric, profile) -> Profile:
-    """The profile an option names: None or "nccl" (the fabric's default), "ideal", or a Profile."""
-    if profile is None or profile == "nccl":
-        return default_profile(fabric)
-    if profile == "ideal":
-        return ideal_profile()
-    if isinstance(profile, Profile):
-        return profile
-    raise TopoError(f"unknown profile {profile!r}; allowed: nccl, ideal", key="profile")
+    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name, the
+    path of a profile file (as ``topo calibrate`` writes), or a Profile (:func:`topo.profiles.resolve_profile`)."""
+    return resolve_profile(profile, fabric)
 
 
 def _bottleneck(ev: Evaluation, c: Costed, S: int, t: float, lat: float, bw: float) -> Bottleneck | None:

@@ -1,57 +1,32 @@
 """Hardware profiles: what fraction of each link a collective can use, and what each step costs in latency.
 
-One profile per hardware generation (the GPU's: Ampere, Hopper, Blackwell), combined with one per network
-technology (InfiniBand, RoCE, EFA). Never a constant tuned to one measured setup: ``benchmarks/accuracy.py``
-checks the same profiles against every measurement in ``../shared/data/`` and RESULTS.md reports the errors.
+A :class:`Profile` is composed from versioned data files in ``topo/data/profiles/`` (see its README): NCCL's own
+model constants per NCCL version (``nccl/``), one file per GPU generation (``gpu/``), one per network technology
+and generation (``network/``) and topo's own model terms (``model/``). Every value carries its source, and values
+fitted to measurements say so (``fitted = true``, ``fitted_on``); ``benchmarks/accuracy.py`` scores the fitted ones
+leave-one-setup-out. No constant is a Python literal here.
 
-From NCCL's own model (``src/graph/tuning.cc``: v2.30.7 as summarised in ``../shared/design/cost-model.md``, and
-the ``ncclTunerConstantsDefaults`` table of current releases as quoted in public copies of that file):
-
-- base latencies (us, LL/LL128/Simple): Ring 6.6/14.0/8.4, Tree 6.8/14.0/8.4, NVLS, NVLSTree, CollNet 0;
-- per-hop latency over NVLink: Ring 0.6/1.9/3.4, Tree 0.6/1.25/4.0, NVLS and NVLSTree 25, CollNetDirect 3.7
-  (Simple); over the network: Ring 2.7/4.0/14.0, Tree 5.0/8.5/14, NVLS 18, NVLSTree 20.9, CollNetDirect 31;
-  network overhead 1 us per step (Intel x86), x3 for Simple; a ring with one GPU per node uses the Tree's
-  network latency;
-- bandwidth: Ring LL x0.5 capped at ``llMaxBw``, LL128 x0.92 capped at 36.7 GB/s per channel (Hopper; Blackwell
-  40, Ampere 20); Tree x0.92 (Simple, capped at 38.7/41.4/36.0 GB/s per channel on 1/2/4+ nodes for Hopper),
-  then LL x1/3.8 (capped at ``llMaxBw``) and LL128 x120/128 (x7/9 in one node); NVLS x``nvlsEfficiency``
-  (Hopper 0.85, Blackwell 0.74); ``llMaxBw`` (busbw): one node Ampere 87.7, Hopper 141, Blackwell 282 GB/s;
-  several nodes (Intel CPUs) 39.0 on 2 nodes, 20.4 on 4 or more.
-- usable NVLink as NCCL counts it: Hopper 18 links x 20.6 GB/s = 370.8 of 450 GB/s per direction (82.4%);
-  Ampere 12 x 20 = 240 of 300 GB/s (80%).
-
-Fitted to the public measurements (``../shared/data/nccl_tests_measurements.csv``, see benchmarks/RESULTS.md),
-where NCCL's model and the measurements disagree, one value per generation or technology:
-
-- ``pipeline_window_bytes``: NCCL streams data through per-channel buffers; until those are full a collective
-  runs at about half its steady bandwidth. Modelled as the first ``min(S, W)`` bytes costing twice; W = 16 MiB
-  fits the slow approach to the asymptote seen in every multi-MiB measurement (NCCL's model has no such term).
-- Blackwell usable NVLink: 75% of 900 GB/s (675 GB/s per direction): GB200/GB300 all-to-all inside one NVL72
-  rack moves 628-685 GB/s per GPU, and the NVLS and ring all-reduces there agree within a few percent.
-- NVLSTree efficiency (Hopper 0.76): the 2- and 4-node H100 runs reach 469 and 366 GB/s busbw, well below NCCL's
-  own estimate; NCCL's maintainers scale NVLSTree by ``0.70 nNodes / (2 (nNodes - 1))`` in recent releases.
-- Network efficiency: InfiniBand 0.94 (NVIDIA's maintainers: 46-49 GB/s per 400G NIC in NCCL, nccl-tests issues
-  #290 and #267); RoCE 0.86 (the GCP B200 all-gather, NIC-bound, reaches 344 of 400 GB/s busbw); EFA 0.90.
-- Network hop latency multipliers: RoCE x3 and EFA x5.5 over NCCL's InfiniBand-era constants (the OCI RoCE,
-  GCP RoCE and AWS EFA small-message times; EFA has one measured setup, so its value is not cross-checked).
+- :func:`profile_for` -- the bundled profile of a GPU generation on a network technology;
+- :func:`resolve_profile` -- ``nccl`` (the fabric's default), ``ideal``, a bundled name such as
+  ``hopper+infiniband_ndr`` (``ampere+roce@2.7`` picks another NCCL version), or a TOML file (as ``topo calibrate`` writes);
+- :func:`ideal_profile` -- the textbook alpha-beta machine.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import TopoError
+from .profile_data import PARAMETERS, ProfileFile, bundled_files, load_profile_file
 
-__all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "GENERATIONS", "NETWORKS", "node_index"]
+__all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "resolve_profile", "compose_profile",
+           "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 US = 1e-6
 GB = 1e9
-
-
-def _p(ll, ll128, simple):
-    return {"LL": ll * US, "LL128": ll128 * US, "Simple": simple * US}
 
 
 def node_index(num_domains: int) -> int:
@@ -82,6 +57,8 @@ class Profile:
     pipeline_window_bytes: float = 0.0
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     source: str = ""
+    # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
+    sources: dict = field(default_factory=dict, compare=False, repr=False)
 
     def protocols(self, family: str) -> tuple[str, ...]:
         return tuple(p for p in PROTOCOLS if p in self.proto_efficiency.get(family, {}))
@@ -110,83 +87,93 @@ class Profile:
         return self.net_overhead_s * (3.0 if proto == "Simple" else 1.0)
 
 
-_NCCL_BASE = {"ring": _p(6.6, 14.0, 8.4), "tree": _p(6.8, 14.0, 8.4), "nvls": {"Simple": 0.0},
-              "nvls_tree": {"Simple": 0.0}, "collnet": {"Simple": 0.0}, "p2p": _p(6.6, 14.0, 8.4)}
-_NCCL_NV = {"ring": _p(0.6, 1.9, 3.4), "tree": _p(0.6, 1.25, 4.0), "nvls": {"Simple": 25 * US},
-            "nvls_tree": {"Simple": 25 * US}, "collnet": {"Simple": 3.7 * US}, "p2p": _p(0.6, 1.9, 3.4)}
-_NCCL_NET = {"ring": _p(2.7, 4.0, 14.0), "tree": _p(5.0, 8.5, 14.0), "nvls": {"Simple": 18 * US},
-             "nvls_tree": {"Simple": 20.9 * US}, "collnet": {"Simple": 31 * US}, "p2p": _p(2.7, 4.0, 14.0)}
-
-# (per generation) NCCL: LL bandwidth caps, per-channel caps; usable NVLink; NVLS efficiency
-GENERATIONS: dict[str, dict] = {
-    "ampere": {"nvlink_efficiency": 240 / 300, "ll_max": (87.7, 39.0, 20.4), "ring_ll128_ch": 20.0,
-               "tree_ll128_ch": (20.0, 20.0, 20.0), "tree_ch": (24.0, 23.6, 17.8), "nvls": None,
-               "nvls_tree": None},
-    "hopper": {"nvlink_efficiency": 370.8 / 450, "ll_max": (141.0, 39.0, 20.4), "ring_ll128_ch": 36.7,
-               "tree_ll128_ch": (36.7, 36.7, 29.0), "tree_ch": (38.7, 41.4, 36.0), "nvls": 0.85,
-               "nvls_tree": 0.76},
-    "blackwell": {"nvlink_efficiency": 0.75, "ll_max": (282.0, 39.0, 20.4), "ring_ll128_ch": 40.0,
-                  "tree_ll128_ch": (55.6, 31.67, 20.0), "tree_ch": (70.0, 42.8, 24.0), "nvls": 0.74,
-                  "nvls_tree": 0.76 * 0.74 / 0.85},
-}
-
-NETWORKS: dict[str, dict] = {
-    "infiniband_hdr": {"network_efficiency": 0.94, "net_scale": 1.0, "peer_overhead_s": 1.0 * US},
-    "infiniband_ndr": {"network_efficiency": 0.94, "net_scale": 1.0, "peer_overhead_s": 1.0 * US},
-    "infiniband_xdr": {"network_efficiency": 0.94, "net_scale": 1.0, "peer_overhead_s": 1.0 * US},
-    "roce": {"network_efficiency": 0.86, "net_scale": 3.0, "peer_overhead_s": 1.0 * US},
-    "efa": {"network_efficiency": 0.90, "net_scale": 5.5, "peer_overhead_s": 4.5 * US},
-}
-
-_CHANNELS = 16  # NCCL's channel count on 8-GPU NVSwitch servers with 8 NICs (caps scale with it)
-_WINDOW = 16 * 2**20
-
-_NCCL_SRC = ("NVIDIA/nccl src/graph/tuning.cc (v2.30.7 per ../shared/design/cost-model.md; "
-             "ncclTunerConstantsDefaults of current releases); fitted values per topo.profiles docstring")
+def _version_key(v: str):
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
 
 
-def profile_for(generation: str, network: str) -> Profile:
-    """The NCCL-derived profile for a GPU generation on a network technology."""
-    if generation not in GENERATIONS:
-        raise TopoError(f"no profile for GPU generation {generation!r}; known: {', '.join(GENERATIONS)}",
-                        key="gpu")
-    if network not in NETWORKS:
-        raise TopoError(f"no profile for network {network!r}; known: {', '.join(NETWORKS)}",
-                        key="fabric.technology")
-    g, n = GENERATIONS[generation], NETWORKS[network]
-    scale = n["net_scale"]
-    net = {fam: {p: v * scale for p, v in d.items()} for fam, d in _NCCL_NET.items()}
-    ch = _CHANNELS
-    ll_max = tuple(x * GB for x in g["ll_max"])
-    eff = {
-        "ring": {"LL": 0.5, "LL128": 0.92, "Simple": 1.0},
-        "tree": {"LL": 0.92 / 3.8, "LL128": (0.92 * 7 / 9, 0.92 * 120 / 128, 0.92 * 120 / 128), "Simple": 0.92},
-        "collnet": {"Simple": 0.9},
-        "p2p": {"LL": 0.5, "LL128": 0.92, "Simple": 1.0},
-    }
+GENERATIONS: tuple[str, ...] = tuple(sorted(bundled_files()["gpu"]))
+NETWORKS: tuple[str, ...] = tuple(sorted(bundled_files()["network"]))
+NCCL_VERSIONS: tuple[str, ...] = tuple(sorted(bundled_files()["nccl"], key=_version_key))
+_DEFAULT_NCCL = NCCL_VERSIONS[-1]
+
+
+def _tup(x):
+    return tuple(x) if isinstance(x, list) else x
+
+
+def _by_family(table: dict, scale: float) -> dict:
+    return {fam: {p: (tuple(v * scale for v in x) if isinstance(x, list) else x * scale) for p, x in protos.items()}
+            for fam, protos in table.items()}
+
+
+def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
+    """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
+    params, where = {}, {}
+    for pf in parts + ([overrides] if overrides else []):
+        for k, p in pf.params.items():
+            params[k], where[k] = p, pf.path
+    v = {k: p.value for k, p in params.items()}
+    ch = int(v["channels"])
+    ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
+    eff = {fam: {p: _tup(x) for p, x in protos.items()} for fam, protos in v["proto_efficiency"].items()}
+    if "nvls_efficiency" in v:
+        eff["nvls"] = {"Simple": v["nvls_efficiency"]}
+        eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
     caps = {
-        "ring": {"LL": ll_max, "LL128": ch * g["ring_ll128_ch"] * GB},
-        "tree": {"LL": ll_max, "LL128": tuple(ch * x * GB for x in g["tree_ll128_ch"]),
-                 "Simple": tuple(ch * x * GB for x in g["tree_ch"])},
+        "ring": {"LL": ll_max, "LL128": ch * v["ring_ll128_per_channel_GBps"] * GB},
+        "tree": {"LL": ll_max, "LL128": tuple(ch * x * GB for x in v["tree_ll128_per_channel_GBps"]),
+                 "Simple": tuple(ch * x * GB for x in v["tree_simple_per_channel_GBps"])},
     }
-    if g["nvls"]:
-        eff["nvls"] = {"Simple": g["nvls"]}
-        eff["nvls_tree"] = {"Simple": g["nvls_tree"]}
+    sources = {k: {"value": p.value, "source": p.source, "fitted": p.fitted, "fitted_on": p.fitted_on,
+                   "assumed": p.assumed, "file": where[k]} for k, p in params.items()}
     return Profile(
-        name=f"{generation}+{network}",
-        nvlink_efficiency=g["nvlink_efficiency"],
-        network_efficiency=n["network_efficiency"],
-        base_latency_s=_NCCL_BASE,
-        nvlink_hop_s=_NCCL_NV,
-        net_hop_s=net,
-        net_overhead_s=1.0 * US,
+        name=name,
+        nvlink_efficiency=v["nvlink_efficiency"],
+        network_efficiency=v["network_efficiency"],
+        base_latency_s=_by_family(v["base_latency_us"], US),
+        nvlink_hop_s=_by_family(v["nvlink_hop_us"], US),
+        net_hop_s=_by_family(v["net_hop_us"], US * v["net_hop_scale"]),
+        net_overhead_s=v["net_overhead_us"] * US,
         proto_efficiency=eff,
         busbw_cap_Bps=caps,
         channels=ch,
-        pipeline_window_bytes=_WINDOW,
-        peer_overhead_s=n["peer_overhead_s"],
-        source=_NCCL_SRC,
+        pipeline_window_bytes=v["pipeline_window_bytes"],
+        peer_overhead_s=v["peer_overhead_us"] * US,
+        source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
+        sources=sources,
     )
+
+
+def profile_parts(generation: str, network: str, nccl: str | None = None) -> list[ProfileFile]:
+    """The bundled files a profile is made of: NCCL constants, GPU generation, network, topo's model terms."""
+    files = bundled_files()
+    if generation not in files["gpu"]:
+        raise TopoError(f"no profile for GPU generation {generation!r}; known: {', '.join(GENERATIONS)}",
+                        key="gpu")
+    if network not in files["network"]:
+        raise TopoError(f"no profile for network {network!r}; known: {', '.join(NETWORKS)}",
+                        key="fabric.technology")
+    nccl = nccl or _DEFAULT_NCCL
+    if nccl not in files["nccl"]:
+        raise TopoError(f"no NCCL constants for version {nccl!r}; known: {', '.join(NCCL_VERSIONS)}", key="nccl")
+    nccl_file, gpu_file = files["nccl"][nccl], files["gpu"][generation]
+    if "nvls_efficiency" in gpu_file.params and "nvls" not in nccl_file.params["base_latency_us"].value:
+        with_nvls = [v for v in NCCL_VERSIONS if "nvls" in files["nccl"][v].params["base_latency_us"].value]
+        raise TopoError(f"NCCL {nccl} predates NVLS, which {generation} GPUs run; use NCCL constants "
+                        f"{', '.join(with_nvls)} with {generation}", key="nccl")
+    return [nccl_file, gpu_file, files["network"][network], files["model"]["topo"]]
+
+
+def profile_for(generation: str, network: str, nccl: str | None = None) -> Profile:
+    """The bundled profile for a GPU generation on a network technology (NCCL constants: ``nccl`` version,
+    default the newest bundled)."""
+    name = f"{generation}+{network}" + (f"@{nccl}" if nccl and nccl != _DEFAULT_NCCL else "")
+    return compose_profile(profile_parts(generation, network, nccl), name)
+
+
+def bundled_profile_names() -> list[str]:
+    """Every bundled profile name (``generation+network``; append ``@VERSION`` for other NCCL constants)."""
+    return [f"{g}+{n}" for g in GENERATIONS for n in NETWORKS]
 
 
 def ideal_profile() -> Profile:
@@ -198,3 +185,61 @@ def ideal_profile() -> Profile:
     return Profile(name="ideal", nvlink_efficiency=1.0, network_efficiency=1.0,
                    proto_efficiency={f: {"Simple": 1.0} for f in fams},
                    source="alpha-beta (Hockney) model with no software overheads")
+
+
+def _parse_name(name: str) -> tuple[str, str, str | None]:
+    base, _, nccl = name.partition("@")
+    gen, plus, net = base.partition("+")
+    if not plus:
+        raise TopoError(f"unknown profile {name!r}; allowed: nccl, ideal, a profile file (.toml) or a bundled "
+                        f"name GENERATION+NETWORK[@NCCL]: {', '.join(bundled_profile_names())}", key="profile")
+    return gen, net, nccl or None
+
+
+def _fabric_parts(fabric) -> tuple[str, str]:
+    return fabric.spec.gpu_model.generation, fabric.spec.fabric.technology
+
+
+def resolve_profile(profile=None, fabric=None) -> Profile:
+    """A :class:`Profile` from what a user names.
+
+    ``profile`` is a Profile (returned as is), ``None`` or ``"nccl"`` (the fabric's generation and network),
+    ``"ideal"``, a bundled name (``hopper+roce``, ``ampere+roce@2.7``) or the path of a profile TOML file
+    (``kind = "user"``: a bundled ``base`` and the parameters it overrides, as ``topo calibrate`` writes).
+    A user file whose base is ``nccl`` takes the fabric's default profile as its base.
+    """
+    if isinstance(profile, Profile):
+        return profile
+    if profile is None or profile == "nccl":
+        if fabric is None:
+            raise TopoError("the default profile depends on the fabric's GPU and network; name one instead, "
+                            f"e.g. {bundled_profile_names()[0]!r}", key="profile")
+        return profile_for(*_fabric_parts(fabric))
+    if not isinstance(profile, (str, Path)):
+        raise TopoError(f"a profile is a name or a file, got {profile!r}", key="profile")
+    if profile == "ideal":
+        return ideal_profile()
+    text = str(profile)
+    if text.endswith(".toml") or Path(text).exists():
+        pf = load_profile_file(text)
+        if pf.kind != "user":
+            raise TopoError(f"a profile file to use must have kind = \"user\" (a base and overrides), got "
+                            f"{pf.kind!r}: bundled {pf.kind} files are parts of a profile", source=text,
+                            key="profile.kind")
+        if pf.base == "nccl":
+            if fabric is None:
+                raise TopoError("base = \"nccl\" needs a fabric to pick the GPU and network", source=text,
+                                key="profile.base")
+            gen, net, ver = *_fabric_parts(fabric), pf.nccl
+        else:
+            try:
+                gen, net, ver = _parse_name(pf.base)
+            except TopoError as exc:
+                raise TopoError(exc.message, source=text, key="profile.base") from None
+            ver = ver or pf.nccl
+        try:
+            parts = profile_parts(gen, net, ver)
+        except TopoError as exc:
+            raise TopoError(exc.message, source=text, key="profile.base") from None
+        return compose_profile(parts, pf.name, overrides=pf)
+    return profile_for(*_parse_name(text))

@@ -69,8 +69,9 @@ def register(sub) -> None:
     p.add_argument("--subflows", default="1", metavar="K", help="with --ecmp hash: parts each flow is hashed as")
     p.add_argument("--sharing", default=None, choices=SHARING_MODES,
                    help="contention model: equal-share bottleneck (default) or max-min fair")
-    p.add_argument("--profile", default="nccl", choices=("nccl", "ideal"),
-                   help="nccl: NCCL-derived efficiencies and latencies (default); ideal: textbook alpha-beta")
+    p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
+                   help="nccl: NCCL-derived efficiencies and latencies of the fabric's GPU and network (default); "
+                   "ideal: textbook alpha-beta; a bundled profile (topo profile list) or a file topo calibrate wrote")
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
     p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
     p.add_argument("--stages", default="2", metavar="N", help="pipeline stages for -c pipeline (default 2)")

@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import describe, estimate, export, listing, plan, report
+from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing, plan, report]
+COMMANDS = [describe, estimate, export, listing, report, plan, profile, compare, calibrate]
 
 
 class _Parser(argparse.ArgumentParser):

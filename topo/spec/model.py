@@ -135,7 +135,8 @@ class FabricSpec(_Strict):
     """fat_tree: a server's NICs share one leaf (ToR); rail_optimized: NIC r of every server in a scalable unit
     goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no spine between rails
     (cross-rail traffic crosses the NVLink domain)."""
-    technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa"] = "infiniband_ndr"
+    technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa", "gcp_tcpx",
+                        "gcp_tcpxo"] = "infiniband_ndr"
     servers_per_unit: PositiveInt | None = None
     """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
     units_per_pod: PositiveInt | None = None

@@ -1,0 +1,104 @@
+"""topo compare: measured vs modelled per size, and the verdict, on known answers and on a real log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from nccl_text import render
+from topo.calibrate.compare import compare_run
+from topo.calibrate.parse import parse_file, parse_text
+from topo.calibrate.setup import gpu_from_device, setup_from_run
+from topo.errors import TopoError
+from topo.estimate import estimate
+
+LOGS = Path(__file__).parent / "data" / "nccl_logs"
+SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
+
+
+def _modelled_log(tmp_path, slow=None):
+    """A 2-node H100 all-reduce log whose times are the model's own, optionally slowed in a size band."""
+    run = parse_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, [1.0] * len(SIZES)))[0]
+    setup = setup_from_run(run)
+    times = [r.time_s for r in estimate(setup.fabric, "all_reduce", SIZES, gpus=16).results]
+    if slow:
+        lo, hi, k = slow
+        times = [t * (k if lo <= s <= hi else 1.0) for s, t in zip(SIZES, times)]
+    f = tmp_path / "log.txt"
+    f.write_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, times))
+    return f
+
+
+def test_setup_from_the_header():
+    run = parse_text(render("all_reduce", ["a", "b", "c"], 8, "NVIDIA H100 80GB HBM3", SIZES, [1.0] * 21))[0]
+    s = setup_from_run(run)
+    assert s.gpus == 24 and s.fabric.num_gpus == 24 and s.fabric.spec.gpu_model.name == "H100"
+    assert any("NICs per node assumed" in a for a in s.assumptions)
+    assert gpu_from_device("NVIDIA GB200") == "GB200" and gpu_from_device("NVIDIA A100-SXM4-40GB") == "A100"
+    assert gpu_from_device("NVIDIA GB10") is None
+
+
+def test_a_run_that_matches_the_model_reaches_100_percent(tmp_path):
+    run = parse_file(_modelled_log(tmp_path))[0]
+    res = compare_run(run, setup_from_run(run))
+    # times are printed with 2 decimals of a microsecond: the round trip is exact to that
+    assert all(c.efficiency == pytest.approx(1.0, abs=2e-3) for c in res.rows)
+    assert res.headline_efficiency == pytest.approx(1.0, abs=1e-3) and res.gap is None
+    assert res.verdict.startswith("this run reaches 100% of what its hardware allows at sizes >= 64 MiB")
+
+
+def test_the_gap_is_found_where_the_run_is_slow(tmp_path):
+    # twice the model's time from 1 to 16 MiB: that band is reported at 50%, the headline stays at 100%
+    run = parse_file(_modelled_log(tmp_path, slow=(2**20, 2**24, 2.0)))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.gap["min_bytes"] == 2**20 and res.gap["max_bytes"] == 2**24
+    assert res.gap["median_efficiency"] == pytest.approx(0.5, abs=2e-3)
+    assert "the gap is at 1 MiB-16 MiB (50% of the model)" in res.verdict
+    run = parse_file(_modelled_log(tmp_path, slow=(2**10, 2**14, 3.0)))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.gap["regime"] == "latency" and "where latency dominates" in res.verdict
+
+
+def test_a_real_slow_run_is_called_slow():
+    # NVIDIA/nccl issue #1453 ("Poor NCCL allreduce performance"): 5.31 GB/s busbw at 512 MiB on 24 H100
+    run = parse_file(LOGS / "nccl1453_h100_allreduce_tagged.txt")[0]
+    res = compare_run(run, setup_from_run(run, gpu="H100", gpus_per_node=8))
+    assert res.ranks == 24 and res.headline_efficiency < 0.1
+    assert res.gap["regime"] == "bandwidth"
+
+
+def test_cli_compare_json_equals_the_library(tmp_path):
+    log = _modelled_log(tmp_path, slow=(2**20, 2**24, 2.0))
+    proc = run_cli("compare", str(log), "--json", check=True)
+    doc = json.loads(proc.stdout)
+    run = parse_file(log)[0]
+    lib = compare_run(run, setup_from_run(run)).to_dict()
+    assert doc["verdict"] == lib["verdict"] and doc["gap"] == lib["gap"]
+    assert [s["model_s"] for s in doc["sizes"]] == pytest.approx([s["model_s"] for s in lib["sizes"]])
+    text = run_cli("compare", str(log), check=True)
+    assert "verdict: this run reaches" in text.stdout and "assumption: " in text.stderr
+
+
+def test_cli_compare_errors_are_one_line(tmp_path):
+    bad = run_cli("compare", str(Path(__file__)))
+    assert bad.returncode == 2 and "not an nccl-tests log" in bad.stderr and bad.stderr.count("\n") == 1
+    unknown = run_cli("compare", str(LOGS / "msccl48_alltoall_16gpu.txt"), "--gpu", "A100", "--ranks", "16")
+    assert unknown.returncode == 2 and "collective" in unknown.stderr
+    with pytest.raises(TopoError, match="not modelled by topo"):
+        run = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
+        compare_run(run, setup_from_run(run, gpu="A100"), collective="gather")
+
+
+def test_nccls_own_choice_from_info_lines_is_shown_beside_the_models(tmp_path):
+    # an INFO line in the form of NVIDIA/nccl issue #1453 ("<size> Bytes -> Algo 1 proto 2"), appended to a
+    # rendered log: NCCL's choice at that size (ring, Simple) is reported next to the model's
+    log = _modelled_log(tmp_path)
+    log.write_text(log.read_text() + "host:1:1 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 100.0\n")
+    run = parse_file(log)[0]
+    res = compare_run(run, setup_from_run(run))
+    last = res.rows[-1]
+    assert (last.size_bytes, last.nccl_algorithm, last.nccl_protocol) == (2**30, "ring", "Simple")
+    assert res.rows[0].nccl_algorithm is None

@@ -1,0 +1,112 @@
+"""The nccl-tests log parser on real logs posted in public issues (tests/data/nccl_logs/SOURCES.md cites each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from topo.calibrate.parse import parse_file, parse_text
+from topo.errors import TopoError
+
+LOGS = Path(__file__).parent / "data" / "nccl_logs"
+
+
+def one(name, **kw):
+    runs = parse_file(LOGS / name, **kw)
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_current_layout_with_rank_lines_on_two_hosts():
+    r = one("ncclt214_sendrecv_a40.txt")  # nccl-tests issue #214
+    assert (r.nthread, r.ngpus, r.min_bytes, r.max_bytes, r.warmup_iters, r.iters) == (1, 1, 256, 1073741824, 5, 20)
+    assert r.nranks == 2 and r.nranks_from == "rank lines"
+    assert r.hosts == ["gpu23", "gpu24"] and r.gpus_per_host == 1 and r.gpu_name == "NVIDIA A40"
+    assert [x.size_bytes for x in r.rows] == [256, 512, 1024, 2048, 4096]
+    first = r.rows[0]  # "256  64  float  sum  -1  34.24  0.01  0.01  0  33.65  0.01  0.01  N/A"
+    assert (first.count, first.type, first.redop, first.root) == (64, "float", "sum", -1)
+    assert first.time_s == pytest.approx(34.24e-6) and first.inplace_time_s == pytest.approx(33.65e-6)
+    assert first.wrong == 0 and first.inplace_wrong is None
+    assert r.rows[-1].time_s == pytest.approx(30.74e-6)
+    assert not r.failed_validation
+
+
+def test_old_broadcast_layout_with_version_and_settings():
+    r = one("ncclt82_broadcast_v100.txt")  # nccl-tests issue #82
+    assert r.binary == "broadcast_perf" and r.collective == "broadcast" and r.collective_from == "binary"
+    assert r.nccl_version == "2.9.6"
+    assert r.env == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MAX_NCHANNELS": "2",
+                     "NCCL_MIN_NCHANNELS": "2"}
+    assert r.nranks == 2 and r.hosts == ["v100-gpu-1", "v100-gpu-5"]
+    (row,) = r.rows
+    assert (row.size_bytes, row.root, row.redop) == (8, 0, None)
+    assert row.time_s == pytest.approx(45.82e-6) and row.inplace_time_s == pytest.approx(38.17e-6)
+    assert not r.wrong_is_count  # the old 'error' column
+
+
+def test_launcher_tags_inside_rows_and_inferred_rank_count():
+    r = one("nccl1453_h100_allreduce_tagged.txt")  # NVIDIA/nccl issue #1453, first post
+    assert len(r.rows) == 10
+    assert r.rows[0].size_bytes == 1048576 and r.rows[0].time_s == pytest.approx(1626.5e-6)
+    assert r.rows[-1].size_bytes == 536870912 and r.rows[-1].time_s == pytest.approx(193909e-6)
+    assert r.rows[-1].inplace_busbw_GBps == 5.33
+    # busbw / algbw = 2(n-1)/n: all-reduce on 24 ranks ...
+    assert r.collective == "all_reduce" and r.nranks == 24 and r.nranks_from.startswith("inferred")
+
+
+def test_info_lines_of_the_same_issue_say_24_ranks_ring_simple_16_channels():
+    # ... which the NCCL_DEBUG=INFO lines of the same issue confirm ("rank 0 nranks 24")
+    r = one("nccl1453_h100_info_header.txt", require_rows=False)
+    assert r.nranks == 24 and r.nranks_from == "NCCL INFO"
+    assert r.channels == 16
+    assert r.tuning == [{"size_bytes": 8589934592, "collective": None, "algorithm": "ring", "protocol": "Simple",
+                         "time_us": 86069.96875}]
+    with pytest.raises(TopoError, match="not an nccl-tests log"):
+        parse_file(LOGS / "nccl1453_h100_info_header.txt")
+
+
+def test_bare_old_table_without_redop_or_root():
+    r = one("msccl48_alltoall_16gpu.txt")  # microsoft/msccl issue #48
+    assert len(r.rows) == 7 and r.rows[0].redop is None and r.rows[0].root is None
+    assert r.rows[-1].size_bytes == 67108864 and r.rows[-1].time_s == pytest.approx(29605e-6)
+    assert r.rows[0].inplace_wrong == 1.0 and r.rows[0].wrong == 0.0
+    # all-gather and all-to-all share busbw = algbw (n-1)/n: the collective stays unknown, and the rounding of
+    # 2.27 / 2.13 GB/s cannot tell 15 from 16 or 17 ranks
+    assert r.collective is None and r.nranks is None
+
+
+def test_mpirun_output_tags():
+    r = one("tutel172_alltoall_tagged.txt")  # microsoft/Tutel issue #172
+    assert [x.size_bytes for x in r.rows] == [1024 * 2**i for i in range(7)]
+    assert r.rows[0].time_s == pytest.approx(28.52e-6)
+
+
+def test_newest_header_library_version_and_binary():
+    r = one("spark103_allreduce_gb10.txt")  # NVIDIA/dgx-spark-playbooks PR #103
+    assert r.nccl_tests_version == "2.20.0" and r.nccl_version == "2.31.2"  # nccl-library=23102
+    assert r.binary == "all_reduce_perf" and r.collective == "all_reduce"
+    assert len(r.rows) == 4 and r.rows[-1].busbw_GBps == 0.96
+
+
+def test_two_runs_in_one_file_are_two_runs():
+    text = (LOGS / "spark103_allreduce_gb10.txt").read_text() + "\n" + (LOGS / "ncclt214_sendrecv_a40.txt").read_text()
+    runs = parse_text(text, "both.txt")
+    assert [len(r.rows) for r in runs] == [4, 5]
+    assert runs[0].collective == "all_reduce" and runs[1].hosts == ["gpu23", "gpu24"]
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world\nno table here\n", b"\x00\x01\x02binary",
+                                     b"# nThread 1 nGpus 8 minBytes 8 maxBytes 128 step: 2(factor)\n"])
+def test_a_file_that_is_not_a_log_is_one_clean_error(tmp_path, content):
+    f = tmp_path / "x.txt"
+    f.write_bytes(content)
+    with pytest.raises(TopoError) as exc:
+        parse_file(f)
+    assert exc.value.source == str(f)
+    assert "not an nccl-tests log" in exc.value.message or "no result rows" in exc.value.message
+
+
+def test_missing_file():
+    with pytest.raises(TopoError, match="no such log file"):
+        parse_file(LOGS / "nope.txt")

@@ -1,0 +1,174 @@
+"""Profiles as data: every bundled file validates and cites its sources; the composed profiles carry NCCL's
+published constants (NVIDIA/nccl src/graph/tuning.cc, as summarised in ../shared/design/cost-model.md); bad files
+are one clean error naming the file and the key; user files override a bundled base."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, spec_dict
+from topo import build_fabric, spec_from_dict
+from topo.errors import TopoError
+from topo.estimate import estimate
+from topo.profile_data import PARAMETERS, bundled_files, load_profile_file
+from topo.profiles import NCCL_VERSIONS, ideal_profile, profile_for, resolve_profile
+
+US = 1e-6
+
+
+def test_every_bundled_file_validates_and_cites_a_source_for_each_value():
+    files = bundled_files()
+    assert set(files["gpu"]) == {"ampere", "hopper", "blackwell"}
+    assert {"infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa", "gcp_tcpx",
+            "gcp_tcpxo"} <= set(files["network"])
+    assert {"2.30.7", "2.7"} <= set(files["nccl"])
+    for kind, by_name in files.items():
+        for name, f in by_name.items():
+            for key, p in f.params.items():
+                assert len(p.source) > 20, (kind, name, key)
+                assert not p.fitted or p.fitted_on, (kind, name, key)
+
+
+def test_hopper_constants_are_nccls_published_ones():
+    # cost-model.md: Hopper base LL/LL128/Simple Ring 6.6/14.0/8.4; NVLink hop Ring 0.6/1.9/3.4; network hop
+    # Tree 5.0/8.5/14; NVLink 18 x 20.6 = 370.8 of 450 GB/s; Ring LL x0.5, LL128 x0.92.
+    p = profile_for("hopper", "infiniband_ndr")
+    assert p.base("ring", "LL128") == pytest.approx(14.0 * US)
+    assert p.base("tree", "LL") == pytest.approx(6.8 * US)
+    assert p.nv_hop("ring", "Simple") == pytest.approx(3.4 * US)
+    assert p.net_hop("tree", "LL128") == pytest.approx(8.5 * US)
+    assert p.nvlink_efficiency == pytest.approx(370.8 / 450)
+    assert p.efficiency("ring", "LL") == 0.5 and p.efficiency("ring", "LL128") == 0.92
+    assert p.overhead("Simple") == pytest.approx(3 * US)
+    # NCCL's tree LL128 efficiency: 0.92 x 7/9 in one node, x 120/128 across
+    assert p.efficiency("tree", "LL128", 1) == pytest.approx(0.92 * 7 / 9)
+    assert p.efficiency("tree", "LL128", 4) == pytest.approx(0.92 * 120 / 128)
+    # per-channel caps x 16 channels: Hopper ring LL128 36.7 GB/s per channel
+    assert p.busbw_cap("ring", "LL128") == pytest.approx(16 * 36.7e9)
+    assert p.pipeline_window_bytes == 16 * 2**20
+
+
+def test_network_files_scale_the_network_latency_only():
+    ib, roce = profile_for("hopper", "infiniband_ndr"), profile_for("hopper", "roce")
+    assert roce.net_hop("ring", "Simple") == pytest.approx(3.0 * ib.net_hop("ring", "Simple"))
+    assert roce.nv_hop("ring", "Simple") == ib.nv_hop("ring", "Simple")
+    assert roce.network_efficiency == 0.86 and ib.network_efficiency == 0.94
+
+
+def test_older_nccl_constants_are_selectable():
+    # NVIDIA/nccl src/graph/tuning.cc @01afd20a: hwLat[NET] Ring Simple 9.6 us, Tree Simple 50 us; baseLat Ring LL 3.6
+    old = profile_for("ampere", "infiniband_hdr", nccl="2.7")
+    assert old.net_hop("ring", "Simple") == pytest.approx(9.6 * US)
+    assert old.net_hop("tree", "Simple") == pytest.approx(50 * US)
+    assert old.base("ring", "LL") == pytest.approx(3.6 * US)
+    assert resolve_profile("ampere+infiniband_hdr@2.7").net_hop("ring", "Simple") == pytest.approx(9.6 * US)
+    # NCCL 2.7 had no NVLS: Hopper (which runs NVLS) on its constants is refused, not modelled without latency
+    with pytest.raises(TopoError, match="predates NVLS"):
+        profile_for("hopper", "infiniband_ndr", nccl="2.7")
+    assert NCCL_VERSIONS[-1] == "2.30.7"
+
+
+def test_every_value_of_a_profile_has_its_source_and_file():
+    p = profile_for("blackwell", "roce")
+    assert set(p.sources) == set(PARAMETERS)
+    assert p.sources["nvlink_efficiency"]["fitted"] is True
+    assert p.sources["nvlink_efficiency"]["file"].endswith("gpu/blackwell.toml")
+    assert p.sources["base_latency_us"]["fitted"] is False
+
+
+def _write(tmp_path, text, name="p.toml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+GOOD_NET = """[profile]
+kind = "network"
+name = "x"
+[network_efficiency]
+value = 0.9
+source = "a source long enough to count"
+[net_hop_scale]
+value = 1.0
+source = "a source long enough to count"
+[peer_overhead_us]
+value = 1.0
+source = "a source long enough to count"
+"""
+
+
+@pytest.mark.parametrize("change, key, words", [
+    (("value = 0.9", "value = 1.7"), "network_efficiency.value", "outside the physical range"),
+    (("[net_hop_scale]", "[net_hop_scael]"), "net_hop_scael", "unknown parameter"),
+    (('value = 1.0\nsource = "a source long enough to count"\n[peer', 'value = 1.0\n[peer'), "net_hop_scale.source",
+     "Field required"),
+    (("value = 0.9", "value = [0.9, 0.9]"), "network_efficiency.value", "must be one number"),
+    (("value = 0.9", "value = 0.9\nfitted = true"), "network_efficiency.fitted_on", "must say what it was fitted"),
+    (('kind = "network"', 'kind = "gpu"'), "network_efficiency", "belongs in a network file"),
+    (("[peer_overhead_us]\nvalue = 1.0\nsource = \"a source long enough to count\"\n", ""), "peer_overhead_us",
+     "missing"),
+])
+def test_a_bad_profile_file_is_one_error_with_file_and_key(tmp_path, change, key, words):
+    f = _write(tmp_path, GOOD_NET.replace(*change))
+    with pytest.raises(TopoError) as exc:
+        load_profile_file(f)
+    assert exc.value.key == key and words in exc.value.message and exc.value.source == str(f)
+
+
+def test_good_file_loads_and_invalid_toml_is_clean(tmp_path):
+    assert load_profile_file(_write(tmp_path, GOOD_NET)).params["network_efficiency"].value == 0.9
+    with pytest.raises(TopoError, match="not valid TOML"):
+        load_profile_file(_write(tmp_path, "[profile\n"))
+
+
+def test_a_user_file_overrides_its_base(tmp_path):
+    f = _write(tmp_path, """[profile]
+kind = "user"
+name = "mine"
+base = "hopper+roce"
+[network_efficiency]
+value = 0.5
+source = "measured on my cluster"
+fitted = true
+fitted_on = "a log"
+""")
+    p = resolve_profile(f)
+    base = profile_for("hopper", "roce")
+    assert p.name == "mine" and p.network_efficiency == 0.5
+    assert p.net_hop_s == base.net_hop_s and p.nvlink_efficiency == base.nvlink_efficiency
+    # the estimate across two nodes is network-bound: halving the usable network rate slows the largest size
+    fab = build_fabric(spec_from_dict(spec_dict(fabric={"technology": "roce"})))
+    t_base = estimate(fab, "all_reduce", "4GiB", gpus=16, algorithm="ring", profile=base).results[0].time_s
+    t_mine = estimate(fab, "all_reduce", "4GiB", gpus=16, algorithm="ring", profile=p).results[0].time_s
+    assert t_mine > 1.5 * t_base
+
+
+def test_resolve_profile_names():
+    fab = build_fabric(spec_from_dict(spec_dict()))
+    assert resolve_profile("nccl", fab).name == "hopper+infiniband_ndr"
+    assert resolve_profile(None, fab) == profile_for("hopper", "infiniband_ndr")
+    assert resolve_profile("ideal") == ideal_profile()
+    assert resolve_profile("hopper+gcp_tcpxo").sources["network_efficiency"]["assumed"] is True
+    for bad in ("hopper+nope", "nope", "volta+roce"):
+        with pytest.raises(TopoError):
+            resolve_profile(bad)
+    with pytest.raises(TopoError, match="depends on the fabric"):
+        resolve_profile("nccl")
+    with pytest.raises(TopoError, match="no such profile file"):
+        resolve_profile("missing.toml")
+
+
+def test_cli_profile_show_and_list():
+    doc = json.loads(run_cli("profile", "show", "hopper+efa", "--json", check=True).stdout)
+    assert doc["parameters"]["net_hop_scale"]["value"] == 5.5
+    assert doc["parameters"]["net_hop_scale"]["fitted"] is True
+    assert "tuning.cc" in doc["parameters"]["base_latency_us"]["source"]
+    text = run_cli("profile", "show", "hopper+efa", check=True).stdout
+    assert "net_hop_scale = 5.5  [fitted]" in text
+    lst = json.loads(run_cli("profile", "list", "--json", check=True).stdout)
+    assert "hopper+gcp_tcpxo" in lst["profiles"]
+    bad = run_cli("profile", "show", "hopper+nope")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1

@@ -1,0 +1,70 @@
+"""Calibrate a profile on nccl-tests logs: parse, model each run's cluster, fit, and write the profile file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TopoError
+from ..profiles import Profile, resolve_profile
+from .compare import run_collective
+from .fit import Case, FitResult, calibration_params, fit_cases
+from .parse import parse_file
+from .setup import setup_from_run
+from .write import profile_toml, write_profile
+
+__all__ = ["CalibrationResult", "calibrate_logs", "cases_from_logs"]
+
+
+@dataclass
+class CalibrationResult:
+    base: str
+    name: str
+    fit: FitResult
+    logs: list[dict]
+    output: str | None
+    text: str
+
+    def to_dict(self) -> dict:
+        return {"base": self.base, "name": self.name, "output": self.output, "logs": self.logs,
+                **self.fit.to_dict()}
+
+
+def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[list[Case], list[dict], Profile]:
+    """One fitting case per run in the logs, all starting from the same bundled profile."""
+    cases, logs, start = [], [], None
+    for path in paths:
+        for run in parse_file(path):
+            coll = run_collective(run, collective)
+            setup = setup_from_run(run, **cluster)
+            prof = resolve_profile(profile, setup.fabric)
+            if not prof.sources or "+" not in prof.name:
+                raise TopoError(f"calibration starts from a bundled profile (nccl or e.g. hopper+roce), got "
+                                f"{prof.name!r}", key="profile")
+            if start is not None and prof.name != start.name:
+                raise TopoError(f"the logs need different base profiles ({start.name}, {prof.name}): calibrate "
+                                "each cluster on its own", source=str(path), key="profile")
+            start = prof
+            rows = [r for r in run.rows if r.time_s > 0]
+            cases.append(Case(setup, coll, [r.size_bytes for r in rows], [r.time_s for r in rows], prof,
+                              label=f"{Path(path).name}:{coll}"))
+            logs.append({"path": str(path), "sha256": run.sha256, "collective": coll, "ranks": setup.gpus,
+                         "sizes": len(rows), "assumptions": setup.assumptions})
+    if not cases:
+        raise TopoError("no runs in the logs", key="logs")
+    return cases, logs, start
+
+
+def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=None, max_nfev=200,
+                   **cluster) -> CalibrationResult:
+    """Fit the profile's free parameters to every run in ``paths``; write the profile to ``output`` if given."""
+    if not paths:
+        raise TopoError("give at least one nccl-tests log", key="logs")
+    cases, logs, start = cases_from_logs(paths, profile, collective, **cluster)
+    params = calibration_params(start, cases)
+    fit = fit_cases(cases, params, max_nfev=max_nfev)
+    name = name or (Path(output).stem if output else "calibrated")
+    text = profile_toml(name, start.name, start, fit, logs)
+    if output:
+        write_profile(output, name, start.name, start, fit, logs)
+    return CalibrationResult(start.name, name, fit, logs, str(output) if output else None, text)

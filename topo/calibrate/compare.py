@@ -1,0 +1,184 @@
+"""Measured against modelled, per size, and a verdict a user can act on.
+
+``efficiency = modelled time / measured time``: 1.0 means the run is as fast as the model says its hardware
+allows, 0.5 that it takes twice as long. The headline is the median efficiency over the bandwidth regime (sizes
+>= 64 MiB, else the largest quarter of the sweep); the gap is the contiguous band of sizes with the lowest
+efficiency below 85%, and its regime is the model's: latency-dominated where the modelled latency term is at
+least half of the modelled time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from ..collectives import COLLECTIVES, busbw_factor
+from ..errors import TopoError
+from ..estimate import estimate
+from ..profiles import Profile, resolve_profile
+from ..units import format_size
+from .parse import NcclRun
+from .setup import Setup
+
+__all__ = ["SizeComparison", "CompareResult", "compare_run", "BW_MIN_BYTES", "LAT_MAX_BYTES"]
+
+BW_MIN_BYTES = 64 * 2**20
+LAT_MAX_BYTES = 64 * 2**10
+GAP_BELOW = 0.85
+
+
+@dataclass
+class SizeComparison:
+    size_bytes: int
+    measured_s: float
+    model_s: float
+    model_latency_s: float
+    measured_busbw_GBps: float
+    model_busbw_GBps: float
+    algorithm: str
+    protocol: str
+    wrong: float | None = None
+    nccl_algorithm: str | None = None  # what NCCL_DEBUG_SUBSYS=TUNING lines say NCCL chose at this size
+    nccl_protocol: str | None = None
+
+    @property
+    def efficiency(self) -> float:
+        return self.model_s / self.measured_s
+
+    @property
+    def latency_bound(self) -> bool:
+        return self.model_latency_s >= 0.5 * self.model_s
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "efficiency": self.efficiency, "error_pct": (self.model_s / self.measured_s - 1) * 100,
+                "regime": "latency" if self.latency_bound else "bandwidth"}
+
+
+@dataclass
+class CompareResult:
+    source: str
+    collective: str
+    ranks: int
+    spec: str
+    profile: str
+    algorithm: str
+    rows: list[SizeComparison]
+    headline_efficiency: float | None
+    headline_sizes: str
+    gap: dict | None
+    verdict: str
+    assumptions: list[str] = field(default_factory=list)
+    nccl_version: str | None = None
+
+    @property
+    def mdape_pct(self) -> float:
+        return statistics.median(abs(r.model_s / r.measured_s - 1) * 100 for r in self.rows)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "collective": self.collective, "ranks": self.ranks, "spec": self.spec,
+                "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
+                "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
+                "gap": self.gap, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
+                "assumptions": self.assumptions, "sizes": [r.to_dict() for r in self.rows]}
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.rows])
+
+
+def run_collective(run: NcclRun, collective: str | None = None) -> str:
+    coll = collective or run.collective
+    if coll is None:
+        raise TopoError("the log does not say which collective ran (no *_perf binary name, and its table could "
+                        "be several); name it", source=run.source, key="collective")
+    if coll not in COLLECTIVES:
+        raise TopoError(f"{coll} is measured by nccl-tests but not modelled by topo; modelled: "
+                        f"{', '.join(COLLECTIVES)}", source=run.source, key="collective")
+    return coll
+
+
+def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
+    """The model's per-size results (one estimate call for the whole sweep)."""
+    return estimate(setup.fabric, coll, sizes, gpus=setup.gpus, algorithm=setup.algorithm if coll == "all_reduce"
+                    else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels).results
+
+
+def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None = None) -> CompareResult:
+    """Compare one parsed run with the model of ``setup`` under ``profile`` (default: the fabric's)."""
+    coll = run_collective(run, collective)
+    prof = resolve_profile(profile, setup.fabric)
+    rows = [r for r in run.rows if r.time_s > 0]
+    if not rows:
+        raise TopoError("no row with a positive time to compare", source=run.source)
+    est = modelled_times(setup, coll, [r.size_bytes for r in rows], prof)
+    factor = busbw_factor(coll, setup.gpus)
+    chosen = {t["size_bytes"]: t for t in run.tuning}
+    comps = [SizeComparison(r.size_bytes, r.time_s, e.time_s, e.latency_s, r.size_bytes / r.time_s / 1e9 * factor,
+                            e.busbw_GBps, e.algorithm, e.protocol, r.wrong,
+                            chosen.get(r.size_bytes, {}).get("algorithm"), chosen.get(r.size_bytes, {}).get("protocol"))
+             for r, e in zip(rows, est)]
+    head, head_sizes = _headline(comps)
+    gap = _gap(comps)
+    return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
+                         head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name),
+                         list(setup.assumptions), run.nccl_version)
+
+
+def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:
+    big = [c for c in comps if c.size_bytes >= BW_MIN_BYTES]
+    label = f"sizes >= {format_size(BW_MIN_BYTES)}"
+    if not big:
+        k = max(1, len(comps) // 4)
+        big = sorted(comps, key=lambda c: c.size_bytes)[-k:]
+        label = (f"its largest size ({format_size(big[0].size_bytes)})" if k == 1 else
+                 f"its largest {k} sizes ({format_size(big[0].size_bytes)} and up)")
+    return statistics.median(c.efficiency for c in big), label
+
+
+def _gap(comps: list[SizeComparison]) -> dict | None:
+    """The contiguous run of sizes below GAP_BELOW with the largest total shortfall."""
+    best, cur = None, []
+    for c in sorted(comps, key=lambda c: c.size_bytes) + [None]:
+        if c is not None and c.efficiency < GAP_BELOW:
+            cur.append(c)
+            continue
+        if cur:
+            shortfall = sum(1 - x.efficiency for x in cur)
+            if best is None or shortfall > best[0]:
+                best = (shortfall, cur)
+        cur = []
+    if best is None:
+        return None
+    band = best[1]
+    lat = sum(c.latency_bound for c in band) >= len(band) / 2
+    return {"min_bytes": band[0].size_bytes, "max_bytes": band[-1].size_bytes,
+            "median_efficiency": statistics.median(c.efficiency for c in band),
+            "regime": "latency" if lat else "bandwidth", "sizes": len(band)}
+
+
+def _verdict(run, comps, head, head_sizes, gap, profile_name) -> str:
+    parts = []
+    if head is not None:
+        if head > 1.1:
+            parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}: the profile "
+                         f"({profile_name}) underestimates this cluster, or the cluster differs from the spec "
+                         "(more NICs, faster links); calibrate the profile on this log")
+        else:
+            parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
+                         f"{head_sizes} (model: {profile_name})")
+    if gap:
+        rng = (format_size(gap["min_bytes"]) if gap["min_bytes"] == gap["max_bytes"]
+               else f"{format_size(gap['min_bytes'])}-{format_size(gap['max_bytes'])}")
+        if gap["regime"] == "latency":
+            why = ("where latency dominates: per-call software latency or network round trips (check the "
+                   "NCCL_PROTO/NCCL_ALGO settings, CPU affinity, and the network's small-message latency)")
+        else:
+            why = ("where bandwidth dominates: a slow or missing link (check that every NIC is used and at "
+                   "line rate, GPUDirect RDMA, PCIe, NVLink)")
+        parts.append(f"the gap is at {rng} ({gap['median_efficiency'] * 100:.0f}% of the model), {why}")
+    elif head is not None and head <= 1.1:
+        parts.append(f"no size falls below {GAP_BELOW * 100:.0f}% of the model")
+    if run.failed_validation:
+        parts.append("WARNING: the log reports wrong results (#wrong > 0)")
+    return "; ".join(parts) + "."

@@ -1,0 +1,213 @@
+"""Fit a profile's free parameters to measured sweeps with ``scipy.optimize.least_squares``.
+
+The residual of one measured size is ``log(model time / measured time)``: a relative error, symmetric in too fast
+and too slow, so a 10 us and a 100 ms point weigh alike. Parameters are bounded to physical ranges
+(:data:`topo.profile_data.PARAMETERS`) and gently pulled toward their starting value (a ridge of
+:data:`PRIOR_WEIGHT` per parameter), so a parameter the data cannot see (the network on a one-node run) stays
+where it was instead of wandering. The robust ``cauchy`` loss (scale 5%) keeps one odd size (a dip the hardware
+does not explain) from dragging the rest; it fitted every reference sweep better than plain or ``soft_l1`` least
+squares (benchmarks/RESULTS.md). The model is piecewise (the fastest algorithm and protocol per size), so a fit can
+stop in a local minimum: a fit that ends worse than its start returns the start.
+
+Free parameters (:func:`calibration_params`) are multipliers on the starting profile, fitted in log space, except
+the efficiencies and the pipeline window, which are fitted as values:
+
+- ``base_latency.LL|LL128|Simple`` -- NCCL's per-call base latency of each protocol (every algorithm);
+- ``nvlink_hop``, ``net_hop`` -- per-step latency over NVLink and over the network;
+- ``nvlink_efficiency``, ``network_efficiency`` -- usable fraction of each link class;
+- ``nvls_efficiency`` -- NVLS and NVLSTree bandwidth (when the GPU has NVLS);
+- ``pipeline_window_MiB`` -- topo's pipeline-fill term (written as ``pipeline_window_bytes``);
+- ``peer_overhead`` -- per-peer set-up of all-to-all (when an all-to-all is measured).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from ..errors import TopoError
+from ..profile_data import PARAMETERS
+from ..profiles import Profile
+from .compare import modelled_times
+from .setup import Setup
+
+__all__ = ["Case", "FreeParam", "FitResult", "calibration_params", "fit_cases", "apply_params", "case_errors",
+           "PRIOR_WEIGHT"]
+
+PRIOR_WEIGHT = 0.05
+_PROTOS = ("LL", "LL128", "Simple")
+
+
+@dataclass
+class Case:
+    """One measured sweep: where it ran, which collective, the sizes and the measured times."""
+
+    setup: Setup
+    collective: str
+    sizes: list[int]
+    measured_s: list[float]
+    profile: Profile
+    label: str = ""
+    tags: frozenset = frozenset()  # e.g. {"gpu:hopper", "network:roce"}: which shared parameters apply
+
+
+@dataclass(frozen=True)
+class FreeParam:
+    """One fitted quantity: ``log`` ones are multipliers (x = log m), ``linear`` ones values."""
+
+    name: str
+    kind: str  # "log" or "linear"
+    x0: float
+    lo: float
+    hi: float
+    apply: Callable[[Profile, float], Profile]
+    tag: str | None = None  # applies only to cases carrying this tag (None: every case)
+
+    def value(self, x: float) -> float:
+        return math.exp(x) if self.kind == "log" else x
+
+
+def _scale_table(table: dict, m: float, proto: str | None = None) -> dict:
+    def sc(v):
+        return tuple(x * m for x in v) if isinstance(v, tuple) else v * m
+    return {f: {p: (sc(v) if proto in (None, p) else v) for p, v in d.items()} for f, d in table.items()}
+
+
+def _base(proto):
+    return lambda prof, m: replace(prof, base_latency_s=_scale_table(prof.base_latency_s, m, proto))
+
+
+def _nvls(prof: Profile, e: float) -> Profile:
+    eff = dict(prof.proto_efficiency)
+    ratio = e / eff["nvls"]["Simple"]
+    eff["nvls"] = {"Simple": e}
+    if "nvls_tree" in eff:
+        eff["nvls_tree"] = {"Simple": eff["nvls_tree"]["Simple"] * ratio}
+    return replace(prof, proto_efficiency=eff)
+
+
+def _bounded(name, e0):
+    spec = PARAMETERS[name]
+    return max(spec.lo, 1e-3), min(spec.hi, 1.0), min(max(e0, spec.lo), spec.hi)
+
+
+def calibration_params(profile: Profile, cases: list[Case], tag: str | None = None) -> list[FreeParam]:
+    """The parameters the cases can inform, starting from ``profile``."""
+    multi = any(c.setup.fabric.num_gpus > 0 and _domains(c) > 1 for c in cases)
+    colls = {c.collective for c in cases}
+    out = [FreeParam(f"base_latency.{p}", "log", 0.0, math.log(0.2), math.log(10.0), _base(p), tag)
+           for p in _PROTOS]
+    out.append(FreeParam("nvlink_hop", "log", 0.0, math.log(0.2), math.log(10.0),
+                         lambda pr, m: replace(pr, nvlink_hop_s=_scale_table(pr.nvlink_hop_s, m)), tag))
+    lo, hi, e0 = _bounded("nvlink_efficiency", profile.nvlink_efficiency)
+    out.append(FreeParam("nvlink_efficiency", "linear", e0, lo, hi,
+                         lambda pr, e: replace(pr, nvlink_efficiency=e), tag))
+    if multi:
+        out.append(FreeParam("net_hop", "log", 0.0, math.log(0.1), math.log(20.0),
+                             lambda pr, m: replace(pr, net_hop_s=_scale_table(pr.net_hop_s, m)), tag))
+        lo, hi, e0 = _bounded("network_efficiency", profile.network_efficiency)
+        out.append(FreeParam("network_efficiency", "linear", e0, lo, hi,
+                             lambda pr, e: replace(pr, network_efficiency=e), tag))
+    if "nvls" in profile.proto_efficiency and "all_reduce" in colls:
+        lo, hi, e0 = _bounded("nvls_efficiency", profile.proto_efficiency["nvls"]["Simple"])
+        out.append(FreeParam("nvls_efficiency", "linear", e0, lo, hi, _nvls, tag))
+    if "alltoall" in colls and profile.peer_overhead_s > 0:
+        out.append(FreeParam("peer_overhead", "log", 0.0, math.log(0.1), math.log(20.0),
+                             lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), tag))
+    big = max(s for c in cases for s in c.sizes)
+    if big >= 2**20:  # the window only shows on multi-MiB sizes
+        w0 = profile.pipeline_window_bytes / 2**20
+        out.append(FreeParam("pipeline_window_MiB", "linear", w0, 0.0, 1024.0,
+                             lambda pr, w: replace(pr, pipeline_window_bytes=w * 2**20), tag))
+    return out
+
+
+def _domains(case: Case) -> int:
+    f = case.setup.fabric
+    per = f.spec.scale_up.gpus_per_domain or f.spec.gpu_model.domain_gpus
+    return math.ceil(case.setup.gpus / per)
+
+
+def apply_params(profile: Profile, params: list[FreeParam], x, tags=frozenset()) -> Profile:
+    for p, xi in zip(params, x):
+        if p.tag is None or p.tag in tags:
+            profile = p.apply(profile, p.value(xi))
+    return profile
+
+
+def _times(case: Case, profile: Profile) -> np.ndarray:
+    return np.array([r.time_s for r in modelled_times(case.setup, case.collective, case.sizes, profile)])
+
+
+def case_errors(case: Case, profile: Profile | None = None) -> np.ndarray:
+    """Signed relative errors (model / measured - 1) of one case."""
+    return _times(case, profile or case.profile) / np.asarray(case.measured_s) - 1.0
+
+
+@dataclass
+class FitResult:
+    params: list[FreeParam]
+    x: np.ndarray
+    values: dict[str, float]
+    mdape_before_pct: float
+    mdape_after_pct: float
+    nfev: int
+    seconds: float
+    profiles: list[Profile] = field(default_factory=list)  # one per case, fitted
+
+    def to_dict(self) -> dict:
+        return {"values": self.values, "mdape_before_pct": self.mdape_before_pct,
+                "mdape_after_pct": self.mdape_after_pct, "evaluations": self.nfev, "seconds": self.seconds}
+
+
+def _mdape(errs: list[np.ndarray]) -> float:
+    return float(statistics.median(np.abs(np.concatenate(errs)) * 100))
+
+
+DIFF_STEPS = (1e-2,)
+
+
+def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, diff_steps=None) -> FitResult:
+    """Least-squares fit of ``params`` over every case (each from its own starting profile)."""
+    from scipy.optimize import least_squares
+
+    if not cases or not any(c.sizes for c in cases):
+        raise TopoError("nothing to fit: no measured sizes", key="logs")
+    t0 = time.perf_counter()
+    logm = [np.log(np.asarray(c.measured_s)) for c in cases]
+    x0 = np.array([p.x0 for p in params], dtype=float)
+    lo = np.array([p.lo for p in params], dtype=float)
+    hi = np.array([p.hi for p in params], dtype=float)
+    width = np.where(hi > lo, hi - lo, 1.0)
+    scale = np.array([1.0 if p.kind == "log" else w / 4 for p, w in zip(params, width)])
+
+    def residuals(x):
+        res = []
+        for c, lm in zip(cases, logm):
+            prof = apply_params(c.profile, params, x, c.tags)
+            res.append(np.log(_times(c, prof)) - lm)
+        res.append(PRIOR_WEIGHT * (x - x0) / scale)
+        return np.concatenate(res)
+
+    before = [case_errors(c) for c in cases]
+    if params:
+        x, nfev = np.clip(x0, lo, hi), 0
+        for step in diff_steps or DIFF_STEPS:  # coarse steps first see past the model's kinks
+            sol = least_squares(residuals, x, bounds=(lo, hi), loss="cauchy", f_scale=0.05,
+                                diff_step=step, x_scale=scale, max_nfev=max_nfev)
+            x, nfev = sol.x, nfev + int(sol.nfev)
+    else:
+        x, nfev = x0, 0
+    profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
+    after = [case_errors(c, p) for c, p in zip(cases, profiles)]
+    if _mdape(after) > _mdape(before):  # a local minimum worse than the start: keep the start
+        x = np.clip(x0, lo, hi)
+        profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
+        after = [case_errors(c, p) for c, p in zip(cases, profiles)]
+    values = {p.name + (f"[{p.tag}]" if p.tag else ""): p.value(xi) for p, xi in zip(params, x)}
+    return FitResult(params, x, values, _mdape(before), _mdape(after), nfev, time.perf_counter() - t0, profiles)

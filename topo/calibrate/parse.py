@@ -1,0 +1,378 @@
+"""Read nccl-tests' own text output, as users paste it.
+
+Understood: every ``*_perf`` binary's table (all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce,
+sendrecv, scatter, gather, hypercube), current and older column layouts (``redop``/``root`` present or not,
+``#wrong`` counts or the older ``error`` magnitudes), the header (``nThread ... nGpus ... iters``), the
+``# Using devices`` rank lines (ranks, hosts, devices), the NCCL version (``NCCL version 2.20.5+cuda12.4`` or
+``nccl-library=23102``), out-of-place and in-place columns, ``# Avg bus bandwidth``, ``# Out of bounds values``,
+and ``NCCL_DEBUG=INFO`` lines naming channels and, with ``NCCL_DEBUG_SUBSYS=TUNING``, the algorithm and protocol
+per size. Tags that launchers add (``[0]``, ``[1,0]<stdout>:``) are removed wherever they appear.
+
+One file may hold several runs (one per header); :func:`parse_text` returns them in order. When a log has no
+binary name, the collective and the rank count are inferred from the table: busbw / algbw is 2(n-1)/n for
+all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, and 1 for the rest (nccl-tests'
+doc/PERFORMANCE.md); ``redop`` and ``root`` tell the rest apart where they can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import TopoError
+
+__all__ = ["Row", "RankLine", "NcclRun", "parse_text", "parse_file", "COLLECTIVES_PERF"]
+
+# nccl-tests binary -> topo collective name (None: nccl-tests has it, topo does not model it)
+COLLECTIVES_PERF = {
+    "all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
+    "alltoall_perf": "alltoall", "broadcast_perf": "broadcast", "reduce_perf": "reduce",
+    "sendrecv_perf": "sendrecv", "scatter_perf": "scatter", "gather_perf": "gather", "hypercube_perf": "hypercube",
+}
+_ALGOS = {"0": "tree", "1": "ring", "2": "collnet_direct", "3": "collnet_chain", "4": "nvls", "5": "nvls_tree",
+          "6": "pat"}
+_PROTOS = {"0": "LL", "1": "LL128", "2": "Simple"}
+_REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none", "all"}
+_TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "fp8_e4m3",
+          "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
+
+_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
+_HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_ITERS = re.compile(r"(?<![a-z] )iters:\s*(\d+)")
+_WARMUP = re.compile(r"warmup iters:\s*(\d+)")
+_RANK = re.compile(r"Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_LIBVER = re.compile(r"nccl-library=(\d{5,})")
+_TESTS_VER = re.compile(r"nccl-tests version (\S+)")
+_BINARY = re.compile(r"\b(\w+_perf)(?:_mpi)?\b")
+_STARTING = re.compile(r"Collective test starting:\s*(\w+_perf)")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
+_CHANNELS = re.compile(r"NCCL INFO (\d+) coll channels")
+_TUNING = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)(?:.*?time ([0-9.]+))?")
+_NRANKS = re.compile(r"NCCL INFO .*\bnranks (\d+)\b")
+_ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS))(?:=| set by environment to )(\S+)")
+
+
+@dataclass
+class Row:
+    """One size of the table. Times in seconds, bandwidths in GB/s (1e9 bytes/s) as nccl-tests prints them."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str | None
+    root: int | None
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: float | None  # '#wrong' count (or the older 'error' magnitude); None for N/A
+    inplace_time_s: float | None = None
+    inplace_algbw_GBps: float | None = None
+    inplace_busbw_GBps: float | None = None
+    inplace_wrong: float | None = None
+
+
+@dataclass
+class RankLine:
+    rank: int
+    host: str
+    device: int
+    bus_id: str
+    gpu: str
+    group: int | None = None
+    pid: int | None = None
+
+
+@dataclass
+class NcclRun:
+    """One nccl-tests run: header facts, result rows and what NCCL_DEBUG=INFO lines said."""
+
+    source: str
+    rows: list[Row] = field(default_factory=list)
+    binary: str | None = None
+    collective: str | None = None
+    collective_from: str = "unknown"  # binary, command, or inferred (from busbw/algbw, redop, root)
+    nthread: int | None = None
+    ngpus: int | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+    warmup_iters: int | None = None
+    iters: int | None = None
+    ranks: list[RankLine] = field(default_factory=list)
+    nranks: int | None = None
+    nranks_from: str = "unknown"  # rank lines, NCCL INFO, or inferred (busbw/algbw)
+    nccl_version: str | None = None
+    nccl_tests_version: str | None = None
+    wrong_is_count: bool = True  # False for the older 'error' column (max error, not a count)
+    avg_busbw_GBps: float | None = None
+    out_of_bounds: int | None = None
+    channels: int | None = None
+    tuning: list[dict] = field(default_factory=list)  # {size_bytes, collective, algorithm, protocol, time_us}
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_ALGO, NCCL_PROTO, ... as the log shows them
+    sha256: str = ""
+
+    @property
+    def hosts(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.ranks:
+            seen.setdefault(r.host, None)
+        return list(seen)
+
+    @property
+    def gpus_per_host(self) -> int | None:
+        """Ranks per host when every host has the same number (None otherwise or without rank lines)."""
+        hosts = self.hosts
+        if not hosts:
+            return None
+        counts = {h: 0 for h in hosts}
+        for r in self.ranks:
+            counts[r.host] += 1
+        vals = set(counts.values())
+        return vals.pop() if len(vals) == 1 else None
+
+    @property
+    def gpu_name(self) -> str | None:
+        return self.ranks[0].gpu if self.ranks else None
+
+    @property
+    def failed_validation(self) -> bool:
+        return self.wrong_is_count and any((r.wrong or 0) > 0 for r in self.rows)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(hosts=self.hosts, gpus_per_host=self.gpus_per_host, gpu_name=self.gpu_name,
+                 failed_validation=self.failed_validation)
+        return d
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(r) for r in self.rows])
+
+
+def _num(tok: str) -> float | None:
+    if tok.upper() == "N/A":
+        return None
+    return float(tok)
+
+
+def _is_num(tok: str) -> bool:
+    if tok.upper() == "N/A":
+        return True
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def _row(tokens: list[str]) -> Row | None:
+    """A table row, or None if the tokens are not one."""
+    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit() or tokens[2].lower() not in _TYPES:
+        return None
+    rest = tokens[3:]
+    n_tail = 8 if len(rest) >= 8 and all(_is_num(t) for t in rest[-8:]) else 4
+    if len(rest) < n_tail or not all(_is_num(t) for t in rest[-n_tail:]):
+        return None
+    prefix, tail = rest[:-n_tail], rest[-n_tail:]
+    if n_tail == 8 and len(prefix) > 2:  # only 4 values after redop/root: no in-place columns
+        return None
+    redop, root = None, None
+    for t in prefix:
+        if t.lower() in _REDOPS:
+            redop = t.lower()
+        elif re.fullmatch(r"-?\d+", t):
+            root = int(t)
+        else:
+            return None
+    vals = [_num(t) for t in tail]
+    if vals[0] is None or vals[1] is None or vals[2] is None:
+        return None
+    row = Row(int(tokens[0]), int(tokens[1]), tokens[2], redop, root, vals[0] * 1e-6, vals[1], vals[2], vals[3])
+    if n_tail == 8 and vals[4] is not None:
+        row.inplace_time_s, row.inplace_algbw_GBps, row.inplace_busbw_GBps, row.inplace_wrong = (
+            vals[4] * 1e-6, vals[5], vals[6], vals[7])
+    return row
+
+
+def _clean(line: str) -> str:
+    return _TAG.sub(" ", line).replace("\t", " ")
+
+
+def _version_from_code(code: str) -> str:
+    n = int(code)  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch (2.9 on)
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
+
+
+def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> list[NcclRun]:
+    """Every run in ``text`` (one per nccl-tests header, or one for a bare table).
+
+    Raises :class:`TopoError` (``source`` names the file) when the text holds no nccl-tests table, or, with
+    ``require_rows``, a header without a single result row.
+    """
+    sha = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    runs: list[NcclRun] = []
+    cur = NcclRun(source=source, sha256=sha)
+    pending_binary: str | None = None
+    saw_anything = False
+
+    table_seen = False
+
+    def start_new():
+        nonlocal cur, table_seen
+        table_seen = False
+        if cur.rows or cur.nthread is not None:
+            runs.append(cur)
+            cur = NcclRun(source=source, sha256=sha, nccl_version=cur.nccl_version, env=dict(cur.env))
+
+    for raw in text.splitlines():
+        line = _clean(raw)
+        s = line.strip().lstrip("#").strip()
+        if not s:
+            continue
+        m = _STARTING.search(s)
+        if m:
+            pending_binary = m.group(1)
+            continue
+        m = _HEADER.search(s)
+        if m:
+            if cur.rows or cur.nthread is not None:
+                if cur.rows:  # a second run; a header repeated by a second process is ignored
+                    start_new()
+                else:
+                    continue
+            cur.nthread, cur.ngpus, cur.min_bytes, cur.max_bytes = map(int, m.groups())
+            w = _WARMUP.search(s)
+            cur.warmup_iters = int(w.group(1)) if w else None
+            it = re.search(r"(?<!warmup )iters:\s*(\d+)", s)
+            cur.iters = int(it.group(1)) if it else None
+            if pending_binary:
+                cur.binary, pending_binary = pending_binary, None
+            saw_anything = True
+            continue
+        for m in _ENV_SET.finditer(s):
+            cur.env[m.group(1)] = m.group(2).strip("\"'")
+        m = _TESTS_VER.search(s)
+        if m:
+            cur.nccl_tests_version = m.group(1)
+            lv = _LIBVER.search(s)
+            if lv:
+                cur.nccl_version = _version_from_code(lv.group(1))
+            continue
+        m = _VERSION.search(s)
+        if m:
+            cur.nccl_version = m.group(1)
+            continue
+        m = _RANK.search(s)
+        if m and "NCCL INFO" not in s:
+            rank, group, pid, host, dev, bus, gpu = m.groups()
+            cur.ranks.append(RankLine(int(rank), host, int(dev), bus, gpu.strip(), int(group) if group else None,
+                                      int(pid)))
+            continue
+        if "NCCL INFO" in s:
+            m = _CHANNELS.search(s)
+            if m:
+                cur.channels = int(m.group(1))
+            m = _TUNING.search(s)
+            if m:
+                coll, size, algo, proto, t = m.groups()
+                cur.tuning.append({"size_bytes": int(size), "collective": coll,
+                                   "algorithm": _ALGOS.get(algo, algo.lower()),
+                                   "protocol": _PROTOS.get(proto, {"SIMPLE": "Simple"}.get(proto.upper(), proto)),
+                                   "time_us": float(t) if t else None})
+            m = _NRANKS.search(s)
+            if m and cur.nranks is None:
+                cur.nranks, cur.nranks_from = int(m.group(1)), "NCCL INFO"
+            continue
+        m = _AVG.search(s)
+        if m:
+            cur.avg_busbw_GBps = float(m.group(1))
+            continue
+        m = _OOB.search(s)
+        if m:
+            cur.out_of_bounds = int(m.group(1))
+            continue
+        if "size" in s and "count" in s and "type" in s:
+            cur.wrong_is_count = "#wrong" in s or "wrong" in s
+            saw_anything = table_seen = True
+            continue
+        m = _BINARY.search(s)
+        if m and m.group(1) in COLLECTIVES_PERF and not s[0].isdigit():
+            if cur.rows:
+                start_new()
+            cur.binary = cur.binary or m.group(1)
+            continue
+        row = _row(s.split())
+        if row is not None:
+            cur.rows.append(row)
+            saw_anything = True
+    if cur.rows or cur.nthread is not None or table_seen:
+        runs.append(cur)
+    if not saw_anything or not runs:
+        raise TopoError("not an nccl-tests log: no result table and no 'nThread ... nGpus' header found "
+                        "(paste the output of an nccl-tests *_perf binary)", source=source)
+    if require_rows and not any(r.rows or r.nthread is not None for r in runs):
+        raise TopoError("not an nccl-tests log: a table heading but no 'nThread ... nGpus' header and no result "
+                        "rows", source=source)
+    for run in runs:
+        _finish(run)
+        if require_rows and not run.rows:
+            raise TopoError("the log has an nccl-tests header but no result rows (did the run finish or fail "
+                            "before its first size?)", source=source)
+    return runs
+
+
+def _finish(run: NcclRun) -> None:
+    if run.ranks:
+        run.nranks, run.nranks_from = len({r.rank for r in run.ranks}), "rank lines"
+    if run.binary:
+        run.collective, run.collective_from = COLLECTIVES_PERF.get(run.binary), "binary"
+    if run.rows and (run.collective is None or run.nranks is None):
+        _infer(run)
+
+
+def _infer(run: NcclRun) -> None:
+    """Collective and rank count from busbw / algbw of the largest size (values have 2 decimals)."""
+    big = max(run.rows, key=lambda r: r.algbw_GBps)
+    if big.algbw_GBps < 0.5:
+        return
+    ratio = big.busbw_GBps / big.algbw_GBps
+    tol = 0.02 + 0.01 / big.algbw_GBps
+    redop = big.redop
+    if abs(ratio - 1.0) <= tol:
+        coll = ("broadcast" if redop in (None, "none") else "reduce") if (big.root or -1) >= 0 else (
+            "sendrecv" if redop != "none" else None)
+        if run.collective is None and coll:
+            run.collective, run.collective_from = coll, "inferred (busbw = algbw, redop, root)"
+        return
+    d_ratio = 0.005 / big.algbw_GBps * (1.0 + ratio) + 0.005 / big.busbw_GBps * ratio  # 2-decimal rounding
+    if ratio > 1.0:  # 2(n-1)/n: all-reduce; dn/dratio = n^2 / 2
+        n = 2.0 / (2.0 - ratio) if ratio < 2.0 else None
+        d_n = d_ratio * n * n / 2 if n else None
+        coll = "all_reduce"
+    else:  # (n-1)/n; dn/dratio = n^2
+        n = 1.0 / (1.0 - ratio)
+        d_n = d_ratio * n * n
+        coll = "reduce_scatter" if redop not in (None, "none", "all") and run.rows[0].root is not None else None
+    # a rank count only when the rounding of the printed values leaves a single whole number
+    if run.nranks is None and n and d_n < 0.45 and abs(n - round(n)) < 0.5 - d_n + 0.05:
+        run.nranks, run.nranks_from = int(round(n)), "inferred (busbw / algbw)"
+    if run.collective is None and coll:
+        run.collective, run.collective_from = coll, "inferred (busbw / algbw)"
+
+
+def parse_file(path: str | Path, require_rows: bool = True) -> list[NcclRun]:
+    """Every run in one log file (see :func:`parse_text`)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TopoError("no such log file", source=str(path)) from None
+    except OSError as exc:
+        raise TopoError(f"cannot read the log: {exc.strerror}", source=str(path)) from None
+    if b"\x00" in data[:4096]:
+        raise TopoError("not an nccl-tests log: a binary file", source=str(path))
+    return parse_text(data.decode("utf-8", errors="replace"), str(path), require_rows=require_rows)

@@ -1,0 +1,161 @@
+"""The cluster a measurement ran on: a spec built from a log's header, or the user's spec.
+
+Without a spec, the cluster is one rail-optimized leaf group (``nodes`` servers under one leaf per rail, as a
+measured job usually sits) with, unless told otherwise:
+
+- the GPU model named in the ``# Using devices`` lines (``NVIDIA H100 80GB HBM3`` -> H100);
+- nodes = the distinct hosts of those lines, GPUs per node = ranks per host; without rank lines, the GPU model's
+  GPUs per server (8 for HGX, 4 per NVL72 compute tray) and as many nodes as the ranks need;
+- one NIC per GPU (``nics``), at ``nic_rate`` 400 Gb/s, on ``network`` infiniband_ndr;
+- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain.
+
+Every default used is returned in :attr:`Setup.assumptions`, so a report can say what it assumed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..builders import build_fabric
+from ..errors import TopoError
+from ..fabric import Fabric
+from ..hardware import GPU_MODELS, lookup_gpu
+from ..spec import load_spec, spec_from_dict
+from .parse import NcclRun
+
+__all__ = ["Setup", "node_spec", "setup_from_run", "gpu_from_device", "NCCL_ALGO_TO_TOPO"]
+
+DEFAULT_NIC_RATE = "400 Gb/s"
+DEFAULT_NETWORK = "infiniband_ndr"
+
+# NCCL_ALGO values -> topo algorithm names (several, or one topo does not model: auto)
+NCCL_ALGO_TO_TOPO = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+                     "collnet": "sharp", "collnetdirect": "sharp", "collnetchain": "sharp", "pat": "ring"}
+
+
+@dataclass
+class Setup:
+    """A fabric and the ranks to model a run on, with what was assumed to build it."""
+
+    fabric: Fabric
+    gpus: int
+    algorithm: str = "auto"
+    assumptions: list[str] = field(default_factory=list)
+    spec_name: str = ""
+    protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol
+    channels: int | None = None  # NCCL_MIN_NCHANNELS, when the run pinned the channel count
+
+
+def node_spec(gpu: str, nics: int, nic_rate: str, network: str, servers: int, gpus: int | None = None,
+              domain: int | None = None, name: str = "setup") -> dict:
+    """``servers`` servers under one rail-optimized leaf per rail (the measured jobs share one leaf group)."""
+    model = lookup_gpu(gpu)
+    gpus = gpus or (model.host_gpus if model else 8)
+    return {
+        "name": name, "gpu": gpu, "scale_up": {"gpus_per_domain": domain or gpus},
+        "server": {"gpus": gpus, "nics": nics, "nic_rate": nic_rate},
+        "cluster": {"num_servers": servers},
+        "fabric": {"kind": "rail_optimized", "technology": network,
+                   "tiers": [{"name": "leaf", "radix": max(64, 2 * servers), "port_rate": nic_rate}]},
+    }
+
+
+def gpu_from_device(device: str) -> str | None:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100`` (the longest catalog name found as a word), or None."""
+    text = device.upper()
+    for name in sorted(GPU_MODELS, key=len, reverse=True):
+        if re.search(rf"(?<![A-Z0-9]){name}(?![0-9])", text):
+            return name
+    return None
+
+
+def _algorithm(run: NcclRun) -> tuple[str, str | None]:
+    algo = run.env.get("NCCL_ALGO")
+    if not algo:
+        return "auto", None
+    names = [a.strip().lower() for a in algo.strip("^").split(",") if a.strip()]
+    if algo.startswith("^") or len(names) != 1 or names[0] not in NCCL_ALGO_TO_TOPO:
+        return "auto", f"NCCL_ALGO={algo} is not one algorithm topo models: modelled with auto"
+    return NCCL_ALGO_TO_TOPO[names[0]], None
+
+
+def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
+    """The protocol and channel count the run's environment pinned (NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS)."""
+    protocol = channels = None
+    proto = run.env.get("NCCL_PROTO")
+    if proto:
+        names = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+        one = proto.strip().lower()
+        if one in names:
+            protocol = names[one]
+            notes.append(f"NCCL_PROTO={proto}: modelled with protocol {protocol} only")
+        else:
+            notes.append(f"NCCL_PROTO={proto} is not one protocol: topo picks the fastest per size")
+    lo, hi = run.env.get("NCCL_MIN_NCHANNELS"), run.env.get("NCCL_MAX_NCHANNELS")
+    try:
+        pick = int(lo) if lo else (int(hi) if hi else None)
+    except ValueError:
+        pick = None
+    if pick is not None and 1 <= pick <= 64:
+        channels = pick
+        notes.append(f"{channels} channels, as NCCL_MIN/MAX_NCHANNELS pinned them")
+    return protocol, channels
+
+
+def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int | None = None,
+                   gpus_per_node: int | None = None, nics: int | None = None, nic_rate: str | None = None,
+                   network: str | None = None, ranks: int | None = None) -> Setup:
+    """The fabric to model ``run`` on: ``spec`` (a Spec, a file or a bundled name) or one built from the log."""
+    notes: list[str] = []
+    n = ranks or run.nranks
+    if n is None:
+        raise TopoError("the log does not say how many ranks ran (no '# Using devices' lines, no NCCL INFO "
+                        "nranks, busbw/algbw ambiguous); give the rank count", source=run.source, key="ranks")
+    if run.nranks_from.startswith("inferred") and not ranks:
+        notes.append(f"{n} ranks inferred from busbw/algbw")
+    algorithm, why = _algorithm(run)
+    if why:
+        notes.append(why)
+    protocol, channels = _pinned(run, notes)
+    if spec is not None:
+        sp = spec if not isinstance(spec, str) else load_spec(spec)
+        fabric = build_fabric(sp)
+        if n > fabric.num_gpus:
+            raise TopoError(f"the run used {n} ranks but the spec has {fabric.num_gpus} GPUs", key="spec")
+        return Setup(fabric, n, algorithm, notes, sp.name, protocol, channels)
+    gpu = gpu or (gpu_from_device(run.gpu_name) if run.gpu_name else None)
+    if gpu is None:
+        raise TopoError("the log does not name a GPU model topo knows" + (f" ({run.gpu_name!r})" if run.gpu_name
+                        else "") + f"; give one of {', '.join(GPU_MODELS)} or a spec", source=run.source, key="gpu")
+    if gpu.upper() not in GPU_MODELS:
+        raise TopoError(f"unknown GPU model {gpu!r}; allowed: {', '.join(GPU_MODELS)}", key="gpu")
+    model = GPU_MODELS[gpu.upper()]
+    gpn = gpus_per_node or run.gpus_per_host
+    if gpn is None:
+        gpn = min(n, model.host_gpus)
+        notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)")
+    nodes = nodes or (len(run.hosts) if run.hosts and run.gpus_per_host else math.ceil(n / gpn))
+    if nodes * gpn < n:
+        raise TopoError(f"{nodes} nodes of {gpn} GPUs cannot hold {n} ranks", key="nodes")
+    if nics is None:
+        nics = gpn
+        notes.append(f"{nics} NICs per node assumed (one per GPU)")
+    if nic_rate is None:
+        nic_rate = DEFAULT_NIC_RATE
+        notes.append(f"NIC rate {nic_rate} assumed")
+    if network is None:
+        network = DEFAULT_NETWORK
+        notes.append(f"network {network} assumed")
+    domain = None
+    servers = nodes
+    if model.domain_gpus > model.host_gpus:  # NVL72: hosts are trays of racks
+        domain = model.domain_gpus
+        per_rack = model.domain_gpus // gpn
+        servers = per_rack * math.ceil(nodes / per_rack)
+        notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks")
+    name = f"{gpu}-{nodes}x{gpn}-{network}"
+    sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
+                        source=run.source)
+    return Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels)

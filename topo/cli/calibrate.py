@@ -1,0 +1,46 @@
+"""``topo calibrate LOG... -o FILE``: fit a cost profile to nccl-tests logs of one cluster and write it."""
+
+from __future__ import annotations
+
+from ..calibrate.calibrate import calibrate_logs
+from .compare import add_cluster_arguments
+from .output import emit, emit_json, note
+
+
+def register(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit a cost profile to nccl-tests logs of one cluster",
+                       description="Fit the profile's free parameters (per-protocol base latency, per-hop latency, "
+                       "usable NVLink and network fractions, NVLS efficiency, pipeline window) to the measured "
+                       "times with scipy's bounded least squares, and write a profile TOML that 'topo estimate "
+                       "--profile FILE' and 'topo compare --profile FILE' load.")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files of the same cluster")
+    add_cluster_arguments(p)
+    p.add_argument("--profile", default="nccl", metavar="NAME",
+                   help="bundled profile to start from (default nccl: the fabric's)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="profile file to write (default: print it on stdout)")
+    p.add_argument("--name", default=None, help="the profile's name (default: the output file's stem)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (the fit) on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name,
+                         collective=args.collective, spec=args.spec, gpu=args.gpu, nodes=args.nodes,
+                         gpus_per_node=args.gpus_per_node, nics=args.nics, nic_rate=args.nic_rate,
+                         network=args.network, ranks=args.ranks)
+    for log in res.logs:
+        for a in log["assumptions"]:
+            note(f"assumption ({log['path']}): {a}")
+    if args.json:
+        emit_json(res.to_dict())
+        return 0
+    if args.output is None:
+        emit(res.text)
+    note(f"calibrated {res.base} on {len(res.logs)} run(s): median error {res.fit.mdape_before_pct:.1f}% -> "
+         f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
+    for k, v in res.fit.values.items():
+        note(f"  {k} = {v:.4g}")
+    if args.output:
+        note(f"wrote {args.output}")
+    return 0

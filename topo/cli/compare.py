@@ -1,0 +1,71 @@
+"""``topo compare LOG``: an nccl-tests log measured against the model, per size, with a verdict."""
+
+from __future__ import annotations
+
+from ..calibrate.compare import compare_run
+from ..calibrate.parse import parse_file
+from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
+from ..errors import TopoError
+from ..units import format_size
+from .output import emit, emit_json, note, table
+
+
+def add_cluster_arguments(p) -> None:
+    """The flags that describe the measured cluster when no spec is given (shared with calibrate)."""
+    p.add_argument("--spec", default=None, metavar="SPEC",
+                   help="the cluster as a spec file or bundled name (default: built from the log's header)")
+    p.add_argument("--gpu", default=None, help="GPU model (default: from the log's '# Using devices' lines)")
+    p.add_argument("--nodes", default=None, type=int, help="servers (default: the log's distinct hosts)")
+    p.add_argument("--gpus-per-node", default=None, type=int,
+                   help="GPUs per server (default: ranks per host in the log, else the GPU model's)")
+    p.add_argument("--nics", default=None, type=int, help="NICs per server (default: one per GPU)")
+    p.add_argument("--nic-rate", default=None, help=f"NIC line rate (default {DEFAULT_NIC_RATE})")
+    p.add_argument("--network", default=None,
+                   help=f"network technology of the spec (default {DEFAULT_NETWORK}); see 'topo profile list'")
+    p.add_argument("--ranks", default=None, type=int, help="ranks of the run (default: from the log)")
+    p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
+
+
+def setup_from_args(run, args):
+    return setup_from_run(run, spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                          nics=args.nics, nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="compare an nccl-tests log with the model: per size, and a verdict",
+                       description="Parse an nccl-tests log (any *_perf binary, as printed) and compare each size "
+                       "with the model of its cluster: efficiency = modelled time / measured time. Without "
+                       "--spec the cluster is built from the log (GPU model, hosts, ranks per host) and the "
+                       "flags below; the assumptions made are printed.")
+    p.add_argument("log", metavar="LOG", help="an nccl-tests output file")
+    add_cluster_arguments(p)
+    p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
+                   help="cost profile: nccl (the fabric's, default), ideal, a bundled name or a calibrated file")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    runs = parse_file(args.log)
+    results = []
+    for r in runs:
+        setup = setup_from_args(r, args)
+        results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+    if args.json:
+        emit_json(results[0].to_dict() if len(results) == 1 else {"runs": [x.to_dict() for x in results]})
+        return 0
+    for res in results:
+        for a in res.assumptions:
+            note(f"assumption: {a}")
+        emit(f"# {res.source}: {res.collective} on {res.ranks} ranks; model {res.spec}, profile {res.profile}, "
+             f"algorithm {res.algorithm}" + (f"; NCCL {res.nccl_version}" if res.nccl_version else ""))
+        rows = [(format_size(c.size_bytes), f"{c.measured_s * 1e6:.1f}", f"{c.model_s * 1e6:.1f}",
+                 f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",
+                 "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}",
+                 f"{c.nccl_algorithm}/{c.nccl_protocol}" if c.nccl_algorithm else "-") for c in res.rows]
+        emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "efficiency",
+                          "regime", "model algorithm", "NCCL's (INFO)"], right=[True] * 6 + [False] * 3))
+        emit(f"verdict: {res.verdict}")
+    if not results:
+        raise TopoError("no run to compare", source=args.log)
+    return 0

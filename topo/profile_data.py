@@ -1,0 +1,226 @@
+"""Profile data files: read, validate and look up the TOML files of ``topo/data/profiles/``.
+
+Every file has a ``[profile]`` table (``kind``, ``name``, ``description``) and one table per parameter:
+
+    [net_hop_scale]
+    value = 3.0
+    source = "where the value comes from"
+    fitted = true                      # fitted to measurements (then fitted_on says which)
+    fitted_on = "data/reference/..."
+    assumed = false                    # no source: a stated assumption
+
+``value`` is a number, a list of three (one node / two nodes / more, NCCL's scales), or, for per-algorithm
+parameters, a table ``value.<family> = { LL = ..., LL128 = ..., Simple = ... }``. Which parameters a kind holds,
+their shape and their physical range are in :data:`PARAMETERS`; a wrong one is a :class:`topo.errors.TopoError`
+naming the file and the dotted key. A ``user`` file (what ``topo calibrate`` writes) names a bundled ``base``
+profile and overrides parameters of any kind.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import TopoError
+
+__all__ = ["PARAMETERS", "KINDS", "FAMILIES", "Param", "ProfileFile", "load_profile_file", "bundled_files",
+           "bundled_dir"]
+
+FAMILIES = ("ring", "tree", "nvls", "nvls_tree", "collnet", "p2p")
+_PROTOS = ("LL", "LL128", "Simple")
+KINDS = ("nccl", "gpu", "network", "model", "user")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one parameter is: its kind of file, shape (scalar, by_nodes, by_family), range, whether optional."""
+
+    kind: str
+    shape: str
+    lo: float
+    hi: float
+    optional: bool = False
+    doc: str = ""
+
+
+# The physical ranges double as the calibration bounds (topo.calibrate.fit).
+PARAMETERS: dict[str, Spec] = {
+    "base_latency_us": Spec("nccl", "by_family", 0.0, 200.0, doc="software latency per collective call"),
+    "nvlink_hop_us": Spec("nccl", "by_family", 0.0, 200.0, doc="latency per step over NVLink"),
+    "net_hop_us": Spec("nccl", "by_family", 0.0, 500.0, doc="latency per step over the network (InfiniBand)"),
+    "net_overhead_us": Spec("nccl", "scalar", 0.0, 50.0, doc="software overhead per network step (x3 Simple)"),
+    "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
+    "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
+    "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
+    "ll_max_busbw_GBps": Spec("gpu", "by_nodes", 1.0, 5000.0, doc="NCCL's LL busbw cap (1, 2, more nodes)"),
+    "ring_ll128_per_channel_GBps": Spec("gpu", "scalar", 1.0, 500.0, doc="ring LL128 cap per channel"),
+    "tree_ll128_per_channel_GBps": Spec("gpu", "by_nodes", 1.0, 500.0, doc="tree LL128 cap per channel"),
+    "tree_simple_per_channel_GBps": Spec("gpu", "by_nodes", 1.0, 500.0, doc="tree Simple cap per channel"),
+    "nvls_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLS efficiency (absent: no NVLS)"),
+    "nvls_tree_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLSTree efficiency"),
+    "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
+    "net_hop_scale": Spec("network", "scalar", 0.1, 50.0, doc="multiplier on NCCL's network hop latencies"),
+    "peer_overhead_us": Spec("network", "scalar", 0.0, 100.0, doc="per remote peer of an all-to-all"),
+    "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
+}
+
+
+class _Header(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
+    name: str = Field(min_length=1)
+    description: str = ""
+    base: str | None = None  # user files: the bundled profile they override
+    nccl: str | None = None  # user files: the NCCL constants' version of the base
+    provenance: dict[str, Any] = Field(default_factory=dict)  # user files: how it was made (free form)
+
+
+class Param(BaseModel):
+    """One parameter: its value, where it comes from, and whether it was fitted or assumed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: int | float | list[float] | dict[str, dict[str, float | list[float]]]
+    source: str = Field(min_length=1)
+    fitted: bool = False
+    fitted_on: str | None = None
+    assumed: bool = False
+
+
+@dataclass(frozen=True)
+class ProfileFile:
+    """A validated profile file."""
+
+    kind: str
+    name: str
+    description: str
+    params: dict[str, Param]
+    path: str
+    base: str | None = None
+    nccl: str | None = None
+    provenance: dict | None = None
+
+
+def _err(path, key, msg) -> TopoError:
+    return TopoError(msg, source=str(path), key=key)
+
+
+def _check_number(path, key, x, spec: Spec):
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise _err(path, key, f"must be a number, got {x!r}")
+    if not (spec.lo <= x <= spec.hi):
+        raise _err(path, key, f"{x!r} is outside the physical range [{spec.lo:g}, {spec.hi:g}]")
+
+
+def _check_value(path, name, p: Param, spec: Spec):
+    key = f"{name}.value"
+    v = p.value
+    if spec.shape == "scalar":
+        if isinstance(v, (list, dict)):
+            raise _err(path, key, f"must be one number, got {v!r}")
+        _check_number(path, key, v, spec)
+    elif spec.shape == "by_nodes":
+        if not isinstance(v, list) or len(v) != 3:
+            raise _err(path, key, f"must be a list of 3 numbers (one node, two nodes, more), got {v!r}")
+        for i, x in enumerate(v):
+            _check_number(path, f"{key}[{i}]", x, spec)
+    else:
+        if not isinstance(v, dict):
+            raise _err(path, key, f"must be a table per algorithm family ({', '.join(FAMILIES)}), got {v!r}")
+        for fam, protos in v.items():
+            if fam not in FAMILIES:
+                raise _err(path, f"{key}.{fam}", f"unknown algorithm family; allowed: {', '.join(FAMILIES)}")
+            for proto, x in protos.items():
+                if proto not in _PROTOS:
+                    raise _err(path, f"{key}.{fam}.{proto}", f"unknown protocol; allowed: {', '.join(_PROTOS)}")
+                xs = x if isinstance(x, list) else [x]
+                if isinstance(x, list) and len(x) != 3:
+                    raise _err(path, f"{key}.{fam}.{proto}", f"a list must have 3 values (1, 2, more nodes), got {x!r}")
+                for i, y in enumerate(xs):
+                    _check_number(path, f"{key}.{fam}.{proto}" + (f"[{i}]" if isinstance(x, list) else ""), y, spec)
+    if p.fitted and not p.fitted_on:
+        raise _err(path, f"{name}.fitted_on", "a fitted value must say what it was fitted on")
+
+
+def _loc(err: dict) -> str:
+    return ".".join(str(x) for x in err["loc"] if not (isinstance(x, str) and x in ("float", "list[float]")
+                                                        or "dict[" in str(x)))
+
+
+def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
+    """Validate a parsed TOML document (``path`` only names it in errors)."""
+    if "profile" not in doc or not isinstance(doc["profile"], dict):
+        raise _err(path, "profile", "missing the [profile] table (kind, name, description)")
+    try:
+        head = _Header(**doc["profile"])
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise _err(path, "profile." + _loc(e), f"{e['msg']} (got {e.get('input')!r})") from None
+    if head.kind not in KINDS:
+        raise _err(path, "profile.kind", f"unknown kind {head.kind!r}; allowed: {', '.join(KINDS)}")
+    if head.kind == "user" and not head.base:
+        raise _err(path, "profile.base", "a user profile must name the bundled profile it overrides, "
+                   "e.g. base = \"hopper+infiniband_ndr\"")
+    params: dict[str, Param] = {}
+    for name, body in doc.items():
+        if name == "profile":
+            continue
+        spec = PARAMETERS.get(name)
+        if spec is None:
+            raise _err(path, name, f"unknown parameter; allowed: {', '.join(PARAMETERS)}")
+        if head.kind != "user" and spec.kind != head.kind:
+            raise _err(path, name, f"belongs in a {spec.kind} file, not a {head.kind} file")
+        if not isinstance(body, dict):
+            raise _err(path, name, "must be a table with value and source")
+        try:
+            p = Param(**body)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise _err(path, f"{name}.{e['loc'][0]}", f"{e['msg']} (got {e.get('input')!r})") from None
+        _check_value(path, name, p, spec)
+        params[name] = p
+    if head.kind != "user":
+        missing = [n for n, s in PARAMETERS.items() if s.kind == head.kind and not s.optional and n not in params]
+        if missing:
+            raise _err(path, missing[0], f"missing; a {head.kind} file needs: {', '.join(missing)}")
+    return ProfileFile(head.kind, head.name, head.description, params, path, head.base, head.nccl,
+                       head.provenance or None)
+
+
+def load_profile_file(path: str | Path) -> ProfileFile:
+    """Read and validate one profile TOML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopoError("no such profile file", source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopoError(f"cannot read the profile file: {exc}", source=str(path)) from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"not valid TOML: {exc}", source=str(path)) from None
+    return parse_profile_doc(doc, str(path))
+
+
+def bundled_dir() -> Path:
+    return Path(str(resources.files("topo") / "data" / "profiles"))
+
+
+@lru_cache(maxsize=None)
+def bundled_files() -> dict[str, dict[str, ProfileFile]]:
+    """Every bundled file by kind and name (``{"gpu": {"hopper": ...}, ...}``), validated once."""
+    out: dict[str, dict[str, ProfileFile]] = {k: {} for k in KINDS if k != "user"}
+    root = bundled_dir()
+    for kind in out:
+        for f in sorted((root / kind).glob("*.toml")):
+            pf = load_profile_file(f)
+            if pf.kind != kind:
+                raise _err(f, "profile.kind", f"a file in {kind}/ must have kind = {kind!r}, got {pf.kind!r}")
+            out[kind][pf.name] = pf
+    return out
