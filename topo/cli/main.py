@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import describe, estimate, export, listing, report
+from . import describe, estimate, export, listing, report, train
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing, report]
+COMMANDS = [describe, estimate, export, listing, report, train]
 
 
 class _Parser(argparse.ArgumentParser):
