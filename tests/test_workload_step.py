@@ -77,3 +77,27 @@ def test_model_that_fits_nowhere(fabric):
     with pytest.raises(topo.TopoError) as e:
         search_layouts(fabric, load_model("gpt4-1.8t-moe"), 8, 8)
     assert e.value.key == "model" and "GB more than" in e.value.message
+
+
+def test_message_sizes_ep_cp_tp(fabric):
+    # EP: each rank sends its tokens x top-k x hidden x 2 bytes per all-to-all, 4 per MoE layer (dispatch and
+    # combine, forward and backward); the busiest stage of 61 layers over 16 stages holds 4 MoE layers
+    m = load_model("deepseek-v3-671b")
+    lay = make_layout(pp=16, dp=64, ep=64, global_batch=1024)
+    r = evaluate(fabric, m, lay)
+    ep = next(c for c in r.comm if c.dim == "ep")
+    assert ep.size_bytes == m.seq_len * 8 * m.hidden * 2
+    assert ep.calls_per_step == lay.microbatches * 4 * 4
+    assert ep.group_size == 64 and ep.num_groups == 16
+    assert not any(c.dim == "dp_experts" for c in r.comm)  # dp / ep = 1: nothing to reduce over
+    # CP (Llama 3 405B, GQA): all-gather of the full sequence's K and V, this TP rank's KV heads
+    m = load_model("llama3-405b")
+    lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072)
+    r = evaluate(fabric, m, lay, check=False)
+    cp = [c for c in r.comm if c.dim == "cp"]
+    assert {c.collective for c in cp} == {"all_gather", "reduce_scatter"}
+    assert cp[0].size_bytes == 131072 * 2 * (8 // 8) * 128 * 2
+    # TP with sequence parallelism: 4 collectives per layer per pass of the layer's activations
+    tp = [c for c in r.comm if c.dim == "tp"]
+    assert tp[0].size_bytes == 131072 / 16 * m.hidden * 2
+    assert sum(c.calls_per_step for c in tp) == lay.microbatches * 16 * 4 * 2

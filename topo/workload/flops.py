@@ -86,6 +86,7 @@ class StageFlops:
     layers: int  # layers on the busiest stage
     attention_forward: float  # the scores part of ``forward`` (what CP's exchange hides behind)
     moe_mlp_forward: float  # the expert part of ``forward`` (what EP's all-to-alls hide behind)
+    moe_layers: int = 0  # MoE layers on the busiest stage
 
     @property
     def total(self) -> float:
@@ -94,29 +95,46 @@ class StageFlops:
 
 def stage_flops(model: ModelSpec, lay: Layout) -> StageFlops:
     """Layers split as evenly as possible over ``pp`` stages (the first stages take the extra ones); the logits
-    run on the last stage; the busiest stage sets the pipeline's pace. Work splits evenly over tp x cp."""
+    run on the last stage; the busiest stage sets the pipeline's pace. In an MoE model the busiest stage is
+    taken to hold MoE layers only (as many as there are). Work splits evenly over tp x cp."""
     seq = lay.seq_len or model.seq_len
     f = layer_flops(model, seq)
     tokens = lay.micro_batch * seq
     hi = math.ceil(model.layers / lay.pp)
     lo = model.layers // lay.pp
-    last_fwd = lo * f.layer + f.logits
-    first_fwd = hi * f.layer
+    moe_layer, dense_layer = _layer_kinds(model, f)
+
+    def stage(n):  # forward FLOPs per token of a stage of n layers, the MoE ones first
+        k = min(n, model.num_moe_layers)
+        return k * moe_layer + (n - k) * dense_layer, k
+
     if lay.pp == 1:
-        layers, fwd = model.layers, model.layers * f.layer + f.logits
-    elif first_fwd >= last_fwd:
-        layers, fwd = hi, first_fwd
+        layers, body, logits, n_moe = model.layers, f.layer * model.layers, f.logits, model.num_moe_layers
     else:
-        layers, fwd = lo, last_fwd
+        (first, k1), (last, k2) = stage(hi), stage(lo)
+        if first >= last + f.logits:
+            layers, body, logits, n_moe = hi, first, 0.0, k1
+        else:
+            layers, body, logits, n_moe = lo, last, f.logits, k2
+    fwd = body + logits
     split = lay.tp * lay.cp
-    rec = {"none": 0.0, "selective": layers * f.scores, "full": layers * f.layer}[lay.recompute]
+    rec = {"none": 0.0, "selective": layers * f.scores, "full": body}[lay.recompute]
     if lay.flash_attention and lay.recompute == "none":
         rec = layers * f.scores  # the fused kernel's backward recomputes the scores
     m = model.moe
-    moe_mlp = 0.0
-    if m is not None:
-        moe_mlp = layers * f.moe_fraction * 2 * (m.active_experts + m.shared_experts) * model.expert_params
+    moe_mlp = 0.0 if m is None else n_moe * 2 * (m.active_experts + m.shared_experts) * model.expert_params
     return StageFlops(forward=tokens * fwd / split, backward=2 * tokens * fwd / split,
                       recompute=tokens * rec / split, layers=layers,
                       attention_forward=tokens * layers * f.scores / split,
-                      moe_mlp_forward=tokens * moe_mlp / split)
+                      moe_mlp_forward=tokens * moe_mlp / split, moe_layers=n_moe)
+
+
+def _layer_kinds(model: ModelSpec, f: LayerFlops) -> tuple[float, float]:
+    """Forward FLOPs per token of one MoE layer and of one dense layer (attention included)."""
+    attn = 2 * model.attention_params + f.scores
+    dense = attn + 2 * model.dense_mlp_params
+    if model.moe is None:
+        return dense, dense
+    m = model.moe
+    return attn + 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.hidden * m.experts, \
+        dense

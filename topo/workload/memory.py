@@ -61,16 +61,16 @@ class MemoryBreakdown:
 
 
 def params_per_gpu(model: ModelSpec, lay: Layout) -> tuple[float, float]:
-    """(dense, expert) parameters one GPU of the first (busiest) stage holds, before any ZeRO sharding."""
+    """(dense, expert) parameters one GPU of the busiest stage holds, before any ZeRO sharding: the first
+    stage's layer count and embedding, with as many MoE layers as fit in it."""
     layers = math.ceil(model.layers / lay.pp)
-    moe_share = model.num_moe_layers / model.layers
-    dense_layer = model.attention_params + model.norm_params + (1 - moe_share) * model.dense_mlp_params
+    moe_layers = min(layers, model.num_moe_layers)  # the stage with the most experts (as in flops.stage_flops)
     emb = model.vocab * model.hidden * (2 if lay.pp == 1 and not model.tied_embeddings else 1)
-    dense = (layers * dense_layer + emb) / lay.tp
+    dense = (layers * (model.attention_params + model.norm_params) + (layers - moe_layers) * model.dense_mlp_params
+             + emb) / lay.tp
     expert = 0.0
     if model.moe is not None:
         m = model.moe
-        moe_layers = layers * moe_share
         expert = moe_layers * m.experts * model.expert_params / (lay.ep * lay.tp)
         dense += moe_layers * (m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts)
     return dense, expert

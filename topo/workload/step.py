@@ -54,7 +54,8 @@ def step_traffic(model: ModelSpec, lay: Layout, mapping: Mapping) -> list[dict]:
     out: list[dict] = []
 
     def add(dim, coll, groups_dim, size, calls, window_key=None, phase=None):
-        if calls > 0 and size > 0 and getattr(lay, groups_dim if groups_dim != "edp" else "dp") > 1:
+        degree = lay.dp // lay.ep if groups_dim == "edp" else getattr(lay, groups_dim)
+        if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                         "calls": float(calls), "phase": phase})
 
@@ -75,7 +76,7 @@ def step_traffic(model: ModelSpec, lay: Layout, mapping: Mapping) -> list[dict]:
         sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
         add("pp", "pipeline", "pp", size, sends, phase="step")
     if lay.dp > 1:
-        dense, expert = params_per_gpu(model, lay)
+        dense, expert = params_per_gpu(model, lay)  # of the first stage
         for dim, groups, n in (("dp", "dp", dense), ("dp", "edp", expert)):
             if n <= 0:
                 continue
@@ -89,7 +90,7 @@ def step_traffic(model: ModelSpec, lay: Layout, mapping: Mapping) -> list[dict]:
                 add(dim, "all_gather", groups, n * lay.weight_bytes, 2 * m, phase="gather_mb")
                 add(dim, "reduce_scatter", groups, n * lay.grad_bytes, m, phase="reduce_mb")
     if lay.ep > 1 and model.moe is not None:
-        moe_layers = layers * model.num_moe_layers / model.layers
+        moe_layers = min(layers, model.num_moe_layers)  # the busiest stage holds MoE layers only
         tokens = b * s_cp / (tp if lay.sequence_parallel else 1)
         size = tokens * model.moe.active_experts * h * ACT_BYTES
         add("ep", "alltoall", "ep", size, m * moe_layers * 2 * (3 if full else 2), phase="microbatch")
