@@ -47,6 +47,8 @@ def register(sub) -> None:
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
     p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
+    p.add_argument("--rank-orders", default=None, metavar="A,B",
+                   help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=run)
 
@@ -77,7 +79,7 @@ def run(args) -> int:
     if args.search:
         gpus = args.gpus or fabric.layout.num_gpus
         fixed = {k: v for k, v in common.items() if v is not None and k not in ("recompute", "dp_sharding",
-                                                                                  "micro_batch")}
+                                                                                  "micro_batch", "rank_order")}
         opts = {}
         if args.recompute:
             opts["recompute"] = (args.recompute,)
@@ -85,6 +87,9 @@ def run(args) -> int:
             opts["dp_sharding"] = (args.dp_sharding,)
         if args.micro_batch:
             opts["micro_batches"] = (args.micro_batch,)
+        orders = args.rank_orders or args.rank_order
+        if orders:
+            opts["rank_orders"] = tuple(o.strip() for o in orders.split(",") if o.strip())
         res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
                              efficiency=args.efficiency, **opts, **fixed)
         if args.json:
@@ -156,6 +161,12 @@ def _print_search(res, top) -> None:
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], L["recompute"],
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
                      _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
-    emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding", "step",
-                      "TFLOPs", "MFU", "memory", "compute", "largest overhead"],
-               right=[True] * 8 + [False, False, True, True, True, True, True, False]))
+    orders = {r.layout["rank_order"] for r in res.ranked[:top]}
+    if len(orders) > 1:
+        for row, r in zip(rows, res.ranked):
+            row.insert(10, r.layout["rank_order"])
+    emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
+               + (["rank order"] if len(orders) > 1 else []) + ["step", "TFLOPs", "MFU", "memory", "compute",
+                                                               "largest overhead"],
+               right=[True] * 8 + [False, False] + ([False] if len(orders) > 1 else [])
+               + [True, True, True, True, True, False]))

@@ -2,8 +2,9 @@
 
 Enumerated: tp (powers of two up to the NVLink domain, dividing the heads), cp (1, 2, 4, 8, 16 where the
 sequence splits), pp (divisors of the rest, up to the layers), dp (what remains), ep (MoE: divisors of dp and
-the experts), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective, full) and the
-sharding modes given. A layout that breaks a divisibility rule is skipped; one that does not fit in memory is
+the experts), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective, full), the
+sharding modes and the rank orders given (e.g. ``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp`` shows
+what keeping data parallelism inside a pod buys). A layout that breaks a divisibility rule is skipped; one that does not fit in memory is
 counted and dropped before any communication is estimated (memory is closed-form and cheap). The rest are
 evaluated with one shared :class:`~topo.workload.comm.CommEngine`, whose cache makes layouts that share a group
 matrix (all with the same tp, or the same dp groups) cost one engine call between them.
@@ -18,7 +19,7 @@ from ..errors import TopoError
 from ..fabric import Fabric
 from .comm import CommEngine
 from .gpus import gpu_compute
-from .layout import Layout, check_layout
+from .layout import DEFAULT_ORDER, Layout, check_layout
 from .memory import memory_per_gpu
 from .model import ModelSpec
 from .result import SearchResult
@@ -38,7 +39,7 @@ def _pow2_upto(n: int) -> list[int]:
 def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_per_domain: int,
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
-                      cps=(1, 2, 4, 8, 16), **fixed):
+                      cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), **fixed):
     """Yield (Layout or None, reason) for every combination; None when a divisibility rule fails."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
@@ -51,14 +52,14 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                 dp = rest // pp
                 eps = [e for e in _pow2_upto(min(dp, experts)) if dp % e == 0 and experts % e == 0] \
                     if model.moe else [1]
-                for ep, vpp, mb, rc, zs in itertools.product(eps, vpps if pp > 1 else (1,), micro_batches,
-                                                             recompute, dp_sharding):
+                for ep, vpp, mb, rc, zs, ro in itertools.product(eps, vpps if pp > 1 else (1,), micro_batches,
+                                                                 recompute, dp_sharding, rank_orders):
                     if rc == "selective" and fixed.get("flash_attention", True):
                         continue  # fused attention already drops what selective recomputation drops
                     try:
                         lay = Layout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, vpp=vpp, micro_batch=mb,
                                      global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
-                                     **fixed)
+                                     rank_order=ro, **fixed)
                         check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
                     except (TopoError, ValueError) as exc:
                         yield None, str(exc)
