@@ -122,7 +122,7 @@ def evaluate(fabric: Fabric, model: ModelSpec, lay: Layout, *, engine: CommEngin
         total = one.time_s * item["calls"]
         dim, phase = item["dim"], item["phase"]
         if dim == "tp":
-            ex = max(0.0, total - m * (t_f + t_b + t_r) * 0.9) if lay.overlap_tp else total
+            ex = max(0.0, total - m * t_mb) if lay.overlap_tp else total
         elif dim == "cp":
             window = m * sf.attention_forward / rate * (3 + (1 if lay.recompute != "none" else 0))
             ex = max(0.0, total - window / 2) if lay.overlap_cp else total  # the AG and the RS share it
