@@ -10,6 +10,11 @@ is read by linear interpolation of time in size (the engine's time is piecewise 
 only where the winning algorithm or protocol changes inside one quarter-octave; ``tests/test_workload_comm.py``
 bounds it against the exact engine call). A search over hundreds of layouts reuses the same few matrices.
 
+A reduce-scatter and an all-gather of the same size on the same groups take the same time and load the same
+links in the engine (NCCL runs both as a ring of p - 1 steps of S/p; checked by ``tests/test_workload_comm.py``
+on four bundled fabrics), so the adapter routes one curve for both (``SAME_CURVE``): at 100k GPUs each routing
+costs about a second.
+
 Keep every call to the engine in this module: its keyword interface is being replaced by an options object.
 """
 
@@ -23,7 +28,9 @@ import numpy as np
 from ..estimate import estimate
 from ..fabric import Fabric
 
-__all__ = ["CommTime", "CommEngine", "GRID_BYTES"]
+__all__ = ["CommTime", "CommEngine", "GRID_BYTES", "SAME_CURVE"]
+
+SAME_CURVE = {"reduce_scatter": "all_gather"}  # collectives the engine times identically (see above)
 
 GRID_BYTES = np.unique(np.round(64 * 2.0 ** (np.arange(0, 4 * 34 + 1) / 4)).astype(np.int64))  # 64 B .. 1 TiB
 
@@ -66,6 +73,7 @@ class CommEngine:
         return g.shape, hashlib.blake2b(g.tobytes(), digest_size=16).hexdigest()
 
     def _curve(self, collective: str, groups: np.ndarray) -> _Curve:
+        collective = SAME_CURVE.get(collective, collective)
         stages = groups.shape[1] if collective == "pipeline" else 2
         key = (collective, self.signature(groups), stages)
         c = self._curves.get(key)
