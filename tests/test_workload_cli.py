@@ -61,3 +61,22 @@ def test_fits_nowhere_is_one_line():
     p = run_cli("train", "dgx-h100-superpod", "--model", "gpt4-1.8t-moe", "--gpus", "8", "--global-batch", "8",
                 "--search")
     assert p.returncode == 2 and "fits in no layout" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_layout_file_and_its_errors(tmp_path):
+    good = tmp_path / "job.toml"
+    good.write_text('tp = 8\npp = 4\ndp = 32\nglobal_batch = 256\nrecompute = "selective"\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(good), "--json", check=True)
+    d = json.loads(p.stdout)
+    assert d["layout"]["pp"] == 4 and d["layout"]["recompute"] == "selective"
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(good), "--pp", "2",
+                "--dp", "64", "--json", check=True)
+    assert json.loads(p.stdout)["layout"]["pp"] == 2  # the command line wins
+    bad = tmp_path / "bad.toml"
+    bad.write_text('tp = 8\npp = 4\ndp = 32\nglobal_batch = 256\nrecompute = "some"\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(bad))
+    assert p.returncode == 2 and f"{bad}: recompute: must be one of" in p.stderr
+    typo = tmp_path / "typo.toml"
+    typo.write_text('tp = 8\npipeline = 4\nglobal_batch = 256\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(typo))
+    assert p.returncode == 2 and "pipeline: unknown key" in p.stderr and len(p.stderr.strip().splitlines()) == 1

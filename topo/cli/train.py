@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import TopoError
 from ..units import format_count, format_size, format_time
 from ..workload.flops import CONVENTIONS
-from ..workload.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, make_layout
+from ..workload.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
 from ..workload.model import bundled_models, load_model
 from ..workload.search import search_layouts
 from ..workload.step import evaluate
@@ -22,6 +22,9 @@ def register(sub) -> None:
         f"Bundled models: {', '.join(bundled_models())}.")
     add_spec_arguments(p)
     p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
+    p.add_argument("--layout", default=None, metavar="FILE",
+                   help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...); "
+                        "options given on the command line win")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -74,6 +77,11 @@ def run(args) -> int:
                   sequence_parallel=False if args.no_sequence_parallel else None,
                   flash_attention=False if args.no_flash_attention else None,
                   tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
+    if args.layout and not args.search:
+        sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+        lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
+        check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+        return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
     if args.global_batch is None:
         raise TopoError("is required: sequences per optimizer step", key="global_batch")
     if args.search:
@@ -106,7 +114,10 @@ def run(args) -> int:
         sizes["dp"] = gpus // known
     lay = make_layout(global_batch=args.global_batch, **sizes, **common)
     check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
-    r = evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency)
+    return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+
+
+def _finish(args, r) -> int:
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:

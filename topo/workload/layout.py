@@ -20,7 +20,7 @@ from ..errors import TopoError
 from ..units import format_count
 from .model import ModelSpec, validation_error
 
-__all__ = ["Layout", "make_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
+__all__ = ["Layout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -113,6 +113,23 @@ def make_layout(source: str = "layout", **kw) -> Layout:
         return Layout.model_validate({k: v for k, v in kw.items() if v is not None})
     except ValidationError as exc:
         raise validation_error(exc, source, Layout) from None
+
+
+def load_layout(path, **overrides) -> Layout:
+    """A Layout from a TOML file (keys as :class:`Layout`'s fields), with keyword ``overrides`` on top; bad values
+    raise TopoError naming the file and the key."""
+    import tomllib
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=str(path)) from None
+    except OSError as exc:
+        raise TopoError(f"cannot read the layout file: {exc.strerror}", source=str(path)) from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return make_layout(source=str(path), **data)
 
 
 def check_layout(model: ModelSpec, lay: Layout, *, gpus: int | None = None, gpus_per_domain: int | None = None,
