@@ -101,3 +101,19 @@ def test_message_sizes_ep_cp_tp(fabric):
     tp = [c for c in r.comm if c.dim == "tp"]
     assert tp[0].size_bytes == 131072 / 16 * m.hidden * 2
     assert sum(c.calls_per_step for c in tp) == lay.microbatches * 16 * 4 * 2
+
+
+def test_precision_and_time_to_train(fabric):
+    m = load_model("llama3-8b")
+    bf16 = evaluate(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
+    fp8 = evaluate(fabric, m, make_layout(tp=8, dp=128, global_batch=256, precision="fp8"))
+    # H100 dense peaks (data/reference/planner.md): BF16 989, FP8 1,979 TFLOP/s; MFU is against the one used
+    assert bf16.peak_flops_per_gpu == 989e12 and fp8.peak_flops_per_gpu == 1979e12
+    assert fp8.breakdown_s["compute"] == pytest.approx(bf16.breakdown_s["compute"] * 989 / 1979)
+    assert bf16.time_to_train_s(15e12) == pytest.approx(15e12 / bf16.tokens_per_s)
+    frame = bf16.to_frame()
+    assert frame["time_s"].sum() == pytest.approx(bf16.step_time_s) and frame["share"].sum() == pytest.approx(1)
+    a100 = topo.build_fabric(topo.load_spec("dgx-a100-superpod"))
+    with pytest.raises(topo.TopoError) as e:
+        evaluate(a100, m, make_layout(tp=8, dp=8, global_batch=64, precision="fp8"))
+    assert e.value.key == "precision"
