@@ -107,7 +107,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         fitting = fitting[:max_layouts]
     results = [evaluate(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
                         check=False) for lay in fitting]
-    results.sort(key=lambda r: r.step_time_s)
+    results.sort(key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))  # ties: less memory first
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top] if top else results, considered=considered, rejected_memory=too_big,
                         rejected_invalid=invalid, engine_calls=engine.engine_calls,
