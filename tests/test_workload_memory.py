@@ -62,3 +62,15 @@ def test_pipeline_in_flight_interleaved():
     inter = memory_per_gpu(m, make_layout(vpp=2, **kw), 80e9).activations_bytes
     assert plain == pytest.approx(m.layers * per_layer)
     assert inter == pytest.approx(m.layers * per_layer * (1 + 7 / 16))
+
+
+def test_no_dropout_no_masks():
+    # the same GPT layer without dropout: the two 1-byte masks go (34 -> 32) and the attention scores keep only
+    # the softmax output (5 a s / h -> 2 a s / h)
+    from topo.workload.model import model_from_dict
+
+    gpt = load_model("megatron-gpt-18b")
+    plain = model_from_dict({**gpt.model_dump(), "dropout": False})
+    s, b, h, a = gpt.seq_len, 1, gpt.hidden, gpt.heads
+    lay = make_layout(global_batch=1, flash_attention=False)
+    assert activation_bytes_per_layer(plain, lay) == pytest.approx(s * b * h * (32 + 2 * a * s / h))

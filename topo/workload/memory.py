@@ -13,7 +13,8 @@ term, as does fused (flash) attention; full recomputation keeps only the layer's
 the 34 held by norms and dropouts are not divided by t. The 34 is the GPT layer (multi-head attention, 4h GeLU
 MLP, dropout); here it is taken apart so other shapes follow: attention ``2 + 2 + 4 kv d / h + 2 + 1`` (input,
 Q, K and V, the output projection's input, a dropout mask = 11 for MHA), MLP ``2 + 2 k f / h + 1`` (input,
-``k`` = 2 (GeLU) or 3 (SwiGLU) f-wide intermediates, mask = 19 for GeLU at f = 4h), two norms 4. An MoE layer's
+``k`` = 2 (GeLU) or 3 (SwiGLU) f-wide intermediates, mask = 19 for GeLU at f = 4h), two norms 4; a model without
+dropout (``dropout = false``) has no masks (32 instead of 34) and stores ``2 a s / h`` of scores, not 5. An MoE layer's
 MLP activations count once per routed and shared expert a token visits. Context parallelism divides ``s``.
 The first pipeline stage holds the most: with 1F1B, ``min(m, p)`` micro-batches of its layers, times
 ``1 + (p - 1) / (p v)`` when interleaved (Korthikanti et al., sec. 4.2.3); the output layer's fp32 logits
@@ -84,21 +85,24 @@ def activation_bytes_per_layer(model: ModelSpec, lay: Layout) -> float:
     if lay.recompute == "full":
         return 2 * sbh / (t if lay.sequence_parallel else 1)
     kv_frac = model.num_kv_heads * model.head_dim / h
-    attn = 2 + 2 + 4 * kv_frac + 2 + 1
+    mask = 1 if model.dropout else 0
+    attn = 2 + 2 + 4 * kv_frac + 2 + mask
     k = model.mlp_matrices
-    mlp = 2 + 2 * k * model.ffn_hidden / h + 1
+    mlp = 2 + 2 * k * model.ffn_hidden / h + mask
     if model.moe is not None:
         m = model.moe
-        moe_mlp = 2 + (m.active_experts + m.shared_experts) * 2 * k * m.expert_ffn_hidden / h + 1
+        moe_mlp = 2 + (m.active_experts + m.shared_experts) * 2 * k * m.expert_ffn_hidden / h + mask
         share = model.num_moe_layers / model.layers
         mlp = (1 - share) * mlp + share * moe_mlp
     norms = 4
     linear = attn + mlp + norms  # 34 for a GPT layer
-    scores = 0.0 if lay.recompute == "selective" or lay.flash_attention else 5 * model.heads * s / h
+    scores = 0.0 if lay.recompute == "selective" or lay.flash_attention else (5 if model.dropout else 2) * \
+        model.heads * s / h  # softmax output 2 bytes (+ dropout mask 1 and output 2)
     if lay.sequence_parallel or t == 1:
         return sbh * (linear + scores) / t
     # without SP the norms and dropouts (10 of the GPT's 34) are replicated on every TP rank
-    return sbh * (10 + (linear - 10) / t + scores / t)
+    rep = 10 if model.dropout else 8
+    return sbh * (rep + (linear - rep) / t + scores / t)
 
 
 def memory_per_gpu(model: ModelSpec, lay: Layout, capacity_bytes: float) -> MemoryBreakdown:

@@ -96,6 +96,9 @@ class ModelSpec(_Strict):
     """Pre-training sequence length (a layout may override it)."""
     mlp: Literal["gelu", "swiglu"] = "gelu"
     tied_embeddings: bool = False
+    dropout: bool = False
+    """The layers apply dropout (GPT-2/3, Megatron's GPTs: true; Llama 3, DeepSeek-V3: false): its masks are
+    activations (1 byte per element after attention and after the MLP, Korthikanti et al. 2022)."""
     attention: AttentionSpec = AttentionSpec()
     moe: MoeSpec | None = None
 
