@@ -25,7 +25,7 @@ def tier_loads(fabric: Fabric, model: ModelSpec, lay: Layout, engine: CommEngine
     engine = engine or CommEngine(fabric)
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     rows = []
-    for item in step_traffic(model, lay, mapping):
+    for item in step_traffic(model, lay):
         G = mapping.groups(item["groups"])
         frame = engine.link_loads(item["collective"], G, item["size_bytes"])
         frame = frame[frame["bytes"] > 0]

@@ -33,7 +33,7 @@ from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step, stage_flops
 from .gpus import gpu_compute
 from .layout import Layout, check_layout
-from .mapping import Mapping, map_layout
+from .mapping import map_layout
 from .memory import memory_per_gpu, params_per_gpu
 from .model import ModelSpec
 from .result import DimensionComm, StepResult
@@ -43,7 +43,7 @@ __all__ = ["evaluate", "step_traffic"]
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
 
-def step_traffic(model: ModelSpec, lay: Layout, mapping: Mapping) -> list[dict]:
+def step_traffic(model: ModelSpec, lay: Layout) -> list[dict]:
     """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls."""
     seq = lay.seq_len or model.seq_len
     s_cp = seq / lay.cp
@@ -53,7 +53,7 @@ def step_traffic(model: ModelSpec, lay: Layout, mapping: Mapping) -> list[dict]:
     act = b * s_cp * h * ACT_BYTES
     out: list[dict] = []
 
-    def add(dim, coll, groups_dim, size, calls, window_key=None, phase=None):
+    def add(dim, coll, groups_dim, size, calls, phase):
         degree = lay.dp // lay.ep if groups_dim == "edp" else getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
@@ -116,7 +116,7 @@ def evaluate(fabric: Fabric, model: ModelSpec, lay: Layout, *, engine: CommEngin
     groups = {d: mapping.groups(d) for d in ("tp", "cp", "pp", "dp", "edp", "ep")}
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    for item in step_traffic(model, lay, mapping):
+    for item in step_traffic(model, lay):
         G = groups[item["groups"]]
         one: CommTime = engine.time(item["collective"], G, item["size_bytes"])
         total = one.time_s * item["calls"]
