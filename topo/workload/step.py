@@ -9,9 +9,10 @@ pipeline stage, with ``m`` micro-batches per step:
   interleaved stages (Narayanan et al. 2021, sec. 2.2);
 - TP per layer and micro-batch: with sequence parallelism 2 all-gathers + 2 reduce-scatters forward and the same
   backward (+ forward again under full recomputation), else 2 all-reduces each way; message = the layer's
-  activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp`` (then only what exceeds the matmuls);
+  activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp`` (then only what exceeds the compute);
 - CP per layer: all-gather of K and V (full sequence, the TP rank's KV heads) forward, reduce-scatter of their
-  gradients backward; hidden behind attention as far as it fits when ``overlap_cp``;
+  gradients backward; with ``overlap_cp`` each hides behind half the step's attention-score compute (forward,
+  backward and any recomputation) as far as it fits;
 - PP: each micro-batch's activations (``b s/cp h / tp`` x 2 bytes) cross every stage boundary forward and
   backward, ``2 (m v + p - 1)`` sends on the critical path (``2 (p - 1)`` when ``overlap_pp``);
 - DP once per step: none: all-reduce of the gradients; ZeRO-1/2 and SHARD_GRAD_OP: reduce-scatter of the
