@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError
-from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report
+from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, train
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing, report, plan, profile, compare, calibrate]
+COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,82 @@
+"""`topo train` end to end: the JSON contract, the library's numbers, one-line errors."""
+
+import json
+
+import pytest
+
+import topo
+from topo.workload.layout import make_layout
+from topo.workload.model import load_model
+from topo.workload.step import evaluate
+
+from conftest import run_cli
+
+ARGS = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4",
+        "--dp", "32", "--global-batch", "256"]
+
+
+def test_json_contract_equals_library():
+    p = run_cli(*ARGS, "--json", check=True)
+    d = json.loads(p.stdout)
+    for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
+              "breakdown_s", "bound_by"):
+        assert k in d
+    lib = evaluate(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("llama3-70b"),
+                   make_layout(tp=8, pp=4, dp=32, global_batch=256))
+    assert d["step_time_s"] == pytest.approx(lib.step_time_s, rel=1e-9)
+    assert set(d["breakdown_s"]) == {"compute", "bubble", "tp", "cp", "pp", "dp", "ep"}
+
+
+def test_text_table():
+    p = run_cli(*ARGS, check=True)
+    assert "step time" in p.stdout and "bound by tier" in p.stdout and "memory per GPU" in p.stdout
+
+
+@pytest.mark.parametrize("extra, key", [
+    (["--dp", "64"], "dp"),  # product 8 x 4 x 64 != 1024
+    (["--tp", "16", "--dp", "16"], "tp"),  # larger than the 8-GPU NVLink domain
+    (["--model", "nope-7b"], "model"),
+])
+def test_bad_input_is_one_line(extra, key):
+    args = list(ARGS)
+    for i in range(0, len(extra), 2):
+        j = args.index(extra[i])
+        args[j + 1] = extra[i + 1]
+    p = run_cli(*args)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and f": {key}: " in lines[0]
+
+
+def test_search_json():
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64",
+                "--search", "--top", "3", "--json", check=True)
+    d = json.loads(p.stdout)
+    assert len(d["ranked"]) == 3 and d["evaluated"] >= 3
+    t = [r["step_time_s"] for r in d["ranked"]]
+    assert t == sorted(t)
+
+
+def test_fits_nowhere_is_one_line():
+    p = run_cli("train", "dgx-h100-superpod", "--model", "gpt4-1.8t-moe", "--gpus", "8", "--global-batch", "8",
+                "--search")
+    assert p.returncode == 2 and "fits in no layout" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_layout_file_and_its_errors(tmp_path):
+    good = tmp_path / "job.toml"
+    good.write_text('tp = 8\npp = 4\ndp = 32\nglobal_batch = 256\nrecompute = "selective"\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(good), "--json", check=True)
+    d = json.loads(p.stdout)
+    assert d["layout"]["pp"] == 4 and d["layout"]["recompute"] == "selective"
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(good), "--pp", "2",
+                "--dp", "64", "--json", check=True)
+    assert json.loads(p.stdout)["layout"]["pp"] == 2  # the command line wins
+    bad = tmp_path / "bad.toml"
+    bad.write_text('tp = 8\npp = 4\ndp = 32\nglobal_batch = 256\nrecompute = "some"\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(bad))
+    assert p.returncode == 2 and f"{bad}: recompute: must be one of" in p.stderr
+    typo = tmp_path / "typo.toml"
+    typo.write_text('tp = 8\npipeline = 4\nglobal_batch = 256\n')
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(typo))
+    assert p.returncode == 2 and "pipeline: unknown key" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -1,0 +1,47 @@
+"""Bundled model files: they load, and their shapes give the parameter counts their sources print."""
+
+import pytest
+
+from topo.errors import TopoError
+from topo.workload.model import bundled_models, load_model, model_from_dict
+
+EXPECTED = {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3-671b", "gpt4-1.8t-moe",
+            "megatron-gpt-1.7b", "megatron-gpt-1t", "megatron-gpt-530b"}
+
+
+def test_bundled_models_present():
+    assert EXPECTED <= set(bundled_models())
+
+
+@pytest.mark.parametrize("name", bundled_models())
+def test_parameter_count_matches_source(name):
+    # each file's published_params_B is the figure its source prints (Megatron SC21 Table 1, GPT-3 Table 2.1,
+    # Llama 3 Table 3, DeepSeek-V3 671B, the rumoured ~1.8T)
+    m = load_model(name)
+    assert m.sources and m.published_params_B
+    # within 4%: the sources round (1.7B is 1.65B by the shape, printed with two digits)
+    assert m.total_params / 1e9 == pytest.approx(m.published_params_B, rel=0.04)
+
+
+def test_moe_active_parameters():
+    # DeepSeek-V3 report: 671B total, 37B activated per token
+    m = load_model("deepseek-v3-671b")
+    assert m.active_params / 1e9 == pytest.approx(37, rel=0.03)
+
+
+def test_unpublished_is_marked():
+    assert "unpublished" in load_model("gpt4-1.8t-moe").status
+    assert load_model("llama3-405b").status == "published"
+
+
+def test_bad_model_names_file_and_key():
+    base = load_model("llama3-8b").model_dump()
+    with pytest.raises(TopoError) as e:
+        model_from_dict({**base, "layerz": 3}, "my.toml")
+    assert e.value.source == "my.toml" and "did you mean 'layers'" in e.value.message
+    with pytest.raises(TopoError) as e:
+        model_from_dict({**base, "kv_heads": 5}, "my.toml")
+    assert "kv_heads" in e.value.message
+    with pytest.raises(TopoError) as e:
+        load_model("llama3-450b")
+    assert "did you mean 'llama3-405b'" in str(e.value)

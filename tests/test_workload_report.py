@@ -1,0 +1,28 @@
+"""The training report figures draw the results' own numbers; tier loads come from the engine's link loads."""
+
+import pytest
+
+import topo
+from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
+from topo.workload.comm import CommEngine
+from topo.workload.layout import make_layout
+from topo.workload.loads import tier_loads
+from topo.workload.model import load_model
+from topo.workload.step import evaluate
+
+
+def test_figures_and_tier_loads():
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=8, pp=2, dp=64, global_batch=256)
+    eng = CommEngine(f)
+    r = evaluate(f, m, lay, engine=eng)
+    fig = step_breakdown_figure([r])
+    assert sum(t.x[0] for t in fig.data) == pytest.approx(r.step_time_s)
+    mem = memory_figure([r])
+    assert sum(t.x[0] for t in mem.data if t.type == "bar") * 1e9 == pytest.approx(r.memory_per_gpu_bytes)
+    loads = tier_loads(f, m, lay, eng)
+    tp = loads[loads["dim"] == "tp"]
+    assert set(tp["level"]) == {"nvlink"}  # TP stays inside the NVLink domain
+    assert (loads[loads["dim"] == "dp"]["level"] != "nvlink").any()  # DP reaches the network
+    assert len(train_figures([r], loads)) == 3 and tier_loads_figure(loads).data

@@ -1,0 +1,183 @@
+"""``topo train``: a training step of a model on the fabric (step time, breakdown, memory, MFU), or a search."""
+
+from __future__ import annotations
+
+from ..errors import TopoError
+from ..units import format_count, format_size, format_time
+from ..workload.flops import CONVENTIONS
+from ..workload.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
+from ..workload.model import bundled_models, load_model
+from ..workload.search import search_layouts
+from ..workload.step import evaluate
+from .common import add_spec_arguments, fabric_from_args
+from .output import emit, emit_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "train", help="a training step of a model on the fabric: step time, breakdown, memory, MFU; --search",
+        description="Map a model's parallel layout (tp, cp, pp, dp, ep) onto the fabric's GPUs and estimate one "
+        "training step: compute, pipeline bubble and each dimension's exposed communication (every group at "
+        "once, through the collective engine), memory per GPU, tokens/s, TFLOPs per GPU and MFU. "
+        f"Bundled models: {', '.join(bundled_models())}.")
+    add_spec_arguments(p)
+    p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
+    p.add_argument("--layout", default=None, metavar="FILE",
+                   help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...); "
+                        "options given on the command line win")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
+    for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
+        p.add_argument(f"--{d}", type=int, default=None)
+    p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
+    p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
+    p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
+    p.add_argument("--recompute", choices=RECOMPUTE, default=None)
+    p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
+    p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--no-sequence-parallel", action="store_true")
+    p.add_argument("--no-flash-attention", action="store_true")
+    p.add_argument("--rank-order", default=None, help=f"dimensions fastest first (default {DEFAULT_ORDER})")
+    p.add_argument("--tp-across-domains", action="store_true", help="allow TP groups to span NVLink domains")
+    p.add_argument("--first-gpu", type=int, default=None, help="the job's first GPU id (default 0)")
+    p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
+                   help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
+                        "(defaults: dp on, cp on, tp off, pp off, ep off)")
+    p.add_argument("--flops", choices=CONVENTIONS, default="6n",
+                   help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default) or "
+                        "megatron (SC21 eq. 3, counts full recomputation)")
+    p.add_argument("--efficiency", type=float, default=None,
+                   help="achievable fraction of peak (default: the GPU generation's, data/compute/efficiency.toml)")
+    p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
+    p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
+    p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
+    p.add_argument("--rank-orders", default=None, metavar="A,B",
+                   help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def _overlaps(items) -> dict:
+    out = {}
+    for it in items:
+        k, _, v = it.partition("=")
+        k = k.strip().lower()
+        if k not in ("tp", "cp", "pp", "dp", "ep") or v.strip().lower() not in ("on", "off"):
+            raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of tp, cp, pp, dp, ep",
+                            key="overlap")
+        out[f"overlap_{k}"] = v.strip().lower() == "on"
+    return out
+
+
+def run(args) -> int:
+    fabric = fabric_from_args(args)
+    model = load_model(args.model)
+    common = dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
+                  precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
+                  micro_batch=args.micro_batch,
+                  sequence_parallel=False if args.no_sequence_parallel else None,
+                  flash_attention=False if args.no_flash_attention else None,
+                  tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
+    if args.layout and not args.search:
+        sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+        lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
+        check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+        return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+    if args.global_batch is None:
+        raise TopoError("is required: sequences per optimizer step", key="global_batch")
+    if args.search:
+        gpus = args.gpus or fabric.layout.num_gpus
+        fixed = {k: v for k, v in common.items() if v is not None and k not in ("recompute", "dp_sharding",
+                                                                                  "micro_batch", "rank_order")}
+        opts = {}
+        if args.recompute:
+            opts["recompute"] = (args.recompute,)
+        if args.dp_sharding:
+            opts["dp_sharding"] = (args.dp_sharding,)
+        if args.micro_batch:
+            opts["micro_batches"] = (args.micro_batch,)
+        orders = args.rank_orders or args.rank_order
+        if orders:
+            opts["rank_orders"] = tuple(o.strip() for o in orders.split(",") if o.strip())
+        res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
+                             efficiency=args.efficiency, **opts, **fixed)
+        if args.json:
+            emit_json(res.to_dict(top=args.top))
+        else:
+            _print_search(res, args.top)
+        return 0
+    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    if sizes["dp"] is None:
+        known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
+        gpus = args.gpus or fabric.layout.num_gpus
+        if gpus % known:
+            raise TopoError(f"tp x cp x pp = {known} does not divide the {gpus} GPUs", key="dp")
+        sizes["dp"] = gpus // known
+    lay = make_layout(global_batch=args.global_batch, **sizes, **common)
+    check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
+    return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+
+
+def _finish(args, r) -> int:
+    if args.json:
+        emit_json(r.to_dict(train_tokens=args.tokens))
+    else:
+        _print_step(r, args.tokens)
+    return 0
+
+
+def _print_step(r, tokens) -> None:
+    L = r.layout
+    emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
+         f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}, "
+         f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
+         f"{L['microbatches']} micro-batches of {L['micro_batch']}")
+    emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
+         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%}")
+    if tokens:
+        emit(f"time to train {tokens:.3g} tokens: {r.time_to_train_s(tokens) / 86400:.1f} days")
+    emit("")
+    emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
+               ["component", "time", "share"], right=[False, True, True]))
+    emit("")
+    rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
+             format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
+             c.link or "-"] for c in r.comm]
+    emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",
+                      "bound by tier", "link"], right=[False, False, True, True, True, True, True, False, False, False]))
+    m = r.memory
+    emit("")
+    emit(f"memory per GPU  weights {_gb(m.weights_bytes)}  gradients {_gb(m.gradients_bytes)}  "
+         f"optimizer {_gb(m.optimizer_bytes)}  activations {_gb(m.activations_bytes)}  "
+         f"total {_gb(m.total_bytes)} of {_gb(m.capacity_bytes)}: "
+         + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}"))
+    for n in r.notes:
+        emit(f"note: {n}")
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def _print_search(res, top) -> None:
+    emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
+         f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
+         f"{res.rejected_memory} do not fit, {len(res.ranked)} evaluated in {res.elapsed_s:.1f} s "
+         f"({res.engine_calls} engine calls)")
+    rows = []
+    for i, r in enumerate(res.ranked[:top], 1):
+        L, b = r.layout, r.breakdown_s
+        bound = r.bound_by()
+        worst = max(("tp", "cp", "pp", "dp", "ep", "bubble"), key=lambda k: b[k])
+        why = f"{worst} {format_time(b[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], L["recompute"],
+                     L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
+                     _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
+    orders = {r.layout["rank_order"] for r in res.ranked[:top]}
+    if len(orders) > 1:
+        for row, r in zip(rows, res.ranked):
+            row.insert(10, r.layout["rank_order"])
+    emit(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb", "recompute", "sharding"]
+               + (["rank order"] if len(orders) > 1 else []) + ["step", "TFLOPs", "MFU", "memory", "compute",
+                                                               "largest overhead"],
+               right=[True] * 8 + [False, False] + ([False] if len(orders) > 1 else [])
+               + [True, True, True, True, True, False]))

@@ -1,0 +1,95 @@
+"""Report figures of a training job (``topo train``): step-time breakdown, memory per GPU, link loads per tier.
+
+Each function draws what the library's results hold (:class:`topo.workload.result.StepResult`, the frame of
+:func:`topo.workload.loads.tier_loads`) and computes no time or load itself. Several results (layouts, or one
+layout on several fabrics) become bars side by side.
+
+>>> import topo
+>>> from topo.workload.layout import make_layout
+>>> from topo.workload.model import load_model
+>>> from topo.workload.step import evaluate
+>>> f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+>>> r = evaluate(f, load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=256))
+>>> [t.name for t in step_breakdown_figure([r]).data][:3]
+['compute', 'bubble', 'tp']
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from ..workload.result import BREAKDOWN_KEYS, StepResult
+from .style import ALERT_COLOR, base_layout, esc
+
+__all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "train_figures"]
+
+_COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
+           "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
+           "activations": "#009E73"}
+
+
+def _label(r: StepResult) -> str:
+    L = r.layout
+    return f"{r.model} {r.spec}<br>tp{L['tp']} cp{L['cp']} pp{L['pp']} dp{L['dp']} ep{L['ep']}"
+
+
+def step_breakdown_figure(results: Sequence[StepResult]) -> go.Figure:
+    """Stacked horizontal bars: compute, bubble and each dimension's exposed communication, per result."""
+    fig = go.Figure()
+    names = [_label(r) for r in results]
+    for k in BREAKDOWN_KEYS:
+        vals = [r.breakdown_s[k] for r in results]
+        hover = [esc(f"{k}: {v:.3f} s ({v / r.step_time_s:.1%} of the step)") for v, r in zip(vals, results)]
+        fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k],
+                             hovertext=hover, hoverinfo="text"))
+    fig.update_layout(**base_layout("Step time: compute, bubble and exposed communication", 200 + 80 * len(results)),
+                      barmode="stack", xaxis_title="seconds per step")
+    return fig
+
+
+def memory_figure(results: Sequence[StepResult]) -> go.Figure:
+    """Stacked bars of memory per GPU (weights, gradients, optimizer, activations) against the GPU's capacity."""
+    fig = go.Figure()
+    names = [_label(r) for r in results]
+    for k in ("weights", "gradients", "optimizer", "activations"):
+        vals = [getattr(r.memory, f"{k}_bytes") / 1e9 for r in results]
+        fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k]))
+    for r, n in zip(results, names):
+        fig.add_trace(go.Scatter(x=[r.memory.capacity_bytes / 1e9] * 2, y=[n, n], mode="markers",
+                                 marker=dict(symbol="line-ns-open", size=28, color=ALERT_COLOR),
+                                 name="GPU memory", showlegend=r is results[0],
+                                 hovertext=esc(f"{r.gpu}: {r.memory.capacity_bytes / 1e9:.0f} GB; "
+                                               + ("fits" if r.fits else
+                                                  f"short by {r.memory.short_bytes / 1e9:.1f} GB")),
+                                 hoverinfo="text"))
+    fig.update_layout(**base_layout("Memory per GPU (busiest stage)", 200 + 80 * len(results)), barmode="stack",
+                      xaxis_title="GB per GPU")
+    return fig
+
+
+def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
+    """Grouped bars: bytes per step on each link level, one colour per parallel dimension (the frame of
+    :func:`topo.workload.loads.tier_loads`)."""
+    fig = go.Figure()
+    levels = list(dict.fromkeys(loads["level"]))
+    for dim, part in loads.groupby("dim", sort=False):
+        by = part.set_index("level").reindex(levels)
+        fig.add_trace(go.Bar(name=dim, x=levels, y=by["bytes_per_step"].fillna(0) / 1e12,
+                             marker_color=_COLORS.get(dim, "#777777"),
+                             hovertext=[esc(f"{dim} on {lv}: {b / 1e12:.3g} TB per step over {n:.0f} links; "
+                                            f"busiest link {m / 1e9:.3g} GB") if b == b else ""
+                                        for lv, b, m, n in zip(levels, by["bytes_per_step"],
+                                                               by["max_link_bytes_per_step"], by["links"])],
+                             hoverinfo="text"))
+    fig.update_layout(**base_layout(title), barmode="group", yaxis_title="TB per step (all links of the tier)")
+    return fig
+
+
+def train_figures(results: Sequence[StepResult], loads=None) -> list[go.Figure]:
+    """The report section's figures, in order (the lead wires them into ``topo report``)."""
+    figs = [step_breakdown_figure(results), memory_figure(results)]
+    if loads is not None and len(loads):
+        figs.append(tier_loads_figure(loads))
+    return figs

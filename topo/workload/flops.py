@@ -1,0 +1,140 @@
+"""FLOPs of a training step: what the GPUs execute, and what the sources count as "model FLOPs".
+
+Per token, forward, one layer (2 FLOPs per multiply-add):
+
+- projections: ``2 x`` the layer's attention weights; MLP: ``2 x`` its weights (MoE: the routed top-k and the
+  shared experts, plus the router ``2 h E``);
+- attention scores: ``2 s n (d_qk + d_v)`` (``Q K^T`` and ``P V`` over the whole ``s x s`` square, as Megatron's
+  eq. 3 counts them; ``4 s h`` for multi-head attention);
+- the output layer (logits): ``2 h V`` once per token.
+
+Executed (hardware) FLOPs: backward = 2 x forward; recomputation adds the layers' forward again (``full``) or
+the attention scores only (``selective``, Korthikanti et al. 2022; a fused flash-attention kernel does the same
+in its backward pass).
+
+Two conventions for the FLOPs a throughput figure counts (``convention``):
+
+- ``megatron``: Narayanan et al. 2021 (SC21), eq. 3, ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` for a GPT:
+  4 passes over the layers (forward, backward x2, full recomputation) and 3 over the logits, whatever the run
+  recomputed; computed here from the general per-layer count, which reduces to eq. 3 exactly for GPT shapes.
+- ``6n``: PaLM (Chowdhery et al. 2022, appendix B) and Llama 3: ``6 N + 6 l s n (d_qk + d_v)`` per token
+  (``6N + 12 l h s`` for multi-head attention), N the active weights without the input embedding (a lookup).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .layout import Layout
+from .model import ModelSpec
+
+__all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
+
+CONVENTIONS = ("megatron", "6n")
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """Forward FLOPs per token of one average layer and of the logits."""
+
+    matmul: float  # projections and MLP (average over dense and MoE layers)
+    scores: float  # attention scores and weighted sum
+    logits: float
+    moe_fraction: float  # share of layers that are MoE
+
+    @property
+    def layer(self) -> float:
+        return self.matmul + self.scores
+
+
+def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
+    h = model.hidden
+    attn = 2 * model.attention_params
+    dense = 2 * model.dense_mlp_params
+    if model.moe is None:
+        mlp = dense
+    else:
+        m = model.moe
+        moe = 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * h * m.experts
+        mlp = (model.num_dense_layers * dense + model.num_moe_layers * moe) / model.layers
+    scores = 2 * seq * model.heads * (model.qk_dim + model.v_dim)
+    return LayerFlops(matmul=attn + mlp, scores=scores, logits=2 * h * model.vocab,
+                      moe_fraction=model.num_moe_layers / model.layers)
+
+
+def model_flops_per_step(model: ModelSpec, lay: Layout, convention: str = "6n") -> float:
+    """FLOPs one step counts under ``convention`` (``megatron`` or ``6n``) for the whole global batch."""
+    seq = lay.seq_len or model.seq_len
+    tokens = lay.global_batch * seq
+    f = layer_flops(model, seq)
+    if convention == "megatron":
+        return tokens * (4 * model.layers * f.layer + 3 * f.logits)
+    if convention == "6n":
+        n = model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
+        return tokens * (6 * n + 3 * model.layers * f.scores)
+    raise ValueError(f"unknown FLOP convention {convention!r}; allowed: {', '.join(CONVENTIONS)}")
+
+
+@dataclass(frozen=True)
+class StageFlops:
+    """Executed FLOPs per GPU for one micro-batch on the busiest pipeline stage."""
+
+    forward: float
+    backward: float
+    recompute: float
+    layers: int  # layers on the busiest stage
+    attention_forward: float  # the scores part of ``forward`` (what CP's exchange hides behind)
+    moe_mlp_forward: float  # the expert part of ``forward`` (what EP's all-to-alls hide behind)
+    moe_layers: int = 0  # MoE layers on the busiest stage
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward + self.recompute
+
+
+def stage_flops(model: ModelSpec, lay: Layout) -> StageFlops:
+    """Layers split as evenly as possible over ``pp`` stages (the first stages take the extra ones); the logits
+    run on the last stage; the busiest stage sets the pipeline's pace. In an MoE model the busiest stage is
+    taken to hold MoE layers only (as many as there are). Work splits evenly over tp x cp."""
+    seq = lay.seq_len or model.seq_len
+    f = layer_flops(model, seq)
+    tokens = lay.micro_batch * seq
+    hi = math.ceil(model.layers / lay.pp)
+    lo = model.layers // lay.pp
+    moe_layer, dense_layer = _layer_kinds(model, f)
+
+    def stage(n):  # forward FLOPs per token of a stage of n layers, the MoE ones first
+        k = min(n, model.num_moe_layers)
+        return k * moe_layer + (n - k) * dense_layer, k
+
+    if lay.pp == 1:
+        layers, body, logits, n_moe = model.layers, f.layer * model.layers, f.logits, model.num_moe_layers
+    else:
+        (first, k1), (last, k2) = stage(hi), stage(lo)
+        if first >= last + f.logits:
+            layers, body, logits, n_moe = hi, first, 0.0, k1
+        else:
+            layers, body, logits, n_moe = lo, last, f.logits, k2
+    fwd = body + logits
+    split = lay.tp * lay.cp
+    rec = {"none": 0.0, "selective": layers * f.scores, "full": body}[lay.recompute]
+    if lay.flash_attention and lay.recompute == "none":
+        rec = layers * f.scores  # the fused kernel's backward recomputes the scores
+    m = model.moe
+    moe_mlp = 0.0 if m is None else n_moe * 2 * (m.active_experts + m.shared_experts) * model.expert_params
+    return StageFlops(forward=tokens * fwd / split, backward=2 * tokens * fwd / split,
+                      recompute=tokens * rec / split, layers=layers,
+                      attention_forward=tokens * layers * f.scores / split,
+                      moe_mlp_forward=tokens * moe_mlp / split, moe_layers=n_moe)
+
+
+def _layer_kinds(model: ModelSpec, f: LayerFlops) -> tuple[float, float]:
+    """Forward FLOPs per token of one MoE layer and of one dense layer (attention included)."""
+    attn = 2 * model.attention_params + f.scores
+    dense = attn + 2 * model.dense_mlp_params
+    if model.moe is None:
+        return dense, dense
+    m = model.moe
+    return attn + 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.hidden * m.experts, \
+        dense

@@ -1,0 +1,175 @@
+"""A parallel layout: how a training job splits a model over GPUs, validated against the model and the fabric.
+
+Dimensions (Megatron-LM's names): ``tp`` tensor parallelism (with sequence parallelism by default), ``cp``
+context parallelism, ``pp`` pipeline stages (``vpp`` interleaved virtual stages per GPU, 1F1B schedule), ``dp``
+data parallelism (the dense weights' replicas; ``dp_sharding``: none, zero1, zero2, zero3/fsdp, or
+fsdp_grad_op, PyTorch's SHARD_GRAD_OP: gradients and optimizer sharded, weights gathered once per step and kept,
+as Llama 3 ran), ``ep`` expert parallelism, carved out of ``dp`` as Megatron does (experts' replicas: dp / ep).
+``tp * cp * pp * dp`` = the job's GPUs.
+
+Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by the option (``tp``, ``dp``...).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import TopoError
+from ..units import format_count
+from .model import ModelSpec, validation_error
+
+__all__ = ["Layout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
+
+DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
+DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
+RECOMPUTE = ("none", "selective", "full")
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+class Layout(BaseModel):
+    """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tp: PositiveInt = 1
+    cp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = 1
+    ep: PositiveInt = 1
+    vpp: PositiveInt = 1
+    """Virtual pipeline stages per GPU (interleaved 1F1B); 1 = plain 1F1B."""
+    micro_batch: PositiveInt = 1
+    """Sequences per micro-batch per data-parallel replica."""
+    global_batch: PositiveInt
+    """Sequences per optimizer step (all replicas)."""
+    seq_len: PositiveInt | None = None
+    """Tokens per sequence (default: the model's)."""
+    sequence_parallel: bool = True
+    """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
+    recompute: Literal["none", "selective", "full"] = "none"
+    dp_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op"] = "zero1"
+    """Megatron's distributed optimizer is ZeRO-1 (the default here)."""
+    flash_attention: bool = True
+    """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
+    pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
+    precision: Literal["bf16", "fp8"] = "bf16"
+    """Matmul precision: selects the GPU's peak (bf16 or fp8 dense)."""
+    rank_order: str = DEFAULT_ORDER
+    """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
+    tp_across_domains: bool = False
+    """Allow a TP group to span NVLink domains (otherwise an error)."""
+    first_gpu: Annotated[int, Field(strict=True, ge=0)] = 0
+    """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
+    weight_bytes: Annotated[float, Field(gt=0)] = 2.0
+    """Bytes per parameter of the working weights (bf16)."""
+    grad_bytes: Annotated[float, Field(gt=0)] = 2.0
+    """Bytes per parameter of gradients, and of the data-parallel reduction (bf16)."""
+    optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
+    """Adam in mixed precision: fp32 master weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12)."""
+    dp_bucket_params: PositiveInt = 40_000_000
+    """Gradient bucket (parameters) of the data-parallel reduction: Megatron-LM's default 40M."""
+    overlap_dp: bool = True
+    """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
+    all-gather overlaps the first micro-batch's forward except the first bucket."""
+    overlap_tp: bool = False
+    """TP collectives hidden behind the layer's matmuls (as far as they fit); default exposed."""
+    overlap_cp: bool = True
+    """CP K/V exchange hidden behind the attention it feeds (ring attention), as far as it fits."""
+    overlap_pp: bool = False
+    """Pipeline sends hidden behind compute; default exposed on the critical path."""
+    overlap_ep: bool = False
+    """Expert all-to-alls hidden behind expert compute (DeepSeek's DualPipe), as far as they fit."""
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per replica per step (m)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def zero_stage(self) -> int:
+        """What is sharded over data parallelism: 0 none, 1 optimizer, 2 + gradients, 3 + weights."""
+        return {"none": 0, "zero1": 1, "zero2": 2, "fsdp_grad_op": 2, "zero3": 3, "fsdp": 3}[self.dp_sharding]
+
+    def order(self) -> list[str]:
+        return [d.strip() for d in self.rank_order.replace(",", "-").split("-") if d.strip()]
+
+    def describe(self) -> str:
+        parts = [f"{d}={getattr(self, d)}" for d in ("tp", "cp", "pp", "dp", "ep") if getattr(self, d) > 1]
+        if self.vpp > 1:
+            parts.append(f"vpp={self.vpp}")
+        return " ".join(parts or ["dp=1"]) + f" mb={self.micro_batch} {self.recompute} {self.dp_sharding}"
+
+
+def make_layout(source: str = "layout", **kw) -> Layout:
+    """A Layout from keyword values; bad values raise TopoError keyed by the option."""
+    try:
+        return Layout.model_validate({k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        raise validation_error(exc, source, Layout) from None
+
+
+def load_layout(path, **overrides) -> Layout:
+    """A Layout from a TOML file (keys as :class:`Layout`'s fields), with keyword ``overrides`` on top; bad values
+    raise TopoError naming the file and the key."""
+    import tomllib
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=str(path)) from None
+    except OSError as exc:
+        raise TopoError(f"cannot read the layout file: {exc.strerror}", source=str(path)) from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return make_layout(source=str(path), **data)
+
+
+def check_layout(model: ModelSpec, lay: Layout, *, gpus: int | None = None, gpus_per_domain: int | None = None,
+                 source: str = "layout") -> None:
+    """Raise TopoError (keyed by option) if ``lay`` cannot run ``model`` on ``gpus`` GPUs."""
+    def bad(key, msg):
+        raise TopoError(msg, source=source, key=key)
+
+    if gpus is not None and lay.gpus != gpus:
+        bad("dp", f"tp x cp x pp x dp = {lay.tp} x {lay.cp} x {lay.pp} x {lay.dp} = {format_count(lay.gpus)}, "
+                  f"not the {format_count(gpus)} GPUs of the job")
+    order = lay.order()
+    if sorted(order) != sorted(DIMENSIONS):
+        bad("rank_order", f"must name each of {', '.join(DIMENSIONS)} once, got {lay.rank_order!r}")
+    if model.heads % lay.tp:
+        bad("tp", f"{lay.tp} does not divide the {model.heads} attention heads")
+    kv = model.num_kv_heads
+    if kv % lay.tp and lay.tp % kv:
+        bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads")
+    if model.ffn_hidden % lay.tp:
+        bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
+    if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
+        bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
+                  f"tp_across_domains")
+    seq = lay.seq_len or model.seq_len
+    if seq % (lay.cp * (2 if lay.cp > 1 else 1)):
+        bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
+    if lay.vpp > 1 and lay.pp == 1:
+        bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
+    if model.layers < lay.pp * lay.vpp:
+        bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages exceed the {model.layers} layers")
+    if lay.global_batch % (lay.dp * lay.micro_batch):
+        bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
+                            f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
+    if lay.vpp > 1 and lay.microbatches % lay.pp:
+        bad("global_batch", f"interleaved 1F1B needs micro-batches ({lay.microbatches}) divisible by pp ({lay.pp})")
+    if lay.ep > 1:
+        if model.moe is None:
+            bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
+        if model.moe.experts % lay.ep:
+            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts")
+        if lay.dp % lay.ep:
+            bad("ep", f"{lay.ep} does not divide dp ({lay.dp}): expert parallelism is carved out of dp")

@@ -1,0 +1,157 @@
+"""Results of a training-step estimate and of a layout search: plain dataclasses, ``to_dict`` and ``to_frame``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .memory import MemoryBreakdown
+
+__all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
+
+BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "pp", "dp", "ep")
+
+
+@dataclass(frozen=True)
+class DimensionComm:
+    """One collective of one parallel dimension, all of its groups at once."""
+
+    dim: str  # tp, cp, pp, dp, ep (dp_experts for the experts' replicas)
+    collective: str
+    size_bytes: float  # per call, nccl-tests' size
+    calls_per_step: float  # on the critical path of the busiest stage
+    time_s: float  # calls x one call's time
+    exposed_s: float  # what remains after the overlap rules
+    algorithm: str
+    level: str | None  # the tier (link level) that bounds it
+    link: str | None  # the bounding link, "src -> dst"
+    utilization: float | None
+    num_groups: int
+    group_size: int
+    domains_per_group: int  # NVLink domains one group spans
+
+
+@dataclass
+class StepResult:
+    """One training step of ``model`` with ``layout`` on a fabric."""
+
+    spec: str
+    model: str
+    model_status: str
+    layout: dict
+    gpus: int
+    gpu: str
+    precision: str
+    flop_convention: str
+    efficiency: float
+    peak_flops_per_gpu: float
+    step_time_s: float
+    breakdown_s: dict  # BREAKDOWN_KEYS -> seconds; they add up to step_time_s
+    tokens_per_step: int
+    model_flops_per_step: float
+    executed_flops_per_step: float
+    memory: MemoryBreakdown
+    comm: list[DimensionComm] = field(default_factory=list)
+    overlap: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model FLOPs (``flop_convention``) per second per GPU, in TFLOP/s."""
+        return self.model_flops_per_step / self.step_time_s / self.gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    def time_to_train_s(self, tokens: float) -> float:
+        """Seconds to train ``tokens`` tokens at this step time (no failures or restarts)."""
+        return tokens / self.tokens_per_s
+
+    def bound_by(self) -> dict:
+        """For each dimension, the tier and link that bound its slowest collective."""
+        out: dict = {}
+        for c in self.comm:
+            if c.time_s > 0 and (c.dim not in out or c.time_s > out[c.dim]["time_s"]):
+                out[c.dim] = {"collective": c.collective, "level": c.level, "link": c.link,
+                              "utilization": c.utilization, "time_s": c.time_s}
+        return out
+
+    def to_dict(self, train_tokens: float | None = None) -> dict:
+        d = {
+            "spec": self.spec, "model": self.model, "model_status": self.model_status, "layout": self.layout,
+            "gpus": self.gpus, "gpu": self.gpu, "precision": self.precision,
+            "step_time_s": self.step_time_s, "breakdown_s": dict(self.breakdown_s),
+            "tokens_per_step": self.tokens_per_step, "tokens_per_s": self.tokens_per_s,
+            "flop_convention": self.flop_convention, "model_flops_per_step": self.model_flops_per_step,
+            "executed_flops_per_step": self.executed_flops_per_step,
+            "tflops_per_gpu": self.tflops_per_gpu, "mfu": self.mfu, "efficiency": self.efficiency,
+            "peak_flops_per_gpu": self.peak_flops_per_gpu,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
+            "memory": self.memory.to_dict(), "overlap": self.overlap,
+            "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
+        }
+        if train_tokens:
+            d["train_tokens"] = train_tokens
+            d["time_to_train_s"] = self.time_to_train_s(train_tokens)
+        return d
+
+    def to_frame(self):
+        """One row per breakdown component: seconds and share of the step."""
+        import pandas as pd
+
+        return pd.DataFrame({"component": list(self.breakdown_s), "time_s": list(self.breakdown_s.values()),
+                             "share": [v / self.step_time_s for v in self.breakdown_s.values()]})
+
+    def comm_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(c) for c in self.comm])
+
+
+@dataclass
+class SearchResult:
+    """Layouts ranked by step time (those that fit), and how many were considered or rejected."""
+
+    spec: str
+    model: str
+    gpus: int
+    global_batch: int
+    ranked: list[StepResult]
+    considered: int
+    rejected_memory: int
+    rejected_invalid: int
+    engine_calls: int
+    elapsed_s: float
+
+    def to_dict(self, top: int | None = None) -> dict:
+        rows = self.ranked[:top] if top else self.ranked
+        return {"spec": self.spec, "model": self.model, "gpus": self.gpus, "global_batch": self.global_batch,
+                "considered": self.considered, "evaluated": len(self.ranked),
+                "rejected_memory": self.rejected_memory, "rejected_invalid": self.rejected_invalid,
+                "engine_calls": self.engine_calls, "elapsed_s": self.elapsed_s,
+                "ranked": [r.to_dict() for r in rows]}
+
+    def to_frame(self):
+        import pandas as pd
+
+        rows = []
+        for r in self.ranked:
+            row = {k: r.layout[k] for k in ("tp", "cp", "pp", "dp", "ep", "vpp", "micro_batch", "recompute",
+                                            "dp_sharding")}
+            row.update(step_time_s=r.step_time_s, tflops_per_gpu=r.tflops_per_gpu, mfu=r.mfu,
+                       memory_per_gpu_bytes=r.memory_per_gpu_bytes,
+                       **{f"{k}_s": v for k, v in r.breakdown_s.items()})
+            rows.append(row)
+        return pd.DataFrame(rows)
