@@ -32,3 +32,19 @@ def test_shared_curve_costs_one_engine_call():
     a = eng.time("all_gather", M, 5e8)
     r = eng.time("reduce_scatter", M, 5e8)
     assert eng.engine_calls == 1 and a.time_s == r.time_s and r.collective == "reduce_scatter"
+
+
+def test_adapter_times_equal_the_engine_exactly():
+    # the adapter evaluates once and reads every size from it: the same numbers as a full estimate call
+    f = topo.build_fabric(topo.load_spec("meta-llama3-24k"))
+    M = np.arange(2048).reshape(8, -1).T.copy()  # 256 data-parallel groups of 8 GPUs across the 8 pods
+    eng = CommEngine(f)
+    for S in (3000.0, 7 * 2**20 + 5, 1.5 * 2**30):
+        got = eng.time("all_reduce", M, S)
+        want = estimate(f, "all_reduce", int(S), ranks=M.ravel(), groups=M.shape[0], group_layout="blocked",
+                        rank_order="given").results[0]
+        assert got.time_s == pytest.approx(want.time_s, rel=1e-9) and got.algorithm == want.algorithm
+        assert got.level == want.bottleneck.level
+    assert eng.engine_calls == 1
+    frame = eng.link_loads("all_reduce", M, 2**30)
+    assert frame["bytes"].sum() > 0 and frame.attrs["algorithm"] == got.algorithm

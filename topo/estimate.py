@@ -81,6 +81,9 @@ class Evaluation:
     unavailable: dict[str, str]
     protocols: dict[str, tuple[str, ...]]
 
+    def __post_init__(self):
+        self.num_domains = self.placement.num_domains  # computed once: every size reads it
+
     def time(self, size_bytes: int, algorithm: str | None = None):
         """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` of the fastest candidate (or of
         ``algorithm``) at ``size_bytes``."""
@@ -89,10 +92,29 @@ class Evaluation:
             if algorithm is not None and name != algorithm:
                 continue
             t = best_protocol(c, self.profile, self.protocols[name], size_bytes, self.collective,
-                              self.placement.num_ranks, self.placement.num_domains)
+                              self.placement.num_ranks, self.num_domains)
             if best is None or t[0] < best[0]:
                 best = (t[0], name, t[1], t[2], t[3])
         return best
+
+    def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
+                   bandwidth_s: float) -> Bottleneck | None:
+        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes`` (see :class:`Bottleneck`)."""
+        c = self.costed[algorithm]
+        r = c.bottleneck_res
+        if r < 0:
+            return None
+        d = self.router.describe_resource(r)
+        per_link = c.bottleneck_bytes_per_byte * size_bytes / d["num_links"]
+        line = self.router.capacity_Bps[r] / d["num_links"]
+        return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
+                          num_links=d["num_links"], bytes=float(per_link),
+                          utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
+                          bound="latency" if latency_s > bandwidth_s else "bandwidth")
+
+    def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
+        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``."""
+        return self.router.real_link_loads(self.costed[algorithm].loads.total()) * size_bytes
 
 
 def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = None, router: Router | None = None,
@@ -177,7 +199,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
             root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_GBps=float(S / t / 1e9),
             busbw_GBps=float(S / t / 1e9 * factor), algorithm=name, protocol=proto, latency_s=float(lat),
-            bandwidth_s=float(bw), bottleneck=_bottleneck(ev, ev.costed[name], S, t, lat, bw)))
+            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw)))
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
@@ -209,16 +231,3 @@ def choose_profile(fabric: Fabric, profile) -> Profile:
     """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name, the
     path of a profile file (as ``topo calibrate`` writes), or a Profile (:func:`topo.profiles.resolve_profile`)."""
     return resolve_profile(profile, fabric)
-
-
-def _bottleneck(ev: Evaluation, c: Costed, S: int, t: float, lat: float, bw: float) -> Bottleneck | None:
-    r = c.bottleneck_res
-    if r < 0:
-        return None
-    d = ev.router.describe_resource(r)
-    per_link = c.bottleneck_bytes_per_byte * S / d["num_links"]
-    line = ev.router.capacity_Bps[r] / d["num_links"]
-    return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
-                      num_links=d["num_links"], bytes=float(per_link),
-                      utilization=float(per_link / (line * t)) if t > 0 else 0.0,
-                      bound="latency" if lat > bw else "bandwidth")
