@@ -25,7 +25,7 @@ def register(sub) -> None:
                    "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default 1.281, derived "
                    "from SemiAnalysis' 1.59 TWh; catalog facility.pue)")
-    p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (needs topo train)")
+    p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
     p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the cross-pod all-reduce and all-to-all estimates")
@@ -36,7 +36,8 @@ def register(sub) -> None:
 def _layers(args) -> list[tuple[str, dict]]:
     layers = []
     if args.model or args.layout:
-        layers.append(("--model", {"workload": {"mfu": train_mfu(args)}}))
+        mfu, precision, params = train_mfu(args)
+        layers.append(("--model", {"workload": {"mfu": mfu, "precision": precision, "params": params}}))
     for flag, kind, key in (("days", "workload", "days"), ("mfu", "workload", "mfu"), ("pue", "facility", "pue")):
         value = getattr(args, flag)
         if value is not None:
@@ -44,14 +45,15 @@ def _layers(args) -> list[tuple[str, dict]]:
     return layers
 
 
-def train_mfu(args) -> float:
-    """Seam for `topo train` (built in parallel): the MFU it predicts for ``--model`` and ``--layout``."""
+def train_mfu(args) -> tuple[float, str, float]:
+    """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on the (first) spec."""
+    from ..workload.mfu import predict_mfu
+
     try:
-        from ..train import predict_mfu  # type: ignore[attr-defined]
-    except ImportError:
-        raise TopoError("needs `topo train`, which is not in this build yet; give --mfu instead",
-                        source="--model") from None
-    return float(predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout))
+        return predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
+    except TopoError as exc:
+        raise TopoError(exc.message, source=exc.source, key=f"--{exc.key}" if exc.key in ("model", "layout")
+                        else exc.key) from None
 
 
 def run(args) -> int:

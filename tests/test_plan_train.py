@@ -1,0 +1,36 @@
+"""`topo plan --model M --layout L`: the MFU, precision and parameters come from `topo train`'s step."""
+
+import json
+
+import pytest
+
+import topo
+from conftest import run_cli
+from topo.workload.layout import make_layout
+from topo.workload.mfu import parse_layout, predict_mfu
+from topo.workload.model import load_model
+from topo.workload.step import evaluate
+
+LAYOUT = "tp=8,pp=4,dp=3136,global_batch=12544"
+
+
+def test_plan_takes_the_mfu_of_the_training_step():
+    spec = topo.load_spec()
+    step = evaluate(topo.build_fabric(spec), load_model("llama3-70b"),
+                    make_layout(tp=8, pp=4, dp=3136, global_batch=12544))
+    mfu, precision, params = predict_mfu(spec, "llama3-70b", LAYOUT)
+    assert mfu == pytest.approx(step.mfu, rel=1e-12) and precision == "bf16"
+    assert params == load_model("llama3-70b").total_params
+    doc = json.loads(run_cli("plan", "--model", "llama3-70b", "--layout", LAYOUT, "--json", check=True).stdout)
+    c = doc["compute"]
+    assert c["mfu"] == pytest.approx(mfu, rel=1e-9) and c["precision"] == "bf16"
+    # FLOP in the planned days at that MFU: peak bf16 x MFU x days (989 TFLOP/s per H100, planner.md)
+    assert c["flop"] == pytest.approx(100_352 * 989e12 * mfu * c["days"] * 86400, rel=1e-3)
+
+
+def test_layout_text_and_errors():
+    assert parse_layout("tp=8, pp=2,dp=4,global_batch=64,recompute=\"full\"").recompute == "full"
+    p = run_cli("plan", "--model", "llama3-70b", "--layout", "tp=8,pp=4")
+    assert p.returncode == 2 and "global_batch" in p.stderr and p.stderr.count("\n") == 1
+    p = run_cli("plan", "--model", "llama3-70b", "--layout", "tp8")
+    assert p.returncode == 2 and "key=value" in p.stderr
