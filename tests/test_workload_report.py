@@ -3,6 +3,7 @@
 import pytest
 
 import topo
+from conftest import run_cli
 from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
 from topo.workload.comm import CommEngine
 from topo.workload.layout import make_layout
@@ -26,3 +27,14 @@ def test_figures_and_tier_loads():
     assert set(tp["level"]) == {"nvlink"}  # TP stays inside the NVLink domain
     assert (loads[loads["dim"] == "dp"]["level"] != "nvlink").any()  # DP reaches the network
     assert len(train_figures([r], loads)) == 3 and tier_loads_figure(loads).data
+
+
+def test_report_has_the_training_job_section(tmp_path):
+    out = tmp_path / "r.html"
+    p = run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=128,global_batch=256",
+                "-o", str(out), check=True)
+    page = out.read_text()
+    assert '<section id="train">' in page and "llama3-8b dgx-h100-superpod" in page and "train-step" in page
+    bad = run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=96,global_batch=256",
+                  "-o", str(tmp_path / "x.html"))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --layout: ") and not (tmp_path / "x.html").exists()

@@ -31,6 +31,9 @@ def register(sub) -> None:
                    help="output file (default: topo-report.html, or topo-<figure>.<format>)")
     p.add_argument("--plan", action="store_true",
                    help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
+    p.add_argument("--train", metavar="MODEL", help="add a training job's section: step breakdown, memory, bytes per "
+                   "tier of MODEL laid out as --layout on each SPEC (see topo train)")
+    p.add_argument("--layout", metavar="L", help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", default="fabric", choices=FIGURES,
@@ -46,6 +49,7 @@ def run(args) -> int:
 
     specs = args.specs or [None]
     start = time.perf_counter()
+    job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
         reports = build_reports(specs, args.overrides, failures=args.failures)
         plans = None
@@ -53,8 +57,9 @@ def run(args) -> int:
             from ..plan import plan
 
             plans = [plan(r.fabric) for r in reports]
+        trains = _trains(job, reports) if job else None
         out = args.output or "topo-report.html"
-        size = write_page(reports, out, plans)
+        size = write_page(reports, out, plans, trains)
         note(f"wrote {out} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
         return 0
     fig = _one_figure(args, specs)
@@ -112,3 +117,35 @@ def _image(fig, fmt: str) -> bytes:
     except Exception as exc:  # kaleido reports a missing or broken browser in several ways
         raise TopoError(f"kaleido could not render the figure ({type(exc).__name__}: {exc}); it needs a "
                         "Chromium, e.g. apt-get install chromium", key="--format") from None
+
+
+def _job(args):
+    """The model and layout of ``--train``/``--layout``."""
+    from ..workload.layout import check_layout
+    from ..workload.mfu import parse_layout
+    from ..workload.model import load_model
+
+    if not (args.train and args.layout):
+        raise TopoError("give both --train MODEL and --layout L", key="--train" if not args.train else "--layout")
+    try:
+        model, lay = load_model(args.train), parse_layout(args.layout)
+        check_layout(model, lay)
+        return model, lay
+    except TopoError as exc:
+        raise TopoError(exc.message, source=exc.source if exc.source not in (None, "layout") else "--layout",
+                        key=exc.key) from None
+
+
+def _trains(job, reports):
+    """The training job on every report's fabric: step results and the bytes per tier."""
+    import pandas as pd
+
+    from ..workload.loads import tier_loads
+    from ..workload.step import evaluate
+
+    model, lay = job
+    results, frames = [], []
+    for r in reports:
+        results.append(evaluate(r.fabric, model, lay))
+        frames.append(tier_loads(r.fabric, model, lay))
+    return results, pd.concat(frames, ignore_index=True)

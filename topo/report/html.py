@@ -245,7 +245,7 @@ def _section(sid: str, title: str, lead: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{title}</h2><p class="lead">{lead}</p>{body}</section>'
 
 
-def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None) -> str:
+def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, trains: tuple | None = None) -> str:
     """The whole HTML document for one or more specs; ``plans`` (:class:`topo.plan.PlanResult`, one per spec)
     add the planner's section (:func:`topo.report.plan_figures.plan_section`)."""
     figs = _Figures()
@@ -333,6 +333,11 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None) ->
 
         sections.append(plan_section(plans, figs.div))
         nav.append(("plan", "Plan"))
+    if trains:
+        from .train_figures import train_section
+
+        sections.append(train_section(trains[0], trains[1], figs.div))
+        nav.append(("train", "Training job"))
 
     title = "topo report: " + " vs ".join(names)
     header = (f"<header><h1>{title}</h1><p>{' | '.join(e(r.inventory.description or r.inventory.name) for r in reports)}"
@@ -360,6 +365,6 @@ def _plotlyjs_version() -> str:
     return head[start + 11:].split()[0] if start >= 0 else "?"
 
 
-def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None) -> int:
+def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None, trains: tuple | None = None) -> int:
     """Write the page to ``path`` whole or not at all; returns its size in bytes."""
-    return write_bytes(path, render_page(reports, plans).encode("utf-8"))
+    return write_bytes(path, render_page(reports, plans, trains).encode("utf-8"))

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from ..workload.result import BREAKDOWN_KEYS, StepResult
 from .style import ALERT_COLOR, base_layout, esc
 
-__all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "train_figures"]
+__all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "train_figures", "train_section"]
 
 _COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
            "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
@@ -88,8 +88,35 @@ def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier
 
 
 def train_figures(results: Sequence[StepResult], loads=None) -> list[go.Figure]:
-    """The report section's figures, in order (the lead wires them into ``topo report``)."""
+    """The report section's figures, in order."""
     figs = [step_breakdown_figure(results), memory_figure(results)]
     if loads is not None and len(loads):
         figs.append(tier_loads_figure(loads))
     return figs
+
+
+def train_section(results: Sequence[StepResult], loads, div) -> str:
+    """The report's "Training job" section (``topo report --train M --layout L``): ``div(figure, kind)`` places
+    a figure (the page's own helper); ``loads`` is the concatenated :func:`topo.workload.loads.tier_loads` frame."""
+    import html
+
+    e = html.escape
+    figs = train_figures(results, loads)
+    cells = "".join(f'<div class="cell">{div(f, k)}</div>' for f, k in zip(figs, ("train-step", "train-memory",
+                                                                                 "train-loads")))
+    rows = ["<table><tr><th class=\"l\">job</th><th>step</th><th>tokens/s</th><th>TFLOP/s per GPU</th><th>MFU</th>"
+            "<th>memory per GPU</th><th class=\"l\">bound by</th></tr>"]
+    for r in results:
+        worst = max(r.comm, key=lambda d: d.exposed_s, default=None)
+        bound = (f"most exposed: {e(worst.dim)} {e(worst.collective)} ({e(str(worst.level))})"
+                 if worst is not None and worst.exposed_s > 0 else "compute")
+        rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s</td>'
+                    f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflops_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
+                    f"<td>{r.memory_per_gpu_bytes / 2**30:.1f} GiB{'' if r.fits else ' (does not fit)'}</td>"
+                    f'<td class="l">{bound}</td></tr>')
+    rows.append("</table>")
+    lead = ("One training step of the job on each cluster (<code>topo train</code>): compute, exposed communication "
+            "per parallel dimension and the pipeline bubble; memory per GPU; the bytes the step puts on each tier.")
+    grid = f'style="grid-template-columns: repeat({len(figs)}, minmax(0, 1fr));"'
+    return (f'<section id="train"><h2>Training job</h2><p class="lead">{lead}</p>{"".join(rows)}'
+            f'<div class="grid" {grid}>{cells}</div></section>')
