@@ -52,3 +52,18 @@ def reference() -> Path:
     if not DATA.is_dir():
         pytest.fail(f"reference data not found at {DATA}: it ships with the project (data/reference/)")
     return DATA
+
+
+def routed_flows(paths, sizes):
+    """Routed flows made by hand: flow i crosses the resources in ``paths[i]`` with all of its ``sizes[i]``
+    bytes (for contention tests with hand-derived answers)."""
+    import numpy as np
+
+    from topo.route import Routed
+
+    res = np.concatenate([np.asarray(p) for p in paths])
+    flow = np.concatenate([np.full(len(p), i) for i, p in enumerate(paths)])
+    weight = np.concatenate([np.full(len(p), float(s)) for p, s in zip(paths, sizes)])
+    n = len(paths)
+    return Routed(res=res, weight=weight, flow=flow, num_flows=n, flow_bytes=np.asarray(sizes, float),
+                  latency_s=np.zeros(n), network=np.zeros(n, bool))

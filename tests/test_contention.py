@@ -4,17 +4,10 @@ import numpy as np
 import pytest
 
 from topo.contention import _progressive_fill, drain_time, max_min_makespan
-from topo.route import Routed
+from conftest import routed_flows
 
 
-def flows(paths, sizes):
-    """Routed flows: flow i crosses the resources in paths[i] with all of its sizes[i] bytes."""
-    res = np.concatenate([np.asarray(p) for p in paths])
-    flow = np.concatenate([np.full(len(p), i) for i, p in enumerate(paths)])
-    weight = np.concatenate([np.full(len(p), float(s)) for p, s in zip(paths, sizes)])
-    n = len(paths)
-    return Routed(res=res, weight=weight, flow=flow, num_flows=n, flow_bytes=np.asarray(sizes, float),
-                  latency_s=np.zeros(n), network=np.zeros(n, bool))
+flows = routed_flows
 
 
 def test_textbook_max_min_rates():

@@ -5,16 +5,10 @@ import numpy as np
 import pytest
 
 from topo.contention import drain_time, max_min_makespan
-from topo.route import Routed
+from conftest import routed_flows
 
 
-def flows(paths, sizes):
-    res = np.concatenate([np.asarray(p) for p in paths])
-    flow = np.concatenate([np.full(len(p), i) for i, p in enumerate(paths)])
-    weight = np.concatenate([np.full(len(p), float(s)) for p, s in zip(paths, sizes)])
-    n = len(paths)
-    return Routed(res=res, weight=weight, flow=flow, num_flows=n, flow_bytes=np.asarray(sizes, float),
-                  latency_s=np.zeros(n), network=np.zeros(n, bool))
+flows = routed_flows
 
 
 def test_max_min_is_slower_than_the_bound():
