@@ -48,9 +48,9 @@ def test_three_bundled_100k_designs_side_by_side():
     assert "network capex" in p.stdout and "h100-100k-eth51t" in p.stdout.splitlines()[0]
 
 
-def test_model_needs_topo_train():
+def test_model_needs_a_layout():
     p = run_cli("plan", "--model", "llama3-405b")
-    assert p.returncode == 2 and p.stderr.startswith("error: --model: needs `topo train`")
+    assert p.returncode == 2 and p.stderr.startswith("error: --model: give both a model and a layout")
 
 
 def test_comparison_frame_has_one_column_per_design():

@@ -51,7 +51,9 @@ def severe(logs):
 
 def test_default_report_renders_in_chromium(browser, default_report, tmp_path):
     n = load_report(browser, default_report)
-    assert n == len(browser.find_elements("css selector", "div.plot")) == 9
+    # summary, fabric, oversubscription: 1 each (x1 spec) + 2 per link-load scenario (cluster, pod) and 2 per traffic
+    # mix (3d-parallel, moe-alltoall) + 1 curve per scenario (2) + inventory = 13
+    assert n == len(browser.find_elements("css selector", "div.plot")) == 13
     assert severe(browser.get_log("browser")) == []
 
     sections = browser.execute_script(PLOT_STATE)
