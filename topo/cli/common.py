@@ -7,7 +7,7 @@ import argparse
 from ..builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
-__all__ = ["add_spec_arguments", "fabric_from_args", "spec_from_args"]
+__all__ = ["add_spec_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
 
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -19,6 +19,15 @@ def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a spec field by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    """``-o FILE`` (``-`` for standard output) and ``--force`` (see :func:`topo.atomic.open_output`)."""
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help=f"output file, '-' for standard output (default: {default}); never written over a SPEC, "
+                   "and an existing file topo did not write is kept unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output file even if topo did not write it (never a SPEC)")
 
 
 def spec_from_args(args, name=None):

@@ -22,6 +22,7 @@ from ..units import format_bandwidth, format_count, format_rate, format_size
 from . import figures as F
 from .build import Scenario, SpecReport
 from .fabric_layers import layer_drawing
+from ..atomic import SIGNATURE
 from .files import write_bytes
 
 __all__ = ["render_page", "write_page"]
@@ -291,7 +292,7 @@ def render_page(reports: Sequence[SpecReport]) -> str:
     footer = (f"<footer>Self-contained: plotly.js {e(_plotlyjs_version())} is inlined, the page makes no network "
               f"request. Made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>")
     return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title><style>{_CSS}</style>",
@@ -309,6 +310,8 @@ def _plotlyjs_version() -> str:
     return head[start + 11:].split()[0] if start >= 0 else "?"
 
 
-def write_page(reports: Sequence[SpecReport], path) -> int:
-    """Write the page to ``path`` whole or not at all; returns its size in bytes."""
-    return write_bytes(path, render_page(reports).encode("utf-8"))
+def write_page(reports: Sequence[SpecReport], path, *, force: bool = False, inputs=(), **output) -> int:
+    """Write the page to ``path`` whole or not at all, never over a spec it shows nor, unless ``force``, over a
+    file topo did not write (:func:`topo.atomic.open_output`); returns its size in bytes."""
+    inputs = [*inputs, *(r.spec.input_path for r in reports if r.spec.input_path)]
+    return write_bytes(path, render_page(reports).encode("utf-8"), inputs=inputs, force=force, **output)

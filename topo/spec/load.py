@@ -49,6 +49,12 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
     candidate = bundled_dir() / f"{stem}.toml"
     if p.parent == Path(".") and candidate.is_file():
         return candidate
+    if p.is_dir():
+        raise TopoError("is a directory, not a spec file; give a .toml file or a bundled spec's name",
+                        source=str(name_or_path))
+    if p.exists():
+        raise TopoError("is not a regular file (a device, pipe or socket); give a .toml file",
+                        source=str(name_or_path))
     names = bundled_specs()
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -69,7 +75,9 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
         raise TopoError(f"invalid TOML: {exc}", source=source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TopoError(f"cannot read the file: {exc}", source=source) from None
-    return spec_from_dict(data, source=source, overrides=overrides)
+    spec = spec_from_dict(data, source=source, overrides=overrides)
+    spec._path = str(path)
+    return spec
 
 
 def spec_from_dict(data: dict, source: str = "<spec>", overrides: typing.Sequence[str] = ()) -> Spec:

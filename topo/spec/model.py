@@ -170,7 +170,13 @@ class Spec(_Strict):
     fabric: FabricSpec
 
     _origin: str = PrivateAttr("")
+    _path: str = PrivateAttr("")
     _set_paths: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def input_path(self) -> str:
+        """The file this spec was read from ("" for a spec made in Python): outputs never overwrite it."""
+        return self._path
 
     def error_source(self, key: str | None) -> str:
         """Where a problem with ``key`` comes from: the file, and the ``--set`` that changed it if one did."""
