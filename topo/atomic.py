@@ -152,7 +152,7 @@ def check_output(path: str | Path, *, inputs: Iterable[str | Path] = (), force: 
     if st is None:
         folder = path.parent if str(path.parent) else Path(".")
         if not folder.is_dir():
-            raise TopoError(f"the folder {str(folder)!r} does not exist", source=str(path), key=key)
+            raise TopoError(f"the folder {str(folder)!r} does not exist", source=str(path))
         return
     if stat.S_ISDIR(st.st_mode):
         raise TopoError("is a directory; give a file name inside it", source=str(path), key=key)
