@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from ..errors import TopoError
 from ..spec.model import Spec, TierSpec
@@ -167,21 +168,32 @@ def _check_fits(tier: TierSpec, i: int, down: int, up: int, what: str) -> None:
 
 
 def _max_down(tier: TierSpec, i: int, down_rate: float, up_rate: float, top: bool, step: int) -> int:
-    """The most down ports (a multiple of ``step``) a switch of this tier can use."""
+    """The most down ports (a multiple of ``step``) a switch of this tier can use, in closed form.
+
+    With ``up_ports`` given: the largest multiple of ``step`` that leaves room for them. With an oversubscription
+    ``k``: ``up = down * r`` must be whole, where ``r = down_rate / (k * up_rate)``; writing ``r = p/q`` in lowest
+    terms (``q`` at most the radix, else no ``down`` within the radix works), ``down`` is a multiple of
+    ``lcm(q, step)`` and ``down * (1 + p/q) <= radix``, so ``down = floor(radix * q / ((p + q) * lcm)) * lcm``.
+    """
     if tier.down_ports is not None:
         return tier.down_ports - tier.down_ports % step
     if top:
         return tier.radix - tier.radix % step
-    for down in range(tier.radix - tier.radix % step, 0, -step):
-        if tier.up_ports is not None:
-            if down + tier.up_ports <= tier.radix:
-                return down
-            continue
-        k = tier.oversubscription or 1.0
-        exact = down * down_rate / (k * up_rate)
-        up = round(exact)
-        if up >= 1 and math.isclose(exact, up, rel_tol=1e-9) and down + up <= tier.radix:
+    if tier.up_ports is not None:
+        room = tier.radix - tier.up_ports
+        down = room - room % step
+        if down > 0:
             return down
+    else:
+        k = tier.oversubscription or 1.0
+        r = down_rate / (k * up_rate)
+        frac = Fraction(r).limit_denominator(tier.radix)
+        p, q = frac.numerator, frac.denominator
+        if p >= 1 and math.isclose(p / q, r, rel_tol=1e-9):
+            lcm = q * step // math.gcd(q, step)
+            down = (tier.radix * q // ((p + q) * lcm)) * lcm
+            if down > 0:
+                return down
     raise TopoError(f"{tier.name}: no split of {tier.radix} ports into down and up ports gives "
                     f"{tier.oversubscription or 1:g}:1", key=_key(i, "radix"))
 

@@ -43,6 +43,20 @@ def _known_gpu(value: str) -> str:
     return lookup_gpu(value).name
 
 
+MAX_RADIX = 4096
+"""The most ports a tier's switch may have. The largest switch chip has 1,024 ports (Broadcom Tomahawk 6:
+1,024 x 100G SerDes, 102.4 Tb/s, June 2025 press release) and chassis ("director") switches, themselves small Clos
+fabrics, have up to a few thousand; a radix beyond 4,096 is a typo or a whole fabric, not a switch."""
+
+
+def _plausible_radix(value: int) -> int:
+    if value > MAX_RADIX:
+        raise ValueError(f"a radix of {value:,} ports is no switch: the largest switch chip has 1,024 ports "
+                         f"(Broadcom Tomahawk 6) and chassis switches a few thousand; allowed: 1 to {MAX_RADIX:,} "
+                         "(model a larger switch as a tier of smaller ones)")
+    return value
+
+
 Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
 Duration = Annotated[float, BeforeValidator(_time)]
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -109,8 +123,8 @@ class TierSpec(_Strict):
 
     name: Annotated[str, Field(min_length=1, max_length=64)]
     model: str = ""
-    radix: PositiveInt
-    """Ports per switch at ``port_rate``."""
+    radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
+    """Ports per switch at ``port_rate`` (1 to 4,096: the largest switch chip has 1,024)."""
     port_rate_Bps: Bandwidth = Field(alias="port_rate")
     up_port_rate_Bps: Bandwidth | None = Field(None, alias="up_port_rate")
     """Rate of the uplink ports when it differs from ``port_rate`` (default: the same)."""
