@@ -159,3 +159,27 @@ def test_override_with_a_newline_in_its_key_is_one_line():
     with pytest.raises(TopoError) as info:
         load_spec("dgx-h100-superpod", ["cluster.\nnum_units=1"])
     assert "\n" not in info.value.line() and "\\n" in info.value.line()
+
+
+def test_an_empty_value_or_unset_removes_a_key():
+    # issue 8: switching from num_units to num_gpus was impossible ("give exactly one of ...")
+    spec = load_spec("dgx-h100-superpod", ["cluster.num_units=", "cluster.num_gpus=512"])
+    assert spec.cluster.num_units is None and spec.cluster.num_gpus == 512
+    assert build_fabric(spec).num_gpus == 512
+    three = load_spec("h100-100k", ["fabric.tiers[core]=", "cluster.num_pods=", "cluster.num_units=1",
+                                    "fabric.units_per_pod=", "fabric.tiers[spine].oversubscription="])
+    assert [t.name for t in three.fabric.tiers] == ["leaf", "spine"]
+    with pytest.raises(TopoError) as info:
+        load_spec("dgx-h100-superpod", ["cluster.num_unit="])
+    assert "cannot remove cluster.num_unit: the spec does not set it (cluster sets num_units)" in info.value.line()
+
+
+def test_cli_unset_is_set_with_an_empty_value():
+    from conftest import run_cli
+    import json
+
+    a = json.loads(run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set",
+                           "cluster.num_gpus=512", "--json", check=True).stdout)
+    b = json.loads(run_cli("describe", "dgx-h100-superpod", "--set", "cluster.num_units=", "--set",
+                           "cluster.num_gpus=512", "--json", check=True).stdout)
+    assert a == b and a["num_gpus"] == 512

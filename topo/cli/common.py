@@ -7,7 +7,7 @@ import argparse
 from ..builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
-__all__ = ["add_spec_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
+__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
 
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -17,8 +17,17 @@ def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
     else:
         p.add_argument("spec", nargs="?", metavar="SPEC",
                        help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
+    add_override_arguments(p)
+
+
+def add_override_arguments(p: argparse.ArgumentParser, what: str = "a spec field") -> None:
+    """``--set KEY=VALUE`` and ``--unset KEY`` (the same as ``--set KEY=``), applied in the order given."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec field by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+                   help=f"override {what} by dotted path, e.g. --set fabric.tiers[1].oversubscription=3; "
+                   "KEY= removes the key")
+    p.add_argument("--unset", dest="overrides", action="append", metavar="KEY", type=lambda k: f"{k}=",
+                   help="remove a spec field (or a list item such as fabric.tiers[core]), e.g. --unset "
+                   "cluster.num_units --set cluster.num_gpus=512")
 
 
 def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:

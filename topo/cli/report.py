@@ -6,7 +6,7 @@ import time
 
 from ..errors import TopoError
 from ..spec import DEFAULT_SPEC
-from .common import add_output_arguments
+from .common import add_output_arguments, add_override_arguments
 from .output import note
 
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison")
@@ -23,8 +23,7 @@ def register(sub) -> None:
         "Chromium).")
     p.add_argument("specs", nargs="*", metavar="SPEC",
                    help=f"spec files or bundled names (default: {DEFAULT_SPEC}); see 'topo list'")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field of every SPEC by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    add_override_arguments(p, "a field of every SPEC")
     add_output_arguments(p, "topo-report.html, or topo-<figure>.<format>")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")

@@ -129,14 +129,18 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
 
     Keys are dotted paths; list items are addressed by index (``fabric.tiers[2]``) or, for named items such as
     tiers, by name (``fabric.tiers[spine]``). Values are read as TOML values (``8``, ``true``, ``"400 Gb/s"``)
-    and otherwise kept as strings. Returns the new dict and the normalised paths that were set.
+    and otherwise kept as strings. An empty value (``KEY=``) removes the key (or the list item), so that, e.g.,
+    ``cluster.num_units=`` then ``cluster.num_gpus=512`` changes how the size is given; an empty string is
+    written ``KEY=""``. Returns the new dict and the normalised paths that were set.
     """
     data = copy.deepcopy(data)
     set_paths: dict[str, str] = {}
     for item in overrides:
         if "=" not in item:
-            raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8", source=f"--set {item}")
+            raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8 (or KEY= to remove a key)",
+                            source=f"--set {item}")
         key, value = item.split("=", 1)
+        remove = value.strip() == ""
         parts = _parse_key(key, source, item)
         node = data
         norm: list[str | int] = []
@@ -145,7 +149,9 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
             if isinstance(node, list):
                 idx = _list_index(node, part, norm, item)
                 norm.append(idx)
-                if last:
+                if last and remove:
+                    del node[idx]
+                elif last:
                     node[idx] = _parse_value(value)
                 else:
                     node = node[idx]
@@ -154,8 +160,18 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                     raise TopoError(f"{format_loc(norm) or 'the spec'} is a table, not a list; "
                                     f"use a key name, not [{part}]", source=f"--set {item}")
                 norm.append(part)
-                if last:
+                if last and remove:
+                    if part not in node:
+                        there = ", ".join(map(str, node)) or "nothing"
+                        raise TopoError(f"cannot remove {format_loc(norm)}: the spec does not set it "
+                                        f"({format_loc(norm[:-1]) or 'the top level'} sets {there})",
+                                        source=f"--set {item}")
+                    del node[part]
+                elif last:
                     node[part] = _parse_value(value)
+                elif remove and part not in node:
+                    raise TopoError(f"cannot remove {key.strip()}: the spec does not set {format_loc(norm)}",
+                                    source=f"--set {item}")
                 else:
                     node = node.setdefault(part, {})
             else:
