@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
-from ..hardware import GPU_MODELS, lookup_gpu
+from ..hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
 
 __all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",
@@ -91,11 +91,15 @@ class ServerSpec(_Strict):
     """Scale-out NICs per server; NIC n sits beside GPU n*gpus/nics (or serves several GPUs)."""
     nic_rate_Bps: Bandwidth = Field(50e9, alias="nic_rate")
     """Line rate of one NIC per direction (default "400 Gb/s", ConnectX-7 NDR)."""
-    nic_model: str = "ConnectX-7"
+    nic_model: str = ""
+    """The NIC (free text; a name from ``topo/data/hardware/host_links.toml`` at its start, e.g. "ConnectX-7",
+    sets the host link's PCIe generation). Default: the first catalog NIC fast enough for ``nic_rate``."""
     nic_latency_s: Duration = Field(0.0, alias="nic_latency")
     """Latency through one NIC added to each network hop (default 0: covered by the cost profile)."""
-    pcie_bandwidth_Bps: Bandwidth = Field(64e9, alias="pcie_bandwidth")
-    """GPU-to-NIC bandwidth per direction (default "64 GB/s": PCIe Gen5 x16, stas00/ml-engineering)."""
+    pcie_bandwidth_Bps: Bandwidth | None = Field(None, alias="pcie_bandwidth")
+    """GPU-to-NIC (host link) bandwidth per direction. Default: PCIe x16 at the lower generation of the GPU and
+    the NIC (topo/data/hardware/host_links.toml): Gen4 32, Gen5 64, Gen6 128 GB/s, so H100 with ConnectX-7 gets
+    64 GB/s and B200 with an 800G ConnectX-8 128 GB/s."""
 
 
 class ClusterSpec(_Strict):
@@ -185,7 +189,22 @@ class Spec(_Strict):
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")
+    _host_link: HostLink | None = PrivateAttr(None)
     _set_paths: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve_host_link(self):
+        """Fill ``server.pcie_bandwidth`` from the hardware catalog when the spec does not give it."""
+        if self.server.pcie_bandwidth_Bps is None:
+            link = host_link(self.gpu, self.server.nic_model, self.server.nic_rate_Bps)
+            object.__setattr__(self, "server", self.server.model_copy(update={"pcie_bandwidth_Bps": link.bandwidth_Bps}))
+            self._host_link = link
+        return self
+
+    @property
+    def host_link(self) -> HostLink | None:
+        """Where the host link's bandwidth came from (None when the spec gives ``server.pcie_bandwidth``)."""
+        return self._host_link
 
     @property
     def input_path(self) -> str:
