@@ -66,7 +66,8 @@ TECHNOLOGIES = ("infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "e
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # field docstrings become descriptions: docs/spec-reference.md is generated from them (topo.spec.reference)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class ScaleUpSpec(_Strict):
@@ -106,10 +107,13 @@ class ClusterSpec(_Strict):
     """How big the cluster is: exactly one of the four counts."""
 
     num_gpus: PositiveInt | None = None
+    """GPUs in the cluster (whole servers)."""
     num_servers: PositiveInt | None = None
+    """Servers (hosts) in the cluster."""
     num_units: PositiveInt | None = None
     """Scalable units (racks in a fat tree): the servers under one leaf (or one leaf per rail)."""
     num_pods: PositiveInt | None = None
+    """Pods (3 tiers): units under one set of spines; needs ``fabric.units_per_pod``."""
 
     @model_validator(mode="after")
     def _exactly_one(self):
@@ -126,10 +130,13 @@ class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
     name: Annotated[str, Field(min_length=1, max_length=64)]
+    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``."""
     model: str = ""
+    """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
     radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
     """Ports per switch at ``port_rate`` (1 to 4,096: the largest switch chip has 1,024)."""
     port_rate_Bps: Bandwidth = Field(alias="port_rate")
+    """Line rate of one port per direction; must equal the rate of the links from below (NICs or uplinks)."""
     up_port_rate_Bps: Bandwidth | None = Field(None, alias="up_port_rate")
     """Rate of the uplink ports when it differs from ``port_rate`` (default: the same)."""
     oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
@@ -143,7 +150,7 @@ class TierSpec(_Strict):
     sharp: bool = False
     """The switches reduce in the network (SHARP / CollNet)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    """Power of one switch, for the inventory's totals."""
+    """Power of one switch in watts, for the inventory's totals (not set: the inventory says power is unknown)."""
 
 
 class FabricSpec(_Strict):
@@ -154,6 +161,7 @@ class FabricSpec(_Strict):
     goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no spine between rails
     (cross-rail traffic crosses the NVLink domain)."""
     technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa"] = "infiniband_ndr"
+    """The network technology; selects the cost profile's per-hop latencies and efficiencies."""
     servers_per_unit: PositiveInt | None = None
     """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
     units_per_pod: PositiveInt | None = None
@@ -161,6 +169,7 @@ class FabricSpec(_Strict):
     unit_name: str = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
     tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=3)]
+    """The switch tiers from the bottom (leaf) up: 1 to 3 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
     """When the top tier cannot connect everything, add a tier like it instead of failing."""
 
@@ -177,15 +186,21 @@ class Spec(_Strict):
     """A whole cluster: accelerators, servers, the NVLink domain and the scale-out fabric."""
 
     name: Annotated[str, Field(min_length=1)]
+    """The cluster's name; default output files are named after it (made safe for a file name)."""
     description: str = ""
+    """One line on what the cluster is."""
     source: str | list[str] = ""
     """Where the design comes from (URLs), cited in reports."""
     gpu: Annotated[str, AfterValidator(_known_gpu)]
     """GPU model; one of the catalog's (A100, H100, H200, H800, B200, GB200, GB300)."""
     scale_up: ScaleUpSpec = ScaleUpSpec()
+    """The NVLink domain (``[scale_up]``)."""
     server: ServerSpec = ServerSpec()
+    """One server (``[server]``)."""
     cluster: ClusterSpec
+    """The cluster's size (``[cluster]``)."""
     fabric: FabricSpec
+    """The scale-out fabric (``[fabric]`` and its ``[[fabric.tiers]]``)."""
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")

@@ -1,0 +1,135 @@
+"""The reference of every spec field, generated from the typed model (:mod:`topo.spec.model`) so it cannot drift.
+
+``docs/spec-reference.md`` is this module's output; ``tests/test_spec_reference.py`` checks that the committed
+file equals a fresh one. Regenerate it after changing the model with::
+
+    python -m topo.spec.reference docs/spec-reference.md
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+
+from annotated_types import Ge, MaxLen, MinLen
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from ..units import format_rate, format_time
+from . import model as m
+
+__all__ = ["spec_reference", "SECTIONS"]
+
+# (TOML table, model); list tables are written [[...]]
+SECTIONS: list[tuple[str, type[BaseModel]]] = [
+    ("(top level)", m.Spec), ("[scale_up]", m.ScaleUpSpec), ("[server]", m.ServerSpec),
+    ("[cluster]", m.ClusterSpec), ("[fabric]", m.FabricSpec), ("[[fabric.tiers]]", m.TierSpec),
+]
+
+_KIND = {m._bandwidth: "bandwidth with its unit, e.g. \"400 Gb/s\", \"450 GB/s\"",
+         m._time: "time with its unit, e.g. \"130 ns\", \"1.5 us\""}
+
+
+def _parts(annotation, metadata) -> tuple[typing.Any, list, bool]:
+    """The base type, every constraint and validator, and whether the field may be left out (None)."""
+    meta = list(metadata)
+    optional = False
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation, *extra = typing.get_args(annotation)
+            for x in extra:
+                meta.extend(x.metadata if isinstance(x, FieldInfo) else [x])
+        elif origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            optional = True
+            annotation = args[0] if len(args) == 1 else typing.Union[tuple(args)]
+        else:
+            return annotation, meta, optional
+
+
+def _type_text(annotation, meta) -> str:
+    for x in meta:
+        func = getattr(x, "func", None)
+        if func in _KIND:
+            return _KIND[func]
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(a, []) for a in typing.get_args(annotation))
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        return "list of tables" if isinstance(item, type) and issubclass(item, BaseModel) else f"list of {_type_text(item, [])}s"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "table"
+    text = {int: "integer", float: "number", str: "string", bool: "true or false"}.get(annotation, str(annotation))
+    bounds = [f">= {x.ge}" for x in meta if isinstance(x, Ge)]
+    bounds += [f"at least {x.min_length} long" for x in meta if isinstance(x, MinLen)]
+    bounds += [f"at most {x.max_length} long" for x in meta if isinstance(x, MaxLen)]
+    if any(getattr(x, "func", None) is m._plausible_radix for x in meta):
+        bounds.append(f"<= {m.MAX_RADIX:,}")
+    return text + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _default_text(field: FieldInfo, meta) -> str:
+    if field.is_required():
+        return "required"
+    d = field.default
+    if d is None:
+        return "not set"
+    if isinstance(d, BaseModel):
+        return "all defaults"
+    funcs = {getattr(x, "func", None) for x in meta}
+    if m._bandwidth in funcs:
+        return f'`"{format_rate(d)}"`'
+    if m._time in funcs:
+        return f'`"{format_time(d)}"`' if d else '`"0 s"`'
+    if isinstance(d, bool):
+        return f"`{str(d).lower()}`"
+    if isinstance(d, str):
+        return f'`"{d}"`'
+    return f"`{d}`"
+
+
+def _clean(text: str | None) -> str:
+    return " ".join((text or "").split()).replace("|", "\\|")
+
+
+def spec_reference() -> str:
+    """Markdown: one table per spec section, one row per field (key, type, default, what it means)."""
+    out = ["# Spec reference", "",
+           "Every field a spec (a TOML file, a dict, or `--set KEY=VALUE`) may give, generated from the typed model "
+           "in `topo/spec/model.py` by `python -m topo.spec.reference docs/spec-reference.md` (a test checks that "
+           "this file is current). Unknown keys are an error. Quantities are written with their units; GB = 1e9 "
+           "bytes, `400 Gb/s` = 50 GB/s, bandwidths per direction.", ""]
+    for table, model in SECTIONS:
+        out += [f"## {table}", "", _clean(model.__doc__), "", "| key | type | default | meaning |",
+                "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            if field.description is None:
+                raise ValueError(f"{model.__name__}.{name} has no docstring; every spec field must say what it is")
+            annotation, meta, _ = _parts(field.annotation, field.metadata)
+            out.append(f"| `{field.alias or name}` | {_type_text(annotation, meta)} | {_default_text(field, meta)} | "
+                       f"{_clean(field.description)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = spec_reference()
+    if not argv:
+        sys.stdout.write(text)
+        return 0
+    from ..atomic import atomic_open
+
+    with atomic_open(argv[0]) as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
