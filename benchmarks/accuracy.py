@@ -12,6 +12,7 @@ regime). Every setup uses the one profile of its hardware generation and network
 from __future__ import annotations
 
 import csv
+import os
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -25,7 +26,10 @@ from topo import build_fabric, spec_from_dict  # noqa: E402
 from topo.collectives import busbw_factor  # noqa: E402
 from topo.estimate import estimate  # noqa: E402
 
-DATA = ROOT / "data" / "reference" / "nccl_tests_measurements.csv"
+# The measurements ship with the project (data/reference/, each row with its source); TOPO_DATA_DIR points
+# elsewhere, as for the tests.
+DATA = Path(os.environ.get("TOPO_DATA_DIR", ROOT / "data" / "reference")) / "nccl_tests_measurements.csv"
+COLUMNS = {"setup_id", "collective", "size_bytes", "time_us", "busbw_GBps"}
 BW_MIN = 64 * 2**20
 LAT_MAX = 64 * 2**10
 
@@ -111,8 +115,32 @@ def measured_time_s(row: dict, ranks: int) -> float | None:
     return None
 
 
+def read_measurements(path: Path = DATA) -> list[dict]:
+    """The measured rows, or SystemExit with one line saying what is missing (never a traceback)."""
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            missing = COLUMNS - set(reader.fieldnames or ())
+    except OSError as exc:
+        _fail(f"{path}: cannot read the measurements ({exc.strerror}); they ship with the project in "
+              "data/reference/ (or set TOPO_DATA_DIR to their folder)")
+    if missing:
+        _fail(f"{path}: not a measurements file, missing columns: {', '.join(sorted(missing))}")
+    unknown = sorted({r["setup_id"] for r in rows} - set(SETUPS))
+    if unknown:
+        _fail(f"{path}: setups without a model in benchmarks/accuracy.py: {', '.join(unknown)}")
+    return rows
+
+
+def _fail(message: str):
+    """One line on stderr and exit status 2, as the command line does for bad input."""
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(2)
+
+
 def run() -> tuple[list[Result], dict]:
-    rows = list(csv.DictReader(DATA.open()))
+    rows = read_measurements()
     by_key: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         by_key.setdefault((r["setup_id"], r["collective"]), []).append(r)

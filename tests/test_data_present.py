@@ -1,0 +1,39 @@
+"""The reference data travels with the project, and its absence is a clean failure (issue 8: a traceback from
+benchmarks/accuracy.py, and tests that skipped silently)."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_reference_data_is_in_the_project(reference):
+    for name in ("nccl_tests_measurements.csv", "clusters.json", "hardware.md"):
+        assert (reference / name).is_file()
+
+
+def test_accuracy_without_data_is_one_clean_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--no-write"],
+                          capture_output=True, text=True, env={**os.environ, "TOPO_DATA_DIR": str(tmp_path / "none")})
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"error: {tmp_path / 'none' / 'nccl_tests_measurements.csv'}: cannot read")
+
+
+def test_accuracy_with_a_wrong_file_is_one_clean_line(tmp_path):
+    (tmp_path / "nccl_tests_measurements.csv").write_text("a,b\n1,2\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--no-write"],
+                          capture_output=True, text=True, env={**os.environ, "TOPO_DATA_DIR": str(tmp_path)})
+    assert proc.returncode == 2 and "missing columns: busbw_GBps, collective" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_the_missing_data_fixture_fails_not_skips(tmp_path):
+    test = tmp_path / "test_x.py"
+    test.write_text("def test_uses(reference):\n    pass\n")
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "TOPO_DATA_DIR": str(tmp_path / "none")})
+    assert proc.returncode == 1 and "reference data not found" in proc.stdout and "skipped" not in proc.stdout
