@@ -37,3 +37,17 @@ def test_the_missing_data_fixture_fails_not_skips(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "TOPO_DATA_DIR": str(tmp_path / "none")})
     assert proc.returncode == 1 and "reference data not found" in proc.stdout and "skipped" not in proc.stdout
+
+
+def test_every_package_data_file_is_shipped_by_pyproject():
+    # a plain `pip install .` ships only the patterns of [tool.setuptools.package-data] (issue 8: no bundled specs)
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["topo"]
+    data = ROOT / "topo" / "data"
+    files = [p.relative_to(ROOT / "topo").as_posix() for p in data.rglob("*") if p.is_file()
+             and "__pycache__" not in p.parts]
+    assert any(f.startswith("data/topologies/") for f in files) and "data/hardware/host_links.toml" in files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat.replace("**/", "*/")) for pat in patterns), f"{f} would not be installed"
