@@ -67,7 +67,7 @@ def render(inv: Inventory) -> str:
     lines.append(f"scale-out cables            {format_count(inv.num_scale_out_links)}")
     lines.append(f"bisection bandwidth         {format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
                  f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)")
-    lines.append(f"largest non-blocking group  {format_count(inv.largest_nonblocking_gpus)} GPUs "
+    lines.append(f"largest non-blocking group  {count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                  f"({inv.largest_nonblocking_group})")
     for n in inv.notes:
         lines.append(f"note: {n}")

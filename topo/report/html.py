@@ -125,7 +125,7 @@ def _summary(r: SpecReport) -> str:
         ("scale-out cables", format_count(inv.num_scale_out_links)),
         ("bisection bandwidth", f"{format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
                                 f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)"),
-        ("largest non-blocking group", f"{format_count(inv.largest_nonblocking_gpus)} GPUs "
+        ("largest non-blocking group", f"{count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                                        f"({e(inv.largest_nonblocking_group)})"),
         *(("note", e(n)) for n in inv.notes),
         ("spec", e(r.source)),

@@ -15,7 +15,6 @@ import typing
 from annotated_types import Ge, MaxLen, MinLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from ..units import format_rate, format_time
 from . import model as m
