@@ -86,3 +86,14 @@ def test_a_directory_given_as_a_spec_says_so(tmp_path):
     proc = run_cli("describe", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr == f"error: {tmp_path}: is a directory, not a spec file; give a .toml file or a bundled spec's name\n"
+
+
+@pytest.mark.parametrize("sets, fragment", [
+    (["cluster.num_gpus=1"], "cluster.num_gpus: 1 GPU does not fill whole servers of 8 GPUs"),
+    (["cluster.num_servers=1", "fabric.servers_per_unit=2"],
+     "cluster.num_servers: 1 server does not fill whole scalable units of 2 servers"),
+])
+def test_planner_messages_use_singulars(sets, fragment):
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units",
+                   *[x for s in sets for x in ("--set", s)])
+    assert proc.returncode == 2 and fragment in proc.stderr

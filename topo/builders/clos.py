@@ -128,6 +128,10 @@ def _key(i: int, name: str) -> str:
     return f"fabric.tiers[{i}].{name}"
 
 
+def _do(n: int) -> str:
+    return "does" if n == 1 else "do"
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -270,11 +274,11 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     if spu is None:
         spu = min(spu_max, num_servers)
     if num_servers % spu != 0:
-        raise TopoError(f"{count_noun(num_servers, 'server')} do not fill whole {attach.default_unit_name}s of "
+        raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
                         f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
                         key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} do not fill whole NVLink domains of {gpd}",
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {gpd}",
                         key=_size_key(spec))
     num_units = num_servers // spu
 
@@ -297,7 +301,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         if not spine_top:
             units_per_pod = _units_per_pod(spec, spine, rates[1], u0, leaves_per_group_per_unit, num_units, attach)
         if num_units % units_per_pod != 0:
-            raise TopoError(f"{count_noun(num_units, attach.default_unit_name)} do not fill whole pods of "
+            raise TopoError(f"{count_noun(num_units, attach.default_unit_name)} {_do(num_units)} not fill whole pods of "
                             f"{units_per_pod}; use a multiple of {units_per_pod} units or set "
                             f"fabric.units_per_pod", key=_size_key(spec))
         num_pods = num_units // units_per_pod
@@ -403,7 +407,7 @@ def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> i
     c = spec.cluster
     if c.num_gpus is not None:
         if c.num_gpus % gps:
-            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} do not fill whole servers of {count_noun(gps, 'GPU')}",
+            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} {_do(c.num_gpus)} not fill whole servers of {count_noun(gps, 'GPU')}",
                             key="cluster.num_gpus")
         return c.num_gpus // gps
     if c.num_servers is not None:
