@@ -51,3 +51,18 @@ def test_every_package_data_file_is_shipped_by_pyproject():
     assert any(f.startswith("data/topologies/") for f in files) and "data/hardware/host_links.toml" in files
     for f in files:
         assert any(fnmatch.fnmatch(f, pat.replace("**/", "*/")) for pat in patterns), f"{f} would not be installed"
+
+
+def test_an_install_without_bundled_specs_says_so(tmp_path):
+    # issue 8: a wheel without package data listed nothing with exit status 0 and describe failed obscurely.
+    # A copy of the package without its data folder stands for such an install.
+    import shutil
+
+    pkg = tmp_path / "topo"
+    shutil.copytree(ROOT / "topo", pkg, ignore=shutil.ignore_patterns("topologies", "__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for args in (["list"], ["describe"]):
+        proc = subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert "this installation of topo is incomplete" in proc.stderr and proc.stderr.count("\n") == 1

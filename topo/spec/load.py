@@ -58,8 +58,10 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
     names = bundled_specs()
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names) or '(none)'}{hint}",
-                    source=str(name_or_path))
+    if not names:
+        raise TopoError(f"no such spec file, and no bundled specs in {bundled_dir()}: this installation of topo is "
+                        "incomplete (the specs ship as package data)", source=str(name_or_path))
+    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names)}{hint}", source=str(name_or_path))
 
 
 def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Spec:
