@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, spec_dict, tier
@@ -37,6 +37,7 @@ def _max_down_by_search(t: TierSpec, down_rate, up_rate, step):
        rates=st.sampled_from([(50e9, 50e9), (50e9, 100e9), (100e9, 50e9), (25e9, 100e9)]),
        up_ports=st.one_of(st.none(), st.integers(0, 40)))
 def test_closed_form_equals_the_port_by_port_search(radix, step, k, rates, up_ports):
+    assume(up_ports is None or up_ports < radix)  # the spec refuses more up ports than the radix
     t = TierSpec(name="leaf", radix=radix, port_rate="400 Gb/s", oversubscription=None if up_ports else k,
                  up_ports=up_ports)
     expected = _max_down_by_search(t, *rates, step)
@@ -72,3 +73,19 @@ def test_implausible_radix_is_one_clean_error_at_once(radix, tmp_path):
     assert "\n" not in line
     assert f"fabric.tiers[0].radix: a radix of {radix:,} ports is no switch" in line
     assert "allowed: 1 to 4,096" in line
+
+
+@pytest.mark.parametrize("edit, key, message", [
+    ({"down_ports": 10**18}, "down_ports", "1,000,000,000,000,000,000 down ports are more than the radix of 64"),
+    ({"up_ports": 10**12, "oversubscription": None}, "up_ports", "1,000,000,000,000 up ports leave no down port in a radix of 64"),
+    ({"up_ports": 60, "oversubscription": None}, "up_ports", "leaf: 60 up ports leave no room for 8 down ports in a radix of 64"),
+])
+def test_ports_beyond_the_radix_are_named(edit, key, message):
+    d = spec_dict(tiers=[tier("leaf", oversubscription=1), tier("spine")], server={"nics": 1}, kind="fat_tree")
+    d["server"]["nics"] = 8
+    d["fabric"]["tiers"][0].update({k: v for k, v in edit.items() if v is not None})
+    if edit.get("oversubscription", 1) is None:
+        del d["fabric"]["tiers"][0]["oversubscription"]
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(d))
+    assert info.value.key == f"fabric.tiers[0].{key}" and message in info.value.message

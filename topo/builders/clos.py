@@ -188,6 +188,8 @@ def _max_down(tier: TierSpec, i: int, down_rate: float, up_rate: float, top: boo
         down = room - room % step
         if down > 0:
             return down
+        raise TopoError(f"{tier.name}: {format_count(tier.up_ports)} up ports leave no room for "
+                        f"{count_noun(step, 'down port')} in a radix of {tier.radix}", key=_key(i, "up_ports"))
     else:
         k = tier.oversubscription or 1.0
         r = down_rate / (k * up_rate)
@@ -278,7 +280,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
                         f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
                         key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {gpd}",
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
                         key=_size_key(spec))
     num_units = num_servers // spu
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationInfo,
+                      field_validator, model_validator)
 
 from ..hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
@@ -151,6 +152,18 @@ class TierSpec(_Strict):
     """The switches reduce in the network (SHARP / CollNet)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     """Power of one switch in watts, for the inventory's totals (not set: the inventory says power is unknown)."""
+
+    @field_validator("down_ports", "up_ports")
+    @classmethod
+    def _ports_within_radix(cls, value, info: ValidationInfo):
+        radix = info.data.get("radix")  # validated before (declared first); absent if it was bad
+        if value is None or radix is None:
+            return value
+        if info.field_name == "down_ports" and value > radix:
+            raise ValueError(f"{value:,} down ports are more than the radix of {radix}")
+        if info.field_name == "up_ports" and value >= radix:
+            raise ValueError(f"{value:,} up ports leave no down port in a radix of {radix}")
+        return value
 
 
 class FabricSpec(_Strict):
