@@ -85,6 +85,8 @@ def _stream(path: Path, mode: str, encoding: str | None):
     try:
         with fh:
             yield fh
+    except BrokenPipeError:  # the reader went away (e.g. | head): not bad input
+        raise
     except OSError as exc:
         raise TopoError(f"cannot write here: {exc.strerror}", source=str(path)) from None
 
