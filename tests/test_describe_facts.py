@@ -1,4 +1,5 @@
-"""The GPU-to-NIC host link follows the GPU and the NIC (issue 8: B200 + 800G NICs were capped at 64 GB/s), and
+"""What describe states (issue 8): the GPU-to-NIC host link follows the GPU and the NIC (B200 + 800G NICs were
+capped at 64 GB/s),
 describe says what it does not know (power) and what a tiny cluster does not use."""
 
 import pytest
