@@ -1,6 +1,5 @@
 """What describe states (issue 8): the GPU-to-NIC host link follows the GPU and the NIC (B200 + 800G NICs were
-capped at 64 GB/s),
-describe says what it does not know (power) and what a tiny cluster does not use."""
+capped at 64 GB/s); what it does not know (power); what a tiny cluster does not use; singulars and plurals."""
 
 import pytest
 
