@@ -97,3 +97,15 @@ def test_planner_messages_use_singulars(sets, fragment):
     proc = run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units",
                    *[x for s in sets for x in ("--set", s)])
     assert proc.returncode == 2 and fragment in proc.stderr
+
+
+def test_the_report_summary_says_the_same():
+    from topo.report import build_spec_report
+    from topo.report.html import render_page
+
+    page = render_page([build_spec_report("dgx-h100-superpod", ["cluster.num_units=1", "fabric.servers_per_unit=1"],
+                                          sizes=("8", "1M", 4), load_size="1M")])
+    assert "1 server of 8 GPUs" in page and "1 domain of 8 GPUs" in page
+    assert "power unknown: the spec gives no power_W for leaf, spine" in page
+    assert "the whole cluster is one NVLink domain" in page
+    assert "host link 64 GB/s (PCIe gen5 x16: GPU gen5, ConnectX-7 gen5)" in page
