@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from _results import ROOT, update_section
 
@@ -40,8 +42,11 @@ from topo.calibrate.setup import Setup, node_spec  # noqa: E402
 from topo.collectives import busbw_factor  # noqa: E402
 from topo.profiles import profile_for  # noqa: E402
 
-DATA = ROOT / "data" / "reference" / "nccl_tests_measurements.csv"
+# The measurements ship with the project (data/reference/ and data/measurements/, each row with its source);
+# TOPO_DATA_DIR points the reference set elsewhere, as for the tests.
+DATA = Path(os.environ.get("TOPO_DATA_DIR", ROOT / "data" / "reference")) / "nccl_tests_measurements.csv"
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
+COLUMNS = {"setup_id", "collective", "size_bytes", "time_us", "busbw_GBps"}
 BW_MIN = 64 * 2**20
 LAT_MAX = 64 * 2**10
 
@@ -126,9 +131,33 @@ def measured_time_s(row: dict, ranks: int) -> float | None:
     return None
 
 
+def read_measurements(path: Path, setups) -> list[dict]:
+    """The measured rows, or SystemExit with one line saying what is missing (never a traceback)."""
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            missing = COLUMNS - set(reader.fieldnames or ())
+    except OSError as exc:
+        _fail(f"{path}: cannot read the measurements ({exc.strerror}); they ship with the project in "
+              "data/reference/ (or set TOPO_DATA_DIR to their folder)")
+    if missing:
+        _fail(f"{path}: not a measurements file, missing columns: {', '.join(sorted(missing))}")
+    unknown = sorted({r["setup_id"] for r in rows} - set(setups))
+    if unknown:
+        _fail(f"{path}: setups without a model in benchmarks/accuracy.py: {', '.join(unknown)}")
+    return rows
+
+
+def _fail(message: str):
+    """One line on stderr and exit status 2, as the command line does for bad input."""
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(2)
+
+
 def load_groups(path, setups) -> list[Group]:
     by_key: dict[tuple[str, str], list[dict]] = {}
-    for r in csv.DictReader(path.open()):
+    for r in read_measurements(path, setups):
         by_key.setdefault((r["setup_id"], r["collective"]), []).append(r)
     fabrics, groups = {}, []
     for (sid, coll), rows in by_key.items():

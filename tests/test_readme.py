@@ -27,3 +27,63 @@ def test_readme_python_tour_runs():
     assert code
     for block in code:
         exec(compile(block, "README.md", "exec"), {})
+
+
+# --- every `topo ...` command of the README runs (issue 8: a tour command failed) --------------------------------
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import shlex  # noqa: E402
+
+import pytest  # noqa: E402
+
+from conftest import run_cli  # noqa: E402
+
+
+def readme_commands() -> list[list[str]]:
+    """Each ``topo ...`` line of the README's sh blocks after the two set-up commands, as argv (comments cut);
+    usage synopses (an argument in [brackets]) are not commands."""
+    blocks = re.findall(r"```sh\n(.*?)```", readme(), flags=re.S)[2:]
+    out = []
+    for block in blocks:
+        for line in block.splitlines():
+            argv = shlex.split(line, comments=True)
+            if argv[:1] == ["topo"] and not any(a.startswith("[") for a in argv):
+                out.append(argv)
+    return out
+
+
+def test_the_readme_has_a_tour_to_run():
+    cmds = [" ".join(c[:2]) for c in readme_commands()]
+    for cmd in ("topo list", "topo describe", "topo estimate", "topo report", "topo export"):
+        assert cmd in cmds
+
+
+def _needs_image_tools(argv) -> bool:
+    return "--format" in argv and argv[argv.index("--format") + 1] in ("png", "svg")
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=lambda a: " ".join(a[1:])[:60])
+def test_readme_command_runs(argv, tmp_path):
+    proc = run_cli(*argv[1:], cwd=tmp_path)  # outputs land in a fresh folder
+    if _needs_image_tools(argv) and importlib.util.find_spec("kaleido") is None:
+        # documented: without kaleido the command stops with one line saying what to install
+        assert proc.returncode == 2 and "needs the kaleido package" in proc.stderr
+        return
+    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
+    if "--json" in argv:
+        json.loads(proc.stdout)
+    if "-o" in argv:
+        assert (tmp_path / argv[argv.index("-o") + 1]).stat().st_size > 0
+
+
+def test_readme_example_output_is_what_the_command_prints():
+    """The ``$ topo ...`` example: same command, same sizes and algorithms in the same rows."""
+    m = re.search(r"```\n\$ (topo [^\n]*)\n(.*?)```", readme(), flags=re.S)
+    assert m
+    argv = shlex.split(m.group(1))
+    proc = run_cli(*argv[1:], check=True)
+
+    def rows(text):
+        return [(r.split()[0], r.split()[8]) for r in text.splitlines() if r.strip() and not r.startswith("#")]
+    assert rows(proc.stdout) == rows(m.group(2))

@@ -60,7 +60,7 @@ def test_one_figure_as_svg(tmp_path):
     out = tmp_path / "topo-oversubscription.svg"
     assert "wrote topo-oversubscription.svg" in proc.stderr
     svg = out.read_text()
-    assert svg.startswith("<svg") and "downlink capacity" in svg and "1:1 non-blocking" in svg
+    assert svg.startswith("<!-- written by topo -->\n<svg") and "downlink capacity" in svg and "1:1 non-blocking" in svg
 
 
 def test_report_is_listed_in_help():

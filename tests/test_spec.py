@@ -121,7 +121,9 @@ _PATHS = ["name", "gpu", "server.gpus", "server.nics", "server.nic_rate", "serve
           "cluster"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# database=None: every run draws fresh examples and none is replayed from .hypothesis/ (a failure found once made
+# every later run fail; issue 8). The case it found, a key "\n", is pinned below.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(path=st.sampled_from(_PATHS), value=_VALUES)
 def test_any_bad_value_is_one_clean_error(path, value):
     d = spec_dict()
@@ -136,3 +138,48 @@ def test_any_bad_value_is_one_clean_error(path, value):
     except _TopoError as exc:
         line = exc.line()
         assert line.startswith("fuzz.toml") and "\n" not in line
+
+
+@pytest.mark.parametrize("key", ["\n", "a\nb", "\r", "\x1b[2J", "\u2028", "\t"])
+def test_control_characters_in_keys_and_values_keep_the_error_one_line(key):
+    # issue 8: hypothesis found the key "\n" (in a table such as cluster), which made a two-line error
+    edits = [lambda d: d["cluster"].update({key: 1}), lambda d: d.update(gpu=key),
+             lambda d: d["fabric"]["tiers"].append(dict(d["fabric"]["tiers"][0], name=key, radix=10**9))]
+    for edit in edits:
+        d = spec_dict()
+        edit(d)
+        with pytest.raises(TopoError) as info:
+            build_fabric(spec_from_dict(d, source="fuzz.toml"))
+        line = info.value.line()
+        assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line, line
+        assert line.startswith("fuzz.toml")
+
+
+def test_override_with_a_newline_in_its_key_is_one_line():
+    with pytest.raises(TopoError) as info:
+        load_spec("dgx-h100-superpod", ["cluster.\nnum_units=1"])
+    assert "\n" not in info.value.line() and "\\n" in info.value.line()
+
+
+def test_an_empty_value_or_unset_removes_a_key():
+    # issue 8: switching from num_units to num_gpus was impossible ("give exactly one of ...")
+    spec = load_spec("dgx-h100-superpod", ["cluster.num_units=", "cluster.num_gpus=512"])
+    assert spec.cluster.num_units is None and spec.cluster.num_gpus == 512
+    assert build_fabric(spec).num_gpus == 512
+    three = load_spec("h100-100k", ["fabric.tiers[core]=", "cluster.num_pods=", "cluster.num_units=1",
+                                    "fabric.units_per_pod=", "fabric.tiers[spine].oversubscription="])
+    assert [t.name for t in three.fabric.tiers] == ["leaf", "spine"]
+    with pytest.raises(TopoError) as info:
+        load_spec("dgx-h100-superpod", ["cluster.num_unit="])
+    assert "cannot remove cluster.num_unit: the spec does not set it (cluster sets num_units)" in info.value.line()
+
+
+def test_cli_unset_is_set_with_an_empty_value():
+    from conftest import run_cli
+    import json
+
+    a = json.loads(run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set",
+                           "cluster.num_gpus=512", "--json", check=True).stdout)
+    b = json.loads(run_cli("describe", "dgx-h100-superpod", "--set", "cluster.num_units=", "--set",
+                           "cluster.num_gpus=512", "--json", check=True).stdout)
+    assert a == b and a["num_gpus"] == 512

@@ -7,7 +7,21 @@ is allowed. ``str(err)`` is the single line the CLI prints after ``error: ``.
 
 from __future__ import annotations
 
-__all__ = ["TopoError"]
+import re
+
+__all__ = ["TopoError", "one_line"]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x1b``), so that whatever a
+    user typed into a key or a value, an error stays one line.
+
+    >>> one_line("cluster.\\n\\x1b[2J")
+    'cluster.\\\\n\\\\x1b[2J'
+    """
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class TopoError(ValueError):
@@ -20,8 +34,9 @@ class TopoError(ValueError):
         super().__init__(self.line())
 
     def line(self) -> str:
+        """``source: key: message`` on one line (control characters escaped, see :func:`one_line`)."""
         parts = [p for p in (self.source, self.key) if p]
-        return ": ".join(parts + [self.message])
+        return one_line(": ".join(parts + [self.message]))
 
     def with_source(self, source: str) -> "TopoError":
         """The same error, attributed to ``source`` if it had none."""

@@ -2,7 +2,10 @@
 
 Both are streamed from the fabric's arrays (:meth:`Fabric.node_records`, :meth:`Fabric.edge_records`) without
 building a networkx graph, so a 100k-GPU fabric exports in seconds and little memory; networkx reads both back
-(``nx.read_graphml``, ``nx.node_link_graph(data, edges="links")``) into the same graph as ``fabric.graph``.
+(``nx.read_graphml``, ``nx.node_link_graph(data)``) into the same graph as ``fabric.graph``: an undirected simple
+graph in which parallel cables between two switches are one edge with their count in ``num_links``. The JSON
+keeps its edges under ``"edges"``, the key networkx >= 3.6 reads by default (3.4 and 3.5 need
+``edges="edges"``). Both files say ``written by topo`` near their start (see :mod:`topo.atomic`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import json
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from .atomic import atomic_open
+from .atomic import SIGNATURE, open_output
 from .errors import TopoError
 from .fabric import Fabric
 
@@ -25,18 +28,27 @@ _GRAPHML_TYPES = {"role": "string", "tier": "string", "rail": "int", "server": "
 _BATCH = 20_000
 
 
-def export_fabric(fabric: Fabric, path: str | Path, fmt: str = "graphml") -> Path:
-    """Write the fabric's graph to ``path`` as ``graphml`` or ``json`` (networkx node-link data).
+def export_fabric(fabric: Fabric, path: str | Path, fmt: str = "graphml", *, force: bool = False,
+                  **output) -> Path:
+    """Write the fabric's graph to ``path`` (``"-"``: standard output) as ``graphml`` or ``json`` (networkx
+    node-link data).
 
-    The file appears whole or not at all. Returns the path written.
+    The file appears whole or not at all, and never over the spec it came from or, unless ``force``, over an
+    existing file topo did not write (:func:`topo.atomic.open_output`, which also takes ``output``'s keywords).
+    Returns the path written.
     """
     fmt = fmt.lower()
     if fmt not in EXPORT_FORMATS:
-        raise TopoError(f"unknown format {fmt!r}; allowed: {', '.join(EXPORT_FORMATS)}", key="--format")
-    path = Path(path)
-    with atomic_open(path, "w") as fh:
-        (_write_graphml if fmt == "graphml" else _write_json)(fabric, fh)
-    return path
+        raise TopoError(f"unknown format {fmt!r}; allowed: {', '.join(EXPORT_FORMATS)}", key="format")
+    inputs = [fabric.spec.input_path] if fabric.spec.input_path else []
+    with open_output(path, "w", inputs=inputs, force=force, **output) as fh:
+        write_fabric(fabric, fh, fmt)
+    return Path(path)
+
+
+def write_fabric(fabric: Fabric, fh, fmt: str = "graphml") -> None:
+    """Stream the fabric's graph into an open text file ``fh`` as ``graphml`` or ``json``."""
+    (_write_graphml if fmt == "graphml" else _write_json)(fabric, fh)
 
 
 def _chunks(lines, fh):
@@ -57,6 +69,7 @@ def _write_graphml(fabric: Fabric, fh) -> None:
     nkeys = {a: f"n{i}" for i, a in enumerate(fabric.NODE_ATTRS)}
     ekeys = {a: f"e{i}" for i, a in enumerate(fabric.EDGE_ATTRS)}
     fh.write("<?xml version='1.0' encoding='utf-8'?>\n"
+             f"<!-- {SIGNATURE} {_version()}: parallel links are one edge with their count in num_links -->\n"
              '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
              'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
              'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
@@ -77,7 +90,7 @@ def _write_graphml(fabric: Fabric, fh) -> None:
 
 def _write_json(fabric: Fabric, fh) -> None:
     dump = json.dumps
-    fh.write('{"directed":false,"multigraph":false,"graph":'
+    fh.write('{"generator":' + dump(f"{SIGNATURE} {_version()}") + ',"directed":false,"multigraph":false,"graph":'
              + dump({"name": fabric.name, "num_gpus": fabric.num_gpus}, separators=(",", ":")) + ',"nodes":[')
     names = fabric.node_names()
     first = [True]
@@ -88,7 +101,7 @@ def _write_json(fabric: Fabric, fh) -> None:
             first[0] = False
 
     _chunks(nodes(), fh)
-    fh.write('],"links":[')
+    fh.write('],"edges":[')
     first[0] = True
 
     def edges():
@@ -98,3 +111,9 @@ def _write_json(fabric: Fabric, fh) -> None:
 
     _chunks(edges(), fh)
     fh.write("]}\n")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__

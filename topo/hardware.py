@@ -14,9 +14,14 @@ Sources (see ``../shared/data/hardware.md``):
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
-__all__ = ["GpuModel", "GPU_MODELS", "lookup_gpu"]
+from .units import parse_bandwidth_Bps
+
+__all__ = ["GpuModel", "GPU_MODELS", "lookup_gpu", "HostLink", "host_link"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +60,52 @@ GPU_MODELS: dict[str, GpuModel] = {
 def lookup_gpu(name: str) -> GpuModel | None:
     """The catalog entry for ``name`` (case-insensitive), or None."""
     return GPU_MODELS.get(name.upper())
+
+
+# --- the host link between a GPU and its NIC (topo/data/hardware/host_links.toml) ----------------------------
+
+@dataclass(frozen=True)
+class HostLink:
+    """The PCIe x16 link between a GPU and its NIC: the lower generation of the two ends."""
+
+    bandwidth_Bps: float  # per direction
+    generation: str  # "gen4", "gen5", "gen6"
+    gpu_generation: str
+    nic: str  # the catalog NIC it was resolved with ("" if the spec's NIC is not in the catalog)
+    nic_generation: str  # "" if unknown
+    source: str
+
+    def describe(self) -> str:
+        """E.g. ``PCIe gen5 x16: GPU gen5, ConnectX-7 gen5``."""
+        nic = f"{self.nic} {self.nic_generation}" if self.nic else "NIC not in the catalog"
+        return f"PCIe {self.generation} x16: GPU {self.gpu_generation}, {nic}"
+
+
+@lru_cache(maxsize=1)
+def _host_links() -> dict:
+    path = Path(__file__).resolve().parent / "data" / "hardware" / "host_links.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def host_link(gpu: str, nic_model: str, nic_rate_Bps: float) -> HostLink:
+    """The GPU-to-NIC link of ``gpu`` with a NIC ``nic_model`` (catalog name as prefix, case-insensitive; if
+    empty or unknown, the first catalog NIC whose port takes ``nic_rate_Bps``).
+
+    >>> host_link("H100", "ConnectX-7", 50e9).bandwidth_Bps
+    64000000000.0
+    >>> host_link("B200", "", 100e9).describe()
+    'PCIe gen6 x16: GPU gen6, ConnectX-8 gen6'
+    """
+    data = _host_links()
+    gens = data["pcie"]
+    gpu_gen = data["gpus"][gpu.upper()]["pcie"]
+    nics = data["nics"]
+    nic = next((n for n in nics if nic_model.lower().startswith(n.lower())), "") if nic_model else ""
+    if not nic and not nic_model:
+        nic = next((n for n, v in nics.items() if parse_bandwidth_Bps(v["max_rate"]) >= nic_rate_Bps * (1 - 1e-9)),
+                   "")
+    nic_gen = nics[nic]["pcie"] if nic else ""
+    gen = min(gpu_gen, nic_gen) if nic_gen else gpu_gen  # "gen4" < "gen5" < "gen6"
+    sources = [gens[gen]["source"], data["gpus"][gpu.upper()]["source"]] + ([nics[nic]["source"]] if nic else [])
+    return HostLink(parse_bandwidth_Bps(gens[gen]["bandwidth_per_direction"]), gen, gpu_gen, nic, nic_gen,
+                    "; ".join(sources))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .fabric import Fabric
+from .units import count_noun, format_bandwidth, format_rate
 
 __all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
 
@@ -89,12 +90,22 @@ class Inventory:
     bisection_bandwidth_per_gpu_Bps: float
     largest_nonblocking_gpus: int
     largest_nonblocking_group: str
-    switch_power_W: float | None
+    switch_power_W: float | None  # None when a tier has no power figure (power_unknown_tiers names them)
+    power_unknown_tiers: list[str]
+    host_link_Bps: float  # GPU-to-NIC link (PCIe) per direction
+    host_link: str  # where it comes from: "PCIe gen5 x16 (GPU gen5, ConnectX-7 gen5)" or "server.pcie_bandwidth"
     notes: list[str]
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (the document ``topo describe --json`` prints)."""
         return asdict(self)
+
+    def power_text(self) -> str:
+        """The switches' power as text: ``3.87 MW``, or ``power unknown: ...`` naming the tiers without a figure."""
+        if self.switch_power_W is not None:
+            w = self.switch_power_W
+            return f"{w / 1e6:.3g} MW" if w >= 1e5 else f"{w / 1e3:.3g} kW"
+        return f"power unknown: the spec gives no power_W for {', '.join(self.power_unknown_tiers)}"
 
     def to_frame(self):
         """The tiers as a pandas DataFrame, one row per tier."""
@@ -154,6 +165,26 @@ def inventory(fabric: Fabric) -> Inventory:
         notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
                      "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
                      "that NVLink hop")
+    host_Bps = spec.server.pcie_bandwidth_Bps
+    host = spec.host_link.describe() if spec.host_link else "server.pcie_bandwidth"
+    nic_Bps = L.nic_rate_Bps
+    if host_Bps < nic_Bps * (1 - 1e-9):
+        notes.append(f"the host link ({host}, {format_bandwidth(host_Bps)} per direction) caps each "
+                     f"{format_rate(nic_Bps)} NIC at {format_bandwidth(host_Bps)}; give server.nic_model (e.g. "
+                     "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the servers differ")
+    num_switches = sum(t.num_switches for t in tiers)
+    if L.num_gpus <= L.gpus_per_domain:
+        notes.append(f"the whole cluster is one NVLink domain ({count_noun(L.num_gpus, 'GPU')}): its GPUs talk over "
+                     f"NVLink only, and the scale-out fabric ({count_noun(num_switches, 'switch', 'switches')}) "
+                     "carries none of their traffic")
+    elif L.num_units == 1 and L.num_tiers > 1:
+        if L.leaves_per_unit > 1 and L.kind == "rail_optimized":
+            notes.append(f"a single {L.unit_name}: one {L.tiers[0].name} per rail already joins every server; the "
+                         f"{L.tiers[1].name} tier only carries traffic between rails, which NCCL's PXN moves to "
+                         "NVLink first")
+        else:
+            notes.append(f"a single {L.unit_name}: its {L.tiers[0].name} switches already join every server, so "
+                         f"the {L.tiers[1].name} tier carries no traffic between these GPUs")
     powers = [t.power_W for t in tiers]
     return Inventory(
         name=spec.name, description=spec.description, sources=spec.sources, gpu=spec.gpu, kind=L.kind,
@@ -163,10 +194,12 @@ def inventory(fabric: Fabric) -> Inventory:
         servers_per_unit=L.servers_per_unit, num_pods=L.num_pods, units_per_pod=L.units_per_pod,
         scale_up=ScaleUpInventory(L.gpus_per_domain, L.num_domains, spec.nvlink_Bps, spec.nvls,
                                   spec.gpu_model.nvlink),
-        tiers=tiers, links=links, num_switches=sum(t.num_switches for t in tiers),
+        tiers=tiers, links=links, num_switches=num_switches,
         num_scale_out_links=sum(x.num_links for x in links[2:]),
         bisection_bandwidth_Bps=bisection, bisection_bandwidth_per_gpu_Bps=bisection / (L.num_gpus / 2),
         largest_nonblocking_gpus=gpus, largest_nonblocking_group=group,
         switch_power_W=None if any(p is None for p in powers) else float(sum(powers)),
+        power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
+        host_link_Bps=host_Bps, host_link=host,
         notes=notes,
     )

@@ -186,3 +186,12 @@ def format_time(seconds: float) -> str:
 def format_count(n: int) -> str:
     """Integer with thousands separators: ``98,304``."""
     return f"{int(n):,}"
+
+
+def count_noun(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for 1: ``1 server``, ``2,048 servers``, ``1 scalable unit``.
+
+    >>> count_noun(1, "server"), count_noun(2048, "server"), count_noun(3, "switch", "switches")
+    ('1 server', '2,048 servers', '3 switches')
+    """
+    return f"{format_count(n)} {noun if int(n) == 1 else (plural or noun + 's')}"

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from ..errors import TopoError
 from ..spec.model import Spec, TierSpec
-from ..units import format_bandwidth, format_count
+from ..units import count_noun, format_bandwidth, format_count
 
 __all__ = ["Attachment", "TierPlan", "ClosLayout", "plan_clos"]
 
@@ -127,6 +128,10 @@ def _key(i: int, name: str) -> str:
     return f"fabric.tiers[{i}].{name}"
 
 
+def _do(n: int) -> str:
+    return "does" if n == 1 else "do"
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -167,21 +172,34 @@ def _check_fits(tier: TierSpec, i: int, down: int, up: int, what: str) -> None:
 
 
 def _max_down(tier: TierSpec, i: int, down_rate: float, up_rate: float, top: bool, step: int) -> int:
-    """The most down ports (a multiple of ``step``) a switch of this tier can use."""
+    """The most down ports (a multiple of ``step``) a switch of this tier can use, in closed form.
+
+    With ``up_ports`` given: the largest multiple of ``step`` that leaves room for them. With an oversubscription
+    ``k``: ``up = down * r`` must be whole, where ``r = down_rate / (k * up_rate)``; writing ``r = p/q`` in lowest
+    terms (``q`` at most the radix, else no ``down`` within the radix works), ``down`` is a multiple of
+    ``lcm(q, step)`` and ``down * (1 + p/q) <= radix``, so ``down = floor(radix * q / ((p + q) * lcm)) * lcm``.
+    """
     if tier.down_ports is not None:
         return tier.down_ports - tier.down_ports % step
     if top:
         return tier.radix - tier.radix % step
-    for down in range(tier.radix - tier.radix % step, 0, -step):
-        if tier.up_ports is not None:
-            if down + tier.up_ports <= tier.radix:
-                return down
-            continue
-        k = tier.oversubscription or 1.0
-        exact = down * down_rate / (k * up_rate)
-        up = round(exact)
-        if up >= 1 and math.isclose(exact, up, rel_tol=1e-9) and down + up <= tier.radix:
+    if tier.up_ports is not None:
+        room = tier.radix - tier.up_ports
+        down = room - room % step
+        if down > 0:
             return down
+        raise TopoError(f"{tier.name}: {format_count(tier.up_ports)} up ports leave no room for "
+                        f"{count_noun(step, 'down port')} in a radix of {tier.radix}", key=_key(i, "up_ports"))
+    else:
+        k = tier.oversubscription or 1.0
+        r = down_rate / (k * up_rate)
+        frac = Fraction(r).limit_denominator(tier.radix)
+        p, q = frac.numerator, frac.denominator
+        if p >= 1 and math.isclose(p / q, r, rel_tol=1e-9):
+            lcm = q * step // math.gcd(q, step)
+            down = (tier.radix * q // ((p + q) * lcm)) * lcm
+            if down > 0:
+                return down
     raise TopoError(f"{tier.name}: no split of {tier.radix} ports into down and up ports gives "
                     f"{tier.oversubscription or 1:g}:1", key=_key(i, "radix"))
 
@@ -240,7 +258,7 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
 def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLayout:
     gps, gpd, nics = spec.gpus_per_server, spec.gpus_per_domain, spec.server.nics
     if gpd % gps != 0:
-        raise TopoError(f"an NVLink domain of {gpd} GPUs must hold whole servers of {gps} GPUs",
+        raise TopoError(f"an NVLink domain of {count_noun(gpd, 'GPU')} must hold whole servers of {count_noun(gps, 'GPU')}",
                         key="scale_up.gpus_per_domain")
     rails = nics if attach.leaves_per_unit_is_rails else 1
     leaves_per_unit = rails
@@ -253,7 +271,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     spu_max = _max_down(leaf, 0, *rates[0], top=leaf_top, step=ports_per_server) // ports_per_server
     spu = spec.fabric.servers_per_unit
     if spu is not None and spu > spu_max:
-        raise TopoError(f"{leaf.name}: {spu} servers x {ports_per_server} NIC ports need {spu * ports_per_server} "
+        raise TopoError(f"{leaf.name}: {count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} need {spu * ports_per_server} "
                         f"down ports, but a {leaf.name} switch has room for {spu_max * ports_per_server}",
                         key="fabric.servers_per_unit")
 
@@ -261,20 +279,20 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     if spu is None:
         spu = min(spu_max, num_servers)
     if num_servers % spu != 0:
-        raise TopoError(f"{format_count(num_servers)} servers do not fill whole {attach.default_unit_name}s of "
-                        f"{spu} servers; use a multiple of {spu} or set fabric.servers_per_unit",
+        raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
+                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
                         key=_size_key(spec))
     if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{format_count(num_servers * gps)} GPUs do not fill whole NVLink domains of {gpd}",
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
                         key=_size_key(spec))
     num_units = num_servers // spu
 
     plans: list[TierPlan] = []
     d0 = spu * ports_per_server
     u0 = 0 if leaf_top else _up_ports_for(leaf, 0, d0, *rates[0])
-    _check_fits(leaf, 0, d0, u0, f"{spu} servers x {ports_per_server} NIC ports and the uplinks")
+    _check_fits(leaf, 0, d0, u0, f"{count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} and the uplinks")
     if leaf_top and num_units > 1:
-        raise _TopTierFull(f"one tier holds a single {attach.default_unit_name} of {spu} servers, but the cluster "
+        raise _TopTierFull(f"one tier holds a single {attach.default_unit_name} of {count_noun(spu, 'server')}, but the cluster "
                            f"has {format_count(num_units)}; add a spine tier or set fabric.grow_tiers = true",
                            key="fabric.tiers")
     n_leaves = num_units * leaves_per_unit
@@ -288,14 +306,14 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         if not spine_top:
             units_per_pod = _units_per_pod(spec, spine, rates[1], u0, leaves_per_group_per_unit, num_units, attach)
         if num_units % units_per_pod != 0:
-            raise TopoError(f"{format_count(num_units)} {attach.default_unit_name}s do not fill whole pods of "
+            raise TopoError(f"{count_noun(num_units, attach.default_unit_name)} {_do(num_units)} not fill whole pods of "
                             f"{units_per_pod}; use a multiple of {units_per_pod} units or set "
                             f"fabric.units_per_pod", key=_size_key(spec))
         num_pods = num_units // units_per_pod
         L = units_per_pod * leaves_per_group_per_unit  # leaves per spine group
         group = "rail group" if attach.per_rail_groups else "pod"
         s, m, d1, u1 = _spread(spine, 1, rates[1], L, u0, spine_top,
-                               f"{format_count(L)} {leaf.name} switches x {u0} uplinks", group)
+                               f"{count_noun(L, leaf.name + ' switch', leaf.name + ' switches')} x {count_noun(u0, 'uplink')}", group)
         groups = num_pods * rail_groups
         plans.append(_plan(spine, 1, rates[1], d1, u1, groups * s, groups, s, m))
 
@@ -303,7 +321,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
             core = tiers[2]
             planes = s * rail_groups
             c, m2, d2, u2 = _spread(core, 2, rates[2], num_pods, u1, True,
-                                    f"{num_pods} pods x {u1} {spine.name} uplinks per plane", "plane")
+                                    f"{count_noun(num_pods, 'pod')} x {count_noun(u1, spine.name + ' uplink')} per plane", "plane")
             plans.append(_plan(core, 2, rates[2], d2, u2, planes * c, planes, c, m2))
 
     return ClosLayout(
@@ -394,7 +412,7 @@ def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> i
     c = spec.cluster
     if c.num_gpus is not None:
         if c.num_gpus % gps:
-            raise TopoError(f"{format_count(c.num_gpus)} GPUs do not fill whole servers of {gps} GPUs",
+            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} {_do(c.num_gpus)} not fill whole servers of {count_noun(gps, 'GPU')}",
                             key="cluster.num_gpus")
         return c.num_gpus // gps
     if c.num_servers is not None:
@@ -403,7 +421,7 @@ def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> i
         return c.num_units * spu
     # num_pods: the pod size must come from the fabric
     if len(tiers) < 3 and c.num_pods != 1:
-        raise TopoError(f"a fabric of {len(tiers)} tiers is one pod; num_pods = {c.num_pods} needs 3 tiers",
+        raise TopoError(f"a fabric of {count_noun(len(tiers), 'tier')} is one pod; num_pods = {c.num_pods} needs 3 tiers",
                         key="cluster.num_pods")
     upp = spec.fabric.units_per_pod
     if upp is None:

@@ -8,7 +8,7 @@ from ..builders import build_fabric
 from ..errors import TopoError
 from ..spec import DEFAULT_SPEC, load_spec
 
-__all__ = ["add_spec_arguments", "fabric_from_args", "spec_from_args"]
+__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
 
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -18,11 +18,29 @@ def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
     else:
         p.add_argument("spec", nargs="?", metavar="SPEC",
                        help=f"a spec file or bundled name (default: {DEFAULT_SPEC}); see 'topo list'")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec field by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    add_override_arguments(p)
     p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
                    help="fail a part: a switch (spine3), a NIC (nic12.3), a link (leaf3-spine0), rail:K, plane:J "
                    "or random:LEVEL_OR_TIER:FRACTION[:SEED]; repeat for more")
+
+
+def add_override_arguments(p: argparse.ArgumentParser, what: str = "a spec field") -> None:
+    """``--set KEY=VALUE`` and ``--unset KEY`` (the same as ``--set KEY=``), applied in the order given."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"override {what} by dotted path, e.g. --set fabric.tiers[1].oversubscription=3; "
+                   "KEY= removes the key")
+    p.add_argument("--unset", dest="overrides", action="append", metavar="KEY", type=lambda k: f"{k}=",
+                   help="remove a spec field (or a list item such as fabric.tiers[core]), e.g. --unset "
+                   "cluster.num_units --set cluster.num_gpus=512")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    """``-o FILE`` (``-`` for standard output) and ``--force`` (see :func:`topo.atomic.open_output`)."""
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help=f"output file, '-' for standard output (default: {default}); never written over a SPEC, "
+                   "and an existing file topo did not write is kept unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output file even if topo did not write it (never a SPEC)")
 
 
 def spec_from_args(args, name=None):

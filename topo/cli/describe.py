@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..failures import Degraded, degraded
 from ..inventory import Inventory, inventory
-from ..units import format_bandwidth, format_count, format_rate
+from ..units import count_noun, format_bandwidth, format_count, format_rate
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json, ratio, table
 
@@ -57,18 +57,20 @@ def render(inv: Inventory) -> str:
     for s in inv.sources:
         lines.append(f"  source: {s}")
     lines.append("")
-    lines.append(f"GPUs      {format_count(inv.num_gpus)} x {inv.gpu} in {format_count(inv.num_servers)} servers of "
-                 f"{inv.gpus_per_server}")
-    lines.append(f"NVLink    {format_count(su.num_domains)} domains of {su.gpus_per_domain} GPUs, "
+    unit, units = inv.unit_name, inv.unit_name + "s"
+    lines.append(f"GPUs      {format_count(inv.num_gpus)} x {inv.gpu} in {count_noun(inv.num_servers, 'server')} of "
+                 f"{count_noun(inv.gpus_per_server, 'GPU')}")
+    lines.append(f"NVLink    {count_noun(su.num_domains, 'domain')} of {count_noun(su.gpus_per_domain, 'GPU')}, "
                  f"{format_bandwidth(su.bandwidth_per_gpu_Bps)} per GPU per direction ({su.technology}"
                  f"{', NVLS' if su.nvls else ''})")
     lines.append(f"NICs      {format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)} "
-                 f"({inv.nics_per_server} per server)")
-    lines.append(f"fabric    {inv.kind}, {inv.technology}, {len(inv.tiers)} tier{'s' * (len(inv.tiers) > 1)}; "
-                 f"{inv.unit_name} = {inv.servers_per_unit} servers ({format_count(gpus_per_unit)} GPUs), "
-                 f"{format_count(inv.num_units)} {inv.unit_name}{'s' * (inv.num_units != 1)}"
-                 + (f"; pod = {inv.units_per_pod} {inv.unit_name}s "
-                    f"({format_count(inv.units_per_pod * gpus_per_unit)} GPUs), {inv.num_pods} pods"
+                 f"({inv.nics_per_server} per server), host link {format_bandwidth(inv.host_link_Bps)} per direction "
+                 f"({inv.host_link})")
+    lines.append(f"fabric    {inv.kind}, {inv.technology}, {count_noun(len(inv.tiers), 'tier')}; "
+                 f"{unit} = {count_noun(inv.servers_per_unit, 'server')} ({count_noun(gpus_per_unit, 'GPU')}), "
+                 f"{count_noun(inv.num_units, unit, units)}"
+                 + (f"; pod = {count_noun(inv.units_per_pod, unit, units)} "
+                    f"({count_noun(inv.units_per_pod * gpus_per_unit, 'GPU')}), {count_noun(inv.num_pods, 'pod')}"
                     if len(inv.tiers) > 2 else ""))
     lines.append("")
     rows = [[t.name, t.model or "-", format_count(t.num_switches), t.radix,
@@ -85,13 +87,13 @@ def render(inv: Inventory) -> str:
              format_bandwidth(x.capacity_Bps)] for x in inv.links]
     lines.append(table(rows, ["links", "count", "each", "total"], right=[False, True, True, True]))
     lines.append("")
-    lines.append(f"switches                    {format_count(inv.num_switches)}"
-                 + (f" ({inv.switch_power_W / 1e6:.3g} MW)" if inv.switch_power_W else ""))
+    lines.append(f"switches                    {format_count(inv.num_switches)} ({inv.power_text()})")
     lines.append(f"scale-out cables            {format_count(inv.num_scale_out_links)}")
     lines.append(f"bisection bandwidth         {format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
                  f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)")
-    lines.append(f"largest non-blocking group  {format_count(inv.largest_nonblocking_gpus)} GPUs "
+    lines.append(f"largest non-blocking group  {count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                  f"({inv.largest_nonblocking_group})")
     for n in inv.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+

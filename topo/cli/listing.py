@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ..errors import TopoError
 from ..spec import DEFAULT_SPEC, bundled_specs, load_spec
+from ..spec.load import bundled_dir
 from .output import emit, emit_json, table
 
 
@@ -13,8 +15,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    names = bundled_specs()
+    if not names:  # a broken installation, not an empty catalog (issue 8: an empty table with exit status 0)
+        raise TopoError(f"no bundled specs in {bundled_dir()}: this installation of topo is incomplete; reinstall "
+                        "it (the specs ship as package data)")
     rows = []
-    for name in bundled_specs():
+    for name in names:
         spec = load_spec(name)
         rows.append({"name": name, "default": name == DEFAULT_SPEC, "gpu": spec.gpu, "kind": spec.fabric.kind,
                      "description": spec.description})

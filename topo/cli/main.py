@@ -6,7 +6,7 @@ import argparse
 import sys
 import traceback
 
-from ..errors import TopoError
+from ..errors import TopoError, one_line
 from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, train
 
 __all__ = ["main", "build_parser"]
@@ -18,7 +18,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line ``error: ...`` with exit status 2."""
 
     def error(self, message):  # noqa: D401
-        sys.stderr.write(f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+        sys.stderr.write(one_line(f"error: {self.prog}: {message} (see '{self.prog} --help')") + "\n")
         raise SystemExit(2)
 
 
@@ -54,5 +54,6 @@ def main(argv=None) -> int:
     except Exception as exc:  # a bug, not bad input: say so, and how to see more
         if args.debug:
             raise
-        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it\n")
+        sys.stderr.write(one_line(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and "
+                                  "report it") + "\n")
         return 1

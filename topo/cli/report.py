@@ -6,6 +6,7 @@ import time
 
 from ..errors import TopoError
 from ..spec import DEFAULT_SPEC
+from .common import add_output_arguments, add_override_arguments
 from .output import note
 
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison")
@@ -22,13 +23,11 @@ def register(sub) -> None:
         "Chromium).")
     p.add_argument("specs", nargs="*", metavar="SPEC",
                    help=f"spec files or bundled names (default: {DEFAULT_SPEC}); see 'topo list'")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field of every SPEC by dotted path, e.g. --set fabric.tiers[1].oversubscription=3")
+    add_override_arguments(p, "a field of every SPEC")
     p.add_argument("--fail", dest="failures", action="append", default=[], metavar="PART",
                    help="fail a part of every SPEC (as for describe and estimate: spine3, nic12.3, leaf3-spine0, "
                    "rail:K, plane:J, random:LEVEL_OR_TIER:FRACTION[:SEED])")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="output file (default: topo-report.html, or topo-<figure>.<format>)")
+    add_output_arguments(p, "topo-report.html, or topo-<figure>.<format>")
     p.add_argument("--plan", action="store_true",
                    help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
     p.add_argument("--train", metavar="MODEL", help="add a training job's section: step breakdown, memory, bytes per "
@@ -44,11 +43,18 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..atomic import check_output
     from ..report import build_reports, write_page
-    from ..report.files import write_bytes
+    from ..report.files import sign_image, write_bytes
+    from ..spec.load import resolve_spec_path
 
     specs = args.specs or [None]
     start = time.perf_counter()
+    # Refuse a bad output before minutes of work: a folder, an input, a file that is not ours (checked again
+    # when writing).
+    out = args.output or ("topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}")
+    output = dict(inputs=[resolve_spec_path(s) for s in specs], force=args.force, key="-o", force_option="--force")
+    check_output(out, **output)
     job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
         reports = build_reports(specs, args.overrides, failures=args.failures)
@@ -58,16 +64,18 @@ def run(args) -> int:
 
             plans = [plan(r.fabric) for r in reports]
         trains = _trains(job, reports) if job else None
-        out = args.output or "topo-report.html"
-        size = write_page(reports, out, plans, trains)
-        note(f"wrote {out} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+        size = write_page(reports, out, plans=plans, trains=trains, **output)
+        note(f"wrote {_where(out)} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
         return 0
     fig = _one_figure(args, specs)
-    out = args.output or f"topo-{args.figure}.{args.format}"
-    data = _image(fig, args.format)
-    write_bytes(out, data)
-    note(f"wrote {out} ({len(data) / 1e3:.0f} kB) in {time.perf_counter() - start:.1f} s")
+    data = sign_image(_image(fig, args.format), args.format)
+    write_bytes(out, data, **output)
+    note(f"wrote {_where(out)} ({len(data) / 1e3:.0f} kB) in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _where(out: str) -> str:
+    return "standard output" if out == "-" else out
 
 
 def _one_figure(args, specs):

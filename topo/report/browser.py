@@ -85,10 +85,11 @@ def main(argv=None) -> int:
     p.add_argument("specs", nargs="*", metavar="SPEC")
     p.add_argument("--width", type=int, default=1400, help="page width in CSS pixels (default 1400)")
     p.add_argument("--scale", type=float, default=0.6, help="device pixels per CSS pixel (default 0.6)")
+    p.add_argument("--force", action="store_true", help="replace PNG even if topo did not write it")
     args = p.parse_args(argv)
 
     from .build import build_reports
-    from .files import write_bytes
+    from .files import sign_image, write_bytes
     from .html import write_page
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
             png = full_page_png(drv, args.width, args.scale)
         finally:
             drv.quit()
-    write_bytes(args.png, png)
+    write_bytes(args.png, sign_image(png, "png"), force=args.force)
     sys.stderr.write(f"wrote {args.png} ({len(png) / 1e3:.0f} kB)\n")
     return 0
 

@@ -18,10 +18,11 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from .. import __version__
-from ..units import format_bandwidth, format_count, format_rate, format_size
+from ..units import count_noun, format_bandwidth, format_count, format_rate, format_size
 from . import figures as F
 from .build import MixScenario, Scenario, SpecReport
 from .fabric_layers import layer_drawing
+from ..atomic import SIGNATURE
 from .files import write_bytes
 
 __all__ = ["render_page", "write_page"]
@@ -109,21 +110,24 @@ def _summary(r: SpecReport) -> str:
     gpu_unit = inv.servers_per_unit * inv.gpus_per_server
     rows = [
         ("GPUs", f"{format_count(inv.num_gpus)} x {e(inv.gpu)}"),
-        ("servers", f"{format_count(inv.num_servers)} of {inv.gpus_per_server} GPUs"),
-        ("NVLink domains", f"{format_count(su.num_domains)} of {su.gpus_per_domain} GPUs, "
+        ("servers", f"{count_noun(inv.num_servers, 'server')} of {count_noun(inv.gpus_per_server, 'GPU')}"),
+        ("NVLink domains", f"{count_noun(su.num_domains, 'domain')} of {count_noun(su.gpus_per_domain, 'GPU')}, "
                            f"{format_bandwidth(su.bandwidth_per_gpu_Bps)} per GPU ({e(su.technology)}"
                            f"{', NVLS' if su.nvls else ''})"),
-        ("NICs", f"{format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)}"),
-        ("fabric", f"{e(inv.kind)}, {e(inv.technology)}, {len(inv.tiers)} tiers; {e(inv.unit_name)} = "
-                   f"{inv.servers_per_unit} servers ({format_count(gpu_unit)} GPUs) x {format_count(inv.num_units)}"
-                   + (f"; {inv.num_pods} pods of {inv.units_per_pod}" if inv.num_pods > 1 else "")),
-        ("switches", format_count(inv.num_switches)
-         + (f" ({inv.switch_power_W / 1e6:.3g} MW)" if inv.switch_power_W else "")),
+        ("NICs", f"{format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)}, host link "
+                 f"{format_bandwidth(inv.host_link_Bps)} ({e(inv.host_link)})"),
+        ("fabric", f"{e(inv.kind)}, {e(inv.technology)}, {count_noun(len(inv.tiers), 'tier')}; {e(inv.unit_name)} = "
+                   f"{count_noun(inv.servers_per_unit, 'server')} ({count_noun(gpu_unit, 'GPU')}) x "
+                   f"{format_count(inv.num_units)}"
+                   + (f"; {inv.num_pods} pods of {count_noun(inv.units_per_pod, e(inv.unit_name), e(inv.unit_name) + 's')}"
+                      if inv.num_pods > 1 else "")),
+        ("switches", f"{format_count(inv.num_switches)} ({e(inv.power_text())})"),
         ("scale-out cables", format_count(inv.num_scale_out_links)),
         ("bisection bandwidth", f"{format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
                                 f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)"),
-        ("largest non-blocking group", f"{format_count(inv.largest_nonblocking_gpus)} GPUs "
+        ("largest non-blocking group", f"{count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                                        f"({e(inv.largest_nonblocking_group)})"),
+        *(("note", e(n)) for n in inv.notes),
         ("spec", e(r.source)),
     ]
     if r.fabric.failures:
@@ -347,7 +351,7 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
     footer = (f"<footer>Self-contained: plotly.js {e(_plotlyjs_version())} is inlined, the page makes no network "
               f"request. Made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>")
     return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{title}</title><style>{_CSS}</style>",
@@ -365,6 +369,10 @@ def _plotlyjs_version() -> str:
     return head[start + 11:].split()[0] if start >= 0 else "?"
 
 
-def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None, trains: tuple | None = None) -> int:
-    """Write the page to ``path`` whole or not at all; returns its size in bytes."""
-    return write_bytes(path, render_page(reports, plans, trains).encode("utf-8"))
+def write_page(reports: Sequence[SpecReport], path, plans: Sequence | None = None, trains: tuple | None = None, *,
+               force: bool = False, inputs=(), **output) -> int:
+    """Write the page to ``path`` whole or not at all, never over a spec it shows nor, unless ``force``, over a
+    file topo did not write (:func:`topo.atomic.open_output`); returns its size in bytes."""
+    inputs = [*inputs, *(r.spec.input_path for r in reports if r.spec.input_path)]
+    return write_bytes(path, render_page(reports, plans, trains).encode("utf-8"), inputs=inputs, force=force,
+                       **output)

@@ -49,11 +49,19 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
     candidate = bundled_dir() / f"{stem}.toml"
     if p.parent == Path(".") and candidate.is_file():
         return candidate
+    if p.is_dir():
+        raise TopoError("is a directory, not a spec file; give a .toml file or a bundled spec's name",
+                        source=str(name_or_path))
+    if p.exists():
+        raise TopoError("is not a regular file (a device, pipe or socket); give a .toml file",
+                        source=str(name_or_path))
     names = bundled_specs()
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names) or '(none)'}{hint}",
-                    source=str(name_or_path))
+    if not names:
+        raise TopoError(f"no such spec file, and no bundled specs in {bundled_dir()}: this installation of topo is "
+                        "incomplete (the specs ship as package data)", source=str(name_or_path))
+    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names)}{hint}", source=str(name_or_path))
 
 
 def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Spec:
@@ -69,7 +77,9 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
         raise TopoError(f"invalid TOML: {exc}", source=source) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TopoError(f"cannot read the file: {exc}", source=source) from None
-    return spec_from_dict(data, source=source, overrides=overrides)
+    spec = spec_from_dict(data, source=source, overrides=overrides)
+    spec._path = str(path)
+    return spec
 
 
 def spec_from_dict(data: dict, source: str = "<spec>", overrides: typing.Sequence[str] = ()) -> Spec:
@@ -121,14 +131,18 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
 
     Keys are dotted paths; list items are addressed by index (``fabric.tiers[2]``) or, for named items such as
     tiers, by name (``fabric.tiers[spine]``). Values are read as TOML values (``8``, ``true``, ``"400 Gb/s"``)
-    and otherwise kept as strings. Returns the new dict and the normalised paths that were set.
+    and otherwise kept as strings. An empty value (``KEY=``) removes the key (or the list item), so that, e.g.,
+    ``cluster.num_units=`` then ``cluster.num_gpus=512`` changes how the size is given; an empty string is
+    written ``KEY=""``. Returns the new dict and the normalised paths that were set.
     """
     data = copy.deepcopy(data)
     set_paths: dict[str, str] = {}
     for item in overrides:
         if "=" not in item:
-            raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8", source=f"--set {item}")
+            raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8 (or KEY= to remove a key)",
+                            source=f"--set {item}")
         key, value = item.split("=", 1)
+        remove = value.strip() == ""
         parts = _parse_key(key, source, item)
         node = data
         norm: list[str | int] = []
@@ -137,7 +151,9 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
             if isinstance(node, list):
                 idx = _list_index(node, part, norm, item)
                 norm.append(idx)
-                if last:
+                if last and remove:
+                    del node[idx]
+                elif last:
                     node[idx] = _parse_value(value)
                 else:
                     node = node[idx]
@@ -146,8 +162,18 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                     raise TopoError(f"{format_loc(norm) or 'the spec'} is a table, not a list; "
                                     f"use a key name, not [{part}]", source=f"--set {item}")
                 norm.append(part)
-                if last:
+                if last and remove:
+                    if part not in node:
+                        there = ", ".join(map(str, node)) or "nothing"
+                        raise TopoError(f"cannot remove {format_loc(norm)}: the spec does not set it "
+                                        f"({format_loc(norm[:-1]) or 'the top level'} sets {there})",
+                                        source=f"--set {item}")
+                    del node[part]
+                elif last:
                     node[part] = _parse_value(value)
+                elif remove and part not in node:
+                    raise TopoError(f"cannot remove {key.strip()}: the spec does not set {format_loc(norm)}",
+                                    source=f"--set {item}")
                 else:
                     node = node.setdefault(part, {})
             else:

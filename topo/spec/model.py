@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationInfo,
+                      field_validator, model_validator)
 
-from ..hardware import GPU_MODELS, lookup_gpu
+from ..hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
 
 __all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",
@@ -43,6 +44,20 @@ def _known_gpu(value: str) -> str:
     return lookup_gpu(value).name
 
 
+MAX_RADIX = 4096
+"""The most ports a tier's switch may have. The largest switch chip has 1,024 ports (Broadcom Tomahawk 6:
+1,024 x 100G SerDes, 102.4 Tb/s, June 2025 press release) and chassis ("director") switches, themselves small Clos
+fabrics, have up to a few thousand; a radix beyond 4,096 is a typo or a whole fabric, not a switch."""
+
+
+def _plausible_radix(value: int) -> int:
+    if value > MAX_RADIX:
+        raise ValueError(f"a radix of {value:,} ports is no switch: the largest switch chip has 1,024 ports "
+                         f"(Broadcom Tomahawk 6) and chassis switches a few thousand; allowed: 1 to {MAX_RADIX:,} "
+                         "(model a larger switch as a tier of smaller ones)")
+    return value
+
+
 Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
 Duration = Annotated[float, BeforeValidator(_time)]
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -52,7 +67,8 @@ TECHNOLOGIES = ("infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "e
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # field docstrings become descriptions: docs/spec-reference.md is generated from them (topo.spec.reference)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class ScaleUpSpec(_Strict):
@@ -77,21 +93,28 @@ class ServerSpec(_Strict):
     """Scale-out NICs per server; NIC n sits beside GPU n*gpus/nics (or serves several GPUs)."""
     nic_rate_Bps: Bandwidth = Field(50e9, alias="nic_rate")
     """Line rate of one NIC per direction (default "400 Gb/s", ConnectX-7 NDR)."""
-    nic_model: str = "ConnectX-7"
+    nic_model: str = ""
+    """The NIC (free text; a name from ``topo/data/hardware/host_links.toml`` at its start, e.g. "ConnectX-7",
+    sets the host link's PCIe generation). Default: the first catalog NIC fast enough for ``nic_rate``."""
     nic_latency_s: Duration = Field(0.0, alias="nic_latency")
     """Latency through one NIC added to each network hop (default 0: covered by the cost profile)."""
-    pcie_bandwidth_Bps: Bandwidth = Field(64e9, alias="pcie_bandwidth")
-    """GPU-to-NIC bandwidth per direction (default "64 GB/s": PCIe Gen5 x16, stas00/ml-engineering)."""
+    pcie_bandwidth_Bps: Bandwidth | None = Field(None, alias="pcie_bandwidth")
+    """GPU-to-NIC (host link) bandwidth per direction. Default: PCIe x16 at the lower generation of the GPU and
+    the NIC (topo/data/hardware/host_links.toml): Gen4 32, Gen5 64, Gen6 128 GB/s, so H100 with ConnectX-7 gets
+    64 GB/s and B200 with an 800G ConnectX-8 128 GB/s."""
 
 
 class ClusterSpec(_Strict):
     """How big the cluster is: exactly one of the four counts."""
 
     num_gpus: PositiveInt | None = None
+    """GPUs in the cluster (whole servers)."""
     num_servers: PositiveInt | None = None
+    """Servers (hosts) in the cluster."""
     num_units: PositiveInt | None = None
     """Scalable units (racks in a fat tree): the servers under one leaf (or one leaf per rail)."""
     num_pods: PositiveInt | None = None
+    """Pods (3 tiers): units under one set of spines; needs ``fabric.units_per_pod``."""
 
     @model_validator(mode="after")
     def _exactly_one(self):
@@ -108,10 +131,13 @@ class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
     name: Annotated[str, Field(min_length=1, max_length=64)]
+    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``."""
     model: str = ""
-    radix: PositiveInt
-    """Ports per switch at ``port_rate``."""
+    """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
+    radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
+    """Ports per switch at ``port_rate`` (1 to 4,096: the largest switch chip has 1,024)."""
     port_rate_Bps: Bandwidth = Field(alias="port_rate")
+    """Line rate of one port per direction; must equal the rate of the links from below (NICs or uplinks)."""
     up_port_rate_Bps: Bandwidth | None = Field(None, alias="up_port_rate")
     """Rate of the uplink ports when it differs from ``port_rate`` (default: the same)."""
     oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
@@ -125,7 +151,19 @@ class TierSpec(_Strict):
     sharp: bool = False
     """The switches reduce in the network (SHARP / CollNet)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    """Power of one switch, for the inventory's totals."""
+    """Power of one switch in watts, for the inventory's totals (not set: the inventory says power is unknown)."""
+
+    @field_validator("down_ports", "up_ports")
+    @classmethod
+    def _ports_within_radix(cls, value, info: ValidationInfo):
+        radix = info.data.get("radix")  # validated before (declared first); absent if it was bad
+        if value is None or radix is None:
+            return value
+        if info.field_name == "down_ports" and value > radix:
+            raise ValueError(f"{value:,} down ports are more than the radix of {radix}")
+        if info.field_name == "up_ports" and value >= radix:
+            raise ValueError(f"{value:,} up ports leave no down port in a radix of {radix}")
+        return value
 
 
 class FabricSpec(_Strict):
@@ -137,6 +175,7 @@ class FabricSpec(_Strict):
     (cross-rail traffic crosses the NVLink domain)."""
     technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "efa", "gcp_tcpx",
                         "gcp_tcpxo"] = "infiniband_ndr"
+    """The network technology; selects the cost profile's per-hop latencies and efficiencies."""
     servers_per_unit: PositiveInt | None = None
     """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
     units_per_pod: PositiveInt | None = None
@@ -144,6 +183,7 @@ class FabricSpec(_Strict):
     unit_name: str = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
     tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=3)]
+    """The switch tiers from the bottom (leaf) up: 1 to 3 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
     """When the top tier cannot connect everything, add a tier like it instead of failing."""
 
@@ -160,21 +200,48 @@ class Spec(_Strict):
     """A whole cluster: accelerators, servers, the NVLink domain and the scale-out fabric."""
 
     name: Annotated[str, Field(min_length=1)]
+    """The cluster's name; default output files are named after it (made safe for a file name)."""
     description: str = ""
+    """One line on what the cluster is."""
     source: str | list[str] = ""
     """Where the design comes from (URLs), cited in reports."""
     gpu: Annotated[str, AfterValidator(_known_gpu)]
     """GPU model; one of the catalog's (A100, H100, H200, H800, B200, GB200, GB300)."""
     scale_up: ScaleUpSpec = ScaleUpSpec()
+    """The NVLink domain (``[scale_up]``)."""
     server: ServerSpec = ServerSpec()
+    """One server (``[server]``)."""
     cluster: ClusterSpec
+    """The cluster's size (``[cluster]``)."""
     fabric: FabricSpec
+    """The scale-out fabric (``[fabric]`` and its ``[[fabric.tiers]]``)."""
     plan: dict = {}
     """Inputs of ``topo plan`` (catalog overrides, floor layout, multi-stage tiers), validated by
     :mod:`topo.plan.catalog` when a plan is made: e.g. ``[plan.facility] pue = 1.3``."""
 
     _origin: str = PrivateAttr("")
+    _path: str = PrivateAttr("")
+    _host_link: HostLink | None = PrivateAttr(None)
     _set_paths: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve_host_link(self):
+        """Fill ``server.pcie_bandwidth`` from the hardware catalog when the spec does not give it."""
+        if self.server.pcie_bandwidth_Bps is None:
+            link = host_link(self.gpu, self.server.nic_model, self.server.nic_rate_Bps)
+            object.__setattr__(self, "server", self.server.model_copy(update={"pcie_bandwidth_Bps": link.bandwidth_Bps}))
+            self._host_link = link
+        return self
+
+    @property
+    def host_link(self) -> HostLink | None:
+        """Where the host link's bandwidth came from (None when the spec gives ``server.pcie_bandwidth``)."""
+        return self._host_link
+
+    @property
+    def input_path(self) -> str:
+        """The file this spec was read from ("" for a spec made in Python): outputs never overwrite it."""
+        return self._path
 
     def error_source(self, key: str | None) -> str:
         """Where a problem with ``key`` comes from: the file, and the ``--set`` that changed it if one did."""

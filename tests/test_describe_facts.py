@@ -1,0 +1,111 @@
+"""What describe states (issue 8): the GPU-to-NIC host link follows the GPU and the NIC (B200 + 800G NICs were
+capped at 64 GB/s); what it does not know (power); what a tiny cluster does not use; singulars and plurals."""
+
+import pytest
+
+from conftest import run_cli, spec_dict, tier
+from topo import build_fabric, inventory, spec_from_dict
+from topo.estimate import estimate
+
+
+def b200_800g(**server):
+    # HGX B200 with 8 x 800 Gb/s NICs under 800G leaves (Quantum-X800-like, 144 ports)
+    return spec_dict(gpu="B200", server={"gpus": 8, "nics": 8, "nic_rate": "800 Gb/s", **server},
+                     tiers=[tier("leaf", radix=144, rate="800 Gb/s", oversubscription=1),
+                            tier("spine", radix=144, rate="800 Gb/s")], cluster={"num_servers": 4})
+
+
+@pytest.mark.parametrize("gpu, nic, rate, expected_Bps", [
+    # data/reference/hardware.md: PCIe Gen4 / Gen5 / Gen6 x16; topo/data/hardware/host_links.toml
+    ("A100", "ConnectX-6", "200 Gb/s", 32e9),
+    ("H100", "ConnectX-7", "400 Gb/s", 64e9),
+    ("H100", "", "400 Gb/s", 64e9),          # no model: the first NIC fast enough, ConnectX-7
+    ("B200", "", "800 Gb/s", 128e9),         # ConnectX-8, PCIe Gen6 at both ends
+    ("B200", "ConnectX-7", "400 Gb/s", 64e9),  # the NIC's Gen5 is the slower end
+    ("H100", "ConnectX-8", "800 Gb/s", 64e9),  # the GPU's Gen5 is the slower end
+    ("GB200", "ConnectX-8 SuperNIC", "800 Gb/s", 128e9),  # a catalog name at the start of free text
+])
+def test_host_link_is_the_slower_pcie_generation_of_gpu_and_nic(gpu, nic, rate, expected_Bps):
+    spec = spec_from_dict(spec_dict(gpu=gpu, server={"gpus": 4 if gpu == "GB200" else 8, "nics": 8,
+                                                     "nic_rate": rate, "nic_model": nic}))
+    assert spec.server.pcie_bandwidth_Bps == expected_Bps
+
+
+def test_a_given_pcie_bandwidth_wins():
+    spec = spec_from_dict(b200_800g(pcie_bandwidth="50 GB/s"))
+    assert spec.server.pcie_bandwidth_Bps == 50e9 and spec.host_link is None
+
+
+def test_b200_with_800g_nics_reaches_800_gbps_busbw_in_the_ideal_profile():
+    # issue 8: 504 GB/s instead of about 800. 4 servers x 8 NICs of 100 GB/s, ring all_reduce, ideal alpha-beta:
+    # each server sends and receives 8 x 100 GB/s per direction, so busbw tends to 8 x 100 = 800 GB/s
+    f = build_fabric(spec_from_dict(b200_800g()))
+    r = estimate(f, "all_reduce", [2**34], algorithm="ring", profile="ideal")
+    assert r.results[0].busbw_GBps == pytest.approx(800, rel=0.02)
+    assert not any("host link" in n for n in inventory(f).notes)
+
+
+def test_describe_says_when_the_host_link_caps_the_nic():
+    proc = run_cli("describe", "h100-100k", "--set", "server.nic_rate=800 Gb/s", *[
+        f"--set=fabric.tiers[{i}].port_rate=800 Gb/s" for i in range(3)], check=True)
+    assert ("note: the host link (PCIe gen5 x16: GPU gen5, ConnectX-7 gen5, 64 GB/s per direction) caps each "
+            "800 Gb/s NIC at 64 GB/s") in proc.stdout
+
+
+def test_plurals_and_a_one_server_cluster():
+    # issue 8: "1 servers", "1 domains", "pod = 1 scalable units", and 8 leaves + 1 spine without a word
+    out = run_cli("describe", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--set",
+                  "fabric.servers_per_unit=1", check=True).stdout
+    assert "in 1 server of 8 GPUs" in out and "NVLink    1 domain of 8 GPUs" in out
+    assert "scalable unit = 1 server (8 GPUs), 1 scalable unit" in out
+    assert "note: the whole cluster is one NVLink domain (8 GPUs)" in out and "(9 switches) carries none" in out
+    for bad in ("1 servers", "1 domains", "1 scalable units", "1 pods"):
+        assert bad not in out
+    pod = run_cli("describe", "h100-100k", "--set", "fabric.units_per_pod=1", "--set", "cluster.num_pods=2",
+                  "--set", "fabric.tiers[spine].oversubscription=", check=True).stdout
+    assert "pod = 1 scalable unit (256 GPUs), 2 pods" in pod
+
+
+def test_a_single_unit_says_what_its_spine_carries():
+    inv = inventory(build_fabric(spec_from_dict(spec_dict(cluster={"num_units": 1}))))
+    assert any("a single scalable unit" in n and "between rails" in n for n in inv.notes)
+    inv = inventory(build_fabric(spec_from_dict(spec_dict(kind="fat_tree", server={"nics": 1},
+                                                          cluster={"num_units": 1}))))
+    assert any("a single rack" in n and "carries no traffic" in n for n in inv.notes)
+    assert not inventory(build_fabric(spec_from_dict(spec_dict()))).notes  # 2 units: nothing to say
+
+
+def test_power_is_unknown_rather_than_missing():
+    out = run_cli("describe", "dgx-h100-superpod", check=True).stdout
+    assert "switches                    48 (power unknown: the spec gives no power_W for leaf, spine)" in out
+    # h100-100k gives 747 W per QM9700 (the DAC figure, data/reference/hardware.md): 5,184 x 747 W = 3.87 MW
+    assert "5,184 (3.87 MW)" in run_cli("describe", check=True).stdout
+
+
+def test_a_directory_given_as_a_spec_says_so(tmp_path):
+    proc = run_cli("describe", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {tmp_path}: is a directory, not a spec file; give a .toml file or a bundled spec's name\n"
+
+
+@pytest.mark.parametrize("sets, fragment", [
+    (["cluster.num_gpus=1"], "cluster.num_gpus: 1 GPU does not fill whole servers of 8 GPUs"),
+    (["cluster.num_servers=1", "fabric.servers_per_unit=2"],
+     "cluster.num_servers: 1 server does not fill whole scalable units of 2 servers"),
+])
+def test_planner_messages_use_singulars(sets, fragment):
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units",
+                   *[x for s in sets for x in ("--set", s)])
+    assert proc.returncode == 2 and fragment in proc.stderr
+
+
+def test_the_report_summary_says_the_same():
+    from topo.report import build_spec_report
+    from topo.report.html import render_page
+
+    page = render_page([build_spec_report("dgx-h100-superpod", ["cluster.num_units=1", "fabric.servers_per_unit=1"],
+                                          sizes=("8", "1M", 4), load_size="1M")])
+    assert "1 server of 8 GPUs" in page and "1 domain of 8 GPUs" in page
+    assert "power unknown: the spec gives no power_W for leaf, spine" in page
+    assert "the whole cluster is one NVLink domain" in page
+    assert "host link 64 GB/s (PCIe gen5 x16: GPU gen5, ConnectX-7 gen5)" in page

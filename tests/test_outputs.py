@@ -1,0 +1,181 @@
+"""Outputs never destroy anything (issue 8): no write over an input, a folder, a device or a file topo did not
+write; '-' is standard output; default names stay in the working folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import struct
+import threading
+import zlib
+
+import networkx as nx
+import pytest
+
+from conftest import ROOT, run_cli
+from topo import TopoError, build_fabric, load_spec
+from topo.atomic import SIGNATURE, atomic_open, is_ours, open_output, safe_file_name
+from topo.report.files import sign_image
+
+SMALL = ("--set", "cluster.num_units=1")
+SPEC = ROOT / "topo" / "data" / "topologies" / "dgx-h100-superpod.toml"
+
+
+@pytest.fixture
+def victim(tmp_path):
+    p = tmp_path / "victim.toml"
+    p.write_bytes(SPEC.read_bytes())
+    return p
+
+
+def one_line_error(proc, fragment):
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("error: "), proc.stderr
+    assert fragment in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("cmd", [["export", "--format", "json"], ["export"], ["report"]])
+def test_an_input_spec_is_never_overwritten(victim, cmd):
+    before = victim.read_bytes()
+    proc = run_cli(cmd[0], str(victim), *cmd[1:], *SMALL, "-o", str(victim), "--force")
+    one_line_error(proc, "is an input")
+    assert victim.read_bytes() == before
+    # not through a symbolic link or a hard link either
+    link, hard = victim.parent / "link.out", victim.parent / "hard.out"
+    link.symlink_to(victim)
+    os.link(victim, hard)
+    for out in (link, hard):
+        one_line_error(run_cli(cmd[0], str(victim), *cmd[1:], *SMALL, "-o", str(out), "--force"), "is an input")
+    assert victim.read_bytes() == before and link.is_symlink()
+
+
+@pytest.mark.parametrize("cmd", [["export"], ["report"], ["report", "--format", "svg"]])
+def test_a_directory_as_output_is_one_clean_line(tmp_path, cmd):
+    proc = run_cli(*cmd, "dgx-h100-superpod", *SMALL, "-o", str(tmp_path))
+    one_line_error(proc, "is a directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_topo_did_not_write_needs_force_and_ours_does_not(tmp_path):
+    mine = tmp_path / "notes.graphml"
+    mine.write_text("my notes\n")
+    proc = run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(mine))
+    one_line_error(proc, "was not written by topo")
+    assert "--force" in proc.stderr and mine.read_text() == "my notes\n"
+    run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(mine), "--force", check=True)
+    assert is_ours(mine)
+    run_cli("export", "dgx-h100-superpod", *SMALL, "--format", "json", "-o", str(mine), check=True)  # ours now
+    assert json.loads(mine.read_text())["generator"].startswith(SIGNATURE)
+    page = tmp_path / "r.html"
+    for _ in range(2):  # a second report replaces the first without --force
+        run_cli("report", "dgx-h100-superpod", *SMALL, "-o", str(page), check=True)
+    assert is_ours(page)
+
+
+def test_dash_is_standard_output(tmp_path):
+    proc = run_cli("export", "dgx-h100-superpod", *SMALL, "--format", "json", "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    g = nx.node_link_graph(json.loads(proc.stdout))
+    assert g.number_of_nodes() == build_fabric(load_spec("dgx-h100-superpod", [SMALL[1]])).num_nodes
+    assert list(tmp_path.iterdir()) == []
+
+
+def _private_device(tmp_path, name, minor):
+    """A character device node of our own in tmp_path (root only): a regression replaces it, never /dev's."""
+    node = tmp_path / name
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        return None
+    return node
+
+
+def test_devices_and_links_to_them_are_streamed_to_never_replaced(tmp_path):
+    # /dev/null (1, 3) and /dev/full (1, 7), as private nodes: the tests never risk the system's own devices
+    null, full = _private_device(tmp_path, "null", 3), _private_device(tmp_path, "full", 7)
+    if null is None:
+        pytest.skip("creating device nodes needs root; the named-pipe test covers non-regular files")
+    link = tmp_path / "out.graphml"
+    link.symlink_to(null)
+    run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(link), check=True)
+    run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(null), check=True)
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(null).st_mode)
+    one_line_error(run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(full)), "No space left on device")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "null", "out.graphml"]
+
+
+def test_a_named_pipe_is_written_through(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    run_cli("export", "dgx-h100-superpod", *SMALL, "--format", "json", "-o", str(fifo), check=True)
+    reader.join(30)
+    if reader.is_alive():  # the pipe was replaced, not written: unblock the reader before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0])["graph"]["name"] == "dgx-h100-superpod"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_default_name_from_the_spec_stays_in_the_working_folder(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = work / "evil.toml"
+    spec.write_text(SPEC.read_text().replace('name = "dgx-h100-superpod"', 'name = "../escaped-by-name"'))
+    run_cli("export", str(spec), *SMALL, "--format", "json", cwd=work, check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert (work / "escaped-by-name.json").is_file()
+
+
+@pytest.mark.parametrize("name, expected", [("../x", "x.json"), ("a/b\\c", "a-b-c.json"), (".hidden", "hidden.json"),
+                                            ("--rm", "rm.json"), ("/", "topo.json"), ("..", "topo.json"),
+                                            ("ok_name-1.2", "ok_name-1.2.json")])
+def test_safe_file_name(name, expected):
+    assert safe_file_name(name, ".json") == expected
+
+
+def test_library_writers_refuse_too(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    with pytest.raises(TopoError, match="is a directory"):
+        with atomic_open(d) as fh:
+            fh.write("x")
+    keep = tmp_path / "keep.txt"
+    keep.write_text("keep")
+    with pytest.raises(TopoError, match="not written by topo"):
+        with open_output(keep) as fh:
+            fh.write("x")
+    assert keep.read_text() == "keep"
+    with pytest.raises(TopoError, match="is an input"):
+        open_output(keep, inputs=[keep], force=True)
+
+
+def _png_chunks(data: bytes):
+    pos, out = 8, []
+    while pos < len(data):
+        n = struct.unpack(">I", data[pos:pos + 4])[0]
+        kind, body, crc = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n], data[pos + 8 + n:pos + 12 + n]
+        assert struct.unpack(">I", crc)[0] == zlib.crc32(kind + body) & 0xFFFFFFFF
+        out.append((kind, body))
+        pos += 12 + n
+    return out
+
+
+def test_signed_png_is_a_valid_png_with_our_text_chunk(tmp_path):
+    # a 1x1 grey PNG (IHDR, IDAT, IEND) made by hand
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b""))
+    signed = sign_image(png, "png")
+    kinds = [k for k, _ in _png_chunks(signed)]
+    assert kinds == [b"IHDR", b"tEXt", b"IDAT", b"IEND"]
+    p = tmp_path / "x.png"
+    p.write_bytes(signed)
+    assert is_ours(p)
+    p.write_bytes(png)
+    assert not is_ours(p)
