@@ -113,3 +113,19 @@ def test_cli_calibrate_then_compare_and_show(tmp_path):
     assert shown["parameters"]["network_efficiency"]["fitted"] is True
     bad = run_cli("calibrate", str(log), "--profile", "ideal")
     assert bad.returncode == 2 and "bundled profile" in bad.stderr
+
+
+def test_calibrate_never_writes_over_a_log_or_a_foreign_file(tmp_path):
+    from conftest import ROOT, run_cli
+
+    log = ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt"
+    p = run_cli("calibrate", str(log), "-o", str(log))
+    assert p.returncode == 2 and "is an input" in p.stderr and p.stderr.count("\n") == 1
+    mine = tmp_path / "mine.toml"
+    mine.write_text("my notes\n")
+    p = run_cli("calibrate", str(log), "-o", str(mine))
+    assert p.returncode == 2 and "--force" in p.stderr and mine.read_text() == "my notes\n"
+    out = tmp_path / "fit.toml"
+    run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)
+    run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)  # ours: replaced, no --force
+    assert out.read_text().startswith("# written by topo calibrate")

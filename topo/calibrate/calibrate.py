@@ -55,8 +55,8 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
     return cases, logs, start
 
 
-def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=None, max_nfev=200,
-                   **cluster) -> CalibrationResult:
+def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=None, max_nfev=200, force=False,
+                   output_key="output", force_option="force", **cluster) -> CalibrationResult:
     """Fit the profile's free parameters to every run in ``paths``; write the profile to ``output`` if given."""
     if not paths:
         raise TopoError("give at least one nccl-tests log", key="logs")
@@ -66,5 +66,6 @@ def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=Non
     name = name or (Path(output).stem if output else "calibrated")
     text = profile_toml(name, start.name, start, fit, logs)
     if output:
-        write_profile(output, name, start.name, start, fit, logs)
+        write_profile(output, name, start.name, start, fit, logs, force=force, key=output_key,
+                      force_option=force_option)
     return CalibrationResult(start.name, name, fit, logs, str(output) if output else None, text)

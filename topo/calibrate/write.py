@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from ..atomic import atomic_open
+from ..atomic import open_output
 from ..profiles import US, Profile
 from .fit import FitResult
 
@@ -63,7 +63,7 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
     values = _fitted_values(start, fit.profiles[0], names)
     on = "; ".join(f"{Path(x['path']).name} (sha256 {x['sha256'][:16]}, {x['collective']}, {x['ranks']} ranks)"
                    for x in logs)
-    lines = ["# Written by 'topo calibrate': a bundled base profile and the parameters fitted to nccl-tests logs.",
+    lines = ["# written by topo calibrate: a bundled base profile and the parameters fitted to nccl-tests logs.",
              "# Load it with 'topo estimate --profile FILE', 'topo compare LOG --profile FILE', or",
              "# topo.profiles.resolve_profile(FILE).", "",
              "[profile]", 'kind = "user"', f"name = {_toml_value(name)}", f"base = {_toml_value(base)}",
@@ -90,6 +90,9 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
     return "\n".join(lines)
 
 
-def write_profile(path, name: str, base: str, start: Profile, fit: FitResult, logs: list[dict]) -> None:
-    with atomic_open(path) as fh:
+def write_profile(path, name: str, base: str, start: Profile, fit: FitResult, logs: list[dict], *,
+                  force: bool = False, key: str = "output", force_option: str = "force") -> None:
+    """Write the profile whole or not at all, never over a log it was fitted to nor, unless ``force``, over a file
+    topo did not write (:func:`topo.atomic.open_output`)."""
+    with open_output(path, inputs=[x["path"] for x in logs], force=force, key=key, force_option=force_option) as fh:
         fh.write(profile_toml(name, base, start, fit, logs))

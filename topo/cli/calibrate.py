@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs
 from .compare import add_cluster_arguments
 from .output import emit, emit_json, note
@@ -18,14 +19,19 @@ def register(sub) -> None:
     p.add_argument("--profile", default="nccl", metavar="NAME",
                    help="bundled profile to start from (default nccl: the fabric's)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="profile file to write (default: print it on stdout)")
+                   help="profile file to write (default: print it on stdout); never written over a LOG, and an "
+                   "existing file topo did not write is kept unless --force")
+    p.add_argument("--force", action="store_true", help="replace an existing output file topo did not write")
     p.add_argument("--name", default=None, help="the profile's name (default: the output file's stem)")
     p.add_argument("--json", action="store_true", help="print one JSON document (the fit) on stdout")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name,
+    if args.output:  # a bad -o fails before the fit
+        check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
+    res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
+                         output_key="-o", force_option="--force",
                          collective=args.collective, spec=args.spec, gpu=args.gpu, nodes=args.nodes,
                          gpus_per_node=args.gpus_per_node, nics=args.nics, nic_rate=args.nic_rate,
                          network=args.network, ranks=args.ranks)
