@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import TopoError
 from .fabric import Fabric
-from .units import format_count
+from .units import count_noun, format_count
 
 __all__ = ["Placement", "place", "PLACEMENTS"]
 
@@ -80,7 +80,7 @@ class Placement:
         if self.num_groups > 1:
             what = (f"{format_count(self.num_groups)} concurrent groups of {format_count(self.num_ranks)} GPUs "
                     f"({self.kind}, {format_count(self.gpus.size)} GPUs)")
-        return f"{what}, each in {format_count(self.num_domains)} NVLink domains, {per}"
+        return f"{what}, each in {count_noun(self.num_domains, 'NVLink domain')}, {per}"
 
 
 def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpus=None, rail: int = 0,
