@@ -46,7 +46,7 @@ def readme_commands() -> list[list[str]]:
     blocks = re.findall(r"```sh\n(.*?)```", readme(), flags=re.S)[2:]
     out = []
     for block in blocks:
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a command continued with a backslash is one line
             argv = shlex.split(line, comments=True)
             if argv[:1] == ["topo"] and not any(a.startswith("[") for a in argv):
                 out.append(argv)
@@ -65,6 +65,12 @@ def _needs_image_tools(argv) -> bool:
 
 @pytest.mark.parametrize("argv", readme_commands(), ids=lambda a: " ".join(a[1:])[:60])
 def test_readme_command_runs(argv, tmp_path):
+    # the README's nccl-tests examples run on a real log (NVIDIA/nccl issue #1453, tests/data/nccl_logs/SOURCES.md)
+    log = ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt"
+    (tmp_path / "all_reduce.log").write_text(log.read_text())
+    if "--profile" in argv and argv[argv.index("--profile") + 1].endswith(".toml"):  # made by the calibrate line
+        run_cli("calibrate", "all_reduce.log", "--gpu", "H100", "-o", argv[argv.index("--profile") + 1],
+                cwd=tmp_path, check=True)
     proc = run_cli(*argv[1:], cwd=tmp_path)  # outputs land in a fresh folder
     if _needs_image_tools(argv) and importlib.util.find_spec("kaleido") is None:
         # documented: without kaleido the command stops with one line saying what to install
