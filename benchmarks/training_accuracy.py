@@ -111,7 +111,7 @@ def main() -> None:
                      f"{r.step_time_s:.2f} | {b['bubble']:.2f} | {comm:.2f} | {'yes' if r.fits else 'no'} |")
     all_errs = errs_in + errs_out
     summary = [
-        f"Efficiency per generation (fitted, in-sample on the 'fit' rows): "
+        "Efficiency per generation (fitted, in-sample on the 'fit' rows): "
         + ", ".join(f"{g} {e:.3f} (bundled {bundled[g]['efficiency']:.3f})" for g, e in fitted.items()),
         f"Median |error| on TFLOPs/GPU: all rows {statistics.median(all_errs):.1%} ({len(all_errs)} rows); "
         f"in-sample {statistics.median(errs_in):.1%} ({len(errs_in)}); "

@@ -5,8 +5,8 @@ import pickle
 import numpy as np
 import pytest
 
-from conftest import run_cli, spec_dict, tier
-from topo import build_fabric, load_spec, spec_from_dict
+from conftest import run_cli
+from topo import build_fabric, load_spec
 from topo.algorithms import build_schedule
 from topo.errors import TopoError
 from topo.estimate import estimate, evaluate

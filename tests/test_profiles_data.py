@@ -5,7 +5,6 @@ are one clean error naming the file and the key; user files override a bundled b
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -4,7 +4,6 @@ import json
 import re
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import pytest
 

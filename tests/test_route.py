@@ -103,7 +103,6 @@ def test_pxn_uses_the_destination_rail(name):
     routed = r.route(src, dst, 1.0)
     nic_up = routed.res[(routed.res // 2 >= f.link_offset["nic"]) & (routed.res // 2 < f.link_offset.get(
         "up:0", f.num_links)) & (routed.res % 2 == 0)] // 2 - f.link_offset["nic"]
-    L = f.layout
     assert np.array_equal(f.nic_server(nic_up), f.gpu_server(src))
     assert np.array_equal(f.nic_rail(nic_up), f.nic_rail(f.gpu_nic(dst)))
 

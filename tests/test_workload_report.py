@@ -31,7 +31,7 @@ def test_figures_and_tier_loads():
 
 def test_report_has_the_training_job_section(tmp_path):
     out = tmp_path / "r.html"
-    p = run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=128,global_batch=256",
+    run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=128,global_batch=256",
                 "-o", str(out), check=True)
     page = out.read_text()
     assert '<section id="train">' in page and "llama3-8b dgx-h100-superpod" in page and "train-step" in page

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TopoError
-from .profile_data import PARAMETERS, ProfileFile, bundled_files, load_profile_file
+from .profile_data import ProfileFile, bundled_files, load_profile_file
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "resolve_profile", "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]

@@ -97,7 +97,7 @@ def traffic_from_dict(data: dict, source: str = "<traffic>") -> tuple[dict, list
                 raise _unknown(k, MEMBER_KEYS, source, where)
         for k in ("name", "collective", "size"):
             if k not in m:
-                raise TopoError(f"missing; every member needs name, collective and size", source=source,
+                raise TopoError("missing; every member needs name, collective and size", source=source,
                                 key=f"{where}{k}")
         opts = {k: m[k] for k in _OPTION_KEYS if k in m}
         symbolic = []

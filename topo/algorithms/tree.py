@@ -45,7 +45,6 @@ def _in_order_parents(n: int) -> np.ndarray:
 
 def _depth(parent: np.ndarray) -> int:
     depth = np.zeros(parent.size, dtype=np.int64)
-    node = np.arange(parent.size)
     cur = parent.copy()
     while np.any(cur >= 0):
         live = cur >= 0

@@ -116,7 +116,7 @@ def render(r: PlanResult) -> str:
     out.append(f"          {k.days:g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
                f"{k.reference_ratio:.1f}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
-               + f" its cluster")
+               + " its cluster")
     out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day (one per {format_time(rel.mtbf_s)}); "
                f"first optical-module failure after {rel.first_optical_failure_s / 60:.1f} min "
                f"({format_count(rel.optical_modules)} modules)")

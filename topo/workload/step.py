@@ -121,7 +121,7 @@ def evaluate(fabric: Fabric, model: ModelSpec, lay: Layout, *, engine: CommEngin
         G = groups[item["groups"]]
         one: CommTime = engine.time(item["collective"], G, item["size_bytes"])
         total = one.time_s * item["calls"]
-        dim, phase = item["dim"], item["phase"]
+        dim = item["dim"]
         if dim == "tp":
             ex = max(0.0, total - m * t_mb) if lay.overlap_tp else total
         elif dim == "cp":
