@@ -145,3 +145,19 @@ def test_routes_around_failures_are_shortest_paths_of_the_surviving_graph(ecmp):
             assert all(hops[i][1] == hops[i + 1][0] for i in range(len(hops) - 1))
             assert len(hops) == nx.shortest_path_length(g, f"gpu{src[fl]}", f"gpu{dst[fl]}")
     assert gps == 8
+
+
+def test_every_command_takes_fail():
+    import json
+
+    # plan: the cross-pod all-reduce of the default (bound by pod 0's spine-core uplinks, 7:1) with one of its 32
+    # spines failed takes 32/31 as long; the bill of materials is the same hardware
+    healthy = json.loads(run_cli("plan", "--json", check=True).stdout)
+    failed = json.loads(run_cli("plan", "--fail", "spine0", "--json", check=True).stdout)
+    assert failed["network"]["all_reduce_s"] == pytest.approx(healthy["network"]["all_reduce_s"] * 32 / 31, rel=2e-3)
+    assert failed["transceivers"] == healthy["transceivers"]
+    for cmd in (["export", "dgx-h100-superpod", "--format", "json", "-o", "-"],
+                ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--tp", "8", "--dp", "128",
+                 "--global-batch", "1024"]):
+        p = run_cli(*cmd, "--fail", "spine99")
+        assert p.returncode == 2 and p.stderr.startswith("error: --fail: no such node 'spine99'"), (cmd, p.stderr)

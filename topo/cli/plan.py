@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import TopoError
 from ..plan import Comparison, PlanResult, plan
 from ..units import format_bandwidth, format_count, format_time
-from .common import add_spec_arguments, spec_from_args
+from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, table
 
 
@@ -59,7 +59,7 @@ def train_mfu(args) -> tuple[float, str, float]:
 def run(args) -> int:
     names = args.specs or [None]
     layers = _layers(args)
-    results = [plan(spec_from_args(args, n), layers=layers, plan_file=args.plan_file,
+    results = [plan(fabric_from_args(args, n), layers=layers, plan_file=args.plan_file,
                     collectives=not args.no_collectives) for n in names]
     if args.json:
         emit_json(results[0].to_dict() if len(results) == 1 else Comparison(results).to_dict())
