@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .collectives import normalize_collective
+from .cost import usable_capacity
 from .errors import TopoError
 from .estimate import choose_profile, evaluate
 from .fabric import Fabric
@@ -156,9 +157,9 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
         raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
     router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
     prof = choose_profile(fabric, profile)
-    cap = None
+    cap = usable_capacity(router, prof)
     rows, demand, loads_dir = [], [], np.zeros(router.num_real)
-    for i, m in enumerate(members):
+    for m in members:
         try:
             opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
                                                profile=prof)
@@ -173,10 +174,6 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
         t, algo, proto, lat, bw = ev.time(S)
         c = ev.costed[algo]
         total = c.loads.total() * S
-        if cap is None:
-            from .cost import usable_capacity
-
-            cap = usable_capacity(router, prof)
         # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
         eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
         u = np.zeros_like(total)
@@ -197,11 +194,10 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     for r, done, lim in zip(rows, finish, limiter):
         mix = r["latency_s"] + done
         d = router.describe_resource(int(lim)) if lim >= 0 else None
-        bw = r.pop("bw_s")
+        r.pop("bw_s")
         results.append(MemberResult(**r, mix_s=float(mix), slowdown=float(mix / r["alone_s"]) if r["alone_s"] else 1.0,
                                     bottleneck_mix=f"{d['src']} -> {d['dst']}" if d else None,
                                     bottleneck_mix_level=d["level"] if d else None))
-        del bw
     contested = _contested(router, U, [m.name for m in members], max_contested)
     return MixResult(spec=fabric.name, name=name, sharing=sharing,
                      ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""),
