@@ -185,8 +185,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     sizes = _sizes(sizes)
     ev = evaluate(fabric, collective, opts)
     coll, pl = ev.collective, ev.placement
-    names = list(NCCL_ALGORITHMS[coll]) if normalize_algorithm(coll, opts.algorithm) == "auto" \
-        else [normalize_algorithm(coll, opts.algorithm)]
+    asked = normalize_algorithm(coll, opts.algorithm)
+    names = list(NCCL_ALGORITHMS[coll]) if asked == "auto" else [asked]
     factor = busbw_factor(coll, pl.num_ranks)
     results: list[SizeResult] = []
     cand_times: dict[str, list[float | None]] = {n: [] for n in names}
@@ -203,8 +203,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
-        spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=normalize_algorithm(coll, opts.algorithm),
-        placement=pl.describe(),
+        spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
         ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""), sharing=opts.sharing,
         profile=ev.profile.name, results=results, candidates=cand_times, unavailable=ev.unavailable,
         phases={n: c.phase_info for n, c in ev.costed.items()}, notes=notes,
