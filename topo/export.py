@@ -24,7 +24,7 @@ EXPORT_FORMATS = ("graphml", "json")
 
 _GRAPHML_TYPES = {"role": "string", "tier": "string", "rail": "int", "server": "int", "domain": "int", "unit": "int",
                   "pod": "int", "plane": "int", "level": "string", "num_links": "int", "bandwidth_Bps": "double",
-                  "link_bandwidth_Bps": "double", "latency_s": "double"}
+                  "link_bandwidth_Bps": "double", "latency_s": "double", "num_failed": "int"}
 _BATCH = 20_000
 
 

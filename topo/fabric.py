@@ -210,7 +210,7 @@ class Fabric:
         return self._cache["graph"]
 
     NODE_ATTRS = ("role", "tier", "rail", "server", "domain", "unit", "pod", "plane")
-    EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s")
+    EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "latency_s", "num_failed")
 
     def node_records(self):
         """``(name, attrs)`` for every node, attributes as in the module doc (the networkx and export view)."""
@@ -226,7 +226,8 @@ class Fabric:
 
     def edge_records(self, names: list[str] | None = None):
         """``(u, v, attrs)`` for every pair of adjacent nodes; parallel cables between the same pair are one edge
-        with ``num_links`` and the summed ``bandwidth_Bps`` (``link_bandwidth_Bps`` is one cable's)."""
+        with ``num_links`` and the summed ``bandwidth_Bps`` (``link_bandwidth_Bps`` is one cable's);
+        ``num_failed`` of them have failed (:meth:`with_failures`)."""
         links = self.links
         names = names if names is not None else self.node_names()
         src, dst = links["src"], links["dst"]
@@ -236,11 +237,13 @@ class Fabric:
         starts = np.flatnonzero(np.r_[True, k_sorted[1:] != k_sorted[:-1]])
         counts = np.diff(np.r_[starts, len(order)])
         first = order[starts]
+        failed = (np.add.reduceat(self.failed[order].astype(np.int64), starts) if self.failed is not None
+                  else np.zeros(starts.size, dtype=np.int64))
         level_names = self.level_names
-        for s, d, lv, c, b, la in zip(src[first].tolist(), dst[first].tolist(), links["level"][first].tolist(),
-                                      counts.tolist(), links["bandwidth_Bps"][first].tolist(),
-                                      links["latency_s"][first].tolist()):
-            yield names[s], names[d], dict(zip(self.EDGE_ATTRS, (level_names[lv], c, b * c, b, la)))
+        for s, d, lv, c, b, la, nf in zip(src[first].tolist(), dst[first].tolist(), links["level"][first].tolist(),
+                                          counts.tolist(), links["bandwidth_Bps"][first].tolist(),
+                                          links["latency_s"][first].tolist(), failed.tolist()):
+            yield names[s], names[d], dict(zip(self.EDGE_ATTRS, (level_names[lv], c, b * c, b, la, nf)))
 
     def to_networkx(self):
         """A ``networkx.Graph``: one node per GPU, NVSwitch, NIC and switch (named as :meth:`node_names`), one
