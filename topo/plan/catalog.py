@@ -79,6 +79,15 @@ class Gpu(_Strict):
     peak_flops: dict[str, Positive]
 
 
+class RackSwitch(_Strict):
+    """Switches built into a rack-scale system's rack (the NVLink switch trays of an NVL72 rack)."""
+
+    model: str
+    per_rack: Positive
+    power_W: NonNeg
+    price_usd: Price
+
+
 class Server(_Strict):
     gpu: str
     gpus: Positive
@@ -86,6 +95,11 @@ class Server(_Strict):
     max_power_W: Positive
     rack_units: Positive
     price_usd: Price
+    # A rack-scale system (GB200 NVL72): the server is one compute tray of a rack the product fixes; these replace
+    # layout.servers_per_rack and layout.rack_power_W, and the rack's own switches are counted per rack.
+    servers_per_rack: _bounded(ge=1.0) | None = None
+    rack_power_W: Positive | None = None
+    rack_switches: RackSwitch | None = None
 
 
 class Switch(_Strict):
