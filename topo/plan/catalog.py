@@ -5,6 +5,10 @@ The files live in ``topo/data/catalog/*.toml``; every number is a table ``{ valu
 status = "published" | "secondary" | "derived" | "assumption" }`` in SI units named in the key (``power_W``,
 ``price_usd``, ``reach_m``). Prices must be marked ``assumption``: they are inputs a user overrides, not facts.
 
+A server may be a tray of a rack-scale system (GB200 NVL72): its ``servers_per_rack`` and ``rack_power_W`` replace
+the layout's, and its ``rack_switches`` (the NVLink switch trays, ``per_rack``) are counted per rack of such servers
+as switches (power and price) by :func:`topo.plan.plan`.
+
 Overrides come in layers, each ``(origin, dict)``: the spec's ``[plan]`` table, a plan file, command-line options.
 A bare number replaces a value (its source becomes ``<origin>: plan.<key>``, status ``override``); a table with
 ``value``/``source``/``status`` replaces it whole; a new item (a switch model) gives all its fields. Whatever the
