@@ -104,6 +104,7 @@ class Server(_Strict):
     servers_per_rack: _bounded(ge=1.0) | None = None
     rack_power_W: Positive | None = None
     rack_switches: RackSwitch | None = None
+    leaf_in_rack: bool = True  # False: the rack has no room for a leaf, which then sits at the end of the row
 
 
 class Switch(_Strict):

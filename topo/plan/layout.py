@@ -58,12 +58,13 @@ class Floor:
 
 
 def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_per_rack: int | None = None,
-               rack_power_W: float | None = None, rack_extra_W: float = 0.0) -> Floor:
+               rack_power_W: float | None = None, rack_extra_W: float = 0.0, leaf_in_rack: bool = True) -> Floor:
     """Place racks, rows and halls for ``fabric`` and measure every scale-out link.
 
     A rack-scale server (a GB200 NVL72 compute tray) brings its own ``servers_per_rack`` and ``rack_power_W`` (they
     replace the layout's) and ``rack_extra_W``, the power of the rack's own switches (its NVLink switch trays),
-    which the rack's budget must also hold.
+    which the rack's budget must also hold; ``leaf_in_rack=False`` (a full NVL72 rack) puts the leaves at the end of
+    the row even when a unit fits one rack.
 
     Raises
     ------
@@ -86,7 +87,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_
                         f"{rack_W:,.0f} W; at most {int((rack_W - rack_extra_W) // server_power_W)} fit",
                         key="plan.layout.servers_per_rack")
     spu, upp, pph = L.servers_per_unit, L.units_per_pod, int(lay.pods_per_hall.value)
-    tor = spu <= spr
+    tor = spu <= spr and leaf_in_rack
     racks_per_row = math.ceil(spu / spr) + (0 if tor else 1)
     w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
     row_len = racks_per_row * w

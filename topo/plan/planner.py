@@ -119,7 +119,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     try:
         floor = floor_plan(fabric, cat, server_W, servers_per_rack=spr,
                            rack_power_W=server.rack_power_W.value if server.rack_power_W is not None else None,
-                           rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0)
+                           rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0,
+                           leaf_in_rack=server.leaf_in_rack)
         bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
@@ -156,6 +157,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     net = crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
                                collectives=collectives)
     notes = list(inv.notes)
+    if spr is not None:
+        notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
+                     f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.layout"
+                     + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
+                        if rsw is not None else ""))
     impact = collective_times_with_failures(fabric) if collectives else []
     if any(t.get("stages", 2) == 2 for t in plan_tables.get("tiers", {}).values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
