@@ -86,7 +86,7 @@ def render(r: PlanResult) -> str:
     p, c, k, rel, n, fl = r.power, r.cost, r.compute, r.reliability, r.network, r.floor
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
     out.append(f"floor     {format_count(fl['server_racks'])} server racks of {fl['servers_per_rack']} "
-               f"({fl['servers_per_rack'] * fl['server_power_W'] / 1e3:.1f} of {fl['rack_power_W'] / 1e3:.0f} kW), "
+               f"({fl['rack_load_W'] / 1e3:.1f} of {fl['rack_power_W'] / 1e3:.0f} kW), "
                f"{format_count(fl['network_racks'])} network racks, {fl['rows']} rows, {fl['halls']} halls; "
                f"leaves {fl['leaf_placement'].replace('_', ' ')}")
     out.append("")

@@ -5,6 +5,10 @@ The files live in ``topo/data/catalog/*.toml``; every number is a table ``{ valu
 status = "published" | "secondary" | "derived" | "assumption" }`` in SI units named in the key (``power_W``,
 ``price_usd``, ``reach_m``). Prices must be marked ``assumption``: they are inputs a user overrides, not facts.
 
+A server may be a tray of a rack-scale system (GB200 NVL72): its ``servers_per_rack`` and ``rack_power_W`` replace
+the layout's, and its ``rack_switches`` (the NVLink switch trays, ``per_rack``) are counted per rack of such servers
+as switches (power and price) by :func:`topo.plan.plan`.
+
 Overrides come in layers, each ``(origin, dict)``: the spec's ``[plan]`` table, a plan file, command-line options.
 A bare number replaces a value (its source becomes ``<origin>: plan.<key>``, status ``override``); a table with
 ``value``/``source``/``status`` replaces it whole; a new item (a switch model) gives all its fields. Whatever the
@@ -79,6 +83,15 @@ class Gpu(_Strict):
     peak_flops: dict[str, Positive]
 
 
+class RackSwitch(_Strict):
+    """Switches built into a rack-scale system's rack (the NVLink switch trays of an NVL72 rack)."""
+
+    model: str
+    per_rack: Positive
+    power_W: NonNeg
+    price_usd: Price
+
+
 class Server(_Strict):
     gpu: str
     gpus: Positive
@@ -86,6 +99,12 @@ class Server(_Strict):
     max_power_W: Positive
     rack_units: Positive
     price_usd: Price
+    # A rack-scale system (GB200 NVL72): the server is one compute tray of a rack the product fixes; these replace
+    # layout.servers_per_rack and layout.rack_power_W, and the rack's own switches are counted per rack.
+    servers_per_rack: _bounded(ge=1.0) | None = None
+    rack_power_W: Positive | None = None
+    rack_switches: RackSwitch | None = None
+    leaf_in_rack: bool = True  # False: the rack has no room for a leaf, which then sits at the end of the row
 
 
 class Switch(_Strict):

@@ -46,6 +46,7 @@ class Floor:
     rack_power_W: float
     server_power_W: float
     leaf_placement: str  # "top_of_rack" or "end_of_row"
+    rack_load_W: float  # a full rack: its servers and its own switches (NVLink switch trays)
     first_link: int
     lengths_m: np.ndarray
     levels: np.ndarray
@@ -53,11 +54,17 @@ class Floor:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("servers_per_rack", "server_racks", "network_racks",
                                                "racks_per_row", "rows", "halls", "rack_power_W",
-                                               "server_power_W", "leaf_placement")}
+                                               "server_power_W", "leaf_placement", "rack_load_W")}
 
 
-def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float) -> Floor:
+def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_per_rack: int | None = None,
+               rack_power_W: float | None = None, rack_extra_W: float = 0.0, leaf_in_rack: bool = True) -> Floor:
     """Place racks, rows and halls for ``fabric`` and measure every scale-out link.
+
+    A rack-scale server (a GB200 NVL72 compute tray) brings its own ``servers_per_rack`` and ``rack_power_W`` (they
+    replace the layout's) and ``rack_extra_W``, the power of the rack's own switches (its NVLink switch trays),
+    which the rack's budget must also hold; ``leaf_in_rack=False`` (a full NVL72 rack) puts the leaves at the end of
+    the row even when a unit fits one rack.
 
     Raises
     ------
@@ -67,17 +74,20 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float) -> Floor
     """
     lay = catalog.layout
     L = fabric.layout
-    spr = int(lay.servers_per_rack.value)
-    rack_W = lay.rack_power_W.value
-    if server_power_W > rack_W:
-        raise TopoError(f"a rack of {rack_W:,.0f} W cannot hold one server of {server_power_W:,.0f} W; raise "
-                        f"rack_power_W or lower the server's power", key="plan.layout.rack_power_W")
-    if spr * server_power_W > rack_W:
-        raise TopoError(f"{spr} servers of {server_power_W:,.0f} W need {spr * server_power_W:,.0f} W, more than "
-                        f"rack_power_W = {rack_W:,.0f} W; at most {int(rack_W // server_power_W)} fit",
+    spr = int(servers_per_rack if servers_per_rack is not None else lay.servers_per_rack.value)
+    rack_W = rack_power_W if rack_power_W is not None else lay.rack_power_W.value
+    if server_power_W + rack_extra_W > rack_W:
+        raise TopoError(f"a rack of {rack_W:,.0f} W cannot hold one server of {server_power_W:,.0f} W"
+                        + (f" and its {rack_extra_W:,.0f} W of rack switches" if rack_extra_W else "")
+                        + "; raise rack_power_W or lower the server's power", key="plan.layout.rack_power_W")
+    if spr * server_power_W + rack_extra_W > rack_W:
+        raise TopoError(f"{spr} servers of {server_power_W:,.0f} W"
+                        + (f" and {rack_extra_W:,.0f} W of rack switches" if rack_extra_W else "")
+                        + f" need {spr * server_power_W + rack_extra_W:,.0f} W, more than rack_power_W = "
+                        f"{rack_W:,.0f} W; at most {int((rack_W - rack_extra_W) // server_power_W)} fit",
                         key="plan.layout.servers_per_rack")
     spu, upp, pph = L.servers_per_unit, L.units_per_pod, int(lay.pods_per_hall.value)
-    tor = spu <= spr
+    tor = spu <= spr and leaf_in_rack
     racks_per_row = math.ceil(spu / spr) + (0 if tor else 1)
     w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
     row_len = racks_per_row * w
@@ -132,4 +142,5 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float) -> Floor
     return Floor(servers_per_rack=spr, server_racks=server_racks, network_racks=network_racks,
                  racks_per_row=racks_per_row, rows=L.num_pods * rows_per_pod, halls=halls, rack_power_W=rack_W,
                  server_power_W=server_power_W, leaf_placement="top_of_rack" if tor else "end_of_row",
+                 rack_load_W=spr * server_power_W + rack_extra_W,
                  first_link=start, lengths_m=lengths, levels=level.copy())

@@ -3,7 +3,9 @@ and blast radius; ``compare``: several designs side by side."""
 
 from __future__ import annotations
 
+import math
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -13,7 +15,7 @@ from ..fabric import Fabric
 from ..inventory import inventory
 from ..spec import Spec, load_spec
 from .blast import blast_radius, collective_times_with_failures
-from .bom import bill_of_materials
+from .bom import SwitchLine, bill_of_materials
 from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .cost import cost_breakdown
@@ -112,11 +114,23 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                         f"{L.gpus_per_server}; add a matching server under plan.servers", source=s.error_source(
                             "server.gpus"), key="server.gpus")
     server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
+    spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
+    rsw = server.rack_switches
     try:
-        floor = floor_plan(fabric, cat, server_W)
+        floor = floor_plan(fabric, cat, server_W, servers_per_rack=spr,
+                           rack_power_W=server.rack_power_W.value if server.rack_power_W is not None else None,
+                           rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0,
+                           leaf_in_rack=server.leaf_in_rack)
         bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
+    if rsw is not None:
+        # a rack-scale system's own switches (NVL72: 9 NVLink switch trays per rack of 18 compute trays), one set
+        # per full or partial rack of servers; counted with the switches (power and price)
+        racks = math.ceil(L.num_servers / (spr or int(cat.layout.servers_per_rack.value)))
+        n = racks * int(rsw.per_rack.value)
+        bom = replace(bom, switches=bom.switches + [SwitchLine("scale-up (in rack)", rsw.model, n, n,
+                                                               rsw.power_W.value, rsw.price_usd.value)])
     fac, wl, rel = cat.facility, cat.workload, cat.reliability
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
@@ -143,6 +157,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     net = crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
                                collectives=collectives)
     notes = list(inv.notes)
+    if spr is not None:
+        notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
+                     f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.layout"
+                     + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
+                        if rsw is not None else ""))
     impact = collective_times_with_failures(fabric) if collectives else []
     if any(t.get("stages", 2) == 2 for t in plan_tables.get("tiers", {}).values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "

@@ -1,0 +1,80 @@
+"""The planner on every bundled design, and one published figure per design whose parts the catalog gained
+(H800 / HPN, DGX A100, GB200 NVL72, Meta's Llama 3 RoCE cluster)."""
+
+import json
+
+import pytest
+
+from topo.plan import load_catalog, plan
+from topo.spec.load import bundled_specs
+
+
+def _figures(reference, cluster_id):
+    data = json.loads((reference / "clusters.json").read_text())
+    c = next(c for c in data["clusters"] if c["id"] == cluster_id)
+    return {f["name"]: f for f in c["figures"]}
+
+
+@pytest.mark.parametrize("name", bundled_specs())
+def test_every_bundled_spec_plans(name):
+    r = plan(name, collectives=False)
+    assert r.num_gpus > 0
+    assert r.power.it_power_W > r.power.gpu_W > 0
+    assert r.power.facility_power_W >= r.power.it_power_W
+    assert r.cost.capex_usd > r.cost.servers_usd > 0 and r.cost.network_capex_usd > 0
+    assert r.bom.num_transceivers > 0 and r.bom.num_switches > 0
+    assert r.floor["rack_load_W"] <= r.floor["rack_power_W"]
+    assert r.compute.flop > 0
+
+
+def test_dgx_a100_server_draws_its_published_6_5_kW():
+    # NVIDIA DGX A100 datasheet / User Guide DU-09821-001, "Power Specifications": 6.5 kW max per system
+    # (catalog servers.toml "DGX A100" max_power_W, status published); 8 x 400 W A100 + the rest of the server.
+    cat = load_catalog()
+    assert cat.servers["DGX A100"].max_power_W.status == "published"
+    r = plan("dgx-a100-superpod", collectives=False)
+    assert r.server_model == "DGX A100"
+    assert r.floor["server_power_W"] == pytest.approx(6500.0, rel=1e-12)
+    assert r.power.servers_W == pytest.approx(r.num_servers * 6500.0, rel=1e-12)
+
+
+def test_gb200_nvl72_rack_power_and_nvlink_switch_trays(reference):
+    # NVIDIA DGX SuperPOD GB200 RA (clusters.json nvidia_dgx_superpod_gb200): 18 compute trays and 9 NVLink switch
+    # trays per rack, 1.2 MW TDP per SU of 8 racks; a rack is widely quoted at ~120-132 kW (servers.toml sources).
+    f = _figures(reference, "nvidia_dgx_superpod_gb200")
+    trays, nvsw, su_W = f["rack_compute_trays"]["value"], f["rack_nvlink_switch_trays"]["value"], f["su_power_tdp"]["value"] * 1e6
+    r = plan("gb200-nvl72-superpod", collectives=False)
+    racks = r.num_gpus // 72
+    assert r.floor["servers_per_rack"] == trays and r.floor["server_racks"] == racks
+    assert 120e3 - 1 <= r.floor["rack_load_W"] <= 132e3
+    assert 8 * r.floor["rack_load_W"] <= su_W  # within the SU's published TDP
+    # catalog assumption (servers.toml leaf_in_rack = false): no leaf fits a full NVL72 rack, so every tray NIC
+    # (4 x 400G per tray, DGX GB200 User Guide) reaches an end-of-row leaf over optics
+    assert r.floor["leaf_placement"] == "end_of_row"
+    assert sum(t.count for t in r.bom.transceivers if t.at == "nic") == 4 * r.num_servers
+    line = next(s for s in r.bom.switches if s.model == "NVLink switch tray")
+    assert line.count == nvsw * racks
+    # their power is counted once, with the switches: fabric switches + trays
+    fabric_W = sum(s.count * s.power_W_each for s in r.bom.switches if s is not line)
+    assert r.power.switches_W == pytest.approx(fabric_W + line.count * line.power_W_each, rel=1e-12)
+
+
+def test_meta_llama3_rack_switches_match_the_paper(reference):
+    # Llama 3 paper sec. 3.3.1 (clusters.json meta_llama3_24k_h100): one Minipack2 ToR per 16-GPU rack, 192 racks per
+    # pod, 8 pods -> 1,536 rack switches.
+    f = _figures(reference, "meta_llama3_24k_h100")
+    r = plan("meta-llama3-24k", collectives=False)
+    rtsw = next(s for s in r.bom.switches if s.model == "Minipack2")
+    assert rtsw.count == f["pod_racks"]["value"] * f["pods_per_cluster"]["value"] == 1536
+    assert r.num_gpus // rtsw.count == f["rack_gpus"]["value"]
+
+
+def test_hpn_aggregation_switches_per_plane(reference):
+    # Alibaba HPN (SIGCOMM'24; clusters.json alibaba_hpn_sigcomm24): 60 aggregation switches per plane in a pod of
+    # 15,360 GPUs; the bundled spec is one plane.
+    f = _figures(reference, "alibaba_hpn_sigcomm24")
+    r = plan("alibaba-hpn-plane", collectives=False)
+    agg = next(s for s in r.bom.switches if s.tier == "agg")
+    pods = r.num_gpus // f["pod_gpus"]["value"]
+    assert agg.count == f["agg_switches_per_plane"]["value"] * pods
+    assert r.gpu == "H800" and r.server_model == "HGX H800"
