@@ -161,3 +161,13 @@ def test_every_command_takes_fail():
                  "--global-batch", "1024"]):
         p = run_cli(*cmd, "--fail", "spine99")
         assert p.returncode == 2 and p.stderr.startswith("error: --fail: no such node 'spine99'"), (cmd, p.stderr)
+
+
+@pytest.mark.parametrize("cmd", [["estimate", "dgx-h100-superpod", "-g", "512", "--size", "1G"],
+                                 ["report", "dgx-h100-superpod", "-o", "-"],
+                                 ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--tp", "8",
+                                  "--dp", "128", "--global-batch", "1024"]])
+def test_a_cut_off_fabric_is_one_line_naming_the_flag(cmd):
+    p = run_cli(*cmd, "--fail", "random:spine:1.0")  # every spine down: no path between units
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert p.stderr.startswith("error: --fail: GPU ") and "cannot reach" in p.stderr, p.stderr

@@ -24,7 +24,7 @@ FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail
          "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
          "ecmp": "--ecmp", "subflows": "--subflows", "sharing": "--sharing", "pxn": "--no-pxn",
          "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
-         "max_bytes": "-e", "factor": "-f"}
+         "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
 
 
 def flag_error(exc: TopoError) -> TopoError:
@@ -211,10 +211,12 @@ def render(r: EstimateResult) -> str:
 
 def _run_mix(args) -> int:
     settings, members = load_traffic(args.traffic)
-    for flag in ("size", "gpus", "ranks", "protocol", "channels", "chunks", "minbytes", "maxbytes"):
-        if getattr(args, flag) is not None:
+    flags = {"size": "--size", "gpus": "--gpus", "ranks": "--ranks", "protocol": "--protocol",
+             "channels": "--channels", "chunks": "--chunks", "minbytes": "-b", "maxbytes": "-e"}
+    for attr, flag in flags.items():
+        if getattr(args, attr) is not None:
             raise TopoError("sizes, placements and algorithms of a traffic mix are set per member in its file",
-                            key=f"--{flag}" if len(flag) > 4 else flag)
+                            key=flag)
     fabric = fabric_from_args(args)
     sharing = args.sharing or settings["sharing"]
     ecmp = args.ecmp or settings["ecmp"]

@@ -14,6 +14,10 @@ __all__ = ["main", "build_parser"]
 COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate]
 
 
+# library option names -> the flag that sets them on every command that has it
+_SHARED_FLAGS = {"fail": "--fail"}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line ``error: ...`` with exit status 2."""
 
@@ -44,6 +48,8 @@ def main(argv=None) -> int:
     except TopoError as exc:
         if args.debug:
             traceback.print_exc()
+        if exc.key in _SHARED_FLAGS and not exc.source:  # options every command has: name the flag
+            exc = TopoError(exc.message, key=_SHARED_FLAGS[exc.key])
         sys.stderr.write(f"error: {exc.line()}\n")
         return 2
     except BrokenPipeError:  # e.g. piped into head
