@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs
-from .compare import add_cluster_arguments
+from .compare import add_cluster_arguments, cluster_from_args
 from .output import emit, emit_json, note
 
 
@@ -31,10 +31,8 @@ def run(args) -> int:
     if args.output:  # a bad -o fails before the fit
         check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
     res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
-                         output_key="-o", force_option="--force",
-                         collective=args.collective, spec=args.spec, gpu=args.gpu, nodes=args.nodes,
-                         gpus_per_node=args.gpus_per_node, nics=args.nics, nic_rate=args.nic_rate,
-                         network=args.network, ranks=args.ranks)
+                         output_key="-o", force_option="--force", collective=args.collective,
+                         **cluster_from_args(args))
     for log in res.logs:
         for a in log["assumptions"]:
             note(f"assumption ({log['path']}): {a}")

@@ -26,9 +26,14 @@ def add_cluster_arguments(p) -> None:
     p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
 
 
+def cluster_from_args(args) -> dict:
+    """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it."""
+    return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
+                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
+
+
 def setup_from_args(run, args):
-    return setup_from_run(run, spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                          nics=args.nics, nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
+    return setup_from_run(run, **cluster_from_args(args))
 
 
 def register(sub) -> None:
