@@ -154,7 +154,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
     """Count switches, transceivers and cables of ``fabric`` laid out on ``floor``."""
     L = fabric.layout
     logical = logical_tiers(fabric, plan or {}, source)
-    dac, mmf = catalog.cables["DAC"], catalog.cables["MMF"]
+    dac = catalog.cables["DAC"]
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
     models = [catalog.switch(logical[t.index].switch or t.model, key=f"plan.tiers.{t.name}.switch")
               if t.index in logical and logical[t.index].switch else

@@ -114,7 +114,6 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_
     # NIC -> leaf: the server's rack to the leaf's rack
     nic = level == LEVEL_NIC
     server = nodes["server"][src[nic]]
-    unit = server // spu
     rack_in_row = (server % spu) // spr
     if tor:
         lengths[nic] = slack / 2
