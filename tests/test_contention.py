@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from topo.contention import _progressive_fill, drain_time, max_min_makespan
+from topo.contention import drain_time, flow_classes, max_min_makespan
+from topo.maxmin import max_min_rates
 from conftest import routed_flows
 
 
@@ -15,13 +16,7 @@ def test_textbook_max_min_rates():
     # gives B the rest of link 1: 9 (Bertsekas & Gallager, Data Networks, progressive filling).
     r = flows([[0, 1], [1]], [1, 1])
     cap = np.array([1.0, 10.0])
-    inc_flow = np.array([0, 0, 1])
-    inc_res = np.array([0, 1, 1])
-    frac = np.ones(3)
-    by_res = np.argsort(inc_res, kind="stable")
-    res_start = np.searchsorted(inc_res[by_res], np.arange(3))
-    flow_start = np.searchsorted(inc_flow, np.arange(3))
-    rates = _progressive_fill(inc_flow, inc_res, frac, by_res, res_start, flow_start, np.ones(2, bool), cap)
+    rates = max_min_rates(flow_classes(r), cap)
     assert rates == pytest.approx([1.0, 9.0])
     # With B of 18 bytes: A ends at t=1 (1 byte at 1/s), B has moved 9, then runs alone at 10/s: 0.9 s more.
     r = flows([[0, 1], [1]], [1, 18])

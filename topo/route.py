@@ -53,12 +53,24 @@ class Routed:
     latency_s: np.ndarray  # routed latency of each flow (sum of its links' latencies)
     network: np.ndarray  # True where the flow leaves its NVLink domain
     aggregated: bool = False  # True: only the summed load per resource is kept (res, weight); no per-flow data
+    classes: "FlowClasses | None" = None  # the flows merged into max-min classes (topo.maxmin), when kept so
 
     @staticmethod
     def concat(parts: list["Routed"]) -> "Routed":
         parts = [p for p in parts if p.num_flows]
         if not parts:
             return Routed.empty()
+        if any(p.classes is not None for p in parts) and all(p.classes is not None or not p.aggregated
+                                                                for p in parts):
+            from .maxmin import FlowClasses
+
+            out = Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
+                                sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
+                                any(bool(p.network.any()) for p in parts))
+            out.classes = FlowClasses.concat([p.classes if p.classes is not None else
+                                              FlowClasses.single(p.res, p.flow, p.weight, p.flow_bytes)
+                                              for p in parts])
+            return out
         if any(p.aggregated for p in parts):
             return Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
                                  sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),

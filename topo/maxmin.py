@@ -1,0 +1,307 @@
+"""Max-min fair sharing at scale: flow classes on a compacted sparse incidence matrix.
+
+Progressive filling (Bertsekas & Gallager, *Data Networks*, 6.5.2): every flow's rate rises at the same pace;
+when a resource saturates, the flows crossing it freeze at that level. When flows finish, the rates are
+re-computed, and the step ends when the last flow ends.
+
+Two things make this fast enough for a hashed all-to-all over thousands of GPUs (millions of flows):
+
+- **Classes.** Flows of equal size that cross the same resources move at the same max-min rate, so a class
+  of ``members`` such flows is filled once. A class may also share a *template*: resources that some or all of
+  its members cross, common to many classes (e.g. the NVLink hops that bring a server's GPUs to the NIC PXN picks
+  for a destination's rail, the same for every destination on that rail). A template resource crossed by only
+  some members of a class (``partial``) must not bind while the class is still rising, or its members would
+  move at different rates: the solver checks this and refuses the case instead of answering wrongly.
+- **Incremental re-filling.** When flows finish, every flow that moved slower than the slowest of them keeps
+  its rate: the resource that froze it saturated at a lower level, so no finished flow crossed it, and without
+  the finished flows nothing saturates earlier. Only flows at or above that level are filled again, on what
+  the others leave. Work per event is the incidences of the flows that change, not of all flows.
+
+The incidence matrix (classes x resources actually used) is held in ``scipy.sparse`` CSR/CSC form: CSR to
+read a class's resources, CSC to find the classes on a saturated resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import TopoError
+
+__all__ = ["FlowClasses", "max_min_rates", "max_min_makespan_classes"]
+
+_TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
+
+
+@dataclass
+class FlowClasses:
+    """Flows grouped into classes whose members move at one rate.
+
+    Direct incidences ``(cls[i], res[i], a[i])``: class ``cls[i]`` puts ``a[i]`` bytes on resource ``res[i]``
+    per byte moved by each of its members (its number of members crossing it times the fraction of a member's
+    bytes that crosses it). Template incidences ``(t_id[i], t_res[i], t_a[i])`` likewise, for every class whose
+    ``template`` is ``t_id[i]``; ``t_partial[i]`` marks a resource that not all members of such a class cross.
+    """
+
+    size_bytes: np.ndarray  # per class: bytes of each member flow
+    members: np.ndarray  # per class: number of member flows
+    cls: np.ndarray
+    res: np.ndarray
+    a: np.ndarray
+    template: np.ndarray | None = None  # per class: its template, or -1
+    t_id: np.ndarray | None = None
+    t_res: np.ndarray | None = None
+    t_a: np.ndarray | None = None
+    t_partial: np.ndarray | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.size_bytes.size)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.members.sum())
+
+    @property
+    def num_templates(self) -> int:
+        return 0 if self.t_id is None or self.t_id.size == 0 else int(self.t_id.max()) + 1
+
+    @staticmethod
+    def single(res, flow, weight, flow_bytes) -> "FlowClasses":
+        """One class per flow: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
+        size = np.asarray(flow_bytes, dtype=float)
+        a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
+        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int64),
+                           np.asarray(res, dtype=np.int64), a)
+
+    @staticmethod
+    def concat(parts: list["FlowClasses"]) -> "FlowClasses":
+        parts = [p for p in parts if p.num_classes]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return FlowClasses(np.zeros(0), z, z, z, np.zeros(0))
+        c_off = np.cumsum([0] + [p.num_classes for p in parts[:-1]])
+        t_off = np.cumsum([0] + [p.num_templates for p in parts[:-1]])
+        with_t = [p for p in parts if p.template is not None]
+        out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
+                          np.concatenate([p.members for p in parts]),
+                          np.concatenate([p.cls + o for p, o in zip(parts, c_off)]),
+                          np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
+        if with_t:
+            out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
+                                           else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])
+            ts = [(p, o) for p, o in zip(parts, t_off) if p.t_id is not None]
+            out.t_id = np.concatenate([p.t_id + o for p, o in ts])
+            out.t_res = np.concatenate([p.t_res for p, _ in ts])
+            out.t_a = np.concatenate([p.t_a for p, _ in ts])
+            out.t_partial = np.concatenate([p.t_partial for p, _ in ts])
+        return out
+
+
+def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Concatenated ranges ``starts[i]:starts[i+1]`` for every i in ``idx``."""
+    lo, hi = starts[idx], starts[idx + 1]
+    n = hi - lo
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.arange(total) + np.repeat(lo - np.cumsum(np.r_[0, n[:-1]]), n)
+
+
+class _Solver:
+    """The incidence of one set of classes, compacted to the resources they use, and the filling on it."""
+
+    def __init__(self, fc: FlowClasses, capacity_Bps: np.ndarray):
+        C = fc.num_classes
+        T = fc.num_templates
+        has_t = T > 0
+        n = capacity_Bps.size
+        seen = np.zeros(n, dtype=bool)
+        seen[fc.res] = True
+        if has_t:
+            seen[fc.t_res] = True
+        self.used = np.flatnonzero(seen)  # compact resource index -> resource id
+        R = self.used.size
+        pos = np.zeros(n, dtype=np.int64)
+        pos[self.used] = np.arange(R)
+        self.cap = capacity_Bps[self.used].astype(float)
+        if np.any(self.cap <= 0):
+            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
+        m = sp.csr_matrix((fc.a, (fc.cls, pos[fc.res])), shape=(C, R))  # sums a flow's parts on one resource
+        m.sum_duplicates()
+        self.c_ptr, self.c_res, self.c_a = m.indptr, m.indices, m.data  # by class
+        mt = m.tocsc()
+        self.r_ptr, self.r_cls = mt.indptr, mt.indices  # by resource
+        self.C, self.R, self.T = C, R, T
+        self.template = fc.template if has_t else None
+        if has_t:  # templates are few: plain numpy
+            key = fc.t_id.astype(np.int64) * R + pos[fc.t_res]
+            uniq, inv = np.unique(key, return_inverse=True)
+            tid, tr = uniq // R, uniq % R
+            ta = np.bincount(inv, weights=fc.t_a)
+            tp = np.bincount(inv, weights=fc.t_partial.astype(float)) > 0
+            self.t_ptr = np.searchsorted(tid, np.arange(T + 1))  # by template
+            self.t_res, self.t_a = tr, ta
+            order = np.argsort(tr, kind="stable")  # by resource
+            self.rt_ptr = np.searchsorted(tr[order], np.arange(R + 1))
+            self.rt_tpl, self.rt_partial = tid[order], tp[order]
+            t_of = self.template
+            keep = t_of >= 0
+            order = np.argsort(t_of[keep], kind="stable")
+            self.tc_cls = np.flatnonzero(keep)[order]  # classes of each template, grouped
+            self.tc_ptr = np.searchsorted(t_of[keep][order], np.arange(T + 1))
+        self.open = np.zeros(C, dtype=bool)  # scratch: classes still rising in the current fill
+        self.stamp = np.zeros(C, dtype=np.int64)
+        self.lpos = np.zeros(R, dtype=np.int64)  # scratch: compact resource -> local index in a fill
+
+    def loads(self, classes: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member)."""
+        seg = _segments(self.c_ptr, classes)
+        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
+        out = np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(rate, cnt), minlength=self.R)
+        if self.template is not None:
+            t = self.template[classes]
+            k = t >= 0
+            if k.any():
+                per_t = np.bincount(t[k], weights=rate[k], minlength=self.T)
+                ts = np.flatnonzero(per_t)
+                tseg = _segments(self.t_ptr, ts)
+                tcnt = self.t_ptr[ts + 1] - self.t_ptr[ts]
+                out += np.bincount(self.t_res[tseg], weights=self.t_a[tseg] * np.repeat(per_t[ts], tcnt),
+                                   minlength=self.R)
+        return out
+
+    def fill(self, classes: np.ndarray, cap_left: np.ndarray) -> np.ndarray:
+        """Max-min fair rates (bytes/s per member) of ``classes`` on the residual capacities ``cap_left``."""
+        rate = np.zeros(classes.size)
+        if classes.size == 0:
+            return rate
+        where = np.full(self.C, -1, dtype=np.int64)  # not kept: memory is C; classes.size may be small
+        where[classes] = np.arange(classes.size)
+        seg = _segments(self.c_ptr, classes)
+        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
+        r_dir, a_dir = self.c_res[seg], self.c_a[seg]
+        t_cnt = None
+        if self.template is not None:
+            t = self.template[classes]
+            t_cnt = np.bincount(t[t >= 0], minlength=self.T).astype(float)
+            ts = np.flatnonzero(t_cnt)
+            tseg = _segments(self.t_ptr, ts)
+            r_t = self.t_res[tseg]
+            a_t = self.t_a[tseg] * np.repeat(t_cnt[ts], self.t_ptr[ts + 1] - self.t_ptr[ts])
+            touched = np.r_[r_dir, r_t]
+        else:
+            touched = r_dir
+        mark = np.zeros(self.R, dtype=bool)
+        mark[touched] = True
+        local = np.flatnonzero(mark)
+        L = local.size
+        lpos = self.lpos
+        lpos[local] = np.arange(L)
+        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)
+        if t_cnt is not None:
+            demand += np.bincount(lpos[r_t], weights=a_t, minlength=L)
+        capl = cap_left[local].astype(float)
+        np.maximum(capl, 0.0, out=capl)
+        is_open = self.open
+        is_open[classes] = True
+        left = classes.size
+        level = 0.0
+        del seg, r_dir, a_dir
+        while left:
+            used = np.flatnonzero(demand > 1e-12)
+            if used.size == 0:  # classes that cross nothing: no resource holds them back
+                rate[where[classes[is_open[classes]]]] = np.inf
+                is_open[classes] = False
+                break
+            head = capl[used] / demand[used]
+            step = float(head.min())
+            level += step
+            capl -= step * demand
+            sat_l = used[head <= step * (1 + _TIE) + 1e-300]
+            sat = local[sat_l]
+            cand = self.r_cls[_segments(self.r_ptr, sat)]
+            if self.template is not None:
+                tseg = _segments(self.rt_ptr, sat)
+                tpl = self.rt_tpl[tseg]
+                live = t_cnt[tpl] > 0
+                if np.any(self.rt_partial[tseg] & live):
+                    raise TopoError("max-min sharing: a resource that only some flows of a merged group cross "
+                                    "(e.g. one GPU's NVLink to the NIC PXN sends through) binds before the "
+                                    "group is held back elsewhere, so their speeds differ; use sharing=equal or "
+                                    "fewer GPUs (up to 1,000,000 flows are kept one by one)", key="sharing")
+                tpl = np.unique(tpl[live])
+                if tpl.size:
+                    cand = np.r_[cand, self.tc_cls[_segments(self.tc_ptr, tpl)]]
+            cand = cand[is_open[cand]]
+            self.stamp[cand] = np.arange(cand.size)
+            hit = cand[self.stamp[cand] == np.arange(cand.size)]  # each class once
+            if hit.size:
+                rate[where[hit]] = level
+                is_open[hit] = False
+                left -= hit.size
+                hseg = _segments(self.c_ptr, hit)
+                hcnt = self.c_ptr[hit + 1] - self.c_ptr[hit]
+                demand -= np.bincount(lpos[self.c_res[hseg]], weights=self.c_a[hseg], minlength=L)
+                del hcnt
+                if t_cnt is not None:
+                    th = self.template[hit]
+                    dec = np.bincount(th[th >= 0], minlength=self.T).astype(float)
+                    ts = np.flatnonzero(dec)
+                    if ts.size:
+                        t_cnt -= dec
+                        tseg = _segments(self.t_ptr, ts)
+                        demand -= np.bincount(lpos[self.t_res[tseg]], weights=self.t_a[tseg] * np.repeat(
+                            dec[ts], self.t_ptr[ts + 1] - self.t_ptr[ts]), minlength=L)
+            demand[sat_l] = 0.0
+        return rate
+
+
+def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray) -> np.ndarray:
+    """Max-min fair rate (bytes/s) of each member flow of every class, all classes active at once."""
+    s = _Solver(fc, capacity_Bps)
+    return s.fill(np.arange(s.C), s.cap)
+
+
+def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:
+    """Fluid max-min fair completion time of every flow: rates re-computed each time flows finish (only for the
+    flows at or above the level of the slowest that finished; see the module docstring)."""
+    if fc.num_classes == 0:
+        return 0.0
+    s = _Solver(fc, capacity_Bps)
+    size = fc.size_bytes.astype(float)
+    remaining = size.copy()
+    active = np.flatnonzero(remaining > 0)
+    rate = np.zeros(s.C)
+    rate[active] = s.fill(active, s.cap)
+    load = s.loads(active, rate[active])
+    t = 0.0
+    for _ in range(max_events):
+        if active.size == 0:
+            return t
+        r = rate[active]
+        with np.errstate(divide="ignore"):
+            fin = remaining[active] / r
+        dt = float(fin.min())
+        if not np.isfinite(dt):
+            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
+        t += dt
+        remaining[active] -= r * dt
+        done_m = fin <= dt * (1 + _TIE) + 1e-300
+        done = active[done_m]
+        remaining[done] = 0.0
+        lam = float(rate[done].min())
+        active = active[~done_m]
+        redo = active[rate[active] >= lam * (1 - _TIE)]
+        changed = np.r_[done, redo]
+        load -= s.loads(changed, rate[changed])
+        rate[done] = 0.0
+        if redo.size:
+            rate[redo] = s.fill(redo, s.cap - load)
+            load += s.loads(redo, rate[redo])
+    raise TopoError(f"max-min sharing needed more than {max_events:,} completion events; use sharing=equal",
+                    key="sharing")
