@@ -104,12 +104,12 @@ class FlowClasses:
 
 def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Concatenated ranges ``starts[i]:starts[i+1]`` for every i in ``idx``."""
-    lo, hi = starts[idx], starts[idx + 1]
-    n = hi - lo
+    lo = starts[idx]
+    n = starts[idx + 1] - lo
     total = int(n.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.arange(total) + np.repeat(lo - np.cumsum(np.r_[0, n[:-1]]), n)
+    return np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
 
 
 class _Solver:
@@ -205,38 +205,39 @@ class _Solver:
         demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)
         if t_cnt is not None:
             demand += np.bincount(lpos[r_t], weights=a_t, minlength=L)
-        capl = cap_left[local].astype(float)
-        np.maximum(capl, 0.0, out=capl)
+        # Lazy filling: a resource's capacity left is kept as of the level its demand last changed, so each level
+        # touches only the resources whose demand changes (saturating at: that level + capacity left / demand).
+        base_cap = np.maximum(cap_left[local].astype(float), 0.0)
+        base_level = np.zeros(L)
+        sat_at = np.full(L, np.inf)
+        live = demand > 1e-12
+        sat_at[live] = base_cap[live] / demand[live]
         is_open = self.open
         is_open[classes] = True
         left = classes.size
-        level = 0.0
         del seg, r_dir, a_dir
         while left:
-            used = np.flatnonzero(demand > 1e-12)
-            if used.size == 0:  # classes that cross nothing: no resource holds them back
+            j = int(np.argmin(sat_at))
+            level = float(sat_at[j])
+            if not np.isfinite(level):  # classes that cross nothing: no resource holds them back
                 rate[where[classes[is_open[classes]]]] = np.inf
                 is_open[classes] = False
                 break
-            head = capl[used] / demand[used]
-            step = float(head.min())
-            level += step
-            capl -= step * demand
-            sat_l = used[head <= step * (1 + _TIE) + 1e-300]
+            sat_l = np.flatnonzero(sat_at <= level * (1 + _TIE) + 1e-300)
             sat = local[sat_l]
             cand = self.r_cls[_segments(self.r_ptr, sat)]
             if self.template is not None:
                 tseg = _segments(self.rt_ptr, sat)
                 tpl = self.rt_tpl[tseg]
-                live = t_cnt[tpl] > 0
-                if np.any(self.rt_partial[tseg] & live):
+                on = t_cnt[tpl] > 0
+                if np.any(self.rt_partial[tseg] & on):
                     raise TopoError("max-min sharing: a resource that only some flows of a merged group cross "
                                     "(e.g. one GPU's NVLink to the NIC PXN sends through) binds before the "
                                     "group is held back elsewhere, so their speeds differ; use sharing=equal or "
                                     "fewer GPUs (up to 1,000,000 flows are kept one by one)", key="sharing")
-                tpl = np.unique(tpl[live])
+                tpl = np.unique(tpl[on])
                 if tpl.size:
-                    cand = np.r_[cand, self.tc_cls[_segments(self.tc_ptr, tpl)]]
+                    cand = np.concatenate([cand, self.tc_cls[_segments(self.tc_ptr, tpl)]])
             cand = cand[is_open[cand]]
             self.stamp[cand] = np.arange(cand.size)
             hit = cand[self.stamp[cand] == np.arange(cand.size)]  # each class once
@@ -245,19 +246,26 @@ class _Solver:
                 is_open[hit] = False
                 left -= hit.size
                 hseg = _segments(self.c_ptr, hit)
-                hcnt = self.c_ptr[hit + 1] - self.c_ptr[hit]
-                demand -= np.bincount(lpos[self.c_res[hseg]], weights=self.c_a[hseg], minlength=L)
-                del hcnt
+                li, wi = lpos[self.c_res[hseg]], self.c_a[hseg]
                 if t_cnt is not None:
                     th = self.template[hit]
-                    dec = np.bincount(th[th >= 0], minlength=self.T).astype(float)
-                    ts = np.flatnonzero(dec)
-                    if ts.size:
-                        t_cnt -= dec
+                    th = th[th >= 0]
+                    if th.size:
+                        ts, dec = np.unique(th, return_counts=True)
+                        t_cnt[ts] -= dec
                         tseg = _segments(self.t_ptr, ts)
-                        demand -= np.bincount(lpos[self.t_res[tseg]], weights=self.t_a[tseg] * np.repeat(
-                            dec[ts], self.t_ptr[ts + 1] - self.t_ptr[ts]), minlength=L)
+                        li = np.concatenate([li, lpos[self.t_res[tseg]]])
+                        wi = np.concatenate([wi, self.t_a[tseg] * np.repeat(dec, self.t_ptr[ts + 1] - self.t_ptr[ts])])
+                ch, inv = np.unique(li, return_inverse=True)  # the resources whose demand changes
+                delta = np.bincount(inv, weights=wi, minlength=ch.size)
+                base_cap[ch] -= demand[ch] * (level - base_level[ch])
+                base_level[ch] = level
+                demand[ch] -= delta
+                live = demand[ch] > 1e-12
+                sat_at[ch] = np.where(live, level + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
+                                      np.inf)
             demand[sat_l] = 0.0
+            sat_at[sat_l] = np.inf
         return rate
 
 
@@ -268,40 +276,52 @@ def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray) -> np.ndarray:
 
 
 def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:
-    """Fluid max-min fair completion time of every flow: rates re-computed each time flows finish (only for the
-    flows at or above the level of the slowest that finished; see the module docstring)."""
+    """Fluid max-min fair completion time of every flow, rates re-computed as flows finish.
+
+    Between re-fills every rate is fixed, so the classes finish in the order of their finish times. Finishing
+    classes change nobody's rate unless a class at least as fast as the slowest of them is still running (module
+    docstring), so the run of completions before the first such event is taken in one step; at that event the
+    classes at or above its level are filled again and the finish times re-sorted."""
     if fc.num_classes == 0:
         return 0.0
     s = _Solver(fc, capacity_Bps)
     size = fc.size_bytes.astype(float)
-    remaining = size.copy()
-    active = np.flatnonzero(remaining > 0)
+    act = np.flatnonzero(size > 0)
     rate = np.zeros(s.C)
-    rate[active] = s.fill(active, s.cap)
-    load = s.loads(active, rate[active])
+    rate[act] = s.fill(act, s.cap)
+    load = s.loads(act, rate[act])
+    finish = np.zeros(s.C)
+    with np.errstate(divide="ignore"):
+        finish[act] = size[act] / rate[act]
     t = 0.0
     for _ in range(max_events):
-        if active.size == 0:
+        if act.size == 0:
             return t
-        r = rate[active]
-        with np.errstate(divide="ignore"):
-            fin = remaining[active] / r
-        dt = float(fin.min())
-        if not np.isfinite(dt):
+        o = act[np.argsort(finish[act], kind="stable")]
+        fs, rs = finish[o], rate[o]
+        if not np.isfinite(fs[-1]):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
-        t += dt
-        remaining[active] -= r * dt
-        done_m = fin <= dt * (1 + _TIE) + 1e-300
-        done = active[done_m]
-        remaining[done] = 0.0
-        lam = float(rate[done].min())
-        active = active[~done_m]
-        redo = active[rate[active] >= lam * (1 - _TIE)]
-        changed = np.r_[done, redo]
-        load -= s.loads(changed, rate[changed])
+        starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
+        ends = np.r_[starts[1:], o.size]
+        lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
+        faster_left = np.r_[np.maximum.accumulate(rs[::-1])[::-1][ends[:-1]], -np.inf]  # fastest still running
+        need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
+        if need.size == 0:  # everything finishes at the rates it has
+            return float(fs[-1])
+        e = int(need[0])
+        i1 = int(ends[e])
+        done, rest = o[:i1], o[i1:]
+        t = float(fs[i1 - 1])
+        redo = rest[rate[rest] >= lam[e] * (1 - _TIE)]
+        load -= s.loads(done, rate[done])
+        load -= s.loads(redo, rate[redo])
+        left = rate[redo] * np.maximum(finish[redo] - t, 0.0)
         rate[done] = 0.0
-        if redo.size:
-            rate[redo] = s.fill(redo, s.cap - load)
-            load += s.loads(redo, rate[redo])
-    raise TopoError(f"max-min sharing needed more than {max_events:,} completion events; use sharing=equal",
+        new = s.fill(redo, s.cap - load)
+        rate[redo] = new
+        with np.errstate(divide="ignore"):
+            finish[redo] = t + left / new
+        load += s.loads(redo, new)
+        act = rest
+    raise TopoError(f"max-min sharing needed more than {max_events:,} re-computations; use sharing=equal",
                     key="sharing")

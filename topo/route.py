@@ -256,7 +256,35 @@ class Router:
             flow_id = np.arange(F)
             sub = np.zeros(F, dtype=np.int64)
             part_bytes = nbytes
+        cols, inter = self._columns(src, dst, choice, sub)
+        mask = cols >= 0
+        rows, _ = np.nonzero(mask)
+        res = cols[mask]
+        if f.failed is not None:
+            broken = self.capacity_Bps[res] <= 0
+            if broken.any():
+                k = int(np.flatnonzero(broken)[0])
+                r, fl = int(res[k]), int(rows[k])
+                d = self.describe_resource(r)
+                raise TopoError(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
+                                f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
+                                key="fail")
+        lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=src.size)
+        # per original flow: the latency of its (first) part; bytes summed
+        latency = np.zeros(F)
+        latency[flow_id] = lat_parts
+        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows].astype(np.int32), num_flows=F,
+                      flow_bytes=nbytes,
+                      latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
+                                                  else inter))
+
+    def _columns(self, src, dst, choice, sub):
+        """The path of every flow part ``src[i] -> dst[i]`` as a table of resource ids (-1: no hop there).
+        Columns: 0-1 NVLink to the sending NIC's GPU (PXN), 2 its host link, 3 the NIC, 4-7 switch hops, 8 the
+        receiving NIC, 9 its host link, 10-11 NVLink from a stand-in NIC's GPU."""
         P = src.size
+        f = self.fabric
+        L = f.layout
         cols = np.full((P, _MAX_HOPS), -1, dtype=np.int32)  # resource ids < 2^31 (a fabric of ~10^9 links)
         lo = f.link_offset
         dom_s, dom_d = src // L.gpus_per_domain, dst // L.gpus_per_domain
@@ -304,26 +332,7 @@ class Router:
             cols[i, 9] = 2 * (lo["pcie"] + pcie_d) + 1
             self._middle(cols, i, nic_s, nic_d, src[i], dst[i], sub[i])
 
-        mask = cols >= 0
-        rows, _ = np.nonzero(mask)
-        res = cols[mask]
-        if f.failed is not None:
-            broken = self.capacity_Bps[res] <= 0
-            if broken.any():
-                k = int(np.flatnonzero(broken)[0])
-                r, fl = int(res[k]), int(rows[k])
-                d = self.describe_resource(r)
-                raise TopoError(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
-                                f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
-                                key="fail")
-        lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=P)
-        # per original flow: the latency of its (first) part; bytes summed
-        latency = np.zeros(F)
-        latency[flow_id] = lat_parts
-        return Routed(res=res, weight=part_bytes[rows], flow=flow_id[rows].astype(np.int32), num_flows=F,
-                      flow_bytes=nbytes,
-                      latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
-                                                  else inter))
+        return cols, inter
 
     def _middle(self, cols, i, nic_s, nic_d, src, dst, sub) -> None:
         """Leaf and above, for the inter-domain flows ``i``."""
@@ -425,6 +434,11 @@ class Router:
                                                    split_nics=True))
             res = np.flatnonzero(loads)
             return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
+        if keep_flows:
+            from .alltoall_classes import alltoall_classes, classes_apply
+
+            if classes_apply(self):  # max-min on classes of flows that share their network path (exact)
+                return alltoall_classes(self, a)
         if n <= EXPLICIT_FLOWS:
             i, j = np.nonzero(~np.eye(p, dtype=bool))
             return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.nbytes,

@@ -1,0 +1,138 @@
+"""A uniform all-to-all as max-min flow classes (:mod:`topo.maxmin`), without routing every GPU pair.
+
+With PXN, a GPU sends to another NVLink domain through the NIC of its own server that sits on the destination
+NIC's rail (NCCL's PXN: the data crosses NVLink to that NIC's GPU first). So every GPU of a communicator on one
+server reaches a given destination through the same NIC, the same hashed switch path (the hash keys on the two
+NICs) and the same receiving NIC: their paths differ only before that NIC, in the NVLink hop and the host link
+that bring each GPU's data to it. One class per (communicator, sending server, destination rank, NIC choice)
+then stands for all of those GPUs; its members' first hops form a *template* shared by every class of the same
+(communicator, sending server, rail): which GPU crosses which NVLink and host link to reach that rail's NIC.
+
+For the 4,096-GPU hashed all-to-all (16.8 million flows) this is 2.1 million classes, each with the 6-8 resources
+of one network path, plus 4,096 templates of a few dozen entries: what max-min needs, exactly (the solver checks
+that no template resource crossed by only some members binds; see :mod:`topo.maxmin`).
+
+Flows inside an NVLink domain stay one class each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .maxmin import FlowClasses
+from .route import Routed, Router
+from .schedule import AllPairs, Transfers
+
+__all__ = ["classes_apply", "alltoall_classes"]
+
+
+def classes_apply(router: Router) -> bool:
+    """Whether :func:`alltoall_classes` can merge flows on this router: PXN on and nothing failed (a failed NIC
+    sends its traffic through a stand-in chosen per GPU, which breaks the shared path)."""
+    return router.pxn and router.fabric.failed is None
+
+
+def alltoall_classes(router: Router, a: AllPairs) -> Routed:
+    """Every ordered pair of ranks of every communicator of ``a``, as max-min classes; ``res``/``weight`` carry
+    the summed loads, as for any routed part."""
+    f = router.fabric
+    L = f.layout
+    groups = np.asarray(a.groups, dtype=np.int64)
+    G, p = groups.shape
+    N = L.nics_per_server
+    k = max(1, N // L.gpus_per_server)  # NICs per GPU: the bytes of each pair are split over them
+    K = router.subflows
+    member_bytes = float(a.nbytes) / k
+    dom = groups // L.gpus_per_domain
+    srv = f.gpu_server(groups)
+
+    # (communicator, server) pairs and their member GPUs
+    key = (np.arange(G)[:, None] * (f.num_gpus + 1) + srv).ravel()
+    order = np.argsort(key, kind="stable")
+    uk, start, count = np.unique(key[order], return_index=True, return_counts=True)
+    U = uk.size
+    members_gpu = groups.ravel()[order]  # grouped by pair
+    pair_g = uk // (f.num_gpus + 1)
+    pair_rep = members_gpu[start]  # the first GPU of each pair sends for all of them
+    pair_dom = pair_rep // L.gpus_per_domain
+
+    # classes: pair u x destination rank j of its communicator in another domain x NIC choice c
+    u_idx = np.repeat(np.arange(U), p)
+    j_idx = np.tile(np.arange(p), U)
+    keep = dom[pair_g[u_idx], j_idx] != pair_dom[u_idx]
+    u_idx, j_idx = u_idx[keep], j_idx[keep]
+    if k > 1:
+        c_idx = np.repeat(np.arange(k), u_idx.size)
+        u_idx, j_idx = np.tile(u_idx, k), np.tile(j_idx, k)
+    else:
+        c_idx = np.zeros(u_idx.size, dtype=np.int64)
+    C = u_idx.size
+    dst = groups[pair_g[u_idx], j_idx]
+    mult = count[u_idx]
+
+    # the network part of each class: its representative's path from the sending NIC on (columns 3-11)
+    src_rep = np.repeat(pair_rep[u_idx], K)
+    cols, _ = router._columns(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C))
+    net = cols[:, 3:]
+    del cols
+    ok = net >= 0
+    rows, _ = np.nonzero(ok)
+    cls = rows // K
+    res = net[ok].astype(np.int64)
+    a_dir = mult[cls] / K  # each member's bytes split over K hashed parts
+    del net, ok, rows
+
+    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (columns 0-2)
+    q = f.gpu_nic(dst, c_idx) % N
+    tpl = u_idx * N + q
+    t_used, t_first = np.unique(tpl, return_index=True)
+    tu = t_used // N
+    m_rows = np.repeat(np.arange(t_used.size), count[tu])  # one row per (template, member)
+    m_gpu = members_gpu[_ranges(start[tu], count[tu])]
+    first = t_first[m_rows]
+    mcols, _ = router._columns(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
+    head = mcols[:, :3]
+    ok = head >= 0
+    r_rows, _ = np.nonzero(ok)
+    t_res = head[ok].astype(np.int64)
+    t_ids = m_rows[r_rows]
+    # per (template, resource): how many members cross it
+    tk = t_ids * router.num_res + t_res
+    uq, n_cross = np.unique(tk, return_counts=True)
+    t_id, t_res = uq // router.num_res, uq % router.num_res
+    t_partial = n_cross < count[tu[t_id]]
+    template = np.searchsorted(t_used, tpl)
+
+    fc = FlowClasses(np.full(C, member_bytes), mult.astype(np.int64), cls, res, a_dir,
+                     template, t_id, t_res, n_cross.astype(float), t_partial)
+
+    # summed loads: direct parts, plus each template's hops once per class using it
+    n_res = router.num_res
+    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res)
+    per_t = np.bincount(template, minlength=t_used.size).astype(float)
+    loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
+
+    # flows inside a domain: one class each
+    parts = [fc]
+    i, j = np.nonzero(~np.eye(p, dtype=bool))
+    same = dom[:, i] == dom[:, j]
+    if same.any():
+        gi, pi = np.nonzero(same)
+        intra = router.route_transfers(Transfers(groups[gi, i[pi]], groups[gi, j[pi]], a.nbytes, split_nics=True))
+        loads += np.bincount(intra.res, weights=intra.weight, minlength=n_res)
+        parts.append(FlowClasses.single(intra.res, intra.flow, intra.weight, intra.flow_bytes))
+
+    # latency: the longest path, rank 0 of the first communicator to every other rank of it (as the loads
+    # from the structure report it)
+    probe = router.route_transfers(Transfers(np.repeat(groups[0, :1], p - 1), groups[0, 1:], a.nbytes,
+                                             split_nics=True))
+    used = np.flatnonzero(loads)
+    out = Routed.summed(used, loads[used], a.num_flows, float(probe.latency_s.max()), bool(probe.network.any()))
+    out.classes = FlowClasses.concat(parts)
+    return out
+
+
+def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(lo[i], lo[i] + n[i])``."""
+    total = int(n.sum())
+    return np.arange(total) + np.repeat(lo - np.cumsum(np.r_[0, n[:-1]]), n)
