@@ -167,3 +167,16 @@ def test_a_binding_partial_resource_is_refused_not_answered():
         max_min_makespan_classes(fc, np.array([10.0, 1.0]))
     # the same with resource 1 wide: both members at 5, done at 0.2 s
     assert max_min_makespan_classes(fc, np.array([10.0, 100.0])) == pytest.approx(0.2)
+
+
+def test_batched_filling_on_a_larger_random_fabric():
+    """Enough flows and resources that the solver takes runs of saturating resources at once (and has to stop
+    a run where two of them share a flow): still the reference's answer."""
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        n, m = 150, 60
+        paths = [sorted(rng.choice(m, size=rng.integers(1, 5), replace=False).tolist()) for _ in range(n)]
+        sizes = rng.choice([1.0, 1.5, 4.0], n)
+        cap = rng.choice([1.0, 2.0, 3.0, 5.0], m) * rng.uniform(0.9, 1.1, m)
+        assert max_min_makespan(flows(paths, sizes), cap) == pytest.approx(_reference_makespan(paths, sizes, cap),
+                                                                            rel=1e-9)

@@ -32,6 +32,7 @@ from .errors import TopoError
 
 __all__ = ["FlowClasses", "max_min_rates", "max_min_makespan_classes"]
 
+_BATCH = 64  # resources looked at per round of filling (a run of them that do not interact is taken at once)
 _TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
 
 
@@ -176,60 +177,103 @@ class _Solver:
         return out
 
     def fill(self, classes: np.ndarray, cap_left: np.ndarray) -> np.ndarray:
-        """Max-min fair rates (bytes/s per member) of ``classes`` on the residual capacities ``cap_left``."""
+        """Max-min fair rates (bytes/s per member) of ``classes`` on the residual capacities ``cap_left``.
+
+        Each resource's capacity left is kept as of the level its demand last changed, so a level touches only
+        the resources whose demand changes; it saturates at that level + capacity left / demand. A template's
+        load is kept per template (classes still rising, rates of those frozen) and brought onto its resources
+        only when one of them might saturate: until then their saturation levels are lower bounds, since
+        freezing classes only ever postpones a saturation."""
         rate = np.zeros(classes.size)
         if classes.size == 0:
             return rate
-        where = np.full(self.C, -1, dtype=np.int64)  # not kept: memory is C; classes.size may be small
+        where = np.full(self.C, -1, dtype=np.int64)
         where[classes] = np.arange(classes.size)
-        seg = _segments(self.c_ptr, classes)
-        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
-        r_dir, a_dir = self.c_res[seg], self.c_a[seg]
-        t_cnt = None
-        if self.template is not None:
-            t = self.template[classes]
-            t_cnt = np.bincount(t[t >= 0], minlength=self.T).astype(float)
-            ts = np.flatnonzero(t_cnt)
-            tseg = _segments(self.t_ptr, ts)
-            r_t = self.t_res[tseg]
-            a_t = self.t_a[tseg] * np.repeat(t_cnt[ts], self.t_ptr[ts + 1] - self.t_ptr[ts])
-            touched = np.r_[r_dir, r_t]
+        if classes.size == self.C:  # every class: the whole matrix
+            r_dir, a_dir = self.c_res, self.c_a
         else:
-            touched = r_dir
+            seg = _segments(self.c_ptr, classes)
+            r_dir, a_dir = self.c_res[seg], self.c_a[seg]
+            del seg
         mark = np.zeros(self.R, dtype=bool)
-        mark[touched] = True
+        mark[r_dir] = True
+        tpl_on = self.template is not None
+        if tpl_on:
+            t = self.template[classes]
+            open_t = np.bincount(t[t >= 0], minlength=self.T).astype(float)  # classes of each template rising
+            frozen_t = np.zeros(self.T)  # sum of the rates of its classes already frozen
+            ts = np.flatnonzero(open_t)
+            tseg = _segments(self.t_ptr, ts)
+            tr_res, tr_id, tr_a = self.t_res[tseg], np.repeat(ts, self.t_ptr[ts + 1] - self.t_ptr[ts]), self.t_a[tseg]
+            mark[tr_res] = True
+            tpl_on = tr_res.size > 0
         local = np.flatnonzero(mark)
         L = local.size
         lpos = self.lpos
         lpos[local] = np.arange(L)
-        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)
-        if t_cnt is not None:
-            demand += np.bincount(lpos[r_t], weights=a_t, minlength=L)
-        # Lazy filling: a resource's capacity left is kept as of the level its demand last changed, so each level
-        # touches only the resources whose demand changes (saturating at: that level + capacity left / demand).
+        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)  # direct incidences only
+        del r_dir, a_dir
         base_cap = np.maximum(cap_left[local].astype(float), 0.0)
         base_level = np.zeros(L)
         sat_at = np.full(L, np.inf)
         live = demand > 1e-12
         sat_at[live] = base_cap[live] / demand[live]
+        if tpl_on:
+            tl = lpos[tr_res]
+            is_tr = np.zeros(L, dtype=bool)
+            is_tr[tl] = True
+            tr = np.flatnonzero(is_tr)
+
+            def refresh() -> None:  # exact saturation levels of the template resources
+                f_load = np.bincount(tl, weights=tr_a * frozen_t[tr_id], minlength=L)[tr]
+                slope = np.bincount(tl, weights=tr_a * open_t[tr_id], minlength=L)[tr] + demand[tr]
+                num = base_cap[tr] + demand[tr] * base_level[tr] - f_load
+                ok = slope > 1e-12
+                sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
+
+            refresh()
+        fresh = True
         is_open = self.open
         is_open[classes] = True
         left = classes.size
-        del seg, r_dir, a_dir
+        level = 0.0
+        batch = _BATCH
         while left:
-            j = int(np.argmin(sat_at))
-            level = float(sat_at[j])
-            if not np.isfinite(level):  # classes that cross nothing: no resource holds them back
+            # the next resources to saturate, in order; a run of them whose classes are disjoint saturates in turn
+            # without changing each other's levels, so it is taken at once
+            k = min(batch, L)
+            idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
+            idx = idx[np.argsort(sat_at[idx], kind="stable")]
+            lv = sat_at[idx]
+            if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
                 rate[where[classes[is_open[classes]]]] = np.inf
                 is_open[classes] = False
                 break
-            sat_l = np.flatnonzero(sat_at <= level * (1 + _TIE) + 1e-300)
-            sat = local[sat_l]
-            cand = self.r_cls[_segments(self.r_ptr, sat)]
-            if self.template is not None:
+            idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
+            with_tpl = False
+            if tpl_on:
+                trc = is_tr[idx]
+                if trc.any():
+                    if not fresh:
+                        refresh()  # a lower bound came up: make it exact and look again
+                        fresh = True
+                        continue
+                    first = int(np.argmax(trc))
+                    if first == 0:  # a template resource saturates: take its ties alone
+                        idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
+                        lv = np.full(idx.size, lv[0])
+                        with_tpl = True
+                    else:
+                        idx, lv = idx[:first], lv[:first]
+            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
+            sat = local[idx]
+            n_k = self.r_ptr[sat + 1] - self.r_ptr[sat]
+            cls_all = self.r_cls[_segments(self.r_ptr, sat)]
+            g_all = np.repeat(grp, n_k)
+            if with_tpl and np.any(self.rt_ptr[sat + 1] > self.rt_ptr[sat]):
                 tseg = _segments(self.rt_ptr, sat)
                 tpl = self.rt_tpl[tseg]
-                on = t_cnt[tpl] > 0
+                on = open_t[tpl] > 0
                 if np.any(self.rt_partial[tseg] & on):
                     raise TopoError("max-min sharing: a resource that only some flows of a merged group cross "
                                     "(e.g. one GPU's NVLink to the NIC PXN sends through) binds before the "
@@ -237,35 +281,70 @@ class _Solver:
                                     "fewer GPUs (up to 1,000,000 flows are kept one by one)", key="sharing")
                 tpl = np.unique(tpl[on])
                 if tpl.size:
-                    cand = np.concatenate([cand, self.tc_cls[_segments(self.tc_ptr, tpl)]])
-            cand = cand[is_open[cand]]
-            self.stamp[cand] = np.arange(cand.size)
-            hit = cand[self.stamp[cand] == np.arange(cand.size)]  # each class once
-            if hit.size:
-                rate[where[hit]] = level
-                is_open[hit] = False
-                left -= hit.size
-                hseg = _segments(self.c_ptr, hit)
-                li, wi = lpos[self.c_res[hseg]], self.c_a[hseg]
-                if t_cnt is not None:
-                    th = self.template[hit]
-                    th = th[th >= 0]
-                    if th.size:
-                        ts, dec = np.unique(th, return_counts=True)
-                        t_cnt[ts] -= dec
-                        tseg = _segments(self.t_ptr, ts)
-                        li = np.concatenate([li, lpos[self.t_res[tseg]]])
-                        wi = np.concatenate([wi, self.t_a[tseg] * np.repeat(dec, self.t_ptr[ts + 1] - self.t_ptr[ts])])
-                ch, inv = np.unique(li, return_inverse=True)  # the resources whose demand changes
-                delta = np.bincount(inv, weights=wi, minlength=ch.size)
-                base_cap[ch] -= demand[ch] * (level - base_level[ch])
-                base_level[ch] = level
-                demand[ch] -= delta
-                live = demand[ch] > 1e-12
-                sat_at[ch] = np.where(live, level + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
-                                      np.inf)
-            demand[sat_l] = 0.0
-            sat_at[sat_l] = np.inf
+                    more = self.tc_cls[_segments(self.tc_ptr, tpl)]
+                    cls_all = np.concatenate([cls_all, more])
+                    g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
+            m = is_open[cls_all]
+            cls_all, g_all = cls_all[m], g_all[m]
+            if cls_all.size == 0:
+                demand[idx] = 0.0
+                sat_at[idx] = np.inf
+                continue
+            if with_tpl:
+                order = np.argsort(g_all, kind="stable")
+                cls_all, g_all = cls_all[order], g_all[order]
+            n = cls_all.size
+            stamp = self.stamp
+            stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
+            first_i = stamp[cls_all]
+            late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
+            firsts = first_i == np.arange(n)
+            hit, g_hit = cls_all[firsts], g_all[firsts]
+            n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
+            take = g_hit < n_ok
+            hit, g_hit = hit[take], g_hit[take]
+            done = grp < n_ok
+            idx, lv = idx[done], lv[done]
+            if not with_tpl:  # look further ahead when whole batches go through, less far when few do
+                batch = min(2 * batch, 1024) if idx.size == k else (max(8, batch // 2) if 4 * idx.size < k else batch)
+            g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
+            lev_hit = g_level[g_hit]
+            top = float(g_level[-1])
+            level = max(level, top)
+            rate[where[hit]] = lev_hit
+            is_open[hit] = False
+            left -= hit.size
+            hseg = _segments(self.c_ptr, hit)
+            li = lpos[self.c_res[hseg]]
+            w = self.c_a[hseg]
+            d_sum = np.bincount(li, weights=w, minlength=L)
+            ch = np.flatnonzero(d_sum)  # the resources whose demand changes
+            d_sum = d_sum[ch]
+            d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, self.c_ptr[hit + 1] - self.c_ptr[hit]),
+                                minlength=L)[ch]
+            # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
+            base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
+            base_level[ch] = top
+            demand[ch] -= d_sum
+            live = demand[ch] > 1e-12
+            sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
+                                  np.inf)
+            if tpl_on:
+                th = self.template[hit]
+                sel = th >= 0
+                if sel.any():
+                    open_t -= np.bincount(th[sel], minlength=self.T)
+                    frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=self.T)
+                    fresh = False
+                tch = ch[is_tr[ch]]
+                if tch.size:  # their formula above left the templates out: only a lower bound now
+                    sat_at[tch] = top
+                    fresh = False
+            demand[idx] = 0.0
+            sat_at[idx] = np.inf
+            if tpl_on and is_tr[idx].any():
+                is_tr[idx] = False  # saturated: done with, like any other
+                tr = np.flatnonzero(is_tr)
         return rate
 
 
