@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from topo.contention import drain_time, max_min_makespan
+from topo.contention import drain_time, flow_classes, max_min_makespan
 from conftest import routed_flows
 
 
@@ -180,3 +180,13 @@ def test_batched_filling_on_a_larger_random_fabric():
         cap = rng.choice([1.0, 2.0, 3.0, 5.0], m) * rng.uniform(0.9, 1.1, m)
         assert max_min_makespan(flows(paths, sizes), cap) == pytest.approx(_reference_makespan(paths, sizes, cap),
                                                                             rel=1e-9)
+
+
+def test_levels_taken_together_charge_each_flow_from_its_own_level():
+    """Links 0 (1 B/s) and 1 (2 B/s) saturate one after the other and are taken in one run; flows A (over 0 and
+    2) and B (over 1 and 2) freeze at 1 and 2 B/s. Link 2 (100 B/s) is then left with 100 - 1 - 2 = 97 B/s for
+    flow C, which crosses only it (progressive filling by hand)."""
+    from topo.maxmin import max_min_rates
+
+    r = flows([[0, 2], [1, 2], [2]], [1, 1, 1])
+    assert max_min_rates(flow_classes(r), np.array([1.0, 2.0, 100.0])) == pytest.approx([1.0, 2.0, 97.0])

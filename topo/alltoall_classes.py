@@ -66,42 +66,62 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
         u_idx, j_idx = np.tile(u_idx, k), np.tile(j_idx, k)
     else:
         c_idx = np.zeros(u_idx.size, dtype=np.int64)
-    C = u_idx.size
     dst = groups[pair_g[u_idx], j_idx]
-    mult = count[u_idx]
 
-    # the network part of each class: its representative's path from the sending NIC on (columns 3-11)
-    src_rep = np.repeat(pair_rep[u_idx], K)
-    cols, _ = router._columns(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C))
-    net = cols[:, 3:]
-    del cols
-    ok = net >= 0
-    rows, _ = np.nonzero(ok)
-    cls = rows // K
-    res = net[ok].astype(np.int64)
-    a_dir = mult[cls] / K  # each member's bytes split over K hashed parts
-    del net, ok, rows
-
-    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (columns 0-2)
+    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (columns 0-2),
+    # split by the host link they leave through (members that share a NIC but not a host link move apart)
     q = f.gpu_nic(dst, c_idx) % N
-    tpl = u_idx * N + q
-    t_used, t_first = np.unique(tpl, return_index=True)
+    base_tpl = u_idx * N + q
+    t_used, t_first = np.unique(base_tpl, return_index=True)
     tu = t_used // N
     m_rows = np.repeat(np.arange(t_used.size), count[tu])  # one row per (template, member)
     m_gpu = members_gpu[_ranges(start[tu], count[tu])]
     first = t_first[m_rows]
     mcols, _ = router._columns(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
-    head = mcols[:, :3]
+    head = mcols[:, :3].astype(np.int64)
+    del mcols
+    sub_key = m_rows * (router.num_res + 1) + (head[:, 2] + 1)
+    sub_u, m_sub = np.unique(sub_key, return_inverse=True)  # sub-templates, ordered by template
+    sub_tpl = sub_u // (router.num_res + 1)
+    sub_size = np.bincount(m_sub, minlength=sub_u.size)
+    sub_start = np.searchsorted(sub_tpl, np.arange(t_used.size + 1))
+    n_sub = np.diff(sub_start)
     ok = head >= 0
-    r_rows, _ = np.nonzero(ok)
-    t_res = head[ok].astype(np.int64)
-    t_ids = m_rows[r_rows]
-    # per (template, resource): how many members cross it
-    tk = t_ids * router.num_res + t_res
-    uq, n_cross = np.unique(tk, return_counts=True)
+    r_rows, r_col = np.nonzero(ok)
+    tk = m_sub[r_rows] * router.num_res + head[r_rows, r_col]
+    uq, n_cross = np.unique(tk, return_counts=True)  # per (sub-template, resource): members crossing it
     t_id, t_res = uq // router.num_res, uq % router.num_res
-    t_partial = n_cross < count[tu[t_id]]
-    template = np.searchsorted(t_used, tpl)
+    t_partial = n_cross < sub_size[t_id]
+
+    # classes: one per (base class, sub-template of its template)
+    base_t = np.searchsorted(t_used, base_tpl)
+    per = n_sub[base_t]
+    C0 = u_idx.size
+    base_of = np.repeat(np.arange(C0), per) if np.any(per > 1) else np.arange(C0)
+    template = sub_start[base_t[base_of]] + (np.arange(base_of.size) - np.repeat(np.cumsum(per) - per, per)
+                                             if np.any(per > 1) else 0)
+    mult = sub_size[template]
+    C = base_of.size
+
+    # the network part of each class: its representative's path from the sending NIC on (columns 3-11)
+    src_rep = np.repeat(pair_rep[u_idx], K)
+    cols, _ = router._columns(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C0))
+    net = cols[:, 3:]
+    del cols
+    ok = net >= 0
+    rows, _ = np.nonzero(ok)
+    res = net[ok].astype(np.int64)
+    del net, ok
+    base_cls = rows // K
+    del rows
+    if C > C0:  # copy each base class's path to its sub-classes
+        first_sub = np.cumsum(per) - per
+        reps = per[base_cls]
+        cls = np.repeat(first_sub[base_cls], reps) + (np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps))
+        res = np.repeat(res, reps)
+    else:
+        cls = base_cls
+    a_dir = mult[cls] / K  # each member's bytes split over K hashed parts
 
     fc = FlowClasses(np.full(C, member_bytes), mult.astype(np.int64), cls, res, a_dir,
                      template, t_id, t_res, n_cross.astype(float), t_partial)
@@ -109,16 +129,14 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     # summed loads: direct parts, plus each template's hops once per class using it
     n_res = router.num_res
     loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res)
-    per_t = np.bincount(template, minlength=t_used.size).astype(float)
+    per_t = np.bincount(template, minlength=sub_u.size).astype(float)
     loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
 
     # flows inside a domain: one class each
     parts = [fc]
-    i, j = np.nonzero(~np.eye(p, dtype=bool))
-    same = dom[:, i] == dom[:, j]
-    if same.any():
-        gi, pi = np.nonzero(same)
-        intra = router.route_transfers(Transfers(groups[gi, i[pi]], groups[gi, j[pi]], a.nbytes, split_nics=True))
+    src_in, dst_in = _pairs_within(groups, dom)
+    if src_in.size:
+        intra = router.route_transfers(Transfers(src_in, dst_in, a.nbytes, split_nics=True))
         loads += np.bincount(intra.res, weights=intra.weight, minlength=n_res)
         parts.append(FlowClasses.single(intra.res, intra.flow, intra.weight, intra.flow_bytes))
 
@@ -136,3 +154,18 @@ def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(lo[i], lo[i] + n[i])``."""
     total = int(n.sum())
     return np.arange(total) + np.repeat(lo - np.cumsum(np.r_[0, n[:-1]]), n)
+
+
+def _pairs_within(groups: np.ndarray, dom: np.ndarray):
+    """Every ordered pair of distinct ranks of a communicator that share an NVLink domain, as GPU ids."""
+    G, p = groups.shape
+    key = (np.arange(G)[:, None] * (int(dom.max()) + 1) + dom).ravel()
+    order = np.argsort(key, kind="stable")
+    gpus = groups.ravel()[order]
+    _, start, size = np.unique(key[order], return_index=True, return_counts=True)
+    b = np.repeat(size, size)  # block size of each rank
+    s0 = np.repeat(start, size)  # block start of each rank
+    src = np.repeat(np.arange(gpus.size), b)
+    dst = np.repeat(s0, b) + (np.arange(src.size) - np.repeat(np.cumsum(b) - b, b))  # each rank: its whole block
+    keep = src != dst
+    return gpus[src[keep]], gpus[dst[keep]]

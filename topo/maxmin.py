@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from .errors import TopoError
 
@@ -117,6 +116,8 @@ class _Solver:
     """The incidence of one set of classes, compacted to the resources they use, and the filling on it."""
 
     def __init__(self, fc: FlowClasses, capacity_Bps: np.ndarray):
+        import scipy.sparse as sp  # only max-min needs it (and it takes a while to import)
+
         C = fc.num_classes
         T = fc.num_templates
         has_t = T > 0
