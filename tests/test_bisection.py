@@ -156,6 +156,9 @@ def test_degraded_view_carries_the_bisection():
     assert d.bisection_bandwidth_Bps == b.bandwidth_Bps
     assert d.bisection_bandwidth_per_gpu_Bps == b.bandwidth_Bps / (f.num_gpus / 2)
     assert d.to_dict()["bisection_bandwidth_Bps"] == b.bandwidth_Bps
+    # the figure beside it is the same fabric with every link working: the closed form here (2 pods split evenly)
+    assert d.bisection_without_failures_Bps == inventory(f).bisection_bandwidth_Bps > b.bandwidth_Bps
+    assert bisection(f, ignore_failures=True).failures == () and b.failures == ("spine0",)
 
 
 def test_bundled_specs_equal_the_closed_form():
@@ -192,3 +195,36 @@ def test_describe_prints_the_smaller_bisection():
 
 def _bisection_line(text: str) -> str:
     return next(x for x in text.splitlines() if x.startswith("bisection"))
+
+
+def test_plan_network_bisection_is_the_failed_fabrics():
+    """topo plan --fail: its network figures run on the failed fabric, so its bisection is the degraded flow (and
+    the installed closed form without failures); a note says which figures are the failed fabric's."""
+    from topo.plan import plan
+
+    f = build_fabric(load_spec("dgx-h100-superpod"))
+    ok = plan(f, collectives=False)
+    assert ok.network.bisection_bandwidth_Bps == inventory(f).bisection_bandwidth_Bps
+    g = f.with_failures("spine0")
+    hit = plan(g, collectives=False)
+    assert hit.network.bisection_bandwidth_Bps == bisection(g).bandwidth_Bps < ok.network.bisection_bandwidth_Bps
+    assert hit.network.bisection_bandwidth_per_gpu_Bps == bisection(g).bandwidth_per_gpu_Bps
+    assert any("spine0" in n and "failed fabric" in n for n in hit.notes)
+
+
+def test_report_shows_the_degraded_bisection():
+    """topo report --fail: the summary and the comparison table show the failed fabric's bisection."""
+    from topo.report import build_spec_report
+    from topo.report.html import render_page
+    from topo.units import format_bandwidth
+
+    kw = dict(sizes=("8", "1M", 4), load_size="1M", extra_algorithms=[])
+    hit = build_spec_report("dgx-h100-superpod", failures=("spine0",), **kw)
+    ok = build_spec_report("dgx-h100-superpod", **kw)
+    b = bisection(hit.fabric)
+    assert hit.degraded_bisection == b and ok.degraded_bisection is None
+    assert hit.bisection_per_gpu_Bps == b.bandwidth_per_gpu_Bps < ok.bisection_per_gpu_Bps
+    page = render_page([hit, ok])
+    assert (f"<b>{format_bandwidth(b.bandwidth_Bps)}</b> per direction ({format_bandwidth(b.bandwidth_per_gpu_Bps)} "
+            "per GPU) with the failed parts out") in page
+    assert f"<td>{format_bandwidth(b.bandwidth_per_gpu_Bps)}</td>" in page  # the comparison table's column

@@ -3,7 +3,10 @@
 The halves are the GPUs by id: ``gpu < num_gpus // 2`` sends, the rest receive. Ids run in whole NVLink domains,
 servers, units and pods, so this is the split :func:`topo.inventory.inventory`'s closed form assumes (half of the
 smallest of the NIC, leaf-uplink and spine-uplink boundaries); on a perfect fabric whose units and pods split
-evenly the two are equal (tests/test_bisection.py checks it on every bundled spec and the small fabrics).
+evenly the two are equal (tests/test_bisection.py checks it on every bundled spec and the small fabrics). When
+the split falls inside a pod or unit (an odd number of them) the flow between these two halves can exceed the
+closed form, which is then the conservative figure: compare a degraded flow with ``bisection(fabric,
+ignore_failures=True)``, not with the closed form.
 
 What counts (the scale-out network's bisection, as the closed form's):
 
@@ -51,8 +54,9 @@ class Bisection:
         return asdict(self)
 
 
-def bisection(fabric: Fabric) -> Bisection:
-    """Maximum flow between the two halves of ``fabric``'s GPUs, its failed links removed.
+def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
+    """Maximum flow between the two halves of ``fabric``'s GPUs, its failed links removed (all links kept with
+    ``ignore_failures``: the same fabric before anything failed).
 
     >>> from topo import load_spec, build_fabric
     >>> f = build_fabric(load_spec("dgx-h100-superpod"))
@@ -61,7 +65,7 @@ def bisection(fabric: Fabric) -> Bisection:
     """
     L, o = fabric.layout, fabric.node_offset
     links = fabric.links
-    alive = fabric.link_alive
+    alive = np.ones(fabric.num_links, dtype=bool) if ignore_failures else fabric.link_alive
     level, src, dst, bw = links["level"], links["src"], links["dst"], links["bandwidth_Bps"]
     half = L.num_gpus // 2
 
@@ -99,7 +103,7 @@ def bisection(fabric: Fabric) -> Bisection:
     value = _max_flow(rows, cols, np.floor(caps / unit + 1e-9), n_switches + 2, source, sink)
     total = value * unit
     return Bisection(bandwidth_Bps=float(total), bandwidth_per_gpu_Bps=float(total) / (L.num_gpus / 2),
-                     gpus_per_half=half, failures=tuple(fabric.failures), unit_Bps=float(unit), exact=exact)
+                     gpus_per_half=half, failures=() if ignore_failures else tuple(fabric.failures), unit_Bps=float(unit), exact=exact)
 
 
 def _unit(rates: np.ndarray, caps: np.ndarray, n: int, rows, cols) -> tuple[float, bool]:

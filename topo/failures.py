@@ -194,6 +194,7 @@ class Degraded:
     tiers: list[DegradedTier]
     bisection_bandwidth_Bps: float  # max flow between the halves with the failed links out (topo.bisection)
     bisection_bandwidth_per_gpu_Bps: float
+    bisection_without_failures_Bps: float  # the same flow with every link working
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -230,4 +231,5 @@ def degraded(fabric) -> Degraded:
                                   float(down.sum() / up.sum()) if up.sum() > 0 else float("inf"),
                                   fabric._name(start + k), float(ratio[k])))
     b = bisection(fabric)
-    return Degraded(tuple(fabric.failures), levels, tiers, b.bandwidth_Bps, b.bandwidth_per_gpu_Bps)
+    return Degraded(tuple(fabric.failures), levels, tiers, b.bandwidth_Bps, b.bandwidth_per_gpu_Bps,
+                    bisection(fabric, ignore_failures=True).bandwidth_Bps)

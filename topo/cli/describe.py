@@ -30,11 +30,11 @@ def run(args) -> int:
     else:
         emit(render(inv))
         if deg is not None:
-            emit(render_degraded(deg, inv))
+            emit(render_degraded(deg))
     return 0
 
 
-def render_degraded(d: Degraded, inv: Inventory) -> str:
+def render_degraded(d: Degraded) -> str:
     lines = ["", f"with failures: {', '.join(d.failures)}"]
     rows = [[x.name, format_count(x.num_links), format_count(x.num_failed), format_bandwidth(x.capacity_Bps)]
             for x in d.levels if x.num_failed]
@@ -49,7 +49,7 @@ def render_degraded(d: Degraded, inv: Inventory) -> str:
                        right=[False, True, True, True, False]))
     lines.append(f"bisection bandwidth         {format_bandwidth(d.bisection_bandwidth_Bps)} per direction "
                  f"({format_bandwidth(d.bisection_bandwidth_per_gpu_Bps)} per GPU; "
-                 f"{format_bandwidth(inv.bisection_bandwidth_Bps)} without failures)")
+                 f"{format_bandwidth(d.bisection_without_failures_Bps)} without failures)")
     return "\n".join(lines)
 
 
