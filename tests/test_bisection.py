@@ -159,6 +159,25 @@ def test_degraded_view_carries_the_bisection():
     # the figure beside it is the same fabric with every link working: the closed form here (2 pods split evenly)
     assert d.bisection_without_failures_Bps == inventory(f).bisection_bandwidth_Bps > b.bandwidth_Bps
     assert bisection(f, ignore_failures=True).failures == () and b.failures == ("spine0",)
+    assert b.to_frame().iloc[0]["bandwidth_Bps"] == b.bandwidth_Bps
+
+
+def test_rates_without_a_common_unit_give_a_lower_bound():
+    """NIC links at 50,000,000,001 B/s beside 50 GB/s switch links: the gcd (1 B/s) would overflow int32, so the unit
+    is coarsened and capacities rounded down: not exact, never above networkx, within one unit per edge below."""
+    import copy
+
+    from topo import spec_from_dict
+
+    d = copy.deepcopy(SPECS["rail_optimized-3-os2"])
+    d["server"]["nic_rate"] = "400.000000008 Gb/s"
+    f = build_fabric(spec_from_dict(d))
+    assert 50_000_000_001 in f.links["bandwidth_Bps"]
+    for g in (f, f.with_failures("spine0")):
+        b = bisection(g)
+        assert not b.exact and b.unit_Bps > 1
+        want = oracle(g)
+        assert want - b.unit_Bps * g.graph.number_of_edges() <= b.bandwidth_Bps <= want
 
 
 def test_bundled_specs_equal_the_closed_form():

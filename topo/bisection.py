@@ -51,7 +51,16 @@ class Bisection:
     exact: bool  # False only when capacities had to be rounded down to a coarser unit
 
     def to_dict(self) -> dict:
+        """Plain JSON-ready dict."""
         return asdict(self)
+
+    def to_frame(self):
+        """One row as a pandas DataFrame."""
+        import pandas as pd
+
+        d = self.to_dict()
+        d["failures"] = ", ".join(self.failures)
+        return pd.DataFrame([d])
 
 
 def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
