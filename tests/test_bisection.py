@@ -15,10 +15,11 @@ import json
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from small_fabrics import SPECS, small_fabric
+
 from topo import build_fabric, inventory, load_spec
 from topo.bisection import bisection
 from topo.failures import degraded
@@ -237,7 +238,7 @@ def test_report_shows_the_degraded_bisection():
     from topo.report.html import render_page
     from topo.units import format_bandwidth
 
-    kw = dict(sizes=("8", "1M", 4), load_size="1M", extra_algorithms=[])
+    kw = {"sizes": ("8", "1M", 4), "load_size": "1M", "extra_algorithms": []}
     hit = build_spec_report("dgx-h100-superpod", failures=("spine0",), **kw)
     ok = build_spec_report("dgx-h100-superpod", **kw)
     b = bisection(hit.fabric)

@@ -22,7 +22,7 @@ between two switches one edge of their summed working capacity. ``scipy.sparse.c
 integer capacities (int32): they are counted in a unit equal to the greatest common divisor of the link rates in
 whole bytes per second (50 GB/s for a fabric of 400 Gb/s links), which makes the result exact. Only when that count
 would not fit in 31 bits (rates with no large common divisor) is the unit made coarser and each capacity rounded
-down; ``exact`` is then False and the figure is a lower bound within ``unit_Bps`` per link.
+down; ``exact`` is then False and the figure is a lower bound, within ``unit_Bps`` per edge of the switch graph.
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
     value = _max_flow(rows, cols, np.floor(caps / unit + 1e-9), n_switches + 2, source, sink)
     total = value * unit
     return Bisection(bandwidth_Bps=float(total), bandwidth_per_gpu_Bps=float(total) / (L.num_gpus / 2),
-                     gpus_per_half=half, failures=() if ignore_failures else tuple(fabric.failures), unit_Bps=float(unit), exact=exact)
+                     gpus_per_half=half, failures=() if ignore_failures else tuple(fabric.failures),
+                     unit_Bps=float(unit), exact=exact)
 
 
 def _unit(rates: np.ndarray, caps: np.ndarray, n: int, rows, cols) -> tuple[float, bool]:

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..bisection import Bisection, bisection
 from ..builders import build_fabric
 from ..collectives import ALGORITHMS, NCCL_ALGORITHMS
-from ..bisection import Bisection, bisection
 from ..errors import TopoError
 from ..estimate import estimate, size_sweep
 from ..fabric import Fabric
