@@ -248,3 +248,20 @@ def test_report_shows_the_degraded_bisection():
     assert (f"<b>{format_bandwidth(b.bandwidth_Bps)}</b> per direction ({format_bandwidth(b.bandwidth_per_gpu_Bps)} "
             "per GPU) with the failed parts out") in page
     assert f"<td>{format_bandwidth(b.bandwidth_per_gpu_Bps)}</td>" in page  # the comparison table's column
+
+
+def test_odd_pods_compare_with_the_unfailed_flow_not_the_closed_form():
+    """Three pods (2:1 above them): the first half ends inside pod 1, whose halves talk through its own spines, so
+    the flow (networkx agrees) exceeds the closed form (half of the spine uplinks, topo/inventory.py). The figure
+    describe prints beside a degraded flow is therefore the unfailed flow, which a failure never exceeds."""
+    from small_fabrics import _three
+
+    from topo import spec_from_dict
+
+    f = build_fabric(spec_from_dict(_three("rail_optimized", spine_os=2, radix=12, pods=3)))
+    closed = inventory(f).bisection_bandwidth_Bps
+    assert f.layout.num_pods == 3 and closed == f.layout.tiers[1].up_capacity_Bps / 2
+    assert bisection(f).bandwidth_Bps == pytest.approx(oracle(f), rel=1e-9) and bisection(f).bandwidth_Bps > closed
+    d = degraded(f.with_failures("spine0"))
+    assert d.bisection_without_failures_Bps == bisection(f).bandwidth_Bps
+    assert closed < d.bisection_bandwidth_Bps < d.bisection_without_failures_Bps
