@@ -192,13 +192,19 @@ class Degraded:
     failures: tuple[str, ...]
     levels: list[DegradedLevel]
     tiers: list[DegradedTier]
+    bisection_bandwidth_Bps: float  # max flow between the halves with the failed links out (topo.bisection)
+    bisection_bandwidth_per_gpu_Bps: float
+    bisection_without_failures_Bps: float  # the same flow with every link working
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def degraded(fabric) -> Degraded:
-    """Capacities and oversubscription of ``fabric`` with its failed links taken out."""
+    """Capacities, oversubscription and bisection (:func:`topo.bisection.bisection`) of ``fabric`` with its failed
+    links taken out."""
+    from .bisection import bisection
+
     links = fabric.links
     alive = fabric.link_alive
     bw = links["bandwidth_Bps"] * alive
@@ -224,4 +230,6 @@ def degraded(fabric) -> Degraded:
         tiers.append(DegradedTier(t.name, float(down.sum()), float(up.sum()),
                                   float(down.sum() / up.sum()) if up.sum() > 0 else float("inf"),
                                   fabric._name(start + k), float(ratio[k])))
-    return Degraded(tuple(fabric.failures), levels, tiers)
+    b = bisection(fabric)
+    return Degraded(tuple(fabric.failures), levels, tiers, b.bandwidth_Bps, b.bandwidth_per_gpu_Bps,
+                    bisection(fabric, ignore_failures=True).bandwidth_Bps)

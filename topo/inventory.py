@@ -6,7 +6,9 @@ cluster takes milliseconds once it is planned.
 Bisection bandwidth (per direction) is half the smallest aggregate capacity of any boundary that a balanced cut of
 the servers must cross: the NICs, the uplinks of the leaves (when there is more than one unit) and the uplinks of
 the spines (when there is more than one pod). This is exact for a Clos whose units and pods split evenly into
-halves; with an odd number of pods the true minimum cut is slightly larger.
+halves; with an odd number of pods the true minimum cut is slightly larger. These are the installed figures: with
+failed parts, :func:`topo.failures.degraded` reports the capacities left and :func:`topo.bisection.bisection` the
+bisection left (a maximum flow between the same halves, equal to this closed form on a perfect fabric).
 """
 
 from __future__ import annotations

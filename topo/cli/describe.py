@@ -47,6 +47,9 @@ def render_degraded(d: Degraded) -> str:
             for t in d.tiers]
     lines.append(table(rows, ["tier", "down capacity", "up capacity", "oversub", "worst switch"],
                        right=[False, True, True, True, False]))
+    lines.append(f"bisection bandwidth         {format_bandwidth(d.bisection_bandwidth_Bps)} per direction "
+                 f"({format_bandwidth(d.bisection_bandwidth_per_gpu_Bps)} per GPU; "
+                 f"{format_bandwidth(d.bisection_without_failures_Bps)} without failures)")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from ..bisection import bisection
 from ..builders import build_fabric
 from ..errors import TopoError
 from ..fabric import Fabric
@@ -154,9 +155,16 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         bytes_per_param=ck.bytes_per_param.value, write_Bps=ck.write_Bps.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=comp.flop)
     inv = inventory(fabric)
-    net = crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps,
-                               collectives=collectives)
+    bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
+    if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
+        b = bisection(fabric)
+        bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
+    net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
     notes = list(inv.notes)
+    if fabric.failures:
+        notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
+                     "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
+                     "installed ones")
     if spr is not None:
         notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
                      f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.layout"

@@ -5,7 +5,8 @@ For each spec: the fabric and its inventory; then a data-parallel ``all_reduce``
 GPUs, packed; in a fabric of one pod, the first unit instead). Each scenario also estimates the algorithms NCCL
 does not choose among (hierarchical, halving-doubling, ...) for the curves, where they can run, and keeps the
 link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.loads.LoadSummary`.
-Nothing is recomputed here: every number comes from :func:`topo.estimate.estimate` and the inventory.
+Nothing is recomputed here: every number comes from :func:`topo.estimate.estimate` and the inventory (and, with
+failed parts, :func:`topo.bisection.bisection` for the bisection without them).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..bisection import Bisection, bisection
 from ..builders import build_fabric
 from ..collectives import ALGORITHMS, NCCL_ALGORITHMS
 from ..errors import TopoError
@@ -77,6 +79,14 @@ class SpecReport:
     timings: dict[str, float] = field(default_factory=dict)
     mixes: list[MixScenario] = field(default_factory=list)
     mix_note: str = ""  # why no mix is shown
+    degraded_bisection: Bisection | None = None  # with failed parts: the max flow between the halves without them
+
+    @property
+    def bisection_per_gpu_Bps(self) -> float:
+        """The bisection per GPU the page shows: the degraded one when parts have failed, else the inventory's."""
+        if self.degraded_bisection is not None:
+            return self.degraded_bisection.bandwidth_per_gpu_Bps
+        return self.inventory.bisection_bandwidth_per_gpu_Bps
 
 
 def _second_scope(fabric: Fabric) -> tuple[str, str, int] | None:
@@ -125,6 +135,7 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
         except TopoError as exc:
             raise TopoError(exc.message, key="--fail") from None
     inv = inventory(fabric)
+    degraded_bisection = bisection(fabric) if fabric.failures else None
     timings["fabric"] = time.perf_counter() - t
     sweep = size_sweep(*sizes)
     load_bytes = parse_size_bytes(load_size)
@@ -151,7 +162,8 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
                 "sends across pods; an all-to-all across pods) need a fabric of several pods.")
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
-                      scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note)
+                      scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note,
+                      degraded_bisection=degraded_bisection)
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:

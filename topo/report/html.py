@@ -104,6 +104,16 @@ def _ratio(x) -> str:
     return f"<span{cls}>{x:.3g}:1</span>"
 
 
+def _bisection(r: SpecReport) -> str:
+    inv, b = r.inventory, r.degraded_bisection
+    text = (f"{format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
+            f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)")
+    if b is None:
+        return text
+    return (f"<b>{format_bandwidth(b.bandwidth_Bps)}</b> per direction ({format_bandwidth(b.bandwidth_per_gpu_Bps)} "
+            f"per GPU) with the failed parts out; {text} without failures")
+
+
 def _summary(r: SpecReport) -> str:
     inv = r.inventory
     su = inv.scale_up
@@ -123,8 +133,7 @@ def _summary(r: SpecReport) -> str:
                       if inv.num_pods > 1 else "")),
         ("switches", f"{format_count(inv.num_switches)} ({e(inv.power_text())})"),
         ("scale-out cables", format_count(inv.num_scale_out_links)),
-        ("bisection bandwidth", f"{format_bandwidth(inv.bisection_bandwidth_Bps)} per direction "
-                                f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)"),
+        ("bisection bandwidth", _bisection(r)),
         ("largest non-blocking group", f"{count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                                        f"({e(inv.largest_nonblocking_group)})"),
         *(("note", e(n)) for n in inv.notes),
@@ -236,7 +245,7 @@ def _comparison(reports: Sequence[SpecReport], figs: _Figures) -> str:
         worst = max((t.oversubscription or 1 for t in inv.tiers), default=1)
         rows.append(f'<tr><td class="l">{e(inv.name)}</td><td>{format_count(inv.num_gpus)}</td>'
                     f"<td>{format_count(inv.num_switches)}</td><td>{format_count(inv.num_scale_out_links)}</td>"
-                    f"<td>{format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)}</td><td>{_ratio(worst)}</td>"
+                    f"<td>{format_bandwidth(r.bisection_per_gpu_Bps)}</td><td>{_ratio(worst)}</td>"
                     f"<td>{busbw(cl, 2**30)}</td><td>{busbw(cl, 16 * 2**30)}</td><td>{busbw(second, 2**30)}</td></tr>")
         curves[f"{inv.name}, cluster"] = cl.result
         if second:
