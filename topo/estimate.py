@@ -137,7 +137,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     for name in candidates:
         try:
             sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
-                                   channels=opts.channels, gpu_name=fabric.spec.gpu)
+                                   channels=opts.channels, gpu_name=fabric.spec.gpu,
+                                   nvls_reference_ranks=prof.nvls_reference_ranks)
             protos = prof.protocols(sched.family)
             if opts.protocol is not None:
                 if opts.protocol not in protos:

@@ -13,8 +13,11 @@ __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
 
 def build_schedule(name: str, collective: str, shape: NodeShape, placement: Placement, chunks: int | None = None,
-                   stages: int = 2, channels: int | None = None, gpu_name: str = "these") -> Schedule:
-    """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason."""
+                   stages: int = 2, channels: int | None = None, gpu_name: str = "these",
+                   nvls_reference_ranks: int = 0) -> Schedule:
+    """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason.
+
+    ``nvls_reference_ranks``: the profile's NVLS reference (see :func:`topo.algorithms.nvls.nvls_schedule`)."""
     from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
 
     if collective in ("all_reduce", "all_gather", "reduce_scatter") and name == "ring":
@@ -28,7 +31,7 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
     if name == "hierarchical":
         return hierarchical.hierarchical_schedule(shape, placement, collective)
     if name in ("nvls", "nvls_tree"):
-        return nvls.nvls_schedule(shape, placement, name, gpu_name)
+        return nvls.nvls_schedule(shape, placement, name, gpu_name, nvls_reference_ranks)
     if name == "sharp":
         return sharp.sharp_schedule(shape, placement)
     if collective == "alltoall":

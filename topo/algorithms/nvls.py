@@ -10,6 +10,18 @@ usable NVLink bandwidth (1.56x at g = 8): NVIDIA's maintainers quote ~480 GB/s b
 ``nvls_tree`` (NCCL's NVLSTree) spans domains: the same in-switch reduce-scatter and multicast inside every
 domain, and between them a double binary tree per local rank carrying that rank's ``S/g`` share; all three run
 concurrently on successive chunks, so their loads add up in one phase.
+
+Many ranks per domain (``reference_ranks``, the profile's ``nvls_reference_ranks``: the NVLS ranks per domain its
+constants were fitted at, 8): measured NVLS busbw stops growing with the ranks past it. The S(1 + 1/g) traffic gives
+busbw ``2(g-1)/(g+1)`` x NVLink, 1.56x at 8 ranks and 1.95x at 72, but GB300 at 8 ranks reaches 841 GB/s busbw
+(data/reference/nccl_tests_measurements.csv, oci_gb300_2n, 16 GiB) and GB200 at 72 ranks 835-839 GB/s (coreweave/
+nccl-tests README, one NVL72 rack, 4-8 GiB) on the same NVLink5; NCCL's own tuning model has no rank term in
+NVLS bandwidth either (src/graph/tuning.cc: ``2 * bwIntra * nvlsEfficiency * (nChannels-1)/nChannels``). Past
+``r`` ranks each GPU moves ``(g-1)/g * (r+1)/(r-1)`` each way, which keeps busbw at its value at ``r`` (and equals
+``1 + 1/g`` there). The pipeline that fills before NVLS reaches that rate is longer with more ranks (each rank's
+share of a loop is ``1/g``) and with each NVLSTree level the chunks climb: the schedule scales the profile's window
+by ``max(1, g/r) * (1 + tree depth)`` (1 rack of 72 GB200 ranks reaches 70% of its peak busbw at 512 MiB, 2 racks
+59%, 20 racks 35%; coreweave/nccl-tests README).
 """
 
 from __future__ import annotations
@@ -21,10 +33,28 @@ from ..schedule import (AlgorithmUnavailable, InSwitchReduce, LatencyCounts, Lat
                         SchedulePhase, Transfers, ranks_per_domain)
 from .tree import double_binary_tree
 
-__all__ = ["nvls_schedule"]
+__all__ = ["nvls_schedule", "in_switch_bytes", "window_scale"]
 
 
-def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these") -> Schedule:
+def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
+    """Bytes each GPU moves each way through its NVLink switch per byte of message, with ``g`` ranks per domain
+    (``1 + 1/g``; flat busbw past ``reference_ranks``, see the module's docstring)."""
+    r = reference_ranks
+    if r > 1 and g > r:
+        return (g - 1) / g * (r + 1) / (r - 1)
+    return 1.0 + 1.0 / g
+
+
+def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
+    """The factor on the profile's pipeline window for NVLS over ``g`` ranks per domain and a tree of ``depth``
+    levels across domains (1 without a reference: the window as fitted)."""
+    if reference_ranks < 1:
+        return 1.0
+    return max(1.0, g / reference_ranks) * (1 + depth)
+
+
+def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these",
+                  reference_ranks: int = 0) -> Schedule:
     if not shape.nvls:
         raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
     p = placement.num_ranks
@@ -34,13 +64,14 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     D = placement.num_domains
     if g < 2:
         raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")
-    # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU
-    local = InSwitchReduce(placement.gpus, 1.0 + 1.0 / g)
+    # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU (flat busbw past the reference)
+    local = InSwitchReduce(placement.gpus, in_switch_bytes(g, reference_ranks))
     if name == "nvls":
         if D > 1:
             raise AlgorithmUnavailable("nvls reduces inside one NVLink domain; across domains use nvls_tree")
         return Schedule("nvls", "nvls", [SchedulePhase([local], 1.0, "in-switch reduce + multicast")],
-                        LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")])
+                        LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")],
+                        window_scale=window_scale(g, 0, reference_ranks))
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
     G = placement.num_groups
@@ -61,4 +92,5 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     counts = LatencyCounts("nvls_tree", inter_hops=2 * depth, multi_domain=True)
     terms = [LatencyTerm(0, 0, "max"), LatencyTerm(0, 1, "max", 2 * depth)]
     return Schedule("nvls_tree", "nvls_tree",
-                    [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms)
+                    [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms,
+                    window_scale=window_scale(g, depth, reference_ranks))

@@ -1,0 +1,84 @@
+"""NVLS and NVLSTree on NVL72 racks against the published GB200 figures (issue 9, bandwidth side).
+
+Measured values are read from data/measurements/extra_nccl_tests.csv, rows cw_gb200_* (source: the coreweave/
+nccl-tests README "Expected Performance", commit 0120901, GB200 NVL72, NCCL 2.26.2); the reference GB300 row from
+data/reference/nccl_tests_measurements.csv (oci_gb300_2n). None of the GB200 rows was used to fit a constant.
+"""
+
+import csv
+from dataclasses import replace
+
+import pytest
+
+from topo import build_fabric, spec_from_dict
+from topo.algorithms.nvls import in_switch_bytes, window_scale
+from topo.calibrate.setup import node_spec
+from topo.estimate import estimate
+from topo.profiles import profile_for
+
+from conftest import ROOT
+
+EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
+
+
+def measured_busbw(setup: str, size: int, path=EXTRA) -> float:
+    for r in csv.DictReader(path.open()):
+        if r["setup_id"] == setup and r["collective"] == "all_reduce" and int(r["size_bytes"]) == size:
+            return float(r["busbw_GBps"])
+    raise AssertionError(f"no row {setup} {size}")
+
+
+def racks(n: int):
+    """``n`` GB200 NVL72 racks (18 trays of 4 GPUs, 4 x 400G per tray), as benchmarks/accuracy.py models them."""
+    return build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 18 * n, gpus=4,
+                                                 domain=72)))
+
+
+def busbw(fabric, gpus, sizes, algorithm, profile=None):
+    res = estimate(fabric, "all_reduce", sizes, gpus=gpus, algorithm=algorithm, profile=profile).results
+    return [r.busbw_GBps for r in res]
+
+
+GIB = 2**30
+
+
+def test_in_switch_bytes_closed_form():
+    # up to the reference ranks: S(1 + 1/g) each way; past it, flat busbw: (g-1)/g * (r+1)/(r-1)
+    assert in_switch_bytes(8, 8) == pytest.approx(1 + 1 / 8, rel=1e-12)
+    assert in_switch_bytes(4, 8) == pytest.approx(1 + 1 / 4, rel=1e-12)
+    assert in_switch_bytes(72, 8) == pytest.approx(71 / 72 * 9 / 7, rel=1e-12)
+    assert in_switch_bytes(72, 0) == pytest.approx(1 + 1 / 72, rel=1e-12)  # no reference: the textbook traffic
+    # busbw = 2(g-1)/g / bytes is the same at 72 ranks as at 8
+    assert 2 * 71 / 72 / in_switch_bytes(72, 8) == pytest.approx(2 * 7 / 8 / in_switch_bytes(8, 8), rel=1e-12)
+    assert window_scale(72, 0, 8) == pytest.approx(9.0) and window_scale(8, 1, 8) == pytest.approx(2.0)
+    assert window_scale(72, 5, 0) == 1.0
+
+
+def test_nvls_floor_at_72_ranks():
+    """One NVL72 rack, 72 ranks, 8 GiB: measured 834.6 GB/s busbw (CoreWeave README). The textbook S(1+1/g)
+    traffic gives 2(g-1)/(g+1) = 1.95x NVLink, 968 GB/s (+16%); flat past 8 ranks, the model is within 10%."""
+    meas = measured_busbw("cw_gb200_1rack", 8 * GIB)
+    model = busbw(racks(1), 72, [8 * GIB], "nvls")[0]
+    assert model == pytest.approx(meas, rel=0.10)
+    # the same NVLink5 at 8 ranks (GB300, oci_gb300_2n, 16 GiB: 841.6 GB/s) and at 72 ranks: one plateau
+    at8 = busbw(racks(1), 8, [64 * GIB], "nvls")[0]
+    at72 = busbw(racks(1), 72, [64 * GIB], "nvls")[0]
+    assert at72 == pytest.approx(at8, rel=0.03)
+
+
+def test_textbook_nvls_would_be_too_fast_at_72_ranks():
+    """The check the floor test relies on: without the reference ranks the model is > 10% too fast."""
+    prof = replace(profile_for("blackwell", "infiniband_ndr"), nvls_reference_ranks=0)
+    model = busbw(racks(1), 72, [8 * GIB], "nvls", prof)[0]
+    assert model > 1.10 * measured_busbw("cw_gb200_1rack", 8 * GIB)
+
+
+@pytest.mark.parametrize("setup, n, ranks, big", [("cw_gb200_1rack", 1, 72, 8 * GIB),
+                                                   ("cw_gb200_2racks", 2, 144, 16 * GIB)])
+def test_nvls_ramp_grows_with_ranks(setup, n, ranks, big):
+    """At 512 MiB one rack reaches 70% of its 8 GiB busbw and two racks 61% of their 16 GiB busbw (CoreWeave
+    README); the window fitted on 8-16 GPUs alone gives 95% and 92%. The scaled window is within 0.1."""
+    algo = "nvls" if n == 1 else "nvls_tree"
+    small, large = busbw(racks(n), ranks, [512 * 2**20, big], algo)
+    ratio = measured_busbw(setup, 512 * 2**20) / measured_busbw(setup, big)
+    assert small / large == pytest.approx(ratio, abs=0.10)
