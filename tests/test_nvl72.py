@@ -82,3 +82,31 @@ def test_nvls_ramp_grows_with_ranks(setup, n, ranks, big):
     small, large = busbw(racks(n), ranks, [512 * 2**20, big], algo)
     ratio = measured_busbw(setup, 512 * 2**20) / measured_busbw(setup, big)
     assert small / large == pytest.approx(ratio, abs=0.10)
+
+
+# --- more NICs than GPUs: the GPU's one PCIe x16 link is shared by its NICs -----------------------------------
+
+def one_gpu_four_nics():
+    """2 servers of 1 H100 with 4 x 400G RoCE NICs (nccl-tests issue #232's run: NCCL_IB_HCA with 4 HCAs)."""
+    return build_fabric(spec_from_dict(node_spec("H100", 4, "400 Gb/s", "roce", 2, gpus=1)))
+
+
+def test_one_gpu_cannot_drive_four_400g_nics():
+    """nccl-tests issue #232: 1 H100 per node, 4 x 400G NICs, NCCL_ALGO=Tree: 41.3 GB/s busbw at 32 MiB, 'busbw is
+    50' at its peak (the issue's title line). The GPU's Gen5 x16 (64 GB/s, topo/data/hardware/host_links.toml)
+    feeds all four NICs: the model's plateau lies between the measured 41.3 and 64 GB/s; spread over four
+    independent 64 GB/s links it was 3x the NIC line rate."""
+    big = busbw(one_gpu_four_nics(), 2, [16 * GIB], "tree")[0]
+    assert 41.3 < big < 64.0
+    res = estimate(one_gpu_four_nics(), "all_reduce", "1G", gpus=2, algorithm="tree").results[0]
+    assert res.bottleneck.level == "pcie"
+
+
+def test_many_nics_per_gpu_stay_nic_bound_when_pcie_suffices():
+    """AWS p5: 8 H100 with 32 x 100G EFA (data/reference aws_p5_2n): 4 NICs of 12.5 GB/s per GPU = 50 GB/s fit in
+    its 64 GB/s x16, so the NICs, not PCIe, bound a cross-node ring."""
+    f = build_fabric(spec_from_dict(node_spec("H100", 32, "100 Gb/s", "efa", 2)))
+    res = estimate(f, "all_reduce", "4G", gpus=16, algorithm="ring").results[0]
+    assert res.bottleneck.level != "pcie"
+    pcie = f.links["bandwidth_Bps"][f.link_offset["pcie"]:f.link_offset["nic"]]
+    assert pcie.max() == pytest.approx(64e9 / 4)  # a quarter of the GPU's x16 each, still above 12.5 GB/s
