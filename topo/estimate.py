@@ -138,7 +138,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
         try:
             sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
                                    channels=opts.channels, gpu_name=fabric.spec.gpu,
-                                   nvls_reference_ranks=prof.nvls_reference_ranks)
+                                   reference_ranks_per_domain=prof.reference_ranks_per_domain)
             protos = prof.protocols(sched.family)
             if opts.protocol is not None:
                 if opts.protocol not in protos:

@@ -68,7 +68,7 @@ PARAMETERS: dict[str, Spec] = {
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0, doc="multiplier on NCCL's network hop latencies"),
     "peer_overhead_us": Spec("network", "scalar", 0.0, 100.0, doc="per remote peer of an all-to-all"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
-    "nvls_reference_ranks": Spec("model", "scalar", 0, 1024, optional=True,
+    "reference_ranks_per_domain": Spec("model", "scalar", 0, 1024, optional=True,
                                  doc="NVLS ranks per domain the window and NVLS rates were fitted at (0: off)"),
 }
 

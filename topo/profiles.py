@@ -57,7 +57,7 @@ class Profile:
     pipeline_window_bytes: float = 0.0
     # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
     # NVLS pipeline window grows with the ranks (topo.algorithms.nvls); 0 = the textbook traffic, one window
-    nvls_reference_ranks: int = 0
+    reference_ranks_per_domain: int = 0
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
@@ -141,7 +141,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         busbw_cap_Bps=caps,
         channels=ch,
         pipeline_window_bytes=v["pipeline_window_bytes"],
-        nvls_reference_ranks=int(v.get("nvls_reference_ranks", 0)),
+        reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         peer_overhead_s=v["peer_overhead_us"] * US,
         source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
         sources=sources,

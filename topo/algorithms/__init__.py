@@ -14,10 +14,21 @@ __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
 def build_schedule(name: str, collective: str, shape: NodeShape, placement: Placement, chunks: int | None = None,
                    stages: int = 2, channels: int | None = None, gpu_name: str = "these",
-                   nvls_reference_ranks: int = 0) -> Schedule:
+                   reference_ranks_per_domain: int = 0) -> Schedule:
     """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason.
 
-    ``nvls_reference_ranks``: the profile's NVLS reference (see :func:`topo.algorithms.nvls.nvls_schedule`)."""
+    ``reference_ranks_per_domain`` (the profile's): the ranks per NVLink domain its pipeline window was fitted at.
+    Ring and tree schedules scale the window by ``g / reference`` for ``g`` ranks per domain (the pipeline NCCL
+    fills runs through each domain's ``g`` ranks: a tree's chain, a ring's block); NVLS also by its tree's depth
+    and flattens its busbw past the reference (:mod:`topo.algorithms.nvls`)."""
+    sched = _build(name, collective, shape, placement, chunks, stages, channels, gpu_name, reference_ranks_per_domain)
+    g = placement.ranks_per_domain()
+    if reference_ranks_per_domain > 0 and sched.family in ("ring", "tree") and g:
+        sched.window_scale = g / reference_ranks_per_domain
+    return sched
+
+
+def _build(name, collective, shape, placement, chunks, stages, channels, gpu_name, reference) -> Schedule:
     from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
 
     if collective in ("all_reduce", "all_gather", "reduce_scatter") and name == "ring":
@@ -31,7 +42,7 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
     if name == "hierarchical":
         return hierarchical.hierarchical_schedule(shape, placement, collective)
     if name in ("nvls", "nvls_tree"):
-        return nvls.nvls_schedule(shape, placement, name, gpu_name, nvls_reference_ranks)
+        return nvls.nvls_schedule(shape, placement, name, gpu_name, reference)
     if name == "sharp":
         return sharp.sharp_schedule(shape, placement)
     if collective == "alltoall":

@@ -11,17 +11,17 @@ usable NVLink bandwidth (1.56x at g = 8): NVIDIA's maintainers quote ~480 GB/s b
 domain, and between them a double binary tree per local rank carrying that rank's ``S/g`` share; all three run
 concurrently on successive chunks, so their loads add up in one phase.
 
-Many ranks per domain (``reference_ranks``, the profile's ``nvls_reference_ranks``: the NVLS ranks per domain its
-constants were fitted at, 8): measured NVLS busbw stops growing with the ranks past it. The S(1 + 1/g) traffic gives
-busbw ``2(g-1)/(g+1)`` x NVLink, 1.56x at 8 ranks and 1.95x at 72, but GB300 at 8 ranks reaches 841 GB/s busbw
-(data/reference/nccl_tests_measurements.csv, oci_gb300_2n, 16 GiB) and GB200 at 72 ranks 835-839 GB/s (coreweave/
-nccl-tests README, one NVL72 rack, 4-8 GiB) on the same NVLink5; NCCL's own tuning model has no rank term in
-NVLS bandwidth either (src/graph/tuning.cc: ``2 * bwIntra * nvlsEfficiency * (nChannels-1)/nChannels``). Past
-``r`` ranks each GPU moves ``(g-1)/g * (r+1)/(r-1)`` each way, which keeps busbw at its value at ``r`` (and equals
-``1 + 1/g`` there). The pipeline that fills before NVLS reaches that rate is longer with more ranks (each rank's
-share of a loop is ``1/g``) and with each NVLSTree level the chunks climb: the schedule scales the profile's window
-by ``max(1, g/r) * (1 + tree depth)`` (1 rack of 72 GB200 ranks reaches 70% of its peak busbw at 512 MiB, 2 racks
-59%, 20 racks 35%; coreweave/nccl-tests README).
+Many ranks per domain (``reference_ranks``: the profile's ``reference_ranks_per_domain``, 8, the ranks per
+domain its NVLS constants were fitted at): measured NVLS busbw stops growing with the ranks past it. The
+S(1 + 1/g) traffic gives busbw ``2(g-1)/(g+1)`` x NVLink, 1.56x at 8 ranks and 1.95x at 72, but GB300 at 8 ranks
+reaches 841 GB/s busbw (data/reference/nccl_tests_measurements.csv, oci_gb300_2n, 16 GiB) and GB200 at 72 ranks
+835-839 GB/s (coreweave/nccl-tests README, one NVL72 rack, 4-8 GiB) on the same NVLink5; NCCL's own tuning model
+has no rank term in NVLS bandwidth either (src/graph/tuning.cc: ``2 * bwIntra * nvlsEfficiency *
+(nChannels-1)/nChannels``). Past ``r`` ranks each GPU moves ``(g-1)/g * (r+1)/(r-1)`` each way, which keeps busbw
+at its value at ``r`` (and equals ``1 + 1/g`` there). The pipeline that fills before NVLS reaches that rate is
+longer with more ranks (each rank's share of a loop is ``1/g``) and with each NVLSTree level the chunks climb: the
+schedule scales the profile's window by ``g/r * (1 + tree depth)`` (one rack of 72 GB200 ranks reaches 70% of its
+peak busbw at 512 MiB, 2 racks 61%, 20 racks 37%; coreweave/nccl-tests README).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
     levels across domains (1 without a reference: the window as fitted)."""
     if reference_ranks < 1:
         return 1.0
-    return max(1.0, g / reference_ranks) * (1 + depth)
+    return g / reference_ranks * (1 + depth)
 
 
 def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these",
