@@ -8,6 +8,7 @@ data/reference/nccl_tests_measurements.csv (oci_gb300_2n). None of the GB200 row
 import csv
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from topo import build_fabric, spec_from_dict
@@ -126,3 +127,20 @@ def test_window_scales_with_ranks_per_domain():
     for g, algo in ((4, "ring"), (72, "nvls"), (8, "tree")):
         s = build_schedule(algo, "all_reduce", NodeShape.of(f), place(f, g), reference_ranks_per_domain=8)
         assert s.window_scale == pytest.approx(g / 8)
+
+
+def test_nvls_tree_crosses_racks_through_32_nics_per_rack():
+    """NCCL's NVLS graph has one head per NIC, at most NCCL_MAX_NVLS_ARITY = 32 (src/include/device.h; src/graph/
+    search.cc): across two NVL72 racks NVLSTree's trees leave each rack through 32 of its 72 NICs; a DGX H100
+    (8 GPUs, 8 NICs) keeps all 8."""
+    f = racks(2)
+    res = estimate(f, "all_reduce", "8G", gpus=144, algorithm="nvls_tree")
+    loads = res.loads_per_byte["nvls_tree"]
+    lo, hi = f.link_offset["nic"], f.link_offset["nic"] + f.layout.num_nics
+    up = loads[2 * np.arange(lo, hi)]  # NIC -> leaf direction
+    assert np.count_nonzero(up[:72]) == 32 and np.count_nonzero(up[72:144]) == 32
+    h100 = build_fabric(spec_from_dict(node_spec("H100", 8, "400 Gb/s", "infiniband_ndr", 2)))
+    res = estimate(h100, "all_reduce", "8G", gpus=16, algorithm="nvls_tree")
+    lo = h100.link_offset["nic"]
+    up = res.loads_per_byte["nvls_tree"][2 * np.arange(lo, lo + 16)]
+    assert np.count_nonzero(up) == 16

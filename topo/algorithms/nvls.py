@@ -8,8 +8,9 @@ usable NVLink bandwidth (1.56x at g = 8): NVIDIA's maintainers quote ~480 GB/s b
 ~370 GB/s with Ring (nccl-tests issue #212).
 
 ``nvls_tree`` (NCCL's NVLSTree) spans domains: the same in-switch reduce-scatter and multicast inside every
-domain, and between them a double binary tree per local rank carrying that rank's ``S/g`` share; all three run
-concurrently on successive chunks, so their loads add up in one phase.
+domain, and between them a double binary tree per head (:func:`nvls_heads`: one per NIC, at most the profile's
+``nvls_max_heads``, NCCL's NCCL_MAX_NVLS_ARITY) carrying that head's ``S/H`` share; all three run concurrently
+on successive chunks, so their loads add up in one phase.
 
 Many ranks per domain (``reference_ranks``: the profile's ``reference_ranks_per_domain``, 8, the ranks per
 domain its NVLS constants were fitted at): measured NVLS busbw stops growing with the ranks past it. The
@@ -33,7 +34,7 @@ from ..schedule import (AlgorithmUnavailable, InSwitchReduce, LatencyCounts, Lat
                         SchedulePhase, Transfers, ranks_per_domain)
 from .tree import double_binary_tree
 
-__all__ = ["nvls_schedule", "in_switch_bytes", "window_scale"]
+__all__ = ["nvls_schedule", "nvls_heads", "in_switch_bytes", "window_scale"]
 
 
 def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
@@ -53,8 +54,27 @@ def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
     return g / reference_ranks * (1 + depth)
 
 
+def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0) -> np.ndarray:
+    """Local indices (in a domain's block of ``g`` ranks) of the NVLSTree heads: the ranks that carry the
+    cross-domain trees. NCCL's NVLS graph search takes one channel per NIC, headed by the GPU beside it, skips a
+    GPU already heading one, and stops at ``min(NCCL_MAX_NVLS_ARITY, GPUs)`` (src/graph/search.cc
+    ``ncclTopoCompute``, src/graph/connect.cc ``ncclTopoPreset``): a DGX H100 has 8 heads, one per GPU; a GB200
+    NVL72 rack (72 GPUs, 72 NICs) has 32. Heads sit on distinct NICs, spread evenly over the domain."""
+    from .ring import nic_slots
+
+    slots = nic_slots(shape, groups)
+    if slots is None:
+        first = np.arange(g)
+    else:
+        _, first = np.unique(slots[1], return_index=True)  # the first rank beside each NIC
+        first = np.sort(first)
+    if max_heads and first.size > max_heads:
+        first = first[(np.arange(max_heads) * first.size) // max_heads]
+    return first
+
+
 def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these",
-                  reference_ranks: int = 0) -> Schedule:
+                  reference_ranks: int = 0, max_heads: int = 0) -> Schedule:
     if not shape.nvls:
         raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
     p = placement.num_ranks
@@ -75,7 +95,9 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
     G = placement.num_groups
-    gpus = placement.groups.reshape(G, D, g)
+    heads = nvls_heads(shape, placement.groups, g, max_heads)
+    H = heads.size
+    gpus = placement.groups.reshape(G, D, g)[:, :, heads]
     p0, p1, depth = double_binary_tree(D)
     src, dst, choice = [], [], []
     per_nic = shape.nics_per_gpu
@@ -84,9 +106,9 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
         for c in range(per_nic):
             src.append(gpus[:, child].ravel())
             dst.append(gpus[:, parent[child]].ravel())
-            choice.append(np.full(G * child.size * g, c))
+            choice.append(np.full(G * child.size * H, c))
     src, dst, choice = np.concatenate(src), np.concatenate(dst), np.concatenate(choice)
-    share = 1.0 / (2 * g * per_nic)  # each rank's S/g share, split in two trees (and over its NICs)
+    share = 1.0 / (2 * H * per_nic)  # each head's S/H share, split in two trees (and over its NICs)
     up = Transfers(src, dst, share, choice)
     down = Transfers(dst, src, share, choice)
     counts = LatencyCounts("nvls_tree", inter_hops=2 * depth, multi_domain=True)
