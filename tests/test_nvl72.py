@@ -10,14 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from topo import build_fabric, spec_from_dict
 from topo.algorithms.nvls import in_switch_bytes, window_scale
 from topo.calibrate.setup import node_spec
 from topo.estimate import estimate
 from topo.profiles import profile_for
-
-from conftest import ROOT
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
 

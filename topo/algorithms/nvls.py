@@ -34,7 +34,7 @@ from ..schedule import (AlgorithmUnavailable, InSwitchReduce, LatencyCounts, Lat
                         SchedulePhase, Transfers, ranks_per_domain)
 from .tree import double_binary_tree
 
-__all__ = ["nvls_schedule", "nvls_heads", "in_switch_bytes", "window_scale"]
+__all__ = ["in_switch_bytes", "nvls_heads", "nvls_schedule", "window_scale"]
 
 
 def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
