@@ -86,13 +86,15 @@ def test_calibrating_on_half_the_sizes_predicts_the_other_half(tmp_path):
 
 
 def test_a_real_sweep_fits_better_than_the_bundled_profile(reference):
-    # nccl-tests issue #309: 2 x 8 H100 (Dell XE9680), 400G NDR, all-reduce 8 B - 16 GiB
+    # nccl-tests issue #309: 4 x 8 H100 VMs, 400G NDR, all-reduce 8 B - 16 GiB (the issue's 2-node XE9680 sweep is
+    # no longer a test of this: since NVLSTree's window grows with its tree (topo/algorithms/nvls.py) the bundled
+    # profile is already at the fit's optimum there)
     rows = [r for r in csv.DictReader((reference / "nccl_tests_measurements.csv").open())
-            if r["setup_id"] == "ncclt309_h100_2n_xe9680"]
+            if r["setup_id"] == "ncclt309_h100_4n_vm"]
     assert len(rows) == 32
-    fabric = build_fabric(spec_from_dict(node_spec("H100", 8, "400 Gb/s", "infiniband_ndr", 2)))
+    fabric = build_fabric(spec_from_dict(node_spec("H100", 8, "400 Gb/s", "infiniband_ndr", 4)))
     prof = profile_for("hopper", "infiniband_ndr")
-    case = Case(Setup(fabric, 16), "all_reduce", [int(r["size_bytes"]) for r in rows],
+    case = Case(Setup(fabric, 32), "all_reduce", [int(r["size_bytes"]) for r in rows],
                 [float(r["time_us"]) * 1e-6 for r in rows], prof)
     res = fit_cases([case], calibration_params(prof, [case]))
     assert res.mdape_after_pct < res.mdape_before_pct

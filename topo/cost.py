@@ -4,7 +4,7 @@
 per second) is the routed bottleneck at the protocol's efficiency, capped by NCCL's own per-protocol bus-bandwidth
 caps, and the bottleneck of a phase is its most loaded resource's bytes over usable bandwidth (or the max-min fair
 makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``. ``W`` is the profile's pipeline
-window (the first bytes go at half speed while NCCL's buffers fill). Routing is done once per schedule; a whole
+window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``. Routing is done once per schedule; a whole
 size sweep is arithmetic.
 """
 
@@ -137,8 +137,10 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
     sched = c.schedule
     for proto in protocols:
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
-        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles)
-        bw = (size_bytes + min(size_bytes, profile.pipeline_window_bytes)) / rate_Bps(
+        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles); the schedule
+        # scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
+        window = profile.pipeline_window_bytes * sched.window_scale
+        bw = (size_bytes + min(size_bytes, window)) / rate_Bps(
             c, profile, proto, collective, num_ranks, num_domains)
         t = lat + bw
         if best is None or t < best[0]:

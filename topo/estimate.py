@@ -137,7 +137,9 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     for name in candidates:
         try:
             sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
-                                   channels=opts.channels, gpu_name=fabric.spec.gpu)
+                                   channels=opts.channels, gpu_name=fabric.spec.gpu,
+                                   reference_ranks_per_domain=prof.reference_ranks_per_domain,
+                                   nvls_max_heads=prof.nvls_max_heads)
             protos = prof.protocols(sched.family)
             if opts.protocol is not None:
                 if opts.protocol not in protos:

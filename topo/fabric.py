@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from .builders.clos import ClosLayout
+from .hardware import gpu_pcie_Bps
 from .spec.model import Spec
 
 __all__ = ["Fabric", "ROLE_NAMES", "ROLE_GPU", "ROLE_NVSWITCH", "ROLE_NIC", "ROLE_SWITCH"]
@@ -362,14 +363,21 @@ def _build_links(f: Fabric) -> dict[str, np.ndarray]:
     src[sl], dst[sl] = gpus, no["nvswitch"] + gpus // L.gpus_per_domain
     bw[sl], level[sl] = f.spec.nvlink_Bps, LEVEL_NVLINK
 
-    # PCIe: GPU -> NIC (one per NIC, or one per GPU when GPUs share a NIC)
+    # PCIe: GPU -> NIC (one per NIC, or one per GPU when GPUs share a NIC). With k NICs per GPU, the k links
+    # stand for the GPU's one x16 link, which they share: each gets at most 1/k of it (an H100's Gen5 x16, 64 GB/s,
+    # cannot feed 4 x 400G NICs: nccl-tests issue #232 plateaus near 50 GB/s busbw with 1 H100 and 4 NICs)
     sl = slice(lo["pcie"], lo["nic"])
+    pcie = f.spec.server.pcie_bandwidth_Bps
     if f.pcie_per_nic:
         nics = np.arange(L.num_nics)
         src[sl], dst[sl] = f.nic_gpu(nics), no["nic"] + nics
+        k = L.nics_per_server // L.gpus_per_server
+        gpu_link = gpu_pcie_Bps(f.spec.gpu)
+        if k > 1 and gpu_link is not None:
+            pcie = min(pcie, gpu_link / k)
     else:
         src[sl], dst[sl] = gpus, no["nic"] + f.gpu_nic(gpus)
-    bw[sl], level[sl] = f.spec.server.pcie_bandwidth_Bps, LEVEL_PCIE
+    bw[sl], level[sl] = pcie, LEVEL_PCIE
 
     # NIC -> leaf
     nics = np.arange(L.num_nics)

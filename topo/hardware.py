@@ -87,6 +87,20 @@ def _host_links() -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+def gpu_pcie_Bps(gpu: str) -> float | None:
+    """Bandwidth per direction of the GPU's own PCIe x16 link (its generation), or None for a GPU not in
+    topo/data/hardware/host_links.toml. Every NIC a GPU reaches over PCIe shares this one link.
+
+    >>> gpu_pcie_Bps("H100")
+    64000000000.0
+    """
+    data = _host_links()
+    entry = data["gpus"].get(gpu.upper())
+    if entry is None:
+        return None
+    return parse_bandwidth_Bps(data["pcie"][entry["pcie"]]["bandwidth_per_direction"])
+
+
 def host_link(gpu: str, nic_model: str, nic_rate_Bps: float) -> HostLink:
     """The GPU-to-NIC link of ``gpu`` with a NIC ``nic_model`` (catalog name as prefix, case-insensitive; if
     empty or unknown, the first catalog NIC whose port takes ``nic_rate_Bps``).

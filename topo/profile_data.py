@@ -57,6 +57,8 @@ PARAMETERS: dict[str, Spec] = {
     "net_overhead_us": Spec("nccl", "scalar", 0.0, 50.0, doc="software overhead per network step (x3 Simple)"),
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
+    "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
+                           doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
     "ll_max_busbw_GBps": Spec("gpu", "by_nodes", 1.0, 5000.0, doc="NCCL's LL busbw cap (1, 2, more nodes)"),
     "ring_ll128_per_channel_GBps": Spec("gpu", "scalar", 1.0, 500.0, doc="ring LL128 cap per channel"),
@@ -68,6 +70,8 @@ PARAMETERS: dict[str, Spec] = {
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0, doc="multiplier on NCCL's network hop latencies"),
     "peer_overhead_us": Spec("network", "scalar", 0.0, 100.0, doc="per remote peer of an all-to-all"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
+    "reference_ranks_per_domain": Spec("model", "scalar", 0, 1024, optional=True,
+                                 doc="NVLS ranks per domain the window and NVLS rates were fitted at (0: off)"),
 }
 
 

@@ -55,6 +55,10 @@ class Profile:
     busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
     channels: int = 16
     pipeline_window_bytes: float = 0.0
+    # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
+    # NVLS pipeline window grows with the ranks (topo.algorithms.nvls); 0 = the textbook traffic, one window
+    reference_ranks_per_domain: int = 0
+    nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
@@ -138,6 +142,8 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         busbw_cap_Bps=caps,
         channels=ch,
         pipeline_window_bytes=v["pipeline_window_bytes"],
+        reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
+        nvls_max_heads=int(v.get("nvls_max_heads", 0)),
         peer_overhead_s=v["peer_overhead_us"] * US,
         source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
         sources=sources,

@@ -192,6 +192,7 @@ class Schedule:
     notes: list[str] = field(default_factory=list)
     channels: int = 1  # NCCL channels (rings or tree pairs) the schedule runs
     pinned_channels: int | None = None  # set when the user pinned the channel count (NCCL's caps scale with it)
+    window_scale: float = 1.0  # the profile's pipeline window times this (NVLS: grows with ranks and tree depth)
 
 
 def ranks_per_domain(placement, who: str) -> int:

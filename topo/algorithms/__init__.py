@@ -13,8 +13,24 @@ __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
 
 def build_schedule(name: str, collective: str, shape: NodeShape, placement: Placement, chunks: int | None = None,
-                   stages: int = 2, channels: int | None = None, gpu_name: str = "these") -> Schedule:
-    """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason."""
+                   stages: int = 2, channels: int | None = None, gpu_name: str = "these",
+                   reference_ranks_per_domain: int = 0, nvls_max_heads: int = 0) -> Schedule:
+    """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason.
+
+    ``reference_ranks_per_domain`` (the profile's): the ranks per NVLink domain its pipeline window was fitted at.
+    Ring and tree schedules scale the window by ``g / reference`` for ``g`` ranks per domain (the pipeline NCCL
+    fills runs through each domain's ``g`` ranks: a tree's chain, a ring's block); NVLS also by its tree's depth
+    and flattens its busbw past the reference (:mod:`topo.algorithms.nvls`). ``nvls_max_heads``: the most NVLSTree
+    heads per domain (0: one per NIC)."""
+    sched = _build(name, collective, shape, placement, chunks, stages, channels, gpu_name,
+                   (reference_ranks_per_domain, nvls_max_heads))
+    g = placement.ranks_per_domain()
+    if reference_ranks_per_domain > 0 and sched.family in ("ring", "tree") and g:
+        sched.window_scale = g / reference_ranks_per_domain
+    return sched
+
+
+def _build(name, collective, shape, placement, chunks, stages, channels, gpu_name, nvls_args) -> Schedule:
     from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
 
     if collective in ("all_reduce", "all_gather", "reduce_scatter") and name == "ring":
@@ -28,7 +44,7 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
     if name == "hierarchical":
         return hierarchical.hierarchical_schedule(shape, placement, collective)
     if name in ("nvls", "nvls_tree"):
-        return nvls.nvls_schedule(shape, placement, name, gpu_name)
+        return nvls.nvls_schedule(shape, placement, name, gpu_name, *nvls_args)
     if name == "sharp":
         return sharp.sharp_schedule(shape, placement)
     if collective == "alltoall":

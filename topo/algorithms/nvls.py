@@ -8,8 +8,21 @@ usable NVLink bandwidth (1.56x at g = 8): NVIDIA's maintainers quote ~480 GB/s b
 ~370 GB/s with Ring (nccl-tests issue #212).
 
 ``nvls_tree`` (NCCL's NVLSTree) spans domains: the same in-switch reduce-scatter and multicast inside every
-domain, and between them a double binary tree per local rank carrying that rank's ``S/g`` share; all three run
-concurrently on successive chunks, so their loads add up in one phase.
+domain, and between them a double binary tree per head (:func:`nvls_heads`: one per NIC, at most the profile's
+``nvls_max_heads``, NCCL's NCCL_MAX_NVLS_ARITY) carrying that head's ``S/H`` share; all three run concurrently
+on successive chunks, so their loads add up in one phase.
+
+Many ranks per domain (``reference_ranks``: the profile's ``reference_ranks_per_domain``, 8, the ranks per
+domain its NVLS constants were fitted at): measured NVLS busbw stops growing with the ranks past it. The
+S(1 + 1/g) traffic gives busbw ``2(g-1)/(g+1)`` x NVLink, 1.56x at 8 ranks and 1.95x at 72, but GB300 at 8 ranks
+reaches 841 GB/s busbw (data/reference/nccl_tests_measurements.csv, oci_gb300_2n, 16 GiB) and GB200 at 72 ranks
+835-839 GB/s (coreweave/nccl-tests README, one NVL72 rack, 4-8 GiB) on the same NVLink5; NCCL's own tuning model
+has no rank term in NVLS bandwidth either (src/graph/tuning.cc: ``2 * bwIntra * nvlsEfficiency *
+(nChannels-1)/nChannels``). Past ``r`` ranks each GPU moves ``(g-1)/g * (r+1)/(r-1)`` each way, which keeps busbw
+at its value at ``r`` (and equals ``1 + 1/g`` there). The pipeline that fills before NVLS reaches that rate is
+longer with more ranks (each rank's share of a loop is ``1/g``) and with each NVLSTree level the chunks climb: the
+schedule scales the profile's window by ``g/r * (1 + tree depth)`` (one rack of 72 GB200 ranks reaches 70% of its
+peak busbw at 512 MiB, 2 racks 61%, 20 racks 37%; coreweave/nccl-tests README).
 """
 
 from __future__ import annotations
@@ -21,10 +34,47 @@ from ..schedule import (AlgorithmUnavailable, InSwitchReduce, LatencyCounts, Lat
                         SchedulePhase, Transfers, ranks_per_domain)
 from .tree import double_binary_tree
 
-__all__ = ["nvls_schedule"]
+__all__ = ["in_switch_bytes", "nvls_heads", "nvls_schedule", "window_scale"]
 
 
-def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these") -> Schedule:
+def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
+    """Bytes each GPU moves each way through its NVLink switch per byte of message, with ``g`` ranks per domain
+    (``1 + 1/g``; flat busbw past ``reference_ranks``, see the module's docstring)."""
+    r = reference_ranks
+    if r > 1 and g > r:
+        return (g - 1) / g * (r + 1) / (r - 1)
+    return 1.0 + 1.0 / g
+
+
+def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
+    """The factor on the profile's pipeline window for NVLS over ``g`` ranks per domain and a tree of ``depth``
+    levels across domains (1 without a reference: the window as fitted)."""
+    if reference_ranks < 1:
+        return 1.0
+    return g / reference_ranks * (1 + depth)
+
+
+def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0) -> np.ndarray:
+    """Local indices (in a domain's block of ``g`` ranks) of the NVLSTree heads: the ranks that carry the
+    cross-domain trees. NCCL's NVLS graph search takes one channel per NIC, headed by the GPU beside it, skips a
+    GPU already heading one, and stops at ``min(NCCL_MAX_NVLS_ARITY, GPUs)`` (src/graph/search.cc
+    ``ncclTopoCompute``, src/graph/connect.cc ``ncclTopoPreset``): a DGX H100 has 8 heads, one per GPU; a GB200
+    NVL72 rack (72 GPUs, 72 NICs) has 32. Heads sit on distinct NICs, spread evenly over the domain."""
+    from .ring import nic_slots
+
+    slots = nic_slots(shape, groups)
+    if slots is None:
+        first = np.arange(g)
+    else:
+        _, first = np.unique(slots[1], return_index=True)  # the first rank beside each NIC
+        first = np.sort(first)
+    if max_heads and first.size > max_heads:
+        first = first[(np.arange(max_heads) * first.size) // max_heads]
+    return first
+
+
+def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these",
+                  reference_ranks: int = 0, max_heads: int = 0) -> Schedule:
     if not shape.nvls:
         raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
     p = placement.num_ranks
@@ -34,17 +84,20 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     D = placement.num_domains
     if g < 2:
         raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")
-    # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU
-    local = InSwitchReduce(placement.gpus, 1.0 + 1.0 / g)
+    # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU (flat busbw past the reference)
+    local = InSwitchReduce(placement.gpus, in_switch_bytes(g, reference_ranks))
     if name == "nvls":
         if D > 1:
             raise AlgorithmUnavailable("nvls reduces inside one NVLink domain; across domains use nvls_tree")
         return Schedule("nvls", "nvls", [SchedulePhase([local], 1.0, "in-switch reduce + multicast")],
-                        LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")])
+                        LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")],
+                        window_scale=window_scale(g, 0, reference_ranks))
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
     G = placement.num_groups
-    gpus = placement.groups.reshape(G, D, g)
+    heads = nvls_heads(shape, placement.groups, g, max_heads)
+    H = heads.size
+    gpus = placement.groups.reshape(G, D, g)[:, :, heads]
     p0, p1, depth = double_binary_tree(D)
     src, dst, choice = [], [], []
     per_nic = shape.nics_per_gpu
@@ -53,12 +106,13 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
         for c in range(per_nic):
             src.append(gpus[:, child].ravel())
             dst.append(gpus[:, parent[child]].ravel())
-            choice.append(np.full(G * child.size * g, c))
+            choice.append(np.full(G * child.size * H, c))
     src, dst, choice = np.concatenate(src), np.concatenate(dst), np.concatenate(choice)
-    share = 1.0 / (2 * g * per_nic)  # each rank's S/g share, split in two trees (and over its NICs)
+    share = 1.0 / (2 * H * per_nic)  # each head's S/H share, split in two trees (and over its NICs)
     up = Transfers(src, dst, share, choice)
     down = Transfers(dst, src, share, choice)
     counts = LatencyCounts("nvls_tree", inter_hops=2 * depth, multi_domain=True)
     terms = [LatencyTerm(0, 0, "max"), LatencyTerm(0, 1, "max", 2 * depth)]
     return Schedule("nvls_tree", "nvls_tree",
-                    [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms)
+                    [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms,
+                    window_scale=window_scale(g, depth, reference_ranks))
