@@ -131,3 +131,21 @@ def test_evaluation_is_reused_across_sizes(pod):
     t_big = ev.time(2**30)[0]
     assert t_big > t_small > 0
     assert ev.time(2**30)[0] == pytest.approx(estimate(pod, "all_gather", 2**30, gpus=128).results[0].time_s)
+
+
+def test_sharp_without_a_tier_above_the_rail_leaves_is_unavailable_not_a_crash():
+    """One tier of rail leaves (one leaf per rail, no spine): no switch sees every GPU, so in-network reduction
+    is unavailable; auto picks another algorithm (found by a helper modelling CoreWeave's 8-node SHARP run)."""
+    from conftest import spec_dict, tier
+    from topo import build_fabric, spec_from_dict
+    from topo.estimate import estimate
+
+    d = spec_dict(kind="rail_optimized", tiers=[dict(tier("leaf", radix=64), sharp=True)],
+                  cluster={"num_units": 1}, server={"gpus": 8, "nics": 8, "nic_rate": "400 Gb/s"},
+                  scale_up={"gpus_per_domain": 8})
+    f = build_fabric(spec_from_dict(d))
+    for ecmp in ("ideal", "hash"):
+        row = estimate(f, "all_reduce", "1GiB", ecmp=ecmp).to_frame().iloc[0]
+        assert row.algorithm != "sharp" and row.time_s > 0
+    with pytest.raises(TopoError, match="no tier above"):
+        estimate(f, "all_reduce", "1GiB", algorithm="sharp")

@@ -473,6 +473,9 @@ class Router:
         leaves = f.nic_leaf(nics)
         groups = f.leaf_group(leaves)
         tiers_used = 1 + (np.unique(leaves).size > 1) + (np.unique(groups).size > 1)
+        if tiers_used > len(L.tiers):
+            raise AlgorithmUnavailable(f"the GPUs sit under {np.unique(leaves).size} {L.tiers[0].name} switches "
+                                       "and no tier above joins them, so no switch can reduce all of them")
         lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
         if lacking:
             raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
