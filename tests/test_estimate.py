@@ -255,7 +255,7 @@ def test_given_rank_order_changes_the_ring():
     assert given.bottleneck.level in ("nic-leaf", "pcie")
 
 
-def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads():
+def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads(monkeypatch):
     # Above a million flows only the summed loads are kept; they must equal the flow-by-flow result.
     import topo.route as p2p  # the router keeps flows one by one up to EXPLICIT_FLOWS
 
@@ -265,12 +265,21 @@ def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads():
     p2p.EXPLICIT_FLOWS = 1000
     try:
         chunked = estimate(f, "alltoall", "1G", gpus=256).results[0]
+        # max-min merges the flows of a server that PXN sends through one NIC (topo/alltoall_classes.py) ...
+        merged = estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin").results[0]
+        # ... and without PXN there is nothing to merge: every flow is needed, and there are too many
         with pytest.raises(TopoError, match="max-min sharing needs every flow"):
-            estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin")
+            estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin", pxn=False)
     finally:
         p2p.EXPLICIT_FLOWS = old
     assert chunked.time_s == pytest.approx(one.time_s, rel=1e-12)
     assert chunked.bottleneck == one.bottleneck
+    import topo.alltoall_classes
+
+    monkeypatch.setattr(topo.alltoall_classes, "classes_apply", lambda router: False)  # flow by flow (65,280)
+    by_flow = estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin").results[0]
+    assert merged.time_s == pytest.approx(by_flow.time_s, rel=1e-9)
+    assert merged.time_s >= one.time_s * (1 - 1e-12)  # never faster than the bottleneck bound
 
 
 def test_sharp_sends_one_stream_per_leaf_and_beats_the_ring_across_units():
