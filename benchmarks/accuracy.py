@@ -107,6 +107,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "nccl527_p4dn_4n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 4), 32, why="4 NICs for 8 GPUs"),
     "ncclt232_h100_2x1_4nic": SetupDef(_ns("H100", 4, "400 Gb/s", "roce", 2, gpus=1), 2, "tree",
                                        "1 GPU and 4 NICs per node, NCCL_ALGO=Tree"),
+    "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
+                                 why="32 x 8 A100, 4 HDR NICs per node: latency floor at 32 nodes"),
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
 }
 
