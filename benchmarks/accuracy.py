@@ -6,11 +6,13 @@ Every setup of data/reference/nccl_tests_measurements.csv is modelled with its G
 absolute percentage error (MdAPE) in the bandwidth regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 
 1. **Leave-one-setup-out (the headline).** The constants of topo/data/profiles/ marked ``fitted = true`` (the
-   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, RoCE's and EFA's network efficiency
-   and hop-latency scale, EFA's per-peer overhead) are refitted on every setup but one, starting from the values
-   a user would have without any fit (NCCL's own: no window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction,
-   InfiniBand's network values), and the left-out setup is scored. A constant no other setup informs (EFA: one
-   setup) stays at that unfitted value when its setup is left out.
+   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, the network efficiency of RoCE and
+   EFA, the per-step latency of each RoCE provider (``oci_roce``, ``gcp_roce``), EFA's per-peer overhead) are
+   refitted on every setup but one, starting from the values a user would have without any fit (NCCL's own: no
+   window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction, InfiniBand's network values and NCCL's network
+   latencies), and the left-out setup is scored. A constant no other setup informs (each RoCE provider's latency,
+   EFA's efficiency: one setup each) stays at that unfitted value when its setup is left out. EFA's per-step
+   latency is AWS's published tuner constant (aws-ofi-nccl), never fitted.
 2. **In-sample.** The bundled profiles, whose fitted constants saw every setup. Labelled as such.
 3. **Calibrated.** ``topo calibrate``'s fit on one sweep of a setup: on its even-indexed sizes, scored on the
    odd-indexed ones; and on the all-reduce sweep, scored on the same cluster's all-to-all.
@@ -86,7 +88,9 @@ SETUPS: dict[str, SetupDef] = {
     "azure_ndh100v5_1n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls",
                                   "labelled NVLS by the source"),
     "azure_nda100v4_1n": SetupDef(_ns("A100", 8, "200 Gb/s", "infiniband_hdr", 1), 8,
-                                  why="labelled NVLS by the source, impossible on A100: auto"),
+                                  why="run as NCCL_ALGO=NVLS all_reduce_perf -g 8 (the source's NCCLBandwidth.py): "
+                                      "NCCL 2.18 drops NVLS on A100 and re-enables Ring and Tree: auto; one thread "
+                                      "launches all 8 GPUs, a host floor topo does not model"),
 }
 
 # The published measurements of data/measurements/extra_nccl_tests.csv (see its README for the sources).
