@@ -6,11 +6,13 @@ Every setup of data/reference/nccl_tests_measurements.csv is modelled with its G
 absolute percentage error (MdAPE) in the bandwidth regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 
 1. **Leave-one-setup-out (the headline).** The constants of topo/data/profiles/ marked ``fitted = true`` (the
-   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, RoCE's and EFA's network efficiency
-   and hop-latency scale, EFA's per-peer overhead) are refitted on every setup but one, starting from the values
-   a user would have without any fit (NCCL's own: no window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction,
-   InfiniBand's network values), and the left-out setup is scored. A constant no other setup informs (EFA: one
-   setup) stays at that unfitted value when its setup is left out.
+   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, the network efficiency of RoCE and
+   EFA, the per-step latency of each RoCE provider (``oci_roce``, ``gcp_roce``), EFA's per-peer overhead) are
+   refitted on every setup but one, starting from the values a user would have without any fit (NCCL's own: no
+   window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction, InfiniBand's network values and NCCL's network
+   latencies), and the left-out setup is scored. A constant no other setup informs (each RoCE provider's latency,
+   EFA's efficiency: one setup each) stays at that unfitted value when its setup is left out. EFA's per-step
+   latency is AWS's published tuner constant (aws-ofi-nccl), never fitted.
 2. **In-sample.** The bundled profiles, whose fitted constants saw every setup. Labelled as such.
 3. **Calibrated.** ``topo calibrate``'s fit on one sweep of a setup: on its even-indexed sizes, scored on the
    odd-indexed ones; and on the all-reduce sweep, scored on the same cluster's all-to-all.
@@ -71,22 +73,24 @@ SETUPS: dict[str, SetupDef] = {
     "ncclt309_h100_2n_xe9680": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16),
     "ncclt309_h100_4n_vm": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32),
     "aws_p5_2n": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16, why="EFA: 32 x 100 Gb/s per node"),
-    "oci_a100_2n_full": SetupDef(_ns("A100", 16, "100 Gb/s", "roce", 2), 16,
+    "oci_a100_2n_full": SetupDef(_ns("A100", 16, "100 Gb/s", "oci_roce", 2), 16,
                                  why="assumption: 16 RDMA ports of 100 Gb/s (the source does not state the speed)"),
-    "gcp_a4_2n_allgather": SetupDef(_ns("B200", 8, "400 Gb/s", "roce", 2), 16),
-    "oci_gb300_1n": SetupDef(_ns("GB300", 8, "400 Gb/s", "roce", 18, gpus=4, domain=72), 4,
+    "gcp_a4_2n_allgather": SetupDef(_ns("B200", 8, "400 Gb/s", "gcp_roce", 2), 16),
+    "oci_gb300_1n": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 4,
                              why="4 GPUs of one NVL72 rack"),
-    "oci_gb300_2n": SetupDef(_ns("GB300", 8, "400 Gb/s", "roce", 18, gpus=4, domain=72), 8,
+    "oci_gb300_2n": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 8,
                              why="2 hosts of one NVL72 rack: one NVLink domain (MNNVL)"),
-    "oci_gb200_1n": SetupDef(_ns("GB200", 4, "400 Gb/s", "roce", 18, gpus=4, domain=72), 4,
+    "oci_gb200_1n": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 4,
                              why="4 GPUs of one NVL72 rack"),
-    "oci_gb200_2n": SetupDef(_ns("GB200", 4, "400 Gb/s", "roce", 18, gpus=4, domain=72), 8,
+    "oci_gb200_2n": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 8,
                              why="modelled as labelled (2 hosts, 8 ranks)",
                              exclude="busbw/algbw = 1.96875 implies 64 ranks, not the 8 labelled (see data README)"),
     "azure_ndh100v5_1n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls",
                                   "labelled NVLS by the source"),
     "azure_nda100v4_1n": SetupDef(_ns("A100", 8, "200 Gb/s", "infiniband_hdr", 1), 8,
-                                  why="labelled NVLS by the source, impossible on A100: auto"),
+                                  why="run as NCCL_ALGO=NVLS all_reduce_perf -g 8 (the source's NCCLBandwidth.py): "
+                                      "NCCL 2.18 drops NVLS on A100 and re-enables Ring and Tree: auto; one thread "
+                                      "launches all 8 GPUs, a host floor topo does not model"),
 }
 
 # The published measurements of data/measurements/extra_nccl_tests.csv (see its README for the sources).
@@ -107,6 +111,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "nccl527_p4dn_4n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 4), 32, why="4 NICs for 8 GPUs"),
     "ncclt232_h100_2x1_4nic": SetupDef(_ns("H100", 4, "400 Gb/s", "roce", 2, gpus=1), 2, "tree",
                                        "1 GPU and 4 NICs per node, NCCL_ALGO=Tree"),
+    "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
+                                 why="32 x 8 A100, 4 HDR NICs per node: latency floor at 32 nodes"),
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
 }
 
@@ -170,7 +176,8 @@ def load_groups(path, setups) -> list[Group]:
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
         setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto")
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
-                    label=f"{sid}:{coll}", tags=frozenset({f"gpu:{gen}", f"network:{tech}"}))
+                    label=f"{sid}:{coll}",
+                    tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))
         groups.append(Group(sid, coll, d, case, case.tags))
     return groups
 
@@ -187,10 +194,17 @@ def unfitted(gen: str, tech: str):
     p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff)
     if gen == "blackwell":
         p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency)
-    if tech in ("roce", "efa"):
+    if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
+    elif network_family(tech) == "efa":  # EFA's per-step latency is AWS's published tuner constant: kept
+        p = replace(p, network_efficiency=ib.network_efficiency, peer_overhead_s=ib.peer_overhead_s)
     return p
+
+
+def network_family(tech: str) -> str:
+    """``roce`` for every RoCE provider file, ``efa`` for every EFA generation, else the technology."""
+    return "roce" if tech.endswith("roce") else ("efa" if tech.startswith("efa") else tech)
 
 
 def _set_nvls_tree(pr, e):
@@ -203,6 +217,17 @@ def _scale_net(pr, m):
     return replace(pr, net_hop_s={f: {k: v * m for k, v in d.items()} for f, d in pr.net_hop_s.items()})
 
 
+def _add_net_latency(pr, us):
+    """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table)."""
+    a = us * 1e-6
+    return replace(pr, net_hop_s={f: {k: v + a * (2.0 if k == "Simple" else 1.0) for k, v in d.items()}
+                                  for f, d in pr.net_hop_s.items()})
+
+
+def net_latency_param(tag: str | None) -> FreeParam:
+    return FreeParam("net_latency_us", "linear", 0.5, 0.0, 100.0, _add_net_latency, tag)  # from 0.5: inside the bound
+
+
 def shared_params() -> list[FreeParam]:
     ib = profile_for("hopper", "infiniband_ndr")
     out = [FreeParam("pipeline_window_MiB", "linear", 0.0, 0.0, 256.0,
@@ -211,12 +236,13 @@ def shared_params() -> list[FreeParam]:
                      _set_nvls_tree, "gpu:hopper"),
            FreeParam("nvlink_efficiency", "linear", ib.nvlink_efficiency, 0.3, 1.0,
                      lambda pr, e: replace(pr, nvlink_efficiency=e), "gpu:blackwell")]
-    for tech in ("roce", "efa"):
-        out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
-                          lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}"),
-                FreeParam("net_hop_scale", "log", 0.0, math.log(0.2), math.log(20.0), _scale_net, f"network:{tech}")]
+    for fam in ("roce", "efa"):
+        out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
+                             lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))
+    # one network latency per RoCE provider (each has one setup with small sizes: left out, NCCL's constants)
+    out += [net_latency_param(f"network:{tech}") for tech in ("oci_roce", "gcp_roce")]
     out.append(FreeParam("peer_overhead_scale", "log", 0.0, math.log(0.1), math.log(20.0),
-                         lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), "network:efa"))
+                         lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), "netfamily:efa"))
     return out
 
 

@@ -37,13 +37,13 @@ CASES = [
     ("ncclt309_h100_4n_vm", lambda: node("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32, "all_reduce", "auto",
      16 * 2**30, 0.10),
     # GCP A4 (B200) 2 nodes, all-gather over 8 x 400G RoCE
-    ("gcp_a4_2n_allgather", lambda: node("B200", 8, "400 Gb/s", "roce", 2), 16, "all_gather", "auto",
+    ("gcp_a4_2n_allgather", lambda: node("B200", 8, "400 Gb/s", "gcp_roce", 2), 16, "all_gather", "auto",
      8 * 2**30, 0.10),
     # OCI GB300: 2 hosts of one NVL72 rack
-    ("oci_gb300_2n", lambda: node("GB300", 8, "400 Gb/s", "roce", 18, gpus=4, domain=72), 8, "all_reduce", "auto",
-     16 * 2**30, 0.10),
-    ("oci_gb300_2n", lambda: node("GB300", 8, "400 Gb/s", "roce", 18, gpus=4, domain=72), 8, "alltoall", "auto",
-     16 * 2**30, 0.10),
+    ("oci_gb300_2n", lambda: node("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 8, "all_reduce",
+     "auto", 16 * 2**30, 0.10),
+    ("oci_gb300_2n", lambda: node("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 8, "alltoall",
+     "auto", 16 * 2**30, 0.10),
 ]
 
 

@@ -78,19 +78,48 @@ def test_node_index_is_nccls_scale():
     assert [node_index(d) for d in (1, 2, 3, 100)] == [0, 1, 2, 2]
 
 
-def test_network_technologies_scale_only_network_latencies():
+def test_network_technologies_change_only_network_latencies():
+    """A network file scales NCCL's network hops, or replaces them by its own per-step latency (EFA), or adds a
+    per-step latency (RoCE providers); NCCL's base and NVLink latencies never change with the network."""
     from topo.profile_data import bundled_files
 
     ib = profile_for("hopper", "infiniband_ndr")
     files = bundled_files()["network"]
     for net in NETWORKS:
         p = profile_for("hopper", net)
-        scale = files[net].params["net_hop_scale"].value / files["infiniband_ndr"].params["net_hop_scale"].value
+        params = files[net].params
         for proto in PROTOCOLS:
             assert p.base("ring", proto) == ib.base("ring", proto)
             assert p.nv_hop("ring", proto) == ib.nv_hop("ring", proto)
-            assert p.net_hop("ring", proto) == pytest.approx(scale * ib.net_hop("ring", proto))
+            if "net_step_latency_us" not in params and "net_latency_us" not in params:
+                scale = params["net_hop_scale"].value / files["infiniband_ndr"].params["net_hop_scale"].value
+                assert p.net_hop("ring", proto) == pytest.approx(scale * ib.net_hop("ring", proto))
         assert 0 < p.network_efficiency <= 1
+
+
+def test_efa_network_steps_are_aws_published_tuner_latency():
+    """aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: net_lat 20 us (P5/P5e), 18 us (P5en), for every algorithm and
+    protocol, + OFI_NCCL_TUNER_NET_COMP_OVERHEAD 3 us for Simple (include/nccl_ofi_param.h)."""
+    for net, lat in (("efa", 20.0), ("efa_v3", 18.0)):
+        p = profile_for("hopper", net)
+        for fam in ("ring", "tree", "nvls_tree"):
+            for proto in p.protocols(fam):
+                want = lat + (3.0 if proto == "Simple" else 0.0)
+                assert p.net_hop(fam, proto) == pytest.approx(want * US), (net, fam, proto)
+        assert p.sources["net_step_latency_us"]["fitted"] is False
+
+
+def test_provider_roce_adds_its_latency_to_nccls_network_steps():
+    """NCCL's latencyInter: hwLat[NET] + L per network step, + L again for Simple (NVIDIA/nccl tuning.cc).
+    hwLat[NET] Tree 5.0/8.5/14, Ring 2.7/4.0/14 us (tuning.cc v2.30.7); L = 7.6 us (oci_roce), 24.6 us
+    (gcp_roce); plain roce is NCCL's constants."""
+    roce, oci, gcp = (profile_for("ampere", n) for n in ("roce", "oci_roce", "gcp_roce"))
+    for fam, ll, simple in (("tree", 5.0, 14.0), ("ring", 2.7, 14.0)):
+        assert roce.net_hop(fam, "LL") == pytest.approx(ll * US)
+        assert oci.net_hop(fam, "LL") == pytest.approx((ll + 7.6) * US)
+        assert oci.net_hop(fam, "Simple") == pytest.approx((simple + 2 * 7.6) * US)
+        assert gcp.net_hop(fam, "LL") == pytest.approx((ll + 24.6) * US)
+    assert oci.sources["net_latency_us"]["fitted"] is True
 
 
 def test_every_generation_has_a_profile_and_unknown_ones_are_errors():

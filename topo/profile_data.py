@@ -67,7 +67,16 @@ PARAMETERS: dict[str, Spec] = {
     "nvls_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLS efficiency (absent: no NVLS)"),
     "nvls_tree_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLSTree efficiency"),
     "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
-    "net_hop_scale": Spec("network", "scalar", 0.1, 50.0, doc="multiplier on NCCL's network hop latencies"),
+    "net_hop_scale": Spec("network", "scalar", 0.1, 50.0,
+                          doc="multiplier on the per-step network latencies (NCCL's, or net_step_latency_us)"),
+    "net_step_latency_us": Spec("network", "scalar", 0.0, 500.0, optional=True,
+                                doc="the network's own latency per network step, every algorithm and protocol "
+                                    "(replaces NCCL's InfiniBand hwLat[NET] table; absent: NCCL's table)"),
+    "net_latency_us": Spec("network", "scalar", 0.0, 200.0, optional=True,
+                           doc="the network's latency per network step added to NCCL's (twice for Simple), as NCCL "
+                               "adds a net plugin's reported latency (graphs[a]->latencyInter, tuning.cc)"),
+    "net_simple_extra_us": Spec("network", "scalar", 0.0, 100.0, optional=True,
+                                doc="added to net_step_latency_us for the Simple protocol (completion overhead)"),
     "peer_overhead_us": Spec("network", "scalar", 0.0, 100.0, doc="per remote peer of an all-to-all"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
     "reference_ranks_per_domain": Spec("model", "scalar", 0, 1024, optional=True,
@@ -188,6 +197,8 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
             raise _err(path, f"{name}.{e['loc'][0]}", f"{e['msg']} (got {e.get('input')!r})") from None
         _check_value(path, name, p, spec)
         params[name] = p
+    if head.kind == "network" and "net_simple_extra_us" in params and "net_step_latency_us" not in params:
+        raise _err(path, "net_simple_extra_us", "adds to net_step_latency_us, which this file does not give")
     if head.kind != "user":
         missing = [n for n, s in PARAMETERS.items() if s.kind == head.kind and not s.optional and n not in params]
         if missing:

@@ -110,6 +110,30 @@ def _by_family(table: dict, scale: float) -> dict:
             for fam, protos in table.items()}
 
 
+def net_step_table(v: dict) -> dict:
+    """Per-step network latency (us) by family and protocol, before ``net_hop_scale``.
+
+    NCCL's InfiniBand table (``net_hop_us``), or, when the network file gives its own ``net_step_latency_us`` (a
+    provider's tuner constant, e.g. aws-ofi-nccl's ``net_lat``), that value for every family and protocol, plus
+    ``net_simple_extra_us`` for Simple. A ``net_latency_us`` is then added to every step, twice for Simple, as
+    NCCL adds the latency a net plugin reports: ``interLat = hwLat[NET] + latencyInter`` (+ ``latencyInter``
+    again for Simple's flush), NVIDIA/nccl src/graph/tuning.cc.
+    """
+    table = v["net_hop_us"]
+    if "net_step_latency_us" in v:
+        step, extra = v["net_step_latency_us"], v.get("net_simple_extra_us", 0.0)
+        table = {fam: {p: step + (extra if p == "Simple" else 0.0) for p in protos} for fam, protos in table.items()}
+    add = v.get("net_latency_us", 0.0)
+    if add:
+        table = {fam: {p: _plus(x, add * (2.0 if p == "Simple" else 1.0)) for p, x in protos.items()}
+                 for fam, protos in table.items()}
+    return table
+
+
+def _plus(x, a):
+    return [y + a for y in x] if isinstance(x, list) else x + a
+
+
 def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
     """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
     params, where = {}, {}
@@ -136,7 +160,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         network_efficiency=v["network_efficiency"],
         base_latency_s=_by_family(v["base_latency_us"], US),
         nvlink_hop_s=_by_family(v["nvlink_hop_us"], US),
-        net_hop_s=_by_family(v["net_hop_us"], US * v["net_hop_scale"]),
+        net_hop_s=_by_family(net_step_table(v), US * v["net_hop_scale"]),
         net_overhead_s=v["net_overhead_us"] * US,
         proto_efficiency=eff,
         busbw_cap_Bps=caps,

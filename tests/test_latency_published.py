@@ -1,0 +1,65 @@
+"""The latency regime against published small-message figures no constant was fitted on (issue 9).
+
+Sources: data/measurements/extra_nccl_tests.csv (each row with its URL; see its README). The model's numbers are
+closed forms of NCCL's own constants (NVIDIA/nccl src/graph/tuning.cc v2.30.7, topo/data/profiles/nccl/2.30.7.toml:
+Tree LL base 6.8 us, NVLink hop 0.6 us, network hop 5.0 us) and, for EFA, AWS's published tuner latency
+(aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: net_lat 20 us per network step).
+"""
+
+import csv
+
+import pytest
+
+from conftest import ROOT
+from topo import build_fabric, spec_from_dict
+from topo.calibrate.setup import node_spec
+from topo.estimate import estimate
+
+EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
+SMALL = [8, 16, 32, 64, 128]
+
+
+def measured_us(setup: str) -> dict[int, float]:
+    rows = {int(r["size_bytes"]): float(r["time_us"]) for r in csv.DictReader(EXTRA.open())
+            if r["setup_id"] == setup}
+    assert rows, f"no rows for {setup} in {EXTRA}"
+    return rows
+
+
+def tree_ll_us(gpus_per_node: int, nodes: int, net_hop_us: float) -> float:
+    """NCCL's tree latency (tuning.cc): base + 2 * ((ranks per node - 1) * NVLink hop + log2(nodes) * net hop)."""
+    return 6.8 + 2 * ((gpus_per_node - 1) * 0.6 + (nodes.bit_length() - 1) * net_hop_us)
+
+
+def modelled(gpu, nics, rate, tech, servers, gpus):
+    fab = build_fabric(spec_from_dict(node_spec(gpu, nics, rate, tech, servers)))
+    return estimate(fab, "all_reduce", SMALL, gpus=gpus).results
+
+
+def test_tree_latency_at_32_nodes_matches_nccl_issue_652():
+    # NVIDIA/nccl issue #652: 32 x 8 A100, 4 x HDR per node, all-reduce 8-128 B in 62.85-65.46 us (out-of-place).
+    want = tree_ll_us(8, 32, 5.0)  # 6.8 + 2 * (7 * 0.6 + 5 * 5.0) = 65.2 us
+    assert want == pytest.approx(65.2)
+    meas = measured_us("nccl652_a100_32n")
+    for r in modelled("A100", 4, "200 Gb/s", "infiniband_hdr", 32, 256):
+        assert (r.algorithm, r.protocol) == ("tree", "LL")
+        assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
+        assert abs(r.time_s * 1e6 / meas[r.size_bytes] - 1) <= 0.05
+
+
+def test_efa_two_node_floor_is_aws_tuner_latency_and_matches_p6_b200():
+    # dstackai/dstack PR #3961: 2 x 8 B200 on EFA (p6-b200), all-reduce 8-256 B in 50.58-57.14 us.
+    want = tree_ll_us(8, 2, 20.0)  # 6.8 + 2 * (7 * 0.6 + 20) = 55.2 us
+    meas = measured_us("dstack3961_p6b200_2n")
+    for r in modelled("B200", 8, "400 Gb/s", "efa", 2, 16):
+        assert (r.algorithm, r.protocol) == ("tree", "LL")
+        assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
+        assert abs(r.time_s * 1e6 / meas[r.size_bytes] - 1) <= 0.10
+
+
+def test_roce_provider_latency_is_added_per_network_step():
+    # oci_roce adds 7.6 us to each network step (NCCL's latencyInter form): 2 network steps at 2 nodes.
+    plain = modelled("A100", 16, "100 Gb/s", "roce", 2, 16)[0]
+    oci = modelled("A100", 16, "100 Gb/s", "oci_roce", 2, 16)[0]
+    assert plain.latency_s * 1e6 == pytest.approx(tree_ll_us(8, 2, 5.0))
+    assert (oci.latency_s - plain.latency_s) * 1e6 == pytest.approx(2 * 7.6)
