@@ -14,7 +14,7 @@ PXN = [name for name in sorted(SPECS) if Router(small_fabric(name)).pxn]
 
 
 def _pairs(groups, nbytes):
-    G, p = groups.shape
+    p = groups.shape[1]
     i, j = np.nonzero(~np.eye(p, dtype=bool))
     return Transfers(groups[:, i].ravel(), groups[:, j].ravel(), nbytes, split_nics=True)
 

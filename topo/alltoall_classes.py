@@ -158,7 +158,7 @@ def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 def _pairs_within(groups: np.ndarray, dom: np.ndarray):
     """Every ordered pair of distinct ranks of a communicator that share an NVLink domain, as GPU ids."""
-    G, p = groups.shape
+    G = groups.shape[0]
     key = (np.arange(G)[:, None] * (int(dom.max()) + 1) + dom).ravel()
     order = np.argsort(key, kind="stable")
     gpus = groups.ravel()[order]

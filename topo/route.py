@@ -25,12 +25,16 @@ The result is a list of (resource, bytes, flow) entries; :mod:`topo.contention` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import TopoError
 from .fabric import Fabric
 from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
+
+if TYPE_CHECKING:
+    from .maxmin import FlowClasses
 
 __all__ = ["Router", "Routed", "ECMP_MODES", "EXPLICIT_FLOWS", "MAX_ROUTED_PARTS"]
 
@@ -233,7 +237,6 @@ class Router:
         ``choice`` picks among a GPU's NICs when it has several (e.g. the channel index); default 0.
         """
         f = self.fabric
-        L = f.layout
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()
         F = src.size
@@ -423,7 +426,7 @@ class Router:
         every flow must be kept (max-min sharing), the hash's own collisions are wanted and there are few enough
         flows to route one by one, or parts have failed (then every pair is routed, in chunks)."""
         n = a.num_flows
-        G, p = a.groups.shape
+        p = a.groups.shape[1]
         structural = not keep_flows and self.fabric.failed is None and (self.ecmp == "ideal" or n > EXPLICIT_FLOWS)
         if structural:
             from .alltoall import uniform_alltoall_loads
