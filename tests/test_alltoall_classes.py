@@ -49,3 +49,33 @@ def test_the_router_uses_classes_for_max_min_and_only_where_they_hold():
     assert not classes_apply(Router(f, "hash", pxn=False))
     assert not classes_apply(Router(f.with_failures("spine0"), "hash"))
     assert Router(f, "hash", pxn=False).route_all_pairs(a, keep_flows=True).classes is None
+
+
+def test_when_merged_flows_would_move_apart_estimate_fills_them_one_by_one():
+    """NVLink slower than the NIC: the GPUs of a server that PXN sends through one NIC are held back by their
+    own NVLink hops, each differently, so their class cannot answer (maxmin raises ClassesDiverge); estimate then
+    routes the all-to-all pair by pair and gets the flow-by-flow answer."""
+    from conftest import spec_dict, tier
+    from topo import build_fabric, spec_from_dict
+    from topo.errors import TopoError
+    from topo.estimate import estimate
+    from topo.maxmin import ClassesDiverge, max_min_makespan_classes
+
+    d = spec_dict(kind="rail_optimized", tiers=[tier("leaf", radix=16), tier("spine", radix=16)],
+                  cluster={"num_units": 2}, server={"gpus": 4, "nics": 4, "nic_rate": "400 Gb/s"},
+                  scale_up={"gpus_per_domain": 4, "bandwidth_per_gpu": "5 GB/s"})
+    f = build_fabric(spec_from_dict(d))
+    r = Router(f, "hash")
+    a = AllPairs(np.arange(f.num_gpus)[None, :], 1.0)
+    with pytest.raises(ClassesDiverge):
+        max_min_makespan_classes(alltoall_classes(r, a).classes, r.capacity_Bps)
+    got = estimate(f, "alltoall", "64MiB", ecmp="hash", sharing="maxmin").results[0].time_s
+    import topo.alltoall_classes as ac
+    old = ac.classes_apply
+    ac.classes_apply = lambda router: False
+    try:
+        by_flow = estimate(f, "alltoall", "64MiB", ecmp="hash", sharing="maxmin").results[0].time_s
+    finally:
+        ac.classes_apply = old
+    assert got == pytest.approx(by_flow, rel=1e-12)
+    assert issubclass(ClassesDiverge, TopoError)

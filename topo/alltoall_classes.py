@@ -28,8 +28,9 @@ __all__ = ["classes_apply", "alltoall_classes"]
 
 def classes_apply(router: Router) -> bool:
     """Whether :func:`alltoall_classes` can merge flows on this router: PXN on and nothing failed (a failed NIC
-    sends its traffic through a stand-in chosen per GPU, which breaks the shared path)."""
-    return router.pxn and router.fabric.failed is None
+    sends its traffic through a stand-in chosen per GPU, which breaks the shared path), unless the router was
+    told to keep flows one by one (``merge_classes``)."""
+    return router.merge_classes and router.pxn and router.fabric.failed is None
 
 
 def alltoall_classes(router: Router, a: AllPairs) -> Routed:

@@ -20,6 +20,7 @@ from .cost import Costed, best_protocol, cost_schedule, usable_capacity
 from .errors import TopoError
 from .fabric import Fabric
 from .loads import load_schedule
+from .maxmin import ClassesDiverge
 from .options import EstimateOptions
 from .placement import Placement, place
 from .profiles import Profile, profile_for, resolve_profile
@@ -153,7 +154,15 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                 raise TopoError(f"{name} cannot run here: {exc}", key="algorithm") from None
             unavailable[name] = str(exc)
             continue
-        costed[name] = cost_schedule(loads, router, cap, opts.sharing)
+        try:
+            costed[name] = cost_schedule(loads, router, cap, opts.sharing)
+        except ClassesDiverge:  # merged flows would move apart: fill them one by one (where few enough)
+            router.merge_classes = False
+            try:
+                costed[name] = cost_schedule(load_schedule(router, sched, keep_flows=True), router, cap,
+                                             opts.sharing)
+            finally:
+                router.merge_classes = True
         protocols[name] = protos
     if not costed:
         raise TopoError(f"no algorithm can run {coll} here: " + "; ".join(f"{k}: {v}" for k, v in

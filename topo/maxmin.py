@@ -29,9 +29,14 @@ import numpy as np
 
 from .errors import TopoError
 
-__all__ = ["FlowClasses", "max_min_rates", "max_min_makespan_classes"]
+__all__ = ["ClassesDiverge", "FlowClasses", "max_min_makespan_classes", "max_min_rates"]
 
-_BATCH = 64  # resources looked at per round of filling (a run of them that do not interact is taken at once)
+class ClassesDiverge(TopoError):
+    """The members of a merged class would move at different speeds (a resource only some of them cross binds
+    first): the classes cannot answer; the flows must be filled one by one."""
+
+
+_BATCH = 32  # resources looked at first per round of filling (then adapted to how many a round takes at once)
 _TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
 
 
@@ -276,10 +281,11 @@ class _Solver:
                 tpl = self.rt_tpl[tseg]
                 on = open_t[tpl] > 0
                 if np.any(self.rt_partial[tseg] & on):
-                    raise TopoError("max-min sharing: a resource that only some flows of a merged group cross "
-                                    "(e.g. one GPU's NVLink to the NIC PXN sends through) binds before the "
-                                    "group is held back elsewhere, so their speeds differ; use sharing=equal or "
-                                    "fewer GPUs (up to 1,000,000 flows are kept one by one)", key="sharing")
+                    raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
+                                         "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
+                                         "the group is held back elsewhere, so their speeds differ; use "
+                                         "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
+                                         key="sharing")
                 tpl = np.unique(tpl[on])
                 if tpl.size:
                     more = self.tc_cls[_segments(self.tc_ptr, tpl)]

@@ -140,6 +140,7 @@ class Router:
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
+        self.merge_classes = True  # max-min: an all-to-all may merge flows that share their path (alltoall_classes)
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
