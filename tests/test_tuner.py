@@ -130,3 +130,21 @@ def test_tree_correction_table_is_validated():
     with pytest.raises(TopoError) as e:
         parse_profile_doc(doc, "my.toml")
     assert e.value.key == "tree_correction.value.LL129"
+
+
+def test_cli_choose_flag():
+    # the bundled 100k-GPU cluster with 4 NICs per 8-GPU server, 3 servers: the routed model's fastest at 1 GiB is
+    # the tree (fewer bytes through a node's NICs), NCCL's tuner runs the ring (it rates a tree beyond 2 nodes by
+    # the ring's network bandwidth)
+    import json
+
+    from conftest import run_cli
+
+    algos = {}
+    for choose in ("fastest", "nccl"):
+        proc = run_cli("estimate", "--gpus", "24", "--size", "1G", "--set", "server.nics=4", "--choose", choose,
+                       "--json", check=True)
+        algos[choose] = json.loads(proc.stdout)["results"][0]["algorithm"]
+    assert algos == {"fastest": "tree", "nccl": "ring"}
+    bad = run_cli("estimate", "--choose", "quickest")
+    assert bad.returncode == 2 and "--choose" in bad.stderr and "quickest" in bad.stderr
