@@ -148,3 +148,16 @@ def test_cli_choose_flag():
     assert algos == {"fastest": "tree", "nccl": "ring"}
     bad = run_cli("estimate", "--choose", "quickest")
     assert bad.returncode == 2 and "--choose" in bad.stderr and "quickest" in bad.stderr
+
+
+def test_ring_plateau_of_the_2_7_constants():
+    # nccl/2.7.toml (tuning.cc @01afd20a): Ring/Simple all-reduce latency x1.9 from nBytes >= nRanks / 16 x 65536,
+    # i.e. 4096 B per rank. 2 x 8 A100 on HDR: latency 8.4 base + 28 NVLink steps x 3.4 + 2 network steps x 9.6
+    # = 122.8 us (no network overhead term in 2.7), so crossing 16 x 4096 B adds 0.9 x 122.8 = 110.52 us (and
+    # 64 B more at the ring's rate, negligible)
+    f = nodes("A100", 8, "200 Gb/s", "infiniband_hdr", 2)
+    ev = evaluate(f, "all_reduce", gpus=16, profile="ampere+infiniband_hdr@2.7")
+    S = 16 * 4096
+    below = nccl_time_s("ring", ev.costed, ev.profile, "Simple", S - 64, "all_reduce", 16, 2)
+    at = nccl_time_s("ring", ev.costed, ev.profile, "Simple", S, "all_reduce", 16, 2)
+    assert (at - below) * 1e6 == pytest.approx(110.52, abs=0.01)
