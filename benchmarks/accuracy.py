@@ -350,6 +350,30 @@ def _table(scored: list[Scored], setups: dict, title_note: str = "") -> list[str
     return lines
 
 
+def tuner_section(groups, insample, extra_groups, extra, excluded) -> list[str]:
+    """auto's choice as NCCL's tuner makes it (``choose = "nccl"``, topo/tuner.py) against the default
+    (``choose = "fastest"``), bundled profiles: every size whose algorithm differs, with both errors."""
+    def rescore(gs):
+        return [score(replace(g, case=replace(g.case, setup=replace(g.case.setup, choose="nccl"))), g.case.profile)
+                for g in gs]
+
+    n_in, n_ex = rescore(groups), rescore(extra_groups)
+    out = ["", "### auto's choice as NCCL's tuner makes it (`choose = \"nccl\"`, topo/tuner.py) vs the routed "
+               "fastest (`\"fastest\"`, the default)", "",
+           "| set | regime | fastest | nccl |", "|---|---|---:|---:|"]
+    for label, a, b, exc in (("in-sample", insample, n_in, excluded), ("out of sample", extra, n_ex, ())):
+        for regime, name in (("bw", ">= 64 MiB"), ("lat", "<= 64 KiB"), ("all", "all sizes")):
+            (x, nx), (y, _) = overall(a, regime, exc), overall(b, regime, exc)
+            out.append(f"| {label} | {name} ({nx}) | {fmt(x)} | {fmt(y)} |")
+    out += ["", "Sizes where the two choose differently (signed error, model / measured - 1):", "",
+            "| setup | size (B) | fastest | nccl |", "|---|---:|---|---|"]
+    for a, b in zip(insample + extra, n_in + n_ex):
+        for s, ea, aa, eb, ab in zip(a.sizes, a.errors, a.algorithms, b.errors, b.algorithms):
+            if aa != ab:
+                out.append(f"| {a.setup} | {s} | {aa} {ea * 100:+.1f}% | {ab} {eb * 100:+.1f}% |")
+    return out
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     t0 = time.perf_counter()
@@ -412,6 +436,7 @@ def main() -> None:
               f"**{fmt(elat)}** over {enlat} sizes; all sizes {fmt(eall)} over {enall}. Signed errors below: "
               "negative = the model is too fast.", ""]
     lines += _table(extra, EXTRA_SETUPS)
+    lines += tuner_section(groups, insample, extra_groups, extra, excluded)
     lines += ["", f"Run time: {time.perf_counter() - t0:.0f} s."]
     text = "\n".join(lines)
     print(text)

@@ -107,14 +107,17 @@ def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray
     return Costed(loads, total, r_worst, float(total_loads[r_worst]) if r_worst >= 0 else 0.0, info)
 
 
-def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int) -> float:
+def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
+             seconds_per_byte: float | None = None) -> float:
     """Steady algorithm bandwidth (bytes of message per second): the routed bottleneck at the protocol's
     efficiency, or NCCL's cap on the protocol's bus bandwidth (scaled to the schedule's channels), whichever is
-    lower."""
+    lower. ``seconds_per_byte`` replaces the routed bottleneck's (NCCL's tuner prices a tree with the ring's
+    network bandwidth beyond two nodes, :mod:`topo.tuner`)."""
     sched = c.schedule
     fam = sched.family
     D = num_domains
-    rate = profile.efficiency(fam, proto, D) / c.seconds_per_byte if c.seconds_per_byte > 0 else np.inf
+    spb = c.seconds_per_byte if seconds_per_byte is None else seconds_per_byte
+    rate = profile.efficiency(fam, proto, D) / spb if spb > 0 else np.inf
     cap = profile.busbw_cap(fam, proto, D)
     if np.isfinite(cap):
         if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel

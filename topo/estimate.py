@@ -3,7 +3,9 @@
     placement -> schedule (:mod:`topo.algorithms`, no fabric) -> loads (:mod:`topo.loads`, the router)
     -> cost (:mod:`topo.cost`, a profile) -> results (:mod:`topo.results`, plain data)
 
-``auto`` evaluates NCCL's own algorithms with each protocol and keeps the fastest per size, as NCCL's tuner does.
+``auto`` routes and costs NCCL's own algorithms with each protocol, and per size runs the one the routed model times
+fastest (option ``choose = "fastest"``, the default), or the algorithm NCCL's tuner picks by its own cost model
+(``choose = "nccl"``, :mod:`topo.tuner`), timed on the routed fabric.
 Options are one typed object, :class:`topo.options.EstimateOptions` (keyword arguments build it).
 """
 
@@ -27,6 +29,7 @@ from .profiles import Profile, profile_for, resolve_profile
 from .results import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import AlgorithmUnavailable, NodeShape
+from .tuner import nccl_choice
 from .units import UnitError, parse_size_bytes
 
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
@@ -81,13 +84,18 @@ class Evaluation:
     costed: dict[str, Costed]
     unavailable: dict[str, str]
     protocols: dict[str, tuple[str, ...]]
+    choose: str = "fastest"
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
 
     def time(self, size_bytes: int, algorithm: str | None = None):
-        """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` of the fastest candidate (or of
-        ``algorithm``) at ``size_bytes``."""
+        """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` at ``size_bytes`` of the algorithm NCCL's
+        tuner picks (``choose = "nccl"``) or of the fastest candidate (``"fastest"``), or of ``algorithm`` when
+        given; each with the protocol the routed model times fastest."""
+        if algorithm is None and self.choose == "nccl" and len(self.costed) > 1:
+            algorithm = nccl_choice(self.costed, self.protocols, self.profile, size_bytes, self.collective,
+                                    self.placement.num_ranks, self.num_domains).algorithm
         best = None
         for name, c in self.costed.items():
             if algorithm is not None and name != algorithm:
@@ -167,7 +175,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     if not costed:
         raise TopoError(f"no algorithm can run {coll} here: " + "; ".join(f"{k}: {v}" for k, v in
                                                                           unavailable.items()), key="algorithm")
-    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols)
+    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose)
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",

@@ -29,8 +29,11 @@ class EstimateOptions:
     Placement: ``gpus`` (default: all), or ``ranks`` (explicit GPU ids), ``placement`` (packed, one_per_server,
     spread_pods), ``rail`` (for one_per_server), ``groups`` and ``group_layout`` (G identical communicators at
     once: strided = data-parallel replicas, blocked = consecutive blocks), ``rank_order`` (nccl or given).
-    Algorithm: ``algorithm`` (auto = NCCL's choice per size), ``protocol`` (LL, LL128, Simple: as NCCL_PROTO pins
-    it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS pin it; default: one per
+    Algorithm: ``algorithm`` (auto: NCCL's algorithms for the collective, one per size), ``choose`` (how auto
+    picks: ``fastest``, the one the routed model times fastest (the default: it scores as well as ``nccl`` on
+    the measurements, benchmarks/RESULTS.md); ``nccl``, the one NCCL's tuner rates fastest by its own cost model
+    (:mod:`topo.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
+    Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS pin it; default: one per
     NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast; default: streaming, as NCCL),
     ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
     Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``sharing`` (equal or
@@ -46,6 +49,7 @@ class EstimateOptions:
     group_layout: str = "strided"
     rank_order: str = "nccl"
     algorithm: str = "auto"
+    choose: str = "fastest"
     protocol: str | None = None
     channels: int | None = None
     chunks: int | None = None
@@ -85,6 +89,7 @@ class EstimateOptions:
         _choice(self.rank_order, "rank_order", ("nccl", "given"))
         _choice(self.ecmp, "ecmp", ECMP_MODES, "ECMP mode")
         _choice(self.sharing, "sharing", SHARING_MODES, "sharing model")
+        _choice(self.choose, "choose", ("nccl", "fastest"), "way to choose")
         if self.protocol is not None:
             p = {x.lower(): x for x in PROTOCOL_NAMES}.get(str(self.protocol).lower())
             if p is None:

@@ -57,6 +57,12 @@ PARAMETERS: dict[str, Spec] = {
     "net_overhead_us": Spec("nccl", "scalar", 0.0, 50.0, doc="software overhead per network step (x3 Simple)"),
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
+    "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,
+                            doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; topo.tuner)"),
+    "ring_plateau_latency_factor": Spec("nccl", "scalar", 1.0, 10.0, optional=True,
+                                        doc="NCCL's tuner: ring/Simple all-reduce latency x factor across nodes"),
+    "ring_plateau_min_bytes_per_rank": Spec("nccl", "scalar", 0.0, 2.0**20, optional=True,
+                                            doc="NCCL's tuner: the plateau factor applies from bytes/ranks >= this"),
     "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
                            doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
@@ -98,7 +104,7 @@ class Param(BaseModel):
     """One parameter: its value, where it comes from, and whether it was fitted or assumed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    value: int | float | list[float] | dict[str, dict[str, float | list[float]]]
+    value: int | float | list[float] | dict[str, dict[str, float | list[float]]] | dict[str, list[float]]
     source: str = Field(min_length=1)
     fitted: bool = False
     fitted_on: str | None = None
@@ -142,6 +148,16 @@ def _check_value(path, name, p: Param, spec: Spec):
             raise _err(path, key, f"must be a list of 3 numbers (one node, two nodes, more), got {v!r}")
         for i, x in enumerate(v):
             _check_number(path, f"{key}[{i}]", x, spec)
+    elif spec.shape == "by_protocol":
+        if not isinstance(v, dict) or not v:
+            raise _err(path, key, f"must be a table per protocol ({', '.join(_PROTOS)}) of lists, got {v!r}")
+        for proto, xs in v.items():
+            if proto not in _PROTOS:
+                raise _err(path, f"{key}.{proto}", f"unknown protocol; allowed: {', '.join(_PROTOS)}")
+            if not isinstance(xs, list) or not xs:
+                raise _err(path, f"{key}.{proto}", f"must be a list of numbers, got {xs!r}")
+            for i, y in enumerate(xs):
+                _check_number(path, f"{key}.{proto}[{i}]", y, spec)
     else:
         if not isinstance(v, dict):
             raise _err(path, key, f"must be a table per algorithm family ({', '.join(FAMILIES)}), got {v!r}")

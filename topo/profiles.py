@@ -60,6 +60,12 @@ class Profile:
     reference_ranks_per_domain: int = 0
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
+    # NCCL's tuner terms (topo.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
+    # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
+    # Empty / 1.0: the profile gives none (the tuner then uses none).
+    tree_correction: dict = field(default_factory=dict)
+    ring_plateau_latency_factor: float = 1.0
+    ring_plateau_min_bytes_per_rank: float = 0.0
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
     sources: dict = field(default_factory=dict, compare=False, repr=False)
@@ -169,6 +175,9 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
         peer_overhead_s=v["peer_overhead_us"] * US,
+        tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
+        ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
+        ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
         source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
         sources=sources,
     )

@@ -101,7 +101,8 @@ def run_collective(run: NcclRun, collective: str | None = None) -> str:
 def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
     """The model's per-size results (one estimate call for the whole sweep)."""
     return estimate(setup.fabric, coll, sizes, gpus=setup.gpus, algorithm=setup.algorithm if coll == "all_reduce"
-                    else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels).results
+                    else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels,
+                    choose=setup.choose).results
 
 
 def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None = None) -> CompareResult:

@@ -21,7 +21,7 @@ from .output import emit, emit_json
 # option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag
 FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
          "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm",
-         "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
+         "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
          "ecmp": "--ecmp", "subflows": "--subflows", "sharing": "--sharing", "pxn": "--no-pxn",
          "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
          "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
@@ -60,7 +60,10 @@ def register(sub) -> None:
     p.add_argument("--group-layout", default="strided", choices=("strided", "blocked"),
                    help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
     p.add_argument("-a", "--algorithm", default="auto", metavar="NAME",
-                   help=f"auto (NCCL's choice, per size) or one of: {', '.join(algos)}")
+                   help=f"auto (one of NCCL's per size, see --choose) or one of: {', '.join(algos)}")
+    p.add_argument("--choose", default="fastest", choices=("fastest", "nccl"),
+                   help="how auto picks: fastest on the routed fabric (default), or as NCCL's tuner does by its own "
+                        "cost model (topo.tuner), then timed on the routed fabric")
     p.add_argument("--protocol", default=None, metavar="PROTO",
                    help=f"pin NCCL's protocol as NCCL_PROTO does: {', '.join(PROTOCOL_NAMES)} (default: fastest)")
     p.add_argument("--channels", default=None, metavar="N",
@@ -116,7 +119,7 @@ def options_from_args(args) -> EstimateOptions:
         gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
         ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
         placement=args.placement, rail=_int(args.rail, "--rail"), algorithm=args.algorithm,
-        protocol=args.protocol, channels=_int(args.channels, "--channels") if args.channels is not None else None,
+        choose=getattr(args, "choose", "fastest"), protocol=args.protocol, channels=_int(args.channels, "--channels") if args.channels is not None else None,
         ecmp=args.ecmp or "ideal", subflows=_int(args.subflows, "--subflows"), sharing=args.sharing or "equal",
         profile=args.profile,
         pxn=False if args.no_pxn else None, chunks=_int(args.chunks, "--chunks") if args.chunks is not None else None,

@@ -45,6 +45,8 @@ def run_list(args) -> int:
 
 
 def _fmt(v) -> str:
+    if isinstance(v, dict) and all(isinstance(x, list) for x in v.values()):  # per protocol (tree_correction)
+        return "; ".join(f"{p} {x}" for p, x in v.items())
     if isinstance(v, dict):
         return "; ".join(f"{fam} " + "/".join(f"{p}={x}" for p, x in protos.items()) for fam, protos in v.items())
     return str(v)
