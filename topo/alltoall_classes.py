@@ -23,13 +23,24 @@ from .maxmin import FlowClasses
 from .route import Routed, Router
 from .schedule import AllPairs, Transfers
 
-__all__ = ["classes_apply", "alltoall_classes"]
+__all__ = ["classes_apply", "class_paths", "alltoall_classes"]
 
 
 def classes_apply(router: Router) -> bool:
     """Whether :func:`alltoall_classes` can merge flows on this router: PXN on and nothing failed (a failed NIC
     sends its traffic through a stand-in chosen per GPU, which breaks the shared path)."""
     return router.pxn and router.fabric.failed is None
+
+
+def class_paths(router: Router, a: AllPairs) -> int:
+    """An upper bound on the network paths :func:`alltoall_classes` builds for ``a`` (one per (communicator,
+    sending server, destination rank, NIC choice, hashed part)): what its memory and time grow with."""
+    f = router.fabric
+    groups = np.asarray(a.groups, dtype=np.int64)
+    G, p = groups.shape
+    k = max(1, f.layout.nics_per_server // f.layout.gpus_per_server)
+    pairs = np.unique((np.arange(G)[:, None] * (f.num_gpus + 1) + f.gpu_server(groups)).ravel()).size
+    return pairs * p * k * router.subflows
 
 
 def alltoall_classes(router: Router, a: AllPairs) -> Routed:

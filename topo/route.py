@@ -39,6 +39,12 @@ _MAX_HOPS = 12  # NVLink to the sending NIC's GPU (2), PCIe, NIC, up to 4 switch
 EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
 MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
+# a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (topo.alltoall_classes:
+# the hash's own collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s);
+# beyond (or where classes do not apply: no PXN), flows routed in chunks up to MAX_HASHED_CHUNKED (~1.2 us each);
+# beyond that, the expected loads over the hash, with a note
+MAX_HASHED_CLASS_PATHS = 2_500_000
+MAX_HASHED_CHUNKED = 4_000_000
 
 
 @dataclass
@@ -136,6 +142,7 @@ class Router:
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
+        self.notes: list[str] = []  # what routing approximated (topo.loads hands them to the schedule)
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
@@ -419,12 +426,26 @@ class Router:
 
     def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
         """A uniform all-to-all. Its loads come from the fabric's structure (:func:`topo.alltoall.
-        uniform_alltoall_loads`: exact for ideal ECMP, the expected loads over the hash for hashed ECMP) unless
-        every flow must be kept (max-min sharing), the hash's own collisions are wanted and there are few enough
-        flows to route one by one, or parts have failed (then every pair is routed, in chunks)."""
+        uniform_alltoall_loads`: exact for ideal ECMP) unless every flow must be kept (max-min sharing), or parts
+        have failed (then every pair is routed, in chunks). With hashed ECMP the hash's own collisions are kept:
+        every flow routed (up to ``EXPLICIT_FLOWS``), else max-min classes with PXN (up to
+        ``MAX_HASHED_CLASS_PATHS`` paths), else every flow in chunks (up to ``MAX_HASHED_CHUNKED``); beyond, the
+        expected loads over the hash, with a note in ``self.notes``."""
         n = a.num_flows
         G, p = a.groups.shape
         structural = not keep_flows and self.fabric.failed is None and (self.ecmp == "ideal" or n > EXPLICIT_FLOWS)
+        if structural and self.ecmp == "hash":
+            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
+
+            if classes_apply(self) and class_paths(self, a) <= MAX_HASHED_CLASS_PATHS:
+                out = alltoall_classes(self, a)  # the hash's collisions, as routing every flow would give them
+                out.classes = None
+                return out
+            structural = n * self.subflows > MAX_HASHED_CHUNKED  # else every flow hashed, in chunks (below)
+        if structural and self.ecmp == "hash":
+            note = (f"ecmp=hash: the all-to-all's {n:,} flows are too many to hash one by one; its loads are the "
+                    "expected loads over the hash (as ideal ECMP gives them), without the hash's collisions")
+            self.notes.append(note)
         if structural:
             from .alltoall import uniform_alltoall_loads
 
@@ -445,7 +466,8 @@ class Router:
                                                   split_nics=True))
         if keep_flows:
             raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
-                            f"{EXPLICIT_FLOWS:,} kept one by one; use sharing=equal", key="sharing")
+                            f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN and "
+                            "nothing failed); use sharing=equal", key="sharing")
         if n > MAX_ENUMERATED_FLOWS:
             raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
                                        f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
