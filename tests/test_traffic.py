@@ -134,3 +134,15 @@ def test_the_report_shows_the_mixes_where_the_oversubscribed_tier_bites():
     failed = build_spec_report("meta-llama3-24k", sizes=("1G", "1G", 2), extra_algorithms=(), failures=["ctsw0"])
     assert failed.fabric.failures == ("ctsw0",)
     assert failed.scenarios[0].result.results[0].time_s >= r.scenarios[0].result.results[0].time_s
+
+
+@pytest.mark.parametrize("flags, flag", [(("-c", "alltoall"), "--collective"), (("-a", "ring"), "--algorithm"),
+                                         (("--placement", "spread_pods"), "--placement"), (("-f", "4"), "-f"),
+                                         (("--groups", "4"), "--groups"), (("--detail",), "--detail"),
+                                         (("--subflows", "4"), "--subflows")])
+def test_cli_mix_refuses_flags_it_would_ignore(flags, flag):
+    # Review finding: with --traffic, -c/-a/--placement/--groups/-f/--detail were silently ignored (the members'
+    # own settings ran), and --subflows without --ecmp hash changed nothing; each is now one error line naming it
+    p = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", *flags)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"error: {flag}: "), p.stderr

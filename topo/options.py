@@ -85,6 +85,9 @@ class EstimateOptions:
         _choice(self.rank_order, "rank_order", ("nccl", "given"))
         _choice(self.ecmp, "ecmp", ECMP_MODES, "ECMP mode")
         _choice(self.sharing, "sharing", SHARING_MODES, "sharing model")
+        if self.subflows > 1 and self.ecmp != "hash":
+            raise TopoError(f"{self.subflows} sub-flows split a hashed flow, and ecmp is {self.ecmp!r}: they would "
+                            "change nothing; give ecmp=hash, or subflows=1", key="subflows")
         if self.protocol is not None:
             p = {x.lower(): x for x in PROTOCOL_NAMES}.get(str(self.protocol).lower())
             if p is None:
