@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TopoError
-from .profile_data import ProfileFile, bundled_files, load_profile_file
+from .profile_data import ProfileFile, bundled_dir, bundled_files, load_profile_file
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "resolve_profile", "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
@@ -134,6 +134,14 @@ def _plus(x, a):
     return [y + a for y in x] if isinstance(x, list) else x + a
 
 
+def _file_label(path) -> str:
+    """A bundled file as ``kind/name.toml``; any other (a calibrated profile) as its path, as given."""
+    try:
+        return Path(path).resolve().relative_to(bundled_dir().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
     """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
     params, where = {}, {}
@@ -169,7 +177,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
         peer_overhead_s=v["peer_overhead_us"] * US,
-        source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
+        source="; ".join(sorted({_file_label(w) for w in where.values()})),
         sources=sources,
     )
 
