@@ -228,6 +228,36 @@ class Router:
         out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
         return out
 
+    def _common_rail(self, nic_s, nic_d, src, dst):
+        """Rail-only with failed NICs: no spine joins two rails, so a flow whose sending stand-in NIC left the
+        receiving NIC's rail moves, at both ends, to the first rail (from the receiving NIC's) that works at both
+        servers (NVLink carries the data to and from those NICs' GPUs)."""
+        f = self.fabric
+        N = f.layout.nics_per_server
+        off = np.flatnonzero(nic_s % N != nic_d % N)
+        if off.size == 0:
+            return nic_s, nic_d
+        rails = (nic_d[off, None] % N + np.arange(N)[None, :]) % N
+        cs = (nic_s[off] // N)[:, None] * N + rails
+        cd = (nic_d[off] // N)[:, None] * N + rails
+        good = self._nic_ok(cs) & self._nic_ok(cd)
+        if not good.any(axis=1).all():
+            k = int(np.flatnonzero(~good.any(axis=1))[0])
+            raise TopoError(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
+                            f"rail has a working NIC at both servers (failures: {', '.join(f.failures)})", key="fail")
+        pick = np.argmax(good, axis=1)
+        nic_s, nic_d = nic_s.copy(), nic_d.copy()
+        nic_s[off] = cs[np.arange(off.size), pick]
+        nic_d[off] = cd[np.arange(off.size), pick]
+        return nic_s, nic_d
+
+    def _nic_ok(self, nic: np.ndarray) -> np.ndarray:
+        """Whether each NIC works: its link to the leaf and its host link."""
+        f = self.fabric
+        lo = f.link_offset
+        pcie = lo["pcie"] + (nic if f.pcie_per_nic else f.nic_gpu(nic))
+        return self.alive[lo["nic"] + nic] & self.alive[pcie]
+
     def _level_latency(self, level: int) -> float:
         links = self.fabric.links
         sel = np.flatnonzero(links["level"] == level)
@@ -318,6 +348,8 @@ class Router:
                 nic_s = f.gpu_nic(s, choice[i])
             if failed:
                 nic_s = self._alive_nics(nic_s, s)
+                if self.pxn and L.rail_groups > 1:
+                    nic_s, nic_d = self._common_rail(nic_s, nic_d, s, d)
             recv = f.nic_gpu(nic_d) if f.pcie_per_nic else np.where(f.gpu_nic(d) == nic_d, d, f.nic_gpu(nic_d))
             if f.pcie_per_nic:
                 proxy = f.nic_gpu(nic_s)
