@@ -146,3 +146,23 @@ def test_cli_mix_refuses_flags_it_would_ignore(flags, flag):
     p = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", *flags)
     assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith(f"error: {flag}: "), p.stderr
+
+
+def test_per_server_groups_are_one_communicator_per_server_without_a_layout():
+    # Review finding: `groups = "per_server"` without `group_layout` ran strided communicators (GPU j, j+S, ...:
+    # one GPU of each of 8 servers), so a "per-server" all-to-all went over the NICs at NIC speed (3.6 ms for
+    # 64 MiB on the SuperPOD instead of 0.21 ms over NVLink). per_domain / per_server now default to blocked.
+    from small_fabrics import small_fabric
+    from topo.estimate import estimate
+    from topo.traffic_file import traffic_from_dict
+
+    f = small_fabric("rail_optimized-2")
+    for sym, count in (("per_server", f.layout.num_servers), ("per_domain", f.num_gpus // f.layout.gpus_per_domain)):
+        _, members = traffic_from_dict({"member": [{"name": "a", "collective": "alltoall", "size": "64MiB",
+                                                    "groups": sym}]})
+        alone = run_mix(f, members).members[0].alone_s
+        want = estimate(f, "alltoall", "64MiB", groups=count, group_layout="blocked").results[0].time_s
+        assert alone == pytest.approx(want, rel=1e-12)
+    _, members = traffic_from_dict({"member": [{"name": "a", "collective": "alltoall", "size": "64MiB",
+                                                "groups": "per_server", "group_layout": "strided"}]})
+    assert members[0].options.group_layout == "strided"  # the file's own choice stays
