@@ -166,3 +166,18 @@ def test_per_server_groups_are_one_communicator_per_server_without_a_layout():
     _, members = traffic_from_dict({"member": [{"name": "a", "collective": "alltoall", "size": "64MiB",
                                                 "groups": "per_server", "group_layout": "strided"}]})
     assert members[0].options.group_layout == "strided"  # the file's own choice stays
+
+
+def test_pod_symbols_on_a_one_pod_cluster_say_why():
+    # Review finding: `topo estimate dgx-h100-superpod --traffic 3d-parallel` (one pod) failed with "member[dp].
+    # algorithm: no algorithm can run all_reduce here: ring: a ring needs at least 2 ranks; ..."
+    from small_fabrics import small_fabric
+    from topo.traffic_file import load_traffic
+
+    f = small_fabric("rail_optimized-2")  # two units, one pod
+    assert f.layout.num_pods == 1
+    for mix, member in (("3d-parallel", "dp"), ("moe-alltoall", "ep")):
+        _, members = load_traffic(mix)
+        with pytest.raises(TopoError) as e:
+            run_mix(f, members)
+        assert e.value.key == f"member[{member}].groups" and "needs a cluster of several pods" in e.value.message

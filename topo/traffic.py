@@ -66,6 +66,10 @@ class Member:
         for key, sym in self.symbolic:
             if sym not in values:
                 raise TopoError(f"unknown symbol {sym!r}; allowed: {', '.join(SYMBOLS)}", key=key)
+            if L.num_pods < 2 and (sym == "per_pod_position" or (sym, key) == ("pods", "stages")):
+                what = "each communicator would be one GPU" if sym == "per_pod_position" else "one stage"
+                raise TopoError(f"{key} = {sym!r} needs a cluster of several pods, and {fabric.name} has one "
+                                f"({what}); give a number instead, or a spec of several pods", key=key)
             repl[key] = values[sym]
         return EstimateOptions.from_kwargs(self.options, **repl)
 
