@@ -181,3 +181,21 @@ def test_pod_symbols_on_a_one_pod_cluster_say_why():
         with pytest.raises(TopoError) as e:
             run_mix(f, members)
         assert e.value.key == f"member[{member}].groups" and "needs a cluster of several pods" in e.value.message
+
+
+def test_a_mix_carries_its_members_notes(monkeypatch):
+    # a member's estimate may approximate (a hashed all-to-all too large to hash flow by flow takes the expected
+    # loads); the mix said nothing of it. Its notes now name the member, in the table and in --json.
+    import topo.route as route
+    from small_fabrics import small_fabric
+    from topo.traffic_file import traffic_from_dict
+
+    monkeypatch.setattr(route, "EXPLICIT_FLOWS", 10)
+    monkeypatch.setattr(route, "MAX_HASHED_CLASS_PATHS", 0)
+    monkeypatch.setattr(route, "MAX_HASHED_CHUNKED", 0)
+    _, members = traffic_from_dict({"member": [{"name": "ep", "collective": "alltoall", "size": "64MiB"},
+                                               {"name": "dp", "collective": "all_reduce", "size": "64MiB"}]})
+    r = run_mix(small_fabric("rail_optimized-2"), members, ecmp="hash")
+    assert len(r.notes) == 1 and r.notes[0].startswith("ep: ecmp=hash: the all-to-all's")
+    assert r.to_dict()["notes"] == r.notes
+    assert run_mix(small_fabric("rail_optimized-2"), members, ecmp="ideal").notes == []

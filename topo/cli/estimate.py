@@ -258,4 +258,5 @@ def render_mix(r: MixResult) -> str:
             lines.append(f"#   {c.src} -> {c.dst} ({c.level}, {c.direction}){more}: demand {c.demand:.0%} = {parts}")
     else:
         lines.append("# no link is asked for more than its capacity: the members do not slow each other")
+    lines += [f"# note: {n}" for n in r.notes]
     return "\n".join(lines)
