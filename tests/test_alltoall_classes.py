@@ -74,3 +74,17 @@ def test_hashed_alltoall_beyond_the_explicit_flows_keeps_the_hash(name, monkeypa
     expected = estimate(f, "alltoall", "1G", ecmp="hash")
     assert expected.results[0].time_s == pytest.approx(ideal, rel=1e-12)
     assert any("expected loads over the hash" in n for n in expected.notes)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-2", "rail_optimized-2-domain-of-2-servers"])
+def test_an_alltoall_inside_one_domain_under_maxmin(name):
+    # Review finding: every all-to-all inside one NVLink domain crashed under max-min ("internal error
+    # (UFuncTypeError: Cannot cast ufunc 'add' output from dtype('float64') to dtype('int64') ...)"), e.g.
+    # `topo estimate gb200-nvl72-superpod -c alltoall -g 72 --sharing maxmin`: no class leaves the domain.
+    # Its flows are alike (NVLink only), so max-min ends when the busiest link drains, as equal sharing says.
+    from topo.estimate import estimate
+
+    f = small_fabric(name)
+    g = f.layout.gpus_per_domain
+    t = {s: estimate(f, "alltoall", "1G", gpus=g, sharing=s).results[0].time_s for s in ("equal", "maxmin")}
+    assert t["maxmin"] == pytest.approx(t["equal"], rel=1e-12) and t["equal"] > 0

@@ -139,7 +139,8 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
 
     # summed loads: direct parts, plus each template's hops once per class using it
     n_res = router.num_res
-    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res)
+    # float even when no class leaves its domain (bincount of nothing is int64, and the += below then fails)
+    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res).astype(float)
     per_t = np.bincount(template, minlength=sub_u.size).astype(float)
     loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
 
