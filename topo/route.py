@@ -45,6 +45,9 @@ MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 
 # beyond that, the expected loads over the hash, with a note
 MAX_HASHED_CLASS_PATHS = 2_500_000
 MAX_HASHED_CHUNKED = 4_000_000
+# max-min of an all-to-all as classes: about 600 bytes per class path (5.6 million, the expert all-to-all of the
+# 100k default with 1,792 communicators of 56: 3.3 GB, 37 s); beyond this, an error instead of exhausting memory
+MAX_MAXMIN_CLASS_PATHS = 6_000_000
 
 
 @dataclass
@@ -488,9 +491,14 @@ class Router:
             res = np.flatnonzero(loads)
             return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
         if keep_flows:
-            from .alltoall_classes import alltoall_classes, classes_apply
+            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
 
             if classes_apply(self):  # max-min on classes of flows that share their network path (exact)
+                paths = class_paths(self, a)
+                if paths > MAX_MAXMIN_CLASS_PATHS:
+                    raise TopoError(f"max-min sharing of this all-to-all ({n:,} flows) needs {paths:,} flow classes, "
+                                    f"more than the {MAX_MAXMIN_CLASS_PATHS:,} topo keeps (about 600 bytes each); "
+                                    "use sharing=equal", key="sharing")
                 return alltoall_classes(self, a)
         if n <= EXPLICIT_FLOWS:
             i, j = np.nonzero(~np.eye(p, dtype=bool))
