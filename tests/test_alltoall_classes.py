@@ -79,3 +79,59 @@ def test_when_merged_flows_would_move_apart_estimate_fills_them_one_by_one():
         ac.classes_apply = old
     assert got == pytest.approx(by_flow, rel=1e-12)
     assert issubclass(ClassesDiverge, TopoError)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "rail_optimized-2-os2", "fat_tree-3"])
+def test_hashed_alltoall_beyond_the_explicit_flows_keeps_the_hash(name, monkeypatch):
+    # Review finding: under equal sharing a hashed all-to-all of more than EXPLICIT_FLOWS flows took the expected
+    # loads over the hash, i.e. ideal ECMP's time: on h100-100k, 992 GPUs (983k flows) took 24.96 ms and 1,024
+    # GPUs (1.05M flows) 24.06 ms, the ideal figure. Past the limit the loads must still be the hash's own (classes
+    # with PXN, chunks without), equal to routing every flow; fat_tree-3 has no PXN (chunks).
+    import topo.route as route
+    from topo.estimate import estimate
+
+    f = small_fabric(name)
+    one_by_one = estimate(f, "alltoall", "1G", ecmp="hash").results[0].time_s
+    ideal = estimate(f, "alltoall", "1G", ecmp="ideal").results[0].time_s
+    assert one_by_one > 1.2 * ideal  # the hash collides here: the test can tell them apart
+    monkeypatch.setattr(route, "EXPLICIT_FLOWS", 10)
+    past = estimate(f, "alltoall", "1G", ecmp="hash")
+    assert past.results[0].time_s == pytest.approx(one_by_one, rel=1e-12)
+    assert not past.notes
+    # too many to route at all: the expected loads, and a note that says so
+    monkeypatch.setattr(route, "MAX_HASHED_CLASS_PATHS", 0)
+    monkeypatch.setattr(route, "MAX_HASHED_CHUNKED", 0)
+    expected = estimate(f, "alltoall", "1G", ecmp="hash")
+    assert expected.results[0].time_s == pytest.approx(ideal, rel=1e-12)
+    assert any("expected loads over the hash" in n for n in expected.notes)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-2", "rail_optimized-2-domain-of-2-servers"])
+def test_an_alltoall_inside_one_domain_under_maxmin(name):
+    # Review finding: every all-to-all inside one NVLink domain crashed under max-min ("internal error
+    # (UFuncTypeError: Cannot cast ufunc 'add' output from dtype('float64') to dtype('int64') ...)"), e.g.
+    # `topo estimate gb200-nvl72-superpod -c alltoall -g 72 --sharing maxmin`: no class leaves the domain.
+    # Its flows are alike (NVLink only), so max-min ends when the busiest link drains, as equal sharing says.
+    from topo.estimate import estimate
+
+    f = small_fabric(name)
+    g = f.layout.gpus_per_domain
+    t = {s: estimate(f, "alltoall", "1G", gpus=g, sharing=s).results[0].time_s for s in ("equal", "maxmin")}
+    assert t["maxmin"] == pytest.approx(t["equal"], rel=1e-12) and t["equal"] > 0
+
+
+def test_maxmin_refuses_an_alltoall_with_more_classes_than_memory_allows(monkeypatch):
+    # Review finding: max-min of a PXN all-to-all built its classes whatever their number: 5.6 million took 3.3 GB
+    # and 37 s, and `topo estimate -g 16384 -c alltoall --ecmp hash --sharing maxmin` (33.5 million) would have
+    # needed about 20 GB. Past MAX_MAXMIN_CLASS_PATHS it is one error naming sharing, before any class is built.
+    import topo.route as route
+    from topo.errors import TopoError
+    from topo.estimate import estimate
+
+    f = small_fabric("rail_optimized-3")
+    ok = estimate(f, "alltoall", "1G", sharing="maxmin", ecmp="hash").results[0].time_s
+    monkeypatch.setattr(route, "MAX_MAXMIN_CLASS_PATHS", 10)
+    with pytest.raises(TopoError) as e:
+        estimate(f, "alltoall", "1G", sharing="maxmin", ecmp="hash")
+    assert e.value.key == "sharing" and "flow classes, more than the 10 topo keeps" in e.value.message
+    assert estimate(f, "alltoall", "1G", sharing="equal", ecmp="hash").results[0].time_s == pytest.approx(ok)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from nccl_text import render
 from topo.calibrate.compare import compare_run
 from topo.calibrate.parse import parse_file, parse_text
@@ -102,3 +102,14 @@ def test_nccls_own_choice_from_info_lines_is_shown_beside_the_models(tmp_path):
     last = res.rows[-1]
     assert (last.size_bytes, last.nccl_algorithm, last.nccl_protocol) == (2**30, "ring", "Simple")
     assert res.rows[0].nccl_algorithm is None
+
+
+def test_bad_cluster_flags_name_the_flag():
+    # Review finding: `topo compare LOG --network bogus` said "error: LOG: fabric.technology: must be one of ..."
+    # and `--nic-rate fast` "server.nic_rate: ... (also: fabric.tiers[0].port_rate)": spec keys the user never wrote
+    log = str(ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt")
+    for cmd in ("compare", "calibrate"):
+        for flags, want in ((("--network", "bogus"), "error: --network: unknown network 'bogus'; allowed: efa, "),
+                            (("--nic-rate", "fast"), "error: --nic-rate: expected a bandwidth with its unit")):
+            p = run_cli(cmd, log, "--gpu", "H100", *flags)
+            assert p.returncode == 2 and p.stderr.startswith(want) and p.stderr.count("\n") == 1, p.stderr

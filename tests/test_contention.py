@@ -31,3 +31,33 @@ def test_equal_share_is_the_bound():
     cap = np.array([2.0, 1.0])
     assert drain_time(r, cap, "equal")[0] == pytest.approx(4.0)  # 8 bytes on a 2/s link
     assert drain_time(r, cap, "maxmin")[0] == pytest.approx(4.0)
+
+
+def test_a_failed_link_is_never_the_bottleneck():
+    # Resource 0 is a failed link (capacity 0, no bytes); flows use 1 (capacity 2) and 2 (capacity 1).
+    # 0/0 must not win the argmax: the bottleneck is resource 2 (3 bytes at 1/s = 3 s) under both models.
+    r = flows([[1, 2], [2]], [2, 1])
+    cap = np.array([0.0, 2.0, 1.0])
+    for sharing in ("equal", "maxmin"):
+        with np.errstate(all="raise"):
+            t, busiest, _ = drain_time(r, cap, sharing)
+        assert (t, busiest) == (pytest.approx(3.0), 2)
+
+
+def test_maxmin_with_a_failed_spine_names_a_working_link():
+    # estimate with --fail and max-min sharing: the bottleneck is the busiest working link, as with equal sharing
+    # (it used to be the failed leaf -> spine0 link, 0 bytes and a NaN utilization)
+    import warnings
+
+    from small_fabrics import small_fabric
+    from topo.estimate import estimate
+
+    broken = small_fabric("rail_optimized-2").with_failures("spine0")
+    got = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for sharing in ("equal", "maxmin"):
+            got[sharing] = estimate(broken, "alltoall", "1G", sharing=sharing, ecmp="hash").results[0]
+    b = got["maxmin"].bottleneck
+    assert b.dst != "spine0" and b.bytes > 0 and 0 < b.utilization <= 1
+    assert b == got["equal"].bottleneck and got["maxmin"].time_s == pytest.approx(got["equal"].time_s)

@@ -149,3 +149,16 @@ def test_sharp_without_a_tier_above_the_rail_leaves_is_unavailable_not_a_crash()
         assert row.algorithm != "sharp" and row.time_s > 0
     with pytest.raises(TopoError, match="no tier above"):
         estimate(f, "all_reduce", "1GiB", algorithm="sharp")
+
+
+def test_subflows_without_hashed_ecmp_is_an_error():
+    # Review finding: `topo estimate --subflows 4` (ecmp ideal) ran and printed the ideal figures, as if hashed
+    # sub-flows had been modelled; sub-flows only mean something under ecmp=hash
+    from topo.options import EstimateOptions
+
+    with pytest.raises(TopoError) as e:
+        EstimateOptions.from_kwargs(subflows=4)
+    assert e.value.key == "subflows" and "ecmp=hash" in e.value.message
+    assert EstimateOptions.from_kwargs(subflows=4, ecmp="hash").subflows == 4
+    p = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1G", "--subflows", "4")
+    assert p.returncode == 2 and p.stderr.startswith("error: --subflows: 4 sub-flows"), p.stderr

@@ -171,3 +171,13 @@ def test_a_cut_off_fabric_is_one_line_naming_the_flag(cmd):
     p = run_cli(*cmd, "--fail", "random:spine:1.0")  # every spine down: no path between units
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert p.stderr.startswith("error: --fail: GPU ") and "cannot reach" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("cmd", [["plan", "rail-only-h100-16k", "dgx-h100-superpod"],
+                                 ["report", "rail-only-h100-16k", "dgx-h100-superpod", "-o", "-"]])
+def test_a_bad_part_names_the_spec_it_is_missing_from(cmd):
+    # Review finding: with several specs, `--fail spine40` said "spine switches are numbered 0 to 15" without saying
+    # of which spec (rail-only-h100-16k has spine40, the SuperPOD has 16 spines)
+    p = run_cli(*cmd, "--fail", "spine40")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("error: --fail: no such node 'spine40'") and "(on dgx-h100-superpod)" in p.stderr

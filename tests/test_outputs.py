@@ -179,3 +179,15 @@ def test_signed_png_is_a_valid_png_with_our_text_chunk(tmp_path):
     assert is_ours(p)
     p.write_bytes(png)
     assert not is_ours(p)
+
+
+def test_an_empty_output_name_is_an_error_not_a_default_or_nothing(tmp_path):
+    # Review finding: `-o ""` (an unset shell variable) made `calibrate` fit, then write nothing and print nothing
+    # (exit 0), and `export`/`report` write their default file names; each is now one error line, no file
+    log = str(ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt")
+    for args in (("calibrate", log, "--gpu", "H100"), ("export", "dgx-h100-superpod", "--format", "json"),
+                 ("report", "dgx-h100-superpod")):
+        p = run_cli(*args, "-o", "", cwd=tmp_path)
+        assert p.returncode == 2 and p.stdout == "", (args, p.stderr)
+        assert p.stderr.splitlines()[-1] == "error: -o: an empty file name; give a file name, or - for standard output"
+    assert list(tmp_path.iterdir()) == []

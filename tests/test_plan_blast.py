@@ -53,3 +53,21 @@ def test_collective_times_with_one_part_failed():
     assert small["spine"].slowdown == pytest.approx(1.0)
     r = __import__("topo.plan", fromlist=["plan"]).plan(f, collectives=False)
     assert r.failure_impact == []
+
+def test_a_part_that_cuts_gpus_off_stops_the_collective_instead_of_failing_the_plan():
+    # Review finding: `topo plan meta-llama3-24k` failed with "error: --fail: GPU 0 is cut off: every NIC of server 0
+    # failed (failures: rtsw0)" (no --fail given): with one leaf per rack, the failed-leaf figure has no all-reduce.
+    # fat_tree-2 has one leaf per unit of 2 servers and a single spine: the leaf and the spine each cut GPUs off.
+    import math
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from small_fabrics import small_fabric
+
+    impact = {x.part: x for x in collective_times_with_failures(small_fabric("fat_tree-2"))}
+    assert impact["nic"].stops is None and math.isfinite(impact["nic"].slowdown)
+    for part in ("leaf", "spine"):
+        x = impact[part]
+        assert math.isinf(x.all_reduce_s) and math.isinf(x.slowdown) and x.bottleneck is None
+        assert "cut off" in x.stops or "cannot reach" in x.stops

@@ -140,3 +140,16 @@ def test_ideal_profile_is_the_textbook_machine():
     for fam in ("ring", "tree", "p2p"):
         assert p.protocols(fam) == ("Simple",)
         assert p.base(fam, "Simple") == p.nv_hop(fam, "Simple") == p.net_hop(fam, "Simple") == 0.0
+
+
+def test_a_profile_file_is_named_by_its_path(tmp_path, monkeypatch):
+    # Review finding: `topo profile show my.toml` headed the profile "(/my.toml; gpu/hopper.toml; ...)": a file in
+    # the working folder read as one at the root. Bundled parts keep their kind/name; a user file its path as given.
+    from topo.profiles import resolve_profile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "u.toml").write_text('[profile]\nkind = "user"\nname = "mine"\nbase = "hopper+roce"\n'
+                                     'description = "a test"\n[network_efficiency]\nvalue = 0.5\nsource = "test"\n')
+    assert resolve_profile("u.toml").source.split("; ") == ["gpu/hopper.toml", "model/topo.toml", "nccl/2.30.7.toml",
+                                                            "network/roce.toml", "u.toml"]
+    assert str(tmp_path / "u.toml") in resolve_profile(str(tmp_path / "u.toml")).source

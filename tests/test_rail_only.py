@@ -56,3 +56,34 @@ def test_forwarding_costs_time_only_where_nvlink_is_the_bottleneck():
     assert a.bottleneck.level == "nvlink" and b.bottleneck.level == "nic-leaf"
     assert a.bandwidth_s / b.bandwidth_s == pytest.approx((224 / prof.nvlink_efficiency)
                                                           / (248 / prof.network_efficiency), rel=1e-9)
+
+
+@pytest.mark.parametrize("collective, algorithm", [("all_reduce", "ring"), ("all_reduce", "tree"),
+                                                   ("alltoall", "auto")])
+def test_a_failed_nic_in_a_rail_only_fabric_moves_both_ends_to_a_working_rail(collective, algorithm):
+    # Review finding: with one NIC failed, a rail-only fabric refused every collective that left a server ("GPU 0
+    # cannot reach GPU 4 in a rail-only fabric ... (pxn=True)", even with PXN on; `topo plan rail-only-h100-16k`
+    # failed on its failed-NIC figure): the stand-in NIC sat on another rail than the receiving NIC. Both ends now
+    # move to a rail that works at both servers (NVLink to and from it), which takes what rail-optimized takes:
+    # there the failed NIC's stand-in also carries its traffic, and the spine is not the bottleneck.
+    from small_fabrics import small_fabric
+    from topo.estimate import estimate
+
+    t = {kind: estimate(small_fabric(f"{kind}-2").with_failures("nic0.0"), collective, "1G",
+                        algorithm=algorithm).results[0].time_s for kind in ("rail_only", "rail_optimized")}
+    assert t["rail_only"] == pytest.approx(t["rail_optimized"], rel=1e-9)
+    healthy = estimate(small_fabric("rail_only-2"), collective, "1G", algorithm=algorithm).results[0].time_s
+    assert t["rail_only"] > 1.2 * healthy
+
+
+def test_rail_only_with_no_rail_working_at_both_servers_is_one_error():
+    from small_fabrics import small_fabric
+    from topo.errors import TopoError
+    from topo.estimate import estimate
+
+    f = small_fabric("rail_only-2")
+    N = f.layout.nics_per_server
+    broken = f.with_failures(*[f"nic0.{r}" for r in range(N // 2)], *[f"nic1.{r}" for r in range(N // 2, N)])
+    with pytest.raises(TopoError) as e:
+        estimate(broken, "all_reduce", "1G", ranks=list(range(2 * f.layout.gpus_per_server)))
+    assert e.value.key == "fail" and "no rail has a working NIC at both servers" in e.value.message

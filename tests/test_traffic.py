@@ -134,3 +134,68 @@ def test_the_report_shows_the_mixes_where_the_oversubscribed_tier_bites():
     failed = build_spec_report("meta-llama3-24k", sizes=("1G", "1G", 2), extra_algorithms=(), failures=["ctsw0"])
     assert failed.fabric.failures == ("ctsw0",)
     assert failed.scenarios[0].result.results[0].time_s >= r.scenarios[0].result.results[0].time_s
+
+
+@pytest.mark.parametrize("flags, flag", [(("-c", "alltoall"), "--collective"), (("-a", "ring"), "--algorithm"),
+                                         (("--placement", "spread_pods"), "--placement"), (("-f", "4"), "-f"),
+                                         (("--groups", "4"), "--groups"), (("--detail",), "--detail"),
+                                         (("--subflows", "4"), "--subflows")])
+def test_cli_mix_refuses_flags_it_would_ignore(flags, flag):
+    # Review finding: with --traffic, -c/-a/--placement/--groups/-f/--detail were silently ignored (the members'
+    # own settings ran), and --subflows without --ecmp hash changed nothing; each is now one error line naming it
+    p = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", *flags)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"error: {flag}: "), p.stderr
+
+
+def test_per_server_groups_are_one_communicator_per_server_without_a_layout():
+    # Review finding: `groups = "per_server"` without `group_layout` ran strided communicators (GPU j, j+S, ...:
+    # one GPU of each of 8 servers), so a "per-server" all-to-all went over the NICs at NIC speed (3.6 ms for
+    # 64 MiB on the SuperPOD instead of 0.21 ms over NVLink). per_domain / per_server now default to blocked.
+    from small_fabrics import small_fabric
+    from topo.estimate import estimate
+    from topo.traffic_file import traffic_from_dict
+
+    f = small_fabric("rail_optimized-2")
+    for sym, count in (("per_server", f.layout.num_servers), ("per_domain", f.num_gpus // f.layout.gpus_per_domain)):
+        _, members = traffic_from_dict({"member": [{"name": "a", "collective": "alltoall", "size": "64MiB",
+                                                    "groups": sym}]})
+        alone = run_mix(f, members).members[0].alone_s
+        want = estimate(f, "alltoall", "64MiB", groups=count, group_layout="blocked").results[0].time_s
+        assert alone == pytest.approx(want, rel=1e-12)
+    _, members = traffic_from_dict({"member": [{"name": "a", "collective": "alltoall", "size": "64MiB",
+                                                "groups": "per_server", "group_layout": "strided"}]})
+    assert members[0].options.group_layout == "strided"  # the file's own choice stays
+
+
+def test_pod_symbols_on_a_one_pod_cluster_say_why():
+    # Review finding: `topo estimate dgx-h100-superpod --traffic 3d-parallel` (one pod) failed with "member[dp].
+    # algorithm: no algorithm can run all_reduce here: ring: a ring needs at least 2 ranks; ..."
+    from small_fabrics import small_fabric
+    from topo.traffic_file import load_traffic
+
+    f = small_fabric("rail_optimized-2")  # two units, one pod
+    assert f.layout.num_pods == 1
+    for mix, member in (("3d-parallel", "dp"), ("moe-alltoall", "ep")):
+        _, members = load_traffic(mix)
+        with pytest.raises(TopoError) as e:
+            run_mix(f, members)
+        assert e.value.key == f"member[{member}].groups" and "needs a cluster of several pods" in e.value.message
+
+
+def test_a_mix_carries_its_members_notes(monkeypatch):
+    # a member's estimate may approximate (a hashed all-to-all too large to hash flow by flow takes the expected
+    # loads); the mix said nothing of it. Its notes now name the member, in the table and in --json.
+    import topo.route as route
+    from small_fabrics import small_fabric
+    from topo.traffic_file import traffic_from_dict
+
+    monkeypatch.setattr(route, "EXPLICIT_FLOWS", 10)
+    monkeypatch.setattr(route, "MAX_HASHED_CLASS_PATHS", 0)
+    monkeypatch.setattr(route, "MAX_HASHED_CHUNKED", 0)
+    _, members = traffic_from_dict({"member": [{"name": "ep", "collective": "alltoall", "size": "64MiB"},
+                                               {"name": "dp", "collective": "all_reduce", "size": "64MiB"}]})
+    r = run_mix(small_fabric("rail_optimized-2"), members, ecmp="hash")
+    assert len(r.notes) == 1 and r.notes[0].startswith("ep: ecmp=hash: the all-to-all's")
+    assert r.to_dict()["notes"] == r.notes
+    assert run_mix(small_fabric("rail_optimized-2"), members, ecmp="ideal").notes == []

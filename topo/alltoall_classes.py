@@ -23,7 +23,7 @@ from .maxmin import FlowClasses
 from .route import Routed, Router
 from .schedule import AllPairs, Transfers
 
-__all__ = ["classes_apply", "alltoall_classes"]
+__all__ = ["classes_apply", "class_paths", "alltoall_classes"]
 
 
 def classes_apply(router: Router) -> bool:
@@ -31,6 +31,17 @@ def classes_apply(router: Router) -> bool:
     sends its traffic through a stand-in chosen per GPU, which breaks the shared path), unless the router was
     told to keep flows one by one (``merge_classes``)."""
     return router.merge_classes and router.pxn and router.fabric.failed is None
+
+
+def class_paths(router: Router, a: AllPairs) -> int:
+    """An upper bound on the network paths :func:`alltoall_classes` builds for ``a`` (one per (communicator,
+    sending server, destination rank, NIC choice, hashed part)): what its memory and time grow with."""
+    f = router.fabric
+    groups = np.asarray(a.groups, dtype=np.int64)
+    G, p = groups.shape
+    k = max(1, f.layout.nics_per_server // f.layout.gpus_per_server)
+    pairs = np.unique((np.arange(G)[:, None] * (f.num_gpus + 1) + f.gpu_server(groups)).ravel()).size
+    return pairs * p * k * router.subflows
 
 
 def alltoall_classes(router: Router, a: AllPairs) -> Routed:
@@ -129,7 +140,8 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
 
     # summed loads: direct parts, plus each template's hops once per class using it
     n_res = router.num_res
-    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res)
+    # float even when no class leaves its domain (bincount of nothing is int64, and the += below then fails)
+    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res).astype(float)
     per_t = np.bincount(template, minlength=sub_u.size).astype(float)
     loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
 

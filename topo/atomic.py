@@ -147,6 +147,8 @@ def check_output(path: str | Path, *, inputs: Iterable[str | Path] = (), force: 
                  key: str = "output", force_option: str = "force") -> None:
     """Raise :class:`TopoError` if :func:`open_output` would refuse ``path``; write nothing. Commands call it
     before long work so that a bad ``-o`` fails at once."""
+    if str(path) == "":
+        raise TopoError(f"an empty file name; give a file name, or {STDOUT} for standard output", key=key)
     if str(path) == STDOUT:
         return
     path = Path(path)

@@ -32,10 +32,14 @@ def drain_time(routed: Routed, capacity_Bps: np.ndarray, sharing: str = "equal",
     loads = np.bincount(routed.res, weights=routed.weight, minlength=n) if routed.num_flows else np.zeros(n)
     if routed.num_flows == 0:
         return 0.0, -1, loads
-    t = loads / capacity_Bps
-    r = int(np.argmax(t))
+    # only resources that carry bytes: a failed link has capacity 0 and no load (0/0 is not a bottleneck)
+    used = np.flatnonzero(loads)
+    if used.size == 0:
+        return 0.0, -1, loads
+    t = loads[used] / capacity_Bps[used]
+    r = int(used[np.argmax(t)])
     if sharing == "equal":
-        return float(t[r]), r, loads
+        return float(t.max()), r, loads
     if routed.aggregated and routed.classes is None:
         raise TopoError(f"max-min sharing needs every flow, and this step has {routed.num_flows:,}, more than are "
                         "kept one by one; use sharing=equal", key="sharing")

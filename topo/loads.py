@@ -105,6 +105,7 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
     terms_by_phase: dict[int, list[LatencyTerm]] = {}
     for t in schedule.routed_latency:
         terms_by_phase.setdefault(t.phase, []).append(t)
+    notes_before = len(router.notes)
     for i, ph in enumerate(schedule.phases):
         loads = np.zeros(router.num_res)
         kept, flows = [], 0
@@ -125,4 +126,7 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
         res = np.flatnonzero(loads)
         phases.append(PhaseLoads(ph.label, float(ph.repeat), flows, res, loads[res],
                                  Routed.concat(kept) if keep_flows else None))
+    for note in router.notes[notes_before:]:  # what routing approximated for this schedule
+        if note not in schedule.notes:
+            schedule.notes.append(note)
     return ScheduleLoads(schedule, phases, latency, router.num_res)

@@ -90,6 +90,9 @@ class EstimateOptions:
         _choice(self.ecmp, "ecmp", ECMP_MODES, "ECMP mode")
         _choice(self.sharing, "sharing", SHARING_MODES, "sharing model")
         _choice(self.choose, "choose", ("nccl", "fastest"), "way to choose")
+        if self.subflows > 1 and self.ecmp != "hash":
+            raise TopoError(f"{self.subflows} sub-flows split a hashed flow, and ecmp is {self.ecmp!r}: they would "
+                            "change nothing; give ecmp=hash, or subflows=1", key="subflows")
         if self.protocol is not None:
             p = {x.lower(): x for x in PROTOCOL_NAMES}.get(str(self.protocol).lower())
             if p is None:

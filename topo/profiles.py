@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TopoError
-from .profile_data import ProfileFile, bundled_files, load_profile_file
+from .profile_data import ProfileFile, bundled_dir, bundled_files, load_profile_file
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "resolve_profile", "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
@@ -140,6 +140,14 @@ def _plus(x, a):
     return [y + a for y in x] if isinstance(x, list) else x + a
 
 
+def _file_label(path) -> str:
+    """A bundled file as ``kind/name.toml``; any other (a calibrated profile) as its path, as given."""
+    try:
+        return Path(path).resolve().relative_to(bundled_dir().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
     """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
     params, where = {}, {}
@@ -178,7 +186,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
         ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
-        source="; ".join(sorted({Path(w).parent.name + "/" + Path(w).name for w in where.values()})),
+        source="; ".join(sorted({_file_label(w) for w in where.values()})),
         sources=sources,
     )
 

@@ -43,6 +43,15 @@ _MAX_HOPS = 12  # NVLink to the sending NIC's GPU (2), PCIe, NIC, up to 4 switch
 EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
 MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
+# a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (topo.alltoall_classes:
+# the hash's own collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s);
+# beyond (or where classes do not apply: no PXN), flows routed in chunks up to MAX_HASHED_CHUNKED (~1.2 us each);
+# beyond that, the expected loads over the hash, with a note
+MAX_HASHED_CLASS_PATHS = 2_500_000
+MAX_HASHED_CHUNKED = 4_000_000
+# max-min of an all-to-all as classes: about 600 bytes per class path (5.6 million, the expert all-to-all of the
+# 100k default with 1,792 communicators of 56: 3.3 GB, 37 s); beyond this, an error instead of exhausting memory
+MAX_MAXMIN_CLASS_PATHS = 6_000_000
 
 
 @dataclass
@@ -141,6 +150,7 @@ class Router:
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
         self.merge_classes = True  # max-min: an all-to-all may merge flows that share their path (alltoall_classes)
+        self.notes: list[str] = []  # what routing approximated (topo.loads hands them to the schedule)
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
@@ -225,6 +235,36 @@ class Router:
         out = nic.copy()
         out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
         return out
+
+    def _common_rail(self, nic_s, nic_d, src, dst):
+        """Rail-only with failed NICs: no spine joins two rails, so a flow whose sending stand-in NIC left the
+        receiving NIC's rail moves, at both ends, to the first rail (from the receiving NIC's) that works at both
+        servers (NVLink carries the data to and from those NICs' GPUs)."""
+        f = self.fabric
+        N = f.layout.nics_per_server
+        off = np.flatnonzero(nic_s % N != nic_d % N)
+        if off.size == 0:
+            return nic_s, nic_d
+        rails = (nic_d[off, None] % N + np.arange(N)[None, :]) % N
+        cs = (nic_s[off] // N)[:, None] * N + rails
+        cd = (nic_d[off] // N)[:, None] * N + rails
+        good = self._nic_ok(cs) & self._nic_ok(cd)
+        if not good.any(axis=1).all():
+            k = int(np.flatnonzero(~good.any(axis=1))[0])
+            raise TopoError(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
+                            f"rail has a working NIC at both servers (failures: {', '.join(f.failures)})", key="fail")
+        pick = np.argmax(good, axis=1)
+        nic_s, nic_d = nic_s.copy(), nic_d.copy()
+        nic_s[off] = cs[np.arange(off.size), pick]
+        nic_d[off] = cd[np.arange(off.size), pick]
+        return nic_s, nic_d
+
+    def _nic_ok(self, nic: np.ndarray) -> np.ndarray:
+        """Whether each NIC works: its link to the leaf and its host link."""
+        f = self.fabric
+        lo = f.link_offset
+        pcie = lo["pcie"] + (nic if f.pcie_per_nic else f.nic_gpu(nic))
+        return self.alive[lo["nic"] + nic] & self.alive[pcie]
 
     def _level_latency(self, level: int) -> float:
         links = self.fabric.links
@@ -315,6 +355,8 @@ class Router:
                 nic_s = f.gpu_nic(s, choice[i])
             if failed:
                 nic_s = self._alive_nics(nic_s, s)
+                if self.pxn and L.rail_groups > 1:
+                    nic_s, nic_d = self._common_rail(nic_s, nic_d, s, d)
             recv = f.nic_gpu(nic_d) if f.pcie_per_nic else np.where(f.gpu_nic(d) == nic_d, d, f.nic_gpu(nic_d))
             if f.pcie_per_nic:
                 proxy = f.nic_gpu(nic_s)
@@ -423,12 +465,26 @@ class Router:
 
     def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
         """A uniform all-to-all. Its loads come from the fabric's structure (:func:`topo.alltoall.
-        uniform_alltoall_loads`: exact for ideal ECMP, the expected loads over the hash for hashed ECMP) unless
-        every flow must be kept (max-min sharing), the hash's own collisions are wanted and there are few enough
-        flows to route one by one, or parts have failed (then every pair is routed, in chunks)."""
+        uniform_alltoall_loads`: exact for ideal ECMP) unless every flow must be kept (max-min sharing), or parts
+        have failed (then every pair is routed, in chunks). With hashed ECMP the hash's own collisions are kept:
+        every flow routed (up to ``EXPLICIT_FLOWS``), else max-min classes with PXN (up to
+        ``MAX_HASHED_CLASS_PATHS`` paths), else every flow in chunks (up to ``MAX_HASHED_CHUNKED``); beyond, the
+        expected loads over the hash, with a note in ``self.notes``."""
         n = a.num_flows
         p = a.groups.shape[1]
         structural = not keep_flows and self.fabric.failed is None and (self.ecmp == "ideal" or n > EXPLICIT_FLOWS)
+        if structural and self.ecmp == "hash":
+            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
+
+            if classes_apply(self) and class_paths(self, a) <= MAX_HASHED_CLASS_PATHS:
+                out = alltoall_classes(self, a)  # the hash's collisions, as routing every flow would give them
+                out.classes = None
+                return out
+            structural = n * self.subflows > MAX_HASHED_CHUNKED  # else every flow hashed, in chunks (below)
+        if structural and self.ecmp == "hash":
+            note = (f"ecmp=hash: the all-to-all's {n:,} flows are too many to hash one by one; its loads are the "
+                    "expected loads over the hash (as ideal ECMP gives them), without the hash's collisions")
+            self.notes.append(note)
         if structural:
             from .alltoall import uniform_alltoall_loads
 
@@ -439,9 +495,14 @@ class Router:
             res = np.flatnonzero(loads)
             return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
         if keep_flows:
-            from .alltoall_classes import alltoall_classes, classes_apply
+            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
 
             if classes_apply(self):  # max-min on classes of flows that share their network path (exact)
+                paths = class_paths(self, a)
+                if paths > MAX_MAXMIN_CLASS_PATHS:
+                    raise TopoError(f"max-min sharing of this all-to-all ({n:,} flows) needs {paths:,} flow classes, "
+                                    f"more than the {MAX_MAXMIN_CLASS_PATHS:,} topo keeps (about 600 bytes each); "
+                                    "use sharing=equal", key="sharing")
                 return alltoall_classes(self, a)
         if n <= EXPLICIT_FLOWS:
             i, j = np.nonzero(~np.eye(p, dtype=bool))
@@ -449,7 +510,8 @@ class Router:
                                                   split_nics=True))
         if keep_flows:
             raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
-                            f"{EXPLICIT_FLOWS:,} kept one by one; use sharing=equal", key="sharing")
+                            f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN and "
+                            "nothing failed); use sharing=equal", key="sharing")
         if n > MAX_ENUMERATED_FLOWS:
             raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
                                        f"{MAX_ENUMERATED_FLOWS:,} pair by pair")

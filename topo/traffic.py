@@ -66,6 +66,10 @@ class Member:
         for key, sym in self.symbolic:
             if sym not in values:
                 raise TopoError(f"unknown symbol {sym!r}; allowed: {', '.join(SYMBOLS)}", key=key)
+            if L.num_pods < 2 and (sym == "per_pod_position" or (sym, key) == ("pods", "stages")):
+                what = "each communicator would be one GPU" if sym == "per_pod_position" else "one stage"
+                raise TopoError(f"{key} = {sym!r} needs a cluster of several pods, and {fabric.name} has one "
+                                f"({what}); give a number instead, or a spec of several pods", key=key)
             repl[key] = values[sym]
         return EstimateOptions.from_kwargs(self.options, **repl)
 
@@ -125,11 +129,13 @@ class MixResult:
     makespan_s: float
     bytes_per_direction: np.ndarray = field(repr=False, default=None)  # summed over members, per directed link
     links: LinkTable | None = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)  # what the members' estimates approximated, "member: note"
 
     def to_dict(self) -> dict:
         return {"spec": self.spec, "name": self.name, "sharing": self.sharing, "ecmp": self.ecmp,
                 "profile": self.profile, "makespan_s": self.makespan_s,
-                "members": [asdict(m) for m in self.members], "contested": [asdict(c) for c in self.contested]}
+                "members": [asdict(m) for m in self.members], "contested": [asdict(c) for c in self.contested],
+                "notes": list(self.notes)}
 
     def to_frame(self):
         import pandas as pd
@@ -158,7 +164,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
     prof = choose_profile(fabric, profile)
     cap = usable_capacity(router, prof)
-    rows, demand, loads_dir = [], [], np.zeros(router.num_real)
+    rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
     for m in members:
         try:
             opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
@@ -173,6 +179,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
             raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
         t, algo, proto, lat, bw = ev.time(S)
         c = ev.costed[algo]
+        notes += [f"{m.name}: {n}" for n in c.schedule.notes]
         total = c.loads.total() * S
         # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
         eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
@@ -203,7 +210,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                      ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""),
                      profile=prof.name, members=results, contested=contested,
                      makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
-                     links=LinkTable.of(fabric))
+                     links=LinkTable.of(fabric), notes=notes)
 
 
 def _speeds(U: np.ndarray, active: np.ndarray, sharing: str) -> tuple[np.ndarray, np.ndarray]:

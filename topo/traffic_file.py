@@ -12,7 +12,8 @@
     size = "64MiB"                 # nccl-tests' size of one communicator's collective
     groups = "per_domain"          # optional: communicators at once (default 1), a number or a symbol:
                                    # per_domain, per_server, per_pod_position, pods, domains
-    group_layout = "blocked"       # optional: strided (default) or blocked
+    group_layout = "blocked"       # optional: strided or blocked (default: blocked for per_domain and
+                                   # per_server, whose communicators are one domain or server; else strided)
     # optional, as for `topo estimate`: gpus, ranks ("0-7,64-71" or a list), placement, rail, rank_order,
     # algorithm, protocol, channels, chunks, stages
 
@@ -107,6 +108,10 @@ def traffic_from_dict(data: dict, source: str = "<traffic>") -> tuple[dict, list
                     raise TopoError(f"a whole number or one of {', '.join(SYMBOLS)}, got {opts[k]!r}",
                                     source=source, key=f"{where}{k}")
                 symbolic.append((k, opts.pop(k)))
+        # per_domain / per_server mean one communicator per domain / server: blocked unless the file says otherwise
+        layout = _SYMBOL_LAYOUT.get(dict(symbolic).get("groups"))
+        if layout and "group_layout" not in opts:
+            opts["group_layout"] = layout
         if isinstance(opts.get("ranks"), str):
             opts["ranks"] = _ranks(opts["ranks"], source, where)
         try:
@@ -115,6 +120,9 @@ def traffic_from_dict(data: dict, source: str = "<traffic>") -> tuple[dict, list
             raise TopoError(exc.message, source=source, key=f"{where}{exc.key}") from None
         members.append(Member(str(m["name"]), str(m["collective"]), m["size"], options, tuple(symbolic)))
     return settings, members
+
+
+_SYMBOL_LAYOUT = {"per_domain": "blocked", "per_server": "blocked", "per_pod_position": "strided"}
 
 
 def _ranks(text: str, source: str, where: str) -> list[int]:

@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    if args.output:  # a bad -o fails before the fit
+    if args.output is not None:  # a bad -o fails before the fit (an empty one too)
         check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
     res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
                          output_key="-o", force_option="--force", collective=args.collective,

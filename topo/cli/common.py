@@ -55,5 +55,5 @@ def fabric_from_args(args, name=None):
         try:
             fabric = fabric.with_failures(*failures)
         except TopoError as exc:
-            raise TopoError(exc.message, key="--fail") from None
+            raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
     return fabric

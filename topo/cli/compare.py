@@ -6,7 +6,8 @@ from ..calibrate.compare import compare_run
 from ..calibrate.parse import parse_file
 from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
-from ..units import format_size
+from ..profiles import NETWORKS
+from ..units import UnitError, format_size, parse_bandwidth_Bps
 from .output import emit, emit_json, note, table
 
 
@@ -27,7 +28,15 @@ def add_cluster_arguments(p) -> None:
 
 
 def cluster_from_args(args) -> dict:
-    """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it."""
+    """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it (the flags' own errors name
+    the flag, not the spec key it becomes)."""
+    if args.network is not None and args.network not in NETWORKS:
+        raise TopoError(f"unknown network {args.network!r}; allowed: {', '.join(NETWORKS)}", key="--network")
+    if args.nic_rate is not None:
+        try:
+            parse_bandwidth_Bps(args.nic_rate)
+        except UnitError as exc:
+            raise TopoError(str(exc), key="--nic-rate") from None
     return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
                 nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
 

@@ -42,26 +42,26 @@ def register(sub) -> None:
         "Sizes as nccl-tests takes them (8, 64K, 1M, 16G, or 1GiB). Default: all_reduce on every GPU, "
         "8 B to 16 GiB by factors of 2.")
     add_spec_arguments(p)
-    p.add_argument("-c", "--collective", default="all_reduce", metavar="NAME",
+    p.add_argument("-c", "--collective", default=None, metavar="NAME",
                    help=f"{', '.join(COLLECTIVES)} (hyphens accepted; default all_reduce)")
     p.add_argument("-b", "--minbytes", default=None, metavar="MIN", help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", default=None, metavar="MAX", help="largest size (default 16G)")
-    p.add_argument("-f", "--stepfactor", default="2", metavar="FACTOR", help="size multiplier (default 2)")
+    p.add_argument("-f", "--stepfactor", default=None, metavar="FACTOR", help="size multiplier (default 2)")
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
     p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
-    p.add_argument("--rank-order", default="nccl", choices=("nccl", "given"),
+    p.add_argument("--rank-order", default=None, choices=("nccl", "given"),
                    help="with --ranks: order ranks as NCCL forms its ring (default) or exactly as listed")
-    p.add_argument("--placement", default="packed", choices=[x for x in PLACEMENTS if x != "list"],
+    p.add_argument("--placement", default=None, choices=[x for x in PLACEMENTS if x != "list"],
                    help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
-    p.add_argument("--rail", default="0", metavar="R", help="GPU index within the server for one_per_server")
-    p.add_argument("--groups", default="1", metavar="G",
+    p.add_argument("--rail", default=None, metavar="R", help="GPU index within the server for one_per_server")
+    p.add_argument("--groups", default=None, metavar="G",
                    help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism)")
-    p.add_argument("--group-layout", default="strided", choices=("strided", "blocked"),
+    p.add_argument("--group-layout", default=None, choices=("strided", "blocked"),
                    help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
-    p.add_argument("-a", "--algorithm", default="auto", metavar="NAME",
+    p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
                    help=f"auto (one of NCCL's per size, see --choose) or one of: {', '.join(algos)}")
-    p.add_argument("--choose", default="fastest", choices=("fastest", "nccl"),
+    p.add_argument("--choose", default=None, choices=("fastest", "nccl"),
                    help="how auto picks: fastest on the routed fabric (default), or as NCCL's tuner does by its own "
                         "cost model (topo.tuner), then timed on the routed fabric")
     p.add_argument("--protocol", default=None, metavar="PROTO",
@@ -77,7 +77,7 @@ def register(sub) -> None:
                    "ideal: textbook alpha-beta; a bundled profile (topo profile list) or a file topo calibrate wrote")
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
     p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
-    p.add_argument("--stages", default="2", metavar="N", help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--stages", default=None, metavar="N", help="pipeline stages for -c pipeline (default 2)")
     p.add_argument("--traffic", default=None, metavar="FILE",
                    help="run the collectives of a traffic file at once (TOML; bundled: "
                    + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
@@ -118,13 +118,14 @@ def options_from_args(args) -> EstimateOptions:
     return EstimateOptions.from_kwargs(
         gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
         ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
-        placement=args.placement, rail=_int(args.rail, "--rail"), algorithm=args.algorithm,
-        choose=getattr(args, "choose", "fastest"), protocol=args.protocol, channels=_int(args.channels, "--channels") if args.channels is not None else None,
+        placement=args.placement or "packed", rail=_int(args.rail or "0", "--rail"), algorithm=args.algorithm or "auto",
+        choose=args.choose or "fastest", protocol=args.protocol,
+        channels=_int(args.channels, "--channels") if args.channels is not None else None,
         ecmp=args.ecmp or "ideal", subflows=_int(args.subflows, "--subflows"), sharing=args.sharing or "equal",
         profile=args.profile,
         pxn=False if args.no_pxn else None, chunks=_int(args.chunks, "--chunks") if args.chunks is not None else None,
-        stages=_int(args.stages, "--stages"), groups=_int(args.groups, "--groups"), group_layout=args.group_layout,
-        rank_order=args.rank_order)
+        stages=_int(args.stages or "2", "--stages"), groups=_int(args.groups or "1", "--groups"),
+        group_layout=args.group_layout or "strided", rank_order=args.rank_order or "nccl")
 
 
 def run(args) -> int:
@@ -143,13 +144,13 @@ def _run(args) -> int:
         sizes = [args.size]
     else:
         try:
-            factor = float(args.stepfactor)
+            factor = float(args.stepfactor or "2")
         except ValueError:
             raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    result = estimate(fabric, args.collective, sizes, opts)
+    result = estimate(fabric, args.collective or "all_reduce", sizes, opts)
     detail = _detail(result, fabric) if args.detail else None
     if args.json:
         doc = result.to_dict()
@@ -214,16 +215,22 @@ def render(r: EstimateResult) -> str:
 
 def _run_mix(args) -> int:
     settings, members = load_traffic(args.traffic)
-    flags = {"size": "--size", "gpus": "--gpus", "ranks": "--ranks", "protocol": "--protocol",
-             "channels": "--channels", "chunks": "--chunks", "minbytes": "-b", "maxbytes": "-e"}
+    flags = {"collective": "--collective", "size": "--size", "minbytes": "-b", "maxbytes": "-e",
+             "stepfactor": "-f", "gpus": "--gpus", "ranks": "--ranks", "rank_order": "--rank-order",
+             "placement": "--placement", "rail": "--rail", "groups": "--groups", "group_layout": "--group-layout",
+             "algorithm": "--algorithm", "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks",
+             "stages": "--stages"}
     for attr, flag in flags.items():
         if getattr(args, attr) is not None:
-            raise TopoError("sizes, placements and algorithms of a traffic mix are set per member in its file",
-                            key=flag)
+            raise TopoError("collectives, sizes, placements and algorithms of a traffic mix are set per member in "
+                            "its file", key=flag)
+    if args.detail:
+        raise TopoError("a traffic mix has no --detail view; its links are in the table and in --json", key="--detail")
     fabric = fabric_from_args(args)
     sharing = args.sharing or settings["sharing"]
     ecmp = args.ecmp or settings["ecmp"]
     subflows = _int(args.subflows, "--subflows") if args.subflows != "1" else settings["subflows"]
+    EstimateOptions.from_kwargs(ecmp=ecmp, subflows=subflows, sharing=sharing)  # the flags' own errors, as flags
     try:
         result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows,
                          pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
@@ -255,4 +262,5 @@ def render_mix(r: MixResult) -> str:
             lines.append(f"#   {c.src} -> {c.dst} ({c.level}, {c.direction}){more}: demand {c.demand:.0%} = {parts}")
     else:
         lines.append("# no link is asked for more than its capacity: the members do not slow each other")
+    lines += [f"# note: {n}" for n in r.notes]
     return "\n".join(lines)

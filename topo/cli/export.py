@@ -21,7 +21,7 @@ def register(sub) -> None:
 def run(args) -> int:
     fabric = fabric_from_args(args)
     suffix = ".graphml" if args.format == "graphml" else ".json"
-    out = args.output or safe_file_name(fabric.name, suffix)
+    out = args.output if args.output is not None else safe_file_name(fabric.name, suffix)
     export_fabric(fabric, out, args.format, force=args.force, key="-o", force_option="--force")
     where = "standard output" if out == STDOUT else out
     note(f"wrote {where} ({fabric.num_nodes:,} nodes, {fabric.num_links:,} links; parallel links between two nodes "

@@ -131,7 +131,8 @@ def render(r: PlanResult) -> str:
                      right=[False, True, True, True, True]))
     if r.failure_impact:
         out.append("with one part failed, the network figure's 1 GiB all_reduce: " + "; ".join(
-            f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})" for x in r.failure_impact))
+            f"{x.name} stops it ({x.stops})" if x.stops else f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
+            for x in r.failure_impact))
     out.append("")
     out.append(f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
                f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)")

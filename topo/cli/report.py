@@ -52,7 +52,8 @@ def run(args) -> int:
     start = time.perf_counter()
     # Refuse a bad output before minutes of work: a folder, an input, a file that is not ours (checked again
     # when writing).
-    out = args.output or ("topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}")
+    default = "topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}"
+    out = args.output if args.output is not None else default
     output = dict(inputs=[resolve_spec_path(s) for s in specs], force=args.force, key="-o", force_option="--force")
     check_output(out, **output)
     job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report

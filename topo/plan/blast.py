@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..errors import TopoError
 from ..fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
@@ -97,8 +98,9 @@ class FailureImpact:
     name: str  # the failed node, as describe prints it
     all_reduce_s: float
     healthy_s: float
-    slowdown: float
+    slowdown: float  # infinite when the part cuts GPUs of the collective off (see ``stops``)
     bottleneck: str | None
+    stops: str | None = None  # why the collective cannot run at all with the part failed (a GPU cut off)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -122,7 +124,13 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     for part in parts:
         if part not in names:
             continue
-        r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
+        try:
+            r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
+        except TopoError as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
+            if exc.key != "fail":
+                raise
+            out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
+            continue
         b = r.bottleneck
         out.append(FailureImpact(part, names[part], r.time_s, healthy, r.time_s / healthy,
                                  f"{b.src} -> {b.dst} ({b.level})" if b else None))

@@ -133,7 +133,7 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
         try:
             fabric = fabric.with_failures(*failures)
         except TopoError as exc:
-            raise TopoError(exc.message, key="--fail") from None
+            raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
     inv = inventory(fabric)
     degraded_bisection = bisection(fabric) if fabric.failures else None
     timings["fabric"] = time.perf_counter() - t

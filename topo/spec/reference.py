@@ -119,10 +119,21 @@ def spec_reference() -> str:
     return "\n".join(out)
 
 
+USAGE = ("usage: python -m topo.spec.reference [FILE]\n"
+         "Write the spec reference (markdown) to FILE, or to standard output without one; e.g. "
+         "python -m topo.spec.reference docs/spec-reference.md\n")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
+    if len(argv) > 1 or (argv and argv[0].startswith("-") and argv[0] != "-"):
+        sys.stderr.write(USAGE + f"error: {' '.join(argv)}: expected one output file (or none)\n")
+        return 2
     text = spec_reference()
-    if not argv:
+    if not argv or argv[0] == "-":
         sys.stdout.write(text)
         return 0
     from ..atomic import open_output
