@@ -122,9 +122,9 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     del cols
     ok = net >= 0
     rows, _ = np.nonzero(ok)
-    res = net[ok].astype(np.int64)
+    res = net[ok]  # int32, as the router's path table
     del net, ok
-    base_cls = rows // K
+    base_cls = (rows // K).astype(np.int32)
     del rows
     if C > C0:  # copy each base class's path to its sub-classes
         first_sub = np.cumsum(per) - per

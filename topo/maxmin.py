@@ -78,8 +78,8 @@ class FlowClasses:
         """One class per flow: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
         size = np.asarray(flow_bytes, dtype=float)
         a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
-        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int64),
-                           np.asarray(res, dtype=np.int64), a)
+        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int32),
+                           np.asarray(res, dtype=np.int32), a)
 
     @staticmethod
     def concat(parts: list["FlowClasses"]) -> "FlowClasses":
@@ -94,8 +94,12 @@ class FlowClasses:
         with_t = [p for p in parts if p.template is not None]
         out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
                           np.concatenate([p.members for p in parts]),
-                          np.concatenate([p.cls + o for p, o in zip(parts, c_off)]),
+                          np.concatenate([p.cls for p in parts]),
                           np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
+        at = 0
+        for p, o in zip(parts, c_off):  # class ids of each part after the classes of the parts before it
+            out.cls[at:at + p.cls.size] += o
+            at += p.cls.size
         if with_t:
             out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
                                            else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])
@@ -133,7 +137,7 @@ class _Solver:
             seen[fc.t_res] = True
         self.used = np.flatnonzero(seen)  # compact resource index -> resource id
         R = self.used.size
-        pos = np.zeros(n, dtype=np.int64)
+        pos = np.zeros(n, dtype=np.int32)
         pos[self.used] = np.arange(R)
         self.cap = capacity_Bps[self.used].astype(float)
         if np.any(self.cap <= 0):
