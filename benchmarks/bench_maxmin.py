@@ -73,9 +73,10 @@ def main() -> None:
               "GPUs: < 10 s. The in-process columns split the max-min part: building the classes from the router, "
               "the compacted sparse incidence (scipy CSR/CSC over the resources used), one progressive filling "
               "with every class active, and the whole makespan (the first fill plus the re-fills as flows finish). "
-              "The last column is how much longer max-min sharing takes than the equal-share bottleneck bound on "
-              "the same routes: flows held back at their hashed spine-core links leave capacity unused "
-              "elsewhere.",
+              "The last column is max-min's time over the equal-share bottleneck bound on the same hashed routes "
+              "(equal sharing keeps the hash's collisions too, from the same classes): 1.000 means the busiest "
+              "link stays saturated until the last flow over it ends, so max-min adds nothing to the bound here "
+              "(tests/test_maxmin.py has the hand-made case where it does).",
               f"Load average during the run: {os.getloadavg()[0]:.1f} (machine shared; times scale with it)."]
     update_section("Max-min fair sharing at scale (topo.maxmin)", "\n".join(lines), "python benchmarks/bench_maxmin.py")
 
