@@ -27,12 +27,13 @@ def h100_4n():
 
 def test_ring_simple_closed_form_beyond_two_nodes(h100_4n):
     # 4 x 8 H100, 8 x 400G NDR per node. Ring busBw = 8 NICs x 50 GB/s x 0.94 (NDR efficiency) = 376 GB/s,
-    # algbw = 376 x 32 / 62 = 194.06 GB/s. Latency (NCCL, Ring/Simple): 8.4 base + 56 intra-node steps x
-    # max(3.4 NVLink, 3 x 1.0 network overhead) + 6 network steps x 14.0 = 282.8 us, x 1.4 (ring plateau,
-    # 1 GiB / 32 ranks >= 1024 B) = 395.92 us. Time = 395.92 + 2^30 / 194.06e3 = 395.92 + 5532.91 us.
+    # algbw = 376 x 32 / 62 = 194.06 GB/s. Latency (NCCL, Ring/Simple; tuning.cc: nsteps = 2 x (32 - 1) = 62,
+    # nInterSteps = 2 x nNodes = 8): 8.4 base + 54 intra-node steps x max(3.4 NVLink, 3 x 1.0 network overhead)
+    # + 8 network steps x 14.0 = 304.0 us, x 1.4 (ring plateau, 1 GiB / 32 ranks >= 1024 B) = 425.6 us.
+    # Time = 425.6 + 2^30 / 194.06e3 = 425.6 + 5532.91 us.
     ev = h100_4n
     t = nccl_time_s("ring", ev.costed, ev.profile, "Simple", GiB, "all_reduce", 32, 4)
-    assert t * 1e6 == pytest.approx(395.92 + GiB / (376e9 * 32 / 62) * 1e6, rel=1e-9)
+    assert t * 1e6 == pytest.approx(425.6 + GiB / (376e9 * 32 / 62) * 1e6, rel=1e-9)
 
 
 def test_tree_beyond_two_nodes_is_priced_with_the_rings_network_bandwidth(h100_4n):

@@ -44,7 +44,11 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
         intra = max(nv, profile.overhead(proto)) if c.multi_domain else nv
         if c.one_per_domain:
             net = profile.net_hop("tree", proto)
-        t = base + c.intra_hops * intra + c.inter_hops * net
+        intra_hops, inter_hops = c.intra_hops, c.inter_hops
+        if c.ring_allreduce and c.multi_domain and profile.ring_allreduce_wrap_steps:
+            k = min(profile.ring_allreduce_wrap_steps, intra_hops)  # NCCL's own step count (tuning.cc)
+            intra_hops, inter_hops = intra_hops - k, inter_hops + k
+        t = base + intra_hops * intra + inter_hops * net
     elif f == "tree":
         t = base + c.intra_hops * nv + c.inter_hops * net
     elif f == "nvls":

@@ -63,6 +63,8 @@ PARAMETERS: dict[str, Spec] = {
                                         doc="NCCL's tuner: ring/Simple all-reduce latency x factor across nodes"),
     "ring_plateau_min_bytes_per_rank": Spec("nccl", "scalar", 0.0, 2.0**20, optional=True,
                                             doc="NCCL's tuner: the plateau factor applies from bytes/ranks >= this"),
+    "ring_allreduce_wrap_steps": Spec("nccl", "scalar", 0, 2, optional=True,
+                                      doc="network steps NCCL's ring all-reduce latency counts beyond 2 x (nodes - 1)"),
     "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
                            doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),

@@ -66,6 +66,9 @@ class Profile:
     tree_correction: dict = field(default_factory=dict)
     ring_plateau_latency_factor: float = 1.0
     ring_plateau_min_bytes_per_rank: float = 0.0
+    # network steps NCCL's ring all-reduce latency counts beyond the 2 x (nodes - 1) a chunk crosses (tuning.cc
+    # nInterSteps: 2 x nodes from NCCL 2.8, 2 x (nodes - 1) before); they replace as many NVLink steps
+    ring_allreduce_wrap_steps: float = 0.0
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
     sources: dict = field(default_factory=dict, compare=False, repr=False)
@@ -186,6 +189,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
         ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
+        ring_allreduce_wrap_steps=float(v.get("ring_allreduce_wrap_steps", 0.0)),
         source="; ".join(sorted({_file_label(w) for w in where.values()})),
         sources=sources,
     )

@@ -143,7 +143,8 @@ def ring_schedule(shape: NodeShape, placement: Placement, collective: str, chann
     traversals = 2 if collective == "all_reduce" else 1
     phase, (intra, inter, m), C = ring_phase(shape, placement.groups, 1.0 / p, steps, channels)
     counts = LatencyCounts("ring", intra_hops=traversals * intra, inter_hops=traversals * inter,
-                           multi_domain=placement.num_domains > 1, one_per_domain=placement.ranks_per_domain() == 1)
+                           multi_domain=placement.num_domains > 1, one_per_domain=placement.ranks_per_domain() == 1,
+                           ring_allreduce=collective == "all_reduce")
     return Schedule("ring", "ring", [phase], counts, [LatencyTerm(0, 0, "ring", traversals, first=m)], channels=C)
 
 
