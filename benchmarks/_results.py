@@ -45,6 +45,11 @@ def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
     return wall, usage.ru_maxrss / 1024, out
 
 
+def fastest_run(args: list[str], repeats: int = 3) -> tuple[float, float, str]:
+    """Wall time, peak RSS (MiB) and stdout of the fastest of ``repeats`` runs of one command."""
+    return min((peak_rss_of(args) for _ in range(repeats)), key=lambda run: run[0])
+
+
 def update_section(name: str, body: str, command: str) -> None:
     """Replace (or append) the section ``name`` of RESULTS.md, stamped with command, machine and date."""
     stamp = (f"Command: `{command}`  \nMachine: {machine()}  \n"

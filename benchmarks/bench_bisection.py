@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from _results import PY, peak_rss_of, update_section
+from _results import PY, fastest_run, peak_rss_of, update_section
 
 FAILURES = [[], ["spine0"], ["random:spine:0.1"], ["random:leaf-spine:0.1:1"], ["plane:0", "rail:3"]]
 
@@ -44,13 +44,9 @@ def main() -> None:
     rows = []
     for fails in FAILURES:
         args = [x for f in fails for x in ("--fail", f)]
-        best = None
-        for _ in range(3):
-            wall, rss, out = peak_rss_of([PY, "-m", "topo", "describe", *args, "--json"])
-            if best is None or wall < best[0]:
-                doc = json.loads(out)
-                figure = doc["failures"]["bisection_bandwidth_Bps"] if fails else doc["bisection_bandwidth_Bps"]
-                best = (wall, rss, figure)
+        wall, rss, out = fastest_run([PY, "-m", "topo", "describe", *args, "--json"])
+        doc = json.loads(out)
+        best = (wall, rss, doc["failures"]["bisection_bandwidth_Bps"] if fails else doc["bisection_bandwidth_Bps"])
         rows.append((fails, *best))
         print(f"describe {' '.join(args) or '(no failure)'}: {best[0]:.2f} s, {best[1]:.0f} MiB, "
               f"bisection {best[2] / 1e12:.1f} TB/s", flush=True)

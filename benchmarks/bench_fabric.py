@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from _results import PY, peak_rss_of, update_section
+from _results import PY, fastest_run, peak_rss_of, update_section
 
 SMALL = ["fabric.tiers[1].oversubscription=1", "fabric.units_per_pod=4"]
 SIZES = [SMALL + ["cluster.num_pods=1"], SMALL + ["cluster.num_pods=8"], SMALL + ["cluster.num_pods=32"], []]
@@ -45,11 +45,8 @@ def main() -> None:
     rows = []
     for overrides in SIZES:
         sets = [x for o in overrides for x in ("--set", o)]
-        best = None
-        for _ in range(3):
-            wall, rss, out = peak_rss_of([PY, "-m", "topo", "describe", *sets, "--json"])
-            if best is None or wall < best[0]:
-                best = (wall, rss, json.loads(out)["num_gpus"])
+        wall, rss, out = fastest_run([PY, "-m", "topo", "describe", *sets, "--json"])
+        best = (wall, rss, json.loads(out)["num_gpus"])
         _, rss_nx, stage = peak_rss_of([PY, __file__, "--stage", *overrides])
         st = json.loads(stage)
         rows.append((best[2], best[0], best[1], st, rss_nx))

@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from _results import PY, peak_rss_of, update_section
+from _results import PY, fastest_run, update_section
 
 RUNS = [
     ("default (h100-100k)", ["plan", "--json"]),
@@ -40,11 +40,7 @@ def stages() -> dict:
 def main() -> None:
     rows = []
     for label, args in RUNS:
-        best = None
-        for _ in range(3):
-            wall, rss, out = peak_rss_of([PY, "-m", "topo", *args])
-            if best is None or wall < best[0]:
-                best = (wall, rss, out)
+        best = fastest_run([PY, "-m", "topo", *args])
         doc = json.loads(best[2])
         n = len(doc.get("designs", [doc]))
         ok = "yes" if best[0] < TARGETS[label] else "NO"
