@@ -5,10 +5,10 @@ from __future__ import annotations
 from topo.collectives import busbw_factor
 
 
-def render(collective: str, hosts: list[str], gpus_per_host: int, gpu: str, sizes, times_s) -> str:
+def render(collective: str, hosts: list[str], gpus_per_host: int, gpu: str, sizes, times_s, ngpus: int = 1) -> str:
     n = len(hosts) * gpus_per_host
     lines = [f"# Collective test starting: {collective}_perf",
-             f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)} step: 2(factor) warmup iters: 5 "
+             f"# nThread 1 nGpus {ngpus} minBytes {min(sizes)} maxBytes {max(sizes)} step: 2(factor) warmup iters: 5 "
              "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
     rank = 0
     for h in hosts:

@@ -19,7 +19,7 @@ LOGS = Path(__file__).parent / "data" / "nccl_logs"
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
 
 
-def _modelled_log(tmp_path, slow=None):
+def _modelled_log(tmp_path, slow=None, ngpus=1):
     """A 2-node H100 all-reduce log whose times are the model's own, optionally slowed in a size band."""
     run = parse_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, [1.0] * len(SIZES)))[0]
     setup = setup_from_run(run)
@@ -28,7 +28,7 @@ def _modelled_log(tmp_path, slow=None):
         lo, hi, k = slow
         times = [t * (k if lo <= s <= hi else 1.0) for s, t in zip(SIZES, times)]
     f = tmp_path / "log.txt"
-    f.write_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, times))
+    f.write_text(render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", SIZES, times, ngpus=ngpus))
     return f
 
 
@@ -60,6 +60,19 @@ def test_the_gap_is_found_where_the_run_is_slow(tmp_path):
     run = parse_file(_modelled_log(tmp_path, slow=(2**10, 2**14, 3.0)))[0]
     res = compare_run(run, setup_from_run(run))
     assert res.gap["regime"] == "latency" and "where latency dominates" in res.verdict
+    assert "nGpus" not in res.verdict  # one GPU per process: nothing to say about the harness
+
+
+def test_a_latency_gap_of_a_single_process_run_names_the_launch_overhead(tmp_path):
+    # NVIDIA/nccl-tests issue #333: one process driving several GPUs (-g 8) adds CUDA launch latency; NVIDIA
+    # recommends one process per GPU to measure latency. The verdict says so where the gap is in latency.
+    run = parse_file(_modelled_log(tmp_path, slow=(2**10, 2**14, 3.0), ngpus=8))[0]
+    assert run.ngpus == 8
+    res = compare_run(run, setup_from_run(run))
+    assert "launches 8 GPUs from each thread (nGpus 8)" in res.verdict and "one process per GPU" in res.verdict
+    run = parse_file(_modelled_log(tmp_path, slow=(2**28, 2**30, 2.0), ngpus=8))[0]
+    res = compare_run(run, setup_from_run(run))  # a bandwidth gap: launch latency is not the reason
+    assert res.gap["regime"] == "bandwidth" and "nGpus" not in res.verdict
 
 
 def test_a_real_slow_run_is_called_slow():

@@ -178,8 +178,17 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name) -> str:
             why = ("where bandwidth dominates: a slow or missing link (check that every NIC is used and at "
                    "line rate, GPUDirect RDMA, PCIe, NVLink)")
         parts.append(f"the gap is at {rng} ({gap['median_efficiency'] * 100:.0f}% of the model), {why}")
+        if gap["regime"] == "latency" and (run.ngpus or 1) > 1:
+            parts.append(_single_process_note(run))
     elif head is not None and head <= 1.1:
         parts.append(f"no size falls below {GAP_BELOW * 100:.0f}% of the model")
     if run.failed_validation:
         parts.append("WARNING: the log reports wrong results (#wrong > 0)")
     return "; ".join(parts) + "."
+
+
+def _single_process_note(run) -> str:
+    """Why a latency gap may be the harness, not the cluster: one thread launching on several GPUs."""
+    return (f"this log launches {run.ngpus} GPUs from each thread (nGpus {run.ngpus}), which adds CUDA launch "
+            "latency that topo does not model; NVIDIA recommends one process per GPU (mpirun ... -g 1) to measure "
+            "latency (NVIDIA/nccl-tests issue #333): rerun that way before reading this gap as the cluster's")
