@@ -114,6 +114,11 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
                                  why="32 x 8 A100, 4 HDR NICs per node: latency floor at 32 nodes"),
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
+    "oci_gb300_16n_1rack": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 64,
+                                    why="16 hosts of one NVL72 rack, 64 ranks (MNNVL)"),
+    "oci_gb300_32n_2racks": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                     why="32 hosts on 2 NVL72 racks, 16 per rack: modelled as 2 NVLink domains "
+                                         "of 64 GPUs (the trays the run used)"),
 }
 
 
