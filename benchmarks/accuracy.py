@@ -119,6 +119,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "oci_gb300_32n_2racks": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
                                      why="32 hosts on 2 NVL72 racks, 16 per rack: modelled as 2 NVLink domains "
                                          "of 64 GPUs (the trays the run used)"),
+    "ocioke_gb200_32n_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                        why="32 trays on 2 NVL72 racks; the split per rack is not stated "
+                                            "(assumed 16 + 16, as OCI's GB300 2-rack run)"),
 }
 
 
