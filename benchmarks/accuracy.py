@@ -122,6 +122,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "ocioke_gb200_32n_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
                                         why="32 trays on 2 NVL72 racks; the split per rack is not stated "
                                             "(assumed 16 + 16, as OCI's GB300 2-rack run)"),
+    "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
+                                 why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
 }
 
 
