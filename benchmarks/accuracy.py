@@ -60,6 +60,8 @@ class SetupDef:
     algorithm: str = "auto"
     why: str = ""
     exclude: str = ""  # a reason to leave the setup out of the overall figures (and of every fit)
+    protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol (as topo compare models it)
+    channels: int | None = None  # NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS, when the run pinned the channel count
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -124,6 +126,16 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                             "(assumed 16 + 16, as OCI's GB300 2-rack run)"),
     "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
                                  why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
+    "ncclt309gj_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                   why="gj-aion's 8-node IB cluster (not the issue author's)"),
+    "ncclt309gj_h100_4n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32,
+                                   why="gj-aion's 8-node IB cluster, 4 nodes"),
+    "ncclt309gj_h100_8n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64,
+                                   why="gj-aion's 8-node IB cluster, all 8 nodes"),
+    "ncclt309gj_h100_8n_ctas24": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64, channels=24,
+                                          why="NCCL_MIN_CTAS=24 (24 channels); QPS_PER_CONNECTION=2 not modelled"),
+    "ncclt309gj_h100_2n_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16, "ring", channels=24,
+                                        why="NCCL_ALGO=Ring, NCCL_MIN_CTAS=24 (24 channels)"),
 }
 
 
@@ -184,7 +196,8 @@ def load_groups(path, setups) -> list[Group]:
         pairs = [(int(r["size_bytes"]), measured_time_s(r, d.gpus)) for r in rows]
         pairs = [(s, t) for s, t in pairs if t]
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
-        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto")
+        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol,
+                      channels=d.channels)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
                     label=f"{sid}:{coll}",
                     tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))
