@@ -136,6 +136,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                           why="NCCL_MIN_CTAS=24 (24 channels); QPS_PER_CONNECTION=2 not modelled"),
     "ncclt309gj_h100_2n_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16, "ring", channels=24,
                                         why="NCCL_ALGO=Ring, NCCL_MIN_CTAS=24 (24 channels)"),
+    "ncclt322_h100_128n_roce_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "roce", 128), 1024, "ring",
+                                             protocol="LL128", channels=32,
+                                             why="1,024 H100 over RoCE, NCCL_ALGO=Ring, NCCL_PROTO=LL128, 32 "
+                                                 "channels; 8 x 400G per node assumed; one leaf group"),
 }
 
 
