@@ -140,6 +140,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                              protocol="LL128", channels=32,
                                              why="1,024 H100 over RoCE, NCCL_ALGO=Ring, NCCL_PROTO=LL128, 32 "
                                                  "channels; 8 x 400G per node assumed; one leaf group"),
+    "a3mega_h100_2n_tcpxo": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
+                                     why="GCP A3 Mega (8 x 200G TCPXO) inferred from the repository name"),
 }
 
 
