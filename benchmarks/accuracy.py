@@ -142,6 +142,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                                  "channels; 8 x 400G per node assumed; one leaf group"),
     "a3mega_h100_2n_tcpxo": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
                                      why="GCP A3 Mega (8 x 200G TCPXO) inferred from the repository name"),
+    "gcp_a4xmax_gb300_2n_xdomain": SetupDef(_ns("GB300", 8, "400 Gb/s", "gcp_roce", 2, gpus=4, domain=4), 8,
+                                            why="2 GB300 hosts in different NVLink domains: all traffic between "
+                                                "them on RoCE; 3.2 Tb/s per host assumed"),
 }
 
 
