@@ -145,6 +145,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "gcp_a4xmax_gb300_2n_xdomain": SetupDef(_ns("GB300", 8, "400 Gb/s", "gcp_roce", 2, gpus=4, domain=4), 8,
                                             why="2 GB300 hosts in different NVLink domains: all traffic between "
                                                 "them on RoCE; 3.2 Tb/s per host assumed"),
+    "gcp_a4x_gb200_2n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 8,
+                                       why="2 hosts of one NVL72 (IMEX), 8 ranks"),
+    "gcp_a4x_gb200_8n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 32,
+                                       why="8 hosts of one NVL72 sub-block, 32 ranks (from the row counts)"),
 }
 
 
