@@ -149,6 +149,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                        why="2 hosts of one NVL72 (IMEX), 8 ranks"),
     "gcp_a4x_gb200_8n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 32,
                                        why="8 hosts of one NVL72 sub-block, 32 ranks (from the row counts)"),
+    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="p4de, 4 NICs for 8 GPUs"),
+    "awsome_p5_2n_eks": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16,
+                                 why="EFA: 32 x 100 Gb/s per node; NCCL 2.18.5, aws-ofi-nccl 1.7.3"),
 }
 
 
