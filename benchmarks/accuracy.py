@@ -152,6 +152,15 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="p4de, 4 NICs for 8 GPUs"),
     "awsome_p5_2n_eks": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16,
                                  why="EFA: 32 x 100 Gb/s per node; NCCL 2.18.5, aws-ofi-nccl 1.7.3"),
+    # NVIDIA/nccl#1801: three NVL partitions of one GB200 system each on a different rack, NVLS off
+    "nccl1801_gb200_3racks_nvl4_ring": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 3, gpus=4, domain=4), 12,
+                                                "ring", "3 partitions of 4 GPUs (1 tray each) on 3 racks, Ring"),
+    "nccl1801_gb200_3racks_nvl4_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 3, gpus=4, domain=4), 12,
+                                                "tree", "3 partitions of 4 GPUs on 3 racks, NCCL_ALGO=Tree"),
+    "nccl1801_gb200_3racks_nvl8_ring": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
+                                                "ring", "3 partitions of 8 GPUs (2 trays each) on 3 racks, Ring"),
+    "nccl1801_gb200_3racks_nvl8_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
+                                                "tree", "3 partitions of 8 GPUs on 3 racks, NCCL_ALGO=Tree"),
 }
 
 
