@@ -60,6 +60,8 @@ class SetupDef:
     algorithm: str = "auto"
     why: str = ""
     exclude: str = ""  # a reason to leave the setup out of the overall figures (and of every fit)
+    protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol (as topo compare models it)
+    channels: int | None = None  # NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS, when the run pinned the channel count
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -114,6 +116,51 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
                                  why="32 x 8 A100, 4 HDR NICs per node: latency floor at 32 nodes"),
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
+    "oci_gb300_16n_1rack": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 18, gpus=4, domain=72), 64,
+                                    why="16 hosts of one NVL72 rack, 64 ranks (MNNVL)"),
+    "oci_gb300_32n_2racks": SetupDef(_ns("GB300", 8, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                     why="32 hosts on 2 NVL72 racks, 16 per rack: modelled as 2 NVLink domains "
+                                         "of 64 GPUs (the trays the run used)"),
+    "ocioke_gb200_32n_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                        why="32 trays on 2 NVL72 racks; the split per rack is not stated "
+                                            "(assumed 16 + 16, as OCI's GB300 2-rack run)"),
+    "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
+                                 why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
+    "ncclt309gj_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                   why="gj-aion's 8-node IB cluster (not the issue author's)"),
+    "ncclt309gj_h100_4n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32,
+                                   why="gj-aion's 8-node IB cluster, 4 nodes"),
+    "ncclt309gj_h100_8n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64,
+                                   why="gj-aion's 8-node IB cluster, all 8 nodes"),
+    "ncclt309gj_h100_8n_ctas24": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64, channels=24,
+                                          why="NCCL_MIN_CTAS=24 (24 channels); QPS_PER_CONNECTION=2 not modelled"),
+    "ncclt309gj_h100_2n_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16, "ring", channels=24,
+                                        why="NCCL_ALGO=Ring, NCCL_MIN_CTAS=24 (24 channels)"),
+    "ncclt322_h100_128n_roce_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "roce", 128), 1024, "ring",
+                                             protocol="LL128", channels=32,
+                                             why="1,024 H100 over RoCE, NCCL_ALGO=Ring, NCCL_PROTO=LL128, 32 "
+                                                 "channels; 8 x 400G per node assumed; one leaf group"),
+    "a3mega_h100_2n_tcpxo": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
+                                     why="GCP A3 Mega (8 x 200G TCPXO) inferred from the repository name"),
+    "gcp_a4xmax_gb300_2n_xdomain": SetupDef(_ns("GB300", 8, "400 Gb/s", "gcp_roce", 2, gpus=4, domain=4), 8,
+                                            why="2 GB300 hosts in different NVLink domains: all traffic between "
+                                                "them on RoCE; 3.2 Tb/s per host assumed"),
+    "gcp_a4x_gb200_2n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 8,
+                                       why="2 hosts of one NVL72 (IMEX), 8 ranks"),
+    "gcp_a4x_gb200_8n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 32,
+                                       why="8 hosts of one NVL72 sub-block, 32 ranks (from the row counts)"),
+    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="p4de, 4 NICs for 8 GPUs"),
+    "awsome_p5_2n_eks": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16,
+                                 why="EFA: 32 x 100 Gb/s per node; NCCL 2.18.5, aws-ofi-nccl 1.7.3"),
+    # NVIDIA/nccl#1801: three NVL partitions of one GB200 system each on a different rack, NVLS off
+    "nccl1801_gb200_3racks_nvl4_ring": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 3, gpus=4, domain=4), 12,
+                                                "ring", "3 partitions of 4 GPUs (1 tray each) on 3 racks, Ring"),
+    "nccl1801_gb200_3racks_nvl4_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 3, gpus=4, domain=4), 12,
+                                                "tree", "3 partitions of 4 GPUs on 3 racks, NCCL_ALGO=Tree"),
+    "nccl1801_gb200_3racks_nvl8_ring": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
+                                                "ring", "3 partitions of 8 GPUs (2 trays each) on 3 racks, Ring"),
+    "nccl1801_gb200_3racks_nvl8_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
+                                                "tree", "3 partitions of 8 GPUs on 3 racks, NCCL_ALGO=Tree"),
 }
 
 
@@ -174,7 +221,8 @@ def load_groups(path, setups) -> list[Group]:
         pairs = [(int(r["size_bytes"]), measured_time_s(r, d.gpus)) for r in rows]
         pairs = [(s, t) for s, t in pairs if t]
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
-        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto")
+        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol,
+                      channels=d.channels)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
                     label=f"{sid}:{coll}",
                     tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))
