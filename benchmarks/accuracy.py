@@ -60,6 +60,7 @@ class SetupDef:
     algorithm: str = "auto"
     why: str = ""
     exclude: str = ""  # a reason to leave the setup out of the overall figures (and of every fit)
+    protocol: str | None = None  # NCCL_PROTO the run was pinned to (by the user or a net plugin), else None
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -114,6 +115,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
                                  why="32 x 8 A100, 4 HDR NICs per node: latency floor at 32 nodes"),
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
+    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, protocol="Simple",
+                               why="p4de: 4 x 100 Gb/s EFA per 8 A100; aws-ofi-nccl pins NCCL_PROTO=simple on p4d/p4de"),
 }
 
 
@@ -174,7 +177,7 @@ def load_groups(path, setups) -> list[Group]:
         pairs = [(int(r["size_bytes"]), measured_time_s(r, d.gpus)) for r in rows]
         pairs = [(s, t) for s, t in pairs if t]
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
-        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto")
+        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
                     label=f"{sid}:{coll}",
                     tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))

@@ -82,6 +82,15 @@ def test_mpirun_output_tags():
     assert r.rows[0].time_s == pytest.approx(28.52e-6)
 
 
+def test_srun_label_prefix_on_every_line():
+    # aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests README: srun -l puts "0: " before each line
+    r = one("awsome_p4de_allreduce_2n.txt")
+    assert [x.size_bytes for x in r.rows] == [8 * 2**i for i in range(29)]  # 8 B .. 2 GiB
+    assert r.rows[0].time_s == pytest.approx(164.3e-6) and r.rows[0].inplace_time_s == pytest.approx(163.3e-6)
+    assert r.rows[-1].time_s == pytest.approx(51406e-6) and r.rows[-1].busbw_GBps == 78.33
+    assert r.collective == "all_reduce" and r.nranks == 16  # busbw / algbw = 2(n-1)/n
+
+
 def test_newest_header_library_version_and_binary():
     r = one("spark103_allreduce_gb10.txt")  # NVIDIA/dgx-spark-playbooks PR #103
     assert r.nccl_tests_version == "2.20.0" and r.nccl_version == "2.31.2"  # nccl-library=23102
