@@ -117,6 +117,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "dstack3961_p6b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "efa", 2), 16, why="EFA B200 latency floor"),
     "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, protocol="Simple",
                                why="p4de: 4 x 100 Gb/s EFA per 8 A100; aws-ofi-nccl pins NCCL_PROTO=simple on p4d/p4de"),
+    "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, protocol="Simple",
+                                why="GCP A3 Mega, GPUDirect-TCPXO; Google's TCPXO NCCL profile sets NCCL_PROTO=Simple "
+                                    "(Simple,LL128 since May 2025; the run is undated)"),
 }
 
 
