@@ -120,6 +120,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, protocol="Simple",
                                 why="GCP A3 Mega, GPUDirect-TCPXO; Google's TCPXO NCCL profile sets NCCL_PROTO=Simple "
                                     "(Simple,LL128 since May 2025; the run is undated)"),
+    "gcp_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
+                                         why="GCP A3 Ultra (H200), GPUDirect RDMA with gIB: a second gcp_roce setup"),
+    "sky_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
+                                         why="the same machine type run through SkyPilot on GKE (another run, same page)"),
 }
 
 
