@@ -61,6 +61,7 @@ class SetupDef:
     why: str = ""
     exclude: str = ""  # a reason to leave the setup out of the overall figures (and of every fit)
     protocol: str | None = None  # NCCL_PROTO the run was pinned to (by the user or a net plugin), else None
+    channels: int | None = None  # NCCL_MIN/MAX_NCHANNELS the run pinned, else None
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -124,6 +125,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                          why="GCP A3 Ultra (H200), GPUDirect RDMA with gIB: a second gcp_roce setup"),
     "sky_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
                                          why="the same machine type run through SkyPilot on GKE (another run, same page)"),
+    "ncclt322_h100_128n_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "roce", 128), 1024, "ring", protocol="LL128",
+                                        channels=32, why="1,024 H100 over RoCE, NCCL_ALGO=Ring NCCL_PROTO=LL128 "
+                                                         "NCCL_MIN_NCHANNELS=32; NICs assumed 8 x 400G"),
 }
 
 
@@ -184,7 +188,8 @@ def load_groups(path, setups) -> list[Group]:
         pairs = [(int(r["size_bytes"]), measured_time_s(r, d.gpus)) for r in rows]
         pairs = [(s, t) for s, t in pairs if t]
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
-        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol)
+        setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol,
+                      channels=d.channels)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
                     label=f"{sid}:{coll}",
                     tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))
