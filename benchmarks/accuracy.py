@@ -128,6 +128,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "ncclt322_h100_128n_ring": SetupDef(_ns("H100", 8, "400 Gb/s", "roce", 128), 1024, "ring", protocol="LL128",
                                         channels=32, why="1,024 H100 over RoCE, NCCL_ALGO=Ring NCCL_PROTO=LL128 "
                                                          "NCCL_MIN_NCHANNELS=32; NICs assumed 8 x 400G"),
+    "dstack_nebius_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                      why="2 x 8 H100 on InfiniBand (Nebius); 8 x 400G NDR per node assumed"),
+    "dstack_lambda_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                      why="2 x 8 B200 on InfiniBand (Lambda 1CC); 8 x 400G NDR per node assumed"),
 }
 
 
