@@ -132,6 +132,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                       why="2 x 8 H100 on InfiniBand (Nebius); 8 x 400G NDR per node assumed"),
     "dstack_lambda_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
                                       why="2 x 8 B200 on InfiniBand (Lambda 1CC); 8 x 400G NDR per node assumed"),
+    "oci_gb200v3_32n_2racks": SetupDef(_ns("GB200", 8, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                       why="OCI GB200-v3.4: 32 trays in two NVL72 racks, assumed 16 per rack (NVLink "
+                                           "domain 64), over OCI RoCE, 8 x 400G assumed; the run disabled NVLS, "
+                                           "which topo cannot switch off (auto may pick nvls_tree)"),
 }
 
 
