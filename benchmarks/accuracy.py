@@ -123,7 +123,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                          "of 64 GPUs (the trays the run used)"),
     "ocioke_gb200_32n_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
                                         why="32 trays on 2 NVL72 racks; the split per rack is not stated "
-                                            "(assumed 16 + 16, as OCI's GB300 2-rack run)"),
+                                            "(assumed 16 + 16, as OCI's GB300 2-rack run); the shape's manifest "
+                                            "sets NCCL_NVLS_ENABLE=0"),
     "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
                                  why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
     "ncclt309gj_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
@@ -140,8 +141,6 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                              protocol="LL128", channels=32,
                                              why="1,024 H100 over RoCE, NCCL_ALGO=Ring, NCCL_PROTO=LL128, 32 "
                                                  "channels; 8 x 400G per node assumed; one leaf group"),
-    "a3mega_h100_2n_tcpxo": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
-                                     why="GCP A3 Mega (8 x 200G TCPXO) inferred from the repository name"),
     "gcp_a4xmax_gb300_2n_xdomain": SetupDef(_ns("GB300", 8, "400 Gb/s", "gcp_roce", 2, gpus=4, domain=4), 8,
                                             why="2 GB300 hosts in different NVLink domains: all traffic between "
                                                 "them on RoCE; 3.2 Tb/s per host assumed"),
@@ -149,7 +148,6 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                        why="2 hosts of one NVL72 (IMEX), 8 ranks"),
     "gcp_a4x_gb200_8n_mnnvl": SetupDef(_ns("GB200", 4, "400 Gb/s", "gcp_roce", 18, gpus=4, domain=72), 32,
                                        why="8 hosts of one NVL72 sub-block, 32 ranks (from the row counts)"),
-    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="p4de, 4 NICs for 8 GPUs"),
     "awsome_p5_2n_eks": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16,
                                  why="EFA: 32 x 100 Gb/s per node; NCCL 2.18.5, aws-ofi-nccl 1.7.3"),
     # NVIDIA/nccl#1801: three NVL partitions of one GB200 system each on a different rack, NVLS off
@@ -161,6 +159,19 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                                 "ring", "3 partitions of 8 GPUs (2 trays each) on 3 racks, Ring"),
     "nccl1801_gb200_3racks_nvl8_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
                                                 "tree", "3 partitions of 8 GPUs on 3 racks, NCCL_ALGO=Tree"),
+    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, protocol="Simple",
+                               why="p4de: 4 x 100 Gb/s EFA per 8 A100; aws-ofi-nccl pins NCCL_PROTO=simple on p4d/p4de"),
+    "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, protocol="Simple",
+                                why="GCP A3 Mega, GPUDirect-TCPXO; Google's TCPXO NCCL profile sets NCCL_PROTO=Simple "
+                                    "(Simple,LL128 since May 2025; the run is undated)"),
+    "gcp_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
+                                         why="GCP A3 Ultra (H200), GPUDirect RDMA with gIB: a second gcp_roce setup"),
+    "sky_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
+                                         why="the same machine type run through SkyPilot on GKE (another run, same page)"),
+    "dstack_nebius_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                      why="2 x 8 H100 on InfiniBand (Nebius); 8 x 400G NDR per node assumed"),
+    "dstack_lambda_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                                      why="2 x 8 B200 on InfiniBand (Lambda 1CC); 8 x 400G NDR per node assumed"),
 }
 
 

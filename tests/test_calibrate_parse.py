@@ -82,6 +82,25 @@ def test_mpirun_output_tags():
     assert r.rows[0].time_s == pytest.approx(28.52e-6)
 
 
+def test_srun_label_prefix_on_every_line():
+    # aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests README: srun -l puts "0: " before each line
+    r = one("awsome_p4de_allreduce_2n.txt")
+    assert [x.size_bytes for x in r.rows] == [8 * 2**i for i in range(29)]  # 8 B .. 2 GiB
+    assert r.rows[0].time_s == pytest.approx(164.3e-6) and r.rows[0].inplace_time_s == pytest.approx(163.3e-6)
+    assert r.rows[-1].time_s == pytest.approx(51406e-6) and r.rows[-1].busbw_GBps == 78.33
+    assert r.collective == "all_reduce" and r.nranks == 16  # busbw / algbw = 2(n-1)/n
+
+
+def test_skypilot_worker_prefix_before_mpirun_tags():
+    # skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md: "(head, rank=0, pid=3808) [1,0]<stdout>:" lines
+    r = one("skypilot_a3ultra_allgather_2n.txt")
+    assert r.nranks == 16 and r.nranks_from == "rank lines" and r.gpu_name == "NVIDIA H200"
+    assert r.hosts == ["nc-d87e1263-head", "nc-d87e1263-worker1"]
+    assert [x.size_bytes for x in r.rows] == [1024 * 2**i for i in range(24)]  # 1 KiB .. 8 GiB
+    assert r.rows[0].time_s == pytest.approx(28.39e-6) and r.rows[0].redop == "none"
+    assert r.rows[-1].time_s == pytest.approx(24724e-6) and r.rows[-1].inplace_busbw_GBps == 332.58
+
+
 def test_newest_header_library_version_and_binary():
     r = one("spark103_allreduce_gb10.txt")  # NVIDIA/dgx-spark-playbooks PR #103
     assert r.nccl_tests_version == "2.20.0" and r.nccl_version == "2.31.2"  # nccl-library=23102

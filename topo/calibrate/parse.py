@@ -6,7 +6,8 @@ sendrecv, scatter, gather, hypercube), current and older column layouts (``redop
 ``# Using devices`` rank lines (ranks, hosts, devices), the NCCL version (``NCCL version 2.20.5+cuda12.4`` or
 ``nccl-library=23102``), out-of-place and in-place columns, ``# Avg bus bandwidth``, ``# Out of bounds values``,
 and ``NCCL_DEBUG=INFO`` lines naming channels and, with ``NCCL_DEBUG_SUBSYS=TUNING``, the algorithm and protocol
-per size. Tags that launchers add (``[0]``, ``[1,0]<stdout>:``) are removed wherever they appear.
+per size. Tags that launchers add (``[0]``, ``[1,0]<stdout>:``) are removed wherever they appear, and at the start
+of a line srun's ``--label`` prefix (``0:``) and Ray's / SkyPilot's ``(head, rank=0, pid=3808)``.
 
 One file may hold several runs (one per header); :func:`parse_text` returns them in order. When a log has no
 binary name, the collective and the rank count are inferred from the table: busbw / algbw is 2(n-1)/n for
@@ -39,6 +40,8 @@ _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float"
           "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
 
 _TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
+_SRUN_LABEL = re.compile(r"^\s*\d+:(?=\s)")  # srun --label: "0: " before every line of task 0
+_RAY_PREFIX = re.compile(r"^\s*\([\w.-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)")  # Ray / SkyPilot worker prefix
 _HEADER = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _ITERS = re.compile(r"(?<![a-z] )iters:\s*(\d+)")
 _WARMUP = re.compile(r"warmup iters:\s*(\d+)")
@@ -199,7 +202,7 @@ def _row(tokens: list[str]) -> Row | None:
 
 
 def _clean(line: str) -> str:
-    return _TAG.sub(" ", line).replace("\t", " ")
+    return _TAG.sub(" ", _SRUN_LABEL.sub(" ", _RAY_PREFIX.sub(" ", line))).replace("\t", " ")
 
 
 def _version_from_code(code: str) -> str:
