@@ -159,8 +159,8 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                                 "ring", "3 partitions of 8 GPUs (2 trays each) on 3 racks, Ring"),
     "nccl1801_gb200_3racks_nvl8_tree": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 6, gpus=4, domain=8), 24,
                                                 "tree", "3 partitions of 8 GPUs on 3 racks, NCCL_ALGO=Tree"),
-    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, protocol="Simple",
-                               why="p4de: 4 x 100 Gb/s EFA per 8 A100; aws-ofi-nccl pins NCCL_PROTO=simple on p4d/p4de"),
+    "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
+                               why="p4de: 4 x 100 Gb/s EFA per 8 A100 (efa on A100 is efa_v1: Simple only)"),
     "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, protocol="Simple",
                                 why="GCP A3 Mega, GPUDirect-TCPXO; Google's TCPXO NCCL profile sets NCCL_PROTO=Simple "
                                     "(Simple,LL128 since May 2025; the run is undated)"),

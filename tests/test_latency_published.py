@@ -63,3 +63,30 @@ def test_roce_provider_latency_is_added_per_network_step():
     oci = modelled("A100", 16, "100 Gb/s", "oci_roce", 2, 16)[0]
     assert plain.latency_s * 1e6 == pytest.approx(tree_ll_us(8, 2, 5.0))
     assert (oci.latency_s - plain.latency_s) * 1e6 == pytest.approx(2 * 7.6)
+
+
+def test_efa_on_a100_is_efa_v1_and_runs_simple_only():
+    # aws/aws-ofi-nccl src/platform-aws.cpp: without 128-byte write ordering (the first EFA generation, p4d/p4de)
+    # the plugin sets NCCL_PROTO=simple. A100 + efa is that generation: tree/Simple, NCCL's Simple constants
+    # (base 8.4 us, NVLink hop 4.0 us) and AWS's 20 + 3 us per network step for Simple:
+    # 8.4 + 2 * (7 * 4.0 + 23) = 110.4 us. Published (awsome-distributed-training, 2 x p4de): 161-178 us at 8 B-2 KiB,
+    # so the model stays too fast there (the p4d per-step latency is not published); with LL it was 55.2 us.
+    want = 8.4 + 2 * (7 * 4.0 + 23.0)
+    res = modelled("A100", 4, "100 Gb/s", "efa", 2, 16)
+    for r in res:
+        assert (r.algorithm, r.protocol) == ("tree", "Simple")
+        assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
+    meas = measured_us("awsome_p4de_2n")
+    assert all(0.6 < r.time_s * 1e6 / meas[r.size_bytes] < 0.75 for r in res)
+    fab = build_fabric(spec_from_dict(node_spec("A100", 4, "100 Gb/s", "efa", 2)))
+    with pytest.raises(Exception, match="protocol LL"):
+        estimate(fab, "all_reduce", [8], gpus=16, protocol="LL")
+    # H100 (p5, EFA v2) keeps every protocol
+    assert modelled("H100", 32, "100 Gb/s", "efa", 2, 16)[0].protocol == "LL"
+
+
+def test_tcpxo_never_runs_ll():
+    # GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md: Google's TCPXO profile sets
+    # NCCL_PROTO=Simple,LL128 (Simple before May 2025), never LL.
+    protos = {r.protocol for r in modelled("H100", 8, "200 Gb/s", "gcp_tcpxo", 2, 16)}
+    assert protos and "LL" not in protos

@@ -117,6 +117,11 @@ source = "a source long enough to count"
      "net_simple_extra_us", "adds to net_step_latency_us"),
     (("[peer_overhead_us]", "[net_latency_us]\nvalue = 300.0\nsource = \"a source long enough\"\n[peer_overhead_us]"),
      "net_latency_us.value", "outside the physical range"),
+    (("[peer_overhead_us]", "[protocols]\nvalue = [\"LL\", \"LL256\"]\nsource = \"a source long enough\"\n[peer_overhead_us]"),
+     "protocols.value", "unknown or repeated protocol"),
+    (("[peer_overhead_us]", "[protocols]\nvalue = [\"LL128\"]\nsource = \"a source long enough\"\n[peer_overhead_us]"),
+     "protocols.value", "must include Simple"),
+    (('kind = "network"', 'kind = "network"\nreplaces = "efa"'), "profile.replaces", "go together"),
 ])
 def test_a_bad_profile_file_is_one_error_with_file_and_key(tmp_path, change, key, words):
     f = _write(tmp_path, GOOD_NET.replace(*change))

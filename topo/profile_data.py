@@ -86,6 +86,9 @@ PARAMETERS: dict[str, Spec] = {
     "net_simple_extra_us": Spec("network", "scalar", 0.0, 100.0, optional=True,
                                 doc="added to net_step_latency_us for the Simple protocol (completion overhead)"),
     "peer_overhead_us": Spec("network", "scalar", 0.0, 100.0, doc="per remote peer of an all-to-all"),
+    "protocols": Spec("network", "protocol_set", 0, 0, optional=True,
+                      doc="the protocols NCCL may use on this network (the NCCL_PROTO its provider's plugin or "
+                          "profile sets; absent: LL, LL128 and Simple)"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
     "reference_ranks_per_domain": Spec("model", "scalar", 0, 1024, optional=True,
                                  doc="NVLS ranks per domain the window and NVLS rates were fitted at (0: off)"),
@@ -100,13 +103,17 @@ class _Header(BaseModel):
     base: str | None = None  # user files: the bundled profile they override
     nccl: str | None = None  # user files: the NCCL constants' version of the base
     provenance: dict[str, Any] = Field(default_factory=dict)  # user files: how it was made (free form)
+    # network files: this file stands for the network ``replaces`` names on these GPU generations (EFA v1 is what
+    # ``efa`` is on A100 instances)
+    replaces: str | None = None
+    generations: list[str] = Field(default_factory=list)
 
 
 class Param(BaseModel):
     """One parameter: its value, where it comes from, and whether it was fitted or assumed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    value: int | float | list[float] | dict[str, dict[str, float | list[float]]] | dict[str, list[float]]
+    value: int | float | list[float] | list[str] | dict[str, dict[str, float | list[float]]] | dict[str, list[float]]
     source: str = Field(min_length=1)
     fitted: bool = False
     fitted_on: str | None = None
@@ -125,6 +132,8 @@ class ProfileFile:
     base: str | None = None
     nccl: str | None = None
     provenance: dict | None = None
+    replaces: str | None = None  # network files: the network this one stands for on ``generations``
+    generations: tuple[str, ...] = ()
 
 
 def _err(path, key, msg) -> TopoError:
@@ -150,6 +159,14 @@ def _check_value(path, name, p: Param, spec: Spec):
             raise _err(path, key, f"must be a list of 3 numbers (one node, two nodes, more), got {v!r}")
         for i, x in enumerate(v):
             _check_number(path, f"{key}[{i}]", x, spec)
+    elif spec.shape == "protocol_set":
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+            raise _err(path, key, f"must be a list of protocol names ({', '.join(_PROTOS)}), got {v!r}")
+        bad = [x for x in v if x not in _PROTOS]
+        if bad or len(set(v)) != len(v):
+            raise _err(path, key, f"unknown or repeated protocol in {v!r}; allowed: {', '.join(_PROTOS)}")
+        if "Simple" not in v:
+            raise _err(path, key, f"must include Simple (NVLS and the large sizes run only Simple), got {v!r}")
     elif spec.shape == "by_protocol":
         if not isinstance(v, dict) or not v:
             raise _err(path, key, f"must be a table per protocol ({', '.join(_PROTOS)}) of lists, got {v!r}")
@@ -221,8 +238,10 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
         missing = [n for n, s in PARAMETERS.items() if s.kind == head.kind and not s.optional and n not in params]
         if missing:
             raise _err(path, missing[0], f"missing; a {head.kind} file needs: {', '.join(missing)}")
+    if (head.replaces or head.generations) and not (head.kind == "network" and head.replaces and head.generations):
+        raise _err(path, "profile.replaces", "replaces and generations go together, in a network file only")
     return ProfileFile(head.kind, head.name, head.description, params, path, head.base, head.nccl,
-                       head.provenance or None)
+                       head.provenance or None, head.replaces, tuple(head.generations))
 
 
 def load_profile_file(path: str | Path) -> ProfileFile:

@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import TopoError
 from .profile_data import ProfileFile, bundled_dir, bundled_files, load_profile_file
 
-__all__ = ["Profile", "PROTOCOLS", "profile_for", "ideal_profile", "resolve_profile", "compose_profile",
+__all__ = ["Profile", "PROTOCOLS", "profile_for", "network_for", "ideal_profile", "resolve_profile", "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -160,7 +160,9 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
     v = {k: p.value for k, p in params.items()}
     ch = int(v["channels"])
     ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
-    eff = {fam: {p: _tup(x) for p, x in protos.items()} for fam, protos in v["proto_efficiency"].items()}
+    allowed = set(v.get("protocols", PROTOCOLS))  # the NCCL_PROTO a provider sets
+    eff = {fam: {p: _tup(x) for p, x in protos.items() if p in allowed}
+           for fam, protos in v["proto_efficiency"].items()}
     if "nvls_efficiency" in v:
         eff["nvls"] = {"Simple": v["nvls_efficiency"]}
         eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
@@ -204,6 +206,7 @@ def profile_parts(generation: str, network: str, nccl: str | None = None) -> lis
     if network not in files["network"]:
         raise TopoError(f"no profile for network {network!r}; known: {', '.join(NETWORKS)}",
                         key="fabric.technology")
+    network = network_for(generation, network)
     nccl = nccl or _DEFAULT_NCCL
     if nccl not in files["nccl"]:
         raise TopoError(f"no NCCL constants for version {nccl!r}; known: {', '.join(NCCL_VERSIONS)}", key="nccl")
@@ -215,9 +218,21 @@ def profile_parts(generation: str, network: str, nccl: str | None = None) -> lis
     return [nccl_file, gpu_file, files["network"][network], files["model"]["topo"]]
 
 
+def network_for(generation: str, network: str) -> str:
+    """The network file a technology means on a GPU generation: a file that ``replaces`` it on that generation
+    (``efa`` on A100 is EFA v1, ``efa_v1``), else the technology's own."""
+    for name, pf in bundled_files()["network"].items():
+        if pf.replaces == network and generation in pf.generations:
+            return name
+    return network
+
+
 def profile_for(generation: str, network: str, nccl: str | None = None) -> Profile:
     """The bundled profile for a GPU generation on a network technology (NCCL constants: ``nccl`` version,
-    default the newest bundled)."""
+    default the newest bundled). A technology another file ``replaces`` on that generation is named as that
+    file (``ampere+efa`` is ``ampere+efa_v1``)."""
+    if network in NETWORKS:
+        network = network_for(generation, network)
     name = f"{generation}+{network}" + (f"@{nccl}" if nccl and nccl != _DEFAULT_NCCL else "")
     return compose_profile(profile_parts(generation, network, nccl), name)
 
