@@ -129,3 +129,28 @@ def test_ring_channels_use_every_nic_once(name):
     sends = np.bincount(f.gpu_nic(src[net]), minlength=n_nics)
     recvs = np.bincount(f.gpu_nic(dst[net]), minlength=n_nics)
     assert np.all(sends == 1) and np.all(recvs == 1), (sends, recvs)
+
+
+def test_ring_channels_over_unequal_domains_leave_through_different_nics():
+    """Ranks spread unequally over domains (128 ranks on two 72-GPU NVL72 racks, as OCI's GB200 two-rack run,
+    oci-hpc-oke README): every channel leaves every domain through its own rank, so no NIC carries two channels
+    (it was one NIC for all of them, a 14x slower ring), and the ring is as fast as over 144 ranks."""
+    from topo import build_fabric, spec_from_dict
+    from topo.calibrate.setup import node_spec
+    from topo.estimate import estimate
+
+    fab = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, 4, 72)))
+    shape = NodeShape.of(fab)
+    groups = place(fab, 128).groups
+    C = channels_for(shape, groups)
+    orders = ring_orders(shape, groups, C)
+    assert C == 56  # one per NIC of the smaller domain (56 GPUs, one NIC each)
+    for c in range(C):
+        assert np.array_equal(np.sort(orders[c], axis=1), np.sort(groups, axis=1))
+    src, dst = orders, np.roll(orders, -1, axis=2)
+    net = fab.gpu_domain(src) != fab.gpu_domain(dst)
+    sends = np.bincount(fab.gpu_nic(src[net]), minlength=fab.layout.num_nics)
+    assert net.sum() == 2 * C and sends.max() == 1
+    full, part = (estimate(fab, "all_reduce", [2**34], gpus=g, algorithm="ring").results[0].busbw_GBps
+                  for g in (144, 128))
+    assert part == pytest.approx(full, rel=0.05)

@@ -52,18 +52,26 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
     if not np.any(doms != doms[:, :1]):
         return 1
     slots = nic_slots(shape, groups)
-    if slots is None:
-        return shape.nics_per_server
+    if slots is None:  # domains hold unequal numbers of ranks: one channel per NIC of the smallest domain
+        starts, sizes = _runs(shape, groups[0])
+        fewest = min(np.unique(shape.nic_of(groups[0, a:a + k])).size for a, k in zip(starts, sizes))
+        per_rank = shape.nics_per_gpu if fewest == sizes.min() else 1
+        return int(min(fewest * per_rank, MAX_CHANNELS))
     n, slot = slots
     per_rank = shape.nics_per_gpu if n == slot.size else 1
     return int(min(n * per_rank, MAX_CHANNELS))
 
 
+def _runs(shape: NodeShape, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and length of each run of consecutive ranks in one NVLink domain (a group's ring order)."""
+    doms = ranks // shape.gpus_per_domain
+    starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
+    return starts, np.diff(np.r_[starts, doms.size])
+
+
 def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
     """Ranks per domain along a group's ring when every domain holds the same number, else None."""
-    doms = groups[0] // shape.gpus_per_domain
-    starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
-    runs = np.diff(np.r_[starts, doms.size])
+    _, runs = _runs(shape, groups[0])
     return int(runs[0]) if np.all(runs == runs[0]) else None
 
 
@@ -79,11 +87,21 @@ def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarr
     - a NIC per rank: channel ``c`` rotates domain ``i``'s block by ``c - i``, so the rank leaving a domain and
       the rank entering the next have the same local index; the last domain is ordered to leave from the first
       domain's entry index (``c``), closing the ring on one rail too (unless it would have to enter and leave
-      by the same rank, when D = 1 mod g: that one edge is forwarded over NVLink, PXN).
+      by the same rank, when D = 1 mod g: that one edge is forwarded over NVLink, PXN);
+    - domains holding unequal numbers of ranks (e.g. 128 ranks on two 72-GPU racks): channel ``c`` rotates the
+      ``b``-th domain's run by ``c - b`` too, so the channels leave every domain through different ranks and NICs
+      (a rail may change between domains, which PXN or the spines carry).
     """
     G, n = groups.shape
     slots = nic_slots(shape, groups)
     out = np.empty((channels, G, n), dtype=np.int64)
+    if slots is None and channels > 1:  # unequal domains: channel c rotates domain run b by c - b, as below
+        starts, sizes = _runs(shape, groups[0])
+        block = np.repeat(np.arange(starts.size), sizes)
+        off = np.arange(n) - starts[block]
+        for c in range(channels):
+            out[c] = groups[:, starts[block] + (c - block + off) % sizes[block]]
+        return out
     if slots is None or slots[1].size == 1:
         out[:] = groups[None]
         return out
