@@ -122,9 +122,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                      why="32 hosts on 2 NVL72 racks, 16 per rack: modelled as 2 NVLink domains "
                                          "of 64 GPUs (the trays the run used)"),
     "ocioke_gb200_32n_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "oci_roce", 32, gpus=4, domain=64), 128,
+                                        "^nvls,nvls_tree",
                                         why="32 trays on 2 NVL72 racks; the split per rack is not stated "
-                                            "(assumed 16 + 16, as OCI's GB300 2-rack run); the shape's manifest "
-                                            "sets NCCL_NVLS_ENABLE=0"),
+                                            "(assumed 16 + 16, as OCI's GB300 2-rack run); auto without NVLS, as "
+                                            "the shape's manifest sets NCCL_NVLS_ENABLE=0"),
     "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
                                  why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
     "ncclt309gj_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,

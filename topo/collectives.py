@@ -14,7 +14,7 @@ from __future__ import annotations
 from .errors import TopoError
 
 __all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "ALGORITHMS", "normalize_algorithm",
-           "NCCL_ALGORITHMS", "REDUCING"]
+           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "pipeline")
 REDUCING = ("all_reduce", "reduce_scatter")
@@ -79,6 +79,33 @@ def normalize_algorithm(collective: str, name: str) -> str:
         raise TopoError(f"unknown algorithm {name!r} for {collective}; allowed: auto, {', '.join(allowed)}",
                         key="algorithm")
     return k
+
+
+def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
+    """What an ``algorithm`` option asks for: ``(label, candidates)``.
+
+    ``auto`` chooses among NCCL's algorithms of the collective; one name runs that algorithm; a comma list
+    (``ring,tree``) chooses among those, and ``^`` before it (``^nvls,nvls_tree``) among NCCL's algorithms but
+    those, as NCCL_ALGO reads them (NCCL_NVLS_ENABLE=0 is ``^nvls,nvls_tree``). The label is what the result
+    reports: ``auto``, the algorithm, or the normalised list.
+    """
+    text = name.strip()
+    if "," not in text and not text.startswith("^"):
+        k = normalize_algorithm(collective, text)
+        return k, (list(NCCL_ALGORITHMS[collective]) if k == "auto" else [k])
+    exclude = text.startswith("^")
+    names = [normalize_algorithm(collective, x) for x in text.lstrip("^").split(",") if x.strip()]
+    if not names or "auto" in names:
+        raise TopoError(f"algorithm list {name!r} must name algorithms of {collective} (not auto); allowed: "
+                        f"{', '.join(ALGORITHMS[collective])}", key="algorithm")
+    names = list(dict.fromkeys(names))
+    if exclude:
+        keep = [a for a in NCCL_ALGORITHMS[collective] if a not in names]
+        if not keep:
+            raise TopoError(f"algorithm {name!r} leaves none of NCCL's algorithms for {collective} "
+                            f"({', '.join(NCCL_ALGORITHMS[collective])})", key="algorithm")
+        return "^" + ",".join(names), keep
+    return (names[0], names) if len(names) == 1 else (",".join(names), names)
 
 
 def busbw_factor(collective: str, num_ranks: int) -> float:

@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from .algorithms import build_schedule
-from .collectives import NCCL_ALGORITHMS, REDUCING, busbw_factor, normalize_algorithm, normalize_collective
+from .collectives import REDUCING, algorithm_candidates, busbw_factor, normalize_collective
 from .cost import Costed, best_protocol, cost_schedule, usable_capacity
 from .errors import TopoError
 from .fabric import Fabric
@@ -131,14 +131,13 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet)."""
     opts = EstimateOptions.from_kwargs(options, **kwargs)
     coll = normalize_collective(collective)
-    algo = normalize_algorithm(coll, opts.algorithm)
+    asked, candidates = algorithm_candidates(coll, opts.algorithm)
     pl = placement_for(fabric, opts)
     prof = choose_profile(fabric, opts.profile)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
     shape = NodeShape.of(fabric)
     cap = usable_capacity(router, prof)
-    candidates = list(NCCL_ALGORITHMS[coll]) if algo == "auto" else [algo]
     costed: dict[str, Costed] = {}
     unavailable: dict[str, str] = {}
     protocols: dict[str, tuple[str, ...]] = {}
@@ -158,7 +157,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             sched.pinned_channels = opts.channels
             loads = load_schedule(router, sched, keep_flows=keep)
         except AlgorithmUnavailable as exc:
-            if algo != "auto":
+            if len(candidates) == 1 and asked != "auto":
                 raise TopoError(f"{name} cannot run here: {exc}", key="algorithm") from None
             unavailable[name] = str(exc)
             continue
@@ -204,8 +203,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     sizes = _sizes(sizes)
     ev = evaluate(fabric, collective, opts)
     coll, pl = ev.collective, ev.placement
-    asked = normalize_algorithm(coll, opts.algorithm)
-    names = list(NCCL_ALGORITHMS[coll]) if asked == "auto" else [asked]
+    asked, names = algorithm_candidates(coll, opts.algorithm)
     factor = busbw_factor(coll, pl.num_ranks)
     results: list[SizeResult] = []
     cand_times: dict[str, list[float | None]] = {n: [] for n in names}

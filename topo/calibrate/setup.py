@@ -73,13 +73,27 @@ def gpu_from_device(device: str) -> str | None:
 
 
 def _algorithm(run: NcclRun) -> tuple[str, str | None]:
-    algo = run.env.get("NCCL_ALGO")
-    if not algo:
-        return "auto", None
-    names = [a.strip().lower() for a in algo.strip("^").split(",") if a.strip()]
-    if algo.startswith("^") or len(names) != 1 or names[0] not in NCCL_ALGO_TO_TOPO:
-        return "auto", f"NCCL_ALGO={algo} is not one algorithm topo models: modelled with auto"
-    return NCCL_ALGO_TO_TOPO[names[0]], None
+    """The algorithms the run could use, as its environment set them: NCCL_ALGO (one, a list, or ``^`` a list to
+    leave out) and NCCL_NVLS_ENABLE=0 (no NVLS nor NVLSTree); with a note when that changes what ``auto`` is."""
+    algo = (run.env.get("NCCL_ALGO") or "").strip()
+    nvls_off = run.env.get("NCCL_NVLS_ENABLE", "").strip() == "0"
+    names = [a.strip().lower() for a in algo.lstrip("^").split(",") if a.strip()]
+    unknown = [a for a in names if a not in NCCL_ALGO_TO_TOPO]
+    if unknown:
+        return "auto", f"NCCL_ALGO={algo} names {', '.join(unknown)}, which topo does not model: modelled with auto"
+    mapped = list(dict.fromkeys(NCCL_ALGO_TO_TOPO[a] for a in names))
+    if algo.startswith("^") or not mapped:  # leave some out of NCCL's set (or none given)
+        drop = mapped + (["nvls", "nvls_tree"] if nvls_off else [])
+        if not drop:
+            return "auto", None
+        why = " and ".join(x for x in (f"NCCL_ALGO={algo}" if mapped else "",
+                                         "NCCL_NVLS_ENABLE=0" if nvls_off else "") if x)
+        return "^" + ",".join(dict.fromkeys(drop)), f"auto without {', '.join(dict.fromkeys(drop))}, as {why} set it"
+    if nvls_off:
+        mapped = [a for a in mapped if a not in ("nvls", "nvls_tree")] or mapped
+    if len(mapped) == 1:
+        return mapped[0], None
+    return ",".join(mapped), f"auto among {', '.join(mapped)}, as NCCL_ALGO={algo} set it"
 
 
 def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
@@ -94,14 +108,17 @@ def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
             notes.append(f"NCCL_PROTO={proto}: modelled with protocol {protocol} only")
         else:
             notes.append(f"NCCL_PROTO={proto} is not one protocol: topo picks the fastest per size")
-    lo, hi = run.env.get("NCCL_MIN_NCHANNELS"), run.env.get("NCCL_MAX_NCHANNELS")
-    try:
-        pick = int(lo) if lo else (int(hi) if hi else None)
-    except ValueError:
-        pick = None
-    if pick is not None and 1 <= pick <= 64:
-        channels = pick
-        notes.append(f"{channels} channels, as NCCL_MIN/MAX_NCHANNELS pinned them")
+    env = run.env
+    for lo_key, hi_key in (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS")):
+        lo, hi = env.get(lo_key), env.get(hi_key)
+        try:
+            pick = int(lo) if lo else (int(hi) if hi else None)
+        except ValueError:
+            pick = None
+        if pick is not None and 1 <= pick <= 64:
+            channels = pick
+            notes.append(f"{channels} channels, as {lo_key if lo else hi_key}={pick} pinned them")
+            break
     return protocol, channels
 
 

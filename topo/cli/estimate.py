@@ -60,7 +60,8 @@ def register(sub) -> None:
     p.add_argument("--group-layout", default=None, choices=("strided", "blocked"),
                    help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
     p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
-                   help=f"auto (one of NCCL's per size, see --choose) or one of: {', '.join(algos)}")
+                   help=f"auto (one of NCCL's per size, see --choose), one of: {', '.join(algos)}; or, as NCCL_ALGO "
+                        "reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree)")
     p.add_argument("--choose", default=None, choices=("fastest", "nccl"),
                    help="how auto picks: fastest on the routed fabric (default), or as NCCL's tuner does by its own "
                         "cost model (topo.tuner), then timed on the routed fabric")
