@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT
 from topo import build_fabric, spec_from_dict
 from topo.calibrate.setup import node_spec
+from topo.errors import TopoError
 from topo.estimate import estimate
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
@@ -79,8 +80,9 @@ def test_efa_on_a100_is_efa_v1_and_runs_simple_only():
     meas = measured_us("awsome_p4de_2n")
     assert all(0.6 < r.time_s * 1e6 / meas[r.size_bytes] < 0.75 for r in res)
     fab = build_fabric(spec_from_dict(node_spec("A100", 4, "100 Gb/s", "efa", 2)))
-    with pytest.raises(Exception, match="protocol LL"):
+    with pytest.raises(TopoError, match="with protocol LL here") as exc:
         estimate(fab, "all_reduce", [8], gpus=16, protocol="LL")
+    assert exc.value.key == "protocol"  # the option at fault, not the algorithm
     # H100 (p5, EFA v2) keeps every protocol
     assert modelled("H100", 32, "100 Gb/s", "efa", 2, 16)[0].protocol == "LL"
 

@@ -172,8 +172,12 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                 router.merge_classes = True
         protocols[name] = protos
     if not costed:
-        raise TopoError(f"no algorithm can run {coll} here: " + "; ".join(f"{k}: {v}" for k, v in
-                                                                          unavailable.items()), key="algorithm")
+        why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
+        if opts.protocol is not None and any(v.startswith("it does not run with protocol") for v in
+                                             unavailable.values()):
+            raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
+                            f"{prof.name}): {why}", key="protocol")
+        raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
     return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose)
 
 
