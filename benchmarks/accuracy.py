@@ -6,7 +6,8 @@ Every setup of data/reference/nccl_tests_measurements.csv is modelled with its G
 absolute percentage error (MdAPE) in the bandwidth regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 
 1. **Leave-one-setup-out (the headline).** The constants of topo/data/profiles/ marked ``fitted = true`` (the
-   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, the network efficiency of RoCE and
+   pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink and its extra latency per NVLink step
+   across NVL72 trays, the network efficiency of RoCE and
    EFA, the per-step latency of each RoCE provider (``oci_roce``, ``gcp_roce``), EFA's per-peer overhead) are
    refitted on every setup but one, starting from the values a user would have without any fit (NCCL's own: no
    window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction, InfiniBand's network values and NCCL's network
@@ -252,8 +253,8 @@ def unfitted(gen: str, tech: str):
     if "nvls" in eff:
         eff["nvls_tree"] = {"Simple": eff["nvls"]["Simple"]}
     p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff)
-    if gen == "blackwell":
-        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency)
+    if gen == "blackwell":  # Hopper's NVLink fraction, and no extra latency for NVLink across trays (NCCL's own)
+        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, mnnvl_hop_extra_s=0.0)
     if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
@@ -295,7 +296,9 @@ def shared_params() -> list[FreeParam]:
            FreeParam("nvls_tree_efficiency", "linear", ib.proto_efficiency["nvls"]["Simple"], 0.3, 1.0,
                      _set_nvls_tree, "gpu:hopper"),
            FreeParam("nvlink_efficiency", "linear", ib.nvlink_efficiency, 0.3, 1.0,
-                     lambda pr, e: replace(pr, nvlink_efficiency=e), "gpu:blackwell")]
+                     lambda pr, e: replace(pr, nvlink_efficiency=e), "gpu:blackwell"),
+           FreeParam("mnnvl_hop_extra_us", "linear", 0.0, 0.0, 10.0,
+                     lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell")]
     for fam in ("roce", "efa"):
         out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                              lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))

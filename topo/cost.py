@@ -34,11 +34,13 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     - collnet (SHARP): base + NVLink hops + one CollNet network latency
     - p2p (textbook steps, sendrecv, all-to-all): base + hops + network overhead per network step
       + per-peer message overhead
-    plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path.
+    plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. In an NVLink domain that
+    spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's
+    ``mnnvl_hop_extra_s`` more.
     """
     f = c.family
     base = profile.base(f, proto)
-    nv = profile.nv_hop(f, proto)
+    nv = profile.nv_hop(f, proto) + (profile.mnnvl_hop_extra_s if c.mnnvl else 0.0)
     net = profile.net_hop(f, proto)
     if f == "ring":
         intra = max(nv, profile.overhead(proto)) if c.multi_domain else nv

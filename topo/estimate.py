@@ -11,6 +11,8 @@ Options are one typed object, :class:`topo.options.EstimateOptions` (keyword arg
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -155,6 +157,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                                                f"{', '.join(protos)})")
                 protos = (opts.protocol,)
             sched.pinned_channels = opts.channels
+            if shape.gpus_per_domain > shape.gpus_per_server:  # NVLink across trays (NVL72): profile's MNNVL term
+                sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
             loads = load_schedule(router, sched, keep_flows=keep)
         except AlgorithmUnavailable as exc:
             if len(candidates) == 1 and asked != "auto":

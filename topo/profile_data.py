@@ -74,6 +74,9 @@ PARAMETERS: dict[str, Spec] = {
     "tree_simple_per_channel_GBps": Spec("gpu", "by_nodes", 1.0, 500.0, doc="tree Simple cap per channel"),
     "nvls_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLS efficiency (absent: no NVLS)"),
     "nvls_tree_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLSTree efficiency"),
+    "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
+                               doc="latency added to every NVLink step when the NVLink domain spans several servers "
+                                   "(NVL72 racks: multi-node NVLink), any protocol"),
     "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0,
                           doc="multiplier on the per-step network latencies (NCCL's, or net_step_latency_us)"),

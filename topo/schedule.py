@@ -167,6 +167,7 @@ class LatencyCounts:
     peers: float = 0.0  # remote peers messaged one by one (all-to-all)
     one_per_domain: bool = False  # one rank per domain: NCCL then prices network hops with the Tree's latency
     ring_allreduce: bool = False  # a ring all-reduce (NCCL's model counts its network steps its own way)
+    mnnvl: bool = False  # the NVLink domain spans several servers (an NVL72 rack): NVLink steps cost more
 
 
 @dataclass(frozen=True)
