@@ -126,3 +126,23 @@ def test_bad_cluster_flags_name_the_flag():
                             (("--nic-rate", "fast"), "error: --nic-rate: expected a bandwidth with its unit")):
             p = run_cli(cmd, log, "--gpu", "H100", *flags)
             assert p.returncode == 2 and p.stderr.startswith(want) and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_cut_short_rank_lines_model_the_whole_run():
+    # Review findings (tests/data/nccl_logs/SOURCES.md): nccl-tests #322 (mpirun -np 1024, 16 rank lines shown)
+    # was compared on 16 ranks; OCI's GB200 log (one line, Rank 127) failed with "a ring needs at least 2 ranks".
+    p = run_cli("compare", str(LOGS / "ncclt322_h100_1024_roce_ring.txt"), "--network", "roce", check=True)
+    assert "all_reduce on 1024 ranks; model H100-128x8-roce" in p.stdout
+    assert "1024 ranks from the launcher's process count (the log's rank lines list only 16" in p.stderr
+    p = run_cli("compare", str(LOGS / "ocioke_gb200_2racks_allreduce.txt"), "--network", "oci_roce", check=True)
+    assert "all_reduce on 128 ranks; model GB200-32x4-oci_roce" in p.stdout
+
+
+def test_more_ranks_than_the_rank_lines_hold_adds_nodes():
+    # Review finding: SOURCES.md says "topo compare needs --ranks 1024" for nccl-tests #322, but `--ranks 1024`
+    # failed with "nodes: 2 nodes of 8 GPUs cannot hold 1024 ranks" (nodes taken from the 2 hosts listed)
+    run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]  # 16 rank lines on 2 hosts, 8 each
+    s = setup_from_run(run, ranks=32)
+    assert s.gpus == 32 and s.fabric.num_gpus == 32
+    assert "4 nodes of 8 GPUs assumed for 32 ranks (the log's rank lines list 2 hosts)" in s.assumptions
+    assert setup_from_run(run).fabric.num_gpus == 16

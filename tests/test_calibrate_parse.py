@@ -129,3 +129,26 @@ def test_a_file_that_is_not_a_log_is_one_clean_error(tmp_path, content):
 def test_missing_file():
     with pytest.raises(TopoError, match="no such log file"):
         parse_file(LOGS / "nope.txt")
+
+
+def test_rank_lines_cut_short_do_not_set_the_rank_count():
+    # Review finding: NVIDIA/nccl-tests issue #322 ran `mpirun -np 1024` (nThread 1 nGpus 1) but the excerpt lists
+    # rank lines 0-15 only: the run was modelled on 16 ranks (2 hosts), silently. busbw/algbw of its 16 GiB row
+    # (367.29 / 183.83 = 1.998 = 2(n-1)/n, n ~ 990) says the same as -np: far more than 16 ranks.
+    r = one("ncclt322_h100_1024_roce_ring.txt")
+    assert r.launcher_processes == 1024 and r.nranks == 1024 and r.nranks_from.startswith("launcher")
+    assert not r.rank_lines_complete and r.nranks_at_least == 16 and r.gpus_per_host is None
+    # without the command line, the ratio alone cannot pin 1024 (rounding leaves ~990 +- 53): no count, not 16
+    text = (LOGS / "ncclt322_h100_1024_roce_ring.txt").read_text()
+    r = parse_text(text.replace("-np 1024", ""), "x.txt")[0]
+    assert r.launcher_processes is None and r.nranks is None and not r.rank_lines_complete
+
+
+def test_a_single_rank_line_of_rank_127_is_not_a_one_rank_run():
+    # Review finding: OCI's GB200 two-rack log (oci-hpc-oke README) keeps one rank line, "Rank 127 ... device 3":
+    # it was read as 1 rank on 1 host with 1 GPU ("no algorithm can run all_reduce here: a ring needs at least 2
+    # ranks"). Rank 127 means at least 128 ranks, and busbw/algbw of the 32 GiB row, 683.57 / 344.48 = 1.98436 =
+    # 2(n-1)/n, gives n = 127.9 +- 0.5: 128 is the one count at or above 128.
+    r = one("ocioke_gb200_2racks_allreduce.txt")
+    assert r.nranks_at_least == 128 and not r.rank_lines_complete and r.gpus_per_host is None
+    assert r.nranks == 128 and r.nranks_from.startswith("inferred")

@@ -112,9 +112,19 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     notes: list[str] = []
     n = ranks or run.nranks
     if n is None:
+        if run.nranks_at_least:
+            raise TopoError(f"the log's '# Using devices' lines are cut short (they name rank "
+                            f"{run.nranks_at_least - 1} but list {len({r.rank for r in run.ranks})}), and neither "
+                            "a launcher command nor busbw/algbw says how many ranks ran; give the rank count",
+                            source=run.source, key="ranks")
         raise TopoError("the log does not say how many ranks ran (no '# Using devices' lines, no NCCL INFO "
                         "nranks, busbw/algbw ambiguous); give the rank count", source=run.source, key="ranks")
-    if run.nranks_from.startswith("inferred") and not ranks:
+    if not ranks and not run.rank_lines_complete:
+        how = ("busbw/algbw" if run.nranks_from.startswith("inferred") else
+               "the launcher's process count" if run.nranks_from.startswith("launcher") else run.nranks_from)
+        notes.append(f"{n} ranks from {how} (the log's rank lines list only {len({r.rank for r in run.ranks})}: "
+                     "their hosts are not used)")
+    elif run.nranks_from.startswith("inferred") and not ranks:
         notes.append(f"{n} ranks inferred from busbw/algbw")
     algorithm, why = _algorithm(run)
     if why:
@@ -136,8 +146,14 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     gpn = gpus_per_node or run.gpus_per_host
     if gpn is None:
         gpn = min(n, model.host_gpus)
-        notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)")
-    nodes = nodes or (len(run.hosts) if run.hosts and run.gpus_per_host else math.ceil(n / gpn))
+        notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)" if run.rank_lines_complete else
+                     f"{gpn} GPUs per node assumed (the log's rank lines do not show every host)")
+    if nodes is None:
+        listed = len(run.hosts) if run.hosts and run.gpus_per_host else 0
+        nodes = listed if listed * gpn >= n else math.ceil(n / gpn)
+        if listed and nodes != listed:  # more ranks than the rank lines' hosts hold (ranks given)
+            notes.append(f"{nodes} nodes of {gpn} GPUs assumed for {n} ranks (the log's rank lines list "
+                         f"{listed} hosts)")
     if nodes * gpn < n:
         raise TopoError(f"{nodes} nodes of {gpn} GPUs cannot hold {n} ranks", key="nodes")
     if nics is None:
