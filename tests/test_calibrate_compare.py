@@ -146,3 +146,19 @@ def test_more_ranks_than_the_rank_lines_hold_adds_nodes():
     assert s.gpus == 32 and s.fabric.num_gpus == 32
     assert "4 nodes of 8 GPUs assumed for 32 ranks (the log's rank lines list 2 hosts)" in s.assumptions
     assert setup_from_run(run).fabric.num_gpus == 16
+
+
+def test_cluster_flags_with_a_spec_are_an_error_not_ignored():
+    # Review finding: `topo compare LOG --spec dgx-h100-superpod --gpu B200 --nics 2 --nic-rate 100Gbps` modelled
+    # the spec's H100 with 8 x 400G and said nothing: the three flags did nothing
+    log = str(LOGS / "dstack_nebius_h100_allreduce_2n.txt")
+    for cmd in ("compare", "calibrate"):
+        p = run_cli(cmd, log, "--spec", "dgx-h100-superpod", "--gpu", "B200", "--nics", "2")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith("error: --gpu: --gpu, --nics describe the cluster built from the log and are "
+                                   "not used with --spec"), p.stderr
+    run = parse_file(log)[0]
+    with pytest.raises(TopoError, match="nic_rate describe the cluster built from the log") as exc:
+        setup_from_run(run, spec="dgx-h100-superpod", nic_rate="100 Gb/s")
+    assert exc.value.key == "nic_rate"
+    assert setup_from_run(run, spec="dgx-h100-superpod", ranks=16).gpus == 16  # ranks still apply

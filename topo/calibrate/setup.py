@@ -131,6 +131,11 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         notes.append(why)
     protocol, channels = _pinned(run, notes)
     if spec is not None:
+        given = [k for k, v in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics),
+                                ("nic_rate", nic_rate), ("network", network)) if v is not None]
+        if given:  # they describe the cluster built from the log; a spec says all of it
+            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
+                            "spec; set them in the spec, or give no spec", key=given[0])
         sp = spec if not isinstance(spec, str) else load_spec(spec)
         fabric = build_fabric(sp)
         if n > fabric.num_gpus:

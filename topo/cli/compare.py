@@ -30,6 +30,13 @@ def add_cluster_arguments(p) -> None:
 def cluster_from_args(args) -> dict:
     """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it (the flags' own errors name
     the flag, not the spec key it becomes)."""
+    if args.spec is not None:
+        given = [f for f, v in (("--gpu", args.gpu), ("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
+                                ("--nics", args.nics), ("--nic-rate", args.nic_rate), ("--network", args.network))
+                 if v is not None]
+        if given:
+            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with "
+                            "--spec; set them in the spec (or drop --spec)", key=given[0])
     if args.network is not None and args.network not in NETWORKS:
         raise TopoError(f"unknown network {args.network!r}; allowed: {', '.join(NETWORKS)}", key="--network")
     if args.nic_rate is not None:
