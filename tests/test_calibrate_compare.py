@@ -190,3 +190,19 @@ def test_a_gap_over_the_whole_sweep_is_not_called_latency(tmp_path):
     assert "over sizes where latency dominates and sizes where bandwidth does" in res.verdict
     assert "where latency dominates:" not in res.verdict
 
+
+
+def test_estimate_says_when_a_calibrated_profile_is_used_on_another_network(tmp_path):
+    # Review finding: `topo calibrate a3mega_tcpxo_allreduce_2n.txt --nic-rate 200Gbps --network gcp_tcpxo -o
+    # my.toml` then `topo estimate --profile my.toml -g 16` ran the TCPXO fit on the default spec (h100-100k,
+    # InfiniBand NDR) without a word
+    prof = tmp_path / "my.toml"
+    p = run_cli("calibrate", str(LOGS / "a3mega_tcpxo_allreduce_2n.txt"), "--nic-rate", "200Gbps", "--network",
+                "gcp_tcpxo", "-o", str(prof), check=True)
+    assert "it describes the cluster it was fitted on (H100-2x8-gcp_tcpxo" in p.stderr
+    p = run_cli("estimate", "--profile", str(prof), "-g", "16", "--size", "1G", check=True)
+    assert (f"note: {prof} was fitted on a hopper+gcp_tcpxo cluster, but this spec (h100-100k) is "
+            "hopper+infiniband_ndr") in p.stderr
+    p = run_cli("estimate", "--profile", str(prof), "-g", "16", "--size", "1G", "--set",
+                "fabric.technology=gcp_tcpxo", check=True)
+    assert "note:" not in p.stderr and "profile my" in p.stdout

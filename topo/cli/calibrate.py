@@ -47,4 +47,8 @@ def run(args) -> int:
         note(f"  {k} = {v:.4g}")
     if args.output:
         note(f"wrote {args.output}")
+        specs = sorted({log["spec"] for log in res.logs})
+        note(f"it describes the cluster it was fitted on ({', '.join(specs)}, under the assumptions above): use it "
+             f"with that cluster's spec (topo estimate SPEC --profile {args.output}) or the same flags (topo "
+             f"compare LOG ... --profile {args.output})")
     return 0
