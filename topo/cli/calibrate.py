@@ -37,6 +37,8 @@ def run(args) -> int:
         for a in log["assumptions"]:
             note(f"assumption ({log['path']}): {a}")
     if args.json:
+        if res.warning:
+            note(f"warning: {res.warning}")
         emit_json(res.to_dict())
         return 0
     if args.output is None:
@@ -45,6 +47,8 @@ def run(args) -> int:
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
     for k, v in res.fit.values.items():
         note(f"  {k} = {v:.4g}")
+    if res.warning:
+        note(f"warning: {res.warning}")
     if args.output:
         note(f"wrote {args.output}")
         specs = sorted({log["spec"] for log in res.logs})
