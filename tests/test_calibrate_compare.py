@@ -206,3 +206,9 @@ def test_estimate_says_when_a_calibrated_profile_is_used_on_another_network(tmp_
     p = run_cli("estimate", "--profile", str(prof), "-g", "16", "--size", "1G", "--set",
                 "fabric.technology=gcp_tcpxo", check=True)
     assert "note:" not in p.stderr and "profile my" in p.stdout
+    # compare with the profile but without the flags that built its cluster: the same note
+    p = run_cli("compare", str(LOGS / "a3mega_tcpxo_allreduce_2n.txt"), "--profile", str(prof), check=True)
+    assert "but this spec (H100-2x8-infiniband_ndr) is hopper+infiniband_ndr" in p.stderr
+    p = run_cli("compare", str(LOGS / "a3mega_tcpxo_allreduce_2n.txt"), "--nic-rate", "200Gbps", "--network",
+                "gcp_tcpxo", "--profile", str(prof), check=True)
+    assert "note:" not in p.stderr

@@ -8,6 +8,7 @@ from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
 from ..profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
+from .common import profile_mismatch
 from .output import emit, emit_json, note, table
 
 
@@ -69,9 +70,13 @@ def register(sub) -> None:
 def run(args) -> int:
     runs = parse_file(args.log)
     results = []
+    mismatch = None
     for r in runs:
         setup = setup_from_args(r, args)
         results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+        mismatch = mismatch or profile_mismatch(args.profile, setup.fabric)
+    if mismatch:
+        note(mismatch)
     if args.json:
         emit_json(results[0].to_dict() if len(results) == 1 else {"runs": [x.to_dict() for x in results]})
         return 0
