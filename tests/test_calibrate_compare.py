@@ -212,3 +212,31 @@ def test_estimate_says_when_a_calibrated_profile_is_used_on_another_network(tmp_
     p = run_cli("compare", str(LOGS / "a3mega_tcpxo_allreduce_2n.txt"), "--nic-rate", "200Gbps", "--network",
                 "gcp_tcpxo", "--profile", str(prof), check=True)
     assert "note:" not in p.stderr
+
+
+def test_hosts_in_different_nvl72_racks_can_be_said():
+    # Review finding: GCP's A4X Max all-gather (gcp_a4xmax_allgather_collapsed.txt) ran on two GB300 hosts in
+    # different NVLink domains (SOURCES.md); the log cannot say so, and no flag could: both hosts were modelled in
+    # one 72-GPU rack, all traffic on NVLink, and `calibrate` absorbed that with nvlink_efficiency = 0.40.
+    log = LOGS / "gcp_a4xmax_allgather_collapsed.txt"
+    run = parse_file(log)[0]
+    one_rack = setup_from_run(run, network="gcp_roce", nics=8)
+    apart = setup_from_run(run, network="gcp_roce", nics=8, gpus_per_domain=4)
+    assert one_rack.fabric.spec.scale_up.gpus_per_domain == 72 and apart.fabric.spec.scale_up.gpus_per_domain == 4
+    assert "GB300 hosts modelled as trays of 4-GPU NVLink domains" in apart.assumptions
+    big = 16 * 2**30  # 16 GiB: NVLink in one rack; 8 x 400G RoCE per host apart (the measured 357 GB/s busbw)
+    assert compare_run(run, apart).rows[-1].model_busbw_GBps < 400 < compare_run(run, one_rack).rows[-1].model_busbw_GBps
+    assert compare_run(run, apart).rows[-1].size_bytes == big
+    p = run_cli("compare", str(log), "--gpus-per-domain", "6")
+    assert p.returncode == 2 and p.stderr == ("error: --gpus-per-domain: 6 GPUs per NVLink domain is not a whole "
+                                              "number of nodes of 4 GPUs\n")
+    p = run_cli("calibrate", str(LOGS / "a3mega_tcpxo_allreduce_2n.txt"), "--gpus-per-domain", "16")
+    assert p.returncode == 2 and "error: --gpus-per-domain: H100 has no NVLink between nodes" in p.stderr
+
+
+def test_setup_errors_name_the_flag_to_give():
+    # Review finding: "error: LOG: gpu: the log does not name a GPU model ..." named a key the user never typed
+    p = run_cli("compare", str(LOGS / "tutel172_alltoall_tagged.txt"))
+    assert p.returncode == 2 and ": --gpu: the log does not name a GPU model topo knows" in p.stderr
+    p = run_cli("compare", str(LOGS / "dstack_nebius_h100_allreduce_2n.txt"), "--gpu", "H100", "--nodes", "1")
+    assert p.stderr == "error: --nodes: 1 nodes of 8 GPUs cannot hold 16 ranks\n"

@@ -7,7 +7,8 @@ measured job usually sits) with, unless told otherwise:
 - nodes = the distinct hosts of those lines, GPUs per node = ranks per host; without rank lines, the GPU model's
   GPUs per server (8 for HGX, 4 per NVL72 compute tray) and as many nodes as the ranks need;
 - one NIC per GPU (``nics``), at ``nic_rate`` 400 Gb/s, on ``network`` infiniband_ndr;
-- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain.
+- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain (``gpus_per_domain``
+  says otherwise: 4 for hosts in different racks, 64 for 16 trays used per rack).
 
 Every default used is returned in :attr:`Setup.assumptions`, so a report can say what it assumed.
 """
@@ -107,7 +108,8 @@ def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
 
 def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int | None = None,
                    gpus_per_node: int | None = None, nics: int | None = None, nic_rate: str | None = None,
-                   network: str | None = None, ranks: int | None = None) -> Setup:
+                   network: str | None = None, ranks: int | None = None,
+                   gpus_per_domain: int | None = None) -> Setup:
     """The fabric to model ``run`` on: ``spec`` (a Spec, a file or a bundled name) or one built from the log."""
     notes: list[str] = []
     n = ranks or run.nranks
@@ -132,7 +134,8 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     protocol, channels = _pinned(run, notes)
     if spec is not None:
         given = [k for k, v in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics),
-                                ("nic_rate", nic_rate), ("network", network)) if v is not None]
+                                ("nic_rate", nic_rate), ("network", network), ("gpus_per_domain", gpus_per_domain))
+                 if v is not None]
         if given:  # they describe the cluster built from the log; a spec says all of it
             raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
                             "spec; set them in the spec, or give no spec", key=given[0])
@@ -172,11 +175,25 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         notes.append(f"network {network} assumed")
     domain = None
     servers = nodes
+    if gpus_per_domain is not None:
+        if gpus_per_domain < gpn or gpus_per_domain % gpn:
+            raise TopoError(f"{gpus_per_domain} GPUs per NVLink domain is not a whole number of nodes of {gpn} "
+                            "GPUs", key="gpus_per_domain")
+        if gpus_per_domain > gpn and model.domain_gpus <= model.host_gpus:
+            raise TopoError(f"{model.name} has no NVLink between nodes: its NVLink domain is one node of {gpn} "
+                            f"GPUs, got {gpus_per_domain}", key="gpus_per_domain")
+        if gpus_per_domain > max(model.domain_gpus, gpn):
+            raise TopoError(f"{gpus_per_domain} GPUs per NVLink domain is more than a {model.name} domain holds "
+                            f"({model.domain_gpus})", key="gpus_per_domain")
     if model.domain_gpus > model.host_gpus:  # NVL72: hosts are trays of racks
-        domain = model.domain_gpus
-        per_rack = model.domain_gpus // gpn
+        domain = gpus_per_domain or model.domain_gpus
+        per_rack = domain // gpn
         servers = per_rack * math.ceil(nodes / per_rack)
-        notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks")
+        if gpus_per_domain is None:
+            notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks (the log cannot say which "
+                         "rack each host is in)")
+        else:
+            notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink domains")
     name = f"{gpu}-{nodes}x{gpn}-{network}"
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)

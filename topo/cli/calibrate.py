@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs
-from .compare import add_cluster_arguments, cluster_from_args
+from ..errors import TopoError
+from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
 
 
@@ -30,9 +31,12 @@ def register(sub) -> None:
 def run(args) -> int:
     if args.output is not None:  # a bad -o fails before the fit (an empty one too)
         check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
-    res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
-                         output_key="-o", force_option="--force", collective=args.collective,
-                         **cluster_from_args(args))
+    try:
+        res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
+                             output_key="-o", force_option="--force", collective=args.collective,
+                             **cluster_from_args(args))
+    except TopoError as exc:
+        raise cluster_flag_error(exc) from None
     for log in res.logs:
         for a in log["assumptions"]:
             note(f"assumption ({log['path']}): {a}")

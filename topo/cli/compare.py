@@ -24,6 +24,9 @@ def add_cluster_arguments(p) -> None:
     p.add_argument("--nic-rate", default=None, help=f"NIC line rate (default {DEFAULT_NIC_RATE})")
     p.add_argument("--network", default=None,
                    help=f"network technology of the spec (default {DEFAULT_NETWORK}); see 'topo profile list'")
+    p.add_argument("--gpus-per-domain", default=None, type=int,
+                   help="GPUs per NVLink domain (default: 72 for GB200/GB300 trays, else one node's); e.g. 4 for "
+                   "GB200/GB300 hosts in different racks")
     p.add_argument("--ranks", default=None, type=int, help="ranks of the run (default: from the log)")
     p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
 
@@ -33,7 +36,8 @@ def cluster_from_args(args) -> dict:
     the flag, not the spec key it becomes)."""
     if args.spec is not None:
         given = [f for f, v in (("--gpu", args.gpu), ("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
-                                ("--nics", args.nics), ("--nic-rate", args.nic_rate), ("--network", args.network))
+                                ("--nics", args.nics), ("--nic-rate", args.nic_rate), ("--network", args.network),
+                                ("--gpus-per-domain", args.gpus_per_domain))
                  if v is not None]
         if given:
             raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with "
@@ -46,11 +50,28 @@ def cluster_from_args(args) -> dict:
         except UnitError as exc:
             raise TopoError(str(exc), key="--nic-rate") from None
     return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
-                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
+                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks,
+                gpus_per_domain=args.gpus_per_domain)
+
+
+CLUSTER_FLAGS = {"gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node", "nics": "--nics",
+                 "nic_rate": "--nic-rate", "network": "--network", "ranks": "--ranks",
+                 "gpus_per_domain": "--gpus-per-domain", "collective": "-c", "spec": "--spec",
+                 "profile": "--profile"}
+
+
+def cluster_flag_error(exc: TopoError) -> TopoError:
+    """The library's error with its option name (``gpus_per_domain``) replaced by the flag (``--gpus-per-domain``)."""
+    if exc.key in CLUSTER_FLAGS:
+        return TopoError(exc.message, source=exc.source, key=CLUSTER_FLAGS[exc.key])
+    return exc
 
 
 def setup_from_args(run, args):
-    return setup_from_run(run, **cluster_from_args(args))
+    try:
+        return setup_from_run(run, **cluster_from_args(args))
+    except TopoError as exc:
+        raise cluster_flag_error(exc) from None
 
 
 def register(sub) -> None:
@@ -73,7 +94,10 @@ def run(args) -> int:
     mismatch = None
     for r in runs:
         setup = setup_from_args(r, args)
-        results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+        try:
+            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+        except TopoError as exc:
+            raise cluster_flag_error(exc) from None
         mismatch = mismatch or profile_mismatch(args.profile, setup.fabric)
     if mismatch:
         note(mismatch)
