@@ -156,3 +156,16 @@ def test_a_fit_that_stays_far_off_says_so():
     assert res.fit.mdape_after_pct > 50 and "do not use this profile for predictions" in res.warning
     p = run_cli("calibrate", str(log), "--gpu", "A100", "--ranks", "16", "-c", "alltoall", "--json", check=True)
     assert json.loads(p.stdout)["warning"] == res.warning and "warning: the fitted profile is still" in p.stderr
+
+
+def test_calibrate_json_without_output_carries_the_profile(tmp_path):
+    # Review finding: `topo calibrate LOG --gpu H100 --json` (no -o) printed the fit but the profile itself went
+    # nowhere: neither written nor printed. The JSON now holds it, and it loads as the file -o would write.
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "nccl_logs" / "dstack_nebius_h100_allreduce_2n.txt"
+    doc = json.loads(run_cli("calibrate", str(log), "--gpu", "H100", "--json", check=True).stdout)
+    f = tmp_path / "from-json.toml"
+    f.write_text(doc["profile_toml"])
+    assert tomllib.loads(doc["profile_toml"])["profile"]["kind"] == "user"
+    assert resolve_profile(str(f)).name == "calibrated"

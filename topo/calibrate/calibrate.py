@@ -39,7 +39,7 @@ class CalibrationResult:
 
     def to_dict(self) -> dict:
         return {"base": self.base, "name": self.name, "output": self.output, "logs": self.logs,
-                **self.fit.to_dict(), "warning": self.warning}
+                **self.fit.to_dict(), "warning": self.warning, "profile_toml": self.text}
 
 
 def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[list[Case], list[dict], Profile]:
