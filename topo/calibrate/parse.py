@@ -57,7 +57,8 @@ _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _CHANNELS = re.compile(r"NCCL INFO (\d+) coll channels")
 _TUNING = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)(?:.*?time ([0-9.]+))?")
 _NRANKS = re.compile(r"NCCL INFO .*\bnranks (\d+)\b")
-_LAUNCH_NP = re.compile(r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|--np|-n|--ntasks)(?:=|\s+)(\d+)\b")
+_LAUNCH_NP = re.compile(  # mpirun -np N, srun -n N: the processes launched
+    r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|--np|-n|--ntasks)(?:=|\s+)(\d+)\b")
 _ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS))(?:=| set by environment to )(\S+)")
 
 

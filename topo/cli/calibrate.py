@@ -24,7 +24,8 @@ def register(sub) -> None:
                    "existing file topo did not write is kept unless --force")
     p.add_argument("--force", action="store_true", help="replace an existing output file topo did not write")
     p.add_argument("--name", default=None, help="the profile's name (default: the output file's stem)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout: the fit, and the profile as TOML text (profile_toml)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout: the fit, and the profile as TOML text (profile_toml)")
     p.set_defaults(func=run)
 
 
