@@ -241,3 +241,11 @@ def test_setup_errors_name_the_flag_to_give():
     assert p.returncode == 2 and ": --gpu: the log does not name a GPU model topo knows" in p.stderr
     p = run_cli("compare", str(LOGS / "dstack_nebius_h100_allreduce_2n.txt"), "--gpu", "H100", "--nodes", "1")
     assert p.stderr == "error: --nodes: 1 nodes of 8 GPUs cannot hold 16 ranks\n"
+
+
+def test_an_unnamed_collective_error_says_what_the_table_fits():
+    # Review finding: GCP A3 Ultra's all-gather log said only "its table could be several; name it"
+    p = run_cli("compare", str(LOGS / "a3ultra_gib_allgather_2n.txt"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "-c: the log does not say which collective ran (no *_perf binary name; its table fits all_gather or " \
+           "alltoall: busbw/algbw = (n-1)/n); name it" in p.stderr

@@ -72,8 +72,8 @@ def test_bare_old_table_without_redop_or_root():
     assert r.rows[-1].size_bytes == 67108864 and r.rows[-1].time_s == pytest.approx(29605e-6)
     assert r.rows[0].inplace_wrong == 1.0 and r.rows[0].wrong == 0.0
     # all-gather and all-to-all share busbw = algbw (n-1)/n: the collective stays unknown, and the rounding of
-    # 2.27 / 2.13 GB/s cannot tell 15 from 16 or 17 ranks
-    assert r.collective is None and r.nranks is None
+    # 2.27 / 2.13 GB/s cannot tell 15 from 16 or 17 ranks; the count per rank can (see below)
+    assert r.collective is None and r.nranks_from != "inferred (busbw / algbw)"
 
 
 def test_mpirun_output_tags():
@@ -152,3 +152,16 @@ def test_a_single_rank_line_of_rank_127_is_not_a_one_rank_run():
     r = one("ocioke_gb200_2racks_allreduce.txt")
     assert r.nranks_at_least == 128 and not r.rank_lines_complete and r.gpus_per_host is None
     assert r.nranks == 128 and r.nranks_from.startswith("inferred")
+
+
+def test_count_per_rank_gives_the_rank_count_of_gather_like_tables():
+    # Review finding: microsoft/msccl issue #48's all-to-all table (no header, no binary name) needed --ranks 16:
+    # busbw/algbw = 1.72 / 1.83 at 1 MiB leaves n = 17 +- 5. nccl-tests prints all-gather and all-to-all counts
+    # per rank: 1048576 B / (16384 x 4 B) = 16 (as GCP's all-gather, 4096 / (128 x 4) = 8 on its 8 ranks).
+    r = one("msccl48_alltoall_16gpu.txt")
+    assert r.nranks == 16 and r.nranks_from.startswith("inferred (size / count per rank")
+    assert r.collective is None and r.collective_candidates[:2] == ["all_gather", "alltoall"]
+    r = one("tutel172_alltoall_tagged.txt")  # 1024 B / (32 x 4 B) = 8, as busbw/algbw says too
+    assert r.nranks == 8
+    r = one("a3ultra_gib_allgather_2n.txt")  # rank lines: 16, and the table says all-gather or all-to-all
+    assert r.nranks == 16 and r.nranks_from == "rank lines" and r.collective_candidates == ["all_gather", "alltoall"]

@@ -94,8 +94,10 @@ class CompareResult:
 def run_collective(run: NcclRun, collective: str | None = None) -> str:
     coll = collective or run.collective
     if coll is None:
-        raise TopoError("the log does not say which collective ran (no *_perf binary name, and its table could "
-                        "be several); name it", source=run.source, key="collective")
+        fits = (f"its table fits {' or '.join(run.collective_candidates)}: busbw/algbw = (n-1)/n"
+                if run.collective_candidates else "and its table could be several")
+        raise TopoError(f"the log does not say which collective ran (no *_perf binary name; {fits}); name it",
+                        source=run.source, key="collective")
     if coll not in COLLECTIVES:
         raise TopoError(f"{coll} is measured by nccl-tests but not modelled by topo; modelled: "
                         f"{', '.join(COLLECTIVES)}", source=run.source, key="collective")

@@ -12,7 +12,10 @@ of a line srun's ``--label`` prefix (``0:``) and Ray's / SkyPilot's ``(head, ran
 One file may hold several runs (one per header); :func:`parse_text` returns them in order. When a log has no
 binary name, the collective and the rank count are inferred from the table: busbw / algbw is 2(n-1)/n for
 all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, and 1 for the rest (nccl-tests'
-doc/PERFORMANCE.md); ``redop`` and ``root`` tell the rest apart where they can.
+doc/PERFORMANCE.md); ``redop`` and ``root`` tell the rest apart where they can. All-gather and all-to-all print
+their count per rank, so size / (count x type size) is the rank count where busbw / algbw is too coarse. Rank
+lines that list fewer ranks than the run had (a paste cut short, one line of rank 127, ``mpirun -np 1024`` above 16
+lines, or busbw / algbw of another count) do not set the rank count nor the hosts.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ COLLECTIVES_PERF = {
 _ALGOS = {"0": "tree", "1": "ring", "2": "collnet_direct", "3": "collnet_chain", "4": "nvls", "5": "nvls_tree",
           "6": "pat"}
 _PROTOS = {"0": "LL", "1": "LL128", "2": "Simple"}
+_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1,
+               "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "int32": 4, "uint32": 4, "int": 4, "float": 4,
+               "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
 _REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none", "all"}
 _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "fp8_e4m3",
           "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
@@ -101,6 +107,7 @@ class NcclRun:
     binary: str | None = None
     collective: str | None = None
     collective_from: str = "unknown"  # binary, command, or inferred (from busbw/algbw, redop, root)
+    collective_candidates: list[str] = field(default_factory=list)  # what the table fits, when it cannot tell
     nthread: int | None = None
     ngpus: int | None = None
     min_bytes: int | None = None
@@ -401,6 +408,14 @@ def _infer(run: NcclRun) -> None:
         n = 1.0 / (1.0 - ratio)
         d_n = d_ratio * n * n
         coll = "reduce_scatter" if redop not in (None, "none", "all") and run.rows[0].root is not None else None
+        if coll is None:
+            run.collective_candidates = ["all_gather", "alltoall"] + (["reduce_scatter"] if redop is None else [])
+        # all-gather, reduce-scatter and all-to-all print the count per rank: size / (count x type size) = n
+        per = _TYPE_BYTES.get(big.type.lower())
+        k = big.size_bytes / (big.count * per) if per and big.count else 0
+        if run.nranks is None and k >= 2 and k == int(k) and abs(k - n) <= d_n + 0.5 and k >= (
+                run.nranks_at_least or 1):
+            run.nranks, run.nranks_from = int(k), "inferred (size / count per rank, busbw / algbw)"
     # a rank count only when the rounding of the printed values leaves a single whole number (at or above the
     # highest rank that cut-short rank lines name)
     if run.nranks is None and n:
