@@ -249,3 +249,20 @@ def test_an_unnamed_collective_error_says_what_the_table_fits():
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert "-c: the log does not say which collective ran (no *_perf binary name; its table fits all_gather or " \
            "alltoall: busbw/algbw = (n-1)/n); name it" in p.stderr
+
+
+def test_hosts_over_several_nvl72_racks_are_split_evenly():
+    # Review finding: OCI's GB200 two-rack log (128 ranks, 32 trays) was modelled as 18 trays in one rack and 14 in
+    # the other; topo's tree, NVLS and NVLSTree need equal racks, so only the ring was left: 298 us at 8 B where
+    # the run took 184 us. OCI's own two-rack GB300 run used 16 trays per rack; benchmarks/accuracy.py models this
+    # log so (ocioke_gb200_32n_2racks: domain 64).
+    run = parse_file(LOGS / "ocioke_gb200_2racks_allreduce.txt")[0]
+    s = setup_from_run(run, network="oci_roce")
+    assert s.gpus == 128 and s.fabric.num_gpus == 128 and s.fabric.spec.scale_up.gpus_per_domain == 64
+    assert any("2 NVL72 racks of 16 trays each" in a for a in s.assumptions)
+    unavailable = estimate(s.fabric, "all_reduce", [8], gpus=128).to_dict()["unavailable"]
+    assert "tree" not in unavailable and "nvls_tree" not in unavailable
+    # an explicit domain keeps the trays as given; one rack's worth stays one 72-GPU rack
+    assert setup_from_run(run, network="oci_roce", gpus_per_domain=72).fabric.num_gpus == 144
+    one = parse_file(LOGS / "gcp_a4xmax_allgather_collapsed.txt")[0]
+    assert setup_from_run(one).fabric.spec.scale_up.gpus_per_domain == 72

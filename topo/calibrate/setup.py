@@ -7,8 +7,9 @@ measured job usually sits) with, unless told otherwise:
 - nodes = the distinct hosts of those lines, GPUs per node = ranks per host; without rank lines, the GPU model's
   GPUs per server (8 for HGX, 4 per NVL72 compute tray) and as many nodes as the ranks need;
 - one NIC per GPU (``nics``), at ``nic_rate`` 400 Gb/s, on ``network`` infiniband_ndr;
-- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain (``gpus_per_domain``
-  says otherwise: 4 for hosts in different racks, 64 for 16 trays used per rack).
+- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain, and hosts that need
+  several racks are split evenly over them where they can be (32 hosts: 16 per rack); ``gpus_per_domain`` says
+  otherwise (4 for hosts in different racks).
 
 Every default used is returned in :attr:`Setup.assumptions`, so a report can say what it assumed.
 """
@@ -188,12 +189,20 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if model.domain_gpus > model.host_gpus:  # NVL72: hosts are trays of racks
         domain = gpus_per_domain or model.domain_gpus
         per_rack = domain // gpn
-        servers = per_rack * math.ceil(nodes / per_rack)
-        if gpus_per_domain is None:
+        racks = math.ceil(nodes / per_rack)
+        if gpus_per_domain is None and racks > 1 and nodes % racks == 0:
+            # hosts over several racks: as many in each (16 + 16 for 32 trays, as OCI's two-rack GB300 run), not
+            # 18 + 14: NCCL's trees and NVLS run on unequal racks, topo's model of them does not
+            per_rack = nodes // racks
+            domain = per_rack * gpn
+            notes.append(f"{gpu} hosts modelled as {racks} NVL72 racks of {per_rack} trays each (the log cannot "
+                         "say how the hosts are split over racks)")
+        elif gpus_per_domain is None:
             notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks (the log cannot say which "
                          "rack each host is in)")
         else:
             notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink domains")
+        servers = per_rack * racks
     name = f"{gpu}-{nodes}x{gpn}-{network}"
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)
