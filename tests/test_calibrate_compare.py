@@ -266,3 +266,19 @@ def test_hosts_over_several_nvl72_racks_are_split_evenly():
     assert setup_from_run(run, network="oci_roce", gpus_per_domain=72).fabric.num_gpus == 144
     one = parse_file(LOGS / "gcp_a4xmax_allgather_collapsed.txt")[0]
     assert setup_from_run(one).fabric.spec.scale_up.gpus_per_domain == 72
+
+
+def test_flags_that_contradict_the_log_are_refused_or_said():
+    # Review finding: `topo calibrate nebius_allreduce.txt a3ultra_allgather.txt --gpu H100 -c all_gather` fitted
+    # the all-reduce sweep as an all-gather and the H200 log as H100, silently
+    p = run_cli("compare", str(LOGS / "gcp_a4xmax_allgather_collapsed.txt"), "-c", "alltoall")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "-c: the log ran all_gather (its binary, all_gather_perf), not alltoall" in p.stderr
+    p = run_cli("calibrate", str(LOGS / "dstack_nebius_h100_allreduce_2n.txt"), "--gpu", "H100", "-c", "all_gather")
+    assert p.returncode == 2 and "the log ran all_reduce (busbw / algbw = 2(n-1)/n), not all_gather" in p.stderr
+    # a table that cannot tell takes -c; a GPU other than the log's is modelled as asked, and said
+    run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
+    s = setup_from_run(run, gpu="H100")
+    assert "modelled as H100, as asked; the log's devices are NVIDIA H200" in s.assumptions
+    assert compare_run(run, s, collective="alltoall").collective == "alltoall"
+    assert not any("as asked" in a for a in setup_from_run(run, gpu="H200").assumptions)

@@ -92,6 +92,11 @@ class CompareResult:
 
 
 def run_collective(run: NcclRun, collective: str | None = None) -> str:
+    certain = run.collective_from == "binary" or run.collective == "all_reduce"  # busbw > algbw: all-reduce only
+    if collective and run.collective and collective != run.collective and certain:
+        how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"
+        raise TopoError(f"the log ran {run.collective} ({how}), not {collective}; name a collective only for a "
+                        "log that does not say", source=run.source, key="collective")
     coll = collective or run.collective
     if coll is None:
         fits = (f"its table fits {' or '.join(run.collective_candidates)}: busbw/algbw = (n-1)/n"

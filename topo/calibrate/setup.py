@@ -152,6 +152,9 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if gpu.upper() not in GPU_MODELS:
         raise TopoError(f"unknown GPU model {gpu!r}; allowed: {', '.join(GPU_MODELS)}", key="gpu")
     model = GPU_MODELS[gpu.upper()]
+    named = gpu_from_device(run.gpu_name) if run.gpu_name else None
+    if run.gpu_name and named != model.name:  # the user's word over the log's, said
+        notes.append(f"modelled as {model.name}, as asked; the log's devices are {run.gpu_name}")
     gpn = gpus_per_node or run.gpus_per_host
     if gpn is None:
         gpn = min(n, model.host_gpus)
