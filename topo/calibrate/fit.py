@@ -171,6 +171,7 @@ def _mdape(errs: list[np.ndarray]) -> float:
 
 
 DIFF_STEPS = (1e-2,)
+FAR_OFF_PCT = 10.0  # a start this far off (median) that the robust fit makes worse is refitted by plain least squares
 
 
 def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, diff_steps=None) -> FitResult:
@@ -206,9 +207,10 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
         x, nfev = x0, 0
     profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
     after = [case_errors(c, p) for c, p in zip(cases, profiles)]
-    if params and _mdape(after) > _mdape(before):
+    if params and _mdape(after) > _mdape(before) > FAR_OFF_PCT:
         # On a short sweep that starts far off (4 sizes, all ~50% too fast), the cauchy loss calls most sizes
-        # outliers and fits the rest: retry with plain least squares before keeping the start
+        # outliers and fits the rest: retry with plain least squares before keeping the start (a start already
+        # close is kept without the extra fit)
         sol = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), loss="linear",
                             diff_step=(diff_steps or DIFF_STEPS)[0], x_scale=scale, max_nfev=max_nfev)
         nfev += int(sol.nfev)
