@@ -282,3 +282,19 @@ def test_flags_that_contradict_the_log_are_refused_or_said():
     assert "modelled as H100, as asked; the log's devices are NVIDIA H200" in s.assumptions
     assert compare_run(run, s, collective="alltoall").collective == "alltoall"
     assert not any("as asked" in a for a in setup_from_run(run, gpu="H200").assumptions)
+
+
+def test_nodes_given_for_a_log_without_hosts_spread_its_ranks():
+    # Review finding: dstack's Nebius log has no rank lines (16 ranks from busbw/algbw); `--gpu H100 --nodes 4`
+    # built 4 nodes of 8 GPUs and packed the 16 ranks on 2 of them: --nodes 4 changed nothing
+    run = parse_file(LOGS / "dstack_nebius_h100_allreduce_2n.txt")[0]
+    four = setup_from_run(run, gpu="H100", nodes=4)
+    assert four.fabric.num_gpus == 16 and four.fabric.spec.server.gpus == 4
+    assert "4 GPUs per node: 16 ranks over the 4 nodes given" in four.assumptions
+    two = setup_from_run(run, gpu="H100", nodes=2)
+    assert two.fabric.spec.server.gpus == 8
+    sizes = [2**30]
+    t4, t2 = (estimate(s.fabric, "all_reduce", sizes, gpus=16).results[0].time_s for s in (four, two))
+    assert t4 != t2  # 4 nodes of 4 cross the network more than 2 nodes of 8
+    with pytest.raises(TopoError, match="1 nodes of 8 GPUs cannot hold 16 ranks"):  # an H100 node holds 8
+        setup_from_run(run, gpu="H100", nodes=1)

@@ -156,6 +156,9 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if run.gpu_name and named != model.name:  # the user's word over the log's, said
         notes.append(f"modelled as {model.name}, as asked; the log's devices are {run.gpu_name}")
     gpn = gpus_per_node or run.gpus_per_host
+    if gpn is None and nodes and n % nodes == 0 and n // nodes <= model.host_gpus:
+        gpn = n // nodes  # the ranks spread over the nodes given (16 ranks on 4 nodes: 4 each)
+        notes.append(f"{gpn} GPUs per node: {n} ranks over the {nodes} nodes given")
     if gpn is None:
         gpn = min(n, model.host_gpus)
         notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)" if run.rank_lines_complete else
