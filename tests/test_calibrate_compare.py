@@ -298,3 +298,19 @@ def test_nodes_given_for_a_log_without_hosts_spread_its_ranks():
     assert t4 != t2  # 4 nodes of 4 cross the network more than 2 nodes of 8
     with pytest.raises(TopoError, match="1 nodes of 8 GPUs cannot hold 16 ranks"):  # an H100 node holds 8
         setup_from_run(run, gpu="H100", nodes=1)
+
+
+def test_a_run_over_tcp_sockets_is_said():
+    # Review finding: nccl-tests issue #82 runs `mpirun ... -x NCCL_IB_DISABLE=1 ...` (TCP sockets over
+    # 10.0.0.0/24); compare modelled InfiniBand NDR and called the run 49% of what its hardware allows, without a
+    # word that NCCL never used the RDMA network it was compared with
+    run = parse_file(LOGS / "ncclt82_broadcast_v100.txt")[0]
+    assert run.env["NCCL_IB_DISABLE"] == "1"
+    s = setup_from_run(run, gpu="A100")
+    assert any(a.startswith("NCCL_IB_DISABLE=1: the run went over TCP sockets") for a in s.assumptions)
+    sock = parse_text((LOGS / "ncclt82_broadcast_v100.txt").read_text().replace("NCCL_IB_DISABLE=1",
+                                                                                 "NCCL_NET=Socket"))[0]
+    assert any(a.startswith("NCCL_NET=Socket: the run went over TCP") for a in setup_from_run(sock, gpu="A100")
+               .assumptions)
+    rdma = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
+    assert not any("TCP" in a for a in setup_from_run(rdma, gpu="A100").assumptions)

@@ -37,7 +37,7 @@ def test_old_broadcast_layout_with_version_and_settings():
     assert r.binary == "broadcast_perf" and r.collective == "broadcast" and r.collective_from == "binary"
     assert r.nccl_version == "2.9.6"
     assert r.env == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MAX_NCHANNELS": "2",
-                     "NCCL_MIN_NCHANNELS": "2"}
+                     "NCCL_MIN_NCHANNELS": "2", "NCCL_IB_DISABLE": "1"}
     assert r.nranks == 2 and r.hosts == ["v100-gpu-1", "v100-gpu-5"]
     (row,) = r.rows
     assert (row.size_bytes, row.root, row.redop) == (8, 0, None)

@@ -65,7 +65,8 @@ _TUNING = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w
 _NRANKS = re.compile(r"NCCL INFO .*\bnranks (\d+)\b")
 _LAUNCH_NP = re.compile(  # mpirun -np N, srun -n N: the processes launched
     r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|--np|-n|--ntasks)(?:=|\s+)(\d+)\b")
-_ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS))(?:=| set by environment to )(\S+)")
+_ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS|IB_DISABLE|NET))"
+                      r"(?:=| set by environment to )(\S+)")
 
 
 @dataclass

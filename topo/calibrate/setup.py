@@ -133,6 +133,10 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if why:
         notes.append(why)
     protocol, channels = _pinned(run, notes)
+    ib_off = run.env.get("NCCL_IB_DISABLE", "").strip() == "1"
+    if ib_off or run.env.get("NCCL_NET", "").strip().lower() == "socket":
+        notes.append(("NCCL_IB_DISABLE=1" if ib_off else f"NCCL_NET={run.env['NCCL_NET']}") + ": the run went "
+                     "over TCP sockets, which topo does not model; the model's RDMA network is far faster")
     if spec is not None:
         given = [k for k, v in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics),
                                 ("nic_rate", nic_rate), ("network", network), ("gpus_per_domain", gpus_per_domain))
