@@ -314,3 +314,14 @@ def test_a_run_over_tcp_sockets_is_said():
                .assumptions)
     rdma = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
     assert not any("TCP" in a for a in setup_from_run(rdma, gpu="A100").assumptions)
+
+
+def test_nodes_that_contradict_the_rank_lines_are_an_error():
+    # Review finding: GCP A3 Ultra's log lists 16 ranks on 2 hosts; `--nodes 4` built 4 nodes and packed the 16
+    # ranks on 2 of them: the flag did nothing, and said nothing
+    p = run_cli("compare", str(LOGS / "a3ultra_gib_allgather_2n.txt"), "-c", "all_gather", "--nodes", "4")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "--nodes: the log's rank lines put its 16 ranks on 2 hosts, not 4 nodes" in p.stderr
+    run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
+    assert setup_from_run(run, nodes=2).fabric.num_gpus == 16
+    assert setup_from_run(run, nodes=4, ranks=32).fabric.num_gpus == 32  # more ranks than listed: as given

@@ -167,8 +167,12 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         gpn = min(n, model.host_gpus)
         notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)" if run.rank_lines_complete else
                      f"{gpn} GPUs per node assumed (the log's rank lines do not show every host)")
+    hosts = len(run.hosts) if run.hosts and run.gpus_per_host else 0
+    if nodes is not None and hosts and n == len(run.ranks) and nodes != hosts and not gpus_per_node:
+        raise TopoError(f"the log's rank lines put its {n} ranks on {hosts} hosts, not {nodes} nodes (the ranks "
+                        "would fill the first nodes and leave the rest idle)", source=run.source, key="nodes")
     if nodes is None:
-        listed = len(run.hosts) if run.hosts and run.gpus_per_host else 0
+        listed = hosts
         nodes = listed if listed * gpn >= n else math.ceil(n / gpn)
         if listed and nodes != listed:  # more ranks than the rank lines' hosts hold (ranks given)
             notes.append(f"{nodes} nodes of {gpn} GPUs assumed for {n} ranks (the log's rank lines list "
