@@ -131,3 +131,41 @@ def test_calibrate_never_writes_over_a_log_or_a_foreign_file(tmp_path):
     run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)
     run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)  # ours: replaced, no --force
     assert out.read_text().startswith("# written by topo calibrate")
+
+
+def test_a_short_sweep_far_off_is_still_fitted():
+    # Review finding: `topo calibrate spark103_allreduce_gb10.txt --gpu B200` (NVIDIA/dgx-spark-playbooks PR #103:
+    # 4 sizes, 8-64 KiB, all ~50% slower than the model) printed "median error 50.9% -> 50.9%": the cauchy loss
+    # called three of the four sizes outliers, fitted the fourth (+76%, +97%, +62%, -2%), and that worse fit was
+    # dropped for the start. Plain least squares fits all four.
+    from pathlib import Path
+
+    res = calibrate_logs([Path(__file__).parent / "data" / "nccl_logs" / "spark103_allreduce_gb10.txt"], gpu="B200")
+    assert res.fit.mdape_before_pct == pytest.approx(50.9, abs=0.1)
+    assert res.fit.mdape_after_pct < 15 and res.warning is None
+
+
+def test_a_fit_that_stays_far_off_says_so():
+    # Review finding: `topo calibrate msccl48_alltoall_16gpu.txt --gpu A100 --ranks 16 -c alltoall -o my.toml`
+    # (microsoft/msccl issue #48: 2 GB/s busbw where the assumed 8 x 400G NDR model says 28-47) wrote a profile
+    # "calibrated" from 92.4% to 92.3% median error, with no word that it describes nothing
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "nccl_logs" / "msccl48_alltoall_16gpu.txt"
+    res = calibrate_logs([log], gpu="A100", ranks=16, collective="alltoall")
+    assert res.fit.mdape_after_pct > 50 and "do not use this profile for predictions" in res.warning
+    p = run_cli("calibrate", str(log), "--gpu", "A100", "--ranks", "16", "-c", "alltoall", "--json", check=True)
+    assert json.loads(p.stdout)["warning"] == res.warning and "warning: the fitted profile is still" in p.stderr
+
+
+def test_calibrate_json_without_output_carries_the_profile(tmp_path):
+    # Review finding: `topo calibrate LOG --gpu H100 --json` (no -o) printed the fit but the profile itself went
+    # nowhere: neither written nor printed. The JSON now holds it, and it loads as the file -o would write.
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "nccl_logs" / "dstack_nebius_h100_allreduce_2n.txt"
+    doc = json.loads(run_cli("calibrate", str(log), "--gpu", "H100", "--json", check=True).stdout)
+    f = tmp_path / "from-json.toml"
+    f.write_text(doc["profile_toml"])
+    assert tomllib.loads(doc["profile_toml"])["profile"]["kind"] == "user"
+    assert resolve_profile(str(f)).name == "calibrated"

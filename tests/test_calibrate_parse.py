@@ -37,7 +37,7 @@ def test_old_broadcast_layout_with_version_and_settings():
     assert r.binary == "broadcast_perf" and r.collective == "broadcast" and r.collective_from == "binary"
     assert r.nccl_version == "2.9.6"
     assert r.env == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_MAX_NCHANNELS": "2",
-                     "NCCL_MIN_NCHANNELS": "2"}
+                     "NCCL_MIN_NCHANNELS": "2", "NCCL_IB_DISABLE": "1"}
     assert r.nranks == 2 and r.hosts == ["v100-gpu-1", "v100-gpu-5"]
     (row,) = r.rows
     assert (row.size_bytes, row.root, row.redop) == (8, 0, None)
@@ -72,8 +72,8 @@ def test_bare_old_table_without_redop_or_root():
     assert r.rows[-1].size_bytes == 67108864 and r.rows[-1].time_s == pytest.approx(29605e-6)
     assert r.rows[0].inplace_wrong == 1.0 and r.rows[0].wrong == 0.0
     # all-gather and all-to-all share busbw = algbw (n-1)/n: the collective stays unknown, and the rounding of
-    # 2.27 / 2.13 GB/s cannot tell 15 from 16 or 17 ranks
-    assert r.collective is None and r.nranks is None
+    # 2.27 / 2.13 GB/s cannot tell 15 from 16 or 17 ranks; the count per rank can (see below)
+    assert r.collective is None and r.nranks_from != "inferred (busbw / algbw)"
 
 
 def test_mpirun_output_tags():
@@ -129,3 +129,39 @@ def test_a_file_that_is_not_a_log_is_one_clean_error(tmp_path, content):
 def test_missing_file():
     with pytest.raises(TopoError, match="no such log file"):
         parse_file(LOGS / "nope.txt")
+
+
+def test_rank_lines_cut_short_do_not_set_the_rank_count():
+    # Review finding: NVIDIA/nccl-tests issue #322 ran `mpirun -np 1024` (nThread 1 nGpus 1) but the excerpt lists
+    # rank lines 0-15 only: the run was modelled on 16 ranks (2 hosts), silently. busbw/algbw of its 16 GiB row
+    # (367.29 / 183.83 = 1.998 = 2(n-1)/n, n ~ 990) says the same as -np: far more than 16 ranks.
+    r = one("ncclt322_h100_1024_roce_ring.txt")
+    assert r.launcher_processes == 1024 and r.nranks == 1024 and r.nranks_from.startswith("launcher")
+    assert not r.rank_lines_complete and r.nranks_at_least == 16 and r.gpus_per_host is None
+    # without the command line, the ratio alone cannot pin 1024 (rounding leaves ~990 +- 53): no count, not 16
+    text = (LOGS / "ncclt322_h100_1024_roce_ring.txt").read_text()
+    r = parse_text(text.replace("-np 1024", ""), "x.txt")[0]
+    assert r.launcher_processes is None and r.nranks is None and not r.rank_lines_complete
+
+
+def test_a_single_rank_line_of_rank_127_is_not_a_one_rank_run():
+    # Review finding: OCI's GB200 two-rack log (oci-hpc-oke README) keeps one rank line, "Rank 127 ... device 3":
+    # it was read as 1 rank on 1 host with 1 GPU ("no algorithm can run all_reduce here: a ring needs at least 2
+    # ranks"). Rank 127 means at least 128 ranks, and busbw/algbw of the 32 GiB row, 683.57 / 344.48 = 1.98436 =
+    # 2(n-1)/n, gives n = 127.9 +- 0.5: 128 is the one count at or above 128.
+    r = one("ocioke_gb200_2racks_allreduce.txt")
+    assert r.nranks_at_least == 128 and not r.rank_lines_complete and r.gpus_per_host is None
+    assert r.nranks == 128 and r.nranks_from.startswith("inferred")
+
+
+def test_count_per_rank_gives_the_rank_count_of_gather_like_tables():
+    # Review finding: microsoft/msccl issue #48's all-to-all table (no header, no binary name) needed --ranks 16:
+    # busbw/algbw = 1.72 / 1.83 at 1 MiB leaves n = 17 +- 5. nccl-tests prints all-gather and all-to-all counts
+    # per rank: 1048576 B / (16384 x 4 B) = 16 (as GCP's all-gather, 4096 / (128 x 4) = 8 on its 8 ranks).
+    r = one("msccl48_alltoall_16gpu.txt")
+    assert r.nranks == 16 and r.nranks_from.startswith("inferred (size / count per rank")
+    assert r.collective is None and r.collective_candidates[:2] == ["all_gather", "alltoall"]
+    r = one("tutel172_alltoall_tagged.txt")  # 1024 B / (32 x 4 B) = 8, as busbw/algbw says too
+    assert r.nranks == 8
+    r = one("a3ultra_gib_allgather_2n.txt")  # rank lines: 16, and the table says all-gather or all-to-all
+    assert r.nranks == 16 and r.nranks_from == "rank lines" and r.collective_candidates == ["all_gather", "alltoall"]

@@ -16,6 +16,9 @@ from .write import profile_toml, write_profile
 __all__ = ["CalibrationResult", "calibrate_logs", "cases_from_logs"]
 
 
+POOR_FIT_PCT = 15.0  # a calibrated profile left this far off its own logs does not describe the cluster
+
+
 @dataclass
 class CalibrationResult:
     base: str
@@ -25,9 +28,18 @@ class CalibrationResult:
     output: str | None
     text: str
 
+    @property
+    def warning(self) -> str | None:
+        """What to distrust, when the fit leaves the logs more than POOR_FIT_PCT off (median)."""
+        if self.fit.mdape_after_pct <= POOR_FIT_PCT:
+            return None
+        return (f"the fitted profile is still {self.fit.mdape_after_pct:.0f}% off its own logs (median): the "
+                "modelled cluster is probably not the one that ran (check the assumptions: GPU, NICs per node, "
+                "NIC rate, network), or the run itself is broken; do not use this profile for predictions")
+
     def to_dict(self) -> dict:
         return {"base": self.base, "name": self.name, "output": self.output, "logs": self.logs,
-                **self.fit.to_dict()}
+                **self.fit.to_dict(), "warning": self.warning, "profile_toml": self.text}
 
 
 def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[list[Case], list[dict], Profile]:
@@ -49,7 +61,7 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
             cases.append(Case(setup, coll, [r.size_bytes for r in rows], [r.time_s for r in rows], prof,
                               label=f"{Path(path).name}:{coll}"))
             logs.append({"path": str(path), "sha256": run.sha256, "collective": coll, "ranks": setup.gpus,
-                         "sizes": len(rows), "assumptions": setup.assumptions})
+                         "sizes": len(rows), "spec": setup.spec_name, "assumptions": setup.assumptions})
     if not cases:
         raise TopoError("no runs in the logs", key="logs")
     return cases, logs, start

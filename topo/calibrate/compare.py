@@ -4,7 +4,9 @@
 allows, 0.5 that it takes twice as long. The headline is the median efficiency over the bandwidth regime (sizes
 >= 64 MiB, else the largest quarter of the sweep); the gap is the contiguous band of sizes with the lowest
 efficiency below 85%, and its regime is the model's: latency-dominated where the modelled latency term is at
-least half of the modelled time.
+least half of the modelled time (a band with at least three sizes and a third of its sizes in each regime is
+called mixed). Where the run beats the model by more than 15% over a band of sizes (the profile overestimates
+the cluster there), the verdict says so too, so that "no size falls below 85%" never hides a model that is slow.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ["SizeComparison", "CompareResult", "compare_run", "BW_MIN_BYTES", "LA
 BW_MIN_BYTES = 64 * 2**20
 LAT_MAX_BYTES = 64 * 2**10
 GAP_BELOW = 0.85
+AHEAD_ABOVE = 1.15
 
 
 @dataclass
@@ -69,6 +72,7 @@ class CompareResult:
     verdict: str
     assumptions: list[str] = field(default_factory=list)
     nccl_version: str | None = None
+    ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
 
     @property
     def mdape_pct(self) -> float:
@@ -78,7 +82,7 @@ class CompareResult:
         return {"source": self.source, "collective": self.collective, "ranks": self.ranks, "spec": self.spec,
                 "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
-                "gap": self.gap, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
+                "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
                 "assumptions": self.assumptions, "sizes": [r.to_dict() for r in self.rows]}
 
     def to_frame(self):
@@ -88,10 +92,17 @@ class CompareResult:
 
 
 def run_collective(run: NcclRun, collective: str | None = None) -> str:
+    certain = run.collective_from == "binary" or run.collective == "all_reduce"  # busbw > algbw: all-reduce only
+    if collective and run.collective and collective != run.collective and certain:
+        how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"
+        raise TopoError(f"the log ran {run.collective} ({how}), not {collective}; name a collective only for a "
+                        "log that does not say", source=run.source, key="collective")
     coll = collective or run.collective
     if coll is None:
-        raise TopoError("the log does not say which collective ran (no *_perf binary name, and its table could "
-                        "be several); name it", source=run.source, key="collective")
+        fits = (f"its table fits {' or '.join(run.collective_candidates)}: busbw/algbw = (n-1)/n"
+                if run.collective_candidates else "and its table could be several")
+        raise TopoError(f"the log does not say which collective ran (no *_perf binary name; {fits}); name it",
+                        source=run.source, key="collective")
     if coll not in COLLECTIVES:
         raise TopoError(f"{coll} is measured by nccl-tests but not modelled by topo; modelled: "
                         f"{', '.join(COLLECTIVES)}", source=run.source, key="collective")
@@ -121,9 +132,10 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
              for r, e in zip(rows, est)]
     head, head_sizes = _headline(comps)
     gap = _gap(comps)
+    ahead = _band(comps, lambda c: c.efficiency > AHEAD_ABOVE, lambda c: c.efficiency - 1)
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
-                         head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name),
-                         list(setup.assumptions), run.nccl_version)
+                         head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead),
+                         list(setup.assumptions), run.nccl_version, ahead)
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:
@@ -139,26 +151,45 @@ def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:
 
 def _gap(comps: list[SizeComparison]) -> dict | None:
     """The contiguous run of sizes below GAP_BELOW with the largest total shortfall."""
+    return _band(comps, lambda c: c.efficiency < GAP_BELOW, lambda c: 1 - c.efficiency)
+
+
+def _band(comps: list[SizeComparison], inside, weight) -> dict | None:
+    """The contiguous run of sizes where ``inside`` holds with the largest total ``weight``, and its regime."""
     best, cur = None, []
     for c in sorted(comps, key=lambda c: c.size_bytes) + [None]:
-        if c is not None and c.efficiency < GAP_BELOW:
+        if c is not None and inside(c):
             cur.append(c)
             continue
         if cur:
-            shortfall = sum(1 - x.efficiency for x in cur)
-            if best is None or shortfall > best[0]:
-                best = (shortfall, cur)
+            total = sum(weight(x) for x in cur)
+            if best is None or total > best[0]:
+                best = (total, cur)
         cur = []
     if best is None:
         return None
     band = best[1]
-    lat = sum(c.latency_bound for c in band) >= len(band) / 2
+    nlat = sum(c.latency_bound for c in band)
+    nbw = len(band) - nlat
+    regime = ("mixed" if min(nlat, nbw) >= max(3, len(band) / 3) else
+              "latency" if nlat >= len(band) / 2 else "bandwidth")
     return {"min_bytes": band[0].size_bytes, "max_bytes": band[-1].size_bytes,
             "median_efficiency": statistics.median(c.efficiency for c in band),
-            "regime": "latency" if lat else "bandwidth", "sizes": len(band)}
+            "regime": regime, "sizes": len(band)}
 
 
-def _verdict(run, comps, head, head_sizes, gap, profile_name) -> str:
+def _range(band: dict) -> str:
+    return (format_size(band["min_bytes"]) if band["min_bytes"] == band["max_bytes"]
+            else f"{format_size(band['min_bytes'])}-{format_size(band['max_bytes'])}")
+
+
+_LATENCY_WHY = ("per-call software latency or network round trips (check the NCCL_PROTO/NCCL_ALGO settings, CPU "
+                "affinity, and the network's small-message latency)")
+_BANDWIDTH_WHY = ("a slow or missing link (check that every NIC is used and at line rate, GPUDirect RDMA, PCIe, "
+                  "NVLink)")
+
+
+def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None) -> str:
     parts = []
     if head is not None:
         if head > 1.1:
@@ -169,19 +200,24 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name) -> str:
             parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
                          f"{head_sizes} (model: {profile_name})")
     if gap:
-        rng = (format_size(gap["min_bytes"]) if gap["min_bytes"] == gap["max_bytes"]
-               else f"{format_size(gap['min_bytes'])}-{format_size(gap['max_bytes'])}")
         if gap["regime"] == "latency":
-            why = ("where latency dominates: per-call software latency or network round trips (check the "
-                   "NCCL_PROTO/NCCL_ALGO settings, CPU affinity, and the network's small-message latency)")
+            why = f"where latency dominates: {_LATENCY_WHY}"
+        elif gap["regime"] == "bandwidth":
+            why = f"where bandwidth dominates: {_BANDWIDTH_WHY}"
         else:
-            why = ("where bandwidth dominates: a slow or missing link (check that every NIC is used and at "
-                   "line rate, GPUDirect RDMA, PCIe, NVLink)")
-        parts.append(f"the gap is at {rng} ({gap['median_efficiency'] * 100:.0f}% of the model), {why}")
-        if gap["regime"] == "latency" and (run.ngpus or 1) > 1:
+            why = (f"over sizes where latency dominates and sizes where bandwidth does, so both fall short: "
+                   f"{_LATENCY_WHY}; and {_BANDWIDTH_WHY}; or the cluster is not the one modelled (see the "
+                   "assumptions)")
+        parts.append(f"the gap is at {_range(gap)} ({gap['median_efficiency'] * 100:.0f}% of the model), {why}")
+        if gap["regime"] != "bandwidth" and (run.ngpus or 1) > 1:
             parts.append(_single_process_note(run))
-    elif head is not None and head <= 1.1:
+    elif head is not None and head <= 1.1 and not ahead:
         parts.append(f"no size falls below {GAP_BELOW * 100:.0f}% of the model")
+    if ahead and (head is None or head <= 1.1 or ahead["max_bytes"] < BW_MIN_BYTES):
+        what = {"latency": "latency", "bandwidth": "bandwidth"}.get(ahead["regime"], "latency and bandwidth")
+        parts.append(f"at {_range(ahead)} the run is {ahead['median_efficiency']:.2f}x faster than the model "
+                     f"(where {what} dominates in the model): the profile ({profile_name}) overestimates this "
+                     "cluster there; calibrate the profile on this log")
     if run.failed_validation:
         parts.append("WARNING: the log reports wrong results (#wrong > 0)")
     return "; ".join(parts) + "."

@@ -6,8 +6,9 @@ and too slow, so a 10 us and a 100 ms point weigh alike. Parameters are bounded 
 :data:`PRIOR_WEIGHT` per parameter), so a parameter the data cannot see (the network on a one-node run) stays
 where it was instead of wandering. The robust ``cauchy`` loss (scale 5%) keeps one odd size (a dip the hardware
 does not explain) from dragging the rest; it fitted every reference sweep better than plain or ``soft_l1`` least
-squares (benchmarks/RESULTS.md). The model is piecewise (the fastest algorithm and protocol per size), so a fit can
-stop in a local minimum: a fit that ends worse than its start returns the start.
+squares (benchmarks/RESULTS.md). On a short sweep that starts far off, though, it can call most sizes outliers and
+end worse than it started; plain least squares is then tried. The model is piecewise (the fastest algorithm and
+protocol per size), so a fit can stop in a local minimum: a fit that ends worse than its start returns the start.
 
 Free parameters (:func:`calibration_params`) are multipliers on the starting profile, fitted in log space, except
 the efficiencies and the pipeline window, which are fitted as values:
@@ -170,6 +171,7 @@ def _mdape(errs: list[np.ndarray]) -> float:
 
 
 DIFF_STEPS = (1e-2,)
+FAR_OFF_PCT = 10.0  # a start this far off (median) that the robust fit makes worse is refitted by plain least squares
 
 
 def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, diff_steps=None) -> FitResult:
@@ -205,6 +207,17 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
         x, nfev = x0, 0
     profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
     after = [case_errors(c, p) for c, p in zip(cases, profiles)]
+    if params and _mdape(after) > _mdape(before) > FAR_OFF_PCT:
+        # On a short sweep that starts far off (4 sizes, all ~50% too fast), the cauchy loss calls most sizes
+        # outliers and fits the rest: retry with plain least squares before keeping the start (a start already
+        # close is kept without the extra fit)
+        sol = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), loss="linear",
+                            diff_step=(diff_steps or DIFF_STEPS)[0], x_scale=scale, max_nfev=max_nfev)
+        nfev += int(sol.nfev)
+        plain = [apply_params(c.profile, params, sol.x, c.tags) for c in cases]
+        plain_after = [case_errors(c, p) for c, p in zip(cases, plain)]
+        if _mdape(plain_after) < _mdape(after):
+            x, profiles, after = sol.x, plain, plain_after
     if _mdape(after) > _mdape(before):  # a local minimum worse than the start: keep the start
         x = np.clip(x0, lo, hi)
         profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]

@@ -12,12 +12,16 @@ of a line srun's ``--label`` prefix (``0:``) and Ray's / SkyPilot's ``(head, ran
 One file may hold several runs (one per header); :func:`parse_text` returns them in order. When a log has no
 binary name, the collective and the rank count are inferred from the table: busbw / algbw is 2(n-1)/n for
 all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, and 1 for the rest (nccl-tests'
-doc/PERFORMANCE.md); ``redop`` and ``root`` tell the rest apart where they can.
+doc/PERFORMANCE.md); ``redop`` and ``root`` tell the rest apart where they can. All-gather and all-to-all print
+their count per rank, so size / (count x type size) is the rank count where busbw / algbw is too coarse. Rank
+lines that list fewer ranks than the run had (a paste cut short, one line of rank 127, ``mpirun -np 1024`` above 16
+lines, or busbw / algbw of another count) do not set the rank count nor the hosts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +39,9 @@ COLLECTIVES_PERF = {
 _ALGOS = {"0": "tree", "1": "ring", "2": "collnet_direct", "3": "collnet_chain", "4": "nvls", "5": "nvls_tree",
           "6": "pat"}
 _PROTOS = {"0": "LL", "1": "LL128", "2": "Simple"}
+_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1,
+               "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "int32": 4, "uint32": 4, "int": 4, "float": 4,
+               "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
 _REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none", "all"}
 _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "fp8_e4m3",
           "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
@@ -56,7 +63,10 @@ _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _CHANNELS = re.compile(r"NCCL INFO (\d+) coll channels")
 _TUNING = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)(?:.*?time ([0-9.]+))?")
 _NRANKS = re.compile(r"NCCL INFO .*\bnranks (\d+)\b")
-_ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS|MIN_CTAS|MAX_CTAS|NVLS_ENABLE))"
+_LAUNCH_NP = re.compile(  # mpirun -np N, srun -n N: the processes launched
+    r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|--np|-n|--ntasks)(?:=|\s+)(\d+)\b")
+_ENV_SET = re.compile(r"(NCCL_(?:ALGO|PROTO|MIN_NCHANNELS|MAX_NCHANNELS|NCHANNELS|MIN_CTAS|MAX_CTAS|NVLS_ENABLE|"
+                      r"IB_DISABLE|NET))"
                       r"(?:=| set by environment to )(\S+)")
 
 
@@ -99,6 +109,7 @@ class NcclRun:
     binary: str | None = None
     collective: str | None = None
     collective_from: str = "unknown"  # binary, command, or inferred (from busbw/algbw, redop, root)
+    collective_candidates: list[str] = field(default_factory=list)  # what the table fits, when it cannot tell
     nthread: int | None = None
     ngpus: int | None = None
     min_bytes: int | None = None
@@ -107,7 +118,10 @@ class NcclRun:
     iters: int | None = None
     ranks: list[RankLine] = field(default_factory=list)
     nranks: int | None = None
-    nranks_from: str = "unknown"  # rank lines, NCCL INFO, or inferred (busbw/algbw)
+    nranks_from: str = "unknown"  # rank lines, NCCL INFO, launcher, or inferred (busbw/algbw)
+    nranks_at_least: int | None = None  # when the rank lines are cut short: the highest rank they name + 1
+    rank_lines_complete: bool = True  # False when the '# Using devices' lines list only some of the ranks
+    launcher_processes: int | None = None  # mpirun -np / srun -n on the log's command line
     nccl_version: str | None = None
     nccl_tests_version: str | None = None
     wrong_is_count: bool = True  # False for the older 'error' column (max error, not a count)
@@ -127,9 +141,10 @@ class NcclRun:
 
     @property
     def gpus_per_host(self) -> int | None:
-        """Ranks per host when every host has the same number (None otherwise or without rank lines)."""
+        """Ranks per host when every host has the same number (None otherwise, without rank lines, or when the
+        rank lines list only some of the ranks)."""
         hosts = self.hosts
-        if not hosts:
+        if not hosts or not self.rank_lines_complete:
             return None
         counts = {h: 0 for h in hosts}
         for r in self.ranks:
@@ -257,6 +272,9 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
                 cur.binary, pending_binary = pending_binary, None
             saw_anything = True
             continue
+        m = _LAUNCH_NP.search(s)
+        if m and cur.launcher_processes is None:
+            cur.launcher_processes = int(m.group(1))
         for m in _ENV_SET.finditer(s):
             cur.env[m.group(1)] = m.group(2).strip("\"'")
         m = _TESTS_VER.search(s)
@@ -330,12 +348,43 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
 
 
 def _finish(run: NcclRun) -> None:
-    if run.ranks:
-        run.nranks, run.nranks_from = len({r.rank for r in run.ranks}), "rank lines"
     if run.binary:
         run.collective, run.collective_from = COLLECTIVES_PERF.get(run.binary), "binary"
+    launched = (run.launcher_processes * (run.nthread or 1) * (run.ngpus or 1)) if run.launcher_processes else None
+    if run.ranks:
+        listed = len({r.rank for r in run.ranks})
+        highest = max(r.rank for r in run.ranks) + 1
+        if highest > listed or (launched and launched > listed) or not _ratio_allows(run, listed):
+            # the rank lines were cut short (a post that stops at rank 99 of 1,024, one line of rank 127):
+            # their count is not the run's, nor are their hosts the run's
+            run.rank_lines_complete = False
+            run.nranks_at_least = max(highest, listed)
+            if run.nranks_from == "NCCL INFO" and run.nranks < run.nranks_at_least:
+                run.nranks, run.nranks_from = None, "unknown"
+        else:
+            run.nranks, run.nranks_from = listed, "rank lines"
+    if launched and run.nranks is None and launched >= (run.nranks_at_least or 1):
+        run.nranks, run.nranks_from = launched, "launcher (-np x nThread x nGpus)"
     if run.rows and (run.collective is None or run.nranks is None):
         _infer(run)
+
+
+_RATIO_COLLECTIVES = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+                      "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+
+
+def _ratio_allows(run: NcclRun, n: int) -> bool:
+    """Whether busbw / algbw of the largest size (nccl-tests' factor of the rank count, printed with 2 decimals)
+    is that of ``n`` ranks; True when the table cannot tell."""
+    factor = _RATIO_COLLECTIVES.get(run.collective or "")
+    if factor is None or not run.rows:
+        return True
+    big = max(run.rows, key=lambda r: r.algbw_GBps)
+    if big.algbw_GBps < 0.5 or big.busbw_GBps <= 0:
+        return True
+    ratio = big.busbw_GBps / big.algbw_GBps
+    d_ratio = 0.005 / big.algbw_GBps * (1.0 + ratio) + 0.005 / big.busbw_GBps * ratio
+    return abs(ratio - factor(n)) <= 2 * d_ratio + 0.002
 
 
 def _infer(run: NcclRun) -> None:
@@ -361,9 +410,23 @@ def _infer(run: NcclRun) -> None:
         n = 1.0 / (1.0 - ratio)
         d_n = d_ratio * n * n
         coll = "reduce_scatter" if redop not in (None, "none", "all") and run.rows[0].root is not None else None
-    # a rank count only when the rounding of the printed values leaves a single whole number
-    if run.nranks is None and n and d_n < 0.45 and abs(n - round(n)) < 0.5 - d_n + 0.05:
-        run.nranks, run.nranks_from = int(round(n)), "inferred (busbw / algbw)"
+        if coll is None:
+            run.collective_candidates = ["all_gather", "alltoall"] + (["reduce_scatter"] if redop is None else [])
+        # all-gather, reduce-scatter and all-to-all print the count per rank: size / (count x type size) = n
+        per = _TYPE_BYTES.get(big.type.lower())
+        k = big.size_bytes / (big.count * per) if per and big.count else 0
+        if run.nranks is None and k >= 2 and k == int(k) and abs(k - n) <= d_n + 0.5 and k >= (
+                run.nranks_at_least or 1):
+            run.nranks, run.nranks_from = int(k), "inferred (size / count per rank, busbw / algbw)"
+    # a rank count only when the rounding of the printed values leaves a single whole number (at or above the
+    # highest rank that cut-short rank lines name)
+    if run.nranks is None and n:
+        low = run.nranks_at_least or 1
+        fits = [k for k in range(max(low, math.ceil(n - d_n - 0.05)), math.floor(n + d_n + 0.05) + 1)]
+        if d_n < 0.45 and abs(n - round(n)) < 0.5 - d_n + 0.05 and round(n) >= low:
+            run.nranks, run.nranks_from = int(round(n)), "inferred (busbw / algbw)"
+        elif len(fits) == 1:
+            run.nranks, run.nranks_from = fits[0], "inferred (busbw / algbw)"
     if run.collective is None and coll:
         run.collective, run.collective_from = coll, "inferred (busbw / algbw)"
 

@@ -7,7 +7,9 @@ measured job usually sits) with, unless told otherwise:
 - nodes = the distinct hosts of those lines, GPUs per node = ranks per host; without rank lines, the GPU model's
   GPUs per server (8 for HGX, 4 per NVL72 compute tray) and as many nodes as the ranks need;
 - one NIC per GPU (``nics``), at ``nic_rate`` 400 Gb/s, on ``network`` infiniband_ndr;
-- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain.
+- GB200/GB300 hosts are compute trays of NVL72 racks: 18 trays and 72 GPUs per NVLink domain, and hosts that need
+  several racks are split evenly over them where they can be (32 hosts: 16 per rack); ``gpus_per_domain`` says
+  otherwise (4 for hosts in different racks).
 
 Every default used is returned in :attr:`Setup.assumptions`, so a report can say what it assumed.
 """
@@ -124,20 +126,41 @@ def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
 
 def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int | None = None,
                    gpus_per_node: int | None = None, nics: int | None = None, nic_rate: str | None = None,
-                   network: str | None = None, ranks: int | None = None) -> Setup:
+                   network: str | None = None, ranks: int | None = None,
+                   gpus_per_domain: int | None = None) -> Setup:
     """The fabric to model ``run`` on: ``spec`` (a Spec, a file or a bundled name) or one built from the log."""
     notes: list[str] = []
     n = ranks or run.nranks
     if n is None:
+        if run.nranks_at_least:
+            raise TopoError(f"the log's '# Using devices' lines are cut short (they name rank "
+                            f"{run.nranks_at_least - 1} but list {len({r.rank for r in run.ranks})}), and neither "
+                            "a launcher command nor busbw/algbw says how many ranks ran; give the rank count",
+                            source=run.source, key="ranks")
         raise TopoError("the log does not say how many ranks ran (no '# Using devices' lines, no NCCL INFO "
                         "nranks, busbw/algbw ambiguous); give the rank count", source=run.source, key="ranks")
-    if run.nranks_from.startswith("inferred") and not ranks:
+    if not ranks and not run.rank_lines_complete:
+        how = ("busbw/algbw" if run.nranks_from.startswith("inferred") else
+               "the launcher's process count" if run.nranks_from.startswith("launcher") else run.nranks_from)
+        notes.append(f"{n} ranks from {how} (the log's rank lines list only {len({r.rank for r in run.ranks})}: "
+                     "their hosts are not used)")
+    elif run.nranks_from.startswith("inferred") and not ranks:
         notes.append(f"{n} ranks inferred from busbw/algbw")
     algorithm, why = _algorithm(run)
     if why:
         notes.append(why)
     protocol, channels = _pinned(run, notes)
+    ib_off = run.env.get("NCCL_IB_DISABLE", "").strip() == "1"
+    if ib_off or run.env.get("NCCL_NET", "").strip().lower() == "socket":
+        notes.append(("NCCL_IB_DISABLE=1" if ib_off else f"NCCL_NET={run.env['NCCL_NET']}") + ": the run went "
+                     "over TCP sockets, which topo does not model; the model's RDMA network is far faster")
     if spec is not None:
+        given = [k for k, v in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics),
+                                ("nic_rate", nic_rate), ("network", network), ("gpus_per_domain", gpus_per_domain))
+                 if v is not None]
+        if given:  # they describe the cluster built from the log; a spec says all of it
+            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
+                            "spec; set them in the spec, or give no spec", key=given[0])
         sp = spec if not isinstance(spec, str) else load_spec(spec)
         fabric = build_fabric(sp)
         if n > fabric.num_gpus:
@@ -150,11 +173,27 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if gpu.upper() not in GPU_MODELS:
         raise TopoError(f"unknown GPU model {gpu!r}; allowed: {', '.join(GPU_MODELS)}", key="gpu")
     model = GPU_MODELS[gpu.upper()]
+    named = gpu_from_device(run.gpu_name) if run.gpu_name else None
+    if run.gpu_name and named != model.name:  # the user's word over the log's, said
+        notes.append(f"modelled as {model.name}, as asked; the log's devices are {run.gpu_name}")
     gpn = gpus_per_node or run.gpus_per_host
+    if gpn is None and nodes and n % nodes == 0 and n // nodes <= model.host_gpus:
+        gpn = n // nodes  # the ranks spread over the nodes given (16 ranks on 4 nodes: 4 each)
+        notes.append(f"{gpn} GPUs per node: {n} ranks over the {nodes} nodes given")
     if gpn is None:
         gpn = min(n, model.host_gpus)
-        notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)")
-    nodes = nodes or (len(run.hosts) if run.hosts and run.gpus_per_host else math.ceil(n / gpn))
+        notes.append(f"{gpn} GPUs per node assumed (the log names no hosts)" if run.rank_lines_complete else
+                     f"{gpn} GPUs per node assumed (the log's rank lines do not show every host)")
+    hosts = len(run.hosts) if run.hosts and run.gpus_per_host else 0
+    if nodes is not None and hosts and n == len(run.ranks) and nodes != hosts and not gpus_per_node:
+        raise TopoError(f"the log's rank lines put its {n} ranks on {hosts} hosts, not {nodes} nodes (the ranks "
+                        "would fill the first nodes and leave the rest idle)", source=run.source, key="nodes")
+    if nodes is None:
+        listed = hosts
+        nodes = listed if listed * gpn >= n else math.ceil(n / gpn)
+        if listed and nodes != listed:  # more ranks than the rank lines' hosts hold (ranks given)
+            notes.append(f"{nodes} nodes of {gpn} GPUs assumed for {n} ranks (the log's rank lines list "
+                         f"{listed} hosts)")
     if nodes * gpn < n:
         raise TopoError(f"{nodes} nodes of {gpn} GPUs cannot hold {n} ranks", key="nodes")
     if nics is None:
@@ -168,11 +207,33 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         notes.append(f"network {network} assumed")
     domain = None
     servers = nodes
+    if gpus_per_domain is not None:
+        if gpus_per_domain < gpn or gpus_per_domain % gpn:
+            raise TopoError(f"{gpus_per_domain} GPUs per NVLink domain is not a whole number of nodes of {gpn} "
+                            "GPUs", key="gpus_per_domain")
+        if gpus_per_domain > gpn and model.domain_gpus <= model.host_gpus:
+            raise TopoError(f"{model.name} has no NVLink between nodes: its NVLink domain is one node of {gpn} "
+                            f"GPUs, got {gpus_per_domain}", key="gpus_per_domain")
+        if gpus_per_domain > max(model.domain_gpus, gpn):
+            raise TopoError(f"{gpus_per_domain} GPUs per NVLink domain is more than a {model.name} domain holds "
+                            f"({model.domain_gpus})", key="gpus_per_domain")
     if model.domain_gpus > model.host_gpus:  # NVL72: hosts are trays of racks
-        domain = model.domain_gpus
-        per_rack = model.domain_gpus // gpn
-        servers = per_rack * math.ceil(nodes / per_rack)
-        notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks")
+        domain = gpus_per_domain or model.domain_gpus
+        per_rack = domain // gpn
+        racks = math.ceil(nodes / per_rack)
+        if gpus_per_domain is None and racks > 1 and nodes % racks == 0:
+            # hosts over several racks: as many in each (16 + 16 for 32 trays, as OCI's two-rack GB300 run), not
+            # 18 + 14: NCCL's trees and NVLS run on unequal racks, topo's model of them does not
+            per_rack = nodes // racks
+            domain = per_rack * gpn
+            notes.append(f"{gpu} hosts modelled as {racks} NVL72 racks of {per_rack} trays each (the log cannot "
+                         "say how the hosts are split over racks)")
+        elif gpus_per_domain is None:
+            notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks (the log cannot say which "
+                         "rack each host is in)")
+        else:
+            notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink domains")
+        servers = per_rack * racks
     name = f"{gpu}-{nodes}x{gpn}-{network}"
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs
-from .compare import add_cluster_arguments, cluster_from_args
+from ..errors import TopoError
+from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
 
 
@@ -23,20 +24,26 @@ def register(sub) -> None:
                    "existing file topo did not write is kept unless --force")
     p.add_argument("--force", action="store_true", help="replace an existing output file topo did not write")
     p.add_argument("--name", default=None, help="the profile's name (default: the output file's stem)")
-    p.add_argument("--json", action="store_true", help="print one JSON document (the fit) on stdout")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout: the fit, and the profile as TOML text (profile_toml)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     if args.output is not None:  # a bad -o fails before the fit (an empty one too)
         check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
-    res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
-                         output_key="-o", force_option="--force", collective=args.collective,
-                         **cluster_from_args(args))
+    try:
+        res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
+                             output_key="-o", force_option="--force", collective=args.collective,
+                             **cluster_from_args(args))
+    except TopoError as exc:
+        raise cluster_flag_error(exc) from None
     for log in res.logs:
         for a in log["assumptions"]:
             note(f"assumption ({log['path']}): {a}")
     if args.json:
+        if res.warning:
+            note(f"warning: {res.warning}")
         emit_json(res.to_dict())
         return 0
     if args.output is None:
@@ -45,6 +52,12 @@ def run(args) -> int:
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
     for k, v in res.fit.values.items():
         note(f"  {k} = {v:.4g}")
+    if res.warning:
+        note(f"warning: {res.warning}")
     if args.output:
         note(f"wrote {args.output}")
+        specs = sorted({log["spec"] for log in res.logs})
+        note(f"it describes the cluster it was fitted on ({', '.join(specs)}, under the assumptions above): use it "
+             f"with that cluster's spec (topo estimate SPEC --profile {args.output}) or the same flags (topo "
+             f"compare LOG ... --profile {args.output})")
     return 0

@@ -57,3 +57,25 @@ def fabric_from_args(args, name=None):
         except TopoError as exc:
             raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
     return fabric
+
+
+def profile_mismatch(profile, fabric) -> str | None:
+    """A note when a calibrated profile file (``kind = "user"``) was fitted from another GPU generation or network
+    than the fabric's own profile: its fitted values then describe another cluster. None when they agree, or for a
+    bundled name (the user chose it knowingly)."""
+    from pathlib import Path
+
+    from ..profile_data import load_profile_file
+    from ..profiles import resolve_profile
+
+    if not isinstance(profile, str) or not (profile.endswith(".toml") or Path(profile).is_file()):
+        return None
+    pf = load_profile_file(profile)
+    if pf.kind != "user" or not pf.base or pf.base == "nccl":
+        return None
+    own = resolve_profile("nccl", fabric).name
+    if pf.base.split("@")[0] == own.split("@")[0]:
+        return None
+    return (f"note: {profile} was fitted on a {pf.base.split('@')[0]} cluster, but this spec ({fabric.spec.name}) "
+            f"is {own.split('@')[0]}: its fitted values describe another cluster; give the calibrated cluster's "
+            "spec (GPU, NICs, network)")

@@ -8,6 +8,7 @@ from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
 from ..profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
+from .common import profile_mismatch
 from .output import emit, emit_json, note, table
 
 
@@ -23,6 +24,9 @@ def add_cluster_arguments(p) -> None:
     p.add_argument("--nic-rate", default=None, help=f"NIC line rate (default {DEFAULT_NIC_RATE})")
     p.add_argument("--network", default=None,
                    help=f"network technology of the spec (default {DEFAULT_NETWORK}); see 'topo profile list'")
+    p.add_argument("--gpus-per-domain", default=None, type=int,
+                   help="GPUs per NVLink domain (default: 72 for GB200/GB300 trays, else one node's); e.g. 4 for "
+                   "GB200/GB300 hosts in different racks")
     p.add_argument("--ranks", default=None, type=int, help="ranks of the run (default: from the log)")
     p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
 
@@ -30,6 +34,14 @@ def add_cluster_arguments(p) -> None:
 def cluster_from_args(args) -> dict:
     """The cluster a log ran on, as the flags of :func:`add_cluster_arguments` give it (the flags' own errors name
     the flag, not the spec key it becomes)."""
+    if args.spec is not None:
+        given = [f for f, v in (("--gpu", args.gpu), ("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
+                                ("--nics", args.nics), ("--nic-rate", args.nic_rate), ("--network", args.network),
+                                ("--gpus-per-domain", args.gpus_per_domain))
+                 if v is not None]
+        if given:
+            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with "
+                            "--spec; set them in the spec (or drop --spec)", key=given[0])
     if args.network is not None and args.network not in NETWORKS:
         raise TopoError(f"unknown network {args.network!r}; allowed: {', '.join(NETWORKS)}", key="--network")
     if args.nic_rate is not None:
@@ -38,11 +50,28 @@ def cluster_from_args(args) -> dict:
         except UnitError as exc:
             raise TopoError(str(exc), key="--nic-rate") from None
     return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
-                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks)
+                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks,
+                gpus_per_domain=args.gpus_per_domain)
+
+
+CLUSTER_FLAGS = {"gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node", "nics": "--nics",
+                 "nic_rate": "--nic-rate", "network": "--network", "ranks": "--ranks",
+                 "gpus_per_domain": "--gpus-per-domain", "collective": "-c", "spec": "--spec",
+                 "profile": "--profile"}
+
+
+def cluster_flag_error(exc: TopoError) -> TopoError:
+    """The library's error with its option name (``gpus_per_domain``) replaced by the flag (``--gpus-per-domain``)."""
+    if exc.key in CLUSTER_FLAGS:
+        return TopoError(exc.message, source=exc.source, key=CLUSTER_FLAGS[exc.key])
+    return exc
 
 
 def setup_from_args(run, args):
-    return setup_from_run(run, **cluster_from_args(args))
+    try:
+        return setup_from_run(run, **cluster_from_args(args))
+    except TopoError as exc:
+        raise cluster_flag_error(exc) from None
 
 
 def register(sub) -> None:
@@ -62,9 +91,16 @@ def register(sub) -> None:
 def run(args) -> int:
     runs = parse_file(args.log)
     results = []
+    mismatch = None
     for r in runs:
         setup = setup_from_args(r, args)
-        results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+        try:
+            results.append(compare_run(r, setup, profile=args.profile, collective=args.collective))
+        except TopoError as exc:
+            raise cluster_flag_error(exc) from None
+        mismatch = mismatch or profile_mismatch(args.profile, setup.fabric)
+    if mismatch:
+        note(mismatch)
     if args.json:
         emit_json(results[0].to_dict() if len(results) == 1 else {"runs": [x.to_dict() for x in results]})
         return 0

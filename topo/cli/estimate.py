@@ -14,8 +14,8 @@ from ..results import EstimateResult
 from ..route import ECMP_MODES
 from ..traffic import MixResult, run_mix
 from ..traffic_file import bundled_traffic, load_traffic
-from .common import add_spec_arguments, fabric_from_args
-from .output import emit, emit_json
+from .common import add_spec_arguments, fabric_from_args, profile_mismatch
+from .output import emit, emit_json, note
 
 
 # option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag
@@ -152,6 +152,9 @@ def _run(args) -> int:
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts)
+    mismatch = profile_mismatch(args.profile, fabric)
+    if mismatch:
+        note(mismatch)
     detail = _detail(result, fabric) if args.detail else None
     if args.json:
         doc = result.to_dict()
