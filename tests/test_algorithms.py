@@ -154,3 +154,31 @@ def test_ring_channels_over_unequal_domains_leave_through_different_nics():
     full, part = (estimate(fab, "all_reduce", [2**34], gpus=g, algorithm="ring").results[0].busbw_GBps
                   for g in (144, 128))
     assert part == pytest.approx(full, rel=0.05)
+
+
+def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
+    """128 ranks on two 72-GPU NVL72 racks (72 + 56): NCCL's tree runs a chain of each node's ranks of whatever
+    length (topo/algorithms/tree.py); every rank but a head sends once up its chain per tree and channel, each
+    channel's chain starts at another rank (so at another NIC), and the latency counts the longest chain:
+    6.8 + 2 x (71 x (0.6 + 1.2) + 1 x 5.0) = 272.4 us with NCCL's tree/LL constants and the NVL72 step term."""
+    from topo import build_fabric, spec_from_dict
+    from topo.algorithms.tree import tree_flows
+    from topo.calibrate.setup import node_spec
+    from topo.estimate import estimate
+
+    fab = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, 4, 72)))
+    pl = place(fab, 128)
+    C = channels_for(NodeShape.of(fab), pl.groups)
+    (src, dst, _), g, D, depth = tree_flows(pl, C, NodeShape.of(fab))
+    assert (g, D, depth) == (72, 2, 1)
+    intra = fab.gpu_domain(src) == fab.gpu_domain(dst)
+    sends = np.bincount(src[intra], minlength=128)
+    assert sends.sum() == 2 * C * (128 - 2) and set(np.unique(sends)) <= {2 * C - 2, 2 * C}
+    heads = src[~intra]
+    # each channel has a head per domain, the child of one of the two trees: 2 C sends, all from different ranks
+    assert heads.size == 2 * C and np.unique(heads).size == heads.size
+    r = estimate(fab, "all_reduce", [8], gpus=128, algorithm="tree").results[0]
+    assert r.latency_s * 1e6 == pytest.approx(6.8 + 2 * (71 * 1.8 + 5.0), rel=1e-9)
+    full = estimate(fab, "all_reduce", [2**30], gpus=144, algorithm="tree").results[0].busbw_GBps
+    part = estimate(fab, "all_reduce", [2**30], gpus=128, algorithm="tree").results[0].busbw_GBps
+    assert part == pytest.approx(full, rel=0.15)

@@ -76,10 +76,52 @@ def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
     return p0, p1, max(_depth(p0), _depth(p1))
 
 
+def _uneven_tree_flows(placement: Placement, channels: int, shape: NodeShape | None):
+    """:func:`tree_flows` when the domains hold unequal numbers of ranks (128 ranks on two 72-GPU racks): each
+    domain's chain starts at its rank ``c mod size`` for channel ``c`` (so channels use different heads and NICs),
+    the trees join the heads as over equal domains. ``g`` is the longest chain."""
+    from .ring import _runs
+
+    groups = placement.groups
+    G, n = groups.shape
+    starts, sizes = _runs(shape, groups[0]) if shape is not None else _runs_of(placement)
+    D = starts.size
+    block = np.repeat(np.arange(D), sizes)
+    off = np.arange(n) - starts[block]
+    p0, p1, depth = double_binary_tree(D)
+    per_gpu = shape.nics_per_gpu if shape is not None else 1
+    srcs, dsts, choices = [], [], []
+    for c in range(channels):
+        rot = starts[block] + (c + off) % sizes[block]  # chain order of every domain, from its head
+        order = groups[:, rot]
+        heads = order[:, starts]
+        choice = (c // int(sizes.min())) % per_gpu
+        for parent in (p0, p1):
+            child = np.flatnonzero(parent >= 0)
+            srcs.append(heads[:, child].ravel())
+            dsts.append(heads[:, parent[child]].ravel())
+            choices.append(np.full(G * child.size, choice))
+        inner = np.flatnonzero(off >= 1)
+        for _ in range(2):
+            srcs.append(order[:, inner].ravel())
+            dsts.append(order[:, inner - 1].ravel())
+            choices.append(np.full(G * inner.size, choice))
+    return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), int(sizes.max()), D, depth
+
+
+def _runs_of(placement: Placement):
+    doms = placement.groups[0] // placement.gpus_per_domain
+    starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
+    return starts, np.diff(np.r_[starts, doms.size])
+
+
 def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = None):
     """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree of every communicator:
     inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
-    trees. The broadcast flows are the same reversed. Returns also (g, D, depth)."""
+    trees. The broadcast flows are the same reversed. Returns also (g, D, depth). Domains may hold unequal
+    numbers of ranks (chains of different lengths; ``g`` is then the longest)."""
+    if placement.ranks_per_domain() is None:
+        return _uneven_tree_flows(placement, channels, shape)
     g = ranks_per_domain(placement, "the tree")
     G, n = placement.groups.shape
     D = n // g
