@@ -53,7 +53,7 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
         return 1
     slots = nic_slots(shape, groups)
     if slots is None:  # domains hold unequal numbers of ranks: one channel per NIC of the smallest domain
-        starts, sizes = _runs(shape, groups[0])
+        starts, sizes = domain_runs(groups[0], shape.gpus_per_domain)
         fewest = min(np.unique(shape.nic_of(groups[0, a:a + k])).size for a, k in zip(starts, sizes))
         per_rank = shape.nics_per_gpu if fewest == sizes.min() else 1
         return int(min(fewest * per_rank, MAX_CHANNELS))
@@ -62,16 +62,16 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
     return int(min(n * per_rank, MAX_CHANNELS))
 
 
-def _runs(shape: NodeShape, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and length of each run of consecutive ranks in one NVLink domain (a group's ring order)."""
-    doms = ranks // shape.gpus_per_domain
+def domain_runs(ranks: np.ndarray, gpus_per_domain: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and length of each run of consecutive ranks in one NVLink domain (a group's order)."""
+    doms = ranks // gpus_per_domain
     starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
     return starts, np.diff(np.r_[starts, doms.size])
 
 
 def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
     """Ranks per domain along a group's ring when every domain holds the same number, else None."""
-    _, runs = _runs(shape, groups[0])
+    _, runs = domain_runs(groups[0], shape.gpus_per_domain)
     return int(runs[0]) if np.all(runs == runs[0]) else None
 
 
@@ -96,7 +96,7 @@ def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarr
     slots = nic_slots(shape, groups)
     out = np.empty((channels, G, n), dtype=np.int64)
     if slots is None and channels > 1:  # unequal domains: channel c rotates domain run b by c - b, as below
-        starts, sizes = _runs(shape, groups[0])
+        starts, sizes = domain_runs(groups[0], shape.gpus_per_domain)
         block = np.repeat(np.arange(starts.size), sizes)
         off = np.arange(n) - starts[block]
         for c in range(channels):

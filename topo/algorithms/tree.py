@@ -26,7 +26,7 @@ import numpy as np
 from ..placement import Placement
 from ..schedule import (AlgorithmUnavailable, LatencyCounts, LatencyTerm, NodeShape, Schedule, SchedulePhase,
                         Transfers, ranks_per_domain)
-from .ring import channels_for, nic_slots
+from .ring import channels_for, domain_runs, nic_slots
 
 __all__ = ["tree_schedule", "double_binary_tree", "tree_flows"]
 
@@ -80,11 +80,9 @@ def _uneven_tree_flows(placement: Placement, channels: int, shape: NodeShape | N
     """:func:`tree_flows` when the domains hold unequal numbers of ranks (128 ranks on two 72-GPU racks): each
     domain's chain starts at its rank ``c mod size`` for channel ``c`` (so channels use different heads and NICs),
     the trees join the heads as over equal domains. ``g`` is the longest chain."""
-    from .ring import _runs
-
     groups = placement.groups
     G, n = groups.shape
-    starts, sizes = _runs(shape, groups[0]) if shape is not None else _runs_of(placement)
+    starts, sizes = domain_runs(groups[0], placement.gpus_per_domain)
     D = starts.size
     block = np.repeat(np.arange(D), sizes)
     off = np.arange(n) - starts[block]
@@ -107,12 +105,6 @@ def _uneven_tree_flows(placement: Placement, channels: int, shape: NodeShape | N
             dsts.append(order[:, inner - 1].ravel())
             choices.append(np.full(G * inner.size, choice))
     return (np.concatenate(srcs), np.concatenate(dsts), np.concatenate(choices)), int(sizes.max()), D, depth
-
-
-def _runs_of(placement: Placement):
-    doms = placement.groups[0] // placement.gpus_per_domain
-    starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
-    return starts, np.diff(np.r_[starts, doms.size])
 
 
 def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = None):
