@@ -61,6 +61,7 @@ class SetupDef:
     algorithm: str = "auto"
     why: str = ""
     exclude: str = ""  # a reason to leave the setup out of the overall figures (and of every fit)
+    no_fit: str = ""  # a reason to keep the setup out of every fit (it is still scored, in every figure)
     protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol (as topo compare models it)
     channels: int | None = None  # NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS, when the run pinned the channel count
 
@@ -96,6 +97,9 @@ SETUPS: dict[str, SetupDef] = {
                                       "launches all 8 GPUs, a host floor topo does not model"),
 }
 
+NCCL527 = ("filed as 'slow bus bandwidth' (NVIDIA/nccl #527, NCCL 2.9.9): a run its reporter says is below its "
+           "hardware")
+
 # The published measurements of data/measurements/extra_nccl_tests.csv (see its README for the sources).
 EXTRA_SETUPS: dict[str, SetupDef] = {
     "cw_gb200_1rack": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, gpus=4, domain=72), 72,
@@ -109,9 +113,12 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "cw92_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16),
     "cw92_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16),
     "nccl527_p4dn_1n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 1), 8),
-    "nccl527_p4dn_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="4 NICs for 8 GPUs"),
-    "nccl527_p4dn_3n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 3), 24, why="4 NICs for 8 GPUs"),
-    "nccl527_p4dn_4n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 4), 32, why="4 NICs for 8 GPUs"),
+    "nccl527_p4dn_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16, why="4 NICs for 8 GPUs",
+                                no_fit=NCCL527),
+    "nccl527_p4dn_3n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 3), 24, why="4 NICs for 8 GPUs",
+                                no_fit=NCCL527),
+    "nccl527_p4dn_4n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 4), 32, why="4 NICs for 8 GPUs",
+                                no_fit=NCCL527),
     "ncclt232_h100_2x1_4nic": SetupDef(_ns("H100", 4, "400 Gb/s", "roce", 2, gpus=1), 2, "tree",
                                        "1 GPU and 4 NICs per node, NCCL_ALGO=Tree"),
     "nccl652_a100_32n": SetupDef(_ns("A100", 4, "200 Gb/s", "infiniband_hdr", 32), 256,
@@ -128,7 +135,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                             "(assumed 16 + 16, as OCI's GB300 2-rack run); auto without NVLS, as "
                                             "the shape's manifest sets NCCL_NVLS_ENABLE=0"),
     "awsefaeks_p4d_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
-                                 why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)"),
+                                 why="p4d, 4 NICs for 8 GPUs, NCCL 2.8.3 with an early aws-ofi-nccl (2021)",
+                                 no_fit="NCCL 2.8.3 (2021) with the aws-ofi-nccl of its time: the stack, not the "
+                                        "hardware, sets its pace (43% of the p4de run's busbw at 1 GiB on the same NICs)"),
     "ncclt309gj_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
                                    why="gj-aion's 8-node IB cluster (not the issue author's)"),
     "ncclt309gj_h100_4n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32,
@@ -175,6 +184,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "dstack_lambda_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
                                       why="2 x 8 B200 on InfiniBand (Lambda 1CC); 8 x 400G NDR per node assumed"),
 }
+
+
+ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS}
 
 
 @dataclass
@@ -347,24 +359,50 @@ def score(g: Group, profile) -> Scored:
     return Scored(g.setup, g.collective, g.case.sizes, errs, [r.algorithm for r in res])
 
 
-def leave_one_setup_out(groups: list[Group], max_nfev: int = 40):
-    params = shared_params()
-    out, fits = [], {}
-    usable = [g for g in groups if not g.d.exclude]
-    for held in sorted({g.setup for g in usable}):
-        train = [_start(g) for g in usable if g.setup != held]
-        tags = set().union(*(c.tags for c in train))
-        ps = [p for p in params if p.tag is None or p.tag in tags]
-        fit = fit_cases(train, ps, max_nfev=max_nfev)
-        fits[held] = fit
-        for g in [g for g in groups if g.setup == held]:
-            start = _start(g)
-            prof = start.profile
-            for p, x in zip(ps, fit.x):
-                if p.tag is None or p.tag in g.tags:
-                    prof = p.apply(prof, p.value(x))
-            out.append(score(g, prof))
-    return out, fits
+_FOLDS: dict = {}  # the groups and parameters of a leave-one-out run, inherited by its worker processes
+
+
+def fit_groups(groups: list[Group], max_nfev: int = 40):
+    """One fit of the shared constants over ``groups`` (from the unfitted start): (parameters, fit)."""
+    train = [_start(g) for g in groups]
+    tags = set().union(*(c.tags for c in train))
+    ps = [p for p in shared_params() if p.tag is None or p.tag in tags]
+    return ps, fit_cases(train, ps, max_nfev=max_nfev)
+
+
+def fitted_profile(g: Group, ps, x):
+    """``g``'s unfitted profile with the fitted constants its tags select."""
+    prof = _start(g).profile
+    for p, xi in zip(ps, x):
+        if p.tag is None or p.tag in g.tags:
+            prof = p.apply(prof, p.value(xi))
+    return prof
+
+
+def fitting_set(groups: list[Group]) -> list[Group]:
+    """The groups constants are fitted on: every setup but those excluded or kept out of fits (with reasons)."""
+    return [g for g in groups if not g.d.exclude and not g.d.no_fit]
+
+
+def _fold(held: str):
+    groups, max_nfev = _FOLDS["groups"], _FOLDS["max_nfev"]
+    ps, fit = fit_groups([g for g in fitting_set(groups) if g.setup != held], max_nfev)
+    return [score(g, fitted_profile(g, ps, fit.x)) for g in groups if g.setup == held], fit.values
+
+
+def leave_one_setup_out(groups: list[Group], max_nfev: int = 40, processes: int = 2):
+    """Each setup scored with the constants fitted on every other setup (folds run in ``processes`` workers)."""
+    helds = sorted({g.setup for g in groups if not g.d.exclude})
+    _FOLDS.update(groups=groups, max_nfev=max_nfev)
+    if processes > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            results = pool.map(_fold, helds, chunksize=1)
+    else:
+        results = [_fold(h) for h in helds]
+    out = [s for scored, _ in results for s in scored]
+    return out, {h: values for h, (_, values) in zip(helds, results)}
 
 
 def calibrated(groups: list[Group], max_nfev: int = 60):
@@ -406,81 +444,108 @@ def _table(scored: list[Scored], setups: dict, title_note: str = "") -> list[str
         d = setups[x.setup]
         bw, nbw = x.mdape("bw")
         lat, nlat = x.mdape("lat")
-        note = "; ".join(s for s in (d.why, f"excluded: {d.exclude}" if d.exclude else "") if s)
+        note = "; ".join(s for s in (d.why, f"excluded: {d.exclude}" if d.exclude else "",
+                                     f"kept out of fits: {d.no_fit}" if d.no_fit else "") if s)
         signed = statistics.median(x.errors) * 100
         lines.append(f"| {x.setup} | {x.collective} | {d.gpus} | {', '.join(sorted(set(x.algorithms))) or '-'} | "
                      f"{fmt(bw)} ({nbw}) | {fmt(lat)} ({nlat}) | {signed:+.0f}% | {note} |")
     return lines
 
 
-def tuner_section(groups, insample, extra_groups, extra, excluded) -> list[str]:
+def tuner_section(groups, insample, excluded) -> list[str]:
     """auto's choice as NCCL's tuner makes it (``choose = "nccl"``, topo/tuner.py) against the default
     (``choose = "fastest"``), bundled profiles: every size whose algorithm differs, with both errors."""
-    def rescore(gs):
-        return [score(replace(g, case=replace(g.case, setup=replace(g.case.setup, choose="nccl"))), g.case.profile)
-                for g in gs]
-
-    n_in, n_ex = rescore(groups), rescore(extra_groups)
+    nccl = [score(replace(g, case=replace(g.case, setup=replace(g.case.setup, choose="nccl"))), g.case.profile)
+            for g in groups]
     out = ["", "### auto's choice as NCCL's tuner makes it (`choose = \"nccl\"`, topo/tuner.py) vs the routed "
-               "fastest (`\"fastest\"`, the default)", "",
-           "| set | regime | fastest | nccl |", "|---|---|---:|---:|"]
-    for label, a, b, exc in (("in-sample", insample, n_in, excluded), ("out of sample", extra, n_ex, ())):
-        for regime, name in (("bw", ">= 64 MiB"), ("lat", "<= 64 KiB"), ("all", "all sizes")):
-            (x, nx), (y, _) = overall(a, regime, exc), overall(b, regime, exc)
-            out.append(f"| {label} | {name} ({nx}) | {fmt(x)} | {fmt(y)} |")
+               "fastest (`\"fastest\"`, the default), bundled profiles", "",
+           "| regime | fastest | nccl |", "|---|---:|---:|"]
+    for regime, name in (("bw", ">= 64 MiB"), ("lat", "<= 64 KiB"), ("all", "all sizes")):
+        (x, nx), (y, _) = overall(insample, regime, excluded), overall(nccl, regime, excluded)
+        out.append(f"| {name} ({nx}) | {fmt(x)} | {fmt(y)} |")
     out += ["", "Sizes where the two choose differently (signed error, model / measured - 1):", "",
             "| setup | size (B) | fastest | nccl |", "|---|---:|---|---|"]
-    for a, b in zip(insample + extra, n_in + n_ex):
-        for s, ea, aa, eb, ab in zip(a.sizes, a.errors, a.algorithms, b.errors, b.algorithms):
+    for a, b in zip(insample, nccl):
+        for size, ea, aa, eb, ab in zip(a.sizes, a.errors, a.algorithms, b.errors, b.algorithms):
             if aa != ab:
-                out.append(f"| {a.setup} | {s} | {aa} {ea * 100:+.1f}% | {ab} {eb * 100:+.1f}% |")
+                out.append(f"| {a.setup} | {size} | {aa} {ea * 100:+.1f}% | {ab} {eb * 100:+.1f}% |")
     return out
+
+
+def _regimes(scored, excluded=()) -> str:
+    (bw, nbw), (lat, nlat), (al, nal) = (overall(scored, r, excluded) for r in ("bw", "lat", "all"))
+    return (f">= 64 MiB **{fmt(bw)}** ({nbw} sizes), <= 64 KiB **{fmt(lat)}** ({nlat}), all sizes {fmt(al)} "
+            f"({nal})")
+
+
+def _fit_values_line(fits: dict) -> list[str]:
+    vals: dict[str, list[float]] = {}
+    for values in fits.values():
+        for k, v in values.items():
+            vals.setdefault(k, []).append(v)
+    return [f"- `{k}`: {min(v):.3g} - {max(v):.3g}" for k, v in sorted(vals.items())]
+
+
+def _loso_lines(groups, extra_groups, excluded) -> list[str]:
+    everything = groups + extra_groups
+    pooled, fits = leave_one_setup_out(everything)
+    ref = [x for x in pooled if x.setup in SETUPS]
+    ext = [x for x in pooled if x.setup in EXTRA_SETUPS]
+    ref_only, ref_fits = leave_one_setup_out(groups)
+    kept = sorted({g.setup for g in everything if g.d.no_fit and not g.d.exclude})
+    lines = ["### Headline: leave-one-setup-out over every measured setup", "",
+             f"Each of the {len({x.setup for x in pooled})} setups (data/reference and data/measurements) is scored "
+             "with the constants refitted on every other setup, never on itself. Targets: <= 10% (>= 64 MiB) and "
+             "<= 25% (<= 64 KiB).", "",
+             f"- all setups: {_regimes(pooled, excluded)}",
+             f"- of them, the reference set (data/reference): {_regimes(ref, excluded)}",
+             f"- of them, the published set (data/measurements): {_regimes(ext)}",
+             f"- the reference set alone (fitted and left out within its {len(SETUPS)} setups, the first "
+             f"definition): {_regimes(ref_only, excluded)}", "",
+             f"Kept out of every fit, still scored: {', '.join(kept) or 'none'} (reasons in the table's notes).", ""]
+    lines += _table(pooled, ALL_SETUPS)
+    lines += ["", "Refitted constants across the folds (min - max; the bundled values were fitted on all setups):",
+              ""] + _fit_values_line(fits)
+    # the reference set's fit, scored on the published set: a held-out set no constant of this fit saw
+    ps, fit = fit_groups(fitting_set(groups))
+    held = [score(g, fitted_profile(g, ps, fit.x)) for g in extra_groups]
+    lines += ["", "### Fitted on the reference set only, scored on the published set", "",
+              f"{_regimes(held)}. The published set's setups saw none of these constants.", ""]
+    return lines
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     t0 = time.perf_counter()
     groups = load_groups(DATA, SETUPS)
-    excluded = {k for k, d in SETUPS.items() if d.exclude}
-    insample = [score(g, g.case.profile) for g in groups]
     extra_groups = load_groups(EXTRA, EXTRA_SETUPS)
-    extra = [score(g, g.case.profile) for g in extra_groups]
-    lines = []
+    excluded = {k for k, d in ALL_SETUPS.items() if d.exclude}
+    insample = [score(g, g.case.profile) for g in groups + extra_groups]
+    lines = [] if quick else _loso_lines(groups, extra_groups, excluded)
+    if "--fit" in sys.argv:  # the values to write into topo/data/profiles/ (fitted on every setup)
+        ps, fit = fit_groups(fitting_set(groups + extra_groups))
+        print("\n".join(f"{k} = {v:.4g}" for k, v in fit.values.items()))
+        print(f"MdAPE {fit.mdape_before_pct:.1f}% unfitted -> {fit.mdape_after_pct:.1f}% ({fit.seconds:.0f} s)")
+        return
+    lines += ["### In-sample (the bundled profiles, whose fitted constants saw every setup below)", "",
+              f"{_regimes(insample, excluded)}. In-sample: not a measure of accuracy on a cluster the model has "
+              "not seen.", ""]
+    lines += _table(insample, ALL_SETUPS)
     if not quick:
-        loso, fits = leave_one_setup_out(groups)
-        bw, nbw = overall(loso, "bw", excluded)
-        lat, nlat = overall(loso, "lat", excluded)
-        lines += ["### Headline: leave-one-setup-out (each setup scored by constants fitted without it)", "",
-                  f"Bandwidth regime (>= 64 MiB) MdAPE **{fmt(bw)}** over {nbw} sizes; latency regime (<= 64 KiB) "
-                  f"MdAPE **{fmt(lat)}** over {nlat} sizes. Targets: <= 10% and <= 25%.", ""]
-        lines += _table(loso, SETUPS)
-        vals = {}
-        for held, fit in fits.items():
-            for k, v in fit.values.items():
-                vals.setdefault(k, []).append(v)
-        lines += ["", "Refitted constants across the folds (min - max; the bundled values were fitted on all setups):",
-                  ""] + [f"- `{k}`: {min(v):.3g} - {max(v):.3g}" for k, v in sorted(vals.items())]
-    bw, nbw = overall(insample, "bw", excluded)
-    lat, nlat = overall(insample, "lat", excluded)
-    lines += ["", "### In-sample (the bundled profiles, whose fitted constants saw every setup below)", "",
-              f"Bandwidth regime MdAPE {fmt(bw)} over {nbw} sizes; latency regime MdAPE {fmt(lat)} over {nlat} "
-              "sizes. In-sample: not a measure of accuracy on a cluster the model has not seen.", ""]
-    lines += _table(insample, SETUPS)
-    if not quick:
-        cal = calibrated(groups)
+        cal = calibrated(groups + extra_groups)
         lines += ["", "### Calibrated on one sweep of the same cluster (`topo calibrate`'s fit)", "",
                   "| split | setup | scored collective | held-out sizes | MdAPE before | MdAPE after | fit (s) |",
                   "|---|---|---|---:|---:|---:|---:|"]
         pooled: dict[str, tuple[list, list]] = {}
         secs = []
-        for split, sid, coll, sizes, before, after, s in cal:
+        for split, sid, coll, sizes, before, after, sec in cal:
             b = statistics.median(abs(before)) * 100
             a = statistics.median(abs(after)) * 100
             kind = "half" if split == "half sizes" else "cross"
             pooled.setdefault(kind, ([], []))[0].extend(abs(before) * 100)
             pooled[kind][1].extend(abs(after) * 100)
-            secs.append(s)
-            lines.append(f"| {split} | {sid} | {coll} | {len(sizes)} | {b:.1f}% | {a:.1f}% | {s:.1f} |")
+            secs.append(sec)
+            lines.append(f"| {split} | {sid} | {coll} | {len(sizes)} | {b:.1f}% | {a:.1f}% | {sec:.1f} |")
         hb, ha = (statistics.median(x) for x in pooled["half"])
         lines += ["", f"Other sizes of the calibrated sweep, pooled: MdAPE {hb:.1f}% with the bundled profile, "
                       f"**{ha:.1f}%** after calibrating (target <= 5%)."]
@@ -490,29 +555,19 @@ def main() -> None:
                          f"{cb:.1f}% -> **{ca:.1f}%**: an all-reduce sweep says little about all-to-all's per-peer "
                          "costs, which its fit leaves free.")
         lines.append(f"Each fit took {min(secs):.1f}-{max(secs):.1f} s.")
-    ebw, enbw = overall(extra, "bw")
-    elat, enlat = overall(extra, "lat")
-    eall, enall = overall(extra, "all")
-    lines += ["", "### Out of sample: published measurements no constant was fitted on "
-                  "(data/measurements/extra_nccl_tests.csv)", "",
-              f"Bundled profiles: bandwidth regime MdAPE **{fmt(ebw)}** over {enbw} sizes; latency regime "
-              f"**{fmt(elat)}** over {enlat} sizes; all sizes {fmt(eall)} over {enall}. Signed errors below: "
-              "negative = the model is too fast.", ""]
-    lines += _table(extra, EXTRA_SETUPS)
-    lines += tuner_section(groups, insample, extra_groups, extra, excluded)
+    lines += tuner_section(groups + extra_groups, insample, excluded)
     lines += ["", f"Run time: {time.perf_counter() - t0:.0f} s."]
     text = "\n".join(lines)
     print(text)
-    detail = ["", "<details><summary>Every size, in-sample and out of sample: measured vs model</summary>", "",
+    detail = ["", "<details><summary>Every size, in-sample: measured vs model</summary>", "",
               "| setup | collective | size (B) | error | algorithm |", "|---|---|---:|---:|---|"]
-    for x in insample + extra:
-        for s, e, a in zip(x.sizes, x.errors, x.algorithms):
-            detail.append(f"| {x.setup} | {x.collective} | {s} | {e * 100:+.1f}% | {a} |")
+    for x in insample:
+        for size, e, a in zip(x.sizes, x.errors, x.algorithms):
+            detail.append(f"| {x.setup} | {x.collective} | {size} | {e * 100:+.1f}% | {a} |")
     detail.append("</details>")
     if "--no-write" not in sys.argv and not quick:
         update_section("Accuracy against nccl-tests measurements", text + "\n" + "\n".join(detail),
                        "python benchmarks/accuracy.py")
-
 
 if __name__ == "__main__":
     main()

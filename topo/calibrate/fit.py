@@ -188,11 +188,22 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
     width = np.where(hi > lo, hi - lo, 1.0)
     scale = np.array([1.0 if p.kind == "log" else w / 4 for p, w in zip(params, width)])
 
+    # Each case depends only on the parameters its tags select: a finite-difference step in one of the others
+    # leaves it unchanged, so its last residuals are reused (a fit over many setups evaluates each setup only for
+    # the columns of the Jacobian that concern it)
+    uses = [[i for i, p in enumerate(params) if p.tag is None or p.tag in c.tags] for c in cases]
+    memo: list[dict] = [{} for _ in cases]
+
     def residuals(x):
         res = []
-        for c, lm in zip(cases, logm):
-            prof = apply_params(c.profile, params, x, c.tags)
-            res.append(np.log(_times(c, prof)) - lm)
+        for k, (c, lm) in enumerate(zip(cases, logm)):
+            key = tuple(float(x[i]) for i in uses[k])
+            if key not in memo[k]:
+                if len(memo[k]) > 4 * len(params) + 8:  # the points of the last Jacobian or two
+                    memo[k].clear()
+                prof = apply_params(c.profile, params, x, c.tags)
+                memo[k][key] = np.log(_times(c, prof)) - lm
+            res.append(memo[k][key])
         res.append(PRIOR_WEIGHT * (x - x0) / scale)
         return np.concatenate(res)
 
