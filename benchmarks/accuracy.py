@@ -266,7 +266,8 @@ def unfitted(gen: str, tech: str):
         eff["nvls_tree"] = {"Simple": eff["nvls"]["Simple"]}
     p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff)
     if gen == "blackwell":  # Hopper's NVLink fraction, and no extra latency for NVLink across trays (NCCL's own)
-        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, mnnvl_hop_extra_s=0.0)
+        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, mnnvl_hop_extra_s=0.0,
+                    mnnvl_extra_s=0.0)
     if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
@@ -310,7 +311,9 @@ def shared_params() -> list[FreeParam]:
            FreeParam("nvlink_efficiency", "linear", ib.nvlink_efficiency, 0.3, 1.0,
                      lambda pr, e: replace(pr, nvlink_efficiency=e), "gpu:blackwell"),
            FreeParam("mnnvl_hop_extra_us", "linear", 0.0, 0.0, 10.0,
-                     lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell")]
+                     lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell"),
+           FreeParam("mnnvl_extra_us", "linear", 0.0, 0.0, 50.0,
+                     lambda pr, us: replace(pr, mnnvl_extra_s=us * 1e-6), "gpu:blackwell")]
     for fam in ("roce", "efa"):
         out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                              lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))

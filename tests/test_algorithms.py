@@ -161,8 +161,8 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     """128 ranks on two 72-GPU NVL72 racks (72 + 56): NCCL's tree runs a chain of each node's ranks of whatever
     length (topo/algorithms/tree.py); every rank but a head sends once up its chain per tree and channel, each
     channel's chain starts at another rank (so at another NIC), and the latency counts the longest chain:
-    6.8 + 2 x (71 x (0.6 + x) + 1 x 5.0) us with NCCL's tree/LL constants and x the bundled NVL72 step term
-    (blackwell.toml mnnvl_hop_extra_us)."""
+    6.8 + e + 2 x (71 x (0.6 + x) + 1 x 5.0) us with NCCL's tree/LL constants and the bundled NVL72 terms, e once
+    per collective and x per NVLink step (blackwell.toml mnnvl_extra_us, mnnvl_hop_extra_us)."""
     from topo import build_fabric, spec_from_dict
     from topo.algorithms.tree import tree_flows
     from topo.calibrate.setup import node_spec
@@ -180,9 +180,10 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     # each channel has a head per domain, the child of one of the two trees: 2 C sends, all from different ranks
     assert heads.size == 2 * C and np.unique(heads).size == heads.size
     r = estimate(fab, "all_reduce", [8], gpus=128, algorithm="tree").results[0]
-    x = profile_for("blackwell", "infiniband_ndr").mnnvl_hop_extra_s * 1e6
-    assert x > 0
-    assert r.latency_s * 1e6 == pytest.approx(6.8 + 2 * (71 * (0.6 + x) + 5.0), rel=1e-9)
+    p = profile_for("blackwell", "infiniband_ndr")
+    x, e = p.mnnvl_hop_extra_s * 1e6, p.mnnvl_extra_s * 1e6
+    assert x > 0 and e > 0
+    assert r.latency_s * 1e6 == pytest.approx(6.8 + e + 2 * (71 * (0.6 + x) + 5.0), rel=1e-9)
     full = estimate(fab, "all_reduce", [2**30], gpus=144, algorithm="tree").results[0].busbw_GBps
     part = estimate(fab, "all_reduce", [2**30], gpus=128, algorithm="tree").results[0].busbw_GBps
     assert part == pytest.approx(full, rel=0.15)

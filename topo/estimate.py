@@ -139,6 +139,10 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
     shape = NodeShape.of(fabric)
+    # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node NVLink);
+    # ranks of one server in an NVL72 rack talk as in any server (servers nest in domains: more servers than domains)
+    g0 = pl.groups[0]
+    mnnvl = bool(np.unique(g0 // shape.gpus_per_server).size > np.unique(g0 // shape.gpus_per_domain).size)
     cap = usable_capacity(router, prof)
     costed: dict[str, Costed] = {}
     unavailable: dict[str, str] = {}
@@ -157,7 +161,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                                                f"{', '.join(protos)})")
                 protos = (opts.protocol,)
             sched.pinned_channels = opts.channels
-            if shape.gpus_per_domain > shape.gpus_per_server:  # NVLink across trays (NVL72): profile's MNNVL term
+            if mnnvl:  # NVLink across trays (NVL72): the profile's MNNVL terms
                 sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
             loads = load_schedule(router, sched, keep_flows=keep)
         except AlgorithmUnavailable as exc:

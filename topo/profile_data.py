@@ -77,6 +77,9 @@ PARAMETERS: dict[str, Spec] = {
     "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
                                doc="latency added to every NVLink step when the NVLink domain spans several servers "
                                    "(NVL72 racks: multi-node NVLink), any protocol"),
+    "mnnvl_extra_us": Spec("gpu", "scalar", 0.0, 100.0, optional=True,
+                           doc="latency added once to a collective whose NVLink domain spans several servers "
+                               "(NVL72 racks), any algorithm and protocol"),
     "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0,
                           doc="multiplier on the per-step network latencies (NCCL's, or net_step_latency_us)"),
