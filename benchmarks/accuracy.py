@@ -287,6 +287,12 @@ def _set_nvls_tree(pr, e):
     return replace(pr, proto_efficiency=eff)
 
 
+def _set_nvls(pr, e):
+    eff = dict(pr.proto_efficiency)
+    eff["nvls"] = {"Simple": e}
+    return replace(pr, proto_efficiency=eff)
+
+
 def _scale_net(pr, m):
     return replace(pr, net_hop_s={f: {k: v * m for k, v in d.items()} for f, d in pr.net_hop_s.items()})
 
@@ -304,12 +310,17 @@ def net_latency_param(tag: str | None) -> FreeParam:
 
 def shared_params() -> list[FreeParam]:
     ib = profile_for("hopper", "infiniband_ndr")
+    bw = profile_for("blackwell", "infiniband_ndr")
     out = [FreeParam("pipeline_window_MiB", "linear", 0.0, 0.0, 256.0,
                      lambda pr, w: replace(pr, pipeline_window_bytes=w * 2**20)),
            FreeParam("nvls_tree_efficiency", "linear", ib.proto_efficiency["nvls"]["Simple"], 0.3, 1.0,
                      _set_nvls_tree, "gpu:hopper"),
            FreeParam("nvlink_efficiency", "linear", ib.nvlink_efficiency, 0.3, 1.0,
                      lambda pr, e: replace(pr, nvlink_efficiency=e), "gpu:blackwell"),
+           FreeParam("nvls_efficiency", "linear", bw.proto_efficiency["nvls"]["Simple"], 0.3, 1.0, _set_nvls,
+                     "gpu:blackwell"),
+           FreeParam("nvls_tree_efficiency", "linear", bw.proto_efficiency["nvls"]["Simple"], 0.3, 1.0,
+                     _set_nvls_tree, "gpu:blackwell"),
            FreeParam("mnnvl_hop_extra_us", "linear", 0.0, 0.0, 10.0,
                      lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell"),
            FreeParam("mnnvl_extra_us", "linear", 0.0, 0.0, 50.0,

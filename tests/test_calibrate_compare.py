@@ -174,10 +174,13 @@ def test_a_band_where_the_run_beats_the_model_is_named(tmp_path):
     assert res.ahead["median_efficiency"] == pytest.approx(2.0, abs=5e-3) and res.ahead["regime"] == "latency"
     assert "at 1 KiB-16 KiB the run is 2.00x faster than the model (where latency dominates" in res.verdict
     assert "no size falls below" not in res.verdict and res.gap is None
-    # and the real log says so
+    # The real log: gcp_roce's per-step latency fitted on GCP's A4 run alone (24.6 us) made the model 1.5x too slow
+    # at 1 KiB; refitted on all six GCP runs (8.71 us) it is within 20% there, and no latency band is named
     run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
     res = compare_run(run, setup_from_run(run, network="gcp_roce"), collective="all_gather")
-    assert res.ahead is not None and res.ahead["min_bytes"] == 1024 and res.ahead["median_efficiency"] > 1.3
+    row = next(r for r in res.rows if r.size_bytes == 1024)
+    assert abs(row.model_s / row.measured_s - 1) < 0.20
+    assert res.ahead is None or res.ahead["regime"] != "latency"
 
 
 def test_a_gap_over_the_whole_sweep_is_not_called_latency(tmp_path):

@@ -169,3 +169,21 @@ def test_calibrate_json_without_output_carries_the_profile(tmp_path):
     f.write_text(doc["profile_toml"])
     assert tomllib.loads(doc["profile_toml"])["profile"]["kind"] == "user"
     assert resolve_profile(str(f)).name == "calibrated"
+
+
+def test_calibrate_fits_the_nvl72_latency_of_a_run_across_trays():
+    # A run on 2 trays of one GB200 NVL72 rack (8 ranks, multi-node NVLink) whose NVL72 latency terms are 2.5x the
+    # bundled ones (blackwell.toml mnnvl_extra_us, mnnvl_hop_extra_us: fitted priors, 0.6-2.1 us per step in single
+    # published runs): the fit scales both and recovers the sweep. A run inside one tray has no such term to fit.
+    fabric = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, 4, 72)))
+    prof = profile_for("blackwell", "infiniband_ndr")
+    truth = replace(prof, mnnvl_extra_s=prof.mnnvl_extra_s * 2.5, mnnvl_hop_extra_s=prof.mnnvl_hop_extra_s * 2.5)
+    sizes = [2**i for i in range(3, 21)]  # 8 B - 1 MiB: latency carries it
+    times = [r.time_s for r in estimate(fabric, "all_gather", sizes, gpus=8, profile=truth).results]
+    case = Case(Setup(fabric, 8), "all_gather", sizes, times, prof)
+    params = calibration_params(prof, [case])
+    assert "mnnvl_latency" in [p.name for p in params]
+    res = fit_cases([case], params)
+    assert res.mdape_before_pct > 20 and res.mdape_after_pct < 2.0
+    one_tray = Case(Setup(fabric, 4), "all_gather", sizes, times, prof)
+    assert "mnnvl_latency" not in [p.name for p in calibration_params(prof, [one_tray])]

@@ -5,6 +5,8 @@ import json
 import numpy as np
 import pytest
 
+from topo.profiles import profile_for
+
 from conftest import run_cli
 from topo import build_fabric, load_spec
 from topo.errors import TopoError
@@ -59,11 +61,12 @@ def test_two_identical_members_take_twice_the_bandwidth_time(pod):
         assert x.mix_s == pytest.approx(alone.latency_s + 2 * alone.bandwidth_s, rel=1e-9)
     top = r.contested[0]
     assert top.demand == pytest.approx(2.0) and list(top.members.values()) == pytest.approx([1.0, 1.0])
-    # With NCCL's profile a ring leaves its bottleneck idle while its pipeline fills (the first 16 MiB at half
+    # With NCCL's profile a ring leaves its bottleneck idle while its pipeline fills (the first W bytes at half
     # speed, topo.profiles), so alone it uses u = S/(S + W) of it; two of them share it at 1/(2u) each.
     nccl = run_mix(pod, [m, Member("y", m.collective, m.size, m.options)])
     alone = estimate(pod, "all_reduce", "1GiB", gpus=256, algorithm="ring").results[0]
-    u = 2**30 / (2**30 + 2**24)
+    W = profile_for(pod.spec.gpu_model.generation, pod.spec.fabric.technology).pipeline_window_bytes
+    u = 2**30 / (2**30 + W)
     assert list(nccl.contested[0].members.values()) == pytest.approx([u, u], rel=1e-9)
     assert nccl.members[0].mix_s == pytest.approx(alone.latency_s + alone.bandwidth_s * 2 * u, rel=1e-9)
 

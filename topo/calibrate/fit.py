@@ -97,6 +97,16 @@ def _bounded(name, e0):
     return max(spec.lo, 1e-3), min(spec.hi, 1.0), min(max(e0, spec.lo), spec.hi)
 
 
+def _mnnvl(prof: Profile, m: float) -> Profile:
+    return replace(prof, mnnvl_hop_extra_s=prof.mnnvl_hop_extra_s * m, mnnvl_extra_s=prof.mnnvl_extra_s * m)
+
+
+def _spans_trays(case: Case) -> bool:
+    """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms."""
+    L = case.setup.fabric.layout
+    return L.gpus_per_domain > L.gpus_per_server and case.setup.gpus > L.gpus_per_server
+
+
 def calibration_params(profile: Profile, cases: list[Case], tag: str | None = None) -> list[FreeParam]:
     """The parameters the cases can inform, starting from ``profile``."""
     multi = any(c.setup.fabric.num_gpus > 0 and _domains(c) > 1 for c in cases)
@@ -114,6 +124,8 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
         lo, hi, e0 = _bounded("network_efficiency", profile.network_efficiency)
         out.append(FreeParam("network_efficiency", "linear", e0, lo, hi,
                              lambda pr, e: replace(pr, network_efficiency=e), tag))
+    if (profile.mnnvl_hop_extra_s > 0 or profile.mnnvl_extra_s > 0) and any(_spans_trays(c) for c in cases):
+        out.append(FreeParam("mnnvl_latency", "log", 0.0, math.log(0.1), math.log(10.0), _mnnvl, tag))
     if "nvls" in profile.proto_efficiency and "all_reduce" in colls:
         lo, hi, e0 = _bounded("nvls_efficiency", profile.proto_efficiency["nvls"]["Simple"])
         out.append(FreeParam("nvls_efficiency", "linear", e0, lo, hi, _nvls, tag))
