@@ -180,6 +180,9 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                     "the same nodes' 1/2/4-GPU runs; InfiniBand assumed"),
     "xxrjun_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
                                why="2 of the same 10 nodes (pairwise run): alltoall and sendrecv, 4-16 GiB"),
+    "mgcafe_a3mega_tcpxo_2n_allgather": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
+                                                 why="GCP A3 Mega, GPUDirect-TCPXO (NCCL 2.28.7, FasTrak 1.0.8, "
+                                                     "2026 plugin: Google's profile allows Simple and LL128)"),
 }
 
 
