@@ -186,6 +186,19 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                       why="2 x 8 H100 on InfiniBand (Nebius); 8 x 400G NDR per node assumed"),
     "dstack_lambda_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
                                       why="2 x 8 B200 on InfiniBand (Lambda 1CC); 8 x 400G NDR per node assumed"),
+    # dcoll helper
+    "xxrjun_h100_10n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 10), 80,
+                                why="10 x 8 H100, 5 collectives of one job (NCCL 2.29.2); one 400G NIC per GPU from "
+                                    "the same nodes' 1/2/4-GPU runs; InfiniBand assumed"),
+    "xxrjun_h100_2n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16,
+                               why="2 of the same 10 nodes (pairwise run): alltoall and sendrecv, 4-16 GiB"),
+    "mgcafe_a3mega_tcpxo_2n_allgather": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16,
+                                                 why="GCP A3 Mega, GPUDirect-TCPXO (NCCL 2.28.7, FasTrak 1.0.8, "
+                                                     "2026 plugin: Google's profile allows Simple and LL128)"),
+    "xxrjun_h100_10x1": SetupDef(_ns("H100", 1, "400 Gb/s", "infiniband_ndr", 10, gpus=1), 10,
+                                 why="the same 10 nodes, 1 GPU (and 1 NIC) per node: a pure network ring / p2p"),
+    "xxrjun_h100_2x1": SetupDef(_ns("H100", 1, "400 Gb/s", "infiniband_ndr", 2, gpus=1), 2,
+                                why="2 of the same nodes, 1 GPU per node: NIC-to-NIC alltoall and sendrecv"),
 }
 
 
