@@ -103,6 +103,9 @@ SETUPS: dict[str, SetupDef] = {
 NCCL527 = ("filed as 'slow bus bandwidth' (NVIDIA/nccl #527, NCCL 2.9.9): a run its reporter says is below its "
            "hardware")
 
+JZ_CONGESTED = ("the author reports fabric-wide congestion from 16 nodes up (busbw swinging 2-3x between iterations, "
+                "'well below the 350+ GB/s we'd expect'; JingchaoZhang.github.io 2026-03-03): below its hardware")
+
 # The published measurements of data/measurements/extra_nccl_tests.csv (see its README for the sources).
 EXTRA_SETUPS: dict[str, SetupDef] = {
     "cw_gb200_1rack": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, gpus=4, domain=72), 72,
@@ -199,6 +202,17 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                  why="the same 10 nodes, 1 GPU (and 1 NIC) per node: a pure network ring / p2p"),
     "xxrjun_h100_2x1": SetupDef(_ns("H100", 1, "400 Gb/s", "infiniband_ndr", 2, gpus=1), 2,
                                 why="2 of the same nodes, 1 GPU per node: NIC-to-NIC alltoall and sendrecv"),
+    # dlead helper: Azure ND H100 v5 (JingchaoZhang.github.io), 8 GiB all-reduce on 2-64 nodes of one VMSS
+    **{f"jz_ndv5_h100_{n}n{sfx}": SetupDef(
+        _ns("H100", 8, "400 Gb/s", "infiniband_ndr", n), 8 * n, channels=32,
+        why=(f"Azure ND96isr_H100_v5, {n} nodes, 8 x 400G NDR per node (stated); NCCL_MIN_NCHANNELS=32 (32 "
+             f"channels; QPS_PER_CONNECTION=4 not modelled); {label}: adaptive routing off and on are the same "
+             "hardware, modelled alike"),
+        no_fit="" if n <= 8 else JZ_CONGESTED)
+       for n in (2, 4, 8, 16, 32, 48, 64)
+       for sfx, label in (("", "NCCL_IB_SL=0 (static routing)"), ("_ar", "NCCL_IB_SL=2 (adaptive routing)"))},
+    "jz_ndv5_h100_3n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 3), 24, channels=32,
+                                why="Azure ND96isr_H100_v5, 3 nodes (the author's second post), NCCL_MIN_NCHANNELS=32"),
 }
 
 
