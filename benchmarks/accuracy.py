@@ -211,6 +211,11 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
         no_fit="" if n <= 8 else JZ_CONGESTED)
        for n in (2, 4, 8, 16, 32, 48, 64)
        for sfx, label in (("", "NCCL_IB_SL=0 (static routing)"), ("_ar", "NCCL_IB_SL=2 (adaptive routing)"))},
+    "sky_a3high_tcpx_2n": SetupDef(_ns("H100", 4, "200 Gb/s", "gcp_tcpx", 2), 16, "ring", protocol="Simple",
+                                   channels=8,
+                                   why="GCP A3 High (a3-highgpu-8g), GPUDirect-TCPX on 4 GPU NICs (eth1-eth4) of 200 Gb/s "
+                                       "assumed (GCP: 1000 Gbps in all with the host NIC); NCCL_ALGO=Ring, "
+                                       "NCCL_PROTO=Simple, 8 channels (SkyPilot's nccl_tcpx_gcpvm_h100.yaml)"),
     "jz_ndv5_h100_3n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 3), 24, channels=32,
                                 why="Azure ND96isr_H100_v5, 3 nodes (the author's second post), NCCL_MIN_NCHANNELS=32"),
 }
