@@ -306,9 +306,15 @@ def unfitted(gen: str, tech: str):
     if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
+    elif tech in TCP_NETS:  # Google's TCP offloads: NCCL's own constants, as for RoCE
+        p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
+                    peer_overhead_s=ib.peer_overhead_s)
     elif network_family(tech) == "efa":  # EFA's per-step latency is AWS's published tuner constant: kept
         p = replace(p, network_efficiency=ib.network_efficiency, peer_overhead_s=ib.peer_overhead_s)
     return p
+
+
+TCP_NETS = ("gcp_tcpx", "gcp_tcpxo")  # GPUDirect-TCPX/TCPXO: their own efficiency and per-step latency
 
 
 def network_family(tech: str) -> str:
@@ -339,8 +345,8 @@ def _add_net_latency(pr, us):
                                   for f, d in pr.net_hop_s.items()})
 
 
-def net_latency_param(tag: str | None) -> FreeParam:
-    return FreeParam("net_latency_us", "linear", 0.5, 0.0, 100.0, _add_net_latency, tag)  # from 0.5: inside the bound
+def net_latency_param(tag: str | None, hi_us: float = 100.0) -> FreeParam:
+    return FreeParam("net_latency_us", "linear", 0.5, 0.0, hi_us, _add_net_latency, tag)  # from 0.5: inside the bound
 
 
 def shared_params() -> list[FreeParam]:
@@ -363,8 +369,11 @@ def shared_params() -> list[FreeParam]:
     for fam in ("roce", "efa"):
         out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                              lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))
-    # one network latency per RoCE provider (each has one setup with small sizes: left out, NCCL's constants)
+    # one network latency per RoCE provider and per Google TCP offload; the offloads' own efficiency
     out += [net_latency_param(f"network:{tech}") for tech in ("oci_roce", "gcp_roce")]
+    out += [net_latency_param(f"network:{tech}", 1000.0) for tech in TCP_NETS]  # TCP through the host: up to 1 ms
+    out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
+                      lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
     out.append(FreeParam("peer_overhead_scale", "log", 0.0, math.log(0.1), math.log(20.0),
                          lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), "netfamily:efa"))
     return out

@@ -111,14 +111,14 @@ def test_efa_network_steps_are_aws_published_tuner_latency():
 
 def test_provider_roce_adds_its_latency_to_nccls_network_steps():
     """NCCL's latencyInter: hwLat[NET] + L per network step, + L again for Simple (NVIDIA/nccl tuning.cc).
-    hwLat[NET] Tree 5.0/8.5/14, Ring 2.7/4.0/14 us (tuning.cc v2.30.7); L = 7.74 us (oci_roce), 8.71 us
+    hwLat[NET] Tree 5.0/8.5/14, Ring 2.7/4.0/14 us (tuning.cc v2.30.7); L = 7.74 us (oci_roce), 8.72 us
     (gcp_roce); plain roce is NCCL's constants."""
     roce, oci, gcp = (profile_for("ampere", n) for n in ("roce", "oci_roce", "gcp_roce"))
     for fam, ll, simple in (("tree", 5.0, 14.0), ("ring", 2.7, 14.0)):
         assert roce.net_hop(fam, "LL") == pytest.approx(ll * US)
         assert oci.net_hop(fam, "LL") == pytest.approx((ll + 7.74) * US)
         assert oci.net_hop(fam, "Simple") == pytest.approx((simple + 2 * 7.74) * US)
-        assert gcp.net_hop(fam, "LL") == pytest.approx((ll + 8.71) * US)
+        assert gcp.net_hop(fam, "LL") == pytest.approx((ll + 8.72) * US)
     assert oci.sources["net_latency_us"]["fitted"] is True
 
 

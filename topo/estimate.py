@@ -87,9 +87,30 @@ class Evaluation:
     unavailable: dict[str, str]
     protocols: dict[str, tuple[str, ...]]
     choose: str = "fastest"
+    sharing: str = "equal"
+    protocol: str | None = None  # the protocol the options pinned, if any
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
+
+    def with_profile(self, profile: Profile) -> "Evaluation":
+        """The same routed loads costed under another profile: what a fit does at every step. The schedules
+        depend on the profile only through ``reference_ranks_per_domain`` and ``nvls_max_heads``, which must be
+        the same (else :func:`evaluate` again)."""
+        if (profile.reference_ranks_per_domain, profile.nvls_max_heads) != (
+                self.profile.reference_ranks_per_domain, self.profile.nvls_max_heads):
+            raise ValueError("the schedules depend on reference_ranks_per_domain and nvls_max_heads: evaluate again")
+        cap = usable_capacity(self.router, profile)
+        costed, protocols = {}, {}
+        for name, c in self.costed.items():
+            protos = profile.protocols(c.schedule.family)
+            if self.protocol is not None:
+                if self.protocol not in protos:
+                    continue
+                protos = (self.protocol,)
+            costed[name] = cost_schedule(c.loads, self.router, cap, self.sharing)
+            protocols[name] = protos
+        return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
 
     def time(self, size_bytes: int, algorithm: str | None = None):
         """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` at ``size_bytes`` of the algorithm NCCL's
@@ -186,7 +207,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
                             f"{prof.name}): {why}", key="protocol")
         raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
-    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose)
+    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol)
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",

@@ -157,6 +157,24 @@ def _times(case: Case, profile: Profile) -> np.ndarray:
     return np.array([r.time_s for r in modelled_times(case.setup, case.collective, case.sizes, profile)])
 
 
+def _routed(case: Case):
+    """The case's collective placed, scheduled and routed once (its profile's costs; re-costed per profile)."""
+    from topo.estimate import evaluate
+
+    s = case.setup
+    return evaluate(s.fabric, case.collective, gpus=s.gpus, algorithm=s.algorithm if case.collective == "all_reduce"
+                    else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose)
+
+
+def _recosted_times(case: Case, ev, profile: Profile) -> np.ndarray:
+    """What :func:`_times` gives, from the routed loads of ``ev`` (the same numbers, without routing again)."""
+    try:
+        ev = ev.with_profile(profile)
+    except ValueError:
+        return _times(case, profile)
+    return np.array([ev.time(s)[0] for s in case.sizes])
+
+
 def case_errors(case: Case, profile: Profile | None = None) -> np.ndarray:
     """Signed relative errors (model / measured - 1) of one case."""
     return _times(case, profile or case.profile) / np.asarray(case.measured_s) - 1.0
@@ -205,6 +223,7 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
     # the columns of the Jacobian that concern it)
     uses = [[i for i, p in enumerate(params) if p.tag is None or p.tag in c.tags] for c in cases]
     memo: list[dict] = [{} for _ in cases]
+    routed = [_routed(c) for c in cases]  # routed once; each step only re-costs them under its profile
 
     def residuals(x):
         res = []
@@ -214,7 +233,7 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
                 if len(memo[k]) > 4 * len(params) + 8:  # the points of the last Jacobian or two
                     memo[k].clear()
                 prof = apply_params(c.profile, params, x, c.tags)
-                memo[k][key] = np.log(_times(c, prof)) - lm
+                memo[k][key] = np.log(_recosted_times(c, routed[k], prof)) - lm
             res.append(memo[k][key])
         res.append(PRIOR_WEIGHT * (x - x0) / scale)
         return np.concatenate(res)
