@@ -187,3 +187,24 @@ def test_calibrate_fits_the_nvl72_latency_of_a_run_across_trays():
     assert res.mdape_before_pct > 20 and res.mdape_after_pct < 2.0
     one_tray = Case(Setup(fabric, 4), "all_gather", sizes, times, prof)
     assert "mnnvl_latency" not in [p.name for p in calibration_params(prof, [one_tray])]
+
+
+@pytest.mark.parametrize("spec, gpus, coll", [
+    (node_spec("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32, "all_reduce"),
+    (node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, 4, 72), 144, "all_reduce"),
+    (node_spec("A100", 4, "100 Gb/s", "efa", 2), 16, "alltoall")])
+def test_a_fit_step_recosts_the_routed_loads_exactly(spec, gpus, coll):
+    # fit_cases routes each case once and re-costs it per step (Evaluation.with_profile): the times must be the
+    # ones a fresh estimate gives under the changed profile, every algorithm and protocol choice included
+    from topo.calibrate.fit import _recosted_times, _routed, _times
+
+    fabric = build_fabric(spec_from_dict(spec))
+    gen, tech = fabric.spec.gpu_model.generation, fabric.spec.fabric.technology
+    prof = profile_for(gen, tech)
+    case = Case(Setup(fabric, gpus), coll, [2**i for i in range(3, 35, 3)], [1.0] * 11, prof)
+    ev = _routed(case)
+    changed = replace(prof, network_efficiency=0.5, nvlink_efficiency=0.6, pipeline_window_bytes=2 * 2**20,
+                      mnnvl_extra_s=9e-6, net_overhead_s=4e-6)
+    for p in (prof, changed):
+        assert _recosted_times(case, ev, p) == pytest.approx(_times(case, p), rel=1e-12)
+    assert not _times(case, changed) == pytest.approx(_times(case, prof), rel=1e-3)  # the change shows
