@@ -420,11 +420,22 @@ def score(g: Group, profile) -> Scored:
 _FOLDS: dict = {}  # the groups and parameters of a leave-one-out run, inherited by its worker processes
 
 
+LATENCY_PARAMS = ("net_latency_us", "mnnvl_hop_extra_us", "mnnvl_extra_us")
+MIN_LATENCY_SIZES = 4  # a latency constant is fitted only on at least this many sizes <= 1 MiB of its setups
+LATENCY_EVIDENCE_MAX = 2**20  # (on every network here latency is a large part of the time up to 1 MiB)
+
+
 def fit_groups(groups: list[Group], max_nfev: int = 40):
-    """One fit of the shared constants over ``groups`` (from the unfitted start): (parameters, fit)."""
+    """One fit of the shared constants over ``groups`` (from the unfitted start): (parameters, fit). A latency
+    constant whose setups carry fewer than MIN_LATENCY_SIZES sizes up to 1 MiB stays at its unfitted value: a size
+    or two of one run is not evidence enough for a per-step latency (it would be fitted to their noise)."""
     train = [_start(g) for g in groups]
-    tags = set().union(*(c.tags for c in train))
-    ps = [p for p in shared_params() if p.tag is None or p.tag in tags]
+    small: dict[str, int] = {}
+    for c in train:
+        for t in c.tags:
+            small[t] = small.get(t, 0) + sum(1 for s in c.sizes if s <= LATENCY_EVIDENCE_MAX)
+    ps = [p for p in shared_params() if p.tag is None or p.tag in small]
+    ps = [p for p in ps if p.name not in LATENCY_PARAMS or p.tag is None or small[p.tag] >= MIN_LATENCY_SIZES]
     return ps, fit_cases(train, ps, max_nfev=max_nfev)
 
 
