@@ -620,9 +620,10 @@ def main() -> None:
                       f"**{ha:.1f}%** after calibrating (target <= 5%)."]
         if "cross" in pooled:
             cb, ca = (statistics.median(x) for x in pooled["cross"])
-            lines.append(f"Other collectives of the same cluster (fit on its all-reduce, score its all-to-all): "
-                         f"{cb:.1f}% -> **{ca:.1f}%**: an all-reduce sweep says little about all-to-all's per-peer "
-                         "costs, which its fit leaves free.")
+            lines.append("Other collectives of the same cluster (fit on its all-reduce, score its other sweeps: "
+                         f"all-to-all, all-gather, reduce-scatter, send/receive): {cb:.1f}% -> **{ca:.1f}%**: an "
+                         "all-reduce sweep says little about point-to-point and all-to-all costs, which its fit "
+                         "leaves free.")
         lines.append(f"Each fit took {min(secs):.1f}-{max(secs):.1f} s.")
     lines += tuner_section(groups + extra_groups, insample, excluded)
     lines += ["", f"Run time: {time.perf_counter() - t0:.0f} s."]
