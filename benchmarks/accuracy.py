@@ -113,7 +113,10 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
     "cw_gb200_2racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, gpus=4, domain=72), 144,
                                 why="two NVL72 racks; NICs per tray assumed 4 x 400G"),
     "cw_gb200_20racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 360, gpus=4, domain=72), 1440,
-                                 why="20 NVL72 racks under one leaf group (the source gives no fabric)"),
+                                 why="20 NVL72 racks under one leaf group (the source gives no fabric)",
+                                 no_fit="NCCL caps NVLSTree's chunk at 64 KiB from 4 nodes on (src/enqueue.cc), a cost "
+                                        "topo does not model: fitted, this run would drag the NVLSTree efficiency "
+                                        "of every smaller multi-rack run down (docs/calibration-findings.md 7)"),
     "cw_h100_8n_sharp": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64,
                                  why="the source ran its SHARP job; modelled without SHARP (auto)"),
     "cw92_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16),
