@@ -563,7 +563,7 @@ def _loso_lines(groups, extra_groups, excluded) -> list[str]:
     pooled, fits = leave_one_setup_out(everything)
     ref = [x for x in pooled if x.setup in SETUPS]
     ext = [x for x in pooled if x.setup in EXTRA_SETUPS]
-    ref_only, ref_fits = leave_one_setup_out(groups)
+    ref_only, _ = leave_one_setup_out(groups)
     kept = sorted({g.setup for g in everything if g.d.no_fit and not g.d.exclude})
     lines = ["### Headline: leave-one-setup-out over every measured setup", "",
              f"Each of the {len({x.setup for x in pooled})} setups (data/reference and data/measurements) is scored "
@@ -595,7 +595,7 @@ def main() -> None:
     insample = [score(g, g.case.profile) for g in groups + extra_groups]
     lines = [] if quick else _loso_lines(groups, extra_groups, excluded)
     if "--fit" in sys.argv:  # the values to write into topo/data/profiles/ (fitted on every setup)
-        ps, fit = fit_groups(fitting_set(groups + extra_groups))
+        _, fit = fit_groups(fitting_set(groups + extra_groups))
         print("\n".join(f"{k} = {v:.4g}" for k, v in fit.values.items()))
         print(f"MdAPE {fit.mdape_before_pct:.1f}% unfitted -> {fit.mdape_after_pct:.1f}% ({fit.seconds:.0f} s)")
         return

@@ -93,7 +93,7 @@ class Evaluation:
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
 
-    def with_profile(self, profile: Profile) -> "Evaluation":
+    def with_profile(self, profile: Profile) -> Evaluation:
         """The same routed loads costed under another profile: what a fit does at every step. The schedules
         depend on the profile only through ``reference_ranks_per_domain`` and ``nvls_max_heads``, which must be
         the same (else :func:`evaluate` again)."""
