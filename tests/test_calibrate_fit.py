@@ -171,7 +171,7 @@ def test_calibrate_json_without_output_carries_the_profile(tmp_path):
     assert resolve_profile(str(f)).name == "calibrated"
 
 
-def test_calibrate_fits_the_nvl72_latency_of_a_run_across_trays():
+def test_calibrate_fits_the_nvl72_latency_of_a_run_across_trays(tmp_path):
     # A run on 2 trays of one GB200 NVL72 rack (8 ranks, multi-node NVLink) whose NVL72 latency terms are 2.5x the
     # bundled ones (blackwell.toml mnnvl_extra_us, mnnvl_hop_extra_us: fitted priors, 0.6-2.1 us per step in single
     # published runs): the fit scales both and recovers the sweep. A run inside one tray has no such term to fit.
@@ -185,6 +185,16 @@ def test_calibrate_fits_the_nvl72_latency_of_a_run_across_trays():
     assert "mnnvl_latency" in [p.name for p in params]
     res = fit_cases([case], params)
     assert res.mdape_before_pct > 20 and res.mdape_after_pct < 2.0
+    # the written profile carries both fitted terms (and loads)
+    from topo.calibrate.write import profile_toml
+
+    log = {"path": "gb200.txt", "sha256": "0" * 64, "collective": "all_gather", "ranks": 8, "sizes": len(sizes)}
+    f = tmp_path / "rack.toml"
+    f.write_text(profile_toml("rack", "blackwell+infiniband_ndr", prof, res, [log]))
+    mine = resolve_profile(str(f))
+    assert mine.mnnvl_extra_s == pytest.approx(res.profiles[0].mnnvl_extra_s, rel=1e-6)
+    assert mine.mnnvl_hop_extra_s == pytest.approx(res.profiles[0].mnnvl_hop_extra_s, rel=1e-6)
+    assert mine.mnnvl_extra_s > 1.5 * prof.mnnvl_extra_s
     one_tray = Case(Setup(fabric, 4), "all_gather", sizes, times, prof)
     assert "mnnvl_latency" not in [p.name for p in calibration_params(prof, [one_tray])]
 

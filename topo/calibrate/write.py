@@ -50,6 +50,9 @@ def _fitted_values(start: Profile, fitted: Profile, names: set[str]) -> dict:
         out["nvls_efficiency"] = float(fitted.proto_efficiency["nvls"]["Simple"])
         if "nvls_tree" in fitted.proto_efficiency:
             out["nvls_tree_efficiency"] = float(fitted.proto_efficiency["nvls_tree"]["Simple"])
+    if "mnnvl_latency" in names:
+        out["mnnvl_hop_extra_us"] = float(fitted.mnnvl_hop_extra_s / US)
+        out["mnnvl_extra_us"] = float(fitted.mnnvl_extra_s / US)
     if "peer_overhead" in names:
         out["peer_overhead_us"] = float(fitted.peer_overhead_s / US)
     if "pipeline_window_MiB" in names:
