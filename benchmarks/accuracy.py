@@ -377,6 +377,9 @@ def shared_params() -> list[FreeParam]:
     out += [net_latency_param(f"network:{tech}", 1000.0) for tech in TCP_NETS]  # TCP through the host: up to 1 ms
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                       lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
+    # one NCCL p2p channel to a network peer (send/receive); the fit starts from about a 400G NIC per channel
+    out.append(FreeParam("p2p_channel_GBps", "linear", 45.0, 5.0, 200.0,
+                         lambda pr, v: replace(pr, p2p_channel_Bps=v * 1e9), "network:infiniband_ndr"))
     out.append(FreeParam("peer_overhead_scale", "log", 0.0, math.log(0.1), math.log(20.0),
                          lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), "netfamily:efa"))
     return out

@@ -124,6 +124,8 @@ def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
     D = num_domains
     spb = c.seconds_per_byte if seconds_per_byte is None else seconds_per_byte
     rate = profile.efficiency(fam, proto, D) / spb if spb > 0 else np.inf
+    if sched.net_peer_channels and np.isfinite(profile.p2p_channel_Bps):  # NCCL's channels to a network peer
+        rate = min(rate, sched.net_peer_channels * profile.p2p_channel_Bps)
     cap = profile.busbw_cap(fam, proto, D)
     if np.isfinite(cap):
         if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel

@@ -61,6 +61,7 @@ class Profile:
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
+    p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     # NCCL's tuner terms (topo.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
     # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
@@ -191,6 +192,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
+        p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
         tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),

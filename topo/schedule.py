@@ -195,6 +195,7 @@ class Schedule:
     channels: int = 1  # NCCL channels (rings or tree pairs) the schedule runs
     pinned_channels: int | None = None  # set when the user pinned the channel count (NCCL's caps scale with it)
     window_scale: float = 1.0  # the profile's pipeline window times this (NVLS: grows with ranks and tree depth)
+    net_peer_channels: int = 0  # send/receive across the network: NCCL's p2p channels per network peer (0: none)
 
 
 def ranks_per_domain(placement, who: str) -> int:

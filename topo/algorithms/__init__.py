@@ -50,7 +50,7 @@ def _build(name, collective, shape, placement, chunks, stages, channels, gpu_nam
     if collective == "alltoall":
         return p2p.alltoall_schedule(shape, placement, name)
     if collective == "sendrecv":
-        return p2p.sendrecv_schedule(shape, placement)
+        return p2p.sendrecv_schedule(shape, placement, channels)
     if collective == "pipeline":
         return p2p.pipeline_schedule(shape, placement, stages)
     raise AlgorithmUnavailable(f"{name} does not implement {collective}")  # pragma: no cover

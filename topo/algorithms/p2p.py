@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Placement
+from .ring import channels_for
 from ..schedule import (AlgorithmUnavailable, AllPairs, LatencyCounts, LatencyTerm, NodeShape, Schedule,
                         SchedulePhase, Transfers, is_network, sequential_schedule)
 
@@ -56,14 +57,29 @@ def alltoall_schedule(shape: NodeShape, placement: Placement, name: str) -> Sche
     return sequential_schedule("pairwise", shape, steps, multi)
 
 
-def sendrecv_schedule(shape: NodeShape, placement: Placement) -> Schedule:
+def net_peer_channels(ranks: int, p2p_channels: int, nics_per_gpu: int) -> int:
+    """NCCL's p2p channels per network peer (src/graph/paths.cc ncclTopoGetNchannels and
+    ncclTopoComputeP2pChannels, NCCL_NCHANNELS_PER_NET_PEER unset): 2, halved while 2 x ranks exceeds
+    4 x p2pnChannels (down to 1), at least the NICs a GPU drives, rounded up to a power of two."""
+    c = 2
+    while c * ranks > 4 * p2p_channels and c > 1:
+        c //= 2
+    c = max(c, nics_per_gpu)
+    return min(1 << (c - 1).bit_length(), max(p2p_channels, 1))
+
+
+def sendrecv_schedule(shape: NodeShape, placement: Placement, channels: int | None = None) -> Schedule:
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("sendrecv needs at least 2 ranks")
     gpus = placement.groups
     t = Transfers(gpus.ravel(), np.roll(gpus, -1, axis=1).ravel(), 1.0, split_nics=True)
-    return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "send to next")], _counts(shape, t),
-                    [LatencyTerm(0, 0, "max")])
+    counts = _counts(shape, t)
+    sched = Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "send to next")], counts, [LatencyTerm(0, 0, "max")])
+    if counts.inter_hops:  # NCCL's p2pnChannels: its channel count, 2 per NIC a domain's ranks have (or pinned)
+        p2p = int(channels) if channels else 2 * channels_for(shape, gpus)
+        sched.net_peer_channels = net_peer_channels(p, p2p, shape.nics_per_gpu)
+    return sched
 
 
 def pipeline_schedule(shape: NodeShape, placement: Placement, stages: int) -> Schedule:
