@@ -302,7 +302,7 @@ def unfitted(gen: str, tech: str):
     eff = dict(p.proto_efficiency)
     if "nvls" in eff:
         eff["nvls_tree"] = {"Simple": eff["nvls"]["Simple"]}
-    p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff)
+    p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff, p2p_channel_Bps=math.inf)  # no p2p cap
     if gen == "blackwell":  # Hopper's NVLink fraction, and no extra latency for NVLink across trays (NCCL's own)
         p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, mnnvl_hop_extra_s=0.0,
                     mnnvl_extra_s=0.0)

@@ -103,11 +103,10 @@ class Evaluation:
         cap = usable_capacity(self.router, profile)
         costed, protocols = {}, {}
         for name, c in self.costed.items():
-            protos = profile.protocols(c.schedule.family)
-            if self.protocol is not None:
-                if self.protocol not in protos:
-                    continue
-                protos = (self.protocol,)
+            try:
+                protos = _protocols(profile, c.schedule.family, self.protocol)
+            except AlgorithmUnavailable:
+                continue
             costed[name] = cost_schedule(c.loads, self.router, cap, self.sharing)
             protocols[name] = protos
         return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
@@ -149,6 +148,16 @@ class Evaluation:
         return self.router.real_link_loads(self.costed[algorithm].loads.total()) * size_bytes
 
 
+def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, ...]:
+    """The protocols a schedule of ``family`` may run under ``profile``: all it allows, or the pinned one."""
+    protos = profile.protocols(family)
+    if pinned is None:
+        return protos
+    if pinned not in protos:
+        raise AlgorithmUnavailable(f"it does not run with protocol {pinned} (it has: {', '.join(protos)})")
+    return (pinned,)
+
+
 def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = None, router: Router | None = None,
              **kwargs) -> Evaluation:
     """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet)."""
@@ -161,9 +170,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
     shape = NodeShape.of(fabric)
     # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node NVLink);
-    # ranks of one server in an NVL72 rack talk as in any server (servers nest in domains: more servers than domains)
-    g0 = pl.groups[0]
-    mnnvl = bool(np.unique(g0 // shape.gpus_per_server).size > np.unique(g0 // shape.gpus_per_domain).size)
+    # ranks of one server in an NVL72 rack talk as in any server
+    mnnvl = shape.spans_servers(pl.groups[0])
     cap = usable_capacity(router, prof)
     costed: dict[str, Costed] = {}
     unavailable: dict[str, str] = {}
@@ -175,12 +183,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                                    channels=opts.channels, gpu_name=fabric.spec.gpu,
                                    reference_ranks_per_domain=prof.reference_ranks_per_domain,
                                    nvls_max_heads=prof.nvls_max_heads)
-            protos = prof.protocols(sched.family)
-            if opts.protocol is not None:
-                if opts.protocol not in protos:
-                    raise AlgorithmUnavailable(f"it does not run with protocol {opts.protocol} (it has: "
-                                               f"{', '.join(protos)})")
-                protos = (opts.protocol,)
+            protos = _protocols(prof, sched.family, opts.protocol)
             sched.pinned_channels = opts.channels
             if mnnvl:  # NVLink across trays (NVL72): the profile's MNNVL terms
                 sched.latency = dataclasses.replace(sched.latency, mnnvl=True)

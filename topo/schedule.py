@@ -53,6 +53,12 @@ class NodeShape:
         """NICs beside each GPU (1 when GPUs share NICs)."""
         return max(1, self.nics_per_server // self.gpus_per_server)
 
+    def spans_servers(self, ranks) -> bool:
+        """True when ranks of one NVLink domain sit on several servers (multi-node NVLink, an NVL72 rack's trays):
+        servers nest in domains, so there are then more servers than domains among ``ranks``."""
+        ranks = np.asarray(ranks)
+        return bool(np.unique(ranks // self.gpus_per_server).size > np.unique(ranks // self.gpus_per_domain).size)
+
     def nic_of(self, gpus) -> np.ndarray:
         """The (first) NIC beside each GPU, as a global NIC index (as :meth:`topo.fabric.Fabric.gpu_nic`)."""
         gpus = np.asarray(gpus)

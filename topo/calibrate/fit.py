@@ -102,9 +102,13 @@ def _mnnvl(prof: Profile, m: float) -> Profile:
 
 
 def _spans_trays(case: Case) -> bool:
-    """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms."""
-    L = case.setup.fabric.layout
-    return L.gpus_per_domain > L.gpus_per_server and case.setup.gpus > L.gpus_per_server
+    """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms,
+    decided as ``estimate`` decides them (on the run's placement)."""
+    from topo.placement import place
+    from topo.schedule import NodeShape
+
+    fab = case.setup.fabric
+    return NodeShape.of(fab).spans_servers(place(fab, case.setup.gpus).groups[0])
 
 
 def calibration_params(profile: Profile, cases: list[Case], tag: str | None = None) -> list[FreeParam]:
