@@ -218,3 +218,27 @@ def test_a_fit_step_recosts_the_routed_loads_exactly(spec, gpus, coll):
     for p in (prof, changed):
         assert _recosted_times(case, ev, p) == pytest.approx(_times(case, p), rel=1e-12)
     assert not _times(case, changed) == pytest.approx(_times(case, prof), rel=1e-3)  # the change shows
+
+
+@pytest.mark.parametrize("base", ["hopper+infiniband_ndr", "hopper+roce", "blackwell+infiniband_xdr"])
+def test_every_fitted_parameter_at_its_bound_writes_a_profile_that_loads(tmp_path, base):
+    """The fit's bounds are the profile loader's physical ranges (topo.profile_data.PARAMETERS): a fit that runs
+    to a bound still writes a profile `compare --profile` accepts. NVLS's 25 us NVLink step (NCCL tuning.cc) times
+    the 10x multiplier cap would be 250 us, past the 200 us allowed; it once did on the README's 24-H100 log."""
+    from topo.calibrate.fit import FitResult, apply_params
+    from topo.calibrate.write import profile_toml
+
+    log = _log(tmp_path, _truth())
+    start = resolve_profile(base)
+    cases = [Case(setup_from_run(parse_text(log.read_text())[0]), "all_reduce", SIZES, [1.0] * len(SIZES), start)]
+    params = calibration_params(start, cases)
+    assert {"nvlink_hop", "net_hop", "base_latency.Simple"} <= {p.name for p in params}
+    x_hi = [p.hi for p in params]
+    fit = FitResult(params, x_hi, {p.name: p.value(x) for p, x in zip(params, x_hi)}, 10.0, 5.0, 1, 0.1,
+                    [apply_params(start, params, x_hi)])
+    out = tmp_path / "at-bounds.toml"
+    out.write_text(profile_toml("at-bounds", base, start, fit, [{"path": str(log), "sha256": "0" * 64,
+                                                              "collective": "all_reduce", "ranks": 16,
+                                                              "sizes": len(SIZES)}]))
+    loaded = resolve_profile(str(out))
+    assert max(loaded.nvlink_hop_s["nvls"].values()) <= 200e-6 + 1e-12

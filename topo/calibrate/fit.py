@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..profile_data import PARAMETERS
-from ..profiles import Profile
+from ..profiles import US, Profile
 from .compare import modelled_times
 from .setup import Setup
 
@@ -97,6 +97,22 @@ def _bounded(name, e0):
     return max(spec.lo, 1e-3), min(spec.hi, 1.0), min(max(e0, spec.lo), spec.hi)
 
 
+def _max_multiplier(cap: float, *limits: tuple[str, float]) -> float:
+    """log of the largest multiplier (at most ``cap``) that keeps each written value within its physical range:
+    ``limits`` are (parameter, its largest starting value in the parameter's own unit)."""
+    m = cap
+    for key, v0 in limits:
+        if v0 > 0:
+            m = min(m, PARAMETERS[key].hi / v0)
+    return math.log(max(m, 1.0))
+
+
+def _table_max_us(table: dict, proto: str | None = None) -> float:
+    vals = [x for d in table.values() for p, v in d.items() if proto in (None, p)
+            for x in (v if isinstance(v, tuple) else (v,))]
+    return max(vals, default=0.0) / US
+
+
 def _mnnvl(prof: Profile, m: float) -> Profile:
     return replace(prof, mnnvl_hop_extra_s=prof.mnnvl_hop_extra_s * m, mnnvl_extra_s=prof.mnnvl_extra_s * m)
 
@@ -115,26 +131,33 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
     """The parameters the cases can inform, starting from ``profile``."""
     multi = any(c.setup.fabric.num_gpus > 0 and _domains(c) > 1 for c in cases)
     colls = {c.collective for c in cases}
-    out = [FreeParam(f"base_latency.{p}", "log", 0.0, math.log(0.2), math.log(10.0), _base(p), tag)
-           for p in _PROTOS]
-    out.append(FreeParam("nvlink_hop", "log", 0.0, math.log(0.2), math.log(10.0),
+    # multipliers, bounded so the written profile stays within topo.profile_data's physical ranges
+    out = [FreeParam(f"base_latency.{p}", "log", 0.0, math.log(0.2),
+                     _max_multiplier(10.0, ("base_latency_us", _table_max_us(profile.base_latency_s, p))),
+                     _base(p), tag) for p in _PROTOS]
+    out.append(FreeParam("nvlink_hop", "log", 0.0, math.log(0.2),
+                         _max_multiplier(10.0, ("nvlink_hop_us", _table_max_us(profile.nvlink_hop_s))),
                          lambda pr, m: replace(pr, nvlink_hop_s=_scale_table(pr.nvlink_hop_s, m)), tag))
     lo, hi, e0 = _bounded("nvlink_efficiency", profile.nvlink_efficiency)
     out.append(FreeParam("nvlink_efficiency", "linear", e0, lo, hi,
                          lambda pr, e: replace(pr, nvlink_efficiency=e), tag))
     if multi:
-        out.append(FreeParam("net_hop", "log", 0.0, math.log(0.1), math.log(20.0),
+        scale0 = profile.sources.get("net_hop_scale", {}).get("value", 1.0)
+        out.append(FreeParam("net_hop", "log", 0.0, math.log(0.1), _max_multiplier(20.0, ("net_hop_scale", scale0)),
                              lambda pr, m: replace(pr, net_hop_s=_scale_table(pr.net_hop_s, m)), tag))
         lo, hi, e0 = _bounded("network_efficiency", profile.network_efficiency)
         out.append(FreeParam("network_efficiency", "linear", e0, lo, hi,
                              lambda pr, e: replace(pr, network_efficiency=e), tag))
     if (profile.mnnvl_hop_extra_s > 0 or profile.mnnvl_extra_s > 0) and any(_spans_trays(c) for c in cases):
-        out.append(FreeParam("mnnvl_latency", "log", 0.0, math.log(0.1), math.log(10.0), _mnnvl, tag))
+        out.append(FreeParam("mnnvl_latency", "log", 0.0, math.log(0.1),
+                             _max_multiplier(10.0, ("mnnvl_hop_extra_us", profile.mnnvl_hop_extra_s / US),
+                                             ("mnnvl_extra_us", profile.mnnvl_extra_s / US)), _mnnvl, tag))
     if "nvls" in profile.proto_efficiency and "all_reduce" in colls:
         lo, hi, e0 = _bounded("nvls_efficiency", profile.proto_efficiency["nvls"]["Simple"])
         out.append(FreeParam("nvls_efficiency", "linear", e0, lo, hi, _nvls, tag))
     if "alltoall" in colls and profile.peer_overhead_s > 0:
-        out.append(FreeParam("peer_overhead", "log", 0.0, math.log(0.1), math.log(20.0),
+        out.append(FreeParam("peer_overhead", "log", 0.0, math.log(0.1),
+                             _max_multiplier(20.0, ("peer_overhead_us", profile.peer_overhead_s / US)),
                              lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), tag))
     big = max(s for c in cases for s in c.sizes)
     if big >= 2**20:  # the window only shows on multi-MiB sizes
