@@ -15,7 +15,7 @@ leave-one-setup-out. No constant is a Python literal here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import TopoError
@@ -50,6 +50,8 @@ class Profile:
     base_latency_s: dict = field(default_factory=dict)
     nvlink_hop_s: dict = field(default_factory=dict)
     net_hop_s: dict = field(default_factory=dict)
+    # NCCL's own per-step network latencies, without topo's fitted net_latency_us (None: net_hop_s is NCCL's)
+    nccl_net_hop_s: dict | None = None
     net_overhead_s: float = 0.0
     proto_efficiency: dict = field(default_factory=dict)
     busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
@@ -97,6 +99,13 @@ class Profile:
 
     def net_hop(self, family: str, proto: str) -> float:
         return self.net_hop_s.get(family, {}).get(proto, 0.0)
+
+    def nccl_model(self) -> "Profile":
+        """This profile as NCCL's tuner prices with it: without topo's fitted latency terms (a network's
+        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras), which time the wire but are not in NCCL's model
+        (nccl #1453: NCCL's own figure on RoCE is its InfiniBand constants)."""
+        hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
+        return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0)
 
     def overhead(self, proto: str) -> float:
         """Per network step software overhead (NCCL: x3 for Simple)."""
@@ -183,6 +192,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         base_latency_s=_by_family(v["base_latency_us"], US),
         nvlink_hop_s=_by_family(v["nvlink_hop_us"], US),
         net_hop_s=_by_family(net_step_table(v), US * v["net_hop_scale"]),
+        nccl_net_hop_s=_by_family(net_step_table({**v, "net_latency_us": 0.0}), US * v["net_hop_scale"]),
         net_overhead_s=v["net_overhead_us"] * US,
         proto_efficiency=eff,
         busbw_cap_Bps=caps,

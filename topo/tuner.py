@@ -20,7 +20,8 @@ which :mod:`topo.cost` times on the routed fabric.
 
 How topo fills NCCL's inputs (its graph search is not modelled link by link):
 
-- latency: :func:`topo.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants);
+- latency: :func:`topo.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants)
+  and without topo's fitted latency terms (:meth:`topo.profiles.Profile.nccl_model`);
 - ``nChannels x bw`` of a graph: the routed schedule's own bottleneck rate (what the hardware gives it, which is
   what NCCL's search finds), except a tree beyond two domains, which NCCL rates with the ring's network
   bandwidth: tree algbw = ring busBw / 2, i.e. ``seconds_per_byte(tree) = seconds_per_byte(ring) x n / (n - 1)``
@@ -75,7 +76,7 @@ def nccl_time_s(name: str, costed: dict[str, Costed], profile: Profile, proto: s
     """NCCL's modelled time of algorithm ``name`` with protocol ``proto`` (``ncclTopoGetAlgoTime``)."""
     c = costed[name]
     fam = c.schedule.family
-    lat = latency_s(c.schedule.latency, 0.0, profile, proto)
+    lat = latency_s(c.schedule.latency, 0.0, profile.nccl_model(), proto)
     if (fam == "ring" and proto == "Simple" and collective == "all_reduce" and num_domains > 1
             and size_bytes / num_ranks >= profile.ring_plateau_min_bytes_per_rank):
         lat *= profile.ring_plateau_latency_factor
