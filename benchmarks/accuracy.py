@@ -312,8 +312,9 @@ def unfitted(gen: str, tech: str):
     elif tech in TCP_NETS:  # Google's TCP offloads: NCCL's own constants, as for RoCE
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
-    elif network_family(tech) == "efa":  # EFA's per-step latency is AWS's published tuner constant: kept
-        p = replace(p, network_efficiency=ib.network_efficiency, peer_overhead_s=ib.peer_overhead_s)
+    elif network_family(tech) == "efa":  # AWS's published tuner constant per step kept, topo's fitted extra not
+        p = replace(p, network_efficiency=ib.network_efficiency, peer_overhead_s=ib.peer_overhead_s,
+                    net_hop_s=p.nccl_net_hop_s)
     return p
 
 
@@ -373,7 +374,7 @@ def shared_params() -> list[FreeParam]:
         out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                              lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))
     # one network latency per RoCE provider and per Google TCP offload; the offloads' own efficiency
-    out += [net_latency_param(f"network:{tech}") for tech in ("oci_roce", "gcp_roce")]
+    out += [net_latency_param("netfamily:roce"), net_latency_param("netfamily:efa")]
     out += [net_latency_param(f"network:{tech}", 1000.0) for tech in TCP_NETS]  # TCP through the host: up to 1 ms
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                       lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]

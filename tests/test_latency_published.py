@@ -3,7 +3,9 @@
 Sources: data/measurements/extra_nccl_tests.csv (each row with its URL; see its README). The model's numbers are
 closed forms of NCCL's own constants (NVIDIA/nccl src/graph/tuning.cc v2.30.7, topo/data/profiles/nccl/2.30.7.toml:
 Tree LL base 6.8 us, NVLink hop 0.6 us, network hop 5.0 us) and, for EFA, AWS's published tuner latency
-(aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: net_lat 20 us per network step).
+(aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: net_lat 20 us per network step). The RoCE and EFA family
+latency terms (network/*.toml net_latency_us) are topo fits: a test that checks them against a setup they were
+fitted on says it is in-sample.
 """
 
 import csv
@@ -15,15 +17,17 @@ from topo import build_fabric, spec_from_dict
 from topo.calibrate.setup import node_spec
 from topo.errors import TopoError
 from topo.estimate import estimate
+from topo.profiles import profile_for
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
+REFERENCE = ROOT / "data" / "reference" / "nccl_tests_measurements.csv"
 SMALL = [8, 16, 32, 64, 128]
 
 
 def measured_us(setup: str) -> dict[int, float]:
-    rows = {int(r["size_bytes"]): float(r["time_us"]) for r in csv.DictReader(EXTRA.open())
-            if r["setup_id"] == setup}
-    assert rows, f"no rows for {setup} in {EXTRA}"
+    rows = {int(r["size_bytes"]): float(r["time_us"]) for f in (EXTRA, REFERENCE) for r in csv.DictReader(f.open())
+            if r["setup_id"] == setup and r["collective"] in ("all_reduce", "all_gather")}
+    assert rows, f"no rows for {setup} in {EXTRA} or {REFERENCE}"
     return rows
 
 
@@ -48,37 +52,65 @@ def test_tree_latency_at_32_nodes_matches_nccl_issue_652():
         assert abs(r.time_s * 1e6 / meas[r.size_bytes] - 1) <= 0.05
 
 
-def test_efa_two_node_floor_is_aws_tuner_latency_and_matches_p6_b200():
-    # dstackai/dstack PR #3961: 2 x 8 B200 on EFA (p6-b200), all-reduce 8-256 B in 50.58-57.14 us.
-    want = tree_ll_us(8, 2, 20.0)  # 6.8 + 2 * (7 * 0.6 + 20) = 55.2 us
-    meas = measured_us("dstack3961_p6b200_2n")
-    for r in modelled("B200", 8, "400 Gb/s", "efa", 2, 16):
+def test_efa_two_node_floor_is_aws_tuner_latency_plus_the_fitted_family_term():
+    # AWS's tuner constant (20 us per network step, aws-ofi-nccl nccl_ofi_model.cpp) is the raw 8-byte RDMA
+    # latency, not a collective's floor: topo adds its fitted EFA family term (net_latency_us = 13.2 us per step,
+    # network/efa.toml; fitted on the EFA setups, so in-sample here). 2-node tree/LL: 6.8 + 2 * (7 * 0.6 + 33.2).
+    want = tree_ll_us(8, 2, 20.0 + 13.2)
+    assert want == pytest.approx(81.6)
+    fab = build_fabric(spec_from_dict(node_spec("H100", 32, "100 Gb/s", "efa", 2)))
+    p5 = estimate(fab, "all_reduce", SMALL, gpus=16).results
+    nccl_only = estimate(fab, "all_reduce", SMALL, gpus=16, profile=profile_for("hopper", "efa").nccl_model()).results
+    # AWS p5, 2 x 8 H100 (data/reference aws_p5_2n): 65-75 us at 8-128 B
+    meas = measured_us("aws_p5_2n")
+    errs, errs_nccl = [], []
+    for r, n in zip(p5, nccl_only):
         assert (r.algorithm, r.protocol) == ("tree", "LL")
         assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
-        assert abs(r.time_s * 1e6 / meas[r.size_bytes] - 1) <= 0.10
+        assert n.latency_s * 1e6 == pytest.approx(tree_ll_us(8, 2, 20.0), rel=1e-9)  # AWS's constants alone: 55.2
+        errs.append(abs(r.time_s * 1e6 / meas[r.size_bytes] - 1))
+        errs_nccl.append(abs(n.time_s * 1e6 / meas[r.size_bytes] - 1))
+    assert max(errs) <= 0.25 and sorted(errs)[2] < sorted(errs_nccl)[2]
+    # dstackai/dstack PR #3961: 2 x 8 B200 on EFA v4 (p6-b200), 50.6-57.1 us at 8-256 B. The newest generation
+    # is faster than the family term: AWS's constants alone match it within 10%, the fitted model is ~50% slow
+    # (the documented miss of one value for every EFA generation; docs/calibration-findings.md)
+    meas = measured_us("dstack3961_p6b200_2n")
+    b200 = build_fabric(spec_from_dict(node_spec("B200", 8, "400 Gb/s", "efa", 2)))
+    nccl_b200 = estimate(b200, "all_reduce", SMALL, gpus=16, profile=profile_for("blackwell", "efa").nccl_model())
+    for r, n in zip(estimate(b200, "all_reduce", SMALL, gpus=16).results, nccl_b200.results):
+        assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
+        assert abs(n.time_s * 1e6 / meas[r.size_bytes] - 1) <= 0.10
+        assert 1.35 <= r.time_s * 1e6 / meas[r.size_bytes] <= 1.70
 
 
-def test_roce_provider_latency_is_added_per_network_step():
-    # oci_roce adds 7.74 us to each network step (NCCL's latencyInter form): 2 network steps at 2 nodes.
-    plain = modelled("A100", 16, "100 Gb/s", "roce", 2, 16)[0]
+def test_roce_family_latency_is_added_per_network_step():
+    # every RoCE network (roce, oci_roce, gcp_roce) adds topo's fitted family term, 7.97 us, to each network
+    # step over NCCL's InfiniBand constants (NCCL's latencyInter form): 2 network steps at 2 nodes.
+    ib = modelled("A100", 16, "100 Gb/s", "infiniband_hdr", 2, 16)[0]
+    assert ib.latency_s * 1e6 == pytest.approx(tree_ll_us(8, 2, 5.0))
+    for tech in ("roce", "oci_roce", "gcp_roce"):
+        r = modelled("A100", 16, "100 Gb/s", tech, 2, 16)[0]
+        assert (r.latency_s - ib.latency_s) * 1e6 == pytest.approx(2 * 7.97), tech
+    # OCI's 2 x 8 A100 RoCE all-reduce (data/reference oci_a100_2n_full; in-sample: a RoCE setup the term
+    # was fitted on): 36 us at 8 B; NCCL's constants alone give 25.2 us, with the term 41.1 us
     oci = modelled("A100", 16, "100 Gb/s", "oci_roce", 2, 16)[0]
-    assert plain.latency_s * 1e6 == pytest.approx(tree_ll_us(8, 2, 5.0))
-    assert (oci.latency_s - plain.latency_s) * 1e6 == pytest.approx(2 * 7.74)
+    assert abs(oci.time_s * 1e6 / measured_us("oci_a100_2n_full")[8] - 1) <= 0.20
 
 
 def test_efa_on_a100_is_efa_v1_and_runs_simple_only():
     # aws/aws-ofi-nccl src/platform-aws.cpp: without 128-byte write ordering (the first EFA generation, p4d/p4de)
     # the plugin sets NCCL_PROTO=simple. A100 + efa is that generation: tree/Simple, NCCL's Simple constants
-    # (base 8.4 us, NVLink hop 4.0 us) and AWS's 20 + 3 us per network step for Simple:
-    # 8.4 + 2 * (7 * 4.0 + 23) = 110.4 us. Published (awsome-distributed-training, 2 x p4de): 161-178 us at 8 B-2 KiB,
-    # so the model stays too fast there (the p4d per-step latency is not published); with LL it was 55.2 us.
-    want = 8.4 + 2 * (7 * 4.0 + 23.0)
+    # (base 8.4 us, NVLink hop 4.0 us), AWS's 20 + 3 us per network step for Simple and topo's EFA family term
+    # (13.2 us, twice for Simple): 8.4 + 2 * (7 * 4.0 + 23 + 26.4) = 163.2 us. Published
+    # (awsome-distributed-training, 2 x p4de): 161-165 us at 8 B-1 KiB (in-sample: the term was fitted on it);
+    # AWS's constants alone give 110.4 us (the p4d per-step latency is not published), with LL it was 55.2 us.
+    want = 8.4 + 2 * (7 * 4.0 + 23.0 + 2 * 13.2)
     res = modelled("A100", 4, "100 Gb/s", "efa", 2, 16)
     for r in res:
         assert (r.algorithm, r.protocol) == ("tree", "Simple")
         assert r.latency_s * 1e6 == pytest.approx(want, rel=1e-9)
     meas = measured_us("awsome_p4de_2n")
-    assert all(0.6 < r.time_s * 1e6 / meas[r.size_bytes] < 0.75 for r in res)
+    assert all(0.95 < r.time_s * 1e6 / meas[r.size_bytes] < 1.10 for r in res)
     fab = build_fabric(spec_from_dict(node_spec("A100", 4, "100 Gb/s", "efa", 2)))
     with pytest.raises(TopoError, match="with protocol LL here") as exc:
         estimate(fab, "all_reduce", [8], gpus=16, protocol="LL")
@@ -95,15 +127,15 @@ def test_tcpxo_never_runs_ll():
 
 
 def test_nvlink_steps_across_nvl72_trays_cost_more():
-    # blackwell.toml: mnnvl_extra_us = 6.56 once per collective and mnnvl_hop_extra_us = 0.653 per NVLink step,
+    # blackwell.toml: mnnvl_extra_us = 6.59 once per collective and mnnvl_hop_extra_us = 0.649 per NVLink step,
     # fitted on every NVL72 setup measured (this one among them: in-sample). GCP A4X (Google Cloud docs,
     # data/measurements gcp_a4x_gb200_8n_mnnvl and _2n_mnnvl): a ring all-gather takes 56.7-61.8 us from 1 to
     # 64 KiB on 32 GB200 ranks of one NVL72 rack and 21.2-24.7 us on 8. NCCL's constants alone give
-    # 6.6 + 31 x 0.6 = 25.2 us and 6.6 + 7 x 0.6 = 10.8 us; with the two terms 6.6 + 6.56 + 31 x (0.6 + 0.653) =
-    # 52.003 us and 6.6 + 6.56 + 7 x 1.253 = 21.931 us. One term per step alone cannot fit both: 31.5 us above
+    # 6.6 + 31 x 0.6 = 25.2 us and 6.6 + 7 x 0.6 = 10.8 us; with the two terms 6.6 + 6.59 + 31 x (0.6 + 0.649) =
+    # 51.909 us and 6.6 + 6.59 + 7 x 1.249 = 21.933 us. One term per step alone cannot fit both: 31.5 us above
     # NCCL's on 32 ranks is 1.0 us per step, 10.4 us on 8 ranks is 1.5 us per step.
     rack = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "gcp_roce", 18, 4, 72)))
-    for ranks, setup, want_us in ((32, "gcp_a4x_gb200_8n_mnnvl", 52.003), (8, "gcp_a4x_gb200_2n_mnnvl", 21.931)):
+    for ranks, setup, want_us in ((32, "gcp_a4x_gb200_8n_mnnvl", 51.909), (8, "gcp_a4x_gb200_2n_mnnvl", 21.933)):
         res = estimate(rack, "all_gather", [1024, 65536], gpus=ranks).results
         meas = measured_us(setup)
         for r in res:
