@@ -175,7 +175,7 @@ def test_a_band_where_the_run_beats_the_model_is_named(tmp_path):
     assert "at 1 KiB-16 KiB the run is 2.00x faster than the model (where latency dominates" in res.verdict
     assert "no size falls below" not in res.verdict and res.gap is None
     # The real log: gcp_roce's per-step latency fitted on GCP's A4 run alone (24.6 us) made the model 1.5x too slow
-    # at 1 KiB; refitted on all six GCP runs (8.72 us) it is within 20% there, and no latency band is named
+    # at 1 KiB; refitted on all RoCE runs (one RoCE family term, 7.97 us) it is within 20% there, and no latency band is named
     run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
     res = compare_run(run, setup_from_run(run, network="gcp_roce"), collective="all_gather")
     row = next(r for r in res.rows if r.size_bytes == 1024)
