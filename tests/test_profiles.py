@@ -160,3 +160,16 @@ def test_a_profile_file_is_named_by_its_path(tmp_path, monkeypatch):
     assert resolve_profile("u.toml").source.split("; ") == ["gpu/hopper.toml", "model/topo.toml", "nccl/2.30.7.toml",
                                                             "network/roce.toml", "u.toml"]
     assert str(tmp_path / "u.toml") in resolve_profile(str(tmp_path / "u.toml")).source
+
+
+def test_a_profile_of_an_older_generation_skips_what_it_does_not_price():
+    """An Ampere profile on a Hopper fabric has no NVLS protocols (A100 has no NVLink SHARP): auto runs what the
+    profile prices, an NVLS asked for by name is one clear error (it was an internal TypeError)."""
+    from conftest import run_cli
+
+    ok = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1G", "--profile", "ampere+roce", check=True)
+    assert "nvls_tree not considered: profile ampere+roce has no nvls_tree protocols" in ok.stdout
+    bad = run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "1G", "--profile", "ampere+roce",
+                  "-a", "nvls")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "profile ampere+roce has no nvls protocols" in bad.stderr

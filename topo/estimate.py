@@ -151,6 +151,8 @@ class Evaluation:
 def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, ...]:
     """The protocols a schedule of ``family`` may run under ``profile``: all it allows, or the pinned one."""
     protos = profile.protocols(family)
+    if not protos:  # e.g. NVLS under an Ampere profile on a Hopper fabric: the profile does not price it
+        raise AlgorithmUnavailable(f"profile {profile.name} has no {family} protocols (it does not run {family})")
     if pinned is None:
         return protos
     if pinned not in protos:
