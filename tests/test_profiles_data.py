@@ -163,6 +163,25 @@ fitted_on = "a log"
     assert t_mine > 1.5 * t_base
 
 
+def test_a_user_file_overrides_a_table_entry_by_entry(tmp_path):
+    """A per-algorithm table in a user file overrides the entries it gives; a protocol or family it leaves out
+    keeps the base's value (a new user's finding: a deleted line used to price that step at 0 us)."""
+    f = _write(tmp_path, """[profile]
+kind = "user"
+name = "mine"
+base = "hopper+infiniband_ndr"
+[nvlink_hop_us]
+value.ring = { LL128 = 5.0 }
+source = "hand-edited"
+fitted = false
+""")
+    p, base = resolve_profile(f), profile_for("hopper", "infiniband_ndr")
+    assert p.nv_hop("ring", "LL128") == pytest.approx(5.0e-6)
+    assert p.nv_hop("ring", "LL") == base.nv_hop("ring", "LL") == pytest.approx(0.6e-6)  # NCCL tuning.cc
+    assert p.nv_hop("ring", "Simple") == base.nv_hop("ring", "Simple")
+    assert p.nvlink_hop_s["tree"] == base.nvlink_hop_s["tree"] and p.nvlink_hop_s["nvls"] == base.nvlink_hop_s["nvls"]
+
+
 def test_resolve_profile_names():
     fab = build_fabric(spec_from_dict(spec_dict()))
     assert resolve_profile("nccl", fab).name == "hopper+infiniband_ndr"

@@ -13,7 +13,8 @@ Every file has a ``[profile]`` table (``kind``, ``name``, ``description``) and o
 parameters, a table ``value.<family> = { LL = ..., LL128 = ..., Simple = ... }``. Which parameters a kind holds,
 their shape and their physical range are in :data:`PARAMETERS`; a wrong one is a :class:`topo.errors.TopoError`
 naming the file and the dotted key. A ``user`` file (what ``topo calibrate`` writes) names a bundled ``base``
-profile and overrides parameters of any kind.
+profile and overrides parameters of any kind (a per-algorithm table entry by entry: what it leaves out keeps the
+base's value).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import TopoError
-from .profile_data import ProfileFile, bundled_dir, bundled_files, load_profile_file
+from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, load_profile_file
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "network_for", "ideal_profile", "resolve_profile", "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
@@ -168,6 +168,11 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
     params, where = {}, {}
     for pf in parts + ([overrides] if overrides else []):
         for k, p in pf.params.items():
+            if pf is overrides and k in params and PARAMETERS[k].shape == "by_family":
+                # a user file overrides per family and protocol: what it leaves out keeps the base's value
+                base = params[k].value
+                p = p.model_copy(update={"value": {fam: {**base.get(fam, {}), **protos} for fam, protos in
+                                      {**{f: {} for f in base}, **p.value}.items()}})
             params[k], where[k] = p, pf.path
     v = {k: p.value for k, p in params.items()}
     ch = int(v["channels"])
