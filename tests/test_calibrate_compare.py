@@ -328,3 +328,18 @@ def test_nodes_that_contradict_the_rank_lines_are_an_error():
     run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
     assert setup_from_run(run, nodes=2).fabric.num_gpus == 16
     assert setup_from_run(run, nodes=4, ranks=32).fabric.num_gpus == 32  # more ranks than listed: as given
+
+
+def test_cluster_counts_that_are_zero_or_the_log_contradicts_are_errors():
+    # A new user's findings: `--gpus-per-node 0` and `--ranks 0` were ignored (falsy), `--ranks 7` on a 16-rank
+    # log modelled 7 ranks and `--nodes -2` named an internal spec key
+    log = str(LOGS / "dstack_nebius_h100_allreduce_2n.txt")  # 2 x 8 H100: busbw / algbw = 2 x 15/16
+    for flag, val in (("--gpus-per-node", "0"), ("--ranks", "0"), ("--nodes", "-2"), ("--nics", "0")):
+        p = run_cli("compare", log, "--gpu", "H100", flag, val)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith(f"error: {flag}: must be a whole number >= 1, got {val}"), p.stderr
+    for val in ("7", "1000"):
+        p = run_cli("compare", log, "--gpu", "H100", "--ranks", val)
+        assert p.returncode == 2 and f"--ranks: the log says 16 ranks ran (inferred (busbw / algbw)), not {val}" \
+            in p.stderr, p.stderr
+    assert run_cli("compare", log, "--gpu", "H100", "--ranks", "16").returncode == 0

@@ -354,7 +354,7 @@ def _finish(run: NcclRun) -> None:
     if run.ranks:
         listed = len({r.rank for r in run.ranks})
         highest = max(r.rank for r in run.ranks) + 1
-        if highest > listed or (launched and launched > listed) or not _ratio_allows(run, listed):
+        if highest > listed or (launched and launched > listed) or not ratio_allows(run, listed):
             # the rank lines were cut short (a post that stops at rank 99 of 1,024, one line of rank 127):
             # their count is not the run's, nor are their hosts the run's
             run.rank_lines_complete = False
@@ -373,7 +373,7 @@ _RATIO_COLLECTIVES = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lam
                       "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
 
 
-def _ratio_allows(run: NcclRun, n: int) -> bool:
+def ratio_allows(run: NcclRun, n: int) -> bool:
     """Whether busbw / algbw of the largest size (nccl-tests' factor of the rank count, printed with 2 decimals)
     is that of ``n`` ranks; True when the table cannot tell."""
     factor = _RATIO_COLLECTIVES.get(run.collective or "")

@@ -25,7 +25,7 @@ from ..errors import TopoError
 from ..fabric import Fabric
 from ..hardware import GPU_MODELS, lookup_gpu
 from ..spec import load_spec, spec_from_dict
-from .parse import NcclRun
+from .parse import NcclRun, ratio_allows
 
 __all__ = ["Setup", "node_spec", "setup_from_run", "gpu_from_device", "NCCL_ALGO_TO_TOPO"]
 
@@ -130,6 +130,16 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
                    gpus_per_domain: int | None = None) -> Setup:
     """The fabric to model ``run`` on: ``spec`` (a Spec, a file or a bundled name) or one built from the log."""
     notes: list[str] = []
+    for key, val in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics), ("ranks", ranks),
+                     ("gpus_per_domain", gpus_per_domain)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
+            raise TopoError(f"must be a whole number >= 1, got {val!r}", key=key)
+    # a rank count the log contradicts: its busbw / algbw (nccl-tests' factor of the true count), NCCL's own
+    # nranks or the launcher's; rank lines may be a pasted excerpt, so more ranks than they list stay allowed
+    if ranks is not None and run.nranks is not None and ranks != run.nranks and (
+            not ratio_allows(run, ranks) or ranks < run.nranks or not run.nranks_from.startswith("rank lines")):
+        raise TopoError(f"the log says {run.nranks} ranks ran ({run.nranks_from}), not {ranks}",
+                        source=run.source, key="ranks")
     n = ranks or run.nranks
     if n is None:
         if run.nranks_at_least:
