@@ -242,3 +242,15 @@ def test_every_fitted_parameter_at_its_bound_writes_a_profile_that_loads(tmp_pat
                                                               "sizes": len(SIZES)}]))
     loaded = resolve_profile(str(out))
     assert max(loaded.nvlink_hop_s["nvls"].values()) <= 200e-6 + 1e-12
+
+
+def test_the_same_log_twice_is_an_error_not_double_weight(tmp_path):
+    # A new user's finding: `topo calibrate a.txt a.txt` fitted "2 runs" and recorded the same sha256 twice
+    log = _log(tmp_path, _truth())
+    copy = tmp_path / "copy.txt"
+    copy.write_text(log.read_text())
+    for second in (log, copy):
+        p = run_cli("calibrate", str(log), str(second), "-o", str(tmp_path / "c.toml"))
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert f"is the same log as {log} (same sha256): give each log once" in p.stderr
+        assert not (tmp_path / "c.toml").exists()

@@ -45,8 +45,15 @@ class CalibrationResult:
 def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[list[Case], list[dict], Profile]:
     """One fitting case per run in the logs, all starting from the same bundled profile."""
     cases, logs, start = [], [], None
+    seen: dict[str, str] = {}  # a log's sha256 -> the path it was first given as
     for path in paths:
-        for run in parse_file(path):
+        runs = parse_file(path)
+        sha = runs[0].sha256 if runs else ""
+        if sha in seen:  # the same sweep twice would weigh double in the fit and in the provenance
+            raise TopoError(f"is the same log as {seen[sha]} (same sha256): give each log once", source=str(path),
+                            key="logs")
+        seen[sha] = str(path)
+        for run in runs:
             coll = run_collective(run, collective)
             setup = setup_from_run(run, **cluster)
             prof = resolve_profile(profile, setup.fabric)
