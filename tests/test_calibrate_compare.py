@@ -343,3 +343,12 @@ def test_cluster_counts_that_are_zero_or_the_log_contradicts_are_errors():
         assert p.returncode == 2 and f"--ranks: the log says 16 ranks ran (inferred (busbw / algbw)), not {val}" \
             in p.stderr, p.stderr
     assert run_cli("compare", log, "--gpu", "H100", "--ranks", "16").returncode == 0
+
+
+def test_an_unknown_collective_is_named_as_such():
+    # A new user's finding: `-c bogus` said "the log ran all_reduce ..., not bogus", not that bogus is no collective
+    p = run_cli("compare", str(LOGS / "dstack_nebius_h100_allreduce_2n.txt"), "--gpu", "H100", "-c", "bogus")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert p.stderr.startswith("error: -c: unknown collective 'bogus'; allowed: all_reduce, all_gather")
+    ok = run_cli("compare", str(LOGS / "dstack_nebius_h100_allreduce_2n.txt"), "--gpu", "H100", "-c", "all-reduce")
+    assert ok.returncode == 0

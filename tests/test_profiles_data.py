@@ -211,3 +211,26 @@ def test_cli_profile_show_and_list():
     assert "hopper+gcp_tcpxo" in lst["profiles"]
     bad = run_cli("profile", "show", "hopper+nope")
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+
+
+def test_profile_errors_name_what_is_allowed(tmp_path):
+    # A new user's findings: a string efficiency gave pydantic's "valid integer" text, a missing name dumped the
+    # whole [profile] table, 'hopper+warp' was blamed on fabric.technology and '' read the current folder
+    f = _write(tmp_path, '[profile]\nkind = "user"\nname = "m"\nbase = "hopper+roce"\n'
+                         '[nvlink_efficiency]\nvalue = "fast"\nsource = "x"\n')
+    with pytest.raises(TopoError) as exc:
+        load_profile_file(f)
+    assert exc.value.key == "nvlink_efficiency.value"
+    assert exc.value.message == "must be a number in [0.05, 1], got 'fast'"
+    f = _write(tmp_path, '[profile]\nkind = "user"\nbase = "hopper+roce"\ndescription = "' + "x" * 500 + '"\n')
+    with pytest.raises(TopoError) as exc:
+        load_profile_file(f)
+    assert exc.value.key == "profile.name" and "x" * 20 not in exc.value.message
+    for name, key in (("hopper+warp", "profile"), ("", "profile")):
+        with pytest.raises(TopoError) as exc:
+            resolve_profile(name)
+        assert exc.value.key == key
+    p = run_cli("estimate", "dgx-h100-superpod", "--profile", "hopper+warp")
+    assert p.returncode == 2 and p.stderr.startswith("error: --profile: 'hopper+warp': no profile for network 'warp'")
+    p = run_cli("profile", "show", "")
+    assert p.returncode == 2 and p.stderr.startswith("error: NAME: a profile is a bundled name")

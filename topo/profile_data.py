@@ -118,6 +118,11 @@ class _Header(BaseModel):
     generations: list[str] = Field(default_factory=list)
 
 
+_SHAPE_TEXT = {"scalar": "a number", "by_nodes": "a list of 3 numbers (one node, two nodes, more)",
+               "by_family": "a table per algorithm family of numbers per protocol",
+               "by_protocol": "a table per protocol of lists of numbers", "protocol_set": "a list of protocol names"}
+
+
 class Param(BaseModel):
     """One parameter: its value, where it comes from, and whether it was fitted or assumed."""
 
@@ -217,6 +222,9 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
         head = _Header(**doc["profile"])
     except ValidationError as exc:
         e = exc.errors()[0]
+        if e["type"] == "missing":  # say what is missing, not the whole table it is missing from
+            raise _err(path, "profile." + _loc(e), "missing; [profile] needs kind and name (and base, for a user "
+                       "file)") from None
         raise _err(path, "profile." + _loc(e), f"{e['msg']} (got {e.get('input')!r})") from None
     if head.kind not in KINDS:
         raise _err(path, "profile.kind", f"unknown kind {head.kind!r}; allowed: {', '.join(KINDS)}")
@@ -238,6 +246,10 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
             p = Param(**body)
         except ValidationError as exc:
             e = exc.errors()[0]
+            if e["loc"][0] == "value" and spec is not None and "value" in body:  # what is allowed, not pydantic's
+                rng = "" if spec.shape == "protocol_set" else f" in [{spec.lo:g}, {spec.hi:g}]"
+                raise _err(path, f"{name}.value", f"must be {_SHAPE_TEXT.get(spec.shape, spec.shape)}{rng}, "
+                           f"got {body['value']!r}") from None
             raise _err(path, f"{name}.{e['loc'][0]}", f"{e['msg']} (got {e.get('input')!r})") from None
         _check_value(path, name, p, spec)
         params[name] = p

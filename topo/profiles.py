@@ -307,6 +307,9 @@ def resolve_profile(profile=None, fabric=None) -> Profile:
     if profile == "ideal":
         return ideal_profile()
     text = str(profile)
+    if not text.strip():
+        raise TopoError(f"a profile is a bundled name (e.g. {bundled_profile_names()[0]!r}, see 'topo profile "
+                        "list'), 'nccl', 'ideal' or a profile file, got ''", key="profile")
     if text.endswith(".toml") or Path(text).exists():
         pf = load_profile_file(text)
         if pf.kind != "user":
@@ -329,4 +332,7 @@ def resolve_profile(profile=None, fabric=None) -> Profile:
         except TopoError as exc:
             raise TopoError(exc.message, source=text, key="profile.base") from None
         return compose_profile(parts, pf.name, overrides=pf)
-    return profile_for(*_parse_name(text))
+    try:
+        return profile_for(*_parse_name(text))
+    except TopoError as exc:  # the name the user gave is at fault, not a key of some fabric
+        raise TopoError(f"{text!r}: {exc.message}", key="profile") from None

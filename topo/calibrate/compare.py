@@ -14,12 +14,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from ..collectives import COLLECTIVES, busbw_factor
+from ..collectives import COLLECTIVES, busbw_factor, normalize_collective
 from ..errors import TopoError
 from ..estimate import estimate
 from ..profiles import Profile, resolve_profile
 from ..units import format_size
-from .parse import NcclRun
+from .parse import COLLECTIVES_PERF, NcclRun
 from .setup import Setup
 
 __all__ = ["SizeComparison", "CompareResult", "compare_run", "BW_MIN_BYTES", "LAT_MAX_BYTES"]
@@ -92,6 +92,8 @@ class CompareResult:
 
 
 def run_collective(run: NcclRun, collective: str | None = None) -> str:
+    if collective is not None and collective not in COLLECTIVES_PERF.values():
+        collective = normalize_collective(collective)  # a name nccl-tests does not have either: the option's fault
     certain = run.collective_from == "binary" or run.collective == "all_reduce"  # busbw > algbw: all-reduce only
     if collective and run.collective and collective != run.collective and certain:
         how = f"its binary, {run.binary}" if run.collective_from == "binary" else "busbw / algbw = 2(n-1)/n"

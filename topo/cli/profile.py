@@ -53,10 +53,15 @@ def _fmt(v) -> str:
 
 
 def run_show(args) -> int:
-    prof = resolve_profile(args.name)
+    try:
+        prof = resolve_profile(args.name)
+    except TopoError as exc:
+        if exc.key != "profile":
+            raise
+        raise TopoError(exc.message, source=exc.source, key="NAME") from None
     if not prof.sources:
         raise TopoError(f"{args.name!r} has no data files: it is the textbook alpha-beta machine (line rates, "
-                        "link latencies only)", key="profile")
+                        "link latencies only)", key="NAME")
     doc = {"name": prof.name, "source": prof.source,
            "parameters": {k: {**s, "unit": _unit(k), "doc": PARAMETERS[k].doc} for k, s in prof.sources.items()}}
     if args.json:
