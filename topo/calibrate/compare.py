@@ -5,8 +5,8 @@ allows, 0.5 that it takes twice as long. The headline is the median efficiency o
 >= 64 MiB, else the largest quarter of the sweep); the gap is the contiguous band of sizes with the lowest
 efficiency below 85%, and its regime is the model's: latency-dominated where the modelled latency term is at
 least half of the modelled time (a band with at least three sizes and a third of its sizes in each regime is
-called mixed). Where the run beats the model by more than 15% over a band of sizes (the profile overestimates
-the cluster there), the verdict says so too, so that "no size falls below 85%" never hides a model that is slow.
+called mixed). Where the run beats the model by more than 15% over a band of sizes (the model is too slow
+for the cluster there), the verdict says so too, so that "no size falls below 85%" never hides a model that is slow.
 """
 
 from __future__ import annotations
@@ -135,8 +135,11 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
     head, head_sizes = _headline(comps)
     gap = _gap(comps)
     ahead = _band(comps, lambda c: c.efficiency > AHEAD_ABOVE, lambda c: c.efficiency - 1)
+    # a profile topo calibrate fitted to this very log names its sha256 in every fitted value's fitted_on
+    fitted_here = bool(run.sha256) and any(run.sha256[:16] in (src.get("fitted_on") or "")
+                                           for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
-                         head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead),
+                         head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
                          list(setup.assumptions), run.nccl_version, ahead)
 
 
@@ -191,13 +194,15 @@ _BANDWIDTH_WHY = ("a slow or missing link (check that every NIC is used and at l
                   "NVLink)")
 
 
-def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None) -> str:
+def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted_here=False) -> str:
     parts = []
+    advice = ("the profile was already calibrated on this log: these sizes have a shape the model does not follow"
+              if fitted_here else "calibrate the profile on this log")
     if head is not None:
         if head > 1.1:
-            parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}: the profile "
-                         f"({profile_name}) underestimates this cluster, or the cluster differs from the spec "
-                         "(more NICs, faster links); calibrate the profile on this log")
+            parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}: the model ({profile_name}) "
+                         "is too slow for this cluster, or the cluster differs from the spec (more NICs, faster "
+                         f"links); {advice}")
         else:
             parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
                          f"{head_sizes} (model: {profile_name})")
@@ -218,8 +223,8 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None) -> str
     if ahead and (head is None or head <= 1.1 or ahead["max_bytes"] < BW_MIN_BYTES):
         what = {"latency": "latency", "bandwidth": "bandwidth"}.get(ahead["regime"], "latency and bandwidth")
         parts.append(f"at {_range(ahead)} the run is {ahead['median_efficiency']:.2f}x faster than the model "
-                     f"(where {what} dominates in the model): the profile ({profile_name}) overestimates this "
-                     "cluster there; calibrate the profile on this log")
+                     f"(where {what} dominates in the model): the model ({profile_name}) is too slow for this "
+                     f"cluster there; {advice}")
     if run.failed_validation:
         parts.append("WARNING: the log reports wrong results (#wrong > 0)")
     return "; ".join(parts) + "."
