@@ -254,3 +254,25 @@ def test_the_same_log_twice_is_an_error_not_double_weight(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
         assert f"is the same log as {log} (same sha256): give each log once" in p.stderr
         assert not (tmp_path / "c.toml").exists()
+
+
+def test_calibrate_output_quirks_a_new_user_found(tmp_path):
+    log = _log(tmp_path, _truth())
+    # a name on several lines would break `profile show`'s header: refused, nothing written
+    p = run_cli("calibrate", str(log), "-o", str(tmp_path / "x.toml"), "--name", "a\nb")
+    assert p.returncode == 2 and p.stderr == "error: --name: a profile name is one line of printable text, got 'a\\nb'\n"
+    assert not (tmp_path / "x.toml").exists()
+    # -o - prints the profile: its name is not "-"
+    p = run_cli("calibrate", str(log), "-o", "-", check=True)
+    assert 'name = "calibrated"' in p.stdout and 'name = "-"' not in p.stdout
+    # /dev/null is no profile to use: no "use it with --profile /dev/null" hint
+    p = run_cli("calibrate", str(log), "-o", "/dev/null", check=True)
+    assert "--profile /dev/null" not in p.stderr
+
+
+def test_a_bundled_profile_of_another_gpu_generation_gets_a_note():
+    p = run_cli("estimate", "dgx-h100-superpod", "--profile", "blackwell+roce", check=True)
+    assert "note: profile blackwell+roce prices blackwell GPUs, but this spec (dgx-h100-superpod) has H100" in (
+        p.stdout + p.stderr)
+    p = run_cli("estimate", "dgx-h100-superpod", "--profile", "hopper+roce", check=True)  # another network: a what-if
+    assert "note: profile" not in p.stdout + p.stderr

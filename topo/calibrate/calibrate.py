@@ -79,10 +79,13 @@ def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=Non
     """Fit the profile's free parameters to every run in ``paths``; write the profile to ``output`` if given."""
     if not paths:
         raise TopoError("give at least one nccl-tests log", key="logs")
+    if name is not None and (not name.strip() or not name.isprintable()):
+        raise TopoError(f"a profile name is one line of printable text, got {name!r}", key="name")
     cases, logs, start = cases_from_logs(paths, profile, collective, **cluster)
     params = calibration_params(start, cases)
     fit = fit_cases(cases, params, max_nfev=max_nfev)
-    name = name or (Path(output).stem if output else "calibrated")
+    stem = Path(str(output)).stem if output is not None and str(output) != "-" else ""
+    name = name or (stem if stem.isprintable() and stem.strip() else "calibrated")
     text = profile_toml(name, start.name, start, fit, logs)
     if output:
         write_profile(output, name, start.name, start, fit, logs, force=force, key=output_key,

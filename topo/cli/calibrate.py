@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs
 from ..errors import TopoError
@@ -37,6 +39,8 @@ def run(args) -> int:
                              output_key="-o", force_option="--force", collective=args.collective,
                              **cluster_from_args(args))
     except TopoError as exc:
+        if exc.key == "name":
+            raise TopoError(exc.message, key="--name") from None
         raise cluster_flag_error(exc) from None
     for log in res.logs:
         for a in log["assumptions"]:
@@ -54,8 +58,9 @@ def run(args) -> int:
         note(f"  {k} = {v:.4g}")
     if res.warning:
         note(f"warning: {res.warning}")
-    if args.output:
+    if args.output and args.output != "-":
         note(f"wrote {args.output}")
+    if args.output and args.output != "-" and Path(args.output).is_file():  # not for /dev/null or a pipe
         specs = sorted({log["spec"] for log in res.logs})
         note(f"it describes the cluster it was fitted on ({', '.join(specs)}, under the assumptions above): use it "
              f"with that cluster's spec (topo estimate SPEC --profile {args.output}) or the same flags (topo "

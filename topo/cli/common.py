@@ -61,14 +61,22 @@ def fabric_from_args(args, name=None):
 
 def profile_mismatch(profile, fabric) -> str | None:
     """A note when a calibrated profile file (``kind = "user"``) was fitted from another GPU generation or network
-    than the fabric's own profile: its fitted values then describe another cluster. None when they agree, or for a
-    bundled name (the user chose it knowingly)."""
+    than the fabric's own profile: its fitted values then describe another cluster. For a bundled name, a note only
+    when its GPU generation is not the fabric's (another network is a what-if the user chose knowingly)."""
     from pathlib import Path
 
     from ..profile_data import load_profile_file
     from ..profiles import resolve_profile
 
-    if not isinstance(profile, str) or not (profile.endswith(".toml") or Path(profile).is_file()):
+    if not isinstance(profile, str):
+        return None
+    if "+" in profile and not (profile.endswith(".toml") or Path(profile).is_file()):
+        gen, own_gen = profile.split("+")[0], fabric.spec.gpu_model.generation
+        if gen != own_gen:
+            return (f"note: profile {profile} prices {gen} GPUs, but this spec ({fabric.spec.name}) has "
+                    f"{fabric.spec.gpu_model.name} ({own_gen}): NVLink and protocol constants of another generation")
+        return None
+    if not (profile.endswith(".toml") or Path(profile).is_file()):
         return None
     pf = load_profile_file(profile)
     if pf.kind != "user" or not pf.base or pf.base == "nccl":
