@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 from topo import build_fabric, spec_from_dict  # noqa: E402
 from topo.calibrate.fit import Case, FreeParam, calibration_params, case_errors, fit_cases  # noqa: E402
 from topo.calibrate.setup import Setup, node_spec  # noqa: E402
-from topo.collectives import busbw_factor  # noqa: E402
-from topo.profiles import profile_for  # noqa: E402
+from topo.engine.collectives import busbw_factor  # noqa: E402
+from topo.engine.profiles import profile_for  # noqa: E402
 
 # The measurements ship with the project (data/reference/ and data/measurements/, each row with its source);
 # TOPO_DATA_DIR points the reference set elsewhere, as for the tests.

@@ -18,8 +18,8 @@ from _results import update_section
 
 def run(name: str, ecmp: str, per_pod: bool, repeats: int = 3) -> dict:
     import topo
-    from topo.alltoall import uniform_alltoall_loads
-    from topo.route import Router
+    from topo.engine.alltoall import uniform_alltoall_loads
+    from topo.engine.route import Router
 
     t0 = time.perf_counter()
     fabric = topo.build_fabric(topo.load_spec(name))

@@ -20,7 +20,7 @@ FAILURES = [[], ["spine0"], ["random:spine:0.1"], ["random:leaf-spine:0.1:1"], [
 def in_process() -> list[dict]:
     """The max flow alone (fabric built and its link table made first), per failure set, best of 3."""
     import topo
-    from topo.bisection import bisection
+    from topo.fabric.bisection import bisection
 
     fabric = topo.build_fabric(topo.load_spec(None))
     _ = fabric.links  # the link table, built once before timing

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 def in_process(gpus: int, repeat: int = 3) -> dict:
     import topo
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     fabric = topo.build_fabric(topo.load_spec())
     fabric.links, fabric.nodes  # built once, as a session would

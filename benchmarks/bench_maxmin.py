@@ -32,10 +32,10 @@ def cli(gpus: int, sharing: str) -> tuple[float, float, float]:
 def stages(gpus: int) -> dict:
     """In-process: classes from the router, the solver's incidence, the first fill, the whole makespan."""
     import topo
-    from topo.alltoall_classes import alltoall_classes
-    from topo.maxmin import _Solver, max_min_makespan_classes
-    from topo.route import Router
-    from topo.schedule import AllPairs
+    from topo.engine.alltoall_classes import alltoall_classes
+    from topo.engine.maxmin import _Solver, max_min_makespan_classes
+    from topo.engine.route import Router
+    from topo.engine.schedule import AllPairs
 
     fabric = topo.build_fabric(topo.load_spec(SPEC))
     router = Router(fabric, "hash")

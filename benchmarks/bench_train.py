@@ -30,9 +30,9 @@ def main() -> None:
     import numpy as np
 
     import topo
-    from topo.workload.comm import CommEngine
-    from topo.workload.model import load_model
-    from topo.workload.search import search_layouts
+    from topo.training.comm import CommEngine
+    from topo.training.model import load_model
+    from topo.training.search import search_layouts
 
     def best_of(args, n=3):
         """The machine is shared (load average in the table): the best wall time of n runs, and the CPU time

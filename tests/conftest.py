@@ -65,7 +65,7 @@ def routed_flows(paths, sizes):
     bytes (for contention tests with hand-derived answers)."""
     import numpy as np
 
-    from topo.route import Routed
+    from topo.engine.route import Routed
 
     res = np.concatenate([np.asarray(p) for p in paths])
     flow = np.concatenate([np.full(len(p), i) for i, p in enumerate(paths)])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topo.collectives import busbw_factor
+from topo.engine.collectives import busbw_factor
 
 
 def render(collective: str, hosts: list[str], gpus_per_host: int, gpu: str, sizes, times_s, ngpus: int = 1) -> str:

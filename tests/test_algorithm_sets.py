@@ -9,9 +9,9 @@ from conftest import run_cli
 from topo import build_fabric, spec_from_dict
 from topo.calibrate.parse import parse_text
 from topo.calibrate.setup import node_spec, setup_from_run
-from topo.collectives import algorithm_candidates
+from topo.engine.collectives import algorithm_candidates
 from topo.errors import TopoError
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 SIZES = [8, 2**20, 2**30]
 

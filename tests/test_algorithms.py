@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from topo.schedule import NodeShape
+from topo.engine.schedule import NodeShape
 
 from small_fabrics import small_fabric
-from topo.algorithms.ring import channels_for, ring_orders
-from topo.algorithms.tree import double_binary_tree
-from topo.placement import place
-from topo.profiles import profile_for
+from topo.engine.algorithms.ring import channels_for, ring_orders
+from topo.engine.algorithms.tree import double_binary_tree
+from topo.engine.placement import place
+from topo.engine.profiles import profile_for
 
 SIZES = list(range(2, 41)) + [63, 64, 65, 127, 128, 129, 1000, 1001]
 
@@ -138,7 +138,7 @@ def test_ring_channels_over_unequal_domains_leave_through_different_nics():
     (it was one NIC for all of them, a 14x slower ring), and the ring is as fast as over 144 ranks."""
     from topo import build_fabric, spec_from_dict
     from topo.calibrate.setup import node_spec
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     fab = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, 4, 72)))
     shape = NodeShape.of(fab)
@@ -164,9 +164,9 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     6.8 + e + 2 x (71 x (0.6 + x) + 1 x 5.0) us with NCCL's tree/LL constants and the bundled NVL72 terms, e once
     per collective and x per NVLink step (blackwell.toml mnnvl_extra_us, mnnvl_hop_extra_us)."""
     from topo import build_fabric, spec_from_dict
-    from topo.algorithms.tree import tree_flows
+    from topo.engine.algorithms.tree import tree_flows
     from topo.calibrate.setup import node_spec
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     fab = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 36, 4, 72)))
     pl = place(fab, 128)

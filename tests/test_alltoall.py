@@ -10,9 +10,9 @@ import pytest
 
 from small_fabrics import SPECS, small_fabric
 from topo import TopoError
-from topo.alltoall import matrix_loads, uniform_alltoall_loads
-from topo.placement import place
-from topo.route import Router
+from topo.engine.alltoall import matrix_loads, uniform_alltoall_loads
+from topo.engine.placement import place
+from topo.engine.route import Router
 
 
 def _k(router):

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from small_fabrics import SPECS, small_fabric
-from topo.alltoall_classes import alltoall_classes, classes_apply
-from topo.contention import flow_classes, max_min_makespan
-from topo.route import Router
-from topo.schedule import AllPairs, Transfers
+from topo.engine.alltoall_classes import alltoall_classes, classes_apply
+from topo.engine.contention import flow_classes, max_min_makespan
+from topo.engine.route import Router
+from topo.engine.schedule import AllPairs, Transfers
 
 PXN = [name for name in sorted(SPECS) if Router(small_fabric(name)).pxn]
 
@@ -58,8 +58,8 @@ def test_when_merged_flows_would_move_apart_estimate_fills_them_one_by_one():
     from conftest import spec_dict, tier
     from topo import build_fabric, spec_from_dict
     from topo.errors import TopoError
-    from topo.estimate import estimate
-    from topo.maxmin import ClassesDiverge, max_min_makespan_classes
+    from topo.engine.estimate import estimate
+    from topo.engine.maxmin import ClassesDiverge, max_min_makespan_classes
 
     d = spec_dict(kind="rail_optimized", tiers=[tier("leaf", radix=16), tier("spine", radix=16)],
                   cluster={"num_units": 2}, server={"gpus": 4, "nics": 4, "nic_rate": "400 Gb/s"},
@@ -70,7 +70,7 @@ def test_when_merged_flows_would_move_apart_estimate_fills_them_one_by_one():
     with pytest.raises(ClassesDiverge):
         max_min_makespan_classes(alltoall_classes(r, a).classes, r.capacity_Bps)
     got = estimate(f, "alltoall", "64MiB", ecmp="hash", sharing="maxmin").results[0].time_s
-    import topo.alltoall_classes as ac
+    import topo.engine.alltoall_classes as ac
     old = ac.classes_apply
     ac.classes_apply = lambda router: False
     try:
@@ -87,8 +87,8 @@ def test_hashed_alltoall_beyond_the_explicit_flows_keeps_the_hash(name, monkeypa
     # loads over the hash, i.e. ideal ECMP's time: on h100-100k, 992 GPUs (983k flows) took 24.96 ms and 1,024
     # GPUs (1.05M flows) 24.06 ms, the ideal figure. Past the limit the loads must still be the hash's own (classes
     # with PXN, chunks without), equal to routing every flow; fat_tree-3 has no PXN (chunks).
-    import topo.route as route
-    from topo.estimate import estimate
+    import topo.engine.route as route
+    from topo.engine.estimate import estimate
 
     f = small_fabric(name)
     one_by_one = estimate(f, "alltoall", "1G", ecmp="hash").results[0].time_s
@@ -112,7 +112,7 @@ def test_an_alltoall_inside_one_domain_under_maxmin(name):
     # (UFuncTypeError: Cannot cast ufunc 'add' output from dtype('float64') to dtype('int64') ...)"), e.g.
     # `topo estimate gb200-nvl72-superpod -c alltoall -g 72 --sharing maxmin`: no class leaves the domain.
     # Its flows are alike (NVLink only), so max-min ends when the busiest link drains, as equal sharing says.
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     f = small_fabric(name)
     g = f.layout.gpus_per_domain
@@ -124,9 +124,9 @@ def test_maxmin_refuses_an_alltoall_with_more_classes_than_memory_allows(monkeyp
     # Review finding: max-min of a PXN all-to-all built its classes whatever their number: 5.6 million took 3.3 GB
     # and 37 s, and `topo estimate -g 16384 -c alltoall --ecmp hash --sharing maxmin` (33.5 million) would have
     # needed about 20 GB. Past MAX_MAXMIN_CLASS_PATHS it is one error naming sharing, before any class is built.
-    import topo.route as route
+    import topo.engine.route as route
     from topo.errors import TopoError
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     f = small_fabric("rail_optimized-3")
     ok = estimate(f, "alltoall", "1G", sharing="maxmin", ecmp="hash").results[0].time_s

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from small_fabrics import SPECS, small_fabric
 
 from topo import build_fabric, inventory, load_spec
-from topo.bisection import bisection
-from topo.failures import degraded
+from topo.fabric.bisection import bisection
+from topo.fabric.failures import degraded
 
 SMALL = sorted(SPECS)
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from conftest import spec_dict, tier
 from topo import TopoError, build_fabric, inventory, spec_from_dict
-from topo.fabric import ROLE_SWITCH
+from topo.fabric.fabric import ROLE_SWITCH
 
 
 def degrees(fabric):

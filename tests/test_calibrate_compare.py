@@ -13,7 +13,7 @@ from topo.calibrate.compare import compare_run
 from topo.calibrate.parse import parse_file, parse_text
 from topo.calibrate.setup import gpu_from_device, setup_from_run
 from topo.errors import TopoError
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 LOGS = Path(__file__).parent / "data" / "nccl_logs"
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB

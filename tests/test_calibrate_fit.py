@@ -16,8 +16,8 @@ from topo.calibrate.fit import Case, calibration_params, case_errors, fit_cases
 from topo.calibrate.parse import parse_text
 from topo.calibrate.setup import Setup, node_spec, setup_from_run
 from topo import build_fabric, spec_from_dict
-from topo.estimate import estimate
-from topo.profiles import profile_for, resolve_profile
+from topo.engine.estimate import estimate
+from topo.engine.profiles import profile_for, resolve_profile
 
 SIZES = [2**i for i in range(3, 31, 1)]  # 8 B .. 1 GiB: 28 sizes
 GPU = "NVIDIA H100 80GB HBM3"

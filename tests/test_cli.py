@@ -25,7 +25,7 @@ def test_describe_json_equals_library():
 
 
 def test_python_m_and_file_path(tmp_path):
-    src = (ROOT / "topo" / "data" / "topologies" / "meta-llama3-24k.toml").read_text()
+    src = (ROOT / "topologies" / "meta-llama3-24k.toml").read_text()
     p = tmp_path / "mine.toml"
     p.write_text(src)
     proc = run_cli("describe", str(p), "--json", check=True)
@@ -64,7 +64,7 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize("edit, extra, expected", BAD_SPECS)
 def test_bad_specs_one_line_exit_2(tmp_path, edit, extra, expected):
-    src = (ROOT / "topo" / "data" / "topologies" / "dgx-h100-superpod.toml").read_text()
+    src = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
     p = tmp_path / "bad.toml"
     p.write_text(edit(src))
     proc = run_cli("describe", str(p), *extra, cwd=tmp_path)

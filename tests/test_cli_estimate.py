@@ -6,7 +6,7 @@ import pytest
 
 from conftest import run_cli
 from topo import build_fabric, load_spec
-from topo.estimate import estimate, size_sweep
+from topo.engine.estimate import estimate, size_sweep
 
 
 def test_table_like_nccl_tests():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, spec_dict, tier
 from topo import TopoError, build_fabric, spec_from_dict
-from topo.builders.clos import _max_down
+from topo.fabric.builders.clos import _max_down
 from topo.spec.model import MAX_RADIX, TierSpec
 
 
@@ -63,7 +63,7 @@ def test_largest_plausible_radix_plans_at_once():
 @pytest.mark.parametrize("radix", [10**18, 10**7, MAX_RADIX + 1])
 def test_implausible_radix_is_one_clean_error_at_once(radix, tmp_path):
     # issue 8: radix = 10^18 hung; 10^7 took 1.2 s; 10^6 was accepted with 63,995,904 idle ports
-    spec = (ROOT / "topo/data/topologies/dgx-h100-superpod.toml").read_text()
+    spec = (ROOT / "topologies/dgx-h100-superpod.toml").read_text()
     p = tmp_path / "big.toml"
     p.write_text(spec.replace("radix = 64", f"radix = {radix}", 1))
     proc = subprocess.run([sys.executable, "-m", "topo", "describe", str(p)], capture_output=True, text=True,

@@ -13,7 +13,7 @@ import math
 import pytest
 
 from topo import build_fabric, spec_from_dict
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 ALPHA = 2.5e-6
 B = 50e9

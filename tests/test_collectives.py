@@ -7,7 +7,7 @@ AllReduce busbw = algbw * 2(n-1)/n; ReduceScatter and AllGather (n-1)/n; Broadca
 import pytest
 
 from topo import TopoError
-from topo.collectives import (ALGORITHMS, COLLECTIVES, NCCL_ALGORITHMS, busbw_factor, normalize_algorithm,
+from topo.engine.collectives import (ALGORITHMS, COLLECTIVES, NCCL_ALGORITHMS, busbw_factor, normalize_algorithm,
                               normalize_collective)
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from topo.contention import drain_time, flow_classes, max_min_makespan
-from topo.maxmin import max_min_rates
+from topo.engine.contention import drain_time, flow_classes, max_min_makespan
+from topo.engine.maxmin import max_min_rates
 from conftest import routed_flows
 
 
@@ -50,7 +50,7 @@ def test_maxmin_with_a_failed_spine_names_a_working_link():
     import warnings
 
     from small_fabrics import small_fabric
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     broken = small_fabric("rail_optimized-2").with_failures("spine0")
     got = {}

@@ -48,9 +48,29 @@ def test_every_package_data_file_is_shipped_by_pyproject():
     data = ROOT / "topo" / "data"
     files = [p.relative_to(ROOT / "topo").as_posix() for p in data.rglob("*") if p.is_file()
              and "__pycache__" not in p.parts]
-    assert any(f.startswith("data/topologies/") for f in files) and "data/hardware/host_links.toml" in files
+    assert "data/hardware/host_links.toml" in files
     for f in files:
         assert any(fnmatch.fnmatch(f, pat.replace("**/", "*/")) for pat in patterns), f"{f} would not be installed"
+
+
+def test_bundled_specs_ship_once_from_topologies():
+    # issue 19: the design card's top-level topologies/ folder is the only copy; the wheel maps it into the package
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setup["package-dir"]["topo.topologies"] == "topologies"
+    assert setup["package-data"]["topo.topologies"] == ["*.toml"]
+    assert sorted((ROOT / "topologies").glob("*.toml")) and not (ROOT / "topo" / "data" / "topologies").exists()
+
+
+def test_every_package_is_listed_in_pyproject():
+    # the packages are listed by hand (the mapped topologies/ folder rules out find:): a new one must be added
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "topo").rglob("__init__.py")
+             if "__pycache__" not in p.parts}
+    assert found == listed - {"topo.topologies"}
 
 
 def test_an_install_without_bundled_specs_says_so(tmp_path):
@@ -59,7 +79,7 @@ def test_an_install_without_bundled_specs_says_so(tmp_path):
     import shutil
 
     pkg = tmp_path / "topo"
-    shutil.copytree(ROOT / "topo", pkg, ignore=shutil.ignore_patterns("topologies", "__pycache__"))
+    shutil.copytree(ROOT / "topo", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     for args in (["list"], ["describe"]):
         proc = subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, env=env,

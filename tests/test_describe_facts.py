@@ -5,7 +5,7 @@ import pytest
 
 from conftest import run_cli, spec_dict, tier
 from topo import build_fabric, inventory, spec_from_dict
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 
 def b200_800g(**server):

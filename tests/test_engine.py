@@ -7,14 +7,14 @@ import pytest
 
 from conftest import run_cli
 from topo import build_fabric, load_spec
-from topo.algorithms import build_schedule
+from topo.engine.algorithms import build_schedule
 from topo.errors import TopoError
-from topo.estimate import estimate, evaluate
-from topo.loads import load_schedule, total_loads
-from topo.options import EstimateOptions
-from topo.placement import place
-from topo.route import Router
-from topo.schedule import InSwitchReduce, NodeShape, Transfers
+from topo.engine.estimate import estimate, evaluate
+from topo.engine.loads import load_schedule, total_loads
+from topo.engine.options import EstimateOptions
+from topo.engine.placement import place
+from topo.engine.route import Router
+from topo.engine.schedule import InSwitchReduce, NodeShape, Transfers
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_sharp_without_a_tier_above_the_rail_leaves_is_unavailable_not_a_crash()
     is unavailable; auto picks another algorithm (found by a helper modelling CoreWeave's 8-node SHARP run)."""
     from conftest import spec_dict, tier
     from topo import build_fabric, spec_from_dict
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     d = spec_dict(kind="rail_optimized", tiers=[dict(tier("leaf", radix=64), sharp=True)],
                   cluster={"num_units": 1}, server={"gpus": 8, "nics": 8, "nic_rate": "400 Gb/s"},
@@ -154,7 +154,7 @@ def test_sharp_without_a_tier_above_the_rail_leaves_is_unavailable_not_a_crash()
 def test_subflows_without_hashed_ecmp_is_an_error():
     # Review finding: `topo estimate --subflows 4` (ecmp ideal) ran and printed the ideal figures, as if hashed
     # sub-flows had been modelled; sub-flows only mean something under ecmp=hash
-    from topo.options import EstimateOptions
+    from topo.engine.options import EstimateOptions
 
     with pytest.raises(TopoError) as e:
         EstimateOptions.from_kwargs(subflows=4)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from conftest import spec_dict, tier
 from topo import TopoError, build_fabric, load_spec, spec_from_dict
-from topo.estimate import estimate, size_sweep
-from topo.profiles import profile_for
+from topo.engine.estimate import estimate, size_sweep
+from topo.engine.profiles import profile_for
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -257,7 +257,7 @@ def test_given_rank_order_changes_the_ring():
 
 def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads(monkeypatch):
     # Above a million flows only the summed loads are kept; they must equal the flow-by-flow result.
-    import topo.route as p2p  # the router keeps flows one by one up to EXPLICIT_FLOWS
+    import topo.engine.route as p2p  # the router keeps flows one by one up to EXPLICIT_FLOWS
 
     f = build_fabric(load_spec("dgx-h100-superpod"))
     one = estimate(f, "alltoall", "1G", gpus=256).results[0]
@@ -274,9 +274,9 @@ def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads(monkeypatch):
         p2p.EXPLICIT_FLOWS = old
     assert chunked.time_s == pytest.approx(one.time_s, rel=1e-12)
     assert chunked.bottleneck == one.bottleneck
-    import topo.alltoall_classes
+    import topo.engine.alltoall_classes
 
-    monkeypatch.setattr(topo.alltoall_classes, "classes_apply", lambda router: False)  # flow by flow (65,280)
+    monkeypatch.setattr(topo.engine.alltoall_classes, "classes_apply", lambda router: False)  # flow by flow (65,280)
     by_flow = estimate(f, "alltoall", "1G", gpus=256, sharing="maxmin").results[0]
     assert merged.time_s == pytest.approx(by_flow.time_s, rel=1e-9)
     assert merged.time_s >= one.time_s * (1 - 1e-12)  # never faster than the bottleneck bound

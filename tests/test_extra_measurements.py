@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import ROOT
-from topo.collectives import COLLECTIVES, busbw_factor
+from topo.engine.collectives import COLLECTIVES, busbw_factor
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
 sys.path.insert(0, str(ROOT / "benchmarks"))

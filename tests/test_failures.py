@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import run_cli, spec_dict, tier
 from topo import build_fabric, load_spec, spec_from_dict
 from topo.errors import TopoError
-from topo.estimate import estimate
-from topo.failures import degraded, failed_links
-from topo.route import Router
+from topo.engine.estimate import estimate
+from topo.fabric.failures import degraded, failed_links
+from topo.engine.route import Router
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from conftest import ROOT
 from topo import build_fabric, spec_from_dict
 from topo.calibrate.setup import node_spec
 from topo.errors import TopoError
-from topo.estimate import estimate
-from topo.profiles import profile_for
+from topo.engine.estimate import estimate
+from topo.engine.profiles import profile_for
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
 REFERENCE = ROOT / "data" / "reference" / "nccl_tests_measurements.csv"

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from topo.contention import drain_time, flow_classes, max_min_makespan
+from topo.engine.contention import drain_time, flow_classes, max_min_makespan
 from conftest import routed_flows
 
 
@@ -92,7 +92,7 @@ def test_incremental_refill_equals_full_refill_on_random_flows():
 
 def _classes_and_flows(rng, big_partial: bool):
     """Random flow classes with shared templates, and the same traffic flow by flow."""
-    from topo.maxmin import FlowClasses
+    from topo.engine.maxmin import FlowClasses
 
     C, T, m_direct, m_tpl = int(rng.integers(2, 9)), int(rng.integers(1, 4)), 5, 4
     members = rng.integers(1, 4, C)
@@ -138,7 +138,7 @@ def _classes_and_flows(rng, big_partial: bool):
 def test_classes_with_templates_equal_the_flows_they_stand_for():
     """A class of k flows with a shared template gives the makespan of its k flows routed one by one, as long
     as the template's partial resources (crossed by some members only) do not bind."""
-    from topo.maxmin import max_min_makespan_classes
+    from topo.engine.maxmin import max_min_makespan_classes
 
     rng = np.random.default_rng(11)
     for _ in range(30):
@@ -157,7 +157,7 @@ def test_a_binding_partial_resource_is_refused_not_answered():
     """When a resource only some members of a class cross binds first, the members would move at different
     speeds: the class model cannot say, so it refuses (never a silently wrong answer)."""
     from topo.errors import TopoError
-    from topo.maxmin import FlowClasses, max_min_makespan_classes
+    from topo.engine.maxmin import FlowClasses, max_min_makespan_classes
 
     # class 0: 2 members over resource 0 (capacity 10); member 0 also crosses resource 1 (capacity 1), member 1
     # does not. Flow by flow: member 0 gets 1, member 1 gets 9.
@@ -186,7 +186,7 @@ def test_levels_taken_together_charge_each_flow_from_its_own_level():
     """Links 0 (1 B/s) and 1 (2 B/s) saturate one after the other and are taken in one run; flows A (over 0 and
     2) and B (over 1 and 2) freeze at 1 and 2 B/s. Link 2 (100 B/s) is then left with 100 - 1 - 2 = 97 B/s for
     flow C, which crosses only it (progressive filling by hand)."""
-    from topo.maxmin import max_min_rates
+    from topo.engine.maxmin import max_min_rates
 
     r = flows([[0, 2], [1, 2], [2]], [1, 1, 1])
     assert max_min_rates(flow_classes(r), np.array([1.0, 2.0, 100.0])) == pytest.approx([1.0, 2.0, 97.0])

@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from topo import build_fabric, spec_from_dict
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 
 def node(gpu, nics, rate, tech, servers, gpus=8, domain=None):

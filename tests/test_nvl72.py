@@ -13,10 +13,10 @@ import pytest
 from conftest import ROOT
 
 from topo import build_fabric, spec_from_dict
-from topo.algorithms.nvls import in_switch_bytes, window_scale
+from topo.engine.algorithms.nvls import in_switch_bytes, window_scale
 from topo.calibrate.setup import node_spec
-from topo.estimate import estimate
-from topo.profiles import profile_for
+from topo.engine.estimate import estimate
+from topo.engine.profiles import profile_for
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
 
@@ -119,9 +119,9 @@ def test_window_scales_with_ranks_per_domain():
     meas = measured_busbw("ncclt232_h100_2x1_4nic", 8 * 2**20)
     model = busbw(one_gpu_four_nics(), 2, [8 * 2**20], "tree")[0]
     assert model == pytest.approx(meas, rel=0.15)
-    from topo.algorithms import build_schedule
-    from topo.placement import place
-    from topo.schedule import NodeShape
+    from topo.engine.algorithms import build_schedule
+    from topo.engine.placement import place
+    from topo.engine.schedule import NodeShape
     f = racks(1)
     for g, algo in ((4, "ring"), (72, "nvls"), (8, "tree")):
         s = build_schedule(algo, "all_reduce", NodeShape.of(f), place(f, g), reference_ranks_per_domain=8)

@@ -19,7 +19,7 @@ from topo.atomic import SIGNATURE, atomic_open, is_ours, open_output, safe_file_
 from topo.report.files import sign_image
 
 SMALL = ("--set", "cluster.num_units=1")
-SPEC = ROOT / "topo" / "data" / "topologies" / "dgx-h100-superpod.toml"
+SPEC = ROOT / "topologies" / "dgx-h100-superpod.toml"
 
 
 @pytest.fixture

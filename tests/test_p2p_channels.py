@@ -14,10 +14,10 @@ import pytest
 
 from conftest import ROOT
 from topo import build_fabric, spec_from_dict
-from topo.algorithms.p2p import net_peer_channels
+from topo.engine.algorithms.p2p import net_peer_channels
 from topo.calibrate.setup import node_spec
-from topo.estimate import estimate
-from topo.profiles import profile_for
+from topo.engine.estimate import estimate
+from topo.engine.profiles import profile_for
 
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
 

@@ -5,7 +5,7 @@ import pytest
 
 from small_fabrics import small_fabric
 from topo import TopoError
-from topo.placement import place
+from topo.engine.placement import place
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 import topo
 from topo.errors import TopoError
-from topo.fabric import LEVEL_NIC
+from topo.fabric.fabric import LEVEL_NIC
 from topo.plan import load_catalog, plan
 from topo.plan.bom import bill_of_materials
 from topo.plan.layout import floor_plan

@@ -83,7 +83,7 @@ def test_bad_catalog_file_names_the_file(tmp_path):
 def test_cli_bad_input_is_one_line_with_file_and_key(tmp_path):
     p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.switches.QM9700.price_usd=-1", "--no-collectives")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("error: topo/data/topologies/dgx-h100-superpod.toml (--set plan.switches.QM9700.price_usd=-1):"
+    assert p.stderr == ("error: topologies/dgx-h100-superpod.toml (--set plan.switches.QM9700.price_usd=-1):"
                         " plan.switches.QM9700.price_usd: must be >= 0, got -1\n")
     p = run_cli("plan", "dgx-h100-superpod", "--pue", "0.8", "--no-collectives")
     assert p.returncode == 2 and p.stderr == "error: --pue: plan.facility.pue: must be >= 1, got 0.8\n"

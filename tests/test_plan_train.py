@@ -6,10 +6,10 @@ import pytest
 
 import topo
 from conftest import run_cli
-from topo.workload.layout import make_layout
-from topo.workload.mfu import parse_layout, predict_mfu
-from topo.workload.model import load_model
-from topo.workload.step import evaluate
+from topo.training.layout import make_layout
+from topo.training.mfu import parse_layout, predict_mfu
+from topo.training.model import load_model
+from topo.training.step import evaluate
 
 LAYOUT = "tp=8,pp=4,dp=3136,global_batch=12544"
 

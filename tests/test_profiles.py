@@ -13,7 +13,7 @@ These are checked value by value (not re-derived from topo's own tables).
 import pytest
 
 from topo import TopoError
-from topo.profiles import GENERATIONS, NETWORKS, PROTOCOLS, ideal_profile, node_index, profile_for
+from topo.engine.profiles import GENERATIONS, NETWORKS, PROTOCOLS, ideal_profile, node_index, profile_for
 
 US = 1e-6
 GB = 1e9
@@ -81,7 +81,7 @@ def test_node_index_is_nccls_scale():
 def test_network_technologies_change_only_network_latencies():
     """A network file scales NCCL's network hops, or replaces them by its own per-step latency (EFA), or adds a
     per-step latency (RoCE providers); NCCL's base and NVLink latencies never change with the network."""
-    from topo.profile_data import bundled_files
+    from topo.engine.profile_data import bundled_files
 
     ib = profile_for("hopper", "infiniband_ndr")
     files = bundled_files()["network"]
@@ -152,7 +152,7 @@ def test_ideal_profile_is_the_textbook_machine():
 def test_a_profile_file_is_named_by_its_path(tmp_path, monkeypatch):
     # Review finding: `topo profile show my.toml` headed the profile "(/my.toml; gpu/hopper.toml; ...)": a file in
     # the working folder read as one at the root. Bundled parts keep their kind/name; a user file its path as given.
-    from topo.profiles import resolve_profile
+    from topo.engine.profiles import resolve_profile
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "u.toml").write_text('[profile]\nkind = "user"\nname = "mine"\nbase = "hopper+roce"\n'

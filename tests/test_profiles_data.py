@@ -11,9 +11,9 @@ import pytest
 from conftest import run_cli, spec_dict
 from topo import build_fabric, spec_from_dict
 from topo.errors import TopoError
-from topo.estimate import estimate
-from topo.profile_data import PARAMETERS, bundled_files, load_profile_file
-from topo.profiles import NCCL_VERSIONS, ideal_profile, profile_for, resolve_profile
+from topo.engine.estimate import estimate
+from topo.engine.profile_data import PARAMETERS, bundled_files, load_profile_file
+from topo.engine.profiles import NCCL_VERSIONS, ideal_profile, profile_for, resolve_profile
 
 US = 1e-6
 

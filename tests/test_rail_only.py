@@ -11,7 +11,7 @@ take the same time there; the rail-only fabric simply has no spine-level path fo
 import pytest
 
 from topo import build_fabric, load_spec
-from topo.estimate import estimate
+from topo.engine.estimate import estimate
 
 
 def nvlink_bytes(r, gpu, S):
@@ -45,7 +45,7 @@ def test_forwarding_costs_time_only_where_nvlink_is_the_bottleneck():
     # a server whose NVLink is as slow as its NICs (50 GB/s): now the forwarded bytes bind, and rail-only pays
     # for them against a rail-optimized fabric whose spines carry the cross-rail traffic (no PXN): NVLink carries
     # 224/256 S at NVLink's usable rate, the NIC 248/256 S at the network's.
-    from topo.estimate import default_profile
+    from topo.engine.estimate import default_profile
 
     slow = ["scale_up.bandwidth_per_gpu=\"50 GB/s\""]
     only = build_fabric(load_spec("rail-only-h100-16k", slow))
@@ -67,7 +67,7 @@ def test_a_failed_nic_in_a_rail_only_fabric_moves_both_ends_to_a_working_rail(co
     # move to a rail that works at both servers (NVLink to and from it), which takes what rail-optimized takes:
     # there the failed NIC's stand-in also carries its traffic, and the spine is not the bottleneck.
     from small_fabrics import small_fabric
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     t = {kind: estimate(small_fabric(f"{kind}-2").with_failures("nic0.0"), collective, "1G",
                         algorithm=algorithm).results[0].time_s for kind in ("rail_only", "rail_optimized")}
@@ -79,7 +79,7 @@ def test_a_failed_nic_in_a_rail_only_fabric_moves_both_ends_to_a_working_rail(co
 def test_rail_only_with_no_rail_working_at_both_servers_is_one_error():
     from small_fabrics import small_fabric
     from topo.errors import TopoError
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
 
     f = small_fabric("rail_only-2")
     N = f.layout.nics_per_server

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import spec_dict, tier
 from topo import build_fabric, inventory, load_spec, spec_from_dict
-from topo.collectives import busbw_factor
-from topo.estimate import estimate
+from topo.engine.collectives import busbw_factor
+from topo.engine.estimate import estimate
 from topo.report import (build_spec_report, busbw_comparison, collective_curves, fabric_figure, inventory_figure,
                          link_load_distribution, link_load_heatmap, oversubscription_figure, render_page,
                          summarize_loads)
@@ -229,7 +229,7 @@ def test_build_runs_the_default_scenarios(superpod_report):
     assert cl.loads.attrs["size_bytes"] == 2**30
     assert {e.algorithm for e in cl.extra} | set(cl.unavailable) | set(cl.result.candidates) >= {
         "ring", "tree", "hierarchical", "halving_doubling"}
-    assert r.source == "bundled spec dgx-h100-superpod (topo/data/topologies/dgx-h100-superpod.toml)"
+    assert r.source == "bundled spec dgx-h100-superpod (topologies/dgx-h100-superpod.toml)"
 
 
 def figure_json(page):

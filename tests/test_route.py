@@ -15,8 +15,8 @@ import pytest
 
 from small_fabrics import SPECS, small_fabric
 from topo import inventory
-from topo.fabric import LEVEL_NVLINK
-from topo.route import Router
+from topo.fabric.fabric import LEVEL_NVLINK
+from topo.engine.route import Router
 
 SMALL = sorted(SPECS)
 

@@ -5,15 +5,15 @@ import json
 import numpy as np
 import pytest
 
-from topo.profiles import profile_for
+from topo.engine.profiles import profile_for
 
 from conftest import run_cli
 from topo import build_fabric, load_spec
 from topo.errors import TopoError
-from topo.estimate import estimate
-from topo.options import EstimateOptions as O
-from topo.traffic import Member, _share, _speeds, run_mix
-from topo.traffic_file import traffic_from_dict
+from topo.engine.estimate import estimate
+from topo.engine.options import EstimateOptions as O
+from topo.engine.traffic import Member, _share, _speeds, run_mix
+from topo.engine.traffic_file import traffic_from_dict
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_two_identical_members_take_twice_the_bandwidth_time(pod):
 def test_oversubscribed_tier_is_where_the_default_mix_fights():
     # meta-llama3-24k: 1:7 above the pods. Data parallelism across pods and pipeline sends between neighbouring
     # pods share the aggregation tier; tensor parallelism stays in the NVLink domains.
-    from topo.traffic_file import load_traffic
+    from topo.engine.traffic_file import load_traffic
 
     f = build_fabric(load_spec("meta-llama3-24k"))
     settings, members = load_traffic("3d-parallel")
@@ -109,7 +109,7 @@ def test_traffic_file_errors():
 def test_cli_mix_json_equals_the_library(tmp_path):
     p = run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", "--json", check=True)
     doc = json.loads(p.stdout)
-    from topo.traffic_file import load_traffic
+    from topo.engine.traffic_file import load_traffic
 
     settings, members = load_traffic("3d-parallel")
     lib = run_mix(build_fabric(load_spec("meta-llama3-24k")), members, name=settings["name"]).to_dict()
@@ -156,8 +156,8 @@ def test_per_server_groups_are_one_communicator_per_server_without_a_layout():
     # one GPU of each of 8 servers), so a "per-server" all-to-all went over the NICs at NIC speed (3.6 ms for
     # 64 MiB on the SuperPOD instead of 0.21 ms over NVLink). per_domain / per_server now default to blocked.
     from small_fabrics import small_fabric
-    from topo.estimate import estimate
-    from topo.traffic_file import traffic_from_dict
+    from topo.engine.estimate import estimate
+    from topo.engine.traffic_file import traffic_from_dict
 
     f = small_fabric("rail_optimized-2")
     for sym, count in (("per_server", f.layout.num_servers), ("per_domain", f.num_gpus // f.layout.gpus_per_domain)):
@@ -175,7 +175,7 @@ def test_pod_symbols_on_a_one_pod_cluster_say_why():
     # Review finding: `topo estimate dgx-h100-superpod --traffic 3d-parallel` (one pod) failed with "member[dp].
     # algorithm: no algorithm can run all_reduce here: ring: a ring needs at least 2 ranks; ..."
     from small_fabrics import small_fabric
-    from topo.traffic_file import load_traffic
+    from topo.engine.traffic_file import load_traffic
 
     f = small_fabric("rail_optimized-2")  # two units, one pod
     assert f.layout.num_pods == 1
@@ -189,9 +189,9 @@ def test_pod_symbols_on_a_one_pod_cluster_say_why():
 def test_a_mix_carries_its_members_notes(monkeypatch):
     # a member's estimate may approximate (a hashed all-to-all too large to hash flow by flow takes the expected
     # loads); the mix said nothing of it. Its notes now name the member, in the table and in --json.
-    import topo.route as route
+    import topo.engine.route as route
     from small_fabrics import small_fabric
-    from topo.traffic_file import traffic_from_dict
+    from topo.engine.traffic_file import traffic_from_dict
 
     monkeypatch.setattr(route, "EXPLICIT_FLOWS", 10)
     monkeypatch.setattr(route, "MAX_HASHED_CLASS_PATHS", 0)

@@ -8,9 +8,9 @@ import pytest
 
 from topo import TopoError, build_fabric, spec_from_dict
 from topo.calibrate.setup import node_spec
-from topo.estimate import estimate, evaluate
-from topo.profiles import profile_for
-from topo.tuner import nccl_choice, nccl_time_s, tree_correction
+from topo.engine.estimate import estimate, evaluate
+from topo.engine.profiles import profile_for
+from topo.engine.tuner import nccl_choice, nccl_time_s, tree_correction
 
 GiB = 2**30
 
@@ -121,7 +121,7 @@ def test_choose_is_validated():
 
 
 def test_tree_correction_table_is_validated():
-    from topo.profile_data import parse_profile_doc
+    from topo.engine.profile_data import parse_profile_doc
 
     doc = {"profile": {"kind": "user", "name": "x", "base": "hopper+infiniband_ndr"},
            "tree_correction": {"value": {"LL": [1.0, 1.5]}, "source": "a typo"}}

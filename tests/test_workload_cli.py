@@ -5,9 +5,9 @@ import json
 import pytest
 
 import topo
-from topo.workload.layout import make_layout
-from topo.workload.model import load_model
-from topo.workload.step import evaluate
+from topo.training.layout import make_layout
+from topo.training.model import load_model
+from topo.training.step import evaluate
 
 from conftest import run_cli
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import topo
-from topo.estimate import estimate
-from topo.workload.comm import SAME_CURVE, CommEngine
+from topo.engine.estimate import estimate
+from topo.training.comm import SAME_CURVE, CommEngine
 
 
 @pytest.mark.parametrize("spec", ["dgx-h100-superpod", "meta-llama3-24k", "dgx-a100-superpod",

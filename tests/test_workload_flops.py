@@ -2,9 +2,9 @@
 
 import pytest
 
-from topo.workload.flops import model_flops_per_step, stage_flops
-from topo.workload.layout import make_layout
-from topo.workload.model import load_model
+from topo.training.flops import model_flops_per_step, stage_flops
+from topo.training.layout import make_layout
+from topo.training.model import load_model
 
 
 @pytest.mark.parametrize("name", ["megatron-gpt-1.7b", "megatron-gpt-146b", "megatron-gpt-1t"])

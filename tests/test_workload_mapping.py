@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from topo.errors import TopoError
-from topo.workload.layout import check_layout, make_layout
-from topo.workload.mapping import map_layout
-from topo.workload.model import load_model
+from topo.training.layout import check_layout, make_layout
+from topo.training.mapping import map_layout
+from topo.training.model import load_model
 
 
 def test_megatron_order_group_matrices():

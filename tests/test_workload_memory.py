@@ -2,9 +2,9 @@
 
 import pytest
 
-from topo.workload.layout import make_layout
-from topo.workload.memory import activation_bytes_per_layer, memory_per_gpu
-from topo.workload.model import load_model
+from topo.training.layout import make_layout
+from topo.training.memory import activation_bytes_per_layer, memory_per_gpu
+from topo.training.model import load_model
 
 
 def test_korthikanti_table2_gpt():
@@ -67,7 +67,7 @@ def test_pipeline_in_flight_interleaved():
 def test_no_dropout_no_masks():
     # the same GPT layer without dropout: the two 1-byte masks go (34 -> 32) and the attention scores keep only
     # the softmax output (5 a s / h -> 2 a s / h)
-    from topo.workload.model import model_from_dict
+    from topo.training.model import model_from_dict
 
     gpt = load_model("megatron-gpt-18b")
     plain = model_from_dict({**gpt.model_dump(), "dropout": False})

@@ -3,7 +3,7 @@
 import pytest
 
 from topo.errors import TopoError
-from topo.workload.model import bundled_models, load_model, model_from_dict
+from topo.training.model import bundled_models, load_model, model_from_dict
 
 EXPECTED = {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3-671b", "gpt4-1.8t-moe",
             "megatron-gpt-1.7b", "megatron-gpt-1t", "megatron-gpt-530b"}

@@ -5,11 +5,11 @@ import pytest
 import topo
 from conftest import run_cli
 from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
-from topo.workload.comm import CommEngine
-from topo.workload.layout import make_layout
-from topo.workload.loads import tier_loads
-from topo.workload.model import load_model
-from topo.workload.step import evaluate
+from topo.training.comm import CommEngine
+from topo.training.layout import make_layout
+from topo.training.loads import tier_loads
+from topo.training.model import load_model
+from topo.training.step import evaluate
 
 
 def test_figures_and_tier_loads():

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import topo
-from topo.estimate import estimate
-from topo.workload.comm import CommEngine
-from topo.workload.layout import make_layout
-from topo.workload.model import load_model
-from topo.workload.search import search_layouts
-from topo.workload.step import evaluate
+from topo.engine.estimate import estimate
+from topo.training.comm import CommEngine
+from topo.training.layout import make_layout
+from topo.training.model import load_model
+from topo.training.search import search_layouts
+from topo.training.step import evaluate
 
 
 @pytest.fixture(scope="module")

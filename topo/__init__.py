@@ -6,12 +6,15 @@
 1024
 """
 
-from .builders import build_fabric, fat_tree, rail_only, rail_optimized
+from .engine.estimate import estimate, size_sweep
+from .engine.options import EstimateOptions
 from .errors import TopoError
-from .fabric import Fabric
-from .inventory import Inventory, inventory
+from .fabric.builders import build_fabric, fat_tree, rail_only, rail_optimized
+from .fabric.fabric import Fabric
+from .fabric.inventory import Inventory, inventory
 from .spec import DEFAULT_SPEC, Spec, bundled_specs, load_spec, spec_from_dict
 
 __all__ = ["load_spec", "spec_from_dict", "bundled_specs", "build_fabric", "fat_tree", "rail_optimized",
-           "rail_only", "Fabric", "inventory", "Inventory", "Spec", "TopoError", "DEFAULT_SPEC"]
+           "rail_only", "Fabric", "inventory", "Inventory", "Spec", "TopoError", "DEFAULT_SPEC", "estimate",
+           "size_sweep", "EstimateOptions"]
 __version__ = "0.1.0"

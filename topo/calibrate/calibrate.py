@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TopoError
-from ..profiles import Profile, resolve_profile
+from ..engine.profiles import Profile, resolve_profile
 from .compare import run_collective
 from .fit import Case, FitResult, calibration_params, fit_cases
 from .parse import parse_file

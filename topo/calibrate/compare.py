@@ -14,10 +14,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from ..collectives import COLLECTIVES, busbw_factor, normalize_collective
+from ..engine.collectives import COLLECTIVES, busbw_factor, normalize_collective
 from ..errors import TopoError
-from ..estimate import estimate
-from ..profiles import Profile, resolve_profile
+from ..engine.estimate import estimate
+from ..engine.profiles import Profile, resolve_profile
 from ..units import format_size
 from .parse import COLLECTIVES_PERF, NcclRun
 from .setup import Setup

@@ -32,8 +32,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import TopoError
-from ..profile_data import PARAMETERS
-from ..profiles import US, Profile
+from ..engine.profile_data import PARAMETERS
+from ..engine.profiles import US, Profile
 from .compare import modelled_times
 from .setup import Setup
 
@@ -120,8 +120,8 @@ def _mnnvl(prof: Profile, m: float) -> Profile:
 def _spans_trays(case: Case) -> bool:
     """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms,
     decided as ``estimate`` decides them (on the run's placement)."""
-    from topo.placement import place
-    from topo.schedule import NodeShape
+    from topo.engine.placement import place
+    from topo.engine.schedule import NodeShape
 
     fab = case.setup.fabric
     return NodeShape.of(fab).spans_servers(place(fab, case.setup.gpus).groups[0])
@@ -186,7 +186,7 @@ def _times(case: Case, profile: Profile) -> np.ndarray:
 
 def _routed(case: Case):
     """The case's collective placed, scheduled and routed once (its profile's costs; re-costed per profile)."""
-    from topo.estimate import evaluate
+    from topo.engine.estimate import evaluate
 
     s = case.setup
     return evaluate(s.fabric, case.collective, gpus=s.gpus, algorithm=s.algorithm if case.collective == "all_reduce"

@@ -20,10 +20,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..builders import build_fabric
+from ..fabric.builders import build_fabric
 from ..errors import TopoError
-from ..fabric import Fabric
-from ..hardware import GPU_MODELS, lookup_gpu
+from ..fabric.fabric import Fabric
+from ..fabric.hardware import GPU_MODELS, lookup_gpu
 from ..spec import load_spec, spec_from_dict
 from .parse import NcclRun, ratio_allows
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..atomic import open_output
-from ..profiles import US, Profile
+from ..engine.profiles import US, Profile
 from .fit import FitResult
 
 __all__ = ["profile_toml", "write_profile"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..builders import build_fabric
+from ..fabric.builders import build_fabric
 from ..errors import TopoError
 from ..spec import DEFAULT_SPEC, load_spec
 
@@ -65,8 +65,8 @@ def profile_mismatch(profile, fabric) -> str | None:
     when its GPU generation is not the fabric's (another network is a what-if the user chose knowingly)."""
     from pathlib import Path
 
-    from ..profile_data import load_profile_file
-    from ..profiles import resolve_profile
+    from ..engine.profile_data import load_profile_file
+    from ..engine.profiles import resolve_profile
 
     if not isinstance(profile, str):
         return None

@@ -6,7 +6,7 @@ from ..calibrate.compare import compare_run
 from ..calibrate.parse import parse_file
 from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
-from ..profiles import NETWORKS
+from ..engine.profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
 from .common import profile_mismatch
 from .output import emit, emit_json, note, table

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..failures import Degraded, degraded
-from ..inventory import Inventory, inventory
+from ..fabric.failures import Degraded, degraded
+from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json, ratio, table

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 
-from ..collectives import ALGORITHMS, COLLECTIVES
-from ..contention import SHARING_MODES
+from ..engine.collectives import ALGORITHMS, COLLECTIVES
+from ..engine.contention import SHARING_MODES
 from ..errors import TopoError
-from ..estimate import estimate, size_sweep
-from ..options import PROTOCOL_NAMES, EstimateOptions
-from ..placement import PLACEMENTS
-from ..results import EstimateResult
-from ..route import ECMP_MODES
-from ..traffic import MixResult, run_mix
-from ..traffic_file import bundled_traffic, load_traffic
+from ..engine.estimate import estimate, size_sweep
+from ..engine.options import PROTOCOL_NAMES, EstimateOptions
+from ..engine.placement import PLACEMENTS
+from ..engine.results import EstimateResult
+from ..engine.route import ECMP_MODES
+from ..engine.traffic import MixResult, run_mix
+from ..engine.traffic_file import bundled_traffic, load_traffic
 from .common import add_spec_arguments, fabric_from_args, profile_mismatch
 from .output import emit, emit_json, note
 

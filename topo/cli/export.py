@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..atomic import STDOUT, safe_file_name
-from ..export import EXPORT_FORMATS, export_fabric
+from ..fabric.export import EXPORT_FORMATS, export_fabric
 from .common import add_output_arguments, add_spec_arguments, fabric_from_args
 from .output import note
 

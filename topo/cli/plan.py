@@ -47,7 +47,7 @@ def _layers(args) -> list[tuple[str, dict]]:
 
 def train_mfu(args) -> tuple[float, str, float]:
     """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on the (first) spec."""
-    from ..workload.mfu import predict_mfu
+    from ..training.mfu import predict_mfu
 
     try:
         return predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import TopoError
-from ..profile_data import PARAMETERS, bundled_files
-from ..profiles import NCCL_VERSIONS, bundled_profile_names, resolve_profile
+from ..engine.profile_data import PARAMETERS, bundled_files
+from ..engine.profiles import NCCL_VERSIONS, bundled_profile_names, resolve_profile
 from .output import emit, emit_json, table
 
 

@@ -80,8 +80,8 @@ def _where(out: str) -> str:
 
 
 def _one_figure(args, specs):
-    from ..builders import build_fabric
-    from ..inventory import inventory
+    from ..fabric.builders import build_fabric
+    from ..fabric.inventory import inventory
     from ..report import build_reports, figures
     from ..spec import load_spec
 
@@ -130,9 +130,9 @@ def _image(fig, fmt: str) -> bytes:
 
 def _job(args):
     """The model and layout of ``--train``/``--layout``."""
-    from ..workload.layout import check_layout
-    from ..workload.mfu import parse_layout
-    from ..workload.model import load_model
+    from ..training.layout import check_layout
+    from ..training.mfu import parse_layout
+    from ..training.model import load_model
 
     if not (args.train and args.layout):
         raise TopoError("give both --train MODEL and --layout L", key="--train" if not args.train else "--layout")
@@ -149,8 +149,8 @@ def _trains(job, reports):
     """The training job on every report's fabric: step results and the bytes per tier."""
     import pandas as pd
 
-    from ..workload.loads import tier_loads
-    from ..workload.step import evaluate
+    from ..training.loads import tier_loads
+    from ..training.step import evaluate
 
     model, lay = job
     results, frames = [], []

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ..errors import TopoError
 from ..units import format_count, format_size, format_time
-from ..workload.flops import CONVENTIONS
-from ..workload.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
-from ..workload.model import bundled_models, load_model
-from ..workload.search import search_layouts
-from ..workload.step import evaluate
+from ..training.flops import CONVENTIONS
+from ..training.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
+from ..training.model import bundled_models, load_model
+from ..training.search import search_layouts
+from ..training.step import evaluate
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json, table
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import TopoError
-from ..fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
+from ..fabric.fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
 
@@ -110,7 +110,7 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     """The 1 GiB all-reduce of :func:`topo.plan.network.crosspod_collectives` (every GPU of two pods, one
     communicator per GPU position; the whole cluster on a one-pod fabric) with the first NIC, leaf or spine failed
     (:meth:`topo.fabric.Fabric.with_failures`): its time, its slowdown and its new bottleneck."""
-    from ..estimate import estimate
+    from ..engine.estimate import estimate
     from .network import COLLECTIVE_SIZE
 
     L = fabric.layout

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
-from ..fabric import LEVEL_NIC, Fabric
+from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import Catalog
 from .layout import Floor
 

@@ -31,6 +31,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from ..errors import TopoError
 from ..spec.load import format_loc
+from ..resources import data_dir
 
 __all__ = ["Value", "Catalog", "load_catalog", "catalog_dir", "KINDS", "PLAN_KEYS"]
 
@@ -38,7 +39,7 @@ Status = Literal["published", "secondary", "derived", "assumption", "override"]
 
 
 def catalog_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "data" / "catalog"
+    return data_dir("catalog")
 
 
 class _Strict(BaseModel):

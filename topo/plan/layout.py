@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TopoError
-from ..fabric import LEVEL_NIC, Fabric
+from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import Catalog
 
 __all__ = ["Floor", "floor_plan", "MEDIA"]

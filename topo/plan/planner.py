@@ -9,11 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from ..bisection import bisection
-from ..builders import build_fabric
+from ..fabric.bisection import bisection
+from ..fabric.builders import build_fabric
 from ..errors import TopoError
-from ..fabric import Fabric
-from ..inventory import inventory
+from ..fabric.fabric import Fabric
+from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
 from .blast import blast_radius, collective_times_with_failures
 from .bom import SwitchLine, bill_of_materials

@@ -3,7 +3,7 @@
 From Python (Jupyter), one function per figure, each returning a ``plotly.graph_objects.Figure``::
 
     import topo
-    from topo.estimate import estimate
+    from topo.engine.estimate import estimate
     from topo.report import figures
     fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     figures.fabric_figure(fabric)

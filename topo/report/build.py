@@ -15,19 +15,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..bisection import Bisection, bisection
-from ..builders import build_fabric
-from ..collectives import ALGORITHMS, NCCL_ALGORITHMS
+from ..fabric.bisection import Bisection, bisection
+from ..fabric.builders import build_fabric
+from ..engine.collectives import ALGORITHMS, NCCL_ALGORITHMS
 from ..errors import TopoError
-from ..estimate import estimate, size_sweep
-from ..fabric import Fabric
-from ..inventory import Inventory, inventory
-from ..results import EstimateResult
+from ..engine.estimate import estimate, size_sweep
+from ..fabric.fabric import Fabric
+from ..fabric.inventory import Inventory, inventory
+from ..engine.results import EstimateResult
 from ..spec import load_spec
 from ..spec.load import bundled_dir, resolve_spec_path
 from ..spec.model import Spec
-from ..traffic import MixResult, run_mix
-from ..traffic_file import load_traffic
+from ..engine.traffic import MixResult, run_mix
+from ..engine.traffic_file import load_traffic
 from ..units import parse_size_bytes
 from .loads import LoadSummary, summarize_loads
 
@@ -172,7 +172,7 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
     if not isinstance(asked, Spec):
         path = resolve_spec_path(asked)
         if path.resolve().parent == bundled_dir():
-            where = f"bundled spec {path.stem} (topo/data/topologies/{path.name})"
+            where = f"bundled spec {path.stem} (topologies/{path.name})"
     return where + "".join(f" --set {o}" for o in overrides)
 
 

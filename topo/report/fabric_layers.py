@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..fabric import Fabric
+from ..fabric.fabric import Fabric
 from ..units import format_bandwidth, format_count, format_rate
 from .style import esc
 

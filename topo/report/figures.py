@@ -20,10 +20,10 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..collectives import busbw_factor
-from ..fabric import Fabric
-from ..inventory import Inventory, inventory
-from ..results import EstimateResult
+from ..engine.collectives import busbw_factor
+from ..fabric.fabric import Fabric
+from ..fabric.inventory import Inventory, inventory
+from ..engine.results import EstimateResult
 from ..units import format_bandwidth, format_count, format_size, format_time
 from .fabric_layers import LayerDrawing, layer_drawing
 from .loads import LoadSummary, summarize_loads

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..fabric import Fabric
+from ..fabric.fabric import Fabric
 
 __all__ = ["LoadSummary", "summarize_loads", "PERCENTILES"]
 

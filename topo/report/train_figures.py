@@ -5,9 +5,9 @@ Each function draws what the library's results hold (:class:`topo.workload.resul
 layout on several fabrics) become bars side by side.
 
 >>> import topo
->>> from topo.workload.layout import make_layout
->>> from topo.workload.model import load_model
->>> from topo.workload.step import evaluate
+>>> from topo.training.layout import make_layout
+>>> from topo.training.model import load_model
+>>> from topo.training.step import evaluate
 >>> f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
 >>> r = evaluate(f, load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=256))
 >>> [t.name for t in step_breakdown_figure([r]).data][:3]
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from ..workload.result import BREAKDOWN_KEYS, StepResult
+from ..training.result import BREAKDOWN_KEYS, StepResult
 from .style import ALERT_COLOR, base_layout, esc
 
 __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "train_figures", "train_section"]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
 from .model import Spec
+from ..resources import topologies_dir
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "bundled_specs", "bundled_dir", "DEFAULT_SPEC",
            "format_loc"]
@@ -28,8 +29,8 @@ DEFAULT_SPEC = "h100-100k"
 
 
 def bundled_dir() -> Path:
-    """The folder of bundled specs (``topo/data/topologies/``, shipped as package data)."""
-    return Path(__file__).resolve().parents[1] / "data" / "topologies"
+    """The folder of bundled specs (``topologies/``, shipped as package data)."""
+    return topologies_dir()
 
 
 def bundled_specs() -> list[str]:

@@ -1,4 +1,4 @@
-"""The typed cluster spec: what a TOML file in ``topo/data/topologies/`` may say, field by field.
+"""The typed cluster spec: what a TOML file in ``topologies/`` may say, field by field.
 
 Quantities are written with their units in the file (``nic_rate = "400 Gb/s"``, ``latency = "130 ns"``) and
 stored in SI units in fields whose names carry the unit (``nic_rate_Bps``, ``latency_s``). Unknown keys are
@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationInfo,
                       field_validator, model_validator)
 
-from ..hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
+from ..fabric.hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
 
 __all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",

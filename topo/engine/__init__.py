@@ -1,0 +1,1 @@
+"""The engine: placement -> schedule -> loads -> contention -> cost -> results."""

@@ -1,0 +1,118 @@
+"""Collective names and nccl-tests' reporting conventions (size, count, algbw, busbw).
+
+nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time``; ``busbw = algbw * factor`` with factor
+``2(n-1)/n`` for all_reduce, ``(n-1)/n`` for all_gather, reduce_scatter and alltoall, ``1`` for broadcast,
+reduce and sendrecv. ``size`` is the larger of the send and receive buffers of one rank: for all_gather the
+receive buffer (n pieces), for reduce_scatter the send buffer, for alltoall the send buffer (n pieces of size/n).
+
+``pipeline`` is topo's own: a pipeline-parallel stage boundary, every GPU of stage k sending ``size`` bytes to its
+peer in stage k+1, all boundaries at once (busbw factor 1, as for sendrecv).
+"""
+
+from __future__ import annotations
+
+from ..errors import TopoError
+
+__all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "ALGORITHMS", "normalize_algorithm",
+           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING"]
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "pipeline")
+REDUCING = ("all_reduce", "reduce_scatter")
+
+# Every algorithm topo models, per collective. The first is the default for an explicit request of that family.
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "sharp", "halving_doubling", "recursive_doubling",
+                   "hierarchical"),
+    "all_gather": ("ring", "recursive_doubling", "hierarchical"),
+    "reduce_scatter": ("ring", "recursive_halving", "hierarchical"),
+    "broadcast": ("ring", "chain"),
+    "alltoall": ("direct", "pairwise"),
+    "sendrecv": ("direct",),
+    "pipeline": ("direct",),
+}
+
+# What "auto" chooses among: the algorithms NCCL itself has (topo's textbook ones are opt-in).
+NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "sharp"),
+    "all_gather": ("ring",),
+    "reduce_scatter": ("ring",),
+    "broadcast": ("ring",),
+    "alltoall": ("direct",),
+    "sendrecv": ("direct",),
+    "pipeline": ("direct",),
+}
+
+_ALIASES = {
+    "allreduce": "all_reduce", "ar": "all_reduce",
+    "allgather": "all_gather", "ag": "all_gather",
+    "reducescatter": "reduce_scatter", "rs": "reduce_scatter",
+    "all_to_all": "alltoall", "a2a": "alltoall",
+    "bcast": "broadcast",
+    "send_recv": "sendrecv", "p2p": "sendrecv",
+    "pp": "pipeline",
+}
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def normalize_collective(name: str) -> str:
+    """``all-reduce``, ``allreduce``, ``all_reduce`` -> ``all_reduce``; unknown names raise TopoError."""
+    k = _key(name)
+    k = _ALIASES.get(k.replace("_", ""), _ALIASES.get(k, k))
+    if k not in COLLECTIVES:
+        raise TopoError(f"unknown collective {name!r}; allowed: {', '.join(COLLECTIVES)} (hyphens accepted)",
+                        key="collective")
+    return k
+
+
+def normalize_algorithm(collective: str, name: str) -> str:
+    """Check ``name`` is an algorithm of ``collective`` (or ``auto``)."""
+    k = _key(name)
+    if k in ("auto", "nccl"):
+        return "auto"
+    k = {"rabenseifner": "halving_doubling", "dbt": "tree", "double_binary_tree": "tree",
+         "nvlstree": "nvls_tree", "collnet": "sharp", "pat": "ring"}.get(k, k)
+    allowed = ALGORITHMS[collective]
+    if k not in allowed:
+        raise TopoError(f"unknown algorithm {name!r} for {collective}; allowed: auto, {', '.join(allowed)}",
+                        key="algorithm")
+    return k
+
+
+def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
+    """What an ``algorithm`` option asks for: ``(label, candidates)``.
+
+    ``auto`` chooses among NCCL's algorithms of the collective; one name runs that algorithm; a comma list
+    (``ring,tree``) chooses among those, and ``^`` before it (``^nvls,nvls_tree``) among NCCL's algorithms but
+    those, as NCCL_ALGO reads them (NCCL_NVLS_ENABLE=0 is ``^nvls,nvls_tree``). The label is what the result
+    reports: ``auto``, the algorithm, or the normalised list.
+    """
+    text = name.strip()
+    if "," not in text and not text.startswith("^"):
+        k = normalize_algorithm(collective, text)
+        return k, (list(NCCL_ALGORITHMS[collective]) if k == "auto" else [k])
+    exclude = text.startswith("^")
+    names = [normalize_algorithm(collective, x) for x in text.lstrip("^").split(",") if x.strip()]
+    if not names or "auto" in names:
+        raise TopoError(f"algorithm list {name!r} must name algorithms of {collective} (not auto); allowed: "
+                        f"{', '.join(ALGORITHMS[collective])}", key="algorithm")
+    names = list(dict.fromkeys(names))
+    if exclude:
+        keep = [a for a in NCCL_ALGORITHMS[collective] if a not in names]
+        if not keep:
+            raise TopoError(f"algorithm {name!r} leaves none of NCCL's algorithms for {collective} "
+                            f"({', '.join(NCCL_ALGORITHMS[collective])})", key="algorithm")
+        return "^" + ",".join(names), keep
+    return (names[0], names) if len(names) == 1 else (",".join(names), names)
+
+
+def busbw_factor(collective: str, num_ranks: int) -> float:
+    """nccl-tests' bus-bandwidth factor for ``collective`` on ``num_ranks`` ranks."""
+    n = num_ranks
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0

@@ -1,0 +1,287 @@
+"""Estimate a collective: the one-call composition of the engine's stages.
+
+    placement -> schedule (:mod:`topo.algorithms`, no fabric) -> loads (:mod:`topo.loads`, the router)
+    -> cost (:mod:`topo.cost`, a profile) -> results (:mod:`topo.results`, plain data)
+
+``auto`` routes and costs NCCL's own algorithms with each protocol, and per size runs the one the routed model times
+fastest (option ``choose = "fastest"``, the default), or the algorithm NCCL's tuner picks by its own cost model
+(``choose = "nccl"``, :mod:`topo.tuner`), timed on the routed fabric.
+Options are one typed object, :class:`topo.options.EstimateOptions` (keyword arguments build it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from .algorithms import build_schedule
+from .collectives import REDUCING, algorithm_candidates, busbw_factor, normalize_collective
+from .cost import Costed, best_protocol, cost_schedule, usable_capacity
+from ..errors import TopoError
+from ..fabric.fabric import Fabric
+from .loads import load_schedule
+from .maxmin import ClassesDiverge
+from .options import EstimateOptions
+from .placement import Placement, place
+from .profiles import Profile, profile_for, resolve_profile
+from .results import Bottleneck, EstimateResult, LinkTable, SizeResult
+from .route import Router
+from .schedule import AlgorithmUnavailable, NodeShape
+from .tuner import nccl_choice
+from ..units import UnitError, parse_size_bytes
+
+__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
+
+_TYPE_BYTES = 4  # nccl-tests' default type: float
+
+
+def default_profile(fabric: Fabric) -> Profile:
+    """The NCCL-derived profile of the fabric's GPU generation and network technology."""
+    return profile_for(fabric.spec.gpu_model.generation, fabric.spec.fabric.technology)
+
+
+def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
+    """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep (sizes accept 8, 64K, 1M, 16G, 1GiB)."""
+    try:
+        lo = parse_size_bytes(min_bytes)
+    except UnitError as exc:
+        raise TopoError(str(exc), key="min_bytes") from None
+    try:
+        hi = parse_size_bytes(max_bytes)
+    except UnitError as exc:
+        raise TopoError(str(exc), key="max_bytes") from None
+    if hi < lo:
+        raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
+    if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 1):
+        raise TopoError(f"the step factor must be > 1, got {factor!r}", key="factor")
+    sizes, s = [], float(lo)
+    while s <= hi * (1 + 1e-12) and len(sizes) < 10_000:
+        sizes.append(int(round(s)))
+        s *= factor
+    return sizes
+
+
+def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
+    """The placement the options describe."""
+    if opts.ranks is not None:
+        return place(fabric, gpus=opts.ranks, groups=opts.groups, group_layout=opts.group_layout,
+                     order=opts.rank_order)
+    return place(fabric, opts.gpus, kind=opts.placement, rail=opts.rail, groups=opts.groups,
+                 group_layout=opts.group_layout)
+
+
+@dataclass
+class Evaluation:
+    """One collective's candidates routed and costed (size-independent): what a size sweep, a traffic mix or a
+    training step reads times from."""
+
+    collective: str
+    placement: Placement
+    profile: Profile
+    router: Router
+    costed: dict[str, Costed]
+    unavailable: dict[str, str]
+    protocols: dict[str, tuple[str, ...]]
+    choose: str = "fastest"
+    sharing: str = "equal"
+    protocol: str | None = None  # the protocol the options pinned, if any
+
+    def __post_init__(self):
+        self.num_domains = self.placement.num_domains  # computed once: every size reads it
+
+    def with_profile(self, profile: Profile) -> Evaluation:
+        """The same routed loads costed under another profile: what a fit does at every step. The schedules
+        depend on the profile only through ``reference_ranks_per_domain`` and ``nvls_max_heads``, which must be
+        the same (else :func:`evaluate` again)."""
+        if (profile.reference_ranks_per_domain, profile.nvls_max_heads) != (
+                self.profile.reference_ranks_per_domain, self.profile.nvls_max_heads):
+            raise ValueError("the schedules depend on reference_ranks_per_domain and nvls_max_heads: evaluate again")
+        cap = usable_capacity(self.router, profile)
+        costed, protocols = {}, {}
+        for name, c in self.costed.items():
+            try:
+                protos = _protocols(profile, c.schedule.family, self.protocol)
+            except AlgorithmUnavailable:
+                continue
+            costed[name] = cost_schedule(c.loads, self.router, cap, self.sharing)
+            protocols[name] = protos
+        return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
+
+    def time(self, size_bytes: int, algorithm: str | None = None):
+        """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` at ``size_bytes`` of the algorithm NCCL's
+        tuner picks (``choose = "nccl"``) or of the fastest candidate (``"fastest"``), or of ``algorithm`` when
+        given; each with the protocol the routed model times fastest."""
+        if algorithm is None and self.choose == "nccl" and len(self.costed) > 1:
+            algorithm = nccl_choice(self.costed, self.protocols, self.profile, size_bytes, self.collective,
+                                    self.placement.num_ranks, self.num_domains).algorithm
+        best = None
+        for name, c in self.costed.items():
+            if algorithm is not None and name != algorithm:
+                continue
+            t = best_protocol(c, self.profile, self.protocols[name], size_bytes, self.collective,
+                              self.placement.num_ranks, self.num_domains)
+            if best is None or t[0] < best[0]:
+                best = (t[0], name, t[1], t[2], t[3])
+        return best
+
+    def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
+                   bandwidth_s: float) -> Bottleneck | None:
+        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes`` (see :class:`Bottleneck`)."""
+        c = self.costed[algorithm]
+        r = c.bottleneck_res
+        if r < 0:
+            return None
+        d = self.router.describe_resource(r)
+        per_link = c.bottleneck_bytes_per_byte * size_bytes / d["num_links"]
+        line = self.router.capacity_Bps[r] / d["num_links"]
+        return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
+                          num_links=d["num_links"], bytes=float(per_link),
+                          utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
+                          bound="latency" if latency_s > bandwidth_s else "bandwidth")
+
+    def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
+        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``."""
+        return self.router.real_link_loads(self.costed[algorithm].loads.total()) * size_bytes
+
+
+def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, ...]:
+    """The protocols a schedule of ``family`` may run under ``profile``: all it allows, or the pinned one."""
+    protos = profile.protocols(family)
+    if not protos:  # e.g. NVLS under an Ampere profile on a Hopper fabric: the profile does not price it
+        raise AlgorithmUnavailable(f"profile {profile.name} has no {family} protocols (it does not run {family})")
+    if pinned is None:
+        return protos
+    if pinned not in protos:
+        raise AlgorithmUnavailable(f"it does not run with protocol {pinned} (it has: {', '.join(protos)})")
+    return (pinned,)
+
+
+def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = None, router: Router | None = None,
+             **kwargs) -> Evaluation:
+    """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet)."""
+    opts = EstimateOptions.from_kwargs(options, **kwargs)
+    coll = normalize_collective(collective)
+    asked, candidates = algorithm_candidates(coll, opts.algorithm)
+    pl = placement_for(fabric, opts)
+    prof = choose_profile(fabric, opts.profile)
+    if router is None:
+        router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
+    shape = NodeShape.of(fabric)
+    # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node NVLink);
+    # ranks of one server in an NVL72 rack talk as in any server
+    mnnvl = shape.spans_servers(pl.groups[0])
+    cap = usable_capacity(router, prof)
+    costed: dict[str, Costed] = {}
+    unavailable: dict[str, str] = {}
+    protocols: dict[str, tuple[str, ...]] = {}
+    keep = opts.sharing != "equal"
+    for name in candidates:
+        try:
+            sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
+                                   channels=opts.channels, gpu_name=fabric.spec.gpu,
+                                   reference_ranks_per_domain=prof.reference_ranks_per_domain,
+                                   nvls_max_heads=prof.nvls_max_heads)
+            protos = _protocols(prof, sched.family, opts.protocol)
+            sched.pinned_channels = opts.channels
+            if mnnvl:  # NVLink across trays (NVL72): the profile's MNNVL terms
+                sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
+            loads = load_schedule(router, sched, keep_flows=keep)
+        except AlgorithmUnavailable as exc:
+            if len(candidates) == 1 and asked != "auto":
+                raise TopoError(f"{name} cannot run here: {exc}", key="algorithm") from None
+            unavailable[name] = str(exc)
+            continue
+        try:
+            costed[name] = cost_schedule(loads, router, cap, opts.sharing)
+        except ClassesDiverge:  # merged flows would move apart: fill them one by one (where few enough)
+            router.merge_classes = False
+            try:
+                costed[name] = cost_schedule(load_schedule(router, sched, keep_flows=True), router, cap,
+                                             opts.sharing)
+            finally:
+                router.merge_classes = True
+        protocols[name] = protos
+    if not costed:
+        why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
+        if opts.protocol is not None and any(v.startswith("it does not run with protocol") for v in
+                                             unavailable.values()):
+            raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
+                            f"{prof.name}): {why}", key="protocol")
+        raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
+    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol)
+
+
+def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",
+             options: EstimateOptions | None = None, **kwargs) -> EstimateResult:
+    """Estimate ``collective`` on ``fabric`` for each size.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    collective : str
+        all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv or pipeline (nccl-tests names;
+        hyphens accepted).
+    sizes : int, str or iterable
+        Message sizes as nccl-tests counts them (bytes, or "64K", "1GiB").
+    options : EstimateOptions, optional
+        How to run it (see :class:`topo.options.EstimateOptions`); keyword arguments (``gpus=64``,
+        ``algorithm="ring"``, ...) replace its fields.
+
+    Raises
+    ------
+    TopoError
+        Unknown collective, algorithm or option, an algorithm that cannot run here, a bad size or placement; the
+        error's key names the option.
+    """
+    opts = EstimateOptions.from_kwargs(options, **kwargs)
+    sizes = _sizes(sizes)
+    ev = evaluate(fabric, collective, opts)
+    coll, pl = ev.collective, ev.placement
+    asked, names = algorithm_candidates(coll, opts.algorithm)
+    factor = busbw_factor(coll, pl.num_ranks)
+    results: list[SizeResult] = []
+    cand_times: dict[str, list[float | None]] = {n: [] for n in names}
+    for S in sizes:
+        for name in names:
+            t = ev.time(S, name) if name in ev.costed else None
+            cand_times[name].append(t[0] if t else None)
+        t, name, proto, lat, bw = ev.time(S)
+        results.append(SizeResult(
+            size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
+            root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_GBps=float(S / t / 1e9),
+            busbw_GBps=float(S / t / 1e9 * factor), algorithm=name, protocol=proto, latency_s=float(lat),
+            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw)))
+    router = ev.router
+    notes = [n for c in ev.costed.values() for n in c.schedule.notes]
+    return EstimateResult(
+        spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
+        ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""), sharing=opts.sharing,
+        profile=ev.profile.name, results=results, candidates=cand_times, unavailable=ev.unavailable,
+        phases={n: c.phase_info for n, c in ev.costed.items()}, notes=notes,
+        protocol=opts.protocol or "auto", channels=opts.channels,
+        loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
+        links=LinkTable.of(fabric))
+
+
+def _sizes(sizes) -> list[int]:
+    if isinstance(sizes, (int, str, np.integer)):
+        sizes = [sizes]
+    out = []
+    for s in sizes:
+        try:
+            out.append(parse_size_bytes(s))
+        except UnitError as exc:
+            raise TopoError(str(exc), key="sizes") from None
+    if not out:
+        raise TopoError("no sizes given", key="sizes")
+    return out
+
+
+def choose_profile(fabric: Fabric, profile) -> Profile:
+    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name, the
+    path of a profile file (as ``topo calibrate`` writes), or a Profile (:func:`topo.profiles.resolve_profile`)."""
+    return resolve_profile(profile, fabric)

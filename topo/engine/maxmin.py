@@ -1,0 +1,417 @@
+"""Max-min fair sharing at scale: flow classes on a compacted sparse incidence matrix.
+
+Progressive filling (Bertsekas & Gallager, *Data Networks*, 6.5.2): every flow's rate rises at the same pace;
+when a resource saturates, the flows crossing it freeze at that level. When flows finish, the rates are
+re-computed, and the step ends when the last flow ends.
+
+Two things make this fast enough for a hashed all-to-all over thousands of GPUs (millions of flows):
+
+- **Classes.** Flows of equal size that cross the same resources move at the same max-min rate, so a class
+  of ``members`` such flows is filled once. A class may also share a *template*: resources that some or all of
+  its members cross, common to many classes (e.g. the NVLink hops that bring a server's GPUs to the NIC PXN picks
+  for a destination's rail, the same for every destination on that rail). A template resource crossed by only
+  some members of a class (``partial``) must not bind while the class is still rising, or its members would
+  move at different rates: the solver checks this and refuses the case instead of answering wrongly.
+- **Incremental re-filling.** When flows finish, every flow that moved slower than the slowest of them keeps
+  its rate: the resource that froze it saturated at a lower level, so no finished flow crossed it, and without
+  the finished flows nothing saturates earlier. Only flows at or above that level are filled again, on what
+  the others leave. Work per event is the incidences of the flows that change, not of all flows.
+
+The incidence matrix (classes x resources actually used) is held in ``scipy.sparse`` CSR/CSC form: CSR to
+read a class's resources, CSC to find the classes on a saturated resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TopoError
+
+__all__ = ["ClassesDiverge", "FlowClasses", "max_min_makespan_classes", "max_min_rates"]
+
+class ClassesDiverge(TopoError):
+    """The members of a merged class would move at different speeds (a resource only some of them cross binds
+    first): the classes cannot answer; the flows must be filled one by one."""
+
+
+_BATCH = 32  # resources looked at first per round of filling (then adapted to how many a round takes at once)
+_TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
+
+
+@dataclass
+class FlowClasses:
+    """Flows grouped into classes whose members move at one rate.
+
+    Direct incidences ``(cls[i], res[i], a[i])``: class ``cls[i]`` puts ``a[i]`` bytes on resource ``res[i]``
+    per byte moved by each of its members (its number of members crossing it times the fraction of a member's
+    bytes that crosses it). Template incidences ``(t_id[i], t_res[i], t_a[i])`` likewise, for every class whose
+    ``template`` is ``t_id[i]``; ``t_partial[i]`` marks a resource that not all members of such a class cross.
+    """
+
+    size_bytes: np.ndarray  # per class: bytes of each member flow
+    members: np.ndarray  # per class: number of member flows
+    cls: np.ndarray
+    res: np.ndarray
+    a: np.ndarray
+    template: np.ndarray | None = None  # per class: its template, or -1
+    t_id: np.ndarray | None = None
+    t_res: np.ndarray | None = None
+    t_a: np.ndarray | None = None
+    t_partial: np.ndarray | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.size_bytes.size)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.members.sum())
+
+    @property
+    def num_templates(self) -> int:
+        return 0 if self.t_id is None or self.t_id.size == 0 else int(self.t_id.max()) + 1
+
+    @staticmethod
+    def single(res, flow, weight, flow_bytes) -> "FlowClasses":
+        """One class per flow: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
+        size = np.asarray(flow_bytes, dtype=float)
+        a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
+        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int32),
+                           np.asarray(res, dtype=np.int32), a)
+
+    @staticmethod
+    def concat(parts: list["FlowClasses"]) -> "FlowClasses":
+        parts = [p for p in parts if p.num_classes]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return FlowClasses(np.zeros(0), z, z, z, np.zeros(0))
+        c_off = np.cumsum([0] + [p.num_classes for p in parts[:-1]])
+        t_off = np.cumsum([0] + [p.num_templates for p in parts[:-1]])
+        with_t = [p for p in parts if p.template is not None]
+        out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
+                          np.concatenate([p.members for p in parts]),
+                          np.concatenate([p.cls for p in parts]),
+                          np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
+        at = 0
+        for p, o in zip(parts, c_off):  # class ids of each part after the classes of the parts before it
+            out.cls[at:at + p.cls.size] += o
+            at += p.cls.size
+        if with_t:
+            out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
+                                           else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])
+            ts = [(p, o) for p, o in zip(parts, t_off) if p.t_id is not None]
+            out.t_id = np.concatenate([p.t_id + o for p, o in ts])
+            out.t_res = np.concatenate([p.t_res for p, _ in ts])
+            out.t_a = np.concatenate([p.t_a for p, _ in ts])
+            out.t_partial = np.concatenate([p.t_partial for p, _ in ts])
+        return out
+
+
+def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Concatenated ranges ``starts[i]:starts[i+1]`` for every i in ``idx``."""
+    lo = starts[idx]
+    n = starts[idx + 1] - lo
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
+
+
+class _Solver:
+    """The incidence of one set of classes, compacted to the resources they use, and the filling on it."""
+
+    def __init__(self, fc: FlowClasses, capacity_Bps: np.ndarray):
+        import scipy.sparse as sp  # only max-min needs it (and it takes a while to import)
+
+        C = fc.num_classes
+        T = fc.num_templates
+        has_t = T > 0
+        n = capacity_Bps.size
+        seen = np.zeros(n, dtype=bool)
+        seen[fc.res] = True
+        if has_t:
+            seen[fc.t_res] = True
+        self.used = np.flatnonzero(seen)  # compact resource index -> resource id
+        R = self.used.size
+        pos = np.zeros(n, dtype=np.int32)
+        pos[self.used] = np.arange(R)
+        self.cap = capacity_Bps[self.used].astype(float)
+        if np.any(self.cap <= 0):
+            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
+        m = sp.csr_matrix((fc.a, (fc.cls, pos[fc.res])), shape=(C, R))  # sums a flow's parts on one resource
+        m.sum_duplicates()
+        self.c_ptr, self.c_res, self.c_a = m.indptr, m.indices, m.data  # by class
+        mt = m.tocsc()
+        self.r_ptr, self.r_cls = mt.indptr, mt.indices  # by resource
+        self.C, self.R, self.T = C, R, T
+        self.template = fc.template if has_t else None
+        if has_t:  # templates are few: plain numpy
+            key = fc.t_id.astype(np.int64) * R + pos[fc.t_res]
+            uniq, inv = np.unique(key, return_inverse=True)
+            tid, tr = uniq // R, uniq % R
+            ta = np.bincount(inv, weights=fc.t_a)
+            tp = np.bincount(inv, weights=fc.t_partial.astype(float)) > 0
+            self.t_ptr = np.searchsorted(tid, np.arange(T + 1))  # by template
+            self.t_res, self.t_a = tr, ta
+            order = np.argsort(tr, kind="stable")  # by resource
+            self.rt_ptr = np.searchsorted(tr[order], np.arange(R + 1))
+            self.rt_tpl, self.rt_partial = tid[order], tp[order]
+            t_of = self.template
+            keep = t_of >= 0
+            order = np.argsort(t_of[keep], kind="stable")
+            self.tc_cls = np.flatnonzero(keep)[order]  # classes of each template, grouped
+            self.tc_ptr = np.searchsorted(t_of[keep][order], np.arange(T + 1))
+        self.open = np.zeros(C, dtype=bool)  # scratch: classes still rising in the current fill
+        self.stamp = np.zeros(C, dtype=np.int64)
+        self.lpos = np.zeros(R, dtype=np.int64)  # scratch: compact resource -> local index in a fill
+
+    def loads(self, classes: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member)."""
+        seg = _segments(self.c_ptr, classes)
+        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
+        out = np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(rate, cnt), minlength=self.R)
+        if self.template is not None:
+            t = self.template[classes]
+            k = t >= 0
+            if k.any():
+                per_t = np.bincount(t[k], weights=rate[k], minlength=self.T)
+                ts = np.flatnonzero(per_t)
+                tseg = _segments(self.t_ptr, ts)
+                tcnt = self.t_ptr[ts + 1] - self.t_ptr[ts]
+                out += np.bincount(self.t_res[tseg], weights=self.t_a[tseg] * np.repeat(per_t[ts], tcnt),
+                                   minlength=self.R)
+        return out
+
+    def fill(self, classes: np.ndarray, cap_left: np.ndarray) -> np.ndarray:
+        """Max-min fair rates (bytes/s per member) of ``classes`` on the residual capacities ``cap_left``.
+
+        Each resource's capacity left is kept as of the level its demand last changed, so a level touches only
+        the resources whose demand changes; it saturates at that level + capacity left / demand. A template's
+        load is kept per template (classes still rising, rates of those frozen) and brought onto its resources
+        only when one of them might saturate: until then their saturation levels are lower bounds, since
+        freezing classes only ever postpones a saturation."""
+        rate = np.zeros(classes.size)
+        if classes.size == 0:
+            return rate
+        where = np.full(self.C, -1, dtype=np.int64)
+        where[classes] = np.arange(classes.size)
+        if classes.size == self.C:  # every class: the whole matrix
+            r_dir, a_dir = self.c_res, self.c_a
+        else:
+            seg = _segments(self.c_ptr, classes)
+            r_dir, a_dir = self.c_res[seg], self.c_a[seg]
+            del seg
+        mark = np.zeros(self.R, dtype=bool)
+        mark[r_dir] = True
+        tpl_on = self.template is not None
+        if tpl_on:
+            t = self.template[classes]
+            open_t = np.bincount(t[t >= 0], minlength=self.T).astype(float)  # classes of each template rising
+            frozen_t = np.zeros(self.T)  # sum of the rates of its classes already frozen
+            ts = np.flatnonzero(open_t)
+            tseg = _segments(self.t_ptr, ts)
+            tr_res, tr_id, tr_a = self.t_res[tseg], np.repeat(ts, self.t_ptr[ts + 1] - self.t_ptr[ts]), self.t_a[tseg]
+            mark[tr_res] = True
+            tpl_on = tr_res.size > 0
+        local = np.flatnonzero(mark)
+        L = local.size
+        lpos = self.lpos
+        lpos[local] = np.arange(L)
+        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)  # direct incidences only
+        del r_dir, a_dir
+        base_cap = np.maximum(cap_left[local].astype(float), 0.0)
+        base_level = np.zeros(L)
+        sat_at = np.full(L, np.inf)
+        live = demand > 1e-12
+        sat_at[live] = base_cap[live] / demand[live]
+        if tpl_on:
+            tl = lpos[tr_res]
+            is_tr = np.zeros(L, dtype=bool)
+            is_tr[tl] = True
+            tr = np.flatnonzero(is_tr)
+
+            def refresh() -> None:  # exact saturation levels of the template resources
+                f_load = np.bincount(tl, weights=tr_a * frozen_t[tr_id], minlength=L)[tr]
+                slope = np.bincount(tl, weights=tr_a * open_t[tr_id], minlength=L)[tr] + demand[tr]
+                num = base_cap[tr] + demand[tr] * base_level[tr] - f_load
+                ok = slope > 1e-12
+                sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
+
+            refresh()
+        fresh = True
+        is_open = self.open
+        is_open[classes] = True
+        left = classes.size
+        level = 0.0
+        batch = _BATCH
+        while left:
+            # the next resources to saturate, in order; a run of them whose classes are disjoint saturates in turn
+            # without changing each other's levels, so it is taken at once
+            k = min(batch, L)
+            idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
+            idx = idx[np.argsort(sat_at[idx], kind="stable")]
+            lv = sat_at[idx]
+            if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
+                rate[where[classes[is_open[classes]]]] = np.inf
+                is_open[classes] = False
+                break
+            idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
+            with_tpl = False
+            if tpl_on:
+                trc = is_tr[idx]
+                if trc.any():
+                    if not fresh:
+                        refresh()  # a lower bound came up: make it exact and look again
+                        fresh = True
+                        continue
+                    first = int(np.argmax(trc))
+                    if first == 0:  # a template resource saturates: take its ties alone
+                        idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
+                        lv = np.full(idx.size, lv[0])
+                        with_tpl = True
+                    else:
+                        idx, lv = idx[:first], lv[:first]
+            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
+            sat = local[idx]
+            n_k = self.r_ptr[sat + 1] - self.r_ptr[sat]
+            cls_all = self.r_cls[_segments(self.r_ptr, sat)]
+            g_all = np.repeat(grp, n_k)
+            if with_tpl and np.any(self.rt_ptr[sat + 1] > self.rt_ptr[sat]):
+                tseg = _segments(self.rt_ptr, sat)
+                tpl = self.rt_tpl[tseg]
+                on = open_t[tpl] > 0
+                if np.any(self.rt_partial[tseg] & on):
+                    raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
+                                         "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
+                                         "the group is held back elsewhere, so their speeds differ; use "
+                                         "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
+                                         key="sharing")
+                tpl = np.unique(tpl[on])
+                if tpl.size:
+                    more = self.tc_cls[_segments(self.tc_ptr, tpl)]
+                    cls_all = np.concatenate([cls_all, more])
+                    g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
+            m = is_open[cls_all]
+            cls_all, g_all = cls_all[m], g_all[m]
+            if cls_all.size == 0:
+                demand[idx] = 0.0
+                sat_at[idx] = np.inf
+                continue
+            if with_tpl:
+                order = np.argsort(g_all, kind="stable")
+                cls_all, g_all = cls_all[order], g_all[order]
+            n = cls_all.size
+            stamp = self.stamp
+            stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
+            first_i = stamp[cls_all]
+            late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
+            firsts = first_i == np.arange(n)
+            hit, g_hit = cls_all[firsts], g_all[firsts]
+            n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
+            take = g_hit < n_ok
+            hit, g_hit = hit[take], g_hit[take]
+            done = grp < n_ok
+            idx, lv = idx[done], lv[done]
+            if not with_tpl:  # look further ahead when whole batches go through, less far when few do
+                batch = min(2 * batch, 1024) if idx.size == k else (max(8, batch // 2) if 4 * idx.size < k else batch)
+            g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
+            lev_hit = g_level[g_hit]
+            top = float(g_level[-1])
+            level = max(level, top)
+            rate[where[hit]] = lev_hit
+            is_open[hit] = False
+            left -= hit.size
+            hseg = _segments(self.c_ptr, hit)
+            li = lpos[self.c_res[hseg]]
+            w = self.c_a[hseg]
+            d_sum = np.bincount(li, weights=w, minlength=L)
+            ch = np.flatnonzero(d_sum)  # the resources whose demand changes
+            d_sum = d_sum[ch]
+            d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, self.c_ptr[hit + 1] - self.c_ptr[hit]),
+                                minlength=L)[ch]
+            # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
+            base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
+            base_level[ch] = top
+            demand[ch] -= d_sum
+            live = demand[ch] > 1e-12
+            sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
+                                  np.inf)
+            if tpl_on:
+                th = self.template[hit]
+                sel = th >= 0
+                if sel.any():
+                    open_t -= np.bincount(th[sel], minlength=self.T)
+                    frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=self.T)
+                    fresh = False
+                tch = ch[is_tr[ch]]
+                if tch.size:  # their formula above left the templates out: only a lower bound now
+                    sat_at[tch] = top
+                    fresh = False
+            demand[idx] = 0.0
+            sat_at[idx] = np.inf
+            if tpl_on and is_tr[idx].any():
+                is_tr[idx] = False  # saturated: done with, like any other
+                tr = np.flatnonzero(is_tr)
+        return rate
+
+
+def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray) -> np.ndarray:
+    """Max-min fair rate (bytes/s) of each member flow of every class, all classes active at once."""
+    s = _Solver(fc, capacity_Bps)
+    return s.fill(np.arange(s.C), s.cap)
+
+
+def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:
+    """Fluid max-min fair completion time of every flow, rates re-computed as flows finish.
+
+    Between re-fills every rate is fixed, so the classes finish in the order of their finish times. Finishing
+    classes change nobody's rate unless a class at least as fast as the slowest of them is still running (module
+    docstring), so the run of completions before the first such event is taken in one step; at that event the
+    classes at or above its level are filled again and the finish times re-sorted."""
+    if fc.num_classes == 0:
+        return 0.0
+    s = _Solver(fc, capacity_Bps)
+    size = fc.size_bytes.astype(float)
+    act = np.flatnonzero(size > 0)
+    rate = np.zeros(s.C)
+    rate[act] = s.fill(act, s.cap)
+    load = s.loads(act, rate[act])
+    finish = np.zeros(s.C)
+    with np.errstate(divide="ignore"):
+        finish[act] = size[act] / rate[act]
+    t = 0.0
+    for _ in range(max_events):
+        if act.size == 0:
+            return t
+        o = act[np.argsort(finish[act], kind="stable")]
+        fs, rs = finish[o], rate[o]
+        if not np.isfinite(fs[-1]):
+            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
+        starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
+        ends = np.r_[starts[1:], o.size]
+        lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
+        faster_left = np.r_[np.maximum.accumulate(rs[::-1])[::-1][ends[:-1]], -np.inf]  # fastest still running
+        need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
+        if need.size == 0:  # everything finishes at the rates it has
+            return float(fs[-1])
+        e = int(need[0])
+        i1 = int(ends[e])
+        done, rest = o[:i1], o[i1:]
+        t = float(fs[i1 - 1])
+        redo = rest[rate[rest] >= lam[e] * (1 - _TIE)]
+        load -= s.loads(done, rate[done])
+        load -= s.loads(redo, rate[redo])
+        left = rate[redo] * np.maximum(finish[redo] - t, 0.0)
+        rate[done] = 0.0
+        new = s.fill(redo, s.cap - load)
+        rate[redo] = new
+        with np.errstate(divide="ignore"):
+            finish[redo] = t + left / new
+        load += s.loads(redo, new)
+        act = rest
+    raise TopoError(f"max-min sharing needed more than {max_events:,} re-computations; use sharing=equal",
+                    key="sharing")

@@ -1,0 +1,120 @@
+"""The options of an estimate, as one typed, validated object.
+
+Every field is documented with its default and where the default comes from. Errors name the field (``gpus``,
+``chunks``), never a command-line flag: the CLI maps field names to its flags (:data:`topo.cli.estimate.FLAGS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import TopoError
+
+__all__ = ["EstimateOptions", "PROTOCOL_NAMES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS"]
+
+PROTOCOL_NAMES = ("LL", "LL128", "Simple")
+MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
+MAX_CHUNKS = 1_000_000
+MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """How to run an estimate (all optional; the defaults model a plain nccl-tests run).
+
+    Placement: ``gpus`` (default: all), or ``ranks`` (explicit GPU ids), ``placement`` (packed, one_per_server,
+    spread_pods), ``rail`` (for one_per_server), ``groups`` and ``group_layout`` (G identical communicators at
+    once: strided = data-parallel replicas, blocked = consecutive blocks), ``rank_order`` (nccl or given).
+    Algorithm: ``algorithm`` (auto: NCCL's algorithms for the collective, one per size), ``choose`` (how auto
+    picks: ``fastest``, the one the routed model times fastest (the default: it scores as well as ``nccl`` on
+    the measurements, benchmarks/RESULTS.md); ``nccl``, the one NCCL's tuner rates fastest by its own cost model
+    (:mod:`topo.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
+    Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS pin it; default: one per
+    NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast; default: streaming, as NCCL),
+    ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
+    Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``sharing`` (equal or
+    maxmin), ``pxn`` (cross-rail data over NVLink first; default: on in rail fabrics), ``profile`` (nccl, ideal,
+    a profile name or object).
+    """
+
+    gpus: int | None = None
+    ranks: Any = None
+    placement: str = "packed"
+    rail: int = 0
+    groups: int = 1
+    group_layout: str = "strided"
+    rank_order: str = "nccl"
+    algorithm: str = "auto"
+    choose: str = "fastest"
+    protocol: str | None = None
+    channels: int | None = None
+    chunks: int | None = None
+    stages: int = 2
+    ecmp: str = "ideal"
+    subflows: int = 1
+    sharing: str = "equal"
+    pxn: bool | None = None
+    profile: Any = None
+
+    @classmethod
+    def from_kwargs(cls, options: "EstimateOptions | None" = None, **kwargs) -> "EstimateOptions":
+        """``options`` with ``kwargs`` replacing fields; an unknown name is an error that lists the allowed."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(kwargs) - names)
+        if bad:
+            raise TopoError(f"unknown option {bad[0]!r}; allowed: {', '.join(sorted(names))}", key=bad[0])
+        base = options or cls()
+        return dataclasses.replace(base, **kwargs).validated()
+
+    def validated(self) -> "EstimateOptions":
+        """Check every field; raises TopoError naming the field, the value and what is allowed."""
+        from .contention import SHARING_MODES
+        from .placement import PLACEMENTS
+        from .route import ECMP_MODES
+
+        _whole(self.gpus, "gpus", 1, allow_none=True)
+        _whole(self.rail, "rail", 0)
+        _whole(self.groups, "groups", 1)
+        _whole(self.stages, "stages", 2)
+        _whole(self.subflows, "subflows", 1, MAX_SUBFLOWS,
+               "; more sub-flows than that is ideal ECMP to well under 1%: use ecmp=ideal")
+        _whole(self.chunks, "chunks", 1, MAX_CHUNKS, allow_none=True)
+        _whole(self.channels, "channels", 1, MAX_CHANNELS, allow_none=True)
+        _choice(self.placement, "placement", [p for p in PLACEMENTS if p != "list"] + ["list"])
+        _choice(self.group_layout, "group_layout", ("strided", "blocked"))
+        _choice(self.rank_order, "rank_order", ("nccl", "given"))
+        _choice(self.ecmp, "ecmp", ECMP_MODES, "ECMP mode")
+        _choice(self.sharing, "sharing", SHARING_MODES, "sharing model")
+        _choice(self.choose, "choose", ("nccl", "fastest"), "way to choose")
+        if self.subflows > 1 and self.ecmp != "hash":
+            raise TopoError(f"{self.subflows} sub-flows split a hashed flow, and ecmp is {self.ecmp!r}: they would "
+                            "change nothing; give ecmp=hash, or subflows=1", key="subflows")
+        if self.protocol is not None:
+            p = {x.lower(): x for x in PROTOCOL_NAMES}.get(str(self.protocol).lower())
+            if p is None:
+                raise TopoError(f"unknown protocol {self.protocol!r}; allowed: {', '.join(PROTOCOL_NAMES)}",
+                                key="protocol")
+            if p != self.protocol:
+                return dataclasses.replace(self, protocol=p)
+        if self.gpus is not None and self.ranks is not None:
+            raise TopoError("give either gpus or ranks, not both", key="ranks")
+        return self
+
+
+def _whole(v, key: str, lo: int, hi: int | None = None, why: str = "", allow_none: bool = False) -> None:
+    if v is None and allow_none:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TopoError(f"must be a whole number >= {lo}, got {v!r}", key=key)
+    if v < lo or (hi is not None and v > hi):
+        allowed = f"{lo} to {hi:,}" if hi is not None else f">= {lo}"
+        raise TopoError(f"must be {allowed}, got {v!r}{why if hi is not None and v > hi else ''}", key=key)
+
+
+def _choice(v, key: str, allowed: Sequence[str], what: str = "") -> None:
+    if v not in allowed:
+        raise TopoError(f"unknown {what or key.replace('_', ' ')} {v!r}; allowed: {', '.join(allowed)}", key=key)

@@ -1,0 +1,168 @@
+"""Placement: which GPUs take part in a collective, and in which rank order.
+
+GPU ids are packed by NVLink domain, then server, then scalable unit and pod, so "the first N GPUs" fills domains,
+then servers, then leaves, then pods, as a scheduler packing a job would. Ranks are ordered as NCCL orders its
+ring (by domain, then by GPU within the domain) unless an explicit order is asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TopoError
+from ..fabric.fabric import Fabric
+from ..units import count_noun, format_count
+
+__all__ = ["Placement", "place", "PLACEMENTS"]
+
+PLACEMENTS = ("packed", "one_per_server", "spread_pods", "list")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The GPUs of a job in rank order, split into one or more identical communicators that run at once.
+
+    ``groups[j]`` holds the GPU ids of communicator ``j`` in rank order. One communicator is the usual case;
+    several model data or tensor parallelism, where every group runs the same collective at the same time
+    (e.g. each GPU of one pod all-reducing with its peer in another pod).
+    """
+
+    groups: np.ndarray  # [num_groups, ranks per group] GPU ids
+    kind: str
+    gpus_per_domain: int
+
+    @property
+    def gpus(self) -> np.ndarray:
+        """Every GPU taking part (all groups), flattened group by group."""
+        return self.groups.ravel()
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.groups.shape[0])
+
+    @property
+    def num_ranks(self) -> int:
+        """Ranks of one communicator (what busbw's factor counts)."""
+        return int(self.groups.shape[1])
+
+    @property
+    def domains(self) -> np.ndarray:
+        return self.groups[0] // self.gpus_per_domain
+
+    @property
+    def num_domains(self) -> int:
+        """NVLink domains one communicator spans."""
+        return int(np.unique(self.domains).size)
+
+    def ranks_per_domain(self) -> int | None:
+        """Ranks of a communicator in each domain it spans, if the same everywhere (in every group), else None.
+        Ranks of one domain must be consecutive in rank order (as NCCL orders them)."""
+        doms = self.groups // self.gpus_per_domain
+        G, n = doms.shape
+        change = np.flatnonzero(np.diff(doms[0]) != 0)
+        g = int(change[0] + 1) if change.size else n
+        if n % g:
+            return None
+        blocks = doms.reshape(G, n // g, g)
+        if not np.all(blocks == blocks[:, :, :1]):
+            return None
+        heads = blocks[:, :, 0]
+        if n // g > 1 and (not np.all(np.diff(heads, axis=1) != 0) or np.unique(heads[0]).size != n // g):
+            return None
+        return g
+
+    def describe(self) -> str:
+        rpd = self.ranks_per_domain()
+        per = f"{rpd} per domain" if rpd else "uneven per domain"
+        what = f"{format_count(self.num_ranks)} GPUs ({self.kind})"
+        if self.num_groups > 1:
+            what = (f"{format_count(self.num_groups)} concurrent groups of {format_count(self.num_ranks)} GPUs "
+                    f"({self.kind}, {format_count(self.gpus.size)} GPUs)")
+        return f"{what}, each in {count_noun(self.num_domains, 'NVLink domain')}, {per}"
+
+
+def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpus=None, rail: int = 0,
+          order: str = "nccl", groups: int = 1, group_layout: str = "strided") -> Placement:
+    """Choose the ranks of a job.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    num_gpus : int, optional
+        How many GPUs (default: all of them).
+    kind : {"packed", "one_per_server", "spread_pods", "list"}
+        ``packed``: the first ``num_gpus`` GPUs. ``one_per_server``: GPU ``rail`` of each of the first
+        ``num_gpus`` servers (one rail of a rail-optimized fabric). ``spread_pods``: the same number of GPUs from
+        every pod, packed inside each pod (a data-parallel job spanning pods). ``list``: the GPU ids in ``gpus``.
+    gpus : sequence of int, optional
+        Explicit GPU ids (implies ``kind="list"``).
+    order : {"nccl", "given"}
+        Rank order: as NCCL forms its ring (sorted by domain and GPU), or as given in ``gpus``.
+    groups : int
+        Split the chosen GPUs into this many communicators running the same collective at once.
+    group_layout : {"strided", "blocked"}
+        ``strided``: communicator ``j`` takes GPUs ``j, j+groups, j+2*groups, ...`` of the chosen list (data
+        parallelism: one GPU per model replica); ``blocked``: consecutive blocks (tensor parallelism).
+    """
+    L = fabric.layout
+    total = L.num_gpus
+    if gpus is not None:
+        kind = "list"
+    if kind not in PLACEMENTS:
+        raise TopoError(f"unknown placement {kind!r}; allowed: {', '.join(PLACEMENTS)}", key="placement")
+    if kind == "list":
+        ids = np.asarray(list(gpus), dtype=np.int64)
+        if ids.size == 0:
+            raise TopoError("the GPU list is empty", key="ranks")
+        bad = ids[(ids < 0) | (ids >= total)]
+        if bad.size:
+            raise TopoError(f"GPU id {int(bad[0])} does not exist; this fabric has GPUs 0 to {total - 1}",
+                            key="ranks")
+        uniq, counts = np.unique(ids, return_counts=True)
+        if np.any(counts > 1):
+            raise TopoError(f"GPU {int(uniq[counts > 1][0])} is listed twice", key="ranks")
+        if order == "nccl":
+            ids = np.sort(ids)
+    else:
+        n = total if num_gpus is None else int(num_gpus)
+        if n < 1:
+            raise TopoError(f"the number of GPUs must be >= 1, got {n}", key="gpus")
+        if kind == "packed":
+            if n > total:
+                raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
+                                key="gpus")
+            ids = np.arange(n, dtype=np.int64)
+        elif kind == "one_per_server":
+            if n > L.num_servers:
+                raise TopoError(f"one GPU per server for {format_count(n)} GPUs needs {format_count(n)} servers, "
+                                f"but the fabric has {format_count(L.num_servers)}", key="gpus")
+            if not 0 <= rail < L.gpus_per_server:
+                raise TopoError(f"rail {rail} does not exist; servers have GPUs 0 to {L.gpus_per_server - 1}",
+                                key="rail")
+            ids = np.arange(n, dtype=np.int64) * L.gpus_per_server + rail
+        else:  # spread_pods
+            pods = L.num_pods
+            per_pod = L.num_gpus // pods
+            if n > total:
+                raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
+                                key="gpus")
+            if n % pods:
+                raise TopoError(f"spreading {format_count(n)} GPUs over {pods} pods needs a multiple of {pods}",
+                                key="gpus")
+            k = n // pods
+            ids = (np.arange(pods, dtype=np.int64)[:, None] * per_pod + np.arange(k)[None, :]).ravel()
+    if not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise TopoError(f"the number of groups must be a whole number >= 1, got {groups!r}", key="groups")
+    if ids.size % groups:
+        raise TopoError(f"{format_count(ids.size)} GPUs do not split into {groups} equal groups", key="groups")
+    if group_layout == "strided":
+        table = ids.reshape(ids.size // groups, groups).T.copy()
+    elif group_layout == "blocked":
+        table = ids.reshape(groups, ids.size // groups)
+    else:
+        raise TopoError(f"unknown group layout {group_layout!r}; allowed: strided, blocked", key="group_layout")
+    if order == "nccl" and groups > 1:
+        table = np.sort(table, axis=1)
+    return Placement(groups=table, kind=kind, gpus_per_domain=L.gpus_per_domain)

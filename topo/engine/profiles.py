@@ -1,0 +1,338 @@
+"""Hardware profiles: what fraction of each link a collective can use, and what each step costs in latency.
+
+A :class:`Profile` is composed from versioned data files in ``topo/data/profiles/`` (see its README): NCCL's own
+model constants per NCCL version (``nccl/``), one file per GPU generation (``gpu/``), one per network technology
+and generation (``network/``) and topo's own model terms (``model/``). Every value carries its source, and values
+fitted to measurements say so (``fitted = true``, ``fitted_on``); ``benchmarks/accuracy.py`` scores the fitted ones
+leave-one-setup-out. No constant is a Python literal here.
+
+- :func:`profile_for` -- the bundled profile of a GPU generation on a network technology;
+- :func:`resolve_profile` -- ``nccl`` (the fabric's default), ``ideal``, a bundled name such as
+  ``hopper+infiniband_ndr`` (``ampere+roce@2.7`` picks another NCCL version), or a TOML file (as ``topo calibrate`` writes);
+- :func:`ideal_profile` -- the textbook alpha-beta machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import TopoError
+from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, load_profile_file
+
+__all__ = ["Profile", "PROTOCOLS", "profile_for", "network_for", "ideal_profile", "resolve_profile", "compose_profile",
+           "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+US = 1e-6
+GB = 1e9
+
+
+def node_index(num_domains: int) -> int:
+    """NCCL's tuning scale: 0 for one node, 1 for two, 2 for more."""
+    return 0 if num_domains <= 1 else (1 if num_domains == 2 else 2)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Efficiencies, bandwidth caps and latencies for one GPU generation on one network technology.
+
+    Dictionaries are keyed by algorithm family (``ring``, ``tree``, ``nvls``, ``nvls_tree``, ``collnet``,
+    ``p2p``) and then protocol (``LL``, ``LL128``, ``Simple``); a missing protocol means the family does not
+    run with it. Efficiencies and caps may be a 3-tuple for one node / two nodes / more (NCCL's scales).
+    """
+
+    name: str
+    nvlink_efficiency: float
+    network_efficiency: float
+    pcie_efficiency: float = 1.0
+    base_latency_s: dict = field(default_factory=dict)
+    nvlink_hop_s: dict = field(default_factory=dict)
+    net_hop_s: dict = field(default_factory=dict)
+    # NCCL's own per-step network latencies, without topo's fitted net_latency_us (None: net_hop_s is NCCL's)
+    nccl_net_hop_s: dict | None = None
+    net_overhead_s: float = 0.0
+    proto_efficiency: dict = field(default_factory=dict)
+    busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
+    channels: int = 16
+    pipeline_window_bytes: float = 0.0
+    # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
+    # NVLS pipeline window grows with the ranks (topo.algorithms.nvls); 0 = the textbook traffic, one window
+    reference_ranks_per_domain: int = 0
+    nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
+    mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
+    mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
+    p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
+    peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
+    # NCCL's tuner terms (topo.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
+    # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
+    # Empty / 1.0: the profile gives none (the tuner then uses none).
+    tree_correction: dict = field(default_factory=dict)
+    ring_plateau_latency_factor: float = 1.0
+    ring_plateau_min_bytes_per_rank: float = 0.0
+    # network steps NCCL's ring all-reduce latency counts beyond the 2 x (nodes - 1) a chunk crosses (tuning.cc
+    # nInterSteps: 2 x nodes from NCCL 2.8, 2 x (nodes - 1) before); they replace as many NVLink steps
+    ring_allreduce_wrap_steps: float = 0.0
+    source: str = ""
+    # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
+    sources: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def protocols(self, family: str) -> tuple[str, ...]:
+        return tuple(p for p in PROTOCOLS if p in self.proto_efficiency.get(family, {}))
+
+    def efficiency(self, family: str, proto: str, num_domains: int = 1) -> float:
+        e = self.proto_efficiency[family][proto]
+        return e[node_index(num_domains)] if isinstance(e, tuple) else e
+
+    def busbw_cap(self, family: str, proto: str, num_domains: int = 1) -> float:
+        c = self.busbw_cap_Bps.get(family, {}).get(proto)
+        if c is None:
+            return math.inf
+        return c[node_index(num_domains)] if isinstance(c, tuple) else c
+
+    def base(self, family: str, proto: str) -> float:
+        return self.base_latency_s.get(family, {}).get(proto, 0.0)
+
+    def nv_hop(self, family: str, proto: str) -> float:
+        return self.nvlink_hop_s.get(family, {}).get(proto, 0.0)
+
+    def net_hop(self, family: str, proto: str) -> float:
+        return self.net_hop_s.get(family, {}).get(proto, 0.0)
+
+    def nccl_model(self) -> "Profile":
+        """This profile as NCCL's tuner prices with it: without topo's fitted latency terms (a network's
+        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras), which time the wire but are not in NCCL's model
+        (nccl #1453: NCCL's own figure on RoCE is its InfiniBand constants)."""
+        hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
+        return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0)
+
+    def overhead(self, proto: str) -> float:
+        """Per network step software overhead (NCCL: x3 for Simple)."""
+        return self.net_overhead_s * (3.0 if proto == "Simple" else 1.0)
+
+
+def _version_key(v: str):
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+
+
+GENERATIONS: tuple[str, ...] = tuple(sorted(bundled_files()["gpu"]))
+NETWORKS: tuple[str, ...] = tuple(sorted(bundled_files()["network"]))
+NCCL_VERSIONS: tuple[str, ...] = tuple(sorted(bundled_files()["nccl"], key=_version_key))
+_DEFAULT_NCCL = NCCL_VERSIONS[-1]
+
+
+def _tup(x):
+    return tuple(x) if isinstance(x, list) else x
+
+
+def _by_family(table: dict, scale: float) -> dict:
+    return {fam: {p: (tuple(v * scale for v in x) if isinstance(x, list) else x * scale) for p, x in protos.items()}
+            for fam, protos in table.items()}
+
+
+def net_step_table(v: dict) -> dict:
+    """Per-step network latency (us) by family and protocol, before ``net_hop_scale``.
+
+    NCCL's InfiniBand table (``net_hop_us``), or, when the network file gives its own ``net_step_latency_us`` (a
+    provider's tuner constant, e.g. aws-ofi-nccl's ``net_lat``), that value for every family and protocol, plus
+    ``net_simple_extra_us`` for Simple. A ``net_latency_us`` is then added to every step, twice for Simple, as
+    NCCL adds the latency a net plugin reports: ``interLat = hwLat[NET] + latencyInter`` (+ ``latencyInter``
+    again for Simple's flush), NVIDIA/nccl src/graph/tuning.cc.
+    """
+    table = v["net_hop_us"]
+    if "net_step_latency_us" in v:
+        step, extra = v["net_step_latency_us"], v.get("net_simple_extra_us", 0.0)
+        table = {fam: {p: step + (extra if p == "Simple" else 0.0) for p in protos} for fam, protos in table.items()}
+    add = v.get("net_latency_us", 0.0)
+    if add:
+        table = {fam: {p: _plus(x, add * (2.0 if p == "Simple" else 1.0)) for p, x in protos.items()}
+                 for fam, protos in table.items()}
+    return table
+
+
+def _plus(x, a):
+    return [y + a for y in x] if isinstance(x, list) else x + a
+
+
+def _file_label(path) -> str:
+    """A bundled file as ``kind/name.toml``; any other (a calibrated profile) as its path, as given."""
+    try:
+        return Path(path).resolve().relative_to(bundled_dir().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
+    """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
+    params, where = {}, {}
+    for pf in parts + ([overrides] if overrides else []):
+        for k, p in pf.params.items():
+            if pf is overrides and k in params and PARAMETERS[k].shape == "by_family":
+                # a user file overrides per family and protocol: what it leaves out keeps the base's value
+                base = params[k].value
+                p = p.model_copy(update={"value": {fam: {**base.get(fam, {}), **protos} for fam, protos in
+                                      {**{f: {} for f in base}, **p.value}.items()}})
+            params[k], where[k] = p, pf.path
+    v = {k: p.value for k, p in params.items()}
+    ch = int(v["channels"])
+    ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
+    allowed = set(v.get("protocols", PROTOCOLS))  # the NCCL_PROTO a provider sets
+    eff = {fam: {p: _tup(x) for p, x in protos.items() if p in allowed}
+           for fam, protos in v["proto_efficiency"].items()}
+    if "nvls_efficiency" in v:
+        eff["nvls"] = {"Simple": v["nvls_efficiency"]}
+        eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
+    caps = {
+        "ring": {"LL": ll_max, "LL128": ch * v["ring_ll128_per_channel_GBps"] * GB},
+        "tree": {"LL": ll_max, "LL128": tuple(ch * x * GB for x in v["tree_ll128_per_channel_GBps"]),
+                 "Simple": tuple(ch * x * GB for x in v["tree_simple_per_channel_GBps"])},
+    }
+    sources = {k: {"value": p.value, "source": p.source, "fitted": p.fitted, "fitted_on": p.fitted_on,
+                   "assumed": p.assumed, "file": where[k]} for k, p in params.items()}
+    return Profile(
+        name=name,
+        nvlink_efficiency=v["nvlink_efficiency"],
+        network_efficiency=v["network_efficiency"],
+        base_latency_s=_by_family(v["base_latency_us"], US),
+        nvlink_hop_s=_by_family(v["nvlink_hop_us"], US),
+        net_hop_s=_by_family(net_step_table(v), US * v["net_hop_scale"]),
+        nccl_net_hop_s=_by_family(net_step_table({**v, "net_latency_us": 0.0}), US * v["net_hop_scale"]),
+        net_overhead_s=v["net_overhead_us"] * US,
+        proto_efficiency=eff,
+        busbw_cap_Bps=caps,
+        channels=ch,
+        pipeline_window_bytes=v["pipeline_window_bytes"],
+        reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
+        nvls_max_heads=int(v.get("nvls_max_heads", 0)),
+        mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
+        mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
+        p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
+        peer_overhead_s=v["peer_overhead_us"] * US,
+        tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
+        ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
+        ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
+        ring_allreduce_wrap_steps=float(v.get("ring_allreduce_wrap_steps", 0.0)),
+        source="; ".join(sorted({_file_label(w) for w in where.values()})),
+        sources=sources,
+    )
+
+
+def profile_parts(generation: str, network: str, nccl: str | None = None) -> list[ProfileFile]:
+    """The bundled files a profile is made of: NCCL constants, GPU generation, network, topo's model terms."""
+    files = bundled_files()
+    if generation not in files["gpu"]:
+        raise TopoError(f"no profile for GPU generation {generation!r}; known: {', '.join(GENERATIONS)}",
+                        key="gpu")
+    if network not in files["network"]:
+        raise TopoError(f"no profile for network {network!r}; known: {', '.join(NETWORKS)}",
+                        key="fabric.technology")
+    network = network_for(generation, network)
+    nccl = nccl or _DEFAULT_NCCL
+    if nccl not in files["nccl"]:
+        raise TopoError(f"no NCCL constants for version {nccl!r}; known: {', '.join(NCCL_VERSIONS)}", key="nccl")
+    nccl_file, gpu_file = files["nccl"][nccl], files["gpu"][generation]
+    if "nvls_efficiency" in gpu_file.params and "nvls" not in nccl_file.params["base_latency_us"].value:
+        with_nvls = [v for v in NCCL_VERSIONS if "nvls" in files["nccl"][v].params["base_latency_us"].value]
+        raise TopoError(f"NCCL {nccl} predates NVLS, which {generation} GPUs run; use NCCL constants "
+                        f"{', '.join(with_nvls)} with {generation}", key="nccl")
+    return [nccl_file, gpu_file, files["network"][network], files["model"]["topo"]]
+
+
+def network_for(generation: str, network: str) -> str:
+    """The network file a technology means on a GPU generation: a file that ``replaces`` it on that generation
+    (``efa`` on A100 is EFA v1, ``efa_v1``), else the technology's own."""
+    for name, pf in bundled_files()["network"].items():
+        if pf.replaces == network and generation in pf.generations:
+            return name
+    return network
+
+
+def profile_for(generation: str, network: str, nccl: str | None = None) -> Profile:
+    """The bundled profile for a GPU generation on a network technology (NCCL constants: ``nccl`` version,
+    default the newest bundled). A technology another file ``replaces`` on that generation is named as that
+    file (``ampere+efa`` is ``ampere+efa_v1``)."""
+    if network in NETWORKS:
+        network = network_for(generation, network)
+    name = f"{generation}+{network}" + (f"@{nccl}" if nccl and nccl != _DEFAULT_NCCL else "")
+    return compose_profile(profile_parts(generation, network, nccl), name)
+
+
+def bundled_profile_names() -> list[str]:
+    """Every bundled profile name (``generation+network``; append ``@VERSION`` for other NCCL constants)."""
+    return [f"{g}+{n}" for g in GENERATIONS for n in NETWORKS]
+
+
+def ideal_profile() -> Profile:
+    """The textbook machine of the closed forms: every link at its full rate, no software latency, one protocol.
+
+    With it, an estimate is pure Hockney over the routed fabric: per-hop latency is the links' ``latency_s``.
+    """
+    fams = ("ring", "tree", "nvls", "nvls_tree", "collnet", "p2p")
+    return Profile(name="ideal", nvlink_efficiency=1.0, network_efficiency=1.0,
+                   proto_efficiency={f: {"Simple": 1.0} for f in fams},
+                   source="alpha-beta (Hockney) model with no software overheads")
+
+
+def _parse_name(name: str) -> tuple[str, str, str | None]:
+    base, _, nccl = name.partition("@")
+    gen, plus, net = base.partition("+")
+    if not plus:
+        raise TopoError(f"unknown profile {name!r}; allowed: nccl, ideal, a profile file (.toml) or a bundled "
+                        f"name GENERATION+NETWORK[@NCCL]: {', '.join(bundled_profile_names())}", key="profile")
+    return gen, net, nccl or None
+
+
+def _fabric_parts(fabric) -> tuple[str, str]:
+    return fabric.spec.gpu_model.generation, fabric.spec.fabric.technology
+
+
+def resolve_profile(profile=None, fabric=None) -> Profile:
+    """A :class:`Profile` from what a user names.
+
+    ``profile`` is a Profile (returned as is), ``None`` or ``"nccl"`` (the fabric's generation and network),
+    ``"ideal"``, a bundled name (``hopper+roce``, ``ampere+roce@2.7``) or the path of a profile TOML file
+    (``kind = "user"``: a bundled ``base`` and the parameters it overrides, as ``topo calibrate`` writes).
+    A user file whose base is ``nccl`` takes the fabric's default profile as its base.
+    """
+    if isinstance(profile, Profile):
+        return profile
+    if profile is None or profile == "nccl":
+        if fabric is None:
+            raise TopoError("the default profile depends on the fabric's GPU and network; name one instead, "
+                            f"e.g. {bundled_profile_names()[0]!r}", key="profile")
+        return profile_for(*_fabric_parts(fabric))
+    if not isinstance(profile, (str, Path)):
+        raise TopoError(f"a profile is a name or a file, got {profile!r}", key="profile")
+    if profile == "ideal":
+        return ideal_profile()
+    text = str(profile)
+    if not text.strip():
+        raise TopoError(f"a profile is a bundled name (e.g. {bundled_profile_names()[0]!r}, see 'topo profile "
+                        "list'), 'nccl', 'ideal' or a profile file, got ''", key="profile")
+    if text.endswith(".toml") or Path(text).exists():
+        pf = load_profile_file(text)
+        if pf.kind != "user":
+            raise TopoError(f"a profile file to use must have kind = \"user\" (a base and overrides), got "
+                            f"{pf.kind!r}: bundled {pf.kind} files are parts of a profile", source=text,
+                            key="profile.kind")
+        if pf.base == "nccl":
+            if fabric is None:
+                raise TopoError("base = \"nccl\" needs a fabric to pick the GPU and network", source=text,
+                                key="profile.base")
+            gen, net, ver = *_fabric_parts(fabric), pf.nccl
+        else:
+            try:
+                gen, net, ver = _parse_name(pf.base)
+            except TopoError as exc:
+                raise TopoError(exc.message, source=text, key="profile.base") from None
+            ver = ver or pf.nccl
+        try:
+            parts = profile_parts(gen, net, ver)
+        except TopoError as exc:
+            raise TopoError(exc.message, source=text, key="profile.base") from None
+        return compose_profile(parts, pf.name, overrides=pf)
+    try:
+        return profile_for(*_parse_name(text))
+    except TopoError as exc:  # the name the user gave is at fault, not a key of some fabric
+        raise TopoError(f"{text!r}: {exc.message}", key="profile") from None

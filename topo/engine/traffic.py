@@ -1,0 +1,320 @@
+"""Concurrent traffic: several collectives, each on its own groups, sizes and algorithm, at the same time.
+
+A training step is many collectives at once: tensor-parallel all-reduces in every NVLink domain, data-parallel
+all-reduces across pods, pipeline sends between stages, expert all-to-alls. :func:`run_mix` estimates each member
+alone (:func:`topo.estimate.evaluate`, the fastest algorithm and protocol at its size), then lets all of them share
+the fabric's links from t = 0:
+
+- Each member is a fluid whose demand on a resource ``r`` is its average use of ``r`` when it runs alone:
+  ``u_i(r) = S_i * load_i(r) / (efficiency * capacity(r) * bandwidth time alone)``, at most 1, where the
+  protocol's efficiency counts its overhead bytes as wire use (the loads come from the same
+  routed schedules; :mod:`topo.loads`, which makes loads of different collectives addable). A member runs at a
+  speed ``x_i`` (1 = as fast as alone) such that no resource is used beyond its capacity:
+  ``sum_i x_i u_i(r) <= 1``.
+- ``sharing="equal"`` (default): on a resource whose summed demand exceeds its capacity, each of the ``k``
+  members using it gets an equal share: ``x_i <= 1 / (k u_i(r))``; what a member leaves unused is not passed on.
+- ``sharing="maxmin"``: max-min fair speeds by progressive filling (a member held back elsewhere leaves its
+  share to the others).
+- Speeds are recomputed each time a member finishes. A member's time in the mix is its latency (unchanged) plus
+  the time to finish its bandwidth part at those speeds; its slowdown is that over its time alone.
+
+Members that share no resource never slow each other; the links they fight over are those where the summed
+demand exceeds the capacity, reported with each member's share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .collectives import normalize_collective
+from .cost import usable_capacity
+from ..errors import TopoError
+from .estimate import choose_profile, evaluate
+from ..fabric.fabric import Fabric
+from .options import EstimateOptions
+from .results import LinkTable
+from .route import Router
+from ..units import UnitError, parse_size_bytes
+
+__all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "SHARING", "SYMBOLS"]
+
+SHARING = ("equal", "maxmin")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One collective of a mix: ``collective`` of ``size`` bytes (nccl-tests' size) on the placement and with
+    the algorithm ``options`` describe (``groups`` identical communicators at once)."""
+
+    name: str
+    collective: str
+    size: int | str
+    options: EstimateOptions = field(default_factory=EstimateOptions)
+    symbolic: tuple = ()  # ((option, symbol), ...) resolved on the fabric, see SYMBOLS
+
+    def resolved(self, fabric: Fabric) -> EstimateOptions:
+        """The options with symbolic counts (``groups = "per_domain"``, ``stages = "pods"``) made numbers."""
+        if not self.symbolic:
+            return self.options
+        L = fabric.layout
+        values = {"per_domain": L.num_gpus // L.gpus_per_domain, "per_server": L.num_servers,
+                  "per_pod_position": L.num_gpus // L.num_pods, "pods": L.num_pods,
+                  "domains": L.num_gpus // L.gpus_per_domain}
+        repl = {}
+        for key, sym in self.symbolic:
+            if sym not in values:
+                raise TopoError(f"unknown symbol {sym!r}; allowed: {', '.join(SYMBOLS)}", key=key)
+            if L.num_pods < 2 and (sym == "per_pod_position" or (sym, key) == ("pods", "stages")):
+                what = "each communicator would be one GPU" if sym == "per_pod_position" else "one stage"
+                raise TopoError(f"{key} = {sym!r} needs a cluster of several pods, and {fabric.name} has one "
+                                f"({what}); give a number instead, or a spec of several pods", key=key)
+            repl[key] = values[sym]
+        return EstimateOptions.from_kwargs(self.options, **repl)
+
+
+# symbolic counts a traffic file may use: per_domain / per_server (one communicator per NVLink domain / server,
+# blocked), per_pod_position (one per GPU position of a pod: data parallelism across pods, strided), pods and
+# domains (as counts, e.g. pipeline stages)
+SYMBOLS = ("per_domain", "per_server", "per_pod_position", "pods", "domains")
+
+
+@dataclass(frozen=True)
+class MemberResult:
+    name: str
+    collective: str
+    size_bytes: int
+    placement: str
+    num_groups: int
+    num_ranks: int
+    algorithm: str
+    protocol: str
+    latency_s: float
+    alone_s: float
+    mix_s: float
+    slowdown: float
+    bottleneck_alone: str | None
+    bottleneck_alone_level: str | None
+    bottleneck_mix: str | None  # the resource that held it back in the mix (None: not slowed)
+    bottleneck_mix_level: str | None
+
+
+@dataclass(frozen=True)
+class ContestedLink:
+    """A resource whose summed demand exceeds its capacity: ``demand`` = sum of the members' utilizations when
+    each runs alone (2.0: it would need twice its capacity), with each member's part."""
+
+    src: str
+    dst: str
+    level: str
+    direction: str
+    num_links: int
+    demand: float
+    members: dict[str, float]
+    alike: int = 1  # resources of the same level and direction with the same demand and shares (this one named)
+
+
+@dataclass
+class MixResult:
+    """Members alone and together; plain data (picklable)."""
+
+    spec: str
+    name: str
+    sharing: str
+    ecmp: str
+    profile: str
+    members: list[MemberResult]
+    contested: list[ContestedLink]
+    makespan_s: float
+    bytes_per_direction: np.ndarray = field(repr=False, default=None)  # summed over members, per directed link
+    links: LinkTable | None = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)  # what the members' estimates approximated, "member: note"
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "name": self.name, "sharing": self.sharing, "ecmp": self.ecmp,
+                "profile": self.profile, "makespan_s": self.makespan_s,
+                "members": [asdict(m) for m in self.members], "contested": [asdict(c) for c in self.contested],
+                "notes": list(self.notes)}
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(m) for m in self.members])
+
+    def link_loads(self):
+        """Per directed link: the bytes all members put on it and its utilization over the mix's makespan."""
+        frame = self.links.frame(self.bytes_per_direction, self.makespan_s)
+        frame.attrs.update({"time_s": self.makespan_s, "algorithm": f"mix {self.name}"})
+        return frame
+
+
+def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ecmp: str = "ideal",
+            subflows: int = 1, pxn: bool | None = None, profile=None, name: str = "mix",
+            max_contested: int = 10) -> MixResult:
+    """Estimate ``members`` alone and running at once on ``fabric`` (see the module doc)."""
+    if sharing not in SHARING:
+        raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING)}", key="sharing")
+    if not members:
+        raise TopoError("a traffic mix needs at least one member", key="member")
+    names = [m.name for m in members]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
+    router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
+    prof = choose_profile(fabric, profile)
+    cap = usable_capacity(router, prof)
+    rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
+    for m in members:
+        try:
+            opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
+                                               profile=prof)
+            coll = normalize_collective(m.collective)
+            try:
+                S = parse_size_bytes(m.size)
+            except UnitError as exc:
+                raise TopoError(str(exc), key="size") from None
+            ev = evaluate(fabric, coll, opts, router=router)
+        except TopoError as exc:
+            raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
+        t, algo, proto, lat, bw = ev.time(S)
+        c = ev.costed[algo]
+        notes += [f"{m.name}: {n}" for n in c.schedule.notes]
+        total = c.loads.total() * S
+        # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
+        eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
+        u = np.zeros_like(total)
+        used = total > 0
+        if bw > 0:
+            u[used] = total[used] / (eff * cap[used] * bw)
+        demand.append(u)
+        loads_dir += router.real_link_loads(total)
+        d = router.describe_resource(c.bottleneck_res) if c.bottleneck_res >= 0 else None
+        rows.append(dict(name=m.name, collective=coll, size_bytes=S, placement=ev.placement.describe(),
+                         num_groups=ev.placement.num_groups, num_ranks=ev.placement.num_ranks, algorithm=algo,
+                         protocol=proto, latency_s=float(lat), alone_s=float(t), bw_s=float(bw),
+                         bottleneck_alone=f"{d['src']} -> {d['dst']}" if d else None,
+                         bottleneck_alone_level=d["level"] if d else None))
+    U = np.vstack(demand)  # [members, resources]
+    finish, limiter = _share(U, np.array([r["bw_s"] for r in rows]), sharing)
+    results = []
+    for r, done, lim in zip(rows, finish, limiter):
+        mix = r["latency_s"] + done
+        d = router.describe_resource(int(lim)) if lim >= 0 else None
+        r.pop("bw_s")
+        results.append(MemberResult(**r, mix_s=float(mix), slowdown=float(mix / r["alone_s"]) if r["alone_s"] else 1.0,
+                                    bottleneck_mix=f"{d['src']} -> {d['dst']}" if d else None,
+                                    bottleneck_mix_level=d["level"] if d else None))
+    contested = _contested(router, U, [m.name for m in members], max_contested)
+    return MixResult(spec=fabric.name, name=name, sharing=sharing,
+                     ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""),
+                     profile=prof.name, members=results, contested=contested,
+                     makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
+                     links=LinkTable.of(fabric), notes=notes)
+
+
+def _speeds(U: np.ndarray, active: np.ndarray, sharing: str) -> tuple[np.ndarray, np.ndarray]:
+    """Speeds (1 = as alone) of the active members and, for each, the resource that limits it (-1: none)."""
+    n = U.shape[0]
+    x = np.zeros(n)
+    lim = np.full(n, -1)
+    A = U[active]
+    if A.size == 0:
+        return x, lim
+    over = A.sum(axis=0) > 1 + 1e-12  # resources asked for more than they have
+    idx = np.flatnonzero(active)
+    if sharing == "equal":
+        k = (A[:, over] > 0).sum(axis=0)  # members using each over-asked resource
+        with np.errstate(divide="ignore"):
+            cap = np.where(A[:, over] > 0, 1.0 / (k[None, :] * A[:, over]), np.inf)
+        if cap.shape[1]:
+            j = np.argmin(cap, axis=1)
+            best = cap[np.arange(len(idx)), j]
+            slowed = best < 1.0
+            x[idx] = np.minimum(1.0, best)
+            lim[idx[slowed]] = np.flatnonzero(over)[j[slowed]]
+        else:
+            x[idx] = 1.0
+        return x, lim
+    # max-min: progressive filling over the speeds, capped at 1
+    cols = np.flatnonzero(A.sum(axis=0) > 0)
+    B = A[:, cols]
+    left = np.ones(cols.size)
+    frozen = np.zeros(len(idx), dtype=bool)
+    level = 0.0
+    while not frozen.all():
+        dem = B[~frozen].sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            head = np.where(dem > 1e-15, left / dem, np.inf)
+        step = min(float(head.min()) if head.size else np.inf, 1.0 - level)
+        level += step
+        left -= step * dem
+        if level >= 1.0 - 1e-12:
+            x[idx[~frozen]] = 1.0
+            break
+        sat = head <= step * (1 + 1e-9) + 1e-15
+        hit = (~frozen) & (B[:, sat] > 0).any(axis=1)
+        if not hit.any():
+            x[idx[~frozen]] = level
+            break
+        x[idx[hit]] = level
+        r_sat = np.flatnonzero(sat)
+        for h in np.flatnonzero(hit):  # members frozen at this level (few): name the resource that froze them
+            lim[idx[h]] = cols[r_sat[np.argmax(B[h, r_sat])]]
+        frozen |= hit
+        left[sat] = 0.0
+    return x, lim
+
+
+def _share(U: np.ndarray, work_s: np.ndarray, sharing: str):
+    """Completion time of every member's bandwidth part, recomputing speeds at each completion."""
+    n = U.shape[0]
+    left = work_s.astype(float).copy()
+    done = np.zeros(n)
+    active = left > 0
+    limiter = np.full(n, -1)
+    t = 0.0
+    while active.any():
+        x, lim = _speeds(U, active, sharing)
+        for i in np.flatnonzero(active & (lim >= 0) & (limiter < 0)):
+            limiter[i] = lim[i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dt_all = np.where(active & (x > 0), left / x, np.inf)
+        dt = float(dt_all.min())
+        t += dt
+        left = np.where(active, left - x * dt, left)
+        fin = active & (left <= work_s * 1e-12 + 1e-18)
+        done[fin] = t
+        active &= ~fin
+    return done, limiter
+
+
+def _contested(router: Router, U: np.ndarray, names: list[str], top: int) -> list[ContestedLink]:
+    total = U.sum(axis=0)
+    shared = (U > 0).sum(axis=0) > 1
+    cand = np.flatnonzero((total > 1 + 1e-9) & shared)
+    if cand.size == 0:
+        return []
+    # resources alike (same level, direction, demand and shares) are reported once, with their count
+    sig = np.round(U[:, cand], 9)
+    key = np.vstack([router.level[cand], _direction(router, cand), sig])
+    _, first, counts = np.unique(key, axis=1, return_index=True, return_counts=True)
+    order = np.argsort(-total[cand[first]], kind="stable")[:top]
+    out = []
+    for k in order:
+        r = int(cand[first[k]])
+        d = router.describe_resource(r)
+        out.append(ContestedLink(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
+                                 num_links=d["num_links"], demand=float(total[r]),
+                                 members={names[i]: float(U[i, r]) for i in np.flatnonzero(U[:, r] > 0)},
+                                 alike=int(counts[k])))
+    return out
+
+
+def _direction(router: Router, res: np.ndarray) -> np.ndarray:
+    """0 up, 1 down for every resource id (directed links and ECMP aggregates alike)."""
+    out = res % 2
+    virt = res >= router.num_real
+    if virt.any():
+        out[virt] = [router.describe_resource(int(r))["direction"] == "down" for r in res[virt]]
+    return out

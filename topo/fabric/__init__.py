@@ -1,0 +1,1 @@
+"""Spec -> fabric: builders, failures, bisection, inventory, export."""

@@ -1,0 +1,440 @@
+"""Folded-Clos arithmetic shared by the three builders: how many switches each tier needs and how they connect.
+
+The structure (one idea, three attachments):
+
+- Servers are grouped into *units* of ``servers_per_unit`` (a rack under a ToR in a fat tree, a scalable unit in a
+  rail-optimized fabric). A unit has ``leaves_per_unit`` leaves: 1 (fat tree: every NIC of a server goes to it) or
+  one per rail (rail kinds: NIC r of every server of the unit goes to the unit's leaf of rail r).
+- Tier 2 (spine) joins the leaves of a *group*: all leaves of a pod (fat tree, rail-optimized) or only the pod's
+  leaves of one rail (rail-only). Every leaf connects to every spine of its group with the same number of parallel
+  links ``m``; the number of spines is the smallest divisor ``s`` of the leaf's uplinks for which the spines' ports
+  suffice (fewest switches, as NVIDIA's SuperPOD tables do: 4 SUs = 32 leaves x 32 uplinks = 16 spines x 64 ports).
+- Tier 3 (core) joins pods: spine j of every pod goes to *plane* j (per rail in rail-only); each plane has the
+  smallest number of cores whose ports take all its spines' uplinks.
+
+Port arithmetic: a switch with ``d`` ports down at rate ``r_d`` and ``u`` ports up at rate ``r_u`` has
+oversubscription ``d*r_d / (u*r_u)``; non-blocking is 1 (as many up as down at equal rates); a top tier has no
+uplinks. An impossible design (ports beyond the radix, counts that do not divide, oversubscription that gives no
+whole number of ports) raises :class:`~topo.errors.TopoError` naming the key and what would fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ...errors import TopoError
+from ...spec.model import Spec, TierSpec
+from ...units import count_noun, format_bandwidth, format_count
+
+__all__ = ["Attachment", "TierPlan", "ClosLayout", "plan_clos"]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What distinguishes the three fabric kinds."""
+
+    kind: str
+    leaves_per_unit_is_rails: bool  # True: one leaf per rail in each unit
+    per_rail_groups: bool  # True: spines and cores serve one rail only (rail-only)
+    default_unit_name: str
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """One scale-out tier, resolved: counts, ports and rates."""
+
+    index: int
+    name: str
+    model: str
+    radix: int
+    down_rate_Bps: float
+    up_rate_Bps: float
+    down_ports: int  # used per switch
+    up_ports: int  # per switch (0 for the top tier)
+    num_switches: int
+    num_groups: int  # groups this tier's switches form (units x rails for leaves, pods or planes above)
+    switches_per_group: int
+    links_from_below: int  # parallel links from each lower switch to each switch of this tier in its group
+    latency_s: float
+    sharp: bool
+    power_W: float | None
+
+    @property
+    def is_top(self) -> bool:
+        return self.up_ports == 0
+
+    @property
+    def down_capacity_Bps(self) -> float:
+        return self.num_switches * self.down_ports * self.down_rate_Bps
+
+    @property
+    def up_capacity_Bps(self) -> float:
+        return self.num_switches * self.up_ports * self.up_rate_Bps
+
+    @property
+    def oversubscription(self) -> float | None:
+        """Downlink:uplink capacity (None for the top tier, which has no uplinks)."""
+        if self.up_ports == 0:
+            return None
+        return (self.down_ports * self.down_rate_Bps) / (self.up_ports * self.up_rate_Bps)
+
+
+@dataclass(frozen=True)
+class ClosLayout:
+    """Every integer the fabric's arrays and the router need: the regular structure, resolved."""
+
+    kind: str
+    unit_name: str
+    num_gpus: int
+    gpus_per_server: int
+    gpus_per_domain: int
+    num_servers: int
+    nics_per_server: int
+    nic_rate_Bps: float
+    servers_per_unit: int
+    num_units: int
+    units_per_pod: int
+    num_pods: int
+    leaves_per_unit: int  # 1 or the number of rails
+    rail_groups: int  # 1, or the number of rails in rail-only
+    tiers: tuple[TierPlan, ...] = field(default_factory=tuple)
+
+    @property
+    def num_domains(self) -> int:
+        return self.num_gpus // self.gpus_per_domain
+
+    @property
+    def num_nics(self) -> int:
+        return self.num_servers * self.nics_per_server
+
+    @property
+    def num_tiers(self) -> int:
+        return len(self.tiers)
+
+    @property
+    def leaves_per_pod(self) -> int:
+        return self.units_per_pod * self.leaves_per_unit
+
+    @property
+    def nic_ports_per_server_per_leaf(self) -> int:
+        return self.nics_per_server // self.leaves_per_unit
+
+
+# --- helpers ----------------------------------------------------------------------------------------------
+
+def _key(i: int, name: str) -> str:
+    return f"fabric.tiers[{i}].{name}"
+
+
+def _do(n: int) -> str:
+    return "does" if n == 1 else "do"
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: float) -> int:
+    """Uplinks a switch needs for ``down`` used down ports, from ``up_ports`` or the oversubscription."""
+    if tier.up_ports is not None:
+        if tier.oversubscription is not None:
+            got = down * down_rate / (tier.up_ports * up_rate) if tier.up_ports else math.inf
+            if not math.isclose(got, tier.oversubscription, rel_tol=1e-9):
+                raise TopoError(
+                    f"{down} down ports and {tier.up_ports} up ports give {got:.4g}:1, not the "
+                    f"{tier.oversubscription:g}:1 asked; give only one of up_ports and oversubscription",
+                    key=_key(i, "up_ports"))
+        return tier.up_ports
+    k = tier.oversubscription or 1.0
+    exact = down * down_rate / (k * up_rate)
+    up = round(exact)
+    if up < 1 or not math.isclose(exact, up, rel_tol=1e-9, abs_tol=1e-9):
+        lo, hi = max(1, math.floor(exact)), max(1, math.ceil(exact))
+        options = sorted({lo, hi})
+        alts = ", ".join(f"up_ports = {u} gives {down * down_rate / (u * up_rate):.3g}:1" for u in options)
+        raise TopoError(
+            f"{tier.name}: {down} down ports at oversubscription {k:g} need {exact:.4g} up ports, not a whole "
+            f"number; set up_ports instead ({alts})", key=_key(i, "oversubscription"))
+    return up
+
+
+def _check_fits(tier: TierSpec, i: int, down: int, up: int, what: str) -> None:
+    if down + up > tier.radix:
+        raise TopoError(
+            f"{tier.name}: {what} need {format_count(down)} down + {format_count(up)} up = "
+            f"{format_count(down + up)} ports, but the radix is {tier.radix}", key=_key(i, "radix"))
+    if tier.down_ports is not None and down > tier.down_ports:
+        raise TopoError(f"{tier.name}: {what} need {format_count(down)} down ports, but down_ports is "
+                        f"{tier.down_ports}", key=_key(i, "down_ports"))
+
+
+def _max_down(tier: TierSpec, i: int, down_rate: float, up_rate: float, top: bool, step: int) -> int:
+    """The most down ports (a multiple of ``step``) a switch of this tier can use, in closed form.
+
+    With ``up_ports`` given: the largest multiple of ``step`` that leaves room for them. With an oversubscription
+    ``k``: ``up = down * r`` must be whole, where ``r = down_rate / (k * up_rate)``; writing ``r = p/q`` in lowest
+    terms (``q`` at most the radix, else no ``down`` within the radix works), ``down`` is a multiple of
+    ``lcm(q, step)`` and ``down * (1 + p/q) <= radix``, so ``down = floor(radix * q / ((p + q) * lcm)) * lcm``.
+    """
+    if tier.down_ports is not None:
+        return tier.down_ports - tier.down_ports % step
+    if top:
+        return tier.radix - tier.radix % step
+    if tier.up_ports is not None:
+        room = tier.radix - tier.up_ports
+        down = room - room % step
+        if down > 0:
+            return down
+        raise TopoError(f"{tier.name}: {format_count(tier.up_ports)} up ports leave no room for "
+                        f"{count_noun(step, 'down port')} in a radix of {tier.radix}", key=_key(i, "up_ports"))
+    else:
+        k = tier.oversubscription or 1.0
+        r = down_rate / (k * up_rate)
+        frac = Fraction(r).limit_denominator(tier.radix)
+        p, q = frac.numerator, frac.denominator
+        if p >= 1 and math.isclose(p / q, r, rel_tol=1e-9):
+            lcm = q * step // math.gcd(q, step)
+            down = (tier.radix * q // ((p + q) * lcm)) * lcm
+            if down > 0:
+                return down
+    raise TopoError(f"{tier.name}: no split of {tier.radix} ports into down and up ports gives "
+                    f"{tier.oversubscription or 1:g}:1", key=_key(i, "radix"))
+
+
+def _rates(spec: Spec, tiers: list[TierSpec]) -> list[tuple[float, float]]:
+    """(down, up) port rates per tier, checked to match across each boundary."""
+    out = []
+    below_rate, below_key, below_what = spec.server.nic_rate_Bps, "server.nic_rate", "the NIC rate"
+    for i, t in enumerate(tiers):
+        down, up = t.port_rate_Bps, t.up_port_rate_Bps or t.port_rate_Bps
+        if not math.isclose(down, below_rate, rel_tol=1e-9):
+            raise TopoError(
+                f"{t.name}: ports of {format_bandwidth(down)} cannot take links of {format_bandwidth(below_rate)} "
+                f"({below_what}, {below_key}); make the rates equal", key=_key(i, "port_rate"))
+        out.append((down, up))
+        below_rate, below_key, below_what = up, _key(i, "up_port_rate"), f"{t.name}'s uplink rate"
+    return out
+
+
+# --- the plan ---------------------------------------------------------------------------------------------
+
+class _TopTierFull(TopoError):
+    """The top tier cannot connect everything below it (a tier could be grown)."""
+
+
+def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
+    """Resolve a spec into counts and ports for every tier, or raise a TopoError that says what would fit.
+
+    With ``fabric.grow_tiers``, a top tier too small for what is below it gets a tier like it added above
+    (up to 3 tiers); otherwise that is an error.
+    """
+    if spec.fabric.kind != attach.kind:
+        raise TopoError(f"the {attach.kind} builder cannot build a spec of kind {spec.fabric.kind!r}; use "
+                        f"build_fabric, which picks the builder of the spec's kind", key="fabric.kind")
+    tiers = list(spec.fabric.tiers)
+    top = tiers[-1]
+    if top.oversubscription not in (None, 1.0) or top.up_ports:
+        raise TopoError(f"{top.name} is the top tier and has no uplinks; oversubscription and up_ports apply to "
+                        "the tiers below it", key=_key(len(tiers) - 1,
+                                                       "oversubscription" if top.oversubscription else "up_ports"))
+    while True:
+        try:
+            return _plan_once(spec, attach, tiers)
+        except _TopTierFull:
+            if not spec.fabric.grow_tiers or len(tiers) == 3:
+                raise
+            names = {t.name for t in tiers}
+            name = next(n for n in ("spine", "core", "super-spine", f"tier{len(tiers)}") if n not in names)
+            old = tiers[-1]
+            rate = old.up_port_rate_Bps or old.port_rate_Bps
+            tiers.append(old.model_copy(update={"name": name, "oversubscription": None, "up_ports": None,
+                                                "down_ports": None, "port_rate_Bps": rate,
+                                                "up_port_rate_Bps": None}))
+
+
+def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLayout:
+    gps, gpd, nics = spec.gpus_per_server, spec.gpus_per_domain, spec.server.nics
+    if gpd % gps != 0:
+        raise TopoError(f"an NVLink domain of {count_noun(gpd, 'GPU')} must hold whole servers of {count_noun(gps, 'GPU')}",
+                        key="scale_up.gpus_per_domain")
+    rails = nics if attach.leaves_per_unit_is_rails else 1
+    leaves_per_unit = rails
+    ports_per_server = nics // leaves_per_unit  # NIC ports a server puts on each of its unit's leaves
+    rail_groups = rails if attach.per_rail_groups else 1
+    rates = _rates(spec, tiers)
+
+    leaf = tiers[0]
+    leaf_top = len(tiers) == 1
+    spu_max = _max_down(leaf, 0, *rates[0], top=leaf_top, step=ports_per_server) // ports_per_server
+    spu = spec.fabric.servers_per_unit
+    if spu is not None and spu > spu_max:
+        raise TopoError(f"{leaf.name}: {count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} need {spu * ports_per_server} "
+                        f"down ports, but a {leaf.name} switch has room for {spu_max * ports_per_server}",
+                        key="fabric.servers_per_unit")
+
+    num_servers = _num_servers(spec, gps, spu or spu_max, tiers, attach)
+    if spu is None:
+        spu = min(spu_max, num_servers)
+    if num_servers % spu != 0:
+        raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
+                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
+                        key=_size_key(spec))
+    if (num_servers * gps) % gpd != 0:
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
+                        key=_size_key(spec))
+    num_units = num_servers // spu
+
+    plans: list[TierPlan] = []
+    d0 = spu * ports_per_server
+    u0 = 0 if leaf_top else _up_ports_for(leaf, 0, d0, *rates[0])
+    _check_fits(leaf, 0, d0, u0, f"{count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} and the uplinks")
+    if leaf_top and num_units > 1:
+        raise _TopTierFull(f"one tier holds a single {attach.default_unit_name} of {count_noun(spu, 'server')}, but the cluster "
+                           f"has {format_count(num_units)}; add a spine tier or set fabric.grow_tiers = true",
+                           key="fabric.tiers")
+    n_leaves = num_units * leaves_per_unit
+    plans.append(_plan(leaf, 0, rates[0], d0, u0, n_leaves, n_leaves, 1, 1))
+
+    units_per_pod, num_pods = num_units, 1
+    if len(tiers) >= 2:
+        spine = tiers[1]
+        spine_top = len(tiers) == 2
+        leaves_per_group_per_unit = leaves_per_unit // rail_groups
+        if not spine_top:
+            units_per_pod = _units_per_pod(spec, spine, rates[1], u0, leaves_per_group_per_unit, num_units, attach)
+        if num_units % units_per_pod != 0:
+            raise TopoError(f"{count_noun(num_units, attach.default_unit_name)} {_do(num_units)} not fill whole pods of "
+                            f"{units_per_pod}; use a multiple of {units_per_pod} units or set "
+                            f"fabric.units_per_pod", key=_size_key(spec))
+        num_pods = num_units // units_per_pod
+        L = units_per_pod * leaves_per_group_per_unit  # leaves per spine group
+        group = "rail group" if attach.per_rail_groups else "pod"
+        s, m, d1, u1 = _spread(spine, 1, rates[1], L, u0, spine_top,
+                               f"{count_noun(L, leaf.name + ' switch', leaf.name + ' switches')} x {count_noun(u0, 'uplink')}", group)
+        groups = num_pods * rail_groups
+        plans.append(_plan(spine, 1, rates[1], d1, u1, groups * s, groups, s, m))
+
+        if len(tiers) == 3:
+            core = tiers[2]
+            planes = s * rail_groups
+            c, m2, d2, u2 = _spread(core, 2, rates[2], num_pods, u1, True,
+                                    f"{count_noun(num_pods, 'pod')} x {count_noun(u1, spine.name + ' uplink')} per plane", "plane")
+            plans.append(_plan(core, 2, rates[2], d2, u2, planes * c, planes, c, m2))
+
+    return ClosLayout(
+        kind=attach.kind,
+        unit_name=spec.fabric.unit_name or attach.default_unit_name,
+        num_gpus=num_servers * gps,
+        gpus_per_server=gps,
+        gpus_per_domain=gpd,
+        num_servers=num_servers,
+        nics_per_server=nics,
+        nic_rate_Bps=spec.server.nic_rate_Bps,
+        servers_per_unit=spu,
+        num_units=num_units,
+        units_per_pod=units_per_pod,
+        num_pods=num_pods,
+        leaves_per_unit=leaves_per_unit,
+        rail_groups=rail_groups,
+        tiers=tuple(plans),
+    )
+
+
+def _plan(t: TierSpec, i, rates, down, up, n, groups, per_group, m) -> TierPlan:
+    return TierPlan(index=i, name=t.name, model=t.model, radix=t.radix, down_rate_Bps=rates[0],
+                    up_rate_Bps=rates[1], down_ports=down, up_ports=up, num_switches=n, num_groups=groups,
+                    switches_per_group=per_group, links_from_below=m, latency_s=t.latency_s, sharp=t.sharp,
+                    power_W=t.power_W)
+
+
+def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, what: str, group: str):
+    """Switches per group so that each of ``n_below`` lower switches spreads its ``up_below`` uplinks evenly.
+
+    Returns (switches per group, parallel links per pair, down ports used, up ports per switch)."""
+    port_error: TopoError | None = None
+    for s in _divisors(up_below):
+        m = up_below // s
+        down = n_below * m
+        if t.down_ports is not None and down > t.down_ports:
+            continue
+        if down > t.radix:
+            continue
+        try:
+            up = 0 if top else _up_ports_for(t, i, down, *rates)
+        except TopoError as exc:
+            port_error = port_error or exc
+            continue
+        if down + up <= t.radix:
+            return s, m, down, up
+    if port_error is not None:
+        raise port_error
+    error = _TopTierFull if top and group != "plane" else TopoError
+    k = t.oversubscription or 1.0
+    up_min = 0 if top else (t.up_ports if t.up_ports is not None else math.ceil(n_below * rates[0] / (k * rates[1])))
+    need = f"{format_count(n_below)} down" + ("" if top else f" + {format_count(up_min)} up")
+    if group == "plane":
+        hint = "use fewer, larger pods (fabric.units_per_pod) or a larger radix; 4 tiers are not supported"
+    elif top:
+        hint = "raise the radix, add a tier or set fabric.grow_tiers = true"
+    else:
+        hint = "put fewer units in a pod (fabric.units_per_pod) or raise the radix"
+    raise error(f"{t.name}: {what} need {need} ports on each {t.name} switch even with one link to each, but the "
+                f"radix is {t.radix}; {hint}", key=_key(i, "radix"))
+
+
+def _units_per_pod(spec: Spec, spine: TierSpec, rates, leaf_up: int, leaves_per_unit: int, num_units: int,
+                   attach: Attachment) -> int:
+    """Units under one set of spines (3 tiers): the spec's, or as many as the spines hold."""
+    if spec.fabric.units_per_pod is not None:
+        return spec.fabric.units_per_pod
+    best = 0
+    for upp in range(1, spine.radix + 1):
+        L = upp * leaves_per_unit
+        if L > spine.radix:
+            break
+        try:
+            _spread(spine, 1, rates, L, leaf_up, False, "", "pod")
+        except TopoError:
+            continue
+        best = upp
+    if best == 0:
+        raise TopoError(f"{spine.name}: not even one {attach.default_unit_name} fits under {spine.radix}-port "
+                        "switches", key="fabric.tiers[1].radix")
+    if num_units <= best:
+        return num_units
+    return best
+
+
+def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> int:
+    c = spec.cluster
+    if c.num_gpus is not None:
+        if c.num_gpus % gps:
+            raise TopoError(f"{count_noun(c.num_gpus, 'GPU')} {_do(c.num_gpus)} not fill whole servers of {count_noun(gps, 'GPU')}",
+                            key="cluster.num_gpus")
+        return c.num_gpus // gps
+    if c.num_servers is not None:
+        return c.num_servers
+    if c.num_units is not None:
+        return c.num_units * spu
+    # num_pods: the pod size must come from the fabric
+    if len(tiers) < 3 and c.num_pods != 1:
+        raise TopoError(f"a fabric of {count_noun(len(tiers), 'tier')} is one pod; num_pods = {c.num_pods} needs 3 tiers",
+                        key="cluster.num_pods")
+    upp = spec.fabric.units_per_pod
+    if upp is None:
+        if len(tiers) < 3:
+            raise TopoError("with num_pods and fewer than 3 tiers, size the cluster with num_units instead",
+                            key="cluster.num_pods")
+        raise TopoError("with num_pods, set fabric.units_per_pod (the pod size) too", key="cluster.num_pods")
+    return c.num_pods * upp * spu
+
+
+def _size_key(spec: Spec) -> str:
+    c = spec.cluster
+    for k in ("num_gpus", "num_servers", "num_units", "num_pods"):
+        if getattr(c, k) is not None:
+            return f"cluster.{k}"
+    return "cluster"

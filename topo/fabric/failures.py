@@ -1,0 +1,235 @@
+"""Failed parts: which links of a fabric are down, from names as ``describe`` and ``export`` print them.
+
+A failure is one of (as ``--fail`` takes it, or as strings to :meth:`topo.fabric.Fabric.with_failures`):
+
+==============================  ===================================================================
+``spine3``, ``leaf7``, ``core0``  a switch (any tier, by its tier name and index): every link it has
+``nic12.3``                     NIC 3 of server 12: its PCIe and leaf links
+``nvswitch4``, ``gpu17``        an NVLink switch (every NVLink of its domain) or a GPU (its NVLink and PCIe)
+``leaf3-spine0``                every cable between two adjacent nodes; ``leaf3-spine0#1`` only the second one
+``rail:2``                      a whole rail: the leaves of rail 2 in every unit (rail fabrics) or NIC 2 of
+                                every server (fat trees), with all their links
+``plane:1``                     a whole plane: spine 1 of every pod and the cores it reaches
+``random:LEVEL:F[:SEED]``       a fraction F of the links of a level (``leaf-spine``, ``nic-leaf``, ...)
+``random:TIER:F[:SEED]``        or of the switches of a tier (``spine``), drawn with SEED (default 0)
+==============================  ===================================================================
+
+The result is a boolean mask over the fabric's links (True: failed); routing avoids them (:mod:`topo.route`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import TopoError
+
+__all__ = ["failed_links", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
+
+_NAME = re.compile(r"^([A-Za-z_][A-Za-z_\-]*?)(\d+)(?:\.(\d+))?$")
+
+
+def node_id(fabric, name: str) -> int:
+    """The node id of a node name (``gpu12``, ``nvswitch1``, ``nic3.5``, ``leaf7``)."""
+    L = fabric.layout
+    o = fabric.node_offset
+    m = _NAME.match(name.strip())
+    if not m:
+        raise TopoError(f"cannot read the node name {name!r}; write e.g. spine3, leaf7, nic12.3, gpu17", key="fail")
+    prefix, a, b = m.group(1), int(m.group(2)), m.group(3)
+    if prefix == "nic":
+        if b is None:
+            raise TopoError(f"name a NIC as nic<server>.<index>, e.g. nic{a}.0; got {name!r}", key="fail")
+        if a >= L.num_servers or int(b) >= L.nics_per_server:
+            raise TopoError(f"no such NIC {name!r}: servers 0 to {L.num_servers - 1}, NICs 0 to "
+                            f"{L.nics_per_server - 1}", key="fail")
+        return o["nic"] + a * L.nics_per_server + int(b)
+    if b is not None:
+        raise TopoError(f"no such node {name!r}", key="fail")
+    if prefix == "gpu":
+        _check(a, L.num_gpus, name, "GPUs")
+        return o["gpu"] + a
+    if prefix == "nvswitch":
+        _check(a, L.num_domains, name, "NVLink switches")
+        return o["nvswitch"] + a
+    for t in L.tiers:
+        if prefix == t.name:
+            _check(a, t.num_switches, name, f"{t.name} switches")
+            return o[f"tier:{t.index}"] + a
+    known = ["gpu", "nvswitch", "nic"] + [t.name for t in L.tiers]
+    raise TopoError(f"no such node {name!r}; names start with {', '.join(known)}", key="fail")
+
+
+def _check(i: int, n: int, name: str, what: str) -> None:
+    if i >= n:
+        raise TopoError(f"no such node {name!r}: {what} are numbered 0 to {n - 1}", key="fail")
+
+
+def _nodes_links(fabric, nodes: np.ndarray) -> np.ndarray:
+    links = fabric.links
+    return np.isin(links["src"], nodes) | np.isin(links["dst"], nodes)
+
+
+def failed_links(fabric, failures) -> np.ndarray:
+    """The mask of links (True: failed) that ``failures`` (strings, see the module doc) take down."""
+    L = fabric.layout
+    dead = np.zeros(fabric.num_links, dtype=bool)
+    for item in failures:
+        text = str(item).strip()
+        if text.startswith("random:"):
+            dead |= _random(fabric, text)
+        elif text.startswith("rail:"):
+            k = _int(text[5:], text)
+            if not 0 <= k < L.nics_per_server:
+                raise TopoError(f"no such rail {k}: rails 0 to {L.nics_per_server - 1}", key="fail")
+            if L.leaves_per_unit > 1:
+                leaves = np.arange(L.tiers[0].num_switches)
+                nodes = fabric.switch_node(0, leaves[leaves % L.leaves_per_unit == k])
+            else:
+                nodes = fabric.node_offset["nic"] + np.arange(L.num_servers) * L.nics_per_server + k
+            dead |= _nodes_links(fabric, nodes)
+        elif text.startswith("plane:"):
+            j = _int(text[6:], text)
+            if len(L.tiers) < 2:
+                raise TopoError("this fabric has no spine planes (one tier)", key="fail")
+            spines = np.arange(L.tiers[1].num_switches)
+            planes = fabric.spine_plane(spines)
+            if not 0 <= j <= int(planes.max()):
+                raise TopoError(f"no such plane {j}: planes 0 to {int(planes.max())}", key="fail")
+            nodes = [fabric.switch_node(1, spines[planes == j])]
+            if len(L.tiers) > 2:
+                t2 = L.tiers[2]
+                cores = np.arange(t2.num_switches)
+                nodes.append(fabric.switch_node(2, cores[cores // t2.switches_per_group == j]))
+            dead |= _nodes_links(fabric, np.concatenate(nodes))
+        elif "-" in text and not _NAME.match(text):
+            dead |= _link(fabric, text)
+        else:
+            dead |= _nodes_links(fabric, np.array([node_id(fabric, text)]))
+    return dead
+
+
+def _int(text: str, whole: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise TopoError(f"expected a whole number in {whole!r}", key="fail") from None
+
+
+def _link(fabric, text: str) -> np.ndarray:
+    pair, _, cable = text.partition("#")
+    a, _, b = pair.partition("-")
+    u, v = node_id(fabric, a), node_id(fabric, b)
+    links = fabric.links
+    sel = np.flatnonzero(((links["src"] == u) & (links["dst"] == v)) | ((links["src"] == v) & (links["dst"] == u)))
+    if sel.size == 0:
+        raise TopoError(f"{a} and {b} are not linked", key="fail")
+    if cable:
+        k = _int(cable, text)
+        if not 0 <= k < sel.size:
+            raise TopoError(f"{a}-{b} has cables #0 to #{sel.size - 1}, got #{k}", key="fail")
+        sel = sel[k:k + 1]
+    out = np.zeros(fabric.num_links, dtype=bool)
+    out[sel] = True
+    return out
+
+
+def _random(fabric, text: str) -> np.ndarray:
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise TopoError(f"write random:LEVEL_OR_TIER:FRACTION[:SEED], got {text!r}", key="fail")
+    what = parts[1]
+    try:
+        frac = float(parts[2])
+    except ValueError:
+        frac = -1.0
+    if not 0 < frac <= 1:
+        raise TopoError(f"the fraction must be in (0, 1], got {parts[2]!r}", key="fail")
+    seed = _int(parts[3], text) if len(parts) == 4 else 0
+    rng = np.random.default_rng(seed)
+    links = fabric.links
+    names = fabric.level_names
+    out = np.zeros(fabric.num_links, dtype=bool)
+    if what in names:
+        ids = np.flatnonzero(links["level"] == names.index(what))
+        k = int(round(frac * ids.size))
+        out[rng.choice(ids, size=k, replace=False)] = True
+        return out
+    for t in fabric.layout.tiers:
+        if what == t.name:
+            k = int(round(frac * t.num_switches))
+            picked = rng.choice(t.num_switches, size=k, replace=False)
+            return _nodes_links(fabric, fabric.switch_node(t.index, picked))
+    raise TopoError(f"unknown level or tier {what!r}; levels: {', '.join(names)}; tiers: "
+                    f"{', '.join(t.name for t in fabric.layout.tiers)}", key="fail")
+
+
+@dataclass(frozen=True)
+class DegradedTier:
+    """A scale-out tier with its failed links taken out: capacities, and its oversubscription overall and at the
+    switch that lost the most (downlink:uplink capacity; None where nothing goes up)."""
+
+    name: str
+    down_capacity_Bps: float
+    up_capacity_Bps: float
+    oversubscription: float | None
+    worst_switch: str | None
+    worst_oversubscription: float | None  # inf: a switch with no working uplink
+
+
+@dataclass(frozen=True)
+class DegradedLevel:
+    name: str
+    num_links: int
+    num_failed: int
+    capacity_Bps: float  # of the working links, per direction
+
+
+@dataclass(frozen=True)
+class Degraded:
+    failures: tuple[str, ...]
+    levels: list[DegradedLevel]
+    tiers: list[DegradedTier]
+    bisection_bandwidth_Bps: float  # max flow between the halves with the failed links out (topo.bisection)
+    bisection_bandwidth_per_gpu_Bps: float
+    bisection_without_failures_Bps: float  # the same flow with every link working
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def degraded(fabric) -> Degraded:
+    """Capacities, oversubscription and bisection (:func:`topo.bisection.bisection`) of ``fabric`` with its failed
+    links taken out."""
+    from .bisection import bisection
+
+    links = fabric.links
+    alive = fabric.link_alive
+    bw = links["bandwidth_Bps"] * alive
+    names = fabric.level_names
+    lvl = links["level"]
+    levels = [DegradedLevel(n, int((lvl == i).sum()), int(((lvl == i) & ~alive).sum()),
+                            float(bw[lvl == i].sum())) for i, n in enumerate(names)]
+    tiers = []
+    o = fabric.node_offset
+    for t in fabric.layout.tiers:
+        start = o[f"tier:{t.index}"]
+        below = lvl == 2 + t.index  # links into this tier from below (NIC-leaf for the leaves)
+        above = lvl == 3 + t.index
+        down = np.bincount(links["dst"][below] - start, weights=bw[below], minlength=t.num_switches)
+        up = np.bincount(links["src"][above] - start, weights=bw[above], minlength=t.num_switches) \
+            if above.any() else None
+        if up is None:
+            tiers.append(DegradedTier(t.name, float(down.sum()), 0.0, None, None, None))
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(up > 0, down / up, np.where(down > 0, np.inf, 0.0))
+        k = int(np.argmax(ratio))
+        tiers.append(DegradedTier(t.name, float(down.sum()), float(up.sum()),
+                                  float(down.sum() / up.sum()) if up.sum() > 0 else float("inf"),
+                                  fabric._name(start + k), float(ratio[k])))
+    b = bisection(fabric)
+    return Degraded(tuple(fabric.failures), levels, tiers, b.bandwidth_Bps, b.bandwidth_per_gpu_Bps,
+                    bisection(fabric, ignore_failures=True).bandwidth_Bps)

@@ -1,0 +1,207 @@
+"""Inventory and oversubscription: what a fabric is made of and how thin each tier is.
+
+Everything here is arithmetic on the fabric's resolved layout (no per-GPU loops), so describing a 100k-GPU
+cluster takes milliseconds once it is planned.
+
+Bisection bandwidth (per direction) is half the smallest aggregate capacity of any boundary that a balanced cut of
+the servers must cross: the NICs, the uplinks of the leaves (when there is more than one unit) and the uplinks of
+the spines (when there is more than one pod). This is exact for a Clos whose units and pods split evenly into
+halves; with an odd number of pods the true minimum cut is slightly larger. These are the installed figures: with
+failed parts, :func:`topo.failures.degraded` reports the capacities left and :func:`topo.bisection.bisection` the
+bisection left (a maximum flow between the same halves, equal to this closed form on a perfect fabric).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .fabric import Fabric
+from ..units import count_noun, format_bandwidth, format_rate
+
+__all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
+
+
+@dataclass(frozen=True)
+class TierInventory:
+    """One scale-out switch tier."""
+
+    name: str
+    model: str
+    num_switches: int
+    radix: int
+    down_ports_per_switch: int
+    up_ports_per_switch: int
+    down_port_rate_Bps: float
+    up_port_rate_Bps: float
+    down_capacity_Bps: float
+    up_capacity_Bps: float
+    oversubscription: float | None  # downlink:uplink capacity; None for the top tier
+    ports_used: int
+    ports_idle: int
+    power_W: float | None  # all switches of the tier, when the spec gives a per-switch power
+
+
+@dataclass(frozen=True)
+class LinkLevelInventory:
+    """All links (cables) of one level: NVLink, PCIe, NIC-leaf, leaf-spine, spine-core."""
+
+    name: str
+    num_links: int
+    link_bandwidth_Bps: float  # one link, per direction
+    capacity_Bps: float  # all links, per direction
+
+
+@dataclass(frozen=True)
+class ScaleUpInventory:
+    """The NVLink domains, reported apart from the scale-out tiers."""
+
+    gpus_per_domain: int
+    num_domains: int
+    bandwidth_per_gpu_Bps: float
+    nvls: bool
+    technology: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The bill of materials and capacities of a fabric (see :func:`inventory`)."""
+
+    name: str
+    description: str
+    sources: list[str]
+    gpu: str
+    kind: str
+    technology: str
+    num_gpus: int
+    num_servers: int
+    gpus_per_server: int
+    num_nics: int
+    nics_per_server: int
+    nic_rate_Bps: float
+    unit_name: str
+    num_units: int
+    servers_per_unit: int
+    num_pods: int
+    units_per_pod: int
+    scale_up: ScaleUpInventory
+    tiers: list[TierInventory]
+    links: list[LinkLevelInventory]
+    num_switches: int
+    num_scale_out_links: int
+    bisection_bandwidth_Bps: float
+    bisection_bandwidth_per_gpu_Bps: float
+    largest_nonblocking_gpus: int
+    largest_nonblocking_group: str
+    switch_power_W: float | None  # None when a tier has no power figure (power_unknown_tiers names them)
+    power_unknown_tiers: list[str]
+    host_link_Bps: float  # GPU-to-NIC link (PCIe) per direction
+    host_link: str  # where it comes from: "PCIe gen5 x16 (GPU gen5, ConnectX-7 gen5)" or "server.pcie_bandwidth"
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (the document ``topo describe --json`` prints)."""
+        return asdict(self)
+
+    def power_text(self) -> str:
+        """The switches' power as text: ``3.87 MW``, or ``power unknown: ...`` naming the tiers without a figure."""
+        if self.switch_power_W is not None:
+            w = self.switch_power_W
+            return f"{w / 1e6:.3g} MW" if w >= 1e5 else f"{w / 1e3:.3g} kW"
+        return f"power unknown: the spec gives no power_W for {', '.join(self.power_unknown_tiers)}"
+
+    def to_frame(self):
+        """The tiers as a pandas DataFrame, one row per tier."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(t) for t in self.tiers])
+
+
+def inventory(fabric: Fabric) -> Inventory:
+    """Count and size everything in ``fabric``.
+
+    >>> from topo import load_spec, build_fabric
+    >>> inv = inventory(build_fabric(load_spec("dgx-h100-superpod")))
+    >>> [(t.name, t.num_switches) for t in inv.tiers]
+    [('leaf', 32), ('spine', 16)]
+    """
+    L, spec = fabric.layout, fabric.spec
+    tiers = []
+    for t in L.tiers:
+        used = t.down_ports + t.up_ports
+        tiers.append(TierInventory(
+            name=t.name, model=t.model, num_switches=t.num_switches, radix=t.radix,
+            down_ports_per_switch=t.down_ports, up_ports_per_switch=t.up_ports,
+            down_port_rate_Bps=t.down_rate_Bps, up_port_rate_Bps=t.up_rate_Bps,
+            down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
+            oversubscription=t.oversubscription, ports_used=used * t.num_switches,
+            ports_idle=(t.radix - used) * t.num_switches,
+            power_W=None if t.power_W is None else t.power_W * t.num_switches))
+
+    names = fabric.level_names
+    counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]
+    rates = [spec.nvlink_Bps, spec.server.pcie_bandwidth_Bps, L.nic_rate_Bps]
+    for t in L.tiers[:-1]:
+        counts.append(t.num_switches * t.up_ports)
+        rates.append(t.up_rate_Bps)
+    links = [LinkLevelInventory(n, c, r, c * r) for n, c, r in zip(names, counts, rates)]
+
+    # Bisection: boundaries a balanced cut must cross.
+    boundaries = [L.num_nics * L.nic_rate_Bps]
+    if L.num_units > 1 and L.num_tiers > 1:
+        boundaries.append(L.tiers[0].up_capacity_Bps)
+    if L.num_pods > 1 and L.num_tiers > 2:
+        boundaries.append(L.tiers[1].up_capacity_Bps)
+    bisection = min(boundaries) / 2
+
+    group, gpus = "cluster", L.num_gpus
+    leaf_os = L.tiers[0].oversubscription
+    if L.num_units > 1 and leaf_os is not None and leaf_os > 1 + 1e-9:
+        group, gpus = L.unit_name, L.servers_per_unit * L.gpus_per_server
+    elif L.num_pods > 1 and L.num_tiers > 2 and (L.tiers[1].oversubscription or 1) > 1 + 1e-9:
+        group, gpus = "pod", L.units_per_pod * L.servers_per_unit * L.gpus_per_server
+    if gpus < L.gpus_per_domain:
+        group, gpus = "NVLink domain", L.gpus_per_domain
+
+    notes = []
+    if L.kind == "rail_only":
+        notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
+                     "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
+                     "that NVLink hop")
+    host_Bps = spec.server.pcie_bandwidth_Bps
+    host = spec.host_link.describe() if spec.host_link else "server.pcie_bandwidth"
+    nic_Bps = L.nic_rate_Bps
+    if host_Bps < nic_Bps * (1 - 1e-9):
+        notes.append(f"the host link ({host}, {format_bandwidth(host_Bps)} per direction) caps each "
+                     f"{format_rate(nic_Bps)} NIC at {format_bandwidth(host_Bps)}; give server.nic_model (e.g. "
+                     "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the servers differ")
+    num_switches = sum(t.num_switches for t in tiers)
+    if L.num_gpus <= L.gpus_per_domain:
+        notes.append(f"the whole cluster is one NVLink domain ({count_noun(L.num_gpus, 'GPU')}): its GPUs talk over "
+                     f"NVLink only, and the scale-out fabric ({count_noun(num_switches, 'switch', 'switches')}) "
+                     "carries none of their traffic")
+    elif L.num_units == 1 and L.num_tiers > 1:
+        if L.leaves_per_unit > 1 and L.kind == "rail_optimized":
+            notes.append(f"a single {L.unit_name}: one {L.tiers[0].name} per rail already joins every server; the "
+                         f"{L.tiers[1].name} tier only carries traffic between rails, which NCCL's PXN moves to "
+                         "NVLink first")
+        else:
+            notes.append(f"a single {L.unit_name}: its {L.tiers[0].name} switches already join every server, so "
+                         f"the {L.tiers[1].name} tier carries no traffic between these GPUs")
+    powers = [t.power_W for t in tiers]
+    return Inventory(
+        name=spec.name, description=spec.description, sources=spec.sources, gpu=spec.gpu, kind=L.kind,
+        technology=spec.fabric.technology, num_gpus=L.num_gpus, num_servers=L.num_servers,
+        gpus_per_server=L.gpus_per_server, num_nics=L.num_nics, nics_per_server=L.nics_per_server,
+        nic_rate_Bps=L.nic_rate_Bps, unit_name=L.unit_name, num_units=L.num_units,
+        servers_per_unit=L.servers_per_unit, num_pods=L.num_pods, units_per_pod=L.units_per_pod,
+        scale_up=ScaleUpInventory(L.gpus_per_domain, L.num_domains, spec.nvlink_Bps, spec.nvls,
+                                  spec.gpu_model.nvlink),
+        tiers=tiers, links=links, num_switches=num_switches,
+        num_scale_out_links=sum(x.num_links for x in links[2:]),
+        bisection_bandwidth_Bps=bisection, bisection_bandwidth_per_gpu_Bps=bisection / (L.num_gpus / 2),
+        largest_nonblocking_gpus=gpus, largest_nonblocking_group=group,
+        switch_power_W=None if any(p is None for p in powers) else float(sum(powers)),
+        power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
+        host_link_Bps=host_Bps, host_link=host,
+        notes=notes,
+    )

@@ -1,0 +1,96 @@
+"""The one door from the workload to the collective engine (:func:`topo.estimate.estimate`).
+
+Every group of a dimension runs at once: a group matrix ``M [num_groups, group_size]`` of GPU ids goes to the
+engine as ``ranks=M.ravel(), groups=M.shape[0], group_layout="blocked", rank_order="given"``, so the links the
+groups share are loaded by all of them together.
+
+Speed: routing is the expensive part and a size after it is arithmetic, so each (collective, group matrix) is
+routed and costed once (:func:`topo.estimate.evaluate`) and cached; every size is then read exactly from the
+cached evaluation (no interpolation). A search over hundreds of layouts reuses the same few matrices.
+
+A reduce-scatter and an all-gather of the same size on the same groups take the same time and load the same
+links in the engine (NCCL runs both as a ring of p - 1 steps of S/p; checked by ``tests/test_workload_comm.py``
+on four bundled fabrics), so the adapter routes one curve for both (``SAME_CURVE``): at 100k GPUs each routing
+costs about a second.
+
+Keep every call to the engine in this module: its keyword interface is being replaced by an options object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.estimate import Evaluation, evaluate
+from ..fabric.fabric import Fabric
+from ..engine.results import LinkTable
+
+__all__ = ["CommTime", "CommEngine", "SAME_CURVE"]
+
+SAME_CURVE = {"reduce_scatter": "all_gather"}  # collectives the engine times identically (see above)
+
+
+
+@dataclass(frozen=True)
+class CommTime:
+    """Time of one collective (every group at once) and the link that bounds it."""
+
+    collective: str
+    size_bytes: float
+    time_s: float
+    algorithm: str
+    level: str | None  # the bottleneck's link level (tier): nvlink, pcie, nic-leaf, leaf-spine, ...
+    link: str | None  # "src -> dst"
+    utilization: float | None
+
+
+class CommEngine:
+    """Collective times on one fabric, cached per (collective, group matrix, stages)."""
+
+    def __init__(self, fabric: Fabric, *, algorithm: str = "auto"):
+        self.fabric = fabric
+        self.algorithm = algorithm
+        self._curves: dict[tuple, Evaluation] = {}
+        self.engine_calls = 0
+
+    @staticmethod
+    def signature(groups: np.ndarray) -> tuple:
+        g = np.ascontiguousarray(groups, dtype=np.int64)
+        return g.shape, hashlib.blake2b(g.tobytes(), digest_size=16).hexdigest()
+
+    def _curve(self, collective: str, groups: np.ndarray) -> Evaluation:
+        collective = SAME_CURVE.get(collective, collective)
+        stages = groups.shape[1] if collective == "pipeline" else 2
+        key = (collective, self.signature(groups), stages)
+        ev = self._curves.get(key)
+        if ev is None:
+            kw = {"stages": stages} if collective == "pipeline" else {}
+            ev = evaluate(self.fabric, collective, ranks=groups.ravel(), groups=int(groups.shape[0]),
+                          group_layout="blocked", rank_order="given", algorithm=self.algorithm, **kw)
+            self.engine_calls += 1
+            self._curves[key] = ev
+        return ev
+
+    def time(self, collective: str, groups: np.ndarray, size_bytes: float) -> CommTime:
+        """``collective`` of ``size_bytes`` (nccl-tests' size: one rank's larger buffer) on every group of
+        ``groups`` at once. Groups of one GPU, or zero bytes, take no time."""
+        groups = np.asarray(groups)
+        if groups.shape[1] < 2 or size_bytes <= 0:
+            return CommTime(collective, float(size_bytes), 0.0, "none", None, None, None)
+        ev = self._curve(collective, groups)
+        S = float(size_bytes)
+        t, name, _, lat, bw = ev.time(S)
+        b = ev.bottleneck(S, name, t, lat, bw)
+        return CommTime(collective, S, float(t), name, b.level if b else None,
+                        f"{b.src} -> {b.dst}" if b else None, b.utilization if b else None)
+
+    def link_loads(self, collective: str, groups: np.ndarray, size_bytes: float):
+        """Per directed link bytes of one such collective at ``size_bytes`` (a pandas frame, as
+        :meth:`topo.results.EstimateResult.link_loads`)."""
+        ev = self._curve(collective, np.asarray(groups))
+        t, name, *_ = ev.time(size_bytes)
+        frame = LinkTable.of(self.fabric).frame(ev.link_bytes(size_bytes, name), t)
+        frame.attrs.update({"size_bytes": size_bytes, "time_s": t, "algorithm": name})
+        return frame

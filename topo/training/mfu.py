@@ -1,0 +1,47 @@
+"""The MFU a layout reaches on a cluster: what ``topo plan --model M --layout L`` takes from ``topo train``."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from ..fabric.builders import build_fabric
+from ..errors import TopoError
+from .layout import load_layout, make_layout
+from .model import load_model
+from .step import evaluate
+
+__all__ = ["predict_mfu", "parse_layout"]
+
+
+def parse_layout(text: str):
+    """A layout from a TOML file, or from ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,
+    global_batch=2048``; values read as TOML values)."""
+    if text.endswith(".toml") or Path(text).is_file():
+        return load_layout(text)
+    kw = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or not key:
+            raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
+                            key="layout")
+        try:
+            kw[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            kw[key.strip()] = value.strip()
+    return make_layout("layout", **kw)
+
+
+def predict_mfu(spec, model: str, layout: str) -> tuple[float, str, float]:
+    """``(MFU, precision, parameters)`` of ``model`` laid out as ``layout`` on the cluster of ``spec``: one
+    training step through :func:`topo.workload.step.evaluate`; MFU counts 6N + attention (as Llama 3 does)
+    against the GPU's peak at the layout's precision."""
+    if not model or not layout:
+        raise TopoError("give both a model and a layout (e.g. tp=8,pp=16,dp=64,global_batch=2048)", key="model")
+    m = load_model(model)
+    lay = parse_layout(layout)
+    result = evaluate(build_fabric(spec), m, lay)
+    if not result.fits:
+        raise TopoError(f"{model} with this layout does not fit in GPU memory; the MFU of a run that cannot start "
+                        "is not a planning figure", key="layout")
+    return float(result.mfu), lay.precision, float(m.total_params)

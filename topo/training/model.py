@@ -1,0 +1,271 @@
+"""A transformer's shape (a TOML file in ``topo/data/models/``): validated, with its parameter counts.
+
+A model file gives layers, hidden, FFN hidden, heads, KV heads, vocabulary and sequence length, the MLP kind
+(``gelu``: 2 matrices, ``swiglu``: 3), optionally Multi-head Latent Attention (``[attention] kind = "mla"``) and
+a mixture of experts (``[moe]``: experts, active experts per token, shared experts, their FFN size, how many
+leading layers stay dense). Every bundled file cites its source; unpublished figures say so in ``status``.
+
+Parameter counts (weights only; biases and norm gains are counted as 2 h per layer, embeddings as V h, the
+output projection as another V h unless tied) are what FLOPs (:mod:`topo.workload.flops`) and memory
+(:mod:`topo.workload.memory`) are built on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import TopoError
+from ..resources import data_dir
+
+__all__ = ["ModelSpec", "MoeSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AttentionSpec(_Strict):
+    """Attention projections. ``gqa`` (default): Q and O of hidden x hidden, K and V of hidden x kv_heads x
+    head_dim. ``mla`` (DeepSeek-V2/V3): low-rank query and key/value compression."""
+
+    kind: Literal["gqa", "mla"] = "gqa"
+    head_dim: PositiveInt | None = None
+    """Per-head dimension (default hidden / heads)."""
+    q_lora_rank: PositiveInt | None = None
+    kv_lora_rank: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _mla_complete(self):
+        if self.kind == "mla":
+            missing = [k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                   "v_head_dim") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"mla attention needs {', '.join(missing)}")
+        return self
+
+
+class MoeSpec(_Strict):
+    """Mixture of experts in the FFN of every layer after the first ``dense_layers``."""
+
+    experts: PositiveInt
+    """Routed experts per MoE layer."""
+    active_experts: PositiveInt
+    """Routed experts each token goes to (top-k)."""
+    shared_experts: Annotated[int, Field(strict=True, ge=0)] = 0
+    """Experts every token goes to (DeepSeek's shared expert)."""
+    expert_ffn_hidden: PositiveInt
+    dense_layers: Annotated[int, Field(strict=True, ge=0)] = 0
+    """Leading layers with a dense FFN (``ffn_hidden``) instead of experts."""
+
+    @model_validator(mode="after")
+    def _k_le_e(self):
+        if self.active_experts > self.experts:
+            raise ValueError(f"active_experts ({self.active_experts}) must be <= experts ({self.experts})")
+        return self
+
+
+class ModelSpec(_Strict):
+    """One model's shape."""
+
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    source: str | list[str]
+    """Where the figures come from (URLs)."""
+    status: str = "published"
+    """``published``, or what else the figures are (``unpublished (rumoured)``)."""
+    published_params_B: float | None = None
+    """The parameter count the source prints (billions), to check the shape against."""
+    layers: PositiveInt
+    hidden: PositiveInt
+    ffn_hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt | None = None
+    """Key/value heads (grouped-query attention); default: heads."""
+    vocab: PositiveInt
+    seq_len: PositiveInt
+    """Pre-training sequence length (a layout may override it)."""
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    tied_embeddings: bool = False
+    dropout: bool = False
+    """The layers apply dropout (GPT-2/3, Megatron's GPTs: true; Llama 3, DeepSeek-V3: false): its masks are
+    activations (1 byte per element after attention and after the MLP, Korthikanti et al. 2022)."""
+    attention: AttentionSpec = AttentionSpec()
+    moe: MoeSpec | None = None
+
+    @model_validator(mode="after")
+    def _shape(self):
+        kv = self.kv_heads or self.heads
+        if self.heads % kv:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+        if self.attention.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}) or give "
+                             f"attention.head_dim")
+        if self.moe and self.moe.dense_layers > self.layers:
+            raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
+        return self
+
+    # --- derived shape -------------------------------------------------------------------------------------
+    @property
+    def num_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.attention.head_dim or self.hidden // self.heads
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one FFN: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
+        return 3 if self.mlp == "swiglu" else 2
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.layers - self.num_moe_layers
+
+    @property
+    def qk_dim(self) -> int:
+        """Per-head dimension of queries and keys (the attention scores' inner dimension)."""
+        a = self.attention
+        return a.qk_nope_head_dim + a.qk_rope_head_dim if a.kind == "mla" else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        return self.attention.v_head_dim if self.attention.kind == "mla" else self.head_dim
+
+    @cached_property
+    def attention_params(self) -> int:
+        """Weights of one layer's attention projections."""
+        h, a = self.hidden, self.attention
+        if a.kind == "mla":
+            n = self.heads
+            q = h * a.q_lora_rank + a.q_lora_rank * n * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+            kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * n * (a.qk_nope_head_dim
+                                                                                     + a.v_head_dim)
+            return q + kv + n * a.v_head_dim * h
+        d = self.head_dim
+        return h * self.heads * d * 2 + h * self.num_kv_heads * d * 2  # Q, O; K, V
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return self.mlp_matrices * self.hidden * self.ffn_hidden
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one expert's FFN."""
+        return 0 if self.moe is None else self.mlp_matrices * self.hidden * self.moe.expert_ffn_hidden
+
+    @property
+    def norm_params(self) -> int:
+        return 2 * self.hidden
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus the output projection (once if tied)."""
+        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+
+    @cached_property
+    def total_params(self) -> int:
+        """Every weight (all experts)."""
+        m = self.moe
+        moe = 0 if m is None else self.num_moe_layers * ((m.experts + m.shared_experts) * self.expert_params
+                                                          + self.hidden * m.experts)
+        return (self.layers * (self.attention_params + self.norm_params) + self.num_dense_layers
+                * self.dense_mlp_params + moe + self.embedding_params)
+
+    @cached_property
+    def active_params(self) -> int:
+        """Weights one token goes through (routed top-k plus shared experts), with embeddings."""
+        m = self.moe
+        moe = 0 if m is None else self.num_moe_layers * ((m.active_experts + m.shared_experts) * self.expert_params
+                                                          + self.hidden * m.experts)
+        return (self.layers * (self.attention_params + self.norm_params) + self.num_dense_layers
+                * self.dense_mlp_params + moe + self.embedding_params)
+
+    @property
+    def sources(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else list(self.source)
+
+
+def models_dir() -> Path:
+    """The bundled model files (``topo/data/models/``, package data)."""
+    return data_dir("models")
+
+
+def bundled_models() -> list[str]:
+    return sorted(p.stem for p in models_dir().glob("*.toml"))
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A model by bundled name (``llama3-405b``) or TOML path; bad files raise TopoError with file and key."""
+    p = Path(name_or_path)
+    if not p.is_file():
+        stem = p.name[:-5] if p.name.endswith(".toml") else p.name
+        p = models_dir() / f"{stem}.toml"
+        if not p.is_file():
+            names = bundled_models()
+            close = difflib.get_close_matches(stem, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TopoError(f"no such model file or bundled model; bundled: {', '.join(names)}{hint}",
+                            source=str(name_or_path), key="model")
+    source = str(p) if p.parent != models_dir() else f"models/{p.name}"
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=source) from None
+    return model_from_dict(data, source)
+
+
+def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, source, ModelSpec) from None
+
+
+def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> TopoError:
+    """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed."""
+    err = exc.errors()[0]
+    loc = err["loc"]
+    key = ".".join(str(x) for x in loc) or None
+    value = err.get("input")
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        model = root
+        for part in loc[:-1]:
+            f = model.model_fields.get(part)
+            ann = getattr(f, "annotation", None)
+            args = getattr(ann, "__args__", ()) or (ann,)
+            model = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), model)
+        allowed = list(model.model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        msg = f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?"
+                                                                           if close else "")
+    elif kind == "missing":
+        msg = "is required but missing"
+    elif kind == "literal_error":
+        msg = f"must be one of {err.get('ctx', {}).get('expected', '')}, got {value!r}"
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        msg = f"must be {op} {next(iter(err.get('ctx', {}).values()), '?')}, got {value!r}"
+    elif kind in ("int_type", "int_from_float", "int_parsing"):
+        msg = f"must be a whole number, got {value!r}"
+    else:
+        msg = err["msg"].removeprefix("Value error, ")
+        if kind not in ("value_error",):
+            msg += f", got {value!r}"
+    return TopoError(msg, source=source, key=key)
