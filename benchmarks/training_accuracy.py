@@ -45,7 +45,7 @@ GRID = [round(0.30 + 0.005 * i, 3) for i in range(141)]  # 0.30 .. 1.00
 
 
 def _row_setup(row):
-    from topo.training.layout import make_layout
+    from topo.training.parallel import make_layout
 
     rid = row["run_id"]
     if rid.startswith("megatron_"):
@@ -121,7 +121,7 @@ def main() -> None:
     ]
     extra_lines = ["| run | model | layout | published tokens/s | predicted | error |", "|---|---|---|---|---|---|"]
     for x in EXTRA:
-        from topo.training.layout import make_layout
+        from topo.training.parallel import make_layout
 
         f = topo.build_fabric(topo.load_spec(x["spec"], x["overrides"]))
         r = evaluate(f, load_model(x["model"]), make_layout(**x["layout"]))

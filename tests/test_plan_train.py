@@ -6,7 +6,7 @@ import pytest
 
 import topo
 from conftest import run_cli
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.mfu import parse_layout, predict_mfu
 from topo.training.model import load_model
 from topo.training.step import evaluate

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import topo
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.model import load_model
 from topo.training.step import evaluate
 

@@ -3,7 +3,7 @@
 import pytest
 
 from topo.training.flops import model_flops_per_step, stage_flops
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.model import load_model
 
 

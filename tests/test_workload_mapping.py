@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from topo.errors import TopoError
-from topo.training.layout import check_layout, make_layout
+from topo.training.parallel import check_layout, make_layout
 from topo.training.mapping import map_layout
 from topo.training.model import load_model
 

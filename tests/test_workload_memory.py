@@ -2,7 +2,7 @@
 
 import pytest
 
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.memory import activation_bytes_per_layer, memory_per_gpu
 from topo.training.model import load_model
 

@@ -6,7 +6,7 @@ import topo
 from conftest import run_cli
 from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
 from topo.training.comm import CommEngine
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.loads import tier_loads
 from topo.training.model import load_model
 from topo.training.step import evaluate

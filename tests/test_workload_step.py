@@ -6,7 +6,7 @@ import pytest
 import topo
 from topo.engine.estimate import estimate
 from topo.training.comm import CommEngine
-from topo.training.layout import make_layout
+from topo.training.parallel import make_layout
 from topo.training.model import load_model
 from topo.training.search import search_layouts
 from topo.training.step import evaluate

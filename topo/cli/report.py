@@ -130,7 +130,7 @@ def _image(fig, fmt: str) -> bytes:
 
 def _job(args):
     """The model and layout of ``--train``/``--layout``."""
-    from ..training.layout import check_layout
+    from ..training.parallel import check_layout
     from ..training.mfu import parse_layout
     from ..training.model import load_model
 

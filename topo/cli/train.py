@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import TopoError
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
-from ..training.layout import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
+from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import evaluate

@@ -5,7 +5,7 @@ Each function draws what the library's results hold (:class:`topo.workload.resul
 layout on several fabrics) become bars side by side.
 
 >>> import topo
->>> from topo.training.layout import make_layout
+>>> from topo.training.parallel import make_layout
 >>> from topo.training.model import load_model
 >>> from topo.training.step import evaluate
 >>> f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))

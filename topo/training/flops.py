@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .layout import Layout
+from .parallel import ParallelLayout
 from .model import ModelSpec
 
 __all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
@@ -63,7 +63,7 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
                       moe_fraction=model.num_moe_layers / model.layers)
 
 
-def model_flops_per_step(model: ModelSpec, lay: Layout, convention: str = "6n") -> float:
+def model_flops_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
     """FLOPs one step counts under ``convention`` (``megatron`` or ``6n``) for the whole global batch."""
     seq = lay.seq_len or model.seq_len
     tokens = lay.global_batch * seq
@@ -93,7 +93,7 @@ class StageFlops:
         return self.forward + self.backward + self.recompute
 
 
-def stage_flops(model: ModelSpec, lay: Layout) -> StageFlops:
+def stage_flops(model: ModelSpec, lay: ParallelLayout) -> StageFlops:
     """Layers split as evenly as possible over ``pp`` stages (the first stages take the extra ones); the logits
     run on the last stage; the busiest stage sets the pipeline's pace. In an MoE model the busiest stage is
     taken to hold MoE layers only (as many as there are). Work splits evenly over tp x cp."""

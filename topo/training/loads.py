@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..fabric.fabric import Fabric
 from .comm import CommEngine
-from .layout import Layout
+from .parallel import ParallelLayout
 from .mapping import map_layout
 from .model import ModelSpec
 from .step import step_traffic
@@ -19,7 +19,7 @@ from .step import step_traffic
 __all__ = ["tier_loads"]
 
 
-def tier_loads(fabric: Fabric, model: ModelSpec, lay: Layout, engine: CommEngine | None = None) -> pd.DataFrame:
+def tier_loads(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, engine: CommEngine | None = None) -> pd.DataFrame:
     """One row per (dimension, level): ``bytes_per_step`` over all directed links of the level, the busiest
     link's bytes (``max_link_bytes_per_step``) and the number of links that carry any."""
     engine = engine or CommEngine(fabric)

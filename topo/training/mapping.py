@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TopoError
-from .layout import Layout
+from .parallel import ParallelLayout
 
 __all__ = ["Mapping", "map_layout"]
 
@@ -48,7 +48,7 @@ class Mapping:
         return int(np.unique(g // self.gpus_per_domain).size)
 
 
-def map_layout(lay: Layout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
+def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
     """Lay ``lay``'s dimensions onto GPU ids in its rank order."""
     n = lay.gpus
     if lay.first_gpu + n > num_fabric_gpus:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .layout import Layout
+from .parallel import ParallelLayout
 from .model import ModelSpec
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu"]
@@ -61,7 +61,7 @@ class MemoryBreakdown:
         return d
 
 
-def params_per_gpu(model: ModelSpec, lay: Layout) -> tuple[float, float]:
+def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]:
     """(dense, expert) parameters one GPU of the busiest stage holds, before any ZeRO sharding: the first
     stage's layer count and embedding, with as many MoE layers as fit in it."""
     layers = math.ceil(model.layers / lay.pp)
@@ -77,7 +77,7 @@ def params_per_gpu(model: ModelSpec, lay: Layout) -> tuple[float, float]:
     return dense, expert
 
 
-def activation_bytes_per_layer(model: ModelSpec, lay: Layout) -> float:
+def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
     """One layer, one micro-batch, on one GPU (Korthikanti et al. 2022, generalized as the module says)."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     b, h, t = lay.micro_batch, model.hidden, lay.tp
@@ -105,7 +105,7 @@ def activation_bytes_per_layer(model: ModelSpec, lay: Layout) -> float:
     return sbh * (rep + (linear - rep) / t + scores / t)
 
 
-def memory_per_gpu(model: ModelSpec, lay: Layout, capacity_bytes: float) -> MemoryBreakdown:
+def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
     dense, expert = params_per_gpu(model, lay)
     dp, edp = lay.dp, lay.dp // lay.ep
     z = lay.zero_stage

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..fabric.builders import build_fabric
 from ..errors import TopoError
-from .layout import load_layout, make_layout
+from .parallel import load_layout, make_layout
 from .model import load_model
 from .step import evaluate
 

@@ -19,7 +19,7 @@ from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from .comm import CommEngine
 from .gpus import gpu_compute
-from .layout import DEFAULT_ORDER, Layout, check_layout
+from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
 from .model import ModelSpec
 from .result import SearchResult
@@ -40,7 +40,7 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
                       cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), **fixed):
-    """Yield (Layout or None, reason) for every combination; None when a divisibility rule fails."""
+    """Yield (ParallelLayout or None, reason) for every combination; None when a divisibility rule fails."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     for tp in _pow2_upto(min(gpus_per_domain, gpus)):
@@ -57,7 +57,7 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                     if rc == "selective" and fixed.get("flash_attention", True):
                         continue  # fused attention already drops what selective recomputation drops
                     try:
-                        lay = Layout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, vpp=vpp, micro_batch=mb,
+                        lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, vpp=vpp, micro_batch=mb,
                                      global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
                                      rank_order=ro, **fixed)
                         check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
@@ -80,7 +80,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     cap = gpu_compute(spec.gpu, efficiency).memory_bytes
     engine = engine or CommEngine(fabric)
     considered = invalid = too_big = 0
-    fitting: list[Layout] = []
+    fitting: list[ParallelLayout] = []
     closest = None
     for lay, _why in candidate_layouts(model, gpus, global_batch, gpus_per_domain=spec.gpus_per_domain,
                                        **options):

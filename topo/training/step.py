@@ -33,7 +33,7 @@ from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step, stage_flops
 from .gpus import gpu_compute
-from .layout import Layout, check_layout
+from .parallel import ParallelLayout, check_layout
 from .mapping import map_layout
 from .memory import memory_per_gpu, params_per_gpu
 from .model import ModelSpec
@@ -44,7 +44,7 @@ __all__ = ["evaluate", "step_traffic"]
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
 
-def step_traffic(model: ModelSpec, lay: Layout) -> list[dict]:
+def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls."""
     seq = lay.seq_len or model.seq_len
     s_cp = seq / lay.cp
@@ -98,7 +98,7 @@ def step_traffic(model: ModelSpec, lay: Layout) -> list[dict]:
     return out
 
 
-def evaluate(fabric: Fabric, model: ModelSpec, lay: Layout, *, engine: CommEngine | None = None,
+def evaluate(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
              convention: str = "6n", efficiency: float | None = None, check: bool = True) -> StepResult:
     """Estimate one training step of ``model`` laid out as ``lay`` on ``fabric``."""
     spec = fabric.spec
@@ -167,7 +167,8 @@ def evaluate(fabric: Fabric, model: ModelSpec, lay: Layout, *, engine: CommEngin
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes)
 
 
-def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, t_f: float, t_bwd: float, lay: Layout) -> float:
+def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, t_f: float, t_bwd: float,
+                lay: ParallelLayout) -> float:
     """The overlap rule of data parallelism (see the module docstring)."""
     calls = item["calls"]
     if not lay.overlap_dp:

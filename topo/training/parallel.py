@@ -20,7 +20,8 @@ from ..errors import TopoError
 from ..units import format_count
 from .model import ModelSpec, validation_error
 
-__all__ = ["Layout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE",
+           "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -29,7 +30,7 @@ RECOMPUTE = ("none", "selective", "full")
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
-class Layout(BaseModel):
+class ParallelLayout(BaseModel):
     """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -107,17 +108,17 @@ class Layout(BaseModel):
         return " ".join(parts or ["dp=1"]) + f" mb={self.micro_batch} {self.recompute} {self.dp_sharding}"
 
 
-def make_layout(source: str = "layout", **kw) -> Layout:
-    """A Layout from keyword values; bad values raise TopoError keyed by the option."""
+def make_layout(source: str = "layout", **kw) -> ParallelLayout:
+    """A ParallelLayout from keyword values; bad values raise TopoError keyed by the option."""
     try:
-        return Layout.model_validate({k: v for k, v in kw.items() if v is not None})
+        return ParallelLayout.model_validate({k: v for k, v in kw.items() if v is not None})
     except ValidationError as exc:
-        raise validation_error(exc, source, Layout) from None
+        raise validation_error(exc, source, ParallelLayout) from None
 
 
-def load_layout(path, **overrides) -> Layout:
-    """A Layout from a TOML file (keys as :class:`Layout`'s fields), with keyword ``overrides`` on top; bad values
-    raise TopoError naming the file and the key."""
+def load_layout(path, **overrides) -> ParallelLayout:
+    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on
+    top; bad values raise TopoError naming the file and the key."""
     import tomllib
     from pathlib import Path
 
@@ -132,7 +133,7 @@ def load_layout(path, **overrides) -> Layout:
     return make_layout(source=str(path), **data)
 
 
-def check_layout(model: ModelSpec, lay: Layout, *, gpus: int | None = None, gpus_per_domain: int | None = None,
+def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = None, gpus_per_domain: int | None = None,
                  source: str = "layout") -> None:
     """Raise TopoError (keyed by option) if ``lay`` cannot run ``model`` on ``gpus`` GPUs."""
     def bad(key, msg):
