@@ -65,7 +65,7 @@ def main() -> None:
     import topo
     from topo.training.comm import CommEngine
     from topo.training.model import load_model
-    from topo.training.step import evaluate
+    from topo.training.step import estimate_step
 
     t0 = time.perf_counter()
     rows = list(csv.DictReader(open(ROOT / "data" / "reference" / "training_runs.csv")))
@@ -80,7 +80,7 @@ def main() -> None:
 
     def predict(s, eff):
         row, model, spec, conv, lay, gen = s
-        return evaluate(fabrics[spec], model, lay, engine=engines[spec], convention=conv, efficiency=eff)
+        return estimate_step(fabrics[spec], model, lay, engine=engines[spec], convention=conv, efficiency=eff)
 
     fitted = {}
     for gen, ids in FIT.items():
@@ -124,7 +124,7 @@ def main() -> None:
         from topo.training.parallel import make_layout
 
         f = topo.build_fabric(topo.load_spec(x["spec"], x["overrides"]))
-        r = evaluate(f, load_model(x["model"]), make_layout(**x["layout"]))
+        r = estimate_step(f, load_model(x["model"]), make_layout(**x["layout"]))
         pub = x["published_tokens_per_s"]
         extra_lines.append(f"| {x['run']} | {x['model']} | pp16 dp128 ep64 fp8 | {pub / 1e6:.2f}M | "
                            f"{r.tokens_per_s / 1e6:.2f}M | {r.tokens_per_s / pub - 1:+.1%} |")

@@ -9,14 +9,14 @@ from conftest import run_cli
 from topo.training.parallel import make_layout
 from topo.training.mfu import parse_layout, predict_mfu
 from topo.training.model import load_model
-from topo.training.step import evaluate
+from topo.training.step import estimate_step
 
 LAYOUT = "tp=8,pp=4,dp=3136,global_batch=12544"
 
 
 def test_plan_takes_the_mfu_of_the_training_step():
     spec = topo.load_spec()
-    step = evaluate(topo.build_fabric(spec), load_model("llama3-70b"),
+    step = estimate_step(topo.build_fabric(spec), load_model("llama3-70b"),
                     make_layout(tp=8, pp=4, dp=3136, global_batch=12544))
     mfu, precision, params = predict_mfu(spec, "llama3-70b", LAYOUT)
     assert mfu == pytest.approx(step.mfu, rel=1e-12) and precision == "bf16"

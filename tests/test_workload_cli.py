@@ -7,7 +7,7 @@ import pytest
 import topo
 from topo.training.parallel import make_layout
 from topo.training.model import load_model
-from topo.training.step import evaluate
+from topo.training.step import estimate_step
 
 from conftest import run_cli
 
@@ -21,7 +21,7 @@ def test_json_contract_equals_library():
     for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
               "breakdown_s", "bound_by"):
         assert k in d
-    lib = evaluate(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("llama3-70b"),
+    lib = estimate_step(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("llama3-70b"),
                    make_layout(tp=8, pp=4, dp=32, global_batch=256))
     assert d["step_time_s"] == pytest.approx(lib.step_time_s, rel=1e-9)
     assert set(d["breakdown_s"]) == {"compute", "bubble", "tp", "cp", "pp", "dp", "ep"}

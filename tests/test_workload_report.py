@@ -4,29 +4,29 @@ import pytest
 
 import topo
 from conftest import run_cli
-from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
+from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_bytes_figure, train_figures
 from topo.training.comm import CommEngine
 from topo.training.parallel import make_layout
-from topo.training.loads import tier_loads
+from topo.training.tier_bytes import tier_bytes
 from topo.training.model import load_model
-from topo.training.step import evaluate
+from topo.training.step import estimate_step
 
 
-def test_figures_and_tier_loads():
+def test_figures_and_tier_bytes():
     f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     m = load_model("llama3-8b")
     lay = make_layout(tp=8, pp=2, dp=64, global_batch=256)
     eng = CommEngine(f)
-    r = evaluate(f, m, lay, engine=eng)
+    r = estimate_step(f, m, lay, engine=eng)
     fig = step_breakdown_figure([r])
     assert sum(t.x[0] for t in fig.data) == pytest.approx(r.step_time_s)
     mem = memory_figure([r])
     assert sum(t.x[0] for t in mem.data if t.type == "bar") * 1e9 == pytest.approx(r.memory_per_gpu_bytes)
-    loads = tier_loads(f, m, lay, eng)
+    loads = tier_bytes(f, m, lay, eng)
     tp = loads[loads["dim"] == "tp"]
     assert set(tp["level"]) == {"nvlink"}  # TP stays inside the NVLink domain
     assert (loads[loads["dim"] == "dp"]["level"] != "nvlink").any()  # DP reaches the network
-    assert len(train_figures([r], loads)) == 3 and tier_loads_figure(loads).data
+    assert len(train_figures([r], loads)) == 3 and tier_bytes_figure(loads).data
 
 
 def test_report_has_the_training_job_section(tmp_path):

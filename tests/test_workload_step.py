@@ -9,7 +9,7 @@ from topo.training.comm import CommEngine
 from topo.training.parallel import make_layout
 from topo.training.model import load_model
 from topo.training.search import search_layouts
-from topo.training.step import evaluate
+from topo.training.step import estimate_step
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_adapter_matches_the_engine(fabric):
 def test_breakdown_adds_up_and_bubble(fabric):
     m = load_model("llama3-70b")
     lay = make_layout(tp=8, pp=4, dp=32, vpp=2, global_batch=256, overlap_pp=True)
-    r = evaluate(fabric, m, lay)
+    r = estimate_step(fabric, m, lay)
     assert r.step_time_s == pytest.approx(sum(r.breakdown_s.values()))
     mcount = lay.microbatches
     per_mb = (r.breakdown_s["compute"] + r.breakdown_s["tp"] + r.breakdown_s["cp"] + r.breakdown_s["ep"]) / mcount
@@ -43,23 +43,23 @@ def test_breakdown_adds_up_and_bubble(fabric):
     assert r.breakdown_s["bubble"] == pytest.approx((4 - 1) / 2 * per_mb)
     assert r.tokens_per_s == pytest.approx(256 * m.seq_len / r.step_time_s)
     assert r.mfu == pytest.approx(r.tflops_per_gpu / 989)
-    no_pp = evaluate(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
+    no_pp = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
     assert no_pp.breakdown_s["bubble"] == 0 and no_pp.breakdown_s["pp"] == 0
 
 
 def test_overlap_rules_switch(fabric):
     m = load_model("llama3-8b")
-    on = evaluate(fabric, m, make_layout(tp=2, dp=512, global_batch=512, dp_sharding="none"))
-    off = evaluate(fabric, m, make_layout(tp=2, dp=512, global_batch=512, dp_sharding="none", overlap_dp=False))
+    on = estimate_step(fabric, m, make_layout(tp=2, dp=512, global_batch=512, dp_sharding="none"))
+    off = estimate_step(fabric, m, make_layout(tp=2, dp=512, global_batch=512, dp_sharding="none", overlap_dp=False))
     dp = next(c for c in off.comm if c.dim == "dp")
     assert off.breakdown_s["dp"] == pytest.approx(dp.time_s)  # not overlapped: the whole all-reduce
     assert on.breakdown_s["dp"] < off.breakdown_s["dp"]
-    tp_on = evaluate(fabric, m, make_layout(tp=2, dp=512, global_batch=512, overlap_tp=True))
+    tp_on = estimate_step(fabric, m, make_layout(tp=2, dp=512, global_batch=512, overlap_tp=True))
     assert tp_on.breakdown_s["tp"] < on.breakdown_s["tp"]
 
 
 def test_dp_bound_by_network_tp_by_nvlink(fabric):
-    r = evaluate(fabric, load_model("llama3-70b"), make_layout(tp=8, dp=128, global_batch=256))
+    r = estimate_step(fabric, load_model("llama3-70b"), make_layout(tp=8, dp=128, global_batch=256))
     b = r.bound_by()
     assert b["tp"]["level"] == "nvlink"
     assert b["dp"]["level"] != "nvlink"
@@ -84,7 +84,7 @@ def test_message_sizes_ep_cp_tp(fabric):
     # combine, forward and backward); the busiest stage of 61 layers over 16 stages holds 4 MoE layers
     m = load_model("deepseek-v3-671b")
     lay = make_layout(pp=16, dp=64, ep=64, global_batch=1024)
-    r = evaluate(fabric, m, lay)
+    r = estimate_step(fabric, m, lay)
     ep = next(c for c in r.comm if c.dim == "ep")
     assert ep.size_bytes == m.seq_len * 8 * m.hidden * 2
     assert ep.calls_per_step == lay.microbatches * 4 * 4
@@ -93,7 +93,7 @@ def test_message_sizes_ep_cp_tp(fabric):
     # CP (Llama 3 405B, GQA): all-gather of the full sequence's K and V, this TP rank's KV heads
     m = load_model("llama3-405b")
     lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072)
-    r = evaluate(fabric, m, lay, check=False)
+    r = estimate_step(fabric, m, lay, check=False)
     cp = [c for c in r.comm if c.dim == "cp"]
     assert {c.collective for c in cp} == {"all_gather", "reduce_scatter"}
     assert cp[0].size_bytes == 131072 * 2 * (8 // 8) * 128 * 2
@@ -105,8 +105,8 @@ def test_message_sizes_ep_cp_tp(fabric):
 
 def test_precision_and_time_to_train(fabric):
     m = load_model("llama3-8b")
-    bf16 = evaluate(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
-    fp8 = evaluate(fabric, m, make_layout(tp=8, dp=128, global_batch=256, precision="fp8"))
+    bf16 = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
+    fp8 = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256, precision="fp8"))
     # H100 dense peaks (data/reference/planner.md): BF16 989, FP8 1,979 TFLOP/s; MFU is against the one used
     assert bf16.peak_flops_per_gpu == 989e12 and fp8.peak_flops_per_gpu == 1979e12
     assert fp8.breakdown_s["compute"] == pytest.approx(bf16.breakdown_s["compute"] * 989 / 1979)
@@ -115,5 +115,5 @@ def test_precision_and_time_to_train(fabric):
     assert frame["time_s"].sum() == pytest.approx(bf16.step_time_s) and frame["share"].sum() == pytest.approx(1)
     a100 = topo.build_fabric(topo.load_spec("dgx-a100-superpod"))
     with pytest.raises(topo.TopoError) as e:
-        evaluate(a100, m, make_layout(tp=8, dp=8, global_batch=64, precision="fp8"))
+        estimate_step(a100, m, make_layout(tp=8, dp=8, global_batch=64, precision="fp8"))
     assert e.value.key == "precision"

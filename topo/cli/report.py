@@ -149,12 +149,12 @@ def _trains(job, reports):
     """The training job on every report's fabric: step results and the bytes per tier."""
     import pandas as pd
 
-    from ..training.loads import tier_loads
-    from ..training.step import evaluate
+    from ..training.tier_bytes import tier_bytes
+    from ..training.step import estimate_step
 
     model, lay = job
     results, frames = [], []
     for r in reports:
-        results.append(evaluate(r.fabric, model, lay))
-        frames.append(tier_loads(r.fabric, model, lay))
+        results.append(estimate_step(r.fabric, model, lay))
+        frames.append(tier_bytes(r.fabric, model, lay))
     return results, pd.concat(frames, ignore_index=True)

@@ -8,7 +8,7 @@ from ..training.flops import CONVENTIONS
 from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
-from ..training.step import evaluate
+from ..training.step import estimate_step
 from .common import add_spec_arguments, fabric_from_args
 from .output import emit, emit_json, table
 
@@ -81,7 +81,7 @@ def run(args) -> int:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
-        return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+        return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
     if args.global_batch is None:
         raise TopoError("is required: sequences per optimizer step", key="global_batch")
     if args.search:
@@ -114,7 +114,7 @@ def run(args) -> int:
         sizes["dp"] = gpus // known
     lay = make_layout(global_batch=args.global_batch, **sizes, **common)
     check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
-    return _finish(args, evaluate(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+    return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
 
 
 def _finish(args, r) -> int:

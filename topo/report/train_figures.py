@@ -1,15 +1,15 @@
 """Report figures of a training job (``topo train``): step-time breakdown, memory per GPU, link loads per tier.
 
-Each function draws what the library's results hold (:class:`topo.workload.result.StepResult`, the frame of
-:func:`topo.workload.loads.tier_loads`) and computes no time or load itself. Several results (layouts, or one
+Each function draws what the library's results hold (:class:`topo.training.result.StepResult`, the frame of
+:func:`topo.training.tier_bytes.tier_bytes`) and computes no time or load itself. Several results (layouts, or one
 layout on several fabrics) become bars side by side.
 
 >>> import topo
 >>> from topo.training.parallel import make_layout
 >>> from topo.training.model import load_model
->>> from topo.training.step import evaluate
+>>> from topo.training.step import estimate_step
 >>> f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
->>> r = evaluate(f, load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=256))
+>>> r = estimate_step(f, load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=256))
 >>> [t.name for t in step_breakdown_figure([r]).data][:3]
 ['compute', 'bubble', 'tp']
 """
@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from ..training.result import BREAKDOWN_KEYS, StepResult
 from .style import ALERT_COLOR, base_layout, esc
 
-__all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "train_figures", "train_section"]
+__all__ = ["step_breakdown_figure", "memory_figure", "tier_bytes_figure", "train_figures", "train_section"]
 
 _COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
            "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
@@ -69,9 +69,9 @@ def memory_figure(results: Sequence[StepResult]) -> go.Figure:
     return fig
 
 
-def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
+def tier_bytes_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
     """Grouped bars: bytes per step on each link level, one colour per parallel dimension (the frame of
-    :func:`topo.workload.loads.tier_loads`)."""
+    :func:`topo.training.tier_bytes.tier_bytes`)."""
     fig = go.Figure()
     levels = list(dict.fromkeys(loads["level"]))
     for dim, part in loads.groupby("dim", sort=False):
@@ -91,13 +91,14 @@ def train_figures(results: Sequence[StepResult], loads=None) -> list[go.Figure]:
     """The report section's figures, in order."""
     figs = [step_breakdown_figure(results), memory_figure(results)]
     if loads is not None and len(loads):
-        figs.append(tier_loads_figure(loads))
+        figs.append(tier_bytes_figure(loads))
     return figs
 
 
 def train_section(results: Sequence[StepResult], loads, div) -> str:
     """The report's "Training job" section (``topo report --train M --layout L``): ``div(figure, kind)`` places
-    a figure (the page's own helper); ``loads`` is the concatenated :func:`topo.workload.loads.tier_loads` frame."""
+    a figure (the page's own helper); ``loads`` is the concatenated
+    :func:`topo.training.tier_bytes.tier_bytes` frame."""
     import html
 
     e = html.escape

@@ -9,7 +9,7 @@ from ..fabric.builders import build_fabric
 from ..errors import TopoError
 from .parallel import load_layout, make_layout
 from .model import load_model
-from .step import evaluate
+from .step import estimate_step
 
 __all__ = ["predict_mfu", "parse_layout"]
 
@@ -34,13 +34,13 @@ def parse_layout(text: str):
 
 def predict_mfu(spec, model: str, layout: str) -> tuple[float, str, float]:
     """``(MFU, precision, parameters)`` of ``model`` laid out as ``layout`` on the cluster of ``spec``: one
-    training step through :func:`topo.workload.step.evaluate`; MFU counts 6N + attention (as Llama 3 does)
+    training step through :func:`topo.training.step.estimate_step`; MFU counts 6N + attention (as Llama 3 does)
     against the GPU's peak at the layout's precision."""
     if not model or not layout:
         raise TopoError("give both a model and a layout (e.g. tp=8,pp=16,dp=64,global_batch=2048)", key="model")
     m = load_model(model)
     lay = parse_layout(layout)
-    result = evaluate(build_fabric(spec), m, lay)
+    result = estimate_step(build_fabric(spec), m, lay)
     if not result.fits:
         raise TopoError(f"{model} with this layout does not fit in GPU memory; the MFU of a run that cannot start "
                         "is not a planning figure", key="layout")

@@ -6,8 +6,8 @@ a mixture of experts (``[moe]``: experts, active experts per token, shared exper
 leading layers stay dense). Every bundled file cites its source; unpublished figures say so in ``status``.
 
 Parameter counts (weights only; biases and norm gains are counted as 2 h per layer, embeddings as V h, the
-output projection as another V h unless tied) are what FLOPs (:mod:`topo.workload.flops`) and memory
-(:mod:`topo.workload.memory`) are built on.
+output projection as another V h unless tied) are what FLOPs (:mod:`topo.training.flops`) and memory
+(:mod:`topo.training.memory`) are built on.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the experts), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (n
 sharding modes and the rank orders given (e.g. ``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp`` shows
 what keeping data parallelism inside a pod buys). A layout that breaks a divisibility rule is skipped; one that does not fit in memory is
 counted and dropped before any communication is estimated (memory is closed-form and cheap). The rest are
-evaluated with one shared :class:`~topo.workload.comm.CommEngine`, whose cache makes layouts that share a group
+evaluated with one shared :class:`~topo.training.comm.CommEngine`, whose cache makes layouts that share a group
 matrix (all with the same tp, or the same dp groups) cost one engine call between them.
 """
 
@@ -23,7 +23,7 @@ from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
 from .model import ModelSpec
 from .result import SearchResult
-from .step import evaluate
+from .step import estimate_step
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -105,7 +105,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         f"{cap / 1e9:.0f} GB of a {spec.gpu}", key="model")
     if max_layouts is not None:
         fitting = fitting[:max_layouts]
-    results = [evaluate(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
+    results = [estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
                         check=False) for lay in fitting]
     results.sort(key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))  # ties: less memory first
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,

@@ -4,7 +4,7 @@
 pipeline stage, with ``m`` micro-batches per step:
 
 - compute: ``m x (forward + backward + recomputation)`` executed FLOPs per GPU / (peak x efficiency)
-  (:mod:`topo.workload.flops`, :mod:`topo.workload.gpus`);
+  (:mod:`topo.training.flops`, :mod:`topo.training.gpus`);
 - bubble: ``(p - 1) / (m v)`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2);
 - TP per layer and micro-batch: with sequence parallelism 2 all-gathers + 2 reduce-scatters forward and the same
@@ -22,7 +22,7 @@ pipeline stage, with ``m`` micro-batches per step:
 - EP per MoE layer and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending
   its tokens x top-k x h x 2 bytes; hidden behind the experts' compute as far as it fits when ``overlap_ep``.
 
-Every collective runs on all of its dimension's groups at once through :mod:`topo.workload.comm`.
+Every collective runs on all of its dimension's groups at once through :mod:`topo.training.comm`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .memory import memory_per_gpu, params_per_gpu
 from .model import ModelSpec
 from .result import DimensionComm, StepResult
 
-__all__ = ["evaluate", "step_traffic"]
+__all__ = ["estimate_step", "step_traffic"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -98,8 +98,8 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     return out
 
 
-def evaluate(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
-             convention: str = "6n", efficiency: float | None = None, check: bool = True) -> StepResult:
+def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
+                  convention: str = "6n", efficiency: float | None = None, check: bool = True) -> StepResult:
     """Estimate one training step of ``model`` laid out as ``lay`` on ``fabric``."""
     spec = fabric.spec
     if check:

@@ -1,7 +1,7 @@
 """The links a training step loads: bytes per step per link level (tier) and per dimension.
 
-Each collective of the step (:func:`topo.workload.step.step_traffic`) contributes its engine link loads (every
-group at once, :meth:`topo.workload.comm.CommEngine.link_loads`) times its calls per step. The result is data
+Each collective of the step (:func:`topo.training.step.step_traffic`) contributes its engine link loads (every
+group at once, :meth:`topo.training.comm.CommEngine.link_loads`) times its calls per step. The result is data
 for the report (bars per tier) and for a user asking which tier carries DP's bytes.
 """
 
@@ -16,10 +16,10 @@ from .mapping import map_layout
 from .model import ModelSpec
 from .step import step_traffic
 
-__all__ = ["tier_loads"]
+__all__ = ["tier_bytes"]
 
 
-def tier_loads(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, engine: CommEngine | None = None) -> pd.DataFrame:
+def tier_bytes(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, engine: CommEngine | None = None) -> pd.DataFrame:
     """One row per (dimension, level): ``bytes_per_step`` over all directed links of the level, the busiest
     link's bytes (``max_link_bytes_per_step``) and the number of links that carry any."""
     engine = engine or CommEngine(fabric)
