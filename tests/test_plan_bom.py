@@ -11,7 +11,7 @@ from topo.errors import TopoError
 from topo.fabric.fabric import LEVEL_NIC
 from topo.plan import load_catalog, plan
 from topo.plan.bom import bill_of_materials
-from topo.plan.layout import floor_plan
+from topo.plan.floor import floor_plan
 from conftest import spec_dict, tier
 
 

@@ -54,10 +54,10 @@ def test_model_needs_a_layout():
 
 
 def test_comparison_frame_has_one_column_per_design():
-    from topo.plan import compare
+    from topo.plan import compare_designs
 
-    c = compare(["dgx-h100-superpod", "rail-only-h100-16k"], collectives=False)
+    c = compare_designs(["dgx-h100-superpod", "rail-only-h100-16k"], collectives=False)
     f = c.to_frame()
     assert list(f.columns) == ["dgx-h100-superpod", "rail-only-h100-16k"]
     assert f.loc["transceivers", "dgx-h100-superpod"] == c.plans[0].bom.num_transceivers
-    assert c.plans[1].to_frame().loc[0, "capex_usd"] == c.plans[1].cost.capex_usd
+    assert c.plans[1].to_frame().loc[0, "capex_usd"] == c.plans[1].capex.capex_usd

@@ -21,7 +21,7 @@ def test_every_bundled_spec_plans(name):
     assert r.num_gpus > 0
     assert r.power.it_power_W > r.power.gpu_W > 0
     assert r.power.facility_power_W >= r.power.it_power_W
-    assert r.cost.capex_usd > r.cost.servers_usd > 0 and r.cost.network_capex_usd > 0
+    assert r.capex.capex_usd > r.capex.servers_usd > 0 and r.capex.network_capex_usd > 0
     assert r.bom.num_transceivers > 0 and r.bom.num_switches > 0
     assert r.floor["rack_load_W"] <= r.floor["rack_power_W"]
     assert r.compute.flop > 0

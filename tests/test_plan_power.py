@@ -55,7 +55,7 @@ def test_default_cluster_needs_more_than_150_MW_and_4_billion_usd_of_servers(def
     assert "more than 150 MW" in _line(reference, 15) and "more than $4 billion" in _line(reference, 18)
     r = default_plan
     assert r.power.facility_power_W > 150e6
-    assert r.cost.servers_usd > 4e9 and r.cost.servers_usd / r.num_gpus >= 40e3
+    assert r.capex.servers_usd > 4e9 and r.capex.servers_usd / r.num_gpus >= 40e3
     assert r.power.energy_per_year_Wh == pytest.approx(r.power.facility_power_W * 8760)
     assert r.power.energy_cost_per_year_usd == pytest.approx(r.power.energy_per_year_Wh / 1e3 * 0.078)
 
@@ -71,7 +71,7 @@ def test_switch_power_with_its_optics_stays_within_the_published_figure(referenc
 
 
 def test_capex_adds_up_and_network_share(default_plan):
-    c = default_plan.cost
+    c = default_plan.capex
     bom = default_plan.bom
     assert c.switches_usd == sum(s.count * s.price_usd_each for s in bom.switches)
     assert c.network_capex_usd == pytest.approx(c.switches_usd + c.optics_usd + c.cables_usd)
@@ -79,4 +79,4 @@ def test_capex_adds_up_and_network_share(default_plan):
     assert c.network_share == pytest.approx(c.network_capex_usd / c.capex_usd)
     # a price override moves exactly its line
     r2 = plan(layers=[("t", {"switches": {"QM9700": {"price_usd": 0}}})], collectives=False)
-    assert r2.cost.switches_usd == 0 and r2.cost.optics_usd == c.optics_usd
+    assert r2.capex.switches_usd == 0 and r2.capex.optics_usd == c.optics_usd

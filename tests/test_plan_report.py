@@ -19,7 +19,7 @@ def test_stacked_bars_hold_the_breakdowns(two):
     total = [sum(t.y[i] for t in fig.data) for i in range(2)]
     assert total == pytest.approx([r.power.facility_power_W / 1e6 for r in two])
     fig = P.cost_figure(two)
-    assert [sum(t.y[i] for t in fig.data) for i in range(2)] == pytest.approx([r.cost.capex_usd / 1e6 for r in two])
+    assert [sum(t.y[i] for t in fig.data) for i in range(2)] == pytest.approx([r.capex.capex_usd / 1e6 for r in two])
 
 
 def test_goodput_curve_peaks_at_youngs_interval(two):

@@ -4,7 +4,7 @@ side."""
 from __future__ import annotations
 
 from ..errors import TopoError
-from ..plan import Comparison, PlanResult, plan
+from ..plan import DesignComparison, PlanResult, plan
 from ..units import format_bandwidth, format_count, format_time
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, table
@@ -62,7 +62,7 @@ def run(args) -> int:
     results = [plan(fabric_from_args(args, n), layers=layers, plan_file=args.plan_file,
                     collectives=not args.no_collectives) for n in names]
     if args.json:
-        emit_json(results[0].to_dict() if len(results) == 1 else Comparison(results).to_dict())
+        emit_json(results[0].to_dict() if len(results) == 1 else DesignComparison(results).to_dict())
     elif len(results) == 1:
         emit(render(results[0]))
     else:
@@ -83,7 +83,7 @@ def _t(x) -> str:
 
 
 def render(r: PlanResult) -> str:
-    p, c, k, rel, n, fl = r.power, r.cost, r.compute, r.reliability, r.network, r.floor
+    p, c, k, rel, n, fl = r.power, r.capex, r.compute, r.reliability, r.network, r.floor
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
     out.append(f"floor     {format_count(fl['server_racks'])} server racks of {fl['servers_per_rack']} "
                f"({fl['rack_load_W'] / 1e3:.1f} of {fl['rack_power_W'] / 1e3:.0f} kW), "

@@ -8,7 +8,7 @@ energy, cost, compute, failures and goodput; designs side by side.
 """
 
 from .catalog import Catalog, load_catalog
-from .planner import compare, plan, read_plan_file
-from .result import Comparison, PlanResult
+from .planner import compare_designs, plan, read_plan_file
+from .result import DesignComparison, PlanResult
 
-__all__ = ["plan", "compare", "read_plan_file", "load_catalog", "Catalog", "PlanResult", "Comparison"]
+__all__ = ["plan", "compare_designs", "read_plan_file", "load_catalog", "Catalog", "PlanResult", "DesignComparison"]

@@ -1,6 +1,6 @@
 """The bill of materials: switches by model, transceivers by type, cables by type and length class.
 
-Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.layout`):
+Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.floor`):
 
 - every scale-out link (NIC-leaf, leaf-spine, spine-core) is one cable: copper (DAC) when short enough, else a
   fibre with a transceiver at each end;
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import Catalog
-from .layout import Floor
+from .floor import Floor
 
 __all__ = ["BillOfMaterials", "SwitchLine", "TransceiverLine", "CableLine", "bill_of_materials", "LENGTH_CLASSES_M",
            "logical_tiers"]

@@ -143,7 +143,7 @@ class Facility(_Strict):
     capex_usd_per_W: Price
 
 
-class Layout(_Strict):
+class FloorLayout(_Strict):
     short_reach: Literal["transceivers", "aoc"] = "transceivers"
     servers_per_rack: _bounded(ge=1.0)
     rack_power_W: Positive
@@ -195,7 +195,7 @@ class Catalog(_Strict):
     transceivers: dict[str, Transceiver]
     cables: dict[str, Cable]
     facility: Facility
-    layout: Layout
+    layout: FloorLayout
     reliability: Reliability
     workload: Workload
     versions: dict[str, str] = {}

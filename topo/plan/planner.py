@@ -19,14 +19,14 @@ from .blast import blast_radius, collective_times_with_failures
 from .bom import SwitchLine, bill_of_materials
 from .catalog import Catalog, load_catalog
 from .compute import compute_budget
-from .cost import cost_breakdown
-from .layout import floor_plan
+from .capex import capex_breakdown
+from .floor import floor_plan
 from .network import crosspod_collectives
 from .power import power_breakdown
 from .reliability import reliability
-from .result import Comparison, PlanResult
+from .result import DesignComparison, PlanResult
 
-__all__ = ["plan", "compare", "read_plan_file"]
+__all__ = ["plan", "compare_designs", "read_plan_file"]
 
 
 def read_plan_file(path: str | Path) -> tuple[str, dict]:
@@ -139,8 +139,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
         storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
-    cost = cost_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, pw.facility_power_W,
-                          fac.capex_usd_per_W.value)
+    capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, pw.facility_power_W,
+                            fac.capex_usd_per_W.value)
     ref = wl.reference
     ref_gpu = cat.gpu(ref.gpu)
     comp = compute_budget(
@@ -175,11 +175,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
     return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
-                      server_model=server_name, floor=floor.to_dict(), bom=bom, power=pw, cost=cost, compute=comp,
+                      server_model=server_name, floor=floor.to_dict(), bom=bom, power=pw, capex=capex, compute=comp,
                       reliability=relia, blast_radius=blast_radius(fabric), network=net, failure_impact=impact,
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
 
 
-def compare(specs: Sequence, **kwargs) -> Comparison:
+def compare_designs(specs: Sequence, **kwargs) -> DesignComparison:
     """Plan several designs with the same options (see :func:`plan`)."""
-    return Comparison([plan(s, **kwargs) for s in specs])
+    return DesignComparison([plan(s, **kwargs) for s in specs])

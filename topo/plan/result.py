@@ -1,4 +1,4 @@
-"""The result of planning one design (:class:`PlanResult`) and of comparing several (:class:`Comparison`)."""
+"""The result of planning one design (:class:`PlanResult`) and of comparing several (:class:`DesignComparison`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
-from .cost import CostBreakdown
+from .capex import Capex
 from .network import NetworkFigures
 from .power import PowerBreakdown
 from .reliability import Reliability
 
-__all__ = ["PlanResult", "Comparison"]
+__all__ = ["PlanResult", "DesignComparison"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PlanResult:
     floor: dict
     bom: BillOfMaterials
     power: PowerBreakdown
-    cost: CostBreakdown
+    capex: Capex
     compute: ComputeBudget
     reliability: Reliability
     blast_radius: list[BlastRadius]
@@ -40,7 +40,7 @@ class PlanResult:
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
-        p, c, n, r = self.power, self.cost, self.network, self.reliability
+        p, c, n, r = self.power, self.capex, self.network, self.reliability
         return {
             "name": self.name, "num_gpus": self.num_gpus, "switches": self.bom.num_switches,
             "transceivers": self.bom.num_transceivers, "cables": self.bom.num_cables,
@@ -67,7 +67,7 @@ class PlanResult:
             "transceivers": self.bom.num_transceivers, "peak_flops": self.compute.peak_flops,
             "goodput": self.reliability.goodput,
             "floor": self.floor, "bom": self.bom.to_dict(), "power": self.power.to_dict(),
-            "cost": self.cost.to_dict(), "compute": self.compute.to_dict(),
+            "capex": self.capex.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "assumptions": self.assumptions,
@@ -82,7 +82,7 @@ class PlanResult:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class DesignComparison:
     """Several designs side by side."""
 
     plans: list[PlanResult]

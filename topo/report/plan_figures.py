@@ -43,8 +43,8 @@ def cost_figure(results: Sequence[PlanResult]) -> go.Figure:
     """Capital cost by part, $M, one stacked bar per design (prices are catalog assumptions)."""
     names = [esc(r.name) for r in results]
     fig = go.Figure()
-    for i, part in enumerate(results[0].cost.parts()):
-        ys = [r.cost.parts()[part] / 1e6 for r in results]
+    for i, part in enumerate(results[0].capex.parts()):
+        ys = [r.capex.parts()[part] / 1e6 for r in results]
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
                              hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>"))
     fig.update_layout(**base_layout("Capex by part (prices are assumptions; override them)", height=420))

@@ -1,5 +1,5 @@
-"""Capital cost: servers, network (switches + optics + cables) and facility (per watt of facility power); per GPU
-and the network's share. Every price is a catalog assumption a user overrides."""
+"""Capital cost (capex): servers, network (switches + optics + cables) and facility (per watt of facility
+power); per GPU and the network's share. Every price is a catalog assumption a user overrides."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass
 
 from .bom import BillOfMaterials
 
-__all__ = ["CostBreakdown", "cost_breakdown"]
+__all__ = ["Capex", "capex_breakdown"]
 
 
 @dataclass(frozen=True)
-class CostBreakdown:
+class Capex:
     servers_usd: float
     switches_usd: float
     optics_usd: float
@@ -30,8 +30,8 @@ class CostBreakdown:
         return asdict(self)
 
 
-def cost_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom: BillOfMaterials,
-                   facility_power_W: float, facility_usd_per_W: float) -> CostBreakdown:
+def capex_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom: BillOfMaterials,
+                    facility_power_W: float, facility_usd_per_W: float) -> Capex:
     servers = num_servers * server_price_usd
     switches = sum(s.count * s.price_usd_each for s in bom.switches)
     optics = sum(t.count * t.price_usd_each for t in bom.transceivers)
@@ -39,6 +39,6 @@ def cost_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom
     network = switches + optics + cables
     facility = facility_power_W * facility_usd_per_W
     total = servers + network + facility
-    return CostBreakdown(servers_usd=servers, switches_usd=switches, optics_usd=optics, cables_usd=cables,
-                         network_capex_usd=network, facility_usd=facility, capex_usd=total,
-                         capex_per_gpu_usd=total / num_gpus, network_share=network / total if total else 0.0)
+    return Capex(servers_usd=servers, switches_usd=switches, optics_usd=optics, cables_usd=cables,
+                 network_capex_usd=network, facility_usd=facility, capex_usd=total,
+                 capex_per_gpu_usd=total / num_gpus, network_share=network / total if total else 0.0)
