@@ -19,7 +19,7 @@ from .build import SpecReport, build_reports, build_spec_report
 from .figures import (busbw_comparison, collective_curves, fabric_figure, inventory_figure, link_load_distribution,
                       link_load_heatmap, oversubscription_figure)
 from .html import render_page, write_page
-from .loads import LoadSummary, summarize_loads
+from .link_summary import LoadSummary, summarize_loads
 
 __all__ = ["build_reports", "build_spec_report", "SpecReport", "render_page", "write_page", "inventory_figure", "fabric_figure",
            "oversubscription_figure", "link_load_distribution", "link_load_heatmap", "collective_curves",

@@ -4,7 +4,7 @@ For each spec: the fabric and its inventory; then a data-parallel ``all_reduce``
 2, nccl-tests' default sweep) with ``algorithm="auto"`` on every GPU, and the same on one pod (the first pod's
 GPUs, packed; in a fabric of one pod, the first unit instead). Each scenario also estimates the algorithms NCCL
 does not choose among (hierarchical, halving-doubling, ...) for the curves, where they can run, and keeps the
-link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.loads.LoadSummary`.
+link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.link_summary.LoadSummary`.
 Nothing is recomputed here: every number comes from :func:`topo.estimate.estimate` and the inventory (and, with
 failed parts, :func:`topo.bisection.bisection` for the bisection without them).
 """
@@ -29,7 +29,7 @@ from ..spec.model import Spec
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import load_traffic
 from ..units import parse_size_bytes
-from .loads import LoadSummary, summarize_loads
+from .link_summary import LoadSummary, summarize_loads
 
 __all__ = ["Scenario", "MixScenario", "SpecReport", "build_spec_report", "build_reports", "DEFAULT_SIZES",
            "DEFAULT_LOAD_SIZE", "MIXES"]

@@ -1,7 +1,7 @@
 """The report's figures, one function each, for the HTML page and for Jupyter.
 
 Each takes the library's results (:class:`topo.Fabric`, :class:`topo.Inventory`, :class:`topo.results.EstimateResult`,
-a link-load frame or its :class:`~topo.report.loads.LoadSummary`) and returns a ``plotly.graph_objects.Figure``.
+a link-load frame or its :class:`~topo.report.link_summary.LoadSummary`) and returns a ``plotly.graph_objects.Figure``.
 None of them computes a load or a time: they draw what the results hold (busbw of a candidate curve is its time
 read through nccl-tests' bus-bandwidth factor, as the results' own rows are).
 
@@ -26,7 +26,7 @@ from ..fabric.inventory import Inventory, inventory
 from ..engine.results import EstimateResult
 from ..units import format_bandwidth, format_count, format_size, format_time
 from .fabric_layers import LayerDrawing, layer_drawing
-from .loads import LoadSummary, summarize_loads
+from .link_summary import LoadSummary, summarize_loads
 from .style import ALERT_COLOR, GPU_COLOR, base_layout, esc, level_color, size_ticks, tier_color
 
 __all__ = ["inventory_figure", "fabric_figure", "oversubscription_figure", "link_load_heatmap", "link_load_distribution",

@@ -88,7 +88,7 @@ class CommEngine:
 
     def link_loads(self, collective: str, groups: np.ndarray, size_bytes: float):
         """Per directed link bytes of one such collective at ``size_bytes`` (a pandas frame, as
-        :meth:`topo.results.EstimateResult.link_loads`)."""
+        :meth:`topo.engine.results.EstimateResult.link_loads`)."""
         ev = self._curve(collective, np.asarray(groups))
         t, name, *_ = ev.time(size_bytes)
         frame = LinkTable.of(self.fabric).frame(ev.link_bytes(size_bytes, name), t)
