@@ -21,8 +21,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..engine.estimate import estimate
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
+from .network import COLLECTIVE_SIZE
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
 
@@ -110,9 +112,6 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     """The 1 GiB all-reduce of :func:`topo.plan.network.crosspod_collectives` (every GPU of two pods, one
     communicator per GPU position; the whole cluster on a one-pod fabric) with the first NIC, leaf or spine failed
     (:meth:`topo.fabric.Fabric.with_failures`): its time, its slowdown and its new bottleneck."""
-    from ..engine.estimate import estimate
-    from .network import COLLECTIVE_SIZE
-
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)

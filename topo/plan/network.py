@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-
+from ..engine.estimate import estimate
 from ..fabric.fabric import Fabric
 
 __all__ = ["NetworkFigures", "crosspod_collectives", "COLLECTIVE_SIZE"]
@@ -44,8 +44,6 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     ar = a2a = None
     if collectives and L.num_pods >= 2:
-        from ..engine.estimate import estimate
-
         r = estimate(fabric, "all_reduce", COLLECTIVE_SIZE, gpus=2 * pod, groups=pod).results[0]
         ar = (2 * pod, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
         r = estimate(fabric, "alltoall", COLLECTIVE_SIZE, gpus=2 * pod).results[0]
