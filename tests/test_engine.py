@@ -30,11 +30,11 @@ def test_a_schedule_knows_no_links(pod):
     assert isinstance(t, Transfers)
     assert set(np.unique(t.src)) == set(range(16)) and set(np.unique(t.dst)) == set(range(16))
     # 8 channels (one per NIC) of 16 edges; each step moves S/(p*C) along every edge, 2(p-1) steps
-    assert t.num_flows == 8 * 16 and t.nbytes == pytest.approx(1 / 16 / 8)
+    assert t.num_flows == 8 * 16 and t.per_msg_byte == pytest.approx(1 / 16 / 8)
     assert s.phases[0].repeat == 2 * 15
     nv = build_schedule("nvls", "all_reduce", NodeShape.of(pod), place(pod, 8))
     (local,) = nv.phases[0].parts
-    assert isinstance(local, InSwitchReduce) and local.nbytes == pytest.approx(1 + 1 / 8)
+    assert isinstance(local, InSwitchReduce) and local.per_msg_byte == pytest.approx(1 + 1 / 8)
 
 
 def test_loads_of_two_schedules_add_up(pod):

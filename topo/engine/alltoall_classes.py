@@ -54,7 +54,7 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     N = L.nics_per_server
     k = max(1, N // L.gpus_per_server)  # NICs per GPU: the bytes of each pair are split over them
     K = router.subflows
-    member_bytes = float(a.nbytes) / k
+    member_bytes = float(a.per_msg_byte) / k
     dom = groups // L.gpus_per_domain
     srv = f.gpu_server(groups)
 
@@ -149,13 +149,13 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     parts = [fc]
     src_in, dst_in = _pairs_within(groups, dom)
     if src_in.size:
-        intra = router.route_transfers(Transfers(src_in, dst_in, a.nbytes, split_nics=True))
+        intra = router.route_transfers(Transfers(src_in, dst_in, a.per_msg_byte, split_nics=True))
         loads += np.bincount(intra.res, weights=intra.weight, minlength=n_res)
         parts.append(FlowClasses.single(intra.res, intra.flow, intra.weight, intra.flow_bytes))
 
     # latency: the longest path, rank 0 of the first communicator to every other rank of it (as the loads
     # from the structure report it)
-    probe = router.route_transfers(Transfers(np.repeat(groups[0, :1], p - 1), groups[0, 1:], a.nbytes,
+    probe = router.route_transfers(Transfers(np.repeat(groups[0, :1], p - 1), groups[0, 1:], a.per_msg_byte,
                                              split_nics=True))
     used = np.flatnonzero(loads)
     out = Routed.summed(used, loads[used], a.num_flows, float(probe.latency_s.max()), bool(probe.network.any()))

@@ -83,7 +83,7 @@ def _route_in_chunks(router: Router, t: Transfers, loads: np.ndarray) -> Routed:
     flags only (in the order of ``t``, as the latency terms expect), without per-flow resources."""
     F = t.num_flows
     lat, net = [], []
-    nb = np.asarray(t.nbytes, dtype=float)
+    nb = np.asarray(t.per_msg_byte, dtype=float)
     for a in range(0, F, _CHUNK_FLOWS):
         sl = slice(a, a + _CHUNK_FLOWS)
         part = Transfers(t.src[sl], t.dst[sl], nb if nb.ndim == 0 else nb[sl],

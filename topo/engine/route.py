@@ -450,17 +450,17 @@ class Router:
         if isinstance(part, AllPairs):
             return self.route_all_pairs(part, keep_flows)
         if isinstance(part, InSwitchReduce):
-            return self.in_switch_reduce(part.gpus, part.nbytes)
+            return self.in_switch_reduce(part.gpus, part.per_msg_byte)
         if isinstance(part, InNetworkReduce):
-            return self.in_network_reduce(part.gpus, part.communicator, part.nbytes)
+            return self.in_network_reduce(part.gpus, part.communicator, part.per_msg_byte)
         raise TypeError(f"cannot route {type(part).__name__}")  # pragma: no cover
 
     def route_transfers(self, t: Transfers) -> Routed:
         """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``."""
         k = self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server
         if not t.split_nics or k <= 1:
-            return self.route(t.src, t.dst, t.nbytes, t.choice)
-        nbytes = np.asarray(t.nbytes, dtype=float) / k
+            return self.route(t.src, t.dst, t.per_msg_byte, t.choice)
+        nbytes = np.asarray(t.per_msg_byte, dtype=float) / k
         return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
 
     def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
@@ -488,9 +488,9 @@ class Router:
         if structural:
             from .alltoall import uniform_alltoall_loads
 
-            loads = uniform_alltoall_loads(self, a.groups, a.nbytes)
+            loads = uniform_alltoall_loads(self, a.groups, a.per_msg_byte)
             # the longest path: rank 0 of the first communicator to every other rank of it
-            probe = self.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.nbytes,
+            probe = self.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.per_msg_byte,
                                                    split_nics=True))
             res = np.flatnonzero(loads)
             return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
@@ -506,7 +506,7 @@ class Router:
                 return alltoall_classes(self, a)
         if n <= EXPLICIT_FLOWS:
             i, j = np.nonzero(~np.eye(p, dtype=bool))
-            return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.nbytes,
+            return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.per_msg_byte,
                                                   split_nics=True))
         if keep_flows:
             raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
@@ -516,7 +516,7 @@ class Router:
             raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
                                        f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
         k = max(1, self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server)
-        chunks = ((t.src, t.dst, t.nbytes / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
+        chunks = ((t.src, t.dst, t.per_msg_byte / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
         return self.route_summed(chunks)
 
     def in_switch_reduce(self, gpus: np.ndarray, nbytes: float) -> Routed:

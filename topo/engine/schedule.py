@@ -74,14 +74,15 @@ def is_network(shape: NodeShape, src: np.ndarray, dst: np.ndarray) -> np.ndarray
 
 @dataclass(frozen=True)
 class Transfers:
-    """Transfers ``src[i] -> dst[i]`` (GPU ids) of ``nbytes`` (per byte of message; scalar or per transfer).
+    """Transfers ``src[i] -> dst[i]`` (GPU ids) of ``per_msg_byte`` bytes per byte of
+    message (scalar or per transfer).
 
     ``choice`` picks one of a GPU's NICs (the channel); ``split_nics`` spreads each transfer evenly over the
     destination GPU's NICs instead (point-to-point traffic on servers with several NICs per GPU)."""
 
     src: np.ndarray
     dst: np.ndarray
-    nbytes: float | np.ndarray
+    per_msg_byte: float | np.ndarray
     choice: np.ndarray | None = None
     split_nics: bool = False
 
@@ -92,12 +93,12 @@ class Transfers:
 
 @dataclass(frozen=True)
 class AllPairs:
-    """A uniform all-to-all: in every communicator (row of ``groups``, GPU ids) each rank sends ``nbytes`` to each
-    other rank, spread over the destination GPU's NICs. The router may load it from the fabric's structure or
-    enumerate its pairs in chunks (:meth:`transfers`)."""
+    """A uniform all-to-all: in every communicator (row of ``groups``, GPU ids) each rank sends ``per_msg_byte``
+    (bytes per byte of message) to each other rank, spread over the destination GPU's NICs. The router may load it
+    from the fabric's structure or enumerate its pairs in chunks (:meth:`transfers`)."""
 
     groups: np.ndarray
-    nbytes: float
+    per_msg_byte: float
 
     @property
     def num_flows(self) -> int:
@@ -120,15 +121,16 @@ class AllPairs:
             keep = j != i[:, None]
             src = np.repeat(self.groups[g, i], p - 1)
             dst = self.groups[g[:, None].repeat(p, 1)[keep], j[keep]]
-            yield Transfers(src, dst, self.nbytes, split_nics=True)
+            yield Transfers(src, dst, self.per_msg_byte, split_nics=True)
 
 
 @dataclass(frozen=True)
 class InSwitchReduce:
-    """NVLS: every GPU in ``gpus`` exchanges ``nbytes`` each way with its NVLink switch."""
+    """NVLS: every GPU in ``gpus`` exchanges ``per_msg_byte`` (bytes per byte of message) each way with its NVLink
+    switch."""
 
     gpus: np.ndarray
-    nbytes: float
+    per_msg_byte: float
 
     @property
     def num_flows(self) -> int:
@@ -137,13 +139,13 @@ class InSwitchReduce:
 
 @dataclass(frozen=True)
 class InNetworkReduce:
-    """SHARP: every GPU in ``gpus`` sends ``nbytes`` up its NIC into its rail's switch reduction tree and gets
-    the result back; ``communicator[i]`` says which communicator GPU ``i`` belongs to (trees are per
-    communicator). Above the leaf each (communicator, leaf, rail) sends one reduced stream."""
+    """SHARP: every GPU in ``gpus`` sends ``per_msg_byte`` (bytes per byte of message) up its NIC into its rail's
+    switch reduction tree and gets the result back; ``communicator[i]`` says which communicator GPU ``i`` belongs to
+    (trees are per communicator). Above the leaf each (communicator, leaf, rail) sends one reduced stream."""
 
     gpus: np.ndarray
     communicator: np.ndarray
-    nbytes: float
+    per_msg_byte: float
 
     @property
     def num_flows(self) -> int:
