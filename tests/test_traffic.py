@@ -12,7 +12,9 @@ from topo import build_fabric, load_spec
 from topo.errors import TopoError
 from topo.engine.estimate import estimate
 from topo.engine.options import EstimateOptions as O
-from topo.engine.traffic import Member, _share, _speeds, run_mix
+from topo.engine.contention import finish_times, rates
+from topo.engine.maxmin import FlowClasses
+from topo.engine.traffic import Member, run_mix
 from topo.engine.traffic_file import traffic_from_dict
 
 
@@ -21,23 +23,46 @@ def pod():
     return build_fabric(load_spec("dgx-h100-superpod"))
 
 
+def _users(U, work):
+    i, r = np.nonzero(U)
+    return FlowClasses(np.asarray(work, float), np.ones(U.shape[0], dtype=np.int64), i, r, U[i, r])
+
+
 def test_hand_derived_equal_and_maxmin_speeds():
     # Resource 0 carries only A (at 100% of it when alone); resource 1 carries A at 50% and B at 100%.
     # equal: resource 1 is asked for 150%; each of its 2 users gets half: A may run at 1/(2*0.5) = 1 (so not
     # slowed), B at 1/(2*1.0) = 0.5. max-min: both speeds rise together until resource 1 is full:
     # 0.5x + 1.0x = 1 -> x = 2/3 for both.
     U = np.array([[1.0, 0.5], [0.0, 1.0]])
-    active = np.ones(2, bool)
-    x, lim = _speeds(U, active, "equal")
+    users, cap = _users(U, [1.0, 1.0]), np.ones(2)
+    x, lim = rates(users, cap, "equal", max_rate=1.0)
     assert x == pytest.approx([1.0, 0.5]) and lim.tolist() == [-1, 1]
-    x, lim = _speeds(U, active, "maxmin")
-    assert x == pytest.approx([2 / 3, 2 / 3])
+    x, lim = rates(users, cap, "maxmin", max_rate=1.0)
+    assert x == pytest.approx([2 / 3, 2 / 3]) and lim.tolist() == [1, 1]
     # With 1 s of work each: equal: A ends at 1; B has done 0.5 by then and runs alone: ends at 1.5.
     # max-min: both at 2/3: both end at 1.5.
-    done, _ = _share(U, np.array([1.0, 1.0]), "equal")
+    done, _ = finish_times(users, cap, "equal", max_rate=1.0)
     assert done == pytest.approx([1.0, 1.5])
-    done, _ = _share(U, np.array([1.0, 1.0]), "maxmin")
+    done, _ = finish_times(users, cap, "maxmin", max_rate=1.0)
     assert done == pytest.approx([1.5, 1.5])
+    # capped at speed 1, a member alone on its resources is not held back
+    x, lim = rates(_users(np.array([[0.5, 0.0]]), [1.0]), cap, "maxmin", max_rate=1.0)
+    assert x == pytest.approx([1.0]) and lim.tolist() == [-1]
+
+
+@pytest.mark.parametrize("sharing", ["equal", "maxmin"])
+def test_a_member_speeds_up_when_another_finishes(pod, sharing):
+    # The same ring on the same 256 GPUs, 1 GiB and 256 MiB (textbook profile: alone, each uses its bottleneck
+    # at exactly 100%). Together each runs at half speed until the small one has moved its bytes, at 2 b
+    # (b: its bandwidth time alone); then the large one runs alone at full speed: it ends at a + b, not 2 a.
+    big = Member("big", "all_reduce", "1GiB", O(gpus=256, algorithm="ring"))
+    small = Member("small", "all_reduce", "256MiB", O(gpus=256, algorithm="ring"))
+    r = run_mix(pod, [big, small], sharing=sharing, profile="ideal")
+    a = estimate(pod, "all_reduce", "1GiB", gpus=256, algorithm="ring", profile="ideal").results[0]
+    b = estimate(pod, "all_reduce", "256MiB", gpus=256, algorithm="ring", profile="ideal").results[0]
+    assert r.members[1].mix_s == pytest.approx(b.latency_s + 2 * b.bandwidth_s, rel=1e-9)
+    assert r.members[0].mix_s == pytest.approx(a.latency_s + a.bandwidth_s + b.bandwidth_s, rel=1e-9)
+    assert r.makespan_s == pytest.approx(r.members[0].mix_s)
 
 
 def test_members_on_disjoint_links_do_not_slow_each_other(pod):

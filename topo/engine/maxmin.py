@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import TopoError
 
-__all__ = ["ClassesDiverge", "FlowClasses", "max_min_makespan_classes", "max_min_rates"]
+__all__ = ["ClassesDiverge", "FlowClasses", "max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
 
 class ClassesDiverge(TopoError):
     """The members of a merged class would move at different speeds (a resource only some of them cross binds
@@ -186,8 +186,11 @@ class _Solver:
                                    minlength=self.R)
         return out
 
-    def fill(self, classes: np.ndarray, cap_left: np.ndarray) -> np.ndarray:
+    def fill(self, classes: np.ndarray, cap_left: np.ndarray, limits: np.ndarray | None = None) -> np.ndarray:
         """Max-min fair rates (bytes/s per member) of ``classes`` on the residual capacities ``cap_left``.
+
+        When ``limits`` is given (an array of ``classes.size``), it receives for each class the resource id that
+        froze it (-1: none held it back).
 
         Each resource's capacity left is kept as of the level its demand last changed, so a level touches only
         the resources whose demand changes; it saturates at that level + capacity left / demand. A template's
@@ -257,6 +260,8 @@ class _Solver:
             lv = sat_at[idx]
             if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
                 rate[where[classes[is_open[classes]]]] = np.inf
+                if limits is not None:
+                    limits[where[classes[is_open[classes]]]] = -1
                 is_open[classes] = False
                 break
             idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
@@ -280,6 +285,7 @@ class _Solver:
             n_k = self.r_ptr[sat + 1] - self.r_ptr[sat]
             cls_all = self.r_cls[_segments(self.r_ptr, sat)]
             g_all = np.repeat(grp, n_k)
+            r_all = np.repeat(sat, n_k) if limits is not None else None  # the resource of each entry
             if with_tpl and np.any(self.rt_ptr[sat + 1] > self.rt_ptr[sat]):
                 tseg = _segments(self.rt_ptr, sat)
                 tpl = self.rt_tpl[tseg]
@@ -290,13 +296,19 @@ class _Solver:
                                          "the group is held back elsewhere, so their speeds differ; use "
                                          "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
                                          key="sharing")
-                tpl = np.unique(tpl[on])
+                t_sat = np.repeat(sat, self.rt_ptr[sat + 1] - self.rt_ptr[sat])[on]  # resource of each template
+                tpl, first_t = np.unique(tpl[on], return_index=True)
                 if tpl.size:
+                    per_t = self.tc_ptr[tpl + 1] - self.tc_ptr[tpl]
                     more = self.tc_cls[_segments(self.tc_ptr, tpl)]
                     cls_all = np.concatenate([cls_all, more])
                     g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
+                    if r_all is not None:
+                        r_all = np.concatenate([r_all, np.repeat(t_sat[first_t], per_t)])
             m = is_open[cls_all]
             cls_all, g_all = cls_all[m], g_all[m]
+            if r_all is not None:
+                r_all = r_all[m]
             if cls_all.size == 0:
                 demand[idx] = 0.0
                 sat_at[idx] = np.inf
@@ -304,6 +316,8 @@ class _Solver:
             if with_tpl:
                 order = np.argsort(g_all, kind="stable")
                 cls_all, g_all = cls_all[order], g_all[order]
+                if r_all is not None:
+                    r_all = r_all[order]
             n = cls_all.size
             stamp = self.stamp
             stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
@@ -314,6 +328,8 @@ class _Solver:
             n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
             take = g_hit < n_ok
             hit, g_hit = hit[take], g_hit[take]
+            if r_all is not None:
+                limits[where[hit]] = self.used[r_all[firsts][take]]
             done = grp < n_ok
             idx, lv = idx[done], lv[done]
             if not with_tpl:  # look further ahead when whole batches go through, less far when few do
@@ -359,34 +375,81 @@ class _Solver:
         return rate
 
 
-def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray) -> np.ndarray:
-    """Max-min fair rate (bytes/s) of each member flow of every class, all classes active at once."""
+def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray, classes: np.ndarray | None = None,
+                  limits: np.ndarray | None = None) -> np.ndarray:
+    """Max-min fair rate of each member flow of ``classes`` (default: every class), active at once.
+
+    Parameters
+    ----------
+    fc : FlowClasses
+        The flows, grouped into classes.
+    capacity_Bps : numpy.ndarray
+        Capacity of every resource (bytes/s), indexed by the resource ids ``fc`` uses.
+    classes : numpy.ndarray, optional
+        The classes that run (the others are left out); default all.
+    limits : numpy.ndarray, optional
+        An int array of ``classes.size`` that receives the resource that froze each class (-1: none).
+
+    Returns
+    -------
+    numpy.ndarray
+        Bytes/s of each member of each class of ``classes`` (``inf`` for a class that crosses no resource).
+    """
     s = _Solver(fc, capacity_Bps)
-    return s.fill(np.arange(s.C), s.cap)
+    classes = np.arange(s.C) if classes is None else np.asarray(classes, dtype=np.int64)
+    return s.fill(classes, s.cap, limits)
 
 
-def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:
-    """Fluid max-min fair completion time of every flow, rates re-computed as flows finish.
+def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000,
+                         limits: np.ndarray | None = None) -> np.ndarray:
+    """Fluid max-min fair completion time of every class, rates re-computed as classes finish.
 
     Between re-fills every rate is fixed, so the classes finish in the order of their finish times. Finishing
     classes change nobody's rate unless a class at least as fast as the slowest of them is still running (module
     docstring), so the run of completions before the first such event is taken in one step; at that event the
-    classes at or above its level are filled again and the finish times re-sorted."""
+    classes at or above its level are filled again and the finish times re-sorted.
+
+    Parameters
+    ----------
+    fc : FlowClasses
+        The flows; ``fc.size_bytes`` is each member's amount of work (a class of size 0 finishes at 0).
+    capacity_Bps : numpy.ndarray
+        Capacity of every resource.
+    max_events : int
+        Re-fills allowed before giving up.
+    limits : numpy.ndarray, optional
+        An int array of ``fc.num_classes`` that receives, for each class, the resource that held it back first
+        (from the fill at t = 0; -1: none, or a class of size 0). Rates only rise as classes finish, so a class
+        not held back at first never is.
+
+    Returns
+    -------
+    numpy.ndarray
+        Finish time of each class (seconds when sizes are bytes and capacities bytes/s).
+
+    Raises
+    ------
+    TopoError
+        A flow gets no bandwidth (a resource of zero capacity), or more than ``max_events`` re-fills.
+    """
+    finish = np.zeros(fc.num_classes)
     if fc.num_classes == 0:
-        return 0.0
+        return finish
     s = _Solver(fc, capacity_Bps)
     size = fc.size_bytes.astype(float)
     act = np.flatnonzero(size > 0)
     rate = np.zeros(s.C)
-    rate[act] = s.fill(act, s.cap)
+    first = np.full(act.size, -1, dtype=np.int64) if limits is not None else None
+    rate[act] = s.fill(act, s.cap, first)
+    if limits is not None:
+        limits[:] = -1
+        limits[act] = first
     load = s.loads(act, rate[act])
-    finish = np.zeros(s.C)
     with np.errstate(divide="ignore"):
         finish[act] = size[act] / rate[act]
-    t = 0.0
     for _ in range(max_events):
         if act.size == 0:
-            return t
+            return finish
         o = act[np.argsort(finish[act], kind="stable")]
         fs, rs = finish[o], rate[o]
         if not np.isfinite(fs[-1]):
@@ -397,7 +460,7 @@ def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_even
         faster_left = np.r_[np.maximum.accumulate(rs[::-1])[::-1][ends[:-1]], -np.inf]  # fastest still running
         need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
         if need.size == 0:  # everything finishes at the rates it has
-            return float(fs[-1])
+            return finish
         e = int(need[0])
         i1 = int(ends[e])
         done, rest = o[:i1], o[i1:]
@@ -415,3 +478,25 @@ def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_even
         act = rest
     raise TopoError(f"max-min sharing needed more than {max_events:,} re-computations; use sharing=equal",
                     key="sharing")
+
+
+def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:
+    """Fluid max-min fair completion time of every flow: the last of :func:`max_min_finish_times`.
+
+    Parameters
+    ----------
+    fc : FlowClasses
+        The flows.
+    capacity_Bps : numpy.ndarray
+        Capacity of every resource.
+    max_events : int
+        Re-fills allowed before giving up.
+
+    Returns
+    -------
+    float
+        Time until the last flow ends.
+    """
+    if fc.num_classes == 0:
+        return 0.0
+    return float(max_min_finish_times(fc, capacity_Bps, max_events).max())

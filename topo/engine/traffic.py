@@ -11,9 +11,11 @@ the fabric's links from t = 0:
   routed schedules; :mod:`topo.loads`, which makes loads of different collectives addable). A member runs at a
   speed ``x_i`` (1 = as fast as alone) such that no resource is used beyond its capacity:
   ``sum_i x_i u_i(r) <= 1``.
-- ``sharing="equal"`` (default): on a resource whose summed demand exceeds its capacity, each of the ``k``
+- The speeds come from :mod:`topo.engine.contention`, the same interface and solver a single collective's
+  steps use (each member one user, at most speed 1, every resource of capacity 1):
+  ``sharing="equal"`` (default): on a resource whose summed demand exceeds its capacity, each of the ``k``
   members using it gets an equal share: ``x_i <= 1 / (k u_i(r))``; what a member leaves unused is not passed on.
-- ``sharing="maxmin"``: max-min fair speeds by progressive filling (a member held back elsewhere leaves its
+  ``sharing="maxmin"``: max-min fair speeds by progressive filling (a member held back elsewhere leaves its
   share to the others).
 - Speeds are recomputed each time a member finishes. A member's time in the mix is its latency (unchanged) plus
   the time to finish its bandwidth part at those speeds; its slowdown is that over its time alone.
@@ -28,19 +30,19 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .collectives import normalize_collective
-from .cost import usable_capacity
 from ..errors import TopoError
-from .estimate import choose_profile, evaluate
 from ..fabric.fabric import Fabric
+from ..units import UnitError, parse_size_bytes
+from .collectives import normalize_collective
+from .contention import check_sharing, finish_times
+from .cost import usable_capacity
+from .estimate import choose_profile, evaluate
+from .maxmin import FlowClasses
 from .options import EstimateOptions
 from .results import LinkTable
 from .route import Router
-from ..units import UnitError, parse_size_bytes
 
-__all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "SHARING", "SYMBOLS"]
-
-SHARING = ("equal", "maxmin")
+__all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "SYMBOLS"]
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
             subflows: int = 1, pxn: bool | None = None, profile=None, name: str = "mix",
             max_contested: int = 10) -> MixResult:
     """Estimate ``members`` alone and running at once on ``fabric`` (see the module doc)."""
-    if sharing not in SHARING:
-        raise TopoError(f"unknown sharing model {sharing!r}; allowed: {', '.join(SHARING)}", key="sharing")
+    check_sharing(sharing)
     if not members:
         raise TopoError("a traffic mix needs at least one member", key="member")
     names = [m.name for m in members]
@@ -196,7 +197,9 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                          bottleneck_alone=f"{d['src']} -> {d['dst']}" if d else None,
                          bottleneck_alone_level=d["level"] if d else None))
     U = np.vstack(demand)  # [members, resources]
-    finish, limiter = _share(U, np.array([r["bw_s"] for r in rows]), sharing)
+    # speeds: 1 = as fast as alone; every resource has capacity 1 (U is a utilization)
+    users = _members_as_users(U, np.array([r["bw_s"] for r in rows]))
+    finish, limiter = finish_times(users, np.ones(U.shape[1]), sharing, max_rate=1.0)
     results = []
     for r, done, lim in zip(rows, finish, limiter):
         mix = r["latency_s"] + done
@@ -213,80 +216,12 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                      links=LinkTable.of(fabric), notes=notes)
 
 
-def _speeds(U: np.ndarray, active: np.ndarray, sharing: str) -> tuple[np.ndarray, np.ndarray]:
-    """Speeds (1 = as alone) of the active members and, for each, the resource that limits it (-1: none)."""
-    n = U.shape[0]
-    x = np.zeros(n)
-    lim = np.full(n, -1)
-    A = U[active]
-    if A.size == 0:
-        return x, lim
-    over = A.sum(axis=0) > 1 + 1e-12  # resources asked for more than they have
-    idx = np.flatnonzero(active)
-    if sharing == "equal":
-        k = (A[:, over] > 0).sum(axis=0)  # members using each over-asked resource
-        with np.errstate(divide="ignore"):
-            cap = np.where(A[:, over] > 0, 1.0 / (k[None, :] * A[:, over]), np.inf)
-        if cap.shape[1]:
-            j = np.argmin(cap, axis=1)
-            best = cap[np.arange(len(idx)), j]
-            slowed = best < 1.0
-            x[idx] = np.minimum(1.0, best)
-            lim[idx[slowed]] = np.flatnonzero(over)[j[slowed]]
-        else:
-            x[idx] = 1.0
-        return x, lim
-    # max-min: progressive filling over the speeds, capped at 1
-    cols = np.flatnonzero(A.sum(axis=0) > 0)
-    B = A[:, cols]
-    left = np.ones(cols.size)
-    frozen = np.zeros(len(idx), dtype=bool)
-    level = 0.0
-    while not frozen.all():
-        dem = B[~frozen].sum(axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            head = np.where(dem > 1e-15, left / dem, np.inf)
-        step = min(float(head.min()) if head.size else np.inf, 1.0 - level)
-        level += step
-        left -= step * dem
-        if level >= 1.0 - 1e-12:
-            x[idx[~frozen]] = 1.0
-            break
-        sat = head <= step * (1 + 1e-9) + 1e-15
-        hit = (~frozen) & (B[:, sat] > 0).any(axis=1)
-        if not hit.any():
-            x[idx[~frozen]] = level
-            break
-        x[idx[hit]] = level
-        r_sat = np.flatnonzero(sat)
-        for h in np.flatnonzero(hit):  # members frozen at this level (few): name the resource that froze them
-            lim[idx[h]] = cols[r_sat[np.argmax(B[h, r_sat])]]
-        frozen |= hit
-        left[sat] = 0.0
-    return x, lim
-
-
-def _share(U: np.ndarray, work_s: np.ndarray, sharing: str):
-    """Completion time of every member's bandwidth part, recomputing speeds at each completion."""
-    n = U.shape[0]
-    left = work_s.astype(float).copy()
-    done = np.zeros(n)
-    active = left > 0
-    limiter = np.full(n, -1)
-    t = 0.0
-    while active.any():
-        x, lim = _speeds(U, active, sharing)
-        for i in np.flatnonzero(active & (lim >= 0) & (limiter < 0)):
-            limiter[i] = lim[i]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dt_all = np.where(active & (x > 0), left / x, np.inf)
-        dt = float(dt_all.min())
-        t += dt
-        left = np.where(active, left - x * dt, left)
-        fin = active & (left <= work_s * 1e-12 + 1e-18)
-        done[fin] = t
-        active &= ~fin
-    return done, limiter
+def _members_as_users(U: np.ndarray, work_s: np.ndarray) -> FlowClasses:
+    """Each member as one user of the resources it uses: ``U[i, r]`` of resource ``r`` per unit of speed, and
+    ``work_s[i]`` seconds of work at speed 1."""
+    i, r = np.nonzero(U)
+    return FlowClasses(work_s.astype(float), np.ones(U.shape[0], dtype=np.int64), i.astype(np.int64),
+                       r.astype(np.int64), U[i, r])
 
 
 def _contested(router: Router, U: np.ndarray, names: list[str], top: int) -> list[ContestedLink]:

@@ -27,9 +27,10 @@ import tomllib
 from pathlib import Path
 
 from ..errors import TopoError
-from .options import EstimateOptions
-from .traffic import SHARING, SYMBOLS, Member
 from ..resources import data_dir
+from .contention import SHARING_MODES
+from .options import EstimateOptions
+from .traffic import SYMBOLS, Member
 
 __all__ = ["load_traffic", "traffic_from_dict", "bundled_traffic", "TOP_KEYS", "MEMBER_KEYS"]
 
@@ -81,8 +82,8 @@ def traffic_from_dict(data: dict, source: str = "<traffic>") -> tuple[dict, list
             raise _unknown(k, TOP_KEYS, source, "")
     settings = {"name": str(data.get("name", Path(source).stem)), "sharing": data.get("sharing", "equal"),
                 "ecmp": data.get("ecmp", "ideal"), "subflows": data.get("subflows", 1)}
-    if settings["sharing"] not in SHARING:
-        raise TopoError(f"unknown sharing model {settings['sharing']!r}; allowed: {', '.join(SHARING)}",
+    if settings["sharing"] not in SHARING_MODES:
+        raise TopoError(f"unknown sharing model {settings['sharing']!r}; allowed: {', '.join(SHARING_MODES)}",
                         source=source, key="sharing")
     try:
         EstimateOptions.from_kwargs(ecmp=settings["ecmp"], subflows=settings["subflows"])
