@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,14 +34,30 @@ def machine() -> str:
 
 
 def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
-    """Wall time and peak RSS (MiB) of one run, measured with /usr/bin/time-like wait4 accounting."""
+    """Wall time and peak RSS (MiB) of one run, measured with /usr/bin/time-like wait4 accounting.
+
+    The child's stdout and stderr are drained by two threads while ``wait4`` waits, so a child that writes more
+    than a pipe buffer (64 KiB: three designs' ``plan --json`` is ~90 KB) cannot block on a full pipe while its
+    parent waits for it to exit (the deadlock of issue 23).
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    chunks: dict[str, str] = {}
+
+    def drain(name, stream):
+        chunks[name] = stream.read()
+
+    readers = [threading.Thread(target=drain, args=(n, s), daemon=True)
+               for n, s in (("out", proc.stdout), ("err", proc.stderr))]
+    for r in readers:
+        r.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    if os.waitstatus_to_exitcode(status) != 0:
+    for r in readers:
+        r.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: keep Popen from waiting again
+    out, err = chunks.get("out", ""), chunks.get("err", "")
+    if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed: {err}")
     return wall, usage.ru_maxrss / 1024, out
 
@@ -50,13 +67,25 @@ def fastest_run(args: list[str], repeats: int = 3) -> tuple[float, float, str]:
     return min((peak_rss_of(args) for _ in range(repeats)), key=lambda run: run[0])
 
 
+def writing() -> bool:
+    """Whether this run was asked to rewrite RESULTS.md (``--write`` on the command line)."""
+    return "--write" in sys.argv[1:]
+
+
 def update_section(name: str, body: str, command: str) -> None:
-    """Replace (or append) the section ``name`` of RESULTS.md, stamped with command, machine and date."""
-    stamp = (f"Command: `{command}`  \nMachine: {machine()}  \n"
+    """Replace (or append) the section ``name`` of RESULTS.md, stamped with command, machine and date, when the
+    script was run with ``--write``; otherwise print the section on stdout and leave the tracked file alone."""
+    stamp = (f"Command: `{command} --write`  \nMachine: {machine()}  \n"
              f"Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n")
     section = f"<!-- begin {name} -->\n## {name}\n\n{stamp}\n{body.rstrip()}\n<!-- end {name} -->\n"
+    if not writing():
+        print(section, end="")
+        print(f"(benchmarks/RESULTS.md not written: run `{command} --write` to record this section)",
+              file=sys.stderr)
+        return
     text = RESULTS.read_text() if RESULTS.exists() else (
-        "# Benchmark results\n\nWritten by the scripts in `benchmarks/`; each section says how to regenerate it.\n\n")
+        "# Benchmark results\n\nWritten by the scripts in `benchmarks/` when run with `--write`; each section says "
+        "how to regenerate it.\n\n")
     pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n", re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text + "\n" + section
     tmp = RESULTS.with_suffix(".tmp")

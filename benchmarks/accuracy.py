@@ -22,7 +22,7 @@ regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 4. **Calibrated.** ``topo calibrate``'s fit on one sweep of a setup: on its even-indexed sizes, scored on the
    odd-indexed ones; and on the all-reduce sweep, scored on the same cluster's all-to-all.
 
-    python benchmarks/accuracy.py            # prints the tables and updates benchmarks/RESULTS.md (~15 min, 2 cores)
+    python benchmarks/accuracy.py            # prints the tables and with --write updates benchmarks/RESULTS.md (~15 min, 2 cores)
     python benchmarks/accuracy.py --quick    # in-sample only (seconds)
     python benchmarks/accuracy.py --fit      # the constants fitted on every setup (for topo/data/profiles/)
 """
@@ -642,7 +642,7 @@ def main() -> None:
         for size, e, a in zip(x.sizes, x.errors, x.algorithms):
             detail.append(f"| {x.setup} | {x.collective} | {size} | {e * 100:+.1f}% | {a} |")
     detail.append("</details>")
-    if "--no-write" not in sys.argv and not quick:
+    if not quick:  # written to RESULTS.md only with --write (benchmarks/_results.py)
         update_section("Accuracy against nccl-tests measurements", text + "\n" + "\n".join(detail),
                        "python benchmarks/accuracy.py")
 

@@ -4,7 +4,7 @@ Target (issue 7): an all-to-all over all 24,576 GPUs of meta-llama3-24k and all 
 each under 2 s (the fabric is built beforehand; timed: ``Router(...)`` plus ``uniform_alltoall_loads``). Routing
 the same traffic pair by pair would be 6.0e8 and 1.0e10 flows.
 
-    python benchmarks/bench_alltoall.py        # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_alltoall.py        # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

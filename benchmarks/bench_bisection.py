@@ -3,7 +3,7 @@
 Target (issue 7, failures): `topo describe --fail spine0` of the 100k-GPU default in under 3 s end to end,
 interpreter start-up included.
 
-    python benchmarks/bench_bisection.py       # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_bisection.py       # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ compare < 2 s, end to end through the command line).
 The log is a real 32-size sweep: nccl-tests issue #309's 2 x 8 H100 all-reduce (8 B - 16 GiB) from
 data/reference/nccl_tests_measurements.csv, rendered in nccl-tests' own layout.
 
-    python benchmarks/bench_calibrate.py     # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_calibrate.py     # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -66,8 +66,7 @@ def main() -> None:
                      f"{target} |")
     text = "\n".join(lines)
     print(text)
-    if "--no-write" not in sys.argv:
-        update_section("Calibration and comparison: speed", text, "python benchmarks/bench_calibrate.py")
+    update_section("Calibration and comparison: speed", text, "python benchmarks/bench_calibrate.py")  # --write
 
 
 if __name__ == "__main__":

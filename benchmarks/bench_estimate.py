@@ -7,7 +7,7 @@
 - a 32-size sweep (8 B to 16 GiB) on 1,024 GPUs: < 2 s end to end;
 - cost growing no faster than linearly with GPUs (1k, 8k, 32k, 100k).
 
-    python benchmarks/bench_estimate.py      # prints and updates benchmarks/RESULTS.md
+    python benchmarks/bench_estimate.py      # prints and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Targets (issue 2): the 100k-GPU default described in under 3 s including interpreter start-up, under 1.5 GB peak
 memory, time growing no faster than linearly in GPUs.
 
-    python benchmarks/bench_fabric.py          # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_fabric.py          # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

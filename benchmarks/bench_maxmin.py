@@ -4,7 +4,7 @@ Target (issue 7): max-min fair sharing of a 4,096-GPU all-to-all with hashed ECM
 16.8 million GPU pairs; with PXN the GPUs of a server reach a destination through one NIC and one hashed path, so
 max-min runs on 2.1 million classes (see topo/alltoall_classes.py).
 
-    python benchmarks/bench_maxmin.py        # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_maxmin.py        # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

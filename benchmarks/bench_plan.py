@@ -4,7 +4,7 @@ Targets (issue 11): `topo plan` on the 100k default under 3 s end to end (interp
 comparing three 100k designs under 10 s. Both include the cross-pod all-reduce (1 GiB over two pods) and
 all-to-all (1 GiB over 16 servers in each of two pods) estimates of each design.
 
-    python benchmarks/bench_plan.py          # prints the table and updates benchmarks/RESULTS.md
+    python benchmarks/bench_plan.py          # prints the table and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

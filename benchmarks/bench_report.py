@@ -1,6 +1,6 @@
 """Time and size of the report (issue 4 target: the default 100k-GPU report in under 10 s, under 10 MB).
 
-    python benchmarks/bench_report.py       # prints and updates benchmarks/RESULTS.md
+    python benchmarks/bench_report.py       # prints and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 - one evaluation on the 100k default cluster under 5 s end to end;
 - at 16k GPUs the DP all-reduce of all groups at once in the engine well under a second.
 
-    python benchmarks/bench_train.py      # prints and updates benchmarks/RESULTS.md
+    python benchmarks/bench_train.py      # prints and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ had no gradient-reduction overlap), micro-batch 1; Llama 3 with fused attention,
 SHARD_GRAD_OP, micro-batch 1 and 4 interleaved stages per GPU (the paper uses an interleaved schedule without
 printing v).
 
-    python benchmarks/training_accuracy.py      # prints and updates benchmarks/RESULTS.md
+    python benchmarks/training_accuracy.py      # prints and with --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
