@@ -71,8 +71,8 @@ def test_top_of_rack_leaf_uses_copper_and_no_nic_optics():
                                           tier("spine", model="QM9700", radix=64)],
                   cluster={"num_units": 4}, fabric={"servers_per_unit": 2})
     r = plan(topo.spec_from_dict(d), collectives=False)
-    assert r.floor["leaf_placement"] == "top_of_rack"
-    assert r.bom.links_by_level["nic-leaf"] == {"copper": 64, "multimode": 0, "single_mode": 0}
+    assert r.floor.leaf_placement == "top_of_rack"
+    assert r.bom.links_by_level["nic-leaf"] == {"copper": 64, "multimode": 0, "single_mode": 0, "active_copper": 0}
     assert not [t for t in r.bom.transceivers if t.at == "nic"]
     assert [c.type for c in r.bom.cables if c.level == "nic-leaf"] == ["DAC"]
 
@@ -81,9 +81,10 @@ def test_long_links_are_single_mode_and_longer_halls_need_longer_reach(default):
     fabric, cat, floor, bom = default
     mm = cat.transceivers["2x400G-SR8"].reach_m.value
     sel = floor.levels == LEVEL_NIC + 2
-    assert (floor.lengths_m[sel] > mm).all()  # spine to the central core room: beyond multimode
-    assert bom.links_by_level["spine-core"]["single_mode"] == int(sel.sum())
-    far = load_catalog([("t", {"layout": {"hall_spacing_m": 2000}})])
+    far_links = int((floor.lengths_m[sel] > mm).sum())
+    assert 0 < far_links < sel.sum()  # spines near the campus's centre reach the core room over multimode
+    assert bom.links_by_level["spine-core"]["single_mode"] == far_links
+    far = load_catalog([("t", {"floor": {"hall_gap_m": 2000}})])
     with pytest.raises(TopoError, match="transceiver reaches"):
         bill_of_materials(fabric, far, floor_plan(fabric, far, 10_200))
 
@@ -110,7 +111,7 @@ def test_four_tiers_need_a_third_more_links_and_about_1_33x_transceivers(referen
 
 def test_active_optical_cables_replace_multimode_transceivers(default):
     fabric, _, _, bom = default
-    cat = load_catalog([("t", {"layout": {"short_reach": "aoc"}})])
+    cat = load_catalog([("t", {"floor": {"short_reach": "aoc"}})])
     aoc = bill_of_materials(fabric, cat, floor_plan(fabric, cat, 10_200))
     mm_links = sum(v["multimode"] for v in bom.links_by_level.values())
     assert sum(c.count for c in aoc.cables if c.type == "AOC") == mm_links
@@ -123,21 +124,47 @@ def test_active_optical_cables_replace_multimode_transceivers(default):
 
 
 def test_link_lengths_follow_the_floor_plan(default):
-    # h100-100k: 4 servers per rack, a 32-server unit per row of 8 server racks + 1 network rack at its end,
-    # 0.6 m racks, 2.4 m row pitch, 4 m of slack, 7 unit rows + 1 network row per pod (catalog layout.toml)
+    # h100-100k on the catalog's floor (floor.toml): 0.6 m racks, 2.4 m row pitch, 4 m of slack, 60 x 50 m halls
+    # of 30 MW, 20 m apart. 100 racks per row (60 / 0.6); a unit = 8 server racks (32 servers, 4 per rack) + its
+    # leaf rack at the end = 9 racks, 11 units per row, so a pod's 7 units take 1 row, after its spines' network
+    # row (32 QM9700 at 1.5 kW with optics: 16 per 25 kW rack, 2 racks, 1 row); 2 rows per pod, 20 rows per hall
+    # -> 10 pods per hall (rows bind before power), 6 halls in a 3 x 2 grid of 220 x 120 m, cores at its centre.
     fabric, cat, floor, _ = default
-    lay = cat.layout
-    w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
-    assert (floor.racks_per_row, floor.servers_per_rack) == (9, 4)
+    fl = cat.floor
+    w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
+    assert (floor.racks_per_row, floor.servers_per_rack, floor.units_per_row) == (100, 4, 11)
+    assert (floor.pods_per_hall, floor.pods_per_hall_limit, floor.num_halls) == (10, "rows", 6)
+    assert (floor.campus_width_m, floor.campus_depth_m) == (3 * 60 + 2 * 20, 2 * 50 + 20)
     nic = fabric.link_offset["nic"] - floor.first_link
     L = fabric.layout
     for server in (0, 5, 31, 32 * 7 + 30):
         link = nic + server * L.nics_per_server + 3  # rail 3 of that server
         rack = (server % 32) // 4
         assert floor.lengths_m[link] == pytest.approx((8 - rack) * w + slack)
-    # leaf (end of row, x = 8 racks in) to spine (pod's network row, half-way along): |4.8 - 2.7| + rows + slack
+    # leaf of unit 3 (x = 3 x 9 racks + 8 racks in, row 1) to its pod's spines (x = 30 m, row 0)
     up0 = fabric.link_offset["up:0"] - floor.first_link
     leaf = 8 * 3 + 5  # unit 3 of pod 0, rail 5
     link = up0 + leaf * L.tiers[0].up_ports
-    assert floor.lengths_m[link] == pytest.approx(abs((9 - 1) * w - 9 * w / 2) + (7 - 3) * pitch + slack)
-    assert floor.server_racks == L.num_servers // 4 and floor.halls == 14
+    assert floor.lengths_m[link] == pytest.approx(abs((3 * 9 + 8) * w - 30) + pitch + slack)
+    # spines of pod 0 (hall 0 at the campus corner: x = 30, y = 0) to the central room (110, 60): 144 m, the longest
+    up1 = fabric.link_offset["up:1"] - floor.first_link
+    assert floor.lengths_m[up1] == pytest.approx(80 + 60 + slack)
+    assert floor.longest_m["spine-core"] == pytest.approx(144)
+    assert floor.server_racks == L.num_servers // 4
+    # network racks: 1 leaf rack per unit, 2 per pod for its 32 spines, 256 cores at 16 per rack in the middle
+    assert floor.network_racks == L.num_units + 2 * L.num_pods + 16 and floor.core_room_racks == 16
+
+
+def test_meta_llama3_links_stay_within_a_few_hundred_metres():
+    # issue 22: a 2-server ToR rack made every row one rack long (193 rows per pod, halls 1.85 km deep, ctsw-atsw
+    # links of 1,426 m on average and 2,640 FR4 modules). Llama 3 sec. 3.3.1: 16 GPUs (2 servers) per rack under
+    # one ToR, 192 racks per pod, 8 pods in one building.
+    r = plan("meta-llama3-24k", collectives=False)
+    f = r.floor
+    assert f.servers_per_rack == 2 and f.server_racks == 1536 and f.leaf_placement == "top_of_rack"
+    assert f.racks_per_row == 100 and f.rows == 8 * 3  # 192 racks = 2 rows, + the pod's network row
+    assert max(f.longest_m.values()) < 300
+    assert not [t for t in r.bom.transceivers if "FR4" in t.type]
+    # the 72 Arista 7800 chassis (20.2 kW with optics each) take a 25 kW network rack each
+    assert f.network_racks == 64 + 8 and f.core_room_racks == 8
+    assert f.rack_load_W == pytest.approx(2 * 10_200) and f.cooling == "air"

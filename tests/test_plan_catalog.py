@@ -61,7 +61,7 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
     ({"facilty": {}}, "plan.facilty", "did you mean 'facility'"),
     ({"switches": {"X1": {"ports": 8}}}, "plan.switches.X1.port_rate_Gbps", "required"),
     ({"workload": {"mfu": 1.5}}, "plan.workload.mfu", "must be <= 1"),
-    ({"layout": {"short_reach": "fibre"}}, "plan.layout.short_reach", "must be one of transceivers, aoc, got 'fibre'"),
+    ({"floor": {"short_reach": "fibre"}}, "plan.floor.short_reach", "must be one of transceivers, aoc, got 'fibre'"),
     ({"facility": {"pue": "high"}}, "plan.facility.pue", "must be a number or a table"),
 ])
 def test_bad_override_is_one_error_with_origin_and_key(layer, key, fragment):
@@ -90,13 +90,15 @@ def test_cli_bad_input_is_one_line_with_file_and_key(tmp_path):
 
 
 def test_cli_rack_that_cannot_hold_a_server(tmp_path):
-    p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.layout.rack_power_W=8000", "--no-collectives")
+    p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.floor.rack_power_W=8000", "--no-collectives")
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1
-    assert "plan.layout.rack_power_W: a rack of 8,000 W cannot hold one server of 10,200 W" in p.stderr
+    assert "plan.floor.rack_power_W: a rack of 8,000 W cannot hold one server of 10,200 W" in p.stderr
     # the same limit met by the catalog's own value names the catalog file
     d = spec_dict()
+    for t in d["fabric"]["tiers"]:
+        t["model"] = "QM9700"
     with pytest.raises(TopoError) as e:
         plan(topo.spec_from_dict(d), layers=[("x", {"servers": {"HGX H100": {"non_gpu_power_per_gpu_W": 5000}}})],
              collectives=False)
-    assert e.value.key == "rack_power_W" and e.value.source.endswith("layout.toml")
+    assert e.value.key == "rack_power_W" and e.value.source.endswith("floor.toml")

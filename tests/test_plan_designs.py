@@ -23,7 +23,7 @@ def test_every_bundled_spec_plans(name):
     assert r.power.facility_power_W >= r.power.it_power_W
     assert r.capex.capex_usd > r.capex.servers_usd > 0 and r.capex.network_capex_usd > 0
     assert r.bom.num_transceivers > 0 and r.bom.num_switches > 0
-    assert r.floor["rack_load_W"] <= r.floor["rack_power_W"]
+    assert r.floor.rack_load_W <= r.floor.rack_power_W
     assert r.compute.flop > 0
 
 
@@ -34,7 +34,7 @@ def test_dgx_a100_server_draws_its_published_6_5_kW():
     assert cat.servers["DGX A100"].max_power_W.status == "published"
     r = plan("dgx-a100-superpod", collectives=False)
     assert r.server_model == "DGX A100"
-    assert r.floor["server_power_W"] == pytest.approx(6500.0, rel=1e-12)
+    assert r.floor.server_power_W == pytest.approx(6500.0, rel=1e-12)
     assert r.power.servers_W == pytest.approx(r.num_servers * 6500.0, rel=1e-12)
 
 
@@ -45,12 +45,12 @@ def test_gb200_nvl72_rack_power_and_nvlink_switch_trays(reference):
     trays, nvsw, su_W = f["rack_compute_trays"]["value"], f["rack_nvlink_switch_trays"]["value"], f["su_power_tdp"]["value"] * 1e6
     r = plan("gb200-nvl72-superpod", collectives=False)
     racks = r.num_gpus // 72
-    assert r.floor["servers_per_rack"] == trays and r.floor["server_racks"] == racks
-    assert 120e3 - 1 <= r.floor["rack_load_W"] <= 132e3
-    assert 8 * r.floor["rack_load_W"] <= su_W  # within the SU's published TDP
+    assert r.floor.servers_per_rack == trays and r.floor.server_racks == racks
+    assert 120e3 - 1 <= r.floor.rack_load_W <= 132e3
+    assert 8 * r.floor.rack_load_W <= su_W  # within the SU's published TDP
     # catalog assumption (servers.toml leaf_in_rack = false): no leaf fits a full NVL72 rack, so every tray NIC
     # (4 x 400G per tray, DGX GB200 User Guide) reaches an end-of-row leaf over optics
-    assert r.floor["leaf_placement"] == "end_of_row"
+    assert r.floor.leaf_placement == "end_of_row"
     assert sum(t.count for t in r.bom.transceivers if t.at == "nic") == 4 * r.num_servers
     line = next(s for s in r.bom.switches if s.model == "NVLink switch tray")
     assert line.count == nvsw * racks

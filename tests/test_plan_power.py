@@ -75,7 +75,8 @@ def test_capex_adds_up_and_network_share(default_plan):
     bom = default_plan.bom
     assert c.switches_usd == sum(s.count * s.price_usd_each for s in bom.switches)
     assert c.network_capex_usd == pytest.approx(c.switches_usd + c.optics_usd + c.cables_usd)
-    assert c.capex_usd == pytest.approx(c.servers_usd + c.network_capex_usd + c.facility_usd)
+    assert c.capex_usd == pytest.approx(c.servers_usd + c.network_capex_usd + c.storage_usd + c.frontend_usd
+                                        + c.cooling_usd + c.facility_usd)
     assert c.network_share == pytest.approx(c.network_capex_usd / c.capex_usd)
     # a price override moves exactly its line
     r2 = plan(layers=[("t", {"switches": {"QM9700": {"price_usd": 0}}})], collectives=False)

@@ -41,13 +41,16 @@ def test_one_interruption_every_30_minutes_at_100k_gpus(reference):
 
 
 def test_checkpoint_and_young_interval_closed_forms():
-    r = plan(collectives=False).reliability
-    # 1.8e12 parameters x 14 bytes (planner.md lines 25, 61) at 2 TB/s (line 64)
+    r = plan(layers=[("t", {"workload": {"params": 1.8e12}})], collectives=False).reliability
+    # 1.8e12 parameters x 14 bytes (planner.md lines 25, 61) at 2 TB/s (line 64), read back at 7 TB/s
     assert r.checkpoint_bytes == pytest.approx(1.8e12 * 14)
-    assert r.checkpoint_write_s == pytest.approx(1.8e12 * 14 / 2e12)
+    assert r.checkpoint_write_s == r.checkpoint_stall_s == pytest.approx(1.8e12 * 14 / 2e12)
+    assert r.reload_s == pytest.approx(1.8e12 * 14 / 7e12)
     assert r.checkpoint_interval_s == pytest.approx(math.sqrt(2 * r.checkpoint_write_s * r.mtbf_s))
+    per_failure = r.detection_s + r.restart_s + r.reload_s
+    assert (r.detection_s, r.restart_s) == (120, 480)
     assert r.lost_fraction == pytest.approx(r.checkpoint_write_s / r.checkpoint_interval_s
-                                            + r.checkpoint_interval_s / (2 * r.mtbf_s) + r.restart_s / r.mtbf_s)
+                                            + r.checkpoint_interval_s / (2 * r.mtbf_s) + per_failure / r.mtbf_s)
     # Young's interval minimises the first two terms
     t0 = young_interval_s(10, 1000)
     assert lost_fraction(t0, 10, 0, 1000) < lost_fraction(0.8 * t0, 10, 0, 1000)
@@ -66,10 +69,10 @@ def test_llama3_scale_keeps_goodput_above_90_percent(reference):
 
 def test_too_few_hot_spares_add_the_repair_time():
     ok = plan(collectives=False).reliability
-    assert ok.spares_enough and ok.restart_s == 600
+    assert ok.spares_enough and ok.restart_s == 480
     short = plan(layers=[("t", {"reliability": {"checkpoint": {"hot_spare_fraction": 0}}})],
                  collectives=False).reliability
-    assert not short.spares_enough and short.restart_s == 600 + 14_400 and short.goodput == 0
+    assert not short.spares_enough and short.restart_s == 480 + 14_400 and short.goodput == 0
     assert short.training_gpus == plan(collectives=False).num_gpus
     assert ok.training_gpus == plan(collectives=False).num_gpus - ok.hot_spare_servers * 8
     assert ok.effective_flop == pytest.approx(plan(collectives=False).compute.flop * ok.goodput

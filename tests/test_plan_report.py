@@ -18,8 +18,12 @@ def test_stacked_bars_hold_the_breakdowns(two):
     assert fig.layout.barmode == "stack"
     total = [sum(t.y[i] for t in fig.data) for i in range(2)]
     assert total == pytest.approx([r.power.facility_power_W / 1e6 for r in two])
-    fig = P.cost_figure(two)
+    fig = P.capex_figure(two)
     assert [sum(t.y[i] for t in fig.data) for i in range(2)] == pytest.approx([r.capex.capex_usd / 1e6 for r in two])
+    assert {t.name for t in fig.data} >= {"storage", "front-end network", "cooling equipment", "facility"}
+    fig = P.ownership_figure(two)
+    assert [sum(t.y[i] for t in fig.data) for i in range(2)] == pytest.approx([r.ownership.tco_usd / 1e6
+                                                                                for r in two])
 
 
 def test_goodput_curve_peaks_at_youngs_interval(two):
@@ -39,11 +43,16 @@ def test_bom_table_and_escaping():
     assert "<script>x" not in out and "&lt;script&gt;x" in out
     for s in r.bom.switches:
         assert f"<td>{s.count:,}</td>" in out
-    assert out.count('data-figure="plan-') == 3
+    assert out.count('data-figure="plan-') == 4
+    # the side-by-side table and the sourced figures (each with its status and source)
+    assert "cost per GPU-hour" in out and "first job-stopping optics failure" in out and "floor area" in out
+    for f in r.figures:
+        assert f"<td class=\"l\">{f['key']}</td>" in out
+    assert any(f["key"] == "economics.grid_kg_co2_per_kWh" for f in r.figures)
 
 
 def test_report_cli_includes_the_plan_section(tmp_path):
     out = tmp_path / "r.html"
     run_cli("report", "dgx-h100-superpod", "--plan", "-o", str(out), check=True)
     page = out.read_text()
-    assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 3
+    assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 4

@@ -3,6 +3,8 @@ side."""
 
 from __future__ import annotations
 
+import math
+
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
 from ..units import format_bandwidth, format_count, format_time
@@ -82,34 +84,58 @@ def _t(x) -> str:
     return "-" if x is None else format_time(x)
 
 
+def _every(seconds: float) -> str:
+    return "none expected" if not math.isfinite(seconds) else f"one per {format_time(seconds)}"
+
+
+def _after(seconds: float) -> str:
+    return "none (no such modules)" if not math.isfinite(seconds) else f"{seconds / 60:,.2f} min"
+
+
 def render(r: PlanResult) -> str:
-    p, c, k, rel, n, fl = r.power, r.capex, r.compute, r.reliability, r.network, r.floor
+    p, c, k, rel, n, fl, o = r.power, r.capex, r.compute, r.reliability, r.network, r.floor, r.ownership
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
-    out.append(f"floor     {format_count(fl['server_racks'])} server racks of {fl['servers_per_rack']} "
-               f"({fl['rack_load_W'] / 1e3:.1f} of {fl['rack_power_W'] / 1e3:.0f} kW), "
-               f"{format_count(fl['network_racks'])} network racks, {fl['rows']} rows, {fl['halls']} halls; "
-               f"leaves {fl['leaf_placement'].replace('_', ' ')}")
+    out.append(f"floor     {format_count(fl.server_racks)} server racks of {fl.servers_per_rack} servers "
+               f"({fl.rack_load_W / 1e3:.1f} of {fl.rack_power_W / 1e3:.0f} kW, {fl.cooling.replace('_', ' ')} "
+               f"cooling), {format_count(fl.network_racks)} network racks ({format_count(fl.core_room_racks)} in the "
+               f"central room); leaves {fl.leaf_placement.replace('_', ' ')}")
+    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {fl.units_per_row} units per "
+               f"row, {format_count(fl.rows)} rows; {fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
+               f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}) in a "
+               f"{fl.campus_columns}-column campus of {fl.campus_width_m:,.0f} x {fl.campus_depth_m:,.0f} m; "
+               f"floor area {fl.area_m2:,.0f} m2")
+    longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())
+    out.append(f"          longest link: {longest}")
     out.append("")
     rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}", _usd(s.count * s.price_usd_each)]
             for s in r.bom.switches]
-    rows += [[f"at {t.at}", t.type, format_count(t.count), f"{t.power_W_each:,.0f}",
+    rows += [[f"at {t.at}", t.type + (f" ({t.links // max(t.count, 1)} links)" if t.at == "nic" and t.links != t.count
+                                      else ""), format_count(t.count), f"{t.power_W_each:,.0f}",
               _usd(t.count * t.price_usd_each)] for t in r.bom.transceivers]
     rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count),
               f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-", _usd(cb.price_usd)] for cb in r.bom.cables]
     out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
     out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
-               f"transceivers, {format_count(r.bom.num_cables)} cables")
+               f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables")
     out.append("")
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
     rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
              ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
-             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)]]
+             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
+             [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
     out.append(table(rows, ["power", ""], right=[False, True]))
     out.append("")
     rows = [[name, _usd(x)] for name, x in c.parts().items()]
+    rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
+                   f"{c.facility_basis_W / 1e6:,.1f} MW)")
     rows += [["capex", _usd(c.capex_usd)], ["per GPU", f"${c.capex_per_gpu_usd:,.0f}"],
              ["network share", f"{100 * c.network_share:.1f}%"]]
     out.append(table(rows, ["capex (prices are assumptions)", ""], right=[False, True]))
+    out.append("")
+    rows = [[name, _usd(x)] for name, x in o.parts().items()]
+    rows += [[f"TCO over {o.years:g} years", _usd(o.tco_usd)],
+             ["per GPU-hour (every installed GPU)", f"${o.cost_per_gpu_hour_usd:,.2f}"]]
+    out.append(table(rows, [f"ownership over {o.years:g} years", ""], right=[False, True]))
     out.append("")
     peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
     out.append(f"compute   peak {peaks}")
@@ -117,13 +143,24 @@ def render(r: PlanResult) -> str:
                f"{k.reference_ratio:.1f}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
                + " its cluster")
-    out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day (one per {format_time(rel.mtbf_s)}); "
-               f"first optical-module failure after {rel.first_optical_failure_s / 60:.1f} min "
-               f"({format_count(rel.optical_modules)} modules)")
-    out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB, written in {format_time(rel.checkpoint_write_s)}"
-               f", every {format_time(rel.checkpoint_interval_s)} (Young); restart {format_time(rel.restart_s)}; "
-               f"{rel.hot_spare_servers} hot-spare servers")
-    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective")
+    out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
+               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}")
+    out.append(f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
+               f"({format_count(rel.nic_optical_modules)} NIC-side modules); of any module: "
+               f"{_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
+    out.append(f"          optics reconciled: NIC-side modules at their MTTF fail {rel.optics_parts_per_day:.1f}/day; "
+               f"Llama 3's network row gives {rel.table_network_per_day:.1f}/day here (an MTTF of "
+               f"{rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
+    out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
+               f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
+               f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
+               f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
+               f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers")
+    lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
+    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective"
+               + (f" (lost: {lost})" if lost else ""))
+    out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
+        f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
     out.append("")
     rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
@@ -142,7 +179,8 @@ def render(r: PlanResult) -> str:
                    f"{n.alltoall_gpus} GPUs in two pods: {_t(n.alltoall_s)}")
     for note in r.notes:
         out.append(f"note: {note}")
-    out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions')")
+    out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
+               f"floor, economics and reliability figures with their sources are under --json 'figures'")
     return "\n".join(out)
 
 
@@ -159,12 +197,23 @@ _ROWS = [
     ("cross-pod all_reduce 1 GiB", "crosspod_all_reduce_s", _t),
     ("cross-pod alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
     ("cross-pod alltoall 1 GiB", "crosspod_alltoall_s", _t),
-    ("first optical failure", "first_optical_failure_s", lambda v: f"{v / 60:.1f} min"),
+    ("NIC-side optical modules", "nic_modules", lambda v: format_count(v)),
+    ("first job-stopping optics failure", "first_job_optics_failure_s", _after),
+    ("first optical failure (any module)", "first_optical_failure_s", _after),
+    ("halls", "halls", lambda v: format_count(v)),
+    ("floor area", "floor_area_m2", lambda v: f"{v:,.0f} m2"),
+    ("cooling", "cooling", lambda v: v.replace("_", " ")),
+    ("longest link", "longest_link_m", lambda v: f"{v:,.0f} m"),
     ("IT power", "it_power_W", _mw),
     ("facility power", "facility_power_W", _mw),
     ("energy cost per year", "energy_cost_per_year_usd", _usd),
     ("capex", "capex_usd", _usd),
     ("capex per GPU", "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
+    ("storage and front-end capex", "storage_and_frontend_capex_usd", _usd),
+    ("TCO", "tco_usd", _usd),
+    ("cost per GPU-hour", "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}"),
+    ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),
+    ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
 ]
 

@@ -2,11 +2,13 @@
 
 Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.floor`):
 
-- every scale-out link (NIC-leaf, leaf-spine, spine-core) is one cable: copper (DAC) when short enough, else a
-  fibre with a transceiver at each end;
+- every scale-out link (NIC-leaf, leaf-spine, spine-core, any tier to the next) is one cable: copper (DAC, or an
+  active electrical cable with ``floor.copper = "dac_aec"``) when short enough, else a fibre with a transceiver at
+  each end;
 - with ``layout.short_reach = "aoc"``, links within multimode reach are active optical cables instead (optics
   in the cable, its power counted with the optics);
-- at a NIC, one single-port module per optical link; at a switch, modules of the switch's ``ports_per_cage``
+- at a NIC, modules of the server's ``nic_module_ports`` (1; 2 for DGX H100's twin-port OSFP cages, each shared by
+  two NICs of the server on the same kind of link); at a switch, modules of the switch's ``ports_per_cage``
   (2 for the twin-port 2 x 400G OSFP cages of Quantum-2 and SN5600): per switch and module type,
   ceil(links / ports per module), so a twin-port module counts once per two links;
 - the module is the one of the link's rate and medium with the shortest reach that covers the link's length.
@@ -29,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import Catalog
-from .floor import Floor
+from .floor import MEDIA, FloorPlan, link_media
 
 __all__ = ["BillOfMaterials", "SwitchLine", "TransceiverLine", "CableLine", "bill_of_materials", "LENGTH_CLASSES_M",
            "logical_tiers"]
@@ -108,25 +110,51 @@ class BillOfMaterials:
 
 class _LogicalTier(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    stages: int = Field(2, ge=1, le=2, strict=True)
+    stages: int = Field(2, strict=True)
     switch: str | None = None
 
 
-def logical_tiers(fabric: Fabric, plan: dict, source: str | None = None) -> dict[int, _LogicalTier]:
-    """The ``[plan.tiers.<name>]`` tables, by tier index, validated."""
+_STAGES_ALLOWED = "1 (one physical switch) or 2 (a non-blocking two-stage Clos of physical switches)"
+
+
+def logical_tiers(fabric: Fabric, plan: dict, source: str | None = None,
+                  sources: dict[str, str] | None = None) -> dict[int, _LogicalTier]:
+    """The ``[plan.tiers.<name>]`` tables, by tier index, validated; ``sources`` names the file (or flag) each
+    tier's table came from (else ``source``)."""
     out = {}
     names = [t.name for t in fabric.layout.tiers]
     for name, table in (plan or {}).get("tiers", {}).items():
+        where = (sources or {}).get(name, source)
         if name not in names:
-            raise TopoError(f"no tier named {name!r}; tiers: {', '.join(names)}", source=source,
+            raise TopoError(f"no tier named {name!r}; tiers: {', '.join(names)}", source=where,
+                            key=f"plan.tiers.{name}")
+        if not isinstance(table, dict):
+            raise TopoError(f"must be a table with stages and switch, got {table!r}", source=where,
                             key=f"plan.tiers.{name}")
         try:
-            out[names.index(name)] = _LogicalTier.model_validate(table)
+            lt = _LogicalTier.model_validate(table)
         except ValidationError as exc:
             e = exc.errors()[0]
-            raise TopoError(f"{e['msg']}, got {e.get('input')!r}", source=source,
-                            key=f"plan.tiers.{name}." + ".".join(map(str, e["loc"]))) from None
+            loc = ".".join(map(str, e["loc"]))
+            if e["type"] == "extra_forbidden":
+                msg = f"unknown key {loc!r}; allowed: stages, switch"
+            elif loc == "stages":
+                msg = f"must be {_STAGES_ALLOWED}, got {e.get('input')!r}"
+            else:
+                msg = f"must be a switch model name, got {e.get('input')!r}"
+            raise TopoError(msg, source=where, key=f"plan.tiers.{name}.{loc}") from None
+        if lt.stages not in (1, 2):
+            raise TopoError(f"must be {_STAGES_ALLOWED}, got {lt.stages}", source=where,
+                            key=f"plan.tiers.{name}.stages")
+        out[names.index(name)] = lt
     return out
+
+
+def two_stage_switches(external_ports: int, k: int) -> tuple[int, int]:
+    """(lower, upper) physical switches of ``k`` ports in a non-blocking two-stage Clos with ``external_ports``:
+    ceil(E / (k/2)) lower switches, each with k/2 ports out and k/2 in, and ceil(lower x k/2 / k) upper ones."""
+    lower = math.ceil(external_ports / (k // 2))
+    return lower, math.ceil(lower * (k // 2) / k)
 
 
 def _class_label(x: float) -> str:
@@ -149,16 +177,34 @@ def _pick_module(catalog: Catalog, rate_Gbps: float, ports: int, medium: str, le
     return [n for _, n in fits], np.searchsorted(reaches, lengths, side="left")
 
 
-def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict | None = None,
-                      source: str | None = None) -> BillOfMaterials:
-    """Count switches, transceivers and cables of ``fabric`` laid out on ``floor``."""
+def tier_switch_models(fabric: Fabric, catalog: Catalog, logical: dict) -> list:
+    """The catalog switch of each tier: ``[plan.tiers.<name>] switch`` if given, else the spec's tier model."""
+    out = []
+    for t in fabric.layout.tiers:
+        lt = logical.get(t.index)
+        if lt is not None and lt.switch:
+            out.append(catalog.switch(lt.switch, key=f"plan.tiers.{t.name}.switch"))
+        else:
+            out.append(catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model"))
+    return out
+
+
+def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: dict | None = None,
+                      source: str | None = None, nic_module_ports: int = 1,
+                      sources: dict[str, str] | None = None) -> BillOfMaterials:
+    """Count switches, transceivers and cables of ``fabric`` laid out on ``floor``.
+
+    Parameters
+    ----------
+    fabric, catalog, floor : the design, the catalog and its floor plan (:func:`topo.plan.floor.floor_plan`).
+    plan : the ``[plan]`` table (its ``tiers`` key: multi-stage logical tiers).
+    source, sources : where the ``tiers`` tables came from (for errors), as a default and per tier name.
+    nic_module_ports : links one NIC-side module serves (the server's ``nic_module_ports``: 2 for twin-port
+        cages shared by two NICs).
+    """
     L = fabric.layout
-    logical = logical_tiers(fabric, plan or {}, source)
-    dac = catalog.cables["DAC"]
-    mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
-    models = [catalog.switch(logical[t.index].switch or t.model, key=f"plan.tiers.{t.name}.switch")
-              if t.index in logical and logical[t.index].switch else
-              catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model") for t in L.tiers]
+    logical = logical_tiers(fabric, plan or {}, source, sources)
+    models = tier_switch_models(fabric, catalog, logical)
 
     links = fabric.links
     s0 = floor.first_link
@@ -180,19 +226,19 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
         ext = t.down_ports + t.up_ports
         if ext > k * k // 2:
             raise TopoError(f"a two-stage Clos of {k}-port switches has at most {k * k // 2} external ports, the "
-                            f"tier uses {ext}", source=source, key=f"plan.tiers.{t.name}.stages")
-        lower = math.ceil(ext / (k // 2))
-        upper = math.ceil(lower * (k // 2) / k)
+                            f"tier uses {ext}", source=(sources or {}).get(t.name, source),
+                            key=f"plan.tiers.{t.name}.stages")
+        lower, upper = two_stage_switches(ext, k)
         switch_lines.append(SwitchLine(f"{t.name} (lower stage)", phys_name, lower * t.num_switches,
                                        t.num_switches, phys.power_W.value, phys.price_usd.value))
         switch_lines.append(SwitchLine(f"{t.name} (upper stage)", phys_name, upper * t.num_switches,
                                        t.num_switches, phys.power_W.value, phys.price_usd.value))
         internal.append((t, phys, phys_name, lower * (k // 2) * t.num_switches, upper * t.num_switches))
 
-    copper = length <= dac.reach_m.value
-    medium = np.where(copper, 0, np.where(length <= mm_reach, 1, 2))
+    medium = floor.media
+    copper = (medium == 0) | (medium == 3)
     level_names = fabric.level_names
-    media = ("copper", "multimode", "single_mode")
+    media = MEDIA
 
     tx: dict[tuple[str, str], list[int]] = {}
 
@@ -201,18 +247,24 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
         cur[0] += int(count)
         cur[1] += int(nlinks)
 
-    aoc = catalog.layout.short_reach == "aoc"
-    # NIC ends: one single-port module per optical link (none on AOC links: their optics are in the cable)
+    aoc = catalog.floor.short_reach == "aoc"
+    # NIC ends: modules of nic_module_ports links, per server and module type (none on AOC links: their optics are
+    # in the cable): a twin-port cage serves two of the server's NICs
     nic = (level == LEVEL_NIC) & ~copper
+    servers = fabric.nodes["server"][src].astype(np.int64)
     for m in ((2,) if aoc else (1, 2)):
         sel = nic & (medium == m)
         if sel.any():
             for r in np.unique(rate_Gbps[sel]):
                 s2 = sel & (rate_Gbps == r)
-                names, idx = _pick_module(catalog, r, 1, media[m], length[s2])
-                for j, c in enumerate(np.bincount(idx, minlength=len(names)).tolist()):
-                    if c:
-                        add_tx(names[j], "nic", c, c)
+                names, idx = _pick_module(catalog, r, nic_module_ports, media[m], length[s2])
+                per = np.unique(servers[s2] * len(names) + idx, return_counts=True)
+                mods = np.bincount(per[0] % len(names), weights=np.ceil(per[1] / nic_module_ports),
+                                   minlength=len(names))
+                nl = np.bincount(idx, minlength=len(names))
+                for j in range(len(names)):
+                    if nl[j]:
+                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]))
 
     # switch ends: per switch and module type, ceil(links / ports per module)
     for t, sw in zip(L.tiers, models):
@@ -244,13 +296,13 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
     for lv in range(LEVEL_NIC, LEVEL_NIC + L.num_tiers):
         sel = level == lv
         if sel.any():
-            links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(3)}
+            links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(len(media))}
     cables = _cables(catalog, level, medium, length, level_names, aoc)
     for t, phys, phys_name, n_int, n_upper in internal:
-        ln = catalog.layout.logical_internal_length_m.value
-        m = 0 if ln <= dac.reach_m.value else (1 if ln <= mm_reach else 2)
+        ln = catalog.floor.logical_internal_length_m.value
+        m = int(link_media(np.array([ln]), catalog)[0])
         name_lv = f"{t.name}-internal"
-        links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(3)}
+        links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(len(media))}
         if m == 2 or (m == 1 and not aoc):
             ppc = int(phys.ports_per_cage.value)
             r = float(phys.port_rate_Gbps.value)
@@ -270,7 +322,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: Floor, plan: dict
 
 
 def _cable_for(catalog: Catalog, medium: int, aoc: bool = False) -> str:
-    return ("DAC", "AOC" if aoc else "MMF", "SMF")[medium]
+    return ("DAC", "AOC" if aoc else "MMF", "SMF", "AEC")[medium]
 
 
 def _length_class(x: float) -> float:
@@ -283,13 +335,14 @@ def _length_class(x: float) -> float:
 def _cables(catalog, level, medium, length, level_names, aoc=False) -> list[CableLine]:
     classes = np.searchsorted(np.array(LENGTH_CLASSES_M, dtype=float), length, side="left")
     out = []
-    key = (level.astype(np.int64) * 3 + medium) * (len(LENGTH_CLASSES_M) + 1) + classes
+    nm = len(MEDIA)
+    key = (level.astype(np.int64) * nm + medium) * (len(LENGTH_CLASSES_M) + 1) + classes
     uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
     total_len = np.bincount(inv, weights=length)
     for k, c, tl in zip(uniq.tolist(), counts.tolist(), total_len.tolist()):
         cls = k % (len(LENGTH_CLASSES_M) + 1)
-        m = (k // (len(LENGTH_CLASSES_M) + 1)) % 3
-        lv = k // (len(LENGTH_CLASSES_M) + 1) // 3
+        m = (k // (len(LENGTH_CLASSES_M) + 1)) % nm
+        lv = k // (len(LENGTH_CLASSES_M) + 1) // nm
         name = _cable_for(catalog, m, aoc)
         cab = catalog.cables[name]
         label = _class_label(LENGTH_CLASSES_M[cls]) if cls < len(LENGTH_CLASSES_M) else "> 2000 m"

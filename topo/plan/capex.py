@@ -1,8 +1,17 @@
-"""Capital cost (capex): servers, network (switches + optics + cables) and facility (per watt of facility
-power); per GPU and the network's share. Every price is a catalog assumption a user overrides."""
+"""Capital cost: servers, network (switches + optics + cables), storage and front-end network, cooling equipment
+and the facility; per GPU and the network's share. Every price is a catalog assumption a user overrides.
+
+    servers    = servers x server price
+    network    = switches + transceivers + cables (the bill of materials)
+    storage    = ceil(GPUs x storage servers per GPU) x storage server price   (Llama 3's 7,500 per 24,576 GPUs)
+    front-end  = servers x front-end network per server
+    cooling    = IT power x the hall cooling's capex per W (rear-door, direct liquid; air is in the facility)
+    facility   = capex_usd_per_W x (facility power if capex_basis = "facility", else IT power)
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from .bom import BillOfMaterials
@@ -12,33 +21,60 @@ __all__ = ["Capex", "capex_breakdown"]
 
 @dataclass(frozen=True)
 class Capex:
+    """What building the cluster costs, by part (USD)."""
+
     servers_usd: float
     switches_usd: float
     optics_usd: float
     cables_usd: float
     network_capex_usd: float
+    storage_servers: int
+    storage_usd: float
+    frontend_usd: float
+    cooling_usd: float
     facility_usd: float
+    facility_basis: str  # "facility" (per W of IT x PUE) or "it" (per W of IT load)
+    facility_basis_W: float
     capex_usd: float
     capex_per_gpu_usd: float
     network_share: float  # of capex
 
     def parts(self) -> dict[str, float]:
         return {"servers": self.servers_usd, "switches": self.switches_usd, "optics": self.optics_usd,
-                "cables": self.cables_usd, "facility": self.facility_usd}
+                "cables": self.cables_usd, "storage": self.storage_usd, "front-end network": self.frontend_usd,
+                "cooling equipment": self.cooling_usd, "facility": self.facility_usd}
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def capex_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom: BillOfMaterials,
-                    facility_power_W: float, facility_usd_per_W: float) -> Capex:
+def capex_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom: BillOfMaterials, *,
+                 it_power_W: float, facility_power_W: float, facility_usd_per_W: float, facility_basis: str,
+                 storage_servers_per_gpu: float, storage_server_price_usd: float, frontend_usd_per_server: float,
+                 cooling_usd_per_W: float) -> Capex:
+    """Add up the capital cost (see the module doc for each line).
+
+    >>> from topo.plan.bom import BillOfMaterials
+    >>> c = capex_breakdown(8, 1, 100.0, BillOfMaterials([], [], [], {}), it_power_W=10.0, facility_power_W=12.0,
+    ...                  facility_usd_per_W=1.0, facility_basis="it", storage_servers_per_gpu=0.25,
+    ...                  storage_server_price_usd=10.0, frontend_usd_per_server=5.0, cooling_usd_per_W=0.5)
+    >>> c.capex_usd, c.storage_servers
+    (140.0, 2)
+    """
     servers = num_servers * server_price_usd
     switches = sum(s.count * s.price_usd_each for s in bom.switches)
     optics = sum(t.count * t.price_usd_each for t in bom.transceivers)
     cables = sum(c.price_usd for c in bom.cables)
     network = switches + optics + cables
-    facility = facility_power_W * facility_usd_per_W
-    total = servers + network + facility
+    n_storage = math.ceil(num_gpus * storage_servers_per_gpu - 1e-9)
+    storage = n_storage * storage_server_price_usd
+    frontend = num_servers * frontend_usd_per_server
+    cooling = it_power_W * cooling_usd_per_W
+    basis_W = facility_power_W if facility_basis == "facility" else it_power_W
+    facility = basis_W * facility_usd_per_W
+    total = servers + network + storage + frontend + cooling + facility
     return Capex(servers_usd=servers, switches_usd=switches, optics_usd=optics, cables_usd=cables,
-                 network_capex_usd=network, facility_usd=facility, capex_usd=total,
-                 capex_per_gpu_usd=total / num_gpus, network_share=network / total if total else 0.0)
+                       network_capex_usd=network, storage_servers=n_storage, storage_usd=storage,
+                       frontend_usd=frontend, cooling_usd=cooling, facility_usd=facility,
+                       facility_basis=facility_basis, facility_basis_W=basis_W, capex_usd=total,
+                       capex_per_gpu_usd=total / num_gpus, network_share=network / total if total else 0.0)

@@ -57,15 +57,18 @@ class Value(_Strict):
         return float(self.value)
 
 
-def _bounded(ge: float | None = 0.0, gt: float | None = None, le: float | None = None, price: bool = False):
+def _bounded(ge: float | None = 0.0, gt: float | None = None, le: float | None = None, price: bool = False,
+             whole: bool = False, why_le: str = ""):
     def check(v: Value) -> Value:
         x = v.value
+        if whole and x != int(x):
+            raise ValueError(f"must be a whole number{f' >= {ge:g}' if ge is not None else ''}, got {x:g}")
         if ge is not None and x < ge:
             raise ValueError(f"must be >= {ge:g}, got {x:g}")
         if gt is not None and x <= gt:
             raise ValueError(f"must be > {gt:g}, got {x:g}")
         if le is not None and x > le:
-            raise ValueError(f"must be <= {le:g}, got {x:g}")
+            raise ValueError(f"must be <= {le:g}{why_le}, got {x:g}")
         if price and v.status not in ("assumption", "override"):
             raise ValueError(f"a price must have status 'assumption' (a user input), got {v.status!r}")
         return v
@@ -76,6 +79,7 @@ NonNeg = _bounded()
 Positive = _bounded(ge=None, gt=0.0)
 Price = _bounded(price=True)
 Fraction = _bounded(ge=0.0, le=1.0)
+Count = _bounded(ge=1.0, whole=True)  # a whole number of things (ports, GPUs, racks), at least one
 
 
 class Gpu(_Strict):
@@ -93,9 +97,13 @@ class RackSwitch(_Strict):
     price_usd: Price
 
 
+Cooling = Literal["air", "rear_door", "direct_liquid"]
+COOLING = ("air", "rear_door", "direct_liquid")  # from the least to the most heat removed per rack
+
+
 class Server(_Strict):
     gpu: str
-    gpus: Positive
+    gpus: Count
     non_gpu_power_per_gpu_W: NonNeg
     max_power_W: Positive
     rack_units: Positive
@@ -106,20 +114,23 @@ class Server(_Strict):
     rack_power_W: Positive | None = None
     rack_switches: RackSwitch | None = None
     leaf_in_rack: bool = True  # False: the rack has no room for a leaf, which then sits at the end of the row
+    nic_module_ports: _bounded(ge=1.0, le=2.0, whole=True, why_le=" (single- or twin-port NIC cages)")
+    cooling: Cooling  # the least cooling a rack of these servers needs
 
 
 class Switch(_Strict):
-    ports: Positive
+    ports: Count
     port_rate_Gbps: Positive
-    ports_per_cage: Positive
+    ports_per_cage: _bounded(ge=1.0, le=8.0, whole=True, why_le=" (an OSFP cage holds at most 8 lanes)")
     power_W: NonNeg
     power_with_optics_W: NonNeg
     price_usd: Price
+    rack_units: Count
 
 
 class Transceiver(_Strict):
     rate_Gbps: Positive
-    ports: Positive
+    ports: _bounded(ge=1.0, le=8.0, whole=True, why_le=" (links one module serves)")
     medium: Literal["multimode", "single_mode"]
     reach_m: Positive
     power_W: NonNeg
@@ -128,7 +139,7 @@ class Transceiver(_Strict):
 
 
 class Cable(_Strict):
-    medium: Literal["copper", "multimode", "single_mode", "aoc"]
+    medium: Literal["copper", "multimode", "single_mode", "aoc", "aec"]
     reach_m: Positive
     power_W: NonNeg  # the cable's own (an AOC's optics at both ends); 0 for passive copper and fibre
     price_usd: Price
@@ -136,29 +147,69 @@ class Cable(_Strict):
 
 
 class Facility(_Strict):
-    pue: _bounded(ge=1.0)
+    pue: _bounded(ge=1.0, le=3.0, why_le=" (the least efficient data centres surveyed run about 2.5)")
     electricity_usd_per_kWh: Price
     load_factor: Fraction
-    storage_frontend_fraction: NonNeg
+    storage_frontend_fraction: _bounded(ge=0.0, le=1.0)
     capex_usd_per_W: Price
+    capex_basis: Literal["facility", "it"]
 
 
 class FloorLayout(_Strict):
+    """Racks, rows, halls and the campus (topo.plan.floor)."""
+
     short_reach: Literal["transceivers", "aoc"] = "transceivers"
-    servers_per_rack: _bounded(ge=1.0)
+    copper: Literal["dac", "dac_aec", "none"] = "dac"
+    leaf_placement: Literal["auto", "top_of_rack", "middle_of_row", "end_of_row"] = "auto"
+    servers_per_rack: Count
     rack_power_W: Positive
     rack_width_m: Positive
     row_pitch_m: Positive
-    pods_per_hall: _bounded(ge=1.0)
-    hall_spacing_m: NonNeg
+    racks_per_row: Count | None = None
+    hall_width_m: Positive
+    hall_depth_m: Positive
+    hall_power_W: Positive
+    pods_per_hall: Count | None = None
+    hall_gap_m: NonNeg
     slack_m: NonNeg
     logical_internal_length_m: NonNeg
+    network_rack_units: Count
+    network_rack_power_W: Positive
+
+
+class CoolingType(_Strict):
+    max_rack_W: Positive
+    capex_usd_per_W: Price
+
+
+class CoolingTypes(_Strict):
+    air: CoolingType
+    rear_door: CoolingType
+    direct_liquid: CoolingType
+
+
+class Economics(_Strict):
+    years: _bounded(ge=None, gt=0.0, le=50.0)
+    server_life_years: Positive
+    network_life_years: Positive
+    facility_life_years: Positive
+    maintenance_fraction_per_year: Fraction
+    opex_usd_per_MW_year: Price
+    grid_kg_co2_per_kWh: _bounded(ge=0.0, le=2.0, why_le=" (coal, the most carbon-intensive source, is about 1)")
+    storage_servers_per_gpu: NonNeg
+    storage_bytes_per_server: Positive
+    storage_server_price_usd: Price
+    frontend_usd_per_server: Price
 
 
 class Checkpoint(_Strict):
     bytes_per_param: Positive
     write_Bps: Positive
+    detection_s: NonNeg
     restart_s: NonNeg
+    mode: Literal["sync", "async", "in_memory"] = "sync"
+    snapshot_Bps: Positive
+    reload_Bps: Positive
     repair_s: NonNeg
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
 
@@ -168,6 +219,7 @@ class Reliability(_Strict):
     observed_days: Positive
     causes: dict[str, NonNeg]
     checkpoint: Checkpoint
+    optics: Literal["table", "parts"] = "table"
 
 
 class Reference(_Strict):
@@ -182,7 +234,8 @@ class Workload(_Strict):
     mfu: _bounded(ge=None, gt=0.0, le=1.0)
     precision: str
     days: Positive
-    params: Positive
+    params: Positive | None = None
+    tokens_per_param: Positive
     reference: Reference
 
 
@@ -195,9 +248,12 @@ class Catalog(_Strict):
     transceivers: dict[str, Transceiver]
     cables: dict[str, Cable]
     facility: Facility
-    layout: FloorLayout
+    floor: FloorLayout
+    cooling: CoolingTypes
+    economics: Economics
     reliability: Reliability
     workload: Workload
+    server_model: str | None = None  # the plan's choice among servers (default: the first holding the GPU)
     versions: dict[str, str] = {}
     origins: dict[str, str] = {}  # dotted path -> origin of an override; kind -> its catalog file
 
@@ -215,7 +271,19 @@ class Catalog(_Strict):
         return _lookup(self.switches, name, "switches", "switch model", key)
 
     def server_for(self, gpu: str) -> tuple[str, Server]:
-        """The server model that holds ``gpu`` (the first in the catalog)."""
+        """The server model that holds ``gpu``: ``server_model`` if the plan names one, else the first in the
+        catalog."""
+        if self.server_model is not None:
+            name = next((k for k in self.servers if k.upper() == self.server_model.upper()), None)
+            if name is None:
+                _lookup(self.servers, self.server_model, "servers", "server model", "plan.server_model")
+            s = self.servers[name]
+            if s.gpu.upper() != gpu.upper():
+                raise TopoError(f"the server {name!r} holds {s.gpu} GPUs, the spec's GPU is {gpu}; name a server "
+                                f"of {gpu} GPUs: " + ", ".join(n for n, x in self.servers.items()
+                                                                if x.gpu.upper() == gpu.upper()),
+                                key="plan.server_model")
+            return name, s
         for name, s in self.servers.items():
             if s.gpu.upper() == gpu.upper():
                 return name, s
@@ -232,8 +300,11 @@ class Catalog(_Strict):
         return rows
 
 
-KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "layout", "reliability", "workload")
-PLAN_KEYS = KINDS + ("tiers",)
+KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "floor", "cooling", "economics",
+         "reliability", "workload")
+ITEM_KINDS = ("gpus", "servers", "switches", "transceivers", "cables")  # tables of named parts
+PLAN_KEYS = KINDS + ("tiers", "server_model")
+_RENAMED = {"layout": "floor"}  # the floor plan's table was plan.layout, a name the training package's layouts use
 
 
 def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None):
@@ -310,15 +381,42 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
             continue
         unknown = [k for k in table if k not in PLAN_KEYS]
         if unknown:
-            close = difflib.get_close_matches(unknown[0], PLAN_KEYS, n=1)
+            close = [_RENAMED[unknown[0]]] if unknown[0] in _RENAMED else difflib.get_close_matches(
+                unknown[0], PLAN_KEYS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
+            if unknown[0] in _RENAMED:
+                hint += f" (plan.{unknown[0]} is now plan.{_RENAMED[unknown[0]]})"
             raise TopoError(f"unknown key {unknown[0]!r}; allowed: {', '.join(PLAN_KEYS)}{hint}", source=origin,
                             key=f"plan.{unknown[0]}")
-        _merge(raw, {k: copy.deepcopy(v) for k, v in table.items() if k != "tiers"}, origin, [], marks)
+        if "server_model" in table:
+            if not isinstance(table["server_model"], str) or not table["server_model"]:
+                raise TopoError(f"must be the name of a server in the catalog, got {table['server_model']!r}; "
+                                f"allowed: {', '.join(raw['servers'])}", source=origin, key="plan.server_model")
+            raw["server_model"] = table["server_model"]
+            marks["server_model"] = origin
+        known = {k: set(raw[k]) for k in ITEM_KINDS}
+        _merge(raw, {k: copy.deepcopy(v) for k, v in table.items() if k not in ("tiers", "server_model")}, origin,
+               [], marks)
+        for kind in ITEM_KINDS:
+            for name in set(raw[kind]) - known[kind]:
+                close = difflib.get_close_matches(name, sorted(known[kind]), n=1, cutoff=0.75)
+                if close and isinstance(table.get(kind, {}).get(name), dict) and not {"value"} & set(
+                        table[kind][name]):
+                    fields = _model_fields(kind)
+                    if not fields <= set(table[kind][name]):
+                        raise TopoError(f"no {kind[:-1]} named {name!r} in the catalog; did you mean {close[0]!r}? "
+                                        f"(a new {kind[:-1]} gives every field: {', '.join(sorted(fields))})",
+                                        source=origin, key=f"plan.{kind}.{name}")
     try:
         return Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
     except ValidationError as exc:
         raise _error(exc, files, marks) from None
+
+
+def _model_fields(kind: str) -> set[str]:
+    """The required fields of one item of ``kind`` (``switches`` -> Switch's)."""
+    model = Catalog.model_fields[kind].annotation.__args__[1]
+    return {n for n, f in model.model_fields.items() if f.is_required()}
 
 
 def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -> TopoError:

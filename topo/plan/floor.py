@@ -1,17 +1,26 @@
-"""The floor plan: racks, rows and halls, where each switch sits, and from that the length and medium of every
-scale-out link.
+"""The floor plan: racks, rows, halls and the campus, where each switch sits, and from that the length and the
+medium of every scale-out link.
 
-Placement (all distances from :mod:`topo.plan.catalog`'s ``layout`` values, every one an assumption):
+Placement (every distance and limit from the catalog's ``floor`` and ``cooling`` values, each an assumption):
 
-- servers fill racks in order, ``servers_per_rack`` each (checked against ``rack_power_W``); a scalable unit
-  fills one row of racks; a pod fills ``units_per_pod`` rows plus one network row; ``pods_per_hall`` pods share a
-  hall; halls stand side by side, ``hall_spacing_m`` apart;
-- leaves: inside the server rack when the unit fits in one rack (top of rack), otherwise in a network rack at the
-  end of the unit's row; spines: in the pod's network row, half-way along it; a third tier: in a central
-  network room in front of the middle hall;
+- **racks**: servers fill racks, ``servers_per_rack`` each (checked against ``rack_power_W``); a unit that fits one
+  rack fills a rack alone (Meta's Llama 3 racks: 2 servers under one ToR), with its leaf on top when the server
+  allows it (``leaf_in_rack``);
+- **rows**: ``racks_per_row`` positions (given, or ``hall_width_m / rack_width_m``); a unit takes a block of its
+  server racks and its leaf network rack (at the block's end, or in its middle with ``leaf_placement =
+  "middle_of_row"``); as many units share a row as fit;
+- **pods**: a pod's units take consecutive rows; its pod-level switches (spines) sit in network racks in a row in
+  the middle of them;
+- **halls**: a hall holds whole pods, as many as its power (``hall_power_W``) and its rows (``hall_depth_m /
+  row_pitch_m``) allow; a pod bigger than a hall gets a hall of its own, enlarged, and a note;
+- **campus**: halls stand in a near-square grid, ``hall_gap_m`` apart; the tiers above the pods sit in a network
+  room at the campus's centre, so the longest inter-hall link is about half the campus's width plus half its depth
+  (a straight line of halls would double it);
 - a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack: half the slack);
-- medium: copper (DAC) up to the DAC's reach, multimode up to the multimode optics' reach, single-mode beyond
-  (:func:`media`).
+- **medium** (:func:`link_media`): copper (DAC) up to the DAC's reach, active electrical cable (AEC) up to its reach
+  when ``copper = "dac_aec"``, multimode up to the shortest multimode reach, single-mode beyond;
+- **cooling**: each hall gets the least of air, rear-door and direct liquid cooling that takes its densest rack and
+  that its servers allow (an NVL72 rack needs liquid whatever its load).
 
 Everything is numpy over the fabric's link table: no loop per GPU or per link.
 """
@@ -19,115 +28,300 @@ Everything is numpy over the fabric's link table: no loop per GPU or per link.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
-from .catalog import Catalog
+from .catalog import COOLING, Catalog
 
-__all__ = ["Floor", "floor_plan", "MEDIA"]
+__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "MEDIA"]
 
-MEDIA = ("copper", "multimode", "single_mode")
+MEDIA = ("copper", "multimode", "single_mode", "active_copper")  # codes 0..3 of link_media
 
 
 @dataclass(frozen=True)
-class Floor:
+class SwitchRacking:
+    """What a tier's switches take in network racks: space and power of one logical switch of the fabric (a
+    multi-stage logical switch counts all its physical switches)."""
+
+    rack_units: float
+    power_W: float  # with optics: what the network rack must feed
+    physical_per_logical: int = 1
+
+
+@dataclass(frozen=True)
+class Hall:
+    """One data hall of the campus."""
+
+    index: int
+    pods: int
+    server_racks: int
+    network_racks: int
+    rows: int
+    it_power_W: float  # servers and the network racks in the hall
+    width_m: float
+    depth_m: float
+    cooling: str
+    x_m: float  # the hall's corner on the campus
+    y_m: float
+
+    @property
+    def area_m2(self) -> float:
+        return self.width_m * self.depth_m
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "area_m2": self.area_m2}
+
+
+@dataclass(frozen=True)
+class FloorPlan:
     """Where everything sits, and the length of every scale-out link (``lengths_m``, indexed like the fabric's
     links from the NIC block on: ``fabric.links[...][first_link:]``)."""
 
     servers_per_rack: int
     server_racks: int
-    network_racks: int
+    network_racks: int  # leaf racks + pod network racks + the central room's
+    core_room_racks: int
     racks_per_row: int
+    racks_per_row_source: str  # "floor.racks_per_row" or "hall_width_m / rack_width_m"
+    units_per_row: int
     rows: int
-    halls: int
+    halls: list[Hall]
+    pods_per_hall: int
+    pods_per_hall_limit: str  # what sets it: "power", "rows", "floor.pods_per_hall", "one pod is bigger than a hall"
+    campus_columns: int
+    campus_width_m: float
+    campus_depth_m: float
+    core_room_area_m2: float
     rack_power_W: float
     server_power_W: float
-    leaf_placement: str  # "top_of_rack" or "end_of_row"
+    leaf_placement: str  # "top_of_rack", "middle_of_row" or "end_of_row"
     rack_load_W: float  # a full rack: its servers and its own switches (NVLink switch trays)
+    cooling: str  # the halls' cooling (the same in every hall: every server rack is alike)
     first_link: int
     lengths_m: np.ndarray
     levels: np.ndarray
+    media: np.ndarray  # link_media codes
+    longest_m: dict[str, float] = field(default_factory=dict)  # per level name (nic-leaf, leaf-spine, ...)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def area_m2(self) -> float:
+        """Floor area: every hall plus the central network room."""
+        return sum(h.area_m2 for h in self.halls) + self.core_room_area_m2
+
+    @property
+    def num_halls(self) -> int:
+        return len(self.halls)
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("servers_per_rack", "server_racks", "network_racks",
-                                               "racks_per_row", "rows", "halls", "rack_power_W",
-                                               "server_power_W", "leaf_placement", "rack_load_W")}
+        keys = ("servers_per_rack", "server_racks", "network_racks", "core_room_racks", "racks_per_row",
+                "racks_per_row_source", "units_per_row", "rows", "pods_per_hall", "pods_per_hall_limit",
+                "campus_columns", "campus_width_m", "campus_depth_m", "core_room_area_m2", "rack_power_W",
+                "server_power_W", "leaf_placement", "rack_load_W", "cooling")
+        return {**{k: getattr(self, k) for k in keys}, "num_halls": self.num_halls, "area_m2": self.area_m2,
+                "longest_m": dict(self.longest_m),
+                "halls": [h.to_dict() for h in self.halls], "notes": list(self.notes)}
 
 
-def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_per_rack: int | None = None,
-               rack_power_W: float | None = None, rack_extra_W: float = 0.0, leaf_in_rack: bool = True) -> Floor:
-    """Place racks, rows and halls for ``fabric`` and measure every scale-out link.
+def link_media(lengths_m: np.ndarray, catalog: Catalog) -> np.ndarray:
+    """The medium code of each link (index into :data:`MEDIA`): copper up to the DAC's reach, active copper (AEC)
+    up to its reach when ``floor.copper = "dac_aec"``, multimode up to the shortest multimode module's reach,
+    single-mode beyond."""
+    fl = catalog.floor
+    mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
+    dac = catalog.cables["DAC"].reach_m.value if fl.copper != "none" else -1.0
+    out = np.where(lengths_m <= mm_reach, 1, 2)
+    if fl.copper == "dac_aec":
+        if "AEC" not in catalog.cables:
+            raise TopoError("floor.copper = 'dac_aec' needs an AEC entry under plan.cables", key="plan.cables")
+        out = np.where(lengths_m <= catalog.cables["AEC"].reach_m.value, 3, out)
+    return np.where(lengths_m <= dac, 0, out).astype(np.int8)
 
-    A rack-scale server (a GB200 NVL72 compute tray) brings its own ``servers_per_rack`` and ``rack_power_W`` (they
-    replace the layout's) and ``rack_extra_W``, the power of the rack's own switches (its NVLink switch trays),
-    which the rack's budget must also hold; ``leaf_in_rack=False`` (a full NVL72 rack) puts the leaves at the end of
-    the row even when a unit fits one rack.
+
+def _racks_for(n: float, rack: SwitchRacking, units: float, power_W: float, where: str) -> int:
+    if n <= 0:
+        return 0
+    if rack.power_W > power_W or rack.rack_units > units:
+        raise TopoError(f"one {where} switch ({rack.rack_units:g}U, {rack.power_W:,.0f} W with optics) does not fit a "
+                        f"network rack of {units:g}U and {power_W:,.0f} W; raise network_rack_units or "
+                        f"network_rack_power_W", key="plan.floor.network_rack_power_W")
+    per_rack = min(int(units // rack.rack_units), int(power_W // rack.power_W))  # whole switches per rack
+    return math.ceil(math.ceil(n * rack.physical_per_logical - 1e-9) / per_rack)
+
+
+def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking: list[SwitchRacking] | None = None,
+               servers_per_rack: int | None = None, rack_power_W: float | None = None, rack_extra_W: float = 0.0,
+               leaf_in_rack: bool = True, server_cooling: str = "air") -> FloorPlan:
+    """Place racks, rows, halls and the campus for ``fabric`` and measure every scale-out link.
+
+    Parameters
+    ----------
+    fabric : the built fabric.
+    catalog : the planner's catalog (``floor`` and ``cooling`` values).
+    server_power_W : one server's power.
+    racking : per tier, what one of its switches takes in a network rack (default: the catalog's switch of each
+        tier's model, one physical switch per logical one).
+    servers_per_rack, rack_power_W : a rack-scale server's own (an NVL72 tray: 18 per 132 kW rack); they replace
+        ``floor.servers_per_rack`` and ``floor.rack_power_W``.
+    rack_extra_W : the power of the rack's own switches (NVLink switch trays), which its budget must also hold.
+    leaf_in_rack : False when the rack has no room for a leaf (an NVL72 rack).
+    server_cooling : the least cooling the servers need (``air``, ``rear_door``, ``direct_liquid``).
+
+    Returns
+    -------
+    FloorPlan
 
     Raises
     ------
     TopoError
-        ``plan.layout.servers_per_rack``: a rack cannot hold one server (its power budget is below one server's),
-        or the servers do not fit the rack's power budget.
+        a rack that cannot hold one server, servers beyond the rack's power, a rack beyond every cooling type, a
+        switch that does not fit a network rack.
     """
-    lay = catalog.layout
+    fl = catalog.floor
     L = fabric.layout
-    spr = int(servers_per_rack if servers_per_rack is not None else lay.servers_per_rack.value)
-    rack_W = rack_power_W if rack_power_W is not None else lay.rack_power_W.value
+    if racking is None:
+        racking = []
+        for t in L.tiers:
+            sw = catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model")
+            racking.append(SwitchRacking(sw.rack_units.value, sw.power_with_optics_W.value))
+    spr = int(servers_per_rack if servers_per_rack is not None else fl.servers_per_rack.value)
+    rack_W = rack_power_W if rack_power_W is not None else fl.rack_power_W.value
     if server_power_W + rack_extra_W > rack_W:
         raise TopoError(f"a rack of {rack_W:,.0f} W cannot hold one server of {server_power_W:,.0f} W"
                         + (f" and its {rack_extra_W:,.0f} W of rack switches" if rack_extra_W else "")
-                        + "; raise rack_power_W or lower the server's power", key="plan.layout.rack_power_W")
+                        + "; raise rack_power_W or lower the server's power", key="plan.floor.rack_power_W")
     if spr * server_power_W + rack_extra_W > rack_W:
         raise TopoError(f"{spr} servers of {server_power_W:,.0f} W"
                         + (f" and {rack_extra_W:,.0f} W of rack switches" if rack_extra_W else "")
                         + f" need {spr * server_power_W + rack_extra_W:,.0f} W, more than rack_power_W = "
                         f"{rack_W:,.0f} W; at most {int((rack_W - rack_extra_W) // server_power_W)} fit",
-                        key="plan.layout.servers_per_rack")
-    spu, upp, pph = L.servers_per_unit, L.units_per_pod, int(lay.pods_per_hall.value)
-    tor = spu <= spr and leaf_in_rack
-    racks_per_row = math.ceil(spu / spr) + (0 if tor else 1)
-    w, pitch, slack = lay.rack_width_m.value, lay.row_pitch_m.value, lay.slack_m.value
-    row_len = racks_per_row * w
-    hall_dx = row_len + lay.hall_spacing_m.value
-    halls = math.ceil(L.num_pods / pph)
-    rows_per_pod = upp + (1 if L.num_tiers > 1 else 0)
+                        key="plan.floor.servers_per_rack")
+    spu, upp = L.servers_per_unit, L.units_per_pod
+    fits_one_rack = spu <= spr
+    if fits_one_rack and servers_per_rack is None:
+        spr = spu  # a unit smaller than a rack fills a rack alone, under its own leaf
+    placement = fl.leaf_placement
+    if placement == "auto":
+        placement = "top_of_rack" if fits_one_rack and leaf_in_rack else "end_of_row"
+    if placement == "top_of_rack" and not (fits_one_rack and leaf_in_rack):
+        why = (f"a unit of {spu} servers needs {math.ceil(spu / spr)} racks" if not fits_one_rack
+               else "the server's rack has no room for a leaf (servers.leaf_in_rack = false)")
+        raise TopoError(f"leaves cannot sit on top of the rack: {why}; allowed here: auto, middle_of_row, end_of_row",
+                        key="plan.floor.leaf_placement")
+    tor = placement == "top_of_rack"
+    rack_load_W = spr * server_power_W + rack_extra_W
+    cooling = _cooling(catalog, rack_load_W, server_cooling)
 
-    def unit_xy(unit):
-        pod = unit // upp
+    # network racks per place: a unit's leaves (unless on top of the rack), a pod's row, the central room
+    nodes = fabric.nodes
+    nu, nw = fl.network_rack_units.value, fl.network_rack_power_W.value
+    leaf_racks = 0 if tor else _racks_for(L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
+    pod_switches, core_switches = [0] * L.num_tiers, [0] * L.num_tiers
+    for t in L.tiers[1:]:
+        lo = fabric.node_offset[f"tier:{t.index}"]
+        pods = nodes["pod"][lo:lo + t.num_switches]
+        local = int(np.count_nonzero(pods >= 0))
+        pod_switches[t.index] = local / max(L.num_pods, 1)
+        core_switches[t.index] = t.num_switches - local
+    pod_net_racks = sum(_racks_for(pod_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
+    core_racks = sum(_racks_for(core_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
+
+    # rows: a unit's block of racks, units side by side
+    w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
+    if fl.racks_per_row is not None:
+        rpr, rpr_source = int(fl.racks_per_row.value), "floor.racks_per_row"
+    else:
+        rpr, rpr_source = max(1, int(fl.hall_width_m.value // w + 1e-9)), "hall_width_m / rack_width_m"
+    unit_server_racks = math.ceil(spu / spr)
+    unit_racks = unit_server_racks + leaf_racks
+    notes = []
+    if unit_racks > rpr:  # a unit longer than a row: its own row, lengthened
+        notes.append(f"a unit's {unit_racks} racks do not fit a row of {rpr}: each unit takes a row of its own, "
+                     f"{unit_racks} racks long")
+        rpr = unit_racks
+    units_per_row = rpr // unit_racks
+    unit_rows_per_pod = math.ceil(upp / units_per_row)
+    net_rows_per_pod = math.ceil(pod_net_racks / rpr) if pod_net_racks else 0
+    rows_per_pod = unit_rows_per_pod + net_rows_per_pod
+    mid = unit_rows_per_pod // 2  # the pod's network rows come after this many unit rows
+
+    # halls: whole pods, as many as power and rows allow
+    pod_W = (upp * spu * server_power_W + upp * unit_server_racks * rack_extra_W
+             + sum(pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W
+                   for i in range(L.num_tiers)) + upp * L.leaves_per_unit * racking[0].power_W)
+    by_power = int(fl.hall_power_W.value // pod_W)
+    rows_per_hall = int(fl.hall_depth_m.value // pitch + 1e-9)
+    by_rows = rows_per_hall // rows_per_pod
+    if fl.pods_per_hall is not None:
+        pph, limit = int(fl.pods_per_hall.value), "floor.pods_per_hall"
+    elif min(by_power, by_rows) >= 1:
+        pph, limit = min(by_power, by_rows), "power" if by_power <= by_rows else "rows"
+    else:
+        pph, limit = 1, "one pod is bigger than a hall"
+        notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {rows_per_pod} rows) is bigger than a hall "
+                     f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall of its own, "
+                     "enlarged to hold it")
+    pph = min(pph, L.num_pods)
+    n_halls = math.ceil(L.num_pods / pph)
+    hall_w = max(fl.hall_width_m.value, rpr * w)
+    hall_d = max(fl.hall_depth_m.value, pph * rows_per_pod * pitch)
+    cols = math.ceil(math.sqrt(n_halls))
+    grid_rows = math.ceil(n_halls / cols)
+    gap = fl.hall_gap_m.value
+    campus_w, campus_d = cols * hall_w + (cols - 1) * gap, grid_rows * hall_d + (grid_rows - 1) * gap
+    core_xy = (campus_w / 2, campus_d / 2)  # the central network room
+
+    def hall_xy(hall):
+        return (hall % cols) * (hall_w + gap), (hall // cols) * (hall_d + gap)
+
+    def pod_origin(pod):
         hall, q = pod // pph, pod % pph
-        return hall * hall_dx, (q * rows_per_pod + unit % upp) * pitch
+        hx, hy = hall_xy(hall)
+        return hx, hy + q * rows_per_pod * pitch
+
+    def unit_row_xy(unit):
+        """The unit's block: x of its first rack and y of its row."""
+        pod, u = unit // upp, unit % upp
+        px, py = pod_origin(pod)
+        r, slot = u // units_per_row, u % units_per_row
+        r = r + net_rows_per_pod * (r >= mid)
+        return px + slot * unit_racks * w, py + r * pitch
+
+    leaf_rack_in_unit = {"end_of_row": unit_racks - 1, "middle_of_row": unit_server_racks // 2,
+                         "top_of_rack": 0}[placement]
+
+    def leaf_xy(unit):
+        x0, y = unit_row_xy(unit)
+        return x0 + leaf_rack_in_unit * w, y
 
     def pod_net_xy(pod):
-        hall, q = pod // pph, pod % pph
-        return hall * hall_dx + row_len / 2, (q * rows_per_pod + upp) * pitch
+        px, py = pod_origin(pod)
+        return px + hall_w / 2, py + mid * pitch
 
-    core_xy = ((halls - 1) * hall_dx / 2 + row_len / 2, -2 * pitch)
-
-    nodes, links = fabric.nodes, fabric.links
+    links = fabric.links
     start = fabric.link_offset["nic"]
     src, dst, level = links["src"][start:], links["dst"][start:], links["level"][start:]
     lengths = np.empty(len(src))
 
-    # NIC -> leaf: the server's rack to the leaf's rack
+    # NIC -> leaf: the server's rack to the leaf's rack, in the same row
     nic = level == LEVEL_NIC
-    server = nodes["server"][src[nic]]
-    rack_in_row = (server % spu) // spr
+    server = nodes["server"][src[nic]].astype(np.int64)
+    rack_in_unit = (server % spu) // spr
     if tor:
         lengths[nic] = slack / 2
     else:
-        lengths[nic] = (racks_per_row - 1 - rack_in_row) * w + slack
+        pos = rack_in_unit + (rack_in_unit >= leaf_rack_in_unit) * (placement == "middle_of_row")
+        lengths[nic] = np.abs(pos - leaf_rack_in_unit) * w + slack
 
-    # switch positions per tier (x, y); the top tier of a 3-tier fabric sits in the central room
     def switch_xy(node_ids, tier):
         if tier == 0:
-            ux, uy = unit_xy(nodes["unit"][node_ids].astype(np.int64))
-            return ux + (row_len - w if not tor else 0.0), uy
-        if tier == 1 and L.num_pods >= 1 and nodes["pod"][node_ids].min() >= 0:
-            return pod_net_xy(nodes["pod"][node_ids].astype(np.int64))
-        return np.full(len(node_ids), core_xy[0]), np.full(len(node_ids), core_xy[1])
+            return leaf_xy(nodes["unit"][node_ids].astype(np.int64))
+        pods = nodes["pod"][node_ids].astype(np.int64)
+        x, y = pod_net_xy(np.maximum(pods, 0))
+        return np.where(pods >= 0, x, core_xy[0]), np.where(pods >= 0, y, core_xy[1])
 
     for t in L.tiers[1:]:
         sel = level == LEVEL_NIC + t.index
@@ -136,10 +330,34 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, servers_
         ax, ay = switch_xy(src[sel], t.index - 1)
         bx, by = switch_xy(dst[sel], t.index)
         lengths[sel] = np.abs(ax - bx) + np.abs(ay - by) + slack
-    server_racks = math.ceil(spu / spr) * L.num_units
-    network_racks = (0 if tor else L.num_units) + (L.num_pods if L.num_tiers > 1 else 0)
-    return Floor(servers_per_rack=spr, server_racks=server_racks, network_racks=network_racks,
-                 racks_per_row=racks_per_row, rows=L.num_pods * rows_per_pod, halls=halls, rack_power_W=rack_W,
-                 server_power_W=server_power_W, leaf_placement="top_of_rack" if tor else "end_of_row",
-                 rack_load_W=spr * server_power_W + rack_extra_W,
-                 first_link=start, lengths_m=lengths, levels=level.copy())
+
+    halls = []
+    for h in range(n_halls):
+        pods = min(pph, L.num_pods - h * pph)
+        hx, hy = hall_xy(h)
+        halls.append(Hall(index=h, pods=pods, server_racks=pods * upp * unit_server_racks,
+                          network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=pods * rows_per_pod,
+                          it_power_W=pods * pod_W, width_m=hall_w, depth_m=hall_d, cooling=cooling, x_m=hx, y_m=hy))
+    core_area = math.ceil(core_racks / rpr) * rpr * w * pitch if core_racks else 0.0
+    return FloorPlan(servers_per_rack=spr, server_racks=unit_server_racks * L.num_units,
+                     network_racks=L.num_units * leaf_racks + L.num_pods * pod_net_racks + core_racks,
+                     core_room_racks=core_racks, racks_per_row=rpr, racks_per_row_source=rpr_source,
+                     units_per_row=units_per_row, rows=L.num_pods * rows_per_pod, halls=halls, pods_per_hall=pph,
+                     pods_per_hall_limit=limit, campus_columns=cols, campus_width_m=campus_w,
+                     campus_depth_m=campus_d, core_room_area_m2=core_area, rack_power_W=rack_W,
+                     server_power_W=server_power_W, leaf_placement=placement, rack_load_W=rack_load_W,
+                     cooling=cooling, first_link=start, lengths_m=lengths, levels=level.copy(),
+                     media=link_media(lengths, catalog), notes=notes,
+                     longest_m={fabric.level_names[int(lv)]: float(lengths[level == lv].max())
+                                for lv in np.unique(level)})
+
+
+def _cooling(catalog: Catalog, rack_load_W: float, needs: str) -> str:
+    """The least cooling that removes ``rack_load_W`` per rack and is at least what the servers need."""
+    for name in COOLING[COOLING.index(needs):]:
+        if rack_load_W <= getattr(catalog.cooling, name).max_rack_W.value:
+            return name
+    top = catalog.cooling.direct_liquid.max_rack_W.value
+    raise TopoError(f"a rack of {rack_load_W:,.0f} W is beyond every cooling type (direct liquid up to {top:,.0f} W); "
+                    "put fewer servers in a rack or raise cooling.direct_liquid.max_rack_W",
+                    key="plan.floor.servers_per_rack")

@@ -1,5 +1,5 @@
 """``plan``: a spec (+ the catalog + a floor layout) -> bill of materials, power, energy, cost, compute, goodput
-and blast radius; ``compare``: several designs side by side."""
+and blast radius; ``compare_designs``: several designs side by side."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
 from .blast import blast_radius, collective_times_with_failures
-from .bom import SwitchLine, bill_of_materials
+from .bom import SwitchLine, bill_of_materials, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .capex import capex_breakdown
-from .floor import floor_plan
+from .figures import figures_used
+from .floor import SwitchRacking, floor_plan
+from .switch_counts import switch_count_notes
+from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
 from .reliability import reliability
@@ -39,11 +42,17 @@ def read_plan_file(path: str | Path) -> tuple[str, dict]:
     return str(path), data.get("plan", data)
 
 
-def _locate(exc: TopoError, spec: Spec, cat: Catalog | None) -> TopoError:
-    """Name the file (and the ``--set``) behind a planner error about ``plan.<kind>.<key>``."""
+def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[str, str] | None = None
+            ) -> TopoError:
+    """Name the file (and the ``--set``) behind a planner error about ``plan.<kind>.<key>``; a
+    ``plan.tiers.<name>`` key names the layer its table came from (``tier_sources``)."""
     key = exc.key or ""
     if exc.source and exc.source != spec._origin:
         return exc
+    if key.startswith("plan.tiers.") and tier_sources:
+        where = tier_sources.get(key.split(".")[2])
+        if where is not None and where != spec.error_source("plan"):
+            return TopoError(exc.message, source=where, key=key)
     if cat is not None and key.startswith("plan.") and not exc.source:
         origin, overridden = cat.origin_of(key[5:])
         if not overridden:
@@ -99,16 +108,22 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         cat = catalog or load_catalog(all_layers)
     except TopoError as exc:
         raise _locate(exc, s, None) from None
-    plan_tables = {}
-    for _, table in all_layers:
+    plan_tables, tier_sources = {}, {}
+    for where, table in all_layers:
         for k, v in (table or {}).get("tiers", {}).items():
             plan_tables.setdefault("tiers", {})[k] = v
+            tier_sources[k] = where
 
     L = fabric.layout
     try:
         gpu = cat.gpu(s.gpu)
+    except TopoError as exc:
+        raise TopoError(exc.message, source=s.error_source("gpu"), key="gpu") from None
+    try:
         server_name, server = cat.server_for(s.gpu)
     except TopoError as exc:
+        if cat.server_model is not None:
+            raise _locate(exc, s, cat) from None
         raise TopoError(exc.message, source=s.error_source("gpu"), key="gpu") from None
     if int(server.gpus.value) != L.gpus_per_server:
         raise TopoError(f"the catalog's {server_name!r} holds {int(server.gpus.value)} GPUs, the spec's server "
@@ -118,65 +133,97 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
     rsw = server.rack_switches
     try:
-        floor = floor_plan(fabric, cat, server_W, servers_per_rack=spr,
+        logical = logical_tiers(fabric, plan_tables, origin, tier_sources)
+        models = tier_switch_models(fabric, cat, logical)
+        racking = []
+        for t, sw in zip(L.tiers, models):
+            lt = logical.get(t.index)
+            n = sum(two_stage_switches(t.down_ports + t.up_ports, int(sw.ports.value))) if (
+                lt is not None and lt.stages == 2) else 1
+            racking.append(SwitchRacking(sw.rack_units.value, sw.power_with_optics_W.value, n))
+        floor = floor_plan(fabric, cat, server_W, racking, servers_per_rack=spr,
                            rack_power_W=server.rack_power_W.value if server.rack_power_W is not None else None,
                            rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0,
-                           leaf_in_rack=server.leaf_in_rack)
-        bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin)
+                           leaf_in_rack=server.leaf_in_rack, server_cooling=server.cooling)
+        bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin,
+                                nic_module_ports=int(server.nic_module_ports.value), sources=tier_sources)
     except TopoError as exc:
-        raise _locate(exc, s, cat) from None
+        raise _locate(exc, s, cat, tier_sources) from None
     if rsw is not None:
         # a rack-scale system's own switches (NVL72: 9 NVLink switch trays per rack of 18 compute trays), one set
         # per full or partial rack of servers; counted with the switches (power and price)
-        racks = math.ceil(L.num_servers / (spr or int(cat.layout.servers_per_rack.value)))
+        racks = math.ceil(L.num_servers / floor.servers_per_rack)
         n = racks * int(rsw.per_rack.value)
         bom = replace(bom, switches=bom.switches + [SwitchLine("scale-up (in rack)", rsw.model, n, n,
                                                                rsw.power_W.value, rsw.price_usd.value)])
-    fac, wl, rel = cat.facility, cat.workload, cat.reliability
+    fac, wl, rel, eco = cat.facility, cat.workload, cat.reliability, cat.economics
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
         switches_W=sum(x.count * x.power_W_each for x in bom.switches),
         optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
         storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
-    capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, pw.facility_power_W,
-                            fac.capex_usd_per_W.value)
+    capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
+                        facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
+                        facility_basis=fac.capex_basis, storage_servers_per_gpu=eco.storage_servers_per_gpu.value,
+                        storage_server_price_usd=eco.storage_server_price_usd.value,
+                        frontend_usd_per_server=eco.frontend_usd_per_server.value,
+                        cooling_usd_per_W=getattr(cat.cooling, floor.cooling).capex_usd_per_W.value)
+    tco = ownership_cost(L.num_gpus, capex, pw, years=eco.years.value, server_life_years=eco.server_life_years.value,
+                         network_life_years=eco.network_life_years.value,
+                         facility_life_years=eco.facility_life_years.value,
+                         maintenance_fraction_per_year=eco.maintenance_fraction_per_year.value,
+                         opex_usd_per_MW_year=eco.opex_usd_per_MW_year.value,
+                         grid_kg_co2_per_kWh=eco.grid_kg_co2_per_kWh.value)
     ref = wl.reference
     ref_gpu = cat.gpu(ref.gpu)
-    comp = compute_budget(
-        L.num_gpus, {k: v.value for k, v in gpu.peak_flops.items()}, precision=wl.precision, mfu=wl.mfu.value,
-        days=wl.days.value, mfu_source=wl.mfu.source, reference_name=ref.name, reference_flop=ref.flop.value,
-        reference_gpus=int(ref.gpus.value), reference_peak_per_gpu=ref_gpu.peak_flops[ref.precision].value)
+    try:
+        comp = compute_budget(
+            L.num_gpus, {k: v.value for k, v in gpu.peak_flops.items()}, precision=wl.precision, mfu=wl.mfu.value,
+            days=wl.days.value, mfu_source=wl.mfu.source, reference_name=ref.name, reference_flop=ref.flop.value,
+            reference_gpus=int(ref.gpus.value), reference_peak_per_gpu=ref_gpu.peak_flops[ref.precision].value)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
+    if wl.params is not None:
+        params, params_source = wl.params.value, wl.params.source
+    else:  # compute-optimal for this cluster's budget: 6 N D FLOP with D = tokens_per_param x N
+        params = math.sqrt(comp.flop / (6 * wl.tokens_per_param.value))
+        params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
+                         f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
     ck = rel.checkpoint
     relia = reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
-        modules=[(x.count, x.mttf_years) for x in bom.transceivers], params=wl.params.value,
-        bytes_per_param=ck.bytes_per_param.value, write_Bps=ck.write_Bps.value, restart_s=ck.restart_s.value,
-        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=comp.flop)
+        modules=[(x.count, x.mttf_years) for x in bom.transceivers],
+        nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"], optics=rel.optics,
+        params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
+        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=comp.flop, mode=ck.mode,
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
     inv = inventory(fabric)
     bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
     if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
-    notes = list(inv.notes)
+    notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric)
     if fabric.failures:
         notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
                      "installed ones")
     if spr is not None:
         notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
-                     f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.layout"
+                     f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.floor"
                      + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
                         if rsw is not None else ""))
     impact = collective_times_with_failures(fabric) if collectives else []
-    if any(t.get("stages", 2) == 2 for t in plan_tables.get("tiers", {}).values()):
+    if any(t.stages == 2 for t in logical.values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
     return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
-                      server_model=server_name, floor=floor.to_dict(), bom=bom, power=pw, capex=capex, compute=comp,
-                      reliability=relia, blast_radius=blast_radius(fabric), network=net, failure_impact=impact,
+                      server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
+                      compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
+                      failure_impact=impact, figures=figures_used(cat, fabric, server_name, floor.cooling),
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
 
 

@@ -1,31 +1,45 @@
 """Failures, checkpoints and goodput.
 
-- Interruption rate per GPU-hour from a published failure table (default: Llama 3's 419 unexpected interruptions
+- **Interruptions** per GPU-hour from a published failure table (default: Llama 3's 419 unexpected interruptions
   in 54 days on 16,384 H100, Table 5, planner.md lines 49-57): rate = count / (GPUs x hours). At N GPUs the job's
-  mean time between interruptions is 1 / (rate x N): about 30 minutes at 100,000 GPUs.
-- Optical modules fail independently with a mean time to failure each (planner.md line 26); the expected time to
-  the first failure among n modules is MTTF / n (the minimum of n exponentials). The table above already counts
-  "network switch or cable" interruptions, so optics are reported apart and not added to the job's rate.
-- Checkpoint: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61); write
-  time = size / storage write bandwidth; Young's interval T = sqrt(2 x write time x MTBF) (Young, CACM 1974);
-  lost fraction = write/T + T/(2 MTBF) + restart/MTBF (planner.md lines 58-60); goodput = 1 - lost fraction.
-- Hot spares: a failed server is swapped for a spare and the job restarts after ``restart_s``; if fewer spares
-  are kept than servers expected to be in repair at once (hardware failure rate x repair time), a restart also
-  waits ``repair_s``. Spare servers do not train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs.
+  mean time between interruptions (MTBF) is 1 / (rate x N): about 30 minutes at 100,000 GPUs.
+- **Optics**: modules fail independently with a mean time to failure (MTTF) each (planner.md line 26); the
+  expected time to the first failure among n modules is MTTF / n. A NIC-side module's failure takes its GPU's rail
+  out and stops the job; a switch-to-switch link's is routed around. So the job's figure counts the NIC-side modules
+  only (SemiAnalysis' definition: 5 years / 100,000 links = 26.28 min; twin-port 4 years / 50,000 = 42.05 min),
+  and the all-module figure is reported beside it. How optics enter the interruption rate is a catalog choice
+  (``reliability.optics``): ``table`` keeps Llama 3's observed "network switch or cable" row (35 in 54 days), which
+  already counts them; ``parts`` replaces that row by the NIC-side modules at their MTTF. Either way the
+  *reconciliation* is reported: the MTTF per GPU link that Llama 3's row implies, against the catalog's.
+- **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61). The
+  training stall per checkpoint is the write to storage (``sync``: size / write bandwidth) or only the copy to host
+  memory (``async`` and ``in_memory``: size per GPU / snapshot bandwidth; storage is written in the background, so
+  the interval is at least the write time). Young's interval T = sqrt(2 x stall x MTBF) (Young, CACM 1974).
+- **Per interruption** (MegaScale, NSDI'24, and Llama 3 report these apart): detection (a hung collective's
+  timeout), restart (reschedule, warm up; plus the repair time when hot spares run short), reload (the checkpoint
+  read back: size / storage read bandwidth, or from peers' memory with ``in_memory``), and catch-up (the work since
+  the last checkpoint, T/2 on average).
+- **Goodput** = 1 - lost fraction, lost = stall / T + (detection + restart + reload + T/2) / MTBF (planner.md
+  lines 58-60, with the restart split). A sensitivity halves and doubles each input.
+- **Hot spares**: a failed server is swapped for a spare; if fewer spares are kept than servers expected to be in
+  repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. Spare servers do not
+  train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 __all__ = ["Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
-           "lost_fraction", "SECONDS_PER_YEAR"]
+           "lost_fraction", "SECONDS_PER_YEAR", "OPTICS_CAUSE"]
 
 SECONDS_PER_YEAR = 365 * 86_400
 HARDWARE_CAUSES = ("gpu", "nic", "host")  # causes that take a server out until it is swapped or repaired
+NETWORK_CAUSE = "network"  # the failure table's row for switches, cables and optics
+OPTICS_CAUSE = "optics (NIC-side modules)"
 
 
 def interruption_rate_per_gpu_h(causes: dict[str, float], observed_gpus: float, observed_days: float
@@ -46,67 +60,143 @@ def young_interval_s(write_s: float, mtbf_s: float) -> float:
 
 
 def lost_fraction(interval_s, write_s: float, restart_s: float, mtbf_s: float):
-    """Expected fraction of time lost: write/T + T/(2 MTBF) + restart/MTBF (vectorised over T)."""
+    """Expected fraction of time lost: stall/T + T/(2 MTBF) + per-interruption time/MTBF (vectorised over T);
+    ``write_s`` is the training stall per checkpoint, ``restart_s`` everything an interruption costs besides the
+    catch-up (detection, restart, reload)."""
     T = np.asarray(interval_s, dtype=float)
     return write_s / T + T / (2 * mtbf_s) + restart_s / mtbf_s
 
 
 @dataclass(frozen=True)
 class Reliability:
+    """Failures, checkpoints and goodput of one design (times in seconds)."""
+
     interruptions_per_day: float
     interruptions_per_day_by_cause: dict[str, float]
     mtbf_s: float
-    optical_modules: int
-    first_optical_failure_s: float
+    optics_in_interruptions: str  # "table" or "parts"
+    optical_modules: int  # every module of the bill of materials
+    first_optical_failure_s: float  # among every module
+    nic_optical_modules: int  # NIC-side: a failure stops the job
+    first_job_optics_failure_s: float  # among the NIC-side modules
+    optics_parts_per_day: float  # NIC-side module failures a day at their MTTF
+    table_network_per_day: float  # the failure table's network row, at this cluster's size
+    table_network_mttf_years_per_gpu_link: float  # the MTTF per GPU link the table's network row implies
+    params: float
+    params_source: str
     checkpoint_bytes: float
-    checkpoint_write_s: float
-    checkpoint_interval_s: float  # Young's
+    checkpoint_mode: str
+    checkpoint_write_s: float  # to storage
+    checkpoint_stall_s: float  # training stopped per checkpoint
+    checkpoint_interval_s: float  # Young's (at least the write time when written in the background)
+    detection_s: float
     restart_s: float  # including a wait for repair when spares run short
+    reload_s: float
+    catch_up_s: float  # T/2
     hot_spare_servers: int
     servers_in_repair: float  # expected at any time
     spares_enough: bool
     lost_fraction: float
+    lost_by_part: dict[str, float]  # fractions: checkpoint stall, detection, restart, reload, catch-up
     goodput: float
     training_gpus: int
     effective_flop: float
     goodput_vs_interval: dict  # {"interval_s": [...], "goodput": [...]}: Young's interval / 10 to x 10
+    sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def _goodput_parts(stall_s, min_interval_s, per_failure_s, mtbf_s):
+    """(interval, lost fraction, parts) at the best interval (Young's, at least ``min_interval_s``)."""
+    if not math.isfinite(mtbf_s):
+        return math.inf, 0.0, {}
+    T = max(young_interval_s(stall_s, mtbf_s), min_interval_s) if stall_s > 0 else max(min_interval_s, 1.0)
+    parts = {"checkpoint stall": stall_s / T, **{k: v / mtbf_s for k, v in per_failure_s.items()},
+             "catch-up": T / 2 / mtbf_s}
+    return T, sum(parts.values()), parts
+
+
 def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float], observed_gpus: float,
-                observed_days: float, modules: list[tuple[int, float]], params: float, bytes_per_param: float,
-                write_Bps: float, restart_s: float, repair_s: float, hot_spare_fraction: float,
-                flop: float) -> Reliability:
-    """``modules``: (count, MTTF in years) per transceiver line of the bill of materials."""
+                observed_days: float, modules: list[tuple[int, float]], nic_modules: list[tuple[int, float]],
+                optics: str = "table", params: float, params_source: str = "", bytes_per_param: float,
+                write_Bps: float, detection_s: float = 0.0, restart_s: float, repair_s: float,
+                hot_spare_fraction: float, flop: float, mode: str = "sync", snapshot_Bps: float = math.inf,
+                reload_Bps: float = math.inf) -> Reliability:
+    """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
+
+    Parameters
+    ----------
+    causes, observed_gpus, observed_days : the failure table (counts per cause over GPUs x days).
+    modules, nic_modules : (count, MTTF in years) per transceiver line, all of them and the NIC-side ones.
+    optics : ``"table"`` (the table's network row stands) or ``"parts"`` (it is replaced by the NIC-side modules).
+    params, bytes_per_param : the checkpointed model.
+    write_Bps, reload_Bps, snapshot_Bps : storage write and read, device-to-host copy per GPU.
+    detection_s, restart_s, repair_s : per interruption; repair only when spares run short.
+    mode : ``"sync"``, ``"async"`` or ``"in_memory"`` checkpoints.
+    """
     rates = interruption_rate_per_gpu_h(causes, observed_gpus, observed_days)
     per_h = {k: r * num_gpus for k, r in rates.items()}
+    table_network_per_h = per_h.get(NETWORK_CAUSE, 0.0)
+    optics_per_s = sum(n / (y * SECONDS_PER_YEAR) for n, y in nic_modules if n)
+    if optics == "parts":
+        per_h.pop(NETWORK_CAUSE, None)
+        per_h[OPTICS_CAUSE] = optics_per_s * 3600
     total_per_h = sum(per_h.values())
     mtbf_s = 3600 / total_per_h if total_per_h else math.inf
     inv_first = sum(n / (y * SECONDS_PER_YEAR) for n, y in modules if n)
-    first_opt = 1 / inv_first if inv_first else math.inf
     ckpt = params * bytes_per_param
     write_s = ckpt / write_Bps
+    per_gpu_s = ckpt / num_gpus / snapshot_Bps
+    stall_s = write_s if mode == "sync" else per_gpu_s
+    min_T = {"sync": 0.0, "async": write_s, "in_memory": per_gpu_s}[mode]
+    reload_s = per_gpu_s if mode == "in_memory" else ckpt / reload_Bps
     servers = num_gpus // gpus_per_server
     spares = int(math.floor(hot_spare_fraction * servers))
     hw_per_s = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600
     in_repair = hw_per_s * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
-    T = young_interval_s(write_s, mtbf_s) if math.isfinite(mtbf_s) else math.inf
-    lost = float(lost_fraction(T, write_s, restart, mtbf_s)) if math.isfinite(T) else 0.0
+
+    def evaluate(mtbf, stall, detect, rest, reload, min_interval):
+        return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
+
+    T, lost, parts = evaluate(mtbf_s, stall_s, detection_s, restart, reload_s, min_T)
     goodput = max(0.0, 1.0 - lost)
     training = num_gpus - spares * gpus_per_server
     curve = {"interval_s": [], "goodput": []}
     if math.isfinite(T):
         grid = T * np.logspace(-1, 1, 41)
-        curve = {"interval_s": grid.tolist(),
-                 "goodput": np.clip(1 - lost_fraction(grid, write_s, restart, mtbf_s), 0, 1).tolist()}
-    return Reliability(interruptions_per_day=total_per_h * 24,
-                       interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()}, mtbf_s=mtbf_s,
-                       optical_modules=int(sum(n for n, _ in modules)), first_optical_failure_s=first_opt,
-                       checkpoint_bytes=ckpt, checkpoint_write_s=write_s, checkpoint_interval_s=T,
-                       restart_s=restart, hot_spare_servers=spares, servers_in_repair=in_repair,
-                       spares_enough=enough, lost_fraction=lost, goodput=goodput, training_gpus=training,
-                       effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve)
+        curve = {"interval_s": grid.tolist(), "goodput": np.clip(
+            1 - lost_fraction(grid, stall_s, detection_s + restart + reload_s, mtbf_s), 0, 1).tolist()}
+    base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart, reload=reload_s, min_interval=min_T)
+    sens = []
+    for label, key, scale_write in (("interruption rate", "mtbf", False), ("detection time", "detect", False),
+                                    ("restart time", "rest", False), ("checkpoint size", "stall", True)):
+        row = {"input": label}
+        for tag, f in (("half", 0.5), ("double", 2.0)):
+            kw = dict(base)
+            if key == "mtbf":
+                kw["mtbf"] = mtbf_s / f  # twice the rate: half the MTBF
+            elif scale_write:  # a checkpoint twice as big: twice the stall, write and reload
+                kw.update(stall=stall_s * f, reload=reload_s * f, min_interval=min_T * f)
+            else:
+                kw[key] = base[key] * f
+            row[f"goodput_{tag}"] = max(0.0, 1.0 - evaluate(**kw)[1])
+        sens.append(row)
+    return Reliability(
+        interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
+        mtbf_s=mtbf_s, optics_in_interruptions=optics, optical_modules=int(sum(n for n, _ in modules)),
+        first_optical_failure_s=1 / inv_first if inv_first else math.inf,
+        nic_optical_modules=int(sum(n for n, _ in nic_modules)),
+        first_job_optics_failure_s=1 / optics_per_s if optics_per_s else math.inf,
+        optics_parts_per_day=optics_per_s * 86_400, table_network_per_day=table_network_per_h * 24,
+        table_network_mttf_years_per_gpu_link=(1 / rates[NETWORK_CAUSE] / 24 / 365
+                                               if rates.get(NETWORK_CAUSE) else math.inf),
+        params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
+        checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, detection_s=detection_s,
+        restart_s=restart, reload_s=reload_s, catch_up_s=T / 2 if math.isfinite(T) else 0.0,
+        hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough, lost_fraction=lost,
+        lost_by_part=parts, goodput=goodput, training_gpus=training,
+        effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve, sensitivity=sens)

@@ -8,9 +8,11 @@ from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
 from .capex import Capex
+from .floor import FloorPlan
 from .network import NetworkFigures
 from .power import PowerBreakdown
 from .reliability import Reliability
+from .tco import OwnershipCost
 
 __all__ = ["PlanResult", "DesignComparison"]
 
@@ -25,10 +27,11 @@ class PlanResult:
     num_gpus: int
     num_servers: int
     server_model: str
-    floor: dict
+    floor: FloorPlan
     bom: BillOfMaterials
     power: PowerBreakdown
     capex: Capex
+    ownership: OwnershipCost
     compute: ComputeBudget
     reliability: Reliability
     blast_radius: list[BlastRadius]
@@ -37,13 +40,21 @@ class PlanResult:
     catalog_versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
     failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
+    figures: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
+
+    @property
+    def nic_modules(self) -> int:
+        """NIC-side optical modules (a twin-port module counts once)."""
+        return sum(t.count for t in self.bom.transceivers if t.at == "nic")
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
-        p, c, n, r = self.power, self.capex, self.network, self.reliability
+        p, c, n, r, o, f = self.power, self.capex, self.network, self.reliability, self.ownership, self.floor
         return {
             "name": self.name, "num_gpus": self.num_gpus, "switches": self.bom.num_switches,
-            "transceivers": self.bom.num_transceivers, "cables": self.bom.num_cables,
+            "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules, "cables": self.bom.num_cables,
+            "halls": f.num_halls, "floor_area_m2": f.area_m2, "cooling": f.cooling,
+            "longest_link_m": max(f.longest_m.values(), default=0.0),
             "it_power_W": p.it_power_W, "facility_power_W": p.facility_power_W,
             "network_power_W": p.network_W, "energy_per_year_Wh": p.energy_per_year_Wh,
             "energy_cost_per_year_usd": p.energy_cost_per_year_usd, "capex_usd": c.capex_usd,
@@ -51,8 +62,13 @@ class PlanResult:
             "network_share": c.network_share, "bisection_bandwidth_per_gpu_Bps": n.bisection_bandwidth_per_gpu_Bps,
             "crosspod_all_reduce_gpus": n.all_reduce_gpus, "crosspod_all_reduce_s": n.all_reduce_s,
             "crosspod_alltoall_gpus": n.alltoall_gpus, "crosspod_alltoall_s": n.alltoall_s,
+            "storage_and_frontend_capex_usd": c.storage_usd + c.frontend_usd,
+            "tco_usd": o.tco_usd, "tco_years": o.years, "cost_per_gpu_hour_usd": o.cost_per_gpu_hour_usd,
+            "co2_per_year_kg": o.co2_per_year_kg,
             "peak_flops": self.compute.peak_flops[self.compute.precision], "flop": self.compute.flop,
-            "first_optical_failure_s": r.first_optical_failure_s, "goodput": r.goodput,
+            "first_optical_failure_s": r.first_optical_failure_s,
+            "first_job_optics_failure_s": r.first_job_optics_failure_s,
+            "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
             "effective_flop": r.effective_flop,
         }
 
@@ -64,13 +80,15 @@ class PlanResult:
             "it_power_W": h["it_power_W"], "facility_power_W": h["facility_power_W"],
             "energy_per_year_Wh": h["energy_per_year_Wh"], "energy_cost_per_year_usd": h["energy_cost_per_year_usd"],
             "capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
-            "transceivers": self.bom.num_transceivers, "peak_flops": self.compute.peak_flops,
-            "goodput": self.reliability.goodput,
-            "floor": self.floor, "bom": self.bom.to_dict(), "power": self.power.to_dict(),
-            "capex": self.capex.to_dict(), "compute": self.compute.to_dict(),
+            "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules,
+            "peak_flops": self.compute.peak_flops, "goodput": self.reliability.goodput,
+            "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
+            "co2_per_year_kg": h["co2_per_year_kg"],
+            "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
+            "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
-            "network": self.network.to_dict(), "assumptions": self.assumptions,
+            "network": self.network.to_dict(), "figures": self.figures, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
         }
 

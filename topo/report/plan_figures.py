@@ -1,5 +1,6 @@
-"""The planner's part of the report: power and capex as stacked bars, the bill of materials as a table, goodput
-against the checkpoint interval. Each figure function takes :class:`topo.plan.PlanResult` objects and draws what
+"""The planner's part of the report: power, capex and the cost of ownership as stacked bars, the floor, optics,
+economics and goodput figures side by side, the bill of materials, goodput against the checkpoint interval, and
+the sourced figures (floor, cooling, economics, checkpoint) each plan used. Each figure function takes :class:`topo.plan.PlanResult` objects and draws what
 they hold (nothing is recomputed); :func:`plan_section` is the HTML section the page can include.
 
 >>> from topo.plan import plan
@@ -20,7 +21,8 @@ from ..plan.result import PlanResult
 from ..units import format_count
 from .style import base_layout, esc
 
-__all__ = ["power_figure", "cost_figure", "goodput_figure", "bom_table_html", "plan_section"]
+__all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "bom_table_html",
+           "summary_table_html", "figures_table_html", "plan_section"]
 
 _PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3")
 
@@ -39,7 +41,7 @@ def power_figure(results: Sequence[PlanResult]) -> go.Figure:
     return fig
 
 
-def cost_figure(results: Sequence[PlanResult]) -> go.Figure:
+def capex_figure(results: Sequence[PlanResult]) -> go.Figure:
     """Capital cost by part, $M, one stacked bar per design (prices are catalog assumptions)."""
     names = [esc(r.name) for r in results]
     fig = go.Figure()
@@ -48,6 +50,24 @@ def cost_figure(results: Sequence[PlanResult]) -> go.Figure:
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
                              hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>"))
     fig.update_layout(**base_layout("Capex by part (prices are assumptions; override them)", height=420))
+    fig.update_layout(barmode="stack", yaxis_title="$M")
+    return fig
+
+
+def ownership_figure(results: Sequence[PlanResult]) -> go.Figure:
+    """Total cost of ownership by part (depreciation, energy, maintenance, staff and site opex), $M, one stacked
+    bar per design; the hover gives the cost per GPU-hour."""
+    names = [esc(r.name) for r in results]
+    fig = go.Figure()
+    for i, part in enumerate(results[0].ownership.parts()):
+        ys = [r.ownership.parts()[part] / 1e6 for r in results]
+        per_h = [r.ownership.cost_per_gpu_hour_usd for r in results]
+        fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)], customdata=per_h,
+                             hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M (TCO: $%{{customdata:.2f}} per GPU-hour)"
+                                           "<extra>%{x}</extra>"))
+    years = results[0].ownership.years
+    fig.update_layout(**base_layout(f"Cost of ownership over {years:g} years by part (assumptions; override them)",
+                                    height=420))
     fig.update_layout(barmode="stack", yaxis_title="$M")
     return fig
 
@@ -88,6 +108,54 @@ def bom_table_html(r: PlanResult) -> str:
     return "".join(rows)
 
 
+def summary_table_html(results: Sequence[PlanResult]) -> str:
+    """The floor, optics, economics and goodput figures, one column per design (every string escaped)."""
+    e = html.escape
+
+    def mins(x):
+        return "-" if x == float("inf") else f"{x / 60:,.2f} min"
+
+    rows = [
+        ("halls", lambda r: f"{r.floor.num_halls} ({r.floor.pods_per_hall} pods each, limit: "
+                            f"{r.floor.pods_per_hall_limit})"),
+        ("floor area", lambda r: f"{r.floor.area_m2:,.0f} m2"),
+        ("racks (server / network)", lambda r: f"{format_count(r.floor.server_racks)} / "
+                                               f"{format_count(r.floor.network_racks)}"),
+        ("cooling", lambda r: f"{r.floor.cooling.replace('_', ' ')} ({r.floor.rack_load_W / 1e3:.1f} kW racks)"),
+        ("longest link", lambda r: ", ".join(f"{k} {v:,.0f} m" for k, v in r.floor.longest_m.items())),
+        ("NIC-side optical modules", lambda r: format_count(r.nic_modules)),
+        ("first job-stopping optics failure", lambda r: mins(r.reliability.first_job_optics_failure_s)),
+        ("interruptions per day", lambda r: f"{r.reliability.interruptions_per_day:.1f} (optics: "
+                                            f"{r.reliability.optics_in_interruptions})"),
+        ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"),
+        ("capex", lambda r: f"${r.capex.capex_usd / 1e6:,.0f}M (facility per W of "
+                            f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
+        ("storage and front-end capex", lambda r: f"${(r.capex.storage_usd + r.capex.frontend_usd) / 1e6:,.0f}M"),
+        ("TCO", lambda r: f"${r.ownership.tco_usd / 1e6:,.0f}M over {r.ownership.years:g} years"),
+        ("cost per GPU-hour", lambda r: f"${r.ownership.cost_per_gpu_hour_usd:,.2f}"),
+        ("CO2 per year", lambda r: f"{r.ownership.co2_per_year_kg / 1e6:,.0f} kt at "
+                                   f"{r.ownership.grid_kg_co2_per_kWh:g} kg/kWh"),
+    ]
+    head = "".join(f"<th>{e(r.name)}</th>" for r in results)
+    body = "".join(f'<tr><td class="l">{e(label)}</td>' + "".join(f"<td>{e(f(r))}</td>" for r in results) + "</tr>"
+                   for label, f in rows)
+    return f'<table><tr><th class="l"></th>{head}</tr>{body}</table>'
+
+
+def figures_table_html(r: PlanResult) -> str:
+    """The sourced figures a plan used (floor, cooling, NIC optics, economics, checkpoint), escaped."""
+    e = html.escape
+    rows = ['<table><tr><th class="l">figure</th><th>value</th><th class="l">status</th>'
+            '<th class="l">source</th></tr>']
+    for f in r.figures:
+        v = f["value"]
+        value = f"{v:,.6g}" if isinstance(v, (int, float)) else str(v)
+        rows.append(f'<tr><td class="l">{e(f["key"])}</td><td>{e(value)}</td><td class="l">{e(f["status"])}</td>'
+                    f'<td class="l">{e(f["source"])}</td></tr>')
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], str]) -> str:
     """The report's "Plan" section: ``div(figure, kind)`` places a figure (the page's own helper)."""
     e = html.escape
@@ -95,11 +163,14 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
     boms = "".join(f'<div class="cell"><h3>{e(r.name)}: bill of materials</h3>{bom_table_html(r)}</div>'
                    for r in results)
     figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
-                   ((power_figure(results), "plan-power"), (cost_figure(results), "plan-cost"),
-                    (goodput_figure(results), "plan-goodput")))
+                   ((power_figure(results), "plan-power"), (capex_figure(results), "plan-capex"),
+                    (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput")))
+    sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint figures used, "
+                      f"with their sources</summary>{figures_table_html(r)}</details>" for r in results)
     lead = ("Power, capex and goodput from <code>topo plan</code>: the catalog's values (each with its source; "
             "prices are assumptions) applied to each cluster's bill of materials, as laid out on the floor.")
     grid = 'style="grid-template-columns: repeat({}, minmax(0, 1fr));"'
     return (f'<section id="plan"><h2>Plan: power, cost, optics, goodput</h2><p class="lead">{lead}</p>'
-            f'<div class="grid" {grid.format(3)}>{figs}</div>'
-            f'<div class="grid" {grid.format(max(n, 1))}>{boms}</div></section>')
+            f'<div class="grid" {grid.format(2)}>{figs}</div>'
+            f'<div class="cell"><h3>Floor, optics, economics and goodput</h3>{summary_table_html(results)}</div>'
+            f'<div class="grid" {grid.format(max(n, 1))}>{boms}</div>{sources}</section>')

@@ -1,0 +1,41 @@
+"""The figures a plan used beyond the GPUs, switches and optics, with their sources and status: the floor, the
+cooling chosen, the server's NIC optics, the facility's capex basis, the economics (TCO, CO2, storage,
+front-end) and the checkpoint and reliability inputs. ``topo plan --json`` carries them under ``figures``, the
+report shows them in its plan section."""
+
+from __future__ import annotations
+
+from ..fabric.fabric import Fabric
+from .catalog import Catalog
+
+__all__ = ["figures_used"]
+
+
+def _rows(prefix: str, obj) -> list[dict]:
+    rows = []
+    for name in type(obj).model_fields:
+        v = getattr(obj, name)
+        if hasattr(v, "status") and hasattr(v, "value"):
+            rows.append({"key": f"{prefix}.{name}", "value": v.value, "source": v.source, "status": v.status})
+        elif isinstance(v, str):
+            rows.append({"key": f"{prefix}.{name}", "value": v, "source": "catalog choice", "status": "assumption"})
+    return rows
+
+
+def figures_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: str) -> list[dict]:
+    """Rows of ``{key, value, source, status}`` for the floor, cooling, NIC optics, facility basis, economics,
+    checkpoint and reliability values a plan used."""
+    server = catalog.servers[server_model]
+    rows = [{"key": f"servers.{server_model}.nic_module_ports", "value": server.nic_module_ports.value,
+             "source": server.nic_module_ports.source, "status": server.nic_module_ports.status}]
+    rows += _rows("floor", catalog.floor)
+    rows += _rows(f"cooling.{cooling}", getattr(catalog.cooling, cooling))
+    rows += [r for r in _rows("facility", catalog.facility) if r["key"].startswith("facility.capex")]
+    rows += _rows("economics", catalog.economics)
+    rows += _rows("reliability.checkpoint", catalog.reliability.checkpoint)
+    rows.append({"key": "reliability.optics", "value": catalog.reliability.optics,
+                 "source": "topo/data/catalog/reliability.toml: 'table' keeps Llama 3's observed network row; "
+                           "'parts' replaces it by the NIC-side modules at their MTTF", "status": "assumption"})
+    t = catalog.workload.tokens_per_param
+    rows.append({"key": "workload.tokens_per_param", "value": t.value, "source": t.source, "status": t.status})
+    return rows

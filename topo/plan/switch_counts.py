@@ -1,0 +1,54 @@
+"""Why a tier has more switches than its links need.
+
+The fewest switches that can terminate a tier's links is ceil(links / radix), with every port of every switch in
+use. The fabric builder (topo.builders.clos) gives each group of a tier (a pod's spines, a plane's cores) the fewest
+switches that every switch below can reach with the *same* number of links, which can be more; the planner keeps
+the fabric as built (the cost model routes over it) and says where and why it is above the minimum.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..fabric.fabric import Fabric
+from ..units import format_count
+
+__all__ = ["minimum_switches", "switch_count_notes"]
+
+
+def minimum_switches(fabric: Fabric) -> dict[str, int]:
+    """Per tier name: ceil(links the tier terminates / radix), the fewest switches with every port in use."""
+    out = {}
+    for t in fabric.layout.tiers:
+        links = t.num_switches * (t.down_ports + t.up_ports)
+        out[t.name] = math.ceil(links / t.radix)
+    return out
+
+
+def switch_count_notes(fabric: Fabric) -> list[str]:
+    """One note per tier whose switch count is above :func:`minimum_switches`, saying why."""
+    notes = []
+    tiers = fabric.layout.tiers
+    mins = minimum_switches(fabric)
+    for i, t in enumerate(tiers):
+        if t.num_switches <= mins[t.name] or i == 0:
+            continue  # leaves: one per unit (and rail) by construction
+        used = t.down_ports + t.up_ports
+        links = t.num_switches * used
+        below = tiers[i - 1]
+        per_group_links = t.switches_per_group * used
+        fewest_per_group = math.ceil(per_group_links / t.radix)
+        if fewest_per_group < t.switches_per_group:
+            why = (f"the builder gives each of its {format_count(t.num_groups)} groups {t.switches_per_group} "
+                   f"switches so that every {below.name} switch of the group reaches each of them over the same "
+                   f"number of links ({t.links_from_below}); {fewest_per_group} per group would take the group's "
+                   f"{format_count(per_group_links)} links but would spread each {below.name} switch's "
+                   f"{below.up_ports} uplinks unevenly")
+        else:
+            why = (f"each of its {format_count(t.num_groups)} groups (a pod's or a plane's) needs "
+                   f"{t.switches_per_group} switch{'es' if t.switches_per_group > 1 else ''} of its own, and a "
+                   "switch serves one group only")
+        notes.append(f"{t.name}: {format_count(t.num_switches)} switches, {used} of {t.radix} ports used on each; "
+                     f"{format_count(mins[t.name])} would take its {format_count(links)} links with every port in "
+                     f"use: {why}")
+    return notes
