@@ -77,3 +77,68 @@ def test_too_few_hot_spares_add_the_repair_time():
     assert ok.training_gpus == plan(collectives=False).num_gpus - ok.hot_spare_servers * 8
     assert ok.effective_flop == pytest.approx(plan(collectives=False).compute.flop * ok.goodput
                                               * ok.training_gpus / 100_352)
+
+
+def test_goodput_splits_detection_restart_reload_and_catch_up():
+    # MegaScale (NSDI'24) and Llama 3 report these apart; each is its own share of the lost time
+    r = plan(collectives=False).reliability
+    parts = r.lost_by_part
+    assert set(parts) == {"checkpoint stall", "detection", "restart", "reload", "catch-up"}
+    assert parts["detection"] == pytest.approx(r.detection_s / r.mtbf_s)
+    assert parts["restart"] == pytest.approx(r.restart_s / r.mtbf_s)
+    assert parts["reload"] == pytest.approx(r.reload_s / r.mtbf_s)
+    assert parts["catch-up"] == pytest.approx(r.checkpoint_interval_s / 2 / r.mtbf_s) and r.catch_up_s == pytest.approx(
+        r.checkpoint_interval_s / 2)
+    assert r.goodput == pytest.approx(1 - sum(parts.values()))
+
+
+def test_async_and_in_memory_checkpoints_stall_only_for_the_host_copy():
+    sync = plan(collectives=False).reliability
+    asy = plan(layers=[("t", {"reliability": {"checkpoint": {"mode": "async"}}})], collectives=False).reliability
+    mem = plan(layers=[("t", {"reliability": {"checkpoint": {"mode": "in_memory"}}})],
+               collectives=False).reliability
+    per_gpu = sync.checkpoint_bytes / 100_352
+    # the stall is the copy of each GPU's shard to host memory at 25 GB/s (reliability.toml snapshot_Bps)
+    assert asy.checkpoint_stall_s == pytest.approx(per_gpu / 25e9) == mem.checkpoint_stall_s
+    # storage is written in the background: the interval is at least the write time
+    assert asy.checkpoint_interval_s == pytest.approx(max(sync.checkpoint_write_s,
+                                                          math.sqrt(2 * asy.checkpoint_stall_s * asy.mtbf_s)))
+    assert mem.reload_s == pytest.approx(per_gpu / 25e9) and mem.reload_s < sync.reload_s  # from peers' memory
+    assert sync.goodput < asy.goodput <= mem.goodput
+
+
+def test_sensitivity_halves_and_doubles_each_input():
+    r = plan(collectives=False).reliability
+    rows = {x["input"]: x for x in r.sensitivity}
+    assert set(rows) == {"interruption rate", "detection time", "restart time", "checkpoint size"}
+    for x in rows.values():
+        assert x["goodput_half"] >= r.goodput >= x["goodput_double"]
+    # twice the restart time: the restart share doubles, Young's interval does not move
+    assert rows["restart time"]["goodput_double"] == pytest.approx(r.goodput - r.restart_s / r.mtbf_s)
+
+
+def test_optics_from_the_parts_replace_the_tables_network_row(reference):
+    # reliability.toml optics = "parts": Llama 3's 'network switch or cable' row (35 in 54 days on 16,384 GPUs)
+    # is replaced by the NIC-side modules at their MTTF (100,352 x 400G-SR4 at 5 years: 55.0 a day)
+    table = plan(collectives=False).reliability
+    parts = plan(layers=[("t", {"reliability": {"optics": "parts"}})], collectives=False).reliability
+    assert table.optics_in_interruptions == "table" and "network" in table.interruptions_per_day_by_cause
+    assert "network" not in parts.interruptions_per_day_by_cause
+    assert parts.interruptions_per_day_by_cause["optics (NIC-side modules)"] == pytest.approx(100_352 / (5 * 365))
+    assert parts.interruptions_per_day == pytest.approx(table.interruptions_per_day - table.table_network_per_day
+                                                        + 100_352 / (5 * 365))
+    # the reconciliation: Llama 3's row implies 16,384 x 54 x 24 / 35 h = 69.3 years per GPU link
+    assert table.table_network_mttf_years_per_gpu_link == pytest.approx(16_384 * 54 * 24 / 35 / 8_760)
+    assert table.table_network_per_day == pytest.approx(35 / 54 * 100_352 / 16_384)
+
+
+def test_checkpointed_model_follows_the_cluster_or_the_plan():
+    # no params given: the compute-optimal model for the cluster's budget, sqrt(FLOP / (6 x 20)) (Chinchilla)
+    small = plan("dgx-h100-superpod", collectives=False)
+    assert small.reliability.params == pytest.approx(math.sqrt(small.compute.flop / 120))
+    assert small.reliability.params < 0.3e12  # not a 1.8T model on 1,024 GPUs (issue 22: 25.2 TB everywhere)
+    big = plan(collectives=False)
+    assert big.reliability.params == pytest.approx(math.sqrt(big.compute.flop / 120))
+    assert "compute-optimal" in big.reliability.params_source
+    given = plan(layers=[("t", {"workload": {"params": 405e9}})], collectives=False).reliability
+    assert given.params == 405e9 and given.checkpoint_bytes == 405e9 * 14

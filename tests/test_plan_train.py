@@ -26,6 +26,9 @@ def test_plan_takes_the_mfu_of_the_training_step():
     assert c["mfu"] == pytest.approx(mfu, rel=1e-9) and c["precision"] == "bf16"
     # FLOP in the planned days at that MFU: peak bf16 x MFU x days (989 TFLOP/s per H100, planner.md)
     assert c["flop"] == pytest.approx(100_352 * 989e12 * mfu * c["days"] * 86400, rel=1e-3)
+    # the checkpoint is the model's (issue 22: every plan checkpointed a 1.8T model)
+    assert doc["reliability"]["params"] == load_model("llama3-70b").total_params
+    assert doc["reliability"]["params_source"].startswith("--model")
 
 
 def test_layout_text_and_errors():

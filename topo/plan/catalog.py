@@ -147,7 +147,7 @@ class Cable(_Strict):
 
 
 class Facility(_Strict):
-    pue: _bounded(ge=1.0, le=3.0, why_le=" (the least efficient data centres surveyed run about 2.5)")
+    pue: _bounded(ge=1.0, le=3.0, why_le=" (above 3, two thirds of the power would be overhead: check the value)")
     electricity_usd_per_kWh: Price
     load_factor: Fraction
     storage_frontend_fraction: _bounded(ge=0.0, le=1.0)
@@ -303,6 +303,8 @@ class Catalog(_Strict):
 KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "floor", "cooling", "economics",
          "reliability", "workload")
 ITEM_KINDS = ("gpus", "servers", "switches", "transceivers", "cables")  # tables of named parts
+_ITEM_NAMES = {"gpus": "GPU", "servers": "server", "switches": "switch", "transceivers": "transceiver",
+               "cables": "cable"}
 PLAN_KEYS = KINDS + ("tiers", "server_model")
 _RENAMED = {"layout": "floor"}  # the floor plan's table was plan.layout, a name the training package's layouts use
 
@@ -404,8 +406,9 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
                         table[kind][name]):
                     fields = _model_fields(kind)
                     if not fields <= set(table[kind][name]):
-                        raise TopoError(f"no {kind[:-1]} named {name!r} in the catalog; did you mean {close[0]!r}? "
-                                        f"(a new {kind[:-1]} gives every field: {', '.join(sorted(fields))})",
+                        what = _ITEM_NAMES[kind]
+                        raise TopoError(f"no {what} named {name!r} in the catalog; did you mean {close[0]!r}? "
+                                        f"(a new {what} gives every field: {', '.join(sorted(fields))})",
                                         source=origin, key=f"plan.{kind}.{name}")
     try:
         return Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})

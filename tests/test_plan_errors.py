@@ -1,0 +1,66 @@
+"""Bad plan input: one line naming the file that holds the value and the key, what is wrong and what is allowed
+(issue 22's list, each found on the code before it)."""
+
+import pytest
+
+from conftest import run_cli
+
+
+def _plan_file(tmp_path, text):
+    f = tmp_path / "plan.toml"
+    f.write_text(text)
+    return f
+
+
+def _err(*args):
+    p = run_cli("plan", *args, "--no-collectives")
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    return p.stderr.removeprefix("error: ").rstrip("\n")
+
+
+def test_a_plan_files_stages_is_blamed_on_the_plan_file(tmp_path):
+    f = _plan_file(tmp_path, "[tiers.core]\nstages = 3\n")
+    assert _err("h100-100k-4tier", "--plan-file", str(f)) == (
+        f"{f}: plan.tiers.core.stages: must be 1 (one physical switch) or 2 (a non-blocking two-stage Clos of "
+        "physical switches), got 3")
+
+
+def test_a_plan_files_unknown_switch_names_the_plan_file(tmp_path):
+    f = _plan_file(tmp_path, '[tiers.core]\nstages = 2\nswitch = "NOPE"\n')
+    msg = _err("h100-100k-4tier", "--plan-file", str(f))
+    assert msg.startswith(f"{f}: plan.tiers.core.switch: switch model 'NOPE' is not in the catalog; allowed: QM9700")
+
+
+def test_a_typod_part_says_did_you_mean(tmp_path):
+    f = _plan_file(tmp_path, "[switches.QM970]\nprice_usd = 25000\n")
+    msg = _err("--plan-file", str(f))
+    assert msg.startswith(f"{f}: plan.switches.QM970: no switch named 'QM970' in the catalog; did you mean 'QM9700'?")
+
+
+@pytest.mark.parametrize("text, key, wording", [
+    ("[switches.QM9700]\nports_per_cage = 0.5\n", "plan.switches.QM9700.ports_per_cage",
+     "must be a whole number >= 1, got 0.5"),
+    ("[facility]\npue = 1e9\n", "plan.facility.pue", "must be <= 3"),
+    ("[tiers.core]\nstages = 0\n", "plan.tiers.core.stages", "must be 1 (one physical switch) or 2"),
+    ("[tiers.core]\nstages = 'two'\n", "plan.tiers.core.stages", "got 'two'"),
+    ("[floor]\ncopper = 'fibre'\n", "plan.floor.copper", "must be one of dac, dac_aec, none, got 'fibre'"),
+    ("[layout]\nservers_per_rack = 2\n", "plan.layout", "did you mean 'floor'? (plan.layout is now plan.floor)"),
+    ("server_model = 'DGX H10'\n", "plan.server_model", "did you mean 'DGX H100'?"),
+    ("server_model = 'DGX A100'\n", "plan.server_model", "holds A100 GPUs, the spec's GPU is H100"),
+])
+def test_bad_values_are_one_clear_line(tmp_path, text, key, wording):
+    f = _plan_file(tmp_path, text)
+    msg = _err("h100-100k-4tier", "--plan-file", str(f))
+    assert msg.startswith(f"{f}: {key}: ") and wording in msg
+    assert "Input should" not in msg  # never pydantic's own wording
+
+
+def test_pue_has_an_upper_bound_on_the_command_line():
+    assert _err("--pue", "1e9").startswith("--pue: plan.facility.pue: must be <= 3")
+
+
+def test_no_failures_reads_none_expected(tmp_path):
+    f = _plan_file(tmp_path, "[reliability.causes]\ngpu = 0\nnetwork = 0\nnic = 0\nhost = 0\nsoftware = 0\n")
+    p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives", check=True)
+    assert "inf" not in p.stdout.split("failures", 1)[1].split("\n")[0]
+    assert "0.0 interruptions/day (none expected)" in p.stdout

@@ -1,0 +1,75 @@
+"""NIC-side optics: twin-port cages as a server property, and the job's first optics failure counted on the
+NIC-side modules only (SemiAnalysis' definition, data/reference/planner.md line 26; issue 22)."""
+
+import pytest
+
+import topo
+from topo.plan import plan
+from topo.plan.reliability import SECONDS_PER_YEAR
+
+# four 24,576-GPU islands' worth of GPUs (98,304 = 12,288 DGX H100) on the bundled default's 3-tier shape: pods of
+# 6 units (1,536 GPUs), 64 pods; only the server count and the NIC optics decide the NIC-side modules
+GPUS_98K = ["cluster.num_pods=64", "fabric.units_per_pod=6", "fabric.tiers[1].oversubscription=",
+            "fabric.tiers[1].up_ports=8", "plan.server_model=DGX H100"]
+
+
+def _line26(reference):
+    line = (reference / "planner.md").read_text().splitlines()[25]
+    assert "26.28 minutes" in line and "42.05 minutes (4 years / 50,000)" in line
+    return line
+
+
+def test_dgx_h100_superpod_has_512_twin_port_nic_modules():
+    # NVIDIA DGX H100 datasheet: 4 OSFP ports serving 8 single-port ConnectX-7 (catalog servers.toml, DGX H100)
+    r = plan("dgx-h100-superpod", collectives=False)
+    assert r.server_model == "DGX H100"
+    nic = [t for t in r.bom.transceivers if t.at == "nic"]
+    assert [(t.type, t.count, t.links) for t in nic] == [("2x400G-SR8", 512, 1024)]
+    assert r.nic_modules == 512 == r.reliability.nic_optical_modules
+    # a generic HGX H100 (single-port cards) keeps one module per NIC
+    hgx = plan("dgx-h100-superpod", layers=[("t", {"server_model": "HGX H100"})], collectives=False)
+    assert hgx.nic_modules == 1024
+
+
+def test_98304_gpus_with_twin_port_nic_optics_reproduce_49152_modules(reference):
+    # SemiAnalysis (planner.md line 26, issue 22): 98,304 NIC links -> 49,152 twin-port modules at a 4-year MTTF;
+    # the article's 42.05 min is 4 years / 50,000 (its 100,000 GPUs halved); for 49,152 modules the same
+    # arithmetic gives 4 x 525,600 / 49,152 = 42.77 min
+    _line26(reference)
+    r = plan(topo.load_spec("h100-100k", GPUS_98K), collectives=False)
+    assert r.num_gpus == 98_304
+    assert r.nic_modules == 49_152
+    rel = r.reliability
+    assert rel.first_job_optics_failure_s == pytest.approx(4 * SECONDS_PER_YEAR / 49_152, rel=1e-12)
+    assert rel.first_job_optics_failure_s / 60 == pytest.approx(42.77, abs=0.005)
+    assert rel.first_job_optics_failure_s / 60 == pytest.approx(42.05, rel=0.02)  # the article's rounding
+    # the same design with single-port NIC modules at 5 years: SemiAnalysis' 26.28 min is 5 years / 100,000
+    single = plan(topo.load_spec("h100-100k", GPUS_98K[:-1]), collectives=False).reliability
+    assert single.nic_optical_modules == 98_304
+    assert single.first_job_optics_failure_s == pytest.approx(5 * SECONDS_PER_YEAR / 98_304, rel=1e-12)
+
+
+def test_first_job_optics_failure_counts_nic_side_modules_only(reference):
+    # issue 22: counting every module gave 8.6 min for the default, not the job-stopping ~26 min of the source
+    _line26(reference)
+    r = plan(collectives=False)
+    rel = r.reliability
+    nic = sum(t.count for t in r.bom.transceivers if t.at == "nic")
+    assert nic == r.num_gpus == rel.nic_optical_modules  # one 400G-SR4 per NIC, 5-year MTTF
+    assert rel.first_job_optics_failure_s == pytest.approx(5 * SECONDS_PER_YEAR / 100_352, rel=1e-12)
+    assert rel.first_job_optics_failure_s / 60 == pytest.approx(26.28 * 100_000 / 100_352, rel=1e-3)
+    assert rel.optical_modules == r.bom.num_transceivers > nic
+    assert rel.first_optical_failure_s < rel.first_job_optics_failure_s / 3
+
+
+def test_copper_nic_links_have_no_job_stopping_optics():
+    # middle-of-row leaves with active electrical cables: every NIC link of the default is within 7 m
+    # (at most 4 racks x 0.6 m + 4 m of slack = 6.4 m), so no NIC-side module is left to fail
+    r = plan(layers=[("t", {"floor": {"leaf_placement": "middle_of_row", "copper": "dac_aec"}})], collectives=False)
+    assert r.floor.leaf_placement == "middle_of_row"
+    assert r.floor.longest_m["nic-leaf"] == pytest.approx(4 * 0.6 + 4)
+    assert r.bom.links_by_level["nic-leaf"]["active_copper"] == r.num_gpus
+    assert r.nic_modules == 0 and r.reliability.first_job_optics_failure_s == float("inf")
+    aec = [c for c in r.bom.cables if c.type == "AEC" and c.level == "nic-leaf"]
+    assert sum(c.count for c in aec) == r.num_gpus
+    assert sum(c.power_W for c in aec) == pytest.approx(12 * r.num_gpus)  # cables.toml AEC power_W
