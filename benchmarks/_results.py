@@ -34,7 +34,14 @@ def machine() -> str:
 
 
 def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
-    """Wall time and peak RSS (MiB) of one run, measured with /usr/bin/time-like wait4 accounting.
+    """Wall time and peak RSS (MiB) of one run, measured with /usr/bin/time-like wait4 accounting."""
+    run = measured_run(args)
+    return run["wall_s"], run["rss_MiB"], run["out"]
+
+
+def measured_run(args: list[str]) -> dict:
+    """One run of a command: wall time, CPU time (user + system: what a shared machine's load does not inflate),
+    peak RSS (MiB) and stdout, with /usr/bin/time-like wait4 accounting.
 
     The child's stdout and stderr are drained by two threads while ``wait4`` waits, so a child that writes more
     than a pipe buffer (64 KiB: three designs' ``plan --json`` is ~90 KB) cannot block on a full pipe while its
@@ -59,7 +66,7 @@ def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
     out, err = chunks.get("out", ""), chunks.get("err", "")
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed: {err}")
-    return wall, usage.ru_maxrss / 1024, out
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_MiB": usage.ru_maxrss / 1024, "out": out}
 
 
 def fastest_run(args: list[str], repeats: int = 3) -> tuple[float, float, str]:

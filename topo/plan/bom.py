@@ -337,9 +337,10 @@ def _cables(catalog, level, medium, length, level_names, aoc=False) -> list[Cabl
     out = []
     nm = len(MEDIA)
     key = (level.astype(np.int64) * nm + medium) * (len(LENGTH_CLASSES_M) + 1) + classes
-    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-    total_len = np.bincount(inv, weights=length)
-    for k, c, tl in zip(uniq.tolist(), counts.tolist(), total_len.tolist()):
+    counts_all = np.bincount(key)  # the keys are small integers: a bincount, not a sort of every link
+    total_all = np.bincount(key, weights=length)
+    uniq = np.flatnonzero(counts_all)
+    for k, c, tl in zip(uniq.tolist(), counts_all[uniq].tolist(), total_all[uniq].tolist()):
         cls = k % (len(LENGTH_CLASSES_M) + 1)
         m = (k // (len(LENGTH_CLASSES_M) + 1)) % nm
         lv = k // (len(LENGTH_CLASSES_M) + 1) // nm
