@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+import topo
+
 from topo.plan import load_catalog, plan
 from topo.spec.load import bundled_specs
 
@@ -78,3 +80,20 @@ def test_hpn_aggregation_switches_per_plane(reference):
     pods = r.num_gpus // f["pod_gpus"]["value"]
     assert agg.count == f["agg_switches_per_plane"]["value"] * pods
     assert r.gpu == "H800" and r.server_model == "HGX H800"
+
+
+def test_switch_counts_above_the_minimum_say_why():
+    # issue 22: the default's core has 256 switches where ceil(14,336 spine uplinks / 64) = 224 would take them;
+    # h100-100k-eth51t's 1,024 where ceil(100,352 / 128) = 784 would. The builder gives each plane the fewest
+    # cores that every spine reaches over the same number of links (8 uplinks -> 8 cores of 56 ports used)
+    from topo.plan.switch_counts import minimum_switches
+
+    r = plan(collectives=False)
+    assert minimum_switches(topo.build_fabric(topo.load_spec()))["core"] == 224
+    note = next(n for n in r.notes if n.startswith("core: 256 switches"))
+    assert "224 would take its 14,336 links" in note and "8 uplinks" in note
+    eth = plan("h100-100k-eth51t", collectives=False)
+    assert any(n.startswith("core: 1,024 switches") and "784 would take its 100,352 links" in n for n in eth.notes)
+    # at the minimum, no note: the SuperPOD's 16 spines take 1,024 leaf uplinks at 64 ports each
+    sp = plan("dgx-h100-superpod", collectives=False)
+    assert not [n for n in sp.notes if "would take its" in n]
