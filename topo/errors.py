@@ -1,4 +1,5 @@
-"""The one error type the library raises for bad input.
+"""The error types the library raises: :class:`TopoError` for bad input, and its subclasses where code must tell
+failures apart (never by the text of a message).
 
 A :class:`TopoError` carries where the problem is (``source``: a file name or a command-line flag), which key
 (a dotted path such as ``fabric.tiers[2].oversubscription``) and a message that repeats the value and says what
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TopoError", "one_line"]
+__all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesDiverge", "TooManyFlows",
+           "Unreachable", "one_line"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -39,10 +41,44 @@ class TopoError(ValueError):
         return one_line(": ".join(parts + [self.message]))
 
     def with_source(self, source: str) -> "TopoError":
-        """The same error, attributed to ``source`` if it had none."""
+        """The same error (same type), attributed to ``source`` if it had none."""
         if self.source:
             return self
-        return TopoError(self.message, source=source, key=self.key)
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        TopoError.__init__(out, self.message, source=source, key=self.key)
+        return out
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.line()
+
+
+class AlgorithmUnavailable(TopoError):
+    """An algorithm cannot run for this collective, fabric, placement or profile.
+
+    ``reason`` says why, without the algorithm's name (``"needs the same number of ranks in every NVLink
+    domain"``); the message may add the name. :func:`topo.engine.estimate.evaluate` leaves such an algorithm out
+    of ``auto`` and raises this when the one algorithm asked for cannot run.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None,
+                 reason: str | None = None):
+        self.reason = message if reason is None else reason
+        super().__init__(message, source=source, key=key)
+
+
+class ProtocolUnavailable(AlgorithmUnavailable):
+    """An algorithm does not run with the protocol the options pinned (the profile allows it others)."""
+
+
+class ClassesDiverge(TopoError):
+    """Max-min sharing: the members of a merged flow class would move at different speeds (a resource only some of
+    them cross binds first), so the classes cannot answer; the flows must be filled one by one."""
+
+
+class TooManyFlows(TopoError):
+    """Max-min sharing needs every flow (or class) of a step, and there are more than are kept one by one."""
+
+
+class Unreachable(TopoError):
+    """Failed parts cut a GPU (or a flow's every path) off the fabric: a collective that needs it cannot run."""

@@ -22,18 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import TooManyFlows, TopoError
 from .maxmin import FlowClasses, max_min_finish_times, max_min_makespan_classes, max_min_rates
 from .route import Routed
 
 __all__ = ["SHARING_MODES", "check_sharing", "rates", "finish_times", "drain_time", "flow_classes",
-           "max_min_makespan", "TooManyFlows"]
+           "max_min_makespan"]
 
 SHARING_MODES = ("equal", "maxmin")
-
-
-class TooManyFlows(TopoError):
-    """Max-min sharing needs every flow (or class) of a step, and the router kept only their summed loads."""
 
 
 def check_sharing(sharing: str) -> str:

@@ -18,21 +18,20 @@ from typing import Iterable
 
 import numpy as np
 
+from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, TopoError
+from ..fabric.fabric import Fabric
+from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
 from .collectives import REDUCING, algorithm_candidates, busbw_factor, normalize_collective
 from .cost import Costed, best_protocol, cost_schedule, usable_capacity
-from ..errors import TopoError
-from ..fabric.fabric import Fabric
 from .loads import load_schedule
-from .maxmin import ClassesDiverge
 from .options import EstimateOptions
 from .placement import Placement, place
 from .profiles import Profile, profile_for, resolve_profile
 from .results import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
-from .schedule import AlgorithmUnavailable, NodeShape
+from .schedule import NodeShape
 from .tuner import nccl_choice
-from ..units import UnitError, parse_size_bytes
 
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
 
@@ -156,7 +155,7 @@ def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, 
     if pinned is None:
         return protos
     if pinned not in protos:
-        raise AlgorithmUnavailable(f"it does not run with protocol {pinned} (it has: {', '.join(protos)})")
+        raise ProtocolUnavailable(f"it does not run with protocol {pinned} (it has: {', '.join(protos)})")
     return (pinned,)
 
 
@@ -177,6 +176,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     cap = usable_capacity(router, prof)
     costed: dict[str, Costed] = {}
     unavailable: dict[str, str] = {}
+    by_protocol = False  # some candidate was left out only for the pinned protocol
     protocols: dict[str, tuple[str, ...]] = {}
     keep = opts.sharing != "equal"
     for name in candidates:
@@ -192,8 +192,10 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             loads = load_schedule(router, sched, keep_flows=keep)
         except AlgorithmUnavailable as exc:
             if len(candidates) == 1 and asked != "auto":
-                raise TopoError(f"{name} cannot run here: {exc}", key="algorithm") from None
-            unavailable[name] = str(exc)
+                raise type(exc)(f"{name} cannot run here: {exc.reason}", key="algorithm",
+                                reason=exc.reason) from None
+            unavailable[name] = exc.reason
+            by_protocol |= isinstance(exc, ProtocolUnavailable)
             continue
         try:
             costed[name] = cost_schedule(loads, router, cap, opts.sharing)
@@ -207,8 +209,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
         protocols[name] = protos
     if not costed:
         why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
-        if opts.protocol is not None and any(v.startswith("it does not run with protocol") for v in
-                                             unavailable.values()):
+        if opts.protocol is not None and by_protocol:
             raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
                             f"{prof.name}): {why}", key="protocol")
         raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")

@@ -27,13 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import ClassesDiverge, TopoError
 
-__all__ = ["ClassesDiverge", "FlowClasses", "max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
-
-class ClassesDiverge(TopoError):
-    """The members of a merged class would move at different speeds (a resource only some of them cross binds
-    first): the classes cannot answer; the flows must be filled one by one."""
+__all__ = ["FlowClasses", "max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
 
 
 _BATCH = 32  # resources looked at first per round of filling (then adapted to how many a round takes at once)

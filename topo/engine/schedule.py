@@ -25,13 +25,11 @@ from typing import Iterator
 
 import numpy as np
 
+from ..errors import AlgorithmUnavailable
+
 __all__ = ["AlgorithmUnavailable", "NodeShape", "Transfers", "InSwitchReduce", "InNetworkReduce",
            "AllPairs", "SchedulePhase", "LatencyCounts", "LatencyTerm", "Schedule", "ranks_per_domain",
            "sequential_schedule", "is_network"]
-
-
-class AlgorithmUnavailable(Exception):
-    """This algorithm cannot run for this collective, fabric and placement (the reason is the message)."""
 
 
 @dataclass(frozen=True)

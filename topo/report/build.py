@@ -18,7 +18,7 @@ from typing import Sequence
 from ..fabric.bisection import Bisection, bisection
 from ..fabric.builders import build_fabric
 from ..engine.collectives import ALGORITHMS, NCCL_ALGORITHMS
-from ..errors import TopoError
+from ..errors import AlgorithmUnavailable, TopoError
 from ..engine.estimate import estimate, size_sweep
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
@@ -109,8 +109,10 @@ def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: lis
     for name in extra_algorithms:
         try:
             extra.append(estimate(fabric, COLLECTIVE, sizes, gpus=gpus, algorithm=name))
+        except AlgorithmUnavailable as exc:
+            unavailable[name] = exc.reason
         except TopoError as exc:
-            unavailable[name] = exc.message.split("cannot run here: ", 1)[-1]
+            unavailable[name] = exc.message
     loads = None
     if load_size in sizes:
         loads = summarize_loads(result.link_loads(load_size), fabric)
