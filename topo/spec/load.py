@@ -22,7 +22,7 @@ from ..errors import TopoError
 from .model import Spec
 from ..resources import topologies_dir
 
-__all__ = ["load_spec", "spec_from_dict", "apply_overrides", "bundled_specs", "bundled_dir", "DEFAULT_SPEC",
+__all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_dir", "DEFAULT_SPEC",
            "format_loc"]
 
 DEFAULT_SPEC = "h100-100k"
@@ -181,6 +181,42 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                 raise TopoError(f"{format_loc(norm)} is a value, not a table", source=f"--set {item}")
         set_paths[format_loc(norm)] = item
     return data, set_paths
+
+
+def check_override_key(key: str) -> None:
+    """Raise :class:`TopoError` if the dotted path ``key`` names no field of a spec (``fabric.tiers[1].radx``: an
+    unknown key, with the allowed ones and a close match). List items (``[1]``, ``[spine]``) and the keys of free
+    tables (``plan``) are not checked here: they depend on the spec (:func:`apply_overrides` checks them)."""
+    model: type[BaseModel] | None = Spec
+    loc: list = []
+    pos = 0
+    key = key.strip()
+    while pos < len(key):
+        if key[pos] == ".":
+            pos += 1
+            continue
+        m = _SEGMENT.match(key, pos)
+        if not m:
+            raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
+                            "fabric.tiers[1].oversubscription")
+        pos = m.end()
+        if m.group(1) is None:  # a list item
+            loc.append(0)
+            continue
+        part = m.group(1)
+        if model is None:
+            return  # a free table or a value (apply_overrides says which)
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        if part not in fields:
+            allowed = list(fields)
+            close = difflib.get_close_matches(part, allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            where = format_loc(loc) or "the top level"
+            raise TopoError(f"unknown key {part!r} in {where}; allowed: {', '.join(allowed)}{hint}")
+        loc.append(part)
+        model = _unwrap(fields[part].annotation)
+    if not loc:
+        raise TopoError("empty key; write a dotted path such as cluster.num_units")
 
 
 def _list_index(node: list, part, norm, item) -> int:

@@ -1,0 +1,265 @@
+"""One point of a study, computed: the sweep's only door to the engine, the training model and the planner.
+
+Everything a point needs from the rest of topo is imported here and nowhere else in :mod:`topo.sweep`, so the
+sweep depends on the engine through one short list of public functions.
+
+A worker process keeps a small cache of *intact* fabrics, keyed by the spec's text and its overrides: every point
+of the same design reuses the fabric (its link arrays and derived tables), and a failure draw is the cached intact
+fabric with a failure mask on top (:meth:`topo.fabric.Fabric.with_failures`), never a rebuilt one. The router is
+rebuilt per point: it costs about 30 ms at 100k GPUs against about 1 s of routing, and the engine keeps its state
+inside one estimate, so a point's figures do not depend on which points ran before it on the same worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+import tomllib
+from collections import OrderedDict
+
+from ..builders import build_fabric
+from ..errors import TopoError
+from ..estimate import estimate
+from ..inventory import inventory
+from ..options import EstimateOptions
+from ..plan import plan
+from ..spec import spec_from_dict
+from ..traffic import run_mix
+from ..traffic_file import load_traffic
+from ..workload.layout import Layout, make_layout
+from ..workload.model import load_model
+from ..workload.step import evaluate as train_step
+
+__all__ = ["toml_value", "overrides_of", "COMPUTES", "FIGURES", "ESTIMATE_KEYS", "TRAIN_KEYS", "PLAN_KEYS", "POINT_KEYS", "run_batch",
+           "run_point", "clear_cache"]
+
+COMPUTES = ("estimate", "train", "plan", "describe")
+
+# point keys (beside "spec", "seed" and spec field paths) that each computation reads
+ESTIMATE_KEYS = ("collective", "size", "traffic") + tuple(
+    f.name for f in dataclasses.fields(EstimateOptions) if f.name != "ranks")
+_LAYOUT_FIELDS = tuple(n for n in Layout.model_fields if n not in ESTIMATE_KEYS)
+TRAIN_KEYS = ("model", "layout", "efficiency") + _LAYOUT_FIELDS
+PLAN_KEYS = ("days", "mfu", "pue", "plan_collectives")
+POINT_KEYS = ("spec", "fail") + ESTIMATE_KEYS + TRAIN_KEYS + PLAN_KEYS
+
+# figure columns per computation: name -> (arrow type, which way is worse: "high", "low" or None)
+FIGURES: dict[str, dict[str, tuple[str, str | None]]] = {
+    "estimate": {
+        "time_s": ("float64", "high"), "algbw_GBps": ("float64", "low"), "busbw_GBps": ("float64", "low"),
+        "latency_s": ("float64", "high"), "bandwidth_s": ("float64", "high"), "slowdown": ("float64", "high"),
+        "num_ranks": ("int64", None), "algorithm": ("string", None), "protocol": ("string", None),
+        "bottleneck": ("string", None), "bottleneck_level": ("string", None),
+        "bottleneck_utilization": ("float64", None), "bound": ("string", None)},
+    "train": {
+        "step_time_s": ("float64", "high"), "mfu": ("float64", "low"), "tflops_per_gpu": ("float64", "low"),
+        "tokens_per_s": ("float64", "low"), "exposed_comm_s": ("float64", "high"),
+        "memory_per_gpu_bytes": ("float64", "high"), "fits": ("bool", None), "train_gpus": ("int64", None),
+        "slowest_dim": ("string", None), "slowest_dim_level": ("string", None)},
+    "plan": {
+        "capex_usd": ("float64", "high"), "network_capex_usd": ("float64", "high"),
+        "capex_per_gpu_usd": ("float64", "high"), "it_power_W": ("float64", "high"),
+        "facility_power_W": ("float64", "high"), "network_power_W": ("float64", "high"),
+        "energy_per_year_Wh": ("float64", "high"), "energy_cost_per_year_usd": ("float64", "high"),
+        "switches": ("int64", None), "transceivers": ("int64", None), "cables": ("int64", None),
+        "network_share": ("float64", None), "goodput": ("float64", "low"), "effective_flop": ("float64", "low"),
+        "first_optical_failure_s": ("float64", "low")},
+    "describe": {
+        "num_gpus": ("int64", None), "num_switches": ("int64", None), "num_scale_out_links": ("int64", None),
+        "bisection_bandwidth_per_gpu_Bps": ("float64", "low"), "largest_nonblocking_gpus": ("int64", None),
+        "switch_power_W": ("float64", "high"), "max_oversubscription": ("float64", "high"),
+        "failed_links": ("int64", None)},
+}
+
+_CACHE_FABRICS = 4  # intact fabrics kept per worker (a 100k-GPU fabric with its tables is a few hundred MB)
+_fabrics: OrderedDict = OrderedDict()
+_models: dict = {}
+
+
+def clear_cache() -> None:
+    """Forget the cached fabrics and models of this process."""
+    _fabrics.clear()
+    _models.clear()
+
+
+def toml_value(v) -> str:
+    """The text of an override's value: ``v`` written so that :func:`topo.spec.load.apply_overrides` reads back the same value and type."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if v == "":
+        return ""  # KEY= removes the key, as --set KEY= does
+    import json
+
+    return json.dumps(str(v))
+
+
+def overrides_of(point: dict) -> tuple[str, ...]:
+    """The ``KEY=VALUE`` overrides of a point's spec field paths (keys with a dot or a bracket), in order."""
+    return tuple(f"{k}={toml_value(v)}" for k, v in point.items() if "." in k or "[" in k)
+
+
+def _fabric(point: dict, specs: dict):
+    ref = point["spec"]
+    source, text = specs[ref]
+    sets = overrides_of(point)
+    key = (hashlib.sha256(text.encode()).hexdigest(), source, sets)
+    hit = _fabrics.get(key)
+    if hit is None:
+        try:
+            data = tomllib.loads(text)
+            hit = build_fabric(spec_from_dict(data, source=source, overrides=sets))
+        except TopoError as exc:
+            hit = exc
+        _fabrics[key] = hit
+        while len(_fabrics) > _CACHE_FABRICS:
+            _fabrics.popitem(last=False)
+    else:
+        _fabrics.move_to_end(key)
+    if isinstance(hit, TopoError):
+        raise hit
+    fail = str(point.get("fail") or "").strip()
+    if not fail:
+        return hit
+    return hit.with_failures(*[p.strip() for p in fail.split(",") if p.strip()])
+
+
+def _estimate(fabric, point: dict) -> dict:
+    opts = {k: point[k] for k in ESTIMATE_KEYS if k in point and k not in ("collective", "size", "traffic")}
+    if "traffic" in point:
+        settings, members = load_traffic(point["traffic"])
+        kw = {k: opts.get(k, settings[k]) for k in ("sharing", "ecmp", "subflows")}
+        r = run_mix(fabric, members, pxn=opts.get("pxn"), profile=opts.get("profile"), name=settings["name"], **kw)
+        worst = max(r.members, key=lambda m: m.slowdown)
+        return {"time_s": r.makespan_s, "slowdown": worst.slowdown, "algorithm": "mix",
+                "num_ranks": sum(m.num_ranks for m in r.members), "bottleneck": worst.bottleneck_mix,
+                "bottleneck_level": worst.bottleneck_mix_level}
+    r = estimate(fabric, point.get("collective", "all_reduce"), [point.get("size", "1GiB")], **opts)
+    x = r.results[0]
+    b = x.bottleneck
+    return {"time_s": x.time_s, "algbw_GBps": x.algbw_GBps, "busbw_GBps": x.busbw_GBps, "latency_s": x.latency_s,
+            "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm, "protocol": x.protocol,
+            "bottleneck": f"{b.src} -> {b.dst}" if b else None, "bottleneck_level": str(b.level) if b else None,
+            "bottleneck_utilization": b.utilization if b else None,
+            "bound": "latency" if x.latency_s > x.bandwidth_s else "bandwidth"}
+
+
+def _layout(fabric, point: dict) -> Layout:
+    kw: dict = {}
+    text = point.get("layout")
+    if text:
+        for part in str(text).split(","):
+            k, eq, v = part.strip().partition("=")
+            if not eq or not k.strip():
+                raise TopoError(f"cannot read {part!r} in {text!r}; write key=value pairs such as tp=8,pp=16,dp=64",
+                                key="layout")
+            try:
+                kw[k.strip()] = tomllib.loads(f"v = {v.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                kw[k.strip()] = v.strip()
+    for k in _LAYOUT_FIELDS:
+        if k in point:
+            if k in kw and kw[k] != point[k]:
+                raise TopoError(f"{k} is {kw[k]!r} in layout {text!r} and {point[k]!r} as an axis; give it once",
+                                key=k)
+            kw[k] = point[k]
+    if kw.get("dp") is None:
+        known = kw.get("tp", 1) * kw.get("cp", 1) * kw.get("pp", 1)
+        if not isinstance(known, int) or known < 1 or fabric.num_gpus % known:
+            raise TopoError(f"tp x cp x pp = {known!r} does not divide the {fabric.num_gpus} GPUs; give dp", key="dp")
+        kw["dp"] = fabric.num_gpus // known
+    return make_layout("layout", **kw)
+
+
+def _train(fabric, point: dict):
+    name = point["model"]
+    model = _models.get(name)
+    if model is None:
+        model = _models[name] = load_model(name)
+    lay = _layout(fabric, point)
+    r = train_step(fabric, model, lay, efficiency=point.get("efficiency"))
+    b = r.breakdown_s
+    comm = {k: v for k, v in b.items() if k not in ("compute", "bubble")}
+    slow = max(comm, key=lambda k: comm[k]) if comm else None
+    bound = r.bound_by().get(slow, {}) if slow else {}
+    return r, {"step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,
+               "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
+               "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
+               "slowest_dim": slow, "slowest_dim_level": bound.get("level")}
+
+
+def _plan(fabric, point: dict, mfu: float | None) -> dict:
+    r = plan(fabric, days=point.get("days"), mfu=point.get("mfu", mfu), pue=point.get("pue"),
+             collectives=bool(point.get("plan_collectives", False)))
+    h = r.headline()
+    return {"capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
+            "capex_per_gpu_usd": h["capex_per_gpu_usd"], "it_power_W": h["it_power_W"],
+            "facility_power_W": h["facility_power_W"], "network_power_W": h["network_power_W"],
+            "energy_per_year_Wh": h["energy_per_year_Wh"],
+            "energy_cost_per_year_usd": h["energy_cost_per_year_usd"], "switches": h["switches"],
+            "transceivers": h["transceivers"], "cables": h["cables"], "network_share": h["network_share"],
+            "goodput": h["goodput"], "effective_flop": h["effective_flop"],
+            "first_optical_failure_s": h["first_optical_failure_s"]}
+
+
+def _describe(fabric) -> dict:
+    inv = inventory(fabric)
+    ratios = [t.oversubscription for t in inv.tiers if t.oversubscription is not None]
+    return {"num_gpus": inv.num_gpus, "num_switches": inv.num_switches, "num_scale_out_links": inv.num_scale_out_links,
+            "bisection_bandwidth_per_gpu_Bps": inv.bisection_bandwidth_per_gpu_Bps,
+            "largest_nonblocking_gpus": inv.largest_nonblocking_gpus, "switch_power_W": inv.switch_power_W,
+            "max_oversubscription": max(ratios) if ratios else None,
+            "failed_links": int(fabric.failed.sum()) if fabric.failed is not None else 0}
+
+
+def run_point(point: dict, compute, specs: dict) -> dict:
+    """The figures of one point (a dict of column -> value), or ``{"error": ..., "error_kind": ...}``.
+
+    Parameters
+    ----------
+    point : dict
+        The point's inputs: ``spec`` (a key of ``specs``), spec field paths, ``fail``, options (see
+        :data:`POINT_KEYS`).
+    compute : sequence of str
+        Which of :data:`COMPUTES` to run, in order.
+    specs : dict
+        Spec reference -> ``(source, TOML text)``: the spec travels as text, so a worker on another machine needs
+        no file of the user's.
+
+    Returns
+    -------
+    dict
+        Figure columns (:data:`FIGURES`) plus ``error`` (None, or the one-line message) and ``error_kind``
+        (None, ``"input"`` for bad input at this point, ``"internal"`` for a bug), and ``compute_s``.
+    """
+    start = time.perf_counter()
+    row: dict = {"error": None, "error_kind": None}
+    try:
+        fabric = _fabric(point, specs)
+        train_mfu = None
+        for what in compute:
+            if what == "estimate":
+                row.update(_estimate(fabric, point))
+            elif what == "train":
+                r, figs = _train(fabric, point)
+                row.update(figs)
+                train_mfu = r.mfu
+            elif what == "plan":
+                row.update(_plan(fabric, point, train_mfu))
+            elif what == "describe":
+                row.update(_describe(fabric))
+    except TopoError as exc:
+        row = {"error": exc.line(), "error_kind": "input"}
+    except MemoryError:
+        row = {"error": "out of memory at this point", "error_kind": "internal"}
+    except Exception as exc:  # a bug at one point must not abort the study: recorded, and the study goes on
+        row = {"error": f"internal error ({type(exc).__name__}: {exc})", "error_kind": "internal"}
+    row["compute_s"] = time.perf_counter() - start
+    return row
+
+
+def run_batch(points: list[dict], compute, specs: dict) -> list[dict]:
+    """:func:`run_point` for each point of a batch (one Dask task), in order."""
+    return [run_point(p, compute, specs) for p in points]

@@ -1,0 +1,245 @@
+"""Running a study: batches of points as Dask tasks, rows recorded as each batch finishes.
+
+Where it runs: ``scheduler=None`` starts an embedded :class:`distributed.LocalCluster` with one single-threaded
+worker process per core (or uses the address in Dask's configuration, ``scheduler-address``, when one is set); an
+address (``tcp://host:8786``) runs the same tasks on an existing Dask cluster of many machines; ``"serial"`` runs
+them in this process, without Dask (the reference the others must match bit for bit).
+
+A task is a batch of points with the same spec, so a worker builds each fabric once (:mod:`.compute` caches it)
+and the scheduler's per-task overhead is paid once per batch. Only the points' inputs and the specs' text travel.
+A worker that dies has its batch run again on another (Dask reschedules it, up to
+``distributed.scheduler.allowed-failures`` times); a batch that keeps killing workers becomes error rows
+(``error_kind = "worker"``) that the next run retries.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Callable
+
+import pandas as pd
+
+from .. import __version__
+from ..errors import TopoError
+from .compute import run_batch
+from .store import ResultStore
+from .study import Study, load_study
+
+__all__ = ["sweep", "plan_batches", "SweepRun"]
+
+_CONNECT_TIMEOUT_S = 10.0
+
+
+class SweepRun:
+    """What a run did, beside its table: counts, where it ran, the output folder."""
+
+    def __init__(self):
+        self.total = 0
+        self.skipped = 0
+        self.computed = 0
+        self.errors = 0
+        self.batches = 0
+        self.workers = 0
+        self.where = "serial"
+        self.elapsed_s = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+def plan_batches(points: list[dict], workers: int, batch_size: int | None = None) -> list[list[dict]]:
+    """Split ``points`` into batches: points of one fabric (spec and spec fields) together, in study order, each
+    batch at most ``batch_size`` points (default: enough batches for about 8 per worker, at most 32 points each,
+    so a slow batch does not leave the other workers idle at the end)."""
+    if not points:
+        return []
+    if batch_size is None:
+        batch_size = max(1, min(32, math.ceil(len(points) / max(1, 8 * workers))))
+    if batch_size < 1:
+        raise TopoError(f"must be 1 or more, got {batch_size}", key="batch_size")
+    by_fabric: dict = {}
+    for p in points:
+        inputs = p["inputs"]
+        key = (inputs["spec"],) + tuple((k, str(v)) for k, v in inputs.items() if "." in k or "[" in k)
+        by_fabric.setdefault(key, []).append(p)
+    out = []
+    for group in by_fabric.values():
+        out += [group[i:i + batch_size] for i in range(0, len(group), batch_size)]
+    return out
+
+
+def _rows(batch: list[dict], results: list[dict]) -> list[dict]:
+    out = []
+    for p, r in zip(batch, results):
+        row = dict(p["inputs"])
+        row.update(r)
+        row.update(point=p["point"], design=p["design"], label=p["label"], topo_version=__version__)
+        out.append(row)
+    return out
+
+
+def _worker_rows(batch: list[dict], why: str) -> list[dict]:
+    return _rows(batch, [{"error": why, "error_kind": "worker"} for _ in batch])
+
+
+def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float):
+    """``(client, cluster or None, description)``; a scheduler that does not answer is a TopoError."""
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    address = scheduler or dask.config.get("scheduler-address", None)
+    if address and address != "local":
+        try:
+            client = Client(address, timeout=f"{connect_timeout_s}s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise TopoError(f"no Dask scheduler answers at {address} within {connect_timeout_s:g} s ({exc}); "
+                            "start one (dask scheduler) or leave --scheduler out for a local cluster",
+                            key="scheduler") from None
+        except ValueError as exc:
+            raise TopoError(f"cannot use the scheduler address {address!r}: {exc}", key="scheduler") from None
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        return client, None, f"the Dask cluster at {address} ({n} workers)"
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=logging.CRITICAL)
+    client = Client(cluster, set_as_default=False)
+    return client, cluster, f"a local Dask cluster ({n} worker process{'es' if n != 1 else ''})"
+
+
+def sweep(study: Study | str, output=None, *, scheduler: str | None = None, workers: int | None = None,
+          client=None, batch_size: int | None = None, progress: Callable[[int, int, float], None] | None = None,
+          connect_timeout_s: float = _CONNECT_TIMEOUT_S, run: SweepRun | None = None,
+          inputs=()) -> pd.DataFrame:
+    """Run a study and return one row per point (see :mod:`topo.sweep`).
+
+    Parameters
+    ----------
+    study : Study or str
+        A study (:func:`topo.sweep.load_study`) or the path or bundled name of a study file.
+    output : str or Path, optional
+        The results folder (:mod:`topo.sweep.store`): rows are appended as each batch finishes, and points already
+        in it are not computed again. None keeps the rows in memory only.
+    scheduler : str, optional
+        None: an embedded LocalCluster (or Dask's configured ``scheduler-address``); an address such as
+        ``tcp://10.0.0.5:8786``: an existing Dask cluster; ``"serial"``: this process, no Dask.
+    workers : int, optional
+        Worker processes of the embedded cluster (default: one per core).
+    client : distributed.Client, optional
+        Run on this client instead (it is not closed).
+    batch_size : int, optional
+        Points per task (default: see :func:`plan_batches`).
+    progress : callable, optional
+        Called as ``progress(points_done, points_total, elapsed_s)`` after each batch.
+    connect_timeout_s : float
+        How long to wait for a scheduler address to answer.
+    run : SweepRun, optional
+        Filled with counts (points skipped, computed, errors) and where the study ran.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point of the study, in the study's order: its inputs, its figures, ``error`` (None when it
+        went well), ``point`` and ``design`` hashes, ``label``, ``compute_s``, ``topo_version``.
+
+    Raises
+    ------
+    TopoError
+        A bad study, output or scheduler (one line). A point that fails is an error row, not an exception.
+    KeyboardInterrupt
+        Interrupted: the batches finished so far are in ``output``, complete, and a rerun resumes from them.
+    """
+    start = time.perf_counter()
+    if not isinstance(study, Study):
+        study = load_study(study)
+    run = run if run is not None else SweepRun()
+    inputs = list(inputs) + [p for p, _ in study.specs.values()]
+    store = ResultStore(output, study, inputs=inputs)
+    points = study.points()
+    done = store.done()
+    todo = [p for p in points if p["point"] not in done]
+    run.total, run.skipped = len(points), len(points) - len(todo)
+    if todo:
+        store.open()
+        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s,
+                 start)
+    else:
+        store.open()
+        run.where = "nothing to compute: every point is in the output"
+    frame = _frame(store, points)
+    run.errors = int(frame["error"].notna().sum()) if len(frame) else 0
+    run.elapsed_s = time.perf_counter() - start
+    return frame
+
+
+def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s, start):
+    total = run.total
+    done_count = run.skipped
+    compute, specs = list(study.compute), study.specs
+    if scheduler == "serial":
+        batches = plan_batches(todo, 1, batch_size)
+        run.batches, run.workers, run.where = len(batches), 1, "this process (serial)"
+        for b in batches:
+            store.append(_rows(b, run_batch([p["inputs"] for p in b], compute, specs)))
+            run.computed += len(b)
+            done_count += len(b)
+            if progress:
+                progress(done_count, total, time.perf_counter() - start)
+        return
+    from distributed import as_completed
+
+    own = client is None
+    cluster = None
+    if own:
+        client, cluster, run.where = _client(scheduler, workers, connect_timeout_s)
+    else:
+        run.where = "the given Dask client"
+    futures = []
+    try:
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {})) or 1
+        batches = plan_batches(todo, n, batch_size)
+        run.batches, run.workers = len(batches), n
+        owner = {}
+        for b in batches:
+            key = f"topo-sweep-{b[0]['point']}-{len(b)}"
+            f = client.submit(run_batch, [p["inputs"] for p in b], compute, specs, key=key, pure=False)
+            owner[f.key] = b
+            futures.append(f)
+        for f in as_completed(futures, loop=client.loop):
+            b = owner[f.key]
+            try:
+                rows = _rows(b, f.result())
+            except Exception as exc:  # KilledWorker: the batch killed every worker it was given
+                rows = _worker_rows(b, f"the batch was lost: {type(exc).__name__}: {exc}")
+            store.append(rows)
+            run.computed += len(b)
+            done_count += len(b)
+            if progress:
+                progress(done_count, total, time.perf_counter() - start)
+            f.release()
+    finally:
+        for f in futures:
+            if not f.done():
+                f.cancel()
+        if own:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _frame(store: ResultStore, points: list[dict]) -> pd.DataFrame:
+    table = store.read()
+    df = table.to_pandas()
+    if len(df):
+        df["_bad"] = (df["error_kind"] == "worker").astype(int)
+        df = df.sort_values("_bad", kind="stable").drop_duplicates("point", keep="first").drop(columns="_bad")
+    order = {p["point"]: i for i, p in enumerate(points)}
+    df = df[df["point"].isin(order)]
+    df = df.iloc[sorted(range(len(df)), key=lambda i: order[df["point"].iat[i]])].reset_index(drop=True)
+    for f in table.schema:  # whole-number columns with gaps (seed: none for a design without seeds)
+        if f.name in df and str(f.type) == "int64":
+            df[f.name] = df[f.name].astype("Int64")
+    return df

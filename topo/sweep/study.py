@@ -1,0 +1,323 @@
+"""Study files: which specs, which axes, what to compute; expanded into points, each with a stable hash.
+
+A study is a small TOML file::
+
+    name = "failures-100k"                 # optional (default: the file's name)
+    spec = "dgx-h100-superpod"             # or: specs = ["h100-100k", "h100-100k-4tier"], or a "spec" axis
+    compute = ["estimate"]                 # estimate | train | plan | describe, one or several
+    seeds = 1000                           # expands "{seed}" in any axis value to 0..999 (or a list of seeds)
+    zip = [["collective", "size"]]         # optional: these axes vary together instead of as a product
+    [axes]                                 # a list of values, or one value (a fixed setting)
+    "fabric.tiers[0].oversubscription" = [1, 2]     # any spec field, by its --set path ("" removes the key)
+    collective = ["all_reduce", "alltoall"]
+    size = ["1MiB", "1GiB"]
+    fail = ["", "random:spine:0.01:{seed}"]         # as --fail takes it; several parts separated by commas
+
+Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.compute.POINT_KEYS`:
+``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
+:class:`topo.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
+``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency`` and the fields of a training layout
+(``global_batch``, ``micro_batch``, ...); for ``plan`` ``days``, ``mfu``, ``pue``, ``plan_collectives``.
+
+Points are the product of the axes (the first axis varies slowest); for each point whose values contain
+``{seed}``, one point per seed. Each point gets ``point``, a hash of its inputs, the spec's text and topo's
+version (what resumption matches), and ``design``, a hash of the same without the seed (what summaries group by).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..errors import TopoError
+from ..spec import load_spec
+from ..spec.load import resolve_spec_path
+from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS
+
+__all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS"]
+
+SEED = "{seed}"
+MAX_POINTS = 10_000_000
+TOP_KEYS = ("name", "description", "spec", "specs", "compute", "seeds", "zip", "axes")
+
+
+def bundled_studies() -> dict[str, Path]:
+    """The bundled example studies by name (``topo/data/studies/*.toml``)."""
+    d = Path(__file__).resolve().parents[1] / "data" / "studies"
+    return {p.stem: p for p in sorted(d.glob("*.toml"))}
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study (see the module doc). Build one with :func:`load_study` or :func:`study_from_dict`."""
+
+    name: str
+    source: str  # the file it came from, for error messages
+    text: str  # the study as given (recorded beside the results)
+    compute: tuple[str, ...]
+    axes: dict  # name -> list of values, in the file's order ("spec" included)
+    zip: tuple[tuple[str, ...], ...] = ()
+    seeds: tuple[int, ...] = ()
+    specs: dict = field(default_factory=dict)  # spec reference -> (source, TOML text)
+    description: str = ""
+
+    @property
+    def seeded(self) -> tuple[str, ...]:
+        """Axes with a ``{seed}`` in some value."""
+        return tuple(k for k, vs in self.axes.items() if any(isinstance(v, str) and SEED in v for v in vs))
+
+    @property
+    def input_columns(self) -> list[str]:
+        """The input columns of a row: the axes, then ``seed`` when the study has seeds."""
+        return list(self.axes) + (["seed"] if self.seeds else [])
+
+    def points(self) -> list[dict]:
+        """Every point, in order: dicts with the inputs (``seed`` when seeded), ``point``, ``design`` and
+        ``label`` (the design as text, ``{seed}`` unexpanded)."""
+        groups: list[list[str]] = []
+        zipped = {k: g for g in self.zip for k in g}
+        for k in self.axes:
+            g = zipped.get(k)
+            if g is None:
+                groups.append([k])
+            elif k == g[0] or not any(k in x for x in groups):
+                if list(g) not in groups:
+                    groups.append(list(g))
+        choices = [[dict(zip(g, vals)) for vals in zip(*(self.axes[k] for k in g))] for g in groups]
+        out = []
+        for combo in itertools.product(*choices):
+            design = {k: v for part in combo for k, v in part.items()}
+            design = {k: design[k] for k in self.axes}
+            dhash = _hash({"design": design, "compute": self.compute, "specs": self._spec_digest(design)})
+            label = " ".join(f"{k}={v if v != '' else chr(34) * 2}" for k, v in design.items() if len(self.axes[k]) > 1 or SEED in str(v))
+            if any(isinstance(v, str) and SEED in v for v in design.values()):
+                for s in self.seeds:
+                    p = {k: (v.replace(SEED, str(s)) if isinstance(v, str) else v) for k, v in design.items()}
+                    p["seed"] = s
+                    out.append(self._finish(p, dhash, label))
+            else:
+                out.append(self._finish(dict(design, **({"seed": None} if self.seeds else {})), dhash, label))
+        return out
+
+    def _spec_digest(self, inputs: dict) -> str:
+        return hashlib.sha256(self.specs[inputs["spec"]][1].encode()).hexdigest()
+
+    def _finish(self, inputs: dict, dhash: str, label: str) -> dict:
+        inputs = dict(inputs)
+        phash = _hash({"inputs": inputs, "compute": self.compute, "spec": self._spec_digest(inputs),
+                       "topo": __version__})
+        return {"inputs": inputs, "point": phash, "design": dhash, "label": label or self.name}
+
+
+def _hash(obj) -> str:
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def load_study(path_or_name: str | Path) -> Study:
+    """Read and check a study file (or a bundled study by name, see :func:`bundled_studies`).
+
+    Raises
+    ------
+    TopoError
+        The file cannot be read, or a key, an axis or a value is not allowed: one line naming the file, the key,
+        the value and what is allowed.
+    """
+    p = Path(path_or_name)
+    if not p.is_file():
+        bundled = bundled_studies()
+        stem = p.name[:-5] if p.name.endswith(".toml") else p.name
+        if p.parent == Path(".") and stem in bundled:
+            p = bundled[stem]
+        else:
+            close = difflib.get_close_matches(stem, list(bundled), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            what = "is a directory" if p.is_dir() else "no such study file or bundled study"
+            raise TopoError(f"{what}; bundled: {', '.join(bundled)}{hint}", source=str(path_or_name))
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=str(path_or_name)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopoError(f"cannot read the file: {exc}", source=str(path_or_name)) from None
+    return study_from_dict(data, source=str(path_or_name), text=text, folder=p.parent, default_name=p.stem)
+
+
+def study_from_dict(data: dict, source: str = "<study>", text: str | None = None, folder: Path | None = None,
+                    default_name: str = "study") -> Study:
+    """Check a study given as a dict (the parsed TOML; see the module doc) and read its specs.
+
+    Spec files named relative to the study are looked up beside it first (``folder``), then as given.
+    """
+    def bad(key, msg):
+        raise TopoError(msg, source=source, key=key)
+
+    unknown = [k for k in data if k not in TOP_KEYS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], TOP_KEYS, n=1)
+        bad(unknown[0], f"unknown key; allowed: {', '.join(TOP_KEYS)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        bad("name", f"must be a non-empty string, got {name!r}")
+    compute = data.get("compute", ["estimate"])
+    if isinstance(compute, str):
+        compute = [compute]
+    if not isinstance(compute, list) or not compute:
+        bad("compute", f"must be a non-empty list of {', '.join(COMPUTES)}, got {compute!r}")
+    for c in compute:
+        if c not in COMPUTES:
+            bad("compute", f"unknown computation {c!r}; allowed: {', '.join(COMPUTES)}")
+    if len(set(compute)) != len(compute):
+        bad("compute", f"names a computation twice: {compute!r}")
+    axes_in = data.get("axes", {})
+    if not isinstance(axes_in, dict):
+        bad("axes", f"must be a table ([axes]) of name = [values], got {axes_in!r}")
+    axes: dict = {}
+    given = [k for k in ("spec", "specs") if k in data] + (["axes.spec"] if "spec" in axes_in else [])
+    if len(given) > 1:
+        bad(given[1], f"give the specs once: {' and '.join(given)} both name them")
+    specs_val = data.get("spec", data.get("specs", axes_in.get("spec", "h100-100k")))
+    axes["spec"] = _values(specs_val, "spec" if "spec" in data else "specs" if "specs" in data else "axes.spec", bad)
+    for k, v in axes_in.items():
+        if k == "spec":
+            continue
+        _check_axis_name(k, compute, bad)
+        axes[k] = _values(v, f"axes.{k}", bad)
+    # seeds
+    seeds_val = data.get("seeds")
+    seeds: tuple[int, ...] = ()
+    if seeds_val is not None:
+        if isinstance(seeds_val, bool) or not isinstance(seeds_val, (int, list)):
+            bad("seeds", f"must be a number of seeds (0..N-1) or a list of seeds, got {seeds_val!r}")
+        if isinstance(seeds_val, int):
+            if not 1 <= seeds_val <= MAX_POINTS:
+                bad("seeds", f"must be 1 to {MAX_POINTS:,}, got {seeds_val}")
+            seeds = tuple(range(seeds_val))
+        else:
+            if not seeds_val or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds_val):
+                bad("seeds", f"must be a non-empty list of whole numbers >= 0, got {seeds_val!r}")
+            if len(set(seeds_val)) != len(seeds_val):
+                bad("seeds", f"lists a seed twice: {seeds_val!r}")
+            seeds = tuple(seeds_val)
+    uses_seed = [k for k, vs in axes.items() if any(isinstance(x, str) and SEED in x for x in vs)]
+    if seeds and not uses_seed:
+        bad("seeds", f"{len(seeds)} seeds, but no axis value contains {SEED}; write e.g. "
+            "fail = [\"random:spine:0.01:{seed}\"]")
+    if uses_seed and not seeds:
+        bad(f"axes.{uses_seed[0]}", f"a value contains {SEED} but the study gives no seeds; add e.g. seeds = 100")
+    # zip
+    zip_val = data.get("zip", [])
+    if not isinstance(zip_val, list) or not all(isinstance(g, list) for g in zip_val):
+        bad("zip", f"must be a list of lists of axis names, e.g. [[\"collective\", \"size\"]], got {zip_val!r}")
+    seen: set = set()
+    for g in zip_val:
+        if len(g) < 2:
+            bad("zip", f"a group needs two or more axes, got {g!r}")
+        for k in g:
+            if k not in axes:
+                close = difflib.get_close_matches(str(k), list(axes), n=1)
+                bad("zip", f"no axis {k!r}; axes: {', '.join(axes)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+            if k in seen:
+                bad("zip", f"axis {k!r} is in two groups")
+            seen.add(k)
+        lengths = {k: len(axes[k]) for k in g}
+        if len(set(lengths.values())) > 1:
+            bad("zip", "axes zipped together need as many values each, got "
+                + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+    if "train" in compute and "model" not in axes:
+        bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
+    specs = _read_specs(axes["spec"], folder, source)
+    _check_paths(axes, specs, source)
+    study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
+                  compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
+                  specs=specs, description=str(data.get("description", "")))
+    n = 1
+    for k, vs in axes.items():
+        n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
+    if n * max(1, len(seeds)) > MAX_POINTS:
+        bad("axes", f"{n * max(1, len(seeds)):,} points; a study is limited to {MAX_POINTS:,}: split it")
+    return study
+
+
+def _values(v, key: str, bad) -> list:
+    vals = v if isinstance(v, list) else [v]
+    if not vals:
+        bad(key, "is empty; give at least one value (a list, or one value for a fixed setting)")
+    for x in vals:
+        if isinstance(x, (dict, list)):
+            bad(key, f"values must be numbers, strings or booleans, got {x!r}")
+    if len({json.dumps(x, sort_keys=True) + type(x).__name__ for x in vals}) != len(vals):
+        bad(key, f"lists a value twice: {vals!r}")
+    return list(vals)
+
+
+_ALL_KEYS = tuple(dict.fromkeys(POINT_KEYS))
+
+
+def _check_axis_name(k: str, compute, bad) -> None:
+    if "." in k or "[" in k:
+        return  # a spec field path: checked against the spec model in _check_paths
+    if k == "seed":
+        bad("axes.seed", "seeds are given with seeds = N at the top, and used as {seed} in values")
+    if k not in _ALL_KEYS:
+        close = difflib.get_close_matches(k, _ALL_KEYS, n=1)
+        bad(f"axes.{k}", "unknown axis; give a spec field path (e.g. fabric.tiers[1].oversubscription) or one of "
+            f"{', '.join(_ALL_KEYS)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    owner = ("estimate" if k in ESTIMATE_KEYS else "train" if k in TRAIN_KEYS else "plan" if k in PLAN_KEYS
+             else None)
+    if owner is not None and owner not in compute and not (k == "mfu" and "plan" in compute):
+        bad(f"axes.{k}", f"is an input of {owner}, which the study does not compute (compute = {list(compute)})")
+
+
+def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
+    out = {}
+    for ref in refs:
+        if not isinstance(ref, str) or not ref.strip():
+            raise TopoError(f"a spec is a bundled name or a file, got {ref!r}", source=source, key="spec")
+        path = None
+        if folder is not None and (folder / ref).is_file():
+            path = folder / ref
+        try:
+            path = path or resolve_spec_path(ref)
+            text = path.read_text(encoding="utf-8")
+        except TopoError as exc:
+            raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
+        out[ref] = (str(path), text)
+    return out
+
+
+def _check_paths(axes: dict, specs: dict, source: str) -> None:
+    """An unknown spec field or list item in an axis name is bad input for the whole study (not one error row per
+    point): each path is checked against the spec model, and applied with its first value to each base spec (a
+    missing list item or a value where a table is fails there). A value the spec rejects is an error row."""
+    from ..spec.load import apply_overrides, check_override_key
+    from .compute import toml_value
+
+    paths = [k for k in axes if "." in k or "[" in k]
+    for k in paths:
+        try:
+            check_override_key(k)
+        except TopoError as exc:
+            raise TopoError(exc.message, source=source, key=f"axes.{k}") from None
+    for ref, (_, text) in specs.items():
+        if not paths:
+            break
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise TopoError(f"spec {ref!r} is not valid TOML: {exc}", source=source, key="spec") from None
+        for k in paths:
+            v = axes[k][0]
+            try:
+                apply_overrides(data, [f"{k}={toml_value(v)}"], source=ref)
+            except TopoError as exc:
+                raise TopoError(f"{exc.message} (in spec {ref})", source=source, key=f"axes.{k}") from None
