@@ -7,11 +7,11 @@ import sys
 import traceback
 
 from ..errors import TopoError, one_line
-from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, train
+from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, sweep, train
 
 __all__ = ["main", "build_parser"]
 
-COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate]
+COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate, sweep]
 
 
 # library option names -> the flag that sets them on every command that has it

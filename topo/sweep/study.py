@@ -183,8 +183,8 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     given = [k for k in ("spec", "specs") if k in data] + (["axes.spec"] if "spec" in axes_in else [])
     if len(given) > 1:
         bad(given[1], f"give the specs once: {' and '.join(given)} both name them")
-    specs_val = data.get("spec", data.get("specs", axes_in.get("spec", "h100-100k")))
-    axes["spec"] = _values(specs_val, "spec" if "spec" in data else "specs" if "specs" in data else "axes.spec", bad)
+    spec_key = given[0] if given else "spec"
+    axes["spec"] = _values(data.get("spec", data.get("specs", axes_in.get("spec", "h100-100k"))), spec_key, bad)
     for k, v in axes_in.items():
         if k == "spec":
             continue
@@ -231,6 +231,13 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
         if len(set(lengths.values())) > 1:
             bad("zip", "axes zipped together need as many values each, got "
                 + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+    zipped = {k for g in zip_val for k in g}
+    for k, vs in axes.items():
+        if k not in zipped and _twice([[v] for v in vs]):
+            bad(spec_key if k == "spec" else f"axes.{k}", f"lists a value twice: {vs!r}")
+    for g in zip_val:
+        if _twice([list(t) for t in zip(*(axes[k] for k in g))]):
+            bad("zip", f"axes {', '.join(g)} zipped together give the same combination twice")
     if "train" in compute and "model" not in axes:
         bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
     specs = _read_specs(axes["spec"], folder, source)
@@ -253,9 +260,11 @@ def _values(v, key: str, bad) -> list:
     for x in vals:
         if isinstance(x, (dict, list)):
             bad(key, f"values must be numbers, strings or booleans, got {x!r}")
-    if len({json.dumps(x, sort_keys=True) + type(x).__name__ for x in vals}) != len(vals):
-        bad(key, f"lists a value twice: {vals!r}")
     return list(vals)
+
+
+def _twice(rows: list) -> bool:
+    return len({json.dumps(x, sort_keys=True) + repr([type(v).__name__ for v in x]) for x in rows}) != len(rows)
 
 
 _ALL_KEYS = tuple(dict.fromkeys(POINT_KEYS))

@@ -1,0 +1,154 @@
+"""``topo sweep STUDY``: a study's points on Dask, rows into a Parquet folder, a summary per design on stdout."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..atomic import SIGNATURE, check_output, open_output, safe_file_name
+from ..errors import TopoError
+from ..units import format_time
+from .output import emit, emit_json, note, table
+
+FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers"}
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a study (axes over specs, options, failure draws, seeds) on Dask",
+        description="Run every point of a study file (or a bundled study: "
+        "failures-100k, designs-405b) and write one row per point to a Parquet folder, appended as each batch "
+        "finishes; running it again computes only the points not yet there. Prints, per design, the mean, p50, "
+        "p90, p99 and worst of the main figures, with the seed of the worst draw.")
+    p.add_argument("study", metavar="STUDY", help="a study file (TOML) or a bundled study's name")
+    p.add_argument("-o", "--output", metavar="FOLDER",
+                   help="the results folder (default: STUDY-NAME.parquet); read with pandas.read_parquet")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="an existing Dask scheduler (tcp://host:8786); default: a local cluster with one worker "
+                   "process per core (or Dask's configured scheduler-address); 'serial': this process, no Dask")
+    p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core)")
+    p.add_argument("--batch-size", metavar="N", help="points per task (default: about 8 tasks per worker, <= 32)")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (its first line says who wrote it)")
+    p.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
+                   help="write the study's plotly page (default FILE: STUDY-NAME-report.html)")
+    p.add_argument("--force", action="store_true", help="replace a --csv or --report file topo did not write")
+    p.add_argument("--json", action="store_true", help="print one JSON document (counts and summaries) on stdout")
+    p.set_defaults(func=run)
+
+
+def _int(text, flag):
+    if text is None:
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        raise TopoError(f"must be a whole number, got {text!r}", key=flag) from None
+    if v < 1:
+        raise TopoError(f"must be 1 or more, got {v}", key=flag)
+    return v
+
+
+def run(args) -> int:
+    try:
+        return _run(args)
+    except TopoError as exc:
+        if exc.key in FLAGS and not exc.source:
+            raise TopoError(exc.message, key=FLAGS[exc.key]) from None
+        raise
+
+
+class _Bar:
+    """Points done, rate and time left on one line of a terminal's stderr."""
+
+    def __init__(self):
+        self.shown = False
+
+    def __call__(self, done: int, total: int, elapsed_s: float) -> None:
+        self.shown = True
+        frac = done / total if total else 1.0
+        width = 30
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        rate = done / elapsed_s if elapsed_s > 0 else 0.0
+        left = (total - done) / rate if rate > 0 else float("nan")
+        eta = format_time(left) if left == left else "?"
+        sys.stderr.write(f"\r[{bar}] {done:,}/{total:,} points, {rate:.1f}/s, {eta} left   ")
+        sys.stderr.flush()
+
+    def close(self):
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _fmt(fig: str, v) -> str:
+    if v is None or v != v:
+        return "-"
+    if fig.endswith("_s"):
+        return format_time(v)
+    if fig.endswith("_usd"):
+        return f"${v:,.4g}" if abs(v) < 1e6 else f"${v / 1e6:,.1f}M"
+    if fig.endswith("_W"):
+        return f"{v / 1e6:,.2f} MW" if abs(v) >= 1e6 else f"{v / 1e3:,.1f} kW"
+    if fig == "mfu":
+        return f"{v:.1%}"
+    return f"{v:.4g}"
+
+
+def _run(args) -> int:
+    from ..report.sweep import main_figures, write_sweep_page
+    from ..sweep import SweepRun, load_study, summarize, sweep
+
+    study = load_study(args.study)
+    out = args.output or safe_file_name(study.name, ".parquet")
+    workers, batch = _int(args.workers, "--workers"), _int(args.batch_size, "--batch-size")
+    report = None
+    if args.report is not None:
+        report = args.report or safe_file_name(study.name, "-report.html")
+        check_output(report, inputs=[args.study], force=args.force, key="--report", force_option="--force")
+    if args.csv:
+        check_output(args.csv, inputs=[args.study], force=args.force, key="--csv", force_option="--force")
+    scheduler = None if args.scheduler in (None, "local") else args.scheduler
+    if scheduler is not None and scheduler != "serial" and workers is not None:
+        raise TopoError("sets the size of the local cluster; an existing cluster has its own workers",
+                        key="--workers")
+    bar = _Bar() if sys.stderr.isatty() and not args.json else None
+    info = SweepRun()
+    start = time.perf_counter()
+    try:
+        df = sweep(study, out, scheduler=scheduler, workers=workers, batch_size=batch, progress=bar, run=info,
+                   inputs=[args.study])
+    except KeyboardInterrupt:
+        if bar:
+            bar.close()
+        note(f"interrupted: {info.skipped + info.computed:,} of {info.total:,} points are in {out} (whole batches); "
+             "run the same command again to compute the rest")
+        return 130
+    if bar:
+        bar.close()
+    summary = summarize(df)
+    mains = main_figures(df)
+    shown = summary[summary["figure"].isin(mains)]
+    note(f"topo sweep: {study.name}: {info.total:,} points, {info.skipped:,} already in {out}, {info.computed:,} "
+         f"computed on {info.where} in {time.perf_counter() - start:.1f} s; {info.errors:,} error rows")
+    if args.csv:
+        with open_output(args.csv, "w", inputs=[args.study], force=args.force, key="--csv",
+                         force_option="--force") as fh:
+            fh.write(f"# {SIGNATURE} sweep {study.name}: read with pandas.read_csv(path, skiprows=1)\n")
+            df.to_csv(fh, index=False)
+    if report:
+        write_sweep_page(df, summary, study, report, force=args.force, inputs=[args.study])
+        note(f"wrote {report}")
+    if args.json:
+        emit_json({"study": study.name, "output": str(out), "points": info.total, "skipped": info.skipped,
+                   "computed": info.computed, "errors": info.errors, "where": info.where,
+                   "summaries": shown.drop(columns=["design"]).to_dict("records")})
+        return 0
+    rows = [[r.label, r.figure, r.draws, r.errors] + [_fmt(r.figure, getattr(r, s)) for s in
+                                                      ("mean", "p50", "p90", "p99", "worst")]
+            + ["-" if r.worst_seed is None or r.worst_seed != r.worst_seed else int(r.worst_seed)]
+            for r in shown.itertuples()]
+    emit(table(rows, ["design", "figure", "draws", "errors", "mean", "p50", "p90", "p99", "worst", "worst seed"],
+               right=[False, False, True, True, True, True, True, True, True, True]))
+    errors = df[df["error"].notna()]
+    for msg, n in errors.groupby("error", sort=False).size().head(5).items():
+        note(f"error at {n:,} point{'s' if n != 1 else ''}: {msg}")
+    return 0

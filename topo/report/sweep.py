@@ -1,0 +1,167 @@
+"""The page of a study (``topo sweep --report``): self-contained like ``topo report``, from the study's rows only.
+
+Sections: the summary per design (mean, p50, p90, p99, worst and the seed of the worst draw); distributions per
+design of each main figure (a box per design: every draw, so a tail of bad failure draws shows); a Pareto view
+(a cost such as capex or power against a time, the designs no other beats on both marked); a heatmap of the main
+figure over the first two axes with several values (the mean over the other axes and draws).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import numpy as np
+import pandas as pd
+import plotly
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from .. import __version__
+from ..atomic import SIGNATURE
+from .files import write_bytes
+from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures
+
+__all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front"]
+
+_MAIN = ("time_s", "busbw_GBps", "step_time_s", "mfu", "capex_usd", "it_power_W", "bisection_bandwidth_per_gpu_Bps")
+_COSTS = ("capex_usd", "it_power_W", "facility_power_W", "network_capex_usd", "switch_power_W", "num_switches")
+_TIMES = ("step_time_s", "time_s")
+
+
+def e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def main_figures(df: pd.DataFrame) -> list[str]:
+    """The figures a study's page and table lead with: those of :data:`_MAIN` that have a value."""
+    return [c for c in _MAIN if c in df and df[c].notna().any()]
+
+
+def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Mask of the points no other point beats on both ``x`` and ``y`` (both: lower is better).
+
+    >>> pareto_front(np.array([1.0, 2.0, 3.0, 2.0]), np.array([3.0, 1.0, 2.0, 4.0])).tolist()
+    [True, True, False, False]
+    """
+    keep = np.ones(len(x), dtype=bool)
+    for i in range(len(x)):
+        dominated = (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
+        keep[i] = not dominated.any()
+    return keep
+
+
+def _box(df: pd.DataFrame, fig_name: str) -> go.Figure:
+    fig = go.Figure()
+    ok = df[df["error"].isna()]
+    for design, g in ok.groupby("design", sort=False):
+        fig.add_trace(go.Box(y=g[fig_name], name=g["label"].iat[0][:60], boxmean=True,
+                             boxpoints="outliers" if len(g) > 50 else "all",
+                             customdata=g["seed"] if "seed" in g else None,
+                             hovertemplate="%{y:.4g}" + (" (seed %{customdata})" if "seed" in g else "")
+                             + "<extra></extra>"))
+    fig.update_layout(title=f"{fig_name} per design (every draw)", showlegend=False, height=380,
+                      margin=dict(l=60, r=20, t=50, b=120), yaxis_title=fig_name)
+    return fig
+
+
+def _pareto(means: pd.DataFrame, xcol: str, ycol: str) -> go.Figure:
+    x, y = means[xcol].to_numpy(float), means[ycol].to_numpy(float)
+    front = pareto_front(x, y)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x[~front], y=y[~front], mode="markers", name="dominated",
+                             text=means["label"][~front], marker=dict(color="#9aa5b1", size=9),
+                             hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>"))
+    order = np.argsort(x[front])
+    fig.add_trace(go.Scatter(x=x[front][order], y=y[front][order], mode="markers+lines", name="Pareto front",
+                             text=means["label"][front].to_numpy()[order], marker=dict(color="#B2182B", size=11),
+                             hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>"))
+    fig.update_layout(title=f"{ycol} against {xcol} (mean per design; lower is better on both)", height=420,
+                      xaxis_title=xcol, yaxis_title=ycol, margin=dict(l=60, r=20, t=50, b=50))
+    return fig
+
+
+def _heatmap(df: pd.DataFrame, a: str, b: str, fig_name: str) -> go.Figure:
+    ok = df[df["error"].isna()]
+    t = ok.groupby([a, b], sort=False)[fig_name].mean().unstack(b)
+    fig = go.Figure(go.Heatmap(z=t.to_numpy(float), x=[str(c) for c in t.columns], y=[str(i) for i in t.index],
+                               colorscale="RdBu_r", colorbar=dict(title=fig_name),
+                               hovertemplate=f"{a}=%{{y}}<br>{b}=%{{x}}<br>{fig_name}=%{{z:.4g}}<extra></extra>"))
+    fig.update_layout(title=f"mean {fig_name} over {a} and {b}", height=420, xaxis_title=b, yaxis_title=a,
+                      margin=dict(l=80, r=20, t=50, b=60))
+    return fig
+
+
+def _table(summary: pd.DataFrame) -> str:
+    head = "".join(f"<th{' class=l' if c in ('label', 'figure') else ''}>{e(c)}</th>" for c in
+                   ("label", "figure", "draws", "errors", "mean", "p50", "p90", "p99", "worst", "worst_seed"))
+    rows = []
+    for r in summary.itertuples():
+        cells = [f'<td class="l">{e(r.label)}</td>', f'<td class="l">{e(r.figure)}</td>', f"<td>{r.draws}</td>",
+                 f'<td{" class=hot" if r.errors else ""}>{r.errors}</td>']
+        cells += [f"<td>{getattr(r, s):.4g}</td>" for s in ("mean", "p50", "p90", "p99", "worst")]
+        cells.append(f"<td>{'' if r.worst_seed is None or pd.isna(r.worst_seed) else int(r.worst_seed)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def render_sweep_page(df: pd.DataFrame, summary: pd.DataFrame, study) -> str:
+    """The HTML document for a study's rows ``df`` and its :func:`topo.sweep.summarize` table."""
+    figs = _Figures()
+    mains = main_figures(df)
+    sections = []
+    shown = summary[summary["figure"].isin(mains)]
+    errors = df[df["error"].notna()]
+    err_html = ""
+    if len(errors):
+        firsts = errors.groupby("error", sort=False).size().head(10)
+        err_html = ("<h3>Error rows</h3><table><tr><th>points</th><th class=l>error</th></tr>"
+                    + "".join(f'<tr><td>{n}</td><td class="l">{e(msg)}</td></tr>' for msg, n in firsts.items())
+                    + "</table>")
+    sections.append(_section("summary", "Summary per design",
+                             "Over the draws of each design (its seeds): mean, percentiles and the worst draw, with "
+                             "its seed to replay it.", _table(shown) + err_html))
+    multi = df.groupby("design")["point"].count().max() > 1 if len(df) else False
+    if mains:
+        body = "".join(f'<div class="cell">{figs.div(_box(df, m), "distribution")}</div>' for m in mains)
+        sections.append(_section("distributions", "Distributions", "Every draw of each design" +
+                                 ("" if multi else " (one draw each: the study has no seeds)") + ".", body))
+    ok = df[df["error"].isna()]
+    xcol = next((c for c in _COSTS if c in ok and ok[c].notna().any()), None)
+    ycol = next((c for c in _TIMES if c in ok and ok[c].notna().any()), None)
+    if xcol and ycol and len(ok):
+        means = ok.groupby("design", sort=False).agg({xcol: "mean", ycol: "mean", "label": "first"})
+        sections.append(_section("pareto", "Pareto view", f"Designs by {xcol} and {ycol}; red: no other design "
+                                 "is better on both.", f'<div class="cell">{figs.div(_pareto(means, xcol, ycol), "pareto")}</div>'))
+    axes = [k for k, v in study.axes.items() if len(v) > 1 and k not in study.seeded]
+    if len(axes) >= 2 and mains and len(ok):
+        a, b = axes[0], axes[1]
+        rest = ", ".join(axes[2:])
+        sections.append(_section("heatmap", "Heatmap", f"Mean {mains[0]} over {e(a)} and {e(b)}"
+                                 + (f" (averaged over {e(rest)} and the draws)" if rest else " (averaged over the draws)"),
+                                 f'<div class="cell">{figs.div(_heatmap(df, a, b, mains[0]), "heatmap")}</div>'))
+    title = f"topo sweep: {e(study.name)}"
+    header = (f"<header><h1>{title}</h1><p>{e(study.description)}</p><p>{len(df):,} points, "
+              f"{int(df['error'].notna().sum()):,} error rows; modelled by topo {e(__version__)}</p></header>")
+    return "".join([
+        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{title}</title><style>{_CSS}</style>",
+        f"<script>{get_plotlyjs()}</script></head><body>",
+        header, "<main>", "".join(sections), "</main>",
+        f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>",
+        f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
+        f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
+        "</body></html>\n",
+    ])
+
+
+def _section(sid: str, title: str, lead: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{title}</h2><p class="lead">{lead}</p>{body}</section>'
+
+
+def write_sweep_page(df, summary, study, path, *, force: bool = False, inputs=()) -> int:
+    """Write the page whole or not at all (:func:`topo.atomic.open_output`); returns its size in bytes."""
+    return write_bytes(path, render_sweep_page(df, summary, study).encode("utf-8"), inputs=inputs, force=force,
+                       key="--report", force_option="--force")
