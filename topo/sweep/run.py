@@ -239,6 +239,8 @@ def _frame(store: ResultStore, points: list[dict]) -> pd.DataFrame:
     order = {p["point"]: i for i, p in enumerate(points)}
     df = df[df["point"].isin(order)]
     df = df.iloc[sorted(range(len(df)), key=lambda i: order[df["point"].iat[i]])].reset_index(drop=True)
+    labels = {p["point"]: p["label"] for p in points}  # as this study names its designs (a resumed row was
+    df["label"] = df["point"].map(labels)              # recorded by a study that may have had fewer axes)
     for f in table.schema:  # whole-number columns with gaps (seed: none for a design without seeds)
         if f.name in df and str(f.type) == "int64":
             df[f.name] = df[f.name].astype("Int64")

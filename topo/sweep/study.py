@@ -300,7 +300,11 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
-        out[ref] = (str(path), text)
+        try:  # as the user would write it: relative to the working folder when below it
+            shown = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            shown = str(path)
+        out[ref] = (shown, text)
     return out
 
 

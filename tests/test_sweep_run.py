@@ -1,0 +1,119 @@
+"""Running studies: a real (small) LocalCluster gives the serial path's figures bit for bit, a killed worker loses
+nothing, a rerun resumes, a scheduler that does not answer is one clear error."""
+
+import os
+import signal
+import time
+
+import pandas as pd
+import pytest
+
+from topo.errors import TopoError
+from topo.sweep import SweepRun, read_results, study_from_dict, sweep
+
+distributed = pytest.importorskip("distributed")
+
+FAST = {"spec": "dgx-h100-superpod", "seeds": 6,
+        "axes": {"fabric.tiers[0].oversubscription": 2, "collective": "alltoall", "gpus": 64,
+                 "placement": "one_per_server", "size": ["64MiB", "256MiB"],
+                 "fail": ["", "random:leaf-spine:0.2:{seed}"]}}
+# points of about 0.2 s each, so that a worker is busy when it is killed
+SLOW = {"spec": "dgx-h100-superpod", "seeds": 12,
+        "axes": {"collective": "all_reduce", "size": "1GiB", "fail": "random:leaf-spine:0.1:{seed}"}}
+
+
+def _figures(df):
+    return df.drop(columns=["compute_s"])
+
+
+@pytest.fixture(scope="module")
+def client():
+    import logging
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.CRITICAL)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def serial_fast():
+    return sweep(study_from_dict(FAST), scheduler="serial")
+
+
+def test_local_cluster_equals_serial_bit_for_bit(client, serial_fast, tmp_path):
+    run = SweepRun()
+    df = sweep(study_from_dict(FAST), tmp_path / "out.parquet", client=client, batch_size=2, run=run)
+    assert run.batches == 7 and run.workers == 2 and run.computed == 14
+    assert df["error"].isna().all()
+    pd.testing.assert_frame_equal(_figures(df), _figures(serial_fast), check_exact=True)
+    # what is on disk is the same table, readable by pandas alone
+    disk = pd.read_parquet(tmp_path / "out.parquet").sort_values("point").reset_index(drop=True)
+    assert sorted(disk["point"]) == sorted(df["point"])
+    assert disk.set_index("point")["time_s"].sort_index().equals(df.set_index("point")["time_s"].sort_index())
+
+
+def test_rerun_resumes_and_skips_what_is_there(client, serial_fast, tmp_path):
+    out = tmp_path / "out.parquet"
+    half = dict(FAST, axes=dict(FAST["axes"], size="64MiB"))
+    first = SweepRun()
+    sweep(study_from_dict(half), out, scheduler="serial", run=first)
+    assert first.computed == 7
+    parts = sorted(p.name for p in out.glob("part-*"))
+    run = SweepRun()
+    df = sweep(study_from_dict(FAST), out, client=client, run=run)
+    assert (run.skipped, run.computed) == (7, 7)  # only the 256MiB points were computed
+    assert set(parts) <= {p.name for p in out.glob("part-*")}  # the first run's parts are kept
+    pd.testing.assert_frame_equal(_figures(df), _figures(serial_fast), check_exact=True)
+    again = SweepRun()
+    sweep(study_from_dict(FAST), out, client=client, run=again)
+    assert (again.skipped, again.computed) == (14, 0)
+    assert len(read_results(out)) == 14
+
+
+def test_killed_worker_loses_nothing(client, tmp_path):
+    study = study_from_dict(SLOW)
+    expected = sweep(study, scheduler="serial")
+    killed = []
+
+    def kill_one(done, total, elapsed):
+        if not killed:  # after the first batch: the other worker is busy with its own
+            workers = list(client.scheduler_info(n_workers=-1)["workers"])
+            victim = workers[0]
+            pid = client.run(os.getpid, workers=[victim])[victim]
+            os.kill(pid, signal.SIGKILL)  # a worker process that dies mid-batch
+            killed.append(pid)
+
+    run = SweepRun()
+    df = sweep(study, tmp_path / "out.parquet", client=client, batch_size=1, progress=kill_one, run=run)
+    assert killed
+    assert df["error"].isna().all(), df["error"].dropna().tolist()
+    pd.testing.assert_frame_equal(_figures(df), _figures(expected), check_exact=True)
+    assert len(read_results(tmp_path / "out.parquet")) == 12
+    deadline = time.time() + 20  # the nanny restarts the killed worker for the next tests
+    while len(client.scheduler_info(n_workers=-1)["workers"]) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+
+
+def test_scheduler_that_does_not_answer_is_a_clear_error_quickly():
+    start = time.perf_counter()
+    with pytest.raises(TopoError) as err:
+        sweep(study_from_dict(FAST), scheduler="tcp://127.0.0.1:9", connect_timeout_s=1)
+    assert time.perf_counter() - start < 10
+    assert err.value.key == "scheduler"
+    assert err.value.message.startswith("no Dask scheduler answers at tcp://127.0.0.1:9 within 1 s")
+
+
+def test_an_output_that_is_not_ours_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(TopoError) as err:
+        sweep(study_from_dict(FAST), tmp_path, scheduler="serial")
+    assert err.value.key == "output" and "was not written by topo sweep" in err.value.message
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    f = tmp_path / "file.parquet"
+    f.write_text("x")
+    with pytest.raises(TopoError, match="not a folder"):
+        sweep(study_from_dict(FAST), f, scheduler="serial")
+    assert f.read_text() == "x"
