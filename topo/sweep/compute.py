@@ -5,7 +5,7 @@ sweep depends on the engine through one short list of public functions.
 
 A worker process keeps a small cache of *intact* fabrics, keyed by the spec's text and its overrides: every point
 of the same design reuses the fabric (its link arrays and derived tables), and a failure draw is the cached intact
-fabric with a failure mask on top (:meth:`topo.fabric.Fabric.with_failures`), never a rebuilt one. The router is
+fabric with a failure mask on top (:meth:`topo.Fabric.with_failures`), never a rebuilt one. The router is
 rebuilt per point: it costs about 30 ms at 100k GPUs against about 1 s of routing, and the engine keeps its state
 inside one estimate, so a point's figures do not depend on which points ran before it on the same worker.
 """
@@ -18,18 +18,18 @@ import time
 import tomllib
 from collections import OrderedDict
 
-from ..builders import build_fabric
+from ..engine.estimate import estimate
+from ..engine.options import EstimateOptions
+from ..engine.traffic import run_mix
+from ..engine.traffic_file import load_traffic
 from ..errors import TopoError
-from ..estimate import estimate
-from ..inventory import inventory
-from ..options import EstimateOptions
+from ..fabric.builders import build_fabric
+from ..fabric.inventory import inventory
 from ..plan import plan
 from ..spec import spec_from_dict
-from ..traffic import run_mix
-from ..traffic_file import load_traffic
-from ..workload.layout import Layout, make_layout
-from ..workload.model import load_model
-from ..workload.step import evaluate as train_step
+from ..training.layout import Layout, make_layout
+from ..training.model import load_model
+from ..training.step import evaluate as train_step
 
 __all__ = ["toml_value", "overrides_of", "COMPUTES", "FIGURES", "ESTIMATE_KEYS", "TRAIN_KEYS", "PLAN_KEYS", "POINT_KEYS", "run_batch",
            "run_point", "clear_cache"]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TopoError
-from ..spec import load_spec
+from ..resources import data_dir
 from ..spec.load import resolve_spec_path
 from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS
 
@@ -49,7 +49,7 @@ TOP_KEYS = ("name", "description", "spec", "specs", "compute", "seeds", "zip", "
 
 def bundled_studies() -> dict[str, Path]:
     """The bundled example studies by name (``topo/data/studies/*.toml``)."""
-    d = Path(__file__).resolve().parents[1] / "data" / "studies"
+    d = data_dir("studies")
     return {p.stem: p for p in sorted(d.glob("*.toml"))}
 
 
