@@ -18,8 +18,8 @@ FAST = {"spec": "dgx-h100-superpod", "seeds": 6,
                  "placement": "one_per_server", "size": ["64MiB", "256MiB"],
                  "fail": ["", "random:leaf-spine:0.2:{seed}"]}}
 # points of about 0.2 s each, so that a worker is busy when it is killed
-SLOW = {"spec": "dgx-h100-superpod", "seeds": 12,
-        "axes": {"collective": "all_reduce", "size": "1GiB", "fail": "random:leaf-spine:0.1:{seed}"}}
+SLOW = {"spec": "dgx-h100-superpod", "seeds": 10,
+        "axes": {"collective": "all_reduce", "gpus": 512, "size": "1GiB", "fail": "random:leaf-spine:0.1:{seed}"}}
 
 
 def _figures(df):
@@ -91,7 +91,7 @@ def test_killed_worker_loses_nothing(client, tmp_path):
     assert killed
     assert df["error"].isna().all(), df["error"].dropna().tolist()
     pd.testing.assert_frame_equal(_figures(df), _figures(expected), check_exact=True)
-    assert len(read_results(tmp_path / "out.parquet")) == 12
+    assert len(read_results(tmp_path / "out.parquet")) == 10
     deadline = time.time() + 20  # the nanny restarts the killed worker for the next tests
     while len(client.scheduler_info(n_workers=-1)["workers"]) < 2 and time.time() < deadline:
         time.sleep(0.2)

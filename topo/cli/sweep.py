@@ -26,6 +26,8 @@ def register(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="an existing Dask scheduler (tcp://host:8786); default: a local cluster with one worker "
                    "process per core (or Dask's configured scheduler-address); 'serial': this process, no Dask")
+    p.add_argument("--connect-timeout", default="10", metavar="SECONDS",
+                   help="how long to wait for --scheduler to answer (default 10)")
     p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core)")
     p.add_argument("--batch-size", metavar="N", help="points per task (default: about 8 tasks per worker, <= 32)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (its first line says who wrote it)")
@@ -110,12 +112,19 @@ def _run(args) -> int:
     if scheduler is not None and scheduler != "serial" and workers is not None:
         raise TopoError("sets the size of the local cluster; an existing cluster has its own workers",
                         key="--workers")
+    try:
+        timeout_s = float(args.connect_timeout)
+    except ValueError:
+        timeout_s = -1.0
+    if not 0 < timeout_s < 3600:
+        raise TopoError(f"must be a number of seconds between 0 and 3600, got {args.connect_timeout!r}",
+                        key="--connect-timeout")
     bar = _Bar() if sys.stderr.isatty() and not args.json else None
     info = SweepRun()
     start = time.perf_counter()
     try:
         df = sweep(study, out, scheduler=scheduler, workers=workers, batch_size=batch, progress=bar, run=info,
-                   inputs=[args.study])
+                   connect_timeout_s=timeout_s, inputs=[args.study])
     except KeyboardInterrupt:
         if bar:
             bar.close()

@@ -1,0 +1,104 @@
+"""``topo sweep`` as a user runs it: bad input is one line and exit 2, the JSON is the library's summary, the
+page and the CSV are written, and Ctrl-C leaves a readable partial output that a rerun completes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from topo.sweep import load_study, summarize, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = """spec = "dgx-h100-superpod"
+seeds = 5
+[axes]
+"fabric.tiers[0].oversubscription" = 2
+collective = "alltoall"
+gpus = [64, 4096]
+placement = "one_per_server"
+size = ["64MiB", "256MiB"]
+fail = "random:leaf-spine:0.2:{seed}"
+"""
+
+
+def topo(*args, cwd, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "topo", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+@pytest.mark.parametrize("axes, line", [
+    ('"fabric.tiers[0].radx" = [64]',
+     "error: study.toml: axes.fabric.tiers[0].radx: unknown key 'radx' in fabric.tiers[0]; allowed: "),
+])
+def test_bad_study_is_one_line_exit_2(tmp_path, axes, line):
+    (tmp_path / "study.toml").write_text(f'spec = "dgx-h100-superpod"\n[axes]\n{axes}\n')
+    r = topo("sweep", "study.toml", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.startswith(line) and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not (tmp_path / "study.parquet").exists()
+
+
+def test_scheduler_that_does_not_answer(tmp_path):
+    (tmp_path / "study.toml").write_text(STUDY)
+    start = time.perf_counter()
+    r = topo("sweep", "study.toml", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1", cwd=tmp_path)
+    assert time.perf_counter() - start < 15
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: --scheduler: no Dask scheduler answers at tcp://127.0.0.1:9 within 1 s")
+    assert r.stderr.count("\n") == 1
+
+
+def test_json_csv_report_and_error_rows(tmp_path):
+    (tmp_path / "study.toml").write_text(STUDY)
+    r = topo("sweep", "study.toml", "--scheduler", "serial", "-o", "out.parquet", "--json", "--csv", "rows.csv",
+             "--report", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["points"], doc["computed"], doc["errors"]) == (20, 20, 10)  # 4096 GPUs: one error row per point
+    df = pd.read_parquet(tmp_path / "out.parquet")
+    bad = df[df["gpus"] == 4096]
+    assert bad["error"].notna().all() and bad["time_s"].isna().all() and (bad["error_kind"] == "input").all()
+    assert df[df["gpus"] == 64]["error"].isna().all()
+    # the JSON's summaries are the library's
+    lib = summarize(sweep(load_study(tmp_path / "study.toml"), scheduler="serial"))
+    t = [s for s in doc["summaries"] if s["figure"] == "time_s" and "gpus=64 " in s["label"] + " "]
+    want = lib[(lib["figure"] == "time_s") & lib["label"].str.contains("gpus=64 ")]
+    assert [s["p99"] for s in t] == want["p99"].tolist() and [s["worst_seed"] for s in t] == want["worst_seed"].tolist()
+    csv = pd.read_csv(tmp_path / "rows.csv", skiprows=1)
+    assert len(csv) == 20 and set(csv["point"]) == set(df["point"])
+    page = (tmp_path / "study-report.html").read_text()
+    assert "written by topo" in page and page.count('class="plot"') >= 3
+    assert 'data-figure="heatmap"' in page and 'data-figure="distribution"' in page
+
+
+def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 60\n[axes]\ncollective = "all_reduce"\n'
+                                         'gpus = 256\nsize = "1GiB"\nfail = "random:leaf-spine:0.1:{seed}"\n')
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "topo", "sweep", "study.toml", "--scheduler", "serial",
+                          "--batch-size", "2", "-o", "out.parquet"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "out.parquet"
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(out.glob("part-*"))) < 2:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.startswith("interrupted: ") and "run the same command again" in err
+    partial = pd.read_parquet(out)
+    assert 4 <= len(partial) < 60 and partial["error"].isna().all()
+    assert not list(out.glob(".part-*"))  # no half-written part left behind
+    r = topo("sweep", "study.toml", "--scheduler", "serial", "-o", "out.parquet", "--json", cwd=tmp_path)
+    doc = json.loads(r.stdout)
+    assert doc["skipped"] == len(partial) and doc["computed"] == 60 - len(partial)
+    full = pd.read_parquet(out)
+    assert len(full) == 60 and full["point"].is_unique
