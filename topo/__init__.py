@@ -18,3 +18,12 @@ __all__ = ["load_spec", "spec_from_dict", "bundled_specs", "build_fabric", "fat_
            "rail_only", "Fabric", "inventory", "Inventory", "Spec", "TopoError", "DEFAULT_SPEC", "estimate",
            "size_sweep", "EstimateOptions"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # topo.sweep (a study on Dask, returning a DataFrame) loads dask, pyarrow and pandas only when first used
+    if name == "sweep":
+        import importlib
+
+        return importlib.import_module(".sweep", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -29,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--connect-timeout", default="10", metavar="SECONDS",
                    help="how long to wait for --scheduler to answer (default 10)")
     p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core)")
+    p.add_argument("--seeds", metavar="N", help="only the study's first N seeds (a quick look; a later run of the "
+                   "whole study skips them)")
     p.add_argument("--batch-size", metavar="N", help="points per task (default: about 8 tasks per worker, <= 32)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (its first line says who wrote it)")
     p.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
@@ -100,6 +103,13 @@ def _run(args) -> int:
     from ..sweep import SweepRun, load_study, summarize, sweep
 
     study = load_study(args.study)
+    if args.seeds is not None:
+        n = _int(args.seeds, "--seeds")
+        if not study.seeds:
+            raise TopoError(f"{study.name} has no seeds to take the first {n} of", key="--seeds")
+        if n > len(study.seeds):
+            raise TopoError(f"{study.name} has {len(study.seeds)} seeds, not {n}", key="--seeds")
+        study = dataclasses.replace(study, seeds=study.seeds[:n])
     out = args.output or safe_file_name(study.name, ".parquet")
     workers, batch = _int(args.workers, "--workers"), _int(args.batch_size, "--batch-size")
     report = None

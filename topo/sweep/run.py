@@ -25,7 +25,7 @@ from .. import __version__
 from ..errors import TopoError
 from .compute import run_batch
 from .store import ResultStore
-from .study import Study, load_study
+from .study import Study, load_study, study_from_dict
 
 __all__ = ["sweep", "plan_batches", "SweepRun"]
 
@@ -110,7 +110,7 @@ def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float
     return client, cluster, f"a local Dask cluster ({n} worker process{'es' if n != 1 else ''})"
 
 
-def sweep(study: Study | str, output=None, *, scheduler: str | None = None, workers: int | None = None,
+def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = None, workers: int | None = None,
           client=None, batch_size: int | None = None, progress: Callable[[int, int, float], None] | None = None,
           connect_timeout_s: float = _CONNECT_TIMEOUT_S, run: SweepRun | None = None,
           inputs=()) -> pd.DataFrame:
@@ -118,8 +118,9 @@ def sweep(study: Study | str, output=None, *, scheduler: str | None = None, work
 
     Parameters
     ----------
-    study : Study or str
-        A study (:func:`topo.sweep.load_study`) or the path or bundled name of a study file.
+    study : Study, dict or str
+        A study (:func:`topo.sweep.load_study`), a study as a dict (the TOML's tables, see
+        :func:`topo.sweep.study_from_dict`), or the path or bundled name of a study file.
     output : str or Path, optional
         The results folder (:mod:`topo.sweep.store`): rows are appended as each batch finishes, and points already
         in it are not computed again. None keeps the rows in memory only.
@@ -153,7 +154,9 @@ def sweep(study: Study | str, output=None, *, scheduler: str | None = None, work
         Interrupted: the batches finished so far are in ``output``, complete, and a rerun resumes from them.
     """
     start = time.perf_counter()
-    if not isinstance(study, Study):
+    if isinstance(study, dict):
+        study = study_from_dict(study)
+    elif not isinstance(study, Study):
         study = load_study(study)
     run = run if run is not None else SweepRun()
     inputs = list(inputs) + [p for p, _ in study.specs.values()]
