@@ -131,7 +131,11 @@ def _estimate(fabric, point: dict) -> dict:
     if "traffic" in point:
         settings, members = load_traffic(point["traffic"])
         kw = {k: opts.get(k, settings[k]) for k in ("sharing", "ecmp", "subflows")}
-        r = run_mix(fabric, members, pxn=opts.get("pxn"), profile=opts.get("profile"), name=settings["name"], **kw)
+        try:
+            r = run_mix(fabric, members, pxn=opts.get("pxn"), profile=opts.get("profile"), name=settings["name"],
+                        **kw)
+        except TopoError as exc:
+            raise TopoError(exc.message, source=exc.source or str(point["traffic"]), key=exc.key) from None
         worst = max(r.members, key=lambda m: m.slowdown)
         return {"time_s": r.makespan_s, "slowdown": worst.slowdown, "algorithm": "mix",
                 "num_ranks": sum(m.num_ranks for m in r.members), "bottleneck": worst.bottleneck_mix,

@@ -80,22 +80,20 @@ class Study:
     def points(self) -> list[dict]:
         """Every point, in order: dicts with the inputs (``seed`` when seeded), ``point``, ``design`` and
         ``label`` (the design as text, ``{seed}`` unexpanded)."""
+        zipped = {k: list(g) for g in self.zip for k in g}
         groups: list[list[str]] = []
-        zipped = {k: g for g in self.zip for k in g}
-        for k in self.axes:
-            g = zipped.get(k)
-            if g is None:
-                groups.append([k])
-            elif k == g[0] or not any(k in x for x in groups):
-                if list(g) not in groups:
-                    groups.append(list(g))
+        for k in self.axes:  # an axis alone, or its zip group at the place of the group's first axis
+            g = zipped.get(k, [k])
+            if g not in groups:
+                groups.append(g)
         choices = [[dict(zip(g, vals)) for vals in zip(*(self.axes[k] for k in g))] for g in groups]
         out = []
         for combo in itertools.product(*choices):
             design = {k: v for part in combo for k, v in part.items()}
             design = {k: design[k] for k in self.axes}
             dhash = _hash({"design": design, "compute": self.compute, "specs": self._spec_digest(design)})
-            label = " ".join(f"{k}={v if v != '' else chr(34) * 2}" for k, v in design.items() if len(self.axes[k]) > 1 or SEED in str(v))
+            label = " ".join(f"{k}={v if v != '' else chr(34) * 2}" for k, v in design.items()
+                             if len(self.axes[k]) > 1 or SEED in str(v))
             if any(isinstance(v, str) and SEED in v for v in design.values()):
                 for s in self.seeds:
                     p = {k: (v.replace(SEED, str(s)) if isinstance(v, str) else v) for k, v in design.items()}
@@ -110,7 +108,8 @@ class Study:
 
     def _finish(self, inputs: dict, dhash: str, label: str) -> dict:
         inputs = dict(inputs)
-        phash = _hash({"inputs": inputs, "compute": self.compute, "spec": self._spec_digest(inputs),
+        key = {k: v for k, v in inputs.items() if not (k == "seed" and v is None)}  # the same with or without seeds
+        phash = _hash({"inputs": key, "compute": self.compute, "spec": self._spec_digest(inputs),
                        "topo": __version__})
         return {"inputs": inputs, "point": phash, "design": dhash, "label": label or self.name}
 
