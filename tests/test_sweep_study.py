@@ -119,3 +119,23 @@ def test_bundled_studies_load():
     assert len(f.points()) == 2 * (1 + 1000)
     d = load_study("designs-405b")
     assert len(d.points()) == 4 * 3 * 2
+
+
+def test_train_and_plan_are_the_library_figures_and_plan_takes_train_mfu():
+    import topo
+    from topo.plan import plan
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    from topo.training.step import estimate_step
+
+    df = sweep({"spec": "dgx-h100-superpod", "compute": ["train", "plan"],
+                "axes": {"model": "llama3-8b", "layout": ["tp=8,dp=128", "tp=4,pp=2,dp=128"], "global_batch": 1024}},
+               scheduler="serial")
+    assert df["error"].isna().all()
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    r = estimate_step(fabric, load_model("llama3-8b"), make_layout(tp=4, pp=2, dp=128, global_batch=1024))
+    assert df["step_time_s"].iat[1] == r.step_time_s and df["mfu"].iat[1] == r.mfu
+    with_mfu = plan(fabric, mfu=r.mfu, collectives=False).headline()
+    assert df["effective_flop"].iat[1] == with_mfu["effective_flop"]
+    assert with_mfu["effective_flop"] != plan(fabric, collectives=False).headline()["effective_flop"]
+    assert df["capex_usd"].iat[1] == with_mfu["capex_usd"]

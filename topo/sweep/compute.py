@@ -27,9 +27,9 @@ from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan
 from ..spec import spec_from_dict
-from ..training.layout import Layout, make_layout
+from ..training.parallel import ParallelLayout, make_layout
 from ..training.model import load_model
-from ..training.step import evaluate as train_step
+from ..training.step import estimate_step
 
 __all__ = ["toml_value", "overrides_of", "COMPUTES", "FIGURES", "ESTIMATE_KEYS", "TRAIN_KEYS", "PLAN_KEYS", "POINT_KEYS", "run_batch",
            "run_point", "clear_cache"]
@@ -39,7 +39,7 @@ COMPUTES = ("estimate", "train", "plan", "describe")
 # point keys (beside "spec", "seed" and spec field paths) that each computation reads
 ESTIMATE_KEYS = ("collective", "size", "traffic") + tuple(
     f.name for f in dataclasses.fields(EstimateOptions) if f.name != "ranks")
-_LAYOUT_FIELDS = tuple(n for n in Layout.model_fields if n not in ESTIMATE_KEYS)
+_LAYOUT_FIELDS = tuple(n for n in ParallelLayout.model_fields if n not in ESTIMATE_KEYS)
 TRAIN_KEYS = ("model", "layout", "efficiency") + _LAYOUT_FIELDS
 PLAN_KEYS = ("days", "mfu", "pue", "plan_collectives")
 POINT_KEYS = ("spec", "fail") + ESTIMATE_KEYS + TRAIN_KEYS + PLAN_KEYS
@@ -150,7 +150,7 @@ def _estimate(fabric, point: dict) -> dict:
             "bound": "latency" if x.latency_s > x.bandwidth_s else "bandwidth"}
 
 
-def _layout(fabric, point: dict) -> Layout:
+def _layout(fabric, point: dict) -> ParallelLayout:
     kw: dict = {}
     text = point.get("layout")
     if text:
@@ -183,7 +183,7 @@ def _train(fabric, point: dict):
     if model is None:
         model = _models[name] = load_model(name)
     lay = _layout(fabric, point)
-    r = train_step(fabric, model, lay, efficiency=point.get("efficiency"))
+    r = estimate_step(fabric, model, lay, efficiency=point.get("efficiency"))
     b = r.breakdown_s
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
