@@ -79,9 +79,10 @@ def test_killed_worker_loses_nothing(client, tmp_path):
     killed = []
 
     def kill_one(done, total, elapsed):
-        if not killed:  # after the first batch: the other worker is busy with its own
-            workers = list(client.scheduler_info(n_workers=-1)["workers"])
-            victim = workers[0]
+        if not killed:  # after the first batch: a worker that is running a batch right now
+            busy = [w for w, tasks in client.processing().items() if tasks]
+            assert busy, "no worker is running a batch: nothing would be lost"
+            victim = busy[0]
             pid = client.run(os.getpid, workers=[victim])[victim]
             os.kill(pid, signal.SIGKILL)  # a worker process that dies mid-batch
             killed.append(pid)
