@@ -43,6 +43,59 @@ def stages() -> dict:
     return {"plan_without_collectives_s": t2 - t1, "plan_s": t3 - t2}
 
 
+def arithmetic() -> list[str]:
+    """The new lines of the default plan, with the arithmetic to check them by hand (catalog values substituted)."""
+    import math
+
+    import topo
+    from topo.plan import load_catalog, plan
+
+    r = plan(collectives=False)
+    f, c, o, p, rel = r.floor, r.capex, r.ownership, r.power, r.reliability
+    hardware = c.servers_usd + c.storage_usd + c.frontend_usd + c.network_capex_usd
+    twin = plan(topo.load_spec("h100-100k", ["cluster.num_pods=64", "fabric.units_per_pod=6",
+                                             "fabric.tiers[1].oversubscription=", "fabric.tiers[1].up_ports=8",
+                                             "plan.server_model=DGX H100"]), collectives=False)
+    return [
+        "Default plan (h100-100k, catalog defaults), the new lines by hand:", "",
+        f"- floor area: {f.num_halls} halls x 60 m x 50 m + the central room's {f.core_room_racks} racks in one "
+        f"100-rack row x 0.6 m x 2.4 m = {f.num_halls * 3000:,} + 144 = **{f.area_m2:,.0f} m2**; halls: "
+        f"{f.pods_per_hall} pods each (rows: 50 m / 2.4 m = 20 rows, 2 per pod), {f.num_halls} halls in a "
+        f"{f.campus_columns}-column grid of {f.campus_width_m:.0f} x {f.campus_depth_m:.0f} m; longest link "
+        f"spine-core {f.longest_m['spine-core']:.0f} m = |30 - 110| + |0 - 60| + 4 m slack",
+        f"- cooling: 4 x 10.2 kW = {f.rack_load_W / 1e3:.1f} kW racks > 25 kW (air) -> **{f.cooling}**; "
+        f"equipment {getattr(load_catalog().cooling, f.cooling).capex_usd_per_W.value:g} $/W x {p.it_power_W / 1e6:.2f} MW = ${c.cooling_usd / 1e6:,.1f}M",
+        f"- storage: ceil(100,352 x 0.3052) = {c.storage_servers:,} servers x $25,000 = "
+        f"**${c.storage_usd / 1e6:,.1f}M**; front-end: 12,544 servers x $5,000 = **${c.frontend_usd / 1e6:,.1f}M**",
+        f"- facility (basis: {c.facility_basis}): $10/W x {c.facility_basis_W / 1e6:,.2f} MW = "
+        f"${c.facility_usd / 1e6:,.1f}M",
+        f"- TCO over {o.years:g} years: depreciation ${hardware / 1e6:,.1f}M (servers, storage, front-end, network "
+        f"over 5-year lives: all of it) + (${c.facility_usd / 1e6:,.1f}M + ${c.cooling_usd / 1e6:,.1f}M) x 5/20 = "
+        f"${o.depreciation_usd / 1e6:,.1f}M; energy 5 x ${p.energy_cost_per_year_usd / 1e6:,.1f}M = "
+        f"${o.energy_usd / 1e6:,.1f}M; maintenance 5 x 4% x ${hardware / 1e6:,.1f}M = ${o.maintenance_usd / 1e6:,.1f}M;"
+        f" staff and site 5 x $150k x {p.it_power_W / 1e6:.2f} MW = ${o.staff_opex_usd / 1e6:,.1f}M; "
+        f"**TCO ${o.tco_usd / 1e9:,.3f}B**",
+        f"- cost per GPU-hour: ${o.tco_usd / 1e9:,.3f}B / (100,352 x 5 x 8,760 h = {o.gpu_hours / 1e9:.4f}e9) = "
+        f"**${o.cost_per_gpu_hour_usd:.2f}**",
+        f"- CO2 per year: {p.energy_per_year_Wh / 1e12:.3f} TWh x 0.37 kg/kWh = **{o.co2_per_year_kg / 1e9:.3f} Mt**",
+        f"- optics: {rel.nic_optical_modules:,} NIC-side 400G-SR4 at 5 years: 5 x 525,600 min / 100,352 = "
+        f"**{rel.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis 26.28 at 100,000); every module "
+        f"({rel.optical_modules:,}): {rel.first_optical_failure_s / 60:.2f} min. 98,304 DGX H100 GPUs: "
+        f"{twin.nic_modules:,} twin-port modules at 4 years: 4 x 525,600 / 49,152 = "
+        f"**{twin.reliability.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis' 42.05 = 4 x 525,600 / 50,000)",
+        f"- reconciliation: NIC-side modules at 5 years fail {rel.optics_parts_per_day:.1f}/day; Llama 3's network row "
+        f"(35 in 54 days on 16,384 GPUs) scaled to 100,352 GPUs: {rel.table_network_per_day:.2f}/day, i.e. "
+        f"16,384 x 54 x 24 / 35 h = {rel.table_network_mttf_years_per_gpu_link:.1f} years per GPU link",
+        f"- checkpoint: sqrt({r.compute.flop:.3g} / 120) = {rel.params:.3g} parameters x 14 B = "
+        f"{rel.checkpoint_bytes / 1e12:.1f} TB; goodput {100 * rel.goodput:.1f}% = 1 - "
+        + " - ".join(f"{100 * v:.1f}% {k}" for k, v in rel.lost_by_part.items()),
+        f"- meta-llama3-24k longest links: "
+        + ", ".join(f"{k} {v:.0f} m" for k, v in plan("meta-llama3-24k", collectives=False).floor.longest_m.items()),
+        f"- dgx-h100-superpod NIC-side modules: {plan('dgx-h100-superpod', collectives=False).nic_modules} "
+        f"(1,024 NICs / 2 per twin-port cage)",
+    ]
+
+
 def main() -> None:
     names = bundled()
     designs_100k = [n for n in names if n.startswith("h100-100k")]
@@ -69,7 +122,7 @@ def main() -> None:
             f"links, power, capex, TCO, reliability, blast radius); plan with the cross-pod estimates and the "
             f"failure impacts {st['plan_s']:.2f} s.",
             "", f"Load average when measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (the machine is "
-            "shared: wall times above the CPU times are other users' load)."]
+            "shared: wall times above the CPU times are other users' load).", "", *arithmetic()]
     update_section("topo plan", "\n".join(body), "python benchmarks/bench_plan.py")
 
 
