@@ -31,9 +31,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import TopoError
+from ..engine.estimate import evaluate
+from ..engine.placement import place
 from ..engine.profile_data import PARAMETERS
 from ..engine.profiles import US, Profile
+from ..engine.schedule import NodeShape
+from ..errors import TopoError
 from .compare import modelled_times
 from .setup import Setup
 
@@ -120,9 +123,6 @@ def _mnnvl(prof: Profile, m: float) -> Profile:
 def _spans_trays(case: Case) -> bool:
     """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms,
     decided as ``estimate`` decides them (on the run's placement)."""
-    from topo.engine.placement import place
-    from topo.engine.schedule import NodeShape
-
     fab = case.setup.fabric
     return NodeShape.of(fab).spans_servers(place(fab, case.setup.gpus).groups[0])
 
@@ -186,8 +186,6 @@ def _times(case: Case, profile: Profile) -> np.ndarray:
 
 def _routed(case: Case):
     """The case's collective placed, scheduled and routed once (its profile's costs; re-costed per profile)."""
-    from topo.engine.estimate import evaluate
-
     s = case.setup
     return evaluate(s.fabric, case.collective, gpus=s.gpus, algorithm=s.algorithm if case.collective == "all_reduce"
                     else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ..fabric.builders import build_fabric
+from ..engine.profile_data import load_profile_file
+from ..engine.profiles import resolve_profile
 from ..errors import TopoError
+from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
@@ -63,11 +66,6 @@ def profile_mismatch(profile, fabric) -> str | None:
     """A note when a calibrated profile file (``kind = "user"``) was fitted from another GPU generation or network
     than the fabric's own profile: its fitted values then describe another cluster. For a bundled name, a note only
     when its GPU generation is not the fabric's (another network is a what-if the user chose knowingly)."""
-    from pathlib import Path
-
-    from ..engine.profile_data import load_profile_file
-    from ..engine.profiles import resolve_profile
-
     if not isinstance(profile, str):
         return None
     if "+" in profile and not (profile.endswith(".toml") or Path(profile).is_file()):

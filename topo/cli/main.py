@@ -6,6 +6,7 @@ import argparse
 import sys
 import traceback
 
+from .. import __version__
 from ..errors import TopoError, one_line
 from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, sweep, train
 
@@ -29,7 +30,6 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="topo", description="GPU-cluster network topology and collective-communication "
                      "modeler. Every command works on the bundled default cluster when no SPEC is given.")
-    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"topo {__version__}")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")

@@ -7,6 +7,7 @@ import math
 
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
+from ..training.mfu import predict_mfu
 from ..units import format_bandwidth, format_count, format_time
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, table
@@ -49,8 +50,6 @@ def _layers(args) -> list[tuple[str, dict]]:
 
 def train_mfu(args) -> tuple[float, str, float]:
     """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on the (first) spec."""
-    from ..training.mfu import predict_mfu
-
     try:
         return predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
     except TopoError as exc:

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import time
 
+from ..atomic import check_output
 from ..errors import TopoError
-from ..spec import DEFAULT_SPEC
+from ..fabric.builders import build_fabric
+from ..fabric.inventory import inventory
+from ..plan import plan
+from ..spec import DEFAULT_SPEC, load_spec
+from ..spec.load import resolve_spec_path
+from ..training.mfu import parse_layout
+from ..training.model import load_model
+from ..training.parallel import check_layout
+from ..training.step import estimate_step
 from .common import add_output_arguments, add_override_arguments
 from .output import note
 
@@ -43,10 +52,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..atomic import check_output
     from ..report import build_reports, write_page
     from ..report.files import sign_image, write_bytes
-    from ..spec.load import resolve_spec_path
 
     specs = args.specs or [None]
     start = time.perf_counter()
@@ -61,8 +68,6 @@ def run(args) -> int:
         reports = build_reports(specs, args.overrides, failures=args.failures)
         plans = None
         if args.plan:
-            from ..plan import plan
-
             plans = [plan(r.fabric) for r in reports]
         trains = _trains(job, reports) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
@@ -80,10 +85,7 @@ def _where(out: str) -> str:
 
 
 def _one_figure(args, specs):
-    from ..fabric.builders import build_fabric
-    from ..fabric.inventory import inventory
     from ..report import build_reports, figures
-    from ..spec import load_spec
 
     if args.figure == "comparison":
         if len(specs) < 2:
@@ -130,10 +132,6 @@ def _image(fig, fmt: str) -> bytes:
 
 def _job(args):
     """The model and layout of ``--train``/``--layout``."""
-    from ..training.parallel import check_layout
-    from ..training.mfu import parse_layout
-    from ..training.model import load_model
-
     if not (args.train and args.layout):
         raise TopoError("give both --train MODEL and --layout L", key="--train" if not args.train else "--layout")
     try:
@@ -149,8 +147,7 @@ def _trains(job, reports):
     """The training job on every report's fabric: step results and the bytes per tier."""
     import pandas as pd
 
-    from ..training.tier_bytes import tier_bytes
-    from ..training.step import estimate_step
+    from ..training.tier_bytes import tier_bytes  # pulls pandas: only when a report asks for a training job
 
     model, lay = job
     results, frames = [], []

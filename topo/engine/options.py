@@ -13,6 +13,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TopoError
+from .contention import SHARING_MODES
+from .placement import PLACEMENTS
+from .route import ECMP_MODES
 
 __all__ = ["EstimateOptions", "PROTOCOL_NAMES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS"]
 
@@ -72,10 +75,6 @@ class EstimateOptions:
 
     def validated(self) -> "EstimateOptions":
         """Check every field; raises TopoError naming the field, the value and what is allowed."""
-        from .contention import SHARING_MODES
-        from .placement import PLACEMENTS
-        from .route import ECMP_MODES
-
         _whole(self.gpus, "gpus", 1, allow_none=True)
         _whole(self.rail, "rail", 0)
         _whole(self.groups, "groups", 1)

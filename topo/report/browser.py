@@ -17,6 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from .build import build_reports
+from .files import sign_image, write_bytes
+from .html import write_page
+
 __all__ = ["find_chromium", "open_browser", "load_report", "full_page_png", "FLAGS"]
 
 # Headless, and nothing that phones home (this machine's network is closed; these also keep a report honest).
@@ -87,10 +91,6 @@ def main(argv=None) -> int:
     p.add_argument("--scale", type=float, default=0.6, help="device pixels per CSS pixel (default 0.6)")
     p.add_argument("--force", action="store_true", help="replace PNG even if topo did not write it")
     args = p.parse_args(argv)
-
-    from .build import build_reports
-    from .files import sign_image, write_bytes
-    from .html import write_page
 
     with tempfile.TemporaryDirectory() as tmp:
         html_path = Path(tmp) / "topo-report.html"

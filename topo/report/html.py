@@ -18,12 +18,14 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from .. import __version__
+from ..atomic import SIGNATURE
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_size
 from . import figures as F
 from .build import MixScenario, Scenario, SpecReport
 from .fabric_layers import layer_drawing
-from ..atomic import SIGNATURE
 from .files import write_bytes
+from .plan_figures import plan_section
+from .train_figures import train_section
 
 __all__ = ["render_page", "write_page"]
 
@@ -342,13 +344,9 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
     nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
             ("curves", "Collective curves")]
     if plans:
-        from .plan_figures import plan_section
-
         sections.append(plan_section(plans, figs.div))
         nav.append(("plan", "Plan"))
     if trains:
-        from .train_figures import train_section
-
         sections.append(train_section(trains[0], trains[1], figs.div))
         nav.append(("train", "Training job"))
 

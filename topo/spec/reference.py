@@ -16,7 +16,8 @@ from annotated_types import Ge, MaxLen, MinLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from ..atomic import SIGNATURE
+from ..atomic import SIGNATURE, open_output
+from ..errors import TopoError
 from ..units import format_rate, format_time
 from . import model as m
 
@@ -136,9 +137,6 @@ def main(argv=None) -> int:
     if not argv or argv[0] == "-":
         sys.stdout.write(text)
         return 0
-    from ..atomic import open_output
-    from ..errors import TopoError
-
     try:
         with open_output(argv[0]) as fh:  # never over a file topo did not write
             fh.write(text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..placement import Placement
 from ..schedule import AlgorithmUnavailable, NodeShape, Schedule
+from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
 
 __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
@@ -31,8 +32,6 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
 
 
 def _build(name, collective, shape, placement, chunks, stages, channels, gpu_name, nvls_args) -> Schedule:
-    from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
-
     if collective in ("all_reduce", "all_gather", "reduce_scatter") and name == "ring":
         return ring.ring_schedule(shape, placement, collective, channels)
     if collective == "broadcast":

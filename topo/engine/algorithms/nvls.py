@@ -32,6 +32,7 @@ import numpy as np
 from ..placement import Placement
 from ..schedule import (AlgorithmUnavailable, InSwitchReduce, LatencyCounts, LatencyTerm, NodeShape, Schedule,
                         SchedulePhase, Transfers, ranks_per_domain)
+from .ring import nic_slots
 from .tree import double_binary_tree
 
 __all__ = ["in_switch_bytes", "nvls_heads", "nvls_schedule", "window_scale"]
@@ -60,8 +61,6 @@ def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0)
     GPU already heading one, and stops at ``min(NCCL_MAX_NVLS_ARITY, GPUs)`` (src/graph/search.cc
     ``ncclTopoCompute``, src/graph/connect.cc ``ncclTopoPreset``): a DGX H100 has 8 heads, one per GPU; a GB200
     NVL72 rack (72 GPUs, 72 NICs) has 32. Heads sit on distinct NICs, spread evenly over the domain."""
-    from .ring import nic_slots
-
     slots = nic_slots(shape, groups)
     if slots is None:
         first = np.arange(g)
