@@ -37,8 +37,8 @@ from pathlib import Path
 from .. import __version__
 from ..errors import TopoError
 from ..resources import data_dir
-from ..spec.load import resolve_spec_path
-from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS
+from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
+from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
 __all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS"]
 
@@ -311,9 +311,6 @@ def _check_paths(axes: dict, specs: dict, source: str) -> None:
     """An unknown spec field or list item in an axis name is bad input for the whole study (not one error row per
     point): each path is checked against the spec model, and applied with its first value to each base spec (a
     missing list item or a value where a table is fails there). A value the spec rejects is an error row."""
-    from ..spec.load import apply_overrides, check_override_key
-    from .compute import toml_value
-
     paths = [k for k in axes if "." in k or "[" in k]
     for k in paths:
         try:
