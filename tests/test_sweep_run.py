@@ -118,3 +118,20 @@ def test_an_output_that_is_not_ours_is_refused(tmp_path):
     with pytest.raises(TopoError, match="not a folder"):
         sweep(study_from_dict(FAST), f, scheduler="serial")
     assert f.read_text() == "x"
+
+
+def test_rows_of_a_lost_batch_are_run_again_and_replaced(tmp_path, serial_fast):
+    from topo.sweep.run import _worker_rows
+    from topo.sweep.store import ResultStore
+
+    study = study_from_dict(FAST)
+    out = tmp_path / "out.parquet"
+    store = ResultStore(out, study)
+    store.open()
+    lost = study.points()[:3]
+    store.append(_worker_rows(lost, "the batch was lost: KilledWorker"))  # as a batch that killed every worker
+    run = SweepRun()
+    df = sweep(study, out, scheduler="serial", run=run)
+    assert (run.skipped, run.computed) == (0, 14)
+    assert df["error"].isna().all() and len(df) == 14
+    pd.testing.assert_frame_equal(_figures(df), _figures(serial_fast), check_exact=True)
