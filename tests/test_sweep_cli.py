@@ -83,17 +83,19 @@ def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 60\n[axes]\ncollective = "all_reduce"\n'
                                          'gpus = 256\nsize = "1GiB"\nfail = "random:leaf-spine:0.1:{seed}"\n')
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "topo", "sweep", "study.toml", "--scheduler", "serial",
+    # a local cluster of one worker, and SIGINT to the whole process group, as a terminal's Ctrl-C sends it
+    p = subprocess.Popen([sys.executable, "-m", "topo", "sweep", "study.toml", "--workers", "1",
                           "--batch-size", "2", "-o", "out.parquet"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
     out = tmp_path / "out.parquet"
     deadline = time.time() + 60
-    while time.time() < deadline and len(list(out.glob("part-*"))) < 2:
+    while time.time() < deadline and len(list(out.glob("part-*"))) < 2 and p.poll() is None:
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert err.startswith("interrupted: ") and "run the same command again" in err
+    assert err.count("\n") == 1, err  # no worker's KeyboardInterrupt traceback
     partial = pd.read_parquet(out)
     assert 4 <= len(partial) < 60 and partial["error"].isna().all()
     assert not list(out.glob(".part-*"))  # no half-written part left behind

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
 import time
 from typing import Callable
 
@@ -104,8 +106,17 @@ def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float
         n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
         return client, None, f"the Dask cluster at {address} ({n} workers)"
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=logging.CRITICAL)
+    # A terminal's Ctrl-C reaches the whole process group: the worker processes ignore it (they inherit an ignored
+    # SIGINT, and Python then installs no KeyboardInterrupt handler in them), and this process, which alone handles
+    # it, closes the cluster. Ctrl-C during the few seconds of start-up is therefore ignored.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.CRITICAL)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
     client = Client(cluster, set_as_default=False)
     return client, cluster, f"a local Dask cluster ({n} worker process{'es' if n != 1 else ''})"
 
