@@ -99,8 +99,10 @@ def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     partial = pd.read_parquet(out)
     assert 4 <= len(partial) < 60 and partial["error"].isna().all()
     assert not list(out.glob(".part-*"))  # no half-written part left behind
-    r = topo("sweep", "study.toml", "--scheduler", "serial", "-o", "out.parquet", "--json", cwd=tmp_path)
-    doc = json.loads(r.stdout)
-    assert doc["skipped"] == len(partial) and doc["computed"] == 60 - len(partial)
+    from topo.sweep import SweepRun
+
+    run = SweepRun()  # the rerun, in this process (the same code as the command's)
+    sweep(load_study(tmp_path / "study.toml"), out, scheduler="serial", run=run)
+    assert run.skipped == len(partial) and run.computed == 60 - len(partial)
     full = pd.read_parquet(out)
     assert len(full) == 60 and full["point"].is_unique
