@@ -75,13 +75,22 @@ class _Bar:
         bar = "#" * int(frac * width) + "." * (width - int(frac * width))
         rate = done / elapsed_s if elapsed_s > 0 else 0.0
         left = (total - done) / rate if rate > 0 else float("nan")
-        eta = format_time(left) if left == left else "?"
+        eta = _duration(left) if left == left else "?"
         sys.stderr.write(f"\r[{bar}] {done:,}/{total:,} points, {rate:.1f}/s, {eta} left   ")
         sys.stderr.flush()
 
     def close(self):
         if self.shown:
             sys.stderr.write("\n")
+
+
+def _duration(seconds: float) -> str:
+    """A time left as a person reads it: ``42 s``, ``40 min``, ``3.2 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _fmt(fig: str, v) -> str:
