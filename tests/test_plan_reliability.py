@@ -142,3 +142,13 @@ def test_checkpointed_model_follows_the_cluster_or_the_plan():
     assert "compute-optimal" in big.reliability.params_source
     given = plan(layers=[("t", {"workload": {"params": 405e9}})], collectives=False).reliability
     assert given.params == 405e9 and given.checkpoint_bytes == 405e9 * 14
+
+
+def test_a_model_beyond_the_clusters_memory_gets_a_note():
+    # 1.8e12 parameters x 14 B = 25.2 TB against 16 GPUs x 80 GB = 1.28 TB of HBM
+    import topo
+
+    small = topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1", "fabric.servers_per_unit=2"])
+    r = plan(small, layers=[("t", {"workload": {"params": 1.8e12}})], collectives=False)
+    assert any("more than the cluster's HBM (1.3 TB)" in n for n in r.notes)
+    assert not [n for n in plan(small, collectives=False).notes if "HBM" in n]  # the default model fits

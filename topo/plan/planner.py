@@ -207,6 +207,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
     notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric)
+    hbm = L.num_gpus * gpu.hbm_bytes.value
+    if relia.checkpoint_bytes > hbm:
+        notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
+                     f"the cluster's HBM ({hbm / 1e12:,.1f} TB): it cannot train here; give plan.workload.params or "
+                     "--model")
     if fabric.failures:
         notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
