@@ -92,7 +92,24 @@ class EstimateOptions:
 
     @classmethod
     def from_kwargs(cls, options: "EstimateOptions | None" = None, **kwargs) -> "EstimateOptions":
-        """``options`` with ``kwargs`` replacing fields; an unknown name is an error that lists the allowed."""
+        """``options`` with ``kwargs`` replacing fields, validated.
+
+        Parameters
+        ----------
+        options : EstimateOptions, optional
+            The base (default: every field's default).
+        **kwargs
+            Field values.
+
+        Returns
+        -------
+        EstimateOptions
+
+        Raises
+        ------
+        TopoError
+            An unknown name (listing the allowed) or a bad value (keyed by the field).
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         bad = sorted(set(kwargs) - names)
         if bad:
@@ -101,7 +118,18 @@ class EstimateOptions:
         return dataclasses.replace(base, **kwargs).validated()
 
     def validated(self) -> "EstimateOptions":
-        """Check every field; raises TopoError naming the field, the value and what is allowed."""
+        """Check every field.
+
+        Returns
+        -------
+        EstimateOptions
+            ``self``, or a copy with the protocol's name in its canonical case.
+
+        Raises
+        ------
+        TopoError
+            Naming the field, the value and what is allowed.
+        """
         _whole(self.gpus, "gpus", 1, allow_none=True)
         _whole(self.rail, "rail", 0)
         _whole(self.groups, "groups", 1)

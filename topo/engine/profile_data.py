@@ -215,7 +215,23 @@ def _loc(err: dict) -> str:
 
 
 def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
-    """Validate a parsed TOML document (``path`` only names it in errors)."""
+    """Validate a parsed profile TOML document.
+
+    Parameters
+    ----------
+    doc : dict
+    path : str
+        Names the document in errors.
+
+    Returns
+    -------
+    ProfileFile
+
+    Raises
+    ------
+    TopoError
+        With the path and the key.
+    """
     if "profile" not in doc or not isinstance(doc["profile"], dict):
         raise _err(path, "profile", "missing the [profile] table (kind, name, description)")
     try:
@@ -266,7 +282,20 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
 
 
 def load_profile_file(path: str | Path) -> ProfileFile:
-    """Read and validate one profile TOML file."""
+    """Read and validate one profile TOML file.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    ProfileFile
+
+    Raises
+    ------
+    TopoError
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -282,12 +311,23 @@ def load_profile_file(path: str | Path) -> ProfileFile:
 
 
 def bundled_dir() -> Path:
+    """The folder of the bundled profile files (``topo/data/profiles``).
+
+    Returns
+    -------
+    Path
+    """
     return data_dir("profiles")
 
 
 @lru_cache(maxsize=None)
 def bundled_files() -> dict[str, dict[str, ProfileFile]]:
-    """Every bundled file by kind and name (``{"gpu": {"hopper": ...}, ...}``), validated once."""
+    """Every bundled file by kind and name (``{"gpu": {"hopper": ...}, ...}``), validated once.
+
+    Returns
+    -------
+    dict of str to dict of str to ProfileFile
+    """
     out: dict[str, dict[str, ProfileFile]] = {k: {} for k in KINDS if k != "user"}
     root = bundled_dir()
     for kind in out:
