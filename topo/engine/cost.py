@@ -240,7 +240,7 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
     sched = c.schedule
     for proto in protocols:
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
-        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles); the schedule
+        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the schedule
         # scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         window = profile.pipeline_window_bytes * sched.window_scale
         bw = (size_bytes + min(size_bytes, window)) / rate_Bps(

@@ -1,12 +1,12 @@
 """Estimate a collective: the one-call composition of the engine's stages.
 
-    placement -> schedule (:mod:`topo.algorithms`, no fabric) -> loads (:mod:`topo.loads`, the router)
-    -> cost (:mod:`topo.cost`, a profile) -> results (:mod:`topo.results`, plain data)
+    placement -> schedule (:mod:`topo.engine.algorithms`, no fabric) -> loads (:mod:`topo.engine.loads`, the router)
+    -> cost (:mod:`topo.engine.cost`, a profile) -> results (:mod:`topo.engine.results`, plain data)
 
 ``auto`` routes and costs NCCL's own algorithms with each protocol, and per size runs the one the routed model times
 fastest (option ``choose = "fastest"``, the default), or the algorithm NCCL's tuner picks by its own cost model
-(``choose = "nccl"``, :mod:`topo.tuner`), timed on the routed fabric.
-Options are one typed object, :class:`topo.options.EstimateOptions` (keyword arguments build it).
+(``choose = "nccl"``, :mod:`topo.engine.tuner`), timed on the routed fabric.
+Options are one typed object, :class:`topo.engine.options.EstimateOptions` (keyword arguments build it).
 """
 
 from __future__ import annotations

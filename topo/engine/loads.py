@@ -1,11 +1,11 @@
 """Loads: a schedule put on the fabric. The second of the engine's stages (schedule -> loads -> cost).
 
 :func:`load_schedule` asks the router (the only owner of link and resource ids) to route every part of every
-phase of a :class:`~topo.schedule.Schedule`, and keeps, per phase, the bytes on each resource per byte of message
+phase of a :class:`~topo.engine.schedule.Schedule`, and keeps, per phase, the bytes on each resource per byte of message
 (one repetition). Loads of different schedules live in the same resource space and can be added
-(:func:`total_loads`), which is how concurrent collectives share links (:mod:`topo.traffic`). The routed
+(:func:`total_loads`), which is how concurrent collectives share links (:mod:`topo.engine.traffic`). The routed
 switch and NIC latencies of the critical path are read off the routed parts as the schedule's
-:class:`~topo.schedule.LatencyTerm` s say.
+:class:`~topo.engine.schedule.LatencyTerm` s say.
 
 Every flow is kept only when a contention model needs them (max-min sharing); otherwise only the summed loads.
 """

@@ -46,7 +46,7 @@ class EstimateOptions:
     Algorithm: ``algorithm`` (auto: NCCL's algorithms for the collective, one per size), ``choose`` (how auto
     picks: ``fastest``, the one the routed model times fastest (the default: it scores as well as ``nccl`` on
     the measurements, benchmarks/RESULTS.md); ``nccl``, the one NCCL's tuner rates fastest by its own cost model
-    (:mod:`topo.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
+    (:mod:`topo.engine.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
     Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS
     pin it; default: one per NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast;
     default: streaming, as NCCL), ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).

@@ -59,7 +59,8 @@ PARAMETERS: dict[str, Spec] = {
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
     "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,
-                            doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; topo.tuner)"),
+                            doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; "
+                            "topo.engine.tuner)"),
     "ring_plateau_latency_factor": Spec("nccl", "scalar", 1.0, 10.0, optional=True,
                                         doc="NCCL's tuner: ring/Simple all-reduce latency x factor across nodes"),
     "ring_plateau_min_bytes_per_rank": Spec("nccl", "scalar", 0.0, 2.0**20, optional=True,

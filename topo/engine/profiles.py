@@ -67,14 +67,14 @@ class Profile:
     channels: int = 16
     pipeline_window_bytes: float = 0.0
     # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
-    # NVLS pipeline window grows with the ranks (topo.algorithms.nvls); 0 = the textbook traffic, one window
+    # NVLS pipeline window grows with the ranks (topo.engine.algorithms.nvls); 0 = the textbook traffic, one window
     reference_ranks_per_domain: int = 0
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
     p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
-    # NCCL's tuner terms (topo.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
+    # NCCL's tuner terms (topo.engine.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
     # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
     # Empty / 1.0: the profile gives none (the tuner then uses none).
     tree_correction: dict = field(default_factory=dict)

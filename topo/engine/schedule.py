@@ -9,8 +9,8 @@ that run one after the other; each phase is a set of concurrent *parts*, repeate
 - :class:`InSwitchReduce`: NVLS, the NVSwitch reducing and multicasting (each GPU <-> its NVLink switch);
 - :class:`InNetworkReduce`: SHARP, the switches of each rail reducing one stream per leaf.
 
-Which links each part loads is the router's business (:mod:`topo.loads`); how long the loads take, the cost
-model's (:mod:`topo.cost`). A schedule also carries its latency structure (:class:`LatencyCounts`: hop counts
+Which links each part loads is the router's business (:mod:`topo.engine.loads`); how long the loads take, the cost
+model's (:mod:`topo.engine.cost`). A schedule also carries its latency structure (:class:`LatencyCounts`: hop counts
 NCCL's formulas price) and :class:`LatencyTerm` s saying which routed paths make up the critical path, so the
 switch and NIC latencies of the fabric are added by the router, never guessed here.
 

@@ -2,13 +2,13 @@
 
 A training step is many collectives at once: tensor-parallel all-reduces in every NVLink domain, data-parallel
 all-reduces across pods, pipeline sends between stages, expert all-to-alls. :func:`run_mix` estimates each member
-alone (:func:`topo.estimate.evaluate`, the fastest algorithm and protocol at its size), then lets all of them share
-the fabric's links from t = 0:
+alone (:func:`topo.engine.estimate.evaluate`, the fastest algorithm and protocol at its size), then lets all of
+them share the fabric's links from t = 0:
 
 - Each member is a fluid whose demand on a resource ``r`` is its average use of ``r`` when it runs alone:
   ``u_i(r) = S_i * load_i(r) / (efficiency * capacity(r) * bandwidth time alone)``, at most 1, where the
   protocol's efficiency counts its overhead bytes as wire use (the loads come from the same
-  routed schedules; :mod:`topo.loads`, which makes loads of different collectives addable). A member runs at a
+  routed schedules; :mod:`topo.engine.loads`, which makes loads of different collectives addable). A member runs at a
   speed ``x_i`` (1 = as fast as alone) such that no resource is used beyond its capacity:
   ``sum_i x_i u_i(r) <= 1``.
 - The speeds come from :mod:`topo.engine.contention`, the same interface and solver a single collective's

@@ -16,12 +16,12 @@ nodes the tree is rated by what its intra-node side gives, and beyond two nodes 
 channel, the ring's. Then ``ncclTopoGetAlgoTime`` multiplies a tree's bandwidth by ``treeCorrectionFactor``
 (medium sizes, by ``log2(bytes / 64)``) and a Ring/Simple all-reduce's latency across nodes by the ring's
 plateau factor (1.4 on compute capability >= 8.0). The run then goes at what the hardware gives that choice,
-which :mod:`topo.cost` times on the routed fabric.
+which :mod:`topo.engine.cost` times on the routed fabric.
 
 How topo fills NCCL's inputs (its graph search is not modelled link by link):
 
-- latency: :func:`topo.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants)
-  and without topo's fitted latency terms (:meth:`topo.profiles.Profile.nccl_model`);
+- latency: :func:`topo.engine.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants)
+  and without topo's fitted latency terms (:meth:`topo.engine.profiles.Profile.nccl_model`);
 - ``nChannels x bw`` of a graph: the routed schedule's own bottleneck rate (what the hardware gives it, which is
   what NCCL's search finds), except a tree beyond two domains, which NCCL rates with the ring's network
   bandwidth: tree algbw = ring busBw / 2, i.e. ``seconds_per_byte(tree) = seconds_per_byte(ring) x n / (n - 1)``

@@ -1,7 +1,7 @@
 """Collective algorithms, one module per family; each turns a collective on a placement into a schedule.
 
-Algorithms see the placement and the :class:`~topo.schedule.NodeShape`, never the fabric's links: routing is
-:mod:`topo.loads`' job, timing :mod:`topo.cost`'s.
+Algorithms see the placement and the :class:`~topo.engine.schedule.NodeShape`, never the fabric's links: routing is
+:mod:`topo.engine.loads`' job, timing :mod:`topo.engine.cost`'s.
 """
 
 from __future__ import annotations
