@@ -2,7 +2,7 @@
 
 The residual of one measured size is ``log(model time / measured time)``: a relative error, symmetric in too fast
 and too slow, so a 10 us and a 100 ms point weigh alike. Parameters are bounded to physical ranges
-(:data:`topo.profile_data.PARAMETERS`) and gently pulled toward their starting value (a ridge of
+(:data:`topo.engine.profile_data.PARAMETERS`) and gently pulled toward their starting value (a ridge of
 :data:`PRIOR_WEIGHT` per parameter), so a parameter the data cannot see (the network on a one-node run) stays
 where it was instead of wandering. The robust ``cauchy`` loss (scale 5%) keeps one odd size (a dip the hardware
 does not explain) from dragging the rest; it fitted every reference sweep better than plain or ``soft_l1`` least
@@ -131,7 +131,7 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
     """The parameters the cases can inform, starting from ``profile``."""
     multi = any(c.setup.fabric.num_gpus > 0 and _domains(c) > 1 for c in cases)
     colls = {c.collective for c in cases}
-    # multipliers, bounded so the written profile stays within topo.profile_data's physical ranges
+    # multipliers, bounded so the written profile stays within topo.engine.profile_data's physical ranges
     out = [FreeParam(f"base_latency.{p}", "log", 0.0, math.log(0.2),
                      _max_multiplier(10.0, ("base_latency_us", _table_max_us(profile.base_latency_s, p))),
                      _base(p), tag) for p in _PROTOS]

@@ -48,7 +48,7 @@ class Setup:
     spec_name: str = ""
     protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol
     channels: int | None = None  # NCCL_MIN_NCHANNELS, when the run pinned the channel count
-    choose: str = "fastest"  # how auto picks: the routed-fastest or NCCL's tuner's choice (topo.tuner)
+    choose: str = "fastest"  # how auto picks: the routed-fastest or NCCL's tuner's choice (topo.engine.tuner)
 
 
 def node_spec(gpu: str, nics: int, nic_rate: str, network: str, servers: int, gpus: int | None = None,

@@ -1,4 +1,4 @@
-"""Write a fitted profile as a user profile TOML (``kind = "user"``) that :func:`topo.profiles.resolve_profile`
+"""Write a fitted profile as a user profile TOML (``kind = "user"``) that :func:`topo.engine.profiles.resolve_profile`
 loads: the bundled ``base`` it started from, every fitted parameter with ``fitted = true`` and what it was fitted
 on, and a ``[profile.provenance]`` table (the logs' sha256, the fitted values, the error before and after)."""
 
@@ -68,7 +68,7 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
                    for x in logs)
     lines = ["# written by topo calibrate: a bundled base profile and the parameters fitted to nccl-tests logs.",
              "# Load it with 'topo estimate --profile FILE', 'topo compare LOG --profile FILE', or",
-             "# topo.profiles.resolve_profile(FILE).", "",
+             "# topo.engine.profiles.resolve_profile(FILE).", "",
              "[profile]", 'kind = "user"', f"name = {_toml_value(name)}", f"base = {_toml_value(base)}",
              f"description = {_toml_value('calibrated on ' + ', '.join(Path(x['path']).name for x in logs))}", "",
              "[profile.provenance]",

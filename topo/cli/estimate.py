@@ -5,20 +5,18 @@ from __future__ import annotations
 import re
 
 from ..engine.collectives import ALGORITHMS, COLLECTIVES
-from ..engine.contention import SHARING_MODES
-from ..errors import TopoError
 from ..engine.estimate import estimate, size_sweep
-from ..engine.options import PROTOCOL_NAMES, EstimateOptions
-from ..engine.placement import PLACEMENTS
+from ..engine.options import CHOICES, EstimateOptions
 from ..engine.results import EstimateResult
-from ..engine.route import ECMP_MODES
 from ..engine.traffic import MixResult, run_mix
+from ..errors import TopoError
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from .common import add_spec_arguments, fabric_from_args, profile_mismatch
 from .output import emit, emit_json, note
 
 
-# option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag
+# option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag; the one
+# map of flags (a traffic mix refuses the per-member ones by it, topo.cli.main names --fail by it)
 FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
          "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm",
          "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
@@ -32,6 +30,22 @@ def flag_error(exc: TopoError) -> TopoError:
     if exc.key in FLAGS and not exc.source:
         return TopoError(exc.message, key=FLAGS[exc.key])
     return exc
+
+
+# flags whose option a traffic mix sets per member, in its file
+MEMBER_OPTIONS = ("collective", "sizes", "min_bytes", "max_bytes", "factor", "gpus", "ranks", "rank_order",
+                  "placement", "rail", "groups", "group_layout", "algorithm", "choose", "protocol", "channels",
+                  "chunks", "stages")
+
+
+def _dest(flag: str) -> str:
+    """The argparse attribute a flag sets."""
+    return {"-b": "minbytes", "-e": "maxbytes", "-f": "stepfactor"}.get(flag, flag.lstrip("-").replace("-", "_"))
+
+
+def _default(option: str) -> str:
+    """``default X`` for a flag's help, from :class:`EstimateOptions` (the one place defaults are declared)."""
+    return f"default {EstimateOptions.default(option)}"
 
 
 def register(sub) -> None:
@@ -50,35 +64,44 @@ def register(sub) -> None:
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
     p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
-    p.add_argument("--rank-order", default=None, choices=("nccl", "given"),
-                   help="with --ranks: order ranks as NCCL forms its ring (default) or exactly as listed")
-    p.add_argument("--placement", default=None, choices=[x for x in PLACEMENTS if x != "list"],
-                   help="how --gpus are chosen (default packed: fill domains, servers, leaves, pods in order)")
-    p.add_argument("--rail", default=None, metavar="R", help="GPU index within the server for one_per_server")
+    p.add_argument("--rank-order", default=None, choices=CHOICES["rank_order"],
+                   help="with --ranks: order ranks as NCCL forms its ring (nccl) or exactly as listed (given; "
+                   f"{_default('rank_order')})")
+    p.add_argument("--placement", default=None, choices=CHOICES["placement"],
+                   help=f"how --gpus are chosen ({_default('placement')}; packed: fill domains, servers, leaves, pods "
+                   "in order)")
+    p.add_argument("--rail", default=None, metavar="R",
+                   help=f"GPU index within the server for one_per_server ({_default('rail')})")
     p.add_argument("--groups", default=None, metavar="G",
-                   help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism)")
-    p.add_argument("--group-layout", default=None, choices=("strided", "blocked"),
-                   help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks")
+                   help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism; "
+                   f"{_default('groups')})")
+    p.add_argument("--group-layout", default=None, choices=CHOICES["group_layout"],
+                   help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks "
+                   f"({_default('group_layout')})")
     p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
                    help=f"auto (one of NCCL's per size, see --choose), one of: {', '.join(algos)}; or, as NCCL_ALGO "
-                        "reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree)")
-    p.add_argument("--choose", default=None, choices=("fastest", "nccl"),
-                   help="how auto picks: fastest on the routed fabric (default), or as NCCL's tuner does by its own "
-                        "cost model (topo.tuner), then timed on the routed fabric")
+                        f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree) "
+                        f"({_default('algorithm')})")
+    p.add_argument("--choose", default=None, choices=CHOICES["choose"],
+                   help="how auto picks: fastest on the routed fabric, or as NCCL's tuner does by its own "
+                        f"cost model (topo.engine.tuner), then timed on the routed fabric ({_default('choose')})")
     p.add_argument("--protocol", default=None, metavar="PROTO",
-                   help=f"pin NCCL's protocol as NCCL_PROTO does: {', '.join(PROTOCOL_NAMES)} (default: fastest)")
+                   help=f"pin NCCL's protocol as NCCL_PROTO does: {', '.join(CHOICES['protocol'])} (default: "
+                   "fastest)")
     p.add_argument("--channels", default=None, metavar="N",
                    help="pin NCCL's channel count as NCCL_MIN/MAX_NCHANNELS do (default: one per NIC)")
-    p.add_argument("--ecmp", default=None, choices=ECMP_MODES, help="ECMP model (default ideal)")
-    p.add_argument("--subflows", default="1", metavar="K", help="with --ecmp hash: parts each flow is hashed as")
-    p.add_argument("--sharing", default=None, choices=SHARING_MODES,
-                   help="contention model: equal-share bottleneck (default) or max-min fair")
-    p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
+    p.add_argument("--ecmp", default=None, choices=CHOICES["ecmp"], help=f"ECMP model ({_default('ecmp')})")
+    p.add_argument("--subflows", default=None, metavar="K",
+                   help=f"with --ecmp hash: parts each flow is hashed as ({_default('subflows')})")
+    p.add_argument("--sharing", default=None, choices=CHOICES["sharing"],
+                   help=f"contention model: equal-share bottleneck or max-min fair ({_default('sharing')})")
+    p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="nccl: NCCL-derived efficiencies and latencies of the fabric's GPU and network (default); "
                    "ideal: textbook alpha-beta; a bundled profile (topo profile list) or a file topo calibrate wrote")
     p.add_argument("--no-pxn", action="store_true", help="each GPU uses its own NIC (no hop over NVLink)")
     p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
-    p.add_argument("--stages", default=None, metavar="N", help="pipeline stages for -c pipeline (default 2)")
+    p.add_argument("--stages", default=None, metavar="N",
+                   help=f"pipeline stages for -c pipeline ({_default('stages')})")
     p.add_argument("--traffic", default=None, metavar="FILE",
                    help="run the collectives of a traffic file at once (TOML; bundled: "
                    + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
@@ -112,21 +135,22 @@ def _int(text, key):
     return v
 
 
+_WHOLE = ("gpus", "rail", "channels", "subflows", "chunks", "stages", "groups")  # flags read as whole numbers
+_NAMES = ("placement", "algorithm", "choose", "protocol", "ecmp", "sharing", "profile", "group_layout", "rank_order")
+
+
 def options_from_args(args) -> EstimateOptions:
-    """The estimate options the flags describe (whole numbers checked here, the rest by the options)."""
+    """The estimate options the flags describe: only the flags given; every other option keeps the default
+    :class:`EstimateOptions` declares (whole numbers checked here, the rest by the options)."""
     if args.gpus is not None and args.ranks is not None:
         raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
-    return EstimateOptions.from_kwargs(
-        gpus=_int(args.gpus, "--gpus") if args.gpus is not None else None,
-        ranks=parse_ranks(args.ranks) if args.ranks is not None else None,
-        placement=args.placement or "packed", rail=_int(args.rail or "0", "--rail"), algorithm=args.algorithm or "auto",
-        choose=args.choose or "fastest", protocol=args.protocol,
-        channels=_int(args.channels, "--channels") if args.channels is not None else None,
-        ecmp=args.ecmp or "ideal", subflows=_int(args.subflows, "--subflows"), sharing=args.sharing or "equal",
-        profile=args.profile,
-        pxn=False if args.no_pxn else None, chunks=_int(args.chunks, "--chunks") if args.chunks is not None else None,
-        stages=_int(args.stages or "2", "--stages"), groups=_int(args.groups or "1", "--groups"),
-        group_layout=args.group_layout or "strided", rank_order=args.rank_order or "nccl")
+    given = {k: _int(getattr(args, k), FLAGS[k]) for k in _WHOLE if getattr(args, k) is not None}
+    given.update({k: getattr(args, k) for k in _NAMES if getattr(args, k) is not None})
+    if args.ranks is not None:
+        given["ranks"] = parse_ranks(args.ranks)
+    if args.no_pxn:
+        given["pxn"] = False
+    return EstimateOptions.from_kwargs(**given)
 
 
 def run(args) -> int:
@@ -219,13 +243,8 @@ def render(r: EstimateResult) -> str:
 
 def _run_mix(args) -> int:
     settings, members = load_traffic(args.traffic)
-    flags = {"collective": "--collective", "size": "--size", "minbytes": "-b", "maxbytes": "-e",
-             "stepfactor": "-f", "gpus": "--gpus", "ranks": "--ranks", "rank_order": "--rank-order",
-             "placement": "--placement", "rail": "--rail", "groups": "--groups", "group_layout": "--group-layout",
-             "algorithm": "--algorithm", "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks",
-             "stages": "--stages"}
-    for attr, flag in flags.items():
-        if getattr(args, attr) is not None:
+    for flag in (FLAGS[k] for k in MEMBER_OPTIONS):
+        if getattr(args, _dest(flag)) is not None:
             raise TopoError("collectives, sizes, placements and algorithms of a traffic mix are set per member in "
                             "its file", key=flag)
     if args.detail:
@@ -233,7 +252,7 @@ def _run_mix(args) -> int:
     fabric = fabric_from_args(args)
     sharing = args.sharing or settings["sharing"]
     ecmp = args.ecmp or settings["ecmp"]
-    subflows = _int(args.subflows, "--subflows") if args.subflows != "1" else settings["subflows"]
+    subflows = _int(args.subflows, "--subflows") if args.subflows is not None else settings["subflows"]
     EstimateOptions.from_kwargs(ecmp=ecmp, subflows=subflows, sharing=sharing)  # the flags' own errors, as flags
     try:
         result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows,

@@ -15,8 +15,8 @@ __all__ = ["main", "build_parser"]
 COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate, sweep]
 
 
-# library option names -> the flag that sets them on every command that has it
-_SHARED_FLAGS = {"fail": "--fail"}
+# library option names -> the flag that sets them on every command that has it (from the one flag map)
+_SHARED_FLAGS = {k: estimate.FLAGS[k] for k in ("fail",)}
 
 
 class _Parser(argparse.ArgumentParser):

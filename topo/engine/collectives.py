@@ -58,7 +58,21 @@ def _key(name: str) -> str:
 
 
 def normalize_collective(name: str) -> str:
-    """``all-reduce``, ``allreduce``, ``all_reduce`` -> ``all_reduce``; unknown names raise TopoError."""
+    """``all-reduce``, ``allreduce``, ``all_reduce`` -> ``all_reduce``.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TopoError
+        An unknown name (keyed ``collective``).
+    """
     k = _key(name)
     k = _ALIASES.get(k.replace("_", ""), _ALIASES.get(k, k))
     if k not in COLLECTIVES:
@@ -68,7 +82,21 @@ def normalize_collective(name: str) -> str:
 
 
 def normalize_algorithm(collective: str, name: str) -> str:
-    """Check ``name`` is an algorithm of ``collective`` (or ``auto``)."""
+    """Check ``name`` is an algorithm of ``collective`` (or ``auto``), as its canonical name.
+
+    Parameters
+    ----------
+    collective, name : str
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TopoError
+        An unknown algorithm for the collective (keyed ``algorithm``).
+    """
     k = _key(name)
     if k in ("auto", "nccl"):
         return "auto"
@@ -82,12 +110,21 @@ def normalize_algorithm(collective: str, name: str) -> str:
 
 
 def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
-    """What an ``algorithm`` option asks for: ``(label, candidates)``.
+    """What an ``algorithm`` option asks for.
 
     ``auto`` chooses among NCCL's algorithms of the collective; one name runs that algorithm; a comma list
     (``ring,tree``) chooses among those, and ``^`` before it (``^nvls,nvls_tree``) among NCCL's algorithms but
-    those, as NCCL_ALGO reads them (NCCL_NVLS_ENABLE=0 is ``^nvls,nvls_tree``). The label is what the result
-    reports: ``auto``, the algorithm, or the normalised list.
+    those, as NCCL_ALGO reads them (NCCL_NVLS_ENABLE=0 is ``^nvls,nvls_tree``).
+
+    Parameters
+    ----------
+    collective, name : str
+
+    Returns
+    -------
+    label : str
+        What the result reports: ``auto``, the algorithm, or the normalised list.
+    candidates : list of str
     """
     text = name.strip()
     if "," not in text and not text.startswith("^"):
@@ -109,7 +146,18 @@ def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
 
 
 def busbw_factor(collective: str, num_ranks: int) -> float:
-    """nccl-tests' bus-bandwidth factor for ``collective`` on ``num_ranks`` ranks."""
+    """nccl-tests' bus-bandwidth factor (PERFORMANCE.md): ``2(p-1)/p`` for all-reduce, ``(p-1)/p`` for
+    all-gather, reduce-scatter and all-to-all, 1 otherwise.
+
+    Parameters
+    ----------
+    collective : str
+    num_ranks : int
+
+    Returns
+    -------
+    float
+    """
     n = num_ranks
     if collective == "all_reduce":
         return 2 * (n - 1) / n

@@ -35,6 +35,14 @@ SHARING_MODES = ("equal", "maxmin")
 def check_sharing(sharing: str) -> str:
     """``sharing`` if it is one of :data:`SHARING_MODES`.
 
+    Parameters
+    ----------
+    sharing : str
+
+    Returns
+    -------
+    str
+
     Raises
     ------
     TopoError

@@ -24,7 +24,7 @@ __all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps"
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
-    """Latency of a schedule under ``profile`` with protocol ``proto``, NCCL's formulas (tuning.cc):
+    """Latency of a schedule under ``profile`` with protocol ``proto``, by NCCL's formulas (tuning.cc).
 
     - ring: base + (steps inside domains) * max(NVLink hop, network overhead if the ring leaves the domain)
       + (steps between domains) * network hop
@@ -34,9 +34,24 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     - collnet (SHARP): base + NVLink hops + one CollNet network latency
     - p2p (textbook steps, sendrecv, all-to-all): base + hops + network overhead per network step
       + per-peer message overhead
+
     plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. In an NVLink domain that
-    spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's
-    ``mnnvl_hop_extra_s`` more, and the collective ``mnnvl_extra_s`` more once.
+    spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's ``mnnvl_hop_extra_s``
+    more, and the collective ``mnnvl_extra_s`` more once.
+
+    Parameters
+    ----------
+    c : LatencyCounts
+    routed_s : float
+        Routed switch and NIC latencies of the critical path.
+    profile : Profile
+    proto : str
+        LL, LL128 or Simple.
+
+    Returns
+    -------
+    float
+        Seconds.
     """
     f = c.family
     base = profile.base(f, proto)
@@ -66,7 +81,19 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
 
 
 def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
-    """Bytes/s of every resource a collective can use: line rate x the profile's efficiency for its class."""
+    """Bytes/s of every resource a collective can use: line rate x the profile's efficiency for its class
+    (NVLink, PCIe, network).
+
+    Parameters
+    ----------
+    router : Router
+    profile : Profile
+
+    Returns
+    -------
+    numpy.ndarray
+        One value per resource id.
+    """
     lvl = router.level
     eff = np.where(lvl == 0, profile.nvlink_efficiency, np.where(lvl == 1, profile.pcie_efficiency,
                                                                  profile.network_efficiency))
@@ -75,7 +102,20 @@ def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
 
 @dataclass
 class Costed:
-    """A routed schedule's bandwidth part, per byte of message, and where it is bound."""
+    """A routed schedule's bandwidth part, per byte of message, and where it is bound.
+
+    Attributes
+    ----------
+    loads : ScheduleLoads
+    seconds_per_byte : float
+        Bandwidth part per byte of message, before the protocol's efficiency.
+    bottleneck_res : int
+        The resource of the phase that takes longest (-1: none).
+    bottleneck_bytes_per_byte : float
+        Bytes on the bottleneck resource per message byte (whole collective).
+    phase_info : list of dict
+        Per phase: label, flows, repeat, seconds per byte, bottleneck.
+    """
 
     loads: ScheduleLoads
     seconds_per_byte: float  # bandwidth part per byte, before the protocol's efficiency
@@ -85,11 +125,28 @@ class Costed:
 
     @property
     def schedule(self):
+        """The schedule these loads route."""
         return self.loads.schedule
 
 
 def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray, sharing: str) -> Costed:
-    """Drain time per byte of every phase (the phase that takes longest names the bottleneck)."""
+    """Drain time per byte of message of every phase, summed over phases and repeats.
+
+    Each phase lasts as :func:`topo.engine.contention.drain_time` says under ``sharing``; the phase that takes
+    longest names the bottleneck.
+
+    Parameters
+    ----------
+    loads : ScheduleLoads
+    router : Router
+    capacity_Bps : numpy.ndarray
+        Usable capacity per resource (:func:`usable_capacity`).
+    sharing : {"equal", "maxmin"}
+
+    Returns
+    -------
+    Costed
+    """
     total = 0.0
     worst, r_worst = -1.0, -1
     info = []
@@ -115,10 +172,27 @@ def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray
 
 def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
              seconds_per_byte: float | None = None) -> float:
-    """Steady algorithm bandwidth (bytes of message per second): the routed bottleneck at the protocol's
-    efficiency, or NCCL's cap on the protocol's bus bandwidth (scaled to the schedule's channels), whichever is
-    lower. ``seconds_per_byte`` replaces the routed bottleneck's (NCCL's tuner prices a tree with the ring's
-    network bandwidth beyond two nodes, :mod:`topo.tuner`)."""
+    """Steady algorithm bandwidth (bytes of message per second).
+
+    The routed bottleneck at the protocol's efficiency, or NCCL's cap on the protocol's bus bandwidth turned into
+    an algorithm bandwidth as tuning.cc does (x 0.5 for a tree, x p / steps for a ring; scaled to the schedule's
+    pinned channels), whichever is lower; for send/receive between nodes also NCCL's p2p channels per peer.
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    proto : str
+    collective : str
+    num_ranks, num_domains : int
+    seconds_per_byte : float, optional
+        Replaces the routed bottleneck's (NCCL's tuner prices a tree with the ring's network bandwidth beyond two
+        nodes, :mod:`topo.engine.tuner`).
+
+    Returns
+    -------
+    float
+    """
     sched = c.schedule
     fam = sched.family
     D = num_domains
@@ -143,12 +217,30 @@ def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
 
 def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
                   num_domains: int):
-    """``(time_s, protocol, latency_s, bandwidth_s)`` of the fastest of ``protocols`` at ``size_bytes``."""
+    """The fastest of ``protocols`` for one costed schedule at one size.
+
+    The first ``min(S, window)`` bytes go at half speed while the pipeline fills (the profile's window, scaled by
+    the schedule's ``window_scale``).
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    protocols : sequence of str
+    size_bytes : int
+    collective : str
+    num_ranks, num_domains : int
+
+    Returns
+    -------
+    tuple
+        ``(time_s, protocol, latency_s, bandwidth_s)``.
+    """
     best = None
     sched = c.schedule
     for proto in protocols:
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
-        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.profiles); the schedule
+        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the schedule
         # scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         window = profile.pipeline_window_bytes * sched.window_scale
         bw = (size_bytes + min(size_bytes, window)) / rate_Bps(

@@ -1,12 +1,12 @@
 """Estimate a collective: the one-call composition of the engine's stages.
 
-    placement -> schedule (:mod:`topo.algorithms`, no fabric) -> loads (:mod:`topo.loads`, the router)
-    -> cost (:mod:`topo.cost`, a profile) -> results (:mod:`topo.results`, plain data)
+    placement -> schedule (:mod:`topo.engine.algorithms`, no fabric) -> loads (:mod:`topo.engine.loads`, the router)
+    -> cost (:mod:`topo.engine.cost`, a profile) -> results (:mod:`topo.engine.results`, plain data)
 
 ``auto`` routes and costs NCCL's own algorithms with each protocol, and per size runs the one the routed model times
 fastest (option ``choose = "fastest"``, the default), or the algorithm NCCL's tuner picks by its own cost model
-(``choose = "nccl"``, :mod:`topo.tuner`), timed on the routed fabric.
-Options are one typed object, :class:`topo.options.EstimateOptions` (keyword arguments build it).
+(``choose = "nccl"``, :mod:`topo.engine.tuner`), timed on the routed fabric.
+Options are one typed object, :class:`topo.engine.options.EstimateOptions` (keyword arguments build it).
 """
 
 from __future__ import annotations
@@ -39,12 +39,38 @@ _TYPE_BYTES = 4  # nccl-tests' default type: float
 
 
 def default_profile(fabric: Fabric) -> Profile:
-    """The NCCL-derived profile of the fabric's GPU generation and network technology."""
+    """The NCCL-derived profile of the fabric's GPU generation and network technology.
+
+    Parameters
+    ----------
+    fabric : Fabric
+
+    Returns
+    -------
+    Profile
+    """
     return profile_for(fabric.spec.gpu_model.generation, fabric.spec.fabric.technology)
 
 
 def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
-    """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep (sizes accept 8, 64K, 1M, 16G, 1GiB)."""
+    """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep.
+
+    Parameters
+    ----------
+    min_bytes, max_bytes : int or str
+        Sizes as nccl-tests takes them (8, 64K, 1M, 16G) or with units (1GiB).
+    factor : float
+        Multiplier between sizes (> 1).
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    TopoError
+        A bad size or factor (keyed ``min_bytes``, ``max_bytes``, ``factor``).
+    """
     try:
         lo = parse_size_bytes(min_bytes)
     except UnitError as exc:
@@ -65,7 +91,17 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
 
 
 def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
-    """The placement the options describe."""
+    """The placement the options describe (``ranks``, or ``gpus`` placed as ``placement``).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    opts : EstimateOptions
+
+    Returns
+    -------
+    Placement
+    """
     if opts.ranks is not None:
         return place(fabric, gpus=opts.ranks, groups=opts.groups, group_layout=opts.group_layout,
                      order=opts.rank_order)
@@ -75,8 +111,27 @@ def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
 
 @dataclass
 class Evaluation:
-    """One collective's candidates routed and costed (size-independent): what a size sweep, a traffic mix or a
-    training step reads times from."""
+    """One collective's candidates routed and costed, size-independent: what a size sweep, a traffic mix or
+    a training step reads times from (:meth:`time`).
+
+    Attributes
+    ----------
+    collective : str
+    placement : Placement
+    profile : Profile
+    router : Router
+    costed : dict of str to Costed
+        Every candidate algorithm that can run.
+    unavailable : dict of str to str
+        The candidates that cannot, with the reason.
+    protocols : dict of str to tuple of str
+        The protocols each candidate may run.
+    choose : str
+        ``fastest`` or ``nccl`` (see :class:`EstimateOptions`).
+    sharing : str
+    protocol : str, optional
+        The protocol the options pinned.
+    """
 
     collective: str
     placement: Placement
@@ -93,9 +148,19 @@ class Evaluation:
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
 
     def with_profile(self, profile: Profile) -> Evaluation:
-        """The same routed loads costed under another profile: what a fit does at every step. The schedules
-        depend on the profile only through ``reference_ranks_per_domain`` and ``nvls_max_heads``, which must be
-        the same (else :func:`evaluate` again)."""
+        """The same routed loads costed under another profile: what a fit does at every step.
+
+        The schedules depend on the profile only through ``reference_ranks_per_domain`` and ``nvls_max_heads``,
+        which must be the same (else :func:`evaluate` again).
+
+        Parameters
+        ----------
+        profile : Profile
+
+        Returns
+        -------
+        Evaluation
+        """
         if (profile.reference_ranks_per_domain, profile.nvls_max_heads) != (
                 self.profile.reference_ranks_per_domain, self.profile.nvls_max_heads):
             raise ValueError("the schedules depend on reference_ranks_per_domain and nvls_max_heads: evaluate again")
@@ -111,9 +176,20 @@ class Evaluation:
         return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
 
     def time(self, size_bytes: int, algorithm: str | None = None):
-        """``(time_s, algorithm, protocol, latency_s, bandwidth_s)`` at ``size_bytes`` of the algorithm NCCL's
-        tuner picks (``choose = "nccl"``) or of the fastest candidate (``"fastest"``), or of ``algorithm`` when
-        given; each with the protocol the routed model times fastest."""
+        """The time at one size of the algorithm NCCL's tuner picks (``choose = "nccl"``), of the fastest
+        candidate (``"fastest"``), or of ``algorithm`` when given; each with the protocol the routed model times
+        fastest.
+
+        Parameters
+        ----------
+        size_bytes : int
+        algorithm : str, optional
+
+        Returns
+        -------
+        tuple
+            ``(time_s, algorithm, protocol, latency_s, bandwidth_s)``.
+        """
         if algorithm is None and self.choose == "nccl" and len(self.costed) > 1:
             algorithm = nccl_choice(self.costed, self.protocols, self.profile, size_bytes, self.collective,
                                     self.placement.num_ranks, self.num_domains).algorithm
@@ -129,7 +205,20 @@ class Evaluation:
 
     def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
                    bandwidth_s: float) -> Bottleneck | None:
-        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes`` (see :class:`Bottleneck`)."""
+        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes``.
+
+        Parameters
+        ----------
+        size_bytes : int
+        algorithm : str
+        time_s, latency_s, bandwidth_s : float
+            The algorithm's time at that size and its parts (from :meth:`time`).
+
+        Returns
+        -------
+        Bottleneck or None
+            None when no link carries bytes.
+        """
         c = self.costed[algorithm]
         r = c.bottleneck_res
         if r < 0:
@@ -143,7 +232,17 @@ class Evaluation:
                           bound="latency" if latency_s > bandwidth_s else "bandwidth")
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
-        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``."""
+        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.
+
+        Parameters
+        ----------
+        size_bytes : int
+        algorithm : str
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return self.router.real_link_loads(self.costed[algorithm].loads.total()) * size_bytes
 
 
@@ -161,7 +260,30 @@ def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, 
 
 def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = None, router: Router | None = None,
              **kwargs) -> Evaluation:
-    """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet)."""
+    """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    collective : str
+        nccl-tests names (hyphens accepted).
+    options : EstimateOptions, optional
+    router : Router, optional
+        A router to share (a traffic mix's members share one); default a new one for the options' ECMP and PXN.
+    **kwargs
+        Fields of :class:`EstimateOptions`, replacing those of ``options``.
+
+    Returns
+    -------
+    Evaluation
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        The one algorithm asked for cannot run here (:class:`ProtocolUnavailable`: not with the pinned protocol).
+    TopoError
+        No candidate can run, or a bad option (keyed by the option's name).
+    """
     opts = EstimateOptions.from_kwargs(options, **kwargs)
     coll = normalize_collective(collective)
     asked, candidates = algorithm_candidates(coll, opts.algorithm)
@@ -229,8 +351,14 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     sizes : int, str or iterable
         Message sizes as nccl-tests counts them (bytes, or "64K", "1GiB").
     options : EstimateOptions, optional
-        How to run it (see :class:`topo.options.EstimateOptions`); keyword arguments (``gpus=64``,
+        How to run it (see :class:`topo.engine.options.EstimateOptions`); keyword arguments (``gpus=64``,
         ``algorithm="ring"``, ...) replace its fields.
+
+    Returns
+    -------
+    EstimateResult
+        One :class:`~topo.engine.results.SizeResult` per size (``.results``): time, algbw, busbw, the algorithm
+        and protocol, the latency and bandwidth parts, the bottleneck; plain, picklable data.
 
     Raises
     ------
@@ -283,6 +411,17 @@ def _sizes(sizes) -> list[int]:
 
 
 def choose_profile(fabric: Fabric, profile) -> Profile:
-    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name, the
-    path of a profile file (as ``topo calibrate`` writes), or a Profile (:func:`topo.profiles.resolve_profile`)."""
+    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name,
+    the path of a profile file (as ``topo calibrate`` writes), or a Profile
+    (:func:`topo.engine.profiles.resolve_profile`).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    profile : str, Path, Profile or None
+
+    Returns
+    -------
+    Profile
+    """
     return resolve_profile(profile, fabric)

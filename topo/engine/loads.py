@@ -1,11 +1,11 @@
 """Loads: a schedule put on the fabric. The second of the engine's stages (schedule -> loads -> cost).
 
 :func:`load_schedule` asks the router (the only owner of link and resource ids) to route every part of every
-phase of a :class:`~topo.schedule.Schedule`, and keeps, per phase, the bytes on each resource per byte of message
+phase of a :class:`~topo.engine.schedule.Schedule`, and keeps, per phase, the bytes on each resource per byte of message
 (one repetition). Loads of different schedules live in the same resource space and can be added
-(:func:`total_loads`), which is how concurrent collectives share links (:mod:`topo.traffic`). The routed
+(:func:`total_loads`), which is how concurrent collectives share links (:mod:`topo.engine.traffic`). The routed
 switch and NIC latencies of the critical path are read off the routed parts as the schedule's
-:class:`~topo.schedule.LatencyTerm` s say.
+:class:`~topo.engine.schedule.LatencyTerm` s say.
 
 Every flow is kept only when a contention model needs them (max-min sharing); otherwise only the summed loads.
 """
@@ -24,7 +24,20 @@ __all__ = ["PhaseLoads", "ScheduleLoads", "load_schedule", "total_loads"]
 
 @dataclass
 class PhaseLoads:
-    """One phase on the fabric: bytes on each resource ``res`` per byte of message, for one repetition."""
+    """One phase on the fabric: bytes on each resource per byte of message, for one repetition.
+
+    Attributes
+    ----------
+    label : str
+    repeat : float
+    num_flows : int
+    res : numpy.ndarray
+        Resource ids that carry bytes.
+    bytes : numpy.ndarray
+        Bytes on each of ``res`` per byte of message.
+    routed : Routed, optional
+        Every flow, kept only for max-min sharing.
+    """
 
     label: str
     repeat: float
@@ -36,18 +49,51 @@ class PhaseLoads:
 
 @dataclass
 class ScheduleLoads:
+    """A schedule put on the fabric: the second of the engine's stages.
+
+    Attributes
+    ----------
+    schedule : Schedule
+    phases : list of PhaseLoads
+    routed_latency_s : float
+        Switch and NIC latencies along the critical path.
+    num_res : int
+        Size of the router's resource space.
+    """
+
     schedule: Schedule
     phases: list[PhaseLoads]
     routed_latency_s: float  # switch and NIC latencies along the critical path
     num_res: int
 
     def total(self) -> np.ndarray:
-        """Bytes on every resource per byte of message over the whole collective (all phases and repeats)."""
+        """Bytes on every resource per byte of message over the whole collective (all phases and repeats).
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per resource id.
+        """
         return total_loads([self])
 
 
 def total_loads(loads: list[ScheduleLoads], weights=None) -> np.ndarray:
-    """Sum of several schedules' loads (each scaled by its weight, e.g. its message size), dense per resource."""
+    """Sum of several schedules' loads, each scaled by its weight (e.g. its message size).
+
+    Loads of different schedules on one router share its resource space, so concurrent collectives add up.
+
+    Parameters
+    ----------
+    loads : list of ScheduleLoads
+        On the same router.
+    weights : sequence of float, optional
+        One per schedule (default 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        Bytes per resource id.
+    """
     n = loads[0].num_res
     out = np.zeros(n)
     for k, sl in enumerate(loads):
@@ -99,7 +145,22 @@ def _route_in_chunks(router: Router, t: Transfers, loads: np.ndarray) -> Routed:
 
 
 def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) -> ScheduleLoads:
-    """Route every phase of ``schedule``; keep every flow only when ``keep_flows`` (max-min sharing)."""
+    """Route every phase of ``schedule`` on the router's fabric.
+
+    Parameters
+    ----------
+    router : Router
+        The only owner of link and resource ids.
+    schedule : Schedule
+    keep_flows : bool
+        Keep every flow (max-min sharing needs them); otherwise only the summed loads.
+
+    Returns
+    -------
+    ScheduleLoads
+        Per phase, bytes per resource per byte of message; the routed latency of the critical path. Notes the
+        router adds are appended to ``schedule.notes``.
+    """
     phases: list[PhaseLoads] = []
     latency = 0.0
     terms_by_phase: dict[int, list[LatencyTerm]] = {}

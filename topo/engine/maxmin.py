@@ -59,19 +59,34 @@ class FlowClasses:
 
     @property
     def num_classes(self) -> int:
+        """Number of classes."""
         return int(self.size_bytes.size)
 
     @property
     def num_flows(self) -> int:
+        """Number of member flows over all classes."""
         return int(self.members.sum())
 
     @property
     def num_templates(self) -> int:
+        """Number of templates (0 without)."""
         return 0 if self.t_id is None or self.t_id.size == 0 else int(self.t_id.max()) + 1
 
     @staticmethod
     def single(res, flow, weight, flow_bytes) -> "FlowClasses":
-        """One class per flow: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
+        """One class per flow.
+
+        Parameters
+        ----------
+        res, flow, weight : numpy.ndarray
+            Entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on resource ``res[i]``.
+        flow_bytes : numpy.ndarray
+            Bytes of each flow.
+
+        Returns
+        -------
+        FlowClasses
+        """
         size = np.asarray(flow_bytes, dtype=float)
         a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
         return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int32),
@@ -79,6 +94,16 @@ class FlowClasses:
 
     @staticmethod
     def concat(parts: list["FlowClasses"]) -> "FlowClasses":
+        """Classes of several sets side by side (class and template ids renumbered).
+
+        Parameters
+        ----------
+        parts : list of FlowClasses
+
+        Returns
+        -------
+        FlowClasses
+        """
         parts = [p for p in parts if p.num_classes]
         if len(parts) == 1:
             return parts[0]

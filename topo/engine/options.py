@@ -1,7 +1,8 @@
 """The options of an estimate, as one typed, validated object.
 
 Every field is documented with its default and where the default comes from. Errors name the field (``gpus``,
-``chunks``), never a command-line flag: the CLI maps field names to its flags (:data:`topo.cli.estimate.FLAGS`).
+``chunks``), never a command-line flag: the CLI maps field names to its flags (:data:`topo.cli.estimate.FLAGS`)
+and takes its flags' defaults (:meth:`EstimateOptions.default`) and choices (:data:`CHOICES`) from here.
 """
 
 from __future__ import annotations
@@ -17,9 +18,19 @@ from .contention import SHARING_MODES
 from .placement import PLACEMENTS
 from .route import ECMP_MODES
 
-__all__ = ["EstimateOptions", "PROTOCOL_NAMES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS"]
+__all__ = ["EstimateOptions", "PROTOCOL_NAMES", "CHOICES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS"]
 
 PROTOCOL_NAMES = ("LL", "LL128", "Simple")
+# the allowed values of every option that takes a name: declared here once (the CLI's choices come from here)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "placement": tuple(p for p in PLACEMENTS if p != "list"),  # "list": what explicit ``ranks`` make
+    "group_layout": ("strided", "blocked"),
+    "rank_order": ("nccl", "given"),
+    "choose": ("fastest", "nccl"),
+    "protocol": PROTOCOL_NAMES,
+    "ecmp": tuple(ECMP_MODES),
+    "sharing": tuple(SHARING_MODES),
+}
 MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
 MAX_CHUNKS = 1_000_000
 MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
@@ -35,10 +46,10 @@ class EstimateOptions:
     Algorithm: ``algorithm`` (auto: NCCL's algorithms for the collective, one per size), ``choose`` (how auto
     picks: ``fastest``, the one the routed model times fastest (the default: it scores as well as ``nccl`` on
     the measurements, benchmarks/RESULTS.md); ``nccl``, the one NCCL's tuner rates fastest by its own cost model
-    (:mod:`topo.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
-    Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS pin it; default: one per
-    NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast; default: streaming, as NCCL),
-    ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
+    (:mod:`topo.engine.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
+    Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS
+    pin it; default: one per NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast;
+    default: streaming, as NCCL), ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
     Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``sharing`` (equal or
     maxmin), ``pxn`` (cross-rail data over NVLink first; default: on in rail fabrics), ``profile`` (nccl, ideal,
     a profile name or object).
@@ -64,8 +75,41 @@ class EstimateOptions:
     profile: Any = None
 
     @classmethod
+    def default(cls, name: str):
+        """The default of option ``name`` (what an omitted keyword or command-line flag means).
+
+        Parameters
+        ----------
+        name : str
+            A field of :class:`EstimateOptions`.
+
+        Returns
+        -------
+        object
+            The field's default value.
+        """
+        return cls.__dataclass_fields__[name].default
+
+    @classmethod
     def from_kwargs(cls, options: "EstimateOptions | None" = None, **kwargs) -> "EstimateOptions":
-        """``options`` with ``kwargs`` replacing fields; an unknown name is an error that lists the allowed."""
+        """``options`` with ``kwargs`` replacing fields, validated.
+
+        Parameters
+        ----------
+        options : EstimateOptions, optional
+            The base (default: every field's default).
+        **kwargs
+            Field values.
+
+        Returns
+        -------
+        EstimateOptions
+
+        Raises
+        ------
+        TopoError
+            An unknown name (listing the allowed) or a bad value (keyed by the field).
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         bad = sorted(set(kwargs) - names)
         if bad:
@@ -74,7 +118,18 @@ class EstimateOptions:
         return dataclasses.replace(base, **kwargs).validated()
 
     def validated(self) -> "EstimateOptions":
-        """Check every field; raises TopoError naming the field, the value and what is allowed."""
+        """Check every field.
+
+        Returns
+        -------
+        EstimateOptions
+            ``self``, or a copy with the protocol's name in its canonical case.
+
+        Raises
+        ------
+        TopoError
+            Naming the field, the value and what is allowed.
+        """
         _whole(self.gpus, "gpus", 1, allow_none=True)
         _whole(self.rail, "rail", 0)
         _whole(self.groups, "groups", 1)
@@ -83,19 +138,19 @@ class EstimateOptions:
                "; more sub-flows than that is ideal ECMP to well under 1%: use ecmp=ideal")
         _whole(self.chunks, "chunks", 1, MAX_CHUNKS, allow_none=True)
         _whole(self.channels, "channels", 1, MAX_CHANNELS, allow_none=True)
-        _choice(self.placement, "placement", [p for p in PLACEMENTS if p != "list"] + ["list"])
-        _choice(self.group_layout, "group_layout", ("strided", "blocked"))
-        _choice(self.rank_order, "rank_order", ("nccl", "given"))
-        _choice(self.ecmp, "ecmp", ECMP_MODES, "ECMP mode")
-        _choice(self.sharing, "sharing", SHARING_MODES, "sharing model")
-        _choice(self.choose, "choose", ("nccl", "fastest"), "way to choose")
+        _choice(self.placement, "placement", CHOICES["placement"] + ("list",))
+        _choice(self.group_layout, "group_layout", CHOICES["group_layout"])
+        _choice(self.rank_order, "rank_order", CHOICES["rank_order"])
+        _choice(self.ecmp, "ecmp", CHOICES["ecmp"], "ECMP mode")
+        _choice(self.sharing, "sharing", CHOICES["sharing"], "sharing model")
+        _choice(self.choose, "choose", CHOICES["choose"], "way to choose")
         if self.subflows > 1 and self.ecmp != "hash":
             raise TopoError(f"{self.subflows} sub-flows split a hashed flow, and ecmp is {self.ecmp!r}: they would "
                             "change nothing; give ecmp=hash, or subflows=1", key="subflows")
         if self.protocol is not None:
-            p = {x.lower(): x for x in PROTOCOL_NAMES}.get(str(self.protocol).lower())
+            p = {x.lower(): x for x in CHOICES["protocol"]}.get(str(self.protocol).lower())
             if p is None:
-                raise TopoError(f"unknown protocol {self.protocol!r}; allowed: {', '.join(PROTOCOL_NAMES)}",
+                raise TopoError(f"unknown protocol {self.protocol!r}; allowed: {', '.join(CHOICES['protocol'])}",
                                 key="protocol")
             if p != self.protocol:
                 return dataclasses.replace(self, protocol=p)

@@ -59,7 +59,8 @@ PARAMETERS: dict[str, Spec] = {
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
     "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,
-                            doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; topo.tuner)"),
+                            doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; "
+                            "topo.engine.tuner)"),
     "ring_plateau_latency_factor": Spec("nccl", "scalar", 1.0, 10.0, optional=True,
                                         doc="NCCL's tuner: ring/Simple all-reduce latency x factor across nodes"),
     "ring_plateau_min_bytes_per_rank": Spec("nccl", "scalar", 0.0, 2.0**20, optional=True,
@@ -215,7 +216,23 @@ def _loc(err: dict) -> str:
 
 
 def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
-    """Validate a parsed TOML document (``path`` only names it in errors)."""
+    """Validate a parsed profile TOML document.
+
+    Parameters
+    ----------
+    doc : dict
+    path : str
+        Names the document in errors.
+
+    Returns
+    -------
+    ProfileFile
+
+    Raises
+    ------
+    TopoError
+        With the path and the key.
+    """
     if "profile" not in doc or not isinstance(doc["profile"], dict):
         raise _err(path, "profile", "missing the [profile] table (kind, name, description)")
     try:
@@ -266,7 +283,20 @@ def parse_profile_doc(doc: dict, path: str) -> ProfileFile:
 
 
 def load_profile_file(path: str | Path) -> ProfileFile:
-    """Read and validate one profile TOML file."""
+    """Read and validate one profile TOML file.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    ProfileFile
+
+    Raises
+    ------
+    TopoError
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -282,12 +312,23 @@ def load_profile_file(path: str | Path) -> ProfileFile:
 
 
 def bundled_dir() -> Path:
+    """The folder of the bundled profile files (``topo/data/profiles``).
+
+    Returns
+    -------
+    Path
+    """
     return data_dir("profiles")
 
 
 @lru_cache(maxsize=None)
 def bundled_files() -> dict[str, dict[str, ProfileFile]]:
-    """Every bundled file by kind and name (``{"gpu": {"hopper": ...}, ...}``), validated once."""
+    """Every bundled file by kind and name (``{"gpu": {"hopper": ...}, ...}``), validated once.
+
+    Returns
+    -------
+    dict of str to dict of str to ProfileFile
+    """
     out: dict[str, dict[str, ProfileFile]] = {k: {} for k in KINDS if k != "user"}
     root = bundled_dir()
     for kind in out:

@@ -30,7 +30,16 @@ GB = 1e9
 
 
 def node_index(num_domains: int) -> int:
-    """NCCL's tuning scale: 0 for one node, 1 for two, 2 for more."""
+    """NCCL's tuning scale: 0 for one node, 1 for two, 2 for more.
+
+    Parameters
+    ----------
+    num_domains : int
+
+    Returns
+    -------
+    int
+    """
     return 0 if num_domains <= 1 else (1 if num_domains == 2 else 2)
 
 
@@ -58,14 +67,14 @@ class Profile:
     channels: int = 16
     pipeline_window_bytes: float = 0.0
     # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
-    # NVLS pipeline window grows with the ranks (topo.algorithms.nvls); 0 = the textbook traffic, one window
+    # NVLS pipeline window grows with the ranks (topo.engine.algorithms.nvls); 0 = the textbook traffic, one window
     reference_ranks_per_domain: int = 0
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
     p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
-    # NCCL's tuner terms (topo.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
+    # NCCL's tuner terms (topo.engine.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
     # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
     # Empty / 1.0: the profile gives none (the tuner then uses none).
     tree_correction: dict = field(default_factory=dict)
@@ -79,36 +88,130 @@ class Profile:
     sources: dict = field(default_factory=dict, compare=False, repr=False)
 
     def protocols(self, family: str) -> tuple[str, ...]:
+        """The protocols the profile prices for ``family`` (LL, LL128, Simple order).
+
+        Parameters
+        ----------
+        family : str
+
+        Returns
+        -------
+        tuple of str
+        """
         return tuple(p for p in PROTOCOLS if p in self.proto_efficiency.get(family, {}))
 
     def efficiency(self, family: str, proto: str, num_domains: int = 1) -> float:
+        """Bandwidth efficiency of protocol ``proto`` for ``family``.
+
+        Parameters
+        ----------
+        family : str
+            ring, tree, nvls, nvls_tree, collnet or p2p.
+        proto : str
+            LL, LL128 or Simple.
+        num_domains : int
+            NVLink domains of the communicator (NCCL's tables differ for 1, 2 and more nodes).
+
+        Returns
+        -------
+        float
+        """
         e = self.proto_efficiency[family][proto]
         return e[node_index(num_domains)] if isinstance(e, tuple) else e
 
     def busbw_cap(self, family: str, proto: str, num_domains: int = 1) -> float:
+        """NCCL's cap on the bus bandwidth (bytes/s, at the profile's channels; inf: none).
+
+        Parameters
+        ----------
+        family : str
+            ring, tree, nvls, nvls_tree, collnet or p2p.
+        proto : str
+            LL, LL128 or Simple.
+        num_domains : int
+            NVLink domains of the communicator (NCCL's tables differ for 1, 2 and more nodes).
+
+        Returns
+        -------
+        float
+        """
         c = self.busbw_cap_Bps.get(family, {}).get(proto)
         if c is None:
             return math.inf
         return c[node_index(num_domains)] if isinstance(c, tuple) else c
 
     def base(self, family: str, proto: str) -> float:
+        """Base latency (s) of ``family`` with ``proto``.
+
+        Parameters
+        ----------
+        family : str
+            ring, tree, nvls, nvls_tree, collnet or p2p.
+        proto : str
+            LL, LL128 or Simple.
+
+        Returns
+        -------
+        float
+        """
         return self.base_latency_s.get(family, {}).get(proto, 0.0)
 
     def nv_hop(self, family: str, proto: str) -> float:
+        """Latency (s) of one NVLink hop.
+
+        Parameters
+        ----------
+        family : str
+            ring, tree, nvls, nvls_tree, collnet or p2p.
+        proto : str
+            LL, LL128 or Simple.
+
+        Returns
+        -------
+        float
+        """
         return self.nvlink_hop_s.get(family, {}).get(proto, 0.0)
 
     def net_hop(self, family: str, proto: str) -> float:
+        """Latency (s) of one network hop.
+
+        Parameters
+        ----------
+        family : str
+            ring, tree, nvls, nvls_tree, collnet or p2p.
+        proto : str
+            LL, LL128 or Simple.
+
+        Returns
+        -------
+        float
+        """
         return self.net_hop_s.get(family, {}).get(proto, 0.0)
 
     def nccl_model(self) -> "Profile":
         """This profile as NCCL's tuner prices with it: without topo's fitted latency terms (a network's
-        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras), which time the wire but are not in NCCL's model
-        (nccl #1453: NCCL's own figure on RoCE is its InfiniBand constants)."""
+        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras), which time the wire but are not in NCCL's model (nccl #1453:
+        NCCL's own figure on RoCE is its InfiniBand constants).
+
+        Returns
+        -------
+        Profile
+        """
         hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
         return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0)
 
     def overhead(self, proto: str) -> float:
-        """Per network step software overhead (NCCL: x3 for Simple)."""
+        """Per network step software overhead (NCCL: x3 for Simple).
+
+        Parameters
+        ----------
+        proto : str
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         return self.net_overhead_s * (3.0 if proto == "Simple" else 1.0)
 
 
@@ -139,6 +242,16 @@ def net_step_table(v: dict) -> dict:
     ``net_simple_extra_us`` for Simple. A ``net_latency_us`` is then added to every step, twice for Simple, as
     NCCL adds the latency a net plugin reports: ``interLat = hwLat[NET] + latencyInter`` (+ ``latencyInter``
     again for Simple's flush), NVIDIA/nccl src/graph/tuning.cc.
+
+    Parameters
+    ----------
+    v : dict
+        A network file's values.
+
+    Returns
+    -------
+    dict
+        ``{family: {protocol: microseconds}}``.
     """
     table = v["net_hop_us"]
     if "net_step_latency_us" in v:
@@ -164,7 +277,19 @@ def _file_label(path) -> str:
 
 
 def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile | None = None) -> Profile:
-    """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's source."""
+    """Build a :class:`Profile` from data files (later files and ``overrides`` win), keeping each value's
+    source.
+
+    Parameters
+    ----------
+    parts : list of ProfileFile
+    name : str
+    overrides : ProfileFile, optional
+
+    Returns
+    -------
+    Profile
+    """
     params, where = {}, {}
     for pf in parts + ([overrides] if overrides else []):
         for k, p in pf.params.items():
@@ -219,7 +344,23 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
 
 
 def profile_parts(generation: str, network: str, nccl: str | None = None) -> list[ProfileFile]:
-    """The bundled files a profile is made of: NCCL constants, GPU generation, network, topo's model terms."""
+    """The bundled files a profile is made of: NCCL constants, GPU generation, network, topo's model terms.
+
+    Parameters
+    ----------
+    generation, network : str
+    nccl : str, optional
+        NCCL version of the constants (default: the newest bundled).
+
+    Returns
+    -------
+    list of ProfileFile
+
+    Raises
+    ------
+    TopoError
+        An unknown generation, network or version, or NCCL constants older than the GPU's NVLS.
+    """
     files = bundled_files()
     if generation not in files["gpu"]:
         raise TopoError(f"no profile for GPU generation {generation!r}; known: {', '.join(GENERATIONS)}",
@@ -240,8 +381,17 @@ def profile_parts(generation: str, network: str, nccl: str | None = None) -> lis
 
 
 def network_for(generation: str, network: str) -> str:
-    """The network file a technology means on a GPU generation: a file that ``replaces`` it on that generation
-    (``efa`` on A100 is EFA v1, ``efa_v1``), else the technology's own."""
+    """The network file a technology means on a GPU generation: a file that ``replaces`` it on that
+    generation (``efa`` on A100 is EFA v1, ``efa_v1``), else the technology's own.
+
+    Parameters
+    ----------
+    generation, network : str
+
+    Returns
+    -------
+    str
+    """
     for name, pf in bundled_files()["network"].items():
         if pf.replaces == network and generation in pf.generations:
             return name
@@ -249,9 +399,21 @@ def network_for(generation: str, network: str) -> str:
 
 
 def profile_for(generation: str, network: str, nccl: str | None = None) -> Profile:
-    """The bundled profile for a GPU generation on a network technology (NCCL constants: ``nccl`` version,
-    default the newest bundled). A technology another file ``replaces`` on that generation is named as that
-    file (``ampere+efa`` is ``ampere+efa_v1``)."""
+    """The bundled profile for a GPU generation on a network technology.
+
+    A technology another file ``replaces`` on that generation is named as that file (``ampere+efa`` is
+    ``ampere+efa_v1``).
+
+    Parameters
+    ----------
+    generation, network : str
+    nccl : str, optional
+        NCCL version of the constants (default: the newest bundled).
+
+    Returns
+    -------
+    Profile
+    """
     if network in NETWORKS:
         network = network_for(generation, network)
     name = f"{generation}+{network}" + (f"@{nccl}" if nccl and nccl != _DEFAULT_NCCL else "")
@@ -259,7 +421,12 @@ def profile_for(generation: str, network: str, nccl: str | None = None) -> Profi
 
 
 def bundled_profile_names() -> list[str]:
-    """Every bundled profile name (``generation+network``; append ``@VERSION`` for other NCCL constants)."""
+    """Every bundled profile name (``generation+network``; append ``@VERSION`` for other NCCL constants).
+
+    Returns
+    -------
+    list of str
+    """
     return [f"{g}+{n}" for g in GENERATIONS for n in NETWORKS]
 
 
@@ -267,6 +434,10 @@ def ideal_profile() -> Profile:
     """The textbook machine of the closed forms: every link at its full rate, no software latency, one protocol.
 
     With it, an estimate is pure Hockney over the routed fabric: per-hop latency is the links' ``latency_s``.
+
+    Returns
+    -------
+    Profile
     """
     fams = ("ring", "tree", "nvls", "nvls_tree", "collnet", "p2p")
     return Profile(name="ideal", nvlink_efficiency=1.0, network_efficiency=1.0,
@@ -290,10 +461,25 @@ def _fabric_parts(fabric) -> tuple[str, str]:
 def resolve_profile(profile=None, fabric=None) -> Profile:
     """A :class:`Profile` from what a user names.
 
-    ``profile`` is a Profile (returned as is), ``None`` or ``"nccl"`` (the fabric's generation and network),
-    ``"ideal"``, a bundled name (``hopper+roce``, ``ampere+roce@2.7``) or the path of a profile TOML file
-    (``kind = "user"``: a bundled ``base`` and the parameters it overrides, as ``topo calibrate`` writes).
     A user file whose base is ``nccl`` takes the fabric's default profile as its base.
+
+    Parameters
+    ----------
+    profile : Profile, str, Path or None
+        A Profile (returned as is), ``None`` or ``"nccl"`` (the fabric's generation and network), ``"ideal"``, a
+        bundled name (``hopper+roce``, ``ampere+roce@2.7``) or the path of a profile TOML file (``kind = "user"``:
+        a bundled ``base`` and the parameters it overrides, as ``topo calibrate`` writes).
+    fabric : Fabric, optional
+        Needed for ``None``/``"nccl"`` and for a user file based on ``nccl``.
+
+    Returns
+    -------
+    Profile
+
+    Raises
+    ------
+    TopoError
+        Keyed ``profile``: an unknown name, a bad file.
     """
     if isinstance(profile, Profile):
         return profile

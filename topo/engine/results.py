@@ -21,11 +21,33 @@ class LinkTable:
 
     @classmethod
     def of(cls, fabric) -> "LinkTable":
+        """The links of ``fabric``.
+
+        Parameters
+        ----------
+        fabric : Fabric
+
+        Returns
+        -------
+        LinkTable
+        """
         links = fabric.links
         return cls(links["src"], links["dst"], links["level"], links["bandwidth_Bps"], tuple(fabric.level_names))
 
     def frame(self, bytes_per_direction: np.ndarray, time_s: float):
-        """Per directed link (up then down for each link): bytes and utilization over ``time_s``."""
+        """Per directed link (up then down for each link): bytes and utilization over ``time_s``.
+
+        Parameters
+        ----------
+        bytes_per_direction : numpy.ndarray
+            ``2 * links`` values, up then down for each link.
+        time_s : float
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns link, direction, src, dst, level, bandwidth_Bps, bytes, utilization.
+        """
         import pandas as pd
 
         M = self.src.size
@@ -102,7 +124,12 @@ class EstimateResult:
     links: LinkTable | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        """The document ``topo estimate --json`` prints."""
+        """The document ``topo estimate --json`` prints.
+
+        Returns
+        -------
+        dict
+        """
         return {
             "spec": self.spec,
             "collective": self.collective,
@@ -121,7 +148,12 @@ class EstimateResult:
         }
 
     def to_frame(self):
-        """One row per size: the nccl-tests columns plus algorithm, protocol, latency/bandwidth parts."""
+        """One row per size: the nccl-tests columns plus algorithm, protocol, latency/bandwidth parts.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         import pandas as pd
 
         rows = []
@@ -133,15 +165,38 @@ class EstimateResult:
         return pd.DataFrame(rows)
 
     def candidates_frame(self):
-        """Time of every algorithm considered (best protocol) per size: the curves of the report."""
+        """Time of every algorithm considered (best protocol) per size: the curves of the report.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         import pandas as pd
 
         sizes = [r.size_bytes for r in self.results]
         return pd.DataFrame({"size_bytes": sizes, **self.candidates})
 
     def link_loads(self, size_bytes: int | None = None, algorithm: str | None = None):
-        """Per directed link: bytes carried and utilization for one size (default: the largest) under the
-        chosen (or the given) algorithm, as a pandas DataFrame."""
+        """Per directed link: bytes carried and utilization for one size under the chosen (or the given)
+        algorithm.
+
+        Parameters
+        ----------
+        size_bytes : int, optional
+            One of the estimated sizes (default: the largest).
+        algorithm : str, optional
+            Default: the one chosen at that size.
+
+        Returns
+        -------
+        pandas.DataFrame
+            As :meth:`LinkTable.frame`.
+
+        Raises
+        ------
+        ValueError
+            A size that was not estimated.
+        """
         if self.links is None or not self.loads_per_byte:
             raise ValueError("this result holds no link loads")
         if size_bytes is None:
@@ -159,7 +214,19 @@ class EstimateResult:
         return frame
 
     def top_links(self, n: int = 10, size_bytes: int | None = None, names=None):
-        """The ``n`` most utilized directed links at one size (default: the largest), with node names."""
+        """The ``n`` most utilized directed links at one size (default: the largest), with node names.
+
+        Parameters
+        ----------
+        n : int
+        size_bytes : int, optional
+        names : sequence of str, optional
+            Node names (``fabric.node_names``).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         frame = self.link_loads(size_bytes)
         top = frame.nlargest(n, "utilization")
         top = top[top["bytes"] > 0].copy()
@@ -169,7 +236,17 @@ class EstimateResult:
         return top.reset_index(drop=True)
 
     def steps_frame(self, algorithm: str | None = None):
-        """Per phase of an algorithm's plan: flows, repeats, its bottleneck and its seconds per byte."""
+        """Per phase of an algorithm's plan: flows, repeats, its bottleneck and its seconds per byte.
+
+        Parameters
+        ----------
+        algorithm : str, optional
+            Default: the algorithm chosen at the largest size.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         import pandas as pd
 
         algorithm = algorithm or self.results[-1].algorithm

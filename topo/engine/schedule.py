@@ -9,8 +9,8 @@ that run one after the other; each phase is a set of concurrent *parts*, repeate
 - :class:`InSwitchReduce`: NVLS, the NVSwitch reducing and multicasting (each GPU <-> its NVLink switch);
 - :class:`InNetworkReduce`: SHARP, the switches of each rail reducing one stream per leaf.
 
-Which links each part loads is the router's business (:mod:`topo.loads`); how long the loads take, the cost
-model's (:mod:`topo.cost`). A schedule also carries its latency structure (:class:`LatencyCounts`: hop counts
+Which links each part loads is the router's business (:mod:`topo.engine.loads`); how long the loads take, the cost
+model's (:mod:`topo.engine.cost`). A schedule also carries its latency structure (:class:`LatencyCounts`: hop counts
 NCCL's formulas price) and :class:`LatencyTerm` s saying which routed paths make up the critical path, so the
 switch and NIC latencies of the fabric are added by the router, never guessed here.
 
@@ -34,7 +34,19 @@ __all__ = ["AlgorithmUnavailable", "NodeShape", "Transfers", "InSwitchReduce", "
 
 @dataclass(frozen=True)
 class NodeShape:
-    """What an algorithm may know of the hardware: how GPUs, NVLink domains and NICs group, and NVLS."""
+    """What an algorithm may know of the hardware: how GPUs, NVLink domains and NICs group, and NVLS.
+
+    Attributes
+    ----------
+    gpus_per_domain : int
+        GPUs in one NVLink domain (8 in an HGX server, 72 in an NVL72 rack).
+    gpus_per_server : int
+        GPUs in one server (a domain holds one or several servers).
+    nics_per_server : int
+        Scale-out NICs in one server.
+    nvls : bool
+        The NVLink switches reduce in the switch (NVLS, Hopper and newer).
+    """
 
     gpus_per_domain: int
     gpus_per_server: int
@@ -43,6 +55,16 @@ class NodeShape:
 
     @classmethod
     def of(cls, fabric) -> "NodeShape":
+        """The shape of ``fabric``'s nodes.
+
+        Parameters
+        ----------
+        fabric : Fabric
+
+        Returns
+        -------
+        NodeShape
+        """
         L = fabric.layout
         return cls(L.gpus_per_domain, L.gpus_per_server, L.nics_per_server, bool(fabric.spec.nvls))
 
@@ -52,13 +74,34 @@ class NodeShape:
         return max(1, self.nics_per_server // self.gpus_per_server)
 
     def spans_servers(self, ranks) -> bool:
-        """True when ranks of one NVLink domain sit on several servers (multi-node NVLink, an NVL72 rack's trays):
-        servers nest in domains, so there are then more servers than domains among ``ranks``."""
+        """True when ranks of one NVLink domain sit on several servers (multi-node NVLink, an NVL72 rack's
+        trays): servers nest in domains, so there are then more servers than domains among ``ranks``.
+
+        Parameters
+        ----------
+        ranks : array_like of int
+            GPU ids.
+
+        Returns
+        -------
+        bool
+        """
         ranks = np.asarray(ranks)
         return bool(np.unique(ranks // self.gpus_per_server).size > np.unique(ranks // self.gpus_per_domain).size)
 
     def nic_of(self, gpus) -> np.ndarray:
-        """The (first) NIC beside each GPU, as a global NIC index (as :meth:`topo.fabric.Fabric.gpu_nic`)."""
+        """The (first) NIC beside each GPU, as a global NIC index (as :meth:`topo.fabric.fabric.Fabric.gpu_nic`).
+
+        Parameters
+        ----------
+        gpus : array_like of int
+            GPU ids.
+
+        Returns
+        -------
+        numpy.ndarray
+            NIC ids, one per GPU.
+        """
         gpus = np.asarray(gpus)
         server, local = gpus // self.gpus_per_server, gpus % self.gpus_per_server
         N, g = self.nics_per_server, self.gpus_per_server
@@ -66,17 +109,37 @@ class NodeShape:
 
 
 def is_network(shape: NodeShape, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """True where a transfer leaves its NVLink domain."""
+    """True where a transfer leaves its NVLink domain.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    src, dst : numpy.ndarray
+        GPU ids of the transfers' ends.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
     return (np.asarray(src) // shape.gpus_per_domain) != (np.asarray(dst) // shape.gpus_per_domain)
 
 
 @dataclass(frozen=True)
 class Transfers:
-    """Transfers ``src[i] -> dst[i]`` (GPU ids) of ``per_msg_byte`` bytes per byte of
-    message (scalar or per transfer).
+    """Rank-to-rank transfers ``src[i] -> dst[i]`` (GPU ids), all at once.
 
-    ``choice`` picks one of a GPU's NICs (the channel); ``split_nics`` spreads each transfer evenly over the
-    destination GPU's NICs instead (point-to-point traffic on servers with several NICs per GPU)."""
+    Attributes
+    ----------
+    src, dst : numpy.ndarray
+        GPU ids.
+    per_msg_byte : float or numpy.ndarray
+        Bytes moved per byte of message (scalar, or one per transfer): every load scales with the message size.
+    choice : numpy.ndarray, optional
+        Which of a GPU's NICs each transfer leaves by (NCCL's channel).
+    split_nics : bool
+        Spread each transfer evenly over the destination GPU's NICs instead (point-to-point traffic on servers
+        with several NICs per GPU).
+    """
 
     src: np.ndarray
     dst: np.ndarray
@@ -86,29 +149,60 @@ class Transfers:
 
     @property
     def num_flows(self) -> int:
+        """Number of transfers."""
         return int(np.asarray(self.src).size)
 
 
 @dataclass(frozen=True)
 class AllPairs:
-    """A uniform all-to-all: in every communicator (row of ``groups``, GPU ids) each rank sends ``per_msg_byte``
-    (bytes per byte of message) to each other rank, spread over the destination GPU's NICs. The router may load it
-    from the fabric's structure or enumerate its pairs in chunks (:meth:`transfers`)."""
+    """A uniform all-to-all: in every communicator each rank sends the same amount to each other rank.
+
+    The router may load it from the fabric's structure (counts per domain, rail, leaf) or enumerate its pairs in
+    chunks (:meth:`transfers`).
+
+    Attributes
+    ----------
+    groups : numpy.ndarray
+        ``[communicators, ranks]`` GPU ids.
+    per_msg_byte : float
+        Bytes per byte of message each rank sends to each other rank, spread over the destination GPU's NICs.
+    """
 
     groups: np.ndarray
     per_msg_byte: float
 
     @property
     def num_flows(self) -> int:
+        """Ordered pairs of distinct ranks over all communicators."""
         G, p = self.groups.shape
         return int(G * p * (p - 1))
 
     def network(self, shape: NodeShape) -> bool:
+        """Whether any communicator spans several NVLink domains.
+
+        Parameters
+        ----------
+        shape : NodeShape
+
+        Returns
+        -------
+        bool
+        """
         doms = self.groups // shape.gpus_per_domain
         return bool(np.any(doms != doms[:, :1]))
 
     def transfers(self, max_flows: int = 1_000_000) -> Iterator[Transfers]:
-        """Every ordered pair of distinct ranks of every communicator, in chunks of about ``max_flows``."""
+        """Every ordered pair of distinct ranks of every communicator, in chunks of about ``max_flows``.
+
+        Parameters
+        ----------
+        max_flows : int
+            Transfers per chunk (about).
+
+        Yields
+        ------
+        Transfers
+        """
         G, p = self.groups.shape
         rows = max(1, max_flows // max(1, p - 1))  # (communicator, source rank) rows per chunk
         pairs = np.arange(G * p)
@@ -124,22 +218,40 @@ class AllPairs:
 
 @dataclass(frozen=True)
 class InSwitchReduce:
-    """NVLS: every GPU in ``gpus`` exchanges ``per_msg_byte`` (bytes per byte of message) each way with its NVLink
-    switch."""
+    """NVLS: every GPU exchanges data each way with its NVLink switch, which reduces and multicasts.
+
+    Attributes
+    ----------
+    gpus : numpy.ndarray
+        GPU ids.
+    per_msg_byte : float
+        Bytes per byte of message each way.
+    """
 
     gpus: np.ndarray
     per_msg_byte: float
 
     @property
     def num_flows(self) -> int:
+        """Number of GPUs (one flow each)."""
         return int(self.gpus.size)
 
 
 @dataclass(frozen=True)
 class InNetworkReduce:
-    """SHARP: every GPU in ``gpus`` sends ``per_msg_byte`` (bytes per byte of message) up its NIC into its rail's
-    switch reduction tree and gets the result back; ``communicator[i]`` says which communicator GPU ``i`` belongs to
-    (trees are per communicator). Above the leaf each (communicator, leaf, rail) sends one reduced stream."""
+    """SHARP: every GPU sends up its NIC into its rail's switch reduction tree and gets the result back.
+
+    Trees are per communicator; above the leaf each (communicator, leaf, rail) sends one reduced stream.
+
+    Attributes
+    ----------
+    gpus : numpy.ndarray
+        GPU ids.
+    communicator : numpy.ndarray
+        The communicator of each GPU of ``gpus``.
+    per_msg_byte : float
+        Bytes per byte of message each GPU sends (and receives).
+    """
 
     gpus: np.ndarray
     communicator: np.ndarray
@@ -147,23 +259,55 @@ class InNetworkReduce:
 
     @property
     def num_flows(self) -> int:
+        """Number of GPUs (one flow each)."""
         return int(self.gpus.size)
 
 
 @dataclass
 class SchedulePhase:
+    """Parts that run at once, repeated ``repeat`` times one after the other.
+
+    Attributes
+    ----------
+    parts : list
+        :class:`Transfers`, :class:`AllPairs`, :class:`InSwitchReduce` or :class:`InNetworkReduce`.
+    repeat : float
+        Repetitions in sequence (a ring's ``p - 1`` steps are one phase repeated).
+    label : str
+        What the phase is, for ``--detail`` and :meth:`topo.engine.results.EstimateResult.steps_frame`.
+    """
+
     parts: list
     repeat: float = 1.0
     label: str = ""
 
     @property
     def num_flows(self) -> int:
+        """Flows of all parts (one repetition)."""
         return int(sum(p.num_flows for p in self.parts))
 
 
 @dataclass
 class LatencyCounts:
-    """The hops on an algorithm's critical path, which a profile turns into seconds (:func:`topo.cost.latency_s`).
+    """The hops on an algorithm's critical path, which a profile turns into seconds
+    (:func:`topo.engine.cost.latency_s`).
+
+    Attributes
+    ----------
+    family : str
+        ring, tree, nvls, nvls_tree, collnet or p2p: which of NCCL's formulas prices it.
+    intra_hops, inter_hops : float
+        NVLink hops and network hops.
+    multi_domain : bool
+        The communicator spans several NVLink domains.
+    peers : float
+        Remote peers messaged one by one (all-to-all).
+    one_per_domain : bool
+        One rank per domain: NCCL then prices network hops with the Tree's latency.
+    ring_allreduce : bool
+        A ring all-reduce (NCCL's model counts its network steps its own way).
+    mnnvl : bool
+        The NVLink domain spans several servers (an NVL72 rack): NVLink steps cost more.
     """
 
     family: str  # ring, tree, nvls, nvls_tree, collnet, p2p
@@ -178,10 +322,19 @@ class LatencyCounts:
 
 @dataclass(frozen=True)
 class LatencyTerm:
-    """``multiplier`` x a statistic of the routed latencies (switches, NICs) of part ``part`` of phase ``phase``.
+    """``multiplier`` x a statistic of the routed latencies (switches, NICs) of part ``part`` of phase
+    ``phase``.
 
-    ``select``: ``max`` (slowest transfer), ``max_intra`` / ``max_inter`` (slowest inside / between domains),
-    ``ring`` (a chunk's trip round one ring: the first ``first`` transfers, less the slowest edge)."""
+    Attributes
+    ----------
+    phase, part : int
+        Which routed part.
+    select : str
+        ``max`` (slowest transfer), ``max_intra`` / ``max_inter`` (slowest inside / between domains), ``ring``
+        (a chunk's trip round one ring: the first ``first`` transfers, less the slowest edge).
+    multiplier : float
+    first : int
+    """
 
     phase: int
     part: int
@@ -192,6 +345,33 @@ class LatencyTerm:
 
 @dataclass
 class Schedule:
+    """What a collective algorithm does, free of any fabric's links: the first of the engine's stages.
+
+    Attributes
+    ----------
+    algorithm : str
+        The algorithm's name (``ring``, ``tree``, ``nvls_tree``, ...).
+    family : str
+        Which of NCCL's cost formulas and profile entries price it (``ring``, ``tree``, ``nvls``, ``nvls_tree``,
+        ``collnet``, ``p2p``).
+    phases : list of SchedulePhase
+        Run one after the other.
+    latency : LatencyCounts
+        Hop counts of the critical path.
+    routed_latency : list of LatencyTerm
+        Which routed paths make up the critical path (the router adds their switch and NIC latencies).
+    notes : list of str
+        What the schedule or its routing approximated.
+    channels : int
+        NCCL channels (rings or tree pairs) the schedule runs.
+    pinned_channels : int, optional
+        Set when the user pinned the channel count (NCCL's caps scale with it).
+    window_scale : float
+        The profile's pipeline window times this (NVLS: grows with ranks and tree depth).
+    net_peer_channels : int
+        Send/receive across the network: NCCL's p2p channels per network peer (0: none).
+    """
+
     algorithm: str
     family: str
     phases: list[SchedulePhase]
@@ -205,7 +385,23 @@ class Schedule:
 
 
 def ranks_per_domain(placement, who: str) -> int:
-    """Ranks of a communicator in each NVLink domain it spans; ``who`` cannot run when that number varies."""
+    """Ranks of a communicator in each NVLink domain it spans.
+
+    Parameters
+    ----------
+    placement : Placement
+    who : str
+        The algorithm asking, for the error.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When the number varies between domains.
+    """
     g = placement.ranks_per_domain()
     if g is None:
         raise AlgorithmUnavailable(f"{who} needs the same number of ranks in every NVLink domain")
@@ -214,9 +410,24 @@ def ranks_per_domain(placement, who: str) -> int:
 
 def sequential_schedule(algorithm: str, shape: NodeShape, steps: list[tuple[Transfers, str]],
                         multi_domain: bool) -> Schedule:
-    """Distinct steps run one after the other (recursive algorithms, pairwise exchange): each step pays one hop
-    of latency, an NVLink hop if it stays inside the domains, a network hop otherwise, plus its slowest routed
-    path."""
+    """Distinct steps run one after the other (recursive algorithms, pairwise exchange).
+
+    Each step pays one hop of latency, an NVLink hop if it stays inside the domains, a network hop otherwise, plus
+    its slowest routed path.
+
+    Parameters
+    ----------
+    algorithm : str
+    shape : NodeShape
+    steps : list of (Transfers, str)
+        Each step's transfers and label.
+    multi_domain : bool
+        The communicator spans several NVLink domains.
+
+    Returns
+    -------
+    Schedule
+    """
     phases, terms, intra, inter = [], [], 0, 0
     for i, (t, label) in enumerate(steps):
         phases.append(SchedulePhase([t], 1.0, label))

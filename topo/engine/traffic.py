@@ -2,13 +2,13 @@
 
 A training step is many collectives at once: tensor-parallel all-reduces in every NVLink domain, data-parallel
 all-reduces across pods, pipeline sends between stages, expert all-to-alls. :func:`run_mix` estimates each member
-alone (:func:`topo.estimate.evaluate`, the fastest algorithm and protocol at its size), then lets all of them share
-the fabric's links from t = 0:
+alone (:func:`topo.engine.estimate.evaluate`, the fastest algorithm and protocol at its size), then lets all of
+them share the fabric's links from t = 0:
 
 - Each member is a fluid whose demand on a resource ``r`` is its average use of ``r`` when it runs alone:
   ``u_i(r) = S_i * load_i(r) / (efficiency * capacity(r) * bandwidth time alone)``, at most 1, where the
   protocol's efficiency counts its overhead bytes as wire use (the loads come from the same
-  routed schedules; :mod:`topo.loads`, which makes loads of different collectives addable). A member runs at a
+  routed schedules; :mod:`topo.engine.loads`, which makes loads of different collectives addable). A member runs at a
   speed ``x_i`` (1 = as fast as alone) such that no resource is used beyond its capacity:
   ``sum_i x_i u_i(r) <= 1``.
 - The speeds come from :mod:`topo.engine.contention`, the same interface and solver a single collective's
@@ -57,7 +57,21 @@ class Member:
     symbolic: tuple = ()  # ((option, symbol), ...) resolved on the fabric, see SYMBOLS
 
     def resolved(self, fabric: Fabric) -> EstimateOptions:
-        """The options with symbolic counts (``groups = "per_domain"``, ``stages = "pods"``) made numbers."""
+        """The options with symbolic counts (``groups = "per_domain"``, ``stages = "pods"``) made numbers.
+
+        Parameters
+        ----------
+        fabric : Fabric
+
+        Returns
+        -------
+        EstimateOptions
+
+        Raises
+        ------
+        TopoError
+            An unknown symbol, or a pod symbol on a cluster of one pod.
+        """
         if not self.symbolic:
             return self.options
         L = fabric.layout
@@ -84,6 +98,26 @@ SYMBOLS = ("per_domain", "per_server", "per_pod_position", "pods", "domains")
 
 @dataclass(frozen=True)
 class MemberResult:
+    """One member of a mix, alone and in the mix; plain data.
+
+    Attributes
+    ----------
+    name, collective : str
+    size_bytes : int
+    placement : str
+    num_groups, num_ranks : int
+    algorithm, protocol : str
+        Its fastest algorithm and protocol alone.
+    latency_s : float
+    alone_s, mix_s : float
+        Its time alone and in the mix (the latency part is the same).
+    slowdown : float
+        ``mix_s / alone_s``.
+    bottleneck_alone, bottleneck_alone_level : str or None
+    bottleneck_mix, bottleneck_mix_level : str or None
+        The resource that held it back in the mix (None: not slowed).
+    """
+
     name: str
     collective: str
     size_bytes: int
@@ -134,18 +168,35 @@ class MixResult:
     notes: list[str] = field(default_factory=list)  # what the members' estimates approximated, "member: note"
 
     def to_dict(self) -> dict:
+        """The document ``topo estimate --traffic F --json`` prints.
+
+        Returns
+        -------
+        dict
+        """
         return {"spec": self.spec, "name": self.name, "sharing": self.sharing, "ecmp": self.ecmp,
                 "profile": self.profile, "makespan_s": self.makespan_s,
                 "members": [asdict(m) for m in self.members], "contested": [asdict(c) for c in self.contested],
                 "notes": list(self.notes)}
 
     def to_frame(self):
+        """One row per member.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         import pandas as pd
 
         return pd.DataFrame([asdict(m) for m in self.members])
 
     def link_loads(self):
-        """Per directed link: the bytes all members put on it and its utilization over the mix's makespan."""
+        """Per directed link: the bytes all members put on it and its utilization over the mix's makespan.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         frame = self.links.frame(self.bytes_per_direction, self.makespan_s)
         frame.attrs.update({"time_s": self.makespan_s, "algorithm": f"mix {self.name}"})
         return frame
@@ -154,7 +205,36 @@ class MixResult:
 def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ecmp: str = "ideal",
             subflows: int = 1, pxn: bool | None = None, profile=None, name: str = "mix",
             max_contested: int = 10) -> MixResult:
-    """Estimate ``members`` alone and running at once on ``fabric`` (see the module doc)."""
+    """Estimate ``members`` alone and running at once on ``fabric`` (see the module docstring).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    members : list of Member
+        Names must differ.
+    sharing : {"equal", "maxmin"}
+        How members share an over-asked link (:mod:`topo.engine.contention`).
+    ecmp : {"ideal", "hash"}
+    subflows : int
+        Parts each hashed flow is split into.
+    pxn : bool, optional
+        Cross-rail data over NVLink first (default: on in rail fabrics).
+    profile : str, Profile or None
+        As :func:`topo.engine.estimate.choose_profile` reads it.
+    name : str
+        The mix's name, for the result.
+    max_contested : int
+        The most contested links reported.
+
+    Returns
+    -------
+    MixResult
+
+    Raises
+    ------
+    TopoError
+        A bad member (keyed ``member[NAME].option``), duplicate names, or a bad sharing model.
+    """
     check_sharing(sharing)
     if not members:
         raise TopoError("a traffic mix needs at least one member", key="member")

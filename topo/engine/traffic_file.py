@@ -41,14 +41,34 @@ MEMBER_KEYS = ("name", "collective", "size") + _OPTION_KEYS
 
 
 def bundled_traffic() -> dict[str, Path]:
-    """Bundled traffic files by name (``topo/data/traffic/*.toml``)."""
+    """Bundled traffic files by name (``topo/data/traffic/*.toml``).
+
+    Returns
+    -------
+    dict of str to Path
+    """
     d = data_dir("traffic")
     return {p.stem: p for p in sorted(d.glob("*.toml"))}
 
 
 def load_traffic(path_or_name: str | Path) -> tuple[dict, list[Member]]:
-    """Read a traffic file (or a bundled one by name): ``(settings, members)``; settings hold name, sharing,
-    ecmp and subflows."""
+    """Read a traffic file, or a bundled one by name.
+
+    Parameters
+    ----------
+    path_or_name : str or Path
+
+    Returns
+    -------
+    settings : dict
+        name, sharing, ecmp and subflows.
+    members : list of Member
+
+    Raises
+    ------
+    TopoError
+        A missing or unreadable file, invalid TOML, or a bad key or value (with the file and key).
+    """
     p = Path(path_or_name)
     if not p.is_file():
         bundled = bundled_traffic()
@@ -76,7 +96,24 @@ def _unknown(key: str, allowed, source: str, where: str) -> TopoError:
 
 
 def traffic_from_dict(data: dict, source: str = "<traffic>") -> tuple[dict, list[Member]]:
-    """Validate a parsed traffic file."""
+    """Validate a parsed traffic file.
+
+    Parameters
+    ----------
+    data : dict
+        The TOML document.
+    source : str
+        Names the file in errors.
+
+    Returns
+    -------
+    settings : dict
+    members : list of Member
+
+    Raises
+    ------
+    TopoError
+    """
     for k in data:
         if k not in TOP_KEYS:
             raise _unknown(k, TOP_KEYS, source, "")

@@ -16,12 +16,12 @@ nodes the tree is rated by what its intra-node side gives, and beyond two nodes 
 channel, the ring's. Then ``ncclTopoGetAlgoTime`` multiplies a tree's bandwidth by ``treeCorrectionFactor``
 (medium sizes, by ``log2(bytes / 64)``) and a Ring/Simple all-reduce's latency across nodes by the ring's
 plateau factor (1.4 on compute capability >= 8.0). The run then goes at what the hardware gives that choice,
-which :mod:`topo.cost` times on the routed fabric.
+which :mod:`topo.engine.cost` times on the routed fabric.
 
 How topo fills NCCL's inputs (its graph search is not modelled link by link):
 
-- latency: :func:`topo.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants)
-  and without topo's fitted latency terms (:meth:`topo.profiles.Profile.nccl_model`);
+- latency: :func:`topo.engine.cost.latency_s` without the routed switch latencies (NCCL's formulas and constants)
+  and without topo's fitted latency terms (:meth:`topo.engine.profiles.Profile.nccl_model`);
 - ``nChannels x bw`` of a graph: the routed schedule's own bottleneck rate (what the hardware gives it, which is
   what NCCL's search finds), except a tree beyond two domains, which NCCL rates with the ring's network
   bandwidth: tree algbw = ring busBw / 2, i.e. ``seconds_per_byte(tree) = seconds_per_byte(ring) x n / (n - 1)``
@@ -52,7 +52,18 @@ class TunerChoice:
 
 
 def tree_correction(profile: Profile, proto: str, size_bytes: int) -> float:
-    """NCCL's ``treeCorrectionFactor[proto][log2i(bytes >> 6)]`` (1 past the table or without one)."""
+    """NCCL's ``treeCorrectionFactor[proto][log2i(bytes >> 6)]`` (1 past the table or without one).
+
+    Parameters
+    ----------
+    profile : Profile
+    proto : str
+    size_bytes : int
+
+    Returns
+    -------
+    float
+    """
     table = profile.tree_correction.get(proto)
     if not table:
         return 1.0
@@ -73,7 +84,25 @@ def _nccl_seconds_per_byte(name: str, c: Costed, costed: dict[str, Costed], coll
 
 def nccl_time_s(name: str, costed: dict[str, Costed], profile: Profile, proto: str, size_bytes: int,
                 collective: str, num_ranks: int, num_domains: int) -> float:
-    """NCCL's modelled time of algorithm ``name`` with protocol ``proto`` (``ncclTopoGetAlgoTime``)."""
+    """NCCL's modelled time of algorithm ``name`` with protocol ``proto`` (``ncclTopoGetAlgoTime``).
+
+    Parameters
+    ----------
+    name : str
+        A key of ``costed``.
+    costed : dict of str to Costed
+        Every candidate (a tree beyond two domains is rated with the ring's bandwidth).
+    profile : Profile
+    proto : str
+    size_bytes : int
+    collective : str
+    num_ranks, num_domains : int
+
+    Returns
+    -------
+    float
+        Seconds, by NCCL's model (not topo's timing).
+    """
     c = costed[name]
     fam = c.schedule.family
     lat = latency_s(c.schedule.latency, 0.0, profile.nccl_model(), proto)
@@ -89,7 +118,22 @@ def nccl_time_s(name: str, costed: dict[str, Costed], profile: Profile, proto: s
 
 def nccl_choice(costed: dict[str, Costed], protocols: dict[str, tuple[str, ...]], profile: Profile,
                 size_bytes: int, collective: str, num_ranks: int, num_domains: int) -> TunerChoice:
-    """The algorithm x protocol with the least NCCL-modelled time (ties: the first, in ``costed``'s order)."""
+    """The algorithm x protocol with the least NCCL-modelled time (ties: the first, in ``costed``'s order).
+
+    Parameters
+    ----------
+    costed : dict of str to Costed
+    protocols : dict of str to tuple of str
+        The protocols each candidate may run.
+    profile : Profile
+    size_bytes : int
+    collective : str
+    num_ranks, num_domains : int
+
+    Returns
+    -------
+    TunerChoice
+    """
     best = None
     for name in costed:
         for proto in protocols[name]:

@@ -5,8 +5,8 @@ For each spec: the fabric and its inventory; then a data-parallel ``all_reduce``
 GPUs, packed; in a fabric of one pod, the first unit instead). Each scenario also estimates the algorithms NCCL
 does not choose among (hierarchical, halving-doubling, ...) for the curves, where they can run, and keeps the
 link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.link_summary.LoadSummary`.
-Nothing is recomputed here: every number comes from :func:`topo.estimate.estimate` and the inventory (and, with
-failed parts, :func:`topo.bisection.bisection` for the bisection without them).
+Nothing is recomputed here: every number comes from :func:`topo.engine.estimate.estimate` and the inventory (and, with
+failed parts, :func:`topo.fabric.bisection.bisection` for the bisection without them).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The report's figures, one function each, for the HTML page and for Jupyter.
 
-Each takes the library's results (:class:`topo.Fabric`, :class:`topo.Inventory`, :class:`topo.results.EstimateResult`,
-a link-load frame or its :class:`~topo.report.link_summary.LoadSummary`) and returns a ``plotly.graph_objects.Figure``.
+Each takes the library's results (:class:`topo.Fabric`, :class:`topo.Inventory`,
+:class:`topo.engine.results.EstimateResult`, a link-load frame or its :class:`~topo.report.link_summary.LoadSummary`)
+and returns a ``plotly.graph_objects.Figure``.
 None of them computes a load or a time: they draw what the results hold (busbw of a candidate curve is its time
 read through nccl-tests' bus-bandwidth factor, as the results' own rows are).
 

@@ -3,7 +3,7 @@
 Quantities are written with their units in the file (``nic_rate = "400 Gb/s"``, ``latency = "130 ns"``) and
 stored in SI units in fields whose names carry the unit (``nic_rate_Bps``, ``latency_s``). Unknown keys are
 rejected. Checks that need the whole design (ports beyond a switch's radix, counts that do not divide) are made
-when the fabric is built (:mod:`topo.builders`), with the same one-line errors.
+when the fabric is built (:mod:`topo.fabric.builders`), with the same one-line errors.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Collective algorithms, one module per family; each turns a collective on a placement into a schedule.
 
-Algorithms see the placement and the :class:`~topo.schedule.NodeShape`, never the fabric's links: routing is
-:mod:`topo.loads`' job, timing :mod:`topo.cost`'s.
+Algorithms see the placement and the :class:`~topo.engine.schedule.NodeShape`, never the fabric's links: routing is
+:mod:`topo.engine.loads`' job, timing :mod:`topo.engine.cost`'s.
 """
 
 from __future__ import annotations
@@ -16,13 +16,40 @@ __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 def build_schedule(name: str, collective: str, shape: NodeShape, placement: Placement, chunks: int | None = None,
                    stages: int = 2, channels: int | None = None, gpu_name: str = "these",
                    reference_ranks_per_domain: int = 0, nvls_max_heads: int = 0) -> Schedule:
-    """The schedule of algorithm ``name`` for ``collective``; raises AlgorithmUnavailable with the reason.
+    """The schedule of algorithm ``name`` for ``collective`` on ``placement``.
 
-    ``reference_ranks_per_domain`` (the profile's): the ranks per NVLink domain its pipeline window was fitted at.
-    Ring and tree schedules scale the window by ``g / reference`` for ``g`` ranks per domain (the pipeline NCCL
-    fills runs through each domain's ``g`` ranks: a tree's chain, a ring's block); NVLS also by its tree's depth
-    and flattens its busbw past the reference (:mod:`topo.algorithms.nvls`). ``nvls_max_heads``: the most NVLSTree
-    heads per domain (0: one per NIC)."""
+    Parameters
+    ----------
+    name : str
+        An algorithm of :data:`topo.engine.collectives.ALGORITHMS`.
+    collective : str
+        A normalised collective name.
+    shape : NodeShape
+    placement : Placement
+    chunks : int, optional
+        Store-and-forward chunks (tree, broadcast); default streaming.
+    stages : int
+        Pipeline stages (``pipeline``).
+    channels : int, optional
+        Pinned NCCL channels.
+    gpu_name : str
+        For messages.
+    reference_ranks_per_domain : int
+        The profile's: the ranks per NVLink domain its pipeline window was fitted at. Ring and tree schedules scale
+        the window by ``g / reference`` for ``g`` ranks per domain; NVLS also by its tree's depth
+        (:mod:`topo.engine.algorithms.nvls`).
+    nvls_max_heads : int
+        The most NVLSTree heads per domain (0: one per NIC).
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        With the reason the algorithm cannot run here.
+    """
     sched = _build(name, collective, shape, placement, chunks, stages, channels, gpu_name,
                    (reference_ranks_per_domain, nvls_max_heads))
     g = placement.ranks_per_domain()

@@ -1,0 +1,17 @@
+"""Capex: the facility is priced per watt of facility power (IT power x PUE), not per watt of IT power."""
+
+import pytest
+
+from topo.plan import load_catalog, plan
+
+
+def test_facility_capex_is_per_watt_of_facility_power():
+    a = plan("dgx-h100-superpod", collectives=False, pue=1.0)
+    b = plan("dgx-h100-superpod", collectives=False, pue=1.5)
+    assert b.power.it_power_W == pytest.approx(a.power.it_power_W, rel=1e-12)  # the same IT load
+    assert b.power.facility_power_W == pytest.approx(1.5 * b.power.it_power_W, rel=1e-12)
+    assert b.capex.facility_usd == pytest.approx(1.5 * a.capex.facility_usd, rel=1e-12)
+    per_W = load_catalog().facility.capex_usd_per_W.value
+    assert b.capex.facility_usd == pytest.approx(b.power.facility_power_W * per_W, rel=1e-12)
+    parts = b.capex
+    assert parts.capex_usd == pytest.approx(parts.servers_usd + parts.network_capex_usd + parts.facility_usd)
