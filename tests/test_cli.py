@@ -40,7 +40,7 @@ BAD_SPECS = [
      "error: {f}: fabric.tiers[0].oversubscription: must be >= 1.0, got 0.5"),
     (lambda s: s.replace("radix = 64\nport_rate", "radixx = 64\nport_rate", 1), [],
      "error: {f}: fabric.tiers[0].radixx: unknown key 'radixx'; allowed: name, model, radix, port_rate, "
-     "up_port_rate, oversubscription, down_ports, up_ports, latency, sharp, power_W; did you mean 'radix'?"),
+     "up_port_rate, oversubscription, down_ports, up_ports, latency, sharp, power_W, joins, block_name; did you mean 'radix'?"),
     (lambda s: s.replace('nic_rate = "400 Gb/s"', 'nic_rate = 400'), [],
      "error: {f}: server.nic_rate: give a unit, e.g. '400 Gb/s' or '450 GB/s', got 400"),
     (lambda s: s.replace("num_units = 4", "num_units = 9"), [],

@@ -32,7 +32,8 @@ from math import gcd
 
 import numpy as np
 
-from .fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
+from .fabric import Fabric
+from .levels import Level
 
 __all__ = ["Bisection", "bisection"]
 
@@ -79,7 +80,7 @@ def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
     half = L.num_gpus // 2
 
     # NICs on each side: reached by a working PCIe link from a GPU of that half
-    pcie = np.flatnonzero((level == LEVEL_PCIE) & alive)
+    pcie = np.flatnonzero((level == Level.PCIE.code) & alive)
     nic_of = dst[pcie] - o["nic"]
     first = np.zeros(L.num_nics, dtype=bool)
     first[nic_of[src[pcie] < half]] = True
@@ -88,18 +89,18 @@ def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
     second &= ~first
 
     # NIC -> leaf: summed per leaf and side
-    nl = np.flatnonzero((level == LEVEL_NIC) & alive)
+    nl = np.flatnonzero((level == Level.NIC.code) & alive)
     nic = src[nl] - o["nic"]
-    leaf = dst[nl] - o["tier:0"]
+    leaf = dst[nl] - fabric.tier_start(0)
     n_leaves = L.tiers[0].num_switches
     from_source = np.bincount(leaf[first[nic]], weights=bw[nl][first[nic]], minlength=n_leaves)
     to_sink = np.bincount(leaf[second[nic]], weights=bw[nl][second[nic]], minlength=n_leaves)
 
     # switch <-> switch: every working cable, both directions (parallel cables summed by the sparse matrix)
-    up = np.flatnonzero((level > LEVEL_NIC) & alive)
-    a, b, cap = src[up] - o["tier:0"], dst[up] - o["tier:0"], bw[up]
+    up = np.flatnonzero((level > Level.NIC.code) & alive)
+    a, b, cap = src[up] - fabric.tier_start(0), dst[up] - fabric.tier_start(0), bw[up]
 
-    n_switches = fabric.num_nodes - o["tier:0"]
+    n_switches = fabric.num_nodes - fabric.tier_start(0)
     source, sink = n_switches, n_switches + 1
     leaves = np.arange(n_leaves)
     rows = np.concatenate([a, b, np.full(n_leaves, source), leaves])
@@ -108,7 +109,7 @@ def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
     keep = caps > 0
     rows, cols, caps = rows[keep], cols[keep], caps[keep]
 
-    unit, exact = _unit(bw[level >= LEVEL_NIC], caps, n_switches + 2, rows, cols)
+    unit, exact = _unit(bw[level >= Level.NIC.code], caps, n_switches + 2, rows, cols)
     value = _max_flow(rows, cols, np.floor(caps / unit + 1e-9), n_switches + 2, source, sink)
     total = value * unit
     return Bisection(bandwidth_Bps=float(total), bandwidth_per_gpu_Bps=float(total) / (L.num_gpus / 2),

@@ -16,11 +16,12 @@ rail        NIC index within its server (NICs, GPUs by their NIC; leaves/spines 
 server      server (host) index; -1 for NVSwitches and switches
 domain      NVLink domain index; -1 for switches
 unit        scalable unit (rack) index for GPUs, NICs and leaves; -1 above
-pod         pod index for everything below the top tier of a 3-tier fabric; -1 for cores
-plane       spine index within its pod (the core plane it reaches) for spines and cores; -1 otherwise
+pod         pod (tier-1 block) index for GPUs, NICs, leaves and spines; -1 above
+plane       spine index within its pod (the plane it reaches) for spines and every switch above; -1 otherwise
 ==========  =====================================================================================
 
-Link attributes: ``level`` (``nvlink``, ``pcie``, ``nic-<leaf>``, ``<leaf>-<spine>``, ``<spine>-<core>``),
+Link attributes: ``level`` (``nvlink``, ``pcie``, ``nic-<leaf>``, ``<leaf>-<spine>``, ``<spine>-<core>``, and one per
+further tier boundary; :class:`topo.fabric.levels.Level` names them),
 ``bandwidth_Bps`` per direction, ``latency_s`` (half the latency of each end it joins; a path from GPU to GPU
 thus counts every NVSwitch, NIC and switch it crosses once).
 """
@@ -32,15 +33,18 @@ from functools import cached_property
 
 import numpy as np
 
-from .builders.clos import ClosLayout
 from .hardware import gpu_pcie_Bps
+from .hosts import gpu_beside, nic_beside
+from .layout import ClosLayout
+from .levels import Level
 from ..spec.model import Spec
 
-__all__ = ["Fabric", "ROLE_NAMES", "ROLE_GPU", "ROLE_NVSWITCH", "ROLE_NIC", "ROLE_SWITCH"]
+__all__ = ["Fabric", "ROLE_NAMES", "ROLE_GPU", "ROLE_NVSWITCH", "ROLE_NIC", "ROLE_SWITCH", "Level"]
 
 ROLE_GPU, ROLE_NVSWITCH, ROLE_NIC, ROLE_SWITCH = 0, 1, 2, 3
 ROLE_NAMES = ("gpu", "nvswitch", "nic", "switch")
-LEVEL_NVLINK, LEVEL_PCIE, LEVEL_NIC = 0, 1, 2  # then 3 = leaf-spine, 4 = spine-core
+# link-table codes of the fixed levels, for array comparisons; name a level with topo.fabric.levels.Level
+LEVEL_NVLINK, LEVEL_PCIE, LEVEL_NIC = Level.NVLINK.code, Level.PCIE.code, Level.NIC.code
 
 
 @dataclass
@@ -92,11 +96,44 @@ class Fabric:
         return self.layout.num_gpus
 
     @property
+    def levels(self) -> tuple[Level, ...]:
+        """Every level of links, in link-table order (see :mod:`topo.fabric.levels`)."""
+        return Level.all(self.layout.num_tiers)
+
+    @property
     def level_names(self) -> list[str]:
         names = [t.name for t in self.layout.tiers]
-        out = ["nvlink", "pcie", f"nic-{names[0]}"]
-        out += [f"{a}-{b}" for a, b in zip(names, names[1:])]
-        return out
+        return [lv.name_in(names) for lv in self.levels]
+
+    def level_slice(self, level: Level) -> slice:
+        """The link ids of one level (each level is one contiguous block)."""
+        return slice(self._level_starts[level.code], self._level_starts[level.code + 1])
+
+    def tier_slice(self, tier: int) -> slice:
+        """The node ids of the switches of scale-out tier ``tier``."""
+        start = self.node_offset[_tier_key(tier)]
+        return slice(start, start + self.layout.tiers[tier].num_switches)
+
+    def tier_start(self, tier: int) -> int:
+        """The first node id of scale-out tier ``tier``."""
+        return self.node_offset[_tier_key(tier)]
+
+    def level_start(self, level: Level) -> int:
+        """The first link id of ``level``."""
+        return self._level_starts[level.code]
+
+    @cached_property
+    def _level_starts(self) -> tuple[int, ...]:
+        lo = self.link_offset
+        starts = [lo["nvlink"], lo["pcie"], lo["nic"]] + [lo[_uplink_key(k)] for k in range(self.layout.num_tiers - 1)]
+        return tuple(starts) + (self.num_links,)
+
+    def uplink_id(self, tier: int, switch, j, cable):
+        """The link id of cable ``cable`` from switch ``switch`` of tier ``tier`` to switch ``j`` of its group above."""
+        t = self.layout.tiers[tier]
+        m = self.layout.tiers[tier + 1].links_from_below
+        return self._level_starts[Level.uplink(tier).code] + np.asarray(switch) * t.up_ports + np.asarray(j) * m \
+            + np.asarray(cable)
 
     @property
     def pcie_per_nic(self) -> bool:
@@ -112,14 +149,7 @@ class Fabric:
 
     def gpu_nic(self, gpu, choice=0):
         """A NIC beside ``gpu`` (global NIC index). With several NICs per GPU, ``choice`` picks one of them."""
-        L = self.layout
-        gpu = np.asarray(gpu)
-        server, local = gpu // L.gpus_per_server, gpu % L.gpus_per_server
-        if L.nics_per_server >= L.gpus_per_server:
-            per = L.nics_per_server // L.gpus_per_server
-            first = (local * L.nics_per_server) // L.gpus_per_server
-            return server * L.nics_per_server + first + np.asarray(choice) % per
-        return server * L.nics_per_server + (local * L.nics_per_server) // L.gpus_per_server
+        return nic_beside(gpu, self.layout.gpus_per_server, self.layout.nics_per_server, choice)
 
     def nic_server(self, nic):
         return np.asarray(nic) // self.layout.nics_per_server
@@ -129,13 +159,7 @@ class Fabric:
 
     def nic_gpu(self, nic):
         """The GPU whose PCIe link reaches ``nic`` (with fewer NICs than GPUs: the first GPU it serves)."""
-        L = self.layout
-        nic = np.asarray(nic)
-        server, n = nic // L.nics_per_server, nic % L.nics_per_server
-        if L.nics_per_server >= L.gpus_per_server:
-            return server * L.gpus_per_server + (n * L.gpus_per_server) // L.nics_per_server
-        per = L.gpus_per_server // L.nics_per_server
-        return server * L.gpus_per_server + n * per
+        return gpu_beside(nic, self.layout.gpus_per_server, self.layout.nics_per_server)
 
     def nic_leaf(self, nic):
         """Leaf index (within the leaf tier) of each NIC."""
@@ -149,23 +173,11 @@ class Fabric:
 
     def leaf_group(self, leaf):
         """Spine group of each leaf (a pod, or a pod's rail in rail-only)."""
-        L = self.layout
-        leaf = np.asarray(leaf)
-        unit, rail = leaf // L.leaves_per_unit, leaf % L.leaves_per_unit
-        pod = unit // L.units_per_pod
-        if L.rail_groups == 1:
-            return pod
-        return pod * L.rail_groups + rail
+        return self.layout.leaf_aggregate(1, leaf)
 
     def spine_plane(self, spine):
         """Core plane of each spine (its index in its group; per rail in rail-only)."""
-        L = self.layout
-        s = L.tiers[1].switches_per_group
-        spine = np.asarray(spine)
-        group, j = spine // s, spine % s
-        if L.rail_groups == 1:
-            return j
-        return (group % L.rail_groups) * s + j
+        return self.layout.switch_plane(1, spine)
 
     # --- arrays --------------------------------------------------------------------------------------------
     @cached_property
@@ -190,17 +202,17 @@ class Fabric:
             return f"gpu{i}"
         if i < o["nic"]:
             return f"nvswitch{i - o['nvswitch']}"
-        if i < o["tier:0"]:
+        if i < self.tier_start(0):
             k = i - o["nic"]
             return f"nic{k // self.layout.nics_per_server}.{k % self.layout.nics_per_server}"
         for t in reversed(self.layout.tiers):
-            if i >= o[f"tier:{t.index}"]:
-                return f"{t.name}{i - o[f'tier:{t.index}']}"
+            if i >= self.tier_start(t.index):
+                return f"{t.name}{i - self.tier_start(t.index)}"
         raise IndexError(i)  # pragma: no cover
 
     def switch_node(self, tier: int, index):
         """Node id of switch ``index`` of scale-out tier ``tier``."""
-        return self.node_offset[f"tier:{tier}"] + np.asarray(index)
+        return self.tier_start(tier) + np.asarray(index)
 
     # --- networkx view -------------------------------------------------------------------------------------
     @property
@@ -260,6 +272,14 @@ class Fabric:
 
 # --- construction -----------------------------------------------------------------------------------------
 
+def _tier_key(tier: int) -> str:
+    return f"tier:{tier}"
+
+
+def _uplink_key(tier: int) -> str:
+    return f"up:{tier}"
+
+
 def make_fabric(spec: Spec, layout: ClosLayout) -> Fabric:
     """Lay out the node and link id blocks for ``layout``."""
     L = layout
@@ -267,14 +287,14 @@ def make_fabric(spec: Spec, layout: ClosLayout) -> Fabric:
     node_offset["nic"] = node_offset["nvswitch"] + L.num_domains
     n = node_offset["nic"] + L.num_nics
     for t in L.tiers:
-        node_offset[f"tier:{t.index}"] = n
+        node_offset[_tier_key(t.index)] = n
         n += t.num_switches
     link_offset = {"nvlink": 0, "pcie": L.num_gpus}
     link_offset["nic"] = link_offset["pcie"] + L.num_servers * max(L.nics_per_server, L.gpus_per_server)
     m = link_offset["nic"] + L.num_nics
-    for t in L.tiers[1:]:
-        link_offset[f"up:{t.index - 1}"] = m
-        m += L.tiers[t.index - 1].num_switches * L.tiers[t.index - 1].up_ports
+    for t in L.tiers[:-1]:
+        link_offset[_uplink_key(t.index)] = m
+        m += t.num_switches * t.up_ports
     return Fabric(spec=spec, layout=L, node_offset=node_offset, link_offset=link_offset, num_nodes=n,
                   num_links=m)
 
@@ -283,10 +303,9 @@ def _node_latency(f: Fabric) -> np.ndarray:
     lat = np.zeros(f.num_nodes)
     o = f.node_offset
     lat[o["nvswitch"]:o["nic"]] = f.spec.scale_up.latency_s
-    lat[o["nic"]:o["tier:0"]] = f.spec.server.nic_latency_s
+    lat[o["nic"]:f.tier_start(0)] = f.spec.server.nic_latency_s
     for t in f.layout.tiers:
-        start = o[f"tier:{t.index}"]
-        lat[start:start + t.num_switches] = t.latency_s
+        lat[f.tier_slice(t.index)] = t.latency_s
     return lat
 
 
@@ -313,7 +332,7 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
     cols["domain"][sl] = index[sl]
 
     nics = np.arange(L.num_nics)
-    sl = slice(o["nic"], o["tier:0"])
+    sl = slice(o["nic"], f.tier_start(0))
     role[sl] = 2
     index[sl] = nics
     cols["server"][sl] = nics // L.nics_per_server
@@ -323,8 +342,7 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
     cols["pod"][sl] = cols["unit"][sl] // L.units_per_pod
 
     for t in L.tiers:
-        start = o[f"tier:{t.index}"]
-        sl = slice(start, start + t.num_switches)
+        sl = f.tier_slice(t.index)
         ids = np.arange(t.num_switches)
         tier[sl] = t.index
         index[sl] = ids
@@ -333,24 +351,19 @@ def _build_nodes(f: Fabric) -> dict[str, np.ndarray]:
             cols["pod"][sl] = cols["unit"][sl] // L.units_per_pod
             if L.leaves_per_unit > 1:
                 cols["rail"][sl] = ids % L.leaves_per_unit
-        elif t.index == 1:
-            group = ids // t.switches_per_group
-            cols["pod"][sl] = group // L.rail_groups
-            cols["plane"][sl] = f.spine_plane(ids)
-            if L.rail_groups > 1:
-                cols["rail"][sl] = group % L.rail_groups
-        else:
-            plane = ids // t.switches_per_group
-            cols["plane"][sl] = plane
-            if L.rail_groups > 1:
-                cols["rail"][sl] = plane // L.tiers[1].switches_per_group
+            continue
+        if t.index == 1:
+            cols["pod"][sl] = L.switch_block(1, ids)
+        cols["plane"][sl] = L.switch_plane(t.index, ids)
+        if L.rail_groups > 1:
+            cols["rail"][sl] = L.switch_rail_group(t.index, ids)
     out = {"role": role, "tier": tier, "index": index, "latency_s": _node_latency(f)}
     out.update(cols)
     return out
 
 
 def _build_links(f: Fabric) -> dict[str, np.ndarray]:
-    L, no, lo = f.layout, f.node_offset, f.link_offset
+    L, no = f.layout, f.node_offset
     M = f.num_links
     src = np.empty(M, dtype=np.int32)
     dst = np.empty(M, dtype=np.int32)
@@ -359,14 +372,14 @@ def _build_links(f: Fabric) -> dict[str, np.ndarray]:
 
     # NVLink: GPU -> its domain's NVSwitch
     gpus = np.arange(L.num_gpus)
-    sl = slice(lo["nvlink"], lo["pcie"])
+    sl = f.level_slice(Level.NVLINK)
     src[sl], dst[sl] = gpus, no["nvswitch"] + gpus // L.gpus_per_domain
-    bw[sl], level[sl] = f.spec.nvlink_Bps, LEVEL_NVLINK
+    bw[sl], level[sl] = f.spec.nvlink_Bps, Level.NVLINK.code
 
     # PCIe: GPU -> NIC (one per NIC, or one per GPU when GPUs share a NIC). With k NICs per GPU, the k links
     # stand for the GPU's one x16 link, which they share: each gets at most 1/k of it (an H100's Gen5 x16, 64 GB/s,
     # cannot feed 4 x 400G NICs: nccl-tests issue #232 plateaus near 50 GB/s busbw with 1 H100 and 4 NICs)
-    sl = slice(lo["pcie"], lo["nic"])
+    sl = f.level_slice(Level.PCIE)
     pcie = f.spec.server.pcie_bandwidth_Bps
     if f.pcie_per_nic:
         nics = np.arange(L.num_nics)
@@ -377,32 +390,24 @@ def _build_links(f: Fabric) -> dict[str, np.ndarray]:
             pcie = min(pcie, gpu_link / k)
     else:
         src[sl], dst[sl] = gpus, no["nic"] + f.gpu_nic(gpus)
-    bw[sl], level[sl] = pcie, LEVEL_PCIE
+    bw[sl], level[sl] = pcie, Level.PCIE.code
 
     # NIC -> leaf
     nics = np.arange(L.num_nics)
-    end = lo.get("up:0", M)
-    sl = slice(lo["nic"], end)
-    src[sl], dst[sl] = no["nic"] + nics, no["tier:0"] + f.nic_leaf(nics)
-    bw[sl], level[sl] = L.nic_rate_Bps, LEVEL_NIC
+    sl = f.level_slice(Level.NIC)
+    src[sl], dst[sl] = no["nic"] + nics, f.tier_start(0) + f.nic_leaf(nics)
+    bw[sl], level[sl] = L.nic_rate_Bps, Level.NIC.code
 
-    # tier i -> tier i+1: lower switch x (switch of its group) x parallel cable
-    for t in L.tiers[1:]:
-        below = L.tiers[t.index - 1]
-        start = lo[f"up:{below.index}"]
-        n = below.num_switches * below.up_ports
-        sl = slice(start, start + n)
+    # tier k -> tier k+1: lower switch x (switch of its group) x parallel cable
+    for below in L.tiers[:-1]:
+        lv = Level.uplink(below.index)
+        sl = f.level_slice(lv)
         lower = np.repeat(np.arange(below.num_switches), below.up_ports)
         within = np.tile(np.arange(below.up_ports), below.num_switches)  # = j * m + cable
-        j = within // t.links_from_below
-        if t.index == 1:
-            group = f.leaf_group(lower)
-        else:
-            group = f.spine_plane(lower)
-        upper = group * t.switches_per_group + j
-        src[sl] = no[f"tier:{below.index}"] + lower
-        dst[sl] = no[f"tier:{t.index}"] + upper
-        bw[sl], level[sl] = below.up_rate_Bps, LEVEL_NIC + t.index
+        j = within // L.tiers[below.index + 1].links_from_below
+        src[sl] = f.tier_start(below.index) + lower
+        dst[sl] = f.tier_start(below.index + 1) + L.upper_switch(below.index, lower, j)
+        bw[sl], level[sl] = below.up_rate_Bps, lv.code
 
     node_lat = _node_latency(f)
     return {"src": src, "dst": dst, "bandwidth_Bps": bw, "latency_s": 0.5 * (node_lat[src] + node_lat[dst]),

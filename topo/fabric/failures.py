@@ -9,7 +9,7 @@ A failure is one of (as ``--fail`` takes it, or as strings to :meth:`topo.fabric
 ``leaf3-spine0``                every cable between two adjacent nodes; ``leaf3-spine0#1`` only the second one
 ``rail:2``                      a whole rail: the leaves of rail 2 in every unit (rail fabrics) or NIC 2 of
                                 every server (fat trees), with all their links
-``plane:1``                     a whole plane: spine 1 of every pod and the cores it reaches
+``plane:1``                     a whole plane: spine 1 of every pod and every switch above that it reaches
 ``random:LEVEL:F[:SEED]``       a fraction F of the links of a level (``leaf-spine``, ``nic-leaf``, ...)
 ``random:TIER:F[:SEED]``        or of the switches of a tier (``spine``), drawn with SEED (default 0)
 ==============================  ===================================================================
@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import TopoError
+from .levels import Level
 
 __all__ = ["failed_links", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
 
@@ -57,7 +58,7 @@ def node_id(fabric, name: str) -> int:
     for t in L.tiers:
         if prefix == t.name:
             _check(a, t.num_switches, name, f"{t.name} switches")
-            return o[f"tier:{t.index}"] + a
+            return fabric.tier_start(t.index) + a
     known = ["gpu", "nvswitch", "nic"] + [t.name for t in L.tiers]
     raise TopoError(f"no such node {name!r}; names start with {', '.join(known)}", key="fail")
 
@@ -94,15 +95,13 @@ def failed_links(fabric, failures) -> np.ndarray:
             j = _int(text[6:], text)
             if len(L.tiers) < 2:
                 raise TopoError("this fabric has no spine planes (one tier)", key="fail")
-            spines = np.arange(L.tiers[1].num_switches)
-            planes = fabric.spine_plane(spines)
-            if not 0 <= j <= int(planes.max()):
-                raise TopoError(f"no such plane {j}: planes 0 to {int(planes.max())}", key="fail")
-            nodes = [fabric.switch_node(1, spines[planes == j])]
-            if len(L.tiers) > 2:
-                t2 = L.tiers[2]
-                cores = np.arange(t2.num_switches)
-                nodes.append(fabric.switch_node(2, cores[cores // t2.switches_per_group == j]))
+            num_planes = L.rail_groups * L.tiers[1].switches_per_group
+            if not 0 <= j < num_planes:
+                raise TopoError(f"no such plane {j}: planes 0 to {num_planes - 1}", key="fail")
+            nodes = []
+            for t in L.tiers[1:]:
+                ids = np.arange(t.num_switches)
+                nodes.append(fabric.switch_node(t.index, ids[L.switch_plane(t.index, ids) == j]))
             dead |= _nodes_links(fabric, np.concatenate(nodes))
         elif "-" in text and not _NAME.match(text):
             dead |= _link(fabric, text)
@@ -153,7 +152,7 @@ def _random(fabric, text: str) -> np.ndarray:
     names = fabric.level_names
     out = np.zeros(fabric.num_links, dtype=bool)
     if what in names:
-        ids = np.flatnonzero(links["level"] == names.index(what))
+        ids = np.flatnonzero(links["level"] == fabric.levels[names.index(what)].code)
         k = int(round(frac * ids.size))
         out[rng.choice(ids, size=k, replace=False)] = True
         return out
@@ -210,14 +209,13 @@ def degraded(fabric) -> Degraded:
     bw = links["bandwidth_Bps"] * alive
     names = fabric.level_names
     lvl = links["level"]
-    levels = [DegradedLevel(n, int((lvl == i).sum()), int(((lvl == i) & ~alive).sum()),
-                            float(bw[lvl == i].sum())) for i, n in enumerate(names)]
+    levels = [DegradedLevel(n, int((lvl == lv.code).sum()), int(((lvl == lv.code) & ~alive).sum()),
+                            float(bw[lvl == lv.code].sum())) for lv, n in zip(fabric.levels, names)]
     tiers = []
-    o = fabric.node_offset
     for t in fabric.layout.tiers:
-        start = o[f"tier:{t.index}"]
-        below = lvl == 2 + t.index  # links into this tier from below (NIC-leaf for the leaves)
-        above = lvl == 3 + t.index
+        start = fabric.tier_start(t.index)
+        below = lvl == Level.into_tier(t.index).code  # links into this tier from below (NIC-leaf for the leaves)
+        above = lvl == Level.out_of_tier(t.index).code
         down = np.bincount(links["dst"][below] - start, weights=bw[below], minlength=t.num_switches)
         up = np.bincount(links["src"][above] - start, weights=bw[above], minlength=t.num_switches) \
             if above.any() else None

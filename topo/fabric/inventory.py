@@ -137,7 +137,7 @@ def inventory(fabric: Fabric) -> Inventory:
             ports_idle=(t.radix - used) * t.num_switches,
             power_W=None if t.power_W is None else t.power_W * t.num_switches))
 
-    names = fabric.level_names
+    names = fabric.level_names  # one per level, in the order of Level.all: NVLink, PCIe, NIC, then each boundary
     counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]
     rates = [spec.nvlink_Bps, spec.server.pcie_bandwidth_Bps, L.nic_rate_Bps]
     for t in L.tiers[:-1]:
@@ -145,20 +145,21 @@ def inventory(fabric: Fabric) -> Inventory:
         rates.append(t.up_rate_Bps)
     links = [LinkLevelInventory(n, c, r, c * r) for n, c, r in zip(names, counts, rates)]
 
-    # Bisection: boundaries a balanced cut must cross.
+    # Bisection: boundaries a balanced cut must cross: the NICs, and the uplinks of every tier whose blocks (units
+    # for the leaves, pods for tier 1, ...) are more than one
     boundaries = [L.num_nics * L.nic_rate_Bps]
-    if L.num_units > 1 and L.num_tiers > 1:
-        boundaries.append(L.tiers[0].up_capacity_Bps)
-    if L.num_pods > 1 and L.num_tiers > 2:
-        boundaries.append(L.tiers[1].up_capacity_Bps)
+    for t in L.tiers[:-1]:
+        if t.num_blocks > 1:
+            boundaries.append(t.up_capacity_Bps)
     bisection = min(boundaries) / 2
 
+    # the largest non-blocking group: a block under the lowest oversubscribed tier
     group, gpus = "cluster", L.num_gpus
-    leaf_os = L.tiers[0].oversubscription
-    if L.num_units > 1 and leaf_os is not None and leaf_os > 1 + 1e-9:
-        group, gpus = L.unit_name, L.servers_per_unit * L.gpus_per_server
-    elif L.num_pods > 1 and L.num_tiers > 2 and (L.tiers[1].oversubscription or 1) > 1 + 1e-9:
-        group, gpus = "pod", L.units_per_pod * L.servers_per_unit * L.gpus_per_server
+    for t in L.tiers[:-1]:
+        if t.num_blocks > 1 and (t.oversubscription or 1) > 1 + 1e-9:
+            group = L.unit_name if t.index == 0 else t.block_name
+            gpus = L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server
+            break
     if gpus < L.gpus_per_domain:
         group, gpus = "NVLink domain", L.gpus_per_domain
 

@@ -58,6 +58,10 @@ def _plausible_radix(value: int) -> int:
     return value
 
 
+MAX_TIERS = 8
+"""The most scale-out switch tiers a spec may give (a 5-tier fat tree of 64-port switches already reaches 2 x 32^5 =
+67 million ports)."""
+
 Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
 Duration = Annotated[float, BeforeValidator(_time)]
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -115,7 +119,7 @@ class ClusterSpec(_Strict):
     num_units: PositiveInt | None = None
     """Scalable units (racks in a fat tree): the servers under one leaf (or one leaf per rail)."""
     num_pods: PositiveInt | None = None
-    """Pods (3 tiers): units under one set of spines; needs ``fabric.units_per_pod``."""
+    """Pods (3 or more tiers): units under one set of spines; needs ``fabric.units_per_pod``."""
 
     @model_validator(mode="after")
     def _exactly_one(self):
@@ -153,6 +157,13 @@ class TierSpec(_Strict):
     """The switches reduce in the network (SHARP / CollNet)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     """Power of one switch in watts, for the inventory's totals (not set: the inventory says power is unknown)."""
+    joins: PositiveInt | None = None
+    """How many blocks of the tier below one block of this tier joins: units for the tier above the leaves (a pod;
+    the same as ``fabric.units_per_pod``), pods for the next (an island), and so on. Default: as many as its
+    switches hold; the top tier joins everything. Not for the leaf tier."""
+    block_name: Annotated[str, Field(max_length=64)] = ""
+    """What one block of this tier is called in messages ("pod", "island"). Default: pod, island, hall, campus
+    from tier 1 up."""
 
     @field_validator("down_ports", "up_ports")
     @classmethod
@@ -183,13 +194,20 @@ class FabricSpec(_Strict):
     servers_per_unit: PositiveInt | None = None
     """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
     units_per_pod: PositiveInt | None = None
-    """Scalable units under one set of spines (3 tiers). Default: as many as the spines hold."""
+    """Scalable units under one set of spines (3 or more tiers; the same as ``tiers[1].joins``). Default: as many
+    as the spines hold."""
     unit_name: str = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
-    tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=3)]
-    """The switch tiers from the bottom (leaf) up: 1 to 3 ``[[fabric.tiers]]`` entries."""
+    tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=MAX_TIERS)]
+    """The switch tiers from the bottom (leaf) up: 1 to 8 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
     """When the top tier cannot connect everything, add a tier like it instead of failing."""
+
+    @model_validator(mode="after")
+    def _joins_above_the_leaves(self):
+        if self.tiers and self.tiers[0].joins is not None:
+            raise ValueError("tiers[0].joins: the leaf tier joins servers, not blocks; give fabric.servers_per_unit")
+        return self
 
     @model_validator(mode="after")
     def _unique_tier_names(self):

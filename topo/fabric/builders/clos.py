@@ -21,12 +21,13 @@ whole number of ports) raises :class:`~topo.errors.TopoError` naming the key and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ...errors import TopoError
 from ...spec.model import Spec, TierSpec
 from ...units import count_noun, format_bandwidth, format_count
+from ..layout import ClosLayout, TierPlan
 
 __all__ = ["Attachment", "TierPlan", "ClosLayout", "plan_clos"]
 
@@ -39,87 +40,6 @@ class Attachment:
     leaves_per_unit_is_rails: bool  # True: one leaf per rail in each unit
     per_rail_groups: bool  # True: spines and cores serve one rail only (rail-only)
     default_unit_name: str
-
-
-@dataclass(frozen=True)
-class TierPlan:
-    """One scale-out tier, resolved: counts, ports and rates."""
-
-    index: int
-    name: str
-    model: str
-    radix: int
-    down_rate_Bps: float
-    up_rate_Bps: float
-    down_ports: int  # used per switch
-    up_ports: int  # per switch (0 for the top tier)
-    num_switches: int
-    num_groups: int  # groups this tier's switches form (units x rails for leaves, pods or planes above)
-    switches_per_group: int
-    links_from_below: int  # parallel links from each lower switch to each switch of this tier in its group
-    latency_s: float
-    sharp: bool
-    power_W: float | None
-
-    @property
-    def is_top(self) -> bool:
-        return self.up_ports == 0
-
-    @property
-    def down_capacity_Bps(self) -> float:
-        return self.num_switches * self.down_ports * self.down_rate_Bps
-
-    @property
-    def up_capacity_Bps(self) -> float:
-        return self.num_switches * self.up_ports * self.up_rate_Bps
-
-    @property
-    def oversubscription(self) -> float | None:
-        """Downlink:uplink capacity (None for the top tier, which has no uplinks)."""
-        if self.up_ports == 0:
-            return None
-        return (self.down_ports * self.down_rate_Bps) / (self.up_ports * self.up_rate_Bps)
-
-
-@dataclass(frozen=True)
-class ClosLayout:
-    """Every integer the fabric's arrays and the router need: the regular structure, resolved."""
-
-    kind: str
-    unit_name: str
-    num_gpus: int
-    gpus_per_server: int
-    gpus_per_domain: int
-    num_servers: int
-    nics_per_server: int
-    nic_rate_Bps: float
-    servers_per_unit: int
-    num_units: int
-    units_per_pod: int
-    num_pods: int
-    leaves_per_unit: int  # 1 or the number of rails
-    rail_groups: int  # 1, or the number of rails in rail-only
-    tiers: tuple[TierPlan, ...] = field(default_factory=tuple)
-
-    @property
-    def num_domains(self) -> int:
-        return self.num_gpus // self.gpus_per_domain
-
-    @property
-    def num_nics(self) -> int:
-        return self.num_servers * self.nics_per_server
-
-    @property
-    def num_tiers(self) -> int:
-        return len(self.tiers)
-
-    @property
-    def leaves_per_pod(self) -> int:
-        return self.units_per_pod * self.leaves_per_unit
-
-    @property
-    def nic_ports_per_server_per_leaf(self) -> int:
-        return self.nics_per_server // self.leaves_per_unit
 
 
 # --- helpers ----------------------------------------------------------------------------------------------
@@ -229,7 +149,7 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
     """Resolve a spec into counts and ports for every tier, or raise a TopoError that says what would fit.
 
     With ``fabric.grow_tiers``, a top tier too small for what is below it gets a tier like it added above
-    (up to 3 tiers); otherwise that is an error.
+    (up to 3 tiers); otherwise that is an error. Any number of tiers may be given.
     """
     if spec.fabric.kind != attach.kind:
         raise TopoError(f"the {attach.kind} builder cannot build a spec of kind {spec.fabric.kind!r}; use "
@@ -252,7 +172,7 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
             rate = old.up_port_rate_Bps or old.port_rate_Bps
             tiers.append(old.model_copy(update={"name": name, "oversubscription": None, "up_ports": None,
                                                 "down_ports": None, "port_rate_Bps": rate,
-                                                "up_port_rate_Bps": None}))
+                                                "up_port_rate_Bps": None, "joins": None, "block_name": ""}))
 
 
 def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLayout:
@@ -296,33 +216,36 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
                            f"has {format_count(num_units)}; add a spine tier or set fabric.grow_tiers = true",
                            key="fabric.tiers")
     n_leaves = num_units * leaves_per_unit
-    plans.append(_plan(leaf, 0, rates[0], d0, u0, n_leaves, n_leaves, 1, 1))
+    plans.append(_plan(leaf, 0, rates[0], d0, u0, n_leaves, n_leaves, 1, 1, 1, num_units,
+                       spec.fabric.unit_name or attach.default_unit_name))
 
-    units_per_pod, num_pods = num_units, 1
-    if len(tiers) >= 2:
-        spine = tiers[1]
-        spine_top = len(tiers) == 2
-        leaves_per_group_per_unit = leaves_per_unit // rail_groups
-        if not spine_top:
-            units_per_pod = _units_per_pod(spec, spine, rates[1], u0, leaves_per_group_per_unit, num_units, attach)
-        if num_units % units_per_pod != 0:
-            raise TopoError(f"{count_noun(num_units, attach.default_unit_name)} {_do(num_units)} not fill whole pods of "
-                            f"{units_per_pod}; use a multiple of {units_per_pod} units or set "
-                            f"fabric.units_per_pod", key=_size_key(spec))
-        num_pods = num_units // units_per_pod
-        L = units_per_pod * leaves_per_group_per_unit  # leaves per spine group
-        group = "rail group" if attach.per_rail_groups else "pod"
-        s, m, d1, u1 = _spread(spine, 1, rates[1], L, u0, spine_top,
-                               f"{count_noun(L, leaf.name + ' switch', leaf.name + ' switches')} x {count_noun(u0, 'uplink')}", group)
-        groups = num_pods * rail_groups
-        plans.append(_plan(spine, 1, rates[1], d1, u1, groups * s, groups, s, m))
-
-        if len(tiers) == 3:
-            core = tiers[2]
-            planes = s * rail_groups
-            c, m2, d2, u2 = _spread(core, 2, rates[2], num_pods, u1, True,
-                                    f"{count_noun(num_pods, 'pod')} x {count_noun(u1, spine.name + ' uplink')} per plane", "plane")
-            plans.append(_plan(core, 2, rates[2], d2, u2, planes * c, planes, c, m2))
+    # tiers 1 and up: each joins blocks of the tier below (units for tier 1) into blocks of its own
+    num_blocks, below_up = num_units, u0
+    for i in range(1, len(tiers)):
+        tier, top = tiers[i], i == len(tiers) - 1
+        below = plans[-1]
+        lower_per_block = leaves_per_unit // rail_groups if i == 1 else 1  # lower switches per block, per group
+        below_name = attach.default_unit_name if i == 1 else below.block_name
+        name = _block_name(spec, i)
+        joins = num_blocks if top else _joins(spec, tier, i, rates[i], below_up, lower_per_block, num_blocks,
+                                               below_name, name)
+        if num_blocks % joins != 0:
+            word = "units" if i == 1 else f"{below_name}s"
+            raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of "
+                            f"{joins}; use a multiple of {joins} {word} or set {_joins_key(spec, i)}",
+                            key=_size_key(spec))
+        n_below = joins * lower_per_block  # lower switches in one group of this tier
+        lower_word = below.name + " switch"
+        what = (f"{count_noun(n_below, lower_word, below.name + ' switches')} x "
+                f"{count_noun(below_up, 'uplink')}" + ("" if i == 1 else " per plane"))
+        s_, m, d, u = _spread(tier, i, rates[i], n_below, below_up, top, what, name if i == 1 else "plane",
+                              below_name)
+        blocks = num_blocks // joins
+        groups = blocks * rail_groups * (1 if i == 1 else _planes(plans[1:]))
+        plans.append(_plan(tier, i, rates[i], d, u, groups * s_, groups, s_, m, joins, blocks, name))
+        num_blocks, below_up = blocks, u
+    units_per_pod = plans[1].joins if len(plans) > 1 else num_units
+    num_pods = plans[1].num_blocks if len(plans) > 1 else 1
 
     return ClosLayout(
         kind=attach.kind,
@@ -343,14 +266,35 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     )
 
 
-def _plan(t: TierSpec, i, rates, down, up, n, groups, per_group, m) -> TierPlan:
+def _planes(plans: list[TierPlan]) -> int:
+    """Plane coordinates so far: the product of the group sizes of the tiers above the leaves."""
+    out = 1
+    for p in plans:
+        out *= p.switches_per_group
+    return out
+
+
+DEFAULT_BLOCK_NAMES = ("unit", "pod", "island", "hall", "campus")
+
+
+def _block_name(spec: Spec, i: int) -> str:
+    given = spec.fabric.tiers[i].block_name if i < len(spec.fabric.tiers) else ""
+    return given or (DEFAULT_BLOCK_NAMES[i] if i < len(DEFAULT_BLOCK_NAMES) else f"tier-{i} block")
+
+
+def _joins_key(spec: Spec, i: int) -> str:
+    return "fabric.units_per_pod" if i == 1 and spec.fabric.tiers[1].joins is None else _key(i, "joins")
+
+
+def _plan(t: TierSpec, i, rates, down, up, n, groups, per_group, m, joins=1, blocks=1, block_name="") -> TierPlan:
     return TierPlan(index=i, name=t.name, model=t.model, radix=t.radix, down_rate_Bps=rates[0],
                     up_rate_Bps=rates[1], down_ports=down, up_ports=up, num_switches=n, num_groups=groups,
                     switches_per_group=per_group, links_from_below=m, latency_s=t.latency_s, sharp=t.sharp,
-                    power_W=t.power_W)
+                    power_W=t.power_W, joins=joins, num_blocks=blocks, block_name=block_name)
 
 
-def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, what: str, group: str):
+def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, what: str, group: str,
+            below_name: str = "unit"):
     """Switches per group so that each of ``n_below`` lower switches spreads its ``up_below`` uplinks evenly.
 
     Returns (switches per group, parallel links per pair, down ports used, up ports per switch)."""
@@ -375,8 +319,11 @@ def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, 
     k = t.oversubscription or 1.0
     up_min = 0 if top else (t.up_ports if t.up_ports is not None else math.ceil(n_below * rates[0] / (k * rates[1])))
     need = f"{format_count(n_below)} down" + ("" if top else f" + {format_count(up_min)} up")
-    if group == "plane":
-        hint = "use fewer, larger pods (fabric.units_per_pod) or a larger radix; 4 tiers are not supported"
+    if group == "plane" and top:
+        hint = (f"use fewer, larger {below_name}s, a larger radix, or a tier of {below_name} groups below "
+                f"{t.name} (fabric.tiers[{i}].joins)")
+    elif group == "plane":
+        hint = f"put fewer {below_name}s in each block of {t.name} (fabric.tiers[{i}].joins) or raise the radix"
     elif top:
         hint = "raise the radix, add a tier or set fabric.grow_tiers = true"
     else:
@@ -385,27 +332,32 @@ def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, 
                 f"radix is {t.radix}; {hint}", key=_key(i, "radix"))
 
 
-def _units_per_pod(spec: Spec, spine: TierSpec, rates, leaf_up: int, leaves_per_unit: int, num_units: int,
-                   attach: Attachment) -> int:
-    """Units under one set of spines (3 tiers): the spec's, or as many as the spines hold."""
-    if spec.fabric.units_per_pod is not None:
-        return spec.fabric.units_per_pod
+def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_block: int, num_blocks: int,
+           below_name: str, name: str) -> int:
+    """Blocks of the tier below in one block of tier ``i`` (units per pod for tier 1): the spec's, or as many as
+    the tier's switches hold."""
+    given = tier.joins if tier.joins is not None else (spec.fabric.units_per_pod if i == 1 else None)
+    if i == 1 and tier.joins is not None and spec.fabric.units_per_pod not in (None, tier.joins):
+        raise TopoError(f"fabric.units_per_pod = {spec.fabric.units_per_pod} and fabric.tiers[1].joins = "
+                        f"{tier.joins} say two pod sizes; give one", key=_key(1, "joins"))
+    if given is not None:
+        if given > num_blocks:
+            raise TopoError(f"{tier.name}: a {name} of {count_noun(given, below_name)} needs more than the "
+                            f"{format_count(num_blocks)} the cluster has", key=_joins_key(spec, i))
+        return given
     best = 0
-    for upp in range(1, spine.radix + 1):
-        L = upp * leaves_per_unit
-        if L > spine.radix:
+    for b in range(1, tier.radix + 1):
+        if b * lower_per_block > tier.radix:
             break
         try:
-            _spread(spine, 1, rates, L, leaf_up, False, "", "pod")
+            _spread(tier, i, rates, b * lower_per_block, below_up, False, "", "pod" if i == 1 else "plane")
         except TopoError:
             continue
-        best = upp
+        best = b
     if best == 0:
-        raise TopoError(f"{spine.name}: not even one {attach.default_unit_name} fits under {spine.radix}-port "
-                        "switches", key="fabric.tiers[1].radix")
-    if num_units <= best:
-        return num_units
-    return best
+        raise TopoError(f"{tier.name}: not even one {below_name} fits under {tier.radix}-port switches",
+                        key=_key(i, "radix"))
+    return min(best, num_blocks)
 
 
 def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> int:
@@ -423,7 +375,7 @@ def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> i
     if len(tiers) < 3 and c.num_pods != 1:
         raise TopoError(f"a fabric of {count_noun(len(tiers), 'tier')} is one pod; num_pods = {c.num_pods} needs 3 tiers",
                         key="cluster.num_pods")
-    upp = spec.fabric.units_per_pod
+    upp = spec.fabric.units_per_pod or spec.fabric.tiers[1].joins
     if upp is None:
         if len(tiers) < 3:
             raise TopoError("with num_pods and fewer than 3 tiers, size the cluster with num_units instead",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...spec.model import Spec
+from ..fabric import make_fabric
 from .clos import Attachment, plan_clos
 
 __all__ = ["fat_tree", "ATTACHMENT"]
@@ -37,6 +38,4 @@ def fat_tree(spec: Spec):
     per rack switch, 192 racks per pod under full-bisection cluster switches, 8 pods joined 1:7 oversubscribed
     (Llama 3 paper, arXiv 2407.21783, Sec. 3.3.1).
     """
-    from ..fabric import make_fabric
-
     return make_fabric(spec, plan_clos(spec, ATTACHMENT))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...spec.model import Spec
+from ..fabric import make_fabric
 from .clos import Attachment, plan_clos
 
 __all__ = ["rail_only", "ATTACHMENT"]
@@ -36,6 +37,4 @@ def rail_only(spec: Spec):
     A flow between rails must first move over NVLink to the GPU on the destination's rail (NCCL's PXN does
     this); :mod:`topo.route` routes it so. The paper reports 38-77% lower network cost than rail-optimized.
     """
-    from ..fabric import make_fabric
-
     return make_fabric(spec, plan_clos(spec, ATTACHMENT))

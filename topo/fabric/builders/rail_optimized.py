@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...spec.model import Spec
+from ..fabric import make_fabric
 from .clos import Attachment, plan_clos
 
 __all__ = ["rail_optimized", "ATTACHMENT"]
@@ -37,6 +38,4 @@ def rail_optimized(spec: Spec):
     32 DGX H100, 8 rails, QM9700 64-port NDR switches, non-blocking; 4 SUs use 32 leaves and 16 spines (NVIDIA
     DGX SuperPOD H100 reference architecture, Table 4).
     """
-    from ..fabric import make_fabric
-
     return make_fabric(spec, plan_clos(spec, ATTACHMENT))
