@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from small_fabrics import SPECS, small_fabric
+from topo.engine.allpairs import route_all_pairs
 from topo.engine.alltoall_classes import alltoall_classes, classes_apply
 from topo.engine.contention import flow_classes, max_min_makespan
 from topo.engine.route import Router
@@ -42,13 +43,13 @@ def test_the_router_uses_classes_for_max_min_and_only_where_they_hold():
     f = small_fabric("rail_optimized-3")
     r = Router(f, "hash")
     a = AllPairs(np.arange(f.num_gpus)[None, :], 1.0)
-    kept = r.route_all_pairs(a, keep_flows=True)
+    kept = route_all_pairs(r, a, keep_flows=True)
     assert kept.classes is not None and kept.classes.template is not None
     assert flow_classes(kept) is kept.classes
     # no PXN: every GPU sends through its own NIC, nothing to merge; a failure: stand-in NICs per GPU
     assert not classes_apply(Router(f, "hash", pxn=False))
     assert not classes_apply(Router(f.with_failures("spine0"), "hash"))
-    assert Router(f, "hash", pxn=False).route_all_pairs(a, keep_flows=True).classes is None
+    assert route_all_pairs(Router(f, "hash", pxn=False), a, keep_flows=True).classes is None
 
 
 def test_when_merged_flows_would_move_apart_estimate_fills_them_one_by_one():
@@ -87,7 +88,7 @@ def test_hashed_alltoall_beyond_the_explicit_flows_keeps_the_hash(name, monkeypa
     # loads over the hash, i.e. ideal ECMP's time: on h100-100k, 992 GPUs (983k flows) took 24.96 ms and 1,024
     # GPUs (1.05M flows) 24.06 ms, the ideal figure. Past the limit the loads must still be the hash's own (classes
     # with PXN, chunks without), equal to routing every flow; fat_tree-3 has no PXN (chunks).
-    import topo.engine.route as route
+    import topo.engine.allpairs as route
     from topo.engine.estimate import estimate
 
     f = small_fabric(name)
@@ -124,7 +125,7 @@ def test_maxmin_refuses_an_alltoall_with_more_classes_than_memory_allows(monkeyp
     # Review finding: max-min of a PXN all-to-all built its classes whatever their number: 5.6 million took 3.3 GB
     # and 37 s, and `topo estimate -g 16384 -c alltoall --ecmp hash --sharing maxmin` (33.5 million) would have
     # needed about 20 GB. Past MAX_MAXMIN_CLASS_PATHS it is one error naming sharing, before any class is built.
-    import topo.engine.route as route
+    import topo.engine.allpairs as route
     from topo.errors import TopoError
     from topo.engine.estimate import estimate
 

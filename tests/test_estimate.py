@@ -257,7 +257,7 @@ def test_given_rank_order_changes_the_ring():
 
 def test_large_all_to_all_is_routed_in_chunks_with_the_same_loads(monkeypatch):
     # Above a million flows only the summed loads are kept; they must equal the flow-by-flow result.
-    import topo.engine.route as p2p  # the router keeps flows one by one up to EXPLICIT_FLOWS
+    import topo.engine.allpairs as p2p  # all-to-all flows are kept one by one up to EXPLICIT_FLOWS
 
     f = build_fabric(load_spec("dgx-h100-superpod"))
     one = estimate(f, "alltoall", "1G", gpus=256).results[0]

@@ -214,7 +214,7 @@ def test_pod_symbols_on_a_one_pod_cluster_say_why():
 def test_a_mix_carries_its_members_notes(monkeypatch):
     # a member's estimate may approximate (a hashed all-to-all too large to hash flow by flow takes the expected
     # loads); the mix said nothing of it. Its notes now name the member, in the table and in --json.
-    import topo.engine.route as route
+    import topo.engine.allpairs as route
     from small_fabrics import small_fabric
     from topo.engine.traffic_file import traffic_from_dict
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TopoError
+from ..fabric.levels import Level
 from .route import Router
 
 __all__ = ["uniform_alltoall_loads", "matrix_loads"]
@@ -71,38 +72,36 @@ def _count(data: list[np.ndarray], query: list[np.ndarray], sizes: list[int], we
 
 
 class _Sides:
-    """Per-GPU quantities of both halves of a path, for one NIC choice (vectorised over the GPUs)."""
+    """Per-GPU quantities of both halves of a path (:class:`topo.engine.paths.Paths`), for one NIC choice
+    (vectorised over the GPUs): ``agg_d[k]`` / ``agg_s[k]`` are the aggregates of tier ``k`` above each half's leaf
+    (``k = 0``: the leaf), one per tier boundary."""
 
     def __init__(self, router: Router, gpus: np.ndarray, choice: int):
         f = router.fabric
         L = f.layout
         N = L.nics_per_server
+        paths = router.paths
         self.X = N if router.pxn else 1  # values of the selector the sending half depends on
         # receiving half of destination d
         d = gpus
         self.d = d
-        self.nic_d = f.gpu_nic(d, choice)
+        recv = paths.receiving(d, choice, failover=False)
+        self.nic_d = recv.nic
         self.x_d = (self.nic_d % N) if router.pxn else np.zeros_like(d)
-        self.ld = f.nic_leaf(self.nic_d)
-        self.gd = f.leaf_group(self.ld) if L.num_tiers > 1 else np.zeros_like(d)
+        self.agg_d = paths.aggregates(recv.leaf) if L.num_tiers > 1 else [recv.leaf]
+        self.top_d = paths.top_aggregate(recv.leaf)
         self.dom_d = f.gpu_domain(d)
-        self.pcie_d = self.nic_d if f.pcie_per_nic else d
+        self.pcie_d = recv.pcie
         # sending half of source s towards selector x: rows are (s, x), x fastest
         s = np.repeat(gpus, self.X)
         x = np.tile(np.arange(self.X), gpus.size)
         self.s, self.x = s, x
-        nic_s = f.gpu_server(s) * N + x if router.pxn else f.gpu_nic(s, choice)
-        if f.pcie_per_nic:
-            proxy = f.nic_gpu(nic_s)
-            pcie_s = nic_s
-        else:
-            proxy = np.where(f.gpu_nic(s) == nic_s, s, f.nic_gpu(nic_s))
-            pcie_s = proxy
-        self.nic_s, self.proxy, self.pcie_s = nic_s, proxy, pcie_s
-        self.ls = f.nic_leaf(nic_s)
-        self.gs = f.leaf_group(self.ls) if L.num_tiers > 1 else np.zeros_like(s)
+        send = paths.sending(s, paths.sending_nic(s, x if router.pxn else choice))
+        self.nic_s, self.proxy, self.pcie_s = send.nic, send.proxy, send.pcie
+        self.agg_s = paths.aggregates(send.leaf) if L.num_tiers > 1 else [send.leaf]
+        self.top_s = paths.top_aggregate(send.leaf)
         self.dom_s = f.gpu_domain(s)
-        self.rail_s = f.nic_rail(nic_s)
+        self.rail_s = f.nic_rail(self.nic_s)
         self.rail_d = f.nic_rail(self.nic_d)
 
 
@@ -120,8 +119,8 @@ def _in_domain(dom_d, v_d, dom_s, v_s, ref):
 def _sizes(router: Router, num_classes: int) -> dict:
     f = router.fabric
     L = f.layout
-    return {"cls": num_classes, "x": L.nics_per_server, "dom": L.num_domains, "leaf": L.tiers[0].num_switches,
-            "grp": max(1, L.tiers[1].num_groups if L.num_tiers > 1 else 1), "rail": L.nics_per_server}
+    return {"cls": num_classes, "x": L.nics_per_server, "dom": L.num_domains,
+            "agg": [L.num_aggregates(k) for k in range(max(1, L.num_tiers - 1))], "rail": L.nics_per_server}
 
 
 def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, sizes: dict, wd_data=None,
@@ -134,9 +133,9 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     """
     f = router.fabric
     L = f.layout
-    lo = f.link_offset
+    paths = router.paths
     z = sizes
-    # destinations seen from each sending half (s, x): keys (class, x[, dom][, leaf | group])
+    # destinations seen from each sending half (s, x): keys (class, x[, dom][, aggregate])
     D = [_combine([cls_d, sd.x_d], [z["cls"], z["x"]])]  # key prefixes, combined once
     S = [_combine([cls_s, sd.x], [z["cls"], z["x"]])]
     ks = [z["cls"] * z["x"]]
@@ -174,24 +173,30 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     def add(ids, vals):
         out[:] += np.bincount(ids, weights=vals, minlength=out.size)
 
+    nv = f.level_start(Level.NVLINK)
     hop = sd.proxy != sd.s
-    add(2 * (lo["nvlink"] + sd.s[hop]), n_inter[hop])
-    add(2 * (lo["nvlink"] + sd.proxy[hop]) + 1, n_inter[hop])
-    add(2 * (lo["pcie"] + sd.pcie_s), n_inter)
-    add(2 * (lo["nic"] + sd.nic_s), n_inter)
-    add(2 * (lo["nic"] + sd.nic_d) + 1, m_inter)
-    add(2 * (lo["pcie"] + sd.pcie_d) + 1, m_inter)
+    add(2 * (nv + sd.s[hop]), n_inter[hop])
+    add(2 * (nv + sd.proxy[hop]) + 1, n_inter[hop])
+    add(2 * sd.pcie_s, n_inter)
+    add(2 * paths.nic_link(sd.nic_s), n_inter)
+    add(2 * paths.nic_link(sd.nic_d) + 1, m_inter)
+    add(2 * sd.pcie_d + 1, m_inter)
 
-    # leaf level: pairs in other domains whose NICs sit on different leaves
-    a_l = ca([sd.ld], [sd.ls], [z["leaf"]])
-    f0 = f.gpu_nic(np.arange(L.num_domains) * L.gpus_per_domain)  # a reference NIC per domain
-    ref_leaf = f.nic_leaf(f0)
-    rld, rls, span = _in_domain(sd.dom_d, sd.ld, sd.dom_s, sd.ls, ref_leaf)
-    a_dl = ca_dom([rld], [rls], [span])
-    n_leaf = (a - a_dom - a_l + a_dl) * f_s
-    b_l = cb([sd.ls], [sd.ld], [z["leaf"]])
-    b_dl = cb_dom([rls], [rld], [span])
-    m_leaf = (b - b_dom - b_l + b_dl) * f_d
+    # a reference leaf per domain: a domain's GPUs reach few aggregates, so relative keys stay small
+    ref_leaf = f.nic_leaf(f.gpu_nic(np.arange(L.num_domains) * L.gpus_per_domain))
+    ref_aggs = paths.aggregates(ref_leaf) if L.num_tiers > 1 else [ref_leaf]
+
+    def crossing(k):
+        """Pairs in other domains whose leaves sit in different aggregates of tier k, per sending half (n) and
+        per receiving half (m)."""
+        a_k = ca([sd.agg_d[k]], [sd.agg_s[k]], [z["agg"][k]])
+        rd, rs, span = _in_domain(sd.dom_d, sd.agg_d[k], sd.dom_s, sd.agg_s[k], ref_aggs[k])
+        a_dk = ca_dom([rd], [rs], [span])
+        b_k = cb([sd.agg_s[k]], [sd.agg_d[k]], [z["agg"][k]])
+        b_dk = cb_dom([rs], [rd], [span])
+        return (a - a_dom - a_k + a_dk) * f_s, (b - b_dom - b_k + b_dk) * f_d
+
+    n_leaf, m_leaf = crossing(0)
     if not np.any(n_leaf > 0):
         return
     if L.num_tiers == 1:
@@ -206,40 +211,25 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
             k = int(np.flatnonzero(bad)[0])
             raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
                             "are on different rails; route through NVLink (pxn=True)", key="pxn")
-    # spine-group level: pairs in other domains whose leaves are in different spine groups
-    a_g = ca([sd.gd], [sd.gs], [z["grp"]])
-    rgd, rgs, span_g = _in_domain(sd.dom_d, sd.gd, sd.dom_s, sd.gs, f.leaf_group(ref_leaf))
-    a_dg = ca_dom([rgd], [rgs], [span_g])
-    n_grp = (a - a_dom - a_g + a_dg) * f_s
-    b_g = cb([sd.gs], [sd.gd], [z["grp"]])
-    b_dg = cb_dom([rgs], [rgd], [span_g])
-    m_grp = (b - b_dom - b_g + b_dg) * f_d
-    if L.num_tiers < 3 and np.any(n_grp > 0):
-        raise TopoError("flows cross spine groups but the fabric has no core tier", key="fabric.tiers")
-
-    n_leaves, n_groups = L.tiers[0].num_switches, L.tiers[1].num_groups
-    if router.ecmp == "ideal":
-        add(router.v_leaf_up + sd.ls, n_leaf)
-        add(router.v_leaf_down + sd.ld, m_leaf)
-        if L.num_tiers > 2:
-            add(router.v_grp_up + sd.gs, n_grp)
-            add(router.v_grp_down + sd.gd, m_grp)
-        return
-    # hashed ECMP: the expected load of each cable, an aggregate spread evenly over the cables it stands for
-    u0 = L.tiers[0].up_ports
-    up = np.bincount(sd.ls, weights=n_leaf, minlength=n_leaves) / u0
-    down = np.bincount(sd.ld, weights=m_leaf, minlength=n_leaves) / u0
-    ids = lo["up:0"] + np.arange(n_leaves * u0)
-    out[2 * ids] += np.repeat(up, u0)
-    out[2 * ids + 1] += np.repeat(down, u0)
-    if L.num_tiers > 2:
-        t1 = L.tiers[1]
-        per = t1.switches_per_group * t1.up_ports
-        up = np.bincount(sd.gs, weights=n_grp, minlength=n_groups) / per
-        down = np.bincount(sd.gd, weights=m_grp, minlength=n_groups) / per
-        ids = lo["up:1"] + np.arange(t1.num_switches * t1.up_ports)
-        out[2 * ids] += np.repeat(up, per)
-        out[2 * ids + 1] += np.repeat(down, per)
+    crossed = [(n_leaf, m_leaf)]
+    for k in range(1, L.num_tiers - 1):
+        n_k, m_k = crossing(k)
+        if not np.any(n_k > 0):
+            break
+        crossed.append((n_k, m_k))
+    # the top tier joins every aggregate below it (but rails in rail-only, caught above): no boundary beyond
+    for k, (n_k, m_k) in enumerate(crossed):
+        if router.ecmp == "ideal":
+            add(router.aggregate_start(k) + sd.agg_s[k], n_k)
+            add(router.aggregate_start(k, True) + sd.agg_d[k], m_k)
+            continue
+        # hashed ECMP: the expected load of each cable, an aggregate spread evenly over the cables it stands for
+        na = z["agg"][k]
+        sl = f.level_slice(Level.uplink(k))
+        per = (sl.stop - sl.start) // na
+        ids = np.arange(sl.start, sl.stop)
+        out[2 * ids] += np.repeat(np.bincount(sd.agg_s[k], weights=n_k, minlength=na) / per, per)
+        out[2 * ids + 1] += np.repeat(np.bincount(sd.agg_d[k], weights=m_k, minlength=na) / per, per)
 
 
 def _check_gpus(router: Router, gpus: np.ndarray, key: str) -> None:
@@ -285,9 +275,9 @@ def uniform_alltoall_loads(router: Router, groups: np.ndarray, bytes_per_pair: f
     # inside NVLink domains: B to every other member of the same domain, whatever the NIC choice
     dom = f.gpu_domain(gpus)
     same = _count([cls, dom], [cls, dom], [G, f.layout.num_domains]) - 1
-    lo = f.link_offset
-    out += np.bincount(2 * (lo["nvlink"] + gpus), weights=B * same, minlength=out.size)
-    out += np.bincount(2 * (lo["nvlink"] + gpus) + 1, weights=B * same, minlength=out.size)
+    nv = f.level_start(Level.NVLINK)
+    out += np.bincount(2 * (nv + gpus), weights=B * same, minlength=out.size)
+    out += np.bincount(2 * (nv + gpus) + 1, weights=B * same, minlength=out.size)
     k = _nics_per_gpu(router)
     sizes = _sizes(router, G)
     for c in range(k):
@@ -323,7 +313,7 @@ def matrix_loads(router: Router, group_gpus_list, traffic_matrix_bytes) -> np.nd
                         key="group_gpus_list")
     cls = np.repeat(np.arange(M), [g.size for g in gl])
     f = router.fabric
-    lo = f.link_offset
+    nv = f.level_start(Level.NVLINK)
     dom = f.gpu_domain(gpus)
     k = _nics_per_gpu(router)
     sides = [_Sides(router, gpus, c) for c in range(k)]
@@ -335,10 +325,10 @@ def matrix_loads(router: Router, group_gpus_list, traffic_matrix_bytes) -> np.nd
         in_j = cls == j
         # inside NVLink domains: each source s sends to the members of j in its domain (not itself)...
         same_j = _count([dom[in_j]], [dom], [f.layout.num_domains]) - in_j
-        out += np.bincount(2 * (lo["nvlink"] + gpus), weights=w_col[cls] * same_j, minlength=out.size)
+        out += np.bincount(2 * (nv + gpus), weights=w_col[cls] * same_j, minlength=out.size)
         # ...and each member d of j receives from every source in its domain at that source's group's rate
         w_dom = _count([dom], [dom[in_j]], [f.layout.num_domains], weight=w_col[cls]) - w_col[j]
-        out += np.bincount(2 * (lo["nvlink"] + gpus[in_j]) + 1, weights=w_dom, minlength=out.size)
+        out += np.bincount(2 * (nv + gpus[in_j]) + 1, weights=w_dom, minlength=out.size)
         w_rows = w_col[cls_s_rows] / k  # bytes per pair of each sending half into group j
         for sd in sides:
             sub = _Restricted(sd, in_j)
@@ -352,5 +342,6 @@ class _Restricted:
 
     def __init__(self, sd: _Sides, mask: np.ndarray):
         self.__dict__.update(sd.__dict__)
-        for name in ("d", "nic_d", "x_d", "ld", "gd", "dom_d", "pcie_d", "rail_d"):
+        for name in ("d", "nic_d", "x_d", "top_d", "dom_d", "pcie_d", "rail_d"):
             setattr(self, name, getattr(sd, name)[mask])
+        self.agg_d = [a[mask] for a in sd.agg_d]

@@ -80,7 +80,7 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
         c_idx = np.zeros(u_idx.size, dtype=np.int64)
     dst = groups[pair_g[u_idx], j_idx]
 
-    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (columns 0-2),
+    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (the path's head),
     # split by the host link they leave through (members that share a NIC but not a host link move apart)
     q = f.gpu_nic(dst, c_idx) % N
     base_tpl = u_idx * N + q
@@ -89,10 +89,11 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     m_rows = np.repeat(np.arange(t_used.size), count[tu])  # one row per (template, member)
     m_gpu = members_gpu[_ranges(start[tu], count[tu])]
     first = t_first[m_rows]
-    mcols, _ = router._columns(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
-    head = mcols[:, :3].astype(np.int64)
+    slots = router.slots
+    mcols, _ = router.path_table(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
+    head = mcols[:, slots.head].astype(np.int64)
     del mcols
-    sub_key = m_rows * (router.num_res + 1) + (head[:, 2] + 1)
+    sub_key = m_rows * (router.num_res + 1) + (head[:, slots.SEND_PCIE] + 1)
     sub_u, m_sub = np.unique(sub_key, return_inverse=True)  # sub-templates, ordered by template
     sub_tpl = sub_u // (router.num_res + 1)
     sub_size = np.bincount(m_sub, minlength=sub_u.size)
@@ -115,10 +116,10 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     mult = sub_size[template]
     C = base_of.size
 
-    # the network part of each class: its representative's path from the sending NIC on (columns 3-11)
+    # the network part of each class: its representative's path from the sending NIC on
     src_rep = np.repeat(pair_rep[u_idx], K)
-    cols, _ = router._columns(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C0))
-    net = cols[:, 3:]
+    cols, _ = router.path_table(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C0))
+    net = cols[:, slots.network]
     del cols
     ok = net >= 0
     rows, _ = np.nonzero(ok)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fabric.levels import Level
 from .contention import drain_time
 from .loads import ScheduleLoads
 from .profiles import Profile
@@ -95,8 +96,8 @@ def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
         One value per resource id.
     """
     lvl = router.level
-    eff = np.where(lvl == 0, profile.nvlink_efficiency, np.where(lvl == 1, profile.pcie_efficiency,
-                                                                 profile.network_efficiency))
+    eff = np.where(lvl == Level.NVLINK.code, profile.nvlink_efficiency,
+                   np.where(lvl == Level.PCIE.code, profile.pcie_efficiency, profile.network_efficiency))
     return router.capacity_Bps * eff
 
 

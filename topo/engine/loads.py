@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .allpairs import route_part
 from .route import Routed, Router
 from .schedule import LatencyTerm, Schedule, Transfers
 
@@ -166,13 +167,14 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
     terms_by_phase: dict[int, list[LatencyTerm]] = {}
     for t in schedule.routed_latency:
         terms_by_phase.setdefault(t.phase, []).append(t)
-    notes_before = len(router.notes)
+    notes: list[str] = []
     for i, ph in enumerate(schedule.phases):
         loads = np.zeros(router.num_res)
         kept, flows = [], 0
         for j, part in enumerate(ph.parts):  # one part at a time: only its loads outlive it (unless kept)
             if keep_flows or not isinstance(part, Transfers) or part.num_flows <= _CHUNK_FLOWS:
-                r = router.route_part(part, keep_flows)
+                r = route_part(router, part, keep_flows)
+                notes += [n for n in r.notes if n not in notes]
                 if r.res.size:
                     loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
             else:
@@ -187,7 +189,7 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
         res = np.flatnonzero(loads)
         phases.append(PhaseLoads(ph.label, float(ph.repeat), flows, res, loads[res],
                                  Routed.concat(kept) if keep_flows else None))
-    for note in router.notes[notes_before:]:  # what routing approximated for this schedule
+    for note in notes:  # what routing approximated for this schedule
         if note not in schedule.notes:
             schedule.notes.append(note)
     return ScheduleLoads(schedule, phases, latency, router.num_res)

@@ -13,45 +13,38 @@ fat tree, where rails do not matter) each GPU uses its own NIC.
 
 ECMP, where a leaf has several spines (and a spine several cores) to choose from:
 
-- ``ideal``: every flow is split evenly over all equal-cost paths. Its load is then spread evenly over a leaf's
-  (or a spine group's) uplinks, so those uplinks are represented by one *virtual resource* each with their summed
-  capacity: exact for the fluid model, and O(flows) at any scale.
+- ``ideal``: every flow is split evenly over all equal-cost paths. Its load is then spread evenly over the uplinks
+  of an *aggregate* (a leaf; the spines of a pod and rail group; the cores of an island; ... see
+  :mod:`topo.fabric.layout`), so those uplinks are represented by one *virtual resource* each with their summed
+  capacity: exact for the fluid model, and O(flows) at any scale, at any number of tiers.
 - ``hash``: each flow (or each of its ``subflows`` parts) is pinned to one path by a deterministic hash of its
-  endpoints, which reproduces the collisions of real ECMP.
+  endpoints, which reproduces the collisions of real ECMP. At each tier boundary the hash picks the switch above
+  (the same plane on both sides, so the two halves meet) and, independently, the up cable and the down cable.
 
-The result is a list of (resource, bytes, flow) entries; :mod:`topo.contention` turns it into times.
+The two halves of every path (which NIC, proxy GPU, host link, leaf) come from :class:`topo.engine.paths.Paths`; the
+hop slots of the path table are named by :class:`topo.fabric.levels.PathSlots`. Which way an all-to-all is loaded
+(from counts, as classes, flow by flow) is decided in :mod:`topo.engine.allpairs`, not here. A router does not
+change once made: estimating with it leaves it as it was.
+
+The result is a list of (resource, bytes, flow) entries; :mod:`topo.engine.contention` turns it into times.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
-from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
+from ..fabric.levels import Level, PathSlots
+from .maxmin import FlowClasses
+from .paths import Paths
+from .schedule import AlgorithmUnavailable, InNetworkReduce, InSwitchReduce, Transfers
 
-if TYPE_CHECKING:
-    from .maxmin import FlowClasses
-
-__all__ = ["Router", "Routed", "ECMP_MODES", "EXPLICIT_FLOWS", "MAX_ROUTED_PARTS"]
+__all__ = ["Router", "Routed", "ECMP_MODES", "MAX_ROUTED_PARTS"]
 
 ECMP_MODES = ("ideal", "hash")
-_MAX_HOPS = 12  # NVLink to the sending NIC's GPU (2), PCIe, NIC, up to 4 switch hops, NIC, PCIe, NVLink (2)
-EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
-MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
-# a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (topo.alltoall_classes:
-# the hash's own collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s);
-# beyond (or where classes do not apply: no PXN), flows routed in chunks up to MAX_HASHED_CHUNKED (~1.2 us each);
-# beyond that, the expected loads over the hash, with a note
-MAX_HASHED_CLASS_PATHS = 2_500_000
-MAX_HASHED_CHUNKED = 4_000_000
-# max-min of an all-to-all as classes: about 600 bytes per class path (5.6 million, the expert all-to-all of the
-# 100k default with 1,792 communicators of 56: 3.3 GB, 37 s); beyond this, an error instead of exhausting memory
-MAX_MAXMIN_CLASS_PATHS = 6_000_000
 
 
 @dataclass
@@ -67,27 +60,30 @@ class Routed:
     network: np.ndarray  # True where the flow leaves its NVLink domain
     aggregated: bool = False  # True: only the summed load per resource is kept (res, weight); no per-flow data
     classes: "FlowClasses | None" = None  # the flows merged into max-min classes (topo.maxmin), when kept so
+    notes: tuple[str, ...] = ()  # what routing approximated (e.g. expected loads over the hash)
 
     @staticmethod
     def concat(parts: list["Routed"]) -> "Routed":
         parts = [p for p in parts if p.num_flows]
         if not parts:
             return Routed.empty()
+        notes = tuple(dict.fromkeys(n for p in parts for n in p.notes))
         if any(p.classes is not None for p in parts) and all(p.classes is not None or not p.aggregated
                                                                 for p in parts):
-            from .maxmin import FlowClasses
-
             out = Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
                                 sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
                                 any(bool(p.network.any()) for p in parts))
             out.classes = FlowClasses.concat([p.classes if p.classes is not None else
                                               FlowClasses.single(p.res, p.flow, p.weight, p.flow_bytes)
                                               for p in parts])
+            out.notes = notes
             return out
         if any(p.aggregated for p in parts):
-            return Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
-                                 sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
-                                 any(bool(p.network.any()) for p in parts))
+            out = Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
+                                sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
+                                any(bool(p.network.any()) for p in parts))
+            out.notes = notes
+            return out
         offs = np.cumsum([0] + [p.num_flows for p in parts[:-1]])
         return Routed(
             res=np.concatenate([p.res for p in parts]),
@@ -97,6 +93,7 @@ class Routed:
             flow_bytes=np.concatenate([p.flow_bytes for p in parts]),
             latency_s=np.concatenate([p.latency_s for p in parts]),
             network=np.concatenate([p.network for p in parts]),
+            notes=notes,
         )
 
     @staticmethod
@@ -118,7 +115,7 @@ class Routed:
 
     def scaled(self, factor: float) -> "Routed":
         return Routed(self.res, self.weight * factor, self.flow, self.num_flows, self.flow_bytes * factor,
-                      self.latency_s, self.network)
+                      self.latency_s, self.network, notes=self.notes)
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
@@ -129,16 +126,40 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-class Router:
-    """Routes flows on one fabric. Also defines the resource space (directed links plus ECMP aggregates).
+class _Hashes:
+    """The hash values of flow parts, per tier boundary: which switch above (``switch``), which up cable
+    (``up_cable``) and which down cable (``down_cable``), each an independent 64-bit value (the up and the down
+    cable of a boundary never share one: they would always pick the same index)."""
 
-    Resource ids: ``2*link`` (up) and ``2*link + 1`` (down) for every link, then, when ``ecmp="ideal"``, one
-    resource per leaf for its uplinks going up and one going down, and one per spine group (pod) for its spines'
-    uplinks going up and down.
+    def __init__(self, key: np.ndarray):
+        self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        h0 = _mix64(key)
+        h1 = _mix64(h0)
+        h2 = _mix64(h1)
+        self._levels.append((h0, h0 >> np.uint64(32), h1 >> np.uint64(32)))
+        self._levels.append((h1, h2, h2 >> np.uint64(32)))
+        self._last = h2
+
+    def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(switch, up_cable, down_cable)`` hash values at boundary ``k``."""
+        while len(self._levels) <= k:
+            a = _mix64(self._last)
+            b = _mix64(a)
+            self._levels.append((a, a >> np.uint64(32), b >> np.uint64(32)))
+            self._last = b
+        return self._levels[k]
+
+
+class Router:
+    """Routes flows on one fabric; defines the resource space (directed links plus ECMP aggregates).
+
+    Resource ids: ``2*link`` (up) and ``2*link + 1`` (down) for every link, then, when ``ecmp="ideal"``, for each
+    tier boundary ``k`` (leaf-spine, spine-core, ...) one resource per aggregate of tier ``k`` for its uplinks going
+    up, and one going down (``aggregate_start(k, down)``). A router does not change once made.
     """
 
     def __init__(self, fabric: Fabric, ecmp: str = "ideal", subflows: int = 1, pxn: bool | None = None,
-                 salt: int = 0):
+                 salt: int = 0, merge_classes: bool = True):
         if ecmp not in ECMP_MODES:
             raise TopoError(f"unknown ECMP mode {ecmp!r}; allowed: {', '.join(ECMP_MODES)}", key="ecmp")
         if not isinstance(subflows, (int, np.integer)) or subflows < 1:
@@ -149,20 +170,23 @@ class Router:
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
         self.salt = int(salt)
-        self.merge_classes = True  # max-min: an all-to-all may merge flows that share their path (alltoall_classes)
-        self.notes: list[str] = []  # what routing approximated (topo.loads hands them to the schedule)
+        # max-min: an all-to-all may merge flows that share their path (alltoall_classes); see without_merging
+        self.merge_classes = bool(merge_classes)
+        self.paths = Paths(fabric, self.pxn)
+        self.slots: PathSlots = self.paths.slots
         links = fabric.links
         M = fabric.num_links
         self.num_real = 2 * M
-        tiers = L.tiers
-        self.n_leaves = tiers[0].num_switches
-        self.n_groups = tiers[1].num_groups if len(tiers) > 1 else 0
-        virt = ecmp == "ideal" and len(tiers) > 1
-        self.v_leaf_up = self.num_real
-        self.v_leaf_down = self.v_leaf_up + (self.n_leaves if virt else 0)
-        self.v_grp_up = self.v_leaf_down + (self.n_leaves if virt else 0)
-        self.v_grp_down = self.v_grp_up + (self.n_groups if virt and len(tiers) > 2 else 0)
-        self.num_res = self.v_grp_down + (self.n_groups if virt and len(tiers) > 2 else 0)
+        self.n_leaves = L.tiers[0].num_switches
+        virt = ecmp == "ideal" and L.num_tiers > 1
+        self.virtual = virt
+        starts, n = [], self.num_real
+        for k in range(L.num_tiers - 1 if virt else 0):
+            na = L.num_aggregates(k)
+            starts.append((n, n + na))
+            n += 2 * na
+        self._agg_start = tuple(starts)
+        self.num_res = n
 
         cap = np.empty(self.num_res)
         cap[0:self.num_real:2] = links["bandwidth_Bps"]
@@ -173,109 +197,72 @@ class Router:
         lat = np.empty(self.num_res)
         lat[0:self.num_real:2] = links["latency_s"]
         lat[1:self.num_real:2] = links["latency_s"]
-        if virt:
-            t0 = tiers[0]
-            sl = slice(self.v_leaf_up, self.v_grp_up)
-            cap[sl] = t0.up_ports * t0.up_rate_Bps
-            level[sl] = 3
-            lat[sl] = self._level_latency(3)
-            if len(tiers) > 2:
-                t1 = tiers[1]
-                sl = slice(self.v_grp_up, self.num_res)
-                cap[sl] = t1.switches_per_group * t1.up_ports * t1.up_rate_Bps
-                level[sl] = 4
-                lat[sl] = self._level_latency(4)
+        for k, (up, down) in enumerate(self._agg_start):
+            t = L.tiers[k]
+            sl = slice(up, down + L.num_aggregates(k))
+            cap[sl] = L.switches_per_aggregate(k) * t.up_ports * t.up_rate_Bps
+            level[sl] = Level.uplink(k).code
+            lat[sl] = self._level_latency(Level.uplink(k))
         self.alive = fabric.link_alive
         if fabric.failed is not None:
-            self._fail(cap, virt)
+            self._fail(cap)
         self.capacity_Bps = cap
         self.level = level
         self.res_latency_s = lat
 
-    def _fail(self, cap: np.ndarray, virt: bool) -> None:
+    def without_merging(self) -> "Router":
+        """The same router, but an all-to-all under max-min keeps its flows one by one (no classes)."""
+        out = Router.__new__(Router)
+        out.__dict__.update(self.__dict__)
+        out.merge_classes = False
+        return out
+
+    # --- the resource space ---------------------------------------------------------------------------------
+    def aggregate_start(self, boundary: int, down: bool = False) -> int:
+        """First resource id of the ECMP aggregates of tier boundary ``boundary`` (ideal ECMP only)."""
+        return self._agg_start[boundary][1 if down else 0]
+
+    # the first two boundaries by their familiar names (leaf uplinks, spine-group uplinks)
+    v_leaf_up = property(lambda self: self.aggregate_start(0))
+    v_leaf_down = property(lambda self: self.aggregate_start(0, True))
+    v_grp_up = property(lambda self: self.aggregate_start(1))
+    v_grp_down = property(lambda self: self.aggregate_start(1, True))
+
+    def _uplinks(self, k: int) -> slice:
+        return self.fabric.level_slice(Level.uplink(k))
+
+    def _fail(self, cap: np.ndarray) -> None:
         """Failed links carry nothing; ECMP aggregates keep the capacity of their surviving links."""
         dead = np.flatnonzero(self.fabric.failed)
         cap[2 * dead] = 0.0
         cap[2 * dead + 1] = 0.0
-        if not virt:
-            return
         L = self.fabric.layout
-        lo = self.fabric.link_offset
-        t0 = L.tiers[0]
-        alive0 = self.alive[lo["up:0"]:lo["up:0"] + self.n_leaves * t0.up_ports].reshape(self.n_leaves, t0.up_ports)
-        per_leaf = alive0.sum(axis=1) * t0.up_rate_Bps
-        cap[self.v_leaf_up:self.v_leaf_down] = per_leaf
-        cap[self.v_leaf_down:self.v_grp_up] = per_leaf
-        if len(L.tiers) > 2:
-            t1 = L.tiers[1]
-            alive1 = self.alive[lo["up:1"]:lo["up:1"] + t1.num_switches * t1.up_ports]
-            per_group = alive1.reshape(t1.num_groups, -1).sum(axis=1) * t1.up_rate_Bps
-            cap[self.v_grp_up:self.v_grp_down] = per_group
-            cap[self.v_grp_down:self.num_res] = per_group
+        for k, (up, down) in enumerate(self._agg_start):
+            na = L.num_aggregates(k)
+            alive = self.alive[self._uplinks(k)].reshape(na, -1)
+            per = alive.sum(axis=1) * L.tiers[k].up_rate_Bps
+            cap[up:up + na] = per
+            cap[down:down + na] = per
 
-    def _alive_nics(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-        """Each NIC, or the next working NIC of its server when its PCIe or leaf link failed."""
-        f = self.fabric
-        L = f.layout
-        lo = f.link_offset
-        N = L.nics_per_server
-        pcie = lo["pcie"] + (nic if f.pcie_per_nic else f.nic_gpu(nic))
-        ok = self.alive[lo["nic"] + nic] & self.alive[pcie]
-        if ok.all():
-            return nic
-        bad = np.flatnonzero(~ok)
-        server, rail = nic[bad] // N, nic[bad] % N
-        cand = server[:, None] * N + (rail[:, None] + np.arange(1, N)[None, :]) % N
-        cp = lo["pcie"] + (cand if f.pcie_per_nic else f.nic_gpu(cand))
-        good = self.alive[lo["nic"] + cand] & self.alive[cp]
-        if not good.any(axis=1).all():
-            k = int(np.flatnonzero(~good.any(axis=1))[0])
-            raise TopoError(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
-                            f"(failures: {', '.join(f.failures)})", key="fail")
-        out = nic.copy()
-        out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
-        return out
-
-    def _common_rail(self, nic_s, nic_d, src, dst):
-        """Rail-only with failed NICs: no spine joins two rails, so a flow whose sending stand-in NIC left the
-        receiving NIC's rail moves, at both ends, to the first rail (from the receiving NIC's) that works at both
-        servers (NVLink carries the data to and from those NICs' GPUs)."""
-        f = self.fabric
-        N = f.layout.nics_per_server
-        off = np.flatnonzero(nic_s % N != nic_d % N)
-        if off.size == 0:
-            return nic_s, nic_d
-        rails = (nic_d[off, None] % N + np.arange(N)[None, :]) % N
-        cs = (nic_s[off] // N)[:, None] * N + rails
-        cd = (nic_d[off] // N)[:, None] * N + rails
-        good = self._nic_ok(cs) & self._nic_ok(cd)
-        if not good.any(axis=1).all():
-            k = int(np.flatnonzero(~good.any(axis=1))[0])
-            raise TopoError(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
-                            f"rail has a working NIC at both servers (failures: {', '.join(f.failures)})", key="fail")
-        pick = np.argmax(good, axis=1)
-        nic_s, nic_d = nic_s.copy(), nic_d.copy()
-        nic_s[off] = cs[np.arange(off.size), pick]
-        nic_d[off] = cd[np.arange(off.size), pick]
-        return nic_s, nic_d
-
-    def _nic_ok(self, nic: np.ndarray) -> np.ndarray:
-        """Whether each NIC works: its link to the leaf and its host link."""
-        f = self.fabric
-        lo = f.link_offset
-        pcie = lo["pcie"] + (nic if f.pcie_per_nic else f.nic_gpu(nic))
-        return self.alive[lo["nic"] + nic] & self.alive[pcie]
-
-    def _level_latency(self, level: int) -> float:
-        links = self.fabric.links
-        sel = np.flatnonzero(links["level"] == level)
-        return float(links["latency_s"][sel[0]]) if sel.size else 0.0
+    def _level_latency(self, level: Level) -> float:
+        sl = self.fabric.level_slice(level)
+        lat = self.fabric.links["latency_s"][sl]
+        return float(lat[0]) if lat.size else 0.0
 
     # --- routing --------------------------------------------------------------------------------------------
     def route(self, src, dst, nbytes, choice=None) -> Routed:
         """Route flows ``src[i] -> dst[i]`` (GPU ids) of ``nbytes[i]`` bytes.
 
-        ``choice`` picks among a GPU's NICs when it has several (e.g. the channel index); default 0.
+        Parameters
+        ----------
+        src, dst : arrays of GPU ids
+        nbytes : bytes of each flow (broadcast)
+        choice : which of a GPU's NICs each flow uses when it has several (e.g. the channel index); default 0
+
+        Returns
+        -------
+        Routed
+            One entry per (flow part, resource it crosses); hashed sub-flows split a flow's bytes.
         """
         f = self.fabric
         src = np.asarray(src, dtype=np.int64).ravel()
@@ -300,7 +287,7 @@ class Router:
             flow_id = np.arange(F)
             sub = np.zeros(F, dtype=np.int64)
             part_bytes = nbytes
-        cols, inter = self._columns(src, dst, choice, sub)
+        cols, inter = self.path_table(src, dst, choice, sub)
         mask = cols >= 0
         rows, _ = np.nonzero(mask)
         res = cols[mask]
@@ -322,139 +309,131 @@ class Router:
                       latency_s=latency, network=(inter.reshape(-1)[::self.subflows] if self.subflows > 1
                                                   else inter))
 
-    def _columns(self, src, dst, choice, sub):
-        """The path of every flow part ``src[i] -> dst[i]`` as a table of resource ids (-1: no hop there).
-        Columns: 0-1 NVLink to the sending NIC's GPU (PXN), 2 its host link, 3 the NIC, 4-7 switch hops, 8 the
-        receiving NIC, 9 its host link, 10-11 NVLink from a stand-in NIC's GPU."""
+    def path_table(self, src, dst, choice, sub):
+        """The path of every flow part ``src[i] -> dst[i]`` as a table of resource ids, one column per hop slot
+        of :attr:`slots` (-1: no hop there), and whether each part leaves its NVLink domain."""
         P = src.size
         f = self.fabric
         L = f.layout
-        cols = np.full((P, _MAX_HOPS), -1, dtype=np.int32)  # resource ids < 2^31 (a fabric of ~10^9 links)
-        lo = f.link_offset
+        S = self.slots
+        cols = np.full((P, S.width), -1, dtype=np.int32)  # resource ids < 2^31 (a fabric of ~10^9 links)
+        nv = f.level_start(Level.NVLINK)
         dom_s, dom_d = src // L.gpus_per_domain, dst // L.gpus_per_domain
-        self_flow = src == dst
-        intra = (dom_s == dom_d) & ~self_flow
+        intra = (dom_s == dom_d) & (src != dst)
         inter = dom_s != dom_d
 
         # inside the NVLink domain
         i = np.flatnonzero(intra)
-        cols[i, 0] = 2 * (lo["nvlink"] + src[i])
-        cols[i, 1] = 2 * (lo["nvlink"] + dst[i]) + 1
+        cols[i, S.TO_NVSWITCH] = 2 * (nv + src[i])
+        cols[i, S.TO_PROXY] = 2 * (nv + dst[i]) + 1
 
         i = np.flatnonzero(inter)
         if i.size:
             s, d = src[i], dst[i]
-            nic_d = f.gpu_nic(d, choice[i])
-            failed = f.failed is not None
-            if failed:  # a failed NIC's traffic goes through the next working NIC of its server, over NVLink
-                nic_d = self._alive_nics(nic_d, d)
-            N = L.nics_per_server
-            if self.pxn:
-                nic_s = f.gpu_server(s) * N + nic_d % N
-            else:
-                nic_s = f.gpu_nic(s, choice[i])
-            if failed:
-                nic_s = self._alive_nics(nic_s, s)
-                if self.pxn and L.rail_groups > 1:
-                    nic_s, nic_d = self._common_rail(nic_s, nic_d, s, d)
-            recv = f.nic_gpu(nic_d) if f.pcie_per_nic else np.where(f.gpu_nic(d) == nic_d, d, f.nic_gpu(nic_d))
-            if f.pcie_per_nic:
-                proxy = f.nic_gpu(nic_s)
-                pcie_s, pcie_d = nic_s, nic_d
-            else:
-                own = f.gpu_nic(s) == nic_s
-                proxy = np.where(own, s, f.nic_gpu(nic_s))
-                pcie_s, pcie_d = proxy, recv
-            hop = proxy != s
-            cols[i[hop], 0] = 2 * (lo["nvlink"] + s[hop])
-            cols[i[hop], 1] = 2 * (lo["nvlink"] + proxy[hop]) + 1
-            back = recv != d  # the receiving NIC is not beside the destination (a failed NIC's stand-in)
+            send, recv = self.paths.endpoints(s, d, choice[i])
+            hop = send.proxy != s
+            cols[i[hop], S.TO_NVSWITCH] = 2 * (nv + s[hop])
+            cols[i[hop], S.TO_PROXY] = 2 * (nv + send.proxy[hop]) + 1
+            back = recv.nic_gpu != d  # the receiving NIC is not beside the destination (a failed NIC's stand-in)
             if back.any():
-                cols[i[back], 10] = 2 * (lo["nvlink"] + recv[back])
-                cols[i[back], 11] = 2 * (lo["nvlink"] + d[back]) + 1
-            cols[i, 2] = 2 * (lo["pcie"] + pcie_s)
-            cols[i, 3] = 2 * (lo["nic"] + nic_s)
-            cols[i, 8] = 2 * (lo["nic"] + nic_d) + 1
-            cols[i, 9] = 2 * (lo["pcie"] + pcie_d) + 1
-            self._middle(cols, i, nic_s, nic_d, src[i], dst[i], sub[i])
-
+                cols[i[back], S.back_to_nvswitch] = 2 * (nv + recv.nic_gpu[back])
+                cols[i[back], S.back_to_gpu] = 2 * (nv + d[back]) + 1
+            cols[i, S.SEND_PCIE] = 2 * send.pcie
+            cols[i, S.SEND_NIC] = 2 * self.paths.nic_link(send.nic)
+            cols[i, S.recv_nic] = 2 * self.paths.nic_link(recv.nic) + 1
+            cols[i, S.recv_pcie] = 2 * recv.pcie + 1
+            self._switch_hops(cols, i, send, recv, sub[i])
         return cols, inter
 
-    def _middle(self, cols, i, nic_s, nic_d, src, dst, sub) -> None:
-        """Leaf and above, for the inter-domain flows ``i``."""
+    def _switch_hops(self, cols, i, send, recv, sub) -> None:
+        """The cables between the two leaves, for the inter-domain flow parts ``i``."""
         f = self.fabric
         L = f.layout
-        tiers = L.tiers
-        ls, ld = f.nic_leaf(nic_s), f.nic_leaf(nic_d)
-        up = ls != ld
-        if not np.any(up):
+        S = self.slots
+        ls, ld = send.leaf, recv.leaf
+        src, dst = send.gpu, recv.gpu
+        if not np.any(ls != ld):
             return
-        if len(tiers) == 1:
-            k = np.flatnonzero(up)[0]
+        if L.num_tiers == 1:
+            k = int(np.flatnonzero(ls != ld)[0])
             raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
                             "leaves and the fabric has no spine" + ("; turn PXN on" if not self.pxn else ""),
                             key="fabric.tiers")
-        gs, gd = f.leaf_group(ls), f.leaf_group(ld)
-        cross = up & (gs != gd)
         if L.rail_groups > 1:
-            bad = up & (f.nic_rail(nic_s) != f.nic_rail(nic_d))
+            bad = (ls != ld) & (f.nic_rail(send.nic) != f.nic_rail(recv.nic))
             if np.any(bad):
-                k = np.flatnonzero(bad)[0]
+                k = int(np.flatnonzero(bad)[0])
                 raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
                                 "NICs are on different rails; route through NVLink (pxn=True)", key="pxn")
-        if len(tiers) < 3 and np.any(cross):
-            raise TopoError("flows cross spine groups but the fabric has no core tier", key="fabric.tiers")
-        iu, ic = i[up], i[cross]
-        lo = f.link_offset
-        t0 = tiers[0]
-        t1 = tiers[1]
-        S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
+        top = self.paths.top_aggregate(ls) != self.paths.top_aggregate(ld)
+        if np.any(top):
+            raise TopoError(f"flows cross {L.tiers[-1].name} groups but the fabric has no tier above "
+                            f"{L.tiers[-1].name}", key="fabric.tiers")
+        agg_s, agg_d = self.paths.aggregates(ls), self.paths.aggregates(ld)
         if self.ecmp == "ideal":
-            cols[iu, 4] = self.v_leaf_up + ls[up]
-            cols[iu, 7] = self.v_leaf_down + ld[up]
-            if ic.size:
-                cols[ic, 5] = self.v_grp_up + gs[cross]
-                cols[ic, 6] = self.v_grp_down + gd[cross]
+            for k in range(L.num_tiers - 1):
+                use = np.flatnonzero(agg_s[k] != agg_d[k])
+                if use.size == 0:
+                    break
+                cols[i[use], S.up(k)] = self.aggregate_start(k) + agg_s[k][use]
+                cols[i[use], S.down(k)] = self.aggregate_start(k, True) + agg_d[k][use]
             return
-        key = (nic_s.astype(np.uint64) * np.uint64(0x100000001B3) ^ nic_d.astype(np.uint64)) \
+        key = (send.nic.astype(np.uint64) * np.uint64(0x100000001B3) ^ recv.nic.astype(np.uint64)) \
             + sub.astype(np.uint64) * np.uint64(0x9E3779B1)
         if self.salt:  # a salt mixed in whole: neighbouring salts give unrelated hashes
             key = key ^ _mix64(np.array([self.salt], dtype=np.uint64))[0]
-        h1 = _mix64(key)
-        h2 = _mix64(h1)
-        if f.failed is not None:
-            self._hash_survivors(cols, iu, ic, up, cross, ls, ld, gs, gd, h1, h2, src, dst)
-            return
-        j = (h1 % np.uint64(S2)).astype(np.int64)
-        k1 = ((h1 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
-        k2 = ((h2 >> np.uint64(32)) % np.uint64(m1)).astype(np.int64)
-        cols[iu, 4] = 2 * (lo["up:0"] + ls[up] * u0 + j[up] * m1 + k1[up])
-        cols[iu, 7] = 2 * (lo["up:0"] + ld[up] * u0 + j[up] * m1 + k2[up]) + 1
-        if ic.size:
-            t2 = tiers[2]
-            C3, m2, u1 = t2.switches_per_group, t2.links_from_below, t1.up_ports
-            h3 = _mix64(h2)
-            c = (h2 % np.uint64(C3)).astype(np.int64)
-            k3 = (h3 % np.uint64(m2)).astype(np.int64)
-            k4 = ((h3 >> np.uint64(32)) % np.uint64(m2)).astype(np.int64)
-            sig_s = gs * S2 + j
-            sig_d = gd * S2 + j
-            cols[ic, 5] = 2 * (lo["up:1"] + sig_s[cross] * u1 + c[cross] * m2 + k3[cross])
-            cols[ic, 6] = 2 * (lo["up:1"] + sig_d[cross] * u1 + c[cross] * m2 + k4[cross]) + 1
+        hashes = _Hashes(key)
+        use = np.flatnonzero(agg_s[0] != agg_d[0])  # flow parts still going up
+        xs, xd = ls[use], ld[use]
+        for k in range(L.num_tiers - 1):
+            if use.size == 0:
+                break
+            above = L.tiers[k + 1]
+            s_k, m_k = above.switches_per_group, above.links_from_below
+            hj, hu, hd = (h[use] for h in hashes.level(k))
+            if f.failed is None:
+                j = (hj % np.uint64(s_k)).astype(np.int64)
+                ku = (hu % np.uint64(m_k)).astype(np.int64)
+                kd = (hd % np.uint64(m_k)).astype(np.int64)
+            else:
+                nxt = (agg_s[k + 1][use] != agg_d[k + 1][use]) if k + 1 < L.num_tiers - 1 else None
+                j, ku, kd = self._pick_surviving(k, xs, xd, nxt, hj, hu, hd, src[use], dst[use])
+            cols[i[use], S.up(k)] = 2 * f.uplink_id(k, xs, j, ku)
+            cols[i[use], S.down(k)] = 2 * f.uplink_id(k, xd, j, kd) + 1
+            xs, xd = L.upper_switch(k, xs, j), L.upper_switch(k, xd, j)
+            if k + 1 < L.num_tiers - 1:
+                go = agg_s[k + 1][use] != agg_d[k + 1][use]
+                use, xs, xd = use[go], xs[go], xd[go]
+
+    def _cables_alive(self, k: int) -> np.ndarray:
+        """``[lower switch, switch of its group above, cable]``: the working cables of boundary ``k``."""
+        L = self.fabric.layout
+        above = L.tiers[k + 1]
+        return self.alive[self._uplinks(k)].reshape(L.tiers[k].num_switches, above.switches_per_group,
+                                                    above.links_from_below)
+
+    def _pick_surviving(self, k, xs, xd, nxt, hj, hu, hd, src, dst):
+        """Hashed ECMP over what survives at boundary ``k``: a switch above with a working cable from both sides
+        (and, where the flow goes higher, a working cable from both of its sides to some switch of the next
+        boundary), then a working cable on each side, each picked by hash among the survivors."""
+        f = self.fabric
+        L = f.layout
+        cab = self._cables_alive(k)
+        via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
+        valid = via[xs] & via[xd]
+        if nxt is not None and nxt.any():
+            via2 = self._cables_alive(k + 1).any(axis=2)
+            js = np.arange(L.tiers[k + 1].switches_per_group)
+            us = L.upper_switch(k, xs[nxt, None], js[None, :])
+            ud = L.upper_switch(k, xd[nxt, None], js[None, :])
+            valid[nxt] &= (via2[us] & via2[ud]).any(axis=2)
+        what = L.tiers[k + 1].name
+        j = _pick(hj, valid, what, src, dst, f)
+        ku = _pick(hu, cab[xs, j], "cable", src, dst, f)
+        kd = _pick(hd, cab[xd, j], "cable", src, dst, f)
+        return j, ku, kd
 
     # --- router services: the parts of a schedule that are not plain transfers ------------------------------
-    def route_part(self, part, keep_flows: bool = False) -> Routed:
-        """Route one part of a schedule phase (see :mod:`topo.schedule`)."""
-        if isinstance(part, Transfers):
-            return self.route_transfers(part)
-        if isinstance(part, AllPairs):
-            return self.route_all_pairs(part, keep_flows)
-        if isinstance(part, InSwitchReduce):
-            return self.in_switch_reduce(part.gpus, part.per_msg_byte)
-        if isinstance(part, InNetworkReduce):
-            return self.in_network_reduce(part.gpus, part.communicator, part.per_msg_byte)
-        raise TypeError(f"cannot route {type(part).__name__}")  # pragma: no cover
-
     def route_transfers(self, t: Transfers) -> Routed:
         """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``."""
         k = self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server
@@ -463,66 +442,9 @@ class Router:
         nbytes = np.asarray(t.per_msg_byte, dtype=float) / k
         return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
 
-    def route_all_pairs(self, a: AllPairs, keep_flows: bool = False) -> Routed:
-        """A uniform all-to-all. Its loads come from the fabric's structure (:func:`topo.alltoall.
-        uniform_alltoall_loads`: exact for ideal ECMP) unless every flow must be kept (max-min sharing), or parts
-        have failed (then every pair is routed, in chunks). With hashed ECMP the hash's own collisions are kept:
-        every flow routed (up to ``EXPLICIT_FLOWS``), else max-min classes with PXN (up to
-        ``MAX_HASHED_CLASS_PATHS`` paths), else every flow in chunks (up to ``MAX_HASHED_CHUNKED``); beyond, the
-        expected loads over the hash, with a note in ``self.notes``."""
-        n = a.num_flows
-        p = a.groups.shape[1]
-        structural = not keep_flows and self.fabric.failed is None and (self.ecmp == "ideal" or n > EXPLICIT_FLOWS)
-        if structural and self.ecmp == "hash":
-            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
-
-            if classes_apply(self) and class_paths(self, a) <= MAX_HASHED_CLASS_PATHS:
-                out = alltoall_classes(self, a)  # the hash's collisions, as routing every flow would give them
-                out.classes = None
-                return out
-            structural = n * self.subflows > MAX_HASHED_CHUNKED  # else every flow hashed, in chunks (below)
-        if structural and self.ecmp == "hash":
-            note = (f"ecmp=hash: the all-to-all's {n:,} flows are too many to hash one by one; its loads are the "
-                    "expected loads over the hash (as ideal ECMP gives them), without the hash's collisions")
-            self.notes.append(note)
-        if structural:
-            from .alltoall import uniform_alltoall_loads
-
-            loads = uniform_alltoall_loads(self, a.groups, a.per_msg_byte)
-            # the longest path: rank 0 of the first communicator to every other rank of it
-            probe = self.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.per_msg_byte,
-                                                   split_nics=True))
-            res = np.flatnonzero(loads)
-            return Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
-        if keep_flows:
-            from .alltoall_classes import alltoall_classes, class_paths, classes_apply
-
-            if classes_apply(self):  # max-min on classes of flows that share their network path (exact)
-                paths = class_paths(self, a)
-                if paths > MAX_MAXMIN_CLASS_PATHS:
-                    raise TopoError(f"max-min sharing of this all-to-all ({n:,} flows) needs {paths:,} flow classes, "
-                                    f"more than the {MAX_MAXMIN_CLASS_PATHS:,} topo keeps (about 600 bytes each); "
-                                    "use sharing=equal", key="sharing")
-                return alltoall_classes(self, a)
-        if n <= EXPLICIT_FLOWS:
-            i, j = np.nonzero(~np.eye(p, dtype=bool))
-            return self.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.per_msg_byte,
-                                                  split_nics=True))
-        if keep_flows:
-            raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
-                            f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN and "
-                            "nothing failed); use sharing=equal", key="sharing")
-        if n > MAX_ENUMERATED_FLOWS:
-            raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
-                                       f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
-        k = max(1, self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server)
-        chunks = ((t.src, t.dst, t.per_msg_byte / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
-        return self.route_summed(chunks)
-
     def in_switch_reduce(self, gpus: np.ndarray, nbytes: float) -> Routed:
         """NVLS: every GPU moves ``nbytes`` each way over its NVLink to its switch (reduce, then multicast)."""
-        lo = self.fabric.link_offset["nvlink"]
-        link = lo + np.asarray(gpus)
+        link = self.fabric.level_start(Level.NVLINK) + np.asarray(gpus)
         n = link.size
         return Routed(res=np.r_[2 * link, 2 * link + 1], weight=np.full(2 * n, float(nbytes)),
                       flow=np.r_[np.arange(n), np.arange(n)], num_flows=n, flow_bytes=np.full(n, 2.0 * nbytes),
@@ -530,87 +452,44 @@ class Router:
 
     def in_network_reduce(self, gpus: np.ndarray, communicator: np.ndarray, nbytes: float) -> Routed:
         """SHARP: each GPU sends ``nbytes`` up through its NIC into its rail's reduction tree (one per
-        communicator) and receives the result back; above the leaf each (communicator, leaf, rail) sends one
-        reduced stream up to the tree's spine, spines of different pods to one core."""
+        communicator) and receives the result back; above the leaf each (communicator, aggregate, rail) sends one
+        reduced stream up the tree: to spine ``rail mod s`` of its pod, then to the first switch of that plane's
+        group at every tier above, as high as the GPUs' aggregates differ."""
         f = self.fabric
         L = f.layout
         gpus = np.asarray(gpus)
         nics = f.gpu_nic(gpus)
         leaves = f.nic_leaf(nics)
-        groups = f.leaf_group(leaves)
-        tiers_used = 1 + (np.unique(leaves).size > 1) + (np.unique(groups).size > 1)
-        if tiers_used > len(L.tiers):
+        aggs = self.paths.aggregates(leaves)
+        tiers_used = 1 + sum(np.unique(a).size > 1 for a in aggs)
+        if np.unique(self.paths.top_aggregate(leaves)).size > 1 or tiers_used > L.num_tiers:
             raise AlgorithmUnavailable(f"the GPUs sit under {np.unique(leaves).size} {L.tiers[0].name} switches "
                                        "and no tier above joins them, so no switch can reduce all of them")
         lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
         if lacking:
             raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
                                        "(set sharp = true on their tier)")
-        lo = f.link_offset
         lat = self.res_latency_s
         parts = []
-        pcie = lo["pcie"] + (nics if f.pcie_per_nic else gpus)
-        nic = lo["nic"] + nics
+        pcie = self.paths.pcie_link(nics, f.nic_gpu(nics) if f.pcie_per_nic else gpus)
+        nic = self.paths.nic_link(nics)
         path_s = lat[2 * nic] + lat[2 * pcie]  # per GPU: its way up to the leaf
         for ids in (pcie, nic):
             parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids + 1]]))
         rails = f.nic_rail(nics)
-        if tiers_used >= 2:
-            t0, t1 = L.tiers[0], L.tiers[1]
-            S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
-            leaf_rail = np.unique(np.c_[leaves, rails, communicator], axis=0)
-            j = leaf_rail[:, 1] % S2
-            ids = lo["up:0"] + leaf_rail[:, 0] * u0 + j * m1
+        # the tree's switch of tier k for each (communicator, rail, aggregate of tier k)
+        node = np.unique(np.c_[leaves, rails, communicator], axis=0)  # (switch, rail, communicator)
+        for k in range(tiers_used - 1):
+            s1 = L.tiers[1].switches_per_group
+            j = node[:, 1] % s1 if k == 0 else np.zeros(node.shape[0], dtype=np.int64)
+            ids = f.uplink_id(k, node[:, 0], j, 0)
             parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids]]))
             path_s = path_s + float(lat[2 * ids].max())
-            if tiers_used >= 3:
-                u1 = t1.up_ports
-                grp_rail = np.unique(np.c_[f.leaf_group(leaf_rail[:, 0]), leaf_rail[:, 1], leaf_rail[:, 2]], axis=0)
-                spine = grp_rail[:, 0] * S2 + grp_rail[:, 1] % S2
-                ids = lo["up:1"] + spine * u1
-                parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids]]))
-                path_s = path_s + float(lat[2 * ids].max())
+            node = np.unique(np.c_[L.upper_switch(k, node[:, 0], j), node[:, 1], node[:, 2]], axis=0)
         r = Routed.concat(parts)
         # one entry per GPU for the latency of its way up the tree
         return Routed(r.res, r.weight, r.flow, r.num_flows, r.flow_bytes, np.resize(path_s, r.num_flows),
                       np.ones(r.num_flows, dtype=bool))
-
-    def _hash_survivors(self, cols, iu, ic, up, cross, ls, ld, gs, gd, h1, h2, src, dst) -> None:
-        """Hashed ECMP over the paths that survive: a spine with a working cable from both leaves (and, across
-        pods, a working core link from both spines), then a working cable of each hop, each picked by hash."""
-        f = self.fabric
-        L = f.layout
-        lo = f.link_offset
-        t0, t1 = L.tiers[0], L.tiers[1]
-        S2, m1, u0 = t1.switches_per_group, t1.links_from_below, t0.up_ports
-        cab0 = self.alive[lo["up:0"]:lo["up:0"] + self.n_leaves * u0].reshape(self.n_leaves, S2, m1)
-        via = cab0.any(axis=2)  # [leaf, spine of its group]: some cable works
-        ls, ld, gs, gd = ls[up], ld[up], gs[up], gd[up]
-        cr = cross[up]
-        h1, h2 = h1[up], h2[up]
-        valid = via[ls] & via[ld]
-        if len(L.tiers) > 2:
-            t2 = L.tiers[2]
-            C3, m2, u1 = t2.switches_per_group, t2.links_from_below, t1.up_ports
-            cab1 = self.alive[lo["up:1"]:lo["up:1"] + t1.num_switches * u1].reshape(t1.num_switches, C3, m2)
-            core_ok = cab1.any(axis=2)  # [spine, core of its plane]
-            if cr.any():
-                js = np.arange(S2)
-                both = (core_ok[gs[cr, None] * S2 + js] & core_ok[gd[cr, None] * S2 + js]).any(axis=2)
-                valid[cr] &= both
-        j = _pick(h1, valid, "spine", src[up], dst[up], f)
-        k1 = _pick(h1 >> np.uint64(32), cab0[ls, j], "cable", src[up], dst[up], f)
-        k2 = _pick(h2 >> np.uint64(32), cab0[ld, j], "cable", src[up], dst[up], f)
-        cols[iu, 4] = 2 * (lo["up:0"] + ls * u0 + j * m1 + k1)
-        cols[iu, 7] = 2 * (lo["up:0"] + ld * u0 + j * m1 + k2) + 1
-        if ic.size:
-            h3 = _mix64(h2[cr])
-            ss, sd = gs[cr] * S2 + j[cr], gd[cr] * S2 + j[cr]
-            c = _pick(h2[cr], core_ok[ss] & core_ok[sd], "core", src[up][cr], dst[up][cr], f)
-            k3 = _pick(h3, cab1[ss, c], "cable", src[up][cr], dst[up][cr], f)
-            k4 = _pick(h3 >> np.uint64(32), cab1[sd, c], "cable", src[up][cr], dst[up][cr], f)
-            cols[ic, 5] = 2 * (lo["up:1"] + ss * u1 + c * m2 + k3)
-            cols[ic, 6] = 2 * (lo["up:1"] + sd * u1 + c * m2 + k4) + 1
 
     def route_summed(self, chunks) -> Routed:
         """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
@@ -635,26 +514,15 @@ class Router:
     def real_link_loads(self, res_loads: np.ndarray) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down), spreading ECMP aggregates evenly."""
         out = res_loads[: self.num_real].copy()
-        if self.num_res == self.num_real:
-            return out
         L = self.fabric.layout
-        lo = self.fabric.link_offset
-        t0 = L.tiers[0]
-        u0 = t0.up_ports
-        base = lo["up:0"]
-        ids = base + np.arange(self.n_leaves * u0)
-        leaf = np.repeat(np.arange(self.n_leaves), u0)
-        share = self._shares(ids, leaf, self.n_leaves)
-        out[2 * ids] += res_loads[self.v_leaf_up + leaf] * share
-        out[2 * ids + 1] += res_loads[self.v_leaf_down + leaf] * share
-        if len(L.tiers) > 2:
-            t1 = L.tiers[1]
-            per_group = t1.switches_per_group * t1.up_ports
-            ids = lo["up:1"] + np.arange(t1.num_switches * t1.up_ports)
-            grp = np.repeat(np.arange(t1.num_groups), per_group)
-            share = self._shares(ids, grp, t1.num_groups)
-            out[2 * ids] += res_loads[self.v_grp_up + grp] * share
-            out[2 * ids + 1] += res_loads[self.v_grp_down + grp] * share
+        for k, (up, down) in enumerate(self._agg_start):
+            sl = self._uplinks(k)
+            ids = np.arange(sl.start, sl.stop)
+            na = L.num_aggregates(k)
+            owner = np.repeat(np.arange(na), ids.size // na)
+            share = self._shares(ids, owner, na)
+            out[2 * ids] += res_loads[up + owner] * share
+            out[2 * ids + 1] += res_loads[down + owner] * share
         return out
 
     def _shares(self, ids: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
@@ -675,22 +543,22 @@ class Router:
             return {"link": link, "src": f._name(a), "dst": f._name(b), "level": names[int(self.level[r])],
                     "direction": "down" if down else "up", "num_links": 1}
         L = f.layout
-        if r < self.v_grp_up:
-            down = r >= self.v_leaf_down
-            leaf = int(r - (self.v_leaf_down if down else self.v_leaf_up))
-            leaf_name = f._name(int(f.switch_node(0, leaf)))
-            spines = f"{L.tiers[1].name}s of its group"
-            src, dst = (spines, leaf_name) if down else (leaf_name, spines)
-            return {"link": None, "src": src, "dst": dst, "level": names[3], "direction": "down" if down else "up",
-                    "num_links": L.tiers[0].up_ports}
-        down = r >= self.v_grp_down
-        g = int(r - (self.v_grp_down if down else self.v_grp_up))
-        who = f"{L.tiers[1].name}s of group {g}"
-        cores = f"{L.tiers[2].name}s"
-        src, dst = (cores, who) if down else (who, cores)
-        t1 = L.tiers[1]
-        return {"link": None, "src": src, "dst": dst, "level": names[4], "direction": "down" if down else "up",
-                "num_links": t1.switches_per_group * t1.up_ports}
+        for k, (up, down_start) in enumerate(self._agg_start):
+            na = L.num_aggregates(k)
+            if r < down_start + na:
+                down = r >= down_start
+                g = int(r - (down_start if down else up))
+                if k == 0:
+                    who = f._name(int(f.switch_node(0, g)))
+                    above = f"{L.tiers[1].name}s of its group"
+                else:
+                    who = f"{L.tiers[k].name}s of group {g}"
+                    above = f"{L.tiers[k + 1].name}s"
+                src, dst = (above, who) if down else (who, above)
+                return {"link": None, "src": src, "dst": dst, "level": names[Level.uplink(k).code],
+                        "direction": "down" if down else "up",
+                        "num_links": L.switches_per_aggregate(k) * L.tiers[k].up_ports}
+        raise IndexError(r)  # pragma: no cover
 
 
 def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:

@@ -1,0 +1,149 @@
+"""Routing the parts of a schedule, and the one place that decides how an all-to-all is loaded.
+
+An all-to-all of ``p`` ranks has ``p (p - 1)`` flows per communicator: 10 billion at 100k GPUs. How its loads are
+obtained is a choice made by :func:`alltoall_method`, in the open, from the flow count, the ECMP mode, the sharing
+model and whether parts failed:
+
+==============  ======================================================================================
+``COUNTS``      from the structure, never enumerating pairs (:func:`topo.engine.alltoall.uniform_alltoall_loads`):
+                exact for ideal ECMP; for hashed ECMP the expected loads over the hash (``EXPECTED``, with a note)
+``CLASSES``     the hash's own collisions, exactly, from max-min flow classes (:mod:`topo.engine.alltoall_classes`;
+                PXN and nothing failed); with max-min sharing the classes are kept for the solver
+``FLOWS``       every flow routed one by one
+``CHUNKED``     every flow routed, in chunks, keeping only the summed loads
+==============  ======================================================================================
+
+The router (:mod:`topo.engine.route`) only routes; it holds no policy and does not change while used.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import numpy as np
+
+from ..errors import TopoError
+from .alltoall import uniform_alltoall_loads
+from . import alltoall_classes as _classes
+from .route import Routed, Router
+from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
+
+__all__ = ["AllPairsMethod", "alltoall_method", "route_all_pairs", "route_part", "EXPLICIT_FLOWS",
+           "MAX_HASHED_CLASS_PATHS", "MAX_HASHED_CHUNKED", "MAX_MAXMIN_CLASS_PATHS", "MAX_ENUMERATED_FLOWS"]
+
+EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by one (max-min sharing needs them)
+MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
+# a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (the hash's own
+# collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s); beyond (or where
+# classes do not apply: no PXN), flows routed in chunks up to MAX_HASHED_CHUNKED (~1.2 us each); beyond that, the
+# expected loads over the hash, with a note
+MAX_HASHED_CLASS_PATHS = 2_500_000
+MAX_HASHED_CHUNKED = 4_000_000
+# max-min of an all-to-all as classes: about 600 bytes per class path (5.6 million, the expert all-to-all of the
+# 100k default with 1,792 communicators of 56: 3.3 GB, 37 s); beyond this, an error instead of exhausting memory
+MAX_MAXMIN_CLASS_PATHS = 6_000_000
+
+
+class AllPairsMethod(Enum):
+    """How an all-to-all's loads are obtained (see the module doc)."""
+
+    COUNTS = "counts"
+    EXPECTED = "expected"
+    CLASSES = "classes"
+    FLOWS = "flows"
+    CHUNKED = "chunked"
+
+
+def alltoall_method(router: Router, a: AllPairs, keep_flows: bool = False) -> AllPairsMethod:
+    """The way :func:`route_all_pairs` loads the all-to-all ``a`` on ``router``.
+
+    Parameters
+    ----------
+    router : Router
+    a : AllPairs
+        The all-to-all (communicators x ranks, bytes per pair).
+    keep_flows : bool
+        True when every flow (or flow class) must be kept, for max-min sharing.
+
+    Returns
+    -------
+    AllPairsMethod
+
+    Raises
+    ------
+    TopoError
+        Max-min sharing of more flows or classes than topo keeps.
+    AlgorithmUnavailable
+        An all-to-all with failed parts too large to route pair by pair.
+    """
+    n = a.num_flows
+    failed = router.fabric.failed is not None
+    if not keep_flows and not failed and router.ecmp == "ideal":
+        return AllPairsMethod.COUNTS
+    if not keep_flows and not failed and n > EXPLICIT_FLOWS:  # hashed, too many to keep one by one
+        if _classes.classes_apply(router) and _classes.class_paths(router, a) <= MAX_HASHED_CLASS_PATHS:
+            return AllPairsMethod.CLASSES
+        if n * router.subflows > MAX_HASHED_CHUNKED:
+            return AllPairsMethod.EXPECTED
+        return AllPairsMethod.CHUNKED
+    if keep_flows and _classes.classes_apply(router):  # max-min on classes of flows that share their network path (exact)
+        paths = _classes.class_paths(router, a)
+        if paths > MAX_MAXMIN_CLASS_PATHS:
+            raise TopoError(f"max-min sharing of this all-to-all ({n:,} flows) needs {paths:,} flow classes, more "
+                            f"than the {MAX_MAXMIN_CLASS_PATHS:,} topo keeps (about 600 bytes each); use "
+                            "sharing=equal", key="sharing")
+        return AllPairsMethod.CLASSES
+    if n <= EXPLICIT_FLOWS:
+        return AllPairsMethod.FLOWS
+    if keep_flows:
+        raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
+                        f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN and "
+                        "nothing failed); use sharing=equal", key="sharing")
+    if n > MAX_ENUMERATED_FLOWS:
+        raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
+                                   f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
+    return AllPairsMethod.CHUNKED
+
+
+def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Routed:
+    """A uniform all-to-all, loaded as :func:`alltoall_method` decides (its note, when it approximates, rides on
+    the result's ``notes``)."""
+    method = alltoall_method(router, a, keep_flows)
+    n, p = a.num_flows, a.groups.shape[1]
+    if method is AllPairsMethod.CLASSES:
+        out = _classes.alltoall_classes(router, a)
+        if not keep_flows:
+            out.classes = None  # the hash's collisions, as routing every flow would give them; loads only
+        return out
+    if method in (AllPairsMethod.COUNTS, AllPairsMethod.EXPECTED):
+        loads = uniform_alltoall_loads(router, a.groups, a.per_msg_byte)
+        # the longest path: rank 0 of the first communicator to every other rank of it
+        probe = router.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.per_msg_byte,
+                                                 split_nics=True))
+        res = np.flatnonzero(loads)
+        out = Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
+        if method is AllPairsMethod.EXPECTED:
+            out.notes = (f"ecmp=hash: the all-to-all's {n:,} flows are too many to hash one by one; its loads are "
+                         "the expected loads over the hash (as ideal ECMP gives them), without the hash's "
+                         "collisions",)
+        return out
+    if method is AllPairsMethod.FLOWS:
+        i, j = np.nonzero(~np.eye(p, dtype=bool))
+        return router.route_transfers(Transfers(a.groups[:, i].ravel(), a.groups[:, j].ravel(), a.per_msg_byte,
+                                                split_nics=True))
+    k = max(1, router.fabric.layout.nics_per_server // router.fabric.layout.gpus_per_server)
+    chunks = ((t.src, t.dst, t.per_msg_byte / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
+    return router.route_summed(chunks)
+
+
+def route_part(router: Router, part, keep_flows: bool = False) -> Routed:
+    """Route one part of a schedule phase (see :mod:`topo.engine.schedule`)."""
+    if isinstance(part, Transfers):
+        return router.route_transfers(part)
+    if isinstance(part, AllPairs):
+        return route_all_pairs(router, part, keep_flows)
+    if isinstance(part, InSwitchReduce):
+        return router.in_switch_reduce(part.gpus, part.per_msg_byte)
+    if isinstance(part, InNetworkReduce):
+        return router.in_network_reduce(part.gpus, part.communicator, part.per_msg_byte)
+    raise TypeError(f"cannot route {type(part).__name__}")  # pragma: no cover

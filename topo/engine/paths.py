@@ -1,0 +1,183 @@
+"""The path of a flow, in two halves: the one home of "which NIC, which proxy GPU, which host link, which cables".
+
+A route between GPUs in different NVLink domains of a folded Clos is the *sending half* of its source and the
+*receiving half* of its destination, joined at the lowest tier where they meet:
+
+- receiving half of destination ``d`` (with NIC ``choice`` when ``d`` has several NICs): the NIC beside ``d`` (or,
+  when it failed, the next working NIC of its server), the host link (PCIe) into it, the GPU beside that NIC (``d``
+  itself unless a stand-in NIC forwards over NVLink), its leaf;
+- sending half of source ``s`` towards that NIC: with PXN (NCCL's default where rails matter) the NIC of ``s``'s
+  server on the receiving NIC's rail, reached over NVLink through the GPU beside it (the *proxy*); without PXN
+  the NIC beside ``s``; then its host link and its leaf;
+- between the two leaves: one up cable and one down cable per tier boundary crossed. Boundary ``k`` (tier ``k`` to
+  ``k + 1``) is crossed when the two leaves sit in different aggregates of tier ``k`` (different leaves for
+  ``k = 0``, different (pod, rail group) for ``k = 1``, ...; see :mod:`topo.fabric.layout`). Which cables is the
+  router's ECMP policy (:mod:`topo.engine.route`).
+
+Every user of a path (collectives routing, the all-to-all loads from counts, the all-to-all flow classes, failures
+and NIC failover) gets it from :class:`Paths`; the hop slots of a routed path table are named by
+:class:`topo.fabric.levels.PathSlots`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TopoError
+from ..fabric.fabric import Fabric
+from ..fabric.levels import Level, PathSlots
+
+__all__ = ["Paths", "Sending", "Receiving"]
+
+
+@dataclass
+class Receiving:
+    """The receiving halves of flows (arrays, one entry per flow)."""
+
+    gpu: np.ndarray  # the destination GPU
+    nic: np.ndarray  # the NIC the data arrives through
+    nic_gpu: np.ndarray  # the GPU beside that NIC (the destination unless a stand-in NIC forwards over NVLink)
+    pcie: np.ndarray  # link id of the host link into the destination side
+    leaf: np.ndarray
+
+
+@dataclass
+class Sending:
+    """The sending halves of flows (arrays, one entry per flow)."""
+
+    gpu: np.ndarray  # the source GPU
+    nic: np.ndarray  # the NIC the data leaves through
+    proxy: np.ndarray  # the GPU beside that NIC (the source unless PXN or a stand-in NIC moves it over NVLink)
+    pcie: np.ndarray  # link id of the host link out of the source side
+    leaf: np.ndarray
+
+
+class Paths:
+    """Both halves of every route on ``fabric`` (see the module doc), with NIC failover when parts failed."""
+
+    def __init__(self, fabric: Fabric, pxn: bool):
+        self.fabric = fabric
+        self.pxn = bool(pxn)
+        self.slots = PathSlots(fabric.layout.num_tiers)
+        self.alive = fabric.link_alive
+        self._pcie0 = fabric.level_start(Level.PCIE)
+        self._nic0 = fabric.level_start(Level.NIC)
+
+    # --- the host side ------------------------------------------------------------------------------------
+    def pcie_link(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Link id of the host link between ``gpu`` and ``nic`` (one per NIC, or one per GPU when GPUs share one)."""
+        return self._pcie0 + (nic if self.fabric.pcie_per_nic else gpu)
+
+    def nic_link(self, nic) -> np.ndarray:
+        """Link id of each NIC's cable to its leaf."""
+        return self._nic0 + np.asarray(nic)
+
+    def receiving(self, d: np.ndarray, choice=0, failover: bool = True) -> Receiving:
+        """The receiving half of each destination GPU ``d``."""
+        f = self.fabric
+        nic = f.gpu_nic(d, choice)
+        if failover and f.failed is not None:
+            nic = self.alive_nics(nic, d)
+        return self._receiving(d, nic)
+
+    def _receiving(self, d, nic) -> Receiving:
+        f = self.fabric
+        if f.pcie_per_nic:
+            at = f.nic_gpu(nic)
+            pcie = self.pcie_link(nic, at)
+        else:
+            at = np.where(f.gpu_nic(d) == nic, d, f.nic_gpu(nic))
+            pcie = self.pcie_link(nic, at)
+        return Receiving(d, nic, at, pcie, f.nic_leaf(nic))
+
+    def sending_nic(self, s: np.ndarray, rail_or_choice) -> np.ndarray:
+        """The NIC each source sends through: with PXN its server's NIC on rail ``rail_or_choice`` (the receiving
+        NIC's), without PXN the NIC beside it (``rail_or_choice`` is then the NIC choice)."""
+        f = self.fabric
+        if self.pxn:
+            return f.gpu_server(s) * f.layout.nics_per_server + rail_or_choice
+        return f.gpu_nic(s, rail_or_choice)
+
+    def sending(self, s: np.ndarray, nic: np.ndarray) -> Sending:
+        """The sending half of each source GPU ``s`` through NIC ``nic`` of its server."""
+        f = self.fabric
+        if f.pcie_per_nic:
+            proxy = f.nic_gpu(nic)
+        else:
+            proxy = np.where(f.gpu_nic(s) == nic, s, f.nic_gpu(nic))
+        return Sending(s, nic, proxy, self.pcie_link(nic, proxy), f.nic_leaf(nic))
+
+    def endpoints(self, s: np.ndarray, d: np.ndarray, choice) -> tuple[Sending, Receiving]:
+        """Both halves of flows ``s[i] -> d[i]`` between NVLink domains, NIC failover included."""
+        f = self.fabric
+        N = f.layout.nics_per_server
+        recv = self.receiving(d, choice)
+        nic_s = self.sending_nic(s, recv.nic % N if self.pxn else choice)
+        if f.failed is not None:
+            nic_s = self.alive_nics(nic_s, s)
+            if self.pxn and f.layout.rail_groups > 1:
+                nic_s, nic_d = self._common_rail(nic_s, recv.nic, s, d)
+                recv = self._receiving(d, nic_d)
+        return self.sending(s, nic_s), recv
+
+    # --- the switch side ------------------------------------------------------------------------------------
+    def aggregates(self, leaf: np.ndarray) -> list[np.ndarray]:
+        """For each tier boundary ``k`` (0 to tiers - 2), the aggregate of tier ``k`` above each leaf: a flow
+        between two leaves crosses boundary ``k`` exactly when these differ."""
+        L = self.fabric.layout
+        return [L.leaf_aggregate(k, leaf) for k in range(L.num_tiers - 1)]
+
+    def top_aggregate(self, leaf: np.ndarray) -> np.ndarray:
+        """The aggregate of the top tier above each leaf: two leaves in different ones cannot reach each other
+        (rail-only: different rails)."""
+        return self.fabric.layout.leaf_aggregate(self.fabric.layout.num_tiers - 1, leaf)
+
+    # --- NIC failover ---------------------------------------------------------------------------------------
+    def nic_ok(self, nic: np.ndarray) -> np.ndarray:
+        """Whether each NIC works: its link to the leaf and its host link."""
+        f = self.fabric
+        return self.alive[self.nic_link(nic)] & self.alive[self.pcie_link(nic, f.nic_gpu(nic))]
+
+    def alive_nics(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Each NIC, or the next working NIC of its server when its host link or leaf link failed."""
+        f = self.fabric
+        N = f.layout.nics_per_server
+        ok = self.nic_ok(nic)
+        if ok.all():
+            return nic
+        bad = np.flatnonzero(~ok)
+        server, rail = nic[bad] // N, nic[bad] % N
+        cand = server[:, None] * N + (rail[:, None] + np.arange(1, N)[None, :]) % N
+        good = self.nic_ok(cand)
+        if not good.any(axis=1).all():
+            k = int(np.flatnonzero(~good.any(axis=1))[0])
+            raise TopoError(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
+                            f"(failures: {', '.join(f.failures)})", key="fail")
+        out = nic.copy()
+        out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
+        return out
+
+    def _common_rail(self, nic_s, nic_d, src, dst):
+        """Rail-only with failed NICs: no spine joins two rails, so a flow whose sending stand-in NIC left the
+        receiving NIC's rail moves, at both ends, to the first rail (from the receiving NIC's) that works at both
+        servers (NVLink carries the data to and from those NICs' GPUs)."""
+        f = self.fabric
+        N = f.layout.nics_per_server
+        off = np.flatnonzero(nic_s % N != nic_d % N)
+        if off.size == 0:
+            return nic_s, nic_d
+        rails = (nic_d[off, None] % N + np.arange(N)[None, :]) % N
+        cs = (nic_s[off] // N)[:, None] * N + rails
+        cd = (nic_d[off] // N)[:, None] * N + rails
+        good = self.nic_ok(cs) & self.nic_ok(cd)
+        if not good.any(axis=1).all():
+            k = int(np.flatnonzero(~good.any(axis=1))[0])
+            raise TopoError(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
+                            f"rail has a working NIC at both servers (failures: {', '.join(f.failures)})", key="fail")
+        pick = np.argmax(good, axis=1)
+        nic_s, nic_d = nic_s.copy(), nic_d.copy()
+        nic_s[off] = cs[np.arange(off.size), pick]
+        nic_d[off] = cd[np.arange(off.size), pick]
+        return nic_s, nic_d
