@@ -322,12 +322,9 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
         try:
             costed[name] = cost_schedule(loads, router, cap, opts.sharing)
         except ClassesDiverge:  # merged flows would move apart: fill them one by one (where few enough)
-            router.merge_classes = False
-            try:
-                costed[name] = cost_schedule(load_schedule(router, sched, keep_flows=True), router, cap,
-                                             opts.sharing)
-            finally:
-                router.merge_classes = True
+            one_by_one = router.without_merging()
+            costed[name] = cost_schedule(load_schedule(one_by_one, sched, keep_flows=True), one_by_one, cap,
+                                         opts.sharing)
         protocols[name] = protos
     if not costed:
         why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
