@@ -94,19 +94,19 @@ def test_four_tiers_need_a_third_more_links_and_about_1_33x_transceivers(referen
     # tier needs about 1.33x the transceivers
     line = (reference / "planner.md").read_text().splitlines()[26]
     assert "64^3/4 = 65,536" in line and "1.33x the transceivers" in line
+    # h100-100k-4tier is a true 4-tier fat tree since the tiers commit (it was a 3-tier with two-stage logical
+    # cores at 100,352 GPUs); the 3-tier reference is the same spec without its 4th tier, at 64 pods
     four = plan("h100-100k-4tier", collectives=False)
-    three = plan(topo.load_spec("h100-100k-4tier", ["cluster.num_pods=64", "fabric.tiers[2].radix=64",
-                                                    "fabric.tiers[2].model=QM9700", "plan.tiers={}"]),
+    three = plan(topo.load_spec("h100-100k-4tier", ["cluster.num_pods=64", "fabric.tiers[super-spine]="]),
                  collectives=False)
-    assert three.num_gpus == 65_536 and four.num_gpus == 100_352
+    assert three.num_gpus == 65_536 and four.num_gpus == 98_304
     per_gpu = lambda r: sum(sum(v.values()) for v in r.bom.links_by_level.values()) / r.num_gpus  # noqa: E731
     assert per_gpu(three) == 3 and per_gpu(four) == 4
     ratio = (four.bom.num_transceivers / four.num_gpus) / (three.bom.num_transceivers / three.num_gpus)
     assert ratio == pytest.approx(1.33, rel=0.05)
-    # the logical core: 49 lower (32 out, 32 in) and 25 upper QM9700 per logical switch of 1,568 ports
-    core = {s.tier: s.count for s in four.bom.switches}
-    assert core["core (lower stage)"] == 64 * math.ceil(1568 / 32)
-    assert core["core (upper stage)"] == 64 * math.ceil(49 * 32 / 64)
+    # every switch is a real QM9700 of its tier: 3 x 1,024 per tier below the top, 2 per core group above
+    tiers = {s.tier: s.count for s in four.bom.switches}
+    assert tiers == {"leaf": 3072, "spine": 3072, "core": 3072, "super-spine": 2 * 32 * 32}
 
 
 def test_active_optical_cables_replace_multimode_transceivers(default):

@@ -39,6 +39,10 @@ class TierInventory:
     ports_used: int
     ports_idle: int
     power_W: float | None  # all switches of the tier, when the spec gives a per-switch power
+    block_name: str = ""  # what one block of this tier is (the unit for the leaves, "pod", "island", ...)
+    num_blocks: int = 1  # blocks at this tier's depth (units for the leaves)
+    joins: int = 1  # blocks of the tier below in one block of this tier (1 for the leaves)
+    gpus_per_block: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,9 @@ def inventory(fabric: Fabric) -> Inventory:
             down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
             oversubscription=t.oversubscription, ports_used=used * t.num_switches,
             ports_idle=(t.radix - used) * t.num_switches,
-            power_W=None if t.power_W is None else t.power_W * t.num_switches))
+            power_W=None if t.power_W is None else t.power_W * t.num_switches,
+            block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
+            gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server))
 
     names = fabric.level_names  # one per level, in the order of Level.all: NVLink, PCIe, NIC, then each boundary
     counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]

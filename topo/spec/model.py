@@ -204,12 +204,6 @@ class FabricSpec(_Strict):
     """When the top tier cannot connect everything, add a tier like it instead of failing."""
 
     @model_validator(mode="after")
-    def _joins_above_the_leaves(self):
-        if self.tiers and self.tiers[0].joins is not None:
-            raise ValueError("tiers[0].joins: the leaf tier joins servers, not blocks; give fabric.servers_per_unit")
-        return self
-
-    @model_validator(mode="after")
     def _unique_tier_names(self):
         names = [t.name for t in self.tiers]
         dup = sorted({n for n in names if names.count(n) > 1})

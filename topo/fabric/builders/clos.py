@@ -155,6 +155,9 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
         raise TopoError(f"the {attach.kind} builder cannot build a spec of kind {spec.fabric.kind!r}; use "
                         f"build_fabric, which picks the builder of the spec's kind", key="fabric.kind")
     tiers = list(spec.fabric.tiers)
+    if tiers[0].joins is not None:
+        raise TopoError(f"{tiers[0].name} is the leaf tier: it joins servers, not blocks; give "
+                        "fabric.servers_per_unit instead", key=_key(0, "joins"))
     top = tiers[-1]
     if top.oversubscription not in (None, 1.0) or top.up_ports:
         raise TopoError(f"{top.name} is the top tier and has no uplinks; oversubscription and up_ports apply to "

@@ -1,0 +1,284 @@
+"""Fabrics of any depth: closed forms at 4 and 5 tiers, the islands design against its published figures, hashed
+ECMP's independent up and down cables, and bad input at any tier (one line, exit 2).
+
+The small 4- and 5-tier fabrics of tests/small_fabrics.py also run every oracle test of test_route.py,
+test_alltoall.py, test_alltoall_classes.py and test_bisection.py (routing against networkx, all-to-all counts against
+per-pair routing, max-flow bisection against the closed form and networkx)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_cli, spec_dict, tier
+from small_fabrics import small_fabric
+from topo import build_fabric, estimate, inventory, load_spec, spec_from_dict
+from topo.engine.route import Router
+from topo.errors import TopoError
+from topo.fabric.bisection import bisection
+from topo.fabric.levels import Level, PathSlots
+
+NIC_Bps = 50e9  # 400 Gb/s
+
+
+def full_fat_tree(num_tiers: int, k: int = 8, os_tier=None, os=1):
+    """A fat tree of ``k``-port switches, every port used: 2 (k/2)^T hosts of one GPU and one NIC each; tiers
+    1 .. T-2 join k/2 blocks, the top joins k."""
+    tiers = []
+    for i in range(num_tiers):
+        t = tier(("leaf", "spine", "core", "super", "hyper")[i], radix=k)
+        if i < num_tiers - 1:
+            t["oversubscription"] = os if i == os_tier else 1
+        if 0 < i < num_tiers - 1:
+            t["joins"] = k // 2
+        tiers.append(t)
+    hosts = 2 * (k // 2) ** num_tiers
+    d = spec_dict(kind="fat_tree", tiers=tiers, cluster={"num_gpus": hosts},
+                  server={"gpus": 1, "nics": 1, "nic_rate": "400 Gb/s"}, scale_up={"gpus_per_domain": 1})
+    d["fabric"]["servers_per_unit"] = k // 2
+    return build_fabric(spec_from_dict(d))
+
+
+@pytest.mark.parametrize("num_tiers", [4, 5])
+def test_a_full_fat_tree_of_any_depth_has_the_closed_form_counts_capacity_and_bisection(num_tiers):
+    # k-ary fat tree (Leiserson 1985; Al-Fares et al. 2008 for 3 tiers): 2 (k/2)^T hosts, 2 (k/2)^T / (k/2) switches
+    # in every tier below the top and half as many at the top, one cable per host at every level, non-blocking:
+    # bisection = hosts x rate / 2
+    k = 8
+    f = full_fat_tree(num_tiers, k)
+    hosts = 2 * (k // 2) ** num_tiers
+    inv = inventory(f)
+    assert inv.num_gpus == hosts
+    assert [t.num_switches for t in inv.tiers] == [hosts // (k // 2)] * (num_tiers - 1) + [hosts // k]
+    assert all(t.ports_idle == 0 for t in inv.tiers)
+    assert [x.num_links for x in inv.links[2:]] == [hosts] * num_tiers
+    for t in inv.tiers:
+        assert t.down_capacity_Bps == pytest.approx(hosts * NIC_Bps, rel=1e-12)
+    assert [t.oversubscription for t in inv.tiers] == [1.0] * (num_tiers - 1) + [None]
+    assert inv.bisection_bandwidth_Bps == pytest.approx(hosts * NIC_Bps / 2, rel=1e-12)
+    assert bisection(f).bandwidth_Bps == pytest.approx(hosts * NIC_Bps / 2, rel=1e-12)
+    assert inv.largest_nonblocking_gpus == hosts
+    # the levels are named by Level, one per boundary
+    assert f.levels == Level.all(num_tiers) and len(f.levels) == 3 + num_tiers - 1
+    assert f.level_names[-1] == f"{inv.tiers[-2].name}-{inv.tiers[-1].name}"
+
+
+@pytest.mark.parametrize("num_tiers, os_tier", [(4, 2), (5, 3), (5, 1)])
+def test_oversubscription_at_any_tier_has_its_closed_form(num_tiers, os_tier):
+    # a tier oversubscribed 2:1 (8-port switch: 4 down... the builder keeps whole ports: 12-port switches, 8 down
+    # and 4 up) carries half of what enters it upwards, and the bisection is half the NICs' over 2
+    k, os = 12, 2
+    tiers = []
+    for i in range(num_tiers):
+        t = tier(("leaf", "spine", "core", "super", "hyper")[i], radix=k)
+        if i < num_tiers - 1:
+            t["oversubscription"] = os if i == os_tier else 1
+        if 0 < i < num_tiers - 1:
+            t["joins"] = 2
+        tiers.append(t)
+    d = spec_dict(kind="fat_tree", tiers=tiers, cluster={"num_units": 2 ** (num_tiers - 1)},
+                  server={"gpus": 2, "nics": 2, "nic_rate": "400 Gb/s"}, scale_up={"gpus_per_domain": 2})
+    d["fabric"]["servers_per_unit"] = 2
+    f = build_fabric(spec_from_dict(d))
+    inv = inventory(f)
+    nics = inv.num_nics * NIC_Bps
+    t = inv.tiers[os_tier]
+    assert t.oversubscription == pytest.approx(os, rel=1e-12)
+    assert t.up_capacity_Bps == pytest.approx(t.down_capacity_Bps / os, rel=1e-12)
+    assert t.down_capacity_Bps == pytest.approx(nics, rel=1e-12)  # everything below is non-blocking
+    assert inv.bisection_bandwidth_Bps == pytest.approx(nics / os / 2, rel=1e-12)
+    assert bisection(f).bandwidth_Bps == pytest.approx(nics / os / 2, rel=1e-12)
+    # the largest non-blocking group is one block under that tier
+    gpus_per_block = inv.num_gpus // t.num_blocks
+    assert inv.largest_nonblocking_gpus == gpus_per_block
+    assert inv.largest_nonblocking_group == t.block_name
+
+
+def _figures(reference, cluster_id):
+    data = json.loads((reference / "clusters.json").read_text())
+    cluster = next(c for c in data["clusters"] if c["id"] == cluster_id)
+    return {fig["name"]: fig["value"] for fig in cluster["figures"]}
+
+
+@pytest.fixture(scope="module")
+def islands():
+    return build_fabric(load_spec("h100-100k-islands"))
+
+
+def test_islands_match_the_published_100k_design(reference, islands):
+    # SemiAnalysis, "100,000 H100 Clusters" (2024-06-17), as recorded in clusters.json semianalysis_100k_h100:
+    # 4 islands of 24,576 H100, 7:1 at the tier above them; 98,304 GPU-to-leaf links; an island is below the
+    # 65,536 GPUs a non-blocking 3-tier Quantum-2 fat tree can hold
+    fig = _figures(reference, "semianalysis_100k_h100")
+    assert fig["islands_in_100k_design"] == 4
+    assert fig["four_tier_ib_option"] == "4 pods x 24,576 H100, 7:1 oversubscribed at top tier"
+    inv = inventory(islands)
+    core = inv.tiers[2]
+    assert core.block_name == "island" and core.num_blocks == fig["islands_in_100k_design"]
+    assert core.gpus_per_block == 24_576 < fig["quantum2_max_fully_interconnected"]
+    assert inv.num_gpus == 4 * 24_576
+    assert inv.links[2].num_links == fig["gpu_leaf_transceivers_replaceable_by_DAC"] == 98_304
+    # non-blocking inside an island, 7:1 above it (48 down : 7 up, the whole-port split nearest 7)
+    assert [t.oversubscription for t in inv.tiers[:2]] == [1.0, 1.0]
+    assert core.oversubscription == pytest.approx(7, rel=0.025) and core.oversubscription == 48 / 7
+    assert inv.largest_nonblocking_gpus == 24_576 and inv.largest_nonblocking_group == "island"
+    assert len(inv.tiers) == 4
+    # every island's share of the 4th tier: its NIC capacity over 48/7
+    assert inv.tiers[3].down_capacity_Bps == pytest.approx(98_304 * NIC_Bps * 7 / 48, rel=1e-12)
+    assert inv.bisection_bandwidth_Bps == pytest.approx(98_304 * NIC_Bps * 7 / 48 / 2, rel=1e-12)
+
+
+def test_islands_all_to_all_is_bound_by_the_7_to_1_tier_and_never_beats_its_closed_form(islands):
+    # 1 GiB all-to-all over all 98,304 GPUs: each GPU sends S/p to every peer, 3/4 of them in other islands, so
+    # 3/4 of its S bytes leave its island at the island's uplink share of its NIC: 1/7 of 400 Gb/s as published,
+    # 7/48 as built (whole ports); the time is never below either bound
+    S = 2**30
+    r = estimate(islands, "alltoall", S).results[0]
+    assert r.bottleneck.level == "core-super-spine"
+    published = 0.75 * S / (NIC_Bps / 7)
+    built = 0.75 * S / (NIC_Bps * 7 / 48)
+    assert r.time_s >= published and r.time_s >= built
+
+
+def test_a_cross_island_data_parallel_all_reduce_is_bound_by_the_same_tier(islands):
+    # one GPU per island in each communicator (strided groups: GPU i, i + 24,576, ...), every position, so every
+    # rail: a ring of 4 moves 2 (p-1)/p S = 1.5 S per GPU across islands, at 7/48 of the NIC rate
+    S = 2**30
+    r = estimate(islands, "all_reduce", S, gpus=islands.num_gpus, groups=24_576).results[0]
+    assert r.bottleneck.level == "core-super-spine"
+    assert r.time_s >= 1.5 * S / (NIC_Bps * 7 / 48)
+    # the same job inside one island runs at the NIC rate: much faster
+    inside = estimate(islands, "all_reduce", S, gpus=4 * 6_144, groups=6_144).results[0]
+    assert inside.time_s < r.time_s / 3
+
+
+def test_the_4tier_design_is_a_true_4_tier_fat_tree():
+    inv = inventory(build_fabric(load_spec("h100-100k-4tier")))
+    assert len(inv.tiers) == 4 and all(t.model == "QM9700" for t in inv.tiers)
+    assert [t.oversubscription for t in inv.tiers] == [1.0, 1.0, 1.0, None]
+    assert inv.largest_nonblocking_gpus == inv.num_gpus == 98_304
+    assert inv.bisection_bandwidth_per_gpu_Bps == pytest.approx(NIC_Bps, rel=1e-12)
+
+
+def test_latency_counts_every_switch_hop():
+    # across the top of a 5-tier fabric a path crosses 2 x 5 - 1 = 9 switches; each link carries half the latency
+    # of each switch it joins, so the path's latency is 9 switch latencies (NIC and NVSwitch latencies are 0 here)
+    d = spec_dict(kind="fat_tree", cluster={"num_units": 16}, server={"gpus": 2, "nics": 2, "nic_rate": "400 Gb/s"},
+                  scale_up={"gpus_per_domain": 2},
+                  tiers=[tier(n, radix=8, latency="100 ns", **({"oversubscription": 1} if n != "hyper" else {}),
+                              **({"joins": 2} if n in ("spine", "core", "super") else {}))
+                         for n in ("leaf", "spine", "core", "super", "hyper")])
+    d["fabric"]["servers_per_unit"] = 2
+    f = build_fabric(spec_from_dict(d))
+    r = Router(f, "hash").route([0], [f.num_gpus - 1], 1.0)
+    assert r.latency_s[0] == pytest.approx(9 * 100e-9, rel=1e-12)
+    near = Router(f, "hash").route([0], [2], 1.0)  # another server under the same leaf
+    assert near.latency_s[0] == pytest.approx(100e-9, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-4", "rail_optimized-5", "fat_tree-4"])
+def test_hashed_ecmp_picks_the_up_and_the_down_cable_independently(name):
+    # Mutation-review finding: with the up and the down cable of a boundary hashed from the same value, a flow
+    # always takes cable c up and cable c down. Between two leaves joined by m parallel cables per switch pair,
+    # independent hashes agree on about 1/m of the flows, never on all of them.
+    f = small_fabric(name)
+    L = f.layout
+    r = Router(f, "hash", subflows=64)
+    slots = r.slots
+    src = np.arange(f.num_gpus)
+    dst = (src + f.num_gpus // 2) % f.num_gpus  # across the top: every boundary is crossed
+    cols, _ = r.path_table(np.repeat(src, 64), np.repeat(dst, 64), np.zeros(64 * src.size, dtype=np.int64),
+                           np.tile(np.arange(64), src.size))
+    checked = 0
+    for k in range(L.num_tiers - 1):
+        m = L.tiers[k + 1].links_from_below
+        up, down = cols[:, slots.up(k)] // 2, cols[:, slots.down(k)] // 2
+        sel = (up >= 0) & (down >= 0)
+        assert sel.any()
+        if m == 1:
+            continue
+        cable_up = (up[sel] - f.level_start(Level.uplink(k))) % m
+        cable_down = (down[sel] - f.level_start(Level.uplink(k))) % m
+        same = np.mean(cable_up == cable_down)
+        assert same < 0.75, f"boundary {k}: up and down cables agree on {same:.0%} of the flows"
+        checked += 1
+    assert checked >= 1
+
+
+def test_path_slots_grow_with_the_tiers():
+    s3, s5 = PathSlots(3), PathSlots(5)
+    assert s3.width == 12 and s5.width == 16
+    assert [s3.up(0), s3.up(1), s3.down(1), s3.down(0), s3.recv_nic] == [4, 5, 6, 7, 8]
+    assert s5.down(0) == s5.recv_nic - 1 and s5.up(3) + 1 == s5.down(3)
+
+
+def test_level_names_and_kinds():
+    assert Level.into_tier(0) == Level.NIC and Level.into_tier(2) == Level.uplink(1)
+    assert Level.uplink(3).lower_tier == 3 and Level.uplink(3).upper_tier == 4
+    assert Level.uplink(1).name_in(["leaf", "spine", "core"]) == "spine-core"
+    assert not Level.PCIE.is_network and Level.NIC.is_network
+
+
+def test_failures_at_every_tier_are_routed_around():
+    f = small_fabric("rail_optimized-5")
+    base = estimate(f, "alltoall", "64M").results[0].time_s
+    for t in f.layout.tiers:
+        g = f.with_failures(f"{t.name}0")
+        for ecmp in ("ideal", "hash"):
+            slower = estimate(g, "alltoall", "64M", ecmp=ecmp).results[0].time_s
+            assert slower >= base * (1 - 1e-9)
+    # a whole plane: spine 0 of every pod and everything above it
+    g = f.with_failures("plane:0")
+    dead = ~g.link_alive
+    top = f.level_slice(Level.uplink(3))
+    assert dead[top].sum() == dead[top].size // 2  # half of the top boundary's cables are in plane 0
+    assert estimate(g, "all_reduce", "64M").results[0].time_s > 0
+
+
+def test_sharp_reduces_up_to_the_tier_that_joins_the_gpus():
+    d = spec_dict(kind="rail_optimized", cluster={"num_units": 8}, server={"gpus": 2, "nics": 2, "nic_rate": "400 Gb/s"},
+                  scale_up={"gpus_per_domain": 2},
+                  tiers=[tier(n, radix=8, sharp=True, **({"oversubscription": 1} if n != "super" else {}),
+                              **({"joins": 2} if n in ("spine", "core") else {}))
+                         for n in ("leaf", "spine", "core", "super")])
+    d["fabric"]["servers_per_unit"] = 2
+    f = build_fabric(spec_from_dict(d))
+    r = estimate(f, "all_reduce", "1G", algorithm="sharp").results[0]
+    assert r.algorithm == "sharp" and r.time_s > 0
+
+
+BAD = [
+    # a tier whose oversubscription its ports cannot make: 48 down at 7:1 needs 6.86 up ports
+    (["fabric.tiers[core].oversubscription=7", "fabric.tiers[core].up_ports="],
+     "fabric.tiers[2].oversubscription: core: 48 down ports at oversubscription 7 need 6.857 up ports, not a whole "
+     "number"),
+    # an island size the pods do not fill
+    (["fabric.tiers[core].joins=25"], "cluster.num_gpus: 96 pods do not fill whole islands of 25"),
+    # an island larger than the core's ports: 96 pods need 96 down ports on each core even with one cable each
+    (["fabric.tiers[core].joins=96"], "fabric.tiers[2].radix: core: 96 spine switches x 32 uplinks per plane need "
+                                      "96 down + 7 up ports on each core switch even with one link to each, but the "
+                                      "radix is 64"),
+    # more than the radix allows
+    (["fabric.tiers[super-spine].radix=5000"], "fabric.tiers[3].radix: "),
+    # joins on the leaves
+    (["fabric.tiers[leaf].joins=2"], "fabric.tiers[0].joins: leaf is the leaf tier: it joins servers"),
+]
+
+
+@pytest.mark.parametrize("sets, expected", BAD)
+def test_bad_tiers_are_one_line_and_exit_2(sets, expected):
+    args = ["describe", "h100-100k-islands"]
+    for s in sets:
+        args += ["--set", s]
+    p = run_cli(*args)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+
+
+def test_units_per_pod_and_tier_joins_must_agree():
+    with pytest.raises(TopoError, match="two pod sizes"):
+        build_fabric(load_spec("h100-100k-4tier", ["fabric.tiers[spine].joins=8"]))
+    same = inventory(build_fabric(load_spec("h100-100k-4tier", ["fabric.tiers[spine].joins=4"])))
+    assert same.units_per_pod == 4
