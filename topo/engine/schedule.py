@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import AlgorithmUnavailable
+from ..fabric.hosts import nic_beside
 
 __all__ = ["AlgorithmUnavailable", "NodeShape", "Transfers", "InSwitchReduce", "InNetworkReduce",
            "AllPairs", "SchedulePhase", "LatencyCounts", "LatencyTerm", "Schedule", "ranks_per_domain",
@@ -90,7 +91,8 @@ class NodeShape:
         return bool(np.unique(ranks // self.gpus_per_server).size > np.unique(ranks // self.gpus_per_domain).size)
 
     def nic_of(self, gpus) -> np.ndarray:
-        """The (first) NIC beside each GPU, as a global NIC index (as :meth:`topo.fabric.fabric.Fabric.gpu_nic`).
+        """The (first) NIC beside each GPU, as a global NIC index (one function with
+        :meth:`topo.fabric.fabric.Fabric.gpu_nic`: :func:`topo.fabric.hosts.nic_beside`).
 
         Parameters
         ----------
@@ -102,10 +104,7 @@ class NodeShape:
         numpy.ndarray
             NIC ids, one per GPU.
         """
-        gpus = np.asarray(gpus)
-        server, local = gpus // self.gpus_per_server, gpus % self.gpus_per_server
-        N, g = self.nics_per_server, self.gpus_per_server
-        return server * N + (local * N) // g
+        return nic_beside(gpus, self.gpus_per_server, self.nics_per_server)
 
 
 def is_network(shape: NodeShape, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
