@@ -288,9 +288,11 @@ class Router:
             sub = np.zeros(F, dtype=np.int64)
             part_bytes = nbytes
         cols, inter = self.path_table(src, dst, choice, sub)
-        mask = cols >= 0
-        rows, _ = np.nonzero(mask)
-        res = cols[mask]
+        flat = cols.reshape(-1)  # entries flow by flow, hop by hop (one pass over a 1-D array: faster than a
+        hit = np.flatnonzero(flat >= 0)  # 2-D nonzero)
+        res = flat[hit]
+        rows = hit // cols.shape[1]
+        del flat, hit, cols
         if f.failed is not None:
             broken = self.capacity_Bps[res] <= 0
             if broken.any():
