@@ -1,0 +1,198 @@
+"""Fabrics of any depth (issue 19): the islands design, a 5-tier fabric of more than 200,000 GPUs, and the 100k
+default before and after the change.
+
+Targets (issue 19, measured here, not in tests):
+
+- h100-100k-islands: `describe` < 2 s; a 1 GiB all-to-all over all 98,304 GPUs < 6 s and < 500 MB peak, bound on the
+  7:1 tier; `plan` < 3 s;
+- a 5-tier spec of at least 200,000 GPUs builds, describes and estimates a 1 GiB all-reduce in < 5 s;
+- the 100k default (h100-100k): `describe`, a 1 GiB all-reduce and a 1 GiB all-to-all within 10% of the time and
+  memory of the code before the change (``--before DIR``: a checkout of commit 60cb2ef, run in alternation with
+  this one on the same machine).
+
+    python benchmarks/bench_tiers.py                          # prints the figures
+    python benchmarks/bench_tiers.py --before /tmp/before     # and the before/after comparison at 100k
+    python benchmarks/bench_tiers.py --before /tmp/before --write   # and updates benchmarks/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _results import PY, ROOT, update_section
+
+# 5 tiers of 64-port QM9700-class switches, non-blocking, rail-optimized: pods of 4 scalable units (1,024 GPUs),
+# 8 pods per core block (8,192), 4 core blocks per 4th-tier block (32,768), 7 of those under the top: 229,376 GPUs
+FIVE_TIER = """
+name = "h100-229k-5tier"
+description = "benchmark: 229,376 H100 on a non-blocking 5-tier rail-optimized fat tree of 64-port switches"
+source = "benchmarks/bench_tiers.py"
+gpu = "H100"
+[server]
+gpus = 8
+nics = 8
+nic_rate = "400 Gb/s"
+[cluster]
+num_gpus = 229_376
+[fabric]
+kind = "rail_optimized"
+servers_per_unit = 32
+[[fabric.tiers]]
+name = "leaf"
+radix = 64
+port_rate = "400 Gb/s"
+oversubscription = 1
+latency = "130 ns"
+[[fabric.tiers]]
+name = "spine"
+radix = 64
+port_rate = "400 Gb/s"
+oversubscription = 1
+latency = "130 ns"
+joins = 4
+[[fabric.tiers]]
+name = "core"
+radix = 64
+port_rate = "400 Gb/s"
+oversubscription = 1
+latency = "130 ns"
+joins = 8
+[[fabric.tiers]]
+name = "super"
+radix = 64
+port_rate = "400 Gb/s"
+oversubscription = 1
+latency = "130 ns"
+joins = 4
+block_name = "hall"
+[[fabric.tiers]]
+name = "top"
+radix = 64
+port_rate = "400 Gb/s"
+latency = "130 ns"
+"""
+
+
+def measure(args: list[str], code_dir: Path) -> tuple[float, float, str]:
+    """Wall time and peak RSS of one run, measured by wait4 on the child alone."""
+    env = {**os.environ, "PYTHONPATH": str(code_dir)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=code_dir, env=env)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(args)} failed: {err}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def best(args, code_dir, repeats=3):
+    runs = [measure(args, code_dir) for _ in range(repeats)]
+    return min(r[0] for r in runs), max(r[1] for r in runs), runs[0][2]
+
+
+def five_tier_in_process(path: str) -> dict:
+    sys.path.insert(0, str(ROOT))
+    import topo
+
+    t0 = time.perf_counter()
+    fabric = topo.build_fabric(topo.load_spec(path))
+    inv = topo.inventory(fabric)
+    t1 = time.perf_counter()
+    r = topo.estimate(fabric, "all_reduce", "1GiB")
+    t2 = time.perf_counter()
+    x = r.results[0]
+    return {"gpus": inv.num_gpus, "tiers": len(inv.tiers), "switches": inv.num_switches,
+            "build_describe_s": t1 - t0, "estimate_s": t2 - t1, "algorithm": x.algorithm,
+            "time_s": x.time_s, "bottleneck": x.bottleneck.level if x.bottleneck else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", type=Path, help="a checkout of the code before the change (commit 60cb2ef)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--stage-five", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.stage_five:
+        print(json.dumps(five_tier_in_process(a.stage_five)))
+        return
+    lines = []
+    here = ROOT
+    n = a.repeats
+
+    # 1. islands
+    w, m, out = best([PY, "-m", "topo", "describe", "h100-100k-islands", "--json"], here, n)
+    lines.append(f"- `topo describe h100-100k-islands`: **{w:.2f} s**, peak RSS {m:.0f} MiB (target < 2 s).")
+    w, m, out = best([PY, "-m", "topo", "estimate", "h100-100k-islands", "-c", "alltoall", "--size", "1GiB",
+                      "--json"], here, n)
+    doc = json.loads(out)
+    res = doc["results"][0]
+    b = res["bottleneck"]
+    bound = 0.75 * 2**30 / (50e9 / 7)
+    lines.append(f"- 1 GiB all-to-all over all {doc['num_ranks']:,} GPUs of h100-100k-islands, end to end "
+                 f"`topo estimate h100-100k-islands -c alltoall --size 1GiB`: **{w:.2f} s**, peak RSS **{m:.0f} MiB** "
+                 f"(targets < 6 s, < 500 MB); modelled {res['time_s'] * 1e3:.1f} ms, bound on {b['level']} "
+                 f"({b['src']} -> {b['dst']}); closed-form bound (3/4 of the bytes across islands at 1/7 of 400 Gb/s) "
+                 f"{bound * 1e3:.1f} ms.")
+    w, m, out = best([PY, "-m", "topo", "estimate", "h100-100k-islands", "--size", "1GiB", "--gpus", "98304",
+                      "--groups", "24576", "--json"], here, n)
+    res = json.loads(out)["results"][0]
+    lines.append(f"- cross-island data-parallel 1 GiB all-reduce (24,576 communicators of 4, one GPU per island, "
+                 f"every rail), `topo estimate h100-100k-islands --size 1GiB --gpus 98304 --groups 24576`: "
+                 f"**{w:.2f} s** end to end, {m:.0f} MiB; modelled {res['time_s'] * 1e3:.1f} ms ({res['algorithm']}), "
+                 f"bound on {res['bottleneck']['level']}.")
+    w, m, _ = best([PY, "-m", "topo", "plan", "h100-100k-islands", "--json"], here, n)
+    lines.append(f"- `topo plan h100-100k-islands`: **{w:.2f} s**, {m:.0f} MiB (target < 3 s).")
+
+    # 2. five tiers, more than 200,000 GPUs
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "h100-229k-5tier.toml"
+        path.write_text(FIVE_TIER)
+        wd, md, _ = best([PY, "-m", "topo", "describe", str(path), "--json"], here, n)
+        we, me, out = best([PY, "-m", "topo", "estimate", str(path), "--size", "1GiB", "--json"], here, n)
+        res = json.loads(out)["results"][0]
+        _, _, stage = measure([PY, __file__, "--stage-five", str(path)], here)
+        st = json.loads(stage)
+    lines.append(f"- 5 tiers, {st['gpus']:,} GPUs ({st['switches']:,} switches; FIVE_TIER in this script): build + "
+                 f"describe + estimate a 1 GiB all-reduce over all GPUs in one process **"
+                 f"{st['build_describe_s'] + st['estimate_s']:.2f} s** (build and describe {st['build_describe_s']:.2f} s, "
+                 f"estimate {st['estimate_s']:.2f} s; target < 5 s); end to end `topo describe` {wd:.2f} s "
+                 f"({md:.0f} MiB), `topo estimate --size 1GiB` {we:.2f} s ({me:.0f} MiB); modelled "
+                 f"{res['time_s'] * 1e3:.1f} ms ({res['algorithm']}).")
+
+    # 3. the 100k default, before and after, in alternation
+    if a.before:
+        cmds = [("describe", [PY, "-m", "topo", "describe", "--json"]),
+                ("1 GiB all-reduce", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--json"]),
+                ("1 GiB all-to-all", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size", "1GiB", "--json"])]
+        lines += ["", "The 100k default (h100-100k), before (commit 60cb2ef) and after, run in alternation, best wall "
+                  f"time and largest peak RSS of {n} runs each:", "",
+                  "| command | before (s) | after (s) | change | before (MiB) | after (MiB) | change |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for label, cmd in cmds:
+            rb, ra = [], []
+            for _ in range(n):
+                rb.append(measure(cmd, a.before))
+                ra.append(measure(cmd, here))
+            tb, ta = min(r[0] for r in rb), min(r[0] for r in ra)
+            mb, ma = max(r[1] for r in rb), max(r[1] for r in ra)
+            lines.append(f"| `topo {' '.join(cmd[3:])}` ({label}) | {tb:.2f} | {ta:.2f} | {ta / tb - 1:+.0%} | "
+                         f"{mb:.0f} | {ma:.0f} | {ma / mb - 1:+.0%} |")
+    body = "\n".join(lines)
+    print(body)
+    if a.write:
+        update_section("Fabrics of any depth (islands, 5 tiers)", body,
+                       "python benchmarks/bench_tiers.py" + (" --before DIR" if a.before else "") + " --write")
+
+
+if __name__ == "__main__":
+    main()
