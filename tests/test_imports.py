@@ -22,24 +22,10 @@ LAZY_ALLOWED = {
     ("topo/cli/sweep.py", "topo.report.sweep"): "plotly, only for `topo sweep` (its --report page)",
 }
 
-# Left for the fabric/route restructuring of issue 19 part "a" (its files: topo/fabric/*, topo/engine/route.py,
-# alltoall.py, alltoall_classes.py). Remove an entry when its import moves to the top; the test then keeps it
-# there.
-PENDING = {
-    ("topo/fabric/fabric.py", "topo.fabric.failures"),
-    ("topo/fabric/failures.py", "topo.fabric.bisection"),
-    ("topo/fabric/builders/fat_tree.py", "topo.fabric.fabric"),
-    ("topo/fabric/builders/rail_only.py", "topo.fabric.fabric"),
-    ("topo/fabric/builders/rail_optimized.py", "topo.fabric.fabric"),
-    ("topo/fabric/export.py", "topo"),
-    ("topo/engine/route.py", "topo.engine.maxmin"),
-    ("topo/engine/route.py", "topo.engine.alltoall"),
-    ("topo/engine/route.py", "topo.engine.alltoall_classes"),
-}
-PENDING_CYCLES = [
-    {"topo.fabric.fabric", "topo.fabric.failures", "topo.fabric.bisection"},
-    {"topo.engine.route", "topo.engine.alltoall", "topo.engine.alltoall_classes"},
-]
+# Left for the fabric/route restructuring of issue 19 part "a": none left (its function-level imports moved to the
+# top when the fabric's product types left the builders and the all-to-all policy left the router).
+PENDING: set = set()
+PENDING_CYCLES: list = []
 
 
 def _modules() -> dict[str, Path]:

@@ -106,8 +106,21 @@ def alltoall_method(router: Router, a: AllPairs, keep_flows: bool = False) -> Al
 
 
 def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Routed:
-    """A uniform all-to-all, loaded as :func:`alltoall_method` decides (its note, when it approximates, rides on
-    the result's ``notes``)."""
+    """A uniform all-to-all, loaded as :func:`alltoall_method` decides.
+
+    Parameters
+    ----------
+    router : Router
+    a : AllPairs
+    keep_flows : bool
+        Keep every flow (or flow class) for max-min sharing.
+
+    Returns
+    -------
+    Routed
+        Its loads (and flows or classes when kept); a note rides on ``notes`` when the loads are the expected
+        ones over the hash.
+    """
     method = alltoall_method(router, a, keep_flows)
     n, p = a.num_flows, a.groups.shape[1]
     if method is AllPairsMethod.CLASSES:
@@ -137,7 +150,19 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
 
 
 def route_part(router: Router, part, keep_flows: bool = False) -> Routed:
-    """Route one part of a schedule phase (see :mod:`topo.engine.schedule`)."""
+    """Route one part of a schedule phase (see :mod:`topo.engine.schedule`).
+
+    Parameters
+    ----------
+    router : Router
+    part : Transfers, AllPairs, InSwitchReduce or InNetworkReduce
+    keep_flows : bool
+        Keep every flow (max-min sharing).
+
+    Returns
+    -------
+    Routed
+    """
     if isinstance(part, Transfers):
         return router.route_transfers(part)
     if isinstance(part, AllPairs):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level, PathSlots
 
@@ -67,15 +67,50 @@ class Paths:
 
     # --- the host side ------------------------------------------------------------------------------------
     def pcie_link(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-        """Link id of the host link between ``gpu`` and ``nic`` (one per NIC, or one per GPU when GPUs share one)."""
+        """Link id of the host link between ``gpu`` and ``nic`` (one per NIC, or one per GPU when GPUs share one).
+
+        Parameters
+        ----------
+        nic, gpu : numpy.ndarray
+            Global NIC and GPU ids.
+
+        Returns
+        -------
+        numpy.ndarray
+            Link ids.
+        """
         return self._pcie0 + (nic if self.fabric.pcie_per_nic else gpu)
 
     def nic_link(self, nic) -> np.ndarray:
-        """Link id of each NIC's cable to its leaf."""
+        """Link id of each NIC's cable to its leaf.
+
+        Parameters
+        ----------
+        nic : array_like of int
+
+        Returns
+        -------
+        numpy.ndarray
+            Link ids.
+        """
         return self._nic0 + np.asarray(nic)
 
     def receiving(self, d: np.ndarray, choice=0, failover: bool = True) -> Receiving:
-        """The receiving half of each destination GPU ``d``."""
+        """The receiving half of each destination GPU ``d``.
+
+        Parameters
+        ----------
+        d : numpy.ndarray
+            Destination GPU ids.
+        choice : int or array
+            Which of a GPU's NICs, when it has several.
+        failover : bool
+            Move a failed NIC's traffic to the next working NIC of its server.
+
+        Returns
+        -------
+        Receiving
+        """
         f = self.fabric
         nic = f.gpu_nic(d, choice)
         if failover and f.failed is not None:
@@ -94,14 +129,36 @@ class Paths:
 
     def sending_nic(self, s: np.ndarray, rail_or_choice) -> np.ndarray:
         """The NIC each source sends through: with PXN its server's NIC on rail ``rail_or_choice`` (the receiving
-        NIC's), without PXN the NIC beside it (``rail_or_choice`` is then the NIC choice)."""
+        NIC's), without PXN the NIC beside it (``rail_or_choice`` is then the NIC choice).
+
+        Parameters
+        ----------
+        s : numpy.ndarray
+            Source GPU ids.
+        rail_or_choice : int or array
+
+        Returns
+        -------
+        numpy.ndarray
+            Global NIC ids.
+        """
         f = self.fabric
         if self.pxn:
             return f.gpu_server(s) * f.layout.nics_per_server + rail_or_choice
         return f.gpu_nic(s, rail_or_choice)
 
     def sending(self, s: np.ndarray, nic: np.ndarray) -> Sending:
-        """The sending half of each source GPU ``s`` through NIC ``nic`` of its server."""
+        """The sending half of each source GPU ``s`` through NIC ``nic`` of its server.
+
+        Parameters
+        ----------
+        s, nic : numpy.ndarray
+            Source GPU ids and the NICs they send through.
+
+        Returns
+        -------
+        Sending
+        """
         f = self.fabric
         if f.pcie_per_nic:
             proxy = f.nic_gpu(nic)
@@ -110,7 +167,19 @@ class Paths:
         return Sending(s, nic, proxy, self.pcie_link(nic, proxy), f.nic_leaf(nic))
 
     def endpoints(self, s: np.ndarray, d: np.ndarray, choice) -> tuple[Sending, Receiving]:
-        """Both halves of flows ``s[i] -> d[i]`` between NVLink domains, NIC failover included."""
+        """Both halves of flows ``s[i] -> d[i]`` between NVLink domains, NIC failover included.
+
+        Parameters
+        ----------
+        s, d : numpy.ndarray
+            Source and destination GPU ids.
+        choice : int or array
+            NIC choice per flow.
+
+        Returns
+        -------
+        tuple of Sending and Receiving
+        """
         f = self.fabric
         N = f.layout.nics_per_server
         recv = self.receiving(d, choice)
@@ -125,23 +194,68 @@ class Paths:
     # --- the switch side ------------------------------------------------------------------------------------
     def aggregates(self, leaf: np.ndarray) -> list[np.ndarray]:
         """For each tier boundary ``k`` (0 to tiers - 2), the aggregate of tier ``k`` above each leaf: a flow
-        between two leaves crosses boundary ``k`` exactly when these differ."""
+        between two leaves crosses boundary ``k`` exactly when these differ.
+
+        Parameters
+        ----------
+        leaf : numpy.ndarray
+            Leaf ids.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One array of aggregate ids per boundary.
+        """
         L = self.fabric.layout
         return [L.leaf_aggregate(k, leaf) for k in range(L.num_tiers - 1)]
 
     def top_aggregate(self, leaf: np.ndarray) -> np.ndarray:
         """The aggregate of the top tier above each leaf: two leaves in different ones cannot reach each other
-        (rail-only: different rails)."""
+        (rail-only: different rails).
+
+        Parameters
+        ----------
+        leaf : numpy.ndarray
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return self.fabric.layout.leaf_aggregate(self.fabric.layout.num_tiers - 1, leaf)
 
     # --- NIC failover ---------------------------------------------------------------------------------------
     def nic_ok(self, nic: np.ndarray) -> np.ndarray:
-        """Whether each NIC works: its link to the leaf and its host link."""
+        """Whether each NIC works: its link to the leaf and its host link.
+
+        Parameters
+        ----------
+        nic : numpy.ndarray
+
+        Returns
+        -------
+        numpy.ndarray of bool
+        """
         f = self.fabric
         return self.alive[self.nic_link(nic)] & self.alive[self.pcie_link(nic, f.nic_gpu(nic))]
 
     def alive_nics(self, nic: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-        """Each NIC, or the next working NIC of its server when its host link or leaf link failed."""
+        """Each NIC, or the next working NIC of its server when its host link or leaf link failed.
+
+        Parameters
+        ----------
+        nic, gpu : numpy.ndarray
+            NICs, and the GPUs they serve (named in the error).
+
+        Returns
+        -------
+        numpy.ndarray
+            NIC ids.
+
+        Raises
+        ------
+        Unreachable
+            Every NIC of a server failed.
+        """
         f = self.fabric
         N = f.layout.nics_per_server
         ok = self.nic_ok(nic)
@@ -153,7 +267,7 @@ class Paths:
         good = self.nic_ok(cand)
         if not good.any(axis=1).all():
             k = int(np.flatnonzero(~good.any(axis=1))[0])
-            raise TopoError(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
+            raise Unreachable(f"GPU {int(gpu[bad[k]])} is cut off: every NIC of server {int(server[k])} failed "
                             f"(failures: {', '.join(f.failures)})", key="fail")
         out = nic.copy()
         out[bad] = cand[np.arange(bad.size), np.argmax(good, axis=1)]
@@ -174,7 +288,7 @@ class Paths:
         good = self.nic_ok(cs) & self.nic_ok(cd)
         if not good.any(axis=1).all():
             k = int(np.flatnonzero(~good.any(axis=1))[0])
-            raise TopoError(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
+            raise Unreachable(f"GPU {int(src[off[k]])} cannot reach GPU {int(dst[off[k]])} in a rail-only fabric: no "
                             f"rail has a working NIC at both servers (failures: {', '.join(f.failures)})", key="fail")
         pick = np.argmax(good, axis=1)
         nic_s, nic_d = nic_s.copy(), nic_d.copy()

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level, PathSlots
 from .maxmin import FlowClasses
@@ -299,7 +299,7 @@ class Router:
                 k = int(np.flatnonzero(broken)[0])
                 r, fl = int(res[k]), int(rows[k])
                 d = self.describe_resource(r)
-                raise TopoError(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
+                raise Unreachable(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
                                 f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
                                 key="fail")
         lat_parts = np.bincount(rows, weights=self.res_latency_s[res], minlength=src.size)
@@ -575,7 +575,7 @@ def _pick(h: np.ndarray, valid: np.ndarray, what: str, src, dst, fabric) -> np.n
     cnt = valid.sum(axis=1)
     if (cnt == 0).any():
         k = int(np.flatnonzero(cnt == 0)[0])
-        raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: no working {what} joins their paths "
+        raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: no working {what} joins their paths "
                         f"(failures: {', '.join(fabric.failures)})", key="fail")
     idx = (h % cnt.astype(np.uint64)).astype(np.int64)
     out = np.empty(valid.shape[0], dtype=np.int64)

@@ -32,7 +32,6 @@ from math import gcd
 
 import numpy as np
 
-from .fabric import Fabric
 from .levels import Level
 
 __all__ = ["Bisection", "bisection"]
@@ -64,7 +63,7 @@ class Bisection:
         return pd.DataFrame([d])
 
 
-def bisection(fabric: Fabric, ignore_failures: bool = False) -> Bisection:
+def bisection(fabric, ignore_failures: bool = False) -> Bisection:
     """Maximum flow between the two halves of ``fabric``'s GPUs, its failed links removed (all links kept with
     ``ignore_failures``: the same fabric before anything failed).
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from .. import __version__
 from ..atomic import SIGNATURE, open_output
 from ..errors import TopoError
 from .fabric import Fabric
@@ -114,6 +115,4 @@ def _write_json(fabric: Fabric, fh) -> None:
 
 
 def _version() -> str:
-    from .. import __version__
-
     return __version__

@@ -33,6 +33,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .failures import failed_links
 from .hardware import gpu_pcie_Bps
 from .hosts import gpu_beside, nic_beside
 from .layout import ClosLayout
@@ -66,8 +67,6 @@ class Fabric:
         """The same fabric with parts failed (names as ``describe``/``export`` print them, a rail, a plane, or a
         random fraction of a level's links or a tier's switches; see :mod:`topo.failures`). Routing avoids
         failed links; a GPU cut off entirely is an error when a collective needs it."""
-        from .failures import failed_links
-
         if not failures:
             return self
         dead = failed_links(self, failures)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import TopoError
+from .bisection import bisection
 from .levels import Level
 
 __all__ = ["failed_links", "node_id", "degraded", "Degraded", "DegradedTier", "DegradedLevel"]
@@ -202,8 +203,6 @@ class Degraded:
 def degraded(fabric) -> Degraded:
     """Capacities, oversubscription and bisection (:func:`topo.bisection.bisection`) of ``fabric`` with its failed
     links taken out."""
-    from .bisection import bisection
-
     links = fabric.links
     alive = fabric.link_alive
     bw = links["bandwidth_Bps"] * alive
