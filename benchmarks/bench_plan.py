@@ -45,8 +45,6 @@ def stages() -> dict:
 
 def arithmetic() -> list[str]:
     """The new lines of the default plan, with the arithmetic to check them by hand (catalog values substituted)."""
-    import math
-
     import topo
     from topo.plan import load_catalog, plan
 

@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-import topo
 from topo.errors import TopoError
 from topo.plan import plan
 

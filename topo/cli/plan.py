@@ -84,7 +84,9 @@ def _t(x) -> str:
 
 
 def _every(seconds: float) -> str:
-    return "none expected" if not math.isfinite(seconds) else f"one per {format_time(seconds)}"
+    if not math.isfinite(seconds):
+        return "none expected"
+    return f"one per {seconds / 3600:,.1f} h" if seconds >= 3600 else f"one per {seconds / 60:,.1f} min"
 
 
 def _after(seconds: float) -> str:
