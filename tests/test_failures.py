@@ -181,3 +181,18 @@ def test_a_bad_part_names_the_spec_it_is_missing_from(cmd):
     p = run_cli(*cmd, "--fail", "spine40")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("error: --fail: no such node 'spine40'") and "(on dgx-h100-superpod)" in p.stderr
+
+
+def test_a_random_fraction_below_one_part_still_fails_parts_on_average():
+    # issue 21's example study draws random:spine:0.01 on 16 spines: rounding 0.16 to 0 failed nothing in every
+    # draw (a silent no-op); the count is the floor or the ceiling of F x n with the probability that keeps the mean
+    pod = build_fabric(spec_from_dict(spec_dict(cluster={"num_units": 4})))
+    spines = pod.layout.tiers[1].num_switches
+    assert spines == 16  # 4 units: 32 leaves of 32 uplinks -> 16 spines (NVIDIA's SuperPOD table)
+    hit = [failed_links(pod, [f"random:spine:0.01:{s}"]).any() for s in range(400)]
+    # P(one spine down) = 0.16: 64 of 400 expected; 3-sigma band of the binomial (sd 7.3)
+    assert 40 <= sum(hit) <= 88
+    # a whole count is exact: 0.25 of 16 spines is 4 spines in every draw, each with all 64 ports cabled (radix 64,
+    # 32 leaves x 2 links: the top tier of a non-blocking 2-tier fabric uses every port)
+    counts = {int(failed_links(pod, [f"random:spine:0.25:{s}"]).sum()) for s in range(5)}
+    assert counts == {4 * 64}

@@ -11,7 +11,8 @@ A failure is one of (as ``--fail`` takes it, or as strings to :meth:`topo.fabric
                                 every server (fat trees), with all their links
 ``plane:1``                     a whole plane: spine 1 of every pod and every switch above that it reaches
 ``random:LEVEL:F[:SEED]``       a fraction F of the links of a level (``leaf-spine``, ``nic-leaf``, ...)
-``random:TIER:F[:SEED]``        or of the switches of a tier (``spine``), drawn with SEED (default 0)
+``random:TIER:F[:SEED]``        or of the switches of a tier (``spine``), drawn with SEED (default 0); F x count
+                                when not whole fails its floor or ceiling, keeping the mean (see ``_draw_count``)
 ==============================  ===================================================================
 
 The result is a boolean mask over the fabric's links (True: failed); routing avoids them (:mod:`topo.route`).
@@ -136,6 +137,15 @@ def _link(fabric, text: str) -> np.ndarray:
     return out
 
 
+def _draw_count(rng: np.random.Generator, expected: float) -> int:
+    """How many parts a random draw fails: ``expected`` when it is whole, else its floor or its ceiling with the
+    probability that keeps the mean at ``expected`` (1% of 16 spines fails one spine in 16% of the draws, never
+    none in every draw as rounding would)."""
+    whole = int(np.floor(expected))
+    part = expected - whole
+    return whole + int(part > 1e-12 and rng.random() < part)
+
+
 def _random(fabric, text: str) -> np.ndarray:
     parts = text.split(":")
     if len(parts) not in (3, 4):
@@ -154,12 +164,12 @@ def _random(fabric, text: str) -> np.ndarray:
     out = np.zeros(fabric.num_links, dtype=bool)
     if what in names:
         ids = np.flatnonzero(links["level"] == fabric.levels[names.index(what)].code)
-        k = int(round(frac * ids.size))
+        k = _draw_count(rng, frac * ids.size)
         out[rng.choice(ids, size=k, replace=False)] = True
         return out
     for t in fabric.layout.tiers:
         if what == t.name:
-            k = int(round(frac * t.num_switches))
+            k = _draw_count(rng, frac * t.num_switches)
             picked = rng.choice(t.num_switches, size=k, replace=False)
             return _nodes_links(fabric, fabric.switch_node(t.index, picked))
     raise TopoError(f"unknown level or tier {what!r}; levels: {', '.join(names)}; tiers: "
