@@ -63,3 +63,33 @@ def test_sendrecv_inside_a_server_has_no_network_peer_cap():
     prof = profile_for("hopper", "infiniband_ndr")
     r = estimate(fab, "sendrecv", [2**30], gpus=8).results[0]
     assert r.busbw_GBps > 4 * prof.p2p_channel_Bps / 1e9  # NVLink, far above one channel's network rate
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    from topo import load_spec
+    return build_fabric(load_spec("dgx-h100-superpod"))
+
+
+def test_sendrecv_runs_nccls_protocols_ll_small_simple_large(superpod):
+    """NCCL (src/enqueue.cc addP2pToPlan) runs send/receive on LL while one message is at most
+    P2P_LL_THRESHOLD (16384) x the p2p channels per peer, on Simple above, and never on LL128."""
+    r = estimate(superpod, "sendrecv", [1024, 8192, 65536, 2**20, 2**30, 2**33], gpus=1024)
+    protos = [x.protocol for x in r.results]
+    assert protos == ["LL", "LL", "Simple", "Simple", "Simple", "Simple"]  # 1 channel per peer at 1,024 ranks
+    r16 = estimate(superpod, "sendrecv", [2**30], gpus=16)
+    assert r16.results[0].protocol == "Simple"
+
+
+def test_alltoall_protocol_reads_the_bytes_sent_to_one_peer(superpod):
+    # 64 ranks x 4 KiB = 256 KiB per rank: each send of 4 KiB is under the LL threshold
+    assert estimate(superpod, "alltoall", [64 * 4096], gpus=64).results[0].protocol == "LL"
+    assert estimate(superpod, "alltoall", [64 * 2**20], gpus=64).results[0].protocol == "Simple"
+
+
+def test_ll_carries_half_the_payload_under_a_per_channel_cap(superpod):
+    """At 1,024 ranks the p2p channel cap binds: LL (half its line is flags) must still be half as fast."""
+    got = {p: estimate(superpod, "sendrecv", [2**30], gpus=1024, protocol=p).results[0] for p in
+           ("LL", "LL128", "Simple")}
+    assert got["LL"].bandwidth_s == pytest.approx(2 * got["Simple"].bandwidth_s, rel=1e-9)
+    assert got["LL128"].bandwidth_s == pytest.approx(got["Simple"].bandwidth_s / 0.92, rel=1e-9)

@@ -21,7 +21,8 @@ from .profiles import Profile
 from .route import Router
 from .schedule import LatencyCounts
 
-__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps", "best_protocol"]
+__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps", "rate_limit", "best_protocol",
+           "p2p_protocols", "LIMIT_LINK", "LIMIT_PEER_CHANNELS", "LIMIT_PROTOCOL_CAP"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -171,13 +172,21 @@ def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray
     return Costed(loads, total, r_worst, float(total_loads[r_worst]) if r_worst >= 0 else 0.0, info)
 
 
-def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
-             seconds_per_byte: float | None = None) -> float:
-    """Steady algorithm bandwidth (bytes of message per second).
+# What bounds a schedule's steady rate (:func:`rate_limit`)
+LIMIT_LINK = "link"  # the routed bottleneck link at the protocol's efficiency
+LIMIT_PEER_CHANNELS = "p2p-channels"  # NCCL's p2p channels to a network peer x one channel's rate
+LIMIT_PROTOCOL_CAP = "protocol-cap"  # NCCL's per-protocol bus-bandwidth cap (per channel x channels)
 
-    The routed bottleneck at the protocol's efficiency, or NCCL's cap on the protocol's bus bandwidth turned into
+
+def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
+               seconds_per_byte: float | None = None) -> tuple[float, str]:
+    """Steady algorithm bandwidth (bytes of message per second) and what bounds it.
+
+    The lowest of: the routed bottleneck at the protocol's efficiency (``link``); for send/receive between nodes,
+    NCCL's p2p channels per peer times one channel's rate, at the same efficiency (``p2p-channels``: LL's lines
+    carry half their bytes as flags, whatever bounds them); NCCL's cap on the protocol's bus bandwidth turned into
     an algorithm bandwidth as tuning.cc does (x 0.5 for a tree, x p / steps for a ring; scaled to the schedule's
-    pinned channels), whichever is lower; for send/receive between nodes also NCCL's p2p channels per peer.
+    pinned channels) (``protocol-cap``).
 
     Parameters
     ----------
@@ -192,15 +201,20 @@ def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
 
     Returns
     -------
-    float
+    tuple
+        ``(rate_Bps, limit)``, the limit one of :data:`LIMIT_LINK`, :data:`LIMIT_PEER_CHANNELS`,
+        :data:`LIMIT_PROTOCOL_CAP`.
     """
     sched = c.schedule
     fam = sched.family
     D = num_domains
     spb = c.seconds_per_byte if seconds_per_byte is None else seconds_per_byte
-    rate = profile.efficiency(fam, proto, D) / spb if spb > 0 else np.inf
+    eff = profile.efficiency(fam, proto, D)
+    rate, why = (eff / spb if spb > 0 else np.inf), LIMIT_LINK
     if sched.net_peer_channels and np.isfinite(profile.p2p_channel_Bps):  # NCCL's channels to a network peer
-        rate = min(rate, sched.net_peer_channels * profile.p2p_channel_Bps)
+        peer = eff * sched.net_peer_channels * profile.p2p_channel_Bps
+        if peer < rate:
+            rate, why = peer, LIMIT_PEER_CHANNELS
     cap = profile.busbw_cap(fam, proto, D)
     if np.isfinite(cap):
         if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel
@@ -212,8 +226,28 @@ def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
             steps = 2 * (p - 1) if collective == "all_reduce" else (p - 1 if collective in ("all_gather",
                                                                                             "reduce_scatter") else p)
             ratio = p / steps
-        rate = min(rate, cap * ratio)
-    return float(rate)
+        if cap * ratio < rate:
+            rate, why = cap * ratio, LIMIT_PROTOCOL_CAP
+    return float(rate), why
+
+
+def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
+             seconds_per_byte: float | None = None) -> float:
+    """Steady algorithm bandwidth (bytes of message per second): :func:`rate_limit`'s rate (same parameters)."""
+    return rate_limit(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte)[0]
+
+
+def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tuple[str, ...]:
+    """The protocols a send/receive pattern may run at ``size_bytes``: NCCL's own rule (src/enqueue.cc
+    addP2pToPlan) when the profile gives its threshold and the protocol is not pinned: LL while one send to a
+    peer is at most ``p2p_ll_threshold_bytes`` x the p2p channels per peer, Simple above, never LL128."""
+    sched = c.schedule
+    if sched.family != "p2p" or profile.p2p_ll_threshold_bytes <= 0 or len(protocols) < 2:
+        return tuple(protocols)
+    per_peer = size_bytes * sched.peer_message_fraction
+    channels = sched.p2p_channels_per_peer or profile.channels
+    want = "LL" if per_peer <= profile.p2p_ll_threshold_bytes * channels else "Simple"
+    return (want,) if want in protocols else tuple(p for p in protocols if p != "LL128") or tuple(protocols)
 
 
 def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
@@ -239,10 +273,10 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
     """
     best = None
     sched = c.schedule
-    for proto in protocols:
+    for proto in p2p_protocols(c, profile, protocols, size_bytes):
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
-        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the schedule
-        # scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
+        # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
+        # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         window = profile.pipeline_window_bytes * sched.window_scale
         bw = (size_bytes + min(size_bytes, window)) / rate_Bps(
             c, profile, proto, collective, num_ranks, num_domains)

@@ -67,6 +67,9 @@ PARAMETERS: dict[str, Spec] = {
                                             doc="NCCL's tuner: the plateau factor applies from bytes/ranks >= this"),
     "ring_allreduce_wrap_steps": Spec("nccl", "scalar", 0, 2, optional=True,
                                       doc="network steps NCCL's ring all-reduce latency counts beyond 2 x (nodes - 1)"),
+    "p2p_ll_threshold_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
+                                   doc="send/receive runs LL up to this many bytes per p2p channel of a peer, "
+                                       "Simple above (never LL128); absent: the fastest protocol"),
     "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
                            doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),

@@ -45,8 +45,9 @@ def alltoall_schedule(shape: NodeShape, placement: Placement, name: str) -> Sche
     multi = placement.num_domains > 1
     if name == "direct":
         t = AllPairs(gpus, 1.0 / p)
-        return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "all pairs at once")],
-                        _counts(shape, t, remote_peers, multi), [LatencyTerm(0, 0, "max")])
+        sched = Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "all pairs at once")],
+                         _counts(shape, t, remote_peers, multi), [LatencyTerm(0, 0, "max")])
+        return _per_peer(sched, shape, placement, 1.0 / p)
     flows = G * p * (p - 1)
     if flows > MAX_PAIRWISE_FLOWS:
         raise AlgorithmUnavailable(f"pairwise all-to-all of {G:,} x {p:,} ranks is {flows:,} flows in {p - 1:,} "
@@ -54,7 +55,18 @@ def alltoall_schedule(shape: NodeShape, placement: Placement, name: str) -> Sche
     ranks = np.arange(p)
     steps = [(Transfers(gpus.ravel(), gpus[:, (ranks + k) % p].ravel(), 1.0 / p, split_nics=True), f"shift {k}")
              for k in range(1, p)]
-    return sequential_schedule("pairwise", shape, steps, multi)
+    return _per_peer(sequential_schedule("pairwise", shape, steps, multi), shape, placement, 1.0 / p)
+
+
+def _per_peer(sched: Schedule, shape: NodeShape, placement: Placement, fraction: float) -> Schedule:
+    """Record what NCCL's per-message protocol choice reads: the bytes of one send per message byte and, across
+    the network, NCCL's p2p channels per peer (:func:`net_peer_channels`)."""
+    sched.peer_message_fraction = fraction
+    if placement.num_domains > 1:
+        sched.p2p_channels_per_peer = net_peer_channels(placement.num_ranks,
+                                                        2 * channels_for(shape, placement.groups),
+                                                        shape.nics_per_gpu)
+    return sched
 
 
 def net_peer_channels(ranks: int, p2p_channels: int, nics_per_gpu: int) -> int:
@@ -78,7 +90,7 @@ def sendrecv_schedule(shape: NodeShape, placement: Placement, channels: int | No
     sched = Schedule("direct", "p2p", [SchedulePhase([t], 1.0, "send to next")], counts, [LatencyTerm(0, 0, "max")])
     if counts.inter_hops:  # NCCL's p2pnChannels: its channel count, 2 per NIC a domain's ranks have (or pinned)
         p2p = int(channels) if channels else 2 * channels_for(shape, gpus)
-        sched.net_peer_channels = net_peer_channels(p, p2p, shape.nics_per_gpu)
+        sched.net_peer_channels = sched.p2p_channels_per_peer = net_peer_channels(p, p2p, shape.nics_per_gpu)
     return sched
 
 
@@ -90,5 +102,6 @@ def pipeline_schedule(shape: NodeShape, placement: Placement, stages: int) -> Sc
         raise AlgorithmUnavailable(f"{p} ranks do not split into {stages} equal pipeline stages")
     blocks = placement.groups.reshape(placement.num_groups, stages, p // stages)
     t = Transfers(blocks[:, :-1].ravel(), blocks[:, 1:].ravel(), 1.0, split_nics=True)
-    return Schedule("direct", "p2p", [SchedulePhase([t], 1.0, f"{stages - 1} stage boundaries")], _counts(shape, t),
-                    [LatencyTerm(0, 0, "max")])
+    sched = Schedule("direct", "p2p", [SchedulePhase([t], 1.0, f"{stages - 1} stage boundaries")], _counts(shape, t),
+                     [LatencyTerm(0, 0, "max")])
+    return _per_peer(sched, shape, placement, 1.0)
