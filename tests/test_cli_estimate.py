@@ -77,3 +77,64 @@ def test_detail_names_phases_and_hottest_links():
     text = run_cli("estimate", "dgx-h100-superpod", "-g", "512", "--size", "1G", "-a", "ring", "--detail",
                    check=True).stdout
     assert "# most utilized links:" in text and "nic" in text
+
+
+def _table_rows(stdout):
+    return [line for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_rows_are_nccl_tests_rows_with_topo_columns_after_a_hash():
+    """nccl-tests prints size count type redop root, then time algbw busbw #wrong out of place and in place
+    (src/util.cu writeBenchmarkLinePreamble/Body); topo's own columns follow a '#', one word each."""
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "-b", "8", "-e", "1G", "-f", "32", check=True)
+    head = [line for line in proc.stdout.splitlines() if "#wrong" in line][0]
+    assert head.split("  # ")[0].split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+                                             "#wrong", "time", "algbw", "busbw", "#wrong"]
+    for line in _table_rows(proc.stdout):
+        nccl, topo_cols = line.split("  # ")
+        f = nccl.split()
+        assert len(f) == 13 and f[8] == "N/A" and f[12] == "N/A" and f[5:8] == f[9:12]
+        assert len(topo_cols.split()) == 5  # algorithm proto limit util busiest_link: no spaces inside
+    assert any(line.startswith("# limit latency:") for line in proc.stdout.splitlines())
+
+
+def test_topo_reads_its_own_table_as_an_nccl_tests_log(tmp_path):
+    from topo.calibrate.parse import parse_text
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "-b", "8", "-e", "1G", "-f", "32", check=True)
+    run = parse_text(proc.stdout)[0]
+    lib = estimate(build_fabric(load_spec("dgx-h100-superpod")), "all_reduce", size_sweep(8, "1G", 32), gpus=16)
+    assert [r.size_bytes for r in run.rows] == [x.size_bytes for x in lib.results]
+    assert [r.time_s for r in run.rows] == pytest.approx([x.time_s for x in lib.results], rel=1e-3)
+
+
+def test_csv_has_a_header_and_one_line_per_size():
+    import csv
+    import io
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "-b", "8", "-e", "1G", "-f", "32", "--csv", check=True)
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [int(r["size_bytes"]) for r in rows] == size_sweep(8, "1G", 32)
+    assert rows[-1]["time_us"] == rows[-1]["in_place_time_us"] and rows[-1]["wrong"] == ""
+    assert {"algorithm", "protocol", "limit", "utilization", "busiest_link"} <= set(rows[0])
+    both = run_cli("estimate", "dgx-h100-superpod", "--csv", "--json")
+    assert both.returncode == 2 and both.stderr == "error: --csv: give either --json or --csv, not both\n"
+
+
+@pytest.mark.parametrize("args, limit", [
+    (["-c", "sendrecv", "-g", "1024", "--size", "1G"], "p2p-channel-cap"),  # not the NIC at 42%
+    (["-c", "sendrecv", "-g", "1024", "--size", "1G", "--protocol", "LL"], "p2p-channel-cap"),
+    (["-c", "all_reduce", "-g", "16", "--size", "8"], "latency"),
+    (["-c", "alltoall", "-g", "1024", "--size", "1M"], "per-peer-latency"),
+    (["-c", "all_reduce", "-g", "16", "--size", "1G", "-a", "ring", "--protocol", "LL"], "protocol-cap"),
+])
+def test_limit_says_what_bounds_the_time(args, limit):
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", *args, "--json", check=True).stdout)
+    assert doc["results"][0]["bottleneck"]["limit"] == limit
+
+
+def test_control_characters_never_reach_the_terminal():
+    esc = "\x1b[31mred\x07\u202e"
+    proc = run_cli("describe", "dgx-h100-superpod", "--set", f"description={esc}", check=True)
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "\\x1b[31mred\\x07\\u202e" in proc.stdout
+    bad = run_cli("estimate", "dgx-h100-superpod", "--set", "name=a\tb")
+    assert bad.returncode == 2 and "control character U+0009" in bad.stderr and "\t" not in bad.stderr

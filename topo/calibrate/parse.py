@@ -327,7 +327,7 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
                 start_new()
             cur.binary = cur.binary or m.group(1)
             continue
-        row = _row(s.split())
+        row = _row(s.split(" #", 1)[0].split())  # a row may carry a trailing comment (topo estimate's columns)
         if row is not None:
             cur.rows.append(row)
             saw_anything = True

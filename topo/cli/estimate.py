@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from ..engine.collectives import ALGORITHMS, COLLECTIVES
@@ -12,7 +13,7 @@ from ..engine.traffic import MixResult, run_mix
 from ..errors import TopoError
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from .common import add_spec_arguments, fabric_from_args, profile_mismatch
-from .output import emit, emit_json, note
+from .output import emit, emit_json, note, safe_text
 
 
 # option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag; the one
@@ -108,6 +109,8 @@ def register(sub) -> None:
     p.add_argument("--detail", action="store_true",
                    help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--csv", action="store_true",
+                   help="print the table as CSV: nccl-tests' columns (in place repeated), then topo's")
     p.set_defaults(func=run)
 
 
@@ -161,6 +164,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    if args.json and args.csv:
+        raise TopoError("give either --json or --csv, not both", key="--csv")
     if args.traffic is not None:
         return _run_mix(args)
     if args.size is not None and (args.minbytes is not None or args.maxbytes is not None):
@@ -185,6 +190,8 @@ def _run(args) -> int:
         if detail:
             doc.update(detail)
         emit_json(doc)
+    elif args.csv:
+        emit(render_csv(result))
     else:
         emit(render(result))
         if detail:
@@ -213,32 +220,102 @@ def render_detail(d: dict) -> str:
     return "\n".join(lines)
 
 
+def nccl_float(value: float, width: int) -> str:
+    """A number as nccl-tests prints it in a column of ``width`` (src/util.cu getFloatStr): two decimals while they
+    fit, then one, then none, then an exponent."""
+    if not math.isfinite(value):
+        return f"{'inf' if value > 0 else 'nan':>{width}}"
+    power, val = 0, 1
+    while value >= val:
+        power += 1
+        val *= 10
+    if power < width - 2:
+        return f"{value:{width}.2f}"
+    if power < width - 1:
+        return f"{value:{width}.1f}"
+    if power < width + 1:
+        return f"{value:{width}.0f}"
+    return f"{value:{width}.1e}" if width >= 7 else f"{value:{width}.0e}"
+
+
+def _token(text: str) -> str:
+    """One whitespace-free column value (names such as 'spines of group 0' keep their words joined by _)."""
+    return "_".join(safe_text(text).split()) or "-"
+
+
+def row_fields(x) -> dict:
+    """topo's columns of one row: algorithm, protocol, what limits it, the bottleneck's utilization and name."""
+    b = x.bottleneck
+    limit = b.limit if b else ("latency" if x.latency_s > x.bandwidth_s else "-")
+    return {"algorithm": x.algorithm, "protocol": x.protocol, "limit": limit,
+            "util": f"{b.utilization:.0%}" if b else "-",
+            "link": _token(f"{b.src}->{b.dst}") + f"({b.level})" if b else "-"}
+
+
+# nccl-tests' table (src/common.cu, src/util.cu): five columns, then time, algbw, busbw, #wrong out of place and
+# again in place; topo's own columns follow after a '#', each one word
+_HEAD = ("#                                                              out-of-place                       in-place",
+         "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+         "busbw  #wrong",
+         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
+         "(GB/s)        ")
+_TOPO_HEAD = f"  # {'algorithm':<16} {'proto':<6} {'limit':<15} {'util':>5}  busiest_link"
+
+
+def legend(limits) -> list[str]:
+    """What the topo columns mean (printed under every table), with the ``limits`` the table shows."""
+    from ..engine.cost import LIMITS
+    lines = ["# in place = out of place (the model does not tell them apart); #wrong N/A: nothing is computed",
+             "# busiest_link: the most loaded link; util: the bytes it carries / (its line rate x the whole time), "
+             "below 100% where latency, a protocol's efficiency or a cap leaves it idle"]
+    lines += [f"# limit {k}: {v}" for k, v in LIMITS.items() if k in limits]
+    return lines
+
+
 def render(r: EstimateResult) -> str:
-    lines = [f"# topo estimate: {r.collective} on {r.spec}: {r.placement}",
-             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {r.profile}"
+    lines = [f"# topo estimate: {r.collective} on {safe_text(r.spec)}: {safe_text(r.placement)}",
+             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {safe_text(r.profile)}"
              + (f", protocol {r.protocol}" if r.protocol != "auto" else "")
              + (f", {r.channels} channels" if r.channels else ""),
-             "#"]
-    head1 = (f"#{'size':>11} {'count':>12} {'type':>6} {'redop':>6} {'root':>5} {'time':>10} {'algbw':>8} "
-             f"{'busbw':>8}  {'algorithm':<18} {'proto':<6} bottleneck")
-    head2 = f"#{'(B)':>11} {'(elements)':>12} {'':>6} {'':>6} {'':>5} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
-    lines += [head1, head2]
+             "#", _HEAD[0], _HEAD[1] + _TOPO_HEAD, _HEAD[2]]
+    limits = []
     for x in r.results:
-        b = x.bottleneck
-        if x.latency_s > x.bandwidth_s:  # the link is not what bounds it
-            where = f"latency ({x.latency_s / x.time_s:.0%} of the time)"
-        else:
-            where = f"{b.src} -> {b.dst} ({b.level}, {b.utilization:.0%})" if b else "-"
-        lines.append(f"{x.size_bytes:>12} {x.count:>12} {x.type:>6} {x.redop:>6} {x.root:>5} "
-                     f"{x.time_s * 1e6:>10.2f} {x.algbw_GBps:>8.2f} {x.busbw_GBps:>8.2f}  {x.algorithm:<18} "
-                     f"{x.protocol:<6} {where}")
+        f = row_fields(x)
+        limits.append(f["limit"])
+        body = (f"  {nccl_float(x.time_s * 1e6, 7)}  {nccl_float(x.algbw_GBps, 6)}  {nccl_float(x.busbw_GBps, 6)}"
+                "    N/A")
+        lines.append(f"{x.size_bytes:>12}  {x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
+                     f"  # {f['algorithm']:<16} {f['protocol']:<6} {f['limit']:<15} {f['util']:>5}  "
+                     f"{f['link']}")
+    lines += legend(limits)
     for name, why in r.unavailable.items():
-        lines.append(f"# {name} not considered: {why}")
+        lines.append(f"# {name} not considered: {safe_text(why)}")
     for n in r.notes:
-        lines.append(f"# note: {n}")
+        lines.append(f"# note: {safe_text(n)}")
     return "\n".join(lines)
 
 
+CSV_COLUMNS = ("size_bytes", "count", "type", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps", "wrong",
+               "in_place_time_us", "in_place_algbw_GBps", "in_place_busbw_GBps", "in_place_wrong", "algorithm",
+               "protocol", "limit", "utilization", "busiest_link", "busiest_link_level")
+
+
+def render_csv(r: EstimateResult) -> str:
+    """One header line and one line per size: nccl-tests' columns (in-place repeated, #wrong empty: nothing is
+    computed), then topo's."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for x in r.results:
+        b = x.bottleneck
+        t, a, bb = f"{x.time_s * 1e6:.6g}", f"{x.algbw_GBps:.6g}", f"{x.busbw_GBps:.6g}"
+        w.writerow([x.size_bytes, x.count, x.type, x.redop, x.root, t, a, bb, "", t, a, bb, "", x.algorithm,
+                    x.protocol, row_fields(x)["limit"], f"{b.utilization:.4f}" if b else "",
+                    safe_text(f"{b.src}->{b.dst}") if b else "", b.level if b else ""])
+    return out.getvalue().rstrip("\n")
 
 
 def _run_mix(args) -> int:

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import Sequence
 
-__all__ = ["emit_json", "emit", "note", "table", "ratio"]
+__all__ = ["emit_json", "emit", "note", "table", "ratio", "safe_text"]
 
 
 def _clean(obj):
@@ -21,18 +21,36 @@ def _clean(obj):
     return obj
 
 
+def safe_text(text) -> str:
+    """``text`` with control characters (ESC, BEL, TAB, bidirectional overrides such as U+202E, ...) shown as
+    escapes, so a name from a spec cannot drive the terminal: ``a\\x1b[31mb``."""
+    text = str(text)
+    if all(ch.isprintable() or ch == " " for ch in text):
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            o = ord(ch)
+            out.append(f"\\x{o:02x}" if o < 0x100 else (f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"))
+    return "".join(out)
+
+
 def emit_json(obj) -> None:
     """Print one JSON document on stdout and nothing else."""
     sys.stdout.write(json.dumps(_clean(obj), indent=2, allow_nan=False) + "\n")
 
 
 def emit(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    """Print human text on stdout, control characters escaped line by line (:func:`safe_text`): names and
+    descriptions from a spec never reach the terminal raw."""
+    sys.stdout.write("\n".join(safe_text(line) for line in str(text).split("\n")) + "\n")
 
 
 def note(text: str) -> None:
-    """A human message: stderr, so stdout stays data."""
-    sys.stderr.write(text + "\n")
+    """A human message: stderr, so stdout stays data (control characters escaped, as :func:`emit`)."""
+    sys.stderr.write("\n".join(safe_text(line) for line in str(text).split("\n")) + "\n")
 
 
 def table(rows: Sequence[Sequence], headers: Sequence[str], right: Sequence[bool] | None = None,

@@ -22,7 +22,7 @@ from .route import Router
 from .schedule import LatencyCounts
 
 __all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps", "rate_limit", "best_protocol",
-           "p2p_protocols", "LIMIT_LINK", "LIMIT_PEER_CHANNELS", "LIMIT_PROTOCOL_CAP"]
+           "p2p_protocols", "limit_of", "LIMITS", "LIMIT_LINK", "LIMIT_PEER_CHANNELS", "LIMIT_PROTOCOL_CAP"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -229,6 +229,36 @@ def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ran
         if cap * ratio < rate:
             rate, why = cap * ratio, LIMIT_PROTOCOL_CAP
     return float(rate), why
+
+
+LIMITS = {
+    "latency": "the latency part of the time is larger than the bandwidth part",
+    "per-peer-latency": "as latency, and most of it is the per-peer message set-up of a send/receive pattern",
+    "link": "the named link at its usable rate (line rate x the profile's efficiency for its class)",
+    "link+protocol": "the named link, of which the protocol carries only its efficiency (LL: half, LL128: 92%)",
+    "p2p-channel-cap": "NCCL's p2p channels to a network peer, each at one channel's rate (not a link)",
+    "protocol-cap": "NCCL's cap on the protocol's bus bandwidth, per channel x channels (not a link)",
+}
+
+
+def limit_of(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
+             latency_s: float, bandwidth_s: float) -> str:
+    """What bounds a time: a key of :data:`LIMITS`.
+
+    ``latency`` when the latency part is the larger (``per-peer-latency`` when most of it is a send/receive
+    pattern's per-peer overhead); else what :func:`rate_limit` names, ``link`` becoming ``link+protocol`` when the
+    protocol's efficiency is below 1.
+    """
+    sched = c.schedule
+    if latency_s > bandwidth_s:
+        peers = sched.latency.peers * profile.peer_overhead_s if sched.family == "p2p" else 0.0
+        return "per-peer-latency" if peers > 0.5 * latency_s else "latency"
+    _, why = rate_limit(c, profile, proto, collective, num_ranks, num_domains)
+    if why == LIMIT_PEER_CHANNELS:
+        return "p2p-channel-cap"
+    if why == LIMIT_PROTOCOL_CAP:
+        return "protocol-cap"
+    return "link" if profile.efficiency(sched.family, proto, num_domains) >= 1.0 else "link+protocol"
 
 
 def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,

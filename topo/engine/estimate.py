@@ -23,7 +23,7 @@ from ..fabric.fabric import Fabric
 from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
 from .collectives import REDUCING, algorithm_candidates, busbw_factor, normalize_collective
-from .cost import Costed, best_protocol, cost_schedule, usable_capacity
+from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
 from .loads import load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
@@ -204,8 +204,8 @@ class Evaluation:
         return best
 
     def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
-                   bandwidth_s: float) -> Bottleneck | None:
-        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes``.
+                   bandwidth_s: float, protocol: str | None = None) -> Bottleneck | None:
+        """The resource that bounds ``algorithm``'s bandwidth part at ``size_bytes``, and what limits the time.
 
         Parameters
         ----------
@@ -213,6 +213,9 @@ class Evaluation:
         algorithm : str
         time_s, latency_s, bandwidth_s : float
             The algorithm's time at that size and its parts (from :meth:`time`).
+        protocol : str, optional
+            The protocol that time was run with; it names the limit (:func:`topo.engine.cost.limit_of`). Without
+            it the limit is ``latency`` or ``link``.
 
         Returns
         -------
@@ -226,10 +229,18 @@ class Evaluation:
         d = self.router.describe_resource(r)
         per_link = c.bottleneck_bytes_per_byte * size_bytes / d["num_links"]
         line = self.router.capacity_Bps[r] / d["num_links"]
+        fam = c.schedule.family
+        if protocol is None:
+            limit, eff = ("latency" if latency_s > bandwidth_s else "link"), 1.0
+        else:
+            limit = limit_of(c, self.profile, protocol, self.collective, self.placement.num_ranks, self.num_domains,
+                             latency_s, bandwidth_s)
+            eff = self.profile.efficiency(fam, protocol, self.num_domains)
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
                           num_links=d["num_links"], bytes=float(per_link),
                           utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
-                          bound="latency" if latency_s > bandwidth_s else "bandwidth")
+                          bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=limit,
+                          protocol_efficiency=float(eff))
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.
@@ -380,7 +391,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
             root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_GBps=float(S / t / 1e9),
             busbw_GBps=float(S / t / 1e9 * factor), algorithm=name, protocol=proto, latency_s=float(lat),
-            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw)))
+            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(

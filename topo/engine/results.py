@@ -79,6 +79,10 @@ class Bottleneck:
     bytes: float  # bytes it carries over the whole collective (per link)
     utilization: float  # of its line rate, over the collective's time
     bound: str = "bandwidth"  # "latency" when the latency part of the time is larger than the bandwidth part
+    # what bounds the time (topo.engine.cost.LIMITS): latency, per-peer-latency, link, link+protocol,
+    # p2p-channel-cap or protocol-cap; only link and link+protocol mean this link is saturated
+    limit: str = "link"
+    protocol_efficiency: float = 1.0  # the fraction of the link's usable rate the protocol carries as payload
 
 
 @dataclass(frozen=True)

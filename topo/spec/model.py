@@ -44,6 +44,17 @@ def _known_gpu(value: str) -> str:
     return lookup_gpu(value).name
 
 
+def _printable_name(value: str) -> str:
+    bad = next((ch for ch in value if not (ch.isprintable() or ch == " ")), None)
+    if bad is not None:
+        raise ValueError(f"a name is printable text on one line, got {value!r} (with the control character "
+                         f"U+{ord(bad):04X}); allowed: letters, digits, spaces and punctuation")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_printable_name)]
+
+
 MAX_RADIX = 4096
 """The most ports a tier's switch may have. The largest switch chip has 1,024 ports (Broadcom Tomahawk 6:
 1,024 x 100G SerDes, 102.4 Tb/s, June 2025 press release) and chassis ("director") switches, themselves small Clos
@@ -135,7 +146,7 @@ class ClusterSpec(_Strict):
 class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=64)]
+    name: Annotated[Name, Field(min_length=1, max_length=64)]
     """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``."""
     model: str = ""
     """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
@@ -161,7 +172,7 @@ class TierSpec(_Strict):
     """How many blocks of the tier below one block of this tier joins: units for the tier above the leaves (a pod;
     the same as ``fabric.units_per_pod``), pods for the next (an island), and so on. Default: as many as its
     switches hold; the top tier joins everything. Not for the leaf tier."""
-    block_name: Annotated[str, Field(max_length=64)] = ""
+    block_name: Annotated[Name, Field(max_length=64)] = ""
     """What one block of this tier is called in messages ("pod", "island"). Default: pod, island, hall, campus
     from tier 1 up."""
 
@@ -196,7 +207,7 @@ class FabricSpec(_Strict):
     units_per_pod: PositiveInt | None = None
     """Scalable units under one set of spines (3 or more tiers; the same as ``tiers[1].joins``). Default: as many
     as the spines hold."""
-    unit_name: str = ""
+    unit_name: Name = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
     tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=MAX_TIERS)]
     """The switch tiers from the bottom (leaf) up: 1 to 8 ``[[fabric.tiers]]`` entries."""
@@ -215,7 +226,7 @@ class FabricSpec(_Strict):
 class Spec(_Strict):
     """A whole cluster: accelerators, servers, the NVLink domain and the scale-out fabric."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[Name, Field(min_length=1)]
     """The cluster's name; default output files are named after it (made safe for a file name)."""
     description: str = ""
     """One line on what the cluster is."""
