@@ -44,8 +44,17 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
                            "reduce_scatter, alltoall, broadcast, sendrecv, pipeline (hyphens accepted)"),
     (["-a", "fastest"], "error: --algorithm: unknown algorithm 'fastest' for all_reduce; allowed: auto, ring, tree, "
                         "nvls, nvls_tree, sharp, halving_doubling, recursive_doubling, hierarchical"),
-    (["--size", "-1"], "error: --size: expected a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, "
-                       "512MB, got '-1'"),
+    (["--size", "-1"], "error: --size: a size must be a positive number of bytes, got '-1' (the sign is wrong)"),
+    (["--size", "-1G"], "error: --size: a size must be a positive number of bytes, got '-1G' (the sign is wrong)"),
+    (["-b", "-1G"], "error: -b: a size must be a positive number of bytes, got '-1G' (the sign is wrong)"),
+    (["--size", "9999999999999999999999"], "error: --size: a size is at most 1,125,899,906,842,624 bytes (1 PiB, "
+                                           "far beyond any GPU's memory), got '9999999999999999999999'"),
+    (["-b", "1M", "-e", "16G", "-f", "1.000001"], "error: -f: 1,048,576 to 17,179,869,184 bytes by factors of "
+     "1.000001 is 9,704,066 sizes; at most 10,000: use a factor of at least 1.000971 or a narrower range"),
+    (["-b", "1", "-f", "1.000001"], "error: -f: 1 to 17,179,869,184 bytes by factors of 1.000001 is 23,567,016 "
+                                    "sizes; at most 10,000: use a factor of at least 1.00236 or a narrower range"),
+    (["--set", "server.nic_rate=-400 Gb/s"], "error: topologies/dgx-h100-superpod.toml (--set server.nic_rate=-400 "
+     "Gb/s): server.nic_rate: a bandwidth must be positive, got '-400 Gb/s' (the sign is wrong)"),
     (["--size", "0"], "error: --size: a size must be a positive number of bytes, got '0'"),
     (["-g", "2000"], "error: --gpus: 2,000 GPUs asked, but the fabric has 1,024"),
     (["-g", "many"], "error: --gpus: must be a whole number, got 'many'"),
@@ -138,3 +147,19 @@ def test_control_characters_never_reach_the_terminal():
     assert "\\x1b[31mred\\x07\\u202e" in proc.stdout
     bad = run_cli("estimate", "dgx-h100-superpod", "--set", "name=a\tb")
     assert bad.returncode == 2 and "control character U+0009" in bad.stderr and "\t" not in bad.stderr
+
+
+def test_a_size_beyond_a_gpus_memory_gets_a_note():
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "100000G", "--json",
+                             check=True).stdout)
+    assert any("more than one H100's 80 GB of memory" in n for n in doc["notes"])
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "64G", "--json", check=True).stdout)
+    assert not any("memory" in n for n in doc["notes"])
+
+
+def test_sizes_are_exact_integers_and_sweeps_never_repeat_a_size():
+    from topo.units import parse_size_bytes
+    assert parse_size_bytes("1125899906842623") == 2**50 - 1  # exact, not rounded through a float
+    assert parse_size_bytes(2**50) == 2**50
+    sizes = size_sweep(1, 64, 1.1)
+    assert sizes == sorted(set(sizes)) and sizes[0] == 1

@@ -213,7 +213,7 @@ def test_result_objects():
     (dict(algorithm="nvls", gpus=16), "algorithm", "nvls cannot run here"),
     (dict(algorithm="tree", gpus=1), "algorithm", "a tree needs at least 2 ranks"),
     (dict(gpus=2048), "gpus", "2,048 GPUs asked, but the fabric has 1,024"),
-    (dict(sizes="-1"), "sizes", "expected a size"),
+    (dict(sizes="-1"), "sizes", "a size must be a positive number of bytes, got '-1' (the sign is wrong)"),
     (dict(sizes="12 apples"), "sizes", "expected a size"),
     (dict(ranks=[0, 4096]), "ranks", "GPU id 4096 does not exist; this fabric has GPUs 0 to 1023"),
     (dict(ranks=[3, 3]), "ranks", "GPU 3 is listed twice"),

@@ -29,6 +29,7 @@ __all__ = [
     "format_count",
     "GB",
     "GiB",
+    "MAX_SIZE_BYTES",
 ]
 
 GB = 1e9
@@ -40,6 +41,11 @@ class UnitError(ValueError):
 
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+_SIGNED = r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"  # read with its sign, so a negative value says so
+
+MAX_SIZE_BYTES = 2**50
+"""The largest message size topo takes: 1 PiB, thousands of times any GPU's memory (the largest hold a few hundred
+GB); beyond it a size is a typo."""
 
 _SIZE_UNITS = {
     "": 1,
@@ -64,28 +70,43 @@ _SIZE_HELP = "a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, 512MB
 
 
 def parse_size_bytes(text: str | int | float) -> int:
-    """Parse a message size into bytes.
+    """Parse a message size into bytes, exactly (no rounding through a float), up to :data:`MAX_SIZE_BYTES`.
 
     >>> parse_size_bytes("16G")
     17179869184
-    >>> parse_size_bytes("1GB"), parse_size_bytes("1GiB"), parse_size_bytes(8)
-    (1000000000, 1073741824, 8)
+    >>> parse_size_bytes("1GB"), parse_size_bytes("1GiB"), parse_size_bytes(8), parse_size_bytes("1.5K")
+    (1000000000, 1073741824, 8, 1536)
     """
+    from fractions import Fraction
+
     if isinstance(text, bool):
         raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
-    if isinstance(text, (int, float)):
-        value, mult = float(text), 1
+    if isinstance(text, (int, float)) or type(text).__module__ == "numpy":
+        try:
+            value, mult = Fraction(text), 1
+        except (ValueError, OverflowError, TypeError):
+            raise UnitError(f"a size must be a positive number of bytes, got {text!r}") from None
     else:
-        m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([A-Za-z]*)\s*", str(text))
+        m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([A-Za-z]*)\s*", str(text))
         if not m or m.group(2).lower() not in _SIZE_UNITS:
             raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
-        value, mult = float(m.group(1)), _SIZE_UNITS[m.group(2).lower()]
+        mantissa, _, exponent = m.group(1).lower().partition("e")
+        if exponent and int(exponent) < -40:
+            raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
+        if len(mantissa) > 40 or (exponent and int(exponent) > 40):  # never build a huge exact number
+            raise UnitError(f"a size is at most {MAX_SIZE_BYTES:,} bytes (1 PiB, far beyond any GPU's memory), "
+                            f"got {text!r}")
+        value, mult = Fraction(m.group(1)), _SIZE_UNITS[m.group(2).lower()]
     nbytes = value * mult
-    if not math.isfinite(nbytes) or nbytes <= 0:
-        raise UnitError(f"a size must be a positive number of bytes, got {text!r}")
-    if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):
+    if nbytes <= 0:
+        raise UnitError(f"a size must be a positive number of bytes, got {text!r}"
+                        + (" (the sign is wrong)" if nbytes < 0 else ""))
+    if nbytes.denominator != 1:
         raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
-    return int(round(nbytes))
+    if nbytes > MAX_SIZE_BYTES:
+        raise UnitError(f"a size is at most {MAX_SIZE_BYTES:,} bytes (1 PiB, far beyond any GPU's memory), "
+                        f"got {text!r}")
+    return int(nbytes)
 
 
 _BW_UNITS = {
@@ -113,10 +134,12 @@ def parse_bandwidth_Bps(text: str) -> float:
     """
     if not isinstance(text, str):
         raise UnitError(f"expected {_BW_HELP}, got {text!r} (a bare number has no unit)")
-    m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([A-Za-z/]+)\s*", text)
+    m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([A-Za-z/]+)\s*", text)
     if not m:
         raise UnitError(f"expected {_BW_HELP}, got {text!r}")
     value, unit = float(m.group(1)), m.group(2)
+    if value < 0:
+        raise UnitError(f"a bandwidth must be positive, got {text!r} (the sign is wrong)")
     if unit in _BYTE_BW_UNITS:
         mult = _BYTE_BW_UNITS[unit]
     elif "b" in unit and "B" not in unit and unit.lower() in _BW_UNITS:
@@ -141,9 +164,11 @@ def parse_time_s(text: str) -> float:
     """
     if not isinstance(text, str):
         raise UnitError(f"expected {_TIME_HELP}, got {text!r} (a bare number has no unit)")
-    m = re.fullmatch(r"\s*" + _NUMBER + r"\s*([a-zµ]+)\s*", text)
+    m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([a-zµ]+)\s*", text)
     if not m or m.group(2) not in _TIME_UNITS:
         raise UnitError(f"expected {_TIME_HELP}, got {text!r}")
+    if float(m.group(1)) < 0:
+        raise UnitError(f"a time must be >= 0, got {text!r} (the sign is wrong)")
     value = float(m.group(1)) * _TIME_UNITS[m.group(2)]
     if not math.isfinite(value) or value < 0:
         raise UnitError(f"a time must be >= 0, got {text!r}")

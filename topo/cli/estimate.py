@@ -56,6 +56,8 @@ def register(sub) -> None:
         description="Estimate a collective on the fabric: alpha-beta over the routed links with contention. "
         "Sizes as nccl-tests takes them (8, 64K, 1M, 16G, or 1GiB). Default: all_reduce on every GPU, "
         "8 B to 16 GiB by factors of 2.")
+    # a value such as -1G reads as the value of --size (so its sign is what the error names), not as an option
+    p._negative_number_matcher = re.compile(r"^-\d[\w.+/ ]*$|^-\.\d[\w.+/ ]*$")
     add_spec_arguments(p)
     p.add_argument("-c", "--collective", default=None, metavar="NAME",
                    help=f"{', '.join(COLLECTIVES)} (hyphens accepted; default all_reduce)")
@@ -181,6 +183,7 @@ def _run(args) -> int:
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts)
+    memory_note(result, fabric)
     mismatch = profile_mismatch(args.profile, fabric)
     if mismatch:
         note(mismatch)
@@ -197,6 +200,21 @@ def _run(args) -> int:
         if detail:
             emit(render_detail(detail))
     return 0
+
+
+def memory_note(result: EstimateResult, fabric) -> None:
+    """A note in ``result`` when its largest size is more than one GPU's memory (topo/data/compute/gpus.toml):
+    nccl-tests could not allocate the buffer."""
+    from ..training.gpus import gpu_compute
+
+    try:
+        mem = gpu_compute(fabric.spec.gpu).memory_bytes
+    except TopoError:  # a GPU without compute facts: nothing to compare with
+        return
+    big = max(x.size_bytes for x in result.results)
+    if big > mem:
+        result.notes.append(f"{big:,} bytes is more than one {fabric.spec.gpu}'s {mem / 1e9:,.0f} GB of memory: "
+                            "nccl-tests could not allocate that buffer; the time is the model's extrapolation")
 
 
 def _detail(result: EstimateResult, fabric) -> dict:

@@ -12,6 +12,7 @@ Options are one typed object, :class:`topo.engine.options.EstimateOptions` (keyw
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from dataclasses import dataclass
 from typing import Iterable
@@ -36,6 +37,7 @@ from .tuner import nccl_choice
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
+MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
 
 
 def default_profile(fabric: Fabric) -> Profile:
@@ -53,7 +55,8 @@ def default_profile(fabric: Fabric) -> Profile:
 
 
 def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
-    """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep.
+    """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep: ``MIN x FACTOR**k`` up to ``MAX``, rounded to whole bytes,
+    each size once.
 
     Parameters
     ----------
@@ -69,7 +72,8 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
     Raises
     ------
     TopoError
-        A bad size or factor (keyed ``min_bytes``, ``max_bytes``, ``factor``).
+        A bad size or factor (keyed ``min_bytes``, ``max_bytes``, ``factor``), or more than
+        :data:`MAX_SWEEP_SIZES` sizes (keyed ``factor``: the message says the factor to use).
     """
     try:
         lo = parse_size_bytes(min_bytes)
@@ -83,11 +87,18 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
         raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
     if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 1):
         raise TopoError(f"the step factor must be > 1, got {factor!r}", key="factor")
+    # count first (never stop silently): sizes lo * factor**k up to hi, repeated sizes once
+    count = int(math.floor(math.log(hi / lo) / math.log(factor) * (1 + 1e-12))) + 1
+    if count > MAX_SWEEP_SIZES:
+        need = math.ceil((hi / lo) ** (1 / (MAX_SWEEP_SIZES - 1)) * 1e6) / 1e6
+        raise TopoError(f"{lo:,} to {hi:,} bytes by factors of {factor!r} is {count:,} sizes; at most "
+                        f"{MAX_SWEEP_SIZES:,}: use a factor of at least {need!r} or a narrower range",
+                        key="factor")
     sizes, s = [], float(lo)
-    while s <= hi * (1 + 1e-12) and len(sizes) < 10_000:
+    while s <= hi * (1 + 1e-12):
         sizes.append(int(round(s)))
         s *= factor
-    return sizes
+    return list(dict.fromkeys(sizes))
 
 
 def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
