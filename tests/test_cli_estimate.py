@@ -30,7 +30,7 @@ def test_json_equals_library():
     assert doc == json.loads(json.dumps(lib))
     assert doc["collective"] == "all_gather" and doc["num_ranks"] == 64
     r = doc["results"][0]
-    assert {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "bottleneck"} <= set(r)
+    assert {"size_bytes", "time_s", "algbw_Bps", "busbw_Bps", "algorithm", "bottleneck"} <= set(r)
 
 
 def test_default_runs_with_no_arguments_on_the_100k_cluster():
@@ -163,3 +163,34 @@ def test_sizes_are_exact_integers_and_sweeps_never_repeat_a_size():
     assert parse_size_bytes(2**50) == 2**50
     sizes = size_sweep(1, 64, 1.1)
     assert sizes == sorted(set(sizes)) and sizes[0] == 1
+
+
+def _keys(doc, out=None):
+    out = set() if out is None else out
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.add(k)
+            _keys(v, out)
+    elif isinstance(doc, list):
+        for v in doc:
+            _keys(v, out)
+    return out
+
+
+def test_describe_estimate_and_compare_json_share_one_unit_convention(tmp_path):
+    """SI base units with the unit in the key: bytes, seconds, B/s (never GB/s or us) in every JSON document."""
+    from pathlib import Path
+    log = Path(__file__).parent / "data" / "nccl_logs" / "dstack_nebius_h100_allreduce_2n.txt"
+    docs = {"describe": json.loads(run_cli("describe", "dgx-h100-superpod", "--json", check=True).stdout),
+            "estimate": json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1G", "--json",
+                                           check=True).stdout),
+            "compare": json.loads(run_cli("compare", str(log), "--gpu", "H100", "--json", check=True).stdout)}
+    for name, doc in docs.items():
+        keys = _keys(doc)
+        bad = sorted(k for k in keys if any(k.endswith(u) for u in ("GBps", "_GB", "_us", "_ms", "_MB", "Gbps")))
+        assert not bad, (name, bad)
+    r = docs["estimate"]["results"][0]
+    assert r["busbw_Bps"] == pytest.approx(r["algbw_Bps"] * 2 * 15 / 16) and r["algbw_Bps"] == pytest.approx(
+        r["size_bytes"] / r["time_s"])
+    assert {"measured_busbw_Bps", "model_busbw_Bps"} <= set(docs["compare"]["sizes"][0])
+    assert "candidate_time_s" in docs["estimate"]

@@ -192,7 +192,7 @@ def test_result_objects():
     r = estimate(f, "all_reduce", size_sweep(8, "1G", 8), gpus=32)
     d = r.to_dict()
     assert {"collective", "num_ranks", "algorithm", "results"} <= set(d)
-    assert {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "bottleneck"} <= set(d["results"][0])
+    assert {"size_bytes", "time_s", "algbw_Bps", "busbw_Bps", "algorithm", "bottleneck"} <= set(d["results"][0])
     frame = r.to_frame()
     assert list(frame["size_bytes"]) == [x.size_bytes for x in r.results]
     for x in r.results:  # nccl-tests' conventions
@@ -300,3 +300,15 @@ def test_sharp_sends_one_stream_per_leaf_and_beats_the_ring_across_units():
     assert sharp.time_s < ring.time_s
     with pytest.raises(TopoError, match="cannot reduce in the network"):
         estimate(build_fabric(load_spec("dgx-h100-superpod")), "all_reduce", S, gpus=512, algorithm="sharp")
+
+
+def test_link_loads_name_nodes_as_every_other_output():
+    f = build_fabric(load_spec("dgx-h100-superpod"))
+    r = estimate(f, "all_reduce", "1G", gpus=64)
+    frame = r.link_loads()
+    assert frame["src"].iat[0] == "gpu0" and frame["dst"].iat[0] == "nvswitch0"
+    assert list(frame["src"].astype(str)) == f.node_names(frame["src_id"].to_numpy())
+    assert list(frame["dst"].astype(str)) == f.node_names(frame["dst_id"].to_numpy())
+    top = r.top_links(1)
+    b = r.results[0].bottleneck
+    assert (top["src"].iat[0], top["level"].iat[0]) == (b.src, b.level)

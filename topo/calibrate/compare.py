@@ -53,7 +53,12 @@ class SizeComparison:
         return self.model_latency_s >= 0.5 * self.model_s
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "efficiency": self.efficiency, "error_pct": (self.model_s / self.measured_s - 1) * 100,
+        """One size of ``topo compare --json``: SI base units with the unit in every key, as every topo document
+        (bandwidths in B/s; the GB/s attributes are for the table)."""
+        d = asdict(self)
+        for k in ("measured_busbw_GBps", "model_busbw_GBps"):
+            d[k.replace("_GBps", "_Bps")] = d.pop(k) * 1e9
+        return {**d, "efficiency": self.efficiency, "error_pct": (self.model_s / self.measured_s - 1) * 100,
                 "regime": "latency" if self.latency_bound else "bandwidth"}
 
 

@@ -400,8 +400,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         t, name, proto, lat, bw = ev.time(S)
         results.append(SizeResult(
             size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
-            root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_GBps=float(S / t / 1e9),
-            busbw_GBps=float(S / t / 1e9 * factor), algorithm=name, protocol=proto, latency_s=float(lat),
+            root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_Bps=float(S / t),
+            busbw_Bps=float(S / t * factor), algorithm=name, protocol=proto, latency_s=float(lat),
             bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]

@@ -6,7 +6,39 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable"]
+__all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames"]
+
+
+@dataclass(frozen=True)
+class NodeNames:
+    """The fabric's node names as plain data (``gpu12``, ``nvswitch1``, ``nic3.5``, ``leaf7``): where each kind of
+    node starts in the id space, so a result names nodes without holding the fabric."""
+
+    starts: tuple[int, ...]  # first node id of each kind, ascending
+    prefixes: tuple[str, ...]  # gpu, nvswitch, nic, then each tier's name
+    nics_per_server: int
+
+    @classmethod
+    def of(cls, fabric) -> "NodeNames":
+        o = fabric.node_offset
+        kinds = [(o["gpu"], "gpu"), (o["nvswitch"], "nvswitch"), (o["nic"], "nic")]
+        kinds += [(o[f"tier:{t.index}"], t.name) for t in fabric.layout.tiers]
+        kinds.sort(key=lambda x: x[0])
+        return cls(tuple(int(a) for a, _ in kinds), tuple(b for _, b in kinds), int(fabric.layout.nics_per_server))
+
+    def __call__(self, ids) -> np.ndarray:
+        """Names of node ids (an array of str), as :meth:`topo.fabric.Fabric.node_names` gives them."""
+        ids = np.asarray(ids, dtype=np.int64)
+        starts = np.asarray(self.starts, dtype=np.int64)
+        k = np.searchsorted(starts, ids, side="right") - 1
+        local = ids - starts[k]
+        prefix = np.asarray(self.prefixes, dtype=object)[k]
+        nic = prefix == "nic"
+        num = local.astype(str).astype(object)
+        if nic.any():
+            n = self.nics_per_server
+            num[nic] = (local[nic] // n).astype(str).astype(object) + "." + (local[nic] % n).astype(str).astype(object)
+        return (prefix + num).astype(str)
 
 
 @dataclass(frozen=True)
@@ -18,6 +50,7 @@ class LinkTable:
     level: np.ndarray  # index into level_names
     bandwidth_Bps: np.ndarray  # per direction
     level_names: tuple[str, ...]
+    names: NodeNames | None = None  # how to name the nodes (None: frames keep node ids)
 
     @classmethod
     def of(cls, fabric) -> "LinkTable":
@@ -32,10 +65,16 @@ class LinkTable:
         LinkTable
         """
         links = fabric.links
-        return cls(links["src"], links["dst"], links["level"], links["bandwidth_Bps"], tuple(fabric.level_names))
+        return cls(links["src"], links["dst"], links["level"], links["bandwidth_Bps"], tuple(fabric.level_names),
+                   NodeNames.of(fabric))
+
+    def _categories(self, num_nodes: int):
+        """Every node's name (one per node: naming 800,000 link ends costs one name per node)."""
+        return self.names(np.arange(num_nodes))
 
     def frame(self, bytes_per_direction: np.ndarray, time_s: float):
-        """Per directed link (up then down for each link): bytes and utilization over ``time_s``.
+        """Per directed link (up then down for each link): its ends by name and their ids, bytes and utilization
+        over ``time_s``.
 
         Parameters
         ----------
@@ -46,7 +85,8 @@ class LinkTable:
         Returns
         -------
         pandas.DataFrame
-            Columns link, direction, src, dst, level, bandwidth_Bps, bytes, utilization.
+            Columns link, direction, src, dst (node names, a categorical; ids when the table has no names), src_id,
+            dst_id, level, bandwidth_Bps, bytes, utilization.
         """
         import pandas as pd
 
@@ -56,10 +96,19 @@ class LinkTable:
         src[0::2], dst[0::2] = self.src, self.dst
         src[1::2], dst[1::2] = self.dst, self.src
         cap = np.repeat(self.bandwidth_Bps, 2)
+        if self.names is not None:  # a categorical: codes are the node ids
+            cats = self._categories(int(max(self.src.max(initial=0), self.dst.max(initial=0))) + 1)
+
+            def named(ids):
+                return pd.Categorical.from_codes(ids, categories=cats)
+        else:
+            def named(ids):
+                return ids
         return pd.DataFrame({
             "link": np.repeat(np.arange(M), 2),
             "direction": np.tile(np.array(["up", "down"]), M),
-            "src": src, "dst": dst,
+            "src": named(src), "dst": named(dst),
+            "src_id": src, "dst_id": dst,
             "level": pd.Categorical.from_codes(np.repeat(self.level, 2), categories=list(self.level_names)),
             "bandwidth_Bps": cap,
             "bytes": bytes_per_direction,
@@ -87,7 +136,9 @@ class Bottleneck:
 
 @dataclass(frozen=True)
 class SizeResult:
-    """One row of the nccl-tests-like table."""
+    """One row of the nccl-tests-like table. Quantities in SI base units with the unit in the name (bytes,
+    seconds, bytes per second), as every JSON document of topo; ``algbw_GBps``/``busbw_GBps`` are the same
+    bandwidths in GB/s (1e9 B/s), as nccl-tests prints them."""
 
     size_bytes: int
     count: int
@@ -95,13 +146,23 @@ class SizeResult:
     redop: str
     root: int
     time_s: float
-    algbw_GBps: float
-    busbw_GBps: float
+    algbw_Bps: float
+    busbw_Bps: float
     algorithm: str
     protocol: str
     latency_s: float
     bandwidth_s: float
     bottleneck: Bottleneck | None
+
+    @property
+    def algbw_GBps(self) -> float:
+        """Algorithm bandwidth in GB/s (nccl-tests' column)."""
+        return self.algbw_Bps / 1e9
+
+    @property
+    def busbw_GBps(self) -> float:
+        """Bus bandwidth in GB/s (nccl-tests' column)."""
+        return self.busbw_Bps / 1e9
 
 
 @dataclass
@@ -128,7 +189,8 @@ class EstimateResult:
     links: LinkTable | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        """The document ``topo estimate --json`` prints.
+        """The document ``topo estimate --json`` prints: SI base units, the unit in every key (``size_bytes``,
+        ``time_s``, ``busbw_Bps``; ``candidate_time_s``: each algorithm's time per size).
 
         Returns
         -------
@@ -146,7 +208,7 @@ class EstimateResult:
             "protocol": self.protocol,
             "channels": self.channels,
             "results": [asdict(r) for r in self.results],
-            "candidates": self.candidates,
+            "candidate_time_s": self.candidates,
             "unavailable": self.unavailable,
             "notes": self.notes,
         }
@@ -181,7 +243,8 @@ class EstimateResult:
         return pd.DataFrame({"size_bytes": sizes, **self.candidates})
 
     def link_loads(self, size_bytes: int | None = None, algorithm: str | None = None):
-        """Per directed link: bytes carried and utilization for one size under the chosen (or the given)
+        """Per directed link: its ends by name (``src``, ``dst``, as every other output names nodes; the ids in
+        ``src_id``, ``dst_id``), bytes carried and utilization for one size under the chosen (or the given)
         algorithm.
 
         Parameters
@@ -224,8 +287,8 @@ class EstimateResult:
         ----------
         n : int
         size_bytes : int, optional
-        names : sequence of str, optional
-            Node names (``fabric.node_names``).
+        names : callable, optional
+            Node ids -> names (``fabric.node_names``), replacing the result's own.
 
         Returns
         -------
@@ -235,8 +298,8 @@ class EstimateResult:
         top = frame.nlargest(n, "utilization")
         top = top[top["bytes"] > 0].copy()
         if names is not None:
-            top["src"] = names(top["src"].to_numpy())
-            top["dst"] = names(top["dst"].to_numpy())
+            top["src"] = names(top["src_id"].to_numpy())
+            top["dst"] = names(top["dst_id"].to_numpy())
         return top.reset_index(drop=True)
 
     def steps_frame(self, algorithm: str | None = None):

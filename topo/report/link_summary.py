@@ -104,7 +104,8 @@ def summarize_loads(frame: pd.DataFrame, fabric: Fabric) -> LoadSummary:
         j = idx[np.argmax(util[idx])]
         top = util[j]
         tied = int(np.count_nonzero(util[idx] >= top * 0.999)) if top > 0 else int(idx.size)
-        src, dst = fabric.node_names([int(frame["src"].iat[j]), int(frame["dst"].iat[j])])
+        ids = ("src_id", "dst_id") if "src_id" in frame else ("src", "dst")  # link_loads names nodes; ids beside
+        src, dst = fabric.node_names([int(frame[ids[0]].iat[j]), int(frame[ids[1]].iat[j])])
         hot.append({"level": levels[i], "src": src, "dst": dst, "utilization": float(top), "bytes": float(nbytes[j]),
                     "bandwidth_Bps": float(frame["bandwidth_Bps"].iat[j]), "tied": tied})
     hottest = pd.DataFrame(hot).sort_values("utilization", ascending=False, kind="stable").reset_index(drop=True)
