@@ -187,3 +187,17 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     full = estimate(fab, "all_reduce", [2**30], gpus=144, algorithm="tree").results[0].busbw_GBps
     part = estimate(fab, "all_reduce", [2**30], gpus=128, algorithm="tree").results[0].busbw_GBps
     assert part == pytest.approx(full, rel=0.15)
+
+
+def test_nvls_tree_halves_beyond_two_nodes_as_nccl_prices_it():
+    """NCCL's tuner (src/graph/tuning.cc, 2.20.3): NVLSTree's inter-node bandwidth is bwInter at 2 nodes and
+    bwInter/2 beyond (a tree node exchanges with a parent and two children); the published H100 runs fall from
+    466-487 GB/s busbw at 2 nodes to 240-306 at 16-32 (docs/calibration-findings.md section 10)."""
+    from topo import build_fabric, load_spec
+    from topo.engine.estimate import estimate
+    fab = build_fabric(load_spec("dgx-h100-superpod"))
+    bw = {n: estimate(fab, "all_reduce", [2**33], gpus=8 * n, algorithm="nvls_tree").results[0].busbw_GBps
+          for n in (2, 4, 16)}
+    assert 440 < bw[2] < 500
+    for n in (4, 16):
+        assert 0.5 < bw[n] / bw[2] < 0.65, bw
