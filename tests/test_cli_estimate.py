@@ -41,7 +41,11 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
 
 @pytest.mark.parametrize("args, line", [
     (["-c", "allreduce3"], "error: --collective: unknown collective 'allreduce3'; allowed: all_reduce, all_gather, "
-                           "reduce_scatter, alltoall, broadcast, sendrecv, pipeline (hyphens accepted)"),
+                           "reduce_scatter, alltoall, broadcast, reduce, gather, scatter, sendrecv, pipeline "
+                           "(hyphens accepted)"),
+    (["-d", "float7"], "error: -d: unknown data type 'float7'; allowed: int8, uint8, int32, uint32, int64, uint64, "
+                       "half, float, double, bfloat16, f8e4m3, f8e5m2"),
+    (["-o", "xor"], "error: -o: unknown reduction op 'xor'; allowed: sum, prod, max, min, avg, mulsum"),
     (["-a", "fastest"], "error: --algorithm: unknown algorithm 'fastest' for all_reduce; allowed: auto, ring, tree, "
                         "nvls, nvls_tree, sharp, halving_doubling, recursive_doubling, hierarchical"),
     (["--size", "-1"], "error: --size: a size must be a positive number of bytes, got '-1' (the sign is wrong)"),

@@ -37,7 +37,7 @@ def test_names_normalize(given, want):
     assert normalize_collective(given) == want
 
 
-@pytest.mark.parametrize("bad", ["allreduc", "reduce", "gather", "", "all__reduce__x", "scan"])
+@pytest.mark.parametrize("bad", ["allreduc", "reduces", "gathers", "", "all__reduce__x", "scan"])
 def test_unknown_collective_is_a_clean_error(bad):
     with pytest.raises(TopoError) as e:
         normalize_collective(bad)
@@ -63,3 +63,30 @@ def test_every_collective_has_algorithms_and_auto_chooses_among_them():
         assert set(NCCL_ALGORITHMS[c]) <= set(ALGORITHMS[c])
         for a in ALGORITHMS[c]:
             assert normalize_algorithm(c, a) == a
+
+
+@pytest.mark.parametrize("collective, bytes_per_link, factor", [
+    ("gather", 7 / 8, 7 / 8),     # the root receives S/p from each of the 7 others over its NVLink
+    ("scatter", 7 / 8, 7 / 8),    # and sends as much
+    ("reduce", 1.0, 1.0),         # NCCL's ring reduce: a chain towards the root, every edge carries S
+])
+def test_rooted_collectives_closed_forms_in_one_domain(collective, bytes_per_link, factor):
+    """On one 8-GPU NVSwitch domain with the ideal profile: time = bytes on the root's link / 450 GB/s, and
+    busbw as nccl-tests computes it (src/gather.cu, src/scatter.cu: (n-1)/n; PERFORMANCE.md: reduce 1)."""
+    from topo import build_fabric, load_spec
+    from topo.engine.estimate import estimate
+    r = estimate(build_fabric(load_spec("dgx-h100-superpod")), collective, [2**30], gpus=8,
+                 profile="ideal").results[0]
+    assert r.time_s == pytest.approx(bytes_per_link * 2**30 / 450e9, rel=1e-12)
+    assert r.busbw_GBps == pytest.approx(r.algbw_GBps * factor, rel=1e-12)
+    assert r.root == 0 and r.redop == ("sum" if collective == "reduce" else "none")
+
+
+def test_datatype_and_op_label_the_rows_as_nccl_tests():
+    from topo import build_fabric, load_spec
+    from topo.engine.estimate import estimate
+    r = estimate(build_fabric(load_spec("dgx-h100-superpod")), "all_reduce", [1024], gpus=8)
+    d = r.with_datatype("bfloat16", "max").results[0]
+    assert (d.count, d.type, d.redop, d.time_s) == (512, "bfloat16", "max", r.results[0].time_s)
+    with pytest.raises(ValueError, match="unknown data type 'float7'; allowed: int8"):
+        r.with_datatype("float7")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..engine.collectives import ALGORITHMS, COLLECTIVES
+from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.options import CHOICES, EstimateOptions
 from ..engine.results import EstimateResult
@@ -65,6 +65,11 @@ def register(sub) -> None:
     p.add_argument("-e", "--maxbytes", default=None, metavar="MAX", help="largest size (default 16G)")
     p.add_argument("-f", "--stepfactor", default=None, metavar="FACTOR", help="size multiplier (default 2)")
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
+    p.add_argument("-d", "--datatype", default="float", metavar="TYPE",
+                   help=f"nccl-tests' data type, for the count column: {', '.join(DATA_TYPES)} (default float)")
+    p.add_argument("-o", "--op", default="sum", metavar="OP",
+                   help=f"nccl-tests' reduction op, for the redop column: {', '.join(REDUCTION_OPS)} (default sum; "
+                   "the time does not depend on it)")
     p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
     p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
     p.add_argument("--rank-order", default=None, choices=CHOICES["rank_order"],
@@ -180,9 +185,13 @@ def _run(args) -> int:
         except ValueError:
             raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
+    if args.datatype not in DATA_TYPES:
+        raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
+    if args.op not in REDUCTION_OPS:
+        raise TopoError(f"unknown reduction op {args.op!r}; allowed: {', '.join(REDUCTION_OPS)}", key="-o")
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    result = estimate(fabric, args.collective or "all_reduce", sizes, opts)
+    result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, args.op)
     memory_note(result, fabric)
     mismatch = profile_mismatch(args.profile, fabric)
     if mismatch:

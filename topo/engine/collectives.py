@@ -2,8 +2,12 @@
 
 nccl-tests (``doc/PERFORMANCE.md``): ``algbw = size / time``; ``busbw = algbw * factor`` with factor
 ``2(n-1)/n`` for all_reduce, ``(n-1)/n`` for all_gather, reduce_scatter and alltoall, ``1`` for broadcast,
-reduce and sendrecv. ``size`` is the larger of the send and receive buffers of one rank: for all_gather the
-receive buffer (n pieces), for reduce_scatter the send buffer, for alltoall the send buffer (n pieces of size/n).
+reduce and sendrecv; gather and scatter (src/gather.cu, src/scatter.cu ``GetBw``) ``(n-1)/n``. ``size`` is the
+larger of the send and receive buffers of one rank: for all_gather the receive buffer (n pieces), for
+reduce_scatter the send buffer, for alltoall the send buffer (n pieces of size/n), for gather the root's receive
+buffer and for scatter its send buffer (n pieces of size/n, one to or from each rank).
+
+Rooted collectives (broadcast, reduce, gather, scatter) use root 0, as nccl-tests does unless ``-r`` is given.
 
 ``pipeline`` is topo's own: a pipeline-parallel stage boundary, every GPU of stage k sending ``size`` bytes to its
 peer in stage k+1, all boundaries at once (busbw factor 1, as for sendrecv).
@@ -14,10 +18,19 @@ from __future__ import annotations
 from ..errors import TopoError
 
 __all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "ALGORITHMS", "normalize_algorithm",
-           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING"]
+           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING", "ROOTED", "DATA_TYPES", "REDUCTION_OPS"]
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv", "pipeline")
-REDUCING = ("all_reduce", "reduce_scatter")
+# nccl-tests' -d data types and their sizes in bytes (src/common.cu test_typenames; fp8 from NCCL 2.24)
+DATA_TYPES: dict[str, int] = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2,
+                              "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
+# nccl-tests' -o reduction ops (src/common.cu test_opnames); the op does not change the modelled time (the
+# reduction's arithmetic is negligible beside the transfer on GPUs)
+REDUCTION_OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter",
+               "sendrecv", "pipeline")
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")
+ROOTED = ("broadcast", "reduce", "gather", "scatter")  # root 0, as nccl-tests' default
 
 # Every algorithm topo models, per collective. The first is the default for an explicit request of that family.
 ALGORITHMS: dict[str, tuple[str, ...]] = {
@@ -26,6 +39,9 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_gather": ("ring", "recursive_doubling", "hierarchical"),
     "reduce_scatter": ("ring", "recursive_halving", "hierarchical"),
     "broadcast": ("ring", "chain"),
+    "reduce": ("ring",),
+    "gather": ("direct",),
+    "scatter": ("direct",),
     "alltoall": ("direct", "pairwise"),
     "sendrecv": ("direct",),
     "pipeline": ("direct",),
@@ -37,6 +53,9 @@ NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_gather": ("ring",),
     "reduce_scatter": ("ring",),
     "broadcast": ("ring",),
+    "reduce": ("ring",),  # NCCL's reduce runs ring only (src/graph/tuning.cc: coll == ncclFuncReduce && a != RING)
+    "gather": ("direct",),  # nccl-tests' gather and scatter are grouped ncclSend/ncclRecv to/from the root
+    "scatter": ("direct",),
     "alltoall": ("direct",),
     "sendrecv": ("direct",),
     "pipeline": ("direct",),
@@ -161,6 +180,6 @@ def busbw_factor(collective: str, num_ranks: int) -> float:
     n = num_ranks
     if collective == "all_reduce":
         return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+    if collective in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter"):
         return (n - 1) / n
     return 1.0

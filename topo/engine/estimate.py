@@ -23,7 +23,7 @@ from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, 
 from ..fabric.fabric import Fabric
 from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
-from .collectives import REDUCING, algorithm_candidates, busbw_factor, normalize_collective
+from .collectives import REDUCING, ROOTED, algorithm_candidates, busbw_factor, normalize_collective
 from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
 from .loads import load_schedule
 from .options import EstimateOptions
@@ -365,8 +365,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     ----------
     fabric : Fabric
     collective : str
-        all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv or pipeline (nccl-tests names;
-        hyphens accepted).
+        all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce, gather, scatter, sendrecv or
+        pipeline (nccl-tests names; hyphens accepted).
     sizes : int, str or iterable
         Message sizes as nccl-tests counts them (bytes, or "64K", "1GiB").
     options : EstimateOptions, optional
@@ -400,7 +400,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         t, name, proto, lat, bw = ev.time(S)
         results.append(SizeResult(
             size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
-            root=0 if coll == "broadcast" else -1, time_s=float(t), algbw_Bps=float(S / t),
+            root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
             busbw_Bps=float(S / t * factor), algorithm=name, protocol=proto, latency_s=float(lat),
             bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))
     router = ev.router

@@ -213,6 +213,24 @@ class EstimateResult:
             "notes": self.notes,
         }
 
+    def with_datatype(self, datatype: str = "float", op: str = "sum") -> "EstimateResult":
+        """The same estimate labelled as nccl-tests' ``-d DATATYPE -o OP`` run prints it: ``count`` is the size in
+        elements of ``datatype`` (topo.engine.collectives.DATA_TYPES), ``redop`` the op for reducing collectives.
+        Times do not change: the model moves bytes, and a reduction's arithmetic is negligible beside the
+        transfer on GPUs. Raises ValueError for an unknown type or op (the message lists the allowed)."""
+        import dataclasses
+
+        from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS
+
+        if datatype not in DATA_TYPES:
+            raise ValueError(f"unknown data type {datatype!r}; allowed: {', '.join(DATA_TYPES)}")
+        if op not in REDUCTION_OPS:
+            raise ValueError(f"unknown reduction op {op!r}; allowed: {', '.join(REDUCTION_OPS)}")
+        size = DATA_TYPES[datatype]
+        redop = op if self.collective in REDUCING else "none"
+        rows = [dataclasses.replace(r, count=r.size_bytes // size, type=datatype, redop=redop) for r in self.results]
+        return dataclasses.replace(self, results=rows)
+
     def to_frame(self):
         """One row per size: the nccl-tests columns plus algorithm, protocol, latency/bandwidth parts.
 

@@ -63,6 +63,13 @@ def _build(name, collective, shape, placement, chunks, stages, channels, gpu_nam
         return ring.ring_schedule(shape, placement, collective, channels)
     if collective == "broadcast":
         return ring.chain_schedule(shape, placement, chunks, algorithm=name, channels=channels)
+    if collective == "reduce":  # NCCL's ring reduce: the broadcast's chain run towards the root
+        import dataclasses
+
+        towards_root = dataclasses.replace(placement, groups=placement.groups[:, ::-1])
+        return ring.chain_schedule(shape, towards_root, chunks, algorithm=name, channels=channels)
+    if collective in ("gather", "scatter"):
+        return p2p.rooted_schedule(shape, placement, collective)
     if name == "tree":
         return tree.tree_schedule(shape, placement, chunks, channels)
     if name in ("halving_doubling", "recursive_doubling", "recursive_halving"):

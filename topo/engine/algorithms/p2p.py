@@ -20,7 +20,7 @@ from .ring import channels_for
 from ..schedule import (AlgorithmUnavailable, AllPairs, LatencyCounts, LatencyTerm, NodeShape, Schedule,
                         SchedulePhase, Transfers, is_network, sequential_schedule)
 
-__all__ = ["alltoall_schedule", "sendrecv_schedule", "pipeline_schedule", "MAX_PAIRWISE_FLOWS"]
+__all__ = ["alltoall_schedule", "sendrecv_schedule", "pipeline_schedule", "rooted_schedule", "MAX_PAIRWISE_FLOWS"]
 
 MAX_PAIRWISE_FLOWS = 4_000_000  # pairwise exchange keeps every step's flows: beyond, use direct
 
@@ -67,6 +67,24 @@ def _per_peer(sched: Schedule, shape: NodeShape, placement: Placement, fraction:
                                                         2 * channels_for(shape, placement.groups),
                                                         shape.nics_per_gpu)
     return sched
+
+
+def rooted_schedule(shape: NodeShape, placement: Placement, collective: str) -> Schedule:
+    """nccl-tests' gather (every rank sends ``S/p`` to root 0) or scatter (root 0 sends ``S/p`` to every rank),
+    grouped sends and receives (src/gather.cu, src/scatter.cu), all at once: the root's links carry
+    ``(p-1)/p S``. Closed form on a uniform non-blocking network: ``alpha + (p-1)/p S/B``."""
+    p = placement.num_ranks
+    if p < 2:
+        raise AlgorithmUnavailable(f"a {collective} needs at least 2 ranks")
+    gpus = placement.groups
+    others = gpus[:, 1:].ravel()
+    root = np.repeat(gpus[:, 0], p - 1)
+    src, dst = (others, root) if collective == "gather" else (root, others)
+    t = Transfers(src, dst, 1.0 / p, split_nics=True)
+    g = placement.ranks_per_domain() or 1
+    sched = Schedule("direct", "p2p", [SchedulePhase([t], 1.0, f"{collective} at rank 0")],
+                     _counts(shape, t, p - g, placement.num_domains > 1), [LatencyTerm(0, 0, "max")])
+    return _per_peer(sched, shape, placement, 1.0 / p)
 
 
 def net_peer_channels(ranks: int, p2p_channels: int, nics_per_gpu: int) -> int:
