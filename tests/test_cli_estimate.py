@@ -198,3 +198,16 @@ def test_describe_estimate_and_compare_json_share_one_unit_convention(tmp_path):
         r["size_bytes"] / r["time_s"])
     assert {"measured_busbw_Bps", "model_busbw_Bps"} <= set(docs["compare"]["sizes"][0])
     assert "candidate_time_s" in docs["estimate"]
+
+
+def test_a_failed_rank_is_named_as_failed_not_unreachable():
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "1M", "-a", "ring", "--fail", "gpu3")
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: --fail: GPU 3 itself failed (failures: gpu3) and is a rank of the communicator: "
+                           "place the ranks on working GPUs\n")
+
+
+def test_a_switch_without_uplinks_says_so():
+    fails = [x for i in range(8) for x in ("--fail", f"core{i}")]
+    out = run_cli("describe", "h100-100k", *fails, check=True).stdout
+    assert "spine0: no uplinks left" in out and "inf:1" not in out

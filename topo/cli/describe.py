@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate
@@ -43,7 +45,7 @@ def render_degraded(d: Degraded) -> str:
     rows = [[t.name, format_bandwidth(t.down_capacity_Bps),
              format_bandwidth(t.up_capacity_Bps) if t.oversubscription is not None else "-",
              ratio(t.oversubscription) if t.oversubscription is not None else "top",
-             f"{t.worst_switch} {ratio(t.worst_oversubscription)}" if t.worst_switch else "-"]
+             _worst(t.worst_switch, t.worst_oversubscription)]
             for t in d.tiers]
     lines.append(table(rows, ["tier", "down capacity", "up capacity", "oversub", "worst switch"],
                        right=[False, True, True, True, False]))
@@ -51,6 +53,15 @@ def render_degraded(d: Degraded) -> str:
                  f"({format_bandwidth(d.bisection_bandwidth_per_gpu_Bps)} per GPU; "
                  f"{format_bandwidth(d.bisection_without_failures_Bps)} without failures)")
     return "\n".join(lines)
+
+
+def _worst(switch: str | None, oversubscription: float | None) -> str:
+    """The most oversubscribed switch of a tier with failures: ``spine0 8:1``, or that it has no uplink left."""
+    if not switch:
+        return "-"
+    if oversubscription is not None and math.isinf(oversubscription):
+        return f"{switch}: no uplinks left"
+    return f"{switch} {ratio(oversubscription)}"
 
 
 def render(inv: Inventory) -> str:

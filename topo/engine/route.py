@@ -299,6 +299,10 @@ class Router:
                 k = int(np.flatnonzero(broken)[0])
                 r, fl = int(res[k]), int(rows[k])
                 d = self.describe_resource(r)
+                dead = [g for g in (int(src[fl]), int(dst[fl])) if f"gpu{g}" in f.failures]
+                if dead:  # the rank's own GPU failed: no path is the problem
+                    raise Unreachable(f"GPU {dead[0]} itself failed (failures: {', '.join(f.failures)}) and is a rank "
+                                      "of the communicator: place the ranks on working GPUs", key="fail")
                 raise Unreachable(f"GPU {int(src[fl])} cannot reach GPU {int(dst[fl])}: every path crosses failed "
                                 f"parts ({d['src']} -> {d['dst']}, {d['level']}; failures: {', '.join(f.failures)})",
                                 key="fail")
