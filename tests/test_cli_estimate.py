@@ -211,3 +211,23 @@ def test_a_switch_without_uplinks_says_so():
     fails = [x for i in range(8) for x in ("--fail", f"core{i}")]
     out = run_cli("describe", "h100-100k", *fails, check=True).stdout
     assert "spine0: no uplinks left" in out and "inf:1" not in out
+
+
+def test_messages_name_what_the_user_set():
+    p = run_cli("describe", "--set", "cluster.num_servers=10")
+    assert p.returncode == 2 and p.stderr.strip().endswith(
+        "got num_servers, num_pods: add --unset cluster.num_pods to replace the file's num_pods by the num_servers "
+        "you set")
+    p = run_cli("describe", "dgx-h100-superpod", "--set", "server.nics=1000")
+    assert p.returncode == 2 and p.stderr.startswith(
+        "error: topologies/dgx-h100-superpod.toml (with --set server.nics=1000): fabric.tiers[1].radix:")
+
+
+def test_nics_faster_than_the_technology_get_a_note():
+    rates = ["--set", "server.nic_rate=800 Gb/s", "--set", "fabric.tiers[0].port_rate=800 Gb/s",
+             "--set", "fabric.tiers[1].port_rate=800 Gb/s"]
+    p = run_cli("describe", "dgx-h100-superpod", *rates, check=True)
+    assert p.stderr == ("note: the NICs run 800 Gb/s but infiniband_ndr ports run at most 400 Gb/s: the network's "
+                        "constants are infiniband_ndr's; infiniband_xdr runs 800 Gb/s ports (fabric.technology)\n")
+    ok = run_cli("describe", "dgx-h100-superpod", *rates, "--set", "fabric.technology=infiniband_xdr", check=True)
+    assert ok.stderr == ""

@@ -46,13 +46,39 @@ def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:
                    help="replace an existing output file even if topo did not write it (never a SPEC)")
 
 
+_CLUSTER_SIZES = ("num_gpus", "num_servers", "num_units", "num_pods")
+
+
 def spec_from_args(args, name=None):
-    return load_spec(name if name is not None else getattr(args, "spec", None), args.overrides)
+    """The spec the arguments name, with their ``--set``/``--unset`` overrides. A cluster size set with ``--set``
+    beside the one the file gives gets the ``--unset`` that resolves it."""
+    overrides = getattr(args, "overrides", None) or []
+    try:
+        return load_spec(name if name is not None else getattr(args, "spec", None), overrides)
+    except TopoError as exc:
+        if exc.key != "cluster" or "give exactly one of" not in exc.message:
+            raise
+        set_now = {o.split("=", 1)[0].strip() for o in overrides if not o.endswith("=")}
+        mine = [k for k in _CLUSTER_SIZES if f"cluster.{k}" in set_now]
+        others = [k for k in _CLUSTER_SIZES if k not in mine and k in exc.message.split("got ", 1)[-1]]
+        if not mine or not others:
+            raise
+        unset = " ".join(f"--unset cluster.{k}" for k in others)
+        raise TopoError(f"{exc.message}: add {unset} to replace the file's {' and '.join(others)} by the "
+                        f"{' and '.join(mine)} you set", source=exc.source, key=exc.key) from None
 
 
 def fabric_from_args(args, name=None):
-    """The fabric the arguments describe, with the parts ``--fail`` names failed."""
-    fabric = build_fabric(spec_from_args(args, name))
+    """The fabric the arguments describe, with the parts ``--fail`` names failed. A design the overrides made
+    impossible names them (``server.nics=1000``), as a spec error names the override it is about."""
+    spec = spec_from_args(args, name)
+    try:
+        fabric = build_fabric(spec)
+    except TopoError as exc:
+        given = [o for o in (getattr(args, "overrides", None) or []) if not o.endswith("=")]
+        if not given or not exc.source or "(--set" in exc.source:
+            raise
+        raise TopoError(exc.message, source=f"{exc.source} (with --set {', '.join(given)})", key=exc.key) from None
     failures = getattr(args, "failures", None)
     if failures:
         try:
@@ -85,3 +111,21 @@ def profile_mismatch(profile, fabric) -> str | None:
     return (f"note: {profile} was fitted on a {pf.base.split('@')[0]} cluster, but this spec ({fabric.spec.name}) "
             f"is {own.split('@')[0]}: its fitted values describe another cluster; give the calibrated cluster's "
             "spec (GPU, NICs, network)")
+
+
+def technology_note(fabric) -> str | None:
+    """A note when the spec's NICs are faster than its network technology's fastest port (800 Gb/s NICs on
+    ``infiniband_ndr``, 400 Gb/s): the costs are that technology's constants, likely not what was meant."""
+    from ..engine.profile_data import bundled_files
+
+    tech = fabric.spec.fabric.technology
+    pf = bundled_files()["network"].get(tech)
+    p = pf.params.get("max_port_rate_Gbps") if pf else None
+    nic_Gbps = fabric.spec.server.nic_rate_Bps * 8 / 1e9
+    if p is None or nic_Gbps <= p.value * (1 + 1e-9):
+        return None
+    faster = sorted((q.params["max_port_rate_Gbps"].value, n) for n, q in bundled_files()["network"].items()
+                    if "max_port_rate_Gbps" in q.params and q.params["max_port_rate_Gbps"].value >= nic_Gbps)
+    hint = f"; {faster[0][1]} runs {faster[0][0]:g} Gb/s ports (fabric.technology)" if faster else ""
+    return (f"note: the NICs run {nic_Gbps:g} Gb/s but {tech} ports run at most {p.value:g} Gb/s: the network's "
+            f"constants are {tech}'s{hint}")

@@ -7,8 +7,8 @@ import math
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate
-from .common import add_spec_arguments, fabric_from_args
-from .output import emit, emit_json, ratio, table
+from .common import add_spec_arguments, fabric_from_args, technology_note
+from .output import emit, emit_json, note, ratio, table
 
 
 def register(sub) -> None:
@@ -22,6 +22,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     fabric = fabric_from_args(args)
+    tech = technology_note(fabric)
+    if tech:
+        note(tech)
     inv = inventory(fabric)
     deg = degraded(fabric) if fabric.failures else None
     if args.json:

@@ -12,7 +12,7 @@ from ..engine.results import EstimateResult
 from ..engine.traffic import MixResult, run_mix
 from ..errors import TopoError
 from ..engine.traffic_file import bundled_traffic, load_traffic
-from .common import add_spec_arguments, fabric_from_args, profile_mismatch
+from .common import add_spec_arguments, fabric_from_args, profile_mismatch, technology_note
 from .output import emit, emit_json, note, safe_text
 
 
@@ -193,9 +193,9 @@ def _run(args) -> int:
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, args.op)
     memory_note(result, fabric)
-    mismatch = profile_mismatch(args.profile, fabric)
-    if mismatch:
-        note(mismatch)
+    for msg in (profile_mismatch(args.profile, fabric), technology_note(fabric)):
+        if msg:
+            note(msg)
     detail = _detail(result, fabric) if args.detail else None
     if args.json:
         doc = result.to_dict()

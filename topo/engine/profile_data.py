@@ -87,6 +87,9 @@ PARAMETERS: dict[str, Spec] = {
     "mnnvl_extra_us": Spec("gpu", "scalar", 0.0, 100.0, optional=True,
                            doc="latency added once to a collective whose NVLink domain spans several servers "
                                "(NVL72 racks), any algorithm and protocol"),
+    "max_port_rate_Gbps": Spec("network", "scalar", 1.0, 10000.0, optional=True,
+                               doc="the fastest port the technology runs (InfiniBand NDR: 400 Gb/s); a NIC above it "
+                                   "is another generation, and describe/estimate say so (absent: no check)"),
     "network_efficiency": Spec("network", "scalar", 0.05, 1.0, doc="usable fraction of the NIC line rate"),
     "net_hop_scale": Spec("network", "scalar", 0.1, 50.0,
                           doc="multiplier on the per-step network latencies (NCCL's, or net_step_latency_us)"),
