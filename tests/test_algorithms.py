@@ -201,3 +201,18 @@ def test_nvls_tree_halves_beyond_two_nodes_as_nccl_prices_it():
     assert 440 < bw[2] < 500
     for n in (4, 16):
         assert 0.5 < bw[n] / bw[2] < 0.65, bw
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+def test_nvls_all_gather_and_reduce_scatter_in_one_domain(collective):
+    """NCCL runs NVLS all-gather/reduce-scatter inside one NVLink domain (src/graph/tuning.cc, src/enqueue.cc):
+    each GPU's NVLink carries (g-1)/g S the busy way, in one step; across domains it is not available."""
+    from topo import TopoError, build_fabric, load_spec
+    from topo.engine.estimate import estimate
+    fab = build_fabric(load_spec("dgx-h100-superpod"))
+    r = estimate(fab, collective, [2**30], gpus=8, algorithm="nvls", profile="ideal").results[0]
+    assert r.time_s == pytest.approx(7 / 8 * 2**30 / 450e9, rel=1e-12)
+    pick = estimate(fab, collective, [2**30], gpus=8, algorithm="ring,nvls")
+    assert pick.candidates["nvls"][0] is not None
+    with pytest.raises(TopoError, match="inside one NVLink domain only"):
+        estimate(fab, collective, [2**30], gpus=16, algorithm="nvls")

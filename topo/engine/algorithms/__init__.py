@@ -77,7 +77,7 @@ def _build(name, collective, shape, placement, chunks, stages, channels, gpu_nam
     if name == "hierarchical":
         return hierarchical.hierarchical_schedule(shape, placement, collective)
     if name in ("nvls", "nvls_tree"):
-        return nvls.nvls_schedule(shape, placement, name, gpu_name, *nvls_args)
+        return nvls.nvls_schedule(shape, placement, name, gpu_name, *nvls_args, collective=collective)
     if name == "sharp":
         return sharp.sharp_schedule(shape, placement)
     if collective == "alltoall":

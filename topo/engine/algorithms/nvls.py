@@ -73,7 +73,14 @@ def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0)
 
 
 def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: str = "these",
-                  reference_ranks: int = 0, max_heads: int = 0) -> Schedule:
+                  reference_ranks: int = 0, max_heads: int = 0, collective: str = "all_reduce") -> Schedule:
+    """NVLS (one NVLink domain) or NVLSTree (across domains) for ``collective``.
+
+    All-gather and reduce-scatter run NVLS inside one domain only, as NCCL does (src/enqueue.cc, 2.20: "we only
+    support single-node NVLS allgather and reducescatter"; src/graph/tuning.cc admits RING, NVLS and
+    COLLNET_DIRECT for them): all-gather stores each rank's ``S/g`` once and the switch multicasts it
+    (``multimem.st``), reduce-scatter pulls each rank's share reduced by the switch (``multimem.ld_reduce``); each
+    GPU's NVLink carries ``(g-1)/g S`` the busy way, as a ring's, in one step instead of ``g-1``."""
     if not shape.nvls:
         raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
     p = placement.num_ranks
@@ -83,6 +90,13 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     D = placement.num_domains
     if g < 2:
         raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")
+    if collective in ("all_gather", "reduce_scatter"):
+        if D > 1 or name != "nvls":
+            raise AlgorithmUnavailable(f"NCCL runs NVLS {collective.replace('_', '-')} inside one NVLink domain only")
+        half = InSwitchReduce(placement.gpus, (g - 1) / g)
+        return Schedule("nvls", "nvls", [SchedulePhase([half], 1.0, f"in-switch {collective.replace('_', '-')}")],
+                        LatencyCounts("nvls"), [LatencyTerm(0, 0, "max")],
+                        window_scale=window_scale(g, 0, reference_ranks))
     # in-switch reduce-scatter + multicast all-gather: S (1 + 1/g) each way per GPU (flat busbw past the reference)
     local = InSwitchReduce(placement.gpus, in_switch_bytes(g, reference_ranks))
     if name == "nvls":
