@@ -1,140 +1,240 @@
-"""Training-step accuracy: predict every published run of data/reference/training_runs.csv.
+"""Training-step accuracy: predict the step time of every published run we hold, in-sample and leave-one-run-out.
 
-Each row is predicted with its source's FLOP convention (Megatron SC21: eq. 3, ``--flops megatron``; Llama 3:
-6N + attention, ``--flops 6n``) on its source's network (Llama 3: the bundled ``meta-llama3-24k``; Megatron:
-``dgx-a100-superpod``, DGX A100 with 8 x 200G HDR InfiniBand), with ONE efficiency per GPU generation.
+Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron-LM SC21 Table 1 on DGX A100,
+Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
+and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100 and
+DGX-GB200, BF16 and FP8, dense and MoE; DeepSeek-V3 on 2,048 H800). Groups: dense BF16, dense FP8, MoE.
 
-What is fitted (in-sample): the efficiency of each generation, by a grid search that minimises the median
-absolute TFLOPs/GPU error over that generation's FIT rows below; every other row is held out and its error is
-out-of-sample. The fitted values are what ``topo/data/compute/efficiency.toml`` holds (the script checks it and
-says so if they differ). Assumptions per source, not fitted: Megatron SC21 runs without fused attention (2021),
-full recomputation, plain data parallelism (all-reduce after the backward pass, not overlapped: the 2021 code
-had no gradient-reduction overlap), micro-batch 1; Llama 3 with fused attention, FSDP
-SHARD_GRAD_OP, micro-batch 1 and 4 interleaved stages per GPU (the paper uses an interleaved schedule without
-printing v).
+What is fitted (``topo/data/compute/efficiency.toml``), each by minimising the mean absolute log step-time error
+(a robust L1 fit; golden-section search):
 
-    python benchmarks/training_accuracy.py      # prints and with --write updates benchmarks/RESULTS.md
+- one large-GEMM efficiency per (GPU generation, precision) on the DENSE runs of that generation and precision
+  (ampere bf16; hopper bf16, fp8; blackwell fp8). Blackwell bf16 has no dense run: it takes Hopper's bf16 value
+  times Blackwell's fp8/Hopper's fp8 ratio (stated as an assumption);
+- one MoE factor per generation (``moe_efficiency``: grouped expert GEMMs and token permutation) on the MoE runs
+  of that generation, with the dense values fixed.
+
+Everything else is data or an assumption stated in ``efficiency.toml`` (GEMM shape scale, attention and memory
+efficiencies).
+
+- in-sample: every row predicted with the values fitted on all rows;
+- leave-one-run-out (LOO): every row predicted with the one value its group fits (its dense key, or its
+  generation's MoE factor) refitted without that row; a row alone in its key has no LOO prediction.
+
+Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021: no fused
+attention, full recomputation, plain data parallelism with an fp32 all-reduce not overlapped, micro-batch 1;
+Llama 3: fused attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, the embedding and the
+loss counted as pipeline layers (the paper: "first and last stage one layer fewer"); NeMo / Megatron-Bridge
+recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP = 1), bf16 gradient reduction
+(``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1 with
+the expert all-to-alls overlapped with another micro-batch's compute (``overlap_moe_expert_parallel_comm``), the
+embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
+NVL72 rack's 72 GPUs (assumption); DeepSeek-V3: DualPipe (EP overlapped), ZeRO-1, recomputed norms, node-limited
+routing, on the bundled DGX H100 SuperPOD with H800 GPUs.
+
+    python benchmarks/training_accuracy.py            # prints the table
+    python benchmarks/training_accuracy.py --fit      # also writes the fitted values into efficiency.toml
+    python benchmarks/training_accuracy.py --write    # also updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import math
+import re
 import statistics
 import sys
 import time
-import tomllib
 
 from _results import ROOT, update_section
 
 sys.path.insert(0, str(ROOT))
 
-# Published runs that are not in training_runs.csv: reported beside the table, never in the medians.
-# DeepSeek-V3 technical report (arXiv 2412.19437), sec. 1 and 3.2: "each trillion tokens requires only 180K H800
-# GPU hours, i.e., 3.7 days on our cluster with 2048 H800 GPUs" (= 1,543 tokens/s per GPU, 3.16M tokens/s);
-# "16-way Pipeline Parallelism, 64-way Expert Parallelism spanning 8 nodes, and ZeRO-1 Data Parallelism"; FP8
-# training; batch ramped to 15,360 sequences of 4K; 8 x 400G InfiniBand per node in a multi-plane fat tree,
-# modelled as the DGX H100 SuperPOD with H800 GPUs (NVLink 400 GB/s). DualPipe overlaps the all-to-alls
-# (overlap_ep on). Not modelled: node-limited routing (each token reaches at most 4 nodes, sent once per node).
-EXTRA = [dict(run="deepseek_v3_2048", model="deepseek-v3-671b", spec="dgx-h100-superpod",
-              overrides=("gpu=H800", "cluster.num_units=8"), published_tokens_per_s=1e12 / (180e3 * 3600) * 2048,
-              layout=dict(pp=16, dp=128, ep=64, global_batch=15360, precision="fp8", overlap_ep=True,
-                          dp_sharding="zero1", recompute="selective"))]
-
-FIT = {"ampere": ("megatron_18b", "megatron_146b", "megatron_1t"), "hopper": ("llama3_405b_8k",)}
-GRID = [round(0.30 + 0.005 * i, 3) for i in range(141)]  # 0.30 .. 1.00
+SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
+         "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8"))}
+GROUPS = ("dense_bf16", "dense_fp8", "moe")
 
 
-def _row_setup(row):
+def _setups():
+    """One dict per published run: fabric key, model, layout, convention, measured step time, group, params."""
+    from topo.training.flops import model_flops_per_step
     from topo.training.parallel import make_layout
+    from topo.training.model import load_model
 
-    rid = row["run_id"]
-    if rid.startswith("megatron_"):
-        model = "megatron-gpt-" + rid.removeprefix("megatron_").replace("p", ".")
-        spec, conv = "dgx-a100-superpod", "megatron"
-        extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
-    else:
-        model, spec, conv = "llama3-405b", "meta-llama3-24k", "6n"
-        extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none", vpp=4)
-    lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
-                      global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
-                      **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
-    return model, spec, conv, lay
+    out = []
+    for row in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs.csv")):
+        rid = row["run_id"]
+        if rid.startswith("megatron_"):
+            model = load_model("megatron-gpt-" + rid.removeprefix("megatron_").replace("p", "."))
+            spec, conv = ("dgx-a100-superpod", ()), "megatron"
+            extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
+        else:
+            model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
+            extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none", vpp=4,
+                         pipeline_embedding=True)
+        lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
+                          global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
+                          **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
+        step = model_flops_per_step(model, lay, conv) / (float(row["value"]) * 1e12 * int(row["num_gpus"]))
+        out.append(dict(run=rid, spec=spec, model=model, lay=lay, step_s=step, source=row["source_url"],
+                        gpu=row["gpu"].split("-")[0]))
+    for row in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs_published.csv")):
+        model = load_model(row["model"])
+        n, tp, pp, cp, vp, ep = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp", "vpp", "ep"))
+        dp = n // (tp * pp * cp)
+        chunks = pp * vp
+        emb = pp > 1 and model.layers % chunks != 0 and (model.layers + 2) % chunks == 0
+        kw = dict(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vp, micro_batch=int(row["micro_batch"]),
+                  global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
+                  precision=row["precision"], flash_attention=True, recompute="none",
+                  dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
+                  overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
+        if model.moe is not None:
+            kw.update(etp=1, overlap_ep=True)
+        if row["system"] == "DGX-GB200":
+            kw["gpus_per_domain_used"] = 64
+        if row["run_id"].startswith("deepseekv3_h800"):
+            kw.update(overlap_ep=True, grad_reduce_bytes=4.0, recompute_modules=("layernorm",), overlap_tp=False)
+        out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
+                        step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"]))
+    for s in out:
+        s["group"] = "moe" if s["model"].moe is not None else f"dense_{s['lay'].precision}"
+    return out
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="write the fitted efficiencies into efficiency.toml")
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = ap.parse_args()
+
     import topo
+    from topo.fabric.hardware import lookup_gpu
     from topo.training.comm import CommEngine
-    from topo.training.model import load_model
     from topo.training.step import estimate_step
 
     t0 = time.perf_counter()
-    rows = list(csv.DictReader(open(ROOT / "data" / "reference" / "training_runs.csv")))
-    fabrics, engines, setups = {}, {}, []
-    for row in rows:
-        model, spec, conv, lay = _row_setup(row)
-        if spec not in fabrics:
-            fabrics[spec] = topo.build_fabric(topo.load_spec(spec))
-            engines[spec] = CommEngine(fabrics[spec])
-        gen = fabrics[spec].spec.gpu_model.generation
-        setups.append((row, load_model(model), spec, conv, lay, gen))
-
-    def predict(s, eff):
-        row, model, spec, conv, lay, gen = s
-        return estimate_step(fabrics[spec], model, lay, engine=engines[spec], convention=conv, efficiency=eff)
-
-    fitted = {}
-    for gen, ids in FIT.items():
-        fit_rows = [s for s in setups if s[0]["run_id"] in ids]
-        best = None
-        for eff in GRID:
-            errs = [abs(predict(s, eff).tflops_per_gpu / float(s[0]["value"]) - 1) for s in fit_rows]
-            med = statistics.median(errs)
-            if best is None or med < best[1] - 1e-12:
-                best = (eff, med)
-        fitted[gen] = best[0]
-    bundled = tomllib.loads((ROOT / "topo" / "data" / "compute" / "efficiency.toml").read_text())
-
-    lines = ["| run | network | FLOPs | layout | published TFLOPs/GPU | predicted | error | sample | "
-             "step (s) | bubble | exposed comm (s) | fits |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    errs_in, errs_out = [], []
+    setups = _setups()
+    fabrics, engines = {}, {}
     for s in setups:
-        row, model, spec, conv, lay, gen = s
-        r = predict(s, fitted[gen])
-        pub = float(row["value"])
-        err = r.tflops_per_gpu / pub - 1
-        ins = row["run_id"] in FIT.get(gen, ())
-        (errs_in if ins else errs_out).append(abs(err))
-        b = r.breakdown_s
-        comm = sum(b[k] for k in ("tp", "cp", "pp", "dp", "ep"))
-        lines.append(f"| {row['run_id']} | {spec} | {conv} | tp{lay.tp} cp{lay.cp} pp{lay.pp} dp{lay.dp} | "
-                     f"{pub:.0f} | {r.tflops_per_gpu:.1f} | {err:+.1%} | {'fit' if ins else 'held out'} | "
-                     f"{r.step_time_s:.2f} | {b['bubble']:.2f} | {comm:.2f} | {'yes' if r.fits else 'no'} |")
-    all_errs = errs_in + errs_out
-    summary = [
-        "Efficiency per generation (fitted, in-sample on the 'fit' rows): "
-        + ", ".join(f"{g} {e:.3f} (bundled {bundled[g]['efficiency']:.3f})" for g, e in fitted.items()),
-        f"Median |error| on TFLOPs/GPU: all rows {statistics.median(all_errs):.1%} ({len(all_errs)} rows); "
-        f"in-sample {statistics.median(errs_in):.1%} ({len(errs_in)}); "
-        f"held out (out-of-sample) {statistics.median(errs_out):.1%} ({len(errs_out)}); "
-        f"largest held-out {max(errs_out):.1%}.",
-        f"Wall time {time.perf_counter() - t0:.1f} s.",
-    ]
-    extra_lines = ["| run | model | layout | published tokens/s | predicted | error |", "|---|---|---|---|---|---|"]
-    for x in EXTRA:
-        from topo.training.parallel import make_layout
+        if s["spec"] not in fabrics:
+            name, over = s["spec"]
+            fabrics[s["spec"]] = topo.build_fabric(topo.load_spec(name, list(over)))
+            engines[s["spec"]] = CommEngine(fabrics[s["spec"]])
+        s["gen"] = lookup_gpu(fabrics[s["spec"]].spec.gpu).generation
+        s["key"] = (s["gen"], "fp8" if s["lay"].precision == "fp8" else "bf16")
+        first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], convention="6n")
+        s["contention"] = first.contention  # the traffic mix depends on the layout only: reused by the fit
 
-        f = topo.build_fabric(topo.load_spec(x["spec"], x["overrides"]))
-        r = estimate_step(f, load_model(x["model"]), make_layout(**x["layout"]))
-        pub = x["published_tokens_per_s"]
-        extra_lines.append(f"| {x['run']} | {x['model']} | pp16 dp128 ep64 fp8 | {pub / 1e6:.2f}M | "
-                           f"{r.tokens_per_s / 1e6:.2f}M | {r.tokens_per_s / pub - 1:+.1%} |")
-    body = ("Each published run predicted with its source's FLOP convention on its source's network, one "
-            "efficiency per GPU generation (`topo/data/compute/efficiency.toml`). Assumptions are in the "
-            "script's docstring.\n\n" + "\n".join(lines) + "\n\n" + "\n".join(f"- {x}" for x in summary)
-            + "\n\nPublished runs not in the file (not in the medians; see EXTRA in the script for sources and "
-              "what is not modelled):\n\n" + "\n".join(extra_lines))
+    def predict(s, values):
+        over = {}
+        for key, e in values.items():
+            gen, what = key
+            over.setdefault(gen, {})["moe_efficiency" if what == "moe" else f"gemm_efficiency_{what}"] = e
+        return estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], check=False,
+                        contention=s["contention"], kernel_overrides=over)
+
+    def fit(rows, key, values, lo=0.2, hi=1.0):
+        """Golden-section search of one value on ``rows`` (mean |log error|), the others fixed."""
+        if not rows:
+            return None
+
+        def loss(e):
+            v = {**values, key: e}
+            return sum(abs(math.log(predict(s, v).step_time_s / s["step_s"])) for s in rows) / len(rows)
+
+        g = (math.sqrt(5) - 1) / 2
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        fa, fb = loss(a), loss(b)
+        for _ in range(16):
+            if fa < fb:
+                hi, b, fb = b, a, fa
+                a = hi - g * (hi - lo)
+                fa = loss(a)
+            else:
+                lo, a, fa = a, b, fb
+                b = lo + g * (hi - lo)
+                fb = loss(b)
+        return round((lo + hi) / 2, 3)
+
+    for s in setups:
+        s["fitkey"] = (s["gen"], "moe") if s["group"] == "moe" else s["key"]
+    dense_keys = sorted({s["key"] for s in setups} | {("blackwell", "bf16")})
+    values = {k: 0.7 for k in dense_keys}
+    values.update({(g, "moe"): 1.0 for g in {s["gen"] for s in setups}})
+    assumed = []
+
+    def fit_all(rows_of, values):
+        v = dict(values)
+        for k in dense_keys:
+            if k != ("blackwell", "bf16"):
+                got = fit(rows_of(k), k, v)
+                v[k] = got if got is not None else v[k]
+        if ("hopper", "bf16") in v and ("blackwell", "fp8") in v and ("hopper", "fp8") in v \
+                and not rows_of(("blackwell", "bf16")):
+            v[("blackwell", "bf16")] = round(v[("hopper", "bf16")] * v[("blackwell", "fp8")] / v[("hopper", "fp8")], 3)
+        for k in [k for k in v if k[1] == "moe"]:
+            got = fit(rows_of(k), k, v, lo=0.05, hi=1.0)
+            v[k] = got if got is not None else v[k]
+        return v
+
+    values = fit_all(lambda k: [s for s in setups if s["fitkey"] == k], values)
+    assumed.append("blackwell bf16 (no dense BF16 Blackwell run): hopper bf16 x blackwell fp8 / hopper fp8")
+    for s in setups:
+        s["pred"] = predict(s, values)
+        others = [o for o in setups if o["fitkey"] == s["fitkey"] and o is not s]
+        lo, hi = (0.05, 1.0) if s["fitkey"][1] == "moe" else (0.2, 1.0)
+        e_loo = fit(others, s["fitkey"], values, lo, hi)
+        s["loo"] = predict(s, {**values, s["fitkey"]: e_loo}).step_time_s if e_loo is not None else None
+
+    lines = ["| run | group | GPU | layout | measured step (s) | in-sample | error | leave-one-out | error | fits |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    errs = {g: ([], []) for g in GROUPS}
+    for s in setups:
+        L = s["lay"]
+        e_in = s["pred"].step_time_s / s["step_s"] - 1
+        errs[s["group"]][0].append(abs(e_in))
+        loo = "-" if s["loo"] is None else f"{s['loo']:.3g}"
+        e_out = "-" if s["loo"] is None else f"{s['loo'] / s['step_s'] - 1:+.1%}"
+        if s["loo"] is not None:
+            errs[s["group"]][1].append(abs(s["loo"] / s["step_s"] - 1))
+        lay = f"tp{L.tp} cp{L.cp} pp{L.pp}" + (f"x{L.vpp}" if L.vpp > 1 else "") + f" dp{L.dp}" \
+            + (f" ep{L.ep}" if L.ep > 1 else "") + f" {L.precision}"
+        lines.append(f"| {s['run']} | {s['group']} | {s['gpu']} | {lay} | {s['step_s']:.3g} | "
+                     f"{s['pred'].step_time_s:.3g} | {e_in:+.1%} | {loo} | {e_out} | "
+                     f"{'yes' if s['pred'].fits else 'no'} |")
+    summary = ["| group | runs | median abs error in-sample | leave-one-run-out (runs with a LOO fit) |",
+               "|---|---|---|---|"]
+    for g in GROUPS:
+        i, o = errs[g]
+        if i:
+            summary.append(f"| {g} | {len(i)} | {statistics.median(i):.1%} | "
+                           + (f"{statistics.median(o):.1%} ({len(o)})" if o else "-") + " |")
+    fitted = ", ".join(f"{gen} {what} {v:.3f}" for (gen, what), v in sorted(values.items()))
+    body = ("Step time of each published run (both CSV files in `data/reference/`), predicted by `topo train`'s "
+            "operator roofline and traffic mix on the source's network. Fitted (mean |log error|; GEMM efficiency "
+            f"per generation and precision on dense runs, an MoE factor per generation on MoE runs): {fitted}. "
+            f"Assumed: {'; '.join(assumed)}. Leave-one-run-out refits the row's own value without it. "
+            "Settings per source are in the script's docstring.\n\n"
+            + "\n".join(summary) + "\n\n" + "\n".join(lines)
+            + f"\n\nWall time {time.perf_counter() - t0:.0f} s.")
     print(body)
-    update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
+    if args.fit:
+        _write_fit(values)
+    if args.write:
+        update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
+
+
+def _write_fit(values) -> None:
+    path = ROOT / "topo" / "data" / "compute" / "efficiency.toml"
+    text = path.read_text()
+    for (gen, what), v in values.items():
+        name = "moe_efficiency" if what == "moe" else f"gemm_efficiency_{what}"
+        pat = re.compile(rf"(\[{gen}\][^\[]*?{name} = )[0-9.]+", re.S)
+        text = pat.sub(lambda mo: f"{mo.group(1)}{v:.3f}", text)
+    path.write_text(text)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import TopoError
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
@@ -28,10 +30,26 @@ def register(sub) -> None:
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
+    p.add_argument("--etp", type=int, default=None, help="expert-tensor parallelism (default: tp); EP may span "
+                   "tensor and data ranks, e.g. --tp 2 --ep 64 --etp 1")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
+    p.add_argument("--recompute-modules", default=None, metavar="A,B",
+                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba)")
+    p.add_argument("--recompute-num-layers", type=int, default=None,
+                   help="with --recompute full: only the first N layers of each stage")
+    p.add_argument("--pipeline-embedding", action="store_true",
+                   help="count the embedding and the loss as pipeline layers (126 layers on pp16 x vpp8)")
+    p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
+                   help="use only N GPUs of each NVLink domain (64 of an NVL72 rack's 72)")
+    p.add_argument("--grad-bytes", type=float, default=None,
+                   help="bytes per gradient kept (default 4: fp32 main_grad, Megatron's bf16 default)")
+    p.add_argument("--grad-reduce-bytes", type=float, default=None,
+                   help="bytes per gradient in the data-parallel reduction (default: --grad-bytes)")
+    p.add_argument("--no-contention", action="store_true",
+                   help="time each dimension's collectives alone instead of as one traffic mix")
     p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
     p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
@@ -68,10 +86,33 @@ def _overlaps(items) -> dict:
     return out
 
 
+def _check_numbers(args) -> None:
+    """Numbers the parser accepts but no job has: one clear line each."""
+    if args.efficiency is not None and not 0 < args.efficiency <= 1:
+        raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
+                        key="--efficiency")
+    if args.tokens is not None and not args.tokens > 0:
+        raise TopoError(f"must be a positive number of tokens, got {args.tokens:g}", key="--tokens")
+    if args.top is not None and args.top < 1:
+        raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
+    for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
+                 "recompute_num_layers", "gpus_per_domain_used"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise TopoError(f"must be a whole number >= 1, got {v}", key="--" + name.replace("_", "-"))
+
+
 def run(args) -> int:
+    _check_numbers(args)
     fabric = fabric_from_args(args)
     model = load_model(args.model)
+    modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
+        if args.recompute_modules else None
     common = dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
+                  recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
+                  pipeline_embedding=True if args.pipeline_embedding else None,
+                  gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
+                  grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                   precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
                   micro_batch=args.micro_batch,
                   sequence_parallel=False if args.no_sequence_parallel else None,
@@ -81,13 +122,17 @@ def run(args) -> int:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
-        return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+        return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                                      contention=not args.no_contention))
     if args.global_batch is None:
-        raise TopoError("is required: sequences per optimizer step", key="global_batch")
+        what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
+        raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
+                        key="--global-batch")
     if args.search:
         gpus = args.gpus or fabric.layout.num_gpus
         fixed = {k: v for k, v in common.items() if v is not None and k not in ("recompute", "dp_sharding",
-                                                                                  "micro_batch", "rank_order")}
+                                                                                  "micro_batch", "rank_order",
+                                                                                  "etp")}
         opts = {}
         if args.recompute:
             opts["recompute"] = (args.recompute,)
@@ -98,8 +143,12 @@ def run(args) -> int:
         orders = args.rank_orders or args.rank_order
         if orders:
             opts["rank_orders"] = tuple(o.strip() for o in orders.split(",") if o.strip())
+        if args.etp:
+            opts["etps"] = (args.etp,)
+        progress = _progress() if sys.stderr.isatty() and not args.json else None
         res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
-                             efficiency=args.efficiency, **opts, **fixed)
+                             efficiency=args.efficiency, top=args.top, progress=progress,
+                             contention=not args.no_contention, **opts, **fixed)
         if args.json:
             emit_json(res.to_dict(top=args.top))
         else:
@@ -114,7 +163,17 @@ def run(args) -> int:
         sizes["dp"] = gpus // known
     lay = make_layout(global_batch=args.global_batch, **sizes, **common)
     check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
-    return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency))
+    return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                                  contention=not args.no_contention))
+
+
+def _progress():
+    """A one-line progress report on the terminal (stderr), rewritten in place."""
+    def show(done: int, total: int, what: str) -> None:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{what}: {done:,} of {total:,}{end}")
+        sys.stderr.flush()
+    return show
 
 
 def _finish(args, r) -> int:
@@ -138,6 +197,9 @@ def _print_step(r, tokens) -> None:
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
                ["component", "time", "share"], right=[False, True, True]))
+    if r.contention:
+        emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
+             + " (slowdown of each dimension's collectives from sharing links with the others)")
     emit("")
     rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
              format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
@@ -161,8 +223,8 @@ def _gb(x: float) -> str:
 def _print_search(res, top) -> None:
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
-         f"{res.rejected_memory} do not fit, {len(res.ranked)} evaluated in {res.elapsed_s:.1f} s "
-         f"({res.engine_calls} engine calls)")
+         f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
+         f"evaluated in {res.elapsed_s:.1f} s ({res.engine_calls} engine calls)")
     rows = []
     for i, r in enumerate(res.ranked[:top], 1):
         L, b = r.layout, r.breakdown_s

@@ -23,11 +23,12 @@ import plotly.graph_objects as go
 from ..training.result import BREAKDOWN_KEYS, StepResult
 from .style import ALERT_COLOR, base_layout, esc
 
-__all__ = ["step_breakdown_figure", "memory_figure", "tier_bytes_figure", "train_figures", "train_section"]
+__all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timeline_figure", "train_figures",
+           "train_section"]
 
 _COLORS = {"compute": "#009E73", "bubble": "#BBBBBB", "tp": "#0072B2", "cp": "#56B4E9", "pp": "#E69F00",
            "dp": "#D55E00", "ep": "#CC79A7", "weights": "#0072B2", "gradients": "#E69F00", "optimizer": "#CC79A7",
-           "activations": "#009E73"}
+           "activations": "#009E73", "buffers": "#999933"}
 
 
 def _label(r: StepResult) -> str:
@@ -53,7 +54,7 @@ def memory_figure(results: Sequence[StepResult]) -> go.Figure:
     """Stacked bars of memory per GPU (weights, gradients, optimizer, activations) against the GPU's capacity."""
     fig = go.Figure()
     names = [_label(r) for r in results]
-    for k in ("weights", "gradients", "optimizer", "activations"):
+    for k in ("weights", "gradients", "optimizer", "activations", "buffers"):
         vals = [getattr(r.memory, f"{k}_bytes") / 1e9 for r in results]
         fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k]))
     for r, n in zip(results, names):
@@ -69,7 +70,7 @@ def memory_figure(results: Sequence[StepResult]) -> go.Figure:
     return fig
 
 
-def tier_bytes_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
+def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier") -> go.Figure:
     """Grouped bars: bytes per step on each link level, one colour per parallel dimension (the frame of
     :func:`topo.training.tier_bytes.tier_bytes`)."""
     fig = go.Figure()
@@ -87,24 +88,50 @@ def tier_bytes_figure(loads, title: str = "The job's bytes per step on each tier
     return fig
 
 
+def timeline_figure(result: StepResult) -> go.Figure:
+    """One stage over one step (:attr:`StepResult.timeline`): a lane per activity, exposed segments solid and
+    communication hidden behind compute hatched over the compute it overlaps."""
+    from ..training.timeline import LANES
+
+    fig = go.Figure()
+    lanes = [ln for ln in LANES if any(seg["lane"] == ln for seg in result.timeline)]
+    for exposed in (True, False):
+        for lane in lanes:
+            segs = [sg for sg in result.timeline if sg["lane"] == lane and sg["exposed"] == exposed]
+            if not segs:
+                continue
+            fig.add_trace(go.Bar(
+                name=f"{lane}{'' if exposed else ' (hidden)'}", y=[lane] * len(segs),
+                x=[sg["end_s"] - sg["start_s"] for sg in segs], base=[sg["start_s"] for sg in segs],
+                orientation="h", marker_color=_COLORS.get(lane, "#777777"),
+                marker_pattern_shape="" if exposed else "/", opacity=1.0 if exposed else 0.45,
+                hovertext=[esc(f"{sg['label']}: {sg['start_s']:.3f} to {sg['end_s']:.3f} s") for sg in segs],
+                hoverinfo="text"))
+    fig.update_layout(**base_layout(f"One stage, one step: {esc(_label(result).replace('<br>', ', '))}",
+                                    120 + 40 * len(lanes)), barmode="overlay", xaxis_title="seconds into the step")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)))
+    return fig
+
+
 def train_figures(results: Sequence[StepResult], loads=None) -> list[go.Figure]:
-    """The report section's figures, in order."""
+    """The report section's figures, in order: breakdown, memory, bytes per tier, then each job's timeline."""
     figs = [step_breakdown_figure(results), memory_figure(results)]
     if loads is not None and len(loads):
-        figs.append(tier_bytes_figure(loads))
+        figs.append(tier_loads_figure(loads))
+    figs += [timeline_figure(r) for r in results if r.timeline]
     return figs
 
 
 def train_section(results: Sequence[StepResult], loads, div) -> str:
     """The report's "Training job" section (``topo report --train M --layout L``): ``div(figure, kind)`` places
-    a figure (the page's own helper); ``loads`` is the concatenated
-    :func:`topo.training.tier_bytes.tier_bytes` frame."""
+    a figure (the page's own helper); ``loads`` is the concatenated :func:`topo.training.tier_bytes.tier_bytes` frame."""
     import html
 
     e = html.escape
     figs = train_figures(results, loads)
-    cells = "".join(f'<div class="cell">{div(f, k)}</div>' for f, k in zip(figs, ("train-step", "train-memory",
-                                                                                 "train-loads")))
+    kinds = ["train-step", "train-memory"] + (["train-loads"] if loads is not None and len(loads) else [])
+    kinds += [f"train-timeline-{i}" for i in range(len(figs) - len(kinds))]
+    cells = "".join(f'<div class="cell">{div(f, k)}</div>' for f, k in zip(figs, kinds))
     rows = ["<table><tr><th class=\"l\">job</th><th>step</th><th>tokens/s</th><th>TFLOP/s per GPU</th><th>MFU</th>"
             "<th>memory per GPU</th><th class=\"l\">bound by</th></tr>"]
     for r in results:
@@ -117,7 +144,8 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
                     f'<td class="l">{bound}</td></tr>')
     rows.append("</table>")
     lead = ("One training step of the job on each cluster (<code>topo train</code>): compute, exposed communication "
-            "per parallel dimension and the pipeline bubble; memory per GPU; the bytes the step puts on each tier.")
-    grid = f'style="grid-template-columns: repeat({len(figs)}, minmax(0, 1fr));"'
+            "per parallel dimension and the pipeline bubble; memory per GPU; the bytes the step puts on each tier; "
+            "the timeline of one stage over one step (communication hidden behind compute hatched).")
+    grid = f'style="grid-template-columns: repeat({min(len(figs), 3)}, minmax(0, 1fr));"'
     return (f'<section id="train"><h2>Training job</h2><p class="lead">{lead}</p>{"".join(rows)}'
             f'<div class="grid" {grid}>{cells}</div></section>')

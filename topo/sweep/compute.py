@@ -185,7 +185,7 @@ def _train(fabric, point: dict):
     lay = _layout(fabric, point)
     r = estimate_step(fabric, model, lay, efficiency=point.get("efficiency"))
     b = r.breakdown_s
-    comm = {k: v for k, v in b.items() if k not in ("compute", "bubble")}
+    comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
     return r, {"step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,

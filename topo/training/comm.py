@@ -5,11 +5,11 @@ engine as ``ranks=M.ravel(), groups=M.shape[0], group_layout="blocked", rank_ord
 groups share are loaded by all of them together.
 
 Speed: routing is the expensive part and a size after it is arithmetic, so each (collective, group matrix) is
-routed and costed once (:func:`topo.estimate.evaluate`) and cached; every size is then read exactly from the
+routed and costed once (:func:`topo.engine.estimate.evaluate`) and cached; every size is then read exactly from the
 cached evaluation (no interpolation). A search over hundreds of layouts reuses the same few matrices.
 
 A reduce-scatter and an all-gather of the same size on the same groups take the same time and load the same
-links in the engine (NCCL runs both as a ring of p - 1 steps of S/p; checked by ``tests/test_workload_comm.py``
+links in the engine (NCCL runs both as a ring of p - 1 steps of S/p; checked by ``tests/test_training_comm.py``
 on four bundled fabrics), so the adapter routes one curve for both (``SAME_CURVE``): at 100k GPUs each routing
 costs about a second.
 
@@ -54,6 +54,7 @@ class CommEngine:
         self.algorithm = algorithm
         self._curves: dict[tuple, Evaluation] = {}
         self.engine_calls = 0
+        self.mix_cache: dict[tuple, dict] = {}  # the step's traffic mix per members (topo.training.step)
 
     @staticmethod
     def signature(groups: np.ndarray) -> tuple:
@@ -88,7 +89,7 @@ class CommEngine:
 
     def link_loads(self, collective: str, groups: np.ndarray, size_bytes: float):
         """Per directed link bytes of one such collective at ``size_bytes`` (a pandas frame, as
-        :meth:`topo.engine.results.EstimateResult.link_loads`)."""
+        :meth:`topo.results.EstimateResult.link_loads`)."""
         ev = self._curve(collective, np.asarray(groups))
         t, name, *_ = ev.time(size_bytes)
         frame = LinkTable.of(self.fabric).frame(ev.link_bytes(size_bytes, name), t)

@@ -1,13 +1,18 @@
 """Mapping a layout onto GPU ids: each parallel dimension's group matrix ``[num_groups, group_size]``.
 
-The job's GPUs are ``first_gpu .. first_gpu + gpus - 1`` (GPU ids are packed by NVLink domain, server, unit,
-pod: see :mod:`topo.placement`). The rank order lists dimensions from the fastest-varying GPU id to the slowest;
+The job's ranks are laid on GPUs ``first_gpu ..`` packed by NVLink domain, server, unit, pod (see
+:mod:`topo.engine.placement`); with ``gpus_per_domain_used = N`` only the first N GPUs of each domain are used
+(64 of an NVL72 rack's 72). The rank order lists dimensions from the fastest-varying rank to the slowest;
 Megatron-LM's default ``tp-cp-ep-dp-pp`` puts a TP group on consecutive GPUs (one NVLink domain), then CP, then
-the experts' replicas, then data parallelism, and pipeline stages outermost (stage k = one block of GPUs).
+data parallelism, and pipeline stages outermost (stage k = one block of GPUs). ``ep`` in the order is accepted
+for Megatron's spelling and has no axis of its own: experts are folded over the ranks of each stage as
+Megatron-Core does (``MoE parallel folding``): a stage's ranks, TP fastest, then CP, then DP, read as
+``[edp, ep, etp]`` (etp fastest). So with etp = tp an EP group strides over data ranks (the old "EP carved out of
+DP"), and with etp = 1 it runs over tensor and data ranks (TP2 EP64 DP32).
 
-``dp`` (dense weights' replicas) is the pair of axes ``ep`` x ``dp/ep`` (expert parallelism is carved out of
-data parallelism); ``edp`` (the experts' replicas) is the ``dp/ep`` axis alone. Every matrix is built with
-numpy reshapes and transposes, never a loop per GPU.
+Groups: ``tp``, ``cp``, ``pp``, ``dp`` (dense weights' replicas), ``dpcp`` (data x context: the distributed
+optimizer's and the gradient reduction's group), ``ep``, ``etp``, ``edp`` (experts' replicas). Every matrix is
+built with numpy reshapes and transposes, never a loop per GPU.
 """
 
 from __future__ import annotations
@@ -21,45 +26,71 @@ from .parallel import ParallelLayout
 
 __all__ = ["Mapping", "map_layout"]
 
+_DENSE = ("tp", "cp", "dp", "pp")
+
 
 @dataclass(frozen=True)
 class Mapping:
-    """GPU ids of a job as an array with one axis per dimension (in rank order, fastest last)."""
+    """GPU ids of a job as an array with one axis per dense dimension (slowest first) and the expert view.
 
-    grid: np.ndarray  # axes: reversed rank order (slowest first), sizes of tp, cp, ep, edp, pp
-    axes: tuple[str, ...]  # axis names of ``grid``
+    Attributes
+    ----------
+    grid : numpy.ndarray
+        GPU ids, axes ``axes`` (the rank order reversed: slowest first) of sizes tp, cp, dp, pp.
+    experts : numpy.ndarray
+        GPU ids ``[pp, edp, ep, etp]``.
+    """
+
+    grid: np.ndarray
+    axes: tuple[str, ...]
+    experts: np.ndarray
     gpus_per_domain: int
 
     def groups(self, dim: str) -> np.ndarray:
-        """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (tp, cp, ep, edp, pp, or dp = ep x edp).
-
-        Ranks inside a group follow the grid (the fastest-varying member first)."""
-        names = ("ep", "edp") if dim == "dp" else (dim,)
-        idx = [self.axes.index(n) for n in names]
+        """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (see the module doc). Ranks inside a group
+        follow the grid (the fastest-varying member first)."""
+        if dim in ("ep", "etp", "edp"):
+            ax = {"edp": 1, "ep": 2, "etp": 3}[dim]
+            rest = [i for i in range(4) if i != ax]
+            return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
+        names = {"dpcp": ("cp", "dp")}.get(dim, (dim,))
+        idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
-        # members ordered slowest-first among the chosen axes, so rank r+1 is the next GPU id in that dimension
-        moved = np.transpose(self.grid, rest + sorted(idx))
+        moved = np.transpose(self.grid, rest + idx)
         size = int(np.prod([self.grid.shape[i] for i in idx]))
         return moved.reshape(-1, size)
 
     def domains_spanned(self, dim: str) -> int:
-        """NVLink domains one group of ``dim`` spans (the first group; groups are alike under packing)."""
-        g = self.groups(dim)[0]
-        return int(np.unique(g // self.gpus_per_domain).size)
+        """NVLink domains the widest group of ``dim`` spans."""
+        d = np.sort(self.groups(dim) // self.gpus_per_domain, axis=1)
+        return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
-    """Lay ``lay``'s dimensions onto GPU ids in its rank order."""
+    """Lay ``lay``'s dimensions onto GPU ids in its rank order (see the module doc).
+
+    Raises
+    ------
+    TopoError
+        The job does not fit in the fabric, or a TP group spans NVLink domains without ``tp_across_domains``.
+    """
     n = lay.gpus
-    if lay.first_gpu + n > num_fabric_gpus:
-        raise TopoError(f"the job needs GPUs {lay.first_gpu} to {lay.first_gpu + n - 1}, but the fabric has "
-                        f"{num_fabric_gpus}", source="layout", key="gpus")
-    sizes = {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "edp": lay.dp // lay.ep, "pp": lay.pp}
-    order = ["edp" if d == "dp" else d for d in lay.order()]  # fastest first; the dp axis holds dp / ep
+    used = lay.gpus_per_domain_used or gpus_per_domain
+    ranks = np.arange(n, dtype=np.int64)
+    ids = lay.first_gpu + (ranks // used) * gpus_per_domain + ranks % used
+    last = int(ids[-1]) if n else 0
+    if last >= num_fabric_gpus:
+        how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
+        raise TopoError(f"the job needs GPUs {lay.first_gpu} to {last}{how}, but the fabric has {num_fabric_gpus}",
+                        source="layout", key="gpus")
+    sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
+    order = [d for d in lay.order() if d in _DENSE]
     axes = tuple(reversed(order))
-    ids = np.arange(lay.first_gpu, lay.first_gpu + n, dtype=np.int64)
     grid = ids.reshape([sizes[a] for a in axes])
-    mapping = Mapping(grid=grid, axes=axes, gpus_per_domain=gpus_per_domain)
+    # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
+    stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
+    experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
+    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain)
     if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "

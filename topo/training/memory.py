@@ -1,50 +1,67 @@
-"""Memory per GPU of a training job: weights, gradients, optimizer state, activations (busiest stage).
+"""Memory per GPU of a training job: weights, gradients, optimizer state, activations, on every pipeline stage.
 
 Model state (Rajbhandari et al. 2020, ZeRO): ``weight_bytes`` + ``grad_bytes`` + ``optimizer_bytes`` per
-parameter (2 + 2 + 12 by default); ZeRO-1 shards the optimizer over data parallelism, ZeRO-2 (and FSDP's
-SHARD_GRAD_OP) also the gradients, ZeRO-3 / FSDP also the weights (plus two layers gathered at a time). A GPU
-holds ``1 / tp`` of its stage's layers and embedding; experts are split over ``ep x tp`` and sharded over the
-experts' replicas (``dp / ep``).
+parameter; the default is Megatron-LM's bf16 mixed precision: bf16 weights (2), fp32 gradients (``main_grad``,
+4) and fp32 main weights and two Adam moments (12), 18 bytes per parameter. The distributed optimizer (ZeRO-1)
+shards the optimizer over the data x context parallel ranks (Megatron shards over its ``dp-cp`` group); ZeRO-2
+and FSDP's SHARD_GRAD_OP also the gradients; ZeRO-3 / FSDP also the weights, plus the layers gathered at a time
+(the one computing and the one prefetched: two units of the stage, :func:`gathered_unit_bytes`). A GPU holds
+``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
+replicas (``edp``).
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4,
 Table 2), bytes per layer per micro-batch of ``b`` sequences of ``s`` tokens, 16-bit: with tensor and sequence
 parallelism ``s b h (34 + 5 a s / h) / t``; selective recomputation drops the ``5 a s / h`` (attention scores)
-term, as does fused (flash) attention; full recomputation keeps only the layer's input, ``2 s b h / t``; without sequence parallelism the 10 of
-the 34 held by norms and dropouts are not divided by t. The 34 is the GPT layer (multi-head attention, 4h GeLU
-MLP, dropout); here it is taken apart so other shapes follow: attention ``2 + 2 + 4 kv d / h + 2 + 1`` (input,
-Q, K and V, the output projection's input, a dropout mask = 11 for MHA), MLP ``2 + 2 k f / h + 1`` (input,
-``k`` = 2 (GeLU) or 3 (SwiGLU) f-wide intermediates, mask = 19 for GeLU at f = 4h), two norms 4; a model without
-dropout (``dropout = false``) has no masks (32 instead of 34) and stores ``2 a s / h`` of scores, not 5. An MoE layer's
-MLP activations count once per routed and shared expert a token visits. Context parallelism divides ``s``.
-The first pipeline stage holds the most: with 1F1B, ``min(m, p)`` micro-batches of its layers, times
-``1 + (p - 1) / (p v)`` when interleaved (Korthikanti et al., sec. 4.2.3); the output layer's fp32 logits
-``4 s b V / t`` count when there is one stage.
+term, as does fused (flash) attention; full recomputation keeps only the layer's input, ``2 s b h / t``; without
+sequence parallelism the 10 of the 34 held by norms and dropouts are not divided by t. The 34 is the GPT layer
+taken apart per block so other shapes follow: attention ``2 + 2 + 4 kv d / h + 2 + 1`` (input, Q, K and V, the
+output projection's input, a dropout mask: 11 for MHA), MLP ``2 + 2 k f / h + 1`` (input, ``k`` f-wide
+intermediates, mask: 19 for GeLU at f = 4h), two norms 4 (2 per block); no dropout: no masks, and ``2 a s / h``
+of scores instead of 5; under FP8 a linear layer's saved input is its 1-byte cast. An MoE block stores its MLP part once per routed and shared expert a token visits plus
+the permuted copies of its input; a Mamba-2 block its in_proj output, convolution output, scan output and gated
+norm output. Per-module recomputation (``recompute_modules``) keeps only the module's input; full recomputation
+of ``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
+
+In flight: stage ``i`` of ``p`` holds ``p - i`` micro-batches under 1F1B; interleaved with ``v`` chunks per GPU
+it holds ``2 (p - i - 1) + (v - 1) p + 1`` chunk-micro-batches (Megatron-LM's warm-up count plus the one
+running; the same as Korthikanti's ``L (1 + (p - 1)/(p v))`` on the first stage), never more than ``m v``. The
+last stage also holds the fp32 logits of one micro-batch, ``4 s b V / t``. The reported breakdown is the stage
+that needs the most.
+
+Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) comes out
+about 9 GB over 80 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the second stage
+(0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable number of contiguous
+micro-batches) and freeing each stage's input and output tensors early; this module models Megatron's schedule,
+under which plain 1F1B needs 71 GB. The gap is that schedule's in-flight activations, not a missing term.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
 from .model import ModelSpec
 
-__all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu"]
+__all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
+           "stage_params", "gathered_unit_bytes", "block_activation_bytes"]
 
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes per GPU on the busiest stage, and whether they fit."""
+    """Bytes per GPU on the stage that needs the most, and whether they fit."""
 
     weights_bytes: float
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
     capacity_bytes: float
+    buffers_bytes: float = 0.0  # gathered FSDP units, communication buffers
+    stage: int = 0
 
     @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.buffers_bytes)
 
     @property
     def fits(self) -> bool:
@@ -61,66 +78,155 @@ class MemoryBreakdown:
         return d
 
 
-def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]:
-    """(dense, expert) parameters one GPU of the busiest stage holds, before any ZeRO sharding: the first
-    stage's layer count and embedding, with as many MoE layers as fit in it."""
-    layers = math.ceil(model.layers / lay.pp)
-    moe_layers = min(layers, model.num_moe_layers)  # the stage with the most experts (as in flops.stage_flops)
-    emb = model.vocab * model.hidden * (2 if lay.pp == 1 and not model.tied_embeddings else 1)
-    dense = (layers * (model.attention_params + model.norm_params) + (layers - moe_layers) * model.dense_mlp_params
-             + emb) / lay.tp
-    expert = 0.0
-    if model.moe is not None:
-        m = model.moe
-        expert = moe_layers * m.experts * model.expert_params / (lay.ep * lay.tp)
-        dense += moe_layers * (m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts)
+def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[float, float]:
+    """(dense, expert) parameters of one pipeline unit on one GPU (before ZeRO sharding)."""
+    if unit == "embedding":
+        return model.vocab * model.hidden / lay.tp, 0.0
+    if unit == "logits":
+        own = 0 if (model.tied_embeddings and lay.pp == 1) else model.vocab * model.hidden
+        return (own + model.hidden) / lay.tp, 0.0
+    dense = expert = 0.0
+    for k in unit:
+        if k == "E":
+            m = model.moe
+            expert += m.experts * model.expert_params / (lay.ep * lay.expert_tp)
+            dense += m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts + model.hidden
+        else:
+            dense += model.block_params(k) / lay.tp
     return dense, expert
 
 
-def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
-    """One layer, one micro-batch, on one GPU (Korthikanti et al. 2022, generalized as the module says)."""
+def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
+    """Per stage: (dense, expert, largest unit) parameters one GPU holds, before ZeRO sharding."""
+    from .operators import pipeline_units
+
+    out = []
+    memo: dict[str, tuple[float, float]] = {}
+    for units in pipeline_units(model, lay):
+        d = e = big = 0.0
+        for u in units:
+            ab = memo.get(u)
+            if ab is None:
+                ab = memo[u] = _unit_params(model, lay, u)
+            d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
+        out.append((d, e, big))
+    return out
+
+
+def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]:
+    """(dense, expert) parameters one GPU of the stage with the most holds, before any ZeRO sharding."""
+    rows = stage_params(model, lay)
+    d, e, _ = max(rows, key=lambda r: r[0] + r[1])
+    return d, e
+
+
+def gathered_unit_bytes(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Bytes of the largest unit's weights (a layer, or the embedding) one GPU gathers under ZeRO-3 / FSDP."""
+    return max(r[2] for r in stage_params(model, lay)) * lay.weight_bytes
+
+
+def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> float:
+    """Bytes one block of ``kind`` stores for the backward pass, one micro-batch, one GPU (see the module doc)."""
     s = (lay.seq_len or model.seq_len) / lay.cp
     b, h, t = lay.micro_batch, model.hidden, lay.tp
     sbh = s * b * h
-    if lay.recompute == "full":
-        return 2 * sbh / (t if lay.sequence_parallel else 1)
-    kv_frac = model.num_kv_heads * model.head_dim / h
+    sp = lay.sequence_parallel or t == 1
     mask = 1 if model.dropout else 0
-    attn = 2 + 2 + 4 * kv_frac + 2 + mask
-    k = model.mlp_matrices
-    mlp = 2 + 2 * k * model.ffn_hidden / h + mask
-    if model.moe is not None:
-        m = model.moe
-        moe_mlp = 2 + (m.active_experts + m.shared_experts) * 2 * k * m.expert_ffn_hidden / h + mask
-        share = model.num_moe_layers / model.layers
-        mlp = (1 - share) * mlp + share * moe_mlp
-    norms = 4
-    linear = attn + mlp + norms  # 34 for a GPT layer
-    scores = 0.0 if lay.recompute == "selective" or lay.flash_attention else (5 if model.dropout else 2) * \
-        model.heads * s / h  # softmax output 2 bytes (+ dropout mask 1 and output 2)
-    if lay.sequence_parallel or t == 1:
-        return sbh * (linear + scores) / t
-    # without SP the norms and dropouts (10 of the GPT's 34) are replicated on every TP rank
-    rep = 10 if model.dropout else 8
-    return sbh * (rep + (linear - rep) / t + scores / t)
+    mods = set(lay.recompute_modules)
+    norm = 0.0 if "layernorm" in mods else 2.0
+    x = 1.0 if lay.precision == "fp8" else 2.0  # a linear layer's saved input (FP8: Transformer Engine keeps the cast)
+    if kind == "*":
+        kv_frac = model.num_kv_heads * model.head_dim / h
+        if model.attention.kind == "mla":
+            a = model.attention
+            kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
+        lin = x + 2 + 4 * kv_frac + x + mask
+        scores = 0.0
+        if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
+            scores = (5 if model.dropout else 2) * model.heads * s / h
+        if "core_attn" in mods:
+            lin -= x  # the attention output (the projection's input) is recomputed
+        replicated = norm + x + mask  # without SP the norm's output, its input and the mask are on every rank
+        rest = lin - x - mask
+    elif kind in "-E":
+        k = model.mlp_matrices
+        per_f = 2 * (k - 1) + x  # k f-wide intermediates; the last is fc2's input
+        if kind == "-":
+            inner = per_f * model.ffn_hidden / h
+            mod = "mlp"
+        else:
+            m = model.moe
+            inner = (m.active_experts + m.shared_experts) * per_f * m.expert_ffn_hidden / h + x * m.active_experts
+            mod = "moe"
+        if mod in mods:
+            inner = 0.0
+        elif kind == "E" and "moe_act" in mods:
+            inner *= (k - 1) / k
+        replicated = norm + x + mask
+        rest = inner
+        scores = 0.0
+    else:  # Mamba-2
+        mb = model.mamba
+        di, gN = model.mamba_inner, 2 * mb.groups * mb.d_state
+        inner = 0.0 if "mamba" in mods else 2 * (2 * di + gN + model.mamba_heads + (di + gN) + 2 * di) / h
+        replicated, rest, scores = norm + 2, inner, 0.0
+    if sp:
+        return sbh * (replicated + rest + scores) / t
+    return sbh * (replicated + (rest + scores) / t)
+
+
+def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
+    """One average layer, one micro-batch, on one GPU (Korthikanti et al. 2022, generalized as the module
+    says); under full recomputation, its input only."""
+    s = (lay.seq_len or model.seq_len) / lay.cp
+    if lay.recompute == "full" and lay.recompute_num_layers is None:
+        return 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
+    total = sum(block_activation_bytes(model, lay, k) for layer in model.blocks for k in layer)
+    return total / model.layers
+
+
+def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
+    p, v, m = lay.pp, lay.vpp, lay.microbatches
+    if v == 1:
+        return min(m, p - stage)
+    return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
 
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
-    dense, expert = params_per_gpu(model, lay)
-    dp, edp = lay.dp, lay.dp // lay.ep
+    """Memory of every stage of ``lay`` (see the module doc); the stage that needs the most is returned."""
+    from .operators import pipeline_units
+
+    dpcp, edp = lay.dp * lay.cp, lay.expert_dp
     z = lay.zero_stage
-    w = dense * lay.weight_bytes / (dp if z >= 3 else 1) + expert * lay.weight_bytes / (edp if z >= 3 else 1)
-    if z >= 3:  # two layers' weights gathered at a time (the one computing, the one prefetched)
-        w += 2 * (dense + expert) / max(1, math.ceil(model.layers / lay.pp)) * lay.weight_bytes
-    g = dense * lay.grad_bytes / (dp if z >= 2 else 1) + expert * lay.grad_bytes / (edp if z >= 2 else 1)
-    o = dense * lay.optimizer_bytes / (dp if z >= 1 else 1) + expert * lay.optimizer_bytes / (edp if z >= 1
-                                                                                                else 1)
-    layers = math.ceil(model.layers / lay.pp)
-    p, m, v = lay.pp, lay.microbatches, lay.vpp
-    in_flight = min(m, p) * (1 + (p - 1) / (p * v) if v > 1 and m >= p else 1)
-    act = activation_bytes_per_layer(model, lay) * layers * in_flight
-    if p == 1:
-        s = (lay.seq_len or model.seq_len) / lay.cp
-        act += 4 * s * lay.micro_batch * model.vocab / lay.tp
-    return MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                           capacity_bytes=capacity_bytes)
+    s = (lay.seq_len or model.seq_len) / lay.cp
+    full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
+    per_kind = {k: block_activation_bytes(model, lay, k) for k in "*-EM" if model.count(k)}
+    per_unit: dict[str, float] = {}
+    best = None
+    stages = pipeline_units(model, lay)
+    for i, (units, (dense, expert, big)) in enumerate(zip(stages, stage_params(model, lay))):
+        w = dense * lay.weight_bytes / (dpcp if z >= 3 else 1) + expert * lay.weight_bytes / (edp if z >= 3 else 1)
+        buf = 2 * big * lay.weight_bytes if z >= 3 else 0.0
+        g = dense * lay.grad_bytes / (dpcp if z >= 2 else 1) + expert * lay.grad_bytes / (edp if z >= 2 else 1)
+        o = dense * lay.optimizer_bytes / (dpcp if z >= 1 else 1) + expert * lay.optimizer_bytes / (edp if z >= 1
+                                                                                                    else 1)
+        act_stage, layer_i = 0.0, 0
+        for u in units:
+            if u in ("embedding", "logits"):
+                continue
+            if lay.recompute == "full" and (lay.recompute_num_layers is None or layer_i < lay.recompute_num_layers):
+                act_stage += full_input
+            else:
+                a = per_unit.get(u)
+                if a is None:
+                    a = per_unit[u] = sum(per_kind[k] for k in u)
+                act_stage += a
+            layer_i += 1
+        act = act_stage / lay.vpp * _in_flight_chunks(lay, i)
+        if "logits" in units:
+            act += 4 * s * lay.micro_batch * model.vocab / lay.tp
+        mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
+                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i)
+        if best is None or mem.total_bytes > best.total_bytes:
+            best = mem
+    return best

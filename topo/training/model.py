@@ -1,9 +1,13 @@
 """A transformer's shape (a TOML file in ``topo/data/models/``): validated, with its parameter counts.
 
 A model file gives layers, hidden, FFN hidden, heads, KV heads, vocabulary and sequence length, the MLP kind
-(``gelu``: 2 matrices, ``swiglu``: 3), optionally Multi-head Latent Attention (``[attention] kind = "mla"``) and
-a mixture of experts (``[moe]``: experts, active experts per token, shared experts, their FFN size, how many
-leading layers stay dense). Every bundled file cites its source; unpublished figures say so in ``status``.
+(``gelu``: 2 matrices, ``swiglu``: 3, ``relu2``: squared ReLU, 2), optionally Multi-head Latent Attention
+(``[attention] kind = "mla"``), a mixture of experts (``[moe]``: experts, active experts per token, shared
+experts, their FFN size, how many leading layers stay dense, and node-limited routing ``max_nodes_per_token``)
+and Mamba-2 state-space mixers (``[mamba]``, with ``layer_pattern``: one character per layer, ``M`` Mamba-2,
+``*`` attention, ``-`` MLP, ``E`` MoE, as Megatron-LM's ``hybrid_override_pattern`` writes Nemotron-H; a
+transformer without a pattern has layers of ``*-`` or ``*E``). Every bundled file cites its source; unpublished
+figures say so in ``status``.
 
 Parameter counts (weights only; biases and norm gains are counted as 2 h per layer, embeddings as V h, the
 output projection as another V h unless tied) are what FLOPs (:mod:`topo.training.flops`) and memory
@@ -23,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import TopoError
 from ..resources import data_dir
 
-__all__ = ["ModelSpec", "MoeSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
+__all__ = ["ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
@@ -67,12 +71,30 @@ class MoeSpec(_Strict):
     expert_ffn_hidden: PositiveInt
     dense_layers: Annotated[int, Field(strict=True, ge=0)] = 0
     """Leading layers with a dense FFN (``ffn_hidden``) instead of experts."""
+    max_nodes_per_token: PositiveInt | None = None
+    """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
+    once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""
 
     @model_validator(mode="after")
     def _k_le_e(self):
         if self.active_experts > self.experts:
             raise ValueError(f"active_experts ({self.active_experts}) must be <= experts ({self.experts})")
         return self
+
+
+class MambaSpec(_Strict):
+    """A Mamba-2 mixer (Dao and Gu 2024, "Transformers are SSMs", arXiv 2405.21060): ``in_proj`` to
+    ``2 d_inner + 2 groups d_state + heads``, a causal depthwise convolution of ``conv_kernel`` over
+    ``d_inner + 2 groups d_state`` channels, the chunked state-space scan, a gated norm and ``out_proj``."""
+
+    d_state: PositiveInt
+    head_dim: PositiveInt = 64
+    num_heads: PositiveInt | None = None
+    """SSM heads; ``d_inner = num_heads x head_dim`` (default ``expand x hidden``)."""
+    expand: PositiveInt = 2
+    groups: PositiveInt = 8
+    conv_kernel: PositiveInt = 4
+    chunk_size: PositiveInt = 256
 
 
 class ModelSpec(_Strict):
@@ -95,16 +117,34 @@ class ModelSpec(_Strict):
     vocab: PositiveInt
     seq_len: PositiveInt
     """Pre-training sequence length (a layout may override it)."""
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "relu2"] = "gelu"
     tied_embeddings: bool = False
     dropout: bool = False
     """The layers apply dropout (GPT-2/3, Megatron's GPTs: true; Llama 3, DeepSeek-V3: false): its masks are
     activations (1 byte per element after attention and after the MLP, Korthikanti et al. 2022)."""
     attention: AttentionSpec = AttentionSpec()
     moe: MoeSpec | None = None
+    mamba: MambaSpec | None = None
+    layer_pattern: str | None = None
+    """One character per layer: ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP, ``E`` MoE (Megatron-LM's
+    ``hybrid_override_pattern``); ``layers`` must equal its length. Default: every layer attention + MLP (MoE
+    after ``moe.dense_layers``)."""
 
     @model_validator(mode="after")
     def _shape(self):
+        if self.layer_pattern is not None:
+            bad = sorted(set(self.layer_pattern) - set("M*-E"))
+            if bad:
+                raise ValueError(f"layer_pattern: unknown layer kind {bad[0]!r}; allowed: M (Mamba-2), * "
+                                 f"(attention), - (MLP), E (MoE)")
+            if len(self.layer_pattern) != self.layers:
+                raise ValueError(f"layer_pattern has {len(self.layer_pattern)} layers, layers is {self.layers}")
+            if "M" in self.layer_pattern and self.mamba is None:
+                raise ValueError("layer_pattern has Mamba-2 layers (M) but the file has no [mamba] table")
+            if "E" in self.layer_pattern and self.moe is None:
+                raise ValueError("layer_pattern has MoE layers (E) but the file has no [moe] table")
+        elif self.mamba is not None:
+            raise ValueError("a [mamba] table needs a layer_pattern saying which layers are Mamba-2 (M)")
         kv = self.kv_heads or self.heads
         if self.heads % kv:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
@@ -129,13 +169,69 @@ class ModelSpec(_Strict):
         """Weight matrices of one FFN: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
         return 3 if self.mlp == "swiglu" else 2
 
+    @cached_property
+    def blocks(self) -> tuple[str, ...]:
+        """Each layer's blocks in order (``"*-"``: attention then MLP; ``"M"``: one Mamba-2 mixer; ...)."""
+        if self.layer_pattern is not None:
+            return tuple(self.layer_pattern)
+        dense = 0 if self.moe is None else self.moe.dense_layers
+        return tuple("*-" if (self.moe is None or i < dense) else "*E" for i in range(self.layers))
+
+    def count(self, kind: str) -> int:
+        """Blocks of ``kind`` (``*``, ``-``, ``E``, ``M``) in the whole model."""
+        return sum(b.count(kind) for b in self.blocks)
+
     @property
     def num_moe_layers(self) -> int:
-        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+        return self.count("E")
 
     @property
     def num_dense_layers(self) -> int:
-        return self.layers - self.num_moe_layers
+        """Blocks with a dense MLP."""
+        return self.count("-")
+
+    @property
+    def num_attention_layers(self) -> int:
+        return self.count("*")
+
+    @property
+    def num_mamba_layers(self) -> int:
+        return self.count("M")
+
+    @property
+    def mamba_inner(self) -> int:
+        """``d_inner = expand x hidden`` of a Mamba-2 mixer (0 without one)."""
+        if self.mamba is None:
+            return 0
+        mb = self.mamba
+        return mb.num_heads * mb.head_dim if mb.num_heads else mb.expand * self.hidden
+
+    @property
+    def mamba_heads(self) -> int:
+        return 0 if self.mamba is None else self.mamba_inner // self.mamba.head_dim
+
+    @cached_property
+    def mamba_params(self) -> int:
+        """Weights of one Mamba-2 mixer: in_proj, the convolution, A/D/dt biases, the gated norm, out_proj."""
+        if self.mamba is None:
+            return 0
+        mb, di = self.mamba, self.mamba_inner
+        conv_ch = di + 2 * mb.groups * mb.d_state
+        in_proj = self.hidden * (2 * di + 2 * mb.groups * mb.d_state + self.mamba_heads)
+        return in_proj + conv_ch * mb.conv_kernel + 3 * self.mamba_heads + di + di * self.hidden
+
+    def block_params(self, kind: str, active: bool = False) -> int:
+        """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only)."""
+        h = self.hidden
+        if kind == "*":
+            return self.attention_params + h
+        if kind == "-":
+            return self.dense_mlp_params + h
+        if kind == "M":
+            return self.mamba_params + h
+        m = self.moe
+        n = m.active_experts if active else m.experts
+        return (n + m.shared_experts) * self.expert_params + h * m.experts + h
 
     @property
     def qk_dim(self) -> int:
@@ -181,20 +277,13 @@ class ModelSpec(_Strict):
     @cached_property
     def total_params(self) -> int:
         """Every weight (all experts)."""
-        m = self.moe
-        moe = 0 if m is None else self.num_moe_layers * ((m.experts + m.shared_experts) * self.expert_params
-                                                          + self.hidden * m.experts)
-        return (self.layers * (self.attention_params + self.norm_params) + self.num_dense_layers
-                * self.dense_mlp_params + moe + self.embedding_params)
+        return sum(self.count(k) * self.block_params(k) for k in "*-EM" if self.count(k)) + self.embedding_params
 
     @cached_property
     def active_params(self) -> int:
         """Weights one token goes through (routed top-k plus shared experts), with embeddings."""
-        m = self.moe
-        moe = 0 if m is None else self.num_moe_layers * ((m.active_experts + m.shared_experts) * self.expert_params
-                                                          + self.hidden * m.experts)
-        return (self.layers * (self.attention_params + self.norm_params) + self.num_dense_layers
-                * self.dense_mlp_params + moe + self.embedding_params)
+        return (sum(self.count(k) * self.block_params(k, active=True) for k in "*-EM" if self.count(k))
+                + self.embedding_params)
 
     @property
     def sources(self) -> list[str]:
@@ -213,6 +302,10 @@ def bundled_models() -> list[str]:
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model by bundled name (``llama3-405b``) or TOML path; bad files raise TopoError with file and key."""
     p = Path(name_or_path)
+    if p.exists() and not p.is_file():
+        raise TopoError("is not a regular file (a directory, device or pipe); give a model TOML file or a "
+                        f"bundled model name ({', '.join(bundled_models())})", source=str(name_or_path),
+                        key="model")
     if not p.is_file():
         stem = p.name[:-5] if p.name.endswith(".toml") else p.name
         p = models_dir() / f"{stem}.toml"
@@ -227,6 +320,8 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise TopoError(f"invalid TOML: {exc}", source=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopoError(f"cannot read the model file: {getattr(exc, 'strerror', None) or exc}", source=source) from None
     return model_from_dict(data, source)
 
 

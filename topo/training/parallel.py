@@ -4,8 +4,10 @@ Dimensions (Megatron-LM's names): ``tp`` tensor parallelism (with sequence paral
 context parallelism, ``pp`` pipeline stages (``vpp`` interleaved virtual stages per GPU, 1F1B schedule), ``dp``
 data parallelism (the dense weights' replicas; ``dp_sharding``: none, zero1, zero2, zero3/fsdp, or
 fsdp_grad_op, PyTorch's SHARD_GRAD_OP: gradients and optimizer sharded, weights gathered once per step and kept,
-as Llama 3 ran), ``ep`` expert parallelism, carved out of ``dp`` as Megatron does (experts' replicas: dp / ep).
-``tp * cp * pp * dp`` = the job's GPUs.
+as Llama 3 ran). ``tp * cp * pp * dp`` = the job's GPUs. Experts are laid out over the same ranks as Megatron-Core
+folds them: each pipeline stage's ``tp x cp x dp`` ranks are ``etp x ep x edp`` for the MoE layers (``etp``
+expert-tensor parallelism, default ``tp``; ``ep`` expert parallelism may span tensor and data ranks, e.g. TP2
+EP64 DP32 with etp 1; ``edp`` the experts' replicas).
 
 Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by the option (``tp``, ``dp``...).
 """
@@ -20,8 +22,7 @@ from ..errors import TopoError
 from ..units import format_count
 from .model import ModelSpec, validation_error
 
-__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE",
-           "DEFAULT_ORDER"]
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -40,6 +41,8 @@ class ParallelLayout(BaseModel):
     pp: PositiveInt = 1
     dp: PositiveInt = 1
     ep: PositiveInt = 1
+    etp: PositiveInt | None = None
+    """Expert-tensor parallelism (Megatron-Core's ``expert_tensor_parallel_size``); default: ``tp``."""
     vpp: PositiveInt = 1
     """Virtual pipeline stages per GPU (interleaved 1F1B); 1 = plain 1F1B."""
     micro_batch: PositiveInt = 1
@@ -51,6 +54,17 @@ class ParallelLayout(BaseModel):
     sequence_parallel: bool = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba"], ...] = ()
+    """Modules recomputed in the backward pass (Megatron-Core's ``recompute_modules``): their activations are
+    not stored, their forward runs again."""
+    recompute_num_layers: PositiveInt | None = None
+    """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
+    pipeline_embedding: bool = False
+    """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
+    (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
+    gpus_per_domain_used: PositiveInt | None = None
+    """Use only the first N GPUs of each NVLink domain (64 of an NVL72 rack's 72, so power-of-two TP and EP
+    groups stay inside a rack); default: all."""
     dp_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op"] = "zero1"
     """Megatron's distributed optimizer is ZeRO-1 (the default here)."""
     flash_attention: bool = True
@@ -66,10 +80,14 @@ class ParallelLayout(BaseModel):
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
     weight_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per parameter of the working weights (bf16)."""
-    grad_bytes: Annotated[float, Field(gt=0)] = 2.0
-    """Bytes per parameter of gradients, and of the data-parallel reduction (bf16)."""
+    grad_bytes: Annotated[float, Field(gt=0)] = 4.0
+    """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
+    grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
+    """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
+    for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
     optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
-    """Adam in mixed precision: fp32 master weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12)."""
+    """Adam in mixed precision: fp32 main weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12);
+    with bf16 weights and fp32 gradients, 18 bytes per parameter."""
     dp_bucket_params: PositiveInt = 40_000_000
     """Gradient bucket (parameters) of the data-parallel reduction: Megatron-LM's default 40M."""
     overlap_dp: bool = True
@@ -79,6 +97,9 @@ class ParallelLayout(BaseModel):
     """TP collectives hidden behind the layer's matmuls (as far as they fit); default exposed."""
     overlap_cp: bool = True
     """CP K/V exchange hidden behind the attention it feeds (ring attention), as far as it fits."""
+    pp_scatter_gather: bool = True
+    """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
+    the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
     overlap_ep: bool = False
@@ -87,6 +108,21 @@ class ParallelLayout(BaseModel):
     @property
     def gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert-tensor parallel size (``etp``, default ``tp``)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """The experts' replicas: ``tp x cp x dp / (etp x ep)``."""
+        return max(1, self.tp * self.cp * self.dp // (self.expert_tp * self.ep))
+
+    @property
+    def reduce_bytes(self) -> float:
+        """Bytes per parameter the data-parallel gradient reduction moves."""
+        return self.grad_reduce_bytes or self.grad_bytes
 
     @property
     def microbatches(self) -> int:
@@ -117,8 +153,8 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 
 def load_layout(path, **overrides) -> ParallelLayout:
-    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on
-    top; bad values raise TopoError naming the file and the key."""
+    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on top; bad values
+    raise TopoError naming the file and the key."""
     import tomllib
     from pathlib import Path
 
@@ -160,8 +196,12 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
     if lay.vpp > 1 and lay.pp == 1:
         bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
-    if model.layers < lay.pp * lay.vpp:
-        bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages exceed the {model.layers} layers")
+    units = model.layers + (2 if lay.pipeline_embedding else 0)
+    if units < lay.pp * lay.vpp:
+        what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
+        hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
+        bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "
+                  f"allowed: pp x vpp <= {units}{hint}")
     if lay.global_batch % (lay.dp * lay.micro_batch):
         bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
                             f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
@@ -171,6 +211,17 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         if model.moe is None:
             bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
         if model.moe.experts % lay.ep:
-            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts")
-        if lay.dp % lay.ep:
-            bad("ep", f"{lay.ep} does not divide dp ({lay.dp}): expert parallelism is carved out of dp")
+            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts; allowed: a divisor of "
+                      f"{model.moe.experts}")
+        ranks = lay.tp * lay.cp * lay.dp
+        if ranks % (lay.ep * lay.expert_tp):
+            bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of "
+                      f"a pipeline stage (experts are laid out over them)")
+        if model.moe.expert_ffn_hidden % lay.expert_tp:
+            bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {model.moe.expert_ffn_hidden}")
+    elif lay.etp is not None and lay.etp != lay.tp and model.moe is None:
+        bad("etp", f"{lay.etp} needs a mixture-of-experts model; {model.name} is dense")
+    if lay.gpus_per_domain_used is not None and gpus_per_domain is not None \
+            and lay.gpus_per_domain_used > gpus_per_domain:
+        bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
+                                    f"domain; allowed: 1 to {gpus_per_domain}")

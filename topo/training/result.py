@@ -8,7 +8,7 @@ from .memory import MemoryBreakdown
 
 __all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
 
-BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "pp", "dp", "ep")
+BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class DimensionComm:
     num_groups: int
     group_size: int
     domains_per_group: int  # NVLink domains one group spans
+    slowdown: float = 1.0  # in the step's traffic mix, against the collective alone
 
 
 @dataclass
@@ -53,6 +54,9 @@ class StepResult:
     comm: list[DimensionComm] = field(default_factory=list)
     overlap: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    compute_by_module_s: dict = field(default_factory=dict)  # the busiest stage's compute per module, per step
+    contention: dict = field(default_factory=dict)  # dimension -> slowdown in the step's traffic mix
+    timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
 
     @property
     def tokens_per_s(self) -> float:
@@ -101,6 +105,8 @@ class StepResult:
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
             "memory": self.memory.to_dict(), "overlap": self.overlap,
             "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
+            "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
+            "timeline": list(self.timeline),
         }
         if train_tokens:
             d["train_tokens"] = train_tokens
@@ -134,11 +140,13 @@ class SearchResult:
     rejected_invalid: int
     engine_calls: int
     elapsed_s: float
+    evaluated: int = 0  # layouts whose communication was estimated
+    pruned: int = 0  # layouts dropped because their compute-only bound could not beat the best kept
 
     def to_dict(self, top: int | None = None) -> dict:
         rows = self.ranked[:top] if top else self.ranked
         return {"spec": self.spec, "model": self.model, "gpus": self.gpus, "global_batch": self.global_batch,
-                "considered": self.considered, "evaluated": len(self.ranked),
+                "considered": self.considered, "evaluated": self.evaluated, "pruned": self.pruned,
                 "rejected_memory": self.rejected_memory, "rejected_invalid": self.rejected_invalid,
                 "engine_calls": self.engine_calls, "elapsed_s": self.elapsed_s,
                 "ranked": [r.to_dict() for r in rows]}

@@ -1,17 +1,36 @@
 """Search: every valid layout of a model on a number of GPUs with a global batch, ranked by step time.
 
 Enumerated: tp (powers of two up to the NVLink domain, dividing the heads), cp (1, 2, 4, 8, 16 where the
-sequence splits), pp (divisors of the rest, up to the layers), dp (what remains), ep (MoE: divisors of dp and
-the experts), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective, full), the
-sharding modes and the rank orders given (e.g. ``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp`` shows
-what keeping data parallelism inside a pod buys). A layout that breaks a divisibility rule is skipped; one that does not fit in memory is
-counted and dropped before any communication is estimated (memory is closed-form and cheap). The rest are
-evaluated with one shared :class:`~topo.training.comm.CommEngine`, whose cache makes layouts that share a group
-matrix (all with the same tp, or the same dp groups) cost one engine call between them.
+sequence splits), pp (divisors of the rest, up to the layers), dp (what remains), ep (MoE: powers of two dividing
+the experts and the stage's ``tp x cp x dp / etp`` ranks: expert parallelism may span tensor and data ranks),
+etp (``etps``; default: tp), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective,
+full), the sharding modes and the rank orders given (``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp``
+shows what keeping data parallelism inside a pod buys).
+
+How it stays fast and bounded at 100k GPUs:
+
+1. a layout that breaks a divisibility rule is skipped before it is built; one that does not fit in memory
+   (weights, gradients, optimizer, activations, and the buffers of its collectives: a gathered FSDP layer) is
+   counted and dropped (memory is closed-form, cached per shape);
+2. each fitting layout gets a lower bound of its step time: its compute and bubble (operator roofline, cached per
+   shape) plus a floor under its exposed tensor-parallel and expert all-to-all traffic: the bytes each GPU must
+   send at its NVLink rate, and the part of an all-to-all that must leave an NVLink domain of ``D`` GPUs
+   (``1 - D / ep`` of it, at least) at its NICs' rate; a layout whose bound is not below the ``keep``-th best step
+   time found so far is pruned without touching the network;
+3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
+   bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
+   beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
+   engine call between them). When the best found beats the lowest bound a pass left out, the search is exact
+   and stops; otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded
+   heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
+   one memory breakdown per distinct shape);
+4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
+   ranked by that.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 
@@ -22,8 +41,9 @@ from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
 from .model import ModelSpec
+from .operators import optimizer_step_s, stage_compute
 from .result import SearchResult
-from .step import estimate_step
+from .step import estimate_step, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -39,63 +59,207 @@ def _pow2_upto(n: int) -> list[int]:
 def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_per_domain: int,
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
-                      cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), **fixed):
-    """Yield (ParallelLayout or None, reason) for every combination; None when a divisibility rule fails."""
+                      cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), etps=(None,), **fixed):
+    """Yield ``(ParallelLayout or None, reason)`` for every combination; None when a rule fails (the reason says which).
+
+    Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
+    micro-batches not a multiple of pp) are rejected before a ParallelLayout is built."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
+    units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
     for tp in _pow2_upto(min(gpus_per_domain, gpus)):
+        if model.heads % tp:
+            continue
         for cp in cps:
             if gpus % (tp * cp) or (cp > 1 and seq < 8192 * cp // 2):
                 continue
             rest = gpus // (tp * cp)
-            for pp in [d for d in range(1, min(rest, model.layers) + 1) if rest % d == 0]:
+            for pp in [d for d in range(1, min(rest, units) + 1) if rest % d == 0]:
                 dp = rest // pp
-                eps = [e for e in _pow2_upto(min(dp, experts)) if dp % e == 0 and experts % e == 0] \
-                    if model.moe else [1]
-                for ep, vpp, mb, rc, zs, ro in itertools.product(eps, vpps if pp > 1 else (1,), micro_batches,
-                                                                 recompute, dp_sharding, rank_orders):
-                    if rc == "selective" and fixed.get("flash_attention", True):
-                        continue  # fused attention already drops what selective recomputation drops
-                    try:
-                        lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, vpp=vpp, micro_batch=mb,
-                                     global_batch=global_batch, seq_len=seq_len, recompute=rc, dp_sharding=zs,
-                                     rank_order=ro, **fixed)
-                        check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
-                    except (TopoError, ValueError) as exc:
-                        yield None, str(exc)
-                        continue
-                    yield lay, ""
+                for etp in etps:
+                    e_tp = etp or tp
+                    ranks = tp * cp * dp
+                    eps = [e for e in _pow2_upto(min(ranks // e_tp, experts)) if ranks % (e * e_tp) == 0
+                           and experts % e == 0] if model.moe else [1]
+                    for ep, vpp, mb in itertools.product(eps, vpps if pp > 1 else (1,), micro_batches):
+                        if global_batch % (dp * mb):
+                            yield None, "global_batch"
+                            continue
+                        if vpp > 1 and (global_batch // (dp * mb)) % pp:
+                            yield None, "global_batch"
+                            continue
+                        if pp * vpp > units:
+                            yield None, "pp"
+                            continue
+                        for rc, zs, ro in itertools.product(recompute, dp_sharding, rank_orders):
+                            if rc == "selective" and fixed.get("flash_attention", True):
+                                continue  # fused attention already drops what selective recomputation drops
+                            try:
+                                lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                             global_batch=global_batch, seq_len=seq_len, recompute=rc,
+                                             dp_sharding=zs, rank_order=ro, **fixed)
+                                check_layout(model, lay, gpus=gpus, gpus_per_domain=gpus_per_domain)
+                            except (TopoError, ValueError) as exc:
+                                yield None, str(exc)
+                                continue
+                            yield lay, ""
+
+
+def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> float:
+    """A lower bound on the exposed TP and EP communication of a step (see the module doc), seconds."""
+    nvlink = spec.nvlink_Bps
+    nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
+    D = lay.gpus_per_domain_used or spec.gpus_per_domain
+    tp = ep = 0.0
+    for it in traffic:
+        if it["dim"] == "tp":
+            n = lay.tp
+            tp += it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
+        elif it["dim"] == "ep":
+            n = lay.ep
+            inside = it["size_bytes"] * (n - 1) / n / nvlink
+            outside = it["size_bytes"] * max(0.0, 1 - D / n) / nic
+            ep += it["calls"] * max(inside, outside)
+    if lay.overlap_tp:
+        tp = max(0.0, tp - compute_s)
+    if lay.overlap_ep:
+        ep = max(0.0, ep - compute_s)
+    return tp + ep
+
+
+def _shape_key(lay: ParallelLayout, *drop: str) -> tuple:
+    d = lay.model_dump()
+    for k in ("rank_order", "first_gpu", *drop):
+        d.pop(k, None)
+    return tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in d.items()))
 
 
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
                    convention: str = "6n", efficiency: float | None = None, engine: CommEngine | None = None,
-                   max_layouts: int | None = None, **options) -> SearchResult:
-    """Rank every valid layout that fits by step time (fastest first).
+                   max_layouts: int | None = None, progress=None, contention: bool = True, batch: int = 2048,
+                   keep: int | None = None, **options) -> SearchResult:
+    """Rank every valid layout that fits by step time (fastest first); see the module doc.
 
-    Raises TopoError when no layout is valid, or none fits (saying by how much the closest one misses)."""
+    Parameters
+    ----------
+    fabric, model, gpus, global_batch
+        The cluster, the model, the job's GPUs and sequences per step.
+    top : int, optional
+        Results to return (default 10).
+    max_layouts : int, optional
+        Stop after evaluating this many layouts.
+    progress : callable, optional
+        ``progress(done, total, what)`` after each batch (the CLI draws it on a terminal).
+    contention : bool
+        Re-evaluate the best ``keep`` with the step's collectives as one traffic mix.
+    batch, keep : int
+        Layouts evaluated per batch; results kept (default ``max(2 x top, 10)``).
+    **options
+        Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
+
+    Raises
+    ------
+    TopoError
+        No layout is valid, or none fits (saying by how much the closest one misses).
+    """
     t0 = time.perf_counter()
     spec = fabric.spec
     if gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus} GPUs asked, but the fabric has {fabric.layout.num_gpus}", key="gpus")
-    cap = gpu_compute(spec.gpu, efficiency).memory_bytes
+    top = top or 10
+    keep = keep or max(2 * top, 10)
+    gpu = gpu_compute(spec.gpu, efficiency)
+    cap = gpu.memory_bytes
     engine = engine or CommEngine(fabric)
-    considered = invalid = too_big = 0
-    fitting: list[ParallelLayout] = []
+    considered = invalid = too_big = pruned = evaluated = 0
     closest = None
-    for lay, _why in candidate_layouts(model, gpus, global_batch, gpus_per_domain=spec.gpus_per_domain,
-                                       **options):
-        considered += 1
-        if lay is None:
-            invalid += 1
-            continue
-        mem = memory_per_gpu(model, lay, cap)
+    mem_cache: dict = {}
+    bound_cache: dict = {}
+    best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
+    counter = itertools.count()
+    done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
+
+    def threshold() -> float:
+        return -best[0][0] if len(best) >= keep else float("inf")
+
+    def bound_of(lay):
+        """Memory check and compute + communication-floor bound (None: does not fit)."""
+        nonlocal too_big, closest
+        mk = hash(_shape_key(lay))
+        mem = mem_cache.get(mk)
+        if mem is None:
+            mem = mem_cache[mk] = memory_per_gpu(model, lay, cap)
         if not mem.fits:
-            too_big += 1
-            if closest is None or mem.total_bytes < closest[0].total_bytes:
-                closest = (mem, lay)
-            continue
-        fitting.append(lay)
-    if not fitting:
+            return None, mem
+        bk = hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))
+        got = bound_cache.get(bk)
+        if got is None:
+            m, p, v = lay.microbatches, lay.pp, lay.vpp
+            sc = stage_compute(model, lay, gpu)
+            floor = _comm_floor_s(spec, lay, step_traffic(model, lay), m * sc.microbatch_s)
+            got = bound_cache[bk] = (sc.microbatch_s + floor / m) * (m + (p - 1) / v)
+        return got, mem
+
+    def run(pending):
+        nonlocal evaluated, pruned
+        for bound, _, lay in sorted(pending):
+            if bound >= threshold() or (max_layouts is not None and evaluated >= max_layouts):
+                continue
+            r = estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
+                         check=False, contention=False)
+            evaluated += 1
+            done.add(hash((_shape_key(lay), lay.rank_order)))
+            if not r.fits:
+                continue
+            item = (-r.step_time_s, next(counter), r)
+            if len(best) < keep:
+                heapq.heappush(best, item)
+            elif item[0] > best[0][0]:
+                heapq.heapreplace(best, item)
+            if progress is not None and evaluated % 64 == 0:
+                progress(evaluated, None, "layouts evaluated")
+
+    # passes over the candidates, each keeping only the ``batch`` lowest bounds not yet decided (a bounded heap);
+    # a pass ends exact when the best found beats every bound it left out
+    floor_bound = -float("inf")
+    first = True
+    while True:
+        heap: list = []  # max-heap on bound: (-bound, seq, layout)
+        cut = float("inf")  # the lowest bound left out of this pass
+        for lay, _why in candidate_layouts(model, gpus, global_batch, gpus_per_domain=spec.gpus_per_domain,
+                                           **options):
+            if first:
+                considered += 1
+            if lay is None:
+                invalid += first
+                continue
+            bound, mem = bound_of(lay)
+            if bound is None:
+                if first:
+                    too_big += 1
+                    if closest is None or mem.total_bytes < closest[0].total_bytes:
+                        closest = (mem, lay)
+                continue
+            if bound < floor_bound or bound >= threshold() \
+                    or hash((_shape_key(lay), lay.rank_order)) in done:
+                continue
+            item = (-bound, next(counter), lay)
+            if len(heap) < batch:
+                heapq.heappush(heap, item)
+            elif item[0] > heap[0][0]:
+                cut = min(cut, -heapq.heapreplace(heap, item)[0])
+            else:
+                cut = min(cut, bound)
+        first = False
+        run([(-b, c, lay) for b, c, lay in heap])
+        if progress is not None:
+            progress(evaluated, None, f"layouts evaluated of {considered:,} considered")
+        if cut >= threshold() or cut == float("inf") or (max_layouts is not None and evaluated >= max_layouts):
+            break
+        floor_bound = cut
+    fits_count = considered - invalid - too_big
+    pruned = max(0, fits_count - evaluated)
+    if not best:
         if closest is None:
             raise TopoError(f"no layout of {model.name} on {gpus} GPUs with a global batch of {global_batch} "
                             f"satisfies the divisibility rules ({invalid} tried)", key="gpus")
@@ -103,12 +267,18 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
                         f"{cap / 1e9:.0f} GB of a {spec.gpu}", key="model")
-    if max_layouts is not None:
-        fitting = fitting[:max_layouts]
-    results = [estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
-                        check=False) for lay in fitting]
+    results = [r for _, _, r in best]
+    if contention:
+        results = [estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
+                            efficiency=efficiency, check=False, contention=True) for r in results]
     results.sort(key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))  # ties: less memory first
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
-                        ranked=results[:top] if top else results, considered=considered, rejected_memory=too_big,
+                        ranked=results[:top], considered=considered, rejected_memory=too_big,
                         rejected_invalid=invalid, engine_calls=engine.engine_calls,
-                        elapsed_s=time.perf_counter() - t0)
+                        elapsed_s=time.perf_counter() - t0, evaluated=evaluated, pruned=pruned)
+
+
+def _layout_of(r, model) -> ParallelLayout:
+    fields = set(ParallelLayout.model_fields)
+    return ParallelLayout(**{k: v for k, v in r.layout.items() if k in fields and not (k == "etp" and v == r.layout["tp"]
+                                                                              and model.moe is None)})

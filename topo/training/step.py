@@ -1,28 +1,41 @@
-"""One training step: compute, the pipeline bubble and each dimension's exposed communication.
+"""One training step: operator compute, the pipeline bubble, the optimizer step and each dimension's exposed
+communication, with the step's collectives run together as one traffic mix.
 
-``step = compute + bubble + exposed(tp) + exposed(cp) + exposed(pp) + exposed(dp) + exposed(ep)`` on the busiest
-pipeline stage, with ``m`` micro-batches per step:
+``step = compute + bubble + optimizer + exposed(tp) + exposed(cp) + exposed(pp) + exposed(dp) + exposed(ep)`` on
+the busiest pipeline stage, with ``m`` micro-batches per step:
 
-- compute: ``m x (forward + backward + recomputation)`` executed FLOPs per GPU / (peak x efficiency)
-  (:mod:`topo.training.flops`, :mod:`topo.training.gpus`);
-- bubble: ``(p - 1) / (m v)`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
+- compute: ``m x (forward + backward + recomputation)`` of the busiest stage, each operator timed by the GPU's
+  roofline (:mod:`topo.training.operators`);
+- bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2);
-- TP per layer and micro-batch: with sequence parallelism 2 all-gathers + 2 reduce-scatters forward and the same
-  backward (+ forward again under full recomputation), else 2 all-reduces each way; message = the layer's
-  activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp`` (then only what exceeds the compute);
-- CP per layer: all-gather of K and V (full sequence, the TP rank's KV heads) forward, reduce-scatter of their
-  gradients backward; with ``overlap_cp`` each hides behind half the step's attention-score compute (forward,
-  backward and any recomputation) as far as it fits;
-- PP: each micro-batch's activations (``b s/cp h / tp`` x 2 bytes) cross every stage boundary forward and
-  backward, ``2 (m v + p - 1)`` sends on the critical path (``2 (p - 1)`` when ``overlap_pp``);
-- DP once per step: none: all-reduce of the gradients; ZeRO-1/2 and SHARD_GRAD_OP: reduce-scatter of the
-  gradients and all-gather of the weights; ZeRO-3: per micro-batch 2 all-gathers and a reduce-scatter. With
-  ``overlap_dp`` the reduction hides behind the last micro-batch's backward except its last bucket, and the
-  all-gather behind the first forward except its first bucket. Experts reduce over their own replicas;
-- EP per MoE layer and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending
-  its tokens x top-k x h x 2 bytes; hidden behind the experts' compute as far as it fits when ``overlap_ep``.
+- optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
+- TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
+  reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
+  each way; message = the block's activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp``;
+- CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
+  the attention they feed (ring attention) as far as it fits;
+- PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
+  the critical path (``2 (p - 1)`` when ``overlap_pp``). Megatron's scatter/gather (Narayanan et al. 2021, sec.
+  4.1): each TP rank sends ``1/tp`` of the activation and the receiving stage all-gathers it over NVLink (with
+  sequence parallelism the activation is already split);
+- DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
+  SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights, per bucket, the reduction hidden
+  behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
+  the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
+  its backward and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
+  only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+- EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
+  tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
+  network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
+  DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
+  exposed.
 
-Every collective runs on all of its dimension's groups at once through :mod:`topo.training.comm`.
+One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
+through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
+dimension's times are multiplied by its slowdown in that mix, so dimensions that share links slow each other
+(and dimensions on disjoint links, such as TP on NVLink beside DP on the network, do not). The mix assumes the
+streams overlap in time, which they do during the steady 1F1B phase; the DP tail after the last backward
+overlaps less, so its slowdown is an upper bound.
 """
 
 from __future__ import annotations
@@ -31,152 +44,285 @@ import math
 
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
-from .flops import model_flops_per_step, stage_flops
+from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .parallel import ParallelLayout, check_layout
 from .mapping import map_layout
-from .memory import memory_per_gpu, params_per_gpu
+from .memory import memory_per_gpu, stage_params
 from .model import ModelSpec
+from .operators import optimizer_step_s, pipeline_units, stage_compute
 from .result import DimensionComm, StepResult
+from .timeline import step_timeline
 
 __all__ = ["estimate_step", "step_traffic"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
 
+def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
+    """Blocks of each kind on the busiest stage: the most layers, then the most MoE layers (the first such)."""
+    stages = pipeline_units(model, lay)
+
+    def weight(u):
+        layers = [x for x in u if x not in ("embedding", "logits")]
+        return len(layers), sum(x.count("E") for x in layers), sum(len(x) for x in layers)
+
+    best = max(stages, key=weight)
+    counts = {k: sum(u.count(k) for u in best if u not in ("embedding", "logits")) for k in "*-EM"}
+    counts["layers"] = sum(1 for x in best if x not in ("embedding", "logits"))
+    return counts
+
+
 def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
-    """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls."""
+    """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls, phase."""
     seq = lay.seq_len or model.seq_len
     s_cp = seq / lay.cp
     b, h, tp, m, p, v = lay.micro_batch, model.hidden, lay.tp, lay.microbatches, lay.pp, lay.vpp
-    layers = math.ceil(model.layers / p)
+    c = _stage_counts(model, lay)
     full = lay.recompute == "full"
+    rec_layers = c["layers"] if lay.recompute_num_layers is None else min(c["layers"], lay.recompute_num_layers)
     act = b * s_cp * h * ACT_BYTES
     out: list[dict] = []
 
     def add(dim, coll, groups_dim, size, calls, phase):
-        degree = lay.dp // lay.ep if groups_dim == "edp" else getattr(lay, groups_dim)
+        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp}.get(groups_dim) \
+            or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
                         "calls": float(calls), "phase": phase})
 
     if tp > 1:
-        passes = 3 if full else 2  # forward, backward (, forward again)
+        blocks = c["*"] + c["-"] + c["M"] + (c["E"] if (lay.expert_tp > 1 or (model.moe and
+                                                                              model.moe.shared_experts)) else 0)
+        per_layer_blocks = blocks / max(1, c["layers"])
+        passes = 2 * blocks + (per_layer_blocks * rec_layers if full else 0)
         if lay.sequence_parallel:
-            add("tp", "all_gather", "tp", act, m * layers * 2 * passes, phase="microbatch")
-            add("tp", "reduce_scatter", "tp", act, m * layers * 2 * passes, phase="microbatch")
+            add("tp", "all_gather", "tp", act, m * passes, phase="microbatch")
+            add("tp", "reduce_scatter", "tp", act, m * passes, phase="microbatch")
         else:
-            add("tp", "all_reduce", "tp", act, m * layers * 2 * passes, phase="microbatch")
-    if lay.cp > 1:
+            add("tp", "all_reduce", "tp", act, m * passes, phase="microbatch")
+    if lay.cp > 1 and c["*"]:
         kv_heads = max(1, model.num_kv_heads // tp)
         kv = b * seq * 2 * kv_heads * model.head_dim * ACT_BYTES
-        add("cp", "all_gather", "cp", kv, m * layers * (2 if full else 1), phase="microbatch")
-        add("cp", "reduce_scatter", "cp", kv, m * layers, phase="microbatch")
+        if model.attention.kind == "mla":  # MLA's K/V are per head after the up-projection
+            a = model.attention
+            kv = b * seq * (model.heads // tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * ACT_BYTES
+        rec_att = min(c["*"], rec_layers) if full else 0
+        add("cp", "all_gather", "cp", kv, m * (c["*"] + rec_att), phase="microbatch")
+        add("cp", "reduce_scatter", "cp", kv, m * c["*"], phase="microbatch")
     if p > 1:
-        size = act / (tp if lay.sequence_parallel else 1)
         sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
-        add("pp", "pipeline", "pp", size, sends, phase="step")
-    if lay.dp > 1:
-        dense, expert = params_per_gpu(model, lay)  # of the first stage
-        for dim, groups, n in (("dp", "dp", dense), ("dp", "edp", expert)):
-            if n <= 0:
-                continue
-            z = lay.zero_stage
-            if z == 0:
-                add(dim, "all_reduce", groups, n * lay.grad_bytes, 1, phase="reduce")
-            elif z in (1, 2):
-                add(dim, "reduce_scatter", groups, n * lay.grad_bytes, 1, phase="reduce")
-                add(dim, "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
-            else:
-                add(dim, "all_gather", groups, n * lay.weight_bytes, 2 * m, phase="gather_mb")
-                add(dim, "reduce_scatter", groups, n * lay.grad_bytes, m, phase="reduce_mb")
-    if lay.ep > 1 and model.moe is not None:
-        moe_layers = min(layers, model.num_moe_layers)  # the busiest stage holds MoE layers only
-        tokens = b * s_cp / (tp if lay.sequence_parallel else 1)
-        size = tokens * model.moe.active_experts * h * ACT_BYTES
-        add("ep", "alltoall", "ep", size, m * moe_layers * 2 * (3 if full else 2), phase="microbatch")
+        split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
+        add("pp", "pipeline", "pp", act / split, sends, phase="step")
+        if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
+            add("tp", "all_gather", "tp", act / tp, sends, phase="pp_gather")
+    stage = max(stage_params(model, lay), key=lambda r: r[0] + r[1])
+    dense, expert, unit = stage
+    units = max(1, c["layers"])
+    z = lay.zero_stage
+    for groups, n in (("dpcp", dense), ("edp", expert)):
+        if n <= 0:
+            continue
+        if z == 0:
+            add("dp", "all_reduce", groups, n * lay.reduce_bytes, 1, phase="reduce")
+        elif z in (1, 2):
+            add("dp", "reduce_scatter", groups, n * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
+        else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
+            # each gather is one unit's weights (the largest unit's size), as many as the stage's weights need
+            per = min(n, unit) if unit > 0 else n / units
+            calls = n / per
+            add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
+            add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
+    if lay.ep > 1 and model.moe is not None and c["E"]:
+        mo = model.moe
+        tokens = b * s_cp / tp * lay.expert_tp
+        copies = mo.active_experts
+        if mo.max_nodes_per_token:
+            copies = min(copies, mo.max_nodes_per_token)  # sent once per node, forwarded over NVLink
+        size = tokens * copies * h * ACT_BYTES
+        rec_moe = min(c["E"], rec_layers) if full else 0
+        add("ep", "alltoall", "ep", size, m * (c["E"] * 4 + 2 * rec_moe), phase="microbatch")
     return out
 
 
+def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: dict,
+                   engine: CommEngine | None = None) -> dict:
+    """Each dimension's slowdown when its largest collective runs with the other dimensions' (one mix).
+
+    Cached on ``engine`` per (members' collectives, group matrices, sizes to two significant digits): layouts of
+    a search that differ only in what the mix cannot see share one run."""
+    from ..engine.options import EstimateOptions
+    from ..engine.traffic import Member, run_mix
+
+    lead: dict[str, tuple[dict, CommTime]] = {}
+    for item, one in comms:
+        key = item["dim"] if item["groups"] != "edp" else "dp_experts"
+        if one.time_s > 0 and (key not in lead or one.time_s * item["calls"] > lead[key][1].time_s
+                               * lead[key][0]["calls"]):
+            lead[key] = (item, one)
+    if len(lead) < 2:
+        return {}
+    key = tuple(sorted((k, it["collective"], CommEngine.signature(groups[it["groups"]]),
+                        float(f"{it['size_bytes']:.2g}")) for k, (it, _) in lead.items()))
+    cache = getattr(engine, "mix_cache", None) if engine is not None else None
+    if cache is not None and key in cache:
+        return dict(cache[key])
+    members = []
+    for key, (item, _) in lead.items():
+        G = groups[item["groups"]]
+        kw = {"stages": int(G.shape[1])} if item["collective"] == "pipeline" else {}
+        members.append(Member(name=key, collective=item["collective"], size=max(1, int(item["size_bytes"])),
+                              options=EstimateOptions(ranks=G.ravel(), groups=int(G.shape[0]),
+                                                      group_layout="blocked", rank_order="given", **kw)))
+    res = run_mix(fabric, members, name="training step")
+    out = {mr.name: max(1.0, mr.slowdown) for mr in res.members}
+    if cache is not None:
+        cache[key] = out
+    return dict(out)
+
+
 def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engine: CommEngine | None = None,
-                  convention: str = "6n", efficiency: float | None = None, check: bool = True) -> StepResult:
-    """Estimate one training step of ``model`` laid out as ``lay`` on ``fabric``."""
+                  convention: str = "6n", efficiency: float | None = None, check: bool = True,
+                  contention: bool | dict = True, kernel_overrides: dict | None = None) -> StepResult:
+    """Estimate one training step of ``model`` laid out as ``lay`` on ``fabric``.
+
+    Parameters
+    ----------
+    fabric, model, lay
+        The cluster, the model and its parallel layout.
+    engine : CommEngine, optional
+        A shared collective cache (a search passes one).
+    convention : str
+        FLOP convention of TFLOPs/GPU and MFU: ``6n`` or ``megatron``.
+    efficiency : float, optional
+        Large-GEMM efficiency in (0, 1] instead of the GPU generation's.
+    check : bool
+        Validate the layout against the model and the fabric first.
+    contention : bool or dict
+        Run the step's dimensions as one traffic mix (see the module doc); False times each alone (faster); a
+        dict reuses the slowdowns (``StepResult.contention``) of an earlier evaluation of the same layout.
+    kernel_overrides : dict, optional
+        ``{section: {key: value}}`` over ``efficiency.toml`` (the accuracy fit).
+
+    Returns
+    -------
+    StepResult
+    """
     spec = fabric.spec
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
-    gpu = gpu_compute(spec.gpu, efficiency)
+    gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     peak = gpu.peak_flops(lay.precision)
-    rate = peak * gpu.efficiency
-    sf = stage_flops(model, lay)
-    t_f, t_b, t_r = sf.forward / rate, sf.backward / rate, sf.recompute / rate
-    t_mb = t_f + t_b + t_r
+    sc = stage_compute(model, lay, gpu)
+    t_f, t_b, t_r = sc.forward_s, sc.backward_s, sc.recompute_s
+    t_mb = sc.microbatch_s
     m, p, v = lay.microbatches, lay.pp, lay.vpp
 
-    groups = {d: mapping.groups(d) for d in ("tp", "cp", "pp", "dp", "edp", "ep")}
+    traffic = step_traffic(model, lay)
+    names = {it["groups"] for it in traffic}
+    groups = {d: mapping.groups(d) for d in names}
+    timed = [(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"])) for it in traffic]
+    if isinstance(contention, dict):
+        slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
+    else:
+        slow = _mix_slowdowns(fabric, timed, groups, engine) if contention else {}
+    units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    for item in step_traffic(model, lay):
-        G = groups[item["groups"]]
-        one: CommTime = engine.time(item["collective"], G, item["size_bytes"])
-        total = one.time_s * item["calls"]
+    for item, one in timed:
         dim = item["dim"]
+        key = dim if item["groups"] != "edp" else "dp_experts"
+        factor = slow.get(key, 1.0)
+        one_s = one.time_s * factor
+        total = one_s * item["calls"]
         if dim == "tp":
             ex = max(0.0, total - m * t_mb) if lay.overlap_tp else total
         elif dim == "cp":
-            window = m * sf.attention_forward / rate * (3 + (1 if lay.recompute != "none" else 0))
-            ex = max(0.0, total - window / 2) if lay.overlap_cp else total  # the AG and the RS share it
-        elif dim == "ep":
-            window = m * sf.moe_mlp_forward / rate * (3 + (1 if lay.recompute == "full" else 0))
-            ex = max(0.0, total - window) if lay.overlap_ep else total
+            window = m * sc.attention_s * 3.5  # the attention's forward and backward (2.5 x forward)
+            ex = max(0.0, total - window) if lay.overlap_cp else total
+        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B)
+            ex = max(0.0, total - m * t_mb) if lay.overlap_ep else total
         elif dim == "pp":
             ex = total
-        else:  # dp
-            ex = _dp_exposed(engine, item, G, one.time_s, t_f, t_b + t_r, lay)
+        else:
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
         exposed[dim] += ex
         comms.append(DimensionComm(
-            dim=dim if item["groups"] != "edp" else "dp_experts", collective=item["collective"],
-            size_bytes=item["size_bytes"], calls_per_step=item["calls"], time_s=total, exposed_s=ex,
-            algorithm=one.algorithm, level=one.level, link=one.link, utilization=one.utilization,
-            num_groups=int(G.shape[0]), group_size=int(G.shape[1]),
-            domains_per_group=mapping.domains_spanned(item["groups"])))
+            dim=key, collective=item["collective"], size_bytes=item["size_bytes"], calls_per_step=item["calls"],
+            time_s=total, exposed_s=ex, algorithm=one.algorithm, level=one.level, link=one.link,
+            utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
+            group_size=int(groups[item["groups"]].shape[1]),
+            domains_per_group=mapping.domains_spanned(item["groups"]), slowdown=factor))
 
     compute = m * t_mb
     per_mb_exposed = (exposed["tp"] + exposed["cp"] + exposed["ep"]) / m
     bubble = (p - 1) / v * (t_mb + per_mb_exposed)
-    breakdown = {"compute": compute, "bubble": bubble, **exposed}
+    dense, expert = max(((d, e) for d, e, _ in stage_params(model, lay)), key=lambda r: r[0] + r[1])
+    z = lay.zero_stage
+    local = dense / (lay.dp * lay.cp if z >= 1 else 1) + expert / (lay.expert_dp if z >= 1 else 1)
+    optimizer = optimizer_step_s(local, gpu)
+    breakdown = {"compute": compute, "bubble": bubble, "optimizer": optimizer, **exposed}
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
-    notes = []
-    if model.status != "published":
-        notes.append(f"{model.name}: {model.status} figures")
-    if not mem.fits:
-        notes.append(f"does not fit: {mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more "
-                     f"than the {gpu.memory_bytes / 1e9:.0f} GB of a {gpu.name}")
+    notes = _notes(model, lay, gpu, mem, mapping, spec.gpus_per_domain)
     layout = lay.model_dump()
-    layout["gpus"] = lay.gpus
-    layout["microbatches"] = m
-    return StepResult(
+    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
+    result = StepResult(
         spec=fabric.name, model=model.name, model_status=model.status, layout=layout, gpus=lay.gpus,
         gpu=gpu.name, precision=lay.precision, flop_convention=convention, efficiency=gpu.efficiency,
         peak_flops_per_gpu=peak, step_time_s=step, breakdown_s=breakdown, tokens_per_step=lay.global_batch * seq,
         model_flops_per_step=model_flops_per_step(model, lay, convention),
-        executed_flops_per_step=sf.total * m * lay.gpus, memory=mem, comm=comms,
-        overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes)
+        executed_flops_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
+        overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
+        compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow)
+    result.timeline = step_timeline(result, t_f, t_b + t_r)
+    return result
 
 
-def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, t_f: float, t_bwd: float,
-                lay: ParallelLayout) -> float:
-    """The overlap rule of data parallelism (see the module docstring)."""
+def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
+    notes = []
+    if model.status != "published":
+        notes.append(f"{model.name}: {model.status} figures")
+    if not mem.fits:
+        notes.append(f"does not fit: {mem.total_bytes / 1e9:.1f} GB per GPU on stage {mem.stage}, "
+                     f"{mem.short_bytes / 1e9:.1f} GB more than the {gpu.memory_bytes / 1e9:.0f} GB of a {gpu.name}")
+    units = model.layers + (2 if lay.pipeline_embedding else 0)
+    chunks = lay.pp * lay.vpp
+    if units % chunks:
+        lo, hi = units // chunks, math.ceil(units / chunks)
+        notes.append(f"uneven pipeline split: {units} layers{' (with embedding and loss)' if lay.pipeline_embedding else ''}"
+                     f" over {chunks} chunks: {units % chunks} chunks of {hi}, the rest of {lo}; the busiest stage "
+                     f"sets the pace")
+    if lay.ep > 1 and model.moe is not None:
+        span = mapping.domains_spanned("ep")
+        width = lay.ep * lay.expert_tp
+        if span > 1 and width <= gpus_per_domain:
+            notes.append(f"an EP group ({lay.ep} x etp {lay.expert_tp}) spans {span} NVLink domains although it "
+                         f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
+                         f"it inside")
+    return notes
+
+
+def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
+                units: int, lay: ParallelLayout) -> float:
+    """The overlap rule of data parallelism (see the module doc)."""
     calls = item["calls"]
     if not lay.overlap_dp:
         return one_s * calls
-    bucket = min(item["size_bytes"], lay.dp_bucket_params * (lay.grad_bytes if "reduce" in item["phase"]
-                                                              else lay.weight_bytes))
-    edge = engine.time(item["collective"], G, bucket).time_s  # the bucket that cannot hide
-    window = t_f if "gather" in item["phase"] else t_bwd
-    if item["phase"] == "gather_mb":  # ZeRO-3: one gather in each forward and each backward
-        return lay.microbatches * (max(one_s - t_f, edge) + max(one_s - t_bwd, edge))
+    phase = item["phase"]
+    if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
+        m = lay.microbatches
+        per_unit = (max(0.0, one_s - t_f / units) + max(0.0, one_s - t_bwd / units)) * units
+        return m * (per_unit + one_s)  # the first unit's gather of each pass cannot hide
+    if phase == "reduce_unit":
+        m = lay.microbatches
+        return m * (max(0.0, one_s - t_bwd / units) * units + one_s)  # the last unit's reduction cannot hide
+    per_param = lay.reduce_bytes if "reduce" in phase else lay.weight_bytes
+    bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
+    edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
+    window = t_f if "gather" in phase else t_bwd
     return calls * max(one_s - window, edge)

@@ -4,7 +4,7 @@ import pytest
 
 import topo
 from conftest import run_cli
-from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_bytes_figure, train_figures
+from topo.report.train_figures import memory_figure, step_breakdown_figure, tier_loads_figure, train_figures
 from topo.training.comm import CommEngine
 from topo.training.parallel import make_layout
 from topo.training.tier_bytes import tier_bytes
@@ -12,7 +12,7 @@ from topo.training.model import load_model
 from topo.training.step import estimate_step
 
 
-def test_figures_and_tier_bytes():
+def test_figures_and_tier_loads():
     f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     m = load_model("llama3-8b")
     lay = make_layout(tp=8, pp=2, dp=64, global_batch=256)
@@ -26,7 +26,22 @@ def test_figures_and_tier_bytes():
     tp = loads[loads["dim"] == "tp"]
     assert set(tp["level"]) == {"nvlink"}  # TP stays inside the NVLink domain
     assert (loads[loads["dim"] == "dp"]["level"] != "nvlink").any()  # DP reaches the network
-    assert len(train_figures([r], loads)) == 3 and tier_bytes_figure(loads).data
+    assert len(train_figures([r], loads)) == 4 and tier_loads_figure(loads).data
+
+
+def test_timeline_of_one_stage_adds_up():
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    r = estimate_step(f, load_model("llama3-70b"), make_layout(tp=8, pp=4, dp=32, global_batch=256))
+    segs = r.timeline
+    assert max(sg["end_s"] for sg in segs) == pytest.approx(r.step_time_s)
+    compute = sum(sg["end_s"] - sg["start_s"] for sg in segs if sg["lane"] == "compute")
+    assert compute == pytest.approx(r.breakdown_s["compute"])
+    for lane in ("bubble", "pp", "dp", "optimizer", "tp"):
+        exposed = sum(sg["end_s"] - sg["start_s"] for sg in segs if sg["lane"] == lane and sg["exposed"])
+        assert exposed == pytest.approx(r.breakdown_s[lane])
+    from topo.report.train_figures import timeline_figure
+    fig = timeline_figure(r)
+    assert {t.y[0] for t in fig.data} >= {"compute", "bubble", "tp", "pp", "dp"}
 
 
 def test_report_has_the_training_job_section(tmp_path):
@@ -35,6 +50,7 @@ def test_report_has_the_training_job_section(tmp_path):
                 "-o", str(out), check=True)
     page = out.read_text()
     assert '<section id="train">' in page and "llama3-8b dgx-h100-superpod" in page and "train-step" in page
+    assert "One stage, one step" in page  # the timeline figure
     bad = run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=96,global_batch=256",
                   "-o", str(tmp_path / "x.html"))
     assert bad.returncode == 2 and bad.stderr.startswith("error: --layout: ") and not (tmp_path / "x.html").exists()

@@ -1,0 +1,365 @@
+"""A training step's compute as the sum of its operators, each timed by a roofline of the GPU.
+
+Every block of a layer (attention ``*``, MLP ``-``, MoE ``E``, Mamba-2 ``M``), the embedding and the logits is a
+list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits), the attention core,
+and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE permutation, cross-entropy, FP8
+casts). An operator's time is its roofline::
+
+    GEMM:       max(FLOPs / (peak(precision) x e_gemm x shape(M, N, K)), bytes / (HBM x e_mem))
+    attention:  FLOPs / (peak_bf16 x e_attention)              (fused kernels; causal: half the square)
+    memory:     bytes / (HBM x e_mem)
+
+with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEfficiency`); an MoE block's
+grouped expert GEMMs and token permutation run at ``moe`` of those rates (grouped-GEMM kernels, the router's
+bookkeeping and dispatcher overheads; fitted per generation on MoE runs). Only the linear
+layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
+router, logits and the optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and
+output gradient (backward): 2 bytes read and 1 written per element.
+
+Backward: each GEMM ``Y[M,N] = X[M,K] W[K,N]`` runs two GEMMs of its FLOPs, ``dX`` (shape ``M, K, N``) and
+``dW`` (shape ``K, N, M``); the fused attention's backward is 2.5 x its forward FLOPs (it recomputes the scores:
+FlashAttention-2, arXiv 2307.08691, sec. 3.2); memory-bound kernels move twice their forward bytes.
+
+Tensor parallelism splits GEMMs by columns or rows (``N`` or ``K`` over ``tp``); with sequence parallelism norms,
+residuals and dropouts work on ``1/tp`` of the tokens. Context parallelism gives each rank ``s/cp`` queries
+against the whole sequence's keys. An MoE block's experts are split over ``ep`` (and ``etp`` within an expert);
+each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (tokens balanced over experts).
+
+The optimizer step (fused Adam, Megatron's distributed optimizer) reads and writes ``OPTIMIZER_STEP_BYTES`` per
+local parameter: fp32 gradient, main weight and two moments read (16), main weight and moments written (12), the
+bf16 weight written (2) and the gradient buffer zeroed (4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .gpus import GpuCompute
+from .parallel import ParallelLayout
+from .model import ModelSpec
+
+__all__ = ["Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
+           "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
+
+OPTIMIZER_STEP_BYTES = 34.0
+ACT = 2  # bytes per activation element (bf16)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of one block, one micro-batch, one GPU, forward pass.
+
+    ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel) or
+    ``memory`` (bandwidth-bound). ``linear``: a linear layer's GEMM, run in FP8 when the layout asks."""
+
+    name: str
+    module: str
+    kind: str
+    flops: float
+    bytes: float
+    m: float = 0.0
+    n: float = 0.0
+    k: float = 0.0
+    groups: float = 1.0
+    linear: bool = False
+
+
+def _gemm(name, module, m, n, k, groups=1.0, linear=True) -> Op:
+    flops = 2.0 * m * n * k * groups
+    return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear)
+
+
+def _mem(name, module, nbytes) -> Op:
+    return Op(name, module, "memory", 0.0, float(nbytes))
+
+
+def _tokens(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float, int]:
+    s = lay.seq_len or model.seq_len
+    T = lay.micro_batch * s / lay.cp
+    T_sp = T / lay.tp if (lay.sequence_parallel and lay.tp > 1) else T
+    return T, T_sp, s
+
+
+def _attention_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    T, T_sp, s = _tokens(model, lay)
+    h, tp, a = model.hidden, lay.tp, model.attention
+    heads = model.heads / tp
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h)]
+    if a.kind == "mla":
+        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h),
+                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h),
+                _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank),
+                _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank),
+                _mem("rope", "attention", 4 * T * heads * a.qk_rope_head_dim)]
+    else:
+        kv = max(1.0, model.num_kv_heads / tp)
+        d = model.head_dim
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h),
+                _mem("rope", "attention", 4 * T * (heads + kv) * d)]
+    dqk, dv = model.qk_dim, model.v_dim
+    if lay.flash_attention:
+        flops = 2.0 * T * s * heads * (dqk + dv) * 0.5  # causal: half of the s x s square
+        ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv)))
+    else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements
+        sq = T * s * heads
+        ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False),
+                _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False),
+                _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
+    ops += [_gemm("out_proj", "attention", T, h, heads * dv),
+            _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
+    return ops
+
+
+def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
+             groups: float = 1.0, norm: bool = True) -> list[Op]:
+    h = model.hidden
+    f = ffn / split
+    up = 2 * f if model.mlp == "swiglu" else f
+    act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
+    ops += [_gemm("fc1", module, T, up, h, groups), _mem("activation", module + "_act", act_bytes),
+            _gemm("fc2", module, T, h, f, groups)]
+    if norm:
+        ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
+    return ops
+
+
+def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    T, T_sp, _ = _tokens(model, lay)
+    m, h = model.moe, model.hidden
+    etp, ep = lay.expert_tp, lay.ep
+    t_in = T / lay.tp  # tokens entering the MoE block on this GPU (after the sequence-parallel scatter)
+    rows = ep * etp * t_in * m.active_experts / m.experts  # per local expert, balanced
+    local = m.experts / ep
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h),
+           _gemm("router", "moe", t_in, m.experts, h, linear=False),
+           _mem("permute", "moe", 2 * 2 * ACT * t_in * m.active_experts * etp * h)]
+    ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
+    if m.shared_experts:
+        ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
+                        norm=False)
+    ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
+    return ops
+
+
+def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    T, T_sp, _ = _tokens(model, lay)
+    mb, h, tp = model.mamba, model.hidden, lay.tp
+    di, nh = model.mamba_inner / tp, model.mamba_heads / tp
+    gN = 2 * mb.groups * mb.d_state / max(1, min(tp, mb.groups))
+    conv_ch = di + gN
+    # SSD (Dao and Gu 2024, sec. 6): intra-chunk C B^T and its weighted sum of X (causal half of Q x Q per chunk),
+    # chunk states and their contribution to the output (2 x 2 N P per token and head)
+    ssd = 2.0 * T * nh * (0.5 * mb.chunk_size * (mb.d_state + mb.head_dim) + 2 * mb.d_state * mb.head_dim)
+    return [_mem("norm", "layernorm", 4 * T_sp * h),
+            _gemm("in_proj", "mamba", T, 2 * di + gN + nh, h),
+            Op("conv1d", "mamba", "memory", 2.0 * T * conv_ch * mb.conv_kernel, 2 * ACT * T * conv_ch),
+            Op("ssd_scan", "mamba", "attention", ssd, ACT * T * (2 * di + gN)),
+            _mem("gated_norm", "mamba", 3 * ACT * T * di),
+            _gemm("out_proj", "mamba", T, h, di),
+            _mem("residual", "layernorm", 6 * T_sp * h)]
+
+
+def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
+    """Operators of one block of ``kind`` (``*``, ``-``, ``E``, ``M``, or ``embedding`` / ``logits``), one
+    micro-batch, one GPU, forward."""
+    T, T_sp, _ = _tokens(model, lay)
+    h, V = model.hidden, model.vocab
+    if kind == "*":
+        return _attention_ops(model, lay)
+    if kind == "-":
+        return _mlp_ops(model, lay, model.ffn_hidden, "mlp", T, T_sp, lay.tp)
+    if kind == "E":
+        return _moe_ops(model, lay)
+    if kind == "M":
+        return _mamba_ops(model, lay)
+    if kind == "embedding":
+        return [_mem("embedding", "embedding", 2 * ACT * T_sp * h)]
+    if kind == "logits":
+        return [_mem("final_norm", "layernorm", 4 * T_sp * h),
+                _gemm("logits", "logits", T, V / lay.tp, h, linear=False),
+                _mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
+    raise ValueError(f"unknown block kind {kind!r}")
+
+
+def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -> float:
+    """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``."""
+    k = gpu.kernels
+    moe = k.moe if op.module in ("moe", "moe_act") else 1.0
+    mem_rate = gpu.hbm_Bps * k.memory * moe
+    if op.kind == "memory":
+        return (2.0 if backward else 1.0) * op.bytes / mem_rate + (op.flops / (gpu.peak_bf16_flops * 0.5)
+                                                                    if op.flops else 0.0)
+    if op.kind == "attention":
+        return (2.5 if backward else 1.0) * op.flops / (gpu.peak_bf16_flops * k.attention)
+    fp8 = op.linear and precision == "fp8"
+    peak = gpu.peak_flops("fp8") if fp8 else gpu.peak_bf16_flops
+    eff = (k.gemm_fp8 if fp8 else k.gemm_bf16) * moe
+    d = k.shape_dim
+    shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
+    t = 0.0
+    for M, N, K in shapes:
+        if M <= 0 or N <= 0 or K <= 0:
+            continue
+        shape = 1.0 / (1.0 + d / M + d / N + d / K)
+        flops = 2.0 * M * N * K * op.groups
+        nbytes = (1 if fp8 else ACT) * (M * K + K * N) * op.groups + ACT * M * N * op.groups
+        t += max(flops / (peak * eff * shape), nbytes / mem_rate)
+        if fp8:  # the cast of this GEMM's activation input to FP8 (2 bytes read, 1 written per element)
+            t += 3.0 * M * K * op.groups / mem_rate
+    return t
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """One block's seconds per micro-batch on one GPU, and per module (forward + backward)."""
+
+    forward_s: float
+    backward_s: float
+    by_module_s: dict
+    recompute_s: dict  # module -> forward seconds that recomputation of that module repeats
+    forward_flops: float = 0.0
+
+
+def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
+    """Time of one block of ``kind`` (see :func:`block_ops`)."""
+    fwd = bwd = flops = 0.0
+    mods: dict[str, float] = {}
+    rec: dict[str, float] = {}
+    for op in block_ops(model, lay, kind):
+        f = op_time_s(op, gpu, lay.precision)
+        b = op_time_s(op, gpu, lay.precision, backward=True)
+        fwd += f
+        bwd += b
+        flops += op.flops
+        mods[op.module] = mods.get(op.module, 0.0) + f + b
+        rec[op.module] = rec.get(op.module, 0.0) + f
+    return BlockTime(fwd, bwd, mods, rec, flops)
+
+
+def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
+    """Each pipeline stage's units, in order: block strings of its layers, plus ``embedding`` (first stage)
+    and ``logits`` (last stage).
+
+    The ``layers`` (with the embedding and the loss as two more units when ``lay.pipeline_embedding``, as
+    Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
+    consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
+    ``i, i + pp, ...``."""
+    units: list[str] = list(model.blocks)
+    if lay.pipeline_embedding:
+        units = ["embedding", *units, "logits"]
+    chunks = lay.pp * lay.vpp
+    sizes = [len(units) // chunks + (1 if c < len(units) % chunks else 0) for c in range(chunks)]
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    stages: list[list[str]] = [[] for _ in range(lay.pp)]
+    for c in range(chunks):
+        stages[c % lay.pp] += units[bounds[c]:bounds[c + 1]]
+    if not lay.pipeline_embedding:
+        stages[0].insert(0, "embedding")
+        stages[-1].append("logits")
+    return stages
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """Compute of every pipeline stage per micro-batch, and the busiest stage's details.
+
+    Attributes
+    ----------
+    stage_s : numpy.ndarray
+        Forward + backward + recomputation seconds per micro-batch of each stage.
+    busiest : int
+        The stage with the most (it sets the pipeline's pace).
+    forward_s, backward_s, recompute_s : float
+        The busiest stage's parts.
+    attention_s, experts_s : float
+        The busiest stage's fused-attention and expert seconds per micro-batch (what CP's exchange and EP's
+        all-to-alls can hide behind).
+    by_module_s : dict
+        The busiest stage's seconds per module per micro-batch.
+    layers : int
+        Layers (pattern characters) on the busiest stage; ``blocks``: its blocks by kind.
+    """
+
+    stage_s: np.ndarray
+    busiest: int
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    attention_s: float
+    experts_s: float
+    by_module_s: dict
+    layers: int
+    blocks: dict = field(default_factory=dict)
+    executed_flops: float = 0.0  # forward x 3 (+ recomputed forward) per micro-batch on the busiest stage
+
+    @property
+    def microbatch_s(self) -> float:
+        return self.forward_s + self.backward_s + self.recompute_s
+
+
+def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: int) -> float:
+    """Forward seconds recomputed for one block of a layer at ``index_in_stage`` in its stage."""
+    if lay.recompute == "full" and (lay.recompute_num_layers is None or index_in_stage < lay.recompute_num_layers):
+        return bt.forward_s
+    mods = set(lay.recompute_modules)
+    if lay.recompute == "selective" and not lay.flash_attention:
+        mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
+    if not mods:
+        return 0.0
+    alias = {"mlp": ("mlp", "mlp_act"), "moe": ("moe", "moe_act", "shared_experts"), "moe_act": ("moe_act",),
+             "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",)}
+    return sum(bt.recompute_s.get(x, 0.0) for mname in mods for x in alias.get(mname, (mname,)))
+
+
+def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
+    """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace."""
+    stages = pipeline_units(model, lay)
+    cache: dict[str, BlockTime] = {}
+
+    def bt(kind):
+        if kind not in cache:
+            cache[kind] = block_time(model, lay, gpu, kind)
+        return cache[kind]
+
+    rows = []
+    for units in stages:
+        counts: dict[str, int] = {}
+        for u in units:
+            for kind in ([u] if u in ("embedding", "logits") else u):
+                counts[kind] = counts.get(kind, 0) + 1
+        n_layers = sum(1 for u in units if u not in ("embedding", "logits"))
+        full_n = 0
+        if lay.recompute == "full":
+            full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
+        f = b = r = att = exp = fl = 0.0
+        mods: dict[str, float] = {}
+        for kind, n in counts.items():
+            t = bt(kind)
+            if kind in ("embedding", "logits"):
+                rr = 0.0
+            else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
+                frac = full_n / n_layers if n_layers else 0.0
+                rr = frac * t.forward_s + (1 - frac) * _recomputed(lay, kind, t, 10 ** 9)
+            f += n * t.forward_s
+            b += n * t.backward_s
+            r += n * rr
+            fl += n * t.forward_flops * (3 + (rr / t.forward_s if t.forward_s else 0))
+            if kind == "*":
+                att += n * t.by_module_s.get("core_attn", 0.0) / 3.5
+            exp += n * (t.by_module_s.get("moe", 0.0) + t.by_module_s.get("moe_act", 0.0)) / 3.0
+            for k_, v_ in t.by_module_s.items():
+                mods[k_] = mods.get(k_, 0.0) + n * v_
+        rows.append((f, b, r, att, exp, mods, n_layers, counts, fl))
+    totals = np.array([x[0] + x[1] + x[2] for x in rows])
+    i = int(np.argmax(totals))
+    f, b, r, att, exp, mods, nl, kinds, fl = rows[i]
+    return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att,
+                        experts_s=exp, by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
+
+
+def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
+    """Seconds of a fused Adam step over ``local_params`` (the GPU's shard), bandwidth-bound."""
+    return local_params * OPTIMIZER_STEP_BYTES / (gpu.hbm_Bps * gpu.kernels.memory)
