@@ -14,4 +14,7 @@ def test_facility_capex_is_per_watt_of_facility_power():
     per_W = load_catalog().facility.capex_usd_per_W.value
     assert b.capex.facility_usd == pytest.approx(b.power.facility_power_W * per_W, rel=1e-12)
     parts = b.capex
-    assert parts.capex_usd == pytest.approx(parts.servers_usd + parts.network_capex_usd + parts.facility_usd)
+    # capex also holds storage, the front-end network and cooling equipment (issue 22)
+    assert parts.capex_usd == pytest.approx(parts.servers_usd + parts.network_capex_usd + parts.storage_usd
+                                            + parts.frontend_usd + parts.cooling_usd + parts.facility_usd)
+    assert b.capex.facility_basis == "facility"

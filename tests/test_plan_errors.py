@@ -64,3 +64,11 @@ def test_no_failures_reads_none_expected(tmp_path):
     p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives", check=True)
     assert "inf" not in p.stdout.split("failures", 1)[1].split("\n")[0]
     assert "0.0 interruptions/day (none expected)" in p.stdout
+
+
+def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():
+    # issue 23: errors pointed into the package's own catalog files instead of the user's input
+    msg = _err("dgx-h100-superpod", "--set", "plan.floor.slack_m=5000")
+    assert msg.startswith("topologies/dgx-h100-superpod.toml: plan.floor: the floor plan makes NIC links up to "
+                          "5,005 m long")
+    assert "the longest reaches 2,000 m" in msg and "topo/data/catalog" not in msg

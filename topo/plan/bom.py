@@ -161,18 +161,22 @@ def _class_label(x: float) -> str:
     return f"<= {x:g} m"
 
 
-def _pick_module(catalog: Catalog, rate_Gbps: float, ports: int, medium: str, length_m) -> tuple[list[str], np.ndarray]:
+def _pick_module(catalog: Catalog, rate_Gbps: float, ports: int, medium: str, length_m,
+                 where: str = "") -> tuple[list[str], np.ndarray]:
     """For each length, the module of this rate, port count and medium with the shortest reach that covers it:
-    (module names, index into them per length)."""
+    (module names, index into them per length). ``where`` names the links (for the error)."""
     lengths = np.atleast_1d(np.asarray(length_m, dtype=float))
     fits = sorted((t.reach_m.value, n) for n, t in catalog.transceivers.items()
                   if abs(t.rate_Gbps.value - rate_Gbps) < 1e-6 and int(t.ports.value) == ports
                   and t.medium == medium)
     longest = fits[-1][0] if fits else 0.0
     if not fits or lengths.max() > longest:
-        raise TopoError(f"no {ports}-port {rate_Gbps:g}G {medium} transceiver reaches {lengths.max():.0f} m in the "
-                        f"catalog; add one under plan.transceivers (types: {', '.join(catalog.transceivers)})",
-                        key="plan.transceivers")
+        have = f"the longest reaches {longest:,.0f} m" if fits else "there is none"
+        raise TopoError(f"the floor plan makes {where + ' ' if where else ''}links up to {lengths.max():,.0f} m long, "
+                        f"and of the {ports}-port {rate_Gbps:g}G {medium.replace('_', '-')} transceivers {have}; "
+                        "shorten the floor (plan.floor: hall_width_m, hall_depth_m, hall_gap_m, slack_m) or add a "
+                        f"transceiver under plan.transceivers (types: {', '.join(catalog.transceivers)})",
+                        key="plan.floor")
     reaches = np.array([r for r, _ in fits])
     return [n for _, n in fits], np.searchsorted(reaches, lengths, side="left")
 
@@ -257,7 +261,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
         if sel.any():
             for r in np.unique(rate_Gbps[sel]):
                 s2 = sel & (rate_Gbps == r)
-                names, idx = _pick_module(catalog, r, nic_module_ports, media[m], length[s2])
+                names, idx = _pick_module(catalog, r, nic_module_ports, media[m], length[s2], "NIC")
                 per = np.unique(servers[s2] * len(names) + idx, return_counts=True)
                 mods = np.bincount(per[0] % len(names), weights=np.ceil(per[1] / nic_module_ports),
                                    minlength=len(names))
@@ -283,7 +287,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                     continue
                 sub_ids = ids[(medium[mask] == m)]
                 r = float(rate_Gbps[sel][0])
-                names, idx = _pick_module(catalog, r, ppc, media[m], length[sel])
+                names, idx = _pick_module(catalog, r, ppc, media[m], length[sel], t.name)
                 per = np.bincount(sub_ids * len(names) + idx, minlength=t.num_switches * len(names))
                 per = np.ceil(per.reshape(t.num_switches, len(names)) / ppc).sum(axis=0)
                 nl = np.bincount(idx, minlength=len(names))
@@ -306,7 +310,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
         if m == 2 or (m == 1 and not aoc):
             ppc = int(phys.ports_per_cage.value)
             r = float(phys.port_rate_Gbps.value)
-            names, _ = _pick_module(catalog, r, ppc, media[m], ln)
+            names, _ = _pick_module(catalog, r, ppc, media[m], ln, f"{t.name}-internal")
             add_tx(names[0], f"{t.name} (internal)", 2 * math.ceil(n_int / ppc), 2 * n_int)
         cab = catalog.cables[_cable_for(catalog, m, aoc)]
         cables.append(CableLine(_cable_for(catalog, m, aoc), name_lv, _class_label(_length_class(ln)), n_int,

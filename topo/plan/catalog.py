@@ -262,6 +262,9 @@ class Catalog(_Strict):
         for p in sorted((k for k in self.origins if "." in k or k not in KINDS), key=len, reverse=True):
             if dotted == p or dotted.startswith(p + "."):
                 return self.origins[p], True
+        below = [o for k, o in self.origins.items() if k.startswith(dotted + ".")]
+        if below:  # a whole kind (plan.floor) whose values were overridden: the last layer that did
+            return below[-1], True
         return self.origins.get(dotted.split(".")[0], "catalog"), False
 
     def gpu(self, name: str) -> Gpu:
