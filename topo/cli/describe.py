@@ -88,7 +88,10 @@ def render(inv: Inventory) -> str:
                  f"{count_noun(inv.num_units, unit, units)}"
                  + (f"; pod = {count_noun(inv.units_per_pod, unit, units)} "
                     f"({count_noun(inv.units_per_pod * gpus_per_unit, 'GPU')}), {count_noun(inv.num_pods, 'pod')}"
-                    if len(inv.tiers) > 2 else ""))
+                    if len(inv.tiers) > 2 else "")
+                 + "".join(f"; {t.block_name} = {count_noun(t.joins, below.block_name)} "
+                           f"({count_noun(t.gpus_per_block, 'GPU')}), {count_noun(t.num_blocks, t.block_name)}"
+                           for below, t in zip(inv.tiers[1:], inv.tiers[2:-1])))
     lines.append("")
     rows = [[t.name, t.model or "-", format_count(t.num_switches), t.radix,
              f"{t.down_ports_per_switch}/{t.up_ports_per_switch}", format_bandwidth(t.down_capacity_Bps),
