@@ -79,6 +79,8 @@ def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=Non
     """Fit the profile's free parameters to every run in ``paths``; write the profile to ``output`` if given."""
     if not paths:
         raise TopoError("give at least one nccl-tests log", key="logs")
+    if [str(p) for p in paths].count("-") > 1:
+        raise TopoError("standard input (-) is one log: give it once", key="logs")
     if name is not None and (not name.strip() or not name.isprintable()):
         raise TopoError(f"a profile name is one line of printable text, got {name!r}", key="name")
     cases, logs, start = cases_from_logs(paths, profile, collective, **cluster)

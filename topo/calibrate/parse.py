@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import TopoError
+from ..inputs import MAX_LOG_BYTES, STDIN, read_input_bytes
 
 __all__ = ["Row", "RankLine", "NcclRun", "parse_text", "parse_file", "COLLECTIVES_PERF"]
 
@@ -432,14 +433,13 @@ def _infer(run: NcclRun) -> None:
 
 
 def parse_file(path: str | Path, require_rows: bool = True) -> list[NcclRun]:
-    """Every run in one log file (see :func:`parse_text`)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TopoError("no such log file", source=str(path)) from None
-    except OSError as exc:
-        raise TopoError(f"cannot read the log: {exc.strerror}", source=str(path)) from None
+    """Every run in one log file (see :func:`parse_text`); ``-`` is standard input (named ``<stdin>``).
+
+    Raises :class:`TopoError` for a missing file, one that is not a regular file (a directory, a device, a named
+    pipe: never read, so nothing hangs), one larger than :data:`topo.inputs.MAX_LOG_BYTES`, or a binary file.
+    """
+    data = read_input_bytes(path, "log file", MAX_LOG_BYTES, allow_stdin=True)
+    source = "<stdin>" if str(path) == STDIN else str(path)
     if b"\x00" in data[:4096]:
-        raise TopoError("not an nccl-tests log: a binary file", source=str(path))
-    return parse_text(data.decode("utf-8", errors="replace"), str(path), require_rows=require_rows)
+        raise TopoError("not an nccl-tests log: a binary file", source=source)
+    return parse_text(data.decode("utf-8", errors="replace"), source, require_rows=require_rows)

@@ -80,7 +80,7 @@ def register(sub) -> None:
                        "with the model of its cluster: efficiency = modelled time / measured time. Without "
                        "--spec the cluster is built from the log (GPU model, hosts, ranks per host) and the "
                        "flags below; the assumptions made are printed.")
-    p.add_argument("log", metavar="LOG", help="an nccl-tests output file")
+    p.add_argument("log", metavar="LOG", help="an nccl-tests output file, or - for standard input")
     add_cluster_arguments(p)
     p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
                    help="cost profile: nccl (the fabric's, default), ideal, a bundled name or a calibrated file")

@@ -1,0 +1,103 @@
+"""Input files: only regular files are read (a named pipe or a device is refused, never opened for a blocking read),
+with a size limit, and ``-`` is standard input for nccl-tests logs (issue 23)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from topo.errors import TopoError
+from topo.inputs import check_input, read_input_bytes, read_input_text, read_toml
+
+LOG = ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt"
+
+
+def topo(*args, cwd, stdin=None, timeout=120):
+    """The real command line; a hang is a failure (TimeoutExpired), never a stuck test run."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=timeout, stdin=stdin if stdin is not None else subprocess.DEVNULL)
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "f.toml"
+    os.mkfifo(path)
+    return path
+
+
+# every input path of every command, given a named pipe
+FIFO_COMMANDS = [
+    ("compare", "{f}"),
+    ("calibrate", "{f}", "-o", "x.toml"),
+    ("calibrate", str(LOG), "{f}", "--gpu", "H100"),
+    ("compare", str(LOG), "--spec", "{f}"),
+]
+
+
+@pytest.mark.parametrize("argv", FIFO_COMMANDS, ids=lambda a: " ".join(a).replace(str(LOG), "LOG"))
+def test_a_named_pipe_is_refused_at_once_on_every_input_path(argv, fifo, tmp_path):
+    proc = topo(*[a.format(f=fifo.name) for a in argv], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: f.toml: ")
+    assert "not a regular file" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("argv", [("compare", "/dev/zero")])
+def test_a_device_is_said_to_be_no_regular_file_not_missing(argv, tmp_path):
+    """``/dev/zero`` exists: not "no such file", and never read until memory runs out (a stat check refuses it)."""
+    proc = topo(*argv, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: /dev/zero: is not a regular file (a device); give a " + {
+        "compare": "log file", "estimate": "traffic file", "train": "model file"}[argv[0]]
+
+
+def test_compare_reads_a_log_from_standard_input(tmp_path):
+    with open(LOG) as fh:
+        piped = topo("compare", "-", "--gpu", "H100", cwd=tmp_path, stdin=fh)
+    assert piped.returncode == 0, piped.stderr
+    named = topo("compare", str(LOG), "--gpu", "H100", cwd=tmp_path)
+    assert piped.stdout.replace("<stdin>", "LOG") == named.stdout.replace(str(LOG), "LOG")
+    assert piped.stdout.startswith("# <stdin>: all_reduce")
+
+
+def test_standard_input_is_one_log_for_calibrate(tmp_path):
+    proc = topo("calibrate", "-", "-", "--gpu", "H100", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "standard input (-) is one log" in proc.stderr
+
+
+def test_the_library_refuses_folders_pipes_and_files_over_the_limit(tmp_path, fifo):
+    big = tmp_path / "big.log"
+    big.write_bytes(b"x" * 11)
+    with pytest.raises(TopoError, match=r"big.log: is larger than the .* a log file may have"):
+        read_input_bytes(big, "log file", limit=10)
+    assert read_input_bytes(big, limit=11) == b"x" * 11
+    with pytest.raises(TopoError, match=r"is not a regular file \(a directory\)"):
+        check_input(tmp_path)
+    with pytest.raises(TopoError, match=r"f.toml: is not a regular file \(a named pipe\); give a spec"):
+        read_toml(fifo, "spec")
+    with pytest.raises(TopoError, match=r"nope: no such traffic file"):
+        read_input_text(tmp_path / "nope", "traffic file")
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe = 1")
+    with pytest.raises(TopoError, match=r"bad.toml: is not UTF-8 text"):
+        read_toml(bad, "spec")
+    bad.write_text("a = [")
+    with pytest.raises(TopoError, match=r"bad.toml: invalid TOML"):
+        read_toml(bad, "spec")
+
+
+def test_a_log_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import topo.calibrate.parse as parse
+
+    log = tmp_path / "huge.log"
+    log.write_text(LOG.read_text())
+    monkeypatch.setattr(parse, "MAX_LOG_BYTES", 100)
+    with pytest.raises(TopoError, match="huge.log: is larger than the"):
+        parse.parse_file(log)
