@@ -36,6 +36,15 @@ FIFO_COMMANDS = [
     ("calibrate", "{f}", "-o", "x.toml"),
     ("calibrate", str(LOG), "{f}", "--gpu", "H100"),
     ("compare", str(LOG), "--spec", "{f}"),
+    ("compare", str(LOG), "--gpu", "H100", "--profile", "{f}"),
+    ("describe", "{f}"),
+    ("estimate", "--traffic", "{f}"),
+    ("estimate", "dgx-h100-superpod", "-g", "8", "--size", "1G", "--profile", "{f}"),
+    ("train", "--model", "{f}", "--tp", "8"),
+    ("train", "--model", "llama3-8b", "--layout", "{f}"),
+    ("plan", "--plan-file", "{f}"),
+    ("plan", "--model", "llama3-8b", "--layout", "{f}"),
+    ("profile", "show", "{f}"),
 ]
 
 
@@ -48,7 +57,8 @@ def test_a_named_pipe_is_refused_at_once_on_every_input_path(argv, fifo, tmp_pat
     assert "not a regular file" in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("argv", [("compare", "/dev/zero")])
+@pytest.mark.parametrize("argv", [("compare", "/dev/zero"), ("estimate", "--traffic", "/dev/zero"),
+                                  ("train", "--model", "/dev/zero", "--tp", "8")])
 def test_a_device_is_said_to_be_no_regular_file_not_missing(argv, tmp_path):
     """``/dev/zero`` exists: not "no such file", and never read until memory runs out (a stat check refuses it)."""
     proc = topo(*argv, cwd=tmp_path, timeout=60)

@@ -137,7 +137,7 @@ def test_a_bad_profile_file_is_one_error_with_file_and_key(tmp_path, change, key
 
 def test_good_file_loads_and_invalid_toml_is_clean(tmp_path):
     assert load_profile_file(_write(tmp_path, GOOD_NET)).params["network_efficiency"].value == 0.9
-    with pytest.raises(TopoError, match="not valid TOML"):
+    with pytest.raises(TopoError, match="invalid TOML"):
         load_profile_file(_write(tmp_path, "[profile\n"))
 
 

@@ -19,7 +19,6 @@ base's value).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
+from ..inputs import read_toml
 from ..resources import data_dir
 
 __all__ = ["PARAMETERS", "KINDS", "FAMILIES", "Param", "ProfileFile", "load_profile_file", "bundled_files",
@@ -304,17 +304,7 @@ def load_profile_file(path: str | Path) -> ProfileFile:
     TopoError
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TopoError("no such profile file", source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopoError(f"cannot read the profile file: {exc}", source=str(path)) from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TopoError(f"not valid TOML: {exc}", source=str(path)) from None
-    return parse_profile_doc(doc, str(path))
+    return parse_profile_doc(read_toml(path, "profile file"), str(path))
 
 
 def bundled_dir() -> Path:

@@ -23,10 +23,10 @@ Every key is checked; an unknown one is an error naming the file, the member and
 from __future__ import annotations
 
 import difflib
-import tomllib
 from pathlib import Path
 
 from ..errors import TopoError
+from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 from .contention import SHARING_MODES
 from .options import EstimateOptions
@@ -70,21 +70,13 @@ def load_traffic(path_or_name: str | Path) -> tuple[dict, list[Member]]:
         A missing or unreadable file, invalid TOML, or a bad key or value (with the file and key).
     """
     p = Path(path_or_name)
-    if not p.is_file():
+    if not is_input_file(p):  # a name that is not a file (nor a folder, device or pipe): a bundled one
         bundled = bundled_traffic()
-        if str(path_or_name) in bundled:
-            p = bundled[str(path_or_name)]
-        elif p.is_dir():
-            raise TopoError("is a directory, not a traffic file", source=str(path_or_name))
-        else:
+        if str(path_or_name) not in bundled:
             raise TopoError(f"no such traffic file; bundled: {', '.join(bundled) or '(none)'}",
                             source=str(path_or_name))
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TopoError(f"invalid TOML: {exc}", source=str(path_or_name)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopoError(f"cannot read the file: {exc}", source=str(path_or_name)) from None
+        p = bundled[str(path_or_name)]
+    data = read_toml(p, "traffic file", source=str(path_or_name))
     return traffic_from_dict(data, source=str(path_or_name))
 
 

@@ -4,7 +4,6 @@ and blast radius; ``compare_designs``: several designs side by side."""
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -12,6 +11,7 @@ from typing import Sequence
 from ..fabric.bisection import bisection
 from ..fabric.builders import build_fabric
 from ..errors import TopoError
+from ..inputs import read_toml
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
@@ -34,11 +34,7 @@ __all__ = ["plan", "compare_designs", "read_plan_file"]
 
 def read_plan_file(path: str | Path) -> tuple[str, dict]:
     """A plan file: a TOML file whose tables are the spec's ``[plan]`` keys (or one ``[plan]`` table)."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TopoError(f"cannot read the plan file: {exc}", source=str(path)) from None
+    data = read_toml(path, "plan file")
     return str(path), data.get("plan", data)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
+from ..inputs import read_toml
 from .model import Spec
 from ..resources import topologies_dir
 
@@ -72,12 +73,7 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     """
     path = resolve_spec_path(name_or_path)
     source = _display_path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TopoError(f"invalid TOML: {exc}", source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopoError(f"cannot read the file: {exc}", source=source) from None
+    data = read_toml(path, "spec file (.toml)", source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec

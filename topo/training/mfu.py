@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 from ..fabric.builders import build_fabric
 from ..errors import TopoError
+from ..inputs import is_input_file
 from .parallel import load_layout, make_layout
 from .model import load_model
 from .step import estimate_step
@@ -17,7 +17,7 @@ __all__ = ["predict_mfu", "parse_layout"]
 def parse_layout(text: str):
     """A layout from a TOML file, or from ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,
     global_batch=2048``; values read as TOML values)."""
-    if text.endswith(".toml") or Path(text).is_file():
+    if text.endswith(".toml") or is_input_file(text):
         return load_layout(text)
     kw = {}
     for part in text.split(","):

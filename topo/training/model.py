@@ -17,7 +17,6 @@ output projection as another V h unless tied) are what FLOPs (:mod:`topo.trainin
 from __future__ import annotations
 
 import difflib
-import tomllib
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -25,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import TopoError
+from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 
 __all__ = ["ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
@@ -302,11 +302,7 @@ def bundled_models() -> list[str]:
 def load_model(name_or_path: str | Path) -> ModelSpec:
     """A model by bundled name (``llama3-405b``) or TOML path; bad files raise TopoError with file and key."""
     p = Path(name_or_path)
-    if p.exists() and not p.is_file():
-        raise TopoError("is not a regular file (a directory, device or pipe); give a model TOML file or a "
-                        f"bundled model name ({', '.join(bundled_models())})", source=str(name_or_path),
-                        key="model")
-    if not p.is_file():
+    if not is_input_file(p):
         stem = p.name[:-5] if p.name.endswith(".toml") else p.name
         p = models_dir() / f"{stem}.toml"
         if not p.is_file():
@@ -316,13 +312,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
             raise TopoError(f"no such model file or bundled model; bundled: {', '.join(names)}{hint}",
                             source=str(name_or_path), key="model")
     source = str(p) if p.parent != models_dir() else f"models/{p.name}"
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TopoError(f"invalid TOML: {exc}", source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopoError(f"cannot read the model file: {getattr(exc, 'strerror', None) or exc}", source=source) from None
-    return model_from_dict(data, source)
+    return model_from_dict(read_toml(p, "model file", source=source), source)
 
 
 def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
+from ..inputs import read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
 
@@ -153,18 +154,9 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 
 def load_layout(path, **overrides) -> ParallelLayout:
-    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on top; bad values
-    raise TopoError naming the file and the key."""
-    import tomllib
-    from pathlib import Path
-
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise TopoError(f"invalid TOML: {exc}", source=str(path)) from None
-    except OSError as exc:
-        raise TopoError(f"cannot read the layout file: {exc.strerror}", source=str(path)) from None
+    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on
+    top; bad values raise TopoError naming the file and the key."""
+    data = read_toml(path, "layout file")
     data.update({k: v for k, v in overrides.items() if v is not None})
     return make_layout(source=str(path), **data)
 
