@@ -369,3 +369,77 @@ def test_after_calibrating_on_a_log_the_verdict_does_not_say_calibrate_again(tmp
     # the calibrated model still misses a band (32 MiB, a measured bump): said, without the loop
     assert "faster than the model" in after and "calibrate the profile on this log" not in after
     assert "the profile was already calibrated on this log" in after
+
+
+# --- rows left out are said, a log cut short is named as such (issue 23) -----------------------------------------
+
+def _rendered(sizes=SIZES[10:]):
+    return render("all_reduce", ["a", "b"], 8, "NVIDIA H100 80GB HBM3", sizes, [1e-4 * (1 + s / 2**24) for s in sizes])
+
+
+def _row_index(lines, size):
+    return next(i for i, line in enumerate(lines) if line.split()[:1] == [str(size)])
+
+
+def test_a_row_with_a_negative_time_is_left_out_with_a_note(tmp_path):
+    lines = _rendered().splitlines()
+    i = _row_index(lines, 2**22)
+    t = lines[i].split()[5]
+    lines[i] = lines[i].replace(f" {t} ", f" -{t} ", 1)
+    log = tmp_path / "neg.log"
+    log.write_text("\n".join(lines) + "\n")
+    run = parse_file(log)[0]
+    assert 2**22 not in [r.size_bytes for r in run.rows] and len(run.rows) == len(SIZES[10:]) - 1
+    assert run.notes == [f"the row of size {2**22} B has a time of -{float(t):g} us (a time is positive): left out"]
+    res = compare_run(run, setup_from_run(run))
+    assert res.notes == run.notes and res.to_dict()["notes"] == run.notes
+    proc = run_cli("compare", str(log), check=True)
+    assert f"note: {run.notes[0]}\n" in proc.stderr
+
+
+@pytest.mark.parametrize("keep", [40, 75, 92])  # inside the count, inside the out-of-place times, before #wrong
+def test_a_last_row_cut_mid_line_is_left_out_with_a_note(tmp_path, keep):
+    text = _rendered()
+    lines = text.splitlines()[:-1]  # no '# Avg bus bandwidth' line: the log stops in its last row
+    lines[-1] = lines[-1][:keep]
+    log = tmp_path / "cut.log"
+    log.write_text("\n".join(lines))
+    run = parse_file(log)[0]
+    assert [r.size_bytes for r in run.rows] == SIZES[10:-1]
+    assert run.nranks == 16 and run.collective == "all_reduce"  # a cut row read as a row spoils neither
+    assert run.notes[0] == f"the last row (size {2**30} B) is cut mid-line: left out"
+    assert "looks cut short" in run.notes[1] and run.looks_cut_short
+    proc = run_cli("compare", str(log), check=True)
+    assert "note: the last row (size 1073741824 B) is cut mid-line: left out" in proc.stderr
+
+
+def test_a_garbled_row_inside_the_table_is_named(tmp_path):
+    lines = _rendered().splitlines()
+    i = _row_index(lines, 2**25)
+    lines[i] = lines[i][:60]
+    run = parse_text("\n".join(lines) + "\n")[0]
+    assert 2**25 not in [r.size_bytes for r in run.rows]
+    assert any(n.startswith(f"a row (size {2**25} B) cannot be read") for n in run.notes)
+
+
+def test_a_log_cut_before_its_large_sizes_is_not_blamed_on_the_collective(tmp_path):
+    """Cut after the 8-byte row, a log without a binary name cannot tell its collective: the error says the log
+    stops early (below the header's maxBytes), not only that -c is missing."""
+    text = (LOGS / "a3mega_tcpxo_allreduce_2n.txt").read_text().splitlines()
+    first = next(i for i, line in enumerate(text) if line.split()[:1] == ["8"])
+    log = tmp_path / "head.log"
+    log.write_text("\n".join(text[:first + 1]) + "\n")
+    proc = run_cli("compare", "head.log", "--gpu", "H100", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: head.log: -c: the log stops at size 8 B, below its header's maxBytes "
+                                  "8589934592 (cut short?)"), proc.stderr
+    assert "give the whole log" in proc.stderr
+
+
+def test_the_ratio_column_is_named_model_over_measured(tmp_path):
+    log = _modelled_log(tmp_path, slow=(2**20, 2**24, 0.5))  # the run faster than the model: above 100%
+    out = run_cli("compare", str(log), check=True).stdout
+    head = next(line for line in out.splitlines() if line.lstrip().startswith("size"))
+    assert "model/measured" in head and "efficiency" not in head
+    ratios = [int(t[:-1]) for line in out.splitlines() for t in line.split() if t.endswith("%")]
+    assert max(ratios) == pytest.approx(200, abs=2)  # twice as fast as the model: model/measured 200%

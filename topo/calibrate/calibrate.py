@@ -68,7 +68,8 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
             cases.append(Case(setup, coll, [r.size_bytes for r in rows], [r.time_s for r in rows], prof,
                               label=f"{Path(path).name}:{coll}"))
             logs.append({"path": str(path), "sha256": run.sha256, "collective": coll, "ranks": setup.gpus,
-                         "sizes": len(rows), "spec": setup.spec_name, "assumptions": setup.assumptions})
+                         "sizes": len(rows), "spec": setup.spec_name, "assumptions": setup.assumptions,
+                         "notes": list(run.notes)})
     if not cases:
         raise TopoError("no runs in the logs", key="logs")
     return cases, logs, start

@@ -78,6 +78,7 @@ class CompareResult:
     assumptions: list[str] = field(default_factory=list)
     nccl_version: str | None = None
     ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
+    notes: list[str] = field(default_factory=list)  # what the log's parser left out (rows cut or corrupted)
 
     @property
     def mdape_pct(self) -> float:
@@ -88,7 +89,7 @@ class CompareResult:
                 "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
                 "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
-                "assumptions": self.assumptions, "sizes": [r.to_dict() for r in self.rows]}
+                "assumptions": self.assumptions, "notes": self.notes, "sizes": [r.to_dict() for r in self.rows]}
 
     def to_frame(self):
         import pandas as pd
@@ -105,6 +106,11 @@ def run_collective(run: NcclRun, collective: str | None = None) -> str:
         raise TopoError(f"the log ran {run.collective} ({how}), not {collective}; name a collective only for a "
                         "log that does not say", source=run.source, key="collective")
     coll = collective or run.collective
+    if coll is None and run.rows and max(r.algbw_GBps for r in run.rows) < 0.5:
+        cut = f", below its header's maxBytes {run.max_bytes} (cut short?)" if run.looks_cut_short else ""
+        raise TopoError(f"the log stops at size {run.rows[-1].size_bytes} B{cut} and has no *_perf binary name: its "
+                        "sizes are too small for busbw/algbw to tell which collective ran; give the whole log, or "
+                        "name the collective", source=run.source, key="collective")
     if coll is None:
         fits = (f"its table fits {' or '.join(run.collective_candidates)}: busbw/algbw = (n-1)/n"
                 if run.collective_candidates else "and its table could be several")
@@ -145,7 +151,7 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
                                            for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
-                         list(setup.assumptions), run.nccl_version, ahead)
+                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes))
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:

@@ -132,6 +132,7 @@ class NcclRun:
     tuning: list[dict] = field(default_factory=list)  # {size_bytes, collective, algorithm, protocol, time_us}
     env: dict[str, str] = field(default_factory=dict)  # NCCL_ALGO, NCCL_PROTO, ... as the log shows them
     sha256: str = ""
+    notes: list[str] = field(default_factory=list)  # rows left out and why, a log that looks cut short
 
     @property
     def hosts(self) -> list[str]:
@@ -158,13 +159,20 @@ class NcclRun:
         return self.ranks[0].gpu if self.ranks else None
 
     @property
+    def looks_cut_short(self) -> bool:
+        """True when the table stops below the header's maxBytes and the run's closing '# Avg bus bandwidth' line
+        is missing (a log cut short, or a paste of its first rows)."""
+        return bool(self.rows) and self.avg_busbw_GBps is None and self.max_bytes is not None and (
+            max(r.size_bytes for r in self.rows) < self.max_bytes)
+
+    @property
     def failed_validation(self) -> bool:
         return self.wrong_is_count and any((r.wrong or 0) > 0 for r in self.rows)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(hosts=self.hosts, gpus_per_host=self.gpus_per_host, gpu_name=self.gpu_name,
-                 failed_validation=self.failed_validation)
+                 failed_validation=self.failed_validation, looks_cut_short=self.looks_cut_short)
         return d
 
     def to_frame(self):
@@ -218,6 +226,16 @@ def _row(tokens: list[str]) -> Row | None:
     return row
 
 
+def _row_start(tokens: list[str], final: bool) -> bool:
+    """Whether ``tokens`` look like the start of a table row (size, count, type, ...): on the last line, any
+    leading number (a row cut mid-line)."""
+    if not tokens or not tokens[0].isdigit():
+        return False
+    if final and len(tokens) == 1:
+        return True
+    return len(tokens) >= 2 and tokens[1].isdigit() and (len(tokens) == 2 or tokens[2].lower() in _TYPES)
+
+
 def _clean(line: str) -> str:
     return _TAG.sub(" ", _SRUN_LABEL.sub(" ", _RAY_PREFIX.sub(" ", line))).replace("\t", " ")
 
@@ -240,15 +258,22 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
     saw_anything = False
 
     table_seen = False
+    width: int | None = None  # the number of values in the current table's rows (the first row's)
+    lines = text.splitlines()
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    cut_at_end = not text.endswith(("\n", "\r"))  # the last line may stop mid-row
 
     def start_new():
-        nonlocal cur, table_seen
+        nonlocal cur, table_seen, width
         table_seen = False
+        width = None
         if cur.rows or cur.nthread is not None:
             runs.append(cur)
             cur = NcclRun(source=source, sha256=sha, nccl_version=cur.nccl_version, env=dict(cur.env))
 
-    for raw in text.splitlines():
+    for index, raw in enumerate(lines):
         line = _clean(raw)
         s = line.strip().lstrip("#").strip()
         if not s:
@@ -321,6 +346,7 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
         if "size" in s and "count" in s and "type" in s:
             cur.wrong_is_count = "#wrong" in s or "wrong" in s
             saw_anything = table_seen = True
+            width = None
             continue
         m = _BINARY.search(s)
         if m and m.group(1) in COLLECTIVES_PERF and not s[0].isdigit():
@@ -328,10 +354,24 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
                 start_new()
             cur.binary = cur.binary or m.group(1)
             continue
-        row = _row(s.split(" #", 1)[0].split())  # a row may carry a trailing comment (topo estimate's columns)
-        if row is not None:
-            cur.rows.append(row)
+        tokens = s.split(" #", 1)[0].split()  # a row may carry a trailing comment (topo estimate's columns)
+        row = _row(tokens)
+        if row is not None and width in (None, len(tokens)):
+            width = len(tokens)
             saw_anything = True
+            if row.time_s <= 0:  # nccl-tests prints a positive time: a corrupted row, not a measurement
+                cur.notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a "
+                                 "time is positive): left out")
+                continue
+            cur.rows.append(row)
+            continue
+        if (cur.rows or table_seen) and _row_start(tokens, final=index == last):
+            size = f"size {tokens[0]} B" if len(tokens) > 1 else "its size cut too"
+            if index == last and (cut_at_end or width is None or len(tokens) < width):
+                cur.notes.append(f"the last row ({size}) is cut mid-line: left out")
+            else:
+                cur.notes.append(f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
+                                 f"{width or 'more'} (cut short or garbled): left out")
     if cur.rows or cur.nthread is not None or table_seen:
         runs.append(cur)
     if not saw_anything or not runs:
@@ -368,6 +408,10 @@ def _finish(run: NcclRun) -> None:
         run.nranks, run.nranks_from = launched, "launcher (-np x nThread x nGpus)"
     if run.rows and (run.collective is None or run.nranks is None):
         _infer(run)
+    if run.looks_cut_short:
+        run.notes.append(f"the log stops at size {run.rows[-1].size_bytes} B, below its header's maxBytes "
+                         f"{run.max_bytes}, without the '# Avg bus bandwidth' line that ends a run: it looks cut "
+                         "short; only the sizes it has are used")
 
 
 _RATIO_COLLECTIVES = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,

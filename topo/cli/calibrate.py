@@ -43,6 +43,8 @@ def run(args) -> int:
             raise TopoError(exc.message, key="--name") from None
         raise cluster_flag_error(exc) from None
     for log in res.logs:
+        for a in log["notes"]:
+            note(f"note ({log['path']}): {a}")
         for a in log["assumptions"]:
             note(f"assumption ({log['path']}): {a}")
     if args.json:

@@ -77,7 +77,8 @@ def setup_from_args(run, args):
 def register(sub) -> None:
     p = sub.add_parser("compare", help="compare an nccl-tests log with the model: per size, and a verdict",
                        description="Parse an nccl-tests log (any *_perf binary, as printed) and compare each size "
-                       "with the model of its cluster: efficiency = modelled time / measured time. Without "
+                       "with the model of its cluster: model/measured = modelled time / measured time (100% when the run is as "
+                       "fast as the model, above 100% when it is faster). Without "
                        "--spec the cluster is built from the log (GPU model, hosts, ranks per host) and the "
                        "flags below; the assumptions made are printed.")
     p.add_argument("log", metavar="LOG", help="an nccl-tests output file, or - for standard input")
@@ -105,6 +106,8 @@ def run(args) -> int:
         emit_json(results[0].to_dict() if len(results) == 1 else {"runs": [x.to_dict() for x in results]})
         return 0
     for res in results:
+        for a in res.notes:
+            note(f"note: {a}")
         for a in res.assumptions:
             note(f"assumption: {a}")
         emit(f"# {res.source}: {res.collective} on {res.ranks} ranks; model {res.spec}, profile {res.profile}, "
@@ -113,7 +116,7 @@ def run(args) -> int:
                  f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",
                  "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}",
                  f"{c.nccl_algorithm}/{c.nccl_protocol}" if c.nccl_algorithm else "-") for c in res.rows]
-        emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "efficiency",
+        emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "model/measured",
                           "regime", "model algorithm", "NCCL's (INFO)"], right=[True] * 6 + [False] * 3))
         emit(f"verdict: {res.verdict}")
     if not results:
