@@ -1,17 +1,25 @@
-"""Arguments shared by commands: the SPEC argument and ``--set`` overrides."""
+"""Arguments shared by commands: the SPEC argument, ``--set`` overrides, outputs and the placement of ranks."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from ..engine.profile_data import load_profile_file
 from ..engine.profiles import resolve_profile
+from ..engine.options import CHOICES, EstimateOptions
 from ..errors import TopoError
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
-__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args", "spec_from_args"]
+__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "add_placement_arguments",
+           "fabric_from_args", "spec_from_args", "parse_ranks", "placement_from_args", "PLACEMENT_FLAGS"]
+
+# the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
+# calibrate); their defaults are the options object's, declared there once
+PLACEMENT_FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail",
+                   "rank_order": "--rank-order"}
 
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -46,6 +54,84 @@ def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:
                    help="replace an existing output file even if topo did not write it (never a SPEC)")
 
 
+def add_placement_arguments(p: argparse.ArgumentParser,
+                            gpus_help: str = "number of GPUs (default: all)") -> None:
+    """Declare which GPUs the ranks are: ``-g/--gpus N``, ``--ranks IDS``, ``--rank-order``, ``--placement``,
+    ``--rail``.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser (estimate, compare, calibrate).
+    gpus_help : str
+        The help of ``--gpus`` (a count of GPUs, or of a log's ranks).
+
+    Notes
+    -----
+    The placement fields of :class:`topo.engine.options.EstimateOptions`: their choices (:data:`CHOICES`) and
+    defaults (:meth:`EstimateOptions.default`) are declared there once; read the flags back with
+    :func:`placement_from_args`.
+    """
+    def default(option):
+        return f"default {EstimateOptions.default(option)}"
+
+    p.add_argument("-g", "--gpus", default=None, metavar="N", help=gpus_help)
+    p.add_argument("--ranks", default=None, metavar="IDS",
+                   help="explicit GPU ids, e.g. 0-7,64-71 (0-63,72-135: 16 trays in each of two NVL72 racks)")
+    p.add_argument("--rank-order", default=None, choices=CHOICES["rank_order"],
+                   help="with --ranks: order ranks as NCCL forms its ring (nccl) or exactly as listed (given; "
+                   f"{default('rank_order')})")
+    p.add_argument("--placement", default=None, choices=CHOICES["placement"],
+                   help=f"how --gpus are chosen ({default('placement')}; packed: fill domains, servers, leaves, pods "
+                   "in order)")
+    p.add_argument("--rail", default=None, metavar="R",
+                   help=f"GPU index within the server for one_per_server ({default('rail')})")
+
+
+def parse_ranks(text: str, key: str = "--ranks") -> list[int]:
+    """``0-7,64,70-71`` -> GPU ids.
+
+    >>> parse_ranks("0-3,8")
+    [0, 1, 2, 3, 8]
+    """
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise TopoError(f"cannot read {part!r}; write GPU ids and ranges such as 0-7,64-71", key=key)
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) else a
+        if b < a:
+            raise TopoError(f"range {part!r} runs backwards", key=key)
+        out.extend(range(a, b + 1))
+    return out
+
+
+def _whole_number(text, key):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise TopoError(f"must be a whole number, got {text!r}", key=key) from None
+
+
+def placement_from_args(args) -> dict:
+    """The placement options the flags of :func:`add_placement_arguments` give, as keyword arguments of
+    :class:`topo.engine.options.EstimateOptions` (only those given: the options' defaults apply to the rest)."""
+    if args.gpus is not None and args.ranks is not None:
+        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    out = {}
+    if args.gpus is not None:
+        out["gpus"] = _whole_number(args.gpus, "--gpus")
+    if args.ranks is not None:
+        out["ranks"] = parse_ranks(args.ranks)
+    if args.placement is not None:
+        out["placement"] = args.placement
+    if args.rail is not None:
+        out["rail"] = _whole_number(args.rail, "--rail")
+    if args.rank_order is not None:
+        out["rank_order"] = args.rank_order
+    return out
 _CLUSTER_SIZES = ("num_gpus", "num_servers", "num_units", "num_pods")
 
 

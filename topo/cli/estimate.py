@@ -12,7 +12,7 @@ from ..engine.results import EstimateResult
 from ..engine.traffic import MixResult, run_mix
 from ..errors import TopoError
 from ..engine.traffic_file import bundled_traffic, load_traffic
-from .common import add_spec_arguments, fabric_from_args, profile_mismatch, technology_note
+from .common import add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch, technology_note
 from .output import emit, emit_json, note, safe_text
 
 
@@ -70,16 +70,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--op", default="sum", metavar="OP",
                    help=f"nccl-tests' reduction op, for the redop column: {', '.join(REDUCTION_OPS)} (default sum; "
                    "the time does not depend on it)")
-    p.add_argument("-g", "--gpus", default=None, metavar="N", help="number of GPUs (default: all)")
-    p.add_argument("--ranks", default=None, metavar="IDS", help="explicit GPU ids, e.g. 0-7,64-71")
-    p.add_argument("--rank-order", default=None, choices=CHOICES["rank_order"],
-                   help="with --ranks: order ranks as NCCL forms its ring (nccl) or exactly as listed (given; "
-                   f"{_default('rank_order')})")
-    p.add_argument("--placement", default=None, choices=CHOICES["placement"],
-                   help=f"how --gpus are chosen ({_default('placement')}; packed: fill domains, servers, leaves, pods "
-                   "in order)")
-    p.add_argument("--rail", default=None, metavar="R",
-                   help=f"GPU index within the server for one_per_server ({_default('rail')})")
+    add_placement_arguments(p)
     p.add_argument("--groups", default=None, metavar="G",
                    help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism; "
                    f"{_default('groups')})")
@@ -119,22 +110,6 @@ def register(sub) -> None:
     p.add_argument("--csv", action="store_true",
                    help="print the table as CSV: nccl-tests' columns (in place repeated), then topo's")
     p.set_defaults(func=run)
-
-
-def parse_ranks(text: str) -> list[int]:
-    """``0-7,64,70-71`` -> ids."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise TopoError(f"cannot read {part!r}; write GPU ids and ranges such as 0-7,64-71", key="--ranks")
-        a = int(m.group(1))
-        b = int(m.group(2)) if m.group(2) else a
-        if b < a:
-            raise TopoError(f"range {part!r} runs backwards", key="--ranks")
-        out.extend(range(a, b + 1))
-    return out
 
 
 def _int(text, key):
