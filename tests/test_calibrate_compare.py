@@ -98,7 +98,7 @@ def test_cli_compare_json_equals_the_library(tmp_path):
 def test_cli_compare_errors_are_one_line(tmp_path):
     bad = run_cli("compare", str(Path(__file__)))
     assert bad.returncode == 2 and "not an nccl-tests log" in bad.stderr and bad.stderr.count("\n") == 1
-    unknown = run_cli("compare", str(LOGS / "msccl48_alltoall_16gpu.txt"), "--gpu", "A100", "--ranks", "16")
+    unknown = run_cli("compare", str(LOGS / "msccl48_alltoall_16gpu.txt"), "--gpu", "A100", "--gpus", "16")
     assert unknown.returncode == 2 and "collective" in unknown.stderr
     with pytest.raises(TopoError, match="not modelled by topo"):
         run = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
@@ -142,7 +142,7 @@ def test_more_ranks_than_the_rank_lines_hold_adds_nodes():
     # Review finding: SOURCES.md says "topo compare needs --ranks 1024" for nccl-tests #322, but `--ranks 1024`
     # failed with "nodes: 2 nodes of 8 GPUs cannot hold 1024 ranks" (nodes taken from the 2 hosts listed)
     run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]  # 16 rank lines on 2 hosts, 8 each
-    s = setup_from_run(run, ranks=32)
+    s = setup_from_run(run, gpus=32)
     assert s.gpus == 32 and s.fabric.num_gpus == 32
     assert "4 nodes of 8 GPUs assumed for 32 ranks (the log's rank lines list 2 hosts)" in s.assumptions
     assert setup_from_run(run).fabric.num_gpus == 16
@@ -161,7 +161,7 @@ def test_cluster_flags_with_a_spec_are_an_error_not_ignored():
     with pytest.raises(TopoError, match="nic_rate describe the cluster built from the log") as exc:
         setup_from_run(run, spec="dgx-h100-superpod", nic_rate="100 Gb/s")
     assert exc.value.key == "nic_rate"
-    assert setup_from_run(run, spec="dgx-h100-superpod", ranks=16).gpus == 16  # ranks still apply
+    assert setup_from_run(run, spec="dgx-h100-superpod", gpus=16).gpus == 16  # the rank count still applies
 
 
 def test_a_band_where_the_run_beats_the_model_is_named(tmp_path):
@@ -327,22 +327,22 @@ def test_nodes_that_contradict_the_rank_lines_are_an_error():
     assert "--nodes: the log's rank lines put its 16 ranks on 2 hosts, not 4 nodes" in p.stderr
     run = parse_file(LOGS / "a3ultra_gib_allgather_2n.txt")[0]
     assert setup_from_run(run, nodes=2).fabric.num_gpus == 16
-    assert setup_from_run(run, nodes=4, ranks=32).fabric.num_gpus == 32  # more ranks than listed: as given
+    assert setup_from_run(run, nodes=4, gpus=32).fabric.num_gpus == 32  # more ranks than listed: as given
 
 
 def test_cluster_counts_that_are_zero_or_the_log_contradicts_are_errors():
     # A new user's findings: `--gpus-per-node 0` and `--ranks 0` were ignored (falsy), `--ranks 7` on a 16-rank
     # log modelled 7 ranks and `--nodes -2` named an internal spec key
     log = str(LOGS / "dstack_nebius_h100_allreduce_2n.txt")  # 2 x 8 H100: busbw / algbw = 2 x 15/16
-    for flag, val in (("--gpus-per-node", "0"), ("--ranks", "0"), ("--nodes", "-2"), ("--nics", "0")):
+    for flag, val in (("--gpus-per-node", "0"), ("--gpus", "0"), ("--nodes", "-2"), ("--nics", "0")):
         p = run_cli("compare", log, "--gpu", "H100", flag, val)
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
         assert p.stderr.startswith(f"error: {flag}: must be a whole number >= 1, got {val}"), p.stderr
     for val in ("7", "1000"):
-        p = run_cli("compare", log, "--gpu", "H100", "--ranks", val)
-        assert p.returncode == 2 and f"--ranks: the log says 16 ranks ran (inferred (busbw / algbw)), not {val}" \
+        p = run_cli("compare", log, "--gpu", "H100", "--gpus", val)
+        assert p.returncode == 2 and f"--gpus: the log says 16 ranks ran (inferred (busbw / algbw)), not {val}" \
             in p.stderr, p.stderr
-    assert run_cli("compare", log, "--gpu", "H100", "--ranks", "16").returncode == 0
+    assert run_cli("compare", log, "--gpu", "H100", "--gpus", "16").returncode == 0
 
 
 def test_an_unknown_collective_is_named_as_such():
@@ -443,3 +443,62 @@ def test_the_ratio_column_is_named_model_over_measured(tmp_path):
     assert "model/measured" in head and "efficiency" not in head
     ratios = [int(t[:-1]) for line in out.splitlines() for t in line.split() if t.endswith("%")]
     assert max(ratios) == pytest.approx(200, abs=2)  # twice as fast as the model: model/measured 200%
+
+
+# --- the placement flags of topo estimate (issues 19 and 23) ------------------------------------------------------
+
+def test_a_log_from_16_trays_in_each_of_two_nvl72_racks_is_modelled_as_it_ran():
+    """OCI's two-rack GB200 run, its 128 ranks on 16 trays of each rack: ``--ranks 0-63,72-135`` on full 18-tray
+    racks places them so, and the model is the estimate of exactly those GPUs."""
+    log = LOGS / "ocioke_gb200_2racks_allreduce.txt"
+    run = parse_file(log)[0]
+    ranks = [*range(0, 64), *range(72, 136)]
+    s = setup_from_run(run, network="oci_roce", ranks=ranks)
+    assert s.gpus == 128 and s.fabric.num_gpus == 144 and s.fabric.spec.scale_up.gpus_per_domain == 72
+    assert s.placement_options() == {"ranks": ranks, "rank_order": "nccl"}
+    res = compare_run(run, s)
+    direct = estimate(s.fabric, "all_reduce", [r.size_bytes for r in run.rows], ranks=ranks).results
+    assert [c.model_s for c in res.rows] == pytest.approx([e.time_s for e in direct], rel=1e-12)
+    packed = compare_run(run, setup_from_run(run, network="oci_roce", gpus_per_domain=72))  # 18 + 14 trays
+    assert [c.model_s for c in packed.rows] != pytest.approx([c.model_s for c in res.rows], rel=1e-3)
+    p = run_cli("compare", str(log), "--network", "oci_roce", "--ranks", "0-63,72-135", "--json", check=True)
+    assert [x["model_s"] for x in json.loads(p.stdout)["sizes"]] == pytest.approx([c.model_s for c in res.rows])
+
+
+def test_placement_flags_of_compare_and_calibrate_are_estimates_own(tmp_path):
+    log = str(LOGS / "dstack_nebius_h100_allreduce_2n.txt")  # 2 x 8 H100
+    run = parse_file(log)[0]
+    s = setup_from_run(run, spec="dgx-h100-superpod", placement="one_per_server")
+    res = compare_run(run, s)
+    direct = estimate(s.fabric, "all_reduce", [r.size_bytes for r in run.rows], gpus=16,
+                      placement="one_per_server").results
+    assert [c.model_s for c in res.rows] == pytest.approx([e.time_s for e in direct], rel=1e-12)
+    p = run_cli("compare", log, "--spec", "dgx-h100-superpod", "--placement", "one_per_server", "--json", check=True)
+    assert [x["model_s"] for x in json.loads(p.stdout)["sizes"]] == pytest.approx([c.model_s for c in res.rows])
+    # errors name the flag, as estimate's do
+    for args, line in ((["--ranks", "0-7"], "error: " + log + ": --ranks: the log says 16 ranks ran (inferred (busbw "
+                        "/ algbw)), not 8 (the GPUs listed)\n"),
+                       (["--ranks", "7-3"], "error: --ranks: range '7-3' runs backwards\n"),
+                       (["--gpus", "16", "--ranks", "0-15"], "error: --ranks: give either --gpus or --ranks, not "
+                        "both\n")):
+        for cmd in ("compare", "calibrate"):
+            p = run_cli(cmd, log, "--gpu", "H100", *args)
+            assert p.returncode == 2 and p.stderr == line, (cmd, p.stderr)
+    p = run_cli("calibrate", log, "--gpu", "H100", "--spec", "dgx-h100-superpod", "--ranks", "0-7,16-23")
+    assert p.returncode == 2 and "--gpu" in p.stderr  # the cluster flags with --spec: still an error
+    p = run_cli("calibrate", log, "--spec", "dgx-h100-superpod", "--ranks", "0-7,16-23", "--json", check=True)
+    assert json.loads(p.stdout)["logs"][0]["ranks"] == 16
+
+
+def test_a_band_ahead_of_the_model_over_both_regimes_reads_as_english():
+    """One 8-GPU host, the run twice as fast as the model from 16 KiB to 32 MiB: latency-bound sizes and
+    bandwidth-bound ones (no "where latency and bandwidth dominates")."""
+    run = parse_text(render("all_reduce", ["a"], 8, "NVIDIA H100 80GB HBM3", SIZES, [1.0] * len(SIZES)))[0]
+    model = estimate(setup_from_run(run).fabric, "all_reduce", SIZES, gpus=8).results
+    times = [r.time_s * (0.5 if 2**14 <= s <= 2**25 else 1.0) for s, r in zip(SIZES, model)]
+    run = parse_text(render("all_reduce", ["a"], 8, "NVIDIA H100 80GB HBM3", SIZES, times))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.ahead["regime"] == "mixed"
+    assert ("at 16 KiB-32 MiB the run is 2.00x faster than the model (over sizes where latency dominates in the model "
+            "and sizes where bandwidth does)") in res.verdict
+    assert "dominates in the model)" not in res.verdict.replace("bandwidth does)", "")

@@ -152,9 +152,9 @@ def test_a_fit_that_stays_far_off_says_so():
     from pathlib import Path
 
     log = Path(__file__).parent / "data" / "nccl_logs" / "msccl48_alltoall_16gpu.txt"
-    res = calibrate_logs([log], gpu="A100", ranks=16, collective="alltoall")
+    res = calibrate_logs([log], gpu="A100", gpus=16, collective="alltoall")
     assert res.fit.mdape_after_pct > 50 and "do not use this profile for predictions" in res.warning
-    p = run_cli("calibrate", str(log), "--gpu", "A100", "--ranks", "16", "-c", "alltoall", "--json", check=True)
+    p = run_cli("calibrate", str(log), "--gpu", "A100", "--gpus", "16", "-c", "alltoall", "--json", check=True)
     assert json.loads(p.stdout)["warning"] == res.warning and "warning: the fitted profile is still" in p.stderr
 
 

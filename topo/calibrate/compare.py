@@ -124,8 +124,8 @@ def run_collective(run: NcclRun, collective: str | None = None) -> str:
 
 def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
     """The model's per-size results (one estimate call for the whole sweep)."""
-    return estimate(setup.fabric, coll, sizes, gpus=setup.gpus, algorithm=setup.algorithm if coll == "all_reduce"
-                    else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels,
+    return estimate(setup.fabric, coll, sizes, **setup.placement_options(),
+                    algorithm=setup.algorithm if coll == "all_reduce" else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels,
                     choose=setup.choose).results
 
 
@@ -232,9 +232,11 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
     elif head is not None and head <= 1.1 and not ahead:
         parts.append(f"no size falls below {GAP_BELOW * 100:.0f}% of the model")
     if ahead and (head is None or head <= 1.1 or ahead["max_bytes"] < BW_MIN_BYTES):
-        what = {"latency": "latency", "bandwidth": "bandwidth"}.get(ahead["regime"], "latency and bandwidth")
+        where = {"latency": "where latency dominates in the model",
+                 "bandwidth": "where bandwidth dominates in the model"}.get(
+            ahead["regime"], "over sizes where latency dominates in the model and sizes where bandwidth does")
         parts.append(f"at {_range(ahead)} the run is {ahead['median_efficiency']:.2f}x faster than the model "
-                     f"(where {what} dominates in the model): the model ({profile_name}) is too slow for this "
+                     f"({where}): the model ({profile_name}) is too slow for this "
                      f"cluster there; {advice}")
     if run.failed_validation:
         parts.append("WARNING: the log reports wrong results (#wrong > 0)")

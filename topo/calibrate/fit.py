@@ -31,8 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..engine.estimate import evaluate
-from ..engine.placement import place
+from ..engine.estimate import evaluate, placement_for
+from ..engine.options import EstimateOptions
 from ..engine.profile_data import PARAMETERS
 from ..engine.profiles import US, Profile
 from ..engine.schedule import NodeShape
@@ -123,8 +123,12 @@ def _mnnvl(prof: Profile, m: float) -> Profile:
 def _spans_trays(case: Case) -> bool:
     """The run puts ranks of one NVLink domain on several servers (an NVL72 rack): its multi-node NVLink terms,
     decided as ``estimate`` decides them (on the run's placement)."""
-    fab = case.setup.fabric
-    return NodeShape.of(fab).spans_servers(place(fab, case.setup.gpus).groups[0])
+    return NodeShape.of(case.setup.fabric).spans_servers(_placement(case).groups[0])
+
+
+def _placement(case: Case):
+    """The run's placement on its fabric, as ``estimate`` makes it."""
+    return placement_for(case.setup.fabric, EstimateOptions.from_kwargs(**case.setup.placement_options()))
 
 
 def calibration_params(profile: Profile, cases: list[Case], tag: str | None = None) -> list[FreeParam]:
@@ -168,9 +172,8 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
 
 
 def _domains(case: Case) -> int:
-    f = case.setup.fabric
-    per = f.spec.scale_up.gpus_per_domain or f.spec.gpu_model.domain_gpus
-    return math.ceil(case.setup.gpus / per)
+    """The NVLink domains the run's ranks sit in (as placed: a rank list may span more than its count fills)."""
+    return _placement(case).num_domains
 
 
 def apply_params(profile: Profile, params: list[FreeParam], x, tags=frozenset()) -> Profile:
@@ -187,8 +190,8 @@ def _times(case: Case, profile: Profile) -> np.ndarray:
 def _routed(case: Case):
     """The case's collective placed, scheduled and routed once (its profile's costs; re-costed per profile)."""
     s = case.setup
-    return evaluate(s.fabric, case.collective, gpus=s.gpus, algorithm=s.algorithm if case.collective == "all_reduce"
-                    else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose)
+    return evaluate(s.fabric, case.collective, **s.placement_options(),
+                    algorithm=s.algorithm if case.collective == "all_reduce" else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose)
 
 
 def _recosted_times(case: Case, ev, profile: Profile) -> np.ndarray:

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 
 from ..fabric.builders import build_fabric
+from ..engine.estimate import placement_for
+from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..fabric.hardware import GPU_MODELS, lookup_gpu
@@ -49,6 +51,16 @@ class Setup:
     protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol
     channels: int | None = None  # NCCL_MIN_NCHANNELS, when the run pinned the channel count
     choose: str = "fastest"  # how auto picks: the routed-fastest or NCCL's tuner's choice (topo.engine.tuner)
+    ranks: list[int] | None = None  # the GPU ids of the ranks, when given (else the first ``gpus`` by placement)
+    placement: str = "packed"  # how ``gpus`` are chosen without ``ranks`` (topo.engine.placement.PLACEMENTS)
+    rail: int = 0  # the GPU index within a server, for placement one_per_server
+    rank_order: str = "nccl"  # with ranks: NCCL's ring order or as given
+
+    def placement_options(self) -> dict:
+        """The placement as keyword arguments of :func:`topo.engine.estimate.estimate`."""
+        if self.ranks is not None:
+            return {"ranks": list(self.ranks), "rank_order": self.rank_order}
+        return {"gpus": self.gpus, "placement": self.placement, "rail": self.rail}
 
 
 def node_spec(gpu: str, nics: int, nic_rate: str, network: str, servers: int, gpus: int | None = None,
@@ -126,35 +138,74 @@ def _pinned(run: NcclRun, notes: list[str]) -> tuple[str | None, int | None]:
 
 def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int | None = None,
                    gpus_per_node: int | None = None, nics: int | None = None, nic_rate: str | None = None,
-                   network: str | None = None, ranks: int | None = None,
-                   gpus_per_domain: int | None = None) -> Setup:
-    """The fabric to model ``run`` on: ``spec`` (a Spec, a file or a bundled name) or one built from the log."""
+                   network: str | None = None, gpus: int | None = None,
+                   gpus_per_domain: int | None = None, ranks=None, placement: str | None = None,
+                   rail: int | None = None, rank_order: str | None = None) -> Setup:
+    """The fabric to model ``run`` on, and where its ranks sit.
+
+    Parameters
+    ----------
+    run : NcclRun
+        The parsed run.
+    spec : Spec, str or None
+        The cluster (a Spec, a file or a bundled name); None builds one from the log and the values below.
+    gpu, nodes, gpus_per_node, nics, nic_rate, network, gpus_per_domain
+        The cluster built from the log, where the log does not say or says otherwise (see the module's doc); not
+        used with ``spec``.
+    gpus : int, optional
+        The number of ranks (default: the log's).
+    ranks : sequence of int, optional
+        The GPU ids of the ranks, as :class:`topo.engine.options.EstimateOptions` takes them (16 trays in each of
+        two NVL72 racks: ``[*range(0, 64), *range(72, 136)]``); their count is the rank count.
+    placement, rail, rank_order
+        As :class:`~topo.engine.options.EstimateOptions` takes them (default: packed, rail 0, NCCL's order).
+
+    Returns
+    -------
+    Setup
+        The fabric, the placement and every assumption made.
+
+    Raises
+    ------
+    TopoError
+        Keyed by the parameter at fault (``gpus``, ``ranks``, ``nodes``, ...).
+    """
     notes: list[str] = []
-    for key, val in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics), ("ranks", ranks),
+    for key, val in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics), ("gpus", gpus),
                      ("gpus_per_domain", gpus_per_domain)):
         if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
             raise TopoError(f"must be a whole number >= 1, got {val!r}", key=key)
+    where = {k: v for k, v in (("gpus", gpus), ("ranks", ranks), ("placement", placement), ("rail", rail),
+                                ("rank_order", rank_order)) if v is not None}
+    opts = EstimateOptions.from_kwargs(**where)  # the estimate's own checks (keys: the option names)
+    if ranks is not None:
+        ranks = [int(r) for r in opts.ranks]
+        if len(set(ranks)) != len(ranks):
+            raise TopoError("lists a GPU twice", key="ranks")
+    count_key = "ranks" if ranks is not None else "gpus"
+    given = len(ranks) if ranks is not None else gpus
     # a rank count the log contradicts: its busbw / algbw (nccl-tests' factor of the true count), NCCL's own
     # nranks or the launcher's; rank lines may be a pasted excerpt, so more ranks than they list stay allowed
-    if ranks is not None and run.nranks is not None and ranks != run.nranks and (
-            not ratio_allows(run, ranks) or ranks < run.nranks or not run.nranks_from.startswith("rank lines")):
-        raise TopoError(f"the log says {run.nranks} ranks ran ({run.nranks_from}), not {ranks}",
-                        source=run.source, key="ranks")
-    n = ranks or run.nranks
+    if given is not None and run.nranks is not None and given != run.nranks and (
+            not ratio_allows(run, given) or given < run.nranks or not run.nranks_from.startswith("rank lines")):
+        what = f"{given} (the GPUs listed)" if ranks is not None else str(given)
+        raise TopoError(f"the log says {run.nranks} ranks ran ({run.nranks_from}), not {what}",
+                        source=run.source, key=count_key)
+    n = given or run.nranks
     if n is None:
         if run.nranks_at_least:
             raise TopoError(f"the log's '# Using devices' lines are cut short (they name rank "
                             f"{run.nranks_at_least - 1} but list {len({r.rank for r in run.ranks})}), and neither "
                             "a launcher command nor busbw/algbw says how many ranks ran; give the rank count",
-                            source=run.source, key="ranks")
+                            source=run.source, key="gpus")
         raise TopoError("the log does not say how many ranks ran (no '# Using devices' lines, no NCCL INFO "
-                        "nranks, busbw/algbw ambiguous); give the rank count", source=run.source, key="ranks")
-    if not ranks and not run.rank_lines_complete:
+                        "nranks, busbw/algbw ambiguous); give the rank count", source=run.source, key="gpus")
+    if not given and not run.rank_lines_complete:
         how = ("busbw/algbw" if run.nranks_from.startswith("inferred") else
                "the launcher's process count" if run.nranks_from.startswith("launcher") else run.nranks_from)
         notes.append(f"{n} ranks from {how} (the log's rank lines list only {len({r.rank for r in run.ranks})}: "
                      "their hosts are not used)")
-    elif run.nranks_from.startswith("inferred") and not ranks:
+    elif run.nranks_from.startswith("inferred") and not given:
         notes.append(f"{n} ranks inferred from busbw/algbw")
     algorithm, why = _algorithm(run)
     if why:
@@ -175,7 +226,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         fabric = build_fabric(sp)
         if n > fabric.num_gpus:
             raise TopoError(f"the run used {n} ranks but the spec has {fabric.num_gpus} GPUs", key="spec")
-        return Setup(fabric, n, algorithm, notes, sp.name, protocol, channels)
+        return _placed(Setup(fabric, n, algorithm, notes, sp.name, protocol, channels), opts, ranks)
     gpu = gpu or (gpu_from_device(run.gpu_name) if run.gpu_name else None)
     if gpu is None:
         raise TopoError("the log does not name a GPU model topo knows" + (f" ({run.gpu_name!r})" if run.gpu_name
@@ -198,11 +249,13 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if nodes is not None and hosts and n == len(run.ranks) and nodes != hosts and not gpus_per_node:
         raise TopoError(f"the log's rank lines put its {n} ranks on {hosts} hosts, not {nodes} nodes (the ranks "
                         "would fill the first nodes and leave the rest idle)", source=run.source, key="nodes")
+    need = max(n, max(ranks) + 1 if ranks else 0)  # GPUs the fabric must have: the highest id listed too
     if nodes is None:
         listed = hosts
-        nodes = listed if listed * gpn >= n else math.ceil(n / gpn)
+        nodes = listed if listed * gpn >= need else math.ceil(need / gpn)
         if listed and nodes != listed:  # more ranks than the rank lines' hosts hold (ranks given)
-            notes.append(f"{nodes} nodes of {gpn} GPUs assumed for {n} ranks (the log's rank lines list "
+            held = f"GPU id {need - 1} of the ranks given" if need > n else f"{n} ranks"
+            notes.append(f"{nodes} nodes of {gpn} GPUs assumed for {held} (the log's rank lines list "
                          f"{listed} hosts)")
     if nodes * gpn < n:
         raise TopoError(f"{nodes} nodes of {gpn} GPUs cannot hold {n} ranks", key="nodes")
@@ -231,13 +284,15 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         domain = gpus_per_domain or model.domain_gpus
         per_rack = domain // gpn
         racks = math.ceil(nodes / per_rack)
-        if gpus_per_domain is None and racks > 1 and nodes % racks == 0:
+        if gpus_per_domain is None and racks > 1 and nodes % racks == 0 and ranks is None:
             # hosts over several racks: as many in each (16 + 16 for 32 trays, as OCI's two-rack GB300 run), not
             # 18 + 14: NCCL's trees and NVLS run on unequal racks, topo's model of them does not
             per_rack = nodes // racks
             domain = per_rack * gpn
             notes.append(f"{gpu} hosts modelled as {racks} NVL72 racks of {per_rack} trays each (the log cannot "
                          "say how the hosts are split over racks)")
+        elif gpus_per_domain is None and ranks is not None:
+            notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks, the ranks on the GPUs given")
         elif gpus_per_domain is None:
             notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink racks (the log cannot say which "
                          "rack each host is in)")
@@ -247,4 +302,18 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     name = f"{gpu}-{nodes}x{gpn}-{network}"
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)
-    return Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels)
+    return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels), opts, ranks)
+
+
+def _placed(setup: Setup, opts, ranks) -> Setup:
+    """``setup`` with the placement of ``opts`` (checked on its fabric: ids that exist, a rail within a server)."""
+    setup.ranks, setup.placement, setup.rail, setup.rank_order = ranks, opts.placement, opts.rail, opts.rank_order
+    try:
+        placement_for(setup.fabric, _options(setup))
+    except TopoError as exc:
+        raise TopoError(exc.message, key=exc.key or ("ranks" if ranks is not None else "placement")) from None
+    return setup
+
+
+def _options(setup: Setup):
+    return EstimateOptions.from_kwargs(**setup.placement_options())

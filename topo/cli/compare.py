@@ -8,12 +8,13 @@ from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
 from ..engine.profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
-from .common import profile_mismatch
+from .common import PLACEMENT_FLAGS, add_placement_arguments, placement_from_args, profile_mismatch
 from .output import emit, emit_json, note, table
 
 
 def add_cluster_arguments(p) -> None:
-    """The flags that describe the measured cluster when no spec is given (shared with calibrate)."""
+    """The flags that describe the measured cluster when no spec is given, and where the ranks sat (the placement
+    flags of ``topo estimate``); shared with calibrate."""
     p.add_argument("--spec", default=None, metavar="SPEC",
                    help="the cluster as a spec file or bundled name (default: built from the log's header)")
     p.add_argument("--gpu", default=None, help="GPU model (default: from the log's '# Using devices' lines)")
@@ -27,7 +28,7 @@ def add_cluster_arguments(p) -> None:
     p.add_argument("--gpus-per-domain", default=None, type=int,
                    help="GPUs per NVLink domain (default: 72 for GB200/GB300 trays, else one node's); e.g. 4 for "
                    "GB200/GB300 hosts in different racks")
-    p.add_argument("--ranks", default=None, type=int, help="ranks of the run (default: from the log)")
+    add_placement_arguments(p, gpus_help="ranks of the run (default: from the log)")
     p.add_argument("-c", "--collective", default=None, help="collective (default: from the log)")
 
 
@@ -50,14 +51,13 @@ def cluster_from_args(args) -> dict:
         except UnitError as exc:
             raise TopoError(str(exc), key="--nic-rate") from None
     return dict(spec=args.spec, gpu=args.gpu, nodes=args.nodes, gpus_per_node=args.gpus_per_node, nics=args.nics,
-                nic_rate=args.nic_rate, network=args.network, ranks=args.ranks,
-                gpus_per_domain=args.gpus_per_domain)
+                nic_rate=args.nic_rate, network=args.network, gpus_per_domain=args.gpus_per_domain,
+                **placement_from_args(args))
 
 
 CLUSTER_FLAGS = {"gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node", "nics": "--nics",
-                 "nic_rate": "--nic-rate", "network": "--network", "ranks": "--ranks",
-                 "gpus_per_domain": "--gpus-per-domain", "collective": "-c", "spec": "--spec",
-                 "profile": "--profile"}
+                 "nic_rate": "--nic-rate", "network": "--network", "gpus_per_domain": "--gpus-per-domain",
+                 "collective": "-c", "spec": "--spec", "profile": "--profile", **PLACEMENT_FLAGS}
 
 
 def cluster_flag_error(exc: TopoError) -> TopoError:
