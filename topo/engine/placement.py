@@ -74,13 +74,18 @@ class Placement:
         return g
 
     def describe(self) -> str:
+        """One line: ``16 GPUs (packed) over 2 NVLink domains, 8 per domain``; with groups, what one group spans
+        (``1,792 concurrent groups of 2 GPUs (strided, 3,584 GPUs), each group over 2 NVLink domains, 1 per
+        domain``)."""
         rpd = self.ranks_per_domain()
-        per = f"{rpd} per domain" if rpd else "uneven per domain"
+        per = f", {rpd} per domain" if rpd else ", unevenly"
+        where = ("in one NVLink domain" if self.num_domains == 1 else
+                 f"over {count_noun(self.num_domains, 'NVLink domain')}{per}")
         what = f"{format_count(self.num_ranks)} GPUs ({self.kind})"
         if self.num_groups > 1:
             what = (f"{format_count(self.num_groups)} concurrent groups of {format_count(self.num_ranks)} GPUs "
-                    f"({self.kind}, {format_count(self.gpus.size)} GPUs)")
-        return f"{what}, each in {count_noun(self.num_domains, 'NVLink domain')}, {per}"
+                    f"({self.kind}, {format_count(self.gpus.size)} GPUs), each group")
+        return f"{what} {where}"
 
 
 def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpus=None, rail: int = 0,
