@@ -94,11 +94,13 @@ def test_cli_rack_that_cannot_hold_a_server(tmp_path):
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1
     assert "plan.floor.rack_power_W: a rack of 8,000 W cannot hold one server of 10,200 W" in p.stderr
-    # the same limit met by the catalog's own value names the catalog file
+    # the same limit met by the catalog's own value: the user's input is named, with the plan key to set, and the
+    # catalog file the value came from (issue 23: the error pointed into the package's catalog file)
     d = spec_dict()
     for t in d["fabric"]["tiers"]:
         t["model"] = "QM9700"
     with pytest.raises(TopoError) as e:
         plan(topo.spec_from_dict(d), layers=[("x", {"servers": {"HGX H100": {"non_gpu_power_per_gpu_W": 5000}}})],
              collectives=False)
-    assert e.value.key == "rack_power_W" and e.value.source.endswith("floor.toml")
+    assert e.value.key == "plan.floor.rack_power_W" and not e.value.source.endswith("floor.toml")
+    assert "the catalog's value, from" in e.value.message and "floor.toml" in e.value.message

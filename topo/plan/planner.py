@@ -51,8 +51,9 @@ def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[
             return TopoError(exc.message, source=where, key=key)
     if cat is not None and key.startswith("plan.") and not exc.source:
         origin, overridden = cat.origin_of(key[5:])
-        if not overridden:
-            return TopoError(exc.message, source=origin, key=key.split(".", 2)[-1])
+        if not overridden:  # the catalog's value does not suit this spec: the user's to change, in their input
+            return TopoError(f"{exc.message} (the catalog's value, from {origin}; set {key} to change it)",
+                             source=spec.error_source(key), key=key)
         if origin != spec._origin:
             return TopoError(exc.message, source=origin, key=key)
     return TopoError(exc.message, source=spec.error_source(key), key=key or None)
