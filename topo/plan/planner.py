@@ -59,6 +59,18 @@ def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[
     return TopoError(exc.message, source=spec.error_source(key), key=key or None)
 
 
+def _fit_default_rack(cat: Catalog, server, server_W: float) -> int | None:
+    """Servers per rack when the catalog's default floor cannot hold its default count of this server (an HGX
+    B200 of 14.3 kW, four to a 45 kW rack): as many as fit, at least one. None when the default fits or the user
+    set ``plan.floor.servers_per_rack`` (their value is then checked as given)."""
+    fl = cat.floor
+    if cat.origin_of("floor.servers_per_rack")[1] or server_W <= 0:
+        return None
+    if fl.servers_per_rack.value * server_W <= fl.rack_power_W.value:
+        return None
+    return max(1, int(fl.rack_power_W.value // server_W))
+
+
 def _as_fabric(spec) -> Fabric:
     if isinstance(spec, Fabric):
         return spec
@@ -129,6 +141,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
     spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
     rsw = server.rack_switches
+    fitted = _fit_default_rack(cat, server, server_W) if spr is None else None
+    spr = spr or fitted
     try:
         logical = logical_tiers(fabric, plan_tables, origin, tier_sources)
         models = tier_switch_models(fabric, cat, logical)
@@ -209,11 +223,15 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
                      f"the cluster's HBM ({hbm / 1e12:,.1f} TB): it cannot train here; give plan.workload.params or "
                      "--model")
+    if fitted:
+        notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
+                     f"{int(cat.floor.servers_per_rack.value)} exceed its {cat.floor.rack_power_W.value:,.0f} W "
+                     "rack (set plan.floor.servers_per_rack or rack_power_W to plan another floor)")
     if fabric.failures:
         notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
                      "installed ones")
-    if spr is not None:
+    if server.servers_per_rack is not None:
         notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
                      f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.floor"
                      + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
