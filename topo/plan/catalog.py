@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
+from ..fabric.hardware import GPU_MODELS
 from ..spec.load import format_loc
 from ..resources import data_dir
 
@@ -268,7 +269,8 @@ class Catalog(_Strict):
         return self.origins.get(dotted.split(".")[0], "catalog"), False
 
     def gpu(self, name: str) -> Gpu:
-        return _lookup(self.gpus, name, "gpus", "GPU")
+        # a GPU topo knows is a product of its own, never a typo of another ("B200" is not "GB200")
+        return _lookup(self.gpus, name, "gpus", "GPU", suggest=(name or "").upper() not in GPU_MODELS)
 
     def switch(self, name: str, key: str | None = None) -> Switch:
         return _lookup(self.switches, name, "switches", "switch model", key)
@@ -312,11 +314,11 @@ PLAN_KEYS = KINDS + ("tiers", "server_model")
 _RENAMED = {"layout": "floor"}  # the floor plan's table was plan.layout, a name the training package's layouts use
 
 
-def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None):
+def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None, suggest: bool = True):
     for k, v in table.items():
         if k.upper() == (name or "").upper():
             return v
-    close = difflib.get_close_matches(name or "", list(table), n=1)
+    close = difflib.get_close_matches(name or "", list(table), n=1) if suggest else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise TopoError(f"{what} {name!r} is not in the catalog; allowed: {', '.join(table)} (or add it under "
                     f"plan.{kind}){hint}", key=key or f"plan.{kind}")
