@@ -71,6 +71,8 @@ def test_readme_command_runs(argv, tmp_path):
     if "--profile" in argv and argv[argv.index("--profile") + 1].endswith(".toml"):  # made by the calibrate line
         run_cli("calibrate", "all_reduce.log", "--gpu", "H100", "-o", argv[argv.index("--profile") + 1],
                 cwd=tmp_path, check=True)
+    if "--plan-file" in argv:  # the README's plan file of catalog overrides: one price
+        (tmp_path / argv[argv.index("--plan-file") + 1]).write_text("[switches.QM9700]\nprice_usd = 30000\n")
     proc = run_cli(*argv[1:], cwd=tmp_path)  # outputs land in a fresh folder
     if _needs_image_tools(argv) and importlib.util.find_spec("kaleido") is None:
         # documented: without kaleido the command stops with one line saying what to install

@@ -3,14 +3,18 @@ side."""
 
 from __future__ import annotations
 
+import csv
 import math
 
+from .. import __version__
+from ..atomic import SIGNATURE, check_output, open_output
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
+from ..spec.load import resolve_spec_path
 from ..training.mfu import predict_mfu
 from ..units import format_bandwidth, format_count, format_time
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
-from .output import emit, emit_json, table
+from .output import emit, emit_json, note, table
 
 
 def register(sub) -> None:
@@ -33,6 +37,12 @@ def register(sub) -> None:
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the cross-pod all-reduce and all-to-all estimates")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--bom-csv", metavar="FILE",
+                   help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
+                   "length class; one row per line, with counts, power and prices), written whole or not at all; "
+                   "'-' prints it on stdout instead of the tables")
+    p.add_argument("--force", action="store_true",
+                   help="with --bom-csv: replace an existing file topo did not write (never a SPEC or plan file)")
     p.set_defaults(func=run)
 
 
@@ -59,9 +69,20 @@ def train_mfu(args) -> tuple[float, str, float]:
 
 def run(args) -> int:
     names = args.specs or [None]
+    if args.bom_csv is not None:  # a bad output fails before the plan
+        if args.bom_csv == "-" and args.json:
+            raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
+        check_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv", force_option="--force")
     layers = _layers(args)
     results = [plan(fabric_from_args(args, n), layers=layers, plan_file=args.plan_file,
                     collectives=not args.no_collectives) for n in names]
+    if args.bom_csv is not None:
+        with open_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv",
+                         force_option="--force") as fh:
+            write_bom_csv(results, fh)
+        if args.bom_csv == "-":
+            return 0
+        note(f"wrote {args.bom_csv}")
     if args.json:
         emit_json(results[0].to_dict() if len(results) == 1 else DesignComparison(results).to_dict())
     elif len(results) == 1:
@@ -69,6 +90,39 @@ def run(args) -> int:
     else:
         emit(render_comparison(results))
     return 0
+
+
+def _inputs(args) -> list[str]:
+    paths = []
+    for name in args.specs or [None]:
+        try:
+            paths.append(str(resolve_spec_path(name)))
+        except TopoError:
+            pass  # named again, with its error, when the plan loads it
+    return paths + ([args.plan_file] if args.plan_file else [])
+
+
+BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "power_W_each", "price_usd_each",
+                   "price_usd", "length_m")
+
+
+def write_bom_csv(results: list[PlanResult], fh) -> None:
+    """The bills of materials of ``results`` as CSV on ``fh``: one row per switch, transceiver and cable line,
+    after a ``# written by topo`` comment line (pandas: ``read_csv(path, comment="#")``)."""
+    fh.write(f"# {SIGNATURE} {__version__}: topo plan bill of materials; W and USD per item and in total\n")
+    w = csv.writer(fh, lineterminator="\n")
+    w.writerow(BOM_CSV_COLUMNS)
+    for r in results:
+        for s in r.bom.switches:
+            w.writerow([r.name, "switch", s.tier, s.model, "", s.count, f"{s.power_W_each:g}",
+                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", ""])
+        for t in r.bom.transceivers:
+            w.writerow([r.name, "transceiver", t.at, t.type, "", t.count, f"{t.power_W_each:g}",
+                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", ""])
+        for c in r.bom.cables:
+            w.writerow([r.name, "cable", c.level, c.type, c.length_class, c.count,
+                        f"{c.power_W / c.count:g}" if c.count else "0", f"{c.price_usd / c.count:.2f}" if c.count
+                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}"])
 
 
 def _mw(w: float) -> str:
@@ -178,8 +232,8 @@ def render(r: PlanResult) -> str:
         out.append(f"          1 GiB all_reduce, {format_count(n.all_reduce_gpus)} GPUs across two pods: "
                    f"{_t(n.all_reduce_s)} (bottleneck {n.all_reduce_bottleneck}); 1 GiB alltoall, "
                    f"{n.alltoall_gpus} GPUs in two pods: {_t(n.alltoall_s)}")
-    for note in r.notes:
-        out.append(f"note: {note}")
+    for text in r.notes:
+        out.append(f"note: {text}")
     out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
                f"floor, economics and reliability figures with their sources are under --json 'figures'")
     return "\n".join(out)

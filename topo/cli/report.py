@@ -8,7 +8,7 @@ from ..atomic import check_output
 from ..errors import TopoError
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
-from ..plan import plan
+from ..plan import plan, read_plan_file
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.load import resolve_spec_path
 from ..training.mfu import parse_layout
@@ -39,6 +39,8 @@ def register(sub) -> None:
     add_output_arguments(p, "topo-report.html, or topo-<figure>.<format>")
     p.add_argument("--plan", action="store_true",
                    help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
+    p.add_argument("--plan-file", metavar="FILE",
+                   help="with --plan (implied): a TOML file of catalog overrides, as topo plan --plan-file takes it")
     p.add_argument("--train", metavar="MODEL", help="add a training job's section: step breakdown, memory, bytes per "
                    "tier of MODEL laid out as --layout on each SPEC (see topo train)")
     p.add_argument("--layout", metavar="L", help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
@@ -61,14 +63,20 @@ def run(args) -> int:
     # when writing).
     default = "topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}"
     out = args.output if args.output is not None else default
-    output = dict(inputs=[resolve_spec_path(s) for s in specs], force=args.force, key="-o", force_option="--force")
+    inputs = [resolve_spec_path(s) for s in specs] + ([args.plan_file] if args.plan_file else [])
+    output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
     check_output(out, **output)
+    if args.plan_file and args.format != "html":
+        raise TopoError(f"the planner's section is part of the HTML report; --format {args.format} writes one figure",
+                        key="--plan-file")
+    if args.plan_file:  # a bad plan file fails before the report
+        read_plan_file(args.plan_file)
     job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report
     if args.format == "html":
         reports = build_reports(specs, args.overrides, failures=args.failures)
         plans = None
-        if args.plan:
-            plans = [plan(r.fabric) for r in reports]
+        if args.plan or args.plan_file:
+            plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
         trains = _trains(job, reports) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
         note(f"wrote {_where(out)} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
