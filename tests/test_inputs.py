@@ -45,6 +45,7 @@ FIFO_COMMANDS = [
     ("plan", "--plan-file", "{f}"),
     ("plan", "--model", "llama3-8b", "--layout", "{f}"),
     ("profile", "show", "{f}"),
+    ("sweep", "{f}"),
 ]
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TopoError
+from ..inputs import is_input_file, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
 from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
@@ -129,7 +130,7 @@ def load_study(path_or_name: str | Path) -> Study:
         the value and what is allowed.
     """
     p = Path(path_or_name)
-    if not p.is_file():
+    if not is_input_file(p):  # not there at all (a device or pipe is the user's file, refused when read)
         bundled = bundled_studies()
         stem = p.name[:-5] if p.name.endswith(".toml") else p.name
         if p.parent == Path(".") and stem in bundled:
@@ -140,12 +141,13 @@ def load_study(path_or_name: str | Path) -> Study:
             what = "is a directory" if p.is_dir() else "no such study file or bundled study"
             raise TopoError(f"{what}; bundled: {', '.join(bundled)}{hint}", source=str(path_or_name))
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_input_text(p, "study file (.toml)")
+    except TopoError as exc:
+        raise TopoError(exc.message, source=str(path_or_name)) from None
+    try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TopoError(f"invalid TOML: {exc}", source=str(path_or_name)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopoError(f"cannot read the file: {exc}", source=str(path_or_name)) from None
     return study_from_dict(data, source=str(path_or_name), text=text, folder=p.parent, default_name=p.stem)
 
 
@@ -294,7 +296,7 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             path = folder / ref
         try:
             path = path or resolve_spec_path(ref)
-            text = path.read_text(encoding="utf-8")
+            text = read_input_text(path, "spec file (.toml)")
         except TopoError as exc:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
