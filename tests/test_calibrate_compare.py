@@ -411,6 +411,10 @@ def test_a_last_row_cut_mid_line_is_left_out_with_a_note(tmp_path, keep):
     assert "looks cut short" in run.notes[1] and run.looks_cut_short
     proc = run_cli("compare", str(log), check=True)
     assert "note: the last row (size 1073741824 B) is cut mid-line: left out" in proc.stderr
+    if keep == 40:  # calibrate says it too, and records it with the log
+        proc = run_cli("calibrate", str(log), "--json", check=True)
+        assert f"note ({log}): the last row (size 1073741824 B) is cut mid-line: left out" in proc.stderr
+        assert json.loads(proc.stdout)["logs"][0]["notes"] == run.notes
 
 
 def test_a_garbled_row_inside_the_table_is_named(tmp_path):
