@@ -116,8 +116,24 @@ def _whole_number(text, key):
 
 
 def placement_from_args(args) -> dict:
-    """The placement options the flags of :func:`add_placement_arguments` give, as keyword arguments of
-    :class:`topo.engine.options.EstimateOptions` (only those given: the options' defaults apply to the rest)."""
+    """The placement options the flags of :func:`add_placement_arguments` give.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``gpus``, ``ranks``, ``placement``, ``rail`` and ``rank_order``.
+
+    Returns
+    -------
+    dict
+        Keyword arguments of :class:`topo.engine.options.EstimateOptions`, only those given (the options' own
+        defaults apply to the rest).
+
+    Raises
+    ------
+    TopoError
+        Keyed by the flag: both ``--gpus`` and ``--ranks``, a count that is not a whole number, a bad rank list.
+    """
     if args.gpus is not None and args.ranks is not None:
         raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
     out = {}

@@ -107,8 +107,21 @@ BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "
 
 
 def write_bom_csv(results: list[PlanResult], fh) -> None:
-    """The bills of materials of ``results`` as CSV on ``fh``: one row per switch, transceiver and cable line,
-    after a ``# written by topo`` comment line (pandas: ``read_csv(path, comment="#")``)."""
+    """Write the bills of materials of ``results`` as CSV.
+
+    Parameters
+    ----------
+    results : list of PlanResult
+        One per design; each row names its design.
+    fh : text file
+        Where to write (opened by :func:`topo.atomic.open_output`, so the file appears whole or not at all).
+
+    Notes
+    -----
+    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class),
+    after a ``# written by topo`` comment line that marks the file as topo's (pandas:
+    ``read_csv(path, comment="#")``).
+    """
     fh.write(f"# {SIGNATURE} {__version__}: topo plan bill of materials; W and USD per item and in total\n")
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(BOM_CSV_COLUMNS)
