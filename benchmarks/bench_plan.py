@@ -51,9 +51,7 @@ def arithmetic() -> list[str]:
     r = plan(collectives=False)
     f, c, o, p, rel = r.floor, r.capex, r.ownership, r.power, r.reliability
     hardware = c.servers_usd + c.storage_usd + c.frontend_usd + c.network_capex_usd
-    twin = plan(topo.load_spec("h100-100k", ["cluster.num_pods=64", "fabric.units_per_pod=6",
-                                             "fabric.tiers[1].oversubscription=", "fabric.tiers[1].up_ports=8",
-                                             "plan.server_model=DGX H100"]), collectives=False)
+    twin = plan(topo.load_spec("h100-100k-islands", ["plan.server_model=DGX H100"]), collectives=False)
     return [
         "Default plan (h100-100k, catalog defaults), the new lines by hand:", "",
         f"- floor area: {f.num_halls} halls x 60 m x 50 m + the central room's {f.core_room_racks} racks in one "
@@ -78,7 +76,8 @@ def arithmetic() -> list[str]:
         f"- CO2 per year: {p.energy_per_year_Wh / 1e12:.3f} TWh x 0.37 kg/kWh = **{o.co2_per_year_kg / 1e9:.3f} Mt**",
         f"- optics: {rel.nic_optical_modules:,} NIC-side 400G-SR4 at 5 years: 5 x 525,600 min / 100,352 = "
         f"**{rel.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis 26.28 at 100,000); every module "
-        f"({rel.optical_modules:,}): {rel.first_optical_failure_s / 60:.2f} min. 98,304 DGX H100 GPUs: "
+        f"({rel.optical_modules:,}): {rel.first_optical_failure_s / 60:.2f} min. h100-100k-islands (4 x 24,576 GPUs) "
+        f"with DGX H100 servers: "
         f"{twin.nic_modules:,} twin-port modules at 4 years: 4 x 525,600 / 49,152 = "
         f"**{twin.reliability.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis' 42.05 = 4 x 525,600 / 50,000)",
         f"- reconciliation: NIC-side modules at 5 years fail {rel.optics_parts_per_day:.1f}/day; Llama 3's network row "

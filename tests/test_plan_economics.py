@@ -62,7 +62,7 @@ def test_new_figures_reach_json_and_the_comparison(default):
     d = default.to_dict()
     assert d["ownership"]["cost_per_gpu_hour_usd"] == default.ownership.cost_per_gpu_hour_usd
     assert d["capex"]["storage_usd"] > 0 and d["capex"]["facility_basis"] == "facility"
-    keys = {f["key"]: f for f in d["figures"]}
+    keys = {f["key"]: f for f in d["inputs"]}
     for k in ("economics.years", "economics.grid_kg_co2_per_kWh", "economics.storage_servers_per_gpu",
               "economics.opex_usd_per_MW_year", "facility.capex_basis", "servers.HGX H100.nic_module_ports"):
         assert keys[k]["source"] and keys[k]["status"]

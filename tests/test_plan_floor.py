@@ -111,7 +111,7 @@ def test_floor_is_in_the_json_document():
     d = _plan().to_dict()
     assert d["floor"]["area_m2"] == pytest.approx(18_144)
     assert len(d["floor"]["halls"]) == 6 and d["floor"]["halls"][0]["cooling"] == "rear_door"
-    assert {f["key"] for f in d["figures"]} >= {"floor.hall_power_W", "floor.hall_width_m", "cooling.rear_door.max_rack_W"}
+    assert {f["key"] for f in d["inputs"]} >= {"floor.hall_power_W", "floor.hall_width_m", "cooling.rear_door.max_rack_W"}
     assert all(f["status"] in ("published", "secondary", "derived", "assumption", "override") and f["source"]
-               for f in d["figures"])
+               for f in d["inputs"])
     assert math.isfinite(d["floor"]["campus_width_m"])

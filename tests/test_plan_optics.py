@@ -7,10 +7,9 @@ import topo
 from topo.plan import plan
 from topo.plan.reliability import SECONDS_PER_YEAR
 
-# four 24,576-GPU islands' worth of GPUs (98,304 = 12,288 DGX H100) on the bundled default's 3-tier shape: pods of
-# 6 units (1,536 GPUs), 64 pods; only the server count and the NIC optics decide the NIC-side modules
-GPUS_98K = ["cluster.num_pods=64", "fabric.units_per_pod=6", "fabric.tiers[1].oversubscription=",
-            "fabric.tiers[1].up_ports=8", "plan.server_model=DGX H100"]
+# SemiAnalysis' published design: four 24,576-GPU islands (98,304 GPUs) under a 4th tier (h100-100k-islands), with
+# DGX H100 servers: twin-port NIC cages
+ISLANDS_TWIN_PORT = ["plan.server_model=DGX H100"]
 
 
 def _line26(reference):
@@ -36,15 +35,15 @@ def test_98304_gpus_with_twin_port_nic_optics_reproduce_49152_modules(reference)
     # the article's 42.05 min is 4 years / 50,000 (its 100,000 GPUs halved); for 49,152 modules the same
     # arithmetic gives 4 x 525,600 / 49,152 = 42.77 min
     _line26(reference)
-    r = plan(topo.load_spec("h100-100k", GPUS_98K), collectives=False)
-    assert r.num_gpus == 98_304
+    r = plan(topo.load_spec("h100-100k-islands", ISLANDS_TWIN_PORT), collectives=False)
+    assert r.num_gpus == 98_304 == 4 * 24_576
     assert r.nic_modules == 49_152
     rel = r.reliability
     assert rel.first_job_optics_failure_s == pytest.approx(4 * SECONDS_PER_YEAR / 49_152, rel=1e-12)
     assert rel.first_job_optics_failure_s / 60 == pytest.approx(42.77, abs=0.005)
     assert rel.first_job_optics_failure_s / 60 == pytest.approx(42.05, rel=0.02)  # the article's rounding
     # the same design with single-port NIC modules at 5 years: SemiAnalysis' 26.28 min is 5 years / 100,000
-    single = plan(topo.load_spec("h100-100k", GPUS_98K[:-1]), collectives=False).reliability
+    single = plan("h100-100k-islands", collectives=False).reliability
     assert single.nic_optical_modules == 98_304
     assert single.first_job_optics_failure_s == pytest.approx(5 * SECONDS_PER_YEAR / 98_304, rel=1e-12)
 

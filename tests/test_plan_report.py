@@ -46,9 +46,9 @@ def test_bom_table_and_escaping():
     assert out.count('data-figure="plan-') == 4
     # the side-by-side table and the sourced figures (each with its status and source)
     assert "cost per GPU-hour" in out and "first job-stopping optics failure" in out and "floor area" in out
-    for f in r.figures:
+    for f in r.inputs:
         assert f"<td class=\"l\">{f['key']}</td>" in out
-    assert any(f["key"] == "economics.grid_kg_co2_per_kWh" for f in r.figures)
+    assert any(f["key"] == "economics.grid_kg_co2_per_kWh" for f in r.inputs)
 
 
 def test_report_cli_includes_the_plan_section(tmp_path):

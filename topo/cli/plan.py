@@ -248,7 +248,7 @@ def render(r: PlanResult) -> str:
     for text in r.notes:
         out.append(f"note: {text}")
     out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
-               f"floor, economics and reliability figures with their sources are under --json 'figures'")
+               f"floor, economics and reliability inputs with their sources are under --json 'inputs'")
     return "\n".join(out)
 
 

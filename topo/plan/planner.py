@@ -20,7 +20,7 @@ from .bom import SwitchLine, bill_of_materials, logical_tiers, tier_switch_model
 from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .capex import capex_breakdown
-from .figures import figures_used
+from .inputs import inputs_used
 from .floor import SwitchRacking, floor_plan
 from .switch_counts import switch_count_notes
 from .tco import ownership_cost
@@ -243,7 +243,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
-                      failure_impact=impact, figures=figures_used(cat, fabric, server_name, floor.cooling),
+                      failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
 
 

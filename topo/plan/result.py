@@ -40,7 +40,7 @@ class PlanResult:
     catalog_versions: dict[str, str]
     notes: list[str] = field(default_factory=list)
     failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
-    figures: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
+    inputs: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
 
     @property
     def nic_modules(self) -> int:
@@ -88,7 +88,7 @@ class PlanResult:
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
-            "network": self.network.to_dict(), "figures": self.figures, "assumptions": self.assumptions,
+            "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
         }
 

@@ -1,6 +1,6 @@
 """The planner's part of the report: power, capex and the cost of ownership as stacked bars, the floor, optics,
 economics and goodput figures side by side, the bill of materials, goodput against the checkpoint interval, and
-the sourced figures (floor, cooling, economics, checkpoint) each plan used. Each figure function takes :class:`topo.plan.PlanResult` objects and draws what
+the sourced inputs (floor, cooling, economics, checkpoint) each plan used. Each figure function takes :class:`topo.plan.PlanResult` objects and draws what
 they hold (nothing is recomputed); :func:`plan_section` is the HTML section the page can include.
 
 >>> from topo.plan import plan
@@ -22,7 +22,7 @@ from ..units import format_count
 from .style import base_layout, esc
 
 __all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "bom_table_html",
-           "summary_table_html", "figures_table_html", "plan_section"]
+           "summary_table_html", "inputs_table_html", "plan_section"]
 
 _PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3")
 
@@ -142,12 +142,12 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
     return f'<table><tr><th class="l"></th>{head}</tr>{body}</table>'
 
 
-def figures_table_html(r: PlanResult) -> str:
-    """The sourced figures a plan used (floor, cooling, NIC optics, economics, checkpoint), escaped."""
+def inputs_table_html(r: PlanResult) -> str:
+    """The sourced inputs a plan used (floor, cooling, NIC optics, economics, checkpoint), escaped."""
     e = html.escape
     rows = ['<table><tr><th class="l">figure</th><th>value</th><th class="l">status</th>'
             '<th class="l">source</th></tr>']
-    for f in r.figures:
+    for f in r.inputs:
         v = f["value"]
         value = f"{v:,.6g}" if isinstance(v, (int, float)) else str(v)
         rows.append(f'<tr><td class="l">{e(f["key"])}</td><td>{e(value)}</td><td class="l">{e(f["status"])}</td>'
@@ -165,8 +165,8 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
     figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
                    ((power_figure(results), "plan-power"), (capex_figure(results), "plan-capex"),
                     (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput")))
-    sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint figures used, "
-                      f"with their sources</summary>{figures_table_html(r)}</details>" for r in results)
+    sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint inputs used, "
+                      f"with their sources</summary>{inputs_table_html(r)}</details>" for r in results)
     lead = ("Power, capex and goodput from <code>topo plan</code>: the catalog's values (each with its source; "
             "prices are assumptions) applied to each cluster's bill of materials, as laid out on the floor.")
     grid = 'style="grid-template-columns: repeat({}, minmax(0, 1fr));"'

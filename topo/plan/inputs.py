@@ -1,6 +1,6 @@
-"""The figures a plan used beyond the GPUs, switches and optics, with their sources and status: the floor, the
+"""The sourced inputs a plan used beyond the GPUs, switches and optics, with their sources and status: the floor, the
 cooling chosen, the server's NIC optics, the facility's capex basis, the economics (TCO, CO2, storage,
-front-end) and the checkpoint and reliability inputs. ``topo plan --json`` carries them under ``figures``, the
+front-end) and the checkpoint and reliability inputs. ``topo plan --json`` carries them under ``inputs``, the
 report shows them in its plan section."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..fabric.fabric import Fabric
 from .catalog import Catalog
 
-__all__ = ["figures_used"]
+__all__ = ["inputs_used"]
 
 
 def _rows(prefix: str, obj) -> list[dict]:
@@ -22,7 +22,7 @@ def _rows(prefix: str, obj) -> list[dict]:
     return rows
 
 
-def figures_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: str) -> list[dict]:
+def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: str) -> list[dict]:
     """Rows of ``{key, value, source, status}`` for the floor, cooling, NIC optics, facility basis, economics,
     checkpoint and reliability values a plan used."""
     server = catalog.servers[server_model]
