@@ -180,7 +180,8 @@ def main() -> None:
         return v
 
     values = fit_all(lambda k: [s for s in setups if s["fitkey"] == k], values)
-    assumed.append("blackwell bf16 (no dense BF16 Blackwell run): hopper bf16 x blackwell fp8 / hopper fp8")
+    assumed.append(f"blackwell bf16 {values[('blackwell', 'bf16')]:.3f} (no dense BF16 Blackwell run): hopper bf16 x "
+                   "blackwell fp8 / hopper fp8")
     for s in setups:
         s["pred"] = predict(s, values)
         others = [o for o in setups if o["fitkey"] == s["fitkey"] and o is not s]
@@ -211,7 +212,10 @@ def main() -> None:
         if i:
             summary.append(f"| {g} | {len(i)} | {statistics.median(i):.1%} | "
                            + (f"{statistics.median(o):.1%} ({len(o)})" if o else "-") + " |")
-    fitted = ", ".join(f"{gen} {what} {v:.3f}" for (gen, what), v in sorted(values.items()))
+    has_rows = {s["fitkey"] for s in setups}
+    fitted = ", ".join(f"{gen} {what} {v:.3f}" for (gen, what), v in sorted(values.items()) if (gen, what) in has_rows)
+    assumed += [f"{gen} {what} {v:.3f} (no run to fit)" for (gen, what), v in sorted(values.items())
+                if (gen, what) not in has_rows and (gen, what) != ("blackwell", "bf16")]
     body = ("Step time of each published run (both CSV files in `data/reference/`), predicted by `topo train`'s "
             "operator roofline and traffic mix on the source's network. Fitted (mean |log error|; GEMM efficiency "
             f"per generation and precision on dense runs, an MoE factor per generation on MoE runs): {fitted}. "

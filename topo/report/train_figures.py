@@ -21,6 +21,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from ..training.result import BREAKDOWN_KEYS, StepResult
+from ..training.timeline import LANES
 from .style import ALERT_COLOR, base_layout, esc
 
 __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timeline_figure", "train_figures",
@@ -91,8 +92,6 @@ def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier
 def timeline_figure(result: StepResult) -> go.Figure:
     """One stage over one step (:attr:`StepResult.timeline`): a lane per activity, exposed segments solid and
     communication hidden behind compute hatched over the compute it overlaps."""
-    from ..training.timeline import LANES
-
     fig = go.Figure()
     lanes = [ln for ln in LANES if any(seg["lane"] == ln for seg in result.timeline)]
     for exposed in (True, False):

@@ -49,9 +49,10 @@ class CommTime:
 class CommEngine:
     """Collective times on one fabric, cached per (collective, group matrix, stages)."""
 
-    def __init__(self, fabric: Fabric, *, algorithm: str = "auto"):
+    def __init__(self, fabric: Fabric, *, algorithm: str = "auto", max_curves: int = 64):
         self.fabric = fabric
         self.algorithm = algorithm
+        self.max_curves = max_curves  # routed evaluations kept (oldest dropped first): a search's memory stays bounded
         self._curves: dict[tuple, Evaluation] = {}
         self.engine_calls = 0
         self.mix_cache: dict[tuple, dict] = {}  # the step's traffic mix per members (topo.training.step)
@@ -71,6 +72,8 @@ class CommEngine:
             ev = evaluate(self.fabric, collective, ranks=groups.ravel(), groups=int(groups.shape[0]),
                           group_layout="blocked", rank_order="given", algorithm=self.algorithm, **kw)
             self.engine_calls += 1
+            if len(self._curves) >= self.max_curves:
+                self._curves.pop(next(iter(self._curves)))
             self._curves[key] = ev
         return ev
 

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
 from .model import ModelSpec
+from .operators import pipeline_units
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "gathered_unit_bytes", "block_activation_bytes"]
@@ -98,8 +99,6 @@ def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[floa
 
 def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
     """Per stage: (dense, expert, largest unit) parameters one GPU holds, before ZeRO sharding."""
-    from .operators import pipeline_units
-
     out = []
     memo: dict[str, tuple[float, float]] = {}
     for units in pipeline_units(model, lay):
@@ -194,8 +193,6 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
     """Memory of every stage of ``lay`` (see the module doc); the stage that needs the most is returned."""
-    from .operators import pipeline_units
-
     dpcp, edp = lay.dp * lay.cp, lay.expert_dp
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp

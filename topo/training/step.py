@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import math
 
+from ..engine.options import EstimateOptions
+from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step
@@ -152,9 +154,6 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
 
     Cached on ``engine`` per (members' collectives, group matrices, sizes to two significant digits): layouts of
     a search that differ only in what the mix cannot see share one run."""
-    from ..engine.options import EstimateOptions
-    from ..engine.traffic import Member, run_mix
-
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
         key = item["dim"] if item["groups"] != "edp" else "dp_experts"
