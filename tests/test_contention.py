@@ -61,3 +61,16 @@ def test_maxmin_with_a_failed_spine_names_a_working_link():
     b = got["maxmin"].bottleneck
     assert b.dst != "spine0" and b.bytes > 0 and 0 < b.utilization <= 1
     assert b == got["equal"].bottleneck and got["maxmin"].time_s == pytest.approx(got["equal"].time_s)
+
+
+def test_equal_shares_count_a_users_parts_on_one_resource_once():
+    # user 0 crosses resource 0 in two parts (0.5 + 0.5 per unit), user 1 once: two users, not three
+    from topo.engine.contention import rates
+    from topo.engine.maxmin import FlowClasses
+
+    users = FlowClasses(np.ones(2), np.ones(2, dtype=np.int64), np.array([0, 0, 1]), np.array([0, 0, 0]),
+                        np.array([0.5, 0.5, 1.0]))
+    x, lim = rates(users, np.array([2.0]), "equal")
+    assert x == pytest.approx([1.0, 1.0]) and lim.tolist() == [0, 0]
+    x, _ = rates(users, np.array([2.0]), "maxmin")
+    assert x == pytest.approx([1.0, 1.0])

@@ -83,6 +83,9 @@ def _equal_rates(users: FlowClasses, capacity: np.ndarray, active: np.ndarray, m
     if cls.size == 0:
         return x, lim
     n = capacity.size
+    # a class's parts on one resource (hashed sub-flows pinned to the same link) are one user of it
+    pair, inv = np.unique(cls.astype(np.int64) * n + res, return_inverse=True)
+    cls, res, a = pair // n, pair % n, np.bincount(inv, weights=a)
     with np.errstate(invalid="ignore"):
         asked = np.bincount(res, weights=a * cap_rate[cls], minlength=n)
     over = asked > capacity * (1 + 1e-12)  # resources asked for more than they have

@@ -21,6 +21,25 @@ __all__ = ["hierarchical_schedule"]
 
 
 def hierarchical_schedule(shape: NodeShape, placement: Placement, collective: str) -> Schedule:
+    """Hierarchical (2D) schedule: inside each NVLink domain, then across domains rail by rail, then inside
+    again.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    collective : str
+        all_reduce, all_gather or reduce_scatter.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     g = ranks_per_domain(placement, "hierarchical algorithms")
     D = placement.num_domains
     if D < 2 or g < 2:

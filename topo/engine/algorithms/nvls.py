@@ -40,7 +40,19 @@ __all__ = ["in_switch_bytes", "nvls_heads", "nvls_schedule", "window_scale"]
 
 def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
     """Bytes each GPU moves each way through its NVLink switch per byte of message, with ``g`` ranks per domain
-    (``1 + 1/g``; flat busbw past ``reference_ranks``, see the module's docstring)."""
+    (``1 + 1/g``; flat busbw past ``reference_ranks``, see the module's docstring).
+
+    Parameters
+    ----------
+    g : int
+        Ranks per NVLink domain.
+    reference_ranks : int
+        The profile's reference ranks per domain (0: none).
+
+    Returns
+    -------
+    float
+    """
     r = reference_ranks
     if r > 1 and g > r:
         return (g - 1) / g * (r + 1) / (r - 1)
@@ -49,7 +61,18 @@ def in_switch_bytes(g: int, reference_ranks: int = 0) -> float:
 
 def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
     """The factor on the profile's pipeline window for NVLS over ``g`` ranks per domain and a tree of ``depth``
-    levels across domains (1 without a reference: the window as fitted)."""
+    levels across domains (1 without a reference: the window as fitted).
+
+    Parameters
+    ----------
+    g : int
+    depth : int
+    reference_ranks : int
+
+    Returns
+    -------
+    float
+    """
     if reference_ranks < 1:
         return 1.0
     return g / reference_ranks * (1 + depth)
@@ -57,10 +80,27 @@ def window_scale(g: int, depth: int, reference_ranks: int = 0) -> float:
 
 def nvls_heads(shape: NodeShape, groups: np.ndarray, g: int, max_heads: int = 0) -> np.ndarray:
     """Local indices (in a domain's block of ``g`` ranks) of the NVLSTree heads: the ranks that carry the
-    cross-domain trees. NCCL's NVLS graph search takes one channel per NIC, headed by the GPU beside it, skips a
-    GPU already heading one, and stops at ``min(NCCL_MAX_NVLS_ARITY, GPUs)`` (src/graph/search.cc
-    ``ncclTopoCompute``, src/graph/connect.cc ``ncclTopoPreset``): a DGX H100 has 8 heads, one per GPU; a GB200
-    NVL72 rack (72 GPUs, 72 NICs) has 32. Heads sit on distinct NICs, spread evenly over the domain."""
+    cross-domain trees.
+
+    NCCL's NVLS graph search takes one channel per NIC, headed by the GPU beside it, skips a GPU already heading
+    one, and stops at ``min(NCCL_MAX_NVLS_ARITY, GPUs)`` (src/graph/search.cc ``ncclTopoCompute``,
+    src/graph/connect.cc ``ncclTopoPreset``): a DGX H100 has 8 heads, one per GPU; a GB200 NVL72 rack (72 GPUs, 72
+    NICs) has 32. Heads sit on distinct NICs, spread evenly over the domain.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    groups : numpy.ndarray
+        ``[communicators, ranks]`` GPU ids.
+    g : int
+        Ranks per domain.
+    max_heads : int
+        NCCL_MAX_NVLS_ARITY (0: one per NIC).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
     slots = nic_slots(shape, groups)
     if slots is None:
         first = np.arange(g)
@@ -80,7 +120,32 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     support single-node NVLS allgather and reducescatter"; src/graph/tuning.cc admits RING, NVLS and
     COLLNET_DIRECT for them): all-gather stores each rank's ``S/g`` once and the switch multicasts it
     (``multimem.st``), reduce-scatter pulls each rank's share reduced by the switch (``multimem.ld_reduce``); each
-    GPU's NVLink carries ``(g-1)/g S`` the busy way, as a ring's, in one step instead of ``g-1``."""
+    GPU's NVLink carries ``(g-1)/g S`` the busy way, as a ring's, in one step instead of ``g-1``.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    name : str
+        nvls or nvls_tree.
+    gpu_name : str
+        For messages.
+    reference_ranks : int
+        The profile's reference ranks per domain.
+    max_heads : int
+        The most NVLSTree heads per domain (0: one per NIC).
+    collective : str
+        all_reduce, all_gather or reduce_scatter.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     if not shape.nvls:
         raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
     p = placement.num_ranks

@@ -35,6 +35,25 @@ def _counts(shape: NodeShape, t, peers: int = 0, multi: bool = False) -> Latency
 
 
 def alltoall_schedule(shape: NodeShape, placement: Placement, name: str) -> Schedule:
+    """All-to-all: every rank sends ``S/p`` to every other, at once (``direct``) or in ``p - 1`` pairwise
+    steps (``pairwise``).
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    name : str
+        direct or pairwise.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("an all-to-all needs at least 2 ranks")
@@ -90,7 +109,18 @@ def rooted_schedule(shape: NodeShape, placement: Placement, collective: str) -> 
 def net_peer_channels(ranks: int, p2p_channels: int, nics_per_gpu: int) -> int:
     """NCCL's p2p channels per network peer (src/graph/paths.cc ncclTopoGetNchannels and
     ncclTopoComputeP2pChannels, NCCL_NCHANNELS_PER_NET_PEER unset): 2, halved while 2 x ranks exceeds
-    4 x p2pnChannels (down to 1), at least the NICs a GPU drives, rounded up to a power of two."""
+    4 x p2pnChannels (down to 1), at least the NICs a GPU drives, rounded up to a power of two.
+
+    Parameters
+    ----------
+    ranks : int
+    p2p_channels : int
+    nics_per_gpu : int
+
+    Returns
+    -------
+    int
+    """
     c = 2
     while c * ranks > 4 * p2p_channels and c > 1:
         c //= 2
@@ -99,6 +129,25 @@ def net_peer_channels(ranks: int, p2p_channels: int, nics_per_gpu: int) -> int:
 
 
 def sendrecv_schedule(shape: NodeShape, placement: Placement, channels: int | None = None) -> Schedule:
+    """Send/receive between rank pairs (nccl-tests' sendrecv: each rank sends to the next and receives from
+    the previous).
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    channels : int, optional
+        Pinned NCCL channels.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("sendrecv needs at least 2 ranks")
@@ -113,6 +162,23 @@ def sendrecv_schedule(shape: NodeShape, placement: Placement, channels: int | No
 
 
 def pipeline_schedule(shape: NodeShape, placement: Placement, stages: int) -> Schedule:
+    """Pipeline stage boundaries: the ranks split into ``stages`` stages, each sending to the next.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    stages : int
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if not isinstance(stages, (int, np.integer)) or stages < 2:
         raise AlgorithmUnavailable(f"a pipeline needs at least 2 stages, got {stages!r}")

@@ -21,6 +21,25 @@ __all__ = ["recursive_schedule"]
 
 
 def recursive_schedule(shape: NodeShape, placement: Placement, collective: str, name: str) -> Schedule:
+    """Recursive halving/doubling (Thakur, Rabenseifner, Gropp 2005) on a power-of-two number of ranks.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    collective : str
+    name : str
+        halving_doubling, recursive_doubling or recursive_halving.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if p < 2 or p & (p - 1):
         raise AlgorithmUnavailable(f"{name} needs a power-of-two number of ranks, got {p}")

@@ -32,8 +32,22 @@ MAX_CHANNELS = 64  # NCCL's MAXCHANNELS: the most channels a communicator runs
 
 
 def nic_slots(shape: NodeShape, groups: np.ndarray) -> tuple[int, np.ndarray] | None:
-    """The NICs of one domain block of a ring: ``(number of NICs, NIC slot of each rank of the block)``, or None
-    when the domains hold unequal numbers of ranks. Ranks sharing a NIC share a slot."""
+    """The NICs of one domain block of a ring.
+
+    Ranks sharing a NIC share a slot.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    groups : numpy.ndarray
+        ``[communicators, ranks]`` GPU ids in NCCL order.
+
+    Returns
+    -------
+    tuple or None
+        ``(number of NICs, NIC slot of each rank of the block)``, or None when the domains hold unequal numbers of
+        ranks.
+    """
     g = _block_size(shape, groups)
     if not g:
         return None
@@ -43,9 +57,22 @@ def nic_slots(shape: NodeShape, groups: np.ndarray) -> tuple[int, np.ndarray] | 
 
 
 def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = None) -> int:
-    """``channels`` if given; else, when the rings leave their NVLink domain, one channel per NIC that a domain's
-    ranks have (every NIC carries a channel: 8 on a DGX H100, 4 for 8 GPUs on 4 NICs, 32 for 32 EFA NICs, 16
-    for a domain of two 8-NIC servers; at most NCCL's 64); else one."""
+    """The channels a ring runs.
+
+    ``channels`` if given; else, when the rings leave their NVLink domain, one channel per NIC that a domain's ranks
+    have (every NIC carries a channel: 8 on a DGX H100, 4 for 8 GPUs on 4 NICs, 32 for 32 EFA NICs, 16 for a domain
+    of two 8-NIC servers; at most NCCL's 64); else one.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    groups : numpy.ndarray
+    channels : int, optional
+
+    Returns
+    -------
+    int
+    """
     if channels:
         return int(channels)
     doms = groups // shape.gpus_per_domain
@@ -63,7 +90,17 @@ def channels_for(shape: NodeShape, groups: np.ndarray, channels: int | None = No
 
 
 def domain_runs(ranks: np.ndarray, gpus_per_domain: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start and length of each run of consecutive ranks in one NVLink domain (a group's order)."""
+    """Start and length of each run of consecutive ranks in one NVLink domain (a group's order).
+
+    Parameters
+    ----------
+    ranks : numpy.ndarray
+    gpus_per_domain : int
+
+    Returns
+    -------
+    starts, lengths : numpy.ndarray
+    """
     doms = ranks // gpus_per_domain
     starts = np.r_[0, np.flatnonzero(np.diff(doms) != 0) + 1]
     return starts, np.diff(np.r_[starts, doms.size])
@@ -76,21 +113,32 @@ def _block_size(shape: NodeShape, groups: np.ndarray) -> int | None:
 
 
 def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarray:
-    """Ring order of every channel of every group: an array ``[channels, groups, n]`` of GPU ids.
+    """Ring order of every channel of every group.
 
-    ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure, ``g`` ranks in each of
-    ``D`` domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on
-    one rail:
+    ``groups`` rows are ranks in NCCL order (by domain), all rows alike in structure, ``g`` ranks in each of ``D``
+    domains. Every channel enters and leaves each domain through the same NIC slot, so network hops stay on one
+    rail:
 
     - ranks sharing NICs (e.g. 8 GPUs on 4 NICs): channel ``c`` uses NIC ``c mod n``: it enters each domain at
       that NIC's first rank, visits the others, and leaves from that NIC's last rank;
-    - a NIC per rank: channel ``c`` rotates domain ``i``'s block by ``c - i``, so the rank leaving a domain and
-      the rank entering the next have the same local index; the last domain is ordered to leave from the first
-      domain's entry index (``c``), closing the ring on one rail too (unless it would have to enter and leave
-      by the same rank, when D = 1 mod g: that one edge is forwarded over NVLink, PXN);
+    - a NIC per rank: channel ``c`` rotates domain ``i``'s block by ``c - i``, so the rank leaving a domain and the
+      rank entering the next have the same local index; the last domain is ordered to leave from the first domain's
+      entry index (``c``), closing the ring on one rail too (unless it would have to enter and leave by the same
+      rank, when D = 1 mod g: that one edge is forwarded over NVLink, PXN);
     - domains holding unequal numbers of ranks (e.g. 128 ranks on two 72-GPU racks): channel ``c`` rotates the
       ``b``-th domain's run by ``c - b`` too, so the channels leave every domain through different ranks and NICs
       (a rail may change between domains, which PXN or the spines carry).
+
+    Parameters
+    ----------
+    shape : NodeShape
+    groups : numpy.ndarray
+    channels : int
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[channels, groups, n]`` GPU ids.
     """
     G, n = groups.shape
     slots = nic_slots(shape, groups)
@@ -129,8 +177,26 @@ def ring_orders(shape: NodeShape, groups: np.ndarray, channels: int) -> np.ndarr
 
 def ring_phase(shape: NodeShape, groups: np.ndarray, bytes_per_flow: float, repeat: float,
                channels: int | None = None, drop_wrap: bool = False, label: str = "ring"):
-    """One step of rings over ``groups`` (all at once), and the hop counts ``(intra, inter, edges)`` of a
-    chunk's trip round one ring (channel 0, group 0; without its slowest edge unless ``drop_wrap``)."""
+    """One step of rings over ``groups`` (all at once), and the hop counts of a chunk's trip round one ring.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    groups : numpy.ndarray
+    bytes_per_flow : float
+        Bytes per byte of message on each ring edge.
+    repeat : float
+        Steps the phase stands for.
+    channels : int, optional
+    drop_wrap : bool
+        Count the trip without its slowest edge unless set.
+    label : str
+
+    Returns
+    -------
+    tuple
+        ``(SchedulePhase, (intra, inter, edges), channels)``: the hop counts for channel 0, group 0.
+    """
     C = channels_for(shape, groups, channels)
     orders = ring_orders(shape, groups, C)
     src = orders
@@ -153,7 +219,25 @@ def ring_phase(shape: NodeShape, groups: np.ndarray, bytes_per_flow: float, repe
 
 
 def ring_schedule(shape: NodeShape, placement: Placement, collective: str, channels: int | None = None) -> Schedule:
-    """The ring schedule for all_reduce, all_gather or reduce_scatter over the whole placement."""
+    """The ring schedule for all_reduce, all_gather or reduce_scatter over the whole placement.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    collective : str
+    channels : int, optional
+        Pinned NCCL channels.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a ring needs at least 2 ranks")
@@ -171,8 +255,26 @@ def chain_schedule(shape: NodeShape, placement: Placement, chunks: int | None = 
     """Pipelined broadcast from rank 0 along the ring order (a chain: no edge back to the root).
 
     ``chunks=None``: streaming, as NCCL pipelines it: latency along the chain once, every edge carries S.
-    ``chunks=k``: store-and-forward of k chunks, ``(p-1 + k-1)`` steps of ``S/k`` (the textbook form), each
-    step paying one hop's latency (the slowest: a network hop when the chain leaves a domain).
+    ``chunks=k``: store-and-forward of k chunks, ``(p-1 + k-1)`` steps of ``S/k`` (the textbook form), each step
+    paying one hop's latency (the slowest: a network hop when the chain leaves a domain).
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    chunks : int, optional
+    algorithm : str
+        The name the schedule reports.
+    channels : int, optional
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
     """
     p = placement.num_ranks
     if p < 2:

@@ -21,8 +21,25 @@ __all__ = ["sharp_schedule"]
 
 
 def sharp_schedule(shape: NodeShape, placement: Placement) -> Schedule:
-    """In-domain reduce-scatter, the rail trees of switches, in-domain all-gather, all at once. Whether the
-    switches can reduce is the router's to say (it owns the tiers): it raises AlgorithmUnavailable if not."""
+    """In-domain reduce-scatter, the rail trees of switches, in-domain all-gather, all at once.
+
+    Whether the switches can reduce is the router's to say (it owns the tiers): it raises AlgorithmUnavailable if
+    not.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     D = placement.num_domains
     if D < 2:
         raise AlgorithmUnavailable("nothing to reduce in the network: the ranks share one NVLink domain")

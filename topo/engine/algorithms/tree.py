@@ -56,9 +56,18 @@ def _depth(parent: np.ndarray) -> int:
 def double_binary_tree(n: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Parents of nodes ``0..n-1`` in the two trees (-1 at the roots) and their depth.
 
-    Tree 0 is an in-order binary tree rooted at node 0 (see :func:`_in_order_parents`), as NCCL builds its
-    trees; tree 1 is its mirror (node ``i`` plays ``n-1-i``) when ``n`` is even, or its shift by one when odd, so
-    that every node is interior in at most one of the two trees.
+    Tree 0 is an in-order binary tree rooted at node 0 (see :func:`_in_order_parents`), as NCCL builds its trees;
+    tree 1 is its mirror (node ``i`` plays ``n-1-i``) when ``n`` is even, or its shift by one when odd, so that
+    every node is interior in at most one of the two trees.
+
+    Parameters
+    ----------
+    n : int
+
+    Returns
+    -------
+    parent0, parent1 : numpy.ndarray
+    depth : int
     """
     p0 = _in_order_parents(n)
     i = np.arange(n)
@@ -108,10 +117,23 @@ def _uneven_tree_flows(placement: Placement, channels: int, shape: NodeShape | N
 
 
 def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = None):
-    """Reduce-direction flows ``(src, dst, choice)`` of the double binary tree of every communicator:
-    inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
-    trees. The broadcast flows are the same reversed. Returns also (g, D, depth). Domains may hold unequal
-    numbers of ranks (chains of different lengths; ``g`` is then the longest)."""
+    """Reduce-direction flows of the double binary tree of every communicator.
+
+    Inter-domain child -> parent heads and the intra-domain chain towards the head, for every channel and both
+    trees; the broadcast flows are the same reversed. Domains may hold unequal numbers of ranks (chains of
+    different lengths; ``g`` is then the longest).
+
+    Parameters
+    ----------
+    placement : Placement
+    channels : int
+    shape : NodeShape, optional
+
+    Returns
+    -------
+    tuple
+        ``(src, dst, choice)`` arrays and ``(g, D, depth)``.
+    """
     if placement.ranks_per_domain() is None:
         return _uneven_tree_flows(placement, channels, shape)
     g = ranks_per_domain(placement, "the tree")
@@ -144,6 +166,26 @@ def tree_flows(placement: Placement, channels: int, shape: NodeShape | None = No
 
 def tree_schedule(shape: NodeShape, placement: Placement, chunks: int | None = None,
                   channels: int | None = None) -> Schedule:
+    """NCCL's double binary tree all-reduce across NVLink domains, with a chain inside each domain
+    (reduce up both trees, broadcast down).
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    chunks : int, optional
+        Store-and-forward chunks; default streaming.
+    channels : int, optional
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    AlgorithmUnavailable
+        When it cannot run for this collective or placement (the reason says why).
+    """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable("a tree needs at least 2 ranks")
