@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS
 
 __all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames"]
 
@@ -218,10 +221,6 @@ class EstimateResult:
         elements of ``datatype`` (topo.engine.collectives.DATA_TYPES), ``redop`` the op for reducing collectives.
         Times do not change: the model moves bytes, and a reduction's arithmetic is negligible beside the
         transfer on GPUs. Raises ValueError for an unknown type or op (the message lists the allowed)."""
-        import dataclasses
-
-        from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS
-
         if datatype not in DATA_TYPES:
             raise ValueError(f"unknown data type {datatype!r}; allowed: {', '.join(DATA_TYPES)}")
         if op not in REDUCTION_OPS:
