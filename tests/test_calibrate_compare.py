@@ -102,7 +102,7 @@ def test_cli_compare_errors_are_one_line(tmp_path):
     assert unknown.returncode == 2 and "collective" in unknown.stderr
     with pytest.raises(TopoError, match="not modelled by topo"):
         run = parse_file(LOGS / "ncclt214_sendrecv_a40.txt")[0]
-        compare_run(run, setup_from_run(run, gpu="A100"), collective="gather")
+        compare_run(run, setup_from_run(run, gpu="A100"), collective="hypercube")
 
 
 def test_nccls_own_choice_from_info_lines_is_shown_beside_the_models(tmp_path):
