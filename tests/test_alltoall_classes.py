@@ -46,9 +46,9 @@ def test_the_router_uses_classes_for_max_min_and_only_where_they_hold():
     kept = route_all_pairs(r, a, keep_flows=True)
     assert kept.classes is not None and kept.classes.template is not None
     assert flow_classes(kept) is kept.classes
-    # no PXN: every GPU sends through its own NIC, nothing to merge; a failure: stand-in NICs per GPU
+    # no PXN: every GPU sends through its own NIC, nothing to merge
     assert not classes_apply(Router(f, "hash", pxn=False))
-    assert not classes_apply(Router(f.with_failures("spine0"), "hash"))
+    assert classes_apply(Router(f.with_failures("spine0"), "hash"))  # failures keep classes whole
     assert route_all_pairs(Router(f, "hash", pxn=False), a, keep_flows=True).classes is None
 
 

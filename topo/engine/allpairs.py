@@ -6,12 +6,18 @@ model and whether parts failed:
 
 ==============  ======================================================================================
 ``COUNTS``      from the structure, never enumerating pairs (:func:`topo.engine.alltoall.uniform_alltoall_loads`):
-                exact for ideal ECMP; for hashed ECMP the expected loads over the hash (``EXPECTED``, with a note)
+                exact for ideal ECMP, failed parts included (NIC failover followed wherever
+                :func:`topo.engine.alltoall.counts_follow_failures` says so); for hashed ECMP on an intact fabric
+                the expected loads over the hash (``EXPECTED``, with a note)
 ``CLASSES``     the hash's own collisions, exactly, from max-min flow classes (:mod:`topo.engine.alltoall_classes`;
-                PXN and nothing failed); with max-min sharing the classes are kept for the solver
+                PXN, failed parts included); with max-min sharing the classes are kept for the solver
 ``FLOWS``       every flow routed one by one
 ``CHUNKED``     every flow routed, in chunks, keeping only the summed loads
 ==============  ======================================================================================
+
+Loaded without routing its flows, an all-to-all on a fabric with failed parts is checked for loads on failed
+links (some flow has no working path: :class:`topo.errors.Unreachable`, as routing it would raise), and its
+longest path includes the flows of servers with a stand-in NIC (routed one by one: they gain NVLink hops).
 
 The router (:mod:`topo.engine.route`) only routes; it holds no policy and does not change while used.
 """
@@ -22,8 +28,8 @@ from enum import Enum
 
 import numpy as np
 
-from ..errors import TopoError
-from .alltoall import uniform_alltoall_loads
+from ..errors import TopoError, Unreachable
+from .alltoall import counts_follow_failures, uniform_alltoall_loads
 from . import alltoall_classes as _classes
 from .route import Routed, Router
 from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
@@ -78,14 +84,14 @@ def alltoall_method(router: Router, a: AllPairs, keep_flows: bool = False) -> Al
     """
     n = a.num_flows
     failed = router.fabric.failed is not None
-    if not keep_flows and not failed and router.ecmp == "ideal":
+    if not keep_flows and router.ecmp == "ideal" and counts_follow_failures(router, a.groups):
         return AllPairsMethod.COUNTS
-    if not keep_flows and not failed and n > EXPLICIT_FLOWS:  # hashed, too many to keep one by one
+    if not keep_flows and router.ecmp == "hash" and n > EXPLICIT_FLOWS:  # too many to keep one by one
         if _classes.classes_apply(router) and _classes.class_paths(router, a) <= MAX_HASHED_CLASS_PATHS:
             return AllPairsMethod.CLASSES
-        if n * router.subflows > MAX_HASHED_CHUNKED:
-            return AllPairsMethod.EXPECTED
-        return AllPairsMethod.CHUNKED
+        if not failed and n * router.subflows > MAX_HASHED_CHUNKED:
+            return AllPairsMethod.EXPECTED  # (with failed parts, routed one by one below: no expectation over
+            # the hash is known for the surviving paths)
     if keep_flows and _classes.classes_apply(router):  # max-min on classes of flows that share their network path (exact)
         paths = _classes.class_paths(router, a)
         if paths > MAX_MAXMIN_CLASS_PATHS:
@@ -97,11 +103,11 @@ def alltoall_method(router: Router, a: AllPairs, keep_flows: bool = False) -> Al
         return AllPairsMethod.FLOWS
     if keep_flows:
         raise TopoError(f"max-min sharing needs every flow, and this all-to-all has {n:,}, more than the "
-                        f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN and "
-                        "nothing failed); use sharing=equal", key="sharing")
+                        f"{EXPLICIT_FLOWS:,} kept one by one (flows are merged into classes only with PXN); "
+                        "use sharing=equal", key="sharing")
     if n > MAX_ENUMERATED_FLOWS:
-        raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows with failed parts; topo routes up to "
-                                   f"{MAX_ENUMERATED_FLOWS:,} pair by pair")
+        raise AlgorithmUnavailable(f"an all-to-all of {n:,} flows that must be routed pair by pair; topo routes "
+                                   f"up to {MAX_ENUMERATED_FLOWS:,}")
     return AllPairsMethod.CHUNKED
 
 
@@ -125,16 +131,19 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
     n, p = a.num_flows, a.groups.shape[1]
     if method is AllPairsMethod.CLASSES:
         out = _classes.alltoall_classes(router, a)
+        _check_reachable(router, out.res, out.weight)
         if not keep_flows:
             out.classes = None  # the hash's collisions, as routing every flow would give them; loads only
         return out
     if method in (AllPairsMethod.COUNTS, AllPairsMethod.EXPECTED):
         loads = uniform_alltoall_loads(router, a.groups, a.per_msg_byte)
+        res = np.flatnonzero(loads)
+        _check_reachable(router, res, loads[res])
         # the longest path: rank 0 of the first communicator to every other rank of it
         probe = router.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.per_msg_byte,
                                                  split_nics=True))
-        res = np.flatnonzero(loads)
-        out = Routed.summed(res, loads[res], n, float(probe.latency_s.max()), bool(probe.network.any()))
+        out = Routed.summed(res, loads[res], n, max(float(probe.latency_s.max()), _failover_latency_s(router, a)),
+                            bool(probe.network.any()))
         if method is AllPairsMethod.EXPECTED:
             out.notes = (f"ecmp=hash: the all-to-all's {n:,} flows are too many to hash one by one; its loads are "
                          "the expected loads over the hash (as ideal ECMP gives them), without the hash's "
@@ -147,6 +156,47 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
     k = max(1, router.fabric.layout.nics_per_server // router.fabric.layout.gpus_per_server)
     chunks = ((t.src, t.dst, t.per_msg_byte / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
     return router.route_summed(chunks)
+
+
+def _check_reachable(router: Router, res: np.ndarray, weight: np.ndarray) -> None:
+    """Loads put on a failed link (an all-to-all loaded without routing its flows) mean that some flow has no
+    working path: the error routing that flow would raise."""
+    f = router.fabric
+    if f.failed is None:
+        return
+    dead = weight > 0
+    dead[dead] = router.capacity_Bps[res[dead]] <= 0
+    if dead.any():
+        d = router.describe_resource(int(res[np.flatnonzero(dead)[0]]))
+        raise Unreachable(f"some flows of the all-to-all cross only failed parts ({d['src']} -> {d['dst']}, "
+                          f"{d['level']}; failures: {', '.join(f.failures)})", key="fail")
+
+
+def _failover_latency_s(router: Router, a: AllPairs) -> float:
+    """The longest routed latency of the flows from and to the GPUs of servers with a failed NIC (a stand-in NIC
+    adds NVLink hops; every other flow keeps its intact path), 0 when there are none."""
+    f = router.fabric
+    if f.failed is None:
+        return 0.0
+    N = f.layout.nics_per_server
+    g = np.asarray(a.groups, dtype=np.int64)
+    G, p = g.shape
+    srv = f.gpu_server(g)
+    hit = ~router.paths.nic_ok(srv[..., None] * N + np.arange(N)).all(axis=-1)
+    rows, cols = np.nonzero(hit)
+    if rows.size == 0:
+        return 0.0
+    peers = g[rows]  # [affected GPU, rank]
+    me = g[rows, cols][:, None]
+    keep = peers != me
+    src = np.broadcast_to(me, peers.shape)[keep]
+    dst = peers[keep]
+    out = 0.0
+    for lo in range(0, src.size, EXPLICIT_FLOWS):
+        s, d = src[lo:lo + EXPLICIT_FLOWS], dst[lo:lo + EXPLICIT_FLOWS]
+        r = router.route_transfers(Transfers(np.r_[s, d], np.r_[d, s], a.per_msg_byte, split_nics=True))
+        out = max(out, float(r.latency_s.max()))
+    return out
 
 
 def route_part(router: Router, part, keep_flows: bool = False) -> Routed:

@@ -37,7 +37,7 @@ from ..errors import TopoError
 from ..fabric.levels import Level
 from .route import Router
 
-__all__ = ["uniform_alltoall_loads", "matrix_loads"]
+__all__ = ["uniform_alltoall_loads", "matrix_loads", "counts_follow_failures"]
 
 
 def _nics_per_gpu(router: Router) -> int:
@@ -85,8 +85,10 @@ class _Sides:
         # receiving half of destination d
         d = gpus
         self.d = d
-        recv = paths.receiving(d, choice, failover=False)
+        failed = f.failed is not None
+        recv = paths.receiving(d, choice, failover=failed)  # a failed NIC's stand-in, as routing takes it
         self.nic_d = recv.nic
+        self.nic_gpu_d = recv.nic_gpu  # the GPU beside the receiving NIC: d, unless a stand-in forwards over NVLink
         self.x_d = (self.nic_d % N) if router.pxn else np.zeros_like(d)
         self.agg_d = paths.aggregates(recv.leaf) if L.num_tiers > 1 else [recv.leaf]
         self.top_d = paths.top_aggregate(recv.leaf)
@@ -96,7 +98,10 @@ class _Sides:
         s = np.repeat(gpus, self.X)
         x = np.tile(np.arange(self.X), gpus.size)
         self.s, self.x = s, x
-        send = paths.sending(s, paths.sending_nic(s, x if router.pxn else choice))
+        nic_s = paths.sending_nic(s, x if router.pxn else choice)
+        if failed:
+            nic_s = paths.alive_nics(nic_s, s)
+        send = paths.sending(s, nic_s)
         self.nic_s, self.proxy, self.pcie_s = send.nic, send.proxy, send.pcie
         self.agg_s = paths.aggregates(send.leaf) if L.num_tiers > 1 else [send.leaf]
         self.top_s = paths.top_aggregate(send.leaf)
@@ -181,6 +186,10 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     add(2 * paths.nic_link(sd.nic_s), n_inter)
     add(2 * paths.nic_link(sd.nic_d) + 1, m_inter)
     add(2 * sd.pcie_d + 1, m_inter)
+    back = sd.nic_gpu_d != sd.d  # a failed NIC's stand-in: its GPU forwards the data over NVLink
+    if back.any():
+        add(2 * (nv + sd.nic_gpu_d[back]), m_inter[back])
+        add(2 * (nv + sd.d[back]) + 1, m_inter[back])
 
     # a reference leaf per domain: a domain's GPUs reach few aggregates, so relative keys stay small
     ref_leaf = f.nic_leaf(f.gpu_nic(np.arange(L.num_domains) * L.gpus_per_domain))
@@ -223,13 +232,48 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
             add(router.aggregate_start(k) + sd.agg_s[k], n_k)
             add(router.aggregate_start(k, True) + sd.agg_d[k], m_k)
             continue
-        # hashed ECMP: the expected load of each cable, an aggregate spread evenly over the cables it stands for
+        # hashed ECMP: the expected load of each cable, an aggregate spread evenly over the working cables it
+        # stands for
         na = z["agg"][k]
         sl = f.level_slice(Level.uplink(k))
         per = (sl.stop - sl.start) // na
         ids = np.arange(sl.start, sl.stop)
-        out[2 * ids] += np.repeat(np.bincount(sd.agg_s[k], weights=n_k, minlength=na) / per, per)
-        out[2 * ids + 1] += np.repeat(np.bincount(sd.agg_d[k], weights=m_k, minlength=na) / per, per)
+        alive = router.alive[ids].astype(float)
+        share = alive / np.maximum(np.repeat(alive.reshape(na, per).sum(axis=1), per), 1.0)
+        out[2 * ids] += np.repeat(np.bincount(sd.agg_s[k], weights=n_k, minlength=na), per) * share
+        out[2 * ids + 1] += np.repeat(np.bincount(sd.agg_d[k], weights=m_k, minlength=na), per) * share
+
+
+def counts_follow_failures(router: Router, groups: np.ndarray) -> bool:
+    """Whether :func:`uniform_alltoall_loads` follows the router's NIC failover for the GPUs ``groups``.
+
+    A failed NIC's traffic moves to a stand-in NIC of its server chosen per NIC (:meth:`Paths.alive_nics`), so the
+    sending half still depends only on the source and the receiving NIC's rail, and the receiving half only on the
+    destination: counting stays exact. Two cases are left to routing flow by flow: a server of ``groups`` that lost
+    every NIC (whether that is an error depends on whether any of its flows leaves its NVLink domain), and a
+    rail-only fabric under PXN with a failed NIC (a flow then moves to a rail that works at both of its ends, a
+    choice of the pair).
+
+    Parameters
+    ----------
+    router : Router
+    groups : numpy.ndarray
+        GPU ids of the communicators.
+
+    Returns
+    -------
+    bool
+        True on an intact fabric.
+    """
+    f = router.fabric
+    if f.failed is None:
+        return True
+    N = f.layout.nics_per_server
+    servers = np.unique(f.gpu_server(np.asarray(groups, dtype=np.int64).ravel()))
+    ok = router.paths.nic_ok(servers[:, None] * N + np.arange(N)[None, :])
+    if not ok.any(axis=1).all():
+        return False
+    return not (router.pxn and f.layout.rail_groups > 1 and not ok.all())
 
 
 def _check_gpus(router: Router, gpus: np.ndarray, key: str) -> None:
@@ -257,7 +301,8 @@ def uniform_alltoall_loads(router: Router, groups: np.ndarray, bytes_per_pair: f
     -------
     numpy array of ``router.num_res`` bytes: equal to ``router.loads`` of every pair routed with
     ``router.route`` (each flow split evenly over the destination GPU's NICs, choices ``0..k-1``) for
-    ``ecmp="ideal"``; the expected loads over the hash for ``ecmp="hash"`` (see the module doc).
+    ``ecmp="ideal"``, failed parts included where :func:`counts_follow_failures` says so; the expected loads
+    over the hash for ``ecmp="hash"`` (see the module doc).
     """
     groups = np.asarray(groups, dtype=np.int64)
     if groups.ndim != 2:
@@ -342,6 +387,6 @@ class _Restricted:
 
     def __init__(self, sd: _Sides, mask: np.ndarray):
         self.__dict__.update(sd.__dict__)
-        for name in ("d", "nic_d", "x_d", "top_d", "dom_d", "pcie_d", "rail_d"):
+        for name in ("d", "nic_d", "nic_gpu_d", "x_d", "top_d", "dom_d", "pcie_d", "rail_d"):
             setattr(self, name, getattr(sd, name)[mask])
         self.agg_d = [a[mask] for a in sd.agg_d]

@@ -27,10 +27,12 @@ __all__ = ["classes_apply", "class_paths", "alltoall_classes"]
 
 
 def classes_apply(router: Router) -> bool:
-    """Whether :func:`alltoall_classes` can merge flows on this router: PXN on and nothing failed (a failed NIC
-    sends its traffic through a stand-in chosen per GPU, which breaks the shared path), unless the router was
-    told to keep flows one by one (``merge_classes``)."""
-    return router.merge_classes and router.pxn and router.fabric.failed is None
+    """Whether :func:`alltoall_classes` can merge flows on this router: PXN on, unless the router was told to keep
+    flows one by one (``merge_classes``). Failed parts keep the classes whole: a failed NIC's stand-in is chosen per
+    NIC (:meth:`topo.engine.paths.Paths.alive_nics`), so the GPUs of a server still reach a destination through one
+    sending NIC, one hashed path (the hash keys on the two NICs and picks among the surviving cables by the
+    leaves) and one receiving NIC."""
+    return router.merge_classes and router.pxn
 
 
 def class_paths(router: Router, a: AllPairs) -> int:
@@ -82,7 +84,10 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
 
     # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (the path's head),
     # split by the host link they leave through (members that share a NIC but not a host link move apart)
-    q = f.gpu_nic(dst, c_idx) % N
+    if f.failed is None:
+        q = f.gpu_nic(dst, c_idx) % N
+    else:  # the sending NIC after failover at both ends (the same for every member of the pair)
+        q = router.paths.endpoints(pair_rep[u_idx], dst, c_idx)[0].nic % N
     base_tpl = u_idx * N + q
     t_used, t_first = np.unique(base_tpl, return_index=True)
     tu = t_used // N

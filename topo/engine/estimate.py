@@ -312,7 +312,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     pl = placement_for(fabric, opts)
     prof = choose_profile(fabric, opts.profile)
     if router is None:
-        router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn)
+        router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
     shape = NodeShape.of(fabric)
     # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node NVLink);
     # ranks of one server in an NVL72 rack talk as in any server
@@ -407,7 +407,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
         spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
-        ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""), sharing=opts.sharing,
+        ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
+        + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""), sharing=opts.sharing,
         profile=ev.profile.name, results=results, candidates=cand_times, unavailable=ev.unavailable,
         phases={n: c.phase_info for n, c in ev.costed.items()}, notes=notes,
         protocol=opts.protocol or "auto", channels=opts.channels,

@@ -18,7 +18,7 @@ from .contention import SHARING_MODES
 from .placement import PLACEMENTS
 from .route import ECMP_MODES
 
-__all__ = ["EstimateOptions", "PROTOCOL_NAMES", "CHOICES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS"]
+__all__ = ["EstimateOptions", "PROTOCOL_NAMES", "CHOICES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS", "MAX_HASH_SEED"]
 
 PROTOCOL_NAMES = ("LL", "LL128", "Simple")
 # the allowed values of every option that takes a name: declared here once (the CLI's choices come from here)
@@ -34,6 +34,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
 MAX_CHUNKS = 1_000_000
 MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
+MAX_HASH_SEED = 2**63 - 1  # a seed is mixed into the 64-bit ECMP hash (topo.engine.route)
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,10 @@ class EstimateOptions:
     Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS
     pin it; default: one per NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast;
     default: streaming, as NCCL), ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
-    Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``sharing`` (equal or
-    maxmin), ``pxn`` (cross-rail data over NVLink first; default: on in rail fabrics), ``profile`` (nccl, ideal,
+    Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``hash_seed`` (a
+    whole number mixed into the ECMP hash, so that another seed draws other collisions, as another hash function
+    of the switches would; default 0, the hash without a seed; ideal ECMP has no hash and ignores it),
+    ``sharing`` (equal or maxmin), ``pxn`` (cross-rail data over NVLink first; default: on in rail fabrics), ``profile`` (nccl, ideal,
     a profile name or object).
     """
 
@@ -70,6 +73,7 @@ class EstimateOptions:
     stages: int = 2
     ecmp: str = "ideal"
     subflows: int = 1
+    hash_seed: int = 0
     sharing: str = "equal"
     pxn: bool | None = None
     profile: Any = None
@@ -136,6 +140,7 @@ class EstimateOptions:
         _whole(self.stages, "stages", 2)
         _whole(self.subflows, "subflows", 1, MAX_SUBFLOWS,
                "; more sub-flows than that is ideal ECMP to well under 1%: use ecmp=ideal")
+        _whole(self.hash_seed, "hash_seed", 0, MAX_HASH_SEED)
         _whole(self.chunks, "chunks", 1, MAX_CHUNKS, allow_none=True)
         _whole(self.channels, "channels", 1, MAX_CHANNELS, allow_none=True)
         _choice(self.placement, "placement", CHOICES["placement"] + ("list",))

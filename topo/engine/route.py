@@ -156,6 +156,9 @@ class Router:
     Resource ids: ``2*link`` (up) and ``2*link + 1`` (down) for every link, then, when ``ecmp="ideal"``, for each
     tier boundary ``k`` (leaf-spine, spine-core, ...) one resource per aggregate of tier ``k`` for its uplinks going
     up, and one going down (``aggregate_start(k, down)``). A router does not change once made.
+
+    ``salt`` (the estimate option ``hash_seed``) is a whole number mixed into hashed ECMP's key: another salt draws
+    other collisions; 0 is the hash without a salt; ideal ECMP has no hash and ignores it.
     """
 
     def __init__(self, fabric: Fabric, ecmp: str = "ideal", subflows: int = 1, pxn: bool | None = None,
@@ -169,6 +172,8 @@ class Router:
         self.subflows = int(subflows) if ecmp == "hash" else 1
         L = fabric.layout
         self.pxn = (L.leaves_per_unit > 1) if pxn is None else bool(pxn)
+        if isinstance(salt, bool) or not isinstance(salt, (int, np.integer)) or not 0 <= salt < 2**64:
+            raise TopoError(f"a hash seed must be a whole number from 0 to 2^64 - 1, got {salt!r}", key="hash_seed")
         self.salt = int(salt)
         # max-min: an all-to-all may merge flows that share their path (alltoall_classes); see without_merging
         self.merge_classes = bool(merge_classes)

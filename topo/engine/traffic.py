@@ -203,7 +203,7 @@ class MixResult:
 
 
 def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ecmp: str = "ideal",
-            subflows: int = 1, pxn: bool | None = None, profile=None, name: str = "mix",
+            subflows: int = 1, hash_seed: int = 0, pxn: bool | None = None, profile=None, name: str = "mix",
             max_contested: int = 10) -> MixResult:
     """Estimate ``members`` alone and running at once on ``fabric`` (see the module docstring).
 
@@ -217,6 +217,8 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     ecmp : {"ideal", "hash"}
     subflows : int
         Parts each hashed flow is split into.
+    hash_seed : int
+        Mixed into the ECMP hash (:class:`topo.engine.options.EstimateOptions`); 0, the default, is no seed.
     pxn : bool, optional
         Cross-rail data over NVLink first (default: on in rail fabrics).
     profile : str, Profile or None
@@ -242,14 +244,15 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
-    router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn)
+    EstimateOptions.from_kwargs(hash_seed=hash_seed)  # its error names the option
+    router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
     prof = choose_profile(fabric, profile)
     cap = usable_capacity(router, prof)
     rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
     for m in members:
         try:
             opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
-                                               profile=prof)
+                                               hash_seed=hash_seed, profile=prof)
             coll = normalize_collective(m.collective)
             try:
                 S = parse_size_bytes(m.size)
@@ -290,7 +293,8 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                                     bottleneck_mix_level=d["level"] if d else None))
     contested = _contested(router, U, [m.name for m in members], max_contested)
     return MixResult(spec=fabric.name, name=name, sharing=sharing,
-                     ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else ""),
+                     ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
+                     + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""),
                      profile=prof.name, members=results, contested=contested,
                      makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
                      links=LinkTable.of(fabric), notes=notes)

@@ -131,6 +131,7 @@ def _estimate(fabric, point: dict) -> dict:
     if "traffic" in point:
         settings, members = load_traffic(point["traffic"])
         kw = {k: opts.get(k, settings[k]) for k in ("sharing", "ecmp", "subflows")}
+        kw["hash_seed"] = opts.get("hash_seed", EstimateOptions.default("hash_seed"))
         try:
             r = run_mix(fabric, members, pxn=opts.get("pxn"), profile=opts.get("profile"), name=settings["name"],
                         **kw)

@@ -12,6 +12,7 @@ A study is a small TOML file::
     collective = ["all_reduce", "alltoall"]
     size = ["1MiB", "1GiB"]
     fail = ["", "random:spine:0.01:{seed}"]         # as --fail takes it; several parts separated by commas
+    hash_seed = ["{seed}"]                          # a value that is just "{seed}" becomes the seed (a number)
 
 Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.compute.POINT_KEYS`:
 ``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
@@ -97,7 +98,7 @@ class Study:
                              if len(self.axes[k]) > 1 or SEED in str(v))
             if any(isinstance(v, str) and SEED in v for v in design.values()):
                 for s in self.seeds:
-                    p = {k: (v.replace(SEED, str(s)) if isinstance(v, str) else v) for k, v in design.items()}
+                    p = {k: _expand(v, s) for k, v in design.items()}
                     p["seed"] = s
                     out.append(self._finish(p, dhash, label))
             else:
@@ -113,6 +114,14 @@ class Study:
         phash = _hash({"inputs": key, "compute": self.compute, "spec": self._spec_digest(inputs),
                        "topo": __version__})
         return {"inputs": inputs, "point": phash, "design": dhash, "label": label or self.name}
+
+
+def _expand(v, seed: int):
+    """An axis value with ``{seed}`` replaced by ``seed``: the seed itself (a whole number) where the value is
+    exactly ``"{seed}"`` (``hash_seed = ["{seed}"]``), else the text with the seed in it."""
+    if v == SEED:
+        return seed
+    return v.replace(SEED, str(seed)) if isinstance(v, str) else v
 
 
 def _hash(obj) -> str:
