@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from ..engine.profile_data import load_profile_file
+from ..engine.profile_data import bundled_files, load_profile_file
 from ..engine.profiles import resolve_profile
 from ..engine.options import CHOICES, EstimateOptions
 from ..errors import TopoError
@@ -218,8 +218,6 @@ def profile_mismatch(profile, fabric) -> str | None:
 def technology_note(fabric) -> str | None:
     """A note when the spec's NICs are faster than its network technology's fastest port (800 Gb/s NICs on
     ``infiniband_ndr``, 400 Gb/s): the costs are that technology's constants, likely not what was meant."""
-    from ..engine.profile_data import bundled_files
-
     tech = fabric.spec.fabric.technology
     pf = bundled_files()["network"].get(tech)
     p = pf.params.get("max_port_rate_Gbps") if pf else None
