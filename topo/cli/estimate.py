@@ -6,13 +6,16 @@ import math
 import re
 
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
+from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.options import CHOICES, EstimateOptions
 from ..engine.results import EstimateResult
 from ..engine.traffic import MixResult, run_mix
-from ..errors import TopoError
 from ..engine.traffic_file import bundled_traffic, load_traffic
-from .common import add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch, technology_note
+from ..errors import TopoError
+from ..training.gpus import gpu_compute
+from .common import (add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch,
+                     technology_note)
 from .output import emit, emit_json, note, safe_text
 
 
@@ -189,8 +192,6 @@ def _run(args) -> int:
 def memory_note(result: EstimateResult, fabric) -> None:
     """A note in ``result`` when its largest size is more than one GPU's memory (topo/data/compute/gpus.toml):
     nccl-tests could not allocate the buffer."""
-    from ..training.gpus import gpu_compute
-
     try:
         mem = gpu_compute(fabric.spec.gpu).memory_bytes
     except TopoError:  # a GPU without compute facts: nothing to compare with
@@ -266,7 +267,6 @@ _TOPO_HEAD = f"  # {'algorithm':<16} {'proto':<6} {'limit':<15} {'util':>5}  bus
 
 def legend(limits) -> list[str]:
     """What the topo columns mean (printed under every table), with the ``limits`` the table shows."""
-    from ..engine.cost import LIMITS
     lines = ["# in place = out of place (the model does not tell them apart); #wrong N/A: nothing is computed",
              "# busiest_link: the most loaded link; util: the bytes it carries / (its line rate x the whole time), "
              "below 100% where latency, a protocol's efficiency or a cap leaves it idle"]
