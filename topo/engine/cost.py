@@ -248,6 +248,20 @@ def limit_of(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
     ``latency`` when the latency part is the larger (``per-peer-latency`` when most of it is a send/receive
     pattern's per-peer overhead); else what :func:`rate_limit` names, ``link`` becoming ``link+protocol`` when the
     protocol's efficiency is below 1.
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    proto : str
+    collective : str
+    num_ranks, num_domains : int
+    latency_s, bandwidth_s : float
+        The two parts of the time.
+
+    Returns
+    -------
+    str
     """
     sched = c.schedule
     if latency_s > bandwidth_s:
@@ -263,14 +277,44 @@ def limit_of(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
 
 def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
              seconds_per_byte: float | None = None) -> float:
-    """Steady algorithm bandwidth (bytes of message per second): :func:`rate_limit`'s rate (same parameters)."""
+    """Steady algorithm bandwidth (bytes of message per second): :func:`rate_limit`'s rate.
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    proto : str
+    collective : str
+    num_ranks, num_domains : int
+    seconds_per_byte : float, optional
+        Replaces the routed bottleneck's (NCCL's tuner rates a tree with the ring's network bandwidth).
+
+    Returns
+    -------
+    float
+    """
     return rate_limit(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte)[0]
 
 
 def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tuple[str, ...]:
-    """The protocols a send/receive pattern may run at ``size_bytes``: NCCL's own rule (src/enqueue.cc
-    addP2pToPlan) when the profile gives its threshold and the protocol is not pinned: LL while one send to a
-    peer is at most ``p2p_ll_threshold_bytes`` x the p2p channels per peer, Simple above, never LL128."""
+    """The protocols a send/receive pattern may run at ``size_bytes``.
+
+    NCCL's own rule (src/enqueue.cc addP2pToPlan) when the profile gives its threshold and the protocol is not
+    pinned: LL while one send to a peer is at most ``p2p_ll_threshold_bytes`` x the p2p channels per peer, Simple
+    above, never LL128.
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    protocols : sequence of str
+        The protocols allowed otherwise.
+    size_bytes : int
+
+    Returns
+    -------
+    tuple of str
+    """
     sched = c.schedule
     if sched.family != "p2p" or profile.p2p_ll_threshold_bytes <= 0 or len(protocols) < 2:
         return tuple(protocols)

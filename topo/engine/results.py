@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -23,6 +22,16 @@ class NodeNames:
 
     @classmethod
     def of(cls, fabric) -> "NodeNames":
+        """The node names of ``fabric``.
+
+        Parameters
+        ----------
+        fabric : Fabric
+
+        Returns
+        -------
+        NodeNames
+        """
         o = fabric.node_offset
         kinds = [(o["gpu"], "gpu"), (o["nvswitch"], "nvswitch"), (o["nic"], "nic")]
         kinds += [(o[f"tier:{t.index}"], t.name) for t in fabric.layout.tiers]
@@ -217,10 +226,29 @@ class EstimateResult:
         }
 
     def with_datatype(self, datatype: str = "float", op: str = "sum") -> "EstimateResult":
-        """The same estimate labelled as nccl-tests' ``-d DATATYPE -o OP`` run prints it: ``count`` is the size in
-        elements of ``datatype`` (topo.engine.collectives.DATA_TYPES), ``redop`` the op for reducing collectives.
-        Times do not change: the model moves bytes, and a reduction's arithmetic is negligible beside the
-        transfer on GPUs. Raises ValueError for an unknown type or op (the message lists the allowed)."""
+        """The same estimate labelled as nccl-tests' ``-d DATATYPE -o OP`` run prints it.
+
+        ``count`` is the size in elements of ``datatype`` (:data:`topo.engine.collectives.DATA_TYPES`), ``redop`` the op
+        for reducing collectives. Times do not change: the model moves bytes, and a reduction's arithmetic is negligible
+        beside the transfer on GPUs.
+
+        Parameters
+        ----------
+        datatype : str
+        op : str
+
+        Returns
+        -------
+        EstimateResult
+
+        Raises
+        ------
+        ValueError
+            An unknown type or op (the message lists the allowed).
+        """
+        import dataclasses
+
+
         if datatype not in DATA_TYPES:
             raise ValueError(f"unknown data type {datatype!r}; allowed: {', '.join(DATA_TYPES)}")
         if op not in REDUCTION_OPS:

@@ -48,11 +48,11 @@ from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
-from .parallel import ParallelLayout, check_layout
 from .mapping import map_layout
 from .memory import memory_per_gpu, stage_params
 from .model import ModelSpec
 from .operators import optimizer_step_s, pipeline_units, stage_compute
+from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 

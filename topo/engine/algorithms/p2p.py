@@ -89,9 +89,21 @@ def _per_peer(sched: Schedule, shape: NodeShape, placement: Placement, fraction:
 
 
 def rooted_schedule(shape: NodeShape, placement: Placement, collective: str) -> Schedule:
-    """nccl-tests' gather (every rank sends ``S/p`` to root 0) or scatter (root 0 sends ``S/p`` to every rank),
-    grouped sends and receives (src/gather.cu, src/scatter.cu), all at once: the root's links carry
-    ``(p-1)/p S``. Closed form on a uniform non-blocking network: ``alpha + (p-1)/p S/B``."""
+    """nccl-tests' gather (every rank sends ``S/p`` to root 0) or scatter (root 0 sends ``S/p`` to every
+    rank), grouped sends and receives (src/gather.cu, src/scatter.cu), all at once: the root's links carry
+    ``(p-1)/p S``. Closed form on a uniform non-blocking network: ``alpha + (p-1)/p S/B``.
+
+    Parameters
+    ----------
+    shape : NodeShape
+    placement : Placement
+    collective : str
+        gather or scatter.
+
+    Returns
+    -------
+    Schedule
+    """
     p = placement.num_ranks
     if p < 2:
         raise AlgorithmUnavailable(f"a {collective} needs at least 2 ranks")
