@@ -137,3 +137,24 @@ def test_the_longest_path_counts_the_stand_in_nics_nvlink_hops(pxn):
         assert fast.latency_s.max() == pytest.approx(flows.latency_s.max(), rel=1e-12)
         intact = route_all_pairs(Router(base, "ideal", pxn=pxn), a)
         assert fast.latency_s.max() > intact.latency_s.max()  # the failure made a path longer
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "rail_optimized-2-shared-nic", "rail_only-3"])
+def test_max_min_classes_on_failed_fabrics_equal_flow_by_flow(name):
+    """Max-min sharing keeps the classes on a failed fabric: the same makespan as the flows one by one."""
+    from topo.engine.alltoall_classes import alltoall_classes
+    from topo.engine.contention import max_min_makespan
+
+    base = small_fabric(name)
+    rng = np.random.default_rng(5)
+    for fails in _failure_sets(base):
+        f = base.with_failures(*fails)
+        r = Router(f, "hash", salt=2)
+        groups = np.arange(f.num_gpus)[None, :]
+        try:
+            flows = r.route_transfers(_pairs(groups, 3.0))
+        except Unreachable:
+            continue
+        classes = alltoall_classes(r, AllPairs(groups, 3.0))
+        cap = np.where(r.capacity_Bps > 0, r.capacity_Bps * rng.uniform(0.5, 1.5, r.capacity_Bps.size), 0.0)
+        assert max_min_makespan(classes, cap) == pytest.approx(max_min_makespan(flows, cap), rel=1e-9), fails
