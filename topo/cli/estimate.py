@@ -24,7 +24,8 @@ from .output import emit, emit_json, note, safe_text
 FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
          "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm",
          "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
-         "ecmp": "--ecmp", "subflows": "--subflows", "sharing": "--sharing", "pxn": "--no-pxn",
+         "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
+         "sharing": "--sharing", "pxn": "--no-pxn",
          "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
          "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
 
@@ -95,6 +96,9 @@ def register(sub) -> None:
     p.add_argument("--ecmp", default=None, choices=CHOICES["ecmp"], help=f"ECMP model ({_default('ecmp')})")
     p.add_argument("--subflows", default=None, metavar="K",
                    help=f"with --ecmp hash: parts each flow is hashed as ({_default('subflows')})")
+    p.add_argument("--hash-seed", default=None, metavar="N",
+                   help="with --ecmp hash: a whole number mixed into the hash, to draw other collisions "
+                   f"({_default('hash_seed')}: the hash without a seed)")
     p.add_argument("--sharing", default=None, choices=CHOICES["sharing"],
                    help=f"contention model: equal-share bottleneck or max-min fair ({_default('sharing')})")
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
@@ -123,7 +127,7 @@ def _int(text, key):
     return v
 
 
-_WHOLE = ("gpus", "rail", "channels", "subflows", "chunks", "stages", "groups")  # flags read as whole numbers
+_WHOLE = ("gpus", "rail", "channels", "subflows", "hash_seed", "chunks", "stages", "groups")  # flags read as whole numbers
 _NAMES = ("placement", "algorithm", "choose", "protocol", "ecmp", "sharing", "profile", "group_layout", "rank_order")
 
 
@@ -332,9 +336,11 @@ def _run_mix(args) -> int:
     sharing = args.sharing or settings["sharing"]
     ecmp = args.ecmp or settings["ecmp"]
     subflows = _int(args.subflows, "--subflows") if args.subflows is not None else settings["subflows"]
-    EstimateOptions.from_kwargs(ecmp=ecmp, subflows=subflows, sharing=sharing)  # the flags' own errors, as flags
+    hash_seed = _int(args.hash_seed, "--hash-seed") if args.hash_seed is not None else EstimateOptions.default(
+        "hash_seed")
+    EstimateOptions.from_kwargs(ecmp=ecmp, subflows=subflows, hash_seed=hash_seed, sharing=sharing)  # as flags
     try:
-        result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows,
+        result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows, hash_seed=hash_seed,
                          pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source or args.traffic, key=exc.key) from None
