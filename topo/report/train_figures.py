@@ -11,7 +11,7 @@ layout on several fabrics) become bars side by side.
 >>> f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
 >>> r = estimate_step(f, load_model("llama3-8b"), make_layout(tp=8, dp=128, global_batch=256))
 >>> [t.name for t in step_breakdown_figure([r]).data][:3]
-['compute', 'bubble', 'tp']
+['compute', 'bubble', 'optimizer']
 """
 
 from __future__ import annotations
