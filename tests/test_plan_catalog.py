@@ -1,5 +1,5 @@
-"""The planner's catalog: every value sourced, prices marked as assumptions, overrides from a spec, a plan file
-or an option, and bad values reported as one line with file and key."""
+"""The planner's catalog: every value sourced, every price with a low and a high end (each sourced), overrides from a
+spec, a plan file or an option, and bad values reported as one line with file and key."""
 
 import tomllib
 
@@ -20,8 +20,8 @@ def _values(obj, prefix=""):
             yield from _values(v, f"{prefix}.{k}" if prefix else k)
 
 
-def test_every_catalog_value_has_a_source_and_a_status_and_prices_are_assumptions():
-    n = 0
+def test_every_catalog_value_has_a_source_and_a_status_and_every_price_a_sourced_range():
+    n, prices = 0, set()
     for kind in KINDS:
         data = tomllib.loads((catalog_dir() / f"{kind}.toml").read_text())
         assert data.pop("version")
@@ -29,11 +29,20 @@ def test_every_catalog_value_has_a_source_and_a_status_and_prices_are_assumption
             n += 1
             assert set(v) == {"value", "source", "status"}, (kind, key)
             assert v["source"].strip(), (kind, key)
-            if key.endswith("_usd") or "_usd_" in key:
-                assert v["status"] == "assumption", (kind, key)
+            assert v["status"] in ("published", "secondary", "derived", "assumption"), (kind, key)
+            if kind != "price_ranges" and (key.endswith("_usd") or "_usd_" in key):
+                prices.add(f"{kind}.{key}")
     assert n > 60
-    cat = load_catalog()
-    assert {r["key"] for r in cat.assumptions()} >= {"switches.QM9700.price_usd", "servers.HGX H100.price_usd"}
+    rows = {r["key"]: r for r in load_catalog().prices()}
+    assert set(rows) == prices and len(prices) > 40  # every price of every file has a range
+    for key, r in rows.items():
+        assert r["low"] <= r["expected"] <= r["high"], key
+        for end in ("low", "high"):
+            assert r[f"{end}_source"].strip() and r[f"{end}_status"], (key, end)
+    # published where a published price or spread exists (issue 22): the build cost per MW, electricity by state
+    for key in ("facility.capex_usd_per_W", "facility.electricity_usd_per_kWh"):
+        assert rows[key]["low_status"] == rows[key]["high_status"] == "published", key
+    assert rows["facility.capex_usd_per_W"]["expected_status"] == "published"
 
 
 def test_overrides_replace_values_and_say_where_from():

@@ -24,11 +24,12 @@ def test_storage_and_frontend_capex_follow_llama3(default, reference):
 
 
 def test_facility_capex_basis_is_stated_and_switchable(default):
+    # Cushman & Wakefield, Data Center Development Cost Guide 2025, pp. 8-9: $11.7M per MW of critical load (IT)
     c = default.capex
-    assert c.facility_basis == "facility" and c.facility_basis_W == default.power.facility_power_W
-    assert c.facility_usd == pytest.approx(10 * default.power.facility_power_W)
-    it = plan(layers=[("t", {"facility": {"capex_basis": "it"}})], collectives=False).capex
-    assert it.facility_basis == "it" and it.facility_usd == pytest.approx(10 * default.power.it_power_W)
+    assert c.facility_basis == "it" and c.facility_basis_W == default.power.it_power_W
+    assert c.facility_usd == pytest.approx(11.7 * default.power.it_power_W)
+    fac = plan(layers=[("t", {"facility": {"capex_basis": "facility"}})], collectives=False).capex
+    assert fac.facility_basis == "facility" and fac.facility_usd == pytest.approx(11.7 * default.power.facility_power_W)
 
 
 def test_tco_parts_by_hand(default):
@@ -61,7 +62,7 @@ def test_co2_per_year_at_the_stated_grid_intensity(default):
 def test_new_figures_reach_json_and_the_comparison(default):
     d = default.to_dict()
     assert d["ownership"]["cost_per_gpu_hour_usd"] == default.ownership.cost_per_gpu_hour_usd
-    assert d["capex"]["storage_usd"] > 0 and d["capex"]["facility_basis"] == "facility"
+    assert d["capex"]["storage_usd"] > 0 and d["capex"]["facility_basis"] == "it"
     keys = {f["key"]: f for f in d["inputs"]}
     for k in ("economics.years", "economics.grid_kg_co2_per_kWh", "economics.storage_servers_per_gpu",
               "economics.opex_usd_per_MW_year", "facility.capex_basis", "servers.HGX H100.nic_module_ports"):

@@ -10,6 +10,7 @@ from .. import __version__
 from ..atomic import SIGNATURE, check_output, open_output
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
+from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..training.mfu import predict_mfu
 from ..units import format_bandwidth, format_count, format_time
@@ -189,21 +190,31 @@ def render(r: PlanResult) -> str:
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
     rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
              ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
-             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
+             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)
+              + " ({} to {})".format(*(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
              [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
     out.append(table(rows, ["power", ""], right=[False, True]))
     out.append("")
-    rows = [[name, _usd(x)] for name, x in c.parts().items()]
+    cr = r.costs
+
+    def ends(line, fmt=_usd):
+        low, expected, high = cr.line(line)
+        return [fmt(expected), fmt(low), fmt(high)]
+
+    rows = [[name] + ends(f"capex.{name}_usd") for name in c.parts()]
     rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
                    f"{c.facility_basis_W / 1e6:,.1f} MW)")
-    rows += [["capex", _usd(c.capex_usd)], ["per GPU", f"${c.capex_per_gpu_usd:,.0f}"],
-             ["network share", f"{100 * c.network_share:.1f}%"]]
-    out.append(table(rows, ["capex (prices are assumptions)", ""], right=[False, True]))
+    rows += [["capex"] + ends("capex_usd"), ["per GPU"] + ends("capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
+             ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
+    out.append(table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True]))
     out.append("")
-    rows = [[name, _usd(x)] for name, x in o.parts().items()]
-    rows += [[f"TCO over {o.years:g} years", _usd(o.tco_usd)],
-             ["per GPU-hour (every installed GPU)", f"${o.cost_per_gpu_hour_usd:,.2f}"]]
-    out.append(table(rows, [f"ownership over {o.years:g} years", ""], right=[False, True]))
+    rows = [[name] + ends(f"ownership.{name}_usd") for name in o.parts()]
+    rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
+             ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
+    out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
+                     right=[False, True, True, True]))
+    out.append(f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "
+               "ends and their sources under --json 'cost_range'); a price you override is a quote, without a range")
     out.append("")
     peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
     out.append(f"compute   peak {peaks}")
@@ -286,7 +297,14 @@ _ROWS = [
 ]
 
 
+def _cell(h: dict, key: str, fmt) -> str:
+    """A figure, and its low-high range when it depends on prices."""
+    if key in RANGED:
+        return f"{fmt(h[key])} ({fmt(h[key + '_low'])}-{fmt(h[key + '_high'])})"
+    return fmt(h[key])
+
+
 def render_comparison(results: list[PlanResult]) -> str:
     heads = [r.headline() for r in results]
-    rows = [[label] + [fmt(h[key]) for h in heads] for label, key, fmt in _ROWS]
+    rows = [[label] + [_cell(h, key, fmt) for h in heads] for label, key, fmt in _ROWS]
     return table(rows, [""] + [h["name"] for h in heads], right=[False] + [True] * len(heads))

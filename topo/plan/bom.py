@@ -23,7 +23,7 @@ capacity, one switch hop short in latency), the bill of materials counts every p
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -34,9 +34,10 @@ from .catalog import Catalog
 from .floor import MEDIA, FloorPlan, link_media
 
 __all__ = ["BillOfMaterials", "SwitchLine", "TransceiverLine", "CableLine", "bill_of_materials", "LENGTH_CLASSES_M",
-           "logical_tiers"]
+           "logical_tiers", "reprice", "RACK_TIER"]
 
 LENGTH_CLASSES_M = (3, 10, 30, 50, 100, 500, 2000)
+RACK_TIER = "scale-up (in rack)"  # the line of a rack-scale system's own switches (NVL72's NVLink switch trays)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,32 @@ class BillOfMaterials:
         rows += [{"kind": "cable", "item": f"{c.type} {c.length_class}", "where": c.level, "count": c.count}
                  for c in self.cables]
         return pd.DataFrame(rows)
+
+
+def reprice(bom: BillOfMaterials, catalog: Catalog, rack_switch_price_usd: float | None = None) -> BillOfMaterials:
+    """The same bill of materials at ``catalog``'s prices (e.g. :meth:`Catalog.at` ``("low")``): each switch and
+    transceiver line at its model's price, each cable line at count x price + length x price per metre.
+
+    Parameters
+    ----------
+    bom : BillOfMaterials
+        The counts and lengths (unchanged).
+    catalog : Catalog
+        Where the prices come from.
+    rack_switch_price_usd : float, optional
+        The price of a rack-scale system's own switches (the server's ``rack_switches``), whose lines are not in
+        ``catalog.switches``.
+
+    Returns
+    -------
+    BillOfMaterials
+    """
+    switches = [replace(s, price_usd_each=(rack_switch_price_usd if s.tier == RACK_TIER
+                                           else catalog.switch(s.model).price_usd.value)) for s in bom.switches]
+    transceivers = [replace(t, price_usd_each=catalog.transceivers[t.type].price_usd.value) for t in bom.transceivers]
+    cables = [replace(c, price_usd=c.count * catalog.cables[c.type].price_usd.value
+                      + c.length_m * catalog.cables[c.type].price_per_m_usd.value) for c in bom.cables]
+    return replace(bom, switches=switches, transceivers=transceivers, cables=cables)
 
 
 class _LogicalTier(BaseModel):

@@ -3,7 +3,10 @@ layout, reliability and the workload, each value with its ``source`` and ``statu
 
 The files live in ``topo/data/catalog/*.toml``; every number is a table ``{ value = ..., source = "...",
 status = "published" | "secondary" | "derived" | "assumption" }`` in SI units named in the key (``power_W``,
-``price_usd``, ``reach_m``). Prices must be marked ``assumption``: they are inputs a user overrides, not facts.
+``price_usd``, ``reach_m``). A price says where it comes from like any value (``published`` when read from a published price or
+cost guide, ``assumption`` for a placeholder); every price also has a low and a high end, each with its source and
+status (``price_ranges.toml``: listed ranges, else a default band), and :meth:`Catalog.at` gives the catalog with
+every price at one end. Prices remain inputs a user overrides with a quote.
 
 A server may be a tray of a rack-scale system (GB200 NVL72): its ``servers_per_rack`` and ``rack_power_W`` replace
 the layout's, and its ``rack_switches`` (the NVLink switch trays, ``per_rack``) are counted per rack of such servers
@@ -34,7 +37,7 @@ from ..fabric.hardware import GPU_MODELS
 from ..spec.load import format_loc
 from ..resources import data_dir
 
-__all__ = ["Value", "Catalog", "load_catalog", "catalog_dir", "KINDS", "PLAN_KEYS"]
+__all__ = ["Value", "Catalog", "load_catalog", "catalog_dir", "KINDS", "PLAN_KEYS", "ENDS", "is_price"]
 
 Status = Literal["published", "secondary", "derived", "assumption", "override"]
 
@@ -70,8 +73,6 @@ def _bounded(ge: float | None = 0.0, gt: float | None = None, le: float | None =
             raise ValueError(f"must be > {gt:g}, got {x:g}")
         if le is not None and x > le:
             raise ValueError(f"must be <= {le:g}{why_le}, got {x:g}")
-        if price and v.status not in ("assumption", "override"):
-            raise ValueError(f"a price must have status 'assumption' (a user input), got {v.status!r}")
         return v
     return Annotated[Value, AfterValidator(check)]
 
@@ -231,6 +232,30 @@ class Reference(_Strict):
     precision: str
 
 
+class PriceRange(_Strict):
+    """The low and high ends of one price, each with its source and status."""
+
+    low: NonNeg
+    high: NonNeg
+
+
+class PriceRanges(_Strict):
+    """Listed ranges by dotted price key, and the default band for every other price."""
+
+    default_low_factor: _bounded(ge=0.0, le=1.0, why_le=" (the low end is at most the expected price)")
+    default_high_factor: _bounded(ge=1.0, le=10.0, why_le=" (check the value)")
+    ranges: dict[str, PriceRange] = {}
+
+
+def is_price(key: str) -> bool:
+    """A catalog key holds a price when its unit is dollars: it ends in ``_usd`` or has ``_usd_`` in it."""
+    leaf = key.rsplit(".", 1)[-1]
+    return leaf.endswith("_usd") or "_usd_" in leaf
+
+
+ENDS = ("low", "expected", "high")
+
+
 class Workload(_Strict):
     mfu: _bounded(ge=None, gt=0.0, le=1.0)
     precision: str
@@ -254,6 +279,7 @@ class Catalog(_Strict):
     economics: Economics
     reliability: Reliability
     workload: Workload
+    price_ranges: PriceRanges
     server_model: str | None = None  # the plan's choice among servers (default: the first holding the GPU)
     versions: dict[str, str] = {}
     origins: dict[str, str] = {}  # dotted path -> origin of an override; kind -> its catalog file
@@ -296,6 +322,60 @@ class Catalog(_Strict):
                         f"{', '.join(f'{n} ({s.gpu})' for n, s in self.servers.items())}; add one under "
                         f"plan.servers", key="plan.servers")
 
+    def prices(self) -> list[dict]:
+        """Every price with its three ends: rows of ``key``, ``low``, ``expected``, ``high`` and, per end, its
+        ``source`` and ``status`` (``low_source``, ``high_status``, ...). A price a user overrode is a quote: its
+        three ends are the override."""
+        rows = []
+        pr = self.price_ranges
+        lo_f, hi_f = pr.default_low_factor, pr.default_high_factor
+        for key, v in _walk(self.model_dump(exclude={"versions", "origins", "price_ranges"})):
+            if not is_price(key):
+                continue
+            row = {"key": key, "expected": v["value"], "expected_source": v["source"],
+                   "expected_status": v["status"]}
+            given = pr.ranges.get(key)
+            if v["status"] == "override" or self.origin_of(key)[1]:
+                for end in ("low", "high"):
+                    row.update({end: v["value"], f"{end}_source": "overridden: a quote has no range",
+                                f"{end}_status": v["status"]})
+            elif given is not None:
+                for end in ("low", "high"):
+                    b = getattr(given, end)
+                    row.update({end: b.value, f"{end}_source": b.source, f"{end}_status": b.status})
+            else:
+                for end, f, name in (("low", lo_f, "default_low_factor"), ("high", hi_f, "default_high_factor")):
+                    row.update({end: v["value"] * f.value, f"{end}_source": f"price_ranges.{name} = {f.value:g} "
+                                f"x expected ({f.source})", f"{end}_status": f.status})
+            rows.append(row)
+        return rows
+
+    def at(self, end: str) -> "Catalog":
+        """This catalog with every price at its ``end`` (``low``, ``expected`` or ``high``; see :meth:`prices`).
+
+        Parameters
+        ----------
+        end : str
+            ``low``, ``expected`` or ``high``.
+
+        Returns
+        -------
+        Catalog
+            A copy whose prices are that end's values, with that end's source and status.
+        """
+        if end not in ENDS:
+            raise ValueError(f"end must be one of {', '.join(ENDS)}, got {end!r}")
+        if end == "expected":
+            return self
+        data = self.model_dump()
+        for row in self.prices():
+            node = data
+            parts = _split_key(row["key"], data)
+            for p in parts[:-1]:
+                node = node[p]
+            node[parts[-1]] = {"value": row[end], "source": row[f"{end}_source"], "status": row[f"{end}_status"]}
+        return Catalog.model_validate(data)
+
     def assumptions(self) -> list[dict]:
         """Every value whose status is ``assumption`` or ``override``, as rows (key, value, source, status)."""
         rows = []
@@ -306,7 +386,7 @@ class Catalog(_Strict):
 
 
 KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "floor", "cooling", "economics",
-         "reliability", "workload")
+         "reliability", "workload", "price_ranges")
 ITEM_KINDS = ("gpus", "servers", "switches", "transceivers", "cables")  # tables of named parts
 _ITEM_NAMES = {"gpus": "GPU", "servers": "server", "switches": "switch", "transceivers": "transceiver",
                "cables": "cable"}
@@ -322,6 +402,22 @@ def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise TopoError(f"{what} {name!r} is not in the catalog; allowed: {', '.join(table)} (or add it under "
                     f"plan.{kind}){hint}", key=key or f"plan.{kind}")
+
+
+def _split_key(key: str, data: dict) -> list[str]:
+    """The path of a dotted key whose item names may hold dots (``servers.GB200 NVL72 compute tray.price_usd``,
+    ``switches.SN5600 (64 x 800G).price_usd``): the longest names that exist, level by level."""
+    parts, node, rest = [], data, key
+    while rest:
+        for i in [j for j, ch in enumerate(rest) if ch == "."][::-1] + [len(rest)]:
+            head = rest[:i]
+            if isinstance(node, dict) and head in node:
+                parts.append(head)
+                node, rest = node[head], rest[i + 1:]
+                break
+        else:
+            raise KeyError(key)
+    return parts
 
 
 def _walk(obj, prefix=""):
@@ -416,9 +512,31 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
                                         f"(a new {what} gives every field: {', '.join(sorted(fields))})",
                                         source=origin, key=f"plan.{kind}.{name}")
     try:
-        return Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
+        cat = Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
     except ValidationError as exc:
         raise _error(exc, files, marks) from None
+    _check_ranges(cat, files)
+    return cat
+
+
+def _check_ranges(cat: Catalog, files: dict[str, str]) -> None:
+    """Each listed range names a price of the catalog, and low <= expected <= high (unless the price was
+    overridden: a quote has no range)."""
+    prices = {k: v for k, v in _walk(cat.model_dump(exclude={"versions", "origins", "price_ranges"}))
+              if is_price(k)}
+    for key, r in cat.price_ranges.ranges.items():
+        origin, overridden = cat.origin_of(f"price_ranges.ranges.{key}")
+        source = origin if overridden else files["price_ranges"]
+        if key not in prices:
+            close = difflib.get_close_matches(key, list(prices), n=1)
+            raise TopoError(f"no price {key!r} in the catalog" + (f"; did you mean {close[0]!r}?" if close else ""),
+                            source=source, key=f"ranges.{key}" if not overridden else f"plan.price_ranges.ranges.{key}")
+        v = prices[key]
+        if v["status"] == "override" or cat.origin_of(key)[1]:
+            continue
+        if not r.low.value <= v["value"] <= r.high.value:
+            raise TopoError(f"low {r.low.value:g} <= expected {v['value']:g} <= high {r.high.value:g} does not hold",
+                            source=source, key=f"ranges.{key}" if not overridden else f"plan.price_ranges.ranges.{key}")
 
 
 def _model_fields(kind: str) -> set[str]:

@@ -16,9 +16,10 @@ from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
 from .blast import blast_radius, collective_times_with_failures
-from .bom import SwitchLine, bill_of_materials, logical_tiers, tier_switch_models, two_stage_switches
+from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
 from .compute import compute_budget
+from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
 from .inputs import inputs_used
 from .floor import SwitchRacking, floor_plan
@@ -165,27 +166,20 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         # per full or partial rack of servers; counted with the switches (power and price)
         racks = math.ceil(L.num_servers / floor.servers_per_rack)
         n = racks * int(rsw.per_rack.value)
-        bom = replace(bom, switches=bom.switches + [SwitchLine("scale-up (in rack)", rsw.model, n, n,
+        bom = replace(bom, switches=bom.switches + [SwitchLine(RACK_TIER, rsw.model, n, n,
                                                                rsw.power_W.value, rsw.price_usd.value)])
-    fac, wl, rel, eco = cat.facility, cat.workload, cat.reliability, cat.economics
-    pw = power_breakdown(
-        L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
-        switches_W=sum(x.count * x.power_W_each for x in bom.switches),
-        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
-        storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
-        load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
-    capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
-                        facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
-                        facility_basis=fac.capex_basis, storage_servers_per_gpu=eco.storage_servers_per_gpu.value,
-                        storage_server_price_usd=eco.storage_server_price_usd.value,
-                        frontend_usd_per_server=eco.frontend_usd_per_server.value,
-                        cooling_usd_per_W=getattr(cat.cooling, floor.cooling).capex_usd_per_W.value)
-    tco = ownership_cost(L.num_gpus, capex, pw, years=eco.years.value, server_life_years=eco.server_life_years.value,
-                         network_life_years=eco.network_life_years.value,
-                         facility_life_years=eco.facility_life_years.value,
-                         maintenance_fraction_per_year=eco.maintenance_fraction_per_year.value,
-                         opex_usd_per_MW_year=eco.opex_usd_per_MW_year.value,
-                         grid_kg_co2_per_kWh=eco.grid_kg_co2_per_kWh.value)
+    wl, rel = cat.workload, cat.reliability
+    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling)
+    ends = {"expected": cost_lines(capex, pw, tco)}
+    for end in ("low", "high"):  # every price at its low (high) end together: the same counts at other prices
+        c_end = cat.at(end)
+        s_end = c_end.servers[server_name]
+        b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
+        p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling)
+        ends[end] = cost_lines(capex_end, p_end, tco_end)
+    used = _priced_keys(bom, server_name, server, floor.cooling)
+    costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
+                      prices=[row for row in cat.prices() if row["key"] in used])
     ref = wl.reference
     ref_gpu = cat.gpu(ref.gpu)
     try:
@@ -242,9 +236,48 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                      "in latency); the bill of materials counts its physical switches and internal links")
     return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
+                      costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
+
+
+def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
+    """Power (for its energy cost), capex and the cost of ownership at ``cat``'s prices."""
+    fac, eco = cat.facility, cat.economics
+    pw = power_breakdown(
+        L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
+        switches_W=sum(x.count * x.power_W_each for x in bom.switches),
+        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
+        storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
+        load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
+    capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
+                            facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
+                            facility_basis=fac.capex_basis, storage_servers_per_gpu=eco.storage_servers_per_gpu.value,
+                            storage_server_price_usd=eco.storage_server_price_usd.value,
+                            frontend_usd_per_server=eco.frontend_usd_per_server.value,
+                            cooling_usd_per_W=getattr(cat.cooling, cooling).capex_usd_per_W.value)
+    tco = ownership_cost(L.num_gpus, capex, pw, years=eco.years.value, server_life_years=eco.server_life_years.value,
+                         network_life_years=eco.network_life_years.value,
+                         facility_life_years=eco.facility_life_years.value,
+                         maintenance_fraction_per_year=eco.maintenance_fraction_per_year.value,
+                         opex_usd_per_MW_year=eco.opex_usd_per_MW_year.value,
+                         grid_kg_co2_per_kWh=eco.grid_kg_co2_per_kWh.value)
+    return pw, capex, tco
+
+
+def _priced_keys(bom, server_name: str, server, cooling: str) -> set[str]:
+    """The catalog's price keys a plan uses: its server (and its rack switches), the switches, transceivers and
+    cables of its bill of materials, the facility, its cooling and the economics."""
+    keys = {f"servers.{server_name}.price_usd", "facility.electricity_usd_per_kWh", "facility.capex_usd_per_W",
+            f"cooling.{cooling}.capex_usd_per_W", "economics.opex_usd_per_MW_year",
+            "economics.storage_server_price_usd", "economics.frontend_usd_per_server"}
+    if server.rack_switches is not None:
+        keys.add(f"servers.{server_name}.rack_switches.price_usd")
+    keys |= {f"switches.{s.model}.price_usd" for s in bom.switches if s.tier != RACK_TIER}
+    keys |= {f"transceivers.{t.type}.price_usd" for t in bom.transceivers}
+    keys |= {f"cables.{c.type}.{k}" for c in bom.cables for k in ("price_usd", "price_per_m_usd")}
+    return keys
 
 
 def compare_designs(specs: Sequence, **kwargs) -> DesignComparison:

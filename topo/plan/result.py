@@ -8,13 +8,18 @@ from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
 from .capex import Capex
+from .cost_range import CostRange
 from .floor import FloorPlan
 from .network import NetworkFigures
 from .power import PowerBreakdown
 from .reliability import Reliability
 from .tco import OwnershipCost
 
-__all__ = ["PlanResult", "DesignComparison"]
+__all__ = ["PlanResult", "DesignComparison", "RANGED"]
+
+# headline figures that depend on prices: each also comes as <key>_low and <key>_high (every price at that end)
+RANGED = ("capex_usd", "capex_per_gpu_usd", "network_capex_usd", "energy_cost_per_year_usd", "tco_usd",
+          "cost_per_gpu_hour_usd")
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class PlanResult:
     power: PowerBreakdown
     capex: Capex
     ownership: OwnershipCost
+    costs: CostRange
     compute: ComputeBudget
     reliability: Reliability
     blast_radius: list[BlastRadius]
@@ -70,6 +76,7 @@ class PlanResult:
             "first_job_optics_failure_s": r.first_job_optics_failure_s,
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
             "effective_flop": r.effective_flop,
+            **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
 
     def to_dict(self) -> dict:
@@ -85,7 +92,7 @@ class PlanResult:
             "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
-            "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "compute": self.compute.to_dict(),
+            "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
