@@ -56,3 +56,19 @@ def test_report_cli_includes_the_plan_section(tmp_path):
     run_cli("report", "dgx-h100-superpod", "--plan", "-o", str(out), check=True)
     page = out.read_text()
     assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 4
+
+
+def test_the_report_shows_every_cost_range(two):
+    # the total's error bar runs from every price at its low end to every price at its high end (issue 22)
+    for fig, line in ((P.capex_figure(two), "capex_usd"), (P.ownership_figure(two), "tco_usd")):
+        bars = [t.error_y for t in fig.data if t.error_y.array is not None]
+        assert len(bars) == 1
+        for i, r in enumerate(two):
+            low, expected, high = r.costs.line(line)
+            assert bars[0].array[i] == pytest.approx((high - expected) / 1e6)
+            assert bars[0].arrayminus[i] == pytest.approx((expected - low) / 1e6)
+    out = P.plan_section(two, lambda fig, kind: "")
+    low, expected, high = two[0].costs.line("cost_per_gpu_hour_usd")
+    assert f"${expected:,.2f} (${low:,.2f}-${high:,.2f})" in out
+    table = P.price_ranges_table_html(two[0])
+    assert "facility.capex_usd_per_W" in table and "Cushman &amp; Wakefield" in table

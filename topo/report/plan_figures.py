@@ -22,7 +22,7 @@ from ..units import format_count
 from .style import base_layout, esc
 
 __all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "bom_table_html",
-           "summary_table_html", "inputs_table_html", "plan_section"]
+           "summary_table_html", "inputs_table_html", "price_ranges_table_html", "plan_section"]
 
 _PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3")
 
@@ -41,15 +41,25 @@ def power_figure(results: Sequence[PlanResult]) -> go.Figure:
     return fig
 
 
+def _range_bars(results: Sequence[PlanResult], line: str) -> dict:
+    """Error bars from the expected total to its low and high ends ($M), for the top trace of a stacked bar."""
+    lo = [(r.costs.line(line)[1] - r.costs.line(line)[0]) / 1e6 for r in results]
+    hi = [(r.costs.line(line)[2] - r.costs.line(line)[1]) / 1e6 for r in results]
+    return dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333333", thickness=1.5, width=8)
+
+
 def capex_figure(results: Sequence[PlanResult]) -> go.Figure:
-    """Capital cost by part, $M, one stacked bar per design (prices are catalog assumptions)."""
+    """Capital cost by part, $M, one stacked bar per design, with the total's low-high range as an error bar
+    (every price at its low or high end together)."""
     names = [esc(r.name) for r in results]
     fig = go.Figure()
-    for i, part in enumerate(results[0].capex.parts()):
+    parts = list(results[0].capex.parts())
+    for i, part in enumerate(parts):
         ys = [r.capex.parts()[part] / 1e6 for r in results]
+        extra = dict(error_y=_range_bars(results, "capex_usd")) if i == len(parts) - 1 else {}
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
-                             hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>"))
-    fig.update_layout(**base_layout("Capex by part (prices are assumptions; override them)", height=420))
+                             hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>", **extra))
+    fig.update_layout(**base_layout("Capex by part; bar: every price at its low / high end", height=420))
     fig.update_layout(barmode="stack", yaxis_title="$M")
     return fig
 
@@ -59,15 +69,17 @@ def ownership_figure(results: Sequence[PlanResult]) -> go.Figure:
     bar per design; the hover gives the cost per GPU-hour."""
     names = [esc(r.name) for r in results]
     fig = go.Figure()
-    for i, part in enumerate(results[0].ownership.parts()):
+    parts = list(results[0].ownership.parts())
+    for i, part in enumerate(parts):
         ys = [r.ownership.parts()[part] / 1e6 for r in results]
         per_h = [r.ownership.cost_per_gpu_hour_usd for r in results]
+        extra = dict(error_y=_range_bars(results, "tco_usd")) if i == len(parts) - 1 else {}
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)], customdata=per_h,
                              hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M (TCO: $%{{customdata:.2f}} per GPU-hour)"
-                                           "<extra>%{x}</extra>"))
+                                           "<extra>%{x}</extra>", **extra))
     years = results[0].ownership.years
-    fig.update_layout(**base_layout(f"Cost of ownership over {years:g} years by part (assumptions; override them)",
-                                    height=420))
+    fig.update_layout(**base_layout(f"Cost of ownership over {years:g} years by part; bar: every price at its low / "
+                                    "high end", height=420))
     fig.update_layout(barmode="stack", yaxis_title="$M")
     return fig
 
@@ -108,6 +120,16 @@ def bom_table_html(r: PlanResult) -> str:
     return "".join(rows)
 
 
+def _musd(v: float) -> str:
+    return f"${v / 1e6:,.0f}M"
+
+
+def _span(r: PlanResult, line: str, fmt) -> str:
+    """Expected (low-high) of a cost line."""
+    low, expected, high = r.costs.line(line)
+    return f"{fmt(expected)} ({fmt(low)}-{fmt(high)})"
+
+
 def summary_table_html(results: Sequence[PlanResult]) -> str:
     """The floor, optics, economics and goodput figures, one column per design (every string escaped)."""
     e = html.escape
@@ -128,11 +150,12 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("interruptions per day", lambda r: f"{r.reliability.interruptions_per_day:.1f} (optics: "
                                             f"{r.reliability.optics_in_interruptions})"),
         ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"),
-        ("capex", lambda r: f"${r.capex.capex_usd / 1e6:,.0f}M (facility per W of "
+        ("capex", lambda r: f"{_span(r, 'capex_usd', _musd)} (facility per W of "
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
         ("storage and front-end capex", lambda r: f"${(r.capex.storage_usd + r.capex.frontend_usd) / 1e6:,.0f}M"),
-        ("TCO", lambda r: f"${r.ownership.tco_usd / 1e6:,.0f}M over {r.ownership.years:g} years"),
-        ("cost per GPU-hour", lambda r: f"${r.ownership.cost_per_gpu_hour_usd:,.2f}"),
+        ("energy cost per year", lambda r: _span(r, "energy_cost_per_year_usd", _musd)),
+        ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"),
+        ("cost per GPU-hour", lambda r: _span(r, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")),
         ("CO2 per year", lambda r: f"{r.ownership.co2_per_year_kg / 1e6:,.0f} kt at "
                                    f"{r.ownership.grid_kg_co2_per_kWh:g} kg/kWh"),
     ]
@@ -156,6 +179,19 @@ def inputs_table_html(r: PlanResult) -> str:
     return "".join(rows)
 
 
+def price_ranges_table_html(r: PlanResult) -> str:
+    """The prices a plan used with their low, expected and high ends, each end's status and source (escaped)."""
+    e = html.escape
+    rows = ['<table><tr><th class="l">price</th><th>low</th><th>expected</th><th>high</th>'
+            '<th class="l">sources (low; expected; high)</th></tr>']
+    for p in r.costs.prices:
+        src = "; ".join(f"{p[f'{end}_status']}: {p[f'{end}_source']}" for end in ("low", "expected", "high"))
+        rows.append(f'<tr><td class="l">{e(p["key"])}</td><td>{p["low"]:,.6g}</td><td>{p["expected"]:,.6g}</td>'
+                    f'<td>{p["high"]:,.6g}</td><td class="l">{e(src)}</td></tr>')
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], str]) -> str:
     """The report's "Plan" section: ``div(figure, kind)`` places a figure (the page's own helper)."""
     e = html.escape
@@ -166,9 +202,12 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
                    ((power_figure(results), "plan-power"), (capex_figure(results), "plan-capex"),
                     (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput")))
     sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint inputs used, "
-                      f"with their sources</summary>{inputs_table_html(r)}</details>" for r in results)
-    lead = ("Power, capex and goodput from <code>topo plan</code>: the catalog's values (each with its source; "
-            "prices are assumptions) applied to each cluster's bill of materials, as laid out on the floor.")
+                      f"with their sources</summary>{inputs_table_html(r)}</details>"
+                      f"<details><summary>{e(r.name)}: the prices used, low / expected / high, with the source of "
+                      f"each end</summary>{price_ranges_table_html(r)}</details>" for r in results)
+    lead = ("Power, capex and goodput from <code>topo plan</code>: the catalog's values (each with its source) "
+            "applied to each cluster's bill of materials, as laid out on the floor; every cost also at every price's "
+            "low and high end (the error bars and the ranges in brackets).")
     grid = 'style="grid-template-columns: repeat({}, minmax(0, 1fr));"'
     return (f'<section id="plan"><h2>Plan: power, cost, optics, goodput</h2><p class="lead">{lead}</p>'
             f'<div class="grid" {grid.format(2)}>{figs}</div>'
