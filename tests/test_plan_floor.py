@@ -115,3 +115,32 @@ def test_floor_is_in_the_json_document():
     assert all(f["status"] in ("published", "secondary", "derived", "assumption", "override") and f["source"]
                for f in d["inputs"])
     assert math.isfinite(d["floor"]["campus_width_m"])
+
+
+def test_islands_have_their_own_halls_and_network_rooms():
+    # h100-100k-islands (SemiAnalysis' 4 islands of 24,576 GPUs, 7:1 above): 24 pods an island, 10 fit a hall by
+    # rows, so each island takes 3 halls of 8 pods; its 3 halls (60 x 50 m, 20 m apart) stand in a 2 x 2 block of
+    # 140 x 120 m around its network room (the island's cores); the 4 blocks in a 2 x 2 grid of 300 x 260 m around
+    # the central room (the 4th tier only)
+    r = _plan(spec="h100-100k-islands")
+    f = r.floor
+    assert (f.islands, f.island_tier, f.num_halls, f.pods_per_hall) == (4, "core", 12, 8)
+    assert [h.pods for h in f.halls] == [8] * 12
+    assert (f.campus_width_m, f.campus_depth_m) == (300, 260)
+    # intra-island: the farthest spine row (a hall's corner pod at x = 30 m, y = 0) to its island room at the
+    # block's centre (70, 60): 40 + 60 + 4 m of slack; before islands had rooms, spine-core ran 219 m to the centre
+    assert f.longest_m["spine-core"] == pytest.approx(abs(30 - 70) + abs(0 - 60) + 4)
+    assert f.longest_m["leaf-spine"] <= 50  # inside a hall
+    # cross-island: every core-super-spine link runs from an island room, e.g. (70, 60), to the central room
+    # (150, 130): 80 + 70 + 4 = 154 m, all of them
+    up = f.levels == f.levels.max()
+    assert f.lengths_m[up] == pytest.approx(abs(70 - 150) + abs(60 - 130) + 4)
+    # 512 cores per island at 16 per 25 kW network rack (1.5 kW each with optics): 32 racks, one 100-rack row of
+    # 0.6 x 2.4 m (144 m2) per island room; the central room's 512 super-spines the same
+    assert (f.island_room_racks, f.core_room_racks) == (32, 32)
+    assert f.area_m2 == pytest.approx(12 * 60 * 50 + 4 * 144 + 144)
+
+
+def test_a_fabric_without_islands_keeps_every_tier_above_the_pods_in_the_central_room():
+    r = _plan()
+    assert (r.floor.islands, r.floor.island_tier, r.floor.island_room_racks) == (1, None, 0)

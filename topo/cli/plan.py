@@ -166,11 +166,15 @@ def render(r: PlanResult) -> str:
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
     out.append(f"floor     {format_count(fl.server_racks)} server racks of {fl.servers_per_rack} servers "
                f"({fl.rack_load_W / 1e3:.1f} of {fl.rack_power_W / 1e3:.0f} kW, {fl.cooling.replace('_', ' ')} "
-               f"cooling), {format_count(fl.network_racks)} network racks ({format_count(fl.core_room_racks)} in the "
-               f"central room); leaves {fl.leaf_placement.replace('_', ' ')}")
+               f"cooling), {format_count(fl.network_racks)} network racks ("
+               + (f"{format_count(fl.island_room_racks)} in each of {fl.islands} island rooms ({fl.island_tier}), "
+                  if fl.islands > 1 else "")
+               + f"{format_count(fl.core_room_racks)} in the central room); leaves "
+               f"{fl.leaf_placement.replace('_', ' ')}")
     out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {fl.units_per_row} units per "
                f"row, {format_count(fl.rows)} rows; {fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
-               f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}) in a "
+               f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"
+               + (f"; {fl.num_halls // fl.islands} per island" if fl.islands > 1 else "") + ") in a "
                f"{fl.campus_columns}-column campus of {fl.campus_width_m:,.0f} x {fl.campus_depth_m:,.0f} m; "
                f"floor area {fl.area_m2:,.0f} m2")
     longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())

@@ -16,6 +16,11 @@ Placement (every distance and limit from the catalog's ``floor`` and ``cooling``
 - **campus**: halls stand in a near-square grid, ``hall_gap_m`` apart; the tiers above the pods sit in a network
   room at the campus's centre, so the longest inter-hall link is about half the campus's width plus half its depth
   (a straight line of halls would double it);
+- **islands**: when a tier below the top joins pods into islands (``h100-100k-islands``: 24 pods under each
+  island's cores, a 4th tier above them), each island has halls of its own (as few as its pods need, the pods spread
+  evenly over them) in a near-square block around an island network room that holds that island's tier; the
+  island blocks stand in a grid around the central room, which holds only the tiers that join islands. Links
+  inside an island stay within its block; only the links up from the island tier go to the central room;
 - a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack: half the slack);
 - **medium** (:func:`link_media`): copper (DAC) up to the DAC's reach, active electrical cable (AEC) up to its reach
   when ``copper = "dac_aec"``, multimode up to the shortest multimode reach, single-mode beyond;
@@ -36,7 +41,7 @@ from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import COOLING, Catalog
 
-__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "MEDIA"]
+__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA"]
 
 MEDIA = ("copper", "multimode", "single_mode", "active_copper")  # codes 0..3 of link_media
 
@@ -83,7 +88,7 @@ class FloorPlan:
     servers_per_rack: int
     server_racks: int
     network_racks: int  # leaf racks + pod network racks + the central room's
-    core_room_racks: int
+    core_room_racks: int  # the central room's (the tiers above the pods, or above the islands)
     racks_per_row: int
     racks_per_row_source: str  # "floor.racks_per_row" or "hall_width_m / rack_width_m"
     units_per_row: int
@@ -106,11 +111,16 @@ class FloorPlan:
     media: np.ndarray  # link_media codes
     longest_m: dict[str, float] = field(default_factory=dict)  # per level name (nic-leaf, leaf-spine, ...)
     notes: list[str] = field(default_factory=list)
+    islands: int = 1  # blocks of the island tier, each with its own halls and network room (1: no island tier)
+    island_tier: str | None = None  # the tier whose switches sit in the islands' rooms
+    island_room_racks: int = 0  # network racks in each island's room
+    island_room_area_m2: float = 0.0  # each island room's
 
     @property
     def area_m2(self) -> float:
-        """Floor area: every hall plus the central network room."""
-        return sum(h.area_m2 for h in self.halls) + self.core_room_area_m2
+        """Floor area: every hall, the islands' network rooms and the central network room."""
+        return (sum(h.area_m2 for h in self.halls) + self.islands * self.island_room_area_m2
+                + self.core_room_area_m2)
 
     @property
     def num_halls(self) -> int:
@@ -120,7 +130,8 @@ class FloorPlan:
         keys = ("servers_per_rack", "server_racks", "network_racks", "core_room_racks", "racks_per_row",
                 "racks_per_row_source", "units_per_row", "rows", "pods_per_hall", "pods_per_hall_limit",
                 "campus_columns", "campus_width_m", "campus_depth_m", "core_room_area_m2", "rack_power_W",
-                "server_power_W", "leaf_placement", "rack_load_W", "cooling")
+                "server_power_W", "leaf_placement", "rack_load_W", "cooling", "islands", "island_tier",
+                "island_room_racks", "island_room_area_m2")
         return {**{k: getattr(self, k) for k in keys}, "num_halls": self.num_halls, "area_m2": self.area_m2,
                 "longest_m": dict(self.longest_m),
                 "halls": [h.to_dict() for h in self.halls], "notes": list(self.notes)}
@@ -219,14 +230,21 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     nodes = fabric.nodes
     nu, nw = fl.network_rack_units.value, fl.network_rack_power_W.value
     leaf_racks = 0 if tor else _racks_for(L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
-    pod_switches, core_switches = [0] * L.num_tiers, [0] * L.num_tiers
+    isl = island_tier(fabric)
+    n_isl = L.tiers[isl].num_blocks if isl is not None else 1
+    pod_switches, island_switches, core_switches = [0] * L.num_tiers, [0] * L.num_tiers, [0] * L.num_tiers
     for t in L.tiers[1:]:
         lo = fabric.node_offset[f"tier:{t.index}"]
         pods = nodes["pod"][lo:lo + t.num_switches]
         local = int(np.count_nonzero(pods >= 0))
         pod_switches[t.index] = local / max(L.num_pods, 1)
-        core_switches[t.index] = t.num_switches - local
+        if t.index == isl:
+            island_switches[t.index] = (t.num_switches - local) / n_isl
+        else:
+            core_switches[t.index] = t.num_switches - local
     pod_net_racks = sum(_racks_for(pod_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
+    island_racks = sum(_racks_for(island_switches[i], racking[i], nu, nw, L.tiers[i].name)
+                       for i in range(L.num_tiers))
     core_racks = sum(_racks_for(core_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
 
     # rows: a unit's block of racks, units side by side
@@ -265,22 +283,41 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                      f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall of its own, "
                      "enlarged to hold it")
     pph = min(pph, L.num_pods)
-    n_halls = math.ceil(L.num_pods / pph)
+    # islands: each takes whole halls of its own, its pods spread evenly over as few halls as they need
+    ppi = min(L.tiers[isl].joins, L.num_pods) if isl is not None else L.num_pods  # pods per island
+    halls_per_island = math.ceil(ppi / pph)
+    if isl is not None:
+        pph = math.ceil(ppi / halls_per_island)
+    pods_of_island = [min(ppi, L.num_pods - i * ppi) for i in range(n_isl)]
+    island_halls = [math.ceil(n / pph) for n in pods_of_island]
+    n_halls = sum(island_halls)
     hall_w = max(fl.hall_width_m.value, rpr * w)
     hall_d = max(fl.hall_depth_m.value, pph * rows_per_pod * pitch)
-    cols = math.ceil(math.sqrt(n_halls))
-    grid_rows = math.ceil(n_halls / cols)
     gap = fl.hall_gap_m.value
-    campus_w, campus_d = cols * hall_w + (cols - 1) * gap, grid_rows * hall_d + (grid_rows - 1) * gap
+    hcols = math.ceil(math.sqrt(halls_per_island))  # an island's block of halls (the whole campus: one island)
+    hrows = math.ceil(halls_per_island / hcols)
+    block_w, block_d = hcols * hall_w + (hcols - 1) * gap, hrows * hall_d + (hrows - 1) * gap
+    icols = math.ceil(math.sqrt(n_isl))  # the islands' blocks in a grid
+    irows = math.ceil(n_isl / icols)
+    campus_w, campus_d = icols * block_w + (icols - 1) * gap, irows * block_d + (irows - 1) * gap
     core_xy = (campus_w / 2, campus_d / 2)  # the central network room
+    cols = hcols * icols
 
-    def hall_xy(hall):
-        return (hall % cols) * (hall_w + gap), (hall // cols) * (hall_d + gap)
+    def island_xy(island):
+        return (island % icols) * (block_w + gap), (island // icols) * (block_d + gap)
+
+    def island_room_xy(island):
+        ix, iy = island_xy(island)
+        return ix + block_w / 2, iy + block_d / 2
+
+    def hall_xy(island, local):
+        ix, iy = island_xy(island)
+        return ix + (local % hcols) * (hall_w + gap), iy + (local // hcols) * (hall_d + gap)
 
     def pod_origin(pod):
-        hall, q = pod // pph, pod % pph
-        hx, hy = hall_xy(hall)
-        return hx, hy + q * rows_per_pod * pitch
+        island, q = pod // ppi, pod % ppi
+        hx, hy = hall_xy(island, q // pph)
+        return hx, hy + (q % pph) * rows_per_pod * pitch
 
     def unit_row_xy(unit):
         """The unit's block: x of its first rack and y of its row."""
@@ -319,6 +356,8 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     def switch_xy(node_ids, tier):
         if tier == 0:
             return leaf_xy(nodes["unit"][node_ids].astype(np.int64))
+        if tier == isl:  # an island's tier: its island's room
+            return island_room_xy(L.switch_block(tier, node_ids - fabric.node_offset[f"tier:{tier}"]))
         pods = nodes["pod"][node_ids].astype(np.int64)
         x, y = pod_net_xy(np.maximum(pods, 0))
         return np.where(pods >= 0, x, core_xy[0]), np.where(pods >= 0, y, core_xy[1])
@@ -332,24 +371,39 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         lengths[sel] = np.abs(ax - bx) + np.abs(ay - by) + slack
 
     halls = []
-    for h in range(n_halls):
-        pods = min(pph, L.num_pods - h * pph)
-        hx, hy = hall_xy(h)
-        halls.append(Hall(index=h, pods=pods, server_racks=pods * upp * unit_server_racks,
-                          network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=pods * rows_per_pod,
-                          it_power_W=pods * pod_W, width_m=hall_w, depth_m=hall_d, cooling=cooling, x_m=hx, y_m=hy))
+    for island, n_local in enumerate(island_halls):
+        for local in range(n_local):
+            pods = min(pph, pods_of_island[island] - local * pph)
+            hx, hy = hall_xy(island, local)
+            halls.append(Hall(index=len(halls), pods=pods, server_racks=pods * upp * unit_server_racks,
+                              network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=pods * rows_per_pod,
+                              it_power_W=pods * pod_W, width_m=hall_w, depth_m=hall_d, cooling=cooling, x_m=hx,
+                              y_m=hy))
     core_area = math.ceil(core_racks / rpr) * rpr * w * pitch if core_racks else 0.0
+    island_area = math.ceil(island_racks / rpr) * rpr * w * pitch if island_racks else 0.0
     return FloorPlan(servers_per_rack=spr, server_racks=unit_server_racks * L.num_units,
-                     network_racks=L.num_units * leaf_racks + L.num_pods * pod_net_racks + core_racks,
+                     network_racks=(L.num_units * leaf_racks + L.num_pods * pod_net_racks + n_isl * island_racks
+                                    + core_racks),
                      core_room_racks=core_racks, racks_per_row=rpr, racks_per_row_source=rpr_source,
                      units_per_row=units_per_row, rows=L.num_pods * rows_per_pod, halls=halls, pods_per_hall=pph,
                      pods_per_hall_limit=limit, campus_columns=cols, campus_width_m=campus_w,
                      campus_depth_m=campus_d, core_room_area_m2=core_area, rack_power_W=rack_W,
                      server_power_W=server_power_W, leaf_placement=placement, rack_load_W=rack_load_W,
                      cooling=cooling, first_link=start, lengths_m=lengths, levels=level.copy(),
-                     media=link_media(lengths, catalog), notes=notes,
+                     media=link_media(lengths, catalog), notes=notes, islands=n_isl,
+                     island_tier=L.tiers[isl].name if isl is not None else None, island_room_racks=island_racks,
+                     island_room_area_m2=island_area,
                      longest_m={fabric.level_names[int(lv)]: float(lengths[level == lv].max())
                                 for lv in np.unique(level)})
+
+
+def island_tier(fabric: Fabric) -> int | None:
+    """The index of the tier that joins pods into islands (tier 2) when it is not the top tier and has more than
+    one block; None otherwise (the tiers above the pods then all sit in the central room)."""
+    L = fabric.layout
+    if L.num_tiers >= 4 and L.tiers[2].num_blocks > 1:
+        return 2
+    return None
 
 
 def _cooling(catalog: Catalog, rack_load_W: float, needs: str) -> str:
