@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -367,14 +368,12 @@ class Catalog(_Strict):
             raise ValueError(f"end must be one of {', '.join(ENDS)}, got {end!r}")
         if end == "expected":
             return self
-        data = self.model_dump()
-        for row in self.prices():
-            node = data
-            parts = _split_key(row["key"], data)
-            for p in parts[:-1]:
-                node = node[p]
-            node[parts[-1]] = {"value": row[end], "source": row[f"{end}_source"], "status": row[f"{end}_status"]}
-        return Catalog.model_validate(data)
+        data = self.model_dump(exclude={"versions", "origins", "price_ranges"})
+        out = self
+        for row in self.prices():  # already validated values: copied in, not validated again
+            value = Value.model_construct(value=row[end], source=row[f"{end}_source"], status=row[f"{end}_status"])
+            out = _replace(out, _split_key(row["key"], data), value)
+        return out
 
     def assumptions(self) -> list[dict]:
         """Every value whose status is ``assumption`` or ``override``, as rows (key, value, source, status)."""
@@ -420,6 +419,15 @@ def _split_key(key: str, data: dict) -> list[str]:
     return parts
 
 
+def _replace(obj, parts: list[str], value):
+    """``obj`` (a model or a dict of models) with the value at ``parts`` replaced, copying only the path to it."""
+    head = parts[0]
+    if isinstance(obj, dict):
+        return {**obj, head: value if len(parts) == 1 else _replace(obj[head], parts[1:], value)}
+    inner = value if len(parts) == 1 else _replace(getattr(obj, head), parts[1:], value)
+    return obj.model_copy(update={head: inner})
+
+
 def _walk(obj, prefix=""):
     if isinstance(obj, dict) and set(obj) == {"value", "source", "status"}:
         yield prefix, obj
@@ -429,10 +437,17 @@ def _walk(obj, prefix=""):
 
 
 def _read(path: Path) -> dict:
+    """The parsed file (a fresh copy: the caller merges overrides into it); parsed once per version of the file."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        st = path.stat()
+        return copy.deepcopy(_parse(str(path), st.st_mtime_ns, st.st_size))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TopoError(f"cannot read the catalog: {exc}", source=_display(path)) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(path: str, mtime_ns: int, size: int) -> dict:
+    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def _display(path: Path) -> str:
