@@ -52,6 +52,7 @@ def arithmetic() -> list[str]:
     f, c, o, p, rel = r.floor, r.capex, r.ownership, r.power, r.reliability
     hardware = c.servers_usd + c.storage_usd + c.frontend_usd + c.network_capex_usd
     twin = plan(topo.load_spec("h100-100k-islands", ["plan.server_model=DGX H100"]), collectives=False)
+    isl = plan("h100-100k-islands", collectives=False)
     return [
         "Default plan (h100-100k, catalog defaults), the new lines by hand:", "",
         f"- floor area: {f.num_halls} halls x 60 m x 50 m + the central room's {f.core_room_racks} racks in one "
@@ -63,7 +64,8 @@ def arithmetic() -> list[str]:
         f"equipment {getattr(load_catalog().cooling, f.cooling).capex_usd_per_W.value:g} $/W x {p.it_power_W / 1e6:.2f} MW = ${c.cooling_usd / 1e6:,.1f}M",
         f"- storage: ceil(100,352 x 0.3052) = {c.storage_servers:,} servers x $25,000 = "
         f"**${c.storage_usd / 1e6:,.1f}M**; front-end: 12,544 servers x $5,000 = **${c.frontend_usd / 1e6:,.1f}M**",
-        f"- facility (basis: {c.facility_basis}): $10/W x {c.facility_basis_W / 1e6:,.2f} MW = "
+        f"- facility (basis: {c.facility_basis}, Cushman & Wakefield 2025's average per MW of critical load): "
+        f"${load_catalog().facility.capex_usd_per_W.value:g}/W x {c.facility_basis_W / 1e6:,.2f} MW = "
         f"${c.facility_usd / 1e6:,.1f}M",
         f"- TCO over {o.years:g} years: depreciation ${hardware / 1e6:,.1f}M (servers, storage, front-end, network "
         f"over 5-year lives: all of it) + (${c.facility_usd / 1e6:,.1f}M + ${c.cooling_usd / 1e6:,.1f}M) x 5/20 = "
@@ -73,6 +75,21 @@ def arithmetic() -> list[str]:
         f"**TCO ${o.tco_usd / 1e9:,.3f}B**",
         f"- cost per GPU-hour: ${o.tco_usd / 1e9:,.3f}B / (100,352 x 5 x 8,760 h = {o.gpu_hours / 1e9:.4f}e9) = "
         f"**${o.cost_per_gpu_hour_usd:.2f}**",
+        f"- ranges (every price at its low / high end together, price_ranges.toml): servers 12,544 x $270k / $384k"
+        f" = ${12_544 * 270e3 / 1e9:.3f}B / ${12_544 * 384e3 / 1e9:.3f}B (capex line: "
+        f"${r.costs.low['capex.servers_usd'] / 1e9:.3f}B / ${r.costs.high['capex.servers_usd'] / 1e9:.3f}B); "
+        f"facility $9.3 / $15.0 per W x {p.it_power_W / 1e6:.2f} MW = ${9.3 * p.it_power_W / 1e9:.3f}B / "
+        f"${15.0 * p.it_power_W / 1e9:.3f}B; energy {p.energy_per_year_Wh / 1e12:.3f} TWh x $0.0575 / $0.1898 per kWh"
+        f" = ${r.costs.low['energy_cost_per_year_usd'] / 1e6:,.1f}M / "
+        f"${r.costs.high['energy_cost_per_year_usd'] / 1e6:,.1f}M a year; **capex "
+        f"${r.costs.low['capex_usd'] / 1e9:.3f}B / ${c.capex_usd / 1e9:.3f}B / ${r.costs.high['capex_usd'] / 1e9:.3f}B,"
+        f" TCO ${r.costs.low['tco_usd'] / 1e9:.3f}B / ${o.tco_usd / 1e9:.3f}B / ${r.costs.high['tco_usd'] / 1e9:.3f}B,"
+        f" per GPU-hour ${r.costs.low['cost_per_gpu_hour_usd']:.2f} / ${o.cost_per_gpu_hour_usd:.2f} / "
+        f"${r.costs.high['cost_per_gpu_hour_usd']:.2f}** (low / expected / high)",
+        f"- h100-100k-islands campus: 4 islands of 3 halls (8 pods each) around an island network room (its cores), "
+        f"the 4th tier in the central room; longest links "
+        + ", ".join(f"{k} {v:.0f} m" for k, v in isl.floor.longest_m.items())
+        + " (spine-core |30 - 70| + |0 - 60| + 4; core-super-spine |70 - 150| + |60 - 130| + 4)",
         f"- CO2 per year: {p.energy_per_year_Wh / 1e12:.3f} TWh x 0.37 kg/kWh = **{o.co2_per_year_kg / 1e9:.3f} Mt**",
         f"- optics: {rel.nic_optical_modules:,} NIC-side 400G-SR4 at 5 years: 5 x 525,600 min / 100,352 = "
         f"**{rel.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis 26.28 at 100,000); every module "
