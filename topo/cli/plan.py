@@ -21,7 +21,8 @@ from .output import emit, emit_json, note, table
 def register(sub) -> None:
     p = sub.add_parser("plan", help="power, energy, cost, optics and cables, compute and goodput",
                        description="Plan a cluster from its spec and the catalog (topo/data/catalog): bill of "
-                       "materials (switches, transceivers, cables by length), power and energy, capex, peak and "
+                       "materials (switches, transceivers, cables by length), power and energy, capex and TCO (each "
+                       "with its low-high range over the catalog's price ranges), peak and "
                        "delivered compute, failures and goodput, blast radius. Several SPECs are compared side by "
                        "side. Override any catalog value in the spec's [plan] table, a --plan-file, or "
                        "--set plan.<kind>.<key>=VALUE (e.g. --set plan.switches.QM9700.price_usd=40000).")

@@ -1,12 +1,15 @@
 """Capital cost: servers, network (switches + optics + cables), storage and front-end network, cooling equipment
-and the facility; per GPU and the network's share. Every price is a catalog assumption a user overrides.
+and the facility; per GPU and the network's share. Every price comes from the catalog with its source and status, a
+user overrides it with a quote, and :mod:`topo.plan.cost_range` prices the same lines at every price's low and high
+end.
 
     servers    = servers x server price
     network    = switches + transceivers + cables (the bill of materials)
     storage    = ceil(GPUs x storage servers per GPU) x storage server price   (Llama 3's 7,500 per 24,576 GPUs)
     front-end  = servers x front-end network per server
     cooling    = IT power x the hall cooling's capex per W (rear-door, direct liquid; air is in the facility)
-    facility   = capex_usd_per_W x (facility power if capex_basis = "facility", else IT power)
+    facility   = capex_usd_per_W x (IT power if capex_basis = "it", the default: Cushman & Wakefield's $ per MW of
+                 critical load; facility power if "facility")
 """
 
 from __future__ import annotations
