@@ -195,8 +195,9 @@ def render(r: PlanResult) -> str:
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
     rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
              ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
-             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)
-              + " ({} to {})".format(*(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
+             [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
+             ["  low - high (every price at its end)", "{} - {}".format(
+                 *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
              [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
     out.append(table(rows, ["power", ""], right=[False, True]))
     out.append("")
