@@ -68,26 +68,30 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
     out.append(BlastRadius(L.tiers[0].name, gpus_disconnected=int(below[0][0]), servers_affected=len(servers),
                            gpus_in_affected_servers=len(servers) * gps, gpus_below=int(below[0][0]),
                            capacity_lost_fraction=1 / max(1, L.leaves_per_unit)))
+    # each tier's links once: (lower switch, upper switch) per link, indices within their tiers
+    edges = {}
     for t in L.tiers[1:]:
         sel = level == LEVEL_NIC + t.index
-        lo_b, lo_t = fabric.node_offset[f"tier:{t.index - 1}"], fabric.node_offset[f"tier:{t.index}"]
-        lower, upper = src[sel] - lo_b, dst[sel] - lo_t
-        # GPUs below each upper switch: the distinct lower switches it reaches
-        n_lower = L.tiers[t.index - 1].num_switches
-        if t.num_switches * n_lower <= 50_000_000:  # adjacency as a boolean matrix: no sort
-            adj = np.zeros((t.num_switches, n_lower), dtype=bool)
-            adj[upper, lower] = True
-            below[t.index] = adj @ below[t.index - 1]
-        else:
-            pairs = np.unique(upper.astype(np.int64) * n_lower + lower)
-            below[t.index] = np.bincount(pairs // n_lower, weights=below[t.index - 1][pairs % n_lower],
-                                         minlength=t.num_switches)
+        edges[t.index] = (src[sel] - fabric.node_offset[f"tier:{t.index - 1}"],
+                          dst[sel] - fabric.node_offset[f"tier:{t.index}"])
+    total = max(1.0, float(below[0].sum()))
+    for t in L.tiers[1:]:
+        lower, upper = edges[t.index]
+        # GPUs below the tier's first switch: walk down from it, marking the switches it reaches at each level
+        # (boolean masks over each tier's links: no loop per switch), then add the GPUs of the leaves reached
+        reach = np.zeros(t.num_switches, dtype=bool)
+        reach[0] = True
+        for k in range(t.index, 0, -1):
+            lo_k, up_k = edges[k]
+            down = np.zeros(L.tiers[k - 1].num_switches, dtype=bool)
+            down[lo_k[reach[up_k]]] = True
+            reach = down
+        gpus_below = float(below[0][reach].sum())
         # capacity: its links over the links of this level that carry the uplinks of the GPUs below it
         mine = int(np.count_nonzero(upper == 0))
-        share = below[t.index][0] / max(1.0, float(below[0].sum()))
-        peers_links = int(np.count_nonzero(sel)) * share
+        peers_links = len(upper) * gpus_below / total
         out.append(BlastRadius(t.name, gpus_disconnected=0, servers_affected=0, gpus_in_affected_servers=0,
-                               gpus_below=int(below[t.index][0]),
+                               gpus_below=int(gpus_below),
                                capacity_lost_fraction=float(mine / peers_links) if peers_links else 0.0))
     return out
 
