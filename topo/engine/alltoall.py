@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..fabric.levels import Level
 from .route import Router
 
@@ -210,7 +210,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         return
     if L.num_tiers == 1:
         k = int(np.flatnonzero(n_leaf > 0)[0])
-        raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
+        raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
                         "and the fabric has no spine" + ("" if router.pxn else "; turn PXN on"), key="fabric.tiers")
     if L.rail_groups > 1 and not router.pxn:
         r = ca([sd.rail_d], [sd.rail_s], [z["rail"]])
@@ -218,7 +218,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         bad = (a - a_dom) - (r - rd) > 0  # pairs in other domains on other rails (hence other leaves)
         if np.any(bad):
             k = int(np.flatnonzero(bad)[0])
-            raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
+            raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
                             "are on different rails; route through NVLink (pxn=True)", key="pxn")
     crossed = [(n_leaf, m_leaf)]
     for k in range(1, L.num_tiers - 1):

@@ -367,18 +367,18 @@ class Router:
             return
         if L.num_tiers == 1:
             k = int(np.flatnonzero(ls != ld)[0])
-            raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
+            raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
                             "leaves and the fabric has no spine" + ("; turn PXN on" if not self.pxn else ""),
                             key="fabric.tiers")
         if L.rail_groups > 1:
             bad = (ls != ld) & (f.nic_rail(send.nic) != f.nic_rail(recv.nic))
             if np.any(bad):
                 k = int(np.flatnonzero(bad)[0])
-                raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
+                raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
                                 "NICs are on different rails; route through NVLink (pxn=True)", key="pxn")
         top = self.paths.top_aggregate(ls) != self.paths.top_aggregate(ld)
         if np.any(top):
-            raise TopoError(f"flows cross {L.tiers[-1].name} groups but the fabric has no tier above "
+            raise Unreachable(f"flows cross {L.tiers[-1].name} groups but the fabric has no tier above "
                             f"{L.tiers[-1].name}", key="fabric.tiers")
         agg_s, agg_d = self.paths.aggregates(ls), self.paths.aggregates(ld)
         if self.ecmp == "ideal":

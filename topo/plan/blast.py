@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..engine.estimate import estimate
-from ..errors import TopoError
-from ..fabric.fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
+from ..errors import Unreachable
+from ..fabric.fabric import Fabric
+from ..fabric.levels import Level
 from .network import COLLECTIVE_SIZE
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
@@ -49,7 +50,7 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
     out = []
 
     # NIC 0: the GPUs whose PCIe link reaches it
-    pcie = level == LEVEL_PCIE
+    pcie = level == Level.PCIE.code
     nic0 = fabric.node_offset["nic"]
     gpus_nic = int(np.count_nonzero(pcie & (dst == nic0)))
     out.append(BlastRadius("nic", gpus_disconnected=gpus_nic, servers_affected=1, gpus_in_affected_servers=gps,
@@ -57,7 +58,7 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
 
     # GPUs behind each NIC (for leaf counts)
     gpus_per_nic = np.bincount(dst[pcie] - nic0, minlength=L.num_nics)
-    nic_links = level == LEVEL_NIC
+    nic_links = level == Level.NIC.code
     below = {}  # tier -> GPUs below each switch
     lo0 = fabric.node_offset["tier:0"]
     nics_of_leaf = src[nic_links] - nic0
@@ -69,19 +70,14 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
                            gpus_in_affected_servers=len(servers) * gps, gpus_below=int(below[0][0]),
                            capacity_lost_fraction=1 / max(1, L.leaves_per_unit)))
     for t in L.tiers[1:]:
-        sel = level == LEVEL_NIC + t.index
+        sel = level == Level.into_tier(t.index).code
         lo_b, lo_t = fabric.node_offset[f"tier:{t.index - 1}"], fabric.node_offset[f"tier:{t.index}"]
         lower, upper = src[sel] - lo_b, dst[sel] - lo_t
-        # GPUs below each upper switch: the distinct lower switches it reaches
+        # GPUs below each upper switch: the distinct lower switches it reaches (parallel cables counted once)
         n_lower = L.tiers[t.index - 1].num_switches
-        if t.num_switches * n_lower <= 50_000_000:  # adjacency as a boolean matrix: no sort
-            adj = np.zeros((t.num_switches, n_lower), dtype=bool)
-            adj[upper, lower] = True
-            below[t.index] = adj @ below[t.index - 1]
-        else:
-            pairs = np.unique(upper.astype(np.int64) * n_lower + lower)
-            below[t.index] = np.bincount(pairs // n_lower, weights=below[t.index - 1][pairs % n_lower],
-                                         minlength=t.num_switches)
+        pairs = np.unique(upper.astype(np.int64) * n_lower + lower)
+        below[t.index] = np.bincount(pairs // n_lower, weights=below[t.index - 1][pairs % n_lower],
+                                     minlength=t.num_switches)
         # capacity: its links over the links of this level that carry the uplinks of the GPUs below it
         mine = int(np.count_nonzero(upper == 0))
         share = below[t.index][0] / max(1.0, float(below[0].sum()))
@@ -125,9 +121,7 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
             continue
         try:
             r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
-        except TopoError as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
-            if exc.key != "fail":
-                raise
+        except Unreachable as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
             out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
             continue
         b = r.bottleneck
