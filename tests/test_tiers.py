@@ -152,6 +152,27 @@ def test_a_cross_island_data_parallel_all_reduce_is_bound_by_the_same_tier(islan
     assert inside.time_s < r.time_s / 3
 
 
+def test_plan_compares_collectives_that_cross_the_top_tier(islands):
+    # `topo plan`'s network figures cross the tier that joins the largest blocks (issue 19): on the islands design
+    # the 4th tier (7:1) above the 4 islands, not two pods inside island 0. The all-reduce has one GPU per island in
+    # each of 24,576 communicators (a ring of 4 moves 1.5 S per GPU across islands, at 7/48 of the NIC rate as built);
+    # the all-to-all is over all 98,304 GPUs (3/4 of S leaves the island). Both bind on core-super-spine.
+    from topo.plan.network import crosspod_collectives
+
+    S = 2**30
+    n = crosspod_collectives(islands, 1.0, 1.0)
+    assert (n.top_tier, n.block_name, n.num_blocks, n.gpus_per_block) == ("super-spine", "island", 4, 24_576)
+    assert n.all_reduce_gpus == n.alltoall_gpus == 98_304
+    assert n.all_reduce_bottleneck == n.alltoall_bottleneck == "core-super-spine"
+    ring = 1.5 * S / (NIC_Bps * 7 / 48)
+    assert ring <= n.all_reduce_s <= ring / 0.9  # the usable fraction of a link is 0.9 to 1
+    assert n.alltoall_s >= 0.75 * S / (NIC_Bps * 7 / 48)
+    # a 3-tier fabric: the top tier (core) joins pods; a 2-tier one has no tier joining blocks of blocks
+    pods = crosspod_collectives(small_fabric("rail_optimized-3"), 1.0, 1.0, collectives=False)
+    assert (pods.top_tier, pods.block_name, pods.num_blocks) == ("core", "pod", 2)
+    assert crosspod_collectives(small_fabric("rail_optimized-2"), 1.0, 1.0).top_tier is None
+
+
 def test_the_4tier_design_is_a_true_4_tier_fat_tree():
     inv = inventory(build_fabric(load_spec("h100-100k-4tier")))
     assert len(inv.tiers) == 4 and all(t.model == "QM9700" for t in inv.tiers)

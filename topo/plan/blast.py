@@ -90,7 +90,8 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
 
 @dataclass(frozen=True)
 class FailureImpact:
-    """The cross-pod data-parallel all-reduce (the plan's network figure) with one part failed."""
+    """A data-parallel all-reduce across two pods (see :func:`collective_times_with_failures`) with one part
+    failed."""
 
     part: str  # nic, leaf, spine
     name: str  # the failed node, as describe prints it
@@ -105,9 +106,10 @@ class FailureImpact:
 
 
 def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine")) -> list[FailureImpact]:
-    """The 1 GiB all-reduce of :func:`topo.plan.network.crosspod_collectives` (every GPU of two pods, one
-    communicator per GPU position; the whole cluster on a one-pod fabric) with the first NIC, leaf or spine failed
-    (:meth:`topo.fabric.Fabric.with_failures`): its time, its slowdown and its new bottleneck."""
+    """A 1 GiB all-reduce over every GPU of two pods, one communicator per GPU position (the whole cluster on a
+    one-pod fabric), with the first NIC, leaf or spine failed (:meth:`topo.fabric.Fabric.with_failures`): its time,
+    its slowdown and its new bottleneck. The parts are those of pod 0, so two pods show their effect at a fraction of
+    the cost of the plan's whole-cluster figures (:func:`topo.plan.network.crosspod_collectives`)."""
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
