@@ -339,6 +339,27 @@ def matrix_loads(router: Router, group_gpus_list, traffic_matrix_bytes) -> np.nd
     never sends to itself); groups are disjoint lists of GPU ids of any sizes. Same semantics and exactness as
     :func:`uniform_alltoall_loads` (which is the block-diagonal case). Cost: one pass per group with traffic,
     ``O(M n r log n)`` for ``M`` groups.
+
+    Parameters
+    ----------
+    router : Router
+        The resource space (and ECMP mode) the loads are in.
+    group_gpus_list : sequence of array-like
+        ``M`` disjoint groups of GPU ids.
+    traffic_matrix_bytes : array-like
+        ``M x M`` bytes each GPU of group ``i`` sends to each GPU of group ``j``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Bytes per resource id.
+
+    Raises
+    ------
+    TopoError
+        A matrix of the wrong shape or with negative or non-finite bytes; unknown or repeated GPUs.
+    Unreachable
+        Some pair has no path (see :func:`uniform_alltoall_loads`).
     """
     gl = [np.asarray(g, dtype=np.int64).ravel() for g in group_gpus_list]
     M = len(gl)
