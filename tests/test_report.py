@@ -99,6 +99,31 @@ def test_layer_drawing_draws_every_tier_at_any_depth(name):
         assert "512 switches, top tier" in [a.text for a in fig.layout.annotations]
 
 
+def test_every_figure_shows_every_tier_of_a_5_tier_fabric():
+    # issue 19: the bill of materials, oversubscription, link-load and heatmap figures of a 5-tier fabric have one
+    # bar, box or row for each of its 5 tiers and 7 link levels (nvlink, pcie, nic-leaf, and 4 tier boundaries), and
+    # an all-to-all over every GPU loads every level (so each box has traffic)
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from small_fabrics import small_fabric
+
+    f = small_fabric("rail_optimized-5")
+    inv = inventory(f)
+    tiers = [t.name for t in f.layout.tiers]
+    assert len(tiers) == 5 and len(f.level_names) == 7
+    sw, cab = inventory_figure(inv).data
+    assert list(sw.x) == tiers and list(cab.x) == f.level_names
+    down = oversubscription_figure(inv).data[0]
+    assert list(down.x) == tiers
+    frame = estimate(f, "alltoall", "64M").link_loads(2**26)
+    assert names(link_load_distribution(frame, f)) == f.level_names
+    s = summarize_loads(frame, f)
+    assert list(link_load_heatmap(s, f).data[0].y) == f.level_names
+    assert all(r["loaded"] > 0 for r in s.percentiles.to_dict("records"))
+
+
 def test_fabric_figure_traces(superpod):
     inv = inventory(superpod)
     fig = fabric_figure(superpod, inv)
