@@ -203,34 +203,32 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
 
     # tiers 2 and above: the groups the drawn groups below reach, spread over the width (at most max_planes per
     # layer, the rest one gap). Switch j of a spine group goes to core plane j (per rail in rail-only); a core
-    # group's switch k to the group (j, k) of the tier above, and so on (topo.fabric.layout.upper_group).
+    # group's switch k to the group (j, k) of the tier above, and so on (topo.fabric.layout.upper_group). When not
+    # all fit, the groups are taken in turn from each drawn group below (its first, then its second, ...), so that
+    # every drawn group below keeps some of its cables in the drawing.
     drawn_x = {p * L.rail_groups + g: gx for (p, g), gx in group_x.items()}  # tier-1 group id -> x
     for ti in range(2, len(tiers)):
         t, below = tiers[ti], tiers[ti - 1]
+        spg = below.switches_per_group
         reach: dict[int, list[tuple[int, int]]] = {}  # group of tier ti -> [(drawn group below, switch index j)]
         for gid in drawn_x:
-            for j in range(below.switches_per_group):
-                up = int(L.upper_group(ti - 1, gid * below.switches_per_group + j))
-                reach.setdefault(up, []).append((gid, j))
-        ids = sorted(reach)
-        shown = pick(len(ids), max_planes)
-        slots = len(shown) + (1 if None in shown else 0)
+            for j in range(spg):
+                reach.setdefault(int(L.upper_group(ti - 1, gid * spg + j)), []).append((gid, j))
+        in_turn = list(dict.fromkeys(int(L.upper_group(ti - 1, gid * spg + j)) for j in range(spg)
+                                     for gid in drawn_x))
+        hidden = len(in_turn) - max_planes if len(in_turn) > max_planes + 1 else 0
+        ids = sorted(in_turn[:max_planes] if hidden else in_turn)
+        slots = len(ids) + (2 if hidden else 0)
         step = (xmax - xmin - 1.6) / max(slots - 1, 1)
         here_x: dict[int, float] = {}
-        k = 0
-        for pos in shown:
+        for k, g in enumerate(ids):
             px = xmin + 0.8 + k * step if slots > 1 else (xmin + xmax) / 2
-            if pos is None:
-                hidden = len(ids) - max_planes
-                d.gaps.append(Gap(px + step / 2, ti + 1, ti + 1, "…",
-                                  f"{format_count(hidden)} more {esc(t.name)} {'planes' if ti == 2 else 'groups'}"
-                                  " reached by the groups drawn below"))
-                k += 2
-                continue
-            g = ids[pos]
             here_x[g] = px
             d.markers.append(Marker(ti + 1, px, t.switches_per_group, _upper_hover(L, ti, g, pod_word)))
-            k += 1
+        if hidden:
+            d.gaps.append(Gap(xmin + 0.8 + (len(ids) + 0.5) * step, ti + 1, ti + 1, "…",
+                              f"{format_count(hidden)} more {esc(t.name)} {'planes' if ti == 2 else 'groups'}"
+                              " reached by the groups drawn below"))
         for g, gx in here_x.items():
             for gid, j in reach[g]:
                 cables = below.up_ports
