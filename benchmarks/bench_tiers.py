@@ -81,7 +81,8 @@ latency = "130 ns"
 
 
 def measure(args: list[str], code_dir: Path) -> tuple[float, float, str]:
-    """Wall time and peak RSS of one run, measured by wait4 on the child alone."""
+    """Wall time, peak RSS and output of one run, measured by wait4 on the child alone (its CPU seconds, user +
+    system, go to ``CPU``)."""
     env = {**os.environ, "PYTHONPATH": str(code_dir)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=code_dir, env=env)
@@ -91,7 +92,16 @@ def measure(args: list[str], code_dir: Path) -> tuple[float, float, str]:
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(args)} failed: {err}")
+    CPU.setdefault((str(code_dir), tuple(args)), []).append(usage.ru_utime + usage.ru_stime)
     return wall, usage.ru_maxrss / 1024, out
+
+
+CPU: dict[tuple, list[float]] = {}  # (code dir, command) -> CPU seconds of each run
+
+
+def cpu(args, code_dir=ROOT) -> str:
+    """The least CPU time of the runs of ``args`` so far, as text."""
+    return f"{min(CPU[(str(code_dir), tuple(args))]):.2f} s CPU"
 
 
 def best(args, code_dir, repeats=3):
@@ -130,44 +140,56 @@ def main() -> None:
     n = a.repeats
 
     # 1. islands
-    w, m, out = best([PY, "-m", "topo", "describe", "h100-100k-islands", "--json"], here, n)
-    lines.append(f"- `topo describe h100-100k-islands`: **{w:.2f} s**, peak RSS {m:.0f} MiB (target < 2 s).")
-    w, m, out = best([PY, "-m", "topo", "estimate", "h100-100k-islands", "-c", "alltoall", "--size", "1GiB",
-                      "--json"], here, n)
+    cmd = [PY, "-m", "topo", "describe", "h100-100k-islands", "--json"]
+    w, m, out = best(cmd, here, n)
+    lines.append(f"- `topo describe h100-100k-islands`: **{w:.2f} s** ({cpu(cmd)}), peak RSS {m:.0f} MiB "
+                 "(target < 2 s).")
+    cmd = [PY, "-m", "topo", "estimate", "h100-100k-islands", "-c", "alltoall", "--size", "1GiB", "--json"]
+    w, m, out = best(cmd, here, n)
     doc = json.loads(out)
     res = doc["results"][0]
     b = res["bottleneck"]
     bound = 0.75 * 2**30 / (50e9 / 7)
     lines.append(f"- 1 GiB all-to-all over all {doc['num_ranks']:,} GPUs of h100-100k-islands, end to end "
-                 f"`topo estimate h100-100k-islands -c alltoall --size 1GiB`: **{w:.2f} s**, peak RSS **{m:.0f} MiB** "
+                 f"`topo estimate h100-100k-islands -c alltoall --size 1GiB`: **{w:.2f} s** ({cpu(cmd)}), peak RSS **{m:.0f} MiB** "
                  f"(targets < 6 s, < 500 MB); modelled {res['time_s'] * 1e3:.1f} ms, bound on {b['level']} "
                  f"({b['src']} -> {b['dst']}); closed-form bound (3/4 of the bytes across islands at 1/7 of 400 Gb/s) "
                  f"{bound * 1e3:.1f} ms.")
-    w, m, out = best([PY, "-m", "topo", "estimate", "h100-100k-islands", "--size", "1GiB", "--gpus", "98304",
-                      "--groups", "24576", "--json"], here, n)
+    cmd = [PY, "-m", "topo", "estimate", "h100-100k-islands", "--size", "1GiB", "--gpus", "98304", "--groups",
+           "24576", "--json"]
+    w, m, out = best(cmd, here, n)
     res = json.loads(out)["results"][0]
     lines.append(f"- cross-island data-parallel 1 GiB all-reduce (24,576 communicators of 4, one GPU per island, "
                  f"every rail), `topo estimate h100-100k-islands --size 1GiB --gpus 98304 --groups 24576`: "
-                 f"**{w:.2f} s** end to end, {m:.0f} MiB; modelled {res['time_s'] * 1e3:.1f} ms ({res['algorithm']}), "
+                 f"**{w:.2f} s** ({cpu(cmd)}) end to end, {m:.0f} MiB; modelled {res['time_s'] * 1e3:.1f} ms ({res['algorithm']}), "
                  f"bound on {res['bottleneck']['level']}.")
-    w, m, _ = best([PY, "-m", "topo", "plan", "h100-100k-islands", "--json"], here, n)
-    lines.append(f"- `topo plan h100-100k-islands`: **{w:.2f} s**, {m:.0f} MiB (target < 3 s).")
+    cmd = [PY, "-m", "topo", "plan", "h100-100k-islands", "--json"]
+    w, m, out = best(cmd, here, n)
+    net = json.loads(out)["network"]
+    lines.append(f"- `topo plan h100-100k-islands`: **{w:.2f} s** ({cpu(cmd)}), {m:.0f} MiB (target < 3 s); its "
+                 f"network figures cross the {net['top_tier']}: 1 GiB all-reduce, one GPU per {net['block_name']} "
+                 f"({net['all_reduce_s'] * 1e3:.1f} ms, bound on {net['all_reduce_bottleneck']}), 1 GiB all-to-all "
+                 f"over all {net['alltoall_gpus']:,} GPUs ({net['alltoall_s'] * 1e3:.1f} ms, bound on "
+                 f"{net['alltoall_bottleneck']}).")
 
     # 2. five tiers, more than 200,000 GPUs
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "h100-229k-5tier.toml"
         path.write_text(FIVE_TIER)
-        wd, md, _ = best([PY, "-m", "topo", "describe", str(path), "--json"], here, n)
-        we, me, out = best([PY, "-m", "topo", "estimate", str(path), "--size", "1GiB", "--json"], here, n)
+        dcmd = [PY, "-m", "topo", "describe", str(path), "--json"]
+        ecmd = [PY, "-m", "topo", "estimate", str(path), "--size", "1GiB", "--json"]
+        wd, md, _ = best(dcmd, here, n)
+        we, me, out = best(ecmd, here, n)
         res = json.loads(out)["results"][0]
         stages = [json.loads(measure([PY, __file__, "--stage-five", str(path)], here)[2]) for _ in range(n)]
         st = min(stages, key=lambda x: x["build_describe_s"] + x["estimate_s"])
     lines.append(f"- 5 tiers, {st['gpus']:,} GPUs ({st['switches']:,} switches; FIVE_TIER in this script): build + "
                  f"describe + estimate a 1 GiB all-reduce over all GPUs in one process **"
-                 f"{st['build_describe_s'] + st['estimate_s']:.2f} s** (build and describe {st['build_describe_s']:.2f} s, "
+                 f"{st['build_describe_s'] + st['estimate_s']:.2f} s** (build the layout and describe "
+                 f"{st['build_describe_s']:.2f} s, the links made when the estimate needs them; "
                  f"estimate {st['estimate_s']:.2f} s; {st['cpu_s']:.2f} s of CPU; target < 5 s); end to end "
-                 f"`topo describe` {wd:.2f} s "
-                 f"({md:.0f} MiB), `topo estimate --size 1GiB` {we:.2f} s ({me:.0f} MiB); modelled "
+                 f"`topo describe` {wd:.2f} s ({cpu(dcmd)}, "
+                 f"{md:.0f} MiB), `topo estimate --size 1GiB` {we:.2f} s ({cpu(ecmd)}, {me:.0f} MiB); modelled "
                  f"{res['time_s'] * 1e3:.1f} ms ({res['algorithm']}).")
 
     # 3. the 100k default, before and after, in alternation
@@ -176,9 +198,10 @@ def main() -> None:
                 ("1 GiB all-reduce", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--json"]),
                 ("1 GiB all-to-all", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size", "1GiB", "--json"])]
         lines += ["", "The 100k default (h100-100k), before (commit 60cb2ef) and after, run in alternation, best wall "
-                  f"time and largest peak RSS of {n} runs each:", "",
-                  "| command | before (s) | after (s) | change | before (MiB) | after (MiB) | change |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  f"time, least CPU time and largest peak RSS of {n} runs each:", "",
+                  "| command | before (s) | after (s) | change | before CPU (s) | after CPU (s) | before (MiB) | "
+                  "after (MiB) | change |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for label, cmd in cmds:
             rb, ra = [], []
             for _ in range(n):
@@ -186,8 +209,9 @@ def main() -> None:
                 ra.append(measure(cmd, here))
             tb, ta = min(r[0] for r in rb), min(r[0] for r in ra)
             mb, ma = max(r[1] for r in rb), max(r[1] for r in ra)
+            cb, ca = min(CPU[(str(a.before), tuple(cmd))]), min(CPU[(str(here), tuple(cmd))])
             lines.append(f"| `topo {' '.join(cmd[3:])}` ({label}) | {tb:.2f} | {ta:.2f} | {ta / tb - 1:+.0%} | "
-                         f"{mb:.0f} | {ma:.0f} | {ma / mb - 1:+.0%} |")
+                         f"{cb:.2f} | {ca:.2f} | {mb:.0f} | {ma:.0f} | {ma / mb - 1:+.0%} |")
     load = os.getloadavg()[0]
     lines.append("")
     lines.append(f"Load average when measured: {load:.1f} on {os.cpu_count()} cores (other sessions share the "

@@ -9,7 +9,7 @@ import pytest
 ENGINE = Path(__file__).resolve().parent.parent / "topo" / "engine"
 # Not yet: the path API and router of issue 19 part "a" (route, alltoall, alltoall_classes, placement). Remove a
 # name when its module is done; the test then keeps it so.
-PENDING = {"route.py", "alltoall.py", "alltoall_classes.py", "placement.py"}
+PENDING: set = set()  # every engine module has numpydoc on its public API (issue 19)
 MODULES = sorted(p.relative_to(ENGINE).as_posix() for p in ENGINE.rglob("*.py") if p.name != "__init__.py"
                  or p.parent != ENGINE)
 

@@ -71,3 +71,34 @@ def test_a_part_that_cuts_gpus_off_stops_the_collective_instead_of_failing_the_p
         x = impact[part]
         assert math.isinf(x.all_reduce_s) and math.isinf(x.slowdown) and x.bottleneck is None
         assert "cut off" in x.stops or "cannot reach" in x.stops
+
+
+def test_the_router_raises_unreachable_when_a_flow_has_no_path():
+    # Issue 19: code tells "no path" apart by type (topo.errors.Unreachable), never by key or text. Three ways a
+    # healthy fabric has no path: a rail-only fabric between rails without PXN; one tier between two leaves; and
+    # (failures) every NIC of a server gone. blast.py catches only Unreachable, so the plan's failed-part figure
+    # says "stops" for these and nothing else.
+    import numpy as np
+
+    from small_fabrics import small_fabric
+    from topo.engine.route import Router
+    from topo.errors import Unreachable
+
+    f = small_fabric("rail_only-2")  # 4 GPUs and 4 rails per server
+    with pytest.raises(Unreachable, match="different rails"):
+        Router(f, pxn=False).route(np.array([0]), np.array([5]), 1.0)  # GPU 0 (rail 0) -> server 1's rail 1
+    # one tier of rail leaves (one leaf per rail): GPU 0 (rail 0) -> GPU 5 (server 1, rail 1) without PXN
+    one = topo.build_fabric(topo.spec_from_dict(spec_dict(kind="rail_optimized", tiers=[tier("leaf", radix=8)],
+                                                          server={"gpus": 4, "nics": 4}, scale_up={"gpus_per_domain": 4},
+                                                          cluster={"num_units": 1},
+                                                          fabric={"servers_per_unit": 2})))
+    with pytest.raises(Unreachable, match="no spine"):
+        Router(one, pxn=False).route(np.array([0]), np.array([5]), 1.0)
+    with pytest.raises(Unreachable, match="every NIC of server 0 failed"):
+        failed = f.with_failures(*[f"nic0.{k}" for k in range(4)])
+        Router(failed).route(np.array([0]), np.array([5]), 1.0)
+    # the all-to-all loaded from counts (topo.engine.alltoall) says the same, by the same type
+    from topo.engine.estimate import estimate
+
+    with pytest.raises(Unreachable, match="different rails"):
+        estimate(f, "alltoall", "1M", pxn=False)

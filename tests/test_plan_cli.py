@@ -26,7 +26,7 @@ def test_json_equals_the_library_result():
 def test_default_plan_text_and_collectives():
     p = run_cli("plan", check=True)
     assert "h100-100k: 100,352 x H100" in p.stdout and "goodput" in p.stdout
-    assert "1 GiB all_reduce, 3,584 GPUs across two pods" in p.stdout
+    assert "across the core (56 pods of 1,792 GPUs): 1 GiB all_reduce, 100,352 GPUs" in p.stdout
 
 
 def test_three_bundled_100k_designs_side_by_side():

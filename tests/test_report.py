@@ -66,6 +66,64 @@ def test_layer_drawing_of_the_100k_cluster_is_aggregated():
     assert len(core) == 3 * 32 and {b.cables for b in core} == {L.tiers[1].up_ports}
 
 
+@pytest.mark.parametrize("name", ["h100-100k-islands", "rail_optimized-5", "rail_only-4"])
+def test_layer_drawing_draws_every_tier_at_any_depth(name):
+    # issue 19: the drawing stopped at the 3rd tier (no marker above the cores). Every tier has groups on its
+    # layer and every level of cables has bundles; each bundle joins a drawn group below to one drawn above, with
+    # the layout's cables per switch (the lower tier's up ports).
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from small_fabrics import small_fabric
+
+    fabric = build_fabric(load_spec(name)) if name.startswith("h100") else small_fabric(name)
+    L = fabric.layout
+    d = layer_drawing(fabric)
+    T = L.num_tiers
+    assert T >= 4 and len(d.layer_names) == T + 1
+    xs = {k: {m.x for m in d.markers if m.layer == k} for k in range(T + 1)}
+    assert all(xs[k] for k in range(T + 1)), {k: len(v) for k, v in xs.items()}
+    for ti in range(2, T):
+        level = ti + 2  # the cables from tier ti - 1 up to tier ti
+        bs = [b for b in d.bundles if b.level == level]
+        assert bs and {b.cables for b in bs} == {L.tiers[ti - 1].up_ports}
+        assert all(b.x0 in xs[ti] and b.x1 in xs[ti + 1] and (b.y0, b.y1) == (ti, ti + 1) for b in bs)
+        assert {m.count for m in d.markers if m.layer == ti + 1} == {L.tiers[ti].switches_per_group}
+    if name == "h100-100k-islands":
+        # the 4th tier above the islands, its 7:1 in the cores' hover; the figure's right column has every tier
+        assert any("oversubscription 6.86:1" in m.hover and "island 0" in m.hover for m in d.markers if m.layer == 3)
+        fig = fabric_figure(fabric)
+        layers = {t.name: t for t in fig.data if t.mode == "markers" and t.name and not t.name.endswith("bundles")}
+        assert "super-spine planes" in layers and "core-super-spine cables" in names(fig)
+        assert "512 switches, top tier" in [a.text for a in fig.layout.annotations]
+
+
+def test_every_figure_shows_every_tier_of_a_5_tier_fabric():
+    # issue 19: the bill of materials, oversubscription, link-load and heatmap figures of a 5-tier fabric have one
+    # bar, box or row for each of its 5 tiers and 7 link levels (nvlink, pcie, nic-leaf, and 4 tier boundaries), and
+    # an all-to-all over every GPU loads every level (so each box has traffic)
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from small_fabrics import small_fabric
+
+    f = small_fabric("rail_optimized-5")
+    inv = inventory(f)
+    tiers = [t.name for t in f.layout.tiers]
+    assert len(tiers) == 5 and len(f.level_names) == 7
+    sw, cab = inventory_figure(inv).data
+    assert list(sw.x) == tiers and list(cab.x) == f.level_names
+    down = oversubscription_figure(inv).data[0]
+    assert list(down.x) == tiers
+    frame = estimate(f, "alltoall", "64M").link_loads(2**26)
+    assert names(link_load_distribution(frame, f)) == f.level_names
+    s = summarize_loads(frame, f)
+    assert list(link_load_heatmap(s, f).data[0].y) == f.level_names
+    assert all(r["loaded"] > 0 for r in s.percentiles.to_dict("records"))
+
+
 def test_fabric_figure_traces(superpod):
     inv = inventory(superpod)
     fig = fabric_figure(superpod, inv)

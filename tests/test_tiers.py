@@ -152,6 +152,27 @@ def test_a_cross_island_data_parallel_all_reduce_is_bound_by_the_same_tier(islan
     assert inside.time_s < r.time_s / 3
 
 
+def test_plan_compares_collectives_that_cross_the_top_tier(islands):
+    # `topo plan`'s network figures cross the tier that joins the largest blocks (issue 19): on the islands design
+    # the 4th tier (7:1) above the 4 islands, not two pods inside island 0. The all-reduce has one GPU per island in
+    # each of 24,576 communicators (a ring of 4 moves 1.5 S per GPU across islands, at 7/48 of the NIC rate as built);
+    # the all-to-all is over all 98,304 GPUs (3/4 of S leaves the island). Both bind on core-super-spine.
+    from topo.plan.network import crosspod_collectives
+
+    S = 2**30
+    n = crosspod_collectives(islands, 1.0, 1.0)
+    assert (n.top_tier, n.block_name, n.num_blocks, n.gpus_per_block) == ("super-spine", "island", 4, 24_576)
+    assert n.all_reduce_gpus == n.alltoall_gpus == 98_304
+    assert n.all_reduce_bottleneck == n.alltoall_bottleneck == "core-super-spine"
+    ring = 1.5 * S / (NIC_Bps * 7 / 48)
+    assert ring <= n.all_reduce_s <= ring / 0.9  # the usable fraction of a link is 0.9 to 1
+    assert n.alltoall_s >= 0.75 * S / (NIC_Bps * 7 / 48)
+    # a 3-tier fabric: the top tier (core) joins pods; a 2-tier one has no tier joining blocks of blocks
+    pods = crosspod_collectives(small_fabric("rail_optimized-3"), 1.0, 1.0, collectives=False)
+    assert (pods.top_tier, pods.block_name, pods.num_blocks) == ("core", "pod", 2)
+    assert crosspod_collectives(small_fabric("rail_optimized-2"), 1.0, 1.0).top_tier is None
+
+
 def test_the_4tier_design_is_a_true_4_tier_fat_tree():
     inv = inventory(build_fabric(load_spec("h100-100k-4tier")))
     assert len(inv.tiers) == 4 and all(t.model == "QM9700" for t in inv.tiers)
@@ -262,6 +283,8 @@ BAD = [
     (["fabric.tiers[super-spine].radix=5000"], "fabric.tiers[3].radix: "),
     # joins on the leaves
     (["fabric.tiers[leaf].joins=2"], "fabric.tiers[0].joins: leaf is the leaf tier: it joins servers"),
+    # a tier name ending in a digit: switch "spine10" would be both spine1's switch 0 and spine's switch 10
+    (["fabric.tiers[spine].name=spine1"], "fabric.tiers[1].name: a tier name must not end in a digit, got 'spine1'"),
 ]
 
 
@@ -282,3 +305,36 @@ def test_units_per_pod_and_tier_joins_must_agree():
         build_fabric(load_spec("h100-100k-4tier", ["fabric.tiers[spine].joins=8"]))
     same = inventory(build_fabric(load_spec("h100-100k-4tier", ["fabric.tiers[spine].joins=4"])))
     assert same.units_per_pod == 4
+
+
+def _grown(units: int):
+    # fat-tree leaves of radix 8 under 2 servers of 2 NICs each (4 down, 4 up), a spine like it, grow_tiers on
+    d = spec_dict(kind="fat_tree", cluster={"num_units": units}, server={"gpus": 2, "nics": 2, "nic_rate": "400 Gb/s"},
+                  scale_up={"gpus_per_domain": 2}, tiers=[tier("leaf", radix=8, oversubscription=1), tier("spine", radix=8)])
+    d["fabric"].update(servers_per_unit=2, grow_tiers=True)
+    return spec_from_dict(d)
+
+
+@pytest.mark.parametrize("units, tiers", [(4, 2), (16, 3), (64, 4), (256, 5), (1024, 6)])
+def test_grow_tiers_grows_to_any_depth(units, tiers):
+    # A non-blocking folded Clos of radix-k switches and T tiers connects 2 (k/2)^T end ports (Al-Fares, Loukissas
+    # and Vahdat, "A Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008: k^3/4 hosts at 3 tiers):
+    # k = 8 takes 32, 128, 512, 2,048, 8,192 NIC ports at 2 to 6 tiers. grow_tiers adds tiers like the top one
+    # until everything fits, so it stops at the smallest T with 2 * 4^T >= the NIC ports (4 units per 2^4 ports).
+    f = build_fabric(_grown(units))
+    L = f.layout
+    ports = units * 2 * 2
+    assert 2 * 4 ** tiers >= ports > 2 * 4 ** (tiers - 1)
+    assert L.num_tiers == tiers
+    assert [t.name for t in L.tiers] == ["leaf", "spine", "core", "super-spine", "super-core", "hyper-spine"][:tiers]
+    inv = inventory(f)
+    assert inv.bisection_bandwidth_per_gpu_Bps == pytest.approx(NIC_Bps, rel=1e-12)  # non-blocking at every depth
+    assert all(t.oversubscription in (1.0, None) for t in inv.tiers)
+
+
+def test_grow_tiers_stops_at_the_most_tiers_a_spec_may_have():
+    from topo.spec.model import MAX_TIERS
+
+    with pytest.raises(TopoError, match=f"grow_tiers stops at {MAX_TIERS} tiers") as e:
+        build_fabric(_grown(4 ** MAX_TIERS))  # 4 x 4^8 NIC ports need 9 tiers (2 x 4^9 >= 4^9), MAX_TIERS is 8
+    assert "\n" not in str(e.value)

@@ -252,16 +252,18 @@ def render(r: PlanResult) -> str:
     out.append(table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
                      right=[False, True, True, True, True]))
     if r.failure_impact:
-        out.append("with one part failed, the network figure's 1 GiB all_reduce: " + "; ".join(
+        out.append("with one part failed, a 1 GiB all_reduce over two pods (one GPU of each): " + "; ".join(
             f"{x.name} stops it ({x.stops})" if x.stops else f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
             for x in r.failure_impact))
     out.append("")
     out.append(f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
                f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)")
     if n.all_reduce_s is not None:
-        out.append(f"          1 GiB all_reduce, {format_count(n.all_reduce_gpus)} GPUs across two pods: "
-                   f"{_t(n.all_reduce_s)} (bottleneck {n.all_reduce_bottleneck}); 1 GiB alltoall, "
-                   f"{n.alltoall_gpus} GPUs in two pods: {_t(n.alltoall_s)}")
+        out.append(f"          across the {n.top_tier} ({n.num_blocks} {n.block_name}s of "
+                   f"{format_count(n.gpus_per_block)} GPUs): 1 GiB all_reduce, {format_count(n.all_reduce_gpus)} GPUs "
+                   f"in communicators of one GPU per {n.block_name}: {_t(n.all_reduce_s)} (bottleneck "
+                   f"{n.all_reduce_bottleneck}); 1 GiB alltoall, all {format_count(n.alltoall_gpus)} GPUs: "
+                   f"{_t(n.alltoall_s)} (bottleneck {n.alltoall_bottleneck})")
     for text in r.notes:
         out.append(f"note: {text}")
     out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
@@ -278,10 +280,11 @@ _ROWS = [
     ("network capex", "network_capex_usd", _usd),
     ("network share of capex", "network_share", lambda v: f"{100 * v:.1f}%"),
     ("bisection per GPU", "bisection_bandwidth_per_gpu_Bps", format_bandwidth),
-    ("cross-pod all_reduce: GPUs (two pods)", "crosspod_all_reduce_gpus", lambda v: "-" if v is None else format_count(v)),
-    ("cross-pod all_reduce 1 GiB", "crosspod_all_reduce_s", _t),
-    ("cross-pod alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
-    ("cross-pod alltoall 1 GiB", "crosspod_alltoall_s", _t),
+    ("top-tier all_reduce: GPUs (one per block)", "crosspod_all_reduce_gpus",
+     lambda v: "-" if v is None else format_count(v)),
+    ("top-tier all_reduce 1 GiB", "crosspod_all_reduce_s", _t),
+    ("top-tier alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
+    ("top-tier alltoall 1 GiB", "crosspod_alltoall_s", _t),
     ("NIC-side optical modules", "nic_modules", lambda v: format_count(v)),
     ("first job-stopping optics failure", "first_job_optics_failure_s", _after),
     ("first optical failure (any module)", "first_optical_failure_s", _after),

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TopoError
+from ..errors import TopoError, Unreachable
 from ..fabric.levels import Level
 from .route import Router
 
@@ -210,7 +210,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         return
     if L.num_tiers == 1:
         k = int(np.flatnonzero(n_leaf > 0)[0])
-        raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
+        raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
                         "and the fabric has no spine" + ("" if router.pxn else "; turn PXN on"), key="fabric.tiers")
     if L.rail_groups > 1 and not router.pxn:
         r = ca([sd.rail_d], [sd.rail_s], [z["rail"]])
@@ -218,7 +218,7 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         bad = (a - a_dom) - (r - rd) > 0  # pairs in other domains on other rails (hence other leaves)
         if np.any(bad):
             k = int(np.flatnonzero(bad)[0])
-            raise TopoError(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
+            raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
                             "are on different rails; route through NVLink (pxn=True)", key="pxn")
     crossed = [(n_leaf, m_leaf)]
     for k in range(1, L.num_tiers - 1):
@@ -339,6 +339,27 @@ def matrix_loads(router: Router, group_gpus_list, traffic_matrix_bytes) -> np.nd
     never sends to itself); groups are disjoint lists of GPU ids of any sizes. Same semantics and exactness as
     :func:`uniform_alltoall_loads` (which is the block-diagonal case). Cost: one pass per group with traffic,
     ``O(M n r log n)`` for ``M`` groups.
+
+    Parameters
+    ----------
+    router : Router
+        The resource space (and ECMP mode) the loads are in.
+    group_gpus_list : sequence of array-like
+        ``M`` disjoint groups of GPU ids.
+    traffic_matrix_bytes : array-like
+        ``M x M`` bytes each GPU of group ``i`` sends to each GPU of group ``j``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Bytes per resource id.
+
+    Raises
+    ------
+    TopoError
+        A matrix of the wrong shape or with negative or non-finite bytes; unknown or repeated GPUs.
+    Unreachable
+        Some pair has no path (see :func:`uniform_alltoall_loads`).
     """
     gl = [np.asarray(g, dtype=np.int64).ravel() for g in group_gpus_list]
     M = len(gl)

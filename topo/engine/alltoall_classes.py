@@ -31,13 +31,33 @@ def classes_apply(router: Router) -> bool:
     flows one by one (``merge_classes``). Failed parts keep the classes whole: a failed NIC's stand-in is chosen per
     NIC (:meth:`topo.engine.paths.Paths.alive_nics`), so the GPUs of a server still reach a destination through one
     sending NIC, one hashed path (the hash keys on the two NICs and picks among the surviving cables by the
-    leaves) and one receiving NIC."""
+    leaves) and one receiving NIC.
+
+    Parameters
+    ----------
+    router : Router
+
+    Returns
+    -------
+    bool
+    """
     return router.merge_classes and router.pxn
 
 
 def class_paths(router: Router, a: AllPairs) -> int:
     """An upper bound on the network paths :func:`alltoall_classes` builds for ``a`` (one per (communicator,
-    sending server, destination rank, NIC choice, hashed part)): what its memory and time grow with."""
+    sending server, destination rank, NIC choice, hashed part)): what its memory and time grow with.
+
+    Parameters
+    ----------
+    router : Router
+    a : AllPairs
+        The all-to-all part (its communicators).
+
+    Returns
+    -------
+    int
+    """
     f = router.fabric
     groups = np.asarray(a.groups, dtype=np.int64)
     G, p = groups.shape
@@ -48,7 +68,20 @@ def class_paths(router: Router, a: AllPairs) -> int:
 
 def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     """Every ordered pair of ranks of every communicator of ``a``, as max-min classes; ``res``/``weight`` carry
-    the summed loads, as for any routed part."""
+    the summed loads, as for any routed part.
+
+    Parameters
+    ----------
+    router : Router
+        With PXN on (:func:`classes_apply`).
+    a : AllPairs
+        The all-to-all part: its communicators and bytes per pair.
+
+    Returns
+    -------
+    Routed
+        Summed loads, with ``classes`` holding the flow classes for max-min.
+    """
     f = router.fabric
     L = f.layout
     groups = np.asarray(a.groups, dtype=np.int64)

@@ -40,6 +40,7 @@ class Placement:
 
     @property
     def num_groups(self) -> int:
+        """Communicators running the collective at once."""
         return int(self.groups.shape[0])
 
     @property
@@ -49,6 +50,7 @@ class Placement:
 
     @property
     def domains(self) -> np.ndarray:
+        """The NVLink domain of each rank of the first communicator."""
         return self.groups[0] // self.gpus_per_domain
 
     @property
@@ -58,7 +60,12 @@ class Placement:
 
     def ranks_per_domain(self) -> int | None:
         """Ranks of a communicator in each domain it spans, if the same everywhere (in every group), else None.
-        Ranks of one domain must be consecutive in rank order (as NCCL orders them)."""
+        Ranks of one domain must be consecutive in rank order (as NCCL orders them).
+
+        Returns
+        -------
+        int or None
+        """
         doms = self.groups // self.gpus_per_domain
         G, n = doms.shape
         change = np.flatnonzero(np.diff(doms[0]) != 0)
@@ -76,7 +83,12 @@ class Placement:
     def describe(self) -> str:
         """One line: ``16 GPUs (packed) over 2 NVLink domains, 8 per domain``; with groups, what one group spans
         (``1,792 concurrent groups of 2 GPUs (strided, 3,584 GPUs), each group over 2 NVLink domains, 1 per
-        domain``)."""
+        domain``).
+
+        Returns
+        -------
+        str
+        """
         rpd = self.ranks_per_domain()
         per = f", {rpd} per domain" if rpd else ", unevenly"
         where = ("in one NVLink domain" if self.num_domains == 1 else
@@ -110,6 +122,17 @@ def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpu
     group_layout : {"strided", "blocked"}
         ``strided``: communicator ``j`` takes GPUs ``j, j+groups, j+2*groups, ...`` of the chosen list (data
         parallelism: one GPU per model replica); ``blocked``: consecutive blocks (tensor parallelism).
+
+    Returns
+    -------
+    Placement
+        The communicators' GPU ids, one row per communicator in rank order.
+
+    Raises
+    ------
+    TopoError
+        An unknown placement or order; an empty, repeated or out-of-range GPU list; more GPUs, servers or a rail
+        than the fabric has; GPUs that do not spread evenly over the pods or split into ``groups`` communicators.
     """
     L = fabric.layout
     total = L.num_gpus

@@ -64,6 +64,18 @@ class Routed:
 
     @staticmethod
     def concat(parts: list["Routed"]) -> "Routed":
+        """Several routed sets of flows as one (flow ids renumbered in order; summed if any part is summed).
+
+        Parameters
+        ----------
+        parts : list of Routed
+            On the same router; empty parts are dropped.
+
+        Returns
+        -------
+        Routed
+            Their entries together; kept one by one unless a part keeps only summed loads or max-min classes.
+        """
         parts = [p for p in parts if p.num_flows]
         if not parts:
             return Routed.empty()
@@ -98,7 +110,24 @@ class Routed:
 
     @staticmethod
     def summed(res: np.ndarray, weight: np.ndarray, num_flows: int, max_latency_s: float, network: bool) -> "Routed":
-        """Flows kept only as their summed load per resource (too many to keep one by one)."""
+        """Flows kept only as their summed load per resource (too many to keep one by one).
+
+        Parameters
+        ----------
+        res, weight : numpy.ndarray
+            Resource ids and bytes of every entry (repeats are summed).
+        num_flows : int
+            How many flows the entries came from.
+        max_latency_s : float
+            The largest routed latency among them.
+        network : bool
+            Whether any of them leaves its NVLink domain.
+
+        Returns
+        -------
+        Routed
+            ``aggregated``: one entry per loaded resource, no per-flow data.
+        """
         res = np.asarray(res, dtype=np.int64)
         if res.size:
             loads = np.bincount(res, weights=weight)
@@ -110,10 +139,26 @@ class Routed:
 
     @staticmethod
     def empty() -> "Routed":
+        """No flows.
+
+        Returns
+        -------
+        Routed
+        """
         z = np.zeros(0, dtype=np.int64)
         return Routed(z, np.zeros(0), z, 0, np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
 
     def scaled(self, factor: float) -> "Routed":
+        """The same flows carrying ``factor`` times the bytes.
+
+        Parameters
+        ----------
+        factor : float
+
+        Returns
+        -------
+        Routed
+        """
         return Routed(self.res, self.weight * factor, self.flow, self.num_flows, self.flow_bytes * factor,
                       self.latency_s, self.network, notes=self.notes)
 
@@ -216,7 +261,13 @@ class Router:
         self.res_latency_s = lat
 
     def without_merging(self) -> "Router":
-        """The same router, but an all-to-all under max-min keeps its flows one by one (no classes)."""
+        """The same router, but an all-to-all under max-min keeps its flows one by one (no classes).
+
+        Returns
+        -------
+        Router
+            A shallow copy; this router is left as it was.
+        """
         out = Router.__new__(Router)
         out.__dict__.update(self.__dict__)
         out.merge_classes = False
@@ -224,7 +275,20 @@ class Router:
 
     # --- the resource space ---------------------------------------------------------------------------------
     def aggregate_start(self, boundary: int, down: bool = False) -> int:
-        """First resource id of the ECMP aggregates of tier boundary ``boundary`` (ideal ECMP only)."""
+        """First resource id of the ECMP aggregates of tier boundary ``boundary`` (ideal ECMP only).
+
+        Parameters
+        ----------
+        boundary : int
+            ``k`` for the cables from tier ``k`` up to tier ``k + 1``.
+        down : bool
+            The aggregates of the cables coming down instead of going up.
+
+        Returns
+        -------
+        int
+            Aggregate ``a`` of that boundary is resource ``aggregate_start(boundary, down) + a``.
+        """
         return self._agg_start[boundary][1 if down else 0]
 
     # the first two boundaries by their familiar names (leaf uplinks, spine-group uplinks)
@@ -322,7 +386,28 @@ class Router:
 
     def path_table(self, src, dst, choice, sub):
         """The path of every flow part ``src[i] -> dst[i]`` as a table of resource ids, one column per hop slot
-        of :attr:`slots` (-1: no hop there), and whether each part leaves its NVLink domain."""
+        of :attr:`slots` (-1: no hop there), and whether each part leaves its NVLink domain.
+
+        Parameters
+        ----------
+        src, dst : numpy.ndarray
+            GPU ids of each flow part.
+        choice : numpy.ndarray
+            Which of a GPU's NICs each part uses when it has several.
+        sub : numpy.ndarray
+            The sub-flow index of each part (hashed ECMP hashes it with the endpoints).
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, numpy.ndarray)
+            The ``(parts, slots.width)`` table of resource ids and the boolean mask of parts that leave their
+            NVLink domain.
+
+        Raises
+        ------
+        Unreachable
+            A part has no path (see :meth:`route`).
+        """
         P = src.size
         f = self.fabric
         L = f.layout
@@ -367,18 +452,18 @@ class Router:
             return
         if L.num_tiers == 1:
             k = int(np.flatnonzero(ls != ld)[0])
-            raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
+            raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: their NICs sit on different "
                             "leaves and the fabric has no spine" + ("; turn PXN on" if not self.pxn else ""),
                             key="fabric.tiers")
         if L.rail_groups > 1:
             bad = (ls != ld) & (f.nic_rail(send.nic) != f.nic_rail(recv.nic))
             if np.any(bad):
                 k = int(np.flatnonzero(bad)[0])
-                raise TopoError(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
+                raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])} in a rail-only fabric: their "
                                 "NICs are on different rails; route through NVLink (pxn=True)", key="pxn")
         top = self.paths.top_aggregate(ls) != self.paths.top_aggregate(ld)
         if np.any(top):
-            raise TopoError(f"flows cross {L.tiers[-1].name} groups but the fabric has no tier above "
+            raise Unreachable(f"flows cross {L.tiers[-1].name} groups but the fabric has no tier above "
                             f"{L.tiers[-1].name}", key="fabric.tiers")
         agg_s, agg_d = self.paths.aggregates(ls), self.paths.aggregates(ld)
         if self.ecmp == "ideal":
@@ -446,7 +531,17 @@ class Router:
 
     # --- router services: the parts of a schedule that are not plain transfers ------------------------------
     def route_transfers(self, t: Transfers) -> Routed:
-        """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``."""
+        """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``.
+
+        Parameters
+        ----------
+        t : Transfers
+            A schedule part of point-to-point transfers.
+
+        Returns
+        -------
+        Routed
+        """
         k = self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server
         if not t.split_nics or k <= 1:
             return self.route(t.src, t.dst, t.per_msg_byte, t.choice)
@@ -454,7 +549,20 @@ class Router:
         return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
 
     def in_switch_reduce(self, gpus: np.ndarray, nbytes: float) -> Routed:
-        """NVLS: every GPU moves ``nbytes`` each way over its NVLink to its switch (reduce, then multicast)."""
+        """NVLS: every GPU moves ``nbytes`` each way over its NVLink to its switch (reduce, then multicast).
+
+        Parameters
+        ----------
+        gpus : numpy.ndarray
+            GPU ids.
+        nbytes : float
+            Bytes each GPU moves each way.
+
+        Returns
+        -------
+        Routed
+            One flow per GPU, on its NVLink up and down.
+        """
         link = self.fabric.level_start(Level.NVLINK) + np.asarray(gpus)
         n = link.size
         return Routed(res=np.r_[2 * link, 2 * link + 1], weight=np.full(2 * n, float(nbytes)),
@@ -465,7 +573,28 @@ class Router:
         """SHARP: each GPU sends ``nbytes`` up through its NIC into its rail's reduction tree (one per
         communicator) and receives the result back; above the leaf each (communicator, aggregate, rail) sends one
         reduced stream up the tree: to spine ``rail mod s`` of its pod, then to the first switch of that plane's
-        group at every tier above, as high as the GPUs' aggregates differ."""
+        group at every tier above, as high as the GPUs' aggregates differ.
+
+        Parameters
+        ----------
+        gpus : numpy.ndarray
+            GPU ids.
+        communicator : numpy.ndarray
+            The communicator of each GPU (one reduction tree each).
+        nbytes : float
+            Bytes each GPU sends up and receives back.
+
+        Returns
+        -------
+        Routed
+            The host links, NIC links and one up-and-down stream per tree switch and tier, with the latency of
+            each GPU's way up the tree.
+
+        Raises
+        ------
+        AlgorithmUnavailable
+            No tier joins all the GPUs, or a tier the tree needs cannot reduce (``sharp = false``).
+        """
         f = self.fabric
         L = f.layout
         gpus = np.asarray(gpus)
@@ -504,7 +633,18 @@ class Router:
 
     def route_summed(self, chunks) -> Routed:
         """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
-        stays bounded by the chunk size however many flows there are (for equal-share contention)."""
+        stays bounded by the chunk size however many flows there are (for equal-share contention).
+
+        Parameters
+        ----------
+        chunks : iterable of tuple
+            ``(src, dst, nbytes, choice)`` arrays, as :meth:`route` takes them.
+
+        Returns
+        -------
+        Routed
+            ``aggregated``: the summed load per resource, the largest latency.
+        """
         loads = np.zeros(self.num_res)
         n, lat, net = 0, 0.0, False
         for src, dst, nbytes, choice in chunks:
@@ -519,11 +659,33 @@ class Router:
 
     # --- loads ----------------------------------------------------------------------------------------------
     def loads(self, routed: Routed) -> np.ndarray:
-        """Bytes on every resource."""
+        """Bytes on every resource.
+
+        Parameters
+        ----------
+        routed : Routed
+            Flows routed by this router.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per resource id.
+        """
         return np.bincount(routed.res, weights=routed.weight, minlength=self.num_res)
 
     def real_link_loads(self, res_loads: np.ndarray) -> np.ndarray:
-        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down), spreading ECMP aggregates evenly."""
+        """Bytes on every directed link (``2*link`` up, ``2*link+1`` down), spreading ECMP aggregates evenly.
+
+        Parameters
+        ----------
+        res_loads : numpy.ndarray
+            Bytes per resource id (:meth:`loads`).
+
+        Returns
+        -------
+        numpy.ndarray
+            Bytes per directed link; an aggregate's load split equally over its working uplinks.
+        """
         out = res_loads[: self.num_real].copy()
         L = self.fabric.layout
         for k, (up, down) in enumerate(self._agg_start):
@@ -543,7 +705,19 @@ class Router:
         return alive / np.maximum(count[owner], 1.0)
 
     def describe_resource(self, r: int) -> dict:
-        """Endpoints, level and direction of a resource (a directed link or an ECMP aggregate)."""
+        """Endpoints, level and direction of a resource (a directed link or an ECMP aggregate).
+
+        Parameters
+        ----------
+        r : int
+            A resource id.
+
+        Returns
+        -------
+        dict
+            ``link`` (None for an aggregate), ``src``, ``dst`` (node names, or the switches an aggregate joins),
+            ``level``, ``direction`` and ``num_links``.
+        """
         f = self.fabric
         names = f.level_names
         if r < self.num_real:

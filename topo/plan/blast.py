@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..engine.estimate import estimate
-from ..errors import TopoError
-from ..fabric.fabric import LEVEL_NIC, LEVEL_PCIE, Fabric
+from ..errors import Unreachable
+from ..fabric.fabric import Fabric
+from ..fabric.levels import Level
 from .network import COLLECTIVE_SIZE
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
@@ -49,7 +50,7 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
     out = []
 
     # NIC 0: the GPUs whose PCIe link reaches it
-    pcie = level == LEVEL_PCIE
+    pcie = level == Level.PCIE.code
     nic0 = fabric.node_offset["nic"]
     gpus_nic = int(np.count_nonzero(pcie & (dst == nic0)))
     out.append(BlastRadius("nic", gpus_disconnected=gpus_nic, servers_affected=1, gpus_in_affected_servers=gps,
@@ -57,7 +58,7 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
 
     # GPUs behind each NIC (for leaf counts)
     gpus_per_nic = np.bincount(dst[pcie] - nic0, minlength=L.num_nics)
-    nic_links = level == LEVEL_NIC
+    nic_links = level == Level.NIC.code
     below = {}  # tier -> GPUs below each switch
     lo0 = fabric.node_offset["tier:0"]
     nics_of_leaf = src[nic_links] - nic0
@@ -71,7 +72,7 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
     # each tier's links once: (lower switch, upper switch) per link, indices within their tiers
     edges = {}
     for t in L.tiers[1:]:
-        sel = level == LEVEL_NIC + t.index
+        sel = level == Level.into_tier(t.index).code
         edges[t.index] = (src[sel] - fabric.node_offset[f"tier:{t.index - 1}"],
                           dst[sel] - fabric.node_offset[f"tier:{t.index}"])
     total = max(1.0, float(below[0].sum()))
@@ -98,7 +99,8 @@ def blast_radius(fabric: Fabric) -> list[BlastRadius]:
 
 @dataclass(frozen=True)
 class FailureImpact:
-    """The cross-pod data-parallel all-reduce (the plan's network figure) with one part failed."""
+    """A data-parallel all-reduce across two pods (see :func:`collective_times_with_failures`) with one part
+    failed."""
 
     part: str  # nic, leaf, spine
     name: str  # the failed node, as describe prints it
@@ -113,9 +115,10 @@ class FailureImpact:
 
 
 def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine")) -> list[FailureImpact]:
-    """The 1 GiB all-reduce of :func:`topo.plan.network.crosspod_collectives` (every GPU of two pods, one
-    communicator per GPU position; the whole cluster on a one-pod fabric) with the first NIC, leaf or spine failed
-    (:meth:`topo.fabric.Fabric.with_failures`): its time, its slowdown and its new bottleneck."""
+    """A 1 GiB all-reduce over every GPU of two pods, one communicator per GPU position (the whole cluster on a
+    one-pod fabric), with the first NIC, leaf or spine failed (:meth:`topo.fabric.Fabric.with_failures`): its time,
+    its slowdown and its new bottleneck. The parts are those of pod 0, so two pods show their effect at a fraction of
+    the cost of the plan's whole-cluster figures (:func:`topo.plan.network.crosspod_collectives`)."""
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
@@ -129,9 +132,7 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
             continue
         try:
             r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
-        except TopoError as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
-            if exc.key != "fail":
-                raise
+        except Unreachable as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
             out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
             continue
         b = r.bottleneck

@@ -1,6 +1,7 @@
 """Where to draw a fabric: layers (GPU domains, then each switch tier) of aggregated groups, never one dot per
 GPU. A 100k-GPU cluster becomes a few pods of scalable units with one leaf per rail, a spine group per pod, the
-core planes above, and "... N more pods" for the rest.
+core planes above, the groups of every tier above that (islands' 4th tier, a 5th), and "... N more pods" for the
+rest.
 
 Only the drawn groups are visited (a few hundred at most, whatever the cluster's size); counts and capacities
 come from the fabric's resolved layout, the same numbers ``topo describe`` prints. Hover texts are escaped here,
@@ -93,7 +94,8 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
     ----------
     fabric : Fabric
     max_pods, max_units, max_planes : int
-        At most this many pods, units per pod and core planes are drawn; the rest become one gap each.
+        At most this many pods, units per pod and groups of each tier above the spines (core planes, ...) are
+        drawn; the rest become one gap each. Every tier is drawn, at any depth.
     max_rails : int
         Units with more leaves than this draw their leaves as one group.
     """
@@ -199,36 +201,65 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
     if len(tiers) < 3:
         return d
 
-    # tier 2: core planes, spread over the width; spine j of a group goes to plane j (per rail in rail-only)
-    t2 = tiers[2]
-    planes = t2.num_groups
-    shown = pick(planes, max_planes)
-    slots = len(shown) + (1 if None in shown else 0)
-    step = (xmax - xmin - 1.6) / max(slots - 1, 1)
-    plane_x: dict[int, float] = {}
-    k = 0
-    for j in shown:
-        px = xmin + 0.8 + k * step if slots > 1 else (xmin + xmax) / 2
-        if j is None:
-            hidden = planes - max_planes
-            d.gaps.append(Gap(px + step / 2, 3, 3, "…", f"{format_count(hidden)} more planes"))
-            k += 2
-            continue
-        plane_x[j] = px
-        d.markers.append(Marker(3, px, t2.switches_per_group,
-                                f"<b>{esc(t2.name)} plane {j}</b>: {t2.switches_per_group} switch"
-                                f"{'es' * (t2.switches_per_group > 1)}<br>{t2.down_ports} ports down x "
-                                f"{format_rate(t2.down_rate_Bps)} each<br>{esc(t1.name)} {j % t1.switches_per_group}"
-                                f" of every {'pod' if L.rail_groups == 1 else 'pod of its rail'} connects here"))
-        k += 1
-    for (p, g), gx in group_x.items():
-        first = g * t1.switches_per_group if L.rail_groups > 1 else 0
-        for j in range(first, first + t1.switches_per_group):
-            if j not in plane_x:
-                continue
-            cables = t1.up_ports
-            d.bundles.append(Bundle(4, gx, 2, plane_x[j], 3, cables, cables * t1.up_rate_Bps,
-                                    f"<b>{esc(level_names[4])}</b>: {cables} cables x {format_rate(t1.up_rate_Bps)}"
-                                    f" = {format_bandwidth(cables * t1.up_rate_Bps)}<br>{esc(t1.name)} "
-                                    f"{j - first} of {pod_word} {p} to plane {j}"))
+    # tiers 2 and above: the groups the drawn groups below reach, spread over the width (at most max_planes per
+    # layer, the rest one gap). Switch j of a spine group goes to core plane j (per rail in rail-only); a core
+    # group's switch k to the group (j, k) of the tier above, and so on (topo.fabric.layout.upper_group). When not
+    # all fit, the groups are taken in turn from each drawn group below (its first, then its second, ...), so that
+    # every drawn group below keeps some of its cables in the drawing.
+    drawn_x = {p * L.rail_groups + g: gx for (p, g), gx in group_x.items()}  # tier-1 group id -> x
+    for ti in range(2, len(tiers)):
+        t, below = tiers[ti], tiers[ti - 1]
+        spg = below.switches_per_group
+        reach: dict[int, list[tuple[int, int]]] = {}  # group of tier ti -> [(drawn group below, switch index j)]
+        for gid in drawn_x:
+            for j in range(spg):
+                reach.setdefault(int(L.upper_group(ti - 1, gid * spg + j)), []).append((gid, j))
+        in_turn = list(dict.fromkeys(int(L.upper_group(ti - 1, gid * spg + j)) for j in range(spg)
+                                     for gid in drawn_x))
+        hidden = len(in_turn) - max_planes if len(in_turn) > max_planes + 1 else 0
+        ids = sorted(in_turn[:max_planes] if hidden else in_turn)
+        slots = len(ids) + (2 if hidden else 0)
+        step = (xmax - xmin - 1.6) / max(slots - 1, 1)
+        here_x: dict[int, float] = {}
+        for k, g in enumerate(ids):
+            px = xmin + 0.8 + k * step if slots > 1 else (xmin + xmax) / 2
+            here_x[g] = px
+            d.markers.append(Marker(ti + 1, px, t.switches_per_group, _upper_hover(L, ti, g, pod_word)))
+        if hidden:
+            d.gaps.append(Gap(xmin + 0.8 + (len(ids) + 0.5) * step, ti + 1, ti + 1, "…",
+                              f"{format_count(hidden)} more {esc(t.name)} {'planes' if ti == 2 else 'groups'}"
+                              " reached by the groups drawn below"))
+        for g, gx in here_x.items():
+            for gid, j in reach[g]:
+                cables = below.up_ports
+                what = (f"{esc(below.name)} {j} of {pod_word} {_pod_of(L, gid)} to plane {g}" if ti == 2 else
+                        f"{esc(below.name)} {j} of group {gid} to {esc(t.name)} group {g}")
+                d.bundles.append(Bundle(ti + 2, drawn_x[gid], ti, gx, ti + 1, cables, cables * below.up_rate_Bps,
+                                        f"<b>{esc(level_names[ti + 2])}</b>: {cables} cables x "
+                                        f"{format_rate(below.up_rate_Bps)} = "
+                                        f"{format_bandwidth(cables * below.up_rate_Bps)}<br>{what}"))
+        drawn_x = here_x
     return d
+
+
+def _pod_of(L, group: int) -> int:
+    """The pod of a tier-1 group id (``pod * rail groups + rail group``)."""
+    return group // L.rail_groups
+
+
+def _upper_hover(L, ti: int, g: int, pod_word: str) -> str:
+    """Hover text of group ``g`` of tier ``ti >= 2``."""
+    t, t1 = L.tiers[ti], L.tiers[1]
+    sw = g * t.switches_per_group
+    head = (f"<b>{esc(t.name)} {'plane' if ti == 2 else 'group'} {g}</b>: {t.switches_per_group} switch"
+            f"{'es' * (t.switches_per_group > 1)}")
+    if not t.is_top and t.block_name:
+        head += f" ({esc(t.block_name)} {int(L.switch_block(ti, sw))})"
+    up = (f"{t.up_ports} up x {format_rate(t.up_rate_Bps)}, oversubscription {_ratio(t.oversubscription)}"
+          if t.up_ports else "top tier: no uplinks")
+    text = f"{head}<br>{t.down_ports} ports down x {format_rate(t.down_rate_Bps)} each, {up}"
+    if ti == 2:
+        text += (f"<br>{esc(t1.name)} {int(L.switch_plane(ti, sw)) % t1.switches_per_group} of every "
+                 f"{'pod' if L.rail_groups == 1 else 'pod of its rail'}"
+                 f"{' in its ' + esc(t.block_name) if not t.is_top and t.block_name else ''} connects here")
+    return text

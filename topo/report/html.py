@@ -278,7 +278,7 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
                                        for nm, r in zip(names, reports)], n)))
     sections.append(_section(
         "fabric", "Fabric", "The fabric as layers: GPUs grouped by unit, leaf switches one per rail, a spine group "
-        "per pod, core planes on top; line width grows with the capacity of one bundle, so a thin tier looks thin. "
+        "per pod, core planes above, then the groups of every further tier (islands' top tier, a 5th); line width grows with the capacity of one bundle, so a thin tier looks thin. "
         "Large clusters show a few pods and stand for the rest with an ellipsis. Hover a group or a bundle's "
         "diamond for its counts and capacities.",
         _grid([_cell(nm, figs.div(F.fabric_figure(r.fabric, r.inventory,

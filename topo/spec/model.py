@@ -143,11 +143,20 @@ class ClusterSpec(_Strict):
         return self
 
 
+def _tier_name(value: str) -> str:
+    if value[-1:].isdigit():
+        raise ValueError(f"a tier name must not end in a digit, got {value!r}: switches are named tier name + index "
+                         f"({value}0 would read as switch {value[-1]}0 of tier {value[:-1]!r} too); allowed: a name "
+                         "ending in a letter or punctuation, e.g. 'spine-a' or 'super-spine'")
+    return value
+
+
 class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
-    name: Annotated[Name, Field(min_length=1, max_length=64)]
-    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``."""
+    name: Annotated[Name, Field(min_length=1, max_length=64), AfterValidator(_tier_name)]
+    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``; it may not
+    end in a digit (switch names are the tier's name and an index)."""
     model: str = ""
     """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
     radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
@@ -212,7 +221,8 @@ class FabricSpec(_Strict):
     tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=MAX_TIERS)]
     """The switch tiers from the bottom (leaf) up: 1 to 8 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
-    """When the top tier cannot connect everything, add a tier like it instead of failing."""
+    """When the top tier cannot connect everything, add tiers like it (spine, core, super-spine, super-core, ...) as
+    needed, up to 8 in all, instead of failing."""
 
     @model_validator(mode="after")
     def _unique_tier_names(self):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ...errors import TopoError
-from ...spec.model import Spec, TierSpec
+from ...spec.model import MAX_TIERS, Spec, TierSpec
 from ...units import count_noun, format_bandwidth, format_count
 from ..layout import ClosLayout, TierPlan
 
@@ -141,6 +141,12 @@ def _rates(spec: Spec, tiers: list[TierSpec]) -> list[tuple[float, float]]:
 
 # --- the plan ---------------------------------------------------------------------------------------------
 
+# names of the tiers grow_tiers adds, in order (never ending in a digit: switch names are tier name + index); as
+# many as MAX_TIERS can need above a leaf whatever the spec's own names are
+_GROWN_NAMES = tuple(f"{p}{n}" for p in ("", "super-", "hyper-", "ultra-", "mega-", "giga-", "tera-", "peta-")
+                     for n in ("spine", "core"))
+
+
 class _TopTierFull(TopoError):
     """The top tier cannot connect everything below it (a tier could be grown)."""
 
@@ -148,8 +154,9 @@ class _TopTierFull(TopoError):
 def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
     """Resolve a spec into counts and ports for every tier, or raise a TopoError that says what would fit.
 
-    With ``fabric.grow_tiers``, a top tier too small for what is below it gets a tier like it added above
-    (up to 3 tiers); otherwise that is an error. Any number of tiers may be given.
+    With ``fabric.grow_tiers``, a top tier too small for what is below it gets a tier like it added above, as
+    often as needed up to :data:`topo.spec.model.MAX_TIERS` tiers (named spine, core, super-spine, super-core,
+    hyper-spine, ...); otherwise that is an error. Any number of tiers may be given.
     """
     if spec.fabric.kind != attach.kind:
         raise TopoError(f"the {attach.kind} builder cannot build a spec of kind {spec.fabric.kind!r}; use "
@@ -166,11 +173,14 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
     while True:
         try:
             return _plan_once(spec, attach, tiers)
-        except _TopTierFull:
-            if not spec.fabric.grow_tiers or len(tiers) == 3:
+        except _TopTierFull as exc:
+            if not spec.fabric.grow_tiers:
                 raise
+            if len(tiers) >= MAX_TIERS:
+                raise TopoError(f"{exc.message.split('; ')[0]}; grow_tiers stops at {MAX_TIERS} tiers, the most a spec "
+                                "may have: raise the radix", key=exc.key) from None
             names = {t.name for t in tiers}
-            name = next(n for n in ("spine", "core", "super-spine", f"tier{len(tiers)}") if n not in names)
+            name = next(n for n in _GROWN_NAMES if n not in names)
             old = tiers[-1]
             rate = old.up_port_rate_Bps or old.port_rate_Bps
             tiers.append(old.model_copy(update={"name": name, "oversubscription": None, "up_ports": None,
@@ -318,13 +328,13 @@ def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, 
             return s, m, down, up
     if port_error is not None:
         raise port_error
-    error = _TopTierFull if top and group != "plane" else TopoError
+    error = _TopTierFull if top else TopoError  # grow_tiers adds a tier above a top tier that cannot hold it all
     k = t.oversubscription or 1.0
     up_min = 0 if top else (t.up_ports if t.up_ports is not None else math.ceil(n_below * rates[0] / (k * rates[1])))
     need = f"{format_count(n_below)} down" + ("" if top else f" + {format_count(up_min)} up")
     if group == "plane" and top:
-        hint = (f"use fewer, larger {below_name}s, a larger radix, or a tier of {below_name} groups below "
-                f"{t.name} (fabric.tiers[{i}].joins)")
+        hint = (f"use fewer, larger {below_name}s, a larger radix, a tier of {below_name} groups below "
+                f"{t.name} (fabric.tiers[{i}].joins) or set fabric.grow_tiers = true")
     elif group == "plane":
         hint = f"put fewer {below_name}s in each block of {t.name} (fabric.tiers[{i}].joins) or raise the radix"
     elif top:
