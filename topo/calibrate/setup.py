@@ -36,7 +36,7 @@ DEFAULT_NETWORK = "infiniband_ndr"
 
 # NCCL_ALGO values -> topo algorithm names (several, or one topo does not model: auto)
 NCCL_ALGO_TO_TOPO = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
-                     "collnet": "sharp", "collnetdirect": "sharp", "collnetchain": "sharp", "pat": "ring"}
+                     "collnet": "sharp", "collnetdirect": "sharp", "collnetchain": "sharp", "pat": "pat"}
 
 
 @dataclass
