@@ -17,11 +17,13 @@ NIC (B = 50e9 B/s) with 1 us NIC latency under one switch of 0.5 us: a GPU-NIC-s
 """
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import run_cli
 from topo import TopoError, build_fabric, spec_from_dict
+from topo.calibrate.setup import _algorithm
 from topo.engine.algorithms.pat import pat_steps
 from topo.engine.estimate import estimate, evaluate
 from topo.engine.tuner import nccl_choice, nccl_time_s
@@ -169,3 +171,14 @@ def test_estimate_with_choose_nccl_runs_pat_where_nccl_would(nodes64):
     f = single_switch(64)
     r = estimate(f, "reduce_scatter", [1024, 2**30], profile=PROFILE, choose="nccl")
     assert [x.algorithm for x in r.results] == ["pat", "ring"]
+
+
+@pytest.mark.parametrize("algo, collective, expected", [
+    ("PAT", "all_gather", "pat"),  # a log that forced PAT is modelled with PAT
+    ("Ring,PAT", "reduce_scatter", "ring,pat"),
+    ("^PAT", "all_reduce", "auto"),  # NCCL_ALGO names PAT, which all-reduce never runs: nothing left out
+    ("Ring,PAT", "all_reduce", "ring"),
+])
+def test_nccl_algo_pat_in_logs(algo, collective, expected):
+    got, _ = _algorithm(SimpleNamespace(env={"NCCL_ALGO": algo}, collective=collective))
+    assert got == expected
