@@ -5,7 +5,8 @@ Where NCCL runs it and what its model charges are NVIDIA/nccl src/graph/tuning.c
 ``busBw *= .75``, latency ``baseLat[PAT] (8.0) + log2i(nNodes) * interLat / 3.5 + nRanks * 2.8`` with interLat
 the Tree's network step (14 us for Simple on InfiniBand) because ppn = 1; and the bandwidth is left a bus
 bandwidth (not made an algorithm bandwidth, as the ring's is). The algorithm: S. Jeaugey, arXiv:2506.20252 (2025),
-a Bruck all-gather with its dimensions reversed: ceil(log2 p) steps, (p-1)/p of the buffer per rank in all.
+a Bruck all-gather with its dimensions reversed: ceil(log2 p) steps, (p-1)/p of the buffer per rank in all. NCCL's
+maintainer (NVIDIA/nccl #1473): PAT "only support[s] one GPU per node at the moment".
 
 No published PAT measurement was found in the stored sources (NVIDIA's NCCL 2.23 blog post, which shows PAT
 against ring at scale, is not among them; the measurement set has no run that NCCL would have run with PAT: its
