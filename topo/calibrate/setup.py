@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..fabric.builders import build_fabric
+from ..engine.collectives import ALGORITHMS
 from ..engine.estimate import placement_for
 from ..engine.options import EstimateOptions
 from ..errors import TopoError
@@ -36,7 +37,7 @@ DEFAULT_NETWORK = "infiniband_ndr"
 
 # NCCL_ALGO values -> topo algorithm names (several, or one topo does not model: auto)
 NCCL_ALGO_TO_TOPO = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
-                     "collnet": "sharp", "collnetdirect": "sharp", "collnetchain": "sharp", "pat": "ring"}
+                     "collnet": "sharp", "collnetdirect": "sharp", "collnetchain": "sharp", "pat": "pat"}
 
 
 @dataclass
@@ -96,6 +97,8 @@ def _algorithm(run: NcclRun) -> tuple[str, str | None]:
     if unknown:
         return "auto", f"NCCL_ALGO={algo} names {', '.join(unknown)}, which topo does not model: modelled with auto"
     mapped = list(dict.fromkeys(NCCL_ALGO_TO_TOPO[a] for a in names))
+    if run.collective in ALGORITHMS:  # NCCL_ALGO may name algorithms the collective does not run (PAT: only
+        mapped = [a for a in mapped if a in ALGORITHMS[run.collective]]  # all-gather, reduce-scatter): NCCL skips them
     if algo.startswith("^") or not mapped:  # leave some out of NCCL's set (or none given)
         drop = mapped + (["nvls", "nvls_tree"] if nvls_off else [])
         if not drop:

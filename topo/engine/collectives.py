@@ -36,8 +36,8 @@ ROOTED = ("broadcast", "reduce", "gather", "scatter")  # root 0, as nccl-tests' 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "sharp", "halving_doubling", "recursive_doubling",
                    "hierarchical"),
-    "all_gather": ("ring", "nvls", "recursive_doubling", "hierarchical"),
-    "reduce_scatter": ("ring", "nvls", "recursive_halving", "hierarchical"),
+    "all_gather": ("ring", "pat", "nvls", "recursive_doubling", "hierarchical"),
+    "reduce_scatter": ("ring", "pat", "nvls", "recursive_halving", "hierarchical"),
     "broadcast": ("ring", "chain"),
     "reduce": ("ring",),
     "gather": ("direct",),
@@ -53,8 +53,9 @@ NCCL_ALGORITHMS: dict[str, tuple[str, ...]] = {
     # NCCL also runs NVLS for these inside one NVLink domain (topo models it: -a nvls), but auto leaves it out: its
     # latency is fitted on all-reduce only, and with it auto is 43% fast below 64 KiB on the 32-rank GB200 NVL72
     # all-gather (gcp_a4x_gb200_8n_mnnvl; in-sample <= 64 KiB 11.1% -> 12.8%, benchmarks/accuracy.py --quick)
-    "all_gather": ("ring",),
-    "reduce_scatter": ("ring",),
+    # PAT (NCCL 2.23+) runs only with one GPU per node: elsewhere auto reports it unavailable, with the reason
+    "all_gather": ("ring", "pat"),
+    "reduce_scatter": ("ring", "pat"),
     "broadcast": ("ring",),
     "reduce": ("ring",),  # NCCL's reduce runs ring only (src/graph/tuning.cc: coll == ncclFuncReduce && a != RING)
     "gather": ("direct",),  # nccl-tests' gather and scatter are grouped ncclSend/ncclRecv to/from the root
@@ -123,10 +124,12 @@ def normalize_algorithm(collective: str, name: str) -> str:
     if k in ("auto", "nccl"):
         return "auto"
     k = {"rabenseifner": "halving_doubling", "dbt": "tree", "double_binary_tree": "tree",
-         "nvlstree": "nvls_tree", "collnet": "sharp", "pat": "ring"}.get(k, k)
+         "nvlstree": "nvls_tree", "collnet": "sharp"}.get(k, k)
     allowed = ALGORITHMS[collective]
     if k not in allowed:
-        raise TopoError(f"unknown algorithm {name!r} for {collective}; allowed: auto, {', '.join(allowed)}",
+        elsewhere = [c for c, algos in ALGORITHMS.items() if k in algos]
+        runs = f" ({k} runs {', '.join(elsewhere)})" if elsewhere else ""
+        raise TopoError(f"unknown algorithm {name!r} for {collective}{runs}; allowed: auto, {', '.join(allowed)}",
                         key="algorithm")
     return k
 

@@ -34,6 +34,8 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
       ``2*((gpus per domain - 1) + log2(domains))`` hops, as NCCL does)
     - nvls: base + the NVLS hop (+ the network NVLS hop across domains); nvls_tree: + network hops * NVLSTree hop
     - collnet (SHARP): base + NVLink hops + one CollNet network latency
+    - pat: base + log2(domains) x the Tree's network hop / the profile's ``pat_net_step_divisor`` + ranks x
+      ``pat_rank_latency_s`` (one GPU per node, where NCCL prices network steps with the Tree's latency)
     - p2p (textbook steps, sendrecv, all-to-all): base + hops + network overhead per network step
       + per-peer message overhead
 
@@ -76,6 +78,9 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
         t = base + nv + c.inter_hops * net
     elif f == "collnet":
         t = base + c.intra_hops * nv + (net if c.multi_domain else 0.0)
+    elif f == "pat":  # one GPU per node: the Tree's network step, as NCCL prices every algorithm then
+        t = (base + c.inter_hops * profile.net_hop("tree", proto) / profile.pat_net_step_divisor
+             + c.ranks * profile.pat_rank_latency_s)
     else:  # p2p
         t = (base + c.intra_hops * nv + c.inter_hops * (net + profile.overhead(proto))
              + c.peers * profile.peer_overhead_s)

@@ -33,7 +33,7 @@ from ..resources import data_dir
 __all__ = ["PARAMETERS", "KINDS", "FAMILIES", "Param", "ProfileFile", "load_profile_file", "bundled_files",
            "bundled_dir"]
 
-FAMILIES = ("ring", "tree", "nvls", "nvls_tree", "collnet", "p2p")
+FAMILIES = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "p2p")
 _PROTOS = ("LL", "LL128", "Simple")
 KINDS = ("nccl", "gpu", "network", "model", "user")
 
@@ -70,6 +70,11 @@ PARAMETERS: dict[str, Spec] = {
     "p2p_ll_threshold_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
                                    doc="send/receive runs LL up to this many bytes per p2p channel of a peer, "
                                        "Simple above (never LL128); absent: the fastest protocol"),
+    "pat_net_step_divisor": Spec("nccl", "scalar", 1.0, 100.0, optional=True,
+                                 doc="NCCL's PAT latency: log2(nodes) network steps, each the Tree's network step / "
+                                     "this (absent: the profile has no PAT)"),
+    "pat_rank_latency_us": Spec("nccl", "scalar", 0.0, 100.0, optional=True,
+                                doc="NCCL's PAT latency: this much per rank of the communicator (its linear part)"),
     "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
                            doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),

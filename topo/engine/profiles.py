@@ -47,7 +47,7 @@ def node_index(num_domains: int) -> int:
 class Profile:
     """Efficiencies, bandwidth caps and latencies for one GPU generation on one network technology.
 
-    Dictionaries are keyed by algorithm family (``ring``, ``tree``, ``nvls``, ``nvls_tree``, ``collnet``,
+    Dictionaries are keyed by algorithm family (``ring``, ``tree``, ``nvls``, ``nvls_tree``, ``collnet``, ``pat``,
     ``p2p``) and then protocol (``LL``, ``LL128``, ``Simple``); a missing protocol means the family does not
     run with it. Efficiencies and caps may be a 3-tuple for one node / two nodes / more (NCCL's scales).
     """
@@ -86,6 +86,10 @@ class Profile:
     # network steps NCCL's ring all-reduce latency counts beyond the 2 x (nodes - 1) a chunk crosses (tuning.cc
     # nInterSteps: 2 x nodes from NCCL 2.8, 2 x (nodes - 1) before); they replace as many NVLink steps
     ring_allreduce_wrap_steps: float = 0.0
+    # NCCL's PAT latency (tuning.cc): base + log2i(nodes) x the Tree's network step / pat_net_step_divisor + ranks x
+    # pat_rank_latency_s
+    pat_net_step_divisor: float = 1.0
+    pat_rank_latency_s: float = 0.0
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
     sources: dict = field(default_factory=dict, compare=False, repr=False)
@@ -109,7 +113,7 @@ class Profile:
         Parameters
         ----------
         family : str
-            ring, tree, nvls, nvls_tree, collnet or p2p.
+            ring, tree, nvls, nvls_tree, collnet, pat or p2p.
         proto : str
             LL, LL128 or Simple.
         num_domains : int
@@ -128,7 +132,7 @@ class Profile:
         Parameters
         ----------
         family : str
-            ring, tree, nvls, nvls_tree, collnet or p2p.
+            ring, tree, nvls, nvls_tree, collnet, pat or p2p.
         proto : str
             LL, LL128 or Simple.
         num_domains : int
@@ -149,7 +153,7 @@ class Profile:
         Parameters
         ----------
         family : str
-            ring, tree, nvls, nvls_tree, collnet or p2p.
+            ring, tree, nvls, nvls_tree, collnet, pat or p2p.
         proto : str
             LL, LL128 or Simple.
 
@@ -165,7 +169,7 @@ class Profile:
         Parameters
         ----------
         family : str
-            ring, tree, nvls, nvls_tree, collnet or p2p.
+            ring, tree, nvls, nvls_tree, collnet, pat or p2p.
         proto : str
             LL, LL128 or Simple.
 
@@ -181,7 +185,7 @@ class Profile:
         Parameters
         ----------
         family : str
-            ring, tree, nvls, nvls_tree, collnet or p2p.
+            ring, tree, nvls, nvls_tree, collnet, pat or p2p.
         proto : str
             LL, LL128 or Simple.
 
@@ -342,6 +346,8 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
         ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
         ring_allreduce_wrap_steps=float(v.get("ring_allreduce_wrap_steps", 0.0)),
+        pat_net_step_divisor=float(v.get("pat_net_step_divisor", 1.0)),
+        pat_rank_latency_s=v.get("pat_rank_latency_us", 0.0) * US,
         source="; ".join(sorted({_file_label(w) for w in where.values()})),
         sources=sources,
     )
@@ -443,7 +449,7 @@ def ideal_profile() -> Profile:
     -------
     Profile
     """
-    fams = ("ring", "tree", "nvls", "nvls_tree", "collnet", "p2p")
+    fams = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "p2p")
     return Profile(name="ideal", nvlink_efficiency=1.0, network_efficiency=1.0,
                    proto_efficiency={f: {"Simple": 1.0} for f in fams},
                    source="alpha-beta (Hockney) model with no software overheads")

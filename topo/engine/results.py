@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,18 +40,59 @@ class NodeNames:
         return cls(tuple(int(a) for a, _ in kinds), tuple(b for _, b in kinds), int(fabric.layout.nics_per_server))
 
     def __call__(self, ids) -> np.ndarray:
-        """Names of node ids (an array of str), as :meth:`topo.fabric.Fabric.node_names` gives them."""
+        """Names of node ids (an array of str), as :meth:`topo.fabric.Fabric.node_names` gives them.
+
+        Parameters
+        ----------
+        ids : array_like of int
+            Node ids.
+
+        Returns
+        -------
+        numpy.ndarray of str
+        """
         ids = np.asarray(ids, dtype=np.int64)
         starts = np.asarray(self.starts, dtype=np.int64)
         k = np.searchsorted(starts, ids, side="right") - 1
         local = ids - starts[k]
-        prefix = np.asarray(self.prefixes, dtype=object)[k]
-        nic = prefix == "nic"
-        num = local.astype(str).astype(object)
+        nic = k == self.prefixes.index("nic") if "nic" in self.prefixes else np.zeros(ids.shape, bool)
+        n = self.nics_per_server
+        width = _digits(local[~nic].max(initial=0))
+        if nic.any():  # nicS.J: server S's NIC J
+            width = max(width, _digits(local[nic].max() // n) + 1 + _digits(n - 1))
+        num = local.astype(f"<U{width}")
         if nic.any():
-            n = self.nics_per_server
-            num[nic] = (local[nic] // n).astype(str).astype(object) + "." + (local[nic] % n).astype(str).astype(object)
-        return (prefix + num).astype(str)
+            num[nic] = np.char.add(np.char.add((local[nic] // n).astype(str), "."), (local[nic] % n).astype(str))
+        # string ufuncs (no Python object per name), the result as wide as its longest name
+        out = np.char.add(np.asarray(self.prefixes)[k], num)
+        return out.astype(f"<U{max(1, int(np.char.str_len(out).max(initial=0)))}")
+
+    def categories(self, num_nodes: int):
+        """A pandas categorical type whose codes are the node ids ``0 .. num_nodes - 1``, named.
+
+        Built once per fabric shape and kept (a few most recent): naming the ~220,000 nodes of a 100k-GPU fabric and
+        indexing their names costs ~0.2 s, and a training step's link-load tables ask for it again and again.
+
+        Parameters
+        ----------
+        num_nodes : int
+
+        Returns
+        -------
+        pandas.CategoricalDtype
+        """
+        return _categories(self, int(num_nodes))
+
+
+def _digits(x) -> int:
+    return len(str(int(x)))
+
+
+@lru_cache(maxsize=4)
+def _categories(names: NodeNames, num_nodes: int):
+    import pandas as pd
+
+    return pd.CategoricalDtype(names(np.arange(num_nodes)))
 
 
 @dataclass(frozen=True)
@@ -80,10 +122,6 @@ class LinkTable:
         return cls(links["src"], links["dst"], links["level"], links["bandwidth_Bps"], tuple(fabric.level_names),
                    NodeNames.of(fabric))
 
-    def _categories(self, num_nodes: int):
-        """Every node's name (one per node: naming 800,000 link ends costs one name per node)."""
-        return self.names(np.arange(num_nodes))
-
     def frame(self, bytes_per_direction: np.ndarray, time_s: float):
         """Per directed link (up then down for each link): its ends by name and their ids, bytes and utilization
         over ``time_s``.
@@ -108,11 +146,11 @@ class LinkTable:
         src[0::2], dst[0::2] = self.src, self.dst
         src[1::2], dst[1::2] = self.dst, self.src
         cap = np.repeat(self.bandwidth_Bps, 2)
-        if self.names is not None:  # a categorical: codes are the node ids
-            cats = self._categories(int(max(self.src.max(initial=0), self.dst.max(initial=0))) + 1)
+        if self.names is not None:  # a categorical: codes are the node ids, one name per node (not per link end)
+            cats = self.names.categories(int(max(self.src.max(initial=0), self.dst.max(initial=0))) + 1)
 
             def named(ids):
-                return pd.Categorical.from_codes(ids, categories=cats)
+                return pd.Categorical.from_codes(ids, dtype=cats)
         else:
             def named(ids):
                 return ids

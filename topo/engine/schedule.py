@@ -294,7 +294,7 @@ class LatencyCounts:
     Attributes
     ----------
     family : str
-        ring, tree, nvls, nvls_tree, collnet or p2p: which of NCCL's formulas prices it.
+        ring, tree, nvls, nvls_tree, collnet, pat or p2p: which of NCCL's formulas prices it.
     intra_hops, inter_hops : float
         NVLink hops and network hops.
     multi_domain : bool
@@ -307,6 +307,8 @@ class LatencyCounts:
         A ring all-reduce (NCCL's model counts its network steps its own way).
     mnnvl : bool
         The NVLink domain spans several servers (an NVL72 rack): NVLink steps cost more.
+    ranks : int
+        Ranks of the communicator, for a latency linear in them (NCCL's PAT: ``nRanks x`` a per-rank term).
     """
 
     family: str  # ring, tree, nvls, nvls_tree, collnet, p2p
@@ -317,6 +319,7 @@ class LatencyCounts:
     one_per_domain: bool = False  # one rank per domain: NCCL then prices network hops with the Tree's latency
     ring_allreduce: bool = False  # a ring all-reduce (NCCL's model counts its network steps its own way)
     mnnvl: bool = False  # the NVLink domain spans several servers (an NVL72 rack): NVLink steps cost more
+    ranks: int = 0  # ranks of the communicator, for a latency linear in them (NCCL's PAT)
 
 
 @dataclass(frozen=True)

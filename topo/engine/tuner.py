@@ -26,6 +26,11 @@ How topo fills NCCL's inputs (its graph search is not modelled link by link):
   what NCCL's search finds), except a tree beyond two domains, which NCCL rates with the ring's network
   bandwidth: tree algbw = ring busBw / 2, i.e. ``seconds_per_byte(tree) = seconds_per_byte(ring) x n / (n - 1)``
   for ``n`` ranks;
+- PAT (all-gather and reduce-scatter with one GPU per node; NCCL 2.23 and later): NCCL's PAT bandwidth is
+  ``nChannels x bw x 0.75`` of the tree graph and, unlike the ring's, is not turned into an algorithm bandwidth
+  (tuning.cc converts busBw to algBw only for the ring, NVLS and NVLSTree among all-gather and reduce-scatter
+  algorithms, read at NCCL 2.29.2, commit ebd1e929): it prices ``bytes / (0.75 busBw)`` where the ring prices
+  ``(n-1)/n bytes / busBw``, i.e. ``seconds_per_byte(pat) = routed seconds_per_byte x n / (n - 1)``;
 - no pipeline window: NCCL's model has none.
 """
 
@@ -75,6 +80,8 @@ def tree_correction(profile: Profile, proto: str, size_bytes: int) -> float:
 def _nccl_seconds_per_byte(name: str, c: Costed, costed: dict[str, Costed], collective: str, num_ranks: int,
                            num_domains: int) -> float:
     """The routed rate standing for NCCL's ``nChannels x bw`` (per byte of message, before efficiencies)."""
+    if c.schedule.family == "pat" and num_ranks > 1:  # NCCL's PAT bandwidth is its busBw, not made an algbw
+        return c.seconds_per_byte * num_ranks / (num_ranks - 1)
     ring = costed.get("ring")
     if (c.schedule.family == "tree" and num_domains > 2 and ring is not None and collective == "all_reduce"
             and num_ranks > 1 and ring.seconds_per_byte > 0):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..placement import Placement
 from ..schedule import AlgorithmUnavailable, NodeShape, Schedule
-from . import hierarchical, nvls, p2p, recursive, ring, sharp, tree
+from . import hierarchical, nvls, p2p, pat, recursive, ring, sharp, tree
 
 __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
@@ -70,6 +70,8 @@ def _build(name, collective, shape, placement, chunks, stages, channels, gpu_nam
         return ring.chain_schedule(shape, towards_root, chunks, algorithm=name, channels=channels)
     if collective in ("gather", "scatter"):
         return p2p.rooted_schedule(shape, placement, collective)
+    if name == "pat":
+        return pat.pat_schedule(shape, placement, collective)
     if name == "tree":
         return tree.tree_schedule(shape, placement, chunks, channels)
     if name in ("halving_doubling", "recursive_doubling", "recursive_halving"):
