@@ -196,7 +196,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         if got is None:
             m, p, v = lay.microbatches, lay.pp, lay.vpp
             sc = stage_compute(model, lay, gpu)
-            floor = _comm_floor_s(spec, lay, step_traffic(model, lay), m * sc.microbatch_s)
+            floor = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain), m * sc.microbatch_s)
             got = bound_cache[bk] = (sc.microbatch_s + floor / m) * (m + (p - 1) / v)
         return got, mem
 
