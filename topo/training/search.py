@@ -25,7 +25,8 @@ How it stays fast and bounded at 100k GPUs:
    heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
    one memory breakdown per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
-   ranked by that.
+   ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
+   are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped.
 """
 
 from __future__ import annotations
@@ -230,6 +231,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                                            **options):
             if first:
                 considered += 1
+                if progress is not None and considered % 8192 == 0:
+                    progress(considered, None, "layouts considered")
             if lay is None:
                 invalid += first
                 continue
@@ -267,11 +270,19 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
                         f"{cap / 1e9:.0f} GB of a {spec.gpu}", key="model")
-    results = [r for _, _, r in best]
-    if contention:
-        results = [estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
-                            efficiency=efficiency, check=False, contention=True) for r in results]
-    results.sort(key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))  # ties: less memory first
+    def rank(r):
+        return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
+
+    results = sorted((r for _, _, r in best), key=rank)
+    if contention:  # a mix only slows (every slowdown >= 1): stop when the next one alone cannot enter the top
+        mixed: list = []
+        for r in results:
+            if len(mixed) >= top and round(r.step_time_s, 9) > rank(sorted(mixed, key=rank)[top - 1])[0]:
+                break
+            mixed.append(estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
+                                       efficiency=efficiency, check=False, contention=True))
+        results = mixed
+    results.sort(key=rank)
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top], considered=considered, rejected_memory=too_big,
                         rejected_invalid=invalid, engine_calls=engine.engine_calls,
