@@ -5,10 +5,14 @@ import pty
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import topo
 from conftest import ROOT
+from small_fabrics import small_fabric
+from topo.engine.estimate import evaluate
+from topo.training.comm import CommEngine
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
 from topo.training.search import search_layouts
@@ -63,3 +67,52 @@ def topo_step(fabric, model, r):
     fields = set(ParallelLayout.model_fields)
     lay = ParallelLayout(**{k: v for k, v in r.layout.items() if k in fields and k != "etp"})
     return estimate_step(fabric, model, lay, contention=True)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "fat_tree-3", "rail_only-3", "rail_optimized-3-os2",
+                                  "rail_optimized-4-os2"])
+def test_time_of_the_first_block_is_the_time_of_all(name):
+    """Groups inside one pod (island), each block a translate of the first: routing the first block's groups
+    gives the time of all of them (the fabric's blocks are alike); it is what the engine gives for all."""
+    fabric = small_fabric(name)
+    n = fabric.layout.num_gpus
+    eng = CommEngine(fabric)
+    blocks = eng._block_sizes()
+    assert blocks, name  # the fabric has blocks above its leaves
+    size = blocks[0]
+    for width, stride in ((size // 2, 1), (size // 2, 2), (4, size // 4)):
+        ids = np.arange(n).reshape(n // size, -1)  # per block
+        per = ids.reshape(n // size, size // (width * stride), width, stride).transpose(0, 1, 3, 2)
+        G = per.reshape(-1, width)
+        part = eng.first_block(G)
+        assert part.shape[0] * (n // size) == G.shape[0] and part.max() < size
+        for coll, S in (("all_gather", 1 << 26), ("alltoall", 1 << 24), ("all_reduce", 1 << 27)):
+            full = evaluate(fabric, coll, ranks=G.ravel(), groups=G.shape[0], group_layout="blocked",
+                            rank_order="given")
+            assert eng.time(coll, G, S).time_s == pytest.approx(full.time(S)[0], rel=1e-12)
+    # a matrix whose groups cross blocks, or blocks that are not translates, is routed whole
+    across = np.arange(n).reshape(2, -1).T
+    assert eng.first_block(across) is across or np.array_equal(eng.first_block(across), across)
+    shuffled = np.arange(n).reshape(-1, 2)
+    shuffled[-1] = shuffled[-1][::-1]
+    assert eng.first_block(shuffled).shape == shuffled.shape
+
+
+def test_no_reduction_on_a_fabric_with_failures():
+    fabric = small_fabric("rail_optimized-3")
+    broken = fabric.with_failures("random:leaf-spine:0.25")
+    assert CommEngine(broken)._block_sizes() == [] and CommEngine(fabric)._block_sizes()
+
+
+def test_rank_orders_that_place_gpus_alike_count_once(fabric):
+    """tp-cp-ep-dp-pp and tp-dp-cp-ep-pp differ only in cp (1 here) and ep (no axis): one layout, not two."""
+    m = load_model("llama3-8b")
+    one = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,), rank_orders=("tp-cp-ep-dp-pp",))
+    two = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,),
+                         rank_orders=("tp-cp-ep-dp-pp", "tp-dp-cp-ep-pp"))
+    assert two.considered == one.considered
+    assert [r.step_time_s for r in two.ranked] == [r.step_time_s for r in one.ranked]
+    # an order that moves a real dimension (pp inside dp) is a layout of its own
+    three = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,),
+                           rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
+    assert three.considered > one.considered

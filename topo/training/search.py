@@ -5,7 +5,9 @@ sequence splits), pp (divisors of the rest, up to the layers), dp (what remains)
 the experts and the stage's ``tp x cp x dp / etp`` ranks: expert parallelism may span tensor and data ranks),
 etp (``etps``; default: tp), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective,
 full), the sharding modes and the rank orders given (``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp``
-shows what keeping data parallelism inside a pod buys).
+shows what keeping data parallelism inside a pod buys); rank orders that place every GPU alike for a layout (they
+differ only in dimensions of size 1, or in ``ep``, which folds over the stage's ranks) count once, as the first
+given.
 
 How it stays fast and bounded at 100k GPUs:
 
@@ -92,9 +94,18 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                         if pp * vpp > units:
                             yield None, "pp"
                             continue
+                        sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+                        seen: set = set()
                         for rc, zs, ro in itertools.product(recompute, dp_sharding, rank_orders):
                             if rc == "selective" and fixed.get("flash_attention", True):
                                 continue  # fused attention already drops what selective recomputation drops
+                            # orders that differ only where a dimension has one rank (or in ep, which has no
+                            # axis of its own) put every GPU in the same groups: the first one given stands
+                            same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
+                                                  if sizes.get(d.strip(), 1) > 1))
+                            if same in seen:
+                                continue
+                            seen.add(same)
                             try:
                                 lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                              global_batch=global_batch, seq_len=seq_len, recompute=rc,
