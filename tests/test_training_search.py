@@ -15,8 +15,11 @@ from topo.engine.estimate import evaluate
 from topo.training.comm import CommEngine
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
-from topo.training.search import search_layouts
-from topo.training.step import estimate_step
+from topo.training.search import candidate_layouts, search_layouts
+from topo.training.gpus import gpu_compute
+from topo.training.mapping import map_layout
+from topo.training.operators import stage_compute
+from topo.training.step import dp_exposed_routed, estimate_step
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +119,31 @@ def test_rank_orders_that_place_gpus_alike_count_once(fabric):
     three = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,),
                            rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
     assert three.considered > one.considered
+
+
+def test_search_top_equals_evaluating_every_candidate(fabric):
+    """Bounds, the refinement by routed DP traffic and the passes prune only what cannot enter the top."""
+    kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1, 2))
+    from_search = search_layouts(fabric, load_model("llama3-8b"), 64, 64, top=20, keep=20, contention=False, **kw)
+    m = load_model("llama3-8b")
+    every = []
+    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
+        if lay is not None:
+            r = estimate_step(fabric, m, lay, check=False, contention=False)
+            if r.fits:
+                every.append(r.step_time_s)
+    assert from_search.evaluated < len(every)  # something was pruned
+    assert [r.step_time_s for r in from_search.ranked] == pytest.approx(sorted(every)[:20], rel=1e-12)
+
+
+def test_dp_exposed_from_routed_collectives_is_the_steps(fabric):
+    """Once a layout's DP groups are routed, the search's refinement is exactly the step's DP term; before, 0."""
+    m = load_model("llama3-70b")
+    lay = ParallelLayout(tp=8, pp=2, dp=4, global_batch=64, dp_sharding="zero3", recompute="full")
+    mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
+    eng = CommEngine(fabric)
+    assert dp_exposed_routed(eng, m, lay, mapping, sc, 8) == 0.0
+    r = estimate_step(fabric, m, lay, engine=eng, contention=False)
+    assert r.breakdown_s["dp"] > 0.05
+    assert dp_exposed_routed(eng, m, lay, mapping, sc, 8) == pytest.approx(r.breakdown_s["dp"], rel=1e-12)

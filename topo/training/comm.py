@@ -99,7 +99,8 @@ class CommEngine:
             return stacked[0].copy() if np.array_equal(shifted, np.broadcast_to(stacked[:1], shifted.shape)) else G
         return G
 
-    def _curve(self, collective: str, groups: np.ndarray, every_block: bool = False) -> Evaluation:
+    def _curve(self, collective: str, groups: np.ndarray, every_block: bool = False,
+               cached_only: bool = False) -> Evaluation | None:
         collective = SAME_CURVE.get(collective, collective)
         stages = groups.shape[1] if collective == "pipeline" else 2
         sig = self.signature(groups)
@@ -113,6 +114,8 @@ class CommEngine:
             groups, sig = part
         key = (collective, sig, stages)
         ev = self._curves.get(key)
+        if ev is None and cached_only:
+            return None
         if ev is None:
             kw = {"stages": stages} if collective == "pipeline" else {}
             ev = evaluate(self.fabric, collective, ranks=groups.ravel(), groups=int(groups.shape[0]),
@@ -123,13 +126,17 @@ class CommEngine:
             self._curves[key] = ev
         return ev
 
-    def time(self, collective: str, groups: np.ndarray, size_bytes: float) -> CommTime:
+    def time(self, collective: str, groups: np.ndarray, size_bytes: float,
+             cached_only: bool = False) -> CommTime | None:
         """``collective`` of ``size_bytes`` (nccl-tests' size: one rank's larger buffer) on every group of
-        ``groups`` at once. Groups of one GPU, or zero bytes, take no time."""
+        ``groups`` at once. Groups of one GPU, or zero bytes, take no time. ``cached_only``: None unless this
+        collective on these groups was routed already (a search's cheap refinement of its bounds)."""
         groups = np.asarray(groups)
         if groups.shape[1] < 2 or size_bytes <= 0:
             return CommTime(collective, float(size_bytes), 0.0, "none", None, None, None)
-        ev = self._curve(collective, groups)
+        ev = self._curve(collective, groups, cached_only=cached_only)
+        if ev is None:
+            return None
         S = float(size_bytes)
         t, name, _, lat, bw = ev.time(S)
         b = ev.bottleneck(S, name, t, lat, bw)

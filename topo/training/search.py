@@ -22,7 +22,9 @@ How it stays fast and bounded at 100k GPUs:
 3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
-   engine call between them). When the best found beats the lowest bound a pass left out, the search is exact
+   engine call between them); before its evaluation a layout's bound gains its exposed data-parallel time when
+   its DP groups were routed already for another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out
+   hundreds of layouts this way, with no routing). When the best found beats the lowest bound a pass left out, the search is exact
    and stops; otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded
    heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
    one memory breakdown per distinct shape);
@@ -46,7 +48,8 @@ from .memory import memory_per_gpu
 from .model import ModelSpec
 from .operators import optimizer_step_s, stage_compute
 from .result import SearchResult
-from .step import estimate_step, step_traffic
+from .mapping import map_layout
+from .step import dp_exposed_routed, estimate_step, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -209,14 +212,25 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             m, p, v = lay.microbatches, lay.pp, lay.vpp
             sc = stage_compute(model, lay, gpu)
             floor = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain), m * sc.microbatch_s)
-            got = bound_cache[bk] = (sc.microbatch_s + floor / m) * (m + (p - 1) / v)
-        return got, mem
+            got = bound_cache[bk] = ((sc.microbatch_s + floor / m) * (m + (p - 1) / v), sc)
+        return got[0], mem
+
+    def refined(lay, bound):
+        """``bound`` plus the layout's exposed DP time from collectives already routed (no new routing)."""
+        sc = bound_cache[hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))][1]
+        try:
+            mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+        except TopoError:
+            return bound
+        return bound + dp_exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
 
     def run(pending):
         nonlocal evaluated, pruned
         for bound, _, lay in sorted(pending):
             if bound >= threshold() or (max_layouts is not None and evaluated >= max_layouts):
                 continue
+            if threshold() < float("inf") and refined(lay, bound) >= threshold():
+                continue  # its data-parallel traffic, routed for another layout, already rules it out
             r = estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
                          check=False, contention=False)
             evaluated += 1

@@ -58,7 +58,7 @@ from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 
-__all__ = ["estimate_step", "step_traffic", "ep_copies"]
+__all__ = ["estimate_step", "step_traffic", "ep_copies", "dp_exposed_routed"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -347,6 +347,41 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
                          f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
                          f"it inside")
     return notes
+
+
+def dp_exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc,
+                      gpus_per_domain: int | None = None) -> float:
+    """The exposed data-parallel seconds :func:`estimate_step` gives without the traffic mix, counting only the
+    collectives whose routing ``engine`` holds already (the others count 0): a lower bound that routes nothing,
+    what a search refines its bounds with.
+
+    Parameters
+    ----------
+    engine : CommEngine
+    model, lay
+        The model and its layout.
+    mapping : Mapping
+        ``lay`` on the fabric (:func:`topo.training.mapping.map_layout`).
+    sc : StageCompute
+        The layout's compute (:func:`topo.training.operators.stage_compute`).
+    gpus_per_domain : int, optional
+        The fabric's NVLink domain.
+
+    Returns
+    -------
+    float
+    """
+    total = 0.0
+    units = max(1, sc.layers)
+    for item in step_traffic(model, lay, gpus_per_domain):
+        if item["dim"] != "dp":
+            continue
+        G = mapping.groups(item["groups"])
+        one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
+        if one is not None:
+            total += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
+                                 units, lay)
+    return total
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
