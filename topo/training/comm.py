@@ -58,12 +58,16 @@ class CommEngine:
     def __init__(self, fabric: Fabric, *, algorithm: str = "auto", max_curves: int = 64):
         self.fabric = fabric
         self.algorithm = algorithm
-        self.max_curves = max_curves  # routed evaluations kept (oldest dropped first): a search's memory stays bounded
+        # routed evaluations kept, oldest dropped first, up to max_curves of the whole fabric's size counted in
+        # ranks routed (a first pod's groups count as a pod): a search's memory stays bounded
+        self.max_curves = max_curves
+        self._budget = max_curves * max(1, fabric.layout.num_gpus)
+        self._held = 0
         self._curves: dict[tuple, Evaluation] = {}
         self.engine_calls = 0
         self.mix_cache: dict[tuple, dict] = {}  # the step's traffic mix per members (topo.training.step)
         self._blocks: list[int] | None = None
-        self._parts: dict[tuple, tuple] = {}  # group matrix -> its first block's groups (bounded)
+        self._parts: dict[tuple, tuple] = {}  # group matrix -> its first block's groups or None (bounded)
 
     @staticmethod
     def signature(groups: np.ndarray) -> tuple:
@@ -107,11 +111,13 @@ class CommEngine:
         if not every_block:
             part = self._parts.get(sig)
             if part is None:
-                if len(self._parts) >= 4 * self.max_curves:
+                if len(self._parts) >= 4096:
                     self._parts.pop(next(iter(self._parts)))
-                reduced = self.first_block(groups)
-                part = self._parts[sig] = (reduced, self.signature(reduced) if reduced is not groups else sig)
-            groups, sig = part
+                reduced = self.first_block(groups)  # a whole matrix is not kept here (only a first block)
+                part = self._parts[sig] = ((reduced, self.signature(reduced)) if reduced is not groups
+                                           else (None, sig))
+            if part[0] is not None:
+                groups, sig = part
         key = (collective, sig, stages)
         ev = self._curves.get(key)
         if ev is None and cached_only:
@@ -121,9 +127,11 @@ class CommEngine:
             ev = evaluate(self.fabric, collective, ranks=groups.ravel(), groups=int(groups.shape[0]),
                           group_layout="blocked", rank_order="given", algorithm=self.algorithm, **kw)
             self.engine_calls += 1
-            if len(self._curves) >= self.max_curves:
-                self._curves.pop(next(iter(self._curves)))
+            while self._curves and self._held + groups.size > self._budget:
+                old = self._curves.pop(next(iter(self._curves)))
+                self._held -= old.placement.groups.size
             self._curves[key] = ev
+            self._held += groups.size
         return ev
 
     def time(self, collective: str, groups: np.ndarray, size_bytes: float,
