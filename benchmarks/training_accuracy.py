@@ -258,7 +258,8 @@ def _write_fit(values) -> None:
     for (gen, what), v in values.items():
         name = what if gen == "moe" else f"gemm_efficiency_{what}"
         pat = re.compile(rf"(\[{gen}\][^\[]*?{name} = )[0-9.]+", re.S)
-        text = pat.sub(lambda mo: f"{mo.group(1)}{v:.6g}" if gen == "moe" else f"{mo.group(1)}{v:.3f}", text)
+        text = pat.sub(lambda mo: f"{mo.group(1)}{v:.6f}" if what == "moe_overhead_s" else f"{mo.group(1)}{v:.3f}",
+                       text)
     path.write_text(text)
     print(f"wrote {path}")
 

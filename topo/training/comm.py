@@ -67,12 +67,25 @@ class CommEngine:
         self.engine_calls = 0
         self.mix_cache: dict[tuple, dict] = {}  # the step's traffic mix per members (topo.training.step)
         self._blocks: list[int] | None = None
+        self._recent: dict[int, tuple] = {}
         self._parts: dict[tuple, tuple] = {}  # group matrix -> its first block's groups or None (bounded)
 
     @staticmethod
     def signature(groups: np.ndarray) -> tuple:
+        """``(shape, digest)`` of a group matrix: the cache key of its routing."""
         g = np.ascontiguousarray(groups, dtype=np.int64)
         return g.shape, hashlib.blake2b(g.tobytes(), digest_size=16).hexdigest()
+
+    def _signature(self, groups: np.ndarray) -> tuple:
+        """:meth:`signature`, remembered for the last few matrices (a step asks about each several times)."""
+        hit = self._recent.get(id(groups))
+        if hit is not None and hit[0] is groups:
+            return hit[1]
+        sig = self.signature(groups)
+        if len(self._recent) >= 16:
+            self._recent.pop(next(iter(self._recent)))
+        self._recent[id(groups)] = (groups, sig)  # the reference keeps the id from being reused
+        return sig
 
     def _block_sizes(self) -> list[int]:
         """GPUs in one block of each switch tier above the leaves that has more than one block (smallest first);
@@ -107,7 +120,7 @@ class CommEngine:
                cached_only: bool = False) -> Evaluation | None:
         collective = SAME_CURVE.get(collective, collective)
         stages = groups.shape[1] if collective == "pipeline" else 2
-        sig = self.signature(groups)
+        sig = self._signature(groups)
         if not every_block:
             part = self._parts.get(sig)
             if part is None:

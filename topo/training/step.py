@@ -266,6 +266,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     traffic = step_traffic(model, lay, spec.gpus_per_domain)
     names = {it["groups"] for it in traffic}
     groups = {d: mapping.groups(d) for d in names}
+    spans = {d: mapping.domains_spanned(d) for d in names}
     timed = [(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"])) for it in traffic]
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
@@ -297,7 +298,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             time_s=total, exposed_s=ex, algorithm=one.algorithm, level=one.level, link=one.link,
             utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=mapping.domains_spanned(item["groups"]), slowdown=factor))
+            domains_per_group=spans[item["groups"]], slowdown=factor))
 
     compute = m * t_mb
     per_mb_exposed = (exposed["tp"] + exposed["cp"] + exposed["ep"]) / m
