@@ -19,7 +19,7 @@ from topo.training.search import candidate_layouts, search_layouts
 from topo.training.gpus import gpu_compute
 from topo.training.mapping import map_layout
 from topo.training.operators import stage_compute
-from topo.training.step import dp_exposed_routed, estimate_step
+from topo.training.step import estimate_step, exposed_routed
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,29 @@ def test_dp_exposed_from_routed_collectives_is_the_steps(fabric):
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
     eng = CommEngine(fabric)
-    assert dp_exposed_routed(eng, m, lay, mapping, sc, 8) == 0.0
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == 0.0
     r = estimate_step(fabric, m, lay, engine=eng, contention=False)
     assert r.breakdown_s["dp"] > 0.05
-    assert dp_exposed_routed(eng, m, lay, mapping, sc, 8) == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap):
+    m = load_model("qwen3-30b-a3b")
+    lay = ParallelLayout(ep=32, dp=32, etp=1, global_batch=64, seq_len=4096, overlap_ep=overlap,
+                         ep_dispatch_bytes=1.0)
+    mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
+    eng = CommEngine(fabric)
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["ep"] is None
+    r = estimate_step(fabric, m, lay, engine=eng, contention=False)
+    got = exposed_routed(eng, m, lay, mapping, sc, 8)["ep"]
+    assert got == pytest.approx(r.breakdown_s["ep"], rel=1e-12, abs=1e-15)
+    # with overlap the step's all-to-alls (an FP8 dispatch beside BF16 ones) share one compute window: what is
+    # exposed is their total beyond it, as the refinement counts
+    total = sum(c.time_s for c in r.comm if c.dim == "ep")
+    window = r.breakdown_s["compute"]
+    assert r.breakdown_s["ep"] == pytest.approx(max(0.0, total - window) if overlap else total, rel=1e-12,
+                                                abs=1e-15)
+    if not overlap:
+        assert r.breakdown_s["ep"] == pytest.approx(total, rel=1e-12) and total > 0.01

@@ -22,9 +22,9 @@ How it stays fast and bounded at 100k GPUs:
 3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
-   engine call between them); before its evaluation a layout's bound gains its exposed data-parallel time when
-   its DP groups were routed already for another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out
-   hundreds of layouts this way, with no routing). When the best found beats the lowest bound a pass left out, the search is exact
+   engine call between them); before its evaluation a layout's bound gains its exposed data-parallel and expert
+   all-to-all times when those groups were routed already for another layout (ZeRO-3's per-layer gathers over
+   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest bound a pass left out, the search is exact
    and stops; otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded
    heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
    one memory breakdown per distinct shape);
@@ -49,7 +49,7 @@ from .model import ModelSpec
 from .operators import optimizer_step_s, stage_compute
 from .result import SearchResult
 from .mapping import map_layout
-from .step import dp_exposed_routed, estimate_step, step_traffic
+from .step import estimate_step, exposed_routed, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -120,8 +120,9 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             yield lay, ""
 
 
-def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> float:
-    """A lower bound on the exposed TP and EP communication of a step (see the module doc), seconds."""
+def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> tuple[float, float]:
+    """Lower bounds on the exposed TP and on the exposed EP communication of a step (see the module doc),
+    seconds."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     D = lay.gpus_per_domain_used or spec.gpus_per_domain
@@ -139,7 +140,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: flo
         tp = max(0.0, tp - compute_s)
     if lay.overlap_ep:
         ep = max(0.0, ep - compute_s)
-    return tp + ep
+    return tp, ep
 
 
 def _shape_key(lay: ParallelLayout, *drop: str) -> tuple:
@@ -211,18 +212,23 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         if got is None:
             m, p, v = lay.microbatches, lay.pp, lay.vpp
             sc = stage_compute(model, lay, gpu)
-            floor = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain), m * sc.microbatch_s)
-            got = bound_cache[bk] = ((sc.microbatch_s + floor / m) * (m + (p - 1) / v), sc)
+            tp_f, ep_f = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain),
+                                       m * sc.microbatch_s)
+            got = bound_cache[bk] = ((sc.microbatch_s + (tp_f + ep_f) / m) * (m + (p - 1) / v), sc, tp_f, ep_f)
         return got[0], mem
 
     def refined(lay, bound):
-        """``bound`` plus the layout's exposed DP time from collectives already routed (no new routing)."""
-        sc = bound_cache[hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))][1]
+        """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
+        (no new routing): step >= (t_mb + (tp + ep) / m) (m + (p - 1) / v) + dp."""
+        _, sc, tp_f, ep_f = bound_cache[hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))]
         try:
             mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
         except TopoError:
             return bound
-        return bound + dp_exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
+        got = exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
+        ep = got["ep"] if got["ep"] is not None else ep_f
+        m, p, v = lay.microbatches, lay.pp, lay.vpp
+        return max(bound, (sc.microbatch_s + (tp_f + ep) / m) * (m + (p - 1) / v) + got["dp"])
 
     def run(pending):
         nonlocal evaluated, pruned

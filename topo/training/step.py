@@ -58,7 +58,7 @@ from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 
-__all__ = ["estimate_step", "step_traffic", "ep_copies", "dp_exposed_routed"]
+__all__ = ["estimate_step", "step_traffic", "ep_copies", "exposed_routed"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -275,6 +275,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
+    ep_window = m * t_mb
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -286,8 +287,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         elif dim == "cp":
             window = m * sc.attention_s * 3.5  # the attention's forward and backward (2.5 x forward)
             ex = max(0.0, total - window) if lay.overlap_cp else total
-        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B)
-            ex = max(0.0, total - m * t_mb) if lay.overlap_ep else total
+        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B);
+            # the all-to-alls of a step (FP8 dispatch beside BF16 combine) share that one window
+            ex = max(0.0, total - ep_window) if lay.overlap_ep else total
+            ep_window = max(0.0, ep_window - total)
         elif dim == "pp":
             ex = total
         else:
@@ -350,11 +353,11 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
     return notes
 
 
-def dp_exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc,
-                      gpus_per_domain: int | None = None) -> float:
-    """The exposed data-parallel seconds :func:`estimate_step` gives without the traffic mix, counting only the
-    collectives whose routing ``engine`` holds already (the others count 0): a lower bound that routes nothing,
-    what a search refines its bounds with.
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc,
+                   gpus_per_domain: int | None = None) -> dict:
+    """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
+    from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
+    refines its bounds with.
 
     Parameters
     ----------
@@ -370,19 +373,28 @@ def dp_exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout,
 
     Returns
     -------
-    float
+    dict
+        ``dp``: the exposed seconds of the DP collectives routed already (the others count 0); ``ep``: the
+        exposed seconds of the expert all-to-alls, or None unless every one was routed already.
     """
-    total = 0.0
+    dp = ep = 0.0
+    ep_known = True
     units = max(1, sc.layers)
     for item in step_traffic(model, lay, gpus_per_domain):
-        if item["dim"] != "dp":
+        if item["dim"] not in ("dp", "ep"):
             continue
         G = mapping.groups(item["groups"])
         one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
-        if one is not None:
-            total += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
-                                 units, lay)
-    return total
+        if one is None:
+            ep_known = ep_known and item["dim"] != "ep"
+        elif item["dim"] == "dp":
+            dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
+                              units, lay)
+        else:
+            ep += one.time_s * item["calls"]
+    if ep_known and lay.overlap_ep:
+        ep = max(0.0, ep - lay.microbatches * sc.microbatch_s)
+    return {"dp": dp, "ep": ep if ep_known else None}
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
