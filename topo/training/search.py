@@ -24,10 +24,10 @@ How it stays fast and bounded at 100k GPUs:
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
    engine call between them); before its evaluation a layout's bound gains its exposed data-parallel and expert
    all-to-all times when those groups were routed already for another layout (ZeRO-3's per-layer gathers over
-   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest bound a pass left out, the search is exact
-   and stops; otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded
-   heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
-   one memory breakdown per distinct shape);
+   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest
+   bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
+   the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
+   (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
    ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
    are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped.
