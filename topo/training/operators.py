@@ -14,8 +14,8 @@ its parts: the router GEMM and top-k, the permutation and un-permutation of the 
 expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k / experts`` rows on the
 busiest rank, times ``moe_imbalance``: skinny when experts are many) run as one grouped GEMM at
 ``grouped_gemm`` of a dense GEMM's rate, and a fixed ``moe_overhead_s`` per block and pass (the dropless
-dispatcher's host sync and the launch gaps of its small kernels); both fitted once for every generation. Only the linear
-layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
+dispatcher's host sync and the launch gaps of its small kernels); both fitted once for every generation. Only the
+linear layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
 router, logits and the optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and
 output gradient (backward): 2 bytes read and 1 written per element.
 
