@@ -11,8 +11,9 @@ What is fitted (``topo/data/compute/efficiency.toml``), each by minimising the m
 - one large-GEMM efficiency per (GPU generation, precision) on the DENSE runs of that generation and precision
   (ampere bf16; hopper bf16, fp8; blackwell fp8). Blackwell bf16 has no dense run: it takes Hopper's bf16 value
   times Blackwell's fp8/Hopper's fp8 ratio (stated as an assumption);
-- one MoE factor per generation (``moe_efficiency``: grouped expert GEMMs and token permutation) on the MoE runs
-  of that generation, with the dense values fixed.
+- on the MoE runs (all generations together, the dense values fixed): the grouped-GEMM efficiency of the expert
+  GEMMs (taken at their real per-expert shapes) and the fixed seconds per MoE block and pass (``[moe]`` in
+  efficiency.toml), two values for every generation; the router, the permutation and the all-to-alls are physics.
 
 Everything else is data or an assumption stated in ``efficiency.toml`` (GEMM shape scale, attention and memory
 efficiencies).
@@ -26,11 +27,14 @@ attention, full recomputation, plain data parallelism with an fp32 all-reduce no
 Llama 3: fused attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, the embedding and the
 loss counted as pipeline layers (the paper: "first and last stage one layer fewer"); NeMo / Megatron-Bridge
 recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP = 1), bf16 gradient reduction
-(``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1 with
-the expert all-to-alls overlapped with another micro-batch's compute (``overlap_moe_expert_parallel_comm``), the
+(``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
-NVL72 rack's 72 GPUs (assumption); DeepSeek-V3: DualPipe (EP overlapped), ZeRO-1, recomputed norms, node-limited
-routing, on the bundled DGX H100 SuperPOD with H800 GPUs.
+NVL72 rack's 72 GPUs (assumption). MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``,
+``moe_dispatcher``, ``moe_dispatch_bytes``, from Megatron-Bridge's ``scripts/performance/configs/{qwen,deepseek}/
+*_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
+(``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. DeepSeek-V3: DualPipe
+(EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
+SuperPOD with H800 GPUs.
 
     python benchmarks/training_accuracy.py            # prints the table
     python benchmarks/training_accuracy.py --fit      # also writes the fitted values into efficiency.toml
@@ -54,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8"))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe")
+MOE_KEYS = (("moe", "grouped_gemm_efficiency"), ("moe", "moe_overhead_s"))  # fitted on MoE runs, all generations
 
 
 def _setups():
@@ -90,12 +95,14 @@ def _setups():
                   precision=row["precision"], flash_attention=True, recompute="none",
                   dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
                   overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
-        if model.moe is not None:
-            kw.update(etp=1, overlap_ep=True)
+        if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
+            kw.update(etp=1, overlap_ep=row.get("moe_a2a_overlap") == "1",
+                      ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
+                      ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2))
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
         if row["run_id"].startswith("deepseekv3_h800"):
-            kw.update(overlap_ep=True, grad_reduce_bytes=4.0, recompute_modules=("layernorm",), overlap_tp=False)
+            kw.update(grad_reduce_bytes=4.0, recompute_modules=("layernorm",), overlap_tp=False)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"]))
     for s in out:
@@ -131,11 +138,14 @@ def main() -> None:
         over = {}
         for key, e in values.items():
             gen, what = key
-            over.setdefault(gen, {})["moe_efficiency" if what == "moe" else f"gemm_efficiency_{what}"] = e
+            if gen == "moe":
+                over.setdefault("moe", {})[what] = e
+            else:
+                over.setdefault(gen, {})[f"gemm_efficiency_{what}"] = e
         return estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], check=False,
                         contention=s["contention"], kernel_overrides=over)
 
-    def fit(rows, key, values, lo=0.2, hi=1.0):
+    def fit(rows, key, values, lo=0.2, hi=1.0, digits=3):
         """Golden-section search of one value on ``rows`` (mean |log error|), the others fixed."""
         if not rows:
             return None
@@ -156,14 +166,24 @@ def main() -> None:
                 lo, a, fa = a, b, fb
                 b = lo + g * (hi - lo)
                 fb = loss(b)
-        return round((lo + hi) / 2, 3)
+        return round((lo + hi) / 2, digits)
 
     for s in setups:
-        s["fitkey"] = (s["gen"], "moe") if s["group"] == "moe" else s["key"]
+        s["fitkey"] = MOE_KEYS if s["group"] == "moe" else s["key"]
     dense_keys = sorted({s["key"] for s in setups} | {("blackwell", "bf16")})
     values = {k: 0.7 for k in dense_keys}
-    values.update({(g, "moe"): 1.0 for g in {s["gen"] for s in setups}})
+    values.update({MOE_KEYS[0]: 1.0, MOE_KEYS[1]: 0.0})
     assumed = []
+
+    def fit_moe(rows, values):
+        """The two MoE values (one for every generation) on ``rows``: coordinate descent, two rounds."""
+        v = dict(values)
+        if not rows:
+            return None
+        for _ in range(2):
+            v[MOE_KEYS[0]] = fit(rows, MOE_KEYS[0], v, lo=0.2, hi=1.0)
+            v[MOE_KEYS[1]] = fit(rows, MOE_KEYS[1], v, lo=0.0, hi=0.01, digits=6)
+        return v
 
     def fit_all(rows_of, values):
         v = dict(values)
@@ -174,10 +194,7 @@ def main() -> None:
         if ("hopper", "bf16") in v and ("blackwell", "fp8") in v and ("hopper", "fp8") in v \
                 and not rows_of(("blackwell", "bf16")):
             v[("blackwell", "bf16")] = round(v[("hopper", "bf16")] * v[("blackwell", "fp8")] / v[("hopper", "fp8")], 3)
-        for k in [k for k in v if k[1] == "moe"]:
-            got = fit(rows_of(k), k, v, lo=0.05, hi=1.0)
-            v[k] = got if got is not None else v[k]
-        return v
+        return fit_moe(rows_of(MOE_KEYS), v) or v
 
     values = fit_all(lambda k: [s for s in setups if s["fitkey"] == k], values)
     assumed.append(f"blackwell bf16 {values[('blackwell', 'bf16')]:.3f} (no dense BF16 Blackwell run): hopper bf16 x "
@@ -185,8 +202,11 @@ def main() -> None:
     for s in setups:
         s["pred"] = predict(s, values)
         others = [o for o in setups if o["fitkey"] == s["fitkey"] and o is not s]
-        lo, hi = (0.05, 1.0) if s["fitkey"][1] == "moe" else (0.2, 1.0)
-        e_loo = fit(others, s["fitkey"], values, lo, hi)
+        if s["fitkey"] == MOE_KEYS:
+            v_loo = fit_moe(others, values)
+            s["loo"] = predict(s, v_loo).step_time_s if v_loo is not None else None
+            continue
+        e_loo = fit(others, s["fitkey"], values)
         s["loo"] = predict(s, {**values, s["fitkey"]: e_loo}).step_time_s if e_loo is not None else None
 
     lines = ["| run | group | GPU | layout | measured step (s) | in-sample | error | leave-one-out | error | fits |",
@@ -213,12 +233,14 @@ def main() -> None:
             summary.append(f"| {g} | {len(i)} | {statistics.median(i):.1%} | "
                            + (f"{statistics.median(o):.1%} ({len(o)})" if o else "-") + " |")
     has_rows = {s["fitkey"] for s in setups}
-    fitted = ", ".join(f"{gen} {what} {v:.3f}" for (gen, what), v in sorted(values.items()) if (gen, what) in has_rows)
+    has_rows = {k for k in has_rows if k != MOE_KEYS} | (set(MOE_KEYS) if MOE_KEYS in has_rows else set())
+    fitted = ", ".join(f"{gen} {what} {v:.3g}" for (gen, what), v in sorted(values.items()) if (gen, what) in has_rows)
     assumed += [f"{gen} {what} {v:.3f} (no run to fit)" for (gen, what), v in sorted(values.items())
                 if (gen, what) not in has_rows and (gen, what) != ("blackwell", "bf16")]
     body = ("Step time of each published run (both CSV files in `data/reference/`), predicted by `topo train`'s "
             "operator roofline and traffic mix on the source's network. Fitted (mean |log error|; GEMM efficiency "
-            f"per generation and precision on dense runs, an MoE factor per generation on MoE runs): {fitted}. "
+            "per generation and precision on dense runs; on MoE runs, with those fixed, the grouped-GEMM efficiency "
+            f"and the fixed seconds per MoE block and pass, one value each for every generation): {fitted}. "
             f"Assumed: {'; '.join(assumed)}. Leave-one-run-out refits the row's own value without it. "
             "Settings per source are in the script's docstring.\n\n"
             + "\n".join(summary) + "\n\n" + "\n".join(lines)
@@ -234,9 +256,10 @@ def _write_fit(values) -> None:
     path = ROOT / "topo" / "data" / "compute" / "efficiency.toml"
     text = path.read_text()
     for (gen, what), v in values.items():
-        name = "moe_efficiency" if what == "moe" else f"gemm_efficiency_{what}"
+        name = what if gen == "moe" else f"gemm_efficiency_{what}"
         pat = re.compile(rf"(\[{gen}\][^\[]*?{name} = )[0-9.]+", re.S)
-        text = pat.sub(lambda mo: f"{mo.group(1)}{v:.3f}", text)
+        text = pat.sub(lambda mo: f"{mo.group(1)}{v:.6f}" if what == "moe_overhead_s" else f"{mo.group(1)}{v:.3f}",
+                       text)
     path.write_text(text)
     print(f"wrote {path}")
 

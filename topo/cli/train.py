@@ -149,6 +149,8 @@ def run(args) -> int:
         res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
                              efficiency=args.efficiency, top=args.top, progress=progress,
                              contention=not args.no_contention, **opts, **fixed)
+        if progress is not None:
+            sys.stderr.write("\n")
         if args.json:
             emit_json(res.to_dict(top=args.top))
         else:
@@ -169,9 +171,11 @@ def run(args) -> int:
 
 def _progress():
     """A one-line progress report on the terminal (stderr), rewritten in place."""
-    def show(done: int, total: int, what: str) -> None:
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{what}: {done:,} of {total:,}{end}")
+    def show(done: int, total: int | None, what: str) -> None:
+        if total is None:  # a count without a known end (the search's passes)
+            sys.stderr.write(f"\r{done:,} {what}\033[K")
+        else:
+            sys.stderr.write(f"\r{what}: {done:,} of {total:,}\033[K" + ("\n" if done >= total else ""))
         sys.stderr.flush()
     return show
 

@@ -34,8 +34,13 @@ class KernelEfficiency:
         Fused attention (forward and backward together) relative to the BF16 peak.
     memory : float
         Elementwise kernels' fraction of HBM bandwidth.
-    moe : float
-        Mixture-of-experts blocks (grouped expert GEMMs, token permutation) relative to dense GEMMs.
+    grouped_gemm : float
+        An MoE block's grouped expert GEMMs relative to a dense GEMM of the same shape (one kernel over many
+        skinny per-expert GEMMs: uneven tiles, per-group scheduling); fitted across generations.
+    moe_overhead_s : float
+        Fixed seconds per MoE block and pass (forward, backward): the dropless dispatcher's host-device sync
+        (tokens per expert) and the launch gaps of the router, permutation and dispatch kernels; fitted
+        across generations.
     shape_dim : float
         GEMM shape scale ``d``: a GEMM of ``M x N x K`` runs at ``1 / (1 + d/M + d/N + d/K)`` of the large-GEMM
         rate.
@@ -47,7 +52,8 @@ class KernelEfficiency:
     memory: float
     shape_dim: float
     source: str
-    moe: float = 1.0
+    grouped_gemm: float = 1.0
+    moe_overhead_s: float = 0.0
 
     def scaled(self, gemm_efficiency: float) -> "KernelEfficiency":
         """The same with the large-GEMM efficiency (both precisions) set to ``gemm_efficiency`` times the data's
@@ -112,15 +118,17 @@ def kernel_efficiency(generation: str, overrides: dict | None = None) -> KernelE
     _, eff = _tables()
     if generation not in eff:
         raise TopoError(f"no kernel efficiencies for GPU generation {generation!r}; known: "
-                        f"{', '.join(k for k in eff if k not in ('shape', 'memory'))}", key="gpu")
+                        f"{', '.join(k for k in eff if k not in ('shape', 'memory', 'moe'))}", key="gpu")
     g = {**eff[generation], **(overrides or {}).get(generation, {})}
     shape = {**eff["shape"], **(overrides or {}).get("shape", {})}
     mem = {**eff["memory"], **(overrides or {}).get("memory", {})}
+    moe = {**eff.get("moe", {}), **(overrides or {}).get("moe", {})}
     return KernelEfficiency(gemm_bf16=float(g["gemm_efficiency_bf16"]),
                             gemm_fp8=float(g.get("gemm_efficiency_fp8", g["gemm_efficiency_bf16"])),
                             attention=float(g["attention_efficiency"]), memory=float(mem["memory_efficiency"]),
                             shape_dim=float(shape["gemm_shape_dim"]), source=f"{g['status']}: {g['source']}",
-                            moe=float(g.get("moe_efficiency", 1.0)))
+                            grouped_gemm=float(moe.get("grouped_gemm_efficiency", 1.0)),
+                            moe_overhead_s=float(moe.get("moe_overhead_s", 0.0)))
 
 
 def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | None = None) -> GpuCompute:

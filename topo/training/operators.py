@@ -9,10 +9,13 @@ casts). An operator's time is its roofline::
     attention:  FLOPs / (peak_bf16 x e_attention)              (fused kernels; causal: half the square)
     memory:     bytes / (HBM x e_mem)
 
-with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEfficiency`); an MoE block's
-grouped expert GEMMs and token permutation run at ``moe`` of those rates (grouped-GEMM kernels, the router's
-bookkeeping and dispatcher overheads; fitted per generation on MoE runs). Only the linear
-layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
+with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEfficiency`). An MoE block is
+its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens (memory-bound), the
+expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k / experts`` rows on the
+busiest rank, times ``moe_imbalance``: skinny when experts are many) run as one grouped GEMM at
+``grouped_gemm`` of a dense GEMM's rate, and a fixed ``moe_overhead_s`` per block and pass (the dropless
+dispatcher's host sync and the launch gaps of its small kernels); both fitted once for every generation. Only the
+linear layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
 router, logits and the optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and
 output gradient (backward): 2 bytes read and 1 written per element.
 
@@ -23,7 +26,8 @@ FlashAttention-2, arXiv 2307.08691, sec. 3.2); memory-bound kernels move twice t
 Tensor parallelism splits GEMMs by columns or rows (``N`` or ``K`` over ``tp``); with sequence parallelism norms,
 residuals and dropouts work on ``1/tp`` of the tokens. Context parallelism gives each rank ``s/cp`` queries
 against the whole sequence's keys. An MoE block's experts are split over ``ep`` (and ``etp`` within an expert);
-each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (tokens balanced over experts).
+each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (times the layout's
+``moe_imbalance`` on the busiest rank).
 
 The optimizer step (fused Adam, Megatron's distributed optimizer) reads and writes ``OPTIMIZER_STEP_BYTES`` per
 local parameter: fp32 gradient, main weight and two moments read (16), main weight and moments written (12), the
@@ -51,8 +55,9 @@ ACT = 2  # bytes per activation element (bf16)
 class Op:
     """One operator of one block, one micro-batch, one GPU, forward pass.
 
-    ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel) or
-    ``memory`` (bandwidth-bound). ``linear``: a linear layer's GEMM, run in FP8 when the layout asks."""
+    ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel),
+    ``memory`` (bandwidth-bound) or ``fixed`` (the MoE block's fixed cost per pass). ``linear``: a linear layer's
+    GEMM, run in FP8 when the layout asks; ``grouped``: an expert GEMM of a grouped-GEMM kernel."""
 
     name: str
     module: str
@@ -64,11 +69,13 @@ class Op:
     k: float = 0.0
     groups: float = 1.0
     linear: bool = False
+    grouped: bool = False
 
 
-def _gemm(name, module, m, n, k, groups=1.0, linear=True) -> Op:
+def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False) -> Op:
     flops = 2.0 * m * n * k * groups
-    return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear)
+    return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
+              grouped)
 
 
 def _mem(name, module, nbytes) -> Op:
@@ -119,8 +126,9 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     up = 2 * f if model.mlp == "swiglu" else f
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
-    ops += [_gemm("fc1", module, T, up, h, groups), _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups)]
+    grouped = module == "moe"
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped), _mem("activation", module + "_act", act_bytes),
+            _gemm("fc2", module, T, h, f, groups, grouped=grouped)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -131,11 +139,16 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     m, h = model.moe, model.hidden
     etp, ep = lay.expert_tp, lay.ep
     t_in = T / lay.tp  # tokens entering the MoE block on this GPU (after the sequence-parallel scatter)
-    rows = ep * etp * t_in * m.active_experts / m.experts  # per local expert, balanced
+    rows = ep * etp * t_in * m.active_experts / m.experts * lay.moe_imbalance  # per local expert, busiest rank
     local = m.experts / ep
+    routed = ACT * t_in * m.active_experts * etp * h  # the routed copies of this rank's tokens
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
-           _mem("permute", "moe", 2 * 2 * ACT * t_in * m.active_experts * etp * h)]
+           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts),  # fp32 logits: softmax / top-k read and write
+           # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
+           # received by the all-to-all are sorted by local expert and back (read + write each way)
+           _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * lay.moe_imbalance if ep > 1 else 0)),
+           Op("moe_fixed", "moe", "fixed", 0.0, 0.0)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
@@ -187,8 +200,9 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``."""
     k = gpu.kernels
-    moe = k.moe if op.module in ("moe", "moe_act") else 1.0
-    mem_rate = gpu.hbm_Bps * k.memory * moe
+    mem_rate = gpu.hbm_Bps * k.memory
+    if op.kind == "fixed":
+        return k.moe_overhead_s
     if op.kind == "memory":
         return (2.0 if backward else 1.0) * op.bytes / mem_rate + (op.flops / (gpu.peak_bf16_flops * 0.5)
                                                                     if op.flops else 0.0)
@@ -196,7 +210,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
         return (2.5 if backward else 1.0) * op.flops / (gpu.peak_bf16_flops * k.attention)
     fp8 = op.linear and precision == "fp8"
     peak = gpu.peak_flops("fp8") if fp8 else gpu.peak_bf16_flops
-    eff = (k.gemm_fp8 if fp8 else k.gemm_bf16) * moe
+    eff = (k.gemm_fp8 if fp8 else k.gemm_bf16) * (k.grouped_gemm if op.grouped else 1.0)
     d = k.shape_dim
     shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
     t = 0.0

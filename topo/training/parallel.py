@@ -104,7 +104,18 @@ class ParallelLayout(BaseModel):
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
     overlap_ep: bool = False
-    """Expert all-to-alls hidden behind expert compute (DeepSeek's DualPipe), as far as they fit."""
+    """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
+    ``overlap_moe_expert_parallel_comm``), as far as they fit."""
+    ep_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    """How tokens reach their experts: ``alltoall`` (Megatron-Core's: one copy per (token, expert) pair) or
+    ``deepep`` (DeepEP / HybridEP, Megatron-Core's flex dispatcher: a token crosses the scale-out network once per
+    destination node and is forwarded over NVLink, inside a domain once per destination GPU)."""
+    ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
+    """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
+    backward all-to-alls stay BF16 (2)."""
+    moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
+    """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
+    capacity factor c that drops tokens caps it at c)."""
 
     @property
     def gpus(self) -> int:

@@ -5,7 +5,9 @@ sequence splits), pp (divisors of the rest, up to the layers), dp (what remains)
 the experts and the stage's ``tp x cp x dp / etp`` ranks: expert parallelism may span tensor and data ranks),
 etp (``etps``; default: tp), vpp (1, 2, 4 when pp > 1), micro-batch (1, 2, 4), recomputation (none, selective,
 full), the sharding modes and the rank orders given (``tp-cp-ep-pp-dp`` as well as Megatron's ``tp-cp-ep-dp-pp``
-shows what keeping data parallelism inside a pod buys).
+shows what keeping data parallelism inside a pod buys); rank orders that place every GPU alike for a layout (they
+differ only in dimensions of size 1, or in ``ep``, which folds over the stage's ranks) count once, as the first
+given.
 
 How it stays fast and bounded at 100k GPUs:
 
@@ -20,12 +22,15 @@ How it stays fast and bounded at 100k GPUs:
 3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
-   engine call between them). When the best found beats the lowest bound a pass left out, the search is exact
-   and stops; otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded
-   heap are held, so memory does not grow with the number of layouts (the per-shape caches hold one number or
-   one memory breakdown per distinct shape);
+   engine call between them); before its evaluation a layout's bound gains its exposed data-parallel and expert
+   all-to-all times when those groups were routed already for another layout (ZeRO-3's per-layer gathers over
+   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest
+   bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
+   the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
+   (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
-   ranked by that.
+   ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
+   are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from .memory import memory_per_gpu
 from .model import ModelSpec
 from .operators import optimizer_step_s, stage_compute
 from .result import SearchResult
-from .step import estimate_step, step_traffic
+from .mapping import map_layout
+from .step import estimate_step, exposed_routed, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -91,9 +97,18 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                         if pp * vpp > units:
                             yield None, "pp"
                             continue
+                        sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+                        seen: set = set()
                         for rc, zs, ro in itertools.product(recompute, dp_sharding, rank_orders):
                             if rc == "selective" and fixed.get("flash_attention", True):
                                 continue  # fused attention already drops what selective recomputation drops
+                            # orders that differ only where a dimension has one rank (or in ep, which has no
+                            # axis of its own) put every GPU in the same groups: the first one given stands
+                            same = (rc, zs, tuple(d.strip() for d in ro.replace(",", "-").split("-")
+                                                  if sizes.get(d.strip(), 1) > 1))
+                            if same in seen:
+                                continue
+                            seen.add(same)
                             try:
                                 lay = ParallelLayout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                              global_batch=global_batch, seq_len=seq_len, recompute=rc,
@@ -105,8 +120,9 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             yield lay, ""
 
 
-def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> float:
-    """A lower bound on the exposed TP and EP communication of a step (see the module doc), seconds."""
+def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> tuple[float, float]:
+    """Lower bounds on the exposed TP and on the exposed EP communication of a step (see the module doc),
+    seconds."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     D = lay.gpus_per_domain_used or spec.gpus_per_domain
@@ -124,7 +140,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: flo
         tp = max(0.0, tp - compute_s)
     if lay.overlap_ep:
         ep = max(0.0, ep - compute_s)
-    return tp + ep
+    return tp, ep
 
 
 def _shape_key(lay: ParallelLayout, *drop: str) -> tuple:
@@ -153,7 +169,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     contention : bool
         Re-evaluate the best ``keep`` with the step's collectives as one traffic mix.
     batch, keep : int
-        Layouts evaluated per batch; results kept (default ``max(2 x top, 10)``).
+        Layouts evaluated per batch; results kept for the re-ranking with the traffic mix (default
+        ``max(top + 2, 5)``: the bound prunes against the ``keep``-th best, so a smaller pool prunes more; at 100k
+        GPUs, top 3, keeping 5 instead of 10 evaluates 168 layouts instead of 275, with the same top 3).
     **options
         Enumeration choices and fixed layout fields (see :func:`candidate_layouts`).
 
@@ -167,7 +185,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     if gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus} GPUs asked, but the fabric has {fabric.layout.num_gpus}", key="gpus")
     top = top or 10
-    keep = keep or max(2 * top, 10)
+    keep = keep or max(top + 2, 5)
     gpu = gpu_compute(spec.gpu, efficiency)
     cap = gpu.memory_bytes
     engine = engine or CommEngine(fabric)
@@ -196,15 +214,31 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         if got is None:
             m, p, v = lay.microbatches, lay.pp, lay.vpp
             sc = stage_compute(model, lay, gpu)
-            floor = _comm_floor_s(spec, lay, step_traffic(model, lay), m * sc.microbatch_s)
-            got = bound_cache[bk] = (sc.microbatch_s + floor / m) * (m + (p - 1) / v)
-        return got, mem
+            tp_f, ep_f = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain),
+                                       m * sc.microbatch_s)
+            got = bound_cache[bk] = ((sc.microbatch_s + (tp_f + ep_f) / m) * (m + (p - 1) / v), sc, tp_f, ep_f)
+        return got[0], mem
+
+    def refined(lay, bound):
+        """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
+        (no new routing): step >= (t_mb + (tp + ep) / m) (m + (p - 1) / v) + dp."""
+        _, sc, tp_f, ep_f = bound_cache[hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))]
+        try:
+            mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+        except TopoError:
+            return bound
+        got = exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
+        ep = got["ep"] if got["ep"] is not None else ep_f
+        m, p, v = lay.microbatches, lay.pp, lay.vpp
+        return max(bound, (sc.microbatch_s + (tp_f + ep) / m) * (m + (p - 1) / v) + got["dp"])
 
     def run(pending):
         nonlocal evaluated, pruned
         for bound, _, lay in sorted(pending):
             if bound >= threshold() or (max_layouts is not None and evaluated >= max_layouts):
                 continue
+            if threshold() < float("inf") and refined(lay, bound) >= threshold():
+                continue  # its data-parallel traffic, routed for another layout, already rules it out
             r = estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
                          check=False, contention=False)
             evaluated += 1
@@ -230,6 +264,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                                            **options):
             if first:
                 considered += 1
+                if progress is not None and considered % 8192 == 0:
+                    progress(considered, None, "layouts considered")
             if lay is None:
                 invalid += first
                 continue
@@ -267,11 +303,19 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
                         f"{cap / 1e9:.0f} GB of a {spec.gpu}", key="model")
-    results = [r for _, _, r in best]
-    if contention:
-        results = [estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
-                            efficiency=efficiency, check=False, contention=True) for r in results]
-    results.sort(key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))  # ties: less memory first
+    def rank(r):
+        return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
+
+    results = sorted((r for _, _, r in best), key=rank)
+    if contention:  # a mix only slows (every slowdown >= 1): stop when the next one alone cannot enter the top
+        mixed: list = []
+        for r in results:
+            if len(mixed) >= top and round(r.step_time_s, 9) > rank(sorted(mixed, key=rank)[top - 1])[0]:
+                break
+            mixed.append(estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
+                                       efficiency=efficiency, check=False, contention=True))
+        results = mixed
+    results.sort(key=rank)
     return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
                         ranked=results[:top], considered=considered, rejected_memory=too_big,
                         rejected_invalid=invalid, engine_calls=engine.engine_calls,

@@ -33,9 +33,11 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
 dimension's times are multiplied by its slowdown in that mix, so dimensions that share links slow each other
-(and dimensions on disjoint links, such as TP on NVLink beside DP on the network, do not). The mix assumes the
-streams overlap in time, which they do during the steady 1F1B phase; the DP tail after the last backward
-overlaps less, so its slowdown is an upper bound.
+(and dimensions on disjoint links, such as TP on NVLink beside DP on the network, do not). What runs at once
+follows the schedule: the steady 1F1B phase carries every micro-batch's TP, CP, EP and PP traffic (and FSDP's
+per-layer gathers), so those are slowed by each other only; the once-per-step DP reduction and gather run at
+the step's ends beside everything, so their slowdown comes from the mix of all (an upper bound: the tail
+overlaps less).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 
-__all__ = ["estimate_step", "step_traffic"]
+__all__ = ["estimate_step", "step_traffic", "ep_copies", "exposed_routed"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -75,8 +77,32 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
     return counts
 
 
-def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
-    """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls, phase."""
+def ep_copies(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | None = None) -> float:
+    """Copies of each token the expert all-to-all carries (the dispatch's size is tokens x copies x hidden).
+
+    ``alltoall`` (Megatron-Core): one per routed expert, ``top-k``; at most ``max_nodes_per_token`` with
+    node-limited routing (DeepSeek-V3 sec. 2.1.2: a token is sent once to each of at most M nodes and forwarded
+    over NVLink). ``deepep``: one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
+    of ``gpus_per_domain`` (else per distinct GPU of the ``N = ep`` in the group); with the ``k`` experts of a
+    token spread uniformly over them, the expected number of distinct destinations is ``N (1 - (1 - 1/N)^k)``
+    (capped by node-limited routing)."""
+    mo = model.moe
+    k = float(mo.active_experts)
+    limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
+    if lay.ep_dispatcher != "deepep":
+        return min(k, limit)
+    D = lay.gpus_per_domain_used or gpus_per_domain or lay.ep * lay.expert_tp
+    nodes = math.ceil(lay.ep * lay.expert_tp / D)
+    n = nodes if nodes > 1 else lay.ep
+    distinct = n * (1.0 - (1.0 - 1.0 / n) ** k)
+    return min(distinct, limit) if nodes > 1 else distinct
+
+
+def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | None = None) -> list[dict]:
+    """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls, phase.
+
+    ``gpus_per_domain`` (the fabric's NVLink domain) sets how many nodes an expert group spans for the
+    ``deepep`` dispatcher (:func:`ep_copies`)."""
     seq = lay.seq_len or model.seq_len
     s_cp = seq / lay.cp
     b, h, tp, m, p, v = lay.micro_batch, model.hidden, lay.tp, lay.microbatches, lay.pp, lay.vpp
@@ -137,29 +163,46 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
     if lay.ep > 1 and model.moe is not None and c["E"]:
-        mo = model.moe
         tokens = b * s_cp / tp * lay.expert_tp
-        copies = mo.active_experts
-        if mo.max_nodes_per_token:
-            copies = min(copies, mo.max_nodes_per_token)  # sent once per node, forwarded over NVLink
-        size = tokens * copies * h * ACT_BYTES
+        # the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
+        elems = tokens * ep_copies(model, lay, gpus_per_domain) * h * lay.moe_imbalance
         rec_moe = min(c["E"], rec_layers) if full else 0
-        add("ep", "alltoall", "ep", size, m * (c["E"] * 4 + 2 * rec_moe), phase="microbatch")
+        calls = m * (c["E"] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
+        if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
+            add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c["E"] + rec_moe), phase="microbatch")
+            calls -= m * (c["E"] + rec_moe)
+        add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
     return out
+
+
+TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
 
 
 def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: dict,
                    engine: CommEngine | None = None) -> dict:
     """Each dimension's slowdown when its largest collective runs with the other dimensions' (one mix).
 
-    Cached on ``engine`` per (members' collectives, group matrices, sizes to two significant digits): layouts of
-    a search that differ only in what the mix cannot see share one run."""
+    Two mixes: the steady state of the pipeline (every micro-batch's TP, CP, EP and PP traffic, FSDP's per-layer
+    gathers and reductions) sets the slowdown of those; the once-per-step data-parallel reduction and gather
+    (``TAIL_PHASES``) run during the last backward and the first forward, beside everything, so theirs comes
+    from the mix of all. Cached on ``engine`` per (members' collectives, group matrices, sizes to two
+    significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
         key = item["dim"] if item["groups"] != "edp" else "dp_experts"
         if one.time_s > 0 and (key not in lead or one.time_s * item["calls"] > lead[key][1].time_s
                                * lead[key][0]["calls"]):
             lead[key] = (item, one)
+    steady = {k: v for k, v in lead.items() if v[0]["phase"] not in TAIL_PHASES}
+    out = {}
+    if len(steady) < len(lead):
+        out.update({k: v for k, v in _run_mix(fabric, lead, groups, engine).items() if k not in steady})
+    out.update(_run_mix(fabric, steady, groups, engine))
+    return out
+
+
+def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None) -> dict:
+    """Slowdown of each member of ``lead`` (name -> (item, time)) run as one traffic mix (cached)."""
     if len(lead) < 2:
         return {}
     key = tuple(sorted((k, it["collective"], CommEngine.signature(groups[it["groups"]]),
@@ -168,10 +211,10 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     if cache is not None and key in cache:
         return dict(cache[key])
     members = []
-    for key, (item, _) in lead.items():
+    for name, (item, _) in lead.items():
         G = groups[item["groups"]]
         kw = {"stages": int(G.shape[1])} if item["collective"] == "pipeline" else {}
-        members.append(Member(name=key, collective=item["collective"], size=max(1, int(item["size_bytes"])),
+        members.append(Member(name=name, collective=item["collective"], size=max(1, int(item["size_bytes"])),
                               options=EstimateOptions(ranks=G.ravel(), groups=int(G.shape[0]),
                                                       group_layout="blocked", rank_order="given", **kw)))
     res = run_mix(fabric, members, name="training step")
@@ -220,9 +263,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     t_mb = sc.microbatch_s
     m, p, v = lay.microbatches, lay.pp, lay.vpp
 
-    traffic = step_traffic(model, lay)
+    traffic = step_traffic(model, lay, spec.gpus_per_domain)
     names = {it["groups"] for it in traffic}
     groups = {d: mapping.groups(d) for d in names}
+    spans = {d: mapping.domains_spanned(d) for d in names}
     timed = [(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"])) for it in traffic]
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
@@ -231,6 +275,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
+    ep_window = m * t_mb
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -242,8 +287,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         elif dim == "cp":
             window = m * sc.attention_s * 3.5  # the attention's forward and backward (2.5 x forward)
             ex = max(0.0, total - window) if lay.overlap_cp else total
-        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B)
-            ex = max(0.0, total - m * t_mb) if lay.overlap_ep else total
+        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B);
+            # the all-to-alls of a step (FP8 dispatch beside BF16 combine) share that one window
+            ex = max(0.0, total - ep_window) if lay.overlap_ep else total
+            ep_window = max(0.0, ep_window - total)
         elif dim == "pp":
             ex = total
         else:
@@ -254,7 +301,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             time_s=total, exposed_s=ex, algorithm=one.algorithm, level=one.level, link=one.link,
             utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=mapping.domains_spanned(item["groups"]), slowdown=factor))
+            domains_per_group=spans[item["groups"]], slowdown=factor))
 
     compute = m * t_mb
     per_mb_exposed = (exposed["tp"] + exposed["cp"] + exposed["ep"]) / m
@@ -304,6 +351,50 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
                          f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
                          f"it inside")
     return notes
+
+
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc,
+                   gpus_per_domain: int | None = None) -> dict:
+    """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
+    from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
+    refines its bounds with.
+
+    Parameters
+    ----------
+    engine : CommEngine
+    model, lay
+        The model and its layout.
+    mapping : Mapping
+        ``lay`` on the fabric (:func:`topo.training.mapping.map_layout`).
+    sc : StageCompute
+        The layout's compute (:func:`topo.training.operators.stage_compute`).
+    gpus_per_domain : int, optional
+        The fabric's NVLink domain.
+
+    Returns
+    -------
+    dict
+        ``dp``: the exposed seconds of the DP collectives routed already (the others count 0); ``ep``: the
+        exposed seconds of the expert all-to-alls, or None unless every one was routed already.
+    """
+    dp = ep = 0.0
+    ep_known = True
+    units = max(1, sc.layers)
+    for item in step_traffic(model, lay, gpus_per_domain):
+        if item["dim"] not in ("dp", "ep"):
+            continue
+        G = mapping.groups(item["groups"])
+        one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
+        if one is None:
+            ep_known = ep_known and item["dim"] != "ep"
+        elif item["dim"] == "dp":
+            dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
+                              units, lay)
+        else:
+            ep += one.time_s * item["calls"]
+    if ep_known and lay.overlap_ep:
+        ep = max(0.0, ep - lay.microbatches * sc.microbatch_s)
+    return {"dp": dp, "ep": ep if ep_known else None}
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,

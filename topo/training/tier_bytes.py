@@ -25,7 +25,7 @@ def tier_bytes(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, engine: Co
     engine = engine or CommEngine(fabric)
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     rows = []
-    for item in step_traffic(model, lay):
+    for item in step_traffic(model, lay, fabric.spec.gpus_per_domain):
         G = mapping.groups(item["groups"])
         frame = engine.link_loads(item["collective"], G, item["size_bytes"])
         frame = frame[frame["bytes"] > 0]

@@ -1,0 +1,103 @@
+"""An MoE block from its parts (issue 20): expert GEMMs at their real shapes in a grouped kernel, the router and the
+permutation, a fixed cost per block and pass, the dispatch/combine all-to-alls (FP8 dispatch, DeepEP-style
+de-duplication, node-limited routing), load imbalance, and the step's traffic mix by phase."""
+
+import math
+
+import pytest
+
+import topo
+from topo.training.gpus import gpu_compute
+from topo.training.model import load_model
+from topo.training.operators import block_ops, block_time, op_time_s
+from topo.training.parallel import make_layout
+from topo.training.step import ep_copies, estimate_step, step_traffic
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    # Qwen3-30B-A3B (arXiv 2505.09388, config.json): hidden 2,048, 128 experts of 768, 8 active per token
+    return load_model("qwen3-30b-a3b")
+
+
+def test_expert_gemm_rows_are_tokens_times_topk_over_experts(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
+    ops = {op.name: op for op in block_ops(qwen, lay, "E")}
+    # each GPU holds 128 / 8 = 16 experts; each receives 8 ranks x 8,192 tokens x 8 / 128 rows
+    rows = 8 * 8192 * 8 / 128
+    assert ops["fc1"].m == rows and ops["fc1"].groups == 16 and ops["fc1"].n == 2 * 768 and ops["fc1"].k == 2048
+    assert ops["fc1"].grouped and ops["fc2"].grouped and not ops["router"].grouped
+    skew = {op.name: op for op in block_ops(qwen, lay.model_copy(update={"moe_imbalance": 1.5}), "E")}
+    assert skew["fc1"].m == pytest.approx(1.5 * rows)
+
+
+def test_grouped_gemm_efficiency_scales_only_the_expert_gemms(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
+    full = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 1.0, "moe_overhead_s": 0.0}})
+    half = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 0.5, "moe_overhead_s": 0.0}})
+    ops = {op.name: op for op in block_ops(qwen, lay, "E")}
+    # fc1 is compute-bound (8,192 x 1,536 x 2,048 per expert): half the efficiency, twice the time
+    assert op_time_s(ops["fc1"], half, "bf16") == pytest.approx(2 * op_time_s(ops["fc1"], full, "bf16"))
+    assert op_time_s(ops["router"], half, "bf16") == op_time_s(ops["router"], full, "bf16")
+    assert op_time_s(ops["permute"], half, "bf16") == op_time_s(ops["permute"], full, "bf16")
+
+
+def test_fixed_cost_per_moe_block_and_pass(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    base = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 0.0}}), "E")
+    more = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 1e-3}}), "E")
+    assert more.forward_s - base.forward_s == pytest.approx(1e-3)
+    assert more.backward_s - base.backward_s == pytest.approx(1e-3)
+    dense = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 1e-3}}), "*")
+    assert dense.forward_s == block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 0.0}}),
+                                         "*").forward_s
+
+
+def test_permutation_bytes(qwen):
+    # permute: read the 8,192 tokens, write their 8 routed copies; un-permute the reverse; with ep > 1 the received
+    # rows are sorted by local expert and back: 2 (T h + 8 T h) + 4 (8 T h) elements of 2 bytes
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
+    op = {o.name: o for o in block_ops(qwen, lay, "E")}["permute"]
+    T, h = 8192, 2048
+    assert op.bytes == pytest.approx(2 * (2 * T * h + 2 * 8 * T * h) + 4 * 2 * 8 * T * h)
+
+
+def test_ep_copies_closed_forms():
+    ds = load_model("deepseek-v3-671b")  # 8 routed experts, node-limited to 4 nodes (arXiv 2412.19437 sec. 2.1.2)
+    qwen = load_model("qwen3-30b-a3b")
+    a2a = make_layout(ep=32, dp=32, global_batch=32, etp=1)
+    assert ep_copies(qwen, a2a, 8) == 8  # Megatron's all-to-all: one copy per routed expert
+    assert ep_copies(ds, a2a, 8) == 4  # node-limited routing
+    deep = a2a.model_copy(update={"ep_dispatcher": "deepep"})
+    # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 uniform experts: 4 (1 - (3/4)^8)
+    assert ep_copies(qwen, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))
+    assert ep_copies(ds, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
+    inside = make_layout(ep=8, dp=8, global_batch=8, etp=1, ep_dispatcher="deepep")
+    # inside one NVLink domain: distinct destination GPUs, 8 (1 - (7/8)^8)
+    assert ep_copies(qwen, inside, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, inside, 72) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+
+
+def test_fp8_dispatch_halves_the_forward_dispatch_only(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    bf16 = [it for it in step_traffic(qwen, lay, 8) if it["dim"] == "ep"]
+    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0}), 8) if it["dim"] == "ep"]
+    assert len(bf16) == 1 and len(fp8) == 2
+    m, layers = lay.microbatches, qwen.layers
+    assert bf16[0]["calls"] == 4 * m * layers
+    small, big = sorted(fp8, key=lambda it: it["size_bytes"])
+    assert small["size_bytes"] * 2 == big["size_bytes"] == bf16[0]["size_bytes"]
+    assert (small["calls"], big["calls"]) == (m * layers, 3 * m * layers)
+    # 4,096 tokens x 8 copies x 2,048 x 2 bytes
+    assert bf16[0]["size_bytes"] == 4096 * 8 * 2048 * 2
+
+
+def test_steady_collectives_are_not_slowed_by_the_step_tail():
+    """EP's all-to-all runs every micro-batch; a ZeRO-1 DP reduction on the same NICs runs once at the step's end,
+    so it slows DP (the tail mix) and not EP (the steady mix)."""
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    m = load_model("qwen3-30b-a3b")
+    lay = make_layout(ep=32, dp=32, global_batch=64, seq_len=4096, etp=1, rank_order="tp-cp-ep-dp-pp")
+    r = estimate_step(fabric, m, lay)
+    assert r.contention.get("dp", 1.0) > 1.05  # the reduction shares the NICs with the all-to-all
+    assert r.contention.get("ep", 1.0) == 1.0  # alone in the steady state

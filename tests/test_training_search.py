@@ -1,0 +1,171 @@
+"""The layout search (issue 20, part 2): progress on a terminal, the lazy re-ranking with the traffic mix."""
+
+import os
+import pty
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import topo
+from conftest import ROOT
+from small_fabrics import small_fabric
+from topo.engine.estimate import evaluate
+from topo.training.comm import CommEngine
+from topo.training.model import load_model
+from topo.training.parallel import ParallelLayout
+from topo.training.search import candidate_layouts, search_layouts
+from topo.training.gpus import gpu_compute
+from topo.training.mapping import map_layout
+from topo.training.operators import stage_compute
+from topo.training.step import estimate_step, exposed_routed
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+
+
+def test_search_progress_on_a_terminal():
+    """On a TTY the search draws its progress on stderr (it crashed on the unknown total) and ends the line."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "topo", "train", "dgx-h100-superpod", "--set",
+                             "cluster.num_units=1", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64",
+                             "--search", "--top", "2"], stdout=subprocess.PIPE, stderr=slave, cwd=ROOT, env=env)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=300)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    assert proc.returncode == 0, err.decode(errors="replace")
+    text = err.decode(errors="replace")
+    assert "layouts evaluated" in text and "Traceback" not in text and text.endswith("\n")
+    assert b"step" in out.lower()
+
+
+def test_mixed_ranking_equals_mixing_every_kept_layout(fabric):
+    """Re-evaluating only until the next layout alone cannot enter the top gives the ranking of mixing all kept."""
+    m = load_model("llama3-8b")
+    kw = dict(top=3, keep=12, rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
+    lazy = search_layouts(fabric, m, 64, 64, **kw)
+    alone = search_layouts(fabric, m, 64, 64, contention=False, **{**kw, "top": 12})
+    every = sorted((topo_step(fabric, m, r) for r in alone.ranked),
+                   key=lambda r: (round(r.step_time_s, 9), r.memory_per_gpu_bytes))[:3]
+    assert [r.step_time_s for r in lazy.ranked] == pytest.approx([r.step_time_s for r in every], rel=1e-12)
+    # every mixed step is at least its time alone (the argument that makes stopping early exact)
+    for r in alone.ranked:
+        assert topo_step(fabric, m, r).step_time_s >= r.step_time_s - 1e-12
+
+
+def topo_step(fabric, model, r):
+    fields = set(ParallelLayout.model_fields)
+    lay = ParallelLayout(**{k: v for k, v in r.layout.items() if k in fields and k != "etp"})
+    return estimate_step(fabric, model, lay, contention=True)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "fat_tree-3", "rail_only-3", "rail_optimized-3-os2",
+                                  "rail_optimized-4-os2"])
+def test_time_of_the_first_block_is_the_time_of_all(name):
+    """Groups inside one pod (island), each block a translate of the first: routing the first block's groups
+    gives the time of all of them (the fabric's blocks are alike); it is what the engine gives for all."""
+    fabric = small_fabric(name)
+    n = fabric.layout.num_gpus
+    eng = CommEngine(fabric)
+    blocks = eng._block_sizes()
+    assert blocks, name  # the fabric has blocks above its leaves
+    size = blocks[0]
+    for width, stride in ((size // 2, 1), (size // 2, 2), (4, size // 4)):
+        ids = np.arange(n).reshape(n // size, -1)  # per block
+        per = ids.reshape(n // size, size // (width * stride), width, stride).transpose(0, 1, 3, 2)
+        G = per.reshape(-1, width)
+        part = eng.first_block(G)
+        assert part.shape[0] * (n // size) == G.shape[0] and part.max() < size
+        for coll, S in (("all_gather", 1 << 26), ("alltoall", 1 << 24), ("all_reduce", 1 << 27)):
+            full = evaluate(fabric, coll, ranks=G.ravel(), groups=G.shape[0], group_layout="blocked",
+                            rank_order="given")
+            assert eng.time(coll, G, S).time_s == pytest.approx(full.time(S)[0], rel=1e-12)
+    # a matrix whose groups cross blocks, or blocks that are not translates, is routed whole
+    across = np.arange(n).reshape(2, -1).T
+    assert eng.first_block(across) is across or np.array_equal(eng.first_block(across), across)
+    shuffled = np.arange(n).reshape(-1, 2)
+    shuffled[-1] = shuffled[-1][::-1]
+    assert eng.first_block(shuffled).shape == shuffled.shape
+
+
+def test_no_reduction_on_a_fabric_with_failures():
+    fabric = small_fabric("rail_optimized-3")
+    broken = fabric.with_failures("random:leaf-spine:0.25")
+    assert CommEngine(broken)._block_sizes() == [] and CommEngine(fabric)._block_sizes()
+
+
+def test_rank_orders_that_place_gpus_alike_count_once(fabric):
+    """tp-cp-ep-dp-pp and tp-dp-cp-ep-pp differ only in cp (1 here) and ep (no axis): one layout, not two."""
+    m = load_model("llama3-8b")
+    one = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,), rank_orders=("tp-cp-ep-dp-pp",))
+    two = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,),
+                         rank_orders=("tp-cp-ep-dp-pp", "tp-dp-cp-ep-pp"))
+    assert two.considered == one.considered
+    assert [r.step_time_s for r in two.ranked] == [r.step_time_s for r in one.ranked]
+    # an order that moves a real dimension (pp inside dp) is a layout of its own
+    three = search_layouts(fabric, m, 64, 64, top=50, contention=False, cps=(1,),
+                           rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
+    assert three.considered > one.considered
+
+
+def test_search_top_equals_evaluating_every_candidate(fabric):
+    """Bounds, the refinement by routed DP traffic and the passes prune only what cannot enter the top."""
+    kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1, 2))
+    from_search = search_layouts(fabric, load_model("llama3-8b"), 64, 64, top=20, keep=20, contention=False, **kw)
+    m = load_model("llama3-8b")
+    every = []
+    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
+        if lay is not None:
+            r = estimate_step(fabric, m, lay, check=False, contention=False)
+            if r.fits:
+                every.append(r.step_time_s)
+    assert from_search.evaluated < len(every)  # something was pruned
+    assert [r.step_time_s for r in from_search.ranked] == pytest.approx(sorted(every)[:20], rel=1e-12)
+
+
+def test_dp_exposed_from_routed_collectives_is_the_steps(fabric):
+    """Once a layout's DP groups are routed, the search's refinement is exactly the step's DP term; before, 0."""
+    m = load_model("llama3-70b")
+    lay = ParallelLayout(tp=8, pp=2, dp=4, global_batch=64, dp_sharding="zero3", recompute="full")
+    mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
+    eng = CommEngine(fabric)
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == 0.0
+    r = estimate_step(fabric, m, lay, engine=eng, contention=False)
+    assert r.breakdown_s["dp"] > 0.05
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap):
+    m = load_model("qwen3-30b-a3b")
+    lay = ParallelLayout(ep=32, dp=32, etp=1, global_batch=64, seq_len=4096, overlap_ep=overlap,
+                         ep_dispatch_bytes=1.0)
+    mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
+    eng = CommEngine(fabric)
+    assert exposed_routed(eng, m, lay, mapping, sc, 8)["ep"] is None
+    r = estimate_step(fabric, m, lay, engine=eng, contention=False)
+    got = exposed_routed(eng, m, lay, mapping, sc, 8)["ep"]
+    assert got == pytest.approx(r.breakdown_s["ep"], rel=1e-12, abs=1e-15)
+    # with overlap the step's all-to-alls (an FP8 dispatch beside BF16 ones) share one compute window: what is
+    # exposed is their total beyond it, as the refinement counts
+    total = sum(c.time_s for c in r.comm if c.dim == "ep")
+    window = r.breakdown_s["compute"]
+    assert r.breakdown_s["ep"] == pytest.approx(max(0.0, total - window) if overlap else total, rel=1e-12,
+                                                abs=1e-15)
+    if not overlap:
+        assert r.breakdown_s["ep"] == pytest.approx(total, rel=1e-12) and total > 0.01
