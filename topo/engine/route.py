@@ -389,7 +389,41 @@ class Router:
                 cols[i[use], S.up(k)] = self.aggregate_start(k) + agg_s[k][use]
                 cols[i[use], S.down(k)] = self.aggregate_start(k, True) + agg_d[k][use]
             return
-        key = (send.nic.astype(np.uint64) * np.uint64(0x100000001B3) ^ recv.nic.astype(np.uint64)) \
+        for k, use, up, down in self.hashed_hops(ls, ld, send.nic, recv.nic, sub, src, dst):
+            cols[i[use], S.up(k)] = up
+            cols[i[use], S.down(k)] = down
+
+    def hashed_hops(self, ls, ld, nic_s, nic_d, sub, src, dst):
+        """Hashed ECMP's switch hops of flow parts from NIC ``nic_s`` (under leaf ``ls``) to NIC ``nic_d`` (under
+        leaf ``ld``), hashed part ``sub``, boundary by boundary (``src`` and ``dst``, their GPUs, name them in
+        errors).
+
+        Parameters
+        ----------
+        ls, ld : numpy.ndarray
+            The leaves of the sending and receiving NICs.
+        nic_s, nic_d : numpy.ndarray
+            The sending and receiving NICs (the hash's key).
+        sub : numpy.ndarray
+            Each flow part's index among its flow's hashed sub-flows.
+        src, dst : numpy.ndarray
+            The GPUs of each flow part.
+
+        Yields
+        ------
+        tuple
+            ``(k, rows, up, down)``: at tier boundary ``k``, the flow parts ``rows`` (indices into the arguments)
+            cross resource ``up`` going up and ``down`` coming down.
+
+        Raises
+        ------
+        Unreachable
+            Failed parts leave some flow part no working path.
+        """
+        f = self.fabric
+        L = f.layout
+        agg_s, agg_d = self.paths.aggregates(ls), self.paths.aggregates(ld)
+        key = (nic_s.astype(np.uint64) * np.uint64(0x100000001B3) ^ nic_d.astype(np.uint64)) \
             + sub.astype(np.uint64) * np.uint64(0x9E3779B1)
         if self.salt:  # a salt mixed in whole: neighbouring salts give unrelated hashes
             key = key ^ _mix64(np.array([self.salt], dtype=np.uint64))[0]
@@ -407,14 +441,53 @@ class Router:
                 ku = (hu % np.uint64(m_k)).astype(np.int64)
                 kd = (hd % np.uint64(m_k)).astype(np.int64)
             else:
-                nxt = (agg_s[k + 1][use] != agg_d[k + 1][use]) if k + 1 < L.num_tiers - 1 else None
-                j, ku, kd = self._pick_surviving(k, xs, xd, nxt, hj, hu, hd, src[use], dst[use])
-            cols[i[use], S.up(k)] = 2 * f.uplink_id(k, xs, j, ku)
-            cols[i[use], S.down(k)] = 2 * f.uplink_id(k, xd, j, kd) + 1
+                j, ku, kd = self._pick_surviving(k, xs, xd, hj, hu, hd, src[use], dst[use])
+            yield k, use, 2 * f.uplink_id(k, xs, j, ku), 2 * f.uplink_id(k, xd, j, kd) + 1
             xs, xd = L.upper_switch(k, xs, j), L.upper_switch(k, xd, j)
             if k + 1 < L.num_tiers - 1:
                 go = agg_s[k + 1][use] != agg_d[k + 1][use]
                 use, xs, xd = use[go], xs[go], xd[go]
+
+    def hashed_switch_loads(self, nic_s, nic_d, nbytes, src, dst) -> np.ndarray:
+        """Bytes on every resource from the switch hops alone (leaf uplinks and above) of flows between NICs
+        routed with hashed ECMP, each split over :attr:`subflows` parts: what :meth:`route` puts on those
+        resources, without the NVLink, PCIe and NIC hops (an all-to-all takes those from counts).
+
+        Parameters
+        ----------
+        nic_s, nic_d : numpy.ndarray
+            The sending and receiving NIC of each flow (after failover).
+        nbytes : float or numpy.ndarray
+            Bytes of each flow.
+        src, dst : numpy.ndarray
+            The GPUs of each flow (named in errors).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``num_res`` bytes.
+
+        Raises
+        ------
+        Unreachable
+            Some flow has no working path.
+        """
+        f = self.fabric
+        out = np.zeros(self.num_res)
+        nic_s, nic_d = np.asarray(nic_s, dtype=np.int64), np.asarray(nic_d, dtype=np.int64)
+        ls, ld = f.nic_leaf(nic_s), f.nic_leaf(nic_d)
+        up = ls != ld
+        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=float), nic_s.shape)[up]
+        nic_s, nic_d, ls, ld = nic_s[up], nic_d[up], ls[up], ld[up]
+        src, dst = np.asarray(src)[up], np.asarray(dst)[up]
+        K = self.subflows
+        for c in range(K):
+            sub = np.full(nic_s.size, c, dtype=np.int64)
+            for _, rows, r_up, r_down in self.hashed_hops(ls, ld, nic_s, nic_d, sub, src, dst):
+                w = nbytes[rows] / K
+                out += np.bincount(r_up, weights=w, minlength=out.size)
+                out += np.bincount(r_down, weights=w, minlength=out.size)
+        return out
 
     def _cables_alive(self, k: int) -> np.ndarray:
         """``[lower switch, switch of its group above, cable]``: the working cables of boundary ``k``."""
@@ -423,25 +496,69 @@ class Router:
         return self.alive[self._uplinks(k)].reshape(L.tiers[k].num_switches, above.switches_per_group,
                                                     above.links_from_below)
 
-    def _pick_surviving(self, k, xs, xd, nxt, hj, hu, hd, src, dst):
-        """Hashed ECMP over what survives at boundary ``k``: a switch above with a working cable from both sides
-        (and, where the flow goes higher, a working cable from both of its sides to some switch of the next
-        boundary), then a working cable on each side, each picked by hash among the survivors."""
+    def _meets(self, k: int, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+        """``[pair, j]``: whether switch ``j`` of group ``g1`` and switch ``j`` of group ``g2`` (groups of tier
+        ``k + 1``) are the same switch or are joined by working parts above them, at any depth."""
+        L = self.fabric.layout
+        s = L.tiers[k + 1].switches_per_group
+        out = np.repeat((g1 == g2)[:, None], s, axis=1)
+        diff = np.flatnonzero(g1 != g2)
+        if diff.size == 0 or k + 2 >= L.num_tiers:  # tier k + 1 is the top: two of its switches never meet
+            return out
+        n2 = int(L.tiers[k + 1].num_switches // s) + 1
+        pairs, inv = np.unique(g1[diff] * n2 + g2[diff], return_inverse=True)
+        u = ((pairs // n2)[:, None] * s + np.arange(s)).ravel()
+        v = ((pairs % n2)[:, None] * s + np.arange(s)).ravel()
+        out[diff] = self._joined(k + 1, u, v).reshape(pairs.size, s)[inv.ravel()]
+        return out
+
+    def _joined(self, t: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Whether switches ``u`` and ``v`` of tier ``t`` (below the top, different) reach a common switch above
+        through working cables: some switch ``j`` of their groups above with a working cable from both that
+        still meets (:meth:`_meets`)."""
+        L = self.fabric.layout
+        via = self._cables_alive(t).any(axis=2)
+        ok = via[u] & via[v]
+        ok &= self._meets(t, L.upper_group(t, u), L.upper_group(t, v))
+        return ok.any(axis=1)
+
+    def _pick_surviving(self, k, xs, xd, hj, hu, hd, src, dst):
+        """Hashed ECMP over the live next hops at boundary ``k``, as a switch re-hashes over the routes it still
+        has: a switch above with a working cable from both sides from which the two sides still meet through
+        working parts at any depth above (:meth:`_meets`), then a working cable on each side, each picked by hash
+        among the survivors. Where nothing is lost for a flow part, the pick is the intact fabric's (hash modulo
+        the number of choices); only the others build their rows of survivors."""
         f = self.fabric
         L = f.layout
+        above = L.tiers[k + 1]
+        s_k, m_k = above.switches_per_group, above.links_from_below
         cab = self._cables_alive(k)
         via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
-        valid = via[xs] & via[xd]
-        if nxt is not None and nxt.any():
-            via2 = self._cables_alive(k + 1).any(axis=2)
-            js = np.arange(L.tiers[k + 1].switches_per_group)
-            us = L.upper_switch(k, xs[nxt, None], js[None, :])
-            ud = L.upper_switch(k, xd[nxt, None], js[None, :])
-            valid[nxt] &= (via2[us] & via2[ud]).any(axis=2)
-        what = L.tiers[k + 1].name
-        j = _pick(hj, valid, what, src, dst, f)
-        ku = _pick(hu, cab[xs, j], "cable", src, dst, f)
-        kd = _pick(hd, cab[xd, j], "cable", src, dst, f)
+        gs, gd = L.upper_group(k, xs), L.upper_group(k, xd)
+        ng = int(above.num_switches // s_k)
+        pair = gs * ng + gd
+        if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
+            present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
+            idx = np.zeros(ng * ng, dtype=np.int64)
+            idx[present] = np.arange(present.size)
+            pidx = idx[pair]
+        else:
+            present, pidx = np.unique(pair, return_inverse=True)
+            pidx = pidx.ravel()
+        meets = self._meets(k, present // ng, present % ng)  # [pair present, j]
+        full = via.all(axis=1)[xs] & via.all(axis=1)[xd] & meets.all(axis=1)[pidx]
+        j = (hj % np.uint64(s_k)).astype(np.int64)
+        bad = np.flatnonzero(~full)
+        if bad.size:
+            valid = via[xs[bad]] & via[xd[bad]] & meets[pidx[bad]]
+            j[bad] = _pick(hj[bad], valid, above.name, src[bad], dst[bad], f)
+        whole = cab.all(axis=2)  # [lower switch, switch above]: every cable works
+        ku = (hu % np.uint64(m_k)).astype(np.int64)
+        kd = (hd % np.uint64(m_k)).astype(np.int64)
+        for x, h, kk in ((xs, hu, ku), (xd, hd, kd)):
+            bad = np.flatnonzero(~whole[x, j])
+            if bad.size:
+                kk[bad] = _pick(h[bad], cab[x[bad], j[bad]], "cable", src[bad], dst[bad], f)
         return j, ku, kd
 
     # --- router services: the parts of a schedule that are not plain transfers ------------------------------
