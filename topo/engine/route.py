@@ -135,39 +135,32 @@ def _mix64(x: np.ndarray) -> np.ndarray:
 class _Hashes:
     """The hash values of flow parts, per tier boundary: which switch above (``switch``), which up cable
     (``up_cable``) and which down cable (``down_cable``), each an independent 64-bit value (the up and the down
-    cable of a boundary never share one: they would always pick the same index). Computed as asked: a boundary
-    with one cable per switch pair never needs its cable hashes."""
+    cable of a boundary never share one: they would always pick the same index).
+
+    The values come from one chain ``v0 = mix(key)``, ``v(i+1) = mix(v(i))``: boundary 0 takes ``v0`` (switch, its
+    high half the up cable) and ``v1``'s high half (down cable); boundary 1 ``v1`` and ``v2`` (up; high half:
+    down); boundary ``k >= 2`` ``v(2k-1)`` (switch; high half: up) and ``v(2k)``'s high half (down). Links of the chain are computed when first
+    asked for: a boundary with one cable per switch pair never needs its cable values."""
 
     def __init__(self, key: np.ndarray):
-        h0 = _mix64(key)
-        h1 = _mix64(h0)
-        # per boundary: (switch value, (up cable value, shift), (down cable value, shift))
-        self._levels: list = [(h0, (h0, 32), (h1, 32))]
-        self._h1 = h1
-        self._last = None
+        self._chain = [_mix64(key)]
 
-    def _grow(self, k: int) -> None:
-        while len(self._levels) <= k:
-            if len(self._levels) == 1:
-                h2 = _mix64(self._h1)
-                self._levels.append((self._h1, (h2, 0), (h2, 32)))
-                self._last = h2
-                continue
-            a = _mix64(self._last)
-            b = _mix64(a)
-            self._levels.append((a, (a, 32), (b, 32)))
-            self._last = b
+    def _v(self, i: int) -> np.ndarray:
+        while len(self._chain) <= i:
+            self._chain.append(_mix64(self._chain[-1]))
+        return self._chain[i]
 
     def switch(self, k: int) -> np.ndarray:
         """The switch-above hash values at boundary ``k``."""
-        self._grow(k)
-        return self._levels[k][0]
+        return self._v(max(0, 2 * k - 1))
 
     def cable(self, k: int, down: bool) -> np.ndarray:
         """The up (or down) cable hash values at boundary ``k``."""
-        self._grow(k)
-        h, shift = self._levels[k][2 if down else 1]
-        return h >> np.uint64(shift) if shift else h
+        if k == 1:
+            return self._v(2) >> np.uint64(32) if down else self._v(2)
+        if k == 0:
+            return self._v(int(down)) >> np.uint64(32)
+        return self._v(2 * k if down else 2 * k - 1) >> np.uint64(32)
 
 
 def _mod(h: np.ndarray, n: int) -> np.ndarray:
@@ -571,20 +564,25 @@ class Router:
         s_k, m_k = above.switches_per_group, above.links_from_below
         cab = self._cables_alive(k)
         via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
-        ng = int(above.num_switches // s_k)
-        pair = gs * ng + gd
-        if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
-            present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
-            idx = np.zeros(ng * ng, dtype=np.int64)
-            idx[present] = np.arange(present.size)
-            pidx = idx[pair]
-        else:
-            present, pidx = np.unique(pair, return_inverse=True)
-            pidx = pidx.ravel()
-        del pair
-        meets = self._meets(k, present // ng, present % ng)  # [pair present, j]
         whole_s = via.all(axis=1)
-        full = whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
+        if k + 2 >= L.num_tiers and np.array_equal(gs, gd):  # the top: both sides climb to the same switches
+            meets = np.ones((1, s_k), dtype=bool)
+            pidx = np.zeros(xs.size, dtype=np.int64)
+            full = whole_s[xs] & whole_s[xd]
+        else:
+            ng = int(above.num_switches // s_k)
+            pair = gs * ng + gd
+            if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
+                present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
+                idx = np.zeros(ng * ng, dtype=np.int64)
+                idx[present] = np.arange(present.size)
+                pidx = idx[pair]
+            else:
+                present, pidx = np.unique(pair, return_inverse=True)
+                pidx = pidx.ravel()
+            del pair
+            meets = self._meets(k, present // ng, present % ng)  # [pair present, j]
+            full = whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
         j = _mod(hj, s_k)
         bad = np.flatnonzero(~full)
 
