@@ -11,7 +11,7 @@ model and whether parts failed:
                 with too many flows to hash one by one, the expected loads over the hash (``EXPECTED``, with a note)
 ``HASHED``      hashed ECMP: the NVLink, PCIe and NIC hops from counts, the switch hops hashed flow by flow
                 (:func:`topo.engine.alltoall.hashed_alltoall_loads`): the hash's collisions and its re-hash
-                around failed parts, exactly, at about 0.1 us per flow
+                around failed parts, exactly, at about 0.2 us per flow
 ``CLASSES``     the hash's own collisions, exactly, from max-min flow classes (:mod:`topo.engine.alltoall_classes`;
                 PXN, failed parts included); with max-min sharing the classes are kept for the solver
 ``FLOWS``       every flow routed one by one
@@ -44,8 +44,8 @@ EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by 
 MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 # a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (the hash's own
 # collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s); beyond (or where
-# classes do not apply: no PXN), its switch hops hashed flow by flow (HASHED, ~0.1 us each; the 100k default's expert
-# all-to-all, 1,792 communicators of 56: 5.5 million flows, ~0.6 s) up to MAX_HASHED_CHUNKED flow parts on an
+# classes do not apply: no PXN), its switch hops hashed flow by flow (HASHED, ~0.2 us each; the 100k default's expert
+# all-to-all, 1,792 communicators of 56: 5.5 million flows, ~1 s) up to MAX_HASHED_CHUNKED flow parts on an
 # intact fabric (beyond: the expected loads over the hash, with a note) and up to MAX_ENUMERATED_FLOWS on a failed
 # one (no expectation over the hash is known for the surviving paths)
 MAX_HASHED_CLASS_PATHS = 2_500_000

@@ -39,7 +39,8 @@ from .route import Router
 
 __all__ = ["uniform_alltoall_loads", "hashed_alltoall_loads", "matrix_loads", "counts_follow_failures"]
 
-HASHED_CHUNK_FLOWS = 2_000_000  # flows hashed at once by hashed_alltoall_loads (about 100 MB of index arrays)
+HASHED_CHUNK_FLOWS = 1_000_000  # flows hashed at once by hashed_alltoall_loads (8 MB per index array: under
+# glibc's largest mmap threshold, so the arrays of one chunk reuse the memory of the last)
 
 
 def _nics_per_gpu(router: Router) -> int:
@@ -342,7 +343,7 @@ def hashed_alltoall_loads(router: Router, groups: np.ndarray, bytes_per_pair: fl
     flow by flow (:meth:`Router.hashed_switch_loads`: the hash's key is the pair of NICs, so it needs each flow's
     two NICs and leaves, and nothing else of its path). The result equals routing every flow with
     ``router.route`` and summing, collisions and failed parts (a re-hash over what survives) included, at a
-    fraction of the cost: about 0.1 us per flow instead of about 1 us (measured in ``benchmarks/bench_alltoall.py``).
+    fraction of the cost: about 0.2 us per flow against about 1 us (measured in ``benchmarks/bench_alltoall.py``).
 
     Parameters
     ----------
