@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from typing import Callable
 
 import pandas as pd
@@ -166,7 +167,10 @@ def local_cluster(workers: int):
     env = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
            if k != "MALLOC_TRIM_THRESHOLD_"}
     env.update(WORKER_ENV)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+    # the scheduler's HTTP server (no dashboard) takes another port when 8787 is taken, and warns: not the user's
+    # concern, and a study's output stays quiet
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                             silence_logs=logging.CRITICAL)
 
