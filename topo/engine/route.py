@@ -461,9 +461,12 @@ class Router:
             above = L.tiers[k + 1]
             s_k, m_k = above.switches_per_group, above.links_from_below
             hj = hashes.switch(k)[use]
-            # the groups above (the aggregates of tier k + 1 for the leaves)
-            gs = agg_s[1][use] if k == 0 and len(agg_s) > 1 else L.upper_group(k, xs)
-            gd = agg_d[1][use] if k == 0 and len(agg_d) > 1 else L.upper_group(k, xd)
+            last = k + 2 >= L.num_tiers  # the top: both sides climb to one group (its tier joins all below)
+            # the groups above (the aggregates of tier k + 1 for the leaves), where they matter
+            gs = gd = None
+            if not last:
+                gs = agg_s[1][use] if k == 0 else L.upper_group(k, xs)
+                gd = agg_d[1][use] if k == 0 else L.upper_group(k, xd)
             if f.failed is None:
                 j = _mod(hj, s_k)
                 ku = kd = 0
@@ -474,8 +477,8 @@ class Router:
                 j, ku, kd = self._pick_surviving(k, xs, xd, gs, gd, hj, hashes, use, src, dst)
             del hj
             yield k, use, 2 * f.uplink_id(k, xs, j, ku), 2 * f.uplink_id(k, xd, j, kd) + 1
-            xs, xd = gs * s_k + j, gd * s_k + j  # switch j of each group above (Layout.upper_switch)
-            if k + 1 < L.num_tiers - 1:
+            if not last:
+                xs, xd = gs * s_k + j, gd * s_k + j  # switch j of each group above (Layout.upper_switch)
                 go = agg_s[k + 1][use] != agg_d[k + 1][use]
                 if not go.all():
                     use = (np.flatnonzero(go) if isinstance(use, slice) else use[go])
@@ -565,7 +568,7 @@ class Router:
         cab = self._cables_alive(k)
         via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
         whole_s = via.all(axis=1)
-        if k + 2 >= L.num_tiers and np.array_equal(gs, gd):  # the top: both sides climb to the same switches
+        if gs is None:  # the top: both sides climb to the same switches
             meets = np.ones((1, s_k), dtype=bool)
             pidx = np.zeros(xs.size, dtype=np.int64)
             full = whole_s[xs] & whole_s[xd]
