@@ -139,8 +139,9 @@ class _Hashes:
 
     The values come from one chain ``v0 = mix(key)``, ``v(i+1) = mix(v(i))``: boundary 0 takes ``v0`` (switch, its
     high half the up cable) and ``v1``'s high half (down cable); boundary 1 ``v1`` and ``v2`` (up; high half:
-    down); boundary ``k >= 2`` ``v(2k-1)`` (switch; high half: up) and ``v(2k)``'s high half (down). Links of the chain are computed when first
-    asked for: a boundary with one cable per switch pair never needs its cable values."""
+    down); boundary ``k >= 2`` ``v(2k-1)`` (switch; high half: up) and ``v(2k)``'s high half (down). Links of
+    the chain are computed when first asked for: a boundary with one cable per switch pair never needs its cable
+    values."""
 
     def __init__(self, key: np.ndarray):
         self._chain = [_mix64(key)]
