@@ -138,7 +138,7 @@ def main() -> None:
             lo, hi = np.searchsorted(done, 0.1 * n_points), np.searchsorted(done, 0.9 * n_points)
             hi = max(hi, lo + 1) if lo + 1 < done.size else hi
             rate = (done[hi] - done[lo]) / (at[hi] - at[lo])  # points per second, steady state
-            runs[n].append({"wall": wall, "cpu": cpu, "rate": rate, "first": at[0], "load": l0,
+            runs[n].append({"wall": wall, "cpu": cpu, "own": own, "rate": rate, "first": at[0], "load": l0,
                             "busy": float(df["compute_s"].sum()) / (n * wall)})
             frames[n] = df
             print(f"{n} worker(s): {wall:.1f} s wall, steady {rate:.2f} points/s, load {l0:.1f}", flush=True)
@@ -149,7 +149,8 @@ def main() -> None:
             lines.append(f"| `failures-100k`, its first {args.draws} draws ({n_points} points), {n} "
                          f"worker{'s' if n > 1 else ''}, run {i + 1} (load {r['load']:.1f} at its start) | "
                          f"{r['wall']:.1f} s wall with the cluster's start-up (first batch done at "
-                         f"{r['first']:.1f} s), {r['cpu']:.1f} s CPU of its processes; steady {r['rate']:.2f} points/s"
+                         f"{r['first']:.1f} s), {r['cpu']:.1f} s CPU of its processes ({r['own']:.1f} s of it in the "
+                         f"scheduler and client's process); steady {r['rate']:.2f} points/s"
                          f"; workers busy {r['busy']:.0%} | |")
     walls = [a["wall"] / b["wall"] for a, b in zip(runs[1], runs[2])]
     rates = [b["rate"] / a["rate"] for a, b in zip(runs[1], runs[2])]
