@@ -1,16 +1,20 @@
 """Speed of ``topo sweep`` (issue 21 targets, measured here, not in tests):
 
 - scaling on this machine: the bundled failure study (``failures-100k``: 1% of spine-core links failed on the
-  100k default, a cross-pod all-reduce and all-to-all per draw) on 1 worker against 2 workers (target >= 1.7x);
-  ``--draws N`` runs the first N draws of the 1,000 (clearly labelled; the full study is
-  ``--draws 1000``), and the full study's time on 2 workers is projected from the measured rate;
+  100k default, a cross-pod all-reduce and all-to-all per draw) on 1 worker against 2 workers (target >= 1.7x), on
+  its first ``--draws N`` draws of the 1,000 (default 50: 102 points, enough that worker start-up and each worker's
+  first fabric build are spread as thinly as in the full study's 2,002 points). Each worker count runs
+  ``--repeat`` times, alternating (1, 2, 1, 2, ...) so that the other users of the machine load both alike. Two
+  speedups: end to end (``topo sweep``'s own LocalCluster started and closed inside the timing, as the command
+  does), and steady state (points per second between the 10th and the 90th percent of the points done: start-up
+  and the tail excluded); the full study's time on 2 workers is projected from the steady rate;
 - the cost of one failure draw at 100k GPUs: deriving the failed fabric from the cached intact one, and the
-  points it feeds (target: a draw well under 2 s);
+  points it feeds, with ideal and with hashed ECMP (target: a draw well under 2 s);
 - the per-point overhead of the sweep machinery (study, batches, Dask tasks, Parquet parts) against calling the
   same function in a plain loop (target < 20 ms per point);
 - the figures of the 1-worker and 2-worker runs equal bit for bit.
 
-    python benchmarks/bench_sweep.py [--draws 4] [--write]    # --write updates benchmarks/RESULTS.md
+    python benchmarks/bench_sweep.py [--draws 50] [--repeat 2] [--write]   # --write updates benchmarks/RESULTS.md
 """
 
 from __future__ import annotations
@@ -23,17 +27,28 @@ import tempfile
 import time
 import tomllib
 
+import numpy as np
+
 from _results import ROOT, update_section
 
 sys.path.insert(0, str(ROOT))
 
 
 def _cluster(n: int):
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=logging.CRITICAL)
+    from topo.sweep.run import local_cluster
+
+    cluster = local_cluster(n)  # as topo sweep starts it (worker environment included)
     return cluster, Client(cluster, set_as_default=False)
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of the child processes that have ended (a closed cluster's workers)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _cpu_s() -> float:
@@ -50,7 +65,8 @@ def _workers_cpu_s(client) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=4, help="failure draws of the 1,000 to run (default 4)")
+    ap.add_argument("--draws", type=int, default=50, help="failure draws of the 1,000 to run (default 50)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per worker count, alternating (default 2)")
     ap.add_argument("--points", type=int, default=300, help="cheap points for the overhead measurement")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -75,10 +91,12 @@ def main() -> None:
     failed = fabric.with_failures("random:spine-core:0.01:0")
     _, ar_w, ar_c = timed(lambda: topo.estimate(failed, "all_reduce", "1GiB", groups=1792))
     _, a2a_w, a2a_c = timed(lambda: topo.estimate(failed, "alltoall", "1GiB", groups=1792))
+    _, har_w, har_c = timed(lambda: topo.estimate(failed, "all_reduce", "1GiB", groups=1792, ecmp="hash"))
+    _, ha2a_w, ha2a_c = timed(lambda: topo.estimate(failed, "alltoall", "1GiB", groups=1792, ecmp="hash"))
     # steady state: the study's points one after another in this process, the intact fabric cached (as on a
     # worker after its first point)
     warm = tomllib.loads(bundled_studies()["failures-100k"].read_text())
-    warm["seeds"] = max(args.draws, 10)
+    warm["seeds"] = 10
     warm_study = study_from_dict(warm, source="failures-100k (first draws)")
     warm_pts = [p["inputs"] for p in warm_study.points()]
     run_point(warm_pts[0], warm_study.compute, warm_study.specs)
@@ -90,44 +108,59 @@ def main() -> None:
               f"| the draw's cross-pod all-reduce (1,792 groups of 56, 1 GiB) on the failed fabric | {ar_c:.2f} s CPU "
               f"({ar_w:.2f} s wall) | |",
               f"| the draw's cross-pod all-to-all (1,792 groups of 56, 1 GiB) on the failed fabric | {a2a_c:.2f} s "
-              f"CPU ({a2a_w:.2f} s wall) | |"]
+              f"CPU ({a2a_w:.2f} s wall) | |",
+              f"| the same all-reduce with hashed ECMP (`ecmp = \"hash\"`: a re-hash around the failed links) | "
+              f"{har_c:.2f} s CPU ({har_w:.2f} s wall) | well under 2 s |",
+              f"| the same all-to-all with hashed ECMP: 5.5 million flows, each one's switch hops hashed (exact "
+              f"collisions), the rest from counts | {ha2a_c:.2f} s CPU ({ha2a_w:.2f} s wall) | well under 2 s |",
+              f"| a point of the study in steady state: its first {len(warm_pts) - 1} points after the first, in one "
+              f"process, the intact fabric cached | {steady:.2f} s CPU per point: the full study's 2,002 points "
+              f"in {2002 * steady / 2 / 60:.0f} min on 2 idle cores | < 20 min |"]
 
     # --- 1 vs 2 workers on the failure study ------------------------------------------------------------------
     data = tomllib.loads(bundled_studies()["failures-100k"].read_text())
     data["seeds"] = args.draws
     study = study_from_dict(data, source="failures-100k (first draws)")
     n_points = len(study.points())
-    res = {}
-    for n in (1, 2):
-        cluster, client = _cluster(n)
-        try:
-            client.submit(sum, [1]).result()  # workers up
+    runs: dict = {1: [], 2: []}
+    frames = {}
+    for _ in range(args.repeat):
+        for n in (1, 2):
+            marks = []
             with tempfile.TemporaryDirectory() as tmp:
                 run = SweepRun()
-                w0 = _workers_cpu_s(client)
-                df, wall, _ = timed(lambda: sweep(study, os.path.join(tmp, "out.parquet"), client=client, run=run))
-                cpu = _workers_cpu_s(client) - w0
-            busy = float(df["compute_s"].sum())
-            res[n] = (df, wall, cpu, busy / (n * wall))
-        finally:
-            client.close()
-            cluster.close()
-    same = res[1][0].drop(columns="compute_s").equals(res[2][0].drop(columns="compute_s"))
-    cpu_per_point = res[2][2] / n_points
+                c0, l0 = _children_cpu_s(), os.getloadavg()[0]
+                df, wall, own = timed(lambda: sweep(study, os.path.join(tmp, "out.parquet"), workers=n, run=run,
+                                                    progress=lambda done, total, t: marks.append((done, t))))
+                cpu = _children_cpu_s() - c0 + own
+            done = np.array([m[0] for m in marks])  # points done after each batch, and when
+            at = np.array([m[1] for m in marks])
+            lo, hi = np.searchsorted(done, 0.1 * n_points), np.searchsorted(done, 0.9 * n_points)
+            hi = max(hi, lo + 1) if lo + 1 < done.size else hi
+            rate = (done[hi] - done[lo]) / (at[hi] - at[lo])  # points per second, steady state
+            runs[n].append({"wall": wall, "cpu": cpu, "own": own, "rate": rate, "first": at[0], "load": l0,
+                            "busy": float(df["compute_s"].sum()) / (n * wall)})
+            frames[n] = df
+            print(f"{n} worker(s): {wall:.1f} s wall, steady {rate:.2f} points/s, load {l0:.1f}", flush=True)
+    same = frames[1].drop(columns="compute_s").equals(frames[2].drop(columns="compute_s"))
     full_points = 2 * (1 + 1000)
     for n in (1, 2):
-        _, wall, cpu, util = res[n]
-        lines.append(f"| `failures-100k`, its first {args.draws} draws of 1,000 ({n_points} points: all-reduce and "
-                     f"all-to-all, intact and per draw), {n} worker{'s' if n > 1 else ''} | {wall:.1f} s wall, "
-                     f"{cpu:.1f} s worker CPU; workers busy {util:.0%} of the time | |")
-    lines += [f"| speedup, 2 workers against 1 (wall) | {res[1][1] / res[2][1]:.2f}x (at this load); workers busy "
-              f"{res[2][3]:.0%}: {2 * res[2][3]:.2f}x on two idle cores | >= 1.7x |",
-              f"| the full study ({full_points:,} points) on 2 idle cores, from the CPU per point of the 2-worker run "
-              f"({cpu_per_point:.2f} s, worker start-up and fabric builds spread over only {n_points} points) | "
-              f"{full_points * cpu_per_point / 2 / 60:.0f} min | < 20 min |",
-              f"| the same, from the steady CPU per point ({steady:.2f} s: the study's first {len(warm_pts) - 1} points "
-              f"after the first, in one process, the intact fabric cached) | {full_points * steady / 2 / 60:.0f} min "
-              "| < 20 min |",
+        for i, r in enumerate(runs[n]):
+            lines.append(f"| `failures-100k`, its first {args.draws} draws ({n_points} points), {n} "
+                         f"worker{'s' if n > 1 else ''}, run {i + 1} (load {r['load']:.1f} at its start) | "
+                         f"{r['wall']:.1f} s wall with the cluster's start-up (first batch done at "
+                         f"{r['first']:.1f} s), {r['cpu']:.1f} s CPU of its processes ({r['own']:.1f} s of it in the "
+                         f"scheduler and client's process); steady {r['rate']:.2f} points/s"
+                         f"; workers busy {r['busy']:.0%} | |")
+    walls = [a["wall"] / b["wall"] for a, b in zip(runs[1], runs[2])]
+    rates = [b["rate"] / a["rate"] for a, b in zip(runs[1], runs[2])]
+    rate2 = float(np.median([r["rate"] for r in runs[2]]))
+    lines += [f"| speedup, 2 workers against 1, end to end (start-up included), run by run | "
+              f"{', '.join(f'{x:.2f}x' for x in walls)} | >= 1.7x |",
+              f"| speedup, 2 workers against 1, steady state (points/s), run by run | "
+              f"{', '.join(f'{x:.2f}x' for x in rates)} | >= 1.7x |",
+              f"| the full study ({full_points:,} points) on 2 workers, from the median steady rate ({rate2:.2f} "
+              f"points/s at this load) | {full_points / rate2 / 60:.0f} min | < 20 min |",
               f"| figures of the 1-worker and 2-worker runs equal bit for bit | {'yes' if same else 'NO'} | yes |"]
 
     # --- per-point overhead -----------------------------------------------------------------------------------
@@ -166,13 +199,15 @@ def main() -> None:
               "< 20 ms |"]
     load1 = os.getloadavg()[0]
     head = (f"Load average {load0:.1f} at the start and {load1:.1f} at the end on {os.cpu_count()} cores: other "
-            "engineers' jobs share them, so wall times are inflated and CPU times (user + system, of every process "
-            "involved) are the figures to compare; the 2-worker speedup on idle cores is the workers' busy share "
-            "(sum of the points' compute time over workers x wall time) times 2.")
+            "jobs that share them inflate wall times, and a 2-worker speedup needs both cores idle; CPU times "
+            "(user + system, of every process involved) are the figures that the load inflates least. Workers "
+            "run without Dask's default `MALLOC_TRIM_THRESHOLD_` (`topo.sweep.run.WORKER_ENV`: with it, every "
+            "large array was a fresh mmap and a 100k point took ~1.8x the CPU).")
     body = head + "\n\n" + "\n".join(lines)
     print(body)
     if args.write:
-        update_section("Sweeps on Dask (topo sweep)", body, f"python benchmarks/bench_sweep.py --draws {args.draws}")
+        update_section("Sweeps on Dask (topo sweep)", body,
+                       f"python benchmarks/bench_sweep.py --draws {args.draws} --repeat {args.repeat}")
 
 
 if __name__ == "__main__":

@@ -158,3 +158,32 @@ def test_max_min_classes_on_failed_fabrics_equal_flow_by_flow(name):
         classes = alltoall_classes(r, AllPairs(groups, 3.0))
         cap = np.where(r.capacity_Bps > 0, r.capacity_Bps * rng.uniform(0.5, 1.5, r.capacity_Bps.size), 0.0)
         assert max_min_makespan(classes, cap) == pytest.approx(max_min_makespan(flows, cap), rel=1e-9), fails
+
+
+@pytest.mark.parametrize("name,subflows,salt", [(n, 1, 0) for n in sorted(SPECS)] + [
+    (n, 3, 11) for n in ("rail_optimized-2-shared-nic", "fat_tree-3-two-nics-per-gpu", "rail_optimized-5")])
+def test_hashed_switch_hops_equal_pair_by_pair_intact_and_failed(name, subflows, salt, monkeypatch):
+    """HASHED (NVLink, PCIe and NIC hops from counts, only the switch hops hashed flow by flow): the loads of every
+    flow routed one by one, to 1e-9, collisions and the re-hash around failed parts included, on every small
+    fabric (2 to 5 tiers, shared NICs, two NICs per GPU, rail-only), with and without PXN."""
+    import topo.engine.allpairs as ap
+
+    monkeypatch.setattr(ap, "EXPLICIT_FLOWS", 1)  # small fabrics: take the path of a large all-to-all
+    monkeypatch.setattr(ap, "MAX_HASHED_CLASS_PATHS", 0)  # not as classes
+    base = small_fabric(name)
+    seen = {"hashed": 0, "equal": 0, "unreachable": 0}
+    for fails in [()] + _failure_sets(base):
+        f = base.with_failures(*fails)
+        for pxn in (None, False):
+            if pxn is False and f.layout.rail_groups > 1:
+                continue  # rail-only without PXN cannot cross rails at all
+            r = Router(f, "hash", pxn=pxn, subflows=subflows, salt=salt)
+            for label, groups in placements(f).items():
+                if label not in ("all", "strided-4", "random-2"):
+                    continue  # (a few seconds per fabric)
+                method = alltoall_method(r, AllPairs(groups, 3.5))
+                assert method is (AllPairsMethod.HASHED if counts_follow_failures(r, groups)
+                                  else AllPairsMethod.CHUNKED)
+                seen["hashed"] += method is AllPairsMethod.HASHED
+                seen[_compare(r, groups, f"{name} {fails} pxn={pxn} {label}")] += 1
+    assert seen["hashed"] > 0 and seen["equal"] > 0, seen

@@ -10,6 +10,7 @@ import pytest
 
 from topo.errors import TopoError
 from topo.sweep import SweepRun, read_results, study_from_dict, sweep
+from topo.sweep.run import local_cluster, plan_batches
 
 distributed = pytest.importorskip("distributed")
 
@@ -28,10 +29,7 @@ def _figures(df):
 
 @pytest.fixture(scope="module")
 def client():
-    import logging
-
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                       silence_logs=logging.CRITICAL)
+    cluster = local_cluster(2)  # the cluster topo sweep starts
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -53,6 +51,35 @@ def test_local_cluster_equals_serial_bit_for_bit(client, serial_fast, tmp_path):
     disk = pd.read_parquet(tmp_path / "out.parquet").sort_values("point").reset_index(drop=True)
     assert sorted(disk["point"]) == sorted(df["point"])
     assert disk.set_index("point")["time_s"].sort_index().equals(df.set_index("point")["time_s"].sort_index())
+
+
+def test_workers_keep_glibc_malloc_defaults_and_one_blas_thread(client):
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made a 100k-GPU point ~1.8x slower (every large array a fresh
+    # mmap); topo's workers must not inherit it, and run one BLAS/OpenMP thread each
+    env = client.run(lambda: {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS",
+                                                               "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    assert len(env) == 2
+    for e in env.values():
+        assert e == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                     "MKL_NUM_THREADS": "1"}
+
+
+def test_guided_batches_shrink_to_single_points_and_keep_fabrics_apart():
+    points = [{"inputs": {"spec": "a", "fail": str(i)}, "point": str(i)} for i in range(100)]
+    points += [{"inputs": {"spec": "b", "fail": str(i)}, "point": f"b{i}"} for i in range(3)]
+    batches = plan_batches(points, 2)
+    sizes = [len(b) for b in batches]
+    # spec a: ceil(remaining / 8) each time: 13, 11, 10, 9, 7, 7, 6, ... down to single points
+    expect, left = [], 100
+    while left:
+        expect.append(min(32, -(-left // 8)))
+        left -= expect[-1]
+    assert sizes[:len(expect)] == expect and expect[0] == 13 and expect[-4:] == [1, 1, 1, 1]
+    assert sizes[len(expect):] == [1, 1, 1]  # spec b on its own: 3 points, ceil(3 / 8) = 1 each
+    assert [p["point"] for b in batches for p in b] == [p["point"] for p in points]
+    assert {p["inputs"]["spec"] for p in batches[len(expect)]} == {"b"}
+    assert [len(b) for b in plan_batches(points[:100], 2, batch_size=40)] == [40, 40, 20]
+    assert max(len(b) for b in plan_batches(points * 10, 1)) == 32
 
 
 def test_rerun_resumes_and_skips_what_is_there(client, serial_fast, tmp_path):

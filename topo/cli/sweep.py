@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core)")
     p.add_argument("--seeds", metavar="N", help="only the study's first N seeds (a quick look; a later run of the "
                    "whole study skips them)")
-    p.add_argument("--batch-size", metavar="N", help="points per task (default: about 8 tasks per worker, <= 32)")
+    p.add_argument("--batch-size", metavar="N", help="points per task (default: guided, 1/(4 x workers) of the "
+                   "points left, <= 32, down to 1)")
     p.add_argument("--csv", metavar="FILE", help="also write the rows as CSV (its first line says who wrote it)")
     p.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
                    help="write the study's plotly page (default FILE: STUDY-NAME-report.html)")

@@ -8,7 +8,10 @@ model and whether parts failed:
 ``COUNTS``      from the structure, never enumerating pairs (:func:`topo.engine.alltoall.uniform_alltoall_loads`):
                 exact for ideal ECMP, failed parts included (NIC failover followed wherever
                 :func:`topo.engine.alltoall.counts_follow_failures` says so); for hashed ECMP on an intact fabric
-                the expected loads over the hash (``EXPECTED``, with a note)
+                with too many flows to hash one by one, the expected loads over the hash (``EXPECTED``, with a note)
+``HASHED``      hashed ECMP: the NVLink, PCIe and NIC hops from counts, the switch hops hashed flow by flow
+                (:func:`topo.engine.alltoall.hashed_alltoall_loads`): the hash's collisions and its re-hash
+                around failed parts, exactly, at about 0.2 us per flow
 ``CLASSES``     the hash's own collisions, exactly, from max-min flow classes (:mod:`topo.engine.alltoall_classes`;
                 PXN, failed parts included); with max-min sharing the classes are kept for the solver
 ``FLOWS``       every flow routed one by one
@@ -29,7 +32,7 @@ from enum import Enum
 import numpy as np
 
 from ..errors import TopoError, Unreachable
-from .alltoall import counts_follow_failures, uniform_alltoall_loads
+from .alltoall import counts_follow_failures, hashed_alltoall_loads, uniform_alltoall_loads
 from . import alltoall_classes as _classes
 from .route import Routed, Router
 from .schedule import AlgorithmUnavailable, AllPairs, InNetworkReduce, InSwitchReduce, Transfers
@@ -41,10 +44,12 @@ EXPLICIT_FLOWS = 1_000_000  # up to this many flows of one part are kept one by 
 MAX_ENUMERATED_FLOWS = 100_000_000  # an all-to-all enumerated pair by pair beyond this takes minutes
 # a hashed all-to-all of more than EXPLICIT_FLOWS flows gets its loads from max-min classes (the hash's own
 # collisions, exactly) up to this many class paths (the 4,096-GPU one: 2.1 million, ~1.2 GB, ~5 s); beyond (or where
-# classes do not apply: no PXN), flows routed in chunks up to MAX_HASHED_CHUNKED (~1.2 us each); beyond that, the
-# expected loads over the hash, with a note
+# classes do not apply: no PXN), its switch hops hashed flow by flow (HASHED, ~0.2 us each; the 100k default's expert
+# all-to-all, 1,792 communicators of 56: 5.5 million flows, ~1 s) up to MAX_HASHED_CHUNKED flow parts on an
+# intact fabric (beyond: the expected loads over the hash, with a note) and up to MAX_ENUMERATED_FLOWS on a failed
+# one (no expectation over the hash is known for the surviving paths)
 MAX_HASHED_CLASS_PATHS = 2_500_000
-MAX_HASHED_CHUNKED = 4_000_000
+MAX_HASHED_CHUNKED = 40_000_000
 # max-min of an all-to-all as classes: about 600 bytes per class path (5.6 million, the expert all-to-all of the
 # 100k default with 1,792 communicators of 56: 3.3 GB, 37 s); beyond this, an error instead of exhausting memory
 MAX_MAXMIN_CLASS_PATHS = 6_000_000
@@ -55,6 +60,7 @@ class AllPairsMethod(Enum):
 
     COUNTS = "counts"
     EXPECTED = "expected"
+    HASHED = "hashed"
     CLASSES = "classes"
     FLOWS = "flows"
     CHUNKED = "chunked"
@@ -90,8 +96,10 @@ def alltoall_method(router: Router, a: AllPairs, keep_flows: bool = False) -> Al
         if _classes.classes_apply(router) and _classes.class_paths(router, a) <= MAX_HASHED_CLASS_PATHS:
             return AllPairsMethod.CLASSES
         if not failed and n * router.subflows > MAX_HASHED_CHUNKED:
-            return AllPairsMethod.EXPECTED  # (with failed parts, routed one by one below: no expectation over
-            # the hash is known for the surviving paths)
+            return AllPairsMethod.EXPECTED  # (with failed parts, hashed one by one: no expectation over the hash
+            # is known for the surviving paths)
+        if counts_follow_failures(router, a.groups) and n * router.subflows <= MAX_ENUMERATED_FLOWS:
+            return AllPairsMethod.HASHED
     if keep_flows and _classes.classes_apply(router):  # max-min on classes of flows that share their network path (exact)
         paths = _classes.class_paths(router, a)
         if paths > MAX_MAXMIN_CLASS_PATHS:
@@ -135,8 +143,9 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
         if not keep_flows:
             out.classes = None  # the hash's collisions, as routing every flow would give them; loads only
         return out
-    if method in (AllPairsMethod.COUNTS, AllPairsMethod.EXPECTED):
-        loads = uniform_alltoall_loads(router, a.groups, a.per_msg_byte)
+    if method in (AllPairsMethod.COUNTS, AllPairsMethod.EXPECTED, AllPairsMethod.HASHED):
+        loads = (hashed_alltoall_loads if method is AllPairsMethod.HASHED else uniform_alltoall_loads)(
+            router, a.groups, a.per_msg_byte)
         res = np.flatnonzero(loads)
         _check_reachable(router, res, loads[res])
         # the longest path: rank 0 of the first communicator to every other rank of it

@@ -164,35 +164,56 @@ class Routed:
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a fast, well-spread deterministic hash of uint64 keys."""
+    """splitmix64 finaliser: a fast, well-spread deterministic hash of uint64 keys (in place on one new array)."""
     x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    t = x >> np.uint64(30)
+    x ^= t
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(x, np.uint64(27), out=t)
+    x ^= t
+    x *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(x, np.uint64(31), out=t)
+    x ^= t
+    return x
 
 
 class _Hashes:
     """The hash values of flow parts, per tier boundary: which switch above (``switch``), which up cable
     (``up_cable``) and which down cable (``down_cable``), each an independent 64-bit value (the up and the down
-    cable of a boundary never share one: they would always pick the same index)."""
+    cable of a boundary never share one: they would always pick the same index).
+
+    The values come from one chain ``v0 = mix(key)``, ``v(i+1) = mix(v(i))``: boundary 0 takes ``v0`` (switch, its
+    high half the up cable) and ``v1``'s high half (down cable); boundary 1 ``v1`` and ``v2`` (up; high half:
+    down); boundary ``k >= 2`` ``v(2k-1)`` (switch; high half: up) and ``v(2k)``'s high half (down). Links of
+    the chain are computed when first asked for: a boundary with one cable per switch pair never needs its cable
+    values."""
 
     def __init__(self, key: np.ndarray):
-        self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        h0 = _mix64(key)
-        h1 = _mix64(h0)
-        h2 = _mix64(h1)
-        self._levels.append((h0, h0 >> np.uint64(32), h1 >> np.uint64(32)))
-        self._levels.append((h1, h2, h2 >> np.uint64(32)))
-        self._last = h2
+        self._chain = [_mix64(key)]
 
-    def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(switch, up_cable, down_cable)`` hash values at boundary ``k``."""
-        while len(self._levels) <= k:
-            a = _mix64(self._last)
-            b = _mix64(a)
-            self._levels.append((a, a >> np.uint64(32), b >> np.uint64(32)))
-            self._last = b
-        return self._levels[k]
+    def _v(self, i: int) -> np.ndarray:
+        while len(self._chain) <= i:
+            self._chain.append(_mix64(self._chain[-1]))
+        return self._chain[i]
+
+    def switch(self, k: int) -> np.ndarray:
+        """The switch-above hash values at boundary ``k``."""
+        return self._v(max(0, 2 * k - 1))
+
+    def cable(self, k: int, down: bool) -> np.ndarray:
+        """The up (or down) cable hash values at boundary ``k``."""
+        if k == 1:
+            return self._v(2) >> np.uint64(32) if down else self._v(2)
+        if k == 0:
+            return self._v(int(down)) >> np.uint64(32)
+        return self._v(2 * k if down else 2 * k - 1) >> np.uint64(32)
+
+
+def _mod(h: np.ndarray, n: int) -> np.ndarray:
+    """``h mod n`` as int64 (a mask when ``n`` is a power of two: the same value, faster)."""
+    if n & (n - 1) == 0:
+        return (h & np.uint64(n - 1)).astype(np.int64)
+    return (h % np.uint64(n)).astype(np.int64)
 
 
 class Router:
@@ -474,32 +495,118 @@ class Router:
                 cols[i[use], S.up(k)] = self.aggregate_start(k) + agg_s[k][use]
                 cols[i[use], S.down(k)] = self.aggregate_start(k, True) + agg_d[k][use]
             return
-        key = (send.nic.astype(np.uint64) * np.uint64(0x100000001B3) ^ recv.nic.astype(np.uint64)) \
-            + sub.astype(np.uint64) * np.uint64(0x9E3779B1)
+        for k, use, up, down in self.hashed_hops(ls, ld, send.nic, recv.nic, sub, src, dst, (agg_s, agg_d)):
+            cols[i[use], S.up(k)] = up
+            cols[i[use], S.down(k)] = down
+
+    def hashed_hops(self, ls, ld, nic_s, nic_d, sub, src, dst, aggs=None):
+        """Hashed ECMP's switch hops of flow parts from NIC ``nic_s`` (under leaf ``ls``) to NIC ``nic_d`` (under
+        leaf ``ld``), hashed part ``sub``, boundary by boundary (``src`` and ``dst``, their GPUs, name them in
+        errors).
+
+        Parameters
+        ----------
+        ls, ld : numpy.ndarray
+            The leaves of the sending and receiving NICs.
+        nic_s, nic_d : numpy.ndarray
+            The sending and receiving NICs (the hash's key).
+        sub : numpy.ndarray or int
+            Each flow part's index among its flow's hashed sub-flows.
+        src, dst : numpy.ndarray
+            The GPUs of each flow part.
+        aggs : tuple of two lists of numpy.ndarray, optional
+            ``Paths.aggregates`` of ``ls`` and of ``ld``, when the caller has them.
+
+        Yields
+        ------
+        tuple
+            ``(k, rows, up, down)``: at tier boundary ``k``, the flow parts ``rows`` (indices into the arguments;
+            a slice when all of them) cross resource ``up`` going up and ``down`` coming down.
+
+        Raises
+        ------
+        Unreachable
+            Failed parts leave some flow part no working path.
+        """
+        f = self.fabric
+        L = f.layout
+        agg_s, agg_d = aggs if aggs is not None else (self.paths.aggregates(ls), self.paths.aggregates(ld))
+        key = nic_s.astype(np.uint64) * np.uint64(0x100000001B3)
+        key ^= nic_d.astype(np.uint64)
+        key += np.asarray(sub).astype(np.uint64) * np.uint64(0x9E3779B1)
         if self.salt:  # a salt mixed in whole: neighbouring salts give unrelated hashes
-            key = key ^ _mix64(np.array([self.salt], dtype=np.uint64))[0]
+            key ^= _mix64(np.array([self.salt], dtype=np.uint64))[0]
         hashes = _Hashes(key)
-        use = np.flatnonzero(agg_s[0] != agg_d[0])  # flow parts still going up
+        del key
+        go = agg_s[0] != agg_d[0]  # flow parts still going up
+        use = slice(None) if go.all() else np.flatnonzero(go)
         xs, xd = ls[use], ld[use]
         for k in range(L.num_tiers - 1):
-            if use.size == 0:
+            if xs.size == 0:
                 break
             above = L.tiers[k + 1]
             s_k, m_k = above.switches_per_group, above.links_from_below
-            hj, hu, hd = (h[use] for h in hashes.level(k))
+            hj = hashes.switch(k)[use]
+            last = k + 2 >= L.num_tiers  # the top: both sides climb to one group (its tier joins all below)
+            # the groups above (the aggregates of tier k + 1 for the leaves), where they matter
+            gs = gd = None
+            if not last:
+                gs = agg_s[1][use] if k == 0 else L.upper_group(k, xs)
+                gd = agg_d[1][use] if k == 0 else L.upper_group(k, xd)
             if f.failed is None:
-                j = (hj % np.uint64(s_k)).astype(np.int64)
-                ku = (hu % np.uint64(m_k)).astype(np.int64)
-                kd = (hd % np.uint64(m_k)).astype(np.int64)
+                j = _mod(hj, s_k)
+                ku = kd = 0
+                if m_k > 1:
+                    ku = _mod(hashes.cable(k, False)[use], m_k)
+                    kd = _mod(hashes.cable(k, True)[use], m_k)
             else:
-                nxt = (agg_s[k + 1][use] != agg_d[k + 1][use]) if k + 1 < L.num_tiers - 1 else None
-                j, ku, kd = self._pick_surviving(k, xs, xd, nxt, hj, hu, hd, src[use], dst[use])
-            cols[i[use], S.up(k)] = 2 * f.uplink_id(k, xs, j, ku)
-            cols[i[use], S.down(k)] = 2 * f.uplink_id(k, xd, j, kd) + 1
-            xs, xd = L.upper_switch(k, xs, j), L.upper_switch(k, xd, j)
-            if k + 1 < L.num_tiers - 1:
+                j, ku, kd = self._pick_surviving(k, xs, xd, gs, gd, hj, hashes, use, src, dst)
+            del hj
+            yield k, use, 2 * f.uplink_id(k, xs, j, ku), 2 * f.uplink_id(k, xd, j, kd) + 1
+            if not last:
+                xs, xd = gs * s_k + j, gd * s_k + j  # switch j of each group above (Layout.upper_switch)
                 go = agg_s[k + 1][use] != agg_d[k + 1][use]
-                use, xs, xd = use[go], xs[go], xd[go]
+                if not go.all():
+                    use = (np.flatnonzero(go) if isinstance(use, slice) else use[go])
+                    xs, xd = xs[go], xd[go]
+
+    def hashed_switch_loads(self, nic_s, nic_d, nbytes: float, src, dst, aggs=None) -> np.ndarray:
+        """Bytes on every resource from the switch hops alone (leaf uplinks and above) of flows between NICs
+        routed with hashed ECMP, each split over :attr:`subflows` parts: what :meth:`route` puts on those
+        resources, without the NVLink, PCIe and NIC hops (an all-to-all takes those from counts).
+
+        Parameters
+        ----------
+        nic_s, nic_d : numpy.ndarray
+            The sending and receiving NIC of each flow (after failover).
+        nbytes : float
+            Bytes of every flow.
+        src, dst : numpy.ndarray
+            The GPUs of each flow (named in errors).
+        aggs : tuple of two lists of numpy.ndarray, optional
+            ``Paths.aggregates`` of the two NICs' leaves, when the caller has them.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``num_res`` bytes.
+
+        Raises
+        ------
+        Unreachable
+            Some flow has no working path.
+        """
+        f = self.fabric
+        nic_s, nic_d = np.asarray(nic_s, dtype=np.int64), np.asarray(nic_d, dtype=np.int64)
+        if aggs is None:
+            aggs = self.paths.aggregates(f.nic_leaf(nic_s)), self.paths.aggregates(f.nic_leaf(nic_d))
+        count = np.zeros(self.num_res)
+        K = self.subflows
+        for c in range(K):
+            for _, _, r_up, r_down in self.hashed_hops(aggs[0][0], aggs[1][0], nic_s, nic_d, c, src, dst, aggs):
+                count += np.bincount(r_up, minlength=count.size)
+                count += np.bincount(r_down, minlength=count.size)
+        return count * (float(nbytes) / K)
 
     def _cables_alive(self, k: int) -> np.ndarray:
         """``[lower switch, switch of its group above, cable]``: the working cables of boundary ``k``."""
@@ -508,26 +615,84 @@ class Router:
         return self.alive[self._uplinks(k)].reshape(L.tiers[k].num_switches, above.switches_per_group,
                                                     above.links_from_below)
 
-    def _pick_surviving(self, k, xs, xd, nxt, hj, hu, hd, src, dst):
-        """Hashed ECMP over what survives at boundary ``k``: a switch above with a working cable from both sides
-        (and, where the flow goes higher, a working cable from both of its sides to some switch of the next
-        boundary), then a working cable on each side, each picked by hash among the survivors."""
+    def _meets(self, k: int, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+        """``[pair, j]``: whether switch ``j`` of group ``g1`` and switch ``j`` of group ``g2`` (groups of tier
+        ``k + 1``) are the same switch or are joined by working parts above them, at any depth."""
+        L = self.fabric.layout
+        s = L.tiers[k + 1].switches_per_group
+        out = np.repeat((g1 == g2)[:, None], s, axis=1)
+        diff = np.flatnonzero(g1 != g2)
+        if diff.size == 0 or k + 2 >= L.num_tiers:  # tier k + 1 is the top: two of its switches never meet
+            return out
+        n2 = int(L.tiers[k + 1].num_switches // s) + 1
+        pairs, inv = np.unique(g1[diff] * n2 + g2[diff], return_inverse=True)
+        u = ((pairs // n2)[:, None] * s + np.arange(s)).ravel()
+        v = ((pairs % n2)[:, None] * s + np.arange(s)).ravel()
+        out[diff] = self._joined(k + 1, u, v).reshape(pairs.size, s)[inv.ravel()]
+        return out
+
+    def _joined(self, t: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Whether switches ``u`` and ``v`` of tier ``t`` (below the top, different) reach a common switch above
+        through working cables: some switch ``j`` of their groups above with a working cable from both that
+        still meets (:meth:`_meets`)."""
+        L = self.fabric.layout
+        via = self._cables_alive(t).any(axis=2)
+        ok = via[u] & via[v]
+        ok &= self._meets(t, L.upper_group(t, u), L.upper_group(t, v))
+        return ok.any(axis=1)
+
+    def _pick_surviving(self, k, xs, xd, gs, gd, hj, hashes, use, src, dst):
+        """Hashed ECMP over the live next hops at boundary ``k``, as a switch re-hashes over the routes it still
+        has: a switch above (``j`` of groups ``gs`` and ``gd``) with a working cable from both sides from which the
+        two sides still meet through working parts at any depth above (:meth:`_meets`), then a working cable on
+        each side, each picked by hash among the survivors. Where nothing is lost for a flow part, the pick is the
+        intact fabric's (hash modulo the number of choices); only the others build their rows of survivors."""
         f = self.fabric
         L = f.layout
+        above = L.tiers[k + 1]
+        s_k, m_k = above.switches_per_group, above.links_from_below
         cab = self._cables_alive(k)
         via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
-        valid = via[xs] & via[xd]
-        if nxt is not None and nxt.any():
-            via2 = self._cables_alive(k + 1).any(axis=2)
-            js = np.arange(L.tiers[k + 1].switches_per_group)
-            us = L.upper_switch(k, xs[nxt, None], js[None, :])
-            ud = L.upper_switch(k, xd[nxt, None], js[None, :])
-            valid[nxt] &= (via2[us] & via2[ud]).any(axis=2)
-        what = L.tiers[k + 1].name
-        j = _pick(hj, valid, what, src, dst, f)
-        ku = _pick(hu, cab[xs, j], "cable", src, dst, f)
-        kd = _pick(hd, cab[xd, j], "cable", src, dst, f)
-        return j, ku, kd
+        whole_s = via.all(axis=1)
+        if gs is None:  # the top: both sides climb to the same switches
+            meets = np.ones((1, s_k), dtype=bool)
+            pidx = np.zeros(xs.size, dtype=np.int64)
+            full = whole_s[xs] & whole_s[xd]
+        else:
+            ng = int(above.num_switches // s_k)
+            pair = gs * ng + gd
+            if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
+                present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
+                idx = np.zeros(ng * ng, dtype=np.int64)
+                idx[present] = np.arange(present.size)
+                pidx = idx[pair]
+            else:
+                present, pidx = np.unique(pair, return_inverse=True)
+                pidx = pidx.ravel()
+            del pair
+            meets = self._meets(k, present // ng, present % ng)  # [pair present, j]
+            full = whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
+        j = _mod(hj, s_k)
+        bad = np.flatnonzero(~full)
+
+        def rows(b):  # flow parts of src and dst
+            return b if isinstance(use, slice) else use[b]
+
+        if bad.size:
+            valid = via[xs[bad]] & via[xd[bad]] & meets[pidx[bad]]
+            j[bad] = _pick(hj[bad], valid, above.name, src[rows(bad)], dst[rows(bad)], f)
+        if m_k == 1:  # the one cable of the switch pair chosen works (it was a choice because it does)
+            return j, 0, 0
+        whole = cab.all(axis=2)  # [lower switch, switch above]: every cable works
+        out = []
+        for x, down in ((xs, False), (xd, True)):
+            h = hashes.cable(k, down)[use]
+            kk = _mod(h, m_k)
+            bad = np.flatnonzero(~whole[x, j])
+            if bad.size:
+                kk[bad] = _pick(h[bad], cab[x[bad], j[bad]], "cable", src[rows(bad)], dst[rows(bad)], f)
+            out.append(kk)
+        return j, out[0], out[1]
 
     # --- router services: the parts of a schedule that are not plain transfers ------------------------------
     def route_transfers(self, t: Transfers) -> Routed:
