@@ -285,6 +285,13 @@ BAD = [
     (["fabric.tiers[leaf].joins=2"], "fabric.tiers[0].joins: leaf is the leaf tier: it joins servers"),
     # a tier name ending in a digit: switch "spine10" would be both spine1's switch 0 and spine's switch 10
     (["fabric.tiers[spine].name=spine1"], "fabric.tiers[1].name: a tier name must not end in a digit, got 'spine1'"),
+    # names --set fabric.tiers[NAME] and --fail cannot write, or that print as two words ("core  switches")
+    (["fabric.tiers[core].name=x[1]"], "fabric.tiers[2].name: a tier name is a letter then letters, digits, '-' or "
+                                       "'_', got 'x[1]' ('[' in it)"),
+    (["fabric.tiers[core].name=core a"], "fabric.tiers[2].name: a tier name is a letter then letters, digits, '-' "
+                                         "or '_', got 'core a' (' ' in it)"),
+    (["fabric.tiers[core].name=a.b"], "got 'a.b' ('.' in it)"),
+    (["fabric.tiers[core].name=-core"], "got '-core' (not starting with a letter)"),
 ]
 
 
@@ -298,6 +305,12 @@ def test_bad_tiers_are_one_line_and_exit_2(sets, expected):
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+
+
+def test_an_empty_tier_name_says_so_in_words():
+    # pydantic's own "value should have at least 1 item after validation" was the message before
+    with pytest.raises(TopoError, match=r"fabric.tiers\[1\].name: a tier name is a letter then .* got '' \(empty\)"):
+        spec_from_dict(spec_dict(tiers=[tier("leaf", oversubscription=1), tier("")]))
 
 
 def test_units_per_pod_and_tier_joins_must_agree():

@@ -144,6 +144,12 @@ class ClusterSpec(_Strict):
 
 
 def _tier_name(value: str) -> str:
+    bad = next((ch for ch in value if not (ch.isascii() and (ch.isalnum() or ch in "-_"))), None)
+    if not value or bad is not None or not value[0].isalpha():
+        what = ("empty" if not value else f"{bad!r} in it" if bad is not None else "not starting with a letter")
+        raise ValueError(f"a tier name is a letter then letters, digits, '-' or '_', got {value!r} ({what}): it "
+                         f"names switches and links (spine0, leaf-spine) and is written in --set "
+                         f"fabric.tiers[NAME] and --fail; allowed: e.g. 'spine', 'super-spine', 'tier_a'")
     if value[-1:].isdigit():
         raise ValueError(f"a tier name must not end in a digit, got {value!r}: switches are named tier name + index "
                          f"({value}0 would read as switch {value[-1]}0 of tier {value[:-1]!r} too); allowed: a name "
@@ -154,9 +160,9 @@ def _tier_name(value: str) -> str:
 class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
-    name: Annotated[Name, Field(min_length=1, max_length=64), AfterValidator(_tier_name)]
-    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``; it may not
-    end in a digit (switch names are the tier's name and an index)."""
+    name: Annotated[Name, Field(max_length=64), AfterValidator(_tier_name)]
+    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``: a letter
+    then letters, digits, '-' or '_', not ending in a digit (switch names are the tier's name and an index)."""
     model: str = ""
     """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
     radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
