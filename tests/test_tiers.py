@@ -345,6 +345,22 @@ def test_grow_tiers_grows_to_any_depth(units, tiers):
     assert all(t.oversubscription in (1.0, None) for t in inv.tiers)
 
 
+def test_a_grown_tier_joins_what_divides_the_blocks_below():
+    # Review finding: 40 units (160 NIC ports) grew a core that joined 4 of the 10 pods, then failed with "10 pods
+    # do not fill whole islands of 4; ... or set fabric.tiers[2].joins", a tier the spec does not have. A grown
+    # tier now joins the most blocks that fit and divide the blocks below (2 of 10), and the tree still has the
+    # fewest tiers a non-blocking radix-8 Clos needs: 2 * 4^3 = 128 < 160 <= 2 * 4^4 = 512 (Al-Fares et al., above)
+    f = build_fabric(_grown(40))
+    assert [(t.name, t.joins, t.num_blocks) for t in f.layout.tiers] == [
+        ("leaf", 1, 40), ("spine", 4, 10), ("core", 2, 5), ("super-spine", 5, 1)]
+    assert all(t.oversubscription == 1 for t in inventory(f).tiers[:-1])
+    # 11 pods (a prime) divide into no block of 2 to 4: one line that says why and what to change, no key to set
+    with pytest.raises(TopoError, match="11 pods do not fill whole islands of 2 to 4, the most that fit under core "
+                                        r"\(a tier fabric.grow_tiers added, whose joins cannot be set\)") as e:
+        build_fabric(_grown(44))
+    assert "tiers[2]" not in str(e.value)
+
+
 def test_grow_tiers_stops_at_the_most_tiers_a_spec_may_have():
     from topo.spec.model import MAX_TIERS
 

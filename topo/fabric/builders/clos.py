@@ -370,7 +370,18 @@ def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_b
     if best == 0:
         raise TopoError(f"{tier.name}: not even one {below_name} fits under {tier.radix}-port switches",
                         key=_key(i, "radix"))
-    return min(best, num_blocks)
+    best = min(best, num_blocks)
+    if i >= len(spec.fabric.tiers) and num_blocks > 1:
+        # a tier grow_tiers added has no joins a user could set: take the most blocks that fit and divide the
+        # blocks below evenly (at least 2, or the tier would join nothing)
+        fits = next(b for b in range(best, 0, -1) if num_blocks % b == 0)
+        if fits < 2:
+            raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of 2 to "
+                            f"{best}, the most that fit under {tier.name} (a tier fabric.grow_tiers added, whose "
+                            f"joins cannot be set); change the cluster's size or raise the radix",
+                            key=_size_key(spec))
+        best = fits
+    return best
 
 
 def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> int:
