@@ -55,6 +55,22 @@ def test_bad_values_are_one_clear_line(tmp_path, text, key, wording):
     assert "Input should" not in msg  # never pydantic's own wording
 
 
+def test_days_have_an_upper_bound_and_big_figures_their_separators():
+    # review finding: --days 1e12 planned "1e+12 days ... = 279328438414.9x GPT-4"; the plan's days end where its
+    # years do (economics.years <= 50, in 365-day years as power.py's HOURS_PER_YEAR)
+    assert _err("--days", "1e12").startswith("--days: plan.workload.days: must be <= 18250 (50 years of 365 days")
+    p = run_cli("plan", "--days", "18250")
+    assert p.returncode == 0, p.stderr
+    # closed form: 100,352 H100 x 1,979 TFLOP/s dense FP8 (NVIDIA H100 SXM datasheet) x MFU 0.35 x 18,250 days x
+    # 86,400 s / GPT-4's 2.15e25 FLOP (planner.md line 22) = 5,097.6x, printed with its thousands separator
+    line = next(ln for ln in p.stdout.splitlines() if "days at fp8" in ln)
+    assert line.strip().startswith("18,250 days at fp8") and "x GPT-4" in line
+    ratio_text = line.split(" = ")[1].split("x GPT-4")[0]
+    assert "," in ratio_text
+    assert float(ratio_text.replace(",", "")) == pytest.approx(100352 * 1979e12 * 0.35 * 18250 * 86400 / 2.15e25,
+                                                                rel=0.001)
+
+
 def test_pue_has_an_upper_bound_on_the_command_line():
     assert _err("--pue", "1e9").startswith("--pue: plan.facility.pue: must be <= 3")
 

@@ -224,8 +224,9 @@ def render(r: PlanResult) -> str:
     out.append("")
     peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
     out.append(f"compute   peak {peaks}")
-    out.append(f"          {k.days:g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
-               f"{k.reference_ratio:.1f}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
+    ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
+    out.append(f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
+               f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
                + " its cluster")
     out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "

@@ -191,8 +191,12 @@ class CoolingTypes(_Strict):
     direct_liquid: CoolingType
 
 
+MAX_YEARS = 50.0
+"""The longest plan (``economics.years``, and ``workload.days`` in 365-day years) the catalog takes."""
+
+
 class Economics(_Strict):
-    years: _bounded(ge=None, gt=0.0, le=50.0)
+    years: _bounded(ge=None, gt=0.0, le=MAX_YEARS)
     server_life_years: Positive
     network_life_years: Positive
     facility_life_years: Positive
@@ -260,7 +264,8 @@ ENDS = ("low", "expected", "high")
 class Workload(_Strict):
     mfu: _bounded(ge=None, gt=0.0, le=1.0)
     precision: str
-    days: Positive
+    days: _bounded(ge=None, gt=0.0, le=MAX_YEARS * 365, why_le=f" ({MAX_YEARS:g} years of 365 days, the longest "
+                                                              "plan.economics.years may be)")
     params: Positive | None = None
     tokens_per_param: Positive
     reference: Reference
