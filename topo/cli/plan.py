@@ -207,14 +207,14 @@ def render(r: PlanResult) -> str:
         low, expected, high = cr.line(line)
         return [fmt(expected), fmt(low), fmt(high)]
 
-    rows = [[name] + ends(f"capex.{name}_usd") for name in c.parts()]
+    rows = [[name] + ends(f"capex.{c.PART_KEYS[name]}") for name in c.parts()]
     rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
                    f"{c.facility_basis_W / 1e6:,.1f} MW)")
     rows += [["capex"] + ends("capex_usd"), ["per GPU"] + ends("capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
              ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
     out.append(table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True]))
     out.append("")
-    rows = [[name] + ends(f"ownership.{name}_usd") for name in o.parts()]
+    rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
     rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
              ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
     out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
