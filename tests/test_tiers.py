@@ -313,6 +313,17 @@ def test_an_empty_tier_name_says_so_in_words():
         spec_from_dict(spec_dict(tiers=[tier("leaf", oversubscription=1), tier("")]))
 
 
+def test_too_many_tiers_is_one_short_line():
+    # review finding: pydantic's "list should have at most 8 items after validation, not 9, got [...]" printed
+    # every tier of the spec on the error line
+    names = ["leaf", "spine", "core", "aa", "bb", "cc", "dd", "ee", "ff"]
+    with pytest.raises(TopoError) as e:
+        spec_from_dict(spec_dict(tiers=[tier(n) for n in names]))
+    assert str(e.value).endswith("fabric.tiers: a fabric has 1 to 8 tiers, got 9 [[fabric.tiers]] entries; with "
+                                 "more, raise the radix (fewer tiers hold as many GPUs)")
+    assert "{" not in str(e.value)
+
+
 def test_units_per_pod_and_tier_joins_must_agree():
     with pytest.raises(TopoError, match="two pod sizes"):
         build_fabric(load_spec("h100-100k-4tier", ["fabric.tiers[spine].joins=8"]))

@@ -157,6 +157,14 @@ def _tier_name(value: str) -> str:
     return value
 
 
+def _tier_count(value):
+    # before pydantic's own "list should have at most 8 items after validation, not 10, got [every tier]"
+    if isinstance(value, list) and not 1 <= len(value) <= MAX_TIERS:
+        raise ValueError(f"a fabric has 1 to {MAX_TIERS} tiers, got {len(value)} [[fabric.tiers]] entries; with "
+                         f"more, raise the radix (fewer tiers hold as many GPUs)")
+    return value
+
+
 class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
@@ -224,7 +232,7 @@ class FabricSpec(_Strict):
     as the spines hold."""
     unit_name: Name = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
-    tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=MAX_TIERS)]
+    tiers: Annotated[list[TierSpec], BeforeValidator(_tier_count), Field(min_length=1, max_length=MAX_TIERS)]
     """The switch tiers from the bottom (leaf) up: 1 to 8 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
     """When the top tier cannot connect everything, add tiers like it (spine, core, super-spine, super-core, ...) as
