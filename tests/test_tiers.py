@@ -292,6 +292,12 @@ BAD = [
                                          "or '_', got 'core a' (' ' in it)"),
     (["fabric.tiers[core].name=a.b"], "got 'a.b' ('.' in it)"),
     (["fabric.tiers[core].name=-core"], "got '-core' (not starting with a letter)"),
+    # a joins on the top tier was ignored without a word (the top joins everything below it)
+    (["fabric.tiers[super-spine].joins=2"], "fabric.tiers[3].joins: super-spine is the top tier: it joins all 4 "
+                                            "islands, not 2; remove fabric.tiers[3].joins, add a tier above it or "
+                                            "set fabric.grow_tiers = true"),
+    (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a hall of 8 islands needs more "
+                                            "than the 4 the cluster has"),
 ]
 
 
@@ -370,6 +376,13 @@ def test_a_grown_tier_joins_what_divides_the_blocks_below():
                                         r"\(a tier fabric.grow_tiers added, whose joins cannot be set\)") as e:
         build_fabric(_grown(44))
     assert "tiers[2]" not in str(e.value)
+
+
+def test_a_top_tier_joins_is_kept_by_growing_a_tier_above_it():
+    # with grow_tiers, halls of 2 islands under the super-spines get a super-core above them joining the 2 halls
+    f = build_fabric(load_spec("h100-100k-islands", ["fabric.tiers[super-spine].joins=2", "fabric.grow_tiers=true"]))
+    assert [(t.name, t.joins, t.num_blocks) for t in f.layout.tiers][3:] == [("super-spine", 2, 2),
+                                                                              ("super-core", 2, 1)]
 
 
 def test_grow_tiers_stops_at_the_most_tiers_a_spec_may_have():

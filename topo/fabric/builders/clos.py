@@ -240,6 +240,15 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         lower_per_block = leaves_per_unit // rail_groups if i == 1 else 1  # lower switches per block, per group
         below_name = attach.default_unit_name if i == 1 else below.block_name
         name = _block_name(spec, i)
+        if top and tier.joins is not None and tier.joins > num_blocks:
+            raise TopoError(f"{tier.name}: a {name} of {count_noun(tier.joins, below_name)} needs more than the "
+                            f"{format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
+        if top and tier.joins is not None and tier.joins < num_blocks:
+            # the top tier joins everything below it (the spec's joins was ignored): a smaller block needs a tier
+            # above it, which grow_tiers adds
+            raise _TopTierFull(f"{tier.name} is the top tier: it joins all {count_noun(num_blocks, below_name)}, "
+                               f"not {tier.joins}; remove {_key(i, 'joins')}, add a tier above it or set "
+                               "fabric.grow_tiers = true", key=_key(i, "joins"))
         joins = num_blocks if top else _joins(spec, tier, i, rates[i], below_up, lower_per_block, num_blocks,
                                                below_name, name)
         if num_blocks % joins != 0:
