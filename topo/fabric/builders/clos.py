@@ -198,6 +198,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     ports_per_server = nics // leaves_per_unit  # NIC ports a server puts on each of its unit's leaves
     rail_groups = rails if attach.per_rail_groups else 1
     rates = _rates(spec, tiers)
+    _check_block_names(spec, tiers, spec.fabric.unit_name or attach.default_unit_name)
 
     leaf = tiers[0]
     leaf_top = len(tiers) == 1
@@ -302,6 +303,19 @@ DEFAULT_BLOCK_NAMES = ("unit", "pod", "island", "hall", "campus")
 def _block_name(spec: Spec, i: int) -> str:
     given = spec.fabric.tiers[i].block_name if i < len(spec.fabric.tiers) else ""
     return given or (DEFAULT_BLOCK_NAMES[i] if i < len(DEFAULT_BLOCK_NAMES) else f"tier-{i} block")
+
+
+def _check_block_names(spec: Spec, tiers: list[TierSpec], unit_name: str) -> None:
+    """Every level of blocks has its own name ("pod = 24 pods" read as nonsense); blame the name the user gave."""
+    seen = {unit_name: "fabric.unit_name" if spec.fabric.unit_name else "the units' default name"}
+    for i in range(1, len(tiers)):
+        name = _block_name(spec, i)
+        given = i < len(spec.fabric.tiers) and bool(spec.fabric.tiers[i].block_name)
+        if name in seen:
+            key = _key(i, "block_name") if given else seen[name]
+            raise TopoError(f"{name!r} names the blocks of two tiers ({seen[name]} and the blocks of "
+                            f"{tiers[i].name}); give each level its own name", key=key)
+        seen[name] = _key(i, "block_name") if given else f"{tiers[i].name}'s default block name"
 
 
 def _joins_key(spec: Spec, i: int) -> str:
