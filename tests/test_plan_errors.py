@@ -88,3 +88,15 @@ def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():
     assert msg.startswith("topologies/dgx-h100-superpod.toml: plan.floor: the floor plan makes NIC links up to "
                           "5,005 m long")
     assert "the longest reaches 2,000 m" in msg and "topo/data/catalog" not in msg
+
+
+def test_a_bundled_spec_outside_the_working_folder_is_named_not_pathed(tmp_path):
+    # review finding: after a plain `pip install`, every error on a bundled spec began with the package's own
+    # folder ("error: /.../site-packages/topo/topologies/h100-100k.toml (--set ...)"); below the working folder
+    # (a checkout) the relative path stays, as the README shows
+    p = run_cli("plan", "--set", "plan.economics.years=-1", cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr == ("error: bundled spec h100-100k (--set plan.economics.years=-1): plan.economics.years: must "
+                        "be > 0, got -1\n")
+    p = run_cli("plan", "--set", "plan.economics.years=-1")
+    assert p.stderr.startswith("error: topologies/h100-100k.toml (--set plan.economics.years=-1)")
