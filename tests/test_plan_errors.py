@@ -47,6 +47,15 @@ def test_a_typod_part_says_did_you_mean(tmp_path):
     ("[layout]\nservers_per_rack = 2\n", "plan.layout", "did you mean 'floor'? (plan.layout is now plan.floor)"),
     ("server_model = 'DGX H10'\n", "plan.server_model", "did you mean 'DGX H100'?"),
     ("server_model = 'DGX A100'\n", "plan.server_model", "holds A100 GPUs, the spec's GPU is H100"),
+    # review findings: a bare value where a table belongs was an internal TypeError or AttributeError ...
+    ("switches = 5\n", "plan.switches", "must be a table ([plan.switches] with its keys), got 5"),
+    ("gpus = 'H100'\n", "plan.gpus", "must be a table ([plan.gpus] with its keys), got 'H100'"),
+    ("[tiers]\ncore = 5\n", "plan.tiers.core", "must be a table ([plan.tiers.core] with its keys), got 5"),
+    ("tiers = [1]\n", "plan.tiers", "must be a table ([plan.tiers] with its keys), got [1]"),
+    # ... or asked a price range for a { value, source, status } table
+    ("[price_ranges]\nranges = 5\n", "plan.price_ranges.ranges", "must be a table of ranges by price key"),
+    ("[price_ranges.ranges]\n'switches.QM9700.price_usd' = 5\n", "plan.price_ranges.ranges.switches.QM9700.price_usd",
+     "must be a table { low, high } (each a number or a table { value, source, status }), got 5"),
 ])
 def test_bad_values_are_one_clear_line(tmp_path, text, key, wording):
     f = _plan_file(tmp_path, text)
