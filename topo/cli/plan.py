@@ -13,7 +13,7 @@ from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..training.mfu import predict_mfu
-from ..units import format_bandwidth, format_count, format_time
+from ..units import count_noun, format_bandwidth, format_count, format_time
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
 
@@ -172,7 +172,7 @@ def render(r: PlanResult) -> str:
                   if fl.islands > 1 else "")
                + f"{format_count(fl.core_room_racks)} in the central room); leaves "
                f"{fl.leaf_placement.replace('_', ' ')}")
-    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {fl.units_per_row} units per "
+    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {count_noun(fl.units_per_row, 'unit')} per "
                f"row, {format_count(fl.rows)} rows; {fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
                f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"
                + (f"; {fl.num_halls // fl.islands} per island" if fl.islands > 1 else "") + ") in a "
