@@ -52,6 +52,8 @@ def test_a_typod_part_says_did_you_mean(tmp_path):
     ("gpus = 'H100'\n", "plan.gpus", "must be a table ([plan.gpus] with its keys), got 'H100'"),
     ("[tiers]\ncore = 5\n", "plan.tiers.core", "must be a table ([plan.tiers.core] with its keys), got 5"),
     ("tiers = [1]\n", "plan.tiers", "must be a table ([plan.tiers] with its keys), got [1]"),
+    ("[reliability]\ncheckpoint = 5\n", "plan.reliability.checkpoint",
+     "must be a table ([plan.reliability.checkpoint] with its keys), got 5"),
     # ... or asked a price range for a { value, source, status } table
     ("[price_ranges]\nranges = 5\n", "plan.price_ranges.ranges", "must be a table of ranges by price key"),
     ("[price_ranges.ranges]\n'switches.QM9700.price_usd' = 5\n", "plan.price_ranges.ranges.switches.QM9700.price_usd",

@@ -588,6 +588,8 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
                f"{err.get('input')!r}" if len(loc) == 3 else
                f"must be a table of ranges by price key, e.g. [plan.price_ranges.ranges.\"switches.QM9700.price_usd\"] "
                f"with low and high, got {err.get('input')!r}")
+    elif err["type"] == "model_type" and err.get("ctx", {}).get("class_name") not in (None, "Value"):
+        msg = f"must be a table ([plan.{dotted}] with its keys), got {err.get('input')!r}"
     elif err["type"] in ("model_type", "dict_type"):
         msg = f"must be a number or a table {{ value, source, status }}, got {err.get('input')!r}"
     elif err["type"] in ("float_type", "float_parsing", "finite_number"):
