@@ -7,6 +7,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from topo import build_fabric, inventory, load_spec
+from topo.cli.main import build_parser
 
 
 def test_describe_default_runs_with_no_argument():
@@ -139,3 +140,16 @@ def test_written_files_are_readable_by_others(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+
+
+
+def test_debug_is_taken_after_the_command_too():
+    # review finding: an internal error says "rerun with --debug", and `topo plan ... --debug` answered
+    # "unrecognized arguments: --debug" (only `topo --debug plan ...` worked)
+    p = run_cli("describe", "--set", "cluster.num_gpus=0", "--debug")
+    assert p.returncode == 2 and "Traceback" in p.stderr
+    assert p.stderr.splitlines()[-1].startswith("error: ")
+    p = run_cli("describe", "--set", "cluster.num_gpus=0")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert all("--debug" in c.format_help() for c in sub.choices.values()), sorted(sub.choices)

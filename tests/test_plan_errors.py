@@ -47,12 +47,39 @@ def test_a_typod_part_says_did_you_mean(tmp_path):
     ("[layout]\nservers_per_rack = 2\n", "plan.layout", "did you mean 'floor'? (plan.layout is now plan.floor)"),
     ("server_model = 'DGX H10'\n", "plan.server_model", "did you mean 'DGX H100'?"),
     ("server_model = 'DGX A100'\n", "plan.server_model", "holds A100 GPUs, the spec's GPU is H100"),
+    # review findings: a bare value where a table belongs was an internal TypeError or AttributeError ...
+    ("switches = 5\n", "plan.switches", "must be a table ([plan.switches] with its keys), got 5"),
+    ("gpus = 'H100'\n", "plan.gpus", "must be a table ([plan.gpus] with its keys), got 'H100'"),
+    ("[tiers]\ncore = 5\n", "plan.tiers.core", "must be a table ([plan.tiers.core] with its keys), got 5"),
+    ("tiers = [1]\n", "plan.tiers", "must be a table ([plan.tiers] with its keys), got [1]"),
+    ("[reliability]\ncheckpoint = 5\n", "plan.reliability.checkpoint",
+     "must be a table ([plan.reliability.checkpoint] with its keys), got 5"),
+    # ... or asked a price range for a { value, source, status } table
+    ("[price_ranges]\nranges = 5\n", "plan.price_ranges.ranges", "must be a table of ranges by price key"),
+    ("[price_ranges.ranges]\n'switches.QM9700.price_usd' = 5\n", "plan.price_ranges.ranges.switches.QM9700.price_usd",
+     "must be a table { low, high } (each a number or a table { value, source, status }), got 5"),
 ])
 def test_bad_values_are_one_clear_line(tmp_path, text, key, wording):
     f = _plan_file(tmp_path, text)
     msg = _err("h100-100k-4tier", "--plan-file", str(f))
     assert msg.startswith(f"{f}: {key}: ") and wording in msg
     assert "Input should" not in msg  # never pydantic's own wording
+
+
+def test_days_have_an_upper_bound_and_big_figures_their_separators():
+    # review finding: --days 1e12 planned "1e+12 days ... = 279328438414.9x GPT-4"; the plan's days end where its
+    # years do (economics.years <= 50, in 365-day years as power.py's HOURS_PER_YEAR)
+    assert _err("--days", "1e12").startswith("--days: plan.workload.days: must be <= 18250 (50 years of 365 days")
+    p = run_cli("plan", "--days", "18250")
+    assert p.returncode == 0, p.stderr
+    # closed form: 100,352 H100 x 1,979 TFLOP/s dense FP8 (NVIDIA H100 SXM datasheet) x MFU 0.35 x 18,250 days x
+    # 86,400 s / GPT-4's 2.15e25 FLOP (planner.md line 22) = 5,097.6x, printed with its thousands separator
+    line = next(ln for ln in p.stdout.splitlines() if "days at fp8" in ln)
+    assert line.strip().startswith("18,250 days at fp8") and "x GPT-4" in line
+    ratio_text = line.split(" = ")[1].split("x GPT-4")[0]
+    assert "," in ratio_text
+    assert float(ratio_text.replace(",", "")) == pytest.approx(100352 * 1979e12 * 0.35 * 18250 * 86400 / 2.15e25,
+                                                                rel=0.001)
 
 
 def test_pue_has_an_upper_bound_on_the_command_line():
@@ -72,3 +99,15 @@ def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():
     assert msg.startswith("topologies/dgx-h100-superpod.toml: plan.floor: the floor plan makes NIC links up to "
                           "5,005 m long")
     assert "the longest reaches 2,000 m" in msg and "topo/data/catalog" not in msg
+
+
+def test_a_bundled_spec_outside_the_working_folder_is_named_not_pathed(tmp_path):
+    # review finding: after a plain `pip install`, every error on a bundled spec began with the package's own
+    # folder ("error: /.../site-packages/topo/topologies/h100-100k.toml (--set ...)"); below the working folder
+    # (a checkout) the relative path stays, as the README shows
+    p = run_cli("plan", "--set", "plan.economics.years=-1", cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr == ("error: bundled spec h100-100k (--set plan.economics.years=-1): plan.economics.years: must "
+                        "be > 0, got -1\n")
+    p = run_cli("plan", "--set", "plan.economics.years=-1")
+    assert p.stderr.startswith("error: topologies/h100-100k.toml (--set plan.economics.years=-1)")

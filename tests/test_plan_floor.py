@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from conftest import run_cli
 from topo.errors import TopoError
 from topo.plan import plan
 
@@ -25,6 +26,16 @@ def test_racks_per_row_from_the_spec_or_the_hall_width():
     assert r.floor.rows == 56 * (4 + 1)
     r = _plan(("hall_width_m", 12))  # 20 racks per row from a 12 m hall
     assert r.floor.racks_per_row == 20 and r.floor.units_per_row == 2
+
+
+def test_a_hall_narrower_than_a_unit_says_where_its_rows_come_from():
+    # review finding: hall_width_m = 1 printed "9 racks per row (hall_width_m / rack_width_m), 1 units per row":
+    # 1 m / 0.6 m holds 1 rack; the 9 are a unit's 8 server racks + its leaf rack, each unit in a row of its own
+    r = _plan(("hall_width_m", 1))
+    assert (r.floor.racks_per_row, r.floor.units_per_row) == (9, 1)
+    assert r.floor.racks_per_row_source == "a unit's racks; hall_width_m / rack_width_m holds fewer"
+    p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.floor.hall_width_m=1")
+    assert p.returncode == 0 and ", 1 unit per row, " in p.stdout, p.stderr
 
 
 def test_halls_hold_as_many_pods_as_their_power_allows():

@@ -105,3 +105,18 @@ def test_ranges_reach_the_text_json_and_the_comparison():
     c = run_cli("plan", "dgx-h100-superpod", "meta-llama3-24k", "--no-collectives")
     row = next(line for line in c.stdout.splitlines() if line.startswith("cost per GPU-hour"))
     assert row.count("(") == 2 and row.count("-$") == 2  # "$1.69 ($1.37-$2.28)" per design
+
+
+def test_cost_lines_are_keyed_as_the_figures_they_range():
+    # review finding: --json 'cost_range' had 'capex.front-end network_usd', 'capex.cooling equipment_usd' and
+    # 'ownership.staff and site opex_usd' beside 'capex': {'frontend_usd', 'cooling_usd'} and 'ownership':
+    # {'staff_opex_usd'}: keys with spaces that matched no figure. Each line's expected end is its figure.
+    d = plan("dgx-h100-superpod", collectives=False).to_dict()
+    lines = d["cost_range"]["lines"]
+    for key, ends in lines.items():
+        assert " " not in key, key
+        section, _, field = key.rpartition(".")
+        figure = (d[section][field] if section else
+                  next(src[field] for src in (d, d["capex"], d["ownership"]) if field in src))
+        assert ends["expected"] == figure, key
+    assert {"capex.frontend_usd", "capex.cooling_usd", "ownership.staff_opex_usd"} <= set(lines)

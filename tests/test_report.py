@@ -318,7 +318,8 @@ def test_several_specs_side_by_side(superpod_report, gb200):
 
 
 def evil_spec():
-    d = spec_dict(tiers=[tier("<b>leaf</b>", oversubscription=1), tier("spine")],
+    # a tier's name cannot hold markup (the spec refuses it: tests/test_tiers.py); its switch model can
+    d = spec_dict(tiers=[tier("leaf", oversubscription=1, model="<b>leaf</b>"), tier("spine")],
                   name='<script>alert("x")</script>', description="a & b <i>c</i>",
                   source=["javascript:alert(1)", "https://example.org/?a=<x>"])
     return spec_from_dict(d)

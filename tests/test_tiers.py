@@ -285,6 +285,24 @@ BAD = [
     (["fabric.tiers[leaf].joins=2"], "fabric.tiers[0].joins: leaf is the leaf tier: it joins servers"),
     # a tier name ending in a digit: switch "spine10" would be both spine1's switch 0 and spine's switch 10
     (["fabric.tiers[spine].name=spine1"], "fabric.tiers[1].name: a tier name must not end in a digit, got 'spine1'"),
+    # names --set fabric.tiers[NAME] and --fail cannot write, or that print as two words ("core  switches")
+    (["fabric.tiers[core].name=x[1]"], "fabric.tiers[2].name: a tier name is a letter then letters, digits, '-' or "
+                                       "'_', got 'x[1]' ('[' in it)"),
+    (["fabric.tiers[core].name=core a"], "fabric.tiers[2].name: a tier name is a letter then letters, digits, '-' "
+                                         "or '_', got 'core a' (' ' in it)"),
+    (["fabric.tiers[core].name=a.b"], "got 'a.b' ('.' in it)"),
+    (["fabric.tiers[core].name=-core"], "got '-core' (not starting with a letter)"),
+    # a joins on the top tier was ignored without a word (the top joins everything below it)
+    (["fabric.tiers[super-spine].joins=2"], "fabric.tiers[3].joins: super-spine is the top tier: it joins all 4 "
+                                            "islands, not 2; remove fabric.tiers[3].joins, add a tier above it or "
+                                            "set fabric.grow_tiers = true"),
+    (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a hall of 8 islands needs more "
+                                            "than the 4 the cluster has"),
+    # two levels of blocks under one name printed "pod = 24 pods (24,576 GPUs), 4 pods"
+    (["fabric.tiers[core].block_name=pod"], "fabric.tiers[2].block_name: 'pod' names the blocks of two tiers "
+                                            "(spine's default block name and the blocks of core)"),
+    (["fabric.unit_name=island"], "fabric.tiers[2].block_name: 'island' names the blocks of two tiers "
+                                  "(fabric.unit_name and the blocks of core)"),
 ]
 
 
@@ -298,6 +316,23 @@ def test_bad_tiers_are_one_line_and_exit_2(sets, expected):
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr
     assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+
+
+def test_an_empty_tier_name_says_so_in_words():
+    # pydantic's own "value should have at least 1 item after validation" was the message before
+    with pytest.raises(TopoError, match=r"fabric.tiers\[1\].name: a tier name is a letter then .* got '' \(empty\)"):
+        spec_from_dict(spec_dict(tiers=[tier("leaf", oversubscription=1), tier("")]))
+
+
+def test_too_many_tiers_is_one_short_line():
+    # review finding: pydantic's "list should have at most 8 items after validation, not 9, got [...]" printed
+    # every tier of the spec on the error line
+    names = ["leaf", "spine", "core", "aa", "bb", "cc", "dd", "ee", "ff"]
+    with pytest.raises(TopoError) as e:
+        spec_from_dict(spec_dict(tiers=[tier(n) for n in names]))
+    assert str(e.value).endswith("fabric.tiers: a fabric has 1 to 8 tiers, got 9 [[fabric.tiers]] entries; with "
+                                 "more, raise the radix (fewer tiers hold as many GPUs)")
+    assert "{" not in str(e.value)
 
 
 def test_units_per_pod_and_tier_joins_must_agree():
@@ -330,6 +365,29 @@ def test_grow_tiers_grows_to_any_depth(units, tiers):
     inv = inventory(f)
     assert inv.bisection_bandwidth_per_gpu_Bps == pytest.approx(NIC_Bps, rel=1e-12)  # non-blocking at every depth
     assert all(t.oversubscription in (1.0, None) for t in inv.tiers)
+
+
+def test_a_grown_tier_joins_what_divides_the_blocks_below():
+    # Review finding: 40 units (160 NIC ports) grew a core that joined 4 of the 10 pods, then failed with "10 pods
+    # do not fill whole islands of 4; ... or set fabric.tiers[2].joins", a tier the spec does not have. A grown
+    # tier now joins the most blocks that fit and divide the blocks below (2 of 10), and the tree still has the
+    # fewest tiers a non-blocking radix-8 Clos needs: 2 * 4^3 = 128 < 160 <= 2 * 4^4 = 512 (Al-Fares et al., above)
+    f = build_fabric(_grown(40))
+    assert [(t.name, t.joins, t.num_blocks) for t in f.layout.tiers] == [
+        ("leaf", 1, 40), ("spine", 4, 10), ("core", 2, 5), ("super-spine", 5, 1)]
+    assert all(t.oversubscription == 1 for t in inventory(f).tiers[:-1])
+    # 11 pods (a prime) divide into no block of 2 to 4: one line that says why and what to change, no key to set
+    with pytest.raises(TopoError, match="11 pods do not fill whole islands of 2 to 4, the most that fit under core "
+                                        r"\(a tier fabric.grow_tiers added, whose joins cannot be set\)") as e:
+        build_fabric(_grown(44))
+    assert "tiers[2]" not in str(e.value)
+
+
+def test_a_top_tier_joins_is_kept_by_growing_a_tier_above_it():
+    # with grow_tiers, halls of 2 islands under the super-spines get a super-core above them joining the 2 halls
+    f = build_fabric(load_spec("h100-100k-islands", ["fabric.tiers[super-spine].joins=2", "fabric.grow_tiers=true"]))
+    assert [(t.name, t.joins, t.num_blocks) for t in f.layout.tiers][3:] == [("super-spine", 2, 2),
+                                                                              ("super-core", 2, 1)]
 
 
 def test_grow_tiers_stops_at_the_most_tiers_a_spec_may_have():

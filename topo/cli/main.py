@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in COMMANDS:
         module.register(sub)
+    for command in sub.choices.values():  # `topo plan ... --debug` as well as `topo --debug plan ...`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show a traceback on errors")
     return parser
 
 

@@ -13,7 +13,7 @@ from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..training.mfu import predict_mfu
-from ..units import format_bandwidth, format_count, format_time
+from ..units import count_noun, format_bandwidth, format_count, format_time
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
 
@@ -172,7 +172,7 @@ def render(r: PlanResult) -> str:
                   if fl.islands > 1 else "")
                + f"{format_count(fl.core_room_racks)} in the central room); leaves "
                f"{fl.leaf_placement.replace('_', ' ')}")
-    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {fl.units_per_row} units per "
+    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {count_noun(fl.units_per_row, 'unit')} per "
                f"row, {format_count(fl.rows)} rows; {fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
                f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"
                + (f"; {fl.num_halls // fl.islands} per island" if fl.islands > 1 else "") + ") in a "
@@ -207,14 +207,14 @@ def render(r: PlanResult) -> str:
         low, expected, high = cr.line(line)
         return [fmt(expected), fmt(low), fmt(high)]
 
-    rows = [[name] + ends(f"capex.{name}_usd") for name in c.parts()]
+    rows = [[name] + ends(f"capex.{c.PART_KEYS[name]}") for name in c.parts()]
     rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
                    f"{c.facility_basis_W / 1e6:,.1f} MW)")
     rows += [["capex"] + ends("capex_usd"), ["per GPU"] + ends("capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
              ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
     out.append(table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True]))
     out.append("")
-    rows = [[name] + ends(f"ownership.{name}_usd") for name in o.parts()]
+    rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
     rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
              ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
     out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
@@ -224,8 +224,9 @@ def render(r: PlanResult) -> str:
     out.append("")
     peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
     out.append(f"compute   peak {peaks}")
-    out.append(f"          {k.days:g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
-               f"{k.reference_ratio:.1f}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
+    ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
+    out.append(f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
+               f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
                + " its cluster")
     out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "

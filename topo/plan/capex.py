@@ -47,6 +47,11 @@ class Capex:
                 "cables": self.cables_usd, "storage": self.storage_usd, "front-end network": self.frontend_usd,
                 "cooling equipment": self.cooling_usd, "facility": self.facility_usd}
 
+    PART_KEYS = {"servers": "servers_usd", "switches": "switches_usd", "optics": "optics_usd",
+                 "cables": "cables_usd", "storage": "storage_usd", "front-end network": "frontend_usd",
+                 "cooling equipment": "cooling_usd", "facility": "facility_usd"}
+    """The key of each of :meth:`parts` in :meth:`to_dict` (``--json``), by its label."""
+
     def to_dict(self) -> dict:
         return asdict(self)
 

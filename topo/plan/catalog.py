@@ -191,8 +191,12 @@ class CoolingTypes(_Strict):
     direct_liquid: CoolingType
 
 
+MAX_YEARS = 50.0
+"""The longest plan (``economics.years``, and ``workload.days`` in 365-day years) the catalog takes."""
+
+
 class Economics(_Strict):
-    years: _bounded(ge=None, gt=0.0, le=50.0)
+    years: _bounded(ge=None, gt=0.0, le=MAX_YEARS)
     server_life_years: Positive
     network_life_years: Positive
     facility_life_years: Positive
@@ -260,7 +264,8 @@ ENDS = ("low", "expected", "high")
 class Workload(_Strict):
     mfu: _bounded(ge=None, gt=0.0, le=1.0)
     precision: str
-    days: Positive
+    days: _bounded(ge=None, gt=0.0, le=MAX_YEARS * 365, why_le=f" ({MAX_YEARS:g} years of 365 days, the longest "
+                                                              "plan.economics.years may be)")
     params: Positive | None = None
     tokens_per_param: Positive
     reference: Reference
@@ -506,6 +511,13 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
                 hint += f" (plan.{unknown[0]} is now plan.{_RENAMED[unknown[0]]})"
             raise TopoError(f"unknown key {unknown[0]!r}; allowed: {', '.join(PLAN_KEYS)}{hint}", source=origin,
                             key=f"plan.{unknown[0]}")
+        for k, v in table.items():
+            # every key but server_model is a table ([plan.switches], [plan.tiers.core], ...); a bare value there
+            # stopped the merge with an internal TypeError
+            inner = v.items() if k in ITEM_KINDS + ("tiers",) and isinstance(v, dict) else ()
+            for where, x in [(f"plan.{k}", v)] * (k != "server_model") + [(f"plan.{k}.{n}", x) for n, x in inner]:
+                if not isinstance(x, dict):
+                    raise TopoError(f"must be a table ([{where}] with its keys), got {x!r}", source=origin, key=where)
         if "server_model" in table:
             if not isinstance(table["server_model"], str) or not table["server_model"]:
                 raise TopoError(f"must be the name of a server in the catalog, got {table['server_model']!r}; "
@@ -571,6 +583,13 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
         msg = f"unknown key {loc[-1]!r}"
     elif err["type"] == "missing":
         msg = "is required but missing"
+    elif err["type"] in ("model_type", "dict_type") and loc[:2] == ["price_ranges", "ranges"] and len(loc) <= 3:
+        msg = (f"must be a table {{ low, high }} (each a number or a table {{ value, source, status }}), got "
+               f"{err.get('input')!r}" if len(loc) == 3 else
+               f"must be a table of ranges by price key, e.g. [plan.price_ranges.ranges.\"switches.QM9700.price_usd\"] "
+               f"with low and high, got {err.get('input')!r}")
+    elif err["type"] == "model_type" and err.get("ctx", {}).get("class_name") not in (None, "Value"):
+        msg = f"must be a table ([plan.{dotted}] with its keys), got {err.get('input')!r}"
     elif err["type"] in ("model_type", "dict_type"):
         msg = f"must be a number or a table {{ value, source, status }}, got {err.get('input')!r}"
     elif err["type"] in ("float_type", "float_parsing", "finite_number"):

@@ -30,14 +30,15 @@ def cost_lines(capex: Capex, power: PowerBreakdown, ownership: OwnershipCost) ->
     Returns
     -------
     dict
-        ``capex.<part>_usd`` for each part of :meth:`Capex.parts`, ``capex_usd``, ``capex_per_gpu_usd``,
-        ``network_capex_usd``, ``energy_cost_per_year_usd``, ``ownership.<part>_usd`` for each part of
-        :meth:`OwnershipCost.parts`, ``tco_usd`` and ``cost_per_gpu_hour_usd``.
+        ``capex.<key>`` for each part of :meth:`Capex.parts` (its key in ``--json`` 'capex', e.g.
+        ``capex.frontend_usd``), ``capex_usd``, ``capex_per_gpu_usd``, ``network_capex_usd``,
+        ``energy_cost_per_year_usd``, ``ownership.<key>`` for each part of :meth:`OwnershipCost.parts` (its key in
+        ``--json`` 'ownership'), ``tco_usd`` and ``cost_per_gpu_hour_usd``.
     """
-    out = {f"capex.{k}_usd": v for k, v in capex.parts().items()}
+    out = {f"capex.{capex.PART_KEYS[k]}": v for k, v in capex.parts().items()}
     out.update(capex_usd=capex.capex_usd, capex_per_gpu_usd=capex.capex_per_gpu_usd,
                network_capex_usd=capex.network_capex_usd, energy_cost_per_year_usd=power.energy_cost_per_year_usd)
-    out.update({f"ownership.{k}_usd": v for k, v in ownership.parts().items()})
+    out.update({f"ownership.{ownership.PART_KEYS[k]}": v for k, v in ownership.parts().items()})
     out.update(tco_usd=ownership.tco_usd, cost_per_gpu_hour_usd=ownership.cost_per_gpu_hour_usd)
     return out
 

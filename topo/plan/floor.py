@@ -90,7 +90,7 @@ class FloorPlan:
     network_racks: int  # leaf racks + pod network racks + the central room's
     core_room_racks: int  # the central room's (the tiers above the pods, or above the islands)
     racks_per_row: int
-    racks_per_row_source: str  # "floor.racks_per_row" or "hall_width_m / rack_width_m"
+    racks_per_row_source: str  # "floor.racks_per_row", "hall_width_m / rack_width_m" or a unit's racks (a row too short for one)
     units_per_row: int
     rows: int
     halls: list[Hall]
@@ -259,7 +259,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     if unit_racks > rpr:  # a unit longer than a row: its own row, lengthened
         notes.append(f"a unit's {unit_racks} racks do not fit a row of {rpr}: each unit takes a row of its own, "
                      f"{unit_racks} racks long")
-        rpr = unit_racks
+        rpr, rpr_source = unit_racks, "a unit's racks; hall_width_m / rack_width_m holds fewer"
     units_per_row = rpr // unit_racks
     unit_rows_per_pod = math.ceil(upp / units_per_row)
     net_rows_per_pod = math.ceil(pod_net_racks / rpr) if pod_net_racks else 0

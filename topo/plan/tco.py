@@ -42,6 +42,10 @@ class OwnershipCost:
         return {"depreciation": self.depreciation_usd, "energy": self.energy_usd,
                 "maintenance": self.maintenance_usd, "staff and site opex": self.staff_opex_usd}
 
+    PART_KEYS = {"depreciation": "depreciation_usd", "energy": "energy_usd", "maintenance": "maintenance_usd",
+                 "staff and site opex": "staff_opex_usd"}
+    """The key of each of :meth:`parts` in :meth:`to_dict` (``--json``), by its label."""
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -340,8 +340,11 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str])
 
 
 def _display_path(path: Path) -> str:
-    """A path as the user would write it: relative to the working folder when below it."""
+    """A path as the user would write it: relative to the working folder when below it; a bundled spec elsewhere
+    (an installed package's folder) by its name."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
+        if path.resolve().parent == bundled_dir().resolve():
+            return f"bundled spec {path.stem}"
         return str(path)

@@ -144,6 +144,12 @@ class ClusterSpec(_Strict):
 
 
 def _tier_name(value: str) -> str:
+    bad = next((ch for ch in value if not (ch.isascii() and (ch.isalnum() or ch in "-_"))), None)
+    if not value or bad is not None or not value[0].isalpha():
+        what = ("empty" if not value else f"{bad!r} in it" if bad is not None else "not starting with a letter")
+        raise ValueError(f"a tier name is a letter then letters, digits, '-' or '_', got {value!r} ({what}): it "
+                         f"names switches and links (spine0, leaf-spine) and is written in --set "
+                         f"fabric.tiers[NAME] and --fail; allowed: e.g. 'spine', 'super-spine', 'tier_a'")
     if value[-1:].isdigit():
         raise ValueError(f"a tier name must not end in a digit, got {value!r}: switches are named tier name + index "
                          f"({value}0 would read as switch {value[-1]}0 of tier {value[:-1]!r} too); allowed: a name "
@@ -151,12 +157,20 @@ def _tier_name(value: str) -> str:
     return value
 
 
+def _tier_count(value):
+    # before pydantic's own "list should have at most 8 items after validation, not 10, got [every tier]"
+    if isinstance(value, list) and not 1 <= len(value) <= MAX_TIERS:
+        raise ValueError(f"a fabric has 1 to {MAX_TIERS} tiers, got {len(value)} [[fabric.tiers]] entries; with "
+                         f"more, raise the radix (fewer tiers hold as many GPUs)")
+    return value
+
+
 class TierSpec(_Strict):
     """One tier of scale-out switches (leaf, spine, core; the names are the user's)."""
 
-    name: Annotated[Name, Field(min_length=1, max_length=64), AfterValidator(_tier_name)]
-    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``; it may not
-    end in a digit (switch names are the tier's name and an index)."""
+    name: Annotated[Name, Field(max_length=64), AfterValidator(_tier_name)]
+    """The tier's name ("leaf", "spine", "core"), used in messages and by ``--set fabric.tiers[NAME]``: a letter
+    then letters, digits, '-' or '_', not ending in a digit (switch names are the tier's name and an index)."""
     model: str = ""
     """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
     radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
@@ -218,7 +232,7 @@ class FabricSpec(_Strict):
     as the spines hold."""
     unit_name: Name = ""
     """What a unit is called ("rack", "scalable unit"); default by kind."""
-    tiers: Annotated[list[TierSpec], Field(min_length=1, max_length=MAX_TIERS)]
+    tiers: Annotated[list[TierSpec], BeforeValidator(_tier_count), Field(min_length=1, max_length=MAX_TIERS)]
     """The switch tiers from the bottom (leaf) up: 1 to 8 ``[[fabric.tiers]]`` entries."""
     grow_tiers: bool = False
     """When the top tier cannot connect everything, add tiers like it (spine, core, super-spine, super-core, ...) as

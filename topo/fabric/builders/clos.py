@@ -198,6 +198,7 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     ports_per_server = nics // leaves_per_unit  # NIC ports a server puts on each of its unit's leaves
     rail_groups = rails if attach.per_rail_groups else 1
     rates = _rates(spec, tiers)
+    _check_block_names(spec, tiers, spec.fabric.unit_name or attach.default_unit_name)
 
     leaf = tiers[0]
     leaf_top = len(tiers) == 1
@@ -240,6 +241,15 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         lower_per_block = leaves_per_unit // rail_groups if i == 1 else 1  # lower switches per block, per group
         below_name = attach.default_unit_name if i == 1 else below.block_name
         name = _block_name(spec, i)
+        if top and tier.joins is not None and tier.joins > num_blocks:
+            raise TopoError(f"{tier.name}: a {name} of {count_noun(tier.joins, below_name)} needs more than the "
+                            f"{format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
+        if top and tier.joins is not None and tier.joins < num_blocks:
+            # the top tier joins everything below it (the spec's joins was ignored): a smaller block needs a tier
+            # above it, which grow_tiers adds
+            raise _TopTierFull(f"{tier.name} is the top tier: it joins all {count_noun(num_blocks, below_name)}, "
+                               f"not {tier.joins}; remove {_key(i, 'joins')}, add a tier above it or set "
+                               "fabric.grow_tiers = true", key=_key(i, "joins"))
         joins = num_blocks if top else _joins(spec, tier, i, rates[i], below_up, lower_per_block, num_blocks,
                                                below_name, name)
         if num_blocks % joins != 0:
@@ -293,6 +303,19 @@ DEFAULT_BLOCK_NAMES = ("unit", "pod", "island", "hall", "campus")
 def _block_name(spec: Spec, i: int) -> str:
     given = spec.fabric.tiers[i].block_name if i < len(spec.fabric.tiers) else ""
     return given or (DEFAULT_BLOCK_NAMES[i] if i < len(DEFAULT_BLOCK_NAMES) else f"tier-{i} block")
+
+
+def _check_block_names(spec: Spec, tiers: list[TierSpec], unit_name: str) -> None:
+    """Every level of blocks has its own name ("pod = 24 pods" read as nonsense); blame the name the user gave."""
+    seen = {unit_name: "fabric.unit_name" if spec.fabric.unit_name else "the units' default name"}
+    for i in range(1, len(tiers)):
+        name = _block_name(spec, i)
+        given = i < len(spec.fabric.tiers) and bool(spec.fabric.tiers[i].block_name)
+        if name in seen:
+            key = _key(i, "block_name") if given else seen[name]
+            raise TopoError(f"{name!r} names the blocks of two tiers ({seen[name]} and the blocks of "
+                            f"{tiers[i].name}); give each level its own name", key=key)
+        seen[name] = _key(i, "block_name") if given else f"{tiers[i].name}'s default block name"
 
 
 def _joins_key(spec: Spec, i: int) -> str:
@@ -370,7 +393,18 @@ def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_b
     if best == 0:
         raise TopoError(f"{tier.name}: not even one {below_name} fits under {tier.radix}-port switches",
                         key=_key(i, "radix"))
-    return min(best, num_blocks)
+    best = min(best, num_blocks)
+    if i >= len(spec.fabric.tiers) and num_blocks > 1:
+        # a tier grow_tiers added has no joins a user could set: take the most blocks that fit and divide the
+        # blocks below evenly (at least 2, or the tier would join nothing)
+        fits = next(b for b in range(best, 0, -1) if num_blocks % b == 0)
+        if fits < 2:
+            raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of 2 to "
+                            f"{best}, the most that fit under {tier.name} (a tier fabric.grow_tiers added, whose "
+                            f"joins cannot be set); change the cluster's size or raise the radix",
+                            key=_size_key(spec))
+        best = fits
+    return best
 
 
 def _num_servers(spec: Spec, gps: int, spu: int, tiers, attach: Attachment) -> int:
