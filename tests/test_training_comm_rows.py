@@ -61,16 +61,18 @@ class _AsGiven(CommEngine):
         return np.ascontiguousarray(groups, dtype=np.int64)
 
 
-def test_search_top_unchanged_with_fewer_routings():
+@pytest.mark.parametrize("spec, overrides, gpus", [("dgx-h100-superpod", ["cluster.num_units=1"], 256),
+                                                    ("meta-llama3-24k", [], 1024)])
+def test_search_top_unchanged_with_fewer_routings(spec, overrides, gpus):
     from topo.training.model import load_model
     from topo.training.search import search_layouts
 
-    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    f = topo.build_fabric(topo.load_spec(spec, overrides))
     m = load_model("qwen3-30b-a3b")
     kw = dict(top=10, keep=20, contention=False, cps=(1,), micro_batches=(1,), recompute=("full",),
               rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-dp-cp-ep-pp"))
-    fast = search_layouts(f, m, 256, 256, engine=CommEngine(f), **kw)
-    slow = search_layouts(f, m, 256, 256, engine=_AsGiven(f), **kw)
+    fast = search_layouts(f, m, gpus, gpus, engine=CommEngine(f), **kw)
+    slow = search_layouts(f, m, gpus, gpus, engine=_AsGiven(f), **kw)
     assert [r.step_time_s for r in fast.ranked] == pytest.approx([r.step_time_s for r in slow.ranked], rel=1e-9)
     assert [r.layout for r in fast.ranked] == [r.layout for r in slow.ranked]
-    assert fast.engine_calls < slow.engine_calls, (fast.engine_calls, slow.engine_calls)  # 23 vs 29 (measured)
+    assert fast.engine_calls < slow.engine_calls, (fast.engine_calls, slow.engine_calls)  # 23 vs 29, 26 vs 32 (measured)
