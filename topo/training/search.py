@@ -23,8 +23,9 @@ How it stays fast and bounded at 100k GPUs:
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix, in any
    order of its rows after the first, cost one engine call between them); before its evaluation a layout's
-   bound gains its exposed data-parallel and expert all-to-all times when those groups were routed already for another layout (ZeRO-3's per-layer gathers over
-   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest
+   bound gains its exposed data-parallel and expert all-to-all times when those groups were routed already for
+   another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out hundreds of layouts this way, with no
+   routing). When the best found beats the lowest
    bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
    the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
    (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
