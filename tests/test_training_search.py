@@ -169,3 +169,19 @@ def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap):
                                                 abs=1e-15)
     if not overlap:
         assert r.breakdown_s["ep"] == pytest.approx(total, rel=1e-12) and total > 0.01
+
+
+def test_layout_keys_separate_what_each_cache_reads():
+    """One ``model_dump`` gives the memory, bound and done keys: the bound ignores only the data-parallel sharding
+    fields, the done key tells rank orders apart, the memory key does not."""
+    from topo.training.search import _keys
+
+    base = dict(tp=2, pp=2, dp=4, global_batch=64, recompute="none", dp_sharding="zero1")
+    a = _keys(ParallelLayout(**base, rank_order="tp-cp-ep-dp-pp"))
+    assert a == _keys(ParallelLayout(**base, rank_order="tp-cp-ep-dp-pp"))
+    order = _keys(ParallelLayout(**base, rank_order="tp-cp-ep-pp-dp"))
+    assert order[0] == a[0] and order[1] == a[1] and order[2] != a[2]
+    shard = _keys(ParallelLayout(**{**base, "dp_sharding": "zero3"}, rank_order="tp-cp-ep-dp-pp"))
+    assert shard[0] != a[0] and shard[1] == a[1] and shard[2] != a[2]
+    recompute = _keys(ParallelLayout(**{**base, "recompute": "full"}, rank_order="tp-cp-ep-dp-pp"))
+    assert all(x != y for x, y in zip(recompute, a))

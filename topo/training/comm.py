@@ -19,6 +19,15 @@ failures) and no flow leaves its block, so every block's links carry the first b
 is the first block's. :meth:`CommEngine.time` routes only those groups (at 100k GPUs in 56 pods, an expert
 all-to-all of 1,568 groups costs the routing of 28); link loads (:meth:`CommEngine.link_loads`) route them all.
 
+Row order: the groups of a matrix run at once and their loads add on the links they share; the engine reads
+the first group alone for the communicator's shape (its NVLink domains, multi-node NVLink, the algorithms'
+domain runs: ``topo/engine/estimate.py``, ``algorithms/ring.py``, ``tree.py``), so its time does not depend on
+the order of the other rows. Different layouts (rank orders, expert vs data ranks) often give the same groups in
+another row order; the adapter keeps the first row and sorts the others by their first GPU (the groups of one
+dimension are disjoint, so their first GPUs differ), and routes each such matrix once.
+``tests/test_training_comm_rows.py`` checks the times equal the engine's on the matrix as given, to 1e-9, on
+three fabrics.
+
 Keep every call to the engine in this module: its keyword interface is being replaced by an options object.
 """
 
@@ -76,16 +85,34 @@ class CommEngine:
         g = np.ascontiguousarray(groups, dtype=np.int64)
         return g.shape, hashlib.blake2b(g.tobytes(), digest_size=16).hexdigest()
 
-    def _signature(self, groups: np.ndarray) -> tuple:
-        """:meth:`signature`, remembered for the last few matrices (a step asks about each several times)."""
+    @staticmethod
+    def canonical(groups: np.ndarray) -> np.ndarray:
+        """``groups`` with its first row kept and the others sorted by their first GPU (the same groups, timed
+        alike; see the module doc); unchanged when two rows share a first GPU (not disjoint groups) or the rows
+        are in that order already."""
+        G = np.ascontiguousarray(groups, dtype=np.int64)
+        if G.ndim != 2 or G.shape[0] < 3:
+            return G
+        first = G[1:, 0]
+        if np.all(first[1:] > first[:-1]):
+            return G
+        order = np.argsort(first, kind="stable")
+        if np.any(first[order][1:] == first[order][:-1]) or np.any(first == G[0, 0]):
+            return G
+        return np.concatenate([G[:1], G[1:][order]])
+
+    def _canonical(self, groups: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """:meth:`canonical` and its :meth:`signature`, remembered for the last few matrices (a step asks about
+        each several times)."""
         hit = self._recent.get(id(groups))
         if hit is not None and hit[0] is groups:
-            return hit[1]
-        sig = self.signature(groups)
+            return hit[1], hit[2]
+        canon = self.canonical(groups)
+        sig = self.signature(canon)
         if len(self._recent) >= 16:
             self._recent.pop(next(iter(self._recent)))
-        self._recent[id(groups)] = (groups, sig)  # the reference keeps the id from being reused
-        return sig
+        self._recent[id(groups)] = (groups, canon, sig)  # the reference keeps the id from being reused
+        return canon, sig
 
     def _block_sizes(self) -> list[int]:
         """GPUs in one block of each switch tier above the leaves that has more than one block (smallest first);
@@ -120,7 +147,7 @@ class CommEngine:
                cached_only: bool = False) -> Evaluation | None:
         collective = SAME_CURVE.get(collective, collective)
         stages = groups.shape[1] if collective == "pipeline" else 2
-        sig = self._signature(groups)
+        groups, sig = self._canonical(groups)
         if not every_block:
             part = self._parts.get(sig)
             if part is None:

@@ -21,10 +21,11 @@ How it stays fast and bounded at 100k GPUs:
    time found so far is pruned without touching the network;
 3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
-   beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix cost one
-   engine call between them); before its evaluation a layout's bound gains its exposed data-parallel and expert
-   all-to-all times when those groups were routed already for another layout (ZeRO-3's per-layer gathers over
-   50,000 ranks rule out hundreds of layouts this way, with no routing). When the best found beats the lowest
+   beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix, in any
+   order of its rows after the first, cost one engine call between them); before its evaluation a layout's
+   bound gains its exposed data-parallel and expert all-to-all times when those groups were routed already for
+   another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out hundreds of layouts this way, with no
+   routing). When the best found beats the lowest
    bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
    the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
    (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
@@ -143,11 +144,22 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: flo
     return tp, ep
 
 
-def _shape_key(lay: ParallelLayout, *drop: str) -> tuple:
-    d = lay.model_dump()
+def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
+    d = dict(dump) if dump is not None else lay.model_dump()
     for k in ("rank_order", "first_gpu", *drop):
         d.pop(k, None)
     return tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in d.items()))
+
+
+_BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read
+
+
+def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
+    """Hashes of the layout's shape (memory), of its shape less the data-parallel sharding fields (compute
+    bound), and of its shape with its rank order (done): one ``model_dump`` for the three."""
+    d = lay.model_dump()
+    shape = _shape_key(lay, dump=d)
+    return hash(shape), hash(_shape_key(lay, *_BOUND_DROP, dump=d)), hash((shape, lay.rank_order))
 
 
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
@@ -200,16 +212,15 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     def threshold() -> float:
         return -best[0][0] if len(best) >= keep else float("inf")
 
-    def bound_of(lay):
+    def bound_of(lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit)."""
         nonlocal too_big, closest
-        mk = hash(_shape_key(lay))
+        mk, bk, _ = keys
         mem = mem_cache.get(mk)
         if mem is None:
             mem = mem_cache[mk] = memory_per_gpu(model, lay, cap)
         if not mem.fits:
             return None, mem
-        bk = hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))
         got = bound_cache.get(bk)
         if got is None:
             m, p, v = lay.microbatches, lay.pp, lay.vpp
@@ -219,10 +230,10 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             got = bound_cache[bk] = ((sc.microbatch_s + (tp_f + ep_f) / m) * (m + (p - 1) / v), sc, tp_f, ep_f)
         return got[0], mem
 
-    def refined(lay, bound):
+    def refined(lay, bound, keys):
         """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
         (no new routing): step >= (t_mb + (tp + ep) / m) (m + (p - 1) / v) + dp."""
-        _, sc, tp_f, ep_f = bound_cache[hash(_shape_key(lay, "dp_sharding", "overlap_dp", "dp_bucket_params"))]
+        _, sc, tp_f, ep_f = bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
         except TopoError:
@@ -234,15 +245,15 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
 
     def run(pending):
         nonlocal evaluated, pruned
-        for bound, _, lay in sorted(pending):
+        for bound, _, lay, keys in sorted(pending, key=lambda it: it[:2]):
             if bound >= threshold() or (max_layouts is not None and evaluated >= max_layouts):
                 continue
-            if threshold() < float("inf") and refined(lay, bound) >= threshold():
+            if threshold() < float("inf") and refined(lay, bound, keys) >= threshold():
                 continue  # its data-parallel traffic, routed for another layout, already rules it out
             r = estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
                          check=False, contention=False)
             evaluated += 1
-            done.add(hash((_shape_key(lay), lay.rank_order)))
+            done.add(keys[2])
             if not r.fits:
                 continue
             item = (-r.step_time_s, next(counter), r)
@@ -269,17 +280,17 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             if lay is None:
                 invalid += first
                 continue
-            bound, mem = bound_of(lay)
+            keys = _keys(lay)
+            bound, mem = bound_of(lay, keys)
             if bound is None:
                 if first:
                     too_big += 1
                     if closest is None or mem.total_bytes < closest[0].total_bytes:
                         closest = (mem, lay)
                 continue
-            if bound < floor_bound or bound >= threshold() \
-                    or hash((_shape_key(lay), lay.rank_order)) in done:
+            if bound < floor_bound or bound >= threshold() or keys[2] in done:
                 continue
-            item = (-bound, next(counter), lay)
+            item = (-bound, next(counter), lay, keys)
             if len(heap) < batch:
                 heapq.heappush(heap, item)
             elif item[0] > heap[0][0]:
@@ -287,7 +298,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             else:
                 cut = min(cut, bound)
         first = False
-        run([(-b, c, lay) for b, c, lay in heap])
+        run([(-b, c, lay, keys) for b, c, lay, keys in heap])
         if progress is not None:
             progress(evaluated, None, f"layouts evaluated of {considered:,} considered")
         if cut >= threshold() or cut == float("inf") or (max_layouts is not None and evaluated >= max_layouts):
