@@ -101,3 +101,16 @@ def update_section(name: str, body: str, command: str) -> None:
 
 
 PY = sys.executable
+
+
+def compile_bytecode(*roots: Path) -> None:
+    """Compile each tree's ``topo`` package to bytecode first, as ``pip install`` does for an installed wheel.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (it is on this machine) a source checkout recompiles every module it
+    imports on every run, so the tree whose modules changed most recently pays ~0.1-0.3 s more per command: a
+    difference no user of an installed package sees.
+    """
+    import compileall
+
+    for root in roots:
+        compileall.compile_dir(str(Path(root) / "topo"), quiet=1)
