@@ -183,3 +183,31 @@ def test_estimate_with_choose_nccl_runs_pat_where_nccl_would(nodes64):
 def test_nccl_algo_pat_in_logs(algo, collective, expected):
     got, _ = _algorithm(SimpleNamespace(env={"NCCL_ALGO": algo}, collective=collective))
     assert got == expected
+
+
+def test_a_scaling_op_leaves_pat_out_of_reduce_scatter(nodes64):
+    # NCCL has no PAT kernel for a scaled sum (ncclAvg: SumPostDiv/PreMulSum; ncclPreMulSum) and leaves PAT out of
+    # such a reduce-scatter (src/enqueue.cc updateCollCostTable; Meta's NCCLX says the same of upstream PAT in
+    # shouldSkipPatForReduceOp). At 64 x 1 GPU, 1 KiB, NCCL's choice with op sum is PAT (the test above).
+    f = single_switch(64)
+    summed = estimate(f, "reduce_scatter", [1024], profile=PROFILE, choose="nccl")
+    avg = estimate(f, "reduce_scatter", [1024], profile=PROFILE, choose="nccl", op="avg")
+    assert summed.results[0].algorithm == "pat" and avg.results[0].algorithm != "pat"
+    assert avg.results[0].redop == "avg" and summed.results[0].redop == "sum"
+    # all-gather does not reduce: the op changes nothing there
+    ag = estimate(f, "all_gather", [1024], profile=PROFILE, choose="nccl", op="avg")
+    assert ag.results[0].algorithm == "pat"
+    with pytest.raises(TopoError, match="no PAT kernel for a reduce-scatter with op mulsum"):
+        estimate(f, "reduce_scatter", [1024], profile=PROFILE, algorithm="pat", op="mulsum")
+
+
+def test_cli_op_avg_refuses_pat_in_one_line():
+    proc = run_cli("estimate", "dgx-h100-superpod", "-c", "reduce_scatter", "-g", "16", "--placement",
+                   "one_per_server", "-a", "pat", "-o", "avg", "--size", "1M")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1
+    assert proc.stderr.startswith("error: --algorithm: pat cannot run here: NCCL has no PAT kernel")
+    proc = run_cli("estimate", "dgx-h100-superpod", "-c", "reduce_scatter", "-g", "16", "--placement",
+                   "one_per_server", "-o", "avg", "--size", "1M", check=True)
+    rows = [x for x in proc.stdout.splitlines() if x.strip() and not x.startswith("#")]
+    assert rows[0].split()[3] == "avg" and rows[0].split("  # ")[1].split()[0] != "pat"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
+from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.options import CHOICES, EstimateOptions
@@ -22,7 +22,7 @@ from .output import emit, emit_json, note, safe_text
 # option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag; the one
 # map of flags (a traffic mix refuses the per-member ones by it, topo.cli.main names --fail by it)
 FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
-         "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm",
+         "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm", "op": "-o",
          "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
          "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
          "sharing": "--sharing", "pxn": "--no-pxn",
@@ -71,9 +71,9 @@ def register(sub) -> None:
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-d", "--datatype", default="float", metavar="TYPE",
                    help=f"nccl-tests' data type, for the count column: {', '.join(DATA_TYPES)} (default float)")
-    p.add_argument("-o", "--op", default="sum", metavar="OP",
-                   help=f"nccl-tests' reduction op, for the redop column: {', '.join(REDUCTION_OPS)} (default sum; "
-                   "the time does not depend on it)")
+    p.add_argument("-o", "--op", default=None, metavar="OP", choices=CHOICES["op"],
+                   help=f"nccl-tests' reduction op, for the redop column: {', '.join(CHOICES['op'])} ({_default('op')}; "
+                   "the time does not depend on it, but NCCL leaves PAT out of a reduce-scatter with avg or mulsum)")
     add_placement_arguments(p)
     p.add_argument("--groups", default=None, metavar="G",
                    help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism; "
@@ -128,7 +128,7 @@ def _int(text, key):
 
 
 _WHOLE = ("gpus", "rail", "channels", "subflows", "hash_seed", "chunks", "stages", "groups")  # flags read as whole numbers
-_NAMES = ("placement", "algorithm", "choose", "protocol", "ecmp", "sharing", "profile", "group_layout", "rank_order")
+_NAMES = ("placement", "algorithm", "op", "choose", "protocol", "ecmp", "sharing", "profile", "group_layout", "rank_order")
 
 
 def options_from_args(args) -> EstimateOptions:
@@ -169,11 +169,9 @@ def _run(args) -> int:
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
-    if args.op not in REDUCTION_OPS:
-        raise TopoError(f"unknown reduction op {args.op!r}; allowed: {', '.join(REDUCTION_OPS)}", key="-o")
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, args.op)
+    result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
     memory_note(result, fabric)
     for msg in (profile_mismatch(args.profile, fabric), technology_note(fabric)):
         if msg:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..errors import TopoError
 
 __all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "ALGORITHMS", "normalize_algorithm",
-           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING", "ROOTED", "DATA_TYPES", "REDUCTION_OPS"]
+           "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING", "ROOTED", "DATA_TYPES", "REDUCTION_OPS", "SCALING_OPS"]
 
 # nccl-tests' -d data types and their sizes in bytes (src/common.cu test_typenames; fp8 from NCCL 2.24)
 DATA_TYPES: dict[str, int] = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2,
@@ -26,6 +26,9 @@ DATA_TYPES: dict[str, int] = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "i
 # nccl-tests' -o reduction ops (src/common.cu test_opnames); the op does not change the modelled time (the
 # reduction's arithmetic is negligible beside the transfer on GPUs)
 REDUCTION_OPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+# ops NCCL runs as a sum with a scaling (ncclAvg: SumPostDiv or PreMulSum; ncclPreMulSum): PAT has no kernel for
+# them, so NCCL leaves PAT out of a reduce-scatter with one (src/enqueue.cc, updateCollCostTable)
+SCALING_OPS = ("avg", "mulsum")
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "gather", "scatter",
                "sendrecv", "pipeline")

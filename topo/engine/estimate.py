@@ -23,7 +23,7 @@ from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, 
 from ..fabric.fabric import Fabric
 from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
-from .collectives import REDUCING, ROOTED, algorithm_candidates, busbw_factor, normalize_collective
+from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
 from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
 from .loads import load_schedule
 from .options import EstimateOptions
@@ -323,6 +323,13 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     by_protocol = False  # some candidate was left out only for the pinned protocol
     protocols: dict[str, tuple[str, ...]] = {}
     keep = opts.sharing != "equal"
+    if coll == "reduce_scatter" and opts.op in SCALING_OPS and "pat" in candidates:
+        reason = (f"NCCL has no PAT kernel for a reduce-scatter with op {opts.op} (a scaled sum) and leaves PAT out "
+                  "(src/enqueue.cc); use ring, or op sum")
+        if candidates == ["pat"] and asked != "auto":
+            raise AlgorithmUnavailable(f"pat cannot run here: {reason}", key="algorithm", reason=reason)
+        candidates = [c for c in candidates if c != "pat"]
+        unavailable["pat"] = reason
     for name in candidates:
         try:
             sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
@@ -399,7 +406,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             cand_times[name].append(t[0] if t else None)
         t, name, proto, lat, bw = ev.time(S)
         results.append(SizeResult(
-            size_bytes=S, count=S // _TYPE_BYTES, type="float", redop="sum" if coll in REDUCING else "none",
+            size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=opts.op if coll in REDUCING else "none",
             root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
             busbw_Bps=float(S / t * factor), algorithm=name, protocol=proto, latency_s=float(lat),
             bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TopoError
+from .collectives import REDUCTION_OPS
 from .contention import SHARING_MODES
 from .placement import PLACEMENTS
 from .route import ECMP_MODES
@@ -30,6 +31,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "protocol": PROTOCOL_NAMES,
     "ecmp": tuple(ECMP_MODES),
     "sharing": tuple(SHARING_MODES),
+    "op": REDUCTION_OPS,
 }
 MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
 MAX_CHUNKS = 1_000_000
@@ -50,7 +52,9 @@ class EstimateOptions:
     (:mod:`topo.engine.tuner`), which is what NCCL runs, timed on the routed fabric), ``protocol`` (LL, LL128,
     Simple: as NCCL_PROTO pins it; default: the fastest), ``channels`` (as NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS
     pin it; default: one per NIC across domains), ``chunks`` (store-and-forward chunks for tree/broadcast;
-    default: streaming, as NCCL), ``stages`` (pipeline stages for the ``pipeline`` collective, default 2).
+    default: streaming, as NCCL), ``stages`` (pipeline stages for the ``pipeline`` collective, default 2), ``op``
+    (the reduction op, as nccl-tests' ``-o``: sum, prod, max, min, avg, mulsum; it changes no time, but NCCL leaves
+    PAT out of a reduce-scatter with ``avg`` or ``mulsum``).
     Network: ``ecmp`` (ideal or hash), ``subflows`` (parts each hashed flow is split into), ``hash_seed`` (a
     whole number mixed into the ECMP hash, so that another seed draws other collisions, as another hash function
     of the switches would; default 0, the hash without a seed; ideal ECMP has no hash and ignores it),
@@ -66,6 +70,7 @@ class EstimateOptions:
     group_layout: str = "strided"
     rank_order: str = "nccl"
     algorithm: str = "auto"
+    op: str = "sum"
     choose: str = "fastest"
     protocol: str | None = None
     channels: int | None = None
@@ -149,6 +154,7 @@ class EstimateOptions:
         _choice(self.ecmp, "ecmp", CHOICES["ecmp"], "ECMP mode")
         _choice(self.sharing, "sharing", CHOICES["sharing"], "sharing model")
         _choice(self.choose, "choose", CHOICES["choose"], "way to choose")
+        _choice(self.op, "op", CHOICES["op"], "reduction op")
         if self.subflows > 1 and self.ecmp != "hash":
             raise TopoError(f"{self.subflows} sub-flows split a hashed flow, and ecmp is {self.ecmp!r}: they would "
                             "change nothing; give ecmp=hash, or subflows=1", key="subflows")

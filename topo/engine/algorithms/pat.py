@@ -15,8 +15,8 @@ Where NCCL runs it (NVIDIA/nccl src/graph/tuning.cc ``ncclPatEnable`` and ``nccl
 (``NCCL_PAT_ENABLE=2``) only when ``nNodes == nRanks``, one GPU per node (an NVLink domain counts as one node:
 NCCL's nodes are its NVLink domains, a multi-node NVLink rack included), on GPUs of compute capability >= 6.0 and
 without network device offload. NCCL also skips PAT for a reduce-scatter whose op scales (``avg``,
-``PreMulSum``, src/enqueue.cc ``updateCollCostTable``); topo's estimate does not take the op, so that case is
-not refused here.
+``PreMulSum``, src/enqueue.cc ``updateCollCostTable``): :func:`topo.engine.estimate.evaluate` leaves PAT out
+of such a reduce-scatter (option ``op``, nccl-tests' ``-o``), and refuses it when it is the one asked for.
 
 Its latency is NCCL's formula (:func:`topo.engine.cost.latency_s`, family ``pat``): base + ``log2i(nodes)`` x the
 network step / ``pat_net_step_divisor`` + ranks x ``pat_rank_latency_us``, with the Tree's network step (one
