@@ -26,6 +26,7 @@ __all__ = [
     "format_bandwidth",
     "format_rate",
     "format_time",
+    "format_usd",
     "format_count",
     "GB",
     "GiB",
@@ -206,6 +207,19 @@ def format_time(seconds: float) -> str:
         if seconds >= mult:
             return f"{seconds / mult:.4g} {unit}"
     return f"{seconds / 1e-9:.4g} ns"
+
+
+def format_usd(usd: float) -> str:
+    """Money as the planner prints it: ``$7.296B`` from a billion, ``$70.6M`` from a million, else ``$25,000``.
+
+    >>> format_usd(7.296e9), format_usd(70.6e6), format_usd(25000)
+    ('$7.296B', '$70.6M', '$25,000')
+    """
+    if abs(usd) >= 1e9:
+        return f"${usd / 1e9:,.3f}B"
+    if abs(usd) >= 1e6:
+        return f"${usd / 1e6:,.1f}M"
+    return f"${usd:,.0f}"
 
 
 def format_count(n: int) -> str:

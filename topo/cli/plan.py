@@ -13,7 +13,7 @@ from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..training.mfu import predict_mfu
-from ..units import count_noun, format_bandwidth, format_count, format_time
+from ..units import count_noun, format_bandwidth, format_count, format_time, format_usd
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
 
@@ -145,7 +145,7 @@ def _mw(w: float) -> str:
 
 
 def _usd(x: float) -> str:
-    return f"${x / 1e9:,.3f}B" if x >= 1e9 else f"${x / 1e6:,.1f}M"
+    return format_usd(x) if abs(x) >= 1e6 else f"${x / 1e6:,.1f}M"
 
 
 def _t(x) -> str:

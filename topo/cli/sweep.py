@@ -8,7 +8,7 @@ import time
 
 from ..atomic import SIGNATURE, check_output, open_output, safe_file_name
 from ..errors import TopoError
-from ..units import format_time
+from ..units import format_time, format_usd
 from .output import emit, emit_json, note, table
 
 FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers"}
@@ -100,7 +100,7 @@ def _fmt(fig: str, v) -> str:
     if fig.endswith("_s"):
         return format_time(v)
     if fig.endswith("_usd"):
-        return f"${v:,.4g}" if abs(v) < 1e6 else f"${v / 1e6:,.1f}M"
+        return format_usd(v)
     if fig.endswith("_W"):
         return f"{v / 1e6:,.2f} MW" if abs(v) >= 1e6 else f"{v / 1e3:,.1f} kW"
     if fig == "mfu":
