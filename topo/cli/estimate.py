@@ -71,7 +71,7 @@ def register(sub) -> None:
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-d", "--datatype", default="float", metavar="TYPE",
                    help=f"nccl-tests' data type, for the count column: {', '.join(DATA_TYPES)} (default float)")
-    p.add_argument("-o", "--op", default=None, metavar="OP", choices=CHOICES["op"],
+    p.add_argument("-o", "--op", default=None, metavar="OP",
                    help=f"nccl-tests' reduction op, for the redop column: {', '.join(CHOICES['op'])} ({_default('op')}; "
                    "the time does not depend on it, but NCCL leaves PAT out of a reduce-scatter with avg or mulsum)")
     add_placement_arguments(p)
