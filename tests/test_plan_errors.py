@@ -4,6 +4,8 @@
 import pytest
 
 from conftest import run_cli
+from topo import TopoError
+from topo.plan import plan
 
 
 def _plan_file(tmp_path, text):
@@ -111,3 +113,16 @@ def test_a_bundled_spec_outside_the_working_folder_is_named_not_pathed(tmp_path)
                         "be > 0, got -1\n")
     p = run_cli("plan", "--set", "plan.economics.years=-1")
     assert p.stderr.startswith("error: topologies/h100-100k.toml (--set plan.economics.years=-1)")
+
+
+def test_the_library_names_the_keyword_that_was_wrong_and_merges_the_others():
+    # plan(days=, mfu=, pue=) are the library's keywords (a sweep's axes): an error names the keyword, never
+    # "argument" or a CLI flag, and the keywords given together all apply
+    with pytest.raises(TopoError) as exc:
+        plan("dgx-h100-superpod", days=-1, collectives=False)
+    assert str(exc.value) == "days: plan.workload.days: must be > 0, got -1"
+    with pytest.raises(TopoError) as exc:
+        plan("dgx-h100-superpod", days=30, pue=0.5, collectives=False)
+    assert str(exc.value).startswith("pue: plan.facility.pue: must be >= 1")
+    c = plan("dgx-h100-superpod", days=30, mfu=0.4, pue=1.3, collectives=False).to_dict()
+    assert (c["compute"]["days"], c["compute"]["mfu"], c["power"]["pue"]) == (30, 0.4, 1.3)

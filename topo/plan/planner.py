@@ -105,15 +105,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     if plan_file is not None:
         all_layers.append(read_plan_file(plan_file))
     all_layers += list(layers)
-    shortcut = {}
-    if days is not None:
-        shortcut.setdefault("workload", {})["days"] = days
-    if mfu is not None:
-        shortcut.setdefault("workload", {})["mfu"] = mfu
-    if pue is not None:
-        shortcut.setdefault("facility", {})["pue"] = pue
-    if shortcut:
-        all_layers.append(("argument", shortcut))
+    # one layer per keyword given, named by the keyword: an error says which one (``days: plan.workload.days: ...``)
+    for name, value, table in (("days", days, "workload"), ("mfu", mfu, "workload"), ("pue", pue, "facility")):
+        if value is not None:
+            all_layers.append((name, {table: {name: value}}))
     try:
         cat = catalog or load_catalog(all_layers)
     except TopoError as exc:
