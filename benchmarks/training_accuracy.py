@@ -32,9 +32,12 @@ embedding and loss as pipeline layers where the layer count needs it to split ev
 NVL72 rack's 72 GPUs (assumption). MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``,
 ``moe_dispatcher``, ``moe_dispatch_bytes``, from Megatron-Bridge's ``scripts/performance/configs/{qwen,deepseek}/
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
-(``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. DeepSeek-V3: DualPipe
+(``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
+``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
+``cuda_graph_scope`` column is recorded only (``data/reference/README.md`` says why). Overlapped all-to-alls take
+20 SMs from the compute beside them (``ParallelLayout.ep_comm_sms``, DeepEP's default). DeepSeek-V3: DualPipe
 (EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
-SuperPOD with H800 GPUs.
+SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
 
     python benchmarks/training_accuracy.py            # prints the table
     python benchmarks/training_accuracy.py --fit      # also writes the fitted values into efficiency.toml
@@ -95,6 +98,9 @@ def _setups():
                   precision=row["precision"], flash_attention=True, recompute="none",
                   dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
                   overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
+        # the recipe's recomputed modules (space-separated; empty: none). The cuda_graph_scope column is recorded
+        # but not modelled (see data/reference/README.md)
+        kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
         if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
             kw.update(etp=1, overlap_ep=row.get("moe_a2a_overlap") == "1",
                       ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
@@ -102,7 +108,7 @@ def _setups():
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
         if row["run_id"].startswith("deepseekv3_h800"):
-            kw.update(grad_reduce_bytes=4.0, recompute_modules=("layernorm",), overlap_tp=False)
+            kw.update(grad_reduce_bytes=4.0, overlap_tp=False)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"]))
     for s in out:

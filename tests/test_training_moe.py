@@ -101,3 +101,69 @@ def test_steady_collectives_are_not_slowed_by_the_step_tail():
     r = estimate_step(fabric, m, lay)
     assert r.contention.get("dp", 1.0) > 1.05  # the reduction shares the NICs with the all-to-all
     assert r.contention.get("ep", 1.0) == 1.0  # alone in the steady state
+
+
+def test_ep_sm_share_closed_form():
+    from topo.training.step import ep_sm_share_s
+
+    # 1 s of all-to-all hidden on 20 of an H100's 132 SMs (DeepSeek-V3 report sec. 3.2.2): the compute beside it
+    # runs on 112 SMs, so 20/132 s of it is left over
+    assert ep_sm_share_s(1.0, 20, 132) == pytest.approx(20 / 132)
+    assert ep_sm_share_s(2.0, 32, 148) == pytest.approx(2 * 32 / 148)
+    assert ep_sm_share_s(0.0, 20, 132) == 0.0
+    assert ep_sm_share_s(1.0, 20, None) == 0.0  # a GPU whose SM count the catalog lacks
+
+
+def test_gpu_catalog_sm_counts():
+    # NVIDIA's architecture whitepapers: A100 108, H100 SXM5 132 SMs; B200 2 dies x 74; Blackwell Ultra 160
+    assert [gpu_compute(g).sms for g in ("A100", "H100", "H800", "B200", "GB200", "GB300")] == \
+        [108, 132, 132, 148, 148, 160]
+
+
+@pytest.fixture(scope="module")
+def h100_fabric():
+    return topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+
+
+def test_overlapped_all_to_alls_slow_the_compute_by_their_sms(qwen, h100_fabric):
+    """With overlap_ep the hidden all-to-alls still cost their SMs' share of the compute beside them."""
+    lay = make_layout(ep=32, dp=32, etp=1, global_batch=256, seq_len=4096, overlap_ep=True)
+    r = estimate_step(h100_fabric, qwen, lay, contention=False)
+    total = sum(c.time_s for c in r.comm if c.dim == "ep")
+    exposed = max(0.0, total - r.breakdown_s["compute"])
+    hidden = total - exposed
+    assert hidden > 0.05  # the case hides most of its all-to-alls
+    assert r.breakdown_s["ep"] == pytest.approx(exposed + hidden * 20 / 132, rel=1e-9)
+    more = estimate_step(h100_fabric, qwen, lay.model_copy(update={"ep_comm_sms": 40}), contention=False)
+    assert more.breakdown_s["ep"] - r.breakdown_s["ep"] == pytest.approx(hidden * 20 / 132, rel=1e-9)
+    assert more.step_time_s > r.step_time_s
+    # not overlapped: the all-to-alls are exposed whole and take no share of any compute
+    plain = estimate_step(h100_fabric, qwen, lay.model_copy(update={"overlap_ep": False}), contention=False)
+    assert plain.breakdown_s["ep"] == pytest.approx(total, rel=1e-9)
+
+
+def test_mla_up_projection_recompute(h100_fabric):
+    """``mla_up_proj`` (Megatron-Core's recompute module) repeats MLA's query and key/value up-projections and
+    their RoPE in the backward pass, and stores only the latents."""
+    from topo.training.memory import block_activation_bytes
+    from topo.training.operators import stage_compute
+
+    ds = load_model("deepseek-v3-671b")
+    lay = make_layout(tp=2, pp=8, ep=64, dp=64, etp=1, global_batch=1024, seq_len=4096, precision="fp8")
+    rec = lay.model_copy(update={"recompute_modules": ("mla_up_proj",)})
+    gpu = gpu_compute("H100")
+    base, up = stage_compute(ds, lay, gpu), stage_compute(ds, rec, gpu)
+    assert base.recompute_s == 0.0
+    ops = [o for o in block_ops(ds, rec, "*") if o.name in ("q_up", "kv_up", "rope")]
+    assert len(ops) == 3 and all(o.tag == "mla_up_proj" for o in ops)
+    per_block = sum(op_time_s(o, gpu, "fp8") for o in ops)
+    assert up.recompute_s == pytest.approx(up.blocks["*"] * per_block, rel=1e-12)
+    assert up.forward_s == base.forward_s and up.backward_s == base.backward_s
+    # memory: Q (2 bytes x 128 heads x 192) and the per-head K/V are not stored, the 1,536 + 512 + 64 latents are
+    a = ds.attention
+    h = ds.hidden
+    s_b_h = 4096 * h
+    saved = block_activation_bytes(ds, lay, "*") - block_activation_bytes(ds, rec, "*")
+    kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + ds.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
+    want = s_b_h * (2 + 4 * kv_frac - 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h) / 2
+    assert saved == pytest.approx(want, rel=1e-12) and saved > 0

@@ -163,10 +163,12 @@ def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap):
     assert got == pytest.approx(r.breakdown_s["ep"], rel=1e-12, abs=1e-15)
     # with overlap the step's all-to-alls (an FP8 dispatch beside BF16 ones) share one compute window: what is
     # exposed is their total beyond it, as the refinement counts
+    # (and the compute they slow by the SMs the hidden ones occupy: 20 of the H100's 132)
     total = sum(c.time_s for c in r.comm if c.dim == "ep")
     window = r.breakdown_s["compute"]
-    assert r.breakdown_s["ep"] == pytest.approx(max(0.0, total - window) if overlap else total, rel=1e-12,
-                                                abs=1e-15)
+    exposed = max(0.0, total - window)
+    want = exposed + (total - exposed) * 20 / 132 if overlap else total
+    assert r.breakdown_s["ep"] == pytest.approx(want, rel=1e-12, abs=1e-15)
     if not overlap:
         assert r.breakdown_s["ep"] == pytest.approx(total, rel=1e-12) and total > 0.01
 

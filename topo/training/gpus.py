@@ -75,6 +75,8 @@ class GpuCompute:
         HBM capacity.
     hbm_Bps : float
         HBM bandwidth, bytes/s.
+    sms : int or None
+        Streaming multiprocessors (what overlapped communication kernels take a share of).
     """
 
     name: str
@@ -85,6 +87,7 @@ class GpuCompute:
     hbm_Bps: float
     kernels: KernelEfficiency
     source: str
+    sms: int | None = None
 
     @property
     def efficiency(self) -> float:
@@ -161,4 +164,4 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
     fp8 = row.get("peak_fp8_TFLOPs")
     return GpuCompute(name=model.name, generation=model.generation, peak_bf16_flops=row["peak_bf16_TFLOPs"] * 1e12,
                       peak_fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=row["memory_GB"] * 1e9,
-                      hbm_Bps=row["hbm_TBps"] * 1e12, kernels=k, source=row["source"])
+                      hbm_Bps=row["hbm_TBps"] * 1e12, kernels=k, source=row["source"], sms=row.get("sms"))

@@ -140,6 +140,9 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             a = model.attention
             kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + model.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
         lin = x + 2 + 4 * kv_frac + x + mask
+        if model.attention.kind == "mla" and "mla_up_proj" in mods:  # Q, K, V recomputed from the latents
+            a = model.attention
+            lin = x + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x + mask
         scores = 0.0
         if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
             scores = (5 if model.dropout else 2) * model.heads * s / h

@@ -70,16 +70,18 @@ class Op:
     groups: float = 1.0
     linear: bool = False
     grouped: bool = False
+    tag: str = ""
+    """A finer recomputation unit than the module (``mla_up_proj``: MLA's up-projections and their RoPE)."""
 
 
-def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False) -> Op:
+def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="") -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped)
+              grouped, tag)
 
 
-def _mem(name, module, nbytes) -> Op:
-    return Op(name, module, "memory", 0.0, float(nbytes))
+def _mem(name, module, nbytes, tag="") -> Op:
+    return Op(name, module, "memory", 0.0, float(nbytes), tag=tag)
 
 
 def _tokens(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float, int]:
@@ -97,9 +99,11 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     if a.kind == "mla":
         ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h),
                 _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h),
-                _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank),
-                _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank),
-                _mem("rope", "attention", 4 * T * heads * a.qk_rope_head_dim)]
+                _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
+                      tag="mla_up_proj"),
+                _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
+                      tag="mla_up_proj"),
+                _mem("rope", "attention", 4 * T * heads * a.qk_rope_head_dim, tag="mla_up_proj")]
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
@@ -233,7 +237,7 @@ class BlockTime:
     forward_s: float
     backward_s: float
     by_module_s: dict
-    recompute_s: dict  # module -> forward seconds that recomputation of that module repeats
+    recompute_s: dict  # module (or an op's tag) -> forward seconds that recomputing it repeats
     forward_flops: float = 0.0
 
 
@@ -250,6 +254,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         flops += op.flops
         mods[op.module] = mods.get(op.module, 0.0) + f + b
         rec[op.module] = rec.get(op.module, 0.0) + f
+        if op.tag:
+            rec[op.tag] = rec.get(op.tag, 0.0) + f
     return BlockTime(fwd, bwd, mods, rec, flops)
 
 
@@ -324,7 +330,8 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
     if not mods:
         return 0.0
     alias = {"mlp": ("mlp", "mlp_act"), "moe": ("moe", "moe_act", "shared_experts"), "moe_act": ("moe_act",),
-             "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",)}
+             "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
+             "mla_up_proj": ("mla_up_proj",)}
     return sum(bt.recompute_s.get(x, 0.0) for mname in mods for x in alias.get(mname, (mname,)))
 
 

@@ -55,9 +55,11 @@ class ParallelLayout(BaseModel):
     sequence_parallel: bool = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba"], ...] = ()
+    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj"],
+                             ...] = ()
     """Modules recomputed in the backward pass (Megatron-Core's ``recompute_modules``): their activations are
-    not stored, their forward runs again."""
+    not stored, their forward runs again (``mla_up_proj``: MLA's query and key/value up-projections and their
+    RoPE, so only the compressed latents are kept)."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
     pipeline_embedding: bool = False
@@ -110,6 +112,11 @@ class ParallelLayout(BaseModel):
     """How tokens reach their experts: ``alltoall`` (Megatron-Core's: one copy per (token, expert) pair) or
     ``deepep`` (DeepEP / HybridEP, Megatron-Core's flex dispatcher: a token crosses the scale-out network once per
     destination node and is forwarded over NVLink, inside a domain once per destination GPU)."""
+    ep_comm_sms: PositiveInt = 20
+    """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
+    compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;
+    DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20; HybridEP: the recipe's
+    ``moe_hybridep_num_sms``)."""
     ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
     backward all-to-alls stay BF16 (2)."""

@@ -28,7 +28,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
-  exposed.
+  exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
+  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -58,7 +59,7 @@ from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 
-__all__ = ["estimate_step", "step_traffic", "ep_copies", "exposed_routed"]
+__all__ = ["estimate_step", "step_traffic", "ep_copies", "exposed_routed", "ep_sm_share_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -291,6 +292,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             # the all-to-alls of a step (FP8 dispatch beside BF16 combine) share that one window
             ex = max(0.0, total - ep_window) if lay.overlap_ep else total
             ep_window = max(0.0, ep_window - total)
+            ex += ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu.sms)
         elif dim == "pp":
             ex = total
         else:
@@ -327,6 +329,30 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow)
     result.timeline = step_timeline(result, t_f, t_b + t_r)
     return result
+
+
+def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
+    """Compute time lost to all-to-all kernels hidden behind it: while ``hidden_s`` of communication runs, the
+    compute has ``gpu_sms - comm_sms`` of the GPU's SMs, so it takes ``hidden_s x comm_sms / gpu_sms`` longer
+    (the work the communication's SMs would have done). 0 when the GPU's SM count is unknown.
+
+    Parameters
+    ----------
+    hidden_s : float
+        Seconds of communication overlapped with compute.
+    comm_sms : int
+        SMs the communication kernels occupy (``ParallelLayout.ep_comm_sms``).
+    gpu_sms : int or None
+        The GPU's SMs (``gpus.toml``).
+
+    Returns
+    -------
+    float
+        Seconds added to the step.
+    """
+    if not gpu_sms or hidden_s <= 0:
+        return 0.0
+    return hidden_s * min(comm_sms, gpu_sms) / gpu_sms
 
 
 def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
@@ -393,7 +419,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         else:
             ep += one.time_s * item["calls"]
     if ep_known and lay.overlap_ep:
-        ep = max(0.0, ep - lay.microbatches * sc.microbatch_s)
+        exposed = max(0.0, ep - lay.microbatches * sc.microbatch_s)
+        ep = exposed + ep_sm_share_s(ep - exposed, lay.ep_comm_sms, gpu_compute(engine.fabric.spec.gpu).sms)
     return {"dp": dp, "ep": ep if ep_known else None}
 
 
