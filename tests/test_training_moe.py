@@ -167,3 +167,25 @@ def test_mla_up_projection_recompute(h100_fabric):
     kv_frac = (a.kv_lora_rank + a.qk_rope_head_dim + ds.heads * (a.qk_nope_head_dim + a.v_head_dim)) / h
     want = s_b_h * (2 + 4 * kv_frac - 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h) / 2
     assert saved == pytest.approx(want, rel=1e-12) and saved > 0
+
+
+def test_dualpipe_bubble_closed_form(h100_fabric):
+    """DeepSeek-V3's DualPipe (arXiv 2412.19437 Table 2): bubble (p/2 - 1)(F&B + B - 3W) = (p/2 - 1) F with the
+    backward split evenly into B and W; 1F1B: (p - 1)(F + B + W) plus the exposed per-micro-batch traffic."""
+    from topo.errors import TopoError
+    from topo.training.operators import stage_compute
+    from topo.training.parallel import check_layout
+
+    m = load_model("llama3-8b")
+    lay = make_layout(pp=8, dp=2, global_batch=64, seq_len=4096)
+    dual = lay.model_copy(update={"pipeline_schedule": "dualpipe"})
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    one = estimate_step(h100_fabric, m, lay, contention=False)
+    two = estimate_step(h100_fabric, m, dual, contention=False)
+    assert two.breakdown_s["bubble"] == pytest.approx(3 * sc.forward_s, rel=1e-12)
+    assert one.breakdown_s["bubble"] >= 7 * sc.microbatch_s
+    assert two.breakdown_s["compute"] == one.breakdown_s["compute"]
+    for bad in (dict(pp=8, vpp=2), dict(pp=3)):
+        with pytest.raises(TopoError, match="dualpipe needs an even pp") as e:
+            check_layout(m, make_layout(dp=2, global_batch=48, seq_len=4096, pipeline_schedule="dualpipe", **bad))
+        assert e.value.key == "pipeline_schedule"

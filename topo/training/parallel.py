@@ -103,6 +103,11 @@ class ParallelLayout(BaseModel):
     pp_scatter_gather: bool = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
+    """``1f1b``: (interleaved) 1F1B, bubble ``(p - 1) / v`` of a micro-batch's forward + backward (Narayanan et al.
+    2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
+    ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
+    F&B = F + B + W is ``(p/2 - 1) F``; needs an even ``pp`` and ``vpp = 1``."""
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
     overlap_ep: bool = False
@@ -206,6 +211,9 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         bad("cp", f"sequence length {seq} does not split into 2 x {lay.cp} chunks (load-balanced causal CP)")
     if lay.vpp > 1 and lay.pp == 1:
         bad("vpp", f"interleaving ({lay.vpp} virtual stages) needs pp > 1")
+    if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
+        bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
+                                 f"allowed: 1f1b")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     if units < lay.pp * lay.vpp:
         what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")

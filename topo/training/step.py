@@ -7,7 +7,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
 - compute: ``m x (forward + backward + recomputation)`` of the busiest stage, each operator timed by the GPU's
   roofline (:mod:`topo.training.operators`);
 - bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
-  interleaved stages (Narayanan et al. 2021, sec. 2.2);
+  interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
+  of a micro-batch (DeepSeek-V3 Table 2);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
@@ -307,7 +308,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
 
     compute = m * t_mb
     per_mb_exposed = (exposed["tp"] + exposed["cp"] + exposed["ep"]) / m
-    bubble = (p - 1) / v * (t_mb + per_mb_exposed)
+    if lay.pipeline_schedule == "dualpipe":  # DeepSeek-V3 Table 2: (p/2 - 1)(F&B + B - 3W) = (p/2 - 1) F
+        bubble = max(0.0, p / 2 - 1) * t_f
+    else:
+        bubble = (p - 1) / v * (t_mb + per_mb_exposed)
     dense, expert = max(((d, e) for d, e, _ in stage_params(model, lay)), key=lambda r: r[0] + r[1])
     z = lay.zero_stage
     local = dense / (lay.dp * lay.cp if z >= 1 else 1) + expert / (lay.expert_dp if z >= 1 else 1)
