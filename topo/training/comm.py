@@ -40,7 +40,7 @@ import numpy as np
 
 from ..engine.estimate import Evaluation, evaluate
 from ..fabric.fabric import Fabric
-from ..engine.results import LinkTable
+from ..engine.result import LinkTable
 
 __all__ = ["CommTime", "CommEngine", "SAME_CURVE"]
 
