@@ -56,7 +56,12 @@ from _results import ROOT, update_section
 sys.path.insert(0, str(ROOT))
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
-         "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8"))}
+         "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8")),
+         # DGX B200: 8 B200 per node on NVLink5 (18 links, 14.4 TB/s per 8 GPUs = 900 GB/s per GPU and direction) and
+         # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU and NVLink changed
+         # (MLCommons inference v6.0, Nebius B200 system description: "18x 5th Gen NVLink, 14.4 TB/s aggregated",
+         # "8x ConnectX-7 IB NDR 400Gb/s"; gpus.toml [B200])
+         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s"))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe")
 MOE_KEYS = (("moe", "grouped_gemm_efficiency"), ("moe", "moe_overhead_s"))  # fitted on MoE runs, all generations
 
