@@ -73,7 +73,7 @@ def main() -> None:
 
     import topo
     from topo.sweep import SweepRun, study_from_dict, sweep
-    from topo.sweep.compute import run_point
+    from topo.sweep.point import run_point
     from topo.sweep.study import bundled_studies
 
     load0 = os.getloadavg()[0]

@@ -2,8 +2,9 @@
 
 Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron-LM SC21 Table 1 on DGX A100,
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
-and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100 and
-DGX-GB200, BF16 and FP8, dense and MoE; DeepSeek-V3 on 2,048 H800). Groups: dense BF16, dense FP8, MoE.
+and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
+and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
+DeepSeek-V3 on 2,048 H800; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What is fitted (``topo/data/compute/efficiency.toml``), each by minimising the mean absolute log step-time error
 (a robust L1 fit; golden-section search):
@@ -29,8 +30,10 @@ loss counted as pipeline layers (the paper: "first and last stage one layer fewe
 recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP = 1), bf16 gradient reduction
 (``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
-NVL72 rack's 72 GPUs (assumption). MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``,
-``moe_dispatcher``, ``moe_dispatch_bytes``, from Megatron-Bridge's ``scripts/performance/configs/{qwen,deepseek}/
+NVL72 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``);
+NeMo AutoModel (PyTorch FSDP2) and MaxText (JAX) rows get the same settings, an approximation their notes state.
+MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe_dispatcher``,
+``moe_dispatch_bytes``, from Megatron-Bridge's ``scripts/performance/configs/{qwen,deepseek}/
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
 (``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
 ``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
@@ -59,7 +62,12 @@ from _results import ROOT, update_section
 sys.path.insert(0, str(ROOT))
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
-         "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8"))}
+         "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8")),
+         # DGX B200: 8 B200 per node on NVLink5 (18 links, 14.4 TB/s per 8 GPUs = 900 GB/s per GPU and direction) and
+         # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU and NVLink changed
+         # (MLCommons inference v6.0, Nebius B200 system description: "18x 5th Gen NVLink, 14.4 TB/s aggregated",
+         # "8x ConnectX-7 IB NDR 400Gb/s"; gpus.toml [B200])
+         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s"))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe")
 MOE_KEYS = (("moe", "grouped_gemm_efficiency"), ("moe", "moe_overhead_s"))  # fitted on MoE runs, all generations
 
@@ -140,7 +148,17 @@ def main() -> None:
         first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], convention="6n")
         s["contention"] = first.contention  # the traffic mix depends on the layout only: reused by the fit
 
+    memo = {}  # (run, the values its prediction reads) -> its prediction: a golden-section search probes the same
+    # points for every leave-one-out fit of a group until a comparison differs, so most probes repeat
+
     def predict(s, values):
+        key = (s["run"], tuple(sorted((k, v) for k, v in values.items() if k[0] in (s["gen"], "moe"))))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _predict(s, values)
+        return got
+
+    def _predict(s, values):
         over = {}
         for key, e in values.items():
             gen, what = key

@@ -1,5 +1,5 @@
 """Link-load tables name their nodes as the fabric does, without a Python string per link end
-(topo/engine/results.py NodeNames, LinkTable.frame).
+(topo/engine/result.py NodeNames, LinkTable.frame).
 
 The reference is :meth:`topo.fabric.Fabric.node_names`, one f-string per node (``gpu12``, ``nvswitch1``,
 ``nic3.5``: server 3's NIC 5, ``leaf7``). At 100k GPUs (h100-100k: 415,744 links, 218,432 nodes) a named frame took
@@ -14,7 +14,7 @@ import pytest
 
 from topo import build_fabric, load_spec
 from topo.engine.estimate import estimate
-from topo.engine.results import LinkTable, NodeNames
+from topo.engine.result import LinkTable, NodeNames
 
 
 @pytest.fixture(scope="module", params=["dgx-h100-superpod", "gb200-nvl72-superpod"])

@@ -26,6 +26,13 @@ def test_stacked_bars_hold_the_breakdowns(two):
                                                                                 for r in two])
 
 
+def test_every_part_of_a_stack_has_its_own_colour(two):
+    # capex has 8 parts: with a palette shorter than that, servers and cooling were both blue
+    for fig in (P.power_figure(two), P.capex_figure(two), P.ownership_figure(two)):
+        colours = [t.marker.color for t in fig.data]
+        assert len(set(colours)) == len(colours), [(t.name, t.marker.color) for t in fig.data]
+
+
 def test_goodput_curve_peaks_at_youngs_interval(two):
     fig = P.goodput_figure(two[:1])
     line, mark = fig.data

@@ -44,6 +44,10 @@ def test_several_specs_and_overrides(tmp_path):
     (["dgx-h100-superpod", "--format", "png", "--figure", "comparison"],
      "error: --figure: the comparison figure needs two or more SPECs"),
     (["dgx-h100-superpod", "--format", "pdf"], "error: topo report: argument --format: invalid choice"),
+    (["dgx-h100-superpod", "--format", "svg", "--figure", "power", "--fail", "spine0"],
+     "error: --fail: --figure power shows the planner's power, cost and goodput, which failed parts do not change"),
+    (["dgx-h100-superpod", "--format", "svg", "--figure", "fabric", "--plan-file", "p.toml"],
+     "error: --plan-file: --plan-file applies to the planner's figures (power, capex, ownership, goodput)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     proc = run_cli("report", *args, cwd=tmp_path)
@@ -61,6 +65,24 @@ def test_one_figure_as_svg(tmp_path):
     assert "wrote topo-oversubscription.svg" in proc.stderr
     svg = out.read_text()
     assert svg.startswith("<!-- written by topo -->\n<svg") and "downlink capacity" in svg and "1:1 non-blocking" in svg
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kaleido") is None or find_chromium() is None,
+                    reason="--format svg needs kaleido and a Chromium (pip install kaleido; apt-get install chromium)")
+def test_a_planner_figure_alone_for_several_specs(tmp_path):
+    # the planner's figures are exported on their own, one bar per SPEC, with the plan file's overrides (a wrong
+    # key in it is named as topo plan names it)
+    (tmp_path / "p.toml").write_text("[workload]\ndays = 50\n")
+    proc = run_cli("report", "dgx-h100-superpod", "h100-100k-islands", "--format", "svg", "--figure", "capex",
+                   "--plan-file", "p.toml", cwd=tmp_path, check=True)
+    assert "wrote topo-capex.svg" in proc.stderr
+    svg = (tmp_path / "topo-capex.svg").read_text()
+    assert "Capex by part" in svg and "dgx-h100-superpod" in svg and "h100-100k-islands" in svg
+    (tmp_path / "bad.toml").write_text("[workload]\ndays = -1\n")
+    proc = run_cli("report", "--format", "svg", "--figure", "goodput", "--plan-file", "bad.toml", "-o", "g.svg",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "bad.toml" in proc.stderr
+    assert not (tmp_path / "g.svg").exists()
 
 
 def test_report_is_listed_in_help():

@@ -48,3 +48,29 @@ def test_adapter_times_equal_the_engine_exactly():
     assert eng.engine_calls == 1
     frame = eng.link_loads("all_reduce", M, 2**30)
     assert frame["bytes"].sum() > 0 and frame.attrs["algorithm"] == got.algorithm
+
+
+def test_every_evaluation_shares_one_router(monkeypatch):
+    # a search caches up to 64 evaluations; each holding its own router cost ~24 MiB at 100k GPUs (1.7 GB of the
+    # 100k DeepSeek-V3 search's 5.1 GB peak, benchmarks/bench_train.py). The engine makes one and passes it on,
+    # and its times are those of estimate(), which makes a router of its own.
+    import topo.engine.estimate as est
+
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    made = []
+    real = est.Router
+
+    def counting(*a, **kw):
+        made.append(1)
+        return real(*a, **kw)
+
+    eng = CommEngine(f)
+    M1 = np.arange(256).reshape(-1, 8)
+    M2 = np.arange(256).reshape(8, -1).T.copy()
+    monkeypatch.setattr(est, "Router", counting)
+    t = [eng.time(c, M, 2**26).time_s for c in ("all_reduce", "all_gather") for M in (M1, M2)]
+    assert made == [] and eng.engine_calls == 4
+    monkeypatch.undo()
+    ref = [estimate(f, c, 2**26, ranks=M.ravel(), groups=M.shape[0], group_layout="blocked",
+                    rank_order="given").results[0].time_s for c in ("all_reduce", "all_gather") for M in (M1, M2)]
+    assert t == pytest.approx(ref, rel=1e-12)

@@ -27,6 +27,10 @@ def test_moe_active_parameters():
     # DeepSeek-V3 report: 671B total, 37B activated per token
     m = load_model("deepseek-v3-671b")
     assert m.active_params / 1e9 == pytest.approx(37, rel=0.03)
+    # Mixtral of Experts (arXiv 2401.04088): 46.7B total, 12.9B active (2 of 8 experts)
+    m = load_model("mixtral-8x7b")
+    assert m.active_params / 1e9 == pytest.approx(12.9, rel=0.01)
+    assert m.total_params / 1e9 == pytest.approx(46.7, rel=0.01)
 
 
 def test_unpublished_is_marked():

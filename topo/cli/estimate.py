@@ -9,7 +9,7 @@ from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.options import CHOICES, EstimateOptions
-from ..engine.results import EstimateResult
+from ..engine.result import EstimateResult
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError

@@ -18,7 +18,8 @@ from ..training.step import estimate_step
 from .common import add_output_arguments, add_override_arguments
 from .output import note
 
-FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison")
+PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
+FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison") + PLAN_FIGURES
 
 
 
@@ -47,7 +48,9 @@ def register(sub) -> None:
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", default="fabric", choices=FIGURES,
-                   help="with --format png|svg: which figure (default fabric; comparison needs several SPECs)")
+                   help="with --format png|svg: which figure (default fabric; comparison needs several SPECs; "
+                   f"{', '.join(PLAN_FIGURES)} are the planner's, one bar or line per SPEC, with --plan-file's "
+                   "overrides)")
     p.add_argument("--scenario", default="cluster", choices=("cluster", "pod"),
                    help="with --figure loads|heatmap|curves: the whole cluster (default) or one pod")
     p.set_defaults(func=run)
@@ -66,9 +69,9 @@ def run(args) -> int:
     inputs = [resolve_spec_path(s) for s in specs] + ([args.plan_file] if args.plan_file else [])
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
     check_output(out, **output)
-    if args.plan_file and args.format != "html":
-        raise TopoError(f"the planner's section is part of the HTML report; --format {args.format} writes one figure",
-                        key="--plan-file")
+    if args.plan_file and args.format != "html" and args.figure not in PLAN_FIGURES:
+        raise TopoError(f"--plan-file applies to the planner's figures ({', '.join(PLAN_FIGURES)}) and the HTML "
+                        f"report; --figure {args.figure} does not use it", key="--plan-file")
     if args.plan_file:  # a bad plan file fails before the report
         read_plan_file(args.plan_file)
     job = _job(args) if args.train or args.layout else None  # a bad model or layout fails before the report
@@ -95,6 +98,16 @@ def _where(out: str) -> str:
 def _one_figure(args, specs):
     from ..report import build_reports, figures
 
+    if args.figure in PLAN_FIGURES:
+        from ..report import plan_figures
+
+        if args.failures:
+            raise TopoError(f"--figure {args.figure} shows the planner's power, cost and goodput, which failed parts do "
+                            "not change; leave out --fail (topo plan --fail gives the network figures of the failed "
+                            "fabric)", key="--fail")
+        results = [plan(build_fabric(load_spec(s, args.overrides)), plan_file=args.plan_file, collectives=False)
+                   for s in specs]
+        return getattr(plan_figures, f"{args.figure}_figure")(results)
     if args.figure == "comparison":
         if len(specs) < 2:
             raise TopoError("the comparison figure needs two or more SPECs", key="--figure")

@@ -1,7 +1,7 @@
 """Estimate a collective: the one-call composition of the engine's stages.
 
     placement -> schedule (:mod:`topo.engine.algorithms`, no fabric) -> loads (:mod:`topo.engine.loads`, the router)
-    -> cost (:mod:`topo.engine.cost`, a profile) -> results (:mod:`topo.engine.results`, plain data)
+    -> cost (:mod:`topo.engine.cost`, a profile) -> results (:mod:`topo.engine.result`, plain data)
 
 ``auto`` routes and costs NCCL's own algorithms with each protocol, and per size runs the one the routed model times
 fastest (option ``choose = "fastest"``, the default), or the algorithm NCCL's tuner picks by its own cost model
@@ -29,7 +29,7 @@ from .loads import load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
 from .profiles import Profile, profile_for, resolve_profile
-from .results import Bottleneck, EstimateResult, LinkTable, SizeResult
+from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
 from .tuner import nccl_choice
@@ -383,7 +383,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     Returns
     -------
     EstimateResult
-        One :class:`~topo.engine.results.SizeResult` per size (``.results``): time, algbw, busbw, the algorithm
+        One :class:`~topo.engine.result.SizeResult` per size (``.results``): time, algbw, busbw, the algorithm
         and protocol, the latency and bandwidth parts, the bottleneck; plain, picklable data.
 
     Raises

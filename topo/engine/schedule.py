@@ -273,7 +273,7 @@ class SchedulePhase:
     repeat : float
         Repetitions in sequence (a ring's ``p - 1`` steps are one phase repeated).
     label : str
-        What the phase is, for ``--detail`` and :meth:`topo.engine.results.EstimateResult.steps_frame`.
+        What the phase is, for ``--detail`` and :meth:`topo.engine.result.EstimateResult.steps_frame`.
     """
 
     parts: list

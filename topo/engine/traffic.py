@@ -39,7 +39,7 @@ from .cost import usable_capacity
 from .estimate import choose_profile, evaluate
 from .maxmin import FlowClasses
 from .options import EstimateOptions
-from .results import LinkTable
+from .result import LinkTable
 from .route import Router
 
 __all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "SYMBOLS"]

@@ -22,7 +22,7 @@ from ..errors import AlgorithmUnavailable, TopoError
 from ..engine.estimate import estimate, size_sweep
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
-from ..engine.results import EstimateResult
+from ..engine.result import EstimateResult
 from ..spec import load_spec
 from ..spec.load import bundled_dir, resolve_spec_path
 from ..spec.model import Spec

@@ -1,7 +1,7 @@
 """The report's figures, one function each, for the HTML page and for Jupyter.
 
 Each takes the library's results (:class:`topo.Fabric`, :class:`topo.Inventory`,
-:class:`topo.engine.results.EstimateResult`, a link-load frame or its :class:`~topo.report.link_summary.LoadSummary`)
+:class:`topo.engine.result.EstimateResult`, a link-load frame or its :class:`~topo.report.link_summary.LoadSummary`)
 and returns a ``plotly.graph_objects.Figure``.
 None of them computes a load or a time: they draw what the results hold (busbw of a candidate curve is its time
 read through nccl-tests' bus-bandwidth factor, as the results' own rows are).
@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 from ..engine.collectives import busbw_factor
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
-from ..engine.results import EstimateResult
+from ..engine.result import EstimateResult
 from ..units import format_bandwidth, format_count, format_size, format_time
 from .fabric_layers import LayerDrawing, layer_drawing
 from .link_summary import LoadSummary, summarize_loads

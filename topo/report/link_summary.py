@@ -1,7 +1,7 @@
 """Link loads made small enough to draw: a 100k-GPU fabric has ~800k directed links; a page shows per-tier
 percentiles, a group x tier grid and the hottest link of each tier.
 
-Everything here reads the frame :meth:`topo.engine.results.EstimateResult.link_loads` returns (columns ``link``,
+Everything here reads the frame :meth:`topo.engine.result.EstimateResult.link_loads` returns (columns ``link``,
 ``src``, ``dst``, ``level``, ``bytes``, ``bandwidth_Bps``, ``utilization``) and the fabric's node table; it
 groups and ranks with numpy and pandas and computes no load itself.
 """

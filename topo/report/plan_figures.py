@@ -24,7 +24,8 @@ from .style import base_layout, esc
 __all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "bom_table_html",
            "summary_table_html", "inputs_table_html", "price_ranges_table_html", "plan_section"]
 
-_PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3")
+_PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3", "#937860", "#DA8BC3", "#CCB974",
+          "#64B5CD")  # one colour per part: capex has 8 parts, ownership 5
 
 
 def power_figure(results: Sequence[PlanResult]) -> go.Figure:

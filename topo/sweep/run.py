@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import TopoError
-from .compute import run_batch
+from .point import run_batch
 from .store import ResultStore
 from .study import Study, load_study, study_from_dict
 

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from .. import __version__
 from ..atomic import SIGNATURE, atomic_open
 from ..errors import TopoError
-from .compute import FIGURES
+from .point import FIGURES
 
 __all__ = ["schema", "ResultStore", "META", "read_results"]
 

@@ -14,7 +14,7 @@ A study is a small TOML file::
     fail = ["", "random:spine:0.01:{seed}"]         # as --fail takes it; several parts separated by commas
     hash_seed = ["{seed}"]                          # a value that is just "{seed}" becomes the seed (a number)
 
-Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.compute.POINT_KEYS`:
+Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.point.POINT_KEYS`:
 ``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
 :class:`topo.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
 ``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency`` and the fields of a training layout
@@ -40,7 +40,7 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
-from .compute import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
+from .point import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
 __all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .compute import FIGURES
+from .point import FIGURES
 
 __all__ = ["summarize", "STATS", "figure_direction"]
 

@@ -6,6 +6,8 @@ Algorithms see the placement and the :class:`~topo.engine.schedule.NodeShape`, n
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..placement import Placement
 from ..schedule import AlgorithmUnavailable, NodeShape, Schedule
 from . import hierarchical, nvls, p2p, pat, recursive, ring, sharp, tree
@@ -64,8 +66,6 @@ def _build(name, collective, shape, placement, chunks, stages, channels, gpu_nam
     if collective == "broadcast":
         return ring.chain_schedule(shape, placement, chunks, algorithm=name, channels=channels)
     if collective == "reduce":  # NCCL's ring reduce: the broadcast's chain run towards the root
-        import dataclasses
-
         towards_root = dataclasses.replace(placement, groups=placement.groups[:, ::-1])
         return ring.chain_schedule(shape, towards_root, chunks, algorithm=name, channels=channels)
     if collective in ("gather", "scatter"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -284,9 +285,6 @@ class EstimateResult:
         ValueError
             An unknown type or op (the message lists the allowed).
         """
-        import dataclasses
-
-
         if datatype not in DATA_TYPES:
             raise ValueError(f"unknown data type {datatype!r}; allowed: {', '.join(DATA_TYPES)}")
         if op not in REDUCTION_OPS:
