@@ -33,8 +33,8 @@ def test_expert_gemm_rows_are_tokens_times_topk_over_experts(qwen):
 
 def test_grouped_gemm_efficiency_scales_only_the_expert_gemms(qwen):
     lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
-    full = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 1.0, "moe_overhead_s": 0.0}})
-    half = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 0.5, "moe_overhead_s": 0.0}})
+    full = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 1.0, "moe_host_per_expert_s": 0.0}})
+    half = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 0.5, "moe_host_per_expert_s": 0.0}})
     ops = {op.name: op for op in block_ops(qwen, lay, "E")}
     # fc1 is compute-bound (8,192 x 1,536 x 2,048 per expert): half the efficiency, twice the time
     assert op_time_s(ops["fc1"], half, "bf16") == pytest.approx(2 * op_time_s(ops["fc1"], full, "bf16"))
@@ -42,15 +42,29 @@ def test_grouped_gemm_efficiency_scales_only_the_expert_gemms(qwen):
     assert op_time_s(ops["permute"], half, "bf16") == op_time_s(ops["permute"], full, "bf16")
 
 
-def test_fixed_cost_per_moe_block_and_pass(qwen):
-    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
-    base = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 0.0}}), "E")
-    more = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 1e-3}}), "E")
-    assert more.forward_s - base.forward_s == pytest.approx(1e-3)
-    assert more.backward_s - base.backward_s == pytest.approx(1e-3)
-    dense = block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 1e-3}}), "*")
-    assert dense.forward_s == block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_overhead_s": 0.0}}),
-                                         "*").forward_s
+def test_host_floor_per_local_expert(qwen):
+    """An eager MoE block takes the longer of its GPU time and the host's launches: moe_host_per_expert_s per
+    local expert forward, twice that backward."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 128 / 8 = 16 local experts
+
+    def bt(host, kind="E"):
+        return block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_host_per_expert_s": host}}), kind)
+
+    gpu = bt(0.0)
+    # a host slower than the GPU: the block is the host's 16 x 1 ms forward, 16 x 2 ms backward
+    slow = bt(1e-3)
+    assert slow.forward_s == pytest.approx(16e-3) and slow.backward_s == pytest.approx(32e-3)
+    assert gpu.forward_s < 16e-3
+    assert slow.by_module_s["moe"] - gpu.by_module_s["moe"] == pytest.approx(48e-3 - gpu.forward_s - gpu.backward_s)
+    # a host faster than the GPU hides under it: the block is its GPU time (a floor, not a sum)
+    fast = bt(1e-6)
+    assert fast.forward_s == gpu.forward_s and fast.backward_s == gpu.backward_s
+    # dense blocks have no such floor
+    assert bt(1e-3, "*").forward_s == bt(0.0, "*").forward_s
+    # the floor counts the GPU's local experts: 4 at ep 32
+    wide = make_layout(ep=32, dp=32, global_batch=64, seq_len=4096, etp=1)
+    w = block_time(qwen, wide, gpu_compute("H100", overrides={"moe": {"moe_host_per_expert_s": 1e-2}}), "E")
+    assert w.forward_s == pytest.approx(4e-2) and w.backward_s == pytest.approx(8e-2)
 
 
 def test_permutation_bytes(qwen):

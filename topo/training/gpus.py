@@ -37,10 +37,11 @@ class KernelEfficiency:
     grouped_gemm : float
         An MoE block's grouped expert GEMMs relative to a dense GEMM of the same shape (one kernel over many
         skinny per-expert GEMMs: uneven tiles, per-group scheduling); fitted across generations.
-    moe_overhead_s : float
-        Fixed seconds per MoE block and pass (forward, backward): the dropless dispatcher's host-device sync
-        (tokens per expert) and the launch gaps of the router, permutation and dispatch kernels; fitted
-        across generations.
+    moe_host_per_expert_s : float
+        Host seconds per local expert of an eager MoE block's forward pass (twice that backward): the launches
+        of the per-expert GEMMs and their FP8 casts (Transformer Engine's grouped linear loops over the local
+        experts), the router and the dispatcher around them. The block takes the longer of its GPU time and
+        this; fitted across generations.
     shape_dim : float
         GEMM shape scale ``d``: a GEMM of ``M x N x K`` runs at ``1 / (1 + d/M + d/N + d/K)`` of the large-GEMM
         rate.
@@ -53,7 +54,7 @@ class KernelEfficiency:
     shape_dim: float
     source: str
     grouped_gemm: float = 1.0
-    moe_overhead_s: float = 0.0
+    moe_host_per_expert_s: float = 0.0
 
     def scaled(self, gemm_efficiency: float) -> "KernelEfficiency":
         """The same with the large-GEMM efficiency (both precisions) set to ``gemm_efficiency`` times the data's
@@ -131,7 +132,7 @@ def kernel_efficiency(generation: str, overrides: dict | None = None) -> KernelE
                             attention=float(g["attention_efficiency"]), memory=float(mem["memory_efficiency"]),
                             shape_dim=float(shape["gemm_shape_dim"]), source=f"{g['status']}: {g['source']}",
                             grouped_gemm=float(moe.get("grouped_gemm_efficiency", 1.0)),
-                            moe_overhead_s=float(moe.get("moe_overhead_s", 0.0)))
+                            moe_host_per_expert_s=float(moe.get("moe_host_per_expert_s", 0.0)))
 
 
 def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | None = None) -> GpuCompute:

@@ -13,8 +13,13 @@ with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEf
 its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens (memory-bound), the
 expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k / experts`` rows on the
 busiest rank, times ``moe_imbalance``: skinny when experts are many) run as one grouped GEMM at
-``grouped_gemm`` of a dense GEMM's rate, and a fixed ``moe_overhead_s`` per block and pass (the dropless
-dispatcher's host sync and the launch gaps of its small kernels); both fitted once for every generation. Only the
+``grouped_gemm`` of a dense GEMM's rate. An eager MoE block also has a host floor: its launches take
+``moe_host_per_expert_s`` per local expert forward and twice that backward (Transformer Engine's grouped linear
+launches each local expert's GEMMs and FP8 casts in a loop; Megatron-LM's GB200 study, sec. 2.3, finds the routed
+experts the part whose host overhead CUDA graphs cannot remove in a dropless MoE), and the block takes the longer
+of its GPU time and that floor: many small experts per GPU (Qwen3-30B on 8 GPUs, 16 each) or a micro-batch of one
+sequence leave the GPU waiting for the host; a few large experts (DeepSeek-V3, Qwen3-235B at EP 32-64: 4 each) do
+not. Both values are fitted once for every generation. Only the
 linear layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
 router, logits and the optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and
 output gradient (backward): 2 bytes read and 1 written per element.
@@ -56,7 +61,8 @@ class Op:
     """One operator of one block, one micro-batch, one GPU, forward pass.
 
     ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel),
-    ``memory`` (bandwidth-bound) or ``fixed`` (the MoE block's fixed cost per pass). ``linear``: a linear layer's
+    ``memory`` (bandwidth-bound) or ``host`` (an eager MoE block's host launches for ``groups`` local experts:
+    a floor under the block's GPU time, see :func:`block_time`). ``linear``: a linear layer's
     GEMM, run in FP8 when the layout asks; ``grouped``: an expert GEMM of a grouped-GEMM kernel."""
 
     name: str
@@ -152,7 +158,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
            # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
            # received by the all-to-all are sorted by local expert and back (read + write each way)
            _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * lay.moe_imbalance if ep > 1 else 0)),
-           Op("moe_fixed", "moe", "fixed", 0.0, 0.0)]
+           Op("moe_host", "moe", "host", 0.0, 0.0, groups=local)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
@@ -205,8 +211,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``."""
     k = gpu.kernels
     mem_rate = gpu.hbm_Bps * k.memory
-    if op.kind == "fixed":
-        return k.moe_overhead_s
+    if op.kind == "host":  # host seconds of the block's launches (a floor, see block_time)
+        return k.moe_host_per_expert_s * op.groups * (2.0 if backward else 1.0)
     if op.kind == "memory":
         return (2.0 if backward else 1.0) * op.bytes / mem_rate + (op.flops / (gpu.peak_bf16_flops * 0.5)
                                                                     if op.flops else 0.0)
@@ -244,9 +250,14 @@ class BlockTime:
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
     """Time of one block of ``kind`` (see :func:`block_ops`)."""
     fwd = bwd = flops = 0.0
+    host_f = host_b = 0.0
     mods: dict[str, float] = {}
     rec: dict[str, float] = {}
     for op in block_ops(model, lay, kind):
+        if op.kind == "host":
+            host_f += op_time_s(op, gpu, lay.precision)
+            host_b += op_time_s(op, gpu, lay.precision, backward=True)
+            continue
         f = op_time_s(op, gpu, lay.precision)
         b = op_time_s(op, gpu, lay.precision, backward=True)
         fwd += f
@@ -256,6 +267,11 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
+    if host_f > fwd or host_b > bwd:  # the host launches slower than the GPU runs: the GPU waits for them
+        extra_f, extra_b = max(0.0, host_f - fwd), max(0.0, host_b - bwd)
+        mods["moe"] = mods.get("moe", 0.0) + extra_f + extra_b
+        rec["moe"] = rec.get("moe", 0.0) + extra_f
+        fwd, bwd = fwd + extra_f, bwd + extra_b
     return BlockTime(fwd, bwd, mods, rec, flops)
 
 
