@@ -110,3 +110,19 @@ def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     assert run.skipped == len(partial) and run.computed == n - len(partial)
     full = pd.read_parquet(out)
     assert len(full) == n and full["point"].is_unique
+
+
+def test_summary_line_of_a_run_and_of_a_rerun_with_nothing_left(tmp_path):
+    # the rerun's line read "0 computed on nothing to compute: every point is in the output" before
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ncollective = "all_reduce"\n'
+                                         'gpus = 16\nsize = ["1MiB", "1GiB"]\n')
+    first = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert ("topo sweep: study: 2 points, 0 already in study.parquet, 2 computed on this process (serial) in "
+            in first.stderr), first.stderr
+    again = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    line = [s for s in again.stderr.splitlines() if s.startswith("topo sweep: ")]
+    assert len(line) == 1 and line[0].startswith(
+        "topo sweep: study: 2 points, 2 already in study.parquet, nothing to compute in "), again.stderr
+    assert line[0].endswith("s; 0 error rows") and "computed on" not in line[0]
