@@ -58,8 +58,8 @@ def run(args) -> int:
     try:
         return _run(args)
     except TopoError as exc:
-        if exc.key in FLAGS and not exc.source:
-            raise TopoError(exc.message, key=FLAGS[exc.key]) from None
+        if exc.key in FLAGS:  # the option as the user typed it (-o, not the library's "output"), its file kept
+            raise TopoError(exc.message, source=exc.source, key=FLAGS[exc.key]) from None
         raise
 
 
