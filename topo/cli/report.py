@@ -94,7 +94,7 @@ def run(args) -> int:
 
 
 def _check_figure_options(args) -> None:
-    """Refuse --figure and --scenario where they would be ignored, then fill their defaults.
+    """Refuse --figure, --scenario, --plan, --train and --layout where they would be ignored; fill the defaults.
 
     The HTML report holds every figure, so ``--figure capex`` without ``--format png|svg`` would silently write
     the whole report (without the planner's figures unless ``--plan``), not the figure asked for.
@@ -104,6 +104,13 @@ def _check_figure_options(args) -> None:
                         "--format svg (the HTML report, the default format, holds every figure; the planner's with "
                         "--plan)", key="--figure")
     args.figure = args.figure or "fabric"
+    if args.format != "html" and (args.train or args.layout):
+        raise TopoError(f"--train and --layout add a section to the HTML report; --format {args.format} writes one "
+                        "figure, which does not use them (topo train prints the job)",
+                        key="--train" if args.train else "--layout")
+    if args.format != "html" and args.plan and args.figure not in PLAN_FIGURES:
+        raise TopoError(f"--plan adds the planner's section to the HTML report; --figure {args.figure} does not use "
+                        f"it (the planner's figures: {', '.join(PLAN_FIGURES)})", key="--plan")
     if args.scenario is not None and (args.format == "html" or args.figure not in SCENARIO_FIGURES):
         raise TopoError(f"--scenario applies to --format png|svg with --figure {'|'.join(SCENARIO_FIGURES)} "
                         "(the HTML report shows both scopes)", key="--scenario")
