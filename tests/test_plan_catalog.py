@@ -66,7 +66,16 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
 @pytest.mark.parametrize("layer, key, fragment", [
     ({"facility": {"pue": 0.9}}, "plan.facility.pue", "must be >= 1, got 0.9"),
     ({"switches": {"QM9700": {"price_usd": -5}}}, "plan.switches.QM9700.price_usd", "must be >= 0, got -5"),
-    ({"facility": {"puee": 1.2}}, "plan.facility.puee", "unknown key 'puee'"),
+    ({"facility": {"puee": 1.2}}, "plan.facility.puee", "unknown key 'puee'; allowed: pue, electricity_usd_per_kWh, "
+     "load_factor, storage_frontend_fraction, capex_usd_per_W, capex_basis; did you mean 'pue'?"),
+    # an unknown key in an item, a nested table or a value table says what is allowed there too
+    ({"switches": {"QM9700": {"bogus": 1}}}, "plan.switches.QM9700.bogus",
+     "unknown key 'bogus'; allowed: ports, port_rate_Gbps, ports_per_cage, power_W, power_with_optics_W, "
+     "price_usd, rack_units"),
+    ({"reliability": {"checkpoint": {"modee": "async"}}}, "plan.reliability.checkpoint.modee",
+     "allowed: bytes_per_param, write_Bps, detection_s, restart_s, mode, "),
+    ({"switches": {"QM9700": {"price_usd": {"value": 1, "source": "q", "status": "override", "date": 1}}}},
+     "plan.switches.QM9700.price_usd.date", "unknown key 'date'; allowed: value, source, status"),
     ({"facilty": {}}, "plan.facilty", "did you mean 'facility'"),
     ({"switches": {"X1": {"ports": 8}}}, "plan.switches.X1.port_rate_Gbps", "required"),
     ({"workload": {"mfu": 1.5}}, "plan.workload.mfu", "must be <= 1"),

@@ -48,6 +48,22 @@ def test_several_specs_and_overrides(tmp_path):
      "error: --fail: --figure power shows the planner's power, cost and goodput, which failed parts do not change"),
     (["dgx-h100-superpod", "--format", "svg", "--figure", "fabric", "--plan-file", "p.toml"],
      "error: --plan-file: --plan-file applies to the planner's figures (power, capex, ownership, goodput)"),
+    # --figure or --scenario that would be ignored: the HTML report (the default format) would be written instead
+    # of the one figure asked for
+    (["dgx-h100-superpod", "--figure", "capex"], "error: --figure: --figure capex picks the one figure of --format "
+                                                 "png or svg; add --format png or --format svg"),
+    (["dgx-h100-superpod", "--scenario", "pod"], "error: --scenario: --scenario applies to --format png|svg with "
+                                                 "--figure loads|heatmap|curves"),
+    (["dgx-h100-superpod", "--format", "svg", "--figure", "fabric", "--scenario", "pod"],
+     "error: --scenario: --scenario applies to --format png|svg with --figure loads|heatmap|curves"),
+    # --train, --layout and --plan with a single figure that does not use them (the figure was written without them)
+    (["dgx-h100-superpod", "--format", "svg", "--figure", "inventory", "--train", "llama3-8b", "--layout",
+      "tp=8,dp=16,global_batch=128"], "error: --train: --train and --layout add a section to the HTML report; "
+                                      "--format svg writes one figure, which does not use them"),
+    (["dgx-h100-superpod", "--format", "png", "--layout", "tp=8,dp=16,global_batch=128"],
+     "error: --layout: --train and --layout add a section to the HTML report"),
+    (["dgx-h100-superpod", "--format", "svg", "--figure", "inventory", "--plan"],
+     "error: --plan: --plan adds the planner's section to the HTML report; --figure inventory does not use it"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     proc = run_cli("report", *args, cwd=tmp_path)

@@ -110,3 +110,35 @@ def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     assert run.skipped == len(partial) and run.computed == n - len(partial)
     full = pd.read_parquet(out)
     assert len(full) == n and full["point"].is_unique
+
+
+def test_summary_line_of_a_run_and_of_a_rerun_with_nothing_left(tmp_path):
+    # the rerun's line read "0 computed on nothing to compute: every point is in the output" before
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ncollective = "all_reduce"\n'
+                                         'gpus = 16\nsize = ["1MiB", "1GiB"]\n')
+    first = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert ("topo sweep: study: 2 points, 0 already in study.parquet, 2 computed on this process (serial) in "
+            in first.stderr), first.stderr
+    again = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    line = [s for s in again.stderr.splitlines() if s.startswith("topo sweep: ")]
+    assert len(line) == 1 and line[0].startswith(
+        "topo sweep: study: 2 points, 2 already in study.parquet, nothing to compute in "), again.stderr
+    assert line[0].endswith("s; 0 error rows") and "computed on" not in line[0]
+
+
+@pytest.mark.parametrize("args, line", [
+    (["-o", "study.toml"], "error: study.toml: -o: is an input (study.toml); choose another output\n"),
+    (["-o", "missing/out.parquet"], "error: missing/out.parquet: -o: the folder 'missing' does not exist\n"),
+    (["-o", "mine.txt"], "error: mine.txt: -o: exists and is not a folder; a sweep writes a folder of Parquet parts: "
+                         "choose another name\n"),
+])
+def test_a_bad_output_names_the_option_as_typed(tmp_path, args, line):
+    # the key read "output:" (the library's argument), not the -o the user typed
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ngpus = 16\nsize = "1MiB"\n')
+    (tmp_path / "mine.txt").write_text("mine\n")
+    r = topo("sweep", "study.toml", "--scheduler", "serial", *args, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == line and r.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt", "study.toml"]
+    assert (tmp_path / "mine.txt").read_text() == "mine\n"

@@ -20,6 +20,7 @@ from .output import note
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison") + PLAN_FIGURES
+SCENARIO_FIGURES = ("loads", "heatmap", "curves")  # the figures of one scope: the whole cluster or one pod
 
 
 
@@ -47,11 +48,11 @@ def register(sub) -> None:
     p.add_argument("--layout", metavar="L", help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
-    p.add_argument("--figure", default="fabric", choices=FIGURES,
+    p.add_argument("--figure", choices=FIGURES,
                    help="with --format png|svg: which figure (default fabric; comparison needs several SPECs; "
                    f"{', '.join(PLAN_FIGURES)} are the planner's, one bar or line per SPEC, with --plan-file's "
                    "overrides)")
-    p.add_argument("--scenario", default="cluster", choices=("cluster", "pod"),
+    p.add_argument("--scenario", choices=("cluster", "pod"),
                    help="with --figure loads|heatmap|curves: the whole cluster (default) or one pod")
     p.set_defaults(func=run)
 
@@ -62,6 +63,7 @@ def run(args) -> int:
 
     specs = args.specs or [None]
     start = time.perf_counter()
+    _check_figure_options(args)
     # Refuse a bad output before minutes of work: a folder, an input, a file that is not ours (checked again
     # when writing).
     default = "topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}"
@@ -89,6 +91,30 @@ def run(args) -> int:
     write_bytes(out, data, **output)
     note(f"wrote {_where(out)} ({len(data) / 1e3:.0f} kB) in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _check_figure_options(args) -> None:
+    """Refuse --figure, --scenario, --plan, --train and --layout where they would be ignored; fill the defaults.
+
+    The HTML report holds every figure, so ``--figure capex`` without ``--format png|svg`` would silently write
+    the whole report (without the planner's figures unless ``--plan``), not the figure asked for.
+    """
+    if args.format == "html" and args.figure is not None:
+        raise TopoError(f"--figure {args.figure} picks the one figure of --format png or svg; add --format png or "
+                        "--format svg (the HTML report, the default format, holds every figure; the planner's with "
+                        "--plan)", key="--figure")
+    args.figure = args.figure or "fabric"
+    if args.format != "html" and (args.train or args.layout):
+        raise TopoError(f"--train and --layout add a section to the HTML report; --format {args.format} writes one "
+                        "figure, which does not use them (topo train prints the job)",
+                        key="--train" if args.train else "--layout")
+    if args.format != "html" and args.plan and args.figure not in PLAN_FIGURES:
+        raise TopoError(f"--plan adds the planner's section to the HTML report; --figure {args.figure} does not use "
+                        f"it (the planner's figures: {', '.join(PLAN_FIGURES)})", key="--plan")
+    if args.scenario is not None and (args.format == "html" or args.figure not in SCENARIO_FIGURES):
+        raise TopoError(f"--scenario applies to --format png|svg with --figure {'|'.join(SCENARIO_FIGURES)} "
+                        "(the HTML report shows both scopes)", key="--scenario")
+    args.scenario = args.scenario or "cluster"
 
 
 def _where(out: str) -> str:

@@ -58,8 +58,8 @@ def run(args) -> int:
     try:
         return _run(args)
     except TopoError as exc:
-        if exc.key in FLAGS and not exc.source:
-            raise TopoError(exc.message, key=FLAGS[exc.key]) from None
+        if exc.key in FLAGS:  # the option as the user typed it (-o, not the library's "output"), its file kept
+            raise TopoError(exc.message, source=exc.source, key=FLAGS[exc.key]) from None
         raise
 
 
@@ -156,8 +156,10 @@ def _run(args) -> int:
     summary = summarize(df)
     mains = main_figures(df)
     shown = summary[summary["figure"].isin(mains)]
-    note(f"topo sweep: {study.name}: {info.total:,} points, {info.skipped:,} already in {out}, {info.computed:,} "
-         f"computed on {info.where} in {time.perf_counter() - start:.1f} s; {info.errors:,} error rows")
+    ran = (f"{info.computed:,} computed on {info.where}" if info.skipped < info.total
+           else "nothing to compute")  # every point was in the output already
+    note(f"topo sweep: {study.name}: {info.total:,} points, {info.skipped:,} already in {out}, {ran} in "
+         f"{time.perf_counter() - start:.1f} s; {info.errors:,} error rows")
     if args.csv:
         with open_output(args.csv, "w", inputs=[args.study], force=args.force, key="--csv",
                          force_option="--force") as fh:

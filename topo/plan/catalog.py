@@ -28,8 +28,9 @@ import difflib
 import functools
 import re
 import tomllib
+import types
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -572,6 +573,26 @@ def _model_fields(kind: str) -> set[str]:
     return {n for n, f in model.model_fields.items() if f.is_required()}
 
 
+def _keys_at(loc: list[str]) -> list[str]:
+    """The keys a table of the catalog at ``loc`` (``["switches", "QM9700"]``) takes; [] where unknown."""
+    t = Catalog
+    for part in [*loc, None]:
+        while get_origin(t) is Annotated:
+            t = get_args(t)[0]
+        if get_origin(t) in (Union, types.UnionType):  # an optional table: its table member
+            t = next((a for a in get_args(t) if get_origin(a) is dict or isinstance(a, type) and issubclass(
+                a, BaseModel)), None)
+        if part is None:
+            break
+        if get_origin(t) is dict:  # a table of items by name: the item's type
+            t = get_args(t)[1]
+        elif isinstance(t, type) and issubclass(t, BaseModel) and part in t.model_fields:
+            t = t.model_fields[part].annotation
+        else:
+            return []
+    return list(t.model_fields) if isinstance(t, type) and issubclass(t, BaseModel) else []
+
+
 def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -> TopoError:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
@@ -581,6 +602,10 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown key {loc[-1]!r}"
+        allowed = _keys_at(loc[:-1])
+        if allowed:
+            close = difflib.get_close_matches(loc[-1], allowed, n=1)
+            msg += f"; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?" if close else "")
     elif err["type"] == "missing":
         msg = "is required but missing"
     elif err["type"] in ("model_type", "dict_type") and loc[:2] == ["price_ranges", "ranges"] and len(loc) <= 3:
