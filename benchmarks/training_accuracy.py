@@ -32,6 +32,11 @@ recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
 NVL72 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``);
 NeMo AutoModel (PyTorch FSDP2) and MaxText (JAX) rows get the same settings, an approximation their notes state.
+Memory (per source): NeMo and Megatron-Bridge rows keep bf16 gradients (``grad_bytes = 2``: with
+``grad_reduce_in_fp32 = False`` Megatron-Core allocates its gradient buffer in the parameters' dtype); the rows'
+``activation_offload_layers`` column (the recipe's ``cpu_offloading_num_layers`` / ``activation_offload_layers``,
+GB200 FSDP recipes) and ``recompute_granularity`` column (AutoModel's ``activation_checkpointing: true``: full)
+are read; sources in data/reference/README.md.
 MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe_dispatcher``,
 ``moe_dispatch_bytes``, from Megatron-Bridge's ``scripts/performance/configs/{qwen,deepseek}/
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
@@ -115,6 +120,11 @@ def _setups():
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2))
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
+        if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
+            kw["grad_bytes"] = 2.0
+        # the recipe's memory settings (empty: none): activation offloading, recomputation
+        kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
+        kw["recompute"] = row.get("recompute_granularity") or "none"
         if row["run_id"].startswith("deepseekv3_h800"):
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe")
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),

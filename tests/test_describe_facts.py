@@ -76,8 +76,13 @@ def test_a_single_unit_says_what_its_spine_carries():
 
 
 def test_power_is_unknown_rather_than_missing():
+    # dgx-h100-superpod gives no power_W: its tiers' model, QM9700, is in the switch catalog the planner prices
+    # (topo/data/catalog/switches.toml: 747 W, SemiAnalysis), so describe says what plan says: 48 x 747 W = 35.9 kW
     out = run_cli("describe", "dgx-h100-superpod", check=True).stdout
-    assert "switches                    48 (power unknown: the spec gives no power_W for leaf, spine)" in out
+    assert "switches                    48 (35.9 kW, leaf, spine at the switch catalog's power per model)" in out
+    out = run_cli("describe", "dgx-h100-superpod", "--set", "fabric.tiers[0].model=SomeSwitch", check=True).stdout
+    assert ("switches                    48 (power unknown: the spec gives no power_W for leaf, and the switch "
+            "catalog has no such model)") in out
     # h100-100k gives 747 W per QM9700 (the DAC figure, data/reference/hardware.md): 5,184 x 747 W = 3.87 MW
     assert "5,184 (3.87 MW)" in run_cli("describe", check=True).stdout
 
@@ -106,6 +111,7 @@ def test_the_report_summary_says_the_same():
     page = render_page([build_spec_report("dgx-h100-superpod", ["cluster.num_units=1", "fabric.servers_per_unit=1"],
                                           sizes=("8", "1M", 4), load_size="1M")])
     assert "1 server of 8 GPUs" in page and "1 domain of 8 GPUs" in page
-    assert "power unknown: the spec gives no power_W for leaf, spine" in page
+    assert "9 (6.72 kW, leaf, spine at the switch catalog&#x27;s power per model)" in page \
+        or "9 (6.72 kW, leaf, spine at the switch catalog's power per model)" in page  # 9 QM9700 x 747 W
     assert "the whole cluster is one NVLink domain" in page
     assert "host link 64 GB/s (PCIe gen5 x16: GPU gen5, ConnectX-7 gen5)" in page

@@ -73,3 +73,36 @@ def test_expert_tensor_parallel_layout_runs():
     d = json.loads(p.stdout)
     ep = next(c for c in d["comm"] if c["dim"] == "ep")
     assert ep["group_size"] == 64 and d["layout"]["etp"] == 1
+
+
+GB200_70B = ["train", "gb200-nvl72-superpod", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "256",
+             "--tp", "1", "--micro-batch", "2", "--dp-sharding", "zero3", "--precision", "fp8", "--grad-bytes", "2",
+             "--gpus-per-domain-used", "64"]
+
+
+def test_activation_offload_bad_values_one_line(tmp_path):
+    # a negative count, offloading with pipeline stages (Megatron-Core refuses it), a layout file's key
+    line = one_line(run_cli(*GB200_70B, "--pp", "1", "--dp", "64", "--activation-offload-layers", "-1"))
+    assert "--activation-offload-layers: must be a whole number >= 0, got -1" in line
+    line = one_line(run_cli(*GB200_70B, "--pp", "4", "--dp", "16", "--activation-offload-layers", "10"))
+    assert "activation_offload_layers: 10 needs pp = 1" in line and "got pp 4" in line
+    f = tmp_path / "lay.toml"
+    f.write_text('tp = 1\npp = 1\ndp = 64\nglobal_batch = 256\nactivation_offload_layers = 80\n')
+    line = one_line(run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-70b", "--gpus", "64", "--layout",
+                            str(f)))
+    assert f"{f}: activation_offload_layers: 80 is not fewer than the model's 80 layers; allowed: 0 to 79" in line
+
+
+def test_activation_offload_through_the_cli():
+    # Megatron-Bridge's GB200 recipe for Llama 3 70B offloads 40 layers' activations (tests/test_training_memory.py)
+    # and runs; without it the same layout is reported over the GPU's 186 GB. Of the 40, one stays (in transit)
+    from topo.training.memory import activation_bytes_per_layer
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+
+    got = {n: json.loads(run_cli(*GB200_70B, "--pp", "1", "--dp", "64", "--activation-offload-layers", str(n),
+                                 "--json", check=True).stdout) for n in (0, 40)}
+    assert got[40]["fits"] and not got[0]["fits"]
+    lay = make_layout(global_batch=256, dp=64, micro_batch=2, precision="fp8")
+    saved = got[0]["memory"]["activations_bytes"] - got[40]["memory"]["activations_bytes"]
+    assert saved == pytest.approx(39 * activation_bytes_per_layer(load_model("llama3-70b"), lay), rel=1e-9)

@@ -74,3 +74,108 @@ def test_no_dropout_no_masks():
     s, b, h, a = gpt.seq_len, 1, gpt.hidden, gpt.heads
     lay = make_layout(global_batch=1, flash_attention=False)
     assert activation_bytes_per_layer(plain, lay) == pytest.approx(s * b * h * (32 + 2 * a * s / h))
+
+
+# Activation offloading to host memory (Megatron-Core cpu_offloading_num_layers; issue 20)
+def _llama70b_gb200(**kw):
+    # Megatron-Bridge's GB200 FP8 recipe for Llama 3 70B: TP1 PP1, Megatron FSDP over 64, micro-batch 2, 8K,
+    # cpu_offloading_num_layers = 40 (zidanehuang001/Megatron-Bridge@8e0fe90:
+    # scripts/performance/configs/llama/llama3_workload_base_configs.py, LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V1);
+    # bf16 gradients (grad_reduce_in_fp32 = False)
+    base = dict(global_batch=256, dp=64, micro_batch=2, seq_len=8192, dp_sharding="zero3", precision="fp8",
+                grad_bytes=2.0)
+    return make_layout(**{**base, **kw})
+
+
+def test_activation_offload_keeps_one_offloaded_layer_in_transit():
+    # closed form: of the first N layers only one layer's activations stay on the GPU (the one being copied), so
+    # offloading N layers frees (N - 1) layers' worth; Llama's layers are alike
+    m = load_model("llama3-70b")
+    per_layer = activation_bytes_per_layer(m, _llama70b_gb200())
+    none = memory_per_gpu(m, _llama70b_gb200(), 186e9)
+    for n in (1, 20, 40, 79):
+        got = memory_per_gpu(m, _llama70b_gb200(activation_offload_layers=n), 186e9)
+        assert none.activations_bytes - got.activations_bytes == pytest.approx((n - 1) * per_layer, rel=1e-12)
+        assert got.weights_bytes == none.weights_bytes and got.optimizer_bytes == none.optimizer_bytes
+
+
+def test_gb200_llama3_70b_recipe_fits_only_with_its_offload():
+    # the recipe's 40 offloaded layers fit in a GB200's 186 GB; half of them (20, the BF16 recipe's value at
+    # micro-batch 1) and none do not: 41 resp. 61 and 80 layers of 3.73 GB (s b h (2 + 2 + 4 kv d/h + ... ) at
+    # micro-batch 2, FP8 inputs) plus ~22 GB of sharded state and the fp32 logits
+    m = load_model("llama3-70b")
+    cap = 186e9  # topo/data/compute/gpus.toml [GB200]
+    assert memory_per_gpu(m, _llama70b_gb200(activation_offload_layers=40), cap).fits
+    for n in (0, 20):
+        mem = memory_per_gpu(m, _llama70b_gb200(activation_offload_layers=n), cap)
+        assert not mem.fits and mem.short_bytes > 40e9
+
+
+def test_bf16_gradient_buffer_halves_gradients():
+    # Megatron-Core allocates main_grad in the parameters' dtype unless grad_reduce_in_fp32
+    # (NVIDIA/Megatron-LM@293e104: megatron/core/distributed/distributed_data_parallel.py): 2 bytes, not 4
+    m = load_model("nemotron4-340b")
+    kw = dict(global_batch=32, tp=8, pp=8, vpp=12, dp=2, precision="fp8", pipeline_embedding=False)
+    fp32 = memory_per_gpu(m, make_layout(**kw), 80e9)
+    bf16 = memory_per_gpu(m, make_layout(grad_bytes=2.0, **kw), 80e9)
+    assert bf16.gradients_bytes == pytest.approx(fp32.gradients_bytes / 2)
+    # NeMo 24.07's Nemotron-4 340B on 128 H100 (data/reference/training_runs_published.csv) ran: it fits only
+    # with the bf16 buffer
+    assert bf16.fits and not fp32.fits
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(pp=4, dp=16, activation_offload_layers=10), "needs pp = 1"),
+    (dict(activation_offload_layers=80), "not fewer than the model's 80 layers"),
+    (dict(activation_offload_layers=10, recompute="full"), "needs no recomputation"),
+    (dict(activation_offload_layers=10, recompute_modules=("mlp",)), "needs no recomputation"),
+])
+def test_activation_offload_rules(kw, needle):
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+
+    m = load_model("llama3-70b")
+    with pytest.raises(TopoError) as exc:
+        check_layout(m, _llama70b_gb200(**kw))
+    assert exc.value.key == "activation_offload_layers" and needle in str(exc.value)
+
+
+# Runs that ran must fit (issue 20): every published run in data/reference/training_runs*.csv, with the settings
+# benchmarks/training_accuracy.py reads for it (the rows' memory columns and the per-source defaults of its
+# docstring). The ones that still do not fit, and why:
+STILL_OVER = {
+    # Meta's Llama 3 405B at 8K (TP8 PP16 VP4, no recomputation): Megatron's interleaved warm-up holds 77
+    # two-layer chunks on the second stage, ~9 GB over 80 GB; Meta ran a modified schedule (a tunable number of
+    # contiguous micro-batches) and freed stage inputs and outputs early (arXiv 2407.21783 sec. 3.3.2), which
+    # topo does not model (topo/training/memory.py's module doc)
+    "llama3_405b_8k",
+    # DeepSeek-V3 recomputes RMSNorm and MLA's up-projections (arXiv 2412.19437 sec. 3.2.3; the GB200 BF16
+    # recipe recomputes mla_up_proj): the recompute_modules column and the mla_up_proj term come with branch
+    # t20moe (its memory model puts these at 164 and 57 GB); until it merges they are over (192 / 92 GB).
+    # Lead: drop these two once t20moe is merged
+    "mb2511_gb200_deepseekv3_bf16", "deepseekv3_h800_2048",
+    # NeMo AutoModel (PyTorch FSDP2), settings approximate: Qwen3 30B's 16 experts per GPU are not sharded
+    # further (EP 8 = the 8 GPUs), and topo counts Megatron's 18 bytes per parameter where FSDP2 keeps an fp32
+    # sharded parameter as the master copy (16); 83 GB with full recomputation (its config's
+    # activation_checkpointing). Llama 3 70B: the benchmark's config is not in the index (116 GB without
+    # recomputation, which it likely used)
+    "automodel_h100_qwen3_30b", "automodel_h100_llama3_70b",
+}
+
+
+def test_published_runs_fit():
+    import sys
+    from conftest import ROOT
+    from topo.training.gpus import gpu_compute
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    over = {}
+    setups = training_accuracy._setups()
+    assert len(setups) >= 99
+    for s in setups:
+        mem = memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes)
+        if not mem.fits:
+            over[s["run"]] = round(mem.total_bytes / 1e9, 1)
+    assert set(over) == STILL_OVER, over

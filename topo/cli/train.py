@@ -40,6 +40,9 @@ def register(sub) -> None:
                    help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba)")
     p.add_argument("--recompute-num-layers", type=int, default=None,
                    help="with --recompute full: only the first N layers of each stage")
+    p.add_argument("--activation-offload-layers", type=int, default=None, metavar="N",
+                   help="offload the saved activations of the first N layers to host memory (Megatron-Core's "
+                        "cpu_offloading_num_layers; pp 1, no recomputation)")
     p.add_argument("--pipeline-embedding", action="store_true",
                    help="count the embedding and the loss as pipeline layers (126 layers on pp16 x vpp8)")
     p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
@@ -100,6 +103,9 @@ def _check_numbers(args) -> None:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise TopoError(f"must be a whole number >= 1, got {v}", key="--" + name.replace("_", "-"))
+    if args.activation_offload_layers is not None and args.activation_offload_layers < 0:
+        raise TopoError(f"must be a whole number >= 0, got {args.activation_offload_layers}",
+                        key="--activation-offload-layers")
 
 
 def run(args) -> int:
@@ -110,6 +116,7 @@ def run(args) -> int:
         if args.recompute_modules else None
     common = dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
                   recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
+                  activation_offload_layers=args.activation_offload_layers,
                   pipeline_embedding=True if args.pipeline_embedding else None,
                   gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                   grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,

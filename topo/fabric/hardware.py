@@ -88,6 +88,26 @@ def _host_links() -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=1)
+def _switch_catalog() -> dict:
+    path = data_dir("catalog", "switches.toml")
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def catalog_switch_power_W(model: str | None) -> float | None:
+    """A switch model's power (W, without optics) from the switch catalog (topo/data/catalog/switches.toml, the
+    planner's), or None for a model it does not list.
+
+    >>> catalog_switch_power_W("QM9700")
+    747.0
+    """
+    entry = _switch_catalog().get(model or "")
+    if not isinstance(entry, dict) or "power_W" not in entry:
+        return None
+    v = entry["power_W"]
+    return float(v["value"] if isinstance(v, dict) else v)
+
+
 def gpu_pcie_Bps(gpu: str) -> float | None:
     """Bandwidth per direction of the GPU's own PCIe x16 link (its generation), or None for a GPU not in
     topo/data/hardware/host_links.toml. Every NIC a GPU reaches over PCIe shares this one link.

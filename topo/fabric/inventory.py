@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .fabric import Fabric
+from .hardware import catalog_switch_power_W
 from ..units import count_noun, format_bandwidth, format_rate
 
 __all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
@@ -38,7 +39,8 @@ class TierInventory:
     oversubscription: float | None  # downlink:uplink capacity; None for the top tier
     ports_used: int
     ports_idle: int
-    power_W: float | None  # all switches of the tier, when the spec gives a per-switch power
+    power_W: float | None  # all switches of the tier: the spec's per-switch power, else the switch catalog's
+    power_source: str = "spec"  # where power_W comes from: "spec", "catalog" (its model's entry) or "unknown"
     block_name: str = ""  # what one block of this tier is (the unit for the leaves, "pod", "island", ...)
     num_blocks: int = 1  # blocks at this tier's depth (units for the leaves)
     joins: int = 1  # blocks of the tier below in one block of this tier (1 for the leaves)
@@ -98,6 +100,7 @@ class Inventory:
     largest_nonblocking_group: str
     switch_power_W: float | None  # None when a tier has no power figure (power_unknown_tiers names them)
     power_unknown_tiers: list[str]
+    power_from_catalog_tiers: list[str]  # tiers whose power is their switch model's in the catalog, not the spec's
     host_link_Bps: float  # GPU-to-NIC link (PCIe) per direction
     host_link: str  # where it comes from: "PCIe gen5 x16 (GPU gen5, ConnectX-7 gen5)" or "server.pcie_bandwidth"
     notes: list[str]
@@ -110,8 +113,12 @@ class Inventory:
         """The switches' power as text: ``3.87 MW``, or ``power unknown: ...`` naming the tiers without a figure."""
         if self.switch_power_W is not None:
             w = self.switch_power_W
-            return f"{w / 1e6:.3g} MW" if w >= 1e5 else f"{w / 1e3:.3g} kW"
-        return f"power unknown: the spec gives no power_W for {', '.join(self.power_unknown_tiers)}"
+            text = f"{w / 1e6:.3g} MW" if w >= 1e5 else f"{w / 1e3:.3g} kW"
+            if self.power_from_catalog_tiers:
+                text += f", {', '.join(self.power_from_catalog_tiers)} at the switch catalog's power per model"
+            return text
+        return (f"power unknown: the spec gives no power_W for {', '.join(self.power_unknown_tiers)}, and the switch "
+                "catalog has no such model")
 
     def to_frame(self):
         """The tiers as a pandas DataFrame, one row per tier."""
@@ -132,6 +139,10 @@ def inventory(fabric: Fabric) -> Inventory:
     tiers = []
     for t in L.tiers:
         used = t.down_ports + t.up_ports
+        each_W, source = t.power_W, "spec"
+        if each_W is None:
+            each_W = catalog_switch_power_W(t.model)
+            source = "unknown" if each_W is None else "catalog"
         tiers.append(TierInventory(
             name=t.name, model=t.model, num_switches=t.num_switches, radix=t.radix,
             down_ports_per_switch=t.down_ports, up_ports_per_switch=t.up_ports,
@@ -139,7 +150,7 @@ def inventory(fabric: Fabric) -> Inventory:
             down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
             oversubscription=t.oversubscription, ports_used=used * t.num_switches,
             ports_idle=(t.radix - used) * t.num_switches,
-            power_W=None if t.power_W is None else t.power_W * t.num_switches,
+            power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
             block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
             gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server))
 
@@ -209,6 +220,7 @@ def inventory(fabric: Fabric) -> Inventory:
         largest_nonblocking_gpus=gpus, largest_nonblocking_group=group,
         switch_power_W=None if any(p is None for p in powers) else float(sum(powers)),
         power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
+        power_from_catalog_tiers=[t.name for t in tiers if t.power_source == "catalog"],
         host_link_Bps=host_Bps, host_link=host,
         notes=notes,
     )

@@ -28,6 +28,14 @@ running; the same as Korthikanti's ``L (1 + (p - 1)/(p v))`` on the first stage)
 last stage also holds the fp32 logits of one micro-batch, ``4 s b V / t``. The reported breakdown is the stage
 that needs the most.
 
+Activation offloading (``activation_offload_layers`` = N, Megatron-Core's ``cpu_offloading_num_layers``, pp = 1
+only): the first N layers' saved activations go to host memory as the next layer computes and come back one layer
+ahead of their backward, so of those N layers only one (the largest) counts, the layer in transit (Transformer
+Engine's double-buffered offload handler). Gradients: Megatron-Core allocates its gradient buffer in fp32 only
+with ``grad_reduce_in_fp32``, otherwise in the parameters' dtype (``DistributedDataParallel``:
+``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``): ``grad_bytes`` 2 for NeMo's and
+Megatron-Bridge's recipes, which turn it off.
+
 Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) comes out
 about 9 GB over 80 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the second stage
 (0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable number of contiguous
@@ -210,7 +218,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
         g = dense * lay.grad_bytes / (dpcp if z >= 2 else 1) + expert * lay.grad_bytes / (edp if z >= 2 else 1)
         o = dense * lay.optimizer_bytes / (dpcp if z >= 1 else 1) + expert * lay.optimizer_bytes / (edp if z >= 1
                                                                                                     else 1)
-        act_stage, layer_i = 0.0, 0
+        act_stage, layer_i, in_transit = 0.0, 0, 0.0
         for u in units:
             if u in ("embedding", "logits"):
                 continue
@@ -220,8 +228,12 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
                 a = per_unit.get(u)
                 if a is None:
                     a = per_unit[u] = sum(per_kind[k] for k in u)
-                act_stage += a
+                if layer_i < lay.activation_offload_layers:  # in host memory but the one being copied
+                    in_transit = max(in_transit, a)
+                else:
+                    act_stage += a
             layer_i += 1
+        act_stage += in_transit
         act = act_stage / lay.vpp * _in_flight_chunks(lay, i)
         if "logits" in units:
             act += 4 * s * lay.micro_batch * model.vocab / lay.tp

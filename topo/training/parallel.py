@@ -62,6 +62,12 @@ class ParallelLayout(BaseModel):
     RoPE, so only the compressed latents are kept)."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
+    activation_offload_layers: Annotated[int, Field(strict=True, ge=0)] = 0
+    """Transformer layers whose saved activations are copied to host memory in the forward pass and back before
+    their backward (Megatron-Core's ``cpu_offloading`` with ``cpu_offloading_num_layers`` = N and
+    ``cpu_offloading_weights`` off, as Megatron-Bridge's performance recipes set it; GB200's Grace memory). The
+    first N layers are offloaded; one of them is on the GPU at a time (double buffering). Megatron-Core allows it
+    only without pipeline parallelism and without recomputation, and for fewer layers than the model has."""
     pipeline_embedding: bool = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
     (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
@@ -214,6 +220,17 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
         bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
                                  f"allowed: 1f1b")
+    if lay.activation_offload_layers:
+        n = lay.activation_offload_layers
+        if n >= model.layers:
+            bad("activation_offload_layers", f"{n} is not fewer than the model's {model.layers} layers; allowed: "
+                                             f"0 to {model.layers - 1}")
+        if lay.pp > 1:
+            bad("activation_offload_layers", f"{n} needs pp = 1 (Megatron-Core offloads activations only without "
+                                             f"pipeline parallelism), got pp {lay.pp}; allowed with pp > 1: 0")
+        if lay.recompute != "none" or lay.recompute_modules:
+            bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
+                                             f"without it); allowed with recompute: 0")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     if units < lay.pp * lay.vpp:
         what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
