@@ -149,11 +149,8 @@ STILL_OVER = {
     # contiguous micro-batches) and freed stage inputs and outputs early (arXiv 2407.21783 sec. 3.3.2), which
     # topo does not model (topo/training/memory.py's module doc)
     "llama3_405b_8k",
-    # DeepSeek-V3 recomputes RMSNorm and MLA's up-projections (arXiv 2412.19437 sec. 3.2.3; the GB200 BF16
-    # recipe recomputes mla_up_proj): the recompute_modules column and the mla_up_proj term come with branch
-    # t20moe (its memory model puts these at 164 and 57 GB); until it merges they are over (192 / 92 GB).
-    # Lead: drop these two once t20moe is merged
-    "mb2511_gb200_deepseekv3_bf16", "deepseekv3_h800_2048",
+    # (DeepSeek-V3's GB200 BF16 and H800 rows fit since the recompute_modules column and the mla_up_proj term:
+    # arXiv 2412.19437 sec. 3.2.3; the GB200 BF16 recipe recomputes mla_up_proj)
     # NeMo AutoModel (PyTorch FSDP2), settings approximate: Qwen3 30B's 16 experts per GPU are not sharded
     # further (EP 8 = the 8 GPUs), and topo counts Megatron's 18 bytes per parameter where FSDP2 keeps an fp32
     # sharded parameter as the master copy (16); 83 GB with full recomputation (its config's
