@@ -17,6 +17,7 @@ LAZY_ALLOWED = {
     ("topo/cli/report.py", "topo.report"): "plotly, only for `topo report`",
     ("topo/cli/report.py", "topo.report.files"): "plotly, only for `topo report`",
     ("topo/cli/report.py", "topo.report.figures"): "plotly, only for `topo report --figure`",
+    ("topo/cli/report.py", "topo.report.plan_figures"): "plotly, only for `topo report --figure power|capex|...`",
     ("topo/cli/report.py", "topo.training.tier_bytes"): "pandas, only for `topo report --train`",
     ("topo/cli/sweep.py", "topo.sweep"): "pandas, pyarrow (and dask when it runs), only for `topo sweep`",
     ("topo/cli/sweep.py", "topo.report.sweep"): "plotly, only for `topo sweep` (its --report page)",
