@@ -49,7 +49,8 @@ def catalog_dir() -> Path:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # schemas built when a catalog is first read, not at import: every command imports the planner, few plan
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Value(_Strict):
