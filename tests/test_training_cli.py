@@ -44,13 +44,14 @@ def test_model_that_is_not_a_regular_file():
 def test_layout_rules_name_the_field(tmp_path):
     # product != GPUs, experts not divisible by EP, layers < pp x vpp, a model file with a negative dimension
     line = one_line(run_cli(*BASE[:-2], "--global-batch", "256", "--dp", "64"))
-    assert ": dp: " in line and "1,024" in line
+    assert line.startswith("error: --dp: ") and "1,024" in line  # the flag the user gave, not 'layout: dp'
+
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "deepseek-v3-671b", "--gpus", "1024",
                             "--pp", "16", "--dp", "64", "--ep", "48", "--global-batch", "1024"))
-    assert ": ep: " in line and "256 experts" in line
+    assert line.startswith("error: --ep: ") and "256 experts" in line
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--pp", "32",
                             "--vpp", "2", "--dp", "32", "--global-batch", "2048"))
-    assert ": pp: " in line and "allowed: pp x vpp <= 32" in line
+    assert line.startswith("error: --pp: ") and "allowed: pp x vpp <= 32" in line
     bad = tmp_path / "m.toml"
     bad.write_text('name = "x"\nsource = "me"\nlayers = 4\nhidden = -8\nffn_hidden = 32\nheads = 2\n'
                    'vocab = 100\nseq_len = 64\n')
@@ -85,7 +86,7 @@ def test_activation_offload_bad_values_one_line(tmp_path):
     line = one_line(run_cli(*GB200_70B, "--pp", "1", "--dp", "64", "--activation-offload-layers", "-1"))
     assert "--activation-offload-layers: must be a whole number >= 0, got -1" in line
     line = one_line(run_cli(*GB200_70B, "--pp", "4", "--dp", "16", "--activation-offload-layers", "10"))
-    assert "activation_offload_layers: 10 needs pp = 1" in line and "got pp 4" in line
+    assert "error: --activation-offload-layers: 10 needs pp = 1" in line and "got pp 4" in line
     f = tmp_path / "lay.toml"
     f.write_text('tp = 1\npp = 1\ndp = 64\nglobal_batch = 256\nactivation_offload_layers = 80\n')
     line = one_line(run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-70b", "--gpus", "64", "--layout",
@@ -106,3 +107,28 @@ def test_activation_offload_through_the_cli():
     lay = make_layout(global_batch=256, dp=64, micro_batch=2, precision="fp8")
     saved = got[0]["memory"]["activations_bytes"] - got[40]["memory"]["activations_bytes"]
     assert saved == pytest.approx(39 * activation_bytes_per_layer(load_model("llama3-70b"), lay), rel=1e-9)
+
+
+def test_search_errors_name_the_flag():
+    # the library keys them gpus / model; on the command line they are --gpus / --model, with counts as counts
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048", "--search",
+                            "--global-batch", "512"))
+    assert line == "error: --gpus: 2,048 GPUs asked, but the fabric has 1,024"
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-405b", "--gpus", "8", "--search",
+                            "--global-batch", "512"))
+    assert line.startswith("error: --model: llama3-405b fits in no layout on 8 GPUs")
+
+
+def test_layout_as_pairs_like_plan_and_report(tmp_path):
+    # --layout takes tp=..,dp=.. pairs as topo plan and topo report do, a file as before; flags still win
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", "tp=4,dp=8,global_batch=64",
+                "--dp", "4", "--json", check=True)
+    doc = json.loads(p.stdout)
+    assert doc["layout"]["tp"] == 4 and doc["layout"]["dp"] == 4 and doc["gpus"] == 16
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
+                            "tp=3,dp=8,global_batch=64"))
+    assert line == "error: --layout: tp: 3 does not divide the 32 attention heads"
+    f = tmp_path / "l.toml"
+    f.write_text("tp = 3\ndp = 8\nglobal_batch = 64\n")
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", str(f)))
+    assert line == f"error: {f}: tp: 3 does not divide the 32 attention heads"

@@ -33,8 +33,8 @@ def test_text_table():
 
 
 @pytest.mark.parametrize("extra, key", [
-    (["--dp", "64"], "dp"),  # product 8 x 4 x 64 != 1024
-    (["--tp", "16", "--dp", "16"], "tp"),  # larger than the 8-GPU NVLink domain
+    (["--dp", "64"], "--dp"),  # product 8 x 4 x 64 != 1024: named by the flag given
+    (["--tp", "16", "--dp", "16"], "--tp"),  # larger than the 8-GPU NVLink domain
     (["--model", "nope-7b"], "model"),
 ])
 def test_bad_input_is_one_line(extra, key):
@@ -45,7 +45,8 @@ def test_bad_input_is_one_line(extra, key):
     p = run_cli(*args)
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and f": {key}: " in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and (f": {key}: " in lines[0]
+                                                                    or lines[0].startswith(f"error: {key}: "))
 
 
 def test_search_json():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import TopoError
+from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
@@ -24,9 +25,10 @@ def register(sub) -> None:
         f"Bundled models: {', '.join(bundled_models())}.")
     add_spec_arguments(p)
     p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
-    p.add_argument("--layout", default=None, metavar="FILE",
-                   help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...); "
-                        "options given on the command line win")
+    p.add_argument("--layout", default=None, metavar="L",
+                   help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
+                        "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
+                        "it); options given on the command line win")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -127,8 +129,14 @@ def run(args) -> int:
                   tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-        lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
-        check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+        try:
+            lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
+            check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+        except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
+            if exc.source in ("layout", args.layout) and not (args.layout.endswith(".toml")
+                                                                or is_input_file(args.layout)):
+                raise TopoError(exc.message, source="--layout", key=exc.key) from None
+            raise
         return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                       contention=not args.no_contention))
     if args.global_batch is None:
@@ -153,9 +161,12 @@ def run(args) -> int:
         if args.etp:
             opts["etps"] = (args.etp,)
         progress = _progress() if sys.stderr.isatty() and not args.json else None
-        res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
-                             efficiency=args.efficiency, top=args.top, progress=progress,
-                             contention=not args.no_contention, **opts, **fixed)
+        try:
+            res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
+                                 efficiency=args.efficiency, top=args.top, progress=progress,
+                                 contention=not args.no_contention, **opts, **fixed)
+        except TopoError as exc:
+            raise _as_flags(args, exc) from None
         if progress is not None:
             sys.stderr.write("\n")
         if args.json:
@@ -170,10 +181,20 @@ def run(args) -> int:
         if gpus % known:
             raise TopoError(f"tp x cp x pp = {known} does not divide the {gpus} GPUs", key="dp")
         sizes["dp"] = gpus // known
-    lay = make_layout(global_batch=args.global_batch, **sizes, **common)
-    check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
+    try:
+        lay = make_layout(global_batch=args.global_batch, **sizes, **common)
+        check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
+    except TopoError as exc:
+        raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                   contention=not args.no_contention))
+
+
+def _as_flags(args, exc: TopoError) -> TopoError:
+    """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
+    if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
+        return exc
+    return type(exc)(exc.message, key="--" + exc.key.replace("_", "-"))
 
 
 def _progress():

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
-
 from ..fabric.builders import build_fabric
 from ..errors import TopoError
 from ..inputs import is_input_file
-from .parallel import load_layout, make_layout
+from .parallel import layout_pairs, load_layout, make_layout
 from .model import load_model
 from .step import estimate_step
 
@@ -16,20 +14,10 @@ __all__ = ["predict_mfu", "parse_layout"]
 
 def parse_layout(text: str):
     """A layout from a TOML file, or from ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,
-    global_batch=2048``; values read as TOML values)."""
+    global_batch=2048``; values read as TOML values): :func:`topo.training.parallel.load_layout`."""
     if text.endswith(".toml") or is_input_file(text):
         return load_layout(text)
-    kw = {}
-    for part in text.split(","):
-        key, eq, value = part.strip().partition("=")
-        if not eq or not key:
-            raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
-                            key="layout")
-        try:
-            kw[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            kw[key.strip()] = value.strip()
-    return make_layout("layout", **kw)
+    return make_layout("layout", **layout_pairs(text))
 
 
 def predict_mfu(spec, model: str, layout: str) -> tuple[float, str, float]:

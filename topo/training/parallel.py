@@ -14,12 +14,13 @@ Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by 
 
 from __future__ import annotations
 
+import tomllib
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
-from ..inputs import read_toml
+from ..inputs import is_input_file, read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
 
@@ -182,12 +183,33 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
         raise validation_error(exc, source, ParallelLayout) from None
 
 
+def layout_pairs(text: str) -> dict:
+    """The fields of ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,global_batch=2048``; values read
+    as TOML values, else as text)."""
+    kw = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or not key.strip():
+            raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
+                            key="layout")
+        try:
+            kw[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            kw[key.strip()] = value.strip()
+    return kw
+
+
 def load_layout(path, **overrides) -> ParallelLayout:
-    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), with keyword ``overrides`` on
-    top; bad values raise TopoError naming the file and the key."""
-    data = read_toml(path, "layout file")
+    """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), or from ``key=value`` pairs
+    (:func:`layout_pairs`) when ``path`` is no file and holds an ``=``, with keyword ``overrides`` on top; bad
+    values raise TopoError naming the file (or ``layout``) and the key."""
+    text = str(path)
+    if "=" in text and not text.endswith(".toml") and not is_input_file(text):
+        data, source = layout_pairs(text), "layout"
+    else:
+        data, source = read_toml(path, "layout file"), text
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return make_layout(source=str(path), **data)
+    return make_layout(source=source, **data)
 
 
 def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = None, gpus_per_domain: int | None = None,

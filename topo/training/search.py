@@ -195,7 +195,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     t0 = time.perf_counter()
     spec = fabric.spec
     if gpus > fabric.layout.num_gpus:
-        raise TopoError(f"{gpus} GPUs asked, but the fabric has {fabric.layout.num_gpus}", key="gpus")
+        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
     top = top or 10
     keep = keep or max(top + 2, 5)
     gpu = gpu_compute(spec.gpu, efficiency)
