@@ -27,7 +27,7 @@ from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan
 from ..spec import spec_from_dict
-from ..training.parallel import ParallelLayout, make_layout
+from ..training.parallel import ParallelLayout, layout_pairs, make_layout
 from ..training.model import load_model
 from ..training.step import estimate_step
 
@@ -155,15 +155,10 @@ def _layout(fabric, point: dict) -> ParallelLayout:
     kw: dict = {}
     text = point.get("layout")
     if text:
-        for part in str(text).split(","):
-            k, eq, v = part.strip().partition("=")
-            if not eq or not k.strip():
-                raise TopoError(f"cannot read {part!r} in {text!r}; write key=value pairs such as tp=8,pp=16,dp=64",
-                                key="layout")
-            try:
-                kw[k.strip()] = tomllib.loads(f"v = {v.strip()}")["v"]
-            except tomllib.TOMLDecodeError:
-                kw[k.strip()] = v.strip()
+        try:
+            kw = layout_pairs(str(text))
+        except TopoError as exc:
+            raise TopoError(f"{exc.message} (in {text!r})", key="layout") from None
     for k in _LAYOUT_FIELDS:
         if k in point:
             if k in kw and kw[k] != point[k]:
