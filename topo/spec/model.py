@@ -83,8 +83,10 @@ TECHNOLOGIES = ("infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "o
 
 
 class _Strict(BaseModel):
-    # field docstrings become descriptions: docs/spec-reference.md is generated from them (topo.spec.reference)
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
+    # docs/spec-reference.md is generated from the docstring under each field, read from the source by
+    # topo.spec.reference.field_docs; pydantic's use_attribute_docstrings read the source of every model whenever
+    # this module was imported (inspect.getsource per class: about 90 ms of every command's start-up)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
 class ScaleUpSpec(_Strict):

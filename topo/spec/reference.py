@@ -8,6 +8,8 @@ file equals a fresh one. Regenerate it after changing the model with::
 
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
 import types
 import typing
@@ -21,7 +23,7 @@ from ..errors import TopoError
 from ..units import format_rate, format_time
 from . import model as m
 
-__all__ = ["spec_reference", "SECTIONS"]
+__all__ = ["spec_reference", "field_docs", "SECTIONS"]
 
 # (TOML table, model); list tables are written [[...]]
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
@@ -95,6 +97,34 @@ def _default_text(field: FieldInfo, meta) -> str:
     return f"`{d}`"
 
 
+def field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The docstring under each field of a model's class body, read from its source.
+
+    Parameters
+    ----------
+    model : type[pydantic.BaseModel]
+        A spec model (its class body in a source file).
+
+    Returns
+    -------
+    dict[str, str]
+        Field name -> the string literal written right after the field's annotated assignment, cleaned as
+        :func:`inspect.cleandoc` does; a field without one is absent.
+
+    Notes
+    -----
+    The spec models do not ask pydantic for ``use_attribute_docstrings``: it reads every model's source when the
+    module is imported, which every command paid for; only this reference needs the text.
+    """
+    body = ast.parse(inspect.getsource(model).lstrip()).body[0].body
+    docs = {}
+    for stmt, after in zip(body, body[1:]):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
 def _clean(text: str | None) -> str:
     return " ".join((text or "").split()).replace("|", "\\|")
 
@@ -110,12 +140,13 @@ def spec_reference() -> str:
     for table, model in SECTIONS:
         out += [f"## {table}", "", _clean(model.__doc__), "", "| key | type | default | meaning |",
                 "|---|---|---|---|"]
+        docs = field_docs(model)
         for name, field in model.model_fields.items():
-            if field.description is None:
+            if name not in docs:
                 raise ValueError(f"{model.__name__}.{name} has no docstring; every spec field must say what it is")
             annotation, meta, _ = _parts(field.annotation, field.metadata)
             out.append(f"| `{field.alias or name}` | {_type_text(annotation, meta)} | {_default_text(field, meta)} | "
-                       f"{_clean(field.description)} |")
+                       f"{_clean(docs[name])} |")
         out.append("")
     return "\n".join(out)
 
