@@ -16,18 +16,8 @@ from ..errors import TopoError
 from ..training.gpus import gpu_compute
 from .common import (add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch,
                      technology_note)
+from .flags import FLAGS
 from .output import emit, emit_json, note, safe_text
-
-
-# option (library name) -> the flag that sets it: library errors name the option, the CLI names the flag; the one
-# map of flags (a traffic mix refuses the per-member ones by it, topo.cli.main names --fail by it)
-FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
-         "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm", "op": "-o",
-         "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
-         "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
-         "sharing": "--sharing", "pxn": "--no-pxn",
-         "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
-         "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
 
 
 def flag_error(exc: TopoError) -> TopoError:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import traceback
 
 from .. import __version__
 from ..errors import TopoError, one_line
-from . import calibrate, compare, describe, estimate, export, listing, plan, profile, report, sweep, train
+from .flags import FLAGS
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "COMMANDS"]
 
-COMMANDS = [describe, estimate, export, listing, report, train, plan, profile, compare, calibrate, sweep]
+# command -> its module in topo.cli (which declares the command's flags in ``register`` and runs it in ``run``), in
+# the order `topo --help` lists them. A command's module, and the library behind it, is imported only when the
+# parser for that command is built: `topo describe` does not import the planner, the training model or the
+# calibration (every command imported every command's library before, ~110 of topo's modules).
+COMMANDS = {"describe": "describe", "estimate": "estimate", "export": "export", "list": "listing",
+            "report": "report", "train": "train", "plan": "plan", "profile": "profile", "compare": "compare",
+            "calibrate": "calibrate", "sweep": "sweep"}
 
 
 # library option names -> the flag that sets them on every command that has it (from the one flag map)
-_SHARED_FLAGS = {k: estimate.FLAGS[k] for k in ("fail",)}
+_SHARED_FLAGS = {k: FLAGS[k] for k in ("fail",)}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +34,44 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str):
+    """The module of ``topo NAME`` (imported on first use).
+
+    Parameters
+    ----------
+    name : str
+        A command, a key of :data:`COMMANDS`.
+
+    Returns
+    -------
+    module
+        Its ``register(sub)`` adds the command's parser; the parser's ``func`` runs it.
+    """
+    return importlib.import_module(f"{__package__}.{COMMANDS[name]}")
+
+
+def command_in(argv: list[str]) -> str | None:
+    """The command an argument list runs, when it can be told without parsing: its first argument after any
+    ``--debug``. None when that is not a command (``--help``, ``--version``, a typo): the whole parser is needed."""
+    args = list(argv)
+    while args and args[0] == "--debug":
+        args.pop(0)
+    return args[0] if args and args[0] in COMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``topo`` parser.
+
+    Parameters
+    ----------
+    command : str, optional
+        Build only this command's parser (and import only its module), for running it; default: every command's
+        (``topo --help``, a command that is not one, the tests of the flags).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
     parser = _Parser(prog="topo", description="GPU-cluster network topology and collective-communication "
                      "modeler. Every command works on the bundled default cluster when no SPEC is given.")
 
@@ -35,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in COMMANDS:
-        module.register(sub)
+    for name in [command] if command in COMMANDS else COMMANDS:
+        command_module(name).register(sub)
     for command in sub.choices.values():  # `topo plan ... --debug` as well as `topo --debug plan ...`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show a traceback on errors")
@@ -44,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -1,7 +1,7 @@
 """The options of an estimate, as one typed, validated object.
 
 Every field is documented with its default and where the default comes from. Errors name the field (``gpus``,
-``chunks``), never a command-line flag: the CLI maps field names to its flags (:data:`topo.cli.estimate.FLAGS`)
+``chunks``), never a command-line flag: the CLI maps field names to its flags (:data:`topo.cli.flags.FLAGS`)
 and takes its flags' defaults (:meth:`EstimateOptions.default`) and choices (:data:`CHOICES`) from here.
 """
 

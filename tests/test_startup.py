@@ -1,0 +1,82 @@
+"""Start-up: a command imports the modules it runs, not every command's library (issue 19: `topo describe` and
+`topo plan` within 10% of the earlier CPU time, most of which is imports).
+
+Measured (2 shared cores, least user+sys CPU of 7 runs, alternating trees): `topo describe h100-100k --json`
+1.03 s -> 0.77 s when topo.cli.main stopped importing every command and ``import topo`` stopped importing the
+engine (39 of topo's modules imported instead of about 110).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from topo.cli.main import COMMANDS, build_parser, command_in
+
+
+def _imported_after(code: str) -> set[str]:
+    """topo's modules imported by running ``code`` in a fresh interpreter."""
+    script = (f"import contextlib, io, sys\n{code}\n"
+              "print(' '.join(sorted(m for m in sys.modules if m == 'topo' or m.startswith('topo.'))))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    return set(proc.stdout.split())
+
+
+def _subparsers(parser):
+    return next(a for a in parser._actions if a.dest == "command").choices
+
+
+def test_every_command_s_module_registers_that_command():
+    assert list(_subparsers(build_parser())) == list(COMMANDS)  # `topo --help` lists them in this order
+    for name in COMMANDS:
+        assert list(_subparsers(build_parser(name))) == [name]
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["describe", "--json"], "describe"), (["--debug", "plan"], "plan"), (["--debug", "--debug", "list"], "list"),
+    (["--help"], None), (["--version"], None), (["--debug"], None), ([], None), (["describ"], None),
+    (["-h", "describe"], None), (["--debug", "-h", "estimate"], None)])
+def test_the_command_is_told_from_its_first_argument_after_debug(argv, command):
+    assert command_in(argv) == command
+
+
+@pytest.mark.parametrize("argv", [
+    ["describe", "dgx-h100-superpod", "--set", "cluster.num_units=2", "--fail", "spine0", "--json"],
+    ["estimate", "--size", "1GiB", "-a", "ring", "--ecmp", "hash", "--no-pxn", "-g", "64"],
+    ["plan", "h100-100k", "--json"],
+    ["--debug", "list", "--json"],
+])
+def test_a_command_parses_the_same_with_only_its_own_parser(argv):
+    whole = vars(build_parser().parse_args(argv))
+    alone = vars(build_parser(command_in(argv)).parse_args(argv))
+    assert alone == whole
+
+
+def test_describe_imports_no_other_command_s_library():
+    code = ("from topo.cli.main import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            "    assert main(['describe', 'dgx-h100-superpod', '--json']) == 0")
+    mods = _imported_after(code)
+    assert {"topo.cli.describe", "topo.fabric.inventory", "topo.spec.model"} <= mods
+    others = sorted(m for m in mods if m.startswith(("topo.plan", "topo.training", "topo.calibrate", "topo.report",
+                                                     "topo.sweep", "topo.engine.estimate", "topo.engine.cost"))
+                    or m.startswith("topo.cli.") and m[9:] in set(COMMANDS.values()) - {"describe"})
+    assert not others, f"topo describe imported {others}"
+
+
+def test_import_topo_imports_no_engine_and_its_names_resolve():
+    assert _imported_after("import topo") == {"topo", "topo.errors"}
+    import importlib
+
+    import topo
+
+    for name in topo.__all__:
+        module = importlib.import_module(topo._EXPORTS[name], "topo") if name in topo._EXPORTS else topo
+        assert getattr(topo, name) is getattr(module, name), name
+    assert set(topo.__all__) <= set(dir(topo))
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        topo.nope  # noqa: B018
