@@ -62,8 +62,11 @@ def test_describe_imports_no_other_command_s_library():
             "    assert main(['describe', 'dgx-h100-superpod', '--json']) == 0")
     mods = _imported_after(code)
     assert {"topo.cli.describe", "topo.fabric.inventory", "topo.spec.model"} <= mods
+    # describe reads the network profiles' files (topo.engine.profile_data), not the engine's options and router
     others = sorted(m for m in mods if m.startswith(("topo.plan", "topo.training", "topo.calibrate", "topo.report",
-                                                     "topo.sweep", "topo.engine.estimate", "topo.engine.cost"))
+                                                     "topo.sweep", "topo.engine.estimate", "topo.engine.cost",
+                                                     "topo.engine.options", "topo.engine.route",
+                                                     "topo.engine.profiles"))
                     or m.startswith("topo.cli.") and m[9:] in set(COMMANDS.values()) - {"describe"})
     assert not others, f"topo describe imported {others}"
 

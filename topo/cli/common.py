@@ -1,26 +1,17 @@
-"""Arguments shared by commands: the SPEC argument, ``--set`` overrides, outputs and the placement of ranks."""
+"""Arguments shared by commands: the SPEC argument, ``--set`` overrides and outputs (the placement of ranks, which only
+the estimating commands take, is :mod:`topo.cli.estimate_args`)."""
 
 from __future__ import annotations
 
 import argparse
-import re
-from pathlib import Path
 
-from ..engine.profile_data import bundled_files, load_profile_file
-from ..engine.profiles import resolve_profile
-from ..engine.options import CHOICES, EstimateOptions
+from ..engine.profile_data import bundled_files
 from ..errors import TopoError
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
-__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "add_placement_arguments",
-           "fabric_from_args", "spec_from_args", "parse_ranks", "placement_from_args", "PLACEMENT_FLAGS"]
-
-# the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
-# calibrate); their defaults are the options object's, declared there once
-PLACEMENT_FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail",
-                   "rank_order": "--rank-order"}
-
+__all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
+           "spec_from_args", "technology_note"]
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
     if many:
@@ -54,100 +45,6 @@ def add_output_arguments(p: argparse.ArgumentParser, default: str) -> None:
                    help="replace an existing output file even if topo did not write it (never a SPEC)")
 
 
-def add_placement_arguments(p: argparse.ArgumentParser,
-                            gpus_help: str = "number of GPUs (default: all)") -> None:
-    """Declare which GPUs the ranks are: ``-g/--gpus N``, ``--ranks IDS``, ``--rank-order``, ``--placement``,
-    ``--rail``.
-
-    Parameters
-    ----------
-    p : argparse.ArgumentParser
-        The command's parser (estimate, compare, calibrate).
-    gpus_help : str
-        The help of ``--gpus`` (a count of GPUs, or of a log's ranks).
-
-    Notes
-    -----
-    The placement fields of :class:`topo.engine.options.EstimateOptions`: their choices (:data:`CHOICES`) and
-    defaults (:meth:`EstimateOptions.default`) are declared there once; read the flags back with
-    :func:`placement_from_args`.
-    """
-    def default(option):
-        return f"default {EstimateOptions.default(option)}"
-
-    p.add_argument("-g", "--gpus", default=None, metavar="N", help=gpus_help)
-    p.add_argument("--ranks", default=None, metavar="IDS",
-                   help="explicit GPU ids, e.g. 0-7,64-71 (0-63,72-135: 16 trays in each of two NVL72 racks)")
-    p.add_argument("--rank-order", default=None, choices=CHOICES["rank_order"],
-                   help="with --ranks: order ranks as NCCL forms its ring (nccl) or exactly as listed (given; "
-                   f"{default('rank_order')})")
-    p.add_argument("--placement", default=None, choices=CHOICES["placement"],
-                   help=f"how --gpus are chosen ({default('placement')}; packed: fill domains, servers, leaves, pods "
-                   "in order)")
-    p.add_argument("--rail", default=None, metavar="R",
-                   help=f"GPU index within the server for one_per_server ({default('rail')})")
-
-
-def parse_ranks(text: str, key: str = "--ranks") -> list[int]:
-    """``0-7,64,70-71`` -> GPU ids.
-
-    >>> parse_ranks("0-3,8")
-    [0, 1, 2, 3, 8]
-    """
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise TopoError(f"cannot read {part!r}; write GPU ids and ranges such as 0-7,64-71", key=key)
-        a = int(m.group(1))
-        b = int(m.group(2)) if m.group(2) else a
-        if b < a:
-            raise TopoError(f"range {part!r} runs backwards", key=key)
-        out.extend(range(a, b + 1))
-    return out
-
-
-def _whole_number(text, key):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise TopoError(f"must be a whole number, got {text!r}", key=key) from None
-
-
-def placement_from_args(args) -> dict:
-    """The placement options the flags of :func:`add_placement_arguments` give.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed arguments with ``gpus``, ``ranks``, ``placement``, ``rail`` and ``rank_order``.
-
-    Returns
-    -------
-    dict
-        Keyword arguments of :class:`topo.engine.options.EstimateOptions`, only those given (the options' own
-        defaults apply to the rest).
-
-    Raises
-    ------
-    TopoError
-        Keyed by the flag: both ``--gpus`` and ``--ranks``, a count that is not a whole number, a bad rank list.
-    """
-    if args.gpus is not None and args.ranks is not None:
-        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
-    out = {}
-    if args.gpus is not None:
-        out["gpus"] = _whole_number(args.gpus, "--gpus")
-    if args.ranks is not None:
-        out["ranks"] = parse_ranks(args.ranks)
-    if args.placement is not None:
-        out["placement"] = args.placement
-    if args.rail is not None:
-        out["rail"] = _whole_number(args.rail, "--rail")
-    if args.rank_order is not None:
-        out["rank_order"] = args.rank_order
-    return out
 _CLUSTER_SIZES = ("num_gpus", "num_servers", "num_units", "num_pods")
 
 
@@ -188,31 +85,6 @@ def fabric_from_args(args, name=None):
         except TopoError as exc:
             raise TopoError(f"{exc.message} (on {fabric.name})", key="--fail") from None  # which of several specs
     return fabric
-
-
-def profile_mismatch(profile, fabric) -> str | None:
-    """A note when a calibrated profile file (``kind = "user"``) was fitted from another GPU generation or network
-    than the fabric's own profile: its fitted values then describe another cluster. For a bundled name, a note only
-    when its GPU generation is not the fabric's (another network is a what-if the user chose knowingly)."""
-    if not isinstance(profile, str):
-        return None
-    if "+" in profile and not (profile.endswith(".toml") or Path(profile).is_file()):
-        gen, own_gen = profile.split("+")[0], fabric.spec.gpu_model.generation
-        if gen != own_gen:
-            return (f"note: profile {profile} prices {gen} GPUs, but this spec ({fabric.spec.name}) has "
-                    f"{fabric.spec.gpu_model.name} ({own_gen}): NVLink and protocol constants of another generation")
-        return None
-    if not (profile.endswith(".toml") or Path(profile).is_file()):
-        return None
-    pf = load_profile_file(profile)
-    if pf.kind != "user" or not pf.base or pf.base == "nccl":
-        return None
-    own = resolve_profile("nccl", fabric).name
-    if pf.base.split("@")[0] == own.split("@")[0]:
-        return None
-    return (f"note: {profile} was fitted on a {pf.base.split('@')[0]} cluster, but this spec ({fabric.spec.name}) "
-            f"is {own.split('@')[0]}: its fitted values describe another cluster; give the calibrated cluster's "
-            "spec (GPU, NICs, network)")
 
 
 def technology_note(fabric) -> str | None:

@@ -8,7 +8,7 @@ from ..calibrate.setup import DEFAULT_NETWORK, DEFAULT_NIC_RATE, setup_from_run
 from ..errors import TopoError
 from ..engine.profiles import NETWORKS
 from ..units import UnitError, format_size, parse_bandwidth_Bps
-from .common import PLACEMENT_FLAGS, add_placement_arguments, placement_from_args, profile_mismatch
+from .estimate_args import PLACEMENT_FLAGS, add_placement_arguments, placement_from_args, profile_mismatch
 from .output import emit, emit_json, note, table
 
 

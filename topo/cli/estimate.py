@@ -14,8 +14,8 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
-from .common import (add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch,
-                     technology_note)
+from .common import add_spec_arguments, fabric_from_args, technology_note
+from .estimate_args import add_placement_arguments, parse_ranks, profile_mismatch
 from .flags import FLAGS
 from .output import emit, emit_json, note, safe_text
 
