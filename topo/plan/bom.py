@@ -136,7 +136,7 @@ def reprice(bom: BillOfMaterials, catalog: Catalog, rack_switch_price_usd: float
 
 
 class _LogicalTier(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built for a plan.tiers table only
     stages: int = Field(2, strict=True)
     switch: str | None = None
 

@@ -49,7 +49,7 @@ def catalog_dir() -> Path:
 
 
 class _Strict(BaseModel):
-    # schemas built when a catalog is first read, not at import: every command imports the planner, few plan
+    # schemas built when a catalog is first read, not at import (topo report and topo sweep import the planner)
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 

@@ -33,7 +33,9 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # schemas built when a model is first validated (topo train, report --train, sweep), not when topo plan imports
+    # the training package for its MFU prediction (AttentionSpec, a default below, is built at import all the same)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class AttentionSpec(_Strict):

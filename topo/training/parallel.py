@@ -36,7 +36,8 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 class ParallelLayout(BaseModel):
     """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built when a layout is first validated, not when topo plan imports the training package
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
