@@ -39,7 +39,7 @@ def peak_rss_of(args: list[str]) -> tuple[float, float, str]:
     return run["wall_s"], run["rss_MiB"], run["out"]
 
 
-def measured_run(args: list[str]) -> dict:
+def measured_run(args: list[str], env: dict | None = None, cwd: Path = ROOT) -> dict:
     """One run of a command: wall time, CPU time (user + system: what a shared machine's load does not inflate),
     peak RSS (MiB) and stdout, with /usr/bin/time-like wait4 accounting.
 
@@ -48,7 +48,7 @@ def measured_run(args: list[str]) -> dict:
     parent waits for it to exit (the deadlock of issue 23).
     """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
     chunks: dict[str, str] = {}
 
     def drain(name, stream):
