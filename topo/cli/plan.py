@@ -6,13 +6,12 @@ from __future__ import annotations
 import csv
 import math
 
-from .. import __version__
+from .. import __version__, training
 from ..atomic import SIGNATURE, check_output, open_output
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
-from ..training.mfu import predict_mfu
 from ..units import count_noun, format_bandwidth, format_count, format_time, format_usd
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
@@ -64,7 +63,7 @@ def _layers(args) -> list[tuple[str, dict]]:
 def train_mfu(args) -> tuple[float, str, float]:
     """The MFU `topo train` predicts for ``--model`` laid out as ``--layout`` on the (first) spec."""
     try:
-        return predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
+        return training.predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source, key=f"--{exc.key}" if exc.key in ("model", "layout")
                         else exc.key) from None
