@@ -54,6 +54,7 @@ def main() -> None:
     compile_bytecode(*(t for _, t in trees))
     cpu: dict = {}
     rss: dict = {}
+    load = [os.getloadavg()[0]]
     for _ in range(a.repeats):
         for cmd in COMMANDS:
             for label, tree in trees:  # alternating: a change in the machine's load falls on every tree alike
@@ -69,6 +70,9 @@ def main() -> None:
         cells = " | ".join(f"{min(cpu[(label, tuple(cmd))]):.3f} | {rss[(label, tuple(cmd))]:.0f} | "
                            f"{modules_imported(tree, cmd)}" for label, tree in trees)
         lines.append(f"| `topo {' '.join(cmd)}` | {cells} |")
+    load.append(os.getloadavg()[0])
+    lines += ["", f"Load average when measured: {min(load):.1f} to {max(load):.1f} on {os.cpu_count()} cores (other "
+              "sessions share the machine; CPU time is inflated less than wall time by their contention)."]
     update_section("Start-up: CPU of commands that are mostly imports", "\n".join(lines),
                    "python benchmarks/bench_startup.py" + (" --before DIR" if a.before else ""))
 
