@@ -34,7 +34,8 @@ from .route import Router
 from .schedule import NodeShape
 from .tuner import nccl_choice
 
-__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
+__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "size_result", "placement_for",
+           "choose_profile"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -142,6 +143,8 @@ class Evaluation:
     sharing : str
     protocol : str, optional
         The protocol the options pinned.
+    op : str, optional
+        The reduction operation the options name.
     """
 
     collective: str
@@ -154,6 +157,7 @@ class Evaluation:
     choose: str = "fastest"
     sharing: str = "equal"
     protocol: str | None = None  # the protocol the options pinned, if any
+    op: str | None = None  # the reduction operation the options name (reported for reducing collectives)
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
@@ -361,7 +365,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
                             f"{prof.name}): {why}", key="protocol")
         raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
-    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol)
+    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol,
+                      opts.op)
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",
@@ -397,19 +402,12 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     ev = evaluate(fabric, collective, opts)
     coll, pl = ev.collective, ev.placement
     asked, names = algorithm_candidates(coll, opts.algorithm)
-    factor = busbw_factor(coll, pl.num_ranks)
-    results: list[SizeResult] = []
+    results = [size_result(ev, S) for S in sizes]
     cand_times: dict[str, list[float | None]] = {n: [] for n in names}
     for S in sizes:
         for name in names:
             t = ev.time(S, name) if name in ev.costed else None
             cand_times[name].append(t[0] if t else None)
-        t, name, proto, lat, bw = ev.time(S)
-        results.append(SizeResult(
-            size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=opts.op if coll in REDUCING else "none",
-            root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
-            busbw_Bps=float(S / t * factor), algorithm=name, protocol=proto, latency_s=float(lat),
-            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
@@ -421,6 +419,34 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         protocol=opts.protocol or "auto", channels=opts.channels,
         loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
         links=LinkTable.of(fabric))
+
+
+def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
+    """One size of an evaluated collective as nccl-tests reports it: the chosen algorithm and protocol, time,
+    algbw, busbw, the latency and bandwidth parts and the bottleneck.
+
+    What :func:`estimate` returns per size, without its per-link tables: a caller that needs one figure (the
+    planner's network figures, a study's point) reads it from an :class:`Evaluation` here.
+
+    Parameters
+    ----------
+    ev : Evaluation
+        From :func:`evaluate`.
+    size_bytes : int
+        Message size in bytes.
+
+    Returns
+    -------
+    SizeResult
+    """
+    S = int(size_bytes)
+    coll = ev.collective
+    t, name, proto, lat, bw = ev.time(S)
+    return SizeResult(
+        size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=ev.op if coll in REDUCING else "none",
+        root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
+        busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
+        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto))
 
 
 def _sizes(sizes) -> list[int]:
