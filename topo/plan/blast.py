@@ -127,13 +127,13 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     if len(L.tiers) > 1:
         names["spine"] = f"{L.tiers[1].name}0"
     size = parse_size_bytes(COLLECTIVE_SIZE)
-    healthy = size_result(evaluate(fabric, "all_reduce", **kw), size).time_s
+    healthy = size_result(evaluate(fabric, "all_reduce", at_sizes=[size], **kw), size).time_s
     out = []
     for part in parts:
         if part not in names:
             continue
         try:
-            r = size_result(evaluate(fabric.with_failures(names[part]), "all_reduce", **kw), size)
+            r = size_result(evaluate(fabric.with_failures(names[part]), "all_reduce", at_sizes=[size], **kw), size)
         except Unreachable as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
             out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
             continue

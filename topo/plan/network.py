@@ -97,9 +97,9 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
     if collectives and top is not None:
         n, per, _ = top
         size = parse_size_bytes(COLLECTIVE_SIZE)
-        r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per), size)
+        r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per, at_sizes=[size]), size)
         ar = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
-        r = size_result(evaluate(fabric, "alltoall", gpus=n * per), size)
+        r = size_result(evaluate(fabric, "alltoall", gpus=n * per, at_sizes=[size]), size)
         a2a = (n * per, r.time_s, r.bottleneck.level if r.bottleneck else None)
     return NetworkFigures(bisection_bandwidth_Bps=bisection_Bps, bisection_bandwidth_per_gpu_Bps=bisection_per_gpu_Bps,
                           gpus_per_pod=pod, all_reduce_gpus=ar and ar[0], all_reduce_s=ar and ar[1],
