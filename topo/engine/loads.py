@@ -122,7 +122,7 @@ def _term_s(term: LatencyTerm, routed: Routed) -> float:
     return term.multiplier * (float(lat.max()) if lat.size else 0.0)
 
 
-_CHUNK_FLOWS = 1 << 16  # transfers routed at once when only their loads are kept: bounds the path table (about
+_CHUNK_FLOWS = 1 << 15  # transfers routed at once when only their loads are kept: bounds the path table (about
 # 1 KB per flow at 100k GPUs), while the per-chunk overhead stays small against the chunk's routing
 
 
