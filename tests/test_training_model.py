@@ -7,7 +7,7 @@ from topo.training.model import bundled_models, load_model, model_from_dict
 
 EXPECTED = {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3-671b", "gpt4-1.8t-moe",
             "megatron-gpt-1.7b", "megatron-gpt-1t", "megatron-gpt-530b", "gpt-oss-120b", "gpt-oss-20b",
-            "llama4-scout", "llama4-maverick", "kimi-k2"}
+            "llama4-scout", "llama4-maverick", "kimi-k2", "nemotron-3-nano-30b-a3b"}
 
 
 def test_bundled_models_present():
@@ -41,6 +41,8 @@ def test_moe_active_parameters():
     ("kimi-k2", 1040, 32.6),
     # Llama 4 (Meta's model card): 17B active; Scout 109B total, Maverick 400B total
     ("llama4-scout", 109, 17), ("llama4-maverick", 400, 17),
+    # Nemotron 3 Nano model card: 31.6B total, 3.2B active without embeddings
+    ("nemotron-3-nano-30b-a3b", 31.6, 3.2),
 ])
 def test_2025_moe_models_match_their_cards(name, total_B, active_B):
     m = load_model(name)
@@ -48,6 +50,8 @@ def test_2025_moe_models_match_their_cards(name, total_B, active_B):
     assert m.total_params / 1e9 == pytest.approx(total_B, rel=0.015)
     # gpt-oss within 0.5% (the card's own convention); the others print two or three digits
     assert no_input_embedding == pytest.approx(active_B, rel=0.005 if name.startswith("gpt-oss") else 0.06)
+    if name.startswith("nemotron"):  # 23 Mamba-2, 23 MoE and 6 attention layers (Megatron-Bridge's model page)
+        assert (m.num_mamba_layers, m.num_moe_layers, m.num_attention_layers) == (23, 23, 6)
 
 
 def test_unpublished_is_marked():
