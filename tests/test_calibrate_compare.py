@@ -484,7 +484,12 @@ def test_placement_flags_of_compare_and_calibrate_are_estimates_own(tmp_path):
                         "/ algbw)), not 8 (the GPUs listed)\n"),
                        (["--ranks", "7-3"], "error: --ranks: range '7-3' runs backwards\n"),
                        (["--gpus", "16", "--ranks", "0-15"], "error: --ranks: give either --gpus or --ranks, not "
-                        "both\n")):
+                        "both\n"),
+                       (["--ranks", "0-15", "--placement", "one_per_server"], "error: --placement: one_per_server "
+                        "chooses which GPUs run; --ranks lists them: give one, not both\n"),
+                       (["--rail", "1"], "error: --rail: picks the GPU of each server for --placement "
+                        "one_per_server, and the placement is packed (the default): add --placement one_per_server "
+                        "or leave --rail out\n")):
         for cmd in ("compare", "calibrate"):
             p = run_cli(cmd, log, "--gpu", "H100", *args)
             assert p.returncode == 2 and p.stderr == line, (cmd, p.stderr)

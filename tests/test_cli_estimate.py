@@ -71,6 +71,16 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
                                                      "cannot reduce in the switch (no NVLS)"),
     (["-b", "1G", "-e", "1M"], "error: -e: the largest size 1048576 is below the smallest 1073741824"),
     (["--size", "1G", "-b", "8"], "error: --size: give either --size or -b/-e, not both"),
+    # flags that were silently ignored (issue 19 walk-through: --placement beside --ranks modelled the list alone)
+    (["--ranks", "0-7,64-71", "--placement", "one_per_server"],
+     "error: --placement: one_per_server chooses which GPUs run; --ranks lists them: give one, not both"),
+    (["--ranks", "0-7", "--rail", "2"], "error: --rail: picks the GPU of each server for --placement "
+                                        "one_per_server; --ranks lists the GPUs: give one, not both"),
+    (["-g", "16", "--rail", "3"], "error: --rail: picks the GPU of each server for --placement one_per_server, and "
+                                  "the placement is packed (the default): add --placement one_per_server or leave "
+                                  "--rail out"),
+    (["-g", "16", "--rank-order", "given"], "error: --rank-order: orders the GPUs --ranks lists; without --ranks "
+                                            "there is nothing to order"),
 ])
 def test_bad_input_one_line_exit_2(args, line):
     proc = run_cli("estimate", "dgx-h100-superpod", *args)

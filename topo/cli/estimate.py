@@ -14,8 +14,8 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
-from .common import (add_placement_arguments, add_spec_arguments, fabric_from_args, parse_ranks, profile_mismatch,
-                     technology_note)
+from .common import (add_placement_arguments, add_spec_arguments, check_placement_flags, fabric_from_args,
+                     parse_ranks, profile_mismatch, technology_note)
 from .output import emit, emit_json, note, safe_text
 
 
@@ -134,8 +134,7 @@ _NAMES = ("placement", "algorithm", "op", "choose", "protocol", "ecmp", "sharing
 def options_from_args(args) -> EstimateOptions:
     """The estimate options the flags describe: only the flags given; every other option keeps the default
     :class:`EstimateOptions` declares (whole numbers checked here, the rest by the options)."""
-    if args.gpus is not None and args.ranks is not None:
-        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    check_placement_flags(args)
     given = {k: _int(getattr(args, k), FLAGS[k]) for k in _WHOLE if getattr(args, k) is not None}
     given.update({k: getattr(args, k) for k in _NAMES if getattr(args, k) is not None})
     if args.ranks is not None:
