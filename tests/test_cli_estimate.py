@@ -241,3 +241,21 @@ def test_nics_faster_than_the_technology_get_a_note():
                         "constants are infiniband_ndr's; infiniband_xdr runs 800 Gb/s ports (fabric.technology)\n")
     ok = run_cli("describe", "dgx-h100-superpod", *rates, "--set", "fabric.technology=infiniband_xdr", check=True)
     assert ok.stderr == ""
+
+
+def test_failed_parts_are_named_in_the_output():
+    """Issue 19 walk-through: ``topo estimate ... --fail rail:0`` printed the same header as without it, and its
+    ``--json`` had no trace of the failure, so a saved result could not say what was modelled. The note names the
+    parts and the links they take down (leaf3 of dgx-h100-superpod: its 32 NIC links and 32 uplinks)."""
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--fail", "leaf3",
+                             "--json", check=True).stdout)
+    assert "with failures: leaf3 (64 of 4,096 links down; routing avoids them)" in doc["notes"]
+    text = run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--fail", "leaf3", "--fail",
+                   "rail:1", check=True).stdout
+    assert "# note: with failures: leaf3, rail:1 (320 of 4,096 links down; routing avoids them)" in text.splitlines()
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--json",
+                             check=True).stdout)
+    assert not any("failures" in n for n in doc["notes"])
+    doc = json.loads(run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", "--fail", "ctsw0", "--json",
+                             check=True).stdout)
+    assert any(n.startswith("with failures: ctsw0 (") for n in doc["notes"])

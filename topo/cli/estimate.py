@@ -14,6 +14,7 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
+from ..units import format_count
 from .common import (add_placement_arguments, add_spec_arguments, check_placement_flags, fabric_from_args,
                      parse_ranks, profile_mismatch, technology_note)
 from .output import emit, emit_json, note, safe_text
@@ -172,6 +173,7 @@ def _run(args) -> int:
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
     memory_note(result, fabric)
+    failures_note(result.notes, fabric)
     for msg in (profile_mismatch(args.profile, fabric), technology_note(fabric)):
         if msg:
             note(msg)
@@ -188,6 +190,16 @@ def _run(args) -> int:
         if detail:
             emit(render_detail(detail))
     return 0
+
+
+def failures_note(notes: list[str], fabric) -> None:
+    """A note in ``notes`` naming the failed parts (``--fail``) the estimate routed around, so that the output (text
+    and ``--json``) says what was modelled; nothing on a fabric without failures."""
+    if not fabric.failures:
+        return
+    down = int(fabric.failed.sum()) if fabric.failed is not None else 0
+    notes.append(f"with failures: {', '.join(fabric.failures)} ({format_count(down)} of "
+                 f"{format_count(len(fabric.failed))} links down; routing avoids them)")
 
 
 def memory_note(result: EstimateResult, fabric) -> None:
@@ -341,6 +353,7 @@ def _run_mix(args) -> int:
                          pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source or args.traffic, key=exc.key) from None
+    failures_note(result.notes, fabric)
     if args.json:
         emit_json(result.to_dict())
     else:
