@@ -298,6 +298,9 @@ BAD = [
                                             "set fabric.grow_tiers = true"),
     (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a hall of 8 islands needs more "
                                             "than the 4 the cluster has"),
+    # "a island" (issue 19 walk-through): the article follows the block's name
+    (["fabric.tiers[core].joins=200"], "fabric.tiers[2].joins: core: an island of 200 pods needs more than the 96 "
+                                       "the cluster has"),
     # two levels of blocks under one name printed "pod = 24 pods (24,576 GPUs), 4 pods"
     (["fabric.tiers[core].block_name=pod"], "fabric.tiers[2].block_name: 'pod' names the blocks of two tiers "
                                             "(spine's default block name and the blocks of core)"),

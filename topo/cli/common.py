@@ -133,7 +133,8 @@ def check_placement_flags(args) -> None:
     if args.gpus is not None and args.ranks is not None:
         raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
     if args.ranks is not None and args.placement is not None:
-        raise TopoError(f"{args.placement} chooses which GPUs run; --ranks lists them: give one, not both", key="--placement")
+        raise TopoError(f"{args.placement} chooses which GPUs run; --ranks lists them: give one, not both",
+                        key="--placement")
     if args.rail is not None and args.ranks is not None:
         raise TopoError("picks the GPU of each server for --placement one_per_server; --ranks lists the GPUs: "
                         "give one, not both", key="--rail")
