@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import run_cli
@@ -259,3 +260,30 @@ def test_failed_parts_are_named_in_the_output():
     doc = json.loads(run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", "--fail", "ctsw0", "--json",
                              check=True).stdout)
     assert any(n.startswith("with failures: ctsw0 (") for n in doc["notes"])
+
+
+def test_detail_tells_parallel_cables_apart():
+    """Issue 19 walk-through: on h100-100k-islands each core has 7 cables to one 4th-tier switch, and --detail's
+    ten hottest links read 'core0 -> super-spine0' five times over. Each row now says which cable it is, with the
+    number ``--fail a-b#k`` takes for that cable."""
+    from topo.cli.estimate import _cable
+    from topo.fabric.failures import failed_links
+
+    fabric = build_fabric(load_spec("h100-100k-islands"))
+    from topo.fabric.failures import node_id
+
+    u, v = node_id(fabric, "core0"), node_id(fabric, "super-spine0")
+    for k in (0, 3, 6):
+        link = int(np.flatnonzero(failed_links(fabric, [f"core0-super-spine0#{k}"]))[0])
+        assert _cable(fabric, link, u, v) == (k, 7) and _cable(fabric, link, v, u) == (k, 7)
+    leaf_nic = int(np.flatnonzero(failed_links(fabric, ["nic0.0-leaf0"]))[0])
+    assert _cable(fabric, leaf_nic, node_id(fabric, "nic0.0"), node_id(fabric, "leaf0")) == (0, 1)
+    doc = json.loads(run_cli("estimate", "h100-100k-islands", "--groups", "24576", "--size", "1GiB", "--detail",
+                             "--json", check=True).stdout)
+    top = doc["top_links"]
+    assert {t["cables"] for t in top} == {7}
+    ups = [(t["src"], t["dst"], t["cable"]) for t in top if t["direction"] == "up"]
+    assert len(set(ups)) == len(ups) == 5  # five distinct cables, not one cable five times
+    text = run_cli("estimate", "h100-100k-islands", "--groups", "24576", "--size", "1GiB", "--detail",
+                   check=True).stdout
+    assert "#   core0 -> super-spine0 #0 of 7 cables (core-super-spine, up): 94% of line rate" in text

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
@@ -215,13 +217,25 @@ def memory_note(result: EstimateResult, fabric) -> None:
                             "nccl-tests could not allocate that buffer; the time is the model's extrapolation")
 
 
+def _cable(fabric, link: int, src: int, dst: int) -> tuple[int, int]:
+    """Which of the parallel cables between two nodes ``link`` is, and how many there are: the ``#k`` that
+    ``--fail a-b#k`` takes (:mod:`topo.fabric.failures` numbers them in link order)."""
+    links = fabric.links
+    sel = np.flatnonzero(((links["src"] == src) & (links["dst"] == dst))
+                         | ((links["src"] == dst) & (links["dst"] == src)))
+    return int(np.searchsorted(sel, link)), int(sel.size)
+
+
 def _detail(result: EstimateResult, fabric) -> dict:
     last = result.results[-1]
     top = result.top_links(10, names=fabric.node_names)
+    rows = []
+    for r in top.itertuples():
+        cable, cables = _cable(fabric, int(r.link), int(r.src_id), int(r.dst_id))
+        rows.append({"src": r.src, "dst": r.dst, "cable": cable, "cables": cables, "level": str(r.level),
+                     "direction": r.direction, "bytes": float(r.bytes), "utilization": float(r.utilization)})
     return {"detail_size_bytes": last.size_bytes, "phases": result.steps_frame(last.algorithm).to_dict("records"),
-            "top_links": [{"src": r.src, "dst": r.dst, "level": str(r.level), "direction": r.direction,
-                           "bytes": float(r.bytes), "utilization": float(r.utilization)}
-                          for r in top.itertuples()]}
+            "top_links": rows}
 
 
 def render_detail(d: dict) -> str:
@@ -231,7 +245,8 @@ def render_detail(d: dict) -> str:
                      f"({p['bottleneck_level']})")
     lines.append("# most utilized links:")
     for t in d["top_links"]:
-        lines.append(f"#   {t['src']} -> {t['dst']} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
+        cable = f" #{t['cable']} of {t['cables']} cables" if t["cables"] > 1 else ""
+        lines.append(f"#   {t['src']} -> {t['dst']}{cable} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
                      f"line rate, {t['bytes'] / 1e6:,.1f} MB")
     return "\n".join(lines)
 
