@@ -467,6 +467,13 @@ def test_a_log_from_16_trays_in_each_of_two_nvl72_racks_is_modelled_as_it_ran():
     assert [c.model_s for c in packed.rows] != pytest.approx([c.model_s for c in res.rows], rel=1e-3)
     p = run_cli("compare", str(log), "--network", "oci_roce", "--ranks", "0-63,72-135", "--json", check=True)
     assert [x["model_s"] for x in json.loads(p.stdout)["sizes"]] == pytest.approx([c.model_s for c in res.rows])
+    # where the ranks sat is in the output (issue 19 walk-through: the header said '128 ranks' only, so a user
+    # could not see that the list, or a --placement, was what the model ran on)
+    assert res.placement == "128 GPUs (list) over 2 NVLink domains, 64 per domain"
+    assert json.loads(p.stdout)["placement"] == res.placement
+    assert packed.placement == "128 GPUs (packed) over 2 NVLink domains, unevenly"
+    text = run_cli("compare", str(log), "--network", "oci_roce", "--ranks", "0-63,72-135", check=True).stdout
+    assert "# placed as: 128 GPUs (list) over 2 NVLink domains, 64 per domain" in text.splitlines()
 
 
 def test_placement_flags_of_compare_and_calibrate_are_estimates_own(tmp_path):
@@ -484,7 +491,12 @@ def test_placement_flags_of_compare_and_calibrate_are_estimates_own(tmp_path):
                         "/ algbw)), not 8 (the GPUs listed)\n"),
                        (["--ranks", "7-3"], "error: --ranks: range '7-3' runs backwards\n"),
                        (["--gpus", "16", "--ranks", "0-15"], "error: --ranks: give either --gpus or --ranks, not "
-                        "both\n")):
+                        "both\n"),
+                       (["--ranks", "0-15", "--placement", "one_per_server"], "error: --placement: one_per_server "
+                        "chooses which GPUs run; --ranks lists them: give one, not both\n"),
+                       (["--rail", "1"], "error: --rail: picks the GPU of each server for --placement "
+                        "one_per_server, and the placement is packed (the default): add --placement one_per_server "
+                        "or leave --rail out\n")):
         for cmd in ("compare", "calibrate"):
             p = run_cli(cmd, log, "--gpu", "H100", *args)
             assert p.returncode == 2 and p.stderr == line, (cmd, p.stderr)

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import run_cli
@@ -71,6 +72,16 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
                                                      "cannot reduce in the switch (no NVLS)"),
     (["-b", "1G", "-e", "1M"], "error: -e: the largest size 1048576 is below the smallest 1073741824"),
     (["--size", "1G", "-b", "8"], "error: --size: give either --size or -b/-e, not both"),
+    # flags that were silently ignored (issue 19 walk-through: --placement beside --ranks modelled the list alone)
+    (["--ranks", "0-7,64-71", "--placement", "one_per_server"],
+     "error: --placement: one_per_server chooses which GPUs run; --ranks lists them: give one, not both"),
+    (["--ranks", "0-7", "--rail", "2"], "error: --rail: picks the GPU of each server for --placement "
+                                        "one_per_server; --ranks lists the GPUs: give one, not both"),
+    (["-g", "16", "--rail", "3"], "error: --rail: picks the GPU of each server for --placement one_per_server, and "
+                                  "the placement is packed (the default): add --placement one_per_server or leave "
+                                  "--rail out"),
+    (["-g", "16", "--rank-order", "given"], "error: --rank-order: orders the GPUs --ranks lists; without --ranks "
+                                            "there is nothing to order"),
 ])
 def test_bad_input_one_line_exit_2(args, line):
     proc = run_cli("estimate", "dgx-h100-superpod", *args)
@@ -231,3 +242,48 @@ def test_nics_faster_than_the_technology_get_a_note():
                         "constants are infiniband_ndr's; infiniband_xdr runs 800 Gb/s ports (fabric.technology)\n")
     ok = run_cli("describe", "dgx-h100-superpod", *rates, "--set", "fabric.technology=infiniband_xdr", check=True)
     assert ok.stderr == ""
+
+
+def test_failed_parts_are_named_in_the_output():
+    """Issue 19 walk-through: ``topo estimate ... --fail rail:0`` printed the same header as without it, and its
+    ``--json`` had no trace of the failure, so a saved result could not say what was modelled. The note names the
+    parts and the links they take down (leaf3 of dgx-h100-superpod: its 32 NIC links and 32 uplinks)."""
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--fail", "leaf3",
+                             "--json", check=True).stdout)
+    assert "with failures: leaf3 (64 of 4,096 links down; routing avoids them)" in doc["notes"]
+    text = run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--fail", "leaf3", "--fail",
+                   "rail:1", check=True).stdout
+    assert "# note: with failures: leaf3, rail:1 (320 of 4,096 links down; routing avoids them)" in text.splitlines()
+    doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "64", "--size", "1G", "--json",
+                             check=True).stdout)
+    assert not any("failures" in n for n in doc["notes"])
+    doc = json.loads(run_cli("estimate", "meta-llama3-24k", "--traffic", "3d-parallel", "--fail", "ctsw0", "--json",
+                             check=True).stdout)
+    assert any(n.startswith("with failures: ctsw0 (") for n in doc["notes"])
+
+
+def test_detail_tells_parallel_cables_apart():
+    """Issue 19 walk-through: on h100-100k-islands each core has 7 cables to one 4th-tier switch, and --detail's
+    ten hottest links read 'core0 -> super-spine0' five times over. Each row now says which cable it is, with the
+    number ``--fail a-b#k`` takes for that cable."""
+    from topo.cli.estimate import _cable
+    from topo.fabric.failures import failed_links
+
+    fabric = build_fabric(load_spec("h100-100k-islands"))
+    from topo.fabric.failures import node_id
+
+    u, v = node_id(fabric, "core0"), node_id(fabric, "super-spine0")
+    for k in (0, 3, 6):
+        link = int(np.flatnonzero(failed_links(fabric, [f"core0-super-spine0#{k}"]))[0])
+        assert _cable(fabric, link, u, v) == (k, 7) and _cable(fabric, link, v, u) == (k, 7)
+    leaf_nic = int(np.flatnonzero(failed_links(fabric, ["nic0.0-leaf0"]))[0])
+    assert _cable(fabric, leaf_nic, node_id(fabric, "nic0.0"), node_id(fabric, "leaf0")) == (0, 1)
+    doc = json.loads(run_cli("estimate", "h100-100k-islands", "--groups", "24576", "--size", "1GiB", "--detail",
+                             "--json", check=True).stdout)
+    top = doc["top_links"]
+    assert {t["cables"] for t in top} == {7}
+    ups = [(t["src"], t["dst"], t["cable"]) for t in top if t["direction"] == "up"]
+    assert len(set(ups)) == len(ups) == 5  # five distinct cables, not one cable five times
+    text = run_cli("estimate", "h100-100k-islands", "--groups", "24576", "--size", "1GiB", "--detail",
+                   check=True).stdout
+    assert "#   core0 -> super-spine0 #0 of 7 cables (core-super-spine, up): 94% of line rate" in text

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from topo import load_spec
 from topo.errors import TopoError
 from topo.inputs import check_input, read_input_bytes, read_input_text, read_toml
 
@@ -112,3 +113,13 @@ def test_a_log_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkey
     monkeypatch.setattr(parse, "MAX_LOG_BYTES", 100)
     with pytest.raises(TopoError, match="huge.log: is larger than the"):
         parse.parse_file(log)
+
+
+def test_a_spec_that_is_a_pipe_or_a_device_is_said_as_every_other_input(tmp_path, fifo):
+    """The spec path says what a named pipe or a device is in the same words as a log, plan or model file
+    (topo.inputs), not a wording of its own."""
+    for path, kind in ((fifo, "a named pipe"), ("/dev/zero", "a device")):
+        with pytest.raises(TopoError) as info:
+            load_spec(path)
+        assert info.value.line() == (f"{path}: is not a regular file ({kind}); give a spec file (.toml) or a "
+                                     "bundled spec's name")

@@ -69,3 +69,26 @@ def test_comparison_frame_has_one_column_per_design():
     assert list(f.columns) == ["dgx-h100-superpod", "rail-only-h100-16k"]
     assert f.loc["transceivers", "dgx-h100-superpod"] == c.plans[0].bom.num_transceivers
     assert c.plans[1].to_frame().loc[0, "capex_usd"] == c.plans[1].capex.capex_usd
+
+
+def test_side_by_side_has_switches_per_tier_transceivers_per_type_and_what_binds():
+    """Issue 19 asks `topo plan` to compare the ~100k designs side by side with their switches per tier and
+    transceivers per type, and to show where each one's top-tier collectives bind; the table had only the totals
+    and the times. Each breakdown sums to its total; a tier a design lacks is "-"."""
+    from topo.cli.plan import render_comparison
+
+    small = plan("dgx-h100-superpod", collectives=False)
+    islands = plan("h100-100k-islands")
+    rows = {}
+    for line in render_comparison([small, islands]).splitlines()[1:]:
+        label, *cells = [c for c in line.split("  ") if c]
+        rows.setdefault(label.strip(), []).append([c.strip() for c in cells])
+    assert rows["leaf"] == [["32 QM9700", "3,072 QM9700"]] and rows["spine"] == [["16 QM9700", "3,072 QM9700"]]
+    assert rows["core"] == [["-", "2,048 QM9700"]] and rows["super-spine"] == [["-", "512 QM9700"]]
+    for r, col in ((small, 0), (islands, 1)):
+        per_tier = [int(rows[t.tier][0][col].split()[0].replace(",", "")) for t in r.bom.switches]
+        per_type = {t.type for t in r.bom.transceivers}
+        assert sum(per_tier) == r.bom.num_switches
+        assert sum(int(rows[k][0][col].replace(",", "")) for k in per_type) == r.bom.num_transceivers
+    # both top-tier collectives of the islands bind on the 7:1 tier above the islands; none on one pod
+    assert rows["bound by"] == [["-", "core-super-spine"], ["-", "core-super-spine"]]

@@ -298,6 +298,9 @@ BAD = [
                                             "set fabric.grow_tiers = true"),
     (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a hall of 8 islands needs more "
                                             "than the 4 the cluster has"),
+    # "a island" (issue 19 walk-through): the article follows the block's name
+    (["fabric.tiers[core].joins=200"], "fabric.tiers[2].joins: core: an island of 200 pods needs more than the 96 "
+                                       "the cluster has"),
     # two levels of blocks under one name printed "pod = 24 pods (24,576 GPUs), 4 pods"
     (["fabric.tiers[core].block_name=pod"], "fabric.tiers[2].block_name: 'pod' names the blocks of two tiers "
                                             "(spine's default block name and the blocks of core)"),
@@ -396,3 +399,22 @@ def test_grow_tiers_stops_at_the_most_tiers_a_spec_may_have():
     with pytest.raises(TopoError, match=f"grow_tiers stops at {MAX_TIERS} tiers") as e:
         build_fabric(_grown(4 ** MAX_TIERS))  # 4 x 4^8 NIC ports need 9 tiers (2 x 4^9 >= 4^9), MAX_TIERS is 8
     assert "\n" not in str(e.value)
+
+
+def test_describe_counts_every_switch_hop_as_estimate_does():
+    """Issue 19: latency counts every switch hop. describe said nothing about it (issue 19 walk-through: no tier
+    latency in the text or --json); it now gives the farthest pair's switch hops and switch latency, and a
+    message's time grows by exactly those hops' latency from GPUs under one leaf to GPUs in different islands:
+    h100-100k-islands, 130 ns per switch, 1 hop (leaf) to 7 (leaf, spine, core, super-spine, core, spine, leaf)."""
+    fabric = build_fabric(load_spec("h100-100k-islands"))
+    inv = inventory(fabric)
+    assert [t.latency_s for t in inv.tiers] == [130e-9] * 4
+    assert inv.farthest_switch_hops == 7 and inv.farthest_switch_latency_s == pytest.approx(7 * 130e-9)
+    near = estimate(fabric, "sendrecv", [8], ranks=[0, 8]).results[0].time_s  # two servers under leaf0
+    far = estimate(fabric, "sendrecv", [8], ranks=[0, 24_576]).results[0].time_s  # island 0 to island 1
+    assert far - near == pytest.approx(inv.farthest_switch_latency_s - 130e-9, rel=1e-6)
+    text = run_cli("describe", "h100-100k-islands", check=True).stdout
+    assert ("farthest GPUs               7 switch hops (up to super-spine and down), 910 ns of switch latency one "
+            "way") in text.splitlines()
+    doc = json.loads(run_cli("describe", "h100-100k-islands", "--json", check=True).stdout)
+    assert doc["farthest_switch_hops"] == 7 and doc["tiers"][3]["latency_s"] == pytest.approx(130e-9)

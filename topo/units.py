@@ -19,6 +19,7 @@ import re
 
 __all__ = [
     "UnitError",
+    "with_article",
     "parse_size_bytes",
     "parse_bandwidth_Bps",
     "parse_time_s",
@@ -228,9 +229,25 @@ def format_count(n: int) -> str:
 
 
 def count_noun(n: int, noun: str, plural: str | None = None) -> str:
-    """A count and its noun, singular for 1: ``1 server``, ``2,048 servers``, ``1 scalable unit``.
+    """A count and its noun, singular for 1: ``1 server``, ``2,048 servers``, ``1 scalable unit``; the plural
+    of a noun ending in s, x, z, ch or sh takes "es" (a block named "campus": ``4 campuses``).
 
-    >>> count_noun(1, "server"), count_noun(2048, "server"), count_noun(3, "switch", "switches")
-    ('1 server', '2,048 servers', '3 switches')
+    >>> count_noun(1, "server"), count_noun(2048, "server"), count_noun(3, "switch"), count_noun(4, "campus")
+    ('1 server', '2,048 servers', '3 switches', '4 campuses')
     """
-    return f"{format_count(n)} {noun if int(n) == 1 else (plural or noun + 's')}"
+    if int(n) == 1:
+        return f"{format_count(n)} {noun}"
+    if plural is None:
+        plural = noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
+    return f"{format_count(n)} {plural}"
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an", by its first letter (block names are the user's: "an island", "a pod", "a
+    unit": "an" before a vowel, except the "you" sound of uni-, use-, eu-).
+
+    >>> with_article("island"), with_article("pod"), with_article("unit"), with_article("hall")
+    ('an island', 'a pod', 'a unit', 'a hall')
+    """
+    vowel = noun[:1].lower() in "aeiou" and not noun.lower().startswith(("uni", "use", "usu", "eu", "one"))
+    return f"{'an' if vowel else 'a'} {noun}"

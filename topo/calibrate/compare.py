@@ -79,13 +79,15 @@ class CompareResult:
     nccl_version: str | None = None
     ahead: dict | None = None  # the band of sizes where the run is > AHEAD_ABOVE x faster than the model
     notes: list[str] = field(default_factory=list)  # what the log's parser left out (rows cut or corrupted)
+    placement: str = ""  # which GPUs the ranks were modelled on, as topo estimate's header says it
 
     @property
     def mdape_pct(self) -> float:
         return statistics.median(abs(r.model_s / r.measured_s - 1) * 100 for r in self.rows)
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "collective": self.collective, "ranks": self.ranks, "spec": self.spec,
+        return {"source": self.source, "collective": self.collective, "ranks": self.ranks,
+                "placement": self.placement, "spec": self.spec,
                 "profile": self.profile, "algorithm": self.algorithm, "nccl_version": self.nccl_version,
                 "headline_efficiency": self.headline_efficiency, "headline_sizes": self.headline_sizes,
                 "gap": self.gap, "ahead": self.ahead, "verdict": self.verdict, "mdape_pct": self.mdape_pct,
@@ -122,11 +124,17 @@ def run_collective(run: NcclRun, collective: str | None = None) -> str:
     return coll
 
 
+def modelled(setup: Setup, coll: str, sizes: list[int], profile: Profile):
+    """The model of a run: one estimate call for the whole sweep (an :class:`topo.engine.result.EstimateResult`,
+    whose ``placement`` says which GPUs the ranks are)."""
+    return estimate(setup.fabric, coll, sizes, **setup.placement_options(),
+                    algorithm=setup.algorithm if coll == "all_reduce" else "auto", profile=profile,
+                    protocol=setup.protocol, channels=setup.channels, choose=setup.choose)
+
+
 def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
     """The model's per-size results (one estimate call for the whole sweep)."""
-    return estimate(setup.fabric, coll, sizes, **setup.placement_options(),
-                    algorithm=setup.algorithm if coll == "all_reduce" else "auto", profile=profile, protocol=setup.protocol, channels=setup.channels,
-                    choose=setup.choose).results
+    return modelled(setup, coll, sizes, profile).results
 
 
 def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None = None) -> CompareResult:
@@ -136,7 +144,8 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
     rows = [r for r in run.rows if r.time_s > 0]
     if not rows:
         raise TopoError("no row with a positive time to compare", source=run.source)
-    est = modelled_times(setup, coll, [r.size_bytes for r in rows], prof)
+    model = modelled(setup, coll, [r.size_bytes for r in rows], prof)
+    est = model.results
     factor = busbw_factor(coll, setup.gpus)
     chosen = {t["size_bytes"]: t for t in run.tuning}
     comps = [SizeComparison(r.size_bytes, r.time_s, e.time_s, e.latency_s, r.size_bytes / r.time_s / 1e9 * factor,
@@ -151,7 +160,7 @@ def compare_run(run: NcclRun, setup: Setup, profile=None, collective: str | None
                                            for src in prof.sources.values())
     return CompareResult(run.source, coll, setup.gpus, setup.spec_name, prof.name, setup.algorithm, comps, head,
                          head_sizes, gap, _verdict(run, comps, head, head_sizes, gap, prof.name, ahead, fitted_here),
-                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes))
+                         list(setup.assumptions), run.nccl_version, ahead, list(run.notes), model.placement)
 
 
 def _headline(comps: list[SizeComparison]) -> tuple[float | None, str]:

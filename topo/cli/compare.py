@@ -112,6 +112,7 @@ def run(args) -> int:
             note(f"assumption: {a}")
         emit(f"# {res.source}: {res.collective} on {res.ranks} ranks; model {res.spec}, profile {res.profile}, "
              f"algorithm {res.algorithm}" + (f"; NCCL {res.nccl_version}" if res.nccl_version else ""))
+        emit(f"# placed as: {res.placement}")
         rows = [(format_size(c.size_bytes), f"{c.measured_s * 1e6:.1f}", f"{c.model_s * 1e6:.1f}",
                  f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",
                  "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}",

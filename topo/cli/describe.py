@@ -6,7 +6,7 @@ import math
 
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
-from ..units import count_noun, format_bandwidth, format_count, format_rate
+from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
 from .common import add_spec_arguments, fabric_from_args, technology_note
 from .output import emit, emit_json, note, ratio, table
 
@@ -113,6 +113,9 @@ def render(inv: Inventory) -> str:
                  f"({format_bandwidth(inv.bisection_bandwidth_per_gpu_Bps)} per GPU)")
     lines.append(f"largest non-blocking group  {count_noun(inv.largest_nonblocking_gpus, 'GPU')} "
                  f"({inv.largest_nonblocking_group})")
+    top = inv.tiers[-1].name
+    lines.append(f"farthest GPUs               {count_noun(inv.farthest_switch_hops, 'switch hop')} (up to {top} "
+                 f"and down), {format_time(inv.farthest_switch_latency_s)} of switch latency one way")
     for n in inv.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)

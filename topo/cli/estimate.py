@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
@@ -14,8 +16,9 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
+from ..units import format_count
 from .common import add_spec_arguments, fabric_from_args, technology_note
-from .estimate_args import add_placement_arguments, parse_ranks, profile_mismatch
+from .estimate_args import add_placement_arguments, check_placement_flags, parse_ranks, profile_mismatch
 from .flags import FLAGS
 from .output import emit, emit_json, note, safe_text
 
@@ -124,8 +127,7 @@ _NAMES = ("placement", "algorithm", "op", "choose", "protocol", "ecmp", "sharing
 def options_from_args(args) -> EstimateOptions:
     """The estimate options the flags describe: only the flags given; every other option keeps the default
     :class:`EstimateOptions` declares (whole numbers checked here, the rest by the options)."""
-    if args.gpus is not None and args.ranks is not None:
-        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    check_placement_flags(args)
     given = {k: _int(getattr(args, k), FLAGS[k]) for k in _WHOLE if getattr(args, k) is not None}
     given.update({k: getattr(args, k) for k in _NAMES if getattr(args, k) is not None})
     if args.ranks is not None:
@@ -163,6 +165,7 @@ def _run(args) -> int:
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
     memory_note(result, fabric)
+    failures_note(result.notes, fabric)
     for msg in (profile_mismatch(args.profile, fabric), technology_note(fabric)):
         if msg:
             note(msg)
@@ -181,6 +184,16 @@ def _run(args) -> int:
     return 0
 
 
+def failures_note(notes: list[str], fabric) -> None:
+    """A note in ``notes`` naming the failed parts (``--fail``) the estimate routed around, so that the output (text
+    and ``--json``) says what was modelled; nothing on a fabric without failures."""
+    if not fabric.failures:
+        return
+    down = int(fabric.failed.sum()) if fabric.failed is not None else 0
+    notes.append(f"with failures: {', '.join(fabric.failures)} ({format_count(down)} of "
+                 f"{format_count(len(fabric.failed))} links down; routing avoids them)")
+
+
 def memory_note(result: EstimateResult, fabric) -> None:
     """A note in ``result`` when its largest size is more than one GPU's memory (topo/data/compute/gpus.toml):
     nccl-tests could not allocate the buffer."""
@@ -194,13 +207,25 @@ def memory_note(result: EstimateResult, fabric) -> None:
                             "nccl-tests could not allocate that buffer; the time is the model's extrapolation")
 
 
+def _cable(fabric, link: int, src: int, dst: int) -> tuple[int, int]:
+    """Which of the parallel cables between two nodes ``link`` is, and how many there are: the ``#k`` that
+    ``--fail a-b#k`` takes (:mod:`topo.fabric.failures` numbers them in link order)."""
+    links = fabric.links
+    sel = np.flatnonzero(((links["src"] == src) & (links["dst"] == dst))
+                         | ((links["src"] == dst) & (links["dst"] == src)))
+    return int(np.searchsorted(sel, link)), int(sel.size)
+
+
 def _detail(result: EstimateResult, fabric) -> dict:
     last = result.results[-1]
     top = result.top_links(10, names=fabric.node_names)
+    rows = []
+    for r in top.itertuples():
+        cable, cables = _cable(fabric, int(r.link), int(r.src_id), int(r.dst_id))
+        rows.append({"src": r.src, "dst": r.dst, "cable": cable, "cables": cables, "level": str(r.level),
+                     "direction": r.direction, "bytes": float(r.bytes), "utilization": float(r.utilization)})
     return {"detail_size_bytes": last.size_bytes, "phases": result.steps_frame(last.algorithm).to_dict("records"),
-            "top_links": [{"src": r.src, "dst": r.dst, "level": str(r.level), "direction": r.direction,
-                           "bytes": float(r.bytes), "utilization": float(r.utilization)}
-                          for r in top.itertuples()]}
+            "top_links": rows}
 
 
 def render_detail(d: dict) -> str:
@@ -210,7 +235,8 @@ def render_detail(d: dict) -> str:
                      f"({p['bottleneck_level']})")
     lines.append("# most utilized links:")
     for t in d["top_links"]:
-        lines.append(f"#   {t['src']} -> {t['dst']} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
+        cable = f" #{t['cable']} of {t['cables']} cables" if t["cables"] > 1 else ""
+        lines.append(f"#   {t['src']} -> {t['dst']}{cable} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
                      f"line rate, {t['bytes'] / 1e6:,.1f} MB")
     return "\n".join(lines)
 
@@ -332,6 +358,7 @@ def _run_mix(args) -> int:
                          pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
     except TopoError as exc:
         raise TopoError(exc.message, source=exc.source or args.traffic, key=exc.key) from None
+    failures_note(result.notes, fabric)
     if args.json:
         emit_json(result.to_dict())
     else:

@@ -16,7 +16,8 @@ from ..engine.profile_data import load_profile_file
 from ..engine.profiles import resolve_profile
 from ..errors import TopoError
 
-__all__ = ["add_placement_arguments", "parse_ranks", "placement_from_args", "profile_mismatch", "PLACEMENT_FLAGS"]
+__all__ = ["add_placement_arguments", "parse_ranks", "placement_from_args", "check_placement_flags",
+           "profile_mismatch", "PLACEMENT_FLAGS"]
 
 # the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
 # calibrate); their defaults are the options object's, declared there once
@@ -85,6 +86,37 @@ def _whole_number(text, key):
         raise TopoError(f"must be a whole number, got {text!r}", key=key) from None
 
 
+def check_placement_flags(args) -> None:
+    """Refuse placement flags that would be ignored: ``--placement`` or ``--rail`` beside ``--ranks`` (the list
+    names the GPUs), ``--rail`` without ``--placement one_per_server``, ``--rank-order`` without ``--ranks``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments with ``gpus``, ``ranks``, ``placement``, ``rail`` and ``rank_order`` (None: not given).
+
+    Raises
+    ------
+    TopoError
+        Keyed by the flag that would be ignored, or ``--ranks`` for both ``--gpus`` and ``--ranks``.
+    """
+    if args.gpus is not None and args.ranks is not None:
+        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    if args.ranks is not None and args.placement is not None:
+        raise TopoError(f"{args.placement} chooses which GPUs run; --ranks lists them: give one, not both",
+                        key="--placement")
+    if args.rail is not None and args.ranks is not None:
+        raise TopoError("picks the GPU of each server for --placement one_per_server; --ranks lists the GPUs: "
+                        "give one, not both", key="--rail")
+    if args.rail is not None and args.placement != "one_per_server":
+        raise TopoError(f"picks the GPU of each server for --placement one_per_server, and the placement is "
+                        f"{args.placement or 'packed (the default)'}: add --placement one_per_server or leave "
+                        "--rail out", key="--rail")
+    if args.rank_order is not None and args.ranks is None:
+        raise TopoError("orders the GPUs --ranks lists; without --ranks there is nothing to order",
+                        key="--rank-order")
+
+
 def placement_from_args(args) -> dict:
     """The placement options the flags of :func:`add_placement_arguments` give.
 
@@ -102,10 +134,10 @@ def placement_from_args(args) -> dict:
     Raises
     ------
     TopoError
-        Keyed by the flag: both ``--gpus`` and ``--ranks``, a count that is not a whole number, a bad rank list.
+        Keyed by the flag: both ``--gpus`` and ``--ranks``, a flag that would be ignored
+        (:func:`check_placement_flags`), a count that is not a whole number, a bad rank list.
     """
-    if args.gpus is not None and args.ranks is not None:
-        raise TopoError("give either --gpus or --ranks, not both", key="--ranks")
+    check_placement_flags(args)
     out = {}
     if args.gpus is not None:
         out["gpus"] = _whole_number(args.gpus, "--gpus")

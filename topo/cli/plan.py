@@ -314,7 +314,35 @@ def _cell(h: dict, key: str, fmt) -> str:
     return fmt(h[key])
 
 
+def _by(lines, key, what) -> dict:
+    """Counts (and the switch models) summed per ``key`` of bill-of-materials lines, in their order."""
+    out: dict = {}
+    for x in lines:
+        count, models = out.get(key(x), (0, []))
+        out[key(x)] = (count + x.count, models + ([what(x)] if what(x) and what(x) not in models else []))
+    return out
+
+
+def _breakdown(per_design: list[dict]) -> list[list[str]]:
+    """One indented row per name any design has (tiers, transceiver types), "-" where a design has none."""
+    names = list(dict.fromkeys(n for d in per_design for n in d))
+    return [[f"  {n}"] +
+            [(format_count(d[n][0]) + (f" {'/'.join(d[n][1])}" if d[n][1] else "")) if n in d else "-"
+             for d in per_design] for n in names]
+
+
 def render_comparison(results: list[PlanResult]) -> str:
+    """The designs side by side: the headline figures, with the switches per tier (and model), the transceivers
+    per type and the level each top-tier collective is bound by."""
     heads = [r.headline() for r in results]
-    rows = [[label] + [_cell(h, key, fmt) for h in heads] for label, key, fmt in _ROWS]
+    rows = []
+    for label, key, fmt in _ROWS:
+        rows.append([label] + [_cell(h, key, fmt) for h in heads])
+        if key == "switches":
+            rows += _breakdown([_by(r.bom.switches, lambda x: x.tier, lambda x: x.model) for r in results])
+        elif key == "transceivers":
+            rows += _breakdown([_by(r.bom.transceivers, lambda x: x.type, lambda x: None) for r in results])
+        elif key in ("crosspod_all_reduce_s", "crosspod_alltoall_s"):
+            which = "all_reduce_bottleneck" if key == "crosspod_all_reduce_s" else "alltoall_bottleneck"
+            rows.append(["  bound by"] + [getattr(r.network, which) or "-" for r in results])
     return table(rows, [""] + [h["name"] for h in heads], right=[False] + [True] * len(heads))

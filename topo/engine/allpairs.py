@@ -148,8 +148,9 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
             router, a.groups, a.per_msg_byte)
         res = np.flatnonzero(loads)
         _check_reachable(router, res, loads[res])
-        # the longest path: rank 0 of the first communicator to every other rank of it
-        probe = router.route_transfers(Transfers(np.repeat(a.groups[0, :1], p - 1), a.groups[0, 1:], a.per_msg_byte,
+        # the longest path: rank 0 of the first communicator to every other rank of it (one of each kind of path)
+        peers = _path_kinds(router, int(a.groups[0, 0]), a.groups[0, 1:])
+        probe = router.route_transfers(Transfers(np.full(peers.size, a.groups[0, 0]), peers, a.per_msg_byte,
                                                  split_nics=True))
         out = Routed.summed(res, loads[res], n, max(float(probe.latency_s.max()), _failover_latency_s(router, a)),
                             bool(probe.network.any()))
@@ -165,6 +166,31 @@ def route_all_pairs(router: Router, a: AllPairs, keep_flows: bool = False) -> Ro
     k = max(1, router.fabric.layout.nics_per_server // router.fabric.layout.gpus_per_server)
     chunks = ((t.src, t.dst, t.per_msg_byte / k, c) for t in a.transfers(EXPLICIT_FLOWS // k) for c in range(k))
     return router.route_summed(chunks)
+
+
+def _path_kinds(router: Router, src: int, dst: np.ndarray) -> np.ndarray:
+    """One of ``dst`` for every kind of path from ``src``: the destinations whose paths cross the same levels.
+
+    Every link of a level has the same latency, so a path's latency is fixed by the levels it crosses, and these
+    by the destination's place relative to the source: its GPU's index in its server (its NICs, their rails, hence
+    a PXN hop and the leaves' rails), whether it shares the source's server, NVLink domain and scalable unit, and
+    the highest tier whose block the two share. A failed part can change one pair's path (a stand-in NIC): then
+    every destination is kept.
+    """
+    f = router.fabric
+    L = f.layout
+    dst = np.asarray(dst, dtype=np.int64)
+    if f.failed is not None or dst.size == 0:
+        return dst
+    per_server = L.gpus_per_server
+    unit_s, unit_d = src // per_server // L.servers_per_unit, dst // per_server // L.servers_per_unit
+    shared = [dst // per_server == src // per_server, f.gpu_domain(dst) == f.gpu_domain(src)]
+    shared += [unit_d // L.units_per_block(k) == unit_s // L.units_per_block(k) for k in range(L.num_tiers)]
+    key = dst % per_server
+    for same in shared:
+        key = 2 * key + same
+    _, first = np.unique(key, return_index=True)
+    return dst[np.sort(first)]
 
 
 def _check_reachable(router: Router, res: np.ndarray, weight: np.ndarray) -> None:

@@ -101,10 +101,13 @@ def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
     numpy.ndarray
         One value per resource id.
     """
-    lvl = router.level
-    eff = np.where(lvl == Level.NVLINK.code, profile.nvlink_efficiency,
-                   np.where(lvl == Level.PCIE.code, profile.pcie_efficiency, profile.network_efficiency))
-    return router.capacity_Bps * eff
+    # one efficiency per level code (every level above PCIe is the network), read once per resource
+    by_code = np.full(int(router.level.max(initial=0)) + 1, profile.network_efficiency)
+    by_code[Level.NVLINK.code] = profile.nvlink_efficiency
+    by_code[Level.PCIE.code] = profile.pcie_efficiency
+    out = by_code[router.level]
+    out *= router.capacity_Bps
+    return out
 
 
 @dataclass
@@ -157,7 +160,6 @@ def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray
     total = 0.0
     worst, r_worst = -1.0, -1
     info = []
-    total_loads = loads.total()
     for ph in loads.phases:
         if ph.routed is not None and sharing != "equal":
             t, r, _ = drain_time(ph.routed, capacity_Bps, sharing, router.num_res)
@@ -174,7 +176,15 @@ def cost_schedule(loads: ScheduleLoads, router: Router, capacity_Bps: np.ndarray
         info.append({"phase": ph.label, "flows": ph.num_flows, "repeat": ph.repeat, "seconds_per_byte": t,
                      "bottleneck": f"{d.get('src')} -> {d.get('dst')}" if d else None,
                      "bottleneck_level": d.get("level")})
-    return Costed(loads, total, r_worst, float(total_loads[r_worst]) if r_worst >= 0 else 0.0, info)
+    return Costed(loads, total, r_worst, _bytes_on(loads, r_worst), info)
+
+
+def _bytes_on(loads: ScheduleLoads, r: int) -> float:
+    """Bytes on resource ``r`` per message byte over the whole collective (every phase and repeat): the entry of
+    :meth:`ScheduleLoads.total` for ``r``, read from each phase's loads without building the whole vector."""
+    if r < 0:
+        return 0.0
+    return float(sum(ph.repeat * float(ph.bytes[ph.res == r].sum()) for ph in loads.phases))
 
 
 # What bounds a schedule's steady rate (:func:`rate_limit`)

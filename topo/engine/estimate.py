@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -23,9 +23,10 @@ from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, 
 from ..fabric.fabric import Fabric
 from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
+from .bounds import seconds_per_byte_bound
 from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
 from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
-from .loads import load_schedule
+from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
 from .profiles import Profile, profile_for, resolve_profile
@@ -34,7 +35,8 @@ from .route import Router
 from .schedule import NodeShape
 from .tuner import nccl_choice
 
-__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "placement_for", "choose_profile"]
+__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "size_result", "placement_for",
+           "choose_profile"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -142,6 +144,13 @@ class Evaluation:
     sharing : str
     protocol : str, optional
         The protocol the options pinned.
+    op : str, optional
+        The reduction operation the options name.
+    pruned : dict of str to str
+        Candidates left unrouted because a lower bound on their time shows they cannot be the fastest at
+        ``sizes`` (:func:`evaluate` with ``at_sizes``), with the reason.
+    sizes : tuple of int, optional
+        With ``pruned``, the only sizes :meth:`time` answers for.
     """
 
     collective: str
@@ -154,6 +163,9 @@ class Evaluation:
     choose: str = "fastest"
     sharing: str = "equal"
     protocol: str | None = None  # the protocol the options pinned, if any
+    op: str | None = None  # the reduction operation the options name (reported for reducing collectives)
+    pruned: dict[str, str] = field(default_factory=dict)  # candidates not routed: they cannot be the fastest
+    sizes: tuple[int, ...] | None = None  # the only sizes it answers for, when candidates were pruned
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
@@ -172,6 +184,8 @@ class Evaluation:
         -------
         Evaluation
         """
+        if self.pruned:
+            raise ValueError("candidates were pruned for this evaluation's profile and sizes: evaluate again")
         if (profile.reference_ranks_per_domain, profile.nvls_max_heads) != (
                 self.profile.reference_ranks_per_domain, self.profile.nvls_max_heads):
             raise ValueError("the schedules depend on reference_ranks_per_domain and nvls_max_heads: evaluate again")
@@ -201,6 +215,9 @@ class Evaluation:
         tuple
             ``(time_s, algorithm, protocol, latency_s, bandwidth_s)``.
         """
+        if self.pruned and algorithm is None and int(size_bytes) not in self.sizes:
+            raise ValueError(f"this evaluation left out {', '.join(self.pruned)} for sizes "
+                             f"{', '.join(map(str, self.sizes))} only; evaluate again for {size_bytes}")
         if algorithm is None and self.choose == "nccl" and len(self.costed) > 1:
             algorithm = nccl_choice(self.costed, self.protocols, self.profile, size_bytes, self.collective,
                                     self.placement.num_ranks, self.num_domains).algorithm
@@ -281,7 +298,7 @@ def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, 
 
 
 def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = None, router: Router | None = None,
-             **kwargs) -> Evaluation:
+             at_sizes: Sequence[int] | None = None, **kwargs) -> Evaluation:
     """Place, schedule, load and cost every candidate algorithm of ``collective`` (no sizes yet).
 
     Parameters
@@ -292,6 +309,12 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     options : EstimateOptions, optional
     router : Router, optional
         A router to share (a traffic mix's members share one); default a new one for the options' ECMP and PXN.
+    at_sizes : sequence of int, optional
+        The only message sizes (bytes) the evaluation will be asked for. With ``choose = "fastest"``, a candidate
+        whose lower bound (:func:`topo.engine.bounds.seconds_per_byte_bound`, no routed latency) is at no one of
+        these sizes below the fastest candidate costed before it cannot be chosen, and is not routed
+        (:attr:`Evaluation.pruned`); the fastest candidate and its time are those without ``at_sizes``. The
+        evaluation then answers for these sizes only.
     **kwargs
         Fields of :class:`EstimateOptions`, replacing those of ``options``.
 
@@ -323,6 +346,9 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     by_protocol = False  # some candidate was left out only for the pinned protocol
     protocols: dict[str, tuple[str, ...]] = {}
     keep = opts.sharing != "equal"
+    prune = at_sizes is not None and opts.choose == "fastest"
+    sizes = tuple(int(x) for x in at_sizes) if at_sizes is not None else None
+    pruned: dict[str, str] = {}
     if coll == "reduce_scatter" and opts.op in SCALING_OPS and "pat" in candidates:
         reason = (f"NCCL has no PAT kernel for a reduce-scatter with op {opts.op} (a scaled sum) and leaves PAT out "
                   "(src/enqueue.cc); use ring, or op sum")
@@ -340,6 +366,11 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             sched.pinned_channels = opts.channels
             if mnnvl:  # NVLink across trays (NVL72): the profile's MNNVL terms
                 sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
+            if prune and costed:
+                why = _cannot_win(sched, protos, router, cap, prof, coll, pl, costed, protocols, sizes)
+                if why:
+                    pruned[name] = why
+                    continue
             loads = load_schedule(router, sched, keep_flows=keep)
         except AlgorithmUnavailable as exc:
             if len(candidates) == 1 and asked != "auto":
@@ -361,7 +392,25 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
                             f"{prof.name}): {why}", key="protocol")
         raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
-    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol)
+    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol,
+                      opts.op, pruned, sizes if pruned else None)
+
+
+def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, coll: str, pl: Placement,
+                costed: dict[str, Costed], protocols: dict[str, tuple[str, ...]], sizes: tuple[int, ...]) -> str:
+    """Why ``sched`` cannot be the fastest at any of ``sizes`` ('' when it might be): its time with the lower
+    bound on its bandwidth part and no routed latency is at every size no faster than a candidate already costed
+    (which wins a tie, coming first)."""
+    bound = Costed(ScheduleLoads(sched, [], 0.0, router.num_res), seconds_per_byte_bound(sched, router, cap), -1, 0.0,
+                   [])
+    D = pl.num_domains
+    for S in sizes:
+        at_least = best_protocol(bound, prof, protos, S, coll, pl.num_ranks, D)[0]
+        best = min((best_protocol(c, prof, protocols[n], S, coll, pl.num_ranks, D)[0], n) for n, c in costed.items())
+        if at_least < best[0]:
+            return ""
+    return (f"not routed: at least {at_least * 1e3:.3f} ms at {S:,} bytes (a bound from its transfers' ends), no "
+            f"faster than {best[1]} ({best[0] * 1e3:.3f} ms)")
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",
@@ -397,19 +446,12 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     ev = evaluate(fabric, collective, opts)
     coll, pl = ev.collective, ev.placement
     asked, names = algorithm_candidates(coll, opts.algorithm)
-    factor = busbw_factor(coll, pl.num_ranks)
-    results: list[SizeResult] = []
+    results = [size_result(ev, S) for S in sizes]
     cand_times: dict[str, list[float | None]] = {n: [] for n in names}
     for S in sizes:
         for name in names:
             t = ev.time(S, name) if name in ev.costed else None
             cand_times[name].append(t[0] if t else None)
-        t, name, proto, lat, bw = ev.time(S)
-        results.append(SizeResult(
-            size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=opts.op if coll in REDUCING else "none",
-            root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
-            busbw_Bps=float(S / t * factor), algorithm=name, protocol=proto, latency_s=float(lat),
-            bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto)))
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
@@ -421,6 +463,34 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         protocol=opts.protocol or "auto", channels=opts.channels,
         loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
         links=LinkTable.of(fabric))
+
+
+def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
+    """One size of an evaluated collective as nccl-tests reports it: the chosen algorithm and protocol, time,
+    algbw, busbw, the latency and bandwidth parts and the bottleneck.
+
+    What :func:`estimate` returns per size, without its per-link tables: a caller that needs one figure (the
+    planner's network figures, a study's point) reads it from an :class:`Evaluation` here.
+
+    Parameters
+    ----------
+    ev : Evaluation
+        From :func:`evaluate`.
+    size_bytes : int
+        Message size in bytes.
+
+    Returns
+    -------
+    SizeResult
+    """
+    S = int(size_bytes)
+    coll = ev.collective
+    t, name, proto, lat, bw = ev.time(S)
+    return SizeResult(
+        size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=ev.op if coll in REDUCING else "none",
+        root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
+        busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
+        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto))
 
 
 def _sizes(sizes) -> list[int]:

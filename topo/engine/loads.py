@@ -122,12 +122,23 @@ def _term_s(term: LatencyTerm, routed: Routed) -> float:
     return term.multiplier * (float(lat.max()) if lat.size else 0.0)
 
 
-_CHUNK_FLOWS = 1 << 18  # transfers routed at once when only their loads are kept (bounds the path table)
+_CHUNK_FLOWS = 1 << 15  # transfers routed at once when only their loads are kept: bounds the path table (about
+# 1 KB per flow at 100k GPUs), while the per-chunk overhead stays small against the chunk's routing
 
 
-def _route_in_chunks(router: Router, t: Transfers, loads: np.ndarray) -> Routed:
-    """Route ``t`` a slice at a time, adding its loads into ``loads``; returns its flows' latencies and network
-    flags only (in the order of ``t``, as the latency terms expect), without per-flow resources."""
+def _add_loads(loads: np.ndarray | None, r: Routed, num_res: int) -> np.ndarray:
+    """``loads`` plus the bytes ``r`` puts on every resource (the new array when ``loads`` is None)."""
+    if loads is None:
+        return np.bincount(r.res, weights=r.weight, minlength=num_res)
+    loads += np.bincount(r.res, weights=r.weight, minlength=num_res)
+    return loads
+
+
+def _route_in_chunks(router: Router, t: Transfers,
+                     loads: np.ndarray | None) -> tuple[np.ndarray | None, Routed]:
+    """Route ``t`` a slice at a time, adding its loads into ``loads`` (None: none yet); returns the loads and its
+    flows' latencies and network flags only (in the order of ``t``, as the latency terms expect), without
+    per-flow resources."""
     F = t.num_flows
     lat, net = [], []
     nb = np.asarray(t.per_msg_byte, dtype=float)
@@ -137,12 +148,12 @@ def _route_in_chunks(router: Router, t: Transfers, loads: np.ndarray) -> Routed:
                          None if t.choice is None else t.choice[sl], t.split_nics)
         r = router.route_transfers(part)
         if r.res.size:
-            loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+            loads = _add_loads(loads, r, router.num_res)
         k = max(1, r.num_flows // part.num_flows)  # split over NICs: k copies of the slice's flows
         lat.append(r.latency_s.reshape(k, -1).max(axis=0) if k > 1 else r.latency_s)
         net.append(r.network.reshape(k, -1).any(axis=0) if k > 1 else r.network)
     z = np.zeros(0, dtype=np.int64)
-    return Routed(z, np.zeros(0), z, F, np.zeros(0), np.concatenate(lat), np.concatenate(net))
+    return loads, Routed(z, np.zeros(0), z, F, np.zeros(0), np.concatenate(lat), np.concatenate(net))
 
 
 def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) -> ScheduleLoads:
@@ -169,16 +180,16 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
         terms_by_phase.setdefault(t.phase, []).append(t)
     notes: list[str] = []
     for i, ph in enumerate(schedule.phases):
-        loads = np.zeros(router.num_res)
+        loads = None  # made by the first part that carries bytes (one resource-sized array per phase)
         kept, flows = [], 0
         for j, part in enumerate(ph.parts):  # one part at a time: only its loads outlive it (unless kept)
             if keep_flows or not isinstance(part, Transfers) or part.num_flows <= _CHUNK_FLOWS:
                 r = route_part(router, part, keep_flows)
                 notes += [n for n in r.notes if n not in notes]
                 if r.res.size:
-                    loads += np.bincount(r.res, weights=r.weight, minlength=router.num_res)
+                    loads = _add_loads(loads, r, router.num_res)
             else:
-                r = _route_in_chunks(router, part, loads)
+                loads, r = _route_in_chunks(router, part, loads)
             for t in terms_by_phase.get(i, []):
                 if t.part == j:
                     latency += _term_s(t, r)
@@ -186,6 +197,8 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
             if keep_flows:
                 kept.append(r)
             del r
+        if loads is None:
+            loads = np.zeros(router.num_res)
         res = np.flatnonzero(loads)
         phases.append(PhaseLoads(ph.label, float(ph.repeat), flows, res, loads[res],
                                  Routed.concat(kept) if keep_flows else None))

@@ -348,7 +348,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         ring_allreduce_wrap_steps=float(v.get("ring_allreduce_wrap_steps", 0.0)),
         pat_net_step_divisor=float(v.get("pat_net_step_divisor", 1.0)),
         pat_rank_latency_s=v.get("pat_rank_latency_us", 0.0) * US,
-        source="; ".join(sorted({_file_label(w) for w in where.values()})),
+        source="; ".join(sorted({_file_label(w) for w in set(where.values())})),
         sources=sources,
     )
 

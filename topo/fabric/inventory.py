@@ -45,6 +45,7 @@ class TierInventory:
     num_blocks: int = 1  # blocks at this tier's depth (units for the leaves)
     joins: int = 1  # blocks of the tier below in one block of this tier (1 for the leaves)
     gpus_per_block: int = 0
+    latency_s: float = 0.0  # port-to-port latency of one switch of this tier (the spec's ``latency``)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,10 @@ class Inventory:
     host_link_Bps: float  # GPU-to-NIC link (PCIe) per direction
     host_link: str  # where it comes from: "PCIe gen5 x16 (GPU gen5, ConnectX-7 gen5)" or "server.pcie_bandwidth"
     notes: list[str]
+    # the longest switch path between two GPUs: up every tier to the top and down again (2 x tiers - 1 switches),
+    # and its switch latency one way, every hop counted (as topo estimate's latency counts them)
+    farthest_switch_hops: int = 0
+    farthest_switch_latency_s: float = 0.0
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (the document ``topo describe --json`` prints)."""
@@ -152,7 +157,8 @@ def inventory(fabric: Fabric) -> Inventory:
             ports_idle=(t.radix - used) * t.num_switches,
             power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
             block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
-            gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server))
+            gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,
+            latency_s=t.latency_s))
 
     names = fabric.level_names  # one per level, in the order of Level.all: NVLink, PCIe, NIC, then each boundary
     counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]
@@ -223,4 +229,6 @@ def inventory(fabric: Fabric) -> Inventory:
         power_from_catalog_tiers=[t.name for t in tiers if t.power_source == "catalog"],
         host_link_Bps=host_Bps, host_link=host,
         notes=notes,
+        farthest_switch_hops=2 * len(tiers) - 1,
+        farthest_switch_latency_s=2 * sum(t.latency_s for t in tiers[:-1]) + tiers[-1].latency_s,
     )

@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..engine.estimate import estimate
+from ..engine.estimate import evaluate, size_result
 from ..errors import Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level
+from ..units import parse_size_bytes
 from .network import COLLECTIVE_SIZE
 
 __all__ = ["BlastRadius", "blast_radius", "collective_times_with_failures", "FailureImpact"]
@@ -125,13 +126,14 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     names = {"nic": "nic0.0", "leaf": f"{L.tiers[0].name}0"}
     if len(L.tiers) > 1:
         names["spine"] = f"{L.tiers[1].name}0"
-    healthy = estimate(fabric, "all_reduce", COLLECTIVE_SIZE, **kw).results[0].time_s
+    size = parse_size_bytes(COLLECTIVE_SIZE)
+    healthy = size_result(evaluate(fabric, "all_reduce", at_sizes=[size], **kw), size).time_s
     out = []
     for part in parts:
         if part not in names:
             continue
         try:
-            r = estimate(fabric.with_failures(names[part]), "all_reduce", COLLECTIVE_SIZE, **kw).results[0]
+            r = size_result(evaluate(fabric.with_failures(names[part]), "all_reduce", at_sizes=[size], **kw), size)
         except Unreachable as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
             out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
             continue

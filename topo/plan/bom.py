@@ -15,9 +15,10 @@ Counts come from the fabric's link table and the floor plan (:mod:`topo.plan.flo
 
 A tier may be *logical* (``[plan.tiers.<name>] stages = 2``): each of its switches is a non-blocking two-stage
 Clos of physical switches (``switch``, default the tier's model) with k ports: ceil(E / (k/2)) lower switches for E
-external ports, half as many upper switches (rounded up), and k/2 internal links per lower switch. This is how a
-4th tier is modelled while topo's fabric has at most three: the cost model sees one non-blocking switch (exact for
-capacity, one switch hop short in latency), the bill of materials counts every physical switch, link and module.
+external ports, half as many upper switches (rounded up), and k/2 internal links per lower switch: a chassis
+built of smaller switches. The cost model sees one non-blocking switch (exact for capacity, one switch hop short in
+latency), the bill of materials counts every physical switch, link and module. A 4th or 5th tier of separate
+switches is a tier of the spec (``h100-100k-4tier``, ``h100-100k-islands``), not a logical one.
 """
 
 from __future__ import annotations

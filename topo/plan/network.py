@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..engine.estimate import estimate
+from ..engine.estimate import evaluate, size_result
 from ..fabric.fabric import Fabric
 from ..fabric.layout import ClosLayout
+from ..units import parse_size_bytes
 
 __all__ = ["NetworkFigures", "crosspod_collectives", "top_blocks", "COLLECTIVE_SIZE"]
 
@@ -95,9 +96,10 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
     ar = a2a = None
     if collectives and top is not None:
         n, per, _ = top
-        r = estimate(fabric, "all_reduce", COLLECTIVE_SIZE, gpus=n * per, groups=per).results[0]
+        size = parse_size_bytes(COLLECTIVE_SIZE)
+        r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per, at_sizes=[size]), size)
         ar = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
-        r = estimate(fabric, "alltoall", COLLECTIVE_SIZE, gpus=n * per).results[0]
+        r = size_result(evaluate(fabric, "alltoall", gpus=n * per, at_sizes=[size]), size)
         a2a = (n * per, r.time_s, r.bottleneck.level if r.bottleneck else None)
     return NetworkFigures(bisection_bandwidth_Bps=bisection_Bps, bisection_bandwidth_per_gpu_Bps=bisection_per_gpu_Bps,
                           gpus_per_pod=pod, all_reduce_gpus=ar and ar[0], all_reduce_s=ar and ar[1],

@@ -93,7 +93,9 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     plan_file : a TOML file of overrides (the same keys as a spec's ``[plan]`` table).
     days, mfu, pue : shortcuts for ``workload.days``, ``workload.mfu``, ``facility.pue``.
     collectives : run the estimates: the 1 GiB all-reduce and all-to-all across the top tier over every GPU (about
-        0.4 s each at 100k GPUs) and the blast radius's collectives on the failed fabric.
+        0.5 s together at 100k GPUs: the all-reduce's tree is not routed where a bound shows the ring is faster,
+        :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
+        fabric.
 
     >>> r = plan("dgx-h100-superpod", collectives=False)
     >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
-from ..inputs import read_toml
+from ..inputs import check_input, is_input_file, read_toml
 from .model import Spec
 from ..resources import topologies_dir
 
@@ -54,9 +54,8 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
     if p.is_dir():
         raise TopoError("is a directory, not a spec file; give a .toml file or a bundled spec's name",
                         source=str(name_or_path))
-    if p.exists():
-        raise TopoError("is not a regular file (a device, pipe or socket); give a .toml file",
-                        source=str(name_or_path))
+    if is_input_file(p):  # a device, named pipe or socket: said as every input is (topo.inputs)
+        check_input(p, "spec file (.toml) or a bundled spec's name")
     names = bundled_specs()
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""

@@ -5,7 +5,9 @@ Per token, forward, one layer (2 FLOPs per multiply-add):
 - projections: ``2 x`` the layer's attention weights; MLP: ``2 x`` its weights (MoE: the routed top-k and the
   shared experts, plus the router ``2 h E``);
 - attention scores: ``2 s n (d_qk + d_v)`` (``Q K^T`` and ``P V`` over the whole ``s x s`` square, as Megatron's
-  eq. 3 counts them; ``4 s h`` for multi-head attention);
+  eq. 3 counts them; ``4 s h`` for multi-head attention); a local layer (sliding window or chunks of ``w``)
+  ``2 min(w, s) n (d_qk + d_v)``, the band Megatron-Bridge's FLOP count takes for gpt-oss (``swa_context``), averaged
+  over the attention layers;
 - the output layer (logits): ``2 h V`` once per token.
 
 Executed (hardware) FLOPs: backward = 2 x forward; recomputation adds the layers' forward again (``full``) or
@@ -58,7 +60,10 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
         m = model.moe
         moe = 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * h * m.experts
         mlp = (model.num_dense_layers * dense + model.num_moe_layers * moe) / model.layers
-    scores = 2 * seq * model.heads * (model.qk_dim + model.v_dim)
+    n_att = model.num_attention_layers
+    keys = (sum(model.count(k) * model.attended_keys(k, seq, causal=False) for k in "*W") / n_att
+            if n_att and model.count("W") else float(seq))
+    scores = 2 * keys * model.heads * (model.qk_dim + model.v_dim)
     return LayerFlops(matmul=attn + mlp, scores=scores, logits=2 * h * model.vocab,
                       moe_fraction=model.num_moe_layers / model.layers)
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
-from .model import ModelSpec
+from .model import BLOCK_KINDS, ModelSpec
 from .operators import pipeline_units
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
@@ -142,7 +142,7 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
     mods = set(lay.recompute_modules)
     norm = 0.0 if "layernorm" in mods else 2.0
     x = 1.0 if lay.precision == "fp8" else 2.0  # a linear layer's saved input (FP8: Transformer Engine keeps the cast)
-    if kind == "*":
+    if kind in ("*", "W"):  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         kv_frac = model.num_kv_heads * model.head_dim / h
         if model.attention.kind == "mla":
             a = model.attention
@@ -153,7 +153,7 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             lin = x + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) / h + x + mask
         scores = 0.0
         if not (lay.recompute == "selective" or lay.flash_attention or "core_attn" in mods):
-            scores = (5 if model.dropout else 2) * model.heads * s / h
+            scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
         if "core_attn" in mods:
             lin -= x  # the attention output (the projection's input) is recomputed
         replicated = norm + x + mask  # without SP the norm's output, its input and the mask are on every rank
@@ -208,7 +208,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
-    per_kind = {k: block_activation_bytes(model, lay, k) for k in "*-EM" if model.count(k)}
+    per_kind = {k: block_activation_bytes(model, lay, k) for k in BLOCK_KINDS if model.count(k)}
     per_unit: dict[str, float] = {}
     best = None
     stages = pipeline_units(model, lay)

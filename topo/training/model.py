@@ -3,7 +3,9 @@
 A model file gives layers, hidden, FFN hidden, heads, KV heads, vocabulary and sequence length, the MLP kind
 (``gelu``: 2 matrices, ``swiglu``: 3, ``relu2``: squared ReLU, 2), optionally Multi-head Latent Attention
 (``[attention] kind = "mla"``), a mixture of experts (``[moe]``: experts, active experts per token, shared
-experts, their FFN size, how many leading layers stay dense, and node-limited routing ``max_nodes_per_token``)
+experts, their FFN size, how many leading layers stay dense, MoE on every k-th layer ``every``, and node-limited
+routing ``max_nodes_per_token``), local attention (``[attention] window``: a sliding window or chunks, on every
+layer or all but every ``full_every``-th; such a layer's attention block is ``W``)
 and Mamba-2 state-space mixers (``[mamba]``, with ``layer_pattern``: one character per layer, ``M`` Mamba-2,
 ``*`` attention, ``-`` MLP, ``E`` MoE, as Megatron-LM's ``hybrid_override_pattern`` writes Nemotron-H; a
 transformer without a pattern has layers of ``*-`` or ``*E``). Every bundled file cites its source; unpublished
@@ -27,9 +29,12 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 
-__all__ = ["ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
+__all__ = ["BLOCK_KINDS", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+BLOCK_KINDS = "*W-EM"
+"""Block kinds of a layer: attention over the whole prefix (``*``) or a local window (``W``), dense MLP (``-``),
+MoE (``E``), Mamba-2 (``M``)."""
 
 
 class _Strict(BaseModel):
@@ -50,6 +55,15 @@ class AttentionSpec(_Strict):
     qk_nope_head_dim: PositiveInt | None = None
     qk_rope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    window: PositiveInt | None = None
+    """Local attention: the keys a query attends to at most (``sliding``: its own and the ``window - 1``
+    before it, gpt-oss's ``sliding_window``; ``chunked``: the causal part of its ``window``-token chunk, Llama 4's
+    ``attention_chunk_size``). Default: every layer attends to the whole causal prefix."""
+    window_kind: Literal["sliding", "chunked"] = "sliding"
+    full_every: PositiveInt | None = None
+    """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
+    the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth
+    layer global without RoPE). Default: every layer local."""
 
     @model_validator(mode="after")
     def _mla_complete(self):
@@ -58,6 +72,8 @@ class AttentionSpec(_Strict):
                                    "v_head_dim") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"mla attention needs {', '.join(missing)}")
+        if self.full_every is not None and self.window is None:
+            raise ValueError("attention.full_every needs attention.window (the local layers' window)")
         return self
 
 
@@ -73,6 +89,10 @@ class MoeSpec(_Strict):
     expert_ffn_hidden: PositiveInt
     dense_layers: Annotated[int, Field(strict=True, ge=0)] = 0
     """Leading layers with a dense FFN (``ffn_hidden``) instead of experts."""
+    every: PositiveInt = 1
+    """Interleaving: of the layers after ``dense_layers``, layer ``i`` (0-based) is MoE when ``(i + 1) % every
+    == 0`` and has a dense FFN (``ffn_hidden``) otherwise (Llama 4 Maverick: 2, Hugging Face's
+    ``interleave_moe_layer_step``, MoE layers 1, 3, 5, ...). Default: every layer MoE."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
     once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""
@@ -153,6 +173,10 @@ class ModelSpec(_Strict):
         if self.attention.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}) or give "
                              f"attention.head_dim")
+        if self.layer_pattern is not None and (self.attention.window is not None
+                                               or (self.moe is not None and self.moe.every > 1)):
+            raise ValueError("attention.window and moe.every apply to layers without a layer_pattern; with a "
+                             "layer_pattern each character is one layer's block")
         if self.moe and self.moe.dense_layers > self.layers:
             raise ValueError(f"moe.dense_layers ({self.moe.dense_layers}) exceeds layers ({self.layers})")
         return self
@@ -177,7 +201,50 @@ class ModelSpec(_Strict):
         if self.layer_pattern is not None:
             return tuple(self.layer_pattern)
         dense = 0 if self.moe is None else self.moe.dense_layers
-        return tuple("*-" if (self.moe is None or i < dense) else "*E" for i in range(self.layers))
+        every = 1 if self.moe is None else self.moe.every
+        return tuple(self.attention_kind(i) + ("-" if (self.moe is None or i < dense or (i + 1) % every) else "E")
+                     for i in range(self.layers))
+
+    def attention_kind(self, layer: int) -> str:
+        """``*``: layer ``layer`` (0-based) attends to the whole causal prefix; ``W``: a local window
+        (``attention.window``, see :class:`AttentionSpec`)."""
+        a = self.attention
+        if a.window is None or (a.full_every is not None and (layer + 1) % a.full_every == 0):
+            return "*"
+        return "W"
+
+    def attended_keys(self, kind: str, seq: int, causal: bool = True) -> float:
+        """Keys one query attends to on average in an attention block of ``kind`` at sequence ``seq``.
+
+        ``causal``: what a fused causal kernel computes, the area of the mask over ``seq`` (continuous, as the
+        half square ``seq / 2`` of full attention): sliding window ``w``: ``w - w^2 / (2 seq)`` (``seq >= w``);
+        chunks of ``c``: ``(n c^2 + r^2) / (2 seq)`` for ``seq = n c + r``. Not causal (the square a FLOP
+        convention counts): ``seq``, or ``min(w, seq)`` for a local layer (Megatron-Bridge's ``swa_context``).
+
+        Parameters
+        ----------
+        kind : str
+            ``*`` (full) or ``W`` (local).
+        seq : int
+            Sequence length in tokens.
+        causal : bool
+            The causal mask's area (``True``) or the full band (``False``).
+
+        Returns
+        -------
+        float
+            Mean keys per query.
+        """
+        a = self.attention
+        if kind != "W" or a.window is None or a.window >= seq:
+            return seq / 2 if causal else float(seq)
+        w = a.window
+        if not causal:
+            return float(w)
+        if a.window_kind == "sliding":
+            return w - w * w / (2 * seq)
+        n, r = divmod(seq, w)
+        return (n * w * w + r * r) / (2 * seq)
 
     def count(self, kind: str) -> int:
         """Blocks of ``kind`` (``*``, ``-``, ``E``, ``M``) in the whole model."""
@@ -194,7 +261,8 @@ class ModelSpec(_Strict):
 
     @property
     def num_attention_layers(self) -> int:
-        return self.count("*")
+        """Blocks with attention, full (``*``) or local (``W``)."""
+        return self.count("*") + self.count("W")
 
     @property
     def num_mamba_layers(self) -> int:
@@ -225,7 +293,7 @@ class ModelSpec(_Strict):
     def block_params(self, kind: str, active: bool = False) -> int:
         """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only)."""
         h = self.hidden
-        if kind == "*":
+        if kind in "*W":
             return self.attention_params + h
         if kind == "-":
             return self.dense_mlp_params + h
@@ -279,12 +347,12 @@ class ModelSpec(_Strict):
     @cached_property
     def total_params(self) -> int:
         """Every weight (all experts)."""
-        return sum(self.count(k) * self.block_params(k) for k in "*-EM" if self.count(k)) + self.embedding_params
+        return sum(self.count(k) * self.block_params(k) for k in BLOCK_KINDS if self.count(k)) + self.embedding_params
 
     @cached_property
     def active_params(self) -> int:
         """Weights one token goes through (routed top-k plus shared experts), with embeddings."""
-        return (sum(self.count(k) * self.block_params(k, active=True) for k in "*-EM" if self.count(k))
+        return (sum(self.count(k) * self.block_params(k, active=True) for k in BLOCK_KINDS if self.count(k))
                 + self.embedding_params)
 
     @property

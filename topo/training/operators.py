@@ -6,7 +6,8 @@ and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE 
 casts). An operator's time is its roofline::
 
     GEMM:       max(FLOPs / (peak(precision) x e_gemm x shape(M, N, K)), bytes / (HBM x e_mem))
-    attention:  FLOPs / (peak_bf16 x e_attention)              (fused kernels; causal: half the square)
+    attention:  FLOPs / (peak_bf16 x e_attention)              (fused kernels; causal: half the square; a
+                                                               local window: its mask's area)
     memory:     bytes / (HBM x e_mem)
 
 with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEfficiency`). An MoE block is
@@ -97,7 +98,7 @@ def _tokens(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float, int]:
     return T, T_sp, s
 
 
-def _attention_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = "*") -> list[Op]:
     T, T_sp, s = _tokens(model, lay)
     h, tp, a = model.hidden, lay.tp, model.attention
     heads = model.heads / tp
@@ -117,9 +118,11 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
                 _mem("rope", "attention", 4 * T * (heads + kv) * d)]
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
-        flops = 2.0 * T * s * heads * (dqk + dv) * 0.5  # causal: half of the s x s square
+        # causal: half of the s x s square; a local layer (W) the area of its window's mask
+        flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
         ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv)))
-    else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements
+    else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
+        # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False),
@@ -186,12 +189,12 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
-    """Operators of one block of ``kind`` (``*``, ``-``, ``E``, ``M``, or ``embedding`` / ``logits``), one
-    micro-batch, one GPU, forward."""
+    """Operators of one block of ``kind`` (``*``, ``W``: local attention, ``-``, ``E``, ``M``, or ``embedding`` /
+    ``logits``), one micro-batch, one GPU, forward."""
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
-    if kind == "*":
-        return _attention_ops(model, lay)
+    if kind in ("*", "W"):
+        return _attention_ops(model, lay, kind)
     if kind == "-":
         return _mlp_ops(model, lay, model.ffn_hidden, "mlp", T, T_sp, lay.tp)
     if kind == "E":
@@ -384,7 +387,7 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             b += n * t.backward_s
             r += n * rr
             fl += n * t.forward_flops * (3 + (rr / t.forward_s if t.forward_s else 0))
-            if kind == "*":
+            if kind in ("*", "W"):
                 att += n * t.by_module_s.get("core_attn", 0.0) / 3.5
             exp += n * (t.by_module_s.get("moe", 0.0) + t.by_module_s.get("moe_act", 0.0)) / 3.0
             for k_, v_ in t.by_module_s.items():

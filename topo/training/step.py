@@ -54,7 +54,7 @@ from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import map_layout
 from .memory import memory_per_gpu, stage_params
-from .model import ModelSpec
+from .model import BLOCK_KINDS, ModelSpec
 from .operators import optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
@@ -74,7 +74,8 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
         return len(layers), sum(x.count("E") for x in layers), sum(len(x) for x in layers)
 
     best = max(stages, key=weight)
-    counts = {k: sum(u.count(k) for u in best if u not in ("embedding", "logits")) for k in "*-EM"}
+    counts = {k: sum(u.count(k) for u in best if u not in ("embedding", "logits")) for k in BLOCK_KINDS}
+    counts["*"] += counts.pop("W")  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
     counts["layers"] = sum(1 for x in best if x not in ("embedding", "logits"))
     return counts
 

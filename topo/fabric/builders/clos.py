@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from ...errors import TopoError
 from ...spec.model import MAX_TIERS, Spec, TierSpec
-from ...units import count_noun, format_bandwidth, format_count
+from ...units import count_noun, format_bandwidth, format_count, with_article
 from ..layout import ClosLayout, TierPlan
 
 __all__ = ["Attachment", "TierPlan", "ClosLayout", "plan_clos"]
@@ -242,8 +242,8 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         below_name = attach.default_unit_name if i == 1 else below.block_name
         name = _block_name(spec, i)
         if top and tier.joins is not None and tier.joins > num_blocks:
-            raise TopoError(f"{tier.name}: a {name} of {count_noun(tier.joins, below_name)} needs more than the "
-                            f"{format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
+            raise TopoError(f"{tier.name}: {with_article(name)} of {count_noun(tier.joins, below_name)} needs more "
+                            f"than the {format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
         if top and tier.joins is not None and tier.joins < num_blocks:
             # the top tier joins everything below it (the spec's joins was ignored): a smaller block needs a tier
             # above it, which grow_tiers adds
@@ -378,8 +378,8 @@ def _joins(spec: Spec, tier: TierSpec, i: int, rates, below_up: int, lower_per_b
                         f"{tier.joins} say two pod sizes; give one", key=_key(1, "joins"))
     if given is not None:
         if given > num_blocks:
-            raise TopoError(f"{tier.name}: a {name} of {count_noun(given, below_name)} needs more than the "
-                            f"{format_count(num_blocks)} the cluster has", key=_joins_key(spec, i))
+            raise TopoError(f"{tier.name}: {with_article(name)} of {count_noun(given, below_name)} needs more "
+                            f"than the {format_count(num_blocks)} the cluster has", key=_joins_key(spec, i))
         return given
     best = 0
     for b in range(1, tier.radix + 1):
