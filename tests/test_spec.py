@@ -40,6 +40,10 @@ BAD = [
     (lambda d: d["cluster"].update(num_units=-1), "cluster.num_units", "must be >= 1, got -1"),
     (lambda d: d["scale_up"].update(latency="fast") if "scale_up" in d else d.update(scale_up={"latency": "fast"}),
      "scale_up.latency", "expected a time with its unit"),
+    # a boolean is echoed as the TOML file writes it, not as Python's True
+    (lambda d: d["fabric"]["tiers"][0].update(radix=True), "fabric.tiers[0].radix", "must be a whole number, got true"),
+    # no tier at all: said as such, not as too many tiers to raise the radix for
+    (lambda d: d["fabric"].update(tiers=[]), "fabric.tiers", "got none: add a [[fabric.tiers]] entry per switch tier"),
 ]
 
 

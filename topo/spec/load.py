@@ -291,29 +291,29 @@ def _describe(err: dict) -> str:
         allowed = re.findall(r"'([^']*)'", expected)
         close = difflib.get_close_matches(str(value), allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"must be one of {', '.join(allowed)}, got {value!r}{hint}"
+        return f"must be one of {', '.join(allowed)}, got {_shown(value)}{hint}"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(iter(err.get("ctx", {}).values()), "?")
-        return f"must be {op} {bound}, got {value!r}"
+        return f"must be {op} {bound}, got {_shown(value)}"
     if kind in ("int_type", "int_from_float", "int_parsing"):
-        return f"must be a whole number, got {value!r}"
+        return f"must be a whole number, got {_shown(value)}"
     if kind in ("float_type", "float_parsing", "finite_number"):
-        return f"must be a finite number, got {value!r}"
+        return f"must be a finite number, got {_shown(value)}"
     if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false, got {value!r}"
+        return f"must be true or false, got {_shown(value)}"
     if kind in ("string_type",):
-        return f"must be a string, got {value!r}"
+        return f"must be a string, got {_shown(value)}"
     if kind in ("too_short", "too_long"):
-        return err["msg"][0].lower() + err["msg"][1:] + f", got {value!r}"
+        return err["msg"][0].lower() + err["msg"][1:] + f", got {_shown(value)}"
     if kind == "model_type" or kind == "dict_type":
-        return f"must be a table (a [section] in TOML), got {value!r}"
+        return f"must be a table (a [section] in TOML), got {_shown(value)}"
     if kind == "list_type":
-        return f"must be a list (e.g. [[fabric.tiers]] entries), got {value!r}"
+        return f"must be a list (e.g. [[fabric.tiers]] entries), got {_shown(value)}"
     msg = err["msg"]
     if msg.startswith("Value error, "):
         return msg[len("Value error, "):]
-    return f"{msg}, got {value!r}"
+    return f"{msg}, got {_shown(value)}"
 
 
 def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str]) -> TopoError:
@@ -336,6 +336,13 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str])
                    or key.startswith(path + "[")), None)
     src = f"{source} (--set {origin})" if origin else source
     return TopoError(message, source=src, key=key or None)
+
+
+def _shown(value) -> str:
+    """A value as the spec file writes it: TOML's ``true``/``false`` for booleans, else Python's repr."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _display_path(path: Path) -> str:

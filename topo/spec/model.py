@@ -161,7 +161,10 @@ def _tier_name(value: str) -> str:
 
 def _tier_count(value):
     # before pydantic's own "list should have at most 8 items after validation, not 10, got [every tier]"
-    if isinstance(value, list) and not 1 <= len(value) <= MAX_TIERS:
+    if isinstance(value, list) and not value:
+        raise ValueError(f"a fabric has 1 to {MAX_TIERS} tiers, got none: add a [[fabric.tiers]] entry per switch "
+                         "tier, from the leaves up")
+    if isinstance(value, list) and len(value) > MAX_TIERS:
         raise ValueError(f"a fabric has 1 to {MAX_TIERS} tiers, got {len(value)} [[fabric.tiers]] entries; with "
                          f"more, raise the radix (fewer tiers hold as many GPUs)")
     return value
@@ -192,7 +195,8 @@ class TierSpec(_Strict):
     sharp: bool = False
     """The switches reduce in the network (SHARP / CollNet)."""
     power_W: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    """Power of one switch in watts, for the inventory's totals (not set: the inventory says power is unknown)."""
+    """Power of one switch in watts, for the inventory's totals (not set: the power of the switch the planner's
+    catalog prices for this tier, as describe says; unknown where the catalog has none)."""
     joins: PositiveInt | None = None
     """How many blocks of the tier below one block of this tier joins: units for the tier above the leaves (a pod;
     the same as ``fabric.units_per_pod``), pods for the next (an island), and so on. Default: as many as its
