@@ -296,7 +296,7 @@ BAD = [
     (["fabric.tiers[super-spine].joins=2"], "fabric.tiers[3].joins: super-spine is the top tier: it joins all 4 "
                                             "islands, not 2; remove fabric.tiers[3].joins, add a tier above it or "
                                             "set fabric.grow_tiers = true"),
-    (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a hall of 8 islands needs more "
+    (["fabric.tiers[super-spine].joins=8"], "fabric.tiers[3].joins: super-spine: a zone of 8 islands needs more "
                                             "than the 4 the cluster has"),
     # "a island" (issue 19 walk-through): the article follows the block's name
     (["fabric.tiers[core].joins=200"], "fabric.tiers[2].joins: core: an island of 200 pods needs more than the 96 "
@@ -387,7 +387,7 @@ def test_a_grown_tier_joins_what_divides_the_blocks_below():
 
 
 def test_a_top_tier_joins_is_kept_by_growing_a_tier_above_it():
-    # with grow_tiers, halls of 2 islands under the super-spines get a super-core above them joining the 2 halls
+    # with grow_tiers, zones of 2 islands under the super-spines get a super-core above them joining the 2 zones
     f = build_fabric(load_spec("h100-100k-islands", ["fabric.tiers[super-spine].joins=2", "fabric.grow_tiers=true"]))
     assert [(t.name, t.joins, t.num_blocks) for t in f.layout.tiers][3:] == [("super-spine", 2, 2),
                                                                               ("super-core", 2, 1)]

@@ -202,7 +202,7 @@ class TierSpec(_Strict):
     the same as ``fabric.units_per_pod``), pods for the next (an island), and so on. Default: as many as its
     switches hold; the top tier joins everything. Not for the leaf tier."""
     block_name: Annotated[Name, Field(max_length=64)] = ""
-    """What one block of this tier is called in messages ("pod", "island"). Default: pod, island, hall, campus
+    """What one block of this tier is called in messages ("pod", "island"). Default: pod, island, zone, region
     from tier 1 up."""
 
     @field_validator("down_ports", "up_ports")

@@ -297,7 +297,8 @@ def _planes(plans: list[TierPlan]) -> int:
     return out
 
 
-DEFAULT_BLOCK_NAMES = ("unit", "pod", "island", "hall", "campus")
+DEFAULT_BLOCK_NAMES = ("unit", "pod", "island", "zone", "region")  # not "hall" or "campus": the planner's floor
+# plan names its buildings so
 
 
 def _block_name(spec: Spec, i: int) -> str:
