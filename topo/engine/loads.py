@@ -123,15 +123,42 @@ def _term_s(term: LatencyTerm, routed: Routed) -> float:
 
 
 _CHUNK_FLOWS = 1 << 15  # transfers routed at once when only their loads are kept: bounds the path table (about
-# 1 KB per flow at 100k GPUs), while the per-chunk overhead stays small against the chunk's routing
+# 1 KB per flow at 100k GPUs); the chunks' entries are summed into the resource vector a batch at a time
+# (_Accumulator), so that the vector's size is paid once per batch, not once per chunk
 
 
-def _add_loads(loads: np.ndarray | None, r: Routed, num_res: int) -> np.ndarray:
-    """``loads`` plus the bytes ``r`` puts on every resource (the new array when ``loads`` is None)."""
+def _add_loads(loads: np.ndarray | None, res: np.ndarray, weight: np.ndarray, num_res: int) -> np.ndarray:
+    """``loads`` plus ``weight`` bytes on each of ``res`` (the new array when ``loads`` is None)."""
     if loads is None:
-        return np.bincount(r.res, weights=r.weight, minlength=num_res)
-    loads += np.bincount(r.res, weights=r.weight, minlength=num_res)
+        return np.bincount(res, weights=weight, minlength=num_res)
+    loads += np.bincount(res, weights=weight, minlength=num_res)
     return loads
+
+
+class _Accumulator:
+    """Routed entries gathered until they number about half the resources, then summed into the loads in one
+    ``bincount`` (whose cost is the resource vector's length): the held entries stay under the size of one such
+    vector in memory, and a schedule of millions of flows pays the vector a few times, not once per chunk."""
+
+    def __init__(self, loads: np.ndarray | None, num_res: int):
+        self.loads, self.num_res = loads, num_res
+        self._res, self._weight, self._held = [], [], 0
+
+    def add(self, r: Routed) -> None:
+        if not r.res.size:
+            return
+        self._res.append(r.res)
+        self._weight.append(r.weight)
+        self._held += r.res.size
+        if self._held >= self.num_res // 2:
+            self.flush()
+
+    def flush(self) -> np.ndarray | None:
+        if self._res:
+            res, weight = np.concatenate(self._res), np.concatenate(self._weight)
+            self._res, self._weight, self._held = [], [], 0
+            self.loads = _add_loads(self.loads, res, weight, self.num_res)
+        return self.loads
 
 
 def _route_in_chunks(router: Router, t: Transfers,
@@ -142,18 +169,18 @@ def _route_in_chunks(router: Router, t: Transfers,
     F = t.num_flows
     lat, net = [], []
     nb = np.asarray(t.per_msg_byte, dtype=float)
+    acc = _Accumulator(loads, router.num_res)
     for a in range(0, F, _CHUNK_FLOWS):
         sl = slice(a, a + _CHUNK_FLOWS)
         part = Transfers(t.src[sl], t.dst[sl], nb if nb.ndim == 0 else nb[sl],
                          None if t.choice is None else t.choice[sl], t.split_nics)
         r = router.route_transfers(part)
-        if r.res.size:
-            loads = _add_loads(loads, r, router.num_res)
+        acc.add(r)
         k = max(1, r.num_flows // part.num_flows)  # split over NICs: k copies of the slice's flows
         lat.append(r.latency_s.reshape(k, -1).max(axis=0) if k > 1 else r.latency_s)
         net.append(r.network.reshape(k, -1).any(axis=0) if k > 1 else r.network)
     z = np.zeros(0, dtype=np.int64)
-    return loads, Routed(z, np.zeros(0), z, F, np.zeros(0), np.concatenate(lat), np.concatenate(net))
+    return acc.flush(), Routed(z, np.zeros(0), z, F, np.zeros(0), np.concatenate(lat), np.concatenate(net))
 
 
 def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) -> ScheduleLoads:
@@ -187,7 +214,7 @@ def load_schedule(router: Router, schedule: Schedule, keep_flows: bool = False) 
                 r = route_part(router, part, keep_flows)
                 notes += [n for n in r.notes if n not in notes]
                 if r.res.size:
-                    loads = _add_loads(loads, r, router.num_res)
+                    loads = _add_loads(loads, r.res, r.weight, router.num_res)
             else:
                 loads, r = _route_in_chunks(router, part, loads)
             for t in terms_by_phase.get(i, []):
