@@ -15,14 +15,14 @@ from ..engine.options import CHOICES, EstimateOptions
 from ..engine.profile_data import load_profile_file
 from ..engine.profiles import resolve_profile
 from ..errors import TopoError
+from .flags import FLAGS
 
 __all__ = ["add_placement_arguments", "parse_ranks", "placement_from_args", "check_placement_flags",
            "profile_mismatch", "PLACEMENT_FLAGS"]
 
 # the placement options of topo.engine.options.EstimateOptions -> the flags that set them (estimate, compare,
-# calibrate); their defaults are the options object's, declared there once
-PLACEMENT_FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail",
-                   "rank_order": "--rank-order"}
+# calibrate), read from the one flag map; their defaults are the options object's, declared there once
+PLACEMENT_FLAGS = {k: FLAGS[k] for k in ("gpus", "ranks", "placement", "rail", "rank_order")}
 
 
 def add_placement_arguments(p: argparse.ArgumentParser,

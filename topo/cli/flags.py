@@ -12,8 +12,7 @@ __all__ = ["FLAGS"]
 # map of flags (a traffic mix refuses the per-member ones by it, topo.cli.main names --fail by it)
 FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail": "--rail", "groups": "--groups",
          "group_layout": "--group-layout", "rank_order": "--rank-order", "algorithm": "--algorithm", "op": "-o",
-         "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks", "stages": "--stages",
-         "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
-         "sharing": "--sharing", "pxn": "--no-pxn",
-         "profile": "--profile", "collective": "--collective", "sizes": "--size", "min_bytes": "-b",
-         "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
+         "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks",
+         "stages": "--stages", "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
+         "sharing": "--sharing", "pxn": "--no-pxn", "profile": "--profile", "collective": "--collective",
+         "sizes": "--size", "min_bytes": "-b", "max_bytes": "-e", "factor": "-f", "fail": "--fail"}
