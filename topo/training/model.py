@@ -29,7 +29,8 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 
-__all__ = ["BLOCK_KINDS", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models", "models_dir", "validation_error"]
+__all__ = ["BLOCK_KINDS", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models",
+           "models_dir", "validation_error"]
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 BLOCK_KINDS = "*W-EM"
@@ -90,8 +91,8 @@ class MoeSpec(_Strict):
     dense_layers: Annotated[int, Field(strict=True, ge=0)] = 0
     """Leading layers with a dense FFN (``ffn_hidden``) instead of experts."""
     every: PositiveInt = 1
-    """Interleaving: of the layers after ``dense_layers``, layer ``i`` (0-based) is MoE when ``(i + 1) % every
-    == 0`` and has a dense FFN (``ffn_hidden``) otherwise (Llama 4 Maverick: 2, Hugging Face's
+    """Interleaving: a layer after the ``dense_layers`` is MoE when its index ``i`` (0-based, counted from the
+    model's first layer) has ``(i + 1) % every == 0``, and has a dense FFN (``ffn_hidden``) otherwise (Llama 4 Maverick: 2, Hugging Face's
     ``interleave_moe_layer_step``, MoE layers 1, 3, 5, ...). Default: every layer MoE."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
