@@ -31,40 +31,58 @@ def test_expert_gemm_rows_are_tokens_times_topk_over_experts(qwen):
     assert skew["fc1"].m == pytest.approx(1.5 * rows)
 
 
-def test_grouped_gemm_efficiency_scales_only_the_expert_gemms(qwen):
-    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
-    full = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 1.0, "moe_host_per_expert_s": 0.0}})
-    half = gpu_compute("H100", overrides={"moe": {"grouped_gemm_efficiency": 0.5, "moe_host_per_expert_s": 0.0}})
-    ops = {op.name: op for op in block_ops(qwen, lay, "E")}
-    # fc1 is compute-bound (8,192 x 1,536 x 2,048 per expert): half the efficiency, twice the time
-    assert op_time_s(ops["fc1"], half, "bf16") == pytest.approx(2 * op_time_s(ops["fc1"], full, "bf16"))
-    assert op_time_s(ops["router"], half, "bf16") == op_time_s(ops["router"], full, "bf16")
-    assert op_time_s(ops["permute"], half, "bf16") == op_time_s(ops["permute"], full, "bf16")
+def test_grouped_experts_pack_waves_a_loop_quantises_each(qwen):
+    """Expert GEMMs are dense GEMMs at their per-expert shapes (DeepGEMM's grouped GEMMs run within a few percent
+    of a dense GEMM of the same per-group shape: ratio 0.95-1.04, deepseek-ai/DeepGEMM README.md@989c9e36): a
+    grouped kernel packs every expert's tiles into one set of waves, exactly G GEMMs' work; a loop of per-expert
+    GEMMs (moe_grouped_gemm = false) pays each expert's partial last wave."""
+    from topo.training.kernels import gemm_s
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    fc1 = {op.name: op for op in block_ops(qwen, lay, "E")}["fc1"]
+    M, N, K, G = fc1.m, fc1.n, fc1.k, fc1.groups
+    grouped = gemm_s(km, M, N, K, "bf16", G, packed=True)
+    loop = gemm_s(km, M, N, K, "bf16", G, packed=False)
+    one = gemm_s(km, M, N, K, "bf16")
+    assert grouped <= loop == pytest.approx(G * one)
+    # a coarse expert is a dense GEMM: Mixtral's 8 experts of 14,336 at EP 8, one per GPU: 8 ranks x 8,192 tokens
+    # x top-2 / 8 experts = 16,384 rows
+    mix = load_model("mixtral-8x7b")
+    mlay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, micro_batch=2)
+    e = {op.name: op for op in block_ops(mix, mlay, "E")}["fc1"]
+    dense = {op.name: op for op in block_ops(load_model("llama3-8b"), make_layout(global_batch=8, seq_len=8192), "-")}
+    assert e.groups == 1 and e.m == 16384
+    assert op_time_s(e, gpu, "bf16") == pytest.approx(gemm_s(km, 16384, 2 * 14336, 4096) + km.launch_gpu_s)
+    assert dense["fc1"].grouped is False
+    # the layout switch reaches the operator
+    off = {op.name: op for op in block_ops(qwen, lay.model_copy(update={"moe_grouped_gemm": False}), "E")}["fc1"]
+    assert op_time_s(off, gpu, "bf16") > op_time_s(fc1, gpu, "bf16")
 
 
-def test_host_floor_per_local_expert(qwen):
-    """An eager MoE block takes the longer of its GPU time and the host's launches: moe_host_per_expert_s per
-    local expert forward, twice that backward."""
+def test_host_waits_per_layer_of_a_dropless_moe(qwen):
+    """A dropless router syncs its tokens per expert to the host, so a layer with an MoE block lasts at least the
+    host's launches of its kernels (one GEMM per local expert and linear, twice in FP8 with the quantisation);
+    a padded router (capacity factor) has no sync and no such floor."""
+    from topo.training.operators import stage_compute
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 128 / 8 = 16 local experts
 
-    def bt(host, kind="E"):
-        return block_time(qwen, lay, gpu_compute("H100", overrides={"moe": {"moe_host_per_expert_s": host}}), kind)
+    def sc(host, **upd):
+        g = gpu_compute("H100", overrides={"launch": {"host_s": host}})
+        return stage_compute(qwen, lay.model_copy(update=upd), g)
 
-    gpu = bt(0.0)
-    # a host slower than the GPU: the block is the host's 16 x 1 ms forward, 16 x 2 ms backward
-    slow = bt(1e-3)
-    assert slow.forward_s == pytest.approx(16e-3) and slow.backward_s == pytest.approx(32e-3)
-    assert gpu.forward_s < 16e-3
-    assert slow.by_module_s["moe"] - gpu.by_module_s["moe"] == pytest.approx(48e-3 - gpu.forward_s - gpu.backward_s)
-    # a host faster than the GPU hides under it: the block is its GPU time (a floor, not a sum)
-    fast = bt(1e-6)
-    assert fast.forward_s == gpu.forward_s and fast.backward_s == gpu.backward_s
-    # dense blocks have no such floor
-    assert bt(1e-3, "*").forward_s == bt(0.0, "*").forward_s
-    # the floor counts the GPU's local experts: 4 at ep 32
-    wide = make_layout(ep=32, dp=32, global_batch=64, seq_len=4096, etp=1)
-    w = block_time(qwen, wide, gpu_compute("H100", overrides={"moe": {"moe_host_per_expert_s": 1e-2}}), "E")
-    assert w.forward_s == pytest.approx(4e-2) and w.backward_s == pytest.approx(8e-2)
+    fast, slow = sc(1e-9), sc(1e-3)
+    launches = sum(op.launches for k in "*E" for op in block_ops(qwen, lay, k))
+    assert launches > 2 * 16  # fc1 and fc2 of each of the 16 local experts, and the rest of the layer
+    layers = qwen.layers
+    # 1 ms per launch: each layer's forward is its host launches (the embedding and logits run as before)
+    g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
+    ends = sum(block_time(qwen, lay, g, k).forward_s for k in ("embedding", "logits"))
+    assert slow.forward_s == pytest.approx(layers * launches * 1e-3 + ends, rel=1e-9)
+    assert fast.forward_s < slow.forward_s / 10 and slow.backward_s == fast.backward_s
+    assert slow.by_module_s["moe"] - fast.by_module_s["moe"] == pytest.approx(slow.forward_s - fast.forward_s)
+    padded = sc(1e-3, moe_capacity_factor=1.0)
+    assert padded.forward_s < slow.forward_s / 10
 
 
 def test_permutation_bytes(qwen):

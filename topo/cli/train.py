@@ -69,7 +69,7 @@ def register(sub) -> None:
                    help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default) or "
                         "megatron (SC21 eq. 3, counts full recomputation)")
     p.add_argument("--efficiency", type=float, default=None,
-                   help="achievable fraction of peak (default: the GPU generation's, data/compute/efficiency.toml)")
+                   help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
     p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
@@ -224,6 +224,11 @@ def _print_step(r, tokens) -> None:
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%}")
+    u = r.uncertainty
+    if u.get("runs"):
+        emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "
+             f"of {u['group'].replace('_', ' ')} models whose family the fit never saw, half were within "
+             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}")
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {r.time_to_train_s(tokens) / 86400:.1f} days")
     emit("")

@@ -204,7 +204,6 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
     """Memory of every stage of ``lay`` (see the module doc); the stage that needs the most is returned."""
-    dpcp, edp = lay.dp * lay.cp, lay.expert_dp
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
@@ -213,11 +212,10 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
     best = None
     stages = pipeline_units(model, lay)
     for i, (units, (dense, expert, big)) in enumerate(zip(stages, stage_params(model, lay))):
-        w = dense * lay.weight_bytes / (dpcp if z >= 3 else 1) + expert * lay.weight_bytes / (edp if z >= 3 else 1)
+        w = lay.sharded(dense, expert, 3) * lay.weight_bytes
         buf = 2 * big * lay.weight_bytes if z >= 3 else 0.0
-        g = dense * lay.grad_bytes / (dpcp if z >= 2 else 1) + expert * lay.grad_bytes / (edp if z >= 2 else 1)
-        o = dense * lay.optimizer_bytes / (dpcp if z >= 1 else 1) + expert * lay.optimizer_bytes / (edp if z >= 1
-                                                                                                    else 1)
+        g = lay.sharded(dense, expert, 2) * lay.grad_bytes
+        o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
         for u in units:
             if u in ("embedding", "logits"):

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .gpus import GpuCompute
+from .kernels import attention_rate_flops, gemm_s, memory_s
 from .parallel import ParallelLayout
 from .model import ModelSpec
 
@@ -54,6 +55,9 @@ __all__ = ["Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageComp
            "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
+ATTENTION_BACKWARD_FLOPS = 2.5
+"""A fused attention's backward over its forward FLOPs (it recomputes the scores; FlashAttention-2, arXiv
+2307.08691 sec. 3.2, and the FLOP convention of its benchmarks: backward = 2.5 x forward)."""
 ACT = 2  # bytes per activation element (bf16)
 
 
@@ -79,16 +83,26 @@ class Op:
     grouped: bool = False
     tag: str = ""
     """A finer recomputation unit than the module (``mla_up_proj``: MLA's up-projections and their RoPE)."""
+    launches: float = 1.0
+    """Kernels launched forward (a GEMM launches twice that backward: input and weight gradients)."""
+    head_dim: float = 0.0
+    block_seq: float = 0.0
+    causal: bool = True
+    """Fused attention: the head dimension, the length of a block the kernel sees (the sequence, or a local
+    window) and the mask (the kernel's rate depends on all three, :func:`topo.training.kernels.attention_rate_flops`)."""
+    packed: bool = True
+    """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
 
 
-def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="") -> Op:
+def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
+          packed=True) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag)
+              grouped, tag, launches=launches, packed=packed)
 
 
-def _mem(name, module, nbytes, tag="") -> Op:
-    return Op(name, module, "memory", 0.0, float(nbytes), tag=tag)
+def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
+    return Op(name, module, "memory", 0.0, float(nbytes), tag=tag, launches=launches)
 
 
 def _tokens(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float, int]:
@@ -120,7 +134,9 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = "*") -> li
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
-        ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv)))
+        block = min(s, model.attention.window) if (kind == "W" and model.attention.window) else s
+        ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv),
+                      head_dim=dqk, block_seq=block, causal=True))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
@@ -140,11 +156,31 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
-    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped), _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped)]
+    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward), and in
+    # FP8 one quantisation of each expert's input before it (split_quantize)
+    per = groups * (2.0 if lay.precision == "fp8" else 1.0) if grouped else 1.0
+    packed = lay.moe_grouped_gemm if grouped else True
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed),
+            _mem("activation", module + "_act", act_bytes),
+            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
+
+
+def expert_rows(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Rows of each local expert's GEMMs on the busiest expert rank, per micro-batch.
+
+    The rank's own tokens (``b s / (cp tp)``) go to ``top-k`` experts each; every expert rank receives, on average,
+    ``ep x etp x tokens x top-k / experts`` rows per local expert (the all-to-all over ``ep``, then the gather over
+    ``etp``). Dropless routing: the busiest rank carries ``moe_imbalance`` x the mean; a capacity factor ``c``
+    pads every expert to ``c`` x the mean (static shapes: no rank waits for another)."""
+    T, _, _ = _tokens(model, lay)
+    m = model.moe
+    mean = lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts
+    if lay.moe_capacity_factor is not None:
+        return mean * lay.moe_capacity_factor
+    return mean * lay.moe_imbalance
 
 
 def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
@@ -152,16 +188,17 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     m, h = model.moe, model.hidden
     etp, ep = lay.expert_tp, lay.ep
     t_in = T / lay.tp  # tokens entering the MoE block on this GPU (after the sequence-parallel scatter)
-    rows = ep * etp * t_in * m.active_experts / m.experts * lay.moe_imbalance  # per local expert, busiest rank
+    rows = expert_rows(model, lay)
     local = m.experts / ep
     routed = ACT * t_in * m.active_experts * etp * h  # the routed copies of this rank's tokens
+    load = rows / (ep * etp * t_in * m.active_experts / m.experts)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
-           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts),  # fp32 logits: softmax / top-k read and write
+           # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
+           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=6),
            # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
            # received by the all-to-all are sorted by local expert and back (read + write each way)
-           _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * lay.moe_imbalance if ep > 1 else 0)),
-           Op("moe_host", "moe", "host", 0.0, 0.0, groups=local)]
+           _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * load if ep > 1 else 0), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
@@ -176,16 +213,32 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     di, nh = model.mamba_inner / tp, model.mamba_heads / tp
     gN = 2 * mb.groups * mb.d_state / max(1, min(tp, mb.groups))
     conv_ch = di + gN
-    # SSD (Dao and Gu 2024, sec. 6): intra-chunk C B^T and its weighted sum of X (causal half of Q x Q per chunk),
-    # chunk states and their contribution to the output (2 x 2 N P per token and head)
-    ssd = 2.0 * T * nh * (0.5 * mb.chunk_size * (mb.d_state + mb.head_dim) + 2 * mb.d_state * mb.head_dim)
     return [_mem("norm", "layernorm", 4 * T_sp * h),
             _gemm("in_proj", "mamba", T, 2 * di + gN + nh, h),
             Op("conv1d", "mamba", "memory", 2.0 * T * conv_ch * mb.conv_kernel, 2 * ACT * T * conv_ch),
-            Op("ssd_scan", "mamba", "attention", ssd, ACT * T * (2 * di + gN)),
+            *_ssd_ops(model, lay, T, nh),
             _mem("gated_norm", "mamba", 3 * ACT * T * di),
             _gemm("out_proj", "mamba", T, h, di),
             _mem("residual", "layernorm", 6 * T_sp * h)]
+
+
+def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
+    """Mamba-2's SSD (Dao and Gu 2024, sec. 6, the chunked algorithm of its kernels) as batched GEMMs over the
+    ``T / Q`` chunks of ``Q`` tokens: ``C B^T`` per chunk and group (``Q x Q x N``), its masked product with
+    ``X`` per head (``Q x P x Q``), each chunk's state ``B^T X`` (``N x P x Q``) and the states' contribution to
+    the output ``C h`` (``Q x P x N``), plus the sequential pass of fp32 states across chunks (memory-bound).
+    BF16 GEMMs timed by the tile model, so their small dimensions (P = 64, N = 128, Q = 256) cost what tile and
+    wave quantisation make them cost."""
+    mb, tp = model.mamba, lay.tp
+    Q, N, P = float(mb.chunk_size), float(mb.d_state), float(mb.head_dim)
+    chunks = max(1.0, T / Q)
+    g = max(1.0, mb.groups / min(tp, mb.groups))
+    states = 4.0 * chunks * nh * P * N  # fp32 chunk states
+    return [_gemm("ssd_cb", "mamba", Q, Q, N, groups=chunks * g, linear=False),
+            _gemm("ssd_scan", "mamba", Q, P, Q, groups=chunks * nh, linear=False),
+            _gemm("ssd_state", "mamba", N, P, Q, groups=chunks * nh, linear=False),
+            _gemm("ssd_out", "mamba", Q, P, N, groups=chunks * nh, linear=False),
+            _mem("ssd_pass", "mamba", 2 * states + 4.0 * T * nh, launches=2)]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
@@ -211,32 +264,31 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -> float:
-    """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``."""
-    k = gpu.kernels
-    mem_rate = gpu.hbm_Bps * k.memory
-    if op.kind == "host":  # host seconds of the block's launches (a floor, see block_time)
-        return k.moe_host_per_expert_s * op.groups * (2.0 if backward else 1.0)
+    """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
+    gaps included (:mod:`topo.training.kernels`)."""
+    km = gpu.kernels
+    launches = op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
+    gap = km.launch_gpu_s * launches
     if op.kind == "memory":
-        return (2.0 if backward else 1.0) * op.bytes / mem_rate + (op.flops / (gpu.peak_bf16_flops * 0.5)
-                                                                    if op.flops else 0.0)
+        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
+        return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
     if op.kind == "attention":
-        return (2.5 if backward else 1.0) * op.flops / (gpu.peak_bf16_flops * k.attention)
+        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward)
+        return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
     fp8 = op.linear and precision == "fp8"
-    peak = gpu.peak_flops("fp8") if fp8 else gpu.peak_bf16_flops
-    eff = (k.gemm_fp8 if fp8 else k.gemm_bf16) * (k.grouped_gemm if op.grouped else 1.0)
-    d = k.shape_dim
+    prec = "fp8" if fp8 else "bf16"
     shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
     t = 0.0
     for M, N, K in shapes:
-        if M <= 0 or N <= 0 or K <= 0:
-            continue
-        shape = 1.0 / (1.0 + d / M + d / N + d / K)
-        flops = 2.0 * M * N * K * op.groups
-        nbytes = (1 if fp8 else ACT) * (M * K + K * N) * op.groups + ACT * M * N * op.groups
-        t += max(flops / (peak * eff * shape), nbytes / mem_rate)
-        if fp8:  # the cast of this GEMM's activation input to FP8 (2 bytes read, 1 written per element)
-            t += 3.0 * M * K * op.groups / mem_rate
-    return t
+        t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
+        if fp8 and M > 0 and K > 0:  # the cast of this GEMM's activation input to FP8 (2 bytes read, 1 written)
+            t += memory_s(km, 3.0 * M * K * op.groups)
+    return t + gap
+
+
+def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False) -> float:
+    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward)."""
+    return gpu.kernels.launch_host_s * op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
 
 
 @dataclass(frozen=True)
@@ -248,34 +300,33 @@ class BlockTime:
     by_module_s: dict
     recompute_s: dict  # module (or an op's tag) -> forward seconds that recomputing it repeats
     forward_flops: float = 0.0
+    attention_s: float = 0.0  # the fused attention kernels' forward + backward seconds
+    wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
+    host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager)
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
-    """Time of one block of ``kind`` (see :func:`block_ops`)."""
-    fwd = bwd = flops = 0.0
-    host_f = host_b = 0.0
+    """Time of one block of ``kind`` (see :func:`block_ops`), and the host's launches of its forward kernels
+    (what :func:`stage_compute` bounds a layer of a dropless MoE by)."""
+    fwd = bwd = flops = host = attention = wgrad = 0.0
     mods: dict[str, float] = {}
     rec: dict[str, float] = {}
     for op in block_ops(model, lay, kind):
-        if op.kind == "host":
-            host_f += op_time_s(op, gpu, lay.precision)
-            host_b += op_time_s(op, gpu, lay.precision, backward=True)
-            continue
         f = op_time_s(op, gpu, lay.precision)
         b = op_time_s(op, gpu, lay.precision, backward=True)
         fwd += f
         bwd += b
+        host += host_launch_s(op, gpu)
         flops += op.flops
+        if op.kind == "attention":
+            attention += f + b
+        elif op.kind == "gemm":
+            wgrad += b / 2  # the weight-gradient GEMM: half of a GEMM's backward FLOPs
         mods[op.module] = mods.get(op.module, 0.0) + f + b
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    if host_f > fwd or host_b > bwd:  # the host launches slower than the GPU runs: the GPU waits for them
-        extra_f, extra_b = max(0.0, host_f - fwd), max(0.0, host_b - bwd)
-        mods["moe"] = mods.get("moe", 0.0) + extra_f + extra_b
-        rec["moe"] = rec.get("moe", 0.0) + extra_f
-        fwd, bwd = fwd + extra_f, bwd + extra_b
-    return BlockTime(fwd, bwd, mods, rec, flops)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -313,9 +364,12 @@ class StageCompute:
         The stage with the most (it sets the pipeline's pace).
     forward_s, backward_s, recompute_s : float
         The busiest stage's parts.
-    attention_s, experts_s : float
-        The busiest stage's fused-attention and expert seconds per micro-batch (what CP's exchange and EP's
-        all-to-alls can hide behind).
+    attention_s : float
+        The busiest stage's fused-attention seconds (forward and backward) per micro-batch: what CP's K/V
+        exchange hides behind.
+    wgrad_s : float
+        The busiest stage's weight-gradient GEMM seconds per micro-batch: what the backward pass's TP traffic
+        hides behind (Megatron overlaps it with them).
     by_module_s : dict
         The busiest stage's seconds per module per micro-batch.
     layers : int
@@ -328,7 +382,7 @@ class StageCompute:
     backward_s: float
     recompute_s: float
     attention_s: float
-    experts_s: float
+    wgrad_s: float
     by_module_s: dict
     layers: int
     blocks: dict = field(default_factory=dict)
@@ -374,7 +428,7 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
         full_n = 0
         if lay.recompute == "full":
             full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
-        f = b = r = att = exp = fl = 0.0
+        f = b = r = att = wg = fl = 0.0
         mods: dict[str, float] = {}
         for kind, n in counts.items():
             t = bt(kind)
@@ -387,19 +441,41 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             b += n * t.backward_s
             r += n * rr
             fl += n * t.forward_flops * (3 + (rr / t.forward_s if t.forward_s else 0))
-            if kind in ("*", "W"):
-                att += n * t.by_module_s.get("core_attn", 0.0) / 3.5
-            exp += n * (t.by_module_s.get("moe", 0.0) + t.by_module_s.get("moe_act", 0.0)) / 3.0
+            att += n * t.attention_s
+            wg += n * t.wgrad_s
             for k_, v_ in t.by_module_s.items():
                 mods[k_] = mods.get(k_, 0.0) + n * v_
-        rows.append((f, b, r, att, exp, mods, n_layers, counts, fl))
+        wait = _host_wait_s(lay, units, bt)
+        if wait:
+            f += wait
+            mods["moe"] = mods.get("moe", 0.0) + wait
+        rows.append((f, b, r, att, wg, mods, n_layers, counts, fl))
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
     i = int(np.argmax(totals))
-    f, b, r, att, exp, mods, nl, kinds, fl = rows[i]
-    return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att,
-                        experts_s=exp, by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
+    f, b, r, att, wg, mods, nl, kinds, fl = rows[i]
+    return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att, wgrad_s=wg,
+                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
+
+
+def _host_wait_s(lay: ParallelLayout, units: list[str], bt) -> float:
+    """Seconds a stage's GPU waits for the host per micro-batch, forward.
+
+    A dropless MoE router hands its tokens per expert to the host (a device-to-host sync, Megatron-LM
+    ``docs/discussions/deepseek-v3-gb200-optimization`` sec. 2.3) before the experts' GEMMs can be launched, so
+    the host is never more than a layer ahead: a layer with an MoE block lasts at least the host's launches of
+    its kernels (one GEMM per local expert and linear layer: many small experts per GPU leave the GPU waiting).
+    A padded (capacity-factor) router has static shapes and no sync; the backward has none either."""
+    if lay.moe_capacity_factor is not None:
+        return 0.0
+    wait = 0.0
+    for u in units:
+        if "E" in u:
+            gpu_s = sum(bt(k).forward_s for k in u)
+            host_s = sum(bt(k).host_s for k in u)
+            wait += max(0.0, host_s - gpu_s)
+    return wait
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
     """Seconds of a fused Adam step over ``local_params`` (the GPU's shard), bandwidth-bound."""
-    return local_params * OPTIMIZER_STEP_BYTES / (gpu.hbm_Bps * gpu.kernels.memory)
+    return memory_s(gpu.kernels, local_params * OPTIMIZER_STEP_BYTES)

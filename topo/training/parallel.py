@@ -133,6 +133,13 @@ class ParallelLayout(BaseModel):
     ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
     backward all-to-alls stay BF16 (2)."""
+    moe_grouped_gemm: bool = True
+    """The experts' GEMMs as one grouped kernel whose waves pack every local expert's tiles (Megatron-Core's
+    ``moe_grouped_gemm``); False: a loop of per-expert GEMMs (``SequentialMLP``), each quantised alone."""
+    moe_capacity_factor: Annotated[float, Field(gt=0)] | None = None
+    """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
+    ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
+    that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
     moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
     """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
     capacity factor c that drops tokens caps it at c)."""
@@ -165,6 +172,13 @@ class ParallelLayout(BaseModel):
     def zero_stage(self) -> int:
         """What is sharded over data parallelism: 0 none, 1 optimizer, 2 + gradients, 3 + weights."""
         return {"none": 0, "zero1": 1, "zero2": 2, "fsdp_grad_op": 2, "zero3": 3, "fsdp": 3}[self.dp_sharding]
+
+    def sharded(self, dense: float, expert: float, stage: int) -> float:
+        """``dense`` and ``expert`` (parameters, or bytes of them) left on one GPU when ZeRO stage ``stage`` or
+        above shards them: dense ones over the data x context ranks, experts over their replicas (the ZeRO
+        divisor, one place)."""
+        on = self.zero_stage >= stage
+        return dense / (self.dp * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
 
     def order(self) -> list[str]:
         return [d.strip() for d in self.rank_order.replace(",", "-").split("-") if d.strip()]

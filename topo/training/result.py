@@ -57,6 +57,7 @@ class StepResult:
     compute_by_module_s: dict = field(default_factory=dict)  # the busiest stage's compute per module, per step
     contention: dict = field(default_factory=dict)  # dimension -> slowdown in the step's traffic mix
     timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
+    uncertainty: dict = field(default_factory=dict)  # the out-of-family error band (topo.training.uncertainty)
 
     @property
     def tokens_per_s(self) -> float:
@@ -106,7 +107,7 @@ class StepResult:
             "memory": self.memory.to_dict(), "overlap": self.overlap,
             "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
-            "timeline": list(self.timeline),
+            "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty),
         }
         if train_tokens:
             d["train_tokens"] = train_tokens
@@ -119,11 +120,6 @@ class StepResult:
 
         return pd.DataFrame({"component": list(self.breakdown_s), "time_s": list(self.breakdown_s.values()),
                              "share": [v / self.step_time_s for v in self.breakdown_s.values()]})
-
-    def comm_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame([asdict(c) for c in self.comm])
 
 
 @dataclass

@@ -47,10 +47,10 @@ from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
 from .model import ModelSpec
-from .operators import optimizer_step_s, stage_compute
+from .operators import stage_compute
 from .result import SearchResult
 from .mapping import map_layout
-from .step import estimate_step, exposed_routed, step_traffic
+from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -121,27 +121,36 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
                             yield lay, ""
 
 
-def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], compute_s: float) -> tuple[float, float]:
+def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[float, float]:
     """Lower bounds on the exposed TP and on the exposed EP communication of a step (see the module doc),
-    seconds."""
+    seconds: each call's bytes per GPU at its NVLink rate (and, for the all-to-all, the part that must leave an
+    NVLink domain at its NICs' rate), exposed by the step's own overlap rules
+    (:func:`~topo.training.step.exposed_comm_s`)."""
     nvlink = spec.nvlink_Bps
     nic = spec.server.nic_rate_Bps * spec.server.nics / spec.gpus_per_server
     D = lay.gpus_per_domain_used or spec.gpus_per_domain
+    m = lay.microbatches
+    windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s}
     tp = ep = 0.0
     for it in traffic:
+        if it["dim"] not in ("tp", "ep"):
+            continue
+        n = {"tp": lay.tp, "ep": lay.ep, "etp": lay.expert_tp}[it["groups"]]
+        floor = it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
+        if it["collective"] == "alltoall":
+            floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
+        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay, None)
         if it["dim"] == "tp":
-            n = lay.tp
-            tp += it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
-        elif it["dim"] == "ep":
-            n = lay.ep
-            inside = it["size_bytes"] * (n - 1) / n / nvlink
-            outside = it["size_bytes"] * max(0.0, 1 - D / n) / nic
-            ep += it["calls"] * max(inside, outside)
-    if lay.overlap_tp:
-        tp = max(0.0, tp - compute_s)
-    if lay.overlap_ep:
-        ep = max(0.0, ep - compute_s)
+            tp += got
+        else:
+            ep += got
     return tp, ep
+
+
+def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0) -> float:
+    """A lower bound of the step: the step-time formula (:func:`~topo.training.step.step_breakdown`, the same
+    bubble, 1F1B or DualPipe) with floors for the exposed TP, EP and DP seconds and no optimizer step."""
+    return sum(step_breakdown(lay, sc, {"tp": tp_s, "ep": ep_s, "dp": dp_s}, 0.0).values())
 
 
 def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
@@ -223,16 +232,14 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             return None, mem
         got = bound_cache.get(bk)
         if got is None:
-            m, p, v = lay.microbatches, lay.pp, lay.vpp
             sc = stage_compute(model, lay, gpu)
-            tp_f, ep_f = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain),
-                                       m * sc.microbatch_s)
-            got = bound_cache[bk] = ((sc.microbatch_s + (tp_f + ep_f) / m) * (m + (p - 1) / v), sc, tp_f, ep_f)
+            tp_f, ep_f = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain), sc)
+            got = bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
 
     def refined(lay, bound, keys):
         """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
-        (no new routing): step >= (t_mb + (tp + ep) / m) (m + (p - 1) / v) + dp."""
+        (no new routing): the step-time formula with the TP and EP floors and that DP time."""
         _, sc, tp_f, ep_f = bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
@@ -240,8 +247,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
             return bound
         got = exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
         ep = got["ep"] if got["ep"] is not None else ep_f
-        m, p, v = lay.microbatches, lay.pp, lay.vpp
-        return max(bound, (sc.microbatch_s + (tp_f + ep) / m) * (m + (p - 1) / v) + got["dp"])
+        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 
     def run(pending):
         nonlocal evaluated, pruned

@@ -59,8 +59,10 @@ from .operators import optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
+from .uncertainty import step_interval
 
-__all__ = ["estimate_step", "step_traffic", "ep_copies", "exposed_routed", "ep_sm_share_s"]
+__all__ = ["estimate_step", "step_traffic", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
+           "exposed_routed", "ep_sm_share_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 
@@ -126,12 +128,15 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
         blocks = c["*"] + c["-"] + c["M"] + (c["E"] if (lay.expert_tp > 1 or (model.moe and
                                                                               model.moe.shared_experts)) else 0)
         per_layer_blocks = blocks / max(1, c["layers"])
-        passes = 2 * blocks + (per_layer_blocks * rec_layers if full else 0)
-        if lay.sequence_parallel:
-            add("tp", "all_gather", "tp", act, m * passes, phase="microbatch")
-            add("tp", "reduce_scatter", "tp", act, m * passes, phase="microbatch")
-        else:
-            add("tp", "all_reduce", "tp", act, m * passes, phase="microbatch")
+        forward = blocks + (per_layer_blocks * rec_layers if full else 0)
+        # forward (and recomputed forward) on the critical path; backward: Megatron overlaps the input
+        # gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward")
+        for phase, passes in (("microbatch", forward), ("backward", blocks)):
+            if lay.sequence_parallel:
+                add("tp", "all_gather", "tp", act, m * passes, phase=phase)
+                add("tp", "reduce_scatter", "tp", act, m * passes, phase=phase)
+            else:
+                add("tp", "all_reduce", "tp", act, m * passes, phase=phase)
     if lay.cp > 1 and c["*"]:
         kv_heads = max(1, model.num_kv_heads // tp)
         kv = b * seq * 2 * kv_heads * model.head_dim * ACT_BYTES
@@ -165,16 +170,25 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
             calls = n / per
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
-    if lay.ep > 1 and model.moe is not None and c["E"]:
-        tokens = b * s_cp / tp * lay.expert_tp
-        # the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
-        elems = tokens * ep_copies(model, lay, gpus_per_domain) * h * lay.moe_imbalance
+    if model.moe is not None and c["E"] and lay.ep * lay.expert_tp > 1:
+        # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
+        # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
+        # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
+        tokens = b * s_cp / tp
+        copies = ep_copies(model, lay, gpus_per_domain)
+        elems = tokens * copies * h * lay.moe_imbalance
         rec_moe = min(c["E"], rec_layers) if full else 0
         calls = m * (c["E"] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
-        if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
-            add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c["E"] + rec_moe), phase="microbatch")
-            calls -= m * (c["E"] + rec_moe)
-        add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+        if lay.ep > 1:
+            if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
+                add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c["E"] + rec_moe),
+                    phase="microbatch")
+                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c["E"] + rec_moe), phase="microbatch")
+            else:
+                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+        gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
+        add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
+        add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
     return out
 
 
@@ -248,7 +262,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         Run the step's dimensions as one traffic mix (see the module doc); False times each alone (faster); a
         dict reuses the slowdowns (``StepResult.contention``) of an earlier evaluation of the same layout.
     kernel_overrides : dict, optional
-        ``{section: {key: value}}`` over ``efficiency.toml`` (the accuracy fit).
+        ``{section: {key: value}}`` over ``kernels.toml`` (the accuracy fit).
 
     Returns
     -------
@@ -264,7 +278,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     sc = stage_compute(model, lay, gpu)
     t_f, t_b, t_r = sc.forward_s, sc.backward_s, sc.recompute_s
     t_mb = sc.microbatch_s
-    m, p, v = lay.microbatches, lay.pp, lay.vpp
+    m = lay.microbatches
 
     traffic = step_traffic(model, lay, spec.gpus_per_domain)
     names = {it["groups"] for it in traffic}
@@ -278,27 +292,17 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    ep_window = m * t_mb
+    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "cp": m * sc.attention_s, "ep": m * t_mb}
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
         factor = slow.get(key, 1.0)
         one_s = one.time_s * factor
         total = one_s * item["calls"]
-        if dim == "tp":
-            ex = max(0.0, total - m * t_mb) if lay.overlap_tp else total
-        elif dim == "cp":
-            window = m * sc.attention_s * 3.5  # the attention's forward and backward (2.5 x forward)
-            ex = max(0.0, total - window) if lay.overlap_cp else total
-        elif dim == "ep":  # overlapped with another micro-batch's compute (DualPipe, Megatron's combined 1F1B);
-            # the all-to-alls of a step (FP8 dispatch beside BF16 combine) share that one window
-            ex = max(0.0, total - ep_window) if lay.overlap_ep else total
-            ep_window = max(0.0, ep_window - total)
-            ex += ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu.sms)
-        elif dim == "pp":
-            ex = total
-        else:
+        if dim == "dp":
             ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
+        else:
+            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
         exposed[dim] += ex
         comms.append(DimensionComm(
             dim=key, collective=item["collective"], size_bytes=item["size_bytes"], calls_per_step=item["calls"],
@@ -307,17 +311,9 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
 
-    compute = m * t_mb
-    per_mb_exposed = (exposed["tp"] + exposed["cp"] + exposed["ep"]) / m
-    if lay.pipeline_schedule == "dualpipe":  # DeepSeek-V3 Table 2: (p/2 - 1)(F&B + B - 3W) = (p/2 - 1) F
-        bubble = max(0.0, p / 2 - 1) * t_f
-    else:
-        bubble = (p - 1) / v * (t_mb + per_mb_exposed)
     dense, expert = max(((d, e) for d, e, _ in stage_params(model, lay)), key=lambda r: r[0] + r[1])
-    z = lay.zero_stage
-    local = dense / (lay.dp * lay.cp if z >= 1 else 1) + expert / (lay.expert_dp if z >= 1 else 1)
-    optimizer = optimizer_step_s(local, gpu)
-    breakdown = {"compute": compute, "bubble": bubble, "optimizer": optimizer, **exposed}
+    optimizer = optimizer_step_s(lay.sharded(dense, expert, 1), gpu)
+    breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
@@ -333,7 +329,72 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow)
     result.timeline = step_timeline(result, t_f, t_b + t_r)
+    result.uncertainty = step_interval(model, lay.precision, step)
     return result
+
+
+def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
+    """The pipeline bubble of ``lay``: ``(p - 1) / v`` of a micro-batch's time (its compute and exposed TP, CP and
+    EP), interleaved 1F1B (Narayanan et al. 2021, sec. 2.2); DualPipe: ``(p/2 - 1)`` forwards of a micro-batch
+    (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W)."""
+    if lay.pipeline_schedule == "dualpipe":
+        return max(0.0, lay.pp / 2 - 1) * forward_s
+    return (lay.pp - 1) / lay.vpp * microbatch_s
+
+
+def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -> dict:
+    """One step's seconds by component (the step-time formula, one place; the search's bound calls it with its
+    floors): ``m`` micro-batches of the busiest stage's compute, the bubble, the optimizer and each dimension's
+    exposed communication.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    sc : StageCompute
+        The busiest stage's compute (:func:`topo.training.operators.stage_compute`).
+    exposed : dict
+        Exposed seconds per step by dimension (``tp``, ``cp``, ``pp``, ``dp``, ``ep``; missing ones count 0).
+    optimizer_s : float
+        The optimizer step.
+
+    Returns
+    -------
+    dict
+        ``compute``, ``bubble``, ``optimizer``, ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` (their sum is the step).
+    """
+    m = lay.microbatches
+    ex = {k: exposed.get(k, 0.0) for k in ("tp", "cp", "pp", "dp", "ep")}
+    per_mb = sc.microbatch_s + (ex["tp"] + ex["cp"] + ex["ep"]) / m
+    return {"compute": m * sc.microbatch_s, "bubble": bubble_s(lay, sc.forward_s, per_mb), "optimizer": optimizer_s,
+            **ex}
+
+
+def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: ParallelLayout, gpu_sms: int | None) -> float:
+    """The exposed seconds of ``total`` seconds of a TP, CP, PP or EP collective's calls (the step's overlap
+    rules, one place); ``windows`` holds the compute each can hide behind and is drawn down as it is used.
+
+    TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute); the backward pass's
+    all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
+    TP communication). CP: behind the attention it feeds (``overlap_cp``). EP: behind another micro-batch's
+    compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
+    (:func:`ep_sm_share_s`). PP: exposed (its sends are counted on the critical path already)."""
+    if dim == "tp":
+        if lay.overlap_tp:
+            return _draw(windows, "tp", total)
+        return _draw(windows, "tp_backward", total) if phase == "backward" else total
+    if dim == "cp":
+        return _draw(windows, "cp", total) if lay.overlap_cp else total
+    if dim == "ep":
+        ex = _draw(windows, "ep", total) if lay.overlap_ep else total
+        return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)
+    return total
+
+
+def _draw(windows: dict, name: str, total: float) -> float:
+    """What of ``total`` the window ``name`` cannot hide; the window shrinks by what it hides."""
+    hidden = min(total, windows[name])
+    windows[name] -= hidden
+    return total - hidden
 
 
 def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
@@ -423,9 +484,9 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
                               units, lay)
         else:
             ep += one.time_s * item["calls"]
-    if ep_known and lay.overlap_ep:
-        exposed = max(0.0, ep - lay.microbatches * sc.microbatch_s)
-        ep = exposed + ep_sm_share_s(ep - exposed, lay.ep_comm_sms, gpu_compute(engine.fabric.spec.gpu).sms)
+    if ep_known:
+        windows = {"ep": lay.microbatches * sc.microbatch_s}
+        ep = exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu_compute(engine.fabric.spec.gpu).sms)
     return {"dp": dp, "ep": ep if ep_known else None}
 
 

@@ -1,0 +1,236 @@
+"""The time of one GPU kernel, from published kernel benchmarks (``topo/data/compute/kernels.toml``).
+
+Three kinds of kernels make a training step:
+
+- **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM at a time, run in waves of
+  the GPU's SMs; a tile takes ``max(compute, operands from L2) x (K + k0)`` (``k0``: its fixed prologue and
+  epilogue, in steps of K at the FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is
+  faster than its operands and result cross HBM. The large-GEMM efficiency ``e`` is the value at which this model
+  reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape, times the published
+  sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
+  of that a training framework's GEMMs reach (``[training]``, fitted on dense runs only). Grouped GEMMs (an
+  MoE block's experts) pack every group's tiles into one set of waves; a loop of per-expert GEMMs (``packed``
+  False) quantises each group alone.
+- **fused attention** at the published cuDNN rates by head dimension, causal mask and sequence length (the
+  length of a local window's block for sliding or chunked attention), forward and backward apart, scaled by
+  generation;
+- **memory-bound** kernels at the published share of HBM bandwidth.
+
+Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s``), and an eager framework spends
+``launch_host_s`` of CPU per kernel it launches (what an MoE block waits for after its tokens-per-expert sync).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..resources import data_dir
+
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "FITTED"]
+
+FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
+"""Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
+fractions are fitted on dense step times (their ``range`` is the section's)."""
+
+
+@lru_cache(maxsize=None)
+def _table() -> dict:
+    return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """One GPU's kernel model (see the module doc).
+
+    Attributes
+    ----------
+    sms : int
+        Streaming multiprocessors.
+    peak_flops : dict
+        Dense peak FLOP/s by precision (``bf16``, ``fp8`` where the GPU has it).
+    efficiency : dict
+        Large-GEMM efficiency by precision at the sustained clock (``e`` of the module doc).
+    hbm_Bps : float
+        HBM bandwidth.
+    l2_Bps : float
+        L2-to-SM operand bandwidth (all SMs).
+    tile_shapes : tuple
+        Candidate ``(tm, tn)`` output tiles.
+    tile_overhead_k : float
+        A tile's fixed cost in steps of K at the FP8 rate.
+    gemm_memory_efficiency, memory_efficiency : float
+        Share of HBM bandwidth a GEMM's operand stream and an elementwise kernel reach.
+    attention_scale, sustained : float
+        The generation's attention rate relative to the Hopper table, and its sustained-over-burst clock ratio.
+    launch_gpu_s, launch_host_s : float
+        Per-kernel GPU-side gap and CPU launch time.
+    """
+
+    sms: int
+    peak_flops: dict
+    efficiency: dict
+    hbm_Bps: float
+    l2_Bps: float
+    tile_shapes: tuple
+    tile_overhead_k: float
+    gemm_memory_efficiency: float
+    memory_efficiency: float
+    attention_scale: float
+    sustained: float
+    launch_gpu_s: float
+    launch_host_s: float
+    source: str = ""
+    burst: dict = field(default_factory=dict)
+
+    def with_efficiency(self, bf16: float) -> "KernelModel":
+        """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
+        (``--efficiency``)."""
+        ratio = bf16 / self.efficiency["bf16"]
+        return replace(self, efficiency={k: min(1.0, v * ratio) for k, v in self.efficiency.items()},
+                       source=f"given: gemm efficiency {bf16}")
+
+
+def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (compute and L2 side) at efficiency ``e``."""
+    peak_sm = km.peak_flops[precision] / km.sms
+    b = 1.0 if precision == "fp8" else 2.0
+    # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
+    k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
+                               if precision != "fp8" else 1.0)
+    best = math.inf
+    for tm, tn in km.tile_shapes:
+        if tm < 128 and M > tm:
+            continue
+        per = math.ceil(M / tm) * math.ceil(N / tn)
+        tiles = per * groups if packed else per
+        active = min(tiles, km.sms)
+        comp = 2.0 * tm * tn / (peak_sm * e)
+        load = (tm + tn) * b / (km.l2_Bps / active)
+        waves = math.ceil(tiles / km.sms) * (1 if packed else groups)
+        best = min(best, waves * (max(comp, load) * K + comp * k0))
+    return best
+
+
+def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
+           packed: bool = True, efficiency: float | None = None) -> float:
+    """Seconds of ``groups`` GEMMs ``[M, K] x [K, N]`` on one GPU (no launch cost).
+
+    Parameters
+    ----------
+    km : KernelModel
+    M, N, K : float
+        The GEMM's dimensions (rows of the output, its columns, the reduction).
+    precision : str
+        ``bf16`` or ``fp8`` (operands in FP8, output in BF16).
+    groups : float
+        Alike GEMMs in one kernel (a grouped GEMM) or one after another (``packed=False``).
+    packed : bool
+        True: one kernel packs every group's tiles into waves (a grouped GEMM); False: each GEMM quantises alone.
+    efficiency : float, optional
+        A large-GEMM efficiency instead of the model's.
+    """
+    if M <= 0 or N <= 0 or K <= 0 or groups <= 0:
+        return 0.0
+    M, N, K = float(M), float(N), float(K)
+    e = efficiency if efficiency is not None else km.efficiency[precision]
+    b = 1.0 if precision == "fp8" else 2.0
+    g = max(1, round(groups))
+    tiles = _tile_s(km, M, N, K, precision, e, g, packed)
+    hbm = (b * (M * K + K * N) + 2.0 * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
+    return max(tiles, hbm) * groups / g
+
+
+def _interp(seq: np.ndarray, vals: np.ndarray, s: float) -> float:
+    """Rate at length ``s``: linear in log2(s) inside the table, flat above it, the 512-1,024 slope below it
+    (not under 1/16 of the first point)."""
+    x, ls = np.log2(seq), math.log2(max(1.0, s))
+    if ls >= x[0]:
+        return float(np.interp(ls, x, vals))
+    slope = (vals[1] - vals[0]) / (x[1] - x[0])
+    return float(max(vals[0] / 16, vals[0] + slope * (ls - x[0])))
+
+
+def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
+    """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``."""
+    a = _table()["attention"]
+    table = a["bwd"] if backward else (a["fwd_causal"] if causal else a["fwd_full"])
+    dims = sorted(int(d) for d in table)
+    seqs = np.asarray(a["seq"], dtype=float)
+    rates = [_interp(seqs, np.asarray(table[str(d)], dtype=float), seq) for d in dims]
+    d = min(max(float(head_dim), dims[0]), dims[-1])
+    rate = float(np.interp(math.log2(d), np.log2(dims), rates))
+    fraction = rate / a["peak_TFLOPs"] * km.attention_scale * km.sustained
+    return fraction * km.peak_flops["bf16"]
+
+
+def memory_s(km: KernelModel, nbytes: float) -> float:
+    """Seconds to move ``nbytes`` through HBM in an elementwise kernel (no launch cost)."""
+    return nbytes / (km.hbm_Bps * km.memory_efficiency)
+
+
+def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
+    """The efficiency at which the tile model gives the published MAMF at its best shape (bisection)."""
+    tflops, M, N, K = mamf
+    target = 2.0 * M * N * K / (tflops * 1e12)
+    lo, hi = 0.05, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if gemm_s(km, M, N, K, precision, efficiency=mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@lru_cache(maxsize=64)
+def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
+                  overrides: tuple = ()) -> KernelModel:
+    t = _table()
+    over = {k: dict(v) for k, v in overrides}
+    g = {**t["gemm"], **over.get("gemm", {})}
+    launch = {**t["launch"], **over.get("launch", {})}
+    mem = {**t["memory"], **over.get("memory", {})}
+    peak = dict(peaks)
+    km = KernelModel(
+        sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
+        l2_Bps=g["l2_TBps_per_peak_PFLOPs"] * 1e12 * peak["bf16"] / 1e15,
+        tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
+        gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
+        memory_efficiency=float(mem["memory_efficiency"]),
+        attention_scale=float(t["attention"]["scale"][generation]),
+        sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
+        launch_gpu_s=float(launch["gpu_s"]), launch_host_s=float(launch["host_s"]))
+    mamf = t["mamf"].get(gpu, {})
+    burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
+    if "bf16" in burst and "fp8" in peak and "fp8" not in burst:
+        burst["fp8"] = burst["bf16"]
+    train = {**t["training"], **over.get("training", {})}
+    eff = {p: min(1.0, burst[p] * km.sustained * float(train[f"{generation}_{p}"])) for p in burst}
+    src = f"{t['mamf']['source']}; sustained: {t['sustained']['source']}"
+    return replace(km, efficiency=eff, burst=burst, source=src)
+
+
+def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps: float,
+                 overrides: dict | None = None) -> KernelModel:
+    """The kernel model of GPU ``gpu`` (cached).
+
+    Parameters
+    ----------
+    gpu, generation : str
+        A GPU of ``kernels.toml``'s MAMF table and its generation (ampere, hopper, blackwell).
+    sms : int
+        Its streaming multiprocessors.
+    peak_flops : dict
+        Dense peak FLOP/s by precision.
+    hbm_Bps : float
+        HBM bandwidth.
+    overrides : dict, optional
+        ``{section: {key: value}}`` over ``kernels.toml`` (how a fit tries candidate values).
+    """
+    over = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (overrides or {}).items()))
+    return _kernel_model(gpu, generation, int(sms), tuple(sorted(peak_flops.items())), float(hbm_Bps), over)

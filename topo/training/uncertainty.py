@@ -1,0 +1,62 @@
+"""How far a step-time prediction may be off: the out-of-family error of its group of models.
+
+``benchmarks/training_accuracy.py --fit`` predicts every published run with the fitted values refitted without
+its model family and writes each group's absolute errors' 50th and 90th percentiles to
+``topo/data/compute/step_uncertainty.toml``. A prediction carries its group's: half of the runs of unseen
+families in that group were within ``p50`` of their measured step, nine in ten within ``p90``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+from .model import ModelSpec
+
+__all__ = ["COARSE_EXPERTS", "model_group", "step_interval"]
+
+COARSE_EXPERTS = 16
+"""An MoE of at most this many experts is coarse (Mixtral's 8, Llama 4 Scout's 16); more is fine-grained."""
+
+
+def model_group(model: ModelSpec, precision: str) -> str:
+    """The accuracy group of a model at a precision: ``dense_bf16``, ``dense_fp8``, ``moe_coarse``, ``moe_fine``
+    or ``hybrid_ssm`` (any Mamba layer)."""
+    if model.mamba is not None:
+        return "hybrid_ssm"
+    if model.moe is not None:
+        return "moe_coarse" if model.moe.experts <= COARSE_EXPERTS else "moe_fine"
+    return f"dense_{precision}"
+
+
+@lru_cache(maxsize=None)
+def _table() -> dict:
+    path = data_dir("compute") / "step_uncertainty.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
+    """The out-of-family error band of a step-time prediction.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    precision : str
+        ``bf16`` or ``fp8``.
+    step_time_s : float
+        The prediction.
+
+    Returns
+    -------
+    dict
+        ``group``, ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions), and ``low_s`` /
+        ``high_s``: the step time over ``1 + p90`` and times ``1 + p90`` (empty of figures when the group has
+        no scored run).
+    """
+    g = model_group(model, precision)
+    row = _table().get(g)
+    if not row:
+        return {"group": g, "runs": 0}
+    return {"group": g, "runs": int(row["runs"]), "p50": float(row["p50"]), "p90": float(row["p90"]),
+            "low_s": step_time_s / (1 + float(row["p90"])), "high_s": step_time_s * (1 + float(row["p90"]))}
