@@ -29,6 +29,8 @@ def test_catalog_published_figures():
     assert g.peak_bf16_flops * 72 == pytest.approx(180e15) and g.hbm_Bps * 72 == pytest.approx(576e12)
     for name in ("H200", "H800", "B200", "GB300"):
         assert gpu_compute(name).hbm_Bps > 0
+    # an "80GB" H100 holds what its driver reports: 81,559 MiB = 85.5e9 bytes (nvidia-smi), not 80e9 (issue 30)
+    assert h.memory_bytes == 81559 * 2**20 and gpu_compute("B200").memory_bytes == 183359 * 2**20
 
 
 def test_roofline_closed_forms():

@@ -31,7 +31,8 @@ class GpuCompute:
     peak_bf16_flops, peak_fp8_flops : float
         Dense FLOP/s (``peak_fp8_flops`` None: no FP8 tensor cores).
     memory_bytes : float
-        HBM capacity.
+        HBM a job can fill: the device memory the driver reports (``usable_memory_MiB``; an "80GB" H100 has
+        85.5e9 bytes).
     hbm_Bps : float
         HBM bandwidth, bytes/s.
     sms : int or None
@@ -98,5 +99,5 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
             raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {efficiency:g}", key="efficiency")
         k = k.with_efficiency(float(efficiency))
     return GpuCompute(name=model.name, generation=model.generation, peak_bf16_flops=row["peak_bf16_TFLOPs"] * 1e12,
-                      peak_fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=row["memory_GB"] * 1e9,
+                      peak_fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=row["usable_memory_MiB"] * 2**20,
                       hbm_Bps=row["hbm_TBps"] * 1e12, kernels=k, source=row["source"], sms=row.get("sms"))

@@ -319,7 +319,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         mem, lay = closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
-                        f"{cap / 1e9:.0f} GB of a {spec.gpu}", key="model")
+                        f"{cap / 1e9:.1f} GB ({cap / 2**30:.1f} GiB) of a {spec.gpu}", key="model")
     def rank(r):
         return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
 

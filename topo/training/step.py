@@ -427,7 +427,8 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
         notes.append(f"{model.name}: {model.status} figures")
     if not mem.fits:
         notes.append(f"does not fit: {mem.total_bytes / 1e9:.1f} GB per GPU on stage {mem.stage}, "
-                     f"{mem.short_bytes / 1e9:.1f} GB more than the {gpu.memory_bytes / 1e9:.0f} GB of a {gpu.name}")
+                     f"{mem.short_bytes / 1e9:.1f} GB more than the {gpu.memory_bytes / 1e9:.1f} GB "
+                     f"({gpu.memory_bytes / 2**30:.1f} GiB) of a {gpu.name}")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
     if units % chunks:

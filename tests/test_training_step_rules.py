@@ -1,0 +1,87 @@
+"""The step's overlap and traffic rules that issue 29's audit found wrong, and the one step-time formula the step
+and the layout search share (issue 30): each test fails on the code before the fix."""
+
+import pytest
+
+import topo
+from topo.training.gpus import gpu_compute
+from topo.training.model import load_model
+from topo.training.operators import stage_compute
+from topo.training.parallel import make_layout
+from topo.training.step import estimate_step, step_breakdown, step_traffic
+
+
+@pytest.fixture(scope="module")
+def fab():
+    return topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+
+
+def test_expert_all_to_all_carries_each_rank_its_own_tokens():
+    """Megatron-Core's all-to-all dispatcher sends each rank's own tokens (b s / (cp tp), top-k copies) across the
+    EP group, then the expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter
+    it back in the combine): the all-to-all does not grow with etp."""
+    m = load_model("mixtral-8x7b")
+    base = dict(tp=4, dp=2, global_batch=16, seq_len=4096)
+    size = {}
+    for etp in (1, 4):
+        lay = make_layout(ep=2 if etp == 4 else 8, etp=etp, **base)
+        items = step_traffic(m, lay, 8)
+        a2a = [it for it in items if it["collective"] == "alltoall"]
+        size[etp] = a2a[0]["size_bytes"]
+        tokens = 4096 / 4  # b s / tp, micro-batch 1
+        assert size[etp] == pytest.approx(tokens * 2 * 4096 * 2)  # top-2 copies x hidden x 2 bytes
+        gathers = [it for it in items if it["groups"] == "etp"]
+        if etp == 1:
+            assert not gathers
+        else:  # dispatch all-gather and combine reduce-scatter over the 4 ETP ranks, forward and backward
+            assert {it["collective"] for it in gathers} == {"all_gather", "reduce_scatter"}
+            assert all(it["size_bytes"] == pytest.approx(4 * size[etp]) for it in gathers)
+            assert sum(it["calls"] for it in gathers) == sum(it["calls"] for it in a2a)
+    assert size[1] == size[4]
+
+
+def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
+    """With TP overlap off, Megatron still overlaps the backward pass's all-gather / reduce-scatter with the
+    weight-gradient GEMM: the forward's TP traffic is exposed, the backward's only beyond the wgrad GEMMs."""
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, pp=4, dp=2, global_batch=16, seq_len=4096)
+    r = estimate_step(fab, m, lay, contention=False)
+    tp = [c for c in r.comm if c.dim == "tp"]
+    total = sum(c.time_s for c in tp)
+    forward = sum(c.time_s for c in tp) / 2  # as many forward as backward calls, alike
+    assert forward <= r.breakdown_s["tp"] < total
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    assert r.breakdown_s["tp"] == pytest.approx(forward + max(0.0, total / 2 - lay.microbatches * sc.wgrad_s))
+    on = estimate_step(fab, m, lay.model_copy(update={"overlap_tp": True}), contention=False)
+    assert on.breakdown_s["tp"] < r.breakdown_s["tp"]
+
+
+def test_cp_exchange_hides_behind_the_attention_kernels(fab):
+    """Ring attention's K/V exchange hides behind the fused attention's forward and backward seconds."""
+    m = load_model("llama3-8b")
+    lay = make_layout(cp=8, dp=2, global_batch=8, seq_len=65536)
+    r = estimate_step(fab, m, lay, contention=False)
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    total = sum(c.time_s for c in r.comm if c.dim == "cp")
+    assert total > 0
+    assert r.breakdown_s["cp"] == pytest.approx(max(0.0, total - lay.microbatches * sc.attention_s))
+    off = estimate_step(fab, m, lay.model_copy(update={"overlap_cp": False}), contention=False)
+    assert off.breakdown_s["cp"] == pytest.approx(total)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "dualpipe"])
+def test_step_and_search_bound_share_one_formula(fab, schedule):
+    """The step time is step_breakdown's sum, and the search's bound (the same formula with floors for the
+    exposed traffic) never exceeds it, DualPipe's bubble included (the bound once assumed 1F1B's)."""
+    from topo.training.search import _bound
+
+    m = load_model("llama3-8b")
+    lay = make_layout(pp=8, dp=2, global_batch=64, seq_len=4096, pipeline_schedule=schedule)
+    r = estimate_step(fab, m, lay, contention=False)
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    ex = {k: r.breakdown_s[k] for k in ("tp", "cp", "pp", "dp", "ep")}
+    parts = step_breakdown(lay, sc, ex, r.breakdown_s["optimizer"])
+    assert parts == pytest.approx(r.breakdown_s) and sum(parts.values()) == pytest.approx(r.step_time_s)
+    assert _bound(lay, sc, 0.0, 0.0) <= r.step_time_s
+    if schedule == "dualpipe":
+        assert _bound(lay, sc, 0.0, 0.0) == pytest.approx(lay.microbatches * sc.microbatch_s + 3 * sc.forward_s)
