@@ -221,3 +221,27 @@ def test_dualpipe_bubble_closed_form(h100_fabric):
         with pytest.raises(TopoError, match="dualpipe needs an even pp") as e:
             check_layout(m, make_layout(dp=2, global_batch=48, seq_len=4096, pipeline_schedule="dualpipe", **bad))
         assert e.value.key == "pipeline_schedule"
+
+
+def test_multi_token_prediction_runs_on_the_last_stage():
+    """DeepSeek-V3's MTP module (arXiv 2412.19437 sec. 2.2; config.json num_nextn_predict_layers = 1): one more
+    layer of the model's last kind (attention + MoE), a 2h -> h projection and the shared output head, on the
+    last pipeline stage: its compute, its parameters and its expert all-to-alls."""
+    from topo.training.memory import stage_params
+    from topo.training.operators import pipeline_units, stage_compute
+
+    ds = load_model("deepseek-v3-671b")
+    assert ds.mtp_layers == 1
+    plain = ds.model_copy(update={"mtp_layers": 0})
+    lay = make_layout(pp=4, dp=2, ep=8, etp=1, global_batch=16, seq_len=4096)
+    last = pipeline_units(ds, lay)[-1]
+    assert last[-2:] == ["*E", "mtp_head"] and pipeline_units(plain, lay)[-1] == last[:-2]
+    gpu = gpu_compute("H100")
+    with_mtp, without = stage_compute(ds, lay, gpu), stage_compute(plain, lay, gpu)
+    layer = block_time(ds, lay, gpu, "*").forward_s + block_time(ds, lay, gpu, "E").forward_s
+    head = block_time(ds, lay, gpu, "mtp_head").forward_s
+    assert with_mtp.stage_s[-1] > without.stage_s[-1] and with_mtp.stage_s[0] == without.stage_s[0]
+    assert head > block_time(ds, lay, gpu, "logits").forward_s
+    assert with_mtp.stage_s[-1] - without.stage_s[-1] >= layer + head
+    h = ds.hidden
+    assert stage_params(ds, lay)[-1][0] - stage_params(plain, lay)[-1][0] >= 2 * h * h

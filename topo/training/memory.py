@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
 from .model import BLOCK_KINDS, ModelSpec
-from .operators import pipeline_units
+from .operators import END_UNITS, pipeline_units
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "gathered_unit_bytes", "block_activation_bytes"]
@@ -94,6 +94,8 @@ def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[floa
     if unit == "logits":
         own = 0 if (model.tied_embeddings and lay.pp == 1) else model.vocab * model.hidden
         return (own + model.hidden) / lay.tp, 0.0
+    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared
+        return (2 * model.hidden * model.hidden + 2 * model.hidden) / lay.tp, 0.0
     dense = expert = 0.0
     for k in unit:
         if k == "E":
@@ -218,7 +220,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
         o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
         for u in units:
-            if u in ("embedding", "logits"):
+            if u in END_UNITS:
                 continue
             if lay.recompute == "full" and (lay.recompute_num_layers is None or layer_i < lay.recompute_num_layers):
                 act_stage += full_input
@@ -233,8 +235,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
             layer_i += 1
         act_stage += in_transit
         act = act_stage / lay.vpp * _in_flight_chunks(lay, i)
-        if "logits" in units:
-            act += 4 * s * lay.micro_batch * model.vocab / lay.tp
+        heads = sum(1 for u in units if u in ("logits", "mtp_head"))  # each head's fp32 logits
+        act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
         mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
                               capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i)
         if best is None or mem.total_bytes > best.total_bytes:

@@ -148,6 +148,10 @@ class ModelSpec(_Strict):
     attention: AttentionSpec = AttentionSpec()
     moe: MoeSpec | None = None
     mamba: MambaSpec | None = None
+    mtp_layers: Annotated[int, Field(strict=True, ge=0)] = 0
+    """Multi-token prediction modules trained with the model (DeepSeek-V3 sec. 2.2: each is one more transformer
+    layer of the model's last kind, a projection of ``2 h`` to ``h`` and the shared output head; config.json's
+    ``num_nextn_predict_layers``), on the last pipeline stage."""
     layer_pattern: str | None = None
     """One character per layer: ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP, ``E`` MoE (Megatron-LM's
     ``hybrid_override_pattern``); ``layers`` must equal its length. Default: every layer attention + MLP (MoE

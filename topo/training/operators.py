@@ -51,10 +51,12 @@ from .kernels import attention_rate_flops, gemm_s, memory_s
 from .parallel import ParallelLayout
 from .model import ModelSpec
 
-__all__ = ["Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
+__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
+END_UNITS = ("embedding", "logits", "mtp_head")
+"""Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
 ATTENTION_BACKWARD_FLOPS = 2.5
 """A fused attention's backward over its forward FLOPs (it recomputes the scores; FlashAttention-2, arXiv
 2307.08691 sec. 3.2, and the FLOP convention of its benchmarks: backward = 2.5 x forward)."""
@@ -260,6 +262,10 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
         return [_mem("final_norm", "layernorm", 4 * T_sp * h),
                 _gemm("logits", "logits", T, V / lay.tp, h, linear=False),
                 _mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
+    if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
+        # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
+        return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),
+                *block_ops(model, lay, "logits")]
     raise ValueError(f"unknown block kind {kind!r}")
 
 
@@ -336,7 +342,8 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     The ``layers`` (with the embedding and the loss as two more units when ``lay.pipeline_embedding``, as
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
-    ``i, i + pp, ...``."""
+    ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
+    last stage."""
     units: list[str] = list(model.blocks)
     if lay.pipeline_embedding:
         units = ["embedding", *units, "logits"]
@@ -349,6 +356,8 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     if not lay.pipeline_embedding:
         stages[0].insert(0, "embedding")
         stages[-1].append("logits")
+    if model.mtp_layers:  # Megatron-Core puts the multi-token-prediction modules on the last stage
+        stages[-1] += [model.blocks[-1]] * model.mtp_layers + ["mtp_head"] * model.mtp_layers
     return stages
 
 
@@ -422,9 +431,9 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
     for units in stages:
         counts: dict[str, int] = {}
         for u in units:
-            for kind in ([u] if u in ("embedding", "logits") else u):
+            for kind in ([u] if u in END_UNITS else u):
                 counts[kind] = counts.get(kind, 0) + 1
-        n_layers = sum(1 for u in units if u not in ("embedding", "logits"))
+        n_layers = sum(1 for u in units if u not in END_UNITS)
         full_n = 0
         if lay.recompute == "full":
             full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
@@ -432,7 +441,7 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
         mods: dict[str, float] = {}
         for kind, n in counts.items():
             t = bt(kind)
-            if kind in ("embedding", "logits"):
+            if kind in END_UNITS:
                 rr = 0.0
             else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
                 frac = full_n / n_layers if n_layers else 0.0

@@ -55,7 +55,7 @@ from .gpus import gpu_compute
 from .mapping import map_layout
 from .memory import memory_per_gpu, stage_params
 from .model import BLOCK_KINDS, ModelSpec
-from .operators import optimizer_step_s, pipeline_units, stage_compute
+from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .timeline import step_timeline
@@ -72,13 +72,13 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
     stages = pipeline_units(model, lay)
 
     def weight(u):
-        layers = [x for x in u if x not in ("embedding", "logits")]
+        layers = [x for x in u if x not in END_UNITS]
         return len(layers), sum(x.count("E") for x in layers), sum(len(x) for x in layers)
 
     best = max(stages, key=weight)
-    counts = {k: sum(u.count(k) for u in best if u not in ("embedding", "logits")) for k in BLOCK_KINDS}
+    counts = {k: sum(u.count(k) for u in best if u not in END_UNITS) for k in BLOCK_KINDS}
     counts["*"] += counts.pop("W")  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
-    counts["layers"] = sum(1 for x in best if x not in ("embedding", "logits"))
+    counts["layers"] = sum(1 for x in best if x not in END_UNITS)
     return counts
 
 
