@@ -85,3 +85,20 @@ def test_step_and_search_bound_share_one_formula(fab, schedule):
     assert _bound(lay, sc, 0.0, 0.0) <= r.step_time_s
     if schedule == "dualpipe":
         assert _bound(lay, sc, 0.0, 0.0) == pytest.approx(lay.microbatches * sc.microbatch_s + 3 * sc.forward_s)
+
+
+def test_nvl72_jobs_take_64_of_each_rack_by_default():
+    """Production recipes run 64 of each NVL72 rack's 72 GPUs (Megatron-Bridge's GB200 recipes), so that power-of-two
+    TP/EP/DP groups stay inside a rack; the step says so, a layout that names gpus_per_domain_used keeps it, and a
+    job larger than 64 per rack uses them all and says that too."""
+    f = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod", ["cluster.num_units=8"]))  # 8 racks, 576 GPUs
+    m = load_model("llama3-8b")
+    r = estimate_step(f, m, make_layout(tp=8, dp=64, global_batch=128, seq_len=4096), contention=False)
+    assert r.layout["gpus_per_domain_used"] == 64 and any("64 of each 72-GPU" in n for n in r.notes)
+    ep = [c for c in r.comm if c.dim == "tp"]
+    assert all(c.domains_per_group == 1 for c in ep)
+    full = estimate_step(f, m, make_layout(tp=8, dp=64, global_batch=128, seq_len=4096, gpus_per_domain_used=72),
+                         contention=False)
+    assert full.layout["gpus_per_domain_used"] == 72 and not any("placement" in n for n in full.notes)
+    big = estimate_step(f, m, make_layout(tp=8, dp=72, global_batch=144, seq_len=4096), contention=False)
+    assert big.layout["gpus_per_domain_used"] is None and any("every GPU of the 72-GPU" in n for n in big.notes)

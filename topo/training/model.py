@@ -341,10 +341,6 @@ class ModelSpec(_Strict):
         return 0 if self.moe is None else self.mlp_matrices * self.hidden * self.moe.expert_ffn_hidden
 
     @property
-    def norm_params(self) -> int:
-        return 2 * self.hidden
-
-    @property
     def embedding_params(self) -> int:
         """Input embedding plus the output projection (once if tied)."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)

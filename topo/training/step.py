@@ -52,7 +52,7 @@ from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
-from .mapping import map_layout
+from .mapping import default_placement, map_layout
 from .memory import memory_per_gpu, stage_params
 from .model import BLOCK_KINDS, ModelSpec
 from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
@@ -269,6 +269,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     StepResult
     """
     spec = fabric.spec
+    lay, placed = default_placement(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
     gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides)
@@ -317,7 +318,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
-    notes = _notes(model, lay, gpu, mem, mapping, spec.gpus_per_domain)
+    notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping, spec.gpus_per_domain)
     layout = lay.model_dump()
     layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
     result = StepResult(
