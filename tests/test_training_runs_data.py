@@ -66,12 +66,12 @@ def test_no_run_in_two_files():
 
 
 def test_holdout_is_whole_families_of_its_releases():
-    # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01) are
-    # all held out: none of them is in the file the fit reads
+    # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01, see
+    # data/reference/README.md) are all held out: none of them is in the file the fit reads
     held = {r["model"] for r in _rows(HOLDOUT)}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b"}
     releases = {r["software"] for r in _rows(HOLDOUT)}
-    assert releases == {"NeMo 26.04", "NeMo 26.04.01"}
+    assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
 
