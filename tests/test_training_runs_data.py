@@ -91,6 +91,23 @@ def _fit_setups(monkeypatch, tmp_path=None, runs_file=None):
     return training_accuracy._setups()
 
 
+def test_every_run_fits_its_systems_fabric():
+    # the fit maps each row's system to a bundled fabric (training_accuracy.SPECS); a run on more GPUs than that
+    # fabric has cannot be placed (estimate_step: "the job needs GPUs 0 to N")
+    import topo
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    size = {}
+    for name, row in ROWS:
+        assert row["system"] in training_accuracy.SPECS, (name, row["run_id"], row["system"])
+        if row["system"] not in size:
+            spec, over = training_accuracy.SPECS[row["system"]]
+            size[row["system"]] = topo.build_fabric(topo.load_spec(spec, list(over))).layout.num_gpus
+        assert int(row["num_gpus"]) <= size[row["system"]], (row["run_id"], size[row["system"]])
+
+
 def test_the_fit_never_reads_the_holdout(monkeypatch):
     fitted = {s["run"] for s in _fit_setups(monkeypatch)}
     held = {r["run_id"] for r in _rows(HOLDOUT)}
