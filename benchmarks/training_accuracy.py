@@ -147,7 +147,9 @@ def _setups():
         if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
             kw.update(etp=1, overlap_ep=row.get("moe_a2a_overlap") == "1",
                       ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
-                      ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2))
+                      ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
+                      moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
+                      else None)
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
         if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
@@ -209,8 +211,6 @@ def main() -> None:
         """Golden-section search of one fraction on ``rows`` (mean |log error|), the others fixed."""
         def loss(e):
             v = {**values, key: e}
-            if key == "blackwell_fp8":
-                v["blackwell_bf16"] = e
             return sum(abs(math.log(predict(s, v) / s["step_s"])) for s in rows) / len(rows)
         g = (math.sqrt(5) - 1) / 2
         a, b = hi - g * (hi - lo), lo + g * (hi - lo)
@@ -227,15 +227,17 @@ def main() -> None:
         return round((lo + hi) / 2, digits)
 
     def fit_all(rows):
-        """Every [training] fraction on the dense runs among ``rows`` (a key without a dense run stays 1.0,
-        Blackwell BF16 takes Blackwell FP8's), then the host launch time on the MoE runs among them."""
+        """Every [training] fraction on the dense runs among ``rows`` (a key without a dense run stays 1.0;
+        Blackwell BF16 without one takes Blackwell FP8's), then the host launch time on the MoE runs among them."""
         values = {k: 1.0 for k in TRAINING_KEYS}
         values[HOST] = HOST_DEFAULT
+        dense_of = {key: [s for s in rows if s["key"] == key and s["group"].startswith("dense")]
+                    for key in TRAINING_KEYS}
         for key in TRAINING_KEYS:
-            dense = [s for s in rows if s["key"] == key and s["group"].startswith("dense")]
-            if dense and key != "blackwell_bf16":
-                values[key] = fit_key(dense, key, values, *FRACTION_RANGE)
-        values["blackwell_bf16"] = values["blackwell_fp8"]
+            if dense_of[key]:
+                values[key] = fit_key(dense_of[key], key, values, *FRACTION_RANGE)
+        if not dense_of["blackwell_bf16"]:
+            values["blackwell_bf16"] = values["blackwell_fp8"]
         moe = [s for s in rows if s["model"].moe is not None]
         if moe:
             values[HOST] = fit_key(moe, HOST, values, *HOST_RANGE, digits=7)
