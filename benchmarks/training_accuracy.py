@@ -243,7 +243,7 @@ def main() -> None:
             values[HOST] = fit_key(moe, HOST, values, *HOST_RANGE, digits=7)
         return values
 
-    fit_rows = [s for s in setups if not s["holdout"]]
+    fit_rows = fitted(setups)
     values = fit_all(fit_rows)
     for s in setups:
         s["pred"] = predict(s, values)
@@ -272,6 +272,11 @@ def _ranges():
 
 
 FRACTION_RANGE, HOST_RANGE, HOST_DEFAULT = _ranges()
+
+
+def fitted(setups):
+    """The runs a fit may read: every run but the hold-out file's."""
+    return [s for s in setups if not s["holdout"]]
 
 
 def _median(xs):

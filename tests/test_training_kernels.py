@@ -54,12 +54,13 @@ def test_efficiency_reproduces_the_published_mamf_and_msmf():
 def test_wave_quantisation():
     """Tiles run in waves of the SMs: one tile more than a full wave costs a whole extra wave (arXiv 2401.14489)."""
     km = replace(gpu_compute("H100").kernels, tile_shapes=((128, 256),))
-    full = gemm_s(km, 128 * 132, 256, 8192)   # 132 tiles: one wave
-    extra = gemm_s(km, 128 * 133, 256, 8192)  # 133 tiles: two waves
+    # 33 x 4 = 132 tiles of 128 x 256: one wave (compute-bound: the operands cross HBM in less time)
+    full = gemm_s(km, 128 * 33, 1024, 8192)
+    extra = gemm_s(km, 128 * 33 + 1, 1024, 8192)  # 34 x 4 = 136 tiles: two waves
     assert extra == pytest.approx(2 * full)
     # a small K pays the tile's fixed prologue/epilogue: time ~ K + k0 (k0 at the FP8 rate, half of it in BF16)
     k0 = km.tile_overhead_k * 989 / 1979  # the same time at the BF16 rate: H100 989 / 1,979 TFLOP/s
-    a, b = gemm_s(km, 128 * 132, 256, 2048), gemm_s(km, 128 * 132, 256, 8192)
+    a, b = gemm_s(km, 128 * 33, 1024, 2048), gemm_s(km, 128 * 33, 1024, 8192)
     assert b / a == pytest.approx((8192 + k0) / (2048 + k0), rel=1e-6)
 
 
