@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from .parallel import ParallelLayout
-from .model import ModelSpec
+from .model import ATTENTION_BLOCKS, Block, ModelSpec
 
 __all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
 
@@ -61,8 +61,8 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
         moe = 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * h * m.experts
         mlp = (model.num_dense_layers * dense + model.num_moe_layers * moe) / model.layers
     n_att = model.num_attention_layers
-    keys = (sum(model.count(k) * model.attended_keys(k, seq, causal=False) for k in "*W") / n_att
-            if n_att and model.count("W") else float(seq))
+    keys = (sum(model.count(k) * model.attended_keys(k, seq, causal=False) for k in ATTENTION_BLOCKS) / n_att
+            if n_att and model.count(Block.LOCAL) else float(seq))
     scores = 2 * keys * model.heads * (model.qk_dim + model.v_dim)
     return LayerFlops(matmul=attn + mlp, scores=scores, logits=2 * h * model.vocab,
                       moe_fraction=model.num_moe_layers / model.layers)

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
-from .model import BLOCK_KINDS, ModelSpec
+from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
@@ -98,7 +98,7 @@ def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[floa
         return (2 * model.hidden * model.hidden + 2 * model.hidden) / lay.tp, 0.0
     dense = expert = 0.0
     for k in unit:
-        if k == "E":
+        if k == Block.MOE:
             m = model.moe
             expert += m.experts * model.expert_params / (lay.ep * lay.expert_tp)
             dense += m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts + model.hidden
@@ -144,7 +144,7 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
     mods = set(lay.recompute_modules)
     norm = 0.0 if "layernorm" in mods else 2.0
     x = 1.0 if lay.precision == "fp8" else 2.0  # a linear layer's saved input (FP8: Transformer Engine keeps the cast)
-    if kind in ("*", "W"):  # a local window (W) stores the same tensors (its scores only without a fused kernel)
+    if kind in ATTENTION_BLOCKS:  # a local window (W) stores the same tensors (its scores only without a fused kernel)
         kv_frac = model.num_kv_heads * model.head_dim / h
         if model.attention.kind == "mla":
             a = model.attention
@@ -160,10 +160,10 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             lin -= x  # the attention output (the projection's input) is recomputed
         replicated = norm + x + mask  # without SP the norm's output, its input and the mask are on every rank
         rest = lin - x - mask
-    elif kind in "-E":
+    elif kind in (Block.MLP, Block.MOE):
         k = model.mlp_matrices
         per_f = 2 * (k - 1) + x  # k f-wide intermediates; the last is fc2's input
-        if kind == "-":
+        if kind == Block.MLP:
             inner = per_f * model.ffn_hidden / h
             mod = "mlp"
         else:
@@ -172,7 +172,7 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             mod = "moe"
         if mod in mods:
             inner = 0.0
-        elif kind == "E" and "moe_act" in mods:
+        elif kind == Block.MOE and "moe_act" in mods:
             inner *= (k - 1) / k
         replicated = norm + x + mask
         rest = inner

@@ -19,6 +19,7 @@ output projection as another V h unless tied) are what FLOPs (:mod:`topo.trainin
 from __future__ import annotations
 
 import difflib
+from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -29,11 +30,22 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..resources import data_dir
 
-__all__ = ["BLOCK_KINDS", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models",
+__all__ = ["ATTENTION_BLOCKS", "BLOCK_KINDS", "Block", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models",
            "models_dir", "validation_error"]
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
-BLOCK_KINDS = "*W-EM"
+class Block(StrEnum):
+    """A block of a layer, as a model's ``layer_pattern`` writes it (Megatron-LM's hybrid pattern characters)."""
+
+    ATTENTION = "*"
+    LOCAL = "W"  # attention over a local window (sliding or chunked)
+    MLP = "-"
+    MOE = "E"
+    MAMBA = "M"
+
+
+ATTENTION_BLOCKS = (Block.ATTENTION, Block.LOCAL)
+BLOCK_KINDS = "".join(Block)
 """Block kinds of a layer: attention over the whole prefix (``*``) or a local window (``W``), dense MLP (``-``),
 MoE (``E``), Mamba-2 (``M``)."""
 
@@ -166,9 +178,9 @@ class ModelSpec(_Strict):
                                  f"(attention), - (MLP), E (MoE)")
             if len(self.layer_pattern) != self.layers:
                 raise ValueError(f"layer_pattern has {len(self.layer_pattern)} layers, layers is {self.layers}")
-            if "M" in self.layer_pattern and self.mamba is None:
+            if Block.MAMBA in self.layer_pattern and self.mamba is None:
                 raise ValueError("layer_pattern has Mamba-2 layers (M) but the file has no [mamba] table")
-            if "E" in self.layer_pattern and self.moe is None:
+            if Block.MOE in self.layer_pattern and self.moe is None:
                 raise ValueError("layer_pattern has MoE layers (E) but the file has no [moe] table")
         elif self.mamba is not None:
             raise ValueError("a [mamba] table needs a layer_pattern saying which layers are Mamba-2 (M)")
@@ -207,7 +219,8 @@ class ModelSpec(_Strict):
             return tuple(self.layer_pattern)
         dense = 0 if self.moe is None else self.moe.dense_layers
         every = 1 if self.moe is None else self.moe.every
-        return tuple(self.attention_kind(i) + ("-" if (self.moe is None or i < dense or (i + 1) % every) else "E")
+        return tuple(self.attention_kind(i) + (Block.MLP if (self.moe is None or i < dense or (i + 1) % every)
+                                                 else Block.MOE)
                      for i in range(self.layers))
 
     def attention_kind(self, layer: int) -> str:
@@ -215,8 +228,8 @@ class ModelSpec(_Strict):
         (``attention.window``, see :class:`AttentionSpec`)."""
         a = self.attention
         if a.window is None or (a.full_every is not None and (layer + 1) % a.full_every == 0):
-            return "*"
-        return "W"
+            return Block.ATTENTION
+        return Block.LOCAL
 
     def attended_keys(self, kind: str, seq: int, causal: bool = True) -> float:
         """Keys one query attends to on average in an attention block of ``kind`` at sequence ``seq``.
@@ -241,7 +254,7 @@ class ModelSpec(_Strict):
             Mean keys per query.
         """
         a = self.attention
-        if kind != "W" or a.window is None or a.window >= seq:
+        if kind != Block.LOCAL or a.window is None or a.window >= seq:
             return seq / 2 if causal else float(seq)
         w = a.window
         if not causal:
@@ -257,21 +270,21 @@ class ModelSpec(_Strict):
 
     @property
     def num_moe_layers(self) -> int:
-        return self.count("E")
+        return self.count(Block.MOE)
 
     @property
     def num_dense_layers(self) -> int:
         """Blocks with a dense MLP."""
-        return self.count("-")
+        return self.count(Block.MLP)
 
     @property
     def num_attention_layers(self) -> int:
         """Blocks with attention, full (``*``) or local (``W``)."""
-        return self.count("*") + self.count("W")
+        return self.count(Block.ATTENTION) + self.count(Block.LOCAL)
 
     @property
     def num_mamba_layers(self) -> int:
-        return self.count("M")
+        return self.count(Block.MAMBA)
 
     @property
     def mamba_inner(self) -> int:
@@ -298,11 +311,11 @@ class ModelSpec(_Strict):
     def block_params(self, kind: str, active: bool = False) -> int:
         """Weights of one block of ``kind`` with its norm (``active``: the routed top-k experts only)."""
         h = self.hidden
-        if kind in "*W":
+        if kind in ATTENTION_BLOCKS:
             return self.attention_params + h
-        if kind == "-":
+        if kind == Block.MLP:
             return self.dense_mlp_params + h
-        if kind == "M":
+        if kind == Block.MAMBA:
             return self.mamba_params + h
         m = self.moe
         n = m.active_experts if active else m.experts

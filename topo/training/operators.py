@@ -49,7 +49,7 @@ import numpy as np
 from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s
 from .parallel import ParallelLayout
-from .model import ModelSpec
+from .model import ATTENTION_BLOCKS, Block, ModelSpec
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
@@ -114,7 +114,7 @@ def _tokens(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float, int]:
     return T, T_sp, s
 
 
-def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = "*") -> list[Op]:
+def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTENTION) -> list[Op]:
     T, T_sp, s = _tokens(model, lay)
     h, tp, a = model.hidden, lay.tp, model.attention
     heads = model.heads / tp
@@ -136,7 +136,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = "*") -> li
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
-        block = min(s, model.attention.window) if (kind == "W" and model.attention.window) else s
+        block = min(s, model.attention.window) if (kind == Block.LOCAL and model.attention.window) else s
         ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv),
                       head_dim=dqk, block_seq=block, causal=True))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
@@ -248,13 +248,13 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ``logits``), one micro-batch, one GPU, forward."""
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
-    if kind in ("*", "W"):
+    if kind in ATTENTION_BLOCKS:
         return _attention_ops(model, lay, kind)
-    if kind == "-":
+    if kind == Block.MLP:
         return _mlp_ops(model, lay, model.ffn_hidden, "mlp", T, T_sp, lay.tp)
-    if kind == "E":
+    if kind == Block.MOE:
         return _moe_ops(model, lay)
-    if kind == "M":
+    if kind == Block.MAMBA:
         return _mamba_ops(model, lay)
     if kind == "embedding":
         return [_mem("embedding", "embedding", 2 * ACT * T_sp * h)]
@@ -478,7 +478,7 @@ def _host_wait_s(lay: ParallelLayout, units: list[str], bt) -> float:
         return 0.0
     wait = 0.0
     for u in units:
-        if "E" in u:
+        if Block.MOE in u:
             gpu_s = sum(bt(k).forward_s for k in u)
             host_s = sum(bt(k).host_s for k in u)
             wait += max(0.0, host_s - gpu_s)

@@ -54,7 +54,7 @@ from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
 from .memory import memory_per_gpu, stage_params
-from .model import BLOCK_KINDS, ModelSpec
+from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
@@ -73,11 +73,11 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
 
     def weight(u):
         layers = [x for x in u if x not in END_UNITS]
-        return len(layers), sum(x.count("E") for x in layers), sum(len(x) for x in layers)
+        return len(layers), sum(x.count(Block.MOE) for x in layers), sum(len(x) for x in layers)
 
     best = max(stages, key=weight)
     counts = {k: sum(u.count(k) for u in best if u not in END_UNITS) for k in BLOCK_KINDS}
-    counts["*"] += counts.pop("W")  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
+    counts[Block.ATTENTION] += counts.pop(Block.LOCAL)  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
     counts["layers"] = sum(1 for x in best if x not in END_UNITS)
     return counts
 
@@ -125,7 +125,7 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
                         "calls": float(calls), "phase": phase})
 
     if tp > 1:
-        blocks = c["*"] + c["-"] + c["M"] + (c["E"] if (lay.expert_tp > 1 or (model.moe and
+        blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (c[Block.MOE] if (lay.expert_tp > 1 or (model.moe and
                                                                               model.moe.shared_experts)) else 0)
         per_layer_blocks = blocks / max(1, c["layers"])
         forward = blocks + (per_layer_blocks * rec_layers if full else 0)
@@ -137,15 +137,15 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
                 add("tp", "reduce_scatter", "tp", act, m * passes, phase=phase)
             else:
                 add("tp", "all_reduce", "tp", act, m * passes, phase=phase)
-    if lay.cp > 1 and c["*"]:
+    if lay.cp > 1 and c[Block.ATTENTION]:
         kv_heads = max(1, model.num_kv_heads // tp)
         kv = b * seq * 2 * kv_heads * model.head_dim * ACT_BYTES
         if model.attention.kind == "mla":  # MLA's K/V are per head after the up-projection
             a = model.attention
             kv = b * seq * (model.heads // tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * ACT_BYTES
-        rec_att = min(c["*"], rec_layers) if full else 0
-        add("cp", "all_gather", "cp", kv, m * (c["*"] + rec_att), phase="microbatch")
-        add("cp", "reduce_scatter", "cp", kv, m * c["*"], phase="microbatch")
+        rec_att = min(c[Block.ATTENTION], rec_layers) if full else 0
+        add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
+        add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
     if p > 1:
         sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
         split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
@@ -170,20 +170,20 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
             calls = n / per
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
-    if model.moe is not None and c["E"] and lay.ep * lay.expert_tp > 1:
+    if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
         # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
         tokens = b * s_cp / tp
         copies = ep_copies(model, lay, gpus_per_domain)
         elems = tokens * copies * h * lay.moe_imbalance
-        rec_moe = min(c["E"], rec_layers) if full else 0
-        calls = m * (c["E"] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
+        rec_moe = min(c[Block.MOE], rec_layers) if full else 0
+        calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
         if lay.ep > 1:
             if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
-                add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c["E"] + rec_moe),
+                add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c[Block.MOE] + rec_moe),
                     phase="microbatch")
-                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c["E"] + rec_moe), phase="microbatch")
+                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
             else:
                 add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
         gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
