@@ -202,141 +202,175 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         No layout is valid, or none fits (saying by how much the closest one misses).
     """
     t0 = time.perf_counter()
-    spec = fabric.spec
     if gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
     top = top or 10
-    keep = keep or max(top + 2, 5)
-    gpu = gpu_compute(spec.gpu, efficiency)
-    cap = gpu.memory_bytes
-    engine = engine or CommEngine(fabric)
-    considered = invalid = too_big = pruned = evaluated = 0
-    closest = None
-    mem_cache: dict = {}
-    bound_cache: dict = {}
-    best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
-    counter = itertools.count()
-    done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
+    s = _Search(fabric, model, engine or CommEngine(fabric), gpu_compute(fabric.spec.gpu, efficiency),
+                keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
+    s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
+                                       **options), batch)
+    s.raise_if_none_fits(gpus, global_batch)
+    results = s.ranked(top, contention)
+    return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
+                        ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
+                        rejected_invalid=s.invalid, engine_calls=s.engine.engine_calls,
+                        elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
+                        pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated))
 
-    def threshold() -> float:
-        return -best[0][0] if len(best) >= keep else float("inf")
 
-    def bound_of(lay, keys):
+def _rank(r) -> tuple:
+    return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
+
+
+class _Search:
+    """The state of one search (see the module doc), its steps as methods: bound a layout, refine a bound with
+    routed DP traffic, evaluate a batch, walk the candidates in passes, re-rank the best with the traffic mix."""
+
+    def __init__(self, fabric, model, engine, gpu, keep, step_kw, progress, max_layouts):
+        self.fabric, self.model, self.engine, self.gpu, self.keep = fabric, model, engine, gpu, keep
+        self.spec = fabric.spec
+        self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
+        self.considered = self.invalid = self.too_big = self.evaluated = 0
+        self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.mem_cache: dict = {}
+        self.bound_cache: dict = {}
+        self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
+        self.counter = itertools.count()
+        self.done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
+
+    def threshold(self) -> float:
+        """The ``keep``-th best step time so far (a bound at or above it cannot enter)."""
+        return -self.best[0][0] if len(self.best) >= self.keep else float("inf")
+
+    def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit)."""
-        nonlocal too_big, closest
         mk, bk, _ = keys
-        mem = mem_cache.get(mk)
+        mem = self.mem_cache.get(mk)
         if mem is None:
-            mem = mem_cache[mk] = memory_per_gpu(model, lay, cap)
+            mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes)
         if not mem.fits:
             return None, mem
-        got = bound_cache.get(bk)
+        got = self.bound_cache.get(bk)
         if got is None:
-            sc = stage_compute(model, lay, gpu)
-            tp_f, ep_f = _comm_floor_s(spec, lay, step_traffic(model, lay, spec.gpus_per_domain), sc)
-            got = bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
+            sc = stage_compute(self.model, lay, self.gpu)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, self.spec.gpus_per_domain), sc)
+            got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
 
-    def refined(lay, bound, keys):
+    def refined(self, lay, bound, keys) -> float:
         """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
         (no new routing): the step-time formula with the TP and EP floors and that DP time."""
-        _, sc, tp_f, ep_f = bound_cache[keys[1]]
+        _, sc, tp_f, ep_f = self.bound_cache[keys[1]]
         try:
-            mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+            mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(engine, model, lay, mapping, sc, spec.gpus_per_domain)
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.spec.gpus_per_domain)
         ep = got["ep"] if got["ep"] is not None else ep_f
         return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 
-    def run(pending):
-        nonlocal evaluated, pruned
-        for bound, _, lay, keys in sorted(pending, key=lambda it: it[:2]):
-            if bound >= threshold() or (max_layouts is not None and evaluated >= max_layouts):
-                continue
-            if threshold() < float("inf") and refined(lay, bound, keys) >= threshold():
-                continue  # its data-parallel traffic, routed for another layout, already rules it out
-            r = estimate_step(fabric, model, lay, engine=engine, convention=convention, efficiency=efficiency,
-                         check=False, contention=False)
-            evaluated += 1
-            done.add(keys[2])
-            if not r.fits:
-                continue
-            item = (-r.step_time_s, next(counter), r)
-            if len(best) < keep:
-                heapq.heappush(best, item)
-            elif item[0] > best[0][0]:
-                heapq.heapreplace(best, item)
-            if progress is not None and evaluated % 64 == 0:
-                progress(evaluated, None, "layouts evaluated")
+    def _full(self) -> bool:
+        return self.max_layouts is not None and self.evaluated >= self.max_layouts
 
-    # passes over the candidates, each keeping only the ``batch`` lowest bounds not yet decided (a bounded heap);
-    # a pass ends exact when the best found beats every bound it left out
-    floor_bound = -float("inf")
-    first = True
-    while True:
-        heap: list = []  # max-heap on bound: (-bound, seq, layout)
-        cut = float("inf")  # the lowest bound left out of this pass
-        for lay, _why in candidate_layouts(model, gpus, global_batch, gpus_per_domain=spec.gpus_per_domain,
-                                           **options):
-            if first:
-                considered += 1
-                if progress is not None and considered % 8192 == 0:
-                    progress(considered, None, "layouts considered")
+    def run(self, pending) -> None:
+        """Evaluate a pass's layouts, lowest bound first, skipping those the threshold already rules out."""
+        for bound, _, lay, keys in sorted(pending, key=lambda it: it[:2]):
+            if bound >= self.threshold() or self._full():
+                continue
+            if self.threshold() < float("inf") and self.refined(lay, bound, keys) >= self.threshold():
+                continue  # its data-parallel traffic, routed for another layout, already rules it out
+            r = estimate_step(self.fabric, self.model, lay, engine=self.engine, check=False, contention=False,
+                              **self.step_kw)
+            self.evaluated += 1
+            self.done.add(keys[2])
+            if r.fits:
+                item = (-r.step_time_s, next(self.counter), r)
+                if len(self.best) < self.keep:
+                    heapq.heappush(self.best, item)
+                elif item[0] > self.best[0][0]:
+                    heapq.heapreplace(self.best, item)
+            if self.progress is not None and self.evaluated % 64 == 0:
+                self.progress(self.evaluated, None, "layouts evaluated")
+
+    def _count(self, lay, mem, first: bool) -> None:
+        """The first pass counts every candidate (``lay`` None: invalid; ``mem`` given: does not fit) and
+        remembers the smallest that does not fit."""
+        if not first:
+            return
+        self.considered += 1
+        if self.progress is not None and self.considered % 8192 == 0:
+            self.progress(self.considered, None, "layouts considered")
+        if lay is None:
+            self.invalid += 1
+        elif mem is not None:
+            self.too_big += 1
+            if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
+                self.closest = (mem, lay)
+
+    def one_pass(self, candidates, batch: int, floor_bound: float, first: bool) -> float:
+        """Keep the ``batch`` lowest bounds above ``floor_bound`` not yet decided (a bounded heap), evaluate them;
+        return the lowest bound left out."""
+        heap: list = []  # max-heap on bound: (-bound, seq, layout, keys)
+        cut = float("inf")
+        for lay, _why in candidates:
             if lay is None:
-                invalid += first
+                self._count(None, None, first)
                 continue
             keys = _keys(lay)
-            bound, mem = bound_of(lay, keys)
+            bound, mem = self.bound_of(lay, keys)
             if bound is None:
-                if first:
-                    too_big += 1
-                    if closest is None or mem.total_bytes < closest[0].total_bytes:
-                        closest = (mem, lay)
+                self._count(lay, mem, first)
                 continue
-            if bound < floor_bound or bound >= threshold() or keys[2] in done:
+            self._count(lay, None, first)
+            if bound < floor_bound or bound >= self.threshold() or keys[2] in self.done:
                 continue
-            item = (-bound, next(counter), lay, keys)
+            item = (-bound, next(self.counter), lay, keys)
             if len(heap) < batch:
                 heapq.heappush(heap, item)
             elif item[0] > heap[0][0]:
                 cut = min(cut, -heapq.heapreplace(heap, item)[0])
             else:
                 cut = min(cut, bound)
-        first = False
-        run([(-b, c, lay, keys) for b, c, lay, keys in heap])
-        if progress is not None:
-            progress(evaluated, None, f"layouts evaluated of {considered:,} considered")
-        if cut >= threshold() or cut == float("inf") or (max_layouts is not None and evaluated >= max_layouts):
-            break
-        floor_bound = cut
-    fits_count = considered - invalid - too_big
-    pruned = max(0, fits_count - evaluated)
-    if not best:
-        if closest is None:
+        self.run([(-b, c, lay, keys) for b, c, lay, keys in heap])
+        if self.progress is not None:
+            self.progress(self.evaluated, None, f"layouts evaluated of {self.considered:,} considered")
+        return cut
+
+    def passes(self, candidates, batch: int) -> None:
+        """Passes over the candidates until the best found beats every bound a pass left out (exact)."""
+        floor_bound, first = -float("inf"), True
+        while True:
+            cut = self.one_pass(candidates(), batch, floor_bound, first)
+            first = False
+            if cut >= self.threshold() or cut == float("inf") or self._full():
+                return
+            floor_bound = cut
+
+    def raise_if_none_fits(self, gpus: int, global_batch: int) -> None:
+        if self.best:
+            return
+        model, cap = self.model, self.gpu.memory_bytes
+        if self.closest is None:
             raise TopoError(f"no layout of {model.name} on {gpus} GPUs with a global batch of {global_batch} "
-                            f"satisfies the divisibility rules ({invalid} tried)", key="gpus")
-        mem, lay = closest
+                            f"satisfies the divisibility rules ({self.invalid} tried)", key="gpus")
+        mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
-                        f"{cap / 1e9:.1f} GB ({cap / 2**30:.1f} GiB) of a {spec.gpu}", key="model")
-    def rank(r):
-        return round(r.step_time_s, 9), r.memory_per_gpu_bytes  # ties: less memory first
+                        f"{cap / 1e9:.1f} GB ({cap / 2**30:.1f} GiB) of a {self.spec.gpu}", key="model")
 
-    results = sorted((r for _, _, r in best), key=rank)
-    if contention:  # a mix only slows (every slowdown >= 1): stop when the next one alone cannot enter the top
-        mixed: list = []
-        for r in results:
-            if len(mixed) >= top and round(r.step_time_s, 9) > rank(sorted(mixed, key=rank)[top - 1])[0]:
-                break
-            mixed.append(estimate_step(fabric, model, _layout_of(r, model), engine=engine, convention=convention,
-                                       efficiency=efficiency, check=False, contention=True))
-        results = mixed
-    results.sort(key=rank)
-    return SearchResult(spec=fabric.name, model=model.name, gpus=gpus, global_batch=global_batch,
-                        ranked=results[:top], considered=considered, rejected_memory=too_big,
-                        rejected_invalid=invalid, engine_calls=engine.engine_calls,
-                        elapsed_s=time.perf_counter() - t0, evaluated=evaluated, pruned=pruned)
+    def ranked(self, top: int, contention: bool) -> list:
+        """The best, re-evaluated with the traffic mix (``contention``): a mix only slows (every slowdown >= 1), so
+        the walk stops when the next one alone cannot enter the top."""
+        results = sorted((r for _, _, r in self.best), key=_rank)
+        if contention:
+            mixed: list = []
+            for r in results:
+                if len(mixed) >= top and round(r.step_time_s, 9) > _rank(sorted(mixed, key=_rank)[top - 1])[0]:
+                    break
+                mixed.append(estimate_step(self.fabric, self.model, _layout_of(r, self.model), engine=self.engine,
+                                           check=False, contention=True, **self.step_kw))
+            results = mixed
+        return sorted(results, key=_rank)
 
 
 def _layout_of(r, model) -> ParallelLayout:
