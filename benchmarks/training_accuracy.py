@@ -157,6 +157,11 @@ def _setups():
         # the recipe's memory settings (empty: none): activation offloading, recomputation
         kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
         kw["recompute"] = row.get("recompute_granularity") or "none"
+        if row["run_id"].startswith("automodel_"):
+            # PyTorch FSDP2 (NeMo AutoModel): the sharded parameters stay fp32 and are the optimizer's master copy
+            # (MixedPrecisionPolicy casts each gathered layer to bf16 for compute), fp32 gradients, two fp32
+            # moments: 4 + 4 + 8 = 16 bytes per parameter, no separate bf16 weight copy (Megatron keeps 18)
+            kw.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0)
         if row["run_id"].startswith("deepseekv3_h800"):
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe")
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),

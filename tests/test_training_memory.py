@@ -154,11 +154,10 @@ STILL_OVER = {
     # NeMo AutoModel (PyTorch FSDP2), settings approximate: Llama 3 70B's benchmark config is not in the index
     # (116 GB without recomputation, which it likely used)
     "automodel_h100_llama3_70b",
-    # topo counts Megatron's 18 bytes per parameter where FSDP2 keeps an fp32 sharded parameter as the master copy
-    # (16): Nemotron 3 Nano on 8 H100 (31.6B over 8: 71 GB of state, 63 GB at 16; full recomputation) 86 GB of the
-    # H100's 85.5 GB. (AutoModel's Qwen3 30B, gpt-oss-20b and Kimi K2 rows, 81-84 GB, fit since the capacity is
-    # the 81,559 MiB the driver reports, not 80e9 bytes: issue 30 item 4)
-    "automodel_h100_nemotron3_nano",
+    # (AutoModel's Qwen3 30B, gpt-oss-20b and Kimi K2 rows fit since the capacity is the 81,559 MiB the driver
+    # reports, not 80e9 bytes (issue 30 item 4); its Nemotron 3 Nano row since the fit reads FSDP2's state as it
+    # is kept: fp32 sharded parameters that are the master copy, no bf16 copy, 16 bytes per parameter, not
+    # Megatron's 18 (issue 29))
 }
 
 
