@@ -167,7 +167,8 @@ def test_control_characters_never_reach_the_terminal():
 def test_a_size_beyond_a_gpus_memory_gets_a_note():
     doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "100000G", "--json",
                              check=True).stdout)
-    assert any("more than one H100's 80 GB of memory" in n for n in doc["notes"])
+    # an "80GB" H100 holds 81,559 MiB (what its driver reports): 85.5 GB, 80 GiB
+    assert any("more than one H100's 85.5 GB (80 GiB) of memory" in n for n in doc["notes"])
     doc = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "8", "--size", "64G", "--json", check=True).stdout)
     assert not any("memory" in n for n in doc["notes"])
 

@@ -203,7 +203,8 @@ def memory_note(result: EstimateResult, fabric) -> None:
         return
     big = max(x.size_bytes for x in result.results)
     if big > mem:
-        result.notes.append(f"{big:,} bytes is more than one {fabric.spec.gpu}'s {mem / 1e9:,.0f} GB of memory: "
+        result.notes.append(f"{big:,} bytes is more than one {fabric.spec.gpu}'s {mem / 1e9:,.1f} GB "
+                            f"({mem / 2**30:,.0f} GiB) of memory: "
                             "nccl-tests could not allocate that buffer; the time is the model's extrapolation")
 
 
