@@ -13,10 +13,10 @@ What no source gives is fitted, each within its physical range (mean absolute lo
 search):
 
 - one fraction of the sustained GEMM rate per (generation, precision) that training frameworks reach, on the
-  DENSE runs only (ampere bf16; hopper bf16, fp8; blackwell fp8; Blackwell BF16 has no dense run and takes
-  Blackwell FP8's);
+  DENSE runs only (a key without a dense run keeps 1.0; Blackwell BF16 without one would take Blackwell FP8's);
 - the CPU time of one kernel launch, within its published 5-20 us, on the MoE runs (the only ones where the host
-  binds: a dropless router's device-to-host sync each MoE layer).
+  binds: a dropless router's device-to-host sync each MoE layer); searched over four times that range and held
+  inside it, the report saying where the runs alone would put it.
 
 Scores (per group: dense BF16, dense FP8, coarse MoE (<= 16 experts), fine-grained MoE, hybrid SSM; per GPU
 generation):
@@ -244,12 +244,16 @@ def main() -> None:
         if not dense_of["blackwell_bf16"]:
             values["blackwell_bf16"] = values["blackwell_fp8"]
         moe = [s for s in rows if s["model"].moe is not None]
-        if moe:
-            values[HOST] = fit_key(moe, HOST, values, *HOST_RANGE, digits=7)
+        if moe:  # searched over four times the published range, kept inside it: where it wants more, we say so
+            best = fit_key(moe, HOST, values, HOST_RANGE[0], 4 * HOST_RANGE[1], digits=7)
+            values[HOST] = min(best, HOST_RANGE[1])
+            wanted[HOST] = best
         return values
 
     fit_rows = fitted(setups)
+    wanted: dict = {}
     values = fit_all(fit_rows)
+    host_wanted = wanted.get(HOST)
     for s in setups:
         s["pred"] = predict(s, values)
     for fam in sorted({s["family"] for s in fit_rows}):  # leave one model family out: refit without it
@@ -258,6 +262,11 @@ def main() -> None:
             if s["family"] == fam:
                 s["lofo"] = predict(s, v)
     body, errors = _report(setups, values)
+    if host_wanted is not None and host_wanted > HOST_RANGE[1]:
+        body += (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
+                 f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
+                 "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
+                 "the in-sample ones because no other fitted value touches them.")
     body += f"\n\nWall time {time.perf_counter() - t0:.0f} s."
     print(body)
     if args.fit:

@@ -38,6 +38,21 @@ def test_expert_all_to_all_carries_each_rank_its_own_tokens():
             assert all(it["size_bytes"] == pytest.approx(4 * size[etp]) for it in gathers)
             assert sum(it["calls"] for it in gathers) == sum(it["calls"] for it in a2a)
     assert size[1] == size[4]
+    # the routed experts' gather replaces the sequence-parallel one: an MoE block is no TP block (no shared expert)
+    lay = make_layout(ep=2, etp=4, **base)
+    tp_calls = sum(it["calls"] for it in step_traffic(m, lay, 8) if it["dim"] == "tp")
+    dense_blocks = m.layers  # Mixtral: one attention block per layer, every MLP an MoE
+    assert tp_calls == 2 * 2 * dense_blocks * lay.microbatches  # AG + RS, forward + backward
+
+
+def test_prediction_interval_is_what_the_error_allows_either_way():
+    """Errors are (predicted - measured) / measured: a prediction p90 too fast stands for a measured step of
+    predicted / (1 - p90), one p90 too slow for predicted / (1 + p90)."""
+    from topo.training.uncertainty import step_interval
+    m = load_model("qwen3-30b-a3b")
+    u = step_interval(m, "fp8", 10.0)
+    assert u["group"] == "moe_fine" and 0 < u["p50"] <= u["p90"] < 1
+    assert u["low_s"] == pytest.approx(10.0 / (1 + u["p90"])) and u["high_s"] == pytest.approx(10.0 / (1 - u["p90"]))
 
 
 def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
@@ -50,7 +65,16 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     total = sum(c.time_s for c in tp)
     forward = sum(c.time_s for c in tp) / 2  # as many forward as backward calls, alike
     assert forward <= r.breakdown_s["tp"] < total
-    sc = stage_compute(m, lay, gpu_compute("H100"))
+    gpu = gpu_compute("H100")
+    sc = stage_compute(m, lay, gpu)
+    # the window: the weight-gradient GEMMs of the busiest stage, half of each weight GEMM's backward (by hand:
+    # every GEMM of these blocks has a weight; fused attention and norms have none)
+    from topo.training.operators import block_ops, op_time_s, pipeline_units
+    units = pipeline_units(m, lay)[sc.busiest]
+    kinds = [k for u in units for k in ([u] if u in ("embedding", "logits") else u)]
+    wgrad = sum(op_time_s(o, gpu, "bf16", backward=True) / 2 for k in kinds for o in block_ops(m, lay, k)
+                if o.kind == "gemm")
+    assert sc.wgrad_s == pytest.approx(wgrad, rel=1e-9) and 0 < sc.wgrad_s < sc.backward_s / 2
     assert r.breakdown_s["tp"] == pytest.approx(forward + max(0.0, total / 2 - lay.microbatches * sc.wgrad_s))
     on = estimate_step(fab, m, lay.model_copy(update={"overlap_tp": True}), contention=False)
     assert on.breakdown_s["tp"] < r.breakdown_s["tp"]

@@ -3,9 +3,10 @@
 Three kinds of kernels make a training step:
 
 - **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM at a time, run in waves of
-  the GPU's SMs; a tile takes ``max(compute, operands from L2) x (K + k0)`` (``k0``: its fixed prologue and
-  epilogue, in steps of K at the FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is
-  faster than its operands and result cross HBM. The large-GEMM efficiency ``e`` is the value at which this model
+  the GPU's SMs; a tile takes ``K + k0`` steps (``k0``: its fixed prologue and epilogue, in steps of K at the
+  FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is faster than its operands and
+  result cross HBM (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a
+  bound of its own: with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which this model
   reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape, times the published
   sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
   of that a training framework's GEMMs reach (``[training]``, fitted on dense runs only). Grouped GEMMs (an
@@ -57,8 +58,6 @@ class KernelModel:
         Large-GEMM efficiency by precision at the sustained clock (``e`` of the module doc).
     hbm_Bps : float
         HBM bandwidth.
-    l2_Bps : float
-        L2-to-SM operand bandwidth (all SMs).
     tile_shapes : tuple
         Candidate ``(tm, tn)`` output tiles.
     tile_overhead_k : float
@@ -75,7 +74,6 @@ class KernelModel:
     peak_flops: dict
     efficiency: dict
     hbm_Bps: float
-    l2_Bps: float
     tile_shapes: tuple
     tile_overhead_k: float
     gemm_memory_efficiency: float
@@ -96,9 +94,8 @@ class KernelModel:
 
 
 def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
-    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (compute and L2 side) at efficiency ``e``."""
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``."""
     peak_sm = km.peak_flops[precision] / km.sms
-    b = 1.0 if precision == "fp8" else 2.0
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
@@ -108,11 +105,9 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
             continue
         per = math.ceil(M / tm) * math.ceil(N / tn)
         tiles = per * groups if packed else per
-        active = min(tiles, km.sms)
-        comp = 2.0 * tm * tn / (peak_sm * e)
-        load = (tm + tn) * b / (km.l2_Bps / active)
+        step = 2.0 * tm * tn / (peak_sm * e)  # one step of K of one tile
         waves = math.ceil(tiles / km.sms) * (1 if packed else groups)
-        best = min(best, waves * (max(comp, load) * K + comp * k0))
+        best = min(best, waves * step * (K + k0))
     return best
 
 
@@ -178,6 +173,9 @@ def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
     tflops, M, N, K = mamf
     target = 2.0 * M * N * K / (tflops * 1e12)
     lo, hi = 0.05, 1.0
+    if gemm_s(km, M, N, K, precision, efficiency=hi) > target * (1 + 1e-9):
+        raise ValueError(f"kernels.toml: mamf.{precision}: {tflops} TFLOP/s at {M} x {N} x {K} is beyond the tile "
+                         f"model at efficiency 1: the model cannot reproduce what was measured")
     for _ in range(60):
         mid = (lo + hi) / 2
         if gemm_s(km, M, N, K, precision, efficiency=mid) > target:
@@ -198,7 +196,6 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     peak = dict(peaks)
     km = KernelModel(
         sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
-        l2_Bps=g["l2_TBps_per_peak_PFLOPs"] * 1e12 * peak["bf16"] / 1e15,
         tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),

@@ -94,8 +94,10 @@ def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[floa
     if unit == "logits":
         own = 0 if (model.tied_embeddings and lay.pp == 1) else model.vocab * model.hidden
         return (own + model.hidden) / lay.tp, 0.0
-    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared
-        return (2 * model.hidden * model.hidden + 2 * model.hidden) / lay.tp, 0.0
+    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and with pp > 1 the
+        # last stage holds a copy of the embedding for the next tokens (Megatron-Core builds one where mtp_process)
+        emb = model.vocab * model.hidden if lay.pp > 1 else 0
+        return (2 * model.hidden * model.hidden + 2 * model.hidden + emb) / lay.tp, 0.0
     dense = expert = 0.0
     for k in unit:
         if k == Block.MOE:

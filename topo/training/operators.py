@@ -1,29 +1,23 @@
-"""A training step's compute as the sum of its operators, each timed by a roofline of the GPU.
+"""A training step's compute as the sum of its operators, each timed by the kernel model of the GPU.
 
 Every block of a layer (attention ``*``, MLP ``-``, MoE ``E``, Mamba-2 ``M``), the embedding and the logits is a
-list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits), the attention core,
-and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE permutation, cross-entropy, FP8
-casts). An operator's time is its roofline::
+list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits, Mamba-2's SSD chunks),
+the fused attention core, and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE
+permutation, cross-entropy, FP8 casts). An operator's time is its kernels' (:mod:`topo.training.kernels`: GEMMs by
+tile and wave quantisation, attention at cuDNN's rates by head dimension and block length, memory-bound kernels
+at their share of HBM) plus a launch gap per kernel.
 
-    GEMM:       max(FLOPs / (peak(precision) x e_gemm x shape(M, N, K)), bytes / (HBM x e_mem))
-    attention:  FLOPs / (peak_bf16 x e_attention)              (fused kernels; causal: half the square; a
-                                                               local window: its mask's area)
-    memory:     bytes / (HBM x e_mem)
-
-with ``shape = 1 / (1 + d/M + d/N + d/K)`` (:class:`~topo.training.gpus.KernelEfficiency`). An MoE block is
-its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens (memory-bound), the
-expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k / experts`` rows on the
-busiest rank, times ``moe_imbalance``: skinny when experts are many) run as one grouped GEMM at
-``grouped_gemm`` of a dense GEMM's rate. An eager MoE block also has a host floor: its launches take
-``moe_host_per_expert_s`` per local expert forward and twice that backward (Transformer Engine's grouped linear
-launches each local expert's GEMMs and FP8 casts in a loop; Megatron-LM's GB200 study, sec. 2.3, finds the routed
-experts the part whose host overhead CUDA graphs cannot remove in a dropless MoE), and the block takes the longer
-of its GPU time and that floor: many small experts per GPU (Qwen3-30B on 8 GPUs, 16 each) or a micro-batch of one
-sequence leave the GPU waiting for the host; a few large experts (DeepSeek-V3, Qwen3-235B at EP 32-64: 4 each) do
-not. Both values are fitted once for every generation. Only the
-linear layers' GEMMs run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations,
-router, logits and the optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and
-output gradient (backward): 2 bytes read and 1 written per element.
+An MoE block is its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens
+(memory-bound), and the expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k /
+experts`` rows on the busiest rank, times ``moe_imbalance``, or the capacity when padded): dense GEMMs of that
+shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
+on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
+false``: one after another, each quantised alone). A dropless router syncs its tokens per expert to the host, so
+a layer with an MoE block lasts at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's
+GB200 study, sec. 2.3): many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
+run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
+optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
+(backward): 2 bytes read and 1 written per element.
 
 Backward: each GEMM ``Y[M,N] = X[M,K] W[K,N]`` runs two GEMMs of its FLOPs, ``dX`` (shape ``M, K, N``) and
 ``dW`` (shape ``K, N, M``); the fused attention's backward is 2.5 x its forward FLOPs (it recomputes the scores:
@@ -94,13 +88,15 @@ class Op:
     window) and the mask (the kernel's rate depends on all three, :func:`topo.training.kernels.attention_rate_flops`)."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
+    weights: bool = True
+    """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores, SSD chunks."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True) -> Op:
+          packed=True, weights=True) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed)
+              grouped, tag, launches=launches, packed=packed, weights=weights)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -136,14 +132,16 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
-        block = min(s, model.attention.window) if (kind == Block.LOCAL and model.attention.window) else s
+        # the block the kernel sees: a local window, or each ring-attention step's s / cp keys under CP
+        block = min(s / lay.cp, model.attention.window) if (kind == Block.LOCAL and model.attention.window) \
+            else s / lay.cp
         ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv),
                       head_dim=dqk, block_seq=block, causal=True))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
-        ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False),
-                _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False),
+        ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
+                _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
     ops += [_gemm("out_proj", "attention", T, h, heads * dv),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
@@ -236,10 +234,10 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     chunks = max(1.0, T / Q)
     g = max(1.0, mb.groups / min(tp, mb.groups))
     states = 4.0 * chunks * nh * P * N  # fp32 chunk states
-    return [_gemm("ssd_cb", "mamba", Q, Q, N, groups=chunks * g, linear=False),
-            _gemm("ssd_scan", "mamba", Q, P, Q, groups=chunks * nh, linear=False),
-            _gemm("ssd_state", "mamba", N, P, Q, groups=chunks * nh, linear=False),
-            _gemm("ssd_out", "mamba", Q, P, N, groups=chunks * nh, linear=False),
+    return [_gemm("ssd_cb", "mamba", Q, Q, N, groups=chunks * g, linear=False, weights=False),
+            _gemm("ssd_scan", "mamba", Q, P, Q, groups=chunks * nh, linear=False, weights=False),
+            _gemm("ssd_state", "mamba", N, P, Q, groups=chunks * nh, linear=False, weights=False),
+            _gemm("ssd_out", "mamba", Q, P, N, groups=chunks * nh, linear=False, weights=False),
             _mem("ssd_pass", "mamba", 2 * states + 4.0 * T * nh, launches=2)]
 
 
@@ -326,8 +324,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         flops += op.flops
         if op.kind == "attention":
             attention += f + b
-        elif op.kind == "gemm":
-            wgrad += b / 2  # the weight-gradient GEMM: half of a GEMM's backward FLOPs
+        elif op.kind == "gemm" and op.weights and not op.grouped:
+            wgrad += b / 2  # a TP linear's weight-gradient GEMM: half of its backward FLOPs (experts run no TP)
         mods[op.module] = mods.get(op.module, 0.0) + f + b
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:

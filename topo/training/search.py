@@ -49,7 +49,7 @@ from .memory import memory_per_gpu
 from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
-from .mapping import map_layout
+from .mapping import default_placement, map_layout
 from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic
 
 __all__ = ["search_layouts", "candidate_layouts"]
@@ -316,6 +316,8 @@ class _Search:
             if lay is None:
                 self._count(None, None, first)
                 continue
+            # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
+            lay, _ = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
             keys = _keys(lay)
             bound, mem = self.bound_of(lay, keys)
             if bound is None:

@@ -125,8 +125,9 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
                         "calls": float(calls), "phase": phase})
 
     if tp > 1:
-        blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (c[Block.MOE] if (lay.expert_tp > 1 or (model.moe and
-                                                                              model.moe.shared_experts)) else 0)
+        # an MoE block's routed experts gather over ETP instead (below); its shared experts are a TP block
+        blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (c[Block.MOE] if (model.moe and
+                                                                                     model.moe.shared_experts) else 0)
         per_layer_blocks = blocks / max(1, c["layers"])
         forward = blocks + (per_layer_blocks * rec_layers if full else 0)
         # forward (and recomputed forward) on the critical path; backward: Megatron overlaps the input

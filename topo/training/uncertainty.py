@@ -50,13 +50,14 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
     Returns
     -------
     dict
-        ``group``, ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions), and ``low_s`` /
-        ``high_s``: the step time over ``1 + p90`` and times ``1 + p90`` (empty of figures when the group has
-        no scored run).
+        ``group``, ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
+        ``low_s`` / ``high_s``: the measured steps a prediction off by at most ``p90`` either way stands for,
+        ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run).
     """
     g = model_group(model, precision)
     row = _table().get(g)
     if not row:
         return {"group": g, "runs": 0}
     return {"group": g, "runs": int(row["runs"]), "p50": float(row["p50"]), "p90": float(row["p90"]),
-            "low_s": step_time_s / (1 + float(row["p90"])), "high_s": step_time_s * (1 + float(row["p90"]))}
+            "low_s": step_time_s / (1 + float(row["p90"])),
+            "high_s": step_time_s / (1 - float(row["p90"])) if float(row["p90"]) < 1 else float("inf")}
