@@ -95,3 +95,22 @@ def test_sites_of_different_gpus_cannot_be_joined():
     d["sites"].append({"name": "t", "fabric": spec_dict(gpu="H200")})
     with pytest.raises(TopoError, match="site t has H200 GPUs and site s H100"):
         build(d)
+
+
+def test_describe_a_bundled_region_shows_sites_spans_and_cut():
+    from conftest import run_cli
+    import json
+
+    doc = json.loads(run_cli("describe", "two-site-h100", "--json", check=True).stdout)
+    assert doc["num_sites"] == 2 and doc["num_gpus"] == 2 * 1536
+    span = doc["spans"][0]
+    assert span["name"] == "dci:east-west"
+    assert span["latency_s"] == pytest.approx(1000 * 4.9e-6 + 50e-6)  # the file's distance, per-km and equipment
+    assert span["bandwidth_Bps"] == 16 * 100e9 == doc["min_cut_Bps"]
+    assert all(s["bisection_bandwidth_Bps"] > doc["min_cut_Bps"] for s in doc["sites"])
+    cut = json.loads(run_cli("describe", "two-site-h100", "--fail", "dci:east-west", "--json", check=True).stdout)
+    assert cut["spans"][0]["failed"] and cut["min_cut_Bps"] == 0 and cut["cut_apart"] == ["east-west"]
+    bad = run_cli("describe", "two-site-h100", "--set", "interconnect.distance_km=-1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "interconnect.distance_km: must be > 0" in bad.stderr
+    bad = run_cli("describe", "two-site-h100", "--fail", "dci:east-north")
+    assert bad.returncode == 2 and "no such sites" in bad.stderr and "Traceback" not in bad.stderr

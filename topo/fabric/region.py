@@ -19,7 +19,9 @@ import numpy as np
 
 from ..errors import TopoError, Unreachable
 from ..spec.model import Spec
+from ..spec.region_load import load_region
 from ..spec.sites import RegionSpec
+from .builders import build_fabric
 from .fabric import Fabric
 from .levels import Level
 
@@ -241,8 +243,6 @@ def _routes(r: Region) -> tuple[np.ndarray, np.ndarray]:
 
 def region_from_specs(region: RegionSpec, site_specs: list[Spec], source: str = "") -> Region:
     """Build the sites (one fabric per ``[[sites]]`` entry) and lay out the DCI spans."""
-    from .builders import build_fabric
-
     fabrics, names = [], region.site_names
     for entry, spec in zip(region.sites, site_specs):
         f = build_fabric(spec)
@@ -283,8 +283,6 @@ def build_region(name_or_path, overrides=()) -> Region:
     -------
     Region
     """
-    from ..spec.region_load import load_region
-
     region, specs = load_region(name_or_path, overrides)
     return region_from_specs(region, specs, region._origin)
 
