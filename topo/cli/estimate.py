@@ -17,7 +17,8 @@ from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
 from ..units import format_count
-from .region import is_region_args, run_estimate as run_region_estimate
+from .region import is_region_args
+from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
 from .estimate_args import add_placement_arguments, check_placement_flags, parse_ranks, profile_mismatch
 from .flags import FLAGS
