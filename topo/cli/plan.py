@@ -15,6 +15,7 @@ from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_time, format_usd
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
+from .region_plan import is_region_file, run_region_plan
 
 
 def register(sub) -> None:
@@ -71,6 +72,8 @@ def train_mfu(args) -> tuple[float, str, float]:
 
 def run(args) -> int:
     names = args.specs or [None]
+    if len(names) == 1 and is_region_file(names[0]):
+        return run_region_plan(args, names[0], _layers(args))
     if args.bom_csv is not None:  # a bad output fails before the plan
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
