@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
@@ -63,3 +63,23 @@ def test_cli_train_across_sites_json_and_errors():
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
                   "--global-batch", "2303")
     assert bad.returncode == 2 and "must divide by the 2 sites" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_sweep_over_dci_distance_and_waves():
+    from topo.sweep.point import run_point
+    from topo.sweep.study import load_study
+
+    study = load_study("dci-two-site")
+    assert len(study.points()) == 4 * 3
+    text = (ROOT / "topologies" / "two-site-h100.toml").read_text()
+    specs = {"two-site-h100": ("two-site-h100", text)}
+    base = {"spec": "two-site-h100", "size": "1GiB", "model": "nemotron4-340b", "layout": "tp=8,pp=8,vpp=12,dp=48",
+            "global_batch": 2304}
+    rows = {(d, w): run_point({**base, "interconnect.distance_km": d, "interconnect.waves": w}, ["estimate", "train"],
+                              specs) for d, w in ((10, 16), (4000, 16), (1000, 4), (1000, 16))}
+    assert all(r["error"] is None for r in rows.values())
+    # the same as the library's figure for the bundled spec (1,000 km, 16 waves)
+    assert rows[(1000, 16)]["throughput_vs_one_site"] == pytest.approx(0.947, abs=0.005)
+    # farther costs latency only (the all-reduce); fewer waves cost the training step
+    assert rows[(4000, 16)]["time_s"] > rows[(1000, 16)]["time_s"] > rows[(10, 16)]["time_s"]
+    assert rows[(1000, 4)]["throughput_vs_one_site"] < rows[(1000, 16)]["throughput_vs_one_site"]

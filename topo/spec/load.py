@@ -196,11 +196,11 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
     return data, set_paths
 
 
-def check_override_key(key: str) -> None:
+def check_override_key(key: str, root: type[BaseModel] = Spec) -> None:
     """Raise :class:`TopoError` if the dotted path ``key`` names no field of a spec (``fabric.tiers[1].radx``: an
     unknown key, with the allowed ones and a close match). List items (``[1]``, ``[spine]``) and the keys of free
     tables (``plan``) are not checked here: they depend on the spec (:func:`apply_overrides` checks them)."""
-    model: type[BaseModel] | None = Spec
+    model: type[BaseModel] | None = root
     loc: list = []
     pos = 0
     key = key.strip()
