@@ -36,7 +36,7 @@ def test_the_hierarchical_reduction_sends_one_replica_s_gradients_over_the_dci(n
     assert 341e9 * 4 <= dp.dci_bytes_per_step <= 1.12 * 341e9 * 4
     # no backward window is left after the in-site reduction here: the whole phase shows, latency 2 x 4.95 ms
     assert dp.exposed_s == pytest.approx(dp.dci_time_s)
-    assert dp.dci_time_s == pytest.approx(2 * (1000 * 4.9e-6 + 50e-6 + 2 * 130e-9) + dp.dci_bytes_per_step / 1.6e12)
+    assert dp.dci_time_s == pytest.approx(2 * (1000 * 4.9e-6 + 50e-6 + 4 * 130e-9) + dp.dci_bytes_per_step / 1.6e12)
 
 
 def test_the_dci_capacity_for_95_percent_gives_95_percent(nemotron):
@@ -83,3 +83,23 @@ def test_a_sweep_over_dci_distance_and_waves():
     # farther costs latency only (the all-reduce); fewer waves cost the training step
     assert rows[(4000, 16)]["time_s"] > rows[(1000, 16)]["time_s"] > rows[(10, 16)]["time_s"]
     assert rows[(1000, 4)]["throughput_vs_one_site"] < rows[(1000, 16)]["throughput_vs_one_site"]
+
+
+def test_one_step_as_one_timeline_with_the_dci_lane(nemotron):
+    t = nemotron.timeline
+    dp = next(s for s in nemotron.strategies if s.strategy == "dp")
+    dci = [x for x in t if x["lane"] == "dci"]
+    assert dci and max(x["end_s"] for x in t) == pytest.approx(dp.step_time_s)
+    exposed = sum(x["end_s"] - x["start_s"] for x in dci if x["exposed"])
+    assert exposed == pytest.approx(dp.exposed_s)
+    assert max(x["end_s"] for x in t if x["lane"] != "dci") == pytest.approx(nemotron.one_site_step_s)
+
+
+def test_pipeline_across_sites_pays_the_crossing_at_fill_and_drain():
+    r = estimate_across_sites(build_region("two-site-h100"), load_model("nemotron4-340b"), make_layout(**LAYOUT),
+                              across="pp")
+    pp = next(s for s in r.strategies if s.strategy == "pp")
+    hop = 1000 * 4.9e-6 + 50e-6 + 4 * 130e-9  # one crossing, one way: the span, a leaf and a spine at each end
+    assert pp.latency_s == pytest.approx(2 * (2 - 1) * 12 * hop)  # fill and drain, once per virtual stage (vp 12)
+    assert max(x["end_s"] for x in r.timeline) == pytest.approx(pp.step_time_s)
+    assert r.throughput_vs_one_site == pytest.approx(pp.throughput_vs_one_site)

@@ -53,6 +53,7 @@ class AcrossSites:
     dci_Bps_for_95pct: float  # the span capacity per direction for 95% of one site (inf: latency alone is too much)
     bottleneck: str
     outer_every: int | None = None
+    latency_s: float = 0.0  # the latency in the cross-site phase (pp: the fill's and the drain's)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class MultisiteStep:
     chosen: str = "dp"
     throughput_vs_one_site: float = 0.0
     assumptions: list[str] = field(default_factory=list)
+    timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``)."""
@@ -122,6 +124,34 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                         key="outer_every")
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
+    out.timeline = step_with_dci(one.timeline, T1, pick)
+    return out
+
+
+def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:
+    """One site's step timeline with the cross-site phase on a ``dci`` lane: its hidden part in the window before
+    the step's end (the last backward, where the DP reduction overlaps), its exposed part after it; pipeline stages
+    across sites pay their crossing's latency at the fill and the drain."""
+    out = [dict(x) for x in timeline]
+    hidden = max(0.0, s.dci_time_s - s.exposed_s)
+
+    def seg(start, end, label, exposed):
+        if end > start:
+            out.append({"lane": "dci", "start_s": start, "end_s": end, "label": label, "exposed": exposed})
+
+    if s.strategy == "pp":
+        lat = s.latency_s  # the fill's and the drain's
+        for x in out:  # the step stretches: everything after the fill moves by half the latency
+            x["start_s"] += lat / 2
+            x["end_s"] += lat / 2
+        seg(0.0, lat / 2, "pipeline fill across sites (latency)", True)
+        seg(lat / 2, lat / 2 + min(s.dci_time_s - lat, one_site_s), "activations across sites (hidden)", False)
+        seg(one_site_s + lat / 2, s.step_time_s, "pipeline drain across sites (latency, and what did not hide)",
+            True)
+        return out
+    what = "outer synchronisation across sites, per step" if s.strategy == "outer" else "all-reduce across sites"
+    seg(max(0.0, one_site_s - hidden), one_site_s, f"{what} (hidden)", False)
+    seg(one_site_s, s.step_time_s, f"{what} (exposed)", True)
     return out
 
 
@@ -166,7 +196,8 @@ def _dp(region: Region, one, lay, V) -> AcrossSites:
     T = one.step_time_s + exposed
     E = one.step_time_s * (1 / TARGET_FRACTION - 1)
     need = _needed(E, ph.latency_s, float(loads.max()), window, bucket)
-    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s, exposed, float(loads.max()), need, ph.bound)
+    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s, exposed, float(loads.max()), need, ph.bound,
+                       latency_s=ph.latency_s)
 
 
 def _pp(region: Region, one, lay, model, gpus_per_domain) -> AcrossSites:
@@ -185,7 +216,7 @@ def _pp(region: Region, one, lay, model, gpus_per_domain) -> AcrossSites:
     E = one.step_time_s * (1 / TARGET_FRACTION - 1)
     need = _needed(E, latency, float(loads.max()), compute, share=0.0)
     return AcrossSites("pp", T, one.step_time_s / T, latency + ph.bandwidth_s, exposed, float(loads.max()), need,
-                       ph.bound)
+                       ph.bound, latency_s=latency)
 
 
 def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
@@ -196,7 +227,8 @@ def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
     T = T1 + exposed
     E = T1 * (1 / TARGET_FRACTION - 1)
     need = _needed(H * E, ph.latency_s, float(loads.max()))
-    return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H)
+    return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
+                       latency_s=ph.latency_s)
 
 
 def _assumptions(region: Region) -> list[str]:
