@@ -114,3 +114,22 @@ def test_describe_a_bundled_region_shows_sites_spans_and_cut():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "interconnect.distance_km: must be > 0" in bad.stderr
     bad = run_cli("describe", "two-site-h100", "--fail", "dci:east-north")
     assert bad.returncode == 2 and "no such sites" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_border_leaves_add_a_leaf_hop_and_their_oversubscription_binds():
+    from topo.engine.region_estimate import estimate_region
+
+    top = build(region_dict(waves=1, equipment_latency="20 us"))
+    border = build(region_dict(waves=1, equipment_latency="20 us", attach="border", border_oversubscription=4))
+    leaf = top.fabrics[0].layout.tiers[0].latency_s
+    assert border.up_latency_s(0) == pytest.approx(top.up_latency_s(0) + leaf)
+    assert border.border_Bps(0) == pytest.approx(100e9 / 4)
+    row = estimate_region(border, "all_reduce", [2 ** 30], "hierarchical").rows[0]
+    assert row.bottleneck == "border:s-0" and row.phases["dci"]["bandwidth_s"] == pytest.approx(2 ** 30 / 25e9)
+
+
+def test_a_campus_is_the_same_construct_with_short_distances():
+    campus = build(region_dict(count=3, distance_km=2, topology="mesh"))
+    n = campus.gpus_per_site[0]
+    lat = campus.cross_site_latency_s(np.array([0]), np.array([2 * n]))[0]
+    assert lat == pytest.approx(2 * 4.9e-6 + 2 * sum(t.latency_s for t in campus.fabrics[0].layout.tiers))
