@@ -63,3 +63,13 @@ def test_cli_plan_region_json():
     doc = json.loads(run_cli("plan", "two-site-h100", "--no-collectives", "--json", check=True).stdout)
     assert len(doc["sites"]) == 2 and doc["dci"]["spans"][0]["name"] == "dci:east-west"
     assert 0 < doc["dci_share_of_cost"] < 1
+
+
+def test_one_big_site_beside_the_region():
+    r = plan_region(build_region("two-site-h100"), one_site=True, collectives=False)
+    o = r.one_site
+    # 3,072 DGX H100 GPUs do not fit the SuperPOD's two tiers of 64-port switches (2,048 at most): a third tier
+    assert o["num_gpus"] == r.num_gpus == 3072 and o["tiers"] == 3
+    assert o["cost_per_gpu_hour_usd"] > 0 and o["facility_power_W"] > 0
+    bad = run_cli("plan", "dgx-h100-superpod", "--one-site", "--no-collectives")
+    assert bad.returncode == 2 and "--one-site: applies to a region" in bad.stderr

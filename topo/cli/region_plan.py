@@ -20,7 +20,7 @@ def run_region_plan(args, name: str, layers) -> int:
         raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives and --json; not "
                         f"{given[0]} yet", key=given[0])
     region = build_region(name, args.overrides or [])
-    r = plan_region(region, layers=layers, collectives=not args.no_collectives)
+    r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
     if args.json:
         emit_json(r.to_dict())
     else:
@@ -49,5 +49,12 @@ def render_region_plan(r: RegionPlan) -> str:
                  f"${r.dci_cost_per_gpu_hour_usd:.4f} per GPU-hour, {r.dci_share_of_cost:.1%} of the region's "
                  f"${r.cost_per_gpu_hour_usd:.3f}")
     lines.append(f"facility power              {_MW(r.facility_power_W)} (sites and DCI)")
+    o = r.one_site
+    if o and "error" in o:
+        lines.append(f"as one site                  cannot be built: {o['error']}")
+    elif o:
+        lines.append(f"as one site                  {format_count(o['num_gpus'])} GPUs in {o['tiers']} tiers: "
+                     f"{_MW(o['facility_power_W'])}, capex {format_usd(o['capex_usd'])}, "
+                     f"${o['cost_per_gpu_hour_usd']:.3f} per GPU-hour (the region: ${r.cost_per_gpu_hour_usd:.3f})")
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import TopoError
 from ..fabric.region import Region
+from ..fabric.builders import build_fabric
+from ..spec.model import ClusterSpec
 from .catalog import load_catalog
 from .dci import DciBill, dci_bill
 from .planner import plan
@@ -43,18 +45,22 @@ class RegionPlan:
     dci_share_of_cost: float
     years: float
     notes: list[str] = field(default_factory=list)
+    one_site: dict | None = None  # the same GPUs in one site (one_site=True): its power and cost, or why not
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo plan REGION --json``)."""
         return asdict(self)
 
 
-def plan_region(region: Region, **plan_options) -> RegionPlan:
+def plan_region(region: Region, one_site: bool = False, **plan_options) -> RegionPlan:
     """Plan every site (once per distinct fabric) and the DCI.
 
     Parameters
     ----------
     region : Region
+    one_site : bool
+        Also plan the same GPUs as one site of the first site's design (more tiers where it needs them), for the
+        side-by-side comparison of one big site against the region's sites.
     **plan_options
         Passed to :func:`topo.plan.planner.plan` for each site (``collectives``, ``pue``, ``layers``).
 
@@ -93,13 +99,31 @@ def plan_region(region: Region, **plan_options) -> RegionPlan:
                     electricity_usd_per_kWh=first.power.electricity_usd_per_kWh)
     gpu_hours = region.num_gpus * years * HOURS_PER_YEAR
     tco = sum(s.tco_usd for s in sites) + bill.cost_over_years_usd
-    return RegionPlan(name=region.name, num_gpus=region.num_gpus, sites=sites, dci=bill,
+    out = RegionPlan(name=region.name, num_gpus=region.num_gpus, sites=sites, dci=bill,
                       facility_power_W=sum(s.facility_power_W for s in sites) + bill.power_W,
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml"])
+    if one_site:
+        out.one_site = _one_site(region, plan_options)
+    return out
+
+
+def _one_site(region: Region, plan_options: dict) -> dict:
+    """The region's GPUs as one site of its first site's design (grown by tiers as needed), planned."""
+    spec = region.fabrics[0].spec
+    big = spec.model_copy(update={"name": f"{spec.name} as one site", "cluster": ClusterSpec(num_gpus=region.num_gpus),
+                                  "fabric": spec.fabric.model_copy(update={"grow_tiers": True})})
+    try:
+        fabric = build_fabric(big)
+        r = plan(fabric, **plan_options)
+    except TopoError as exc:
+        return {"error": exc.message}
+    return {"num_gpus": r.num_gpus, "tiers": len(fabric.layout.tiers),
+            "facility_power_W": r.power.facility_power_W, "capex_usd": r.capex.capex_usd,
+            "tco_usd": r.ownership.tco_usd, "cost_per_gpu_hour_usd": r.ownership.cost_per_gpu_hour_usd}
 
 
 def _floor(f) -> dict:
