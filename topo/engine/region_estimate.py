@@ -44,6 +44,8 @@ class RegionRow:
 
 @dataclass
 class RegionEstimate:
+    """A collective over every GPU of a region: one :class:`RegionRow` per size."""
+
     spec: str
     collective: str
     num_ranks: int
@@ -53,13 +55,29 @@ class RegionEstimate:
     unavailable: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict (``topo estimate --json`` of a region)."""
+        """Plain JSON-ready dict.
+
+        Returns
+        -------
+        dict
+            The document ``topo estimate REGION --json`` prints.
+        """
         return asdict(self)
 
 
 def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
     each pay the slowest cross-site hop's latency once.
+
+    Parameters
+    ----------
+    region : Region
+    src, dst : array of int
+        Sending and receiving sites, one entry per transfer.
+    nbytes : float or array
+        Bytes of each transfer.
+    steps : int
+        Steps of the phase (its latency is ``steps`` x the slowest cross-site hop, one way).
 
     Returns
     -------

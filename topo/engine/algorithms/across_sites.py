@@ -39,6 +39,7 @@ class Phase:
 
     @property
     def time_s(self) -> float:
+        """The latency part plus the bandwidth part."""
         return self.latency_s + self.bandwidth_s
 
 
@@ -55,15 +56,38 @@ class Timed:
 
 
 def dci_phase_bytes(collective: str, num_sites: int, size_bytes: float) -> float:
-    """Bytes each site sends to the next in the cross-site ring of the hierarchical ``collective``: ``2(K-1)/K S``
-    for all-reduce, ``(K-1)/K S`` for all-gather and reduce-scatter."""
+    """Bytes each site sends to the next in the cross-site ring of the hierarchical ``collective``.
+
+    Parameters
+    ----------
+    collective : str
+        all_reduce, all_gather or reduce_scatter.
+    num_sites : int
+        ``K``.
+    size_bytes : float
+        ``S``, the collective's size (nccl-tests' convention).
+
+    Returns
+    -------
+    float
+        ``2(K-1)/K S`` for all-reduce, ``(K-1)/K S`` for all-gather and reduce-scatter.
+    """
     K = num_sites
     return (2.0 if collective == "all_reduce" else 1.0) * (K - 1) / K * size_bytes
 
 
 def hierarchical(phases: dict[str, Phase]) -> Timed:
-    """The phases one after another (``rs``/``dci``/``ag`` present as the collective needs); the bound is the
-    slowest phase's."""
+    """The phases one after another; the bound is the slowest phase's.
+
+    Parameters
+    ----------
+    phases : dict of str to Phase
+        ``rs``, ``dci``, ``ag`` as the collective needs them, in order.
+
+    Returns
+    -------
+    Timed
+    """
     lat = sum(p.latency_s for p in phases.values())
     bw = sum(p.bandwidth_s for p in phases.values())
     worst = max(phases.values(), key=lambda p: p.time_s)
@@ -71,8 +95,21 @@ def hierarchical(phases: dict[str, Phase]) -> Timed:
 
 
 def pipelined(phases: dict[str, Phase], max_chunks: int = 64) -> Timed:
-    """The phases cut into ``C`` chunks that overlap (``C`` a power of two up to ``max_chunks``, the fastest): the
-    cross-site phase's latency is paid once (the pipeline fill); an in-site phase pays its latency per chunk."""
+    """The phases cut into ``C`` chunks that overlap: the cross-site phase's latency is paid once (the pipeline
+    fill); an in-site phase pays its latency per chunk.
+
+    Parameters
+    ----------
+    phases : dict of str to Phase
+        As :func:`hierarchical` takes them.
+    max_chunks : int
+        ``C`` is the fastest power of two up to this.
+
+    Returns
+    -------
+    Timed
+        Its ``phases`` also hold ``chunks``, the ``C`` taken.
+    """
     best = None
     C = 1
     while C <= max_chunks:
@@ -92,15 +129,50 @@ def pipelined(phases: dict[str, Phase], max_chunks: int = 64) -> Timed:
 
 def flat_ring(num_ranks: int, site_step_latency_s: float, site_bandwidth_s: float, cross_latency_s: float,
               dci: Phase, site_bound: str = "site") -> Timed:
-    """NCCL's ring over every rank of every site (see the module doc): ``2(N-1) max(a_site, L)`` of latency; the
-    bandwidth part is the slower of the site's ring and the DCI's share (``dci`` carries ``2(N-1)/N S``)."""
+    """NCCL's ring over every rank of every site (see the module doc).
+
+    Parameters
+    ----------
+    num_ranks : int
+        ``N``, every rank of every site.
+    site_step_latency_s : float
+        One step's latency of the ring inside a site.
+    site_bandwidth_s : float
+        The ring's bandwidth part inside a site, for ``N`` ranks.
+    cross_latency_s : float
+        ``L``, one cross-site hop one way.
+    dci : Phase
+        The DCI carrying ``2(N-1)/N S`` across each site boundary (its bandwidth part and bound).
+    site_bound : str
+        What bounds the site's ring.
+
+    Returns
+    -------
+    Timed
+        ``2(N-1) max(a_site, L)`` of latency; the slower of the site's and the DCI's bandwidth parts.
+    """
     lat = 2 * (num_ranks - 1) * max(site_step_latency_s, cross_latency_s)
     bw, bound = (dci.bandwidth_s, dci.bound) if dci.bandwidth_s >= site_bandwidth_s else (site_bandwidth_s, site_bound)
     return Timed("ring", lat + bw, lat, bw, bound, {"dci": dci})
 
 
 def flat_tree(site: Phase, num_sites: int, cross_latency_s: float, dci: Phase) -> Timed:
-    """One tree per site, roots chained site to site (see the module doc)."""
+    """One tree per site, roots chained site to site (see the module doc).
+
+    Parameters
+    ----------
+    site : Phase
+        The tree all-reduce inside a site.
+    num_sites : int
+    cross_latency_s : float
+        One cross-site hop one way.
+    dci : Phase
+        The chained spans carrying ``S`` each way.
+
+    Returns
+    -------
+    Timed
+    """
     lat = site.latency_s + 2 * (num_sites - 1) * cross_latency_s
     bw, bound = (dci.bandwidth_s, dci.bound) if dci.bandwidth_s >= site.bandwidth_s else (site.bandwidth_s, site.bound)
     return Timed("tree", lat + bw, lat, bw, bound, {"site": site, "dci": dci})
