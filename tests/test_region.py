@@ -133,3 +133,19 @@ def test_a_campus_is_the_same_construct_with_short_distances():
     n = campus.gpus_per_site[0]
     lat = campus.cross_site_latency_s(np.array([0]), np.array([2 * n]))[0]
     assert lat == pytest.approx(2 * 4.9e-6 + 2 * sum(t.latency_s for t in campus.fabrics[0].layout.tiers))
+
+
+def test_spans_give_pairs_their_own_distance_and_waves():
+    d = region_dict(count=3, topology="mesh", spans=[{"sites": ["s-0", "s-2"], "distance_km": 300, "waves": 4}])
+    r = build(d)
+    names = r.span_names()
+    k = names.index("dci:s-0-s-2")
+    assert r.spans["distance_km"][k] == 300 and r.spans["waves"][k] == 4
+    assert r.spans["latency_s"][k] == pytest.approx(300 * 4.9e-6)
+    other = names.index("dci:s-0-s-1")
+    assert r.spans["distance_km"][other] == 1000 and r.spans["waves"][other] == 16
+    # 0 -> 2 directly (1.47 ms) rather than through 1 (9.8 ms)
+    assert r.route_latency_s(0, 2) == pytest.approx(300 * 4.9e-6)
+    ring = region_dict(count=4, topology="ring", spans=[{"sites": ["s-0", "s-2"], "distance_km": 5}])
+    with pytest.raises(TopoError, match="no ring span joins s-0-s-2"):
+        build(ring)
