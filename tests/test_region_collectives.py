@@ -73,3 +73,17 @@ def test_cli_estimate_a_region_and_its_errors():
     assert bad.returncode == 2 and "collective: across sites, topo models all_reduce" in bad.stderr
     bad = run_cli("estimate", "two-site-h100", "--size", "1G", "--fail", "dci:east-west")
     assert bad.returncode == 2 and "no working DCI route from site east to west" in bad.stderr
+
+
+def test_a_failed_part_of_one_site_slows_that_site_only():
+    from topo.fabric.region import build_region
+
+    r = build_region("two-site-h100")
+    hit = r.with_failures("east:leaf0")
+    assert hit.fabrics[0] is not hit.fabrics[1] and hit.fabrics[1] is r.fabrics[1]
+    assert hit.fabrics[0].failures == ("leaf0",)
+    base = estimate_region(r, "all_reduce", [16 * S], "hierarchical").rows[0]
+    slow = estimate_region(hit, "all_reduce", [16 * S], "hierarchical").rows[0]
+    # a whole leaf down: its NICs fail over to the servers' other NICs, and the in-site phases slow down
+    assert slow.phases["rs"]["bandwidth_s"] > base.phases["rs"]["bandwidth_s"]
+    assert slow.phases["dci"] == base.phases["dci"]

@@ -177,20 +177,39 @@ class Region:
 
     # --- failures ------------------------------------------------------------------------------------------
     def with_failures(self, *failures: str) -> "Region":
-        """The same region with DCI spans cut: ``dci:A-B`` with site names or indices (``dci:0-1``)."""
+        """The same region with parts failed: a DCI span, ``dci:A-B`` with site names or indices (``dci:0-1``), or a
+        part of one site, ``SITE:PART`` with PART as ``--fail`` names it in one fabric (``east:spine3``); that site
+        then has a fabric of its own (alike sites keep sharing theirs)."""
         if not failures:
             return self
         dead = self.failed.copy()
+        fabrics = list(self.fabrics)
         for f in failures:
-            dead[self._span_index(f)] = True
-        return replace(self, failed=dead, failures=self.failures + tuple(failures), _cache={})
+            site, part = self._site_part(f)
+            if site is None:
+                dead[self._span_index(f)] = True
+                continue
+            try:
+                fabrics[site] = fabrics[site].with_failures(part)
+            except TopoError as exc:
+                raise TopoError(f"{exc.message} (in site {self.site_names[site]})", key="--fail") from None
+        return replace(self, fabrics=tuple(fabrics), failed=dead, failures=self.failures + tuple(failures),
+                       _cache={})
+
+    def _site_part(self, text: str) -> tuple[int | None, str]:
+        """``(site index, part)`` for ``SITE:PART`` naming a site; ``(None, text)`` otherwise (a span)."""
+        head, sep, part = text.strip().partition(":")
+        if sep and head != "dci" and head in self.site_names:
+            return self.site_names.index(head), part
+        return None, text
 
     def _span_index(self, text: str) -> int:
         names = self.site_names
         body = text.strip()
         if not body.startswith("dci:") or body.count("-") < 1:
-            raise TopoError(f"a region fails DCI spans: write dci:A-B with two site names or indices (e.g. "
-                            f"{self.span_names()[0]} or dci:0-1), got {text!r}", key="--fail")
+            raise TopoError(f"a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
+                            f"{self.span_names()[0]} or dci:0-1) or a site's parts (SITE:PART, e.g. "
+                            f"{self.site_names[0]}:leaf0), got {text!r}", key="--fail")
         ends = _split_span(body[4:], names)
         if ends is None:
             raise TopoError(f"no such sites in {text!r}; sites: {', '.join(names)} (or 0 to {len(names) - 1})",
