@@ -8,6 +8,7 @@ from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
 from .common import add_spec_arguments, fabric_from_args, technology_note
+from .region import is_region_args, run_describe as run_region
 from .output import emit, emit_json, note, ratio, table
 
 
@@ -21,6 +22,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if is_region_args(args):
+        return run_region(args)
     fabric = fabric_from_args(args)
     tech = technology_note(fabric)
     if tech:

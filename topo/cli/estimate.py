@@ -17,6 +17,8 @@ from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
 from ..units import format_count
+from .region import is_region_args
+from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
 from .estimate_args import add_placement_arguments, check_placement_flags, parse_ranks, profile_mismatch
 from .flags import FLAGS
@@ -161,6 +163,8 @@ def _run(args) -> int:
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
+    if is_region_args(args):
+        return run_region_estimate(args, sizes)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)

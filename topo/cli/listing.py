@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..errors import TopoError
 from ..spec import DEFAULT_SPEC, bundled_specs, load_spec
-from ..spec.load import bundled_dir
+from ..spec.load import bundled_dir, bundled_regions
+from ..spec.region_load import load_region
 from .output import emit, emit_json, table
 
 
@@ -24,6 +25,11 @@ def run(args) -> int:
         spec = load_spec(name)
         rows.append({"name": name, "default": name == DEFAULT_SPEC, "gpu": spec.gpu, "kind": spec.fabric.kind,
                      "description": spec.description})
+    for name in bundled_regions():  # several sites: the GPU of their first site, the DCI's topology
+        region, specs = load_region(name)
+        rows.append({"name": name, "default": False, "gpu": specs[0].gpu,
+                     "kind": f"{len(region.site_names)} sites, {region.interconnect.topology} DCI",
+                     "description": region.description})
     if args.json:
         emit_json(rows)
     else:

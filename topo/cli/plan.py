@@ -15,6 +15,7 @@ from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_time, format_usd
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
+from .region_plan import is_region_file, run_region_plan
 
 
 def register(sub) -> None:
@@ -38,6 +39,8 @@ def register(sub) -> None:
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")
+    p.add_argument("--one-site", action="store_true",
+                   help="a region of several sites: also plan its GPUs as one site of its first site's design")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
@@ -71,6 +74,11 @@ def train_mfu(args) -> tuple[float, str, float]:
 
 def run(args) -> int:
     names = args.specs or [None]
+    if len(names) == 1 and is_region_file(names[0]):
+        return run_region_plan(args, names[0], _layers(args))
+    if args.one_site:
+        raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
+                        key="--one-site")
     if args.bom_csv is not None:  # a bad output fails before the plan
         if args.bom_csv == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")

@@ -15,8 +15,12 @@ from ..training.mfu import parse_layout
 from ..training.model import load_model
 from ..training.parallel import check_layout
 from ..training.step import estimate_step
+from ..engine.region_estimate import estimate_region
+from ..fabric.region_inventory import region_inventory
+from ..spec.region_load import is_region_file
 from .common import add_output_arguments, add_override_arguments
 from .output import note
+from .region import region_from_args
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
 FIGURES = ("inventory", "fabric", "oversubscription", "loads", "heatmap", "curves", "comparison") + PLAN_FIGURES
@@ -71,6 +75,8 @@ def run(args) -> int:
     inputs = [resolve_spec_path(s) for s in specs] + ([args.plan_file] if args.plan_file else [])
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
     check_output(out, **output)
+    if len(specs) == 1 and is_region_file(specs[0]):
+        return run_region_report(args, out, output, start)
     if args.plan_file and args.format != "html" and args.figure not in PLAN_FIGURES:
         raise TopoError(f"--plan-file applies to the planner's figures ({', '.join(PLAN_FIGURES)}) and the HTML "
                         f"report; --figure {args.figure} does not use it", key="--plan-file")
@@ -90,6 +96,21 @@ def run(args) -> int:
     data = sign_image(_image(fig, args.format), args.format)
     write_bytes(out, data, **output)
     note(f"wrote {_where(out)} ({len(data) / 1e3:.0f} kB) in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def run_region_report(args, out, output, start) -> int:
+    """A region of several sites: the sites and the DCI with their loads under a 1 GiB all-reduce, as HTML."""
+    from ..report import write_region_page
+
+    if args.format != "html" or args.plan or args.plan_file or args.train or args.layout:
+        raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan or "
+                        "--train yet)", key="--format" if args.format != "html" else "--plan")
+    args.spec = args.specs[0]
+    region = region_from_args(args)
+    size = write_region_page(region, region_inventory(region), estimate_region(region, "all_reduce", [2 ** 30]), out,
+                             **output)
+    note(f"wrote {_where(out)} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -13,6 +13,8 @@ from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
 from .common import add_spec_arguments, fabric_from_args
+from .region import is_region_args
+from .region_train import run_region_train
 from .output import emit, emit_json, table
 
 
@@ -75,6 +77,11 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
                    help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
+    p.add_argument("--across", choices=("dp", "pp", "outer"), default=None,
+                   help="a region of several sites: the dimension across sites (default dp, the hierarchical "
+                   "reduction); outer: a low-communication outer synchronisation every --outer-every steps")
+    p.add_argument("--outer-every", type=int, default=None, metavar="H",
+                   help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=run)
 
@@ -110,23 +117,30 @@ def _check_numbers(args) -> None:
                         key="--activation-offload-layers")
 
 
-def run(args) -> int:
-    _check_numbers(args)
-    fabric = fabric_from_args(args)
-    model = load_model(args.model)
+def _layout_options(args) -> dict:
+    """The layout's options the flags give (None where not given)."""
     modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
         if args.recompute_modules else None
-    common = dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
-                  recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
-                  activation_offload_layers=args.activation_offload_layers,
-                  pipeline_embedding=True if args.pipeline_embedding else None,
-                  gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
-                  grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
-                  precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
-                  micro_batch=args.micro_batch,
-                  sequence_parallel=False if args.no_sequence_parallel else None,
-                  flash_attention=False if args.no_flash_attention else None,
-                  tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
+    return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
+                recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
+                activation_offload_layers=args.activation_offload_layers,
+                pipeline_embedding=True if args.pipeline_embedding else None,
+                gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
+                grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
+                precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
+                micro_batch=args.micro_batch,
+                sequence_parallel=False if args.no_sequence_parallel else None,
+                flash_attention=False if args.no_flash_attention else None,
+                tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
+
+
+def run(args) -> int:
+    _check_numbers(args)
+    if is_region_args(args):
+        return run_region_train(args, _layout_options(args))
+    fabric = fabric_from_args(args)
+    model = load_model(args.model)
+    common = _layout_options(args)
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
         try:

@@ -7,6 +7,7 @@ A fabric's links fall into levels, from the GPU outwards:
 ``Level.PCIE``         GPU to NIC (the host link)
 ``Level.NIC``          NIC to its leaf (scale-out tier 0)
 ``Level.uplink(k)``    a switch of scale-out tier ``k`` to one of tier ``k + 1`` (``k = 0`` is leaf-spine)
+``Level.DCI``          a long-haul span between two sites' attach tiers (:mod:`topo.fabric.region`)
 =====================  ==========================================================================
 
 A level is stored in the fabric's link table as a small integer (:attr:`Level.code`); every module names it
@@ -34,9 +35,11 @@ class LevelKind(Enum):
     PCIE = "pcie"
     NIC = "nic"
     UPLINK = "uplink"
+    DCI = "dci"
 
 
 _FIRST_UPLINK = 3  # codes 0, 1, 2 are NVLink, PCIe and NIC; uplink(k) is 3 + k
+_DCI = 127  # above every uplink (8 tiers at most) and within the link table's int8
 
 
 @dataclass(frozen=True, order=True)
@@ -49,6 +52,7 @@ class Level:
     NVLINK = None  # type: Level
     PCIE = None  # type: Level
     NIC = None  # type: Level
+    DCI = None  # type: Level
 
     def __post_init__(self):
         if not isinstance(self.code, int) or self.code < 0:
@@ -79,18 +83,20 @@ class Level:
 
     @property
     def kind(self) -> LevelKind:
+        if self.code == _DCI:
+            return LevelKind.DCI
         return (LevelKind.NVLINK, LevelKind.PCIE, LevelKind.NIC)[self.code] if self.code < _FIRST_UPLINK \
             else LevelKind.UPLINK
 
     @property
     def lower_tier(self) -> int | None:
-        """The scale-out tier at the lower end (None for NVLink, PCIe and NIC links)."""
-        return self.code - _FIRST_UPLINK if self.code >= _FIRST_UPLINK else None
+        """The scale-out tier at the lower end (None for NVLink, PCIe, NIC and DCI links)."""
+        return self.code - _FIRST_UPLINK if _FIRST_UPLINK <= self.code < _DCI else None
 
     @property
     def upper_tier(self) -> int | None:
-        """The scale-out tier at the upper end (0 for NIC links; None for NVLink and PCIe)."""
-        if self.code >= _FIRST_UPLINK:
+        """The scale-out tier at the upper end (0 for NIC links; None for NVLink, PCIe and DCI)."""
+        if _FIRST_UPLINK <= self.code < _DCI:
             return self.code - _FIRST_UPLINK + 1
         return 0 if self.code == 2 else None
 
@@ -107,6 +113,8 @@ class Level:
             return "pcie"
         if self.kind is LevelKind.NIC:
             return f"nic-{tier_names[0]}"
+        if self.kind is LevelKind.DCI:
+            return "dci"
         k = self.lower_tier
         return f"{tier_names[k]}-{tier_names[k + 1]}"
 
@@ -114,6 +122,7 @@ class Level:
 Level.NVLINK = Level(0)
 Level.PCIE = Level(1)
 Level.NIC = Level(2)
+Level.DCI = Level(_DCI)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from .figures import (busbw_comparison, collective_curves, fabric_figure, invent
                       link_load_heatmap, oversubscription_figure)
 from .html import render_page, write_page
 from .link_summary import LoadSummary, summarize_loads
+from .region import region_figure, write_region_page
 
 __all__ = ["build_reports", "build_spec_report", "SpecReport", "render_page", "write_page", "inventory_figure", "fabric_figure",
            "oversubscription_figure", "link_load_distribution", "link_load_heatmap", "collective_curves",
-           "busbw_comparison", "summarize_loads", "LoadSummary"]
+           "busbw_comparison", "summarize_loads", "LoadSummary", "region_figure", "write_region_page"]

@@ -24,7 +24,7 @@ from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures
 
 __all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front"]
 
-_MAIN = ("time_s", "busbw_GBps", "step_time_s", "mfu", "capex_usd", "it_power_W", "bisection_bandwidth_per_gpu_Bps")
+_MAIN = ("throughput_vs_one_site", "time_s", "busbw_GBps", "step_time_s", "mfu", "capex_usd", "it_power_W", "bisection_bandwidth_per_gpu_Bps")
 _COSTS = ("capex_usd", "it_power_W", "facility_power_W", "network_capex_usd", "switch_power_W", "num_switches")
 _TIMES = ("step_time_s", "time_s")
 

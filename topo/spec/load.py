@@ -23,7 +23,7 @@ from ..inputs import check_input, is_input_file, read_toml
 from .model import Spec
 from ..resources import topologies_dir
 
-__all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_dir", "DEFAULT_SPEC",
+__all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
            "format_loc"]
 
 DEFAULT_SPEC = "h100-100k"
@@ -35,9 +35,24 @@ def bundled_dir() -> Path:
 
 
 def bundled_specs() -> list[str]:
-    """Names of the bundled specs, e.g. ``["dgx-h100-superpod", "h100-100k", ...]``."""
+    """Names of the bundled specs of one fabric, e.g. ``["dgx-h100-superpod", "h100-100k", ...]`` (regions of
+    several sites are :func:`bundled_regions`)."""
+    return [n for n, region in _bundled() if not region]
+
+
+def bundled_regions() -> list[str]:
+    """Names of the bundled specs of several sites (``[[sites]]``, see :mod:`topo.spec.sites`)."""
+    return [n for n, region in _bundled() if region]
+
+
+def _bundled() -> list[tuple[str, bool]]:
     d = bundled_dir()
-    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+    if not d.is_dir():
+        return []
+    return [(p.stem, bool(_REGION_LINE.search(p.read_text(encoding="utf-8")))) for p in sorted(d.glob("*.toml"))]
+
+
+_REGION_LINE = re.compile(r"^\[\[sites\]\]", re.MULTILINE)
 
 
 def resolve_spec_path(name_or_path: str | Path | None) -> Path:
@@ -56,7 +71,7 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
                         source=str(name_or_path))
     if is_input_file(p):  # a device, named pipe or socket: said as every input is (topo.inputs)
         check_input(p, "spec file (.toml) or a bundled spec's name")
-    names = bundled_specs()
+    names = [n for n, _ in _bundled()]
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if not names:
@@ -73,6 +88,9 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     path = resolve_spec_path(name_or_path)
     source = _display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
+    if "sites" in data:
+        raise TopoError("is a region of several sites ([[sites]]): describe and estimate take it; this command "
+                        "takes one fabric (name one of its sites' specs)", source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec
@@ -178,11 +196,11 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
     return data, set_paths
 
 
-def check_override_key(key: str) -> None:
+def check_override_key(key: str, root: type[BaseModel] = Spec) -> None:
     """Raise :class:`TopoError` if the dotted path ``key`` names no field of a spec (``fabric.tiers[1].radx``: an
     unknown key, with the allowed ones and a close match). List items (``[1]``, ``[spine]``) and the keys of free
     tables (``plan``) are not checked here: they depend on the spec (:func:`apply_overrides` checks them)."""
-    model: type[BaseModel] | None = Spec
+    model: type[BaseModel] | None = root
     loc: list = []
     pos = 0
     key = key.strip()
@@ -256,8 +274,8 @@ def _unwrap(annotation):
     return None
 
 
-def _model_at(loc: typing.Sequence) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = Spec
+def _model_at(loc: typing.Sequence, root: type[BaseModel] = Spec) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = root
     for part in loc:
         if model is None:
             return None
@@ -274,12 +292,12 @@ def _allowed_keys(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _describe(err: dict) -> str:
+def _describe(err: dict, root: type[BaseModel] = Spec) -> str:
     kind = err["type"]
     loc = err["loc"]
     value = err.get("input")
     if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
+        model = _model_at(loc[:-1], root)
         allowed = _allowed_keys(model) if model else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -316,18 +334,19 @@ def _describe(err: dict) -> str:
     return f"{msg}, got {_shown(value)}"
 
 
-def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str]) -> TopoError:
+def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
+                   root: type[BaseModel] = Spec) -> TopoError:
     errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
     first = errors[0]
     if first["type"] == "extra_forbidden":
         # A misspelt key also leaves the right one missing; that is the same mistake, reported once.
-        model = _model_at(first["loc"][:-1])
+        model = _model_at(first["loc"][:-1], root)
         close = difflib.get_close_matches(str(first["loc"][-1]), _allowed_keys(model) if model else [], n=1)
         if close:
             twin = tuple(first["loc"][:-1]) + (close[0],)
             errors = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) == twin)]
     key = format_loc(first["loc"])
-    message = _describe(first)
+    message = _describe(first, root)
     if len(errors) > 1:
         others = [format_loc(e["loc"]) or "(top level)" for e in errors[1:4]]
         more = f" and {len(errors) - 4} more" if len(errors) > 4 else ""

@@ -16,20 +16,28 @@ import dataclasses
 import hashlib
 import time
 import tomllib
+import types
 from collections import OrderedDict
+from pathlib import Path
 
 from ..engine.estimate import estimate
+from ..engine.region_estimate import estimate_region
 from ..engine.options import EstimateOptions
 from ..engine.traffic import run_mix
 from ..engine.traffic_file import load_traffic
 from ..errors import TopoError
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
+from ..fabric.region import Region, region_from_specs
 from ..plan import plan
 from ..spec import spec_from_dict
+from ..spec.region_load import region_from_dict, site_specs
+from ..spec.sites import is_region_data
 from ..training.parallel import ParallelLayout, layout_pairs, make_layout
 from ..training.model import load_model
+from ..training.multisite import estimate_across_sites
 from ..training.step import estimate_step
+from ..units import parse_size_bytes
 
 __all__ = ["toml_value", "overrides_of", "COMPUTES", "FIGURES", "ESTIMATE_KEYS", "TRAIN_KEYS", "PLAN_KEYS", "POINT_KEYS", "run_batch",
            "run_point", "clear_cache"]
@@ -56,7 +64,8 @@ FIGURES: dict[str, dict[str, tuple[str, str | None]]] = {
         "step_time_s": ("float64", "high"), "mfu": ("float64", "low"), "tflops_per_gpu": ("float64", "low"),
         "tokens_per_s": ("float64", "low"), "exposed_comm_s": ("float64", "high"),
         "memory_per_gpu_bytes": ("float64", "high"), "fits": ("bool", None), "train_gpus": ("int64", None),
-        "slowest_dim": ("string", None), "slowest_dim_level": ("string", None)},
+        "slowest_dim": ("string", None), "slowest_dim_level": ("string", None),
+        "throughput_vs_one_site": ("float64", "low")},
     "plan": {
         "capex_usd": ("float64", "high"), "network_capex_usd": ("float64", "high"),
         "capex_per_gpu_usd": ("float64", "high"), "it_power_W": ("float64", "high"),
@@ -110,7 +119,11 @@ def _fabric(point: dict, specs: dict):
     if hit is None:
         try:
             data = tomllib.loads(text)
-            hit = build_fabric(spec_from_dict(data, source=source, overrides=sets))
+            if is_region_data(data):  # several sites: their specs are bundled names or inline (the text travels)
+                region = region_from_dict(data, source, sets)
+                hit = region_from_specs(region, site_specs(region, Path("."), source), source)
+            else:
+                hit = build_fabric(spec_from_dict(data, source=source, overrides=sets))
         except TopoError as exc:
             hit = exc
         _fabrics[key] = hit
@@ -128,6 +141,8 @@ def _fabric(point: dict, specs: dict):
 
 def _estimate(fabric, point: dict) -> dict:
     opts = {k: point[k] for k in ESTIMATE_KEYS if k in point and k not in ("collective", "size", "traffic")}
+    if isinstance(fabric, Region):
+        return _estimate_region(fabric, point, opts)
     if "traffic" in point:
         settings, members = load_traffic(point["traffic"])
         kw = {k: opts.get(k, settings[k]) for k in ("sharing", "ecmp", "subflows")}
@@ -148,6 +163,19 @@ def _estimate(fabric, point: dict) -> dict:
             "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm, "protocol": x.protocol,
             "bottleneck": f"{b.src} -> {b.dst}" if b else None, "bottleneck_level": str(b.level) if b else None,
             "bottleneck_utilization": b.utilization if b else None,
+            "bound": "latency" if x.latency_s > x.bandwidth_s else "bandwidth"}
+
+
+def _estimate_region(region: Region, point: dict, opts: dict) -> dict:
+    other = sorted(set(opts) - {"algorithm"}) + (["traffic"] if "traffic" in point else [])
+    if other:
+        raise TopoError(f"across sites, a point takes collective, size and algorithm; not {other[0]}", key=other[0])
+    r = estimate_region(region, point.get("collective", "all_reduce"), [parse_size_bytes(point.get("size", "1GiB"))],
+                        opts.get("algorithm", "auto"))
+    x = r.rows[0]
+    return {"time_s": x.time_s, "algbw_GBps": x.algbw_Bps / 1e9, "busbw_GBps": x.busbw_Bps / 1e9,
+            "latency_s": x.latency_s, "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm,
+            "bottleneck": x.bottleneck, "bottleneck_level": "dci" if x.bottleneck.startswith("dci:") else None,
             "bound": "latency" if x.latency_s > x.bandwidth_s else "bandwidth"}
 
 
@@ -179,6 +207,8 @@ def _train(fabric, point: dict):
     if model is None:
         model = _models[name] = load_model(name)
     lay = _layout(fabric, point)
+    if isinstance(fabric, Region):
+        return _train_region(fabric, model, lay, point)
     r = estimate_step(fabric, model, lay, efficiency=point.get("efficiency"))
     b = r.breakdown_s
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
@@ -188,6 +218,17 @@ def _train(fabric, point: dict):
                "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
                "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
                "slowest_dim": slow, "slowest_dim_level": bound.get("level")}
+
+
+def _train_region(region: Region, model, lay, point: dict):
+    m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"))
+    one, ratio = m.one_site, m.throughput_vs_one_site
+    step = m.one_site_step_s / ratio
+    figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflops_per_gpu": one["tflops_per_gpu"] * ratio,
+            "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
+            "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
+            "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio}
+    return types.SimpleNamespace(mfu=figs["mfu"]), figs
 
 
 def _plan(fabric, point: dict, mfu: float | None) -> dict:
@@ -246,6 +287,9 @@ def run_point(point: dict, compute, specs: dict) -> dict:
                 r, figs = _train(fabric, point)
                 row.update(figs)
                 train_mfu = r.mfu
+            elif what in ("plan", "describe") and isinstance(fabric, Region):
+                raise TopoError(f"a sweep over a region computes estimate and train; {what} of a region is "
+                                f"topo {what} REGION", key="compute")
             elif what == "plan":
                 row.update(_plan(fabric, point, train_mfu))
             elif what == "describe":

@@ -40,6 +40,8 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
+from ..spec.model import Spec
+from ..spec.sites import RegionSpec, is_region_data
 from .point import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
 __all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS"]
@@ -323,9 +325,11 @@ def _check_paths(axes: dict, specs: dict, source: str) -> None:
     point): each path is checked against the spec model, and applied with its first value to each base spec (a
     missing list item or a value where a table is fails there). A value the spec rejects is an error row."""
     paths = [k for k in axes if "." in k or "[" in k]
+    regions = [is_region_data(tomllib.loads(text)) for _, text in specs.values()]
+    root = RegionSpec if regions and all(regions) else Spec  # the keys of a region file, or of a fabric's
     for k in paths:
         try:
-            check_override_key(k)
+            check_override_key(k, root)
         except TopoError as exc:
             raise TopoError(exc.message, source=source, key=f"axes.{k}") from None
     for ref, (_, text) in specs.items():

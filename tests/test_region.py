@@ -1,0 +1,151 @@
+"""Regions of several sites joined by a DCI (issue 31): the spec, its errors, the DCI level, routes and cuts."""
+
+import numpy as np
+import pytest
+
+from conftest import spec_dict
+from topo import TopoError
+from topo.errors import Unreachable
+from topo.fabric.levels import Level, LevelKind
+from topo.fabric.region import region_from_specs
+from topo.spec.region_load import region_from_dict, site_specs
+from topo.spec.sites import FIBRE_LATENCY_PER_KM_S
+
+
+def region_dict(count=2, **interconnect):
+    ic = {"distance_km": 1000, "waves": 16, "wave_rate": "800 Gb/s", **interconnect}
+    return {"name": "r", "sites": [{"name": "s", "fabric": spec_dict(), "count": count}], "interconnect": ic}
+
+
+def build(d, tmp_path=None):
+    rs = region_from_dict(d, "r.toml")
+    return region_from_specs(rs, site_specs(rs, tmp_path or ".", "r.toml"), "r.toml")
+
+
+def test_the_dci_is_a_typed_level_above_every_tier():
+    assert Level.DCI.kind is LevelKind.DCI and Level.DCI.name_in(["leaf", "spine"]) == "dci"
+    assert Level.DCI.lower_tier is None and Level.DCI.upper_tier is None and Level.DCI.is_network
+    assert Level.DCI not in Level.all(8) and Level.uplink(6).kind is LevelKind.UPLINK
+
+
+def test_cross_site_latency_is_distance_times_per_km_plus_equipment():
+    # multisite.md section 4: 4.897 us/km in fibre at 1550 nm (mapyourtech.com, secondary); 1,000 km -> 4.9 ms one way
+    r = build(region_dict(equipment_latency="100 us"))
+    n = r.gpus_per_site[0]
+    lat = r.cross_site_latency_s(np.array([0, 5]), np.array([n, n + 17]))
+    tiers = r.fabrics[0].layout.tiers
+    in_site = 2 * sum(t.latency_s for t in tiers)  # up to the top tier and down, once per switch
+    assert FIBRE_LATENCY_PER_KM_S == 4.9e-6
+    np.testing.assert_allclose(lat, 1000 * 4.9e-6 + 100e-6 + in_site)
+    r2 = build(region_dict(equipment_latency="100 us", latency_per_km="5 us"))
+    np.testing.assert_allclose(r2.cross_site_latency_s(np.array([0]), np.array([n])), 5e-3 + 100e-6 + in_site)
+
+
+def test_span_capacity_is_waves_times_rate_and_sites_share_one_fabric():
+    r = build(region_dict(count=3, topology="ring"))
+    assert r.fabrics[0] is r.fabrics[1] is r.fabrics[2]
+    np.testing.assert_allclose(r.span_bandwidth_Bps, 16 * 100e9)  # 16 x 800 Gb/s per direction
+    assert r.num_gpus == 3 * r.fabrics[0].num_gpus
+    np.testing.assert_array_equal(r.site_of(r.gpu_offset[:-1]), [0, 1, 2])
+
+
+def test_a_failed_span_reroutes_around_a_ring_and_halves_the_cut():
+    r = build(region_dict(count=4, topology="ring"))
+    assert r.cut_Bps() == (2 * 1.6e12, 2 * 1.6e12)  # any split of a ring cuts two spans
+    cut = r.with_failures("dci:s-0-s-1")
+    assert cut.cut_Bps()[0] == 1.6e12
+    lat = r.spans["latency_s"][0]
+    assert cut.route_latency_s(0, 1) == pytest.approx(3 * lat)  # the other way round: three spans
+    loads = cut.route_loads(np.array([0]), np.array([1]), 1.0)
+    assert loads[0:2].sum() == 0 and loads.sum() == 3
+
+
+def test_a_hub_cut_off_is_unreachable():
+    r = build(region_dict(count=3, topology="hub")).with_failures("dci:0-1")
+    with pytest.raises(Unreachable, match="no working DCI route"):
+        r.route_latency_s(1, 2)
+
+
+@pytest.mark.parametrize("edit, key, message", [
+    ({"distance_km": 0}, "interconnect.distance_km", "must be > 0"),
+    ({"distance_km": -5}, "interconnect.distance_km", "must be > 0"),
+    ({"waves": 0}, "interconnect.waves", "must be >= 1, got 0"),
+    ({"wave_rate": "0 Gb/s"}, "interconnect.wave_rate", "positive"),
+    ({"topology": "star"}, "interconnect.topology", "must be one of mesh, ring, hub, got 'star'"),
+    ({"hub": "nowhere"}, None, "interconnect.hub names no site: 'nowhere'"),
+])
+def test_bad_interconnects_are_one_line_errors(edit, key, message):
+    with pytest.raises(TopoError) as err:
+        region_from_dict(region_dict(**edit), "r.toml")
+    assert err.value.key == key and message in err.value.message and "\n" not in err.value.line()
+
+
+def test_an_attach_tier_that_does_not_exist_and_one_site_are_errors():
+    with pytest.raises(TopoError, match="site s-0 has no tier 'core'; allowed: leaf, spine") as err:
+        build(region_dict(attach_tier="core"))
+    assert err.value.key == "interconnect.attach_tier"
+    with pytest.raises(TopoError, match="at least 2 sites"):
+        region_from_dict(region_dict(count=1))
+    with pytest.raises(TopoError, match="unknown DCI|no such sites"):
+        build(region_dict()).with_failures("dci:s-0-x")
+
+
+def test_sites_of_different_gpus_cannot_be_joined():
+    d = region_dict(count=1)
+    d["sites"].append({"name": "t", "fabric": spec_dict(gpu="H200")})
+    with pytest.raises(TopoError, match="site t has H200 GPUs and site s H100"):
+        build(d)
+
+
+def test_describe_a_bundled_region_shows_sites_spans_and_cut():
+    from conftest import run_cli
+    import json
+
+    doc = json.loads(run_cli("describe", "two-site-h100", "--json", check=True).stdout)
+    assert doc["num_sites"] == 2 and doc["num_gpus"] == 2 * 1536
+    span = doc["spans"][0]
+    assert span["name"] == "dci:east-west"
+    assert span["latency_s"] == pytest.approx(1000 * 4.9e-6 + 50e-6)  # the file's distance, per-km and equipment
+    assert span["bandwidth_Bps"] == 16 * 100e9 == doc["min_cut_Bps"]
+    assert all(s["bisection_bandwidth_Bps"] > doc["min_cut_Bps"] for s in doc["sites"])
+    cut = json.loads(run_cli("describe", "two-site-h100", "--fail", "dci:east-west", "--json", check=True).stdout)
+    assert cut["spans"][0]["failed"] and cut["min_cut_Bps"] == 0 and cut["cut_apart"] == ["east-west"]
+    bad = run_cli("describe", "two-site-h100", "--set", "interconnect.distance_km=-1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "interconnect.distance_km: must be > 0" in bad.stderr
+    bad = run_cli("describe", "two-site-h100", "--fail", "dci:east-north")
+    assert bad.returncode == 2 and "no such sites" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_border_leaves_add_a_leaf_hop_and_their_oversubscription_binds():
+    from topo.engine.region_estimate import estimate_region
+
+    top = build(region_dict(waves=1, equipment_latency="20 us"))
+    border = build(region_dict(waves=1, equipment_latency="20 us", attach="border", border_oversubscription=4))
+    leaf = top.fabrics[0].layout.tiers[0].latency_s
+    assert border.up_latency_s(0) == pytest.approx(top.up_latency_s(0) + leaf)
+    assert border.border_Bps(0) == pytest.approx(100e9 / 4)
+    row = estimate_region(border, "all_reduce", [2 ** 30], "hierarchical").rows[0]
+    assert row.bottleneck == "border:s-0" and row.phases["dci"]["bandwidth_s"] == pytest.approx(2 ** 30 / 25e9)
+
+
+def test_a_campus_is_the_same_construct_with_short_distances():
+    campus = build(region_dict(count=3, distance_km=2, topology="mesh"))
+    n = campus.gpus_per_site[0]
+    lat = campus.cross_site_latency_s(np.array([0]), np.array([2 * n]))[0]
+    assert lat == pytest.approx(2 * 4.9e-6 + 2 * sum(t.latency_s for t in campus.fabrics[0].layout.tiers))
+
+
+def test_spans_give_pairs_their_own_distance_and_waves():
+    d = region_dict(count=3, topology="mesh", spans=[{"sites": ["s-0", "s-2"], "distance_km": 300, "waves": 4}])
+    r = build(d)
+    names = r.span_names()
+    k = names.index("dci:s-0-s-2")
+    assert r.spans["distance_km"][k] == 300 and r.spans["waves"][k] == 4
+    assert r.spans["latency_s"][k] == pytest.approx(300 * 4.9e-6)
+    other = names.index("dci:s-0-s-1")
+    assert r.spans["distance_km"][other] == 1000 and r.spans["waves"][other] == 16
+    # 0 -> 2 directly (1.47 ms) rather than through 1 (9.8 ms)
+    assert r.route_latency_s(0, 2) == pytest.approx(300 * 4.9e-6)
+    ring = region_dict(count=4, topology="ring", spans=[{"sites": ["s-0", "s-2"], "distance_km": 5}])
+    with pytest.raises(TopoError, match="no ring span joins s-0-s-2"):
+        build(ring)

@@ -1,0 +1,75 @@
+"""Planning a region (issue 31): the DCI bill per span from its sourced figures, the DCI's share of the cost per
+GPU-hour, and a site over its own power limit."""
+
+import json
+import math
+import tomllib
+
+import pytest
+
+from conftest import ROOT, run_cli
+from topo import TopoError
+from topo.fabric.region import build_region
+from topo.plan.dci import dci_bill, load_dci_catalog, span_bill
+from topo.plan.region import plan_region
+
+DATA = tomllib.loads((ROOT / "topo" / "data" / "dci" / "interconnect.toml").read_text())
+
+
+def v(section, key):
+    return DATA[section][key]["value"]
+
+
+def test_every_dci_figure_has_a_source_and_a_status():
+    for section in ("module", "amplifier", "fibre"):
+        for key, x in DATA[section].items():
+            assert x["source"] and x["status"] in ("published", "secondary", "fitted", "assumption"), key
+    # amplified spans of ~80 km and 64 waves per fibre pair: multisite.md section 4 (secondary)
+    assert v("amplifier", "spacing_km") == 80 and v("fibre", "waves_per_pair") == 64
+
+
+def test_a_1000_km_span_of_16_waves():
+    b = span_bill(load_dci_catalog(), "x", 1000.0, 16)
+    huts = math.ceil(1000 / v("amplifier", "spacing_km")) - 1  # 12 in-line huts between the two ends
+    assert (b.fibre_pairs, b.modules, b.amplifier_huts, b.amplifiers) == (1, 32, huts, huts + 2)
+    assert b.power_W == pytest.approx(32 * v("module", "power_W") + (huts + 2) * v("amplifier", "per_pair_power_W")
+                                      + huts * v("amplifier", "hut_power_W"))
+    assert b.fibre_usd == pytest.approx(1000 * v("fibre", "price_per_pair_km_usd"))
+    # 65 waves need a second fibre pair
+    assert span_bill(load_dci_catalog(), "x", 50.0, 65).fibre_pairs == 2
+
+
+def test_dci_cost_over_the_years_and_its_share_per_gpu_hour():
+    r = plan_region(build_region("two-site-h100"), collectives=False)
+    b = r.dci
+    again = dci_bill([("s", 1000.0, 16)], years=r.years, network_life_years=5, electricity_usd_per_kWh=0.0)
+    assert again.cost_over_years_usd == pytest.approx(again.equipment_usd * min(r.years, 5) / 5
+                                                      + again.fibre_usd * min(r.years, 20) / 20)  # no energy at $0
+    assert r.dci_cost_per_gpu_hour_usd == pytest.approx(b.cost_over_years_usd / (r.num_gpus * r.years * 8760))
+    assert r.dci_share_of_cost == pytest.approx(b.cost_over_years_usd / r.tco_usd)
+    assert r.tco_usd == pytest.approx(sum(s.tco_usd for s in r.sites) + b.cost_over_years_usd)
+
+
+def test_a_site_over_its_power_limit_is_a_one_line_error():
+    region = build_region("region-1m", ["sites[0].power_limit_MW=100"])
+    with pytest.raises(TopoError, match=r"site site-0 draws 1\d\d\.\d MW .*over its limit of 100 MW") as err:
+        plan_region(region, collectives=False)
+    assert err.value.key == "sites[0].power_limit_MW"
+    bad = run_cli("plan", "region-1m", "--no-collectives", "--set", "sites[0].power_limit_MW=100")
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+
+
+def test_cli_plan_region_json():
+    doc = json.loads(run_cli("plan", "two-site-h100", "--no-collectives", "--json", check=True).stdout)
+    assert len(doc["sites"]) == 2 and doc["dci"]["spans"][0]["name"] == "dci:east-west"
+    assert 0 < doc["dci_share_of_cost"] < 1
+
+
+def test_one_big_site_beside_the_region():
+    r = plan_region(build_region("two-site-h100"), one_site=True, collectives=False)
+    o = r.one_site
+    # 3,072 DGX H100 GPUs do not fit the SuperPOD's two tiers of 64-port switches (2,048 at most): a third tier
+    assert o["num_gpus"] == r.num_gpus == 3072 and o["tiers"] == 3
+    assert o["cost_per_gpu_hour_usd"] > 0 and o["facility_power_W"] > 0
+    bad = run_cli("plan", "dgx-h100-superpod", "--one-site", "--no-collectives")
+    assert bad.returncode == 2 and "--one-site: applies to a region" in bad.stderr

@@ -1,0 +1,105 @@
+"""Training across sites (issue 31): Nemotron-4 340B over two-site-h100 against NVIDIA's published 96%, the DCI bytes
+of the hierarchical reduction against the model's parameter count, and the DCI capacity for 95% of one site."""
+
+import json
+
+import pytest
+
+from conftest import ROOT, run_cli
+from topo.fabric.region import build_region
+from topo.training.model import load_model
+from topo.training.multisite import estimate_across_sites
+from topo.training.parallel import make_layout
+
+# NVIDIA's 340B recipe layout (TP 8, PP 8, VP 12: dgxc-benchmarking nemotron/README.md, primary, multisite.md s.1);
+# global batch 2,304: the largest stage of Nemotron-4 340B's pretraining (aiportalx quoting the report, secondary)
+LAYOUT = dict(tp=8, pp=8, vpp=12, dp=48, global_batch=2304)
+
+
+@pytest.fixture(scope="module")
+def nemotron():
+    return estimate_across_sites(build_region("two-site-h100"), load_model("nemotron4-340b"), make_layout(**LAYOUT),
+                                 outer_every=50)
+
+
+def test_two_site_nemotron_340b_is_within_3_points_of_nvidia_s_96_percent(nemotron):
+    # "Achieving 96% scaling efficiency ... in geographically separated data centers" (NVIDIA NeMo blog, primary;
+    # multisite.md section 1); the run's DCI capacity and batch are not published (assumptions in the spec file)
+    assert nemotron.chosen == "dp"
+    assert abs(nemotron.throughput_vs_one_site - 0.96) <= 0.03
+
+
+def test_the_hierarchical_reduction_sends_one_replica_s_gradients_over_the_dci(nemotron):
+    # two sites: 2(K-1)/K = 1 replica's gradients each way, fp32 (Megatron's default main_grad reduction);
+    # Nemotron-4 340B has 341e9 parameters (arXiv 2406.11704); the busiest stage stands for all 8, so a little more
+    dp = next(s for s in nemotron.strategies if s.strategy == "dp")
+    assert 341e9 * 4 <= dp.dci_bytes_per_step <= 1.12 * 341e9 * 4
+    # no backward window is left after the in-site reduction here: the whole phase shows, latency 2 x 4.95 ms
+    assert dp.exposed_s == pytest.approx(dp.dci_time_s)
+    assert dp.dci_time_s == pytest.approx(2 * (1000 * 4.9e-6 + 50e-6 + 4 * 130e-9) + dp.dci_bytes_per_step / 1.6e12)
+
+
+def test_the_dci_capacity_for_95_percent_gives_95_percent(nemotron):
+    dp = next(s for s in nemotron.strategies if s.strategy == "dp")
+    need_GBps = dp.dci_Bps_for_95pct / 1e9
+    r = build_region("two-site-h100", ["interconnect.waves=1", f"interconnect.wave_rate={need_GBps!r} GB/s"])
+    again = estimate_across_sites(r, load_model("nemotron4-340b"), make_layout(**LAYOUT))
+    assert again.throughput_vs_one_site == pytest.approx(0.95, abs=1e-6)
+
+
+def test_an_outer_sync_every_h_steps_spreads_its_traffic(nemotron):
+    dp = next(s for s in nemotron.strategies if s.strategy == "dp")
+    outer = next(s for s in nemotron.strategies if s.strategy == "outer")
+    assert outer.outer_every == 50 and outer.dci_bytes_per_step == pytest.approx(dp.dci_bytes_per_step / 50)
+    assert outer.exposed_s == pytest.approx(outer.dci_time_s / 50)
+    assert outer.throughput_vs_one_site > dp.throughput_vs_one_site
+
+
+def test_cli_train_across_sites_json_and_errors():
+    out = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8", "--vpp", "12",
+                  "--global-batch", "2304", "--json", check=True).stdout
+    doc = json.loads(out)
+    assert doc["throughput_vs_one_site"] == pytest.approx(0.947, abs=0.01) and doc["num_sites"] == 2
+    bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
+                  "--global-batch", "2303")
+    assert bad.returncode == 2 and "must divide by the 2 sites" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_sweep_over_dci_distance_and_waves():
+    from topo.sweep.point import run_point
+    from topo.sweep.study import load_study
+
+    study = load_study("dci-two-site")
+    assert len(study.points()) == 4 * 3
+    text = (ROOT / "topologies" / "two-site-h100.toml").read_text()
+    specs = {"two-site-h100": ("two-site-h100", text)}
+    base = {"spec": "two-site-h100", "size": "1GiB", "model": "nemotron4-340b", "layout": "tp=8,pp=8,vpp=12,dp=48",
+            "global_batch": 2304}
+    rows = {(d, w): run_point({**base, "interconnect.distance_km": d, "interconnect.waves": w}, ["estimate", "train"],
+                              specs) for d, w in ((10, 16), (4000, 16), (1000, 4), (1000, 16))}
+    assert all(r["error"] is None for r in rows.values())
+    # the same as the library's figure for the bundled spec (1,000 km, 16 waves)
+    assert rows[(1000, 16)]["throughput_vs_one_site"] == pytest.approx(0.947, abs=0.005)
+    # farther costs latency only (the all-reduce); fewer waves cost the training step
+    assert rows[(4000, 16)]["time_s"] > rows[(1000, 16)]["time_s"] > rows[(10, 16)]["time_s"]
+    assert rows[(1000, 4)]["throughput_vs_one_site"] < rows[(1000, 16)]["throughput_vs_one_site"]
+
+
+def test_one_step_as_one_timeline_with_the_dci_lane(nemotron):
+    t = nemotron.timeline
+    dp = next(s for s in nemotron.strategies if s.strategy == "dp")
+    dci = [x for x in t if x["lane"] == "dci"]
+    assert dci and max(x["end_s"] for x in t) == pytest.approx(dp.step_time_s)
+    exposed = sum(x["end_s"] - x["start_s"] for x in dci if x["exposed"])
+    assert exposed == pytest.approx(dp.exposed_s)
+    assert max(x["end_s"] for x in t if x["lane"] != "dci") == pytest.approx(nemotron.one_site_step_s)
+
+
+def test_pipeline_across_sites_pays_the_crossing_at_fill_and_drain():
+    r = estimate_across_sites(build_region("two-site-h100"), load_model("nemotron4-340b"), make_layout(**LAYOUT),
+                              across="pp")
+    pp = next(s for s in r.strategies if s.strategy == "pp")
+    hop = 1000 * 4.9e-6 + 50e-6 + 4 * 130e-9  # one crossing, one way: the span, a leaf and a spine at each end
+    assert pp.latency_s == pytest.approx(2 * (2 - 1) * 12 * hop)  # fill and drain, once per virtual stage (vp 12)
+    assert max(x["end_s"] for x in r.timeline) == pytest.approx(pp.step_time_s)
+    assert r.throughput_vs_one_site == pytest.approx(pp.throughput_vs_one_site)

@@ -1,0 +1,71 @@
+"""A region of several sites (``[[sites]]``) on the command line: telling one from a fabric, building it with its
+``--set`` and ``--fail``, and ``describe`` of it (``estimate`` of it is :mod:`topo.cli.region_estimate`)."""
+
+from __future__ import annotations
+
+from ..errors import TopoError
+from ..fabric.region import Region, build_region
+from ..fabric.region_inventory import RegionInventory, region_inventory
+from ..spec.region_load import is_region_file
+from ..units import count_noun, format_bandwidth, format_count, format_time
+from .output import emit, emit_json, table
+
+__all__ = ["is_region_args", "region_from_args", "run_describe", "render_region"]
+
+
+def is_region_args(args) -> bool:
+    """True when the SPEC argument names a region file (or bundled region)."""
+    return is_region_file(getattr(args, "spec", None))
+
+
+def region_from_args(args) -> Region:
+    """The region the arguments name, with ``--set`` overrides of the region file and ``--fail dci:A-B``."""
+    region = build_region(args.spec, getattr(args, "overrides", None) or [])
+    failures = getattr(args, "failures", None)
+    if failures:
+        try:
+            region = region.with_failures(*failures)
+        except TopoError as exc:
+            raise TopoError(f"{exc.message} (on {region.name})", key="--fail") from None
+    return region
+
+
+def run_describe(args) -> int:
+    inv = region_inventory(region_from_args(args))
+    if args.json:
+        emit_json(inv.to_dict())
+    else:
+        emit(render_region(inv))
+    return 0
+
+
+def render_region(inv: RegionInventory) -> str:
+    lines = [f"{inv.name}: {inv.description}" if inv.description else inv.name]
+    lines += [f"  source: {s}" for s in inv.sources]
+    lines += [f"  assumed: {a}" for a in inv.assumptions]
+    lines.append("")
+    lines.append(f"sites     {inv.num_sites}, {format_count(inv.num_gpus)} GPUs; DCI {inv.topology}, attached at "
+                 + ("the top tier" if inv.attach == "top" else
+                    f"border leaves ({inv.border_oversubscription:g}:1 oversubscribed)"))
+    rows = [[s.name, s.spec, format_count(s.num_gpus), s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps),
+             format_bandwidth(s.dci_Bps), format_time(s.up_latency_s),
+             f"{s.power_limit_MW:g} MW" if s.power_limit_MW else "-"] for s in inv.sites]
+    lines.append(table(rows, ["site", "spec", "GPUs", "attach", "bisection", "to DCI", "GPU to DCI", "power limit"],
+                       right=[False, False, True, False, True, True, True, True]))
+    lines.append("")
+    rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {s.wave_rate_Bps * 8 / 1e9:g} Gb/s",
+             format_bandwidth(s.bandwidth_Bps) + (" (failed)" if s.failed else ""), format_time(s.latency_s)]
+            for s in inv.spans]
+    lines.append(table(rows, ["DCI span", "distance", "waves", "capacity", "latency one way"],
+                       right=[False, True, True, True, True]))
+    lines.append("")
+    lines.append(f"cut between sites           {format_bandwidth(inv.min_cut_Bps)} per direction at the weakest split, "
+                 f"{format_bandwidth(inv.bisection_cut_Bps)} across the most even split (a site's bisection: "
+                 f"{format_bandwidth(min(s.bisection_bandwidth_Bps for s in inv.sites))} at the least)")
+    lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way across the DCI")
+    if inv.cut_apart:
+        lines.append(f"cut apart                   no working DCI route joins {', '.join(inv.cut_apart)}")
+    if inv.failures:
+        lines.append(f"with failures: {', '.join(inv.failures)}")
+    return "\n".join(lines)
+

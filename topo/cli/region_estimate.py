@@ -1,0 +1,46 @@
+"""``estimate`` over every GPU of a region of several sites (:mod:`topo.engine.region_estimate`)."""
+
+from __future__ import annotations
+
+from ..engine.region_estimate import RegionEstimate, estimate_region
+from ..errors import TopoError
+from ..units import count_noun, format_count, format_size, format_time, parse_size_bytes
+from .output import emit, emit_json, table
+from .region import region_from_args
+
+__all__ = ["run_estimate", "render_estimate"]
+
+
+# flags of estimate that a single fabric's engine takes and a region does not (yet): named in the error
+_SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "group_layout", "choose", "protocol",
+              "channels", "ecmp", "subflows", "hash_seed", "sharing", "profile", "chunks", "stages", "traffic")
+
+
+def run_estimate(args, sizes) -> int:
+    given = [k for k in _SITE_ONLY if getattr(args, k, None) not in (None, False)]
+    if given or getattr(args, "no_pxn", False) or getattr(args, "csv", False) or getattr(args, "detail", False):
+        flag = "--" + (given[0] if given else "csv").replace("_", "-")
+        raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
+                        f"not {flag} (it runs on one site's spec)", key=flag)
+    region = region_from_args(args)
+    algorithm = (args.algorithm or "auto").strip().lower().replace("-", "_")
+    result = estimate_region(region, args.collective or "all_reduce", [parse_size_bytes(s) for s in sizes],
+                             algorithm)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        emit(render_estimate(result))
+    return 0
+
+
+def render_estimate(r: RegionEstimate) -> str:
+    lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
+             f"{count_noun(r.num_sites, 'site')}, every GPU",
+             "# candidates across sites: " + ", ".join(r.rows[0].candidates) if r.rows else "#"]
+    for name, why in r.unavailable.items():
+        lines.append(f"# {name} not considered: {why}")
+    rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{x.algbw_Bps / 1e9:.2f}", f"{x.busbw_Bps / 1e9:.2f}",
+             x.algorithm, format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
+    lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
+                              "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""A collective over every GPU of a region: the in-site phases timed by :func:`topo.engine.estimate.estimate` on each
+distinct site fabric, the cross-site phase routed on the DCI spans (:meth:`topo.fabric.region.Region.route_loads`),
+composed by :mod:`topo.engine.algorithms.across_sites`.
+
+The cross-site phase's bandwidth part is the slowest of: each directed span (its bytes over its capacity), each
+site's border (what it sends over its capacity to the DCI) and a GPU's NICs (its shard over its NIC rate); the
+bottleneck is named after it (``dci:east-west``, ``border:east``, ``nic``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import TopoError
+from ..fabric.region import Region
+from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
+                                      hierarchical, pipelined)
+from .collectives import busbw_factor, normalize_collective
+from .estimate import estimate
+
+__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase"]
+
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+@dataclass
+class RegionRow:
+    """One size: the chosen algorithm's time and parts, every candidate's time, the DCI's load."""
+
+    size_bytes: int
+    time_s: float
+    algbw_Bps: float
+    busbw_Bps: float
+    algorithm: str
+    latency_s: float
+    bandwidth_s: float
+    bottleneck: str
+    candidates: dict[str, float]
+    phases: dict[str, dict]
+    span_bytes: list[float]  # per directed span (2*span lower->higher site, 2*span+1 back), the chosen algorithm
+
+
+@dataclass
+class RegionEstimate:
+    """A collective over every GPU of a region: one :class:`RegionRow` per size."""
+
+    spec: str
+    collective: str
+    num_ranks: int
+    num_sites: int
+    spans: list[str]
+    rows: list[RegionRow] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict.
+
+        Returns
+        -------
+        dict
+            The document ``topo estimate REGION --json`` prints.
+        """
+        return asdict(self)
+
+
+def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
+    """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
+    each pay the slowest cross-site hop's latency once.
+
+    Parameters
+    ----------
+    region : Region
+    src, dst : array of int
+        Sending and receiving sites, one entry per transfer.
+    nbytes : float or array
+        Bytes of each transfer.
+    steps : int
+        Steps of the phase (its latency is ``steps`` x the slowest cross-site hop, one way).
+
+    Returns
+    -------
+    tuple of (Phase, numpy.ndarray)
+        The phase, and the bytes on every directed span.
+    """
+    src, dst = np.asarray(src), np.asarray(dst)
+    nbytes = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
+    loads = region.route_loads(src, dst, nbytes)
+    cap = np.repeat(region.span_bandwidth_Bps, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        span_t = np.where(loads > 0, loads / cap, 0.0)
+    names = region.span_names()
+    out = np.bincount(src, weights=nbytes, minlength=region.num_sites)
+    inn = np.bincount(dst, weights=nbytes, minlength=region.num_sites)
+    border = np.maximum(out, inn) / np.array([region.border_Bps(s) for s in range(region.num_sites)])
+    nic = max(float(np.max(np.maximum(out, inn)[s] / f.num_gpus / _gpu_nic_Bps(f)))
+              for s, f in enumerate(region.fabrics))
+    cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
+             (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
+    bw_s, bound = max(cands, key=lambda c: c[0])
+    up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
+    hop = float(np.max(region.route_latency_s(src, dst) + up[src] + up[dst])) if src.size else 0.0
+    return Phase(steps * hop, bw_s, bound), loads
+
+
+def _gpu_nic_Bps(f) -> float:
+    L = f.layout
+    return L.nic_rate_Bps * max(1, L.nics_per_server) / L.gpus_per_server
+
+
+def _ring(K: int) -> tuple[np.ndarray, np.ndarray]:
+    a = np.arange(K)
+    return a, (a + 1) % K
+
+
+def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto") -> RegionEstimate:
+    """Estimate ``collective`` over every GPU of every site of ``region``.
+
+    Parameters
+    ----------
+    region : Region
+    collective : str
+        all_reduce, all_gather or reduce_scatter (nccl-tests names; hyphens accepted).
+    sizes : iterable of int
+        Sizes in bytes, as nccl-tests counts them.
+    algorithm : str
+        ``auto`` (the fastest) or one of hierarchical, hierarchical_pipelined, ring, tree.
+
+    Returns
+    -------
+    RegionEstimate
+
+    Raises
+    ------
+    TopoError
+        A collective or algorithm not modelled across sites (the key names which).
+    """
+    coll = normalize_collective(collective)
+    if coll not in _COLLECTIVES:
+        raise TopoError(f"across sites, topo models {', '.join(_COLLECTIVES)}; got {collective!r}", key="collective")
+    if algorithm != "auto" and algorithm not in CROSS_SITE_ALGORITHMS:
+        raise TopoError(f"unknown algorithm across sites {algorithm!r}; allowed: auto, "
+                        f"{', '.join(CROSS_SITE_ALGORITHMS)}", key="algorithm")
+    sizes = [int(s) for s in sizes]
+    site = _SiteTimes(region, coll, sizes)
+    out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
+                         spans=region.span_names())
+    for S in sizes:
+        timed, loads = _candidates(region, coll, S, site, out.unavailable)
+        pick = min(timed.values(), key=lambda t: t.time_s) if algorithm == "auto" else timed.get(algorithm)
+        if pick is None:
+            raise TopoError(f"{algorithm} does not run {coll} across sites: {out.unavailable.get(algorithm, '')}",
+                            key="algorithm")
+        algbw = S / pick.time_s if pick.time_s > 0 else 0.0
+        out.rows.append(RegionRow(
+            size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
+            algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
+            bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
+            phases={k: (asdict(p) if isinstance(p, Phase) else p) for k, p in pick.phases.items()},
+            span_bytes=loads[pick.algorithm].tolist()))
+    return out
+
+
+class _SiteTimes:
+    """In-site phase times at each size, the slowest over the distinct site fabrics (alike sites are timed once)."""
+
+    def __init__(self, region: Region, coll: str, sizes: list[int]):
+        distinct = {id(f): f for f in region.fabrics}.values()
+        self.n = min(f.num_gpus for f in distinct)
+        want = {"reduce_scatter": ("reduce_scatter",) if coll != "all_gather" else (),
+                "all_gather": ("all_gather",) if coll != "reduce_scatter" else (),
+                coll + ":ring": (coll, "ring"), coll + ":tree": (coll, "tree") if coll == "all_reduce" else None}
+        self.times: dict[str, dict[int, Phase]] = {}
+        self.missing: dict[str, str] = {}
+        for key, what in want.items():
+            if not what:
+                continue
+            per_size = {}
+            for f in distinct:
+                try:
+                    r = estimate(f, what[0], sizes, algorithm=what[1] if len(what) > 1 else "auto")
+                except TopoError as exc:
+                    self.missing[key] = exc.message
+                    break
+                for x in r.results:
+                    b = x.bottleneck
+                    ph = Phase(x.latency_s, x.bandwidth_s, f"site:{b.src}->{b.dst}" if b is not None else "site")
+                    if x.size_bytes not in per_size or ph.time_s > per_size[x.size_bytes].time_s:
+                        per_size[x.size_bytes] = ph
+            else:
+                self.times[key] = per_size
+
+
+def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable: dict):
+    K, N = region.num_sites, region.num_gpus
+    a, b = _ring(K)
+    timed: dict[str, Timed] = {}
+    loads: dict[str, np.ndarray] = {}
+    steps = (2 if coll == "all_reduce" else 1) * (K - 1)
+    dci, ld = dci_phase(region, a, b, dci_phase_bytes(coll, K, S), steps)
+    phases = {}
+    if coll != "all_gather":
+        phases["rs"] = site.times["reduce_scatter"][S]
+    if coll == "all_gather":
+        phases = {"dci": dci, "ag": site.times["all_gather"][S]}
+    else:
+        phases["dci"] = dci
+        if coll == "all_reduce":
+            phases["ag"] = site.times["all_gather"][S]
+    timed["hierarchical"] = hierarchical(phases)
+    timed["hierarchical_pipelined"] = pipelined(phases)
+    loads["hierarchical"] = loads["hierarchical_pipelined"] = ld
+    cross = dci.latency_s / steps if steps else 0.0
+    ring_key = coll + ":ring"
+    if ring_key in site.times:
+        r = site.times[ring_key][S]
+        n = site.n
+        f = 2.0 if coll == "all_reduce" else 1.0
+        step = r.latency_s / (f * (n - 1))
+        site_bw = r.bandwidth_s * ((N - 1) / N) / ((n - 1) / n)  # the same ring bandwidth, N ranks instead of n
+        ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0)
+        timed["ring"] = flat_ring(N, step, site_bw, cross, ring_dci, r.bound)
+        loads["ring"] = ring_ld
+    else:
+        unavailable["ring"] = site.missing.get(ring_key, "no ring inside the sites")
+    tree_key = coll + ":tree"
+    if tree_key in site.times:
+        chain_a, chain_b = np.r_[np.arange(K - 1), np.arange(1, K)], np.r_[np.arange(1, K), np.arange(K - 1)]
+        tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
+        timed["tree"] = flat_tree(site.times[tree_key][S], K, cross, tree_dci)
+        loads["tree"] = tree_ld
+    else:
+        unavailable["tree"] = site.missing.get(tree_key, f"NCCL's tree runs all_reduce only, not {coll}")
+    return timed, loads

@@ -1,0 +1,109 @@
+"""What ``topo describe`` says of a region: its sites (each with its bisection), the DCI spans, and the cuts.
+
+Alike sites share one fabric, so each distinct fabric's inventory is made once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .inventory import inventory
+from .region import Region
+
+__all__ = ["RegionInventory", "SiteRow", "SpanRow", "region_inventory"]
+
+
+@dataclass
+class SiteRow:
+    name: str
+    spec: str
+    gpu: str
+    num_gpus: int
+    tiers: list[str]
+    attach_tier: str
+    bisection_bandwidth_Bps: float
+    dci_Bps: float  # its working spans' capacity per direction (over the border oversubscription)
+    up_latency_s: float  # one way, GPU to its DCI port
+    power_limit_MW: float | None
+
+
+@dataclass
+class SpanRow:
+    name: str
+    distance_km: float
+    waves: int
+    wave_rate_Bps: float
+    bandwidth_Bps: float  # per direction; 0 when cut
+    latency_s: float  # one way
+    failed: bool
+
+
+@dataclass
+class RegionInventory:
+    name: str
+    description: str
+    sources: list[str]
+    assumptions: list[str]
+    num_sites: int
+    num_gpus: int
+    topology: str
+    attach: str
+    border_oversubscription: float
+    sites: list[SiteRow]
+    spans: list[SpanRow]
+    min_cut_Bps: float  # the weakest split of the sites
+    bisection_cut_Bps: float  # the most even split by GPUs
+    farthest_latency_s: float  # one way, GPU to GPU across the longest working route
+    cut_apart: list[str]  # site pairs no working route joins ("east-west")
+    failures: list[str]
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (``topo describe --json`` of a region)."""
+        return asdict(self)
+
+
+def region_inventory(r: Region) -> RegionInventory:
+    """The inventory of a region (see the module doc).
+
+    Parameters
+    ----------
+    r : Region
+
+    Returns
+    -------
+    RegionInventory
+    """
+    invs: dict[int, object] = {}
+    entry_of = [e for e in r.spec.sites for _ in range(e.count)]
+    sites = []
+    for i, f in enumerate(r.fabrics):
+        inv = invs.setdefault(id(f), inventory(f))
+        e = entry_of[i]
+        sites.append(SiteRow(name=r.site_names[i], spec=e.spec or f.spec.name, gpu=f.spec.gpu, num_gpus=f.num_gpus,
+                             tiers=[t.name for t in f.layout.tiers],
+                             attach_tier=f.layout.tiers[int(r.attach_tier[i])].name,
+                             bisection_bandwidth_Bps=inv.bisection_bandwidth_Bps, dci_Bps=r.border_Bps(i),
+                             up_latency_s=r.up_latency_s(i), power_limit_MW=e.power_limit_MW))
+    bw = r.span_bandwidth_Bps
+    spans = [SpanRow(name=n, distance_km=float(d), waves=int(w), wave_rate_Bps=float(rate), bandwidth_Bps=float(b),
+                     latency_s=float(lat), failed=bool(x))
+             for n, d, w, rate, b, lat, x in zip(r.span_names(), r.spans["distance_km"], r.spans["waves"],
+                                                r.spans["wave_rate_Bps"], bw, r.spans["latency_s"], r.failed)]
+    lat = r.routes()[1]
+    up = np.array([s.up_latency_s for s in sites])
+    reach = np.isfinite(lat)
+    farthest = float(np.max(np.where(reach, lat + up[:, None] + up[None, :], 0.0)))
+    min_cut, even_cut = r.cut_Bps()
+    ic = r.spec.interconnect
+    src = r.spec.source
+    return RegionInventory(name=r.name, description=r.spec.description,
+                           sources=[src] if isinstance(src, str) and src else list(src or []),
+                           assumptions=list(r.spec.assumptions), num_sites=r.num_sites, num_gpus=r.num_gpus,
+                           topology=ic.topology, attach=ic.attach, border_oversubscription=ic.border_oversubscription,
+                           sites=sites, spans=spans, min_cut_Bps=min_cut, bisection_cut_Bps=even_cut,
+                           farthest_latency_s=farthest,
+                           cut_apart=[f"{r.site_names[a]}-{r.site_names[b]}" for a, b in zip(*np.nonzero(~reach))
+                                      if a < b],
+                           failures=list(r.failures))

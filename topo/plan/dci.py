@@ -1,0 +1,141 @@
+"""The bill of a region's data-centre interconnect: coherent modules, amplifier huts, fibre pairs and muxes per span,
+their power and cost, from the sourced figures in ``topo/data/dci/interconnect.toml``.
+
+Per span of ``d`` km with ``w`` waves: ``2 w`` modules (one per wave at each end); ``ceil(w / waves_per_pair)`` fibre
+pairs, each with a mux at both ends and an amplifier at both ends and in every in-line hut; ``ceil(d / spacing) - 1``
+in-line amplifier huts. Cost over the plan's years: equipment depreciated over the network's life (as the sites'
+network), fibre over its IRU life, energy at the sites' electricity price.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import TopoError
+from ..inputs import read_toml
+from ..resources import data_dir
+from .catalog import Positive, Price, Value
+
+__all__ = ["DciCatalog", "SpanBill", "DciBill", "load_dci_catalog", "dci_bill"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Module(_Strict):
+    power_W: Price
+    price_usd: Price
+
+
+class _Amplifier(_Strict):
+    spacing_km: Positive
+    per_pair_power_W: Price
+    per_pair_price_usd: Price
+    hut_power_W: Price
+    hut_price_usd: Price
+
+
+class _Fibre(_Strict):
+    waves_per_pair: Positive
+    price_per_pair_km_usd: Price
+    life_years: Positive
+    mux_price_usd: Price
+
+
+class DciCatalog(_Strict):
+    version: str
+    module: _Module
+    amplifier: _Amplifier
+    fibre: _Fibre
+
+
+def load_dci_catalog() -> DciCatalog:
+    """The DCI figures (``topo/data/dci/interconnect.toml``), validated."""
+    path = data_dir("dci", "interconnect.toml")
+    try:
+        return DciCatalog.model_validate(read_toml(path, "DCI catalog (.toml)"))
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise TopoError(e["msg"], source=str(path), key=".".join(map(str, e["loc"]))) from None
+
+
+@dataclass
+class SpanBill:
+    name: str
+    distance_km: float
+    waves: int
+    fibre_pairs: int
+    modules: int
+    amplifier_huts: int
+    amplifiers: int
+    power_W: float
+    equipment_usd: float
+    fibre_usd: float
+
+
+@dataclass
+class DciBill:
+    spans: list[SpanBill]
+    power_W: float
+    equipment_usd: float
+    fibre_usd: float
+    cost_over_years_usd: float
+    years: float
+    sources: dict  # figure -> (value, source, status)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _v(x: Value) -> float:
+    return float(x.value)
+
+
+def span_bill(cat: DciCatalog, name: str, distance_km: float, waves: int) -> SpanBill:
+    """One span's bill (see the module doc)."""
+    pairs = math.ceil(waves / _v(cat.fibre.waves_per_pair))
+    huts = max(0, math.ceil(distance_km / _v(cat.amplifier.spacing_km)) - 1)
+    amps = pairs * (huts + 2)  # in every hut, and a booster/pre-amplifier at each end
+    modules = 2 * waves
+    a, m, f = cat.amplifier, cat.module, cat.fibre
+    power = modules * _v(m.power_W) + amps * _v(a.per_pair_power_W) + huts * _v(a.hut_power_W)
+    equipment = (modules * _v(m.price_usd) + amps * _v(a.per_pair_price_usd) + huts * _v(a.hut_price_usd)
+                 + 2 * pairs * _v(f.mux_price_usd))
+    return SpanBill(name=name, distance_km=distance_km, waves=waves, fibre_pairs=pairs, modules=modules,
+                    amplifier_huts=huts, amplifiers=amps, power_W=power, equipment_usd=equipment,
+                    fibre_usd=pairs * distance_km * _v(f.price_per_pair_km_usd))
+
+
+def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_per_kWh: float,
+             cat: DciCatalog | None = None) -> DciBill:
+    """The DCI's bill and its cost over ``years``.
+
+    Parameters
+    ----------
+    spans : iterable of (name, distance_km, waves)
+    years : float
+        The plan's horizon (the sites' TCO years).
+    network_life_years : float
+        Life of the DCI's equipment (as the sites' network).
+    electricity_usd_per_kWh : float
+
+    Returns
+    -------
+    DciBill
+    """
+    cat = cat or load_dci_catalog()
+    bills = [span_bill(cat, n, d, w) for n, d, w in spans]
+    power = sum(b.power_W for b in bills)
+    equipment = sum(b.equipment_usd for b in bills)
+    fibre = sum(b.fibre_usd for b in bills)
+    share = lambda life: min(years, life) / life  # noqa: E731  (as topo.plan.tco charges depreciation)
+    energy = power * 8760 * years / 1e3 * electricity_usd_per_kWh
+    cost = equipment * share(network_life_years) + fibre * share(_v(cat.fibre.life_years)) + energy
+    sources = {f"{sec}.{k}": (v.value, v.source, v.status) for sec in ("module", "amplifier", "fibre")
+               for k, v in getattr(cat, sec) if isinstance(v, Value)}
+    return DciBill(spans=bills, power_W=power, equipment_usd=equipment, fibre_usd=fibre, cost_over_years_usd=cost,
+                   years=years, sources=sources)

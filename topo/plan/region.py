@@ -1,0 +1,132 @@
+"""``topo plan`` of a region: each site's own plan (power against its limit, floor, cost lines; alike sites planned
+once), the DCI's bill (:mod:`topo.plan.dci`) and the DCI's share of the cost per GPU-hour."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ..errors import TopoError
+from ..fabric.region import Region
+from ..fabric.builders import build_fabric
+from ..spec.model import ClusterSpec
+from .catalog import load_catalog
+from .dci import DciBill, dci_bill
+from .planner import plan
+
+__all__ = ["SitePlan", "RegionPlan", "plan_region"]
+
+HOURS_PER_YEAR = 8760.0
+
+
+@dataclass
+class SitePlan:
+    name: str
+    num_gpus: int
+    it_power_W: float
+    facility_power_W: float
+    power_limit_W: float | None
+    capex_usd: float
+    tco_usd: float
+    cost_per_gpu_hour_usd: float
+    floor: dict  # racks, rows, halls, the campus's size
+
+
+@dataclass
+class RegionPlan:
+    name: str
+    num_gpus: int
+    sites: list[SitePlan]
+    dci: DciBill
+    facility_power_W: float  # the sites' and the DCI's
+    capex_usd: float
+    tco_usd: float
+    cost_per_gpu_hour_usd: float
+    dci_cost_per_gpu_hour_usd: float
+    dci_share_of_cost: float
+    years: float
+    notes: list[str] = field(default_factory=list)
+    one_site: dict | None = None  # the same GPUs in one site (one_site=True): its power and cost, or why not
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (``topo plan REGION --json``)."""
+        return asdict(self)
+
+
+def plan_region(region: Region, one_site: bool = False, **plan_options) -> RegionPlan:
+    """Plan every site (once per distinct fabric) and the DCI.
+
+    Parameters
+    ----------
+    region : Region
+    one_site : bool
+        Also plan the same GPUs as one site of the first site's design (more tiers where it needs them), for the
+        side-by-side comparison of one big site against the region's sites.
+    **plan_options
+        Passed to :func:`topo.plan.planner.plan` for each site (``collectives``, ``pue``, ``layers``).
+
+    Returns
+    -------
+    RegionPlan
+
+    Raises
+    ------
+    TopoError
+        A site whose facility power is over its own limit (the key names the site's ``power_limit_MW``).
+    """
+    done: dict[int, object] = {}
+    entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
+    sites = []
+    for k, f in enumerate(region.fabrics):
+        r = done.setdefault(id(f), None) or plan(f, **plan_options)
+        done[id(f)] = r
+        i, e = entries[k]
+        limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
+        if limit is not None and r.power.facility_power_W > limit:
+            raise TopoError(f"site {region.site_names[k]} draws {r.power.facility_power_W / 1e6:.1f} MW (facility, "
+                            f"PUE {r.power.pue:g}), over its limit of {e.power_limit_MW:g} MW; allowed: a limit of at "
+                            f"least {r.power.facility_power_W / 1e6:.1f} MW, or fewer GPUs at that site",
+                            source=region.spec._origin or None, key=f"sites[{i}].power_limit_MW")
+        sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
+                              facility_power_W=r.power.facility_power_W, power_limit_W=limit,
+                              capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
+                              cost_per_gpu_hour_usd=r.ownership.cost_per_gpu_hour_usd, floor=_floor(r.floor)))
+    first = done[id(region.fabrics[0])]
+    eco = load_catalog().economics
+    years = first.ownership.years
+    spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
+                                                       region.spans["waves"])]
+    bill = dci_bill(spans, years=years, network_life_years=float(eco.network_life_years.value),
+                    electricity_usd_per_kWh=first.power.electricity_usd_per_kWh)
+    gpu_hours = region.num_gpus * years * HOURS_PER_YEAR
+    tco = sum(s.tco_usd for s in sites) + bill.cost_over_years_usd
+    out = RegionPlan(name=region.name, num_gpus=region.num_gpus, sites=sites, dci=bill,
+                      facility_power_W=sum(s.facility_power_W for s in sites) + bill.power_W,
+                      capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
+                      cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
+                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
+                      notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
+                             "topo/data/dci/interconnect.toml"])
+    if one_site:
+        out.one_site = _one_site(region, plan_options)
+    return out
+
+
+def _one_site(region: Region, plan_options: dict) -> dict:
+    """The region's GPUs as one site of its first site's design (grown by tiers as needed), planned."""
+    spec = region.fabrics[0].spec
+    big = spec.model_copy(update={"name": f"{spec.name} as one site", "cluster": ClusterSpec(num_gpus=region.num_gpus),
+                                  "fabric": spec.fabric.model_copy(update={"grow_tiers": True})})
+    try:
+        fabric = build_fabric(big)
+        r = plan(fabric, **plan_options)
+    except TopoError as exc:
+        return {"error": exc.message}
+    return {"num_gpus": r.num_gpus, "tiers": len(fabric.layout.tiers),
+            "facility_power_W": r.power.facility_power_W, "capex_usd": r.capex.capex_usd,
+            "tco_usd": r.ownership.tco_usd, "cost_per_gpu_hour_usd": r.ownership.cost_per_gpu_hour_usd}
+
+
+def _floor(f) -> dict:
+    """The site's floor in a few figures (the plan's own ``floor`` holds arrays)."""
+    return {"server_racks": f.server_racks, "network_racks": f.network_racks, "rows": f.rows, "halls": len(f.halls),
+            "campus_width_m": f.campus_width_m, "campus_depth_m": f.campus_depth_m}

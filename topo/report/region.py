@@ -1,0 +1,99 @@
+"""The report of a region of several sites: the sites and the DCI spans drawn with their loads under a collective,
+the describe tables, and the collective's candidates across sites; a self-contained page as the other reports."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from .. import __version__
+from ..atomic import SIGNATURE
+from ..engine.region_estimate import RegionEstimate
+from ..fabric.region import Region
+from ..fabric.region_inventory import RegionInventory
+from ..units import format_bandwidth, format_size, format_time
+from .files import write_bytes
+from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures, e
+from .style import ALERT_COLOR, FONT, GPU_COLOR, esc, tier_color
+
+__all__ = ["region_figure", "render_region_page", "write_region_page"]
+
+
+def region_figure(region: Region, est: RegionEstimate) -> go.Figure:
+    """Sites on a circle (marker area by GPUs), DCI spans as lines: width by capacity, colour by the busier
+    direction's utilization under the estimate's first size (its bytes over capacity x the collective's time)."""
+    S = region.num_sites
+    angle = np.pi / 2 - 2 * np.pi * np.arange(S) / S
+    x, y = np.cos(angle), np.sin(angle)
+    row = est.rows[0]
+    loads = np.asarray(row.span_bytes).reshape(-1, 2)
+    cap = region.span_bandwidth_Bps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cap > 0, loads.max(axis=1) / (cap * row.time_s), 0.0)
+    fig = go.Figure()
+    widest = max(float(cap.max()), 1.0)
+    for k, (a, b) in enumerate(zip(region.spans["a"].tolist(), region.spans["b"].tolist())):
+        color = "#BBBBBB" if region.failed[k] else (ALERT_COLOR if util[k] >= 0.5 else tier_color(0))
+        text = (f"{esc(region.span_names()[k])}<br>{region.spans['distance_km'][k]:,.0f} km, "
+                f"{format_time(region.spans['latency_s'][k])} one way<br>{format_bandwidth(cap[k])} per direction"
+                + (" (failed)" if region.failed[k] else "")
+                + f"<br>{format_size(loads[k, 0])} / {format_size(loads[k, 1])} each way, {util[k]:.0%} busy")
+        fig.add_trace(go.Scatter(x=[x[a], x[b]], y=[y[a], y[b]], mode="lines", hoverinfo="text", text=text,
+                                 line={"width": 2 + 10 * float(cap[k]) / widest, "color": color,
+                                       "dash": "dot" if region.failed[k] else "solid"}, showlegend=False))
+        fig.add_trace(go.Scatter(x=[(x[a] + x[b]) / 2], y=[(y[a] + y[b]) / 2], mode="markers", hoverinfo="text",
+                                 text=text, marker={"size": 12, "opacity": 0}, showlegend=False))
+    gpus = region.gpus_per_site.astype(float)
+    fig.add_trace(go.Scatter(
+        x=x, y=y, mode="markers+text", text=[esc(n) for n in region.site_names], textposition="top center",
+        hovertext=[f"{esc(n)}: {int(g):,} GPUs" for n, g in zip(region.site_names, gpus)], hoverinfo="text",
+        marker={"size": 20 + 30 * np.sqrt(gpus / gpus.max()), "color": GPU_COLOR}, showlegend=False))
+    fig.update_layout(title=f"{esc(region.name)}: {format_size(row.size_bytes)} {est.collective} ({row.algorithm}), "
+                      f"bound on {esc(row.bottleneck)}", font={"family": FONT}, xaxis={"visible": False},
+                      yaxis={"visible": False, "scaleanchor": "x"}, height=520, margin={"l": 20, "r": 20, "t": 60, "b": 20})
+    return fig
+
+
+def _table(headers, rows) -> str:
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate) -> str:
+    """The HTML document of a region's report."""
+    figs = _Figures()
+    sites = _table(["site", "spec", "GPUs", "attach", "bisection", "to DCI"],
+                   [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps),
+                     format_bandwidth(s.dci_Bps)] for s in inv.sites])
+    spans = _table(["span", "distance", "capacity", "latency one way"],
+                   [[s.name, f"{s.distance_km:,.0f} km", format_bandwidth(s.bandwidth_Bps), format_time(s.latency_s)]
+                    for s in inv.spans])
+    cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.rows[0].candidates),
+                   [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck]
+                    + [format_time(t) for t in r.candidates.values()] for r in est.rows])
+    title = f"topo report: {e(region.name)}"
+    return "".join([
+        f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        f"<title>{title}</title><style>{_CSS}</style><script>{get_plotlyjs()}</script></head><body>",
+        f"<header><h1>{title}</h1><p>{e(inv.description)}</p><p>{inv.num_gpus:,} GPUs in {inv.num_sites} sites; "
+        f"cut between sites {e(format_bandwidth(inv.min_cut_Bps))} per direction</p></header><main>",
+        f'<section id="dci"><h2>Sites and DCI</h2><div class="cell">{figs.div(region_figure(region, est), "region")}'
+        f"</div>{sites}{spans}</section>",
+        f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2>{cands}</section>',
+        "<section id=\"assumed\"><h2>Assumptions</h2><ul>" + "".join(f"<li>{e(a)}</li>" for a in inv.assumptions)
+        + "</ul></section></main>",
+        f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>",
+        f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
+        f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script></body></html>\n",
+    ])
+
+
+def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate, path, **output) -> int:
+    """Write the page whole or not at all (:func:`topo.atomic.open_output`); returns its size in bytes."""
+    return write_bytes(path, render_region_page(region, inv, est).encode("utf-8"), **output)

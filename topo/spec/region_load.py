@@ -1,0 +1,79 @@
+"""Reading a region of several sites: the region file, its ``--set`` overrides, then each site's fabric spec.
+
+Errors are the spec loader's one-line errors; a site's own spec error names the site (``sites[1] (west)``).
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import TopoError
+from ..inputs import read_toml
+from .load import _display_path, _to_topo_error, apply_overrides, load_spec, resolve_spec_path, spec_from_dict
+from .model import Spec
+from .sites import RegionSpec, is_region_data
+
+__all__ = ["load_region", "region_from_dict", "is_region_file", "site_specs"]
+
+
+def is_region_file(name_or_path) -> bool:
+    """True when ``name_or_path`` (a file or a bundled name; None is the default spec) is a region of several sites."""
+    if name_or_path is None:
+        return False
+    try:
+        path = resolve_spec_path(name_or_path)
+    except TopoError:
+        return False
+    return is_region_data(read_toml(path, "spec file (.toml)", source=_display_path(path)))
+
+
+def load_region(name_or_path, overrides: typing.Sequence[str] = ()) -> tuple[RegionSpec, list[Spec]]:
+    """The region spec and one fabric spec per ``[[sites]]`` entry (not per site: ``count`` alike sites share it).
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        A region file or a bundled region's name.
+    overrides : sequence of str
+        ``KEY=VALUE`` overrides of the region file (``interconnect.distance_km=500``).
+
+    Returns
+    -------
+    tuple of (RegionSpec, list of Spec)
+    """
+    path = resolve_spec_path(name_or_path)
+    source = _display_path(path)
+    data = read_toml(path, "spec file (.toml)", source=source)
+    region = region_from_dict(data, source, overrides)
+    region._path = str(path)
+    return region, site_specs(region, path.parent, source)
+
+
+def region_from_dict(data: dict, source: str = "<region>", overrides: typing.Sequence[str] = ()) -> RegionSpec:
+    """Validate a region given as a dict (the parsed TOML), after applying ``KEY=VALUE`` overrides."""
+    data, set_paths = apply_overrides(data, overrides, source=source)
+    try:
+        region = RegionSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _to_topo_error(exc, source, set_paths, root=RegionSpec) from None
+    region._origin = source
+    return region
+
+
+def site_specs(region: RegionSpec, folder: Path, source: str) -> list[Spec]:
+    """The fabric spec of every ``[[sites]]`` entry: a file beside the region file, a bundled name, or inline."""
+    out = []
+    for i, site in enumerate(region.sites):
+        where = f"{source}: sites[{i}] ({site.name})"
+        try:
+            if site.fabric is not None:
+                out.append(spec_from_dict(site.fabric, source=f"{where}.fabric"))
+                continue
+            beside = folder / site.spec
+            out.append(load_spec(beside if beside.is_file() else site.spec, site.set))
+        except TopoError as exc:
+            raise TopoError(exc.message, source=where if site.fabric is None else exc.source, key=exc.key) from None
+    return out

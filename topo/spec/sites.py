@@ -1,0 +1,194 @@
+"""Specs of several sites joined by a data-centre interconnect (DCI): what a region file may say.
+
+A region file has ``[[sites]]`` (each a fabric: a bundled spec or a file by name with ``set`` overrides, or an inline
+``[sites.fabric]`` table written as a whole spec) and one ``[interconnect]``::
+
+    name = "two-site-h100"
+    [[sites]]
+    name = "east"
+    spec = "dgx-h100-superpod"
+    set = ["cluster.num_units=24"]
+    power_limit_MW = 30
+    [interconnect]
+    topology = "mesh"          # mesh, ring or hub
+    distance_km = 1000         # every pair; [[interconnect.spans]] give pairs their own
+    waves = 64                 # per site pair ...
+    wave_rate = "800 Gb/s"     # ... at this rate each, per direction
+
+The one-way latency of a span is ``distance_km x latency_per_km + equipment_latency``. The default 4.9 us/km is
+light in G.652 fibre at 1550 nm (4.897 us/km, /work/shared/data/multisite.md section 4, secondary). What needs the
+built sites (an attach tier that does not exist, GPUs that differ) is checked by :func:`topo.fabric.region.build_region`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
+
+from .model import Bandwidth, Duration, Name, PositiveInt, _Strict, _bandwidth
+
+__all__ = ["RegionSpec", "SiteSpec", "InterconnectSpec", "SpanSpec", "DCI_TOPOLOGIES", "is_region_data"]
+
+DCI_TOPOLOGIES = ("mesh", "ring", "hub")
+FIBRE_LATENCY_PER_KM_S = 4.9e-6
+"""4.897 us/km at 1550 nm in G.652 fibre (204,190 km/s), rounded: multisite.md section 4 (mapyourtech.com, secondary)."""
+
+
+def is_region_data(data: dict) -> bool:
+    """True when a parsed TOML document is a region (it has ``[[sites]]``), not one fabric."""
+    return isinstance(data, dict) and "sites" in data
+
+
+def _positive_rate(value):
+    rate = _bandwidth(value)
+    if rate <= 0:
+        raise ValueError(f"a DCI of zero capacity joins nothing, got {value!r}; allowed: a rate > 0 such as "
+                         "'400 Gb/s' or '800 Gb/s'")
+    return rate
+
+
+PositiveRate = Annotated[float, BeforeValidator(_positive_rate)]
+Distance = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Waves = Annotated[int, Field(strict=True, ge=1)]
+
+
+class SiteSpec(_Strict):
+    """One site: a fabric of its own, with its own power limit."""
+
+    name: Annotated[Name, Field(min_length=1, max_length=64)]
+    """The site's name, used in messages and in ``--fail dci:NAME-NAME``."""
+    spec: str | None = None
+    """A bundled spec's name or a spec file (relative to the region file) for this site's fabric."""
+    set: list[str] = []
+    """``KEY=VALUE`` overrides of ``spec``, as ``--set`` takes them (e.g. ``["cluster.num_units=24"]``)."""
+    fabric: dict | None = None
+    """The site's fabric written inline as a whole spec (``name``, ``gpu``, ``cluster``, ``fabric``...) instead of
+    ``spec``."""
+    count: PositiveInt = 1
+    """Alike sites this entry stands for (named NAME-0, NAME-1, ...); they share one built fabric."""
+    power_limit_MW: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    """The site's grid connection in MW (facility power, for ``topo plan``)."""
+
+    @model_validator(mode="after")
+    def _one_fabric(self):
+        if (self.spec is None) == (self.fabric is None):
+            raise ValueError(f"site {self.name!r}: give exactly one of spec (a bundled name or a file) or an inline "
+                             f"[sites.fabric] table, got {'both' if self.spec else 'neither'}")
+        if self.fabric is not None and self.set:
+            raise ValueError(f"site {self.name!r}: set overrides a spec named by spec; edit the inline fabric instead")
+        return self
+
+
+class SpanSpec(_Strict):
+    """One site pair's span, where it differs from the interconnect's defaults."""
+
+    sites: Annotated[list[Name], Field(min_length=2, max_length=2)]
+    """The two sites, by name."""
+    distance_km: Distance | None = None
+    """Fibre route length in km (> 0); default: the interconnect's."""
+    waves: Waves | None = None
+    """Waves (or ports) on this span; default: the interconnect's."""
+    wave_rate_Bps: PositiveRate | None = Field(None, alias="wave_rate")
+    """Rate of one wave per direction; default: the interconnect's."""
+
+
+class InterconnectSpec(_Strict):
+    """The data-centre interconnect: one more level above each site's attach tier."""
+
+    topology: Literal["mesh", "ring", "hub"] = "mesh"
+    """mesh: a span between every pair of sites; ring: between neighbours in the order given (and last to first);
+    hub: between the hub site and each other."""
+    hub: Name | None = None
+    """The hub site's name (topology hub; default the first site)."""
+    distance_km: Distance | None = None
+    """Fibre route length of every span in km (> 0), unless a span gives its own."""
+    latency_per_km_s: Duration = Field(FIBRE_LATENCY_PER_KM_S, alias="latency_per_km")
+    """One-way latency per km of fibre (default "4.9 us": 4.897 us/km at 1550 nm, multisite.md section 4)."""
+    equipment_latency_s: Duration = Field(0.0, alias="equipment_latency")
+    """One-way latency of the span's equipment (coherent DSP and FEC, amplifiers, DCI switches), added once."""
+    waves: Waves = 1
+    """Waves (DWDM channels) or ports per site pair (>= 1)."""
+    wave_rate_Bps: PositiveRate = Field(100e9, alias="wave_rate")
+    """Rate of one wave per direction (default "800 Gb/s", 800ZR)."""
+    attach: Literal["top", "border"] = "top"
+    """top: the DCI ports sit on the attach tier's switches; border: on border leaves hanging off that tier, with
+    their own oversubscription."""
+    attach_tier: Name | None = None
+    """The tier the DCI (or its border leaves) attaches to, by name; default each site's top tier."""
+    border_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
+    """Border leaves: DCI capacity : capacity towards the attach tier (>= 1)."""
+    spans: list[SpanSpec] = []
+    """Pairs whose distance, waves or rate differ (``[[interconnect.spans]]``)."""
+
+
+class RegionSpec(_Strict):
+    """Several sites joined by a data-centre interconnect."""
+
+    name: Annotated[Name, Field(min_length=1)]
+    """The region's name."""
+    description: str = ""
+    """One line on what the region is."""
+    source: str | list[str] = ""
+    """Where the design comes from (URLs)."""
+    assumptions: list[str] = []
+    """What the file assumes where nothing is published."""
+    sites: Annotated[list[SiteSpec], Field(min_length=1)]
+    """The sites (``[[sites]]``), in order; global GPU ids run site by site."""
+    interconnect: InterconnectSpec
+    """The DCI (``[interconnect]``)."""
+
+    _origin: str = PrivateAttr("")
+    _path: str = PrivateAttr("")
+
+    @model_validator(mode="after")
+    def _joinable(self):
+        names = self.site_names
+        if len(names) < 2:
+            raise ValueError(f"a region joins at least 2 sites, got {len(names)}; allowed: two or more [[sites]] "
+                             "entries (or count >= 2)")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"site names must be unique, got {', '.join(map(repr, dup))} twice")
+        ic = self.interconnect
+        if ic.hub is not None and ic.hub not in names:
+            raise ValueError(f"interconnect.hub names no site: {ic.hub!r}; sites: {', '.join(names)}")
+        for i, s in enumerate(ic.spans):
+            bad = [n for n in s.sites if n not in names]
+            if bad or s.sites[0] == s.sites[1]:
+                what = f"no site {bad[0]!r}" if bad else f"the same site twice ({s.sites[0]!r})"
+                raise ValueError(f"interconnect.spans[{i}].sites: {what}; allowed: two different of "
+                                 f"{', '.join(names)}")
+            if s.distance_km is None and ic.distance_km is None:
+                raise ValueError(f"interconnect.spans[{i}]: no distance_km, and the interconnect gives none")
+        if ic.distance_km is None:
+            given = {frozenset(s.sites) for s in ic.spans}
+            missing = [p for p in self.pairs() if frozenset(names[k] for k in p) not in given]
+            if missing:
+                a, b = missing[0]
+                raise ValueError(f"interconnect.distance_km: required (> 0, in km) unless every span gives its own; "
+                                 f"none for {names[a]}-{names[b]}")
+        return self
+
+    @property
+    def site_names(self) -> list[str]:
+        """Every site's name, alike sites (``count``) expanded as NAME-0, NAME-1, ..."""
+        out = []
+        for s in self.sites:
+            out += [s.name] if s.count == 1 else [f"{s.name}-{k}" for k in range(s.count)]
+        return out
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The site pairs (lower index first) that have a span, by the topology."""
+        n = len(self.site_names)
+        topo = self.interconnect.topology
+        if topo == "mesh":
+            return [(a, b) for a in range(n) for b in range(a + 1, n)]
+        if topo == "ring":
+            return sorted({tuple(sorted((k, (k + 1) % n))) for k in range(n)})
+        hub = self.site_names.index(self.interconnect.hub) if self.interconnect.hub else 0
+        return [tuple(sorted((hub, k))) for k in range(n) if k != hub]
+
+    @property
+    def input_path(self) -> str:
+        return self._path

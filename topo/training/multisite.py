@@ -1,0 +1,239 @@
+"""A training job across the sites of a region: how its step compares with the same job on one site.
+
+The one-site baseline is :func:`topo.training.step.estimate_step` of one site's share of the job (the layout with
+``dp / K`` and ``global_batch / K`` on one site's fabric): the same work per GPU, so its throughput per GPU is the
+job's on one site large enough. Across ``K`` sites, three ways (each a step time and ``throughput_vs_one_site`` =
+one-site step / this step):
+
+- ``dp``: data parallelism across sites with the hierarchical reduction (NeMo / Megatron-Core's distributed
+  optimizer instances, one per site: reduce-scatter inside, all-reduce of each GPU's shard across, all-gather
+  inside). A site sends ``2(K-1)/K V`` over the DCI, ``V`` its GPUs' gradient shards together (one replica's
+  gradients); the cross-site phase is chunked by buckets and overlaps the last backward the way the in-site
+  reduction does, in the window the in-site reduction leaves; the last bucket cannot hide.
+- ``pp``: pipeline parallelism across sites (DP stays inside each site): ``K - 1`` stage boundaries cross the DCI,
+  each carrying every pipeline's activations one way and their gradients back (interleaved stages also wrap from
+  the last site to the first); the fill and the drain pay the crossing's latency once per virtual stage; the bytes
+  stream behind the compute.
+- ``outer``: a low-communication method (DiLoCo, outer synchronisation every ``H`` inner steps): the sites train
+  alone; every ``H`` steps the same cross-site all-reduce, not overlapped, its time spread over ``H`` steps.
+
+Each also gives the DCI capacity per span (per direction) the job needs to stay within 95% of one site.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import TopoError
+from ..engine.region_estimate import dci_phase
+from ..fabric.region import Region
+from .model import ModelSpec
+from .parallel import ParallelLayout
+from .step import estimate_step, step_traffic
+
+__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE"]
+
+TARGET_FRACTION = 0.95
+"""The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
+BACKWARD_SHARE = 2.0 / 3.0
+"""The backward's share of a micro-batch's compute (backward = 2 x forward, the 6N FLOP split)."""
+
+
+@dataclass
+class AcrossSites:
+    strategy: str  # dp, pp, outer
+    step_time_s: float
+    throughput_vs_one_site: float
+    dci_time_s: float  # the cross-site phase alone, per step (outer: per outer synchronisation)
+    exposed_s: float  # what it adds to a step
+    dci_bytes_per_step: float  # on the busiest span, per direction (outer: per inner step on average)
+    dci_Bps_for_95pct: float  # the span capacity per direction for 95% of one site (inf: latency alone is too much)
+    bottleneck: str
+    outer_every: int | None = None
+    latency_s: float = 0.0  # the latency in the cross-site phase (pp: the fill's and the drain's)
+
+
+@dataclass
+class MultisiteStep:
+    region: str
+    model: str
+    num_sites: int
+    gpus: int
+    one_site_step_s: float
+    one_site: dict
+    strategies: list[AcrossSites] = field(default_factory=list)
+    chosen: str = "dp"
+    throughput_vs_one_site: float = 0.0
+    assumptions: list[str] = field(default_factory=list)
+    timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (``topo train REGION --json``)."""
+        return asdict(self)
+
+
+def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
+                          outer_every: int | None = None, **step_options) -> MultisiteStep:
+    """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
+
+    Parameters
+    ----------
+    region : Region
+    model : ModelSpec
+    lay : ParallelLayout
+        The whole job's layout; ``dp`` and ``global_batch`` must divide by the number of sites.
+    across : str
+        Which way the chosen figure spans the sites: ``dp``, ``pp`` or ``outer`` (needs ``outer_every``).
+    outer_every : int, optional
+        Inner steps between outer synchronisations (adds the ``outer`` strategy).
+    **step_options
+        Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
+
+    Returns
+    -------
+    MultisiteStep
+    """
+    K = region.num_sites
+    if lay.dp % K or lay.global_batch % K:
+        raise TopoError(f"dp ({lay.dp}) and the global batch ({lay.global_batch}) must divide by the {K} sites",
+                        key="dp")
+    if across not in ("dp", "pp", "outer"):
+        raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
+    site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
+    fabric = min(region.fabrics, key=lambda f: f.num_gpus)
+    if site_lay.gpus > fabric.num_gpus:
+        raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
+                        f"{fabric.num_gpus:,}", key="dp")
+    one = estimate_step(fabric, model, site_lay, **step_options)
+    T1 = one.step_time_s
+    out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
+                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region))
+    V = _site_gradient_bytes(model, site_lay, fabric.spec.gpus_per_domain)
+    out.strategies.append(_dp(region, one, site_lay, V))
+    if lay.pp >= K and lay.pp % K == 0:
+        out.strategies.append(_pp(region, one, site_lay, model, fabric.spec.gpus_per_domain))
+    elif across == "pp":
+        raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
+    if outer_every:
+        out.strategies.append(_outer(region, T1, V, outer_every))
+    elif across == "outer":
+        raise TopoError("the outer synchronisation needs its period: --outer-every H (inner steps)",
+                        key="outer_every")
+    pick = next(s for s in out.strategies if s.strategy == across)
+    out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
+    out.timeline = step_with_dci(one.timeline, T1, pick)
+    return out
+
+
+def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:
+    """One site's step timeline with the cross-site phase on a ``dci`` lane: its hidden part in the window before
+    the step's end (the last backward, where the DP reduction overlaps), its exposed part after it; pipeline stages
+    across sites pay their crossing's latency at the fill and the drain."""
+    out = [dict(x) for x in timeline]
+    hidden = max(0.0, s.dci_time_s - s.exposed_s)
+
+    def seg(start, end, label, exposed):
+        if end > start:
+            out.append({"lane": "dci", "start_s": start, "end_s": end, "label": label, "exposed": exposed})
+
+    if s.strategy == "pp":
+        lat = s.latency_s  # the fill's and the drain's
+        for x in out:  # the step stretches: everything after the fill moves by half the latency
+            x["start_s"] += lat / 2
+            x["end_s"] += lat / 2
+        seg(0.0, lat / 2, "pipeline fill across sites (latency)", True)
+        seg(lat / 2, lat / 2 + min(s.dci_time_s - lat, one_site_s), "activations across sites (hidden)", False)
+        seg(one_site_s + lat / 2, s.step_time_s, "pipeline drain across sites (latency, and what did not hide)",
+            True)
+        return out
+    what = "outer synchronisation across sites, per step" if s.strategy == "outer" else "all-reduce across sites"
+    seg(max(0.0, one_site_s - hidden), one_site_s, f"{what} (hidden)", False)
+    seg(one_site_s, s.step_time_s, f"{what} (exposed)", True)
+    return out
+
+
+def _site_gradient_bytes(model, lay, gpus_per_domain) -> float:
+    """What a site's GPUs hold after the in-site reduce-scatter, together: each GPU's reduced bytes over the DP
+    degree of its reduction (one replica's gradients, the busiest stage's size for every stage)."""
+    total = 0.0
+    for it in step_traffic(model, lay, gpus_per_domain):
+        if it["dim"] == "dp" and "reduce" in it["phase"]:
+            degree = lay.expert_dp if it["groups"] == "edp" else lay.dp * lay.cp
+            total += it["size_bytes"] * it["calls"] / degree
+    return total * lay.gpus
+
+
+def _ring(K):
+    a = np.arange(K)
+    return a, (a + 1) % K
+
+
+def _needed(E: float, fixed_s: float, busiest_bytes: float, window_s: float = 0.0, share: float = 1.0) -> float:
+    """The span capacity per direction that keeps ``fixed_s + share x bytes / B`` and ``fixed_s + bytes / B -
+    window_s`` within the budget ``E``; inf when the fixed latency alone exceeds it."""
+    if busiest_bytes <= 0:
+        return 0.0
+    if E - fixed_s <= 0:
+        return math.inf
+    return max(share * busiest_bytes / (E - fixed_s), busiest_bytes / (E + window_s - fixed_s))
+
+
+def _dp(region: Region, one, lay, V) -> AcrossSites:
+    K = region.num_sites
+    a, b = _ring(K)
+    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
+    m = lay.microbatches
+    t_bwd = BACKWARD_SHARE * one.breakdown_s["compute"] / m
+    in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
+    window = max(0.0, t_bwd - in_site)
+    per_gpu = V / lay.gpus
+    bucket = min(1.0, lay.dp_bucket_params * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
+    edge = ph.latency_s + bucket * ph.bandwidth_s
+    exposed = max(edge, ph.time_s - window)
+    T = one.step_time_s + exposed
+    E = one.step_time_s * (1 / TARGET_FRACTION - 1)
+    need = _needed(E, ph.latency_s, float(loads.max()), window, bucket)
+    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s, exposed, float(loads.max()), need, ph.bound,
+                       latency_s=ph.latency_s)
+
+
+def _pp(region: Region, one, lay, model, gpus_per_domain) -> AcrossSites:
+    K = region.num_sites
+    items = [it for it in step_traffic(model, lay, gpus_per_domain) if it["dim"] == "pp"]
+    per_dir = sum(it["size_bytes"] * it["calls"] / 2 for it in items) * (lay.gpus * K // lay.pp)
+    a = np.r_[np.arange(K - 1), np.arange(1, K)]
+    b = np.r_[np.arange(1, K), np.arange(K - 1)]
+    if lay.vpp > 1:  # interleaved: each loop of virtual stages also wraps from the last site back to the first
+        a, b = np.r_[a, K - 1, 0], np.r_[b, 0, K - 1]
+    ph, loads = dci_phase(region, a, b, per_dir, 1)  # latency: one crossing
+    latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
+    compute = one.breakdown_s["compute"]
+    exposed = latency + max(0.0, ph.bandwidth_s - compute)
+    T = one.step_time_s + exposed
+    E = one.step_time_s * (1 / TARGET_FRACTION - 1)
+    need = _needed(E, latency, float(loads.max()), compute, share=0.0)
+    return AcrossSites("pp", T, one.step_time_s / T, latency + ph.bandwidth_s, exposed, float(loads.max()), need,
+                       ph.bound, latency_s=latency)
+
+
+def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
+    K = region.num_sites
+    a, b = _ring(K)
+    ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
+    exposed = ph.time_s / H
+    T = T1 + exposed
+    E = T1 * (1 / TARGET_FRACTION - 1)
+    need = _needed(H * E, ph.latency_s, float(loads.max()))
+    return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
+                       latency_s=ph.latency_s)
+
+
+def _assumptions(region: Region) -> list[str]:
+    return list(region.spec.assumptions) + [
+        "one site's throughput: the job's per-site share (dp / sites, global batch / sites) on one site's fabric",
+        f"the backward is {BACKWARD_SHARE:.2g} of a micro-batch's compute (the window the DP reduction overlaps)",
+        "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing",
+    ]
