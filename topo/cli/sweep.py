@@ -153,6 +153,8 @@ def _run(args) -> int:
         return 130
     if bar:
         bar.close()
+    for line in info.notices:
+        note(line)
     summary = summarize(df)
     mains = main_figures(df)
     shown = summary[summary["figure"].isin(mains)]
@@ -170,7 +172,7 @@ def _run(args) -> int:
         note(f"wrote {report}")
     if args.json:
         emit_json({"study": study.name, "output": str(out), "points": info.total, "skipped": info.skipped,
-                   "computed": info.computed, "errors": info.errors, "where": info.where,
+                   "computed": info.computed, "errors": info.errors, "replaced": info.replaced, "where": info.where,
                    "summaries": shown.drop(columns=["design"]).to_dict("records")})
         return 0
     rows = [[r.label, r.figure, r.draws, r.errors] + [_fmt(r.figure, getattr(r, s)) for s in

@@ -56,6 +56,8 @@ class SweepRun:
         self.workers = 0
         self.where = "serial"
         self.elapsed_s = 0.0
+        self.replaced = 0  # rows of another version of the study removed from the output (ResultStore.prune)
+        self.notices: list[str] = []  # what the user should be told about the output folder, one line each
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -227,17 +229,27 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     inputs = list(inputs) + [p for p, _ in study.specs.values()]
     store = ResultStore(output, study, inputs=inputs)
     points = study.points()
+    version = study.version()
+    run.replaced = store.prune(points, version)
+    if run.replaced:
+        run.notices.append(f"removed {run.replaced:,} rows of an earlier version of {study.name} from {output} "
+                           "(the study, a spec or a file it reads, or topo changed since they were computed)")
     done = store.done()
     todo = [p for p in points if p["point"] not in done]
     run.total, run.skipped = len(points), len(points) - len(todo)
+    store.open(version)
     if todo:
-        store.open()
         _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s,
                  start)
     else:
-        store.open()
         run.where = "nothing to compute: every point is in the output"
     frame = _frame(store, points)
+    run.notices += store.notices
+    strays = store.strays()
+    if strays:
+        run.notices.append(f"{output} holds files that are not its parts ({', '.join(strays[:3])}"
+                           f"{', ...' if len(strays) > 3 else ''}): pandas.read_parquet on the folder fails on "
+                           "them; topo.sweep.read_results reads the parts only")
     run.errors = int(frame["error"].notna().sum()) if len(frame) else 0
     run.elapsed_s = time.perf_counter() - start
     return frame
@@ -299,11 +311,8 @@ def _execute(study, todo, store, run, scheduler, workers, client, batch_size, pr
 
 
 def _frame(store: ResultStore, points: list[dict]) -> pd.DataFrame:
-    table = store.read()
+    table = store.read()  # each point once
     df = table.to_pandas()
-    if len(df):
-        df["_bad"] = (df["error_kind"] == "worker").astype(int)
-        df = df.sort_values("_bad", kind="stable").drop_duplicates("point", keep="first").drop(columns="_bad")
     order = {p["point"]: i for i, p in enumerate(points)}
     df = df[df["point"].isin(order)]
     df = df.iloc[sorted(range(len(df)), key=lambda i: order[df["point"].iat[i]])].reset_index(drop=True)
