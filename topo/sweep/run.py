@@ -27,12 +27,14 @@ import pandas as pd
 from .. import __version__
 from ..errors import TopoError
 from .point import run_batch
+from .scheduler import connect, scheduler_from_file, wait_for_workers
 from .store import ResultStore
 from .study import Study, load_study, study_from_dict
 
 __all__ = ["sweep", "plan_batches", "local_cluster", "SweepRun", "WORKER_ENV"]
 
 _CONNECT_TIMEOUT_S = 10.0
+_WORKER_TIMEOUT_S = 60.0  # how long an existing cluster without workers is waited for
 _MAX_BATCH = 32  # points per task at most: a task of cheap points (~5 ms each) still costs ~1.5 ms to schedule
 _GUIDED_SHARE = 4  # a batch takes 1/(4 x workers) of the points left (guided self-scheduling)
 # What the embedded cluster's worker processes start with. Dask's default pre-spawn environment sets
@@ -116,24 +118,24 @@ def _worker_rows(batch: list[dict], why: str) -> list[dict]:
     return _rows(batch, [{"error": why, "error_kind": "worker"} for _ in batch])
 
 
-def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float):
-    """``(client, cluster or None, description)``; a scheduler that does not answer is a TopoError."""
+def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float, points: int = 0,
+            notify=None, worker_timeout_s: float = _WORKER_TIMEOUT_S):
+    """``(client, cluster or None, description)``; a scheduler that cannot be used or does not answer, or a
+    cluster without workers after ``worker_timeout_s``, is a TopoError (:mod:`.scheduler`)."""
     import dask
     from distributed import Client
 
     address = scheduler or dask.config.get("scheduler-address", None)
     if address and address != "local":
+        client = connect(address, connect_timeout_s)
         try:
-            client = Client(address, timeout=f"{connect_timeout_s}s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise TopoError(f"no Dask scheduler answers at {address} within {connect_timeout_s:g} s ({exc}); "
-                            "start one (dask scheduler) or leave --scheduler out for a local cluster",
-                            key="scheduler") from None
-        except ValueError as exc:
-            raise TopoError(f"cannot use the scheduler address {address!r}: {exc}", key="scheduler") from None
-        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+            n = wait_for_workers(client, address, worker_timeout_s, notify)
+        except BaseException:
+            client.close()
+            raise
         return client, None, f"the Dask cluster at {address} ({n} workers)"
-    n = workers or os.cpu_count() or 1
+    # no more worker processes than points (each costs ~0.1 s and ~100 MB to start) or cores, unless asked
+    n = workers or max(1, min(os.cpu_count() or 1, points or (os.cpu_count() or 1)))
     # A terminal's Ctrl-C reaches the whole process group: the worker processes ignore it (they inherit an ignored
     # SIGINT, and Python then installs no KeyboardInterrupt handler in them), and this process, which alone handles
     # it, closes the cluster. Ctrl-C during the few seconds of start-up is therefore ignored.
@@ -180,7 +182,8 @@ def local_cluster(workers: int):
 def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = None, workers: int | None = None,
           client=None, batch_size: int | None = None, progress: Callable[[int, int, float], None] | None = None,
           connect_timeout_s: float = _CONNECT_TIMEOUT_S, run: SweepRun | None = None,
-          inputs=()) -> pd.DataFrame:
+          inputs=(), scheduler_file: str | None = None, notify: Callable[[str], None] | None = None,
+          worker_timeout_s: float = _WORKER_TIMEOUT_S) -> pd.DataFrame:
     """Run a study and return one row per point (see :mod:`topo.sweep`).
 
     Parameters
@@ -195,7 +198,7 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         None: an embedded LocalCluster (or Dask's configured ``scheduler-address``); an address such as
         ``tcp://10.0.0.5:8786``: an existing Dask cluster; ``"serial"``: this process, no Dask.
     workers : int, optional
-        Worker processes of the embedded cluster (default: one per core).
+        Worker processes of the embedded cluster (default: one per core, and no more than the points to compute).
     client : distributed.Client, optional
         Run on this client instead (it is not closed).
     batch_size : int, optional
@@ -206,6 +209,14 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         How long to wait for a scheduler address to answer.
     run : SweepRun, optional
         Filled with counts (points skipped, computed, errors) and where the study ran.
+    inputs : sequence of path, optional
+        Files the output must not be (the study file as the user named it).
+    scheduler_file : str, optional
+        A Dask scheduler file (``dask scheduler --scheduler-file FILE``): its address is the scheduler.
+    notify : callable, optional
+        Called with a line the user should see while the study runs (``waiting for workers at ...``).
+    worker_timeout_s : float
+        How long a cluster without workers is waited for before giving up.
 
     Returns
     -------
@@ -221,6 +232,10 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         Interrupted: the batches finished so far are in ``output``, complete, and a rerun resumes from them.
     """
     start = time.perf_counter()
+    if scheduler_file is not None:
+        if scheduler is not None:
+            raise TopoError("give a scheduler address or a scheduler file, not both", key="scheduler_file")
+        scheduler = scheduler_from_file(scheduler_file)
     if isinstance(study, dict):
         study = study_from_dict(study)
     elif not isinstance(study, Study):
@@ -239,8 +254,8 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     run.total, run.skipped = len(points), len(points) - len(todo)
     store.open(version)
     if todo:
-        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s,
-                 start)
+        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress,
+                 (connect_timeout_s, worker_timeout_s, notify), start)
     else:
         run.where = "nothing to compute: every point is in the output"
     frame = _frame(store, points)
@@ -255,7 +270,7 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     return frame
 
 
-def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s, start):
+def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, waits, start):
     total = run.total
     done_count = run.skipped
     compute, specs = list(study.compute), study.specs
@@ -274,7 +289,9 @@ def _execute(study, todo, store, run, scheduler, workers, client, batch_size, pr
     own = client is None
     cluster = None
     if own:
-        client, cluster, run.where = _client(scheduler, workers, connect_timeout_s)
+        connect_timeout_s, worker_timeout_s, notify = waits
+        client, cluster, run.where = _client(scheduler, workers, connect_timeout_s, len(todo), notify,
+                                             worker_timeout_s)
     else:
         run.where = "the given Dask client"
     futures = []

@@ -40,7 +40,8 @@ from .. import __version__
 from ..errors import TopoError
 from ..inputs import is_input_file, read_input_text
 from ..resources import data_dir
-from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
+from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
+from .check import check_values
 from .files import FILE_AXES, file_digest
 from .point import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
@@ -187,6 +188,9 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     def bad(key, msg):
         raise TopoError(msg, source=source, key=key)
 
+    if not data:
+        bad(None, "is empty; a study names its spec (spec = \"...\"), what to compute and its [axes] (see the "
+            "bundled ones: topo sweep failures-100k)")
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
         close = difflib.get_close_matches(unknown[0], TOP_KEYS, n=1)
@@ -270,6 +274,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
         bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
     specs = _read_specs(axes["spec"], folder, source)
     _check_paths(axes, specs, source)
+    check_values(axes, source, SEED)
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
                   compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
                   specs=specs, description=str(data.get("description", "")))
@@ -328,11 +333,10 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
-        try:  # as the user would write it: relative to the working folder when below it
-            shown = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-        except ValueError:
-            shown = str(path)
-        out[ref] = (shown, text)
+        # as the study names it, never this machine's path: rows travel (a bundled spec by its name)
+        bundled = (Path(path).resolve().parent == bundled_spec_dir().resolve()
+                   and not (folder and (folder / ref).is_file()))
+        out[ref] = (f"bundled spec {Path(path).stem}" if bundled else ref, text)
     return out
 
 
