@@ -47,6 +47,7 @@ _REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none", "all"}
 _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "fp8_e4m3",
           "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour and cursor codes (ECMA-48 CSI sequences)
 _TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 _SRUN_LABEL = re.compile(r"^\s*\d+:(?=\s)")  # srun --label: "0: " before every line of task 0
 _RAY_PREFIX = re.compile(r"^\s*\([\w.-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)")  # Ray / SkyPilot worker prefix
@@ -237,7 +238,25 @@ def _row_start(tokens: list[str], final: bool) -> bool:
 
 
 def _clean(line: str) -> str:
+    line = _ANSI.sub("", line)  # a log coloured by a launcher or a CI system
     return _TAG.sub(" ", _SRUN_LABEL.sub(" ", _RAY_PREFIX.sub(" ", line))).replace("\t", " ")
+
+
+def _keep_row(row: Row, notes: list[str]) -> bool:
+    """Whether a row is a measurement: its out-of-place time positive and finite, or else its in-place time,
+    which then stands for it (nccl-tests times both on the same buffers and sizes); a note says which rows were
+    read from their in-place columns and which were left out."""
+    if math.isfinite(row.time_s) and row.time_s > 0:
+        return True
+    t = row.inplace_time_s
+    if t is not None and math.isfinite(t) and t > 0:
+        notes.append(f"the row of size {row.size_bytes} B has an out-of-place time of {row.time_s * 1e6:g} us: its "
+                     f"in-place time ({t * 1e6:g} us) is used")
+        row.time_s, row.algbw_GBps, row.busbw_GBps = t, row.inplace_algbw_GBps, row.inplace_busbw_GBps
+        return True
+    notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a time is positive "
+                 "and finite) and no in-place time to use instead: left out")
+    return False
 
 
 def _version_from_code(code: str) -> str:
@@ -359,11 +378,8 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
         if row is not None and width in (None, len(tokens)):
             width = len(tokens)
             saw_anything = True
-            if row.time_s <= 0:  # nccl-tests prints a positive time: a corrupted row, not a measurement
-                cur.notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a "
-                                 "time is positive): left out")
-                continue
-            cur.rows.append(row)
+            if _keep_row(row, cur.notes):
+                cur.rows.append(row)
             continue
         if (cur.rows or table_seen) and _row_start(tokens, final=index == last):
             size = f"size {tokens[0]} B" if len(tokens) > 1 else "its size cut too"
