@@ -1,4 +1,4 @@
-"""A uniform all-to-all as max-min flow classes (:mod:`topo.maxmin`), without routing every GPU pair.
+"""A uniform all-to-all as max-min flow classes (:mod:`topo.engine.flow_classes`, filled by :mod:`topo.engine.maxmin`), without routing every GPU pair.
 
 With PXN, a GPU sends to another NVLink domain through the NIC of its own server that sits on the destination
 NIC's rail (NCCL's PXN: the data crosses NVLink to that NIC's GPU first). So every GPU of a communicator on one
@@ -10,7 +10,7 @@ then stands for all of those GPUs; its members' first hops form a *template* sha
 
 For the 4,096-GPU hashed all-to-all (16.8 million flows) this is 2.1 million classes, each with the 6-8 resources
 of one network path, plus 4,096 templates of a few dozen entries: what max-min needs, exactly (the solver checks
-that no template resource crossed by only some members binds; see :mod:`topo.maxmin`).
+that no template resource crossed by only some members binds; see :mod:`topo.engine.maxmin`).
 
 Flows inside an NVLink domain stay one class each.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maxmin import FlowClasses
+from .flow_classes import FlowClasses
 from .route import Routed, Router
 from .schedule import AllPairs, Transfers
 
@@ -155,16 +155,7 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     C = base_of.size
 
     # the network part of each class: its representative's path from the sending NIC on
-    src_rep = np.repeat(pair_rep[u_idx], K)
-    cols, _ = router.path_table(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C0))
-    net = cols[:, slots.network]
-    del cols
-    ok = net >= 0
-    rows, _ = np.nonzero(ok)
-    res = net[ok]  # int32, as the router's path table
-    del net, ok
-    base_cls = (rows // K).astype(np.int32)
-    del rows
+    res, base_cls = _network_paths(router, pair_rep[u_idx], dst, c_idx, K)
     if C > C0:  # copy each base class's path to its sub-classes
         first_sub = np.cumsum(per) - per
         reps = per[base_cls]
@@ -172,7 +163,8 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
         res = np.repeat(res, reps)
     else:
         cls = base_cls
-    a_dir = mult[cls] / K  # each member's bytes split over K hashed parts
+    a_dir = mult.astype(float)[cls]  # gathered as floats: one array of the incidences' size, not two
+    a_dir /= K  # each member's bytes split over K hashed parts
 
     fc = FlowClasses(np.full(C, member_bytes), mult.astype(np.int64), cls, res, a_dir,
                      template, t_id, t_res, n_cross.astype(float), t_partial)
@@ -180,7 +172,10 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     # summed loads: direct parts, plus each template's hops once per class using it
     n_res = router.num_res
     # float even when no class leaves its domain (bincount of nothing is int64, and the += below then fails)
-    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res).astype(float)
+    loads = np.zeros(n_res)
+    for lo in range(0, res.size, _CHUNK_CLASSES * 8):  # weights a chunk at a time: no second incidence-sized array
+        loads += np.bincount(res[lo:lo + _CHUNK_CLASSES * 8], weights=a_dir[lo:lo + _CHUNK_CLASSES * 8] * member_bytes,
+                             minlength=n_res)
     per_t = np.bincount(template, minlength=sub_u.size).astype(float)
     loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
 
@@ -200,6 +195,33 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     out = Routed.summed(used, loads[used], a.num_flows, float(probe.latency_s.max()), bool(probe.network.any()))
     out.classes = FlowClasses.concat(parts)
     return out
+
+
+_CHUNK_CLASSES = 1 << 19  # classes routed at once: the path table and its temporaries stay ~100-200 MB
+
+
+def _network_paths(router: Router, src: np.ndarray, dst: np.ndarray, choice: np.ndarray, K: int):
+    """The network hops of every class's path (``src[i] -> dst[i]`` on NIC ``choice[i]``, each of its ``K``
+    hashed parts): ``(res, cls)``, the resource ids (int32) and each one's class, grouped by class in order.
+
+    Routed :data:`_CHUNK_CLASSES` classes at a time: the router's path table of every class at once (5.5 million
+    at 100k GPUs) and its temporaries took over 1.5 GB."""
+    net_cols = router.slots.network
+    res_parts, cls_parts = [], []
+    for lo in range(0, src.size, _CHUNK_CLASSES):
+        hi = min(src.size, lo + _CHUNK_CLASSES)
+        n = hi - lo
+        cols, _ = router.path_table(np.repeat(src[lo:hi], K), np.repeat(dst[lo:hi], K), np.repeat(choice[lo:hi], K),
+                                    np.tile(np.arange(K), n))
+        net = cols[:, net_cols]
+        del cols
+        ok = net >= 0
+        rows, _ = np.nonzero(ok)
+        res_parts.append(net[ok])  # int32, as the router's path table
+        cls_parts.append((rows // K + lo).astype(np.int32))
+    if not res_parts:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    return np.concatenate(res_parts), np.concatenate(cls_parts)
 
 
 def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:

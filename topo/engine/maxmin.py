@@ -23,113 +23,17 @@ read a class's resources, CSC to find the classes on a saturated resource.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ClassesDiverge, TopoError
+from .flow_classes import FlowClasses
 
-__all__ = ["FlowClasses", "max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
+__all__ = ["max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
 
 
 _BATCH = 32  # resources looked at first per round of filling (then adapted to how many a round takes at once)
+_CHUNK = 1 << 19  # classes whose incidences are gathered at once (loads, demands): bounds the temporaries
 _TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
-
-
-@dataclass
-class FlowClasses:
-    """Flows grouped into classes whose members move at one rate.
-
-    Direct incidences ``(cls[i], res[i], a[i])``: class ``cls[i]`` puts ``a[i]`` bytes on resource ``res[i]``
-    per byte moved by each of its members (its number of members crossing it times the fraction of a member's
-    bytes that crosses it). Template incidences ``(t_id[i], t_res[i], t_a[i])`` likewise, for every class whose
-    ``template`` is ``t_id[i]``; ``t_partial[i]`` marks a resource that not all members of such a class cross.
-    """
-
-    size_bytes: np.ndarray  # per class: bytes of each member flow
-    members: np.ndarray  # per class: number of member flows
-    cls: np.ndarray
-    res: np.ndarray
-    a: np.ndarray
-    template: np.ndarray | None = None  # per class: its template, or -1
-    t_id: np.ndarray | None = None
-    t_res: np.ndarray | None = None
-    t_a: np.ndarray | None = None
-    t_partial: np.ndarray | None = None
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        return int(self.size_bytes.size)
-
-    @property
-    def num_flows(self) -> int:
-        """Number of member flows over all classes."""
-        return int(self.members.sum())
-
-    @property
-    def num_templates(self) -> int:
-        """Number of templates (0 without)."""
-        return 0 if self.t_id is None or self.t_id.size == 0 else int(self.t_id.max()) + 1
-
-    @staticmethod
-    def single(res, flow, weight, flow_bytes) -> "FlowClasses":
-        """One class per flow.
-
-        Parameters
-        ----------
-        res, flow, weight : numpy.ndarray
-            Entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on resource ``res[i]``.
-        flow_bytes : numpy.ndarray
-            Bytes of each flow.
-
-        Returns
-        -------
-        FlowClasses
-        """
-        size = np.asarray(flow_bytes, dtype=float)
-        a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
-        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int32),
-                           np.asarray(res, dtype=np.int32), a)
-
-    @staticmethod
-    def concat(parts: list["FlowClasses"]) -> "FlowClasses":
-        """Classes of several sets side by side (class and template ids renumbered).
-
-        Parameters
-        ----------
-        parts : list of FlowClasses
-
-        Returns
-        -------
-        FlowClasses
-        """
-        parts = [p for p in parts if p.num_classes]
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            z = np.zeros(0, dtype=np.int64)
-            return FlowClasses(np.zeros(0), z, z, z, np.zeros(0))
-        c_off = np.cumsum([0] + [p.num_classes for p in parts[:-1]])
-        t_off = np.cumsum([0] + [p.num_templates for p in parts[:-1]])
-        with_t = [p for p in parts if p.template is not None]
-        out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
-                          np.concatenate([p.members for p in parts]),
-                          np.concatenate([p.cls for p in parts]),
-                          np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
-        at = 0
-        for p, o in zip(parts, c_off):  # class ids of each part after the classes of the parts before it
-            out.cls[at:at + p.cls.size] += o
-            at += p.cls.size
-        if with_t:
-            out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
-                                           else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])
-            ts = [(p, o) for p, o in zip(parts, t_off) if p.t_id is not None]
-            out.t_id = np.concatenate([p.t_id + o for p, o in ts])
-            out.t_res = np.concatenate([p.t_res for p, _ in ts])
-            out.t_a = np.concatenate([p.t_a for p, _ in ts])
-            out.t_partial = np.concatenate([p.t_partial for p, _ in ts])
-        return out
 
 
 def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -140,6 +44,20 @@ def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     return np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
+
+
+def _by_class(sp, fc: FlowClasses, pos: np.ndarray, C: int, R: int):
+    """The class x resource incidence as CSR, a class's parts on one resource summed. Incidences grouped by class
+    (as every router builds them) go in as they are; others through a COO matrix (which needs 2-3x the memory)."""
+    col = pos[fc.res]
+    if fc.cls.size and np.all(fc.cls[1:] >= fc.cls[:-1]):
+        ptr = np.zeros(C + 1, dtype=np.int64)
+        np.cumsum(np.bincount(fc.cls, minlength=C), out=ptr[1:])
+        m = sp.csr_matrix((np.array(fc.a, dtype=float), col, ptr), shape=(C, R))  # a copy: summing sorts it
+    else:
+        m = sp.csr_matrix((fc.a, (fc.cls, col)), shape=(C, R))
+    m.sum_duplicates()
+    return m
 
 
 class _Solver:
@@ -163,11 +81,12 @@ class _Solver:
         self.cap = capacity_Bps[self.used].astype(float)
         if np.any(self.cap <= 0):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
-        m = sp.csr_matrix((fc.a, (fc.cls, pos[fc.res])), shape=(C, R))  # sums a flow's parts on one resource
-        m.sum_duplicates()
+        m = _by_class(sp, fc, pos, C, R)
         self.c_ptr, self.c_res, self.c_a = m.indptr, m.indices, m.data  # by class
-        mt = m.tocsc()
-        self.r_ptr, self.r_cls = mt.indptr, mt.indices  # by resource
+        # by resource: the pattern only (int8 ones, not the float weights: 8x less to transpose)
+        mt = sp.csr_matrix((np.ones(m.indices.size, dtype=np.int8), m.indices, m.indptr), shape=(C, R)).tocsc()
+        self.r_ptr, self.r_cls = mt.indptr, mt.indices
+        del m, mt
         self.C, self.R, self.T = C, R, T
         self.template = fc.template if has_t else None
         if has_t:  # templates are few: plain numpy
@@ -191,10 +110,15 @@ class _Solver:
         self.lpos = np.zeros(R, dtype=np.int64)  # scratch: compact resource -> local index in a fill
 
     def loads(self, classes: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member)."""
-        seg = _segments(self.c_ptr, classes)
-        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
-        out = np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(rate, cnt), minlength=self.R)
+        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member), summed
+        :data:`_CHUNK` classes at a time (the incidences of millions of classes at once, with their weights and
+        rates, took a gigabyte)."""
+        out = np.zeros(self.R)
+        for lo in range(0, classes.size, _CHUNK):
+            c, r = classes[lo:lo + _CHUNK], rate[lo:lo + _CHUNK]
+            seg = _segments(self.c_ptr, c)
+            cnt = self.c_ptr[c + 1] - self.c_ptr[c]
+            out += np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(r, cnt), minlength=self.R)
         if self.template is not None:
             t = self.template[classes]
             k = t >= 0
@@ -245,7 +169,9 @@ class _Solver:
         L = local.size
         lpos = self.lpos
         lpos[local] = np.arange(L)
-        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)  # direct incidences only
+        demand = np.zeros(L)  # direct incidences only, a chunk at a time (lpos[r_dir] of every incidence: 8 B each)
+        for lo in range(0, r_dir.size, _CHUNK * 8):
+            demand += np.bincount(lpos[r_dir[lo:lo + _CHUNK * 8]], weights=a_dir[lo:lo + _CHUNK * 8], minlength=L)
         del r_dir, a_dir
         base_cap = np.maximum(cap_left[local].astype(float), 0.0)
         base_level = np.zeros(L)
