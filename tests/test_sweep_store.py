@@ -107,3 +107,28 @@ def test_a_stray_file_is_noted_and_read_results_skips_it(tmp_path):
     run = SweepRun()
     sweep(study_from_dict(SMALL), out, scheduler="serial", run=run)
     assert any("notes.txt" in n and "read_results" in n for n in run.notices)
+
+
+def test_parts_take_the_users_umask(tmp_path):
+    import stat
+
+    old = os.umask(0o027)  # a team's umask: group may read, others not
+    try:
+        sweep(study_from_dict(SMALL), tmp_path / "o.parquet", scheduler="serial")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "o.parquet").iterdir()}
+    assert modes and set(modes.values()) == {0o640}, modes  # before: parts were mkstemp's 0600
+
+
+def test_size_is_stored_as_bytes_beside_its_label_and_seeds_as_whole_numbers(tmp_path):
+    study = {"spec": "dgx-h100-superpod", "seeds": 2,
+             "axes": {"collective": "alltoall", "gpus": 16, "size": ["1MiB", "4MiB"], "ecmp": "hash",
+                      "hash_seed": "{seed}"}}
+    sweep(study_from_dict(study), tmp_path / "o.parquet", scheduler="serial")
+    t = pq.read_table(tmp_path / "o.parquet")
+    assert str(t.schema.field("size").type) == "string" and str(t.schema.field("size_bytes").type) == "int64"
+    assert str(t.schema.field("seed").type) == "int64" and str(t.schema.field("hash_seed").type) == "int64"
+    df = t.to_pandas()
+    assert dict(zip(df["size"], df["size_bytes"])) == {"1MiB": 2**20, "4MiB": 4 * 2**20}
+    assert (df["hash_seed"] == df["seed"]).all()

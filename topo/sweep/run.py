@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import TopoError
+from ..units import UnitError, parse_size_bytes
 from .point import run_batch
 from .scheduler import connect, scheduler_from_file, wait_for_workers
 from .store import ResultStore
@@ -108,10 +109,20 @@ def _rows(batch: list[dict], results: list[dict]) -> list[dict]:
     out = []
     for p, r in zip(batch, results):
         row = dict(p["inputs"])
+        if "size" in row:
+            row["size_bytes"] = _size_bytes(row["size"])
         row.update(r)
         row.update(point=p["point"], design=p["design"], label=p["label"], topo_version=__version__)
         out.append(row)
     return out
+
+
+def _size_bytes(size) -> int | None:
+    """The bytes a ``size`` axis value means (None for one the estimate will refuse, at its point)."""
+    try:
+        return parse_size_bytes(size)
+    except (UnitError, TypeError):
+        return None
 
 
 def _worker_rows(batch: list[dict], why: str) -> list[dict]:

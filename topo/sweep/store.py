@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -54,14 +53,22 @@ def _input_type(values: list) -> str:
     return "string"
 
 
+def _seed_typed(v):
+    """An axis value as its rows hold it: exactly ``"{seed}"`` becomes the seed, a whole number."""
+    return 0 if v == "{seed}" else v
+
+
 def schema(study) -> pa.Schema:
     """The columns of a study's rows: its inputs (typed by their values: a number axis stays numeric; a mixed one
-    becomes text), the figures of what it computes, then ``point``, ``design``, ``label``, ``error``,
+    becomes text; ``"{seed}"`` is a whole number; ``size`` is followed by ``size_bytes``), the figures of what it
+    computes, then ``point``, ``design``, ``label``, ``error``,
     ``error_kind``, ``compute_s`` (seconds the point took: the only column that differs between runs) and
     ``topo_version``."""
     cols: dict[str, str] = {}
     for k in study.input_columns:
-        cols[k] = "int64" if k == "seed" else _input_type(study.axes[k])
+        cols[k] = "int64" if k == "seed" else _input_type([_seed_typed(v) for v in study.axes[k]])
+        if k == "size":  # the label as given ("1GiB") and the bytes it means, a whole number
+            cols["size_bytes"] = "int64"
     for c in study.compute:
         for k, (t, _) in FIGURES[c].items():
             cols.setdefault(k, t)
@@ -248,18 +255,9 @@ class ResultStore:
 
     def _write(self, t: pa.Table) -> None:
         """``t`` as a new part, renamed into place when complete."""
-        name = self._name(t.column("point").to_pylist())
-        fd, tmp = tempfile.mkstemp(prefix=".part-", suffix=".tmp", dir=self.path)
-        os.close(fd)
-        try:
-            pq.write_table(t, tmp)
-            os.replace(tmp, self.path / name)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # renamed into place whole, with the user's umask like every file topo writes (not mkstemp's 0600)
+        with atomic_open(self.path / self._name(t.column("point").to_pylist()), "wb") as fh:
+            pq.write_table(t, fh)
 
     def read(self) -> pa.Table:
         """Every recorded row (parts and memory), a point recorded twice kept once (see :func:`dedupe`)."""
