@@ -5,7 +5,7 @@ worker process per core (or uses the address in Dask's configuration, ``schedule
 address (``tcp://host:8786``) runs the same tasks on an existing Dask cluster of many machines; ``"serial"`` runs
 them in this process, without Dask (the reference the others must match bit for bit).
 
-A task is a batch of points with the same spec, so a worker builds each fabric once (:mod:`.compute` caches it)
+A task is a batch of points with the same spec, so a worker builds each fabric once (:mod:`.point` caches it)
 and the scheduler's per-task overhead is paid once per batch. Only the points' inputs and the specs' text travel.
 A worker that dies has its batch run again on another (Dask reschedules it, up to
 ``distributed.scheduler.allowed-failures`` times); a batch that keeps killing workers becomes error rows

@@ -16,7 +16,7 @@ A study is a small TOML file::
 
 Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.point.POINT_KEYS`:
 ``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
-:class:`topo.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
+:class:`topo.engine.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
 ``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency`` and the fields of a training layout
 (``global_batch``, ``micro_batch``, ...); for ``plan`` ``days``, ``mfu``, ``pue``, ``plan_collectives``.
 
