@@ -143,183 +143,238 @@ class _Solver:
         only when one of them might saturate: until then their saturation levels are lower bounds, since
         freezing classes only ever postpones a saturation."""
         rate = np.zeros(classes.size)
-        if classes.size == 0:
-            return rate
-        where = np.full(self.C, -1, dtype=np.int64)
-        where[classes] = np.arange(classes.size)
-        if classes.size == self.C:  # every class: the whole matrix
-            r_dir, a_dir = self.c_res, self.c_a
-        else:
-            seg = _segments(self.c_ptr, classes)
-            r_dir, a_dir = self.c_res[seg], self.c_a[seg]
-            del seg
-        mark = np.zeros(self.R, dtype=bool)
-        mark[r_dir] = True
-        tpl_on = self.template is not None
-        if tpl_on:
-            t = self.template[classes]
-            open_t = np.bincount(t[t >= 0], minlength=self.T).astype(float)  # classes of each template rising
-            frozen_t = np.zeros(self.T)  # sum of the rates of its classes already frozen
-            ts = np.flatnonzero(open_t)
-            tseg = _segments(self.t_ptr, ts)
-            tr_res, tr_id, tr_a = self.t_res[tseg], np.repeat(ts, self.t_ptr[ts + 1] - self.t_ptr[ts]), self.t_a[tseg]
-            mark[tr_res] = True
-            tpl_on = tr_res.size > 0
-        local = np.flatnonzero(mark)
-        L = local.size
-        lpos = self.lpos
-        lpos[local] = np.arange(L)
-        demand = np.zeros(L)  # direct incidences only, a chunk at a time (lpos[r_dir] of every incidence: 8 B each)
-        for lo in range(0, r_dir.size, _CHUNK * 8):
-            demand += np.bincount(lpos[r_dir[lo:lo + _CHUNK * 8]], weights=a_dir[lo:lo + _CHUNK * 8], minlength=L)
-        del r_dir, a_dir
-        base_cap = np.maximum(cap_left[local].astype(float), 0.0)
-        base_level = np.zeros(L)
-        sat_at = np.full(L, np.inf)
-        live = demand > 1e-12
-        sat_at[live] = base_cap[live] / demand[live]
-        if tpl_on:
-            tl = lpos[tr_res]
-            is_tr = np.zeros(L, dtype=bool)
-            is_tr[tl] = True
-            tr = np.flatnonzero(is_tr)
-
-            def refresh() -> None:  # exact saturation levels of the template resources
-                f_load = np.bincount(tl, weights=tr_a * frozen_t[tr_id], minlength=L)[tr]
-                slope = np.bincount(tl, weights=tr_a * open_t[tr_id], minlength=L)[tr] + demand[tr]
-                num = base_cap[tr] + demand[tr] * base_level[tr] - f_load
-                ok = slope > 1e-12
-                sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
-
-            refresh()
-        fresh = True
-        is_open = self.open
-        is_open[classes] = True
-        left = classes.size
-        level = 0.0
-        batch = _BATCH
-        while left:
-            # the next resources to saturate, in order; a run of them whose classes are disjoint saturates in turn
-            # without changing each other's levels, so it is taken at once
-            k = min(batch, L)
-            idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
-            idx = idx[np.argsort(sat_at[idx], kind="stable")]
-            lv = sat_at[idx]
-            if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
-                rate[where[classes[is_open[classes]]]] = np.inf
-                if limits is not None:
-                    limits[where[classes[is_open[classes]]]] = -1
-                is_open[classes] = False
-                break
-            idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
-            with_tpl = False
-            if tpl_on:
-                trc = is_tr[idx]
-                if trc.any():
-                    if not fresh:
-                        refresh()  # a lower bound came up: make it exact and look again
-                        fresh = True
-                        continue
-                    first = int(np.argmax(trc))
-                    if first == 0:  # a template resource saturates: take its ties alone
-                        idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
-                        lv = np.full(idx.size, lv[0])
-                        with_tpl = True
-                    else:
-                        idx, lv = idx[:first], lv[:first]
-            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
-            sat = local[idx]
-            n_k = self.r_ptr[sat + 1] - self.r_ptr[sat]
-            cls_all = self.r_cls[_segments(self.r_ptr, sat)]
-            g_all = np.repeat(grp, n_k)
-            r_all = np.repeat(sat, n_k) if limits is not None else None  # the resource of each entry
-            if with_tpl and np.any(self.rt_ptr[sat + 1] > self.rt_ptr[sat]):
-                tseg = _segments(self.rt_ptr, sat)
-                tpl = self.rt_tpl[tseg]
-                on = open_t[tpl] > 0
-                if np.any(self.rt_partial[tseg] & on):
-                    raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
-                                         "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
-                                         "the group is held back elsewhere, so their speeds differ; use "
-                                         "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
-                                         key="sharing")
-                t_sat = np.repeat(sat, self.rt_ptr[sat + 1] - self.rt_ptr[sat])[on]  # resource of each template
-                tpl, first_t = np.unique(tpl[on], return_index=True)
-                if tpl.size:
-                    per_t = self.tc_ptr[tpl + 1] - self.tc_ptr[tpl]
-                    more = self.tc_cls[_segments(self.tc_ptr, tpl)]
-                    cls_all = np.concatenate([cls_all, more])
-                    g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
-                    if r_all is not None:
-                        r_all = np.concatenate([r_all, np.repeat(t_sat[first_t], per_t)])
-            m = is_open[cls_all]
-            cls_all, g_all = cls_all[m], g_all[m]
-            if r_all is not None:
-                r_all = r_all[m]
-            if cls_all.size == 0:
-                demand[idx] = 0.0
-                sat_at[idx] = np.inf
-                continue
-            if with_tpl:
-                order = np.argsort(g_all, kind="stable")
-                cls_all, g_all = cls_all[order], g_all[order]
-                if r_all is not None:
-                    r_all = r_all[order]
-            n = cls_all.size
-            stamp = self.stamp
-            stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
-            first_i = stamp[cls_all]
-            late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
-            firsts = first_i == np.arange(n)
-            hit, g_hit = cls_all[firsts], g_all[firsts]
-            n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
-            take = g_hit < n_ok
-            hit, g_hit = hit[take], g_hit[take]
-            if r_all is not None:
-                limits[where[hit]] = self.used[r_all[firsts][take]]
-            done = grp < n_ok
-            idx, lv = idx[done], lv[done]
-            if not with_tpl:  # look further ahead when whole batches go through, less far when few do
-                batch = min(2 * batch, 1024) if idx.size == k else (max(8, batch // 2) if 4 * idx.size < k else batch)
-            g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
-            lev_hit = g_level[g_hit]
-            top = float(g_level[-1])
-            level = max(level, top)
-            rate[where[hit]] = lev_hit
-            is_open[hit] = False
-            left -= hit.size
-            hseg = _segments(self.c_ptr, hit)
-            li = lpos[self.c_res[hseg]]
-            w = self.c_a[hseg]
-            d_sum = np.bincount(li, weights=w, minlength=L)
-            ch = np.flatnonzero(d_sum)  # the resources whose demand changes
-            d_sum = d_sum[ch]
-            d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, self.c_ptr[hit + 1] - self.c_ptr[hit]),
-                                minlength=L)[ch]
-            # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
-            base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
-            base_level[ch] = top
-            demand[ch] -= d_sum
-            live = demand[ch] > 1e-12
-            sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
-                                  np.inf)
-            if tpl_on:
-                th = self.template[hit]
-                sel = th >= 0
-                if sel.any():
-                    open_t -= np.bincount(th[sel], minlength=self.T)
-                    frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=self.T)
-                    fresh = False
-                tch = ch[is_tr[ch]]
-                if tch.size:  # their formula above left the templates out: only a lower bound now
-                    sat_at[tch] = top
-                    fresh = False
-            demand[idx] = 0.0
-            sat_at[idx] = np.inf
-            if tpl_on and is_tr[idx].any():
-                is_tr[idx] = False  # saturated: done with, like any other
-                tr = np.flatnonzero(is_tr)
+        if classes.size:
+            _Fill(self, classes, cap_left, limits, rate).run()
         return rate
+
+
+class _Fill:
+    """One progressive filling (:meth:`_Solver.fill`), in steps: :meth:`candidates` (the next resources to
+    saturate), :meth:`users` (the rising classes on them), :meth:`accept` (the levels that hold, and the classes
+    they freeze), :meth:`freeze` (their rates, and the demand and capacity they leave), :meth:`retire`."""
+
+    def __init__(self, s: _Solver, classes: np.ndarray, cap_left: np.ndarray, limits: np.ndarray | None,
+                 rate: np.ndarray):
+        self.s, self.classes, self.limits, self.rate = s, classes, limits, rate
+        self.where = np.full(s.C, -1, dtype=np.int64)
+        self.where[classes] = np.arange(classes.size)
+        if classes.size == s.C:  # every class: the whole matrix
+            r_dir, a_dir = s.c_res, s.c_a
+        else:
+            seg = _segments(s.c_ptr, classes)
+            r_dir, a_dir = s.c_res[seg], s.c_a[seg]
+            del seg
+        mark = np.zeros(s.R, dtype=bool)
+        mark[r_dir] = True
+        self.tpl_on = s.template is not None
+        if self.tpl_on:
+            t = s.template[classes]
+            self.open_t = np.bincount(t[t >= 0], minlength=s.T).astype(float)  # classes of each template rising
+            self.frozen_t = np.zeros(s.T)  # sum of the rates of its classes already frozen
+            ts = np.flatnonzero(self.open_t)
+            tseg = _segments(s.t_ptr, ts)
+            tr_res = s.t_res[tseg]
+            self.tr_id, self.tr_a = np.repeat(ts, s.t_ptr[ts + 1] - s.t_ptr[ts]), s.t_a[tseg]
+            mark[tr_res] = True
+            self.tpl_on = tr_res.size > 0
+        self.local = np.flatnonzero(mark)
+        L = self.L = self.local.size
+        lpos = s.lpos
+        lpos[self.local] = np.arange(L)
+        self.demand = np.zeros(L)  # direct incidences only, a chunk at a time (lpos[r_dir]: 8 B an incidence)
+        for lo in range(0, r_dir.size, _CHUNK * 8):
+            self.demand += np.bincount(lpos[r_dir[lo:lo + _CHUNK * 8]], weights=a_dir[lo:lo + _CHUNK * 8],
+                                       minlength=L)
+        del r_dir, a_dir
+        self.base_cap = np.maximum(cap_left[self.local].astype(float), 0.0)
+        self.base_level = np.zeros(L)
+        self.sat_at = np.full(L, np.inf)
+        live = self.demand > 1e-12
+        self.sat_at[live] = self.base_cap[live] / self.demand[live]
+        if self.tpl_on:
+            self.tl = lpos[tr_res]
+            self.is_tr = np.zeros(L, dtype=bool)
+            self.is_tr[self.tl] = True
+            self.tr = np.flatnonzero(self.is_tr)
+            self.refresh()
+        self.fresh = True
+        s.open[classes] = True
+        self.left = classes.size
+        self.batch = _BATCH
+
+    def refresh(self) -> None:
+        """Exact saturation levels of the template resources."""
+        L, tr, tl = self.L, self.tr, self.tl
+        f_load = np.bincount(tl, weights=self.tr_a * self.frozen_t[self.tr_id], minlength=L)[tr]
+        slope = np.bincount(tl, weights=self.tr_a * self.open_t[self.tr_id], minlength=L)[tr] + self.demand[tr]
+        num = self.base_cap[tr] + self.demand[tr] * self.base_level[tr] - f_load
+        ok = slope > 1e-12
+        self.sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
+
+    def run(self) -> None:
+        while self.left:
+            step = self.candidates()
+            if step is None:
+                break
+            if step is _AGAIN:
+                continue
+            idx, lv, with_tpl, k = step
+            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
+            cls_all, g_all, r_all = self.users(idx, grp, with_tpl)
+            if cls_all.size == 0:
+                self.drop(idx)
+                continue
+            hit, g_hit, idx, g_level = self.accept(idx, lv, grp, cls_all, g_all, r_all, with_tpl, k)
+            self.freeze(hit, g_level[g_hit], float(g_level[-1]))
+            self.retire(idx)
+
+    def candidates(self):
+        """The next resources to saturate, in order, as ``(indices, levels, with_tpl, looked at)``: a run of them
+        whose classes are disjoint saturates in turn without changing each other's levels, so it is taken at
+        once; a template resource's ties alone. ``_AGAIN`` after making a lower bound exact; None when no resource
+        holds the classes left back (their rates are then infinite)."""
+        sat_at, L = self.sat_at, self.L
+        k = min(self.batch, L)
+        idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
+        idx = idx[np.argsort(sat_at[idx], kind="stable")]
+        lv = sat_at[idx]
+        if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
+            rising = self.classes[self.s.open[self.classes]]
+            self.rate[self.where[rising]] = np.inf
+            if self.limits is not None:
+                self.limits[self.where[rising]] = -1
+            self.s.open[self.classes] = False
+            return None
+        idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
+        with_tpl = False
+        if self.tpl_on:
+            trc = self.is_tr[idx]
+            if trc.any():
+                if not self.fresh:
+                    self.refresh()  # a lower bound came up: make it exact and look again
+                    self.fresh = True
+                    return _AGAIN
+                first = int(np.argmax(trc))
+                if first == 0:  # a template resource saturates: take its ties alone
+                    idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
+                    lv = np.full(idx.size, lv[0])
+                    with_tpl = True
+                else:
+                    idx, lv = idx[:first], lv[:first]
+        return idx, lv, with_tpl, k
+
+    def users(self, idx: np.ndarray, grp: np.ndarray, with_tpl: bool):
+        """The rising classes on the resources ``idx`` (with their templates' classes when ``with_tpl``):
+        ``(class, level group, resource or None)`` of each entry, in level order."""
+        s = self.s
+        sat = self.local[idx]
+        n_k = s.r_ptr[sat + 1] - s.r_ptr[sat]
+        cls_all = s.r_cls[_segments(s.r_ptr, sat)]
+        g_all = np.repeat(grp, n_k)
+        r_all = np.repeat(sat, n_k) if self.limits is not None else None  # the resource of each entry
+        if with_tpl and np.any(s.rt_ptr[sat + 1] > s.rt_ptr[sat]):
+            tseg = _segments(s.rt_ptr, sat)
+            tpl = s.rt_tpl[tseg]
+            on = self.open_t[tpl] > 0
+            if np.any(s.rt_partial[tseg] & on):
+                raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
+                                     "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
+                                     "the group is held back elsewhere, so their speeds differ; use "
+                                     "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
+                                     key="sharing")
+            t_sat = np.repeat(sat, s.rt_ptr[sat + 1] - s.rt_ptr[sat])[on]  # resource of each template
+            tpl, first_t = np.unique(tpl[on], return_index=True)
+            if tpl.size:
+                per_t = s.tc_ptr[tpl + 1] - s.tc_ptr[tpl]
+                more = s.tc_cls[_segments(s.tc_ptr, tpl)]
+                cls_all = np.concatenate([cls_all, more])
+                g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
+                if r_all is not None:
+                    r_all = np.concatenate([r_all, np.repeat(t_sat[first_t], per_t)])
+        m = s.open[cls_all]
+        cls_all, g_all = cls_all[m], g_all[m]
+        if r_all is not None:
+            r_all = r_all[m]
+        if with_tpl and cls_all.size:
+            order = np.argsort(g_all, kind="stable")
+            cls_all, g_all = cls_all[order], g_all[order]
+            if r_all is not None:
+                r_all = r_all[order]
+        return cls_all, g_all, r_all
+
+    def accept(self, idx, lv, grp, cls_all, g_all, r_all, with_tpl: bool, k: int):
+        """The level groups that hold (up to the first where a class frozen at an earlier level crosses too) and
+        the classes they freeze: ``(classes, their group, the resources saturated, each group's level)``."""
+        s = self.s
+        n = cls_all.size
+        stamp = s.stamp
+        stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
+        first_i = stamp[cls_all]
+        late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
+        firsts = first_i == np.arange(n)
+        hit, g_hit = cls_all[firsts], g_all[firsts]
+        n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
+        take = g_hit < n_ok
+        hit, g_hit = hit[take], g_hit[take]
+        if r_all is not None:
+            self.limits[self.where[hit]] = s.used[r_all[firsts][take]]
+        done = grp < n_ok
+        idx, lv = idx[done], lv[done]
+        if not with_tpl:  # look further ahead when whole batches go through, less far when few do
+            b = self.batch
+            self.batch = min(2 * b, 1024) if idx.size == k else (max(8, b // 2) if 4 * idx.size < k else b)
+        g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
+        return hit, g_hit, idx, g_level
+
+    def freeze(self, hit: np.ndarray, lev_hit: np.ndarray, top: float) -> None:
+        """Classes ``hit`` freeze at ``lev_hit``: their rates, and the demand and capacity they leave behind on
+        their resources (kept as of ``top``, the highest level reached)."""
+        s = self.s
+        self.rate[self.where[hit]] = lev_hit
+        s.open[hit] = False
+        self.left -= hit.size
+        hseg = _segments(s.c_ptr, hit)
+        li = s.lpos[s.c_res[hseg]]
+        w = s.c_a[hseg]
+        L = self.L
+        d_sum = np.bincount(li, weights=w, minlength=L)
+        ch = np.flatnonzero(d_sum)  # the resources whose demand changes
+        d_sum = d_sum[ch]
+        d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, s.c_ptr[hit + 1] - s.c_ptr[hit]), minlength=L)[ch]
+        demand, base_cap, base_level = self.demand, self.base_cap, self.base_level
+        # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
+        base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
+        base_level[ch] = top
+        demand[ch] -= d_sum
+        live = demand[ch] > 1e-12
+        self.sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
+                                   np.inf)
+        if self.tpl_on:
+            th = s.template[hit]
+            sel = th >= 0
+            if sel.any():
+                self.open_t -= np.bincount(th[sel], minlength=s.T)
+                self.frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=s.T)
+                self.fresh = False
+            tch = ch[self.is_tr[ch]]
+            if tch.size:  # their formula above left the templates out: only a lower bound now
+                self.sat_at[tch] = top
+                self.fresh = False
+
+    def drop(self, idx: np.ndarray) -> None:
+        """The resources ``idx`` carry no rising class: no demand, never saturating."""
+        self.demand[idx] = 0.0
+        self.sat_at[idx] = np.inf
+
+    def retire(self, idx: np.ndarray) -> None:
+        """The resources ``idx`` saturated: done with, like any other (a template resource too)."""
+        self.drop(idx)
+        if self.tpl_on and self.is_tr[idx].any():
+            self.is_tr[idx] = False
+            self.tr = np.flatnonzero(self.is_tr)
+
+
+_AGAIN = object()  # _Fill.candidates: look again (a lower bound was made exact)
 
 
 def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray, classes: np.ndarray | None = None,
