@@ -136,3 +136,32 @@ def test_maxmin_refuses_an_alltoall_with_more_classes_than_memory_allows(monkeyp
         estimate(f, "alltoall", "1G", sharing="maxmin", ecmp="hash")
     assert e.value.key == "sharing" and "flow classes, more than the 10 topo keeps" in e.value.message
     assert estimate(f, "alltoall", "1G", sharing="equal", ecmp="hash").results[0].time_s == pytest.approx(ok)
+
+
+@pytest.mark.parametrize("subflows", [1, 3])
+def test_chunked_routing_and_filling_give_the_figures_of_one_pass(monkeypatch, subflows):
+    # issue 30 item 10: the classes' network paths, their loads and the solver's demands and loads are gathered a
+    # chunk of classes at a time (the 100k all-to-all's peak 2.95 -> 2.0 GB); chunks of a few classes must give the
+    # classes, loads and makespan of one pass
+    import topo.engine.alltoall_classes as ac
+    import topo.engine.maxmin as mm
+
+    f = small_fabric("rail_optimized-3")
+    r = Router(f, "hash", subflows=subflows, salt=3)
+    groups = np.random.default_rng(2).permutation(f.num_gpus).reshape(2, -1)
+    whole = alltoall_classes(r, AllPairs(groups, 3.0))
+    cap = r.capacity_Bps * np.random.default_rng(3).uniform(0.5, 1.5, r.capacity_Bps.size)
+    t_whole = max_min_makespan(whole, cap)
+    solver = mm._Solver(whole.classes, cap)
+    every = np.arange(solver.C)
+    rate = np.random.default_rng(4).uniform(1.0, 2.0, solver.C)
+    load_whole = solver.loads(every, rate)
+    monkeypatch.setattr(ac, "_CHUNK_CLASSES", 7)
+    monkeypatch.setattr(mm, "_CHUNK", 5)
+    parts = alltoall_classes(r, AllPairs(groups, 3.0))
+    assert parts.classes.num_classes > 7 * 3  # several chunks
+    for k in ("cls", "res", "a", "size_bytes", "members"):
+        np.testing.assert_array_equal(getattr(parts.classes, k), getattr(whole.classes, k))
+    assert np.allclose(r.loads(parts), r.loads(whole), rtol=1e-12, atol=0)
+    assert max_min_makespan(parts, cap) == pytest.approx(t_whole, rel=1e-12)
+    np.testing.assert_allclose(solver.loads(every, rate), load_whole, rtol=1e-12, atol=0)

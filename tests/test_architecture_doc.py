@@ -79,3 +79,52 @@ def test_the_core_packages_are_on_the_map():
     missing = [str(p.relative_to(ROOT)) for p in core
                if p.name not in DOC and str(p.relative_to(ROOT / "topo")) not in DOC]
     assert not missing, f"modules on no line of docs/architecture.md: {missing}"
+
+
+# --- every :mod:, :func: and :class: reference resolves (issue 30: 16 pointed at the old flat layout, e.g.
+# :mod:`topo.route` for topo.engine.route) ----------------------------------------------------------------------
+
+_REF = re.compile(r":(mod|func|class):`~?([^`<>]+?)`")
+
+
+def _resolves(name: str, module: str | None) -> bool:
+    """Whether ``name`` imports, as Sphinx reads it: absolute, relative to ``module``'s package (``.point``), or
+    a name of ``module`` or of its package."""
+    name = name.strip().removesuffix("()")
+    if name.startswith("."):
+        pkg, rest = module.rsplit(".", 1)[0], name[1:]
+        while rest.startswith("."):
+            pkg, rest = pkg.rsplit(".", 1)[0], rest[1:]
+        candidates = [f"{pkg}.{rest}"]
+    else:
+        candidates = [name] + ([f"{module}.{name}", f"{module.rsplit('.', 1)[0]}.{name}"] if module else [])
+    for c in candidates:
+        parts = c.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+                if obj is None:
+                    break
+            else:
+                return True
+            break
+    return False
+
+
+def test_every_mod_func_and_class_reference_resolves():
+    files = sorted((ROOT / "topo").rglob("*.py")) + sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+    bad = []
+    for f in files:
+        module = None
+        if f.suffix == ".py":
+            module = ".".join(f.relative_to(ROOT).with_suffix("").parts)
+            if module.endswith(".__init__"):  # a package: its relative names are its own modules
+                module = module[: -len("__init__")] + "x"
+        for kind, name in _REF.findall(f.read_text()):
+            if not _resolves(name, module):
+                bad.append(f"{f.relative_to(ROOT)}: :{kind}:`{name}`")
+    assert not bad, "references that do not resolve:\n" + "\n".join(bad)

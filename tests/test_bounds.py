@@ -122,3 +122,48 @@ def test_nccl_choice_is_never_pruned():
     f = small_fabric("rail_optimized-3-os2")
     ev = evaluate(f, "all_reduce", choose="nccl", gpus=f.num_gpus, groups=8, at_sizes=[2**30])
     assert not ev.pruned and len(ev.costed) >= 2
+
+
+# --- mutations no test caught (issue 30): the domain-size guard, the entering cut ----------------------------------
+
+def _domain_spanning_units():
+    # 4 GPUs per server, NVLink domains of 8 (2 servers), units of 3 servers: domain 1 = servers 2 and 3, one in
+    # each unit, so a transfer inside it crosses from unit 0 to unit 1 over NVLink, never over the leaf uplinks
+    from small_fabrics import _two
+    from topo import spec_from_dict
+
+    f = build_fabric(spec_from_dict(_two("rail_optimized", gpus=4, nics=4, spu=3, gpd=8)))
+    L = f.layout
+    assert (L.servers_per_unit * L.gpus_per_server) % L.gpus_per_domain  # the case the guard exists for
+    return f
+
+
+@pytest.mark.parametrize("coll", ["all_reduce", "all_gather", "broadcast", "reduce"])
+def test_bound_on_a_domain_that_spans_units(coll):
+    # without the guard (`if size % L.gpus_per_domain: continue` in _cuts), the units' cut counts NVLink traffic
+    # as crossing the leaves' uplinks and the ring's bound is 1.25x the routed figure: unsound
+    ev = evaluate(_domain_spanning_units(), coll)
+    _check(ev)
+
+
+def test_the_entering_cut_bounds_converging_traffic():
+    # a gather: every rank sends its part to the root, so the bytes converge on the root's NVLink domain and the
+    # binding cut is the one *entering* it (leaving, each domain sends only its own GPUs' parts)
+    f = small_fabric("rail_optimized-2")
+    L = f.layout
+    ev = evaluate(f, "gather", gpus=f.num_gpus)
+    cap = usable_capacity(ev.router, ev.profile)
+    c = next(iter(ev.costed.values()))
+    got = seconds_per_byte_bound(c.schedule, ev.router, cap)
+    # the closed form: bytes entering the root's domain from the others over that domain's NIC-to-leaf capacity in
+    import numpy as np
+
+    parts = [p for ph in c.schedule.phases for p in ph.parts]
+    src = np.concatenate([np.ravel(p.src) for p in parts])
+    dst = np.concatenate([np.ravel(p.dst) for p in parts])
+    nbytes = np.concatenate([np.broadcast_to(np.asarray(p.per_msg_byte, float), (p.num_flows,)) for p in parts])
+    root_dom = 0
+    into = (dst // L.gpus_per_domain == root_dom) & (src // L.gpus_per_domain != root_dom)
+    nics = np.arange(L.gpus_per_domain // L.gpus_per_server * L.nics_per_server)  # the root domain's servers' NICs
+    cap_in = cap[2 * ev.router.paths.nic_link(nics) + 1].sum()
+    assert into.any() and got == pytest.approx(nbytes[into].sum() / cap_in * (1 - 1e-9), rel=1e-12)

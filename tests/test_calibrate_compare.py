@@ -385,12 +385,14 @@ def test_a_row_with_a_negative_time_is_left_out_with_a_note(tmp_path):
     lines = _rendered().splitlines()
     i = _row_index(lines, 2**22)
     t = lines[i].split()[5]
-    lines[i] = lines[i].replace(f" {t} ", f" -{t} ", 1)
+    assert lines[i].split()[9] == t  # topo's table repeats the time in place
+    lines[i] = lines[i].replace(f" {t} ", f" -{t} ", 2)  # out of place and in place
     log = tmp_path / "neg.log"
     log.write_text("\n".join(lines) + "\n")
     run = parse_file(log)[0]
     assert 2**22 not in [r.size_bytes for r in run.rows] and len(run.rows) == len(SIZES[10:]) - 1
-    assert run.notes == [f"the row of size {2**22} B has a time of -{float(t):g} us (a time is positive): left out"]
+    assert run.notes == [f"the row of size {2**22} B has a time of -{float(t):g} us (a time is positive and finite) "
+                         "and no in-place time to use instead: left out"]
     res = compare_run(run, setup_from_run(run))
     assert res.notes == run.notes and res.to_dict()["notes"] == run.notes
     proc = run_cli("compare", str(log), check=True)
@@ -518,3 +520,33 @@ def test_a_band_ahead_of_the_model_over_both_regimes_reads_as_english():
     assert ("at 16 KiB-32 MiB the run is 2.00x faster than the model (over sizes where latency dominates in the model "
             "and sizes where bandwidth does)") in res.verdict
     assert "dominates in the model)" not in res.verdict.replace("bandwidth does)", "")
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-1.00"])
+def test_a_row_without_an_out_of_place_time_is_read_from_its_in_place_columns(tmp_path, bad):
+    # issue 30: compare dropped a row with a nan time silently; nccl-tests times the same size in place as well
+    lines = _rendered().splitlines()
+    i = _row_index(lines, 2**22)
+    cols = lines[i].split()
+    t_in = float(cols[9]) * 1.5  # an in-place time that differs, to see which one is read
+    lines[i] = lines[i].replace(f" {cols[5]} ", f" {bad} ", 1).replace(f" {cols[9]} ", f" {t_in:.2f} ", 1)
+    log = tmp_path / "nan.log"
+    log.write_text("\n".join(lines) + "\n")
+    run = parse_file(log)[0]
+    row = next(r for r in run.rows if r.size_bytes == 2**22)
+    assert row.time_s == pytest.approx(t_in * 1e-6) and len(run.rows) == len(SIZES[10:])
+    assert run.notes[0].startswith(f"the row of size {2**22} B has an out-of-place time of") and "in-place" in run.notes[0]
+
+
+def test_ansi_coloured_rows_are_read(tmp_path):
+    lines = _rendered().splitlines()
+    i = _row_index(lines, 2**22)
+    plain = parse_file(_write(tmp_path / "plain.log", lines))[0]
+    lines[i] = "\x1b[32m" + lines[i].replace(lines[i].split()[5], "\x1b[1m" + lines[i].split()[5] + "\x1b[0m", 1) + "\x1b[0m"
+    coloured = parse_file(_write(tmp_path / "ansi.log", lines))[0]
+    assert [r.time_s for r in coloured.rows] == [r.time_s for r in plain.rows] and not coloured.notes
+
+
+def _write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path

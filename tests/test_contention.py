@@ -66,7 +66,7 @@ def test_maxmin_with_a_failed_spine_names_a_working_link():
 def test_equal_shares_count_a_users_parts_on_one_resource_once():
     # user 0 crosses resource 0 in two parts (0.5 + 0.5 per unit), user 1 once: two users, not three
     from topo.engine.contention import rates
-    from topo.engine.maxmin import FlowClasses
+    from topo.engine.flow_classes import FlowClasses
 
     users = FlowClasses(np.ones(2), np.ones(2, dtype=np.int64), np.array([0, 0, 1]), np.array([0, 0, 0]),
                         np.array([0.5, 0.5, 1.0]))

@@ -92,7 +92,7 @@ def test_incremental_refill_equals_full_refill_on_random_flows():
 
 def _classes_and_flows(rng, big_partial: bool):
     """Random flow classes with shared templates, and the same traffic flow by flow."""
-    from topo.engine.maxmin import FlowClasses
+    from topo.engine.flow_classes import FlowClasses
 
     C, T, m_direct, m_tpl = int(rng.integers(2, 9)), int(rng.integers(1, 4)), 5, 4
     members = rng.integers(1, 4, C)
@@ -157,7 +157,8 @@ def test_a_binding_partial_resource_is_refused_not_answered():
     """When a resource only some members of a class cross binds first, the members would move at different
     speeds: the class model cannot say, so it refuses (never a silently wrong answer)."""
     from topo.errors import TopoError
-    from topo.engine.maxmin import FlowClasses, max_min_makespan_classes
+    from topo.engine.flow_classes import FlowClasses
+    from topo.engine.maxmin import max_min_makespan_classes
 
     # class 0: 2 members over resource 0 (capacity 10); member 0 also crosses resource 1 (capacity 1), member 1
     # does not. Flow by flow: member 0 gets 1, member 1 gets 9.

@@ -13,7 +13,7 @@ from topo.errors import TopoError
 from topo.engine.estimate import estimate
 from topo.engine.options import EstimateOptions as O
 from topo.engine.contention import finish_times, rates
-from topo.engine.maxmin import FlowClasses
+from topo.engine.flow_classes import FlowClasses
 from topo.engine.traffic import Member, run_mix
 from topo.engine.traffic_file import traffic_from_dict
 

@@ -47,6 +47,7 @@ _REDOPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none", "all"}
 _TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "fp8_e4m3",
           "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16"}
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour and cursor codes (ECMA-48 CSI sequences)
 _TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 _SRUN_LABEL = re.compile(r"^\s*\d+:(?=\s)")  # srun --label: "0: " before every line of task 0
 _RAY_PREFIX = re.compile(r"^\s*\([\w.-]+, rank=\d+, pid=\d+(?:, ip=[\d.]+)?\)")  # Ray / SkyPilot worker prefix
@@ -237,7 +238,25 @@ def _row_start(tokens: list[str], final: bool) -> bool:
 
 
 def _clean(line: str) -> str:
+    line = _ANSI.sub("", line)  # a log coloured by a launcher or a CI system
     return _TAG.sub(" ", _SRUN_LABEL.sub(" ", _RAY_PREFIX.sub(" ", line))).replace("\t", " ")
+
+
+def _keep_row(row: Row, notes: list[str]) -> bool:
+    """Whether a row is a measurement: its out-of-place time positive and finite, or else its in-place time,
+    which then stands for it (nccl-tests times both on the same buffers and sizes); a note says which rows were
+    read from their in-place columns and which were left out."""
+    if math.isfinite(row.time_s) and row.time_s > 0:
+        return True
+    t = row.inplace_time_s
+    if t is not None and math.isfinite(t) and t > 0:
+        notes.append(f"the row of size {row.size_bytes} B has an out-of-place time of {row.time_s * 1e6:g} us: its "
+                     f"in-place time ({t * 1e6:g} us) is used")
+        row.time_s, row.algbw_GBps, row.busbw_GBps = t, row.inplace_algbw_GBps, row.inplace_busbw_GBps
+        return True
+    notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a time is positive "
+                 "and finite) and no in-place time to use instead: left out")
+    return False
 
 
 def _version_from_code(code: str) -> str:
@@ -251,53 +270,81 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
     Raises :class:`TopoError` (``source`` names the file) when the text holds no nccl-tests table, or, with
     ``require_rows``, a header without a single result row.
     """
-    sha = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
-    runs: list[NcclRun] = []
-    cur = NcclRun(source=source, sha256=sha)
-    pending_binary: str | None = None
-    saw_anything = False
-
-    table_seen = False
-    width: int | None = None  # the number of values in the current table's rows (the first row's)
+    reader = _Reader(text, source)
     lines = text.splitlines()
     last = len(lines) - 1
     while last >= 0 and not lines[last].strip():
         last -= 1
-    cut_at_end = not text.endswith(("\n", "\r"))  # the last line may stop mid-row
-
-    def start_new():
-        nonlocal cur, table_seen, width
-        table_seen = False
-        width = None
-        if cur.rows or cur.nthread is not None:
-            runs.append(cur)
-            cur = NcclRun(source=source, sha256=sha, nccl_version=cur.nccl_version, env=dict(cur.env))
-
     for index, raw in enumerate(lines):
-        line = _clean(raw)
+        reader.line(_clean(raw), final=index == last)
+    return reader.runs_found(require_rows)
+
+
+class _Reader:
+    """The state of reading one log: the run being read, the runs before it, and the table's shape. Each kind of
+    line has its step (:meth:`line` dispatches); a line is the first kind it matches."""
+
+    def __init__(self, text: str, source: str):
+        self.source = source
+        self.sha = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+        self.runs: list[NcclRun] = []
+        self.cur = NcclRun(source=source, sha256=self.sha)
+        self.pending_binary: str | None = None  # a "Collective test starting" line before its header
+        self.saw_anything = False
+        self.table_seen = False
+        self.width: int | None = None  # the number of values in the current table's rows (the first row's)
+        self.cut_at_end = not text.endswith(("\n", "\r"))  # the last line may stop mid-row
+
+    def start_new(self) -> None:
+        """Close the run being read (if it has anything) and start the next, which keeps its version and env."""
+        self.table_seen = False
+        self.width = None
+        cur = self.cur
+        if cur.rows or cur.nthread is not None:
+            self.runs.append(cur)
+            self.cur = NcclRun(source=self.source, sha256=self.sha, nccl_version=cur.nccl_version,
+                               env=dict(cur.env))
+
+    def line(self, line: str, final: bool) -> None:
         s = line.strip().lstrip("#").strip()
         if not s:
-            continue
+            return
+        for step in (self.starting, self.header, self.launch_and_versions, self.rank, self.nccl_info,
+                     self.footer, self.table_heading, self.binary_name):
+            if step(s):
+                return
+        self.row(s, final)
+
+    def starting(self, s: str) -> bool:
         m = _STARTING.search(s)
         if m:
-            pending_binary = m.group(1)
-            continue
+            self.pending_binary = m.group(1)
+        return m is not None
+
+    def header(self, s: str) -> bool:
         m = _HEADER.search(s)
-        if m:
-            if cur.rows or cur.nthread is not None:
-                if cur.rows:  # a second run; a header repeated by a second process is ignored
-                    start_new()
-                else:
-                    continue
-            cur.nthread, cur.ngpus, cur.min_bytes, cur.max_bytes = map(int, m.groups())
-            w = _WARMUP.search(s)
-            cur.warmup_iters = int(w.group(1)) if w else None
-            it = re.search(r"(?<!warmup )iters:\s*(\d+)", s)
-            cur.iters = int(it.group(1)) if it else None
-            if pending_binary:
-                cur.binary, pending_binary = pending_binary, None
-            saw_anything = True
-            continue
+        if not m:
+            return False
+        cur = self.cur
+        if cur.rows or cur.nthread is not None:
+            if not cur.rows:  # a header repeated by a second process is ignored
+                return True
+            self.start_new()  # a second run
+            cur = self.cur
+        cur.nthread, cur.ngpus, cur.min_bytes, cur.max_bytes = map(int, m.groups())
+        w = _WARMUP.search(s)
+        cur.warmup_iters = int(w.group(1)) if w else None
+        it = re.search(r"(?<!warmup )iters:\s*(\d+)", s)
+        cur.iters = int(it.group(1)) if it else None
+        if self.pending_binary:
+            cur.binary, self.pending_binary = self.pending_binary, None
+        self.saw_anything = True
+        return True
+
+    def launch_and_versions(self, s: str) -> bool:
+        """The launcher's process count and NCCL_* settings (read from any line, which then goes on to the other
+        steps), then nccl-tests' and NCCL's versions."""
+        cur = self.cur
         m = _LAUNCH_NP.search(s)
         if m and cur.launcher_processes is None:
             cur.launcher_processes = int(m.group(1))
@@ -309,83 +356,104 @@ def parse_text(text: str, source: str = "<text>", require_rows: bool = True) -> 
             lv = _LIBVER.search(s)
             if lv:
                 cur.nccl_version = _version_from_code(lv.group(1))
-            continue
+            return True
         m = _VERSION.search(s)
         if m:
             cur.nccl_version = m.group(1)
-            continue
+        return m is not None
+
+    def rank(self, s: str) -> bool:
         m = _RANK.search(s)
-        if m and "NCCL INFO" not in s:
-            rank, group, pid, host, dev, bus, gpu = m.groups()
-            cur.ranks.append(RankLine(int(rank), host, int(dev), bus, gpu.strip(), int(group) if group else None,
-                                      int(pid)))
-            continue
-        if "NCCL INFO" in s:
-            m = _CHANNELS.search(s)
-            if m:
-                cur.channels = int(m.group(1))
-            m = _TUNING.search(s)
-            if m:
-                coll, size, algo, proto, t = m.groups()
-                cur.tuning.append({"size_bytes": int(size), "collective": coll,
-                                   "algorithm": _ALGOS.get(algo, algo.lower()),
-                                   "protocol": _PROTOS.get(proto, {"SIMPLE": "Simple"}.get(proto.upper(), proto)),
-                                   "time_us": float(t) if t else None})
-            m = _NRANKS.search(s)
-            if m and cur.nranks is None:
-                cur.nranks, cur.nranks_from = int(m.group(1)), "NCCL INFO"
-            continue
+        if not m or "NCCL INFO" in s:
+            return False
+        rank, group, pid, host, dev, bus, gpu = m.groups()
+        self.cur.ranks.append(RankLine(int(rank), host, int(dev), bus, gpu.strip(), int(group) if group else None,
+                                       int(pid)))
+        return True
+
+    def nccl_info(self, s: str) -> bool:
+        if "NCCL INFO" not in s:
+            return False
+        cur = self.cur
+        m = _CHANNELS.search(s)
+        if m:
+            cur.channels = int(m.group(1))
+        m = _TUNING.search(s)
+        if m:
+            coll, size, algo, proto, t = m.groups()
+            cur.tuning.append({"size_bytes": int(size), "collective": coll,
+                               "algorithm": _ALGOS.get(algo, algo.lower()),
+                               "protocol": _PROTOS.get(proto, {"SIMPLE": "Simple"}.get(proto.upper(), proto)),
+                               "time_us": float(t) if t else None})
+        m = _NRANKS.search(s)
+        if m and cur.nranks is None:
+            cur.nranks, cur.nranks_from = int(m.group(1)), "NCCL INFO"
+        return True
+
+    def footer(self, s: str) -> bool:
         m = _AVG.search(s)
         if m:
-            cur.avg_busbw_GBps = float(m.group(1))
-            continue
+            self.cur.avg_busbw_GBps = float(m.group(1))
+            return True
         m = _OOB.search(s)
         if m:
-            cur.out_of_bounds = int(m.group(1))
-            continue
-        if "size" in s and "count" in s and "type" in s:
-            cur.wrong_is_count = "#wrong" in s or "wrong" in s
-            saw_anything = table_seen = True
-            width = None
-            continue
+            self.cur.out_of_bounds = int(m.group(1))
+        return m is not None
+
+    def table_heading(self, s: str) -> bool:
+        if not ("size" in s and "count" in s and "type" in s):
+            return False
+        self.cur.wrong_is_count = "#wrong" in s or "wrong" in s
+        self.saw_anything = self.table_seen = True
+        self.width = None
+        return True
+
+    def binary_name(self, s: str) -> bool:
         m = _BINARY.search(s)
-        if m and m.group(1) in COLLECTIVES_PERF and not s[0].isdigit():
-            if cur.rows:
-                start_new()
-            cur.binary = cur.binary or m.group(1)
-            continue
+        if not (m and m.group(1) in COLLECTIVES_PERF and not s[0].isdigit()):
+            return False
+        if self.cur.rows:
+            self.start_new()
+        self.cur.binary = self.cur.binary or m.group(1)
+        return True
+
+    def row(self, s: str, final: bool) -> None:
+        """A result row (kept, or left out with a note), or a row cut short or garbled (a note)."""
+        cur = self.cur
         tokens = s.split(" #", 1)[0].split()  # a row may carry a trailing comment (topo estimate's columns)
         row = _row(tokens)
-        if row is not None and width in (None, len(tokens)):
-            width = len(tokens)
-            saw_anything = True
-            if row.time_s <= 0:  # nccl-tests prints a positive time: a corrupted row, not a measurement
-                cur.notes.append(f"the row of size {row.size_bytes} B has a time of {row.time_s * 1e6:g} us (a "
-                                 "time is positive): left out")
-                continue
-            cur.rows.append(row)
-            continue
-        if (cur.rows or table_seen) and _row_start(tokens, final=index == last):
+        if row is not None and self.width in (None, len(tokens)):
+            self.width = len(tokens)
+            self.saw_anything = True
+            if _keep_row(row, cur.notes):
+                cur.rows.append(row)
+            return
+        if (cur.rows or self.table_seen) and _row_start(tokens, final=final):
             size = f"size {tokens[0]} B" if len(tokens) > 1 else "its size cut too"
-            if index == last and (cut_at_end or width is None or len(tokens) < width):
+            if final and (self.cut_at_end or self.width is None or len(tokens) < self.width):
                 cur.notes.append(f"the last row ({size}) is cut mid-line: left out")
             else:
                 cur.notes.append(f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
-                                 f"{width or 'more'} (cut short or garbled): left out")
-    if cur.rows or cur.nthread is not None or table_seen:
-        runs.append(cur)
-    if not saw_anything or not runs:
-        raise TopoError("not an nccl-tests log: no result table and no 'nThread ... nGpus' header found "
-                        "(paste the output of an nccl-tests *_perf binary)", source=source)
-    if require_rows and not any(r.rows or r.nthread is not None for r in runs):
-        raise TopoError("not an nccl-tests log: a table heading but no 'nThread ... nGpus' header and no result "
-                        "rows", source=source)
-    for run in runs:
-        _finish(run)
-        if require_rows and not run.rows:
-            raise TopoError("the log has an nccl-tests header but no result rows (did the run finish or fail "
-                            "before its first size?)", source=source)
-    return runs
+                                 f"{self.width or 'more'} (cut short or garbled): left out")
+
+    def runs_found(self, require_rows: bool) -> list[NcclRun]:
+        """The runs read, finished (:func:`_finish`); a TopoError when the text held none."""
+        cur = self.cur
+        if cur.rows or cur.nthread is not None or self.table_seen:
+            self.runs.append(cur)
+        source = self.source
+        if not self.saw_anything or not self.runs:
+            raise TopoError("not an nccl-tests log: no result table and no 'nThread ... nGpus' header found "
+                            "(paste the output of an nccl-tests *_perf binary)", source=source)
+        if require_rows and not any(r.rows or r.nthread is not None for r in self.runs):
+            raise TopoError("not an nccl-tests log: a table heading but no 'nThread ... nGpus' header and no result "
+                            "rows", source=source)
+        for run in self.runs:
+            _finish(run)
+            if require_rows and not run.rows:
+                raise TopoError("the log has an nccl-tests header but no result rows (did the run finish or fail "
+                                "before its first size?)", source=source)
+        return self.runs
 
 
 def _finish(run: NcclRun) -> None:

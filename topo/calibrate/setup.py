@@ -174,6 +174,34 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         Keyed by the parameter at fault (``gpus``, ``ranks``, ``nodes``, ...).
     """
     notes: list[str] = []
+    opts, ranks = _placement_options(nodes, gpus_per_node, nics, gpus, gpus_per_domain, ranks, placement, rail,
+                                     rank_order)
+    n = _rank_count(run, gpus, ranks, notes)
+    algorithm, protocol, channels = _run_settings(run, notes)
+    if spec is not None:
+        fabric, name = _spec_fabric(spec, n, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
+                                    nic_rate=nic_rate, network=network, gpus_per_domain=gpus_per_domain)
+        return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels), opts, ranks)
+    gpu, model = _gpu_model(run, gpu, notes)
+    nodes, gpn = _nodes(run, n, ranks, model, nodes, gpus_per_node, notes)
+    if nics is None:
+        nics = gpn
+        notes.append(f"{nics} NICs per node assumed (one per GPU)")
+    if nic_rate is None:
+        nic_rate = DEFAULT_NIC_RATE
+        notes.append(f"NIC rate {nic_rate} assumed")
+    if network is None:
+        network = DEFAULT_NETWORK
+        notes.append(f"network {network} assumed")
+    domain, servers = _nvlink_domains(model, gpu, gpn, nodes, gpus_per_domain, ranks, notes)
+    name = f"{gpu}-{nodes}x{gpn}-{network}"
+    sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
+                        source=run.source)
+    return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels), opts, ranks)
+
+
+def _placement_options(nodes, gpus_per_node, nics, gpus, gpus_per_domain, ranks, placement, rail, rank_order):
+    """The counts checked (whole numbers >= 1) and the placement as the estimate's options: ``(opts, ranks)``."""
     for key, val in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics), ("gpus", gpus),
                      ("gpus_per_domain", gpus_per_domain)):
         if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
@@ -185,6 +213,11 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         ranks = [int(r) for r in opts.ranks]
         if len(set(ranks)) != len(ranks):
             raise TopoError("lists a GPU twice", key="ranks")
+    return opts, ranks
+
+
+def _rank_count(run: NcclRun, gpus, ranks, notes: list[str]) -> int:
+    """The number of ranks: given (``gpus`` or the ``ranks`` listed), checked against the log, or the log's."""
     count_key = "ranks" if ranks is not None else "gpus"
     given = len(ranks) if ranks is not None else gpus
     # a rank count the log contradicts: its busbw / algbw (nccl-tests' factor of the true count), NCCL's own
@@ -210,6 +243,11 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
                      "their hosts are not used)")
     elif run.nranks_from.startswith("inferred") and not given:
         notes.append(f"{n} ranks inferred from busbw/algbw")
+    return n
+
+
+def _run_settings(run: NcclRun, notes: list[str]):
+    """What the run's environment pinned: ``(algorithm, protocol, channels)``, and a note on a TCP run."""
     algorithm, why = _algorithm(run)
     if why:
         notes.append(why)
@@ -218,18 +256,24 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     if ib_off or run.env.get("NCCL_NET", "").strip().lower() == "socket":
         notes.append(("NCCL_IB_DISABLE=1" if ib_off else f"NCCL_NET={run.env['NCCL_NET']}") + ": the run went "
                      "over TCP sockets, which topo does not model; the model's RDMA network is far faster")
-    if spec is not None:
-        given = [k for k, v in (("gpu", gpu), ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nics", nics),
-                                ("nic_rate", nic_rate), ("network", network), ("gpus_per_domain", gpus_per_domain))
-                 if v is not None]
-        if given:  # they describe the cluster built from the log; a spec says all of it
-            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
-                            "spec; set them in the spec, or give no spec", key=given[0])
-        sp = spec if not isinstance(spec, str) else load_spec(spec)
-        fabric = build_fabric(sp)
-        if n > fabric.num_gpus:
-            raise TopoError(f"the run used {n} ranks but the spec has {fabric.num_gpus} GPUs", key="spec")
-        return _placed(Setup(fabric, n, algorithm, notes, sp.name, protocol, channels), opts, ranks)
+    return algorithm, protocol, channels
+
+
+def _spec_fabric(spec, n: int, **cluster):
+    """The fabric of a given spec: ``(fabric, name)``; the cluster values built from a log are refused beside it."""
+    given = [k for k, v in cluster.items() if v is not None]
+    if given:  # they describe the cluster built from the log; a spec says all of it
+        raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
+                        "spec; set them in the spec, or give no spec", key=given[0])
+    sp = spec if not isinstance(spec, str) else load_spec(spec)
+    fabric = build_fabric(sp)
+    if n > fabric.num_gpus:
+        raise TopoError(f"the run used {n} ranks but the spec has {fabric.num_gpus} GPUs", key="spec")
+    return fabric, sp.name
+
+
+def _gpu_model(run: NcclRun, gpu: str | None, notes: list[str]):
+    """``(name, model)`` of the GPU: the one asked for (said when the log's devices differ), else the log's."""
     gpu = gpu or (gpu_from_device(run.gpu_name) if run.gpu_name else None)
     if gpu is None:
         raise TopoError("the log does not name a GPU model topo knows" + (f" ({run.gpu_name!r})" if run.gpu_name
@@ -240,6 +284,11 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     named = gpu_from_device(run.gpu_name) if run.gpu_name else None
     if run.gpu_name and named != model.name:  # the user's word over the log's, said
         notes.append(f"modelled as {model.name}, as asked; the log's devices are {run.gpu_name}")
+    return gpu, model
+
+
+def _nodes(run: NcclRun, n: int, ranks, model, nodes, gpus_per_node, notes: list[str]) -> tuple[int, int]:
+    """``(nodes, GPUs per node)``: as given, else from the log's hosts, else assumed (each assumption noted)."""
     gpn = gpus_per_node or run.gpus_per_host
     if gpn is None and nodes and n % nodes == 0 and n // nodes <= model.host_gpus:
         gpn = n // nodes  # the ranks spread over the nodes given (16 ranks on 4 nodes: 4 each)
@@ -262,15 +311,11 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
                          f"{listed} hosts)")
     if nodes * gpn < n:
         raise TopoError(f"{nodes} nodes of {gpn} GPUs cannot hold {n} ranks", key="nodes")
-    if nics is None:
-        nics = gpn
-        notes.append(f"{nics} NICs per node assumed (one per GPU)")
-    if nic_rate is None:
-        nic_rate = DEFAULT_NIC_RATE
-        notes.append(f"NIC rate {nic_rate} assumed")
-    if network is None:
-        network = DEFAULT_NETWORK
-        notes.append(f"network {network} assumed")
+    return nodes, gpn
+
+
+def _nvlink_domains(model, gpu: str, gpn: int, nodes: int, gpus_per_domain, ranks, notes: list[str]):
+    """``(GPUs per NVLink domain or None for one node, servers)``: NVL72 hosts are trays of racks."""
     domain = None
     servers = nodes
     if gpus_per_domain is not None:
@@ -302,10 +347,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
         else:
             notes.append(f"{gpu} hosts modelled as trays of {domain}-GPU NVLink domains")
         servers = per_rack * racks
-    name = f"{gpu}-{nodes}x{gpn}-{network}"
-    sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
-                        source=run.source)
-    return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels), opts, ranks)
+    return domain, servers
 
 
 def _placed(setup: Setup, opts, ranks) -> Setup:

@@ -33,14 +33,15 @@ def flag_error(exc: TopoError) -> TopoError:
 
 
 # flags whose option a traffic mix sets per member, in its file
-MEMBER_OPTIONS = ("collective", "sizes", "min_bytes", "max_bytes", "factor", "gpus", "ranks", "rank_order",
-                  "placement", "rail", "groups", "group_layout", "algorithm", "choose", "protocol", "channels",
+MEMBER_OPTIONS = ("collective", "sizes", "min_bytes", "max_bytes", "factor", "step_bytes", "gpus", "ranks",
+                  "rank_order", "placement", "rail", "groups", "group_layout", "algorithm", "choose", "protocol", "channels",
                   "chunks", "stages")
 
 
 def _dest(flag: str) -> str:
     """The argparse attribute a flag sets."""
-    return {"-b": "minbytes", "-e": "maxbytes", "-f": "stepfactor"}.get(flag, flag.lstrip("-").replace("-", "_"))
+    return {"-b": "minbytes", "-e": "maxbytes", "-f": "stepfactor", "-i": "stepbytes"}.get(
+        flag, flag.lstrip("-").replace("-", "_"))
 
 
 def _default(option: str) -> str:
@@ -58,11 +59,24 @@ def register(sub) -> None:
     # a value such as -1G reads as the value of --size (so its sign is what the error names), not as an option
     p._negative_number_matcher = re.compile(r"^-\d[\w.+/ ]*$|^-\.\d[\w.+/ ]*$")
     add_spec_arguments(p)
-    p.add_argument("-c", "--collective", default=None, metavar="NAME",
+    p.add_argument("--collective", default=None, metavar="NAME",
                    help=f"{', '.join(COLLECTIVES)} (hyphens accepted; default all_reduce)")
+    p.add_argument("-c", dest="c", default=None, metavar="NAME|0|1",
+                   help="a collective's name, as --collective; or 0 or 1, nccl-tests' -c (--check), as its scripts "
+                   "pass it")
+    p.add_argument("--check", default=None, metavar="0|1",
+                   help="nccl-tests' result check: accepted for its scripts; nothing is computed, so #wrong is N/A")
     p.add_argument("-b", "--minbytes", default=None, metavar="MIN", help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", default=None, metavar="MAX", help="largest size (default 16G)")
     p.add_argument("-f", "--stepfactor", default=None, metavar="FACTOR", help="size multiplier (default 2)")
+    p.add_argument("-i", "--stepbytes", default=None, metavar="STEP",
+                   help="bytes between sizes instead of a factor, as nccl-tests' -i")
+    p.add_argument("-n", "--iters", default=None, metavar="N",
+                   help="nccl-tests' timed iterations: accepted for its scripts; the model times one call")
+    p.add_argument("-w", "--warmup-iters", default=None, metavar="N",
+                   help="nccl-tests' warm-up iterations: accepted for its scripts; the model has no warm-up")
+    p.add_argument("-r", "--root", default=None, metavar="0",
+                   help="root rank of broadcast, reduce, scatter and gather: 0, the rank the model times")
     p.add_argument("--size", default=None, metavar="S", help="one size instead of a sweep, e.g. 1GiB")
     p.add_argument("-d", "--datatype", default="float", metavar="TYPE",
                    help=f"nccl-tests' data type, for the count column: {', '.join(DATA_TYPES)} (default float)")
@@ -136,7 +150,16 @@ def options_from_args(args) -> EstimateOptions:
         given["ranks"] = parse_ranks(args.ranks)
     if args.no_pxn:
         given["pxn"] = False
-    return EstimateOptions.from_kwargs(**given)
+    opts = EstimateOptions.from_kwargs(**given)
+    _check_hash_seed(args, opts.ecmp)
+    return opts
+
+
+def _check_hash_seed(args, ecmp: str) -> None:
+    """``--hash-seed`` draws other hash collisions: with ideal ECMP it would change nothing, so it is refused."""
+    if args.hash_seed is not None and ecmp != "hash":
+        raise TopoError(f"draws other ECMP hash collisions, and ECMP is {ecmp!r} here: the seed would change "
+                        "nothing; add --ecmp hash, or leave --hash-seed out", key="--hash-seed")
 
 
 def run(args) -> int:
@@ -146,13 +169,46 @@ def run(args) -> int:
         raise flag_error(exc) from None
 
 
+def nccl_tests_flags(args) -> list[str]:
+    """Read nccl-tests' flags that do not change the model (``-c 0|1``, ``--check``, ``-n``, ``-w``, ``-r 0``):
+    each checked as nccl-tests reads it, and the notes that say what they mean here."""
+    if args.c in ("0", "1"):  # nccl-tests' -c is --check; no collective is named 0 or 1
+        if args.check is not None:
+            raise TopoError("-c 0|1 is nccl-tests' --check; give it once", key="--check")
+        args.check = args.c
+    elif args.c is not None:
+        if args.collective is not None:
+            raise TopoError("-c NAME names the collective, as --collective; give it once", key="-c")
+        args.collective = args.c
+    notes = []
+    if args.check is not None and args.check not in ("0", "1"):
+        raise TopoError(f"must be 0 or 1 (nccl-tests' --check), got {args.check!r}", key="--check")
+    if args.check == "1":
+        notes.append("--check 1: nothing is computed, so no result is checked (#wrong N/A)")
+    for flag, value, least in (("-n", args.iters, 1), ("-w", args.warmup_iters, 0)):
+        if value is not None and _int(value, flag) < least:
+            raise TopoError(f"must be {least} or more, got {value!r}", key=flag)
+    if args.iters is not None or args.warmup_iters is not None:
+        notes.append("-n/-w: the model times one call; iterations and warm-up change nothing")
+    if args.root is not None and _int(args.root, "-r") != 0:
+        raise TopoError(f"topo times root 0 (the rank its broadcast, reduce, scatter and gather start or end at), "
+                        f"got {args.root!r}; on a fabric without failures every root of a packed placement is alike",
+                        key="-r")
+    return notes
+
+
 def _run(args) -> int:
     if args.json and args.csv:
         raise TopoError("give either --json or --csv, not both", key="--csv")
+    parity_notes = nccl_tests_flags(args)
     if args.traffic is not None:
         return _run_mix(args)
     if args.size is not None and (args.minbytes is not None or args.maxbytes is not None):
         raise TopoError("give either --size or -b/-e, not both", key="--size")
+    if args.size is not None and args.stepbytes is not None:
+        raise TopoError("give either --size or a sweep's -i, not both", key="-i")
+    if args.stepbytes is not None and args.stepfactor is not None:
+        raise TopoError("give either -f (a factor) or -i (bytes) between sizes, not both", key="-i")
     if args.size is not None:
         sizes = [args.size]
     else:
@@ -160,7 +216,7 @@ def _run(args) -> int:
             factor = float(args.stepfactor or "2")
         except ValueError:
             raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
-        sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor)
+        sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
     if is_region_args(args):
@@ -170,6 +226,7 @@ def _run(args) -> int:
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
     memory_note(result, fabric)
     failures_note(result.notes, fabric)
+    result.notes.extend(parity_notes)
     for msg in (profile_mismatch(args.profile, fabric), technology_note(fabric)):
         if msg:
             note(msg)
@@ -297,6 +354,13 @@ def legend(limits) -> list[str]:
     return lines
 
 
+def avg_busbw_line(r: EstimateResult) -> str:
+    """nccl-tests' closing line, which CI scripts grep: the mean bus bandwidth over every size, in GB/s, printed
+    as its ``%g`` (src/common.cu; the in-place rows equal the out-of-place ones here, so they do not move it)."""
+    avg = sum(x.busbw_GBps for x in r.results) / len(r.results)
+    return f"# Avg bus bandwidth    : {avg:g}"
+
+
 def render(r: EstimateResult) -> str:
     lines = [f"# topo estimate: {r.collective} on {safe_text(r.spec)}: {safe_text(r.placement)}",
              f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {safe_text(r.profile)}"
@@ -312,6 +376,7 @@ def render(r: EstimateResult) -> str:
         lines.append(f"{x.size_bytes:>12}  {x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
                      f"  # {f['algorithm']:<16} {f['protocol']:<6} {f['limit']:<15} {f['util']:>5}  "
                      f"{f['link']}")
+    lines.append(avg_busbw_line(r))
     lines += legend(limits)
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {safe_text(why)}")
@@ -358,6 +423,7 @@ def _run_mix(args) -> int:
     hash_seed = _int(args.hash_seed, "--hash-seed") if args.hash_seed is not None else EstimateOptions.default(
         "hash_seed")
     EstimateOptions.from_kwargs(ecmp=ecmp, subflows=subflows, hash_seed=hash_seed, sharing=sharing)  # as flags
+    _check_hash_seed(args, ecmp)
     try:
         result = run_mix(fabric, members, sharing=sharing, ecmp=ecmp, subflows=subflows, hash_seed=hash_seed,
                          pxn=False if args.no_pxn else None, profile=args.profile, name=settings["name"])
@@ -366,9 +432,30 @@ def _run_mix(args) -> int:
     failures_note(result.notes, fabric)
     if args.json:
         emit_json(result.to_dict())
+    elif args.csv:
+        emit(render_mix_csv(result))
     else:
         emit(render_mix(result))
     return 0
+
+
+MIX_CSV_COLUMNS = ("member", "collective", "size_bytes", "groups", "ranks", "alone_us", "mix_us", "slowdown",
+                   "algorithm", "protocol", "held_back_by", "held_back_by_level")
+
+
+def render_mix_csv(r: MixResult) -> str:
+    """A traffic mix's table as CSV: one header line, one line per member (the text table's columns)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(MIX_CSV_COLUMNS)
+    for m in r.members:
+        w.writerow([m.name, m.collective, m.size_bytes, m.num_groups, m.num_ranks, f"{m.alone_s * 1e6:.6g}",
+                    f"{m.mix_s * 1e6:.6g}", f"{m.slowdown:.6g}", m.algorithm, m.protocol,
+                    safe_text(m.bottleneck_mix) if m.bottleneck_mix else "", m.bottleneck_mix_level or ""])
+    return out.getvalue().rstrip("\n")
 
 
 def render_mix(r: MixResult) -> str:

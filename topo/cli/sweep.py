@@ -11,7 +11,8 @@ from ..errors import TopoError
 from ..units import format_time, format_usd
 from .output import emit, emit_json, note, table
 
-FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers"}
+FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers",
+         "scheduler_file": "--scheduler-file"}
 
 
 def register(sub) -> None:
@@ -27,9 +28,14 @@ def register(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="an existing Dask scheduler (tcp://host:8786); default: a local cluster with one worker "
                    "process per core (or Dask's configured scheduler-address); 'serial': this process, no Dask")
+    p.add_argument("--scheduler-file", metavar="FILE",
+                   help="the scheduler file of an existing Dask cluster (dask scheduler --scheduler-file FILE)")
     p.add_argument("--connect-timeout", default="10", metavar="SECONDS",
                    help="how long to wait for --scheduler to answer (default 10)")
-    p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core)")
+    p.add_argument("--worker-timeout", default="60", metavar="SECONDS",
+                   help="how long to wait for a first worker of a cluster that has none (default 60)")
+    p.add_argument("--workers", metavar="N", help="worker processes of the local cluster (default: one per core, "
+                   "at most one per point to compute)")
     p.add_argument("--seeds", metavar="N", help="only the study's first N seeds (a quick look; a later run of the "
                    "whole study skips them)")
     p.add_argument("--batch-size", metavar="N", help="points per task (default: guided, 1/(4 x workers) of the "
@@ -51,6 +57,16 @@ def _int(text, flag):
         raise TopoError(f"must be a whole number, got {text!r}", key=flag) from None
     if v < 1:
         raise TopoError(f"must be 1 or more, got {v}", key=flag)
+    return v
+
+
+def _seconds(text: str, flag: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 3600:
+        raise TopoError(f"must be a number of seconds between 0 and 3600, got {text!r}", key=flag)
     return v
 
 
@@ -129,22 +145,18 @@ def _run(args) -> int:
     if args.csv:
         check_output(args.csv, inputs=[args.study], force=args.force, key="--csv", force_option="--force")
     scheduler = None if args.scheduler in (None, "local") else args.scheduler
-    if scheduler is not None and scheduler != "serial" and workers is not None:
+    if (scheduler is not None and scheduler != "serial" or args.scheduler_file) and workers is not None:
         raise TopoError("sets the size of the local cluster; an existing cluster has its own workers",
                         key="--workers")
-    try:
-        timeout_s = float(args.connect_timeout)
-    except ValueError:
-        timeout_s = -1.0
-    if not 0 < timeout_s < 3600:
-        raise TopoError(f"must be a number of seconds between 0 and 3600, got {args.connect_timeout!r}",
-                        key="--connect-timeout")
+    timeout_s = _seconds(args.connect_timeout, "--connect-timeout")
+    worker_timeout_s = _seconds(args.worker_timeout, "--worker-timeout")
     bar = _Bar() if sys.stderr.isatty() and not args.json else None
     info = SweepRun()
     start = time.perf_counter()
     try:
         df = sweep(study, out, scheduler=scheduler, workers=workers, batch_size=batch, progress=bar, run=info,
-                   connect_timeout_s=timeout_s, inputs=[args.study])
+                   connect_timeout_s=timeout_s, inputs=[args.study], scheduler_file=args.scheduler_file,
+                   notify=note, worker_timeout_s=worker_timeout_s)
     except KeyboardInterrupt:
         if bar:
             bar.close()
@@ -153,6 +165,8 @@ def _run(args) -> int:
         return 130
     if bar:
         bar.close()
+    for line in info.notices:
+        note(line)
     summary = summarize(df)
     mains = main_figures(df)
     shown = summary[summary["figure"].isin(mains)]
@@ -170,9 +184,9 @@ def _run(args) -> int:
         note(f"wrote {report}")
     if args.json:
         emit_json({"study": study.name, "output": str(out), "points": info.total, "skipped": info.skipped,
-                   "computed": info.computed, "errors": info.errors, "where": info.where,
+                   "computed": info.computed, "errors": info.errors, "replaced": info.replaced, "where": info.where,
                    "summaries": shown.drop(columns=["design"]).to_dict("records")})
-        return 0
+        return _status(info)
     rows = [[r.label, r.figure, r.draws, r.errors] + [_fmt(r.figure, getattr(r, s)) for s in
                                                       ("mean", "p50", "p90", "p99", "worst")]
             + ["-" if r.worst_seed is None or r.worst_seed != r.worst_seed else int(r.worst_seed)]
@@ -182,4 +196,12 @@ def _run(args) -> int:
     errors = df[df["error"].notna()]
     for msg, n in errors.groupby("error", sort=False).size().head(5).items():
         note(f"error at {n:,} point{'s' if n != 1 else ''}: {msg}")
+    return _status(info)
+
+
+def _status(info) -> int:
+    """1 when every point of the study is an error row (nothing was learned: a script must notice), else 0."""
+    if info.total and info.errors == info.total:
+        note(f"every one of the {info.total:,} points is an error row")
+        return 1
     return 0

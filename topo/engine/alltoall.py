@@ -1,12 +1,12 @@
 """All-to-all and group-to-group traffic loads from the structure, without enumerating GPU pairs.
 
-:func:`uniform_alltoall_loads` gives the bytes on every resource of a :class:`~topo.route.Router` when, in each
+:func:`uniform_alltoall_loads` gives the bytes on every resource of a :class:`~topo.engine.route.Router` when, in each
 of several concurrent communicators, every rank sends ``bytes_per_pair`` bytes to every other rank: the same
 answer as routing all ``G p (p-1)`` flows with ``router.route`` (split over the destination GPU's NICs as
-:mod:`topo.algorithms.p2p` does) and summing them, but computed from counts. :func:`matrix_loads` does the same
+:mod:`topo.engine.algorithms.p2p` does) and summing them, but computed from counts. :func:`matrix_loads` does the same
 for traffic given as a matrix between groups of GPUs.
 
-How (one idea, applied per level). A flow's path is fixed by its two ends (see :mod:`topo.route`):
+How (one idea, applied per level). A flow's path is fixed by its two ends (see :mod:`topo.engine.route`):
 
 - the *sending half* (NVLink hop to the proxy GPU, PCIe, NIC up, leaf up, spine-group up) depends only on the
   source GPU ``s`` and on the rail ``x`` of the destination's NIC (PXN: the sender uses its server's NIC on that

@@ -1,4 +1,4 @@
-"""A uniform all-to-all as max-min flow classes (:mod:`topo.maxmin`), without routing every GPU pair.
+"""A uniform all-to-all as max-min flow classes (:mod:`topo.engine.flow_classes`, filled by :mod:`topo.engine.maxmin`), without routing every GPU pair.
 
 With PXN, a GPU sends to another NVLink domain through the NIC of its own server that sits on the destination
 NIC's rail (NCCL's PXN: the data crosses NVLink to that NIC's GPU first). So every GPU of a communicator on one
@@ -10,16 +10,18 @@ then stands for all of those GPUs; its members' first hops form a *template* sha
 
 For the 4,096-GPU hashed all-to-all (16.8 million flows) this is 2.1 million classes, each with the 6-8 resources
 of one network path, plus 4,096 templates of a few dozen entries: what max-min needs, exactly (the solver checks
-that no template resource crossed by only some members binds; see :mod:`topo.maxmin`).
+that no template resource crossed by only some members binds; see :mod:`topo.engine.maxmin`).
 
 Flows inside an NVLink domain stay one class each.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from .maxmin import FlowClasses
+from .flow_classes import FlowClasses
 from .route import Routed, Router
 from .schedule import AllPairs, Transfers
 
@@ -91,80 +93,21 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     K = router.subflows
     member_bytes = float(a.per_msg_byte) / k
     dom = groups // L.gpus_per_domain
-    srv = f.gpu_server(groups)
 
-    # (communicator, server) pairs and their member GPUs
-    key = (np.arange(G)[:, None] * (f.num_gpus + 1) + srv).ravel()
-    order = np.argsort(key, kind="stable")
-    uk, start, count = np.unique(key[order], return_index=True, return_counts=True)
-    U = uk.size
-    members_gpu = groups.ravel()[order]  # grouped by pair
-    pair_g = uk // (f.num_gpus + 1)
-    pair_rep = members_gpu[start]  # the first GPU of each pair sends for all of them
-    pair_dom = pair_rep // L.gpus_per_domain
-
-    # classes: pair u x destination rank j of its communicator in another domain x NIC choice c
-    u_idx = np.repeat(np.arange(U), p)
-    j_idx = np.tile(np.arange(p), U)
-    keep = dom[pair_g[u_idx], j_idx] != pair_dom[u_idx]
-    u_idx, j_idx = u_idx[keep], j_idx[keep]
-    if k > 1:
-        c_idx = np.repeat(np.arange(k), u_idx.size)
-        u_idx, j_idx = np.tile(u_idx, k), np.tile(j_idx, k)
-    else:
-        c_idx = np.zeros(u_idx.size, dtype=np.int64)
-    dst = groups[pair_g[u_idx], j_idx]
-
-    # templates: (pair, rail of the receiving NIC); the members' first hops to that rail's NIC (the path's head),
-    # split by the host link they leave through (members that share a NIC but not a host link move apart)
+    pr = _server_pairs(f, groups)
+    u_idx, c_idx, dst = _base_classes(groups, dom, pr, k, L.gpus_per_domain)
+    # templates: (pair, rail of the receiving NIC)
     if f.failed is None:
         q = f.gpu_nic(dst, c_idx) % N
     else:  # the sending NIC after failover at both ends (the same for every member of the pair)
-        q = router.paths.endpoints(pair_rep[u_idx], dst, c_idx)[0].nic % N
+        q = router.paths.endpoints(pr.rep[u_idx], dst, c_idx)[0].nic % N
     base_tpl = u_idx * N + q
-    t_used, t_first = np.unique(base_tpl, return_index=True)
-    tu = t_used // N
-    m_rows = np.repeat(np.arange(t_used.size), count[tu])  # one row per (template, member)
-    m_gpu = members_gpu[_ranges(start[tu], count[tu])]
-    first = t_first[m_rows]
-    slots = router.slots
-    mcols, _ = router.path_table(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
-    head = mcols[:, slots.head].astype(np.int64)
-    del mcols
-    sub_key = m_rows * (router.num_res + 1) + (head[:, slots.SEND_PCIE] + 1)
-    sub_u, m_sub = np.unique(sub_key, return_inverse=True)  # sub-templates, ordered by template
-    sub_tpl = sub_u // (router.num_res + 1)
-    sub_size = np.bincount(m_sub, minlength=sub_u.size)
-    sub_start = np.searchsorted(sub_tpl, np.arange(t_used.size + 1))
-    n_sub = np.diff(sub_start)
-    ok = head >= 0
-    r_rows, r_col = np.nonzero(ok)
-    tk = m_sub[r_rows] * router.num_res + head[r_rows, r_col]
-    uq, n_cross = np.unique(tk, return_counts=True)  # per (sub-template, resource): members crossing it
-    t_id, t_res = uq // router.num_res, uq % router.num_res
-    t_partial = n_cross < sub_size[t_id]
-
-    # classes: one per (base class, sub-template of its template)
-    base_t = np.searchsorted(t_used, base_tpl)
-    per = n_sub[base_t]
-    C0 = u_idx.size
-    base_of = np.repeat(np.arange(C0), per) if np.any(per > 1) else np.arange(C0)
-    template = sub_start[base_t[base_of]] + (np.arange(base_of.size) - np.repeat(np.cumsum(per) - per, per)
-                                             if np.any(per > 1) else 0)
-    mult = sub_size[template]
-    C = base_of.size
+    tp = _templates(router, base_tpl, N, pr, dst, c_idx)
+    template, mult, per = _sub_classes(base_tpl, tp)
+    C0, C = u_idx.size, template.size
 
     # the network part of each class: its representative's path from the sending NIC on
-    src_rep = np.repeat(pair_rep[u_idx], K)
-    cols, _ = router.path_table(src_rep, np.repeat(dst, K), np.repeat(c_idx, K), np.tile(np.arange(K), C0))
-    net = cols[:, slots.network]
-    del cols
-    ok = net >= 0
-    rows, _ = np.nonzero(ok)
-    res = net[ok]  # int32, as the router's path table
-    del net, ok
-    base_cls = (rows // K).astype(np.int32)
-    del rows
+    res, base_cls = _network_paths(router, pr.rep[u_idx], dst, c_idx, K)
     if C > C0:  # copy each base class's path to its sub-classes
         first_sub = np.cumsum(per) - per
         reps = per[base_cls]
@@ -172,16 +115,21 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
         res = np.repeat(res, reps)
     else:
         cls = base_cls
-    a_dir = mult[cls] / K  # each member's bytes split over K hashed parts
+    a_dir = mult.astype(float)[cls]  # gathered as floats: one array of the incidences' size, not two
+    a_dir /= K  # each member's bytes split over K hashed parts
+    t_id, t_res, n_cross = tp.t_id, tp.t_res, tp.n_cross
 
     fc = FlowClasses(np.full(C, member_bytes), mult.astype(np.int64), cls, res, a_dir,
-                     template, t_id, t_res, n_cross.astype(float), t_partial)
+                     template, t_id, t_res, n_cross.astype(float), tp.t_partial)
 
     # summed loads: direct parts, plus each template's hops once per class using it
     n_res = router.num_res
     # float even when no class leaves its domain (bincount of nothing is int64, and the += below then fails)
-    loads = np.bincount(res, weights=a_dir * member_bytes, minlength=n_res).astype(float)
-    per_t = np.bincount(template, minlength=sub_u.size).astype(float)
+    loads = np.zeros(n_res)
+    for lo in range(0, res.size, _CHUNK_CLASSES * 8):  # weights a chunk at a time: no second incidence-sized array
+        loads += np.bincount(res[lo:lo + _CHUNK_CLASSES * 8], weights=a_dir[lo:lo + _CHUNK_CLASSES * 8] * member_bytes,
+                             minlength=n_res)
+    per_t = np.bincount(template, minlength=tp.num_sub).astype(float)
     loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
 
     # flows inside a domain: one class each
@@ -200,6 +148,124 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     out = Routed.summed(used, loads[used], a.num_flows, float(probe.latency_s.max()), bool(probe.network.any()))
     out.classes = FlowClasses.concat(parts)
     return out
+
+
+class _Pairs(NamedTuple):
+    """The (communicator, server) pairs of an all-to-all and their member GPUs, grouped by pair."""
+
+    start: np.ndarray  # first member of each pair in ``members``
+    count: np.ndarray  # members of each pair
+    members: np.ndarray  # member GPU ids, grouped by pair
+    group: np.ndarray  # the communicator of each pair
+    rep: np.ndarray  # the first GPU of each pair: it sends for all of them
+
+
+def _server_pairs(f, groups: np.ndarray) -> _Pairs:
+    """Each communicator's GPUs grouped by server: one pair per (communicator, server)."""
+    G = groups.shape[0]
+    key = (np.arange(G)[:, None] * (f.num_gpus + 1) + f.gpu_server(groups)).ravel()
+    order = np.argsort(key, kind="stable")
+    uk, start, count = np.unique(key[order], return_index=True, return_counts=True)
+    members = groups.ravel()[order]
+    return _Pairs(start, count, members, uk // (f.num_gpus + 1), members[start])
+
+
+def _base_classes(groups: np.ndarray, dom: np.ndarray, pr: _Pairs, k: int, gpus_per_domain: int):
+    """The base classes, pair u x destination rank of its communicator in another NVLink domain x NIC choice c:
+    ``(u, c, destination GPU)`` of each."""
+    p = groups.shape[1]
+    U = pr.start.size
+    u_idx = np.repeat(np.arange(U), p)
+    j_idx = np.tile(np.arange(p), U)
+    keep = dom[pr.group[u_idx], j_idx] != pr.rep[u_idx] // gpus_per_domain
+    u_idx, j_idx = u_idx[keep], j_idx[keep]
+    if k > 1:
+        c_idx = np.repeat(np.arange(k), u_idx.size)
+        u_idx, j_idx = np.tile(u_idx, k), np.tile(j_idx, k)
+    else:
+        c_idx = np.zeros(u_idx.size, dtype=np.int64)
+    return u_idx, c_idx, groups[pr.group[u_idx], j_idx]
+
+
+class _Templates(NamedTuple):
+    """Templates, one per (pair, rail of the receiving NIC), split into sub-templates by the host link their
+    members leave through; the incidences of each sub-template (``t_id``, ``t_res``, ``n_cross`` members crossing,
+    ``t_partial`` when not all do)."""
+
+    used: np.ndarray  # template keys in use (pair x N + rail), sorted
+    sub_start: np.ndarray  # first sub-template of each template
+    sub_size: np.ndarray  # members of each sub-template
+    num_sub: int
+    t_id: np.ndarray
+    t_res: np.ndarray
+    n_cross: np.ndarray
+    t_partial: np.ndarray
+
+
+def _templates(router: Router, base_tpl: np.ndarray, N: int, pr: _Pairs, dst: np.ndarray,
+               c_idx: np.ndarray) -> _Templates:
+    """The members' first hops to the rail's NIC (the path's head), by template, split by the host link they leave
+    through (members that share a NIC but not a host link move apart)."""
+    t_used, t_first = np.unique(base_tpl, return_index=True)
+    tu = t_used // N
+    m_rows = np.repeat(np.arange(t_used.size), pr.count[tu])  # one row per (template, member)
+    m_gpu = pr.members[_ranges(pr.start[tu], pr.count[tu])]
+    first = t_first[m_rows]
+    slots = router.slots
+    mcols, _ = router.path_table(m_gpu, dst[first], c_idx[first], np.zeros(m_gpu.size, dtype=np.int64))
+    head = mcols[:, slots.head].astype(np.int64)
+    del mcols
+    sub_key = m_rows * (router.num_res + 1) + (head[:, slots.SEND_PCIE] + 1)
+    sub_u, m_sub = np.unique(sub_key, return_inverse=True)  # sub-templates, ordered by template
+    sub_tpl = sub_u // (router.num_res + 1)
+    sub_size = np.bincount(m_sub, minlength=sub_u.size)
+    sub_start = np.searchsorted(sub_tpl, np.arange(t_used.size + 1))
+    ok = head >= 0
+    r_rows, r_col = np.nonzero(ok)
+    tk = m_sub[r_rows] * router.num_res + head[r_rows, r_col]
+    uq, n_cross = np.unique(tk, return_counts=True)  # per (sub-template, resource): members crossing it
+    t_id, t_res = uq // router.num_res, uq % router.num_res
+    return _Templates(t_used, sub_start, sub_size, sub_u.size, t_id, t_res, n_cross, n_cross < sub_size[t_id])
+
+
+def _sub_classes(base_tpl: np.ndarray, tp: _Templates):
+    """One class per (base class, sub-template of its template): ``(template of each class, its members,
+    sub-classes per base class)``."""
+    base_t = np.searchsorted(tp.used, base_tpl)
+    n_sub = np.diff(tp.sub_start)
+    per = n_sub[base_t]
+    C0 = base_tpl.size
+    base_of = np.repeat(np.arange(C0), per) if np.any(per > 1) else np.arange(C0)
+    template = tp.sub_start[base_t[base_of]] + (np.arange(base_of.size) - np.repeat(np.cumsum(per) - per, per)
+                                                if np.any(per > 1) else 0)
+    return template, tp.sub_size[template], per
+
+
+_CHUNK_CLASSES = 1 << 19  # classes routed at once: the path table and its temporaries stay ~100-200 MB
+
+
+def _network_paths(router: Router, src: np.ndarray, dst: np.ndarray, choice: np.ndarray, K: int):
+    """The network hops of every class's path (``src[i] -> dst[i]`` on NIC ``choice[i]``, each of its ``K``
+    hashed parts): ``(res, cls)``, the resource ids (int32) and each one's class, grouped by class in order.
+
+    Routed :data:`_CHUNK_CLASSES` classes at a time: the router's path table of every class at once (5.5 million
+    at 100k GPUs) and its temporaries took over 1.5 GB."""
+    net_cols = router.slots.network
+    res_parts, cls_parts = [], []
+    for lo in range(0, src.size, _CHUNK_CLASSES):
+        hi = min(src.size, lo + _CHUNK_CLASSES)
+        n = hi - lo
+        cols, _ = router.path_table(np.repeat(src[lo:hi], K), np.repeat(dst[lo:hi], K), np.repeat(choice[lo:hi], K),
+                                    np.tile(np.arange(K), n))
+        net = cols[:, net_cols]
+        del cols
+        ok = net >= 0
+        rows, _ = np.nonzero(ok)
+        res_parts.append(net[ok])  # int32, as the router's path table
+        cls_parts.append((rows // K + lo).astype(np.int32))
+    if not res_parts:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    return np.concatenate(res_parts), np.concatenate(cls_parts)
 
 
 def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:

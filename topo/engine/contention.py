@@ -2,7 +2,7 @@
 single collective's steps (:mod:`topo.engine.cost`) and by traffic mixes (:mod:`topo.engine.traffic`) alike.
 
 A *user* is a flow, a class of alike flows, or a whole collective of a mix; it puts ``a`` units on a resource per
-unit it moves (:class:`~topo.engine.maxmin.FlowClasses` holds these incidences), and may be capped at a maximum
+unit it moves (:class:`~topo.engine.flow_classes.FlowClasses` holds these incidences), and may be capped at a maximum
 rate (a mix member runs at most as fast as alone). Two fluid models, both linear in the amounts (so a size sweep
 costs one computation per schedule):
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TooManyFlows, TopoError
-from .maxmin import FlowClasses, max_min_finish_times, max_min_makespan_classes, max_min_rates
+from .flow_classes import FlowClasses
+from .maxmin import max_min_finish_times, max_min_makespan_classes, max_min_rates
 from .route import Routed
 
 __all__ = ["SHARING_MODES", "check_sharing", "rates", "finish_times", "drain_time", "flow_classes",

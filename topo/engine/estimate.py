@@ -56,9 +56,9 @@ def default_profile(fabric: Fabric) -> Profile:
     return profile_for(fabric.spec.gpu_model.generation, fabric.spec.fabric.technology)
 
 
-def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
+def size_sweep(min_bytes, max_bytes, factor: float = 2.0, step_bytes=None) -> list[int]:
     """nccl-tests' ``-b MIN -e MAX -f FACTOR`` sweep: ``MIN x FACTOR**k`` up to ``MAX``, rounded to whole bytes,
-    each size once.
+    each size once; or its ``-i STEP`` sweep: ``MIN + k x STEP`` up to ``MAX``.
 
     Parameters
     ----------
@@ -66,6 +66,8 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
         Sizes as nccl-tests takes them (8, 64K, 1M, 16G) or with units (1GiB).
     factor : float
         Multiplier between sizes (> 1).
+    step_bytes : int or str, optional
+        Bytes between sizes instead of a factor (nccl-tests' ``-i``).
 
     Returns
     -------
@@ -87,6 +89,8 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
         raise TopoError(str(exc), key="max_bytes") from None
     if hi < lo:
         raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
+    if step_bytes is not None:
+        return _size_steps(lo, hi, step_bytes)
     if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 1):
         raise TopoError(f"the step factor must be > 1, got {factor!r}", key="factor")
     # count first (never stop silently): sizes lo * factor**k up to hi, repeated sizes once
@@ -101,6 +105,22 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0) -> list[int]:
         sizes.append(int(round(s)))
         s *= factor
     return list(dict.fromkeys(sizes))
+
+
+def _size_steps(lo: int, hi: int, step_bytes) -> list[int]:
+    """``lo, lo + step, ...`` up to ``hi`` (nccl-tests' ``-i``), at most :data:`MAX_SWEEP_SIZES` sizes."""
+    try:
+        step = parse_size_bytes(step_bytes)
+    except UnitError as exc:
+        raise TopoError(str(exc), key="step_bytes") from None
+    if step < 1:
+        raise TopoError(f"the step must be 1 byte or more, got {step_bytes!r}", key="step_bytes")
+    count = (hi - lo) // step + 1
+    if count > MAX_SWEEP_SIZES:
+        raise TopoError(f"{lo:,} to {hi:,} bytes in steps of {step:,} is {count:,} sizes; at most "
+                        f"{MAX_SWEEP_SIZES:,}: use a step of at least {-(-(hi - lo) // (MAX_SWEEP_SIZES - 1)):,} "
+                        "bytes or a narrower range", key="step_bytes")
+    return list(range(lo, hi + 1, step))
 
 
 def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
@@ -292,6 +312,9 @@ def _protocols(profile: Profile, family: str, pinned: str | None) -> tuple[str, 
         raise AlgorithmUnavailable(f"profile {profile.name} has no {family} protocols (it does not run {family})")
     if pinned is None:
         return protos
+    if family == "p2p" and pinned == "LL128":  # a profile may price it, but NCCL never picks it for p2p
+        raise ProtocolUnavailable("NCCL runs send/receive (and an all-to-all's sends) with LL or Simple, never "
+                                  "LL128 (src/enqueue.cc, addP2pToPlan)")
     if pinned not in protos:
         raise ProtocolUnavailable(f"it does not run with protocol {pinned} (it has: {', '.join(protos)})")
     return (pinned,)

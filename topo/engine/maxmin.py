@@ -23,113 +23,17 @@ read a class's resources, CSC to find the classes on a saturated resource.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ClassesDiverge, TopoError
+from .flow_classes import FlowClasses
 
-__all__ = ["FlowClasses", "max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
+__all__ = ["max_min_finish_times", "max_min_makespan_classes", "max_min_rates"]
 
 
 _BATCH = 32  # resources looked at first per round of filling (then adapted to how many a round takes at once)
+_CHUNK = 1 << 19  # classes whose incidences are gathered at once (loads, demands): bounds the temporaries
 _TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
-
-
-@dataclass
-class FlowClasses:
-    """Flows grouped into classes whose members move at one rate.
-
-    Direct incidences ``(cls[i], res[i], a[i])``: class ``cls[i]`` puts ``a[i]`` bytes on resource ``res[i]``
-    per byte moved by each of its members (its number of members crossing it times the fraction of a member's
-    bytes that crosses it). Template incidences ``(t_id[i], t_res[i], t_a[i])`` likewise, for every class whose
-    ``template`` is ``t_id[i]``; ``t_partial[i]`` marks a resource that not all members of such a class cross.
-    """
-
-    size_bytes: np.ndarray  # per class: bytes of each member flow
-    members: np.ndarray  # per class: number of member flows
-    cls: np.ndarray
-    res: np.ndarray
-    a: np.ndarray
-    template: np.ndarray | None = None  # per class: its template, or -1
-    t_id: np.ndarray | None = None
-    t_res: np.ndarray | None = None
-    t_a: np.ndarray | None = None
-    t_partial: np.ndarray | None = None
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        return int(self.size_bytes.size)
-
-    @property
-    def num_flows(self) -> int:
-        """Number of member flows over all classes."""
-        return int(self.members.sum())
-
-    @property
-    def num_templates(self) -> int:
-        """Number of templates (0 without)."""
-        return 0 if self.t_id is None or self.t_id.size == 0 else int(self.t_id.max()) + 1
-
-    @staticmethod
-    def single(res, flow, weight, flow_bytes) -> "FlowClasses":
-        """One class per flow.
-
-        Parameters
-        ----------
-        res, flow, weight : numpy.ndarray
-            Entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on resource ``res[i]``.
-        flow_bytes : numpy.ndarray
-            Bytes of each flow.
-
-        Returns
-        -------
-        FlowClasses
-        """
-        size = np.asarray(flow_bytes, dtype=float)
-        a = np.asarray(weight, dtype=float) / np.maximum(size[flow], 1e-300)
-        return FlowClasses(size, np.ones(size.size, dtype=np.int64), np.asarray(flow, dtype=np.int32),
-                           np.asarray(res, dtype=np.int32), a)
-
-    @staticmethod
-    def concat(parts: list["FlowClasses"]) -> "FlowClasses":
-        """Classes of several sets side by side (class and template ids renumbered).
-
-        Parameters
-        ----------
-        parts : list of FlowClasses
-
-        Returns
-        -------
-        FlowClasses
-        """
-        parts = [p for p in parts if p.num_classes]
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            z = np.zeros(0, dtype=np.int64)
-            return FlowClasses(np.zeros(0), z, z, z, np.zeros(0))
-        c_off = np.cumsum([0] + [p.num_classes for p in parts[:-1]])
-        t_off = np.cumsum([0] + [p.num_templates for p in parts[:-1]])
-        with_t = [p for p in parts if p.template is not None]
-        out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
-                          np.concatenate([p.members for p in parts]),
-                          np.concatenate([p.cls for p in parts]),
-                          np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
-        at = 0
-        for p, o in zip(parts, c_off):  # class ids of each part after the classes of the parts before it
-            out.cls[at:at + p.cls.size] += o
-            at += p.cls.size
-        if with_t:
-            out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
-                                           else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])
-            ts = [(p, o) for p, o in zip(parts, t_off) if p.t_id is not None]
-            out.t_id = np.concatenate([p.t_id + o for p, o in ts])
-            out.t_res = np.concatenate([p.t_res for p, _ in ts])
-            out.t_a = np.concatenate([p.t_a for p, _ in ts])
-            out.t_partial = np.concatenate([p.t_partial for p, _ in ts])
-        return out
 
 
 def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -140,6 +44,20 @@ def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
     if total == 0:
         return np.zeros(0, dtype=np.int64)
     return np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
+
+
+def _by_class(sp, fc: FlowClasses, pos: np.ndarray, C: int, R: int):
+    """The class x resource incidence as CSR, a class's parts on one resource summed. Incidences grouped by class
+    (as every router builds them) go in as they are; others through a COO matrix (which needs 2-3x the memory)."""
+    col = pos[fc.res]
+    if fc.cls.size and np.all(fc.cls[1:] >= fc.cls[:-1]):
+        ptr = np.zeros(C + 1, dtype=np.int64)
+        np.cumsum(np.bincount(fc.cls, minlength=C), out=ptr[1:])
+        m = sp.csr_matrix((np.array(fc.a, dtype=float), col, ptr), shape=(C, R))  # a copy: summing sorts it
+    else:
+        m = sp.csr_matrix((fc.a, (fc.cls, col)), shape=(C, R))
+    m.sum_duplicates()
+    return m
 
 
 class _Solver:
@@ -163,11 +81,12 @@ class _Solver:
         self.cap = capacity_Bps[self.used].astype(float)
         if np.any(self.cap <= 0):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
-        m = sp.csr_matrix((fc.a, (fc.cls, pos[fc.res])), shape=(C, R))  # sums a flow's parts on one resource
-        m.sum_duplicates()
+        m = _by_class(sp, fc, pos, C, R)
         self.c_ptr, self.c_res, self.c_a = m.indptr, m.indices, m.data  # by class
-        mt = m.tocsc()
-        self.r_ptr, self.r_cls = mt.indptr, mt.indices  # by resource
+        # by resource: the pattern only (int8 ones, not the float weights: 8x less to transpose)
+        mt = sp.csr_matrix((np.ones(m.indices.size, dtype=np.int8), m.indices, m.indptr), shape=(C, R)).tocsc()
+        self.r_ptr, self.r_cls = mt.indptr, mt.indices
+        del m, mt
         self.C, self.R, self.T = C, R, T
         self.template = fc.template if has_t else None
         if has_t:  # templates are few: plain numpy
@@ -191,10 +110,15 @@ class _Solver:
         self.lpos = np.zeros(R, dtype=np.int64)  # scratch: compact resource -> local index in a fill
 
     def loads(self, classes: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member)."""
-        seg = _segments(self.c_ptr, classes)
-        cnt = self.c_ptr[classes + 1] - self.c_ptr[classes]
-        out = np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(rate, cnt), minlength=self.R)
+        """Bytes/s on every used resource from ``classes`` moving at ``rate`` (per member), summed
+        :data:`_CHUNK` classes at a time (the incidences of millions of classes at once, with their weights and
+        rates, took a gigabyte)."""
+        out = np.zeros(self.R)
+        for lo in range(0, classes.size, _CHUNK):
+            c, r = classes[lo:lo + _CHUNK], rate[lo:lo + _CHUNK]
+            seg = _segments(self.c_ptr, c)
+            cnt = self.c_ptr[c + 1] - self.c_ptr[c]
+            out += np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(r, cnt), minlength=self.R)
         if self.template is not None:
             t = self.template[classes]
             k = t >= 0
@@ -219,181 +143,238 @@ class _Solver:
         only when one of them might saturate: until then their saturation levels are lower bounds, since
         freezing classes only ever postpones a saturation."""
         rate = np.zeros(classes.size)
-        if classes.size == 0:
-            return rate
-        where = np.full(self.C, -1, dtype=np.int64)
-        where[classes] = np.arange(classes.size)
-        if classes.size == self.C:  # every class: the whole matrix
-            r_dir, a_dir = self.c_res, self.c_a
-        else:
-            seg = _segments(self.c_ptr, classes)
-            r_dir, a_dir = self.c_res[seg], self.c_a[seg]
-            del seg
-        mark = np.zeros(self.R, dtype=bool)
-        mark[r_dir] = True
-        tpl_on = self.template is not None
-        if tpl_on:
-            t = self.template[classes]
-            open_t = np.bincount(t[t >= 0], minlength=self.T).astype(float)  # classes of each template rising
-            frozen_t = np.zeros(self.T)  # sum of the rates of its classes already frozen
-            ts = np.flatnonzero(open_t)
-            tseg = _segments(self.t_ptr, ts)
-            tr_res, tr_id, tr_a = self.t_res[tseg], np.repeat(ts, self.t_ptr[ts + 1] - self.t_ptr[ts]), self.t_a[tseg]
-            mark[tr_res] = True
-            tpl_on = tr_res.size > 0
-        local = np.flatnonzero(mark)
-        L = local.size
-        lpos = self.lpos
-        lpos[local] = np.arange(L)
-        demand = np.bincount(lpos[r_dir], weights=a_dir, minlength=L)  # direct incidences only
-        del r_dir, a_dir
-        base_cap = np.maximum(cap_left[local].astype(float), 0.0)
-        base_level = np.zeros(L)
-        sat_at = np.full(L, np.inf)
-        live = demand > 1e-12
-        sat_at[live] = base_cap[live] / demand[live]
-        if tpl_on:
-            tl = lpos[tr_res]
-            is_tr = np.zeros(L, dtype=bool)
-            is_tr[tl] = True
-            tr = np.flatnonzero(is_tr)
-
-            def refresh() -> None:  # exact saturation levels of the template resources
-                f_load = np.bincount(tl, weights=tr_a * frozen_t[tr_id], minlength=L)[tr]
-                slope = np.bincount(tl, weights=tr_a * open_t[tr_id], minlength=L)[tr] + demand[tr]
-                num = base_cap[tr] + demand[tr] * base_level[tr] - f_load
-                ok = slope > 1e-12
-                sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
-
-            refresh()
-        fresh = True
-        is_open = self.open
-        is_open[classes] = True
-        left = classes.size
-        level = 0.0
-        batch = _BATCH
-        while left:
-            # the next resources to saturate, in order; a run of them whose classes are disjoint saturates in turn
-            # without changing each other's levels, so it is taken at once
-            k = min(batch, L)
-            idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
-            idx = idx[np.argsort(sat_at[idx], kind="stable")]
-            lv = sat_at[idx]
-            if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
-                rate[where[classes[is_open[classes]]]] = np.inf
-                if limits is not None:
-                    limits[where[classes[is_open[classes]]]] = -1
-                is_open[classes] = False
-                break
-            idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
-            with_tpl = False
-            if tpl_on:
-                trc = is_tr[idx]
-                if trc.any():
-                    if not fresh:
-                        refresh()  # a lower bound came up: make it exact and look again
-                        fresh = True
-                        continue
-                    first = int(np.argmax(trc))
-                    if first == 0:  # a template resource saturates: take its ties alone
-                        idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
-                        lv = np.full(idx.size, lv[0])
-                        with_tpl = True
-                    else:
-                        idx, lv = idx[:first], lv[:first]
-            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
-            sat = local[idx]
-            n_k = self.r_ptr[sat + 1] - self.r_ptr[sat]
-            cls_all = self.r_cls[_segments(self.r_ptr, sat)]
-            g_all = np.repeat(grp, n_k)
-            r_all = np.repeat(sat, n_k) if limits is not None else None  # the resource of each entry
-            if with_tpl and np.any(self.rt_ptr[sat + 1] > self.rt_ptr[sat]):
-                tseg = _segments(self.rt_ptr, sat)
-                tpl = self.rt_tpl[tseg]
-                on = open_t[tpl] > 0
-                if np.any(self.rt_partial[tseg] & on):
-                    raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
-                                         "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
-                                         "the group is held back elsewhere, so their speeds differ; use "
-                                         "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
-                                         key="sharing")
-                t_sat = np.repeat(sat, self.rt_ptr[sat + 1] - self.rt_ptr[sat])[on]  # resource of each template
-                tpl, first_t = np.unique(tpl[on], return_index=True)
-                if tpl.size:
-                    per_t = self.tc_ptr[tpl + 1] - self.tc_ptr[tpl]
-                    more = self.tc_cls[_segments(self.tc_ptr, tpl)]
-                    cls_all = np.concatenate([cls_all, more])
-                    g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
-                    if r_all is not None:
-                        r_all = np.concatenate([r_all, np.repeat(t_sat[first_t], per_t)])
-            m = is_open[cls_all]
-            cls_all, g_all = cls_all[m], g_all[m]
-            if r_all is not None:
-                r_all = r_all[m]
-            if cls_all.size == 0:
-                demand[idx] = 0.0
-                sat_at[idx] = np.inf
-                continue
-            if with_tpl:
-                order = np.argsort(g_all, kind="stable")
-                cls_all, g_all = cls_all[order], g_all[order]
-                if r_all is not None:
-                    r_all = r_all[order]
-            n = cls_all.size
-            stamp = self.stamp
-            stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
-            first_i = stamp[cls_all]
-            late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
-            firsts = first_i == np.arange(n)
-            hit, g_hit = cls_all[firsts], g_all[firsts]
-            n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
-            take = g_hit < n_ok
-            hit, g_hit = hit[take], g_hit[take]
-            if r_all is not None:
-                limits[where[hit]] = self.used[r_all[firsts][take]]
-            done = grp < n_ok
-            idx, lv = idx[done], lv[done]
-            if not with_tpl:  # look further ahead when whole batches go through, less far when few do
-                batch = min(2 * batch, 1024) if idx.size == k else (max(8, batch // 2) if 4 * idx.size < k else batch)
-            g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
-            lev_hit = g_level[g_hit]
-            top = float(g_level[-1])
-            level = max(level, top)
-            rate[where[hit]] = lev_hit
-            is_open[hit] = False
-            left -= hit.size
-            hseg = _segments(self.c_ptr, hit)
-            li = lpos[self.c_res[hseg]]
-            w = self.c_a[hseg]
-            d_sum = np.bincount(li, weights=w, minlength=L)
-            ch = np.flatnonzero(d_sum)  # the resources whose demand changes
-            d_sum = d_sum[ch]
-            d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, self.c_ptr[hit + 1] - self.c_ptr[hit]),
-                                minlength=L)[ch]
-            # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
-            base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
-            base_level[ch] = top
-            demand[ch] -= d_sum
-            live = demand[ch] > 1e-12
-            sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
-                                  np.inf)
-            if tpl_on:
-                th = self.template[hit]
-                sel = th >= 0
-                if sel.any():
-                    open_t -= np.bincount(th[sel], minlength=self.T)
-                    frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=self.T)
-                    fresh = False
-                tch = ch[is_tr[ch]]
-                if tch.size:  # their formula above left the templates out: only a lower bound now
-                    sat_at[tch] = top
-                    fresh = False
-            demand[idx] = 0.0
-            sat_at[idx] = np.inf
-            if tpl_on and is_tr[idx].any():
-                is_tr[idx] = False  # saturated: done with, like any other
-                tr = np.flatnonzero(is_tr)
+        if classes.size:
+            _Fill(self, classes, cap_left, limits, rate).run()
         return rate
+
+
+class _Fill:
+    """One progressive filling (:meth:`_Solver.fill`), in steps: :meth:`candidates` (the next resources to
+    saturate), :meth:`users` (the rising classes on them), :meth:`accept` (the levels that hold, and the classes
+    they freeze), :meth:`freeze` (their rates, and the demand and capacity they leave), :meth:`retire`."""
+
+    def __init__(self, s: _Solver, classes: np.ndarray, cap_left: np.ndarray, limits: np.ndarray | None,
+                 rate: np.ndarray):
+        self.s, self.classes, self.limits, self.rate = s, classes, limits, rate
+        self.where = np.full(s.C, -1, dtype=np.int64)
+        self.where[classes] = np.arange(classes.size)
+        if classes.size == s.C:  # every class: the whole matrix
+            r_dir, a_dir = s.c_res, s.c_a
+        else:
+            seg = _segments(s.c_ptr, classes)
+            r_dir, a_dir = s.c_res[seg], s.c_a[seg]
+            del seg
+        mark = np.zeros(s.R, dtype=bool)
+        mark[r_dir] = True
+        self.tpl_on = s.template is not None
+        if self.tpl_on:
+            t = s.template[classes]
+            self.open_t = np.bincount(t[t >= 0], minlength=s.T).astype(float)  # classes of each template rising
+            self.frozen_t = np.zeros(s.T)  # sum of the rates of its classes already frozen
+            ts = np.flatnonzero(self.open_t)
+            tseg = _segments(s.t_ptr, ts)
+            tr_res = s.t_res[tseg]
+            self.tr_id, self.tr_a = np.repeat(ts, s.t_ptr[ts + 1] - s.t_ptr[ts]), s.t_a[tseg]
+            mark[tr_res] = True
+            self.tpl_on = tr_res.size > 0
+        self.local = np.flatnonzero(mark)
+        L = self.L = self.local.size
+        lpos = s.lpos
+        lpos[self.local] = np.arange(L)
+        self.demand = np.zeros(L)  # direct incidences only, a chunk at a time (lpos[r_dir]: 8 B an incidence)
+        for lo in range(0, r_dir.size, _CHUNK * 8):
+            self.demand += np.bincount(lpos[r_dir[lo:lo + _CHUNK * 8]], weights=a_dir[lo:lo + _CHUNK * 8],
+                                       minlength=L)
+        del r_dir, a_dir
+        self.base_cap = np.maximum(cap_left[self.local].astype(float), 0.0)
+        self.base_level = np.zeros(L)
+        self.sat_at = np.full(L, np.inf)
+        live = self.demand > 1e-12
+        self.sat_at[live] = self.base_cap[live] / self.demand[live]
+        if self.tpl_on:
+            self.tl = lpos[tr_res]
+            self.is_tr = np.zeros(L, dtype=bool)
+            self.is_tr[self.tl] = True
+            self.tr = np.flatnonzero(self.is_tr)
+            self.refresh()
+        self.fresh = True
+        s.open[classes] = True
+        self.left = classes.size
+        self.batch = _BATCH
+
+    def refresh(self) -> None:
+        """Exact saturation levels of the template resources."""
+        L, tr, tl = self.L, self.tr, self.tl
+        f_load = np.bincount(tl, weights=self.tr_a * self.frozen_t[self.tr_id], minlength=L)[tr]
+        slope = np.bincount(tl, weights=self.tr_a * self.open_t[self.tr_id], minlength=L)[tr] + self.demand[tr]
+        num = self.base_cap[tr] + self.demand[tr] * self.base_level[tr] - f_load
+        ok = slope > 1e-12
+        self.sat_at[tr] = np.where(ok, np.maximum(num, 0.0) / np.where(ok, slope, 1.0), np.inf)
+
+    def run(self) -> None:
+        while self.left:
+            step = self.candidates()
+            if step is None:
+                break
+            if step is _AGAIN:
+                continue
+            idx, lv, with_tpl, k = step
+            grp = np.cumsum(np.r_[True, lv[1:] > lv[:-1] * (1 + _TIE) + 1e-300]) - 1  # ties form one level
+            cls_all, g_all, r_all = self.users(idx, grp, with_tpl)
+            if cls_all.size == 0:
+                self.drop(idx)
+                continue
+            hit, g_hit, idx, g_level = self.accept(idx, lv, grp, cls_all, g_all, r_all, with_tpl, k)
+            self.freeze(hit, g_level[g_hit], float(g_level[-1]))
+            self.retire(idx)
+
+    def candidates(self):
+        """The next resources to saturate, in order, as ``(indices, levels, with_tpl, looked at)``: a run of them
+        whose classes are disjoint saturates in turn without changing each other's levels, so it is taken at
+        once; a template resource's ties alone. ``_AGAIN`` after making a lower bound exact; None when no resource
+        holds the classes left back (their rates are then infinite)."""
+        sat_at, L = self.sat_at, self.L
+        k = min(self.batch, L)
+        idx = np.argpartition(sat_at, k - 1)[:k] if L > k else np.arange(L)
+        idx = idx[np.argsort(sat_at[idx], kind="stable")]
+        lv = sat_at[idx]
+        if not np.isfinite(lv[0]):  # classes that cross nothing: no resource holds them back
+            rising = self.classes[self.s.open[self.classes]]
+            self.rate[self.where[rising]] = np.inf
+            if self.limits is not None:
+                self.limits[self.where[rising]] = -1
+            self.s.open[self.classes] = False
+            return None
+        idx, lv = idx[np.isfinite(lv)], lv[np.isfinite(lv)]
+        with_tpl = False
+        if self.tpl_on:
+            trc = self.is_tr[idx]
+            if trc.any():
+                if not self.fresh:
+                    self.refresh()  # a lower bound came up: make it exact and look again
+                    self.fresh = True
+                    return _AGAIN
+                first = int(np.argmax(trc))
+                if first == 0:  # a template resource saturates: take its ties alone
+                    idx = np.flatnonzero(sat_at <= lv[0] * (1 + _TIE) + 1e-300)
+                    lv = np.full(idx.size, lv[0])
+                    with_tpl = True
+                else:
+                    idx, lv = idx[:first], lv[:first]
+        return idx, lv, with_tpl, k
+
+    def users(self, idx: np.ndarray, grp: np.ndarray, with_tpl: bool):
+        """The rising classes on the resources ``idx`` (with their templates' classes when ``with_tpl``):
+        ``(class, level group, resource or None)`` of each entry, in level order."""
+        s = self.s
+        sat = self.local[idx]
+        n_k = s.r_ptr[sat + 1] - s.r_ptr[sat]
+        cls_all = s.r_cls[_segments(s.r_ptr, sat)]
+        g_all = np.repeat(grp, n_k)
+        r_all = np.repeat(sat, n_k) if self.limits is not None else None  # the resource of each entry
+        if with_tpl and np.any(s.rt_ptr[sat + 1] > s.rt_ptr[sat]):
+            tseg = _segments(s.rt_ptr, sat)
+            tpl = s.rt_tpl[tseg]
+            on = self.open_t[tpl] > 0
+            if np.any(s.rt_partial[tseg] & on):
+                raise ClassesDiverge("max-min sharing: a resource that only some flows of a merged group "
+                                     "cross (e.g. one GPU's NVLink to the NIC PXN sends through) binds before "
+                                     "the group is held back elsewhere, so their speeds differ; use "
+                                     "sharing=equal or fewer GPUs (up to 1,000,000 flows are kept one by one)",
+                                     key="sharing")
+            t_sat = np.repeat(sat, s.rt_ptr[sat + 1] - s.rt_ptr[sat])[on]  # resource of each template
+            tpl, first_t = np.unique(tpl[on], return_index=True)
+            if tpl.size:
+                per_t = s.tc_ptr[tpl + 1] - s.tc_ptr[tpl]
+                more = s.tc_cls[_segments(s.tc_ptr, tpl)]
+                cls_all = np.concatenate([cls_all, more])
+                g_all = np.concatenate([g_all, np.zeros(more.size, dtype=g_all.dtype)])
+                if r_all is not None:
+                    r_all = np.concatenate([r_all, np.repeat(t_sat[first_t], per_t)])
+        m = s.open[cls_all]
+        cls_all, g_all = cls_all[m], g_all[m]
+        if r_all is not None:
+            r_all = r_all[m]
+        if with_tpl and cls_all.size:
+            order = np.argsort(g_all, kind="stable")
+            cls_all, g_all = cls_all[order], g_all[order]
+            if r_all is not None:
+                r_all = r_all[order]
+        return cls_all, g_all, r_all
+
+    def accept(self, idx, lv, grp, cls_all, g_all, r_all, with_tpl: bool, k: int):
+        """The level groups that hold (up to the first where a class frozen at an earlier level crosses too) and
+        the classes they freeze: ``(classes, their group, the resources saturated, each group's level)``."""
+        s = self.s
+        n = cls_all.size
+        stamp = s.stamp
+        stamp[cls_all[::-1]] = np.arange(n - 1, -1, -1)  # the first (lowest level) place of each class
+        first_i = stamp[cls_all]
+        late = g_all > g_all[first_i]  # a class frozen at an earlier level crosses this resource too
+        firsts = first_i == np.arange(n)
+        hit, g_hit = cls_all[firsts], g_all[firsts]
+        n_ok = int(g_all[late].min()) if late.any() else int(grp[-1]) + 1
+        take = g_hit < n_ok
+        hit, g_hit = hit[take], g_hit[take]
+        if r_all is not None:
+            self.limits[self.where[hit]] = s.used[r_all[firsts][take]]
+        done = grp < n_ok
+        idx, lv = idx[done], lv[done]
+        if not with_tpl:  # look further ahead when whole batches go through, less far when few do
+            b = self.batch
+            self.batch = min(2 * b, 1024) if idx.size == k else (max(8, b // 2) if 4 * idx.size < k else b)
+        g_level = lv[np.searchsorted(grp[done], np.arange(n_ok))]  # level of each accepted group
+        return hit, g_hit, idx, g_level
+
+    def freeze(self, hit: np.ndarray, lev_hit: np.ndarray, top: float) -> None:
+        """Classes ``hit`` freeze at ``lev_hit``: their rates, and the demand and capacity they leave behind on
+        their resources (kept as of ``top``, the highest level reached)."""
+        s = self.s
+        self.rate[self.where[hit]] = lev_hit
+        s.open[hit] = False
+        self.left -= hit.size
+        hseg = _segments(s.c_ptr, hit)
+        li = s.lpos[s.c_res[hseg]]
+        w = s.c_a[hseg]
+        L = self.L
+        d_sum = np.bincount(li, weights=w, minlength=L)
+        ch = np.flatnonzero(d_sum)  # the resources whose demand changes
+        d_sum = d_sum[ch]
+        d_lev = np.bincount(li, weights=w * np.repeat(lev_hit, s.c_ptr[hit + 1] - s.c_ptr[hit]), minlength=L)[ch]
+        demand, base_cap, base_level = self.demand, self.base_cap, self.base_level
+        # capacity used up to ``top``: the old demand all along, less what each frozen class no longer takes
+        base_cap[ch] -= demand[ch] * (top - base_level[ch]) - (d_sum * top - d_lev)
+        base_level[ch] = top
+        demand[ch] -= d_sum
+        live = demand[ch] > 1e-12
+        self.sat_at[ch] = np.where(live, top + np.maximum(base_cap[ch], 0.0) / np.where(live, demand[ch], 1.0),
+                                   np.inf)
+        if self.tpl_on:
+            th = s.template[hit]
+            sel = th >= 0
+            if sel.any():
+                self.open_t -= np.bincount(th[sel], minlength=s.T)
+                self.frozen_t += np.bincount(th[sel], weights=lev_hit[sel], minlength=s.T)
+                self.fresh = False
+            tch = ch[self.is_tr[ch]]
+            if tch.size:  # their formula above left the templates out: only a lower bound now
+                self.sat_at[tch] = top
+                self.fresh = False
+
+    def drop(self, idx: np.ndarray) -> None:
+        """The resources ``idx`` carry no rising class: no demand, never saturating."""
+        self.demand[idx] = 0.0
+        self.sat_at[idx] = np.inf
+
+    def retire(self, idx: np.ndarray) -> None:
+        """The resources ``idx`` saturated: done with, like any other (a template resource too)."""
+        self.drop(idx)
+        if self.tpl_on and self.is_tr[idx].any():
+            self.is_tr[idx] = False
+            self.tr = np.flatnonzero(self.is_tr)
+
+
+_AGAIN = object()  # _Fill.candidates: look again (a lower bound was made exact)
 
 
 def max_min_rates(fc: FlowClasses, capacity_Bps: np.ndarray, classes: np.ndarray | None = None,

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import TopoError, Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level, PathSlots
-from .maxmin import FlowClasses
+from .flow_classes import FlowClasses
 from .paths import Paths
 from .schedule import AlgorithmUnavailable, InNetworkReduce, InSwitchReduce, Transfers
 
@@ -59,7 +59,7 @@ class Routed:
     latency_s: np.ndarray  # routed latency of each flow (sum of its links' latencies)
     network: np.ndarray  # True where the flow leaves its NVLink domain
     aggregated: bool = False  # True: only the summed load per resource is kept (res, weight); no per-flow data
-    classes: "FlowClasses | None" = None  # the flows merged into max-min classes (topo.maxmin), when kept so
+    classes: "FlowClasses | None" = None  # the flows merged into max-min classes (topo.engine.flow_classes), when kept so
     notes: tuple[str, ...] = ()  # what routing approximated (e.g. expected loads over the hash)
 
     @staticmethod

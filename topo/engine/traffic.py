@@ -37,7 +37,7 @@ from .collectives import normalize_collective
 from .contention import check_sharing, finish_times
 from .cost import usable_capacity
 from .estimate import choose_profile, evaluate
-from .maxmin import FlowClasses
+from .flow_classes import FlowClasses
 from .options import EstimateOptions
 from .result import LinkTable
 from .route import Router

@@ -1,7 +1,7 @@
 """Bisection bandwidth of a fabric as it is, failed parts included: the maximum flow between two halves.
 
 The halves are the GPUs by id: ``gpu < num_gpus // 2`` sends, the rest receive. Ids run in whole NVLink domains,
-servers, units and pods, so this is the split :func:`topo.inventory.inventory`'s closed form assumes (half of the
+servers, units and pods, so this is the split :func:`topo.fabric.inventory.inventory`'s closed form assumes (half of the
 smallest of the NIC, leaf-uplink and spine-uplink boundaries); on a perfect fabric whose units and pods split
 evenly the two are equal (tests/test_bisection.py checks it on every bundled spec and the small fabrics). When
 the split falls inside a pod or unit (an odd number of them) the flow between these two halves can exceed the

@@ -5,7 +5,7 @@ then the switches of each scale-out tier (leaf, spine, core). Link ids are block
 its domain's NVSwitch), PCIe (GPU to NIC), NIC-leaf (one per NIC), then leaf-spine and spine-core, one link per
 cable. A link is full duplex: its *directed* ids are ``2*link`` (up: from the lower end, ``link_src``, to the
 upper end, ``link_dst``) and ``2*link + 1`` (down). Because the structure is regular, the id of the link between
-any two adjacent nodes is index arithmetic (see :mod:`topo.route`), so nothing at 100k GPUs loops per GPU.
+any two adjacent nodes is index arithmetic (see :mod:`topo.engine.route`), so nothing at 100k GPUs loops per GPU.
 
 Node attributes (arrays here, attributes in :meth:`Fabric.to_networkx`):
 
@@ -65,7 +65,7 @@ class Fabric:
     # --- failures ------------------------------------------------------------------------------------------
     def with_failures(self, *failures: str) -> "Fabric":
         """The same fabric with parts failed (names as ``describe``/``export`` print them, a rail, a plane, or a
-        random fraction of a level's links or a tier's switches; see :mod:`topo.failures`). Routing avoids
+        random fraction of a level's links or a tier's switches; see :mod:`topo.fabric.failures`). Routing avoids
         failed links; a GPU cut off entirely is an error when a collective needs it."""
         if not failures:
             return self

@@ -15,7 +15,7 @@ A failure is one of (as ``--fail`` takes it, or as strings to :meth:`topo.fabric
                                 when not whole fails its floor or ceiling, keeping the mean (see ``_draw_count``)
 ==============================  ===================================================================
 
-The result is a boolean mask over the fabric's links (True: failed); routing avoids them (:mod:`topo.route`).
+The result is a boolean mask over the fabric's links (True: failed); routing avoids them (:mod:`topo.engine.route`).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ class Degraded:
 
 
 def degraded(fabric) -> Degraded:
-    """Capacities, oversubscription and bisection (:func:`topo.bisection.bisection`) of ``fabric`` with its failed
+    """Capacities, oversubscription and bisection (:func:`topo.fabric.bisection.bisection`) of ``fabric`` with its failed
     links taken out."""
     links = fabric.links
     alive = fabric.link_alive

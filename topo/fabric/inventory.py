@@ -7,7 +7,7 @@ Bisection bandwidth (per direction) is half the smallest aggregate capacity of a
 the servers must cross: the NICs, the uplinks of the leaves (when there is more than one unit) and the uplinks of
 the spines (when there is more than one pod). This is exact for a Clos whose units and pods split evenly into
 halves; with an odd number of pods the true minimum cut is slightly larger. These are the installed figures: with
-failed parts, :func:`topo.failures.degraded` reports the capacities left and :func:`topo.bisection.bisection` the
+failed parts, :func:`topo.fabric.failures.degraded` reports the capacities left and :func:`topo.fabric.bisection.bisection` the
 bisection left (a maximum flow between the same halves, equal to this closed form on a perfect fabric).
 """
 

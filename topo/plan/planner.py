@@ -87,7 +87,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
 
     Parameters
     ----------
-    spec : a bundled name, a spec file, a :class:`~topo.spec.Spec` or a built :class:`~topo.fabric.Fabric`
+    spec : a bundled name, a spec file, a :class:`~topo.spec.Spec` or a built :class:`~topo.fabric.fabric.Fabric`
         (default: the bundled 100k-GPU cluster).
     layers : ``(origin, plan table)`` overrides applied after the spec's ``[plan]`` and the plan file.
     plan_file : a TOML file of overrides (the same keys as a spec's ``[plan]`` table).

@@ -3,7 +3,8 @@
 Sections: the summary per design (mean, p50, p90, p99, worst and the seed of the worst draw); distributions per
 design of each main figure (a box per design: every draw, so a tail of bad failure draws shows); a Pareto view
 (a cost such as capex or power against a time, the designs no other beats on both marked); a heatmap of the main
-figure over the first two axes with several values (the mean over the other axes and draws).
+figure over the first two dimensions with several values (a zipped group of axes is one dimension; a failure
+axis counts by its unexpanded values), the mean over the other dimensions and the draws.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ..atomic import SIGNATURE
 from .files import write_bytes
 from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures
 
-__all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front"]
+__all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front", "dimensions",
+           "dimension_values"]
 
 _MAIN = ("throughput_vs_one_site", "time_s", "busbw_GBps", "step_time_s", "mfu", "capex_usd", "it_power_W", "bisection_bandwidth_per_gpu_Bps")
 _COSTS = ("capex_usd", "it_power_W", "facility_power_W", "network_capex_usd", "switch_power_W", "num_switches")
@@ -52,16 +54,20 @@ def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _box(df: pd.DataFrame, fig_name: str) -> go.Figure:
+    """A box per design, on the x axis by its number (D1, D2, ...) and in the legend by its full label."""
     fig = go.Figure()
     ok = df[df["error"].isna()]
+    numbers = {d: i + 1 for i, d in enumerate(df["design"].unique())}  # the same numbers in every figure
     for design, g in ok.groupby("design", sort=False):
-        fig.add_trace(go.Box(y=g[fig_name], name=g["label"].iat[0][:60], boxmean=True,
-                             boxpoints="outliers" if len(g) > 50 else "all",
+        short = f"D{numbers[design]}"
+        fig.add_trace(go.Box(x=[short] * len(g), y=g[fig_name], name=f"{short}: {g['label'].iat[0]}",
+                             boxmean=True, boxpoints="outliers" if len(g) > 50 else "all",
                              customdata=g["seed"] if "seed" in g else None,
-                             hovertemplate="%{y:.4g}" + (" (seed %{customdata})" if "seed" in g else "")
+                             hovertemplate=f"{e(short)}: %{{y:.4g}}" + (" (seed %{customdata})" if "seed" in g else "")
                              + "<extra></extra>"))
-    fig.update_layout(title=f"{fig_name} per design (every draw)", showlegend=False, height=380,
-                      margin=dict(l=60, r=20, t=50, b=120), yaxis_title=fig_name)
+    fig.update_layout(title=f"{fig_name} per design (every draw)", showlegend=True, height=380 + 18 * len(numbers),
+                      legend=dict(orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0),
+                      margin=dict(l=60, r=20, t=50, b=60), yaxis_title=fig_name, xaxis_title="design")
     return fig
 
 
@@ -81,13 +87,44 @@ def _pareto(means: pd.DataFrame, xcol: str, ycol: str) -> go.Figure:
     return fig
 
 
-def _heatmap(df: pd.DataFrame, a: str, b: str, fig_name: str) -> go.Figure:
-    ok = df[df["error"].isna()]
-    t = ok.groupby([a, b], sort=False)[fig_name].mean().unstack(b)
+def dimensions(study) -> list[list[str]]:
+    """The study's independent dimensions with more than one value, in its order: an axis alone, or a zipped
+    group of axes as one dimension (its axes vary together: a heatmap over two of them would be a diagonal); an
+    axis whose value holds ``{seed}`` counts by its unexpanded values (with and without failures)."""
+    zipped = {k: list(g) for g in study.zip for k in g}
+    out: list[list[str]] = []
+    for k, vs in study.axes.items():
+        g = zipped.get(k, [k])
+        if g not in out and len(vs) > 1:
+            out.append(g)
+    return out
+
+
+def dimension_values(df: pd.DataFrame, study, group: list[str]) -> pd.Series:
+    """Each row's value of a dimension as text (``a / b`` for a zipped group), a seeded value unexpanded."""
+    seeds = df["seed"] if "seed" in df else pd.Series([None] * len(df), index=df.index)
+    parts = []
+    for k in group:
+        parts.append([_unexpanded(study.axes[k], v, s) for v, s in zip(df[k], seeds)])
+    return pd.Series([" / ".join(map(str, t)) for t in zip(*parts)], index=df.index)
+
+
+def _unexpanded(values: list, v, seed):
+    for x in values:
+        if x == v or (isinstance(x, str) and "{seed}" in x and seed is not None and not pd.isna(seed)
+                      and (x == "{seed}" and v == seed or x.replace("{seed}", str(int(seed))) == v)):
+            return x
+    return v
+
+
+def _heatmap(ok: pd.DataFrame, a: pd.Series, b: pd.Series, names: tuple[str, str], fig_name: str) -> go.Figure:
+    t = ok.assign(_a=a, _b=b).groupby(["_a", "_b"], sort=False)[fig_name].mean().unstack("_b")
+    an, bn = names
     fig = go.Figure(go.Heatmap(z=t.to_numpy(float), x=[str(c) for c in t.columns], y=[str(i) for i in t.index],
                                colorscale="RdBu_r", colorbar=dict(title=fig_name),
-                               hovertemplate=f"{a}=%{{y}}<br>{b}=%{{x}}<br>{fig_name}=%{{z:.4g}}<extra></extra>"))
-    fig.update_layout(title=f"mean {fig_name} over {a} and {b}", height=420, xaxis_title=b, yaxis_title=a,
+                               hovertemplate=f"{e(an)}=%{{y}}<br>{e(bn)}=%{{x}}<br>{fig_name}=%{{z:.4g}}"
+                               "<extra></extra>"))
+    fig.update_layout(title=f"mean {fig_name} over {an} and {bn}", height=420, xaxis_title=bn, yaxis_title=an,
                       margin=dict(l=80, r=20, t=50, b=60))
     return fig
 
@@ -133,13 +170,14 @@ def render_sweep_page(df: pd.DataFrame, summary: pd.DataFrame, study) -> str:
         means = ok.groupby("design", sort=False).agg({xcol: "mean", ycol: "mean", "label": "first"})
         sections.append(_section("pareto", "Pareto view", f"Designs by {xcol} and {ycol}; red: no other design "
                                  "is better on both.", f'<div class="cell">{figs.div(_pareto(means, xcol, ycol), "pareto")}</div>'))
-    axes = [k for k, v in study.axes.items() if len(v) > 1 and k not in study.seeded]
-    if len(axes) >= 2 and mains and len(ok):
-        a, b = axes[0], axes[1]
-        rest = ", ".join(axes[2:])
+    dims = dimensions(study)
+    if len(dims) >= 2 and mains and len(ok):
+        a, b = (" / ".join(g) for g in dims[:2])
+        rest = ", ".join(" / ".join(g) for g in dims[2:])
+        hm = _heatmap(ok, dimension_values(ok, study, dims[0]), dimension_values(ok, study, dims[1]), (a, b), mains[0])
         sections.append(_section("heatmap", "Heatmap", f"Mean {mains[0]} over {e(a)} and {e(b)}"
                                  + (f" (averaged over {e(rest)} and the draws)" if rest else " (averaged over the draws)"),
-                                 f'<div class="cell">{figs.div(_heatmap(df, a, b, mains[0]), "heatmap")}</div>'))
+                                 f'<div class="cell">{figs.div(hm, "heatmap")}</div>'))
     title = f"topo sweep: {e(study.name)}"
     header = (f"<header><h1>{title}</h1><p>{e(study.description)}</p><p>{len(df):,} points, "
               f"{int(df['error'].notna().sum()):,} error rows; modelled by topo {e(__version__)}</p></header>")

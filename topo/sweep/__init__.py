@@ -12,7 +12,7 @@
 ``topo.sweep`` is this package and can be called as the function: ``topo.sweep("failures-100k", "out.parquet")``
 is :func:`topo.sweep.sweep`.
 
-One module per idea: :mod:`.study` (study files, points, hashes), :mod:`.compute` (one point, the only door to
+One module per idea: :mod:`.study` (study files, points, hashes), :mod:`.point` (one point, the only door to
 the engine), :mod:`.store` (the Parquet output folder), :mod:`.run` (batches on Dask, resumption),
 :mod:`.summary` (uncertainty per design).
 """

@@ -38,6 +38,7 @@ from ..training.model import load_model
 from ..training.multisite import estimate_across_sites
 from ..training.step import estimate_step
 from ..units import parse_size_bytes
+from .files import file_digest
 
 __all__ = ["toml_value", "overrides_of", "COMPUTES", "FIGURES", "ESTIMATE_KEYS", "TRAIN_KEYS", "PLAN_KEYS", "POINT_KEYS", "run_batch",
            "run_point", "clear_cache"]
@@ -203,9 +204,10 @@ def _layout(fabric, point: dict) -> ParallelLayout:
 
 def _train(fabric, point: dict):
     name = point["model"]
-    model = _models.get(name)
+    key = (name, file_digest(name))  # a model file is cached by its content: an edited file is read again
+    model = _models.get(key)
     if model is None:
-        model = _models[name] = load_model(name)
+        model = _models[key] = load_model(name)
     lay = _layout(fabric, point)
     if isinstance(fabric, Region):
         return _train_region(fabric, model, lay, point)

@@ -5,7 +5,7 @@ worker process per core (or uses the address in Dask's configuration, ``schedule
 address (``tcp://host:8786``) runs the same tasks on an existing Dask cluster of many machines; ``"serial"`` runs
 them in this process, without Dask (the reference the others must match bit for bit).
 
-A task is a batch of points with the same spec, so a worker builds each fabric once (:mod:`.compute` caches it)
+A task is a batch of points with the same spec, so a worker builds each fabric once (:mod:`.point` caches it)
 and the scheduler's per-task overhead is paid once per batch. Only the points' inputs and the specs' text travel.
 A worker that dies has its batch run again on another (Dask reschedules it, up to
 ``distributed.scheduler.allowed-failures`` times); a batch that keeps killing workers becomes error rows
@@ -26,13 +26,16 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import TopoError
+from ..units import UnitError, parse_size_bytes
 from .point import run_batch
+from .scheduler import connect, scheduler_from_file, wait_for_workers
 from .store import ResultStore
 from .study import Study, load_study, study_from_dict
 
 __all__ = ["sweep", "plan_batches", "local_cluster", "SweepRun", "WORKER_ENV"]
 
 _CONNECT_TIMEOUT_S = 10.0
+_WORKER_TIMEOUT_S = 60.0  # how long an existing cluster without workers is waited for
 _MAX_BATCH = 32  # points per task at most: a task of cheap points (~5 ms each) still costs ~1.5 ms to schedule
 _GUIDED_SHARE = 4  # a batch takes 1/(4 x workers) of the points left (guided self-scheduling)
 # What the embedded cluster's worker processes start with. Dask's default pre-spawn environment sets
@@ -56,6 +59,8 @@ class SweepRun:
         self.workers = 0
         self.where = "serial"
         self.elapsed_s = 0.0
+        self.replaced = 0  # rows of another version of the study removed from the output (ResultStore.prune)
+        self.notices: list[str] = []  # what the user should be told about the output folder, one line each
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -104,34 +109,44 @@ def _rows(batch: list[dict], results: list[dict]) -> list[dict]:
     out = []
     for p, r in zip(batch, results):
         row = dict(p["inputs"])
+        if "size" in row:
+            row["size_bytes"] = _size_bytes(row["size"])
         row.update(r)
         row.update(point=p["point"], design=p["design"], label=p["label"], topo_version=__version__)
         out.append(row)
     return out
 
 
+def _size_bytes(size) -> int | None:
+    """The bytes a ``size`` axis value means (None for one the estimate will refuse, at its point)."""
+    try:
+        return parse_size_bytes(size)
+    except (UnitError, TypeError):
+        return None
+
+
 def _worker_rows(batch: list[dict], why: str) -> list[dict]:
     return _rows(batch, [{"error": why, "error_kind": "worker"} for _ in batch])
 
 
-def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float):
-    """``(client, cluster or None, description)``; a scheduler that does not answer is a TopoError."""
+def _client(scheduler: str | None, workers: int | None, connect_timeout_s: float, points: int = 0,
+            notify=None, worker_timeout_s: float = _WORKER_TIMEOUT_S):
+    """``(client, cluster or None, description)``; a scheduler that cannot be used or does not answer, or a
+    cluster without workers after ``worker_timeout_s``, is a TopoError (:mod:`.scheduler`)."""
     import dask
     from distributed import Client
 
     address = scheduler or dask.config.get("scheduler-address", None)
     if address and address != "local":
+        client = connect(address, connect_timeout_s)
         try:
-            client = Client(address, timeout=f"{connect_timeout_s}s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise TopoError(f"no Dask scheduler answers at {address} within {connect_timeout_s:g} s ({exc}); "
-                            "start one (dask scheduler) or leave --scheduler out for a local cluster",
-                            key="scheduler") from None
-        except ValueError as exc:
-            raise TopoError(f"cannot use the scheduler address {address!r}: {exc}", key="scheduler") from None
-        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+            n = wait_for_workers(client, address, worker_timeout_s, notify)
+        except BaseException:
+            client.close()
+            raise
         return client, None, f"the Dask cluster at {address} ({n} workers)"
-    n = workers or os.cpu_count() or 1
+    # no more worker processes than points (each costs ~0.1 s and ~100 MB to start) or cores, unless asked
+    n = workers or max(1, min(os.cpu_count() or 1, points or (os.cpu_count() or 1)))
     # A terminal's Ctrl-C reaches the whole process group: the worker processes ignore it (they inherit an ignored
     # SIGINT, and Python then installs no KeyboardInterrupt handler in them), and this process, which alone handles
     # it, closes the cluster. Ctrl-C during the few seconds of start-up is therefore ignored.
@@ -178,7 +193,8 @@ def local_cluster(workers: int):
 def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = None, workers: int | None = None,
           client=None, batch_size: int | None = None, progress: Callable[[int, int, float], None] | None = None,
           connect_timeout_s: float = _CONNECT_TIMEOUT_S, run: SweepRun | None = None,
-          inputs=()) -> pd.DataFrame:
+          inputs=(), scheduler_file: str | None = None, notify: Callable[[str], None] | None = None,
+          worker_timeout_s: float = _WORKER_TIMEOUT_S) -> pd.DataFrame:
     """Run a study and return one row per point (see :mod:`topo.sweep`).
 
     Parameters
@@ -193,7 +209,7 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         None: an embedded LocalCluster (or Dask's configured ``scheduler-address``); an address such as
         ``tcp://10.0.0.5:8786``: an existing Dask cluster; ``"serial"``: this process, no Dask.
     workers : int, optional
-        Worker processes of the embedded cluster (default: one per core).
+        Worker processes of the embedded cluster (default: one per core, and no more than the points to compute).
     client : distributed.Client, optional
         Run on this client instead (it is not closed).
     batch_size : int, optional
@@ -204,6 +220,14 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         How long to wait for a scheduler address to answer.
     run : SweepRun, optional
         Filled with counts (points skipped, computed, errors) and where the study ran.
+    inputs : sequence of path, optional
+        Files the output must not be (the study file as the user named it).
+    scheduler_file : str, optional
+        A Dask scheduler file (``dask scheduler --scheduler-file FILE``): its address is the scheduler.
+    notify : callable, optional
+        Called with a line the user should see while the study runs (``waiting for workers at ...``).
+    worker_timeout_s : float
+        How long a cluster without workers is waited for before giving up.
 
     Returns
     -------
@@ -219,6 +243,10 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         Interrupted: the batches finished so far are in ``output``, complete, and a rerun resumes from them.
     """
     start = time.perf_counter()
+    if scheduler_file is not None:
+        if scheduler is not None:
+            raise TopoError("give a scheduler address or a scheduler file, not both", key="scheduler_file")
+        scheduler = scheduler_from_file(scheduler_file)
     if isinstance(study, dict):
         study = study_from_dict(study)
     elif not isinstance(study, Study):
@@ -227,23 +255,33 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     inputs = list(inputs) + [p for p, _ in study.specs.values()]
     store = ResultStore(output, study, inputs=inputs)
     points = study.points()
+    version = study.version()
+    run.replaced = store.prune(points, version)
+    if run.replaced:
+        run.notices.append(f"removed {run.replaced:,} rows of an earlier version of {study.name} from {output} "
+                           "(the study, a spec or a file it reads, or topo changed since they were computed)")
     done = store.done()
     todo = [p for p in points if p["point"] not in done]
     run.total, run.skipped = len(points), len(points) - len(todo)
+    store.open(version)
     if todo:
-        store.open()
-        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s,
-                 start)
+        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress,
+                 (connect_timeout_s, worker_timeout_s, notify), start)
     else:
-        store.open()
         run.where = "nothing to compute: every point is in the output"
     frame = _frame(store, points)
+    run.notices += store.notices
+    strays = store.strays()
+    if strays:
+        run.notices.append(f"{output} holds files that are not its parts ({', '.join(strays[:3])}"
+                           f"{', ...' if len(strays) > 3 else ''}): pandas.read_parquet on the folder fails on "
+                           "them; topo.sweep.read_results reads the parts only")
     run.errors = int(frame["error"].notna().sum()) if len(frame) else 0
     run.elapsed_s = time.perf_counter() - start
     return frame
 
 
-def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, connect_timeout_s, start):
+def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, waits, start):
     total = run.total
     done_count = run.skipped
     compute, specs = list(study.compute), study.specs
@@ -262,7 +300,9 @@ def _execute(study, todo, store, run, scheduler, workers, client, batch_size, pr
     own = client is None
     cluster = None
     if own:
-        client, cluster, run.where = _client(scheduler, workers, connect_timeout_s)
+        connect_timeout_s, worker_timeout_s, notify = waits
+        client, cluster, run.where = _client(scheduler, workers, connect_timeout_s, len(todo), notify,
+                                             worker_timeout_s)
     else:
         run.where = "the given Dask client"
     futures = []
@@ -299,11 +339,8 @@ def _execute(study, todo, store, run, scheduler, workers, client, batch_size, pr
 
 
 def _frame(store: ResultStore, points: list[dict]) -> pd.DataFrame:
-    table = store.read()
+    table = store.read()  # each point once
     df = table.to_pandas()
-    if len(df):
-        df["_bad"] = (df["error_kind"] == "worker").astype(int)
-        df = df.sort_values("_bad", kind="stable").drop_duplicates("point", keep="first").drop(columns="_bad")
     order = {p["point"]: i for i, p in enumerate(points)}
     df = df[df["point"].isin(order)]
     df = df.iloc[sorted(range(len(df)), key=lambda i: order[df["point"].iat[i]])].reset_index(drop=True)

@@ -7,20 +7,26 @@
         part-<hash>.parquet       one per finished batch, renamed into place only when complete
 
 Every part has the same columns and types (:func:`schema`), so ``pandas.read_parquet("results.parquet")`` reads
-the folder as one table (pyarrow skips names starting with ``_`` and ``.``). A study that stops (Ctrl-C, a lost
-cluster, a power cut) leaves only complete parts; running it again reads their ``point`` hashes and computes the
-rest. A folder is only written into when it is empty, new, or marked as ours by ``_topo_sweep.json`` with the same
-columns; a file, or a folder of someone else's, is refused.
+the folder as one table (pyarrow skips names starting with ``_`` and ``.``; another file put into the folder breaks
+it: :func:`read_results` reads only the parts). A study that stops (Ctrl-C, a lost cluster, a power cut) leaves only
+complete parts; running it again reads their ``point`` hashes and computes the rest. A folder is only written into
+when it is empty, new, or marked as ours by ``_topo_sweep.json`` with the same columns; a file, or a folder of
+someone else's, is refused.
+
+A folder holds the rows of one version of its study (:meth:`topo.sweep.Study.version`: its text, its specs, the
+files it reads, topo's version): a run of another version first rewrites the folder without the rows its study no
+longer has (:meth:`ResultStore.prune`), so that no reader mixes two versions' rows under one label. A part that
+cannot be read (truncated by a full disk) is set aside as ``.unreadable-part-*`` and its points computed again.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import __version__
@@ -28,7 +34,7 @@ from ..atomic import SIGNATURE, atomic_open
 from ..errors import TopoError
 from .point import FIGURES
 
-__all__ = ["schema", "ResultStore", "META", "read_results"]
+__all__ = ["schema", "ResultStore", "META", "read_results", "dedupe"]
 
 META = "_topo_sweep.json"
 COMMON = (("point", "string"), ("design", "string"), ("label", "string"), ("error", "string"),
@@ -47,14 +53,22 @@ def _input_type(values: list) -> str:
     return "string"
 
 
+def _seed_typed(v):
+    """An axis value as its rows hold it: exactly ``"{seed}"`` becomes the seed, a whole number."""
+    return 0 if v == "{seed}" else v
+
+
 def schema(study) -> pa.Schema:
     """The columns of a study's rows: its inputs (typed by their values: a number axis stays numeric; a mixed one
-    becomes text), the figures of what it computes, then ``point``, ``design``, ``label``, ``error``,
+    becomes text; ``"{seed}"`` is a whole number; ``size`` is followed by ``size_bytes``), the figures of what it
+    computes, then ``point``, ``design``, ``label``, ``error``,
     ``error_kind``, ``compute_s`` (seconds the point took: the only column that differs between runs) and
     ``topo_version``."""
     cols: dict[str, str] = {}
     for k in study.input_columns:
-        cols[k] = "int64" if k == "seed" else _input_type(study.axes[k])
+        cols[k] = "int64" if k == "seed" else _input_type([_seed_typed(v) for v in study.axes[k]])
+        if k == "size":  # the label as given ("1GiB") and the bytes it means, a whole number
+            cols["size_bytes"] = "int64"
     for c in study.compute:
         for k, (t, _) in FIGURES[c].items():
             cols.setdefault(k, t)
@@ -85,6 +99,7 @@ class ResultStore:
         self.schema = schema(study)
         self._types = {f.name: _kind(f.type) for f in self.schema}
         self.memory: list[pa.Table] = []
+        self.notices: list[str] = []  # what a reader should be told (a part set aside), one line each
         if self.path is not None:
             self._check(inputs)
 
@@ -120,8 +135,8 @@ class ResultStore:
                 raise TopoError(f"holds the results of another study ({old.get('study')!r}) with other columns; "
                                 "choose another output, or remove this folder", source=str(p), key="output")
 
-    def open(self) -> None:
-        """Create the folder and its marker (once)."""
+    def open(self, version: str | None = None) -> None:
+        """Create the folder and its marker (once), recording the study's ``version`` (see :meth:`prune`)."""
         if self.path is None:
             return
         try:
@@ -130,7 +145,7 @@ class ResultStore:
             raise TopoError(f"cannot create the folder: {exc.strerror}", source=str(self.path), key="output") from None
         meta = {"generator": f"{SIGNATURE} {__version__} (topo sweep)", "topo_version": __version__,
                 "study": self.study.name, "study_source": self.study.source, "study_text": self.study.text,
-                "columns": self.schema.names}
+                "study_version": version, "columns": self.schema.names}
         with atomic_open(self.path / META, "w") as fh:
             json.dump(meta, fh, indent=1)
 
@@ -139,11 +154,79 @@ class ResultStore:
             return []
         return sorted(self.path.glob("part-*.parquet"))
 
+    def strays(self) -> list[str]:
+        """Names in the folder that are not ours (neither a part, the marker, nor hidden): they break
+        ``pandas.read_parquet(folder)`` (:func:`read_results` skips them)."""
+        if self.path is None or not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir() if not p.name.startswith(("_", "."))
+                      and not (p.name.startswith("part-") and p.name.endswith(".parquet")))
+
+    def _tables(self, columns=None) -> list[pa.Table]:
+        """The parts' tables then the in-memory ones; a part that cannot be read is set aside (see the module
+        doc) and noted in :attr:`notices`."""
+        out = []
+        for p in self.parts():
+            t = _read_part(p, columns, self.schema if columns is None else None)
+            if t is None:
+                self.notices.append(f"{p.name} could not be read (truncated?); set aside as .unreadable-{p.name}, "
+                                    "its points are computed again")
+                try:
+                    os.replace(p, p.with_name(f".unreadable-{p.name}"))
+                except OSError:
+                    pass
+                continue
+            out.append(t)
+        return out + [t.select(columns) if columns else t for t in self.memory]
+
+    def prune(self, points: list[dict], version: str) -> int:
+        """Make the folder hold the rows of this version of the study only: when the marker names another version,
+        rewrite the parts keeping the rows of ``points`` (each point once) and return how many rows were dropped.
+
+        Parameters
+        ----------
+        points : list of dict
+            The study's points (:meth:`topo.sweep.Study.points`).
+        version : str
+            :meth:`topo.sweep.Study.version`.
+
+        Returns
+        -------
+        int
+            Rows removed (0 when the folder already holds this version, or is new).
+        """
+        if self.path is None or not (self.path / META).is_file():
+            return 0
+        try:
+            old = json.loads((self.path / META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = {}
+        if old.get("study_version", "same" if (old.get("study_text"), old.get("topo_version")) ==
+                   (self.study.text, __version__) else None) in (version, "same"):
+            return 0  # (a folder written before versions were recorded: the same text and topo's version)
+        parts = self.parts()
+        tables = self._tables()
+        if not tables:
+            return 0
+        table = pa.concat_tables(tables)
+        labels = {p["point"]: p["label"] for p in points}
+        keep = dedupe(table.filter(pc.is_in(table.column("point"), value_set=pa.array(list(labels)))))
+        if keep.num_rows == table.num_rows:
+            return 0
+        if keep.num_rows:  # the kept rows as one part, labelled as this study names its designs
+            keep = keep.set_column(keep.schema.get_field_index("label"), "label",
+                                   pa.array([labels[p] for p in keep.column("point").to_pylist()], pa.string()))
+            self._write(keep)
+        new = self._name(keep.column("point").to_pylist()) if keep.num_rows else None
+        for p in parts:
+            if p.name != new and p.exists():
+                os.unlink(p)
+        return table.num_rows - keep.num_rows
+
     def done(self) -> set[str]:
         """Hashes of the points already recorded (a point whose worker died is not done: it is run again)."""
         out: set[str] = set()
-        tables = [pq.read_table(p, columns=["point", "error_kind"]) for p in self.parts()] + \
-            [t.select(["point", "error_kind"]) for t in self.memory]
+        tables = self._tables(["point", "error_kind"])
         for t in tables:
             kinds = t.column("error_kind").to_pylist()
             out.update(pt for pt, k in zip(t.column("point").to_pylist(), kinds) if k != "worker")
@@ -162,27 +245,26 @@ class ResultStore:
         if self.path is None:
             self.memory.append(t)
             return
+        self._write(t)
+
+    @staticmethod
+    def _name(points: list[str]) -> str:
         import hashlib
 
-        name = "part-" + hashlib.sha256("".join(r["point"] for r in rows).encode()).hexdigest()[:16] + ".parquet"
-        fd, tmp = tempfile.mkstemp(prefix=".part-", suffix=".tmp", dir=self.path)
-        os.close(fd)
-        try:
-            pq.write_table(t, tmp)
-            os.replace(tmp, self.path / name)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        return "part-" + hashlib.sha256("".join(points).encode()).hexdigest()[:16] + ".parquet"
+
+    def _write(self, t: pa.Table) -> None:
+        """``t`` as a new part, renamed into place when complete."""
+        # renamed into place whole, with the user's umask like every file topo writes (not mkstemp's 0600)
+        with atomic_open(self.path / self._name(t.column("point").to_pylist()), "wb") as fh:
+            pq.write_table(t, fh)
 
     def read(self) -> pa.Table:
-        """Every recorded row (parts and memory), a point recorded twice kept once (its latest complete row)."""
-        tables = [pq.read_table(p, schema=self.schema) for p in self.parts()] + self.memory
+        """Every recorded row (parts and memory), a point recorded twice kept once (see :func:`dedupe`)."""
+        tables = self._tables()
         if not tables:
             return self.schema.empty_table()
-        return pa.concat_tables(tables)
+        return dedupe(pa.concat_tables(tables))
 
 
 def _kind(t: pa.DataType) -> str:
@@ -195,14 +277,40 @@ def _kind(t: pa.DataType) -> str:
     return "string"
 
 
+def _read_part(path: Path, columns, schema) -> pa.Table | None:
+    """A part's table, None when it cannot be read (truncated, not Parquet)."""
+    try:
+        return pq.read_table(path, columns=columns, schema=schema)
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def dedupe(table: pa.Table) -> pa.Table:
+    """Each point once: a point recorded twice (its batch was lost, then run again; two runs into one folder)
+    keeps a computed row over a lost batch's row (``error_kind = "worker"``), else its first row."""
+    if table.num_rows == 0:
+        return table
+    points = table.column("point").to_pylist()
+    lost = [k == "worker" for k in table.column("error_kind").to_pylist()]
+    best: dict = {}
+    for i, (p, bad) in enumerate(zip(points, lost)):
+        j = best.get(p)
+        if j is None or (lost[j] and not bad):
+            best[p] = i
+    if len(best) == table.num_rows:
+        return table
+    return table.take(pa.array(sorted(best.values()), type=pa.int64()))
+
+
 def read_results(path: str | Path):
-    """The rows in a sweep's output folder as a pandas DataFrame (every part, in no particular order)."""
+    """The rows in a sweep's output folder as a pandas DataFrame: every readable part (other files in the folder
+    are skipped), each point once (:func:`dedupe`), in no particular order."""
     p = Path(path)
     if not (p / META).is_file():
         raise TopoError(f"is not the output of topo sweep (no {META})", source=str(p))
-    parts = sorted(p.glob("part-*.parquet"))
-    if not parts:
+    tables = [t for t in (_read_part(x, None, None) for x in sorted(p.glob("part-*.parquet"))) if t is not None]
+    if not tables:
         import pandas as pd
 
         return pd.DataFrame()
-    return pa.concat_tables([pq.read_table(x) for x in parts]).to_pandas()
+    return dedupe(pa.concat_tables(tables, promote_options="default")).to_pandas()

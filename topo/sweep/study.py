@@ -16,13 +16,13 @@ A study is a small TOML file::
 
 Axis names are spec field paths (with a dot or a bracket) or one of :data:`topo.sweep.point.POINT_KEYS`:
 ``spec``, ``fail``; for ``estimate`` ``collective``, ``size``, ``traffic`` and the options of
-:class:`topo.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
+:class:`topo.engine.options.EstimateOptions` (``gpus``, ``groups``, ``algorithm``, ``ecmp``, ``sharing``, ...); for
 ``train`` ``model``, ``layout`` (``"tp=8,pp=16,dp=768"``), ``efficiency`` and the fields of a training layout
 (``global_batch``, ``micro_batch``, ...); for ``plan`` ``days``, ``mfu``, ``pue``, ``plan_collectives``.
 
 Points are the product of the axes (the first axis varies slowest); for each point whose values contain
-``{seed}``, one point per seed. Each point gets ``point``, a hash of its inputs, the spec's text and topo's
-version (what resumption matches), and ``design``, a hash of the same without the seed (what summaries group by).
+``{seed}``, one point per seed. Each point gets ``point``, a hash of its inputs, the spec's text, the content of
+every model, traffic or profile file its values name by path, and topo's version (what resumption matches), and ``design``, a hash of the same without the seed (what summaries group by).
 """
 
 from __future__ import annotations
@@ -39,12 +39,15 @@ from .. import __version__
 from ..errors import TopoError
 from ..inputs import is_input_file, read_input_text
 from ..resources import data_dir
-from ..spec.load import apply_overrides, check_override_key, resolve_spec_path
+from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
 from ..spec.model import Spec
 from ..spec.sites import RegionSpec, is_region_data
+from .check import check_values
+from .files import FILE_AXES, file_digest
 from .point import COMPUTES, ESTIMATE_KEYS, PLAN_KEYS, POINT_KEYS, TRAIN_KEYS, toml_value
 
-__all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS"]
+__all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", "MAX_POINTS", "FILE_AXES",
+           "file_digest"]
 
 SEED = "{seed}"
 MAX_POINTS = 10_000_000
@@ -91,7 +94,8 @@ class Study:
             if g not in groups:
                 groups.append(g)
         choices = [[dict(zip(g, vals)) for vals in zip(*(self.axes[k] for k in g))] for g in groups]
-        out = []
+        out: list = []
+        memo: dict = {}  # axis value -> digest of the file it names: a file is read once per call
         for combo in itertools.product(*choices):
             design = {k: v for part in combo for k, v in part.items()}
             design = {k: design[k] for k in self.axes}
@@ -102,20 +106,34 @@ class Study:
                 for s in self.seeds:
                     p = {k: _expand(v, s) for k, v in design.items()}
                     p["seed"] = s
-                    out.append(self._finish(p, dhash, label))
+                    out.append(self._finish(p, dhash, label, memo))
             else:
-                out.append(self._finish(dict(design, **({"seed": None} if self.seeds else {})), dhash, label))
+                out.append(self._finish(dict(design, **({"seed": None} if self.seeds else {})), dhash, label,
+                                        memo))
         return out
 
     def _spec_digest(self, inputs: dict) -> str:
         return hashlib.sha256(self.specs[inputs["spec"]][1].encode()).hexdigest()
 
-    def _finish(self, inputs: dict, dhash: str, label: str) -> dict:
+    def _finish(self, inputs: dict, dhash: str, label: str, memo: dict) -> dict:
         inputs = dict(inputs)
         key = {k: v for k, v in inputs.items() if not (k == "seed" and v is None)}  # the same with or without seeds
-        phash = _hash({"inputs": key, "compute": self.compute, "spec": self._spec_digest(inputs),
-                       "topo": __version__})
-        return {"inputs": inputs, "point": phash, "design": dhash, "label": label or self.name}
+        keyed = {"inputs": key, "compute": self.compute, "spec": self._spec_digest(inputs), "topo": __version__}
+        for v in (key[k] for k in FILE_AXES if k in key and key[k] not in memo):
+            memo[v] = file_digest(v)
+        files = {k: memo[key[k]] for k in FILE_AXES if k in key and memo[key[k]] is not None}
+        if files:  # only when a value names a file, so that a study of bundled names keeps its hashes
+            keyed["files"] = files
+        return {"inputs": inputs, "point": _hash(keyed), "design": dhash, "label": label or self.name}
+
+    def version(self) -> str:
+        """What the rows of this study depend on beside their inputs: the study's text, its specs' text, the
+        content of the files its axes name (:data:`FILE_AXES`) and topo's version. An output folder holds the rows
+        of one version (:meth:`topo.sweep.store.ResultStore.prune`)."""
+        files = sorted({(k, str(v), file_digest(v)) for k, vs in self.axes.items() if k in FILE_AXES for v in vs},
+                       key=str)
+        return _hash({"text": self.text, "specs": {r: t for r, (_, t) in self.specs.items()}, "files": files,
+                      "topo": __version__})
 
 
 def _expand(v, seed: int):
@@ -171,6 +189,9 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     def bad(key, msg):
         raise TopoError(msg, source=source, key=key)
 
+    if not data:
+        bad(None, "is empty; a study names its spec (spec = \"...\"), what to compute and its [axes] (see the "
+            "bundled ones: topo sweep failures-100k)")
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
         close = difflib.get_close_matches(unknown[0], TOP_KEYS, n=1)
@@ -254,6 +275,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
         bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
     specs = _read_specs(axes["spec"], folder, source)
     _check_paths(axes, specs, source)
+    check_values(axes, source, SEED)
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
                   compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
                   specs=specs, description=str(data.get("description", "")))
@@ -312,11 +334,10 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
-        try:  # as the user would write it: relative to the working folder when below it
-            shown = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-        except ValueError:
-            shown = str(path)
-        out[ref] = (shown, text)
+        # as the study names it, never this machine's path: rows travel (a bundled spec by its name)
+        bundled = (Path(path).resolve().parent == bundled_spec_dir().resolve()
+                   and not (folder and (folder / ref).is_file()))
+        out[ref] = (f"bundled spec {Path(path).stem}" if bundled else ref, text)
     return out
 
 

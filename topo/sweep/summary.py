@@ -22,11 +22,22 @@ def figure_direction(name: str) -> str | None:
     return None
 
 
+def _worst_seed(rows: pd.DataFrame, is_worst: np.ndarray) -> int | None:
+    """The smallest seed among the draws that tie for the worst value (so that it does not depend on the order
+    of the rows), None for a design without seeds."""
+    if "seed" not in rows:
+        return None
+    seeds = rows["seed"][is_worst].dropna()
+    return int(seeds.min()) if len(seeds) else None
+
+
 def summarize(df: pd.DataFrame, figures=None) -> pd.DataFrame:
     """One row per design and figure: ``draws`` (points), ``errors``, then over the points without an error
-    ``mean``, ``p50``, ``p90``, ``p99`` (percentiles, linear interpolation as :func:`numpy.percentile`), ``worst``
+    ``mean``, ``p50``, ``p90``, ``p99`` (percentiles on the bad tail, linear interpolation as
+    :func:`numpy.percentile`: the value that 90% or 99% of draws are no worse than, so the 10th and 1st percentiles
+    of a figure where lower is worse, a bandwidth or an MFU), ``worst``
     (the largest of a figure where higher is worse, the smallest where lower is), and ``worst_seed`` (the seed
-    of the worst draw; missing for a design without seeds).
+    of the worst draw, the smallest of those that tie; missing for a design without seeds).
 
     Parameters
     ----------
@@ -47,12 +58,11 @@ def summarize(df: pd.DataFrame, figures=None) -> pd.DataFrame:
             row = {"design": design, "label": g["label"].iat[0], "figure": fig, "draws": len(g),
                    "errors": int(g["error"].notna().sum())}
             if vals.size:
-                worst = int(np.argmax(vals) if figure_direction(fig) == "high" else np.argmin(vals))
-                p50, p90, p99 = np.percentile(vals, [50, 90, 99])
-                row.update(mean=float(vals.mean()), p50=float(p50), p90=float(p90), p99=float(p99),
-                           worst=float(vals[worst]))
-                seed = sub["seed"].iat[worst] if "seed" in sub else None
-                row["worst_seed"] = None if seed is None or pd.isna(seed) else int(seed)
+                worst = float(vals.max() if figure_direction(fig) == "high" else vals.min())
+                bad_tail = [50, 10, 1] if figure_direction(fig) == "low" else [50, 90, 99]
+                p50, p90, p99 = np.percentile(vals, bad_tail)
+                row.update(mean=float(vals.mean()), p50=float(p50), p90=float(p90), p99=float(p99), worst=worst)
+                row["worst_seed"] = _worst_seed(sub, vals == worst)
             else:
                 row.update({s: np.nan for s in STATS}, worst_seed=None)
             rows.append(row)

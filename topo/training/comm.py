@@ -1,4 +1,4 @@
-"""The one door from the workload to the collective engine (:func:`topo.estimate.estimate`).
+"""The one door from the workload to the collective engine (:func:`topo.engine.estimate.estimate`).
 
 Every group of a dimension runs at once: a group matrix ``M [num_groups, group_size]`` of GPU ids goes to the
 engine as ``ranks=M.ravel(), groups=M.shape[0], group_layout="blocked", rank_order="given"``, so the links the

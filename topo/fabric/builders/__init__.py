@@ -1,4 +1,4 @@
-"""Builders: a validated spec becomes a :class:`~topo.fabric.Fabric`, one builder per fabric kind."""
+"""Builders: a validated spec becomes a :class:`~topo.fabric.fabric.Fabric`, one builder per fabric kind."""
 
 from __future__ import annotations
 

@@ -35,6 +35,6 @@ def rail_only(spec: Spec):
     Notes
     -----
     A flow between rails must first move over NVLink to the GPU on the destination's rail (NCCL's PXN does
-    this); :mod:`topo.route` routes it so. The paper reports 38-77% lower network cost than rail-optimized.
+    this); :mod:`topo.engine.route` routes it so. The paper reports 38-77% lower network cost than rail-optimized.
     """
     return make_fabric(spec, plan_clos(spec, ATTACHMENT))
