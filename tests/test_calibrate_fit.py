@@ -145,7 +145,8 @@ def test_a_short_sweep_far_off_is_still_fitted():
     from pathlib import Path
 
     res = calibrate_logs([Path(__file__).parent / "data" / "nccl_logs" / "spark103_allreduce_gb10.txt"], gpu="B200")
-    assert res.fit.mdape_before_pct == pytest.approx(50.9, abs=0.1)
+    # (44.4% since the kernel launch is priced, gpu/*.toml launch_us: still far off)
+    assert res.fit.mdape_before_pct == pytest.approx(44.4, abs=0.1)
     assert res.fit.mdape_after_pct < 15 and res.warning is None
 
 

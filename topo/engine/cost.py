@@ -43,7 +43,8 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
 
     plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. In an NVLink domain that
     spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's ``mnnvl_hop_extra_s``
-    more, and the collective ``mnnvl_extra_s`` more once.
+    more, and the collective ``mnnvl_extra_s`` more once. Every collective is one kernel: the GPU's fixed cost of a
+    kernel in a queue of back-to-back launches (``launch_s``, as nccl-tests runs them) is added once.
 
     Parameters
     ----------
@@ -86,7 +87,7 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     else:  # p2p
         t = (base + c.intra_hops * nv + c.inter_hops * (net + profile.overhead(proto))
              + c.peers * profile.peer_overhead_s)
-    return t + routed_s + (profile.mnnvl_extra_s if c.mnnvl else 0.0)
+    return t + routed_s + profile.launch_s + (profile.mnnvl_extra_s if c.mnnvl else 0.0)
 
 
 def usable_capacity(router: Router, profile: Profile) -> np.ndarray:

@@ -33,10 +33,11 @@ from .profiles import Profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
+from .interval import time_range_s
 from .tuner import nccl_choice
 
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "CollectiveTime", "evaluate", "size_result",
-           "placement_for", "choose_profile"]
+           "placement_for"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -345,7 +346,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     coll = normalize_collective(collective)
     asked, candidates = algorithm_candidates(coll, opts.algorithm)
     pl = placement_for(fabric, opts)
-    prof = choose_profile(fabric, opts.profile)
+    prof = resolve_profile(opts.profile, fabric)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
     shape = NodeShape.of(fabric)
@@ -492,15 +493,19 @@ def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
     Returns
     -------
     SizeResult
+        With ``time_low_s``/``time_high_s``, the range measured times fell in on clusters a bundled profile was
+        not fitted on (:func:`topo.engine.interval.time_range_s`; None for other profiles).
     """
     S = int(size_bytes)
     coll = ev.collective
     t, name, proto, lat, bw = ev.time(S)  # a CollectiveTime
+    lo, hi = time_range_s(S, t) if ev.profile.bundled else (None, None)
     return SizeResult(
         size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=ev.op if coll in REDUCING else "none",
         root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
         busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
-        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto))
+        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto),
+        time_low_s=lo, time_high_s=hi)
 
 
 def _sizes(sizes) -> list[int]:
@@ -515,20 +520,3 @@ def _sizes(sizes) -> list[int]:
     if not out:
         raise TopoError("no sizes given", key="sizes")
     return out
-
-
-def choose_profile(fabric: Fabric, profile) -> Profile:
-    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name,
-    the path of a profile file (as ``topo calibrate`` writes), or a Profile
-    (:func:`topo.engine.profiles.resolve_profile`).
-
-    Parameters
-    ----------
-    fabric : Fabric
-    profile : str, Path, Profile or None
-
-    Returns
-    -------
-    Profile
-    """
-    return resolve_profile(profile, fabric)
