@@ -37,7 +37,8 @@ def test_an_estimate_carries_the_range_of_its_regime(pod):
         assert x.time_low_s == pytest.approx(x.time_s / (1 + r.error_p90), rel=1e-12)
         assert x.time_high_s == pytest.approx(x.time_s / (1 + r.error_p10), rel=1e-12)
         assert x.time_low_s <= x.time_high_s
-    assert time_range_s(8, 1.0) == pytest.approx((res[0].time_low_s / res[0].time_s, res[0].time_high_s / res[0].time_s))
+    lo, hi = res[0].time_low_s / res[0].time_s, res[0].time_high_s / res[0].time_s
+    assert time_range_s(8, 1.0) == pytest.approx((lo, hi))
     # a profile that is not a bundled one (calibrated, ideal) is not what the errors describe: no range
     ideal = estimate(pod, "all_reduce", [8], gpus=16, profile="ideal").results[0]
     assert ideal.time_low_s is None and ideal.time_high_s is None

@@ -355,7 +355,8 @@ def identified(cases: list[Case], params: list[FreeParam], x) -> dict[str, str]:
     for i in order:
         col = cols[i]
         if np.abs(col).max(initial=0.0) * 100 < SEEN_PCT:
-            probe = "x1.25" if params[i].kind == "log" else "+-" + ("0.05" if params[i].hi <= 1.0 else "5% of its range")
+            linear = "+-0.05" if params[i].hi <= 1.0 else "+-5% of its range"
+            probe = "x1.25" if params[i].kind == "log" else linear
             why[name[i]] = f"no measured size moves by {SEEN_PCT:g}% when it changes by {probe}: the logs do not see it"
             continue
         rest = col - basis @ (basis.T @ col) if basis.shape[1] else col
