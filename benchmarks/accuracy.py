@@ -25,6 +25,16 @@ regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
     python benchmarks/accuracy.py            # prints the tables and with --write updates benchmarks/RESULTS.md (~15 min, 2 cores)
     python benchmarks/accuracy.py --quick    # in-sample only (seconds)
     python benchmarks/accuracy.py --fit      # the constants fitted on every setup (for topo/data/profiles/)
+    python benchmarks/accuracy.py --small    # only the folds of setups measured at <= 64 KiB: leave-one-setup-out,
+                                             # leave-one-network-family-out and the held-out set (a few minutes)
+
+5. **Leave-one-network-family-out** (InfiniBand, RoCE, EFA, Google's TCP offloads): each family scored with the
+   constants fitted on the other families only, the latency regime reported apart from large sizes.
+6. **Held out** (data/measurements/heldout_nccl_tests.csv, ``HELDOUT_SETUPS``, ``held_out=True``): setups no fit
+   reads (:func:`fit_groups` refuses them), scored with the bundled profiles and with the fit on every other setup.
+
+The interval ``topo estimate`` reports (topo/data/accuracy/collective_interval.toml) is the 10th-90th percentile of
+the leave-one-setup-out signed errors per size regime, printed under the headline (``interval_lines``).
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from _results import ROOT, update_section
 sys.path.insert(0, str(ROOT))
 
 from topo import build_fabric, spec_from_dict  # noqa: E402
-from topo.calibrate.fit import Case, FreeParam, calibration_params, case_errors, fit_cases  # noqa: E402
+from topo.calibrate.fit import Case, FreeParam, calibration_params, case_errors, fit_cases, fit_identified  # noqa: E402
 from topo.calibrate.setup import Setup, node_spec  # noqa: E402
 from topo.engine.collectives import busbw_factor  # noqa: E402
 from topo.engine.profiles import profile_for  # noqa: E402
@@ -52,6 +62,7 @@ from topo.engine.profiles import profile_for  # noqa: E402
 # TOPO_DATA_DIR points the reference set elsewhere, as for the tests.
 DATA = Path(os.environ.get("TOPO_DATA_DIR", ROOT / "data" / "reference")) / "nccl_tests_measurements.csv"
 EXTRA = ROOT / "data" / "measurements" / "extra_nccl_tests.csv"
+HELDOUT = ROOT / "data" / "measurements" / "heldout_nccl_tests.csv"  # never read by a fit (HELDOUT_SETUPS)
 COLUMNS = {"setup_id", "collective", "size_bytes", "time_us", "busbw_GBps"}
 BW_MIN = 64 * 2**20
 LAT_MAX = 64 * 2**10
@@ -67,6 +78,7 @@ class SetupDef:
     no_fit: str = ""  # a reason to keep the setup out of every fit (it is still scored, in every figure)
     protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol (as topo compare models it)
     channels: int | None = None  # NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS, when the run pinned the channel count
+    held_out: bool = False  # data/measurements/heldout_nccl_tests.csv: scored, never read by any fit
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -224,7 +236,14 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
 }
 
 
-ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS}
+# Held out: data/measurements/heldout_nccl_tests.csv, found for issue 33 and read by no fit (fit_groups refuses them)
+HELDOUT_SETUPS: dict[str, SetupDef] = {
+    "ncclt150_a100_2x1_hdr": SetupDef(_ns("A100", 1, "200 Gb/s", "infiniband_hdr", 2, gpus=1), 2, held_out=True,
+                                      why="held out: 2 servers x 1 A100 80GB on HDR InfiniBand (one rank per node, "
+                                          "one HDR NIC assumed), all-reduce 8-64 B"),
+}
+
+ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
 
 
 @dataclass
@@ -441,6 +460,9 @@ def fit_groups(groups: list[Group], max_nfev: int = 40):
     for c in train:
         for t in c.tags:
             small[t] = small.get(t, 0) + sum(1 for s in c.sizes if s <= LATENCY_EVIDENCE_MAX)
+    if any(g.d.held_out for g in groups):
+        raise ValueError("held-out setups are never fitted: "
+                         + ", ".join(sorted({g.setup for g in groups if g.d.held_out})))
     ps = [p for p in shared_params() if p.tag is None or p.tag in small]
     ps = [p for p in ps if p.name not in LATENCY_PARAMS or p.tag is None or small[p.tag] >= MIN_LATENCY_SIZES]
     return ps, fit_cases(train, ps, max_nfev=max_nfev)
@@ -457,7 +479,7 @@ def fitted_profile(g: Group, ps, x):
 
 def fitting_set(groups: list[Group]) -> list[Group]:
     """The groups constants are fitted on: every setup but those excluded or kept out of fits (with reasons)."""
-    return [g for g in groups if not g.d.exclude and not g.d.no_fit]
+    return [g for g in groups if not g.d.exclude and not g.d.no_fit and not g.d.held_out]
 
 
 def _fold(held: str):
@@ -466,9 +488,10 @@ def _fold(held: str):
     return [score(g, fitted_profile(g, ps, fit.x)) for g in groups if g.setup == held], fit.values
 
 
-def leave_one_setup_out(groups: list[Group], max_nfev: int = 40, processes: int = 2):
-    """Each setup scored with the constants fitted on every other setup (folds run in ``processes`` workers)."""
-    helds = sorted({g.setup for g in groups if not g.d.exclude})
+def leave_one_setup_out(groups: list[Group], max_nfev: int = 40, processes: int = 2, only=None):
+    """Each setup scored with the constants fitted on every other setup (folds run in ``processes`` workers);
+    ``only``: the setups to score (default every one not excluded)."""
+    helds = sorted({g.setup for g in groups if not g.d.exclude and (only is None or g.setup in only)})
     _FOLDS.update(groups=groups, max_nfev=max_nfev)
     if processes > 1:
         import multiprocessing
@@ -481,15 +504,98 @@ def leave_one_setup_out(groups: list[Group], max_nfev: int = 40, processes: int 
     return out, {h: values for h, (_, values) in zip(helds, results)}
 
 
+NETWORK_FAMILIES = ("infiniband", "roce", "efa", "tcp")
+
+
+def family_of(g: Group) -> str:
+    """The network family a setup's fabric runs: InfiniBand, RoCE (every provider), EFA (every generation) or
+    Google's TCP offloads (TCPX, TCPXO)."""
+    tech = g.case.setup.fabric.spec.fabric.technology
+    fam = network_family(tech)
+    return "infiniband" if fam.startswith("infiniband") else ("tcp" if tech in TCP_NETS else fam)
+
+
+def _family_fold(fam: str):
+    groups, max_nfev = _FOLDS["groups"], _FOLDS["max_nfev"]
+    ps, fit = fit_groups([g for g in fitting_set(groups) if family_of(g) != fam], max_nfev)
+    return [score(g, fitted_profile(g, ps, fit.x)) for g in groups if family_of(g) == fam and not g.d.exclude]
+
+
+def leave_one_family_out(groups: list[Group], max_nfev: int = 40, processes: int = 2) -> dict[str, list]:
+    """Each network family's setups scored with the constants fitted on the other families only: a family the
+    model has no run of (its latency and efficiency terms start from NCCL's InfiniBand values)."""
+    _FOLDS.update(groups=groups, max_nfev=max_nfev)
+    fams = [f for f in NETWORK_FAMILIES if any(family_of(g) == f for g in groups)]
+    if processes > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            results = pool.map(_family_fold, fams, chunksize=1)
+    else:
+        results = [_family_fold(f) for f in fams]
+    return dict(zip(fams, results))
+
+
+def _lonfo_lines(everything: list[Group], excluded) -> list[str]:
+    by_fam = leave_one_family_out(everything)
+    lines = ["### Leave-one-network-family-out", "",
+             "Each family scored with the constants fitted on the other families' setups only (target <= 20% at "
+             "<= 64 KiB).", ""]
+    for fam, scored in by_fam.items():
+        lines.append(f"- {fam} ({len({x.setup for x in scored})} setups): {_regimes(scored, excluded)}")
+    pooled = [x for scored in by_fam.values() for x in scored]
+    lines += [f"- pooled: {_regimes(pooled, excluded)}", ""]
+    return lines
+
+
+INTERVAL_REGIMES = (("latency", 0, LAT_MAX), ("middle", LAT_MAX + 1, BW_MIN - 1), ("bandwidth", BW_MIN, 2**63))
+INTERVAL_QUANTILES = (0.1, 0.9)
+
+
+def interval_lines(scored: list[Scored], excluded=()) -> list[str]:
+    """The 10th and 90th percentiles of the signed errors (model / measured - 1) per size regime: the values of
+    topo/data/accuracy/collective_interval.toml (measured = model / (1 + error))."""
+    import numpy as np
+
+    lines = ["Signed-error percentiles per size regime (model / measured - 1; topo/data/accuracy/"
+             "collective_interval.toml):", ""]
+    for name, lo, hi in INTERVAL_REGIMES:
+        errs = np.array([e for x in scored if x.setup not in excluded for s, e in zip(x.sizes, x.errors)
+                         if lo <= s <= hi])
+        if errs.size:
+            q = np.quantile(errs, INTERVAL_QUANTILES)
+            lines.append(f"- {name}: p10 {q[0]:+.4f}, p90 {q[1]:+.4f}, median {np.median(errs):+.4f} "
+                         f"({errs.size} sizes)")
+    return lines + [""]
+
+
+def _heldout_lines(everything: list[Group], held: list[Group]) -> list[str]:
+    """The held-out setups scored with the bundled profiles and with the fit on every other setup (no fit reads
+    them)."""
+    if not held:
+        return []
+    ps, fit = fit_groups(fitting_set(everything))
+    bundled = [score(g, g.case.profile) for g in held]
+    refit = [score(g, fitted_profile(g, ps, fit.x)) for g in held]
+    lines = ["### Held out (data/measurements/heldout_nccl_tests.csv: no fit reads it)", "",
+             f"- bundled profiles: {_regimes(bundled)}", f"- fitted on every other setup: {_regimes(refit)}", ""]
+    return lines + _table(bundled, ALL_SETUPS) + [""]
+
+
+def _small_setups(groups: list[Group]) -> set[str]:
+    return {g.setup for g in groups if any(s <= LAT_MAX for s in g.case.sizes)}
+
+
 def calibrated(groups: list[Group], max_nfev: int = 60):
-    """Fit on the even-indexed sizes of one sweep, score the odd ones; fit on all-reduce, score all-to-all."""
+    """Fit on the even-indexed sizes of one sweep, score the odd ones; fit on all-reduce, score all-to-all. As
+    ``topo calibrate`` fits: only the parameters the sweep determines (:func:`topo.calibrate.fit.fit_identified`)."""
     rows = []
     for g in groups:
         if g.d.exclude or len(g.case.sizes) < 8:
             continue
         train = replace(g.case, sizes=g.case.sizes[::2], measured_s=g.case.measured_s[::2])
         test = replace(g.case, sizes=g.case.sizes[1::2], measured_s=g.case.measured_s[1::2])
-        fit = fit_cases([train], calibration_params(g.case.profile, [train]), max_nfev=max_nfev)
+        fit = fit_identified([train], calibration_params(g.case.profile, [train]), max_nfev=max_nfev)
         before = case_errors(test)
         after = case_errors(replace(test, profile=fit.profiles[0]))
         rows.append(("half sizes", g.setup, g.collective, list(test.sizes), before, after, fit.seconds))
@@ -499,7 +605,7 @@ def calibrated(groups: list[Group], max_nfev: int = 60):
     for sid, colls in by_setup.items():
         if "all_reduce" in colls and len(colls) > 1 and not colls["all_reduce"].d.exclude:
             ar = colls["all_reduce"].case
-            fit = fit_cases([ar], calibration_params(ar.profile, [ar]), max_nfev=max_nfev)
+            fit = fit_identified([ar], calibration_params(ar.profile, [ar]), max_nfev=max_nfev)
             for coll, g in colls.items():
                 if coll == "all_reduce":
                     continue
@@ -562,7 +668,17 @@ def _fit_values_line(fits: dict) -> list[str]:
     return [f"- `{k}`: {min(v):.3g} - {max(v):.3g}" for k, v in sorted(vals.items())]
 
 
-def _loso_lines(groups, extra_groups, excluded) -> list[str]:
+def _small_lines(groups, extra_groups, held, excluded) -> list[str]:
+    """``--small``: the folds of the setups measured at <= 64 KiB only (their other sizes are scored too)."""
+    everything = groups + extra_groups
+    pooled, _ = leave_one_setup_out(everything, only=_small_setups(everything))
+    lines = ["### Leave-one-setup-out, setups measured at <= 64 KiB only", "",
+             f"- {len({x.setup for x in pooled})} setups: {_regimes(pooled, excluded)}", ""]
+    lines += interval_lines(pooled, excluded)
+    return lines + _lonfo_lines(everything, excluded) + _heldout_lines(everything, held)
+
+
+def _loso_lines(groups, extra_groups, excluded, held_out=()) -> list[str]:
     everything = groups + extra_groups
     pooled, fits = leave_one_setup_out(everything)
     ref = [x for x in pooled if x.setup in SETUPS]
@@ -579,6 +695,7 @@ def _loso_lines(groups, extra_groups, excluded) -> list[str]:
              f"- the reference set alone (fitted and left out within its {len(SETUPS)} setups, the first "
              f"definition): {_regimes(ref_only, excluded)}", "",
              f"Kept out of every fit, still scored: {', '.join(kept) or 'none'} (reasons in the table's notes).", ""]
+    lines += interval_lines(pooled, excluded)
     lines += _table(pooled, ALL_SETUPS)
     lines += ["", "Refitted constants across the folds (min - max; the bundled values were fitted on all setups):",
               ""] + _fit_values_line(fits)
@@ -587,7 +704,7 @@ def _loso_lines(groups, extra_groups, excluded) -> list[str]:
     held = [score(g, fitted_profile(g, ps, fit.x)) for g in extra_groups]
     lines += ["", "### Fitted on the reference set only, scored on the published set", "",
               f"{_regimes(held)}. The published set's setups saw none of these constants.", ""]
-    return lines
+    return lines + _lonfo_lines(everything, excluded) + _heldout_lines(everything, list(held_out))
 
 
 def main() -> None:
@@ -595,9 +712,14 @@ def main() -> None:
     t0 = time.perf_counter()
     groups = load_groups(DATA, SETUPS)
     extra_groups = load_groups(EXTRA, EXTRA_SETUPS)
+    held = load_groups(HELDOUT, HELDOUT_SETUPS)
     excluded = {k for k, d in ALL_SETUPS.items() if d.exclude}
+    if "--small" in sys.argv:
+        print("\n".join(_small_lines(groups, extra_groups, held, excluded)))
+        print(f"Run time: {time.perf_counter() - t0:.0f} s.")
+        return
     insample = [score(g, g.case.profile) for g in groups + extra_groups]
-    lines = [] if quick else _loso_lines(groups, extra_groups, excluded)
+    lines = [] if quick else _loso_lines(groups, extra_groups, excluded, held)
     if "--fit" in sys.argv:  # the values to write into topo/data/profiles/ (fitted on every setup)
         _, fit = fit_groups(fitting_set(groups + extra_groups))
         print("\n".join(f"{k} = {v:.4g}" for k, v in fit.values.items()))

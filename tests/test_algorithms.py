@@ -183,7 +183,8 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     p = profile_for("blackwell", "infiniband_ndr")
     x, e = p.mnnvl_hop_extra_s * 1e6, p.mnnvl_extra_s * 1e6
     assert x > 0 and e > 0
-    assert r.latency_s * 1e6 == pytest.approx(6.8 + e + 2 * (71 * (0.6 + x) + 5.0), rel=1e-9)
+    # + the kernel launch once (gpu/blackwell.toml launch_us: Hopper's 2.433 us, assumed)
+    assert r.latency_s * 1e6 == pytest.approx(6.8 + e + 2 * (71 * (0.6 + x) + 5.0) + 2.433, rel=1e-9)
     full = estimate(fab, "all_reduce", [2**30], gpus=144, algorithm="tree").results[0].busbw_GBps
     part = estimate(fab, "all_reduce", [2**30], gpus=128, algorithm="tree").results[0].busbw_GBps
     assert part == pytest.approx(full, rel=0.15)

@@ -112,7 +112,11 @@ def test_cli_calibrate_then_compare_and_show(tmp_path):
     after = json.loads(run_cli("compare", str(log), "--profile", str(out), "--json", check=True).stdout)
     assert after["profile"] == "mine" and after["mdape_pct"] < 2.0 < before["mdape_pct"]
     shown = json.loads(run_cli("profile", "show", str(out), "--json", check=True).stdout)
-    assert shown["parameters"]["network_efficiency"]["fitted"] is True
+    # NVLink binds this 2-node run (test_the_fit_recovers_a_known_cluster): its efficiency is fitted, the network's
+    # is not seen by the log and stays the base profile's, not marked fitted (issue 30 item 7)
+    assert shown["parameters"]["nvlink_efficiency"]["fitted"] is True
+    assert shown["parameters"]["network_efficiency"]["fitted"] is False
+    assert "not fitted, kept at the base profile's value: network_efficiency" in proc.stderr
     bad = run_cli("calibrate", str(log), "--profile", "ideal")
     assert bad.returncode == 2 and "bundled profile" in bad.stderr
 
@@ -141,7 +145,8 @@ def test_a_short_sweep_far_off_is_still_fitted():
     from pathlib import Path
 
     res = calibrate_logs([Path(__file__).parent / "data" / "nccl_logs" / "spark103_allreduce_gb10.txt"], gpu="B200")
-    assert res.fit.mdape_before_pct == pytest.approx(50.9, abs=0.1)
+    # (44.4% since the kernel launch is priced, gpu/*.toml launch_us: still far off)
+    assert res.fit.mdape_before_pct == pytest.approx(44.4, abs=0.1)
     assert res.fit.mdape_after_pct < 15 and res.warning is None
 
 
@@ -276,3 +281,41 @@ def test_a_bundled_profile_of_another_gpu_generation_gets_a_note():
         p.stdout + p.stderr)
     p = run_cli("estimate", "dgx-h100-superpod", "--profile", "hopper+roce", check=True)  # another network: a what-if
     assert "note: profile" not in p.stdout + p.stderr
+
+
+def test_a_bandwidth_only_log_fits_only_what_it_determines(tmp_path):
+    # issue 30 item 7: a 3-size log at 1-16 GiB fitted all 9 parameters, reported 0.0% and wrote NCCL's latency
+    # constants as fitted. Latencies move none of these sizes by 1% (an 8.4 us base latency is 0.02% of a 1 GiB
+    # all-reduce's ~5 ms), and NVLS's efficiency moves them as NVLink's does (NVLink binds the NVLS this run
+    # would take): one bandwidth figure, the pipeline window beside it
+    log = _log(tmp_path, _truth(), sizes=[2**30, 2**32, 2**34])
+    out = tmp_path / "bw.toml"
+    res = calibrate_logs([log], output=out)
+    fitted = set(res.fit.values)
+    assert fitted <= {"nvlink_efficiency", "network_efficiency", "nvls_efficiency", "pipeline_window_MiB"}
+    assert len(fitted) <= 3  # at most the log's sizes
+    for k in ("base_latency.LL", "base_latency.LL128", "base_latency.Simple", "nvlink_hop", "net_hop"):
+        assert "do not see it" in res.fit.not_identified[k]
+    doc = tomllib.loads(out.read_text())
+    assert not any(k.startswith("base_latency") or k.endswith("hop_us") or k == "net_hop_scale" for k in doc)
+    assert set(doc["profile"]["provenance"]["not_fitted"]) >= {"base_latency_LL", "nvlink_hop", "net_hop"}
+    assert doc["profile"]["provenance"]["sizes"] == 3
+    # the base profile's latency constants are unchanged in the written profile
+    base, mine = profile_for("hopper", "infiniband_ndr"), resolve_profile(out)
+    assert mine.base_latency_s == base.base_latency_s and mine.net_hop_s == base.net_hop_s
+    assert not mine.sources["base_latency_us"].get("fitted")
+
+
+def test_identified_drops_a_parameter_whose_effect_another_carries(tmp_path):
+    # Two copies of one parameter: the Jacobian has rank 1, the second copy cannot be told from the first
+    from topo.calibrate.fit import FreeParam, identified
+
+    run = parse_text(_log(tmp_path, _truth(), sizes=SIZES[:14]).read_text())[0]  # 8 B - 64 KiB
+    prof = profile_for("hopper", "infiniband_ndr")
+    case = Case(setup_from_run(run), "all_reduce", [r.size_bytes for r in run.rows], [r.time_s for r in run.rows],
+                prof)
+    base = [p for p in calibration_params(prof, [case]) if p.name == "base_latency.LL"][0]
+    twin = FreeParam("twin", "log", 0.0, base.lo, base.hi, base.apply)
+    why = identified([case], [base, twin], [0.0, 0.0])
+    assert len(why) == 1 and "cannot tell them apart" in next(iter(why.values()))
+    assert identified([case], [base], [0.0]) == {}  # alone, it is determined

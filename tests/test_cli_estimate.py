@@ -118,7 +118,8 @@ def test_rows_are_nccl_tests_rows_with_topo_columns_after_a_hash():
         nccl, topo_cols = line.split("  # ")
         f = nccl.split()
         assert len(f) == 13 and f[8] == "N/A" and f[12] == "N/A" and f[5:8] == f[9:12]
-        assert len(topo_cols.split()) == 5  # algorithm proto limit util busiest_link: no spaces inside
+        # algorithm proto limit util busiest_link range(us): no spaces inside
+        assert len(topo_cols.split()) == 6
     assert any(line.startswith("# limit latency:") for line in proc.stdout.splitlines())
 
 

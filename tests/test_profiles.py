@@ -100,7 +100,7 @@ def test_network_technologies_change_only_network_latencies():
 def test_efa_network_steps_are_aws_published_tuner_latency_plus_the_family_term():
     """aws/aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: net_lat 20 us (P5/P5e), 18 us (P5en), for every algorithm and
     protocol, + OFI_NCCL_TUNER_NET_COMP_OVERHEAD 3 us for Simple (include/nccl_ofi_param.h). topo's fitted EFA
-    family term (net_latency_us 13.2 us, NCCL's latencyInter form: twice for Simple) is added to what the model
+    family term (net_latency_us 12.68 us, NCCL's latencyInter form: twice for Simple) is added to what the model
     times; NCCL's own view (the tuner's, Profile.nccl_model) is AWS's constants alone."""
     for net, lat in (("efa", 20.0), ("efa_v3", 18.0)):
         p = profile_for("hopper", net)
@@ -110,20 +110,20 @@ def test_efa_network_steps_are_aws_published_tuner_latency_plus_the_family_term(
                 simple = proto == "Simple"
                 want = lat + (3.0 if simple else 0.0)
                 assert nccl.net_hop(fam, proto) == pytest.approx(want * US), (net, fam, proto)
-                assert p.net_hop(fam, proto) == pytest.approx((want + 13.2 * (2 if simple else 1)) * US)
+                assert p.net_hop(fam, proto) == pytest.approx((want + 12.68 * (2 if simple else 1)) * US)
         assert p.sources["net_step_latency_us"]["fitted"] is False
         assert p.sources["net_latency_us"]["fitted"] is True
 
 
 def test_roce_adds_the_family_latency_to_nccls_network_steps():
     """NCCL's latencyInter: hwLat[NET] + L per network step, + L again for Simple (NVIDIA/nccl tuning.cc).
-    hwLat[NET] Tree 5.0/8.5/14, Ring 2.7/4.0/14 us (tuning.cc v2.30.7); L = 7.97 us, topo's one fitted value for
+    hwLat[NET] Tree 5.0/8.5/14, Ring 2.7/4.0/14 us (tuning.cc v2.30.7); L = 6.40 us, topo's one fitted value for
     every RoCE fabric (roce, oci_roce, gcp_roce). NCCL's own view (Profile.nccl_model) is its constants alone."""
     for net in ("roce", "oci_roce", "gcp_roce"):
         p = profile_for("ampere", net)
         for fam, ll, simple in (("tree", 5.0, 14.0), ("ring", 2.7, 14.0)):
-            assert p.net_hop(fam, "LL") == pytest.approx((ll + 7.97) * US)
-            assert p.net_hop(fam, "Simple") == pytest.approx((simple + 2 * 7.97) * US)
+            assert p.net_hop(fam, "LL") == pytest.approx((ll + 6.40) * US)
+            assert p.net_hop(fam, "Simple") == pytest.approx((simple + 2 * 6.40) * US)
             assert p.nccl_model().net_hop(fam, "LL") == pytest.approx(ll * US)
             assert p.nccl_model().net_hop(fam, "Simple") == pytest.approx(simple * US)
         assert p.sources["net_latency_us"]["fitted"] is True

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import TopoError
 from ..engine.profiles import Profile, resolve_profile
 from .compare import run_collective
-from .fit import Case, FitResult, calibration_params, fit_cases
+from .fit import Case, FitResult, calibration_params, fit_identified
 from .parse import parse_file
 from .setup import setup_from_run
 from .write import profile_toml, write_profile
@@ -86,7 +86,7 @@ def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=Non
         raise TopoError(f"a profile name is one line of printable text, got {name!r}", key="name")
     cases, logs, start = cases_from_logs(paths, profile, collective, **cluster)
     params = calibration_params(start, cases)
-    fit = fit_cases(cases, params, max_nfev=max_nfev)
+    fit = fit_identified(cases, params, max_nfev=max_nfev)
     stem = Path(str(output)).stem if output is not None and str(output) != "-" else ""
     name = name or (stem if stem.isprintable() and stem.strip() else "calibrated")
     text = profile_toml(name, start.name, start, fit, logs)

@@ -19,6 +19,10 @@ the efficiencies and the pipeline window, which are fitted as values:
 - ``nvls_efficiency`` -- NVLS and NVLSTree bandwidth (when the GPU has NVLS);
 - ``pipeline_window_MiB`` -- topo's pipeline-fill term (written as ``pipeline_window_bytes``);
 - ``peer_overhead`` -- per-peer set-up of all-to-all (when an all-to-all is measured).
+
+``topo calibrate`` fits only the parameters its logs determine (:func:`fit_identified`, :func:`identified`): a
+3-size bandwidth-only sweep cannot fix a latency, and a sweep of one shape cannot tell a base latency from a per-hop
+one; those keep the base profile's values and are reported as not fitted (issue 30).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from .compare import modelled_times
 from .setup import Setup
 
 __all__ = ["Case", "FreeParam", "FitResult", "calibration_params", "fit_cases", "apply_params", "case_errors",
-           "PRIOR_WEIGHT"]
+           "identified", "fit_identified", "PRIOR_WEIGHT", "SEEN_PCT", "INDEPENDENT"]
 
 PRIOR_WEIGHT = 0.05
 _PROTOS = ("LL", "LL128", "Simple")
@@ -200,7 +204,7 @@ def _recosted_times(case: Case, ev, profile: Profile) -> np.ndarray:
         ev = ev.with_profile(profile)
     except ValueError:
         return _times(case, profile)
-    return np.array([ev.time(s)[0] for s in case.sizes])
+    return np.array([ev.time(s).time_s for s in case.sizes])
 
 
 def case_errors(case: Case, profile: Profile | None = None) -> np.ndarray:
@@ -218,10 +222,14 @@ class FitResult:
     nfev: int
     seconds: float
     profiles: list[Profile] = field(default_factory=list)  # one per case, fitted
+    # parameters the data could not determine (kept at their starting value, not written as fitted), with why
+    not_identified: dict[str, str] = field(default_factory=dict)
+    sizes: int = 0  # measured sizes the fit saw (every case)
 
     def to_dict(self) -> dict:
         return {"values": self.values, "mdape_before_pct": self.mdape_before_pct,
-                "mdape_after_pct": self.mdape_after_pct, "evaluations": self.nfev, "seconds": self.seconds}
+                "mdape_after_pct": self.mdape_after_pct, "evaluations": self.nfev, "seconds": self.seconds,
+                "sizes": self.sizes, "not_identified": self.not_identified}
 
 
 def _mdape(errs: list[np.ndarray]) -> float:
@@ -293,4 +301,95 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
         profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
         after = [case_errors(c, p) for c, p in zip(cases, profiles)]
     values = {p.name + (f"[{p.tag}]" if p.tag else ""): p.value(xi) for p, xi in zip(params, x)}
-    return FitResult(params, x, values, _mdape(before), _mdape(after), nfev, time.perf_counter() - t0, profiles)
+    return FitResult(params, x, values, _mdape(before), _mdape(after), nfev, time.perf_counter() - t0, profiles,
+                     sizes=sum(len(c.sizes) for c in cases))
+
+
+SEEN_PCT = 1.0  # a parameter moved by its probe step must move some size's time by this much to be seen
+INDEPENDENT = 0.1  # ... and by this fraction of its effect beyond what the parameters kept before it explain
+_LOG_STEP = math.log(1.25)  # the probe of a multiplier: x1.25 and /1.25
+_LINEAR_STEP = 0.05  # of an efficiency (a window in MiB: 1/20 of its range)
+
+
+def identified(cases: list[Case], params: list[FreeParam], x) -> dict[str, str]:
+    """The parameters the cases cannot determine at ``x``, with the reason (empty: every one is determined).
+
+    Each parameter is probed by a central difference of the log model times over every case's sizes (a
+    multiplier x1.25 either way, an efficiency +-0.05, the window +-1/20 of its range): the column of the fit's
+    Jacobian, taken wide enough to see past the model's kinks (the fastest algorithm and protocol change with the
+    parameters). A parameter whose probe moves no size by :data:`SEEN_PCT` percent is not seen by the data (a
+    latency on a bandwidth-only sweep). The rest are taken in order of effect; one whose column is, within
+    :data:`INDEPENDENT` of its length, a combination of those kept before it cannot be told from them (on a sweep
+    of one shape, a base latency and a per-hop latency both add a constant; with fewer sizes than parameters the
+    columns run out): the first of them carries the fit, as the Jacobian's rank says.
+
+    Parameters
+    ----------
+    cases : list of Case
+    params : list of FreeParam
+    x : array-like
+        Where to probe (the fitted point: at the start a kink can hide a parameter the fit then needs).
+
+    Returns
+    -------
+    dict of str to str
+        Parameter name (with ``[tag]``) -> why it is not determined.
+    """
+    x = np.asarray(x, dtype=float)
+    routed = [_routed(c) for c in cases]
+
+    def logt(xv):
+        return np.concatenate([np.log(_recosted_times(c, ev, apply_params(c.profile, params, xv, c.tags)))
+                               for c, ev in zip(cases, routed)])
+
+    cols = []
+    for i, p in enumerate(params):
+        h = _LOG_STEP if p.kind == "log" else (_LINEAR_STEP if p.hi <= 1.0 else (p.hi - p.lo) / 20)
+        up, down = x.copy(), x.copy()
+        up[i], down[i] = min(x[i] + h, p.hi), max(x[i] - h, p.lo)
+        cols.append(logt(up) - logt(down) if up[i] > down[i] else np.zeros(sum(len(c.sizes) for c in cases)))
+    why: dict[str, str] = {}
+    name = [p.name + (f"[{p.tag}]" if p.tag else "") for p in params]
+    order = sorted(range(len(params)), key=lambda i: -np.linalg.norm(cols[i]))
+    basis, kept = np.zeros((cols[0].size if cols else 0, 0)), []
+    for i in order:
+        col = cols[i]
+        if np.abs(col).max(initial=0.0) * 100 < SEEN_PCT:
+            linear = "+-0.05" if params[i].hi <= 1.0 else "+-5% of its range"
+            probe = "x1.25" if params[i].kind == "log" else linear
+            why[name[i]] = f"no measured size moves by {SEEN_PCT:g}% when it changes by {probe}: the logs do not see it"
+            continue
+        rest = col - basis @ (basis.T @ col) if basis.shape[1] else col
+        if np.linalg.norm(rest) < INDEPENDENT * np.linalg.norm(col):
+            why[name[i]] = (f"its effect on the measured sizes is that of {', '.join(kept)} (the Jacobian's rank): "
+                            "the logs cannot tell them apart")
+            continue
+        basis = np.column_stack([basis, rest / np.linalg.norm(rest)])
+        kept.append(name[i])
+    return why
+
+
+def fit_identified(cases: list[Case], params: list[FreeParam], max_nfev: int = 200) -> FitResult:
+    """Fit ``params``, then fit again only those the cases determine at the first fit's point
+    (:func:`identified`); the others keep their starting values and are listed in
+    :attr:`FitResult.not_identified`.
+
+    Parameters
+    ----------
+    cases : list of Case
+    params : list of FreeParam
+    max_nfev : int
+
+    Returns
+    -------
+    FitResult
+    """
+    first = fit_cases(cases, params, max_nfev=max_nfev)
+    why = identified(cases, params, first.x)
+    if not why:
+        return first
+    keep = [p for p in params if p.name + (f"[{p.tag}]" if p.tag else "") not in why]
+    res = fit_cases(cases, keep, max_nfev=max_nfev)
+    res.not_identified = why
+    res.nfev += first.nfev
+    return res

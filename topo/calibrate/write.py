@@ -1,6 +1,8 @@
 """Write a fitted profile as a user profile TOML (``kind = "user"``) that :func:`topo.engine.profiles.resolve_profile`
 loads: the bundled ``base`` it started from, every fitted parameter with ``fitted = true`` and what it was fitted
-on, and a ``[profile.provenance]`` table (the logs' sha256, the fitted values, the error before and after)."""
+on, and a ``[profile.provenance]`` table (the logs' sha256, the fitted values, the error before and after, and
+``not_fitted``: the parameters the logs could not determine, with why; they keep the base's values and are not
+written)."""
 
 from __future__ import annotations
 
@@ -78,6 +80,9 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
              f"mdape_after_pct = {_toml_value(round(fit.mdape_after_pct, 3))}",
              f"evaluations = {fit.nfev}",
              f"fitted = {_toml_value({k.replace('.', '_'): round(float(v), 6) for k, v in fit.values.items()})}",
+             f"sizes = {fit.sizes}",
+             "# parameters the logs do not determine keep the base profile's values (topo.calibrate.fit.identified)",
+             f"not_fitted = {_toml_value({k.replace('.', '_'): v for k, v in fit.not_identified.items()})}",
              "logs = [" + ", ".join(_toml_value({"path": x["path"], "sha256": x["sha256"],
                                                   "collective": x["collective"], "ranks": x["ranks"],
                                                   "sizes": x["sizes"]}) for x in logs) + "]", ""]

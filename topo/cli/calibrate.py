@@ -56,8 +56,12 @@ def run(args) -> int:
         emit(res.text)
     note(f"calibrated {res.base} on {len(res.logs)} run(s): median error {res.fit.mdape_before_pct:.1f}% -> "
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
+    note(f"fitted {len(res.fit.values)} parameter(s) to {res.fit.sizes} measured size(s) (the error above is on "
+         "those sizes: in sample)")
     for k, v in res.fit.values.items():
         note(f"  {k} = {v:.4g}")
+    for k, why in res.fit.not_identified.items():
+        note(f"  not fitted, kept at the base profile's value: {k}: {why}")
     if res.warning:
         note(f"warning: {res.warning}")
     if args.output and args.output != "-":

@@ -10,6 +10,7 @@ import numpy as np
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
+from ..engine.interval import regime_of
 from ..engine.options import CHOICES, EstimateOptions
 from ..engine.result import EstimateResult
 from ..engine.traffic import MixResult, run_mix
@@ -326,11 +327,19 @@ def _token(text: str) -> str:
     return "_".join(safe_text(text).split()) or "-"
 
 
+def _us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:.1f}" if us < 1e4 else f"{us:.0f}"
+
+
 def row_fields(x) -> dict:
-    """topo's columns of one row: algorithm, protocol, what limits it, the bottleneck's utilization and name."""
+    """topo's columns of one row: algorithm, protocol, what limits it, the bottleneck's utilization and name, and
+    the likely range of a measured time where the model is weaker."""
     b = x.bottleneck
     limit = b.limit if b else ("latency" if x.latency_s > x.bandwidth_s else "-")
-    return {"algorithm": x.algorithm, "protocol": x.protocol, "limit": limit,
+    shown = x.time_low_s is not None and regime_of(x.size_bytes).in_table
+    return {"range": f"{_us(x.time_low_s)}-{_us(x.time_high_s)}" if shown else "-",
+            "algorithm": x.algorithm, "protocol": x.protocol, "limit": limit,
             "util": f"{b.utilization:.0%}" if b else "-",
             "link": _token(f"{b.src}->{b.dst}") + f"({b.level})" if b else "-"}
 
@@ -342,14 +351,17 @@ _HEAD = ("#                                                              out-of-
          "busbw  #wrong",
          "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
          "(GB/s)        ")
-_TOPO_HEAD = f"  # {'algorithm':<16} {'proto':<6} {'limit':<15} {'util':>5}  busiest_link"
+_TOPO_HEAD = f"  # {'algorithm':<16} {'proto':<6} {'limit':<15} {'util':>5}  busiest_link  range(us)"
 
 
-def legend(limits) -> list[str]:
+def legend(limits, ranged: bool = False) -> list[str]:
     """What the topo columns mean (printed under every table), with the ``limits`` the table shows."""
     lines = ["# in place = out of place (the model does not tell them apart); #wrong N/A: nothing is computed",
              "# busiest_link: the most loaded link; util: the bytes it carries / (its line rate x the whole time), "
              "below 100% where latency, a protocol's efficiency or a cap leaves it idle"]
+    if ranged:
+        lines.append("# range(us): where 80% of measured times fell for this model time on clusters the model was not "
+                     "fitted on (leave-one-setup-out, benchmarks/accuracy.py), at sizes where the model is weaker")
     lines += [f"# limit {k}: {v}" for k, v in LIMITS.items() if k in limits]
     return lines
 
@@ -367,17 +379,18 @@ def render(r: EstimateResult) -> str:
              + (f", protocol {r.protocol}" if r.protocol != "auto" else "")
              + (f", {r.channels} channels" if r.channels else ""),
              "#", _HEAD[0], _HEAD[1] + _TOPO_HEAD, _HEAD[2]]
-    limits = []
+    limits, ranged = [], False
     for x in r.results:
         f = row_fields(x)
         limits.append(f["limit"])
+        ranged |= f["range"] != "-"
         body = (f"  {nccl_float(x.time_s * 1e6, 7)}  {nccl_float(x.algbw_GBps, 6)}  {nccl_float(x.busbw_GBps, 6)}"
                 "    N/A")
         lines.append(f"{x.size_bytes:>12}  {x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
                      f"  # {f['algorithm']:<16} {f['protocol']:<6} {f['limit']:<15} {f['util']:>5}  "
-                     f"{f['link']}")
+                     f"{f['link']}  {f['range']}")
     lines.append(avg_busbw_line(r))
-    lines += legend(limits)
+    lines += legend(limits, ranged)
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {safe_text(why)}")
     for n in r.notes:
@@ -387,7 +400,8 @@ def render(r: EstimateResult) -> str:
 
 CSV_COLUMNS = ("size_bytes", "count", "type", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps", "wrong",
                "in_place_time_us", "in_place_algbw_GBps", "in_place_busbw_GBps", "in_place_wrong", "algorithm",
-               "protocol", "limit", "utilization", "busiest_link", "busiest_link_level")
+               "protocol", "limit", "utilization", "busiest_link", "busiest_link_level", "time_low_us",
+               "time_high_us")
 
 
 def render_csv(r: EstimateResult) -> str:
@@ -404,7 +418,9 @@ def render_csv(r: EstimateResult) -> str:
         t, a, bb = f"{x.time_s * 1e6:.6g}", f"{x.algbw_GBps:.6g}", f"{x.busbw_GBps:.6g}"
         w.writerow([x.size_bytes, x.count, x.type, x.redop, x.root, t, a, bb, "", t, a, bb, "", x.algorithm,
                     x.protocol, row_fields(x)["limit"], f"{b.utilization:.4f}" if b else "",
-                    safe_text(f"{b.src}->{b.dst}") if b else "", b.level if b else ""])
+                    safe_text(f"{b.src}->{b.dst}") if b else "", b.level if b else "",
+                    f"{x.time_low_s * 1e6:.6g}" if x.time_low_s is not None else "",
+                    f"{x.time_high_s * 1e6:.6g}" if x.time_high_s is not None else ""])
     return out.getvalue().rstrip("\n")
 
 

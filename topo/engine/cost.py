@@ -11,6 +11,8 @@ size sweep is arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,8 +23,8 @@ from .profiles import Profile
 from .route import Router
 from .schedule import LatencyCounts
 
-__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "rate_Bps", "rate_limit", "best_protocol",
-           "p2p_protocols", "limit_of", "LIMITS", "LIMIT_LINK", "LIMIT_PEER_CHANNELS", "LIMIT_PROTOCOL_CAP"]
+__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "Limit", "LIMITS", "Rate", "rate_limit",
+           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -41,7 +43,8 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
 
     plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. In an NVLink domain that
     spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's ``mnnvl_hop_extra_s``
-    more, and the collective ``mnnvl_extra_s`` more once.
+    more, and the collective ``mnnvl_extra_s`` more once. Every collective is one kernel: the GPU's fixed cost of a
+    kernel in a queue of back-to-back launches (``launch_s``, as nccl-tests runs them) is added once.
 
     Parameters
     ----------
@@ -84,7 +87,7 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     else:  # p2p
         t = (base + c.intra_hops * nv + c.inter_hops * (net + profile.overhead(proto))
              + c.peers * profile.peer_overhead_s)
-    return t + routed_s + (profile.mnnvl_extra_s if c.mnnvl else 0.0)
+    return t + routed_s + profile.launch_s + (profile.mnnvl_extra_s if c.mnnvl else 0.0)
 
 
 def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
@@ -187,14 +190,49 @@ def _bytes_on(loads: ScheduleLoads, r: int) -> float:
     return float(sum(ph.repeat * float(ph.bytes[ph.res == r].sum()) for ph in loads.phases))
 
 
-# What bounds a schedule's steady rate (:func:`rate_limit`)
-LIMIT_LINK = "link"  # the routed bottleneck link at the protocol's efficiency
-LIMIT_PEER_CHANNELS = "p2p-channels"  # NCCL's p2p channels to a network peer x one channel's rate
-LIMIT_PROTOCOL_CAP = "protocol-cap"  # NCCL's per-protocol bus-bandwidth cap (per channel x channels)
+class Limit(str, Enum):
+    """What bounds a time (:func:`limit_of`) or a steady rate (:func:`rate_limit`, the last four): one name each,
+    as reports print it (the member is its string)."""
+
+    LATENCY = "latency"
+    PER_PEER_LATENCY = "per-peer-latency"
+    LINK = "link"
+    LINK_PROTOCOL = "link+protocol"
+    P2P_CHANNELS = "p2p-channel-cap"
+    PROTOCOL_CAP = "protocol-cap"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LIMITS = {
+    Limit.LATENCY: "the latency part of the time is larger than the bandwidth part",
+    Limit.PER_PEER_LATENCY: "as latency, and most of it is the per-peer message set-up of a send/receive pattern",
+    Limit.LINK: "the named link at its usable rate (line rate x the profile's efficiency for its class)",
+    Limit.LINK_PROTOCOL: "the named link, of which the protocol carries only its efficiency (LL: half, LL128: 92%)",
+    Limit.P2P_CHANNELS: "NCCL's p2p channels to a network peer, each at one channel's rate (not a link)",
+    Limit.PROTOCOL_CAP: "NCCL's cap on the protocol's bus bandwidth, per channel x channels (not a link)",
+}
+
+
+class Rate(NamedTuple):
+    """A schedule's steady algorithm bandwidth and what bounds it (:func:`rate_limit`)."""
+
+    rate_Bps: float  # bytes of message per second
+    limit: Limit  # LINK, P2P_CHANNELS or PROTOCOL_CAP
+
+
+class ProtocolTime(NamedTuple):
+    """A costed schedule's time at one size with one protocol (:func:`best_protocol`)."""
+
+    time_s: float
+    protocol: str
+    latency_s: float
+    bandwidth_s: float
 
 
 def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
-               seconds_per_byte: float | None = None) -> tuple[float, str]:
+               seconds_per_byte: float | None = None) -> Rate:
     """Steady algorithm bandwidth (bytes of message per second) and what bounds it.
 
     The lowest of: the routed bottleneck at the protocol's efficiency (``link``); for send/receive between nodes,
@@ -216,20 +254,20 @@ def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ran
 
     Returns
     -------
-    tuple
-        ``(rate_Bps, limit)``, the limit one of :data:`LIMIT_LINK`, :data:`LIMIT_PEER_CHANNELS`,
-        :data:`LIMIT_PROTOCOL_CAP`.
+    Rate
+        ``rate_Bps`` and ``limit``, one of :attr:`Limit.LINK`, :attr:`Limit.P2P_CHANNELS`,
+        :attr:`Limit.PROTOCOL_CAP`.
     """
     sched = c.schedule
     fam = sched.family
     D = num_domains
     spb = c.seconds_per_byte if seconds_per_byte is None else seconds_per_byte
     eff = profile.efficiency(fam, proto, D)
-    rate, why = (eff / spb if spb > 0 else np.inf), LIMIT_LINK
+    rate, why = (eff / spb if spb > 0 else np.inf), Limit.LINK
     if sched.net_peer_channels and np.isfinite(profile.p2p_channel_Bps):  # NCCL's channels to a network peer
         peer = eff * sched.net_peer_channels * profile.p2p_channel_Bps
         if peer < rate:
-            rate, why = peer, LIMIT_PEER_CHANNELS
+            rate, why = peer, Limit.P2P_CHANNELS
     cap = profile.busbw_cap(fam, proto, D)
     if np.isfinite(cap):
         if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel
@@ -242,22 +280,13 @@ def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ran
                                                                                             "reduce_scatter") else p)
             ratio = p / steps
         if cap * ratio < rate:
-            rate, why = cap * ratio, LIMIT_PROTOCOL_CAP
-    return float(rate), why
+            rate, why = cap * ratio, Limit.PROTOCOL_CAP
+    return Rate(float(rate), why)
 
-
-LIMITS = {
-    "latency": "the latency part of the time is larger than the bandwidth part",
-    "per-peer-latency": "as latency, and most of it is the per-peer message set-up of a send/receive pattern",
-    "link": "the named link at its usable rate (line rate x the profile's efficiency for its class)",
-    "link+protocol": "the named link, of which the protocol carries only its efficiency (LL: half, LL128: 92%)",
-    "p2p-channel-cap": "NCCL's p2p channels to a network peer, each at one channel's rate (not a link)",
-    "protocol-cap": "NCCL's cap on the protocol's bus bandwidth, per channel x channels (not a link)",
-}
 
 
 def limit_of(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
-             latency_s: float, bandwidth_s: float) -> str:
+             latency_s: float, bandwidth_s: float) -> Limit:
     """What bounds a time: a key of :data:`LIMITS`.
 
     ``latency`` when the latency part is the larger (``per-peer-latency`` when most of it is a send/receive
@@ -276,39 +305,16 @@ def limit_of(c: Costed, profile: Profile, proto: str, collective: str, num_ranks
 
     Returns
     -------
-    str
+    Limit
     """
     sched = c.schedule
     if latency_s > bandwidth_s:
         peers = sched.latency.peers * profile.peer_overhead_s if sched.family == "p2p" else 0.0
-        return "per-peer-latency" if peers > 0.5 * latency_s else "latency"
-    _, why = rate_limit(c, profile, proto, collective, num_ranks, num_domains)
-    if why == LIMIT_PEER_CHANNELS:
-        return "p2p-channel-cap"
-    if why == LIMIT_PROTOCOL_CAP:
-        return "protocol-cap"
-    return "link" if profile.efficiency(sched.family, proto, num_domains) >= 1.0 else "link+protocol"
-
-
-def rate_Bps(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
-             seconds_per_byte: float | None = None) -> float:
-    """Steady algorithm bandwidth (bytes of message per second): :func:`rate_limit`'s rate.
-
-    Parameters
-    ----------
-    c : Costed
-    profile : Profile
-    proto : str
-    collective : str
-    num_ranks, num_domains : int
-    seconds_per_byte : float, optional
-        Replaces the routed bottleneck's (NCCL's tuner rates a tree with the ring's network bandwidth).
-
-    Returns
-    -------
-    float
-    """
-    return rate_limit(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte)[0]
+        return Limit.PER_PEER_LATENCY if peers > 0.5 * latency_s else Limit.LATENCY
+    why = rate_limit(c, profile, proto, collective, num_ranks, num_domains).limit
+    if why != Limit.LINK:
+        return why
+    return Limit.LINK if profile.efficiency(sched.family, proto, num_domains) >= 1.0 else Limit.LINK_PROTOCOL
 
 
 def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tuple[str, ...]:
@@ -340,7 +346,7 @@ def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tu
 
 
 def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
-                  num_domains: int):
+                  num_domains: int) -> ProtocolTime:
     """The fastest of ``protocols`` for one costed schedule at one size.
 
     The first ``min(S, window)`` bytes go at half speed while the pipeline fills (the profile's window, scaled by
@@ -357,8 +363,7 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
 
     Returns
     -------
-    tuple
-        ``(time_s, protocol, latency_s, bandwidth_s)``.
+    ProtocolTime
     """
     best = None
     sched = c.schedule
@@ -367,9 +372,9 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
         # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
         # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         window = profile.pipeline_window_bytes * sched.window_scale
-        bw = (size_bytes + min(size_bytes, window)) / rate_Bps(
-            c, profile, proto, collective, num_ranks, num_domains)
+        bw = (size_bytes + min(size_bytes, window)) / rate_limit(
+            c, profile, proto, collective, num_ranks, num_domains).rate_Bps
         t = lat + bw
-        if best is None or t < best[0]:
-            best = (t, proto, lat, bw)
+        if best is None or t < best.time_s:
+            best = ProtocolTime(t, proto, lat, bw)
     return best

@@ -15,7 +15,7 @@ import dataclasses
 import math
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -33,10 +33,11 @@ from .profiles import Profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
+from .interval import time_range_s
 from .tuner import nccl_choice
 
-__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "evaluate", "size_result", "placement_for",
-           "choose_profile"]
+__all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "CollectiveTime", "evaluate", "size_result",
+           "placement_for"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -142,6 +143,17 @@ def placement_for(fabric: Fabric, opts: EstimateOptions) -> Placement:
                  group_layout=opts.group_layout)
 
 
+class CollectiveTime(NamedTuple):
+    """One collective's time at one size (:meth:`Evaluation.time`): the algorithm and protocol run, and the time's
+    two parts."""
+
+    time_s: float
+    algorithm: str
+    protocol: str
+    latency_s: float
+    bandwidth_s: float
+
+
 @dataclass
 class Evaluation:
     """One collective's candidates routed and costed, size-independent: what a size sweep, a traffic mix or
@@ -220,7 +232,7 @@ class Evaluation:
             protocols[name] = protos
         return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
 
-    def time(self, size_bytes: int, algorithm: str | None = None):
+    def time(self, size_bytes: int, algorithm: str | None = None) -> CollectiveTime | None:
         """The time at one size of the algorithm NCCL's tuner picks (``choose = "nccl"``), of the fastest
         candidate (``"fastest"``), or of ``algorithm`` when given; each with the protocol the routed model times
         fastest.
@@ -232,8 +244,8 @@ class Evaluation:
 
         Returns
         -------
-        tuple
-            ``(time_s, algorithm, protocol, latency_s, bandwidth_s)``.
+        CollectiveTime or None
+            None when ``algorithm`` is not a costed candidate.
         """
         if self.pruned and algorithm is None and int(size_bytes) not in self.sizes:
             raise ValueError(f"this evaluation left out {', '.join(self.pruned)} for sizes "
@@ -247,8 +259,8 @@ class Evaluation:
                 continue
             t = best_protocol(c, self.profile, self.protocols[name], size_bytes, self.collective,
                               self.placement.num_ranks, self.num_domains)
-            if best is None or t[0] < best[0]:
-                best = (t[0], name, t[1], t[2], t[3])
+            if best is None or t.time_s < best.time_s:
+                best = CollectiveTime(t.time_s, name, t.protocol, t.latency_s, t.bandwidth_s)
         return best
 
     def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
@@ -287,7 +299,7 @@ class Evaluation:
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
                           num_links=d["num_links"], bytes=float(per_link),
                           utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
-                          bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=limit,
+                          bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=str(limit),
                           protocol_efficiency=float(eff))
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
@@ -337,7 +349,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
         whose lower bound (:func:`topo.engine.bounds.seconds_per_byte_bound`, no routed latency) is at no one of
         these sizes below the fastest candidate costed before it cannot be chosen, and is not routed
         (:attr:`Evaluation.pruned`); the fastest candidate and its time are those without ``at_sizes``. The
-        evaluation then answers for these sizes only.
+        evaluation then answers for these sizes only. An empty sequence names no size to prune for: every
+        candidate is routed.
     **kwargs
         Fields of :class:`EstimateOptions`, replacing those of ``options``.
 
@@ -356,7 +369,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     coll = normalize_collective(collective)
     asked, candidates = algorithm_candidates(coll, opts.algorithm)
     pl = placement_for(fabric, opts)
-    prof = choose_profile(fabric, opts.profile)
+    prof = resolve_profile(opts.profile, fabric)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
     shape = NodeShape.of(fabric)
@@ -369,7 +382,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     by_protocol = False  # some candidate was left out only for the pinned protocol
     protocols: dict[str, tuple[str, ...]] = {}
     keep = opts.sharing != "equal"
-    prune = at_sizes is not None and opts.choose == "fastest"
+    prune = bool(at_sizes is not None and len(at_sizes) and opts.choose == "fastest")
     sizes = tuple(int(x) for x in at_sizes) if at_sizes is not None else None
     pruned: dict[str, str] = {}
     if coll == "reduce_scatter" and opts.op in SCALING_OPS and "pat" in candidates:
@@ -384,11 +397,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
                                    channels=opts.channels, gpu_name=fabric.spec.gpu,
                                    reference_ranks_per_domain=prof.reference_ranks_per_domain,
-                                   nvls_max_heads=prof.nvls_max_heads)
+                                   nvls_max_heads=prof.nvls_max_heads, mnnvl=mnnvl)
             protos = _protocols(prof, sched.family, opts.protocol)
-            sched.pinned_channels = opts.channels
-            if mnnvl:  # NVLink across trays (NVL72): the profile's MNNVL terms
-                sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
             if prune and costed:
                 why = _cannot_win(sched, protos, router, cap, prof, coll, pl, costed, protocols, sizes)
                 if why:
@@ -428,8 +438,9 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
                    [])
     D = pl.num_domains
     for S in sizes:
-        at_least = best_protocol(bound, prof, protos, S, coll, pl.num_ranks, D)[0]
-        best = min((best_protocol(c, prof, protocols[n], S, coll, pl.num_ranks, D)[0], n) for n, c in costed.items())
+        at_least = best_protocol(bound, prof, protos, S, coll, pl.num_ranks, D).time_s
+        best = min((best_protocol(c, prof, protocols[n], S, coll, pl.num_ranks, D).time_s, n)
+                   for n, c in costed.items())
         if at_least < best[0]:
             return ""
     return (f"not routed: at least {at_least * 1e3:.3f} ms at {S:,} bytes (a bound from its transfers' ends), no "
@@ -474,7 +485,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     for S in sizes:
         for name in names:
             t = ev.time(S, name) if name in ev.costed else None
-            cand_times[name].append(t[0] if t else None)
+            cand_times[name].append(t.time_s if t else None)
     router = ev.router
     notes = [n for c in ev.costed.values() for n in c.schedule.notes]
     return EstimateResult(
@@ -505,15 +516,19 @@ def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
     Returns
     -------
     SizeResult
+        With ``time_low_s``/``time_high_s``, the range measured times fell in on clusters a bundled profile was
+        not fitted on (:func:`topo.engine.interval.time_range_s`; None for other profiles).
     """
     S = int(size_bytes)
     coll = ev.collective
-    t, name, proto, lat, bw = ev.time(S)
+    t, name, proto, lat, bw = ev.time(S)  # a CollectiveTime
+    lo, hi = time_range_s(S, t) if ev.profile.bundled else (None, None)
     return SizeResult(
         size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=ev.op if coll in REDUCING else "none",
         root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
         busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
-        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto))
+        latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto),
+        time_low_s=lo, time_high_s=hi)
 
 
 def _sizes(sizes) -> list[int]:
@@ -528,20 +543,3 @@ def _sizes(sizes) -> list[int]:
     if not out:
         raise TopoError("no sizes given", key="sizes")
     return out
-
-
-def choose_profile(fabric: Fabric, profile) -> Profile:
-    """The profile an option names: None or "nccl" (the fabric's default), "ideal", a bundled profile name,
-    the path of a profile file (as ``topo calibrate`` writes), or a Profile
-    (:func:`topo.engine.profiles.resolve_profile`).
-
-    Parameters
-    ----------
-    fabric : Fabric
-    profile : str, Path, Profile or None
-
-    Returns
-    -------
-    Profile
-    """
-    return resolve_profile(profile, fabric)

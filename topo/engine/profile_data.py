@@ -87,6 +87,9 @@ PARAMETERS: dict[str, Spec] = {
     "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
                                doc="latency added to every NVLink step when the NVLink domain spans several servers "
                                    "(NVL72 racks: multi-node NVLink), any protocol"),
+    "launch_us": Spec("gpu", "scalar", 0.0, 10.0, optional=True,
+                      doc="the GPU's fixed cost per kernel in a queue of back-to-back kernels, added once per "
+                          "collective (nccl-tests launches one kernel per call, back to back)"),
     "p2p_channel_GBps": Spec("network", "scalar", 0.1, 1000.0, optional=True,
                              doc="send/receive to a network peer: bandwidth of one NCCL p2p channel (absent: no cap)"),
     "mnnvl_extra_us": Spec("gpu", "scalar", 0.0, 100.0, optional=True,

@@ -72,6 +72,7 @@ class Profile:
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
+    launch_s: float = 0.0  # the GPU's fixed cost per kernel in a queue of back-to-back kernels, once per collective
     p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     # send/receive: LL up to this many bytes per p2p channel of a peer, Simple above, never LL128 (NCCL's
@@ -93,6 +94,9 @@ class Profile:
     source: str = ""
     # where each value comes from: parameter -> {value, source, fitted, fitted_on, assumed, file}
     sources: dict = field(default_factory=dict, compare=False, repr=False)
+    # composed from bundled files only (no user overrides): the accuracy figures, and so the time ranges of
+    # topo.engine.interval, describe it
+    bundled: bool = False
 
     def protocols(self, family: str) -> tuple[str, ...]:
         """The protocols the profile prices for ``family`` (LL, LL128, Simple order).
@@ -197,7 +201,7 @@ class Profile:
 
     def nccl_model(self) -> "Profile":
         """This profile as NCCL's tuner prices with it: without topo's fitted latency terms (a network's
-        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras), which time the wire but are not in NCCL's model (nccl #1453:
+        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras, the kernel launch), which time the wire but are not in NCCL's model (nccl #1453:
         NCCL's own figure on RoCE is its InfiniBand constants).
 
         Returns
@@ -205,7 +209,7 @@ class Profile:
         Profile
         """
         hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
-        return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0)
+        return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0, launch_s=0.0)
 
     def overhead(self, proto: str) -> float:
         """Per network step software overhead (NCCL: x3 for Simple).
@@ -339,6 +343,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
+        launch_s=v.get("launch_us", 0.0) * US,
         p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
         p2p_ll_threshold_bytes=float(v.get("p2p_ll_threshold_bytes", 0.0)),
@@ -350,6 +355,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         pat_rank_latency_s=v.get("pat_rank_latency_us", 0.0) * US,
         source="; ".join(sorted({_file_label(w) for w in set(where.values())})),
         sources=sources,
+        bundled=overrides is None,
     )
 
 

@@ -204,6 +204,10 @@ class SizeResult:
     latency_s: float
     bandwidth_s: float
     bottleneck: Bottleneck | None
+    # where 80% of measured times fell for this model time on clusters the model was not fitted on (leave-one-
+    # setup-out, topo.engine.interval); None with a profile that is not a bundled one (calibrated, ideal)
+    time_low_s: float | None = None
+    time_high_s: float | None = None
 
     @property
     def algbw_GBps(self) -> float:

@@ -36,9 +36,10 @@ from ..units import UnitError, parse_size_bytes
 from .collectives import normalize_collective
 from .contention import check_sharing, finish_times
 from .cost import usable_capacity
-from .estimate import choose_profile, evaluate
+from .estimate import evaluate
 from .flow_classes import FlowClasses
 from .options import EstimateOptions
+from .profiles import resolve_profile
 from .result import LinkTable
 from .route import Router
 
@@ -222,7 +223,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     pxn : bool, optional
         Cross-rail data over NVLink first (default: on in rail fabrics).
     profile : str, Profile or None
-        As :func:`topo.engine.estimate.choose_profile` reads it.
+        As :func:`topo.engine.profiles.resolve_profile` reads it.
     name : str
         The mix's name, for the result.
     max_contested : int
@@ -246,7 +247,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
         raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
     EstimateOptions.from_kwargs(hash_seed=hash_seed)  # its error names the option
     router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
-    prof = choose_profile(fabric, profile)
+    prof = resolve_profile(profile, fabric)
     cap = usable_capacity(router, prof)
     rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
     for m in members:

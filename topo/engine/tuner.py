@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost import Costed, latency_s, rate_Bps
+from .cost import Costed, latency_s, rate_limit
 from .profiles import Profile
 
 __all__ = ["TunerChoice", "nccl_time_s", "nccl_choice", "CHOOSE_MODES", "tree_correction"]
@@ -117,7 +117,7 @@ def nccl_time_s(name: str, costed: dict[str, Costed], profile: Profile, proto: s
             and size_bytes / num_ranks >= profile.ring_plateau_min_bytes_per_rank):
         lat *= profile.ring_plateau_latency_factor
     spb = _nccl_seconds_per_byte(name, c, costed, collective, num_ranks, num_domains)
-    rate = rate_Bps(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte=spb)
+    rate = rate_limit(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte=spb).rate_Bps
     if fam == "tree":
         rate *= tree_correction(profile, proto, size_bytes)
     return lat + (size_bytes / rate if math.isfinite(rate) and rate > 0 else 0.0)

@@ -17,7 +17,7 @@ __all__ = ["build_schedule", "AlgorithmUnavailable", "Schedule"]
 
 def build_schedule(name: str, collective: str, shape: NodeShape, placement: Placement, chunks: int | None = None,
                    stages: int = 2, channels: int | None = None, gpu_name: str = "these",
-                   reference_ranks_per_domain: int = 0, nvls_max_heads: int = 0) -> Schedule:
+                   reference_ranks_per_domain: int = 0, nvls_max_heads: int = 0, mnnvl: bool = False) -> Schedule:
     """The schedule of algorithm ``name`` for ``collective`` on ``placement``.
 
     Parameters
@@ -42,6 +42,9 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
         (:mod:`topo.engine.algorithms.nvls`).
     nvls_max_heads : int
         The most NVLSTree heads per domain (0: one per NIC).
+    mnnvl : bool
+        The communicator's ranks in one NVLink domain sit on several servers (multi-node NVLink, an NVL72 rack):
+        its NVLink steps are priced with the profile's MNNVL terms (:func:`topo.engine.cost.latency_s`).
 
     Returns
     -------
@@ -57,6 +60,9 @@ def build_schedule(name: str, collective: str, shape: NodeShape, placement: Plac
     g = placement.ranks_per_domain()
     if reference_ranks_per_domain > 0 and sched.family in ("ring", "tree") and g:
         sched.window_scale = g / reference_ranks_per_domain
+    sched.pinned_channels = channels  # NCCL's per-channel caps scale with a pinned count
+    if mnnvl:
+        sched.latency = dataclasses.replace(sched.latency, mnnvl=True)
     return sched
 
 
