@@ -50,12 +50,13 @@ def test_tco_parts_by_hand(default):
 
 
 def test_co2_per_year_at_the_stated_grid_intensity(default):
-    # 1.588 TWh a year at 0.37 kg/kWh: about 0.59 Mt
+    # EIA FAQ id=74: 2023 U.S. generation 4,183,271 million kWh, 1,532 million t of CO2 -> 0.366 kg/kWh (issue 32)
     o, p = default.ownership, default.power
-    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 0.37)
-    assert o.co2_per_year_kg / 1e9 == pytest.approx(0.5876, abs=0.001)
+    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 1532e3 / 4_183_271, rel=1e-3)
+    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 0.366)
+    assert o.co2_per_year_kg / 1e9 == pytest.approx(p.energy_per_year_Wh / 1e12 * 0.3662, abs=0.001)
     clean = plan(layers=[("t", {"economics": {"grid_kg_co2_per_kWh": 0.02}})], collectives=False).ownership
-    assert clean.co2_per_year_kg == pytest.approx(o.co2_per_year_kg * 0.02 / 0.37)
+    assert clean.co2_per_year_kg == pytest.approx(o.co2_per_year_kg * 0.02 / 0.366)
     assert p.energy_per_year_Wh == pytest.approx(p.facility_power_W * HOURS_PER_YEAR)
 
 

@@ -39,8 +39,9 @@ def test_a_hall_narrower_than_a_unit_says_where_its_rows_come_from():
 
 
 def test_halls_hold_as_many_pods_as_their_power_allows():
-    # a pod: 224 servers x 10.2 kW + 32 spines + 56 leaves at 1.5 kW with optics = 2.4168 MW; 5 MW halls hold 2
-    pod_W = 224 * 10_200 + (32 + 56) * 1_500
+    # a pod: 224 servers x 10.2 kW + 32 spines + 56 leaves at 1,291 W with optics (747 W + 32 cages x 17 W,
+    # switches.toml) = 2.398 MW; 5 MW halls hold 2
+    pod_W = 224 * 10_200 + (32 + 56) * (747 + 32 * 17)
     r = _plan(("hall_power_W", 5e6))
     assert r.floor.halls[0].it_power_W == pytest.approx(2 * pod_W)
     assert (r.floor.pods_per_hall, r.floor.pods_per_hall_limit, r.floor.num_halls) == (2, "power", 28)
@@ -70,10 +71,10 @@ def test_campus_grid_keeps_inter_hall_links_short():
 
 
 def test_floor_area_is_the_halls_and_the_central_room():
-    # 6 halls of 60 x 50 m, and the central room: 256 cores at 16 per 25 kW rack = 16 racks, one 100-rack row of
-    # 0.6 m x 2.4 m: 144 m2
+    # 6 halls of 60 x 50 m, and the central room: 256 cores at 19 per 25 kW rack (1,291 W each) = 14 racks, one
+    # 100-rack row of 0.6 m x 2.4 m: 144 m2
     r = _plan()
-    assert r.floor.core_room_racks == 16
+    assert r.floor.core_room_racks == math.ceil(256 / (25_000 // 1_291)) == 14
     assert r.floor.area_m2 == pytest.approx(6 * 60 * 50 + 100 * 0.6 * 2.4)
     assert r.headline()["floor_area_m2"] == r.floor.area_m2
 
@@ -101,9 +102,10 @@ def test_a_rack_beyond_every_cooling_type_is_an_error():
 
 
 def test_network_racks_by_space_and_power():
-    # 8 leaves of a rail-optimized unit at 1.5 kW: one 25 kW rack each unit; 72 Arista 7800 at 20.2 kW: one each
+    # 8 leaves of a rail-optimized unit at 1,291 W: one 25 kW rack each unit; a pod's 32 spines at 19 per rack: 2;
+    # 256 cores: 14; 72 Arista 7800 at 20.2 kW: one each
     r = _plan()
-    assert r.floor.network_racks == 392 * 1 + 56 * 2 + 16
+    assert r.floor.network_racks == 392 * 1 + 56 * 2 + 14
     with pytest.raises(TopoError, match="does not fit a network rack"):
         _plan(("network_rack_power_W", 10_000), spec="meta-llama3-24k")
 
@@ -146,9 +148,9 @@ def test_islands_have_their_own_halls_and_network_rooms():
     # (150, 130): 80 + 70 + 4 = 154 m, all of them
     up = f.levels == f.levels.max()
     assert f.lengths_m[up] == pytest.approx(abs(70 - 150) + abs(60 - 130) + 4)
-    # 512 cores per island at 16 per 25 kW network rack (1.5 kW each with optics): 32 racks, one 100-rack row of
+    # 512 cores per island at 19 per 25 kW network rack (1,291 W each with optics): 27 racks, one 100-rack row of
     # 0.6 x 2.4 m (144 m2) per island room; the central room's 512 super-spines the same
-    assert (f.island_room_racks, f.core_room_racks) == (32, 32)
+    assert (f.island_room_racks, f.core_room_racks) == (27, 27)
     assert f.area_m2 == pytest.approx(12 * 60 * 50 + 4 * 144 + 144)
 
 

@@ -230,12 +230,14 @@ def render(r: PlanResult) -> str:
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
                + " its cluster")
     out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
-               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}")
+               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
+               f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}")
     out.append(f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
-               f"({format_count(rel.nic_optical_modules)} NIC-side modules); of any module: "
-               f"{_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
-    out.append(f"          optics reconciled: NIC-side modules at their MTTF fail {rel.optics_parts_per_day:.1f}/day; "
-               f"Llama 3's network row gives {rel.table_network_per_day:.1f}/day here (an MTTF of "
+               f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
+               f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
+               f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
+    out.append(f"          optics reconciled: modules on GPU links at their MTTF fail {rel.optics_parts_per_day:.1f}/day;"
+               f" Llama 3's network row gives {rel.table_network_per_day:.1f}/day here (an MTTF of "
                f"{rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
     out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
                f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
@@ -243,8 +245,11 @@ def render(r: PlanResult) -> str:
                f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
                f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers")
     lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
-    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective"
-               + (f" (lost: {lost})" if lost else ""))
+    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
+               f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
+               + (f" (lost: {lost})" if lost else "")
+               + f"; renewal model, failures during recovery included (first-order at Young's "
+               f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)")
     out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
         f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
     out.append("")
@@ -287,7 +292,8 @@ _ROWS = [
     ("top-tier alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
     ("top-tier alltoall 1 GiB", "crosspod_alltoall_s", _t),
     ("NIC-side optical modules", "nic_modules", lambda v: format_count(v)),
-    ("first job-stopping optics failure", "first_job_optics_failure_s", _after),
+    ("first job-stopping optics failure (both ends)", "first_job_optics_failure_s", _after),
+    ("first NIC-side optics failure", "first_nic_optics_failure_s", _after),
     ("first optical failure (any module)", "first_optical_failure_s", _after),
     ("halls", "halls", lambda v: format_count(v)),
     ("floor area", "floor_area_m2", lambda v: f"{v:,.0f} m2"),
@@ -304,6 +310,7 @@ _ROWS = [
     ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
+    ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
 ]
 
 

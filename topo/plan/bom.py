@@ -60,6 +60,8 @@ class TransceiverLine:
     power_W_each: float
     price_usd_each: float
     mttf_years: float
+    on_gpu_links: int = 0  # modules of this line on a GPU's link (NIC side, or the first tier's down ports): a
+    # failure of one takes a GPU's rail out and stops the job, at either end of the link
 
 
 @dataclass(frozen=True)
@@ -274,10 +276,11 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
 
     tx: dict[tuple[str, str], list[int]] = {}
 
-    def add_tx(name, at, count, nlinks):
-        cur = tx.setdefault((name, at), [0, 0])
+    def add_tx(name, at, count, nlinks, on_gpu_links=False):
+        cur = tx.setdefault((name, at), [0, 0, 0])
         cur[0] += int(count)
         cur[1] += int(nlinks)
+        cur[2] += int(count) if on_gpu_links else 0
 
     aoc = catalog.floor.short_reach == "aoc"
     # NIC ends: modules of nic_module_ports links, per server and module type (none on AOC links: their optics are
@@ -296,19 +299,19 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                 nl = np.bincount(idx, minlength=len(names))
                 for j in range(len(names)):
                     if nl[j]:
-                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]))
+                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]), on_gpu_links=True)
 
     # switch ends: per switch and module type, ceil(links / ports per module)
     for t, sw in zip(L.tiers, models):
         ppc = int(sw.ports_per_cage.value)
         lo = fabric.node_offset[f"tier:{t.index}"]
-        ends = []  # (switch local ids, link mask)
+        ends = []  # (switch local ids, link mask, on GPU links)
         down = level == LEVEL_NIC + t.index
-        ends.append((dst[down] - lo, down))
+        ends.append((dst[down] - lo, down, t.index == 0))
         up = level == LEVEL_NIC + t.index + 1
         if up.any():
-            ends.append((src[up] - lo, up))
-        for ids, mask in ends:
+            ends.append((src[up] - lo, up, False))
+        for ids, mask, gpu_end in ends:
             for m in ((2,) if aoc else (1, 2)):
                 sel = mask & (medium == m)
                 if not sel.any():
@@ -321,7 +324,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                 nl = np.bincount(idx, minlength=len(names))
                 for j in range(len(names)):
                     if nl[j]:
-                        add_tx(names[j], t.name, per[j], nl[j])
+                        add_tx(names[j], t.name, per[j], nl[j], on_gpu_links=gpu_end)
 
     # internal links of logical tiers: both ends on switches, full cages
     links_by_level: dict[str, dict[str, int]] = {}
@@ -346,10 +349,10 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                                 n_int * cab.power_W.value))
 
     tx_lines = []
-    for (name, at), (count, nlinks) in tx.items():
+    for (name, at), (count, nlinks, on_gpu) in tx.items():
         t = catalog.transceivers[name]
         tx_lines.append(TransceiverLine(name, at, count, nlinks, t.power_W.value, t.price_usd.value,
-                                        t.mttf_years.value))
+                                        t.mttf_years.value, on_gpu))
     return BillOfMaterials(switch_lines, tx_lines, cables, links_by_level)
 
 

@@ -194,15 +194,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
                          f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
     ck = rel.checkpoint
-    relia = reliability(
-        L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
-        observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
-        modules=[(x.count, x.mttf_years) for x in bom.transceivers],
-        nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"], optics=rel.optics,
-        params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
-        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
-        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=comp.flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+    try:
+        relia = _reliability(L, rel, ck, bom, params, params_source, comp.flop)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
     inv = inventory(fabric)
     bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
     if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
@@ -238,6 +233,20 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
+
+
+def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float):
+    """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`)."""
+    return reliability(
+        L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
+        observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
+        modules=[(x.count, x.mttf_years) for x in bom.transceivers],
+        nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"],
+        job_modules=[(x.on_gpu_links, x.mttf_years) for x in bom.transceivers if x.on_gpu_links],
+        optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
+        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
 
 
 def _money(cat: Catalog, server, bom, gpu, L, cooling: str):

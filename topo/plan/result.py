@@ -53,6 +53,18 @@ class PlanResult:
         """NIC-side optical modules (a twin-port module counts once)."""
         return sum(t.count for t in self.bom.transceivers if t.at == "nic")
 
+    @property
+    def effective_fraction(self) -> float:
+        """The share of installed GPU-hours that trains: goodput x training GPUs / installed GPUs."""
+        r = self.reliability
+        return r.goodput * r.training_gpus / self.num_gpus
+
+    @property
+    def cost_per_effective_gpu_hour_usd(self) -> float:
+        """TCO per GPU-hour that trains (after goodput and hot spares): cost per GPU-hour / effective fraction."""
+        f = self.effective_fraction
+        return self.ownership.cost_per_gpu_hour_usd / f if f > 0 else float("inf")
+
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
         p, c, n, r, o, f = self.power, self.capex, self.network, self.reliability, self.ownership, self.floor
@@ -74,7 +86,9 @@ class PlanResult:
             "peak_flops": self.compute.peak_flops[self.compute.precision], "flop": self.compute.flop,
             "first_optical_failure_s": r.first_optical_failure_s,
             "first_job_optics_failure_s": r.first_job_optics_failure_s,
+            "first_nic_optics_failure_s": r.first_nic_optics_failure_s,
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
+            "cost_per_effective_gpu_hour_usd": self.cost_per_effective_gpu_hour_usd,
             "effective_flop": r.effective_flop,
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
@@ -90,6 +104,7 @@ class PlanResult:
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules,
             "peak_flops": self.compute.peak_flops, "goodput": self.reliability.goodput,
             "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
+            "cost_per_effective_gpu_hour_usd": h["cost_per_effective_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
