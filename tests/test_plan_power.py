@@ -35,6 +35,19 @@ def test_storage_network_and_optics_are_about_ten_percent(default_plan, referenc
     assert p.switches_W > 0 and p.optics_W > 0  # switches and optics come from the bill of materials
 
 
+def test_nic_side_optics_are_inside_the_servers_power_not_counted_twice(default_plan, reference):
+    # planner.md line 19: ~575 W per GPU for CPU, NIC, PSU; line 35: DGX H100's 10.2 kW maximum powers its cages.
+    # Issue 32: adding the NIC-side modules on top counted about 0.8 MW twice at 100k
+    assert "CPU, NIC, PSU" in _line(reference, 19)
+    r = default_plan
+    p, tx = r.power, r.bom.transceivers
+    nic_W = sum(t.count * t.power_W_each for t in tx if t.at == "nic")
+    assert p.nic_optics_in_servers_W == nic_W == 100_352 * 8  # 400G-SR4, 8 W (NVIDIA LinkX)
+    assert p.optics_W == pytest.approx(sum(t.count * t.power_W_each for t in tx if t.at != "nic")
+                                       + sum(c.power_W for c in r.bom.cables))
+    assert p.it_power_W == pytest.approx(p.servers_W + p.storage_frontend_W + p.switches_W + p.optics_W)
+
+
 def test_pue_derived_from_the_article_gives_1_59_TWh_and_123_9_M_usd(reference):
     # planner.md lines 16-17, 21: 1.59 TWh/year, $123.9M at $0.078/kWh; 127.5 MW / 0.9 = 141.7 MW IT; the energy
     # implies a PUE the article does not state: 1.59e12 Wh / 8,760 h / 141.7 MW

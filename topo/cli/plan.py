@@ -193,6 +193,8 @@ def render(r: PlanResult) -> str:
                f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables")
     out.append("")
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
+    if p.nic_optics_in_servers_W:  # shown inside the servers' power, not added (topo.plan.power)
+        rows.insert(2, ["  of which NIC-side optics", _mw(p.nic_optics_in_servers_W)])
     rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
              ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
              [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],

@@ -204,7 +204,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
-    notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric)
+    each = {x.tier: (x.power_W_each, x.price_usd_each) for x in bom.switches}
+    notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric, each)
     hbm = L.num_gpus * gpu.hbm_bytes.value
     if relia.checkpoint_bytes > hbm:
         notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
@@ -255,7 +256,9 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
         switches_W=sum(x.count * x.power_W_each for x in bom.switches),
-        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
+        optics_W=(sum(x.count * x.power_W_each for x in bom.transceivers if x.at != "nic")
+                  + sum(c.power_W for c in bom.cables)),
+        nic_optics_in_servers_W=sum(x.count * x.power_W_each for x in bom.transceivers if x.at == "nic"),
         storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
