@@ -88,11 +88,14 @@ def test_pue_has_an_upper_bound_on_the_command_line():
     assert _err("--pue", "1e9").startswith("--pue: plan.facility.pue: must be <= 3")
 
 
-def test_no_failures_reads_none_expected(tmp_path):
+def test_no_failures_at_all_is_an_error_not_a_100_percent_goodput(tmp_path):
+    # issue 32: every cause at 0 gave "0.0 interruptions/day (none expected)" and 100% goodput, silently
     f = _plan_file(tmp_path, "[reliability.causes]\ngpu = 0\nnetwork = 0\nnic = 0\nhost = 0\nsoftware = 0\n")
-    p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives", check=True)
-    assert "inf" not in p.stdout.split("failures", 1)[1].split("\n")[0]
-    assert "0.0 interruptions/day (none expected)" in p.stdout
+    p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    line = p.stderr.strip()
+    assert line.startswith("error: ") and len(line.splitlines()) == 1
+    assert "plan.reliability.causes: every failure rate is 0" in line and "give at least one cause" in line
 
 
 def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():

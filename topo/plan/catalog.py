@@ -170,6 +170,7 @@ class FloorLayout(_Strict):
     rack_power_W: Positive
     rack_width_m: Positive
     row_pitch_m: Positive
+    rack_area_fraction: _bounded(ge=None, gt=0.0, le=1.0)
     racks_per_row: Count | None = None
     hall_width_m: Positive
     hall_depth_m: Positive
