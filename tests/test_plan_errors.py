@@ -129,3 +129,24 @@ def test_the_library_names_the_keyword_that_was_wrong_and_merges_the_others():
     assert str(exc.value).startswith("pue: plan.facility.pue: must be >= 1")
     c = plan("dgx-h100-superpod", days=30, mfu=0.4, pue=1.3, collectives=False).to_dict()
     assert (c["compute"]["days"], c["compute"]["mfu"], c["power"]["pue"]) == (30, 0.4, 1.3)
+
+
+def test_a_tier_radix_beyond_its_switch_model_is_an_error():
+    # issue 30: --set 'fabric.tiers[0].radix=128' on a tier of QM9700 (64 x 400G, switches.toml) was priced as 64-port
+    # switches carrying 128 links each, silently
+    msg = _err("dgx-h100-superpod", "--set", "fabric.tiers[0].radix=128")
+    assert msg.startswith("topologies/dgx-h100-superpod.toml (--set fabric.tiers[0].radix=128): fabric.tiers[0].radix:")
+    assert "a QM9700 has 64" in msg and "at most 64" in msg
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("plan.floor.hall_power_W=30", "plan.floor.hall_power_W: a hall of 30 W cannot feed one rack of 40,800 W"),
+    ("plan.switches.QM9700.power_W=0.747", "plan.switches.QM9700.power_W: must be >= 10 (W: a switch draws"),
+    ("plan.cables.DAC.reach_m=1000", "plan.cables.DAC.reach_m: a DAC copper cable reaching 1000 m"),
+    ("plan.facility.electricity_usd_per_kWh=78", "plan.facility.electricity_usd_per_kWh: must be <= 2 (USD per kWh"),
+    ("plan.floor.hall_depth_m=1", "plan.floor.hall_depth_m: a hall 1 m deep holds no row of racks"),
+])
+def test_unit_slips_get_one_clear_line_blamed_on_the_set(setting, says):
+    # issue 32: each of these (a unit slip by 1000x, a hall too small for one rack) gave a silently absurd plan
+    msg = _err("h100-100k", "--set", setting)
+    assert msg.startswith(f"topologies/h100-100k.toml (--set {setting}): {says}"), msg

@@ -105,7 +105,7 @@ def _inputs(args) -> list[str]:
 
 
 BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "power_W_each", "price_usd_each",
-                   "price_usd", "length_m")
+                   "price_usd", "length_m", "written_by")
 
 
 def write_bom_csv(results: list[PlanResult], fh) -> None:
@@ -120,24 +120,24 @@ def write_bom_csv(results: list[PlanResult], fh) -> None:
 
     Notes
     -----
-    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class),
-    after a ``# written by topo`` comment line that marks the file as topo's (pandas:
-    ``read_csv(path, comment="#")``).
+    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class); the
+    header is the first line, so ``pandas.read_csv(path)`` and spreadsheets open it as it is. Provenance is a
+    column, ``written_by`` (``written by topo <version>`` on every row), which also marks the file as topo's.
     """
-    fh.write(f"# {SIGNATURE} {__version__}: topo plan bill of materials; W and USD per item and in total\n")
+    by = f"{SIGNATURE} {__version__}"
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(BOM_CSV_COLUMNS)
     for r in results:
         for s in r.bom.switches:
             w.writerow([r.name, "switch", s.tier, s.model, "", s.count, f"{s.power_W_each:g}",
-                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", ""])
+                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", "", by])
         for t in r.bom.transceivers:
             w.writerow([r.name, "transceiver", t.at, t.type, "", t.count, f"{t.power_W_each:g}",
-                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", ""])
+                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", "", by])
         for c in r.bom.cables:
             w.writerow([r.name, "cable", c.level, c.type, c.length_class, c.count,
                         f"{c.power_W / c.count:g}" if c.count else "0", f"{c.price_usd / c.count:.2f}" if c.count
-                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}"])
+                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}", by])
 
 
 def _mw(w: float) -> str:
@@ -181,13 +181,20 @@ def render(r: PlanResult) -> str:
     longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())
     out.append(f"          longest link: {longest}")
     out.append("")
-    rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}", _usd(s.count * s.price_usd_each)]
-            for s in r.bom.switches]
+    guess = {a["key"] for a in r.assumptions if a["status"] == "assumption"}  # placeholders: marked '*'
+
+    def mark(*keys):
+        return " *" if any(k in guess for k in keys) else ""
+
+    rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}",
+             _usd(s.count * s.price_usd_each) + mark(f"switches.{s.model}.price_usd")] for s in r.bom.switches]
     rows += [[f"at {t.at}", t.type + (f" ({t.links // max(t.count, 1)} links)" if t.at == "nic" and t.links != t.count
                                       else ""), format_count(t.count), f"{t.power_W_each:,.0f}",
-              _usd(t.count * t.price_usd_each)] for t in r.bom.transceivers]
+              _usd(t.count * t.price_usd_each) + mark(f"transceivers.{t.type}.price_usd")] for t in r.bom.transceivers]
     rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count),
-              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-", _usd(cb.price_usd)] for cb in r.bom.cables]
+              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-",
+              _usd(cb.price_usd) + mark(f"cables.{cb.type}.price_usd", f"cables.{cb.type}.price_per_m_usd")]
+             for cb in r.bom.cables]
     out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
     out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
                f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables")
@@ -247,6 +254,8 @@ def render(r: PlanResult) -> str:
                f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
                f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers")
     lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
+    lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
+                                                           "hot_spare_fraction")))
     out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
                f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
                + (f" (lost: {lost})" if lost else "")
@@ -274,8 +283,9 @@ def render(r: PlanResult) -> str:
                    f"{_t(n.alltoall_s)} (bottleneck {n.alltoall_bottleneck})")
     for text in r.notes:
         out.append(f"note: {text}")
-    out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
-               f"floor, economics and reliability inputs with their sources are under --json 'inputs'")
+    out.append(f"note: {len(r.assumptions)} values this plan uses are assumptions or overrides (see --json "
+               "'assumptions'); a figure marked * rests on a placeholder (status assumption); the floor, economics "
+               "and reliability inputs with their sources are under --json 'inputs'")
     return "\n".join(out)
 
 

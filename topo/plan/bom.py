@@ -219,7 +219,13 @@ def tier_switch_models(fabric: Fabric, catalog: Catalog, logical: dict) -> list:
         if lt is not None and lt.switch:
             out.append(catalog.switch(lt.switch, key=f"plan.tiers.{t.name}.switch"))
         else:
-            out.append(catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model"))
+            sw = catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model")
+            if (lt is None or lt.stages == 1) and t.radix > sw.ports.value:
+                raise TopoError(f"a tier of {t.model} switches with {t.radix} ports each, but a {t.model} has "
+                                f"{sw.ports.value:g} (plan.switches); allowed: a radix of at most {sw.ports.value:g}, "
+                                f"a switch model with {t.radix} ports, or plan.tiers.{t.name}.stages = 2 (a "
+                                "multi-stage logical switch)", key=f"fabric.tiers[{t.index}].radix")
+            out.append(sw)
     return out
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
-from .catalog import COOLING, Catalog
+from .catalog import COOLING, COPPER_REACH_MAX_M, Catalog
 
 __all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA"]
 
@@ -145,6 +145,12 @@ def link_media(lengths_m: np.ndarray, catalog: Catalog) -> np.ndarray:
     up to its reach when ``floor.copper = "dac_aec"``, multimode up to the shortest multimode module's reach,
     single-mode beyond."""
     fl = catalog.floor
+    for name in ("DAC", "AEC"):
+        cab = catalog.cables.get(name)
+        if cab is not None and cab.reach_m.value > COPPER_REACH_MAX_M:
+            raise TopoError(f"a {name} copper cable reaching {cab.reach_m.value:g} m; copper at these rates reaches a few "
+                            f"metres (at most {COPPER_REACH_MAX_M:g} m allowed: a value in cm or ft?)",
+                            key=f"plan.cables.{name}.reach_m")
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
     dac = catalog.cables["DAC"].reach_m.value if fl.copper != "none" else -1.0
     out = np.where(lengths_m <= mm_reach, 1, 2)
@@ -280,6 +286,13 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                    for i in range(L.num_tiers)) + upp * L.leaves_per_unit * racking[0].power_W)
     by_power = int(fl.hall_power_W.value // pod_W)
     rows_per_hall = int(fl.hall_depth_m.value * fraction // pitch + 1e-9)
+    if rows_per_hall < 1:
+        raise TopoError(f"a hall {fl.hall_depth_m.value:g} m deep holds no row of racks (a row takes row_pitch_m = "
+                        f"{pitch:g} m, rows {fraction:g} of the floor: at least {pitch / fraction:.1f} m; a value in "
+                        "another unit?)", key="plan.floor.hall_depth_m")
+    if fl.hall_power_W.value < rack_load_W:
+        raise TopoError(f"a hall of {fl.hall_power_W.value:,.0f} W cannot feed one rack of {rack_load_W:,.0f} W (W, "
+                        "not MW: 30 MW is 30e6)", key="plan.floor.hall_power_W")
     by_rows = int(np.count_nonzero(pod_rows <= rows_per_hall))
     if fl.pods_per_hall is not None:
         pph, limit = int(fl.pods_per_hall.value), "floor.pods_per_hall"

@@ -3,6 +3,7 @@ and blast radius; ``compare_designs``: several designs side by side."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
-from .inputs import inputs_used
+from .inputs import inputs_used, used_assumptions
 from .floor import SwitchRacking, floor_plan
 from .switch_counts import switch_count_notes
 from .tco import ownership_cost
@@ -58,6 +59,26 @@ def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[
         if origin != spec._origin:
             return TopoError(exc.message, source=origin, key=key)
     return TopoError(exc.message, source=spec.error_source(key), key=key or None)
+
+
+def _spec_layers(s: Spec) -> list[tuple[str, dict]]:
+    """The spec's ``[plan]`` table as override layers: the file's own values, then one layer per ``--set plan.<key>``
+    named by it, so that a value's source (and an error about it) names the ``--set``, not the file."""
+    own = copy.deepcopy(dict(s.plan))
+    sets = []
+    for path, _ in s._set_paths.items():
+        if not path.startswith("plan."):
+            continue
+        keys, node = path.split(".")[1:], own
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and keys[-1] in node:
+            value = node.pop(keys[-1])
+            nested = value
+            for k in reversed(keys):
+                nested = {k: nested}
+            sets.append((s.error_source(path), nested))
+    return [(s.error_source("plan"), own)] + sets
 
 
 def _fit_default_rack(cat: Catalog, server, server_W: float) -> int | None:
@@ -104,7 +125,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     fabric = _as_fabric(spec)
     s = fabric.spec
     origin = s.error_source("plan")
-    all_layers = [(origin, dict(s.plan))]
+    all_layers = _spec_layers(s)
     if plan_file is not None:
         all_layers.append(read_plan_file(plan_file))
     all_layers += list(layers)
@@ -215,6 +236,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
                      f"{int(cat.floor.servers_per_rack.value)} exceed its {cat.floor.rack_power_W.value:,.0f} W "
                      "rack (set plan.floor.servers_per_rack or rack_power_W to plan another floor)")
+    refreshed = {k: n for k, n in tco.refreshes.items() if n > 0}
+    if refreshed:
+        notes.append(f"over {tco.years:g} years, past their lives: " + ", ".join(
+            f"{k} bought {n + 1} times" for k, n in refreshed.items())
+            + " (each refresh at today's prices; the TCO depreciates capex x years / life)")
     if fabric.failures:
         notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
@@ -233,7 +259,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
-                      assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
+                      assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
+                      catalog_versions=dict(cat.versions), notes=notes)
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float):
@@ -274,6 +301,16 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
                          opex_usd_per_MW_year=eco.opex_usd_per_MW_year.value,
                          grid_kg_co2_per_kWh=eco.grid_kg_co2_per_kWh.value)
     return pw, capex, tco
+
+
+def _items_used(s: Spec, cat: Catalog, server, server_name: str, bom) -> dict[str, set[str]]:
+    """The catalog's named parts a plan uses: its GPU (and the workload's reference GPU), server, switch models,
+    transceivers and cables (DAC and AEC too: their reach picks each link's medium)."""
+    cables = {c.type for c in bom.cables} | {"DAC"} | ({"AEC"} if cat.floor.copper == "dac_aec" else set())
+    return {"gpus": {s.gpu, cat.workload.reference.gpu}, "servers": {server_name},
+            "switches": {x.model for x in bom.switches if x.tier != RACK_TIER},
+            "transceivers": {t.type for t in bom.transceivers},
+            "cables": cables}
 
 
 def _priced_keys(bom, server_name: str, server, cooling: str) -> set[str]:
