@@ -209,6 +209,12 @@ def render(r: PlanResult) -> str:
                  *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
              [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
     out.append(table(rows, ["power", ""], right=[False, True]))
+    if r.electrical is not None:
+        e = r.electrical
+        out.append(f"electrical ({e.redundancy}, {e.blocks} blocks): {format_count(e.ups_modules)} UPS modules of "
+                   f"{e.ups_module_W / 1e6:g} MW ({_mw(e.ups_capacity_W)}), {format_count(e.generators)} generators of "
+                   f"{e.generator_W / 1e6:g} MW ({_mw(e.generator_capacity_W)})"
+                   + mark("facility.ups_module_W", "facility.generator_W"))
     out.append("")
     cr = r.costs
 
@@ -323,6 +329,7 @@ _ROWS = [
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
     ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
+    ("generator capacity", "generator_capacity_W", lambda v: "-" if v is None else _mw(v)),
 ]
 
 

@@ -161,6 +161,9 @@ class Facility(_Strict):
     storage_frontend_fraction: _bounded(ge=0.0, le=1.0)
     capex_usd_per_W: Price
     capex_basis: Literal["facility", "it"]
+    redundancy: Literal["N", "N+1", "2N"] = "N+1"
+    ups_module_W: _bounded(ge=1e3, why_ge=" (W: a UPS module of at least a kW; a value in MW?)")
+    generator_W: _bounded(ge=1e3, why_ge=" (W: a generator of at least a kW; a value in MW?)")
 
 
 class FloorLayout(_Strict):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
@@ -44,9 +45,24 @@ from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
 from .catalog import COOLING, COPPER_REACH_MAX_M, Catalog
 
-__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA"]
+__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA", "Medium",
+           "down_level"]
 
-MEDIA = ("copper", "multimode", "single_mode", "active_copper")  # codes 0..3 of link_media
+class Medium(IntEnum):
+    """A link's medium: the codes :func:`link_media` returns (numpy int8 arrays compare with them)."""
+
+    COPPER = 0  # passive copper (DAC)
+    MULTIMODE = 1
+    SINGLE_MODE = 2
+    ACTIVE_COPPER = 3  # active electrical cable (AEC)
+
+
+MEDIA = tuple(m.name.lower() for m in Medium)  # the media by code: names in the bill of materials
+
+
+def down_level(tier_index: int) -> int:
+    """The link level whose upper ends are tier ``tier_index``'s switches (NIC-leaf for the first tier)."""
+    return LEVEL_NIC + tier_index
 
 
 @dataclass(frozen=True)
@@ -153,12 +169,12 @@ def link_media(lengths_m: np.ndarray, catalog: Catalog) -> np.ndarray:
                             key=f"plan.cables.{name}.reach_m")
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
     dac = catalog.cables["DAC"].reach_m.value if fl.copper != "none" else -1.0
-    out = np.where(lengths_m <= mm_reach, 1, 2)
+    out = np.where(lengths_m <= mm_reach, Medium.MULTIMODE, Medium.SINGLE_MODE)
     if fl.copper == "dac_aec":
         if "AEC" not in catalog.cables:
             raise TopoError("floor.copper = 'dac_aec' needs an AEC entry under plan.cables", key="plan.cables")
-        out = np.where(lengths_m <= catalog.cables["AEC"].reach_m.value, 3, out)
-    return np.where(lengths_m <= dac, 0, out).astype(np.int8)
+        out = np.where(lengths_m <= catalog.cables["AEC"].reach_m.value, Medium.ACTIVE_COPPER, out)
+    return np.where(lengths_m <= dac, Medium.COPPER, out).astype(np.int8)
 
 
 def _racks_for(n: float, rack: SwitchRacking, units: float, power_W: float, where: str) -> int:
@@ -365,7 +381,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     lengths = np.empty(len(src))
 
     # NIC -> leaf: the server's rack to the leaf's rack, in the same row
-    nic = level == LEVEL_NIC
+    nic = level == down_level(0)
     server = nodes["server"][src[nic]].astype(np.int64)
     rack_in_unit = (server % spu) // spr
     if tor:
@@ -384,7 +400,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         return np.where(pods >= 0, x, core_xy[0]), np.where(pods >= 0, y, core_xy[1])
 
     for t in L.tiers[1:]:
-        sel = level == LEVEL_NIC + t.index
+        sel = level == down_level(t.index)
         if not sel.any():
             continue
         ax, ay = switch_xy(src[sel], t.index - 1)

@@ -22,6 +22,7 @@ from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
+from .electrical import electrical
 from .inputs import inputs_used, used_assumptions
 from .floor import SwitchRacking, floor_plan
 from .switch_counts import switch_count_notes
@@ -254,7 +255,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     if any(t.stages == 2 for t in logical.values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
-    return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
+    fac = cat.facility
+    halls_W = [h.it_power_W for h in floor.halls]
+    elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
+                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
+    return PlanResult(name=s.name, source=s._origin, electrical=elec, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,

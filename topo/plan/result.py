@@ -9,6 +9,7 @@ from .bom import BillOfMaterials
 from .compute import ComputeBudget
 from .capex import Capex
 from .cost_range import CostRange
+from .electrical import Electrical
 from .floor import FloorPlan
 from .network import NetworkFigures
 from .power import PowerBreakdown
@@ -47,6 +48,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
     inputs: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
+    electrical: Electrical | None = None  # UPS and generators (topo.plan.electrical)
 
     @property
     def nic_modules(self) -> int:
@@ -89,6 +91,7 @@ class PlanResult:
             "first_nic_optics_failure_s": r.first_nic_optics_failure_s,
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
             "cost_per_effective_gpu_hour_usd": self.cost_per_effective_gpu_hour_usd,
+            "generator_capacity_W": self.electrical.generator_capacity_W if self.electrical else None,
             "effective_flop": r.effective_flop,
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
@@ -108,7 +111,8 @@ class PlanResult:
             "co2_per_year_kg": h["co2_per_year_kg"],
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
-            "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
+            "reliability": self.reliability.to_dict(),
+            "electrical": self.electrical.to_dict() if self.electrical else None, "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
