@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 
 __all__ = ["renewal_goodput", "optimum_work_s", "segment_time_parts_s"]
 
@@ -52,7 +51,16 @@ def optimum_work_s(stall_s: float, mtbf_s: float) -> float:
         raise ValueError("the checkpoint stall must be positive for an optimum interval")
     if c > 30:  # the root is 1 - exp(-1 - c) to double precision
         return -math.expm1(-1 - c) * mtbf_s
-    x = brentq(lambda x: math.log1p(-x) + x + c, 0.0, -0.5 * math.expm1(-1 - c) + 0.5, xtol=1e-300, rtol=1e-15)
+    # Newton on h(x) = ln(1 - x) + x + c, concave and decreasing on (0, 1): from a start where h < 0 (right of the
+    # root: ln(1 - x) + x < -x^2 / 2, so sqrt(2c) is one) it converges monotonically from the right
+    x = math.sqrt(2 * c)
+    if x >= 1:
+        x = 1 + 0.5 * math.expm1(-1 - c)
+    for _ in range(100):
+        step = (math.log1p(-x) + x + c) * (1 - x) / x
+        x += step
+        if abs(step) <= 1e-15 * x:
+            break
     return x * mtbf_s
 
 
