@@ -101,8 +101,9 @@ def test_no_failures_at_all_is_an_error_not_a_100_percent_goodput(tmp_path):
 def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():
     # issue 23: errors pointed into the package's own catalog files instead of the user's input
     msg = _err("dgx-h100-superpod", "--set", "plan.floor.slack_m=5000")
-    assert msg.startswith("topologies/dgx-h100-superpod.toml: plan.floor: the floor plan makes NIC links up to "
-                          "5,005 m long")
+    # issue 32: the value came from --set, and the line says so
+    assert msg.startswith("topologies/dgx-h100-superpod.toml (--set plan.floor.slack_m=5000): plan.floor: the floor "
+                          "plan makes NIC links up to 5,005 m long")
     assert "the longest reaches 2,000 m" in msg and "topo/data/catalog" not in msg
 
 
