@@ -269,6 +269,11 @@ def render(r: PlanResult) -> str:
                f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)")
     out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
         f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
+    if r.spares:
+        out.append("spares    " + ", ".join(f"{x.item} {format_count(x.spares)}" for x in r.spares)
+                   + f" ({_usd(sum(x.price_usd for x in r.spares))}, not in capex): each pool lasts a restock lead "
+                   "time with the catalog's probability (reliability.spares)"
+                   + mark("reliability.spares.lead_time_days", "reliability.spares.service_level"))
     out.append("")
     rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
@@ -330,6 +335,7 @@ _ROWS = [
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
     ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
     ("generator capacity", "generator_capacity_W", lambda v: "-" if v is None else _mw(v)),
+    ("spare pools", "spares_usd", _usd),
 ]
 
 

@@ -230,11 +230,17 @@ class Checkpoint(_Strict):
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
 
 
+class Spares(_Strict):
+    lead_time_days: Positive
+    service_level: _bounded(ge=None, gt=0.0, le=0.999999, why_le=" (a probability below 1)")
+
+
 class Reliability(_Strict):
     observed_gpus: Positive
     observed_days: Positive
     causes: dict[str, NonNeg]
     checkpoint: Checkpoint
+    spares: Spares
     optics: Literal["table", "parts"] = "table"
 
 

@@ -23,13 +23,14 @@ from .compute import compute_budget
 from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
 from .electrical import electrical
+from .spares import spare_pool
 from .inputs import inputs_used, used_assumptions
 from .floor import SwitchRacking, floor_plan
 from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
-from .reliability import reliability
+from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 
 __all__ = ["plan", "compare_designs", "read_plan_file"]
@@ -259,7 +260,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     halls_W = [h.it_power_W for h in floor.halls]
     elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
                       ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
-    return PlanResult(name=s.name, source=s._origin, electrical=elec, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
+    pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
+    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
@@ -280,6 +282,23 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
         snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+
+
+def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, server_price_usd: float) -> list:
+    """Spare pools of every module type (at its catalog MTTF, over the restock lead time) and of servers (the failure
+    table's hardware rate, over a repair)."""
+    sp = cat.reliability.spares
+    kw = dict(lead_time_days=sp.lead_time_days.value, service_level=sp.service_level.value)
+    by_type: dict[str, list] = {}
+    for t in bom.transceivers:
+        cur = by_type.setdefault(t.type, [0, t.mttf_years, t.price_usd_each])
+        cur[0] += t.count
+    pools = [spare_pool(name, n, n / mttf, price_usd_each=price, **kw) for name, (n, mttf, price) in by_type.items()]
+    # a failed server is repaired in place (reliability.checkpoint.repair_s), not restocked: its pool covers a repair
+    hw_per_day = sum(v for k, v in relia.interruptions_per_day_by_cause.items() if k in HARDWARE_CAUSES)
+    kw["lead_time_days"] = cat.reliability.checkpoint.repair_s.value / 86_400
+    pools.append(spare_pool(server_name, num_servers, hw_per_day * 365, price_usd_each=server_price_usd, **kw))
+    return pools
 
 
 def _money(cat: Catalog, server, bom, gpu, L, cooling: str):

@@ -49,6 +49,7 @@ class PlanResult:
     failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
     inputs: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
     electrical: Electrical | None = None  # UPS and generators (topo.plan.electrical)
+    spares: list = field(default_factory=list)  # SparePool per module type and servers (topo.plan.spares)
 
     @property
     def nic_modules(self) -> int:
@@ -92,6 +93,7 @@ class PlanResult:
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
             "cost_per_effective_gpu_hour_usd": self.cost_per_effective_gpu_hour_usd,
             "generator_capacity_W": self.electrical.generator_capacity_W if self.electrical else None,
+            "spares_usd": sum(x.price_usd for x in self.spares),
             "effective_flop": r.effective_flop,
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
@@ -112,7 +114,8 @@ class PlanResult:
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(),
-            "electrical": self.electrical.to_dict() if self.electrical else None, "blast_radius": [b.to_dict() for b in self.blast_radius],
+            "electrical": self.electrical.to_dict() if self.electrical else None,
+            "spares": [x.to_dict() for x in self.spares], "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
