@@ -251,9 +251,9 @@ def render(r: PlanResult) -> str:
                f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
                f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
                f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
-    out.append(f"          optics reconciled: modules on GPU links at their MTTF fail {rel.optics_parts_per_day:.1f}/day;"
-               f" Llama 3's network row gives {rel.table_network_per_day:.1f}/day here (an MTTF of "
-               f"{rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
+    out.append(f"          optics reconciled: modules on GPU links at their MTTF fail "
+               f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
+               f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
     out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
                f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
                f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"

@@ -164,8 +164,8 @@ def link_media(lengths_m: np.ndarray, catalog: Catalog) -> np.ndarray:
     for name in ("DAC", "AEC"):
         cab = catalog.cables.get(name)
         if cab is not None and cab.reach_m.value > COPPER_REACH_MAX_M:
-            raise TopoError(f"a {name} copper cable reaching {cab.reach_m.value:g} m; copper at these rates reaches a few "
-                            f"metres (at most {COPPER_REACH_MAX_M:g} m allowed: a value in cm or ft?)",
+            raise TopoError(f"a {name} copper cable reaching {cab.reach_m.value:g} m; copper at these rates reaches "
+                            f"a few metres (at most {COPPER_REACH_MAX_M:g} m allowed: a value in cm or ft?)",
                             key=f"plan.cables.{name}.reach_m")
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
     dac = catalog.cables["DAC"].reach_m.value if fl.copper != "none" else -1.0

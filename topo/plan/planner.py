@@ -261,7 +261,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
                       ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
-    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
+    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, gpu=s.gpu, num_gpus=L.num_gpus,
+                      num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
