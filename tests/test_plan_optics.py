@@ -67,12 +67,28 @@ def test_first_nic_side_optics_failure_counts_nic_side_modules_only(reference):
 
 def test_copper_nic_links_have_no_job_stopping_optics():
     # middle-of-row leaves with active electrical cables: every NIC link of the default is within 7 m
-    # (at most 4 racks x 0.6 m + 4 m of slack = 6.4 m), so no NIC-side module is left to fail
+    # (at most 4 racks x 0.6 m + 4 m of slack = 6.4 m), so no NIC-side module is left to fail; the two racks next to
+    # the leaf rack are cabled through their sides (0.6 m + 2 m of slack) within the DAC's 3 m: passive copper
     r = plan(layers=[("t", {"floor": {"leaf_placement": "middle_of_row", "copper": "dac_aec"}})], collectives=False)
     assert r.floor.leaf_placement == "middle_of_row"
     assert r.floor.longest_m["nic-leaf"] == pytest.approx(4 * 0.6 + 4)
-    assert r.bom.links_by_level["nic-leaf"]["active_copper"] == r.num_gpus
+    links = r.bom.links_by_level["nic-leaf"]
+    assert links["copper"] == r.num_gpus // 4 and links["active_copper"] == r.num_gpus * 3 // 4
     assert r.nic_modules == 0 and r.reliability.first_job_optics_failure_s == float("inf")
     aec = [c for c in r.bom.cables if c.type == "AEC" and c.level == "nic-leaf"]
-    assert sum(c.count for c in aec) == r.num_gpus
-    assert sum(c.power_W for c in aec) == pytest.approx(12 * r.num_gpus)  # cables.toml AEC power_W
+    assert sum(c.count for c in aec) == r.num_gpus * 3 // 4
+    assert sum(c.power_W for c in aec) == pytest.approx(12 * r.num_gpus * 3 // 4)  # cables.toml AEC power_W
+
+
+def test_middle_of_row_leaves_take_a_quarter_of_nic_links_on_dac(reference):
+    # issue 32: the 4 m slack exceeded the DAC's 3 m reach, so DAC was never chosen. SemiAnalysis (planner.md line
+    # 28): 25-33% of GPU-to-leaf links can be copper DAC. A middle-of-row leaf rack's two neighbours (2 of a unit's 8
+    # server racks) are 0.6 m + 2 m away through the racks' sides: 25%, with the catalog's copper = "dac"
+    line = (reference / "planner.md").read_text().splitlines()[27]
+    assert "25-33% of GPU-to-leaf links can be copper DAC" in line
+    r = plan(layers=[("t", {"floor": {"leaf_placement": "middle_of_row"}})], collectives=False)
+    links = r.bom.links_by_level["nic-leaf"]
+    assert links["copper"] / r.num_gpus == pytest.approx(2 / 8)
+    assert r.nic_modules == r.num_gpus * 6 // 8
+    # end of row (the default) keeps every NIC link optical: its one neighbour is cabled through the tray
+    assert plan(collectives=False).bom.links_by_level["nic-leaf"]["copper"] == 0

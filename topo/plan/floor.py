@@ -24,7 +24,10 @@ Placement (every distance and limit from the catalog's ``floor`` and ``cooling``
   evenly over them) in a near-square block around an island network room that holds that island's tier; the
   island blocks stand in a grid around the central room, which holds only the tiers that join islands. Links
   inside an island stay within its block; only the links up from the island tier go to the central room;
-- a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack: half the slack);
+- a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack, and from a
+  middle-of-row leaf rack to its two neighbours, cabled through their sides: half the slack, so those links are
+  within a DAC's reach: 2 of a unit's 8 racks, 25% of its NIC links, SemiAnalysis' 25-33% copper, planner.md
+  line 28);
 - **medium** (:func:`link_media`): copper (DAC) up to the DAC's reach, active electrical cable (AEC) up to its reach
   when ``copper = "dac_aec"``, multimode up to the shortest multimode reach, single-mode beyond;
 - **cooling**: each hall gets the least of air, rear-door and direct liquid cooling that takes its densest rack and
@@ -388,7 +391,10 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         lengths[nic] = slack / 2
     else:
         pos = rack_in_unit + (rack_in_unit >= leaf_rack_in_unit) * (placement == "middle_of_row")
-        lengths[nic] = np.abs(pos - leaf_rack_in_unit) * w + slack
+        d = np.abs(pos - leaf_rack_in_unit)
+        # a middle-of-row leaf rack is cabled to its two neighbours through their sides: half the slack, as in a rack
+        side = (d == 1) & (placement == "middle_of_row")
+        lengths[nic] = d * w + np.where(side, slack / 2, slack)
 
     def switch_xy(node_ids, tier):
         if tier == 0:
