@@ -232,6 +232,9 @@ def render(r: PlanResult) -> str:
     rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
     rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
              ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
+    if r.price_sensitivity:
+        rows += [[f"  {x['key']} alone", "", f"${x['low']:,.2f}", f"${x['high']:,.2f}"]
+                 for x in r.price_sensitivity[:5]]
     out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
                      right=[False, True, True, True]))
     out.append(f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "

@@ -371,13 +371,15 @@ class Catalog(_Strict):
             rows.append(row)
         return rows
 
-    def at(self, end: str) -> "Catalog":
+    def at(self, end: str, keys: set[str] | None = None) -> "Catalog":
         """This catalog with every price at its ``end`` (``low``, ``expected`` or ``high``; see :meth:`prices`).
 
         Parameters
         ----------
         end : str
             ``low``, ``expected`` or ``high``.
+        keys : set of str, optional
+            Only these prices (their :meth:`prices` keys) at that end; the others stay expected.
 
         Returns
         -------
@@ -391,6 +393,8 @@ class Catalog(_Strict):
         data = self.model_dump(exclude={"versions", "origins", "price_ranges"})
         out = self
         for row in self.prices():  # already validated values: copied in, not validated again
+            if keys is not None and row["key"] not in keys:
+                continue
             value = Value.model_construct(value=row[end], source=row[f"{end}_source"], status=row[f"{end}_status"])
             out = _replace(out, _split_key(row["key"], data), value)
         return out

@@ -199,6 +199,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling)
         ends[end] = cost_lines(capex_end, p_end, tco_end)
     used = _priced_keys(bom, server_name, server, floor.cooling)
+    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, used,
+                                 ends["expected"]["cost_per_gpu_hour_usd"])
     costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
                       prices=[row for row in cat.prices() if row["key"] in used])
     ref = wl.reference
@@ -261,7 +263,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
                       ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
-    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, gpu=s.gpu, num_gpus=L.num_gpus,
+    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus,
                       num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
@@ -283,6 +285,24 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
         snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+
+
+def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, used: set[str],
+                       expected: float) -> list[dict]:
+    """Cost per GPU-hour with each price alone at its low and its high end (the rest expected): a tornado's bars,
+    widest first. A price without a range (a quote) gives no bar."""
+    rows = []
+    for row in cat.prices():
+        if row["key"] not in used or row["low"] == row["high"]:
+            continue
+        out = {"key": row["key"], "expected": expected}
+        for end in ("low", "high"):
+            c_end = cat.at(end, keys={row["key"]})
+            s_end = c_end.servers[server_name]
+            b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
+            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling)[2].cost_per_gpu_hour_usd
+        rows.append(out)
+    return sorted(rows, key=lambda r: -(r["high"] - r["low"]))
 
 
 def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, server_price_usd: float) -> list:

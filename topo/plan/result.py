@@ -50,6 +50,7 @@ class PlanResult:
     inputs: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
     electrical: Electrical | None = None  # UPS and generators (topo.plan.electrical)
     spares: list = field(default_factory=list)  # SparePool per module type and servers (topo.plan.spares)
+    price_sensitivity: list = field(default_factory=list)  # cost per GPU-hour, each price alone at its ends
 
     @property
     def nic_modules(self) -> int:
@@ -115,7 +116,8 @@ class PlanResult:
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
             "reliability": self.reliability.to_dict(),
             "electrical": self.electrical.to_dict() if self.electrical else None,
-            "spares": [x.to_dict() for x in self.spares], "blast_radius": [b.to_dict() for b in self.blast_radius],
+            "spares": [x.to_dict() for x in self.spares],
+            "price_sensitivity": list(self.price_sensitivity), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,
