@@ -55,11 +55,13 @@ def arithmetic() -> list[str]:
     isl = plan("h100-100k-islands", collectives=False)
     return [
         "Default plan (h100-100k, catalog defaults), the new lines by hand:", "",
-        f"- floor area: {f.num_halls} halls x 60 m x 50 m + the central room's {f.core_room_racks} racks in one "
-        f"100-rack row x 0.6 m x 2.4 m = {f.num_halls * 3000:,} + 144 = **{f.area_m2:,.0f} m2**; halls: "
-        f"{f.pods_per_hall} pods each (rows: 50 m / 2.4 m = 20 rows, 2 per pod), {f.num_halls} halls in a "
-        f"{f.campus_columns}-column grid of {f.campus_width_m:.0f} x {f.campus_depth_m:.0f} m; longest link "
-        f"spine-core {f.longest_m['spine-core']:.0f} m = |30 - 110| + |0 - 60| + 4 m slack",
+        f"- floor area: halls of {' + '.join(str(h.rows) for h in f.halls)} rows x 60 m x 2.4 m / 0.55 (rows take 55% "
+        f"of a hall) + the central room's {f.core_room_racks} racks x 0.6 m x 2.4 m / 0.55 = **{f.area_m2:,.0f} m2**, "
+        f"{f.area_m2 / (f.server_racks + f.network_racks):.2f} m2 per rack; halls: up to {f.pods_per_hall} pods "
+        f"(limit: {f.pods_per_hall_limit}: 30 MW / {f.halls[0].it_power_W / f.halls[0].pods / 1e6:.3f} MW a pod), "
+        f"{f.num_halls} halls in a {f.campus_columns}-column grid of {f.campus_width_m:.0f} x "
+        f"{f.campus_depth_m:.0f} m; longest links "
+        + ", ".join(f"{k} {v:.0f} m" for k, v in f.longest_m.items()),
         f"- cooling: 4 x 10.2 kW = {f.rack_load_W / 1e3:.1f} kW racks > 25 kW (air) -> **{f.cooling}**; "
         f"equipment {getattr(load_catalog().cooling, f.cooling).capex_usd_per_W.value:g} $/W x {p.it_power_W / 1e6:.2f} MW = ${c.cooling_usd / 1e6:,.1f}M",
         f"- storage: ceil(100,352 x 0.3052) = {c.storage_servers:,} servers x $25,000 = "
@@ -68,7 +70,8 @@ def arithmetic() -> list[str]:
         f"${load_catalog().facility.capex_usd_per_W.value:g}/W x {c.facility_basis_W / 1e6:,.2f} MW = "
         f"${c.facility_usd / 1e6:,.1f}M",
         f"- TCO over {o.years:g} years: depreciation ${hardware / 1e6:,.1f}M (servers, storage, front-end, network "
-        f"over 5-year lives: all of it) + (${c.facility_usd / 1e6:,.1f}M + ${c.cooling_usd / 1e6:,.1f}M) x 5/20 = "
+        f"over 5-year lives: all of it, no refresh within 5 years) + (${c.facility_usd / 1e6:,.1f}M + "
+        f"${c.cooling_usd / 1e6:,.1f}M) x 5/20 = "
         f"${o.depreciation_usd / 1e6:,.1f}M; energy 5 x ${p.energy_cost_per_year_usd / 1e6:,.1f}M = "
         f"${o.energy_usd / 1e6:,.1f}M; maintenance 5 x 4% x ${hardware / 1e6:,.1f}M = ${o.maintenance_usd / 1e6:,.1f}M;"
         f" staff and site 5 x $150k x {p.it_power_W / 1e6:.2f} MW = ${o.staff_opex_usd / 1e6:,.1f}M; "
@@ -86,23 +89,25 @@ def arithmetic() -> list[str]:
         f" TCO ${r.costs.low['tco_usd'] / 1e9:.3f}B / ${o.tco_usd / 1e9:.3f}B / ${r.costs.high['tco_usd'] / 1e9:.3f}B,"
         f" per GPU-hour ${r.costs.low['cost_per_gpu_hour_usd']:.2f} / ${o.cost_per_gpu_hour_usd:.2f} / "
         f"${r.costs.high['cost_per_gpu_hour_usd']:.2f}** (low / expected / high)",
-        f"- h100-100k-islands campus: 4 islands of 3 halls (8 pods each) around an island network room (its cores), "
-        f"the 4th tier in the central room; longest links "
-        + ", ".join(f"{k} {v:.0f} m" for k, v in isl.floor.longest_m.items())
-        + " (spine-core |30 - 70| + |0 - 60| + 4; core-super-spine |70 - 150| + |60 - 130| + 4)",
-        f"- CO2 per year: {p.energy_per_year_Wh / 1e12:.3f} TWh x 0.37 kg/kWh = **{o.co2_per_year_kg / 1e9:.3f} Mt**",
+        f"- h100-100k-islands campus: 4 islands of {isl.floor.num_halls // 4} halls ({isl.floor.pods_per_hall} pods "
+        f"each) around an island network room (its cores), the 4th tier in the central room; longest links "
+        + ", ".join(f"{k} {v:.0f} m" for k, v in isl.floor.longest_m.items()),
+        f"- CO2 per year: {p.energy_per_year_Wh / 1e12:.3f} TWh x 0.366 kg/kWh (EIA 2023) = "
+        f"**{o.co2_per_year_kg / 1e9:.3f} Mt**",
         f"- optics: {rel.nic_optical_modules:,} NIC-side 400G-SR4 at 5 years: 5 x 525,600 min / 100,352 = "
-        f"**{rel.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis 26.28 at 100,000); every module "
+        f"**{rel.first_nic_optics_failure_s / 60:.2f} min** (SemiAnalysis 26.28 at 100,000); both ends of every GPU "
+        f"link ({rel.job_optical_modules:,} modules): {rel.first_job_optics_failure_s / 60:.2f} min; every module "
         f"({rel.optical_modules:,}): {rel.first_optical_failure_s / 60:.2f} min. h100-100k-islands (4 x 24,576 GPUs) "
-        f"with DGX H100 servers: "
+        f"with DGX H100 servers (as bundled): "
         f"{twin.nic_modules:,} twin-port modules at 4 years: 4 x 525,600 / 49,152 = "
-        f"**{twin.reliability.first_job_optics_failure_s / 60:.2f} min** (SemiAnalysis' 42.05 = 4 x 525,600 / 50,000)",
+        f"**{twin.reliability.first_nic_optics_failure_s / 60:.2f} min** (SemiAnalysis' 42.05 = 4 x 525,600 / 50,000)",
         f"- reconciliation: NIC-side modules at 5 years fail {rel.optics_parts_per_day:.1f}/day; Llama 3's network row "
         f"(35 in 54 days on 16,384 GPUs) scaled to 100,352 GPUs: {rel.table_network_per_day:.2f}/day, i.e. "
         f"16,384 x 54 x 24 / 35 h = {rel.table_network_mttf_years_per_gpu_link:.1f} years per GPU link",
         f"- checkpoint: sqrt({r.compute.flop:.3g} / 120) = {rel.params:.3g} parameters x 14 B = "
-        f"{rel.checkpoint_bytes / 1e12:.1f} TB; goodput {100 * rel.goodput:.1f}% = 1 - "
-        + " - ".join(f"{100 * v:.1f}% {k}" for k, v in rel.lost_by_part.items()),
+        f"{rel.checkpoint_bytes / 1e12:.1f} TB; goodput (renewal model) {100 * rel.goodput:.1f}% = 1 - "
+        + " - ".join(f"{100 * v:.1f}% {k}" for k, v in rel.lost_by_part.items())
+        + f" (first-order form: {100 * rel.goodput_first_order:.1f}%)",
         f"- meta-llama3-24k longest links: "
         + ", ".join(f"{k} {v:.0f} m" for k, v in plan("meta-llama3-24k", collectives=False).floor.longest_m.items()),
         f"- dgx-h100-superpod NIC-side modules: {plan('dgx-h100-superpod', collectives=False).nic_modules} "

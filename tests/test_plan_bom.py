@@ -124,35 +124,37 @@ def test_active_optical_cables_replace_multimode_transceivers(default):
 
 
 def test_link_lengths_follow_the_floor_plan(default):
-    # h100-100k on the catalog's floor (floor.toml): 0.6 m racks, 2.4 m row pitch, 4 m of slack, 60 x 50 m halls
-    # of 30 MW, 20 m apart. 100 racks per row (60 / 0.6); a unit = 8 server racks (32 servers, 4 per rack) + its
-    # leaf rack at the end = 9 racks, 11 units per row, so a pod's 7 units take 1 row, after its spines' network
-    # row (32 QM9700 at 1.5 kW with optics: 16 per 25 kW rack, 2 racks, 1 row); 2 rows per pod, 20 rows per hall
-    # -> 10 pods per hall (rows bind before power), 6 halls in a 3 x 2 grid of 220 x 120 m, cores at its centre.
+    # h100-100k on the catalog's floor (floor.toml): 0.6 m racks, 2.4 m row pitch, 4 m of slack, 60 m wide halls of
+    # 30 MW, 20 m apart, rows taking 55% of a hall's depth. 100 racks per row (60 / 0.6); a unit = 8 server racks
+    # (32 servers, 4 per rack) + its leaf rack at the end = 9 racks, 11 units per row; a pod = 3 units, its spines'
+    # 2 network racks (32 QM9700 at 1,291 W with optics: 19 per 25 kW rack), 4 units: 65 positions, pod 0 at the
+    # start of row 0. 30 MW // 2.398 MW = 12 pods per hall (power binds before rows), 5 halls in a 3 x 2 grid,
+    # cores at its centre.
     fabric, cat, floor, _ = default
     fl = cat.floor
     w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
     assert (floor.racks_per_row, floor.servers_per_rack, floor.units_per_row) == (100, 4, 11)
-    assert (floor.pods_per_hall, floor.pods_per_hall_limit, floor.num_halls) == (10, "rows", 6)
-    assert (floor.campus_width_m, floor.campus_depth_m) == (3 * 60 + 2 * 20, 2 * 50 + 20)
+    assert (floor.pods_per_hall, floor.pods_per_hall_limit, floor.num_halls) == (12, "power", 5)
+    assert floor.campus_width_m == 3 * 60 + 2 * 20
     nic = fabric.link_offset["nic"] - floor.first_link
     L = fabric.layout
     for server in (0, 5, 31, 32 * 7 + 30):
         link = nic + server * L.nics_per_server + 3  # rail 3 of that server
         rack = (server % 32) // 4
         assert floor.lengths_m[link] == pytest.approx((8 - rack) * w + slack)
-    # leaf of unit 3 (x = 3 x 9 racks + 8 racks in, row 1) to its pod's spines (x = 30 m, row 0)
+    # leaf of unit 3 (after 3 units and the 2 spine racks: x = (29 + 8) racks, row 0) to its pod's spines (the
+    # middle of racks 27-28: x = 28 racks, row 0): 9 racks and the slack, the same row (issue 32: 31.6 m when the
+    # spines sat at the hall's centre)
     up0 = fabric.link_offset["up:0"] - floor.first_link
     leaf = 8 * 3 + 5  # unit 3 of pod 0, rail 5
     link = up0 + leaf * L.tiers[0].up_ports
-    assert floor.lengths_m[link] == pytest.approx(abs((3 * 9 + 8) * w - 30) + pitch + slack)
-    # spines of pod 0 (hall 0 at the campus corner: x = 30, y = 0) to the central room (110, 60): 144 m, the longest
+    assert floor.lengths_m[link] == pytest.approx((29 + 8 - 28) * w + slack)
+    # spines of pod 0 (hall 0 at the campus corner: x = 28 racks, y = 0) to the central room at the campus's centre
     up1 = fabric.link_offset["up:1"] - floor.first_link
-    assert floor.lengths_m[up1] == pytest.approx(80 + 60 + slack)
-    assert floor.longest_m["spine-core"] == pytest.approx(144)
+    assert floor.lengths_m[up1] == pytest.approx(abs(28 * w - 110) + floor.campus_depth_m / 2 + slack)
     assert floor.server_racks == L.num_servers // 4
-    # network racks: 1 leaf rack per unit, 2 per pod for its 32 spines, 256 cores at 16 per rack in the middle
-    assert floor.network_racks == L.num_units + 2 * L.num_pods + 16 and floor.core_room_racks == 16
+    # network racks: 1 leaf rack per unit, 2 per pod for its 32 spines, 256 cores at 19 per rack in the middle
+    assert floor.network_racks == L.num_units + 2 * L.num_pods + 14 and floor.core_room_racks == 14
 
 
 def test_meta_llama3_links_stay_within_a_few_hundred_metres():
@@ -162,7 +164,8 @@ def test_meta_llama3_links_stay_within_a_few_hundred_metres():
     r = plan("meta-llama3-24k", collectives=False)
     f = r.floor
     assert f.servers_per_rack == 2 and f.server_racks == 1536 and f.leaf_placement == "top_of_rack"
-    assert f.racks_per_row == 100 and f.rows == 8 * 3  # 192 racks = 2 rows, + the pod's network row
+    # 192 racks and 8 network racks a pod: 2 rows each at least; pods share rows (whole rows of old: 3 a pod)
+    assert f.racks_per_row == 100 and 8 * 2 <= f.rows < 8 * 3
     assert max(f.longest_m.values()) < 300
     assert not [t for t in r.bom.transceivers if "FR4" in t.type]
     # the 72 Arista 7800 chassis (20.2 kW with optics each) take a 25 kW network rack each

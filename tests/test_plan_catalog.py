@@ -67,7 +67,8 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
     ({"facility": {"pue": 0.9}}, "plan.facility.pue", "must be >= 1, got 0.9"),
     ({"switches": {"QM9700": {"price_usd": -5}}}, "plan.switches.QM9700.price_usd", "must be >= 0, got -5"),
     ({"facility": {"puee": 1.2}}, "plan.facility.puee", "unknown key 'puee'; allowed: pue, electricity_usd_per_kWh, "
-     "load_factor, storage_frontend_fraction, capex_usd_per_W, capex_basis; did you mean 'pue'?"),
+     "load_factor, storage_frontend_fraction, capex_usd_per_W, capex_basis, redundancy, ups_module_W, generator_W; "
+     "did you mean 'pue'?"),
     # an unknown key in an item, a nested table or a value table says what is allowed there too
     ({"switches": {"QM9700": {"bogus": 1}}}, "plan.switches.QM9700.bogus",
      "unknown key 'bogus'; allowed: ports, port_rate_Gbps, ports_per_cage, power_W, power_with_optics_W, "

@@ -15,8 +15,13 @@ def test_the_bill_of_materials_as_csv(tmp_path):
     p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--bom-csv", "bom.csv", cwd=tmp_path, check=True)
     assert "wrote bom.csv" in p.stderr and p.stdout.startswith("dgx-h100-superpod:")
     text = (tmp_path / "bom.csv").read_text()
-    assert text.startswith("# written by topo")
-    rows = list(csv.DictReader(io.StringIO(text.split("\n", 1)[1])))
+    # issue 30: the header is the first line (pandas.read_csv and spreadsheets open it as is); provenance in a column
+    assert text.startswith("design,kind,where,item,")
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.read_csv(tmp_path / "bom.csv")
+    assert list(frame.columns)[-1] == "written_by" and frame["written_by"].str.startswith("written by topo").all()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(frame) == len(rows)
     r = plan("dgx-h100-superpod", collectives=False)
     count = {k: sum(int(x["count"]) for x in rows if x["kind"] == k) for k in ("switch", "transceiver", "cable")}
     assert count == {"switch": r.bom.num_switches, "transceiver": r.bom.num_transceivers, "cable": r.bom.num_cables}

@@ -43,19 +43,36 @@ def test_tco_parts_by_hand(default):
     assert o.staff_opex_usd == pytest.approx(5 * 150_000 * p.it_power_W / 1e6)
     assert o.tco_usd == pytest.approx(sum(o.parts().values()))
     assert o.cost_per_gpu_hour_usd == pytest.approx(o.tco_usd / (100_352 * 5 * 8_760))
-    # 10 years: the servers are written off once (their 5-year life), energy and opex twice as long
-    o10 = plan(layers=[("t", {"economics": {"years": 10}})], collectives=False).ownership
-    assert o10.depreciation_usd == pytest.approx(hardware + (c.facility_usd + c.cooling_usd) * 10 / 20)
+    # 10 years: the servers and the network are bought twice (refreshed after their 5-year lives; issue 32: they
+    # were written off once, $0.80 per GPU-hour at 20 years with no word), energy and opex twice as long
+    r10 = plan(layers=[("t", {"economics": {"years": 10}})], collectives=False)
+    o10 = r10.ownership
+    assert o10.depreciation_usd == pytest.approx(2 * hardware + (c.facility_usd + c.cooling_usd) * 10 / 20)
+    assert o10.refreshes == {"servers": 1, "network": 1, "facility": 0} and o.refreshes["servers"] == 0
+    assert any("servers bought 2 times" in n for n in r10.notes)
     assert o10.energy_usd == pytest.approx(2 * o.energy_usd)
 
 
+def test_network_and_server_lives_are_not_swapped(default):
+    # issue 30: the only test of plan/tco.py used equal lives; with 4-year servers and an 8-year network over 8 years
+    # the servers are depreciated twice over, the network once; swapping the lives changes the figure
+    c = default.capex
+    r = plan(layers=[("t", {"economics": {"years": 8, "server_life_years": 4, "network_life_years": 8}})],
+             collectives=False)
+    server_class = c.servers_usd + c.storage_usd + c.frontend_usd
+    facility = (c.facility_usd + c.cooling_usd) * 8 / 20
+    assert r.ownership.depreciation_usd == pytest.approx(2 * server_class + c.network_capex_usd + facility)
+    assert r.ownership.depreciation_usd != pytest.approx(server_class + 2 * c.network_capex_usd + facility)
+
+
 def test_co2_per_year_at_the_stated_grid_intensity(default):
-    # 1.588 TWh a year at 0.37 kg/kWh: about 0.59 Mt
+    # EIA FAQ id=74: 2023 U.S. generation 4,183,271 million kWh, 1,532 million t of CO2 -> 0.366 kg/kWh (issue 32)
     o, p = default.ownership, default.power
-    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 0.37)
-    assert o.co2_per_year_kg / 1e9 == pytest.approx(0.5876, abs=0.001)
+    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 1532e3 / 4_183_271, rel=1e-3)
+    assert o.co2_per_year_kg == pytest.approx(p.energy_per_year_Wh / 1e3 * 0.366)
+    assert o.co2_per_year_kg / 1e9 == pytest.approx(p.energy_per_year_Wh / 1e12 * 0.3662, abs=0.001)
     clean = plan(layers=[("t", {"economics": {"grid_kg_co2_per_kWh": 0.02}})], collectives=False).ownership
-    assert clean.co2_per_year_kg == pytest.approx(o.co2_per_year_kg * 0.02 / 0.37)
+    assert clean.co2_per_year_kg == pytest.approx(o.co2_per_year_kg * 0.02 / 0.366)
     assert p.energy_per_year_Wh == pytest.approx(p.facility_power_W * HOURS_PER_YEAR)
 
 

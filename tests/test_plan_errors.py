@@ -88,18 +88,22 @@ def test_pue_has_an_upper_bound_on_the_command_line():
     assert _err("--pue", "1e9").startswith("--pue: plan.facility.pue: must be <= 3")
 
 
-def test_no_failures_reads_none_expected(tmp_path):
+def test_no_failures_at_all_is_an_error_not_a_100_percent_goodput(tmp_path):
+    # issue 32: every cause at 0 gave "0.0 interruptions/day (none expected)" and 100% goodput, silently
     f = _plan_file(tmp_path, "[reliability.causes]\ngpu = 0\nnetwork = 0\nnic = 0\nhost = 0\nsoftware = 0\n")
-    p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives", check=True)
-    assert "inf" not in p.stdout.split("failures", 1)[1].split("\n")[0]
-    assert "0.0 interruptions/day (none expected)" in p.stdout
+    p = run_cli("plan", "dgx-h100-superpod", "--plan-file", str(f), "--no-collectives")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    line = p.stderr.strip()
+    assert line.startswith("error: ") and len(line.splitlines()) == 1
+    assert "plan.reliability.causes: every failure rate is 0" in line and "give at least one cause" in line
 
 
 def test_links_beyond_every_transceiver_blame_the_floor_the_user_changed():
     # issue 23: errors pointed into the package's own catalog files instead of the user's input
     msg = _err("dgx-h100-superpod", "--set", "plan.floor.slack_m=5000")
-    assert msg.startswith("topologies/dgx-h100-superpod.toml: plan.floor: the floor plan makes NIC links up to "
-                          "5,005 m long")
+    # issue 32: the value came from --set, and the line says so
+    assert msg.startswith("topologies/dgx-h100-superpod.toml (--set plan.floor.slack_m=5000): plan.floor: the floor "
+                          "plan makes NIC links up to 5,005 m long")
     assert "the longest reaches 2,000 m" in msg and "topo/data/catalog" not in msg
 
 
@@ -126,3 +130,24 @@ def test_the_library_names_the_keyword_that_was_wrong_and_merges_the_others():
     assert str(exc.value).startswith("pue: plan.facility.pue: must be >= 1")
     c = plan("dgx-h100-superpod", days=30, mfu=0.4, pue=1.3, collectives=False).to_dict()
     assert (c["compute"]["days"], c["compute"]["mfu"], c["power"]["pue"]) == (30, 0.4, 1.3)
+
+
+def test_a_tier_radix_beyond_its_switch_model_is_an_error():
+    # issue 30: --set 'fabric.tiers[0].radix=128' on a tier of QM9700 (64 x 400G, switches.toml) was priced as 64-port
+    # switches carrying 128 links each, silently
+    msg = _err("dgx-h100-superpod", "--set", "fabric.tiers[0].radix=128")
+    assert msg.startswith("topologies/dgx-h100-superpod.toml (--set fabric.tiers[0].radix=128): fabric.tiers[0].radix:")
+    assert "a QM9700 has 64" in msg and "at most 64" in msg
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("plan.floor.hall_power_W=30", "plan.floor.hall_power_W: a hall of 30 W cannot feed one rack of 40,800 W"),
+    ("plan.switches.QM9700.power_W=0.747", "plan.switches.QM9700.power_W: must be >= 10 (W: a switch draws"),
+    ("plan.cables.DAC.reach_m=1000", "plan.cables.DAC.reach_m: a DAC copper cable reaching 1000 m"),
+    ("plan.facility.electricity_usd_per_kWh=78", "plan.facility.electricity_usd_per_kWh: must be <= 2 (USD per kWh"),
+    ("plan.floor.hall_depth_m=1", "plan.floor.hall_depth_m: a hall 1 m deep holds no row of racks"),
+])
+def test_unit_slips_get_one_clear_line_blamed_on_the_set(setting, says):
+    # issue 32: each of these (a unit slip by 1000x, a hall too small for one rack) gave a silently absurd plan
+    msg = _err("h100-100k", "--set", setting)
+    assert msg.startswith(f"topologies/h100-100k.toml (--set {setting}): {says}"), msg

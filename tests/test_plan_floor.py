@@ -20,10 +20,12 @@ def test_racks_per_row_from_the_spec_or_the_hall_width():
     r = _plan()
     assert (r.floor.racks_per_row, r.floor.racks_per_row_source) == (100, "hall_width_m / rack_width_m")
     r = _plan(("racks_per_row", 20))
-    # a unit is 8 server racks + its leaf rack = 9: 2 units per row, a 7-unit pod takes 4 rows + its network row
+    # a unit is 8 server racks + its leaf rack = 9: 2 units per row; a pod is 7 units and 2 network racks (65
+    # positions). Pods follow one another along the rows (issue 32: a pod took 4 rows + a network row of its own,
+    # 280 rows, 32% of the positions used): at least 56 x 65 / 20 rows, fewer than the whole rows of old
     assert (r.floor.racks_per_row, r.floor.racks_per_row_source, r.floor.units_per_row) == (20, "floor.racks_per_row",
                                                                                           2)
-    assert r.floor.rows == 56 * (4 + 1)
+    assert math.ceil(56 * 65 / 20) <= r.floor.rows < 56 * (4 + 1)
     r = _plan(("hall_width_m", 12))  # 20 racks per row from a 12 m hall
     assert r.floor.racks_per_row == 20 and r.floor.units_per_row == 2
 
@@ -39,15 +41,21 @@ def test_a_hall_narrower_than_a_unit_says_where_its_rows_come_from():
 
 
 def test_halls_hold_as_many_pods_as_their_power_allows():
-    # a pod: 224 servers x 10.2 kW + 32 spines + 56 leaves at 1.5 kW with optics = 2.4168 MW; 5 MW halls hold 2
-    pod_W = 224 * 10_200 + (32 + 56) * 1_500
+    # a pod: 224 servers x 10.2 kW + 32 spines + 56 leaves at 1,291 W with optics (747 W + 32 cages x 17 W,
+    # switches.toml) = 2.398 MW; 5 MW halls hold 2
+    pod_W = 224 * 10_200 + (32 + 56) * (747 + 32 * 17)
     r = _plan(("hall_power_W", 5e6))
     assert r.floor.halls[0].it_power_W == pytest.approx(2 * pod_W)
     assert (r.floor.pods_per_hall, r.floor.pods_per_hall_limit, r.floor.num_halls) == (2, "power", 28)
-    # ... and as many as their rows allow: 50 m / 2.4 m = 20 rows, 2 rows per pod
+    # the default: 30 MW // 2.398 MW = 12 pods a hall, 5 halls, the last with 56 - 4 x 12 = 8
     r = _plan()
-    assert (r.floor.pods_per_hall, r.floor.pods_per_hall_limit, r.floor.num_halls) == (10, "rows", 6)
-    assert r.floor.halls[-1].pods == 56 - 5 * 10
+    assert (r.floor.pods_per_hall, r.floor.pods_per_hall_limit, r.floor.num_halls) == (30e6 // pod_W, "power", 5)
+    assert r.floor.halls[-1].pods == 56 - 4 * 12
+    # ... and as many as their rows allow: a 20 m deep hall has 20 x 0.55 (rack_area_fraction) / 2.4 = 4 rows of 100
+    # positions, at most 400 / 65 = 6 pods of 65 racks (5 once no unit is split across two rows)
+    r = _plan(("hall_depth_m", 20))
+    assert r.floor.pods_per_hall_limit == "rows" and 4 * 100 // 65 - 1 <= r.floor.pods_per_hall <= 4 * 100 // 65
+    assert max(h.rows for h in r.floor.halls) <= 4
 
 
 def test_a_pod_bigger_than_a_hall_gets_a_hall_of_its_own_and_a_note():
@@ -57,11 +65,14 @@ def test_a_pod_bigger_than_a_hall_gets_a_hall_of_its_own_and_a_note():
 
 
 def test_campus_grid_keeps_inter_hall_links_short():
-    # 6 halls in a 3 x 2 grid (220 x 120 m), the core room at its centre: the longest spine-core link is the corner
-    # pod's, 80 + 60 m + 4 m of slack; halls in a line 60 m apart (the old layout) made 850 m
+    # 5 halls in a 3 x 2 grid, 20 m apart: 3 x 60 + 2 x 20 = 220 m wide; each full hall's 9 rows at 2.4 m take 55%
+    # of its depth (rack_area_fraction): 2 x 9 x 2.4 / 0.55 + 20 m deep. The core room at the centre: the longest
+    # spine-core link is at most half the width plus half the depth, plus 4 m of slack; halls in a line 60 m apart
+    # (an older layout) made 850 m
     r = _plan()
-    assert (r.floor.campus_columns, r.floor.campus_width_m, r.floor.campus_depth_m) == (3, 220, 120)
-    assert r.floor.longest_m["spine-core"] == pytest.approx(144)
+    assert r.floor.halls[0].rows == 9
+    assert (r.floor.campus_columns, r.floor.campus_width_m) == (3, 220)
+    assert r.floor.campus_depth_m == pytest.approx(2 * 9 * 2.4 / 0.55 + 20)
     assert r.floor.longest_m["spine-core"] <= (r.floor.campus_width_m + r.floor.campus_depth_m) / 2 + 4
     assert not [t for t in r.bom.transceivers if "FR4" in t.type]  # no 2 km optics left
     # the 4-tier design (10 halls in a 4 x 3 grid) stays within a few hundred metres too
@@ -70,12 +81,33 @@ def test_campus_grid_keeps_inter_hall_links_short():
 
 
 def test_floor_area_is_the_halls_and_the_central_room():
-    # 6 halls of 60 x 50 m, and the central room: 256 cores at 16 per 25 kW rack = 16 racks, one 100-rack row of
-    # 0.6 m x 2.4 m: 144 m2
+    # halls as deep as their rows need: rows x 2.4 m / 0.55 (rows take 55% of the floor, the rest cross aisles,
+    # cooling and power); 4 halls of 9 rows and one of 6, 60 m wide; the central room: 256 cores at 19 per 25 kW
+    # rack (1,291 W each) = 14 racks in a row of 14 x 0.6 m
     r = _plan()
-    assert r.floor.core_room_racks == 16
-    assert r.floor.area_m2 == pytest.approx(6 * 60 * 50 + 100 * 0.6 * 2.4)
+    assert r.floor.core_room_racks == math.ceil(256 / (25_000 // 1_291)) == 14
+    assert [h.rows for h in r.floor.halls] == [9, 9, 9, 9, 6]
+    assert r.floor.area_m2 == pytest.approx((4 * 9 + 6) * 60 * 2.4 / 0.55 + 14 * 0.6 * 2.4 / 0.55)
     assert r.headline()["floor_area_m2"] == r.floor.area_m2
+
+
+def test_every_bundled_floor_takes_2_5_to_4_m2_per_rack():
+    # issue 32: typical halls take 2.5-3.5 m2 per rack, aisles included; whole rows per pod gave 4.96 m2 on the
+    # default, 9.6 on the islands design, 81 on the SuperPOD and 42 on GB200
+    from topo.spec import bundled_specs
+
+    for name in bundled_specs():
+        f = _plan(spec=name).floor
+        assert 2.5 <= f.area_m2 / (f.server_racks + f.network_racks) <= 4, name
+
+
+def test_spine_racks_sit_among_their_pods_units():
+    # issue 32: spine racks at the hall's centre gave one scalable unit 31.6 m leaf-spine cables; among the pod's
+    # units (in the middle of its 65 positions, rows running back and forth) no leaf is more than a row's half and
+    # a row away
+    r = _plan(spec="dgx-h100-superpod")  # one pod of 4 units in one row: 4 x 9 + 2 racks
+    assert r.floor.longest_m["leaf-spine"] <= (2 * 9 + 1) * 0.6 + 4
+    assert _plan().floor.longest_m["leaf-spine"] <= 60 / 2 + 2.4 + 4
 
 
 def test_cooling_follows_rack_power_and_the_servers_needs():
@@ -101,9 +133,10 @@ def test_a_rack_beyond_every_cooling_type_is_an_error():
 
 
 def test_network_racks_by_space_and_power():
-    # 8 leaves of a rail-optimized unit at 1.5 kW: one 25 kW rack each unit; 72 Arista 7800 at 20.2 kW: one each
+    # 8 leaves of a rail-optimized unit at 1,291 W: one 25 kW rack each unit; a pod's 32 spines at 19 per rack: 2;
+    # 256 cores: 14; 72 Arista 7800 at 20.2 kW: one each
     r = _plan()
-    assert r.floor.network_racks == 392 * 1 + 56 * 2 + 16
+    assert r.floor.network_racks == 392 * 1 + 56 * 2 + 14
     with pytest.raises(TopoError, match="does not fit a network rack"):
         _plan(("network_rack_power_W", 10_000), spec="meta-llama3-24k")
 
@@ -119,9 +152,10 @@ def test_top_of_rack_only_where_a_unit_fits_a_rack():
 
 
 def test_floor_is_in_the_json_document():
-    d = _plan().to_dict()
-    assert d["floor"]["area_m2"] == pytest.approx(18_144)
-    assert len(d["floor"]["halls"]) == 6 and d["floor"]["halls"][0]["cooling"] == "rear_door"
+    r = _plan()
+    d = r.to_dict()
+    assert d["floor"]["area_m2"] == pytest.approx(r.floor.area_m2) and r.floor.area_m2 > 0
+    assert len(d["floor"]["halls"]) == 5 and d["floor"]["halls"][0]["cooling"] == "rear_door"
     assert {f["key"] for f in d["inputs"]} >= {"floor.hall_power_W", "floor.hall_width_m", "cooling.rear_door.max_rack_W"}
     assert all(f["status"] in ("published", "secondary", "derived", "assumption", "override") and f["source"]
                for f in d["inputs"])
@@ -129,27 +163,31 @@ def test_floor_is_in_the_json_document():
 
 
 def test_islands_have_their_own_halls_and_network_rooms():
-    # h100-100k-islands (SemiAnalysis' 4 islands of 24,576 GPUs, 7:1 above): 24 pods an island, 10 fit a hall by
-    # rows, so each island takes 3 halls of 8 pods; its 3 halls (60 x 50 m, 20 m apart) stand in a 2 x 2 block of
-    # 140 x 120 m around its network room (the island's cores); the 4 blocks in a 2 x 2 grid of 300 x 260 m around
-    # the central room (the 4th tier only)
+    # h100-100k-islands (SemiAnalysis' 4 islands of 24,576 GPUs, 7:1 above): 24 pods an island, 12 fit a hall by
+    # power (30 MW // 2.33 MW), so each island takes 2 halls of 12 pods, 5 rows each (12 pods of 4 units x 9 racks +
+    # 2 spine racks = 456 positions); its 2 halls (60 m wide, 5 x 2.4 / 0.55 = 21.8 m deep, 20 m apart) stand in a
+    # 140 m block around its network room (the island's cores); the 4 blocks in a 2 x 2 grid around the central
+    # room (the 4th tier only)
     r = _plan(spec="h100-100k-islands")
     f = r.floor
-    assert (f.islands, f.island_tier, f.num_halls, f.pods_per_hall) == (4, "core", 12, 8)
-    assert [h.pods for h in f.halls] == [8] * 12
-    assert (f.campus_width_m, f.campus_depth_m) == (300, 260)
-    # intra-island: the farthest spine row (a hall's corner pod at x = 30 m, y = 0) to its island room at the
-    # block's centre (70, 60): 40 + 60 + 4 m of slack; before islands had rooms, spine-core ran 219 m to the centre
-    assert f.longest_m["spine-core"] == pytest.approx(abs(30 - 70) + abs(0 - 60) + 4)
-    assert f.longest_m["leaf-spine"] <= 50  # inside a hall
-    # cross-island: every core-super-spine link runs from an island room, e.g. (70, 60), to the central room
-    # (150, 130): 80 + 70 + 4 = 154 m, all of them
+    assert (f.islands, f.island_tier, f.num_halls, f.pods_per_hall) == (4, "core", 8, 12)
+    assert [h.pods for h in f.halls] == [12] * 8 and [h.rows for h in f.halls] == [5] * 8
+    hall_d = 5 * 2.4 / 0.55
+    assert f.campus_width_m == 2 * (2 * 60 + 20) + 20
+    assert f.campus_depth_m == pytest.approx(2 * hall_d + 20)
+    # intra-island: every spine-core link stays inside the island's block (before islands had rooms, spine-core ran
+    # 219 m to the campus's centre)
+    assert f.longest_m["spine-core"] <= 140 / 2 + hall_d / 2 + 4
+    assert f.longest_m["leaf-spine"] <= 30 + 2.4 + 4  # among the pod's own units
+    # cross-island: every core-super-spine link runs from an island room, e.g. (70, hall_d / 2), to the central
+    # room (150, hall_d + 10), all of the same length
     up = f.levels == f.levels.max()
-    assert f.lengths_m[up] == pytest.approx(abs(70 - 150) + abs(60 - 130) + 4)
-    # 512 cores per island at 16 per 25 kW network rack (1.5 kW each with optics): 32 racks, one 100-rack row of
-    # 0.6 x 2.4 m (144 m2) per island room; the central room's 512 super-spines the same
-    assert (f.island_room_racks, f.core_room_racks) == (32, 32)
-    assert f.area_m2 == pytest.approx(12 * 60 * 50 + 4 * 144 + 144)
+    assert f.lengths_m[up] == pytest.approx(abs(70 - 150) + abs(hall_d / 2 - (hall_d + 10)) + 4)
+    # 512 cores per island at 19 per 25 kW network rack (1,291 W each with optics): 27 racks in a row per island
+    # room; the central room's 512 super-spines the same
+    assert (f.island_room_racks, f.core_room_racks) == (27, 27)
+    room = 27 * 0.6 * 2.4 / 0.55
+    assert f.area_m2 == pytest.approx(8 * 60 * hall_d + 4 * room + room)
 
 
 def test_a_fabric_without_islands_keeps_every_tier_above_the_pods_in_the_central_room():

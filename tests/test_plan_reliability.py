@@ -5,6 +5,7 @@ import math
 import pytest
 
 from topo.plan import plan
+from topo.plan.renewal import optimum_work_s
 from topo.plan.reliability import (SECONDS_PER_YEAR, first_failure_s, interruption_rate_per_gpu_h, lost_fraction,
                                    young_interval_s)
 
@@ -46,11 +47,14 @@ def test_checkpoint_and_young_interval_closed_forms():
     assert r.checkpoint_bytes == pytest.approx(1.8e12 * 14)
     assert r.checkpoint_write_s == r.checkpoint_stall_s == pytest.approx(1.8e12 * 14 / 2e12)
     assert r.reload_s == pytest.approx(1.8e12 * 14 / 7e12)
-    assert r.checkpoint_interval_s == pytest.approx(math.sqrt(2 * r.checkpoint_write_s * r.mtbf_s))
+    assert r.young_interval_s == pytest.approx(math.sqrt(2 * r.checkpoint_write_s * r.mtbf_s))
     per_failure = r.detection_s + r.restart_s + r.reload_s
     assert (r.detection_s, r.restart_s) == (120, 480)
-    assert r.lost_fraction == pytest.approx(r.checkpoint_write_s / r.checkpoint_interval_s
-                                            + r.checkpoint_interval_s / (2 * r.mtbf_s) + per_failure / r.mtbf_s)
+    # the first-order form, kept beside the renewal model's goodput (tests/test_plan_renewal.py)
+    assert 1 - r.goodput_first_order == pytest.approx(r.checkpoint_write_s / r.young_interval_s
+                                                      + r.young_interval_s / (2 * r.mtbf_s) + per_failure / r.mtbf_s)
+    assert r.lost_fraction == pytest.approx(1 - r.goodput)
+    assert r.checkpoint_interval_s < r.young_interval_s  # the renewal optimum checkpoints a little more often
     # Young's interval minimises the first two terms
     t0 = young_interval_s(10, 1000)
     assert lost_fraction(t0, 10, 0, 1000) < lost_fraction(0.8 * t0, 10, 0, 1000)
@@ -72,7 +76,9 @@ def test_too_few_hot_spares_add_the_repair_time():
     assert ok.spares_enough and ok.restart_s == 480
     short = plan(layers=[("t", {"reliability": {"checkpoint": {"hot_spare_fraction": 0}}})],
                  collectives=False).reliability
-    assert not short.spares_enough and short.restart_s == 480 + 14_400 and short.goodput == 0
+    assert not short.spares_enough and short.restart_s == 480 + 14_400
+    # a 4-hour repair on every restart against one failure per 30 min: exp(-lambda R) leaves almost nothing
+    assert 0 < short.goodput < math.exp(-(120 + 14_880) / short.mtbf_s) < 1e-3
     assert short.training_gpus == plan(collectives=False).num_gpus
     assert ok.training_gpus == plan(collectives=False).num_gpus - ok.hot_spare_servers * 8
     assert ok.effective_flop == pytest.approx(plan(collectives=False).compute.flop * ok.goodput
@@ -84,11 +90,13 @@ def test_goodput_splits_detection_restart_reload_and_catch_up():
     r = plan(collectives=False).reliability
     parts = r.lost_by_part
     assert set(parts) == {"checkpoint stall", "detection", "restart", "reload", "catch-up"}
-    assert parts["detection"] == pytest.approx(r.detection_s / r.mtbf_s)
-    assert parts["restart"] == pytest.approx(r.restart_s / r.mtbf_s)
-    assert parts["reload"] == pytest.approx(r.reload_s / r.mtbf_s)
-    assert parts["catch-up"] == pytest.approx(r.checkpoint_interval_s / 2 / r.mtbf_s) and r.catch_up_s == pytest.approx(
-        r.checkpoint_interval_s / 2)
+    # the recovery's share splits in proportion to its parts' durations
+    assert parts["restart"] / parts["detection"] == pytest.approx(r.restart_s / r.detection_s)
+    assert parts["reload"] / parts["detection"] == pytest.approx(r.reload_s / r.detection_s)
+    # the work redone per failure is the mean of an exponential gap cut at the segment: close to T/2 here
+    seg = r.checkpoint_interval_s + r.checkpoint_stall_s
+    assert r.catch_up_s == pytest.approx(r.mtbf_s - seg / math.expm1(seg / r.mtbf_s))
+    assert r.catch_up_s == pytest.approx(seg / 2, rel=0.05)
     assert r.goodput == pytest.approx(1 - sum(parts.values()))
 
 
@@ -102,7 +110,7 @@ def test_async_and_in_memory_checkpoints_stall_only_for_the_host_copy():
     assert asy.checkpoint_stall_s == pytest.approx(per_gpu / 25e9) == mem.checkpoint_stall_s
     # storage is written in the background: the interval is at least the write time
     assert asy.checkpoint_interval_s == pytest.approx(max(sync.checkpoint_write_s,
-                                                          math.sqrt(2 * asy.checkpoint_stall_s * asy.mtbf_s)))
+                                                          optimum_work_s(asy.checkpoint_stall_s, asy.mtbf_s)))
     assert mem.reload_s == pytest.approx(per_gpu / 25e9) and mem.reload_s < sync.reload_s  # from peers' memory
     assert sync.goodput < asy.goodput <= mem.goodput
 
@@ -113,23 +121,49 @@ def test_sensitivity_halves_and_doubles_each_input():
     assert set(rows) == {"interruption rate", "detection time", "restart time", "checkpoint size"}
     for x in rows.values():
         assert x["goodput_half"] >= r.goodput >= x["goodput_double"]
-    # twice the restart time: the restart share doubles, Young's interval does not move
-    assert rows["restart time"]["goodput_double"] == pytest.approx(r.goodput - r.restart_s / r.mtbf_s)
+    # twice the restart time: the interval does not move and the goodput falls by exp(-lambda x restart)
+    assert rows["restart time"]["goodput_double"] == pytest.approx(r.goodput * math.exp(-r.restart_s / r.mtbf_s))
 
 
 def test_optics_from_the_parts_replace_the_tables_network_row(reference):
     # reliability.toml optics = "parts": Llama 3's 'network switch or cable' row (35 in 54 days on 16,384 GPUs)
-    # is replaced by the NIC-side modules at their MTTF (100,352 x 400G-SR4 at 5 years: 55.0 a day)
+    # is replaced by the modules on GPU links at their MTTF, both ends: 100,352 x 400G-SR4 at the NICs (5 years:
+    # 55.0 a day) and 50,176 x 2x400G-SR8 on the leaves' down ports (4 years: 34.4 a day)
     table = plan(collectives=False).reliability
     parts = plan(layers=[("t", {"reliability": {"optics": "parts"}})], collectives=False).reliability
+    per_day = 100_352 / (5 * 365) + 50_176 / (4 * 365)
     assert table.optics_in_interruptions == "table" and "network" in table.interruptions_per_day_by_cause
     assert "network" not in parts.interruptions_per_day_by_cause
-    assert parts.interruptions_per_day_by_cause["optics (NIC-side modules)"] == pytest.approx(100_352 / (5 * 365))
+    assert parts.interruptions_per_day_by_cause["optics (NIC-side modules)"] == pytest.approx(per_day)
     assert parts.interruptions_per_day == pytest.approx(table.interruptions_per_day - table.table_network_per_day
-                                                        + 100_352 / (5 * 365))
+                                                        + per_day)
+    # shown inside the all-cause MTBF: the table's MTBF with its network row replaced by the modules
+    assert table.mtbf_optics_as_parts_s == pytest.approx(parts.mtbf_s)
+    assert table.mtbf_optics_as_parts_s < table.first_job_optics_failure_s < table.mtbf_s
     # the reconciliation: Llama 3's row implies 16,384 x 54 x 24 / 35 h = 69.3 years per GPU link
     assert table.table_network_mttf_years_per_gpu_link == pytest.approx(16_384 * 54 * 24 / 35 / 8_760)
     assert table.table_network_per_day == pytest.approx(35 / 54 * 100_352 / 16_384)
+
+
+def test_job_stopping_optics_count_both_ends_of_every_gpu_link():
+    # issue 32: a failed twin-port module at the leaf drops two GPUs as a NIC-side one does
+    r = plan(collectives=False)
+    leaf = [t for t in r.bom.transceivers if t.at == "leaf"]
+    assert sum(t.on_gpu_links for t in leaf) == 100_352 // 2  # 2x400G modules on the leaves' 100,352 down ports
+    assert sum(t.count for t in leaf) == 100_352  # and as many again on their uplinks, which are routed around
+    rel = r.reliability
+    assert rel.job_optical_modules == 100_352 + 50_176 and rel.nic_optical_modules == 100_352
+    per_s = (100_352 / 5 + 50_176 / 4) / SECONDS_PER_YEAR
+    assert rel.first_job_optics_failure_s == pytest.approx(1 / per_s)
+    assert rel.first_nic_optics_failure_s / 60 == pytest.approx(5 * SECONDS_PER_YEAR / 100_352 / 60)  # 26.19 min
+
+
+def test_no_failures_at_all_is_an_error():
+    from topo.errors import TopoError
+
+    zero = {"causes": {k: 0 for k in ("gpu", "network", "nic", "host", "software")}}
+    with pytest.raises(TopoError, match="every failure rate is 0"):
+        plan(layers=[("t", {"reliability": zero})], collectives=False)
 
 
 def test_checkpointed_model_follows_the_cluster_or_the_plan():

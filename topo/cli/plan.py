@@ -113,7 +113,7 @@ def _inputs(args) -> list[str]:
 
 
 BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "power_W_each", "price_usd_each",
-                   "price_usd", "length_m")
+                   "price_usd", "length_m", "written_by")
 
 
 def write_bom_csv(results: list[PlanResult], fh) -> None:
@@ -128,24 +128,24 @@ def write_bom_csv(results: list[PlanResult], fh) -> None:
 
     Notes
     -----
-    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class),
-    after a ``# written by topo`` comment line that marks the file as topo's (pandas:
-    ``read_csv(path, comment="#")``).
+    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class); the
+    header is the first line, so ``pandas.read_csv(path)`` and spreadsheets open it as it is. Provenance is a
+    column, ``written_by`` (``written by topo <version>`` on every row), which also marks the file as topo's.
     """
-    fh.write(f"# {SIGNATURE} {__version__}: topo plan bill of materials; W and USD per item and in total\n")
+    by = f"{SIGNATURE} {__version__}"
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(BOM_CSV_COLUMNS)
     for r in results:
         for s in r.bom.switches:
             w.writerow([r.name, "switch", s.tier, s.model, "", s.count, f"{s.power_W_each:g}",
-                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", ""])
+                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", "", by])
         for t in r.bom.transceivers:
             w.writerow([r.name, "transceiver", t.at, t.type, "", t.count, f"{t.power_W_each:g}",
-                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", ""])
+                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", "", by])
         for c in r.bom.cables:
             w.writerow([r.name, "cable", c.level, c.type, c.length_class, c.count,
                         f"{c.power_W / c.count:g}" if c.count else "0", f"{c.price_usd / c.count:.2f}" if c.count
-                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}"])
+                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}", by])
 
 
 def _mw(w: float) -> str:
@@ -189,18 +189,27 @@ def render(r: PlanResult) -> str:
     longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())
     out.append(f"          longest link: {longest}")
     out.append("")
-    rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}", _usd(s.count * s.price_usd_each)]
-            for s in r.bom.switches]
+    guess = {a["key"] for a in r.assumptions if a["status"] == "assumption"}  # placeholders: marked '*'
+
+    def mark(*keys):
+        return " *" if any(k in guess for k in keys) else ""
+
+    rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}",
+             _usd(s.count * s.price_usd_each) + mark(f"switches.{s.model}.price_usd")] for s in r.bom.switches]
     rows += [[f"at {t.at}", t.type + (f" ({t.links // max(t.count, 1)} links)" if t.at == "nic" and t.links != t.count
                                       else ""), format_count(t.count), f"{t.power_W_each:,.0f}",
-              _usd(t.count * t.price_usd_each)] for t in r.bom.transceivers]
+              _usd(t.count * t.price_usd_each) + mark(f"transceivers.{t.type}.price_usd")] for t in r.bom.transceivers]
     rows += [[cb.level, f"{cb.type} {cb.length_class}", format_count(cb.count),
-              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-", _usd(cb.price_usd)] for cb in r.bom.cables]
+              f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-",
+              _usd(cb.price_usd) + mark(f"cables.{cb.type}.price_usd", f"cables.{cb.type}.price_per_m_usd")]
+             for cb in r.bom.cables]
     out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
     out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
                f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables")
     out.append("")
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
+    if p.nic_optics_in_servers_W:  # shown inside the servers' power, not added (topo.plan.power)
+        rows.insert(2, ["  of which NIC-side optics", _mw(p.nic_optics_in_servers_W)])
     rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
              ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
              [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
@@ -208,6 +217,12 @@ def render(r: PlanResult) -> str:
                  *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
              [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
     out.append(table(rows, ["power", ""], right=[False, True]))
+    if r.electrical is not None:
+        e = r.electrical
+        out.append(f"electrical ({e.redundancy}, {e.blocks} blocks): {format_count(e.ups_modules)} UPS modules of "
+                   f"{e.ups_module_W / 1e6:g} MW ({_mw(e.ups_capacity_W)}), {format_count(e.generators)} generators of "
+                   f"{e.generator_W / 1e6:g} MW ({_mw(e.generator_capacity_W)})"
+                   + mark("facility.ups_module_W", "facility.generator_W"))
     out.append("")
     cr = r.costs
 
@@ -225,6 +240,9 @@ def render(r: PlanResult) -> str:
     rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
     rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
              ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
+    if r.price_sensitivity:
+        rows += [[f"  {x['key']} alone", "", f"${x['low']:,.2f}", f"${x['high']:,.2f}"]
+                 for x in r.price_sensitivity[:5]]
     out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
                      right=[False, True, True, True]))
     out.append(f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "
@@ -238,23 +256,35 @@ def render(r: PlanResult) -> str:
                + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
                + " its cluster")
     out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
-               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}")
+               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
+               f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}")
     out.append(f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
-               f"({format_count(rel.nic_optical_modules)} NIC-side modules); of any module: "
-               f"{_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
-    out.append(f"          optics reconciled: NIC-side modules at their MTTF fail {rel.optics_parts_per_day:.1f}/day; "
-               f"Llama 3's network row gives {rel.table_network_per_day:.1f}/day here (an MTTF of "
-               f"{rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
+               f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
+               f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
+               f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
+    out.append(f"          optics reconciled: modules on GPU links at their MTTF fail "
+               f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
+               f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
     out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
                f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
                f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
                f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
                f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers")
     lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
-    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective"
-               + (f" (lost: {lost})" if lost else ""))
+    lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
+                                                           "hot_spare_fraction")))
+    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
+               f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
+               + (f" (lost: {lost})" if lost else "")
+               + f"; renewal model, failures during recovery included (first-order at Young's "
+               f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)")
     out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
         f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
+    if r.spares:
+        out.append("spares    " + ", ".join(f"{x.item} {format_count(x.spares)}" for x in r.spares)
+                   + f" ({_usd(sum(x.price_usd for x in r.spares))}, not in capex): each pool lasts a restock lead "
+                   "time with the catalog's probability (reliability.spares)"
+                   + mark("reliability.spares.lead_time_days", "reliability.spares.service_level"))
     out.append("")
     rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
@@ -275,8 +305,9 @@ def render(r: PlanResult) -> str:
                    f"{_t(n.alltoall_s)} (bottleneck {n.alltoall_bottleneck})")
     for text in r.notes:
         out.append(f"note: {text}")
-    out.append(f"note: {len(r.assumptions)} values are assumptions or overrides (see --json 'assumptions'); the "
-               f"floor, economics and reliability inputs with their sources are under --json 'inputs'")
+    out.append(f"note: {len(r.assumptions)} values this plan uses are assumptions or overrides (see --json "
+               "'assumptions'); a figure marked * rests on a placeholder (status assumption); the floor, economics "
+               "and reliability inputs with their sources are under --json 'inputs'")
     return "\n".join(out)
 
 
@@ -295,7 +326,8 @@ _ROWS = [
     ("top-tier alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),
     ("top-tier alltoall 1 GiB", "crosspod_alltoall_s", _t),
     ("NIC-side optical modules", "nic_modules", lambda v: format_count(v)),
-    ("first job-stopping optics failure", "first_job_optics_failure_s", _after),
+    ("first job-stopping optics failure (both ends)", "first_job_optics_failure_s", _after),
+    ("first NIC-side optics failure", "first_nic_optics_failure_s", _after),
     ("first optical failure (any module)", "first_optical_failure_s", _after),
     ("halls", "halls", lambda v: format_count(v)),
     ("floor area", "floor_area_m2", lambda v: f"{v:,.0f} m2"),
@@ -312,6 +344,9 @@ _ROWS = [
     ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
+    ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),
+    ("generator capacity", "generator_capacity_W", lambda v: "-" if v is None else _mw(v)),
+    ("spare pools", "spares_usd", _usd),
 ]
 
 

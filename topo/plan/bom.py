@@ -30,9 +30,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
-from ..fabric.fabric import LEVEL_NIC, Fabric
+from ..fabric.fabric import Fabric
 from .catalog import Catalog
-from .floor import MEDIA, FloorPlan, link_media
+from .floor import MEDIA, FloorPlan, Medium, down_level, link_media
 
 __all__ = ["BillOfMaterials", "SwitchLine", "TransceiverLine", "CableLine", "bill_of_materials", "LENGTH_CLASSES_M",
            "logical_tiers", "reprice", "RACK_TIER"]
@@ -60,6 +60,8 @@ class TransceiverLine:
     power_W_each: float
     price_usd_each: float
     mttf_years: float
+    on_gpu_links: int = 0  # modules of this line on a GPU's link (NIC side, or the first tier's down ports): a
+    # failure of one takes a GPU's rail out and stops the job, at either end of the link
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,13 @@ def tier_switch_models(fabric: Fabric, catalog: Catalog, logical: dict) -> list:
         if lt is not None and lt.switch:
             out.append(catalog.switch(lt.switch, key=f"plan.tiers.{t.name}.switch"))
         else:
-            out.append(catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model"))
+            sw = catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model")
+            if (lt is None or lt.stages == 1) and t.radix > sw.ports.value:
+                raise TopoError(f"a tier of {t.model} switches with {t.radix} ports each, but a {t.model} has "
+                                f"{sw.ports.value:g} (plan.switches); allowed: a radix of at most {sw.ports.value:g}, "
+                                f"a switch model with {t.radix} ports, or plan.tiers.{t.name}.stages = 2 (a "
+                                "multi-stage logical switch)", key=f"fabric.tiers[{t.index}].radix")
+            out.append(sw)
     return out
 
 
@@ -268,23 +276,26 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
         internal.append((t, phys, phys_name, lower * (k // 2) * t.num_switches, upper * t.num_switches))
 
     medium = floor.media
-    copper = (medium == 0) | (medium == 3)
+    copper = (medium == Medium.COPPER) | (medium == Medium.ACTIVE_COPPER)
     level_names = fabric.level_names
     media = MEDIA
 
     tx: dict[tuple[str, str], list[int]] = {}
 
-    def add_tx(name, at, count, nlinks):
-        cur = tx.setdefault((name, at), [0, 0])
+    def add_tx(name, at, count, nlinks, on_gpu_links=False):
+        cur = tx.setdefault((name, at), [0, 0, 0])
         cur[0] += int(count)
         cur[1] += int(nlinks)
+        cur[2] += int(count) if on_gpu_links else 0
 
     aoc = catalog.floor.short_reach == "aoc"
+    # media with a module at each end (multimode links are AOC cables, optics included, with short_reach = "aoc")
+    optical = (Medium.SINGLE_MODE,) if aoc else (Medium.MULTIMODE, Medium.SINGLE_MODE)
     # NIC ends: modules of nic_module_ports links, per server and module type (none on AOC links: their optics are
     # in the cable): a twin-port cage serves two of the server's NICs
-    nic = (level == LEVEL_NIC) & ~copper
+    nic = (level == down_level(0)) & ~copper
     servers = fabric.nodes["server"][src].astype(np.int64)
-    for m in ((2,) if aoc else (1, 2)):
+    for m in optical:
         sel = nic & (medium == m)
         if sel.any():
             for r in np.unique(rate_Gbps[sel]):
@@ -296,20 +307,20 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                 nl = np.bincount(idx, minlength=len(names))
                 for j in range(len(names)):
                     if nl[j]:
-                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]))
+                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]), on_gpu_links=True)
 
     # switch ends: per switch and module type, ceil(links / ports per module)
     for t, sw in zip(L.tiers, models):
         ppc = int(sw.ports_per_cage.value)
         lo = fabric.node_offset[f"tier:{t.index}"]
-        ends = []  # (switch local ids, link mask)
-        down = level == LEVEL_NIC + t.index
-        ends.append((dst[down] - lo, down))
-        up = level == LEVEL_NIC + t.index + 1
+        ends = []  # (switch local ids, link mask, on GPU links)
+        down = level == down_level(t.index)
+        ends.append((dst[down] - lo, down, t.index == 0))
+        up = level == down_level(t.index + 1)
         if up.any():
-            ends.append((src[up] - lo, up))
-        for ids, mask in ends:
-            for m in ((2,) if aoc else (1, 2)):
+            ends.append((src[up] - lo, up, False))
+        for ids, mask, gpu_end in ends:
+            for m in optical:
                 sel = mask & (medium == m)
                 if not sel.any():
                     continue
@@ -321,11 +332,11 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                 nl = np.bincount(idx, minlength=len(names))
                 for j in range(len(names)):
                     if nl[j]:
-                        add_tx(names[j], t.name, per[j], nl[j])
+                        add_tx(names[j], t.name, per[j], nl[j], on_gpu_links=gpu_end)
 
     # internal links of logical tiers: both ends on switches, full cages
     links_by_level: dict[str, dict[str, int]] = {}
-    for lv in range(LEVEL_NIC, LEVEL_NIC + L.num_tiers):
+    for lv in range(down_level(0), down_level(L.num_tiers)):
         sel = level == lv
         if sel.any():
             links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(len(media))}
@@ -335,7 +346,7 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
         m = int(link_media(np.array([ln]), catalog)[0])
         name_lv = f"{t.name}-internal"
         links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(len(media))}
-        if m == 2 or (m == 1 and not aoc):
+        if m == Medium.SINGLE_MODE or (m == Medium.MULTIMODE and not aoc):
             ppc = int(phys.ports_per_cage.value)
             r = float(phys.port_rate_Gbps.value)
             names, _ = _pick_module(catalog, r, ppc, media[m], ln, f"{t.name}-internal")
@@ -346,15 +357,17 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
                                 n_int * cab.power_W.value))
 
     tx_lines = []
-    for (name, at), (count, nlinks) in tx.items():
+    for (name, at), (count, nlinks, on_gpu) in tx.items():
         t = catalog.transceivers[name]
         tx_lines.append(TransceiverLine(name, at, count, nlinks, t.power_W.value, t.price_usd.value,
-                                        t.mttf_years.value))
+                                        t.mttf_years.value, on_gpu))
     return BillOfMaterials(switch_lines, tx_lines, cables, links_by_level)
 
 
 def _cable_for(catalog: Catalog, medium: int, aoc: bool = False) -> str:
-    return ("DAC", "AOC" if aoc else "MMF", "SMF", "AEC")[medium]
+    """The cables.toml entry of a link of ``medium`` (a :class:`~topo.plan.floor.Medium`)."""
+    return {Medium.COPPER: "DAC", Medium.MULTIMODE: "AOC" if aoc else "MMF", Medium.SINGLE_MODE: "SMF",
+            Medium.ACTIVE_COPPER: "AEC"}[Medium(int(medium))]
 
 
 def _length_class(x: float) -> float:

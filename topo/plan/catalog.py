@@ -65,13 +65,13 @@ class Value(_Strict):
 
 
 def _bounded(ge: float | None = 0.0, gt: float | None = None, le: float | None = None, price: bool = False,
-             whole: bool = False, why_le: str = ""):
+             whole: bool = False, why_le: str = "", why_ge: str = ""):
     def check(v: Value) -> Value:
         x = v.value
         if whole and x != int(x):
             raise ValueError(f"must be a whole number{f' >= {ge:g}' if ge is not None else ''}, got {x:g}")
         if ge is not None and x < ge:
-            raise ValueError(f"must be >= {ge:g}, got {x:g}")
+            raise ValueError(f"must be >= {ge:g}{why_ge}, got {x:g}")
         if gt is not None and x <= gt:
             raise ValueError(f"must be > {gt:g}, got {x:g}")
         if le is not None and x > le:
@@ -127,8 +127,8 @@ class Switch(_Strict):
     ports: Count
     port_rate_Gbps: Positive
     ports_per_cage: _bounded(ge=1.0, le=8.0, whole=True, why_le=" (an OSFP cage holds at most 8 lanes)")
-    power_W: NonNeg
-    power_with_optics_W: NonNeg
+    power_W: _bounded(ge=10.0, why_ge=" (W: a switch draws tens of watts or more; a value in kW?)")
+    power_with_optics_W: _bounded(ge=10.0, why_ge=" (W: a switch draws tens of watts or more; a value in kW?)")
     price_usd: Price
     rack_units: Count
 
@@ -143,6 +143,9 @@ class Transceiver(_Strict):
     mttf_years: Positive
 
 
+COPPER_REACH_MAX_M = 15.0  # passive and active copper at 400G and up reach a few metres (DAC ~3 m, AEC ~7 m)
+
+
 class Cable(_Strict):
     medium: Literal["copper", "multimode", "single_mode", "aoc", "aec"]
     reach_m: Positive
@@ -153,11 +156,14 @@ class Cable(_Strict):
 
 class Facility(_Strict):
     pue: _bounded(ge=1.0, le=3.0, why_le=" (above 3, two thirds of the power would be overhead: check the value)")
-    electricity_usd_per_kWh: Price
+    electricity_usd_per_kWh: _bounded(price=True, le=2.0, why_le=" (USD per kWh: a price per MWh, or in cents?)")
     load_factor: Fraction
     storage_frontend_fraction: _bounded(ge=0.0, le=1.0)
     capex_usd_per_W: Price
     capex_basis: Literal["facility", "it"]
+    redundancy: Literal["N", "N+1", "2N"] = "N+1"
+    ups_module_W: _bounded(ge=1e3, why_ge=" (W: a UPS module of at least a kW; a value in MW?)")
+    generator_W: _bounded(ge=1e3, why_ge=" (W: a generator of at least a kW; a value in MW?)")
 
 
 class FloorLayout(_Strict):
@@ -170,6 +176,7 @@ class FloorLayout(_Strict):
     rack_power_W: Positive
     rack_width_m: Positive
     row_pitch_m: Positive
+    rack_area_fraction: _bounded(ge=None, gt=0.0, le=1.0)
     racks_per_row: Count | None = None
     hall_width_m: Positive
     hall_depth_m: Positive
@@ -223,11 +230,17 @@ class Checkpoint(_Strict):
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
 
 
+class Spares(_Strict):
+    lead_time_days: Positive
+    service_level: _bounded(ge=None, gt=0.0, le=0.999999, why_le=" (a probability below 1)")
+
+
 class Reliability(_Strict):
     observed_gpus: Positive
     observed_days: Positive
     causes: dict[str, NonNeg]
     checkpoint: Checkpoint
+    spares: Spares
     optics: Literal["table", "parts"] = "table"
 
 
@@ -358,13 +371,15 @@ class Catalog(_Strict):
             rows.append(row)
         return rows
 
-    def at(self, end: str) -> "Catalog":
+    def at(self, end: str, keys: set[str] | None = None) -> "Catalog":
         """This catalog with every price at its ``end`` (``low``, ``expected`` or ``high``; see :meth:`prices`).
 
         Parameters
         ----------
         end : str
             ``low``, ``expected`` or ``high``.
+        keys : set of str, optional
+            Only these prices (their :meth:`prices` keys) at that end; the others stay expected.
 
         Returns
         -------
@@ -378,6 +393,8 @@ class Catalog(_Strict):
         data = self.model_dump(exclude={"versions", "origins", "price_ranges"})
         out = self
         for row in self.prices():  # already validated values: copied in, not validated again
+            if keys is not None and row["key"] not in keys:
+                continue
             value = Value.model_construct(value=row[end], source=row[f"{end}_source"], status=row[f"{end}_status"])
             out = _replace(out, _split_key(row["key"], data), value)
         return out

@@ -9,10 +9,13 @@ Placement (every distance and limit from the catalog's ``floor`` and ``cooling``
 - **rows**: ``racks_per_row`` positions (given, or ``hall_width_m / rack_width_m``); a unit takes a block of its
   server racks and its leaf network rack (at the block's end, or in its middle with ``leaf_placement =
   "middle_of_row"``); as many units share a row as fit;
-- **pods**: a pod's units take consecutive rows; its pod-level switches (spines) sit in network racks in a row in
-  the middle of them;
-- **halls**: a hall holds whole pods, as many as its power (``hall_power_W``) and its rows (``hall_depth_m /
-  row_pitch_m``) allow; a pod bigger than a hall gets a hall of its own, enlarged, and a note;
+- **pods**: packed by positions: a pod's units and its network racks (spines, in the middle of its units, where
+  their cables are shortest) are blocks laid one after another along rows that run back and forth, a block never
+  split across two rows; pods follow one another in a hall's rows (no whole rows per pod);
+- **halls**: a hall holds whole pods, as many as its power (``hall_power_W``) and its rows (``hall_depth_m x
+  rack_area_fraction / row_pitch_m``) allow; it is as deep as its rows need, the rows taking ``rack_area_fraction``
+  of its floor (the rest: cross aisles, in-room cooling and power), and as wide as its rows (a single row as long as
+  its racks); a pod bigger than a hall gets a hall of its own, enlarged, and a note;
 - **campus**: halls stand in a near-square grid, ``hall_gap_m`` apart; the tiers above the pods sit in a network
   room at the campus's centre, so the longest inter-hall link is about half the campus's width plus half its depth
   (a straight line of halls would double it);
@@ -21,7 +24,10 @@ Placement (every distance and limit from the catalog's ``floor`` and ``cooling``
   evenly over them) in a near-square block around an island network room that holds that island's tier; the
   island blocks stand in a grid around the central room, which holds only the tiers that join islands. Links
   inside an island stay within its block; only the links up from the island tier go to the central room;
-- a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack: half the slack);
+- a link's length is the Manhattan distance between its ends plus ``slack_m`` (inside one rack, and from a
+  middle-of-row leaf rack to its two neighbours, cabled through their sides: half the slack, so those links are
+  within a DAC's reach: 2 of a unit's 8 racks, 25% of its NIC links, SemiAnalysis' 25-33% copper, planner.md
+  line 28);
 - **medium** (:func:`link_media`): copper (DAC) up to the DAC's reach, active electrical cable (AEC) up to its reach
   when ``copper = "dac_aec"``, multimode up to the shortest multimode reach, single-mode beyond;
 - **cooling**: each hall gets the least of air, rear-door and direct liquid cooling that takes its densest rack and
@@ -34,16 +40,32 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
-from .catalog import COOLING, Catalog
+from .catalog import COOLING, COPPER_REACH_MAX_M, Catalog
 
-__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA"]
+__all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA", "Medium",
+           "down_level"]
 
-MEDIA = ("copper", "multimode", "single_mode", "active_copper")  # codes 0..3 of link_media
+class Medium(IntEnum):
+    """A link's medium: the codes :func:`link_media` returns (numpy int8 arrays compare with them)."""
+
+    COPPER = 0  # passive copper (DAC)
+    MULTIMODE = 1
+    SINGLE_MODE = 2
+    ACTIVE_COPPER = 3  # active electrical cable (AEC)
+
+
+MEDIA = tuple(m.name.lower() for m in Medium)  # the media by code: names in the bill of materials
+
+
+def down_level(tier_index: int) -> int:
+    """The link level whose upper ends are tier ``tier_index``'s switches (NIC-leaf for the first tier)."""
+    return LEVEL_NIC + tier_index
 
 
 @dataclass(frozen=True)
@@ -142,14 +164,20 @@ def link_media(lengths_m: np.ndarray, catalog: Catalog) -> np.ndarray:
     up to its reach when ``floor.copper = "dac_aec"``, multimode up to the shortest multimode module's reach,
     single-mode beyond."""
     fl = catalog.floor
+    for name in ("DAC", "AEC"):
+        cab = catalog.cables.get(name)
+        if cab is not None and cab.reach_m.value > COPPER_REACH_MAX_M:
+            raise TopoError(f"a {name} copper cable reaching {cab.reach_m.value:g} m; copper at these rates reaches "
+                            f"a few metres (at most {COPPER_REACH_MAX_M:g} m allowed: a value in cm or ft?)",
+                            key=f"plan.cables.{name}.reach_m")
     mm_reach = min(t.reach_m.value for t in catalog.transceivers.values() if t.medium == "multimode")
     dac = catalog.cables["DAC"].reach_m.value if fl.copper != "none" else -1.0
-    out = np.where(lengths_m <= mm_reach, 1, 2)
+    out = np.where(lengths_m <= mm_reach, Medium.MULTIMODE, Medium.SINGLE_MODE)
     if fl.copper == "dac_aec":
         if "AEC" not in catalog.cables:
             raise TopoError("floor.copper = 'dac_aec' needs an AEC entry under plan.cables", key="plan.cables")
-        out = np.where(lengths_m <= catalog.cables["AEC"].reach_m.value, 3, out)
-    return np.where(lengths_m <= dac, 0, out).astype(np.int8)
+        out = np.where(lengths_m <= catalog.cables["AEC"].reach_m.value, Medium.ACTIVE_COPPER, out)
+    return np.where(lengths_m <= dac, Medium.COPPER, out).astype(np.int8)
 
 
 def _racks_for(n: float, rack: SwitchRacking, units: float, power_W: float, where: str) -> int:
@@ -247,8 +275,11 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                        for i in range(L.num_tiers))
     core_racks = sum(_racks_for(core_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
 
-    # rows: a unit's block of racks, units side by side
+    # rows: blocks of racks laid along rows of rpr positions, a block never split across two rows: a unit's server
+    # racks and leaf rack; a pod's network racks (its spines) in the middle of its units, where its cables are
+    # shortest. Pods follow one another in a hall's rows: a pod does not take whole rows of its own.
     w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
+    fraction = fl.rack_area_fraction.value
     if fl.racks_per_row is not None:
         rpr, rpr_source = int(fl.racks_per_row.value), "floor.racks_per_row"
     else:
@@ -261,25 +292,34 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                      f"{unit_racks} racks long")
         rpr, rpr_source = unit_racks, "a unit's racks; hall_width_m / rack_width_m holds fewer"
     units_per_row = rpr // unit_racks
-    unit_rows_per_pod = math.ceil(upp / units_per_row)
-    net_rows_per_pod = math.ceil(pod_net_racks / rpr) if pod_net_racks else 0
-    rows_per_pod = unit_rows_per_pod + net_rows_per_pod
-    mid = unit_rows_per_pod // 2  # the pod's network rows come after this many unit rows
+    mid = upp // 2  # the pod's network racks come after this many of its units
+    net_blocks = [rpr] * (pod_net_racks // rpr) + ([pod_net_racks % rpr] if pod_net_racks % rpr else [])
+    pod_blocks = [unit_racks] * mid + net_blocks + [unit_racks] * (upp - mid)
+    nb = len(pod_blocks)
+    block_row, block_x = _pack(pod_blocks * L.num_pods, rpr)
+    pod_rows = block_row[nb - 1::nb] + 1  # rows used by the first k + 1 pods of a hall
 
-    # halls: whole pods, as many as power and rows allow
+    # halls: whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's depth)
     pod_W = (upp * spu * server_power_W + upp * unit_server_racks * rack_extra_W
              + sum(pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W
                    for i in range(L.num_tiers)) + upp * L.leaves_per_unit * racking[0].power_W)
     by_power = int(fl.hall_power_W.value // pod_W)
-    rows_per_hall = int(fl.hall_depth_m.value // pitch + 1e-9)
-    by_rows = rows_per_hall // rows_per_pod
+    rows_per_hall = int(fl.hall_depth_m.value * fraction // pitch + 1e-9)
+    if rows_per_hall < 1:
+        raise TopoError(f"a hall {fl.hall_depth_m.value:g} m deep holds no row of racks (a row takes row_pitch_m = "
+                        f"{pitch:g} m, rows {fraction:g} of the floor: at least {pitch / fraction:.1f} m; a value in "
+                        "another unit?)", key="plan.floor.hall_depth_m")
+    if fl.hall_power_W.value < rack_load_W:
+        raise TopoError(f"a hall of {fl.hall_power_W.value:,.0f} W cannot feed one rack of {rack_load_W:,.0f} W (W, "
+                        "not MW: 30 MW is 30e6)", key="plan.floor.hall_power_W")
+    by_rows = int(np.count_nonzero(pod_rows <= rows_per_hall))
     if fl.pods_per_hall is not None:
         pph, limit = int(fl.pods_per_hall.value), "floor.pods_per_hall"
     elif min(by_power, by_rows) >= 1:
         pph, limit = min(by_power, by_rows), "power" if by_power <= by_rows else "rows"
     else:
         pph, limit = 1, "one pod is bigger than a hall"
-        notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {rows_per_pod} rows) is bigger than a hall "
+        notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {int(pod_rows[0])} rows) is bigger than a hall "
                      f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall of its own, "
                      "enlarged to hold it")
     pph = min(pph, L.num_pods)
@@ -290,9 +330,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         pph = math.ceil(ppi / halls_per_island)
     pods_of_island = [min(ppi, L.num_pods - i * ppi) for i in range(n_isl)]
     island_halls = [math.ceil(n / pph) for n in pods_of_island]
-    n_halls = sum(island_halls)
-    hall_w = max(fl.hall_width_m.value, rpr * w)
-    hall_d = max(fl.hall_depth_m.value, pph * rows_per_pod * pitch)
+    hall_w, hall_d = _hall_size(block_row, block_x, pod_blocks, pph, rpr, w, pitch, fraction)
     gap = fl.hall_gap_m.value
     hcols = math.ceil(math.sqrt(halls_per_island))  # an island's block of halls (the whole campus: one island)
     hrows = math.ceil(halls_per_island / hcols)
@@ -314,18 +352,24 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         ix, iy = island_xy(island)
         return ix + (local % hcols) * (hall_w + gap), iy + (local // hcols) * (hall_d + gap)
 
-    def pod_origin(pod):
+    def block_xy(pod, b):
+        """Where block ``b`` of a pod starts: its hall's corner plus the block's position in the hall's rows."""
         island, q = pod // ppi, pod % ppi
         hx, hy = hall_xy(island, q // pph)
-        return hx, hy + (q % pph) * rows_per_pod * pitch
+        k = (q % pph) * nb + b
+        return hx + block_x[k] * w, hy + block_row[k] * pitch
 
     def unit_row_xy(unit):
         """The unit's block: x of its first rack and y of its row."""
         pod, u = unit // upp, unit % upp
-        px, py = pod_origin(pod)
-        r, slot = u // units_per_row, u % units_per_row
-        r = r + net_rows_per_pod * (r >= mid)
-        return px + slot * unit_racks * w, py + r * pitch
+        return block_xy(pod, u + len(net_blocks) * (u >= mid))
+
+    def pod_net_xy(pod):
+        if not net_blocks:
+            x, y = block_xy(pod, mid)
+            return x, y
+        x, y = block_xy(pod, mid)
+        return x + net_blocks[0] * w / 2, y
 
     leaf_rack_in_unit = {"end_of_row": unit_racks - 1, "middle_of_row": unit_server_racks // 2,
                          "top_of_rack": 0}[placement]
@@ -334,24 +378,23 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         x0, y = unit_row_xy(unit)
         return x0 + leaf_rack_in_unit * w, y
 
-    def pod_net_xy(pod):
-        px, py = pod_origin(pod)
-        return px + hall_w / 2, py + mid * pitch
-
     links = fabric.links
     start = fabric.link_offset["nic"]
     src, dst, level = links["src"][start:], links["dst"][start:], links["level"][start:]
     lengths = np.empty(len(src))
 
     # NIC -> leaf: the server's rack to the leaf's rack, in the same row
-    nic = level == LEVEL_NIC
+    nic = level == down_level(0)
     server = nodes["server"][src[nic]].astype(np.int64)
     rack_in_unit = (server % spu) // spr
     if tor:
         lengths[nic] = slack / 2
     else:
         pos = rack_in_unit + (rack_in_unit >= leaf_rack_in_unit) * (placement == "middle_of_row")
-        lengths[nic] = np.abs(pos - leaf_rack_in_unit) * w + slack
+        d = np.abs(pos - leaf_rack_in_unit)
+        # a middle-of-row leaf rack is cabled to its two neighbours through their sides: half the slack, as in a rack
+        side = (d == 1) & (placement == "middle_of_row")
+        lengths[nic] = d * w + np.where(side, slack / 2, slack)
 
     def switch_xy(node_ids, tier):
         if tier == 0:
@@ -363,7 +406,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         return np.where(pods >= 0, x, core_xy[0]), np.where(pods >= 0, y, core_xy[1])
 
     for t in L.tiers[1:]:
-        sel = level == LEVEL_NIC + t.index
+        sel = level == down_level(t.index)
         if not sel.any():
             continue
         ax, ay = switch_xy(src[sel], t.index - 1)
@@ -375,17 +418,17 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         for local in range(n_local):
             pods = min(pph, pods_of_island[island] - local * pph)
             hx, hy = hall_xy(island, local)
+            hw, hd = _hall_size(block_row, block_x, pod_blocks, pods, rpr, w, pitch, fraction)
             halls.append(Hall(index=len(halls), pods=pods, server_racks=pods * upp * unit_server_racks,
-                              network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=pods * rows_per_pod,
-                              it_power_W=pods * pod_W, width_m=hall_w, depth_m=hall_d, cooling=cooling, x_m=hx,
-                              y_m=hy))
-    core_area = math.ceil(core_racks / rpr) * rpr * w * pitch if core_racks else 0.0
-    island_area = math.ceil(island_racks / rpr) * rpr * w * pitch if island_racks else 0.0
+                              network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=int(pod_rows[pods - 1]),
+                              it_power_W=pods * pod_W, width_m=hw, depth_m=hd, cooling=cooling, x_m=hx, y_m=hy))
+    core_area = _room_area(core_racks, rpr, w, pitch, fraction)
+    island_area = _room_area(island_racks, rpr, w, pitch, fraction)
     return FloorPlan(servers_per_rack=spr, server_racks=unit_server_racks * L.num_units,
                      network_racks=(L.num_units * leaf_racks + L.num_pods * pod_net_racks + n_isl * island_racks
                                     + core_racks),
                      core_room_racks=core_racks, racks_per_row=rpr, racks_per_row_source=rpr_source,
-                     units_per_row=units_per_row, rows=L.num_pods * rows_per_pod, halls=halls, pods_per_hall=pph,
+                     units_per_row=units_per_row, rows=sum(h.rows for h in halls), halls=halls, pods_per_hall=pph,
                      pods_per_hall_limit=limit, campus_columns=cols, campus_width_m=campus_w,
                      campus_depth_m=campus_d, core_room_area_m2=core_area, rack_power_W=rack_W,
                      server_power_W=server_power_W, leaf_placement=placement, rack_load_W=rack_load_W,
@@ -395,6 +438,38 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                      island_room_area_m2=island_area,
                      longest_m={fabric.level_names[int(lv)]: float(lengths[level == lv].max())
                                 for lv in np.unique(level)})
+
+
+def _pack(sizes: list[int], rpr: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and first position of each block of racks laid in order along rows of ``rpr`` positions; a block that
+    does not fit what is left of a row starts the next one (one step per block: a unit or a pod's network racks).
+    Rows run back and forth (odd rows right to left), so a pod that spills into the next row stays at the same end
+    of the hall, near its network racks."""
+    rows, xs = np.empty(len(sizes), dtype=np.int64), np.empty(len(sizes), dtype=np.int64)
+    r = x = 0
+    for i, n in enumerate(sizes):
+        if x + n > rpr and x > 0:
+            r, x = r + 1, 0
+        rows[i], xs[i] = r, (x if r % 2 == 0 else max(rpr - x - n, 0))
+        x += n
+    return rows, xs
+
+
+def _hall_size(block_row, block_x, pod_blocks, pods: int, rpr: int, w: float, pitch: float, fraction: float
+               ) -> tuple[float, float]:
+    """A hall's width and depth: its rows of racks (a single row as long as its racks), their row pitch, and the
+    rest of the floor (cross aisles, cooling and power in the room) so that rows take ``fraction`` of it."""
+    last = pods * len(pod_blocks) - 1
+    rows = int(block_row[last]) + 1
+    length = rpr if rows > 1 else int(block_x[last]) + pod_blocks[-1]  # row 0 runs left to right
+    return length * w, rows * pitch / fraction
+
+
+def _room_area(racks: int, rpr: int, w: float, pitch: float, fraction: float) -> float:
+    """A network room's floor: its racks in rows of up to ``rpr``, at the halls' share of floor under rows."""
+    if not racks:
+        return 0.0
+    return math.ceil(racks / rpr) * min(racks, rpr) * w * pitch / fraction
 
 
 def island_tier(fabric: Fabric) -> int | None:

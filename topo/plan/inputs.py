@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..fabric.fabric import Fabric
 from .catalog import Catalog
 
-__all__ = ["inputs_used"]
+__all__ = ["used_assumptions", "inputs_used"]
 
 
 def _rows(prefix: str, obj) -> list[dict]:
@@ -39,3 +39,20 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
     t = catalog.workload.tokens_per_param
     rows.append({"key": "workload.tokens_per_param", "value": t.value, "source": t.source, "status": t.status})
     return rows
+
+
+def used_assumptions(rows: list[dict], items: dict[str, set[str]]) -> list[dict]:
+    """The assumption and override rows (:meth:`Catalog.assumptions`) a plan rests on: of the named parts (gpus,
+    servers, switches, transceivers, cables), only those in ``items`` (kind -> names used); of the price ranges,
+    the defaults and the ranges of used parts; every other kind (floor, facility, cooling, economics, reliability,
+    workload) whole."""
+    prefixes = tuple(f"{kind}.{name}." for kind, names in items.items() for name in names)
+
+    def used(key: str) -> bool:
+        kind = key.split(".", 1)[0]
+        if kind == "price_ranges":
+            rest = key.split(".", 2)[2] if key.startswith("price_ranges.ranges.") else ""
+            return not rest or rest.startswith(prefixes) or rest.split(".", 1)[0] not in items
+        return kind not in items or key.startswith(prefixes)
+
+    return [r for r in rows if used(r["key"])]

@@ -3,6 +3,7 @@ and blast radius; ``compare_designs``: several designs side by side."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -21,13 +22,15 @@ from .catalog import Catalog, load_catalog
 from .compute import compute_budget
 from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
-from .inputs import inputs_used
+from .electrical import electrical
+from .spares import spare_pool
+from .inputs import inputs_used, used_assumptions
 from .floor import SwitchRacking, floor_plan
 from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
-from .reliability import reliability
+from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 
 __all__ = ["plan", "compare_designs", "read_plan_file"]
@@ -58,6 +61,26 @@ def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[
         if origin != spec._origin:
             return TopoError(exc.message, source=origin, key=key)
     return TopoError(exc.message, source=spec.error_source(key), key=key or None)
+
+
+def _spec_layers(s: Spec) -> list[tuple[str, dict]]:
+    """The spec's ``[plan]`` table as override layers: the file's own values, then one layer per ``--set plan.<key>``
+    named by it, so that a value's source (and an error about it) names the ``--set``, not the file."""
+    own = copy.deepcopy(dict(s.plan))
+    sets = []
+    for path, _ in s._set_paths.items():
+        if not path.startswith("plan."):
+            continue
+        keys, node = path.split(".")[1:], own
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and keys[-1] in node:
+            value = node.pop(keys[-1])
+            nested = value
+            for k in reversed(keys):
+                nested = {k: nested}
+            sets.append((s.error_source(path), nested))
+    return [(s.error_source("plan"), own)] + sets
 
 
 def _fit_default_rack(cat: Catalog, server, server_W: float) -> int | None:
@@ -104,7 +127,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     fabric = _as_fabric(spec)
     s = fabric.spec
     origin = s.error_source("plan")
-    all_layers = [(origin, dict(s.plan))]
+    all_layers = _spec_layers(s)
     if plan_file is not None:
         all_layers.append(read_plan_file(plan_file))
     all_layers += list(layers)
@@ -176,6 +199,8 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling)
         ends[end] = cost_lines(capex_end, p_end, tco_end)
     used = _priced_keys(bom, server_name, server, floor.cooling)
+    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, used,
+                                 ends["expected"]["cost_per_gpu_hour_usd"])
     costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
                       prices=[row for row in cat.prices() if row["key"] in used])
     ref = wl.reference
@@ -194,22 +219,18 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
                          f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
     ck = rel.checkpoint
-    relia = reliability(
-        L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
-        observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
-        modules=[(x.count, x.mttf_years) for x in bom.transceivers],
-        nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"], optics=rel.optics,
-        params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
-        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
-        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=comp.flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+    try:
+        relia = _reliability(L, rel, ck, bom, params, params_source, comp.flop)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
     inv = inventory(fabric)
     bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
     if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
         b = bisection(fabric)
         bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
     net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
-    notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric)
+    each = {x.tier: (x.power_W_each, x.price_usd_each) for x in bom.switches}
+    notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric, each)
     hbm = L.num_gpus * gpu.hbm_bytes.value
     if relia.checkpoint_bytes > hbm:
         notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
@@ -219,6 +240,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
                      f"{int(cat.floor.servers_per_rack.value)} exceed its {cat.floor.rack_power_W.value:,.0f} W "
                      "rack (set plan.floor.servers_per_rack or rack_power_W to plan another floor)")
+    refreshed = {k: n for k, n in tco.refreshes.items() if n > 0}
+    if refreshed:
+        notes.append(f"over {tco.years:g} years, past their lives: " + ", ".join(
+            f"{k} bought {n + 1} times" for k, n in refreshed.items())
+            + " (each refresh at today's prices; the TCO depreciates capex x years / life)")
     if fabric.failures:
         notes.append(f"with failed parts ({', '.join(fabric.failures)}): the network figures (bisection, cross-pod "
                      "collectives) are those of the failed fabric; the bill of materials, power and cost are the "
@@ -232,12 +258,68 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     if any(t.stages == 2 for t in logical.values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
-    return PlanResult(name=s.name, source=s._origin, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
+    fac = cat.facility
+    halls_W = [h.it_power_W for h in floor.halls]
+    elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
+                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
+    pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
+    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus,
+                      num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
                       compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
-                      assumptions=cat.assumptions(), catalog_versions=dict(cat.versions), notes=notes)
+                      assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
+                      catalog_versions=dict(cat.versions), notes=notes)
+
+
+def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float):
+    """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`)."""
+    return reliability(
+        L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
+        observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
+        modules=[(x.count, x.mttf_years) for x in bom.transceivers],
+        nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"],
+        job_modules=[(x.on_gpu_links, x.mttf_years) for x in bom.transceivers if x.on_gpu_links],
+        optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
+        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+
+
+def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, used: set[str],
+                       expected: float) -> list[dict]:
+    """Cost per GPU-hour with each price alone at its low and its high end (the rest expected): a tornado's bars,
+    widest first. A price without a range (a quote) gives no bar."""
+    rows = []
+    for row in cat.prices():
+        if row["key"] not in used or row["low"] == row["high"]:
+            continue
+        out = {"key": row["key"], "expected": expected}
+        for end in ("low", "high"):
+            c_end = cat.at(end, keys={row["key"]})
+            s_end = c_end.servers[server_name]
+            b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
+            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling)[2].cost_per_gpu_hour_usd
+        rows.append(out)
+    return sorted(rows, key=lambda r: -(r["high"] - r["low"]))
+
+
+def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, server_price_usd: float) -> list:
+    """Spare pools of every module type (at its catalog MTTF, over the restock lead time) and of servers (the failure
+    table's hardware rate, over a repair)."""
+    sp = cat.reliability.spares
+    kw = dict(lead_time_days=sp.lead_time_days.value, service_level=sp.service_level.value)
+    by_type: dict[str, list] = {}
+    for t in bom.transceivers:
+        cur = by_type.setdefault(t.type, [0, t.mttf_years, t.price_usd_each])
+        cur[0] += t.count
+    pools = [spare_pool(name, n, n / mttf, price_usd_each=price, **kw) for name, (n, mttf, price) in by_type.items()]
+    # a failed server is repaired in place (reliability.checkpoint.repair_s), not restocked: its pool covers a repair
+    hw_per_day = sum(v for k, v in relia.interruptions_per_day_by_cause.items() if k in HARDWARE_CAUSES)
+    kw["lead_time_days"] = cat.reliability.checkpoint.repair_s.value / 86_400
+    pools.append(spare_pool(server_name, num_servers, hw_per_day * 365, price_usd_each=server_price_usd, **kw))
+    return pools
 
 
 def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
@@ -246,7 +328,9 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
         switches_W=sum(x.count * x.power_W_each for x in bom.switches),
-        optics_W=sum(x.count * x.power_W_each for x in bom.transceivers) + sum(c.power_W for c in bom.cables),
+        optics_W=(sum(x.count * x.power_W_each for x in bom.transceivers if x.at != "nic")
+                  + sum(c.power_W for c in bom.cables)),
+        nic_optics_in_servers_W=sum(x.count * x.power_W_each for x in bom.transceivers if x.at == "nic"),
         storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
@@ -262,6 +346,16 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
                          opex_usd_per_MW_year=eco.opex_usd_per_MW_year.value,
                          grid_kg_co2_per_kWh=eco.grid_kg_co2_per_kWh.value)
     return pw, capex, tco
+
+
+def _items_used(s: Spec, cat: Catalog, server, server_name: str, bom) -> dict[str, set[str]]:
+    """The catalog's named parts a plan uses: its GPU (and the workload's reference GPU), server, switch models,
+    transceivers and cables (DAC and AEC too: their reach picks each link's medium)."""
+    cables = {c.type for c in bom.cables} | {"DAC"} | ({"AEC"} if cat.floor.copper == "dac_aec" else set())
+    return {"gpus": {s.gpu, cat.workload.reference.gpu}, "servers": {server_name},
+            "switches": {x.model for x in bom.switches if x.tier != RACK_TIER},
+            "transceivers": {t.type for t in bom.transceivers},
+            "cables": cables}
 
 
 def _priced_keys(bom, server_name: str, server, cooling: str) -> set[str]:

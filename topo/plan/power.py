@@ -4,9 +4,12 @@ facility power; a year at the facility's load factor -> energy and its cost.
     IT = N_gpu x (TDP + non-GPU power per GPU) x (1 + storage/front-end fraction) + switches + optics
     facility = IT x PUE;  energy per year = facility x load factor x 8,760 h;  cost = energy x price per kWh
 
-The switches' power is their power with copper; every transceiver adds its own (so a switch full of optics draws
-its copper power plus its modules, to be checked against the published power with optics). Optics include
-active optical cables (AOC) when the layout uses them.
+The switches' power is their power with copper; every switch-side transceiver adds its own (so a switch full of
+optics draws its copper power plus its modules: switches.toml's power_with_optics_W). Optics include active optical
+and electrical cables (AOC, AEC) when the layout uses them. NIC-side modules are *not* added: the server's power
+already feeds its cages (SemiAnalysis' ~575 W per GPU for CPU, NIC and PSU, planner.md line 19; DGX H100's 10.2 kW
+maximum, line 35, powers its OSFP modules), so they are reported apart (``nic_optics_in_servers_W``), inside the
+servers' power, not counted twice.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class PowerBreakdown:
     energy_per_year_Wh: float
     electricity_usd_per_kWh: float
     energy_cost_per_year_usd: float
+    nic_optics_in_servers_W: float = 0.0  # NIC-side modules: inside the servers' power, shown, not added
 
     @property
     def servers_W(self) -> float:
@@ -52,8 +56,9 @@ class PowerBreakdown:
 
 def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: float, switches_W: float,
                     optics_W: float, storage_frontend_fraction: float, pue: float, load_factor: float,
-                    electricity_usd_per_kWh: float) -> PowerBreakdown:
-    """Add up the power of a cluster (see the module doc for the formula)."""
+                    electricity_usd_per_kWh: float, nic_optics_in_servers_W: float = 0.0) -> PowerBreakdown:
+    """Add up the power of a cluster (see the module doc for the formula); ``optics_W`` is the switch-side modules
+    and active cables, ``nic_optics_in_servers_W`` the NIC-side modules (reported, already in the servers')."""
     gpu_W = num_gpus * gpu_tdp_W
     rest_W = num_gpus * non_gpu_power_per_gpu_W
     storage_W = storage_frontend_fraction * (gpu_W + rest_W)
@@ -64,4 +69,5 @@ def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: fl
                           storage_frontend_W=storage_W, it_power_W=it_W, pue=pue, facility_power_W=facility_W,
                           load_factor=load_factor, energy_per_year_Wh=energy_Wh,
                           electricity_usd_per_kWh=electricity_usd_per_kWh,
-                          energy_cost_per_year_usd=energy_Wh / 1e3 * electricity_usd_per_kWh)
+                          energy_cost_per_year_usd=energy_Wh / 1e3 * electricity_usd_per_kWh,
+                          nic_optics_in_servers_W=nic_optics_in_servers_W)

@@ -4,13 +4,15 @@
   in 54 days on 16,384 H100, Table 5, planner.md lines 49-57): rate = count / (GPUs x hours). At N GPUs the job's
   mean time between interruptions (MTBF) is 1 / (rate x N): about 30 minutes at 100,000 GPUs.
 - **Optics**: modules fail independently with a mean time to failure (MTTF) each (planner.md line 26); the
-  expected time to the first failure among n modules is MTTF / n. A NIC-side module's failure takes its GPU's rail
-  out and stops the job; a switch-to-switch link's is routed around. So the job's figure counts the NIC-side modules
-  only (SemiAnalysis' definition: 5 years / 100,000 links = 26.28 min; twin-port 4 years / 50,000 = 42.05 min),
-  and the all-module figure is reported beside it. How optics enter the interruption rate is a catalog choice
-  (``reliability.optics``): ``table`` keeps Llama 3's observed "network switch or cable" row (35 in 54 days), which
-  already counts them; ``parts`` replaces that row by the NIC-side modules at their MTTF. Either way the
-  *reconciliation* is reported: the MTTF per GPU link that Llama 3's row implies, against the catalog's.
+  expected time to the first failure among n modules is MTTF / n. A module on a GPU's link takes that GPU's rail out
+  and stops the job, at either end: the NIC-side module and the first tier's module on the link (a twin-port module
+  there serves two GPUs' links, as a twin-port NIC cage does). A switch-to-switch link's is routed around. The job's
+  figure counts both ends of every GPU link; SemiAnalysis' figure (NIC-side modules only: 5 years / 100,000 links =
+  26.28 min; twin-port 4 years / 50,000 = 42.05 min) is reported beside it, and every module's figure too. How optics
+  enter the interruption rate is a catalog choice (``reliability.optics``): ``table`` keeps Llama 3's observed
+  "network switch or cable" row (35 in 54 days), which already counts them; ``parts`` replaces that row by the
+  modules on GPU links at their MTTF. Either way the all-cause MTBF with optics as parts is reported beside the
+  one used, and the *reconciliation*: the MTTF per GPU link that Llama 3's row implies, against the catalog's.
 - **Checkpoint**: size = parameters x bytes per parameter (14 for mixed-precision Adam, planner.md line 61). The
   training stall per checkpoint is the write to storage (``sync``: size / write bandwidth) or only the copy to host
   memory (``async`` and ``in_memory``: size per GPU / snapshot bandwidth; storage is written in the background, so
@@ -18,9 +20,12 @@
 - **Per interruption** (MegaScale, NSDI'24, and Llama 3 report these apart): detection (a hung collective's
   timeout), restart (reschedule, warm up; plus the repair time when hot spares run short), reload (the checkpoint
   read back: size / storage read bandwidth, or from peers' memory with ``in_memory``), and catch-up (the work since
-  the last checkpoint, T/2 on average).
-- **Goodput** = 1 - lost fraction, lost = stall / T + (detection + restart + reload + T/2) / MTBF (planner.md
-  lines 58-60, with the restart split). A sensitivity halves and doubles each input.
+  the last checkpoint: about T/2 while T is short against the MTBF).
+- **Goodput** = work / wall time of the renewal model (:mod:`topo.plan.renewal`: failures strike during work,
+  checkpoints and recovery alike; a failure during recovery starts it again), at its optimum work between
+  checkpoints. The first-order form 1 - stall/T - (detection + restart + reload + T/2)/MTBF at Young's T
+  (planner.md lines 58-60) is reported beside it: it undercounts goodput once the recovery is a fair part of the
+  MTBF (53.6% against 62.7% on the 100k default). A sensitivity halves and doubles each input.
 - **Hot spares**: a failed server is swapped for a spare; if fewer spares are kept than servers expected to be in
   repair at once (hardware failure rate x repair time), a restart also waits ``repair_s``. Spare servers do not
   train: effective compute = FLOP x goodput x (GPUs - spare GPUs) / GPUs.
@@ -32,6 +37,9 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from ..errors import TopoError
+from .renewal import optimum_work_s, renewal_goodput, segment_time_parts_s
 
 __all__ = ["Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
            "lost_fraction", "SECONDS_PER_YEAR", "OPTICS_CAUSE"]
@@ -77,9 +85,12 @@ class Reliability:
     optics_in_interruptions: str  # "table" or "parts"
     optical_modules: int  # every module of the bill of materials
     first_optical_failure_s: float  # among every module
-    nic_optical_modules: int  # NIC-side: a failure stops the job
-    first_job_optics_failure_s: float  # among the NIC-side modules
-    optics_parts_per_day: float  # NIC-side module failures a day at their MTTF
+    nic_optical_modules: int  # NIC-side
+    first_nic_optics_failure_s: float  # among the NIC-side modules alone (SemiAnalysis' figure)
+    job_optical_modules: int  # on GPU links, both ends (NIC and first tier): a failure stops the job
+    first_job_optics_failure_s: float  # among the modules on GPU links, both ends
+    optics_parts_per_day: float  # failures a day of the modules on GPU links at their MTTF
+    mtbf_optics_as_parts_s: float  # the all-cause MTBF with the table's network row replaced by those modules
     table_network_per_day: float  # the failure table's network row, at this cluster's size
     table_network_mttf_years_per_gpu_link: float  # the MTTF per GPU link the table's network row implies
     params: float
@@ -88,64 +99,119 @@ class Reliability:
     checkpoint_mode: str
     checkpoint_write_s: float  # to storage
     checkpoint_stall_s: float  # training stopped per checkpoint
-    checkpoint_interval_s: float  # Young's (at least the write time when written in the background)
+    checkpoint_interval_s: float  # work between checkpoints: the renewal optimum (at least the background write)
+    young_interval_s: float  # Young's first-order interval, for comparison
     detection_s: float
     restart_s: float  # including a wait for repair when spares run short
     reload_s: float
-    catch_up_s: float  # T/2
+    catch_up_s: float  # expected work redone per failure
     hot_spare_servers: int
     servers_in_repair: float  # expected at any time
     spares_enough: bool
     lost_fraction: float
-    lost_by_part: dict[str, float]  # fractions: checkpoint stall, detection, restart, reload, catch-up
-    goodput: float
+    lost_by_part: dict[str, float]  # fractions of wall time: checkpoint stall, detection, restart, reload, catch-up
+    goodput: float  # the renewal model's (failures during recovery included)
+    goodput_first_order: float  # 1 - stall/T - (recovery + T/2)/MTBF at Young's T, clamped at 0, for comparison
     training_gpus: int
     effective_flop: float
-    goodput_vs_interval: dict  # {"interval_s": [...], "goodput": [...]}: Young's interval / 10 to x 10
+    goodput_vs_interval: dict  # {"interval_s": [...], "goodput": [...]}: the optimum / 10 to x 10
     sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _goodput_parts(stall_s, min_interval_s, per_failure_s, mtbf_s):
-    """(interval, lost fraction, parts) at the best interval (Young's, at least ``min_interval_s``)."""
-    if not math.isfinite(mtbf_s):
-        return math.inf, 0.0, {}
-    T = max(young_interval_s(stall_s, mtbf_s), min_interval_s) if stall_s > 0 else max(min_interval_s, 1.0)
-    parts = {"checkpoint stall": stall_s / T, **{k: v / mtbf_s for k, v in per_failure_s.items()},
-             "catch-up": T / 2 / mtbf_s}
-    return T, sum(parts.values()), parts
+def _best_work_s(stall_s: float, mtbf_s: float, min_work_s: float) -> float:
+    """The renewal optimum of work between checkpoints, at least ``min_work_s`` (1 s when nothing stalls)."""
+    if stall_s <= 0:
+        return max(min_work_s, 1.0)
+    return max(optimum_work_s(stall_s, mtbf_s), min_work_s)
+
+
+def _goodput_parts(stall_s, min_interval_s, per_failure_s: dict[str, float], mtbf_s):
+    """(work between checkpoints, goodput, lost fraction by part) at the renewal optimum; the recovery's expected
+    time is split between its parts in proportion to their durations."""
+    T = _best_work_s(stall_s, mtbf_s, min_interval_s)
+    recovery = sum(per_failure_s.values())
+    t = segment_time_parts_s(T, stall_s, recovery, mtbf_s)
+    total = sum(t.values())
+    parts = {"checkpoint stall": t["stall"] / total}
+    parts.update({k: (t["recovery"] * v / recovery / total if recovery else 0.0) for k, v in per_failure_s.items()})
+    parts["catch-up"] = t["redone"] / total
+    return T, T / total, parts
+
+
+def _rates_per_h(causes, observed_gpus, observed_days, num_gpus, optics, optics_per_s):
+    """Interruptions per hour by cause at ``num_gpus`` (the network row replaced by the optics with ``parts``)."""
+    rates = interruption_rate_per_gpu_h(causes, observed_gpus, observed_days)
+    per_h = {k: r * num_gpus for k, r in rates.items()}
+    if optics == "parts":
+        per_h.pop(NETWORK_CAUSE, None)
+        per_h[OPTICS_CAUSE] = optics_per_s * 3600
+    return rates, per_h
+
+
+def _failures_per_s(modules) -> float:
+    return sum(n / (y * SECONDS_PER_YEAR) for n, y in modules if n)
+
+
+def _sensitivity(base: dict, evaluate) -> list[dict]:
+    """Goodput with each input halved and doubled (a checkpoint twice as big: twice the stall, write and reload)."""
+    sens = []
+    for label, key in (("interruption rate", "mtbf"), ("detection time", "detect"), ("restart time", "rest"),
+                       ("checkpoint size", "stall")):
+        row = {"input": label}
+        for tag, f in (("half", 0.5), ("double", 2.0)):
+            kw = dict(base)
+            if key == "mtbf":
+                kw["mtbf"] = base["mtbf"] / f  # twice the rate: half the MTBF
+            elif key == "stall":
+                kw.update(stall=base["stall"] * f, reload=base["reload"] * f, min_interval=base["min_interval"] * f)
+            else:
+                kw[key] = base[key] * f
+            row[f"goodput_{tag}"] = evaluate(**kw)[1]
+        sens.append(row)
+    return sens
 
 
 def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float], observed_gpus: float,
                 observed_days: float, modules: list[tuple[int, float]], nic_modules: list[tuple[int, float]],
-                optics: str = "table", params: float, params_source: str = "", bytes_per_param: float,
-                write_Bps: float, detection_s: float = 0.0, restart_s: float, repair_s: float,
-                hot_spare_fraction: float, flop: float, mode: str = "sync", snapshot_Bps: float = math.inf,
-                reload_Bps: float = math.inf) -> Reliability:
+                job_modules: list[tuple[int, float]] | None = None, optics: str = "table", params: float,
+                params_source: str = "", bytes_per_param: float, write_Bps: float, detection_s: float = 0.0,
+                restart_s: float, repair_s: float, hot_spare_fraction: float, flop: float, mode: str = "sync",
+                snapshot_Bps: float = math.inf, reload_Bps: float = math.inf) -> Reliability:
     """Failures, checkpoint and goodput of a cluster of ``num_gpus`` (see the module doc for every formula).
 
     Parameters
     ----------
     causes, observed_gpus, observed_days : the failure table (counts per cause over GPUs x days).
-    modules, nic_modules : (count, MTTF in years) per transceiver line, all of them and the NIC-side ones.
-    optics : ``"table"`` (the table's network row stands) or ``"parts"`` (it is replaced by the NIC-side modules).
+    modules, nic_modules, job_modules : (count, MTTF in years) per transceiver line: all of them, the NIC-side
+        ones, and those on GPU links at both ends (default: the NIC-side ones).
+    optics : ``"table"`` (the table's network row stands) or ``"parts"`` (it is replaced by ``job_modules``).
     params, bytes_per_param : the checkpointed model.
     write_Bps, reload_Bps, snapshot_Bps : storage write and read, device-to-host copy per GPU.
     detection_s, restart_s, repair_s : per interruption; repair only when spares run short.
     mode : ``"sync"``, ``"async"`` or ``"in_memory"`` checkpoints.
+
+    Raises
+    ------
+    TopoError
+        when nothing fails (every cause and, with ``parts``, every module at rate 0): the goodput would be 100%.
     """
-    rates = interruption_rate_per_gpu_h(causes, observed_gpus, observed_days)
-    per_h = {k: r * num_gpus for k, r in rates.items()}
-    table_network_per_h = per_h.get(NETWORK_CAUSE, 0.0)
-    optics_per_s = sum(n / (y * SECONDS_PER_YEAR) for n, y in nic_modules if n)
-    if optics == "parts":
-        per_h.pop(NETWORK_CAUSE, None)
-        per_h[OPTICS_CAUSE] = optics_per_s * 3600
+    job_modules = nic_modules if job_modules is None else job_modules
+    optics_per_s = _failures_per_s(job_modules)
+    rates, per_h = _rates_per_h(causes, observed_gpus, observed_days, num_gpus, optics, optics_per_s)
     total_per_h = sum(per_h.values())
-    mtbf_s = 3600 / total_per_h if total_per_h else math.inf
-    inv_first = sum(n / (y * SECONDS_PER_YEAR) for n, y in modules if n)
+    if not total_per_h > 0:
+        raise TopoError(f"every failure rate is 0 ({', '.join(f'{k} = {v:g}' for k, v in causes.items())}): the "
+                        "job would never be interrupted and its goodput would be 100%; give at least one cause a "
+                        "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
+                        key="plan.reliability.causes")
+    mtbf_s = 3600 / total_per_h
+    table_network_per_h = rates.get(NETWORK_CAUSE, 0.0) * num_gpus
+    as_parts_per_h = total_per_h - per_h.get(NETWORK_CAUSE, 0.0) - per_h.get(OPTICS_CAUSE, 0.0) + optics_per_s * 3600
+    inv_first = _failures_per_s(modules)
+    nic_per_s = _failures_per_s(nic_modules)
     ckpt = params * bytes_per_param
     write_s = ckpt / write_Bps
     per_gpu_s = ckpt / num_gpus / snapshot_Bps
@@ -162,41 +228,32 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     def evaluate(mtbf, stall, detect, rest, reload, min_interval):
         return _goodput_parts(stall, min_interval, {"detection": detect, "restart": rest, "reload": reload}, mtbf)
 
-    T, lost, parts = evaluate(mtbf_s, stall_s, detection_s, restart, reload_s, min_T)
-    goodput = max(0.0, 1.0 - lost)
-    training = num_gpus - spares * gpus_per_server
-    curve = {"interval_s": [], "goodput": []}
-    if math.isfinite(T):
-        grid = T * np.logspace(-1, 1, 41)
-        curve = {"interval_s": grid.tolist(), "goodput": np.clip(
-            1 - lost_fraction(grid, stall_s, detection_s + restart + reload_s, mtbf_s), 0, 1).tolist()}
     base = dict(mtbf=mtbf_s, stall=stall_s, detect=detection_s, rest=restart, reload=reload_s, min_interval=min_T)
-    sens = []
-    for label, key, scale_write in (("interruption rate", "mtbf", False), ("detection time", "detect", False),
-                                    ("restart time", "rest", False), ("checkpoint size", "stall", True)):
-        row = {"input": label}
-        for tag, f in (("half", 0.5), ("double", 2.0)):
-            kw = dict(base)
-            if key == "mtbf":
-                kw["mtbf"] = mtbf_s / f  # twice the rate: half the MTBF
-            elif scale_write:  # a checkpoint twice as big: twice the stall, write and reload
-                kw.update(stall=stall_s * f, reload=reload_s * f, min_interval=min_T * f)
-            else:
-                kw[key] = base[key] * f
-            row[f"goodput_{tag}"] = max(0.0, 1.0 - evaluate(**kw)[1])
-        sens.append(row)
+    T, goodput, parts = evaluate(**base)
+    recovery = detection_s + restart + reload_s
+    young = max(young_interval_s(stall_s, mtbf_s), min_T) if stall_s > 0 else max(min_T, 1.0)
+    first_order = float(max(0.0, 1.0 - lost_fraction(young, stall_s, recovery, mtbf_s)))
+    grid = T * np.logspace(-1, 1, 41)
+    curve = {"interval_s": grid.tolist(), "goodput": renewal_goodput(grid, stall_s, recovery, mtbf_s).tolist()}
+    training = num_gpus - spares * gpus_per_server
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
         mtbf_s=mtbf_s, optics_in_interruptions=optics, optical_modules=int(sum(n for n, _ in modules)),
         first_optical_failure_s=1 / inv_first if inv_first else math.inf,
         nic_optical_modules=int(sum(n for n, _ in nic_modules)),
+        first_nic_optics_failure_s=1 / nic_per_s if nic_per_s else math.inf,
+        job_optical_modules=int(sum(n for n, _ in job_modules)),
         first_job_optics_failure_s=1 / optics_per_s if optics_per_s else math.inf,
-        optics_parts_per_day=optics_per_s * 86_400, table_network_per_day=table_network_per_h * 24,
+        optics_parts_per_day=optics_per_s * 86_400,
+        mtbf_optics_as_parts_s=3600 / as_parts_per_h if as_parts_per_h > 0 else math.inf,
+        table_network_per_day=table_network_per_h * 24,
         table_network_mttf_years_per_gpu_link=(1 / rates[NETWORK_CAUSE] / 24 / 365
                                                if rates.get(NETWORK_CAUSE) else math.inf),
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
-        checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, detection_s=detection_s,
-        restart_s=restart, reload_s=reload_s, catch_up_s=T / 2 if math.isfinite(T) else 0.0,
-        hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough, lost_fraction=lost,
-        lost_by_part=parts, goodput=goodput, training_gpus=training,
-        effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve, sensitivity=sens)
+        checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
+        detection_s=detection_s, restart_s=restart, reload_s=reload_s,
+        catch_up_s=mtbf_s - (T + stall_s) / math.expm1((T + stall_s) / mtbf_s),
+        hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough, lost_fraction=1.0 - goodput,
+        lost_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
+        effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve,
+        sensitivity=_sensitivity(base, evaluate))

@@ -9,6 +9,7 @@ from .bom import BillOfMaterials
 from .compute import ComputeBudget
 from .capex import Capex
 from .cost_range import CostRange
+from .electrical import Electrical
 from .floor import FloorPlan
 from .network import NetworkFigures
 from .power import PowerBreakdown
@@ -47,11 +48,26 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
     failure_impact: list = field(default_factory=list)  # FailureImpact per part (topo.plan.blast)
     inputs: list[dict] = field(default_factory=list)  # the floor, economics, ... values used, with sources
+    electrical: Electrical | None = None  # UPS and generators (topo.plan.electrical)
+    spares: list = field(default_factory=list)  # SparePool per module type and servers (topo.plan.spares)
+    price_sensitivity: list = field(default_factory=list)  # cost per GPU-hour, each price alone at its ends
 
     @property
     def nic_modules(self) -> int:
         """NIC-side optical modules (a twin-port module counts once)."""
         return sum(t.count for t in self.bom.transceivers if t.at == "nic")
+
+    @property
+    def effective_fraction(self) -> float:
+        """The share of installed GPU-hours that trains: goodput x training GPUs / installed GPUs."""
+        r = self.reliability
+        return r.goodput * r.training_gpus / self.num_gpus
+
+    @property
+    def cost_per_effective_gpu_hour_usd(self) -> float:
+        """TCO per GPU-hour that trains (after goodput and hot spares): cost per GPU-hour / effective fraction."""
+        f = self.effective_fraction
+        return self.ownership.cost_per_gpu_hour_usd / f if f > 0 else float("inf")
 
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
@@ -74,7 +90,11 @@ class PlanResult:
             "peak_flops": self.compute.peak_flops[self.compute.precision], "flop": self.compute.flop,
             "first_optical_failure_s": r.first_optical_failure_s,
             "first_job_optics_failure_s": r.first_job_optics_failure_s,
+            "first_nic_optics_failure_s": r.first_nic_optics_failure_s,
             "interruptions_per_day": r.interruptions_per_day, "goodput": r.goodput,
+            "cost_per_effective_gpu_hour_usd": self.cost_per_effective_gpu_hour_usd,
+            "generator_capacity_W": self.electrical.generator_capacity_W if self.electrical else None,
+            "spares_usd": sum(x.price_usd for x in self.spares),
             "effective_flop": r.effective_flop,
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
@@ -90,10 +110,14 @@ class PlanResult:
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules,
             "peak_flops": self.compute.peak_flops, "goodput": self.reliability.goodput,
             "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
+            "cost_per_effective_gpu_hour_usd": h["cost_per_effective_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],
             "floor": self.floor.to_dict(), "bom": self.bom.to_dict(), "power": self.power.to_dict(),
             "capex": self.capex.to_dict(), "ownership": self.ownership.to_dict(), "cost_range": self.costs.to_dict(), "compute": self.compute.to_dict(),
-            "reliability": self.reliability.to_dict(), "blast_radius": [b.to_dict() for b in self.blast_radius],
+            "reliability": self.reliability.to_dict(),
+            "electrical": self.electrical.to_dict() if self.electrical else None,
+            "spares": [x.to_dict() for x in self.spares],
+            "price_sensitivity": list(self.price_sensitivity), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,
             "catalog_versions": self.catalog_versions, "notes": self.notes,

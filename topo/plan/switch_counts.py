@@ -25,14 +25,41 @@ def minimum_switches(fabric: Fabric) -> dict[str, int]:
     return out
 
 
-def switch_count_notes(fabric: Fabric) -> list[str]:
-    """One note per tier whose switch count is above :func:`minimum_switches`, saying why."""
+def _surplus(t, minimum: int, each: dict[str, tuple[float, float]] | None) -> str:
+    """What the switches above the minimum cost: their count, power and price (when ``each`` gives them)."""
+    extra = t.num_switches - minimum
+    if not each or t.name not in each:
+        return ""
+    W, usd = each[t.name]
+    return (f" ({format_count(extra)} above the minimum: {extra * W / 1e3:,.0f} kW and ${extra * usd / 1e6:,.1f}M at "
+            "the catalog's power and price)")
+
+
+def _leaf_note(t, minimum: int, each) -> str | None:
+    """Leaves with a quarter or more of their ports idle: one per unit (and rail) by construction."""
+    used = t.down_ports + t.up_ports
+    if 4 * used > 3 * t.radix or t.num_switches <= minimum:
+        return None
+    return (f"{t.name}: {format_count(t.num_switches)} switches, {used} of {t.radix} ports used on each "
+            f"({100 * (1 - used / t.radix):.0f}% idle){_surplus(t, minimum, each)}: the builder gives each unit its "
+            f"own leaves (one per rail when rail-optimized) and a unit's servers take {t.down_ports} ports down on "
+            f"each; {format_count(minimum)} leaves with every port in use would take the same links (a larger "
+            "fabric.servers_per_unit fills them)")
+
+
+def switch_count_notes(fabric: Fabric, each: dict[str, tuple[float, float]] | None = None) -> list[str]:
+    """One note per tier whose switch count is above :func:`minimum_switches`, saying why and, when ``each`` gives
+    a tier's (power in W, price in $) per switch, what the surplus draws and costs."""
     notes = []
     tiers = fabric.layout.tiers
     mins = minimum_switches(fabric)
     for i, t in enumerate(tiers):
-        if t.num_switches <= mins[t.name] or i == 0:
-            continue  # leaves: one per unit (and rail) by construction
+        if i == 0:
+            note = _leaf_note(t, mins[t.name], each)
+            notes += [note] if note else []
+            continue
+        if t.num_switches <= mins[t.name]:
+            continue
         used = t.down_ports + t.up_ports
         links = t.num_switches * used
         below = tiers[i - 1]
@@ -48,7 +75,8 @@ def switch_count_notes(fabric: Fabric) -> list[str]:
             why = (f"each of its {format_count(t.num_groups)} groups (a pod's or a plane's) needs "
                    f"{t.switches_per_group} switch{'es' if t.switches_per_group > 1 else ''} of its own, and a "
                    "switch serves one group only")
-        notes.append(f"{t.name}: {format_count(t.num_switches)} switches, {used} of {t.radix} ports used on each; "
+        notes.append(f"{t.name}: {format_count(t.num_switches)} switches, {used} of {t.radix} ports used on each"
+                     f"{_surplus(t, mins[t.name], each)}; "
                      f"{format_count(mins[t.name])} would take its {format_count(links)} links with every port in "
                      f"use: {why}")
     return notes

@@ -1,8 +1,9 @@
 """Owning and running the cluster: total cost of ownership over N years, cost per GPU-hour, CO2 per year.
 
-    depreciation = sum over asset classes of capex x min(N, life) / life   (straight line; servers + storage +
-                   front-end on the server life, network (switches, optics, cables) on its own, cooling equipment
-                   and the facility on the facility's)
+    depreciation = sum over asset classes of capex x N / life   (straight line; servers + storage + front-end on
+                   the server life, network (switches, optics, cables) on its own, cooling equipment and the
+                   facility on the facility's); past its life a class is refreshed (bought again at today's
+                   prices), so N / life can exceed 1: ``refreshes`` counts the purchases after the first
     energy       = N x energy cost per year
     maintenance  = N x maintenance fraction x hardware capex (servers, network, storage, front-end)
     staff/opex   = N x opex per MW-year x IT power (MW)
@@ -15,7 +16,8 @@ Every rate is an assumption from ``topo/data/catalog/economics.toml`` (with its 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 
 from .capex import Capex
 from .power import HOURS_PER_YEAR, PowerBreakdown
@@ -37,6 +39,7 @@ class OwnershipCost:
     cost_per_gpu_hour_usd: float
     grid_kg_co2_per_kWh: float
     co2_per_year_kg: float
+    refreshes: dict[str, int] = field(default_factory=dict)  # per asset class: purchases after the first in N years
 
     def parts(self) -> dict[str, float]:
         return {"depreciation": self.depreciation_usd, "energy": self.energy_usd,
@@ -68,10 +71,11 @@ def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years:
     >>> t.tco_usd, t.cost_per_gpu_hour_usd, t.co2_per_year_kg
     (5256.0, 0.6, 4380.0)
     """
-    share = lambda life: min(years, life) / life  # noqa: E731
+    lives = {"servers": server_life_years, "network": network_life_years, "facility": facility_life_years}
     server_class = capex.servers_usd + capex.storage_usd + capex.frontend_usd
-    depreciation = (server_class * share(server_life_years) + capex.network_capex_usd * share(network_life_years)
-                    + (capex.facility_usd + capex.cooling_usd) * share(facility_life_years))
+    depreciation = (server_class * years / server_life_years + capex.network_capex_usd * years / network_life_years
+                    + (capex.facility_usd + capex.cooling_usd) * years / facility_life_years)
+    refreshes = {k: math.ceil(years / life - 1e-9) - 1 for k, life in lives.items()}
     energy = years * power.energy_cost_per_year_usd
     maintenance = years * maintenance_fraction_per_year * (server_class + capex.network_capex_usd)
     staff = years * opex_usd_per_MW_year * power.it_power_W / 1e6
@@ -80,4 +84,5 @@ def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years:
     return OwnershipCost(years=years, depreciation_usd=depreciation, energy_usd=energy, maintenance_usd=maintenance,
                          staff_opex_usd=staff, tco_usd=tco, gpu_hours=gpu_hours,
                          cost_per_gpu_hour_usd=tco / gpu_hours, grid_kg_co2_per_kWh=grid_kg_co2_per_kWh,
-                         co2_per_year_kg=power.energy_per_year_Wh / 1e3 * grid_kg_co2_per_kWh)
+                         co2_per_year_kg=power.energy_per_year_Wh / 1e3 * grid_kg_co2_per_kWh,
+                         refreshes=refreshes)

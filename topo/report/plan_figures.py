@@ -21,8 +21,8 @@ from ..plan.result import PlanResult
 from ..units import format_count
 from .style import base_layout, esc
 
-__all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "bom_table_html",
-           "summary_table_html", "inputs_table_html", "price_ranges_table_html", "plan_section"]
+__all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "tornado_figure",
+           "bom_table_html", "summary_table_html", "inputs_table_html", "price_ranges_table_html", "plan_section"]
 
 _PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3", "#937860", "#DA8BC3", "#CCB974",
           "#64B5CD")  # one colour per part: capex has 8 parts, ownership 5
@@ -86,7 +86,7 @@ def ownership_figure(results: Sequence[PlanResult]) -> go.Figure:
 
 
 def goodput_figure(results: Sequence[PlanResult]) -> go.Figure:
-    """Goodput against the checkpoint interval (log x), one line per design, Young's interval marked."""
+    """Goodput against the checkpoint interval (log x), one line per design, the renewal optimum marked."""
     fig = go.Figure()
     for r in results:
         c = r.reliability.goodput_vs_interval
@@ -94,11 +94,32 @@ def goodput_figure(results: Sequence[PlanResult]) -> go.Figure:
                                  name=esc(r.name), hovertemplate="every %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
         fig.add_trace(go.Scatter(x=[r.reliability.checkpoint_interval_s / 60], y=[r.reliability.goodput],
                                  mode="markers", marker=dict(size=9, symbol="diamond"), showlegend=False,
-                                 name=f"{esc(r.name)}: Young's interval",
-                                 hovertemplate="Young's interval %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
+                                 name=f"{esc(r.name)}: optimum interval",
+                                 hovertemplate="optimum interval %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
     fig.update_layout(**base_layout("Goodput against the checkpoint interval", height=420))
     fig.update_xaxes(type="log", title="checkpoint interval (min)")
     fig.update_yaxes(title="goodput", tickformat=".0%", rangemode="tozero")
+    return fig
+
+
+def tornado_figure(results: Sequence[PlanResult], top: int = 8) -> go.Figure:
+    """Cost per GPU-hour with each price alone at its low and high end (``PlanResult.price_sensitivity``): one
+    horizontal bar per price and design, widest first, around the expected cost."""
+    fig = go.Figure()
+    for r in results:
+        rows = list(reversed(r.price_sensitivity[:top]))  # the widest on top
+        if not rows:
+            continue
+        labels = [f"{esc(r.name)}: {esc(x['key'])}" if len(results) > 1 else esc(x["key"]) for x in rows]
+        exp = rows[0]["expected"]
+        for end, color in (("low", "#4c78a8"), ("high", "#e45756")):
+            fig.add_trace(go.Bar(y=labels, x=[x[end] - exp for x in rows], base=exp, orientation="h",
+                                 name=f"{esc(r.name)}: price at its {end} end", marker_color=color,
+                                 customdata=[x[end] for x in rows],
+                                 hovertemplate="%{y}: $%{customdata:.2f} per GPU-hour<extra></extra>"))
+    fig.update_layout(**base_layout("Cost per GPU-hour, each price alone at its low / high end", height=420),
+                      barmode="overlay")
+    fig.update_xaxes(title="cost per GPU-hour (USD)", tickprefix="$")
     return fig
 
 
@@ -201,7 +222,8 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
                    for r in results)
     figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
                    ((power_figure(results), "plan-power"), (capex_figure(results), "plan-capex"),
-                    (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput")))
+                    (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput"),
+                    (tornado_figure(results), "plan-tornado")))
     sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint inputs used, "
                       f"with their sources</summary>{inputs_table_html(r)}</details>"
                       f"<details><summary>{e(r.name)}: the prices used, low / expected / high, with the source of "
