@@ -9,6 +9,7 @@ import pytest
 
 import topo
 from topo.engine.options import EstimateOptions
+from topo.engine.ecmp_hash import flow_key, mix64
 from topo.engine.route import Router
 from topo.errors import TopoError
 from topo.fabric.levels import Level
@@ -121,3 +122,72 @@ def test_hash_seed_as_a_sweep_axis(tmp_path):
     assert s["worst_seed"] == int(df.loc[df["time_s"].idxmax(), "seed"])
     back = pd.read_parquet(tmp_path / "out.parquet")
     assert sorted(int(x) for x in back["hash_seed"]) == list(range(6))
+
+
+# --- the salt's mixing (issue 30: replacing ``key ^= mix64(salt)`` by ``key ^= salt`` passed every test above) --
+
+GAMMA = 0x9E3779B97F4A7C15  # splitmix64's increment
+
+
+def _splitmix64_output(state: int) -> int:
+    """splitmix64's output for a state already advanced by its increment, written from Vigna's reference
+    (https://prng.di.unimi.it/splitmix64.c) in Python integers, independently of topo's numpy code."""
+    z = state & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return z ^ (z >> 31)
+
+
+def test_mix64_is_splitmix64_value_for_value():
+    # splitmix64 seeded with 0: its published first three outputs (Vigna's splitmix64.c reference sequence)
+    want = [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+    states = np.array([(i * GAMMA) % 2**64 for i in range(3)], dtype=np.uint64)
+    assert [int(v) for v in mix64(states)] == want
+    xs = np.random.default_rng(3).integers(0, 2**63, size=200, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    assert [int(v) for v in mix64(xs)] == [_splitmix64_output(int(x) + GAMMA) for x in xs]
+
+
+def test_the_salt_is_mixed_into_the_key_whole():
+    """A salt changes every key by splitmix64 of the salt (about half of the 64 bits), not by the salt's own few
+    bits: neighbouring salts are unrelated, and salt 0 is the unsalted key."""
+    rng = np.random.default_rng(11)
+    nic_s, nic_d = rng.integers(0, 50_000, 500), rng.integers(0, 50_000, 500)
+    sub = rng.integers(0, 4, 500)
+    plain = flow_key(nic_s, nic_d, sub)
+    np.testing.assert_array_equal(flow_key(nic_s, nic_d, sub, 0), plain)
+    keys = {}
+    for salt in list(range(1, 65)) + [2**63, 2**64 - 1]:
+        keys[salt] = flow_key(nic_s, nic_d, sub, salt)
+        diff = keys[salt] ^ plain
+        assert np.all(diff == diff[0]), "a salt moves every key by one value"
+        assert int(diff[0]) == _splitmix64_output(salt + GAMMA), f"salt {salt}: not splitmix64 of the salt"
+        assert 16 <= int(diff[0]).bit_count() <= 48, f"salt {salt} flips {int(diff[0]).bit_count()} bits"
+    for salt in range(1, 64):  # neighbouring salts: keys far apart
+        assert 16 <= int((keys[salt] ^ keys[salt + 1])[0]).bit_count() <= 48, salt
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "fat_tree-3"])
+def test_the_router_hashes_the_salted_key(name):
+    """The router's first hashed pick (which spine above the leaf) is splitmix64 of the salted key modulo the
+    spines of the group: the salt reaches the hash through :func:`flow_key`, not around it."""
+    f = small_fabric(name)
+    src, dst = _all_pairs(f.num_gpus)
+    inter = f.gpu_domain(src) != f.gpu_domain(dst)
+    src, dst = src[inter], dst[inter]
+    for salt in (0, 1, 2, 12345):
+        r = Router(f, "hash", salt=salt)
+        send, recv = r.paths.endpoints(src, dst, np.zeros(src.size, dtype=np.int64))
+        cross = np.flatnonzero(send.leaf != recv.leaf)
+        ls, ld, ns, nd = send.leaf[cross], recv.leaf[cross], send.nic[cross], recv.nic[cross]
+        k, use, up, _ = next(r.hashed_hops(ls, ld, ns, nd, 0, src[cross], dst[cross]))
+        assert k == 0 and isinstance(use, slice)
+        s = f.layout.tiers[1].switches_per_group
+        key = [(int(a) * 0x100000001B3 ^ int(b)) % 2**64 for a, b in zip(ns, nd)]
+        if salt:
+            key = [x ^ _splitmix64_output(salt + GAMMA) for x in key]
+        want_j = np.array([_splitmix64_output(x + GAMMA) % s for x in key])
+        # the cable within the (leaf, spine) pair comes from the key's next values: compare switches, not cables
+        first = f.uplink_id(0, ls, want_j, 0)
+        m = f.layout.tiers[1].links_from_below
+        assert np.all((up // 2 >= first) & (up // 2 < first + m)), f"salt {salt}: another spine than the hash's"
+        assert np.unique(want_j).size > 1

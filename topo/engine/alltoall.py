@@ -27,7 +27,8 @@ all-to-all over whole servers (the 100k 1 GiB all-to-all: 0.2 GiB -> 0.1 GiB of 
 ECMP. With ``ecmp="ideal"`` the answer is exactly the per-flow routing's (same resource ids, including the leaf and
 spine-group aggregates). With ``ecmp="hash"`` a real hash pins each flow to one spine and core; what is returned
 is the *expected* load of each link over the hash (every leaf's uplinks, and every spine group's, share their
-aggregate evenly, as :meth:`Router.real_link_loads` spreads the ideal aggregates). It is exact for every NVLink,
+aggregate evenly over its working cables, by :func:`topo.engine.ecmp.spread_over_cables`, as
+:meth:`Router.real_link_loads` spreads the ideal aggregates). It is exact for every NVLink,
 PCIe and NIC link and for the sum over each leaf's (and spine group's) uplinks; the per-cable collisions of a
 particular hash are not modelled (route the flows for those, at sizes where that is possible).
 """
@@ -38,6 +39,7 @@ import numpy as np
 
 from ..errors import TopoError, Unreachable
 from ..fabric.levels import Level
+from .ecmp import spread_over_cables
 from .route import Router
 
 __all__ = ["uniform_alltoall_loads", "hashed_alltoall_loads", "matrix_loads", "counts_follow_failures"]
@@ -273,12 +275,10 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
         # stands for
         na = z["agg"][k]
         sl = f.level_slice(Level.uplink(k))
-        per = (sl.stop - sl.start) // na
         ids = np.arange(sl.start, sl.stop)
-        alive = router.alive[ids].astype(float)
-        share = alive / np.maximum(np.repeat(alive.reshape(na, per).sum(axis=1), per), 1.0)
-        out[2 * ids] += np.repeat(np.bincount(sd.agg_s[k], weights=weighted(n_k), minlength=na), per) * share
-        out[2 * ids + 1] += np.repeat(np.bincount(sd.agg_d[k], weights=m_k, minlength=na), per) * share
+        alive = router.alive[sl]
+        out[2 * ids] += spread_over_cables(np.bincount(sd.agg_s[k], weights=weighted(n_k), minlength=na), alive)
+        out[2 * ids + 1] += spread_over_cables(np.bincount(sd.agg_d[k], weights=m_k, minlength=na), alive)
 
 
 def counts_follow_failures(router: Router, groups: np.ndarray) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TooManyFlows, TopoError
 from .flow_classes import FlowClasses
 from .maxmin import max_min_finish_times, max_min_makespan_classes, max_min_rates
-from .route import Routed
+from .routed import Routed
 
 __all__ = ["SHARING_MODES", "check_sharing", "rates", "finish_times", "drain_time", "flow_classes",
            "max_min_makespan"]

@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import TopoError
 from .collectives import REDUCTION_OPS
 from .contention import SHARING_MODES
+from .ecmp import ECMP_MODES
 from .placement import PLACEMENTS
-from .route import ECMP_MODES
 
 __all__ = ["EstimateOptions", "PROTOCOL_NAMES", "CHOICES", "MAX_SUBFLOWS", "MAX_CHUNKS", "MAX_CHANNELS", "MAX_HASH_SEED"]
 
@@ -36,7 +36,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
 MAX_CHUNKS = 1_000_000
 MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
-MAX_HASH_SEED = 2**63 - 1  # a seed is mixed into the 64-bit ECMP hash (topo.engine.route)
+MAX_HASH_SEED = 2**63 - 1  # a seed is mixed into the 64-bit ECMP hash (topo.engine.ecmp_hash)
 
 
 @dataclass(frozen=True)

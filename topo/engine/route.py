@@ -11,15 +11,20 @@ its server's NIC on the same rail, moving the data over NVLink first when that N
 stays on one rail wherever the fabric allows (and must, in a rail-only fabric). With ``pxn=False`` (and always in a
 fat tree, where rails do not matter) each GPU uses its own NIC.
 
-ECMP, where a leaf has several spines (and a spine several cores) to choose from:
+ECMP, where a leaf has several spines (and a spine several cores) to choose from (:mod:`topo.engine.ecmp`):
 
 - ``ideal``: every flow is split evenly over all equal-cost paths. Its load is then spread evenly over the uplinks
   of an *aggregate* (a leaf; the spines of a pod and rail group; the cores of an island; ... see
   :mod:`topo.fabric.layout`), so those uplinks are represented by one *virtual resource* each with their summed
   capacity: exact for the fluid model, and O(flows) at any scale, at any number of tiers.
 - ``hash``: each flow (or each of its ``subflows`` parts) is pinned to one path by a deterministic hash of its
-  endpoints, which reproduces the collisions of real ECMP. At each tier boundary the hash picks the switch above
-  (the same plane on both sides, so the two halves meet) and, independently, the up cable and the down cable.
+  endpoints (:mod:`topo.engine.ecmp_hash`, the salt included), which reproduces the collisions of real ECMP,
+  re-hashed over the parts that still work where some failed (:mod:`topo.engine.failed_parts`).
+
+Where each idea lives: this module is the router's public face, the resource space (ids, capacities, failed
+links, per-link loads, names) and the path table of plain flows; :mod:`topo.engine.ecmp` and its two helpers the
+switch hops; :mod:`topo.engine.route_parts` the parts of a schedule that are not plain flows (transfers over
+several NICs, NVLS, SHARP, flows in chunks); :mod:`topo.engine.routed` the result type.
 
 The two halves of every path (which NIC, proxy GPU, host link, leaf) come from :class:`topo.engine.paths.Paths`; the
 hop slots of the path table are named by :class:`topo.fabric.levels.PathSlots`. Which way an all-to-all is loaded
@@ -31,193 +36,26 @@ The result is a list of (resource, bytes, flow) entries; :mod:`topo.engine.conte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TopoError, Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level, PathSlots
-from .flow_classes import FlowClasses
+from .ecmp import ECMP_MODES, HashedECMP, spread_over_cables
 from .paths import Paths
-from .schedule import AlgorithmUnavailable, InNetworkReduce, InSwitchReduce, Transfers
+from .route_parts import ScheduleParts
+from .routed import Routed
 
 __all__ = ["Router", "Routed", "ECMP_MODES", "MAX_ROUTED_PARTS"]
 
-ECMP_MODES = ("ideal", "hash")
 MAX_ROUTED_PARTS = 16_000_000  # flows x hashed sub-flows routed at once (about 1.3 GB of path table)
 
 
-@dataclass
-class Routed:
-    """Flows routed onto resources: entry ``i`` puts ``weight[i]`` bytes of flow ``flow[i]`` on ``res[i]``."""
-
-    res: np.ndarray
-    weight: np.ndarray
-    flow: np.ndarray
-    num_flows: int
-    flow_bytes: np.ndarray  # bytes of each flow
-    latency_s: np.ndarray  # routed latency of each flow (sum of its links' latencies)
-    network: np.ndarray  # True where the flow leaves its NVLink domain
-    aggregated: bool = False  # True: only the summed load per resource is kept (res, weight); no per-flow data
-    classes: "FlowClasses | None" = None  # the flows merged into max-min classes (topo.engine.flow_classes), when kept so
-    notes: tuple[str, ...] = ()  # what routing approximated (e.g. expected loads over the hash)
-
-    @staticmethod
-    def concat(parts: list["Routed"]) -> "Routed":
-        """Several routed sets of flows as one (flow ids renumbered in order; summed if any part is summed).
-
-        Parameters
-        ----------
-        parts : list of Routed
-            On the same router; empty parts are dropped.
-
-        Returns
-        -------
-        Routed
-            Their entries together; kept one by one unless a part keeps only summed loads or max-min classes.
-        """
-        parts = [p for p in parts if p.num_flows]
-        if not parts:
-            return Routed.empty()
-        notes = tuple(dict.fromkeys(n for p in parts for n in p.notes))
-        if any(p.classes is not None for p in parts) and all(p.classes is not None or not p.aggregated
-                                                                for p in parts):
-            out = Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
-                                sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
-                                any(bool(p.network.any()) for p in parts))
-            out.classes = FlowClasses.concat([p.classes if p.classes is not None else
-                                              FlowClasses.single(p.res, p.flow, p.weight, p.flow_bytes)
-                                              for p in parts])
-            out.notes = notes
-            return out
-        if any(p.aggregated for p in parts):
-            out = Routed.summed(np.concatenate([p.res for p in parts]), np.concatenate([p.weight for p in parts]),
-                                sum(p.num_flows for p in parts), max(float(p.latency_s.max()) for p in parts),
-                                any(bool(p.network.any()) for p in parts))
-            out.notes = notes
-            return out
-        offs = np.cumsum([0] + [p.num_flows for p in parts[:-1]])
-        return Routed(
-            res=np.concatenate([p.res for p in parts]),
-            weight=np.concatenate([p.weight for p in parts]),
-            flow=np.concatenate([p.flow + o for p, o in zip(parts, offs)]),
-            num_flows=int(sum(p.num_flows for p in parts)),
-            flow_bytes=np.concatenate([p.flow_bytes for p in parts]),
-            latency_s=np.concatenate([p.latency_s for p in parts]),
-            network=np.concatenate([p.network for p in parts]),
-            notes=notes,
-        )
-
-    @staticmethod
-    def summed(res: np.ndarray, weight: np.ndarray, num_flows: int, max_latency_s: float, network: bool) -> "Routed":
-        """Flows kept only as their summed load per resource (too many to keep one by one).
-
-        Parameters
-        ----------
-        res, weight : numpy.ndarray
-            Resource ids and bytes of every entry (repeats are summed).
-        num_flows : int
-            How many flows the entries came from.
-        max_latency_s : float
-            The largest routed latency among them.
-        network : bool
-            Whether any of them leaves its NVLink domain.
-
-        Returns
-        -------
-        Routed
-            ``aggregated``: one entry per loaded resource, no per-flow data.
-        """
-        res = np.asarray(res, dtype=np.int64)
-        if res.size:
-            loads = np.bincount(res, weights=weight)
-            res = np.flatnonzero(loads)
-            weight = loads[res]
-        return Routed(res=res, weight=np.asarray(weight, dtype=float), flow=np.zeros(res.size, dtype=np.int64),
-                      num_flows=int(num_flows), flow_bytes=np.zeros(0), latency_s=np.array([max_latency_s]),
-                      network=np.array([network]), aggregated=True)
-
-    @staticmethod
-    def empty() -> "Routed":
-        """No flows.
-
-        Returns
-        -------
-        Routed
-        """
-        z = np.zeros(0, dtype=np.int64)
-        return Routed(z, np.zeros(0), z, 0, np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
-
-    def scaled(self, factor: float) -> "Routed":
-        """The same flows carrying ``factor`` times the bytes.
-
-        Parameters
-        ----------
-        factor : float
-
-        Returns
-        -------
-        Routed
-        """
-        return Routed(self.res, self.weight * factor, self.flow, self.num_flows, self.flow_bytes * factor,
-                      self.latency_s, self.network, notes=self.notes)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a fast, well-spread deterministic hash of uint64 keys (in place on one new array)."""
-    x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    t = x >> np.uint64(30)
-    x ^= t
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    np.right_shift(x, np.uint64(27), out=t)
-    x ^= t
-    x *= np.uint64(0x94D049BB133111EB)
-    np.right_shift(x, np.uint64(31), out=t)
-    x ^= t
-    return x
-
-
-class _Hashes:
-    """The hash values of flow parts, per tier boundary: which switch above (``switch``), which up cable
-    (``up_cable``) and which down cable (``down_cable``), each an independent 64-bit value (the up and the down
-    cable of a boundary never share one: they would always pick the same index).
-
-    The values come from one chain ``v0 = mix(key)``, ``v(i+1) = mix(v(i))``: boundary 0 takes ``v0`` (switch, its
-    high half the up cable) and ``v1``'s high half (down cable); boundary 1 ``v1`` and ``v2`` (up; high half:
-    down); boundary ``k >= 2`` ``v(2k-1)`` (switch; high half: up) and ``v(2k)``'s high half (down). Links of
-    the chain are computed when first asked for: a boundary with one cable per switch pair never needs its cable
-    values."""
-
-    def __init__(self, key: np.ndarray):
-        self._chain = [_mix64(key)]
-
-    def _v(self, i: int) -> np.ndarray:
-        while len(self._chain) <= i:
-            self._chain.append(_mix64(self._chain[-1]))
-        return self._chain[i]
-
-    def switch(self, k: int) -> np.ndarray:
-        """The switch-above hash values at boundary ``k``."""
-        return self._v(max(0, 2 * k - 1))
-
-    def cable(self, k: int, down: bool) -> np.ndarray:
-        """The up (or down) cable hash values at boundary ``k``."""
-        if k == 1:
-            return self._v(2) >> np.uint64(32) if down else self._v(2)
-        if k == 0:
-            return self._v(int(down)) >> np.uint64(32)
-        return self._v(2 * k if down else 2 * k - 1) >> np.uint64(32)
-
-
-def _mod(h: np.ndarray, n: int) -> np.ndarray:
-    """``h mod n`` as int64 (a mask when ``n`` is a power of two: the same value, faster)."""
-    if n & (n - 1) == 0:
-        return (h & np.uint64(n - 1)).astype(np.int64)
-    return (h % np.uint64(n)).astype(np.int64)
-
-
-class Router:
+class Router(HashedECMP, ScheduleParts):
     """Routes flows on one fabric; defines the resource space (directed links plus ECMP aggregates).
+
+    Hashed ECMP's switch hops come from :class:`topo.engine.ecmp.HashedECMP`, the non-flow parts of a schedule
+    from :class:`topo.engine.route_parts.ScheduleParts`.
 
     Resource ids: ``2*link`` (up) and ``2*link + 1`` (down) for every link, then, when ``ecmp="ideal"``, for each
     tier boundary ``k`` (leaf-spine, spine-core, ...) one resource per aggregate of tier ``k`` for its uplinks going
@@ -499,329 +337,6 @@ class Router:
             cols[i[use], S.up(k)] = up
             cols[i[use], S.down(k)] = down
 
-    def hashed_hops(self, ls, ld, nic_s, nic_d, sub, src, dst, aggs=None):
-        """Hashed ECMP's switch hops of flow parts from NIC ``nic_s`` (under leaf ``ls``) to NIC ``nic_d`` (under
-        leaf ``ld``), hashed part ``sub``, boundary by boundary (``src`` and ``dst``, their GPUs, name them in
-        errors).
-
-        Parameters
-        ----------
-        ls, ld : numpy.ndarray
-            The leaves of the sending and receiving NICs.
-        nic_s, nic_d : numpy.ndarray
-            The sending and receiving NICs (the hash's key).
-        sub : numpy.ndarray or int
-            Each flow part's index among its flow's hashed sub-flows.
-        src, dst : numpy.ndarray
-            The GPUs of each flow part.
-        aggs : tuple of two lists of numpy.ndarray, optional
-            ``Paths.aggregates`` of ``ls`` and of ``ld``, when the caller has them.
-
-        Yields
-        ------
-        tuple
-            ``(k, rows, up, down)``: at tier boundary ``k``, the flow parts ``rows`` (indices into the arguments;
-            a slice when all of them) cross resource ``up`` going up and ``down`` coming down.
-
-        Raises
-        ------
-        Unreachable
-            Failed parts leave some flow part no working path.
-        """
-        f = self.fabric
-        L = f.layout
-        agg_s, agg_d = aggs if aggs is not None else (self.paths.aggregates(ls), self.paths.aggregates(ld))
-        key = nic_s.astype(np.uint64) * np.uint64(0x100000001B3)
-        key ^= nic_d.astype(np.uint64)
-        key += np.asarray(sub).astype(np.uint64) * np.uint64(0x9E3779B1)
-        if self.salt:  # a salt mixed in whole: neighbouring salts give unrelated hashes
-            key ^= _mix64(np.array([self.salt], dtype=np.uint64))[0]
-        hashes = _Hashes(key)
-        del key
-        go = agg_s[0] != agg_d[0]  # flow parts still going up
-        use = slice(None) if go.all() else np.flatnonzero(go)
-        xs, xd = ls[use], ld[use]
-        for k in range(L.num_tiers - 1):
-            if xs.size == 0:
-                break
-            above = L.tiers[k + 1]
-            s_k, m_k = above.switches_per_group, above.links_from_below
-            hj = hashes.switch(k)[use]
-            last = k + 2 >= L.num_tiers  # the top: both sides climb to one group (its tier joins all below)
-            # the groups above (the aggregates of tier k + 1 for the leaves), where they matter
-            gs = gd = None
-            if not last:
-                gs = agg_s[1][use] if k == 0 else L.upper_group(k, xs)
-                gd = agg_d[1][use] if k == 0 else L.upper_group(k, xd)
-            if f.failed is None:
-                j = _mod(hj, s_k)
-                ku = kd = 0
-                if m_k > 1:
-                    ku = _mod(hashes.cable(k, False)[use], m_k)
-                    kd = _mod(hashes.cable(k, True)[use], m_k)
-            else:
-                j, ku, kd = self._pick_surviving(k, xs, xd, gs, gd, hj, hashes, use, src, dst)
-            del hj
-            yield k, use, 2 * f.uplink_id(k, xs, j, ku), 2 * f.uplink_id(k, xd, j, kd) + 1
-            if not last:
-                xs, xd = gs * s_k + j, gd * s_k + j  # switch j of each group above (Layout.upper_switch)
-                go = agg_s[k + 1][use] != agg_d[k + 1][use]
-                if not go.all():
-                    use = (np.flatnonzero(go) if isinstance(use, slice) else use[go])
-                    xs, xd = xs[go], xd[go]
-
-    def hashed_switch_loads(self, nic_s, nic_d, nbytes: float, src, dst, aggs=None) -> np.ndarray:
-        """Bytes on every resource from the switch hops alone (leaf uplinks and above) of flows between NICs
-        routed with hashed ECMP, each split over :attr:`subflows` parts: what :meth:`route` puts on those
-        resources, without the NVLink, PCIe and NIC hops (an all-to-all takes those from counts).
-
-        Parameters
-        ----------
-        nic_s, nic_d : numpy.ndarray
-            The sending and receiving NIC of each flow (after failover).
-        nbytes : float
-            Bytes of every flow.
-        src, dst : numpy.ndarray
-            The GPUs of each flow (named in errors).
-        aggs : tuple of two lists of numpy.ndarray, optional
-            ``Paths.aggregates`` of the two NICs' leaves, when the caller has them.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``num_res`` bytes.
-
-        Raises
-        ------
-        Unreachable
-            Some flow has no working path.
-        """
-        f = self.fabric
-        nic_s, nic_d = np.asarray(nic_s, dtype=np.int64), np.asarray(nic_d, dtype=np.int64)
-        if aggs is None:
-            aggs = self.paths.aggregates(f.nic_leaf(nic_s)), self.paths.aggregates(f.nic_leaf(nic_d))
-        count = np.zeros(self.num_res)
-        K = self.subflows
-        for c in range(K):
-            for _, _, r_up, r_down in self.hashed_hops(aggs[0][0], aggs[1][0], nic_s, nic_d, c, src, dst, aggs):
-                count += np.bincount(r_up, minlength=count.size)
-                count += np.bincount(r_down, minlength=count.size)
-        return count * (float(nbytes) / K)
-
-    def _cables_alive(self, k: int) -> np.ndarray:
-        """``[lower switch, switch of its group above, cable]``: the working cables of boundary ``k``."""
-        L = self.fabric.layout
-        above = L.tiers[k + 1]
-        return self.alive[self._uplinks(k)].reshape(L.tiers[k].num_switches, above.switches_per_group,
-                                                    above.links_from_below)
-
-    def _meets(self, k: int, g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
-        """``[pair, j]``: whether switch ``j`` of group ``g1`` and switch ``j`` of group ``g2`` (groups of tier
-        ``k + 1``) are the same switch or are joined by working parts above them, at any depth."""
-        L = self.fabric.layout
-        s = L.tiers[k + 1].switches_per_group
-        out = np.repeat((g1 == g2)[:, None], s, axis=1)
-        diff = np.flatnonzero(g1 != g2)
-        if diff.size == 0 or k + 2 >= L.num_tiers:  # tier k + 1 is the top: two of its switches never meet
-            return out
-        n2 = int(L.tiers[k + 1].num_switches // s) + 1
-        pairs, inv = np.unique(g1[diff] * n2 + g2[diff], return_inverse=True)
-        u = ((pairs // n2)[:, None] * s + np.arange(s)).ravel()
-        v = ((pairs % n2)[:, None] * s + np.arange(s)).ravel()
-        out[diff] = self._joined(k + 1, u, v).reshape(pairs.size, s)[inv.ravel()]
-        return out
-
-    def _joined(self, t: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Whether switches ``u`` and ``v`` of tier ``t`` (below the top, different) reach a common switch above
-        through working cables: some switch ``j`` of their groups above with a working cable from both that
-        still meets (:meth:`_meets`)."""
-        L = self.fabric.layout
-        via = self._cables_alive(t).any(axis=2)
-        ok = via[u] & via[v]
-        ok &= self._meets(t, L.upper_group(t, u), L.upper_group(t, v))
-        return ok.any(axis=1)
-
-    def _pick_surviving(self, k, xs, xd, gs, gd, hj, hashes, use, src, dst):
-        """Hashed ECMP over the live next hops at boundary ``k``, as a switch re-hashes over the routes it still
-        has: a switch above (``j`` of groups ``gs`` and ``gd``) with a working cable from both sides from which the
-        two sides still meet through working parts at any depth above (:meth:`_meets`), then a working cable on
-        each side, each picked by hash among the survivors. Where nothing is lost for a flow part, the pick is the
-        intact fabric's (hash modulo the number of choices); only the others build their rows of survivors."""
-        f = self.fabric
-        L = f.layout
-        above = L.tiers[k + 1]
-        s_k, m_k = above.switches_per_group, above.links_from_below
-        cab = self._cables_alive(k)
-        via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
-        whole_s = via.all(axis=1)
-        if gs is None:  # the top: both sides climb to the same switches
-            meets = np.ones((1, s_k), dtype=bool)
-            pidx = np.zeros(xs.size, dtype=np.int64)
-            full = whole_s[xs] & whole_s[xd]
-        else:
-            ng = int(above.num_switches // s_k)
-            pair = gs * ng + gd
-            if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
-                present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
-                idx = np.zeros(ng * ng, dtype=np.int64)
-                idx[present] = np.arange(present.size)
-                pidx = idx[pair]
-            else:
-                present, pidx = np.unique(pair, return_inverse=True)
-                pidx = pidx.ravel()
-            del pair
-            meets = self._meets(k, present // ng, present % ng)  # [pair present, j]
-            full = whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
-        j = _mod(hj, s_k)
-        bad = np.flatnonzero(~full)
-
-        def rows(b):  # flow parts of src and dst
-            return b if isinstance(use, slice) else use[b]
-
-        if bad.size:
-            valid = via[xs[bad]] & via[xd[bad]] & meets[pidx[bad]]
-            j[bad] = _pick(hj[bad], valid, above.name, src[rows(bad)], dst[rows(bad)], f)
-        if m_k == 1:  # the one cable of the switch pair chosen works (it was a choice because it does)
-            return j, 0, 0
-        whole = cab.all(axis=2)  # [lower switch, switch above]: every cable works
-        out = []
-        for x, down in ((xs, False), (xd, True)):
-            h = hashes.cable(k, down)[use]
-            kk = _mod(h, m_k)
-            bad = np.flatnonzero(~whole[x, j])
-            if bad.size:
-                kk[bad] = _pick(h[bad], cab[x[bad], j[bad]], "cable", src[rows(bad)], dst[rows(bad)], f)
-            out.append(kk)
-        return j, out[0], out[1]
-
-    # --- router services: the parts of a schedule that are not plain transfers ------------------------------
-    def route_transfers(self, t: Transfers) -> Routed:
-        """Transfers, each spread over the destination GPU's NICs when ``t.split_nics``.
-
-        Parameters
-        ----------
-        t : Transfers
-            A schedule part of point-to-point transfers.
-
-        Returns
-        -------
-        Routed
-        """
-        k = self.fabric.layout.nics_per_server // self.fabric.layout.gpus_per_server
-        if not t.split_nics or k <= 1:
-            return self.route(t.src, t.dst, t.per_msg_byte, t.choice)
-        nbytes = np.asarray(t.per_msg_byte, dtype=float) / k
-        return Routed.concat([self.route(t.src, t.dst, nbytes, choice=c) for c in range(k)])
-
-    def in_switch_reduce(self, gpus: np.ndarray, nbytes: float) -> Routed:
-        """NVLS: every GPU moves ``nbytes`` each way over its NVLink to its switch (reduce, then multicast).
-
-        Parameters
-        ----------
-        gpus : numpy.ndarray
-            GPU ids.
-        nbytes : float
-            Bytes each GPU moves each way.
-
-        Returns
-        -------
-        Routed
-            One flow per GPU, on its NVLink up and down.
-        """
-        link = self.fabric.level_start(Level.NVLINK) + np.asarray(gpus)
-        n = link.size
-        return Routed(res=np.r_[2 * link, 2 * link + 1], weight=np.full(2 * n, float(nbytes)),
-                      flow=np.r_[np.arange(n), np.arange(n)], num_flows=n, flow_bytes=np.full(n, 2.0 * nbytes),
-                      latency_s=self.res_latency_s[2 * link] * 2, network=np.zeros(n, dtype=bool))
-
-    def in_network_reduce(self, gpus: np.ndarray, communicator: np.ndarray, nbytes: float) -> Routed:
-        """SHARP: each GPU sends ``nbytes`` up through its NIC into its rail's reduction tree (one per
-        communicator) and receives the result back; above the leaf each (communicator, aggregate, rail) sends one
-        reduced stream up the tree: to spine ``rail mod s`` of its pod, then to the first switch of that plane's
-        group at every tier above, as high as the GPUs' aggregates differ.
-
-        Parameters
-        ----------
-        gpus : numpy.ndarray
-            GPU ids.
-        communicator : numpy.ndarray
-            The communicator of each GPU (one reduction tree each).
-        nbytes : float
-            Bytes each GPU sends up and receives back.
-
-        Returns
-        -------
-        Routed
-            The host links, NIC links and one up-and-down stream per tree switch and tier, with the latency of
-            each GPU's way up the tree.
-
-        Raises
-        ------
-        AlgorithmUnavailable
-            No tier joins all the GPUs, or a tier the tree needs cannot reduce (``sharp = false``).
-        """
-        f = self.fabric
-        L = f.layout
-        gpus = np.asarray(gpus)
-        nics = f.gpu_nic(gpus)
-        leaves = f.nic_leaf(nics)
-        aggs = self.paths.aggregates(leaves)
-        tiers_used = 1 + sum(np.unique(a).size > 1 for a in aggs)
-        if np.unique(self.paths.top_aggregate(leaves)).size > 1 or tiers_used > L.num_tiers:
-            raise AlgorithmUnavailable(f"the GPUs sit under {np.unique(leaves).size} {L.tiers[0].name} switches "
-                                       "and no tier above joins them, so no switch can reduce all of them")
-        lacking = [t.name for t in L.tiers[:tiers_used] if not t.sharp]
-        if lacking:
-            raise AlgorithmUnavailable(f"the {', '.join(lacking)} switches cannot reduce in the network "
-                                       "(set sharp = true on their tier)")
-        lat = self.res_latency_s
-        parts = []
-        pcie = self.paths.pcie_link(nics, f.nic_gpu(nics) if f.pcie_per_nic else gpus)
-        nic = self.paths.nic_link(nics)
-        path_s = lat[2 * nic] + lat[2 * pcie]  # per GPU: its way up to the leaf
-        for ids in (pcie, nic):
-            parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids + 1]]))
-        rails = f.nic_rail(nics)
-        # the tree's switch of tier k for each (communicator, rail, aggregate of tier k)
-        node = np.unique(np.c_[leaves, rails, communicator], axis=0)  # (switch, rail, communicator)
-        for k in range(tiers_used - 1):
-            s1 = L.tiers[1].switches_per_group
-            j = node[:, 1] % s1 if k == 0 else np.zeros(node.shape[0], dtype=np.int64)
-            ids = f.uplink_id(k, node[:, 0], j, 0)
-            parts.append(_direct(np.r_[2 * ids, 2 * ids + 1], nbytes, np.r_[lat[2 * ids], lat[2 * ids]]))
-            path_s = path_s + float(lat[2 * ids].max())
-            node = np.unique(np.c_[L.upper_switch(k, node[:, 0], j), node[:, 1], node[:, 2]], axis=0)
-        r = Routed.concat(parts)
-        # one entry per GPU for the latency of its way up the tree
-        return Routed(r.res, r.weight, r.flow, r.num_flows, r.flow_bytes, np.resize(path_s, r.num_flows),
-                      np.ones(r.num_flows, dtype=bool))
-
-    def route_summed(self, chunks) -> Routed:
-        """Route flows given in chunks ``(src, dst, nbytes, choice)`` and keep only their summed loads: memory
-        stays bounded by the chunk size however many flows there are (for equal-share contention).
-
-        Parameters
-        ----------
-        chunks : iterable of tuple
-            ``(src, dst, nbytes, choice)`` arrays, as :meth:`route` takes them.
-
-        Returns
-        -------
-        Routed
-            ``aggregated``: the summed load per resource, the largest latency.
-        """
-        loads = np.zeros(self.num_res)
-        n, lat, net = 0, 0.0, False
-        for src, dst, nbytes, choice in chunks:
-            r = self.route(src, dst, nbytes, choice)
-            if r.num_flows:
-                loads += np.bincount(r.res, weights=r.weight, minlength=self.num_res)
-                n += r.num_flows
-                lat = max(lat, float(r.latency_s.max()))
-                net = net or bool(r.network.any())
-        res = np.flatnonzero(loads)
-        return Routed.summed(res, loads[res], n, lat, net)
-
     # --- loads ----------------------------------------------------------------------------------------------
     def loads(self, routed: Routed) -> np.ndarray:
         """Bytes on every resource.
@@ -857,17 +372,9 @@ class Router:
             sl = self._uplinks(k)
             ids = np.arange(sl.start, sl.stop)
             na = L.num_aggregates(k)
-            owner = np.repeat(np.arange(na), ids.size // na)
-            share = self._shares(ids, owner, na)
-            out[2 * ids] += res_loads[up + owner] * share
-            out[2 * ids + 1] += res_loads[down + owner] * share
+            out[2 * ids] += spread_over_cables(res_loads[up:up + na], self.alive[sl])
+            out[2 * ids + 1] += spread_over_cables(res_loads[down:down + na], self.alive[sl])
         return out
-
-    def _shares(self, ids: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-        """Each link's share of its aggregate's load: equal over the aggregate's working links."""
-        alive = self.alive[ids].astype(float)
-        count = np.bincount(owner, weights=alive, minlength=n)
-        return alive / np.maximum(count[owner], 1.0)
 
     def describe_resource(self, r: int) -> dict:
         """Endpoints, level and direction of a resource (a directed link or an ECMP aggregate).
@@ -909,26 +416,3 @@ class Router:
                         "direction": "down" if down else "up",
                         "num_links": L.switches_per_aggregate(k) * L.tiers[k].up_ports}
         raise IndexError(r)  # pragma: no cover
-
-
-def _direct(res: np.ndarray, weight: float, latency: np.ndarray) -> Routed:
-    """Loads put straight on directed links ``res`` (one flow each)."""
-    n = res.size
-    return Routed(res=res, weight=np.full(n, float(weight)), flow=np.arange(n), num_flows=n,
-                  flow_bytes=np.full(n, float(weight)), latency_s=latency, network=np.ones(n, dtype=bool))
-
-
-def _pick(h: np.ndarray, valid: np.ndarray, what: str, src, dst, fabric) -> np.ndarray:
-    """For each row, the ``h mod (number of True)``-th True column of ``valid`` (hashed choice among survivors)."""
-    cnt = valid.sum(axis=1)
-    if (cnt == 0).any():
-        k = int(np.flatnonzero(cnt == 0)[0])
-        raise Unreachable(f"GPU {int(src[k])} cannot reach GPU {int(dst[k])}: no working {what} joins their paths "
-                        f"(failures: {', '.join(fabric.failures)})", key="fail")
-    idx = (h % cnt.astype(np.uint64)).astype(np.int64)
-    out = np.empty(valid.shape[0], dtype=np.int64)
-    step = 1 << 18
-    for a in range(0, valid.shape[0], step):  # bounded memory for the running counts
-        run = np.cumsum(valid[a:a + step], axis=1, dtype=np.int32)
-        out[a:a + step] = np.argmax(run > idx[a:a + step, None], axis=1)
-    return out
