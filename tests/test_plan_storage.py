@@ -93,7 +93,7 @@ def test_storage_in_json_text_and_side_by_side():
     assert f"storage   {r.storage.servers:,} servers, from its needs" in text
     side = render_comparison(compare_designs(["dgx-h100-superpod", "dgx-h100-superpod"], layers=NEEDS,
                                              collectives=False).plans)
-    for label in ("storage servers", "storage write", "checkpoint write (to storage)", "storage racks",
+    for label in ("storage servers", "storage write", "checkpoint write (goodput model)", "storage racks",
                   "storage floor", "storage power"):
         assert label in side
 

@@ -363,7 +363,7 @@ _ROWS = [
     ("storage servers", "storage_servers", lambda v: format_count(v)),
     ("storage capacity", "storage_capacity_bytes", lambda v: f"{v / 1e15:,.3g} PB"),
     ("storage write", "storage_write_Bps", format_bandwidth),
-    ("checkpoint write (to storage)", "checkpoint_write_s", format_time),
+    ("checkpoint write (goodput model)", "checkpoint_write_s", format_time),
     ("storage power", "storage_power_W", _mw),
     ("storage racks", "storage_racks", lambda v: format_count(v)),
     ("storage floor", "storage_floor_m2", lambda v: f"{v:,.0f} m2"),

@@ -230,7 +230,7 @@ class Checkpoint(_Strict):
 
 
 class StorageServer(_Strict):
-    """One storage server: its capacity, bandwidth, power and size (storage.toml [server])."""
+    """One storage server: its capacity, bandwidth, power and servers per rack (storage.toml [server])."""
 
     capacity_bytes: _bounded(ge=1e11, le=1e16, why_ge=" (bytes: a server of at least 100 GB; a value in TB?)",
                              why_le=" (bytes: at most 10 PB in one server; a value in bits or kB?)")
@@ -240,7 +240,6 @@ class StorageServer(_Strict):
                        why_le=" (bytes/s: the fastest all-flash appliances read about 100 GB/s; a slip of 1000x?)")
     power_W: _bounded(ge=10.0, le=1e4, why_ge=" (W: a server of at least 10 W; a value in kW?)",
                       why_le=" (W: a storage server of at most 10 kW; a value in mW?)")
-    rack_units: Count
     servers_per_rack: Count
 
 
