@@ -126,3 +126,11 @@ def test_readme_figures_at_100k_sized_from_needs():
     assert st.servers == math.ceil(st.checkpoint_bytes / 30 / 266.7e6 - 1e-9) == 3_915
     assert st.servers_for_capacity == math.ceil(st.capacity_needed_bytes / 32e12) == 11
     assert round(r.capex.storage_usd / 1e6, 1) == 97.9
+
+
+def test_a_storage_rack_over_the_rack_power_is_one_line():
+    # 16 x 5,000 W = 80 kW in a 45 kW rack (floor.toml rack_power_W)
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.storage.server.power_W=5000")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "plan.storage.server.servers_per_rack: 16 storage servers of 5,000 W draw 80,000 W, more than a 45,000 W" \
+        in p.stderr

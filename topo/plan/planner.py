@@ -206,7 +206,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         params = math.sqrt(comp.flop / (6 * wl.tokens_per_param.value))
         params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
                          f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
-    store = _storage(cat, params, comp.flop, L.num_gpus)
+    try:
+        store = _storage(cat, params, comp.flop, L.num_gpus)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
     pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store.servers)
     ends = {"expected": cost_lines(capex, pw, tco)}
     for end in ("low", "high"):  # every price at its low (high) end together: the same counts at other prices
@@ -300,6 +303,12 @@ def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> Storage
     """The plan's storage (:mod:`topo.plan.storage`) from the catalog's storage table and checkpoint size."""
     st, fl = cat.storage, cat.floor
     sv = st.server
+    rack_W = sv.servers_per_rack.value * sv.power_W.value
+    if rack_W > fl.rack_power_W.value:
+        raise TopoError(f"{sv.servers_per_rack.value:g} storage servers of {sv.power_W.value:,.0f} W draw "
+                        f"{rack_W:,.0f} W, more than a {fl.rack_power_W.value:,.0f} W rack (plan.floor.rack_power_W); "
+                        "allowed: servers per rack x power each <= the rack's power",
+                        key="plan.storage.server.servers_per_rack")
     server = StorageServerSpec(capacity_bytes=sv.capacity_bytes.value, write_Bps=sv.write_Bps.value,
                                read_Bps=sv.read_Bps.value, power_W=sv.power_W.value,
                                servers_per_rack=int(sv.servers_per_rack.value),
