@@ -134,3 +134,9 @@ def test_a_storage_rack_over_the_rack_power_is_one_line():
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert "plan.storage.server.servers_per_rack: 16 storage servers of 5,000 W draw 80,000 W, more than a 45,000 W" \
         in p.stderr
+
+
+def test_report_summary_has_the_storage_row():
+    from topo.report.plan_figures import summary_table_html
+    r = plan("dgx-h100-superpod", collectives=False)
+    assert "313 servers (per_gpu, limit: per_gpu), 83.5 GB/s write, 20 racks, 0.19 MW" in summary_table_html([r])
