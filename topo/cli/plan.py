@@ -170,6 +170,25 @@ def _after(seconds: float) -> str:
     return "none (no such modules)" if not math.isfinite(seconds) else f"{seconds / 60:,.2f} min"
 
 
+def _storage_lines(st, mark) -> list[str]:
+    """The storage section: what it must hold and write, the servers that do it, and how it is sized."""
+    sized = ("Llama 3's servers per GPU (storage.sizing = \"per_gpu\"; the checkpoint is written at "
+             "reliability.checkpoint.write_Bps)" if st.sizing == "per_gpu" else
+             f"from its needs (storage.sizing = \"needs\"; limit: {st.limit})")
+    return [f"storage   {format_count(st.servers)} servers, {sized}"
+            + mark("storage.checkpoints_kept", "storage.bytes_per_token", "storage.write_budget_s",
+                   "storage.server.power_W"),
+            f"          needs {st.capacity_needed_bytes / 1e15:,.3g} PB ({st.checkpoints_kept} checkpoints of "
+            f"{st.checkpoint_bytes / 1e12:,.3g} TB + dataset {st.dataset_bytes / 1e15:,.3g} PB, "
+            f"{st.dataset_tokens:.3g} tokens) -> {format_count(st.servers_for_capacity)} servers; a checkpoint in "
+            f"{format_time(st.write_budget_s)} needs {format_bandwidth(st.write_needed_Bps)} -> "
+            f"{format_count(st.servers_for_bandwidth)} servers",
+            f"          provides {st.capacity_bytes / 1e15:,.3g} PB, write {format_bandwidth(st.write_Bps)} (a "
+            f"checkpoint in {format_time(st.checkpoint_write_s)}), read {format_bandwidth(st.read_Bps)}; "
+            f"{_mw(st.power_W)}, {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (beside the floor plan's "
+            f"area), {_usd(st.capex_usd)}"]
+
+
 def render(r: PlanResult) -> str:
     p, c, k, rel, n, fl, o = r.power, r.capex, r.compute, r.reliability, r.network, r.floor, r.ownership
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
@@ -280,6 +299,8 @@ def render(r: PlanResult) -> str:
                f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)")
     out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
         f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
+    if r.storage is not None:
+        out += _storage_lines(r.storage, mark)
     if r.spares:
         out.append("spares    " + ", ".join(f"{x.item} {format_count(x.spares)}" for x in r.spares)
                    + f" ({_usd(sum(x.price_usd for x in r.spares))}, not in capex): each pool lasts a restock lead "
@@ -339,6 +360,13 @@ _ROWS = [
     ("capex", "capex_usd", _usd),
     ("capex per GPU", "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
     ("storage and front-end capex", "storage_and_frontend_capex_usd", _usd),
+    ("storage servers", "storage_servers", lambda v: format_count(v)),
+    ("storage capacity", "storage_capacity_bytes", lambda v: f"{v / 1e15:,.3g} PB"),
+    ("storage write", "storage_write_Bps", format_bandwidth),
+    ("checkpoint write (goodput model)", "checkpoint_write_s", format_time),
+    ("storage power", "storage_power_W", _mw),
+    ("storage racks", "storage_racks", lambda v: format_count(v)),
+    ("storage floor", "storage_floor_m2", lambda v: f"{v:,.0f} m2"),
     ("TCO", "tco_usd", _usd),
     ("cost per GPU-hour", "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}"),
     ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),

@@ -5,7 +5,7 @@ end.
 
     servers    = servers x server price
     network    = switches + transceivers + cables (the bill of materials)
-    storage    = ceil(GPUs x storage servers per GPU) x storage server price   (Llama 3's 7,500 per 24,576 GPUs)
+    storage    = storage servers x storage server price   (the count from :mod:`topo.plan.storage`)
     front-end  = servers x front-end network per server
     cooling    = IT power x the hall cooling's capex per W (rear-door, direct liquid; air is in the facility)
     facility   = capex_usd_per_W x (IT power if capex_basis = "it", the default: Cushman & Wakefield's $ per MW of
@@ -14,7 +14,6 @@ end.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 from .bom import BillOfMaterials
@@ -58,13 +57,13 @@ class Capex:
 
 def capex_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bom: BillOfMaterials, *,
                  it_power_W: float, facility_power_W: float, facility_usd_per_W: float, facility_basis: str,
-                 storage_servers_per_gpu: float, storage_server_price_usd: float, frontend_usd_per_server: float,
+                 storage_servers: int, storage_server_price_usd: float, frontend_usd_per_server: float,
                  cooling_usd_per_W: float) -> Capex:
     """Add up the capital cost (see the module doc for each line).
 
     >>> from topo.plan.bom import BillOfMaterials
     >>> c = capex_breakdown(8, 1, 100.0, BillOfMaterials([], [], [], {}), it_power_W=10.0, facility_power_W=12.0,
-    ...                  facility_usd_per_W=1.0, facility_basis="it", storage_servers_per_gpu=0.25,
+    ...                  facility_usd_per_W=1.0, facility_basis="it", storage_servers=2,
     ...                  storage_server_price_usd=10.0, frontend_usd_per_server=5.0, cooling_usd_per_W=0.5)
     >>> c.capex_usd, c.storage_servers
     (140.0, 2)
@@ -74,7 +73,7 @@ def capex_breakdown(num_gpus: int, num_servers: int, server_price_usd: float, bo
     optics = sum(t.count * t.price_usd_each for t in bom.transceivers)
     cables = sum(c.price_usd for c in bom.cables)
     network = switches + optics + cables
-    n_storage = math.ceil(num_gpus * storage_servers_per_gpu - 1e-9)
+    n_storage = storage_servers
     storage = n_storage * storage_server_price_usd
     frontend = num_servers * frontend_usd_per_server
     cooling = it_power_W * cooling_usd_per_W

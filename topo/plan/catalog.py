@@ -213,7 +213,6 @@ class Economics(_Strict):
     opex_usd_per_MW_year: Price
     grid_kg_co2_per_kWh: _bounded(ge=0.0, le=2.0, why_le=" (coal, the most carbon-intensive source, is about 1)")
     storage_servers_per_gpu: NonNeg
-    storage_bytes_per_server: Positive
     storage_server_price_usd: Price
     frontend_usd_per_server: Price
 
@@ -228,6 +227,30 @@ class Checkpoint(_Strict):
     reload_Bps: Positive
     repair_s: NonNeg
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
+
+
+class StorageServer(_Strict):
+    """One storage server: its capacity, bandwidth, power and servers per rack (storage.toml [server])."""
+
+    capacity_bytes: _bounded(ge=1e11, le=1e16, why_ge=" (bytes: a server of at least 100 GB; a value in TB?)",
+                             why_le=" (bytes: at most 10 PB in one server; a value in bits or kB?)")
+    write_Bps: _bounded(ge=1e6, le=2e11, why_ge=" (bytes/s: at least 1 MB/s; a value in MB/s?)",
+                        why_le=" (bytes/s: the fastest all-flash appliances write tens of GB/s; a slip of 1000x?)")
+    read_Bps: _bounded(ge=1e6, le=2e11, why_ge=" (bytes/s: at least 1 MB/s; a value in MB/s?)",
+                       why_le=" (bytes/s: the fastest all-flash appliances read about 100 GB/s; a slip of 1000x?)")
+    power_W: _bounded(ge=10.0, le=1e4, why_ge=" (W: a server of at least 10 W; a value in kW?)",
+                      why_le=" (W: a storage server of at most 10 kW; a value in mW?)")
+    servers_per_rack: Count
+
+
+class Storage(_Strict):
+    """Storage sized from checkpoints and the dataset (topo.plan.storage)."""
+
+    sizing: Literal["per_gpu", "needs"] = "per_gpu"
+    checkpoints_kept: Count
+    bytes_per_token: _bounded(ge=None, gt=0.0, le=1e3, why_le=" (bytes per token: a value in bits?)")
+    write_budget_s: _bounded(ge=None, gt=0.0, le=86_400.0, why_le=" (seconds: a value in ms?)")
+    server: StorageServer
 
 
 class Spares(_Strict):
@@ -300,6 +323,7 @@ class Catalog(_Strict):
     economics: Economics
     reliability: Reliability
     workload: Workload
+    storage: Storage
     price_ranges: PriceRanges
     server_model: str | None = None  # the plan's choice among servers (default: the first holding the GPU)
     versions: dict[str, str] = {}
@@ -409,7 +433,7 @@ class Catalog(_Strict):
 
 
 KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "floor", "cooling", "economics",
-         "reliability", "workload", "price_ranges")
+         "reliability", "workload", "storage", "price_ranges")
 ITEM_KINDS = ("gpus", "servers", "switches", "transceivers", "cables")  # tables of named parts
 _ITEM_NAMES = {"gpus": "GPU", "servers": "server", "switches": "switch", "transceivers": "transceiver",
                "cables": "cable"}

@@ -465,11 +465,17 @@ def _hall_size(block_row, block_x, pod_blocks, pods: int, rpr: int, w: float, pi
     return length * w, rows * pitch / fraction
 
 
+def rack_position_area_m2(w: float, pitch: float, fraction: float) -> float:
+    """Floor per rack position, aisles and the rest of the hall included: rack width x row pitch / the share of
+    floor under rows (``rack_area_fraction``)."""
+    return w * pitch / fraction
+
+
 def _room_area(racks: int, rpr: int, w: float, pitch: float, fraction: float) -> float:
     """A network room's floor: its racks in rows of up to ``rpr``, at the halls' share of floor under rows."""
     if not racks:
         return 0.0
-    return math.ceil(racks / rpr) * min(racks, rpr) * w * pitch / fraction
+    return math.ceil(racks / rpr) * min(racks, rpr) * rack_position_area_m2(w, pitch, fraction)
 
 
 def island_tier(fabric: Fabric) -> int | None:

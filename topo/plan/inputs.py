@@ -1,6 +1,6 @@
 """The sourced inputs a plan used beyond the GPUs, switches and optics, with their sources and status: the floor, the
 cooling chosen, the server's NIC optics, the facility's capex basis, the economics (TCO, CO2, storage,
-front-end) and the checkpoint and reliability inputs. ``topo plan --json`` carries them under ``inputs``, the
+front-end), the checkpoint and reliability inputs and the storage's. ``topo plan --json`` carries them under ``inputs``, the
 report shows them in its plan section."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _rows(prefix: str, obj) -> list[dict]:
 
 def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: str) -> list[dict]:
     """Rows of ``{key, value, source, status}`` for the floor, cooling, NIC optics, facility basis, economics,
-    checkpoint and reliability values a plan used."""
+    checkpoint, reliability and storage values a plan used."""
     server = catalog.servers[server_model]
     rows = [{"key": f"servers.{server_model}.nic_module_ports", "value": server.nic_module_ports.value,
              "source": server.nic_module_ports.source, "status": server.nic_module_ports.status}]
@@ -33,6 +33,7 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
     rows += [r for r in _rows("facility", catalog.facility) if r["key"].startswith("facility.capex")]
     rows += _rows("economics", catalog.economics)
     rows += _rows("reliability.checkpoint", catalog.reliability.checkpoint)
+    rows += _rows("storage", catalog.storage) + _rows("storage.server", catalog.storage.server)
     rows.append({"key": "reliability.optics", "value": catalog.reliability.optics,
                  "source": "topo/data/catalog/reliability.toml: 'table' keeps Llama 3's observed network row; "
                            "'parts' replaces it by the NIC-side modules at their MTTF", "status": "assumption"})

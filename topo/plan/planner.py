@@ -25,7 +25,8 @@ from .capex import capex_breakdown
 from .electrical import electrical
 from .spares import spare_pool
 from .inputs import inputs_used, used_assumptions
-from .floor import SwitchRacking, floor_plan
+from .floor import SwitchRacking, floor_plan, rack_position_area_m2
+from .storage import StoragePlan, StorageServerSpec, size_storage
 from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
@@ -190,19 +191,6 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         bom = replace(bom, switches=bom.switches + [SwitchLine(RACK_TIER, rsw.model, n, n,
                                                                rsw.power_W.value, rsw.price_usd.value)])
     wl, rel = cat.workload, cat.reliability
-    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling)
-    ends = {"expected": cost_lines(capex, pw, tco)}
-    for end in ("low", "high"):  # every price at its low (high) end together: the same counts at other prices
-        c_end = cat.at(end)
-        s_end = c_end.servers[server_name]
-        b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
-        p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling)
-        ends[end] = cost_lines(capex_end, p_end, tco_end)
-    used = _priced_keys(bom, server_name, server, floor.cooling)
-    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, used,
-                                 ends["expected"]["cost_per_gpu_hour_usd"])
-    costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
-                      prices=[row for row in cat.prices() if row["key"] in used])
     ref = wl.reference
     ref_gpu = cat.gpu(ref.gpu)
     try:
@@ -218,9 +206,26 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         params = math.sqrt(comp.flop / (6 * wl.tokens_per_param.value))
         params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
                          f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
+    try:
+        store = _storage(cat, params, comp.flop, L.num_gpus)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
+    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store.servers)
+    ends = {"expected": cost_lines(capex, pw, tco)}
+    for end in ("low", "high"):  # every price at its low (high) end together: the same counts at other prices
+        c_end = cat.at(end)
+        s_end = c_end.servers[server_name]
+        b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
+        p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling, store.servers)
+        ends[end] = cost_lines(capex_end, p_end, tco_end)
+    used = _priced_keys(bom, server_name, server, floor.cooling)
+    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, store.servers, used,
+                                 ends["expected"]["cost_per_gpu_hour_usd"])
+    costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
+                      prices=[row for row in cat.prices() if row["key"] in used])
     ck = rel.checkpoint
     try:
-        relia = _reliability(L, rel, ck, bom, params, params_source, comp.flop)
+        relia = _reliability(L, rel, ck, bom, params, params_source, comp.flop, store)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     inv = inventory(fabric)
@@ -236,6 +241,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
                      f"the cluster's HBM ({hbm / 1e12:,.1f} TB): it cannot train here; give plan.workload.params or "
                      "--model")
+    if store.power_W > pw.storage_frontend_W:
+        notes.append(f"the storage servers draw {store.power_W / 1e6:,.2f} MW ({store.servers:,} x "
+                     f"{cat.storage.server.power_W.value:,.0f} W), more than the power's storage and front-end share "
+                     f"({pw.storage_frontend_W / 1e6:,.2f} MW, facility.storage_frontend_fraction of server power), "
+                     "which the power and energy figures still use")
     if fitted:
         notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
                      f"{int(cat.floor.servers_per_rack.value)} exceed its {cat.floor.rack_power_W.value:,.0f} W "
@@ -263,7 +273,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
                       ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
-    return PlanResult(name=s.name, source=s._origin, electrical=elec, spares=pools, price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus,
+    return PlanResult(name=s.name, source=s._origin, storage=store, electrical=elec, spares=pools, price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus,
                       num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs,
@@ -273,8 +283,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       catalog_versions=dict(cat.versions), notes=notes)
 
 
-def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float):
-    """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`)."""
+def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan):
+    """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`):
+    with storage sized from its needs, the checkpoint is written and read back at its servers' aggregate rates."""
+    needs = store.sizing == "needs"
     return reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
@@ -282,12 +294,35 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"],
         job_modules=[(x.on_gpu_links, x.mttf_years) for x in bom.transceivers if x.on_gpu_links],
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
-        write_Bps=ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        write_Bps=store.write_Bps if needs else ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=ck.reload_Bps.value)
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps if needs else ck.reload_Bps.value)
 
 
-def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, used: set[str],
+def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> StoragePlan:
+    """The plan's storage (:mod:`topo.plan.storage`) from the catalog's storage table and checkpoint size."""
+    st, fl = cat.storage, cat.floor
+    sv = st.server
+    rack_W = sv.servers_per_rack.value * sv.power_W.value
+    if rack_W > fl.rack_power_W.value:
+        raise TopoError(f"{sv.servers_per_rack.value:g} storage servers of {sv.power_W.value:,.0f} W draw "
+                        f"{rack_W:,.0f} W, more than a {fl.rack_power_W.value:,.0f} W rack (plan.floor.rack_power_W); "
+                        "allowed: servers per rack x power each <= the rack's power",
+                        key="plan.storage.server.servers_per_rack")
+    server = StorageServerSpec(capacity_bytes=sv.capacity_bytes.value, write_Bps=sv.write_Bps.value,
+                               read_Bps=sv.read_Bps.value, power_W=sv.power_W.value,
+                               servers_per_rack=int(sv.servers_per_rack.value),
+                               price_usd=cat.economics.storage_server_price_usd.value)
+    return size_storage(params=params, bytes_per_param=cat.reliability.checkpoint.bytes_per_param.value, flop=flop,
+                        bytes_per_token=st.bytes_per_token.value, checkpoints_kept=int(st.checkpoints_kept.value),
+                        write_budget_s=st.write_budget_s.value, server=server,
+                        area_per_rack_m2=rack_position_area_m2(fl.rack_width_m.value, fl.row_pitch_m.value,
+                                                               fl.rack_area_fraction.value),
+                        sizing=st.sizing, num_gpus=num_gpus,
+                        servers_per_gpu=cat.economics.storage_servers_per_gpu.value)
+
+
+def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, n_storage: int, used: set[str],
                        expected: float) -> list[dict]:
     """Cost per GPU-hour with each price alone at its low and its high end (the rest expected): a tornado's bars,
     widest first. A price without a range (a quote) gives no bar."""
@@ -300,7 +335,7 @@ def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str
             c_end = cat.at(end, keys={row["key"]})
             s_end = c_end.servers[server_name]
             b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
-            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling)[2].cost_per_gpu_hour_usd
+            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling, n_storage)[2].cost_per_gpu_hour_usd
         rows.append(out)
     return sorted(rows, key=lambda r: -(r["high"] - r["low"]))
 
@@ -322,7 +357,7 @@ def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, s
     return pools
 
 
-def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
+def _money(cat: Catalog, server, bom, gpu, L, cooling: str, n_storage: int):
     """Power (for its energy cost), capex and the cost of ownership at ``cat``'s prices."""
     fac, eco = cat.facility, cat.economics
     pw = power_breakdown(
@@ -335,7 +370,7 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str):
         load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
                             facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
-                            facility_basis=fac.capex_basis, storage_servers_per_gpu=eco.storage_servers_per_gpu.value,
+                            facility_basis=fac.capex_basis, storage_servers=n_storage,
                             storage_server_price_usd=eco.storage_server_price_usd.value,
                             frontend_usd_per_server=eco.frontend_usd_per_server.value,
                             cooling_usd_per_W=getattr(cat.cooling, cooling).capex_usd_per_W.value)

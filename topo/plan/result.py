@@ -14,6 +14,7 @@ from .floor import FloorPlan
 from .network import NetworkFigures
 from .power import PowerBreakdown
 from .reliability import Reliability
+from .storage import StoragePlan
 from .tco import OwnershipCost
 
 __all__ = ["PlanResult", "DesignComparison", "RANGED"]
@@ -51,6 +52,7 @@ class PlanResult:
     electrical: Electrical | None = None  # UPS and generators (topo.plan.electrical)
     spares: list = field(default_factory=list)  # SparePool per module type and servers (topo.plan.spares)
     price_sensitivity: list = field(default_factory=list)  # cost per GPU-hour, each price alone at its ends
+    storage: StoragePlan | None = None  # storage servers sized from checkpoints and the dataset (topo.plan.storage)
 
     @property
     def nic_modules(self) -> int:
@@ -96,6 +98,10 @@ class PlanResult:
             "generator_capacity_W": self.electrical.generator_capacity_W if self.electrical else None,
             "spares_usd": sum(x.price_usd for x in self.spares),
             "effective_flop": r.effective_flop,
+            **({"storage_servers": self.storage.servers, "storage_capacity_bytes": self.storage.capacity_bytes,
+                "storage_write_Bps": self.storage.write_Bps, "storage_power_W": self.storage.power_W,
+                "storage_racks": self.storage.racks, "storage_floor_m2": self.storage.floor_m2,
+                "checkpoint_write_s": r.checkpoint_write_s} if self.storage else {}),
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
 
@@ -117,6 +123,7 @@ class PlanResult:
             "reliability": self.reliability.to_dict(),
             "electrical": self.electrical.to_dict() if self.electrical else None,
             "spares": [x.to_dict() for x in self.spares],
+            "storage": self.storage.to_dict() if self.storage else None,
             "price_sensitivity": list(self.price_sensitivity), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,

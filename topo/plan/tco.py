@@ -64,7 +64,7 @@ def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years:
     >>> from topo.plan.power import power_breakdown
     >>> p = power_breakdown(1, 1000.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.1)   # 1 kW all year: 8,760 kWh, $876
     >>> c = capex_breakdown(1, 1, 8760.0, BillOfMaterials([], [], [], {}), it_power_W=1000.0, facility_power_W=1000.0,
-    ...                  facility_usd_per_W=0.0, facility_basis="it", storage_servers_per_gpu=0.0,
+    ...                  facility_usd_per_W=0.0, facility_basis="it", storage_servers=0,
     ...                  storage_server_price_usd=0.0, frontend_usd_per_server=0.0, cooling_usd_per_W=0.0)
     >>> t = ownership_cost(1, c, p, years=1, server_life_years=2, network_life_years=2, facility_life_years=20,
     ...                    maintenance_fraction_per_year=0.0, opex_usd_per_MW_year=0.0, grid_kg_co2_per_kWh=0.5)

@@ -175,6 +175,10 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("capex", lambda r: f"{_span(r, 'capex_usd', _musd)} (facility per W of "
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
         ("storage and front-end capex", lambda r: f"${(r.capex.storage_usd + r.capex.frontend_usd) / 1e6:,.0f}M"),
+        ("storage (sized)", lambda r: "-" if r.storage is None else (
+            f"{format_count(r.storage.servers)} servers ({r.storage.sizing}, limit: {r.storage.limit}), "
+            f"{r.storage.write_Bps / 1e9:,.1f} GB/s write, {format_count(r.storage.racks)} racks, "
+            f"{r.storage.power_W / 1e6:,.2f} MW")),
         ("energy cost per year", lambda r: _span(r, "energy_cost_per_year_usd", _musd)),
         ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"),
         ("cost per GPU-hour", lambda r: _span(r, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")),

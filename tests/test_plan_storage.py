@@ -1,0 +1,142 @@
+"""Storage sized from checkpoints and the dataset (topo/plan/storage.py, topo/data/catalog/storage.toml; issue 32):
+capacity, servers, bandwidth, write time, power, racks, floor and capex by hand, and the goodput model reading the
+storage's bandwidth."""
+
+import json
+import math
+
+import pytest
+
+from conftest import run_cli
+from topo.cli.plan import render, render_comparison
+from topo.plan import compare_designs, plan
+from topo.plan.storage import StorageServerSpec, size_storage
+
+# Llama 3 (arXiv 2407.21783 sec. 3.3.1; planner.md line 64): 240 PB on 7,500 servers, 2 TB/s sustained, 7 TB/s peak
+LLAMA3 = StorageServerSpec(capacity_bytes=240e15 / 7500, write_Bps=2e12 / 7500, read_Bps=7e12 / 7500, power_W=600.0,
+                           servers_per_rack=16, price_usd=25_000.0)
+NEEDS = [("t", {"storage": {"sizing": "needs"}})]
+
+
+def test_llama3_server_figures_in_the_catalog(reference):
+    assert "240 PB on 7,500 servers, 2 TB/s sustained, 7 TB/s peak" in (reference / "planner.md").read_text()
+    sv = plan("dgx-h100-superpod", collectives=False)
+    from topo.plan.catalog import load_catalog
+    s = load_catalog().storage.server
+    assert s.capacity_bytes.value == 240e15 / 7500 == 32e12
+    assert s.write_Bps.value == pytest.approx(2e12 / 7500, rel=1e-3)
+    assert s.read_Bps.value == pytest.approx(7e12 / 7500, rel=1e-3)
+    assert sv.storage is not None
+
+
+def test_capacity_bound_closed_form():
+    # Llama 3 405B (arXiv 2407.21783): 405e9 x 14 B = 5.67 TB a checkpoint, 10 kept; 15e12 tokens (6 N D FLOP) x 4 B
+    # = 60 TB; written within a day: 65.6 MB/s, one server's worth; 116.7 TB needs ceil(116.7 / 32) = 4 servers
+    p = size_storage(params=405e9, bytes_per_param=14, flop=6 * 405e9 * 15e12, bytes_per_token=4, checkpoints_kept=10,
+                     write_budget_s=86_400, server=LLAMA3, area_per_rack_m2=2.5)
+    assert p.dataset_tokens == pytest.approx(15e12) and p.dataset_bytes == pytest.approx(60e12)
+    assert p.capacity_needed_bytes == pytest.approx(10 * 5.67e12 + 60e12)
+    assert p.servers_for_capacity == math.ceil(116.7e12 / 32e12) == 4
+    assert p.servers_for_bandwidth == 1
+    assert p.servers == 4 and p.limit == "capacity"
+    assert p.write_Bps == pytest.approx(4 * 2e12 / 7500)
+    assert p.checkpoint_write_s == pytest.approx(5.67e12 / (4 * 2e12 / 7500))
+    assert p.racks == 1 and p.floor_m2 == pytest.approx(2.5)
+    assert p.power_W == 4 * 600 and p.capex_usd == 4 * 25_000
+
+
+def test_bandwidth_bound_closed_form():
+    # 1T parameters x 14 B = 14 TB in 30 s = 466.7 GB/s -> 1,750 Llama 3 servers of 266.7 MB/s
+    p = size_storage(params=1e12, bytes_per_param=14, flop=6 * 1e12 * 20e12, bytes_per_token=4, checkpoints_kept=5,
+                     write_budget_s=30, server=LLAMA3, area_per_rack_m2=2.5)
+    assert p.write_needed_Bps == pytest.approx(14e12 / 30)
+    assert p.servers == p.servers_for_bandwidth == 14e12 * 7500 / (30 * 2e12) == 1750
+    assert p.limit == "bandwidth" and p.checkpoint_write_s == pytest.approx(30)
+    assert p.checkpoint_read_s == pytest.approx(14e12 / (1750 * 7e12 / 7500))
+
+
+def test_superpod_writes_at_its_own_storage_rate_not_llama3s():
+    # issue 32: a 1,024-GPU SuperPOD given Llama 3's 7,500 per 24,576 GPUs has ceil(1,024 x 0.3052) = 313 storage
+    # servers, which write at 313 x 266.7 MB/s = 83.5 GB/s, not Llama 3's 2 TB/s
+    r = plan("dgx-h100-superpod", collectives=False)
+    assert r.storage.sizing == "per_gpu" and r.storage.servers == math.ceil(1024 * 0.3052) == 313
+    assert r.storage.write_Bps == pytest.approx(313 * 266.7e6) and round(r.storage.write_Bps / 1e9, 1) == 83.5
+    n = plan("dgx-h100-superpod", layers=NEEDS, collectives=False)
+    st, rel = n.storage, n.reliability
+    ck = rel.checkpoint_bytes
+    assert st.checkpoint_bytes == ck == pytest.approx(rel.params * 14)
+    assert st.servers == math.ceil(ck / 30 / 266.7e6 - 1e-9)
+    # the goodput model writes and reloads the checkpoint at these servers' aggregate rates
+    assert rel.checkpoint_write_s == pytest.approx(ck / (st.servers * 266.7e6))
+    assert rel.reload_s == pytest.approx(ck / (st.servers * 933.3e6))
+    assert n.capex.storage_servers == st.servers and n.capex.storage_usd == st.servers * 25_000
+    assert st.racks == math.ceil(st.servers / 16)
+    assert st.floor_m2 == pytest.approx(st.racks * 0.6 * 2.4 / 0.55)  # floor.toml's rack position
+    assert st.power_W == st.servers * 600
+
+
+def test_default_keeps_llama3_count_and_write_rate():
+    # sizing = "per_gpu" (the default) keeps the figures the README reproduces: 30,628 servers, Llama 3's 2 TB/s
+    r = plan(collectives=False)
+    assert r.capex.storage_servers == r.storage.servers == 30_628
+    assert r.reliability.checkpoint_write_s == pytest.approx(r.reliability.checkpoint_bytes / 2e12)
+
+
+def test_storage_in_json_text_and_side_by_side():
+    r = plan("dgx-h100-superpod", layers=NEEDS, collectives=False)
+    d = r.to_dict()["storage"]
+    for k in ("servers", "capacity_needed_bytes", "write_needed_Bps", "write_Bps", "checkpoint_write_s", "power_W",
+              "racks", "floor_m2", "capex_usd", "limit"):
+        assert k in d
+    assert d["limit"] == "bandwidth"
+    text = render(r)
+    assert f"storage   {r.storage.servers:,} servers, from its needs" in text
+    side = render_comparison(compare_designs(["dgx-h100-superpod", "dgx-h100-superpod"], layers=NEEDS,
+                                             collectives=False).plans)
+    for label in ("storage servers", "storage write", "checkpoint write (goodput model)", "storage racks",
+                  "storage floor", "storage power"):
+        assert label in side
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("write_Bps", "266.7e9", "plan.storage.server.write_Bps: must be <= 2e+11"),
+    ("read_Bps", "933.3", "plan.storage.server.read_Bps: must be >= 1e+06"),
+    ("capacity_bytes", "32", "plan.storage.server.capacity_bytes: must be >= 1e+11"),
+    ("power_W", "0.6", "plan.storage.server.power_W: must be >= 10"),
+])
+def test_unit_slip_is_one_clear_line(key, value, fragment):
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", f"plan.storage.server.{key}={value}")
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+
+
+def test_json_cli_carries_storage():
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.storage.sizing=needs", "--json",
+                check=True)
+    doc = json.loads(p.stdout)
+    assert doc["storage"]["sizing"] == "needs" and doc["storage"]["servers"] >= 1
+
+
+def test_readme_figures_at_100k_sized_from_needs():
+    # README: 3,915 servers (31.3 TB in 30 s at 266.7 MB/s each), 11 for 0.34 PB, $97.9M of storage at 100k
+    r = plan(layers=NEEDS, collectives=False)
+    st = r.storage
+    assert round(st.checkpoint_bytes / 1e12, 1) == 31.3
+    assert st.servers == math.ceil(st.checkpoint_bytes / 30 / 266.7e6 - 1e-9) == 3_915
+    assert st.servers_for_capacity == math.ceil(st.capacity_needed_bytes / 32e12) == 11
+    assert round(r.capex.storage_usd / 1e6, 1) == 97.9
+
+
+def test_a_storage_rack_over_the_rack_power_is_one_line():
+    # 16 x 5,000 W = 80 kW in a 45 kW rack (floor.toml rack_power_W)
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.storage.server.power_W=5000")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "plan.storage.server.servers_per_rack: 16 storage servers of 5,000 W draw 80,000 W, more than a 45,000 W" \
+        in p.stderr
+
+
+def test_report_summary_has_the_storage_row():
+    from topo.report.plan_figures import summary_table_html
+    r = plan("dgx-h100-superpod", collectives=False)
+    assert "313 servers (per_gpu, limit: per_gpu), 83.5 GB/s write, 20 racks, 0.19 MW" in summary_table_html([r])
