@@ -76,3 +76,19 @@ def test_a_layout_flag_that_is_not_a_boolean_says_true_or_false():
     err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
                     "tp=8,dp=128,global_batch=256,moe_grouped_gemm=maybe")
     assert err == "error: --layout: moe_grouped_gemm: must be true or false, got 'maybe'\n"
+
+
+def test_train_across_sites_refuses_a_dp_it_would_have_rounded_down():
+    # tp 8 x pp 5 = 40 into 3,072 GPUs: the region path took dp = 76 and ran 3,040 GPUs without a word
+    err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "5",
+                    "--global-batch", "2280")
+    assert err.startswith("error: --dp: not given, and tp x cp x pp = 40 does not divide the 3,072 GPUs")
+    err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "3",
+                    "--global-batch", "256")  # the single-fabric rule, the same line (was keyed 'dp', no flag)
+    assert err.startswith("error: --dp: not given, and tp x cp x pp = 24 does not divide the 1,024 GPUs")
+
+
+def test_train_across_sites_names_the_flag_of_a_layout_it_cannot_split():
+    err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "1",
+                    "--global-batch", "2304", "--across", "pp")
+    assert err == "error: --pp: pipeline stages across 2 sites need pp a multiple of 2, got 1\n"
