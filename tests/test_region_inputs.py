@@ -92,3 +92,25 @@ def test_train_across_sites_names_the_flag_of_a_layout_it_cannot_split():
     err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "1",
                     "--global-batch", "2304", "--across", "pp")
     assert err == "error: --pp: pipeline stages across 2 sites need pp a multiple of 2, got 1\n"
+
+
+@pytest.mark.parametrize("compute", ["plan", "describe"])
+def test_a_region_study_that_computes_what_a_region_does_not_is_one_line_before_it_runs(compute):
+    # was: an error row at every point, exit 1, after running them
+    from topo.errors import TopoError
+    from topo.sweep import study_from_dict
+
+    with pytest.raises(TopoError) as exc:
+        study_from_dict({"spec": "two-site-h100", "compute": ["estimate", compute],
+                         "axes": {"interconnect.waves": [4, 16], "size": "1GiB"}})
+    assert exc.value.key == "compute"
+    assert f"{compute} is not computed over a region (two-site-h100)" in exc.value.message
+
+
+def test_a_study_whose_spec_is_not_toml_is_one_line(tmp_path):
+    # was: "internal error (TOMLDecodeError ...)", exit 1
+    (tmp_path / "bad.toml").write_text('name = "x"\n[[sites]\n')
+    (tmp_path / "s.toml").write_text('spec = "bad.toml"\ncompute = ["estimate"]\n[axes]\nsize = "1GiB"\n')
+    proc = run_cli("sweep", "s.toml", "--scheduler", "serial", "-o", "s.parquet", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr
+    assert proc.stderr.startswith("error: s.toml: spec: bad.toml: invalid TOML in spec 'bad.toml': Expected")
