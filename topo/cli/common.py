@@ -11,7 +11,7 @@ from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
-           "spec_from_args", "technology_note"]
+           "spec_from_args", "technology_note", "data_parallel"]
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
     if many:
@@ -101,3 +101,12 @@ def technology_note(fabric) -> str | None:
     hint = f"; {faster[0][1]} runs {faster[0][0]:g} Gb/s ports (fabric.technology)" if faster else ""
     return (f"note: the NICs run {nic_Gbps:g} Gb/s but {tech} ports run at most {p.value:g} Gb/s: the network's "
             f"constants are {tech}'s{hint}")
+
+
+def data_parallel(known: int, gpus: int) -> int:
+    """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them."""
+    if gpus % known:
+        raise TopoError(f"not given, and tp x cp x pp = {known:,} does not divide the {gpus:,} GPUs; allowed: --dp N "
+                        f"(the job then takes tp x cp x pp x N of them) or tp, cp, pp whose product divides {gpus:,}",
+                        key="--dp")
+    return gpus // known

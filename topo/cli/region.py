@@ -62,7 +62,11 @@ def render_region(inv: RegionInventory) -> str:
     lines.append(f"cut between sites           {format_bandwidth(inv.min_cut_Bps)} per direction at the weakest split, "
                  f"{format_bandwidth(inv.bisection_cut_Bps)} across the most even split (a site's bisection: "
                  f"{format_bandwidth(min(s.bisection_bandwidth_Bps for s in inv.sites))} at the least)")
-    lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way across the DCI")
+    if inv.cut_apart:  # the longest working route no longer crosses between every pair of sites
+        lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way over the routes that "
+                     "still work (sites cut apart below)")
+    else:
+        lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way across the DCI")
     if inv.cut_apart:
         lines.append(f"cut apart                   no working DCI route joins {', '.join(inv.cut_apart)}")
     if inv.failures:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engine.region_estimate import RegionEstimate, estimate_region
 from ..errors import TopoError
-from ..units import count_noun, format_count, format_size, format_time, parse_size_bytes
+from ..units import count_noun, format_count, format_size, format_time
 from .output import emit, emit_json, table
 from .region import region_from_args
 
@@ -24,8 +24,7 @@ def run_estimate(args, sizes) -> int:
                         f"not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
     algorithm = (args.algorithm or "auto").strip().lower().replace("-", "_")
-    result = estimate_region(region, args.collective or "all_reduce", [parse_size_bytes(s) for s in sizes],
-                             algorithm)
+    result = estimate_region(region, args.collective or "all_reduce", sizes, algorithm)
     if args.json:
         emit_json(result.to_dict())
     else:

@@ -10,6 +10,7 @@ from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.parallel import make_layout
 from ..units import format_bandwidth, format_size, format_time
+from .common import data_parallel
 from .output import emit, emit_json, table
 from .region import region_from_args
 
@@ -30,8 +31,7 @@ def run_region_train(args, options: dict) -> int:
     model = load_model(args.model)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if sizes["dp"] is None:
-        known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
-        sizes["dp"] = region.num_gpus // known
+        sizes["dp"] = data_parallel((sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1), region.num_gpus)
     lay = make_layout(global_batch=args.global_batch, **sizes, **{k: v for k, v in options.items() if v is not None})
     across = args.across or ("outer" if args.outer_every else "dp")
     r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,

@@ -103,9 +103,12 @@ def run_region_report(args, out, output, start) -> int:
     """A region of several sites: the sites and the DCI with their loads under a 1 GiB all-reduce, as HTML."""
     from ..report import write_region_page
 
-    if args.format != "html" or args.plan or args.plan_file or args.train or args.layout:
-        raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan or "
-                        "--train yet)", key="--format" if args.format != "html" else "--plan")
+    given = [flag for flag, on in (("--format", args.format != "html"), ("--plan", args.plan),
+                                   ("--plan-file", args.plan_file), ("--train", args.train),
+                                   ("--layout", args.layout)) if on]
+    if given:
+        raise TopoError("a region's report is the HTML page of its sites and DCI (no --format png|svg, --plan, "
+                        "--plan-file, --train or --layout yet)", key=given[0])
     args.spec = args.specs[0]
     region = region_from_args(args)
     size = write_region_page(region, region_inventory(region), estimate_region(region, "all_reduce", [2 ** 30]), out,

@@ -12,7 +12,7 @@ from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_lay
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
-from .common import add_spec_arguments, fabric_from_args
+from .common import add_spec_arguments, data_parallel, fabric_from_args
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, table
@@ -137,7 +137,10 @@ def _layout_options(args) -> dict:
 def run(args) -> int:
     _check_numbers(args)
     if is_region_args(args):
-        return run_region_train(args, _layout_options(args))
+        try:
+            return run_region_train(args, _layout_options(args))
+        except TopoError as exc:
+            raise _as_flags(args, exc) from None
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
@@ -192,9 +195,7 @@ def run(args) -> int:
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
-        if gpus % known:
-            raise TopoError(f"tp x cp x pp = {known} does not divide the {gpus} GPUs", key="dp")
-        sizes["dp"] = gpus // known
+        sizes["dp"] = data_parallel(known, gpus)
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)

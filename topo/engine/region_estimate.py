@@ -18,7 +18,7 @@ from ..fabric.region import Region
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
                                       hierarchical, pipelined)
 from .collectives import busbw_factor, normalize_collective
-from .estimate import estimate
+from .estimate import _sizes, estimate
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase"]
 
@@ -122,8 +122,9 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     region : Region
     collective : str
         all_reduce, all_gather or reduce_scatter (nccl-tests names; hyphens accepted).
-    sizes : iterable of int
-        Sizes in bytes, as nccl-tests counts them.
+    sizes : int, str or iterable of them
+        Sizes in bytes, as nccl-tests counts them (``1073741824``, ``"1GiB"``, ``"16G"``), as :func:`estimate`
+        takes them.
     algorithm : str
         ``auto`` (the fastest) or one of hierarchical, hierarchical_pipelined, ring, tree.
 
@@ -134,7 +135,8 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     Raises
     ------
     TopoError
-        A collective or algorithm not modelled across sites (the key names which).
+        A collective or algorithm not modelled across sites, or a size that is not a positive number of bytes
+        (the key names which).
     """
     coll = normalize_collective(collective)
     if coll not in _COLLECTIVES:
@@ -142,7 +144,7 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     if algorithm != "auto" and algorithm not in CROSS_SITE_ALGORITHMS:
         raise TopoError(f"unknown algorithm across sites {algorithm!r}; allowed: auto, "
                         f"{', '.join(CROSS_SITE_ALGORITHMS)}", key="algorithm")
-    sizes = [int(s) for s in sizes]
+    sizes = _sizes(sizes)
     site = _SiteTimes(region, coll, sizes)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
                          spans=region.span_names())

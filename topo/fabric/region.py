@@ -211,6 +211,9 @@ class Region:
                             f"{self.span_names()[0]} or dci:0-1) or a site's parts (SITE:PART, e.g. "
                             f"{self.site_names[0]}:leaf0), got {text!r}", key="--fail")
         ends = _split_span(body[4:], names)
+        if ends is not None and ends[0] == ends[1]:
+            raise TopoError(f"{text!r} names site {names[ends[0]]} at both ends; a span joins two different sites: "
+                            f"{', '.join(self.span_names())}", key="--fail")
         if ends is None:
             raise TopoError(f"no such sites in {text!r}; sites: {', '.join(names)} (or 0 to {len(names) - 1})",
                             key="--fail")
@@ -223,14 +226,18 @@ class Region:
 
 
 def _split_span(body: str, names) -> tuple[int, int] | None:
-    """Two site indices from ``A-B`` (names may hold '-': every split point is tried)."""
+    """Two site indices from ``A-B`` (names may hold '-': every split point is tried; two different sites are
+    preferred, the same site twice is returned when nothing else reads)."""
+    same = None
     for i in [k for k, ch in enumerate(body) if ch == "-"]:
         x, y = body[:i], body[i + 1:]
         ends = [names.index(v) if v in names else int(v) if v.isdigit() and int(v) < len(names) else None
                 for v in (x, y)]
         if None not in ends and ends[0] != ends[1]:
             return ends[0], ends[1]
-    return None
+        if None not in ends:
+            same = (ends[0], ends[1])
+    return same
 
 
 def _routes(r: Region) -> tuple[np.ndarray, np.ndarray]:
@@ -268,7 +275,8 @@ def region_from_specs(region: RegionSpec, site_specs: list[Spec], source: str = 
         fabrics += [f] * entry.count
     _check_joinable(region, fabrics, source)
     ic = region.interconnect
-    attach = np.array([_attach_tier(f, ic.attach_tier, names[i], source) for i, f in enumerate(fabrics)])
+    attach = np.array([_attach_tier(f, ic.attach_tier, names[i], region.source_of("interconnect.attach_tier") or source)
+                       for i, f in enumerate(fabrics)])
     pairs = region.pairs()
     own = {frozenset((names.index(s.sites[0]), names.index(s.sites[1]))): s for s in ic.spans}
     cols = {k: [] for k in ("a", "b", "waves", "wave_rate_Bps", "distance_km")}

@@ -657,6 +657,9 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
                f"with low and high, got {err.get('input')!r}")
     elif err["type"] == "model_type" and err.get("ctx", {}).get("class_name") not in (None, "Value"):
         msg = f"must be a table ([plan.{dotted}] with its keys), got {err.get('input')!r}"
+    elif err["type"] in ("model_type", "dict_type") and isinstance(err.get("input"), str) and _unit_of(dotted):
+        msg = (f"must be a number in {_unit_of(dotted)} (the unit its name ends with; no unit written), or a table "
+               f"{{ value, source, status }}, got {err.get('input')!r}")
     elif err["type"] in ("model_type", "dict_type"):
         msg = f"must be a number or a table {{ value, source, status }}, got {err.get('input')!r}"
     elif err["type"] in ("float_type", "float_parsing", "finite_number"):
@@ -670,3 +673,17 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
         return TopoError(msg, source=origin, key=f"plan.{dotted}")
     kind = loc[0] if loc else ""
     return TopoError(msg, source=files.get(kind, "catalog"), key=format_loc(loc[1:]) or None)
+
+
+_KEY_UNITS = (("_kWh", "kWh"), ("_MW", "MW"), ("_W", "W"), ("_m2", "m2"), ("_km", "km"), ("_m", "m"),
+              ("_usd", "USD"), ("_s", "s"), ("_h", "hours"), ("_years", "years"))
+
+
+def _unit_of(key: str) -> str | None:
+    """The unit a catalog key's name ends with (``rack_power_W``: W), as the project names keys; None if none."""
+    last = key.rsplit(".", 1)[-1]
+    if "_per_" in last:  # capex_usd_per_W: USD per W
+        head, _, per = last.rpartition("_per_")
+        unit = _unit_of(head)
+        return f"{unit} per {per}" if unit else None
+    return next((unit for suffix, unit in _KEY_UNITS if last.endswith(suffix)), None)

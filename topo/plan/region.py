@@ -85,7 +85,8 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
             raise TopoError(f"site {region.site_names[k]} draws {r.power.facility_power_W / 1e6:.1f} MW (facility, "
                             f"PUE {r.power.pue:g}), over its limit of {e.power_limit_MW:g} MW; allowed: a limit of at "
                             f"least {r.power.facility_power_W / 1e6:.1f} MW, or fewer GPUs at that site",
-                            source=region.spec._origin or None, key=f"sites[{i}].power_limit_MW")
+                            source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
+                            key=f"sites[{i}].power_limit_MW")
         sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
                               capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,

@@ -89,8 +89,9 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     source = _display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     if "sites" in data:
-        raise TopoError("is a region of several sites ([[sites]]): describe and estimate take it; this command "
-                        "takes one fabric (name one of its sites' specs)", source=source)
+        raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report and sweep "
+                        "take it alone; export, compare, calibrate, a traffic mix or designs side by side need one "
+                        "fabric: name one of its sites' specs", source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec

@@ -60,6 +60,7 @@ def region_from_dict(data: dict, source: str = "<region>", overrides: typing.Seq
     except ValidationError as exc:
         raise _to_topo_error(exc, source, set_paths, root=RegionSpec) from None
     region._origin = source
+    region._set_paths = set_paths
     return region
 
 

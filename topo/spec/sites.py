@@ -140,6 +140,14 @@ class RegionSpec(_Strict):
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")
+    _set_paths: dict = PrivateAttr(default_factory=dict)
+
+    def source_of(self, key: str) -> str:
+        """Where ``key``'s value came from, as errors name it: the region file, with ``(--set KEY=VALUE)`` when an
+        override set it (or a table holding it)."""
+        origin = next((o for path, o in self._set_paths.items() if key == path or key.startswith(path + ".")
+                       or key.startswith(path + "[")), None)
+        return f"{self._origin} (--set {origin})" if origin else self._origin
 
     @model_validator(mode="after")
     def _joinable(self):

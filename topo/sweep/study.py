@@ -274,6 +274,11 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     if "train" in compute and "model" not in axes:
         bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
     specs = _read_specs(axes["spec"], folder, source)
+    regions = [ref for ref, (_, text) in specs.items() if is_region_data(tomllib.loads(text))]
+    fabric_only = [c for c in compute if c in ("plan", "describe")]
+    if regions and fabric_only:  # known before any point runs: one line, not an error row at every point
+        bad("compute", f"{fabric_only[0]} is not computed over a region ({regions[0]}); a sweep over a region "
+                       f"computes estimate and train (topo {fabric_only[0]} {regions[0]} gives its {fabric_only[0]})")
     _check_paths(axes, specs, source)
     check_values(axes, source, SEED)
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
@@ -334,6 +339,10 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
+        try:  # read here, once: the checks below parse it again, and a point must not meet it first
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise TopoError(f"invalid TOML in spec {ref!r}: {exc}", source=source, key=f"spec: {ref}") from None
         # as the study names it, never this machine's path: rows travel (a bundled spec by its name)
         bundled = (Path(path).resolve().parent == bundled_spec_dir().resolve()
                    and not (folder and (folder / ref).is_file()))

@@ -433,6 +433,8 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
         msg = f"must be {op} {next(iter(err.get('ctx', {}).values()), '?')}, got {value!r}"
     elif kind in ("int_type", "int_from_float", "int_parsing"):
         msg = f"must be a whole number, got {value!r}"
+    elif kind in ("bool_type", "bool_parsing"):
+        msg = f"must be true or false, got {value!r}"
     else:
         msg = err["msg"].removeprefix("Value error, ")
         if kind not in ("value_error",):

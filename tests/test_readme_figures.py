@@ -1,0 +1,68 @@
+"""Figures the README quotes in its prose are what the commands print (round 2's walk of the README on a fresh
+install found three that were not: the one-site plan's cost per GPU-hour, an uncertainty line no command printed,
+and a memory figure whose flags the README did not give).
+
+Each case: a command (given verbatim in the README's prose or an sh block, or a variant its prose describes: a batch of
+768, ``--vpp 1``, ``--json``), and pairs (as the README writes the figure, as the command prints it); both must hold,
+so a change of output fails here until the README follows.
+"""
+
+import re
+import shlex
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+README = (ROOT / "README.md").read_text()
+FLAT = re.sub(r"\s+", " ", README)  # prose wraps anywhere
+COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  # sh lines continued, prose's quotes
+
+CASES = [
+    ("topo plan two-site-h100 --no-collectives --one-site",
+     [("$1.760 per GPU-hour against the two sites' $1.745", "$1.760 per GPU-hour (the region: $1.745)"),
+      ("the DCI's share of the cost per GPU-hour (3.0% on `two-site-h100`)", "3.0% of the region's $1.745")]),
+    ("topo estimate two-site-h100 --size 1GiB --json",  # the README's line without --json prints the fastest
+     [("hierarchical 23.6 ms, tree 16.5 ms, flat ring 30.4 s", '"hierarchical": 0.0236'),
+      ("tree 16.5 ms", '"tree": 0.0165'), ("flat ring 30.4 s", '"ring": 30.4')]),
+    ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
+     [("gives 94.1% with `dp`", "        94.1%"), ("1.91 TB/s per direction keeps 95%", "1.907 TB/s")]),
+    ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",
+     [("with a batch of 768 it would be 85.2%", "        85.2%")]),
+    ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
+     [("(a step of 382.7 ms)", "step time   382.7 ms"),
+      ('"uncertainty 332.2 ms - 451.3 ms: on 38 published runs of dense bf16 models whose family the fit never saw, '
+       'half were within 7%', "uncertainty 332.2 ms - 451.3 ms: on 38 published runs of dense bf16 models whose "
+       "family the fit never saw, half were within 7%")]),
+    ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "
+     "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
+     [("needs 89.2 GB, 3.7 GB over the 85.5 GB an H100 holds", "total 89.2 GB of 85.5 GB: DOES NOT FIT by 3.7 GB")]),
+    ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 1 --seq 8192 "
+     "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
+     [("with plain 1F1B (`--vpp 1`) the same layout needs 71.1 GB", "total 71.1 GB of 85.5 GB: fits")]),
+    ("topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 4 --seq 8192 "
+     "--global-batch 2048 --dp-sharding fsdp_grad_op --tokens 15.6e12",
+     [("75.5 GB, it fits", "total 75.5 GB of 85.5 GB: fits")]),
+]
+
+
+GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
+         "topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
+         "topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
+         "topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "
+         "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
+         "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 4 --seq 8192 "
+         "--global-batch 2048 --dp-sharding fsdp_grad_op --tokens 15.6e12")
+
+
+def test_the_commands_behind_the_figures_are_in_the_readme():
+    for cmd in GIVEN:
+        assert cmd in COMMANDS, f"the README does not give: {cmd}"
+
+
+@pytest.mark.parametrize("cmd,pairs", CASES, ids=[c[0][5:60] for c in CASES])
+def test_a_figure_the_readme_quotes_is_what_its_command_prints(cmd, pairs):
+    out = run_cli(*shlex.split(cmd)[1:], check=True).stdout
+    for in_readme, in_output in pairs:
+        assert in_readme in FLAT, f"README no longer says {in_readme!r}"
+        assert in_output in out, f"{cmd}: prints no {in_output!r}; the README's {in_readme!r} is stale"

@@ -1,0 +1,116 @@
+"""Bad input to a region of several sites, as a new user types it: one `error:` line naming the key (and the --set
+that gave the value), exit 2, no traceback; and what describe says of a cut DCI is true (found walking the README
+on a fresh install, round 2)."""
+
+import pytest
+
+from conftest import run_cli
+
+
+def one_error(*argv):
+    proc = run_cli(*argv)
+    assert proc.returncode == 2, (argv, proc.returncode, proc.stderr)
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.parametrize("size,what", [("0", "positive number of bytes"), ("1XB", "expected a size such as")])
+def test_a_bad_size_across_sites_is_the_size_flags_error(size, what):
+    # was: "internal error (UnitError ...)", exit 1: the region path parsed sizes without the estimate's checks
+    err = one_error("estimate", "two-site-h100", "--size", size)
+    assert err.startswith("error: --size: ") and what in err and repr(size) in err
+
+
+def test_the_library_takes_sizes_across_sites_as_estimate_does():
+    from topo.engine.region_estimate import estimate_region
+    from topo.errors import TopoError
+    from topo.fabric.region import build_region
+
+    region = build_region("two-site-h100")
+    by_text = estimate_region(region, "all_reduce", "1GiB").rows[0]
+    assert by_text.size_bytes == 2 ** 30
+    assert by_text.time_s == estimate_region(region, "all_reduce", [2 ** 30]).rows[0].time_s
+    with pytest.raises(TopoError) as exc:
+        estimate_region(region, "all_reduce", ["0"])
+    assert exc.value.key == "sizes"
+
+
+@pytest.mark.parametrize("part", ["dci:0-0", "dci:east-east"])
+def test_a_span_from_a_site_to_itself_says_so(part):
+    # was: "no such sites in 'dci:0-0'", though both ends name a site that exists
+    err = one_error("describe", "two-site-h100", "--fail", part)
+    assert "--fail" in err and "names site east at both ends" in err and "dci:east-west" in err
+
+
+def test_a_cut_dci_is_not_called_the_farthest_route_across_it():
+    out = run_cli("describe", "two-site-h100", "--fail", "dci:east-west", check=True).stdout
+    farthest = next(line for line in out.splitlines() if line.startswith("farthest GPUs"))
+    # the 520 ns left is a route inside one site: it was printed as "one way across the DCI"
+    assert "across the DCI" not in farthest and "still work" in farthest
+    assert "cut apart" in out
+    whole = run_cli("describe", "two-site-h100", check=True).stdout
+    assert "4.951 ms one way across the DCI" in whole  # 1,000 km x 4.9 us/km + 50 us + each site's 260 ns up and down
+
+
+def test_a_region_where_one_fabric_is_needed_names_what_needs_it():
+    # estimate takes a region, but not with --traffic: the message said "describe and estimate take it"
+    err = one_error("estimate", "two-site-h100", "--traffic", "3d-parallel")
+    assert "a traffic mix" in err and "describe and estimate take it" not in err
+
+
+def test_a_region_report_names_the_flag_it_does_not_take():
+    err = one_error("report", "two-site-h100", "--train", "llama3-8b", "--layout", "tp=8,dp=384,global_batch=384")
+    assert err.startswith("error: --train: ")  # was keyed --plan, a flag not given
+
+
+def test_errors_found_with_the_built_sites_name_the_set_that_caused_them():
+    err = one_error("describe", "two-site-h100", "--set", "interconnect.attach_tier=core")
+    assert "(--set interconnect.attach_tier=core): interconnect.attach_tier: site east has no tier 'core'" in err
+    assert "allowed: leaf, spine" in err
+    err = one_error("plan", "two-site-h100", "--no-collectives", "--set", "sites[0].power_limit_MW=1")
+    assert "(--set sites[0].power_limit_MW=1): sites[0].power_limit_MW: site east draws 2.8 MW" in err
+
+
+def test_a_layout_flag_that_is_not_a_boolean_says_true_or_false():
+    err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
+                    "tp=8,dp=128,global_batch=256,moe_grouped_gemm=maybe")
+    assert err == "error: --layout: moe_grouped_gemm: must be true or false, got 'maybe'\n"
+
+
+def test_train_across_sites_refuses_a_dp_it_would_have_rounded_down():
+    # tp 8 x pp 5 = 40 into 3,072 GPUs: the region path took dp = 76 and ran 3,040 GPUs without a word
+    err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "5",
+                    "--global-batch", "2280")
+    assert err.startswith("error: --dp: not given, and tp x cp x pp = 40 does not divide the 3,072 GPUs")
+    err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "3",
+                    "--global-batch", "256")  # the single-fabric rule, the same line (was keyed 'dp', no flag)
+    assert err.startswith("error: --dp: not given, and tp x cp x pp = 24 does not divide the 1,024 GPUs")
+
+
+def test_train_across_sites_names_the_flag_of_a_layout_it_cannot_split():
+    err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "1",
+                    "--global-batch", "2304", "--across", "pp")
+    assert err == "error: --pp: pipeline stages across 2 sites need pp a multiple of 2, got 1\n"
+
+
+@pytest.mark.parametrize("compute", ["plan", "describe"])
+def test_a_region_study_that_computes_what_a_region_does_not_is_one_line_before_it_runs(compute):
+    # was: an error row at every point, exit 1, after running them
+    from topo.errors import TopoError
+    from topo.sweep import study_from_dict
+
+    with pytest.raises(TopoError) as exc:
+        study_from_dict({"spec": "two-site-h100", "compute": ["estimate", compute],
+                         "axes": {"interconnect.waves": [4, 16], "size": "1GiB"}})
+    assert exc.value.key == "compute"
+    assert f"{compute} is not computed over a region (two-site-h100)" in exc.value.message
+
+
+def test_a_study_whose_spec_is_not_toml_is_one_line(tmp_path):
+    # was: "internal error (TOMLDecodeError ...)", exit 1
+    (tmp_path / "bad.toml").write_text('name = "x"\n[[sites]\n')
+    (tmp_path / "s.toml").write_text('spec = "bad.toml"\ncompute = ["estimate"]\n[axes]\nsize = "1GiB"\n')
+    proc = run_cli("sweep", "s.toml", "--scheduler", "serial", "-o", "s.parquet", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr
+    assert proc.stderr.startswith("error: s.toml: spec: bad.toml: invalid TOML in spec 'bad.toml': Expected")
