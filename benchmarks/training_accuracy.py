@@ -145,7 +145,7 @@ def _setups():
         # but not modelled (see data/reference/README.md)
         kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
         if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
-            kw.update(etp=1, overlap_ep=row.get("moe_a2a_overlap") == "1",
+            kw.update(etp=int(row.get("etp") or 1), overlap_ep=row.get("moe_a2a_overlap") == "1",
                       ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                       moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")

@@ -69,13 +69,25 @@ def test_holdout_is_whole_families_of_its_releases():
     # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01, see
     # data/reference/README.md) are all held out: none of them is in the file the fit reads
     held = {r["model"] for r in _rows(HOLDOUT)}
-    assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b"}
-    releases = {r["software"] for r in _rows(HOLDOUT)}
+    assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b"}
+    # Grok-1 (issue 29's coarse-MoE class) is held out whole too: no fitted run has it
+    assert not any(r["model"] == "grok-1-314b" for r in _rows(PUBLISHED))
+    releases = {r["software"] for r in _rows(HOLDOUT) if r["model"] != "grok-1-314b"}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
         # Nemotron-H (hybrid Mamba-2 / attention, no experts) is held out whole: no fitted run has it
         assert r["model"] != "nemotron-h-56b", r["run_id"]
+
+
+def test_grok_1_matches_its_release():
+    # xai-org/grok-1@11b95e7a run.py: 6,144 wide, 64 layers, 48 query and 8 KV heads, 8 experts of 32,768
+    # (int(8 x 6,144) x 2 // 3), 2 per token, vocabulary 131,072, one shared embedding: 314B published
+    from topo.training.model import load_model
+    m = load_model("grok-1-314b")
+    assert (m.hidden, m.layers, m.heads, m.num_kv_heads, m.moe.experts, m.moe.active_experts) == (6144, 64, 48, 8, 8, 2)
+    assert m.moe.expert_ffn_hidden == int(8 * 6144) * 2 // 3 and m.count("E") == 64
+    assert m.total_params == pytest.approx(314e9, rel=0.01)
 
 
 def _fit_setups(monkeypatch, tmp_path=None, runs_file=None):
