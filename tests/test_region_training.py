@@ -103,3 +103,22 @@ def test_pipeline_across_sites_pays_the_crossing_at_fill_and_drain():
     assert pp.latency_s == pytest.approx(2 * (2 - 1) * 12 * hop)  # fill and drain, once per virtual stage (vp 12)
     assert max(x["end_s"] for x in r.timeline) == pytest.approx(pp.step_time_s)
     assert r.throughput_vs_one_site == pytest.approx(pp.throughput_vs_one_site)
+
+
+def test_sites_of_different_sizes_are_said():
+    """Each site runs the same share of a job across sites, timed on the smallest site's fabric: a region of unlike
+    sites says so in its assumptions (the new-user walk found it silent)."""
+    from topo.fabric.region import region_from_specs
+    from topo.spec.region_load import load_region
+    from topo.training.model import load_model
+    from topo.training.multisite import estimate_across_sites
+    from topo.training.parallel import make_layout
+
+    region = region_from_specs(*load_region("two-site-h100", ["sites[1].set=[\"cluster.num_units=2\"]"]))
+    r = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=16, global_batch=64,
+                                                                            seq_len=4096))
+    assert any("different sizes" in a and "smallest site's fabric" in a for a in r.assumptions)
+    same = region_from_specs(*load_region("two-site-h100"))
+    r2 = estimate_across_sites(same, load_model("llama3-8b"), make_layout(tp=8, dp=16, global_batch=64,
+                                                                          seq_len=4096))
+    assert not any("different sizes" in a for a in r2.assumptions)

@@ -111,6 +111,11 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
                         one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region))
+    sizes = sorted({f.num_gpus for f in region.fabrics})
+    if len(sizes) > 1:  # every site runs the same share: the smallest site's fabric times it
+        out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
+                               f"runs the same share of the job, timed on the smallest site's fabric "
+                               f"({sizes[0]:,} GPUs)")
     V = _site_gradient_bytes(model, site_lay, fabric.spec.gpus_per_domain)
     out.strategies.append(_dp(region, one, site_lay, V))
     if lay.pp >= K and lay.pp % K == 0:
