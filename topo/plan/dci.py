@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import TopoError
 from ..inputs import read_toml
 from ..resources import data_dir
-from .catalog import Positive, Price, Value
+from .catalog_schema import Positive, Price, Value
 
 __all__ = ["DciCatalog", "SpanBill", "DciBill", "load_dci_catalog", "dci_bill"]
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
-from .catalog import COOLING, COPPER_REACH_MAX_M, Catalog
+from .catalog_schema import COOLING, COPPER_REACH_MAX_M, Catalog
 
 __all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA", "Medium",
            "down_level"]
