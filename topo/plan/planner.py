@@ -127,26 +127,80 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     """
     fabric = _as_fabric(spec)
     s = fabric.spec
-    origin = s.error_source("plan")
-    all_layers = _spec_layers(s)
-    if plan_file is not None:
-        all_layers.append(read_plan_file(plan_file))
-    all_layers += list(layers)
-    # one layer per keyword given, named by the keyword: an error says which one (``days: plan.workload.days: ...``)
-    for name, value, table in (("days", days, "workload"), ("mfu", mfu, "workload"), ("pue", pue, "facility")):
-        if value is not None:
-            all_layers.append((name, {table: {name: value}}))
+    all_layers = _layers(s, plan_file, layers, days=days, mfu=mfu, pue=pue)
     try:
         cat = catalog or load_catalog(all_layers)
     except TopoError as exc:
         raise _locate(exc, s, None) from None
+    plan_tables, tier_sources = _tier_tables(all_layers)
+    L = fabric.layout
+    gpu, server_name, server = _gpu_and_server(cat, s, L)
+    server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
+    spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
+    fitted = _fit_default_rack(cat, server, server_W) if spr is None else None
+    spr = spr or fitted
+    floor, bom, logical = _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources)
+    comp, params, params_source = _compute(cat, s, L, gpu)
+    try:
+        store = _storage(cat, params, comp.flop, L.num_gpus)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
+    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store.servers)
+    costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
+    try:
+        relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
+                             store)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
+    inv = inventory(fabric)
+    bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
+    if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
+        b = bisection(fabric)
+        bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
+    net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
+    notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
+                   fitted, logical)
+    impact = collective_times_with_failures(fabric) if collectives else []
+    fac = cat.facility
+    halls_W = [h.it_power_W for h in floor.halls]
+    elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
+                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
+    pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
+    return PlanResult(name=s.name, source=s._origin, storage=store, electrical=elec, spares=pools,
+                      price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
+                      server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
+                      costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
+                      failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
+                      assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
+                      catalog_versions=dict(cat.versions), notes=notes)
+
+
+def _layers(s, plan_file, layers, **shortcuts) -> list:
+    """Every override layer in order: the spec's ``[plan]``, the plan file, ``layers``, then one layer per keyword
+    given (``days``, ``mfu``, ``pue``), named by the keyword so that an error says which one."""
+    all_layers = _spec_layers(s)
+    if plan_file is not None:
+        all_layers.append(read_plan_file(plan_file))
+    all_layers += list(layers)
+    tables = {"days": "workload", "mfu": "workload", "pue": "facility"}
+    for name, value in shortcuts.items():
+        if value is not None:
+            all_layers.append((name, {tables[name]: {name: value}}))
+    return all_layers
+
+
+def _tier_tables(all_layers) -> tuple[dict, dict]:
+    """The layers' ``tiers`` tables merged (the later wins), and the layer each tier's table came from."""
     plan_tables, tier_sources = {}, {}
     for where, table in all_layers:
         for k, v in (table or {}).get("tiers", {}).items():
             plan_tables.setdefault("tiers", {})[k] = v
             tier_sources[k] = where
+    return plan_tables, tier_sources
 
-    L = fabric.layout
+
+def _gpu_and_server(cat, s, L):
+    """The catalog's GPU and server for the spec (errors name the spec's key, or the plan key that picked them)."""
     try:
         gpu = cat.gpu(s.gpu)
     except TopoError as exc:
@@ -161,11 +215,15 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         raise TopoError(f"the catalog's {server_name!r} holds {int(server.gpus.value)} GPUs, the spec's server "
                         f"{L.gpus_per_server}; add a matching server under plan.servers", source=s.error_source(
                             "server.gpus"), key="server.gpus")
-    server_W = L.gpus_per_server * (gpu.tdp_W.value + server.non_gpu_power_per_gpu_W.value)
-    spr = int(server.servers_per_rack.value) if server.servers_per_rack is not None else None
+    return gpu, server_name, server
+
+
+def _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources):
+    """The floor plan and the bill of materials (a rack-scale system's own switches among the switches), and the
+    logical tiers they were built with."""
+    s, L = fabric.spec, fabric.layout
+    origin = s.error_source("plan")
     rsw = server.rack_switches
-    fitted = _fit_default_rack(cat, server, server_W) if spr is None else None
-    spr = spr or fitted
     try:
         logical = logical_tiers(fabric, plan_tables, origin, tier_sources)
         models = tier_switch_models(fabric, cat, logical)
@@ -190,7 +248,12 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         n = racks * int(rsw.per_rack.value)
         bom = replace(bom, switches=bom.switches + [SwitchLine(RACK_TIER, rsw.model, n, n,
                                                                rsw.power_W.value, rsw.price_usd.value)])
-    wl, rel = cat.workload, cat.reliability
+    return floor, bom, logical
+
+
+def _compute(cat, s, L, gpu):
+    """The compute budget and the checkpointed model's size (the workload's, or compute-optimal for the budget)."""
+    wl = cat.workload
     ref = wl.reference
     ref_gpu = cat.gpu(ref.gpu)
     try:
@@ -201,16 +264,15 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     if wl.params is not None:
-        params, params_source = wl.params.value, wl.params.source
-    else:  # compute-optimal for this cluster's budget: 6 N D FLOP with D = tokens_per_param x N
-        params = math.sqrt(comp.flop / (6 * wl.tokens_per_param.value))
-        params_source = (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
-                         f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
-    try:
-        store = _storage(cat, params, comp.flop, L.num_gpus)
-    except TopoError as exc:
-        raise _locate(exc, s, cat) from None
-    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store.servers)
+        return comp, wl.params.value, wl.params.source
+    # compute-optimal for this cluster's budget: 6 N D FLOP with D = tokens_per_param x N
+    params = math.sqrt(comp.flop / (6 * wl.tokens_per_param.value))
+    return comp, params, (f"derived: compute-optimal for {comp.flop:.3g} FLOP, sqrt(FLOP / (6 x "
+                          f"{wl.tokens_per_param.value:g} tokens per parameter)) ({wl.tokens_per_param.source})")
+
+
+def _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco):
+    """The cost lines with every price at its expected, low and high end, and the price tornado."""
     ends = {"expected": cost_lines(capex, pw, tco)}
     for end in ("low", "high"):  # every price at its low (high) end together: the same counts at other prices
         c_end = cat.at(end)
@@ -223,17 +285,16 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                                  ends["expected"]["cost_per_gpu_hour_usd"])
     costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
                       prices=[row for row in cat.prices() if row["key"] in used])
-    ck = rel.checkpoint
-    try:
-        relia = _reliability(L, rel, ck, bom, params, params_source, comp.flop, store)
-    except TopoError as exc:
-        raise _locate(exc, s, cat) from None
-    inv = inventory(fabric)
-    bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
-    if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
-        b = bisection(fabric)
-        bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
-    net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
+    return costs, tornado
+
+
+def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr, fitted,
+           logical) -> list[str]:
+    """What a plan says beside its figures: the inventory's and floor's notes, surplus switches, a model too large
+    for the HBM, storage beyond its power share, a default rack refitted, refreshes, failed parts, rack-scale
+    systems and multi-stage tiers."""
+    L = fabric.layout
+    rsw = server.rack_switches
     each = {x.tier: (x.power_W_each, x.price_usd_each) for x in bom.switches}
     notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric, each)
     hbm = L.num_gpus * gpu.hbm_bytes.value
@@ -264,23 +325,10 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                      f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.floor"
                      + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
                         if rsw is not None else ""))
-    impact = collective_times_with_failures(fabric) if collectives else []
     if any(t.stages == 2 for t in logical.values()):
         notes.append("a multi-stage tier is one non-blocking logical switch to the cost model (one switch hop short "
                      "in latency); the bill of materials counts its physical switches and internal links")
-    fac = cat.facility
-    halls_W = [h.it_power_W for h in floor.halls]
-    elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
-                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
-    pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
-    return PlanResult(name=s.name, source=s._origin, storage=store, electrical=elec, spares=pools, price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus,
-                      num_servers=L.num_servers,
-                      server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
-                      costs=costs,
-                      compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
-                      failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
-                      assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
-                      catalog_versions=dict(cat.versions), notes=notes)
+    return notes
 
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan):
