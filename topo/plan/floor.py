@@ -226,6 +226,42 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
         for t in L.tiers:
             sw = catalog.switch(t.model, key=f"fabric.tiers[{t.index}].model")
             racking.append(SwitchRacking(sw.rack_units.value, sw.power_with_optics_W.value))
+    spr, rack_W, placement = _rack_fill(fabric, catalog, server_power_W, servers_per_rack, rack_power_W,
+                                        rack_extra_W, leaf_in_rack)
+    tor = placement == "top_of_rack"
+    rack_load_W = spr * server_power_W + rack_extra_W
+    cooling = _cooling(catalog, rack_load_W, server_cooling)
+    net = _network_racks(fabric, catalog, racking, tor)
+    geo = _Campus(fabric, catalog, spr, net, placement)
+    pod_W = (L.units_per_pod * L.servers_per_unit * server_power_W
+             + L.units_per_pod * geo.unit_server_racks * rack_extra_W
+             + sum(net.pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W
+                   for i in range(L.num_tiers)) + L.units_per_pod * L.leaves_per_unit * racking[0].power_W)
+    geo.place_halls(pod_W, rack_load_W)
+    lengths, level, start = _link_lengths(fabric, geo, fl.slack_m.value)
+    halls = geo.halls(pod_W, cooling)
+    fraction, w, pitch = fl.rack_area_fraction.value, geo.w, geo.pitch
+    core_area = _room_area(net.core_racks, geo.rpr, w, pitch, fraction)
+    island_area = _room_area(net.island_racks, geo.rpr, w, pitch, fraction)
+    return FloorPlan(servers_per_rack=spr, server_racks=geo.unit_server_racks * L.num_units,
+                     network_racks=(L.num_units * net.leaf_racks + L.num_pods * net.pod_racks
+                                    + net.islands * net.island_racks + net.core_racks),
+                     core_room_racks=net.core_racks, racks_per_row=geo.rpr, racks_per_row_source=geo.rpr_source,
+                     units_per_row=geo.units_per_row, rows=sum(h.rows for h in halls), halls=halls,
+                     pods_per_hall=geo.pph, pods_per_hall_limit=geo.limit, campus_columns=geo.cols,
+                     campus_width_m=geo.campus_w, campus_depth_m=geo.campus_d, core_room_area_m2=core_area,
+                     rack_power_W=rack_W, server_power_W=server_power_W, leaf_placement=placement,
+                     rack_load_W=rack_load_W, cooling=cooling, first_link=start, lengths_m=lengths,
+                     levels=level.copy(), media=link_media(lengths, catalog), notes=geo.notes, islands=net.islands,
+                     island_tier=L.tiers[net.isl].name if net.isl is not None else None,
+                     island_room_racks=net.island_racks, island_room_area_m2=island_area,
+                     longest_m={fabric.level_names[int(lv)]: float(lengths[level == lv].max())
+                                for lv in np.unique(level)})
+
+
+def _rack_fill(fabric, catalog, server_power_W, servers_per_rack, rack_power_W, rack_extra_W, leaf_in_rack):
+    """Servers per rack, the rack's power and where the leaves sit, checked against the rack's power."""
+    fl, L = catalog.floor, fabric.layout
     spr = int(servers_per_rack if servers_per_rack is not None else fl.servers_per_rack.value)
     rack_W = rack_power_W if rack_power_W is not None else fl.rack_power_W.value
     if server_power_W + rack_extra_W > rack_W:
@@ -238,7 +274,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                         + f" need {spr * server_power_W + rack_extra_W:,.0f} W, more than rack_power_W = "
                         f"{rack_W:,.0f} W; at most {int((rack_W - rack_extra_W) // server_power_W)} fit",
                         key="plan.floor.servers_per_rack")
-    spu, upp = L.servers_per_unit, L.units_per_pod
+    spu = L.servers_per_unit
     fits_one_rack = spu <= spr
     if fits_one_rack and servers_per_rack is None:
         spr = spu  # a unit smaller than a rack fills a rack alone, under its own leaf
@@ -250,12 +286,24 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                else "the server's rack has no room for a leaf (servers.leaf_in_rack = false)")
         raise TopoError(f"leaves cannot sit on top of the rack: {why}; allowed here: auto, middle_of_row, end_of_row",
                         key="plan.floor.leaf_placement")
-    tor = placement == "top_of_rack"
-    rack_load_W = spr * server_power_W + rack_extra_W
-    cooling = _cooling(catalog, rack_load_W, server_cooling)
+    return spr, rack_W, placement
 
-    # network racks per place: a unit's leaves (unless on top of the rack), a pod's row, the central room
-    nodes = fabric.nodes
+
+@dataclass
+class _NetworkRacks:
+    """Network racks per place: a unit's leaves, a pod's row, an island's room, the central room."""
+
+    leaf_racks: int
+    pod_racks: int
+    island_racks: int
+    core_racks: int
+    pod_switches: list
+    isl: int | None
+    islands: int
+
+
+def _network_racks(fabric, catalog, racking, tor: bool) -> _NetworkRacks:
+    fl, L, nodes = catalog.floor, fabric.layout, fabric.nodes
     nu, nw = fl.network_rack_units.value, fl.network_rack_power_W.value
     leaf_racks = 0 if tor else _racks_for(L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
     isl = island_tier(fabric)
@@ -270,174 +318,181 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
             island_switches[t.index] = (t.num_switches - local) / n_isl
         else:
             core_switches[t.index] = t.num_switches - local
-    pod_net_racks = sum(_racks_for(pod_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
-    island_racks = sum(_racks_for(island_switches[i], racking[i], nu, nw, L.tiers[i].name)
-                       for i in range(L.num_tiers))
-    core_racks = sum(_racks_for(core_switches[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
 
-    # rows: blocks of racks laid along rows of rpr positions, a block never split across two rows: a unit's server
-    # racks and leaf rack; a pod's network racks (its spines) in the middle of its units, where its cables are
-    # shortest. Pods follow one another in a hall's rows: a pod does not take whole rows of its own.
-    w, pitch, slack = fl.rack_width_m.value, fl.row_pitch_m.value, fl.slack_m.value
-    fraction = fl.rack_area_fraction.value
-    if fl.racks_per_row is not None:
-        rpr, rpr_source = int(fl.racks_per_row.value), "floor.racks_per_row"
-    else:
-        rpr, rpr_source = max(1, int(fl.hall_width_m.value // w + 1e-9)), "hall_width_m / rack_width_m"
-    unit_server_racks = math.ceil(spu / spr)
-    unit_racks = unit_server_racks + leaf_racks
-    notes = []
-    if unit_racks > rpr:  # a unit longer than a row: its own row, lengthened
-        notes.append(f"a unit's {unit_racks} racks do not fit a row of {rpr}: each unit takes a row of its own, "
-                     f"{unit_racks} racks long")
-        rpr, rpr_source = unit_racks, "a unit's racks; hall_width_m / rack_width_m holds fewer"
-    units_per_row = rpr // unit_racks
-    mid = upp // 2  # the pod's network racks come after this many of its units
-    net_blocks = [rpr] * (pod_net_racks // rpr) + ([pod_net_racks % rpr] if pod_net_racks % rpr else [])
-    pod_blocks = [unit_racks] * mid + net_blocks + [unit_racks] * (upp - mid)
-    nb = len(pod_blocks)
-    block_row, block_x = _pack(pod_blocks * L.num_pods, rpr)
-    pod_rows = block_row[nb - 1::nb] + 1  # rows used by the first k + 1 pods of a hall
+    def racks(counts):
+        return sum(_racks_for(counts[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
 
-    # halls: whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's depth)
-    pod_W = (upp * spu * server_power_W + upp * unit_server_racks * rack_extra_W
-             + sum(pod_switches[i] * racking[i].physical_per_logical * racking[i].power_W
-                   for i in range(L.num_tiers)) + upp * L.leaves_per_unit * racking[0].power_W)
-    by_power = int(fl.hall_power_W.value // pod_W)
-    rows_per_hall = int(fl.hall_depth_m.value * fraction // pitch + 1e-9)
-    if rows_per_hall < 1:
-        raise TopoError(f"a hall {fl.hall_depth_m.value:g} m deep holds no row of racks (a row takes row_pitch_m = "
-                        f"{pitch:g} m, rows {fraction:g} of the floor: at least {pitch / fraction:.1f} m; a value in "
-                        "another unit?)", key="plan.floor.hall_depth_m")
-    if fl.hall_power_W.value < rack_load_W:
-        raise TopoError(f"a hall of {fl.hall_power_W.value:,.0f} W cannot feed one rack of {rack_load_W:,.0f} W (W, "
-                        "not MW: 30 MW is 30e6)", key="plan.floor.hall_power_W")
-    by_rows = int(np.count_nonzero(pod_rows <= rows_per_hall))
-    if fl.pods_per_hall is not None:
-        pph, limit = int(fl.pods_per_hall.value), "floor.pods_per_hall"
-    elif min(by_power, by_rows) >= 1:
-        pph, limit = min(by_power, by_rows), "power" if by_power <= by_rows else "rows"
-    else:
-        pph, limit = 1, "one pod is bigger than a hall"
-        notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {int(pod_rows[0])} rows) is bigger than a hall "
-                     f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall of its own, "
-                     "enlarged to hold it")
-    pph = min(pph, L.num_pods)
-    # islands: each takes whole halls of its own, its pods spread evenly over as few halls as they need
-    ppi = min(L.tiers[isl].joins, L.num_pods) if isl is not None else L.num_pods  # pods per island
-    halls_per_island = math.ceil(ppi / pph)
-    if isl is not None:
-        pph = math.ceil(ppi / halls_per_island)
-    pods_of_island = [min(ppi, L.num_pods - i * ppi) for i in range(n_isl)]
-    island_halls = [math.ceil(n / pph) for n in pods_of_island]
-    hall_w, hall_d = _hall_size(block_row, block_x, pod_blocks, pph, rpr, w, pitch, fraction)
-    gap = fl.hall_gap_m.value
-    hcols = math.ceil(math.sqrt(halls_per_island))  # an island's block of halls (the whole campus: one island)
-    hrows = math.ceil(halls_per_island / hcols)
-    block_w, block_d = hcols * hall_w + (hcols - 1) * gap, hrows * hall_d + (hrows - 1) * gap
-    icols = math.ceil(math.sqrt(n_isl))  # the islands' blocks in a grid
-    irows = math.ceil(n_isl / icols)
-    campus_w, campus_d = icols * block_w + (icols - 1) * gap, irows * block_d + (irows - 1) * gap
-    core_xy = (campus_w / 2, campus_d / 2)  # the central network room
-    cols = hcols * icols
+    return _NetworkRacks(leaf_racks, racks(pod_switches), racks(island_switches), racks(core_switches),
+                         pod_switches, isl, n_isl)
 
-    def island_xy(island):
-        return (island % icols) * (block_w + gap), (island // icols) * (block_d + gap)
 
-    def island_room_xy(island):
-        ix, iy = island_xy(island)
-        return ix + block_w / 2, iy + block_d / 2
+class _Campus:
+    """Where everything sits: blocks of racks along rows (a unit's server racks and leaf rack; a pod's network
+    racks in the middle of its units, where its cables are shortest; a block never split across two rows; pods
+    follow one another in a hall's rows), halls of whole pods, islands' blocks of halls in a grid around the
+    central network room."""
 
-    def hall_xy(island, local):
-        ix, iy = island_xy(island)
-        return ix + (local % hcols) * (hall_w + gap), iy + (local // hcols) * (hall_d + gap)
+    def __init__(self, fabric, catalog, spr: int, net: _NetworkRacks, placement: str):
+        fl, L = catalog.floor, fabric.layout
+        self.fabric, self.fl, self.L, self.net, self.placement = fabric, fl, L, net, placement
+        self.w, self.pitch, self.fraction = fl.rack_width_m.value, fl.row_pitch_m.value, fl.rack_area_fraction.value
+        if fl.racks_per_row is not None:
+            self.rpr, self.rpr_source = int(fl.racks_per_row.value), "floor.racks_per_row"
+        else:
+            self.rpr = max(1, int(fl.hall_width_m.value // self.w + 1e-9))
+            self.rpr_source = "hall_width_m / rack_width_m"
+        self.spu, self.upp, self.spr = L.servers_per_unit, L.units_per_pod, spr
+        self.unit_server_racks = math.ceil(self.spu / spr)
+        self.unit_racks = self.unit_server_racks + net.leaf_racks
+        self.notes: list[str] = []
+        if self.unit_racks > self.rpr:  # a unit longer than a row: its own row, lengthened
+            self.notes.append(f"a unit's {self.unit_racks} racks do not fit a row of {self.rpr}: each unit takes a "
+                              f"row of its own, {self.unit_racks} racks long")
+            self.rpr, self.rpr_source = self.unit_racks, "a unit's racks; hall_width_m / rack_width_m holds fewer"
+        self.units_per_row = self.rpr // self.unit_racks
+        self.mid = self.upp // 2  # the pod's network racks come after this many of its units
+        rpr, pnr = self.rpr, net.pod_racks
+        self.net_blocks = [rpr] * (pnr // rpr) + ([pnr % rpr] if pnr % rpr else [])
+        self.pod_blocks = [self.unit_racks] * self.mid + self.net_blocks + [self.unit_racks] * (self.upp - self.mid)
+        self.nb = len(self.pod_blocks)
+        self.block_row, self.block_x = _pack(self.pod_blocks * L.num_pods, rpr)
+        self.pod_rows = self.block_row[self.nb - 1::self.nb] + 1  # rows used by the first k + 1 pods of a hall
+        self.leaf_rack_in_unit = {"end_of_row": self.unit_racks - 1, "middle_of_row": self.unit_server_racks // 2,
+                                  "top_of_rack": 0}[placement]
 
-    def block_xy(pod, b):
+    def place_halls(self, pod_W: float, rack_load_W: float) -> None:
+        """Halls of whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's
+        depth); islands take whole halls of their own, their pods spread evenly over as few halls as they need."""
+        fl, L, net = self.fl, self.L, self.net
+        by_power = int(fl.hall_power_W.value // pod_W)
+        rows_per_hall = int(fl.hall_depth_m.value * self.fraction // self.pitch + 1e-9)
+        if rows_per_hall < 1:
+            raise TopoError(f"a hall {fl.hall_depth_m.value:g} m deep holds no row of racks (a row takes row_pitch_m "
+                            f"= {self.pitch:g} m, rows {self.fraction:g} of the floor: at least "
+                            f"{self.pitch / self.fraction:.1f} m; a value in another unit?)",
+                            key="plan.floor.hall_depth_m")
+        if fl.hall_power_W.value < rack_load_W:
+            raise TopoError(f"a hall of {fl.hall_power_W.value:,.0f} W cannot feed one rack of {rack_load_W:,.0f} W "
+                            "(W, not MW: 30 MW is 30e6)", key="plan.floor.hall_power_W")
+        by_rows = int(np.count_nonzero(self.pod_rows <= rows_per_hall))
+        if fl.pods_per_hall is not None:
+            pph, limit = int(fl.pods_per_hall.value), "floor.pods_per_hall"
+        elif min(by_power, by_rows) >= 1:
+            pph, limit = min(by_power, by_rows), "power" if by_power <= by_rows else "rows"
+        else:
+            pph, limit = 1, "one pod is bigger than a hall"
+            self.notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {int(self.pod_rows[0])} rows) is bigger than a hall "
+                              f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall "
+                              "of its own, enlarged to hold it")
+        pph = min(pph, L.num_pods)
+        isl = net.isl
+        self.ppi = min(L.tiers[isl].joins, L.num_pods) if isl is not None else L.num_pods  # pods per island
+        halls_per_island = math.ceil(self.ppi / pph)
+        if isl is not None:
+            pph = math.ceil(self.ppi / halls_per_island)
+        self.pph, self.limit = pph, limit
+        self.pods_of_island = [min(self.ppi, L.num_pods - i * self.ppi) for i in range(net.islands)]
+        self.island_halls = [math.ceil(n / pph) for n in self.pods_of_island]
+        self.hall_w, self.hall_d = _hall_size(self.block_row, self.block_x, self.pod_blocks, pph, self.rpr, self.w,
+                                              self.pitch, self.fraction)
+        gap = self.gap = fl.hall_gap_m.value
+        self.hcols = math.ceil(math.sqrt(halls_per_island))  # an island's block of halls (the campus: one island)
+        hrows = math.ceil(halls_per_island / self.hcols)
+        self.block_w = self.hcols * self.hall_w + (self.hcols - 1) * gap
+        self.block_d = hrows * self.hall_d + (hrows - 1) * gap
+        self.icols = math.ceil(math.sqrt(net.islands))  # the islands' blocks in a grid
+        irows = math.ceil(net.islands / self.icols)
+        self.campus_w = self.icols * self.block_w + (self.icols - 1) * gap
+        self.campus_d = irows * self.block_d + (irows - 1) * gap
+        self.core_xy = (self.campus_w / 2, self.campus_d / 2)  # the central network room
+        self.cols = self.hcols * self.icols
+
+    def island_xy(self, island):
+        return (island % self.icols) * (self.block_w + self.gap), (island // self.icols) * (self.block_d + self.gap)
+
+    def island_room_xy(self, island):
+        ix, iy = self.island_xy(island)
+        return ix + self.block_w / 2, iy + self.block_d / 2
+
+    def hall_xy(self, island, local):
+        ix, iy = self.island_xy(island)
+        return ix + (local % self.hcols) * (self.hall_w + self.gap), iy + (local // self.hcols) * (self.hall_d
+                                                                                                   + self.gap)
+
+    def block_xy(self, pod, b):
         """Where block ``b`` of a pod starts: its hall's corner plus the block's position in the hall's rows."""
-        island, q = pod // ppi, pod % ppi
-        hx, hy = hall_xy(island, q // pph)
-        k = (q % pph) * nb + b
-        return hx + block_x[k] * w, hy + block_row[k] * pitch
+        island, q = pod // self.ppi, pod % self.ppi
+        hx, hy = self.hall_xy(island, q // self.pph)
+        k = (q % self.pph) * self.nb + b
+        return hx + self.block_x[k] * self.w, hy + self.block_row[k] * self.pitch
 
-    def unit_row_xy(unit):
+    def unit_row_xy(self, unit):
         """The unit's block: x of its first rack and y of its row."""
-        pod, u = unit // upp, unit % upp
-        return block_xy(pod, u + len(net_blocks) * (u >= mid))
+        pod, u = unit // self.upp, unit % self.upp
+        return self.block_xy(pod, u + len(self.net_blocks) * (u >= self.mid))
 
-    def pod_net_xy(pod):
-        if not net_blocks:
-            x, y = block_xy(pod, mid)
-            return x, y
-        x, y = block_xy(pod, mid)
-        return x + net_blocks[0] * w / 2, y
+    def pod_net_xy(self, pod):
+        x, y = self.block_xy(pod, self.mid)
+        return (x + self.net_blocks[0] * self.w / 2, y) if self.net_blocks else (x, y)
 
-    leaf_rack_in_unit = {"end_of_row": unit_racks - 1, "middle_of_row": unit_server_racks // 2,
-                         "top_of_rack": 0}[placement]
+    def leaf_xy(self, unit):
+        x0, y = self.unit_row_xy(unit)
+        return x0 + self.leaf_rack_in_unit * self.w, y
 
-    def leaf_xy(unit):
-        x0, y = unit_row_xy(unit)
-        return x0 + leaf_rack_in_unit * w, y
+    def switch_xy(self, node_ids, tier):
+        """Where the switches ``node_ids`` of ``tier`` sit: a leaf in its unit, an island's tier in its island's
+        room, a pod's tier in the pod's network racks, the rest in the central room."""
+        nodes, L = self.fabric.nodes, self.L
+        if tier == 0:
+            return self.leaf_xy(nodes["unit"][node_ids].astype(np.int64))
+        if tier == self.net.isl:
+            return self.island_room_xy(L.switch_block(tier, node_ids - self.fabric.node_offset[f"tier:{tier}"]))
+        pods = nodes["pod"][node_ids].astype(np.int64)
+        x, y = self.pod_net_xy(np.maximum(pods, 0))
+        return np.where(pods >= 0, x, self.core_xy[0]), np.where(pods >= 0, y, self.core_xy[1])
 
-    links = fabric.links
+    def halls(self, pod_W: float, cooling: str) -> list:
+        out = []
+        for island, n_local in enumerate(self.island_halls):
+            for local in range(n_local):
+                pods = min(self.pph, self.pods_of_island[island] - local * self.pph)
+                hx, hy = self.hall_xy(island, local)
+                hw, hd = _hall_size(self.block_row, self.block_x, self.pod_blocks, pods, self.rpr, self.w,
+                                    self.pitch, self.fraction)
+                out.append(Hall(index=len(out), pods=pods, server_racks=pods * self.upp * self.unit_server_racks,
+                                network_racks=pods * (self.upp * self.net.leaf_racks + self.net.pod_racks),
+                                rows=int(self.pod_rows[pods - 1]), it_power_W=pods * pod_W, width_m=hw,
+                                depth_m=hd, cooling=cooling, x_m=hx, y_m=hy))
+        return out
+
+
+def _link_lengths(fabric, geo: _Campus, slack: float):
+    """Every scale-out link's length: NIC to leaf within the unit's row (top of rack: in the rack), and each tier
+    to the next by the Manhattan distance between where their switches sit, plus the slack."""
+    links, nodes, L = fabric.links, fabric.nodes, fabric.layout
     start = fabric.link_offset["nic"]
     src, dst, level = links["src"][start:], links["dst"][start:], links["level"][start:]
     lengths = np.empty(len(src))
-
-    # NIC -> leaf: the server's rack to the leaf's rack, in the same row
+    w, placement, leaf = geo.w, geo.placement, geo.leaf_rack_in_unit
     nic = level == down_level(0)
     server = nodes["server"][src[nic]].astype(np.int64)
-    rack_in_unit = (server % spu) // spr
-    if tor:
+    rack_in_unit = (server % L.servers_per_unit) // geo.spr
+    if placement == "top_of_rack":
         lengths[nic] = slack / 2
     else:
-        pos = rack_in_unit + (rack_in_unit >= leaf_rack_in_unit) * (placement == "middle_of_row")
-        d = np.abs(pos - leaf_rack_in_unit)
+        pos = rack_in_unit + (rack_in_unit >= leaf) * (placement == "middle_of_row")
+        d = np.abs(pos - leaf)
         # a middle-of-row leaf rack is cabled to its two neighbours through their sides: half the slack, as in a rack
         side = (d == 1) & (placement == "middle_of_row")
         lengths[nic] = d * w + np.where(side, slack / 2, slack)
-
-    def switch_xy(node_ids, tier):
-        if tier == 0:
-            return leaf_xy(nodes["unit"][node_ids].astype(np.int64))
-        if tier == isl:  # an island's tier: its island's room
-            return island_room_xy(L.switch_block(tier, node_ids - fabric.node_offset[f"tier:{tier}"]))
-        pods = nodes["pod"][node_ids].astype(np.int64)
-        x, y = pod_net_xy(np.maximum(pods, 0))
-        return np.where(pods >= 0, x, core_xy[0]), np.where(pods >= 0, y, core_xy[1])
-
     for t in L.tiers[1:]:
         sel = level == down_level(t.index)
         if not sel.any():
             continue
-        ax, ay = switch_xy(src[sel], t.index - 1)
-        bx, by = switch_xy(dst[sel], t.index)
+        ax, ay = geo.switch_xy(src[sel], t.index - 1)
+        bx, by = geo.switch_xy(dst[sel], t.index)
         lengths[sel] = np.abs(ax - bx) + np.abs(ay - by) + slack
-
-    halls = []
-    for island, n_local in enumerate(island_halls):
-        for local in range(n_local):
-            pods = min(pph, pods_of_island[island] - local * pph)
-            hx, hy = hall_xy(island, local)
-            hw, hd = _hall_size(block_row, block_x, pod_blocks, pods, rpr, w, pitch, fraction)
-            halls.append(Hall(index=len(halls), pods=pods, server_racks=pods * upp * unit_server_racks,
-                              network_racks=pods * (upp * leaf_racks + pod_net_racks), rows=int(pod_rows[pods - 1]),
-                              it_power_W=pods * pod_W, width_m=hw, depth_m=hd, cooling=cooling, x_m=hx, y_m=hy))
-    core_area = _room_area(core_racks, rpr, w, pitch, fraction)
-    island_area = _room_area(island_racks, rpr, w, pitch, fraction)
-    return FloorPlan(servers_per_rack=spr, server_racks=unit_server_racks * L.num_units,
-                     network_racks=(L.num_units * leaf_racks + L.num_pods * pod_net_racks + n_isl * island_racks
-                                    + core_racks),
-                     core_room_racks=core_racks, racks_per_row=rpr, racks_per_row_source=rpr_source,
-                     units_per_row=units_per_row, rows=sum(h.rows for h in halls), halls=halls, pods_per_hall=pph,
-                     pods_per_hall_limit=limit, campus_columns=cols, campus_width_m=campus_w,
-                     campus_depth_m=campus_d, core_room_area_m2=core_area, rack_power_W=rack_W,
-                     server_power_W=server_power_W, leaf_placement=placement, rack_load_W=rack_load_W,
-                     cooling=cooling, first_link=start, lengths_m=lengths, levels=level.copy(),
-                     media=link_media(lengths, catalog), notes=notes, islands=n_isl,
-                     island_tier=L.tiers[isl].name if isl is not None else None, island_room_racks=island_racks,
-                     island_room_area_m2=island_area,
-                     longest_m={fabric.level_names[int(lv)]: float(lengths[level == lv].max())
-                                for lv in np.unique(level)})
+    return lengths, level, start
 
 
 def _pack(sizes: list[int], rpr: int) -> tuple[np.ndarray, np.ndarray]:
