@@ -241,127 +241,190 @@ def bill_of_materials(fabric: Fabric, catalog: Catalog, floor: FloorPlan, plan: 
     source, sources : where the ``tiers`` tables came from (for errors), as a default and per tier name.
     nic_module_ports : links one NIC-side module serves (the server's ``nic_module_ports``: 2 for twin-port
         cages shared by two NICs).
+
+    Returns
+    -------
+    BillOfMaterials
     """
-    L = fabric.layout
     logical = logical_tiers(fabric, plan or {}, source, sources)
     models = tier_switch_models(fabric, catalog, logical)
+    switch_lines, internal = _switch_lines(fabric, models, logical, source, sources)
+    links = _Links.of(fabric, floor, catalog.floor.short_reach == "aoc")
+    tally = _ModuleTally()
+    _nic_modules(tally, fabric, catalog, links, nic_module_ports)
+    _switch_modules(tally, fabric, catalog, links, models)
+    links_by_level = _links_by_level(links, fabric.level_names, fabric.layout.num_tiers)
+    cables = _cables(catalog, links.level, links.medium, links.length_m, fabric.level_names, links.aoc)
+    for it in internal:
+        _internal_links(it, catalog, links.aoc, tally, cables, links_by_level)
+    return BillOfMaterials(switch_lines, tally.lines(catalog), cables, links_by_level)
 
-    links = fabric.links
-    s0 = floor.first_link
-    src, dst, level = links["src"][s0:], links["dst"][s0:], links["level"][s0:]
-    rate_Gbps = links["bandwidth_Bps"][s0:] * 8 / 1e9
-    length = floor.lengths_m
 
-    # extra internal links of logical tiers (appended as their own level)
-    internal = []
-    switch_lines = []
-    for t, sw in zip(L.tiers, models):
+@dataclass(frozen=True)
+class _InternalLinks:
+    """The links inside a logical tier's switches (a two-stage Clos): ``count`` of them, between physical switches
+    of model ``model_name``."""
+    tier_name: str
+    model: object  # the catalog's switch
+    model_name: str
+    count: int
+
+
+def _switch_lines(fabric: Fabric, models: list, logical: dict, source: str | None,
+                  sources: dict[str, str] | None) -> tuple[list[SwitchLine], list[_InternalLinks]]:
+    """One switch line per tier (two, lower and upper stage, per logical tier), and each logical tier's internal
+    links."""
+    lines, internal = [], []
+    for t, sw in zip(fabric.layout.tiers, models):
         lt = logical.get(t.index)
         if lt is None or lt.stages == 1:
-            switch_lines.append(SwitchLine(t.name, t.model, t.num_switches, t.num_switches, sw.power_W.value,
-                                           sw.price_usd.value))
+            lines.append(SwitchLine(t.name, t.model, t.num_switches, t.num_switches, sw.power_W.value,
+                                    sw.price_usd.value))
             continue
-        phys_name, phys = lt.switch or t.model, sw
-        k = int(phys.ports.value)
+        phys_name = lt.switch or t.model
+        k = int(sw.ports.value)
         ext = t.down_ports + t.up_ports
         if ext > k * k // 2:
             raise TopoError(f"a two-stage Clos of {k}-port switches has at most {k * k // 2} external ports, the "
                             f"tier uses {ext}", source=(sources or {}).get(t.name, source),
                             key=f"plan.tiers.{t.name}.stages")
         lower, upper = two_stage_switches(ext, k)
-        switch_lines.append(SwitchLine(f"{t.name} (lower stage)", phys_name, lower * t.num_switches,
-                                       t.num_switches, phys.power_W.value, phys.price_usd.value))
-        switch_lines.append(SwitchLine(f"{t.name} (upper stage)", phys_name, upper * t.num_switches,
-                                       t.num_switches, phys.power_W.value, phys.price_usd.value))
-        internal.append((t, phys, phys_name, lower * (k // 2) * t.num_switches, upper * t.num_switches))
+        for stage, n in (("lower", lower), ("upper", upper)):
+            lines.append(SwitchLine(f"{t.name} ({stage} stage)", phys_name, n * t.num_switches, t.num_switches,
+                                    sw.power_W.value, sw.price_usd.value))
+        internal.append(_InternalLinks(t.name, sw, phys_name, lower * (k // 2) * t.num_switches))
+    return lines, internal
 
-    medium = floor.media
-    copper = (medium == Medium.COPPER) | (medium == Medium.ACTIVE_COPPER)
-    level_names = fabric.level_names
-    media = MEDIA
 
-    tx: dict[tuple[str, str], list[int]] = {}
+@dataclass(frozen=True)
+class _Links:
+    """The scale-out links (from the floor plan's first link on) as arrays: ends, level, rate, length, medium; and
+    the media that carry a module at each end (multimode links are AOC cables, optics included, when ``aoc``)."""
+    src: np.ndarray
+    dst: np.ndarray
+    level: np.ndarray
+    rate_Gbps: np.ndarray
+    length_m: np.ndarray
+    medium: np.ndarray
+    aoc: bool
 
-    def add_tx(name, at, count, nlinks, on_gpu_links=False):
-        cur = tx.setdefault((name, at), [0, 0, 0])
+    @classmethod
+    def of(cls, fabric: Fabric, floor: FloorPlan, aoc: bool) -> "_Links":
+        links, s0 = fabric.links, floor.first_link
+        return cls(links["src"][s0:], links["dst"][s0:], links["level"][s0:],
+                   links["bandwidth_Bps"][s0:] * 8 / 1e9, floor.lengths_m, floor.media, aoc)
+
+    @property
+    def copper(self) -> np.ndarray:
+        return (self.medium == Medium.COPPER) | (self.medium == Medium.ACTIVE_COPPER)
+
+    @property
+    def optical(self) -> tuple:
+        return (Medium.SINGLE_MODE,) if self.aoc else (Medium.MULTIMODE, Medium.SINGLE_MODE)
+
+
+class _ModuleTally:
+    """Transceivers by (type, where): modules, the link ends they serve, and those of them on GPU links."""
+
+    def __init__(self):
+        self._by: dict[tuple[str, str], list[int]] = {}
+
+    def add(self, name: str, at: str, count, nlinks, on_gpu_links: bool = False) -> None:
+        cur = self._by.setdefault((name, at), [0, 0, 0])
         cur[0] += int(count)
         cur[1] += int(nlinks)
         cur[2] += int(count) if on_gpu_links else 0
 
-    aoc = catalog.floor.short_reach == "aoc"
-    # media with a module at each end (multimode links are AOC cables, optics included, with short_reach = "aoc")
-    optical = (Medium.SINGLE_MODE,) if aoc else (Medium.MULTIMODE, Medium.SINGLE_MODE)
-    # NIC ends: modules of nic_module_ports links, per server and module type (none on AOC links: their optics are
-    # in the cable): a twin-port cage serves two of the server's NICs
-    nic = (level == down_level(0)) & ~copper
-    servers = fabric.nodes["server"][src].astype(np.int64)
-    for m in optical:
-        sel = nic & (medium == m)
-        if sel.any():
-            for r in np.unique(rate_Gbps[sel]):
-                s2 = sel & (rate_Gbps == r)
-                names, idx = _pick_module(catalog, r, nic_module_ports, media[m], length[s2], "NIC")
-                per = np.unique(servers[s2] * len(names) + idx, return_counts=True)
-                mods = np.bincount(per[0] % len(names), weights=np.ceil(per[1] / nic_module_ports),
-                                   minlength=len(names))
-                nl = np.bincount(idx, minlength=len(names))
-                for j in range(len(names)):
-                    if nl[j]:
-                        add_tx(names[j], "nic", int(mods[j]), int(nl[j]), on_gpu_links=True)
+    def add_per_type(self, names: list[str], at: str, modules, nlinks, on_gpu_links: bool = False) -> None:
+        """One line per module type with links: ``modules[j]`` modules of ``names[j]`` serving ``nlinks[j]``."""
+        for j in range(len(names)):
+            if nlinks[j]:
+                self.add(names[j], at, modules[j], nlinks[j], on_gpu_links)
 
-    # switch ends: per switch and module type, ceil(links / ports per module)
-    for t, sw in zip(L.tiers, models):
-        ppc = int(sw.ports_per_cage.value)
+    def lines(self, catalog: Catalog) -> list[TransceiverLine]:
+        out = []
+        for (name, at), (count, nlinks, on_gpu) in self._by.items():
+            t = catalog.transceivers[name]
+            out.append(TransceiverLine(name, at, count, nlinks, t.power_W.value, t.price_usd.value,
+                                       t.mttf_years.value, on_gpu))
+        return out
+
+
+def _nic_modules(tally: _ModuleTally, fabric: Fabric, catalog: Catalog, links: _Links, nic_module_ports: int) -> None:
+    """The NIC ends: modules of ``nic_module_ports`` links, per server and module type (none on AOC links: their
+    optics are in the cable): a twin-port cage serves two of the server's NICs."""
+    nic = (links.level == down_level(0)) & ~links.copper
+    servers = fabric.nodes["server"][links.src].astype(np.int64)
+    for m in links.optical:
+        sel = nic & (links.medium == m)
+        if not sel.any():
+            continue
+        for r in np.unique(links.rate_Gbps[sel]):
+            s2 = sel & (links.rate_Gbps == r)
+            names, idx = _pick_module(catalog, r, nic_module_ports, MEDIA[m], links.length_m[s2], "NIC")
+            per = np.unique(servers[s2] * len(names) + idx, return_counts=True)
+            mods = np.bincount(per[0] % len(names), weights=np.ceil(per[1] / nic_module_ports),
+                               minlength=len(names))
+            tally.add_per_type(names, "nic", mods, np.bincount(idx, minlength=len(names)), on_gpu_links=True)
+
+
+def _switch_modules(tally: _ModuleTally, fabric: Fabric, catalog: Catalog, links: _Links, models: list) -> None:
+    """The switch ends: per switch and module type, ceil(links / ports per module), down ports and up ports; the
+    first tier's down ports are on GPU links."""
+    for t, sw in zip(fabric.layout.tiers, models):
         lo = fabric.node_offset[f"tier:{t.index}"]
-        ends = []  # (switch local ids, link mask, on GPU links)
-        down = level == down_level(t.index)
-        ends.append((dst[down] - lo, down, t.index == 0))
-        up = level == down_level(t.index + 1)
+        down = links.level == down_level(t.index)
+        up = links.level == down_level(t.index + 1)
+        ends = [(links.dst[down] - lo, down, t.index == 0)]
         if up.any():
-            ends.append((src[up] - lo, up, False))
+            ends.append((links.src[up] - lo, up, False))
         for ids, mask, gpu_end in ends:
-            for m in optical:
-                sel = mask & (medium == m)
-                if not sel.any():
-                    continue
-                sub_ids = ids[(medium[mask] == m)]
-                r = float(rate_Gbps[sel][0])
-                names, idx = _pick_module(catalog, r, ppc, media[m], length[sel], t.name)
-                per = np.bincount(sub_ids * len(names) + idx, minlength=t.num_switches * len(names))
-                per = np.ceil(per.reshape(t.num_switches, len(names)) / ppc).sum(axis=0)
-                nl = np.bincount(idx, minlength=len(names))
-                for j in range(len(names)):
-                    if nl[j]:
-                        add_tx(names[j], t.name, per[j], nl[j], on_gpu_links=gpu_end)
+            for m in links.optical:
+                _switch_end(tally, catalog, links, t, int(sw.ports_per_cage.value), ids, mask, m, gpu_end)
 
-    # internal links of logical tiers: both ends on switches, full cages
-    links_by_level: dict[str, dict[str, int]] = {}
-    for lv in range(down_level(0), down_level(L.num_tiers)):
-        sel = level == lv
+
+def _switch_end(tally: _ModuleTally, catalog: Catalog, links: _Links, t, ppc: int, ids: np.ndarray,
+                mask: np.ndarray, m: int, gpu_end: bool) -> None:
+    """The modules of tier ``t``'s switches on the links of ``mask`` of medium ``m`` (``ids``: each link's switch,
+    local to the tier)."""
+    sel = mask & (links.medium == m)
+    if not sel.any():
+        return
+    sub_ids = ids[(links.medium[mask] == m)]
+    r = float(links.rate_Gbps[sel][0])
+    names, idx = _pick_module(catalog, r, ppc, MEDIA[m], links.length_m[sel], t.name)
+    per = np.bincount(sub_ids * len(names) + idx, minlength=t.num_switches * len(names))
+    per = np.ceil(per.reshape(t.num_switches, len(names)) / ppc).sum(axis=0)
+    tally.add_per_type(names, t.name, per, np.bincount(idx, minlength=len(names)), on_gpu_links=gpu_end)
+
+
+def _links_by_level(links: _Links, level_names, num_tiers: int) -> dict[str, dict[str, int]]:
+    """Links per level and medium, for every level with links."""
+    out: dict[str, dict[str, int]] = {}
+    for lv in range(down_level(0), down_level(num_tiers)):
+        sel = links.level == lv
         if sel.any():
-            links_by_level[level_names[lv]] = {media[m]: int((sel & (medium == m)).sum()) for m in range(len(media))}
-    cables = _cables(catalog, level, medium, length, level_names, aoc)
-    for t, phys, phys_name, n_int, n_upper in internal:
-        ln = catalog.floor.logical_internal_length_m.value
-        m = int(link_media(np.array([ln]), catalog)[0])
-        name_lv = f"{t.name}-internal"
-        links_by_level[name_lv] = {media[i]: (n_int if i == m else 0) for i in range(len(media))}
-        if m == Medium.SINGLE_MODE or (m == Medium.MULTIMODE and not aoc):
-            ppc = int(phys.ports_per_cage.value)
-            r = float(phys.port_rate_Gbps.value)
-            names, _ = _pick_module(catalog, r, ppc, media[m], ln, f"{t.name}-internal")
-            add_tx(names[0], f"{t.name} (internal)", 2 * math.ceil(n_int / ppc), 2 * n_int)
-        cab = catalog.cables[_cable_for(catalog, m, aoc)]
-        cables.append(CableLine(_cable_for(catalog, m, aoc), name_lv, _class_label(_length_class(ln)), n_int,
-                                n_int * ln, n_int * (cab.price_usd.value + ln * cab.price_per_m_usd.value),
-                                n_int * cab.power_W.value))
+            out[level_names[lv]] = {MEDIA[m]: int((sel & (links.medium == m)).sum()) for m in range(len(MEDIA))}
+    return out
 
-    tx_lines = []
-    for (name, at), (count, nlinks, on_gpu) in tx.items():
-        t = catalog.transceivers[name]
-        tx_lines.append(TransceiverLine(name, at, count, nlinks, t.power_W.value, t.price_usd.value,
-                                        t.mttf_years.value, on_gpu))
-    return BillOfMaterials(switch_lines, tx_lines, cables, links_by_level)
+
+def _internal_links(it: _InternalLinks, catalog: Catalog, aoc: bool, tally: _ModuleTally, cables: list,
+                    links_by_level: dict) -> None:
+    """A logical tier's internal links, all of the catalog's ``logical_internal_length_m``: their level, their
+    cable line, and their modules (both ends on switches, full cages)."""
+    ln = catalog.floor.logical_internal_length_m.value
+    m = int(link_media(np.array([ln]), catalog)[0])
+    n = it.count
+    name_lv = f"{it.tier_name}-internal"
+    links_by_level[name_lv] = {MEDIA[i]: (n if i == m else 0) for i in range(len(MEDIA))}
+    if m == Medium.SINGLE_MODE or (m == Medium.MULTIMODE and not aoc):
+        ppc = int(it.model.ports_per_cage.value)
+        names, _ = _pick_module(catalog, float(it.model.port_rate_Gbps.value), ppc, MEDIA[m], ln, name_lv)
+        tally.add(names[0], f"{it.tier_name} (internal)", 2 * math.ceil(n / ppc), 2 * n)
+    kind = _cable_for(catalog, m, aoc)
+    cab = catalog.cables[kind]
+    cables.append(CableLine(kind, name_lv, _class_label(_length_class(ln)), n, n * ln,
+                            n * (cab.price_usd.value + ln * cab.price_per_m_usd.value), n * cab.power_W.value))
 
 
 def _cable_for(catalog: Catalog, medium: int, aoc: bool = False) -> str:
