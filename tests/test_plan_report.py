@@ -50,7 +50,7 @@ def test_bom_table_and_escaping():
     assert "<script>x" not in out and "&lt;script&gt;x" in out
     for s in r.bom.switches:
         assert f"<td>{s.count:,}</td>" in out
-    assert out.count('data-figure="plan-') == 5  # power, capex, ownership, goodput, price sensitivity (issue 32)
+    assert out.count('data-figure="plan-') == 6  # power, capex, ownership, goodput, price sensitivity, build (32)
     assert 'data-figure="plan-tornado"' in out
     # the side-by-side table and the sourced figures (each with its status and source)
     assert "cost per GPU-hour" in out and "first job-stopping optics failure" in out and "floor area" in out
@@ -63,7 +63,7 @@ def test_report_cli_includes_the_plan_section(tmp_path):
     out = tmp_path / "r.html"
     run_cli("report", "dgx-h100-superpod", "--plan", "-o", str(out), check=True)
     page = out.read_text()
-    assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 5
+    assert 'id="plan"' in page and 'href="#plan"' in page and page.count('data-figure="plan-') == 6
 
 
 def test_the_report_shows_every_cost_range(two):

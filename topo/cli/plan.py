@@ -189,6 +189,23 @@ def _storage_lines(st, mark) -> list[str]:
             f"area), {_usd(st.capex_usd)}"]
 
 
+def _deployment_lines(r: PlanResult, mark) -> list[str]:
+    """The build quarter by quarter: halls, GPUs and power online, capex spent (topo.plan.phasing)."""
+    d = r.deployment
+    if d.schedule == "ramp":
+        how = (f"at a pace of {format_count(round(d.ramp_gpus_per_quarter))} GPUs per quarter (plan.deployment: "
+               "ramp_gpus in ramp_days, xAI Colossus' 100,000 in 122 days unless overridden)")
+    else:
+        how = "as scheduled (plan.deployment.halls_per_quarter)"
+    rows = [[q.label, f"{q.halls} ({q.halls_online})", f"{format_count(q.gpus_online)}", _usd(q.capex_usd),
+             _usd(q.capex_to_date_usd), _mw(q.it_power_W), _mw(q.facility_power_W)] for q in d.quarters]
+    head = (f"deployment: {count_noun(d.num_quarters, 'quarter')} {how}; capex booked as each hall comes online "
+            "(servers, network, storage by GPUs; facility and cooling by IT power)"
+            + mark("deployment.ramp_gpus", "deployment.ramp_days"))
+    return [head, table(rows, ["quarter", "halls (online)", "GPUs online", "capex", "to date", "IT power",
+                               "facility power"], right=[False] + [True] * 6)]
+
+
 def render(r: PlanResult) -> str:
     p, c, k, rel, n, fl, o = r.power, r.capex, r.compute, r.reliability, r.network, r.floor, r.ownership
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
@@ -255,6 +272,8 @@ def render(r: PlanResult) -> str:
     rows += [["capex"] + ends("capex_usd"), ["per GPU"] + ends("capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
              ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
     out.append(table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True]))
+    if r.deployment is not None:
+        out += _deployment_lines(r, mark)
     out.append("")
     rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
     rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
@@ -359,6 +378,9 @@ _ROWS = [
     ("energy cost per year", "energy_cost_per_year_usd", _usd),
     ("capex", "capex_usd", _usd),
     ("capex per GPU", "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
+    ("quarters to build (plan.deployment)", "deployment_quarters", lambda v: "-" if v is None else format_count(v)),
+    ("GPUs online after the first quarter", "first_quarter_gpus", lambda v: "-" if v is None else format_count(v)),
+    ("capex in the first quarter", "first_quarter_capex_usd", lambda v: "-" if v is None else _usd(v)),
     ("storage and front-end capex", "storage_and_frontend_capex_usd", _usd),
     ("storage servers", "storage_servers", lambda v: format_count(v)),
     ("storage capacity", "storage_capacity_bytes", lambda v: f"{v / 1e15:,.3g} PB"),

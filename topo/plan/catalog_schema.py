@@ -7,14 +7,15 @@ data files into these types and layers the overrides over them.
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..errors import TopoError
 from ..fabric.hardware import GPU_MODELS
 
-__all__ = ["Status", "Value", "NonNeg", "Positive", "Price", "Fraction", "Count", "Gpu", "RackSwitch", "Cooling", "COOLING", "Server", "Switch", "Transceiver", "COPPER_REACH_MAX_M", "Cable", "Facility", "FloorLayout", "CoolingType", "CoolingTypes", "MAX_YEARS", "Economics", "Checkpoint", "StorageServer", "Storage", "Spares", "Reliability", "Reference", "PriceRange", "PriceRanges", "is_price", "ENDS", "Workload", "Catalog"]
+__all__ = ["Status", "Value", "NonNeg", "Positive", "Price", "Fraction", "Count", "Gpu", "RackSwitch", "Cooling", "COOLING", "Server", "Switch", "Transceiver", "COPPER_REACH_MAX_M", "Cable", "Facility", "FloorLayout", "CoolingType", "CoolingTypes", "MAX_YEARS", "Economics", "Checkpoint", "StorageServer", "Storage", "Spares", "Reliability", "Reference", "PriceRange", "PriceRanges", "is_price", "ENDS", "Workload", "Deployment", "Catalog"]
 
 Status = Literal["published", "secondary", "derived", "assumption", "override"]
 
@@ -280,6 +281,29 @@ class Workload(_Strict):
     reference: Reference
 
 
+def _halls_schedule(v: Any) -> list:
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v) or (
+            v and not any(v)):
+        raise ValueError("must be a list of the halls coming online in each quarter, whole numbers >= 0 with at "
+                         f"least one hall (e.g. [1, 2, 2]), or [] for the ramp (ramp_gpus in ramp_days); got {v!r}")
+    return v
+
+
+def _quarter_label(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(r"[0-9]{4}Q[1-4]", v):
+        raise ValueError(f"must be a calendar quarter YYYYQn with n from 1 to 4 (e.g. \"2026Q3\"), got {v!r}")
+    return v
+
+
+class Deployment(_Strict):
+    """When the halls come online (:mod:`topo.plan.phasing`): a schedule of halls per quarter, or a build pace."""
+
+    halls_per_quarter: Annotated[Any, AfterValidator(_halls_schedule)] = []  # a list, checked by the validator
+    ramp_gpus: Positive
+    ramp_days: Positive
+    start_quarter: Annotated[str | None, AfterValidator(_quarter_label)] = None
+
+
 class Catalog(_Strict):
     """Every kind of the catalog, validated, with overrides applied."""
 
@@ -296,6 +320,7 @@ class Catalog(_Strict):
     workload: Workload
     storage: Storage
     price_ranges: PriceRanges
+    deployment: Deployment
     server_model: str | None = None  # the plan's choice among servers (default: the first holding the GPU)
     versions: dict[str, str] = {}
     origins: dict[str, str] = {}  # dotted path -> origin of an override; kind -> its catalog file
@@ -404,7 +429,7 @@ class Catalog(_Strict):
 
 
 KINDS = ("gpus", "servers", "switches", "transceivers", "cables", "facility", "floor", "cooling", "economics",
-         "reliability", "workload", "storage", "price_ranges")
+         "reliability", "workload", "storage", "price_ranges", "deployment")
 ITEM_KINDS = ("gpus", "servers", "switches", "transceivers", "cables")  # tables of named parts
 ITEM_NAMES = {"gpus": "GPU", "servers": "server", "switches": "switch", "transceivers": "transceiver",
                "cables": "cable"}

@@ -37,6 +37,7 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
     rows.append({"key": "reliability.optics", "value": catalog.reliability.optics,
                  "source": "topo/data/catalog/reliability.toml: 'table' keeps Llama 3's observed network row; "
                            "'parts' replaces it by the NIC-side modules at their MTTF", "status": "assumption"})
+    rows += [r for r in _rows("deployment", catalog.deployment) if r["key"].startswith("deployment.ramp")]
     t = catalog.workload.tokens_per_param
     rows.append({"key": "workload.tokens_per_param", "value": t.value, "source": t.source, "status": t.status})
     return rows

@@ -24,6 +24,7 @@ from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
 from .electrical import electrical
 from .spares import spare_pool
+from .phasing import phased_deployment, ramp_gpus_per_quarter
 from .inputs import inputs_used, used_assumptions
 from .floor import SwitchRacking, floor_plan, rack_position_area_m2
 from .storage import StoragePlan, StorageServerSpec, size_storage
@@ -166,7 +167,11 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
                       ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
-    return PlanResult(name=s.name, source=s._origin, storage=store, electrical=elec, spares=pools,
+    try:
+        phases = _phasing(cat, floor, L, pw, capex)
+    except TopoError as exc:
+        raise _locate(exc, s, cat) from None
+    return PlanResult(name=s.name, source=s._origin, storage=store, electrical=elec, spares=pools, deployment=phases,
                       price_sensitivity=tornado, gpu=s.gpu, num_gpus=L.num_gpus, num_servers=L.num_servers,
                       server_model=server_name, floor=floor, bom=bom, power=pw, capex=capex, ownership=tco,
                       costs=costs, compute=comp, reliability=relia, blast_radius=blast_radius(fabric), network=net,
@@ -386,6 +391,16 @@ def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str
             out[end] = _money(c_end, s_end, b_end, gpu, L, cooling, n_storage)[2].cost_per_gpu_hour_usd
         rows.append(out)
     return sorted(rows, key=lambda r: -(r["high"] - r["low"]))
+
+
+def _phasing(cat: Catalog, floor, L, pw, capex):
+    """Capex, GPUs and power by quarter as the halls come online (the catalog's ``deployment`` schedule)."""
+    dep, gpus_per_pod = cat.deployment, L.num_gpus // L.num_pods
+    hall_gpus = [h.pods * gpus_per_pod for h in floor.halls]
+    hall_gpus[-1] += L.num_gpus - sum(hall_gpus)  # a partial pod, if any, in the last hall
+    return phased_deployment(hall_gpus, [h.it_power_W for h in floor.halls], pw.it_power_W, pw.pue, capex,
+                             dep.halls_per_quarter, ramp_gpus_per_quarter(dep.ramp_gpus.value, dep.ramp_days.value),
+                             dep.start_quarter)
 
 
 def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, server_price_usd: float) -> list:

@@ -12,6 +12,7 @@ from .cost_range import CostRange
 from .electrical import Electrical
 from .floor import FloorPlan
 from .network import NetworkFigures
+from .phasing import Phasing
 from .power import PowerBreakdown
 from .reliability import Reliability
 from .storage import StoragePlan
@@ -53,6 +54,7 @@ class PlanResult:
     spares: list = field(default_factory=list)  # SparePool per module type and servers (topo.plan.spares)
     price_sensitivity: list = field(default_factory=list)  # cost per GPU-hour, each price alone at its ends
     storage: StoragePlan | None = None  # storage servers sized from checkpoints and the dataset (topo.plan.storage)
+    deployment: Phasing | None = None  # capex, GPUs and power by quarter as the halls come online (topo.plan.phasing)
 
     @property
     def nic_modules(self) -> int:
@@ -102,6 +104,9 @@ class PlanResult:
                 "storage_write_Bps": self.storage.write_Bps, "storage_power_W": self.storage.power_W,
                 "storage_racks": self.storage.racks, "storage_floor_m2": self.storage.floor_m2,
                 "checkpoint_write_s": r.checkpoint_write_s} if self.storage else {}),
+            **({"deployment_quarters": self.deployment.num_quarters,
+                "first_quarter_capex_usd": self.deployment.quarters[0].capex_usd,
+                "first_quarter_gpus": self.deployment.quarters[0].gpus_online} if self.deployment else {}),
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
         }
 
@@ -124,6 +129,7 @@ class PlanResult:
             "electrical": self.electrical.to_dict() if self.electrical else None,
             "spares": [x.to_dict() for x in self.spares],
             "storage": self.storage.to_dict() if self.storage else None,
+            "deployment": self.deployment.to_dict() if self.deployment else None,
             "price_sensitivity": list(self.price_sensitivity), "blast_radius": [b.to_dict() for b in self.blast_radius],
             "failure_impact": [x.to_dict() for x in self.failure_impact],
             "network": self.network.to_dict(), "inputs": self.inputs, "assumptions": self.assumptions,

@@ -21,7 +21,7 @@ from ..plan.result import PlanResult
 from ..units import format_count
 from .style import base_layout, esc
 
-__all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "tornado_figure",
+__all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "tornado_figure", "deployment_figure",
            "bom_table_html", "summary_table_html", "inputs_table_html", "price_ranges_table_html", "plan_section"]
 
 _PARTS = ("#4C72B0", "#8C8C8C", "#DD8452", "#C44E52", "#55A868", "#8172B3", "#937860", "#DA8BC3", "#CCB974",
@@ -123,6 +123,28 @@ def tornado_figure(results: Sequence[PlanResult], top: int = 8) -> go.Figure:
     return fig
 
 
+def deployment_figure(results: Sequence[PlanResult]) -> go.Figure:
+    """The build quarter by quarter (``PlanResult.deployment``): capex spent in each quarter ($M, bars) and the GPUs
+    online at its end (line, right axis), one colour per design."""
+    fig = go.Figure()
+    for i, r in enumerate(results):
+        if r.deployment is None:
+            continue
+        qs, color = r.deployment.quarters, _PARTS[i % len(_PARTS)]
+        x = [q.label for q in qs]
+        fig.add_trace(go.Bar(x=x, y=[q.capex_usd / 1e6 for q in qs], name=f"{esc(r.name)}: capex in the quarter",
+                             marker_color=color, opacity=0.6,
+                             hovertemplate="%{x}: $%{y:,.1f}M spent<extra></extra>"))
+        fig.add_trace(go.Scatter(x=x, y=[q.gpus_online for q in qs], yaxis="y2", mode="lines+markers",
+                                 name=f"{esc(r.name)}: GPUs online", line=dict(color=color),
+                                 customdata=[q.it_power_W / 1e6 for q in qs],
+                                 hovertemplate="%{x}: %{y:,} GPUs online, %{customdata:,.1f} MW IT<extra></extra>"))
+    fig.update_layout(**base_layout("Build by quarter: capex as halls come online, and GPUs online", height=420))
+    fig.update_layout(barmode="group", yaxis_title="$M in the quarter",
+                      yaxis2=dict(title="GPUs online", overlaying="y", side="right", rangemode="tozero"))
+    return fig
+
+
 def bom_table_html(r: PlanResult) -> str:
     """The bill of materials as an HTML table (every string escaped)."""
     e = html.escape
@@ -174,6 +196,8 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
         ("goodput", lambda r: f"{100 * r.reliability.goodput:.1f}% ({r.reliability.checkpoint_mode} checkpoints)"),
         ("capex", lambda r: f"{_span(r, 'capex_usd', _musd)} (facility per W of "
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
+        ("build (quarters: GPUs online)", lambda r: "-" if r.deployment is None else ", ".join(
+            f"{q.label}: {format_count(q.gpus_online)}" for q in r.deployment.quarters)),
         ("storage and front-end capex", lambda r: f"${(r.capex.storage_usd + r.capex.frontend_usd) / 1e6:,.0f}M"),
         ("storage (sized)", lambda r: "-" if r.storage is None else (
             f"{format_count(r.storage.servers)} servers ({r.storage.sizing}, limit: {r.storage.limit}), "
@@ -227,7 +251,7 @@ def plan_section(results: Sequence[PlanResult], div: Callable[[go.Figure, str], 
     figs = "".join(f'<div class="cell">{div(f, kind)}</div>' for f, kind in
                    ((power_figure(results), "plan-power"), (capex_figure(results), "plan-capex"),
                     (ownership_figure(results), "plan-ownership"), (goodput_figure(results), "plan-goodput"),
-                    (tornado_figure(results), "plan-tornado")))
+                    (tornado_figure(results), "plan-tornado"), (deployment_figure(results), "plan-deployment")))
     sources = "".join(f"<details><summary>{e(r.name)}: the floor, cooling, economics and checkpoint inputs used, "
                       f"with their sources</summary>{inputs_table_html(r)}</details>"
                       f"<details><summary>{e(r.name)}: the prices used, low / expected / high, with the source of "
