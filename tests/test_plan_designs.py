@@ -51,8 +51,8 @@ def test_gb200_nvl72_rack_power_and_nvlink_switch_trays(reference):
     assert 120e3 - 1 <= r.floor.rack_load_W <= 132e3
     assert 8 * r.floor.rack_load_W <= su_W  # within the SU's published TDP
     # catalog assumption (servers.toml leaf_in_rack = false): no leaf fits a full NVL72 rack, so every tray NIC
-    # (4 x 400G per tray, DGX GB200 User Guide) reaches an end-of-row leaf over optics
-    assert r.floor.leaf_placement == "end_of_row"
+    # (4 x 400G per tray, DGX GB200 User Guide) reaches a leaf in the SU's network racks over optics (issue 32)
+    assert r.floor.leaf_placement == "with_spines"
     assert sum(t.count for t in r.bom.transceivers if t.at == "nic") == 4 * r.num_servers
     line = next(s for s in r.bom.switches if s.model == "NVLink switch tray")
     assert line.count == nvsw * racks

@@ -193,3 +193,32 @@ def test_islands_have_their_own_halls_and_network_rooms():
 def test_a_fabric_without_islands_keeps_every_tier_above_the_pods_in_the_central_room():
     r = _plan()
     assert (r.floor.islands, r.floor.island_tier, r.floor.island_room_racks) == (1, None, 0)
+
+
+def test_nvl72_leaves_share_network_racks_with_the_spines():
+    # issue 32: GB200 had one network rack per compute rack (each rack's 4 leaves alone in a 42U, 25 kW rack).
+    # NVIDIA's DGX SuperPOD GB200 RA builds the compute fabric for a whole SU of 8 racks, leaf switches included,
+    # laid out in one row (network-fabrics and dgx-superpod-architecture pages): a pod's (SU's) leaves share network
+    # racks beside its spines, packed by the network rack's space and power (floor.toml, switches.toml)
+    from topo.plan.catalog import load_catalog
+
+    cat = load_catalog()
+    sw, fl = cat.switches["QM9700"], cat.floor
+    per_rack = min(int(fl.network_rack_units.value // sw.rack_units.value),
+                   int(fl.network_rack_power_W.value // sw.power_with_optics_W.value))
+    r = _plan(spec="gb200-nvl72-superpod")
+    f = r.floor
+    pods, racks_per_pod = 4, 8  # 32 racks in SUs of 8 (the spec)
+    leaves, spines, cores = (next(s.count for s in r.bom.switches if s.tier == t) for t in ("leaf", "spine", "core"))
+    want = pods * (math.ceil(leaves / pods / per_rack) + math.ceil(spines / pods / per_rack)) \
+        + math.ceil(cores / per_rack)
+    assert f.leaf_placement == "with_spines" and f.network_racks == want < f.server_racks
+    assert any(n.startswith("leaves beside the spines") and "GB200 RA" in n for n in f.notes)
+    # the NIC cables run from a rack to the middle of its SU's row: at most half the SU's racks and the network
+    # racks' half away, plus the slack
+    pod_net = (want - math.ceil(cores / per_rack)) // pods
+    assert f.longest_m["nic-leaf"] <= (racks_per_pod / 2 + pod_net) * fl.rack_width_m.value + fl.slack_m.value
+    # the old placement, one leaf rack per compute rack, is still there to ask for
+    old = _plan(("leaf_placement", "end_of_row"), spec="gb200-nvl72-superpod").floor
+    assert old.network_racks == f.server_racks + pods * math.ceil(spines / pods / per_rack) + math.ceil(
+        cores / per_rack)

@@ -143,7 +143,7 @@ class FloorLayout(_Strict):
 
     short_reach: Literal["transceivers", "aoc"] = "transceivers"
     copper: Literal["dac", "dac_aec", "none"] = "dac"
-    leaf_placement: Literal["auto", "top_of_rack", "middle_of_row", "end_of_row"] = "auto"
+    leaf_placement: Literal["auto", "top_of_rack", "middle_of_row", "end_of_row", "with_spines"] = "auto"
     servers_per_rack: Count
     rack_power_W: Positive
     rack_width_m: Positive

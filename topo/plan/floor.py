@@ -8,7 +8,10 @@ Placement (every distance and limit from the catalog's ``floor`` and ``cooling``
   allows it (``leaf_in_rack``);
 - **rows**: ``racks_per_row`` positions (given, or ``hall_width_m / rack_width_m``); a unit takes a block of its
   server racks and its leaf network rack (at the block's end, or in its middle with ``leaf_placement =
-  "middle_of_row"``); as many units share a row as fit;
+  "middle_of_row"``); as many units share a row as fit. With ``"with_spines"`` (``auto`` for a unit of one rack
+  that holds no leaf: an NVL72 rack, ``servers.leaf_in_rack = false``) a pod's leaves share network racks beside
+  its spines, packed by space and power, as NVIDIA's DGX SuperPOD GB200 RA builds the compute fabric for a whole
+  scalable unit of 8 racks, leaf switches included, laid out in one row;
 - **pods**: packed by positions: a pod's units and its network racks (spines, in the middle of its units, where
   their cables are shortest) are blocks laid one after another along rows that run back and forth, a block never
   split across two rows; pods follow one another in a hall's rows (no whole rows per pod);
@@ -46,6 +49,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
+from ..units import format_count
 from .catalog_schema import COOLING, COPPER_REACH_MAX_M, Catalog
 
 __all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA", "Medium",
@@ -124,7 +128,7 @@ class FloorPlan:
     core_room_area_m2: float
     rack_power_W: float
     server_power_W: float
-    leaf_placement: str  # "top_of_rack", "middle_of_row" or "end_of_row"
+    leaf_placement: str  # "top_of_rack", "middle_of_row", "end_of_row" or "with_spines" (the pod's network racks)
     rack_load_W: float  # a full rack: its servers and its own switches (NVLink switch trays)
     cooling: str  # the halls' cooling (the same in every hall: every server rack is alike)
     first_link: int
@@ -231,7 +235,7 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
     tor = placement == "top_of_rack"
     rack_load_W = spr * server_power_W + rack_extra_W
     cooling = _cooling(catalog, rack_load_W, server_cooling)
-    net = _network_racks(fabric, catalog, racking, tor)
+    net = _network_racks(fabric, catalog, racking, tor, placement == "with_spines")
     geo = _Campus(fabric, catalog, spr, net, placement)
     pod_W = (L.units_per_pod * L.servers_per_unit * server_power_W
              + L.units_per_pod * geo.unit_server_racks * rack_extra_W
@@ -280,11 +284,13 @@ def _rack_fill(fabric, catalog, server_power_W, servers_per_rack, rack_power_W, 
         spr = spu  # a unit smaller than a rack fills a rack alone, under its own leaf
     placement = fl.leaf_placement
     if placement == "auto":
-        placement = "top_of_rack" if fits_one_rack and leaf_in_rack else "end_of_row"
+        placement = ("top_of_rack" if fits_one_rack and leaf_in_rack else "with_spines" if fits_one_rack
+                     else "end_of_row")
     if placement == "top_of_rack" and not (fits_one_rack and leaf_in_rack):
         why = (f"a unit of {spu} servers needs {math.ceil(spu / spr)} racks" if not fits_one_rack
                else "the server's rack has no room for a leaf (servers.leaf_in_rack = false)")
-        raise TopoError(f"leaves cannot sit on top of the rack: {why}; allowed here: auto, middle_of_row, end_of_row",
+        raise TopoError(f"leaves cannot sit on top of the rack: {why}; allowed here: auto, middle_of_row, end_of_row, "
+                        "with_spines",
                         key="plan.floor.leaf_placement")
     return spr, rack_W, placement
 
@@ -293,19 +299,22 @@ def _rack_fill(fabric, catalog, server_power_W, servers_per_rack, rack_power_W, 
 class _NetworkRacks:
     """Network racks per place: a unit's leaves, a pod's row, an island's room, the central room."""
 
-    leaf_racks: int
+    leaf_racks: int  # per unit (0 with the leaves on top of the rack or with the spines)
     pod_racks: int
     island_racks: int
     core_racks: int
     pod_switches: list
     isl: int | None
     islands: int
+    pod_leaf_racks: int = 0  # of pod_racks: the pod's leaves, with its spines ("with_spines")
 
 
-def _network_racks(fabric, catalog, racking, tor: bool) -> _NetworkRacks:
+def _network_racks(fabric, catalog, racking, tor: bool, with_spines: bool = False) -> _NetworkRacks:
     fl, L, nodes = catalog.floor, fabric.layout, fabric.nodes
     nu, nw = fl.network_rack_units.value, fl.network_rack_power_W.value
-    leaf_racks = 0 if tor else _racks_for(L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
+    leaf_racks = 0 if tor or with_spines else _racks_for(L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
+    pod_leaf_racks = (_racks_for(L.units_per_pod * L.leaves_per_unit, racking[0], nu, nw, L.tiers[0].name)
+                      if with_spines else 0)
     isl = island_tier(fabric)
     n_isl = L.tiers[isl].num_blocks if isl is not None else 1
     pod_switches, island_switches, core_switches = [0] * L.num_tiers, [0] * L.num_tiers, [0] * L.num_tiers
@@ -322,8 +331,8 @@ def _network_racks(fabric, catalog, racking, tor: bool) -> _NetworkRacks:
     def racks(counts):
         return sum(_racks_for(counts[i], racking[i], nu, nw, L.tiers[i].name) for i in range(L.num_tiers))
 
-    return _NetworkRacks(leaf_racks, racks(pod_switches), racks(island_switches), racks(core_switches),
-                         pod_switches, isl, n_isl)
+    return _NetworkRacks(leaf_racks, racks(pod_switches) + pod_leaf_racks, racks(island_switches),
+                         racks(core_switches), pod_switches, isl, n_isl, pod_leaf_racks)
 
 
 class _Campus:
@@ -358,7 +367,10 @@ class _Campus:
         self.block_row, self.block_x = _pack(self.pod_blocks * L.num_pods, rpr)
         self.pod_rows = self.block_row[self.nb - 1::self.nb] + 1  # rows used by the first k + 1 pods of a hall
         self.leaf_rack_in_unit = {"end_of_row": self.unit_racks - 1, "middle_of_row": self.unit_server_racks // 2,
-                                  "top_of_rack": 0}[placement]
+                                  "top_of_rack": 0, "with_spines": 0}[placement]
+        if placement == "with_spines":
+            self.notes.append(_with_spines_note(self.upp * L.leaves_per_unit, net.pod_leaf_racks,
+                                                self.upp * self.unit_server_racks))
 
     def place_halls(self, pod_W: float, rack_load_W: float) -> None:
         """Halls of whole pods, as many as power and rows allow (the rows under racks: a fraction of the hall's
@@ -436,6 +448,8 @@ class _Campus:
         return (x + self.net_blocks[0] * self.w / 2, y) if self.net_blocks else (x, y)
 
     def leaf_xy(self, unit):
+        if self.placement == "with_spines":
+            return self.pod_net_xy(unit // self.upp)
         x0, y = self.unit_row_xy(unit)
         return x0 + self.leaf_rack_in_unit * self.w, y
 
@@ -466,6 +480,17 @@ class _Campus:
         return out
 
 
+def _with_spines_note(leaves: int, leaf_racks: int, server_racks: int) -> str:
+    """What sharing a pod's leaf racks saves, and on what the count rests."""
+    return (f"leaves beside the spines: a pod's {format_count(leaves)} leaves take {leaf_racks} network "
+            f"rack{'s' * (leaf_racks != 1)}, one per {server_racks / max(leaf_racks, 1):,.3g} server racks (by the "
+            "network rack's space and power), not one per unit: NVIDIA's DGX SuperPOD GB200 RA builds an NVL72 "
+            "scalable unit's compute fabric, leaf switches included, for the whole SU of 8 racks laid out in one row "
+            "(its network-fabrics and dgx-superpod-architecture pages); its count of network racks per SU is in a "
+            "figure topo could not read, so this count is the planner's packing (floor.network_rack_units, "
+            "network_rack_power_W); leaf_placement = \"with_spines\", auto when the server's rack holds no leaf")
+
+
 def _link_lengths(fabric, geo: _Campus, slack: float):
     """Every scale-out link's length: NIC to leaf within the unit's row (top of rack: in the rack), and each tier
     to the next by the Manhattan distance between where their switches sit, plus the slack."""
@@ -479,6 +504,10 @@ def _link_lengths(fabric, geo: _Campus, slack: float):
     rack_in_unit = (server % L.servers_per_unit) // geo.spr
     if placement == "top_of_rack":
         lengths[nic] = slack / 2
+    elif placement == "with_spines":  # from the server's rack to the pod's network racks
+        x0, y0 = geo.unit_row_xy(server // L.servers_per_unit)
+        lx, ly = geo.leaf_xy(server // L.servers_per_unit)
+        lengths[nic] = np.abs(x0 + rack_in_unit * w - lx) + np.abs(y0 - ly) + slack
     else:
         pos = rack_in_unit + (rack_in_unit >= leaf) * (placement == "middle_of_row")
         d = np.abs(pos - leaf)
