@@ -150,16 +150,19 @@ class _Solver:
         :data:`_CHUNK` classes at a time (the incidences of millions of classes at once, with their weights and
         rates, took a gigabyte)."""
         out = np.zeros(self.R)
+        # every class, in order (the first fill): slices, no gathered indices
+        whole = classes.size == self.C and bool(np.all(classes[1:] > classes[:-1]))
         for lo in range(0, classes.size, _CHUNK):
             c, r = classes[lo:lo + _CHUNK], rate[lo:lo + _CHUNK]
-            seg = _segments(self.c_ptr, c)
+            seg = slice(self.c_ptr[lo], self.c_ptr[lo + c.size]) if whole else _segments(self.c_ptr, c)
             cnt = self.c_ptr[c + 1] - self.c_ptr[c]
             out += np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(r, cnt), minlength=self.R)
         if self.template is not None:
             t = self.template[classes]
-            k = t >= 0
-            if k.any():
-                per_t = np.bincount(t[k], weights=rate[k], minlength=self.T)
+            t += 1  # bin 0: the classes without a template (the others' sums in the same order as without them)
+            per_t = np.bincount(t, weights=rate, minlength=self.T + 1)[1:]
+            del t
+            if per_t.any():
                 ts = np.flatnonzero(per_t)
                 tseg = _segments(self.t_ptr, ts)
                 tcnt = self.t_ptr[ts + 1] - self.t_ptr[ts]
@@ -482,14 +485,17 @@ def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: 
     for _ in range(max_events):
         if act.size == 0:
             return finish
-        o = act[np.argsort(finish[act], kind="stable")]
-        fs, rs = finish[o], rate[o]
+        o = act[np.argsort(finish if act.size == s.C else finish[act], kind="stable")]  # act: all, in order
+        fs = finish[o]
         if not np.isfinite(fs[-1]):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
         starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
         ends = np.r_[starts[1:], o.size]
+        rs = rate[o]
         lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
-        faster_left = np.r_[np.maximum.accumulate(rs[::-1])[::-1][ends[:-1]], -np.inf]  # fastest still running
+        top = np.maximum.reduceat(rs, starts)  # and the fastest
+        del rs
+        faster_left = np.r_[np.maximum.accumulate(top[::-1])[::-1][1:], -np.inf]  # fastest still running
         need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
         if need.size == 0:  # everything finishes at the rates it has
             return finish
