@@ -10,6 +10,7 @@ from topo.engine.alltoall_classes import alltoall_classes, classes_apply
 from topo.engine.contention import flow_classes, max_min_makespan
 from topo.engine.route import Router
 from topo.engine.schedule import AllPairs, Transfers
+from topo.errors import Unreachable
 
 PXN = [name for name in sorted(SPECS) if Router(small_fabric(name)).pxn]
 
@@ -160,8 +161,118 @@ def test_chunked_routing_and_filling_give_the_figures_of_one_pass(monkeypatch, s
     monkeypatch.setattr(mm, "_CHUNK", 5)
     parts = alltoall_classes(r, AllPairs(groups, 3.0))
     assert parts.classes.num_classes > 7 * 3  # several chunks
-    for k in ("cls", "res", "a", "size_bytes", "members"):
+    for k in ("ptr", "res", "a", "size_bytes", "members", "template"):
         np.testing.assert_array_equal(getattr(parts.classes, k), getattr(whole.classes, k))
     assert np.allclose(r.loads(parts), r.loads(whole), rtol=1e-12, atol=0)
     assert max_min_makespan(parts, cap) == pytest.approx(t_whole, rel=1e-12)
     np.testing.assert_allclose(solver.loads(every, rate), load_whole, rtol=1e-12, atol=0)
+
+
+def _one_gpu_per_domain(f):
+    """Communicators of one GPU per NVLink domain, the same local index in each (the 100k all-to-all's placement
+    of issue 30 item 10: --groups 1792, one GPU per pod): every pair leaves its domain."""
+    gpd = f.layout.gpus_per_domain
+    return np.arange(f.num_gpus).reshape(-1, gpd).T.copy()
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "rail_optimized-3-two-nics-per-gpu", "rail_only-3"])
+def test_classes_by_class_give_each_receiving_nic_its_peers_bytes(name):
+    # issue 30 item 10: the 100k all-to-all's classes come by class (ptr, no class id per incidence), with one
+    # broadcast weight, and the solver fills them as they are. Closed form: each rank of a communicator of p
+    # receives B bytes from each of its p - 1 peers, split over its k NICs, so each receiving NIC link carries
+    # (p - 1) B / k; with every other resource far faster, max-min ends when those drain: (p - 1) (B / k) / c.
+    import topo.engine.maxmin as mm
+
+    f = small_fabric(name)
+    r = Router(f, "hash", salt=7)
+    groups = _one_gpu_per_domain(f)
+    G, p = groups.shape
+    k = max(1, f.layout.nics_per_server // f.layout.gpus_per_server)
+    B = 3.0e6
+    out = alltoall_classes(r, AllPairs(groups, B))
+    fc = out.classes
+    assert fc.cls is None and fc.ptr is not None and fc.a.strides == (0,)  # by class, one broadcast weight
+    np.testing.assert_array_equal(np.diff(fc.ptr), np.bincount(fc.class_of(), minlength=fc.num_classes))
+    recv = 2 * r.paths.nic_link(f.gpu_nic(np.repeat(groups.ravel(), k), np.tile(np.arange(k), groups.size))) + 1
+    loads = r.loads(out)
+    np.testing.assert_allclose(loads[recv], (p - 1) * B / k, rtol=1e-12)
+    assert loads[recv].sum() == pytest.approx(G * p * (p - 1) * B, rel=1e-12)  # every byte once into a NIC
+    c_nic = 1.0e9
+    cap = np.full(r.num_res, 1.0e15)
+    cap[recv] = c_nic
+    assert max_min_makespan(out, cap) == pytest.approx((p - 1) * (B / k) / c_nic, rel=1e-12)
+    s = mm._Solver(fc, cap)
+    assert s.c_a is fc.a and s.c_ptr is fc.ptr  # filled on the router's arrays, no copy
+
+
+def test_classes_whose_parts_share_a_resource_count_it_once_with_their_weight():
+    # two hashed parts of a flow cross the same NIC links: by class, each resource once, weighing the parts that
+    # cross it (a member's bytes over K parts, times that count): the NIC hops weigh 1, a switch cable that only
+    # one part takes 1/2; float32 (exact here), and the loads and makespan of the flows routed one by one
+    f = small_fabric("rail_optimized-3")
+    r = Router(f, "hash", subflows=2, salt=11)
+    groups = _one_gpu_per_domain(f)
+    out = alltoall_classes(r, AllPairs(groups, 5.0))
+    fc = out.classes
+    assert fc.a.dtype == np.float32 and fc.a.strides != (0,)
+    ptr, res = fc.ptr, fc.res
+    for c in range(fc.num_classes):  # each resource once in its class
+        assert np.unique(res[ptr[c]:ptr[c + 1]]).size == ptr[c + 1] - ptr[c]
+    nic = np.zeros(r.num_res, dtype=bool)
+    nic[2 * r.paths.nic_link(np.arange(f.layout.num_servers * f.layout.nics_per_server))] = True
+    nic[2 * r.paths.nic_link(np.arange(f.layout.num_servers * f.layout.nics_per_server)) + 1] = True
+    np.testing.assert_array_equal(fc.a[nic[res]], 1.0)  # both parts cross the NIC links
+    assert set(np.unique(fc.a[~nic[res]])) <= {0.5, 1.0} and np.any(fc.a[~nic[res]] == 0.5)
+    flows = r.route_transfers(_pairs(groups, 5.0))
+    assert np.allclose(r.loads(out), r.loads(flows), rtol=1e-12, atol=0)
+    cap = r.capacity_Bps * np.random.default_rng(5).uniform(0.5, 1.5, r.capacity_Bps.size)
+    assert max_min_makespan(out, cap) == pytest.approx(max_min_makespan(flows, cap), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["rail_optimized-3", "rail_optimized-2", "rail_optimized-4"])
+def test_classes_put_no_byte_on_failed_links(name):
+    # issue 30: "no bytes on failed links" as an invariant, here for the max-min classes (the by-class arrays of
+    # item 10): no class, template or summed load touches a failed link, and the loads still sum to every byte
+    from test_alltoall_failed import _failure_sets
+
+    base = small_fabric(name)
+    checked = 0
+    for fails in _failure_sets(base):
+        f = base.with_failures(*fails)
+        dead = np.flatnonzero(f.failed)
+        dead_res = np.r_[2 * dead, 2 * dead + 1]
+        r = Router(f, "hash", subflows=2, salt=3)
+        for groups in (_one_gpu_per_domain(f), np.arange(f.num_gpus)[None, :]):
+            try:
+                out = alltoall_classes(r, AllPairs(groups, 1e6))
+            except Unreachable:
+                continue
+            fc = out.classes
+            assert not np.isin(fc.res, dead_res).any(), f"{name} {fails}: a class crosses a failed link"
+            if fc.t_res is not None:
+                assert not np.isin(fc.t_res, dead_res).any(), f"{name} {fails}: a template crosses a failed link"
+            loads = r.loads(out)
+            assert not loads[dead_res].any(), f"{name} {fails}: {loads[dead_res].sum():.3g} B on failed links"
+            flows = r.route_transfers(_pairs(groups, 1e6))
+            assert np.allclose(loads, r.loads(flows), rtol=1e-12, atol=0)
+            checked += 1
+    assert checked >= 5
+
+
+def test_few_classes_on_a_large_fabric_fill_on_the_resources_they_use():
+    # the solver keeps resource ids as they are when the classes have at least as many incidences as there are
+    # resources (the 100k all-to-all), and compacts them to the resources used otherwise: a communicator of two
+    # GPUs in two domains (a handful of incidences on hundreds of resources) must still fill as its flows do
+    import topo.engine.maxmin as mm
+
+    f = small_fabric("rail_optimized-3-os2")
+    r = Router(f, "hash", subflows=2, salt=1)
+    groups = np.array([[0, f.layout.gpus_per_domain * 5 + 1]])
+    out = alltoall_classes(r, AllPairs(groups, 2.0e6))
+    fc = out.classes
+    assert fc.ptr is not None and fc.res.size < r.num_res
+    assert mm._Solver(fc, r.capacity_Bps).R < r.num_res  # compacted
+    flows = r.route_transfers(_pairs(groups, 2.0e6))
+    cap = r.capacity_Bps * np.random.default_rng(6).uniform(0.5, 1.5, r.capacity_Bps.size)
+    assert max_min_makespan(out, cap) == pytest.approx(max_min_makespan(flows, cap), rel=1e-12)
+    assert max_min_makespan(out, cap) > 0

@@ -154,6 +154,57 @@ def _sizes(router: Router, num_classes: int) -> dict:
             "agg": [L.num_aggregates(k) for k in range(max(1, L.num_tiers - 1))], "rail": L.nics_per_server}
 
 
+class _Counts:
+    """The counts of one pass of :func:`_accumulate`: for every sending half (s, x), the destinations ``d`` of the
+    same communicator (``cls_d == cls_s``) whose rail is ``x``, each weighing ``wd_data`` (default 1); for every
+    receiving half ``d``, the sending halves with ``x == x_d`` of its communicator, each weighing ``ws_data``. Keys
+    may be narrowed by more columns (a tier's aggregate, a rail), and to the ends' own NVLink domain (``*_dom``).
+    """
+
+    def __init__(self, router: Router, sd, cls_s, cls_d, sizes: dict, wd_data=None, ws_data=None):
+        z = sizes
+        self.wd, self.ws = wd_data, ws_data
+        # key prefixes (class, x), combined once
+        self.D = [_combine([cls_d, sd.x_d], [z["cls"], z["x"]])]
+        self.S = [_combine([cls_s, sd.x], [z["cls"], z["x"]])]
+        self.ks = [z["cls"] * z["x"]]
+        # (class, domain) pairs as one dense id: few of them, so keys that include the domain stay countable in
+        # place. Sending-half rows are the members repeated once per x (x fastest), so every member is in S[::X].
+        nd = router.fabric.layout.num_domains
+        kd = cls_d.astype(np.int64) * nd + sd.dom_d
+        ks_ = cls_s.astype(np.int64) * nd + sd.dom_s
+        uniq = np.unique(np.concatenate([kd, ks_[::sd.X]]))
+        cd_d, cd_s = np.searchsorted(uniq, kd), np.searchsorted(uniq, ks_)
+        self.DD = [_combine([cd_d, sd.x_d], [uniq.size, z["x"]])]
+        self.SD = [_combine([cd_s, sd.x], [uniq.size, z["x"]])]
+        self.kz = [uniq.size * z["x"]]
+
+    def to_send(self, dk, sk, zz):
+        """Destinations seen from each sending half."""
+        return _count(self.D + dk, self.S + sk, self.ks + zz, weight=self.wd)
+
+    def to_recv(self, sk, dk, zz):
+        """Sending halves (with x == x_d) seen from each receiving half."""
+        return _count(self.S + sk, self.D + dk, self.ks + zz, weight=self.ws)
+
+    def to_send_dom(self, dk, sk, zz):
+        """Destinations in the sending half's domain."""
+        return _count(self.DD + dk, self.SD + sk, self.kz + zz, weight=self.wd)
+
+    def to_recv_dom(self, sk, dk, zz):
+        """Sending halves in the receiving half's domain."""
+        return _count(self.SD + sk, self.DD + dk, self.kz + zz, weight=self.ws)
+
+
+def _add(out: np.ndarray, ids, vals) -> None:
+    out[:] += np.bincount(ids, weights=vals, minlength=out.size)
+
+
+def _weighted(sd, n):
+    """A sending row's bytes times the GPUs it stands for."""
+    return n if sd.mult is None else n * sd.mult
+
+
 def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, sizes: dict, wd_data=None,
                 ws_data=None) -> None:
     """Add the inter-domain loads of one pass to ``out``.
@@ -162,103 +213,69 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
     communicator), each weighing ``wd_data`` (default 1), times ``f_s`` (bytes per pair); and for every receiving
     half d, the sending halves with ``x == x_d`` and ``cls_s == cls_d``, each weighing ``ws_data``, times ``f_d``.
     """
+    c = _Counts(router, sd, cls_s, cls_d, sizes, wd_data, ws_data)
+    a, a_dom = c.to_send([], [], []), c.to_send_dom([], [], [])
+    b, b_dom = c.to_recv([], [], []), c.to_recv_dom([], [], [])
+    n_inter, m_inter = (a - a_dom) * f_s, (b - b_dom) * f_d  # pairs in other domains, per half
+    _host_loads(router, out, sd, n_inter, m_inter)
+    crossed = _tiers_crossed(router, sd, c, sizes, (a, a_dom, b, b_dom), f_s, f_d)
+    for k, (n_k, m_k) in enumerate(crossed):
+        _switch_loads(router, out, sd, k, n_k, m_k, sizes["agg"][k])
+
+
+def _host_loads(router: Router, out: np.ndarray, sd, n_inter, m_inter) -> None:
+    """The hops below the leaves of the pairs in other domains: the NVLink hop to the proxy GPU, host links and
+    NIC links at both ends, and a failed NIC's stand-in forwarding over NVLink at the receiving end."""
     f = router.fabric
-    L = f.layout
     paths = router.paths
-    z = sizes
-    # destinations seen from each sending half (s, x): keys (class, x[, dom][, aggregate])
-    D = [_combine([cls_d, sd.x_d], [z["cls"], z["x"]])]  # key prefixes, combined once
-    S = [_combine([cls_s, sd.x], [z["cls"], z["x"]])]
-    ks = [z["cls"] * z["x"]]
-
-    def ca(dk, sk, zz):  # destinations seen from each sending half
-        return _count(D + dk, S + sk, ks + zz, weight=wd_data)
-
-    def cb(sk, dk, zz):  # sending halves (with x == x_d) seen from each receiving half
-        return _count(S + sk, D + dk, ks + zz, weight=ws_data)
-
-    # (class, domain) pairs as one dense id: few of them, so keys that include the domain stay countable in
-    # place. Sending-half rows are the members repeated once per x (x fastest), so every member is in S[::X].
-    X = sd.X
-    kd = cls_d.astype(np.int64) * L.num_domains + sd.dom_d
-    ks_ = cls_s.astype(np.int64) * L.num_domains + sd.dom_s
-    uniq = np.unique(np.concatenate([kd, ks_[::X]]))
-    cd_d, cd_s = np.searchsorted(uniq, kd), np.searchsorted(uniq, ks_)
-    DD = [_combine([cd_d, sd.x_d], [uniq.size, z["x"]])]
-    SD = [_combine([cd_s, sd.x], [uniq.size, z["x"]])]
-    kz = [uniq.size * z["x"]]
-
-    def ca_dom(dk, sk, zz):  # destinations in the sending half's domain
-        return _count(DD + dk, SD + sk, kz + zz, weight=wd_data)
-
-    def cb_dom(sk, dk, zz):  # sending halves in the receiving half's domain
-        return _count(SD + sk, DD + dk, kz + zz, weight=ws_data)
-
-    a = ca([], [], [])
-    a_dom = ca_dom([], [], [])
-    n_inter = (a - a_dom) * f_s
-    b = cb([], [], [])
-    b_dom = cb_dom([], [], [])
-    m_inter = (b - b_dom) * f_d
-
-    def add(ids, vals):
-        out[:] += np.bincount(ids, weights=vals, minlength=out.size)
-
-    def weighted(n):  # a sending row's bytes times the GPUs it stands for
-        return n if sd.mult is None else n * sd.mult
-
     nv = f.level_start(Level.NVLINK)
     if sd.mult is None:
         hop = sd.proxy != sd.s
-        add(2 * (nv + sd.s[hop]), n_inter[hop])
-        add(2 * (nv + sd.proxy[hop]) + 1, n_inter[hop])
+        _add(out, 2 * (nv + sd.s[hop]), n_inter[hop])
+        _add(out, 2 * (nv + sd.proxy[hop]) + 1, n_inter[hop])
     else:  # the first NVLink hop is each GPU's own: every GPU of a row, towards every selector
-        n_g = n_inter.reshape(-1, X)[sd.member]
-        proxy_g = sd.proxy.reshape(-1, X)[sd.member]
+        n_g = n_inter.reshape(-1, sd.X)[sd.member]
+        proxy_g = sd.proxy.reshape(-1, sd.X)[sd.member]
         s_g = np.broadcast_to(sd.gpus[:, None], proxy_g.shape)
         hop = proxy_g != s_g
-        add(2 * (nv + s_g[hop]), n_g[hop])
-        add(2 * (nv + proxy_g[hop]) + 1, n_g[hop])
+        _add(out, 2 * (nv + s_g[hop]), n_g[hop])
+        _add(out, 2 * (nv + proxy_g[hop]) + 1, n_g[hop])
         del n_g, proxy_g, s_g, hop
-    n_w = weighted(n_inter)
-    add(2 * sd.pcie_s, n_w)
-    add(2 * paths.nic_link(sd.nic_s), n_w)
-    add(2 * paths.nic_link(sd.nic_d) + 1, m_inter)
-    add(2 * sd.pcie_d + 1, m_inter)
+    n_w = _weighted(sd, n_inter)
+    _add(out, 2 * sd.pcie_s, n_w)
+    _add(out, 2 * paths.nic_link(sd.nic_s), n_w)
+    _add(out, 2 * paths.nic_link(sd.nic_d) + 1, m_inter)
+    _add(out, 2 * sd.pcie_d + 1, m_inter)
     back = sd.nic_gpu_d != sd.d  # a failed NIC's stand-in: its GPU forwards the data over NVLink
     if back.any():
-        add(2 * (nv + sd.nic_gpu_d[back]), m_inter[back])
-        add(2 * (nv + sd.d[back]) + 1, m_inter[back])
+        _add(out, 2 * (nv + sd.nic_gpu_d[back]), m_inter[back])
+        _add(out, 2 * (nv + sd.d[back]) + 1, m_inter[back])
 
+
+def _tiers_crossed(router: Router, sd, c: _Counts, sizes: dict, totals, f_s, f_d) -> list:
+    """For each tier boundary that some pair crosses, from the leaves up, the bytes of the pairs in other domains
+    whose leaves sit in different aggregates of that tier: ``(per sending half, per receiving half)``. Raises
+    :class:`Unreachable` when pairs on different leaves (or rails, in a rail-only fabric) have no way up."""
+    f = router.fabric
+    L = f.layout
+    paths = router.paths
+    a, a_dom, b, b_dom = totals
     # a reference leaf per domain: a domain's GPUs reach few aggregates, so relative keys stay small
     ref_leaf = f.nic_leaf(f.gpu_nic(np.arange(L.num_domains) * L.gpus_per_domain))
     ref_aggs = paths.aggregates(ref_leaf) if L.num_tiers > 1 else [ref_leaf]
 
     def crossing(k):
-        """Pairs in other domains whose leaves sit in different aggregates of tier k, per sending half (n) and
-        per receiving half (m)."""
-        a_k = ca([sd.agg_d[k]], [sd.agg_s[k]], [z["agg"][k]])
+        a_k = c.to_send([sd.agg_d[k]], [sd.agg_s[k]], [sizes["agg"][k]])
         rd, rs, span = _in_domain(sd.dom_d, sd.agg_d[k], sd.dom_s, sd.agg_s[k], ref_aggs[k])
-        a_dk = ca_dom([rd], [rs], [span])
-        b_k = cb([sd.agg_s[k]], [sd.agg_d[k]], [z["agg"][k]])
-        b_dk = cb_dom([rs], [rd], [span])
+        a_dk = c.to_send_dom([rd], [rs], [span])
+        b_k = c.to_recv([sd.agg_s[k]], [sd.agg_d[k]], [sizes["agg"][k]])
+        b_dk = c.to_recv_dom([rs], [rd], [span])
         return (a - a_dom - a_k + a_dk) * f_s, (b - b_dom - b_k + b_dk) * f_d
 
     n_leaf, m_leaf = crossing(0)
     if not np.any(n_leaf > 0):
-        return
-    if L.num_tiers == 1:
-        k = int(np.flatnonzero(n_leaf > 0)[0])
-        raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
-                        "and the fabric has no spine" + ("" if router.pxn else "; turn PXN on"), key="fabric.tiers")
-    if L.rail_groups > 1 and not router.pxn:
-        r = ca([sd.rail_d], [sd.rail_s], [z["rail"]])
-        rd = ca_dom([sd.rail_d], [sd.rail_s], [z["rail"]])
-        bad = (a - a_dom) - (r - rd) > 0  # pairs in other domains on other rails (hence other leaves)
-        if np.any(bad):
-            k = int(np.flatnonzero(bad)[0])
-            raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
-                            "are on different rails; route through NVLink (pxn=True)", key="pxn")
+        return []
+    _check_way_up(router, sd, c, sizes, n_leaf, a - a_dom)
     crossed = [(n_leaf, m_leaf)]
     for k in range(1, L.num_tiers - 1):
         n_k, m_k = crossing(k)
@@ -266,19 +283,40 @@ def _accumulate(router: Router, out: np.ndarray, sd, cls_s, cls_d, f_s, f_d, siz
             break
         crossed.append((n_k, m_k))
     # the top tier joins every aggregate below it (but rails in rail-only, caught above): no boundary beyond
-    for k, (n_k, m_k) in enumerate(crossed):
-        if router.ecmp == "ideal":
-            add(router.aggregate_start(k) + sd.agg_s[k], weighted(n_k))
-            add(router.aggregate_start(k, True) + sd.agg_d[k], m_k)
-            continue
-        # hashed ECMP: the expected load of each cable, an aggregate spread evenly over the working cables it
-        # stands for
-        na = z["agg"][k]
-        sl = f.level_slice(Level.uplink(k))
-        ids = np.arange(sl.start, sl.stop)
-        alive = router.alive[sl]
-        out[2 * ids] += spread_over_cables(np.bincount(sd.agg_s[k], weights=weighted(n_k), minlength=na), alive)
-        out[2 * ids + 1] += spread_over_cables(np.bincount(sd.agg_d[k], weights=m_k, minlength=na), alive)
+    return crossed
+
+
+def _check_way_up(router: Router, sd, c: _Counts, sizes: dict, n_leaf, inter) -> None:
+    """Pairs on different leaves need a spine; in a rail-only fabric without PXN, pairs on different rails too."""
+    L = router.fabric.layout
+    if L.num_tiers == 1:
+        k = int(np.flatnonzero(n_leaf > 0)[0])
+        raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers: their NICs sit on different leaves "
+                        "and the fabric has no spine" + ("" if router.pxn else "; turn PXN on"), key="fabric.tiers")
+    if L.rail_groups > 1 and not router.pxn:
+        r = c.to_send([sd.rail_d], [sd.rail_s], [sizes["rail"]])
+        rd = c.to_send_dom([sd.rail_d], [sd.rail_s], [sizes["rail"]])
+        bad = inter - (r - rd) > 0  # pairs in other domains on other rails (hence other leaves)
+        if np.any(bad):
+            k = int(np.flatnonzero(bad)[0])
+            raise Unreachable(f"GPU {int(sd.s[k])} cannot reach some of its peers in a rail-only fabric: their NICs "
+                            "are on different rails; route through NVLink (pxn=True)", key="pxn")
+
+
+def _switch_loads(router: Router, out: np.ndarray, sd, k: int, n_k, m_k, num_aggregates: int) -> None:
+    """The bytes that cross tier boundary ``k``: on its aggregates (ideal ECMP), or spread evenly over each
+    aggregate's working cables (hashed ECMP: the expected load of each cable)."""
+    if router.ecmp == "ideal":
+        _add(out, router.aggregate_start(k) + sd.agg_s[k], _weighted(sd, n_k))
+        _add(out, router.aggregate_start(k, True) + sd.agg_d[k], m_k)
+        return
+    f = router.fabric
+    sl = f.level_slice(Level.uplink(k))
+    ids = np.arange(sl.start, sl.stop)
+    alive = router.alive[sl]
+    out[2 * ids] += spread_over_cables(np.bincount(sd.agg_s[k], weights=_weighted(sd, n_k),
+                                                   minlength=num_aggregates), alive)
+    out[2 * ids + 1] += spread_over_cables(np.bincount(sd.agg_d[k], weights=m_k, minlength=num_aggregates), alive)
 
 
 def counts_follow_failures(router: Router, groups: np.ndarray) -> bool:

@@ -85,61 +85,18 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
         Summed loads, with ``classes`` holding the flow classes for max-min.
     """
     f = router.fabric
-    L = f.layout
     groups = np.asarray(a.groups, dtype=np.int64)
-    G, p = groups.shape
-    N = L.nics_per_server
-    k = max(1, N // L.gpus_per_server)  # NICs per GPU: the bytes of each pair are split over them
-    K = router.subflows
-    member_bytes = float(a.per_msg_byte) / k
-    dom = groups // L.gpus_per_domain
-
-    pr = _server_pairs(f, groups)
-    u_idx, c_idx, dst = _base_classes(groups, dom, pr, k, L.gpus_per_domain)
-    # templates: (pair, rail of the receiving NIC)
-    if f.failed is None:
-        q = f.gpu_nic(dst, c_idx) % N
-    else:  # the sending NIC after failover at both ends (the same for every member of the pair)
-        q = router.paths.endpoints(pr.rep[u_idx], dst, c_idx)[0].nic % N
-    base_tpl = u_idx * N + q
-    tp = _templates(router, base_tpl, N, pr, dst, c_idx)
-    template, mult, per = _sub_classes(base_tpl, tp)
-    C0, C = u_idx.size, template.size
-
-    # the network part of each class: its representative's path from the sending NIC on
-    res, base_cls = _network_paths(router, pr.rep[u_idx], dst, c_idx, K)
-    if C > C0:  # copy each base class's path to its sub-classes
-        first_sub = np.cumsum(per) - per
-        reps = per[base_cls]
-        cls = np.repeat(first_sub[base_cls], reps) + (np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps))
-        res = np.repeat(res, reps)
-    else:
-        cls = base_cls
-    a_dir = mult.astype(float)[cls]  # gathered as floats: one array of the incidences' size, not two
-    a_dir /= K  # each member's bytes split over K hashed parts
-    t_id, t_res, n_cross = tp.t_id, tp.t_res, tp.n_cross
-
-    fc = FlowClasses(np.full(C, member_bytes), mult.astype(np.int64), cls, res, a_dir,
-                     template, t_id, t_res, n_cross.astype(float), tp.t_partial)
-
-    # summed loads: direct parts, plus each template's hops once per class using it
-    n_res = router.num_res
-    # float even when no class leaves its domain (bincount of nothing is int64, and the += below then fails)
-    loads = np.zeros(n_res)
-    for lo in range(0, res.size, _CHUNK_CLASSES * 8):  # weights a chunk at a time: no second incidence-sized array
-        loads += np.bincount(res[lo:lo + _CHUNK_CLASSES * 8], weights=a_dir[lo:lo + _CHUNK_CLASSES * 8] * member_bytes,
-                             minlength=n_res)
-    per_t = np.bincount(template, minlength=tp.num_sub).astype(float)
-    loads += np.bincount(t_res, weights=n_cross * per_t[t_id] * member_bytes, minlength=n_res)
-
-    # flows inside a domain: one class each
+    p = groups.shape[1]
+    k = max(1, f.layout.nics_per_server // f.layout.gpus_per_server)  # NICs per GPU: each pair's bytes split
+    dom = groups // f.layout.gpus_per_domain
+    fc = _network_classes(router, groups, dom, k, float(a.per_msg_byte) / k)
+    loads = _summed_loads(router.num_res, fc)
     parts = [fc]
     src_in, dst_in = _pairs_within(groups, dom)
-    if src_in.size:
+    if src_in.size:  # flows inside a domain: one class each
         intra = router.route_transfers(Transfers(src_in, dst_in, a.per_msg_byte, split_nics=True))
-        loads += np.bincount(intra.res, weights=intra.weight, minlength=n_res)
+        loads += np.bincount(intra.res, weights=intra.weight, minlength=router.num_res)
         parts.append(FlowClasses.single(intra.res, intra.flow, intra.weight, intra.flow_bytes))
-
     # latency: the longest path, rank 0 of the first communicator to every other rank of it (as the loads
     # from the structure report it)
     probe = router.route_transfers(Transfers(np.repeat(groups[0, :1], p - 1), groups[0, 1:], a.per_msg_byte,
@@ -148,6 +105,58 @@ def alltoall_classes(router: Router, a: AllPairs) -> Routed:
     out = Routed.summed(used, loads[used], a.num_flows, float(probe.latency_s.max()), bool(probe.network.any()))
     out.classes = FlowClasses.concat(parts)
     return out
+
+
+def _network_classes(router: Router, groups: np.ndarray, dom: np.ndarray, k: int, member_bytes: float) \
+        -> FlowClasses:
+    """The classes of the flows that leave their NVLink domain, given by class (``ptr``): each class's network
+    path once, its members' first hops in its template.
+
+    Built to hold little at 100k GPUs (5.5 million classes, 39 million incidences): int32 ids, one broadcast size,
+    each class's resources written once (no class id per incidence), weights as float32 when that is exact."""
+    f = router.fabric
+    N = f.layout.nics_per_server
+    K = router.subflows
+    pr = _server_pairs(f, groups)
+    u_idx, c_idx, dst = _base_classes(groups, dom, pr, k, f.layout.gpus_per_domain)
+    src = pr.rep[u_idx]
+    base_tpl = u_idx * N + _sending_rail(router, src, dst, c_idx)  # templates: (pair, rail of the sending NIC)
+    del u_idx
+    tp = _templates(router, base_tpl, N, pr, dst, c_idx)
+    template, mult, per = _sub_classes(base_tpl, tp)
+    del base_tpl
+    ptr, res, cnt = _network_paths(router, src, dst, c_idx, K)  # the network part: from the sending NIC on
+    del src, dst, c_idx
+    if template.size > per.size:
+        ptr, res, cnt = _copy_to_sub_classes(ptr, res, cnt, per)
+    C = template.size
+    return FlowClasses(np.broadcast_to(np.float64(member_bytes), (C,)), mult.astype(np.int32), None, res,
+                       _weights(ptr, cnt, mult, K), template.astype(np.int32), tp.t_id, tp.t_res,
+                       tp.n_cross.astype(float), tp.t_partial, ptr=ptr)
+
+
+def _sending_rail(router: Router, src: np.ndarray, dst: np.ndarray, choice: np.ndarray) -> np.ndarray:
+    """The rail of the NIC each base class sends through (PXN: the rail of the receiving NIC); after failover at
+    both ends on a fabric with failed parts (the same for every member of the pair)."""
+    N = router.fabric.layout.nics_per_server
+    if router.fabric.failed is None:
+        return router.fabric.gpu_nic(dst, choice) % N
+    return router.paths.endpoints(src, dst, choice)[0].nic % N
+
+
+def _summed_loads(n_res: int, fc: FlowClasses) -> np.ndarray:
+    """Bytes on every resource: each class's direct incidences, plus each template's hops once per class using
+    it; the incidences' weights a chunk at a time (no second array of the incidences' size)."""
+    # float even when no class leaves its domain (bincount of nothing is int64, and a += on it then fails)
+    loads = np.zeros(n_res)
+    member_bytes = float(fc.size_bytes[0]) if fc.num_classes else 0.0
+    step = _CHUNK_CLASSES * 8
+    for lo in range(0, fc.res.size, step):
+        loads += np.bincount(fc.res[lo:lo + step], weights=fc.a[lo:lo + step].astype(float) * member_bytes,
+                             minlength=n_res)
+    per_t = np.bincount(fc.template, minlength=fc.num_templates).astype(float)
+    loads += np.bincount(fc.t_res, weights=fc.t_a * per_t[fc.t_id] * member_bytes, minlength=n_res)
+    return loads
 
 
 class _Pairs(NamedTuple):
@@ -180,11 +189,13 @@ def _base_classes(groups: np.ndarray, dom: np.ndarray, pr: _Pairs, k: int, gpus_
     keep = dom[pr.group[u_idx], j_idx] != pr.rep[u_idx] // gpus_per_domain
     u_idx, j_idx = u_idx[keep], j_idx[keep]
     if k > 1:
-        c_idx = np.repeat(np.arange(k), u_idx.size)
+        c_idx = np.repeat(np.arange(k, dtype=np.int32), u_idx.size)
         u_idx, j_idx = np.tile(u_idx, k), np.tile(j_idx, k)
     else:
-        c_idx = np.zeros(u_idx.size, dtype=np.int64)
-    return u_idx, c_idx, groups[pr.group[u_idx], j_idx]
+        c_idx = np.zeros(u_idx.size, dtype=np.int32)
+    dst = groups[pr.group[u_idx], j_idx]
+    del j_idx
+    return u_idx, c_idx, dst
 
 
 class _Templates(NamedTuple):
@@ -246,26 +257,94 @@ _CHUNK_CLASSES = 1 << 19  # classes routed at once: the path table and its tempo
 
 def _network_paths(router: Router, src: np.ndarray, dst: np.ndarray, choice: np.ndarray, K: int):
     """The network hops of every class's path (``src[i] -> dst[i]`` on NIC ``choice[i]``, each of its ``K``
-    hashed parts): ``(res, cls)``, the resource ids (int32) and each one's class, grouped by class in order.
+    hashed parts), by class: ``(ptr, res, cnt)``, class ``i``'s resources ``res[ptr[i]:ptr[i + 1]]`` (int32), each
+    once, in path order when its parts never share one, and how many parts cross each (None: one each).
 
-    Routed :data:`_CHUNK_CLASSES` classes at a time: the router's path table of every class at once (5.5 million
-    at 100k GPUs) and its temporaries took over 1.5 GB."""
+    Routed :data:`_CHUNK_CLASSES` classes at a time (the router's path table of every class at once, 5.5 million at
+    100k GPUs, and its temporaries took over 1.5 GB), into arrays sized for the longest paths and cut to what was
+    written (untouched pages take no memory; no chunk list joined into a second copy)."""
     net_cols = router.slots.network
-    res_parts, cls_parts = [], []
-    for lo in range(0, src.size, _CHUNK_CLASSES):
-        hi = min(src.size, lo + _CHUNK_CLASSES)
+    C = src.size
+    width = K * len(range(router.slots.width)[net_cols])  # a class's parts side by side
+    res = np.empty(C * width, dtype=np.int32)
+    cnt = None
+    ptr = np.zeros(C + 1, dtype=np.int32 if C * width < 2 ** 31 else np.int64)
+    at = 0
+    for lo in range(0, C, _CHUNK_CLASSES):
+        hi = min(C, lo + _CHUNK_CLASSES)
         n = hi - lo
         cols, _ = router.path_table(np.repeat(src[lo:hi], K), np.repeat(dst[lo:hi], K), np.repeat(choice[lo:hi], K),
                                     np.tile(np.arange(K), n))
-        net = cols[:, net_cols]
+        net = cols[:, net_cols].reshape(n, width)
         del cols
-        ok = net >= 0
-        rows, _ = np.nonzero(ok)
-        res_parts.append(net[ok])  # int32, as the router's path table
-        cls_parts.append((rows // K + lo).astype(np.int32))
-    if not res_parts:
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-    return np.concatenate(res_parts), np.concatenate(cls_parts)
+        net, keep, times = _merge_parts(net)
+        ptr[lo + 1:hi + 1] = at + np.cumsum(keep.sum(axis=1))
+        m = int(ptr[hi]) - at
+        res[at:at + m] = net[keep]
+        if times is not None and cnt is None:  # the first chunk whose parts share a resource: counts from here on
+            cnt = np.empty(res.size, dtype=np.int16)
+            cnt[:at] = 1
+        if cnt is not None:
+            cnt[at:at + m] = 1 if times is None else times[keep]
+        at += m
+    res.resize(at, refcheck=False)  # in place: no copy of what was written
+    if cnt is not None:
+        cnt.resize(at, refcheck=False)
+    return ptr, res, cnt
+
+
+def _merge_parts(net: np.ndarray):
+    """One class's resources per row (-1: no hop), each kept once: ``(table, kept, times)``, with ``times`` how
+    many of the row's entries each kept one stands for (None when no row repeats a resource: the table as given,
+    in path order; else each row sorted, its first entry of each resource kept)."""
+    srt = np.sort(net, axis=1)
+    rep = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    if not rep.any():
+        return net, net >= 0, None
+    keep = srt >= 0
+    keep[:, 1:] &= ~rep
+    W = srt.shape[1]
+    first = np.flatnonzero(keep)  # the start of each run of one resource in its (sorted) row
+    nxt = np.minimum(np.r_[first[1:], keep.size], (first // W + 1) * W)
+    times = np.zeros(srt.shape, dtype=np.int16)
+    times.ravel()[first] = nxt - first
+    return srt, keep, times
+
+
+def _copy_to_sub_classes(ptr: np.ndarray, res: np.ndarray, cnt: np.ndarray | None, per: np.ndarray):
+    """Each base class's network path copied to its ``per`` sub-classes (which differ in their templates only),
+    by class as :func:`_network_paths` gives them."""
+    base_of = np.repeat(np.arange(per.size), per)
+    seg = _ranges(ptr[base_of], np.diff(ptr)[base_of])
+    out = np.zeros(base_of.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(ptr)[base_of], out=out[1:])
+    return out, res[seg], (None if cnt is None else cnt[seg])
+
+
+def _weights(ptr: np.ndarray, cnt: np.ndarray | None, mult: np.ndarray, K: int) -> np.ndarray:
+    """Each incidence's bytes per byte a member moves: its class's members over the ``K`` parts a member's bytes
+    are split into, times the parts that cross it. One broadcast value when all are equal (every class of one
+    member, its parts never on one resource: the 100k all-to-all of one GPU per pod; 155 MB less), else an array,
+    float32 when every weight is exact in it (whole members over a power of two parts; half the memory), float64
+    otherwise."""
+    nnz = int(ptr[-1])
+    if cnt is None and mult.size and mult.min() == mult.max():
+        w = float(mult[0]) / K
+        return np.broadcast_to(np.float32(w) if float(np.float32(w)) == w else np.float64(w), (nnz,))
+    for dtype in (np.float32, np.float64):
+        a = np.empty(nnz, dtype=dtype)
+        exact = True
+        for lo in range(0, mult.size, _CHUNK_CLASSES):
+            hi = min(mult.size, lo + _CHUNK_CLASSES)
+            i0, i1 = int(ptr[lo]), int(ptr[hi])
+            w = np.repeat(mult[lo:hi].astype(float) / K, np.diff(ptr[lo:hi + 1]))
+            if cnt is not None:
+                w *= cnt[i0:i1]
+            a[i0:i1] = w
+            exact = exact and np.array_equal(a[i0:i1], w)
+        if exact:
+            return a
+    raise AssertionError("float64 weights are exact by definition")  # pragma: no cover
 
 
 def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -63,7 +63,7 @@ def _with_caps(users: FlowClasses, capacity: np.ndarray, max_rate) -> tuple[Flow
     members = users.members.astype(float)
     cap = np.r_[capacity.astype(float), np.broadcast_to(np.asarray(max_rate, dtype=float), (C,)) * members]
     ids = np.arange(C)
-    out = FlowClasses(users.size_bytes, users.members, np.r_[users.cls, ids].astype(np.int64),
+    out = FlowClasses(users.size_bytes, users.members, np.r_[users.class_of(), ids].astype(np.int64),
                       np.r_[users.res, n + ids].astype(np.int64), np.r_[users.a, members],
                       users.template, users.t_id, users.t_res, users.t_a, users.t_partial)
     return out, cap
@@ -79,8 +79,9 @@ def _equal_rates(users: FlowClasses, capacity: np.ndarray, active: np.ndarray, m
     cap_rate = np.full(C, np.inf) if max_rate is None else np.broadcast_to(np.asarray(max_rate, float), (C,))
     x = np.where(active, cap_rate, 0.0)
     lim = np.full(C, -1, dtype=np.int64)
-    sel = active[users.cls] & (users.a > 0)
-    cls, res, a = users.cls[sel], users.res[sel], users.a[sel]
+    cls = users.class_of()
+    sel = active[cls] & (users.a > 0)
+    cls, res, a = cls[sel], users.res[sel], users.a[sel]
     if cls.size == 0:
         return x, lim
     n = capacity.size

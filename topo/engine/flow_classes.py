@@ -21,11 +21,16 @@ class FlowClasses:
     per byte moved by each of its members (its number of members crossing it times the fraction of a member's
     bytes that crosses it). Template incidences ``(t_id[i], t_res[i], t_a[i])`` likewise, for every class whose
     ``template`` is ``t_id[i]``; ``t_partial[i]`` marks a resource that not all members of such a class cross.
+
+    A router that builds millions of classes may give them *by class* instead: ``cls`` None and ``ptr`` the
+    class pointer (class ``c``'s incidences are ``ptr[c]:ptr[c + 1]``, each resource at most once in a class).
+    The max-min solver then fills them on these arrays as they are, without a copy (:mod:`topo.engine.maxmin`);
+    :meth:`class_of` gives ``cls`` to the code that needs it.
     """
 
     size_bytes: np.ndarray  # per class: bytes of each member flow
     members: np.ndarray  # per class: number of member flows
-    cls: np.ndarray
+    cls: np.ndarray | None
     res: np.ndarray
     a: np.ndarray
     template: np.ndarray | None = None  # per class: its template, or -1
@@ -33,6 +38,18 @@ class FlowClasses:
     t_res: np.ndarray | None = None
     t_a: np.ndarray | None = None
     t_partial: np.ndarray | None = None
+    ptr: np.ndarray | None = None  # by class: class c's incidences are ptr[c]:ptr[c + 1] (then cls may be None)
+
+    def class_of(self) -> np.ndarray:
+        """The class of every direct incidence (``cls``, or expanded from ``ptr``).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        if self.cls is not None:
+            return self.cls
+        return np.repeat(np.arange(self.num_classes, dtype=np.int32), np.diff(self.ptr))
 
     @property
     def num_classes(self) -> int:
@@ -92,12 +109,12 @@ class FlowClasses:
         with_t = [p for p in parts if p.template is not None]
         out = FlowClasses(np.concatenate([p.size_bytes for p in parts]),
                           np.concatenate([p.members for p in parts]),
-                          np.concatenate([p.cls for p in parts]),
+                          np.concatenate([p.class_of() for p in parts]),
                           np.concatenate([p.res for p in parts]), np.concatenate([p.a for p in parts]))
         at = 0
         for p, o in zip(parts, c_off):  # class ids of each part after the classes of the parts before it
-            out.cls[at:at + p.cls.size] += o
-            at += p.cls.size
+            out.cls[at:at + p.res.size] += o
+            at += p.res.size
         if with_t:
             out.template = np.concatenate([np.where(p.template >= 0, p.template + o, -1) if p.template is not None
                                            else np.full(p.num_classes, -1) for p, o in zip(parts, t_off)])

@@ -17,8 +17,11 @@ Two things make this fast enough for a hashed all-to-all over thousands of GPUs 
   the finished flows nothing saturates earlier. Only flows at or above that level are filled again, on what
   the others leave. Work per event is the incidences of the flows that change, not of all flows.
 
-The incidence matrix (classes x resources actually used) is held in ``scipy.sparse`` CSR/CSC form: CSR to
-read a class's resources, CSC to find the classes on a saturated resource.
+The incidence matrix (classes x resources) is held in CSR/CSC form: CSR to read a class's resources, CSC (of the
+pattern only, built with ``scipy.sparse``) to find the classes on a saturated resource. Classes given by class
+(:attr:`FlowClasses.ptr`, as the all-to-all's router gives them) are the CSR as they are, without a copy; with at
+least as many incidences as resources the resource ids are kept, else they are compacted to the resources used
+(issue 30 item 10: the 100k all-to-all's 39 million incidences fill in 0.85 GB, not 2.0).
 """
 
 from __future__ import annotations
@@ -36,6 +39,19 @@ _CHUNK = 1 << 19  # classes whose incidences are gathered at once (loads, demand
 _TIE = 1e-9  # relative: resources saturating, or flows finishing, within this of each other are simultaneous
 
 
+def _direct(s, classes: np.ndarray):
+    """The direct incidences ``(resources, weights)`` of ``classes`` on the solver ``s``, a chunk at a time (every
+    class: slices of the whole matrix; some: :data:`_CHUNK` classes' incidences gathered at once), so that no
+    temporary of the incidence's size is made (8 B an incidence for the resources' local index alone)."""
+    if classes.size == s.C:
+        for lo in range(0, s.c_res.size, _CHUNK * 8):
+            yield s.c_res[lo:lo + _CHUNK * 8], s.c_a[lo:lo + _CHUNK * 8]
+        return
+    for lo in range(0, classes.size, _CHUNK):
+        seg = _segments(s.c_ptr, classes[lo:lo + _CHUNK])
+        yield s.c_res[seg], s.c_a[seg]
+
+
 def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Concatenated ranges ``starts[i]:starts[i+1]`` for every i in ``idx``."""
     lo = starts[idx]
@@ -46,18 +62,48 @@ def _segments(starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
 
 
-def _by_class(sp, fc: FlowClasses, pos: np.ndarray, C: int, R: int):
-    """The class x resource incidence as CSR, a class's parts on one resource summed. Incidences grouped by class
-    (as every router builds them) go in as they are; others through a COO matrix (which needs 2-3x the memory)."""
-    col = pos[fc.res]
+def _by_class(sp, fc: FlowClasses, pos: np.ndarray | None, C: int, R: int):
+    """The class x resource incidence as CSR arrays ``(ptr, resource, weight)``, a class's parts on one resource
+    summed. Classes given by class (``fc.ptr``: each resource once in a class) are used as they are, without a
+    copy (the 100k all-to-all's 39 million incidences: 0.3-0.5 GB a copy); incidences grouped by class go in as
+    they are; others through a COO matrix (which needs 2-3x the memory)."""
+    if fc.ptr is not None:
+        return fc.ptr, (fc.res if pos is None else pos[fc.res]), fc.a
+    col = np.array(fc.res, dtype=np.int32) if pos is None else pos[fc.res]  # a copy: summing sorts it
     if fc.cls.size and np.all(fc.cls[1:] >= fc.cls[:-1]):
         ptr = np.zeros(C + 1, dtype=np.int64)
         np.cumsum(np.bincount(fc.cls, minlength=C), out=ptr[1:])
-        m = sp.csr_matrix((np.array(fc.a, dtype=float), col, ptr), shape=(C, R))  # a copy: summing sorts it
+        m = sp.csr_matrix((np.array(fc.a, dtype=float), col, ptr), shape=(C, R))
     else:
         m = sp.csr_matrix((fc.a, (fc.cls, col)), shape=(C, R))
     m.sum_duplicates()
-    return m
+    return m.indptr, m.indices, m.data
+
+
+def _used_resources(fc: FlowClasses, n: int):
+    """The resources the classes cross (a mask over the ``n`` ids), the compact index -> resource id, and the
+    resource id -> compact index (None: the ids themselves). Classes with at least as many incidences as there are
+    resources keep the ids (a compacted copy of their incidences would take more than per-resource arrays of
+    every id: 39 million incidences over 0.8 million resources at 100k GPUs)."""
+    seen = np.zeros(n, dtype=bool)
+    seen[fc.res] = True
+    if fc.num_templates:
+        seen[fc.t_res] = True
+    if fc.res.size >= n:
+        return seen, np.arange(n), None
+    used = np.flatnonzero(seen)
+    pos = np.zeros(n, dtype=np.int32)
+    pos[used] = np.arange(used.size)
+    return seen, used, pos
+
+
+def _pattern_by_resource(sp, c_ptr: np.ndarray, c_res: np.ndarray, C: int, R: int):
+    """The classes on each resource (CSC of the pattern only: int8 ones, not the float weights, and int32
+    indices where they fit, so the transpose copies nothing of the incidence's size but its result)."""
+    idx = np.int32 if c_res.size < 2 ** 31 and max(C, R) < 2 ** 31 else np.int64
+    mt = sp.csr_matrix((np.ones(c_res.size, dtype=np.int8), c_res.astype(idx, copy=False),
+                        c_ptr.astype(idx, copy=False)), shape=(C, R)).tocsc()
+    return mt.indptr, mt.indices
 
 
 class _Solver:
@@ -69,24 +115,16 @@ class _Solver:
         C = fc.num_classes
         T = fc.num_templates
         has_t = T > 0
-        n = capacity_Bps.size
-        seen = np.zeros(n, dtype=bool)
-        seen[fc.res] = True
-        if has_t:
-            seen[fc.t_res] = True
-        self.used = np.flatnonzero(seen)  # compact resource index -> resource id
+        seen, self.used, pos = _used_resources(fc, capacity_Bps.size)
         R = self.used.size
-        pos = np.zeros(n, dtype=np.int32)
-        pos[self.used] = np.arange(R)
-        self.cap = capacity_Bps[self.used].astype(float)
-        if np.any(self.cap <= 0):
+        if np.any(capacity_Bps[seen] <= 0):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
-        m = _by_class(sp, fc, pos, C, R)
-        self.c_ptr, self.c_res, self.c_a = m.indptr, m.indices, m.data  # by class
-        # by resource: the pattern only (int8 ones, not the float weights: 8x less to transpose)
-        mt = sp.csr_matrix((np.ones(m.indices.size, dtype=np.int8), m.indices, m.indptr), shape=(C, R)).tocsc()
-        self.r_ptr, self.r_cls = mt.indptr, mt.indices
-        del m, mt
+        self.cap = capacity_Bps[self.used].astype(float)
+        del seen
+        self.c_ptr, self.c_res, self.c_a = _by_class(sp, fc, pos, C, R)  # by class
+        self.r_ptr, self.r_cls = _pattern_by_resource(sp, self.c_ptr, self.c_res, C, R)  # by resource
+        if pos is None:
+            pos = np.arange(R)
         self.C, self.R, self.T = C, R, T
         self.template = fc.template if has_t else None
         if has_t:  # templates are few: plain numpy
@@ -101,12 +139,13 @@ class _Solver:
             self.rt_ptr = np.searchsorted(tr[order], np.arange(R + 1))
             self.rt_tpl, self.rt_partial = tid[order], tp[order]
             t_of = self.template
-            keep = t_of >= 0
+            keep = np.flatnonzero(t_of >= 0).astype(np.int32)
             order = np.argsort(t_of[keep], kind="stable")
-            self.tc_cls = np.flatnonzero(keep)[order]  # classes of each template, grouped
-            self.tc_ptr = np.searchsorted(t_of[keep][order], np.arange(T + 1))
+            self.tc_cls = keep[order]  # classes of each template, grouped
+            del keep
+            self.tc_ptr = np.searchsorted(t_of[self.tc_cls], np.arange(T + 1))
         self.open = np.zeros(C, dtype=bool)  # scratch: classes still rising in the current fill
-        self.stamp = np.zeros(C, dtype=np.int64)
+        self.stamp = np.zeros(C, dtype=np.int32)  # scratch: a class's first place among a round's users
         self.lpos = np.zeros(R, dtype=np.int64)  # scratch: compact resource -> local index in a fill
 
     def loads(self, classes: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -114,16 +153,19 @@ class _Solver:
         :data:`_CHUNK` classes at a time (the incidences of millions of classes at once, with their weights and
         rates, took a gigabyte)."""
         out = np.zeros(self.R)
+        # every class, in order (the first fill): slices, no gathered indices
+        whole = classes.size == self.C and bool(np.all(classes[1:] > classes[:-1]))
         for lo in range(0, classes.size, _CHUNK):
             c, r = classes[lo:lo + _CHUNK], rate[lo:lo + _CHUNK]
-            seg = _segments(self.c_ptr, c)
+            seg = slice(self.c_ptr[lo], self.c_ptr[lo + c.size]) if whole else _segments(self.c_ptr, c)
             cnt = self.c_ptr[c + 1] - self.c_ptr[c]
             out += np.bincount(self.c_res[seg], weights=self.c_a[seg] * np.repeat(r, cnt), minlength=self.R)
         if self.template is not None:
             t = self.template[classes]
-            k = t >= 0
-            if k.any():
-                per_t = np.bincount(t[k], weights=rate[k], minlength=self.T)
+            t += 1  # bin 0: the classes without a template (the others' sums in the same order as without them)
+            per_t = np.bincount(t, weights=rate, minlength=self.T + 1)[1:]
+            del t
+            if per_t.any():
                 ts = np.flatnonzero(per_t)
                 tseg = _segments(self.t_ptr, ts)
                 tcnt = self.t_ptr[ts + 1] - self.t_ptr[ts]
@@ -156,20 +198,16 @@ class _Fill:
     def __init__(self, s: _Solver, classes: np.ndarray, cap_left: np.ndarray, limits: np.ndarray | None,
                  rate: np.ndarray):
         self.s, self.classes, self.limits, self.rate = s, classes, limits, rate
-        self.where = np.full(s.C, -1, dtype=np.int64)
+        self.where = np.full(s.C, -1, dtype=np.int32 if s.C < 2 ** 31 else np.int64)  # class -> place in classes
         self.where[classes] = np.arange(classes.size)
-        if classes.size == s.C:  # every class: the whole matrix
-            r_dir, a_dir = s.c_res, s.c_a
-        else:
-            seg = _segments(s.c_ptr, classes)
-            r_dir, a_dir = s.c_res[seg], s.c_a[seg]
-            del seg
         mark = np.zeros(s.R, dtype=bool)
-        mark[r_dir] = True
+        for r_dir, _ in _direct(s, classes):
+            mark[r_dir] = True
         self.tpl_on = s.template is not None
         if self.tpl_on:
             t = s.template[classes]
             self.open_t = np.bincount(t[t >= 0], minlength=s.T).astype(float)  # classes of each template rising
+            del t
             self.frozen_t = np.zeros(s.T)  # sum of the rates of its classes already frozen
             ts = np.flatnonzero(self.open_t)
             tseg = _segments(s.t_ptr, ts)
@@ -181,11 +219,9 @@ class _Fill:
         L = self.L = self.local.size
         lpos = s.lpos
         lpos[self.local] = np.arange(L)
-        self.demand = np.zeros(L)  # direct incidences only, a chunk at a time (lpos[r_dir]: 8 B an incidence)
-        for lo in range(0, r_dir.size, _CHUNK * 8):
-            self.demand += np.bincount(lpos[r_dir[lo:lo + _CHUNK * 8]], weights=a_dir[lo:lo + _CHUNK * 8],
-                                       minlength=L)
-        del r_dir, a_dir
+        self.demand = np.zeros(L)  # direct incidences only
+        for r_dir, a_dir in _direct(s, classes):
+            self.demand += np.bincount(lpos[r_dir], weights=a_dir, minlength=L)
         self.base_cap = np.maximum(cap_left[self.local].astype(float), 0.0)
         self.base_level = np.zeros(L)
         self.sat_at = np.full(L, np.inf)
@@ -437,9 +473,9 @@ def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: 
     finish = np.zeros(fc.num_classes)
     if fc.num_classes == 0:
         return finish
+    size = np.asarray(fc.size_bytes, dtype=float)  # no copy: a router may give one broadcast size
+    act = np.flatnonzero(size > 0).astype(np.int32 if size.size < 2 ** 31 else np.int64)
     s = _Solver(fc, capacity_Bps)
-    size = fc.size_bytes.astype(float)
-    act = np.flatnonzero(size > 0)
     rate = np.zeros(s.C)
     first = np.full(act.size, -1, dtype=np.int64) if limits is not None else None
     rate[act] = s.fill(act, s.cap, first)
@@ -452,14 +488,17 @@ def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: 
     for _ in range(max_events):
         if act.size == 0:
             return finish
-        o = act[np.argsort(finish[act], kind="stable")]
-        fs, rs = finish[o], rate[o]
+        o = act[np.argsort(finish if act.size == s.C else finish[act], kind="stable")]  # act: all, in order
+        fs = finish[o]
         if not np.isfinite(fs[-1]):
             raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
         starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
         ends = np.r_[starts[1:], o.size]
+        rs = rate[o]
         lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
-        faster_left = np.r_[np.maximum.accumulate(rs[::-1])[::-1][ends[:-1]], -np.inf]  # fastest still running
+        top = np.maximum.reduceat(rs, starts)  # and the fastest
+        del rs
+        faster_left = np.r_[np.maximum.accumulate(top[::-1])[::-1][1:], -np.inf]  # fastest still running
         need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
         if need.size == 0:  # everything finishes at the rates it has
             return finish
