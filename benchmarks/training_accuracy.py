@@ -152,6 +152,8 @@ def _setups():
                       else None)
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
+        if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
+            kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
         if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
             kw["grad_bytes"] = 2.0
         # the recipe's memory settings (empty: none): activation offloading, recomputation
@@ -274,6 +276,20 @@ def main() -> None:
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
 
+
+DSV3_LAYOUTS = {
+    # Megatron-Bridge's DeepSeek-V3 recipe places the layers by (pp, vpp) (NVIDIA-NeMo/Megatron-Bridge@05d003fb
+    # src/megatron/bridge/recipes/deepseek/deepseek_v3.py, ``layout_map``): the embedding with the first chunk's
+    # layers, the MTP module and the loss with few layers on the last chunk
+    (4, 1): "Et*16|t*16|t*16|t*13mL",
+    (8, 1): "Et*8|(t*8|)*6t*5mL", (4, 2): "Et*8|(t*8|)*6t*5mL",
+    (16, 1): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL", (4, 4): "Et*4|(t*4|)*14tmL",
+    # 32 chunks: the H100 performance preset's ``pp_layout`` (Megatron-Bridge@0426418
+    # scripts/performance/configs/deepseek/deepseek_workload_base_configs.py, DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1,
+    # PP8 VP4); the GB200 FP8 row of 25.11 at PP8 VP4 is given the same (assumption: no other 32-chunk layout is
+    # published for these recipes)
+    (8, 4): "Et|(tt|)*30mL",
+}
 
 TRAINING_KEYS = ("ampere_bf16", "hopper_bf16", "hopper_fp8", "blackwell_bf16", "blackwell_fp8")
 HOST = "host_s"

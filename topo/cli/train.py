@@ -49,6 +49,9 @@ def register(sub) -> None:
                         "cpu_offloading_num_layers; pp 1, no recomputation)")
     p.add_argument("--pipeline-embedding", action="store_true",
                    help="count the embedding and the loss as pipeline layers (126 layers on pp16 x vpp8)")
+    p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
+                   help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
+                        "(E embedding, t layer, m MTP, L loss; default: an even split)")
     p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
                    help="use only N GPUs of each NVLink domain (64 of an NVL72 rack's 72)")
     p.add_argument("--grad-bytes", type=float, default=None,
@@ -125,6 +128,7 @@ def _layout_options(args) -> dict:
                 recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
                 activation_offload_layers=args.activation_offload_layers,
                 pipeline_embedding=True if args.pipeline_embedding else None,
+                pipeline_layout=args.pipeline_layout,
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,

@@ -43,6 +43,7 @@ import numpy as np
 from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s
 from .parallel import ParallelLayout
+from .pipeline_layout import layout_chunks
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
@@ -341,7 +342,9 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
     ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
-    last stage."""
+    last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`)."""
+    if lay.pipeline_layout is not None:
+        return _laid_out_units(model, lay)
     units: list[str] = list(model.blocks)
     if lay.pipeline_embedding:
         units = ["embedding", *units, "logits"]
@@ -356,6 +359,20 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
         stages[-1].append("logits")
     if model.mtp_layers:  # Megatron-Core puts the multi-token-prediction modules on the last stage
         stages[-1] += [model.blocks[-1]] * model.mtp_layers + ["mtp_head"] * model.mtp_layers
+    return stages
+
+
+def _laid_out_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
+    """Each stage's units as ``lay.pipeline_layout`` places them: chunk ``c`` on stage ``c mod pp``, its layers
+    the model's next ones in order, an MTP module as its layer and its head."""
+    chunks = layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
+                           mtp_layers=model.mtp_layers)
+    stages: list[list[str]] = [[] for _ in range(lay.pp)]
+    nxt = iter(model.blocks)
+    token = {"E": ["embedding"], "L": ["logits"], "m": [model.blocks[-1], "mtp_head"]}
+    for c, chunk in enumerate(chunks):
+        for ch in chunk:
+            stages[c % lay.pp] += [next(nxt)] if ch == "t" else token[ch]
     return stages
 
 

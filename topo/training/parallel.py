@@ -23,6 +23,7 @@ from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
+from .pipeline_layout import layout_chunks
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
@@ -73,6 +74,9 @@ class ParallelLayout(BaseModel):
     pipeline_embedding: bool = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
     (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
+    pipeline_layout: str | None = None
+    """Which layers each pipeline chunk holds, in Megatron-Core's ``pipeline_model_parallel_layout`` notation
+    (``Et*4|(t*4|)*14tmL``: :mod:`topo.training.pipeline_layout`); default: an even split of the layers."""
     gpus_per_domain_used: PositiveInt | None = None
     """Use only the first N GPUs of each NVLink domain (64 of an NVL72 rack's 72, so power-of-two TP and EP
     groups stay inside a rack); default: all."""
@@ -268,8 +272,14 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    if lay.pipeline_layout is not None:
+        if lay.pipeline_embedding:
+            bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
+                                      "pipeline_layout: false")
+        layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
+                      mtp_layers=model.mtp_layers, source=source)
     units = model.layers + (2 if lay.pipeline_embedding else 0)
-    if units < lay.pp * lay.vpp:
+    if lay.pipeline_layout is None and units < lay.pp * lay.vpp:
         what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
         hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
         bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "

@@ -204,6 +204,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     t0 = time.perf_counter()
     if gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
+    if options.get("pipeline_layout"):
+        raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
+                        "none (give the layout to a single evaluation instead)", key="pipeline_layout")
     top = top or 10
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu_compute(fabric.spec.gpu, efficiency),
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)

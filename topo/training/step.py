@@ -433,7 +433,9 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
                      f"({gpu.memory_bytes / 2**30:.1f} GiB) of a {gpu.name}")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
-    if units % chunks:
+    if lay.pipeline_layout is not None:
+        notes.append(f"pipeline layout {lay.pipeline_layout} (the busiest stage sets the pace)")
+    elif units % chunks:
         lo, hi = units // chunks, math.ceil(units / chunks)
         notes.append(f"uneven pipeline split: {units} layers{' (with embedding and loss)' if lay.pipeline_embedding else ''}"
                      f" over {chunks} chunks: {units % chunks} chunks of {hi}, the rest of {lo}; the busiest stage "
