@@ -152,6 +152,10 @@ def _setups():
                       else None)
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
+        # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
+        kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
+        if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
+            kw["moe_router_fusion"] = True
         if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
             kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
         if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
@@ -276,6 +280,11 @@ def main() -> None:
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
 
+
+ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
+"""Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
+(scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
+``set_gpt_oss_common_configs``)."""
 
 DSV3_LAYOUTS = {
     # Megatron-Bridge's DeepSeek-V3 recipe places the layers by (pp, vpp) (NVIDIA-NeMo/Megatron-Bridge@05d003fb

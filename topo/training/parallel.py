@@ -144,6 +144,15 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
+    moe_router_fusion: bool = False
+    """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
+    kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
+    cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                                    "full_iteration"], ...] = ()
+    """Parts captured in CUDA graphs (Megatron-Core's ``cuda_graph_scope``; ``full_iteration`` for
+    ``cuda_graph_impl = "full_iteration"``): their kernels cost the host no launches. ``moe_router`` takes the
+    MoE layer's norm, router and shared experts; ``moe`` the whole MoE block (token-drop only); default: none
+    (eager: the host launches every kernel)."""
     moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
     """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
     capacity factor c that drops tokens caps it at c)."""
@@ -272,6 +281,13 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    scope = set(lay.cuda_graph_scope)
+    if "moe_preprocess" in scope and "moe_router" not in scope:
+        bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
+                                "moe_router moe_preprocess")
+    if "moe" in scope and lay.moe_capacity_factor is None:
+        bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
+                                "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
     if lay.pipeline_layout is not None:
         if lay.pipeline_embedding:
             bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
