@@ -163,6 +163,8 @@ def _setups():
         # the recipe's memory settings (empty: none): activation offloading, recomputation
         kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
         kw["recompute"] = row.get("recompute_granularity") or "none"
+        if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
+            kw.update(recompute="none", remat_policy="minimal_flash")
         if row["run_id"].startswith("automodel_"):
             # PyTorch FSDP2 (NeMo AutoModel): the sharded parameters stay fp32 and are the optimizer's master copy
             # (MixedPrecisionPolicy casts each gathered layer to bf16 for compute), fp32 gradients, two fp32

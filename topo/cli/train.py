@@ -41,7 +41,11 @@ def register(sub) -> None:
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
-                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba)")
+                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba, mla_up_proj, mlp_act, "
+                        "mlp_wi, qkv_proj, out_proj)")
+    p.add_argument("--remat-policy", default=None, metavar="POLICY",
+                   help="a JAX remat policy (MaxText's remat_policy: minimal, save_dot_except_mlpwi, full...) in place "
+                        "of --recompute and --recompute-modules")
     p.add_argument("--recompute-num-layers", type=int, default=None,
                    help="with --recompute full: only the first N layers of each stage")
     p.add_argument("--activation-offload-layers", type=int, default=None, metavar="N",
@@ -126,6 +130,7 @@ def _layout_options(args) -> dict:
         if args.recompute_modules else None
     return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
                 recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
+                remat_policy=args.remat_policy,
                 activation_offload_layers=args.activation_offload_layers,
                 pipeline_embedding=True if args.pipeline_embedding else None,
                 pipeline_layout=args.pipeline_layout,

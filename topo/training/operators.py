@@ -122,8 +122,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     heads = model.heads / tp
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)]
     if a.kind == "mla":
-        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h),
-                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h),
+        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h, tag="qkv_proj"),
+                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
                       tag="mla_up_proj"),
                 _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
@@ -132,7 +132,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h),
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj"),
                 _mem("rope", "attention", 4 * T * (heads + kv) * d)]
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
@@ -149,7 +149,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
-    ops += [_gemm("out_proj", "attention", T, h, heads * dv),
+    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj"),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
 
@@ -166,7 +166,7 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # FP8 one quantisation of each expert's input before it (split_quantize)
     per = groups * (2.0 if lay.precision == "fp8" else 1.0) if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
-    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed),
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi"),
             _mem("activation", module + "_act", act_bytes),
             _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed)]
     if norm:
@@ -467,8 +467,11 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
         return 0.0
     alias = {"mlp": ("mlp", "mlp_act"), "moe": ("moe", "moe_act", "shared_experts"), "moe_act": ("moe_act",),
              "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
-             "mla_up_proj": ("mla_up_proj",)}
-    return sum(bt.recompute_s.get(x, 0.0) for mname in mods for x in alias.get(mname, (mname,)))
+             "mla_up_proj": ("mla_up_proj",), "mlp_act": ("mlp_act",),
+             # an input projection recomputed with the activation after it (fc2's input is the activation's output)
+             "mlp_wi": ("mlp_wi", "mlp_act", "moe_act", "shared_experts_act")}
+    keys = {x for mname in mods for x in alias.get(mname, (mname,))}
+    return sum(bt.recompute_s.get(x, 0.0) for x in keys)
 
 
 def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:

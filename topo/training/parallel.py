@@ -17,13 +17,14 @@ from __future__ import annotations
 import tomllib
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
+from .remat import RematPolicyError, remat_settings
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
@@ -58,11 +59,14 @@ class ParallelLayout(BaseModel):
     sequence_parallel: bool = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj"],
-                             ...] = ()
+    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj",
+                                     "mlp_act", "mlp_wi", "qkv_proj", "out_proj"], ...] = ()
     """Modules recomputed in the backward pass (Megatron-Core's ``recompute_modules``): their activations are
     not stored, their forward runs again (``mla_up_proj``: MLA's query and key/value up-projections and their
     RoPE, so only the compressed latents are kept)."""
+    remat_policy: str | None = None
+    """A JAX rematerialisation policy (MaxText's ``remat_policy``: ``save_dot_except_mlpwi``, ``minimal``...) in
+    place of ``recompute`` and ``recompute_modules``, which it sets (:mod:`topo.training.remat`)."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
     activation_offload_layers: Annotated[int, Field(strict=True, ge=0)] = 0
@@ -156,6 +160,30 @@ class ParallelLayout(BaseModel):
     moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
     """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
     capacity factor c that drops tokens caps it at c)."""
+
+    @field_validator("remat_policy")
+    @classmethod
+    def _known_policy(cls, v, info: ValidationInfo):
+        if v is None:
+            return v
+        settings = remat_settings(v)  # RematPolicyError (a ValueError) names what is allowed
+        given = {k: info.data.get(k) for k in settings}
+        if given != settings:  # the user set recompute or recompute_modules beside the policy
+            raise ValueError(f"{v!r} sets recompute and recompute_modules itself; give one or the other")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remat_sets_recompute(cls, data):
+        if not isinstance(data, dict) or data.get("remat_policy") is None:
+            return data
+        try:
+            settings = remat_settings(data["remat_policy"])
+        except RematPolicyError:
+            return data  # the field's validator names it
+        if data.get("recompute_modules") or data.get("recompute", "none") != "none":
+            return data  # the field's validator says that both were given
+        return {**data, **settings}
 
     @property
     def gpus(self) -> int:
