@@ -8,6 +8,7 @@ from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
+from ..training.jax_mesh import layout_from_mesh
 from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
@@ -65,6 +66,11 @@ def register(sub) -> None:
     p.add_argument("--no-contention", action="store_true",
                    help="time each dimension's collectives alone instead of as one traffic mix")
     p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
+    p.add_argument("--dp-shard", type=int, default=None, metavar="N",
+                   help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
+    p.add_argument("--jax-mesh", default=None, metavar="AXES",
+                   help="a JAX mesh as MaxText writes it, e.g. ici_fsdp=8,dcn_data=4 (axes data, fsdp, tensor, "
+                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding")
     p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--no-flash-attention", action="store_true")
@@ -115,7 +121,7 @@ def _check_numbers(args) -> None:
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
-                 "recompute_num_layers", "gpus_per_domain_used"):
+                 "recompute_num_layers", "gpus_per_domain_used", "dp_shard"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise TopoError(f"must be a whole number >= 1, got {v}", key="--" + name.replace("_", "-"))
@@ -128,7 +134,7 @@ def _layout_options(args) -> dict:
     """The layout's options the flags give (None where not given)."""
     modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
         if args.recompute_modules else None
-    return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
+    return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding, dp_shard=args.dp_shard,
                 recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
                 remat_policy=args.remat_policy,
                 activation_offload_layers=args.activation_offload_layers,
@@ -153,6 +159,9 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
+    if args.jax_mesh and (args.search or args.layout):
+        raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
+                        key="--jax-mesh")
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
         try:
@@ -201,6 +210,8 @@ def run(args) -> int:
             _print_search(res, args.top)
         return 0
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    if args.jax_mesh:
+        _apply_mesh(args, sizes, common)
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
@@ -212,6 +223,18 @@ def run(args) -> int:
         raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                   contention=not args.no_contention))
+
+
+def _apply_mesh(args, sizes: dict, common: dict) -> None:
+    """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)."""
+    given = [f"--{d.replace('_', '-')}" for d in ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")
+             if getattr(args, d) is not None]
+    if given:
+        raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
+                        key="--jax-mesh")
+    mesh = layout_from_mesh(args.jax_mesh)
+    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
+    sizes.update(mesh)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:
@@ -240,10 +263,21 @@ def _finish(args, r) -> int:
     return 0
 
 
+def _sharding(L: dict) -> str:
+    """The layout's data-parallel sharding, as the header line says it."""
+    text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
+    if L.get("dp_shard"):
+        text += f" over groups of {L['dp_shard']} (hybrid)"
+    if L.get("remat_policy"):
+        text += f", remat {L['remat_policy']}"
+    return text
+
+
 def _print_step(r, tokens) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
-         f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}, "
+         f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
+         f"{_sharding(L)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "

@@ -11,7 +11,9 @@ Megatron-Core does (``MoE parallel folding``): a stage's ranks, TP fastest, then
 DP"), and with etp = 1 it runs over tensor and data ranks (TP2 EP64 DP32).
 
 Groups: ``tp``, ``cp``, ``pp``, ``dp`` (dense weights' replicas), ``dpcp`` (data x context: the distributed
-optimizer's and the gradient reduction's group), ``ep``, ``etp``, ``edp`` (experts' replicas). Every matrix is
+optimizer's and the gradient reduction's group), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard
+group of context x the fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp``
+(experts' replicas). Every matrix is
 built with numpy reshapes and transposes, never a loop per GPU.
 """
 
@@ -45,6 +47,7 @@ class Mapping:
     axes: tuple[str, ...]
     experts: np.ndarray
     gpus_per_domain: int
+    dp_shard: int | None = None
 
     def groups(self, dim: str) -> np.ndarray:
         """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (see the module doc). Ranks inside a group
@@ -53,12 +56,28 @@ class Mapping:
             ax = {"edp": 1, "ep": 2, "etp": 3}[dim]
             rest = [i for i in range(4) if i != ax]
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
+        if dim in ("dps", "dpr"):
+            return self._hybrid_groups(dim)
         names = {"dpcp": ("cp", "dp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
         moved = np.transpose(self.grid, rest + idx)
         size = int(np.prod([self.grid.shape[i] for i in idx]))
         return moved.reshape(-1, size)
+
+    def _hybrid_groups(self, dim: str) -> np.ndarray:
+        """Hybrid sharding's groups: ``dps`` a shard group (context x the ``dp_shard`` fastest data ranks),
+        ``dpr`` the replicas of one shard position (the ``dp / dp_shard`` slow data ranks)."""
+        dp = self.grid.shape[self.axes.index("dp")]
+        S = self.dp_shard or dp
+        ax = self.axes.index("dp")
+        split = self.grid.reshape(self.grid.shape[:ax] + (dp // S, S) + self.grid.shape[ax + 1:])
+        axes = list(self.axes[:ax]) + ["dpr", "dps"] + list(self.axes[ax + 1:])
+        names = ("cp", "dps") if dim == "dps" else ("dpr",)
+        idx = sorted(axes.index(n) for n in names)
+        rest = [i for i in range(split.ndim) if i not in idx]
+        size = int(np.prod([split.shape[i] for i in idx]))
+        return np.transpose(split, rest + idx).reshape(-1, size)
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
@@ -111,7 +130,7 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
     stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
-    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain)
+    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard)
     if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "

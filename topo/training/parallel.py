@@ -86,6 +86,11 @@ class ParallelLayout(BaseModel):
     groups stay inside a rack); default: all."""
     dp_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op"] = "zero1"
     """Megatron's distributed optimizer is ZeRO-1 (the default here)."""
+    dp_shard: PositiveInt | None = None
+    """Hybrid sharding (PyTorch's HSDP, a JAX mesh's fsdp axis beside its data axis): what ``dp_sharding`` shards is
+    sharded over groups of this many data-parallel ranks (the fastest-varying ones, times ``cp``) and replicated
+    over the ``dp / dp_shard`` groups, whose gradients are all-reduced across them; default: all ``dp``. Dense
+    weights only: experts stay sharded over their replicas."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
@@ -214,12 +219,17 @@ class ParallelLayout(BaseModel):
         """What is sharded over data parallelism: 0 none, 1 optimizer, 2 + gradients, 3 + weights."""
         return {"none": 0, "zero1": 1, "zero2": 2, "fsdp_grad_op": 2, "zero3": 3, "fsdp": 3}[self.dp_sharding]
 
+    @property
+    def dp_shard_size(self) -> int:
+        """Data-parallel ranks the sharding spans (``dp_shard``, default ``dp``)."""
+        return self.dp_shard or self.dp
+
     def sharded(self, dense: float, expert: float, stage: int) -> float:
         """``dense`` and ``expert`` (parameters, or bytes of them) left on one GPU when ZeRO stage ``stage`` or
-        above shards them: dense ones over the data x context ranks, experts over their replicas (the ZeRO
-        divisor, one place)."""
+        above shards them: dense ones over the data x context ranks of a shard group (all of them without
+        ``dp_shard``), experts over their replicas (the ZeRO divisor, one place)."""
         on = self.zero_stage >= stage
-        return dense / (self.dp * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
+        return dense / (self.dp_shard_size * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
 
     def order(self) -> list[str]:
         return [d.strip() for d in self.rank_order.replace(",", "-").split("-") if d.strip()]
@@ -309,6 +319,12 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    if lay.dp_shard is not None:
+        if lay.dp % lay.dp_shard:
+            bad("dp_shard", f"{lay.dp_shard} does not divide dp {lay.dp}; allowed: a divisor of {lay.dp}")
+        if lay.zero_stage == 0:
+            bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
+                            f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "

@@ -118,7 +118,8 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
     out: list[dict] = []
 
     def add(dim, coll, groups_dim, size, calls, phase):
-        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp}.get(groups_dim) \
+        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
+                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
@@ -157,13 +158,17 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
     dense, expert, unit = stage
     units = max(1, c["layers"])
     z = lay.zero_stage
-    for groups, n in (("dpcp", dense), ("edp", expert)):
+    hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
+    for groups, n in (("dps" if hybrid else "dpcp", dense), ("edp", expert)):
         if n <= 0:
             continue
+        # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
+        shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
         if z == 0:
             add("dp", "all_reduce", groups, n * lay.reduce_bytes, 1, phase="reduce")
         elif z in (1, 2):
             add("dp", "reduce_scatter", groups, n * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "all_reduce", "dpr", shard * lay.reduce_bytes, 1, phase="reduce")
             add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's weights (the largest unit's size), as many as the stage's weights need
@@ -171,6 +176,7 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
             calls = n / per
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
+            add("dp", "all_reduce", "dpr", per * shard / n * lay.reduce_bytes, m * calls, phase="reduce_unit")
     if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
