@@ -146,25 +146,31 @@ def test_permutation_bytes(qwen):
 
 
 def test_ep_copies_closed_forms():
+    from topo.training.mapping import default_placement
     ds = load_model("deepseek-v3-671b")  # 8 routed experts, node-limited to 4 nodes (arXiv 2412.19437 sec. 2.1.2)
     qwen = load_model("qwen3-30b-a3b")
-    a2a = make_layout(ep=32, dp=32, global_batch=32, etp=1)
-    assert ep_copies(qwen, a2a, 8) == 8  # Megatron's all-to-all: one copy per routed expert
-    assert ep_copies(ds, a2a, 8) == 4  # node-limited routing
+
+    def placed(lay, domain):  # the placement reads the domain once; the copies read it from the layout
+        return default_placement(lay, domain, 4096)[0]
+
+    a2a = placed(make_layout(ep=32, dp=32, global_batch=32, etp=1), 8)
+    assert ep_copies(qwen, a2a) == 8  # Megatron's all-to-all: one copy per routed expert
+    assert ep_copies(ds, a2a) == 4  # node-limited routing
     deep = a2a.model_copy(update={"ep_dispatcher": "deepep"})
     # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 uniform experts: 4 (1 - (3/4)^8)
-    assert ep_copies(qwen, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))
-    assert ep_copies(ds, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
+    assert ep_copies(qwen, deep) == pytest.approx(4 * (1 - 0.75 ** 8))
+    assert ep_copies(ds, deep) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
     inside = make_layout(ep=8, dp=8, global_batch=8, etp=1, ep_dispatcher="deepep")
     # inside one NVLink domain: distinct destination GPUs, 8 (1 - (7/8)^8)
-    assert ep_copies(qwen, inside, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8))
-    assert ep_copies(qwen, inside, 72) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, placed(inside, 8)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, placed(inside, 72)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert placed(inside, 72).gpus_per_domain_used == 64 and placed(inside, 8).gpus_per_domain_used == 8
 
 
 def test_fp8_dispatch_halves_the_forward_dispatch_only(qwen):
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
-    bf16 = [it for it in step_traffic(qwen, lay, 8) if it["dim"] == "ep"]
-    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0}), 8) if it["dim"] == "ep"]
+    bf16 = [it for it in step_traffic(qwen, lay) if it["dim"] == "ep"]
+    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0})) if it["dim"] == "ep"]
     assert len(bf16) == 1 and len(fp8) == 2
     m, layers = lay.microbatches, qwen.layers
     assert bf16[0]["calls"] == 4 * m * layers

@@ -87,20 +87,24 @@ class Mapping:
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
                       ) -> tuple[ParallelLayout, str | None]:
-    """The layout as production recipes place it, and a note saying so (None: unchanged).
+    """The layout as production recipes place it, with ``gpus_per_domain_used`` always set (what every later step
+    reads the placement from), and a note saying so (None: the placement a user expects).
 
     On NVLink domains that are not a power of two (an NVL72 rack's 72 GPUs), recipes run the largest power of two
     of each domain (64 of 72: Megatron-Bridge's GB200 recipes), so that power-of-two TP, EP and DP groups stay
     inside a rack. A layout that names ``gpus_per_domain_used`` keeps it; a job too large for that many per
     domain uses every GPU (and the step's notes say when a group then straddles domains)."""
     D = gpus_per_domain
-    if lay.gpus_per_domain_used is not None or D & (D - 1) == 0:
+    if lay.gpus_per_domain_used is not None:
         return lay, None
+    if D & (D - 1) == 0:
+        return lay.model_copy(update={"gpus_per_domain_used": D}), None
     used = 1 << (D.bit_length() - 1)
     domains = num_fabric_gpus // D
     if lay.first_gpu + lay.gpus > domains * used:
-        return lay, (f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
-                     f"groups of a power of two may straddle domains)")
+        return lay.model_copy(update={"gpus_per_domain_used": D}), (
+            f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
+            f"groups of a power of two may straddle domains)")
     return (lay.model_copy(update={"gpus_per_domain_used": used}),
             f"placement: {used} of each {D}-GPU NVLink domain, as production recipes run NVL72 racks "
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")

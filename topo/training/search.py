@@ -256,7 +256,7 @@ class _Search:
         got = self.bound_cache.get(bk)
         if got is None:
             sc = stage_compute(self.model, lay, self.gpu)
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, self.spec.gpus_per_domain), sc)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay), sc)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
 
@@ -268,7 +268,7 @@ class _Search:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.spec.gpus_per_domain)
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc)
         ep = got["ep"] if got["ep"] is not None else ep_f
         return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 
