@@ -152,11 +152,19 @@ def _setups():
                       else None)
         if row["system"] == "DGX-GB200":
             kw["gpus_per_domain_used"] = 64
+        # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
+        kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
+        if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
+            kw["moe_router_fusion"] = True
+        if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
+            kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
         if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
             kw["grad_bytes"] = 2.0
         # the recipe's memory settings (empty: none): activation offloading, recomputation
         kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
         kw["recompute"] = row.get("recompute_granularity") or "none"
+        if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
+            kw.update(recompute="none", remat_policy="minimal_flash")
         if row["run_id"].startswith("automodel_"):
             # PyTorch FSDP2 (NeMo AutoModel): the sharded parameters stay fp32 and are the optimizer's master copy
             # (MixedPrecisionPolicy casts each gathered layer to bf16 for compute), fp32 gradients, two fp32
@@ -274,6 +282,25 @@ def main() -> None:
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
 
+
+ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
+"""Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
+(scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
+``set_gpt_oss_common_configs``)."""
+
+DSV3_LAYOUTS = {
+    # Megatron-Bridge's DeepSeek-V3 recipe places the layers by (pp, vpp) (NVIDIA-NeMo/Megatron-Bridge@05d003fb
+    # src/megatron/bridge/recipes/deepseek/deepseek_v3.py, ``layout_map``): the embedding with the first chunk's
+    # layers, the MTP module and the loss with few layers on the last chunk
+    (4, 1): "Et*16|t*16|t*16|t*13mL",
+    (8, 1): "Et*8|(t*8|)*6t*5mL", (4, 2): "Et*8|(t*8|)*6t*5mL",
+    (16, 1): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL", (4, 4): "Et*4|(t*4|)*14tmL",
+    # 32 chunks: the H100 performance preset's ``pp_layout`` (Megatron-Bridge@0426418
+    # scripts/performance/configs/deepseek/deepseek_workload_base_configs.py, DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1,
+    # PP8 VP4); the GB200 FP8 row of 25.11 at PP8 VP4 is given the same (assumption: no other 32-chunk layout is
+    # published for these recipes)
+    (8, 4): "Et|(tt|)*30mL",
+}
 
 TRAINING_KEYS = ("ampere_bf16", "hopper_bf16", "hopper_fp8", "blackwell_bf16", "blackwell_fp8")
 HOST = "host_s"

@@ -61,28 +61,79 @@ def test_grouped_experts_pack_waves_a_loop_quantises_each(qwen):
 
 
 def test_host_waits_per_layer_of_a_dropless_moe(qwen):
-    """A dropless router syncs its tokens per expert to the host, so a layer with an MoE block lasts at least the
-    host's launches of its kernels (one GEMM per local expert and linear, twice in FP8 with the quantisation);
-    a padded router (capacity factor) has no sync and no such floor."""
+    """The host launches every kernel of an eager step (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization
+    sec. 2: "host boundedness"). A dropless router syncs its tokens per expert to the host, so a layer with an MoE
+    block lasts at least the host's launches of its forward kernels; the rest of the forward and the whole
+    backward (no sync) last at least the host's launches of theirs. A padded router (capacity factor) has no
+    sync: its forward is bound by all of its launches at once."""
     from topo.training.operators import stage_compute
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 128 / 8 = 16 local experts
 
     def sc(host, **upd):
         g = gpu_compute("H100", overrides={"launch": {"host_s": host}})
-        return stage_compute(qwen, lay.model_copy(update=upd), g)
+        return stage_compute(qwen, lay.model_copy(update=upd), g), g
 
-    fast, slow = sc(1e-9), sc(1e-3)
+    (fast, _), (slow, g) = sc(1e-9), sc(1e-3)
     launches = sum(op.launches for k in "*E" for op in block_ops(qwen, lay, k))
     assert launches > 2 * 16  # fc1 and fc2 of each of the 16 local experts, and the rest of the layer
-    layers = qwen.layers
-    # 1 ms per launch: each layer's forward is its host launches (the embedding and logits run as before)
+    bt = {k: block_time(qwen, lay, g, k) for k in ("*", "E", "embedding", "logits")}
+    assert bt["*"].host_s + bt["E"].host_s == pytest.approx(launches * 1e-3)
+    L = qwen.layers
+    layer_gpu = bt["*"].forward_s + bt["E"].forward_s
+    ends_gpu = bt["embedding"].forward_s + bt["logits"].forward_s
+    ends_host = bt["embedding"].host_s + bt["logits"].host_s
+    assert slow.forward_s == pytest.approx(L * max(layer_gpu, launches * 1e-3) + max(ends_gpu, ends_host))
+    gpu_b = sum(n * bt[k].backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
+    host_b = sum(n * bt[k].host_backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
+    assert host_b > gpu_b and slow.backward_s == pytest.approx(host_b)
+    assert fast.forward_s < slow.forward_s / 10 and fast.backward_s < slow.backward_s / 10
+    waited = (slow.forward_s + slow.backward_s) - (fast.forward_s + fast.backward_s)
+    assert slow.by_module_s["host"] == pytest.approx(waited, rel=1e-6)
+    padded, _ = sc(1e-3, moe_capacity_factor=1.0)
+    # no sync: the forward waits for all of its launches at once (the same here: every layer is host-bound)
+    assert padded.forward_s == pytest.approx(max(L * layer_gpu + ends_gpu, L * launches * 1e-3 + ends_host))
+
+
+def test_cuda_graphs_take_their_parts_off_the_host(qwen):
+    """Megatron-Core's cuda_graph_scope (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization sec. 2.3):
+    ``attn`` captures the attention block, ``moe_router`` the MoE block's norm, router and shared experts; the
+    routed experts stay eager; ``full_iteration`` captures everything and needs no sync."""
+    from topo.training.operators import stage_compute
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
     g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
-    ends = sum(block_time(qwen, lay, g, k).forward_s for k in ("embedding", "logits"))
-    assert slow.forward_s == pytest.approx(layers * launches * 1e-3 + ends, rel=1e-9)
-    assert fast.forward_s < slow.forward_s / 10 and slow.backward_s == fast.backward_s
-    assert slow.by_module_s["moe"] - fast.by_module_s["moe"] == pytest.approx(slow.forward_s - fast.forward_s)
-    padded = sc(1e-3, moe_capacity_factor=1.0)
-    assert padded.forward_s < slow.forward_s / 10
+    graphed = lay.model_copy(update={"cuda_graph_scope": ("attn", "moe_router")})
+    assert block_time(qwen, graphed, g, "*").host_s == 0.0
+    eager_e, graphed_e = block_time(qwen, lay, g, "E"), block_time(qwen, graphed, g, "E")
+    static = sum(op.launches for op in block_ops(qwen, lay, "E") if op.name in ("norm", "router", "router_topk"))
+    assert eager_e.host_s - graphed_e.host_s == pytest.approx(static * 1e-3)
+    assert graphed_e.host_s > 0  # the experts' GEMMs are launched one by one all the same
+    full = lay.model_copy(update={"cuda_graph_scope": ("full_iteration",)})
+    no_host = gpu_compute("H100", overrides={"launch": {"host_s": 1e-12}})
+    sc_full, sc_gpu = stage_compute(qwen, full, g), stage_compute(qwen, lay, no_host)
+    assert sc_full.forward_s == pytest.approx(sc_gpu.forward_s) and "host" not in sc_full.by_module_s
+
+
+def test_router_kernels_are_the_published_counts(qwen):
+    """Megatron-LM docs/discussions/deepseek-v3-gb200-optimization sec. 2.1.4 and 2.2.1: the router part
+    launches 72 kernels, 31 with router fusion, 17 with the flex dispatcher's fused preprocess."""
+    def router(**upd):
+        lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, **upd)
+        return sum(op.launches for op in block_ops(qwen, lay, "E") if op.name in ("router", "router_topk"))
+
+    assert router() == 72
+    assert router(moe_router_fusion=True) == 31
+    assert router(moe_router_fusion=True, ep_dispatcher="deepep") == 17
+
+
+@pytest.mark.parametrize("scope, needle", [(("moe_preprocess",), "needs moe_router"),
+                                           (("moe",), "only token-drop routing")])
+def test_graph_scopes_megatron_refuses_are_refused(qwen, scope, needle):
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, cuda_graph_scope=scope)
+    with pytest.raises(TopoError) as e:
+        check_layout(qwen, lay, gpus=8)
+    assert e.value.key == "cuda_graph_scope" and needle in str(e.value)
 
 
 def test_permutation_bytes(qwen):
@@ -95,25 +146,31 @@ def test_permutation_bytes(qwen):
 
 
 def test_ep_copies_closed_forms():
+    from topo.training.mapping import default_placement
     ds = load_model("deepseek-v3-671b")  # 8 routed experts, node-limited to 4 nodes (arXiv 2412.19437 sec. 2.1.2)
     qwen = load_model("qwen3-30b-a3b")
-    a2a = make_layout(ep=32, dp=32, global_batch=32, etp=1)
-    assert ep_copies(qwen, a2a, 8) == 8  # Megatron's all-to-all: one copy per routed expert
-    assert ep_copies(ds, a2a, 8) == 4  # node-limited routing
+
+    def placed(lay, domain):  # the placement reads the domain once; the copies read it from the layout
+        return default_placement(lay, domain, 4096)[0]
+
+    a2a = placed(make_layout(ep=32, dp=32, global_batch=32, etp=1), 8)
+    assert ep_copies(qwen, a2a) == 8  # Megatron's all-to-all: one copy per routed expert
+    assert ep_copies(ds, a2a) == 4  # node-limited routing
     deep = a2a.model_copy(update={"ep_dispatcher": "deepep"})
     # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 uniform experts: 4 (1 - (3/4)^8)
-    assert ep_copies(qwen, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))
-    assert ep_copies(ds, deep, 8) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
+    assert ep_copies(qwen, deep) == pytest.approx(4 * (1 - 0.75 ** 8))
+    assert ep_copies(ds, deep) == pytest.approx(4 * (1 - 0.75 ** 8))  # below the 4-node limit already
     inside = make_layout(ep=8, dp=8, global_batch=8, etp=1, ep_dispatcher="deepep")
     # inside one NVLink domain: distinct destination GPUs, 8 (1 - (7/8)^8)
-    assert ep_copies(qwen, inside, 8) == pytest.approx(8 * (1 - (7 / 8) ** 8))
-    assert ep_copies(qwen, inside, 72) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, placed(inside, 8)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert ep_copies(qwen, placed(inside, 72)) == pytest.approx(8 * (1 - (7 / 8) ** 8))
+    assert placed(inside, 72).gpus_per_domain_used == 64 and placed(inside, 8).gpus_per_domain_used == 8
 
 
 def test_fp8_dispatch_halves_the_forward_dispatch_only(qwen):
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
-    bf16 = [it for it in step_traffic(qwen, lay, 8) if it["dim"] == "ep"]
-    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0}), 8) if it["dim"] == "ep"]
+    bf16 = [it for it in step_traffic(qwen, lay) if it["dim"] == "ep"]
+    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0})) if it["dim"] == "ep"]
     assert len(bf16) == 1 and len(fp8) == 2
     m, layers = lay.microbatches, qwen.layers
     assert bf16[0]["calls"] == 4 * m * layers

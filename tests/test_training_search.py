@@ -143,10 +143,10 @@ def test_dp_exposed_from_routed_collectives_is_the_steps(fabric):
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
     eng = CommEngine(fabric)
-    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == 0.0
+    assert exposed_routed(eng, m, lay, mapping, sc)["dp"] == 0.0
     r = estimate_step(fabric, m, lay, engine=eng, contention=False)
     assert r.breakdown_s["dp"] > 0.05
-    assert exposed_routed(eng, m, lay, mapping, sc, 8)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
+    assert exposed_routed(eng, m, lay, mapping, sc)["dp"] == pytest.approx(r.breakdown_s["dp"], rel=1e-12)
 
 
 @pytest.mark.parametrize("overlap", [False, True])
@@ -157,9 +157,9 @@ def test_ep_exposed_from_routed_collectives_is_the_steps(fabric, overlap):
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     sc = stage_compute(m, lay, gpu_compute(fabric.spec.gpu))
     eng = CommEngine(fabric)
-    assert exposed_routed(eng, m, lay, mapping, sc, 8)["ep"] is None
+    assert exposed_routed(eng, m, lay, mapping, sc)["ep"] is None
     r = estimate_step(fabric, m, lay, engine=eng, contention=False)
-    got = exposed_routed(eng, m, lay, mapping, sc, 8)["ep"]
+    got = exposed_routed(eng, m, lay, mapping, sc)["ep"]
     assert got == pytest.approx(r.breakdown_s["ep"], rel=1e-12, abs=1e-15)
     # with overlap the step's all-to-alls (an FP8 dispatch beside BF16 ones) share one compute window: what is
     # exposed is their total beyond it, as the refinement counts

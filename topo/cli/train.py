@@ -8,6 +8,7 @@ from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
+from ..training.jax_mesh import layout_from_mesh
 from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
@@ -41,7 +42,11 @@ def register(sub) -> None:
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
-                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba)")
+                   help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba, mla_up_proj, mlp_act, "
+                        "mlp_wi, qkv_proj, out_proj)")
+    p.add_argument("--remat-policy", default=None, metavar="POLICY",
+                   help="a JAX remat policy (MaxText's remat_policy: minimal, save_dot_except_mlpwi, full...) in place "
+                        "of --recompute and --recompute-modules")
     p.add_argument("--recompute-num-layers", type=int, default=None,
                    help="with --recompute full: only the first N layers of each stage")
     p.add_argument("--activation-offload-layers", type=int, default=None, metavar="N",
@@ -49,6 +54,9 @@ def register(sub) -> None:
                         "cpu_offloading_num_layers; pp 1, no recomputation)")
     p.add_argument("--pipeline-embedding", action="store_true",
                    help="count the embedding and the loss as pipeline layers (126 layers on pp16 x vpp8)")
+    p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
+                   help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
+                        "(E embedding, t layer, m MTP, L loss; default: an even split)")
     p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
                    help="use only N GPUs of each NVLink domain (64 of an NVL72 rack's 72)")
     p.add_argument("--grad-bytes", type=float, default=None,
@@ -58,6 +66,11 @@ def register(sub) -> None:
     p.add_argument("--no-contention", action="store_true",
                    help="time each dimension's collectives alone instead of as one traffic mix")
     p.add_argument("--dp-sharding", choices=DP_SHARDING, default=None, help="default zero1")
+    p.add_argument("--dp-shard", type=int, default=None, metavar="N",
+                   help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
+    p.add_argument("--jax-mesh", default=None, metavar="AXES",
+                   help="a JAX mesh as MaxText writes it, e.g. ici_fsdp=8,dcn_data=4 (axes data, fsdp, tensor, "
+                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding")
     p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--no-flash-attention", action="store_true")
@@ -108,7 +121,7 @@ def _check_numbers(args) -> None:
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
-                 "recompute_num_layers", "gpus_per_domain_used"):
+                 "recompute_num_layers", "gpus_per_domain_used", "dp_shard"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise TopoError(f"must be a whole number >= 1, got {v}", key="--" + name.replace("_", "-"))
@@ -121,10 +134,12 @@ def _layout_options(args) -> dict:
     """The layout's options the flags give (None where not given)."""
     modules = tuple(x.strip() for x in args.recompute_modules.split(",") if x.strip()) \
         if args.recompute_modules else None
-    return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding,
+    return dict(seq_len=args.seq, recompute=args.recompute, dp_sharding=args.dp_sharding, dp_shard=args.dp_shard,
                 recompute_modules=modules, recompute_num_layers=args.recompute_num_layers,
+                remat_policy=args.remat_policy,
                 activation_offload_layers=args.activation_offload_layers,
                 pipeline_embedding=True if args.pipeline_embedding else None,
+                pipeline_layout=args.pipeline_layout,
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
@@ -144,6 +159,9 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
+    if args.jax_mesh and (args.search or args.layout):
+        raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
+                        key="--jax-mesh")
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
         try:
@@ -192,6 +210,8 @@ def run(args) -> int:
             _print_search(res, args.top)
         return 0
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    if args.jax_mesh:
+        _apply_mesh(args, sizes, common)
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
@@ -203,6 +223,18 @@ def run(args) -> int:
         raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                   contention=not args.no_contention))
+
+
+def _apply_mesh(args, sizes: dict, common: dict) -> None:
+    """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)."""
+    given = [f"--{d.replace('_', '-')}" for d in ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")
+             if getattr(args, d) is not None]
+    if given:
+        raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
+                        key="--jax-mesh")
+    mesh = layout_from_mesh(args.jax_mesh)
+    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
+    sizes.update(mesh)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:
@@ -231,10 +263,21 @@ def _finish(args, r) -> int:
     return 0
 
 
+def _sharding(L: dict) -> str:
+    """The layout's data-parallel sharding, as the header line says it."""
+    text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
+    if L.get("dp_shard"):
+        text += f" over groups of {L['dp_shard']} (hybrid)"
+    if L.get("remat_policy"):
+        text += f", remat {L['remat_policy']}"
+    return text
+
+
 def _print_step(r, tokens) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
-         f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}, "
+         f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
+         f"{_sharding(L)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..resources import data_dir
 
-__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "FITTED"]
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -42,6 +42,15 @@ fractions are fitted on dense step times (their ``range`` is the section's)."""
 @lru_cache(maxsize=None)
 def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def router_kernels() -> dict:
+    """Kernels an MoE router's forward launches (``kernels.toml`` ``[launch]``, published): ``plain``, ``fused``
+    (Megatron-Core's router fusion) and ``flex`` (router fusion with the flex dispatcher's fused preprocess)."""
+    t = _table()["launch"]
+    return {"plain": float(t["router_kernels"]), "fused": float(t["router_kernels_fused"]),
+            "flex": float(t["router_kernels_flex"])}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ Megatron-Core does (``MoE parallel folding``): a stage's ranks, TP fastest, then
 DP"), and with etp = 1 it runs over tensor and data ranks (TP2 EP64 DP32).
 
 Groups: ``tp``, ``cp``, ``pp``, ``dp`` (dense weights' replicas), ``dpcp`` (data x context: the distributed
-optimizer's and the gradient reduction's group), ``ep``, ``etp``, ``edp`` (experts' replicas). Every matrix is
+optimizer's and the gradient reduction's group), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard
+group of context x the fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp``
+(experts' replicas). Every matrix is
 built with numpy reshapes and transposes, never a loop per GPU.
 """
 
@@ -45,6 +47,7 @@ class Mapping:
     axes: tuple[str, ...]
     experts: np.ndarray
     gpus_per_domain: int
+    dp_shard: int | None = None
 
     def groups(self, dim: str) -> np.ndarray:
         """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (see the module doc). Ranks inside a group
@@ -53,12 +56,28 @@ class Mapping:
             ax = {"edp": 1, "ep": 2, "etp": 3}[dim]
             rest = [i for i in range(4) if i != ax]
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
+        if dim in ("dps", "dpr"):
+            return self._hybrid_groups(dim)
         names = {"dpcp": ("cp", "dp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
         moved = np.transpose(self.grid, rest + idx)
         size = int(np.prod([self.grid.shape[i] for i in idx]))
         return moved.reshape(-1, size)
+
+    def _hybrid_groups(self, dim: str) -> np.ndarray:
+        """Hybrid sharding's groups: ``dps`` a shard group (context x the ``dp_shard`` fastest data ranks),
+        ``dpr`` the replicas of one shard position (the ``dp / dp_shard`` slow data ranks)."""
+        dp = self.grid.shape[self.axes.index("dp")]
+        S = self.dp_shard or dp
+        ax = self.axes.index("dp")
+        split = self.grid.reshape(self.grid.shape[:ax] + (dp // S, S) + self.grid.shape[ax + 1:])
+        axes = list(self.axes[:ax]) + ["dpr", "dps"] + list(self.axes[ax + 1:])
+        names = ("cp", "dps") if dim == "dps" else ("dpr",)
+        idx = sorted(axes.index(n) for n in names)
+        rest = [i for i in range(split.ndim) if i not in idx]
+        size = int(np.prod([split.shape[i] for i in idx]))
+        return np.transpose(split, rest + idx).reshape(-1, size)
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
@@ -68,20 +87,24 @@ class Mapping:
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
                       ) -> tuple[ParallelLayout, str | None]:
-    """The layout as production recipes place it, and a note saying so (None: unchanged).
+    """The layout as production recipes place it, with ``gpus_per_domain_used`` always set (what every later step
+    reads the placement from), and a note saying so (None: the placement a user expects).
 
     On NVLink domains that are not a power of two (an NVL72 rack's 72 GPUs), recipes run the largest power of two
     of each domain (64 of 72: Megatron-Bridge's GB200 recipes), so that power-of-two TP, EP and DP groups stay
     inside a rack. A layout that names ``gpus_per_domain_used`` keeps it; a job too large for that many per
     domain uses every GPU (and the step's notes say when a group then straddles domains)."""
     D = gpus_per_domain
-    if lay.gpus_per_domain_used is not None or D & (D - 1) == 0:
+    if lay.gpus_per_domain_used is not None:
         return lay, None
+    if D & (D - 1) == 0:
+        return lay.model_copy(update={"gpus_per_domain_used": D}), None
     used = 1 << (D.bit_length() - 1)
     domains = num_fabric_gpus // D
     if lay.first_gpu + lay.gpus > domains * used:
-        return lay, (f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
-                     f"groups of a power of two may straddle domains)")
+        return lay.model_copy(update={"gpus_per_domain_used": D}), (
+            f"placement: every GPU of the {D}-GPU NVLink domains (the job needs more than {used} of each; "
+            f"groups of a power of two may straddle domains)")
     return (lay.model_copy(update={"gpus_per_domain_used": used}),
             f"placement: {used} of each {D}-GPU NVLink domain, as production recipes run NVL72 racks "
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")
@@ -111,7 +134,7 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
     stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
-    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain)
+    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard)
     if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "

@@ -160,6 +160,8 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             scores = (5 if model.dropout else 2) * model.heads * s / h  # the s x s square, masked or not
         if "core_attn" in mods:
             lin -= x  # the attention output (the projection's input) is recomputed
+        if "qkv_proj" in mods and model.attention.kind != "mla":
+            lin -= 2 + 4 * kv_frac  # Q, K and V recomputed from the norm's output
         replicated = norm + x + mask  # without SP the norm's output, its input and the mask are on every rank
         rest = lin - x - mask
     elif kind in (Block.MLP, Block.MOE):
@@ -172,9 +174,9 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
             m = model.moe
             inner = (m.active_experts + m.shared_experts) * per_f * m.expert_ffn_hidden / h + x * m.active_experts
             mod = "moe"
-        if mod in mods:
+        if mod in mods or "mlp_wi" in mods:  # the input projection and the activation recomputed: fc2's input too
             inner = 0.0
-        elif kind == Block.MOE and "moe_act" in mods:
+        elif "moe_act" in mods and kind == Block.MOE or "mlp_act" in mods and kind == Block.MLP:
             inner *= (k - 1) / k
         replicated = norm + x + mask
         rest = inner

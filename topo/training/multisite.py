@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import TopoError
 from ..engine.region_estimate import dci_phase
 from ..fabric.region import Region
+from .mapping import default_placement
 from .model import ModelSpec
 from .parallel import ParallelLayout
 from .step import estimate_step, step_traffic
@@ -116,10 +117,11 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
                                f"runs the same share of the job, timed on the smallest site's fabric "
                                f"({sizes[0]:,} GPUs)")
-    V = _site_gradient_bytes(model, site_lay, fabric.spec.gpus_per_domain)
+    placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    V = _site_gradient_bytes(model, placed)
     out.strategies.append(_dp(region, one, site_lay, V))
     if lay.pp >= K and lay.pp % K == 0:
-        out.strategies.append(_pp(region, one, site_lay, model, fabric.spec.gpus_per_domain))
+        out.strategies.append(_pp(region, one, placed, model))
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
     if outer_every:
@@ -160,11 +162,11 @@ def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> li
     return out
 
 
-def _site_gradient_bytes(model, lay, gpus_per_domain) -> float:
+def _site_gradient_bytes(model, lay) -> float:
     """What a site's GPUs hold after the in-site reduce-scatter, together: each GPU's reduced bytes over the DP
     degree of its reduction (one replica's gradients, the busiest stage's size for every stage)."""
     total = 0.0
-    for it in step_traffic(model, lay, gpus_per_domain):
+    for it in step_traffic(model, lay):
         if it["dim"] == "dp" and "reduce" in it["phase"]:
             degree = lay.expert_dp if it["groups"] == "edp" else lay.dp * lay.cp
             total += it["size_bytes"] * it["calls"] / degree
@@ -205,9 +207,9 @@ def _dp(region: Region, one, lay, V) -> AcrossSites:
                        latency_s=ph.latency_s)
 
 
-def _pp(region: Region, one, lay, model, gpus_per_domain) -> AcrossSites:
+def _pp(region: Region, one, lay, model) -> AcrossSites:
     K = region.num_sites
-    items = [it for it in step_traffic(model, lay, gpus_per_domain) if it["dim"] == "pp"]
+    items = [it for it in step_traffic(model, lay) if it["dim"] == "pp"]
     per_dir = sum(it["size_bytes"] * it["calls"] / 2 for it in items) * (lay.gpus * K // lay.pp)
     a = np.r_[np.arange(K - 1), np.arange(1, K)]
     b = np.r_[np.arange(1, K), np.arange(K - 1)]

@@ -12,9 +12,11 @@ An MoE block is its parts: the router GEMM and top-k, the permutation and un-per
 experts`` rows on the busiest rank, times ``moe_imbalance``, or the capacity when padded): dense GEMMs of that
 shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
 on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
-false``: one after another, each quantised alone). A dropless router syncs its tokens per expert to the host, so
-a layer with an MoE block lasts at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's
-GB200 study, sec. 2.3): many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
+false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
+layout's ``cuda_graph_scope`` captures (the router's published kernel counts, fused or not); the GPU waits where the
+host is slower, and a dropless router syncs its tokens per expert to the host, so a layer with an MoE block lasts
+at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's GB200 study, sec. 2 and 2.3):
+many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
 (backward): 2 bytes read and 1 written per element.
@@ -36,13 +38,14 @@ bf16 weight written (2) and the gradient buffer zeroed (4).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import attention_rate_flops, gemm_s, memory_s
+from .kernels import attention_rate_flops, gemm_s, memory_s, router_kernels
 from .parallel import ParallelLayout
+from .pipeline_layout import layout_chunks
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
@@ -90,6 +93,9 @@ class Op:
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
     """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores, SSD chunks."""
+    graph: str = ""
+    """The ``cuda_graph_scope`` part that captures this operator (``attn``, ``mlp``, ``moe_router``, ``moe``,
+    ``mamba``; empty: only a full-iteration graph does)."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
@@ -116,8 +122,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     heads = model.heads / tp
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)]
     if a.kind == "mla":
-        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h),
-                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h),
+        ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h, tag="qkv_proj"),
+                _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
                       tag="mla_up_proj"),
                 _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
@@ -126,7 +132,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h),
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj"),
                 _mem("rope", "attention", 4 * T * (heads + kv) * d)]
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
@@ -143,7 +149,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
-    ops += [_gemm("out_proj", "attention", T, h, heads * dv),
+    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj"),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
 
@@ -160,7 +166,7 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # FP8 one quantisation of each expert's input before it (split_quantize)
     per = groups * (2.0 if lay.precision == "fp8" else 1.0) if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
-    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed),
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi"),
             _mem("activation", module + "_act", act_bytes),
             _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed)]
     if norm:
@@ -195,7 +201,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
            # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
-           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=6),
+           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(lay) - 1),
            # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
            # received by the all-to-all are sorted by local expert and back (read + write each way)
            _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * load if ep > 1 else 0), launches=8)]
@@ -205,6 +211,15 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
                         norm=False)
     ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
     return ops
+
+
+def _router_kernels(lay: ParallelLayout) -> float:
+    """Kernels of the router's forward, its GEMM included (published counts, :func:`.kernels.router_kernels`):
+    fused or not, and with the flex dispatcher's preprocess fused in."""
+    k = router_kernels()
+    if not lay.moe_router_fusion:
+        return k["plain"]
+    return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
 
 
 def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
@@ -243,7 +258,26 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     """Operators of one block of ``kind`` (``*``, ``W``: local attention, ``-``, ``E``, ``M``, or ``embedding`` /
-    ``logits``), one micro-batch, one GPU, forward."""
+    ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it."""
+    return [replace(op, graph=_graph_part(kind, op)) for op in _block_ops(model, lay, kind)]
+
+
+def _graph_part(kind: str, op: Op) -> str:
+    """Megatron-Core's ``cuda_graph_scope`` part that captures ``op`` of a block of ``kind``: the attention,
+    dense MLP or Mamba block whole; of an MoE block the norm, router and shared experts (``moe_router``: the
+    static part before the tokens-per-expert sync, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization
+    sec. 2.3), the rest only by ``moe`` (token-drop); the embedding and the head only by a full-iteration graph."""
+    if kind in ATTENTION_BLOCKS:
+        return "attn"
+    if kind in (Block.MLP, Block.MAMBA):
+        return {Block.MLP: "mlp", Block.MAMBA: "mamba"}[kind]
+    if kind == Block.MOE:
+        static = op.name in ("norm", "router", "router_topk") or op.module in ("shared_experts", "shared_experts_act")
+        return "moe_router" if static else "moe"
+    return ""
+
+
+def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
     if kind in ATTENTION_BLOCKS:
@@ -290,8 +324,11 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     return t + gap
 
 
-def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False) -> float:
-    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward)."""
+def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = ()) -> float:
+    """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
+    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it."""
+    if "full_iteration" in graphs or (op.graph and op.graph in graphs):
+        return 0.0
     return gpu.kernels.launch_host_s * op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
 
 
@@ -306,21 +343,24 @@ class BlockTime:
     forward_flops: float = 0.0
     attention_s: float = 0.0  # the fused attention kernels' forward + backward seconds
     wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
-    host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager)
+    host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
+    host_backward_s: float = 0.0  # ... and the backward's
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
     """Time of one block of ``kind`` (see :func:`block_ops`), and the host's launches of its forward kernels
     (what :func:`stage_compute` bounds a layer of a dropless MoE by)."""
-    fwd = bwd = flops = host = attention = wgrad = 0.0
+    fwd = bwd = flops = host = host_b = attention = wgrad = 0.0
     mods: dict[str, float] = {}
     rec: dict[str, float] = {}
+    graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
         f = op_time_s(op, gpu, lay.precision)
         b = op_time_s(op, gpu, lay.precision, backward=True)
         fwd += f
         bwd += b
-        host += host_launch_s(op, gpu)
+        host += host_launch_s(op, gpu, graphs=graphs)
+        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs)
         flops += op.flops
         if op.kind == "attention":
             attention += f + b
@@ -330,7 +370,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -341,7 +381,9 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     Megatron-LM's ``account_for_embedding_in_pipeline_split`` / ``..._loss_...`` do) are split into ``pp x vpp``
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
     ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
-    last stage."""
+    last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`)."""
+    if lay.pipeline_layout is not None:
+        return _laid_out_units(model, lay)
     units: list[str] = list(model.blocks)
     if lay.pipeline_embedding:
         units = ["embedding", *units, "logits"]
@@ -356,6 +398,20 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
         stages[-1].append("logits")
     if model.mtp_layers:  # Megatron-Core puts the multi-token-prediction modules on the last stage
         stages[-1] += [model.blocks[-1]] * model.mtp_layers + ["mtp_head"] * model.mtp_layers
+    return stages
+
+
+def _laid_out_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
+    """Each stage's units as ``lay.pipeline_layout`` places them: chunk ``c`` on stage ``c mod pp``, its layers
+    the model's next ones in order, an MTP module as its layer and its head."""
+    chunks = layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
+                           mtp_layers=model.mtp_layers)
+    stages: list[list[str]] = [[] for _ in range(lay.pp)]
+    nxt = iter(model.blocks)
+    token = {"E": ["embedding"], "L": ["logits"], "m": [model.blocks[-1], "mtp_head"]}
+    for c, chunk in enumerate(chunks):
+        for ch in chunk:
+            stages[c % lay.pp] += [next(nxt)] if ch == "t" else token[ch]
     return stages
 
 
@@ -411,8 +467,11 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
         return 0.0
     alias = {"mlp": ("mlp", "mlp_act"), "moe": ("moe", "moe_act", "shared_experts"), "moe_act": ("moe_act",),
              "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
-             "mla_up_proj": ("mla_up_proj",)}
-    return sum(bt.recompute_s.get(x, 0.0) for mname in mods for x in alias.get(mname, (mname,)))
+             "mla_up_proj": ("mla_up_proj",), "mlp_act": ("mlp_act",),
+             # an input projection recomputed with the activation after it (fc2's input is the activation's output)
+             "mlp_wi": ("mlp_wi", "mlp_act", "moe_act", "shared_experts_act")}
+    keys = {x for mname in mods for x in alias.get(mname, (mname,))}
+    return sum(bt.recompute_s.get(x, 0.0) for x in keys)
 
 
 def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
@@ -452,10 +511,11 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             wg += n * t.wgrad_s
             for k_, v_ in t.by_module_s.items():
                 mods[k_] = mods.get(k_, 0.0) + n * v_
-        wait = _host_wait_s(lay, units, bt)
-        if wait:
-            f += wait
-            mods["moe"] = mods.get("moe", 0.0) + wait
+        wait_f, wait_b = _host_waits_s(lay, units, bt)
+        f += wait_f
+        b += wait_b
+        if wait_f or wait_b:
+            mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
         rows.append((f, b, r, att, wg, mods, n_layers, counts, fl))
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
     i = int(np.argmax(totals))
@@ -464,23 +524,28 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
                         by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
 
 
-def _host_wait_s(lay: ParallelLayout, units: list[str], bt) -> float:
-    """Seconds a stage's GPU waits for the host per micro-batch, forward.
+def _host_waits_s(lay: ParallelLayout, units: list[str], bt) -> tuple[float, float]:
+    """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward).
 
-    A dropless MoE router hands its tokens per expert to the host (a device-to-host sync, Megatron-LM
-    ``docs/discussions/deepseek-v3-gb200-optimization`` sec. 2.3) before the experts' GEMMs can be launched, so
-    the host is never more than a layer ahead: a layer with an MoE block lasts at least the host's launches of
-    its kernels (one GEMM per local expert and linear layer: many small experts per GPU leave the GPU waiting).
-    A padded (capacity-factor) router has static shapes and no sync; the backward has none either."""
-    if lay.moe_capacity_factor is not None:
-        return 0.0
-    wait = 0.0
+    An eager framework's host launches every kernel no CUDA graph captures (:func:`host_launch_s`); where it is
+    slower than the GPU runs them, the GPU waits (Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``
+    sec. 2: "host boundedness"). The host runs ahead of the GPU across a pass, except that a dropless MoE router
+    hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
+    be launched: a layer with such an MoE block lasts at least the host's launches of its forward kernels. A
+    padded (capacity-factor) router or a full-iteration graph has no sync; the backward has none."""
+    synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
+    wait_f = gpu_rest = host_rest = gpu_b = host_b = 0.0
     for u in units:
-        if Block.MOE in u:
-            gpu_s = sum(bt(k).forward_s for k in u)
-            host_s = sum(bt(k).host_s for k in u)
-            wait += max(0.0, host_s - gpu_s)
-    return wait
+        kinds = [u] if u in END_UNITS else list(u)
+        g, h = sum(bt(k).forward_s for k in kinds), sum(bt(k).host_s for k in kinds)
+        gpu_b += sum(bt(k).backward_s for k in kinds)
+        host_b += sum(bt(k).host_backward_s for k in kinds)
+        if synced and Block.MOE in kinds:
+            wait_f += max(0.0, h - g)
+        else:
+            gpu_rest += g
+            host_rest += h
+    return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b)
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:

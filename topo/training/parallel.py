@@ -17,12 +17,14 @@ from __future__ import annotations
 import tomllib
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
+from .pipeline_layout import layout_chunks
+from .remat import RematPolicyError, remat_settings
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
@@ -57,11 +59,14 @@ class ParallelLayout(BaseModel):
     sequence_parallel: bool = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
     recompute: Literal["none", "selective", "full"] = "none"
-    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj"],
-                             ...] = ()
+    recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj",
+                                     "mlp_act", "mlp_wi", "qkv_proj", "out_proj"], ...] = ()
     """Modules recomputed in the backward pass (Megatron-Core's ``recompute_modules``): their activations are
     not stored, their forward runs again (``mla_up_proj``: MLA's query and key/value up-projections and their
     RoPE, so only the compressed latents are kept)."""
+    remat_policy: str | None = None
+    """A JAX rematerialisation policy (MaxText's ``remat_policy``: ``save_dot_except_mlpwi``, ``minimal``...) in
+    place of ``recompute`` and ``recompute_modules``, which it sets (:mod:`topo.training.remat`)."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
     activation_offload_layers: Annotated[int, Field(strict=True, ge=0)] = 0
@@ -73,11 +78,19 @@ class ParallelLayout(BaseModel):
     pipeline_embedding: bool = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
     (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
+    pipeline_layout: str | None = None
+    """Which layers each pipeline chunk holds, in Megatron-Core's ``pipeline_model_parallel_layout`` notation
+    (``Et*4|(t*4|)*14tmL``: :mod:`topo.training.pipeline_layout`); default: an even split of the layers."""
     gpus_per_domain_used: PositiveInt | None = None
     """Use only the first N GPUs of each NVLink domain (64 of an NVL72 rack's 72, so power-of-two TP and EP
     groups stay inside a rack); default: all."""
     dp_sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op"] = "zero1"
     """Megatron's distributed optimizer is ZeRO-1 (the default here)."""
+    dp_shard: PositiveInt | None = None
+    """Hybrid sharding (PyTorch's HSDP, a JAX mesh's fsdp axis beside its data axis): what ``dp_sharding`` shards is
+    sharded over groups of this many data-parallel ranks (the fastest-varying ones, times ``cp``) and replicated
+    over the ``dp / dp_shard`` groups, whose gradients are all-reduced across them; default: all ``dp``. Dense
+    weights only: experts stay sharded over their replicas."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
@@ -140,9 +153,42 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
+    moe_router_fusion: bool = False
+    """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
+    kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
+    cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                                    "full_iteration"], ...] = ()
+    """Parts captured in CUDA graphs (Megatron-Core's ``cuda_graph_scope``; ``full_iteration`` for
+    ``cuda_graph_impl = "full_iteration"``): their kernels cost the host no launches. ``moe_router`` takes the
+    MoE layer's norm, router and shared experts; ``moe`` the whole MoE block (token-drop only); default: none
+    (eager: the host launches every kernel)."""
     moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
     """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
     capacity factor c that drops tokens caps it at c)."""
+
+    @field_validator("remat_policy")
+    @classmethod
+    def _known_policy(cls, v, info: ValidationInfo):
+        if v is None:
+            return v
+        settings = remat_settings(v)  # RematPolicyError (a ValueError) names what is allowed
+        given = {k: info.data.get(k) for k in settings}
+        if given != settings:  # the user set recompute or recompute_modules beside the policy
+            raise ValueError(f"{v!r} sets recompute and recompute_modules itself; give one or the other")
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remat_sets_recompute(cls, data):
+        if not isinstance(data, dict) or data.get("remat_policy") is None:
+            return data
+        try:
+            settings = remat_settings(data["remat_policy"])
+        except RematPolicyError:
+            return data  # the field's validator names it
+        if data.get("recompute_modules") or data.get("recompute", "none") != "none":
+            return data  # the field's validator says that both were given
+        return {**data, **settings}
 
     @property
     def gpus(self) -> int:
@@ -173,12 +219,17 @@ class ParallelLayout(BaseModel):
         """What is sharded over data parallelism: 0 none, 1 optimizer, 2 + gradients, 3 + weights."""
         return {"none": 0, "zero1": 1, "zero2": 2, "fsdp_grad_op": 2, "zero3": 3, "fsdp": 3}[self.dp_sharding]
 
+    @property
+    def dp_shard_size(self) -> int:
+        """Data-parallel ranks the sharding spans (``dp_shard``, default ``dp``)."""
+        return self.dp_shard or self.dp
+
     def sharded(self, dense: float, expert: float, stage: int) -> float:
         """``dense`` and ``expert`` (parameters, or bytes of them) left on one GPU when ZeRO stage ``stage`` or
-        above shards them: dense ones over the data x context ranks, experts over their replicas (the ZeRO
-        divisor, one place)."""
+        above shards them: dense ones over the data x context ranks of a shard group (all of them without
+        ``dp_shard``), experts over their replicas (the ZeRO divisor, one place)."""
         on = self.zero_stage >= stage
-        return dense / (self.dp * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
+        return dense / (self.dp_shard_size * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
 
     def order(self) -> list[str]:
         return [d.strip() for d in self.rank_order.replace(",", "-").split("-") if d.strip()]
@@ -268,8 +319,27 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    if lay.dp_shard is not None:
+        if lay.dp % lay.dp_shard:
+            bad("dp_shard", f"{lay.dp_shard} does not divide dp {lay.dp}; allowed: a divisor of {lay.dp}")
+        if lay.zero_stage == 0:
+            bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
+                            f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
+    scope = set(lay.cuda_graph_scope)
+    if "moe_preprocess" in scope and "moe_router" not in scope:
+        bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
+                                "moe_router moe_preprocess")
+    if "moe" in scope and lay.moe_capacity_factor is None:
+        bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
+                                "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
+    if lay.pipeline_layout is not None:
+        if lay.pipeline_embedding:
+            bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
+                                      "pipeline_layout: false")
+        layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
+                      mtp_layers=model.mtp_layers, source=source)
     units = model.layers + (2 if lay.pipeline_embedding else 0)
-    if units < lay.pp * lay.vpp:
+    if lay.pipeline_layout is None and units < lay.pp * lay.vpp:
         what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
         hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
         bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "

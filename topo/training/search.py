@@ -204,6 +204,9 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     t0 = time.perf_counter()
     if gpus > fabric.layout.num_gpus:
         raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
+    if options.get("pipeline_layout"):
+        raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
+                        "none (give the layout to a single evaluation instead)", key="pipeline_layout")
     top = top or 10
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu_compute(fabric.spec.gpu, efficiency),
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
@@ -253,7 +256,7 @@ class _Search:
         got = self.bound_cache.get(bk)
         if got is None:
             sc = stage_compute(self.model, lay, self.gpu)
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, self.spec.gpus_per_domain), sc)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay), sc)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
 
@@ -265,7 +268,7 @@ class _Search:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.spec.gpus_per_domain)
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc)
         ep = got["ep"] if got["ep"] is not None else ep_f
         return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 

@@ -82,13 +82,14 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
     return counts
 
 
-def ep_copies(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | None = None) -> float:
+def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     """Copies of each token the expert all-to-all carries (the dispatch's size is tokens x copies x hidden).
 
     ``alltoall`` (Megatron-Core): one per routed expert, ``top-k``; at most ``max_nodes_per_token`` with
     node-limited routing (DeepSeek-V3 sec. 2.1.2: a token is sent once to each of at most M nodes and forwarded
     over NVLink). ``deepep``: one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
-    of ``gpus_per_domain`` (else per distinct GPU of the ``N = ep`` in the group); with the ``k`` experts of a
+    of the layout's ``gpus_per_domain_used`` (a placed layout's, :func:`.mapping.default_placement`; unplaced: one
+    domain) (else per distinct GPU of the ``N = ep`` in the group); with the ``k`` experts of a
     token spread uniformly over them, the expected number of distinct destinations is ``N (1 - (1 - 1/N)^k)``
     (capped by node-limited routing)."""
     mo = model.moe
@@ -96,18 +97,18 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | None
     limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
     if lay.ep_dispatcher != "deepep":
         return min(k, limit)
-    D = lay.gpus_per_domain_used or gpus_per_domain or lay.ep * lay.expert_tp
+    D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
     nodes = math.ceil(lay.ep * lay.expert_tp / D)
     n = nodes if nodes > 1 else lay.ep
     distinct = n * (1.0 - (1.0 - 1.0 / n) ** k)
     return min(distinct, limit) if nodes > 1 else distinct
 
 
-def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | None = None) -> list[dict]:
+def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls, phase.
 
-    ``gpus_per_domain`` (the fabric's NVLink domain) sets how many nodes an expert group spans for the
-    ``deepep`` dispatcher (:func:`ep_copies`)."""
+    A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
+    dispatcher (:func:`ep_copies`)."""
     seq = lay.seq_len or model.seq_len
     s_cp = seq / lay.cp
     b, h, tp, m, p, v = lay.micro_batch, model.hidden, lay.tp, lay.microbatches, lay.pp, lay.vpp
@@ -118,7 +119,8 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
     out: list[dict] = []
 
     def add(dim, coll, groups_dim, size, calls, phase):
-        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp}.get(groups_dim) \
+        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
+                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
@@ -157,13 +159,17 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
     dense, expert, unit = stage
     units = max(1, c["layers"])
     z = lay.zero_stage
-    for groups, n in (("dpcp", dense), ("edp", expert)):
+    hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
+    for groups, n in (("dps" if hybrid else "dpcp", dense), ("edp", expert)):
         if n <= 0:
             continue
+        # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
+        shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
         if z == 0:
             add("dp", "all_reduce", groups, n * lay.reduce_bytes, 1, phase="reduce")
         elif z in (1, 2):
             add("dp", "reduce_scatter", groups, n * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "all_reduce", "dpr", shard * lay.reduce_bytes, 1, phase="reduce")
             add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's weights (the largest unit's size), as many as the stage's weights need
@@ -171,12 +177,13 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, gpus_per_domain: int | N
             calls = n / per
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
+            add("dp", "all_reduce", "dpr", per * shard / n * lay.reduce_bytes, m * calls, phase="reduce_unit")
     if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
         # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
         tokens = b * s_cp / tp
-        copies = ep_copies(model, lay, gpus_per_domain)
+        copies = ep_copies(model, lay)
         elems = tokens * copies * h * lay.moe_imbalance
         rec_moe = min(c[Block.MOE], rec_layers) if full else 0
         calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
@@ -282,7 +289,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     t_mb = sc.microbatch_s
     m = lay.microbatches
 
-    traffic = step_traffic(model, lay, spec.gpus_per_domain)
+    traffic = step_traffic(model, lay)
     names = {it["groups"] for it in traffic}
     groups = {d: mapping.groups(d) for d in names}
     spans = {d: mapping.domains_spanned(d) for d in names}
@@ -319,7 +326,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
-    notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping, spec.gpus_per_domain)
+    notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
     layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
     result = StepResult(
@@ -423,7 +430,7 @@ def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
     return hidden_s * min(comm_sms, gpu_sms) / gpu_sms
 
 
-def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
+def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     notes = []
     if model.status != "published":
         notes.append(f"{model.name}: {model.status} figures")
@@ -433,7 +440,9 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
                      f"({gpu.memory_bytes / 2**30:.1f} GiB) of a {gpu.name}")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
-    if units % chunks:
+    if lay.pipeline_layout is not None:
+        notes.append(f"pipeline layout {lay.pipeline_layout} (the busiest stage sets the pace)")
+    elif units % chunks:
         lo, hi = units // chunks, math.ceil(units / chunks)
         notes.append(f"uneven pipeline split: {units} layers{' (with embedding and loss)' if lay.pipeline_embedding else ''}"
                      f" over {chunks} chunks: {units % chunks} chunks of {hi}, the rest of {lo}; the busiest stage "
@@ -441,15 +450,14 @@ def _notes(model, lay, gpu, mem, mapping, gpus_per_domain) -> list[str]:
     if lay.ep > 1 and model.moe is not None:
         span = mapping.domains_spanned("ep")
         width = lay.ep * lay.expert_tp
-        if span > 1 and width <= gpus_per_domain:
+        if span > 1 and width <= mapping.gpus_per_domain:
             notes.append(f"an EP group ({lay.ep} x etp {lay.expert_tp}) spans {span} NVLink domains although it "
                          f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
                          f"it inside")
     return notes
 
 
-def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc,
-                   gpus_per_domain: int | None = None) -> dict:
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc) -> dict:
     """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
     from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
     refines its bounds with.
@@ -463,8 +471,6 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         ``lay`` on the fabric (:func:`topo.training.mapping.map_layout`).
     sc : StageCompute
         The layout's compute (:func:`topo.training.operators.stage_compute`).
-    gpus_per_domain : int, optional
-        The fabric's NVLink domain.
 
     Returns
     -------
@@ -475,7 +481,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     dp = ep = 0.0
     ep_known = True
     units = max(1, sc.layers)
-    for item in step_traffic(model, lay, gpus_per_domain):
+    for item in step_traffic(model, lay):
         if item["dim"] not in ("dp", "ep"):
             continue
         G = mapping.groups(item["groups"])

@@ -12,7 +12,7 @@ import pandas as pd
 from ..fabric.fabric import Fabric
 from .comm import CommEngine
 from .parallel import ParallelLayout
-from .mapping import map_layout
+from .mapping import default_placement, map_layout
 from .model import ModelSpec
 from .step import step_traffic
 
@@ -23,9 +23,10 @@ def tier_bytes(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, engine: Co
     """One row per (dimension, level): ``bytes_per_step`` over all directed links of the level, the busiest
     link's bytes (``max_link_bytes_per_step``) and the number of links that carry any."""
     engine = engine or CommEngine(fabric)
+    lay, _ = default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     mapping = map_layout(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
     rows = []
-    for item in step_traffic(model, lay, fabric.spec.gpus_per_domain):
+    for item in step_traffic(model, lay):
         G = mapping.groups(item["groups"])
         frame = engine.link_loads(item["collective"], G, item["size_bytes"])
         frame = frame[frame["bytes"] > 0]

@@ -1,0 +1,82 @@
+"""A JAX mesh (MaxText's ici_*/dcn_* parallelism) as a layout, and hybrid sharding (issue 29: "a JAX mesh mapped
+onto tp/fsdp/dp"). MaxText shards the weights over its fsdp axis only and replicates them over its data axis
+(AI-Hypercomputer/maxtext MaxText/configs/base.yml): with both, that is hybrid sharding (HSDP)."""
+
+import numpy as np
+import pytest
+
+import topo
+from conftest import run_cli
+from topo.errors import TopoError
+from topo.training.jax_mesh import layout_from_mesh
+from topo.training.mapping import map_layout
+from topo.training.model import load_model
+from topo.training.parallel import check_layout, make_layout
+from topo.training.step import estimate_step, step_traffic
+
+
+@pytest.mark.parametrize("mesh, want", [
+    ("ici_fsdp=8,dcn_data=4", dict(tp=1, cp=1, pp=1, ep=1, dp=32, dp_sharding="zero3", dp_shard=8)),
+    ("ici_tensor_parallelism=4,dcn_fsdp_parallelism=2", dict(tp=4, cp=1, pp=1, ep=1, dp=2, dp_sharding="zero3")),
+    ("ici_data=8", dict(tp=1, cp=1, pp=1, ep=1, dp=8, dp_sharding="none")),
+    ("ici_expert=8,ici_fsdp=2,dcn_pipeline=2", dict(tp=1, cp=1, pp=2, ep=8, dp=16, dp_sharding="zero3",
+                                                     dp_shard=2)),
+    ("ici_context=2,ici_tensor=2,dcn_fsdp=4,dcn_data=2", dict(tp=2, cp=2, pp=1, ep=1, dp=8, dp_sharding="zero3",
+                                                              dp_shard=4)),
+])
+def test_mesh_axes_become_layout_sizes(mesh, want):
+    assert layout_from_mesh(mesh) == want
+
+
+@pytest.mark.parametrize("mesh, needle", [
+    ("ici_sequence=4", "does not model the sequence axis"),
+    ("ici_bogus=4", "unknown mesh axis 'ici_bogus'"),
+    ("fsdp=4", "write ici_<axis>=n or dcn_<axis>=n"),
+    ("ici_fsdp=-1", "must be a whole number >= 1, got '-1'"),
+])
+def test_a_mesh_topo_cannot_take_is_named(mesh, needle):
+    with pytest.raises(TopoError) as e:
+        layout_from_mesh(mesh)
+    assert needle in str(e.value)
+
+
+def test_hybrid_sharding_shards_over_the_group_and_reduces_across_replicas():
+    """dp 32 sharded over groups of 8: each GPU keeps 1/8 of the optimizer state (12 bytes per parameter); the
+    gradient is reduce-scattered in its group and the 1/8 shard all-reduced over the 4 replicas."""
+    f = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("llama3-8b")
+    lay = make_layout(dp=32, global_batch=64, dp_sharding="zero1", dp_shard=8)
+    check_layout(m, lay, gpus=32)
+    r = estimate_step(f, m, lay)
+    params = m.total_params
+    assert r.memory.optimizer_bytes == pytest.approx(params * 12 / 8, rel=1e-6)
+    full = estimate_step(f, m, make_layout(dp=32, global_batch=64, dp_sharding="zero1"))
+    assert full.memory.optimizer_bytes == pytest.approx(params * 12 / 32, rel=1e-6)
+    t = {(x["collective"], x["groups"]): x["size_bytes"] for x in step_traffic(m, lay) if x["dim"] == "dp"}
+    assert t[("reduce_scatter", "dps")] == pytest.approx(params * 4, rel=1e-6)  # fp32 gradients
+    assert t[("all_reduce", "dpr")] == pytest.approx(params * 4 / 8, rel=1e-6)
+    g = map_layout(lay, 8, 1024)
+    assert g.groups("dps").shape == (4, 8) and g.groups("dpr").shape == (8, 4)
+    assert np.array_equal(g.groups("dps")[0], np.arange(8)) and np.array_equal(g.groups("dpr")[0], [0, 8, 16, 24])
+
+
+def test_a_shard_group_that_does_not_divide_dp_or_shards_nothing_is_refused():
+    m = load_model("llama3-8b")
+    with pytest.raises(TopoError) as e:
+        check_layout(m, make_layout(dp=32, global_batch=64, dp_sharding="zero3", dp_shard=5), gpus=32)
+    assert e.value.key == "dp_shard" and "does not divide dp 32" in str(e.value)
+    with pytest.raises(TopoError) as e:
+        check_layout(m, make_layout(dp=32, global_batch=64, dp_sharding="none", dp_shard=8), gpus=32)
+    assert e.value.key == "dp_shard" and "shards nothing" in str(e.value)
+
+
+def test_cli_mesh_runs_and_conflicts_get_one_line():
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64"]
+    ok = run_cli(*base, "--jax-mesh", "ici_fsdp=8,dcn_data=4")
+    assert ok.returncode == 0, ok.stderr
+    assert "dp=32 ep=1 zero3 over groups of 8 (hybrid)" in ok.stdout.splitlines()[0]
+    for extra, needle in ((["--tp", "2"], "drop --tp"), (["--search"], "drop --search")):
+        bad = run_cli(*base, "--jax-mesh", "ici_fsdp=8,dcn_data=4", *extra)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --jax-mesh: "), bad.stderr
+        assert needle in lines[0]

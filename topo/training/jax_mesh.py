@@ -1,0 +1,73 @@
+"""A JAX device mesh (MaxText's ``ici_*`` / ``dcn_*`` parallelism) as a parallel layout.
+
+MaxText builds one mesh of named axes, each the product of its ICI (inside a slice or NVLink domain) and DCN
+(across them) sizes (AI-Hypercomputer/maxtext ``MaxText/configs/base.yml``: ``ici_data_parallelism``,
+``dcn_fsdp_parallelism``...). In :class:`~topo.training.parallel.ParallelLayout`'s terms:
+
+- ``tensor`` is ``tp``, ``context`` is ``cp``, ``pipeline`` is ``pp``, ``expert`` is ``ep``;
+- ``data``, ``fsdp`` and ``expert`` all split the batch: ``dp = data x fsdp x expert``;
+- ``fsdp`` shards the weights, gradients and optimizer state (``dp_sharding = "zero3"``) over its ranks only: with a
+  ``data`` or ``expert`` axis beside it that is hybrid sharding (``dp_shard = fsdp``), the fsdp ranks being the
+  fastest-varying data-parallel ranks, as MaxText's ICI-inside-DCN meshes place them.
+
+Axes topo does not model (``sequence``, ``tensor_transpose``, ``tensor_sequence``, ``fsdp_transpose``,
+``autoregressive``, ``context_autoregressive``) are refused by name.
+"""
+
+from __future__ import annotations
+
+from ..errors import TopoError
+
+__all__ = ["MESH_AXES", "layout_from_mesh", "parse_mesh"]
+
+MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
+_NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
+                 "context_autoregressive")
+
+
+def parse_mesh(text: str, source: str = "--jax-mesh") -> dict[str, int]:
+    """``{axis: size}`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs (``_parallelism`` may follow the axis), each axis the
+    product of its ICI and DCN sizes.
+
+    Raises
+    ------
+    TopoError
+        A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed).
+    """
+    sizes = {a: 1 for a in MESH_AXES}
+    allowed = ", ".join(f"ici_{a}, dcn_{a}" for a in MESH_AXES)
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, eq, value = part.partition("=")
+        key = key.strip().removesuffix("_parallelism")
+        scope, _, axis = key.partition("_")
+        if not eq or scope not in ("ici", "dcn"):
+            raise TopoError(f"cannot read {part!r}; write ici_<axis>=n or dcn_<axis>=n pairs; allowed axes: "
+                            f"{allowed}", source=source)
+        if axis in _NOT_MODELLED:
+            raise TopoError(f"{key}: topo does not model the {axis} axis; allowed: {allowed}", source=source)
+        if axis not in sizes:
+            raise TopoError(f"unknown mesh axis {key!r}; allowed: {allowed}", source=source)
+        try:
+            n = int(value.strip())
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise TopoError(f"{key}: must be a whole number >= 1, got {value.strip()!r} (MaxText's -1, \"the rest\", "
+                            f"is not taken: give the size)", source=source)
+        sizes[axis] *= n
+    return sizes
+
+
+def layout_from_mesh(text: str, source: str = "--jax-mesh") -> dict:
+    """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
+    ``fsdp`` axis, ``dp_sharding = "zero3"`` and (beside a data or expert axis) ``dp_shard``."""
+    s = parse_mesh(text, source)
+    out = dict(tp=s["tensor"], cp=s["context"], pp=s["pipeline"], ep=s["expert"],
+               dp=s["data"] * s["fsdp"] * s["expert"])
+    if s["fsdp"] > 1:
+        out["dp_sharding"] = "zero3"
+        if s["fsdp"] < out["dp"]:
+            out["dp_shard"] = s["fsdp"]
+    else:
+        out["dp_sharding"] = "none"
+    return out
