@@ -44,6 +44,7 @@ from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
+from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
@@ -90,6 +91,12 @@ class Op:
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
     """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores, SSD chunks."""
+    passes: str = "both"
+    """``both``: runs forward, its backward derived (above); ``forward`` / ``backward``: a kernel of that pass only
+    (a ``kernel`` op: Mamba-2's scan, convolution, norm and copies, whose backward is kernels of its own)."""
+    dots: tuple = ()
+    """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
+    model) and its ``bytes`` through HBM."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
@@ -207,38 +214,48 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     return ops
 
 
+def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0) -> Op:
+    return Op(name, "mamba", "kernel", ssd_flops(dots) if flops is None else float(flops), float(nbytes),
+              launches=launches, passes=passes, dots=tuple(dots))
+
+
 def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    """Megatron-Core's Mamba mixer in training (NVIDIA/Megatron-LM ``megatron/core/ssm/mamba_mixer.py``
+    ``forward`` and ``_ssm_training`` @d98e8a64): ``in_proj`` (Transformer Engine's norm + column-parallel
+    linear, FP8 when the layout is), a copy of its output to batch-major (``rearrange(...).contiguous()``), the
+    causal depthwise convolution with SiLU (causal-conv1d's kernel, recomputed in the backward), the SSD scan
+    gated by ``z`` (:mod:`topo.training.ssd`), a copy back to sequence-major, the grouped RMSNorm (mamba_ssm's
+    ``layernorm_gated``) and ``out_proj`` (row-parallel linear). The copies, the convolution and the norm move
+    their bytes at HBM rate; their backward kernels are listed apart (``passes``)."""
     T, T_sp, _ = _tokens(model, lay)
     mb, h, tp = model.mamba, model.hidden, lay.tp
     di, nh = model.mamba_inner / tp, model.mamba_heads / tp
-    gN = 2 * mb.groups * mb.d_state / max(1, min(tp, mb.groups))
-    conv_ch = di + gN
+    g = max(1.0, mb.groups / min(tp, mb.groups))
+    conv_ch = di + 2 * g * mb.d_state
+    zxbcdt = di + conv_ch + nh  # z, x, B, C, dt
+    conv_flops = 2.0 * T * conv_ch * mb.conv_kernel
+    copies = 2 * ACT * T * (zxbcdt + di)  # read + write of in_proj's output and of the scan's output (or grads)
     return [_mem("norm", "layernorm", 4 * T_sp * h),
-            _gemm("in_proj", "mamba", T, 2 * di + gN + nh, h),
-            Op("conv1d", "mamba", "memory", 2.0 * T * conv_ch * mb.conv_kernel, 2 * ACT * T * conv_ch),
+            _gemm("in_proj", "mamba", T, zxbcdt, h),
+            _kernel("copies", "forward", copies, launches=2),
+            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
             *_ssd_ops(model, lay, T, nh),
-            _mem("gated_norm", "mamba", 3 * ACT * T * di),
+            _kernel("norm_out", "forward", 2 * ACT * T * di),
             _gemm("out_proj", "mamba", T, h, di),
+            _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
+            _kernel("copies_bwd", "backward", copies, launches=2),
+            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
+            _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
             _mem("residual", "layernorm", 6 * T_sp * h)]
 
 
 def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
-    """Mamba-2's SSD (Dao and Gu 2024, sec. 6, the chunked algorithm of its kernels) as batched GEMMs over the
-    ``T / Q`` chunks of ``Q`` tokens: ``C B^T`` per chunk and group (``Q x Q x N``), its masked product with
-    ``X`` per head (``Q x P x Q``), each chunk's state ``B^T X`` (``N x P x Q``) and the states' contribution to
-    the output ``C h`` (``Q x P x N``), plus the sequential pass of fp32 states across chunks (memory-bound).
-    BF16 GEMMs timed by the tile model, so their small dimensions (P = 64, N = 128, Q = 256) cost what tile and
-    wave quantisation make them cost."""
+    """Mamba-2's SSD on this GPU (``nh`` local heads, ``groups / tp`` local groups, Megatron-Core's TP split):
+    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
     mb, tp = model.mamba, lay.tp
-    Q, N, P = float(mb.chunk_size), float(mb.d_state), float(mb.head_dim)
-    chunks = max(1.0, T / Q)
     g = max(1.0, mb.groups / min(tp, mb.groups))
-    states = 4.0 * chunks * nh * P * N  # fp32 chunk states
-    return [_gemm("ssd_cb", "mamba", Q, Q, N, groups=chunks * g, linear=False, weights=False),
-            _gemm("ssd_scan", "mamba", Q, P, Q, groups=chunks * nh, linear=False, weights=False),
-            _gemm("ssd_state", "mamba", N, P, Q, groups=chunks * nh, linear=False, weights=False),
-            _gemm("ssd_out", "mamba", Q, P, N, groups=chunks * nh, linear=False, weights=False),
-            _mem("ssd_pass", "mamba", 2 * states + 4.0 * T * nh, launches=2)]
+    return [_kernel(k.name, k.passes, k.bytes, k.dots)
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size))]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
@@ -271,8 +288,13 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`)."""
     km = gpu.kernels
+    if op.passes != "both" and backward != (op.passes == "backward"):
+        return 0.0
     launches = op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
     gap = km.launch_gpu_s * launches
+    if op.kind == "kernel":
+        dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
+        return max(dots, memory_s(km, op.bytes)) + gap
     if op.kind == "memory":
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
@@ -292,6 +314,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward)."""
+    if op.passes != "both" and backward != (op.passes == "backward"):
+        return 0.0
     return gpu.kernels.launch_host_s * op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
 
 
@@ -321,7 +345,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         fwd += f
         bwd += b
         host += host_launch_s(op, gpu)
-        flops += op.flops
+        flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
             attention += f + b
         elif op.kind == "gemm" and op.weights and not op.grouped:
