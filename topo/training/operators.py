@@ -234,19 +234,22 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     conv_ch = di + 2 * g * mb.d_state
     zxbcdt = di + conv_ch + nh  # z, x, B, C, dt
     conv_flops = 2.0 * T * conv_ch * mb.conv_kernel
-    copies = 2 * ACT * T * (zxbcdt + di)  # read + write of in_proj's output and of the scan's output (or grads)
-    return [_mem("norm", "layernorm", 4 * T_sp * h),
-            _gemm("in_proj", "mamba", T, zxbcdt, h),
-            _kernel("copies", "forward", copies, launches=2),
-            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
-            *_ssd_ops(model, lay, T, nh),
-            _kernel("norm_out", "forward", 2 * ACT * T * di),
-            _gemm("out_proj", "mamba", T, h, di),
-            _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
-            _kernel("copies_bwd", "backward", copies, launches=2),
-            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
-            _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
-            _mem("residual", "layernorm", 6 * T_sp * h)]
+    # read + write of in_proj's output and of the scan's output (backward: their gradients); a micro-batch of one
+    # sequence is already batch-major (.contiguous() copies nothing)
+    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h),
+           _gemm("in_proj", "mamba", T, zxbcdt, h),
+           _kernel("copies", "forward", copies, launches=2),
+           _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
+           *_ssd_ops(model, lay, T, nh),
+           _kernel("norm_out", "forward", 2 * ACT * T * di),
+           _gemm("out_proj", "mamba", T, h, di),
+           _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
+           _kernel("copies_bwd", "backward", copies, launches=2),
+           _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
+           _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
+           _mem("residual", "layernorm", 6 * T_sp * h)]
+    return [op for op in ops if op.bytes > 0 or op.flops > 0]
 
 
 def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
