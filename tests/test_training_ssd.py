@@ -126,3 +126,19 @@ def test_nemotron_h_rows_run_their_recipe_without_tp_overlap():
     assert len(hybrid) == 6
     assert all(not lay.overlap_tp and lay.grad_reduce_bytes == 4.0 for lay in hybrid)
     assert setups["nemo2504dgxc_h100_nemotron4_340b_fp8_256"].overlap_tp
+
+
+def test_mamba_layouts_megatron_refuses_are_refused():
+    """Megatron-Core asserts nheads % tp, ngroups % tp (mamba_mixer.py) and that CP splits each TP rank's heads
+    (mamba_context_parallel.py): Nemotron-H 56B (256 heads, 8 groups) runs at TP8, not TP16; Nemotron 3 Nano
+    (64 heads, 8 groups) at CP4 with TP2 (32 heads, 4 groups per rank), not at CP3."""
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+    model = load_model("nemotron-h-56b")
+    check_layout(model, make_layout(tp=8, global_batch=8))
+    with pytest.raises(TopoError, match="Mamba-2 heads and 8 groups; allowed: a divisor of 8"):
+        check_layout(model, make_layout(tp=16, global_batch=8, tp_across_domains=True))
+    nano = load_model("nemotron-3-nano-30b-a3b")
+    check_layout(nano, make_layout(tp=2, cp=4, global_batch=8))
+    with pytest.raises(TopoError, match="cp: 3 does not split the 32 Mamba-2 heads"):
+        check_layout(nano, make_layout(tp=2, cp=3, global_batch=8, seq_len=8190))
