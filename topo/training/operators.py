@@ -1,9 +1,10 @@
 """A training step's compute as the sum of its operators, each timed by the kernel model of the GPU.
 
 Every block of a layer (attention ``*``, MLP ``-``, MoE ``E``, Mamba-2 ``M``), the embedding and the logits is a
-list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits, Mamba-2's SSD chunks),
-the fused attention core, and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE
-permutation, cross-entropy, FP8 casts). An operator's time is its kernels' (:mod:`topo.training.kernels`: GEMMs by
+list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits), the fused attention
+core, memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE permutation, cross-entropy, FP8
+casts), and kernels of one pass each (Mamba-2's scan, convolution, norm and copies, forward and backward listed
+apart: :mod:`topo.training.ssd`). An operator's time is its kernels' (:mod:`topo.training.kernels`: GEMMs by
 tile and wave quantisation, attention at cuDNN's rates by head dimension and block length, memory-bound kernels
 at their share of HBM) plus a launch gap per kernel.
 
@@ -63,7 +64,8 @@ class Op:
     """One operator of one block, one micro-batch, one GPU, forward pass.
 
     ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel),
-    ``memory`` (bandwidth-bound) or ``host`` (an eager MoE block's host launches for ``groups`` local experts:
+    ``memory`` (bandwidth-bound), ``kernel`` (one kernel of one pass: the longer of its ``dots`` and its bytes)
+    or ``host`` (an eager MoE block's host launches for ``groups`` local experts:
     a floor under the block's GPU time, see :func:`block_time`). ``linear``: a linear layer's
     GEMM, run in FP8 when the layout asks; ``grouped``: an expert GEMM of a grouped-GEMM kernel."""
 
@@ -90,7 +92,7 @@ class Op:
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
-    """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores, SSD chunks."""
+    """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores."""
     passes: str = "both"
     """``both``: runs forward, its backward derived (above); ``forward`` / ``backward``: a kernel of that pass only
     (a ``kernel`` op: Mamba-2's scan, convolution, norm and copies, whose backward is kernels of its own)."""

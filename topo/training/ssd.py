@@ -43,7 +43,18 @@ class Kernel(NamedTuple):
 
 
 def ssd_flops(dots) -> float:
-    """FLOPs of a kernel's products ``(m, n, k, groups)``."""
+    """FLOPs of a kernel's products.
+
+    Parameters
+    ----------
+    dots : iterable of tuple
+        ``(m, n, k, groups)``: ``groups`` products of ``[m, k] x [k, n]``.
+
+    Returns
+    -------
+    float
+        ``sum 2 m n k groups``.
+    """
     return sum(2.0 * m * n * k * g for m, n, k, g in dots)
 
 
