@@ -259,7 +259,7 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
     mb, tp = model.mamba, lay.tp
     g = max(1.0, mb.groups / min(tp, mb.groups))
-    return [_kernel(k.name, k.passes, k.bytes, k.dots)
+    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches)
             for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size))]
 
 

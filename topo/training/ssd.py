@@ -14,7 +14,8 @@ state size ``N``, chunks of ``Q`` tokens (``T / Q`` of them):
   saved), then ``dz``, the states' gradient ``C^T dout``, its pass back across chunks, ``dx`` (two products),
   ``dB`` and ``dC`` from the states (one product each), ``d(CB)`` (``Q x Q x P``), ``dB`` and ``dC`` from it
   (``Q x N x Q`` per group, two kernels), the gradient of the decay's cumulative sum (``Q x Q x P``) and of
-  ``dt``: eleven kernels, fifteen in all.
+  ``dt``: eleven kernels, fifteen in all, and seven small PyTorch kernels between them (a copy of ``dt``, the
+  reverse cumulative sum of the decay's gradient, two adds).
 
 Forward FLOPs ``T H P (2Q + 4N) + 2 T G Q N``; backward ``T H P (6Q + 10N) + 6 T G Q N`` (the recomputation
 included). Bytes count what each kernel reads from and writes to HBM once (operands shared by the heads of a group
@@ -33,13 +34,14 @@ BF16, FP32 = 2, 4
 
 
 class Kernel(NamedTuple):
-    """One kernel: its name, the pass it runs in (``forward``, ``backward``), the bytes it moves through HBM and
-    its tensor-core products ``(m, n, k, groups)``."""
+    """One kernel: its name, the pass it runs in (``forward``, ``backward``), the bytes it moves through HBM, its
+    tensor-core products ``(m, n, k, groups)`` and its launches (several small kernels may share one entry)."""
 
     name: str
     passes: str
     bytes: float
     dots: tuple
+    launches: int = 1
 
 
 def ssd_flops(dots) -> float:
@@ -100,5 +102,7 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float) -> l
         Kernel("ssd_bwd_bmm_dc", "backward", BF16 * 2 * bc + FP32 * (cb + bc), ((Q, N, Q, C * G),)),
         Kernel("ssd_bwd_ddacs", "backward", BF16 * 2 * x + FP32 * (cb + 3 * th), ((Q, Q, P, C * H),)),
         Kernel("ssd_bwd_cumsum", "backward", FP32 * 2 * th + BF16 * 2 * th, ()),
+        # PyTorch between them: dt.clone(), the reverse cumulative sum of ddA (flip, cumsum, flip) and two adds
+        Kernel("ssd_bwd_torch", "backward", 2 * BF16 * th + 3 * 2 * FP32 * th + 2 * 3 * FP32 * th, (), 7),
     ]
     return fwd + recompute + bwd
