@@ -143,3 +143,14 @@ def test_mamba_layouts_megatron_refuses_are_refused():
     check_layout(nano, make_layout(tp=2, cp=4, global_batch=8))
     with pytest.raises(TopoError, match="cp: 3 does not split the 32 Mamba-2 heads"):
         check_layout(nano, make_layout(tp=2, cp=3, global_batch=8, seq_len=8190))
+
+
+def test_mamba_block_keeps_in_proj_and_scan_outputs_not_the_convolution():
+    """mamba_split_conv1d_scan_combined saves in_proj's output (2 d_inner + 2 G N + heads) and the scan's output
+    (d_inner); the convolution's output is recomputed; the norm's output feeds out_proj (d_inner): bf16, per
+    token, plus the block's input norm (4 bytes per h, the module doc)."""
+    from topo.training.memory import block_activation_bytes
+    model, lay = _nemotron_h(tp=1, sequence_parallel=False)
+    di, gN, nh, h = 16384, 2 * 8 * 256, 256, 8192
+    per_token = 2 * (2 * di + gN + nh + 2 * di) + 2 * h + 2 * h
+    assert block_activation_bytes(model, lay, "M") == pytest.approx(8192 * per_token)
