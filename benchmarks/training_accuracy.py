@@ -170,6 +170,12 @@ def _setups():
             # (MixedPrecisionPolicy casts each gathered layer to bf16 for compute), fp32 gradients, two fp32
             # moments: 4 + 4 + 8 = 16 bytes per parameter, no separate bf16 weight copy (Megatron keeps 18)
             kw.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0)
+        if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
+            # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
+            # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
+            # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
+            # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
+            kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
         if row["run_id"].startswith("deepseekv3_h800"):
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe")
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),

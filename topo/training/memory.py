@@ -18,8 +18,8 @@ taken apart per block so other shapes follow: attention ``2 + 2 + 4 kv d / h + 2
 output projection's input, a dropout mask: 11 for MHA), MLP ``2 + 2 k f / h + 1`` (input, ``k`` f-wide
 intermediates, mask: 19 for GeLU at f = 4h), two norms 4 (2 per block); no dropout: no masks, and ``2 a s / h``
 of scores instead of 5; under FP8 a linear layer's saved input is its 1-byte cast. An MoE block stores its MLP part once per routed and shared expert a token visits plus
-the permuted copies of its input; a Mamba-2 block its in_proj output, convolution output, scan output and gated
-norm output. Per-module recomputation (``recompute_modules``) keeps only the module's input; full recomputation
+the permuted copies of its input; a Mamba-2 block its in_proj output, scan output and norm output (the
+convolution's output is recomputed in the backward). Per-module recomputation (``recompute_modules``) keeps only the module's input; full recomputation
 of ``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
 
 In flight: stage ``i`` of ``p`` holds ``p - i`` micro-batches under 1F1B; interleaved with ``v`` chunks per GPU
@@ -181,10 +181,12 @@ def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> 
         replicated = norm + x + mask
         rest = inner
         scores = 0.0
-    else:  # Mamba-2
+    else:  # Mamba-2: mamba_ssm's mamba_split_conv1d_scan_combined saves in_proj's output z x B C dt and the
+        # scan's output, not the convolution's (recomputed backward: ssd_combined.py@e9594ce1); the norm saves
+        # its input, out_proj its input (the norm's output)
         mb = model.mamba
         di, gN = model.mamba_inner, 2 * mb.groups * mb.d_state
-        inner = 0.0 if "mamba" in mods else 2 * (2 * di + gN + model.mamba_heads + (di + gN) + 2 * di) / h
+        inner = 0.0 if "mamba" in mods else 2 * (2 * di + gN + model.mamba_heads + 2 * di) / h
         replicated, rest, scores = norm + 2, inner, 0.0
     if sp:
         return sbh * (replicated + rest + scores) / t

@@ -1,9 +1,10 @@
 """A training step's compute as the sum of its operators, each timed by the kernel model of the GPU.
 
 Every block of a layer (attention ``*``, MLP ``-``, MoE ``E``, Mamba-2 ``M``), the embedding and the logits is a
-list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits, Mamba-2's SSD chunks),
-the fused attention core, and memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE
-permutation, cross-entropy, FP8 casts). An operator's time is its kernels' (:mod:`topo.training.kernels`: GEMMs by
+list of operators for one micro-batch on one GPU: GEMMs (projections, MLP, experts, logits), the fused attention
+core, memory-bound kernels (norms, residual adds, activation functions, RoPE, MoE permutation, cross-entropy, FP8
+casts), and kernels of one pass each (Mamba-2's scan, convolution, norm and copies, forward and backward listed
+apart: :mod:`topo.training.ssd`). An operator's time is its kernels' (:mod:`topo.training.kernels`: GEMMs by
 tile and wave quantisation, attention at cuDNN's rates by head dimension and block length, memory-bound kernels
 at their share of HBM) plus a launch gap per kernel.
 
@@ -47,6 +48,7 @@ from .kernels import attention_rate_flops, gemm_s, memory_s, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
+from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
@@ -65,7 +67,8 @@ class Op:
     """One operator of one block, one micro-batch, one GPU, forward pass.
 
     ``kind``: ``gemm`` (shape ``m x n x k``, ``groups`` alike GEMMs), ``attention`` (a fused kernel),
-    ``memory`` (bandwidth-bound) or ``host`` (an eager MoE block's host launches for ``groups`` local experts:
+    ``memory`` (bandwidth-bound), ``kernel`` (one kernel of one pass: the longer of its ``dots`` and its bytes)
+    or ``host`` (an eager MoE block's host launches for ``groups`` local experts:
     a floor under the block's GPU time, see :func:`block_time`). ``linear``: a linear layer's
     GEMM, run in FP8 when the layout asks; ``grouped``: an expert GEMM of a grouped-GEMM kernel."""
 
@@ -92,10 +95,16 @@ class Op:
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
-    """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores, SSD chunks."""
+    """A GEMM with a weight (its backward has a weight-gradient GEMM); False: attention scores."""
     graph: str = ""
     """The ``cuda_graph_scope`` part that captures this operator (``attn``, ``mlp``, ``moe_router``, ``moe``,
     ``mamba``; empty: only a full-iteration graph does)."""
+    passes: str = "both"
+    """``both``: runs forward, its backward derived (above); ``forward`` / ``backward``: a kernel of that pass only
+    (a ``kernel`` op: Mamba-2's scan, convolution, norm and copies, whose backward is kernels of its own)."""
+    dots: tuple = ()
+    """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
+    model) and its ``bytes`` through HBM."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
@@ -222,38 +231,51 @@ def _router_kernels(lay: ParallelLayout) -> float:
     return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
 
 
+def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0) -> Op:
+    return Op(name, "mamba", "kernel", ssd_flops(dots) if flops is None else float(flops), float(nbytes),
+              launches=launches, passes=passes, dots=tuple(dots))
+
+
 def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
+    """Megatron-Core's Mamba mixer in training (NVIDIA/Megatron-LM ``megatron/core/ssm/mamba_mixer.py``
+    ``forward`` and ``_ssm_training`` @d98e8a64): ``in_proj`` (Transformer Engine's norm + column-parallel
+    linear, FP8 when the layout is), a copy of its output to batch-major (``rearrange(...).contiguous()``), the
+    causal depthwise convolution with SiLU (causal-conv1d's kernel, recomputed in the backward), the SSD scan
+    gated by ``z`` (:mod:`topo.training.ssd`), a copy back to sequence-major, the grouped RMSNorm (mamba_ssm's
+    ``layernorm_gated``) and ``out_proj`` (row-parallel linear). The copies, the convolution and the norm move
+    their bytes at HBM rate; their backward kernels are listed apart (``passes``)."""
     T, T_sp, _ = _tokens(model, lay)
     mb, h, tp = model.mamba, model.hidden, lay.tp
     di, nh = model.mamba_inner / tp, model.mamba_heads / tp
-    gN = 2 * mb.groups * mb.d_state / max(1, min(tp, mb.groups))
-    conv_ch = di + gN
-    return [_mem("norm", "layernorm", 4 * T_sp * h),
-            _gemm("in_proj", "mamba", T, 2 * di + gN + nh, h),
-            Op("conv1d", "mamba", "memory", 2.0 * T * conv_ch * mb.conv_kernel, 2 * ACT * T * conv_ch),
-            *_ssd_ops(model, lay, T, nh),
-            _mem("gated_norm", "mamba", 3 * ACT * T * di),
-            _gemm("out_proj", "mamba", T, h, di),
-            _mem("residual", "layernorm", 6 * T_sp * h)]
+    g = max(1.0, mb.groups / min(tp, mb.groups))
+    conv_ch = di + 2 * g * mb.d_state
+    zxbcdt = di + conv_ch + nh  # z, x, B, C, dt
+    conv_flops = 2.0 * T * conv_ch * mb.conv_kernel
+    # read + write of in_proj's output and of the scan's output (backward: their gradients); a micro-batch of one
+    # sequence is already batch-major (.contiguous() copies nothing)
+    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h),
+           _gemm("in_proj", "mamba", T, zxbcdt, h),
+           _kernel("copies", "forward", copies, launches=2),
+           _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
+           *_ssd_ops(model, lay, T, nh),
+           _kernel("norm_out", "forward", 2 * ACT * T * di),
+           _gemm("out_proj", "mamba", T, h, di),
+           _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
+           _kernel("copies_bwd", "backward", copies, launches=2),
+           _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
+           _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
+           _mem("residual", "layernorm", 6 * T_sp * h)]
+    return [op for op in ops if op.bytes > 0 or op.flops > 0]
 
 
 def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list[Op]:
-    """Mamba-2's SSD (Dao and Gu 2024, sec. 6, the chunked algorithm of its kernels) as batched GEMMs over the
-    ``T / Q`` chunks of ``Q`` tokens: ``C B^T`` per chunk and group (``Q x Q x N``), its masked product with
-    ``X`` per head (``Q x P x Q``), each chunk's state ``B^T X`` (``N x P x Q``) and the states' contribution to
-    the output ``C h`` (``Q x P x N``), plus the sequential pass of fp32 states across chunks (memory-bound).
-    BF16 GEMMs timed by the tile model, so their small dimensions (P = 64, N = 128, Q = 256) cost what tile and
-    wave quantisation make them cost."""
+    """Mamba-2's SSD on this GPU (``nh`` local heads, ``groups / tp`` local groups, Megatron-Core's TP split):
+    the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
     mb, tp = model.mamba, lay.tp
-    Q, N, P = float(mb.chunk_size), float(mb.d_state), float(mb.head_dim)
-    chunks = max(1.0, T / Q)
     g = max(1.0, mb.groups / min(tp, mb.groups))
-    states = 4.0 * chunks * nh * P * N  # fp32 chunk states
-    return [_gemm("ssd_cb", "mamba", Q, Q, N, groups=chunks * g, linear=False, weights=False),
-            _gemm("ssd_scan", "mamba", Q, P, Q, groups=chunks * nh, linear=False, weights=False),
-            _gemm("ssd_state", "mamba", N, P, Q, groups=chunks * nh, linear=False, weights=False),
-            _gemm("ssd_out", "mamba", Q, P, N, groups=chunks * nh, linear=False, weights=False),
-            _mem("ssd_pass", "mamba", 2 * states + 4.0 * T * nh, launches=2)]
+    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches)
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size))]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
@@ -305,8 +327,13 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`)."""
     km = gpu.kernels
+    if op.passes != "both" and backward != (op.passes == "backward"):
+        return 0.0
     launches = op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
     gap = km.launch_gpu_s * launches
+    if op.kind == "kernel":
+        dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
+        return max(dots, memory_s(km, op.bytes)) + gap
     if op.kind == "memory":
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
@@ -326,8 +353,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = ()) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
-    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it."""
+    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass."""
     if "full_iteration" in graphs or (op.graph and op.graph in graphs):
+        return 0.0
+    if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
     return gpu.kernels.launch_host_s * op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
 
@@ -361,7 +390,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         bwd += b
         host += host_launch_s(op, gpu, graphs=graphs)
         host_b += host_launch_s(op, gpu, backward=True, graphs=graphs)
-        flops += op.flops
+        flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
             attention += f + b
         elif op.kind == "gemm" and op.weights and not op.grouped:

@@ -14,6 +14,7 @@ Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from typing import Annotated, Literal
 
@@ -297,6 +298,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         bad("tp", f"{lay.tp} neither divides nor is a multiple of the {kv} key/value heads")
     if model.ffn_hidden % lay.tp:
         bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
+    _check_mamba(model, lay, bad)
     if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
         bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
                   f"tp_across_domains")
@@ -367,3 +369,20 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
             and lay.gpus_per_domain_used > gpus_per_domain:
         bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
                                     f"domain; allowed: 1 to {gpus_per_domain}")
+
+
+def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """Megatron-Core's Mamba mixer splits its heads and its B/C groups over TP, then the heads over CP
+    (NVIDIA/Megatron-LM ``megatron/core/ssm/mamba_mixer.py`` and ``mamba_context_parallel.py`` @d98e8a64 assert
+    ``nheads % tp``, ``ngroups % tp`` and ``(nheads / tp) % cp``)."""
+    if model.mamba is None:
+        return
+    heads, groups = model.mamba_heads, model.mamba.groups
+    if heads % lay.tp or groups % lay.tp:
+        bad("tp", f"{lay.tp} does not divide the {heads} Mamba-2 heads and {groups} groups; allowed: a divisor "
+                  f"of {math.gcd(heads, groups)}")
+    h, g, cp = heads // lay.tp, groups // lay.tp, lay.cp
+    if cp > 1 and (h % cp or (cp % g if g < cp else g % cp)):
+        bad("cp", f"{cp} does not split the {h} Mamba-2 heads and {g} groups per TP rank (the heads evenly, the "
+                  f"groups evenly or each group's heads); allowed: a divisor of {h} that divides or is a multiple "
+                  f"of {g}")

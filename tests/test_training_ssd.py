@@ -1,0 +1,156 @@
+"""Mamba-2's mixer as the kernels Megatron-Core runs (topo.training.ssd, operators._mamba_ops): FLOPs and bytes
+against closed forms of the SSD's chunked algorithm (Dao and Gu 2024, arXiv 2405.21060 sec. 6; the kernels of
+state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py@e9594ce1), and the pass each kernel runs in."""
+
+import pytest
+
+from topo.training.gpus import gpu_compute
+from topo.training.model import load_model
+from topo.training.operators import block_ops, block_time, op_time_s
+from topo.training.parallel import make_layout
+from topo.training.ssd import ssd_flops, ssd_kernels
+from topo.training.kernels import memory_s
+
+T, H, G, P, N, Q = 8192.0, 32.0, 1.0, 64.0, 256.0, 128.0  # Nemotron-H 56B at TP8, one 8k sequence
+
+
+def _flops(passes):
+    return sum(ssd_flops(k.dots) for k in ssd_kernels(T, H, G, P, N, Q) if k.passes == passes)
+
+
+def test_ssd_forward_flops_are_the_chunked_algorithms():
+    """Forward: chunk states B^T x (2 T H P N), C B^T per group (2 T G Q N), the diagonal blocks (C B^T o L) x
+    (2 T H P Q) and the states' contribution C h (2 T H P N): T H P (2Q + 4N) + 2 T G Q N."""
+    assert _flops("forward") == pytest.approx(T * H * P * (2 * Q + 4 * N) + 2 * T * G * Q * N, rel=1e-12)
+
+
+def test_ssd_backward_flops_count_recomputation_and_every_gradient():
+    """Backward: the forward's states and C B^T recomputed (2 T H P N + 2 T G Q N), dstates, dB and dC from the
+    states (3 x 2 T H P N), dx (2 T H P (Q + N)), d(CB) and the decay's gradient (2 x 2 T H P Q), dB and dC
+    from d(CB) (2 x 2 T G Q N): T H P (6Q + 10N) + 6 T G Q N, 2.6x the forward at these shapes (a GEMM's
+    backward is 2x)."""
+    bwd = _flops("backward")
+    assert bwd == pytest.approx(T * H * P * (6 * Q + 10 * N) + 6 * T * G * Q * N, rel=1e-12)
+    assert 2.5 < bwd / _flops("forward") < 2.7
+
+
+def test_ssd_kernel_counts_and_state_bytes():
+    """Five forward kernels, fifteen backward Triton kernels (four recomputed) and seven PyTorch ones; the fp32
+    chunk states (T/Q x H x P x N x 4 bytes) are written by chunk_state and read by the state pass, which writes
+    them in bf16."""
+    ks = {k.name: k for k in ssd_kernels(T, H, G, P, N, Q)}
+    assert sum(k.launches for k in ks.values() if k.passes == "forward") == 5
+    assert sum(k.launches for k in ks.values() if k.passes == "backward") == 15 + 7
+    states = T / Q * H * P * N
+    assert ks["ssd_state_pass"].bytes == pytest.approx(states * (4 + 2))
+    x, bc, th = T * H * P, T * G * N, T * H
+    assert ks["ssd_chunk_state"].bytes == pytest.approx(2 * (x + bc) + 8 * th + 4 * states)
+
+
+def _nemotron_h(tp=8, **kw):
+    model = load_model("nemotron-h-56b")
+    kw.setdefault("micro_batch", 1)
+    return model, make_layout(tp=tp, global_batch=kw["micro_batch"], seq_len=8192, precision="fp8", **kw)
+
+
+def test_mamba_ops_run_in_their_pass_only():
+    """A forward kernel costs nothing backward and a backward kernel nothing forward; the backward's SSD
+    kernels are slower than its forward's (more products and the recomputation)."""
+    model, lay = _nemotron_h()
+    gpu = gpu_compute("H100")
+    ops = block_ops(model, lay, "M")
+    for op in ops:
+        if op.passes == "forward":
+            assert op_time_s(op, gpu, "fp8", backward=True) == 0.0 and op_time_s(op, gpu, "fp8") > 0
+        if op.passes == "backward":
+            assert op_time_s(op, gpu, "fp8") == 0.0 and op_time_s(op, gpu, "fp8", backward=True) > 0
+    ssd = [o for o in ops if o.name.startswith("ssd")]
+    fwd = sum(op_time_s(o, gpu, "fp8") for o in ssd)
+    bwd = sum(op_time_s(o, gpu, "fp8", backward=True) for o in ssd)
+    assert 2.2 < bwd / fwd < 4.0
+    # the block's forward FLOPs are its forward kernels' only
+    bt = block_time(model, lay, gpu, "M")
+    assert bt.forward_flops == pytest.approx(sum(o.flops for o in ops if o.passes != "backward"))
+
+
+def test_mamba_memory_kernels_move_their_bytes_at_hbm_rate():
+    """The copies to and from batch-major (in_proj's output z x B C dt and the scan's output, read and written),
+    the convolution over d_inner + 2 G N channels (forward; recomputed and its backward reading x and dy and
+    writing dx) take their bytes at the HBM rate plus a launch gap each. A micro-batch of one sequence needs no
+    copy (its sequence-major tensor is already batch-major)."""
+    model, lay = _nemotron_h(micro_batch=2)
+    assert "copies" not in {o.name for o in block_ops(*_nemotron_h(), "M")}
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    ops = {o.name: o for o in block_ops(model, lay, "M")}
+    di, nh, g = 16384 / 8, 256 / 8, 1
+    ch = di + 2 * g * 256
+    T = 2 * 8192
+    assert ops["copies"].bytes == pytest.approx(2 * 2 * T * ((di + ch + nh) + di))
+    assert ops["conv1d"].bytes == pytest.approx(2 * 2 * T * ch)
+    assert ops["conv1d_bwd"].bytes == pytest.approx(3 * 2 * T * ch)
+    assert op_time_s(ops["conv1d"], gpu, "fp8") == pytest.approx(memory_s(km, ops["conv1d"].bytes) + km.launch_gpu_s)
+    assert op_time_s(ops["copies"], gpu, "fp8") == pytest.approx(memory_s(km, ops["copies"].bytes)
+                                                                   + 2 * km.launch_gpu_s)
+
+
+def test_only_the_projections_run_in_fp8():
+    """Transformer Engine runs in_proj and out_proj in FP8; the SSD, the convolution and the norms stay in
+    BF16/FP32 (mamba_ssm's Triton kernels): FP8 speeds up the projections only."""
+    model, lay = _nemotron_h()
+    gpu = gpu_compute("H100")
+    for op in block_ops(model, lay, "M"):
+        bf = op_time_s(op, gpu, "bf16") + op_time_s(op, gpu, "bf16", backward=True)
+        f8 = op_time_s(op, gpu, "fp8") + op_time_s(op, gpu, "fp8", backward=True)
+        if op.name in ("in_proj", "out_proj"):
+            assert f8 < bf
+        else:
+            assert f8 == pytest.approx(bf)
+
+
+def test_megatron_chunk_size():
+    """Megatron-Core's Mamba mixer chunks the SSD in 128 tokens (mamba_mixer.py, chunk_size=128)."""
+    for name in ("nemotron-h-56b", "nemotron-3-nano-30b-a3b", "nemotron-nano-9b-v2"):
+        assert load_model(name).mamba.chunk_size == 128
+
+
+def test_nemotron_h_rows_run_their_recipe_without_tp_overlap():
+    """The DGX Cloud Nemotron-H 56B runs (NeMo@7a8f1cc7 pretrain_nemotronh_56b.py) build the recipe without
+    performance_mode, hence without tp_comm_overlap, and reduce gradients in fp32 (the recipe's DDP config);
+    the dense DGX Cloud rows (performance_mode) keep TP overlap."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import training_accuracy
+    setups = {s["run"]: s["lay"] for s in training_accuracy._setups()}
+    hybrid = [lay for run, lay in setups.items() if run.startswith("dgxc2505_h100_nemotronh")]
+    assert len(hybrid) == 6
+    assert all(not lay.overlap_tp and lay.grad_reduce_bytes == 4.0 for lay in hybrid)
+    assert setups["nemo2504dgxc_h100_nemotron4_340b_fp8_256"].overlap_tp
+
+
+def test_mamba_layouts_megatron_refuses_are_refused():
+    """Megatron-Core asserts nheads % tp, ngroups % tp (mamba_mixer.py) and that CP splits each TP rank's heads
+    (mamba_context_parallel.py): Nemotron-H 56B (256 heads, 8 groups) runs at TP8, not TP16; Nemotron 3 Nano
+    (64 heads, 8 groups) at CP4 with TP2 (32 heads, 4 groups per rank), not at CP3."""
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+    model = load_model("nemotron-h-56b")
+    check_layout(model, make_layout(tp=8, global_batch=8))
+    with pytest.raises(TopoError, match="Mamba-2 heads and 8 groups; allowed: a divisor of 8"):
+        check_layout(model, make_layout(tp=16, global_batch=8, tp_across_domains=True))
+    nano = load_model("nemotron-3-nano-30b-a3b")
+    check_layout(nano, make_layout(tp=2, cp=4, global_batch=8))
+    with pytest.raises(TopoError, match="cp: 3 does not split the 32 Mamba-2 heads"):
+        check_layout(nano, make_layout(tp=2, cp=3, global_batch=8, seq_len=8190))
+
+
+def test_mamba_block_keeps_in_proj_and_scan_outputs_not_the_convolution():
+    """mamba_split_conv1d_scan_combined saves in_proj's output (2 d_inner + 2 G N + heads) and the scan's output
+    (d_inner); the convolution's output is recomputed; the norm's output feeds out_proj (d_inner): bf16, per
+    token, plus the block's input norm (4 bytes per h, the module doc)."""
+    from topo.training.memory import block_activation_bytes
+    model, lay = _nemotron_h(tp=1, sequence_parallel=False)
+    di, gN, nh, h = 16384, 2 * 8 * 256, 256, 8192
+    per_token = 2 * (2 * di + gN + nh + 2 * di) + 2 * h + 2 * h
+    assert block_activation_bytes(model, lay, "M") == pytest.approx(8192 * per_token)
