@@ -47,3 +47,10 @@ def test_cli_train_search_across_sites_json_and_errors():
     bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "768", "--gpus",
                   "5000")
     assert bad.returncode == 2 and "--gpus: 5,000 GPUs do not split over the 2 sites" in bad.stderr
+
+
+def test_cli_search_across_sites_narrows_its_choices_as_on_one_site():
+    out = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "768", "--top", "2",
+                  "--recompute", "full", "--micro-batch", "2", "--no-contention", "--json", check=True)
+    layouts = [r["one_site"]["layout"] for r in json.loads(out.stdout)["ranked"]]
+    assert layouts and all(L["recompute"] == "full" and L["micro_batch"] == 2 for L in layouts)

@@ -11,15 +11,11 @@ from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import make_layout
 from ..units import format_bandwidth, format_size, format_time
-from .common import data_parallel
+from .common import data_parallel, search_options
 from .output import emit, emit_json, table
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
-
-
-# layout fields a search enumerates itself (the rest of the layout flags are fixed for it, as on one site)
-SEARCH_CHOICES = ("recompute", "dp_sharding", "micro_batch", "rank_order", "etp")
 
 
 def run_region_train(args, options: dict) -> int:
@@ -50,11 +46,10 @@ def run_region_train(args, options: dict) -> int:
 
 
 def _search(args, region, model, options: dict) -> int:
-    fixed = {k: v for k, v in options.items() if v is not None and k not in SEARCH_CHOICES}
     across = args.across or ("outer" if args.outer_every else "dp")
     res = search_across_sites(region, model, args.global_batch, gpus=args.gpus, top=args.top or 5, across=across,
                               outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
-                              contention=not args.no_contention, **fixed)
+                              contention=not args.no_contention, **search_options(args, options))
     if args.json:
         emit_json(res.to_dict())
         return 0
