@@ -25,6 +25,10 @@ __all__ = ["MultisiteSearch", "search_across_sites"]
 
 @dataclass
 class MultisiteSearch:
+    """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
+    sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
+    the way asked (by their one-site rank)."""
+
     region: str
     model: str
     num_sites: int
