@@ -22,9 +22,11 @@ CASES = [
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.760 per GPU-hour against the two sites' $1.745", "$1.760 per GPU-hour (the region: $1.745)"),
       ("the DCI's share of the cost per GPU-hour (3.0% on `two-site-h100`)", "3.0% of the region's $1.745")]),
+    ("topo estimate two-site-h100 --size 1GiB -a hierarchical_pipelined", [("(19 chunks)", "(19 chunks)")]),
     ("topo estimate two-site-h100 --size 1GiB --json",  # the README's line without --json prints the fastest
-     [("hierarchical 23.6 ms, tree 16.5 ms, flat ring 30.4 s", '"hierarchical": 0.0236'),
-      ("tree 16.5 ms", '"tree": 0.0165'), ("flat ring 30.4 s", '"ring": 30.4')]),
+     [("hierarchical 23.6 ms, pipelined 20.2 ms (19 chunks), tree 16.5 ms, flat ring 30.7 s", '"hierarchical": 0.0236'),
+      ("pipelined 20.2 ms", '"hierarchical_pipelined": 0.0201'),
+      ("tree 16.5 ms", '"tree": 0.0165'), ("flat ring 30.7 s", '"ring": 30.7')]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
      [("gives 94.1% with `dp`", "        94.1%"), ("1.91 TB/s per direction keeps 95%", "1.907 TB/s")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",

@@ -149,3 +149,32 @@ def test_spans_give_pairs_their_own_distance_and_waves():
     ring = region_dict(count=4, topology="ring", spans=[{"sites": ["s-0", "s-2"], "distance_km": 5}])
     with pytest.raises(TopoError, match="no ring span joins s-0-s-2"):
         build(ring)
+
+
+def test_routes_are_shortest_paths_by_latency_as_scipys_dijkstra_finds_them():
+    # the region's own Dijkstra (no scipy import on the training path) against scipy's on random graphs
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    from topo.fabric.region import _shortest_paths
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        S = int(rng.integers(2, 12))
+        pairs = [(i, j) for i in range(S) for j in range(i + 1, S) if rng.random() < 0.4] or [(0, 1)]
+        a, b = np.array(pairs).T
+        lat = rng.random(a.size) * 1e-3
+        g = csr_matrix((np.r_[lat, lat], (np.r_[a, b], np.r_[b, a])), shape=(S, S))
+        want, pred = shortest_path(g, directed=True, return_predecessors=True)
+        np.fill_diagonal(want, 0.0)
+        dist, mine = _shortest_paths(S, a, b, lat)
+        assert np.allclose(dist, want, rtol=1e-12, atol=0) and np.array_equal(np.isinf(dist), np.isinf(want))
+        assert np.array_equal(mine, np.where(pred < 0, -1, pred))
+
+
+def test_of_two_equal_routes_round_a_ring_the_one_through_the_lower_site_is_kept():
+    # a ring of 4 equal spans: 0 -> 2 is two spans either way; site 1 is settled before site 3
+    from topo.fabric.region import _shortest_paths
+
+    dist, pred = _shortest_paths(4, np.array([0, 1, 2, 0]), np.array([1, 2, 3, 3]), np.full(4, 1e-3))
+    assert dist[0, 2] == pytest.approx(2e-3) and pred[0, 2] == 1 and pred[2, 0] == 1 and pred[1, 3] == 0

@@ -7,7 +7,7 @@ import pytest
 from conftest import run_cli
 from test_region import build, region_dict
 from topo import estimate
-from topo.engine.algorithms.across_sites import Phase, pipelined
+from topo.engine.algorithms.across_sites import Phase, hierarchical, pipeline_time_s, pipelined, window_s
 from topo.engine.region_estimate import estimate_region
 
 S = 2 ** 30
@@ -47,6 +47,21 @@ def test_the_flat_ring_pays_the_long_link_once_per_ring_step():
     assert row.algorithm != "ring" and row.candidates["ring"] > row.candidates["hierarchical"]
 
 
+def test_the_flat_ring_moves_one_nccl_buffer_per_channel_per_round_trip_across_the_long_link():
+    # NCCL_BUFFSIZE 4 MiB (NVIDIA/nccl src/init.cc DEFAULT_BUFFSIZE (1 << 22)) in flight per channel, 16 channels
+    # (the H100 profile's): 2(N-1)/N S across the boundary take at least R x chunks, R = 2 x the one-way hop
+    r = build(region_dict(waves=16))
+    N = r.num_gpus
+    hop = r.cross_site_latency_s(np.array([0]), np.array([r.gpus_per_site[0]]))[0]
+    ring = estimate_region(r, "all_reduce", [S], "ring").rows[0]
+    chunks = 2 * (N - 1) / N * S / (16 * 4 * 2 ** 20)
+    assert ring.phases["window"]["bandwidth_s"] == pytest.approx(2 * hop * chunks, rel=1e-12)
+    # 1,000 km: a 9.9 ms round trip over 32 chunks, far above the 16 waves' 1.3 ms: the window binds
+    assert ring.bottleneck.startswith("window:16 channels x 4 MiB") and ring.phases["dci"]["bandwidth_s"] < 0.01
+    assert ring.bandwidth_s == pytest.approx(2 * hop * chunks, rel=1e-12)
+    assert window_s(8e9, 0.01, 16, 4e6) == pytest.approx(0.01 * 125)
+
+
 def test_ring_of_four_sites_moves_two_thirds_of_s_per_span_direction_on_a_ring_dci():
     r = build(region_dict(count=4, topology="ring", waves=1))
     row = estimate_region(r, "all_reduce", [S], "hierarchical").rows[0]
@@ -55,14 +70,53 @@ def test_ring_of_four_sites_moves_two_thirds_of_s_per_span_direction_on_a_ring_d
     assert sorted(b.max(axis=1)) == pytest.approx([1.5 * S] * 4) and b.min() == 0
 
 
-def test_pipelining_pays_the_dci_latency_once():
-    L = 5e-3
-    ph = {"rs": Phase(1e-4, 0.04), "dci": Phase(2 * L, 0.04), "ag": Phase(1e-4, 0.04)}
-    t = pipelined(ph, max_chunks=64)
-    C = t.phases["chunks"]
-    per = 1e-4 + 0.04 / C
-    assert t.time_s == pytest.approx(2 * L + 2 * per + 0.04 / C + (C - 1) * per)
-    assert t.time_s < sum(p.time_s for p in ph.values())
+def test_a_pipeline_of_three_equal_stages_over_c_chunks_takes_c_plus_two_chunk_times():
+    # the slowest stage works C times; the other two add one chunk each (the fill and the drain)
+    t = 3e-3
+    for C in (1, 2, 7, 64):
+        assert pipeline_time_s([t, t, t], C) == pytest.approx((C + 2) * t, rel=1e-15)
+    C = np.arange(1, 9)
+    np.testing.assert_allclose(pipeline_time_s(np.full((3, C.size), t), C, 1e-3), 1e-3 + (C + 2) * t, rtol=1e-15)
+
+
+def test_pipelining_pays_each_phases_latency_once_and_the_call_cost_per_chunk():
+    # T(C) = sum(l) + b_max + (sum(b) - b_max) / C + (C - 1) d when one phase is the slowest at every C: the best
+    # C is sqrt((sum(b) - b_max) / d); here (0.02 / d) = 900: C = 30
+    L, d = 5e-3, 0.02 / 900
+    ph = {"rs": Phase(1e-3, 0.01), "dci": Phase(2 * L, 0.05), "ag": Phase(1e-3, 0.01)}
+    t = pipelined(ph, per_chunk_s=d)
+    assert t.phases["chunks"] == 30 and t.bottleneck == ph["dci"].bound
+    assert t.time_s == pytest.approx(2e-3 + 2 * L + 0.05 + 0.02 / 30 + 29 * d, rel=1e-12)
+    assert t.bandwidth_s == pytest.approx(0.07 / 30 + 29 * 0.05 / 30, rel=1e-12)
+    # free calls: the more chunks the better, down to sum(l) + b_max + the rest / max_chunks
+    free = pipelined(ph, per_chunk_s=0.0, max_chunks=64)
+    assert free.phases["chunks"] == 64 and free.time_s == pytest.approx(2e-3 + 2 * L + 0.05 + 0.02 / 64, rel=1e-12)
+
+
+def test_pipelined_is_never_slower_than_plain_hierarchical_and_equal_at_one_chunk():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        ph = {k: Phase(*(rng.random(2) * 10.0 ** rng.integers(-6, -1, 2))) for k in ("rs", "dci", "ag")}
+        d = 10.0 ** rng.uniform(-7, -3)
+        plain = hierarchical(ph).time_s
+        assert pipelined(ph, d).time_s <= plain * (1 + 1e-12)
+        assert pipelined(ph, d, max_chunks=1).time_s == pytest.approx(plain, rel=1e-12)
+
+
+def test_pipelined_beats_plain_hierarchical_when_the_dci_binds_and_on_two_site_h100():
+    # one 800G wave between two sites 1,000 km apart: the DCI's 10.7 ms bandwidth part overlaps the in-site phases
+    r = build(region_dict(waves=1, equipment_latency="20 us"))
+    row = estimate_region(r, "all_reduce", [S], "hierarchical_pipelined").rows[0]
+    plain = row.candidates["hierarchical"]
+    assert row.bottleneck.startswith("dci:") and row.phases["chunks"] > 1
+    rs, dci, ag = (row.phases[k] for k in ("rs", "dci", "ag"))
+    assert dci["bandwidth_s"] > max(rs["bandwidth_s"], ag["bandwidth_s"])
+    # what hides: most of the in-site bandwidth parts, less a call cost per chunk
+    assert row.time_s < plain - 0.8 * (rs["bandwidth_s"] + ag["bandwidth_s"])
+    from topo.fabric.region import build_region
+
+    two = estimate_region(build_region("two-site-h100"), "all_reduce", [S]).rows[0].candidates
+    assert two["hierarchical_pipelined"] < 0.9 * two["hierarchical"]
 
 
 def test_cli_estimate_a_region_and_its_errors():

@@ -73,3 +73,30 @@ def test_one_big_site_beside_the_region():
     assert o["cost_per_gpu_hour_usd"] > 0 and o["facility_power_W"] > 0
     bad = run_cli("plan", "dgx-h100-superpod", "--one-site", "--no-collectives")
     assert bad.returncode == 2 and "--one-site: applies to a region" in bad.stderr
+
+
+def test_a_quoted_dci_price_replaces_the_placeholder_in_the_bill():
+    # --set plan.dci.module.price_usd: 2 x 16 modules on two-site-h100's one span, each 8,000 instead of the
+    # placeholder; the bill's equipment moves by 32 x the difference and the figure says where it came from
+    base = plan_region(build_region("two-site-h100"), collectives=False)
+    quoted = plan_region(build_region("two-site-h100", ["plan.dci.module.price_usd=8000"]), collectives=False)
+    assert quoted.dci.equipment_usd - base.dci.equipment_usd == pytest.approx(32 * (8000 - v("module", "price_usd")))
+    value, source, status = quoted.dci.sources["module.price_usd"]
+    assert value == 8000 and status == "override" and "--set plan.dci.module.price_usd=8000" in source
+    assert any("module.price_usd = 8000" in n for n in quoted.notes)
+    # a figure of another section, and the hut count it drives (1,000 km at 100 km spacing: 9 in-line huts)
+    far = plan_region(build_region("two-site-h100", ["plan.dci.amplifier.spacing_km=100"]), collectives=False)
+    assert far.dci.spans[0].amplifier_huts == 9 and base.dci.spans[0].amplifier_huts == 12
+
+
+@pytest.mark.parametrize("setting, key, message", [
+    ("plan.dci.module.prise_usd=1", "plan.dci.module.prise_usd", "no DCI figure 'prise_usd' in module; allowed: "
+                                                                 "power_W, price_usd"),
+    ("plan.dci.modules.price_usd=1", "plan.dci.modules", "no DCI section 'modules'; allowed: module, amplifier"),
+    ("plan.dci.module.price_usd=-5", "plan.dci.module.price_usd", "must be >= 0, got -5"),
+    ("plan.dci.fibre.waves_per_pair=0", "plan.dci.fibre.waves_per_pair", "must be > 0, got 0"),
+])
+def test_bad_dci_quotes_are_one_line_errors(setting, key, message):
+    out = run_cli("plan", "two-site-h100", "--no-collectives", "--set", setting)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert f"(--set {setting}): {key}: {message}" in out.stderr

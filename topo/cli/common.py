@@ -110,3 +110,25 @@ def data_parallel(known: int, gpus: int) -> int:
                         f"(the job then takes tp x cp x pp x N of them) or tp, cp, pp whose product divides {gpus:,}",
                         key="--dp")
     return gpus // known
+
+
+SEARCH_CHOICES = ("recompute", "dp_sharding", "micro_batch", "rank_order", "etp")
+"""Layout fields a search enumerates (narrowed to the one a flag gives); the other layout flags are fixed for it."""
+
+
+def search_options(args, layout_options: dict) -> dict:
+    """The options of a layout search (:func:`topo.training.search.search_layouts`) from ``topo train``'s flags:
+    the layout fields given are fixed, the choices it enumerates narrowed to those given."""
+    out = {k: v for k, v in layout_options.items() if v is not None and k not in SEARCH_CHOICES}
+    if args.recompute:
+        out["recompute"] = (args.recompute,)
+    if args.dp_sharding:
+        out["dp_sharding"] = (args.dp_sharding,)
+    if args.micro_batch:
+        out["micro_batches"] = (args.micro_batch,)
+    orders = args.rank_orders or args.rank_order
+    if orders:
+        out["rank_orders"] = tuple(o.strip() for o in orders.split(",") if o.strip())
+    if args.etp:
+        out["etps"] = (args.etp,)
+    return out

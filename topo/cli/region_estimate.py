@@ -39,7 +39,7 @@ def render_estimate(r: RegionEstimate) -> str:
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{x.algbw_Bps / 1e9:.2f}", f"{x.busbw_Bps / 1e9:.2f}",
-             x.algorithm, format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
+             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
     return "\n".join(lines)

@@ -8,9 +8,10 @@ import math
 from ..errors import TopoError
 from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
+from ..training.multisite_search import search_across_sites
 from ..training.parallel import make_layout
 from ..units import format_bandwidth, format_size, format_time
-from .common import data_parallel
+from .common import data_parallel, search_options
 from .output import emit, emit_json, table
 from .region import region_from_args
 
@@ -18,10 +19,9 @@ __all__ = ["run_region_train", "render_across_sites"]
 
 
 def run_region_train(args, options: dict) -> int:
-    if args.search or args.layout:
-        flag = "--search" if args.search else "--layout"
-        raise TopoError(f"across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch); not "
-                        f"{flag} yet", key=flag)
+    if args.layout:
+        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
+                        "searches it (--search); not --layout yet", key="--layout")
     if args.global_batch is None:
         raise TopoError("is required (a step needs a global batch): sequences per optimizer step, e.g. "
                         "--global-batch 2304", key="--global-batch")
@@ -29,6 +29,8 @@ def run_region_train(args, options: dict) -> int:
         raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
     region = region_from_args(args)
     model = load_model(args.model)
+    if args.search:
+        return _search(args, region, model, options)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if sizes["dp"] is None:
         sizes["dp"] = data_parallel((sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1), region.num_gpus)
@@ -40,6 +42,34 @@ def run_region_train(args, options: dict) -> int:
         emit_json(r.to_dict())
     else:
         emit(render_across_sites(r))
+    return 0
+
+
+def _search(args, region, model, options: dict) -> int:
+    across = args.across or ("outer" if args.outer_every else "dp")
+    res = search_across_sites(region, model, args.global_batch, gpus=args.gpus, top=args.top or 5, across=across,
+                              outer_every=args.outer_every, convention=args.flops, efficiency=args.efficiency,
+                              contention=not args.no_contention, **search_options(args, options))
+    if args.json:
+        emit_json(res.to_dict())
+        return 0
+    s = res.search
+    lines = [f"{res.model} on {res.region}: {res.num_sites} sites, global batch {res.global_batch:,} "
+             f"({res.global_batch // res.num_sites:,} per site); one site's share searched: {s['considered']:,} "
+             f"layouts considered, {s['evaluated']} evaluated; its best {len(res.ranked) + len(res.skipped)} ranked "
+             f"again across the sites ({across})", ""]
+    rows = []
+    for i, r in enumerate(res.ranked, 1):
+        L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"] * r.num_sites, L["ep"], L["micro_batch"],
+                     L["recompute"], L["dp_sharding"],
+                     format_time(r.one_site_step_s), format_time(pick.step_time_s), f"{pick.throughput_vs_one_site:.1%}",
+                     "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
+                     else format_bandwidth(pick.dci_Bps_for_95pct)])
+    lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", "one site",
+                              "across sites", "vs one site", "DCI for 95%"], right=[True] * 8 + [False] * 2 + [True] * 4))
+    lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
+    emit("\n".join(lines))
     return 0
 
 

@@ -13,7 +13,7 @@ from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_lay
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
-from .common import add_spec_arguments, data_parallel, fabric_from_args
+from .common import add_spec_arguments, data_parallel, fabric_from_args, search_options
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, table
@@ -180,26 +180,12 @@ def run(args) -> int:
                         key="--global-batch")
     if args.search:
         gpus = args.gpus or fabric.layout.num_gpus
-        fixed = {k: v for k, v in common.items() if v is not None and k not in ("recompute", "dp_sharding",
-                                                                                  "micro_batch", "rank_order",
-                                                                                  "etp")}
-        opts = {}
-        if args.recompute:
-            opts["recompute"] = (args.recompute,)
-        if args.dp_sharding:
-            opts["dp_sharding"] = (args.dp_sharding,)
-        if args.micro_batch:
-            opts["micro_batches"] = (args.micro_batch,)
-        orders = args.rank_orders or args.rank_order
-        if orders:
-            opts["rank_orders"] = tuple(o.strip() for o in orders.split(",") if o.strip())
-        if args.etp:
-            opts["etps"] = (args.etp,)
+        opts = search_options(args, common)
         progress = _progress() if sys.stderr.isatty() and not args.json else None
         try:
             res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
                                  efficiency=args.efficiency, top=args.top, progress=progress,
-                                 contention=not args.no_contention, **opts, **fixed)
+                                 contention=not args.no_contention, **opts)
         except TopoError as exc:
             raise _as_flags(args, exc) from None
         if progress is not None:

@@ -14,11 +14,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
+from ..inputs import read_toml
+from ..resources import data_dir
 from ..fabric.region import Region
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
-                                      hierarchical, pipelined)
+                                      hierarchical, pipelined, window_s)
 from .collectives import busbw_factor, normalize_collective
 from .estimate import _sizes, estimate
+from .profiles import resolve_profile
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase"]
 
@@ -170,6 +173,9 @@ class _SiteTimes:
     def __init__(self, region: Region, coll: str, sizes: list[int]):
         distinct = {id(f): f for f in region.fabrics}.values()
         self.n = min(f.num_gpus for f in distinct)
+        self.per_chunk_s = max(_call_cost_s(resolve_profile(None, f)) for f in distinct)
+        self.channels = min(resolve_profile(None, f).channels for f in distinct)
+        self.buffer_bytes = nccl_buffer_bytes()
         want = {"reduce_scatter": ("reduce_scatter",) if coll != "all_gather" else (),
                 "all_gather": ("all_gather",) if coll != "reduce_scatter" else (),
                 coll + ":ring": (coll, "ring"), coll + ":tree": (coll, "tree") if coll == "all_reduce" else None}
@@ -194,6 +200,34 @@ class _SiteTimes:
                 self.times[key] = per_size
 
 
+def nccl_buffer_bytes() -> float:
+    """NCCL's Simple buffer per channel and peer (NCCL_BUFFSIZE), from ``topo/data/dci/nccl_window.toml``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TopoError
+        The file's value is missing or not a positive number (keyed ``simple_buffer_bytes.value``).
+    """
+    path = data_dir("dci", "nccl_window.toml")
+    doc = read_toml(path, "NCCL window file (.toml)")
+    v = doc.get("simple_buffer_bytes", {}).get("value") if isinstance(doc.get("simple_buffer_bytes"), dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise TopoError(f"must be a positive number of bytes (NCCL_BUFFSIZE), got {v!r}", source=str(path),
+                        key="simple_buffer_bytes.value")
+    return float(v)
+
+
+def _call_cost_s(profile) -> float:
+    """What one more NCCL call costs whatever its size: the ring's Simple base latency (NCCL's baseLat, tuning.cc)
+    and the kernel launch (the profile's values, with their sources): a chunk of the pipelined hierarchical pays it
+    in every phase."""
+    return float(profile.base_latency_s.get("ring", {}).get("Simple", 0.0)) + float(profile.launch_s)
+
+
 def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable: dict):
     K, N = region.num_sites, region.num_gpus
     a, b = _ring(K)
@@ -211,7 +245,7 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         if coll == "all_reduce":
             phases["ag"] = site.times["all_gather"][S]
     timed["hierarchical"] = hierarchical(phases)
-    timed["hierarchical_pipelined"] = pipelined(phases)
+    timed["hierarchical_pipelined"] = pipelined(phases, site.per_chunk_s)
     loads["hierarchical"] = loads["hierarchical_pipelined"] = ld
     cross = dci.latency_s / steps if steps else 0.0
     ring_key = coll + ":ring"
@@ -222,7 +256,9 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         step = r.latency_s / (f * (n - 1))
         site_bw = r.bandwidth_s * ((N - 1) / N) / ((n - 1) / n)  # the same ring bandwidth, N ranks instead of n
         ring_dci, ring_ld = dci_phase(region, a, b, f * (N - 1) / N * S, 0)
-        timed["ring"] = flat_ring(N, step, site_bw, cross, ring_dci, r.bound)
+        win = window_s(f * (N - 1) / N * S, 2 * cross, site.channels, site.buffer_bytes)
+        window = Phase(0.0, win, f"window:{site.channels} channels x {site.buffer_bytes / 2**20:g} MiB per round trip")
+        timed["ring"] = flat_ring(N, step, site_bw, cross, ring_dci, r.bound, window)
         loads["ring"] = ring_ld
     else:
         unavailable["ring"] = site.missing.get(ring_key, "no ring inside the sites")

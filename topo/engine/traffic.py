@@ -36,7 +36,7 @@ from ..units import UnitError, parse_size_bytes
 from .collectives import normalize_collective
 from .contention import check_sharing, finish_times
 from .cost import usable_capacity
-from .estimate import evaluate
+from .estimate import Evaluation, evaluate
 from .flow_classes import FlowClasses
 from .options import EstimateOptions
 from .profiles import resolve_profile
@@ -49,13 +49,19 @@ __all__ = ["Member", "MemberResult", "ContestedLink", "MixResult", "run_mix", "S
 @dataclass(frozen=True)
 class Member:
     """One collective of a mix: ``collective`` of ``size`` bytes (nccl-tests' size) on the placement and with
-    the algorithm ``options`` describe (``groups`` identical communicators at once)."""
+    the algorithm ``options`` describe (``groups`` identical communicators at once).
+
+    ``evaluation``, when given, is that collective already routed and costed (:func:`topo.engine.estimate.evaluate`
+    of these options, or of a collective the engine times and loads identically): the mix reads it instead of
+    routing the member again (a training step's mix reuses what its collectives alone cost). Its router must have
+    the mix's ECMP, sub-flows, PXN and seed, and its profile must be the mix's (else ``ValueError``)."""
 
     name: str
     collective: str
     size: int | str
     options: EstimateOptions = field(default_factory=EstimateOptions)
     symbolic: tuple = ()  # ((option, symbol), ...) resolved on the fabric, see SYMBOLS
+    evaluation: Evaluation | None = field(default=None, compare=False, repr=False)
 
     def resolved(self, fabric: Fabric) -> EstimateOptions:
         """The options with symbolic counts (``groups = "per_domain"``, ``stages = "pods"``) made numbers.
@@ -227,7 +233,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     name : str
         The mix's name, for the result.
     max_contested : int
-        The most contested links reported.
+        The most contested links reported (0: none, and none looked for).
 
     Returns
     -------
@@ -246,8 +252,8 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     if dup is not None:
         raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
     EstimateOptions.from_kwargs(hash_seed=hash_seed)  # its error names the option
-    router = Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
     prof = resolve_profile(profile, fabric)
+    router = _mix_router(fabric, members, prof, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
     cap = usable_capacity(router, prof)
     rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
     for m in members:
@@ -259,7 +265,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                 S = parse_size_bytes(m.size)
             except UnitError as exc:
                 raise TopoError(str(exc), key="size") from None
-            ev = evaluate(fabric, coll, opts, router=router)
+            ev = m.evaluation if m.evaluation is not None else evaluate(fabric, coll, opts, router=router)
         except TopoError as exc:
             raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
         t, algo, proto, lat, bw = ev.time(S)
@@ -281,9 +287,7 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
                          bottleneck_alone=f"{d['src']} -> {d['dst']}" if d else None,
                          bottleneck_alone_level=d["level"] if d else None))
     U = np.vstack(demand)  # [members, resources]
-    # speeds: 1 = as fast as alone; every resource has capacity 1 (U is a utilization)
-    users = _members_as_users(U, np.array([r["bw_s"] for r in rows]))
-    finish, limiter = finish_times(users, np.ones(U.shape[1]), sharing, max_rate=1.0)
+    finish, limiter = _mix_finish_times(U, np.array([r["bw_s"] for r in rows]), sharing)
     results = []
     for r, done, lim in zip(rows, finish, limiter):
         mix = r["latency_s"] + done
@@ -292,13 +296,45 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
         results.append(MemberResult(**r, mix_s=float(mix), slowdown=float(mix / r["alone_s"]) if r["alone_s"] else 1.0,
                                     bottleneck_mix=f"{d['src']} -> {d['dst']}" if d else None,
                                     bottleneck_mix_level=d["level"] if d else None))
-    contested = _contested(router, U, [m.name for m in members], max_contested)
+    contested = _contested(router, U, [m.name for m in members], max_contested) if max_contested > 0 else []
     return MixResult(spec=fabric.name, name=name, sharing=sharing,
                      ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
                      + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""),
                      profile=prof.name, members=results, contested=contested,
                      makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
                      links=LinkTable.of(fabric), notes=notes)
+
+
+def _mix_router(fabric: Fabric, members: list[Member], prof, *, ecmp: str, subflows: int, pxn: bool | None,
+               salt: int) -> Router:
+    """The router of a mix: the one its members' given evaluations share (their resource ids), else a new one;
+    ``ValueError`` when a given evaluation was routed or costed otherwise than the mix asks."""
+    given = [m for m in members if m.evaluation is not None]
+    if not given:
+        return Router(fabric, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=salt)
+    want = (ecmp, int(subflows) if ecmp == "hash" else 1,
+            (fabric.layout.leaves_per_unit > 1) if pxn is None else bool(pxn), salt)
+    for m in given:
+        r, ev = m.evaluation.router, m.evaluation
+        have = (r.ecmp, r.subflows, r.pxn, r.salt)
+        if r.fabric is not fabric or have != want or ev.profile != prof:
+            raise ValueError(f"member {m.name}: its evaluation was routed or costed otherwise than the mix (ECMP, "
+                             f"sub-flows, PXN, seed {have}, profile {ev.profile.name}; the mix: {want}, profile "
+                             f"{prof.name})")
+    return given[0].evaluation.router
+
+
+def _mix_finish_times(U: np.ndarray, work_s: np.ndarray, sharing: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each member's time to finish its bandwidth part in the mix and the resource that held it back (-1: none).
+
+    Speeds are at most 1 (as fast as alone) and every resource has capacity 1 (``U`` is a utilization), so with
+    equal shares a resource whose summed demand is not above 1 is never over-asked: only the others (at 100k GPUs
+    a few thousand of a million) go to the solver, which gives the same speeds and limiters (the lowest resource
+    of a tie, as before). Max-min gets them all (its choice among tied limiters follows their ids)."""
+    keep = np.flatnonzero(U.sum(axis=0) > 1 - 1e-9) if sharing == "equal" else np.arange(U.shape[1])
+    users = _members_as_users(U[:, keep], work_s)
+    finish, limiter = finish_times(users, np.ones(keep.size), sharing, max_rate=1.0)
+    return finish, np.where(limiter >= 0, keep[np.maximum(limiter, 0)] if keep.size else -1, -1)
 
 
 def _members_as_users(U: np.ndarray, work_s: np.ndarray) -> FlowClasses:

@@ -241,14 +241,10 @@ def _split_span(body: str, names) -> tuple[int, int] | None:
 
 
 def _routes(r: Region) -> tuple[np.ndarray, np.ndarray]:
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
-
     S = r.num_sites
     alive = ~r.failed
     a, b, lat = r.spans["a"][alive], r.spans["b"][alive], r.spans["latency_s"][alive]
-    graph = csr_matrix((np.r_[lat, lat], (np.r_[a, b], np.r_[b, a])), shape=(S, S))
-    dist, pred = shortest_path(graph, directed=True, return_predecessors=True)
+    dist, pred = _shortest_paths(S, a, b, lat)
     span_of = np.full((S, S), -1, dtype=np.int64)
     ids = np.flatnonzero(alive)
     span_of[a, b] = ids
@@ -265,6 +261,33 @@ def _routes(r: Region) -> tuple[np.ndarray, np.ndarray]:
             out[i, j, :len(path)] = path[::-1]
     np.fill_diagonal(dist, 0.0)
     return out, dist
+
+
+def _shortest_paths(S: int, a: np.ndarray, b: np.ndarray, latency_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dijkstra's shortest paths by latency from every site over the spans ``a[i] - b[i]`` (both ways).
+
+    Returns ``dist (S, S)`` (inf: no route) and ``pred (S, S)``, the site before ``j`` on the route from ``i``
+    (-1: none). Sites are settled in order of latency, the lowest index first among equals, and a route is only
+    replaced by a strictly shorter one: of two routes of equal latency (a ring's opposite site), the one through
+    the site settled first is kept. A few sites: a loop per site pair, in numpy per site.
+    """
+    adj = np.full((S, S), np.inf)
+    np.minimum.at(adj, (np.r_[a, b], np.r_[b, a]), np.r_[latency_s, latency_s])
+    dist = np.full((S, S), np.inf)
+    pred = np.full((S, S), -1, dtype=np.int64)
+    for i in range(S):
+        d, p, done = dist[i], pred[i], np.zeros(S, dtype=bool)
+        d[i] = 0.0
+        for _ in range(S):
+            k = int(np.argmin(np.where(done, np.inf, d)))
+            if done[k] or np.isinf(d[k]):
+                break
+            done[k] = True
+            new = d[k] + adj[k]
+            better = (new < d) & ~done
+            d[better] = new[better]
+            p[better] = k
+    return dist, pred
 
 
 def region_from_specs(region: RegionSpec, site_specs: list[Spec], source: str = "") -> Region:

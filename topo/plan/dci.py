@@ -53,14 +53,52 @@ class DciCatalog(_Strict):
     fibre: _Fibre
 
 
-def load_dci_catalog() -> DciCatalog:
-    """The DCI figures (``topo/data/dci/interconnect.toml``), validated."""
+def load_dci_catalog(overrides: dict | None = None, origin=None) -> DciCatalog:
+    """The DCI figures (``topo/data/dci/interconnect.toml``) with a region's quotes over them, validated.
+
+    Parameters
+    ----------
+    overrides : dict, optional
+        ``{section: {key: value}}`` (a region's ``[plan.dci]``): each value replaces the file's, its source
+        ``<origin>: plan.dci.<section>.<key>``, its status ``override``.
+    origin : callable, optional
+        ``origin(key)``: where the value of ``plan.dci.SECTION.KEY`` comes from (the region file, with the ``--set``
+        that gave it: :meth:`topo.spec.sites.RegionSpec.source_of`), for sources and errors.
+
+    Returns
+    -------
+    DciCatalog
+
+    Raises
+    ------
+    TopoError
+        An unknown section or key (keyed ``plan.dci.SECTION.KEY``, the allowed ones named), or a value out of its
+        range.
+    """
     path = data_dir("dci", "interconnect.toml")
+    doc = read_toml(path, "DCI catalog (.toml)")
+    where = origin or (lambda key: "")
+    for sec, values in (overrides or {}).items():
+        if sec not in ("module", "amplifier", "fibre"):
+            first = f"plan.dci.{sec}" + (f".{next(iter(values))}" if values else "")
+            raise TopoError(f"no DCI section {sec!r}; allowed: module, amplifier, fibre", source=where(first) or None,
+                            key=f"plan.dci.{sec}")
+        for key, v in values.items():
+            name = f"plan.dci.{sec}.{key}"
+            if key not in doc[sec]:
+                raise TopoError(f"no DCI figure {key!r} in {sec}; allowed: {', '.join(sorted(doc[sec]))}",
+                                source=where(name) or None, key=name)
+            doc[sec][key] = {"value": v, "source": f"{where(name)}: {name}", "status": "override"}
     try:
-        return DciCatalog.model_validate(read_toml(path, "DCI catalog (.toml)"))
+        return DciCatalog.model_validate(doc)
     except ValidationError as exc:
         e = exc.errors()[0]
-        raise TopoError(e["msg"], source=str(path), key=".".join(map(str, e["loc"]))) from None
+        msg = e["msg"].removeprefix("Value error, ")
+        loc = [str(x) for x in e["loc"] if x != "value"]
+        if len(loc) >= 2 and loc[1] in (overrides or {}).get(loc[0], {}):
+            name = "plan.dci." + ".".join(loc[:2])
+            raise TopoError(msg, source=where(name) or None, key=name) from None
+        raise TopoError(msg, source=str(path), key=".".join(loc)) from None
 
 
 @dataclass

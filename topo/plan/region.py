@@ -10,7 +10,7 @@ from ..fabric.region import Region
 from ..fabric.builders import build_fabric
 from ..spec.model import ClusterSpec
 from .catalog import load_catalog
-from .dci import DciBill, dci_bill
+from .dci import DciBill, dci_bill, load_dci_catalog
 from .planner import plan
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region"]
@@ -96,8 +96,10 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     years = first.ownership.years
     spans = [(n, float(d), int(w)) for n, d, w in zip(region.span_names(), region.spans["distance_km"],
                                                        region.spans["waves"])]
+    quotes = region.spec.plan.dci
+    cat = load_dci_catalog(quotes, region.spec.source_of)
     bill = dci_bill(spans, years=years, network_life_years=float(eco.network_life_years.value),
-                    electricity_usd_per_kWh=first.power.electricity_usd_per_kWh)
+                    electricity_usd_per_kWh=first.power.electricity_usd_per_kWh, cat=cat)
     gpu_hours = region.num_gpus * years * HOURS_PER_YEAR
     tco = sum(s.tco_usd for s in sites) + bill.cost_over_years_usd
     out = RegionPlan(name=region.name, num_gpus=region.num_gpus, sites=sites, dci=bill,
@@ -106,7 +108,10 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
-                             "topo/data/dci/interconnect.toml"])
+                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (or --set "
+                             "plan.dci.module.price_usd=...)"]
+                      + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
+                         if quotes else []))
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out

@@ -122,6 +122,15 @@ class InterconnectSpec(_Strict):
     """Pairs whose distance, waves or rate differ (``[[interconnect.spans]]``)."""
 
 
+class RegionPlanSpec(_Strict):
+    """What ``topo plan`` of a region reads besides the sites' own files (``[plan]``)."""
+
+    dci: dict[str, dict[str, float]] = {}
+    """Quotes over the DCI's figures (``topo/data/dci/interconnect.toml``), by section and key:
+    ``[plan.dci.module] price_usd = 8000`` or ``--set plan.dci.module.price_usd=8000``; checked by
+    :func:`topo.plan.dci.load_dci_catalog`."""
+
+
 class RegionSpec(_Strict):
     """Several sites joined by a data-centre interconnect."""
 
@@ -137,6 +146,8 @@ class RegionSpec(_Strict):
     """The sites (``[[sites]]``), in order; global GPU ids run site by site."""
     interconnect: InterconnectSpec
     """The DCI (``[interconnect]``)."""
+    plan: RegionPlanSpec = RegionPlanSpec()
+    """Planning inputs of the region itself (``[plan.dci]``: DCI prices and figures)."""
 
     _origin: str = PrivateAttr("")
     _path: str = PrivateAttr("")

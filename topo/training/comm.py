@@ -204,6 +204,15 @@ class CommEngine:
         return CommTime(collective, S, float(t), name, b.level if b else None,
                         f"{b.src} -> {b.dst}" if b else None, b.utilization if b else None)
 
+    def evaluation(self, collective: str, groups: np.ndarray) -> Evaluation | None:
+        """The routed and costed ``collective`` on every group of ``groups`` (none reduced to a first block),
+        cached as :meth:`time`'s: what a traffic mix of the step's collectives reuses
+        (:attr:`topo.engine.traffic.Member.evaluation`). None when this engine pins an algorithm (a mix member
+        chooses its own)."""
+        if self.algorithm != EstimateOptions().algorithm:
+            return None
+        return self._curve(collective, np.asarray(groups), every_block=True)
+
     def link_loads(self, collective: str, groups: np.ndarray, size_bytes: float):
         """Per directed link bytes of one such collective at ``size_bytes`` (a pandas frame, as
         :meth:`topo.results.EstimateResult.link_loads`)."""

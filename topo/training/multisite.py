@@ -33,6 +33,7 @@ from ..fabric.region import Region
 from .mapping import default_placement
 from .model import ModelSpec
 from .parallel import ParallelLayout
+from .result import StepResult
 from .step import estimate_step, step_traffic
 
 __all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE"]
@@ -77,7 +78,8 @@ class MultisiteStep:
 
 
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
-                          outer_every: int | None = None, **step_options) -> MultisiteStep:
+                          outer_every: int | None = None, one_site: StepResult | None = None,
+                          **step_options) -> MultisiteStep:
     """One training step of ``model`` laid out as ``lay`` (the whole job) across the sites of ``region``.
 
     Parameters
@@ -90,6 +92,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         Which way the chosen figure spans the sites: ``dp``, ``pp`` or ``outer`` (needs ``outer_every``).
     outer_every : int, optional
         Inner steps between outer synchronisations (adds the ``outer`` strategy).
+    one_site : StepResult, optional
+        The one-site share's step already estimated on the smallest site's fabric (a search has it), reused.
     **step_options
         Passed to :func:`topo.training.step.estimate_step` (``convention``, ``efficiency``, ``contention``).
 
@@ -108,7 +112,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     if site_lay.gpus > fabric.num_gpus:
         raise TopoError(f"one site's share of the job needs {site_lay.gpus:,} GPUs; the smallest site has "
                         f"{fabric.num_gpus:,}", key="dp")
-    one = estimate_step(fabric, model, site_lay, **step_options)
+    one = one_site if one_site is not None else estimate_step(fabric, model, site_lay, **step_options)
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
                         one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region))

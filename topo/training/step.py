@@ -241,8 +241,9 @@ def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None
         kw = {"stages": int(G.shape[1])} if item["collective"] == "pipeline" else {}
         members.append(Member(name=name, collective=item["collective"], size=max(1, int(item["size_bytes"])),
                               options=EstimateOptions(ranks=G.ravel(), groups=int(G.shape[0]),
-                                                      group_layout="blocked", rank_order="given", **kw)))
-    res = run_mix(fabric, members, name="training step")
+                                                      group_layout="blocked", rank_order="given", **kw),
+                              evaluation=engine.evaluation(item["collective"], G) if engine is not None else None))
+    res = run_mix(fabric, members, name="training step", max_contested=0)  # only the slowdowns are read
     out = {mr.name: max(1.0, mr.slowdown) for mr in res.members}
     if cache is not None:
         cache[key] = out

@@ -9,12 +9,22 @@ of a cross-site hop (GPU up to the DCI, the span, down to the GPU) and ``B`` the
   all-reduces its ``S/n`` shard with the GPUs of the same local index in the other sites; together a site sends
   ``2(K-1)/K S`` over the DCI, whatever ``n``.
 - hierarchical all-gather: across sites first (``(K-1)/K S`` per site), then inside; reduce-scatter the reverse.
-- pipelined hierarchical: the same three phases cut into ``C`` chunks that overlap (chunk ``c`` crosses the DCI
-  while ``c+1`` is reduce-scattered): the long link's latency is paid once, as the pipeline fills, not per chunk
-  or per step; ``T = 2(K-1) L + sum_i s_i + (C-1) max_i s_i`` with ``s_i`` a phase's time per chunk.
+- pipelined hierarchical (NeMo's chunked overlap: chunk ``c`` crosses the DCI while ``c+1`` is reduce-scattered
+  and ``c-1`` all-gathered): the phases are the stages of a pipeline of ``C`` chunks. A phase of latency ``l_i``
+  and bandwidth time ``b_i`` takes ``t_i = b_i / C + d_i`` per chunk, ``d_i = min(d, l_i)`` what each chunk's call
+  costs (``d``: NCCL's base latency + the kernel launch, the site profile's); the rest of its latency, ``l_i -
+  d_i`` (the ring's steps, the long link's flight time), is paid once, as the chunks stream behind each other:
+  ``T(C) = sum_i (l_i - d_i) + sum_i t_i + (C - 1) max_i t_i`` (:func:`pipeline_time_s`: the fill and drain of
+  one chunk in every other stage, the slowest stage ``C`` times), with the best ``C`` taken. ``C = 1`` is the
+  plain hierarchical, so it is never slower. Assumed: the in-site and cross-site phases of different chunks do
+  not slow each other (they load different links, except the site's uplinks to the DCI), and a chunk moves at the
+  whole size's protocol and efficiency.
 - flat ring (NCCL's ring over all ``N = K n`` ranks; on the cross-DC branch each ring crosses each DC boundary once
   per channel): ``2(N-1)`` steps, each waiting for its slowest hop, so ``2(N-1) max(a_site, L)``; the bytes
-  ``2(N-1)/N S`` cross each DC boundary.
+  ``2(N-1)/N S`` cross each DC boundary. Its bandwidth part is also window-limited: a channel has at most one
+  buffer ``W`` (NCCL_BUFFSIZE, 4 MiB) in flight to its peer and gets a slot back a round trip ``R = 2 L`` later,
+  so ``c`` channels carrying ``X`` bytes across a boundary take at least ``R x X / (c W)`` (:func:`window_s`:
+  the round trip times the chunk count).
 - flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2(K-1) L``; each
   chained span carries ``S`` each way.
 """
@@ -23,8 +33,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Phase", "Timed", "hierarchical", "pipelined", "flat_ring", "flat_tree", "dci_phase_bytes",
-           "CROSS_SITE_ALGORITHMS"]
+import numpy as np
+
+__all__ = ["Phase", "Timed", "hierarchical", "pipelined", "pipeline_time_s", "flat_ring", "flat_tree",
+           "window_s", "dci_phase_bytes", "CROSS_SITE_ALGORITHMS"]
 
 CROSS_SITE_ALGORITHMS = ("hierarchical", "hierarchical_pipelined", "ring", "tree")
 
@@ -94,41 +106,88 @@ def hierarchical(phases: dict[str, Phase]) -> Timed:
     return Timed("hierarchical", lat + bw, lat, bw, worst.bound, dict(phases))
 
 
-def pipelined(phases: dict[str, Phase], max_chunks: int = 64) -> Timed:
-    """The phases cut into ``C`` chunks that overlap: the cross-site phase's latency is paid once (the pipeline
-    fill); an in-site phase pays its latency per chunk.
+def pipeline_time_s(chunk_s, chunks, fill_s: float = 0.0):
+    """A pipeline of stages over ``chunks`` chunks: ``fill_s + sum_i t_i + (chunks - 1) max_i t_i``.
+
+    The slowest stage works ``chunks`` times; each other stage's one chunk is the pipeline's fill (before the
+    slowest stage's first chunk) or its drain (after its last). Three stages of ``t`` each over ``C`` chunks:
+    ``(C + 2) t``.
+
+    Parameters
+    ----------
+    chunk_s : array_like
+        ``(stages,)`` or ``(stages, n)``: each stage's time per chunk (one column per chunk count).
+    chunks : int or array_like
+        ``C`` (or ``(n,)`` of them).
+    fill_s : float or array_like
+        Paid once besides (the latency that streams).
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    t = np.asarray(chunk_s, dtype=float)
+    return fill_s + t.sum(axis=0) + (np.asarray(chunks) - 1) * t.max(axis=0)
+
+
+def pipelined(phases: dict[str, Phase], per_chunk_s: float = 0.0, max_chunks: int = 1024) -> Timed:
+    """The phases as the stages of a pipeline of ``C`` chunks (see the module doc), the best ``C`` taken.
 
     Parameters
     ----------
     phases : dict of str to Phase
         As :func:`hierarchical` takes them.
+    per_chunk_s : float
+        ``d``: what one chunk's call costs in a phase whatever its size (at most the phase's latency).
     max_chunks : int
-        ``C`` is the fastest power of two up to this.
+        ``C`` is the fastest of 1 ... this (the first of equals).
 
     Returns
     -------
     Timed
-        Its ``phases`` also hold ``chunks``, the ``C`` taken.
+        Its ``phases`` also hold ``chunks``, the ``C`` taken, and ``per_chunk_s``.
     """
-    best = None
-    C = 1
-    while C <= max_chunks:
-        per = [p.bandwidth_s / C + (0.0 if name == "dci" else p.latency_s) for name, p in phases.items()]
-        fill = phases["dci"].latency_s if "dci" in phases else 0.0
-        t = fill + sum(per) + (C - 1) * max(per)
-        if best is None or t < best[0]:
-            best = (t, C, per)
-        C *= 2
-    t, C, per = best
-    names = list(phases)
-    worst = names[max(range(len(per)), key=per.__getitem__)]
-    lat = phases["dci"].latency_s + C * sum(p.latency_s for n, p in phases.items() if n != "dci")
-    return Timed("hierarchical_pipelined", t, min(lat, t), max(0.0, t - lat), phases[worst].bound,
-                 {**phases, "chunks": C})
+    lat = np.array([p.latency_s for p in phases.values()])
+    bw = np.array([p.bandwidth_s for p in phases.values()])
+    d = np.minimum(per_chunk_s, lat)
+    C = np.arange(1, max_chunks + 1)
+    per = bw[:, None] / C + d[:, None]  # (phases, C)
+    fill = float((lat - d).sum())
+    T = pipeline_time_s(per, C, fill)
+    k = int(np.argmin(T))
+    c, t = int(C[k]), float(T[k])
+    worst = int(np.argmax(per[:, k]))
+    bandwidth = float(bw.sum() / c + (c - 1) * bw[worst] / c)
+    name = list(phases)[worst]
+    return Timed("hierarchical_pipelined", t, t - bandwidth, bandwidth, phases[name].bound,
+                 {**phases, "chunks": c, "per_chunk_s": float(per_chunk_s)})
+
+
+def window_s(boundary_bytes: float, round_trip_s: float, channels: int, buffer_bytes: float) -> float:
+    """The least time ``channels`` flow-controlled channels take to carry ``boundary_bytes`` over a link of round
+    trip ``round_trip_s`` when each has at most ``buffer_bytes`` in flight: ``R x X / (c W)``, the round trip
+    times the chunk count (one buffer per channel per round trip).
+
+    Parameters
+    ----------
+    boundary_bytes : float
+        ``X``, the bytes every channel together carries across the link, one way.
+    round_trip_s : float
+        ``R``.
+    channels : int
+        ``c``.
+    buffer_bytes : float
+        ``W``, NCCL_BUFFSIZE.
+
+    Returns
+    -------
+    float
+    """
+    return round_trip_s * boundary_bytes / (channels * buffer_bytes)
 
 
 def flat_ring(num_ranks: int, site_step_latency_s: float, site_bandwidth_s: float, cross_latency_s: float,
-              dci: Phase, site_bound: str = "site") -> Timed:
+              dci: Phase, site_bound: str = "site", window: Phase | None = None) -> Timed:
     """NCCL's ring over every rank of every site (see the module doc).
 
     Parameters
@@ -145,15 +204,21 @@ def flat_ring(num_ranks: int, site_step_latency_s: float, site_bandwidth_s: floa
         The DCI carrying ``2(N-1)/N S`` across each site boundary (its bandwidth part and bound).
     site_bound : str
         What bounds the site's ring.
+    window : Phase, optional
+        The flow-control bound across the long link (:func:`window_s` as its bandwidth part, its name as bound).
 
     Returns
     -------
     Timed
-        ``2(N-1) max(a_site, L)`` of latency; the slower of the site's and the DCI's bandwidth parts.
+        ``2(N-1) max(a_site, L)`` of latency; the slowest of the site's, the DCI's and the window's bandwidth parts.
     """
     lat = 2 * (num_ranks - 1) * max(site_step_latency_s, cross_latency_s)
-    bw, bound = (dci.bandwidth_s, dci.bound) if dci.bandwidth_s >= site_bandwidth_s else (site_bandwidth_s, site_bound)
-    return Timed("ring", lat + bw, lat, bw, bound, {"dci": dci})
+    parts = [(dci.bandwidth_s, dci.bound), (site_bandwidth_s, site_bound)]
+    if window is not None:
+        parts.append((window.bandwidth_s, window.bound))
+    bw, bound = max(parts, key=lambda p: p[0])  # the first of equals: the DCI, then the site
+    phases = {"dci": dci} if window is None else {"dci": dci, "window": window}
+    return Timed("ring", lat + bw, lat, bw, bound, phases)
 
 
 def flat_tree(site: Phase, num_sites: int, cross_latency_s: float, dci: Phase) -> Timed:

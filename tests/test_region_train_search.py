@@ -1,0 +1,56 @@
+"""``topo train REGION --search`` (issue 31): one site's share searched, its best layouts timed across the sites
+and ranked again by that step."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from topo.fabric.region import build_region
+from topo.training.model import load_model
+from topo.training.multisite import estimate_across_sites
+from topo.training.multisite_search import search_across_sites
+from topo.training.parallel import ParallelLayout
+from topo.training.search import search_layouts
+
+
+@pytest.fixture(scope="module")
+def two():
+    return build_region("two-site-h100")
+
+
+def test_the_best_layouts_of_a_site_s_share_are_ranked_by_their_step_across_sites(two):
+    model = load_model("llama3-8b")
+    res = search_across_sites(two, model, 768, top=4, contention=False)
+    # the same share searched on one site's fabric: 1,536 GPUs, 384 sequences
+    alone = search_layouts(two.fabrics[0], model, 1536, 384, top=4, contention=False)
+    assert sorted(r.one_site_step_s for r in res.ranked) == sorted(r.step_time_s for r in alone.ranked)
+    steps = [res.step_time_s(r) for r in res.ranked]
+    assert steps == sorted(steps) and len(steps) == 4
+    for r in res.ranked:  # each as estimate_across_sites times the whole job's layout on its own
+        site = ParallelLayout.model_validate({k: v for k, v in r.one_site["layout"].items()
+                                              if k in ParallelLayout.model_fields})
+        lay = site.model_copy(update={"dp": site.dp * 2, "global_batch": 768})
+        again = estimate_across_sites(two, model, lay, contention=False)
+        assert res.step_time_s(r) == pytest.approx(again.strategies[0].step_time_s, rel=1e-12)
+        assert r.gpus == lay.gpus and r.throughput_vs_one_site == again.throughput_vs_one_site
+
+
+def test_cli_train_search_across_sites_json_and_errors():
+    out = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "768", "--top", "2",
+                  "--no-contention", "--json", check=True)
+    doc = json.loads(out.stdout)
+    assert doc["num_sites"] == 2 and len(doc["ranked"]) == 2 and doc["search"]["evaluated"] >= 2
+    assert doc["ranked"][0]["step_time_s"] <= doc["ranked"][1]["step_time_s"]
+    bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "767")
+    assert bad.returncode == 2 and "--global-batch: 767 sequences do not split over the 2 sites" in bad.stderr
+    bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "768", "--gpus",
+                  "5000")
+    assert bad.returncode == 2 and "--gpus: 5,000 GPUs do not split over the 2 sites" in bad.stderr
+
+
+def test_cli_search_across_sites_narrows_its_choices_as_on_one_site():
+    out = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--global-batch", "768", "--top", "2",
+                  "--recompute", "full", "--micro-batch", "2", "--no-contention", "--json", check=True)
+    layouts = [r["one_site"]["layout"] for r in json.loads(out.stdout)["ranked"]]
+    assert layouts and all(L["recompute"] == "full" and L["micro_batch"] == 2 for L in layouts)

@@ -1,0 +1,116 @@
+"""``topo train REGION --search``: the best layouts of one site's share of the job, ranked again across the sites.
+
+The job's ``K`` sites each run ``global_batch / K`` sequences on their share of the GPUs (as
+:func:`topo.training.multisite.estimate_across_sites` times one layout). The search ranks every layout of that share
+on the smallest site's fabric (:func:`topo.training.search.search_layouts`, with its traffic mix), then times its
+best ``top`` across the sites (data parallelism across them, pipeline stages across them, or the outer
+synchronisation) and ranks those by the step across sites: a layout with fewer gradient bytes per site (more
+pipeline stages, expert sharding) may overtake a faster one-site layout once the DCI is added. Only the ``top``
+best one-site layouts are ranked again, not every layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import TopoError
+from ..fabric.region import Region
+from .model import ModelSpec
+from .multisite import MultisiteStep, estimate_across_sites
+from .parallel import ParallelLayout
+from .search import search_layouts
+
+__all__ = ["MultisiteSearch", "search_across_sites"]
+
+
+@dataclass
+class MultisiteSearch:
+    """The best layouts of a site's share, each timed across the sites (:class:`MultisiteStep`), fastest across the
+    sites first; ``search`` holds the one-site search's counts, ``skipped`` the layouts that cannot span the sites
+    the way asked (by their one-site rank)."""
+
+    region: str
+    model: str
+    num_sites: int
+    gpus: int
+    global_batch: int
+    across: str
+    ranked: list[MultisiteStep] = field(default_factory=list)  # fastest across sites first
+    skipped: dict = field(default_factory=dict)  # one-site rank -> why it cannot span the sites that way
+    search: dict = field(default_factory=dict)  # the one-site search's counts (considered, evaluated, ...)
+
+    def step_time_s(self, r: MultisiteStep) -> float:
+        """The step across sites of ``r`` the way this search spans them."""
+        return next(s.step_time_s for s in r.strategies if s.strategy == r.chosen)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict (``topo train REGION --search --json``)."""
+        return {"region": self.region, "model": self.model, "num_sites": self.num_sites, "gpus": self.gpus,
+                "global_batch": self.global_batch, "across": self.across, "search": dict(self.search),
+                "skipped": dict(self.skipped),
+                "ranked": [{"step_time_s": self.step_time_s(r), **r.to_dict()} for r in self.ranked]}
+
+
+def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, gpus: int | None = None,
+                        top: int = 5, across: str = "dp", outer_every: int | None = None, convention: str = "6n",
+                        efficiency: float | None = None, contention: bool = True, **options) -> MultisiteSearch:
+    """Search the layouts of one site's share, then rank the best ``top`` by their step across the sites.
+
+    Parameters
+    ----------
+    region : Region
+    model : ModelSpec
+    global_batch : int
+        The whole job's sequences per step; must divide by the number of sites.
+    gpus : int, optional
+        The whole job's GPUs (default: every GPU of the smallest site, on every site); must divide by the sites.
+    top : int
+        One-site layouts timed across the sites.
+    across, outer_every
+        As :func:`topo.training.multisite.estimate_across_sites` takes them.
+    convention, efficiency, contention
+        As :func:`topo.training.step.estimate_step` takes them.
+    **options
+        Enumeration choices and fixed layout fields, as :func:`topo.training.search.search_layouts` takes them.
+
+    Returns
+    -------
+    MultisiteSearch
+
+    Raises
+    ------
+    TopoError
+        A global batch or GPU count that does not divide by the sites, a share larger than the smallest site, or
+        no layout of the share that can span the sites the way asked.
+    """
+    K = region.num_sites
+    fabric = min(region.fabrics, key=lambda f: f.num_gpus)
+    if global_batch % K:
+        raise TopoError(f"{global_batch} sequences do not split over the {K} sites; allowed: a multiple of {K}",
+                        key="global_batch")
+    share = fabric.num_gpus if gpus is None else gpus // K
+    if gpus is not None and (gpus % K or share > fabric.num_gpus):
+        raise TopoError(f"{gpus:,} GPUs do not split over the {K} sites into shares of at most {fabric.num_gpus:,} "
+                        f"(the smallest site); allowed: a multiple of {K} up to {K * fabric.num_gpus:,}", key="gpus")
+    step_kw = dict(convention=convention, efficiency=efficiency, contention=contention)
+    res = search_layouts(fabric, model, share, global_batch // K, top=top, **step_kw, **options)
+    out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
+                          global_batch=global_batch, across=across,
+                          search={k: getattr(res, k) for k in ("considered", "rejected_invalid", "rejected_memory",
+                                                               "evaluated", "pruned", "engine_calls")})
+    fields = ParallelLayout.model_fields
+    for i, one in enumerate(res.ranked, 1):
+        site_lay = ParallelLayout.model_validate({k: v for k, v in one.layout.items() if k in fields})
+        lay = site_lay.model_copy(update={"dp": site_lay.dp * K, "global_batch": global_batch})
+        try:
+            out.ranked.append(estimate_across_sites(region, model, lay, across=across, outer_every=outer_every,
+                                                    one_site=one, **step_kw))
+        except TopoError as exc:
+            if exc.key != "pp":
+                raise
+            out.skipped[i] = exc.message
+    if not out.ranked:
+        raise TopoError(f"none of the {len(res.ranked)} best layouts of a site's share spans the sites by {across}: "
+                        f"{next(iter(out.skipped.values()))}", key="across")
+    out.ranked.sort(key=out.step_time_s)
+    return out
