@@ -177,3 +177,20 @@ def test_capex_adds_up_and_network_share(default_plan):
     # a price override moves exactly its line
     r2 = plan(layers=[("t", {"switches": {"QM9700": {"price_usd": 0}}})], collectives=False)
     assert r2.capex.switches_usd == 0 and r2.capex.optics_usd == c.optics_usd
+
+
+@pytest.mark.parametrize("setting, fragment", [
+    ("plan.cooling.rear_door.wue_L_per_kWh=1800", "plan.cooling.rear_door.wue_L_per_kWh: must be <= 10 (litres"),
+    ("plan.cooling.direct_liquid.pue=0.9", "plan.cooling.direct_liquid.pue: must be >= 1, got 0.9"),
+    ("plan.facility.server_average_fraction=82.4", "plan.facility.server_average_fraction: must be <= 1 (average"),
+    ("plan.facility.server_average_fraction=0", "plan.facility.server_average_fraction: must be > 0"),
+    ("plan.facility.frontend_fraction=3", "plan.facility.frontend_fraction: must be <= 0.5"),
+    ("plan.floor.cooling=water", "plan.floor.cooling"),
+])
+def test_bad_pue_wue_and_average_draw_are_one_line(setting, fragment):
+    # a slip by 1000x (WUE in mL per kWh), a percentage for a fraction, a PUE below 1, an unknown cooling type
+    from conftest import run_cli
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", setting)
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], p.stderr
