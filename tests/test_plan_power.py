@@ -194,3 +194,15 @@ def test_bad_pue_wue_and_average_draw_are_one_line(setting, fragment):
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], p.stderr
+
+
+def test_the_plan_says_what_changed_and_why(default_plan):
+    # issue 32: storage's sizing against Llama 3's ratio, the PUE's source, average against nameplate, in the notes
+    r = default_plan
+    text = " ".join(r.notes)
+    assert (f"storage sized from its checkpoint and dataset needs ({r.storage.servers:,} servers" in text
+            and "would give 30,628 servers, 18.38 MW" in text)  # ceil(100,352 x 0.3052) x 600 W
+    assert f"PUE {r.power.pue:g} from the rear door cooling's" in text and "82.4% of nameplate" in text
+    over = plan(pue=1.3, layers=[("t", {"storage": {"sizing": "per_gpu"}})], collectives=False)
+    assert "PUE 1.3 from facility.pue" in " ".join(over.notes)
+    assert not any(n.startswith("storage sized from") for n in over.notes)
