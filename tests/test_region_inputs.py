@@ -69,7 +69,8 @@ def test_errors_found_with_the_built_sites_name_the_set_that_caused_them():
     assert "(--set interconnect.attach_tier=core): interconnect.attach_tier: site east has no tier 'core'" in err
     assert "allowed: leaf, spine" in err
     err = one_error("plan", "two-site-h100", "--no-collectives", "--set", "sites[0].power_limit_MW=1")
-    assert "(--set sites[0].power_limit_MW=1): sites[0].power_limit_MW: site east draws 2.8 MW" in err
+    # its nameplate facility power at the rear door cooling's PUE 1.4 (issue 32: was 2.8 MW at the old 1.281)
+    assert "(--set sites[0].power_limit_MW=1): sites[0].power_limit_MW: site east draws 3.4 MW (facility, PUE 1.4)" in err
 
 
 def test_a_layout_flag_that_is_not_a_boolean_says_true_or_false():
