@@ -67,7 +67,7 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
     ({"facility": {"pue": 0.9}}, "plan.facility.pue", "must be >= 1, got 0.9"),
     ({"switches": {"QM9700": {"price_usd": -5}}}, "plan.switches.QM9700.price_usd", "must be >= 0, got -5"),
     ({"facility": {"puee": 1.2}}, "plan.facility.puee", "unknown key 'puee'; allowed: pue, electricity_usd_per_kWh, "
-     "load_factor, storage_frontend_fraction, capex_usd_per_W, capex_basis, redundancy, ups_module_W, generator_W; "
+     "load_factor, frontend_fraction, server_average_fraction, capex_usd_per_W, capex_basis, redundancy, ups_module_W, generator_W; "
      "did you mean 'pue'?"),
     # an unknown key in an item, a nested table or a value table says what is allowed there too
     ({"switches": {"QM9700": {"bogus": 1}}}, "plan.switches.QM9700.bogus",
@@ -92,11 +92,11 @@ def test_bad_override_is_one_error_with_origin_and_key(layer, key, fragment):
 def test_bad_catalog_file_names_the_file(tmp_path):
     for kind in KINDS:
         (tmp_path / f"{kind}.toml").write_text((catalog_dir() / f"{kind}.toml").read_text())
-    text = (tmp_path / "facility.toml").read_text().replace("value = 1.281", "value = 0.8")
-    (tmp_path / "facility.toml").write_text(text)
+    text = (tmp_path / "cooling.toml").read_text().replace("pue = { value = 1.58", "pue = { value = 0.8")
+    (tmp_path / "cooling.toml").write_text(text)
     with pytest.raises(TopoError) as e:
         load_catalog(directory=tmp_path)
-    assert e.value.source.endswith("facility.toml") and e.value.key == "pue"
+    assert e.value.source.endswith("cooling.toml") and e.value.key == "air.pue"
 
 
 def test_cli_bad_input_is_one_line_with_file_and_key(tmp_path):

@@ -17,10 +17,12 @@ def default():
 def test_storage_and_frontend_capex_follow_llama3(default, reference):
     # planner.md line 63: Llama 3 stores 240 PB on 7,500 servers (its 24,576-GPU cluster): 0.3052 per GPU
     assert "240 PB on 7,500 servers" in (reference / "planner.md").read_text()
-    c = default.capex
+    c = plan(layers=[("t", {"storage": {"sizing": "per_gpu"}})], collectives=False).capex  # Llama 3's ratio
     assert c.storage_servers == math.ceil(100_352 * 0.3052) == 30_628
     assert c.storage_usd == 30_628 * 25_000
     assert c.frontend_usd == 12_544 * 5_000
+    # the default sizes storage from its needs (issue 32): its servers are priced the same
+    assert default.capex.storage_usd == default.storage.servers * 25_000
 
 
 def test_facility_capex_basis_is_stated_and_switchable(default):
@@ -73,7 +75,8 @@ def test_co2_per_year_at_the_stated_grid_intensity(default):
     assert o.co2_per_year_kg / 1e9 == pytest.approx(p.energy_per_year_Wh / 1e12 * 0.3662, abs=0.001)
     clean = plan(layers=[("t", {"economics": {"grid_kg_co2_per_kWh": 0.02}})], collectives=False).ownership
     assert clean.co2_per_year_kg == pytest.approx(o.co2_per_year_kg * 0.02 / 0.366)
-    assert p.energy_per_year_Wh == pytest.approx(p.facility_power_W * HOURS_PER_YEAR)
+    # at the servers' average draw (issue 32), not the nameplate facility power
+    assert p.energy_per_year_Wh == pytest.approx(p.average_facility_power_W * HOURS_PER_YEAR)
 
 
 def test_new_figures_reach_json_and_the_comparison(default):

@@ -42,8 +42,9 @@ def test_one_interruption_every_30_minutes_at_100k_gpus(reference):
 
 
 def test_checkpoint_and_young_interval_closed_forms():
-    r = plan(layers=[("t", {"workload": {"params": 1.8e12}})], collectives=False).reliability
-    # 1.8e12 parameters x 14 bytes (planner.md lines 25, 61) at 2 TB/s (line 64), read back at 7 TB/s
+    r = plan(layers=[("t", {"workload": {"params": 1.8e12}, "storage": {"sizing": "per_gpu"}})],
+             collectives=False).reliability
+    # 1.8e12 parameters x 14 bytes (planner.md lines 25, 61) at Llama 3's 2 TB/s (line 64), read back at 7 TB/s
     assert r.checkpoint_bytes == pytest.approx(1.8e12 * 14)
     assert r.checkpoint_write_s == r.checkpoint_stall_s == pytest.approx(1.8e12 * 14 / 2e12)
     assert r.reload_s == pytest.approx(1.8e12 * 14 / 7e12)
@@ -64,9 +65,11 @@ def test_checkpoint_and_young_interval_closed_forms():
 def test_llama3_scale_keeps_goodput_above_90_percent(reference):
     # planner.md line 51: effective training time above 90% at 16K H100 (Llama 3 405B)
     assert "effective training time above 90%" in _lines(reference)[50]
-    r = plan("h100-100k", layers=[("t", {"workload": {"params": 405e9}})], collectives=False)
-    small = plan(__import__("topo").load_spec("h100-100k", ["cluster.num_pods=9"]),
-                 layers=[("t", {"workload": {"params": 405e9}})], collectives=False)
+    # with Llama 3's storage (2 TB/s write, 7 TB/s read: storage.sizing = "per_gpu"), as the paper had it
+    llama3 = [("t", {"workload": {"params": 405e9}, "storage": {"sizing": "per_gpu"}})]
+    r = plan("h100-100k", layers=llama3, collectives=False)
+    small = plan(__import__("topo").load_spec("h100-100k", ["cluster.num_pods=9"]), layers=llama3,
+                 collectives=False)
     assert small.num_gpus == 16_128
     assert small.reliability.goodput > 0.9 > r.reliability.goodput
 

@@ -16,6 +16,7 @@ from topo.plan.storage import StorageServerSpec, size_storage
 LLAMA3 = StorageServerSpec(capacity_bytes=240e15 / 7500, write_Bps=2e12 / 7500, read_Bps=7e12 / 7500, power_W=600.0,
                            servers_per_rack=16, price_usd=25_000.0)
 NEEDS = [("t", {"storage": {"sizing": "needs"}})]
+PER_GPU = [("t", {"storage": {"sizing": "per_gpu"}})]
 
 
 def test_llama3_server_figures_in_the_catalog(reference):
@@ -58,7 +59,7 @@ def test_bandwidth_bound_closed_form():
 def test_superpod_writes_at_its_own_storage_rate_not_llama3s():
     # issue 32: a 1,024-GPU SuperPOD given Llama 3's 7,500 per 24,576 GPUs has ceil(1,024 x 0.3052) = 313 storage
     # servers, which write at 313 x 266.7 MB/s = 83.5 GB/s, not Llama 3's 2 TB/s
-    r = plan("dgx-h100-superpod", collectives=False)
+    r = plan("dgx-h100-superpod", layers=PER_GPU, collectives=False)
     assert r.storage.sizing == "per_gpu" and r.storage.servers == math.ceil(1024 * 0.3052) == 313
     assert r.storage.write_Bps == pytest.approx(313 * 266.7e6) and round(r.storage.write_Bps / 1e9, 1) == 83.5
     n = plan("dgx-h100-superpod", layers=NEEDS, collectives=False)
@@ -75,11 +76,20 @@ def test_superpod_writes_at_its_own_storage_rate_not_llama3s():
     assert st.power_W == st.servers * 600
 
 
-def test_default_keeps_llama3_count_and_write_rate():
-    # sizing = "per_gpu" (the default) keeps the figures the README reproduces: 30,628 servers, Llama 3's 2 TB/s
-    r = plan(collectives=False)
+def test_per_gpu_keeps_llama3_count_and_write_rate():
+    # sizing = "per_gpu" keeps Llama 3's ratio and rates: 30,628 servers, 2 TB/s; their power is theirs (issue 32:
+    # no longer a flat share of server power), 30,628 x 600 W
+    r = plan(layers=PER_GPU, collectives=False)
     assert r.capex.storage_servers == r.storage.servers == 30_628
     assert r.reliability.checkpoint_write_s == pytest.approx(r.reliability.checkpoint_bytes / 2e12)
+    assert r.power.storage_W == 30_628 * 600
+
+
+def test_needs_is_the_default():
+    # issue 32: storage sized from checkpoint and dataset needs by default (storage.toml sizing = "needs")
+    r = plan(collectives=False)
+    assert r.storage.sizing == "needs" and r.storage.servers == 3_915
+    assert r.reliability.checkpoint_write_s == pytest.approx(r.reliability.checkpoint_bytes / r.storage.write_Bps)
 
 
 def test_storage_in_json_text_and_side_by_side():
@@ -138,5 +148,9 @@ def test_a_storage_rack_over_the_rack_power_is_one_line():
 
 def test_report_summary_has_the_storage_row():
     from topo.report.plan_figures import summary_table_html
-    r = plan("dgx-h100-superpod", collectives=False)
+    r = plan("dgx-h100-superpod", layers=PER_GPU, collectives=False)
     assert "313 servers (per_gpu, limit: per_gpu), 83.5 GB/s write, 20 racks, 0.19 MW" in summary_table_html([r])
+    n = plan("dgx-h100-superpod", collectives=False)  # the default: sized from its needs
+    st = n.storage
+    assert (f"{st.servers} servers (needs, limit: {st.limit}), {st.write_Bps / 1e9:.1f} GB/s write, {st.racks} racks"
+            in summary_table_html([n]))

@@ -2,6 +2,8 @@
 that gave the value), exit 2, no traceback; and what describe says of a cut DCI is true (found walking the README
 on a fresh install, round 2)."""
 
+import re
+
 import pytest
 
 from conftest import run_cli
@@ -69,7 +71,9 @@ def test_errors_found_with_the_built_sites_name_the_set_that_caused_them():
     assert "(--set interconnect.attach_tier=core): interconnect.attach_tier: site east has no tier 'core'" in err
     assert "allowed: leaf, spine" in err
     err = one_error("plan", "two-site-h100", "--no-collectives", "--set", "sites[0].power_limit_MW=1")
-    assert "(--set sites[0].power_limit_MW=1): sites[0].power_limit_MW: site east draws 2.8 MW" in err
+    # its nameplate facility power at its cooling type's PUE (issue 32: 2.8 MW at the old flat 1.281)
+    assert "(--set sites[0].power_limit_MW=1): sites[0].power_limit_MW: site east draws " in err
+    assert re.search(r"draws (\d+\.\d) MW \(facility, PUE [\d.]+\), over its limit of 1 MW", err)
 
 
 def test_a_layout_flag_that_is_not_a_boolean_says_true_or_false():

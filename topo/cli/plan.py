@@ -32,8 +32,9 @@ def register(sub) -> None:
                    "SemiAnalysis' 100 days; catalog workload.days)")
     p.add_argument("--mfu", type=float, metavar="X", help="model FLOPs utilisation, 0-1 (default 0.35: SemiAnalysis' "
                    "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
-    p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default 1.281, derived "
-                   "from SemiAnalysis' 1.59 TWh; catalog facility.pue)")
+    p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
+                   "cooling type's, cooling.toml: air 1.58, rear door 1.4, direct liquid 1.2; SemiAnalysis' 1.59 TWh "
+                   "implies 1.281 at full draw; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
     p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
     p.add_argument("--no-collectives", action="store_true",
@@ -170,6 +171,10 @@ def _after(seconds: float) -> str:
     return "none (no such modules)" if not math.isfinite(seconds) else f"{seconds / 60:,.2f} min"
 
 
+def _litres(x: float) -> str:
+    return f"{x / 1e6:,.1f} million L" if x >= 1e6 else f"{x:,.0f} L"
+
+
 def _storage_lines(st, mark) -> list[str]:
     """The storage section: what it must hold and write, the servers that do it, and how it is sized."""
     sized = ("Llama 3's servers per GPU (storage.sizing = \"per_gpu\"; the checkpoint is written at "
@@ -185,8 +190,8 @@ def _storage_lines(st, mark) -> list[str]:
             f"{format_count(st.servers_for_bandwidth)} servers",
             f"          provides {st.capacity_bytes / 1e15:,.3g} PB, write {format_bandwidth(st.write_Bps)} (a "
             f"checkpoint in {format_time(st.checkpoint_write_s)}), read {format_bandwidth(st.read_Bps)}; "
-            f"{_mw(st.power_W)}, {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (beside the floor plan's "
-            f"area), {_usd(st.capex_usd)}"]
+            f"{_mw(st.power_W)} (in IT power), {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (a storage "
+            f"room in the floor's total), {_usd(st.capex_usd)}"]
 
 
 def _deployment_lines(r: PlanResult, mark) -> list[str]:
@@ -221,7 +226,9 @@ def render(r: PlanResult) -> str:
                f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"
                + (f"; {fl.num_halls // fl.islands} per island" if fl.islands > 1 else "") + ") in a "
                f"{fl.campus_columns}-column campus of {fl.campus_width_m:,.0f} x {fl.campus_depth_m:,.0f} m; "
-               f"floor area {fl.area_m2:,.0f} m2")
+               f"floor area {fl.area_m2:,.0f} m2" + (
+                   f" + a storage room of {format_count(r.storage.racks)} racks, {r.storage.floor_m2:,.0f} m2 = "
+                   f"{r.total_floor_m2:,.0f} m2" if r.storage is not None else ""))
     longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())
     out.append(f"          longest link: {longest}")
     out.append("")
@@ -246,12 +253,19 @@ def render(r: PlanResult) -> str:
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
     if p.nic_optics_in_servers_W:  # shown inside the servers' power, not added (topo.plan.power)
         rows.insert(2, ["  of which NIC-side optics", _mw(p.nic_optics_in_servers_W)])
-    rows += [["IT power", _mw(p.it_power_W)], [f"facility (PUE {p.pue:g})", _mw(p.facility_power_W)],
-             ["energy per year", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
+    cooled = fl.cooling.replace("_", " ") + " cooling"
+    rows += [["IT power (nameplate)", _mw(p.it_power_W)],
+             [f"facility (PUE {p.pue:g}: {cooled if p.pue_source.startswith('cooling') else p.pue_source})"
+              + mark(p.pue_source), _mw(p.facility_power_W)],
+             [f"average draw (servers at {100 * p.server_average_fraction:.1f}% of nameplate)"
+              + mark("facility.server_average_fraction"), _mw(p.average_facility_power_W)],
+             ["energy per year (average draw)", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
              [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
              ["  low - high (every price at its end)", "{} - {}".format(
                  *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
-             [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"]]
+             [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"],
+             [f"water per year (WUE {p.wue_L_per_kWh:g} L/kWh of IT energy)"
+              + mark(f"cooling.{fl.cooling}.wue_L_per_kWh"), _litres(p.water_per_year_L)]]
     out.append(table(rows, ["power", ""], right=[False, True]))
     if r.electrical is not None:
         e = r.electrical
@@ -371,10 +385,13 @@ _ROWS = [
     ("first optical failure (any module)", "first_optical_failure_s", _after),
     ("halls", "halls", lambda v: format_count(v)),
     ("floor area", "floor_area_m2", lambda v: f"{v:,.0f} m2"),
+    ("floor with storage", "total_floor_m2", lambda v: f"{v:,.0f} m2"),
     ("cooling", "cooling", lambda v: v.replace("_", " ")),
     ("longest link", "longest_link_m", lambda v: f"{v:,.0f} m"),
     ("IT power", "it_power_W", _mw),
     ("facility power", "facility_power_W", _mw),
+    ("PUE (cooling type, or facility.pue)", "pue", lambda v: f"{v:g}"),
+    ("average facility draw", "average_facility_power_W", _mw),
     ("energy cost per year", "energy_cost_per_year_usd", _usd),
     ("capex", "capex_usd", _usd),
     ("capex per GPU", "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
@@ -392,6 +409,7 @@ _ROWS = [
     ("TCO", "tco_usd", _usd),
     ("cost per GPU-hour", "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}"),
     ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),
+    ("water per year", "water_per_year_L", _litres),
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),
     ("cost per effective GPU-hour", "cost_per_effective_gpu_hour_usd", lambda v: f"${v:,.2f}"),

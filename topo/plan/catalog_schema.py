@@ -126,11 +126,17 @@ class Cable(_Strict):
     price_per_m_usd: Price
 
 
+_PUE = _bounded(ge=1.0, le=3.0, why_le=" (above 3, two thirds of the power would be overhead: check the value)")
+
+
 class Facility(_Strict):
-    pue: _bounded(ge=1.0, le=3.0, why_le=" (above 3, two thirds of the power would be overhead: check the value)")
+    # None: the PUE of the halls' cooling type (cooling.<type>.pue); a value here (or --pue) replaces it
+    pue: _PUE | None = None
     electricity_usd_per_kWh: _bounded(price=True, le=2.0, why_le=" (USD per kWh: a price per MWh, or in cents?)")
     load_factor: Fraction
-    storage_frontend_fraction: _bounded(ge=0.0, le=1.0)
+    frontend_fraction: _bounded(ge=0.0, le=0.5, why_le=" (a share of the GPU servers' power: a percentage?)")
+    server_average_fraction: _bounded(ge=None, gt=0.0, le=1.0, why_le=" (average draw / nameplate: a "
+                                      "percentage?)")
     capex_usd_per_W: Price
     capex_basis: Literal["facility", "it"]
     redundancy: Literal["N", "N+1", "2N"] = "N+1"
@@ -144,6 +150,7 @@ class FloorLayout(_Strict):
     short_reach: Literal["transceivers", "aoc"] = "transceivers"
     copper: Literal["dac", "dac_aec", "none"] = "dac"
     leaf_placement: Literal["auto", "top_of_rack", "middle_of_row", "end_of_row", "with_spines"] = "auto"
+    cooling: Literal["auto", "air", "rear_door", "direct_liquid"] = "auto"  # at least this, more if the racks need it
     servers_per_rack: Count
     rack_power_W: Positive
     rack_width_m: Positive
@@ -164,6 +171,9 @@ class FloorLayout(_Strict):
 class CoolingType(_Strict):
     max_rack_W: Positive
     capex_usd_per_W: Price
+    pue: _PUE
+    wue_L_per_kWh: _bounded(ge=0.0, le=10.0, why_le=" (litres of site water per kWh of IT energy: the thirstiest "
+                            "evaporative sites use a few; a value in mL, or per MWh?)")
 
 
 class CoolingTypes(_Strict):
@@ -218,7 +228,7 @@ class StorageServer(_Strict):
 class Storage(_Strict):
     """Storage sized from checkpoints and the dataset (topo.plan.storage)."""
 
-    sizing: Literal["per_gpu", "needs"] = "per_gpu"
+    sizing: Literal["per_gpu", "needs"] = "needs"
     checkpoints_kept: Count
     bytes_per_token: _bounded(ge=None, gt=0.0, le=1e3, why_le=" (bytes per token: a value in bits?)")
     write_budget_s: _bounded(ge=None, gt=0.0, le=86_400.0, why_le=" (seconds: a value in ms?)")

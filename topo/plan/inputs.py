@@ -30,7 +30,8 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
              "source": server.nic_module_ports.source, "status": server.nic_module_ports.status}]
     rows += _rows("floor", catalog.floor)
     rows += _rows(f"cooling.{cooling}", getattr(catalog.cooling, cooling))
-    rows += [r for r in _rows("facility", catalog.facility) if r["key"].startswith("facility.capex")]
+    rows += [r for r in _rows("facility", catalog.facility) if r["key"].startswith(
+        ("facility.capex", "facility.pue", "facility.frontend_fraction", "facility.server_average_fraction"))]
     rows += _rows("economics", catalog.economics)
     rows += _rows("reliability.checkpoint", catalog.reliability.checkpoint)
     rows += _rows("storage", catalog.storage) + _rows("storage.server", catalog.storage.server)

@@ -19,6 +19,7 @@ from ..spec import Spec, load_spec
 from .blast import blast_radius, collective_times_with_failures
 from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
+from .catalog_schema import COOLING
 from .compute import compute_budget
 from .cost_range import CostRange, cost_lines
 from .capex import capex_breakdown
@@ -32,6 +33,7 @@ from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
+from .power_notes import power_notes
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 
@@ -146,7 +148,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         store = _storage(cat, params, comp.flop, L.num_gpus)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
-    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store.servers)
+    pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store)
     costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
     try:
         relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
@@ -161,6 +163,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
+    notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
     impact = collective_times_with_failures(fabric) if collectives else []
     fac = cat.facility
     halls_W = [h.it_power_W for h in floor.halls]
@@ -241,7 +244,7 @@ def _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources
         floor = floor_plan(fabric, cat, server_W, racking, servers_per_rack=spr,
                            rack_power_W=server.rack_power_W.value if server.rack_power_W is not None else None,
                            rack_extra_W=rsw.per_rack.value * rsw.power_W.value if rsw is not None else 0.0,
-                           leaf_in_rack=server.leaf_in_rack, server_cooling=server.cooling)
+                           leaf_in_rack=server.leaf_in_rack, server_cooling=_least_cooling(cat, server))
         bom = bill_of_materials(fabric, cat, floor, plan_tables, source=origin,
                                 nic_module_ports=int(server.nic_module_ports.value), sources=tier_sources)
     except TopoError as exc:
@@ -254,6 +257,13 @@ def _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources
         bom = replace(bom, switches=bom.switches + [SwitchLine(RACK_TIER, rsw.model, n, n,
                                                                rsw.power_W.value, rsw.price_usd.value)])
     return floor, bom, logical
+
+
+def _least_cooling(cat: Catalog, server) -> str:
+    """The least cooling the halls may have: the servers' need, or ``floor.cooling`` when the spec names a more
+    capable type (the racks' load may call for more still: :func:`topo.plan.floor.floor_plan`)."""
+    named = cat.floor.cooling
+    return server.cooling if named == "auto" else max(server.cooling, named, key=COOLING.index)
 
 
 def _compute(cat, s, L, gpu):
@@ -283,10 +293,10 @@ def _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, t
         c_end = cat.at(end)
         s_end = c_end.servers[server_name]
         b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
-        p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling, store.servers)
+        p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling, store)
         ends[end] = cost_lines(capex_end, p_end, tco_end)
     used = _priced_keys(bom, server_name, server, floor.cooling)
-    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, store.servers, used,
+    tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, store, used,
                                  ends["expected"]["cost_per_gpu_hour_usd"])
     costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
                       prices=[row for row in cat.prices() if row["key"] in used])
@@ -307,11 +317,6 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
         notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
                      f"the cluster's HBM ({hbm / 1e12:,.1f} TB): it cannot train here; give plan.workload.params or "
                      "--model")
-    if store.power_W > pw.storage_frontend_W:
-        notes.append(f"the storage servers draw {store.power_W / 1e6:,.2f} MW ({store.servers:,} x "
-                     f"{cat.storage.server.power_W.value:,.0f} W), more than the power's storage and front-end share "
-                     f"({pw.storage_frontend_W / 1e6:,.2f} MW, facility.storage_frontend_fraction of server power), "
-                     "which the power and energy figures still use")
     if fitted:
         notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
                      f"{int(cat.floor.servers_per_rack.value)} exceed its {cat.floor.rack_power_W.value:,.0f} W "
@@ -375,7 +380,7 @@ def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> Storage
                         servers_per_gpu=cat.economics.storage_servers_per_gpu.value)
 
 
-def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, n_storage: int, used: set[str],
+def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, store: StoragePlan, used: set[str],
                        expected: float) -> list[dict]:
     """Cost per GPU-hour with each price alone at its low and its high end (the rest expected): a tornado's bars,
     widest first. A price without a range (a quote) gives no bar."""
@@ -388,7 +393,7 @@ def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str
             c_end = cat.at(end, keys={row["key"]})
             s_end = c_end.servers[server_name]
             b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
-            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling, n_storage)[2].cost_per_gpu_hour_usd
+            out[end] = _money(c_end, s_end, b_end, gpu, L, cooling, store)[2].cost_per_gpu_hour_usd
         rows.append(out)
     return sorted(rows, key=lambda r: -(r["high"] - r["low"]))
 
@@ -420,20 +425,25 @@ def _spare_pools(cat: Catalog, bom, relia, num_servers: int, server_name: str, s
     return pools
 
 
-def _money(cat: Catalog, server, bom, gpu, L, cooling: str, n_storage: int):
-    """Power (for its energy cost), capex and the cost of ownership at ``cat``'s prices."""
+def _money(cat: Catalog, server, bom, gpu, L, cooling: str, store: StoragePlan):
+    """Power (for its energy cost), capex and the cost of ownership at ``cat``'s prices. The PUE is
+    ``facility.pue`` if given, else the halls' cooling type's; the water use is that type's WUE."""
     fac, eco = cat.facility, cat.economics
+    cool = getattr(cat.cooling, cooling)
     pw = power_breakdown(
         L.num_gpus, gpu.tdp_W.value, server.non_gpu_power_per_gpu_W.value,
         switches_W=sum(x.count * x.power_W_each for x in bom.switches),
         optics_W=(sum(x.count * x.power_W_each for x in bom.transceivers if x.at != "nic")
                   + sum(c.power_W for c in bom.cables)),
         nic_optics_in_servers_W=sum(x.count * x.power_W_each for x in bom.transceivers if x.at == "nic"),
-        storage_frontend_fraction=fac.storage_frontend_fraction.value, pue=fac.pue.value,
-        load_factor=fac.load_factor.value, electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value)
+        storage_W=store.power_W, frontend_fraction=fac.frontend_fraction.value,
+        pue=(fac.pue or cool.pue).value, load_factor=fac.load_factor.value,
+        electricity_usd_per_kWh=fac.electricity_usd_per_kWh.value,
+        server_average_fraction=fac.server_average_fraction.value, wue_L_per_kWh=cool.wue_L_per_kWh.value,
+        pue_source="facility.pue" if fac.pue is not None else f"cooling.{cooling}.pue")
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
                             facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
-                            facility_basis=fac.capex_basis, storage_servers=n_storage,
+                            facility_basis=fac.capex_basis, storage_servers=store.servers,
                             storage_server_price_usd=eco.storage_server_price_usd.value,
                             frontend_usd_per_server=eco.frontend_usd_per_server.value,
                             cooling_usd_per_W=getattr(cat.cooling, cooling).capex_usd_per_W.value)

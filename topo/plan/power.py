@@ -1,15 +1,20 @@
-"""Power and energy: GPUs, the rest of the servers, switches, optics, storage and front-end -> IT power; PUE ->
-facility power; a year at the facility's load factor -> energy and its cost.
+"""Power, energy and water: GPUs, the rest of the servers, switches, optics, storage and front-end -> IT power at
+nameplate; PUE -> facility power; a year at the servers' average draw and the facility's load factor -> energy, its
+cost and the site's water.
 
-    IT = N_gpu x (TDP + non-GPU power per GPU) x (1 + storage/front-end fraction) + switches + optics
-    facility = IT x PUE;  energy per year = facility x load factor x 8,760 h;  cost = energy x price per kWh
+    IT (nameplate)  = N_gpu x (TDP + non-GPU power per GPU) x (1 + front-end fraction) + switches + optics + storage
+    facility        = IT x PUE                           (the grid connection, UPS, generators and halls: nameplate)
+    IT (average)    = IT - servers x (1 - server average fraction)    (servers draw less than nameplate on average;
+                      switches, optics and storage are counted at their power)
+    energy per year = IT (average) x PUE x load factor x 8,760 h;  cost = energy x price per kWh
+    water per year  = WUE x IT (average) x load factor x 8,760 h     (The Green Grid: litres per kWh of IT energy)
 
 The switches' power is their power with copper; every switch-side transceiver adds its own (so a switch full of
 optics draws its copper power plus its modules: switches.toml's power_with_optics_W). Optics include active optical
 and electrical cables (AOC, AEC) when the layout uses them. NIC-side modules are *not* added: the server's power
 already feeds its cages (SemiAnalysis' ~575 W per GPU for CPU, NIC and PSU, planner.md line 19; DGX H100's 10.2 kW
 maximum, line 35, powers its OSFP modules), so they are reported apart (``nic_optics_in_servers_W``), inside the
-servers' power, not counted twice.
+servers' power, not counted twice. Storage is its own servers' power (:mod:`topo.plan.storage`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ class PowerBreakdown:
     server_rest_W: float
     switches_W: float
     optics_W: float
-    storage_frontend_W: float
+    storage_W: float
+    frontend_W: float
     it_power_W: float
     pue: float
     facility_power_W: float
@@ -36,6 +42,12 @@ class PowerBreakdown:
     electricity_usd_per_kWh: float
     energy_cost_per_year_usd: float
     nic_optics_in_servers_W: float = 0.0  # NIC-side modules: inside the servers' power, shown, not added
+    server_average_fraction: float = 1.0  # the servers' average draw / their nameplate
+    average_it_power_W: float = 0.0  # IT power at the servers' average draw (energy, cost, CO2, water)
+    average_facility_power_W: float = 0.0
+    wue_L_per_kWh: float = 0.0
+    water_per_year_L: float = 0.0
+    pue_source: str = ""  # the catalog key the PUE came from (facility.pue, or cooling.<type>.pue)
 
     @property
     def servers_W(self) -> float:
@@ -46,28 +58,57 @@ class PowerBreakdown:
         return self.switches_W + self.optics_W
 
     def parts(self) -> dict[str, float]:
-        """The stacked parts of IT power."""
+        """The stacked parts of IT power (nameplate)."""
         return {"GPUs": self.gpu_W, "rest of servers": self.server_rest_W, "switches": self.switches_W,
-                "optics": self.optics_W, "storage and front-end": self.storage_frontend_W}
+                "optics": self.optics_W, "storage": self.storage_W, "front-end": self.frontend_W}
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def power_breakdown(num_gpus: int, gpu_tdp_W: float, non_gpu_power_per_gpu_W: float, switches_W: float,
-                    optics_W: float, storage_frontend_fraction: float, pue: float, load_factor: float,
-                    electricity_usd_per_kWh: float, nic_optics_in_servers_W: float = 0.0) -> PowerBreakdown:
-    """Add up the power of a cluster (see the module doc for the formula); ``optics_W`` is the switch-side modules
-    and active cables, ``nic_optics_in_servers_W`` the NIC-side modules (reported, already in the servers')."""
+                    optics_W: float, storage_W: float, frontend_fraction: float, pue: float, load_factor: float,
+                    electricity_usd_per_kWh: float, nic_optics_in_servers_W: float = 0.0,
+                    server_average_fraction: float = 1.0, wue_L_per_kWh: float = 0.0,
+                    pue_source: str = "") -> PowerBreakdown:
+    """Add up the power of a cluster, its energy and water (see the module doc for every formula).
+
+    Parameters
+    ----------
+    num_gpus, gpu_tdp_W, non_gpu_power_per_gpu_W : the GPU servers, at nameplate.
+    switches_W : the switches at their copper power.
+    optics_W : the switch-side modules and active cables.
+    storage_W : the storage servers (:mod:`topo.plan.storage`).
+    frontend_fraction : the front-end network and management servers, as a share of the GPU servers' power.
+    pue : facility power / IT power.
+    load_factor : the share of the year the cluster runs.
+    electricity_usd_per_kWh : the price of energy.
+    nic_optics_in_servers_W : the NIC-side modules (reported, already in the servers').
+    server_average_fraction : the GPU servers' average draw / their nameplate.
+    wue_L_per_kWh : litres of site water per kWh of IT energy.
+    pue_source : where the PUE came from (reported).
+
+    >>> p = power_breakdown(1000, 700.0, 575.0, 0.0, 0.0, 0.0, 0.0, 1.5, 1.0, 0.1, server_average_fraction=0.8,
+    ...                     wue_L_per_kWh=2.0)
+    >>> p.it_power_W, p.facility_power_W, round(p.average_it_power_W), round(p.energy_per_year_Wh / 1e9, 3)
+    (1275000.0, 1912500.0, 1020000, 13.403)
+    >>> round(p.water_per_year_L / 1e6, 3)   # 2 L x 1,020 kW x 8,760 h
+    17.87
+    """
     gpu_W = num_gpus * gpu_tdp_W
     rest_W = num_gpus * non_gpu_power_per_gpu_W
-    storage_W = storage_frontend_fraction * (gpu_W + rest_W)
-    it_W = gpu_W + rest_W + storage_W + switches_W + optics_W
-    facility_W = it_W * pue
-    energy_Wh = facility_W * load_factor * HOURS_PER_YEAR
+    frontend_W = frontend_fraction * (gpu_W + rest_W)
+    it_W = gpu_W + rest_W + frontend_W + storage_W + switches_W + optics_W
+    avg_it_W = it_W - (gpu_W + rest_W) * (1.0 - server_average_fraction)
+    avg_facility_W = avg_it_W * pue
+    energy_Wh = avg_facility_W * load_factor * HOURS_PER_YEAR
+    water_L = wue_L_per_kWh * avg_it_W * load_factor * HOURS_PER_YEAR / 1e3
     return PowerBreakdown(gpu_W=gpu_W, server_rest_W=rest_W, switches_W=switches_W, optics_W=optics_W,
-                          storage_frontend_W=storage_W, it_power_W=it_W, pue=pue, facility_power_W=facility_W,
-                          load_factor=load_factor, energy_per_year_Wh=energy_Wh,
+                          storage_W=storage_W, frontend_W=frontend_W, it_power_W=it_W, pue=pue,
+                          facility_power_W=it_W * pue, load_factor=load_factor, energy_per_year_Wh=energy_Wh,
                           electricity_usd_per_kWh=electricity_usd_per_kWh,
                           energy_cost_per_year_usd=energy_Wh / 1e3 * electricity_usd_per_kWh,
-                          nic_optics_in_servers_W=nic_optics_in_servers_W)
+                          nic_optics_in_servers_W=nic_optics_in_servers_W,
+                          server_average_fraction=server_average_fraction, average_it_power_W=avg_it_W,
+                          average_facility_power_W=avg_facility_W, wue_L_per_kWh=wue_L_per_kWh,
+                          water_per_year_L=water_L, pue_source=pue_source)

@@ -62,6 +62,11 @@ class PlanResult:
         return sum(t.count for t in self.bom.transceivers if t.at == "nic")
 
     @property
+    def total_floor_m2(self) -> float:
+        """The campus's area and the storage room's."""
+        return self.floor.area_m2 + (self.storage.floor_m2 if self.storage is not None else 0.0)
+
+    @property
     def effective_fraction(self) -> float:
         """The share of installed GPU-hours that trains: goodput x training GPUs / installed GPUs."""
         r = self.reliability
@@ -79,7 +84,9 @@ class PlanResult:
         return {
             "name": self.name, "num_gpus": self.num_gpus, "switches": self.bom.num_switches,
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules, "cables": self.bom.num_cables,
-            "halls": f.num_halls, "floor_area_m2": f.area_m2, "cooling": f.cooling,
+            "halls": f.num_halls, "floor_area_m2": f.area_m2, "total_floor_m2": self.total_floor_m2,
+            "cooling": f.cooling, "pue": p.pue, "average_facility_power_W": p.average_facility_power_W,
+            "water_per_year_L": p.water_per_year_L,
             "longest_link_m": max(f.longest_m.values(), default=0.0),
             "it_power_W": p.it_power_W, "facility_power_W": p.facility_power_W,
             "network_power_W": p.network_W, "energy_per_year_Wh": p.energy_per_year_Wh,

@@ -62,7 +62,7 @@ def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years:
     >>> from topo.plan.capex import capex_breakdown
     >>> from topo.plan.bom import BillOfMaterials
     >>> from topo.plan.power import power_breakdown
-    >>> p = power_breakdown(1, 1000.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.1)   # 1 kW all year: 8,760 kWh, $876
+    >>> p = power_breakdown(1, 1000.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.1)   # 1 kW all year: 8,760 kWh, $876
     >>> c = capex_breakdown(1, 1, 8760.0, BillOfMaterials([], [], [], {}), it_power_W=1000.0, facility_power_W=1000.0,
     ...                  facility_usd_per_W=0.0, facility_basis="it", storage_servers=0,
     ...                  storage_server_price_usd=0.0, frontend_usd_per_server=0.0, cooling_usd_per_W=0.0)

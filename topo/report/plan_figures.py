@@ -184,7 +184,8 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
     rows = [
         ("halls", lambda r: f"{r.floor.num_halls} ({r.floor.pods_per_hall} pods each, limit: "
                             f"{r.floor.pods_per_hall_limit})"),
-        ("floor area", lambda r: f"{r.floor.area_m2:,.0f} m2"),
+        ("floor area", lambda r: f"{r.floor.area_m2:,.0f} m2" + (
+            f" + storage room {r.storage.floor_m2:,.0f} m2" if r.storage is not None else "")),
         ("racks (server / network)", lambda r: f"{format_count(r.floor.server_racks)} / "
                                                f"{format_count(r.floor.network_racks)}"),
         ("cooling", lambda r: f"{r.floor.cooling.replace('_', ' ')} ({r.floor.rack_load_W / 1e3:.1f} kW racks)"),
@@ -203,6 +204,13 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
             f"{format_count(r.storage.servers)} servers ({r.storage.sizing}, limit: {r.storage.limit}), "
             f"{r.storage.write_Bps / 1e9:,.1f} GB/s write, {format_count(r.storage.racks)} racks, "
             f"{r.storage.power_W / 1e6:,.2f} MW")),
+        ("power (nameplate / average)", lambda r: f"{r.power.it_power_W / 1e6:,.1f} MW IT, "
+                                                  f"{r.power.facility_power_W / 1e6:,.1f} MW facility at PUE "
+                                                  f"{r.power.pue:g} ({r.power.pue_source}); "
+                                                  f"{r.power.average_facility_power_W / 1e6:,.1f} MW on average "
+                                                  f"(servers at {100 * r.power.server_average_fraction:.1f}%)"),
+        ("water per year", lambda r: f"{r.power.water_per_year_L / 1e6:,.1f} million L at WUE "
+                                     f"{r.power.wue_L_per_kWh:g} L/kWh"),
         ("energy cost per year", lambda r: _span(r, "energy_cost_per_year_usd", _musd)),
         ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"),
         ("cost per GPU-hour", lambda r: _span(r, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")),

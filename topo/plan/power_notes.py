@@ -1,0 +1,43 @@
+"""What a plan says beside its power figures (issue 32): how its storage was sized against Llama 3's per-GPU ratio,
+where its PUE came from, and that energy, CO2 and water use the servers' average draw while the site is sized on
+their nameplate."""
+
+from __future__ import annotations
+
+import math
+
+from .catalog import Catalog
+from .power import PowerBreakdown
+from .storage import StoragePlan
+
+__all__ = ["power_notes"]
+
+
+def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: int, cooling: str) -> list[str]:
+    """Notes on the storage's sizing, the PUE's source and average against nameplate draw.
+
+    Parameters
+    ----------
+    cat : the plan's catalog.
+    store : its storage.
+    pw : its power.
+    num_gpus : its GPUs.
+    cooling : its halls' cooling type.
+    """
+    notes = []
+    if store.sizing == "needs":
+        n = math.ceil(num_gpus * cat.economics.storage_servers_per_gpu.value - 1e-9)
+        each = cat.storage.server.power_W.value
+        notes.append(f"storage sized from its checkpoint and dataset needs ({store.servers:,} servers, "
+                     f"{store.power_W / 1e6:,.2f} MW, {store.racks:,} racks in a storage room): Llama 3's servers "
+                     f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} servers, {n * each / 1e6:,.2f} MW; "
+                     "their power is in IT power and their floor in the floor's total, no longer a flat share of "
+                     "server power")
+    where = ("facility.pue (it replaces the cooling type's)" if pw.pue_source == "facility.pue" else
+             f"the {cooling.replace('_', ' ')} cooling's (cooling.toml; set facility.pue or --pue to replace it: "
+             "SemiAnalysis' 1.59 TWh implies 1.281 at full draw)")
+    notes.append(f"PUE {pw.pue:g} from {where}; energy, its cost, CO2 and water at the servers' average draw "
+                 f"({100 * pw.server_average_fraction:.1f}% of nameplate, facility.server_average_fraction), "
+                 f"{pw.average_facility_power_W / 1e6:,.2f} MW; the UPS, generators, halls and build cost on nameplate, "
+                 f"{pw.facility_power_W / 1e6:,.2f} MW")
+    return notes
