@@ -126,7 +126,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
 
     >>> r = plan("dgx-h100-superpod", collectives=False)
     >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
-    (48, 1.43)
+    (48, 1.64)
     """
     fabric = _as_fabric(spec)
     s = fabric.spec
