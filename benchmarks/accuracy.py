@@ -9,8 +9,10 @@ regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 1. **Leave-one-setup-out over every setup (the headline).** The constants of topo/data/profiles/ marked
    ``fitted = true`` (the pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, NVLS and
    NVLSTree efficiencies and its extra latency across NVL72 trays, once and per NVLink step, the network
-   efficiency of RoCE and EFA, the per-step latency of each RoCE provider (``oci_roce``, ``gcp_roce``), EFA's
-   per-peer overhead) are refitted on every setup but one, starting from the values a user would have without
+   efficiency of RoCE and EFA, the network latency per step over NCCL's constants: one term shared by every
+   Ethernet family (RoCE, EFA, the TCP offloads) plus each family's departure from it, held tighter, so that a
+   family left out is priced with what the others share; EFA's per-peer overhead) are refitted on every setup but
+   one, starting from the values a user would have without
    any fit (NCCL's own: no window, NVLSTree = NVLS efficiency, Hopper's NVLink fraction, no NVL72 terms,
    InfiniBand's network values and NCCL's network latencies), and the left-out setup is scored. A constant no
    other setup informs stays at that unfitted value when its setup is left out. EFA's per-step latency is AWS's
@@ -307,7 +309,8 @@ def load_groups(path, setups) -> list[Group]:
                       channels=d.channels)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
                     label=f"{sid}:{coll}",
-                    tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}"}))
+                    tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}",
+                                    f"netclass:{network_class(tech)}"}))
         groups.append(Group(sid, coll, d, case, case.tags))
     return groups
 
@@ -340,6 +343,13 @@ def unfitted(gen: str, tech: str):
 TCP_NETS = ("gcp_tcpx", "gcp_tcpxo")  # GPUDirect-TCPX/TCPXO: their own efficiency and per-step latency
 
 
+def network_class(tech: str) -> str:
+    """``ethernet`` for every network on Ethernet (RoCE, EFA's SRD, Google's TCP offloads), else ``infiniband``:
+    NCCL's latency constants (tuning.cc hwLat[NET]) are InfiniBand's, and every Ethernet stack measured here pays
+    more per network step than they say."""
+    return "infiniband" if tech.startswith("infiniband") else "ethernet"
+
+
 def network_family(tech: str) -> str:
     """``roce`` for every RoCE provider file, ``efa`` for every EFA generation, else the technology."""
     return "roce" if tech.endswith("roce") else ("efa" if tech.startswith("efa") else tech)
@@ -368,6 +378,20 @@ def _add_net_latency(pr, us):
                                   for f, d in pr.net_hop_s.items()})
 
 
+# Each Ethernet family's departure from the Ethernet term (us per network step, either way). The prior of the fit
+# (topo.calibrate.fit.PRIOR_WEIGHT over a quarter of the range) holds these 5x tighter than the Ethernet term, so
+# the Ethernet term takes what the families share and a family left out is priced with it.
+ETHERNET_RESIDUAL_US = 20.0
+ETHERNET_FAMILIES = ("netfamily:roce", "netfamily:efa", "network:gcp_tcpxo")
+
+
+def net_latency_totals(values: dict) -> dict:
+    """The ``net_latency_us`` each Ethernet network file carries: the Ethernet term plus its family's departure
+    (from fitted ``values`` as :func:`topo.calibrate.fit.fit_cases` names them)."""
+    base = values.get("net_latency_us[netclass:ethernet]", 0.0)
+    return {tag: base + values.get(f"net_latency_us[{tag}]", 0.0) for tag in ETHERNET_FAMILIES}
+
+
 def net_latency_param(tag: str | None, hi_us: float = 100.0) -> FreeParam:
     return FreeParam("net_latency_us", "linear", 0.5, 0.0, hi_us, _add_net_latency, tag)  # from 0.5: inside the bound
 
@@ -392,9 +416,13 @@ def shared_params() -> list[FreeParam]:
     for fam in ("roce", "efa"):
         out.append(FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                              lambda pr, e: replace(pr, network_efficiency=e), f"netfamily:{fam}"))
-    # one network latency per RoCE provider and per Google TCP offload; the offloads' own efficiency
-    out += [net_latency_param("netfamily:roce"), net_latency_param("netfamily:efa")]
-    out += [net_latency_param(f"network:{tech}", 1000.0) for tech in TCP_NETS]  # TCP through the host: up to 1 ms
+    # the network latency over NCCL's (or AWS's) constants: one term for every Ethernet stack, which a family no
+    # run measured inherits, and each family's own departure from it (ETHERNET_FAMILIES); TCPX through the host
+    # its own (up to 1 ms); the TCP offloads' own efficiency
+    out += [net_latency_param("netclass:ethernet")]
+    out += [FreeParam("net_latency_us", "linear", 0.0, -ETHERNET_RESIDUAL_US, ETHERNET_RESIDUAL_US, _add_net_latency,
+                      tag) for tag in ETHERNET_FAMILIES]
+    out += [net_latency_param("network:gcp_tcpx", 1000.0)]
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                       lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
     # one NCCL p2p channel to a network peer (send/receive); the fit starts from about a 400G NIC per channel
@@ -723,6 +751,8 @@ def main() -> None:
     if "--fit" in sys.argv:  # the values to write into topo/data/profiles/ (fitted on every setup)
         _, fit = fit_groups(fitting_set(groups + extra_groups))
         print("\n".join(f"{k} = {v:.4g}" for k, v in fit.values.items()))
+        print("\n".join(f"net_latency_us of {tag} (the value its files carry) = {v:.4g}"
+                        for tag, v in net_latency_totals(fit.values).items()))
         print(f"MdAPE {fit.mdape_before_pct:.1f}% unfitted -> {fit.mdape_after_pct:.1f}% ({fit.seconds:.0f} s)")
         return
     lines += ["### In-sample (the bundled profiles, whose fitted constants saw every setup below)", "",

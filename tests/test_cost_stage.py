@@ -72,14 +72,15 @@ def _ring16(pod):
 
 def test_ring_ll_steps_inside_nodes_cost_the_network_overhead_across_nodes(pod):
     """NCCL: Ring lat = base + (nsteps - nInterSteps) x max(intraLat, netOverhead) + nInterSteps x interLat.
-    2 x 8 H100, all-reduce: nsteps = 2 x 15 = 30, nInterSteps = 2 x nNodes = 4 (tuning.cc since the CollNet-era
-    code). LL: 6.6 + 26 x max(0.6, 1.0) + 4 x 2.7 = 43.4 us (with the bare NVLink hop it would be 33.0)."""
+    2 x 8 H100, all-reduce: nsteps = 2 x 15 = 30, nInterSteps = 2 x (nNodes - 1) = 2 (tuning.cc at NCCL 2.30.7, as
+    since 2.23.4; 2 x nNodes from 2.12 to 2.22). LL: 6.6 + 28 x max(0.6, 1.0) + 2 x 2.7 = 40.0 us (with the bare
+    NVLink hop it would be 29.8)."""
     prof = default_profile(pod).nccl_model()  # NCCL's own terms (no launch; InfiniBand has no net latency term)
     counts = _ring16(pod).latency
     assert counts.multi_domain and counts.intra_hops + counts.inter_hops == 30
-    assert latency_s(counts, 0.0, prof, "LL") == pytest.approx(43.4 * US, rel=1e-9)
+    assert latency_s(counts, 0.0, prof, "LL") == pytest.approx(40.0 * US, rel=1e-9)
     # Simple: max(3.4 NVLink hop, 3 x 1.0 overhead) = 3.4 us per step inside, 14.0 per network step
-    assert latency_s(counts, 0.0, prof, "Simple") == pytest.approx((8.4 + 26 * 3.4 + 4 * 14.0) * US, rel=1e-9)
+    assert latency_s(counts, 0.0, prof, "Simple") == pytest.approx((8.4 + 28 * 3.4 + 2 * 14.0) * US, rel=1e-9)
     # one node: the NVLink hop alone (no network overhead): 6.6 + 14 x 0.6 = 15.0 us
     one = build_schedule("ring", "all_reduce", NodeShape.of(pod), place(pod, 8)).latency
     assert latency_s(one, 0.0, prof, "LL") == pytest.approx(15.0 * US, rel=1e-9)

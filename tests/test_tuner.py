@@ -27,13 +27,13 @@ def h100_4n():
 
 def test_ring_simple_closed_form_beyond_two_nodes(h100_4n):
     # 4 x 8 H100, 8 x 400G NDR per node. Ring busBw = 8 NICs x 50 GB/s x 0.94 (NDR efficiency) = 376 GB/s,
-    # algbw = 376 x 32 / 62 = 194.06 GB/s. Latency (NCCL, Ring/Simple; tuning.cc: nsteps = 2 x (32 - 1) = 62,
-    # nInterSteps = 2 x nNodes = 8): 8.4 base + 54 intra-node steps x max(3.4 NVLink, 3 x 1.0 network overhead)
-    # + 8 network steps x 14.0 = 304.0 us, x 1.4 (ring plateau, 1 GiB / 32 ranks >= 1024 B) = 425.6 us.
-    # Time = 425.6 + 2^30 / 194.06e3 = 425.6 + 5532.91 us.
+    # algbw = 376 x 32 / 62 = 194.06 GB/s. Latency (NCCL 2.30.7, Ring/Simple; tuning.cc: nsteps = 2 x (32 - 1)
+    # = 62, nInterSteps = 2 x (nNodes - 1) = 6 since NCCL 2.23.4): 8.4 base + 56 intra-node steps x max(3.4
+    # NVLink, 3 x 1.0 network overhead) + 6 network steps x 14.0 = 282.8 us, x 1.4 (ring plateau, 1 GiB / 32
+    # ranks >= 1024 B) = 395.92 us. Time = 395.92 + 2^30 / 194.06e3 = 395.92 + 5532.91 us.
     ev = h100_4n
     t = nccl_time_s("ring", ev.costed, ev.profile, "Simple", GiB, "all_reduce", 32, 4)
-    assert t * 1e6 == pytest.approx(425.6 + GiB / (376e9 * 32 / 62) * 1e6, rel=1e-9)
+    assert t * 1e6 == pytest.approx(395.92 + GiB / (376e9 * 32 / 62) * 1e6, rel=1e-9)
 
 
 def test_tree_beyond_two_nodes_is_priced_with_the_rings_network_bandwidth(h100_4n):
@@ -52,12 +52,13 @@ def test_tree_beyond_two_nodes_is_priced_with_the_rings_network_bandwidth(h100_4
 
 def test_tree_correction_table_lookup():
     p = profile_for("hopper", "infiniband_ndr")
-    # NCCL's table (tuning.cc): Simple at 64 B (index 0) 0.9; at 1 MiB (index 14) 0.5; LL128 at 4 MiB (index 16)
-    # 0.8; nothing from 512 MiB (index 23, past the 23 entries)
+    # NCCL's table (tuning.cc, 2.30.7): Simple at 64 B (index 0) 0.9; at 1 MiB (index 14) 0.5; LL128 at 4 MiB
+    # (index 16) 0.8; Simple at 512 MiB (index 23, the 24th entry) 0.9; nothing from 1 GiB (past the table)
     assert tree_correction(p, "Simple", 64) == 0.9
     assert tree_correction(p, "Simple", 2**20) == 0.5
     assert tree_correction(p, "LL128", 4 * 2**20) == 0.8
-    assert tree_correction(p, "Simple", 512 * 2**20) == 1.0
+    assert tree_correction(p, "Simple", 512 * 2**20) == 0.9
+    assert tree_correction(p, "Simple", 2**30) == 1.0
     assert tree_correction(p, "LL", 8) == 1.0  # 8 >> 6 = 0: index 0
 
 

@@ -1,0 +1,51 @@
+"""benchmarks/accuracy.py's network latency over NCCL's constants (issue 33): one term every Ethernet family shares
+plus each family's departure from it, so that a family no fit saw (leave-one-network-family-out) is priced with
+what the others share instead of NCCL's InfiniBand constants alone."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import accuracy  # noqa: E402
+
+from topo.engine.profiles import NETWORKS  # noqa: E402
+
+
+def test_every_network_but_infiniband_is_ethernet():
+    got = {tech: accuracy.network_class(tech) for tech in NETWORKS}
+    assert {t for t, c in got.items() if c == "infiniband"} == {t for t in NETWORKS if t.startswith("infiniband")}
+    assert got["roce"] == got["oci_roce"] == got["efa_v1"] == got["gcp_tcpxo"] == "ethernet"
+
+
+@pytest.fixture(scope="module")
+def roce_group():
+    (g,) = [g for g in accuracy.load_groups(accuracy.DATA, accuracy.SETUPS) if g.setup == "oci_a100_2n_full"]
+    return g
+
+
+def test_a_family_left_out_keeps_the_ethernet_term(roce_group):
+    # NCCL's Tree/LL network step is 5.0 us (tuning.cc hwLat[NET][TREE][LL]); the Ethernet term adds to it (twice
+    # for Simple, NCCL's latencyInter form), the RoCE family's departure on top of that when RoCE was fitted
+    params = [p for p in accuracy.shared_params() if p.name == "net_latency_us"]
+    tags = [p.tag for p in params]
+    assert "netclass:ethernet" in tags and set(accuracy.ETHERNET_FAMILIES) <= set(tags)
+    x = [{"netclass:ethernet": 9.0, "netfamily:roce": -2.5}.get(p.tag, 0.0) for p in params]
+    fitted = accuracy.fitted_profile(roce_group, params, x)
+    assert fitted.net_hop("tree", "LL") == pytest.approx((5.0 + 9.0 - 2.5) * 1e-6)
+    assert fitted.net_hop("tree", "Simple") == pytest.approx((14.0 + 2 * (9.0 - 2.5)) * 1e-6)
+    # RoCE left out of the fit (leave-one-network-family-out): its departure is not a parameter of that fit
+    kept = [(p, xi) for p, xi in zip(params, x) if p.tag != "netfamily:roce"]
+    out = accuracy.fitted_profile(roce_group, [p for p, _ in kept], [xi for _, xi in kept])
+    assert out.net_hop("tree", "LL") == pytest.approx((5.0 + 9.0) * 1e-6)
+
+
+def test_the_files_carry_the_ethernet_term_plus_the_familys_departure():
+    v = {"net_latency_us[netclass:ethernet]": 9.0, "net_latency_us[netfamily:roce]": -2.5,
+         "net_latency_us[netfamily:efa]": 3.0}
+    assert accuracy.net_latency_totals(v) == {"netfamily:roce": 6.5, "netfamily:efa": 12.0,
+                                              "network:gcp_tcpxo": 9.0}
