@@ -52,7 +52,7 @@ from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
-           "stage_params", "gathered_unit_bytes", "block_activation_bytes"]
+           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes"]
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,28 @@ def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[floa
 
 def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
     """Per stage: (dense, expert, largest unit) parameters one GPU holds, before ZeRO sharding."""
+    return [(d, e, big) for d, e, big, _, _ in _stage_rows(model, lay)]
+
+
+def units_holding(model: ModelSpec, lay: ParallelLayout) -> list[tuple[int, int]]:
+    """Per stage: how many of its units hold dense and how many hold expert parameters (FSDP gathers each unit's
+    part over its group's data-parallel ranks: one gather per such unit and pass)."""
+    return [(nd, ne) for _, _, _, nd, ne in _stage_rows(model, lay)]
+
+
+def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int]]:
     out = []
     memo: dict[str, tuple[float, float]] = {}
     for units in pipeline_units(model, lay):
         d = e = big = 0.0
+        nd = ne = 0
         for u in units:
             ab = memo.get(u)
             if ab is None:
                 ab = memo[u] = _unit_params(model, lay, u)
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
-        out.append((d, e, big))
+            nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
+        out.append((d, e, big, nd, ne))
     return out
 
 

@@ -53,7 +53,7 @@ from .comm import CommEngine, CommTime
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
-from .memory import memory_per_gpu, stage_params
+from .memory import memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
@@ -155,12 +155,13 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         add("pp", "pipeline", "pp", act / split, sends, phase="step")
         if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
             add("tp", "all_gather", "tp", act / tp, sends, phase="pp_gather")
-    stage = max(stage_params(model, lay), key=lambda r: r[0] + r[1])
-    dense, expert, unit = stage
-    units = max(1, c["layers"])
+    rows = stage_params(model, lay)
+    busiest = max(range(len(rows)), key=lambda i: rows[i][0] + rows[i][1])
+    dense, expert, _ = rows[busiest]
+    held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
     hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
-    for groups, n in (("dps" if hybrid else "dpcp", dense), ("edp", expert)):
+    for groups, n, held in (("dps" if hybrid else "dpcp", dense, held_dense), ("edp", expert, held_expert)):
         if n <= 0:
             continue
         # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
@@ -172,9 +173,9 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
             add("dp", "all_reduce", "dpr", shard * lay.reduce_bytes, 1, phase="reduce")
             add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
-            # each gather is one unit's weights (the largest unit's size), as many as the stage's weights need
-            per = min(n, unit) if unit > 0 else n / units
-            calls = n / per
+            # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
+            calls = max(1, held)
+            per = n / calls
             add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
             add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
             add("dp", "all_reduce", "dpr", per * shard / n * lay.reduce_bytes, m * calls, phase="reduce_unit")
@@ -507,13 +508,14 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     if not lay.overlap_dp:
         return one_s * calls
     phase = item["phase"]
+    m = lay.microbatches
     if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
-        m = lay.microbatches
-        per_unit = (max(0.0, one_s - t_f / units) + max(0.0, one_s - t_bwd / units)) * units
+        k = calls / (2 * m)  # this group's gathers per pass, each behind one k-th of the pass
+        per_unit = (max(0.0, one_s - t_f / k) + max(0.0, one_s - t_bwd / k)) * k
         return m * (per_unit + one_s)  # the first unit's gather of each pass cannot hide
     if phase == "reduce_unit":
-        m = lay.microbatches
-        return m * (max(0.0, one_s - t_bwd / units) * units + one_s)  # the last unit's reduction cannot hide
+        k = calls / m
+        return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
     per_param = lay.reduce_bytes if "reduce" in phase else lay.weight_bytes
     bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
     edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
