@@ -325,3 +325,19 @@ def test_fsdp_gathers_each_units_part_over_its_own_group():
     assert gd["size_bytes"] * nd == pytest.approx(dense * lay.weight_bytes)
     assert ge["size_bytes"] * ne == pytest.approx(expert * lay.weight_bytes)
     assert ge["size_bytes"] < expert * lay.weight_bytes / ne * 1.0001 and nd > ne > 0
+
+
+def test_an_fp8_linear_launches_its_casts(qwen):
+    """Transformer Engine casts each FP8 GEMM's input before the GEMM: one more kernel forward, two backward (the
+    output gradient's for the input-gradient GEMM, the input's transpose for the weight-gradient GEMM); a grouped
+    expert GEMM's per-expert quantisation is in its own count already; BF16 launches the GEMMs alone."""
+    from topo.training.operators import kernels_launched
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    ops = {op.name: op for k in "*E" for op in block_ops(qwen, lay, k)}
+    qkv, fc1 = ops["qkv"], ops["fc1"]
+    assert (kernels_launched(qkv, "bf16"), kernels_launched(qkv, "bf16", True)) == (1, 2)
+    assert (kernels_launched(qkv, "fp8"), kernels_launched(qkv, "fp8", True)) == (2, 4)
+    assert kernels_launched(fc1, "fp8") == fc1.launches and kernels_launched(fc1, "fp8", True) == 2 * fc1.launches
+    g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
+    fp8 = lay.model_copy(update={"precision": "fp8"})
+    assert block_time(qwen, fp8, g, "*").host_s - block_time(qwen, lay, g, "*").host_s == pytest.approx(2e-3)

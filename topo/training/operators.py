@@ -329,8 +329,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    launches = op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
-    gap = km.launch_gpu_s * launches
+    gap = km.launch_gpu_s * kernels_launched(op, precision, backward)
     if op.kind == "kernel":
         dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
         return max(dots, memory_s(km, op.bytes)) + gap
@@ -351,14 +350,24 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     return t + gap
 
 
-def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = ()) -> float:
+def kernels_launched(op: Op, precision: str, backward: bool = False) -> float:
+    """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
+    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM; a
+    grouped expert GEMM's per-expert quantisation is in its own count already)."""
+    gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
+    casts = gemms if (op.kind == "gemm" and op.linear and precision == "fp8" and not op.grouped) else 0.0
+    return op.launches * gemms + casts
+
+
+def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
+                  precision: str = "bf16") -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
     CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass."""
     if "full_iteration" in graphs or (op.graph and op.graph in graphs):
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    return gpu.kernels.launch_host_s * op.launches * (2.0 if (backward and op.kind == "gemm") else 1.0)
+    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward)
 
 
 @dataclass(frozen=True)
@@ -388,8 +397,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         b = op_time_s(op, gpu, lay.precision, backward=True)
         fwd += f
         bwd += b
-        host += host_launch_s(op, gpu, graphs=graphs)
-        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs)
+        host += host_launch_s(op, gpu, graphs=graphs, precision=lay.precision)
+        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision)
         flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
             attention += f + b
