@@ -15,6 +15,7 @@ Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from typing import Annotated, Literal
 
@@ -252,9 +253,9 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 def layout_pairs(text: str) -> dict:
     """The fields of ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,global_batch=2048``; values read
-    as TOML values, else as text)."""
+    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``)."""
     kw = {}
-    for part in text.split(","):
+    for part in re.split(r",(?![^\[]*\])", text):  # a comma inside [...] belongs to a list value
         key, eq, value = part.strip().partition("=")
         if not eq or not key.strip():
             raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
