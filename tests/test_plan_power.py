@@ -114,6 +114,13 @@ def test_pue_and_water_by_cooling_type(default_plan):
         cat.cooling.direct_liquid.wue_L_per_kWh.value * dl.power.average_it_power_W / 1e3 * 8760)
     air = plan(layers=[("t", {"floor": {"cooling": "air"}})], collectives=False)
     assert air.floor.cooling == r.floor.cooling  # 40.8 kW racks need more than air: the spec's name is a floor
+    # ... and the plan says so (walk2: the named air cooling was raised to rear door without a word); 25 kW is
+    # cooling.toml's air max_rack_W, 40.8 kW the default's rack of 4 x 10.2 kW HGX H100
+    assert cat.cooling.air.max_rack_W.value == 25e3 and air.floor.rack_load_W == pytest.approx(40.8e3)
+    said = [n for n in air.notes if n.startswith("plan.floor.cooling")]
+    assert said == ['plan.floor.cooling = "air" is less than the halls need (a rack of 40.8 kW is beyond its 25 kW): '
+                    'they have rear door cooling']
+    assert not [n for n in dl.notes + r.notes if n.startswith("plan.floor.cooling")]
     # facility.pue replaces the cooling type's
     assert plan(pue=1.1, collectives=False).power.pue == 1.1
 

@@ -108,8 +108,8 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
-                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (or --set "
-                             "plan.dci.module.price_usd=...)"]
+                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
+                             "plan.dci.module.price_usd)"]
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
     if one_site:
