@@ -12,10 +12,9 @@ from ..spec.model import ClusterSpec
 from .catalog import load_catalog
 from .dci import DciBill, dci_bill, load_dci_catalog
 from .planner import plan
+from .power import HOURS_PER_YEAR
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region"]
-
-HOURS_PER_YEAR = 8760.0
 
 
 @dataclass
