@@ -130,3 +130,13 @@ def test_a_number_for_a_named_choice_shows_the_number_not_its_wrapping():
     p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.floor.cooling=5")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.rstrip().endswith("plan.floor.cooling: must be one of auto, air, rear_door, direct_liquid, got 5")
+
+
+def test_the_pace_line_shows_the_ramp_used_not_the_default_written_in_code():
+    """walk2: the line said "xAI Colossus' 100,000 in 122 days unless overridden", a catalog value written in the
+    CLI, also when ramp_days was overridden; 100,000 GPUs in 200 days is 100,000 x (365.25 / 4) / 200 = 45,656 a
+    quarter."""
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.deployment.ramp_days=200", check=True)
+    line = next(x for x in p.stdout.splitlines() if x.startswith("deployment:"))
+    assert "at a pace of 45,656 GPUs per quarter" in line and "100,000 GPUs in 200 days" in line
+    assert "122" not in line

@@ -198,8 +198,10 @@ def _deployment_lines(r: PlanResult, mark) -> list[str]:
     """The build quarter by quarter: halls, GPUs and power online, capex spent (topo.plan.phasing)."""
     d = r.deployment
     if d.schedule == "ramp":
+        used = {i["key"]: i["value"] for i in r.inputs}
         how = (f"at a pace of {format_count(round(d.ramp_gpus_per_quarter))} GPUs per quarter (plan.deployment: "
-               "ramp_gpus in ramp_days, xAI Colossus' 100,000 in 122 days unless overridden)")
+               f"ramp_gpus in ramp_days, {format_count(round(used['deployment.ramp_gpus']))} GPUs in "
+               f"{used['deployment.ramp_days']:g} days)")
     else:
         how = "as scheduled (plan.deployment.halls_per_quarter)"
     rows = [[q.label, f"{q.halls} ({q.halls_online})", f"{format_count(q.gpus_online)}", _usd(q.capex_usd),
