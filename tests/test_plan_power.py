@@ -213,3 +213,15 @@ def test_the_plan_says_what_changed_and_why(default_plan):
     over = plan(pue=1.3, layers=[("t", {"storage": {"sizing": "per_gpu"}})], collectives=False)
     assert "PUE 1.3 from facility.pue" in " ".join(over.notes)
     assert not any(n.startswith("storage sized from") for n in over.notes)
+
+
+def test_pue_help_names_where_the_default_is_not_a_copy_of_it():
+    """walk2: --pue's help wrote cooling.toml's PUEs (air 1.58, rear door 1.4, direct liquid 1.2) as literals, to go
+    stale when the data file changes; it now names the keys."""
+    from conftest import run_cli
+    from topo.plan.catalog import load_catalog
+    text = " ".join(run_cli("plan", "--help", check=True).stdout.split())
+    pue_help = text[text.index("--pue X facility power"):text.index("--model M take")]
+    cat = load_catalog()
+    assert "cooling.<type>.pue in cooling.toml" in pue_help
+    assert not [t for t in ("air", "rear_door", "direct_liquid") if f"{getattr(cat.cooling, t).pue.value:g}" in pue_help]

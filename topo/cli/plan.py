@@ -33,8 +33,7 @@ def register(sub) -> None:
     p.add_argument("--mfu", type=float, metavar="X", help="model FLOPs utilisation, 0-1 (default 0.35: SemiAnalysis' "
                    "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
-                   "cooling type's, cooling.toml: air 1.58, rear door 1.4, direct liquid 1.2; SemiAnalysis' 1.59 TWh "
-                   "implies 1.281 at full draw; catalog facility.pue)")
+                   "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
     p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
     p.add_argument("--no-collectives", action="store_true",
