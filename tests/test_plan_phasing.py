@@ -103,6 +103,9 @@ def test_a_schedule_that_does_not_add_up_is_one_line(value, says):
     ("ramp_days", "0", "plan.deployment.ramp_days: must be > 0, got 0"),
     ("ramp_gpus", "-5", "plan.deployment.ramp_gpus: must be > 0, got -5"),
     ("start_quarter", '"2026Q5"', "must be a calendar quarter YYYYQn"),
+    # a number (unquoted) was "Input should be a valid string", without the value or what is allowed (walk2)
+    ("start_quarter", "2026", 'start_quarter: must be a calendar quarter YYYYQn in quotes with n from 1 to 4 '
+                              '(e.g. "2026Q3"), got 2026\n'),
 ])
 def test_a_bad_ramp_is_one_line(key, value, says):
     p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", f"plan.deployment.{key}={value}")
@@ -120,3 +123,20 @@ def test_text_json_and_comparison_show_the_build():
         assert np.isclose(sum(x["capex_usd"] for x in q), d["capex_usd"]) and q[-1]["gpus_online"] == d["num_gpus"]
     p = run_cli("plan", "dgx-h100-superpod", "gb200-nvl72-superpod", "--no-collectives", check=True)
     assert "quarters to build (plan.deployment)" in p.stdout and "capex in the first quarter" in p.stdout
+
+
+def test_a_number_for_a_named_choice_shows_the_number_not_its_wrapping():
+    """``--set plan.floor.cooling=5`` showed the override's internal table ``{'value': 5, 'source': ...}`` (walk2)."""
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.floor.cooling=5")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.rstrip().endswith("plan.floor.cooling: must be one of auto, air, rear_door, direct_liquid, got 5")
+
+
+def test_the_pace_line_shows_the_ramp_used_not_the_default_written_in_code():
+    """walk2: the line said "xAI Colossus' 100,000 in 122 days unless overridden", a catalog value written in the
+    CLI, also when ramp_days was overridden; 100,000 GPUs in 200 days is 100,000 x (365.25 / 4) / 200 = 45,656 a
+    quarter."""
+    p = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.deployment.ramp_days=200", check=True)
+    line = next(x for x in p.stdout.splitlines() if x.startswith("deployment:"))
+    assert "at a pace of 45,656 GPUs per quarter" in line and "100,000 GPUs in 200 days" in line
+    assert "122" not in line

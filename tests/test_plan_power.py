@@ -114,6 +114,13 @@ def test_pue_and_water_by_cooling_type(default_plan):
         cat.cooling.direct_liquid.wue_L_per_kWh.value * dl.power.average_it_power_W / 1e3 * 8760)
     air = plan(layers=[("t", {"floor": {"cooling": "air"}})], collectives=False)
     assert air.floor.cooling == r.floor.cooling  # 40.8 kW racks need more than air: the spec's name is a floor
+    # ... and the plan says so (walk2: the named air cooling was raised to rear door without a word); 25 kW is
+    # cooling.toml's air max_rack_W, 40.8 kW the default's rack of 4 x 10.2 kW HGX H100
+    assert cat.cooling.air.max_rack_W.value == 25e3 and air.floor.rack_load_W == pytest.approx(40.8e3)
+    said = [n for n in air.notes if n.startswith("plan.floor.cooling")]
+    assert said == ['plan.floor.cooling = "air" is less than the halls need (a rack of 40.8 kW is beyond its 25 kW): '
+                    'they have rear door cooling']
+    assert not [n for n in dl.notes + r.notes if n.startswith("plan.floor.cooling")]
     # facility.pue replaces the cooling type's
     assert plan(pue=1.1, collectives=False).power.pue == 1.1
 
@@ -206,3 +213,15 @@ def test_the_plan_says_what_changed_and_why(default_plan):
     over = plan(pue=1.3, layers=[("t", {"storage": {"sizing": "per_gpu"}})], collectives=False)
     assert "PUE 1.3 from facility.pue" in " ".join(over.notes)
     assert not any(n.startswith("storage sized from") for n in over.notes)
+
+
+def test_pue_help_names_where_the_default_is_not_a_copy_of_it():
+    """walk2: --pue's help wrote cooling.toml's PUEs (air 1.58, rear door 1.4, direct liquid 1.2) as literals, to go
+    stale when the data file changes; it now names the keys."""
+    from conftest import run_cli
+    from topo.plan.catalog import load_catalog
+    text = " ".join(run_cli("plan", "--help", check=True).stdout.split())
+    pue_help = text[text.index("--pue X facility power"):text.index("--model M take")]
+    cat = load_catalog()
+    assert "cooling.<type>.pue in cooling.toml" in pue_help
+    assert not [t for t in ("air", "rear_door", "direct_liquid") if f"{getattr(cat.cooling, t).pue.value:g}" in pue_help]

@@ -43,8 +43,12 @@ def test_dci_cost_over_the_years_and_its_share_per_gpu_hour():
     r = plan_region(build_region("two-site-h100"), collectives=False)
     b = r.dci
     again = dci_bill([("s", 1000.0, 16)], years=r.years, network_life_years=5, electricity_usd_per_kWh=0.0)
-    assert again.cost_over_years_usd == pytest.approx(again.equipment_usd * min(r.years, 5) / 5
-                                                      + again.fibre_usd * min(r.years, 20) / 20)  # no energy at $0
+    assert again.cost_over_years_usd == pytest.approx(again.equipment_usd * r.years / 5
+                                                      + again.fibre_usd * r.years / 20)  # no energy at $0
+    # past its life the DCI's equipment is bought again, as the sites' TCO charges (topo.plan.tco: years / life);
+    # walk2: it was charged min(years, life) / life, once, while the sites' network was charged twice over 10 years
+    ten = dci_bill([("s", 1000.0, 16)], years=10, network_life_years=5, electricity_usd_per_kWh=0.0)
+    assert ten.cost_over_years_usd == pytest.approx(ten.equipment_usd * 2 + ten.fibre_usd * 10 / 20)
     assert r.dci_cost_per_gpu_hour_usd == pytest.approx(b.cost_over_years_usd / (r.num_gpus * r.years * 8760))
     assert r.dci_share_of_cost == pytest.approx(b.cost_over_years_usd / r.tco_usd)
     assert r.tco_usd == pytest.approx(sum(s.tco_usd for s in r.sites) + b.cost_over_years_usd)

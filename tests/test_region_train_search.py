@@ -54,3 +54,15 @@ def test_cli_search_across_sites_narrows_its_choices_as_on_one_site():
                   "--recompute", "full", "--micro-batch", "2", "--no-contention", "--json", check=True)
     layouts = [r["one_site"]["layout"] for r in json.loads(out.stdout)["ranked"]]
     assert layouts and all(L["recompute"] == "full" and L["micro_batch"] == 2 for L in layouts)
+
+
+@pytest.mark.parametrize("where", ["dgx-h100-superpod", "two-site-h100"])
+def test_a_size_the_search_chooses_is_refused_not_ignored(where):
+    """walk2: ``--search --tp 3`` ranked tp 4 layouts as if --tp were not given (on one site and across sites); the
+    search chooses the sizes, so a size given beside it is one error line, nothing on stdout."""
+    bad = run_cli("train", where, "--model", "llama3-8b", "--search", "--global-batch", "768", "--tp", "3",
+                  "--vpp", "2")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
+    assert lines[0] == ("error: --search: the search chooses tp, cp, pp, dp, ep and vpp itself; drop --tp, --vpp "
+                        "(or --search, to evaluate that layout)")

@@ -80,3 +80,29 @@ def test_cli_mesh_runs_and_conflicts_get_one_line():
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --jax-mesh: "), bad.stderr
         assert needle in lines[0]
+
+
+def test_an_axis_given_twice_is_refused_not_multiplied():
+    """``ici_fsdp=8,ici_fsdp=128`` was read as fsdp 1,024 (the sizes multiplied); MaxText's config has one value per
+    key, so a repeat is a typo (ici_fsdp and ici_fsdp_parallelism are the same key)."""
+    for mesh in ("ici_fsdp=8,ici_fsdp=128", "ici_fsdp=8,ici_fsdp_parallelism=4"):
+        with pytest.raises(TopoError) as e:
+            layout_from_mesh(mesh)
+        assert "ici_fsdp is given twice" in str(e.value)
+    assert layout_from_mesh("ici_fsdp=8,dcn_fsdp=4")["dp"] == 32  # ICI x DCN of one axis still multiply
+
+
+def test_cli_mesh_errors_name_the_mesh_and_regions_refuse_it():
+    """A size the mesh set is named as --jax-mesh (it was named --dp, a flag the user never gave); across sites the
+    mesh was silently ignored (the layout came from --tp/--pp/--dp), now it is refused in one line."""
+    bad = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--global-batch", "256",
+                  "--jax-mesh", "ici_fsdp=8,dcn_data=4")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and len(lines) == 1, bad.stderr
+    assert lines[0].startswith("error: --jax-mesh: dp: ") and "not the 1,024 GPUs" in lines[0]
+    for extra in ([], ["--search"]):
+        bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--global-batch", "768", *extra,
+                      "--jax-mesh", "ici_tensor=8,dcn_data=192")
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --jax-mesh: "), bad.stderr
+        assert "not --jax-mesh yet" in lines[0] and bad.stdout == ""

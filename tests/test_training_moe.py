@@ -136,6 +136,20 @@ def test_graph_scopes_megatron_refuses_are_refused(qwen, scope, needle):
     assert e.value.key == "cuda_graph_scope" and needle in str(e.value)
 
 
+def test_graph_scope_as_layout_pairs_and_a_bare_name_in_one_line():
+    """walk2: ``--layout 'pp=4,...,cuda_graph_scope=["attn","moe_router"]'`` was cut at the list's comma (a list of
+    two parts could not be written as pairs); a bare name said pydantic's "Input should be a valid tuple"."""
+    from topo.errors import TopoError
+    from topo.training.parallel import layout_pairs, load_layout
+    pairs = layout_pairs('ep=8,dp=8,global_batch=64,cuda_graph_scope=["attn","moe_router"],moe_router_fusion=true')
+    assert pairs["cuda_graph_scope"] == ["attn", "moe_router"] and pairs["moe_router_fusion"] is True
+    assert load_layout('ep=8,dp=8,global_batch=64,cuda_graph_scope=["attn","moe_router"]').cuda_graph_scope == (
+        "attn", "moe_router")
+    with pytest.raises(TopoError) as e:
+        load_layout("ep=8,dp=8,global_batch=64,cuda_graph_scope=attn")
+    assert e.value.key == "cuda_graph_scope" and e.value.message == 'must be a list, e.g. ["a", "b"], got \'attn\''
+
+
 def test_permutation_bytes(qwen):
     # permute: read the 8,192 tokens, write their 8 routed copies; un-permute the reverse; with ep > 1 the received
     # rows are sorted by local expert and back: 2 (T h + 8 T h) + 4 (8 T h) elements of 2 bytes

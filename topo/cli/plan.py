@@ -33,8 +33,7 @@ def register(sub) -> None:
     p.add_argument("--mfu", type=float, metavar="X", help="model FLOPs utilisation, 0-1 (default 0.35: SemiAnalysis' "
                    "6e26 FLOP in 100 days at FP8; catalog workload.mfu)")
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
-                   "cooling type's, cooling.toml: air 1.58, rear door 1.4, direct liquid 1.2; SemiAnalysis' 1.59 TWh "
-                   "implies 1.281 at full draw; catalog facility.pue)")
+                   "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
     p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
     p.add_argument("--no-collectives", action="store_true",
@@ -198,8 +197,10 @@ def _deployment_lines(r: PlanResult, mark) -> list[str]:
     """The build quarter by quarter: halls, GPUs and power online, capex spent (topo.plan.phasing)."""
     d = r.deployment
     if d.schedule == "ramp":
+        used = {i["key"]: i["value"] for i in r.inputs}
         how = (f"at a pace of {format_count(round(d.ramp_gpus_per_quarter))} GPUs per quarter (plan.deployment: "
-               "ramp_gpus in ramp_days, xAI Colossus' 100,000 in 122 days unless overridden)")
+               f"ramp_gpus in ramp_days, {format_count(round(used['deployment.ramp_gpus']))} GPUs in "
+               f"{used['deployment.ramp_days']:g} days)")
     else:
         how = "as scheduled (plan.deployment.halls_per_quarter)"
     rows = [[q.label, f"{q.halls} ({q.halls_online})", f"{format_count(q.gpus_online)}", _usd(q.capex_usd),

@@ -151,6 +151,9 @@ def _layout_options(args) -> dict:
 
 def run(args) -> int:
     _check_numbers(args)
+    if args.jax_mesh and is_region_args(args):
+        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
+                        "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
         try:
             return run_region_train(args, _layout_options(args))
@@ -213,20 +216,24 @@ def run(args) -> int:
 
 def _apply_mesh(args, sizes: dict, common: dict) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)."""
-    given = [f"--{d.replace('_', '-')}" for d in ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")
-             if getattr(args, d) is not None]
+    given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
                         key="--jax-mesh")
-    mesh = layout_from_mesh(args.jax_mesh)
+    mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
     sizes.update(mesh)
+
+
+_MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
     if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
         return exc
+    if getattr(args, "jax_mesh", None) and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
+        return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
     return type(exc)(exc.message, key="--" + exc.key.replace("_", "-"))
 
 

@@ -228,7 +228,9 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
         msg = f"must be a finite number, got {err.get('input')!r}"
     elif err["type"] == "literal_error":
         allowed = re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", ""))
-        msg = f"must be one of {', '.join(allowed)}, got {err.get('input')!r}"
+        given = err.get("input")  # an override arrives as { value, source, status }: show the value given
+        given = given["value"] if isinstance(given, dict) and "value" in given else given
+        msg = f"must be one of {', '.join(allowed)}, got {given!r}"
     origin = next((o for p, o in sorted(marks.items(), key=lambda x: -len(x[0]))
                    if dotted == p or dotted.startswith(p + ".")), None)
     if origin is not None:

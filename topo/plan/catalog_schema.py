@@ -299,9 +299,11 @@ def _halls_schedule(v: Any) -> list:
     return v
 
 
-def _quarter_label(v: str | None) -> str | None:
-    if v is not None and not re.fullmatch(r"[0-9]{4}Q[1-4]", v):
-        raise ValueError(f"must be a calendar quarter YYYYQn with n from 1 to 4 (e.g. \"2026Q3\"), got {v!r}")
+def _quarter_label(v: Any) -> str | None:
+    if v is not None and not (isinstance(v, str) and re.fullmatch(r"[0-9]{4}Q[1-4]", v)):
+        given = v["value"] if isinstance(v, dict) and "value" in v else v  # a number given arrives as a Value table
+        raise ValueError(f"must be a calendar quarter YYYYQn in quotes with n from 1 to 4 (e.g. \"2026Q3\"), got "
+                         f"{given!r}")
     return v
 
 
@@ -311,7 +313,7 @@ class Deployment(_Strict):
     halls_per_quarter: Annotated[Any, AfterValidator(_halls_schedule)] = []  # a list, checked by the validator
     ramp_gpus: Positive
     ramp_days: Positive
-    start_quarter: Annotated[str | None, AfterValidator(_quarter_label)] = None
+    start_quarter: Annotated[Any, AfterValidator(_quarter_label)] = None  # a str or None, checked by the validator
 
 
 class Catalog(_Strict):

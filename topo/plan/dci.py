@@ -18,6 +18,8 @@ from ..errors import TopoError
 from ..inputs import read_toml
 from ..resources import data_dir
 from .catalog_schema import Positive, Price, Value
+from .power import HOURS_PER_YEAR
+from .tco import depreciation_usd
 
 __all__ = ["DciCatalog", "SpanBill", "DciBill", "load_dci_catalog", "dci_bill"]
 
@@ -170,9 +172,9 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
     power = sum(b.power_W for b in bills)
     equipment = sum(b.equipment_usd for b in bills)
     fibre = sum(b.fibre_usd for b in bills)
-    share = lambda life: min(years, life) / life  # noqa: E731  (as topo.plan.tco charges depreciation)
-    energy = power * 8760 * years / 1e3 * electricity_usd_per_kWh
-    cost = equipment * share(network_life_years) + fibre * share(_v(cat.fibre.life_years)) + energy
+    energy = power * HOURS_PER_YEAR * years / 1e3 * electricity_usd_per_kWh
+    cost = (depreciation_usd(equipment, years, network_life_years)
+            + depreciation_usd(fibre, years, _v(cat.fibre.life_years)) + energy)
     sources = {f"{sec}.{k}": (v.value, v.source, v.status) for sec in ("module", "amplifier", "fibre")
                for k, v in getattr(cat, sec) if isinstance(v, Value)}
     return DciBill(spans=bills, power_W=power, equipment_usd=equipment, fibre_usd=fibre, cost_over_years_usd=cost,

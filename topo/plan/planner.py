@@ -33,7 +33,7 @@ from .switch_counts import switch_count_notes
 from .tco import ownership_cost
 from .network import crosspod_collectives
 from .power import power_breakdown
-from .power_notes import power_notes
+from .power_notes import cooling_note, power_notes
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 
@@ -164,6 +164,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
     notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
+    notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
     impact = collective_times_with_failures(fabric) if collectives else []
     fac = cat.facility
     halls_W = [h.it_power_W for h in floor.halls]

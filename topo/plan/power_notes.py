@@ -10,7 +10,7 @@ from .catalog import Catalog
 from .power import PowerBreakdown
 from .storage import StoragePlan
 
-__all__ = ["power_notes"]
+__all__ = ["cooling_note", "power_notes"]
 
 
 def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: int, cooling: str) -> list[str]:
@@ -34,10 +34,31 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
                      "their power is in IT power and their floor in the floor's total, no longer a flat share of "
                      "server power")
     where = ("facility.pue (it replaces the cooling type's)" if pw.pue_source == "facility.pue" else
-             f"the {cooling.replace('_', ' ')} cooling's (cooling.toml; set facility.pue or --pue to replace it: "
+             f"the {cooling.replace('_', ' ')} cooling's (cooling.toml; set facility.pue to replace it: "
              "SemiAnalysis' 1.59 TWh implies 1.281 at full draw)")
     notes.append(f"PUE {pw.pue:g} from {where}; energy, its cost, CO2 and water at the servers' average draw "
                  f"({100 * pw.server_average_fraction:.1f}% of nameplate, facility.server_average_fraction), "
                  f"{pw.average_facility_power_W / 1e6:,.2f} MW; the UPS, generators, halls and build cost on nameplate, "
                  f"{pw.facility_power_W / 1e6:,.2f} MW")
     return notes
+
+
+def cooling_note(cat: Catalog, cooling: str, rack_load_W: float, server_cooling: str) -> list[str]:
+    """A note when the halls' cooling is more than ``plan.floor.cooling`` names (the servers or the racks' load need
+    more: never less than they need), else none.
+
+    Parameters
+    ----------
+    cat : the plan's catalog (``floor.cooling`` and each type's ``max_rack_W``).
+    cooling : the halls' cooling type (:func:`topo.plan.floor.floor_plan`).
+    rack_load_W : a full server rack's load.
+    server_cooling : the least cooling the servers need (the server entry's ``cooling``).
+    """
+    named = cat.floor.cooling
+    if named in ("auto", cooling):
+        return []
+    limit_W = getattr(cat.cooling, named).max_rack_W.value
+    why = (f"the servers need {server_cooling.replace('_', ' ')}" if rack_load_W <= limit_W else
+           f"a rack of {rack_load_W / 1e3:,.1f} kW is beyond its {limit_W / 1e3:,.0f} kW")
+    return [f"plan.floor.cooling = \"{named}\" is less than the halls need ({why}): they have "
+            f"{cooling.replace('_', ' ')} cooling"]

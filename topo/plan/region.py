@@ -12,10 +12,9 @@ from ..spec.model import ClusterSpec
 from .catalog import load_catalog
 from .dci import DciBill, dci_bill, load_dci_catalog
 from .planner import plan
+from .power import HOURS_PER_YEAR
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region"]
-
-HOURS_PER_YEAR = 8760.0
 
 
 @dataclass
@@ -108,8 +107,8 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
                       dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
-                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (or --set "
-                             "plan.dci.module.price_usd=...)"]
+                             "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
+                             "plan.dci.module.price_usd)"]
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
     if one_site:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from .capex import Capex
 from .power import HOURS_PER_YEAR, PowerBreakdown
 
-__all__ = ["OwnershipCost", "ownership_cost"]
+__all__ = ["OwnershipCost", "depreciation_usd", "ownership_cost"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,16 @@ class OwnershipCost:
         return asdict(self)
 
 
+def depreciation_usd(capex_usd: float, years: float, life_years: float) -> float:
+    """Straight-line depreciation of ``capex_usd`` charged in ``years`` over a ``life_years`` life: capex x years / life,
+    more than the capex past its life (a refresh bought again at today's price; see the module doc).
+
+    >>> depreciation_usd(100.0, 5, 20), depreciation_usd(100.0, 10, 5)
+    (25.0, 200.0)
+    """
+    return capex_usd * years / life_years
+
+
 def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years: float,
                    server_life_years: float, network_life_years: float, facility_life_years: float,
                    maintenance_fraction_per_year: float, opex_usd_per_MW_year: float,
@@ -73,8 +83,9 @@ def ownership_cost(num_gpus: int, capex: Capex, power: PowerBreakdown, *, years:
     """
     lives = {"servers": server_life_years, "network": network_life_years, "facility": facility_life_years}
     server_class = capex.servers_usd + capex.storage_usd + capex.frontend_usd
-    depreciation = (server_class * years / server_life_years + capex.network_capex_usd * years / network_life_years
-                    + (capex.facility_usd + capex.cooling_usd) * years / facility_life_years)
+    depreciation = (depreciation_usd(server_class, years, server_life_years)
+                    + depreciation_usd(capex.network_capex_usd, years, network_life_years)
+                    + depreciation_usd(capex.facility_usd + capex.cooling_usd, years, facility_life_years))
     refreshes = {k: math.ceil(years / life - 1e-9) - 1 for k, life in lives.items()}
     energy = years * power.energy_cost_per_year_usd
     maintenance = years * maintenance_fraction_per_year * (server_class + capex.network_capex_usd)

@@ -25,16 +25,18 @@ _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transp
                  "context_autoregressive")
 
 
-def parse_mesh(text: str, source: str = "--jax-mesh") -> dict[str, int]:
+def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
     """``{axis: size}`` of ``ici_<axis>=n,dcn_<axis>=m`` pairs (``_parallelism`` may follow the axis), each axis the
     product of its ICI and DCN sizes.
 
     Raises
     ------
     TopoError
-        A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed).
+        A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed), or
+        one given twice.
     """
     sizes = {a: 1 for a in MESH_AXES}
+    seen: set[str] = set()
     allowed = ", ".join(f"ici_{a}, dcn_{a}" for a in MESH_AXES)
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, eq, value = part.partition("=")
@@ -47,6 +49,9 @@ def parse_mesh(text: str, source: str = "--jax-mesh") -> dict[str, int]:
             raise TopoError(f"{key}: topo does not model the {axis} axis; allowed: {allowed}", source=source)
         if axis not in sizes:
             raise TopoError(f"unknown mesh axis {key!r}; allowed: {allowed}", source=source)
+        if key in seen:
+            raise TopoError(f"{key} is given twice; allowed: each of {allowed} at most once", source=source)
+        seen.add(key)
         try:
             n = int(value.strip())
         except ValueError:
@@ -58,7 +63,7 @@ def parse_mesh(text: str, source: str = "--jax-mesh") -> dict[str, int]:
     return sizes
 
 
-def layout_from_mesh(text: str, source: str = "--jax-mesh") -> dict:
+def layout_from_mesh(text: str, source: str = "jax_mesh") -> dict:
     """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
     ``fsdp`` axis, ``dp_sharding = "zero3"`` and (beside a data or expert axis) ``dp_shard``."""
     s = parse_mesh(text, source)

@@ -435,6 +435,8 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
         msg = f"must be a whole number, got {value!r}"
     elif kind in ("bool_type", "bool_parsing"):
         msg = f"must be true or false, got {value!r}"
+    elif kind in ("tuple_type", "list_type"):
+        msg = f"must be a list, e.g. [\"a\", \"b\"], got {value!r}"
     else:
         msg = err["msg"].removeprefix("Value error, ")
         if kind not in ("value_error",):

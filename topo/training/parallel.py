@@ -15,6 +15,7 @@ Everything a user can get wrong raises :class:`~topo.errors.TopoError` keyed by 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from typing import Annotated, Literal
 
@@ -252,9 +253,9 @@ def make_layout(source: str = "layout", **kw) -> ParallelLayout:
 
 def layout_pairs(text: str) -> dict:
     """The fields of ``key=value`` pairs separated by commas (``tp=8,pp=16,dp=64,global_batch=2048``; values read
-    as TOML values, else as text)."""
+    as TOML values, else as text; a list keeps its commas: ``cuda_graph_scope=["attn","moe_router"]``)."""
     kw = {}
-    for part in text.split(","):
+    for part in re.split(r",(?![^\[]*\])", text):  # a comma inside [...] belongs to a list value
         key, eq, value = part.strip().partition("=")
         if not eq or not key.strip():
             raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
@@ -310,6 +311,41 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if lay.pipeline_schedule == "dualpipe" and (lay.vpp > 1 or lay.pp % 2):
         bad("pipeline_schedule", f"dualpipe needs an even pp and vpp = 1, got pp {lay.pp}, vpp {lay.vpp}; "
                                  f"allowed: 1f1b")
+    _check_options(model, lay, bad, source)
+    units = model.layers + (2 if lay.pipeline_embedding else 0)
+    if lay.pipeline_layout is None and units < lay.pp * lay.vpp:
+        what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
+        hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
+        bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "
+                  f"allowed: pp x vpp <= {units}{hint}")
+    if lay.global_batch % (lay.dp * lay.micro_batch):
+        bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
+                            f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
+    if lay.vpp > 1 and lay.microbatches % lay.pp:
+        bad("global_batch", f"interleaved 1F1B needs micro-batches ({lay.microbatches}) divisible by pp ({lay.pp})")
+    if lay.ep > 1:
+        if model.moe is None:
+            bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
+        if model.moe.experts % lay.ep:
+            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts; allowed: a divisor of "
+                      f"{model.moe.experts}")
+        ranks = lay.tp * lay.cp * lay.dp
+        if ranks % (lay.ep * lay.expert_tp):
+            bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of "
+                      f"a pipeline stage (experts are laid out over them)")
+        if model.moe.expert_ffn_hidden % lay.expert_tp:
+            bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {model.moe.expert_ffn_hidden}")
+    elif lay.etp is not None and lay.etp != lay.tp and model.moe is None:
+        bad("etp", f"{lay.etp} needs a mixture-of-experts model; {model.name} is dense")
+    if lay.gpus_per_domain_used is not None and gpus_per_domain is not None \
+            and lay.gpus_per_domain_used > gpus_per_domain:
+        bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
+                                    f"domain; allowed: 1 to {gpus_per_domain}")
+
+
+def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> None:
+    """:func:`check_layout`'s rules for the options beside the sizes: activation offloading, hybrid sharding, CUDA
+    graph scopes and a recipe's pipeline layout (``bad(key, message)`` raises)."""
     if lay.activation_offload_layers:
         n = lay.activation_offload_layers
         if n >= model.layers:
@@ -340,35 +376,6 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
                                       "pipeline_layout: false")
         layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
                       mtp_layers=model.mtp_layers, source=source)
-    units = model.layers + (2 if lay.pipeline_embedding else 0)
-    if lay.pipeline_layout is None and units < lay.pp * lay.vpp:
-        what = f"the {model.layers} layers" + (" + embedding + loss" if lay.pipeline_embedding else "")
-        hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
-        bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "
-                  f"allowed: pp x vpp <= {units}{hint}")
-    if lay.global_batch % (lay.dp * lay.micro_batch):
-        bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
-                            f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
-    if lay.vpp > 1 and lay.microbatches % lay.pp:
-        bad("global_batch", f"interleaved 1F1B needs micro-batches ({lay.microbatches}) divisible by pp ({lay.pp})")
-    if lay.ep > 1:
-        if model.moe is None:
-            bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
-        if model.moe.experts % lay.ep:
-            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts; allowed: a divisor of "
-                      f"{model.moe.experts}")
-        ranks = lay.tp * lay.cp * lay.dp
-        if ranks % (lay.ep * lay.expert_tp):
-            bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of "
-                      f"a pipeline stage (experts are laid out over them)")
-        if model.moe.expert_ffn_hidden % lay.expert_tp:
-            bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {model.moe.expert_ffn_hidden}")
-    elif lay.etp is not None and lay.etp != lay.tp and model.moe is None:
-        bad("etp", f"{lay.etp} needs a mixture-of-experts model; {model.name} is dense")
-    if lay.gpus_per_domain_used is not None and gpus_per_domain is not None \
-            and lay.gpus_per_domain_used > gpus_per_domain:
-        bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
-                                    f"domain; allowed: 1 to {gpus_per_domain}")
 
 
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
