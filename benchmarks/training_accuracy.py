@@ -45,7 +45,9 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
 (``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
 ``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
-``cuda_graph_scope`` column is recorded only (``data/reference/README.md`` says why). Overlapped all-to-alls take
+``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
+the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
+pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
 20 SMs from the compute beside them (``ParallelLayout.ep_comm_sms``, DeepEP's default). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
@@ -141,8 +143,7 @@ def _setups():
                   precision=row["precision"], flash_attention=True, recompute="none",
                   dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
                   overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
-        # the recipe's recomputed modules (space-separated; empty: none). The cuda_graph_scope column is recorded
-        # but not modelled (see data/reference/README.md)
+        # the recipe's recomputed modules (space-separated; empty: none)
         kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
         if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
             kw.update(etp=int(row.get("etp") or 1), overlap_ep=row.get("moe_a2a_overlap") == "1",
