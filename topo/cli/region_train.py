@@ -11,7 +11,8 @@ from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import make_layout
 from ..units import format_bandwidth, format_size, format_time
-from .common import data_parallel, search_options
+from .common import data_parallel
+from .search_options import search_options
 from .output import emit, emit_json, table
 from .region import region_from_args
 

@@ -13,7 +13,8 @@ from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_lay
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
-from .common import add_spec_arguments, data_parallel, fabric_from_args, search_options
+from .common import add_spec_arguments, data_parallel, fabric_from_args
+from .search_options import search_options
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, table
