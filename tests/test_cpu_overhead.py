@@ -97,3 +97,29 @@ def test_an_unknown_cpu_vendor_is_one_clear_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "server.cpu_vendor" in line and "via" in line
+
+
+def test_nccls_nvls_tree_correction_holds_on_x86_blackwell_only():
+    """ncclTopoGetAlgoTime (NCCL 2.30.7, master 5067397c): NVLSTree all-reduce's bandwidth x
+    treeCorrectionFactor[proto][log2i(bytes >> 6)] when minCompCap >= 100 and the host is x86. 2 x 8 B200 (Intel,
+    as DGX B200): at 1 MiB (index 14, Simple 0.5) NCCL's NVLSTree bandwidth term doubles; on Grace (Arm) it does
+    not; Hopper never takes it."""
+    from topo.engine.estimate import evaluate
+    from topo.engine.tuner import nccl_time_s
+
+    assert profile_for("blackwell", "infiniband_ndr").nvls_tree_correction
+    assert not profile_for("blackwell", "infiniband_ndr").for_cpu("arm").nvls_tree_correction
+    assert profile_for("blackwell", "infiniband_ndr").for_cpu("amd").nvls_tree_correction
+    assert not profile_for("hopper", "infiniband_ndr").nvls_tree_correction
+    fab = _fabric("B200")
+    ev = evaluate(fab, "all_reduce", gpus=16)
+    assert "nvls_tree" in ev.costed
+    x86, arm = ev.profile, ev.profile.for_cpu("arm")
+    assert x86.nvls_tree_correction and not arm.nvls_tree_correction
+
+    def bw_term(prof, size):
+        t = nccl_time_s("nvls_tree", ev.costed, prof, "Simple", size, "all_reduce", 16, 2)
+        return t - nccl_time_s("nvls_tree", ev.costed, prof, "Simple", 0, "all_reduce", 16, 2)
+
+    assert bw_term(x86, 2**20) == pytest.approx(2.0 * bw_term(arm, 2**20), rel=1e-9)
+    assert bw_term(x86, 2**30) == pytest.approx(bw_term(arm, 2**30), rel=1e-9)  # past the table

@@ -90,6 +90,9 @@ PARAMETERS: dict[str, Spec] = {
     "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
                                doc="latency added to every NVLink step when the NVLink domain spans several servers "
                                    "(NVL72 racks: multi-node NVLink), any protocol"),
+    "nvls_tree_correction_x86": Spec("gpu", "scalar", 0, 1, optional=True,
+                                     doc="1: NCCL's tuner applies the tree correction to NVLSTree all-reduce on "
+                                         "x86 hosts (not on Arm) for this generation"),
     "launch_us": Spec("gpu", "scalar", 0.0, 10.0, optional=True,
                       doc="the GPU's fixed cost per kernel in a queue of back-to-back kernels, added once per "
                           "collective (nccl-tests launches one kernel per call, back to back)"),

@@ -64,6 +64,9 @@ class Profile:
     net_overhead_s: float = 0.0
     # NCCL's overhead on AMD x86 hosts (getNetOverhead); None: the same as net_overhead_s. for_cpu picks one
     net_overhead_amd_s: float | None = None
+    # NCCL's tuner corrects NVLSTree all-reduce's bandwidth by tree_correction (Blackwell on x86 hosts; for_cpu("arm")
+    # turns it off)
+    nvls_tree_correction: bool = False
     proto_efficiency: dict = field(default_factory=dict)
     busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
     channels: int = 16
@@ -215,7 +218,8 @@ class Profile:
 
     def for_cpu(self, cpu_vendor: str | None) -> "Profile":
         """This profile on hosts with ``cpu_vendor``'s CPUs: NCCL's network overhead per step is 2 us on AMD x86,
-        1 us on Intel and on every other CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead).
+        1 us on Intel and on every other CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead), and its tuner's
+        NVLSTree correction holds on x86 hosts only (ncclTopoGetAlgoTime).
 
         Parameters
         ----------
@@ -226,9 +230,12 @@ class Profile:
         -------
         Profile
         """
-        if cpu_vendor != "amd" or self.net_overhead_amd_s is None:
-            return self
-        return replace(self, net_overhead_s=self.net_overhead_amd_s, net_overhead_amd_s=None)
+        changes = {}
+        if cpu_vendor == "amd" and self.net_overhead_amd_s is not None:
+            changes.update(net_overhead_s=self.net_overhead_amd_s, net_overhead_amd_s=None)
+        if cpu_vendor == "arm" and self.nvls_tree_correction:  # NCCL: only where cpuArch == X86
+            changes["nvls_tree_correction"] = False
+        return replace(self, **changes) if changes else self
 
     def overhead(self, proto: str) -> float:
         """Per network step software overhead (NCCL: x3 for Simple).
@@ -364,6 +371,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
         launch_s=v.get("launch_us", 0.0) * US,
+        nvls_tree_correction=bool(v.get("nvls_tree_correction_x86", 0)),
         p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
         p2p_ll_threshold_bytes=float(v.get("p2p_ll_threshold_bytes", 0.0)),
