@@ -21,7 +21,8 @@ from pathlib import Path
 from ..errors import TopoError
 from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, load_profile_file
 
-__all__ = ["Profile", "PROTOCOLS", "profile_for", "fabric_profile", "network_for", "ideal_profile", "resolve_profile", "compose_profile",
+__all__ = ["Profile", "PROTOCOLS", "profile_for", "fabric_profile", "network_for", "ideal_profile", "resolve_profile",
+           "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
