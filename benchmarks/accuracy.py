@@ -247,6 +247,23 @@ HELDOUT_SETUPS: dict[str, SetupDef] = {
 
 ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
 
+# The host CPU where the instance's published specification names it and it differs from the catalog server's for
+# that GPU (topo/data/catalog/servers.toml: AMD for A100 as DGX A100, Arm for the NVL72 trays, else Intel): NCCL's
+# network overhead per step is 2 us on AMD x86, 1 us on Intel (tuning.cc getNetOverhead). The other setups take the
+# catalog's: Azure NDv4 and OCI's A100 shapes are AMD EPYC (7V12; 7542 / 7J13), Azure ND H100 v5, GCP A3/A3 Ultra/A4,
+# Dell XE9680, CoreWeave and Nebius H100 are Intel Xeon (as their specifications say); the rest do not say.
+P4D_INTEL = "AWS EC2 P4 instances: 2nd Generation Intel Xeon Scalable (Cascade Lake P-8275CL) processors"
+P5_AMD = "AWS EC2 P5 instances: 3rd Gen AMD EPYC processors (AMD EPYC 7R13)"
+CPU_VENDOR = {
+    "nccl527_p4dn_1n": ("intel", P4D_INTEL), "nccl527_p4dn_2n": ("intel", P4D_INTEL),
+    "nccl527_p4dn_3n": ("intel", P4D_INTEL), "nccl527_p4dn_4n": ("intel", P4D_INTEL),
+    "awsefaeks_p4d_2n": ("intel", P4D_INTEL), "awsome_p4de_2n": ("intel", P4D_INTEL),
+    "aws_p5_2n": ("amd", P5_AMD), "awsome_p5_2n_eks": ("amd", P5_AMD),
+    "dstack3961_p6b200_2n": ("intel", "AWS EC2 P6-B200 instances: 5th Generation Intel Xeon Scalable (Emerald Rapids)"),
+}
+for _sid, (_vendor, _src) in CPU_VENDOR.items():
+    ALL_SETUPS[_sid].spec["server"]["cpu_vendor"] = _vendor
+
 
 @dataclass
 class Group:
@@ -307,7 +324,8 @@ def load_groups(path, setups) -> list[Group]:
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
         setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol,
                       channels=d.channels)
-        case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs], profile_for(gen, tech),
+        case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs],
+                    profile_for(gen, tech).for_cpu(fab.spec.cpu_vendor),
                     label=f"{sid}:{coll}",
                     tags=frozenset({f"gpu:{gen}", f"network:{tech}", f"netfamily:{network_family(tech)}",
                                     f"netclass:{network_class(tech)}"}))
@@ -435,7 +453,8 @@ def shared_params() -> list[FreeParam]:
 
 def _start(g: Group) -> Case:
     fab = g.case.setup.fabric
-    return replace(g.case, profile=unfitted(fab.spec.gpu_model.generation, fab.spec.fabric.technology))
+    return replace(g.case, profile=unfitted(fab.spec.gpu_model.generation, fab.spec.fabric.technology)
+                   .for_cpu(fab.spec.cpu_vendor))
 
 
 # --- scoring --------------------------------------------------------------------------------------------------

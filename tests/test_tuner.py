@@ -53,11 +53,14 @@ def test_tree_beyond_two_nodes_is_priced_with_the_rings_network_bandwidth(h100_4
 def test_tree_correction_table_lookup():
     p = profile_for("hopper", "infiniband_ndr")
     # NCCL's table (tuning.cc, 2.30.7): Simple at 64 B (index 0) 0.9; at 1 MiB (index 14) 0.5; LL128 at 4 MiB
-    # (index 16) 0.8; Simple at 512 MiB (index 23, the 24th entry) 0.9; nothing from 1 GiB (past the table)
+    # (index 16) 0.8; Simple at 512 MiB (index 23, the 24th entry) 0.9 for NVLSTree only: ncclTopoGetAlgoTime reads
+    # 'logSize < 23' for Tree, 'logSize < 24' for NVLSTree; nothing from 1 GiB (past the table)
     assert tree_correction(p, "Simple", 64) == 0.9
     assert tree_correction(p, "Simple", 2**20) == 0.5
     assert tree_correction(p, "LL128", 4 * 2**20) == 0.8
-    assert tree_correction(p, "Simple", 512 * 2**20) == 0.9
+    assert tree_correction(p, "Simple", 512 * 2**20) == 1.0
+    assert tree_correction(p, "Simple", 512 * 2**20, "nvls_tree") == 0.9
+    assert tree_correction(p, "Simple", 256 * 2**20) == 0.9  # index 22, the Tree's last
     assert tree_correction(p, "Simple", 2**30) == 1.0
     assert tree_correction(p, "LL", 8) == 1.0  # 8 >> 6 = 0: index 0
 

@@ -29,7 +29,7 @@ from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacit
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
-from .profiles import Profile, profile_for, resolve_profile
+from .profiles import Profile, fabric_profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
@@ -54,7 +54,7 @@ def default_profile(fabric: Fabric) -> Profile:
     -------
     Profile
     """
-    return profile_for(fabric.spec.gpu_model.generation, fabric.spec.fabric.technology)
+    return fabric_profile(fabric)
 
 
 def size_sweep(min_bytes, max_bytes, factor: float = 2.0, step_bytes=None) -> list[int]:

@@ -55,7 +55,10 @@ PARAMETERS: dict[str, Spec] = {
     "base_latency_us": Spec("nccl", "by_family", 0.0, 200.0, doc="software latency per collective call"),
     "nvlink_hop_us": Spec("nccl", "by_family", 0.0, 200.0, doc="latency per step over NVLink"),
     "net_hop_us": Spec("nccl", "by_family", 0.0, 500.0, doc="latency per step over the network (InfiniBand)"),
-    "net_overhead_us": Spec("nccl", "scalar", 0.0, 50.0, doc="software overhead per network step (x3 Simple)"),
+    "net_overhead_us": Spec("nccl", "scalar", 0.0, 50.0, doc="software overhead per network step (x3 Simple), "
+                            "on Intel x86 and any other CPU NCCL does not single out"),
+    "net_overhead_amd_us": Spec("nccl", "scalar", 0.0, 50.0, optional=True,
+                                doc="the same overhead on AMD x86 hosts (default: net_overhead_us)"),
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
     "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,
@@ -87,6 +90,9 @@ PARAMETERS: dict[str, Spec] = {
     "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
                                doc="latency added to every NVLink step when the NVLink domain spans several servers "
                                    "(NVL72 racks: multi-node NVLink), any protocol"),
+    "nvls_tree_correction_x86": Spec("gpu", "scalar", 0, 1, optional=True,
+                                     doc="1: NCCL's tuner applies the tree correction to NVLSTree all-reduce on "
+                                         "x86 hosts (not on Arm) for this generation"),
     "launch_us": Spec("gpu", "scalar", 0.0, 10.0, optional=True,
                       doc="the GPU's fixed cost per kernel in a queue of back-to-back kernels, added once per "
                           "collective (nccl-tests launches one kernel per call, back to back)"),

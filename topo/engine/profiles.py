@@ -21,7 +21,8 @@ from pathlib import Path
 from ..errors import TopoError
 from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, load_profile_file
 
-__all__ = ["Profile", "PROTOCOLS", "profile_for", "network_for", "ideal_profile", "resolve_profile", "compose_profile",
+__all__ = ["Profile", "PROTOCOLS", "profile_for", "fabric_profile", "network_for", "ideal_profile", "resolve_profile",
+           "compose_profile",
            "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -62,6 +63,11 @@ class Profile:
     # NCCL's own per-step network latencies, without topo's fitted net_latency_us (None: net_hop_s is NCCL's)
     nccl_net_hop_s: dict | None = None
     net_overhead_s: float = 0.0
+    # NCCL's overhead on AMD x86 hosts (getNetOverhead); None: the same as net_overhead_s. for_cpu picks one
+    net_overhead_amd_s: float | None = None
+    # NCCL's tuner corrects NVLSTree all-reduce's bandwidth by tree_correction (Blackwell on x86 hosts; for_cpu("arm")
+    # turns it off)
+    nvls_tree_correction: bool = False
     proto_efficiency: dict = field(default_factory=dict)
     busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
     channels: int = 16
@@ -211,6 +217,27 @@ class Profile:
         hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
         return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0, launch_s=0.0)
 
+    def for_cpu(self, cpu_vendor: str | None) -> "Profile":
+        """This profile on hosts with ``cpu_vendor``'s CPUs: NCCL's network overhead per step is 2 us on AMD x86,
+        1 us on Intel and on every other CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead), and its tuner's
+        NVLSTree correction holds on x86 hosts only (ncclTopoGetAlgoTime).
+
+        Parameters
+        ----------
+        cpu_vendor : str or None
+            ``intel``, ``amd`` or ``arm`` (the spec's ``server.cpu_vendor``); None keeps the profile as it is.
+
+        Returns
+        -------
+        Profile
+        """
+        changes = {}
+        if cpu_vendor == "amd" and self.net_overhead_amd_s is not None:
+            changes.update(net_overhead_s=self.net_overhead_amd_s, net_overhead_amd_s=None)
+        if cpu_vendor == "arm" and self.nvls_tree_correction:  # NCCL: only where cpuArch == X86
+            changes["nvls_tree_correction"] = False
+        return replace(self, **changes) if changes else self
+
     def overhead(self, proto: str) -> float:
         """Per network step software overhead (NCCL: x3 for Simple).
 
@@ -335,6 +362,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         net_hop_s=_by_family(net_step_table(v), US * v["net_hop_scale"]),
         nccl_net_hop_s=_by_family(net_step_table({**v, "net_latency_us": 0.0}), US * v["net_hop_scale"]),
         net_overhead_s=v["net_overhead_us"] * US,
+        net_overhead_amd_s=v["net_overhead_amd_us"] * US if "net_overhead_amd_us" in v else None,
         proto_efficiency=eff,
         busbw_cap_Bps=caps,
         channels=ch,
@@ -344,6 +372,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
         launch_s=v.get("launch_us", 0.0) * US,
+        nvls_tree_correction=bool(v.get("nvls_tree_correction_x86", 0)),
         p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
         p2p_ll_threshold_bytes=float(v.get("p2p_ll_threshold_bytes", 0.0)),
@@ -474,6 +503,20 @@ def _fabric_parts(fabric) -> tuple[str, str]:
     return fabric.spec.gpu_model.generation, fabric.spec.fabric.technology
 
 
+def fabric_profile(fabric) -> Profile:
+    """The bundled profile of a fabric: its GPU generation and network technology, on its servers' CPU.
+
+    Parameters
+    ----------
+    fabric : Fabric
+
+    Returns
+    -------
+    Profile
+    """
+    return profile_for(*_fabric_parts(fabric)).for_cpu(fabric.spec.cpu_vendor)
+
+
 def resolve_profile(profile=None, fabric=None) -> Profile:
     """A :class:`Profile` from what a user names.
 
@@ -503,7 +546,7 @@ def resolve_profile(profile=None, fabric=None) -> Profile:
         if fabric is None:
             raise TopoError("the default profile depends on the fabric's GPU and network; name one instead, "
                             f"e.g. {bundled_profile_names()[0]!r}", key="profile")
-        return profile_for(*_fabric_parts(fabric))
+        return fabric_profile(fabric)
     if not isinstance(profile, (str, Path)):
         raise TopoError(f"a profile is a name or a file, got {profile!r}", key="profile")
     if profile == "ideal":

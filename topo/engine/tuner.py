@@ -56,14 +56,22 @@ class TunerChoice:
     model_time_s: float
 
 
-def tree_correction(profile: Profile, proto: str, size_bytes: int) -> float:
-    """NCCL's ``treeCorrectionFactor[proto][log2i(bytes >> 6)]`` (1 past the table or without one).
+# entries of treeCorrectionFactor NCCL reads per algorithm (ncclTopoGetAlgoTime at 2.30.7: Tree 'logSize < 23',
+# NVLSTree 'logSize < 24'): the table's 24th entry (512 MiB) is NVLSTree's only
+_CORRECTED_ENTRIES = {"tree": 23, "nvls_tree": 24}
+
+
+def tree_correction(profile: Profile, proto: str, size_bytes: int, family: str = "tree") -> float:
+    """NCCL's ``treeCorrectionFactor[proto][log2i(bytes >> 6)]`` (1 past the entries ``family`` reads, or without
+    a table).
 
     Parameters
     ----------
     profile : Profile
     proto : str
     size_bytes : int
+    family : str
+        ``tree`` (NCCL reads the first 23 entries) or ``nvls_tree`` (24).
 
     Returns
     -------
@@ -74,7 +82,7 @@ def tree_correction(profile: Profile, proto: str, size_bytes: int) -> float:
         return 1.0
     n = int(size_bytes) >> 6
     i = n.bit_length() - 1 if n > 0 else 0  # NCCL's log2i: floor(log2(n)), 0 for n < 2
-    return table[i] if i < len(table) else 1.0
+    return table[i] if i < min(len(table), _CORRECTED_ENTRIES[family]) else 1.0
 
 
 def _nccl_seconds_per_byte(name: str, c: Costed, costed: dict[str, Costed], collective: str, num_ranks: int,
@@ -120,6 +128,8 @@ def nccl_time_s(name: str, costed: dict[str, Costed], profile: Profile, proto: s
     rate = rate_limit(c, profile, proto, collective, num_ranks, num_domains, seconds_per_byte=spb).rate_Bps
     if fam == "tree":
         rate *= tree_correction(profile, proto, size_bytes)
+    elif fam == "nvls_tree" and collective == "all_reduce" and profile.nvls_tree_correction:
+        rate *= tree_correction(profile, proto, size_bytes, "nvls_tree")
     return lat + (size_bytes / rate if math.isfinite(rate) and rate > 0 else 0.0)
 
 

@@ -78,6 +78,17 @@ Cooling = Literal["air", "rear_door", "direct_liquid"]
 COOLING = ("air", "rear_door", "direct_liquid")  # from the least to the most heat removed per rack
 
 
+CPU_VENDORS = ("intel", "amd", "arm")
+
+
+class CpuVendor(_Strict):
+    """The host CPU's vendor, sourced (NCCL prices its network overhead by it: tuning.cc getNetOverhead)."""
+
+    value: Literal["intel", "amd", "arm"]
+    source: Annotated[str, Field(min_length=1)]
+    status: Status
+
+
 class Server(_Strict):
     gpu: str
     gpus: Count
@@ -93,6 +104,7 @@ class Server(_Strict):
     leaf_in_rack: bool = True  # False: the rack has no room for a leaf, which then sits at the end of the row
     nic_module_ports: _bounded(ge=1.0, le=2.0, whole=True, why_le=" (single- or twin-port NIC cages)")
     cooling: Cooling  # the least cooling a rack of these servers needs
+    cpu_vendor: CpuVendor  # the host CPU: the spec's server.cpu_vendor when it gives none (topo.spec.server_cpu)
 
 
 class Switch(_Strict):

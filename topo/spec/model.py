@@ -14,6 +14,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from ..fabric.hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
+from ..fabric.server_cpu import server_cpu_vendor
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
 
 __all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",
@@ -120,6 +121,10 @@ class ServerSpec(_Strict):
     """GPU-to-NIC (host link) bandwidth per direction. Default: PCIe x16 at the lower generation of the GPU and
     the NIC (topo/data/hardware/host_links.toml): Gen4 32, Gen5 64, Gen6 128 GB/s, so H100 with ConnectX-7 gets
     64 GB/s and B200 with an 800G ConnectX-8 128 GB/s."""
+    cpu_vendor: Literal["intel", "amd", "arm"] | None = None
+    """The host CPU's vendor: NCCL's network overhead per step is 2 us on AMD x86 hosts, 1 us on Intel and Arm
+    (tuning.cc getNetOverhead). Default: the catalog server's (``[plan] server_model``, else the first in
+    topo/data/catalog/servers.toml holding the GPU: AMD for DGX A100, Arm for the NVL72 trays, else Intel)."""
 
 
 class ClusterSpec(_Strict):
@@ -311,6 +316,14 @@ class Spec(_Strict):
     @property
     def gpu_model(self):
         return lookup_gpu(self.gpu)
+
+    @property
+    def cpu_vendor(self) -> str | None:
+        """The host CPU's vendor: ``server.cpu_vendor``, else the catalog server's (None: none holds the GPU)."""
+        if self.server.cpu_vendor is not None:
+            return self.server.cpu_vendor
+        model = self.plan.get("server_model") if isinstance(self.plan, dict) else None
+        return server_cpu_vendor(self.gpu, model if isinstance(model, str) else None)
 
     @property
     def gpus_per_domain(self) -> int:
