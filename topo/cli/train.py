@@ -289,6 +289,11 @@ def _print_step(r, tokens) -> None:
     if r.contention:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
+    host = r.compute_by_module_s.get("host", 0.0)
+    if host > 0:
+        emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
+             f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "
+             f"off the host)")
     emit("")
     rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
              format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
