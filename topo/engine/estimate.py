@@ -44,7 +44,8 @@ MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten 
 
 
 def default_profile(fabric: Fabric) -> Profile:
-    """The NCCL-derived profile of the fabric's GPU generation and network technology.
+    """The NCCL-derived profile of the fabric's GPU generation and network technology, on its servers' CPU
+    (:func:`topo.engine.profiles.fabric_profile`, which this names for the estimate's callers).
 
     Parameters
     ----------
