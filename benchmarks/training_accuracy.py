@@ -178,7 +178,8 @@ def _setups():
             # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
             kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
         if row["run_id"].startswith("deepseekv3_h800"):
-            kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe")
+            # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
+            kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"],
                         holdout=is_held))

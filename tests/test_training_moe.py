@@ -283,15 +283,38 @@ def test_dualpipe_bubble_closed_form(h100_fabric):
     lay = make_layout(pp=8, dp=2, global_batch=64, seq_len=4096)
     dual = lay.model_copy(update={"pipeline_schedule": "dualpipe"})
     sc = stage_compute(m, lay, gpu_compute("H100"))
+    sc2 = stage_compute(m, dual, gpu_compute("H100"))
     one = estimate_step(h100_fabric, m, lay, contention=False)
     two = estimate_step(h100_fabric, m, dual, contention=False)
-    assert two.breakdown_s["bubble"] == pytest.approx(3 * sc.forward_s, rel=1e-12)
+    assert two.breakdown_s["bubble"] == pytest.approx(3 * sc2.forward_s, rel=1e-12)
     assert one.breakdown_s["bubble"] >= 7 * sc.microbatch_s
-    assert two.breakdown_s["compute"] == one.breakdown_s["compute"]
+    # rank i runs stage i and stage 7 - i on half the micro-batches each: the busiest rank's mean sets the pace
+    mirrored = max((sc.stage_s[i] + sc.stage_s[7 - i]) / 2 for i in range(8))
+    assert two.breakdown_s["compute"] == pytest.approx(lay.microbatches * mirrored, rel=1e-12)
+    assert two.breakdown_s["compute"] < one.breakdown_s["compute"]  # the embedding and the head share a rank
     for bad in (dict(pp=8, vpp=2), dict(pp=3)):
         with pytest.raises(TopoError, match="dualpipe needs an even pp") as e:
             check_layout(m, make_layout(dp=2, global_batch=48, seq_len=4096, pipeline_schedule="dualpipe", **bad))
         assert e.value.key == "pipeline_schedule"
+
+
+def test_dualpipe_holds_two_stages_and_shares_the_embedding():
+    """DualPipe keeps 2x parameters per device (deepseek-ai/DualPipe@3da1bbe README table; rank r holds stages r
+    and pp - 1 - r, examples/example_dualpipe.py), and the rank of the first and last stages shares the embedding
+    and the output head with the MTP module (DeepSeek-V3, arXiv 2412.19437 sec. 3.2.4): no copy of the
+    embedding for the MTP's next tokens."""
+    from topo.training.memory import stage_params
+
+    m = load_model("deepseek-v3-671b")
+    lay = make_layout(pp=16, dp=8, ep=8, global_batch=256, seq_len=4096, precision="fp8")
+    dual = lay.model_copy(update={"pipeline_schedule": "dualpipe"})
+    one, two = stage_params(m, lay), stage_params(m, dual)
+    for r in range(1, 15):  # the middle ranks: exactly their two stages' parameters
+        assert two[r][0] == pytest.approx(one[r][0] + one[15 - r][0], rel=1e-12)
+        assert two[r][1] == pytest.approx(one[r][1] + one[15 - r][1], rel=1e-12)
+    emb = m.vocab * m.hidden  # tp = 1
+    assert two[0][0] == pytest.approx(one[0][0] + one[15][0] - emb, rel=1e-12)
+    assert two[0][1] == pytest.approx(one[0][1] + one[15][1], rel=1e-12)
 
 
 def test_multi_token_prediction_runs_on_the_last_stage():

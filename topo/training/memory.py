@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, pipeline_units
+from .operators import END_UNITS, pipeline_units, rank_stages
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes"]
@@ -87,16 +87,18 @@ class MemoryBreakdown:
         return d
 
 
-def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str) -> tuple[float, float]:
-    """(dense, expert) parameters of one pipeline unit on one GPU (before ZeRO sharding)."""
+def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held: bool) -> tuple[float, float]:
+    """(dense, expert) parameters of one pipeline unit on one GPU (before ZeRO sharding); ``embedding_held``: the
+    GPU also holds the embedding (one stage, or DualPipe's rank of the first and last stages, which shares the
+    embedding and the output head with the MTP modules: DeepSeek-V3, arXiv 2412.19437 sec. 3.2.4)."""
     if unit == "embedding":
         return model.vocab * model.hidden / lay.tp, 0.0
     if unit == "logits":
-        own = 0 if (model.tied_embeddings and lay.pp == 1) else model.vocab * model.hidden
+        own = 0 if (model.tied_embeddings and embedding_held) else model.vocab * model.hidden
         return (own + model.hidden) / lay.tp, 0.0
-    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and with pp > 1 the
-        # last stage holds a copy of the embedding for the next tokens (Megatron-Core builds one where mtp_process)
-        emb = model.vocab * model.hidden if lay.pp > 1 else 0
+    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and a last stage
+        # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
+        emb = 0 if embedding_held else model.vocab * model.hidden
         return (2 * model.hidden * model.hidden + 2 * model.hidden + emb) / lay.tp, 0.0
     dense = expert = 0.0
     for k in unit:
@@ -121,15 +123,19 @@ def units_holding(model: ModelSpec, lay: ParallelLayout) -> list[tuple[int, int]
 
 
 def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int]]:
+    """Per pipeline rank: the parameters of every stage it holds (:func:`.operators.rank_stages`; DualPipe: two)."""
     out = []
-    memo: dict[str, tuple[float, float]] = {}
-    for units in pipeline_units(model, lay):
+    memo: dict[tuple[str, bool], tuple[float, float]] = {}
+    stages = pipeline_units(model, lay)
+    for held in rank_stages(lay):
         d = e = big = 0.0
         nd = ne = 0
+        units = [u for i in held for u in stages[i]]
+        with_emb = "embedding" in units
         for u in units:
-            ab = memo.get(u)
+            ab = memo.get((u, with_emb))
             if ab is None:
-                ab = memo[u] = _unit_params(model, lay, u)
+                ab = memo[(u, with_emb)] = _unit_params(model, lay, u, with_emb)
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
             nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
         out.append((d, e, big, nd, ne))
@@ -217,25 +223,45 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
 
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
     p, v, m = lay.pp, lay.vpp, lay.microbatches
+    if lay.pipeline_schedule == "dualpipe":  # DualPipe's README table: PP + 1 per device, of its two stages
+        return min(m, p + 1)
     if v == 1:
         return min(m, p - stage)
     return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
 
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
-    """Memory of every stage of ``lay`` (see the module doc); the stage that needs the most is returned."""
+    """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
+    (its ``stage``: the rank)."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
-    full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
-    per_kind = {k: block_activation_bytes(model, lay, k) for k in BLOCK_KINDS if model.count(k)}
-    per_unit: dict[str, float] = {}
-    best = None
     stages = pipeline_units(model, lay)
-    for i, (units, (dense, expert, big)) in enumerate(zip(stages, stage_params(model, lay))):
+    per_mb = _stage_activations(model, lay, stages)
+    best = None
+    for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
         w = lay.sharded(dense, expert, 3) * lay.weight_bytes
         buf = 2 * big * lay.weight_bytes if z >= 3 else 0.0
         g = lay.sharded(dense, expert, 2) * lay.grad_bytes
         o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
+        act = sum(per_mb[j] for j in held) / len(held) / lay.vpp * _in_flight_chunks(lay, i)
+        heads = sum(1 for j in held for u in stages[j] if u in ("logits", "mtp_head"))  # each head's fp32 logits
+        act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
+        mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
+                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i)
+        if best is None or mem.total_bytes > best.total_bytes:
+            best = mem
+    return best
+
+
+def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[str]]) -> list[float]:
+    """Activation bytes each stage keeps for one micro-batch (its layers' saved tensors; fully recomputed layers
+    their input; offloaded layers only the one in transit)."""
+    s = (lay.seq_len or model.seq_len) / lay.cp
+    full_input = 2 * s * lay.micro_batch * model.hidden / (lay.tp if lay.sequence_parallel else 1)
+    per_kind = {k: block_activation_bytes(model, lay, k) for k in BLOCK_KINDS if model.count(k)}
+    per_unit: dict[str, float] = {}
+    out = []
+    for units in stages:
         act_stage, layer_i, in_transit = 0.0, 0, 0.0
         for u in units:
             if u in END_UNITS:
@@ -251,12 +277,5 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
                 else:
                     act_stage += a
             layer_i += 1
-        act_stage += in_transit
-        act = act_stage / lay.vpp * _in_flight_chunks(lay, i)
-        heads = sum(1 for u in units if u in ("logits", "mtp_head"))  # each head's fp32 logits
-        act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
-        mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i)
-        if best is None or mem.total_bytes > best.total_bytes:
-            best = mem
-    return best
+        out.append(act_stage + in_transit)
+    return out

@@ -51,7 +51,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
-           "pipeline_units", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
+           "pipeline_units", "rank_stages", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
@@ -439,6 +439,25 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     return stages
 
 
+def rank_stages(lay: ParallelLayout) -> list[tuple[int, ...]]:
+    """The pipeline stages each pipeline rank runs, rank by rank.
+
+    Stage ``i`` runs on rank ``i``. Under DualPipe, rank ``i`` holds stage ``i`` and its mirror ``pp - 1 - i``,
+    and half the micro-batches enter from each end, so each rank runs each of its two stages on half of them
+    (deepseek-ai/DualPipe@3da1bbe ``examples/example_dualpipe.py``: the local modules are ``full_modules[rank]``
+    and ``full_modules[pp_size - 1 - rank]``; its README's table: 2x parameters per device).
+
+    Examples
+    --------
+    >>> from topo.training.parallel import make_layout
+    >>> rank_stages(make_layout(pp=4, dp=1, global_batch=8, pipeline_schedule="dualpipe"))
+    [(0, 3), (1, 2), (2, 1), (3, 0)]
+    """
+    if lay.pipeline_schedule == "dualpipe":
+        return [(i, lay.pp - 1 - i) for i in range(lay.pp)]
+    return [(i,) for i in range(lay.pp)]
+
+
 def _laid_out_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     """Each stage's units as ``lay.pipeline_layout`` places them: chunk ``c`` on stage ``c mod pp``, its layers
     the model's next ones in order, an MTP module as its layer and its head."""
@@ -555,11 +574,27 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
         if wait_f or wait_b:
             mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
         rows.append((f, b, r, att, wg, mods, n_layers, counts, fl))
+    rows = [_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)]
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
     i = int(np.argmax(totals))
     f, b, r, att, wg, mods, nl, kinds, fl = rows[i]
     return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att, wgrad_s=wg,
                         by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
+
+
+def _rank_mean(rows: list[tuple]) -> tuple:
+    """One pipeline rank's compute per micro-batch: the mean of its stages' rows (each runs an equal share of the
+    micro-batches, :func:`rank_stages`); its layers and blocks are its busier stage's."""
+    if len(rows) == 1:
+        return rows[0]
+    n = len(rows)
+    mods: dict[str, float] = {}
+    for row in rows:
+        for k_, v_ in row[5].items():
+            mods[k_] = mods.get(k_, 0.0) + v_ / n
+    busier = max(rows, key=lambda x: x[0] + x[1] + x[2])
+    mean = [sum(x[j] for x in rows) / n for j in (0, 1, 2, 3, 4)]
+    return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n)
 
 
 def _host_waits_s(lay: ParallelLayout, units: list[str], bt) -> tuple[float, float]:
