@@ -186,7 +186,11 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         tokens = b * s_cp / tp
         copies = ep_copies(model, lay)
         elems = tokens * copies * h * lay.moe_imbalance
-        rec_moe = min(c[Block.MOE], rec_layers) if full else 0
+        # recomputed MoE blocks dispatch and combine again: full recomputation's layers, or every MoE block when
+        # the recipe recomputes the "moe" module (Megatron-Core's MoELayer checkpoints its whole forward, router,
+        # dispatch, experts and combine: moe_layer_recompute, NVIDIA/Megatron-LM@00119989
+        # megatron/core/transformer/moe/moe_layer.py MoELayer.forward)
+        rec_moe = c[Block.MOE] if "moe" in lay.recompute_modules else (min(c[Block.MOE], rec_layers) if full else 0)
         calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
         if lay.ep > 1:
             if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
