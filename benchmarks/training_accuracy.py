@@ -177,6 +177,11 @@ def _setups():
             # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
             # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
             kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
+            # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
+            # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
+            # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
+            # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
+            kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)

@@ -51,7 +51,8 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
-           "pipeline_units", "rank_stages", "optimizer_step_s", "OPTIMIZER_STEP_BYTES"]
+           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
+           "OPTIMIZER_STEP_BYTES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
@@ -420,22 +421,35 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     consecutive chunks as evenly as possible (earlier chunks take the extra unit); stage ``i`` runs chunks
     ``i, i + pp, ...``; the model's multi-token-prediction modules (a layer and an ``mtp_head`` each) run on the
     last stage. A ``lay.pipeline_layout`` says instead which chunk holds what (:mod:`.pipeline_layout`)."""
+    return _placed(model, lay, list(model.blocks), model.blocks[-1] if model.blocks else "")
+
+
+def layer_numbers(model: ModelSpec, lay: ParallelLayout) -> list[list]:
+    """Each stage's units as :func:`pipeline_units` places them, a layer given as its index in the model (0 to
+    ``layers - 1``, Megatron-Core's ``layer_number - 1``), a multi-token-prediction module's layer as None and
+    the embedding and the head by name."""
+    return _placed(model, lay, list(range(len(model.blocks))), None)
+
+
+def _placed(model: ModelSpec, lay: ParallelLayout, layers: list, mtp_layer) -> list[list]:
+    """Each stage's units with ``layers`` (one item per model layer) placed as the model's layers are, and
+    ``mtp_layer`` for a multi-token-prediction module's layer (see :func:`pipeline_units`)."""
     if lay.pipeline_layout is not None:
-        return _laid_out_units(model, lay)
-    units: list[str] = list(model.blocks)
+        return _laid_out_units(model, lay, layers, mtp_layer)
+    units: list = list(layers)
     if lay.pipeline_embedding:
         units = ["embedding", *units, "logits"]
     chunks = lay.pp * lay.vpp
     sizes = [len(units) // chunks + (1 if c < len(units) % chunks else 0) for c in range(chunks)]
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    stages: list[list[str]] = [[] for _ in range(lay.pp)]
+    stages: list[list] = [[] for _ in range(lay.pp)]
     for c in range(chunks):
         stages[c % lay.pp] += units[bounds[c]:bounds[c + 1]]
     if not lay.pipeline_embedding:
         stages[0].insert(0, "embedding")
         stages[-1].append("logits")
     if model.mtp_layers:  # Megatron-Core puts the multi-token-prediction modules on the last stage
-        stages[-1] += [model.blocks[-1]] * model.mtp_layers + ["mtp_head"] * model.mtp_layers
+        stages[-1] += [mtp_layer] * model.mtp_layers + ["mtp_head"] * model.mtp_layers
     return stages
 
 
@@ -458,14 +472,14 @@ def rank_stages(lay: ParallelLayout) -> list[tuple[int, ...]]:
     return [(i,) for i in range(lay.pp)]
 
 
-def _laid_out_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
+def _laid_out_units(model: ModelSpec, lay: ParallelLayout, layers: list, mtp_layer) -> list[list]:
     """Each stage's units as ``lay.pipeline_layout`` places them: chunk ``c`` on stage ``c mod pp``, its layers
     the model's next ones in order, an MTP module as its layer and its head."""
     chunks = layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
                            mtp_layers=model.mtp_layers)
-    stages: list[list[str]] = [[] for _ in range(lay.pp)]
-    nxt = iter(model.blocks)
-    token = {"E": ["embedding"], "L": ["logits"], "m": [model.blocks[-1], "mtp_head"]}
+    stages: list[list] = [[] for _ in range(lay.pp)]
+    nxt = iter(layers)
+    token = {"E": ["embedding"], "L": ["logits"], "m": [mtp_layer, "mtp_head"]}
     for c, chunk in enumerate(chunks):
         for ch in chunk:
             stages[c % lay.pp] += [next(nxt)] if ch == "t" else token[ch]
@@ -531,30 +545,44 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
     return sum(bt.recompute_s.get(x, 0.0) for x in keys)
 
 
-def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
-    """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace."""
-    stages = pipeline_units(model, lay)
-    cache: dict[str, BlockTime] = {}
+def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
+    """For each stage's units (:func:`pipeline_units`), whether it is a layer an FP8 layout runs in BF16: one of
+    the model's first ``num_layers_at_start_in_bf16`` or last ``num_layers_at_end_in_bf16`` layers (Megatron-Core's
+    ``get_fp8_context(config, layer_number - 1)``, NVIDIA/Megatron-LM ``megatron/core/fp8_utils.py`` @f7a3dcc4:
+    ``layer_no < num_layers_at_start_in_bf16`` or ``layer_no >= num_layers - num_layers_at_end_in_bf16``)."""
+    start, end, n = lay.num_layers_at_start_in_bf16, lay.num_layers_at_end_in_bf16, model.layers
+    on = lay.precision == "fp8" and (start or end)
+    return [[bool(on) and isinstance(i, int) and (i < start or i >= n - end) for i in units]
+            for units in layer_numbers(model, lay)]
 
-    def bt(kind):
-        if kind not in cache:
-            cache[kind] = block_time(model, lay, gpu, kind)
-        return cache[kind]
+
+def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
+    """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
+    layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's."""
+    stages = pipeline_units(model, lay)
+    in_bf16 = bf16_layers(model, lay)
+    lay_bf16 = lay.model_copy(update={"precision": "bf16"})
+    cache: dict[tuple, BlockTime] = {}
+
+    def bt(kind, bf16=False):
+        if (kind, bf16) not in cache:
+            cache[(kind, bf16)] = block_time(model, lay_bf16 if bf16 else lay, gpu, kind)
+        return cache[(kind, bf16)]
 
     rows = []
-    for units in stages:
-        counts: dict[str, int] = {}
-        for u in units:
+    for units, flags in zip(stages, in_bf16):
+        counts: dict[tuple, int] = {}
+        for u, bf16 in zip(units, flags):
             for kind in ([u] if u in END_UNITS else u):
-                counts[kind] = counts.get(kind, 0) + 1
+                counts[(kind, bf16)] = counts.get((kind, bf16), 0) + 1
         n_layers = sum(1 for u in units if u not in END_UNITS)
         full_n = 0
         if lay.recompute == "full":
             full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
         f = b = r = att = wg = fl = 0.0
         mods: dict[str, float] = {}
-        for kind, n in counts.items():
-            t = bt(kind)
+        for (kind, bf16), n in counts.items():
+            t = bt(kind, bf16)
             if kind in END_UNITS:
                 rr = 0.0
             else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
@@ -568,12 +596,15 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             wg += n * t.wgrad_s
             for k_, v_ in t.by_module_s.items():
                 mods[k_] = mods.get(k_, 0.0) + n * v_
-        wait_f, wait_b = _host_waits_s(lay, units, bt)
+        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt)
         f += wait_f
         b += wait_b
         if wait_f or wait_b:
             mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
-        rows.append((f, b, r, att, wg, mods, n_layers, counts, fl))
+        kinds: dict[str, int] = {}
+        for (kind, _), n in counts.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+        rows.append((f, b, r, att, wg, mods, n_layers, kinds, fl))
     rows = [_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)]
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
     i = int(np.argmax(totals))
@@ -597,8 +628,9 @@ def _rank_mean(rows: list[tuple]) -> tuple:
     return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n)
 
 
-def _host_waits_s(lay: ParallelLayout, units: list[str], bt) -> tuple[float, float]:
-    """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward).
+def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, float]:
+    """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward); ``units`` are the stage's
+    (unit, kept in BF16) pairs, ``bt(kind, bf16)`` a block's times.
 
     An eager framework's host launches every kernel no CUDA graph captures (:func:`host_launch_s`); where it is
     slower than the GPU runs them, the GPU waits (Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``
@@ -608,11 +640,11 @@ def _host_waits_s(lay: ParallelLayout, units: list[str], bt) -> tuple[float, flo
     padded (capacity-factor) router or a full-iteration graph has no sync; the backward has none."""
     synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
     wait_f = gpu_rest = host_rest = gpu_b = host_b = 0.0
-    for u in units:
+    for u, bf16 in units:
         kinds = [u] if u in END_UNITS else list(u)
-        g, h = sum(bt(k).forward_s for k in kinds), sum(bt(k).host_s for k in kinds)
-        gpu_b += sum(bt(k).backward_s for k in kinds)
-        host_b += sum(bt(k).host_backward_s for k in kinds)
+        g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
+        gpu_b += sum(bt(k, bf16).backward_s for k in kinds)
+        host_b += sum(bt(k, bf16).host_backward_s for k in kinds)
         if synced and Block.MOE in kinds:
             wait_f += max(0.0, h - g)
         else:

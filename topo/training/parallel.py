@@ -98,6 +98,16 @@ class ParallelLayout(BaseModel):
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
     precision: Literal["bf16", "fp8"] = "bf16"
     """Matmul precision: selects the GPU's peak (bf16 or fp8 dense)."""
+    num_layers_at_start_in_bf16: Annotated[int, Field(strict=True, ge=0)] = 0
+    """With ``precision = fp8``: the model's first this many layers (pattern characters of a hybrid model) run in
+    BF16, as Megatron-Core's ``first_last_layers_bf16`` with ``num_layers_at_start_in_bf16`` does (its
+    ``get_fp8_context`` gives those layers no FP8 context: NVIDIA/Megatron-LM ``megatron/core/fp8_utils.py`` and
+    ``megatron/core/ssm/mamba_block.py`` @f7a3dcc4). NeMo's and Megatron-Bridge's
+    ``nemotron_h_bf16_with_fp8_current_scaling_mixed`` set 2 and 2, ``bf16_with_fp8_current_scaling_mixed`` 1
+    and 1; their performance scripts turn it off for current scaling, MXFP8 never sets it (0)."""
+    num_layers_at_end_in_bf16: Annotated[int, Field(strict=True, ge=0)] = 0
+    """With ``precision = fp8``: the model's last this many layers run in BF16 (``num_layers_at_end_in_bf16``;
+    see ``num_layers_at_start_in_bf16``)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: bool = False
@@ -363,6 +373,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         if lay.zero_stage == 0:
             bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
                             f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
+    _check_bf16_layers(model, lay, bad)
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
@@ -376,6 +387,21 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
                                       "pipeline_layout: false")
         layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
                       mtp_layers=model.mtp_layers, source=source)
+
+
+def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """BF16 layers at the start and end of an FP8 model: only with ``precision = fp8``, and fewer than its layers
+    (Megatron-Core would run the whole model in BF16)."""
+    start, end = lay.num_layers_at_start_in_bf16, lay.num_layers_at_end_in_bf16
+    if not (start or end):
+        return
+    key = "num_layers_at_start_in_bf16" if start else "num_layers_at_end_in_bf16"
+    if lay.precision != "fp8":
+        bad(key, f"{start or end} BF16 layers need precision = fp8 (every layer is BF16 already), got precision "
+                 f"{lay.precision}; allowed with bf16: 0")
+    if start + end >= model.layers:
+        bad(key, f"{start} at the start + {end} at the end = {start + end} BF16 layers leave none of the model's "
+                 f"{model.layers} in FP8; allowed: a sum of 0 to {model.layers - 1}")
 
 
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:

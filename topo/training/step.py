@@ -14,7 +14,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
   each way; message = the block's activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp``;
 - CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
-  the attention they feed (ring attention) as far as it fits;
+  the attention they feed (ring attention) as far as it fits; per Mamba block six all-to-alls each pass (its
+  tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
   the critical path (``2 (p - 1)`` when ``overlap_pp``). Megatron's scatter/gather (Narayanan et al. 2021, sec.
   4.1): each TP rank sends ``1/tp`` of the activation and the receiving stage all-gathers it over NVLink (with
@@ -61,7 +62,7 @@ from .result import DimensionComm, StepResult
 from .timeline import step_timeline
 from .uncertainty import step_interval
 
-__all__ = ["estimate_step", "step_traffic", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
+__all__ = ["estimate_step", "step_traffic", "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_sm_share_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
@@ -102,6 +103,28 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     n = nodes if nodes > 1 else lay.ep
     distinct = n * (1.0 - (1.0 - 1.0 / n) ** k)
     return min(distinct, limit) if nodes > 1 else distinct
+
+
+def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, int]]:
+    """Megatron-Core's Mamba context parallelism (NVIDIA/Megatron-LM@00caa53a megatron/core/ssm/
+    mamba_context_parallel.py ``MambaContextParallel``): before the convolution and the scan each rank trades its
+    ``s / cp`` tokens of all local heads for all ``s`` tokens of ``1 / cp`` of them, one all-to-all each for ``z``,
+    ``x``, ``B``, ``C`` and ``dt`` (``pre_conv_ssm``; B and C with each group repeated ``cp / groups`` times when a
+    rank has fewer groups than ``cp``), and the scan's output goes back in one more (``post_conv_ssm``): blocking,
+    in the mixer's forward, their gradients the same in the backward.
+
+    Returns
+    -------
+    list of (float, int)
+        ``(bytes each rank sends, all-to-alls per Mamba layer and pass)``: z, x and the output; B and C; dt.
+    """
+    mb, tp, cp = model.mamba, lay.tp, lay.cp
+    tokens = lay.micro_batch * (lay.seq_len or model.seq_len) / cp
+    g = max(1, mb.groups // tp)
+    repeat = cp // g if g < cp else 1
+    return [(tokens * model.mamba_inner / tp * ACT_BYTES, 3),
+            (tokens * g * repeat * mb.d_state * ACT_BYTES, 2),
+            (tokens * model.mamba_heads / tp * ACT_BYTES, 1)]
 
 
 def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
@@ -149,6 +172,11 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         rec_att = min(c[Block.ATTENTION], rec_layers) if full else 0
         add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
         add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
+    if lay.cp > 1 and c[Block.MAMBA]:
+        rec_mamba = c[Block.MAMBA] if "mamba" in lay.recompute_modules else (
+            min(c[Block.MAMBA], rec_layers) if full else 0)
+        for size, per_layer in mamba_cp_alltoalls(model, lay):
+            add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
     if p > 1:
         sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
         split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
@@ -186,7 +214,11 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         tokens = b * s_cp / tp
         copies = ep_copies(model, lay)
         elems = tokens * copies * h * lay.moe_imbalance
-        rec_moe = min(c[Block.MOE], rec_layers) if full else 0
+        # recomputed MoE blocks dispatch and combine again: full recomputation's layers, or every MoE block when
+        # the recipe recomputes the "moe" module (Megatron-Core's MoELayer checkpoints its whole forward, router,
+        # dispatch, experts and combine: moe_layer_recompute, NVIDIA/Megatron-LM@00119989
+        # megatron/core/transformer/moe/moe_layer.py MoELayer.forward)
+        rec_moe = c[Block.MOE] if "moe" in lay.recompute_modules else (min(c[Block.MOE], rec_layers) if full else 0)
         calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
         if lay.ep > 1:
             if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
@@ -386,15 +418,15 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
 
     TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
-    TP communication). CP: behind the attention it feeds (``overlap_cp``). EP: behind another micro-batch's
+    TP communication). CP: behind the attention it feeds (``overlap_cp``), never Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
     (:func:`ep_sm_share_s`). PP: exposed (its sends are counted on the critical path already)."""
     if dim == "tp":
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
         return _draw(windows, "tp_backward", total) if phase == "backward" else total
-    if dim == "cp":
-        return _draw(windows, "cp", total) if lay.overlap_cp else total
+    if dim == "cp":  # Mamba's all-to-alls block the mixer: nothing hides them
+        return _draw(windows, "cp", total) if (lay.overlap_cp and phase != "mamba") else total
     if dim == "ep":
         ex = _draw(windows, "ep", total) if lay.overlap_ep else total
         return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)
