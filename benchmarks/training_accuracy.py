@@ -104,6 +104,16 @@ def group(model, lay) -> str:
     return model_group(model, lay.precision)
 
 
+def fp8_amax_pass(row) -> bool:
+    """FP8 per-tensor current scaling (the row's note) in a NeMo container older than 25.09: Transformer Engine
+    before v2.7 (2025-10-01, which fused the amax into the activation and norm kernels, PRs #2004 and #2013)
+    reads each cast's input once more for its amax (the layout's ``fp8_amax_pass``); NeMo 25.07 and older ship
+    an older TE (25.07's container predates v2.7; assumption for the exact version)."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (row["precision"] == "fp8" and "current scaling" in (row.get("note") or "") and release is not None
+            and (int(release[1]), int(release[2])) < (25, 9))
+
+
 def _setups():
     """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
     (``holdout``: a row of the hold-out file, which no fit reads)."""
@@ -177,6 +187,8 @@ def _setups():
             # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
             # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
             kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
+        if fp8_amax_pass(row):
+            kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe")
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
