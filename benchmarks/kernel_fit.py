@@ -12,7 +12,8 @@ training model takes cuBLAS's from the MAMF table). The grouped rows are scored,
 
 ``--b200`` fits, per precision, the tile prologue on ``data/reference/kernels_gemm_b200_xla.csv`` (OpenXLA's
 measured B200 GEMMs, XLA's kernels) with XLA's efficiency and a per-kernel floor (XLA's fixed time per kernel) free;
-it writes nothing: the prologue in use stays the one fitted above (docs/calibration-findings.md, section 16).
+it writes nothing: the prologue in use stays the one fitted above (docs/calibration-findings.md, 'A Blackwell GEMM
+model').
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
     tile's fixed prologue (``k0``) is left out here, as if K were large. Calibrating at the measured K instead
     reads the prologue into the rate wherever the search's best K is small (GB200 FP8 at K = 1,536: 0.974,
     against B200's 0.892 at K = 3,072), and the model's GB200 then runs 21% faster than its B200 at large K while
-    their MAMFs differ by 5% (docs/calibration-findings.md, section 16).
+    their MAMFs differ by 5% (docs/calibration-findings.md, 'A Blackwell GEMM model').
     """
     km = replace(km, tile_overhead_k=0.0)
     tflops, M, N, K = mamf
