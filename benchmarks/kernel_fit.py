@@ -8,6 +8,12 @@ training model takes cuBLAS's from the MAMF table). The grouped rows are scored,
 
     python benchmarks/kernel_fit.py            # the fit and each row's error
     python benchmarks/kernel_fit.py --write    # also writes the two values into topo/data/compute/kernels.toml
+    python benchmarks/kernel_fit.py --b200     # a check on Blackwell: the prologue OpenXLA's B200 table implies
+
+``--b200`` fits, per precision, the tile prologue on ``data/reference/kernels_gemm_b200_xla.csv`` (OpenXLA's
+measured B200 GEMMs, XLA's kernels) with XLA's efficiency and a per-kernel floor (XLA's fixed time per kernel) free;
+it writes nothing: the prologue in use stays the one fitted above (docs/calibration-findings.md, 'A Blackwell GEMM
+model').
 """
 
 from __future__ import annotations
@@ -40,10 +46,34 @@ def errors(km, table, e):
     return out
 
 
+def b200_check() -> None:
+    """Fit (prologue, efficiency, per-kernel floor) on OpenXLA's B200 table, per precision; print the fit."""
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import gemm_s
+    base = gpu_compute("B200").kernels
+    with open(ROOT / "data" / "reference" / "kernels_gemm_b200_xla.csv") as f:
+        table = [{k: float(v) for k, v in r.items() if k not in ("source", "gpu")} for r in csv.DictReader(f)]
+    for precision in ("bf16", "fp8"):
+        def errs(k0, e, floor_s):
+            km = replace(base, tile_overhead_k=float(k0))
+            return [math.log(2 * r["m"] * r["n"] * r["k"] / (gemm_s(km, r["m"], r["n"], r["k"], precision,
+                                                                     efficiency=e) + floor_s)
+                             / 1e12 / r[f"{precision}_tflops"]) for r in table]
+        grid = itertools.product(range(0, 1537, 64), [x / 100 for x in range(60, 101, 2)],
+                                 [x * 1e-6 for x in range(7)])
+        loss, k0, e, floor_s = min((sum(abs(x) for x in errs(*g)) / len(table), *g) for g in grid)
+        print(f"B200 {precision}: tile_overhead_k {k0} (FP8 steps), XLA's efficiency {e:.2f}, per-kernel floor "
+              f"{floor_s * 1e6:.0f} us: mean |log error| {loss:.1%} over {len(table)} shapes")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--b200", action="store_true", help="fit the prologue on OpenXLA's B200 table (writes nothing)")
     args = ap.parse_args()
+    if args.b200:
+        b200_check()
+        return
     from topo.training.gpus import gpu_compute
     base = gpu_compute("H800").kernels
     table = rows()

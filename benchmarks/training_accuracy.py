@@ -104,6 +104,16 @@ def group(model, lay) -> str:
     return model_group(model, lay.precision)
 
 
+def fp8_amax_pass(row) -> bool:
+    """FP8 per-tensor current scaling (the row's note) in a NeMo container older than 25.09: Transformer Engine
+    before v2.7 (2025-10-01, which fused the amax into the activation and norm kernels, PRs #2004 and #2013)
+    reads each cast's input once more for its amax (the layout's ``fp8_amax_pass``); NeMo 25.07 and older ship
+    an older TE (25.07's container predates v2.7; assumption for the exact version)."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (row["precision"] == "fp8" and "current scaling" in (row.get("note") or "") and release is not None
+            and (int(release[1]), int(release[2])) < (25, 9))
+
+
 def _setups():
     """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
     (``holdout``: a row of the hold-out file, which no fit reads)."""
@@ -182,6 +192,8 @@ def _setups():
             # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
             # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
             kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+        if fp8_amax_pass(row):
+            kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)

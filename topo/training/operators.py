@@ -324,13 +324,14 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     raise ValueError(f"unknown block kind {kind!r}")
 
 
-def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -> float:
+def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
-    gaps included (:mod:`topo.training.kernels`)."""
+    gaps included (:mod:`topo.training.kernels`); ``amax_pass``: each FP8 cast reads its input once more for the
+    amax, in a kernel of its own (the layout's ``fp8_amax_pass``)."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    gap = km.launch_gpu_s * kernels_launched(op, precision, backward)
+    gap = km.launch_gpu_s * kernels_launched(op, precision, backward, amax_pass)
     if op.kind == "kernel":
         dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
         return max(dots, memory_s(km, op.bytes)) + gap
@@ -343,32 +344,35 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
     fp8 = op.linear and precision == "fp8"
     prec = "fp8" if fp8 else "bf16"
     shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
+    # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
+    cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
     t = 0.0
     for M, N, K in shapes:
         t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
-        if fp8 and M > 0 and K > 0:  # the cast of this GEMM's activation input to FP8 (2 bytes read, 1 written)
-            t += memory_s(km, 3.0 * M * K * op.groups)
+        if fp8 and M > 0 and K > 0:
+            t += memory_s(km, cast_bytes * M * K * op.groups)
     return t + gap
 
 
-def kernels_launched(op: Op, precision: str, backward: bool = False) -> float:
+def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
     FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM; a
-    grouped expert GEMM's per-expert quantisation is in its own count already)."""
+    grouped expert GEMM's per-expert quantisation is in its own count already), and with ``amax_pass`` the amax
+    kernel before each cast."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     casts = gemms if (op.kind == "gemm" and op.linear and precision == "fp8" and not op.grouped) else 0.0
-    return op.launches * gemms + casts
+    return op.launches * gemms + casts * (2.0 if amax_pass else 1.0)
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
-                  precision: str = "bf16") -> float:
+                  precision: str = "bf16", amax_pass: bool = False) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
     CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass."""
     if "full_iteration" in graphs or (op.graph and op.graph in graphs):
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward)
+    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass)
 
 
 @dataclass(frozen=True)
@@ -394,12 +398,13 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     rec: dict[str, float] = {}
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
-        f = op_time_s(op, gpu, lay.precision)
-        b = op_time_s(op, gpu, lay.precision, backward=True)
+        amax = lay.fp8_amax_pass
+        f = op_time_s(op, gpu, lay.precision, amax_pass=amax)
+        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
         fwd += f
         bwd += b
-        host += host_launch_s(op, gpu, graphs=graphs, precision=lay.precision)
-        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision)
+        host += host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
+        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax)
         flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
             attention += f + b

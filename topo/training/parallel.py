@@ -143,6 +143,11 @@ class ParallelLayout(BaseModel):
     F&B = F + B + W is ``(p/2 - 1) F``; needs an even ``pp`` and ``vpp = 1``."""
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
+    fp8_amax_pass: bool = False
+    """FP8 per-tensor current scaling as Transformer Engine ran it before v2.7: each cast to FP8 first reads its
+    bf16 input once more, for the tensor's amax, in a kernel of its own (``nvte_compute_amax``, TE PR #1471), then
+    casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
+    #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"``."""
     overlap_ep: bool = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
@@ -374,6 +379,9 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
             bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
                             f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
     _check_bf16_layers(model, lay, bad)
+    if lay.fp8_amax_pass and lay.precision != "fp8":
+        bad("fp8_amax_pass", f"true prices the amax pass of FP8 casts, which precision {lay.precision} has none "
+                             f"of; allowed with precision {lay.precision}: false")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
