@@ -23,7 +23,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights, per bucket, the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
-  its backward and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
+  its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
+  backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
 - EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
@@ -58,6 +59,7 @@ from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
+from .routing import consecutive_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
 
@@ -89,9 +91,10 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     node-limited routing (DeepSeek-V3 sec. 2.1.2: a token is sent once to each of at most M nodes and forwarded
     over NVLink). ``deepep``: one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
     of the layout's ``gpus_per_domain_used`` (a placed layout's, :func:`.mapping.default_placement`; unplaced: one
-    domain) (else per distinct GPU of the ``N = ep`` in the group); with the ``k`` experts of a
-    token spread uniformly over them, the expected number of distinct destinations is ``N (1 - (1 - 1/N)^k)``
-    (capped by node-limited routing)."""
+    domain) (else per distinct GPU of the ``N = ep`` in the group), as many as the layout's ``moe_routing`` puts a
+    token's ``k`` experts on (:mod:`topo.training.routing`): ``spread``, ``N (1 - (1 - 1/N)^k)`` (capped by
+    node-limited routing); ``consecutive``, exact for the contiguous expert shards (the benchmark gate replaces
+    the router, so no node limit applies)."""
     mo = model.moe
     k = float(mo.active_experts)
     limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
@@ -99,8 +102,11 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
         return min(k, limit)
     D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
     nodes = math.ceil(lay.ep * lay.expert_tp / D)
-    n = nodes if nodes > 1 else lay.ep
-    distinct = n * (1.0 - (1.0 - 1.0 / n) ** k)
+    if lay.moe_routing == "consecutive":
+        per_rank = max(1, mo.experts // lay.ep)
+        per_dest = per_rank * max(1, D // lay.expert_tp) if nodes > 1 else per_rank
+        return consecutive_destinations(mo.experts, mo.active_experts, per_dest)
+    distinct = spread_destinations(nodes if nodes > 1 else lay.ep, k)
     return min(distinct, limit) if nodes > 1 else distinct
 
 
@@ -166,19 +172,21 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
             continue
         # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
         shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
+        rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
         if z == 0:
-            add("dp", "all_reduce", groups, n * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
         elif z in (1, 2):
-            add("dp", "reduce_scatter", groups, n * lay.reduce_bytes, 1, phase="reduce")
-            add("dp", "all_reduce", "dpr", shard * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
+            add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
             add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
             calls = max(1, held)
             per = n / calls
-            add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
-            add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
-            add("dp", "all_reduce", "dpr", per * shard / n * lay.reduce_bytes, m * calls, phase="reduce_unit")
+            add("dp", "all_gather", groups, per * lay.weight_bytes, _gather_passes(lay) * m * calls,
+                phase="gather_unit")
+            add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
     if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
@@ -510,14 +518,23 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     phase = item["phase"]
     m = lay.microbatches
     if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
-        k = calls / (2 * m)  # this group's gathers per pass, each behind one k-th of the pass
-        per_unit = (max(0.0, one_s - t_f / k) + max(0.0, one_s - t_bwd / k)) * k
-        return m * (per_unit + one_s)  # the first unit's gather of each pass cannot hide
+        passes = _gather_passes(lay)
+        k = calls / (passes * m)  # this group's gathers per pass, each behind one k-th of the pass
+        per_unit = (max(0.0, one_s - t_f / k) + (max(0.0, one_s - t_bwd / k) if passes == 2 else 0.0)) * k
+        return m * (per_unit + one_s)  # the first unit's gather of each micro-batch cannot hide
     if phase == "reduce_unit":
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
-    per_param = lay.reduce_bytes if "reduce" in phase else lay.weight_bytes
+    reduce = lay.expert_reduce_bytes if item["groups"] == "edp" else lay.reduce_bytes
+    per_param = reduce if "reduce" in phase else lay.weight_bytes
     bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
     edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
     window = t_f if "gather" in phase else t_bwd
     return calls * max(one_s - window, edge)
+
+
+def _gather_passes(lay: ParallelLayout) -> int:
+    """ZeRO-3 / FSDP gathers of each unit per micro-batch: before its forward and again before its backward (2),
+    or once when the gathered weights are kept from the forward to the backward (``fsdp_reshard_after_forward``
+    false: 1)."""
+    return 2 if lay.fsdp_reshard_after_forward else 1
