@@ -166,6 +166,7 @@ def _setups():
         # the recipe's memory settings (empty: none): activation offloading, recomputation
         kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
         kw["recompute"] = row.get("recompute_granularity") or "none"
+        kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
         if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
             kw.update(recompute="none", remat_policy="minimal_flash")
         if row["run_id"].startswith("automodel_"):

@@ -125,6 +125,8 @@ def test_automodel_rows_read_as_its_code_runs():
     assert (ds.reduce_bytes, ds.expert_reduce_bytes) == (4.0, 2.0)
     assert ds.moe_routing == "consecutive" and not ds.fsdp_reshard_after_forward
     assert qwen.fsdp_reshard_after_forward  # no PP: FSDP2's default
+    # the table's GA column: 4 schedule runs of 8 micro-batches (LBS 8, MBS 1) on 1,024 GPUs, 2 for Kimi K2
+    assert (ds.pipeline_flushes, rows["automodel_h100_kimik2"].pipeline_flushes) == (4, 2)
     assert (llama.optimizer_bytes, llama.reduce_bytes, llama.recompute) == (8.0, 2.0, "full")
 
 
@@ -140,3 +142,26 @@ def test_kept_weights_hide_behind_the_forward_only():
     assert _dp_exposed(None, both, None, g, 1.0, t_f, t_b, k, _ds_fsdp()) == pytest.approx(m * (k * (g - t_f / k) + g))
     assert _dp_exposed(None, both, None, 0.08, 1.0, t_f, t_b, k, _ds_fsdp()) == \
         pytest.approx(m * (k * ((0.08 - t_f / k) + (0.08 - t_b / k)) + 0.08))
+
+
+def test_each_schedule_run_pays_the_bubble():
+    """AutoModel runs one pipeline schedule per gradient-accumulation step (benchmark.py: ga_steps schedule.step
+    calls, Automodel@ce005dd): the interleaved 1F1B bubble, (p - 1) / v of a micro-batch, is paid that many times,
+    and so are the p - 1 pipeline sends of each fill."""
+    from topo.training.step import bubble_s
+    one = make_layout(pp=4, vpp=8, dp=8, global_batch=256, seq_len=4096)
+    four = one.model_copy(update={"pipeline_flushes": 4})
+    assert bubble_s(one, 0.1, 1.0) == pytest.approx(3 / 8) and bubble_s(four, 0.1, 1.0) == pytest.approx(4 * 3 / 8)
+    ds = load_model("deepseek-v3-671b")
+
+    def sends(x):
+        return [t["calls"] for t in step_traffic(ds, x) if t["dim"] == "pp"][0]
+
+    assert sends(four) - sends(one) == 2 * 3 * 3  # three more fills of p - 1 = 3 sends, forward and backward
+    check_layout(ds, four)
+    with pytest.raises(TopoError) as e:
+        check_layout(ds, one.model_copy(update={"pipeline_flushes": 3}))
+    assert e.value.key == "pipeline_flushes"
+    with pytest.raises(TopoError) as e:  # 32 micro-batches in 16 runs of 2: interleaving needs pp | 2
+        check_layout(ds, one.model_copy(update={"pipeline_flushes": 16}))
+    assert e.value.key == "global_batch" and "per schedule (2)" in e.value.message

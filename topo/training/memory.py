@@ -217,7 +217,7 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
 
 
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
-    p, v, m = lay.pp, lay.vpp, lay.microbatches
+    p, v, m = lay.pp, lay.vpp, lay.microbatches // lay.pipeline_flushes  # one schedule's micro-batches
     if v == 1:
         return min(m, p - stage)
     return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)

@@ -140,6 +140,10 @@ class ParallelLayout(BaseModel):
     2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
     ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
     F&B = F + B + W is ``(p/2 - 1) F``; needs an even ``pp`` and ``vpp = 1``."""
+    pipeline_flushes: PositiveInt = 1
+    """Pipeline schedules run per optimizer step, each over ``microbatches / pipeline_flushes`` micro-batches and
+    each filling and draining the pipeline (NeMo AutoModel runs one per gradient-accumulation step,
+    ``GBS / (LBS x dp)``; Megatron-LM one per step)."""
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
     overlap_ep: bool = False
@@ -340,8 +344,13 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if lay.global_batch % (lay.dp * lay.micro_batch):
         bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
                             f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
-    if lay.vpp > 1 and lay.microbatches % lay.pp:
-        bad("global_batch", f"interleaved 1F1B needs micro-batches ({lay.microbatches}) divisible by pp ({lay.pp})")
+    if lay.microbatches % lay.pipeline_flushes:
+        bad("pipeline_flushes", f"{lay.pipeline_flushes} does not divide the {lay.microbatches} micro-batches per "
+                                f"step; allowed: a divisor of {lay.microbatches}")
+    per_flush = lay.microbatches // lay.pipeline_flushes
+    if lay.vpp > 1 and per_flush % lay.pp:
+        bad("global_batch", f"interleaved 1F1B needs micro-batches per schedule ({per_flush}) divisible by pp "
+                            f"({lay.pp})")
     if lay.ep > 1:
         if model.moe is None:
             bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")

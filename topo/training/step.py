@@ -8,7 +8,7 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   roofline (:mod:`topo.training.operators`);
 - bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
-  of a micro-batch (DeepSeek-V3 Table 2);
+  of a micro-batch (DeepSeek-V3 Table 2); paid once per schedule run (``pipeline_flushes``);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
@@ -16,9 +16,10 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
 - CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
   the attention they feed (ring attention) as far as it fits;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
-  the critical path (``2 (p - 1)`` when ``overlap_pp``). Megatron's scatter/gather (Narayanan et al. 2021, sec.
-  4.1): each TP rank sends ``1/tp`` of the activation and the receiving stage all-gathers it over NVLink (with
-  sequence parallelism the activation is already split);
+  the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
+  ``pipeline_flushes``). Megatron's scatter/gather (Narayanan et al. 2021, sec. 4.1): each TP rank sends ``1/tp``
+  of the activation and the receiving stage all-gathers it over NVLink (with sequence parallelism the activation
+  is already split);
 - DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights, per bucket, the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
@@ -156,7 +157,8 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
         add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
     if p > 1:
-        sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
+        fills = lay.pipeline_flushes * (p - 1)  # each schedule run fills and drains the pipeline
+        sends = 2 * fills if lay.overlap_pp else 2 * (m * v + fills)
         split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
         add("pp", "pipeline", "pp", act / split, sends, phase="step")
         if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
@@ -355,10 +357,11 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
     """The pipeline bubble of ``lay``: ``(p - 1) / v`` of a micro-batch's time (its compute and exposed TP, CP and
     EP), interleaved 1F1B (Narayanan et al. 2021, sec. 2.2); DualPipe: ``(p/2 - 1)`` forwards of a micro-batch
-    (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W)."""
+    (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W); once per
+    schedule run (``pipeline_flushes``)."""
     if lay.pipeline_schedule == "dualpipe":
-        return max(0.0, lay.pp / 2 - 1) * forward_s
-    return (lay.pp - 1) / lay.vpp * microbatch_s
+        return max(0.0, lay.pp / 2 - 1) * forward_s * lay.pipeline_flushes
+    return (lay.pp - 1) / lay.vpp * microbatch_s * lay.pipeline_flushes
 
 
 def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -> dict:
