@@ -165,3 +165,46 @@ def test_each_schedule_run_pays_the_bubble():
     with pytest.raises(TopoError) as e:  # 32 micro-batches in 16 runs of 2: interleaving needs pp | 2
         check_layout(ds, one.model_copy(update={"pipeline_flushes": 16}))
     assert e.value.key == "global_batch" and "per schedule (2)" in e.value.message
+
+
+def test_duty_weighted_slowdowns_closed_form():
+    """A collective meets the others only while they run: over a 10 s window where EP is busy 4 s and DP 1 s (each
+    alone), EP shares links at most 1/10 of its time and DP at most 4/10."""
+    from topo.training.step import duty_weighted_slowdowns
+    w = duty_weighted_slowdowns({"ep": 2.0, "dp": 3.0}, {"ep": 4.0, "dp": 1.0}, 10.0)
+    assert w == pytest.approx({"ep": 1.1, "dp": 1.8})
+    assert duty_weighted_slowdowns({"ep": 2.0}, {"ep": 4.0, "dp": 20.0}, 10.0) == {"ep": 2.0}  # capped at all
+
+
+def test_fsdp_gathers_slow_the_all_to_all_only_while_they_run():
+    """AutoModel's DeepSeek-V3 on 256 H100 (PP4 VP8, EP64, FSDP over 64): the dense weights' per-layer gathers share
+    the NICs with the expert all-to-all, but they are busy a small part of the steady phase, so the all-to-all's
+    slowdown is the mix's weighted by that share, not the mix's whole."""
+    import topo
+    from topo.training.comm import CommEngine
+    from topo.training.mapping import map_layout
+    from topo.training.operators import stage_compute
+    from topo.training.gpus import gpu_compute
+    from topo.training.step import _mix_slowdowns, estimate_step
+
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    ds = load_model("deepseek-v3-671b")
+    lay = make_layout(pp=4, vpp=8, dp=64, ep=64, etp=1, global_batch=512, seq_len=4096, dp_sharding="zero3",
+                      recompute="full", ep_dispatcher="deepep", moe_routing="consecutive", weight_bytes=2.0,
+                      grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0, fsdp_reshard_after_forward=False,
+                      pipeline_embedding=True)
+    r = estimate_step(fabric, ds, lay)
+    lay_p = default_placement(lay, 8, fabric.layout.num_gpus)[0]
+    mapping, engine = map_layout(lay_p, 8, fabric.layout.num_gpus), CommEngine(fabric)
+    traffic = step_traffic(ds, lay_p)
+    groups = {t["groups"]: mapping.groups(t["groups"]) for t in traffic}
+    timed = [(t, engine.time(t["collective"], groups[t["groups"]], t["size_bytes"])) for t in traffic]
+    whole = _mix_slowdowns(fabric, timed, groups, engine)
+    assert whole["ep"] > 1.5  # all at once, the all-to-all would run at under 2/3 speed
+    busy = {}
+    for t, one in timed:
+        busy[t["dim"]] = busy.get(t["dim"], 0.0) + one.time_s * t["calls"]
+    window = lay.microbatches * stage_compute(ds, lay_p, gpu_compute("H100")).microbatch_s
+    f = (sum(busy.values()) - busy["ep"]) / window
+    assert 0.05 < f < 0.5
+    assert r.contention["ep"] == pytest.approx(1 + (whole["ep"] - 1) * f, rel=1e-6)

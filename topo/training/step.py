@@ -215,14 +215,16 @@ TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1
 
 
 def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: dict,
-                   engine: CommEngine | None = None) -> dict:
+                   engine: CommEngine | None = None, steady_window_s: float | None = None) -> dict:
     """Each dimension's slowdown when its largest collective runs with the other dimensions' (one mix).
 
     Two mixes: the steady state of the pipeline (every micro-batch's TP, CP, EP and PP traffic, FSDP's per-layer
     gathers and reductions) sets the slowdown of those; the once-per-step data-parallel reduction and gather
     (``TAIL_PHASES``) run during the last backward and the first forward, beside everything, so theirs comes
-    from the mix of all. Cached on ``engine`` per (members' collectives, group matrices, sizes to two
-    significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
+    from the mix of all. A steady collective meets the others only while they run: with ``steady_window_s`` (the
+    steady phase's length) its slowdown is weighted by the others' share of that window
+    (:func:`duty_weighted_slowdowns`). Cached on ``engine`` per (members' collectives, group matrices, sizes to
+    two significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
         key = item["dim"] if item["groups"] != "edp" else "dp_experts"
@@ -233,8 +235,42 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     out = {}
     if len(steady) < len(lead):
         out.update({k: v for k, v in _run_mix(fabric, lead, groups, engine).items() if k not in steady})
-    out.update(_run_mix(fabric, steady, groups, engine))
+    mixed = _run_mix(fabric, steady, groups, engine)
+    if steady_window_s:
+        busy: dict[str, float] = {}
+        for item, one in comms:
+            key = item["dim"] if item["groups"] != "edp" else "dp_experts"
+            if key in steady:
+                busy[key] = busy.get(key, 0.0) + one.time_s * item["calls"]
+        mixed = duty_weighted_slowdowns(mixed, busy, steady_window_s)
+    out.update(mixed)
     return out
+
+
+def duty_weighted_slowdowns(slow: dict, busy_s: dict, window_s: float) -> dict:
+    """Slowdowns of collectives that meet the others only part of the time.
+
+    A traffic mix times every member running with all the others at once; over a window of ``window_s`` seconds
+    in which the others are busy ``sum(busy_s) - busy_s[x]`` seconds (each alone), member ``x`` shares its links
+    for at most that fraction ``f`` of its own calls: ``1 + (s - 1) min(1, f)``. An upper bound on the overlap
+    (the others taken as never running at the same time as each other).
+
+    Parameters
+    ----------
+    slow : dict
+        Member -> slowdown when all run together (>= 1).
+    busy_s : dict
+        Member -> seconds its calls take alone over the window.
+    window_s : float
+        The seconds over which the members' calls are spread.
+
+    Returns
+    -------
+    dict
+        Member -> weighted slowdown (>= 1).
+    """
+    total = sum(busy_s.values())
+    return {k: 1.0 + (s - 1.0) * min(1.0, (total - busy_s.get(k, 0.0)) / window_s) for k, s in slow.items()}
 
 
 def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None) -> dict:
@@ -309,7 +345,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
-        slow = _mix_slowdowns(fabric, timed, groups, engine) if contention else {}
+        slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
