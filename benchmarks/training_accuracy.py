@@ -136,6 +136,10 @@ def _setups():
         rows += [(r, True) for r in csv.DictReader(open(held))]
     for row, is_held in rows:
         model = load_model(row["model"])
+        if row["run_id"].startswith("automodel_") and model.mtp_layers:
+            # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
+            # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
+            model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
         n, tp, pp, cp, vp, ep = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp", "vpp", "ep"))
         dp = n // (tp * pp * cp)
         chunks = pp * vp
@@ -171,6 +175,8 @@ def _setups():
             kw.update(recompute="none", remat_policy="minimal_flash")
         if row["run_id"].startswith("automodel_"):
             kw.update(_automodel_settings(model, pp))
+            if pp > 1:
+                kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
         if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
             # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
             # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
@@ -288,6 +294,19 @@ def main() -> None:
         _write_fit(values, errors)
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
+
+
+def automodel_pipeline_layout(layers: int, chunks: int) -> str:
+    """NeMo AutoModel's split of ``layers`` over ``chunks`` pipeline stages, in Megatron-Core's layout notation
+    (Automodel@ce005dd ``nemo_automodel/components/distributed/pipelining/functional.py``,
+    ``generate_hf_model_fqn_per_model_part``): ``layers // chunks`` each, one more on the first ``layers % chunks``,
+    the embedding with the first, the norm and output head with the last; stage ``s`` runs on rank ``s mod pp``
+    (``stage_ids_this_rank``, loop style). ``layers_per_stage: 2`` gives DeepSeek-V3 and Kimi K2 (61 layers)
+    ``ceil(61 / 2) + 1 = 32`` stages (``calculate_virtual_stages``), the table's PP x VP: 29 of two layers, 3 of one."""
+    base, extra = divmod(layers, chunks)
+    parts = ["t" * (base + (i < extra)) for i in range(chunks)]
+    parts[0], parts[-1] = "E" + parts[0], parts[-1] + "L"
+    return "|".join(parts)
 
 
 def _automodel_settings(model, pp: int) -> dict:

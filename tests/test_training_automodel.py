@@ -117,7 +117,8 @@ def test_automodel_rows_read_as_its_code_runs():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import training_accuracy
 
-    rows = {s["run"]: s["lay"] for s in training_accuracy._setups() if s["run"].startswith("automodel_")}
+    setups = {s["run"]: s for s in training_accuracy._setups() if s["run"].startswith("automodel_")}
+    rows = {k: s["lay"] for k, s in setups.items()}
     assert len(rows) == 8
     ds, qwen, llama = (rows[k] for k in ("automodel_h100_deepseekv3_1024", "automodel_h100_qwen3_30b",
                                          "automodel_h100_llama3_70b"))
@@ -128,6 +129,11 @@ def test_automodel_rows_read_as_its_code_runs():
     # the table's GA column: 4 schedule runs of 8 micro-batches (LBS 8, MBS 1) on 1,024 GPUs, 2 for Kimi K2
     assert (ds.pipeline_flushes, rows["automodel_h100_kimik2"].pipeline_flushes) == (4, 2)
     assert (llama.optimizer_bytes, llama.reduce_bytes, llama.recompute) == (8.0, 2.0, "full")
+    # AutoModel's DeepSeek-V3 class has no MTP module; its split of 61 layers over 32 stages (layers_per_stage 2):
+    # 29 stages of two layers, then three of one, the embedding first and the head last
+    assert setups["automodel_h100_deepseekv3_1024"]["model"].mtp_layers == 0
+    assert ds.pipeline_layout == "E" + "tt|" * 29 + "t|t|tL"
+    assert training_accuracy.automodel_pipeline_layout(10, 4) == "Ettt|ttt|tt|ttL"
 
 
 def test_kept_weights_hide_behind_the_forward_only():
