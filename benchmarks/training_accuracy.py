@@ -34,7 +34,9 @@ recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP
 (``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
 NVL72 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``);
-NeMo AutoModel (PyTorch FSDP2) and MaxText (JAX) rows get the same settings, an approximation their notes state.
+MaxText (JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows
+take its code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its
+benchmark gate's expert placement).
 Memory (per source): NeMo and Megatron-Bridge rows keep bf16 gradients (``grad_bytes = 2``: with
 ``grad_reduce_in_fp32 = False`` Megatron-Core allocates its gradient buffer in the parameters' dtype); the rows'
 ``activation_offload_layers`` column (the recipe's ``cpu_offloading_num_layers`` / ``activation_offload_layers``,
@@ -144,6 +146,10 @@ def _setups():
         rows += [(r, True) for r in csv.DictReader(open(held))]
     for row, is_held in rows:
         model = load_model(row["model"])
+        if row["run_id"].startswith("automodel_") and model.mtp_layers:
+            # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
+            # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
+            model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
         n, tp, pp, cp, vp, ep = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp", "vpp", "ep"))
         dp = n // (tp * pp * cp)
         chunks = pp * vp
@@ -174,13 +180,13 @@ def _setups():
         # the recipe's memory settings (empty: none): activation offloading, recomputation
         kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
         kw["recompute"] = row.get("recompute_granularity") or "none"
+        kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
         if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
             kw.update(recompute="none", remat_policy="minimal_flash")
         if row["run_id"].startswith("automodel_"):
-            # PyTorch FSDP2 (NeMo AutoModel): the sharded parameters stay fp32 and are the optimizer's master copy
-            # (MixedPrecisionPolicy casts each gathered layer to bf16 for compute), fp32 gradients, two fp32
-            # moments: 4 + 4 + 8 = 16 bytes per parameter, no separate bf16 weight copy (Megatron keeps 18)
-            kw.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0)
+            kw.update(_automodel_settings(model, pp))
+            if pp > 1:
+                kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
         if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
             # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
             # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
@@ -306,6 +312,45 @@ def main() -> None:
         _write_fit(values, errors)
     if args.write:
         update_section("Training-step accuracy (topo train)", body, "python benchmarks/training_accuracy.py")
+
+
+def automodel_pipeline_layout(layers: int, chunks: int) -> str:
+    """NeMo AutoModel's split of ``layers`` over ``chunks`` pipeline stages, in Megatron-Core's layout notation
+    (Automodel@ce005dd ``nemo_automodel/components/distributed/pipelining/functional.py``,
+    ``generate_hf_model_fqn_per_model_part``): ``layers // chunks`` each, one more on the first ``layers % chunks``,
+    the embedding with the first, the norm and output head with the last; stage ``s`` runs on rank ``s mod pp``
+    (``stage_ids_this_rank``, loop style). ``layers_per_stage: 2`` gives DeepSeek-V3 and Kimi K2 (61 layers)
+    ``ceil(61 / 2) + 1 = 32`` stages (``calculate_virtual_stages``), the table's PP x VP: 29 of two layers, 3 of one."""
+    base, extra = divmod(layers, chunks)
+    parts = ["t" * (base + (i < extra)) for i in range(chunks)]
+    parts[0], parts[-1] = "E" + parts[0], parts[-1] + "L"
+    return "|".join(parts)
+
+
+def _automodel_settings(model, pp: int) -> dict:
+    """NeMo AutoModel's (PyTorch FSDP2) state and FSDP settings, from its code at the benchmark's commit
+    (NVIDIA-NeMo/Automodel@ce005dd, the performance summary's first version).
+
+    - MoE models (its own DeepSeek-V3 / Kimi K2, Qwen3-MoE, GPT-OSS, Nemotron V3 classes): ``initialize_weights``
+      ends with ``self.to(torch.bfloat16)`` (``nemo_automodel/components/models/*/model.py``), so the parameters are
+      bf16 and there is no fp32 master copy; ``torch.optim.Adam`` (the benchmark configs' optimizer) keeps its two
+      moments in the parameters' dtype: 2 + 2 + 4 = 8 bytes per parameter. FSDP2 gathers bf16; ``apply_fsdp``
+      (``nemo_automodel/components/moe/parallelizer.py``) reduces the dense weights in fp32
+      (``MixedPrecisionPolicy(reduce_dtype=torch.float32)``) and shards the experts without that policy (bf16
+      reduction), keeps each unit's gathered weights from forward to backward under pipeline parallelism
+      (``reshard_after_forward=not pp_enabled``); its benchmark configs route with ``fake_balanced_gate: true``
+      (``moe_routing = "consecutive"``, :mod:`topo.training.routing`). Under PP the stage module is not itself an
+      FSDP module, so torch's pipelining runs a plain backward and FSDP reduces every micro-batch (as modelled).
+    - Llama 3 70B (a Hugging Face model, ``torch_dtype: bf16``, Automodel@2013a4dd6
+      ``examples/llm_pretrain/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml``, the commit that published the
+      row): bf16 parameters and gradients, Transformer Engine's ``FusedAdam`` with fp32 moments (its defaults
+      ``master_weights=False``, ``exp_avg_dtype = exp_avg_sq_dtype = torch.float32``): 2 + 2 + 8 = 12 bytes; FSDP2
+      reduces in bf16 (``distributed/config.py``: ``reduce_dtype=torch.bfloat16``).
+    """
+    if model.moe is None:
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0)
+    return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
+                expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1)
 
 
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")

@@ -151,13 +151,10 @@ STILL_OVER = {
     "llama3_405b_8k",
     # (DeepSeek-V3's GB200 BF16 and H800 rows fit since the recompute_modules column and the mla_up_proj term:
     # arXiv 2412.19437 sec. 3.2.3; the GB200 BF16 recipe recomputes mla_up_proj)
-    # NeMo AutoModel (PyTorch FSDP2), settings approximate: Llama 3 70B's benchmark config is not in the index
-    # (116 GB without recomputation, which it likely used)
-    "automodel_h100_llama3_70b",
     # (AutoModel's Qwen3 30B, gpt-oss-20b and Kimi K2 rows fit since the capacity is the 81,559 MiB the driver
-    # reports, not 80e9 bytes (issue 30 item 4); its Nemotron 3 Nano row since the fit reads FSDP2's state as it
-    # is kept: fp32 sharded parameters that are the master copy, no bf16 copy, 16 bytes per parameter, not
-    # Megatron's 18 (issue 29))
+    # reports, not 80e9 bytes (issue 30 item 4); its MoE rows keep bf16 parameters, gradients and Adam moments,
+    # 8 bytes per parameter (its models' initialize_weights casts to bf16, Automodel@ce005dd); its Llama 3 70B
+    # row since its published config (Automodel@2013a4dd6) is read: full activation checkpointing (issue 29))
 }
 
 

@@ -5,7 +5,8 @@ parameter; the default is Megatron-LM's bf16 mixed precision: bf16 weights (2), 
 4) and fp32 main weights and two Adam moments (12), 18 bytes per parameter. The distributed optimizer (ZeRO-1)
 shards the optimizer over the data x context parallel ranks (Megatron shards over its ``dp-cp`` group); ZeRO-2
 and FSDP's SHARD_GRAD_OP also the gradients; ZeRO-3 / FSDP also the weights, plus the layers gathered at a time
-(the one computing and the one prefetched: two units of the stage, :func:`gathered_unit_bytes`). A GPU holds
+(the one computing and the one prefetched: two units of the stage, :func:`gathered_unit_bytes`; the whole stage
+when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward). A GPU holds
 ``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
 replicas (``edp``).
 
@@ -222,7 +223,7 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
 
 
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
-    p, v, m = lay.pp, lay.vpp, lay.microbatches
+    p, v, m = lay.pp, lay.vpp, lay.microbatches // lay.pipeline_flushes  # one schedule's micro-batches
     if lay.pipeline_schedule == "dualpipe":  # DualPipe's README table: PP + 1 per device, of its two stages
         return min(m, p + 1)
     if v == 1:
@@ -240,7 +241,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
     best = None
     for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
         w = lay.sharded(dense, expert, 3) * lay.weight_bytes
-        buf = 2 * big * lay.weight_bytes if z >= 3 else 0.0
+        buf = (2 * big if lay.fsdp_reshard_after_forward else dense + expert) * lay.weight_bytes if z >= 3 else 0.0
         g = lay.sharded(dense, expert, 2) * lay.grad_bytes
         o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
         act = sum(per_mb[j] for j in held) / len(held) / lay.vpp * _in_flight_chunks(lay, i)

@@ -93,6 +93,11 @@ class ParallelLayout(BaseModel):
     sharded over groups of this many data-parallel ranks (the fastest-varying ones, times ``cp``) and replicated
     over the ``dp / dp_shard`` groups, whose gradients are all-reduced across them; default: all ``dp``. Dense
     weights only: experts stay sharded over their replicas."""
+    fsdp_reshard_after_forward: bool = True
+    """ZeRO-3 / FSDP: free each unit's gathered weights after its forward and gather them again for its backward
+    (PyTorch FSDP2's ``reshard_after_forward``, its default); False keeps them from the forward to the backward:
+    one gather per unit and micro-batch instead of two, with the stage's whole gathered weights held meanwhile
+    (NeMo AutoModel's ``reshard_after_forward = not pp_enabled``)."""
     flash_attention: bool = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
@@ -121,6 +126,10 @@ class ParallelLayout(BaseModel):
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
+    expert_grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
+    """Bytes per parameter of the experts' data-parallel reduction, where it differs from the dense weights' (NeMo
+    AutoModel's FSDP2 reduces the dense weights in fp32, its MixedPrecisionPolicy's ``reduce_dtype``, and the
+    experts, sharded without that policy, in their bf16); default ``grad_reduce_bytes``'s."""
     optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
     """Adam in mixed precision: fp32 main weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12);
     with bf16 weights and fp32 gradients, 18 bytes per parameter."""
@@ -141,6 +150,10 @@ class ParallelLayout(BaseModel):
     2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
     ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
     F&B = F + B + W is ``(p/2 - 1) F``; needs an even ``pp`` and ``vpp = 1``."""
+    pipeline_flushes: PositiveInt = 1
+    """Pipeline schedules run per optimizer step, each over ``microbatches / pipeline_flushes`` micro-batches and
+    each filling and draining the pipeline (NeMo AutoModel runs one per gradient-accumulation step,
+    ``GBS / (LBS x dp)``; Megatron-LM one per step)."""
     overlap_pp: bool = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
     fp8_amax_pass: bool = False
@@ -170,6 +183,11 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
+    moe_routing: Literal["spread", "consecutive"] = "spread"
+    """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
+    sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's
+    forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's
+    ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node."""
     moe_router_fusion: bool = False
     """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
     kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
@@ -225,6 +243,11 @@ class ParallelLayout(BaseModel):
     def reduce_bytes(self) -> float:
         """Bytes per parameter the data-parallel gradient reduction moves."""
         return self.grad_reduce_bytes or self.grad_bytes
+
+    @property
+    def expert_reduce_bytes(self) -> float:
+        """Bytes per expert parameter the experts' data-parallel gradient reduction moves."""
+        return self.expert_grad_reduce_bytes or self.reduce_bytes
 
     @property
     def microbatches(self) -> int:
@@ -336,8 +359,13 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if lay.global_batch % (lay.dp * lay.micro_batch):
         bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
                             f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
-    if lay.vpp > 1 and lay.microbatches % lay.pp:
-        bad("global_batch", f"interleaved 1F1B needs micro-batches ({lay.microbatches}) divisible by pp ({lay.pp})")
+    if lay.microbatches % lay.pipeline_flushes:
+        bad("pipeline_flushes", f"{lay.pipeline_flushes} does not divide the {lay.microbatches} micro-batches per "
+                                f"step; allowed: a divisor of {lay.microbatches}")
+    per_flush = lay.microbatches // lay.pipeline_flushes
+    if lay.vpp > 1 and per_flush % lay.pp:
+        bad("global_batch", f"interleaved 1F1B needs micro-batches per schedule ({per_flush}) divisible by pp "
+                            f"({lay.pp})")
     if lay.ep > 1:
         if model.moe is None:
             bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
@@ -372,6 +400,9 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         if lay.recompute != "none" or lay.recompute_modules:
             bad("activation_offload_layers", f"{n} needs no recomputation (Megatron-Core offloads activations only "
                                              f"without it); allowed with recompute: 0")
+    if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
+        bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
+                                          f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
     if lay.dp_shard is not None:
         if lay.dp % lay.dp_shard:
             bad("dp_shard", f"{lay.dp_shard} does not divide dp {lay.dp}; allowed: a divisor of {lay.dp}")

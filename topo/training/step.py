@@ -8,7 +8,7 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   roofline (:mod:`topo.training.operators`);
 - bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
-  of a micro-batch (DeepSeek-V3 Table 2);
+  of a micro-batch (DeepSeek-V3 Table 2); paid once per schedule run (``pipeline_flushes``);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
@@ -17,14 +17,16 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   the attention they feed (ring attention) as far as it fits; per Mamba block six all-to-alls each pass (its
   tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
-  the critical path (``2 (p - 1)`` when ``overlap_pp``). Megatron's scatter/gather (Narayanan et al. 2021, sec.
-  4.1): each TP rank sends ``1/tp`` of the activation and the receiving stage all-gathers it over NVLink (with
-  sequence parallelism the activation is already split);
+  the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
+  ``pipeline_flushes``). Megatron's scatter/gather (Narayanan et al. 2021, sec. 4.1): each TP rank sends ``1/tp``
+  of the activation and the receiving stage all-gathers it over NVLink (with sequence parallelism the activation
+  is already split);
 - DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights, per bucket, the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
-  its backward and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
+  its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
+  backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
 - EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
@@ -59,6 +61,7 @@ from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
+from .routing import consecutive_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
 
@@ -90,9 +93,10 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     node-limited routing (DeepSeek-V3 sec. 2.1.2: a token is sent once to each of at most M nodes and forwarded
     over NVLink). ``deepep``: one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
     of the layout's ``gpus_per_domain_used`` (a placed layout's, :func:`.mapping.default_placement`; unplaced: one
-    domain) (else per distinct GPU of the ``N = ep`` in the group); with the ``k`` experts of a
-    token spread uniformly over them, the expected number of distinct destinations is ``N (1 - (1 - 1/N)^k)``
-    (capped by node-limited routing)."""
+    domain) (else per distinct GPU of the ``N = ep`` in the group), as many as the layout's ``moe_routing`` puts a
+    token's ``k`` experts on (:mod:`topo.training.routing`): ``spread``, ``N (1 - (1 - 1/N)^k)`` (capped by
+    node-limited routing); ``consecutive``, exact for the contiguous expert shards (the benchmark gate replaces
+    the router, so no node limit applies)."""
     mo = model.moe
     k = float(mo.active_experts)
     limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
@@ -100,8 +104,11 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
         return min(k, limit)
     D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
     nodes = math.ceil(lay.ep * lay.expert_tp / D)
-    n = nodes if nodes > 1 else lay.ep
-    distinct = n * (1.0 - (1.0 - 1.0 / n) ** k)
+    if lay.moe_routing == "consecutive":
+        per_rank = max(1, mo.experts // lay.ep)
+        per_dest = per_rank * max(1, D // lay.expert_tp) if nodes > 1 else per_rank
+        return consecutive_destinations(mo.experts, mo.active_experts, per_dest)
+    distinct = spread_destinations(nodes if nodes > 1 else lay.ep, k)
     return min(distinct, limit) if nodes > 1 else distinct
 
 
@@ -178,7 +185,8 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         for size, per_layer in mamba_cp_alltoalls(model, lay):
             add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
     if p > 1:
-        sends = 2 * (p - 1) if lay.overlap_pp else 2 * (m * v + p - 1)
+        fills = lay.pipeline_flushes * (p - 1)  # each schedule run fills and drains the pipeline
+        sends = 2 * fills if lay.overlap_pp else 2 * (m * v + fills)
         split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
         add("pp", "pipeline", "pp", act / split, sends, phase="step")
         if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
@@ -194,19 +202,21 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
             continue
         # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
         shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
+        rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
         if z == 0:
-            add("dp", "all_reduce", groups, n * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
         elif z in (1, 2):
-            add("dp", "reduce_scatter", groups, n * lay.reduce_bytes, 1, phase="reduce")
-            add("dp", "all_reduce", "dpr", shard * lay.reduce_bytes, 1, phase="reduce")
+            add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
+            add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
             add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
             calls = max(1, held)
             per = n / calls
-            add("dp", "all_gather", groups, per * lay.weight_bytes, 2 * m * calls, phase="gather_unit")
-            add("dp", "reduce_scatter", groups, per * lay.reduce_bytes, m * calls, phase="reduce_unit")
-            add("dp", "all_reduce", "dpr", per * shard / n * lay.reduce_bytes, m * calls, phase="reduce_unit")
+            add("dp", "all_gather", groups, per * lay.weight_bytes, _gather_passes(lay) * m * calls,
+                phase="gather_unit")
+            add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
     if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
@@ -237,14 +247,16 @@ TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1
 
 
 def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: dict,
-                   engine: CommEngine | None = None) -> dict:
+                   engine: CommEngine | None = None, steady_window_s: float | None = None) -> dict:
     """Each dimension's slowdown when its largest collective runs with the other dimensions' (one mix).
 
     Two mixes: the steady state of the pipeline (every micro-batch's TP, CP, EP and PP traffic, FSDP's per-layer
     gathers and reductions) sets the slowdown of those; the once-per-step data-parallel reduction and gather
     (``TAIL_PHASES``) run during the last backward and the first forward, beside everything, so theirs comes
-    from the mix of all. Cached on ``engine`` per (members' collectives, group matrices, sizes to two
-    significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
+    from the mix of all. A steady collective meets the others only while they run: with ``steady_window_s`` (the
+    steady phase's length) its slowdown is weighted by the others' share of that window
+    (:func:`duty_weighted_slowdowns`). Cached on ``engine`` per (members' collectives, group matrices, sizes to
+    two significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
         key = item["dim"] if item["groups"] != "edp" else "dp_experts"
@@ -255,8 +267,42 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     out = {}
     if len(steady) < len(lead):
         out.update({k: v for k, v in _run_mix(fabric, lead, groups, engine).items() if k not in steady})
-    out.update(_run_mix(fabric, steady, groups, engine))
+    mixed = _run_mix(fabric, steady, groups, engine)
+    if steady_window_s:
+        busy: dict[str, float] = {}
+        for item, one in comms:
+            key = item["dim"] if item["groups"] != "edp" else "dp_experts"
+            if key in steady:
+                busy[key] = busy.get(key, 0.0) + one.time_s * item["calls"]
+        mixed = duty_weighted_slowdowns(mixed, busy, steady_window_s)
+    out.update(mixed)
     return out
+
+
+def duty_weighted_slowdowns(slow: dict, busy_s: dict, window_s: float) -> dict:
+    """Slowdowns of collectives that meet the others only part of the time.
+
+    A traffic mix times every member running with all the others at once; over a window of ``window_s`` seconds
+    in which the others are busy ``sum(busy_s) - busy_s[x]`` seconds (each alone), member ``x`` shares its links
+    for at most that fraction ``f`` of its own calls: ``1 + (s - 1) min(1, f)``. An upper bound on the overlap
+    (the others taken as never running at the same time as each other).
+
+    Parameters
+    ----------
+    slow : dict
+        Member -> slowdown when all run together (>= 1).
+    busy_s : dict
+        Member -> seconds its calls take alone over the window.
+    window_s : float
+        The seconds over which the members' calls are spread.
+
+    Returns
+    -------
+    dict
+        Member -> weighted slowdown (>= 1).
+    """
+    total = sum(busy_s.values())
+    return {k: 1.0 + (s - 1.0) * min(1.0, (total - busy_s.get(k, 0.0)) / window_s) for k, s in slow.items()}
 
 
 def _run_mix(fabric: Fabric, lead: dict, groups: dict, engine: CommEngine | None) -> dict:
@@ -331,7 +377,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
-        slow = _mix_slowdowns(fabric, timed, groups, engine) if contention else {}
+        slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
@@ -379,10 +425,11 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
     """The pipeline bubble of ``lay``: ``(p - 1) / v`` of a micro-batch's time (its compute and exposed TP, CP and
     EP), interleaved 1F1B (Narayanan et al. 2021, sec. 2.2); DualPipe: ``(p/2 - 1)`` forwards of a micro-batch
-    (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W)."""
+    (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W); once per
+    schedule run (``pipeline_flushes``)."""
     if lay.pipeline_schedule == "dualpipe":
-        return max(0.0, lay.pp / 2 - 1) * forward_s
-    return (lay.pp - 1) / lay.vpp * microbatch_s
+        return max(0.0, lay.pp / 2 - 1) * forward_s * lay.pipeline_flushes
+    return (lay.pp - 1) / lay.vpp * microbatch_s * lay.pipeline_flushes
 
 
 def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -> dict:
@@ -542,14 +589,23 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     phase = item["phase"]
     m = lay.microbatches
     if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
-        k = calls / (2 * m)  # this group's gathers per pass, each behind one k-th of the pass
-        per_unit = (max(0.0, one_s - t_f / k) + max(0.0, one_s - t_bwd / k)) * k
-        return m * (per_unit + one_s)  # the first unit's gather of each pass cannot hide
+        passes = _gather_passes(lay)
+        k = calls / (passes * m)  # this group's gathers per pass, each behind one k-th of the pass
+        per_unit = (max(0.0, one_s - t_f / k) + (max(0.0, one_s - t_bwd / k) if passes == 2 else 0.0)) * k
+        return m * (per_unit + one_s)  # the first unit's gather of each micro-batch cannot hide
     if phase == "reduce_unit":
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
-    per_param = lay.reduce_bytes if "reduce" in phase else lay.weight_bytes
+    reduce = lay.expert_reduce_bytes if item["groups"] == "edp" else lay.reduce_bytes
+    per_param = reduce if "reduce" in phase else lay.weight_bytes
     bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
     edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
     window = t_f if "gather" in phase else t_bwd
     return calls * max(one_s - window, edge)
+
+
+def _gather_passes(lay: ParallelLayout) -> int:
+    """ZeRO-3 / FSDP gathers of each unit per micro-batch: before its forward and again before its backward (2),
+    or once when the gathered weights are kept from the forward to the backward (``fsdp_reshard_after_forward``
+    false: 1)."""
+    return 2 if lay.fsdp_reshard_after_forward else 1
