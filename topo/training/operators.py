@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import attention_rate_flops, gemm_s, memory_s, router_kernels
+from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
@@ -105,13 +105,16 @@ class Op:
     dots: tuple = ()
     """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
     model) and its ``bytes`` through HBM."""
+    current_scaling: bool = False
+    """An FP8 grouped GEMM under per-tensor current scaling: each expert's quantisation is three kernels (amax,
+    scale, cast) and reads its input once more for the amax (:func:`.kernels.quantize_kernels`)."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True) -> Op:
+          packed=True, weights=True, current_scaling=False) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed, weights=weights)
+              grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -171,13 +174,15 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
-    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward), and in
-    # FP8 one quantisation of each expert's input before it (split_quantize)
-    per = groups * (2.0 if lay.precision == "fp8" else 1.0) if grouped else 1.0
+    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward); its FP8
+    # quantisations per expert are counted by kernels_launched
+    per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
-    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi"),
+    cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
+                  current_scaling=cs),
             _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed)]
+            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -347,16 +352,24 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False) -
         t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
         if fp8 and M > 0 and K > 0:  # the cast of this GEMM's activation input to FP8 (2 bytes read, 1 written)
             t += memory_s(km, 3.0 * M * K * op.groups)
+    if fp8 and op.current_scaling:  # the amax pass reads the quantised input once more: X forward, dY backward
+        M, _, K = shapes[0]
+        t += memory_s(km, ACT * M * K * op.groups)
     return t + gap
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
-    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM; a
-    grouped expert GEMM's per-expert quantisation is in its own count already)."""
+    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM).
+    A grouped expert GEMM quantises each expert's rows once a pass (its input forward, row- and column-wise; its
+    output gradient backward: TE ``GroupedLinear``), in three kernels under per-tensor current scaling."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
-    casts = gemms if (op.kind == "gemm" and op.linear and precision == "fp8" and not op.grouped) else 0.0
-    return op.launches * gemms + casts
+    if not (op.kind == "gemm" and op.linear and precision == "fp8"):
+        return op.launches * gemms
+    if op.grouped:
+        q = quantize_kernels()["current" if op.current_scaling else "cast"]
+        return op.launches * gemms + op.groups * q
+    return op.launches * gemms + gemms
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),

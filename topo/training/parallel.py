@@ -98,6 +98,11 @@ class ParallelLayout(BaseModel):
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
     precision: Literal["bf16", "fp8"] = "bf16"
     """Matmul precision: selects the GPU's peak (bf16 or fp8 dense)."""
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] | None = None
+    """Transformer Engine's FP8 scaling recipe (``precision = "fp8"`` only). ``current`` (per-tensor current
+    scaling) quantises each expert's GEMM input in three kernels, its amax, its scale and the cast, reading the
+    input twice; the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
+    ``fp8_current_scaling_kernels``)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: bool = False
@@ -345,7 +350,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
 
 def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> None:
     """:func:`check_layout`'s rules for the options beside the sizes: activation offloading, hybrid sharding, CUDA
-    graph scopes and a recipe's pipeline layout (``bad(key, message)`` raises)."""
+    graph scopes, the FP8 recipe and a recipe's pipeline layout (``bad(key, message)`` raises)."""
     if lay.activation_offload_layers:
         n = lay.activation_offload_layers
         if n >= model.layers:
@@ -363,6 +368,9 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         if lay.zero_stage == 0:
             bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
                             f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
+    if lay.fp8_recipe is not None and lay.precision != "fp8":
+        bad("fp8_recipe", f"{lay.fp8_recipe} needs precision fp8, got {lay.precision}; allowed with "
+                          f"{lay.precision}: none")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
