@@ -417,3 +417,20 @@ def test_an_fp8_recipe_needs_fp8():
     with pytest.raises(TopoError, match="fp8_recipe.*current needs precision fp8, got bf16"):
         check_layout(model, lay)
     check_layout(model, lay.model_copy(update={"precision": "fp8"}))
+
+
+def test_the_flex_dispatcher_has_no_global_permutation(qwen):
+    """Megatron-Core's all-to-all dispatcher copies each token top-k times before the all-to-all (the global
+    permutation) and sorts the received rows by local expert after it; the flex dispatcher (DeepEP / HybridEP)
+    sends each token once per destination rank and only permutes what it received into its local experts' rows
+    (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1). Qwen3-30B at EP 8, top-8 of
+    128 experts: a token reaches 8 (1 - (7/8)^8) = 5.25 ranks on average."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    tokens, h = 4096, 2048
+    routed = 2 * tokens * 8 * h
+    plain = {op.name: op for op in block_ops(qwen, lay, "E")}["permute"]
+    assert plain.bytes == pytest.approx(2 * (2 * tokens * h + routed) + 4 * routed)
+    flex = {op.name: op for op in block_ops(qwen, lay.model_copy(update={"ep_dispatcher": "deepep"}), "E")}["permute"]
+    received = 2 * tokens * h * 8 * (1 - (7 / 8) ** 8)
+    assert flex.bytes == pytest.approx(2 * (received + routed))
+    assert received / (2 * tokens * h) == pytest.approx(5.25, abs=0.01)

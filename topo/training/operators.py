@@ -216,15 +216,30 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
            # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
            _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(lay) - 1),
-           # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
-           # received by the all-to-all are sorted by local expert and back (read + write each way)
-           _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * load if ep > 1 else 0), launches=8)]
+           _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
     ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
     return ops
+
+
+def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float, load: float) -> float:
+    """Bytes the permutation and un-permutation of one MoE block's tokens move, forward.
+
+    Megatron-Core's all-to-all dispatcher: read the rank's tokens, write their routed copies (and the reverse),
+    then with ``ep > 1`` sort the rows received by local expert and back (read + write each way). The flex
+    dispatcher (``deepep``: DeepEP / HybridEP) sends each token once per destination rank with no global
+    permutation (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1;
+    ``MoEFlexTokenDispatcher.get_permuted_hidden_states_by_experts``): the rank reads the tokens it received (one
+    copy per token and rank) and writes its local experts' rows, and the reverse."""
+    h, k = model.hidden, model.moe.active_experts
+    if lay.ep_dispatcher != "deepep" or lay.ep == 1:
+        return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
+    n = lay.ep
+    received = ACT * t_in * lay.expert_tp * h * n * (1.0 - (1.0 - 1.0 / n) ** k) * load
+    return 2 * (received + routed * load)
 
 
 def _router_kernels(lay: ParallelLayout) -> float:
