@@ -56,3 +56,23 @@ def test_across_domains_the_fabric_binds():
     r = estimate_step(fab, load_model("qwen3-30b-a3b"), lay, contention=False)
     (a2a,) = [c for c in r.comm if c.dim == "ep" and c.collective == "alltoall"]
     assert a2a.algorithm != "flex dispatcher rate" and a2a.domains_per_group == 2
+
+
+def test_the_search_bound_reads_the_same_rate(nvl72):
+    """The search's refinement from routed collectives (exposed_routed) gives the step's EP term with the
+    dispatcher's rate, so a bound never exceeds the step it bounds."""
+    from topo.training.comm import CommEngine
+    from topo.training.gpus import gpu_compute
+    from topo.training.mapping import default_placement, map_layout
+    from topo.training.operators import stage_compute
+    from topo.training.step import exposed_routed
+    model = load_model("qwen3-30b-a3b")
+    lay = make_layout(ep=8, dp=8, etp=1, global_batch=64, micro_batch=4, seq_len=4096, precision="fp8",
+                      ep_dispatcher="deepep")
+    lay, _ = default_placement(lay, nvl72.spec.gpus_per_domain, nvl72.layout.num_gpus)
+    eng = CommEngine(nvl72)
+    r = estimate_step(nvl72, model, lay, engine=eng, contention=False)
+    mapping = map_layout(lay, nvl72.spec.gpus_per_domain, nvl72.layout.num_gpus)
+    sc = stage_compute(model, lay, gpu_compute(nvl72.spec.gpu))
+    assert r.breakdown_s["ep"] > 0
+    assert exposed_routed(eng, model, lay, mapping, sc)["ep"] == pytest.approx(r.breakdown_s["ep"], rel=1e-9)

@@ -499,7 +499,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
             dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
                               units, lay)
         else:
-            one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
+            if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
+                one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
             ep += one.time_s * item["calls"]
     if ep_known:
         windows = {"ep": lay.microbatches * sc.microbatch_s}
