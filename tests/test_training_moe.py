@@ -417,6 +417,13 @@ def test_an_fp8_recipe_needs_fp8():
     with pytest.raises(TopoError, match="fp8_recipe.*current needs precision fp8, got bf16"):
         check_layout(model, lay)
     check_layout(model, lay.model_copy(update={"precision": "fp8"}))
+    # MXFP8 needs Blackwell's block-scaled tensor cores: refused on H100, run on B200
+    h100 = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    mx = lay.model_copy(update={"precision": "fp8", "fp8_recipe": "mxfp8"})
+    with pytest.raises(TopoError, match="fp8_recipe.*mxfp8 needs Blackwell.*H100 is hopper"):
+        estimate_step(h100, model, mx, contention=False)
+    b200 = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1", "gpu=B200"]))
+    assert estimate_step(b200, model, mx, contention=False).step_time_s > 0
 
 
 def test_the_flex_dispatcher_has_no_global_permutation(qwen):

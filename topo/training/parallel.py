@@ -102,7 +102,7 @@ class ParallelLayout(BaseModel):
     """Transformer Engine's FP8 scaling recipe (``precision = "fp8"`` only). ``current`` (per-tensor current
     scaling) quantises each expert's GEMM input in three kernels, its amax, its scale and the cast, reading the
     input twice; the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
-    ``fp8_current_scaling_kernels``)."""
+    ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: bool = False

@@ -50,6 +50,7 @@ import math
 from dataclasses import replace
 
 from ..engine.options import EstimateOptions
+from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
@@ -287,6 +288,11 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
     gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides)
+    if check and lay.fp8_recipe == "mxfp8" and gpu.generation != "blackwell":
+        # MXFP8's 1x32 block scales are applied inside Blackwell's tensor cores (Megatron-LM
+        # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
+        raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
+                        f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     peak = gpu.peak_flops(lay.precision)
