@@ -175,6 +175,8 @@ def _setups():
             kw["moe_router_fusion"] = True
         if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
             kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
+        if row["precision"] == "fp8":
+            kw["fp8_recipe"] = fp8_recipe(row)
         if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
             kw["grad_bytes"] = 2.0
         # the recipe's memory settings (empty: none): activation offloading, recomputation
@@ -351,6 +353,16 @@ def _automodel_settings(model, pp: int) -> dict:
         return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1)
+
+
+def fp8_recipe(row) -> str | None:
+    """A run's FP8 scaling recipe: per-tensor current scaling where its note says so, and for every Megatron-Bridge
+    FP8 run on H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8
+    configuration is ``fp8_cs``); MXFP8 where the note says so; else not recorded (None)."""
+    note = row["note"].lower()
+    if "current scaling" in note or (row["run_id"].startswith("mb") and row["gpu"] == "H100"):
+        return "current"
+    return "mxfp8" if "mxfp8" in note else None
 
 
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")

@@ -226,3 +226,21 @@ def test_the_amax_pass_slows_an_fp8_step():
     t1 = sum(op_time_s(o, gpu, "fp8", amax_pass=True) + op_time_s(o, gpu, "fp8", backward=True, amax_pass=True)
              for o in block_ops(m, amax, "-"))
     assert extra > 0 and t1 - t0 == pytest.approx(extra, rel=1e-9)
+
+
+def test_amax_pass_needs_current_scaling():
+    """The amax pass is per-tensor current scaling's (TE PR #1471); delayed scaling and MXFP8 find their scales
+    inside the cast, so a layout asking for both is refused in one line naming the key."""
+    from topo.errors import TopoError
+    from topo.training.model import load_model
+    from topo.training.parallel import check_layout, make_layout
+
+    m = load_model("llama3-8b")
+    for recipe in ("delayed", "mxfp8"):
+        lay = make_layout(dp=8, global_batch=64, seq_len=4096, precision="fp8", fp8_recipe=recipe,
+                          fp8_amax_pass=True)
+        with pytest.raises(TopoError, match="amax pass") as e:
+            check_layout(m, lay)
+        assert e.value.key == "fp8_amax_pass"
+    check_layout(m, make_layout(dp=8, global_batch=64, seq_len=4096, precision="fp8", fp8_recipe="current",
+                                fp8_amax_pass=True))

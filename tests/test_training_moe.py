@@ -367,14 +367,17 @@ def test_fsdp_gathers_each_units_part_over_its_own_group():
 def test_an_fp8_linear_launches_its_casts(qwen):
     """Transformer Engine casts each FP8 GEMM's input before the GEMM: one more kernel forward, two backward (the
     output gradient's for the input-gradient GEMM, the input's transpose for the weight-gradient GEMM); a grouped
-    expert GEMM's per-expert quantisation is in its own count already; BF16 launches the GEMMs alone."""
+    expert GEMM quantises each expert's rows once a pass (TransformerEngine@d0067d0 pytorch/module/grouped_linear.py:
+    its input forward, row- and column-wise, its output gradient backward); BF16 launches the GEMMs alone."""
     from topo.training.operators import kernels_launched
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
     ops = {op.name: op for k in "*E" for op in block_ops(qwen, lay, k)}
     qkv, fc1 = ops["qkv"], ops["fc1"]
     assert (kernels_launched(qkv, "bf16"), kernels_launched(qkv, "bf16", True)) == (1, 2)
     assert (kernels_launched(qkv, "fp8"), kernels_launched(qkv, "fp8", True)) == (2, 4)
-    assert kernels_launched(fc1, "fp8") == fc1.launches and kernels_launched(fc1, "fp8", True) == 2 * fc1.launches
+    g_ = fc1.groups  # 16 local experts: one GEMM and one cast each forward, two GEMMs and one cast backward
+    assert (kernels_launched(fc1, "bf16"), kernels_launched(fc1, "bf16", True)) == (g_, 2 * g_)
+    assert (kernels_launched(fc1, "fp8"), kernels_launched(fc1, "fp8", True)) == (2 * g_, 3 * g_)
     g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
     fp8 = lay.model_copy(update={"precision": "fp8"})
     assert block_time(qwen, fp8, g, "*").host_s - block_time(qwen, lay, g, "*").host_s == pytest.approx(2e-3)
@@ -400,3 +403,64 @@ def test_the_step_says_when_the_gpu_waits_for_the_host(tmp_path):
     graphed = run_cli(*base, "--layout", str(layout))
     assert graphed.returncode == 0, graphed.stderr
     assert not any(x.startswith("host-bound: ") for x in graphed.stdout.splitlines())
+
+
+def test_current_scaling_quantises_each_expert_in_three_kernels(qwen):
+    """Per-tensor current scaling quantises each expert's GEMM input in three kernels, its amax, its scale and the
+    cast, reading the input twice (TransformerEngine@d0067d0 csrc/quantizer.cpp
+    Float8CurrentScalingQuantizer::quantize_impl; split_quantize quantises each expert's rows on their own,
+    csrc/extensions/cast.cpp): 16 local experts launch 16 GEMMs + 16 x 3 forward and 32 + 16 x 3 backward; the amax
+    pass reads the 2-byte input once more (forward the expert's rows x K, backward its output gradient rows x N)."""
+    from topo.training.kernels import memory_s
+    from topo.training.operators import kernels_launched
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, precision="fp8")
+    cur = lay.model_copy(update={"fp8_recipe": "current"})
+    fc1 = {op.name: op for op in block_ops(qwen, lay, "E")}["fc1"]
+    fc1_cs = {op.name: op for op in block_ops(qwen, cur, "E")}["fc1"]
+    assert not fc1.current_scaling and fc1_cs.current_scaling and fc1.groups == 16
+    assert (kernels_launched(fc1_cs, "fp8"), kernels_launched(fc1_cs, "fp8", True)) == (16 + 48, 32 + 48)
+    g = gpu_compute("H100")
+    gap = g.kernels.launch_gpu_s
+    m, n, k = fc1.m, fc1.n, fc1.k
+    fwd = op_time_s(fc1_cs, g, "fp8") - op_time_s(fc1, g, "fp8")
+    bwd = op_time_s(fc1_cs, g, "fp8", True) - op_time_s(fc1, g, "fp8", True)
+    assert fwd == pytest.approx(memory_s(g.kernels, 2 * m * k * 16) + 32 * gap)
+    assert bwd == pytest.approx(memory_s(g.kernels, 2 * m * n * 16) + 32 * gap)
+    # BF16 experts and the delayed-scaling / MXFP8 recipes cast in one kernel: unchanged
+    mx = lay.model_copy(update={"fp8_recipe": "mxfp8"})
+    assert op_time_s({op.name: op for op in block_ops(qwen, mx, "E")}["fc1"], g, "fp8") == op_time_s(fc1, g, "fp8")
+
+
+def test_an_fp8_recipe_needs_fp8():
+    """fp8_recipe with BF16 matmuls is refused in one line naming the key."""
+    from topo.errors import TopoError
+    from topo.training.parallel import check_layout
+    model = load_model("qwen3-30b-a3b")
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, fp8_recipe="current")
+    with pytest.raises(TopoError, match="fp8_recipe.*current needs precision fp8, got bf16"):
+        check_layout(model, lay)
+    check_layout(model, lay.model_copy(update={"precision": "fp8"}))
+    # MXFP8 needs Blackwell's block-scaled tensor cores: refused on H100, run on B200
+    h100 = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    mx = lay.model_copy(update={"precision": "fp8", "fp8_recipe": "mxfp8"})
+    with pytest.raises(TopoError, match="fp8_recipe.*mxfp8 needs Blackwell.*H100 is hopper"):
+        estimate_step(h100, model, mx, contention=False)
+    b200 = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1", "gpu=B200"]))
+    assert estimate_step(b200, model, mx, contention=False).step_time_s > 0
+
+
+def test_the_flex_dispatcher_has_no_global_permutation(qwen):
+    """Megatron-Core's all-to-all dispatcher copies each token top-k times before the all-to-all (the global
+    permutation) and sorts the received rows by local expert after it; the flex dispatcher (DeepEP / HybridEP)
+    sends each token once per destination rank and only permutes what it received into its local experts' rows
+    (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1). Qwen3-30B at EP 8, top-8 of
+    128 experts: a token reaches 8 (1 - (7/8)^8) = 5.25 ranks on average."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    tokens, h = 4096, 2048
+    routed = 2 * tokens * 8 * h
+    plain = {op.name: op for op in block_ops(qwen, lay, "E")}["permute"]
+    assert plain.bytes == pytest.approx(2 * (2 * tokens * h + routed) + 4 * routed)
+    flex = {op.name: op for op in block_ops(qwen, lay.model_copy(update={"ep_dispatcher": "deepep"}), "E")}["permute"]
+    received = 2 * tokens * h * 8 * (1 - (7 / 8) ** 8)
+    assert flex.bytes == pytest.approx(2 * (received + routed))
+    assert received / (2 * tokens * h) == pytest.approx(5.25, abs=0.01)

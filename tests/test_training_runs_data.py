@@ -171,3 +171,16 @@ def test_mixtral_8x22b_matches_its_announcement():
     assert m.active_params / 1e9 == pytest.approx(39, rel=0.01)
     assert (m.layers, m.hidden, m.moe.experts, m.moe.active_experts, m.moe.expert_ffn_hidden) == (
         56, 6144, 8, 2, 16384)
+
+
+def test_the_fit_reads_each_runs_fp8_recipe(monkeypatch):
+    """Megatron-Bridge's H100 FP8 runs are per-tensor current scaling (Megatron-Bridge@067f987d
+    scripts/performance/dump_perf_configs.py: every H100 FP8 configuration is fp8_cs), as are rows whose note says
+    so; MXFP8 rows say MXFP8; BF16 rows have no recipe."""
+    lay = {s["run"]: s["lay"] for s in _fit_setups(monkeypatch)}
+    import training_accuracy
+    assert lay["mb2604_h100_qwen3_30b"].fp8_recipe == "current"  # note: "FP8 current scaling"
+    assert lay["mb2602_h100_qwen3_30b"].fp8_recipe == "current"  # Megatron-Bridge on H100, note silent
+    assert lay["mb2604_gb200_qwen3_30b"].fp8_recipe == "mxfp8"
+    assert lay["mb2602_gb200_gptoss_120b"].fp8_recipe is None and lay["mb2602_gb200_gptoss_120b"].precision == "bf16"
+    assert training_accuracy.fp8_recipe({"note": "", "run_id": "nemo2407_llama2_7b", "gpu": "H100"}) is None

@@ -34,7 +34,8 @@ import numpy as np
 
 from ..resources import data_dir
 
-__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels", "FITTED"]
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
+           "quantize_kernels", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -53,6 +54,14 @@ def router_kernels() -> dict:
     t = _table()["launch"]
     return {"plain": float(t["router_kernels"]), "fused": float(t["router_kernels_fused"]),
             "flex": float(t["router_kernels_flex"])}
+
+
+@lru_cache(maxsize=1)
+def quantize_kernels() -> dict:
+    """Kernels of one FP8 quantisation of a GEMM input by scaling recipe (``kernels.toml`` ``[launch]``,
+    published): ``current`` (per-tensor current scaling: amax, scale, cast) and ``cast`` (every other recipe)."""
+    t = _table()["launch"]
+    return {"current": float(t["fp8_current_scaling_kernels"]), "cast": 1.0}
 
 
 @dataclass(frozen=True)

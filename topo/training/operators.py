@@ -20,7 +20,8 @@ at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM'
 many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
-(backward): 2 bytes read and 1 written per element.
+(backward): 2 bytes read and 1 written per element; a grouped expert GEMM quantises each expert's rows once a pass,
+in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``).
 
 Backward: each GEMM ``Y[M,N] = X[M,K] W[K,N]`` runs two GEMMs of its FLOPs, ``dX`` (shape ``M, K, N``) and
 ``dW`` (shape ``K, N, M``); the fused attention's backward is 2.5 x its forward FLOPs (it recomputes the scores:
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import attention_rate_flops, gemm_s, memory_s, router_kernels
+from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
@@ -106,13 +107,16 @@ class Op:
     dots: tuple = ()
     """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
     model) and its ``bytes`` through HBM."""
+    current_scaling: bool = False
+    """An FP8 grouped GEMM under per-tensor current scaling: each expert's quantisation is three kernels (amax,
+    scale, cast) and reads its input once more for the amax (:func:`.kernels.quantize_kernels`)."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True) -> Op:
+          packed=True, weights=True, current_scaling=False) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed, weights=weights)
+              grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -172,13 +176,15 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
-    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward), and in
-    # FP8 one quantisation of each expert's input before it (split_quantize)
-    per = groups * (2.0 if lay.precision == "fp8" else 1.0) if grouped else 1.0
+    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward); its FP8
+    # quantisations per expert are counted by kernels_launched
+    per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
-    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi"),
+    cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
+    ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
+                  current_scaling=cs),
             _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed)]
+            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -212,15 +218,30 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
            # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
            _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(lay) - 1),
-           # permute: read the tokens, write their routed copies; un-permute: the reverse; with ep > 1 the rows
-           # received by the all-to-all are sorted by local expert and back (read + write each way)
-           _mem("permute", "moe", 2 * (ACT * t_in * h + routed) + (4 * routed * load if ep > 1 else 0), launches=8)]
+           _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
     ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
     return ops
+
+
+def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float, load: float) -> float:
+    """Bytes the permutation and un-permutation of one MoE block's tokens move, forward.
+
+    Megatron-Core's all-to-all dispatcher: read the rank's tokens, write their routed copies (and the reverse),
+    then with ``ep > 1`` sort the rows received by local expert and back (read + write each way). The flex
+    dispatcher (``deepep``: DeepEP / HybridEP) sends each token once per destination rank with no global
+    permutation (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1;
+    ``MoEFlexTokenDispatcher.get_permuted_hidden_states_by_experts``): the rank reads the tokens it received (one
+    copy per token and rank) and writes its local experts' rows, and the reverse."""
+    h, k = model.hidden, model.moe.active_experts
+    if lay.ep_dispatcher != "deepep" or lay.ep == 1:
+        return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
+    n = lay.ep
+    received = ACT * t_in * lay.expert_tp * h * n * (1.0 - (1.0 - 1.0 / n) ** k) * load
+    return 2 * (received + routed * load)
 
 
 def _router_kernels(lay: ParallelLayout) -> float:
@@ -351,17 +372,26 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
         if fp8 and M > 0 and K > 0:
             t += memory_s(km, cast_bytes * M * K * op.groups)
+    if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
+        # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
+        M, _, K = shapes[0]
+        t += memory_s(km, ACT * M * K * op.groups)
     return t + gap
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
-    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM; a
-    grouped expert GEMM's per-expert quantisation is in its own count already), and with ``amax_pass`` the amax
-    kernel before each cast."""
+    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM),
+    with ``amax_pass`` the amax kernel before each cast. A grouped expert GEMM quantises each expert's rows once a
+    pass (its input forward, row- and column-wise; its output gradient backward: TE ``GroupedLinear``), in three
+    kernels under per-tensor current scaling."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
-    casts = gemms if (op.kind == "gemm" and op.linear and precision == "fp8" and not op.grouped) else 0.0
-    return op.launches * gemms + casts * (2.0 if amax_pass else 1.0)
+    if not (op.kind == "gemm" and op.linear and precision == "fp8"):
+        return op.launches * gemms
+    if op.grouped:
+        q = quantize_kernels()["current" if op.current_scaling else "cast"]
+        return op.launches * gemms + op.groups * q
+    return op.launches * gemms + gemms * (2.0 if amax_pass else 1.0)
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),

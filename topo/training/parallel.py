@@ -113,6 +113,11 @@ class ParallelLayout(BaseModel):
     num_layers_at_end_in_bf16: Annotated[int, Field(strict=True, ge=0)] = 0
     """With ``precision = fp8``: the model's last this many layers run in BF16 (``num_layers_at_end_in_bf16``;
     see ``num_layers_at_start_in_bf16``)."""
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] | None = None
+    """Transformer Engine's FP8 scaling recipe (``precision = "fp8"`` only). ``current`` (per-tensor current
+    scaling) quantises each expert's GEMM input in three kernels, its amax, its scale and the cast, reading the
+    input twice; the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
+    ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
     tp_across_domains: bool = False
@@ -160,7 +165,8 @@ class ParallelLayout(BaseModel):
     """FP8 per-tensor current scaling as Transformer Engine ran it before v2.7: each cast to FP8 first reads its
     bf16 input once more, for the tensor's amax, in a kernel of its own (``nvte_compute_amax``, TE PR #1471), then
     casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
-    #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"``."""
+    #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"`` and ``fp8_recipe``
+    current (or unrecorded)."""
     overlap_ep: bool = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
@@ -388,7 +394,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
 
 def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> None:
     """:func:`check_layout`'s rules for the options beside the sizes: activation offloading, hybrid sharding, CUDA
-    graph scopes and a recipe's pipeline layout (``bad(key, message)`` raises)."""
+    graph scopes, the FP8 recipe and a recipe's pipeline layout (``bad(key, message)`` raises)."""
     if lay.activation_offload_layers:
         n = lay.activation_offload_layers
         if n >= model.layers:
@@ -413,6 +419,12 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.precision != "fp8":
         bad("fp8_amax_pass", f"true prices the amax pass of FP8 casts, which precision {lay.precision} has none "
                              f"of; allowed with precision {lay.precision}: false")
+    if lay.fp8_recipe is not None and lay.precision != "fp8":
+        bad("fp8_recipe", f"{lay.fp8_recipe} needs precision fp8, got {lay.precision}; allowed with "
+                          f"{lay.precision}: none")
+    if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
+        bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
+                             f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "

@@ -33,7 +33,9 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
-  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs).
+  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
+  dispatcher (``deepep``: DeepEP / HybridEP) inside one NVLink domain runs no faster than its kernels' published
+  rate (:mod:`topo.training.ep_dispatch`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -48,11 +50,14 @@ overlaps less).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..engine.options import EstimateOptions
+from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
+from .ep_dispatch import flex_dispatch_s
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
@@ -148,13 +153,13 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     act = b * s_cp * h * ACT_BYTES
     out: list[dict] = []
 
-    def add(dim, coll, groups_dim, size, calls, phase):
+    def add(dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES):
         degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
-                        "calls": float(calls), "phase": phase})
+                        "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes)})
 
     if tp > 1:
         # an MoE block's routed experts gather over ETP instead (below); its shared experts are a TP block
@@ -233,7 +238,7 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
         if lay.ep > 1:
             if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
                 add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c[Block.MOE] + rec_moe),
-                    phase="microbatch")
+                    phase="microbatch", elem_bytes=lay.ep_dispatch_bytes)
                 add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
             else:
                 add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
@@ -361,6 +366,11 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
     gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides)
+    if check and lay.fp8_recipe == "mxfp8" and gpu.generation != "blackwell":
+        # MXFP8's 1x32 block scales are applied inside Blackwell's tensor cores (Megatron-LM
+        # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
+        raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
+                        f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     peak = gpu.peak_flops(lay.precision)
@@ -373,7 +383,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     names = {it["groups"] for it in traffic}
     groups = {d: mapping.groups(d) for d in names}
     spans = {d: mapping.domains_spanned(d) for d in names}
-    timed = [(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"])) for it in traffic]
+    timed = [(it, _flex_bound(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"]), lay,
+                              spans[it["groups"]], spec.gpu)) for it in traffic]
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
@@ -573,11 +584,25 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
             dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
                               units, lay)
         else:
+            if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
+                one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
             ep += one.time_s * item["calls"]
     if ep_known:
         windows = {"ep": lay.microbatches * sc.microbatch_s}
         ep = exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu_compute(engine.fabric.spec.gpu).sms)
     return {"dp": dp, "ep": ep if ep_known else None}
+
+
+def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
+    """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher inside one
+    NVLink domain the slower of it and the dispatcher's published rate (:func:`.ep_dispatch.flex_dispatch_s`;
+    its algorithm then reads ``flex dispatcher rate``)."""
+    if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep" or domains != 1:
+        return one
+    t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], item.get("elem_bytes", ACT_BYTES))
+    if t is None or t <= one.time_s:
+        return one
+    return replace(one, time_s=t, algorithm="flex dispatcher rate")
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,

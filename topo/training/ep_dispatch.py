@@ -1,0 +1,65 @@
+"""The flex dispatcher's own rate: DeepEP / HybridEP dispatch and combine inside one NVLink domain.
+
+Megatron-Core's flex dispatcher (topo's ``ep_dispatcher = "deepep"``) moves an MoE layer's routed tokens with
+DeepEP's or HybridEP's kernels, not NCCL's all-to-all. Their authors publish the rate a dispatch or a combine
+reaches through the framework's call (``topo/data/compute/ep_dispatch.toml``: algorithm bandwidth, the bytes a
+rank receives over the call's time, by GPU and EP group size). Inside one NVLink domain that rate, not the links,
+is what binds (GB200 NVL72: 450-570 GB/s of NVLink5's 900), so an expert all-to-all of this dispatcher takes the
+slower of the fabric's time and its bytes at this rate (:func:`flex_dispatch_s`). Across domains the scale-out
+network binds and the fabric's time stands (the published multi-node figures are per NIC, not comparable).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+
+__all__ = ["flex_rates", "flex_dispatch_s"]
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))["flex"]
+
+
+def flex_rates(gpu: str, ranks: int) -> dict | None:
+    """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
+    domain: ``dispatch``, ``dispatch_fp8``, ``combine``; the nearest published group size (the largest for a
+    larger group, the smallest for a smaller); None for a GPU without published rates."""
+    t = _table().get(gpu)
+    if t is None:
+        return None
+    sizes = t["ranks"]
+    i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
+    return {k: float(t[f"{k}_GBps"][i]) * 1e9 for k in ("dispatch", "dispatch_fp8", "combine")}
+
+
+def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) -> float | None:
+    """Seconds of one all-to-all call of the flex dispatcher at its published rate: ``size_bytes`` (what a rank
+    receives) at the FP8 dispatch rate for 1-byte elements (an FP8 dispatch), else at the mean time of a BF16
+    dispatch and a combine (the calls of a step pair them: dispatch and combine forward, their gradients
+    backward); None without published rates for ``gpu``.
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name as the fabric's spec gives it (``GB200``, ``B200``, ``H100``).
+    ranks : int
+        GPUs in the EP group (all in one NVLink domain).
+    size_bytes : float
+        Bytes one rank receives in the call.
+    elem_bytes : float
+        Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
+
+    Returns
+    -------
+    float or None
+    """
+    r = flex_rates(gpu, ranks)
+    if r is None:
+        return None
+    if elem_bytes < 2:
+        return size_bytes / r["dispatch_fp8"]
+    return 0.5 * (size_bytes / r["dispatch"] + size_bytes / r["combine"])
