@@ -418,6 +418,7 @@ class BlockTime:
     wgrad_s: float = 0.0  # the weight-gradient GEMMs' seconds (what backward TP traffic hides behind)
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
+    host_by_module_s: dict = field(default_factory=dict)  # the forward's host seconds per module
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -426,6 +427,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     fwd = bwd = flops = host = host_b = attention = wgrad = 0.0
     mods: dict[str, float] = {}
     rec: dict[str, float] = {}
+    hmods: dict[str, float] = {}
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
         amax = lay.fp8_amax_pass
@@ -433,7 +435,9 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
         fwd += f
         bwd += b
-        host += host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
+        h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
+        host += h
+        hmods[op.module] = hmods.get(op.module, 0.0) + h
         host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax)
         flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
@@ -444,7 +448,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -571,7 +575,7 @@ def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: i
         mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
     if not mods:
         return 0.0
-    alias = {"mlp": ("mlp", "mlp_act"), "moe": ("moe", "moe_act", "shared_experts"), "moe_act": ("moe_act",),
+    alias = {"mlp": ("mlp", "mlp_act"), "moe": MOE_MODULE, "moe_act": ("moe_act",),
              "layernorm": ("layernorm",), "core_attn": ("core_attn",), "mamba": ("mamba",),
              "mla_up_proj": ("mla_up_proj",), "mlp_act": ("mlp_act",),
              # an input projection recomputed with the activation after it (fc2's input is the activation's output)
@@ -672,9 +676,10 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
     sec. 2: "host boundedness"). The host runs ahead of the GPU across a pass, except that a dropless MoE router
     hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
     be launched: a layer with such an MoE block lasts at least the host's launches of its forward kernels. A
-    padded (capacity-factor) router or a full-iteration graph has no sync; the backward has none."""
+    padded (capacity-factor) router or a full-iteration graph has no sync; the backward has none of its own, but a
+    recomputed ``moe`` module replays the router and its sync there (:func:`_moe_recompute_wait_s`)."""
     synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
-    wait_f = gpu_rest = host_rest = gpu_b = host_b = 0.0
+    wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     for u, bf16 in units:
         kinds = [u] if u in END_UNITS else list(u)
         g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
@@ -682,10 +687,32 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
         host_b += sum(bt(k, bf16).host_backward_s for k in kinds)
         if synced and Block.MOE in kinds:
             wait_f += max(0.0, h - g)
+            wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
         else:
             gpu_rest += g
             host_rest += h
-    return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b)
+    return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+MOE_MODULE = ("moe", "moe_act", "shared_experts", "shared_experts_act")
+"""What Megatron-Core's MoELayer forward runs (router, dispatch, experts and their activation, the shared experts
+and theirs, combine): what recomputing its ``moe`` module replays (:func:`_recomputed`'s alias)."""
+
+
+def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime) -> float:
+    """Seconds the backward's GPU waits for the host in one MoE block's recomputed forward, per micro-batch.
+
+    With ``"moe"`` in ``recompute_modules`` Megatron-Core checkpoints the MoELayer's whole forward (router,
+    dispatch, experts, combine: NVIDIA/Megatron-LM@00119989 ``megatron/core/transformer/moe/moe_layer.py``
+    ``MoELayer.forward``), so the backward runs the router again and syncs its tokens per expert to the host
+    again before the experts' GEMMs can be launched; the GPU then waits for the host's launches of that forward
+    beyond its own time, as in the forward pass (:func:`_host_waits_s`). Full recomputation's replay is not
+    counted here."""
+    if "moe" not in lay.recompute_modules:
+        return 0.0
+    host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE)
+    gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE)
+    return max(0.0, host - gpu)
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
