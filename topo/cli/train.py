@@ -28,6 +28,15 @@ def register(sub) -> None:
         "once, through the collective engine), memory per GPU, tokens/s, TFLOPs per GPU and MFU. "
         f"Bundled models: {', '.join(bundled_models())}.")
     add_spec_arguments(p)
+    _job_arguments(p)
+    _memory_arguments(p)
+    _placement_arguments(p)
+    _output_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _job_arguments(p) -> None:
+    """The model, its layout, the batch and sequence."""
     p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
@@ -41,6 +50,10 @@ def register(sub) -> None:
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
+
+
+def _memory_arguments(p) -> None:
+    """Recomputation, activation offload and the pipeline's layers."""
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
                    help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba, mla_up_proj, mlp_act, "
@@ -58,6 +71,10 @@ def register(sub) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
+
+
+def _placement_arguments(p) -> None:
+    """How the layout lands on the GPUs and the fabric: domains, gradients, sharding, meshes, rank order, overlap."""
     p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
                    help="use only N GPUs of each NVLink domain (64 of an NVL72 rack's 72)")
     p.add_argument("--grad-bytes", type=float, default=None,
@@ -81,6 +98,10 @@ def register(sub) -> None:
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, pp off, ep off)")
+
+
+def _output_arguments(p) -> None:
+    """The FLOP convention, efficiency, tokens, --search and its options, regions, --json."""
     p.add_argument("--flops", choices=CONVENTIONS, default="6n",
                    help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default) or "
                         "megatron (SC21 eq. 3, counts full recomputation)")
@@ -97,7 +118,6 @@ def register(sub) -> None:
     p.add_argument("--outer-every", type=int, default=None, metavar="H",
                    help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.set_defaults(func=run)
 
 
 def _overlaps(items) -> dict:
