@@ -127,7 +127,7 @@ def _overlaps(items) -> dict:
         k = k.strip().lower()
         if k not in ("tp", "cp", "pp", "dp", "ep") or v.strip().lower() not in ("on", "off"):
             raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of tp, cp, pp, dp, ep",
-                            key="overlap")
+                            key="--overlap")
         out[f"overlap_{k}"] = v.strip().lower() == "on"
     return out
 
@@ -170,8 +170,21 @@ def _layout_options(args) -> dict:
                 tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
 
 
+def _check_applies(args) -> None:
+    """Options that apply only to a region, or only to --search: given elsewhere, an error, not silently dropped."""
+    if not is_region_args(args):
+        for flag, value in (("--across", args.across), ("--outer-every", args.outer_every)):
+            if value is not None:
+                raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
+                                key=flag)
+    if args.rank_orders is not None and not args.search:
+        raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
+                        key="--rank-orders")
+
+
 def run(args) -> int:
     _check_numbers(args)
+    _check_applies(args)
     if args.jax_mesh and is_region_args(args):
         raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
                         "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
@@ -255,7 +268,7 @@ def _as_flags(args, exc: TopoError) -> TopoError:
         return exc
     if getattr(args, "jax_mesh", None) and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
         return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
-    return type(exc)(exc.message, key="--" + exc.key.replace("_", "-"))
+    return type(exc)(exc.message, key="--" + exc.key.split(".")[0].replace("_", "-"))  # not --recompute-modules.0
 
 
 def _progress():
