@@ -185,7 +185,7 @@ def _check_applies(args) -> None:
 def run(args) -> int:
     _check_numbers(args)
     _check_applies(args)
-    if args.jax_mesh and is_region_args(args):
+    if args.jax_mesh is not None and is_region_args(args):
         raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
                         "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
@@ -196,7 +196,7 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
-    if args.jax_mesh and (args.search or args.layout):
+    if args.jax_mesh is not None and (args.search or args.layout):
         raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
                         key="--jax-mesh")
     if args.layout and not args.search:
@@ -233,7 +233,7 @@ def run(args) -> int:
             _print_search(res, args.top)
         return 0
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-    if args.jax_mesh:
+    if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common)
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
@@ -266,7 +266,7 @@ def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
     if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
         return exc
-    if getattr(args, "jax_mesh", None) and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
+    if getattr(args, "jax_mesh", None) is not None and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
         return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
     return type(exc)(exc.message, key="--" + exc.key.split(".")[0].replace("_", "-"))  # not --recompute-modules.0
 
