@@ -61,8 +61,8 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
                             f"is not taken: give the size)", source=source)
         sizes[axis] *= n
     if not seen:
-        raise TopoError(f"is empty, got {text!r}; write ici_<axis>=n or dcn_<axis>=n pairs, e.g. ici_fsdp=8,dcn_data=4; "
-                        f"allowed axes: {allowed}", source=source)
+        raise TopoError(f"is empty, got {text!r}; write ici_<axis>=n or dcn_<axis>=n pairs, e.g. "
+                        f"ici_fsdp=8,dcn_data=4; allowed axes: {allowed}", source=source)
     return sizes
 
 
