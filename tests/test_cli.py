@@ -180,3 +180,12 @@ def test_an_empty_value_from_the_command_line(tmp_path):
     proc = run_cli("plan", "dgx-h100-superpod", "--model", "", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "error: --model: is empty, got ''; give a value or leave it out (see 'topo plan --help')\n"
+
+
+def test_an_options_own_empty_constant_is_not_an_empty_value():
+    """`topo sweep --report` without FILE stands for the default name (its const is ''): not an empty value."""
+    from topo.cli.main import build_parser, empty_option
+    parser = build_parser("sweep")
+    assert empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--report"])) is None
+    err = empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--csv", ""]))
+    assert err is not None and err.key == "--csv"

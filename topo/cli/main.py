@@ -107,13 +107,15 @@ def empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> T
     TopoError or None
         Keyed by the flag (or the argument's name): a command took ``''`` as not given (``train --layout ''`` ran
         the default layout, ``plan --model ''`` planned without the model, ``report --train ''`` left the job out)
-        or named the working folder (``--model ''``: ``.: is not a regular file``). None when nothing is empty.
+        or named the working folder (``--model ''``: ``.: is not a regular file``). None when nothing is empty;
+        an option's own empty constant or default (``topo sweep --report`` without a FILE) is not given by hand.
     """
     command = getattr(parser, "commands", {}).get(getattr(args, "command", None))
     for action in command._actions if command is not None else ():
         value = getattr(args, action.dest, None)
         values = value if isinstance(value, list) else [value]
-        blank = [v for v in values if isinstance(v, str) and not v.strip()]
+        blank = [v for v in values
+                 if isinstance(v, str) and not v.strip() and v not in (action.const, action.default)]
         if action.dest in _OWN_EMPTY_MESSAGE or not blank:
             continue
         name = max(action.option_strings, key=len) if action.option_strings else (action.metavar or action.dest)
