@@ -153,3 +153,39 @@ def test_debug_is_taken_after_the_command_too():
     assert p.returncode == 2 and "Traceback" not in p.stderr
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert all("--debug" in c.format_help() for c in sub.choices.values()), sorted(sub.choices)
+
+
+# --- walk3: an empty value (an unset shell variable) is an error, never "not given" ----------------------------------
+
+@pytest.mark.parametrize("args, key", [
+    (["train", "dgx-h100-superpod", "--model", "llama3-8b", "--dp", "8", "--global-batch", "8", "--layout", ""],
+     "--layout"),  # ran the flags' layout, the empty --layout dropped
+    (["plan", "dgx-h100-superpod", "--model", ""], "--model"),  # planned without the model's MFU
+    (["report", "dgx-h100-superpod", "--train", ""], "--train"),  # wrote the report without the job
+    (["train", "--model", " "], "--model"),  # said '.: is not a regular file'
+    (["describe", ""], "SPEC"),  # said 'error: is a directory'
+    (["plan", "--plan-file", ""], "--plan-file"),  # said 'error: no such plan file', naming nothing
+    (["describe", "--fail", "spine0", "--fail", ""], "--fail"),  # one of a repeated option
+])
+def test_an_empty_value_is_one_line_naming_its_option(args, key, capsys, tmp_path, monkeypatch):
+    from topo.cli.main import main
+    monkeypatch.chdir(tmp_path)  # nothing may be written
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: {key}: is empty, got ") and len(err.splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_value_from_the_command_line(tmp_path):
+    proc = run_cli("plan", "dgx-h100-superpod", "--model", "", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "error: --model: is empty, got ''; give a value or leave it out (see 'topo plan --help')\n"
+
+
+def test_an_options_own_empty_constant_is_not_an_empty_value():
+    """`topo sweep --report` without FILE stands for the default name (its const is ''): not an empty value."""
+    from topo.cli.main import build_parser, empty_option
+    parser = build_parser("sweep")
+    assert empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--report"])) is None
+    err = empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--csv", ""]))
+    assert err is not None and err.key == "--csv"

@@ -81,3 +81,26 @@ def test_layout_file_and_its_errors(tmp_path):
     typo.write_text('tp = 8\npipeline = 4\nglobal_batch = 256\n')
     p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(typo))
     assert p.returncode == 2 and "pipeline: unknown key" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+# --- a new user's walk (walk3): options that do not apply are errors, and every error names the flag given ----------
+
+@pytest.mark.parametrize("extra, key, says", [
+    (["--across", "pp"], "--across", "applies to a region of several sites"),  # was dropped silently on one site
+    (["--outer-every", "5"], "--outer-every", "applies to a region of several sites"),
+    (["--rank-orders", "tp-cp-ep-dp-pp"], "--rank-orders", "without --search"),  # was dropped without --search
+    (["--overlap", "xx=on"], "--overlap", "write DIM=on or DIM=off"),  # was named 'overlap', not its flag
+    (["--recompute", "selective", "--recompute-modules", "bogus"], "--recompute-modules",
+     "got 'bogus'"),  # was named '--recompute-modules.0', no such flag
+])
+def test_an_option_that_does_not_apply_or_is_wrong_names_its_flag(extra, key, says):
+    p = run_cli(*ARGS, *extra)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}: ") and says in lines[0], p.stderr
+
+
+def test_region_options_still_apply_to_a_region():
+    p = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--dp", "8", "--global-batch", "8",
+                "--outer-every", "5", "--json", check=True)
+    assert any(s["outer_every"] == 5 for s in json.loads(p.stdout)["strategies"])

@@ -33,6 +33,8 @@ def test_mesh_axes_become_layout_sizes(mesh, want):
     ("ici_bogus=4", "unknown mesh axis 'ici_bogus'"),
     ("fsdp=4", "write ici_<axis>=n or dcn_<axis>=n"),
     ("ici_fsdp=-1", "must be a whole number >= 1, got '-1'"),
+    ("", "is empty, got ''"),  # walk3: an empty mesh was every size 1, one GPU, with no word
+    (" , ", "is empty"),
 ])
 def test_a_mesh_topo_cannot_take_is_named(mesh, needle):
     with pytest.raises(TopoError) as e:
@@ -106,3 +108,11 @@ def test_cli_mesh_errors_name_the_mesh_and_regions_refuse_it():
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --jax-mesh: "), bad.stderr
         assert "not --jax-mesh yet" in lines[0] and bad.stdout == ""
+
+
+def test_cli_an_empty_mesh_is_an_error_not_no_mesh():
+    """walk3: ``--jax-mesh ''`` ran as if no mesh was given (the layout's sizes from --dp or the default)."""
+    bad = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--global-batch", "8", "--jax-mesh", "")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and bad.stdout == "" and len(lines) == 1
+    assert lines[0].startswith("error: --jax-mesh: is empty"), bad.stderr

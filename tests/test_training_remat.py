@@ -106,3 +106,16 @@ def test_search_with_a_policy_does_not_enumerate_the_recomputation_it_sets():
     bad = run_cli(*base, "--remat-policy", "minimal", "--recompute-modules", "mlp")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr == (
         "error: --remat-policy: 'minimal' sets recompute and recompute_modules itself; give one or the other\n")
+
+
+def test_an_explicit_recompute_none_beside_a_policy_that_recomputes_is_refused():
+    """walk3: ``--remat-policy full --recompute none`` (or a layout file with both) ran as full recomputation, the
+    explicit "none" silently dropped, while ``minimal`` with ``--recompute full`` was refused: both are refused now.
+    A recompute equal to the policy's own (minimal's "none", as the search passes it) still stands."""
+    with pytest.raises(TopoError) as e:
+        lay("full", recompute="none")
+    assert e.value.key == "remat_policy" and "give one or the other" in str(e.value)
+    assert lay("full", recompute="full").recompute == "full"
+    same = lay("minimal", recompute="none")
+    assert same.recompute_modules == lay("minimal").recompute_modules == ("layernorm", "core_attn", "mlp_act",
+                                                                           "moe_act")

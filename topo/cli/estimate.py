@@ -51,7 +51,6 @@ def _default(option: str) -> str:
 
 
 def register(sub) -> None:
-    algos = sorted({a for v in ALGORITHMS.values() for a in v})
     p = sub.add_parser(
         "estimate", help="estimate a collective's time, algbw and busbw (nccl-tests style)",
         description="Estimate a collective on the fabric: alpha-beta over the routed links with contention. "
@@ -60,6 +59,15 @@ def register(sub) -> None:
     # a value such as -1G reads as the value of --size (so its sign is what the error names), not as an option
     p._negative_number_matcher = re.compile(r"^-\d[\w.+/ ]*$|^-\.\d[\w.+/ ]*$")
     add_spec_arguments(p)
+    _nccl_tests_arguments(p)
+    _placement_arguments(p)
+    _model_arguments(p)
+    _output_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _nccl_tests_arguments(p) -> None:
+    """The collective and its sizes, and nccl-tests' own flags, as its scripts pass them."""
     p.add_argument("--collective", default=None, metavar="NAME",
                    help=f"{', '.join(COLLECTIVES)} (hyphens accepted; default all_reduce)")
     p.add_argument("-c", dest="c", default=None, metavar="NAME|0|1",
@@ -84,6 +92,10 @@ def register(sub) -> None:
     p.add_argument("-o", "--op", default=None, metavar="OP",
                    help=f"nccl-tests' reduction op, for the redop column: {', '.join(CHOICES['op'])} ({_default('op')}; "
                    "the time does not depend on it, but NCCL leaves PAT out of a reduce-scatter with avg or mulsum)")
+
+
+def _placement_arguments(p) -> None:
+    """Where the collective runs: the GPUs, and the communicators over them."""
     add_placement_arguments(p)
     p.add_argument("--groups", default=None, metavar="G",
                    help="run G identical communicators at once over the chosen GPUs (data/tensor parallelism; "
@@ -91,6 +103,11 @@ def register(sub) -> None:
     p.add_argument("--group-layout", default=None, choices=CHOICES["group_layout"],
                    help="strided: group j = GPUs j, j+G, ... (data-parallel replicas); blocked: consecutive blocks "
                    f"({_default('group_layout')})")
+
+
+def _model_arguments(p) -> None:
+    """How the collective is timed: algorithm, protocol, channels, ECMP, contention, profile."""
+    algos = sorted({a for v in ALGORITHMS.values() for a in v})
     p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
                    help=f"auto (one of NCCL's per size, see --choose), one of: {', '.join(algos)}; or, as NCCL_ALGO "
                         f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree) "
@@ -118,6 +135,10 @@ def register(sub) -> None:
     p.add_argument("--chunks", default=None, metavar="K", help="store-and-forward chunks for tree/broadcast (>= 1)")
     p.add_argument("--stages", default=None, metavar="N",
                    help=f"pipeline stages for -c pipeline ({_default('stages')})")
+
+
+def _output_arguments(p) -> None:
+    """A traffic file in place of one collective, and what is printed."""
     p.add_argument("--traffic", default=None, metavar="FILE",
                    help="run the collectives of a traffic file at once (TOML; bundled: "
                    + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
@@ -126,7 +147,6 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--csv", action="store_true",
                    help="print the table as CSV: nccl-tests' columns (in place repeated), then topo's")
-    p.set_defaults(func=run)
 
 
 def _int(text, key):

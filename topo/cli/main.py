@@ -84,7 +84,44 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for command in sub.choices.values():  # `topo plan ... --debug` as well as `topo --debug plan ...`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show a traceback on errors")
+    parser.commands = sub.choices  # each command's parser, by name (empty_option)
     return parser
+
+
+# options whose command says more than empty_option can about an empty value (``-o ''``: give a name, or -)
+_OWN_EMPTY_MESSAGE = {"output"}
+
+
+def empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TopoError | None:
+    """An option or argument given as the empty string (an unset shell variable), as an error.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The ``topo`` parser (:func:`build_parser`).
+    args : argparse.Namespace
+        What it parsed.
+
+    Returns
+    -------
+    TopoError or None
+        Keyed by the flag (or the argument's name): a command took ``''`` as not given (``train --layout ''`` ran
+        the default layout, ``plan --model ''`` planned without the model, ``report --train ''`` left the job out)
+        or named the working folder (``--model ''``: ``.: is not a regular file``). None when nothing is empty;
+        an option's own empty constant or default (``topo sweep --report`` without a FILE) is not given by hand.
+    """
+    command = getattr(parser, "commands", {}).get(getattr(args, "command", None))
+    for action in command._actions if command is not None else ():
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        blank = [v for v in values
+                 if isinstance(v, str) and not v.strip() and v not in (action.const, action.default)]
+        if action.dest in _OWN_EMPTY_MESSAGE or not blank:
+            continue
+        name = max(action.option_strings, key=len) if action.option_strings else (action.metavar or action.dest)
+        return TopoError(f"is empty, got {blank[0]!r}; give a value or leave it out (see 'topo {args.command} "
+                         "--help')", key=name)
+    return None
 
 
 def main(argv=None) -> int:
@@ -92,6 +129,9 @@ def main(argv=None) -> int:
     parser = build_parser(command_in(argv))
     args = parser.parse_args(argv)
     try:
+        empty = empty_option(parser, args)
+        if empty is not None:
+            raise empty
         return int(args.func(args) or 0)
     except TopoError as exc:
         if args.debug:

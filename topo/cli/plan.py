@@ -212,8 +212,25 @@ def _deployment_lines(r: PlanResult, mark) -> list[str]:
                                "facility power"], right=[False] + [True] * 6)]
 
 
-def render(r: PlanResult) -> str:
-    p, c, k, rel, n, fl, o = r.power, r.capex, r.compute, r.reliability, r.network, r.floor, r.ownership
+def _marker(r: PlanResult):
+    """A function of catalog keys: ' *' when any of them rests on a placeholder (status assumption)."""
+    guess = {a["key"] for a in r.assumptions if a["status"] == "assumption"}
+
+    def mark(*keys):
+        return " *" if any(k in guess for k in keys) else ""
+
+    return mark
+
+
+def _ends(cr, line, fmt=_usd) -> list[str]:
+    """A cost line's expected, low and high figures, formatted."""
+    low, expected, high = cr.line(line)
+    return [fmt(expected), fmt(low), fmt(high)]
+
+
+def _floor_lines(r: PlanResult) -> list[str]:
+    """The header and the floor: racks, rows, halls, campus, longest links."""
+    fl = r.floor
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
     out.append(f"floor     {format_count(fl.server_racks)} server racks of {fl.servers_per_rack} servers "
                f"({fl.rack_load_W / 1e3:.1f} of {fl.rack_power_W / 1e3:.0f} kW, {fl.cooling.replace('_', ' ')} "
@@ -232,12 +249,11 @@ def render(r: PlanResult) -> str:
                    f"{r.total_floor_m2:,.0f} m2" if r.storage is not None else ""))
     longest = ", ".join(f"{name} {m:,.0f} m" for name, m in fl.longest_m.items())
     out.append(f"          longest link: {longest}")
-    out.append("")
-    guess = {a["key"] for a in r.assumptions if a["status"] == "assumption"}  # placeholders: marked '*'
+    return out
 
-    def mark(*keys):
-        return " *" if any(k in guess for k in keys) else ""
 
+def _bom_lines(r: PlanResult, mark) -> list[str]:
+    """The bill of materials: switches, transceivers and cables, with their power and cost."""
     rows = [[s.tier, s.model, format_count(s.count), f"{s.power_W_each:,.0f}",
              _usd(s.count * s.price_usd_each) + mark(f"switches.{s.model}.price_usd")] for s in r.bom.switches]
     rows += [[f"at {t.at}", t.type + (f" ({t.links // max(t.count, 1)} links)" if t.at == "nic" and t.links != t.count
@@ -247,10 +263,14 @@ def render(r: PlanResult) -> str:
               f"{cb.power_W / cb.count:,.0f}" if cb.power_W else "-",
               _usd(cb.price_usd) + mark(f"cables.{cb.type}.price_usd", f"cables.{cb.type}.price_per_m_usd")]
              for cb in r.bom.cables]
-    out.append(table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]))
-    out.append(f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
-               f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables")
-    out.append("")
+    return [table(rows, ["where", "item", "count", "W each", "cost"], right=[False, False, True, True, True]),
+            f"total: {format_count(r.bom.num_switches)} switches, {format_count(r.bom.num_transceivers)} "
+            f"transceivers ({format_count(r.nic_modules)} at NICs), {format_count(r.bom.num_cables)} cables"]
+
+
+def _power_lines(r: PlanResult, mark) -> list[str]:
+    """Power by part, facility power, energy, its cost, CO2, water, and the electrical plant."""
+    p, fl, o = r.power, r.floor, r.ownership
     rows = [[name, _mw(w)] for name, w in p.parts().items()]
     if p.nic_optics_in_servers_W:  # shown inside the servers' power, not added (topo.plan.power)
         rows.insert(2, ["  of which NIC-side optics", _mw(p.nic_optics_in_servers_W)])
@@ -267,72 +287,90 @@ def render(r: PlanResult) -> str:
              [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"],
              [f"water per year (WUE {p.wue_L_per_kWh:g} L/kWh of IT energy)"
               + mark(f"cooling.{fl.cooling}.wue_L_per_kWh"), _litres(p.water_per_year_L)]]
-    out.append(table(rows, ["power", ""], right=[False, True]))
+    out = [table(rows, ["power", ""], right=[False, True])]
     if r.electrical is not None:
         e = r.electrical
         out.append(f"electrical ({e.redundancy}, {e.blocks} blocks): {format_count(e.ups_modules)} UPS modules of "
                    f"{e.ups_module_W / 1e6:g} MW ({_mw(e.ups_capacity_W)}), {format_count(e.generators)} generators of "
                    f"{e.generator_W / 1e6:g} MW ({_mw(e.generator_capacity_W)})"
                    + mark("facility.ups_module_W", "facility.generator_W"))
-    out.append("")
-    cr = r.costs
+    return out
 
-    def ends(line, fmt=_usd):
-        low, expected, high = cr.line(line)
-        return [fmt(expected), fmt(low), fmt(high)]
 
-    rows = [[name] + ends(f"capex.{c.PART_KEYS[name]}") for name in c.parts()]
+def _capex_lines(r: PlanResult, mark) -> list[str]:
+    """Capex by part with its low-high range, and the build quarter by quarter."""
+    c, cr = r.capex, r.costs
+    rows = [[name] + _ends(cr, f"capex.{c.PART_KEYS[name]}") for name in c.parts()]
     rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
                    f"{c.facility_basis_W / 1e6:,.1f} MW)")
-    rows += [["capex"] + ends("capex_usd"), ["per GPU"] + ends("capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
+    rows += [["capex"] + _ends(cr, "capex_usd"), ["per GPU"] + _ends(cr, "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
              ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
-    out.append(table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True]))
+    out = [table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True])]
     if r.deployment is not None:
         out += _deployment_lines(r, mark)
-    out.append("")
-    rows = [[name] + ends(f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
-    rows += [[f"TCO over {o.years:g} years"] + ends("tco_usd"),
-             ["per GPU-hour (every installed GPU)"] + ends("cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
+    return out
+
+
+def _ownership_lines(r: PlanResult) -> list[str]:
+    """The TCO by part, per GPU-hour, the prices it is most sensitive to, and how the ranges are made."""
+    o, cr = r.ownership, r.costs
+    rows = [[name] + _ends(cr, f"ownership.{o.PART_KEYS[name]}") for name in o.parts()]
+    rows += [[f"TCO over {o.years:g} years"] + _ends(cr, "tco_usd"),
+             ["per GPU-hour (every installed GPU)"] + _ends(cr, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")]
     if r.price_sensitivity:
         rows += [[f"  {x['key']} alone", "", f"${x['low']:,.2f}", f"${x['high']:,.2f}"]
                  for x in r.price_sensitivity[:5]]
-    out.append(table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
-                     right=[False, True, True, True]))
-    out.append(f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "
-               "ends and their sources under --json 'cost_range'); a price you override is a quote, without a range")
-    out.append("")
+    return [table(rows, [f"ownership over {o.years:g} years", "expected", "low", "high"],
+                  right=[False, True, True, True]),
+            f"note: low and high put every price at its low or high end together ({len(cr.prices)} prices; "
+            "ends and their sources under --json 'cost_range'); a price you override is a quote, without a range"]
+
+
+def _compute_lines(r: PlanResult) -> list[str]:
+    """Peak compute and the training budget against the reference run."""
+    k = r.compute
     peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
-    out.append(f"compute   peak {peaks}")
     ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
-    out.append(f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
-               f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
-               + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
-               + " its cluster")
-    out.append(f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
-               f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
-               f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}")
-    out.append(f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
-               f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
-               f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
-               f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)")
-    out.append(f"          optics reconciled: modules on GPU links at their MTTF fail "
-               f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
-               f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)")
-    out.append(f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
-               f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
-               f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
-               f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
-               f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers")
+    return [f"compute   peak {peaks}",
+            f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
+            f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
+            + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
+            + " its cluster"]
+
+
+def _failure_lines(rel) -> list[str]:
+    """Interruptions, optics failures, and the checkpoint and recovery times."""
+    return [f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
+            f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
+            f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}",
+            f"          first job-stopping optics failure: {_after(rel.first_job_optics_failure_s)} "
+            f"({format_count(rel.job_optical_modules)} modules on GPU links, both ends); NIC-side alone: "
+            f"{_after(rel.first_nic_optics_failure_s)} ({format_count(rel.nic_optical_modules)} modules); of any "
+            f"module: {_after(rel.first_optical_failure_s)} ({format_count(rel.optical_modules)} modules)",
+            f"          optics reconciled: modules on GPU links at their MTTF fail "
+            f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
+            f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
+            f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
+            f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
+            f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
+            f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
+            f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers"]
+
+
+def _goodput_lines(r: PlanResult, mark) -> list[str]:
+    """Goodput with what is lost to each part, its sensitivity, the storage and the spares."""
+    rel = r.reliability
     lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
                                                            "hot_spare_fraction")))
-    out.append(f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
-               f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
-               + (f" (lost: {lost})" if lost else "")
-               + f"; renewal model, failures during recovery included (first-order at Young's "
-               f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)")
-    out.append("          sensitivity (goodput when halved / doubled): " + "; ".join(
-        f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%" for x in rel.sensitivity))
+    out = [f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "
+           f"${r.cost_per_effective_gpu_hour_usd:,.2f} per effective GPU-hour"
+           + (f" (lost: {lost})" if lost else "")
+           + f"; renewal model, failures during recovery included (first-order at Young's "
+           f"{format_time(rel.young_interval_s)}: {100 * rel.goodput_first_order:.1f}%)",
+           "          sensitivity (goodput when halved / doubled): " + "; ".join(
+               f"{x['input']} {100 * x['goodput_half']:.1f}% / {100 * x['goodput_double']:.1f}%"
+               for x in rel.sensitivity)]
     if r.storage is not None:
         out += _storage_lines(r.storage, mark)
     if r.spares:
@@ -340,30 +378,58 @@ def render(r: PlanResult) -> str:
                    + f" ({_usd(sum(x.price_usd for x in r.spares))}, not in capex): each pool lasts a restock lead "
                    "time with the catalog's probability (reliability.spares)"
                    + mark("reliability.spares.lead_time_days", "reliability.spares.service_level"))
-    out.append("")
+    return out
+
+
+def _blast_lines(r: PlanResult) -> list[str]:
+    """What one failed part of each kind cuts off, and how much it slows a collective across two pods."""
     rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
-    out.append(table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
-                     right=[False, True, True, True, True]))
+    out = [table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
+                 right=[False, True, True, True, True])]
     if r.failure_impact:
         out.append("with one part failed, a 1 GiB all_reduce over two pods (one GPU of each): " + "; ".join(
             f"{x.name} stops it ({x.stops})" if x.stops else f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
             for x in r.failure_impact))
-    out.append("")
-    out.append(f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
-               f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)")
+    return out
+
+
+def _network_lines(r: PlanResult) -> list[str]:
+    """Bisection bandwidth, the top tier's collectives, and the plan's notes."""
+    n = r.network
+    out = [f"network   bisection {format_bandwidth(n.bisection_bandwidth_Bps)} "
+           f"({format_bandwidth(n.bisection_bandwidth_per_gpu_Bps)} per GPU)"]
     if n.all_reduce_s is not None:
         out.append(f"          across the {n.top_tier} ({n.num_blocks} {n.block_name}s of "
                    f"{format_count(n.gpus_per_block)} GPUs): 1 GiB all_reduce, {format_count(n.all_reduce_gpus)} GPUs "
                    f"in communicators of one GPU per {n.block_name}: {_t(n.all_reduce_s)} (bottleneck "
                    f"{n.all_reduce_bottleneck}); 1 GiB alltoall, all {format_count(n.alltoall_gpus)} GPUs: "
                    f"{_t(n.alltoall_s)} (bottleneck {n.alltoall_bottleneck})")
-    for text in r.notes:
-        out.append(f"note: {text}")
+    out += [f"note: {text}" for text in r.notes]
     out.append(f"note: {len(r.assumptions)} values this plan uses are assumptions or overrides (see --json "
                "'assumptions'); a figure marked * rests on a placeholder (status assumption); the floor, economics "
                "and reliability inputs with their sources are under --json 'inputs'")
-    return "\n".join(out)
+    return out
+
+
+def render(r: PlanResult) -> str:
+    """The text of one plan: its sections in order, a blank line between them.
+
+    Parameters
+    ----------
+    r : PlanResult
+        The plan of one design.
+
+    Returns
+    -------
+    str
+        The lines ``topo plan`` prints; a figure marked ``*`` rests on a placeholder (status assumption).
+    """
+    mark = _marker(r)
+    sections = [_floor_lines(r), _bom_lines(r, mark), _power_lines(r, mark), _capex_lines(r, mark),
+                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability) + _goodput_lines(r, mark),
+                _blast_lines(r), _network_lines(r)]
+    return "\n\n".join("\n".join(s) for s in sections)
 
 
 _ROWS = [

@@ -125,25 +125,12 @@ def _fmt(fig: str, v) -> str:
 
 
 def _run(args) -> int:
-    from ..report.sweep import main_figures, write_sweep_page
-    from ..sweep import SweepRun, load_study, summarize, sweep
+    from ..sweep import SweepRun, sweep
 
-    study = load_study(args.study)
-    if args.seeds is not None:
-        n = _int(args.seeds, "--seeds")
-        if not study.seeds:
-            raise TopoError(f"{study.name} has no seeds to take the first {n} of", key="--seeds")
-        if n > len(study.seeds):
-            raise TopoError(f"{study.name} has {len(study.seeds)} seeds, not {n}", key="--seeds")
-        study = dataclasses.replace(study, seeds=study.seeds[:n])
+    study = _study_of(args)
     out = args.output or safe_file_name(study.name, ".parquet")
     workers, batch = _int(args.workers, "--workers"), _int(args.batch_size, "--batch-size")
-    report = None
-    if args.report is not None:
-        report = args.report or safe_file_name(study.name, "-report.html")
-        check_output(report, inputs=[args.study], force=args.force, key="--report", force_option="--force")
-    if args.csv:
-        check_output(args.csv, inputs=[args.study], force=args.force, key="--csv", force_option="--force")
+    report = _check_outputs(args, study)
     scheduler = None if args.scheduler in (None, "local") else args.scheduler
     if (scheduler is not None and scheduler != "serial" or args.scheduler_file) and workers is not None:
         raise TopoError("sets the size of the local cluster; an existing cluster has its own workers",
@@ -167,13 +154,46 @@ def _run(args) -> int:
         bar.close()
     for line in info.notices:
         note(line)
-    summary = summarize(df)
-    mains = main_figures(df)
-    shown = summary[summary["figure"].isin(mains)]
     ran = (f"{info.computed:,} computed on {info.where}" if info.skipped < info.total
            else "nothing to compute")  # every point was in the output already
     note(f"topo sweep: {study.name}: {info.total:,} points, {info.skipped:,} already in {out}, {ran} in "
          f"{time.perf_counter() - start:.1f} s; {info.errors:,} error rows")
+    return _finish(args, study, df, info, out, report)
+
+
+def _study_of(args):
+    """The study ``args`` name, with only its first ``--seeds`` seeds when given."""
+    from ..sweep import load_study
+
+    study = load_study(args.study)
+    if args.seeds is not None:
+        n = _int(args.seeds, "--seeds")
+        if not study.seeds:
+            raise TopoError(f"{study.name} has no seeds to take the first {n} of", key="--seeds")
+        if n > len(study.seeds):
+            raise TopoError(f"{study.name} has {len(study.seeds)} seeds, not {n}", key="--seeds")
+        study = dataclasses.replace(study, seeds=study.seeds[:n])
+    return study
+
+
+def _check_outputs(args, study) -> str | None:
+    """Refuse a bad --report or --csv before the sweep runs; the report's file name (None: no report)."""
+    report = None
+    if args.report is not None:
+        report = args.report or safe_file_name(study.name, "-report.html")
+        check_output(report, inputs=[args.study], force=args.force, key="--report", force_option="--force")
+    if args.csv:
+        check_output(args.csv, inputs=[args.study], force=args.force, key="--csv", force_option="--force")
+    return report
+
+
+def _finish(args, study, df, info, out, report) -> int:
+    """Write the CSV and the report asked for, then print the summaries (a table, or --json) and the errors."""
+    from ..report.sweep import main_figures, write_sweep_page
+    from ..sweep import summarize
+
+    summary = summarize(df)
+    shown = summary[summary["figure"].isin(main_figures(df))]
     if args.csv:
         with open_output(args.csv, "w", inputs=[args.study], force=args.force, key="--csv",
                          force_option="--force") as fh:

@@ -28,6 +28,15 @@ def register(sub) -> None:
         "once, through the collective engine), memory per GPU, tokens/s, TFLOPs per GPU and MFU. "
         f"Bundled models: {', '.join(bundled_models())}.")
     add_spec_arguments(p)
+    _job_arguments(p)
+    _memory_arguments(p)
+    _placement_arguments(p)
+    _output_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _job_arguments(p) -> None:
+    """The model, its layout, the batch and sequence."""
     p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
@@ -41,6 +50,10 @@ def register(sub) -> None:
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per step")
     p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch (default 1)")
+
+
+def _memory_arguments(p) -> None:
+    """Recomputation, activation offload and the pipeline's layers."""
     p.add_argument("--recompute", choices=RECOMPUTE, default=None)
     p.add_argument("--recompute-modules", default=None, metavar="A,B",
                    help="modules recomputed (core_attn, mlp, moe, moe_act, layernorm, mamba, mla_up_proj, mlp_act, "
@@ -58,6 +71,10 @@ def register(sub) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
+
+
+def _placement_arguments(p) -> None:
+    """How the layout lands on the GPUs and the fabric: domains, gradients, sharding, meshes, rank order, overlap."""
     p.add_argument("--gpus-per-domain-used", type=int, default=None, metavar="N",
                    help="use only N GPUs of each NVLink domain (64 of an NVL72 rack's 72)")
     p.add_argument("--grad-bytes", type=float, default=None,
@@ -81,6 +98,10 @@ def register(sub) -> None:
     p.add_argument("--overlap", action="append", default=[], metavar="DIM=on|off",
                    help="overlap rule per dimension, e.g. --overlap tp=on --overlap dp=off "
                         "(defaults: dp on, cp on, tp off, pp off, ep off)")
+
+
+def _output_arguments(p) -> None:
+    """The FLOP convention, efficiency, tokens, --search and its options, regions, --json."""
     p.add_argument("--flops", choices=CONVENTIONS, default="6n",
                    help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default) or "
                         "megatron (SC21 eq. 3, counts full recomputation)")
@@ -97,7 +118,6 @@ def register(sub) -> None:
     p.add_argument("--outer-every", type=int, default=None, metavar="H",
                    help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.set_defaults(func=run)
 
 
 def _overlaps(items) -> dict:
@@ -107,7 +127,7 @@ def _overlaps(items) -> dict:
         k = k.strip().lower()
         if k not in ("tp", "cp", "pp", "dp", "ep") or v.strip().lower() not in ("on", "off"):
             raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of tp, cp, pp, dp, ep",
-                            key="overlap")
+                            key="--overlap")
         out[f"overlap_{k}"] = v.strip().lower() == "on"
     return out
 
@@ -150,9 +170,22 @@ def _layout_options(args) -> dict:
                 tp_across_domains=True if args.tp_across_domains else None, **_overlaps(args.overlap))
 
 
+def _check_applies(args) -> None:
+    """Options that apply only to a region, or only to --search: given elsewhere, an error, not silently dropped."""
+    if not is_region_args(args):
+        for flag, value in (("--across", args.across), ("--outer-every", args.outer_every)):
+            if value is not None:
+                raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
+                                key=flag)
+    if args.rank_orders is not None and not args.search:
+        raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
+                        key="--rank-orders")
+
+
 def run(args) -> int:
     _check_numbers(args)
-    if args.jax_mesh and is_region_args(args):
+    _check_applies(args)
+    if args.jax_mesh is not None and is_region_args(args):
         raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
                         "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
@@ -163,7 +196,7 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
-    if args.jax_mesh and (args.search or args.layout):
+    if args.jax_mesh is not None and (args.search or args.layout):
         raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
                         key="--jax-mesh")
     if args.layout and not args.search:
@@ -200,7 +233,7 @@ def run(args) -> int:
             _print_search(res, args.top)
         return 0
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-    if args.jax_mesh:
+    if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common)
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
@@ -233,9 +266,9 @@ def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
     if exc.source not in (None, "layout") or not exc.key or not hasattr(args, exc.key.split(".")[0]):
         return exc
-    if getattr(args, "jax_mesh", None) and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
+    if getattr(args, "jax_mesh", None) is not None and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
         return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
-    return type(exc)(exc.message, key="--" + exc.key.replace("_", "-"))
+    return type(exc)(exc.message, key="--" + exc.key.split(".")[0].replace("_", "-"))  # not --recompute-modules.0
 
 
 def _progress():

@@ -141,76 +141,13 @@ def inventory(fabric: Fabric) -> Inventory:
     [('leaf', 32), ('spine', 16)]
     """
     L, spec = fabric.layout, fabric.spec
-    tiers = []
-    for t in L.tiers:
-        used = t.down_ports + t.up_ports
-        each_W, source = t.power_W, "spec"
-        if each_W is None:
-            each_W = catalog_switch_power_W(t.model)
-            source = "unknown" if each_W is None else "catalog"
-        tiers.append(TierInventory(
-            name=t.name, model=t.model, num_switches=t.num_switches, radix=t.radix,
-            down_ports_per_switch=t.down_ports, up_ports_per_switch=t.up_ports,
-            down_port_rate_Bps=t.down_rate_Bps, up_port_rate_Bps=t.up_rate_Bps,
-            down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
-            oversubscription=t.oversubscription, ports_used=used * t.num_switches,
-            ports_idle=(t.radix - used) * t.num_switches,
-            power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
-            block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
-            gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,
-            latency_s=t.latency_s))
-
-    names = fabric.level_names  # one per level, in the order of Level.all: NVLink, PCIe, NIC, then each boundary
-    counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]
-    rates = [spec.nvlink_Bps, spec.server.pcie_bandwidth_Bps, L.nic_rate_Bps]
-    for t in L.tiers[:-1]:
-        counts.append(t.num_switches * t.up_ports)
-        rates.append(t.up_rate_Bps)
-    links = [LinkLevelInventory(n, c, r, c * r) for n, c, r in zip(names, counts, rates)]
-
-    # Bisection: boundaries a balanced cut must cross: the NICs, and the uplinks of every tier whose blocks (units
-    # for the leaves, pods for tier 1, ...) are more than one
-    boundaries = [L.num_nics * L.nic_rate_Bps]
-    for t in L.tiers[:-1]:
-        if t.num_blocks > 1:
-            boundaries.append(t.up_capacity_Bps)
-    bisection = min(boundaries) / 2
-
-    # the largest non-blocking group: a block under the lowest oversubscribed tier
-    group, gpus = "cluster", L.num_gpus
-    for t in L.tiers[:-1]:
-        if t.num_blocks > 1 and (t.oversubscription or 1) > 1 + 1e-9:
-            group = L.unit_name if t.index == 0 else t.block_name
-            gpus = L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server
-            break
-    if gpus < L.gpus_per_domain:
-        group, gpus = "NVLink domain", L.gpus_per_domain
-
-    notes = []
-    if L.kind == "rail_only":
-        notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
-                     "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
-                     "that NVLink hop")
+    tiers = [_tier_inventory(L, t) for t in L.tiers]
+    links = _link_levels(fabric)
+    bisection = _bisection_Bps(L)
+    group, gpus = _largest_nonblocking(L)
     host_Bps = spec.server.pcie_bandwidth_Bps
     host = spec.host_link.describe() if spec.host_link else "server.pcie_bandwidth"
-    nic_Bps = L.nic_rate_Bps
-    if host_Bps < nic_Bps * (1 - 1e-9):
-        notes.append(f"the host link ({host}, {format_bandwidth(host_Bps)} per direction) caps each "
-                     f"{format_rate(nic_Bps)} NIC at {format_bandwidth(host_Bps)}; give server.nic_model (e.g. "
-                     "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the servers differ")
     num_switches = sum(t.num_switches for t in tiers)
-    if L.num_gpus <= L.gpus_per_domain:
-        notes.append(f"the whole cluster is one NVLink domain ({count_noun(L.num_gpus, 'GPU')}): its GPUs talk over "
-                     f"NVLink only, and the scale-out fabric ({count_noun(num_switches, 'switch', 'switches')}) "
-                     "carries none of their traffic")
-    elif L.num_units == 1 and L.num_tiers > 1:
-        if L.leaves_per_unit > 1 and L.kind == "rail_optimized":
-            notes.append(f"a single {L.unit_name}: one {L.tiers[0].name} per rail already joins every server; the "
-                         f"{L.tiers[1].name} tier only carries traffic between rails, which NCCL's PXN moves to "
-                         "NVLink first")
-        else:
-            notes.append(f"a single {L.unit_name}: its {L.tiers[0].name} switches already join every server, so "
-                         f"the {L.tiers[1].name} tier carries no traffic between these GPUs")
     powers = [t.power_W for t in tiers]
     return Inventory(
         name=spec.name, description=spec.description, sources=spec.sources, gpu=spec.gpu, kind=L.kind,
@@ -228,7 +165,89 @@ def inventory(fabric: Fabric) -> Inventory:
         power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
         power_from_catalog_tiers=[t.name for t in tiers if t.power_source == "catalog"],
         host_link_Bps=host_Bps, host_link=host,
-        notes=notes,
+        notes=_notes(L, host, host_Bps, num_switches),
         farthest_switch_hops=2 * len(tiers) - 1,
         farthest_switch_latency_s=2 * sum(t.latency_s for t in tiers[:-1]) + tiers[-1].latency_s,
     )
+
+
+def _tier_inventory(L, t) -> TierInventory:
+    """One tier's switches, ports, capacities and power (the spec's, else the catalog's, else unknown)."""
+    used = t.down_ports + t.up_ports
+    each_W, source = t.power_W, "spec"
+    if each_W is None:
+        each_W = catalog_switch_power_W(t.model)
+        source = "unknown" if each_W is None else "catalog"
+    return TierInventory(
+        name=t.name, model=t.model, num_switches=t.num_switches, radix=t.radix,
+        down_ports_per_switch=t.down_ports, up_ports_per_switch=t.up_ports,
+        down_port_rate_Bps=t.down_rate_Bps, up_port_rate_Bps=t.up_rate_Bps,
+        down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
+        oversubscription=t.oversubscription, ports_used=used * t.num_switches,
+        ports_idle=(t.radix - used) * t.num_switches,
+        power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
+        block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
+        gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,
+        latency_s=t.latency_s)
+
+
+def _link_levels(fabric: Fabric) -> list[LinkLevelInventory]:
+    """The links of each level, in the order of Level.all: NVLink, PCIe, NIC, then each boundary between tiers."""
+    L, spec = fabric.layout, fabric.spec
+    counts = [L.num_gpus, L.num_servers * max(L.nics_per_server, L.gpus_per_server), L.num_nics]
+    rates = [spec.nvlink_Bps, spec.server.pcie_bandwidth_Bps, L.nic_rate_Bps]
+    for t in L.tiers[:-1]:
+        counts.append(t.num_switches * t.up_ports)
+        rates.append(t.up_rate_Bps)
+    return [LinkLevelInventory(n, c, r, c * r) for n, c, r in zip(fabric.level_names, counts, rates)]
+
+
+def _bisection_Bps(L) -> float:
+    """Half the least capacity of the boundaries a balanced cut must cross: the NICs, and the uplinks of every tier
+    whose blocks (units for the leaves, pods for tier 1, ...) are more than one."""
+    boundaries = [L.num_nics * L.nic_rate_Bps]
+    for t in L.tiers[:-1]:
+        if t.num_blocks > 1:
+            boundaries.append(t.up_capacity_Bps)
+    return min(boundaries) / 2
+
+
+def _largest_nonblocking(L) -> tuple[str, int]:
+    """The largest non-blocking group, a block under the lowest oversubscribed tier: its name and GPUs."""
+    group, gpus = "cluster", L.num_gpus
+    for t in L.tiers[:-1]:
+        if t.num_blocks > 1 and (t.oversubscription or 1) > 1 + 1e-9:
+            group = L.unit_name if t.index == 0 else t.block_name
+            gpus = L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server
+            break
+    if gpus < L.gpus_per_domain:
+        group, gpus = "NVLink domain", L.gpus_per_domain
+    return group, gpus
+
+
+def _notes(L, host: str, host_Bps: float, num_switches: int) -> list[str]:
+    """What the figures do not say alone: rail-only traffic, a host link slower than the NIC, a cluster of one
+    NVLink domain or one unit."""
+    notes = []
+    if L.kind == "rail_only":
+        notes.append("rail-only: no switch joins two rails; traffic between rails first crosses the NVLink domain "
+                     "(PXN), so the bisection and non-blocking figures hold only for rail-aligned traffic plus "
+                     "that NVLink hop")
+    nic_Bps = L.nic_rate_Bps
+    if host_Bps < nic_Bps * (1 - 1e-9):
+        notes.append(f"the host link ({host}, {format_bandwidth(host_Bps)} per direction) caps each "
+                     f"{format_rate(nic_Bps)} NIC at {format_bandwidth(host_Bps)}; give server.nic_model (e.g. "
+                     "ConnectX-8 for 800 Gb/s, PCIe Gen6) or server.pcie_bandwidth if the servers differ")
+    if L.num_gpus <= L.gpus_per_domain:
+        notes.append(f"the whole cluster is one NVLink domain ({count_noun(L.num_gpus, 'GPU')}): its GPUs talk over "
+                     f"NVLink only, and the scale-out fabric ({count_noun(num_switches, 'switch', 'switches')}) "
+                     "carries none of their traffic")
+    elif L.num_units == 1 and L.num_tiers > 1:
+        if L.leaves_per_unit > 1 and L.kind == "rail_optimized":
+            notes.append(f"a single {L.unit_name}: one {L.tiers[0].name} per rail already joins every server; the "
+                         f"{L.tiers[1].name} tier only carries traffic between rails, which NCCL's PXN moves to "
+                         "NVLink first")
+        else:
+            notes.append(f"a single {L.unit_name}: its {L.tiers[0].name} switches already join every server, so "
+                         f"the {L.tiers[1].name} tier carries no traffic between these GPUs")
+    return notes

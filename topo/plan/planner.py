@@ -155,21 +155,13 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                              store)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
-    inv = inventory(fabric)
-    bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
-    if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
-        b = bisection(fabric)
-        bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
-    net = crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
+    inv, net = _network(fabric, collectives)
     notes = _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name, server, server_W, spr,
                    fitted, logical)
     notes += power_notes(cat, store, pw, L.num_gpus, floor.cooling)
     notes += cooling_note(cat, floor.cooling, floor.rack_load_W, server.cooling)
     impact = collective_times_with_failures(fabric) if collectives else []
-    fac = cat.facility
-    halls_W = [h.it_power_W for h in floor.halls]
-    elec = electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
-                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
+    elec = _electrical(cat.facility, floor, pw)
     pools = _spare_pools(cat, bom, relia, L.num_servers, server_name, server.price_usd.value)
     try:
         phases = _phasing(cat, floor, L, pw, capex)
@@ -182,6 +174,24 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
                       failure_impact=impact, inputs=inputs_used(cat, fabric, server_name, floor.cooling),
                       assumptions=used_assumptions(cat.assumptions(), _items_used(s, cat, server, server_name, bom)),
                       catalog_versions=dict(cat.versions), notes=notes)
+
+
+def _network(fabric: Fabric, collectives: bool):
+    """The fabric's inventory, and its network figures: the bisection (of the failed fabric when parts failed) and
+    the collectives across the top tier."""
+    inv = inventory(fabric)
+    bis, bis_per_gpu = inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps
+    if fabric.failures:  # the network figures run on the failed fabric: so does its bisection
+        b = bisection(fabric)
+        bis, bis_per_gpu = b.bandwidth_Bps, b.bandwidth_per_gpu_Bps
+    return inv, crosspod_collectives(fabric, bis, bis_per_gpu, collectives=collectives)
+
+
+def _electrical(fac, floor, pw):
+    """The UPS and generators of each hall, and of the rest of the IT load (storage, front-end, ...)."""
+    halls_W = [h.it_power_W for h in floor.halls]
+    return electrical(halls_W + [pw.it_power_W - sum(halls_W)], pw.pue, redundancy=fac.redundancy,
+                      ups_module_W=fac.ups_module_W.value, generator_W=fac.generator_W.value)
 
 
 def _layers(s, plan_file, layers, **shortcuts) -> list:

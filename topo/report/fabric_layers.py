@@ -100,21 +100,35 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
         Units with more leaves than this draw their leaves as one group.
     """
     L = fabric.layout
-    tiers = L.tiers
-    level_names = fabric.level_names
-    d = LayerDrawing(layer_names=["GPUs"] + [t.name for t in tiers])
-    gpus_per_unit = L.servers_per_unit * L.gpus_per_server
-    domains_per_unit = max(1, gpus_per_unit // L.gpus_per_domain)
-    nvlink = fabric.spec.nvlink_Bps
-    t0 = tiers[0]
-    leaves_drawn_per_unit = L.leaves_per_unit if L.leaves_per_unit <= max_rails else 1
-    leaf_cables = L.servers_per_unit * L.nic_ports_per_server_per_leaf
-    pod_word = "pod" if L.num_pods > 1 else "cluster"
-    unit = esc(L.unit_name)
+    d = LayerDrawing(layer_names=["GPUs"] + [t.name for t in L.tiers])
+    leaf_x, x = _draw_pods(d, fabric, max_pods, max_units, max_rails)
+    xmin, xmax = -0.8, max(x - 2.0, 1.0) + 0.8
+    d.x_range = (xmin, xmax)
+    if len(L.tiers) < 2:
+        return d
+    group_x = _draw_tier1(d, fabric, leaf_x, max_rails)
+    if len(L.tiers) >= 3:
+        _draw_upper_tiers(d, fabric, group_x, max_planes)
+    return d
 
+
+def _pod_word(L) -> str:
+    return "pod" if L.num_pods > 1 else "cluster"
+
+
+def _leaves_drawn_per_unit(L, max_rails: int) -> int:
+    return L.leaves_per_unit if L.leaves_per_unit <= max_rails else 1
+
+
+def _draw_pods(d: LayerDrawing, fabric: Fabric, max_pods: int, max_units: int,
+               max_rails: int) -> tuple[dict[tuple[int, int], list[float]], float]:
+    """The GPUs and leaves of the drawn pods, left to right, a gap for the rest: the x of each (pod, rail group)'s
+    drawn leaves, and the x after the last pod."""
+    L, tiers = fabric.layout, fabric.layout.tiers
+    gpus_per_unit = L.servers_per_unit * L.gpus_per_server
+    unit, pod_word = esc(L.unit_name), _pod_word(L)
     x = 0.0
     leaf_x: dict[tuple[int, int], list[float]] = {}  # (pod, rail group) -> x of its drawn leaves
-    pod_x: dict[int, list[float]] = {}
     for p in pick(L.num_pods, max_pods):
         if p is None:
             hidden = L.num_pods - max_pods
@@ -122,7 +136,7 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
             d.gaps.append(Gap(x, 0, min(2, len(tiers)), f"… {hidden} more pods",
                               f"{format_count(hidden)} more pods like these, each {L.units_per_pod} {unit}s, "
                               f"{format_count(L.units_per_pod * gpus_per_unit)} GPUs, "
-                              f"{format_count(L.leaves_per_pod)} {esc(t0.name)} switches"
+                              f"{format_count(L.leaves_per_pod)} {esc(tiers[0].name)} switches"
                               + (f", {tiers[1].switches_per_group * L.rail_groups} {esc(tiers[1].name)} "
                                  f"switches" if len(tiers) > 2 else "")))
             x += 3.5
@@ -135,52 +149,60 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
                 d.gaps.append(Gap(x, 0, 1, "…", f"{format_count(hidden)} more {unit}s in this {pod_word}"))
                 x += 1.6
                 continue
-            u = p * L.units_per_pod + u_local
-            xs = []
-            for r in range(leaves_drawn_per_unit):
-                xs.append(x)
-                leaf = u * L.leaves_per_unit + r
-                group = r if L.rail_groups > 1 else 0
-                leaf_x.setdefault((p, group), []).append(x)
-                if leaves_drawn_per_unit == L.leaves_per_unit:
-                    who = (f"{esc(t0.name)} {format_count(leaf)}"
-                           + (f" (rail {r})" if L.leaves_per_unit > 1 else ""))
-                    count = 1
-                else:
-                    who = f"{L.leaves_per_unit} {esc(t0.name)} switches, one per rail"
-                    count = L.leaves_per_unit
-                d.markers.append(Marker(1, x, count,
-                                        f"<b>{who}</b><br>{unit} {format_count(u)}, {pod_word} {p}<br>"
-                                        f"{t0.down_ports} ports down x {format_rate(t0.down_rate_Bps)}, "
-                                        f"{t0.up_ports} up x {format_rate(t0.up_rate_Bps)}<br>"
-                                        f"oversubscription {_ratio(t0.oversubscription)}"))
-                x += 1.0
-            cx = sum(xs) / len(xs)
-            pod_x.setdefault(p, []).extend(xs)
-            d.markers.append(Marker(0, cx, gpus_per_unit,
-                                    f"<b>{unit} {format_count(u)}</b> ({pod_word} {p})<br>"
-                                    f"{L.servers_per_unit} servers x {L.gpus_per_server} GPUs = "
-                                    f"{format_count(gpus_per_unit)} GPUs<br>"
-                                    f"{domains_per_unit} NVLink domain{'s' * (domains_per_unit > 1)} of "
-                                    f"{L.gpus_per_domain} GPUs, {format_bandwidth(nvlink)} per GPU<br>"
-                                    f"{L.servers_per_unit * L.nics_per_server} NICs x {format_rate(L.nic_rate_Bps)}"))
-            per_leaf = leaf_cables * (L.leaves_per_unit // leaves_drawn_per_unit)
-            for lx in xs:
-                d.bundles.append(Bundle(2, cx, 0, lx, 1, per_leaf, per_leaf * L.nic_rate_Bps,
-                                        f"<b>{esc(level_names[2])}</b>: {format_count(per_leaf)} cables x "
-                                        f"{format_rate(L.nic_rate_Bps)} = {format_bandwidth(per_leaf * L.nic_rate_Bps)}"
-                                        f"<br>{unit} {format_count(u)} to its {esc(t0.name)}"))
-            x += 0.8
+            x = _draw_unit(d, fabric, p, p * L.units_per_pod + u_local, x, leaf_x, max_rails)
         d.pod_labels.append(((start + x - 1.8) / 2, f"{pod_word} {p}" if L.num_pods > 1 else ""))
         x += 1.2
+    return leaf_x, x
 
-    xmin, xmax = -0.8, max(x - 2.0, 1.0) + 0.8
-    d.x_range = (xmin, xmax)
-    if len(tiers) < 2:
-        return d
 
-    # tier 1: one group per pod (per pod and rail in rail-only), above the leaves it joins
-    t1 = tiers[1]
+def _draw_unit(d: LayerDrawing, fabric: Fabric, p: int, u: int, x: float,
+               leaf_x: dict[tuple[int, int], list[float]], max_rails: int) -> float:
+    """Unit ``u`` of pod ``p`` from ``x``: its leaves (each, or one group), its GPUs below them and the cables
+    between; records the leaves' x in ``leaf_x`` and returns the x after the unit."""
+    L = fabric.layout
+    t0, unit, pod_word = L.tiers[0], esc(L.unit_name), _pod_word(L)
+    gpus_per_unit = L.servers_per_unit * L.gpus_per_server
+    domains_per_unit = max(1, gpus_per_unit // L.gpus_per_domain)
+    drawn = _leaves_drawn_per_unit(L, max_rails)
+    xs = []
+    for r in range(drawn):
+        xs.append(x)
+        leaf = u * L.leaves_per_unit + r
+        leaf_x.setdefault((p, r if L.rail_groups > 1 else 0), []).append(x)
+        if drawn == L.leaves_per_unit:
+            who = f"{esc(t0.name)} {format_count(leaf)}" + (f" (rail {r})" if L.leaves_per_unit > 1 else "")
+            count = 1
+        else:
+            who = f"{L.leaves_per_unit} {esc(t0.name)} switches, one per rail"
+            count = L.leaves_per_unit
+        d.markers.append(Marker(1, x, count,
+                                f"<b>{who}</b><br>{unit} {format_count(u)}, {pod_word} {p}<br>"
+                                f"{t0.down_ports} ports down x {format_rate(t0.down_rate_Bps)}, "
+                                f"{t0.up_ports} up x {format_rate(t0.up_rate_Bps)}<br>"
+                                f"oversubscription {_ratio(t0.oversubscription)}"))
+        x += 1.0
+    cx = sum(xs) / len(xs)
+    d.markers.append(Marker(0, cx, gpus_per_unit,
+                            f"<b>{unit} {format_count(u)}</b> ({pod_word} {p})<br>"
+                            f"{L.servers_per_unit} servers x {L.gpus_per_server} GPUs = "
+                            f"{format_count(gpus_per_unit)} GPUs<br>"
+                            f"{domains_per_unit} NVLink domain{'s' * (domains_per_unit > 1)} of "
+                            f"{L.gpus_per_domain} GPUs, {format_bandwidth(fabric.spec.nvlink_Bps)} per GPU<br>"
+                            f"{L.servers_per_unit * L.nics_per_server} NICs x {format_rate(L.nic_rate_Bps)}"))
+    per_leaf = L.servers_per_unit * L.nic_ports_per_server_per_leaf * (L.leaves_per_unit // drawn)
+    for lx in xs:
+        d.bundles.append(Bundle(2, cx, 0, lx, 1, per_leaf, per_leaf * L.nic_rate_Bps,
+                                f"<b>{esc(fabric.level_names[2])}</b>: {format_count(per_leaf)} cables x "
+                                f"{format_rate(L.nic_rate_Bps)} = {format_bandwidth(per_leaf * L.nic_rate_Bps)}"
+                                f"<br>{unit} {format_count(u)} to its {esc(t0.name)}"))
+    return x + 0.8
+
+
+def _draw_tier1(d: LayerDrawing, fabric: Fabric, leaf_x: dict[tuple[int, int], list[float]],
+                max_rails: int) -> dict[tuple[int, int], float]:
+    """Tier 1: one group per pod (per pod and rail in rail-only), above the leaves it joins; the x of each."""
+    L = fabric.layout
+    t0, t1, pod_word = L.tiers[0], L.tiers[1], _pod_word(L)
     group_x: dict[tuple[int, int], float] = {}
     for (p, g), xs in leaf_x.items():
         gx = sum(xs) / len(xs)
@@ -191,21 +213,28 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
         d.markers.append(Marker(2, gx, t1.switches_per_group,
                                 f"<b>{t1.switches_per_group} {esc(t1.name)} switches</b> ({pod_word} {p}{rail})<br>"
                                 f"each {t1.down_ports} ports down x {format_rate(t1.down_rate_Bps)}, {up}"))
+        cables = t0.up_ports * (L.leaves_per_unit // _leaves_drawn_per_unit(L, max_rails))
         for lx in xs:
-            cables = t0.up_ports * (L.leaves_per_unit // leaves_drawn_per_unit)
             d.bundles.append(Bundle(3, lx, 1, gx, 2, cables, cables * t0.up_rate_Bps,
-                                    f"<b>{esc(level_names[3])}</b>: {format_count(cables)} cables x "
+                                    f"<b>{esc(fabric.level_names[3])}</b>: {format_count(cables)} cables x "
                                     f"{format_rate(t0.up_rate_Bps)} = {format_bandwidth(cables * t0.up_rate_Bps)}"
                                     f"<br>{esc(t0.name)} to the {t1.switches_per_group} "
                                     f"{esc(t1.name)} switches of its group"))
-    if len(tiers) < 3:
-        return d
+    return group_x
 
-    # tiers 2 and above: the groups the drawn groups below reach, spread over the width (at most max_planes per
-    # layer, the rest one gap). Switch j of a spine group goes to core plane j (per rail in rail-only); a core
-    # group's switch k to the group (j, k) of the tier above, and so on (topo.fabric.layout.upper_group). When not
-    # all fit, the groups are taken in turn from each drawn group below (its first, then its second, ...), so that
-    # every drawn group below keeps some of its cables in the drawing.
+
+def _draw_upper_tiers(d: LayerDrawing, fabric: Fabric, group_x: dict[tuple[int, int], float],
+                      max_planes: int) -> None:
+    """Tiers 2 and above: the groups the drawn groups below reach, spread over the width (at most ``max_planes``
+    per layer, the rest one gap).
+
+    Switch j of a spine group goes to core plane j (per rail in rail-only); a core group's switch k to the group
+    (j, k) of the tier above, and so on (topo.fabric.layout.upper_group). When not all fit, the groups are taken in
+    turn from each drawn group below (its first, then its second, ...), so that every drawn group below keeps some
+    of its cables in the drawing.
+    """
+    L, tiers, pod_word = fabric.layout, fabric.layout.tiers, _pod_word(fabric.layout)
+    xmin, xmax = d.x_range
     drawn_x = {p * L.rail_groups + g: gx for (p, g), gx in group_x.items()}  # tier-1 group id -> x
     for ti in range(2, len(tiers)):
         t, below = tiers[ti], tiers[ti - 1]
@@ -235,11 +264,10 @@ def layer_drawing(fabric: Fabric, max_pods: int = 3, max_units: int = 7, max_pla
                 what = (f"{esc(below.name)} {j} of {pod_word} {_pod_of(L, gid)} to plane {g}" if ti == 2 else
                         f"{esc(below.name)} {j} of group {gid} to {esc(t.name)} group {g}")
                 d.bundles.append(Bundle(ti + 2, drawn_x[gid], ti, gx, ti + 1, cables, cables * below.up_rate_Bps,
-                                        f"<b>{esc(level_names[ti + 2])}</b>: {cables} cables x "
+                                        f"<b>{esc(fabric.level_names[ti + 2])}</b>: {cables} cables x "
                                         f"{format_rate(below.up_rate_Bps)} = "
                                         f"{format_bandwidth(cables * below.up_rate_Bps)}<br>{what}"))
         drawn_x = here_x
-    return d
 
 
 def _pod_of(L, group: int) -> int:

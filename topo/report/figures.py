@@ -58,7 +58,21 @@ def fabric_figure(fabric: Fabric, inv: Inventory | None = None, drawing: LayerDr
     inv = inv or inventory(fabric)
     d = drawing or layer_drawing(fabric)
     fig = go.Figure()
-    levels = fabric.level_names
+    _add_bundles(fig, d, fabric.level_names)
+    _add_layers(fig, d, inv)
+    _add_gaps_and_labels(fig, d)
+    _add_tier_notes(fig, inv)
+    n = len(d.layer_names)
+    fig.update_layout(**base_layout(f"Fabric of {esc(inv.name)}: layers, aggregated", height=140 + 95 * n))
+    fig.update_layout(margin=dict(l=80, r=190, t=60, b=30), showlegend=False, hovermode="closest")
+    fig.update_xaxes(visible=False, range=list(d.x_range))
+    fig.update_yaxes(tickvals=list(range(n)), ticktext=[esc(x) for x in d.layer_names], range=[-0.85, n - 0.5],
+                     showgrid=False, zeroline=False, title=None)
+    return fig
+
+
+def _add_bundles(fig: go.Figure, d: LayerDrawing, levels: list[str]) -> None:
+    """Per link level: its bundles as lines (width growing with one bundle's capacity) and their mid-points."""
     max_cap = max((b.capacity_Bps for b in d.bundles), default=1.0)
     for lv in sorted({b.level for b in d.bundles}):
         bs = [b for b in d.bundles if b.level == lv]
@@ -75,6 +89,10 @@ def fabric_figure(fabric: Fabric, inv: Inventory | None = None, drawing: LayerDr
             name=f"{esc(levels[lv])} bundles", marker=dict(color=level_color(lv), size=5, symbol="diamond"),
             opacity=0.6, text=[b.hover for b in bs], legendgroup=f"level{lv}", showlegend=False,
             **_hover_trace()))
+
+
+def _add_layers(fig: go.Figure, d: LayerDrawing, inv: Inventory) -> None:
+    """One trace of markers per layer: the GPUs' units, then each tier's switches, groups or planes."""
     names = ["GPUs (by " + esc(inv.unit_name) + ")"]
     for i, t in enumerate(inv.tiers):
         names.append(esc(t.name) + (" switches", " groups", " planes")[min(i, 2)])
@@ -89,6 +107,10 @@ def fabric_figure(fabric: Fabric, inv: Inventory | None = None, drawing: LayerDr
             marker=dict(color=color, size=size, symbol="square" if layer == 0 else "circle",
                         line=dict(color="white", width=1)),
             text=[m.hover for m in ms], **_hover_trace()))
+
+
+def _add_gaps_and_labels(fig: go.Figure, d: LayerDrawing) -> None:
+    """An ellipsis for each group left out (with its label below), and the pods' labels."""
     for g in d.gaps:
         ys = list(range(g.y0, g.y1 + 1))
         fig.add_trace(go.Scatter(x=[g.x] * len(ys), y=ys, mode="text", text=["⋯"] * len(ys),
@@ -100,6 +122,9 @@ def fabric_figure(fabric: Fabric, inv: Inventory | None = None, drawing: LayerDr
         if text:
             fig.add_annotation(x=x, y=-0.55, text=text, showarrow=False, font=dict(size=11, color="#333"))
 
+
+def _add_tier_notes(fig: go.Figure, inv: Inventory) -> None:
+    """Right of each layer: its counts and its oversubscription (in the alert colour when above 1:1)."""
     right = [f"{format_count(inv.num_gpus)} GPUs, {format_count(inv.num_servers)} servers"]
     for t in inv.tiers:
         text = f"{format_count(t.num_switches)} switches, "
@@ -114,13 +139,6 @@ def fabric_figure(fabric: Fabric, inv: Inventory | None = None, drawing: LayerDr
         hot = i > 0 and (inv.tiers[i - 1].oversubscription or 1) > 1 + 1e-9
         fig.add_annotation(x=1.0, xref="paper", xanchor="left", xshift=8, y=i, text=text, showarrow=False,
                            align="left", font=dict(size=11, color=ALERT_COLOR if hot else "#333"))
-    n = len(d.layer_names)
-    fig.update_layout(**base_layout(f"Fabric of {esc(inv.name)}: layers, aggregated", height=140 + 95 * n))
-    fig.update_layout(margin=dict(l=80, r=190, t=60, b=30), showlegend=False, hovermode="closest")
-    fig.update_xaxes(visible=False, range=list(d.x_range))
-    fig.update_yaxes(tickvals=list(range(n)), ticktext=[esc(x) for x in d.layer_names], range=[-0.85, n - 0.5],
-                     showgrid=False, zeroline=False, title=None)
-    return fig
 
 
 # --- the bill of materials --------------------------------------------------------------------------------

@@ -263,9 +263,26 @@ def _section(sid: str, title: str, lead: str, body: str) -> str:
 def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, trains: tuple | None = None) -> str:
     """The whole HTML document for one or more specs; ``plans`` (:class:`topo.plan.PlanResult`, one per spec)
     add the planner's section (:func:`topo.report.plan_figures.plan_section`)."""
-    figs = _Figures()
-    n = len(reports)
+    figs = _Figures()  # figures are numbered in the order they are made: the sections' order below
     names = [e(r.inventory.name) for r in reports]
+    nav, sections = _fabric_sections(reports, names, figs)
+    load_cells, curve_cells = _scenario_cells(reports, names, figs)
+    load_cells += _mix_cells(reports, names, figs)
+    sections += _load_and_curve_sections(load_cells, curve_cells, len(reports))
+    nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
+            ("curves", "Collective curves")]
+    if plans:
+        sections.append(plan_section(plans, figs.div))
+        nav.append(("plan", "Plan"))
+    if trains:
+        sections.append(train_section(trains[0], trains[1], figs.div))
+        nav.append(("train", "Training job"))
+    return _document(reports, names, nav, sections, figs)
+
+
+def _fabric_sections(reports: Sequence[SpecReport], names: list[str], figs) -> tuple[list, list[str]]:
+    """The navigation so far, and the summary, comparison (of several specs), fabric and oversubscription sections."""
+    n = len(reports)
     sections = []
     nav = [("summary", "Summary")]
     if n > 1:
@@ -290,10 +307,15 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
         "arrives from below.",
         _grid([_cell(nm, figs.div(F.oversubscription_figure(r.inventory), "oversubscription"))
                for nm, r in zip(names, reports)], n)))
+    return nav, sections
 
+
+def _scenario_cells(reports: Sequence[SpecReport], names: list[str], figs) -> tuple[list[str], list[str]]:
+    """The link-load and curve cells of each scenario: one row per scenario, one column per spec (the same view
+    side by side)."""
+    n = len(reports)
     load_cells, curve_cells = [], []
-    depth = max(len(r.scenarios) for r in reports)
-    for i in range(depth):  # one row per scenario, one column per spec: the same view side by side
+    for i in range(max(len(r.scenarios) for r in reports)):
         for nm, r in zip(names, reports):
             if i >= len(r.scenarios):
                 load_cells.append('<div class="cell"></div>')
@@ -315,20 +337,31 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
                                                                     for k, v in s.unavailable.items()) + "</p>")
             curve_cells.append(_cell(f"{label}: {e(s.result.placement)}",
                                      figs.div(F.collective_curves(s.result, s.extra), "curves") + note))
-    mix_depth = max(len(r.mixes) for r in reports)
-    for i in range(mix_depth):  # the traffic mixes, one row each
+    return load_cells, curve_cells
+
+
+def _mix_cells(reports: Sequence[SpecReport], names: list[str], figs) -> list[str]:
+    """The link-load cells of the traffic mixes, one row each."""
+    n = len(reports)
+    cells = []
+    for i in range(max(len(r.mixes) for r in reports)):
         for nm, r in zip(names, reports):
             if i >= len(r.mixes):
-                load_cells.append(_cell(nm, f'<p class="caption">{e(r.mix_note)}</p>') if i == 0 and r.mix_note
-                                  else '<div class="cell"></div>')
+                cells.append(_cell(nm, f'<p class="caption">{e(r.mix_note)}</p>') if i == 0 and r.mix_note
+                             else '<div class="cell"></div>')
                 continue
             m = r.mixes[i]
             label = f"{nm}, traffic mix {e(m.name)}" if n > 1 else f"traffic mix {e(m.name)}"
             plots = [figs.div(F.link_load_distribution(m.loads, r.fabric), "loads"),
                      figs.div(F.link_load_heatmap(m.loads, r.fabric), "heatmap")]
             plots = _grid(plots, 2, "2fr 3fr") if n == 1 else "".join(plots)
-            load_cells.append(_cell(f"{label}: {len(m.result.members)} collectives at once", plots + _mix_tables(m)))
-    sections.append(_section(
+            cells.append(_cell(f"{label}: {len(m.result.members)} collectives at once", plots + _mix_tables(m)))
+    return cells
+
+
+def _load_and_curve_sections(load_cells: list[str], curve_cells: list[str], n: int) -> list[str]:
+    """The link loads and collective curves sections around their cells."""
+    return [_section(
         "loads", "Link loads", "Utilization of every directed link (bytes carried over the collective's time, as a "
         "fraction of its line rate) under a data-parallel all_reduce with NCCL's algorithm choice: on the whole "
         "cluster, and on the first pod's GPUs; then under traffic mixes, several collectives at once (bundled "
@@ -336,20 +369,15 @@ def render_page(reports: Sequence[SpecReport], plans: Sequence | None = None, tr
         "parallelism and pipeline sends across pods, and an all-to-all across pods, where a tier oversubscribed "
         "above the pods shows. Boxes: min, quartiles, max and mean (dashed) per link level; the grid: the hottest "
         "link of each level in each pod; the tables name the hottest links, each mix member's time alone and in "
-        "the mix, and the links they fight over.", _grid(load_cells, n)))
-    sections.append(_section(
+        "the mix, and the links they fight over.", _grid(load_cells, n)),
+        _section(
         "curves", "Collective curves", "Time and bus bandwidth against message size, 8 B to 16 GiB, per algorithm "
         "(best protocol for each), as nccl-tests prints them; <i>auto</i> is the fastest per size. busbw = "
-        "size / time x 2(n-1)/n for all_reduce.", _grid(curve_cells, n)))
-    nav += [("fabric", "Fabric"), ("oversubscription", "Oversubscription"), ("loads", "Link loads"),
-            ("curves", "Collective curves")]
-    if plans:
-        sections.append(plan_section(plans, figs.div))
-        nav.append(("plan", "Plan"))
-    if trains:
-        sections.append(train_section(trains[0], trains[1], figs.div))
-        nav.append(("train", "Training job"))
+        "size / time x 2(n-1)/n for all_reduce.", _grid(curve_cells, n))]
 
+
+def _document(reports: Sequence[SpecReport], names: list[str], nav: list, sections: list[str], figs) -> str:
+    """The HTML document around the sections: head (plotly.js inlined), header, navigation, footer, figures."""
     title = "topo report: " + " vs ".join(names)
     header = (f"<header><h1>{title}</h1><p>{' | '.join(e(r.inventory.description or r.inventory.name) for r in reports)}"
               f"</p><p>Modelled by topo {e(__version__)}; units: GB = 1e9 bytes, GiB = 2<sup>30</sup> bytes, "

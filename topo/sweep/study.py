@@ -189,6 +189,33 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     def bad(key, msg):
         raise TopoError(msg, source=source, key=key)
 
+    name, compute = _name_and_compute(data, default_name, bad)
+    axes, spec_key = _axes(data, compute, bad)
+    seeds = _seeds(data, axes, bad)
+    zip_val = _zip(data, axes, spec_key, bad)
+    if "train" in compute and "model" not in axes:
+        bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
+    specs = _read_specs(axes["spec"], folder, source)
+    regions = [ref for ref, (_, text) in specs.items() if is_region_data(tomllib.loads(text))]
+    fabric_only = [c for c in compute if c in ("plan", "describe")]
+    if regions and fabric_only:  # known before any point runs: one line, not an error row at every point
+        bad("compute", f"{fabric_only[0]} is not computed over a region ({regions[0]}); a sweep over a region "
+                       f"computes estimate and train (topo {fabric_only[0]} {regions[0]} gives its {fabric_only[0]})")
+    _check_paths(axes, specs, source)
+    check_values(axes, source, SEED)
+    study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
+                  compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
+                  specs=specs, description=str(data.get("description", "")))
+    n = 1
+    for k, vs in axes.items():
+        n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
+    if n * max(1, len(seeds)) > MAX_POINTS:
+        bad("axes", f"{n * max(1, len(seeds)):,} points; a study is limited to {MAX_POINTS:,}: split it")
+    return study
+
+
+def _name_and_compute(data: dict, default_name: str, bad) -> tuple[str, list[str]]:
+    """The study's name and its computations, once its top-level keys are known ones."""
     if not data:
         bad(None, "is empty; a study names its spec (spec = \"...\"), what to compute and its [axes] (see the "
             "bundled ones: topo sweep failures-100k)")
@@ -209,6 +236,11 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
             bad("compute", f"unknown computation {c!r}; allowed: {', '.join(COMPUTES)}")
     if len(set(compute)) != len(compute):
         bad("compute", f"names a computation twice: {compute!r}")
+    return name, compute
+
+
+def _axes(data: dict, compute: list[str], bad) -> tuple[dict, str]:
+    """The axes, the specs first (``spec``, ``specs`` or ``axes.spec``, given once), and the key that named them."""
     axes_in = data.get("axes", {})
     if not isinstance(axes_in, dict):
         bad("axes", f"must be a table ([axes]) of name = [values], got {axes_in!r}")
@@ -223,7 +255,11 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
             continue
         _check_axis_name(k, compute, bad)
         axes[k] = _values(v, f"axes.{k}", bad)
-    # seeds
+    return axes, spec_key
+
+
+def _seeds(data: dict, axes: dict, bad) -> tuple[int, ...]:
+    """The seeds (``seeds = N``: 0..N-1, or a list), given exactly when an axis value holds ``{seed}``."""
     seeds_val = data.get("seeds")
     seeds: tuple[int, ...] = ()
     if seeds_val is not None:
@@ -245,7 +281,12 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
             "fail = [\"random:spine:0.01:{seed}\"]")
     if uses_seed and not seeds:
         bad(f"axes.{uses_seed[0]}", f"a value contains {SEED} but the study gives no seeds; add e.g. seeds = 100")
-    # zip
+    return seeds
+
+
+def _zip(data: dict, axes: dict, spec_key: str, bad) -> list[list[str]]:
+    """The groups of axes zipped together (each axis in one group at most, as many values each), once no axis
+    and no group repeats a value."""
     zip_val = data.get("zip", [])
     if not isinstance(zip_val, list) or not all(isinstance(g, list) for g in zip_val):
         bad("zip", f"must be a list of lists of axis names, e.g. [[\"collective\", \"size\"]], got {zip_val!r}")
@@ -271,25 +312,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     for g in zip_val:
         if _twice([list(t) for t in zip(*(axes[k] for k in g))]):
             bad("zip", f"axes {', '.join(g)} zipped together give the same combination twice")
-    if "train" in compute and "model" not in axes:
-        bad("axes.model", "compute = train needs a model (e.g. model = \"llama3-405b\") and a layout")
-    specs = _read_specs(axes["spec"], folder, source)
-    regions = [ref for ref, (_, text) in specs.items() if is_region_data(tomllib.loads(text))]
-    fabric_only = [c for c in compute if c in ("plan", "describe")]
-    if regions and fabric_only:  # known before any point runs: one line, not an error row at every point
-        bad("compute", f"{fabric_only[0]} is not computed over a region ({regions[0]}); a sweep over a region "
-                       f"computes estimate and train (topo {fabric_only[0]} {regions[0]} gives its {fabric_only[0]})")
-    _check_paths(axes, specs, source)
-    check_values(axes, source, SEED)
-    study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
-                  compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
-                  specs=specs, description=str(data.get("description", "")))
-    n = 1
-    for k, vs in axes.items():
-        n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
-    if n * max(1, len(seeds)) > MAX_POINTS:
-        bad("axes", f"{n * max(1, len(seeds)):,} points; a study is limited to {MAX_POINTS:,}: split it")
-    return study
+    return zip_val
 
 
 def _values(v, key: str, bad) -> list:

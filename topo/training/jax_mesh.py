@@ -32,8 +32,8 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
     Raises
     ------
     TopoError
-        A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed), or
-        one given twice.
+        A pair that is not ``key=whole number >= 1``, an axis topo does not know or model (naming the allowed),
+        one given twice, or no pair at all.
     """
     sizes = {a: 1 for a in MESH_AXES}
     seen: set[str] = set()
@@ -60,6 +60,9 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
             raise TopoError(f"{key}: must be a whole number >= 1, got {value.strip()!r} (MaxText's -1, \"the rest\", "
                             f"is not taken: give the size)", source=source)
         sizes[axis] *= n
+    if not seen:
+        raise TopoError(f"is empty, got {text!r}; write ici_<axis>=n or dcn_<axis>=n pairs, e.g. "
+                        f"ici_fsdp=8,dcn_data=4; allowed axes: {allowed}", source=source)
     return sizes
 
 

@@ -227,8 +227,8 @@ class ParallelLayout(BaseModel):
             settings = remat_settings(data["remat_policy"])
         except RematPolicyError:
             return data  # the field's validator names it
-        if data.get("recompute_modules") or data.get("recompute", "none") != "none":
-            return data  # the field's validator says that both were given
+        if data.get("recompute_modules") or data.get("recompute") not in (None, settings["recompute"]):
+            return data  # the field's validator says that both were given (an explicit "none" too: walk3)
         return {**data, **settings}
 
     @property
