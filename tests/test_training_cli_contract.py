@@ -104,3 +104,20 @@ def test_region_options_still_apply_to_a_region():
     p = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--dp", "8", "--global-batch", "8",
                 "--outer-every", "5", "--json", check=True)
     assert any(s["outer_every"] == 5 for s in json.loads(p.stdout)["strategies"])
+
+
+def test_pipeline_schedule_flag_runs_dualpipe_as_the_library_does():
+    """``--pipeline-schedule dualpipe`` is the layout's ``pipeline_schedule`` (DeepSeek-V3's DualPipe, arXiv
+    2412.19437 sec. 3.2.1): the CLI's step equals the library's, differs from 1F1B's, and an odd pp is one line
+    naming the flag."""
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "64", "--pp", "8", "--dp", "8",
+            "--global-batch", "64", "--json"]
+    dual = json.loads(run_cli(*base, "--pipeline-schedule", "dualpipe", check=True).stdout)
+    one = json.loads(run_cli(*base, check=True).stdout)
+    lib = estimate_step(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("llama3-8b"),
+                        make_layout(pp=8, dp=8, global_batch=64, pipeline_schedule="dualpipe"))
+    assert dual["step_time_s"] == pytest.approx(lib.step_time_s, rel=1e-9)
+    assert dual["breakdown_s"]["bubble"] < one["breakdown_s"]["bubble"]
+    p = run_cli(*base[:6], "--pp", "4", "--vpp", "2", "--dp", "16", "--global-batch", "64",
+                "--pipeline-schedule", "dualpipe")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--pipeline-schedule" in p.stderr

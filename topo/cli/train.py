@@ -71,6 +71,9 @@ def _memory_arguments(p) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
+    p.add_argument("--pipeline-schedule", choices=("1f1b", "dualpipe"), default=None,
+                   help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
+                        "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
 
 
 def _placement_arguments(p) -> None:
@@ -160,7 +163,7 @@ def _layout_options(args) -> dict:
                 remat_policy=args.remat_policy,
                 activation_offload_layers=args.activation_offload_layers,
                 pipeline_embedding=True if args.pipeline_embedding else None,
-                pipeline_layout=args.pipeline_layout,
+                pipeline_layout=args.pipeline_layout, pipeline_schedule=args.pipeline_schedule,
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,
