@@ -243,6 +243,13 @@ HELDOUT_SETUPS: dict[str, SetupDef] = {
     "ncclt150_a100_2x1_hdr": SetupDef(_ns("A100", 1, "200 Gb/s", "infiniband_hdr", 2, gpus=1), 2, held_out=True,
                                       why="held out: 2 servers x 1 A100 80GB on HDR InfiniBand (one rank per node, "
                                           "one HDR NIC assumed), all-reduce 8-64 B"),
+    "azure_ndh200v5_1n": SetupDef(_ns("H200", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls", held_out=True,
+                                  why="held out: one ND H200 v5 VM (8 H200, Xeon 8480C), NCCL_ALGO=NVLS "
+                                      "all_reduce_perf -g 8 (one thread launches the 8 GPUs), NCCL 2.20.5"),
+    "azure_ndgb200v6_1n": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, gpus=4, domain=72), 4, "ring",
+                                   held_out=True,
+                                   why="held out: one ND GB200 v6 VM (the 4 GPUs of one NVL72 tray, Grace), "
+                                       "NCCL_ALGO=Ring all_reduce_perf -g 4 (one thread), NCCL 2.25.1"),
 }
 
 ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
