@@ -243,6 +243,13 @@ HELDOUT_SETUPS: dict[str, SetupDef] = {
     "ncclt150_a100_2x1_hdr": SetupDef(_ns("A100", 1, "200 Gb/s", "infiniband_hdr", 2, gpus=1), 2, held_out=True,
                                       why="held out: 2 servers x 1 A100 80GB on HDR InfiniBand (one rank per node, "
                                           "one HDR NIC assumed), all-reduce 8-64 B"),
+    "azure_ndh200v5_1n": SetupDef(_ns("H200", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls", held_out=True,
+                                  why="held out: one ND H200 v5 VM (8 H200, Xeon 8480C), NCCL_ALGO=NVLS "
+                                      "all_reduce_perf -g 8 (one thread launches the 8 GPUs), NCCL 2.20.5"),
+    "azure_ndgb200v6_1n": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, gpus=4, domain=72), 4, "ring",
+                                   held_out=True,
+                                   why="held out: one ND GB200 v6 VM (the 4 GPUs of one NVL72 tray, Grace), "
+                                       "NCCL_ALGO=Ring all_reduce_perf -g 4 (one thread), NCCL 2.25.1"),
 }
 
 ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
@@ -343,9 +350,9 @@ def unfitted(gen: str, tech: str):
     if "nvls" in eff:
         eff["nvls_tree"] = {"Simple": eff["nvls"]["Simple"]}
     p = replace(p, pipeline_window_bytes=0.0, proto_efficiency=eff, p2p_channel_Bps=math.inf)  # no p2p cap
-    if gen == "blackwell":  # Hopper's NVLink fraction, and no extra latency for NVLink across trays (NCCL's own)
-        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, mnnvl_hop_extra_s=0.0,
-                    mnnvl_extra_s=0.0)
+    if gen == "blackwell":  # Hopper's NVLink fraction, and no extra NVLink latency, in a tray or across (NCCL's own)
+        p = replace(p, nvlink_efficiency=profile_for("hopper", tech).nvlink_efficiency, nvlink_hop_extra_s=0.0,
+                    mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0)
     if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
@@ -427,6 +434,8 @@ def shared_params() -> list[FreeParam]:
                      "gpu:blackwell"),
            FreeParam("nvls_tree_efficiency", "linear", bw.proto_efficiency["nvls"]["Simple"], 0.3, 1.0,
                      _set_nvls_tree, "gpu:blackwell"),
+           FreeParam("nvlink_hop_extra_us", "linear", 0.0, 0.0, 5.0,
+                     lambda pr, us: replace(pr, nvlink_hop_extra_s=us * 1e-6), "gpu:blackwell"),
            FreeParam("mnnvl_hop_extra_us", "linear", 0.0, 0.0, 10.0,
                      lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell"),
            FreeParam("mnnvl_extra_us", "linear", 0.0, 0.0, 50.0,
@@ -493,7 +502,7 @@ def score(g: Group, profile) -> Scored:
 _FOLDS: dict = {}  # the groups and parameters of a leave-one-out run, inherited by its worker processes
 
 
-LATENCY_PARAMS = ("net_latency_us", "mnnvl_hop_extra_us", "mnnvl_extra_us")
+LATENCY_PARAMS = ("net_latency_us", "nvlink_hop_extra_us", "mnnvl_hop_extra_us", "mnnvl_extra_us")
 MIN_LATENCY_SIZES = 4  # a latency constant is fitted only on at least this many sizes <= 1 MiB of its setups
 LATENCY_EVIDENCE_MAX = 2**20  # (on every network here latency is a large part of the time up to 1 MiB)
 

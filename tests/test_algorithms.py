@@ -161,8 +161,9 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     """128 ranks on two 72-GPU NVL72 racks (72 + 56): NCCL's tree runs a chain of each node's ranks of whatever
     length (topo/algorithms/tree.py); every rank but a head sends once up its chain per tree and channel, each
     channel's chain starts at another rank (so at another NIC), and the latency counts the longest chain:
-    6.8 + e + 2 x (71 x (0.6 + x) + 1 x 5.0) us with NCCL's tree/LL constants and the bundled NVL72 terms, e once
-    per collective and x per NVLink step (blackwell.toml mnnvl_extra_us, mnnvl_hop_extra_us)."""
+    6.8 + e + 2 x (71 x (0.6 + b + x) + 1 x 5.0) us with NCCL's tree/LL constants and the bundled terms: b per
+    Blackwell NVLink step, e once per collective and x per NVLink step in a rack (blackwell.toml
+    nvlink_hop_extra_us, mnnvl_extra_us, mnnvl_hop_extra_us)."""
     from topo import build_fabric, spec_from_dict
     from topo.engine.algorithms.tree import tree_flows
     from topo.calibrate.setup import node_spec
@@ -181,10 +182,10 @@ def test_tree_over_unequal_domains_chains_every_rank_and_spreads_heads():
     assert heads.size == 2 * C and np.unique(heads).size == heads.size
     r = estimate(fab, "all_reduce", [8], gpus=128, algorithm="tree").results[0]
     p = profile_for("blackwell", "infiniband_ndr")
-    x, e = p.mnnvl_hop_extra_s * 1e6, p.mnnvl_extra_s * 1e6
-    assert x > 0 and e > 0
+    b, x, e = p.nvlink_hop_extra_s * 1e6, p.mnnvl_hop_extra_s * 1e6, p.mnnvl_extra_s * 1e6
+    assert b > 0 and e > 0
     # + the kernel launch once (gpu/blackwell.toml launch_us: Hopper's 2.433 us, assumed)
-    assert r.latency_s * 1e6 == pytest.approx(6.8 + e + 2 * (71 * (0.6 + x) + 5.0) + 2.433, rel=1e-9)
+    assert r.latency_s * 1e6 == pytest.approx(6.8 + e + 2 * (71 * (0.6 + b + x) + 5.0) + 2.433, rel=1e-9)
     full = estimate(fab, "all_reduce", [2**30], gpus=144, algorithm="tree").results[0].busbw_GBps
     part = estimate(fab, "all_reduce", [2**30], gpus=128, algorithm="tree").results[0].busbw_GBps
     assert part == pytest.approx(full, rel=0.15)

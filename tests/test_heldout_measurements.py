@@ -62,9 +62,29 @@ def test_held_out_runs_are_scored(held):
     # NVIDIA/nccl-tests #150: 2 x 1 A100 over HDR, 19.2-20.7 us at 8-64 B. The model: ring/LL with one rank per
     # node, priced by NCCL with the Tree's network step (tuning.cc): 6.6 + 2 steps x 5.0 us = 16.6 us (13-20% fast),
     # + the A100's kernel launch 2.555 us (gpu/ampere.toml, te42kyfo/gpu-benches @1c36d509ee71) = 19.155 us
-    (g,) = held
+    (g,) = [g for g in held if g.setup == "ncclt150_a100_2x1_hdr"]
     s = accuracy.score(g, g.case.profile)
     assert g.case.measured_s == pytest.approx([19.90e-6, 20.67e-6, 19.16e-6, 19.36e-6])
     model = [(1 + e) * m for e, m in zip(s.errors, g.case.measured_s)]
     assert model == pytest.approx([19.155e-6] * 4, rel=2e-3) and s.algorithms == ["ring"] * 4
     assert max(abs(e) for e in s.errors) < 0.08
+
+
+@pytest.mark.parametrize("sid, size, busbw_GBps, factor, model_us, lo, hi", [
+    # Azure ND H200 v5 (Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md @7f20e5fa): 8 H200, NVLS,
+    # in-place busbw 0.47 GB/s at 8K: time = 8192 x 2 x 7/8 / busbw = 30.50 us. The model: NCCL's NVLS latency on
+    # Hopper, hwLat Simple 25 us (tuning.cc, compute capability 9.0 row) + the kernel launch 2.433 us (gpu/hopper.toml)
+    ("azure_ndh200v5_1n", 8192, 0.47, 2 * 7 / 8, 27.433, -0.12, -0.08),
+    # Azure ND GB200 v6 (ND_GB200_v6_results.md @2a370be6): the 4 GPUs of one NVL72 tray, Ring, 0.76 GB/s at 8K:
+    # 8192 x 2 x 3/4 / busbw = 16.17 us. The model: ring LL, 6.6 + 2 x 3 steps x (0.6 us, NCCL's NVLink constant,
+    # + 0.704 us, Blackwell's step, gpu/blackwell.toml nvlink_hop_extra_us, fitted on other setups) + Hopper's
+    # launch (Blackwell takes it) = 16.857 us: 4-5% slow (with NCCL's step alone 12.633 us, 22% fast)
+    ("azure_ndgb200v6_1n", 8192, 0.76, 2 * 3 / 4, 16.857, 0.03, 0.07),
+])
+def test_azure_single_node_runs_are_held_out_and_scored(held, sid, size, busbw_GBps, factor, model_us, lo, hi):
+    (g,) = [g for g in held if g.setup == sid]
+    i = g.case.sizes.index(size)
+    assert g.case.measured_s[i] == pytest.approx(size * factor / (busbw_GBps * 1e9), rel=1e-9)
+    s = accuracy.score(g, g.case.profile)
+    assert (1 + s.errors[i]) * g.case.measured_s[i] == pytest.approx(model_us * 1e-6, rel=1e-2)
+    assert lo < s.errors[i] < hi and len(g.case.sizes) == 24

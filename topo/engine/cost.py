@@ -41,10 +41,12 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     - p2p (textbook steps, sendrecv, all-to-all): base + hops + network overhead per network step
       + per-peer message overhead
 
-    plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. In an NVLink domain that
-    spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's ``mnnvl_hop_extra_s``
-    more, and the collective ``mnnvl_extra_s`` more once. Every collective is one kernel: the GPU's fixed cost of a
-    kernel in a queue of back-to-back launches (``launch_s``, as nccl-tests runs them) is added once.
+    plus, always, ``routed_s``: the routed switch and NIC latencies on the critical path. Every NVLink step costs
+    the GPU generation's ``nvlink_hop_extra_s`` over NCCL's constant (Blackwell's, in any domain); in an NVLink
+    domain that spans several servers (an NVL72 rack: ``c.mnnvl``) every NVLink step costs the profile's
+    ``mnnvl_hop_extra_s`` more, and the collective ``mnnvl_extra_s`` more once. Every collective is one kernel:
+    the GPU's fixed cost of a kernel in a queue of back-to-back launches (``launch_s``, as nccl-tests runs them) is
+    added once.
 
     Parameters
     ----------
@@ -62,7 +64,7 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     """
     f = c.family
     base = profile.base(f, proto)
-    nv = profile.nv_hop(f, proto) + (profile.mnnvl_hop_extra_s if c.mnnvl else 0.0)
+    nv = profile.nv_hop(f, proto) + profile.nvlink_hop_extra_s + (profile.mnnvl_hop_extra_s if c.mnnvl else 0.0)
     net = profile.net_hop(f, proto)
     if f == "ring":
         intra = max(nv, profile.overhead(proto)) if c.multi_domain else nv

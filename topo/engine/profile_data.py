@@ -87,6 +87,9 @@ PARAMETERS: dict[str, Spec] = {
     "tree_simple_per_channel_GBps": Spec("gpu", "by_nodes", 1.0, 500.0, doc="tree Simple cap per channel"),
     "nvls_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLS efficiency (absent: no NVLS)"),
     "nvls_tree_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLSTree efficiency"),
+    "nvlink_hop_extra_us": Spec("gpu", "scalar", 0.0, 5.0, optional=True,
+                                doc="latency added to every NVLink step of this GPU generation over NCCL's NVLink "
+                                    "constants, any domain and protocol"),
     "mnnvl_hop_extra_us": Spec("gpu", "scalar", 0.0, 20.0, optional=True,
                                doc="latency added to every NVLink step when the NVLink domain spans several servers "
                                    "(NVL72 racks: multi-node NVLink), any protocol"),

@@ -76,6 +76,7 @@ class Profile:
     # NVLS pipeline window grows with the ranks (topo.engine.algorithms.nvls); 0 = the textbook traffic, one window
     reference_ranks_per_domain: int = 0
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
+    nvlink_hop_extra_s: float = 0.0  # added to every NVLink step of the generation (over NCCL's NVLink constants)
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
     launch_s: float = 0.0  # the GPU's fixed cost per kernel in a queue of back-to-back kernels, once per collective
@@ -215,7 +216,8 @@ class Profile:
         Profile
         """
         hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
-        return replace(self, net_hop_s=hops, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0, launch_s=0.0)
+        return replace(self, net_hop_s=hops, nvlink_hop_extra_s=0.0, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0,
+                       launch_s=0.0)
 
     def for_cpu(self, cpu_vendor: str | None) -> "Profile":
         """This profile on hosts with ``cpu_vendor``'s CPUs: NCCL's network overhead per step is 2 us on AMD x86,
@@ -369,6 +371,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         pipeline_window_bytes=v["pipeline_window_bytes"],
         reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
+        nvlink_hop_extra_s=v.get("nvlink_hop_extra_us", 0.0) * US,
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
         launch_s=v.get("launch_us", 0.0) * US,
