@@ -192,6 +192,11 @@ def _setups():
             # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
             # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
             kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+        if row["run_id"].startswith("mcore_h100_mixtral"):
+            # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
+            # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
+            # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
+            kw.update(overlap_tp=False, moe_router_fusion=True)
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):

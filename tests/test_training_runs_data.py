@@ -171,3 +171,24 @@ def test_mixtral_8x22b_matches_its_announcement():
     assert m.active_params / 1e9 == pytest.approx(39, rel=0.01)
     assert (m.layers, m.hidden, m.moe.experts, m.moe.active_experts, m.moe.expert_ffn_hidden) == (
         56, 6144, 8, 2, 16384)
+
+
+def _megatron_flops_per_token(model, seq):
+    # Megatron-LM's num_floating_point_operations for a GQA, SwiGLU MoE model without shared experts (NVIDIA/
+    # Megatron-LM@ff45bd42 megatron/training/training.py): 12 l h^2 (1 + g/n + s/(2h)) + 12 l h ffn k 3/2 + 6 h V
+    # per token (forward, wgrad and dgrad; causal attention halved; router and norms not counted)
+    l, h, n, g = model.layers, model.hidden, model.heads, model.num_kv_heads
+    moe = 12 * l * h * model.moe.expert_ffn_hidden * model.moe.active_experts * 1.5
+    return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) + 6 * h * model.vocab
+
+
+def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
+    # the Megatron-MoE-ModelZoo Mixtral 8x22B rows print model TFLOP/s per GPU (445 / 465 / 470, the note quotes
+    # each): tokens/s/GPU = TFLOP/s x 1e12 / Megatron's FLOPs per token, to the stored digits
+    rows = [r for _, r in ROWS if r["run_id"].startswith("mcore_h100_mixtral")]
+    assert len(rows) == 3
+    for r in rows:
+        tflops = float(re.search(r"; (\d+) TFLOP/s: ", r["note"])[1])
+        per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert per_token == pytest.approx(2.4217e11, rel=1e-4)  # the figure the notes quote
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), r["run_id"]
