@@ -400,3 +400,24 @@ def test_the_step_says_when_the_gpu_waits_for_the_host(tmp_path):
     graphed = run_cli(*base, "--layout", str(layout))
     assert graphed.returncode == 0, graphed.stderr
     assert not any(x.startswith("host-bound: ") for x in graphed.stdout.splitlines())
+
+
+def test_padded_router_sends_each_expert_its_capacity():
+    """Drop and pad (NeMo's MegatronTokenDropCallback): Megatron-Core's all-to-all dispatcher sends every expert
+    ``capacity = ceil(tokens x top-k / experts x capacity_factor)`` rows of the rank's own tokens, ``capacity x
+    experts`` in all, and each local expert computes ``capacity x etp x ep`` rows (NVIDIA/Megatron-LM@ff45bd42
+    moe_utils.py get_capacity, token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess), whatever the
+    routing's imbalance."""
+    mixtral = load_model("mixtral-8x22b")  # 8 experts, 2 per token, hidden 6,144, experts 16,384 wide
+    lay = make_layout(tp=2, dp=8, ep=8, etp=1, global_batch=64, micro_batch=1, seq_len=4096,
+                      moe_capacity_factor=1.1, moe_imbalance=1.3)
+    cap = math.ceil(4096 / 2 * 2 / 8 * 1.1)  # 2,048 tokens per rank (sequence parallel): 563.2 -> 564
+    a2a = [it for it in step_traffic(mixtral, lay) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    assert len(a2a) == 1 and a2a[0]["size_bytes"] == cap * 8 * 6144 * 2
+    fc1 = {op.name: op for op in block_ops(mixtral, lay, "E")}["fc1"]
+    assert fc1.m == cap * 1 * 8 and fc1.groups == 1 and fc1.n == 2 * 16384
+    # dropless: the rank's tokens x top-k, the busiest rank's imbalance on both
+    free = lay.model_copy(update={"moe_capacity_factor": None})
+    a2a = [it for it in step_traffic(mixtral, free) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    assert a2a[0]["size_bytes"] == pytest.approx(2048 * 2 * 6144 * 2 * 1.3)
+    assert {op.name: op for op in block_ops(mixtral, free, "E")}["fc1"].m == pytest.approx(8 * 2048 * 2 / 8 * 1.3)
