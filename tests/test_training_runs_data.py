@@ -192,3 +192,14 @@ def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
         per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
         assert per_token == pytest.approx(2.4217e11, rel=1e-4)  # the figure the notes quote
         assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), r["run_id"]
+
+
+def test_nemo_mixtral_runs_loop_over_their_experts(monkeypatch):
+    # NeMo 2's MixtralConfig leaves moe_grouped_gemm at Megatron-Core's default (False): SequentialMLP; Llama 4
+    # (Llama4Config: True) and the Megatron-MoE-ModelZoo runs (--moe-grouped-gemm true) use the grouped kernel
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch)}
+    nemo = [r for r in setups if r.startswith("nemo") and setups[r]["family"] == "mixtral"]
+    assert len(nemo) >= 4 and not any(setups[r]["lay"].moe_grouped_gemm for r in nemo)
+    assert setups["nemo2507_gb200_llama4_scout"]["lay"].moe_grouped_gemm
+    assert setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].moe_grouped_gemm
+    assert not setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].overlap_tp
