@@ -200,6 +200,13 @@ def _setups():
             # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
             # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
             kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+        if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
+            kw["moe_grouped_gemm"] = False
+        if row["run_id"].startswith("mcore_h100_mixtral"):
+            # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
+            # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
+            # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
+            kw.update(overlap_tp=False, moe_router_fusion=True)
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
@@ -365,6 +372,12 @@ def fp8_recipe(row) -> str | None:
     return "mxfp8" if "mxfp8" in note else None
 
 
+# NeMo 2 families whose model config leaves Megatron-Core's moe_grouped_gemm at its default, False (NVIDIA/Megatron-LM@
+# df0430db transformer_config.py): a SequentialMLP, one GEMM per local expert (moe_module_specs.py). NeMo's
+# MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
+# mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
+# pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
+SEQUENTIAL_MLP_FAMILIES = ("mixtral", "grok")
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,

@@ -464,3 +464,43 @@ def test_the_flex_dispatcher_has_no_global_permutation(qwen):
     received = 2 * tokens * h * 8 * (1 - (7 / 8) ** 8)
     assert flex.bytes == pytest.approx(2 * (received + routed))
     assert received / (2 * tokens * h) == pytest.approx(5.25, abs=0.01)
+
+
+def test_padded_router_sends_each_expert_its_capacity():
+    """Drop and pad (NeMo's MegatronTokenDropCallback): Megatron-Core's all-to-all dispatcher sends every expert
+    ``capacity = ceil(tokens x top-k / experts x capacity_factor)`` rows of the rank's own tokens, ``capacity x
+    experts`` in all, and each local expert computes ``capacity x etp x ep`` rows (NVIDIA/Megatron-LM@ff45bd42
+    moe_utils.py get_capacity, token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess), whatever the
+    routing's imbalance."""
+    mixtral = load_model("mixtral-8x22b")  # 8 experts, 2 per token, hidden 6,144, experts 16,384 wide
+    lay = make_layout(tp=2, dp=8, ep=8, etp=1, global_batch=64, micro_batch=1, seq_len=4096,
+                      moe_capacity_factor=1.1, moe_imbalance=1.3)
+    cap = math.ceil(4096 / 2 * 2 / 8 * 1.1)  # 2,048 tokens per rank (sequence parallel): 563.2 -> 564
+    a2a = [it for it in step_traffic(mixtral, lay) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    assert len(a2a) == 1 and a2a[0]["size_bytes"] == cap * 8 * 6144 * 2
+    fc1 = {op.name: op for op in block_ops(mixtral, lay, "E")}["fc1"]
+    assert fc1.m == cap * 1 * 8 and fc1.groups == 1 and fc1.n == 2 * 16384
+    # dropless: the rank's tokens x top-k, the busiest rank's imbalance on both
+    free = lay.model_copy(update={"moe_capacity_factor": None})
+    a2a = [it for it in step_traffic(mixtral, free) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    assert a2a[0]["size_bytes"] == pytest.approx(2048 * 2 * 6144 * 2 * 1.3)
+    assert {op.name: op for op in block_ops(mixtral, free, "E")}["fc1"].m == pytest.approx(8 * 2048 * 2 / 8 * 1.3)
+
+
+def test_tp_overlap_does_not_hide_the_expert_tensor_parallel_gathers(h100_fabric):
+    """Expert-tensor parallelism's all-gather (after the dispatch) and reduce-scatter (before the combine) are the
+    token dispatcher's own collectives: Megatron-Core builds the expert GEMMs with TE's parallel mode off ("The
+    comms between TP and EP group is explicitly handled by MoE token dispatcher", NVIDIA/Megatron-LM@ff45bd42
+    megatron/core/extensions/transformer_engine.py TEGroupedLinear; token_dispatcher.py
+    gather_from_sequence_parallel_region / reduce_scatter_to_sequence_parallel_region over expt_tp), so TP
+    communication overlap (userbuffers) cannot hide them: exposed whole, as the all-to-all, unless EP overlap."""
+    mixtral = load_model("mixtral-8x7b")
+    lay = make_layout(tp=4, etp=4, ep=2, dp=2, global_batch=64, seq_len=4096, overlap_tp=False)
+    items = {(t["groups"], t["collective"]) for t in step_traffic(mixtral, lay) if t["dim"] == "ep"}
+    assert {("etp", "all_gather"), ("etp", "reduce_scatter"), ("ep", "alltoall")} <= items
+    off = estimate_step(h100_fabric, mixtral, lay, contention=False)
+    on = estimate_step(h100_fabric, mixtral, lay.model_copy(update={"overlap_tp": True}), contention=False)
+    ep_total = sum(c.time_s for c in off.comm if c.dim == "ep")
+    assert ep_total > 0 and off.breakdown_s["ep"] == pytest.approx(ep_total, rel=1e-9)
+    assert on.breakdown_s["ep"] == pytest.approx(off.breakdown_s["ep"], rel=1e-9)
+    assert on.breakdown_s["tp"] < off.breakdown_s["tp"]  # the attention's TP traffic is what overlap hides

@@ -184,3 +184,35 @@ def test_the_fit_reads_each_runs_fp8_recipe(monkeypatch):
     assert lay["mb2604_gb200_qwen3_30b"].fp8_recipe == "mxfp8"
     assert lay["mb2602_gb200_gptoss_120b"].fp8_recipe is None and lay["mb2602_gb200_gptoss_120b"].precision == "bf16"
     assert training_accuracy.fp8_recipe({"note": "", "run_id": "nemo2407_llama2_7b", "gpu": "H100"}) is None
+
+
+def _megatron_flops_per_token(model, seq):
+    # Megatron-LM's num_floating_point_operations for a GQA, SwiGLU MoE model without shared experts (NVIDIA/
+    # Megatron-LM@ff45bd42 megatron/training/training.py): 12 l h^2 (1 + g/n + s/(2h)) + 12 l h ffn k 3/2 + 6 h V
+    # per token (forward, wgrad and dgrad; causal attention halved; router and norms not counted)
+    l, h, n, g = model.layers, model.hidden, model.heads, model.num_kv_heads
+    moe = 12 * l * h * model.moe.expert_ffn_hidden * model.moe.active_experts * 1.5
+    return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) + 6 * h * model.vocab
+
+
+def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
+    # the Megatron-MoE-ModelZoo Mixtral 8x22B rows print model TFLOP/s per GPU (445 / 465 / 470, the note quotes
+    # each): tokens/s/GPU = TFLOP/s x 1e12 / Megatron's FLOPs per token, to the stored digits
+    rows = [r for _, r in ROWS if r["run_id"].startswith("mcore_h100_mixtral")]
+    assert len(rows) == 3
+    for r in rows:
+        tflops = float(re.search(r"; (\d+) TFLOP/s: ", r["note"])[1])
+        per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert per_token == pytest.approx(2.4217e11, rel=1e-4)  # the figure the notes quote
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), r["run_id"]
+
+
+def test_nemo_mixtral_runs_loop_over_their_experts(monkeypatch):
+    # NeMo 2's MixtralConfig leaves moe_grouped_gemm at Megatron-Core's default (False): SequentialMLP; Llama 4
+    # (Llama4Config: True) and the Megatron-MoE-ModelZoo runs (--moe-grouped-gemm true) use the grouped kernel
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch)}
+    nemo = [r for r in setups if r.startswith("nemo") and setups[r]["family"] == "mixtral"]
+    assert len(nemo) >= 4 and not any(setups[r]["lay"].moe_grouped_gemm for r in nemo)
+    assert setups["nemo2507_gb200_llama4_scout"]["lay"].moe_grouped_gemm
+    assert setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].moe_grouped_gemm
+    assert not setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].overlap_tp

@@ -40,6 +40,7 @@ bf16 weight written (2) and the gradient buffer zeroed (4).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -199,10 +200,25 @@ def expert_rows(model: ModelSpec, lay: ParallelLayout) -> float:
     pads every expert to ``c`` x the mean (static shapes: no rank waits for another)."""
     T, _, _ = _tokens(model, lay)
     m = model.moe
-    mean = lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts
-    if lay.moe_capacity_factor is not None:
-        return mean * lay.moe_capacity_factor
-    return mean * lay.moe_imbalance
+    cap = expert_capacity(model, lay)
+    if cap is not None:  # every rank of the EP and ETP groups sends each expert its capacity
+        return lay.ep * lay.expert_tp * cap
+    return lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts * lay.moe_imbalance
+
+
+def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:
+    """Rows one rank sends each expert when the router drops and pads to capacity; None when dropless.
+
+    Megatron-Core's ``get_capacity`` over the rank's own tokens (``b s / (cp tp)``, sequence-parallel):
+    ``ceil(tokens x top-k / experts x capacity_factor)`` (NVIDIA/Megatron-LM@ff45bd42
+    megatron/core/transformer/moe/moe_utils.py ``get_capacity``); the all-to-all dispatcher then sends
+    ``capacity x experts`` rows and each local expert receives ``capacity x etp x ep`` of them
+    (token_dispatcher.py ``MoEAlltoAllTokenDispatcher.preprocess``, ``drop_and_pad``)."""
+    if lay.moe_capacity_factor is None:
+        return None
+    T, _, _ = _tokens(model, lay)
+    m = model.moe
+    return float(math.ceil((T / lay.tp) * m.active_experts / m.experts * lay.moe_capacity_factor))
 
 
 def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:

@@ -63,7 +63,7 @@ from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
 from .memory import memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, optimizer_step_s, pipeline_units, stage_compute
+from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
 from .routing import consecutive_destinations, spread_destinations
@@ -225,10 +225,15 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
         # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
         # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
-        # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it
+        # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it. Dropped and
+        # padded to capacity (the all-to-all dispatcher only): each rank sends every expert its capacity
+        # (expert_capacity), static shapes, whatever the routing
         tokens = b * s_cp / tp
-        copies = ep_copies(model, lay)
-        elems = tokens * copies * h * lay.moe_imbalance
+        cap = expert_capacity(model, lay)
+        if cap is not None and lay.ep_dispatcher == "alltoall":
+            elems = cap * model.moe.experts * h
+        else:
+            elems = tokens * ep_copies(model, lay) * h * lay.moe_imbalance
         # recomputed MoE blocks dispatch and combine again: full recomputation's layers, or every MoE block when
         # the recipe recomputes the "moe" module (Megatron-Core's MoELayer checkpoints its whole forward, router,
         # dispatch, experts and combine: moe_layer_recompute, NVIDIA/Megatron-LM@00119989
