@@ -144,58 +144,95 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
 
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
     dispatcher (:func:`ep_copies`)."""
-    seq = lay.seq_len or model.seq_len
-    s_cp = seq / lay.cp
-    b, h, tp, m, p, v = lay.micro_batch, model.hidden, lay.tp, lay.microbatches, lay.pp, lay.vpp
-    c = _stage_counts(model, lay)
-    full = lay.recompute == "full"
-    rec_layers = c["layers"] if lay.recompute_num_layers is None else min(c["layers"], lay.recompute_num_layers)
-    act = b * s_cp * h * ACT_BYTES
-    out: list[dict] = []
+    t = _Traffic(model, lay)
+    for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic):
+        part(t)
+    return t.out
 
-    def add(dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES):
+
+class _Traffic:
+    """What every dimension's traffic reads (the busiest stage's block counts, recomputed layers, one
+    micro-batch's activation bytes) and the list it adds its collectives to."""
+
+    def __init__(self, model: ModelSpec, lay: ParallelLayout):
+        self.model, self.lay = model, lay
+        self.seq = lay.seq_len or model.seq_len
+        self.s_cp = self.seq / lay.cp
+        self.m = lay.microbatches
+        self.c = _stage_counts(model, lay)
+        self.full = lay.recompute == "full"
+        c_layers = self.c["layers"]
+        self.rec_layers = c_layers if lay.recompute_num_layers is None else min(c_layers, lay.recompute_num_layers)
+        self.act = lay.micro_batch * self.s_cp * model.hidden * ACT_BYTES
+        self.out: list[dict] = []
+
+    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES) -> None:
+        lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
-            out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
-                        "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes)})
+            self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
+                             "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes)})
 
-    if tp > 1:
-        # an MoE block's routed experts gather over ETP instead (below); its shared experts are a TP block
-        blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (c[Block.MOE] if (model.moe and
-                                                                                     model.moe.shared_experts) else 0)
-        per_layer_blocks = blocks / max(1, c["layers"])
-        forward = blocks + (per_layer_blocks * rec_layers if full else 0)
-        # forward (and recomputed forward) on the critical path; backward: Megatron overlaps the input
-        # gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward")
-        for phase, passes in (("microbatch", forward), ("backward", blocks)):
-            if lay.sequence_parallel:
-                add("tp", "all_gather", "tp", act, m * passes, phase=phase)
-                add("tp", "reduce_scatter", "tp", act, m * passes, phase=phase)
-            else:
-                add("tp", "all_reduce", "tp", act, m * passes, phase=phase)
+
+def _tp_traffic(t: _Traffic) -> None:
+    """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
+    experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
+    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward")."""
+    lay, c, model = t.lay, t.c, t.model
+    if lay.tp <= 1:
+        return
+    shared = c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0
+    blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + shared
+    per_layer_blocks = blocks / max(1, c["layers"])
+    forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
+    for phase, passes in (("microbatch", forward), ("backward", blocks)):
+        if lay.sequence_parallel:
+            t.add("tp", "all_gather", "tp", t.act, t.m * passes, phase=phase)
+            t.add("tp", "reduce_scatter", "tp", t.act, t.m * passes, phase=phase)
+        else:
+            t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
+
+
+def _cp_traffic(t: _Traffic) -> None:
+    """Context parallelism: attention's K/V gathered (and their gradients reduced); Mamba's all-to-alls."""
+    lay, c, model, m = t.lay, t.c, t.model, t.m
     if lay.cp > 1 and c[Block.ATTENTION]:
-        kv_heads = max(1, model.num_kv_heads // tp)
-        kv = b * seq * 2 * kv_heads * model.head_dim * ACT_BYTES
+        kv_heads = max(1, model.num_kv_heads // lay.tp)
+        kv = lay.micro_batch * t.seq * 2 * kv_heads * model.head_dim * ACT_BYTES
         if model.attention.kind == "mla":  # MLA's K/V are per head after the up-projection
             a = model.attention
-            kv = b * seq * (model.heads // tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) * ACT_BYTES
-        rec_att = min(c[Block.ATTENTION], rec_layers) if full else 0
-        add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
-        add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
+            kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
+                                                                     + a.v_head_dim) * ACT_BYTES
+        rec_att = min(c[Block.ATTENTION], t.rec_layers) if t.full else 0
+        t.add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
+        t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
     if lay.cp > 1 and c[Block.MAMBA]:
         rec_mamba = c[Block.MAMBA] if "mamba" in lay.recompute_modules else (
-            min(c[Block.MAMBA], rec_layers) if full else 0)
+            min(c[Block.MAMBA], t.rec_layers) if t.full else 0)
         for size, per_layer in mamba_cp_alltoalls(model, lay):
-            add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
-    if p > 1:
-        fills = lay.pipeline_flushes * (p - 1)  # each schedule run fills and drains the pipeline
-        sends = 2 * fills if lay.overlap_pp else 2 * (m * v + fills)
-        split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
-        add("pp", "pipeline", "pp", act / split, sends, phase="step")
-        if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
-            add("tp", "all_gather", "tp", act / tp, sends, phase="pp_gather")
+            t.add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
+
+
+def _pp_traffic(t: _Traffic) -> None:
+    """Pipeline sends: each schedule run fills and drains the pipeline."""
+    lay = t.lay
+    p, tp = lay.pp, lay.tp
+    if p <= 1:
+        return
+    fills = lay.pipeline_flushes * (p - 1)
+    sends = 2 * fills if lay.overlap_pp else 2 * (t.m * lay.vpp + fills)
+    split = tp if (lay.sequence_parallel or lay.pp_scatter_gather) else 1
+    t.add("pp", "pipeline", "pp", t.act / split, sends, phase="step")
+    if tp > 1 and lay.pp_scatter_gather and not lay.sequence_parallel:
+        t.add("tp", "all_gather", "tp", t.act / tp, sends, phase="pp_gather")
+
+
+def _dp_traffic(t: _Traffic) -> None:
+    """Data parallelism of the busiest rank's dense and expert parameters, by ZeRO stage; hybrid sharding's
+    shards all-reduced across the replicas."""
+    model, lay, m = t.model, t.lay, t.m
     rows = stage_params(model, lay)
     busiest = max(range(len(rows)), key=lambda i: rows[i][0] + rows[i][1])
     dense, expert, _ = rows[busiest]
@@ -205,52 +242,54 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
     for groups, n, held in (("dps" if hybrid else "dpcp", dense, held_dense), ("edp", expert, held_expert)):
         if n <= 0:
             continue
-        # hybrid sharding: each shard group's reduced shard is all-reduced across the replicas
         shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
         rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
         if z == 0:
-            add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
+            t.add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
         elif z in (1, 2):
-            add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
-            add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
-            add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
+            t.add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
+            t.add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
+            t.add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
             calls = max(1, held)
             per = n / calls
-            add("dp", "all_gather", groups, per * lay.weight_bytes, _gather_passes(lay) * m * calls,
-                phase="gather_unit")
-            add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
-            add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
-    if model.moe is not None and c[Block.MOE] and lay.ep * lay.expert_tp > 1:
-        # each rank sends its own tokens across the EP group (Megatron-Core's all-to-all dispatcher), then the
-        # expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter it back in the
-        # combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it. Dropped and
-        # padded to capacity (the all-to-all dispatcher only): each rank sends every expert its capacity
-        # (expert_capacity), static shapes, whatever the routing
-        tokens = b * s_cp / tp
-        cap = expert_capacity(model, lay)
-        if cap is not None and lay.ep_dispatcher == "alltoall":
-            elems = cap * model.moe.experts * h
+            t.add("dp", "all_gather", groups, per * lay.weight_bytes, _gather_passes(lay) * m * calls,
+                  phase="gather_unit")
+            t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
+            t.add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
+
+
+def _ep_traffic(t: _Traffic) -> None:
+    """Expert parallelism: each rank sends its own tokens across the EP group (Megatron-Core's all-to-all
+    dispatcher), then the expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter
+    it back in the combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it.
+    Dropped and padded to capacity (the all-to-all dispatcher only): each rank sends every expert its capacity
+    (expert_capacity), static shapes, whatever the routing. Recomputed MoE blocks dispatch and combine again:
+    full recomputation's layers, or every MoE block when the recipe recomputes the "moe" module (Megatron-Core's
+    MoELayer checkpoints its whole forward, router, dispatch, experts and combine: moe_layer_recompute,
+    NVIDIA/Megatron-LM@00119989 megatron/core/transformer/moe/moe_layer.py MoELayer.forward)."""
+    model, lay, c, m = t.model, t.lay, t.c, t.m
+    if model.moe is None or not c[Block.MOE] or lay.ep * lay.expert_tp <= 1:
+        return
+    h = model.hidden
+    cap = expert_capacity(model, lay)
+    if cap is not None and lay.ep_dispatcher == "alltoall":
+        elems = cap * model.moe.experts * h
+    else:
+        elems = lay.micro_batch * t.s_cp / lay.tp * ep_copies(model, lay) * h * lay.moe_imbalance
+    rec_moe = c[Block.MOE] if "moe" in lay.recompute_modules else (min(c[Block.MOE], t.rec_layers) if t.full else 0)
+    calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
+    if lay.ep > 1:
+        if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
+            t.add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c[Block.MOE] + rec_moe),
+                  phase="microbatch", elem_bytes=lay.ep_dispatch_bytes)
+            t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
         else:
-            elems = tokens * ep_copies(model, lay) * h * lay.moe_imbalance
-        # recomputed MoE blocks dispatch and combine again: full recomputation's layers, or every MoE block when
-        # the recipe recomputes the "moe" module (Megatron-Core's MoELayer checkpoints its whole forward, router,
-        # dispatch, experts and combine: moe_layer_recompute, NVIDIA/Megatron-LM@00119989
-        # megatron/core/transformer/moe/moe_layer.py MoELayer.forward)
-        rec_moe = c[Block.MOE] if "moe" in lay.recompute_modules else (min(c[Block.MOE], rec_layers) if full else 0)
-        calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
-        if lay.ep > 1:
-            if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
-                add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c[Block.MOE] + rec_moe),
-                    phase="microbatch", elem_bytes=lay.ep_dispatch_bytes)
-                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
-            else:
-                add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
-        gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
-        add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
-        add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
-    return out
+            t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+    gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
+    t.add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
+    t.add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
 
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
