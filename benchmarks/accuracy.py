@@ -81,6 +81,7 @@ class SetupDef:
     protocol: str | None = None  # NCCL_PROTO, when the run pinned one protocol (as topo compare models it)
     channels: int | None = None  # NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS, when the run pinned the channel count
     held_out: bool = False  # data/measurements/heldout_nccl_tests.csv: scored, never read by any fit
+    gpus_per_process: int = 1  # nccl-tests -g N: one process and thread launched N GPUs (the source's command)
 
 
 def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
@@ -90,7 +91,8 @@ def _ns(gpu, nics, rate, tech, servers, gpus=8, domain=None):
 # How each measured setup is modelled (facts from the CSV row and its source; assumptions said).
 SETUPS: dict[str, SetupDef] = {
     "ncclt290_h100_1n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls",
-                                 "NVIDIA's reply in the issue: NVLS"),
+                                 "NVIDIA's reply in the issue: NVLS; run with -g 8 (the row's note)",
+                                 gpus_per_process=8),
     "ncclt309_h100_2n_xe9680": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 2), 16),
     "ncclt309_h100_4n_vm": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 4), 32),
     "aws_p5_2n": SetupDef(_ns("H100", 32, "100 Gb/s", "efa", 2), 16, why="EFA: 32 x 100 Gb/s per node"),
@@ -107,11 +109,12 @@ SETUPS: dict[str, SetupDef] = {
                              why="modelled as labelled (2 hosts, 8 ranks)",
                              exclude="busbw/algbw = 1.96875 implies 64 ranks, not the 8 labelled (see data README)"),
     "azure_ndh100v5_1n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls",
-                                  "labelled NVLS by the source"),
+                                  "labelled NVLS by the source; NCCL_ALGO=NVLS all_reduce_perf -g 8 (the source's "
+                                  "NCCLBandwidth.py): one thread launches the 8 GPUs", gpus_per_process=8),
     "azure_nda100v4_1n": SetupDef(_ns("A100", 8, "200 Gb/s", "infiniband_hdr", 1), 8,
                                   why="run as NCCL_ALGO=NVLS all_reduce_perf -g 8 (the source's NCCLBandwidth.py): "
                                       "NCCL 2.18 drops NVLS on A100 and re-enables Ring and Tree: auto; one thread "
-                                      "launches all 8 GPUs, a host floor topo does not model"),
+                                      "launches all 8 GPUs (the host's launch floor)", gpus_per_process=8),
 }
 
 NCCL527 = ("filed as 'slow bus bandwidth' (NVIDIA/nccl #527, NCCL 2.9.9): a run its reporter says is below its "
@@ -245,11 +248,13 @@ HELDOUT_SETUPS: dict[str, SetupDef] = {
                                           "one HDR NIC assumed), all-reduce 8-64 B"),
     "azure_ndh200v5_1n": SetupDef(_ns("H200", 8, "400 Gb/s", "infiniband_ndr", 1), 8, "nvls", held_out=True,
                                   why="held out: one ND H200 v5 VM (8 H200, Xeon 8480C), NCCL_ALGO=NVLS "
-                                      "all_reduce_perf -g 8 (one thread launches the 8 GPUs), NCCL 2.20.5"),
+                                      "all_reduce_perf -g 8 (one thread launches the 8 GPUs), NCCL 2.20.5",
+                                  gpus_per_process=8),
     "azure_ndgb200v6_1n": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 18, gpus=4, domain=72), 4, "ring",
                                    held_out=True,
                                    why="held out: one ND GB200 v6 VM (the 4 GPUs of one NVL72 tray, Grace), "
-                                       "NCCL_ALGO=Ring all_reduce_perf -g 4 (one thread), NCCL 2.25.1"),
+                                       "NCCL_ALGO=Ring all_reduce_perf -g 4 (one thread), NCCL 2.25.1",
+                                   gpus_per_process=4),
 }
 
 ALL_SETUPS = {**SETUPS, **EXTRA_SETUPS, **HELDOUT_SETUPS}
@@ -330,7 +335,7 @@ def load_groups(path, setups) -> list[Group]:
         pairs = [(s, t) for s, t in pairs if t]
         gen, tech = fab.spec.gpu_model.generation, fab.spec.fabric.technology
         setup = Setup(fab, d.gpus, d.algorithm if coll == "all_reduce" else "auto", protocol=d.protocol,
-                      channels=d.channels)
+                      channels=d.channels, gpus_per_process=d.gpus_per_process)
         case = Case(setup, coll, [s for s, _ in pairs], [t for _, t in pairs],
                     profile_for(gen, tech).for_cpu(fab.spec.cpu_vendor),
                     label=f"{sid}:{coll}",

@@ -129,7 +129,8 @@ def modelled(setup: Setup, coll: str, sizes: list[int], profile: Profile):
     whose ``placement`` says which GPUs the ranks are)."""
     return estimate(setup.fabric, coll, sizes, **setup.placement_options(),
                     algorithm=setup.algorithm if coll == "all_reduce" else "auto", profile=profile,
-                    protocol=setup.protocol, channels=setup.channels, choose=setup.choose)
+                    protocol=setup.protocol, channels=setup.channels, choose=setup.choose,
+                    gpus_per_process=setup.gpus_per_process)
 
 
 def modelled_times(setup: Setup, coll: str, sizes: list[int], profile: Profile):
@@ -255,5 +256,5 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
 def _single_process_note(run) -> str:
     """Why a latency gap may be the harness, not the cluster: one thread launching on several GPUs."""
     return (f"this log launches {run.ngpus} GPUs from each thread (nGpus {run.ngpus}), which adds CUDA launch "
-            "latency that topo does not model; NVIDIA recommends one process per GPU (mpirun ... -g 1) to measure "
+            "latency beyond the host's bare launches topo models (NCCL's per-GPU group work); NVIDIA recommends one process per GPU (mpirun ... -g 1) to measure "
             "latency (NVIDIA/nccl-tests issue #333): rerun that way before reading this gap as the cluster's")

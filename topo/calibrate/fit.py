@@ -195,7 +195,8 @@ def _routed(case: Case):
     """The case's collective placed, scheduled and routed once (its profile's costs; re-costed per profile)."""
     s = case.setup
     return evaluate(s.fabric, case.collective, **s.placement_options(),
-                    algorithm=s.algorithm if case.collective == "all_reduce" else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose)
+                    algorithm=s.algorithm if case.collective == "all_reduce" else "auto", profile=case.profile, protocol=s.protocol, channels=s.channels, choose=s.choose,
+                    gpus_per_process=s.gpus_per_process)
 
 
 def _recosted_times(case: Case, ev, profile: Profile) -> np.ndarray:

@@ -56,6 +56,7 @@ class Setup:
     placement: str = "packed"  # how ``gpus`` are chosen without ``ranks`` (topo.engine.placement.PLACEMENTS)
     rail: int = 0  # the GPU index within a server, for placement one_per_server
     rank_order: str = "nccl"  # with ranks: NCCL's ring order or as given
+    gpus_per_process: int = 1  # GPUs one process and thread launched (nccl-tests -g N): a host launch floor
 
     def placement_options(self) -> dict:
         """The placement as keyword arguments of :func:`topo.engine.estimate.estimate`."""
@@ -178,10 +179,12 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
                                      rank_order)
     n = _rank_count(run, gpus, ranks, notes)
     algorithm, protocol, channels = _run_settings(run, notes)
+    per_process = _gpus_per_process(run, notes)
     if spec is not None:
         fabric, name = _spec_fabric(spec, n, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
                                     nic_rate=nic_rate, network=network, gpus_per_domain=gpus_per_domain)
-        return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels), opts, ranks)
+        return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels,
+                             gpus_per_process=per_process), opts, ranks)
     gpu, model = _gpu_model(run, gpu, notes)
     nodes, gpn = _nodes(run, n, ranks, model, nodes, gpus_per_node, notes)
     if nics is None:
@@ -197,7 +200,18 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     name = f"{gpu}-{nodes}x{gpn}-{network}"
     sp = spec_from_dict(node_spec(model.name, nics, nic_rate, network, servers, gpn, domain, name=name),
                         source=run.source)
-    return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels), opts, ranks)
+    return _placed(Setup(build_fabric(sp), n, algorithm, notes, name, protocol, channels,
+                         gpus_per_process=per_process), opts, ranks)
+
+
+def _gpus_per_process(run: NcclRun, notes: list[str]) -> int:
+    """The GPUs each thread of the run launched (the header's ``nGpus``, nccl-tests' ``-g``), with a note when
+    above one: the host then launches their kernels in turn (topo.engine.host_launch)."""
+    g = run.ngpus or 1
+    if g > 1:
+        notes.append(f"nGpus {g}: one thread launches {g} GPUs' kernels in turn (nccl-tests -g {g}), a host floor "
+                     "per collective")
+    return g
 
 
 def _placement_options(nodes, gpus_per_node, nics, gpus, gpus_per_domain, ranks, placement, rail, rank_order):

@@ -120,6 +120,9 @@ def _model_arguments(p) -> None:
                    "fastest)")
     p.add_argument("--channels", default=None, metavar="N",
                    help="pin NCCL's channel count as NCCL_MIN/MAX_NCHANNELS do (default: one per NIC)")
+    p.add_argument("--gpus-per-process", default=None, metavar="N",
+                   help="GPUs one process and thread launches in turn, as nccl-tests' -g N: no collective takes less "
+                        f"than N host launches ({_default('gpus_per_process')}: one GPU per process, as MPI runs)")
     p.add_argument("--ecmp", default=None, choices=CHOICES["ecmp"], help=f"ECMP model ({_default('ecmp')})")
     p.add_argument("--subflows", default=None, metavar="K",
                    help=f"with --ecmp hash: parts each flow is hashed as ({_default('subflows')})")
@@ -157,7 +160,7 @@ def _int(text, key):
     return v
 
 
-_WHOLE = ("gpus", "rail", "channels", "subflows", "hash_seed", "chunks", "stages", "groups")  # flags read as whole numbers
+_WHOLE = ("gpus", "rail", "channels", "subflows", "hash_seed", "chunks", "stages", "groups", "gpus_per_process")  # flags read as whole numbers
 _NAMES = ("placement", "algorithm", "op", "choose", "protocol", "ecmp", "sharing", "profile", "group_layout", "rank_order")
 
 

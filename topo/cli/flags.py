@@ -15,4 +15,5 @@ FLAGS = {"gpus": "--gpus", "ranks": "--ranks", "placement": "--placement", "rail
          "choose": "--choose", "protocol": "--protocol", "channels": "--channels", "chunks": "--chunks",
          "stages": "--stages", "ecmp": "--ecmp", "subflows": "--subflows", "hash_seed": "--hash-seed",
          "sharing": "--sharing", "pxn": "--no-pxn", "profile": "--profile", "collective": "--collective",
-         "sizes": "--size", "min_bytes": "-b", "max_bytes": "-e", "factor": "-f", "step_bytes": "-i", "fail": "--fail"}
+         "sizes": "--size", "min_bytes": "-b", "max_bytes": "-e", "factor": "-f", "step_bytes": "-i", "fail": "--fail",
+         "gpus_per_process": "--gpus-per-process"}

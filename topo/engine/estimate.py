@@ -33,6 +33,7 @@ from .profiles import Profile, fabric_profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
+from .host_launch import host_floor_s
 from .interval import time_range_s
 from .tuner import nccl_choice
 
@@ -184,6 +185,9 @@ class Evaluation:
         ``sizes`` (:func:`evaluate` with ``at_sizes``), with the reason.
     sizes : tuple of int, optional
         With ``pruned``, the only sizes :meth:`time` answers for.
+    gpus_per_process : int
+        GPUs one host thread launches in turn (nccl-tests ``-g``); above 1 every time is at least the host's
+        launch floor (:func:`topo.engine.host_launch.host_floor_s`).
     """
 
     collective: str
@@ -199,6 +203,7 @@ class Evaluation:
     op: str | None = None  # the reduction operation the options name (reported for reducing collectives)
     pruned: dict[str, str] = field(default_factory=dict)  # candidates not routed: they cannot be the fastest
     sizes: tuple[int, ...] | None = None  # the only sizes it answers for, when candidates were pruned
+    gpus_per_process: int = 1  # GPUs one host thread launches in turn (nccl-tests -g): a floor per collective
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
@@ -262,6 +267,9 @@ class Evaluation:
                               self.placement.num_ranks, self.num_domains)
             if best is None or t.time_s < best.time_s:
                 best = CollectiveTime(t.time_s, name, t.protocol, t.latency_s, t.bandwidth_s)
+        floor = host_floor_s(self.profile, self.gpus_per_process)
+        if best is not None and floor > best.time_s:  # the host launches slower than the GPUs run: it sets the pace
+            best = best._replace(time_s=floor, latency_s=best.latency_s + floor - best.time_s)
         return best
 
     def bottleneck(self, size_bytes: int, algorithm: str, time_s: float, latency_s: float,
@@ -427,7 +435,8 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
                             f"{prof.name}): {why}", key="protocol")
         raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
     return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol,
-                      opts.op, pruned, sizes if pruned else None)
+                      opts.op, pruned, sizes if pruned else None,
+                      opts.gpus_per_process)
 
 
 def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, coll: str, pl: Placement,

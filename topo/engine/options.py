@@ -36,6 +36,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 MAX_SUBFLOWS = 4096  # beyond, hashed ECMP is ideal ECMP to well under 1%: use ecmp="ideal"
 MAX_CHUNKS = 1_000_000
 MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
+MAX_GPUS_PER_PROCESS = 64  # -g drives the GPUs of one host: more than any server holds (HGX 8, an NVL72 tray 4)
 MAX_HASH_SEED = 2**63 - 1  # a seed is mixed into the 64-bit ECMP hash (topo.engine.ecmp_hash)
 
 
@@ -60,6 +61,9 @@ class EstimateOptions:
     of the switches would; default 0, the hash without a seed; ideal ECMP has no hash and ignores it),
     ``sharing`` (equal or maxmin), ``pxn`` (cross-rail data over NVLink first; default: on in rail fabrics), ``profile`` (nccl, ideal,
     a profile name or object).
+    Host: ``gpus_per_process`` (GPUs one process and thread drives, as nccl-tests' ``-g N``; default 1, one GPU
+    per process as MPI launches run): above 1 the host launches the GPUs' kernels in turn, and no collective takes
+    less than that many times the profile's ``host_launch_per_gpu_us`` (:mod:`topo.engine.host_launch`).
     """
 
     gpus: int | None = None
@@ -82,6 +86,7 @@ class EstimateOptions:
     sharing: str = "equal"
     pxn: bool | None = None
     profile: Any = None
+    gpus_per_process: int = 1
 
     @classmethod
     def default(cls, name: str):
@@ -148,6 +153,7 @@ class EstimateOptions:
         _whole(self.hash_seed, "hash_seed", 0, MAX_HASH_SEED)
         _whole(self.chunks, "chunks", 1, MAX_CHUNKS, allow_none=True)
         _whole(self.channels, "channels", 1, MAX_CHANNELS, allow_none=True)
+        _whole(self.gpus_per_process, "gpus_per_process", 1, MAX_GPUS_PER_PROCESS)
         _choice(self.placement, "placement", CHOICES["placement"] + ("list",))
         _choice(self.group_layout, "group_layout", CHOICES["group_layout"])
         _choice(self.rank_order, "rank_order", CHOICES["rank_order"])

@@ -123,6 +123,9 @@ PARAMETERS: dict[str, Spec] = {
                       doc="the protocols NCCL may use on this network (the NCCL_PROTO its provider's plugin or "
                           "profile sets; absent: LL, LL128 and Simple)"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
+    "host_launch_per_gpu_us": Spec("model", "scalar", 0.0, 50.0, optional=True,
+                                   doc="host (CPU) time to launch one GPU's kernel when one thread launches several "
+                                       "GPUs' kernels in turn (nccl-tests -g N): a floor of N times it per collective"),
     "reference_ranks_per_domain": Spec("model", "scalar", 0, 1024, optional=True,
                                  doc="NVLS ranks per domain the window and NVLS rates were fitted at (0: off)"),
 }

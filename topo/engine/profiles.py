@@ -80,6 +80,7 @@ class Profile:
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
     launch_s: float = 0.0  # the GPU's fixed cost per kernel in a queue of back-to-back kernels, once per collective
+    host_launch_per_gpu_s: float = 0.0  # host time per GPU's kernel when one thread launches several GPUs in turn
     p2p_channel_Bps: float = math.inf  # one NCCL p2p channel to a network peer (send/receive)
     peer_overhead_s: float = 0.0  # per remote peer of an all-to-all (message set-up)
     # send/receive: LL up to this many bytes per p2p channel of a peer, Simple above, never LL128 (NCCL's
@@ -208,7 +209,7 @@ class Profile:
 
     def nccl_model(self) -> "Profile":
         """This profile as NCCL's tuner prices with it: without topo's fitted latency terms (a network's
-        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras, the kernel launch), which time the wire but are not in NCCL's model (nccl #1453:
+        ``net_latency_us``, the NVL72 ``mnnvl_*`` extras, the kernel launch and the host's launch floor), which time the wire but are not in NCCL's model (nccl #1453:
         NCCL's own figure on RoCE is its InfiniBand constants).
 
         Returns
@@ -217,7 +218,7 @@ class Profile:
         """
         hops = self.net_hop_s if self.nccl_net_hop_s is None else self.nccl_net_hop_s
         return replace(self, net_hop_s=hops, nvlink_hop_extra_s=0.0, mnnvl_hop_extra_s=0.0, mnnvl_extra_s=0.0,
-                       launch_s=0.0)
+                       launch_s=0.0, host_launch_per_gpu_s=0.0)
 
     def for_cpu(self, cpu_vendor: str | None) -> "Profile":
         """This profile on hosts with ``cpu_vendor``'s CPUs: NCCL's network overhead per step is 2 us on AMD x86,
@@ -375,6 +376,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
         launch_s=v.get("launch_us", 0.0) * US,
+        host_launch_per_gpu_s=v.get("host_launch_per_gpu_us", 0.0) * US,
         nvls_tree_correction=bool(v.get("nvls_tree_correction_x86", 0)),
         p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
