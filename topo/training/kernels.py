@@ -49,13 +49,21 @@ def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=1)
-def router_kernels() -> dict:
-    """Kernels an MoE router's forward launches (``kernels.toml`` ``[launch]``, published): ``plain``, ``fused``
-    (Megatron-Core's router fusion) and ``flex`` (router fusion with the flex dispatcher's fused preprocess)."""
+@lru_cache(maxsize=None)
+def router_kernels(router: str = "deepseek") -> dict:
+    """Kernels an MoE router's forward launches (``kernels.toml`` ``[launch]``): ``plain``, ``fused``
+    (Megatron-Core's router fusion) and ``flex`` (router fusion with the flex dispatcher's fused preprocess).
+
+    Parameters
+    ----------
+    router : str
+        The router's configuration (``[launch] router_ops`` keys): ``deepseek`` keeps the published counts
+        (72 / 31 / 17); another router's ``plain`` count is 72 times its ops over deepseek's (the kernels per
+        op the published count implies), its fused counts are deepseek's."""
     t = _table()["launch"]
-    return {"plain": float(t["router_kernels"]), "fused": float(t["router_kernels_fused"]),
-            "flex": float(t["router_kernels_flex"])}
+    ops = t["router_ops"]
+    return {"plain": float(t["router_kernels"]) * ops[router] / ops["deepseek"],
+            "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"])}
 
 
 @lru_cache(maxsize=1)
