@@ -133,6 +133,32 @@ def test_router_kernels_are_the_published_counts(qwen):
     assert router(qwen, moe_router_fusion=True) == 31
 
 
+@pytest.mark.parametrize("name, router, ops", [
+    ("mixtral-8x7b", "softmax_aux_loss", 25),  # NVIDIA/NeMo@02f25a80 mixtral.py: top-2, aux_loss 0.01
+    ("mixtral-8x22b", "softmax_aux_loss", 25),
+    ("qwen3-235b-a22b", "softmax_aux_loss", 25),  # Megatron-Bridge qwen3_moe_bridge.py: aux_loss
+    ("llama4-scout", "sigmoid_topk", 11),  # NeMo Llama4Config: sigmoid, top-1, aux-loss coefficient 0
+    ("gpt-oss-120b", "softmax_topk", 11),  # Megatron-Bridge gpt_oss_bridge.py: load balancing "none"
+    ("deepseek-v3-671b", "deepseek", 46)])  # the published 72
+def test_router_kernels_follow_each_recipes_router(name, router, ops):
+    """An eager router's kernels scale with the ops Megatron-Core's router runs for the recipe's configuration
+    (counted in kernels.toml [launch] router_ops) at DeepSeek-V3's published 72 kernels for its 46 ops."""
+    model = load_model(name)
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    launched = sum(op.launches for op in block_ops(model, lay, "E") if op.name in ("router", "router_topk"))
+    assert model.moe.router == router
+    assert launched == pytest.approx(72 * ops / 46)
+
+
+def test_a_simpler_router_costs_the_host_less(qwen):
+    """The host's time of an eager MoE block falls by the router kernels it no longer launches."""
+    g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    ds = qwen.model_copy(update={"moe": qwen.moe.model_copy(update={"router": "deepseek"})})
+    saved = block_time(ds, lay, g, "E").host_s - block_time(qwen, lay, g, "E").host_s
+    assert saved == pytest.approx((72 - 72 * 25 / 46) * 1e-3)
+
+
 @pytest.mark.parametrize("scope, needle", [(("moe_preprocess",), "needs moe_router"),
                                            (("moe",), "only token-drop routing")])
 def test_graph_scopes_megatron_refuses_are_refused(qwen, scope, needle):
