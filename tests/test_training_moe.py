@@ -136,6 +136,7 @@ def test_router_kernels_are_the_published_counts(qwen):
 @pytest.mark.parametrize("name, router, ops", [
     ("mixtral-8x7b", "softmax_aux_loss", 25),  # NVIDIA/NeMo@02f25a80 mixtral.py: top-2, aux_loss 0.01
     ("mixtral-8x22b", "softmax_aux_loss", 25),
+    ("grok-1-314b", "softmax_aux_loss", 25),  # NeMo's Grok-1 script builds on MixtralConfig8x7B
     ("qwen3-235b-a22b", "softmax_aux_loss", 25),  # Megatron-Bridge qwen3_moe_bridge.py: aux_loss
     ("llama4-scout", "sigmoid_topk", 11),  # NeMo Llama4Config: sigmoid, top-1, aux-loss coefficient 0
     ("gpt-oss-120b", "softmax_topk", 11),  # Megatron-Bridge gpt_oss_bridge.py: load balancing "none"
