@@ -20,7 +20,8 @@ Three kinds of kernels make a training step:
 - **memory-bound** kernels at the published share of HBM bandwidth.
 
 Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s``), and an eager framework spends
-``launch_host_s`` of CPU per kernel it launches (what an MoE block waits for after its tokens-per-expert sync).
+``launch_host_s`` of CPU per kernel it launches (what an MoE block waits for after its tokens-per-expert sync),
+scaled by the single-thread speed of the GPU's host CPU (:mod:`topo.training.host_cpu`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..resources import data_dir
+from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
            "quantize_kernels", "FITTED"]
@@ -47,13 +49,21 @@ def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=1)
-def router_kernels() -> dict:
-    """Kernels an MoE router's forward launches (``kernels.toml`` ``[launch]``, published): ``plain``, ``fused``
-    (Megatron-Core's router fusion) and ``flex`` (router fusion with the flex dispatcher's fused preprocess)."""
+@lru_cache(maxsize=None)
+def router_kernels(router: str = "deepseek") -> dict:
+    """Kernels an MoE router's forward launches (``kernels.toml`` ``[launch]``): ``plain``, ``fused``
+    (Megatron-Core's router fusion) and ``flex`` (router fusion with the flex dispatcher's fused preprocess).
+
+    Parameters
+    ----------
+    router : str
+        The router's configuration (``[launch] router_ops`` keys): ``deepseek`` keeps the published counts
+        (72 / 31 / 17); another router's ``plain`` count is 72 times its ops over deepseek's (the kernels per
+        op the published count implies), its fused counts are deepseek's."""
     t = _table()["launch"]
-    return {"plain": float(t["router_kernels"]), "fused": float(t["router_kernels_fused"]),
-            "flex": float(t["router_kernels_flex"])}
+    ops = t["router_ops"]
+    return {"plain": float(t["router_kernels"]) * ops[router] / ops["deepseek"],
+            "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"])}
 
 
 @lru_cache(maxsize=1)
@@ -87,7 +97,8 @@ class KernelModel:
     attention_scale, sustained : float
         The generation's attention rate relative to the Hopper table, and its sustained-over-burst clock ratio.
     launch_gpu_s, launch_host_s : float
-        Per-kernel GPU-side gap and CPU launch time.
+        Per-kernel GPU-side gap and CPU launch time (``[launch] host_s`` on the reference host, times the GPU's
+        host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
     """
 
     sms: int
@@ -104,6 +115,7 @@ class KernelModel:
     launch_host_s: float
     source: str = ""
     burst: dict = field(default_factory=dict)
+    host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -230,7 +242,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=float(t["attention"]["scale"][generation]),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
-        launch_gpu_s=float(launch["gpu_s"]), launch_host_s=float(launch["host_s"]))
+        launch_gpu_s=float(launch["gpu_s"]),
+        launch_host_s=float(launch["host_s"]) * host_time_factor(host_cpu(gpu)), host_cpu=host_cpu(gpu))
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:

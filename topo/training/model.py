@@ -106,6 +106,12 @@ class MoeSpec(_Strict):
     """Interleaving: a layer after the ``dense_layers`` is MoE when its index ``i`` (0-based, counted from the
     model's first layer) has ``(i + 1) % every == 0``, and has a dense FFN (``ffn_hidden``) otherwise (Llama 4 Maverick: 2, Hugging Face's
     ``interleave_moe_layer_step``, MoE layers 1, 3, 5, ...). Default: every layer MoE."""
+    router: Literal["deepseek", "softmax_aux_loss", "sigmoid_topk", "softmax_topk"] = "deepseek"
+    """The router's configuration, which sets the kernels its eager forward launches (``kernels.toml``
+    ``[launch] router_ops``): ``deepseek``, DeepSeek-V3's (sigmoid scores, expert bias, group-limited top-k,
+    sequence aux loss; Megatron-Bridge deepseek_v3_bridge.py, nemotron_h_bridge.py); ``softmax_aux_loss``,
+    softmax scores, plain top-k and the switch aux loss (Mixtral, Qwen3); ``sigmoid_topk``, sigmoid scores and
+    plain top-k without an aux loss (Llama 4); ``softmax_topk``, top-k then softmax without one (gpt-oss)."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
     once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""

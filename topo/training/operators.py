@@ -233,7 +233,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("router", "moe", t_in, m.experts, h, linear=False),
            # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
-           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(lay) - 1),
+           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1),
            _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.shared_experts:
@@ -260,10 +260,10 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     return 2 * (received + routed * load)
 
 
-def _router_kernels(lay: ParallelLayout) -> float:
-    """Kernels of the router's forward, its GEMM included (published counts, :func:`.kernels.router_kernels`):
-    fused or not, and with the flex dispatcher's preprocess fused in."""
-    k = router_kernels()
+def _router_kernels(router: str, lay: ParallelLayout) -> float:
+    """Kernels of the router's forward, its GEMM included (:func:`.kernels.router_kernels`, by the model's
+    router configuration): fused or not, and with the flex dispatcher's preprocess fused in."""
+    k = router_kernels(router)
     if not lay.moe_router_fusion:
         return k["plain"]
     return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
