@@ -49,6 +49,7 @@ from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
+from .routing import spread_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -256,7 +257,7 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     if lay.ep_dispatcher != "deepep" or lay.ep == 1:
         return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
     n = lay.ep
-    received = ACT * t_in * lay.expert_tp * h * n * (1.0 - (1.0 - 1.0 / n) ** k) * load
+    received = ACT * t_in * lay.expert_tp * h * spread_destinations(n, k) * load
     return 2 * (received + routed * load)
 
 
