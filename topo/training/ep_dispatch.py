@@ -27,7 +27,20 @@ def _table() -> dict:
 def flex_rates(gpu: str, ranks: int) -> dict | None:
     """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
     domain: ``dispatch``, ``dispatch_fp8``, ``combine``; the nearest published group size (the largest for a
-    larger group, the smallest for a smaller); None for a GPU without published rates."""
+    larger group, the smallest for a smaller); None for a GPU without published rates.
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name as the fabric's spec gives it (``GB200``, ``B200``, ``H100``).
+    ranks : int
+        GPUs in the EP group (all in one NVLink domain).
+
+    Returns
+    -------
+    dict or None
+        ``dispatch``, ``dispatch_fp8`` and ``combine`` rates in bytes/s, or None without published rates.
+    """
     t = _table().get(gpu)
     if t is None:
         return None

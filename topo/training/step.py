@@ -125,6 +125,13 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
     rank has fewer groups than ``cp``), and the scan's output goes back in one more (``post_conv_ssm``): blocking,
     in the mixer's forward, their gradients the same in the backward.
 
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with Mamba blocks (its ``mamba`` settings, ``mamba_inner`` and ``mamba_heads``).
+    lay : ParallelLayout
+        The layout (``tp``, ``cp``, ``micro_batch``, ``seq_len``).
+
     Returns
     -------
     list of (float, int)
