@@ -204,16 +204,17 @@ def run(args) -> int:
                         key="--jax-mesh")
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-        try:
+        try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
             lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
             check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+            result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                                   contention=not args.no_contention)
         except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
-            if exc.source in ("layout", args.layout) and not (args.layout.endswith(".toml")
-                                                                or is_input_file(args.layout)):
-                raise TopoError(exc.message, source="--layout", key=exc.key) from None
+            if exc.source in ("layout", args.layout):
+                pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+                raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
             raise
-        return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                      contention=not args.no_contention))
+        return _finish(args, result)
     if args.global_batch is None:
         what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
