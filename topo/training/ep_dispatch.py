@@ -15,6 +15,7 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
+from ..units import GB
 
 __all__ = ["flex_rates", "flex_dispatch_s"]
 
@@ -46,7 +47,7 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
         return None
     sizes = t["ranks"]
     i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
-    return {k: float(t[f"{k}_GBps"][i]) * 1e9 for k in ("dispatch", "dispatch_fp8", "combine")}
+    return {k: float(t[f"{k}_GBps"][i]) * GB for k in ("dispatch", "dispatch_fp8", "combine")}
 
 
 def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) -> float | None:
