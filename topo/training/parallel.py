@@ -27,6 +27,7 @@ from ..units import format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
+from .routing import ROUTINGS
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
 
@@ -189,7 +190,7 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
-    moe_routing: Literal["spread", "consecutive"] = "spread"
+    moe_routing: Literal[ROUTINGS] = "spread"  # routing.ROUTINGS: the routings it counts destinations of
     """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
     sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's
     forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's
