@@ -137,3 +137,17 @@ def test_step_checks_of_a_layout_are_named_by_its_file_or_flag(tmp_path):
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 2 and p.stdout == "" and len(lines) == 1
         assert lines[0].startswith(f"error: {source}: fp8_recipe: mxfp8 needs Blackwell"), lines[0]
+
+
+def test_pipeline_schedule_choices_are_the_layouts():
+    """``--pipeline-schedule`` offers exactly the schedules the layout takes (one list,
+    :data:`topo.training.parallel.PIPELINE_SCHEDULES`)."""
+    from typing import get_args
+
+    from topo.cli.main import build_parser
+    from topo.training.parallel import PIPELINE_SCHEDULES, ParallelLayout
+
+    train = build_parser("train").commands["train"]
+    flag = next(a for a in train._actions if "--pipeline-schedule" in a.option_strings)
+    assert tuple(flag.choices) == PIPELINE_SCHEDULES
+    assert get_args(ParallelLayout.model_fields["pipeline_schedule"].annotation) == PIPELINE_SCHEDULES

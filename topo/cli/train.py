@@ -9,7 +9,8 @@ from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
-from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
+from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
+                                 load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
@@ -71,7 +72,7 @@ def _memory_arguments(p) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
-    p.add_argument("--pipeline-schedule", choices=("1f1b", "dualpipe"), default=None,
+    p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
 

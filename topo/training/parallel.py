@@ -29,12 +29,14 @@ from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 
-__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE",
+           "PIPELINE_SCHEDULES", "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
 DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 RECOMPUTE = ("none", "selective", "full")
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")  # ParallelLayout.pipeline_schedule
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -151,7 +153,7 @@ class ParallelLayout(BaseModel):
     pp_scatter_gather: bool = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
-    pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
+    pipeline_schedule: Literal[PIPELINE_SCHEDULES] = "1f1b"
     """``1f1b``: (interleaved) 1F1B, bubble ``(p - 1) / v`` of a micro-batch's forward + backward (Narayanan et al.
     2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
     ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
