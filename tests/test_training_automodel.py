@@ -214,3 +214,16 @@ def test_fsdp_gathers_slow_the_all_to_all_only_while_they_run():
     f = (sum(busy.values()) - busy["ep"]) / window
     assert 0.05 < f < 0.5
     assert r.contention["ep"] == pytest.approx(1 + (whole["ep"] - 1) * f, rel=1e-6)
+
+
+def test_the_layout_takes_exactly_the_routings_routing_counts():
+    """``moe_routing``'s allowed values are :data:`topo.training.routing.ROUTINGS` (one list, not two), and a value
+    outside it is a one-line layout error naming them."""
+    from typing import get_args
+
+    from topo.training.parallel import ParallelLayout
+    from topo.training.routing import ROUTINGS
+
+    assert get_args(ParallelLayout.model_fields["moe_routing"].annotation) == ROUTINGS
+    with pytest.raises(TopoError, match="moe_routing.*'spread' or 'consecutive'.*'bogus'"):
+        make_layout(dp=8, ep=8, global_batch=64, moe_routing="bogus")

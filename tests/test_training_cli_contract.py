@@ -121,3 +121,33 @@ def test_pipeline_schedule_flag_runs_dualpipe_as_the_library_does():
     p = run_cli(*base[:6], "--pp", "4", "--vpp", "2", "--dp", "16", "--global-batch", "64",
                 "--pipeline-schedule", "dualpipe")
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--pipeline-schedule" in p.stderr
+
+
+def test_step_checks_of_a_layout_are_named_by_its_file_or_flag(tmp_path):
+    """The FP8 recipe is checked by the step (it needs the GPU): MXFP8's block scales need Blackwell's tensor cores
+    (Megatron-LM megatron/core/transformer/moe/README.md, FP8 recipes). Its error names the layout file, or
+    ``--layout`` for pairs, like every other layout error, not a bare ``layout``."""
+    keys = "tp = 2\ndp = 8\nep = 4\nglobal_batch = 64\nprecision = \"fp8\"\nfp8_recipe = \"mxfp8\"\n"
+    f = tmp_path / "mx.toml"
+    f.write_text(keys)
+    base = ("train", "dgx-h100-superpod", "--model", "mixtral-8x7b", "--gpus", "16", "--layout")
+    pairs = "tp=2,dp=8,ep=4,global_batch=64,precision=fp8,fp8_recipe=mxfp8"
+    for layout, source in ((str(f), str(f)), (pairs, "--layout")):
+        p = run_cli(*base, layout)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and p.stdout == "" and len(lines) == 1
+        assert lines[0].startswith(f"error: {source}: fp8_recipe: mxfp8 needs Blackwell"), lines[0]
+
+
+def test_pipeline_schedule_choices_are_the_layouts():
+    """``--pipeline-schedule`` offers exactly the schedules the layout takes (one list,
+    :data:`topo.training.parallel.PIPELINE_SCHEDULES`)."""
+    from typing import get_args
+
+    from topo.cli.main import build_parser
+    from topo.training.parallel import PIPELINE_SCHEDULES, ParallelLayout
+
+    train = build_parser("train").commands["train"]
+    flag = next(a for a in train._actions if "--pipeline-schedule" in a.option_strings)
+    assert tuple(flag.choices) == PIPELINE_SCHEDULES
+    assert get_args(ParallelLayout.model_fields["pipeline_schedule"].annotation) == PIPELINE_SCHEDULES

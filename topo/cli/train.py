@@ -9,7 +9,8 @@ from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
-from ..training.parallel import DEFAULT_ORDER, DP_SHARDING, RECOMPUTE, check_layout, load_layout, make_layout
+from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
+                                 load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
@@ -71,7 +72,7 @@ def _memory_arguments(p) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
-    p.add_argument("--pipeline-schedule", choices=("1f1b", "dualpipe"), default=None,
+    p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
 
@@ -204,16 +205,17 @@ def run(args) -> int:
                         key="--jax-mesh")
     if args.layout and not args.search:
         sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-        try:
+        try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
             lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
             check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+            result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                                   contention=not args.no_contention)
         except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
-            if exc.source in ("layout", args.layout) and not (args.layout.endswith(".toml")
-                                                                or is_input_file(args.layout)):
-                raise TopoError(exc.message, source="--layout", key=exc.key) from None
+            if exc.source in ("layout", args.layout):
+                pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+                raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
             raise
-        return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                      contention=not args.no_contention))
+        return _finish(args, result)
     if args.global_batch is None:
         what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",

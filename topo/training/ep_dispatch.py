@@ -15,6 +15,7 @@ import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
+from ..units import GB
 
 __all__ = ["flex_rates", "flex_dispatch_s"]
 
@@ -27,13 +28,26 @@ def _table() -> dict:
 def flex_rates(gpu: str, ranks: int) -> dict | None:
     """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
     domain: ``dispatch``, ``dispatch_fp8``, ``combine``; the nearest published group size (the largest for a
-    larger group, the smallest for a smaller); None for a GPU without published rates."""
+    larger group, the smallest for a smaller); None for a GPU without published rates.
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name as the fabric's spec gives it (``GB200``, ``B200``, ``H100``).
+    ranks : int
+        GPUs in the EP group (all in one NVLink domain).
+
+    Returns
+    -------
+    dict or None
+        ``dispatch``, ``dispatch_fp8`` and ``combine`` rates in bytes/s, or None without published rates.
+    """
     t = _table().get(gpu)
     if t is None:
         return None
     sizes = t["ranks"]
     i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
-    return {k: float(t[f"{k}_GBps"][i]) * 1e9 for k in ("dispatch", "dispatch_fp8", "combine")}
+    return {k: float(t[f"{k}_GBps"][i]) * GB for k in ("dispatch", "dispatch_fp8", "combine")}
 
 
 def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) -> float | None:

@@ -59,7 +59,13 @@ def router_kernels(router: str = "deepseek") -> dict:
     router : str
         The router's configuration (``[launch] router_ops`` keys): ``deepseek`` keeps the published counts
         (72 / 31 / 17); another router's ``plain`` count is 72 times its ops over deepseek's (the kernels per
-        op the published count implies), its fused counts are deepseek's."""
+        op the published count implies), its fused counts are deepseek's.
+
+    Returns
+    -------
+    dict
+        ``plain``, ``fused`` and ``flex``: kernels per router forward.
+    """
     t = _table()["launch"]
     ops = t["router_ops"]
     return {"plain": float(t["router_kernels"]) * ops[router] / ops["deepseek"],
@@ -69,7 +75,13 @@ def router_kernels(router: str = "deepseek") -> dict:
 @lru_cache(maxsize=1)
 def quantize_kernels() -> dict:
     """Kernels of one FP8 quantisation of a GEMM input by scaling recipe (``kernels.toml`` ``[launch]``,
-    published): ``current`` (per-tensor current scaling: amax, scale, cast) and ``cast`` (every other recipe)."""
+    published): ``current`` (per-tensor current scaling: amax, scale, cast) and ``cast`` (every other recipe).
+
+    Returns
+    -------
+    dict
+        ``current`` and ``cast``: kernels per quantisation.
+    """
     t = _table()["launch"]
     return {"current": float(t["fp8_current_scaling_kernels"]), "cast": 1.0}
 

@@ -49,6 +49,7 @@ from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
+from .routing import spread_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -256,7 +257,7 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     if lay.ep_dispatcher != "deepep" or lay.ep == 1:
         return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
     n = lay.ep
-    received = ACT * t_in * lay.expert_tp * h * n * (1.0 - (1.0 - 1.0 / n) ** k) * load
+    received = ACT * t_in * lay.expert_tp * h * spread_destinations(n, k) * load
     return 2 * (received + routed * load)
 
 
@@ -482,7 +483,20 @@ def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
 def layer_numbers(model: ModelSpec, lay: ParallelLayout) -> list[list]:
     """Each stage's units as :func:`pipeline_units` places them, a layer given as its index in the model (0 to
     ``layers - 1``, Megatron-Core's ``layer_number - 1``), a multi-token-prediction module's layer as None and
-    the embedding and the head by name."""
+    the embedding and the head by name.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model.
+    lay : ParallelLayout
+        The layout (its pipeline sizes and ``pipeline_layout``).
+
+    Returns
+    -------
+    list of list
+        Per stage, its units: an int per layer, None per MTP layer, ``"embedding"``, ``"logits"``, ``"mtp_head"``.
+    """
     return _placed(model, lay, list(range(len(model.blocks))), None)
 
 
@@ -515,6 +529,16 @@ def rank_stages(lay: ParallelLayout) -> list[tuple[int, ...]]:
     and half the micro-batches enter from each end, so each rank runs each of its two stages on half of them
     (deepseek-ai/DualPipe@3da1bbe ``examples/example_dualpipe.py``: the local modules are ``full_modules[rank]``
     and ``full_modules[pp_size - 1 - rank]``; its README's table: 2x parameters per device).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (its ``pp`` and ``pipeline_schedule``).
+
+    Returns
+    -------
+    list of tuple of int
+        Per pipeline rank, the indices of the stages (:func:`pipeline_units`) it runs.
 
     Examples
     --------
@@ -604,7 +628,21 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
     """For each stage's units (:func:`pipeline_units`), whether it is a layer an FP8 layout runs in BF16: one of
     the model's first ``num_layers_at_start_in_bf16`` or last ``num_layers_at_end_in_bf16`` layers (Megatron-Core's
     ``get_fp8_context(config, layer_number - 1)``, NVIDIA/Megatron-LM ``megatron/core/fp8_utils.py`` @f7a3dcc4:
-    ``layer_no < num_layers_at_start_in_bf16`` or ``layer_no >= num_layers - num_layers_at_end_in_bf16``)."""
+    ``layer_no < num_layers_at_start_in_bf16`` or ``layer_no >= num_layers - num_layers_at_end_in_bf16``).
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model.
+    lay : ParallelLayout
+        The layout (its ``precision`` and BF16 layer counts).
+
+    Returns
+    -------
+    list of list of bool
+        Per stage, per unit of :func:`pipeline_units`: True for a layer kept in BF16 (never an end unit or an
+        MTP layer; all False unless ``precision = "fp8"``).
+    """
     start, end, n = lay.num_layers_at_start_in_bf16, lay.num_layers_at_end_in_bf16, model.layers
     on = lay.precision == "fp8" and (start or end)
     return [[bool(on) and isinstance(i, int) and (i < start or i >= n - end) for i in units]

@@ -27,13 +27,16 @@ from ..units import format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
+from .routing import ROUTINGS
 
-__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE", "DEFAULT_ORDER"]
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE",
+           "PIPELINE_SCHEDULES", "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
 DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 RECOMPUTE = ("none", "selective", "full")
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")  # ParallelLayout.pipeline_schedule
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -150,7 +153,7 @@ class ParallelLayout(BaseModel):
     pp_scatter_gather: bool = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
-    pipeline_schedule: Literal["1f1b", "dualpipe"] = "1f1b"
+    pipeline_schedule: Literal[PIPELINE_SCHEDULES] = "1f1b"
     """``1f1b``: (interleaved) 1F1B, bubble ``(p - 1) / v`` of a micro-batch's forward + backward (Narayanan et al.
     2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
     ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
@@ -189,7 +192,7 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
-    moe_routing: Literal["spread", "consecutive"] = "spread"
+    moe_routing: Literal[ROUTINGS] = "spread"  # routing.ROUTINGS: the routings it counts destinations of
     """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
     sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's
     forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's

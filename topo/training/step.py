@@ -125,6 +125,13 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
     rank has fewer groups than ``cp``), and the scan's output goes back in one more (``post_conv_ssm``): blocking,
     in the mixer's forward, their gradients the same in the backward.
 
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with Mamba blocks (its ``mamba`` settings, ``mamba_inner`` and ``mamba_heads``).
+    lay : ParallelLayout
+        The layout (``tp``, ``cp``, ``micro_batch``, ``seq_len``).
+
     Returns
     -------
     list of (float, int)
@@ -165,6 +172,14 @@ class _Traffic:
         self.rec_layers = c_layers if lay.recompute_num_layers is None else min(c_layers, lay.recompute_num_layers)
         self.act = lay.micro_batch * self.s_cp * model.hidden * ACT_BYTES
         self.out: list[dict] = []
+
+    def recomputed(self, kind: str, module: str) -> int:
+        """Blocks of ``kind`` on the stage whose forward (and so its collectives) runs again in the backward:
+        every one when the recipe recomputes ``module`` (Megatron-Core's ``recompute_modules``), else full
+        recomputation's layers."""
+        if module in self.lay.recompute_modules:
+            return self.c[kind]
+        return min(self.c[kind], self.rec_layers) if self.full else 0
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES) -> None:
         lay = self.lay
@@ -209,8 +224,7 @@ def _cp_traffic(t: _Traffic) -> None:
         t.add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
         t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
     if lay.cp > 1 and c[Block.MAMBA]:
-        rec_mamba = c[Block.MAMBA] if "mamba" in lay.recompute_modules else (
-            min(c[Block.MAMBA], t.rec_layers) if t.full else 0)
+        rec_mamba = t.recomputed(Block.MAMBA, "mamba")
         for size, per_layer in mamba_cp_alltoalls(model, lay):
             t.add("cp", "alltoall", "cp", size, m * per_layer * (2 * c[Block.MAMBA] + rec_mamba), phase="mamba")
 
@@ -278,7 +292,7 @@ def _ep_traffic(t: _Traffic) -> None:
         elems = cap * model.moe.experts * h
     else:
         elems = lay.micro_batch * t.s_cp / lay.tp * ep_copies(model, lay) * h * lay.moe_imbalance
-    rec_moe = c[Block.MOE] if "moe" in lay.recompute_modules else (min(c[Block.MOE], t.rec_layers) if t.full else 0)
+    rec_moe = t.recomputed(Block.MOE, "moe")
     calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
     if lay.ep > 1:
         if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
