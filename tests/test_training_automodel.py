@@ -227,3 +227,23 @@ def test_the_layout_takes_exactly_the_routings_routing_counts():
     assert get_args(ParallelLayout.model_fields["moe_routing"].annotation) == ROUTINGS
     with pytest.raises(TopoError, match="moe_routing.*'spread' or 'consecutive'.*'bogus'"):
         make_layout(dp=8, ep=8, global_batch=64, moe_routing="bogus")
+
+
+def test_flex_permutation_counts_the_ranks_the_routing_reaches():
+    """The flex dispatcher's permutation reads one copy of each token per receiving rank (Megatron-LM
+    docs/discussions/deepseek-v3-gb200-optimization sec. 2.1.1): as many ranks as the all-to-all sends it to. Under
+    AutoModel's consecutive gate Qwen3-30B's 8 experts of a token sit on 1 of 8 EP ranks (16 experts each; 8
+    divides 16), under spread routing on 8 (1 - (7/8)^8) = 5.25: the received bytes differ by exactly that ratio."""
+    from topo.training.operators import block_ops
+
+    q = load_model("qwen3-30b-a3b")
+    base = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, ep_dispatcher="deepep")
+    cons = base.model_copy(update={"moe_routing": "consecutive"})
+    tokens, h, routed = 4096, q.hidden, 2 * 4096 * 8 * q.hidden
+
+    def permute(lay):
+        return {op.name: op for op in block_ops(q, lay, "E")}["permute"].bytes
+
+    assert permute(cons) == pytest.approx(2 * (2 * tokens * h * 1.0 + routed))
+    assert permute(base) == pytest.approx(2 * (2 * tokens * h * spread_destinations(8, 8) + routed))
+    assert ep_copies(q, cons) == pytest.approx(1.0)  # the all-to-all's count: the same routing

@@ -49,7 +49,7 @@ from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
-from .routing import spread_destinations
+from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -256,8 +256,8 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     h, k = model.hidden, model.moe.active_experts
     if lay.ep_dispatcher != "deepep" or lay.ep == 1:
         return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
-    n = lay.ep
-    received = ACT * t_in * lay.expert_tp * h * spread_destinations(n, k) * load
+    dest = rank_destinations(lay.moe_routing, model.moe.experts, k, lay.ep)  # as the all-to-all routes them
+    received = ACT * t_in * lay.expert_tp * h * dest * load
     return 2 * (received + routed * load)
 
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ROUTINGS", "spread_destinations", "consecutive_destinations"]
+__all__ = ["ROUTINGS", "spread_destinations", "consecutive_destinations", "rank_destinations"]
 
 ROUTINGS = ("spread", "consecutive")
 
@@ -65,3 +65,30 @@ def consecutive_destinations(experts: int, k: int, experts_per_destination: int)
     starts = np.arange(0, experts, math.gcd(k, experts))  # the positions t k mod E takes, each equally often
     dest = np.sort(((starts[:, None] + np.arange(k)[None, :]) % experts) // experts_per_destination, axis=1)
     return float(np.mean(1 + np.count_nonzero(np.diff(dest, axis=1), axis=1)))
+
+
+def rank_destinations(routing: str, experts: int, k: int, ranks: int) -> float:
+    """Mean distinct expert-parallel ranks a token's ``k`` experts land on under ``routing``, the experts sharded
+    over ``ranks`` in contiguous blocks: what the flex dispatcher's receiving ranks each get one copy of.
+
+    Parameters
+    ----------
+    routing : str
+        ``spread`` or ``consecutive`` (:data:`ROUTINGS`).
+    experts, k : int
+        Routed experts per MoE layer and per token.
+    ranks : int
+        Expert-parallel ranks.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(rank_destinations("spread", 128, 8, 8), 2), rank_destinations("consecutive", 128, 8, 8)
+    (5.25, 1.0)
+    """
+    if routing == "consecutive":
+        return consecutive_destinations(experts, k, max(1, experts // ranks))
+    return spread_destinations(ranks, k)

@@ -66,7 +66,7 @@ from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
-from .routing import consecutive_destinations, spread_destinations
+from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
 
@@ -109,12 +109,12 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
         return min(k, limit)
     D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
     nodes = math.ceil(lay.ep * lay.expert_tp / D)
+    if nodes == 1:
+        return rank_destinations(lay.moe_routing, mo.experts, mo.active_experts, lay.ep)
     if lay.moe_routing == "consecutive":
-        per_rank = max(1, mo.experts // lay.ep)
-        per_dest = per_rank * max(1, D // lay.expert_tp) if nodes > 1 else per_rank
+        per_dest = max(1, mo.experts // lay.ep) * max(1, D // lay.expert_tp)
         return consecutive_destinations(mo.experts, mo.active_experts, per_dest)
-    distinct = spread_destinations(nodes if nodes > 1 else lay.ep, k)
-    return min(distinct, limit) if nodes > 1 else distinct
+    return min(spread_destinations(nodes, k), limit)
 
 
 def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, int]]:
