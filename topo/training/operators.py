@@ -399,16 +399,17 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
     FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM),
-    with ``amax_pass`` the amax kernel before each cast. A grouped expert GEMM quantises each expert's rows once a
-    pass (its input forward, row- and column-wise; its output gradient backward: TE ``GroupedLinear``), in three
-    kernels under per-tensor current scaling."""
+    with ``amax_pass`` (current scaling before TE 2.7) each cast as current scaling's amax, scale and cast kernels
+    (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (its input
+    forward, row- and column-wise; its output gradient backward: TE ``GroupedLinear``), in those three kernels under
+    per-tensor current scaling."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.grouped:
         q = quantize_kernels()["current" if op.current_scaling else "cast"]
         return op.launches * gemms + op.groups * q
-    return op.launches * gemms + gemms * (2.0 if amax_pass else 1.0)
+    return op.launches * gemms + gemms * quantize_kernels()["current" if amax_pass else "cast"]
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
