@@ -171,6 +171,12 @@ def _setups():
             kw["gpus_per_domain_used"] = 64
         # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
         kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
+        if "full_iteration" in kw["cuda_graph_scope"]:
+            # Megatron-Core's eager expert-bias add syncs its token counts to the host (``.tolist()``), which no CUDA
+            # graph can hold (NVIDIA/Megatron-LM@d98e8a64 moe/experts.py ``_apply_bias``); the full-iteration
+            # recipes (gpt-oss fp8mx: Megatron-Bridge@067f987d perf_recipes/gpt_oss/common.py) run TE's op
+            # fuser, whose GroupedLinear scales and adds fc2's bias itself (``scale_bias``): no eager pass
+            kw["expert_bias_eager"] = "none"
         if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
             kw["moe_router_fusion"] = True
         if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
@@ -350,6 +356,9 @@ def _automodel_settings(model, pp: int) -> dict:
       (``reshard_after_forward=not pp_enabled``); its benchmark configs route with ``fake_balanced_gate: true``
       (``moe_routing = "consecutive"``, :mod:`topo.training.routing`). Under PP the stage module is not itself an
       FSDP module, so torch's pipelining runs a plain backward and FSDP reduces every micro-batch (as modelled).
+      Its DeepEP experts (``GroupedExpertsDeepEP.forward``, ``nemo_automodel/components/moe/layers.py``; the same
+      at 037e04a6) add both expert biases (gpt-oss) through ``_apply_bias``, per expert, outside ``ops.gmm`` and
+      the activation (``expert_bias_eager = "fc1_fc2"``).
     - Llama 3 70B (a Hugging Face model, ``torch_dtype: bf16``, Automodel@2013a4dd6
       ``examples/llm_pretrain/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml``, the commit that published the
       row): bf16 parameters and gradients, Transformer Engine's ``FusedAdam`` with fp32 moments (its defaults
@@ -359,7 +368,8 @@ def _automodel_settings(model, pp: int) -> dict:
     if model.moe is None:
         return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
-                expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1)
+                expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
+                expert_bias_eager="fc1_fc2")
 
 
 def fp8_recipe(row) -> str | None:

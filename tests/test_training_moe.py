@@ -540,3 +540,48 @@ def test_tp_overlap_does_not_hide_the_expert_tensor_parallel_gathers(h100_fabric
     assert ep_total > 0 and off.breakdown_s["ep"] == pytest.approx(ep_total, rel=1e-9)
     assert on.breakdown_s["ep"] == pytest.approx(off.breakdown_s["ep"], rel=1e-9)
     assert on.breakdown_s["tp"] < off.breakdown_s["tp"]  # the attention's TP traffic is what overlap hides
+
+
+def test_gpt_oss_experts_add_their_biases_in_eager_passes():
+    """gpt-oss's experts carry biases (config.json / the checkpoint's gate_up_proj_bias and down_proj_bias).
+    Megatron-Core adds fc1's inside the fused quick-GeGLU and fc2's, weighted by the routing probability, in an
+    eager per-expert pass (``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d): ``b * p``, the add and
+    ``cat`` move 6 elements forward, ``mul``'s backward 6 (grad * p, its row sum; grad * b, its width sum); NeMo
+    AutoModel (Automodel@ce005dd ``GroupedExpertsDeepEP``) adds fc1's too, unweighted (``t + b`` and ``cat``: 4
+    forward; the bias's gradient, a row sum: 1). Closed form on a GB200-like layout: EP 64, MBS 4 x 4,096."""
+    from topo.training.kernels import memory_s
+    from topo.training.operators import expert_rows
+    model = load_model("gpt-oss-120b")
+    assert model.moe.expert_bias and not load_model("qwen3-30b-a3b").moe.expert_bias
+    gpu = gpu_compute("GB200")
+    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1)
+    rows = expert_rows(model, lay) * model.moe.experts / 64  # every local expert's rows on this rank
+    assert rows == pytest.approx(64 * 4 * 4096 * 4 / 64)  # 65,536: each rank receives its share of the routed copies
+    h, up = 2880, 2 * 2880
+    ops = {op.name: op for op in block_ops(model, lay, "E")}
+    assert ops["expert_bias_weighted"].bytes == pytest.approx(2 * 6 * rows * h)
+    assert ops["expert_bias_weighted_grad"].bytes == pytest.approx(2 * 6 * rows * h)
+    assert "expert_bias_plain" not in ops  # Megatron-Core: fc1's bias rides in the fused activation
+    # the passes are priced at HBM rate in their own pass only, one mul and add per local expert and a cat forward
+    f = op_time_s(ops["expert_bias_weighted"], gpu, "bf16")
+    km = gpu.kernels
+    assert f == pytest.approx(memory_s(km, 2 * 6 * rows * h) + km.launch_gpu_s * (2 * 2 + 1))
+    assert op_time_s(ops["expert_bias_weighted"], gpu, "bf16", backward=True) == 0.0
+    auto = {op.name: op for op in block_ops(model, lay.model_copy(update={"expert_bias_eager": "fc1_fc2"}), "E")}
+    assert auto["expert_bias_plain"].bytes == pytest.approx(2 * 4 * rows * up)
+    assert auto["expert_bias_plain_grad"].bytes == pytest.approx(2 * 1 * rows * up)
+    # fused (TE's op fuser scales and adds fc2's bias in the grouped MLP): the block is the bias-free model's
+    fused = block_time(model, lay.model_copy(update={"expert_bias_eager": "none"}), gpu, "E")
+    plain = load_model("gpt-oss-120b")
+    plain = type(plain).model_validate({**plain.model_dump(), "moe": {**plain.moe.model_dump(), "expert_bias": False}})
+    bare = block_time(plain, lay, gpu, "E")
+    assert (fused.forward_s, fused.backward_s) == pytest.approx((bare.forward_s, bare.backward_s))
+    eager = block_time(model, lay, gpu, "E")
+    assert eager.forward_s - bare.forward_s == pytest.approx(f)
+    assert eager.backward_s - bare.backward_s == pytest.approx(
+        memory_s(km, 2 * 6 * rows * h) + km.launch_gpu_s * 2 * 2 * 2)
+
+
+def test_an_unknown_expert_bias_path_is_refused():
+    with pytest.raises(Exception, match="expert_bias_eager"):
+        make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, expert_bias_eager="fc1")

@@ -112,6 +112,10 @@ class MoeSpec(_Strict):
     sequence aux loss; Megatron-Bridge deepseek_v3_bridge.py, nemotron_h_bridge.py); ``softmax_aux_loss``,
     softmax scores, plain top-k and the switch aux loss (Mixtral, Qwen3); ``sigmoid_topk``, sigmoid scores and
     plain top-k without an aux loss (Llama 4); ``softmax_topk``, top-k then softmax without one (gpt-oss)."""
+    expert_bias: bool = False
+    """Each expert's fc1 and fc2 carry a bias (gpt-oss: ``gate_up_proj_bias`` and ``down_proj_bias``,
+    Megatron-Core's ``add_bias_linear``): the weights are not counted (under 0.1%), but a framework may add them in
+    passes of their own over the experts' rows (the layout's ``expert_bias_eager``)."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
     once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""

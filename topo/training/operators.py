@@ -237,10 +237,44 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
            _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1),
            _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
+    if m.expert_bias:
+        up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp
+        ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, h, local)
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
     ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
+    return ops
+
+
+EXPERT_BIAS_MOVES = {"weighted": (6.0, 6.0), "plain": (4.0, 1.0)}
+"""Elements moved per element of the experts' output (forward, backward) by an eager per-expert bias add
+(``torch.cat([t + b * p for t, b, p in zip(torch.split(out, tokens_per_expert), bias, probs)])``: Megatron-Core's
+``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d "Enable bias in expert mlp [gpt-oss 5/5]" and
+@d98e8a64 ``megatron/core/transformer/moe/experts.py``; NeMo AutoModel's ``GroupedExpertsDeepEP._apply_bias``,
+Automodel@ce005dd ``nemo_automodel/components/moe/layers.py``). ``weighted`` (the routing probability times the
+bias): forward, ``b * p`` writes its product, the add reads two and writes one, ``cat`` reads and writes one (6);
+backward, autograd's ``cat`` and add pass the gradient on as views, and ``mul``'s backward forms ``grad * p``
+(read, write) and sums it over the rows for the bias (read), and ``grad * b`` (read, write) summed over the width
+for the probability (read) (6). ``plain`` (``t + b``): forward, the add and ``cat`` read and write one each (4);
+backward, the bias's gradient, the rows' sum of the gradient (1)."""
+
+
+def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float) -> list[Op]:
+    """The eager bias adds of an MoE block's experts (``rows``: the rank's expert rows over its ``local``
+    experts; ``up``: fc1's output width, ``h``: fc2's), forward and backward apart, at HBM rate
+    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each). ``eager``: the layout's ``expert_bias_eager``.
+    Kernels: forward, ``mul`` and add per expert (``plain``: the add) and one ``cat``; backward, each expert's
+    gradient products and sums (``plain``: its sum)."""
+    adds = {"fc2": (("weighted", h),), "fc1_fc2": (("plain", up), ("weighted", h)), "none": ()}[eager]
+    ops = []
+    for kind, width in adds:
+        fwd, bwd = EXPERT_BIAS_MOVES[kind]
+        per = 2.0 if kind == "weighted" else 1.0
+        ops += [Op(f"expert_bias_{kind}", "moe", "kernel", 0.0, ACT * fwd * rows * width, launches=per * local + 1,
+                   passes="forward"),
+                Op(f"expert_bias_{kind}_grad", "moe", "kernel", 0.0, ACT * bwd * rows * width,
+                   launches=2.0 * per * local, passes="backward")]
     return ops
 
 

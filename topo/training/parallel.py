@@ -200,6 +200,13 @@ class ParallelLayout(BaseModel):
     moe_router_fusion: bool = False
     """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
     kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
+    expert_bias_eager: Literal["fc2", "fc1_fc2", "none"] = "fc2"
+    """Which expert biases (a model with ``moe.expert_bias``) the framework adds in eager per-expert passes
+    outside the GEMM and activation kernels (:data:`topo.training.operators.EXPERT_BIAS_MOVES`): ``fc2``,
+    Megatron-Core's ``TEGroupedMLP`` (fc1's bias inside the fused activation, ``bias_activation_fusion``; fc2's,
+    weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
+    ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
+    grouped MLP whose epilogue adds them)."""
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                                     "full_iteration"], ...] = ()
     """Parts captured in CUDA graphs (Megatron-Core's ``cuda_graph_scope``; ``full_iteration`` for
