@@ -81,11 +81,13 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
     fwd = {n: gemm_s(km, o.m, o.n, o.k, "fp8") for n, o in ops.items()}
     dgrad = {n: gemm_s(km, o.m, o.k, o.n, "fp8") for n, o in ops.items()}
     wgrad = {n: gemm_s(km, o.k, o.n, o.m, "fp8") for n, o in ops.items()}
-    # the traffic's order: forward all-gather, reduce-scatter; backward all-gather, reduce-scatter
+    # the traffic's order: forward all-gather, reduce-scatter (ring exchanges); backward the output gradient's
+    # all-gather (ring, beside out_proj's / fc2's input gradient), the input's second all-gather (bulk, beside
+    # qkv's / fc1's input gradient), the input gradient's reduce-scatter (bulk, beside their weight gradient)
     pairs = [(("qkv", "fc1"), fwd, 7 / 8), (("out_proj", "fc2"), fwd, 7 / 8), (("out_proj", "fc2"), dgrad, 7 / 8),
-             (("qkv", "fc1"), wgrad, 1.0)]
+             (("qkv", "fc1"), dgrad, 1.0), (("qkv", "fc1"), wgrad, 1.0)]
     tp = [c for c in r.comm if c.dim == "tp"]
-    assert len(tp) == 4
+    assert len(tp) == 5
     expected = 0.0
     for c, (names, gemm, hidden) in zip(tp, pairs):
         one = c.time_s / c.calls_per_step
@@ -99,6 +101,22 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
     assert no_sp.breakdown_s["tp"] == 0.0
 
 
+def test_sequence_parallel_backward_gathers_the_input_again():
+    """A column-parallel layer keeps its input's shard and gathers it again in the backward for its weight
+    gradient (TE LayerNormLinear / LayerNormMLP backward: ``gather_along_first_dim(ln_out, ...)``, or the
+    userbuffers bulk all-gather): per block and micro-batch two all-gathers and one reduce-scatter backward, one
+    of each forward."""
+    m = load_model("nemotron4-340b")
+    lay = _nemotron_fp8()
+    calls = {}
+    for t in step_traffic(m, lay):
+        if t["dim"] == "tp":
+            calls[(t["phase"], t["collective"])] = calls.get((t["phase"], t["collective"]), 0) + t["calls"]
+    blocks = 2 * 96 / 4 * lay.microbatches  # attention + MLP per layer, 24 layers per stage
+    assert calls == {("microbatch", "all_gather"): blocks, ("microbatch", "reduce_scatter"): blocks,
+                     ("backward", "all_gather"): 2 * blocks, ("backward", "reduce_scatter"): blocks}
+
+
 def test_fp8_userbuffers_gather_one_byte_elements():
     """TE quantises a linear layer's input (and its output gradient) before the all-gather: an FP8 layout with TP
     overlap gathers b s h x 1 byte; the reduce-scatters (the GEMMs' BF16 outputs) and BF16 layouts stay 2 bytes."""
@@ -108,7 +126,7 @@ def test_fp8_userbuffers_gather_one_byte_elements():
     def sizes(lay):
         return {(t["phase"], t["collective"]): t["size_bytes"] for t in step_traffic(m, lay) if t["dim"] == "tp"}
 
-    fp8 = sizes(_nemotron_fp8())
+    fp8 = sizes(_nemotron_fp8())  # (the two backward all-gathers are alike)
     assert fp8[("microbatch", "all_gather")] == fp8[("backward", "all_gather")] == act / 2
     assert fp8[("microbatch", "reduce_scatter")] == fp8[("backward", "reduce_scatter")] == act
     bf16 = sizes(_nemotron_fp8().model_copy(update={"precision": "bf16"}))

@@ -403,19 +403,22 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
 
 
 def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
-    """The GEMM seconds each of ``op``'s TP collectives overlaps with, by ``(phase, collective)``: an ``ag``
-    layer's forward all-gather with its forward GEMM (ring exchange) and its input gradient's reduce-scatter with
-    its weight-gradient GEMM (bulk); an ``rs`` layer's forward reduce-scatter with its forward GEMM and its output
-    gradient's all-gather with its input-gradient GEMM (both ring exchange). Empty for other operators."""
+    """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
+    (:func:`topo.training.step._tp_traffic`): a column-parallel (``ag``) layer's forward all-gather with its
+    forward GEMM (``ag_fprop``, ring exchange), its input's second gather with its input-gradient GEMM
+    (``ag_dgrad``, bulk) and its input gradient's reduce-scatter with its weight-gradient GEMM (``ag_wgrad``,
+    bulk); a row-parallel (``rs``) layer's forward reduce-scatter with its forward GEMM (``rs_fprop``) and its
+    output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange). Empty for
+    other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     prec = "fp8" if (op.linear and precision == "fp8") else "bf16"
     km = gpu.kernels
-    fwd = gemm_s(km, op.m, op.n, op.k, prec)
-    if op.tp_overlap == "ag":  # backward: the weight gradient (k x n over the m tokens)
-        return {("microbatch", "all_gather"): fwd, ("backward", "reduce_scatter"): gemm_s(km, op.k, op.n, op.m, prec)}
-    # backward: the input gradient (m x k over n)
-    return {("microbatch", "reduce_scatter"): fwd, ("backward", "all_gather"): gemm_s(km, op.m, op.k, op.n, prec)}
+    fprop = gemm_s(km, op.m, op.n, op.k, prec)
+    dgrad = gemm_s(km, op.m, op.k, op.n, prec)  # m x k over the n outputs
+    if op.tp_overlap == "ag":
+        return {"ag_fprop": fprop, "ag_dgrad": dgrad, "ag_wgrad": gemm_s(km, op.k, op.n, op.m, prec)}
+    return {"rs_fprop": fprop, "rs_dgrad": dgrad}
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
@@ -459,7 +462,7 @@ class BlockTime:
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
     host_by_module_s: dict = field(default_factory=dict)  # the forward's host seconds per module
-    tp_pairs_s: dict = field(default_factory=dict)  # (phase, collective) -> the GEMM seconds it overlaps with
+    tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -628,7 +631,7 @@ class StageCompute:
     blocks: dict = field(default_factory=dict)
     executed_flops: float = 0.0  # forward x 3 (+ recomputed forward) per micro-batch on the busiest stage
     tp_pairs: dict = field(default_factory=dict)
-    """``(phase, collective)`` -> ``[(gemm_s, blocks), ...]``: the GEMM seconds each of the busiest stage's TP
+    """A TP collective's ``pair`` -> ``[(gemm_s, blocks), ...]``: the GEMM seconds each of the busiest stage's TP
     collectives overlaps with (:func:`tp_paired_gemm_s`) and how many blocks per micro-batch pair it so."""
 
     @property

@@ -11,8 +11,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   of a micro-batch (DeepSeek-V3 Table 2); paid once per schedule run (``pipeline_flushes``);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
-  reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
-  each way; message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
+  reduce-scatter forward (and forward again for recomputed blocks), backward two all-gathers (the output
+  gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way; message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
   Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
@@ -78,6 +78,11 @@ __all__ = ["estimate_step", "step_traffic", "mamba_cp_alltoalls", "step_breakdow
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
+BULK = ("ag_dgrad", "ag_wgrad")
+"""TP collectives userbuffers overlaps in bulk (beside a whole GEMM; NeMo's ``qkv_dgrad``/``fc1_dgrad``,
+``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations): the column-parallel layer's input gathered during its
+input-gradient GEMM and its input gradient reduce-scattered during its weight-gradient GEMM; the others are ring
+exchanges (:func:`tp_ring_exposed_s`)."""
 
 
 def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
@@ -185,20 +190,28 @@ class _Traffic:
             return self.c[kind]
         return min(self.c[kind], self.rec_layers) if self.full else 0
 
-    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES) -> None:
+    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
         lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
-                             "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes)})
+                             "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
+                             **({"pair": pair} if pair else {})})
 
 
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
-    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward")."""
+    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward").
+    With sequence parallelism each block's backward has three: the output gradient gathered for the
+    row-parallel layer (output projection, fc2), the column-parallel layer's input gathered again for its weight
+    gradient (Transformer Engine saves its shard: ``gather_along_first_dim(ln_out, ...)`` or userbuffers' bulk
+    all-gather in ``LayerNormLinear`` / ``LayerNormMLP`` backward, NVIDIA/TransformerEngine
+    transformer_engine/pytorch/module/layernorm_linear.py), and the column-parallel input gradient
+    reduce-scattered. Each item's ``pair`` names the GEMM userbuffers overlaps it with
+    (:func:`topo.training.operators.tp_paired_gemm_s`)."""
     lay, c, model = t.lay, t.c, t.model
     if lay.tp <= 1:
         return
@@ -208,12 +221,15 @@ def _tp_traffic(t: _Traffic) -> None:
     forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
     ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
-    for phase, passes in (("microbatch", forward), ("backward", blocks)):
-        if lay.sequence_parallel:
-            t.add("tp", "all_gather", "tp", t.act * ag_bytes / ACT_BYTES, t.m * passes, phase=phase,
-                  elem_bytes=ag_bytes)
-            t.add("tp", "reduce_scatter", "tp", t.act, t.m * passes, phase=phase)
-        else:
+    ag = t.act * ag_bytes / ACT_BYTES
+    if lay.sequence_parallel:
+        t.add("tp", "all_gather", "tp", ag, t.m * forward, "microbatch", ag_bytes, pair="ag_fprop")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="ag_dgrad")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * blocks, "backward", pair="ag_wgrad")
+    else:
+        for phase, passes in (("microbatch", forward), ("backward", blocks)):
             t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
 
 
@@ -470,9 +486,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         if dim == "dp":
             ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
-            pairs = sc.tp_pairs.get((item["phase"], item["collective"]), [])
-            bulk = item["phase"] == "backward" and item["collective"] == "reduce_scatter"
-            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, bulk)
+            pairs = sc.tp_pairs.get(item.get("pair"), [])
+            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, gpu.sms)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
@@ -589,7 +604,7 @@ def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, t
     Each collective hides only behind the GEMM it is fused with, not behind the whole micro-batch: a ring exchange
     of ``tp`` steps runs one GEMM chunk (``g / tp``) beside each of the ``tp - 1`` sends (``c / (tp - 1)``)
     and one chunk alone, so it exposes ``max(0, c - g (tp - 1) / tp)``; the backward's input-gradient
-    reduce-scatter (``bulk``) runs beside the whole weight-gradient GEMM: ``max(0, c - g)``. A step exposes the
+    reduce-scatter and the weight-gradient input's all-gather (``bulk``) run beside a whole GEMM: ``max(0, c - g)``. A step exposes the
     sum over its GEMMs, not ``max(0, sum c - sum g)``.
 
     Parameters
@@ -606,8 +621,8 @@ def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, t
     tp : int
         Tensor-parallel degree (the ring's steps).
     bulk : bool
-        The backward's reduce-scatter of the input gradient (bulk, beside the weight-gradient GEMM); False: a
-        ring exchange (the forward's exchanges and the output gradient's all-gather).
+        A bulk overlap (:data:`BULK`: beside the whole GEMM); False: a ring exchange (the forward's exchanges and
+        the output gradient's all-gather).
 
     Returns
     -------
