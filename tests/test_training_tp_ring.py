@@ -96,6 +96,11 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
     assert fwd["out_proj"] < tp[1].time_s / tp[1].calls_per_step  # the collective longer than its GEMM
     sc = stage_compute(m, lay, gpu)
     assert sum(c.time_s for c in tp) < lay.microbatches * sc.microbatch_s  # what the micro-batch would hide
+    # interleaved stages (NeMo's VP 12): each collective still pairs with its own block's GEMM, so the exposed
+    # seconds per call are the same
+    vp = estimate_step(gb200, m, lay.model_copy(update={"vpp": 12}), contention=False)
+    tp_vp = [c for c in vp.comm if c.dim == "tp"]
+    assert [c.exposed_s / c.calls_per_step for c in tp_vp] == pytest.approx([c.exposed_s / c.calls_per_step for c in tp])
     # without sequence parallelism TE has no userbuffers overlap: the micro-batch's compute hides the all-reduces
     no_sp = estimate_step(gb200, m, lay.model_copy(update={"sequence_parallel": False}), contention=False)
     assert no_sp.breakdown_s["tp"] == 0.0
