@@ -100,7 +100,8 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
     # seconds per call are the same
     vp = estimate_step(gb200, m, lay.model_copy(update={"vpp": 12}), contention=False)
     tp_vp = [c for c in vp.comm if c.dim == "tp"]
-    assert [c.exposed_s / c.calls_per_step for c in tp_vp] == pytest.approx([c.exposed_s / c.calls_per_step for c in tp])
+    per_call = [c.exposed_s / c.calls_per_step for c in tp]
+    assert [c.exposed_s / c.calls_per_step for c in tp_vp] == pytest.approx(per_call)
     # without sequence parallelism TE has no userbuffers overlap: the micro-batch's compute hides the all-reduces
     no_sp = estimate_step(gb200, m, lay.model_copy(update={"sequence_parallel": False}), contention=False)
     assert no_sp.breakdown_s["tp"] == 0.0

@@ -739,7 +739,8 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
     i = int(np.argmax(totals))
     f, b, r, att, wg, mods, nl, kinds, fl, pairs = rows[i]
     return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att, wgrad_s=wg,
-                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl, tp_pairs=pairs)
+                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl,
+                        tp_pairs=pairs)
 
 
 def _rank_mean(rows: list[tuple]) -> tuple:

@@ -12,7 +12,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward (and forward again for recomputed blocks), backward two all-gathers (the output
-  gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way; message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
+  gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way;
+  message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
   Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
@@ -604,8 +605,8 @@ def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, t
     Each collective hides only behind the GEMM it is fused with, not behind the whole micro-batch: a ring exchange
     of ``tp`` steps runs one GEMM chunk (``g / tp``) beside each of the ``tp - 1`` sends (``c / (tp - 1)``)
     and one chunk alone, so it exposes ``max(0, c - g (tp - 1) / tp)``; the backward's input-gradient
-    reduce-scatter and the weight-gradient input's all-gather (``bulk``) run beside a whole GEMM: ``max(0, c - g)``. A step exposes the
-    sum over its GEMMs, not ``max(0, sum c - sum g)``.
+    reduce-scatter and the weight-gradient input's all-gather (``bulk``) run beside a whole GEMM:
+    ``max(0, c - g)``. A step exposes the sum over its GEMMs, not ``max(0, sum c - sum g)``.
 
     Parameters
     ----------
