@@ -139,3 +139,14 @@ def test_fp8_userbuffers_gather_one_byte_elements():
     assert set(bf16.values()) == {act}
     no_ub = sizes(_nemotron_fp8().model_copy(update={"overlap_tp": False}))
     assert set(no_ub.values()) == {act}
+
+
+def test_every_tp_block_of_a_hybrid_pairs_its_collectives():
+    """Mamba's in_proj / out_proj are Transformer Engine linears on the same userbuffers as an MLP's
+    (NVIDIA/Megatron-LM megatron/core/ssm/mamba_mixer.py: ``tp_comm_buffer_name="fc1"``): Nemotron Nano 9B v2's
+    27 Mamba, 4 attention and 25 MLP blocks each pair all five of their TP collectives with a GEMM."""
+    m = load_model("nemotron-nano-9b-v2")
+    lay = make_layout(tp=2, dp=4, global_batch=8, overlap_tp=True)
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    assert set(sc.tp_pairs) == {"ag_fprop", "rs_fprop", "rs_dgrad", "ag_dgrad", "ag_wgrad"}
+    assert all(sum(n for _, n in pairs) == 27 + 4 + 25 for pairs in sc.tp_pairs.values())

@@ -187,7 +187,9 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
     cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
-    tpo = module == "mlp"  # a dense MLP's TP exchanges (the layer's: :func:`topo.training.step._tp_traffic`)
+    # a dense MLP's and the shared experts' TP exchanges (a TP block each: :func:`topo.training.step._tp_traffic`);
+    # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
+    tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
                   current_scaling=cs, tp_overlap="ag" if tpo else ""),
             _mem("activation", module + "_act", act_bytes),
@@ -300,12 +302,12 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     # sequence is already batch-major (.contiguous() copies nothing)
     copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("in_proj", "mamba", T, zxbcdt, h),
+           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag"),  # Megatron: tp_comm_buffer_name "fc1"
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
            _kernel("norm_out", "forward", 2 * ACT * T * di),
-           _gemm("out_proj", "mamba", T, h, di),
+           _gemm("out_proj", "mamba", T, h, di, tp_overlap="rs"),
            _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
