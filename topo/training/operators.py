@@ -112,13 +112,17 @@ class Op:
     current_scaling: bool = False
     """An FP8 grouped GEMM under per-tensor current scaling: each expert's quantisation is three kernels (amax,
     scale, cast) and reads its input once more for the amax (:func:`.kernels.quantize_kernels`)."""
+    tp_overlap: str = ""
+    """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
+    (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False) -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="") -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling)
+              grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
+              tp_overlap=tp_overlap)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -148,7 +152,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj"),
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag"),
                 _mem("rope", "attention", 4 * T * (heads + kv) * d)]
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
@@ -165,7 +169,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         ops += [_gemm("scores", "core_attn", T, s, dqk, groups=heads, linear=False, weights=False),
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
-    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj"),
+    ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
 
@@ -183,10 +187,14 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
     cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
+    # a dense MLP's and the shared experts' TP exchanges (a TP block each: :func:`topo.training.step._tp_traffic`);
+    # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
+    tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs),
+                  current_scaling=cs, tp_overlap="ag" if tpo else ""),
             _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs)]
+            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs,
+                  tp_overlap="rs" if tpo else "")]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -328,12 +336,12 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     # sequence is already batch-major (.contiguous() copies nothing)
     copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("in_proj", "mamba", T, zxbcdt, h),
+           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag"),  # Megatron: tp_comm_buffer_name "fc1"
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
            _kernel("norm_out", "forward", 2 * ACT * T * di),
-           _gemm("out_proj", "mamba", T, h, di),
+           _gemm("out_proj", "mamba", T, h, di, tp_overlap="rs"),
            _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
@@ -430,6 +438,25 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     return t + gap
 
 
+def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
+    """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
+    (:func:`topo.training.step._tp_traffic`): a column-parallel (``ag``) layer's forward all-gather with its
+    forward GEMM (``ag_fprop``, ring exchange), its input's second gather with its input-gradient GEMM
+    (``ag_dgrad``, bulk) and its input gradient's reduce-scatter with its weight-gradient GEMM (``ag_wgrad``,
+    bulk); a row-parallel (``rs``) layer's forward reduce-scatter with its forward GEMM (``rs_fprop``) and its
+    output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange). Empty for
+    other operators."""
+    if op.kind != "gemm" or not op.tp_overlap:
+        return {}
+    prec = "fp8" if (op.linear and precision == "fp8") else "bf16"
+    km = gpu.kernels
+    fprop = gemm_s(km, op.m, op.n, op.k, prec)
+    dgrad = gemm_s(km, op.m, op.k, op.n, prec)  # m x k over the n outputs
+    if op.tp_overlap == "ag":
+        return {"ag_fprop": fprop, "ag_dgrad": dgrad, "ag_wgrad": gemm_s(km, op.k, op.n, op.m, prec)}
+    return {"rs_fprop": fprop, "rs_dgrad": dgrad}
+
+
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
     FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM),
@@ -471,6 +498,7 @@ class BlockTime:
     host_s: float = 0.0  # CPU seconds launching the forward's kernels (eager, the uncaptured ones)
     host_backward_s: float = 0.0  # ... and the backward's
     host_by_module_s: dict = field(default_factory=dict)  # the forward's host seconds per module
+    tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -480,8 +508,11 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     mods: dict[str, float] = {}
     rec: dict[str, float] = {}
     hmods: dict[str, float] = {}
+    pairs: dict[tuple, float] = {}
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
+        for key, g in tp_paired_gemm_s(op, gpu, lay.precision).items():
+            pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
         f = op_time_s(op, gpu, lay.precision, amax_pass=amax)
         b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
@@ -500,7 +531,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -635,6 +666,9 @@ class StageCompute:
     layers: int
     blocks: dict = field(default_factory=dict)
     executed_flops: float = 0.0  # forward x 3 (+ recomputed forward) per micro-batch on the busiest stage
+    tp_pairs: dict = field(default_factory=dict)
+    """A TP collective's ``pair`` -> ``[(gemm_s, blocks), ...]``: the GEMM seconds each of the busiest stage's TP
+    collectives overlaps with (:func:`tp_paired_gemm_s`) and how many blocks per micro-batch pair it so."""
 
     @property
     def microbatch_s(self) -> float:
@@ -709,8 +743,11 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
         f = b = r = att = wg = fl = 0.0
         mods: dict[str, float] = {}
+        pairs: dict[tuple, list] = {}
         for (kind, bf16), n in counts.items():
             t = bt(kind, bf16)
+            for key, g in t.tp_pairs_s.items():
+                pairs.setdefault(key, []).append((g, n))
             if kind in END_UNITS:
                 rr = 0.0
             else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
@@ -732,18 +769,19 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
         kinds: dict[str, int] = {}
         for (kind, _), n in counts.items():
             kinds[kind] = kinds.get(kind, 0) + n
-        rows.append((f, b, r, att, wg, mods, n_layers, kinds, fl))
+        rows.append((f, b, r, att, wg, mods, n_layers, kinds, fl, pairs))
     rows = [_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)]
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
     i = int(np.argmax(totals))
-    f, b, r, att, wg, mods, nl, kinds, fl = rows[i]
+    f, b, r, att, wg, mods, nl, kinds, fl, pairs = rows[i]
     return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att, wgrad_s=wg,
-                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl)
+                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl,
+                        tp_pairs=pairs)
 
 
 def _rank_mean(rows: list[tuple]) -> tuple:
     """One pipeline rank's compute per micro-batch: the mean of its stages' rows (each runs an equal share of the
-    micro-batches, :func:`rank_stages`); its layers and blocks are its busier stage's."""
+    micro-batches, :func:`rank_stages`); its layers, blocks and TP pairs are its busier stage's."""
     if len(rows) == 1:
         return rows[0]
     n = len(rows)
@@ -753,7 +791,7 @@ def _rank_mean(rows: list[tuple]) -> tuple:
             mods[k_] = mods.get(k_, 0.0) + v_ / n
     busier = max(rows, key=lambda x: x[0] + x[1] + x[2])
     mean = [sum(x[j] for x in rows) / n for j in (0, 1, 2, 3, 4)]
-    return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n)
+    return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n, busier[9])
 
 
 def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, float]:

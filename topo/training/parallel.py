@@ -147,7 +147,10 @@ class ParallelLayout(BaseModel):
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket."""
     overlap_tp: bool = False
-    """TP collectives hidden behind the layer's matmuls (as far as they fit); default exposed."""
+    """TP collectives hidden behind the layer's matmuls (Transformer Engine's userbuffers); with sequence
+    parallelism each behind the GEMM of its own linear layer, run as a ring exchange of ``tp`` chunks
+    (:func:`topo.training.step.tp_ring_steps`, :func:`topo.training.step.tp_ring_exposed_s`), FP8 layouts
+    gathering 1-byte elements; without it behind the micro-batch's compute. Default exposed."""
     overlap_cp: bool = True
     """CP K/V exchange hidden behind the attention it feeds (ring attention), as far as it fits."""
     pp_scatter_gather: bool = True

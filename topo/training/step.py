@@ -11,8 +11,12 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   of a micro-batch (DeepSeek-V3 Table 2); paid once per schedule run (``pipeline_flushes``);
 - optimizer: a fused Adam step over the GPU's shard (:func:`topo.training.operators.optimizer_step_s`);
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
-  reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
-  each way; message = the block's activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp``;
+  reduce-scatter forward (and forward again for recomputed blocks), backward two all-gathers (the output
+  gradient; the input again, for the weight gradient) and a reduce-scatter, else two all-reduces each way;
+  message = the block's activations ``b s/cp h`` x 2 bytes (an FP8 layout's all-gathers 1 byte with
+  ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
+  Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
+  linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
 - CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
   the attention they feed (ring attention) as far as it fits; per Mamba block six all-to-alls each pass (its
   tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
@@ -71,9 +75,15 @@ from .timeline import step_timeline
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_sm_share_s"]
+           "exposed_routed", "ep_sm_share_s", "tp_ring_exposed_s", "tp_ring_steps"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
+FP8_BYTES = 1
+BULK = ("ag_dgrad", "ag_wgrad")
+"""TP collectives userbuffers overlaps in bulk (beside a whole GEMM; NeMo's ``qkv_dgrad``/``fc1_dgrad``,
+``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations): the column-parallel layer's input gathered during its
+input-gradient GEMM and its input gradient reduce-scattered during its weight-gradient GEMM; the others are ring
+exchanges (:func:`tp_ring_exposed_s`)."""
 
 
 def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
@@ -181,20 +191,28 @@ class _Traffic:
             return self.c[kind]
         return min(self.c[kind], self.rec_layers) if self.full else 0
 
-    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES) -> None:
+    def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
         lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
-                             "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes)})
+                             "calls": float(calls), "phase": phase, "elem_bytes": float(elem_bytes),
+                             **({"pair": pair} if pair else {})})
 
 
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
-    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward")."""
+    overlaps the input gradient's all-gather / reduce-scatter with the weight-gradient GEMM (phase "backward").
+    With sequence parallelism each block's backward has three: the output gradient gathered for the
+    row-parallel layer (output projection, fc2), the column-parallel layer's input gathered again for its weight
+    gradient (Transformer Engine saves its shard: ``gather_along_first_dim(ln_out, ...)`` or userbuffers' bulk
+    all-gather in ``LayerNormLinear`` / ``LayerNormMLP`` backward, NVIDIA/TransformerEngine
+    transformer_engine/pytorch/module/layernorm_linear.py), and the column-parallel input gradient
+    reduce-scattered. Each item's ``pair`` names the GEMM userbuffers overlaps it with
+    (:func:`topo.training.operators.tp_paired_gemm_s`)."""
     lay, c, model = t.lay, t.c, t.model
     if lay.tp <= 1:
         return
@@ -202,11 +220,17 @@ def _tp_traffic(t: _Traffic) -> None:
     blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + shared
     per_layer_blocks = blocks / max(1, c["layers"])
     forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
-    for phase, passes in (("microbatch", forward), ("backward", blocks)):
-        if lay.sequence_parallel:
-            t.add("tp", "all_gather", "tp", t.act, t.m * passes, phase=phase)
-            t.add("tp", "reduce_scatter", "tp", t.act, t.m * passes, phase=phase)
-        else:
+    # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
+    ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
+    ag = t.act * ag_bytes / ACT_BYTES
+    if lay.sequence_parallel:
+        t.add("tp", "all_gather", "tp", ag, t.m * forward, "microbatch", ag_bytes, pair="ag_fprop")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * forward, "microbatch", pair="rs_fprop")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="rs_dgrad")
+        t.add("tp", "all_gather", "tp", ag, t.m * blocks, "backward", ag_bytes, pair="ag_dgrad")
+        t.add("tp", "reduce_scatter", "tp", t.act, t.m * blocks, "backward", pair="ag_wgrad")
+    else:
+        for phase, passes in (("microbatch", forward), ("backward", blocks)):
             t.add("tp", "all_reduce", "tp", t.act, t.m * passes, phase=phase)
 
 
@@ -448,6 +472,9 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
     units = max(1, sc.layers)
+    c = _stage_counts(model, lay)
+    tp_blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (
+        c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
     windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "cp": m * sc.attention_s, "ep": m * t_mb}
@@ -459,6 +486,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         total = one_s * item["calls"]
         if dim == "dp":
             ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
+        elif dim == "tp" and tp_ring_steps(lay) > 1:
+            pairs = sc.tp_pairs.get(item.get("pair"), [])
+            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
+            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, gpu.sms)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
         exposed[dim] += ex
@@ -532,7 +563,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     """The exposed seconds of ``total`` seconds of a TP, CP, PP or EP collective's calls (the step's overlap
     rules, one place); ``windows`` holds the compute each can hide behind and is drawn down as it is used.
 
-    TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute); the backward pass's
+    TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute; with sequence parallelism
+    :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
     TP communication). CP: behind the attention it feeds (``overlap_cp``), never Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
@@ -547,6 +579,65 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
         ex = _draw(windows, "ep", total) if lay.overlap_ep else total
         return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)
     return total
+
+
+def tp_ring_steps(lay: ParallelLayout) -> int:
+    """Steps of the ring exchange that hides a TP linear layer's all-gather or reduce-scatter behind its GEMM:
+    ``tp`` with TP communication overlap (Transformer Engine's userbuffers, which needs sequence parallelism),
+    else 1 (no ring). Transformer Engine's ``CommOverlapP2PBase::split_overlap_ag`` / ``split_overlap_rs``
+    (NVIDIA/TransformerEngine ``transformer_engine/common/comm_gemm_overlap/comm_gemm_overlap.cpp``) runs the
+    GEMM as ``tp`` GEMMs of one rank's chunk of rows each, sending one chunk to the ring's next rank during each
+    (their tiles pack into waves as one GEMM's do: chunk ``i`` runs on ``_stream_compute[i % size]``, so one
+    chunk's last wave runs beside the next chunk's first; the model times the GEMM whole);
+    NeMo's Blackwell userbuffers configurations run every forward and output-gradient exchange this way
+    (NVIDIA/NeMo ``nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py``, e.g.
+    ``userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096``: ``qkv_fprop``, ``proj_fprop``, ``fc1_fprop``,
+    ``fc2_fprop``, ``proj_dgrad``, ``fc2_dgrad`` ``ring_exchange``; the input gradients' reduce-scatter ``bulk``,
+    beside the weight-gradient GEMM)."""
+    return lay.tp if (lay.overlap_tp and lay.tp > 1 and lay.sequence_parallel) else 1
+
+
+def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, tp: int,
+                      bulk: bool = False) -> tuple[float, float]:
+    """The exposed seconds of ``calls`` TP collectives of ``one_s`` each that Transformer Engine's userbuffers
+    overlap GEMM by GEMM (:func:`tp_ring_steps`), and the seconds of those no GEMM pairs.
+
+    Each collective hides only behind the GEMM it is fused with, not behind the whole micro-batch: a ring exchange
+    of ``tp`` steps runs one GEMM chunk (``g / tp``) beside each of the ``tp - 1`` sends (``c / (tp - 1)``)
+    and one chunk alone, so it exposes ``max(0, c - g (tp - 1) / tp)``; the backward's input-gradient
+    reduce-scatter and the weight-gradient input's all-gather (``bulk``) run beside a whole GEMM:
+    ``max(0, c - g)``. A step exposes the sum over its GEMMs, not ``max(0, sum c - sum g)``.
+
+    Parameters
+    ----------
+    one_s : float
+        Seconds of one collective.
+    calls : float
+        Its calls per step (every block's, recomputed forwards included).
+    pairs : list of (float, int)
+        ``(gemm_s, blocks)``: the GEMM each block's collective overlaps with, and how many such blocks a
+        micro-batch has (:attr:`topo.training.operators.StageCompute.tp_pairs`).
+    tp_blocks : int
+        Blocks per micro-batch with TP traffic (the calls' share each pair takes is ``blocks / tp_blocks``).
+    tp : int
+        Tensor-parallel degree (the ring's steps).
+    bulk : bool
+        A bulk overlap (:data:`BULK`: beside the whole GEMM); False: a ring exchange (the forward's exchanges and
+        the output gradient's all-gather).
+
+    Returns
+    -------
+    tuple of float
+        The paired calls' exposed seconds, and the unpaired calls' total seconds (for the caller's window).
+    """
+    paired = sum(n for _, n in pairs)
+    if calls <= 0 or tp_blocks <= 0 or paired <= 0:
+        return 0.0, calls * one_s
+    scale = min(1.0, tp_blocks / paired)  # more pairs than blocks: the busiest stages differ (never over calls)
+    hidden_share = 1.0 if bulk else (tp - 1) / tp
+    exposed = sum(n * max(0.0, one_s - g * hidden_share) for g, n in pairs) * scale / tp_blocks
+    share = min(1.0, paired / tp_blocks)
+    return calls * exposed, calls * (1.0 - share) * one_s
 
 
 def _draw(windows: dict, name: str, total: float) -> float:
