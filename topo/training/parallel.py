@@ -149,7 +149,13 @@ class ParallelLayout(BaseModel):
     overlap_tp: bool = False
     """TP collectives hidden behind the layer's matmuls (as far as they fit); default exposed."""
     overlap_cp: bool = True
-    """CP K/V exchange hidden behind the attention it feeds (ring attention), as far as it fits."""
+    """CP K/V exchange hidden behind the attention it feeds (ring attention: each step's send behind that step's
+    attention, as far as it fits); the all-gather exchange is exposed either way."""
+    cp_comm_type: Literal["p2p", "all_gather"] = "p2p"
+    """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
+    (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
+    and V all-gathered before the attention, their gradients reduce-scattered after it, exposed (Meta's Llama 3,
+    arXiv 2407.21783 sec. 3.3.2)."""
     pp_scatter_gather: bool = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""

@@ -63,9 +63,10 @@ from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
 from .memory import memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, stage_compute
+from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
+from .ring_attention import ring_chunks
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
@@ -221,8 +222,15 @@ def _cp_traffic(t: _Traffic) -> None:
             kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
                                                                      + a.v_head_dim) * ACT_BYTES
         rec_att = min(c[Block.ATTENTION], t.rec_layers) if t.full else 0
-        t.add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
-        t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
+        forward = m * (c[Block.ATTENTION] + rec_att)
+        if lay.cp_comm_type == "all_gather":
+            t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
+            t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather")
+        else:  # ring attention: each step sends the rank's K/V chunk (and backward its partial dK/dV) on
+            sends_f, sends_b = ring_chunks(lay.cp)
+            t.add("cp", "sendrecv", "cp", kv / lay.cp, forward * sends_f, phase="cp_ring_forward")
+            t.add("cp", "sendrecv", "cp", 2 * kv / lay.cp, m * c[Block.ATTENTION] * sends_b / 2,
+                  phase="cp_ring_backward")
     if lay.cp > 1 and c[Block.MAMBA]:
         rec_mamba = t.recomputed(Block.MAMBA, "mamba")
         for size, per_layer in mamba_cp_alltoalls(model, lay):
@@ -450,7 +458,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     units = max(1, sc.layers)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "cp": m * sc.attention_s, "ep": m * t_mb}
+    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
+               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -489,6 +498,17 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     result.timeline = step_timeline(result, t_f, t_b + t_r)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
+
+
+def _ring_windows(traffic: list[dict], step_s: tuple[float, float]) -> dict:
+    """The attention each ring send hides behind: a send per step, behind that step's kernel (forward, backward),
+    so a step's exchange is exposed only where it outlasts the step (``calls x step``: all steps alike)."""
+    out = {}
+    for it in traffic:
+        for phase, s in zip(("cp_ring_forward", "cp_ring_backward"), step_s):
+            if it["phase"] == phase:
+                out[phase] = it["calls"] * s
+    return out
 
 
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
@@ -541,8 +561,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
         return _draw(windows, "tp_backward", total) if phase == "backward" else total
-    if dim == "cp":  # Mamba's all-to-alls block the mixer: nothing hides them
-        return _draw(windows, "cp", total) if (lay.overlap_cp and phase != "mamba") else total
+    if dim == "cp":  # Mamba's all-to-alls and the K/V all-gather block the attention: nothing hides them
+        return _draw(windows, phase, total) if (lay.overlap_cp and phase in windows) else total
     if dim == "ep":
         ex = _draw(windows, "ep", total) if lay.overlap_ep else total
         return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)
