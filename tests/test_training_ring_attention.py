@@ -11,7 +11,7 @@ from topo.training.kernels import attention_rate_flops
 from topo.training.model import load_model
 from topo.training.operators import ATTENTION_BACKWARD_FLOPS, block_ops, op_time_s, ring_step_s
 from topo.training.parallel import make_layout
-from topo.training.ring_attention import cp_attention_calls, p2p_merge_bytes, ring_chunks
+from topo.training.ring_attention import cp_attention_calls, p2p_merge_bytes, ring_sends
 from topo.training.step import estimate_step, exposed_comm_s, step_traffic
 
 
@@ -40,7 +40,9 @@ def test_each_rank_computes_its_share_of_the_causal_square(cp):
     assert not steps.causal and steps.block == s / (2 * cp) and steps.launches == cp - 1
     assert steps.pairs / steps.launches == pytest.approx(diagonal.pairs)  # every step the same work
     assert sum(c.launches for c in gather) == 2
-    assert ring_chunks(cp) == (cp - 1, 2 * (cp - 1))
+    sends = ring_sends(cp)  # chunks: cp - 1 forward, 2 (cp - 1) backward (K/V and dK/dV around the ring)
+    assert sends["cp_ring_forward"] == (1.0, cp - 1)
+    assert sum(k * n for p, (k, n) in sends.items() if p != "cp_ring_forward") == 2 * (cp - 1)
     with pytest.raises(ValueError, match="cp_comm_type"):
         cp_attention_calls(s, cp, "a2a")
 
@@ -98,16 +100,19 @@ def test_a_step_send_is_exposed_only_beyond_its_step():
 
 def test_ring_exposure_in_a_step(fabric):
     """Llama 3 70B, TP8 CP16 (16 servers), 128k: each forward send of the rank's 8,192 tokens x 1 KV head x 256 x 2
-    bytes hides behind one step's kernel; what a step's send takes beyond the step is exposed, every step alike."""
+    bytes hides behind one step's kernel, backward K/V with dK/dV (2 chunks) in the 14 middle steps and one chunk
+    in the first and last; what a step's send takes beyond the step is exposed, every step alike."""
     m = load_model("llama3-70b")
     lay = make_layout(tp=8, cp=16, dp=1, pp=1, micro_batch=1, global_batch=2, seq_len=131072)
     r = estimate_step(fabric, m, lay, check=False)
     f, b = ring_step_s(m, lay, gpu_compute("H100"))
     ring = [c for c in r.comm if c.dim == "cp"]
-    assert [c.collective for c in ring] == ["sendrecv", "sendrecv"]
-    assert ring[0].size_bytes == 8192 * 1 * 256 * 2 and ring[1].size_bytes == 2 * ring[0].size_bytes
-    assert ring[0].calls_per_step == 2 * 80 * 15 and ring[1].calls_per_step == 2 * 80 * 15
-    want = sum(max(0.0, c.time_s - c.calls_per_step * s) for c, s in zip(ring, (f, b)))
+    chunk = 8192 * 1 * 256 * 2
+    assert [c.collective for c in ring] == ["sendrecv"] * 3
+    assert [c.size_bytes for c in ring] == [chunk, 2 * chunk, chunk]
+    assert [c.calls_per_step for c in ring] == [2 * 80 * 15, 2 * 80 * 14, 2 * 80 * 2]
+    want = sum(max(0.0, c.time_s - c.calls_per_step * s) for c, s in zip(ring, (f, b, b)))
+    assert want > 0
     assert r.breakdown_s["cp"] == pytest.approx(want, rel=1e-9)
 
 
@@ -122,7 +127,7 @@ def test_all_gather_cp_is_exposed(fabric):
     assert r.breakdown_s["cp"] > 0
     assert r.breakdown_s["cp"] == pytest.approx(sum(c.time_s for c in cp), rel=1e-12)
     sends = [t for t in step_traffic(m, lay.model_copy(update={"cp_comm_type": "p2p"})) if t["dim"] == "cp"]
-    assert {t["phase"] for t in sends} == {"cp_ring_forward", "cp_ring_backward"}
+    assert {t["phase"] for t in sends} == {"cp_ring_forward", "cp_ring_backward", "cp_ring_backward_ends"}
 
 
 def test_unknown_exchange_is_refused():

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AttentionCall", "cp_attention_calls", "p2p_merge_bytes", "ring_chunks", "CP_COMM_TYPES"]
+__all__ = ["AttentionCall", "cp_attention_calls", "p2p_merge_bytes", "ring_sends", "CP_COMM_TYPES"]
 
 CP_COMM_TYPES = ("p2p", "all_gather")
 
@@ -110,7 +110,9 @@ def p2p_merge_bytes(cp: int, q_elems: float, kv_elems: float,
     return forward, backward, 2 * cp - 1, 3 * (cp - 1)
 
 
-def ring_chunks(cp: int) -> tuple[int, int]:
-    """K/V chunks (each the rank's ``s / cp`` tokens of K and V) a rank sends per layer and micro-batch in the
-    ring: ``(forward, backward)`` = ``(cp - 1, 2 (cp - 1))`` (see the module doc)."""
-    return cp - 1, 2 * (cp - 1)
+def ring_sends(cp: int) -> dict[str, tuple[float, int]]:
+    """The sends of one rank per layer and micro-batch in the ring, by phase: ``(chunks per send, sends)``, a chunk
+    the rank's ``s / cp`` tokens of K and V (see the module doc). Forward: ``cp - 1`` sends of K/V; backward: K/V
+    and dK/dV together in the ``cp - 2`` middle steps, one chunk in the first (K/V) and the last (dK/dV):
+    ``2 (cp - 1)`` chunks in all."""
+    return {"cp_ring_forward": (1.0, cp - 1), "cp_ring_backward": (2.0, cp - 2), "cp_ring_backward_ends": (1.0, 2)}

@@ -66,7 +66,7 @@ from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
-from .ring_attention import ring_chunks
+from .ring_attention import ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
@@ -226,11 +226,10 @@ def _cp_traffic(t: _Traffic) -> None:
         if lay.cp_comm_type == "all_gather":
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
             t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather")
-        else:  # ring attention: each step sends the rank's K/V chunk (and backward its partial dK/dV) on
-            sends_f, sends_b = ring_chunks(lay.cp)
-            t.add("cp", "sendrecv", "cp", kv / lay.cp, forward * sends_f, phase="cp_ring_forward")
-            t.add("cp", "sendrecv", "cp", 2 * kv / lay.cp, m * c[Block.ATTENTION] * sends_b / 2,
-                  phase="cp_ring_backward")
+        else:  # ring attention: each step sends the rank's K/V chunk (backward with the partial dK/dV) on
+            for phase, (chunks, sends) in ring_sends(lay.cp).items():
+                passes = forward if phase == "cp_ring_forward" else m * c[Block.ATTENTION]
+                t.add("cp", "sendrecv", "cp", chunks * kv / lay.cp, passes * sends, phase=phase)
     if lay.cp > 1 and c[Block.MAMBA]:
         rec_mamba = t.recomputed(Block.MAMBA, "mamba")
         for size, per_layer in mamba_cp_alltoalls(model, lay):
@@ -503,12 +502,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
 def _ring_windows(traffic: list[dict], step_s: tuple[float, float]) -> dict:
     """The attention each ring send hides behind: a send per step, behind that step's kernel (forward, backward),
     so a step's exchange is exposed only where it outlasts the step (``calls x step``: all steps alike)."""
-    out = {}
-    for it in traffic:
-        for phase, s in zip(("cp_ring_forward", "cp_ring_backward"), step_s):
-            if it["phase"] == phase:
-                out[phase] = it["calls"] * s
-    return out
+    steps = {"cp_ring_forward": step_s[0], "cp_ring_backward": step_s[1], "cp_ring_backward_ends": step_s[1]}
+    return {it["phase"]: it["calls"] * steps[it["phase"]] for it in traffic if it["phase"] in steps}
 
 
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
