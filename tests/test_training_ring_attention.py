@@ -2,6 +2,8 @@
 ring (AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
 NVIDIA/TransformerEngine@d0067d0) and of Meta's all-gather CP (arXiv 2407.21783 sec. 3.3.2)."""
 
+import json
+
 import pytest
 
 import topo
@@ -13,6 +15,8 @@ from topo.training.operators import ATTENTION_BACKWARD_FLOPS, block_ops, op_time
 from topo.training.parallel import make_layout
 from topo.training.ring_attention import cp_attention_calls, p2p_merge_bytes, ring_sends
 from topo.training.step import estimate_step, exposed_comm_s, step_traffic
+
+from conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +137,20 @@ def test_all_gather_cp_is_exposed(fabric):
 def test_unknown_exchange_is_refused():
     with pytest.raises(TopoError, match="cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"):
         make_layout(cp=2, global_batch=1, cp_comm_type="a2a")
+
+
+def test_cli_takes_the_exchange():
+    """``--cp-comm-type all_gather`` is the layout's ``cp_comm_type``: the CP rows of the output become the exposed
+    all-gather and reduce-scatter; the default is the ring's sends; a bad value is one line and exit 2."""
+    base = ("train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "8", "--cp", "4", "--dp", "1",
+            "--seq", "32768", "--global-batch", "1", "--json")
+    ring = json.loads(run_cli(*base, check=True).stdout)
+    gather = json.loads(run_cli(*base, "--cp-comm-type", "all_gather", check=True).stdout)
+    assert ring["layout"]["cp_comm_type"] == "p2p" and gather["layout"]["cp_comm_type"] == "all_gather"
+    assert {c["collective"] for c in ring["comm"] if c["dim"] == "cp"} == {"sendrecv"}
+    cp = [c for c in gather["comm"] if c["dim"] == "cp"]
+    assert {c["collective"] for c in cp} == {"all_gather", "reduce_scatter"}
+    assert gather["breakdown_s"]["cp"] > 0
+    assert gather["breakdown_s"]["cp"] == pytest.approx(sum(c["time_s"] for c in cp))
+    bad = run_cli(*base, "--cp-comm-type", "a2a")
+    assert bad.returncode == 2 and "a2a" in bad.stderr and "Traceback" not in bad.stderr

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .ring_attention import CP_COMM_TYPES
 from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..units import format_count
@@ -151,7 +152,7 @@ class ParallelLayout(BaseModel):
     overlap_cp: bool = True
     """CP K/V exchange hidden behind the attention it feeds (ring attention: each step's send behind that step's
     attention, as far as it fits); the all-gather exchange is exposed either way."""
-    cp_comm_type: Literal["p2p", "all_gather"] = "p2p"
+    cp_comm_type: Literal[CP_COMM_TYPES] = "p2p"
     """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
     (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
     and V all-gathered before the attention, their gradients reduce-scattered after it, exposed (Meta's Llama 3,
