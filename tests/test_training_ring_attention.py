@@ -134,6 +134,22 @@ def test_all_gather_cp_is_exposed(fabric):
     assert {t["phase"] for t in sends} == {"cp_ring_forward", "cp_ring_backward", "cp_ring_backward_ends"}
 
 
+def test_recomputed_attention_sends_again():
+    """Recomputing the attention core (Megatron-Core's ``recompute_modules = core_attn``) or whole layers runs the
+    ring's forward again: its forward sends double; the backward's do not change."""
+    m = load_model("llama3-8b")
+
+    def sends(**kw):
+        return {t["phase"]: t["calls"] for t in step_traffic(m, _lay(4, **kw)) if t["dim"] == "cp"}
+
+    base = sends()
+    assert base["cp_ring_forward"] == 32 * 3
+    for kw in (dict(recompute_modules=("core_attn",)), dict(recompute="full")):
+        again = sends(**kw)
+        assert again["cp_ring_forward"] == 2 * base["cp_ring_forward"]
+        assert again["cp_ring_backward"] == base["cp_ring_backward"]
+
+
 def test_unknown_exchange_is_refused():
     with pytest.raises(TopoError, match="cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"):
         make_layout(cp=2, global_batch=1, cp_comm_type="a2a")

@@ -221,8 +221,7 @@ def _cp_traffic(t: _Traffic) -> None:
             a = model.attention
             kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
                                                                      + a.v_head_dim) * ACT_BYTES
-        rec_att = min(c[Block.ATTENTION], t.rec_layers) if t.full else 0
-        forward = m * (c[Block.ATTENTION] + rec_att)
+        forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
         if lay.cp_comm_type == "all_gather":
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
             t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather")
