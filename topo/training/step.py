@@ -13,9 +13,11 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
 - TP per block (attention, MLP, Mamba) and micro-batch: with sequence parallelism an all-gather and a
   reduce-scatter forward and the same backward (and forward again for recomputed blocks), else two all-reduces
   each way; message = the block's activations ``b s/cp h`` x 2 bytes. Exposed unless ``overlap_tp``;
-- CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
-  the attention they feed (ring attention) as far as it fits; per Mamba block six all-to-alls each pass (its
-  tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
+- CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
+  sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
+  exposed where it outlasts it; or an all-gather of K and V forward and a reduce-scatter of their gradients
+  backward, exposed (``all_gather``, Meta's Llama 3); per Mamba block six all-to-alls each pass (its tokens for
+  heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
   the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
   ``pipeline_flushes``). Megatron's scatter/gather (Narayanan et al. 2021, sec. 4.1): each TP rank sends ``1/tp``
@@ -548,7 +550,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
 
     TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
-    TP communication). CP: behind the attention it feeds (``overlap_cp``), never Mamba's all-to-alls. EP: behind another micro-batch's
+    TP communication). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
+    the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
     (:func:`ep_sm_share_s`). PP: exposed (its sends are counted on the critical path already)."""
     if dim == "tp":
