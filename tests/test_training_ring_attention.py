@@ -121,7 +121,7 @@ def test_ring_exposure_in_a_step(fabric):
 
 
 def test_all_gather_cp_is_exposed(fabric):
-    """Meta's CP (arXiv 2407.21783 sec. 3.3.2): the K/V all-gather "exposed in the critical path", and the gradients'
+    """Meta's CP (arXiv 2407.21783 sec. 3.3.2): the K/V all-gather exposed on the critical path, and the gradients'
     reduce-scatter with it: the step's CP time is all of their time, with overlap_cp on."""
     m = load_model("llama3-405b")
     lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072, cp_comm_type="all_gather")

@@ -18,9 +18,9 @@ A sequence of ``s`` tokens is cut into ``2 cp`` chunks and rank ``r`` holds chun
   merged output read, the merged output written, in the activations' dtype); backward, each step's dQ, dK and
   dV are added into their buffers
   (``dq.add_``, ``dk.add_``, ``dv.add_``: two reads, one write each);
-- ``all_gather`` (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2: "we first all-gather the key (K) and value (V)
-  tensors, and then compute attention output for the local query (Q) tensor chunk", the all-gather "exposed in the
-  critical path"; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``): one call per local chunk, chunk ``j``'s
+- ``all_gather`` (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2, paraphrased: K and V are all-gathered, then each
+  rank computes the attention of its local Q chunks, and the all-gather's latency is exposed on the critical path;
+  Transformer Engine's ``AttnFuncWithCPAndKVAllGather``): one call per local chunk, chunk ``j``'s
   ``s / 2cp`` queries on the ``(j + 1) s / 2cp`` keys before and at it (causal); the gradients of K and V
   reduce-scattered backward; both collectives exposed.
 
