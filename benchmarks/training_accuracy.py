@@ -31,10 +31,11 @@ in-sample and out of family like every other run, but no fit reads them.
 
 Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021: no fused
 attention, full recomputation, plain data parallelism with an fp32 all-reduce not overlapped, micro-batch 1;
-Llama 3: fused attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, the embedding and the
-loss counted as pipeline layers (the paper: "first and last stage one layer fewer"); NeMo / Megatron-Bridge
-recipes: fused attention, the distributed optimizer (or Megatron FSDP where FSDP = 1), bf16 gradient reduction
-(``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
+Llama 3: fused attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, context parallelism by
+an all-gather of K and V, exposed (sec. 3.3.2), the embedding and the loss counted as pipeline layers (the paper:
+"first and last stage one layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention under CP
+(Megatron-Core's default ``cp_comm_type``, ``p2p``), the distributed optimizer (or Megatron FSDP where FSDP = 1),
+bf16 gradient reduction (``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
 NVL72 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``);
 MaxText (JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows
@@ -145,8 +146,9 @@ def _setups():
             extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
         else:
             model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
+            # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2)
             extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none", vpp=4,
-                         pipeline_embedding=True)
+                         pipeline_embedding=True, cp_comm_type="all_gather")
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})

@@ -101,8 +101,12 @@ def test_local_block_is_cheaper_and_stores_the_same():
 def test_context_parallel_exchanges_every_attention_layer():
     oss = load_model("gpt-oss-20b")
     lay = make_layout(global_batch=2, cp=2, ep=1)
-    ag = [t for t in step_traffic(oss, lay) if t["dim"] == "cp" and t["collective"] == "all_gather"]
+    ag = [t for t in step_traffic(oss, lay.model_copy(update={"cp_comm_type": "all_gather"}))
+          if t["dim"] == "cp" and t["collective"] == "all_gather"]
     assert ag and ag[0]["calls"] == lay.microbatches * oss.num_attention_layers == lay.microbatches * 24
+    # the ring (cp - 1 = 1 send forward per layer) too
+    ring = [t for t in step_traffic(oss, lay) if t["dim"] == "cp" and t["phase"] == "cp_ring_forward"]
+    assert ring and ring[0]["calls"] == lay.microbatches * 24
 
 
 @pytest.mark.parametrize("bad, needle", [

@@ -93,13 +93,21 @@ def test_message_sizes_ep_cp_tp(fabric):
     assert ep.calls_per_step == lay.microbatches * 4 * 4
     assert ep.group_size == 64 and ep.num_groups == 16
     assert not any(c.dim == "dp_experts" for c in r.comm)  # dp / ep = 1: nothing to reduce over
-    # CP (Llama 3 405B, GQA): all-gather of the full sequence's K and V, this TP rank's KV heads
+    # CP (Llama 3 405B, GQA, as Meta ran it: arXiv 2407.21783 sec. 3.3.2): all-gather of the full sequence's K and
+    # V, this TP rank's KV heads
     m = load_model("llama3-405b")
-    lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072)
+    lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072, cp_comm_type="all_gather")
     r = estimate_step(fabric, m, lay, check=False)
     cp = [c for c in r.comm if c.dim == "cp"]
     assert {c.collective for c in cp} == {"all_gather", "reduce_scatter"}
     assert cp[0].size_bytes == 131072 * 2 * (8 // 8) * 128 * 2
+    # ring attention (the default, Transformer Engine's p2p): each send one rank's s / cp tokens of K and V,
+    # backward K/V and dK/dV together
+    ring = [c for c in estimate_step(fabric, m, lay.model_copy(update={"cp_comm_type": "p2p"}), check=False).comm
+            if c.dim == "cp"]
+    chunk = 131072 / 16 * 2 * 128 * 2
+    assert [c.collective for c in ring] == ["sendrecv"] * 3
+    assert [c.size_bytes for c in ring] == [chunk, 2 * chunk, chunk]
     # TP with sequence parallelism, per layer (attention and MLP blocks) of the layer's activations: an all-gather
     # and a reduce-scatter per block forward; backward two all-gathers (the output gradient; the input again for
     # the weight gradient) and a reduce-scatter

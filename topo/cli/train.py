@@ -9,6 +9,7 @@ from ..inputs import is_input_file
 from ..units import format_count, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
+from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  load_layout, make_layout)
 from ..training.model import bundled_models, load_model
@@ -72,6 +73,9 @@ def _memory_arguments(p) -> None:
     p.add_argument("--pipeline-layout", default=None, metavar="LAYOUT",
                    help="layers per pipeline chunk in Megatron-Core's notation, e.g. 'Et*4|(t*4|)*14tmL' "
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
+    p.add_argument("--cp-comm-type", choices=CP_COMM_TYPES, default=None,
+                   help="how context parallelism exchanges K and V: p2p (default; ring attention, Megatron-Core's "
+                        "default) or all_gather (K/V gathered before the attention, exposed: Meta's Llama 3)")
     p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
@@ -165,6 +169,7 @@ def _layout_options(args) -> dict:
                 activation_offload_layers=args.activation_offload_layers,
                 pipeline_embedding=True if args.pipeline_embedding else None,
                 pipeline_layout=args.pipeline_layout, pipeline_schedule=args.pipeline_schedule,
+                cp_comm_type=args.cp_comm_type,
                 gpus_per_domain_used=args.gpus_per_domain_used, grad_bytes=args.grad_bytes,
                 grad_reduce_bytes=args.grad_reduce_bytes, etp=args.etp,
                 precision=args.precision, rank_order=args.rank_order, first_gpu=args.first_gpu,

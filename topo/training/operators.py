@@ -49,6 +49,7 @@ from .gpus import GpuCompute
 from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
+from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
@@ -158,11 +159,14 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
-        # the block the kernel sees: a local window, or each ring-attention step's s / cp keys under CP
-        block = min(s / lay.cp, model.attention.window) if (kind == Block.LOCAL and model.attention.window) \
-            else s / lay.cp
-        ops.append(Op("core_attention", "core_attn", "attention", flops, ACT * T * heads * (2 * dqk + 2 * dv),
-                      head_dim=dqk, block_seq=block, causal=True))
+        io = ACT * T * heads * (2 * dqk + 2 * dv)
+        if lay.cp > 1 and not (kind == Block.LOCAL and model.attention.window):
+            kv_elems = T * (max(1.0, model.num_kv_heads / tp) * (dqk + dv) if a.kind != "mla" else heads * (dqk + dv))
+            ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, kv_elems)
+        else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
+            block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
+            ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk, block_seq=block,
+                          causal=True))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
@@ -172,6 +176,45 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
+
+
+def _cp_attention_ops(s: float, lay: ParallelLayout, flops: float, io_bytes: float, head_dim: float,
+                      q_elems: float, kv_elems: float) -> list[Op]:
+    """The fused attention of one layer under context parallelism (:mod:`topo.training.ring_attention`): its
+    ``flops`` shared over the exchange's kernels by their query-key pairs, each at its block's rate and with its
+    own launches; the ring's merge kernels at HBM rate."""
+    calls = cp_attention_calls(s, lay.cp, lay.cp_comm_type)
+    pairs = sum(c.pairs for c in calls)
+    ops = [Op(f"core_attention_{c.name}", "core_attn", "attention", flops * c.pairs / pairs,
+              io_bytes * c.pairs / pairs, launches=float(c.launches), head_dim=head_dim, block_seq=c.block,
+              causal=c.causal) for c in calls]
+    if lay.cp_comm_type == "p2p":
+        fwd, bwd, k_fwd, k_bwd = p2p_merge_bytes(lay.cp, q_elems, kv_elems, ACT)
+        ops += [Op("cp_merge", "core_attn", "kernel", 0.0, fwd, launches=float(k_fwd), passes="forward"),
+                Op("cp_grad_accumulate", "core_attn", "kernel", 0.0, bwd, launches=float(k_bwd), passes="backward")]
+    return ops
+
+
+def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple[float, float]:
+    """Seconds of one ring-attention step after the diagonal (one kernel, its launch gap included), forward and
+    backward, of a full-attention layer on one GPU: what that step's K/V send hides behind (0, 0 without a ring).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    gpu : GpuCompute
+
+    Returns
+    -------
+    tuple of float
+        ``(forward_s, backward_s)``.
+    """
+    if lay.cp <= 1 or lay.cp_comm_type != "p2p" or not lay.flash_attention:
+        return 0.0, 0.0
+    op = next(o for o in _attention_ops(model, lay) if o.name == "core_attention_ring_steps")
+    per = max(1.0, op.launches)
+    return (op_time_s(op, gpu, lay.precision) / per, op_time_s(op, gpu, lay.precision, backward=True) / per)
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .ring_attention import CP_COMM_TYPES
 from ..errors import TopoError
 from ..inputs import is_input_file, read_toml
 from ..units import format_count
@@ -152,7 +153,13 @@ class ParallelLayout(BaseModel):
     (:func:`topo.training.step.tp_ring_steps`, :func:`topo.training.step.tp_ring_exposed_s`), FP8 layouts
     gathering 1-byte elements; without it behind the micro-batch's compute. Default exposed."""
     overlap_cp: bool = True
-    """CP K/V exchange hidden behind the attention it feeds (ring attention), as far as it fits."""
+    """CP K/V exchange hidden behind the attention it feeds (ring attention: each step's send behind that step's
+    attention, as far as it fits); the all-gather exchange is exposed either way."""
+    cp_comm_type: Literal[CP_COMM_TYPES] = "p2p"
+    """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
+    (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
+    and V all-gathered before the attention, their gradients reduce-scattered after it, exposed (Meta's Llama 3,
+    arXiv 2407.21783 sec. 3.3.2)."""
     pp_scatter_gather: bool = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""

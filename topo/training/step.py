@@ -17,9 +17,11 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   ``overlap_tp``: Transformer Engine quantises a linear layer's input and output gradient before gathering them).
   Exposed unless ``overlap_tp``; with it and sequence parallelism each collective hides only behind its own
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
-- CP per attention block: all-gather of K and V forward, reduce-scatter of their gradients backward, hidden behind
-  the attention they feed (ring attention) as far as it fits; per Mamba block six all-to-alls each pass (its
-  tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
+- CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
+  sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
+  exposed where it outlasts it; or an all-gather of K and V forward and a reduce-scatter of their gradients
+  backward, exposed (``all_gather``, Meta's Llama 3); per Mamba block six all-to-alls each pass (its tokens for
+  heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
   the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
   ``pipeline_flushes``). Megatron's scatter/gather (Narayanan et al. 2021, sec. 4.1): each TP rank sends ``1/tp``
@@ -67,9 +69,10 @@ from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
 from .memory import memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, stage_compute
+from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
 from .parallel import ParallelLayout, check_layout
 from .result import DimensionComm, StepResult
+from .ring_attention import ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
@@ -244,9 +247,14 @@ def _cp_traffic(t: _Traffic) -> None:
             a = model.attention
             kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
                                                                      + a.v_head_dim) * ACT_BYTES
-        rec_att = min(c[Block.ATTENTION], t.rec_layers) if t.full else 0
-        t.add("cp", "all_gather", "cp", kv, m * (c[Block.ATTENTION] + rec_att), phase="microbatch")
-        t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="microbatch")
+        forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
+        if lay.cp_comm_type == "all_gather":
+            t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
+            t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather")
+        else:  # ring attention: each step sends the rank's K/V chunk (backward with the partial dK/dV) on
+            for phase, (chunks, sends) in ring_sends(lay.cp).items():
+                passes = forward if phase == "cp_ring_forward" else m * c[Block.ATTENTION]
+                t.add("cp", "sendrecv", "cp", chunks * kv / lay.cp, passes * sends, phase=phase)
     if lay.cp > 1 and c[Block.MAMBA]:
         rec_mamba = t.recomputed(Block.MAMBA, "mamba")
         for size, per_layer in mamba_cp_alltoalls(model, lay):
@@ -477,7 +485,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0)
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "cp": m * sc.attention_s, "ep": m * t_mb}
+    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
+               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -520,6 +529,13 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     result.timeline = step_timeline(result, t_f, t_b + t_r)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
+
+
+def _ring_windows(traffic: list[dict], step_s: tuple[float, float]) -> dict:
+    """The attention each ring send hides behind: a send per step, behind that step's kernel (forward, backward),
+    so a step's exchange is exposed only where it outlasts the step (``calls x step``: all steps alike)."""
+    steps = {"cp_ring_forward": step_s[0], "cp_ring_backward": step_s[1], "cp_ring_backward_ends": step_s[1]}
+    return {it["phase"]: it["calls"] * steps[it["phase"]] for it in traffic if it["phase"] in steps}
 
 
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
@@ -566,15 +582,16 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     TP: exposed, unless ``overlap_tp`` (hidden behind the micro-batches' compute; with sequence parallelism
     :func:`estimate_step` hides each behind its own GEMM first, :func:`tp_ring_exposed_s`); the backward pass's
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
-    TP communication). CP: behind the attention it feeds (``overlap_cp``), never Mamba's all-to-alls. EP: behind another micro-batch's
+    TP communication). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
+    the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
     (:func:`ep_sm_share_s`). PP: exposed (its sends are counted on the critical path already)."""
     if dim == "tp":
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
         return _draw(windows, "tp_backward", total) if phase == "backward" else total
-    if dim == "cp":  # Mamba's all-to-alls block the mixer: nothing hides them
-        return _draw(windows, "cp", total) if (lay.overlap_cp and phase != "mamba") else total
+    if dim == "cp":  # Mamba's all-to-alls and the K/V all-gather block the attention: nothing hides them
+        return _draw(windows, phase, total) if (lay.overlap_cp and phase in windows) else total
     if dim == "ep":
         ex = _draw(windows, "ep", total) if lay.overlap_ep else total
         return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)

@@ -1,0 +1,172 @@
+"""Context-parallel attention (topo.training.ring_attention): the kernels, merges and sends of Transformer Engine's
+ring (AttnFuncWithCPAndKVP2P, transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
+NVIDIA/TransformerEngine@d0067d0) and of Meta's all-gather CP (arXiv 2407.21783 sec. 3.3.2)."""
+
+import json
+
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import attention_rate_flops
+from topo.training.model import load_model
+from topo.training.operators import ATTENTION_BACKWARD_FLOPS, block_ops, op_time_s, ring_step_s
+from topo.training.parallel import make_layout
+from topo.training.ring_attention import cp_attention_calls, p2p_merge_bytes, ring_sends
+from topo.training.step import estimate_step, exposed_comm_s, step_traffic
+
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+
+
+def _lay(cp, **kw):
+    base = dict(tp=1, cp=cp, dp=1, micro_batch=1, global_batch=1, seq_len=65536, flash_attention=True)
+    return make_layout(**{**base, **kw})
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8, 16])
+def test_each_rank_computes_its_share_of_the_causal_square(cp):
+    """Load-balanced chunks: every rank's kernels cover s^2 / (2 cp) query-key pairs, either exchange. The ring's
+    cp steps each cover (s/cp)^2 / 2 (TE's diagonal: s/cp causal; its lower/upper triangles: s/cp x s/2cp), one
+    kernel each; the all-gather runs one kernel per local chunk (2)."""
+    s = 65536
+    ring = cp_attention_calls(s, cp, "p2p")
+    gather = cp_attention_calls(s, cp, "all_gather")
+    for calls in (ring, gather):
+        assert sum(c.pairs for c in calls) == pytest.approx(s * s / (2 * cp), rel=1e-12)
+    diagonal, steps = ring
+    assert diagonal.causal and diagonal.block == s / cp and diagonal.launches == 1
+    assert not steps.causal and steps.block == s / (2 * cp) and steps.launches == cp - 1
+    assert steps.pairs / steps.launches == pytest.approx(diagonal.pairs)  # every step the same work
+    assert sum(c.launches for c in gather) == 2
+    sends = ring_sends(cp)  # chunks: cp - 1 forward, 2 (cp - 1) backward (K/V and dK/dV around the ring)
+    assert sends["cp_ring_forward"] == (1.0, cp - 1)
+    assert sum(k * n for p, (k, n) in sends.items() if p != "cp_ring_forward") == 2 * (cp - 1)
+    with pytest.raises(ValueError, match="cp_comm_type"):
+        cp_attention_calls(s, cp, "a2a")
+
+
+def test_ring_kernels_keep_the_flops_and_run_at_their_block_rate():
+    """Llama 3 8B at CP8, 64k tokens on H100: the ring's kernels carry 1/8 of the one-GPU layer's attention FLOPs;
+    the diagonal runs at cuDNN's causal rate at s/cp = 8,192, the 7 steps at its unmasked rate at s/2cp = 4,096
+    (kernels.toml [attention], FlashAttention-3 Figs. 5-7), each kernel with its launch gap."""
+    m, gpu = load_model("llama3-8b"), gpu_compute("H100")
+    km = gpu.kernels
+
+    def attention(lay):
+        return [o for o in block_ops(m, lay, "*") if o.kind == "attention"]
+
+    one, = attention(_lay(1))
+    diag, steps = attention(_lay(8))
+    assert diag.flops + steps.flops == pytest.approx(one.flops / 8, rel=1e-12)
+    for op, causal in ((diag, True), (steps, False)):
+        fwd = op.flops / attention_rate_flops(km, 128, op.block_seq, causal, False) + op.launches * km.launch_gpu_s
+        bwd = ATTENTION_BACKWARD_FLOPS * op.flops / attention_rate_flops(km, 128, op.block_seq, causal, True) \
+            + op.launches * km.launch_gpu_s
+        assert op_time_s(op, gpu, "bf16") == pytest.approx(fwd, rel=1e-12)
+        assert op_time_s(op, gpu, "bf16", backward=True) == pytest.approx(bwd, rel=1e-12)
+    # the unmasked half-chunk steps run faster per FLOP than one causal kernel at s/cp would (609 vs 529 TFLOP/s)
+    assert attention_rate_flops(km, 128, 4096, False, False) > attention_rate_flops(km, 128, 8192, True, False)
+    f, b = ring_step_s(m, _lay(8), gpu)
+    assert f == pytest.approx(op_time_s(steps, gpu, "bf16") / 7) and b == pytest.approx(
+        op_time_s(steps, gpu, "bf16", backward=True) / 7)
+    assert ring_step_s(m, _lay(8, cp_comm_type="all_gather"), gpu) == (0.0, 0.0)
+
+
+def test_merge_kernels_move_the_outputs_and_gradients():
+    """Llama 3 8B, CP2, 64k: a rank's 32,768 tokens x 32 heads x 128 of output, merged after each of 2 steps
+    (step output and output read, output written: 3 x 2 bytes); backward, the second step's dQ (32 heads) and dK,
+    dV (8 KV heads, 128 + 128) added into their buffers (3 x 2 bytes each); 2 cp - 1 and 3 (cp - 1) kernels."""
+    m = load_model("llama3-8b")
+    q, kv = 32768 * 32 * 128, 32768 * 8 * 256
+    assert p2p_merge_bytes(2, q, kv) == (2 * 6 * q, 6 * (q + kv), 3, 3)
+    ops = {o.name: o for o in block_ops(m, _lay(2), "*")}
+    assert ops["cp_merge"].bytes == 2 * 6 * q and ops["cp_merge"].passes == "forward"
+    assert ops["cp_grad_accumulate"].bytes == 6 * (q + kv) and ops["cp_grad_accumulate"].passes == "backward"
+    assert "cp_merge" not in {o.name for o in block_ops(m, _lay(2, cp_comm_type="all_gather"), "*")}
+
+
+def test_a_step_send_is_exposed_only_beyond_its_step():
+    """Per-step overlap: 10 sends of 1.5 ms behind 10 steps of 1 ms expose 10 x 0.5 ms; behind 2.5 ms steps none;
+    without overlap_cp all of it; the all-gather's phase has no window (Meta: exposed)."""
+    lay = _lay(8)
+    w = {"cp_ring_forward": 10 * 1e-3, "cp_ring_backward": 10 * 2.5e-3}
+    assert exposed_comm_s("cp", "cp_ring_forward", 15e-3, dict(w), lay, None) == pytest.approx(5e-3)
+    assert exposed_comm_s("cp", "cp_ring_backward", 15e-3, dict(w), lay, None) == 0.0
+    assert exposed_comm_s("cp", "cp_ring_forward", 15e-3, dict(w), _lay(8, overlap_cp=False), None) == 15e-3
+    assert exposed_comm_s("cp", "cp_gather", 15e-3, dict(w), lay, None) == 15e-3
+
+
+def test_ring_exposure_in_a_step(fabric):
+    """Llama 3 70B, TP8 CP16 (16 servers), 128k: each forward send of the rank's 8,192 tokens x 1 KV head x 256 x 2
+    bytes hides behind one step's kernel, backward K/V with dK/dV (2 chunks) in the 14 middle steps and one chunk
+    in the first and last; what a step's send takes beyond the step is exposed, every step alike."""
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, cp=16, dp=1, pp=1, micro_batch=1, global_batch=2, seq_len=131072)
+    r = estimate_step(fabric, m, lay, check=False)
+    f, b = ring_step_s(m, lay, gpu_compute("H100"))
+    ring = [c for c in r.comm if c.dim == "cp"]
+    chunk = 8192 * 1 * 256 * 2
+    assert [c.collective for c in ring] == ["sendrecv"] * 3
+    assert [c.size_bytes for c in ring] == [chunk, 2 * chunk, chunk]
+    assert [c.calls_per_step for c in ring] == [2 * 80 * 15, 2 * 80 * 14, 2 * 80 * 2]
+    want = sum(max(0.0, c.time_s - c.calls_per_step * s) for c, s in zip(ring, (f, b, b)))
+    assert want > 0
+    assert r.breakdown_s["cp"] == pytest.approx(want, rel=1e-9)
+
+
+def test_all_gather_cp_is_exposed(fabric):
+    """Meta's CP (arXiv 2407.21783 sec. 3.3.2): the K/V all-gather exposed on the critical path, and the gradients'
+    reduce-scatter with it: the step's CP time is all of their time, with overlap_cp on."""
+    m = load_model("llama3-405b")
+    lay = make_layout(tp=8, cp=16, pp=8, global_batch=8, seq_len=131072, cp_comm_type="all_gather")
+    r = estimate_step(fabric, m, lay, check=False)
+    cp = [c for c in r.comm if c.dim == "cp"]
+    assert {c.collective for c in cp} == {"all_gather", "reduce_scatter"} and lay.overlap_cp
+    assert r.breakdown_s["cp"] > 0
+    assert r.breakdown_s["cp"] == pytest.approx(sum(c.time_s for c in cp), rel=1e-12)
+    sends = [t for t in step_traffic(m, lay.model_copy(update={"cp_comm_type": "p2p"})) if t["dim"] == "cp"]
+    assert {t["phase"] for t in sends} == {"cp_ring_forward", "cp_ring_backward", "cp_ring_backward_ends"}
+
+
+def test_recomputed_attention_sends_again():
+    """Recomputing the attention core (Megatron-Core's ``recompute_modules = core_attn``) or whole layers runs the
+    ring's forward again: its forward sends double; the backward's do not change."""
+    m = load_model("llama3-8b")
+
+    def sends(**kw):
+        return {t["phase"]: t["calls"] for t in step_traffic(m, _lay(4, **kw)) if t["dim"] == "cp"}
+
+    base = sends()
+    assert base["cp_ring_forward"] == 32 * 3
+    for kw in (dict(recompute_modules=("core_attn",)), dict(recompute="full")):
+        again = sends(**kw)
+        assert again["cp_ring_forward"] == 2 * base["cp_ring_forward"]
+        assert again["cp_ring_backward"] == base["cp_ring_backward"]
+
+
+def test_unknown_exchange_is_refused():
+    with pytest.raises(TopoError, match="cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"):
+        make_layout(cp=2, global_batch=1, cp_comm_type="a2a")
+
+
+def test_cli_takes_the_exchange():
+    """``--cp-comm-type all_gather`` is the layout's ``cp_comm_type``: the CP rows of the output become the exposed
+    all-gather and reduce-scatter; the default is the ring's sends; a bad value is one line and exit 2."""
+    base = ("train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "8", "--cp", "4", "--dp", "1",
+            "--seq", "32768", "--global-batch", "1", "--json")
+    ring = json.loads(run_cli(*base, check=True).stdout)
+    gather = json.loads(run_cli(*base, "--cp-comm-type", "all_gather", check=True).stdout)
+    assert ring["layout"]["cp_comm_type"] == "p2p" and gather["layout"]["cp_comm_type"] == "all_gather"
+    assert {c["collective"] for c in ring["comm"] if c["dim"] == "cp"} == {"sendrecv"}
+    cp = [c for c in gather["comm"] if c["dim"] == "cp"]
+    assert {c["collective"] for c in cp} == {"all_gather", "reduce_scatter"}
+    assert gather["breakdown_s"]["cp"] > 0
+    assert gather["breakdown_s"]["cp"] == pytest.approx(sum(c["time_s"] for c in cp))
+    bad = run_cli(*base, "--cp-comm-type", "a2a")
+    assert bad.returncode == 2 and "a2a" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,118 @@
+"""Context-parallel attention as the frameworks run it: the kernel calls, the merge kernels and the K/V exchange.
+
+A sequence of ``s`` tokens is cut into ``2 cp`` chunks and rank ``r`` holds chunks ``r`` and ``2 cp - 1 - r``
+(load balancing of the causal mask), ``s / cp`` tokens. Two exchanges (the layout's ``cp_comm_type``):
+
+- ``p2p`` (ring attention; Megatron-Core's default ``cp_comm_type``, Transformer Engine's
+  ``AttnFuncWithCPAndKVP2P`` in ``transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py``,
+  NVIDIA/TransformerEngine@d0067d0): ``cp`` steps, each one flash-attention call of its own. Step 0 is the diagonal
+  (the rank's ``s / cp`` queries on its own ``s / cp`` keys, causal); every later step is a rectangle without a
+  mask: all ``s / cp`` queries on the first half (``s / 2cp``) of the received keys (``lower-triangle``) or the
+  second half (``s / 2cp``) of the queries on all ``s / cp`` received keys (``upper-triangle``). Every step
+  computes ``(s / cp)^2 / 2`` query-key pairs. While a step computes, the K/V chunk for the next one travels to
+  the next rank of the ring (``flash_attn_p2p_communicate``, ``batch_isend_irecv``): ``cp - 1`` sends forward;
+  backward each step sends K/V and the partial dK/dV together (``p2p_comm_buffers = [kv, dkv]``; step 0 K/V only,
+  the last step dK/dV only): ``2 (cp - 1)`` chunks over ``cp`` steps. A step's exchange is exposed where it
+  outlasts the step's attention. After each step the output and the log-sum-exp are merged
+  (``flash_attn_fwd_softmax_lse_correction``, ``flash_attn_fwd_out_correction``: the step's output and the
+  merged output read, the merged output written, in the activations' dtype); backward, each step's dQ, dK and
+  dV are added into their buffers
+  (``dq.add_``, ``dk.add_``, ``dv.add_``: two reads, one write each);
+- ``all_gather`` (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2, paraphrased: K and V are all-gathered, then each
+  rank computes the attention of its local Q chunks, and the all-gather's latency is exposed on the critical path;
+  Transformer Engine's ``AttnFuncWithCPAndKVAllGather``): one call per local chunk, chunk ``j``'s
+  ``s / 2cp`` queries on the ``(j + 1) s / 2cp`` keys before and at it (causal); the gradients of K and V
+  reduce-scattered backward; both collectives exposed.
+
+Each call's rate is the fused kernel's at the call's block (:func:`topo.training.kernels.attention_rate_flops`):
+a causal square at its side, a rectangle at its shorter side (assumption: the published tables are square;
+the ring's ranks run a step in lockstep, the lower- and upper-triangle ranks each have one side ``s / 2cp``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AttentionCall", "cp_attention_calls", "p2p_merge_bytes", "ring_sends", "CP_COMM_TYPES"]
+
+CP_COMM_TYPES = ("p2p", "all_gather")
+
+
+@dataclass(frozen=True)
+class AttentionCall:
+    """Fused-attention work of one kind, per layer and micro-batch sequence on one rank: ``pairs`` query-key pairs
+    (the mask's area) in ``launches`` kernels, timed at block length ``block`` with or without the causal mask."""
+
+    name: str
+    launches: int
+    pairs: float
+    block: float
+    causal: bool
+
+
+def cp_attention_calls(seq: float, cp: int, comm_type: str = "p2p") -> list[AttentionCall]:
+    """The attention kernels one rank runs per layer and sequence under context parallelism (see the module doc).
+
+    Parameters
+    ----------
+    seq : float
+        Sequence length ``s`` in tokens.
+    cp : int
+        Context-parallel ranks (> 1).
+    comm_type : str
+        ``p2p`` (ring) or ``all_gather``.
+
+    Returns
+    -------
+    list of AttentionCall
+        Their pairs add up to ``s^2 / (2 cp)``: the causal square split evenly over the ranks.
+    """
+    side = seq / cp  # the rank's tokens
+    half = side / 2  # one chunk
+    if comm_type == "p2p":
+        return [AttentionCall("diagonal", 1, side * side / 2, side, True),
+                AttentionCall("ring_steps", cp - 1, (cp - 1) * side * half, half, False)]
+    if comm_type == "all_gather":
+        # chunks r and 2cp-1-r (two kernels): their causal squares and, in the same kernels, the keys before them
+        return [AttentionCall("chunk_diagonals", 2, 2 * half * half / 2, half, True),
+                AttentionCall("chunk_prefixes", 0, (2 * cp - 1) * half * half, half, False)]
+    raise ValueError(f"unknown cp_comm_type {comm_type!r}; allowed: {', '.join(CP_COMM_TYPES)}")
+
+
+def p2p_merge_bytes(cp: int, q_elems: float, kv_elems: float,
+                    bytes_per_elem: float = 2.0) -> tuple[float, float, int, int]:
+    """HBM bytes and kernels of ring attention's merges, forward and backward, per layer and micro-batch on one
+    rank.
+
+    Forward: each of the ``cp`` steps' outputs (``q_elems`` = tokens x heads x value dimension) merged into the
+    output, in the activations' dtype (``flash_attn_fwd_out_correction``: the step's output and the output read,
+    the output written: ``3 x 2`` bytes per element; the log-sum-exp's merge, one float per token and head, left
+    out of the bytes), one fused kernel each for the output and the log-sum-exp (``jit_fuser``). Backward: each
+    later step's dQ, dK and dV added into their buffers (``dq.add_``, ``dk.add_``, ``dv.add_``: two reads and a
+    write per element of Q and of K and V, ``kv_elems``), three kernels a step.
+
+    Parameters
+    ----------
+    cp : int
+        Context-parallel ranks.
+    q_elems, kv_elems : float
+        Elements of the rank's output (or Q) and of its K and V together.
+    bytes_per_elem : float
+        The activations' bytes (bf16: 2).
+
+    Returns
+    -------
+    tuple of float
+        ``(forward_bytes, backward_bytes, forward_kernels, backward_kernels)``.
+    """
+    forward = cp * 3 * bytes_per_elem * q_elems
+    backward = (cp - 1) * 3 * bytes_per_elem * (q_elems + kv_elems)
+    return forward, backward, 2 * cp - 1, 3 * (cp - 1)
+
+
+def ring_sends(cp: int) -> dict[str, tuple[float, int]]:
+    """The sends of one rank per layer and micro-batch in the ring, by phase: ``(chunks per send, sends)``, a chunk
+    the rank's ``s / cp`` tokens of K and V (see the module doc). Forward: ``cp - 1`` sends of K/V; backward: K/V
+    and dK/dV together in the ``cp - 2`` middle steps, one chunk in the first (K/V) and the last (dK/dV):
+    ``2 (cp - 1)`` chunks in all."""
+    return {"cp_ring_forward": (1.0, cp - 1), "cp_ring_backward": (2.0, cp - 2), "cp_ring_backward_ends": (1.0, 2)}
