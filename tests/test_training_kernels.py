@@ -178,6 +178,15 @@ def test_blackwell_attention_is_cudnns_published_blackwell_table():
     assert 770 / 2250 == pytest.approx(0.342, abs=5e-4)  # the PR's MFU column: the figure is against B200's peak
     # a GB200 at hdim 64 runs the B200's fraction of its own peak
     assert attention_rate_flops(gb, 64, 4096, True, False) == pytest.approx(770e12 / 2250 * 2500 * s)
+    # a 128-key sliding window (GPT-OSS) at cuDNN's measured band rate on GB200 (results/gpt_oss/gb200, 4,096
+    # tokens: forward 0.210 ms = 161 TFLOP/s, backward 0.465 ms = 182), not on a line extrapolated from 2,048
+    assert attention_rate_flops(gb, 64, 128, True, False) == pytest.approx(161e12 * s)
+    assert attention_rate_flops(gb, 64, 128, True, True) == pytest.approx(182e12 * s)
+    band = 128 * 129 / 2 + (4096 - 128) * 128  # scores per head the source counts
+    assert 2 * 128 * band * 2 * (64 + 64) / 0.210e-3 == pytest.approx(161e12, rel=3e-3)
+    # between the short block and the table: on the line in log2 of the length (1,024: 3/4 of the way up)
+    mid = attention_rate_flops(gb, 128, 1024, True, False) / s
+    assert mid == pytest.approx(161e12 + 0.75 * (1097e12 - 161e12))
     # Hopper does not read the Blackwell table
     h = gpu_compute("H100").kernels
     assert h.attention_table == "" and b.attention_table == "blackwell"

@@ -189,18 +189,22 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     return max(tiles, hbm) * groups / g
 
 
-def _interp(seq: np.ndarray, vals: np.ndarray, s: float) -> float:
-    """Rate at length ``s``: linear in log2(s) inside the table, flat above it, the 512-1,024 slope below it
-    (not under 1/16 of the first point)."""
+def _interp(seq: np.ndarray, vals: np.ndarray, s: float, short: tuple | None = None) -> float:
+    """Rate at length ``s``: linear in log2(s) inside the table, flat above it. Below it: on the line to the
+    table's measured short block ``short = (length, rate)`` where it has one (that rate below it), else on the
+    line through its first two points (not under 1/16 of the first)."""
     x, ls = np.log2(seq), math.log2(max(1.0, s))
     if ls >= x[0]:
         return float(np.interp(ls, x, vals))
+    if short is not None:
+        return float(np.interp(ls, [math.log2(short[0]), x[0]], [short[1], vals[0]]))
     slope = (vals[1] - vals[0]) / (x[1] - x[0])
     return float(max(vals[0] / 16, vals[0] + slope * (ls - x[0])))
 
 
-def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple[dict, dict, list]:
-    """The table (head dim -> rates), the peak each head dim's rates were measured against, and the lengths."""
+def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
+    """The table (head dim -> rates), the peak each head dim's rates were measured against, the lengths, and the
+    table's measured short block (length, fraction of peak) or None."""
     a = _table()["attention"]
     a = a[km.attention_table] if km.attention_table else a
     if backward:  # a table with one backward curve serves both masks
@@ -209,16 +213,19 @@ def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple[dic
         table = a["fwd_causal"] if causal else a["fwd_full"]
     peak = a["peak_TFLOPs"]
     peaks = {d: float(peak[d] if isinstance(peak, dict) else peak) for d in table}
-    return table, peaks, a["seq"]
+    short = a.get("short")  # a measured block shorter than the table: (length, fraction of peak)
+    short = (float(short["seq"]), float(short["bwd" if backward else "fwd"]) / float(short["peak_TFLOPs"])) \
+        if short else None
+    return table, peaks, a["seq"], short
 
 
 def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
     table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak."""
-    table, peaks, seq_grid = _attention_curve(km, causal, backward)
+    table, peaks, seq_grid, short = _attention_curve(km, causal, backward)
     dims = sorted(int(d) for d in table)
     seqs = np.asarray(seq_grid, dtype=float)
-    fractions = [_interp(seqs, np.asarray(table[str(d)], dtype=float) / peaks[str(d)], seq) for d in dims]
+    fractions = [_interp(seqs, np.asarray(table[str(d)], dtype=float) / peaks[str(d)], seq, short) for d in dims]
     d = min(max(float(head_dim), dims[0]), dims[-1])
     fraction = float(np.interp(math.log2(d), np.log2(dims), fractions))
     return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
