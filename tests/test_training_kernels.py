@@ -147,19 +147,49 @@ def test_deepgemm_table():
 
 def test_attention_rates_are_the_published_cudnn_figures():
     """cuDNN's fused attention on H100 (arXiv 2407.08608 Figs. 5-7): forward causal hdim 128 at 4k 518 TFLOP/s,
-    backward hdim 64 at 16k 433; scaled by the sustained clock; Blackwell at 0.912 of Hopper's fraction (cuDNN on
-    B200 = FlashAttention-4's 1,605 TFLOP/s over its 1.3x lead on cuDNN 9.13, of 2,250; against cuDNN's 595 of 989
-    on H100)."""
+    backward hdim 64 at 16k 433; scaled by the sustained clock."""
     h = gpu_compute("H100").kernels
     assert attention_rate_flops(h, 128, 4096, True, False) == pytest.approx(518e12 * h.sustained)
     assert attention_rate_flops(h, 64, 16384, True, True) == pytest.approx(433e12 * h.sustained)
     assert attention_rate_flops(h, 128, 65536, False, False) == pytest.approx(595e12 * h.sustained)  # flat above
     # a 128-token window runs below the table: on the 512-1,024 line, far slower than 4k
     assert attention_rate_flops(h, 64, 128, True, False) < 0.5 * attention_rate_flops(h, 64, 4096, True, False)
+
+
+def test_blackwell_attention_is_cudnns_published_blackwell_table():
+    """Blackwell reads its own table, not Hopper's scaled. GB200 (peak 2,500, the table's): NVIDIA/cudnn-frontend
+    @3929da2ef4c1 benchmark/sdpa_benchmark_training/results/llama3.1/gb200 (cuDNN 9.22, hdim 128, 64 / 8 heads,
+    batch 2): forward causal 4,096 0.391 ms = 1,408 TFLOP/s, forward full 8,192 1,771, backward causal 8,192
+    1,332, backward full 1,404; results/dsv3/gb200 (d_qk 192, d_v 128): forward causal 4,096 1,406. B200 (peak
+    2,250, the figure's): Dao-AILab/flash-attention PR #2605, cuDNN forward hdim 64 causal 4,096 770 TFLOP/s
+    (34.2% MFU of 2,250), full 16,384 906. Each times the sustained clock."""
+    gb = gpu_compute("GB200").kernels
+    s = gb.sustained
+    assert attention_rate_flops(gb, 128, 4096, True, False) == pytest.approx(1408e12 * s)
+    assert attention_rate_flops(gb, 128, 8192, False, False) == pytest.approx(1771e12 * s)
+    assert attention_rate_flops(gb, 128, 8192, True, True) == pytest.approx(1332e12 * s)
+    assert attention_rate_flops(gb, 128, 8192, False, True) == pytest.approx(1404e12 * s)
+    assert attention_rate_flops(gb, 192, 4096, True, False) == pytest.approx(1406e12 * s)
+    # the FLOP convention checked on the source's own time: 2 x 64 heads x 4,096^2 / 2 x 4 x 128 in 0.391 ms
+    assert 4 * 2 * 64 * 4096 ** 2 / 2 * 128 / 0.391e-3 == pytest.approx(1408e12, rel=2e-3)
     b = gpu_compute("B200").kernels
-    frac = lambda k, g: attention_rate_flops(k, 128, 8192, True, False) / g.peak_bf16_flops / k.sustained
-    assert frac(b, gpu_compute("B200")) == pytest.approx(
-        frac(h, gpu_compute("H100")) * (1605 / 1.3 / 2250) / (595 / 989), rel=2e-3)
+    assert attention_rate_flops(b, 64, 4096, True, False) == pytest.approx(770e12 * b.sustained)
+    assert attention_rate_flops(b, 64, 16384, False, False) == pytest.approx(906e12 * b.sustained)
+    assert 770 / 2250 == pytest.approx(0.342, abs=5e-4)  # the PR's MFU column: the figure is against B200's peak
+    # a GB200 at hdim 64 runs the B200's fraction of its own peak
+    assert attention_rate_flops(gb, 64, 4096, True, False) == pytest.approx(770e12 / 2250 * 2500 * s)
+    # a 128-key sliding window (GPT-OSS) at cuDNN's measured band rate on GB200 (results/gpt_oss/gb200, 4,096
+    # tokens: forward 0.210 ms = 161 TFLOP/s, backward 0.465 ms = 182), not on a line extrapolated from 2,048
+    assert attention_rate_flops(gb, 64, 128, True, False) == pytest.approx(161e12 * s)
+    assert attention_rate_flops(gb, 64, 128, True, True) == pytest.approx(182e12 * s)
+    band = 128 * 129 / 2 + (4096 - 128) * 128  # scores per head the source counts
+    assert 2 * 128 * band * 2 * (64 + 64) / 0.210e-3 == pytest.approx(161e12, rel=3e-3)
+    # between the short block and the table: on the line in log2 of the length (1,024: 3/4 of the way up)
+    mid = attention_rate_flops(gb, 128, 1024, True, False) / s
+    assert mid == pytest.approx(161e12 + 0.75 * (1097e12 - 161e12))
+    # Hopper does not read the Blackwell table
+    h = gpu_compute("H100").kernels
+    assert h.attention_table == "" and b.attention_table == "blackwell"
 
 
 def test_attention_backward_is_two_and_a_half_forwards():

@@ -15,8 +15,9 @@ Three kinds of kernels make a training step:
   MoE block's experts) pack every group's tiles into one set of waves; a loop of per-expert GEMMs (``packed``
   False) quantises each group alone.
 - **fused attention** at the published cuDNN rates by head dimension, causal mask and sequence length (the
-  length of a local window's block for sliding or chunked attention), forward and backward apart, scaled by
-  generation;
+  length of a local window's block for sliding or chunked attention), forward and backward apart, as a fraction
+  of the measuring GPU's peak: a generation with a table of its own (``[attention.<generation>]``) reads it, the
+  others scale the Hopper table;
 - **memory-bound** kernels at the published share of HBM bandwidth.
 
 Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s``), and an eager framework spends
@@ -107,7 +108,10 @@ class KernelModel:
     gemm_memory_efficiency, memory_efficiency : float
         Share of HBM bandwidth a GEMM's operand stream and an elementwise kernel reach.
     attention_scale, sustained : float
-        The generation's attention rate relative to the Hopper table, and its sustained-over-burst clock ratio.
+        The generation's attention rate relative to its attention table's, and its sustained-over-burst clock
+        ratio.
+    attention_table : str
+        The generation's own attention table (``[attention.<generation>]``), or "" for the Hopper table.
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap and CPU launch time (``[launch] host_s`` on the reference host, times the GPU's
         host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
@@ -128,6 +132,7 @@ class KernelModel:
     source: str = ""
     burst: dict = field(default_factory=dict)
     host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
+    attention_table: str = ""
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -184,27 +189,46 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     return max(tiles, hbm) * groups / g
 
 
-def _interp(seq: np.ndarray, vals: np.ndarray, s: float) -> float:
-    """Rate at length ``s``: linear in log2(s) inside the table, flat above it, the 512-1,024 slope below it
-    (not under 1/16 of the first point)."""
+def _interp(seq: np.ndarray, vals: np.ndarray, s: float, short: tuple | None = None) -> float:
+    """Rate at length ``s``: linear in log2(s) inside the table, flat above it. Below it: on the line to the
+    table's measured short block ``short = (length, rate)`` where it has one (that rate below it), else on the
+    line through its first two points (not under 1/16 of the first)."""
     x, ls = np.log2(seq), math.log2(max(1.0, s))
     if ls >= x[0]:
         return float(np.interp(ls, x, vals))
+    if short is not None:
+        return float(np.interp(ls, [math.log2(short[0]), x[0]], [short[1], vals[0]]))
     slope = (vals[1] - vals[0]) / (x[1] - x[0])
     return float(max(vals[0] / 16, vals[0] + slope * (ls - x[0])))
 
 
-def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
-    """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``."""
+def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
+    """The table (head dim -> rates), the peak each head dim's rates were measured against, the lengths, and the
+    table's measured short block (length, fraction of peak) or None."""
     a = _table()["attention"]
-    table = a["bwd"] if backward else (a["fwd_causal"] if causal else a["fwd_full"])
+    a = a[km.attention_table] if km.attention_table else a
+    if backward:  # a table with one backward curve serves both masks
+        table = a.get("bwd_causal" if causal else "bwd_full", a.get("bwd"))
+    else:
+        table = a["fwd_causal"] if causal else a["fwd_full"]
+    peak = a["peak_TFLOPs"]
+    peaks = {d: float(peak[d] if isinstance(peak, dict) else peak) for d in table}
+    short = a.get("short")  # a measured block shorter than the table: (length, fraction of peak)
+    short = (float(short["seq"]), float(short["bwd" if backward else "fwd"]) / float(short["peak_TFLOPs"])) \
+        if short else None
+    return table, peaks, a["seq"], short
+
+
+def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
+    """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
+    table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak."""
+    table, peaks, seq_grid, short = _attention_curve(km, causal, backward)
     dims = sorted(int(d) for d in table)
-    seqs = np.asarray(a["seq"], dtype=float)
-    rates = [_interp(seqs, np.asarray(table[str(d)], dtype=float), seq) for d in dims]
+    seqs = np.asarray(seq_grid, dtype=float)
+    fractions = [_interp(seqs, np.asarray(table[str(d)], dtype=float) / peaks[str(d)], seq, short) for d in dims]
     d = min(max(float(head_dim), dims[0]), dims[-1])
-    rate = float(np.interp(math.log2(d), np.log2(dims), rates))
-    fraction = rate / a["peak_TFLOPs"] * km.attention_scale * km.sustained
-    return fraction * km.peak_flops["bf16"]
+    fraction = float(np.interp(math.log2(d), np.log2(dims), fractions))
+    return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
 
 
 def memory_s(km: KernelModel, nbytes: float) -> float:
@@ -252,7 +276,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
-        attention_scale=float(t["attention"]["scale"][generation]),
+        attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
+        attention_table=generation if generation in t["attention"] else "",
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=float(launch["gpu_s"]),
         launch_host_s=float(launch["host_s"]) * host_time_factor(host_cpu(gpu)), host_cpu=host_cpu(gpu))
