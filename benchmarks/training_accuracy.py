@@ -228,6 +228,10 @@ def _setups():
             # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
             # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
             kw.update(overlap_tp=False, moe_router_fusion=True)
+        if row["run_id"] == "mbvc_h100_deepseekv3":
+            # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
+            # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
+            kw["overlap_tp"] = False
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
