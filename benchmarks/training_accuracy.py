@@ -425,8 +425,9 @@ DSV3_LAYOUTS = {
     # PP8 VP4); the GB200 FP8 row of 25.11 at PP8 VP4 is given the same (assumption: no other 32-chunk layout is
     # published for these recipes)
     (8, 4): "Et|(tt|)*30mL",
-    # 16 chunks as PP2 VP8: the GB300 recipe's own ``pp_layout`` (Megatron-Bridge@79308d0d
-    # src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v3.py, deepseek_v3_pretrain_256gpu_gb300_fp8mx_config)
+    # 16 chunks as PP2 VP8: the GB300 recipes' own ``pp_layout`` (Megatron-Bridge@79308d0d
+    # src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v3.py, deepseek_v3_pretrain_256gpu_gb300_fp8mx_config;
+    # @21d102f5 scripts/performance/configs/deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1)
     (2, 8): "Et*4|(t*4|)*14tmL",
 }
 
