@@ -81,6 +81,7 @@ from _results import ROOT, update_section
 sys.path.insert(0, str(ROOT))
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
+         "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
          "H800 cluster": ("dgx-h100-superpod", ("gpu=H800", "cluster.num_units=8")),
          # DGX B200: 8 B200 per node on NVLink5 (18 links, 14.4 TB/s per 8 GPUs = 900 GB/s per GPU and direction) and
          # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU and NVLink changed
@@ -182,7 +183,7 @@ def _setups():
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                       moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                       else None)
-        if row["system"] == "DGX-GB200":
+        if row["system"] in ("DGX-GB200", "DGX-GB300"):  # GB300: the GB200 placement assumed (same NVL72 rack)
             kw["gpus_per_domain_used"] = 64
         # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
         kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
@@ -228,6 +229,10 @@ def _setups():
             # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
             # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
             kw.update(overlap_tp=False, moe_router_fusion=True)
+        if row["run_id"] == "mbvc_h100_deepseekv3":
+            # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
+            # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
+            kw["overlap_tp"] = False
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
@@ -420,6 +425,10 @@ DSV3_LAYOUTS = {
     # PP8 VP4); the GB200 FP8 row of 25.11 at PP8 VP4 is given the same (assumption: no other 32-chunk layout is
     # published for these recipes)
     (8, 4): "Et|(tt|)*30mL",
+    # 16 chunks as PP2 VP8: the GB300 recipes' own ``pp_layout`` (Megatron-Bridge@79308d0d
+    # src/megatron/bridge/perf_recipes/deepseek/gb300/deepseek_v3.py, deepseek_v3_pretrain_256gpu_gb300_fp8mx_config;
+    # @21d102f5 scripts/performance/configs/deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1)
+    (2, 8): "Et*4|(t*4|)*14tmL",
 }
 
 TRAINING_KEYS = ("ampere_bf16", "hopper_bf16", "hopper_fp8", "blackwell_bf16", "blackwell_fp8")

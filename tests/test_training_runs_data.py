@@ -68,18 +68,43 @@ def test_no_run_in_two_files():
 def test_holdout_is_whole_families_of_its_releases():
     # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01, see
     # data/reference/README.md) are all held out: none of them is in the file the fit reads
-    held = {r["model"] for r in _rows(HOLDOUT)}
+    # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out)
+    held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick"}
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
     for whole in ("grok-1-314b", "llama4-maverick"):
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
-    releases = {r["software"] for r in _rows(HOLDOUT) if r["model"] not in ("grok-1-314b", "llama4-maverick")}
+    releases = {r["software"] for r in _rows(HOLDOUT)
+                if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
         # Nemotron-H (hybrid Mamba-2 / attention, no experts) is held out whole: no fitted run has it
         assert r["model"] != "nemotron-h-56b", r["run_id"]
+
+
+def test_every_gb300_run_is_held_out():
+    # GB300 (Megatron-Bridge's model-card runs, data/reference/README.md): a GPU no fitted run has, whose catalog
+    # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
+    # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
+    gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
+    assert len(gb300) == 13
+    assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
+
+
+def test_model_card_rows_match_their_cards():
+    # the cards print the mean step time and token-slot throughput of steps 41-50 (NVIDIA-NeMo/Megatron-Bridge@067f987d
+    # examples/model_verification_cards/qwen3-30b-a3b/card.yaml, pretrain_performance.H100: 20,147.290 ms and
+    # 13,011.378 tokens/s/GPU on 16 H100 at GBS 1,024 x 4,096 tokens): the rows keep both, and they agree
+    rows = {r["run_id"]: r for _, r in ROWS}
+    r = rows["mbvc_h100_qwen3_30b"]
+    assert float(r["step_time_s"]) == pytest.approx(20.14729, rel=1e-4)
+    assert 1024 * 4096 / (20.14729 * 16) == pytest.approx(float(r["value"]), rel=1e-6)
+    # DeepSeek-V3 on 1,024 H100 (deepseek-v3/card.yaml): 61,756.130 ms, 1,061.206 tokens/s/GPU at GBS 16,384
+    r = rows["mbvc_h100_deepseekv3"]
+    assert (int(r["tp"]), int(r["pp"]), int(r["vpp"]), int(r["ep"])) == (2, 8, 4, 64)
+    assert 16384 * 4096 / (61.75613 * 1024) == pytest.approx(float(r["value"]), rel=1e-6)
 
 
 def test_grok_1_matches_its_release():
