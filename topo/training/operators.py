@@ -464,9 +464,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     if op.kind == "attention":
         rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward)
         return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
-    fp8 = op.linear and precision == "fp8"
-    prec = "fp8" if fp8 else "bf16"
-    shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
+    prec = _gemm_precision(op, precision)
+    fp8 = prec == "fp8"
+    gemms = _gemm_shapes(op)
+    shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
     # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
     cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
     t = 0.0
@@ -491,13 +492,23 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
     other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
-    prec = "fp8" if (op.linear and precision == "fp8") else "bf16"
-    km = gpu.kernels
-    fprop = gemm_s(km, op.m, op.n, op.k, prec)
-    dgrad = gemm_s(km, op.m, op.k, op.n, prec)  # m x k over the n outputs
-    if op.tp_overlap == "ag":
-        return {"ag_fprop": fprop, "ag_dgrad": dgrad, "ag_wgrad": gemm_s(km, op.k, op.n, op.m, prec)}
-    return {"rs_fprop": fprop, "rs_dgrad": dgrad}
+    prec, km = _gemm_precision(op, precision), gpu.kernels
+    passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
+    return {f"{op.tp_overlap}_{p}": gemm_s(km, *shape, prec, op.groups, op.packed)
+            for p, shape in _gemm_shapes(op).items() if p in passes}
+
+
+def _gemm_shapes(op: Op) -> dict[str, tuple[float, float, float]]:
+    """``(M, N, K)`` of a GEMM operator's matmuls by pass: ``fprop`` (``m x n`` over ``k``), and backward
+    ``dgrad``, the input gradient (``m x k`` over the ``n`` outputs), and ``wgrad``, the weight gradient (``k x n``
+    over the ``m`` rows)."""
+    return {"fprop": (op.m, op.n, op.k), "dgrad": (op.m, op.k, op.n), "wgrad": (op.k, op.n, op.m)}
+
+
+def _gemm_precision(op: Op, precision: str) -> str:
+    """The precision a GEMM operator runs at under the layout's ``precision``: FP8 only for a linear layer
+    (attention's score and weighted-sum matmuls stay BF16)."""
+    return "fp8" if (op.linear and precision == "fp8") else "bf16"
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
