@@ -298,34 +298,39 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     return ops
 
 
-EXPERT_BIAS_MOVES = {"weighted": (6.0, 6.0), "plain": (4.0, 1.0)}
+EXPERT_BIAS_MOVES = {"weighted": (6.0, 8.0), "plain": (4.0, 3.0)}
 """Elements moved per element of the experts' output (forward, backward) by an eager per-expert bias add
 (``torch.cat([t + b * p for t, b, p in zip(torch.split(out, tokens_per_expert), bias, probs)])``: Megatron-Core's
 ``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d "Enable bias in expert mlp [gpt-oss 5/5]" and
 @d98e8a64 ``megatron/core/transformer/moe/experts.py``; NeMo AutoModel's ``GroupedExpertsDeepEP._apply_bias``,
 Automodel@ce005dd ``nemo_automodel/components/moe/layers.py``). ``weighted`` (the routing probability times the
 bias): forward, ``b * p`` writes its product, the add reads two and writes one, ``cat`` reads and writes one (6);
-backward, autograd's ``cat`` and add pass the gradient on as views, and ``mul``'s backward forms ``grad * p``
+backward, autograd's ``cat`` and add pass the gradient on as views, ``mul``'s backward forms ``grad * p``
 (read, write) and sums it over the rows for the bias (read), and ``grad * b`` (read, write) summed over the width
-for the probability (read) (6). ``plain`` (``t + b``): forward, the add and ``cat`` read and write one each (4);
-backward, the bias's gradient, the rows' sum of the gradient (1)."""
+for the probability (read), and ``torch.split``'s backward concatenates the experts' gradient slices into the
+output's gradient (PyTorch ``split_with_sizes_backward``: ``at::cat``; read, write) (8). ``plain`` (``t + b``):
+forward, the add and ``cat`` read and write one each (4); backward, the bias's gradient, the rows' sum of the
+gradient (read), and the split's ``cat`` (read, write) (3)."""
+EXPERT_BIAS_KERNELS = {"weighted": ((2, 1), (4, 2)), "plain": ((1, 1), (1, 1))}
+"""Kernels of an eager per-expert bias add (forward, backward), each ``(per local expert, per add)``:
+``weighted``, forward ``mul`` and add per expert and one ``cat``; backward the two gradient products and their
+two sums per expert and the ``cat`` of each ``torch.split`` (the output's and the probabilities'); ``plain``,
+forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
 
 
 def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float) -> list[Op]:
     """The eager bias adds of an MoE block's experts (``rows``: the rank's expert rows over its ``local``
     experts; ``up``: fc1's output width, ``h``: fc2's), forward and backward apart, at HBM rate
-    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each). ``eager``: the layout's ``expert_bias_eager``.
-    Kernels: forward, ``mul`` and add per expert (``plain``: the add) and one ``cat``; backward, each expert's
-    gradient products and sums (``plain``: its sum)."""
+    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each; kernels :data:`EXPERT_BIAS_KERNELS`).
+    ``eager``: the layout's ``expert_bias_eager``."""
     adds = {"fc2": (("weighted", h),), "fc1_fc2": (("plain", up), ("weighted", h)), "none": ()}[eager]
     ops = []
     for kind, width in adds:
-        fwd, bwd = EXPERT_BIAS_MOVES[kind]
-        per = 2.0 if kind == "weighted" else 1.0
-        ops += [Op(f"expert_bias_{kind}", "moe", "kernel", 0.0, ACT * fwd * rows * width, launches=per * local + 1,
-                   passes="forward"),
-                Op(f"expert_bias_{kind}_grad", "moe", "kernel", 0.0, ACT * bwd * rows * width,
-                   launches=2.0 * per * local, passes="backward")]
+        (fwd, bwd), kernels = EXPERT_BIAS_MOVES[kind], EXPERT_BIAS_KERNELS[kind]
+        for suffix, moves, (per_expert, per_add), passes in (("", fwd, kernels[0], "forward"),
+                                                             ("_grad", bwd, kernels[1], "backward")):
+            ops.append(Op(f"expert_bias_{kind}{suffix}", "moe", "kernel", 0.0, ACT * moves * rows * width,
+                          launches=float(per_expert * local + per_add), passes=passes))
     return ops
 
 
