@@ -150,6 +150,9 @@ def test_every_tp_block_of_a_hybrid_pairs_its_collectives():
     sc = stage_compute(m, lay, gpu_compute("H100"))
     assert set(sc.tp_pairs) == {"ag_fprop", "rs_fprop", "rs_dgrad", "ag_dgrad", "ag_wgrad"}
     assert all(sum(n for _, n in pairs) == 27 + 4 + 25 for pairs in sc.tp_pairs.values())
+    # the traffic counts the same blocks (8 sequences over DP 4: 2 micro-batches), so every call has its GEMM
+    ag = [t for t in step_traffic(m, lay) if t["dim"] == "tp" and t.get("pair") == "ag_fprop"]
+    assert len(ag) == 1 and ag[0]["calls"] == 2 * (27 + 4 + 25)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])

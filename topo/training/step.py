@@ -205,6 +205,13 @@ class _Traffic:
                              **({"pair": pair} if pair else {})})
 
 
+def _tp_blocks(model: ModelSpec, counts: dict) -> int:
+    """Blocks with TP traffic among a stage's block ``counts`` (:func:`_stage_counts`): attention (local windows
+    counted in), dense MLP, Mamba, and an MoE block's shared experts (its routed experts gather over ETP)."""
+    shared = counts[Block.MOE] if (model.moe and model.moe.shared_experts) else 0
+    return counts[Block.ATTENTION] + counts[Block.MLP] + counts[Block.MAMBA] + shared
+
+
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
@@ -219,8 +226,7 @@ def _tp_traffic(t: _Traffic) -> None:
     lay, c, model = t.lay, t.c, t.model
     if lay.tp <= 1:
         return
-    shared = c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0
-    blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + shared
+    blocks = _tp_blocks(model, c)
     per_layer_blocks = blocks / max(1, c["layers"])
     forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
@@ -480,9 +486,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
     units = max(1, sc.layers)
-    c = _stage_counts(model, lay)
-    tp_blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (
-        c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0)
+    tp_blocks = _tp_blocks(model, _stage_counts(model, lay))
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
     windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
