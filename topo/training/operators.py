@@ -161,8 +161,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
         io = ACT * T * heads * (2 * dqk + 2 * dv)
         if lay.cp > 1 and not (kind == Block.LOCAL and model.attention.window):
-            kv_elems = T * (max(1.0, model.num_kv_heads / tp) * (dqk + dv) if a.kind != "mla" else heads * (dqk + dv))
-            ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, kv_elems)
+            ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, T * model.kv_width(tp))
         else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
             block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
             ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk, block_seq=block,

@@ -247,12 +247,7 @@ def _cp_traffic(t: _Traffic) -> None:
     """Context parallelism: attention's K/V gathered (and their gradients reduced); Mamba's all-to-alls."""
     lay, c, model, m = t.lay, t.c, t.model, t.m
     if lay.cp > 1 and c[Block.ATTENTION]:
-        kv_heads = max(1, model.num_kv_heads // lay.tp)
-        kv = lay.micro_batch * t.seq * 2 * kv_heads * model.head_dim * ACT_BYTES
-        if model.attention.kind == "mla":  # MLA's K/V are per head after the up-projection
-            a = model.attention
-            kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
-                                                                     + a.v_head_dim) * ACT_BYTES
+        kv = lay.micro_batch * t.seq * model.kv_width(lay.tp) * ACT_BYTES
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
         if lay.cp_comm_type == "all_gather":
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
