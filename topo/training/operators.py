@@ -201,8 +201,11 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
     Parameters
     ----------
     model : ModelSpec
+        The model (its first full-attention block is timed).
     lay : ParallelLayout
+        The layout: a ring needs ``cp > 1``, ``cp_comm_type = "p2p"`` and fused attention.
     gpu : GpuCompute
+        The GPU the step runs on.
 
     Returns
     -------

@@ -609,7 +609,17 @@ def tp_ring_steps(lay: ParallelLayout) -> int:
     (NVIDIA/NeMo ``nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py``, e.g.
     ``userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096``: ``qkv_fprop``, ``proj_fprop``, ``fc1_fprop``,
     ``fc2_fprop``, ``proj_dgrad``, ``fc2_dgrad`` ``ring_exchange``; the input gradients' reduce-scatter ``bulk``,
-    beside the weight-gradient GEMM)."""
+    beside the weight-gradient GEMM).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    int
+        ``lay.tp`` with ``overlap_tp``, sequence parallelism and ``tp > 1``, else 1.
+    """
     return lay.tp if (lay.overlap_tp and lay.tp > 1 and lay.sequence_parallel) else 1
 
 
