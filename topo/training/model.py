@@ -344,7 +344,19 @@ class ModelSpec(_Strict):
     def kv_width(self, tp: int) -> float:
         """Elements of K and V per token on one of ``tp`` tensor-parallel ranks (what context parallelism
         exchanges): its key/value heads (at least one: a rank holds a replica where ``tp`` exceeds them) times
-        ``qk_dim + v_dim``; MLA's K and V are per attention head after the up-projection."""
+        ``qk_dim + v_dim``; MLA's K and V are per attention head after the up-projection.
+
+        Parameters
+        ----------
+        tp : int
+            Tensor-parallel degree.
+
+        Returns
+        -------
+        float
+            Elements per token (``max(1, num_kv_heads / tp) x (qk_dim + v_dim)``; MLA ``heads / tp x (qk_dim +
+            v_dim)``).
+        """
         heads = self.heads / tp if self.attention.kind == "mla" else max(1.0, self.num_kv_heads / tp)
         return heads * (self.qk_dim + self.v_dim)
 
