@@ -26,21 +26,22 @@ generation):
   model family (near-twins of one model at other scales or in other releases are held out together);
 - hold-out: the rows of ``data/reference/training_runs_holdout.csv``, which no fit reads.
 
-Runs measured under a software regression their publisher filed (``REGRESSED``, each with its issue) are scored
-in-sample and out of family like every other run, but no fit reads them.
+Runs measured under a software regression their publisher filed (``REGRESSED``, read from
+``data/reference/training_runs_regressed.csv``, each with its issue) are scored in-sample and out of family like
+every other run, but no fit reads them.
 
-Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021: no fused
-attention, full recomputation, plain data parallelism with an fp32 all-reduce not overlapped, micro-batch 1;
-Llama 3: fused attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, context parallelism by
-an all-gather of K and V, exposed (sec. 3.3.2), the embedding and the loss counted as pipeline layers (the paper:
-"first and last stage one layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention under CP
-(Megatron-Core's default ``cp_comm_type``, ``p2p``), the distributed optimizer (or Megatron FSDP where FSDP = 1),
-bf16 gradient reduction (``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
-embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each
-NVL72 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``);
-MaxText (JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows
-take its code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its
-benchmark gate's expert placement).
+Per-source settings (not fitted; from each source's description of the run): Megatron SC21 2021: no fused attention,
+full recomputation, plain data parallelism with an fp32 all-reduce not overlapped, micro-batch 1; Llama 3: fused
+attention, FSDP SHARD_GRAD_OP with fp32 reduce-scatter, 4 interleaved stages, context parallelism by an all-gather of K
+and V, exposed (sec. 3.3.2), the embedding and the loss counted as pipeline layers (the paper: "first and last stage one
+layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention under CP (Megatron-Core's default
+``cp_comm_type``, ``p2p``), the distributed optimizer (or Megatron FSDP where FSDP = 1), bf16 gradient reduction
+(``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
+embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each NVL72
+rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
+(JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows take its
+code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
+expert placement).
 Memory (per source): NeMo and Megatron-Bridge rows keep bf16 gradients (``grad_bytes = 2``: with
 ``grad_reduce_in_fp32 = False`` Megatron-Core allocates its gradient buffer in the parameters' dtype); the rows'
 ``activation_offload_layers`` column (the recipe's ``cpu_offloading_num_layers`` / ``activation_offload_layers``,
@@ -95,16 +96,19 @@ FAMILIES = (  # a model family: every run of these models is held out together (
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))
 HOLDOUT = "training_runs_holdout.csv"  # scored, never fitted
-REGRESSED = {
-    # Runs measured under a software regression their publisher filed: scored with every other run, never fitted
-    # (a fitted constant would absorb the regression). NVIDIA-NeMo/Megatron-Bridge issue #1998 (2026-01-20,
-    # "[Regression] Low QWEN3 30B B200 and H100 performance with dropless"): "2X slower performance in QWEN3 30B on
-    # H100 and B200 with the dropless schedule ... the perf in 25.11 is 2X slower than 25.09. We need to fix this
-    # in 26.02." 26.02 shipped it unfixed: its rows publish 25.11's throughput (H100 5,113 against 5,275, B200
-    # 9,691 against 9,299 tokens/s/GPU), and 26.02.01 runs the same H100 layout at 9,058 (1.77 x). GB200 is not
-    # named by the issue (its 25.11 / 26.02 / 26.02.01 rows: 23,766 / 26,084 / 26,373).
-    run: "Megatron-Bridge issue #1998: Qwen3-30B dropless 2x regression on H100 and B200 (25.11, unfixed in 26.02)"
-    for run in ("mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b")}
+REGRESSED_FILE = "training_runs_regressed.csv"
+
+
+def _regressed() -> dict[str, str]:
+    """Runs measured under a software regression their publisher filed (``data/reference/`` + ``REGRESSED_FILE``:
+    each run with the issue that files it, its address and date): run id -> "issue: regression". Scored with every
+    other run, never fitted (a fitted constant would absorb the regression); the evidence for each issue's rows is
+    in ``data/reference/README.md``."""
+    with open(ROOT / "data" / "reference" / REGRESSED_FILE, newline="") as f:
+        return {r["run_id"]: f"{r['issue']}: {r['regression']}" for r in csv.DictReader(f)}
+
+
+REGRESSED = _regressed()
 
 
 def family(model_name: str) -> str:

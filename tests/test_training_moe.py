@@ -546,9 +546,11 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
     """gpt-oss's experts carry biases (config.json / the checkpoint's gate_up_proj_bias and down_proj_bias).
     Megatron-Core adds fc1's inside the fused quick-GeGLU and fc2's, weighted by the routing probability, in an
     eager per-expert pass (``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d): ``b * p``, the add and
-    ``cat`` move 6 elements forward, ``mul``'s backward 6 (grad * p, its row sum; grad * b, its width sum); NeMo
-    AutoModel (Automodel@ce005dd ``GroupedExpertsDeepEP``) adds fc1's too, unweighted (``t + b`` and ``cat``: 4
-    forward; the bias's gradient, a row sum: 1). Closed form on a GB200-like layout: EP 64, MBS 4 x 4,096."""
+    ``cat`` move 6 elements forward; backward 8: ``mul``'s 6 (grad * p, its row sum; grad * b, its width sum) and
+    ``torch.split``'s backward, a ``cat`` of the experts' gradient slices (PyTorch ``split_with_sizes_backward``), 2;
+    NeMo AutoModel (Automodel@ce005dd ``GroupedExpertsDeepEP``) adds fc1's too, unweighted (``t + b`` and ``cat``: 4
+    forward; the bias's gradient, a row sum, and the split's ``cat``: 3). Closed form on a GB200-like layout: EP 64,
+    MBS 4 x 4,096."""
     from topo.training.kernels import memory_s
     from topo.training.operators import expert_rows
     model = load_model("gpt-oss-120b")
@@ -560,7 +562,7 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
     h, up = 2880, 2 * 2880
     ops = {op.name: op for op in block_ops(model, lay, "E")}
     assert ops["expert_bias_weighted"].bytes == pytest.approx(2 * 6 * rows * h)
-    assert ops["expert_bias_weighted_grad"].bytes == pytest.approx(2 * 6 * rows * h)
+    assert ops["expert_bias_weighted_grad"].bytes == pytest.approx(2 * 8 * rows * h)
     assert "expert_bias_plain" not in ops  # Megatron-Core: fc1's bias rides in the fused activation
     # the passes are priced at HBM rate in their own pass only, one mul and add per local expert and a cat forward
     f = op_time_s(ops["expert_bias_weighted"], gpu, "bf16")
@@ -569,7 +571,9 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
     assert op_time_s(ops["expert_bias_weighted"], gpu, "bf16", backward=True) == 0.0
     auto = {op.name: op for op in block_ops(model, lay.model_copy(update={"expert_bias_eager": "fc1_fc2"}), "E")}
     assert auto["expert_bias_plain"].bytes == pytest.approx(2 * 4 * rows * up)
-    assert auto["expert_bias_plain_grad"].bytes == pytest.approx(2 * 1 * rows * up)
+    assert auto["expert_bias_plain_grad"].bytes == pytest.approx(2 * 3 * rows * up)
+    # backward kernels: the bias's sum per expert (2 local experts) and the split's cat
+    assert auto["expert_bias_plain_grad"].launches == 2 * 1 + 1
     # fused (TE's op fuser scales and adds fc2's bias in the grouped MLP): the block is the bias-free model's
     fused = block_time(model, lay.model_copy(update={"expert_bias_eager": "none"}), gpu, "E")
     plain = load_model("gpt-oss-120b")
@@ -579,7 +583,7 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
     eager = block_time(model, lay, gpu, "E")
     assert eager.forward_s - bare.forward_s == pytest.approx(f)
     assert eager.backward_s - bare.backward_s == pytest.approx(
-        memory_s(km, 2 * 6 * rows * h) + km.launch_gpu_s * 2 * 2 * 2)
+        memory_s(km, 2 * 8 * rows * h) + km.launch_gpu_s * (2 * 4 + 2))  # 4 per expert, the two splits' cats
 
 
 def test_an_unknown_expert_bias_path_is_refused():

@@ -170,3 +170,20 @@ def test_cli_takes_the_exchange():
     assert gather["breakdown_s"]["cp"] == pytest.approx(sum(c["time_s"] for c in cp))
     bad = run_cli(*base, "--cp-comm-type", "a2a")
     assert bad.returncode == 2 and "a2a" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_exchange_and_the_merges_count_the_same_kv_width():
+    """One K/V width per token and TP rank (``ModelSpec.kv_width``) for the ring's sends, the all-gather and the
+    backward's dK/dV accumulation. Llama 3 70B (8 KV heads of 128): TP 4, 2 heads x (128 + 128) = 512; TP 16, the
+    one head a rank holds a replica of, 256. DeepSeek-V3 (MLA, per head after the up-projection: 192 + 128), TP 8:
+    16 heads x 320 = 5,120."""
+    llama, ds = load_model("llama3-70b"), load_model("deepseek-v3-671b")
+    assert (llama.kv_width(4), llama.kv_width(16), ds.kv_width(8)) == (512, 256, 5120)
+    lay = _lay(4, tp=4, cp_comm_type="all_gather")
+    gather = next(t for t in step_traffic(llama, lay) if t["dim"] == "cp" and t["collective"] == "all_gather")
+    assert gather["size_bytes"] == 65536 * 512 * 2  # the sequence's K and V in 2-byte elements
+    ring = [t for t in step_traffic(llama, lay.model_copy(update={"cp_comm_type": "p2p"})) if t["dim"] == "cp"]
+    assert {t["size_bytes"] for t in ring} == {65536 / 4 * 512 * 2, 2 * 65536 / 4 * 512 * 2}  # K/V; with dK/dV
+    acc = next(o for o in block_ops(llama, _lay(4, tp=4), "*") if o.name == "cp_grad_accumulate")
+    q, kv = 65536 / 4 * 64 / 4 * 128, 65536 / 4 * 512
+    assert acc.bytes == pytest.approx(3 * 6 * (q + kv))

@@ -178,6 +178,23 @@ def test_runs_of_a_filed_regression_are_scored_not_fitted(monkeypatch):
     assert tps["mb260201_h100_qwen3_30b"] / tps["mb2602_h100_qwen3_30b"] == pytest.approx(1.77, abs=0.01)
 
 
+def test_the_regressed_runs_are_data_with_their_issue():
+    # training_accuracy.REGRESSED is data/reference/training_runs_regressed.csv, one row per run: the issue's
+    # address on GitHub, its name (the number the address ends in), the date it was filed and what ran slow
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    rows = _rows(REF / "training_runs_regressed.csv")
+    assert rows and {r["run_id"] for r in rows} == set(training_accuracy.REGRESSED)
+    assert len({r["run_id"] for r in rows}) == len(rows)  # a run listed twice
+    published = {r["run_id"] for r in _rows(PUBLISHED)} | {r["run_id"] for r in _rows(HOLDOUT)}
+    for r in rows:
+        assert r["run_id"] in published, r["run_id"]
+        m = re.fullmatch(r"https://github\.com/[\w.-]+/([\w.-]+)/issues/(\d+)", r["issue_url"])
+        assert m and r["issue"] == f"{m.group(1)} issue #{m.group(2)}", r
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["filed"]) and r["regression"], r
+        assert training_accuracy.REGRESSED[r["run_id"]] == f"{r['issue']}: {r['regression']}"
+
+
 # held-out runs that do not fit by topo's accounting, and why (as tests/test_training_memory.py's STILL_OVER)
 HOLDOUT_STILL_OVER: set = set()
 # (Nemotron-H 56B on 32 H100, TP8 DP4, needs 83.0 GB with 2-byte weights: over 80e9 bytes, inside the 85.5 GB an H100

@@ -17,7 +17,7 @@ import topo
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s
 from topo.training.model import Block, load_model
-from topo.training.operators import block_ops, stage_compute
+from topo.training.operators import block_ops, kernels_launched, op_time_s, stage_compute, tp_paired_gemm_s
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step, step_traffic, tp_ring_exposed_s
 
@@ -150,3 +150,31 @@ def test_every_tp_block_of_a_hybrid_pairs_its_collectives():
     sc = stage_compute(m, lay, gpu_compute("H100"))
     assert set(sc.tp_pairs) == {"ag_fprop", "rs_fprop", "rs_dgrad", "ag_dgrad", "ag_wgrad"}
     assert all(sum(n for _, n in pairs) == 27 + 4 + 25 for pairs in sc.tp_pairs.values())
+    # the traffic counts the same blocks (8 sequences over DP 4: 2 micro-batches), so every call has its GEMM
+    ag = [t for t in step_traffic(m, lay) if t["dim"] == "tp" and t.get("pair") == "ag_fprop"]
+    assert len(ag) == 1 and ag[0]["calls"] == 2 * (27 + 4 + 25)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_paired_gemms_are_the_gemms_the_step_times(precision):
+    """The GEMM seconds a TP collective hides behind are the same GEMMs :func:`op_time_s` times (one formula for a
+    GEMM's shapes and precision by pass): a column-parallel layer's fprop, dgrad and wgrad add up to its forward and
+    backward seconds less their launch gaps and FP8 casts, a row-parallel layer's fprop and dgrad to its forward
+    and its backward less the weight gradient."""
+    gpu, model = gpu_compute("H100"), load_model("llama3-8b")
+    lay = make_layout(tp=4, global_batch=8, seq_len=4096, sequence_parallel=True, overlap_tp=True,
+                      precision=precision)
+    ops = {o.name: o for o in block_ops(model, lay, "-")}
+    km = gpu.kernels
+    fc1, fc2 = ops["fc1"], ops["fc2"]
+    prec = precision if fc1.linear else "bf16"
+    assert tp_paired_gemm_s(fc1, gpu, precision) == pytest.approx(
+        {"ag_fprop": gemm_s(km, fc1.m, fc1.n, fc1.k, prec), "ag_dgrad": gemm_s(km, fc1.m, fc1.k, fc1.n, prec),
+         "ag_wgrad": gemm_s(km, fc1.k, fc1.n, fc1.m, prec)})
+    if precision == "bf16":  # no casts: op_time_s is the GEMMs and their launch gaps
+        gaps = km.launch_gpu_s * kernels_launched(fc1, precision, backward=True)
+        paired = tp_paired_gemm_s(fc1, gpu, precision)
+        assert paired["ag_dgrad"] + paired["ag_wgrad"] == pytest.approx(
+            op_time_s(fc1, gpu, precision, backward=True) - gaps)
+    assert set(tp_paired_gemm_s(fc2, gpu, precision)) == {"rs_fprop", "rs_dgrad"}
+    assert tp_paired_gemm_s(ops["activation"], gpu, precision) == {}

@@ -341,6 +341,25 @@ class ModelSpec(_Strict):
     def v_dim(self) -> int:
         return self.attention.v_head_dim if self.attention.kind == "mla" else self.head_dim
 
+    def kv_width(self, tp: int) -> float:
+        """Elements of K and V per token on one of ``tp`` tensor-parallel ranks (what context parallelism
+        exchanges): its key/value heads (at least one: a rank holds a replica where ``tp`` exceeds them) times
+        ``qk_dim + v_dim``; MLA's K and V are per attention head after the up-projection.
+
+        Parameters
+        ----------
+        tp : int
+            Tensor-parallel degree.
+
+        Returns
+        -------
+        float
+            Elements per token (``max(1, num_kv_heads / tp) x (qk_dim + v_dim)``; MLA ``heads / tp x (qk_dim +
+            v_dim)``).
+        """
+        heads = self.heads / tp if self.attention.kind == "mla" else max(1.0, self.num_kv_heads / tp)
+        return heads * (self.qk_dim + self.v_dim)
+
     @cached_property
     def attention_params(self) -> int:
         """Weights of one layer's attention projections."""

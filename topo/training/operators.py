@@ -161,8 +161,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         flops = 2.0 * T * model.attended_keys(kind, s) * heads * (dqk + dv)
         io = ACT * T * heads * (2 * dqk + 2 * dv)
         if lay.cp > 1 and not (kind == Block.LOCAL and model.attention.window):
-            kv_elems = T * (max(1.0, model.num_kv_heads / tp) * (dqk + dv) if a.kind != "mla" else heads * (dqk + dv))
-            ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, kv_elems)
+            ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, T * model.kv_width(tp))
         else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
             block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
             ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk, block_seq=block,
@@ -202,8 +201,11 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
     Parameters
     ----------
     model : ModelSpec
+        The model (its first full-attention block is timed).
     lay : ParallelLayout
+        The layout: a ring needs ``cp > 1``, ``cp_comm_type = "p2p"`` and fused attention.
     gpu : GpuCompute
+        The GPU the step runs on.
 
     Returns
     -------
@@ -298,34 +300,39 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     return ops
 
 
-EXPERT_BIAS_MOVES = {"weighted": (6.0, 6.0), "plain": (4.0, 1.0)}
+EXPERT_BIAS_MOVES = {"weighted": (6.0, 8.0), "plain": (4.0, 3.0)}
 """Elements moved per element of the experts' output (forward, backward) by an eager per-expert bias add
 (``torch.cat([t + b * p for t, b, p in zip(torch.split(out, tokens_per_expert), bias, probs)])``: Megatron-Core's
 ``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d "Enable bias in expert mlp [gpt-oss 5/5]" and
 @d98e8a64 ``megatron/core/transformer/moe/experts.py``; NeMo AutoModel's ``GroupedExpertsDeepEP._apply_bias``,
 Automodel@ce005dd ``nemo_automodel/components/moe/layers.py``). ``weighted`` (the routing probability times the
 bias): forward, ``b * p`` writes its product, the add reads two and writes one, ``cat`` reads and writes one (6);
-backward, autograd's ``cat`` and add pass the gradient on as views, and ``mul``'s backward forms ``grad * p``
+backward, autograd's ``cat`` and add pass the gradient on as views, ``mul``'s backward forms ``grad * p``
 (read, write) and sums it over the rows for the bias (read), and ``grad * b`` (read, write) summed over the width
-for the probability (read) (6). ``plain`` (``t + b``): forward, the add and ``cat`` read and write one each (4);
-backward, the bias's gradient, the rows' sum of the gradient (1)."""
+for the probability (read), and ``torch.split``'s backward concatenates the experts' gradient slices into the
+output's gradient (PyTorch ``split_with_sizes_backward``: ``at::cat``; read, write) (8). ``plain`` (``t + b``):
+forward, the add and ``cat`` read and write one each (4); backward, the bias's gradient, the rows' sum of the
+gradient (read), and the split's ``cat`` (read, write) (3)."""
+EXPERT_BIAS_KERNELS = {"weighted": ((2, 1), (4, 2)), "plain": ((1, 1), (1, 1))}
+"""Kernels of an eager per-expert bias add (forward, backward), each ``(per local expert, per add)``:
+``weighted``, forward ``mul`` and add per expert and one ``cat``; backward the two gradient products and their
+two sums per expert and the ``cat`` of each ``torch.split`` (the output's and the probabilities'); ``plain``,
+forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
 
 
 def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float) -> list[Op]:
     """The eager bias adds of an MoE block's experts (``rows``: the rank's expert rows over its ``local``
     experts; ``up``: fc1's output width, ``h``: fc2's), forward and backward apart, at HBM rate
-    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each). ``eager``: the layout's ``expert_bias_eager``.
-    Kernels: forward, ``mul`` and add per expert (``plain``: the add) and one ``cat``; backward, each expert's
-    gradient products and sums (``plain``: its sum)."""
+    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each; kernels :data:`EXPERT_BIAS_KERNELS`).
+    ``eager``: the layout's ``expert_bias_eager``."""
     adds = {"fc2": (("weighted", h),), "fc1_fc2": (("plain", up), ("weighted", h)), "none": ()}[eager]
     ops = []
     for kind, width in adds:
-        fwd, bwd = EXPERT_BIAS_MOVES[kind]
-        per = 2.0 if kind == "weighted" else 1.0
-        ops += [Op(f"expert_bias_{kind}", "moe", "kernel", 0.0, ACT * fwd * rows * width, launches=per * local + 1,
-                   passes="forward"),
-                Op(f"expert_bias_{kind}_grad", "moe", "kernel", 0.0, ACT * bwd * rows * width,
-                   launches=2.0 * per * local, passes="backward")]
+        (fwd, bwd), kernels = EXPERT_BIAS_MOVES[kind], EXPERT_BIAS_KERNELS[kind]
+        for suffix, moves, (per_expert, per_add), passes in (("", fwd, kernels[0], "forward"),
+                                                             ("_grad", bwd, kernels[1], "backward")):
+            ops.append(Op(f"expert_bias_{kind}{suffix}", "moe", "kernel", 0.0, ACT * moves * rows * width,
+                          launches=float(per_expert * local + per_add), passes=passes))
     return ops
 
 
@@ -464,9 +471,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     if op.kind == "attention":
         rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward)
         return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
-    fp8 = op.linear and precision == "fp8"
-    prec = "fp8" if fp8 else "bf16"
-    shapes = ((op.m, op.k, op.n), (op.k, op.n, op.m)) if backward else ((op.m, op.n, op.k),)
+    prec = _gemm_precision(op, precision)
+    fp8 = prec == "fp8"
+    gemms = _gemm_shapes(op)
+    shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
     # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
     cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
     t = 0.0
@@ -491,13 +499,23 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
     other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
-    prec = "fp8" if (op.linear and precision == "fp8") else "bf16"
-    km = gpu.kernels
-    fprop = gemm_s(km, op.m, op.n, op.k, prec)
-    dgrad = gemm_s(km, op.m, op.k, op.n, prec)  # m x k over the n outputs
-    if op.tp_overlap == "ag":
-        return {"ag_fprop": fprop, "ag_dgrad": dgrad, "ag_wgrad": gemm_s(km, op.k, op.n, op.m, prec)}
-    return {"rs_fprop": fprop, "rs_dgrad": dgrad}
+    prec, km = _gemm_precision(op, precision), gpu.kernels
+    passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
+    return {f"{op.tp_overlap}_{p}": gemm_s(km, *shape, prec, op.groups, op.packed)
+            for p, shape in _gemm_shapes(op).items() if p in passes}
+
+
+def _gemm_shapes(op: Op) -> dict[str, tuple[float, float, float]]:
+    """``(M, N, K)`` of a GEMM operator's matmuls by pass: ``fprop`` (``m x n`` over ``k``), and backward
+    ``dgrad``, the input gradient (``m x k`` over the ``n`` outputs), and ``wgrad``, the weight gradient (``k x n``
+    over the ``m`` rows)."""
+    return {"fprop": (op.m, op.n, op.k), "dgrad": (op.m, op.k, op.n), "wgrad": (op.k, op.n, op.m)}
+
+
+def _gemm_precision(op: Op, precision: str) -> str:
+    """The precision a GEMM operator runs at under the layout's ``precision``: FP8 only for a linear layer
+    (attention's score and weighted-sum matmuls stay BF16)."""
+    return "fp8" if (op.linear and precision == "fp8") else "bf16"
 
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:

@@ -111,8 +111,19 @@ def p2p_merge_bytes(cp: int, q_elems: float, kv_elems: float,
 
 
 def ring_sends(cp: int) -> dict[str, tuple[float, int]]:
-    """The sends of one rank per layer and micro-batch in the ring, by phase: ``(chunks per send, sends)``, a chunk
-    the rank's ``s / cp`` tokens of K and V (see the module doc). Forward: ``cp - 1`` sends of K/V; backward: K/V
-    and dK/dV together in the ``cp - 2`` middle steps, one chunk in the first (K/V) and the last (dK/dV):
-    ``2 (cp - 1)`` chunks in all."""
+    """The sends of one rank per layer and micro-batch in the ring, by phase (see the module doc). Forward:
+    ``cp - 1`` sends of K/V; backward: K/V and dK/dV together in the ``cp - 2`` middle steps, one chunk in the
+    first (K/V) and the last (dK/dV): ``2 (cp - 1)`` chunks in all.
+
+    Parameters
+    ----------
+    cp : int
+        Context-parallel ranks (> 1).
+
+    Returns
+    -------
+    dict of str to (float, int)
+        Phase (``cp_ring_forward``, ``cp_ring_backward``, ``cp_ring_backward_ends``) -> ``(chunks per send,
+        sends)``, a chunk the rank's ``s / cp`` tokens of K and V.
+    """
     return {"cp_ring_forward": (1.0, cp - 1), "cp_ring_backward": (2.0, cp - 2), "cp_ring_backward_ends": (1.0, 2)}

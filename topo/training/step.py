@@ -205,6 +205,13 @@ class _Traffic:
                              **({"pair": pair} if pair else {})})
 
 
+def _tp_blocks(model: ModelSpec, counts: dict) -> int:
+    """Blocks with TP traffic among a stage's block ``counts`` (:func:`_stage_counts`): attention (local windows
+    counted in), dense MLP, Mamba, and an MoE block's shared experts (its routed experts gather over ETP)."""
+    shared = counts[Block.MOE] if (model.moe and model.moe.shared_experts) else 0
+    return counts[Block.ATTENTION] + counts[Block.MLP] + counts[Block.MAMBA] + shared
+
+
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
@@ -219,8 +226,7 @@ def _tp_traffic(t: _Traffic) -> None:
     lay, c, model = t.lay, t.c, t.model
     if lay.tp <= 1:
         return
-    shared = c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0
-    blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + shared
+    blocks = _tp_blocks(model, c)
     per_layer_blocks = blocks / max(1, c["layers"])
     forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
@@ -241,12 +247,7 @@ def _cp_traffic(t: _Traffic) -> None:
     """Context parallelism: attention's K/V gathered (and their gradients reduced); Mamba's all-to-alls."""
     lay, c, model, m = t.lay, t.c, t.model, t.m
     if lay.cp > 1 and c[Block.ATTENTION]:
-        kv_heads = max(1, model.num_kv_heads // lay.tp)
-        kv = lay.micro_batch * t.seq * 2 * kv_heads * model.head_dim * ACT_BYTES
-        if model.attention.kind == "mla":  # MLA's K/V are per head after the up-projection
-            a = model.attention
-            kv = lay.micro_batch * t.seq * (model.heads // lay.tp) * (a.qk_nope_head_dim + a.qk_rope_head_dim
-                                                                     + a.v_head_dim) * ACT_BYTES
+        kv = lay.micro_batch * t.seq * model.kv_width(lay.tp) * ACT_BYTES
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
         if lay.cp_comm_type == "all_gather":
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
@@ -480,9 +481,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
     units = max(1, sc.layers)
-    c = _stage_counts(model, lay)
-    tp_blocks = c[Block.ATTENTION] + c[Block.MLP] + c[Block.MAMBA] + (
-        c[Block.MOE] if (model.moe and model.moe.shared_experts) else 0)
+    tp_blocks = _tp_blocks(model, _stage_counts(model, lay))
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
     windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
@@ -610,7 +609,17 @@ def tp_ring_steps(lay: ParallelLayout) -> int:
     (NVIDIA/NeMo ``nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py``, e.g.
     ``userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096``: ``qkv_fprop``, ``proj_fprop``, ``fc1_fprop``,
     ``fc2_fprop``, ``proj_dgrad``, ``fc2_dgrad`` ``ring_exchange``; the input gradients' reduce-scatter ``bulk``,
-    beside the weight-gradient GEMM)."""
+    beside the weight-gradient GEMM).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    int
+        ``lay.tp`` with ``overlap_tp``, sequence parallelism and ``tp > 1``, else 1.
+    """
     return lay.tp if (lay.overlap_tp and lay.tp > 1 and lay.sequence_parallel) else 1
 
 
