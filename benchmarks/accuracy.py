@@ -8,7 +8,7 @@ regime (sizes >= 64 MiB) and the latency regime (<= 64 KiB).
 
 1. **Leave-one-setup-out over every setup (the headline).** The constants of topo/data/profiles/ marked
    ``fitted = true`` (the pipeline window, Hopper's NVLSTree efficiency, Blackwell's usable NVLink, NVLS and
-   NVLSTree efficiencies and its extra latency across NVL72 trays, once and per NVLink step, the network
+   NVLSTree efficiencies, its extra latency per NVLink step, and once per collective across NVL72 trays, the network
    efficiency of RoCE and EFA, the network latency per step over NCCL's constants: one term shared by every
    Ethernet family (RoCE, EFA, the TCP offloads) plus each family's departure from it, held tighter, so that a
    family left out is priced with what the others share; EFA's per-peer overhead) are refitted on every setup but
@@ -441,8 +441,9 @@ def shared_params() -> list[FreeParam]:
                      _set_nvls_tree, "gpu:blackwell"),
            FreeParam("nvlink_hop_extra_us", "linear", 0.0, 0.0, 5.0,
                      lambda pr, us: replace(pr, nvlink_hop_extra_s=us * 1e-6), "gpu:blackwell"),
-           FreeParam("mnnvl_hop_extra_us", "linear", 0.0, 0.0, 10.0,
-                     lambda pr, us: replace(pr, mnnvl_hop_extra_s=us * 1e-6), "gpu:blackwell"),
+           # no mnnvl_hop_extra_us: in an NVL72 rack every NVLink step crosses one NVSwitch, in a tray or across
+           # trays (blackwell.toml), and the RoCE NVL72 runs cannot tell a rack's step from Blackwell's: fitted beside
+           # nvlink_hop_extra_us it went to 0 on every setup and took the whole step with Lambda's B200 left out
            FreeParam("mnnvl_extra_us", "linear", 0.0, 0.0, 50.0,
                      lambda pr, us: replace(pr, mnnvl_extra_s=us * 1e-6), "gpu:blackwell")]
     for fam in ("roce", "efa"):

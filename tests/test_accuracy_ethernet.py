@@ -49,3 +49,18 @@ def test_the_files_carry_the_ethernet_term_plus_the_familys_departure():
          "net_latency_us[netfamily:efa]": 3.0}
     assert accuracy.net_latency_totals(v) == {"netfamily:roce": 6.5, "netfamily:efa": 12.0,
                                               "network:gcp_tcpxo": 9.0}
+
+
+def test_the_nvl72_rack_has_no_nvlink_step_term_of_its_own():
+    """Every NVLink step in an NVL72 rack crosses one NVSwitch, in a tray or across trays (gpu/blackwell.toml), so
+    the only per-step extra is Blackwell's (nvlink_hop_extra_us, any domain); a second per-step term for multi-tray
+    domains is not fitted (the RoCE NVL72 runs cannot tell the two apart: with Lambda's B200 left out it took the
+    whole step) and stays at its assumed 0. The fixed NVL72 term (mnnvl_extra_us) is still fitted."""
+    from topo.engine.profiles import profile_for
+
+    fitted = {(p.name, p.tag) for p in accuracy.shared_params()}
+    assert ("nvlink_hop_extra_us", "gpu:blackwell") in fitted and ("mnnvl_extra_us", "gpu:blackwell") in fitted
+    assert not any(name == "mnnvl_hop_extra_us" for name, _ in fitted)
+    p = profile_for("blackwell", "gcp_roce")
+    assert p.mnnvl_hop_extra_s == 0.0 and p.sources["mnnvl_hop_extra_us"]["assumed"]
+    assert not p.sources["mnnvl_hop_extra_us"]["fitted"]

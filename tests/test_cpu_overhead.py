@@ -123,3 +123,33 @@ def test_nccls_nvls_tree_correction_holds_on_x86_blackwell_only():
 
     assert bw_term(x86, 2**20) == pytest.approx(2.0 * bw_term(arm, 2**20), rel=1e-9)
     assert bw_term(x86, 2**30) == pytest.approx(bw_term(arm, 2**30), rel=1e-9)  # past the table
+
+
+def test_nccls_ll_cap_across_nodes_is_its_amd_row_on_amd_hosts():
+    """NVIDIA/nccl src/graph/tuning.cc (2.8.3 to 2.30.7) ncclTopoTuneModel: across nodes the LL busbw cap is
+    llMaxBws[index1][index2] with index1 = 1 on AMD hosts, 0 on the others: 22.5 GB/s on 2 nodes and 19.0 on more
+    (AMD), 39.0 and 20.4 (Intel); one node reads the GPU's row (Hopper 141). A tree turns busbw into algbw x 0.5:
+    2 x 8 H100 tree/LL runs at most 11.25 GB/s of message on AMD, 19.5 on Intel."""
+    from topo.engine.cost import Limit, rate_limit
+    from topo.engine.estimate import evaluate
+
+    p = profile_for("hopper", "infiniband_ndr")
+    GB = 1e9
+    assert p.busbw_cap("tree", "LL", 2) == pytest.approx(39.0 * GB)
+    assert p.for_cpu("amd").busbw_cap("tree", "LL", 2) == pytest.approx(22.5 * GB)
+    assert p.for_cpu("amd").busbw_cap("ring", "LL", 4) == pytest.approx(19.0 * GB)
+    assert p.for_cpu("amd").busbw_cap("ring", "LL", 1) == pytest.approx(141.0 * GB)  # one node: the GPU's
+    assert p.for_cpu("intel").busbw_cap("ring", "LL", 4) == pytest.approx(20.4 * GB)
+    assert p.for_cpu("arm").busbw_cap("tree", "LL", 2) == pytest.approx(39.0 * GB)
+    assert p.for_cpu("amd").busbw_cap("tree", "LL128", 2) == p.busbw_cap("tree", "LL128", 2)  # LL only
+    rates = {}
+    for cpu in ("intel", "amd"):
+        ev = evaluate(_fabric("H100", cpu), "all_reduce", gpus=16)
+        r = rate_limit(ev.costed["tree"], ev.profile, "LL", "all_reduce", 16, 2)
+        assert r.limit == Limit.PROTOCOL_CAP
+        rates[cpu] = r.rate_Bps
+    assert rates["intel"] == pytest.approx(19.5 * GB, rel=1e-9)
+    assert rates["amd"] == pytest.approx(11.25 * GB, rel=1e-9)
+    # NCCL 2.7's file has no AMD row: the GPU file's cap whatever the CPU
+    old = profile_for("ampere", "infiniband_hdr", "2.7")
+    assert old.for_cpu("amd").busbw_cap("tree", "LL", 2) == old.busbw_cap("tree", "LL", 2)

@@ -59,6 +59,9 @@ PARAMETERS: dict[str, Spec] = {
                             "on Intel x86 and any other CPU NCCL does not single out"),
     "net_overhead_amd_us": Spec("nccl", "scalar", 0.0, 50.0, optional=True,
                                 doc="the same overhead on AMD x86 hosts (default: net_overhead_us)"),
+    "ll_max_busbw_amd_GBps": Spec("nccl", "by_nodes", 1.0, 5000.0, optional=True,
+                                  doc="NCCL's LL busbw cap across nodes on AMD x86 hosts (its one-node entry unused: "
+                                      "one node takes the GPU's); absent: the GPU file's, whatever the CPU"),
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
     "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,

@@ -65,6 +65,9 @@ class Profile:
     net_overhead_s: float = 0.0
     # NCCL's overhead on AMD x86 hosts (getNetOverhead); None: the same as net_overhead_s. for_cpu picks one
     net_overhead_amd_s: float | None = None
+    # NCCL's LL busbw cap across nodes on AMD x86 hosts (tuning.cc llMaxBws, its AMD row; one node / two / more);
+    # None: the GPU file's (Intel's) whatever the CPU. for_cpu("amd") puts it in busbw_cap_Bps
+    ll_max_amd_Bps: tuple | None = None
     # NCCL's tuner corrects NVLSTree all-reduce's bandwidth by tree_correction (Blackwell on x86 hosts; for_cpu("arm")
     # turns it off)
     nvls_tree_correction: bool = False
@@ -222,7 +225,9 @@ class Profile:
 
     def for_cpu(self, cpu_vendor: str | None) -> "Profile":
         """This profile on hosts with ``cpu_vendor``'s CPUs: NCCL's network overhead per step is 2 us on AMD x86,
-        1 us on Intel and on every other CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead), and its tuner's
+        1 us on Intel and on every other CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead), its LL bus bandwidth cap
+        across nodes is its AMD row's on AMD hosts (llMaxBws: 22.5 GB/s on 2 nodes, 19.0 on more, against Intel's 39.0
+        and 20.4), and its tuner's
         NVLSTree correction holds on x86 hosts only (ncclTopoGetAlgoTime).
 
         Parameters
@@ -237,6 +242,9 @@ class Profile:
         changes = {}
         if cpu_vendor == "amd" and self.net_overhead_amd_s is not None:
             changes.update(net_overhead_s=self.net_overhead_amd_s, net_overhead_amd_s=None)
+        if cpu_vendor == "amd" and self.ll_max_amd_Bps is not None:
+            changes.update(busbw_cap_Bps=_ll_caps_across_nodes(self.busbw_cap_Bps, self.ll_max_amd_Bps),
+                           ll_max_amd_Bps=None)
         if cpu_vendor == "arm" and self.nvls_tree_correction:  # NCCL: only where cpuArch == X86
             changes["nvls_tree_correction"] = False
         return replace(self, **changes) if changes else self
@@ -254,6 +262,18 @@ class Profile:
             Seconds.
         """
         return self.net_overhead_s * (3.0 if proto == "Simple" else 1.0)
+
+
+def _ll_caps_across_nodes(caps: dict, ll_max_Bps: tuple) -> dict:
+    """``caps`` with the LL busbw caps of every family across nodes (two nodes, more) from ``ll_max_Bps``; one
+    node keeps its own (NCCL reads the GPU's row there, the CPU's across nodes: tuning.cc ``index1``)."""
+    out = {}
+    for fam, protos in caps.items():
+        c = protos.get("LL")
+        if isinstance(c, tuple):
+            protos = {**protos, "LL": (c[0], ll_max_Bps[1], ll_max_Bps[2])}
+        out[fam] = protos
+    return out
 
 
 def _version_key(v: str):
@@ -366,6 +386,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         nccl_net_hop_s=_by_family(net_step_table({**v, "net_latency_us": 0.0}), US * v["net_hop_scale"]),
         net_overhead_s=v["net_overhead_us"] * US,
         net_overhead_amd_s=v["net_overhead_amd_us"] * US if "net_overhead_amd_us" in v else None,
+        ll_max_amd_Bps=tuple(x * GB for x in v["ll_max_busbw_amd_GBps"]) if "ll_max_busbw_amd_GBps" in v else None,
         proto_efficiency=eff,
         busbw_cap_Bps=caps,
         channels=ch,
