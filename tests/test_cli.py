@@ -189,3 +189,25 @@ def test_an_options_own_empty_constant_is_not_an_empty_value():
     assert empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--report"])) is None
     err = empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--csv", ""]))
     assert err is not None and err.key == "--csv"
+
+
+# --- tidy9: a cluster too large for this machine's memory is said so, not reported as a bug ------------------------
+
+@pytest.mark.parametrize("exc", [MemoryError("Unable to allocate 76.6 MiB for an array with shape (10035200,) and "
+                                             "data type int64"), MemoryError()])
+def test_out_of_memory_is_one_line_and_exit_2(monkeypatch, capsys, exc):
+    # found walking the README: `topo estimate --unset cluster.num_pods --set cluster.num_gpus=10035200 --set
+    # fabric.grow_tiers=true --size 1G` under `ulimit -v 3000000` said "internal error (MemoryError: ...); rerun with
+    # --debug and report it", exit 1
+    import topo.cli.describe as describe
+    from topo.cli.main import main
+
+    def too_big(args, name=None):
+        raise exc
+
+    monkeypatch.setattr(describe, "fabric_from_args", too_big)
+    assert main(["describe"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: out of memory")
+    assert "fewer GPUs" in err and "internal error" not in err
+    assert ("Unable to allocate 76.6 MiB" in err) == bool(str(exc))

@@ -123,3 +123,23 @@ def test_a_spec_that_is_a_pipe_or_a_device_is_said_as_every_other_input(tmp_path
             load_spec(path)
         assert info.value.line() == (f"{path}: is not a regular file ({kind}); give a spec file (.toml) or a "
                                      "bundled spec's name")
+
+
+# --- tidy9: a new user's walk -------------------------------------------------------------------------------------
+
+def test_a_spec_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
+    # Windows Notepad saves UTF-8 with a leading BOM; TOML 1.0 takes it as part of a valid UTF-8 document
+    # (toml-lang/toml#437), but tomllib stopped at it: "invalid TOML: Invalid statement (at line 1, column 1)"
+    text = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
+    plain, bom = tmp_path / "plain.toml", tmp_path / "bom.toml"
+    plain.write_text(text)
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_toml(bom, "spec") == read_toml(plain, "spec")
+    assert load_spec(str(bom)).model_dump() == load_spec(str(plain)).model_dump()
+    proc = topo("describe", "bom.toml", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == topo("describe", "plain.toml", "--json", cwd=tmp_path).stdout.replace("plain.toml",
+                                                                                                "bom.toml")
+    bom.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + text.encode())  # only one mark is a mark; a second is text
+    with pytest.raises(TopoError, match=r"bom.toml: invalid TOML"):
+        read_toml(bom, "spec")

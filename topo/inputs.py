@@ -205,7 +205,8 @@ def read_input_text(path: str | Path, what: str = "file", limit: int = MAX_TOML_
 
 
 def read_toml(path: str | Path, what: str = "TOML file", source: str | None = None) -> dict:
-    """A TOML file read as :func:`read_input_text` reads it (at most :data:`MAX_TOML_BYTES`), parsed.
+    """A TOML file read as :func:`read_input_text` reads it (at most :data:`MAX_TOML_BYTES`), parsed; a leading
+    UTF-8 byte-order mark is skipped.
 
     Parameters
     ----------
@@ -230,6 +231,9 @@ def read_toml(path: str | Path, what: str = "TOML file", source: str | None = No
         text = read_input_text(path, what)
     except TopoError as exc:
         raise TopoError(exc.message, source=source or exc.source, key=exc.key) from None
+    # one leading byte-order mark (Windows Notepad saves UTF-8 with it) is part of a valid UTF-8 document, which
+    # TOML 1.0 reads as one (toml-lang/toml#437); tomllib stops at it ("Invalid statement (at line 1, column 1)")
+    text = text.removeprefix("\ufeff")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -145,6 +145,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130
+    except MemoryError as exc:  # a cluster or job too large for this machine: not a bug to report
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(one_line(f"error: out of memory{f' ({exc})' if str(exc) else ''}: what was asked does not "
+                                  "fit in this machine's memory; ask for fewer GPUs or a smaller cluster") + "\n")
+        return 2
     except Exception as exc:  # a bug, not bad input: say so, and how to see more
         if args.debug:
             raise
