@@ -73,6 +73,7 @@ class Study:
     seeds: tuple[int, ...] = ()
     specs: dict = field(default_factory=dict)  # spec reference -> (source, TOML text)
     description: str = ""
+    files: tuple[str, ...] = ()  # the files it reads (specs, and models, traffic, profiles its axes name): no output
 
     @property
     def seeded(self) -> tuple[str, ...]:
@@ -205,7 +206,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     check_values(axes, source, SEED)
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
                   compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
-                  specs=specs, description=str(data.get("description", "")))
+                  specs=specs, description=str(data.get("description", "")), files=_files(axes, folder))
     n = 1
     for k, vs in axes.items():
         n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
@@ -352,11 +353,8 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
     for ref in refs:
         if not isinstance(ref, str) or not ref.strip():
             raise TopoError(f"a spec is a bundled name or a file, got {ref!r}", source=source, key="spec")
-        path = None
-        if folder is not None and (folder / ref).is_file():
-            path = folder / ref
         try:
-            path = path or resolve_spec_path(ref)
+            path = _spec_file(ref, folder)
             text = read_input_text(path, "spec file (.toml)")
         except TopoError as exc:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
@@ -371,6 +369,20 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
                    and not (folder and (folder / ref).is_file()))
         out[ref] = (f"bundled spec {Path(path).stem}" if bundled else ref, text)
     return out
+
+
+def _spec_file(ref: str, folder: Path | None) -> Path:
+    """The file a study's spec reference names: beside the study (in ``folder``) first, then as given or bundled."""
+    if folder is not None and (folder / ref).is_file():
+        return folder / ref
+    return resolve_spec_path(ref)
+
+
+def _files(axes: dict, folder: Path | None) -> tuple[str, ...]:
+    """The files a study reads: its specs' and those its file axes (:data:`FILE_AXES`) name."""
+    specs = [str(_spec_file(ref, folder)) for ref in axes["spec"]]
+    named = [v for k, vs in axes.items() if k in FILE_AXES for v in vs if isinstance(v, str) and is_input_file(v)]
+    return tuple(dict.fromkeys(specs + named))
 
 
 def _check_paths(axes: dict, specs: dict, source: str) -> None:
