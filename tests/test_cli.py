@@ -211,3 +211,17 @@ def test_out_of_memory_is_one_line_and_exit_2(monkeypatch, capsys, exc):
     assert err.count("\n") == 1 and err.startswith("error: out of memory")
     assert "fewer GPUs" in err and "internal error" not in err
     assert ("Unable to allocate 76.6 MiB" in err) == bool(str(exc))
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["report", "meta-llama3-24k", "--traffic", "mix.toml"], "report"),  # a flag of estimate, not of report
+    (["train", "dgx-h100-superpod", "--model", "llama3-8b", "-o", "x"], "train"),
+    (["--debug", "list", "extra"], "list"),
+])
+def test_an_unknown_argument_is_named_with_its_command(argv, command):
+    # found walking the README: `topo report ... --traffic mix.toml` said "error: topo: unrecognized arguments:
+    # --traffic mix.toml (see 'topo --help')", whose help lists no flag of report
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: topo {command}: unrecognized arguments: ")
+    assert proc.stderr.endswith(f"(see 'topo {command} --help')\n")

@@ -127,7 +127,9 @@ def empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> T
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(command_in(argv))
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's parser: 'topo report: ... (see topo report --help)', not 'topo: ...'
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         empty = empty_option(parser, args)
         if empty is not None:
