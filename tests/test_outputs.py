@@ -241,3 +241,17 @@ def test_a_sweep_never_overwrites_a_file_its_study_reads(tmp_path, flag, victim)
                    cwd=tmp_path)
     one_line_error(proc, f"error: {victim}: {flag}: is an input")
     assert (tmp_path / victim).read_bytes() == before
+
+
+@pytest.mark.parametrize("which", ["model", "layout"])
+def test_a_plan_never_writes_its_bom_over_its_training_job_files(tmp_path, which):
+    # `topo plan SPEC --model model.toml --layout layout.toml --bom-csv model.toml --force` wrote the CSV over it
+    model, layout = tmp_path / "model.toml", tmp_path / "layout.toml"
+    model.write_bytes(MODEL.read_bytes())
+    layout.write_text("tp = 8\ndp = 4\nglobal_batch = 32\n")
+    victim = model if which == "model" else layout
+    before = victim.read_bytes()
+    proc = run_cli("plan", "dgx-h100-superpod", *SMALL, "--no-collectives", "--model", str(model), "--layout",
+                   str(layout), "--bom-csv", str(victim), "--force", cwd=tmp_path)
+    one_line_error(proc, f"error: {victim}: --bom-csv: is an input")
+    assert victim.read_bytes() == before
