@@ -143,3 +143,37 @@ def test_a_spec_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + text.encode())  # only one mark is a mark; a second is text
     with pytest.raises(TopoError, match=r"bom.toml: invalid TOML"):
         read_toml(bom, "spec")
+
+
+def test_a_file_nested_too_deep_is_one_line_not_an_internal_error(tmp_path):
+    # found on the walk: 'name = [[[...]]]' 100,000 deep (tomllib recursing) or a dotted key of 3,000 parts (the
+    # spec's deepcopy recursing) said "internal error (RecursionError ...); report it", exit 1
+    from topo.inputs import MAX_TOML_DEPTH
+
+    cases = {"arrays.toml": "name = " + "[" * 100_000 + "]" * 100_000,
+             "tables.toml": "name = 'x'\ngpu = " + "{a = " * 50_000 + "1" + "}" * 50_000,
+             "dotted.toml": "a" + ".a" * 3000 + " = 1"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text + "\n")
+        proc = topo("describe", name, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: {name}: tables and arrays nest more than {MAX_TOML_DEPTH} levels deep (the bundled files "
+            "nest 5 at most)\n"), proc.stderr
+    # the limit: MAX_TOML_DEPTH levels are read (the document is one), one more is refused
+    ok, deep = tmp_path / "ok.toml", tmp_path / "deep.toml"
+    ok.write_text("a = " + "[" * (MAX_TOML_DEPTH - 1) + "]" * (MAX_TOML_DEPTH - 1) + "\n")
+    deep.write_text("a = " + "[" * MAX_TOML_DEPTH + "]" * MAX_TOML_DEPTH + "\n")
+    assert read_toml(ok, "spec")["a"]
+    with pytest.raises(TopoError, match="nest more than"):
+        read_toml(deep, "spec")
+
+
+def test_a_set_value_or_a_study_nested_too_deep_is_one_line(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    proc = topo("describe", "dgx-h100-superpod", "--set", f"name={deep}", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set name=[[")
+    assert proc.stderr.endswith("nest more than 32 levels deep (the bundled files nest 5 at most)\n")
+    (tmp_path / "study.toml").write_text(f"name = 's'\nx = {deep}\n")
+    proc = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == ("error: study.toml: tables and arrays nest more than 32 levels "
+                                                    "deep (the bundled files nest 5 at most)\n"), proc.stderr

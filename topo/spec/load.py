@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
-from ..inputs import check_input, is_input_file, read_toml
+from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from .model import Spec
 from ..resources import topologies_dir
 
@@ -134,9 +134,9 @@ def _parse_key(key: str, source: str, original: str) -> list[str | int]:
     return parts
 
 
-def _parse_value(text: str):
+def _parse_value(text: str, item: str):
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return loads_toml(f"v = {text}", f"--set {item}")["v"]
     except tomllib.TOMLDecodeError:
         return text  # a bare string such as 400 Gb/s
 
@@ -169,7 +169,7 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                 if last and remove:
                     del node[idx]
                 elif last:
-                    node[idx] = _parse_value(value)
+                    node[idx] = _parse_value(value, item)
                 else:
                     node = node[idx]
             elif isinstance(node, dict):
@@ -185,7 +185,7 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                                         source=f"--set {item}")
                     del node[part]
                 elif last:
-                    node[part] = _parse_value(value)
+                    node[part] = _parse_value(value, item)
                 elif remove and part not in node:
                     raise TopoError(f"cannot remove {key.strip()}: the spec does not set {format_loc(norm)}",
                                     source=f"--set {item}")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TopoError
-from ..inputs import is_input_file, read_input_text
+from ..inputs import is_input_file, loads_toml, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
 from ..spec.model import Spec
@@ -171,11 +171,11 @@ def load_study(path_or_name: str | Path) -> Study:
             what = "is a directory" if p.is_dir() else "no such study file or bundled study"
             raise TopoError(f"{what}; bundled: {', '.join(bundled)}{hint}", source=str(path_or_name))
     try:
-        text = read_input_text(p, "study file (.toml)")
+        text = read_input_text(p, "study file (.toml)").removeprefix("\ufeff")  # a byte-order mark, as read_toml
     except TopoError as exc:
         raise TopoError(exc.message, source=str(path_or_name)) from None
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text, str(path_or_name))
     except tomllib.TOMLDecodeError as exc:
         raise TopoError(f"invalid TOML: {exc}", source=str(path_or_name)) from None
     return study_from_dict(data, source=str(path_or_name), text=text, folder=p.parent, default_name=p.stem)
@@ -355,13 +355,13 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
             raise TopoError(f"a spec is a bundled name or a file, got {ref!r}", source=source, key="spec")
         try:
             path = _spec_file(ref, folder)
-            text = read_input_text(path, "spec file (.toml)")
+            text = read_input_text(path, "spec file (.toml)").removeprefix("\ufeff")
         except TopoError as exc:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
         try:  # read here, once: the checks below parse it again, and a point must not meet it first
-            tomllib.loads(text)
+            loads_toml(text, f"{source}: spec: {ref}")
         except tomllib.TOMLDecodeError as exc:
             raise TopoError(f"invalid TOML in spec {ref!r}: {exc}", source=source, key=f"spec: {ref}") from None
         # as the study names it, never this machine's path: rows travel (a bundled spec by its name)
