@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import sys
 import tomllib
@@ -265,6 +266,8 @@ def loads_toml(text: str, source: str) -> dict:
         Tables and arrays nested too deep.
     """
     too_deep = f"tables and arrays nest more than {MAX_TOML_DEPTH} levels deep (the bundled files nest 5 at most)"
+    if _LONG_DOTTED_KEY.search(text):  # tomllib takes time and memory quadratic in a dotted key's parts
+        raise TopoError(too_deep, source=source)
     try:
         doc = tomllib.loads(text)
     except RecursionError:  # tomllib reads nested arrays and inline tables recursively
@@ -272,6 +275,10 @@ def loads_toml(text: str, source: str) -> dict:
     if _deeper_than(doc, MAX_TOML_DEPTH):
         raise TopoError(too_deep, source=source)
     return doc
+
+
+# a dotted key of more than MAX_TOML_DEPTH parts (bare ones), which would nest deeper than the limit anyway
+_LONG_DOTTED_KEY = re.compile(r"(?:[A-Za-z0-9_-]+[ \t]*\.[ \t]*){%d}[A-Za-z0-9_-]" % MAX_TOML_DEPTH)
 
 
 def _deeper_than(doc: dict, limit: int) -> bool:
