@@ -193,3 +193,16 @@ def test_a_long_dotted_key_is_refused_before_tomllib_reads_it(monkeypatch):
             inputs.loads_toml(text, "x.toml")
     with pytest.raises(pytest.fail.Exception):  # a key of MAX_TOML_DEPTH parts is tomllib's to read
         inputs.loads_toml("a" + ".a" * (inputs.MAX_TOML_DEPTH - 1) + " = 1", "x.toml")
+
+
+def test_a_layout_value_nested_too_deep_is_one_line(tmp_path):
+    from topo.training.parallel import layout_pairs
+
+    deep = "[" * 50_000 + "]" * 50_000
+    with pytest.raises(TopoError, match=r"tp: tables and arrays nest more than 32 levels deep") as err:
+        layout_pairs(f"tp={deep},dp=4")
+    assert err.value.key == "layout"
+    assert layout_pairs('tp=8,cuda_graph_scope=["attn","moe_router"]') == {"tp": 8, "cuda_graph_scope": ["attn",
+                                                                                                      "moe_router"]}
+    proc = topo("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", f"tp={deep}", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr, proc.stderr
