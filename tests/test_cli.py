@@ -225,3 +225,16 @@ def test_an_unknown_argument_is_named_with_its_command(argv, command):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: topo {command}: unrecognized arguments: ")
     assert proc.stderr.endswith(f"(see 'topo {command} --help')\n")
+
+
+def test_an_unset_key_is_named_by_the_flag_given(tmp_path):
+    # found walking the README: `topo describe --unset gpu` said "(--set gpu=)", a flag the user did not type
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "gpu", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: bundled spec dgx-h100-superpod (--unset gpu): gpu: is required but missing\n"
+    proc = run_cli("describe", "dgx-h100-superpod", "--set", "gpu=", cwd=tmp_path)  # the same, as --set gives it
+    assert proc.stderr == "error: bundled spec dgx-h100-superpod (--set gpu=): gpu: is required but missing\n"
+    proc = run_cli("describe", "--unset", "nope.key", cwd=tmp_path)
+    assert proc.stderr == "error: --unset nope.key: cannot remove nope.key: the spec does not set nope\n"
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "fabric.tiers[9]", cwd=tmp_path)
+    assert proc.stderr.startswith("error: --unset fabric.tiers[9]: index 9 is out of range")
