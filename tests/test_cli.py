@@ -189,3 +189,52 @@ def test_an_options_own_empty_constant_is_not_an_empty_value():
     assert empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--report"])) is None
     err = empty_option(parser, parser.parse_args(["sweep", "dci-two-site", "--csv", ""]))
     assert err is not None and err.key == "--csv"
+
+
+# --- tidy9: a cluster too large for this machine's memory is said so, not reported as a bug ------------------------
+
+@pytest.mark.parametrize("exc", [MemoryError("Unable to allocate 76.6 MiB for an array with shape (10035200,) and "
+                                             "data type int64"), MemoryError()])
+def test_out_of_memory_is_one_line_and_exit_2(monkeypatch, capsys, exc):
+    # found walking the README: `topo estimate --unset cluster.num_pods --set cluster.num_gpus=10035200 --set
+    # fabric.grow_tiers=true --size 1G` under `ulimit -v 3000000` said "internal error (MemoryError: ...); rerun with
+    # --debug and report it", exit 1
+    import topo.cli.describe as describe
+    from topo.cli.main import main
+
+    def too_big(args, name=None):
+        raise exc
+
+    monkeypatch.setattr(describe, "fabric_from_args", too_big)
+    assert main(["describe"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: out of memory")
+    assert "fewer GPUs" in err and "internal error" not in err
+    assert ("Unable to allocate 76.6 MiB" in err) == bool(str(exc))
+
+
+@pytest.mark.parametrize("argv, command", [
+    (["report", "meta-llama3-24k", "--traffic", "mix.toml"], "report"),  # a flag of estimate, not of report
+    (["train", "dgx-h100-superpod", "--model", "llama3-8b", "-o", "x"], "train"),
+    (["--debug", "list", "extra"], "list"),
+])
+def test_an_unknown_argument_is_named_with_its_command(argv, command):
+    # found walking the README: `topo report ... --traffic mix.toml` said "error: topo: unrecognized arguments:
+    # --traffic mix.toml (see 'topo --help')", whose help lists no flag of report
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: topo {command}: unrecognized arguments: ")
+    assert proc.stderr.endswith(f"(see 'topo {command} --help')\n")
+
+
+def test_an_unset_key_is_named_by_the_flag_given(tmp_path):
+    # found walking the README: `topo describe --unset gpu` said "(--set gpu=)", a flag the user did not type
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "gpu", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: bundled spec dgx-h100-superpod (--unset gpu): gpu: is required but missing\n"
+    proc = run_cli("describe", "dgx-h100-superpod", "--set", "gpu=", cwd=tmp_path)  # the same, as --set gives it
+    assert proc.stderr == "error: bundled spec dgx-h100-superpod (--set gpu=): gpu: is required but missing\n"
+    proc = run_cli("describe", "--unset", "nope.key", cwd=tmp_path)
+    assert proc.stderr == "error: --unset nope.key: cannot remove nope.key: the spec does not set nope\n"
+    proc = run_cli("describe", "dgx-h100-superpod", "--unset", "fabric.tiers[9]", cwd=tmp_path)
+    assert proc.stderr.startswith("error: --unset fabric.tiers[9]: index 9 is out of range")

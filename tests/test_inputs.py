@@ -123,3 +123,86 @@ def test_a_spec_that_is_a_pipe_or_a_device_is_said_as_every_other_input(tmp_path
             load_spec(path)
         assert info.value.line() == (f"{path}: is not a regular file ({kind}); give a spec file (.toml) or a "
                                      "bundled spec's name")
+
+
+# --- tidy9: a new user's walk -------------------------------------------------------------------------------------
+
+def test_a_spec_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
+    # Windows Notepad saves UTF-8 with a leading BOM; TOML 1.0 takes it as part of a valid UTF-8 document
+    # (toml-lang/toml#437), but tomllib stopped at it: "invalid TOML: Invalid statement (at line 1, column 1)"
+    text = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
+    plain, bom = tmp_path / "plain.toml", tmp_path / "bom.toml"
+    plain.write_text(text)
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_toml(bom, "spec") == read_toml(plain, "spec")
+    assert load_spec(str(bom)).model_dump() == load_spec(str(plain)).model_dump()
+    proc = topo("describe", "bom.toml", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == topo("describe", "plain.toml", "--json", cwd=tmp_path).stdout.replace("plain.toml",
+                                                                                                "bom.toml")
+    bom.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf" + text.encode())  # only one mark is a mark; a second is text
+    with pytest.raises(TopoError, match=r"bom.toml: invalid TOML"):
+        read_toml(bom, "spec")
+
+
+def test_a_file_nested_too_deep_is_one_line_not_an_internal_error(tmp_path):
+    # found on the walk: 'name = [[[...]]]' 100,000 deep (tomllib recursing) or a dotted key of 3,000 parts (the
+    # spec's deepcopy recursing) said "internal error (RecursionError ...); report it", exit 1
+    from topo.inputs import MAX_TOML_DEPTH
+
+    cases = {"arrays.toml": "name = " + "[" * 100_000 + "]" * 100_000,
+             "tables.toml": "name = 'x'\ngpu = " + "{a = " * 50_000 + "1" + "}" * 50_000,
+             "dotted.toml": "a" + ".a" * 3000 + " = 1"}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text + "\n")
+        proc = topo("describe", name, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr == (
+            f"error: {name}: tables and arrays nest more than {MAX_TOML_DEPTH} levels deep (the bundled files "
+            "nest 5 at most)\n"), proc.stderr
+    # the limit: MAX_TOML_DEPTH levels are read (the document is one), one more is refused
+    ok, deep = tmp_path / "ok.toml", tmp_path / "deep.toml"
+    ok.write_text("a = " + "[" * (MAX_TOML_DEPTH - 1) + "]" * (MAX_TOML_DEPTH - 1) + "\n")
+    deep.write_text("a = " + "[" * MAX_TOML_DEPTH + "]" * MAX_TOML_DEPTH + "\n")
+    assert read_toml(ok, "spec")["a"]
+    with pytest.raises(TopoError, match="nest more than"):
+        read_toml(deep, "spec")
+
+
+def test_a_set_value_or_a_study_nested_too_deep_is_one_line(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    proc = topo("describe", "dgx-h100-superpod", "--set", f"name={deep}", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --set name=[[")
+    assert proc.stderr.endswith("nest more than 32 levels deep (the bundled files nest 5 at most)\n")
+    (tmp_path / "study.toml").write_text(f"name = 's'\nx = {deep}\n")
+    proc = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == ("error: study.toml: tables and arrays nest more than 32 levels "
+                                                    "deep (the bundled files nest 5 at most)\n"), proc.stderr
+
+
+def test_a_long_dotted_key_is_refused_before_tomllib_reads_it(monkeypatch):
+    # tomllib takes time and memory quadratic in a dotted key's parts: 20,000 took 5 s and 1.6 GB, a 200 kB file of
+    # 100,000 was killed for memory on the walk; a key of more than MAX_TOML_DEPTH parts is refused unread
+    import topo.inputs as inputs
+
+    def read(text):
+        pytest.fail("tomllib was given the long dotted key")
+
+    monkeypatch.setattr(inputs.tomllib, "loads", read)
+    for text in ("a" + ".a" * 100_000 + " = 1", "[" + "a . " * inputs.MAX_TOML_DEPTH + "b]"):
+        with pytest.raises(TopoError, match="nest more than"):
+            inputs.loads_toml(text, "x.toml")
+    with pytest.raises(pytest.fail.Exception):  # a key of MAX_TOML_DEPTH parts is tomllib's to read
+        inputs.loads_toml("a" + ".a" * (inputs.MAX_TOML_DEPTH - 1) + " = 1", "x.toml")
+
+
+def test_a_layout_value_nested_too_deep_is_one_line(tmp_path):
+    from topo.training.parallel import layout_pairs
+
+    deep = "[" * 50_000 + "]" * 50_000
+    with pytest.raises(TopoError, match=r"tp: tables and arrays nest more than 32 levels deep") as err:
+        layout_pairs(f"tp={deep},dp=4")
+    assert err.value.key == "layout"
+    assert layout_pairs('tp=8,cuda_graph_scope=["attn","moe_router"]') == {"tp": 8, "cuda_graph_scope": ["attn",
+                                                                                                      "moe_router"]}
+    proc = topo("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", f"tp={deep}", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr, proc.stderr

@@ -191,3 +191,67 @@ def test_an_empty_output_name_is_an_error_not_a_default_or_nothing(tmp_path):
         assert p.returncode == 2 and p.stdout == "", (args, p.stderr)
         assert p.stderr.splitlines()[-1] == "error: -o: an empty file name; give a file name, or - for standard output"
     assert list(tmp_path.iterdir()) == []
+
+
+# --- tidy9: every file a command reads is an input, not only the spec named on the command line ------------------
+
+MODEL = ROOT / "topo" / "data" / "models" / "llama3-8b.toml"
+
+
+@pytest.mark.parametrize("which", ["model", "layout"])
+def test_a_report_never_overwrites_its_training_job_files(tmp_path, which):
+    # found walking the README: `topo report SPEC --train model.toml --layout ... -o model.toml --force` wrote the
+    # report over the user's model file (only the specs and --plan-file were inputs)
+    model, layout = tmp_path / "model.toml", tmp_path / "layout.toml"
+    model.write_bytes(MODEL.read_bytes())
+    layout.write_text("tp = 8\ndp = 4\nglobal_batch = 32\n")
+    victim = model if which == "model" else layout
+    before = victim.read_bytes()
+    proc = run_cli("report", "dgx-h100-superpod", *SMALL, "--train", str(model), "--layout", str(layout), "-o",
+                   str(victim), "--force", cwd=tmp_path)
+    one_line_error(proc, f"error: {victim}: -o: is an input")
+    assert victim.read_bytes() == before
+
+
+def test_a_region_report_never_overwrites_a_site_spec(tmp_path):
+    # a region file's [[sites]] read spec files beside it: `topo report region.toml -o site.toml --force` replaced one
+    (tmp_path / "site.toml").write_bytes(SPEC.read_bytes())
+    region = (ROOT / "topologies" / "two-site-h100.toml").read_text()
+    assert region.count('spec = "dgx-h100-superpod"') == 2
+    (tmp_path / "region.toml").write_text(region.replace('spec = "dgx-h100-superpod"', 'spec = "site.toml"'))
+    before = (tmp_path / "site.toml").read_bytes()
+    proc = run_cli("report", "region.toml", "-o", "site.toml", "--force", cwd=tmp_path)
+    one_line_error(proc, "error: site.toml: -o: is an input")
+    assert (tmp_path / "site.toml").read_bytes() == before
+    proc = run_cli("report", "region.toml", "-o", "region.html", cwd=tmp_path)  # another name is written
+    assert proc.returncode == 0 and (tmp_path / "region.html").stat().st_size > 0, proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--report"])
+@pytest.mark.parametrize("victim", ["site.toml", "model.toml"])
+def test_a_sweep_never_overwrites_a_file_its_study_reads(tmp_path, flag, victim):
+    # `topo sweep study.toml --csv site.toml --force` wrote the CSV over the spec the study reads (only the study
+    # file was an input); likewise a model file an axis names
+    (tmp_path / "site.toml").write_bytes(SPEC.read_bytes())
+    (tmp_path / "model.toml").write_bytes(MODEL.read_bytes())
+    (tmp_path / "study.toml").write_text('name = "s"\ncompute = ["train"]\n[axes]\nspec = "site.toml"\n'
+                                         'model = "model.toml"\nlayout = "tp=8,dp=4"\nglobal_batch = 32\n')
+    before = (tmp_path / victim).read_bytes()
+    proc = run_cli("sweep", "study.toml", "--scheduler", "serial", "-o", "out", flag, victim, "--force",
+                   cwd=tmp_path)
+    one_line_error(proc, f"error: {victim}: {flag}: is an input")
+    assert (tmp_path / victim).read_bytes() == before
+
+
+@pytest.mark.parametrize("which", ["model", "layout"])
+def test_a_plan_never_writes_its_bom_over_its_training_job_files(tmp_path, which):
+    # `topo plan SPEC --model model.toml --layout layout.toml --bom-csv model.toml --force` wrote the CSV over it
+    model, layout = tmp_path / "model.toml", tmp_path / "layout.toml"
+    model.write_bytes(MODEL.read_bytes())
+    layout.write_text("tp = 8\ndp = 4\nglobal_batch = 32\n")
+    victim = model if which == "model" else layout
+    before = victim.read_bytes()
+    proc = run_cli("plan", "dgx-h100-superpod", *SMALL, "--no-collectives", "--model", str(model), "--layout",
+                   str(layout), "--bom-csv", str(victim), "--force", cwd=tmp_path)
+    one_line_error(proc, f"error: {victim}: --bom-csv: is an input")
+    assert victim.read_bytes() == before

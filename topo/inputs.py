@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import sys
 import tomllib
@@ -25,13 +26,16 @@ from pathlib import Path
 
 from .errors import TopoError
 
-__all__ = ["STDIN", "MAX_TOML_BYTES", "MAX_LOG_BYTES", "check_input", "is_input_file", "read_input_bytes",
-           "read_input_text", "read_toml"]
+__all__ = ["STDIN", "MAX_TOML_BYTES", "MAX_TOML_DEPTH", "MAX_LOG_BYTES", "check_input", "is_input_file",
+           "read_input_bytes", "read_input_text", "read_toml", "loads_toml"]
 
 STDIN = "-"
 """The name that means standard input (where a command allows it)."""
 MAX_TOML_BYTES = 16 * 2**20
 """The largest TOML input read (specs, profiles, traffic, model, layout and plan files are a few kB)."""
+MAX_TOML_DEPTH = 32
+"""The deepest nesting of tables and arrays read (the bundled files nest at most 5 levels); deeper, the copies and
+checks that follow would exceed Python's recursion limit (an internal error, not one line naming the file)."""
 MAX_LOG_BYTES = 256 * 2**20
 """The largest nccl-tests log read (a sweep with ``NCCL_DEBUG=INFO`` lines from thousands of ranks fits)."""
 
@@ -205,7 +209,8 @@ def read_input_text(path: str | Path, what: str = "file", limit: int = MAX_TOML_
 
 
 def read_toml(path: str | Path, what: str = "TOML file", source: str | None = None) -> dict:
-    """A TOML file read as :func:`read_input_text` reads it (at most :data:`MAX_TOML_BYTES`), parsed.
+    """A TOML file read as :func:`read_input_text` reads it (at most :data:`MAX_TOML_BYTES`), parsed; a leading
+    UTF-8 byte-order mark is skipped.
 
     Parameters
     ----------
@@ -230,7 +235,59 @@ def read_toml(path: str | Path, what: str = "TOML file", source: str | None = No
         text = read_input_text(path, what)
     except TopoError as exc:
         raise TopoError(exc.message, source=source or exc.source, key=exc.key) from None
+    # one leading byte-order mark (Windows Notepad saves UTF-8 with it) is part of a valid UTF-8 document, which
+    # TOML 1.0 reads as one (toml-lang/toml#437); tomllib stops at it ("Invalid statement (at line 1, column 1)")
+    text = text.removeprefix("\ufeff")
     try:
-        return tomllib.loads(text)
+        return loads_toml(text, source or str(path))
     except tomllib.TOMLDecodeError as exc:
         raise TopoError(f"invalid TOML: {exc}", source=source or str(path)) from None
+
+
+def loads_toml(text: str, source: str) -> dict:
+    """``tomllib.loads``, refusing a document nested more than :data:`MAX_TOML_DEPTH` levels deep.
+
+    Parameters
+    ----------
+    text : str
+        TOML text.
+    source : str
+        What errors name (the file, or ``--set KEY=VALUE``).
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    tomllib.TOMLDecodeError
+        Text that is not TOML.
+    TopoError
+        Tables and arrays nested too deep.
+    """
+    too_deep = f"tables and arrays nest more than {MAX_TOML_DEPTH} levels deep (the bundled files nest 5 at most)"
+    if _LONG_DOTTED_KEY.search(text):  # tomllib takes time and memory quadratic in a dotted key's parts
+        raise TopoError(too_deep, source=source)
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise TopoError(too_deep, source=source) from None
+    if _deeper_than(doc, MAX_TOML_DEPTH):
+        raise TopoError(too_deep, source=source)
+    return doc
+
+
+# a dotted key of more than MAX_TOML_DEPTH parts (bare ones), which would nest deeper than the limit anyway
+_LONG_DOTTED_KEY = re.compile(r"(?:[A-Za-z0-9_-]+[ \t]*\.[ \t]*){%d}[A-Za-z0-9_-]" % MAX_TOML_DEPTH)
+
+
+def _deeper_than(doc: dict, limit: int) -> bool:
+    """True when tables and arrays nest more than ``limit`` levels in ``doc`` (walked without recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False

@@ -9,6 +9,7 @@ from ..engine.profile_data import bundled_files
 from ..errors import TopoError
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
+from ..spec.overrides import Unset
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
            "spec_from_args", "technology_note", "data_parallel"]
@@ -31,7 +32,7 @@ def add_override_arguments(p: argparse.ArgumentParser, what: str = "a spec field
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help=f"override {what} by dotted path, e.g. --set fabric.tiers[1].oversubscription=3; "
                    "KEY= removes the key")
-    p.add_argument("--unset", dest="overrides", action="append", metavar="KEY", type=lambda k: f"{k}=",
+    p.add_argument("--unset", dest="overrides", action="append", metavar="KEY", type=lambda k: Unset(f"{k}="),
                    help="remove a spec field (or a list item such as fabric.tiers[core]), e.g. --unset "
                    "cluster.num_units --set cluster.num_gpus=512")
 

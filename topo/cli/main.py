@@ -127,7 +127,9 @@ def empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> T
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(command_in(argv))
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's parser: 'topo report: ... (see topo report --help)', not 'topo: ...'
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         empty = empty_option(parser, args)
         if empty is not None:
@@ -145,6 +147,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130
+    except MemoryError as exc:  # a cluster or job too large for this machine: not a bug to report
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(one_line(f"error: out of memory{f' ({exc})' if str(exc) else ''}: what was asked does not "
+                                  "fit in this machine's memory; ask for fewer GPUs or a smaller cluster") + "\n")
+        return 2
     except Exception as exc:  # a bug, not bad input: say so, and how to see more
         if args.debug:
             raise

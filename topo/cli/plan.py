@@ -109,7 +109,7 @@ def _inputs(args) -> list[str]:
             paths.append(str(resolve_spec_path(name)))
         except TopoError:
             pass  # named again, with its error, when the plan loads it
-    return paths + ([args.plan_file] if args.plan_file else [])
+    return paths + [f for f in (args.plan_file, args.model, args.layout) if f]  # a name or layout string: no file
 
 
 BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "power_W_each", "price_usd_each",

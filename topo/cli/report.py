@@ -17,7 +17,7 @@ from ..training.parallel import check_layout
 from ..training.step import estimate_step
 from ..engine.region_estimate import estimate_region
 from ..fabric.region_inventory import region_inventory
-from ..spec.region_load import is_region_file
+from ..spec.region_load import is_region_file, site_spec_files
 from .common import add_output_arguments, add_override_arguments
 from .output import note
 from .region import region_from_args
@@ -72,7 +72,8 @@ def run(args) -> int:
     # when writing).
     default = "topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}"
     out = args.output if args.output is not None else default
-    inputs = [resolve_spec_path(s) for s in specs] + ([args.plan_file] if args.plan_file else [])
+    # every file the report reads (a bundled name or a layout string is no file, and matches no output)
+    inputs = [resolve_spec_path(s) for s in specs] + [f for f in (args.plan_file, args.train, args.layout) if f]
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
     check_output(out, **output)
     if len(specs) == 1 and is_region_file(specs[0]):
@@ -111,6 +112,8 @@ def run_region_report(args, out, output, start) -> int:
                         "--plan-file, --train or --layout yet)", key=given[0])
     args.spec = args.specs[0]
     region = region_from_args(args)
+    output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
+    check_output(out, **output)
     size = write_region_page(region, region_inventory(region), estimate_region(region, "all_reduce", [2 ** 30]), out,
                              **output)
     note(f"wrote {_where(out)} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")

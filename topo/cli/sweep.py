@@ -142,7 +142,8 @@ def _run(args) -> int:
     start = time.perf_counter()
     try:
         df = sweep(study, out, scheduler=scheduler, workers=workers, batch_size=batch, progress=bar, run=info,
-                   connect_timeout_s=timeout_s, inputs=[args.study], scheduler_file=args.scheduler_file,
+                   connect_timeout_s=timeout_s, inputs=[args.study, *study.files],
+                   scheduler_file=args.scheduler_file,
                    notify=note, worker_timeout_s=worker_timeout_s)
     except KeyboardInterrupt:
         if bar:
@@ -181,9 +182,11 @@ def _check_outputs(args, study) -> str | None:
     report = None
     if args.report is not None:
         report = args.report or safe_file_name(study.name, "-report.html")
-        check_output(report, inputs=[args.study], force=args.force, key="--report", force_option="--force")
+        check_output(report, inputs=[args.study, *study.files], force=args.force, key="--report",
+                     force_option="--force")
     if args.csv:
-        check_output(args.csv, inputs=[args.study], force=args.force, key="--csv", force_option="--force")
+        check_output(args.csv, inputs=[args.study, *study.files], force=args.force, key="--csv",
+                     force_option="--force")
     return report
 
 
@@ -195,12 +198,12 @@ def _finish(args, study, df, info, out, report) -> int:
     summary = summarize(df)
     shown = summary[summary["figure"].isin(main_figures(df))]
     if args.csv:
-        with open_output(args.csv, "w", inputs=[args.study], force=args.force, key="--csv",
+        with open_output(args.csv, "w", inputs=[args.study, *study.files], force=args.force, key="--csv",
                          force_option="--force") as fh:
             fh.write(f"# {SIGNATURE} sweep {study.name}: read with pandas.read_csv(path, skiprows=1)\n")
             df.to_csv(fh, index=False)
     if report:
-        write_sweep_page(df, summary, study, report, force=args.force, inputs=[args.study])
+        write_sweep_page(df, summary, study, report, force=args.force, inputs=[args.study, *study.files])
         note(f"wrote {report}")
     if args.json:
         emit_json({"study": study.name, "output": str(out), "points": info.total, "skipped": info.skipped,

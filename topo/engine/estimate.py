@@ -381,19 +381,24 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     prof = resolve_profile(opts.profile, fabric)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
-    shape = NodeShape.of(fabric)
-    # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node NVLink);
-    # ranks of one server in an NVL72 rack talk as in any server
-    mnnvl = shape.spans_servers(pl.groups[0])
-    cap = usable_capacity(router, prof)
-    costed: dict[str, Costed] = {}
-    unavailable: dict[str, str] = {}
-    by_protocol = False  # some candidate was left out only for the pinned protocol
-    protocols: dict[str, tuple[str, ...]] = {}
-    keep = opts.sharing != "equal"
     prune = bool(at_sizes is not None and len(at_sizes) and opts.choose == "fastest")
     sizes = tuple(int(x) for x in at_sizes) if at_sizes is not None else None
-    pruned: dict[str, str] = {}
+    unavailable: dict[str, str] = {}
+    run = _Candidates(fabric, coll, opts, pl, prof, router, sizes if prune else None, unavailable)
+    candidates = _without_scaled_pat(coll, opts, asked, candidates, unavailable)
+    for name in candidates:
+        run.cost(name, single=len(candidates) == 1 and asked != "auto")
+    if not run.costed:
+        _raise_none_runs(coll, opts, prof, unavailable, run.by_protocol)
+    return Evaluation(coll, pl, prof, router, run.costed, unavailable, run.protocols, opts.choose, opts.sharing,
+                      opts.protocol, opts.op, run.pruned, sizes if run.pruned else None,
+                      opts.gpus_per_process)
+
+
+def _without_scaled_pat(coll: str, opts: EstimateOptions, asked: str, candidates: list[str],
+                        unavailable: dict[str, str]) -> list[str]:
+    """``candidates`` without PAT for a reduce-scatter of a scaling op (said in ``unavailable``), which NCCL has no
+    kernel for; an error when PAT was the one algorithm asked for."""
     if coll == "reduce_scatter" and opts.op in SCALING_OPS and "pat" in candidates:
         reason = (f"NCCL has no PAT kernel for a reduce-scatter with op {opts.op} (a scaled sum) and leaves PAT out "
                   "(src/enqueue.cc); use ring, or op sum")
@@ -401,42 +406,67 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
             raise AlgorithmUnavailable(f"pat cannot run here: {reason}", key="algorithm", reason=reason)
         candidates = [c for c in candidates if c != "pat"]
         unavailable["pat"] = reason
-    for name in candidates:
+    return candidates
+
+
+def _raise_none_runs(coll: str, opts: EstimateOptions, prof: Profile, unavailable: dict[str, str],
+                     by_protocol: bool) -> None:
+    """The error when no candidate runs: each one's reason, keyed by the pinned protocol when it was the cause."""
+    why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
+    if opts.protocol is not None and by_protocol:
+        raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
+                        f"{prof.name}): {why}", key="protocol")
+    raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
+
+
+class _Candidates:
+    """The candidates of one evaluation, costed one at a time in order: those costed, pruned and unavailable."""
+
+    def __init__(self, fabric: Fabric, coll: str, opts: EstimateOptions, pl: Placement, prof: Profile,
+                 router: Router, prune_sizes: tuple[int, ...] | None, unavailable: dict[str, str]):
+        self.fabric, self.coll, self.opts, self.pl, self.prof, self.router = fabric, coll, opts, pl, prof, router
+        self.prune_sizes, self.unavailable = prune_sizes, unavailable
+        self.shape = NodeShape.of(fabric)
+        # a communicator whose ranks in one NVLink domain sit on several servers talks across trays (multi-node
+        # NVLink); ranks of one server in an NVL72 rack talk as in any server
+        self.mnnvl = self.shape.spans_servers(pl.groups[0])
+        self.cap = usable_capacity(router, prof)
+        self.costed: dict[str, Costed] = {}
+        self.protocols: dict[str, tuple[str, ...]] = {}
+        self.pruned: dict[str, str] = {}
+        self.by_protocol = False  # some candidate was left out only for the pinned protocol
+
+    def cost(self, name: str, single: bool) -> None:
+        """Schedule, load and cost candidate ``name``, or say why it is pruned or unavailable (an error when it is
+        the ``single`` algorithm asked for)."""
+        opts, prof = self.opts, self.prof
         try:
-            sched = build_schedule(name, coll, shape, pl, chunks=opts.chunks, stages=opts.stages,
-                                   channels=opts.channels, gpu_name=fabric.spec.gpu,
+            sched = build_schedule(name, self.coll, self.shape, self.pl, chunks=opts.chunks, stages=opts.stages,
+                                   channels=opts.channels, gpu_name=self.fabric.spec.gpu,
                                    reference_ranks_per_domain=prof.reference_ranks_per_domain,
-                                   nvls_max_heads=prof.nvls_max_heads, mnnvl=mnnvl)
+                                   nvls_max_heads=prof.nvls_max_heads, mnnvl=self.mnnvl)
             protos = _protocols(prof, sched.family, opts.protocol)
-            if prune and costed:
-                why = _cannot_win(sched, protos, router, cap, prof, coll, pl, costed, protocols, sizes)
+            if self.prune_sizes and self.costed:
+                why = _cannot_win(sched, protos, self.router, self.cap, prof, self.coll, self.pl, self.costed,
+                                  self.protocols, self.prune_sizes)
                 if why:
-                    pruned[name] = why
-                    continue
-            loads = load_schedule(router, sched, keep_flows=keep)
+                    self.pruned[name] = why
+                    return
+            loads = load_schedule(self.router, sched, keep_flows=opts.sharing != "equal")
         except AlgorithmUnavailable as exc:
-            if len(candidates) == 1 and asked != "auto":
+            if single:
                 raise type(exc)(f"{name} cannot run here: {exc.reason}", key="algorithm",
                                 reason=exc.reason) from None
-            unavailable[name] = exc.reason
-            by_protocol |= isinstance(exc, ProtocolUnavailable)
-            continue
+            self.unavailable[name] = exc.reason
+            self.by_protocol |= isinstance(exc, ProtocolUnavailable)
+            return
         try:
-            costed[name] = cost_schedule(loads, router, cap, opts.sharing)
+            self.costed[name] = cost_schedule(loads, self.router, self.cap, opts.sharing)
         except ClassesDiverge:  # merged flows would move apart: fill them one by one (where few enough)
-            one_by_one = router.without_merging()
-            costed[name] = cost_schedule(load_schedule(one_by_one, sched, keep_flows=True), one_by_one, cap,
-                                         opts.sharing)
-        protocols[name] = protos
-    if not costed:
-        why = "; ".join(f"{k}: {v}" for k, v in unavailable.items())
-        if opts.protocol is not None and by_protocol:
-            raise TopoError(f"no algorithm can run {coll} with protocol {opts.protocol} here (profile "
-                            f"{prof.name}): {why}", key="protocol")
-        raise TopoError(f"no algorithm can run {coll} here: {why}", key="algorithm")
-    return Evaluation(coll, pl, prof, router, costed, unavailable, protocols, opts.choose, opts.sharing, opts.protocol,
-                      opts.op, pruned, sizes if pruned else None,
-                      opts.gpus_per_process)
+            one_by_one = self.router.without_merging()
+            self.costed[name] = cost_schedule(load_schedule(one_by_one, sched, keep_flows=True), one_by_one,
+                                              self.cap, opts.sharing)
+        self.protocols[name] = protos
 
 
 def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, coll: str, pl: Placement,

@@ -128,30 +128,11 @@ class Survivors:
             No working switch or cable joins some part's two sides.
         """
         f = self.fabric
-        L = f.layout
-        above = L.tiers[k + 1]
+        above = f.layout.tiers[k + 1]
         s_k, m_k = above.switches_per_group, above.links_from_below
         cab = self.cables_alive(k)
         via = cab.any(axis=2)  # [lower switch, switch above]: some cable works
-        whole_s = via.all(axis=1)
-        if gs is None:  # the top: both sides climb to the same switches
-            meets = np.ones((1, s_k), dtype=bool)
-            pidx = np.zeros(xs.size, dtype=np.int64)
-            full = whole_s[xs] & whole_s[xd]
-        else:
-            ng = int(above.num_switches // s_k)
-            pair = gs * ng + gd
-            if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
-                present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
-                idx = np.zeros(ng * ng, dtype=np.int64)
-                idx[present] = np.arange(present.size)
-                pidx = idx[pair]
-            else:
-                present, pidx = np.unique(pair, return_inverse=True)
-                pidx = pidx.ravel()
-            del pair
-            meets = self.meets(k, present // ng, present % ng)  # [pair present, j]
-            full = whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
+        meets, pidx, full = self._routes_whole(k, xs, xd, gs, gd, via.all(axis=1))
         j = mod(hj, s_k)
         bad = np.flatnonzero(~full)
 
@@ -173,6 +154,28 @@ class Survivors:
                 kk[bad] = _pick_alive(h[bad], cab[x[bad], j[bad]], "cable", src[rows(bad)], dst[rows(bad)], f)
             out.append(kk)
         return j, out[0], out[1]
+
+    def _routes_whole(self, k, xs, xd, gs, gd, whole_s):
+        """For the flow parts of :meth:`pick`: ``(meets, pidx, full)``, whether each pair of groups present meets
+        through switch ``j`` above ([pair, j]), each part's pair, and whether nothing is lost for it (all cables of
+        both its lower switches work, ``whole_s``, and its pair meets through every switch above)."""
+        if gs is None:  # the top: both sides climb to the same switches
+            s_k = self.fabric.layout.tiers[k + 1].switches_per_group
+            return np.ones((1, s_k), dtype=bool), np.zeros(xs.size, dtype=np.int64), whole_s[xs] & whole_s[xd]
+        above = self.fabric.layout.tiers[k + 1]
+        ng = int(above.num_switches // above.switches_per_group)
+        pair = gs * ng + gd
+        if ng * ng <= 1 << 22:  # the pairs present, by counting (no sort of the flow parts)
+            present = np.flatnonzero(np.bincount(pair, minlength=ng * ng))
+            idx = np.zeros(ng * ng, dtype=np.int64)
+            idx[present] = np.arange(present.size)
+            pidx = idx[pair]
+        else:
+            present, pidx = np.unique(pair, return_inverse=True)
+            pidx = pidx.ravel()
+        del pair
+        meets = self.meets(k, present // ng, present % ng)  # [pair present, j]
+        return meets, pidx, whole_s[xs] & whole_s[xd] & meets.all(axis=1)[pidx]
 
 
 def _pick_alive(h: np.ndarray, valid: np.ndarray, what: str, src, dst, fabric) -> np.ndarray:

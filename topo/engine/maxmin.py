@@ -476,6 +476,22 @@ def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: 
     size = np.asarray(fc.size_bytes, dtype=float)  # no copy: a router may give one broadcast size
     act = np.flatnonzero(size > 0).astype(np.int32 if size.size < 2 ** 31 else np.int64)
     s = _Solver(fc, capacity_Bps)
+    rate, load = _first_fill(s, act, size, finish, limits)
+    for _ in range(max_events):
+        if act.size == 0:
+            return finish
+        o = act[np.argsort(finish if act.size == s.C else finish[act], kind="stable")]  # act: all, in order
+        event = _first_rate_change(o, finish[o], rate)
+        if event is None:  # everything finishes at the rates it has
+            return finish
+        act = _refill(s, o, *event, finish, rate, load)
+    raise TopoError(f"max-min sharing needed more than {max_events:,} re-computations; use sharing=equal",
+                    key="sharing")
+
+
+def _first_fill(s: _Solver, act: np.ndarray, size: np.ndarray, finish: np.ndarray, limits: np.ndarray | None):
+    """The fill at t = 0 of the classes ``act``: their rates and the load on every resource; ``finish`` gets each
+    one's finish time at that rate and ``limits`` (when given) what held it back."""
     rate = np.zeros(s.C)
     first = np.full(act.size, -1, dtype=np.int64) if limits is not None else None
     rate[act] = s.fill(act, s.cap, first)
@@ -485,40 +501,46 @@ def max_min_finish_times(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: 
     load = s.loads(act, rate[act])
     with np.errstate(divide="ignore"):
         finish[act] = size[act] / rate[act]
-    for _ in range(max_events):
-        if act.size == 0:
-            return finish
-        o = act[np.argsort(finish if act.size == s.C else finish[act], kind="stable")]  # act: all, in order
-        fs = finish[o]
-        if not np.isfinite(fs[-1]):
-            raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
-        starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
-        ends = np.r_[starts[1:], o.size]
-        rs = rate[o]
-        lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
-        top = np.maximum.reduceat(rs, starts)  # and the fastest
-        del rs
-        faster_left = np.r_[np.maximum.accumulate(top[::-1])[::-1][1:], -np.inf]  # fastest still running
-        need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
-        if need.size == 0:  # everything finishes at the rates it has
-            return finish
-        e = int(need[0])
-        i1 = int(ends[e])
-        done, rest = o[:i1], o[i1:]
-        t = float(fs[i1 - 1])
-        redo = rest[rate[rest] >= lam[e] * (1 - _TIE)]
-        load -= s.loads(done, rate[done])
-        load -= s.loads(redo, rate[redo])
-        left = rate[redo] * np.maximum(finish[redo] - t, 0.0)
-        rate[done] = 0.0
-        new = s.fill(redo, s.cap - load)
-        rate[redo] = new
-        with np.errstate(divide="ignore"):
-            finish[redo] = t + left / new
-        load += s.loads(redo, new)
-        act = rest
-    raise TopoError(f"max-min sharing needed more than {max_events:,} re-computations; use sharing=equal",
-                    key="sharing")
+    return rate, load
+
+
+def _first_rate_change(o: np.ndarray, fs: np.ndarray, rate: np.ndarray) -> tuple[int, float, float] | None:
+    """The first completion event that changes someone's rate, of the running classes ``o`` in order of their
+    finish times ``fs``: ``(i1, lam, t)``, the classes ``o[:i1]`` done by then, the slowest rate among those
+    finishing at it and its time; None when no event does."""
+    if not np.isfinite(fs[-1]):
+        raise TopoError("a flow gets no bandwidth (a resource has zero capacity)", key="sharing")
+    starts = np.flatnonzero(np.r_[True, fs[1:] > fs[:-1] * (1 + _TIE) + 1e-300])  # events (tied finishes)
+    ends = np.r_[starts[1:], o.size]
+    rs = rate[o]
+    lam = np.minimum.reduceat(rs, starts)  # the slowest class of each event
+    top = np.maximum.reduceat(rs, starts)  # and the fastest
+    del rs
+    faster_left = np.r_[np.maximum.accumulate(top[::-1])[::-1][1:], -np.inf]  # fastest still running
+    need = np.flatnonzero(faster_left >= lam * (1 - _TIE))
+    if need.size == 0:
+        return None
+    e = int(need[0])
+    i1 = int(ends[e])
+    return i1, lam[e], float(fs[i1 - 1])
+
+
+def _refill(s: _Solver, o: np.ndarray, i1: int, lam: float, t: float, finish: np.ndarray, rate: np.ndarray,
+            load: np.ndarray) -> np.ndarray:
+    """At time ``t`` the classes ``o[:i1]`` are done: fill again those still running at least as fast as ``lam``
+    with what the others leave (``finish``, ``rate`` and ``load`` updated in place); the classes still running."""
+    done, rest = o[:i1], o[i1:]
+    redo = rest[rate[rest] >= lam * (1 - _TIE)]
+    load -= s.loads(done, rate[done])
+    load -= s.loads(redo, rate[redo])
+    left = rate[redo] * np.maximum(finish[redo] - t, 0.0)
+    rate[done] = 0.0
+    new = s.fill(redo, s.cap - load)
+    rate[redo] = new
+    with np.errstate(divide="ignore"):
+        finish[redo] = t + left / new
+    load += s.loads(redo, new)
+    return rest
 
 
 def max_min_makespan_classes(fc: FlowClasses, capacity_Bps: np.ndarray, max_events: int = 1_000_000) -> float:

@@ -135,62 +135,75 @@ def place(fabric: Fabric, num_gpus: int | None = None, kind: str = "packed", gpu
         than the fabric has; GPUs that do not spread evenly over the pods or split into ``groups`` communicators.
     """
     L = fabric.layout
-    total = L.num_gpus
     if gpus is not None:
         kind = "list"
     if kind not in PLACEMENTS:
         raise TopoError(f"unknown placement {kind!r}; allowed: {', '.join(PLACEMENTS)}", key="placement")
     if kind == "list":
-        ids = np.asarray(list(gpus), dtype=np.int64)
-        if ids.size == 0:
-            raise TopoError("the GPU list is empty", key="ranks")
-        bad = ids[(ids < 0) | (ids >= total)]
-        if bad.size:
-            raise TopoError(f"GPU id {int(bad[0])} does not exist; this fabric has GPUs 0 to {total - 1}",
-                            key="ranks")
-        uniq, counts = np.unique(ids, return_counts=True)
-        if np.any(counts > 1):
-            raise TopoError(f"GPU {int(uniq[counts > 1][0])} is listed twice", key="ranks")
-        if order == "nccl":
-            ids = np.sort(ids)
+        ids = _listed(gpus, L.num_gpus, order)
     else:
-        n = total if num_gpus is None else int(num_gpus)
+        n = L.num_gpus if num_gpus is None else int(num_gpus)
         if n < 1:
             raise TopoError(f"the number of GPUs must be >= 1, got {n}", key="gpus")
-        if kind == "packed":
-            if n > total:
-                raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
-                                key="gpus")
-            ids = np.arange(n, dtype=np.int64)
-        elif kind == "one_per_server":
-            if n > L.num_servers:
-                raise TopoError(f"one GPU per server for {format_count(n)} GPUs needs {format_count(n)} servers, "
-                                f"but the fabric has {format_count(L.num_servers)}", key="gpus")
-            if not 0 <= rail < L.gpus_per_server:
-                raise TopoError(f"rail {rail} does not exist; servers have GPUs 0 to {L.gpus_per_server - 1}",
-                                key="rail")
-            ids = np.arange(n, dtype=np.int64) * L.gpus_per_server + rail
-        else:  # spread_pods
-            pods = L.num_pods
-            per_pod = L.num_gpus // pods
-            if n > total:
-                raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
-                                key="gpus")
-            if n % pods:
-                raise TopoError(f"spreading {format_count(n)} GPUs over {pods} pods needs a multiple of {pods}",
-                                key="gpus")
-            k = n // pods
-            ids = (np.arange(pods, dtype=np.int64)[:, None] * per_pod + np.arange(k)[None, :]).ravel()
+        ids = _chosen(L, kind, n, rail)
+    table = _split_groups(ids, groups, group_layout)
+    if order == "nccl" and groups > 1:
+        table = np.sort(table, axis=1)
+    return Placement(groups=table, kind=kind, gpus_per_domain=L.gpus_per_domain)
+
+
+def _listed(gpus, total: int, order: str) -> np.ndarray:
+    """The GPU ids of an explicit list, checked to exist once each; sorted for NCCL's order."""
+    ids = np.asarray(list(gpus), dtype=np.int64)
+    if ids.size == 0:
+        raise TopoError("the GPU list is empty", key="ranks")
+    bad = ids[(ids < 0) | (ids >= total)]
+    if bad.size:
+        raise TopoError(f"GPU id {int(bad[0])} does not exist; this fabric has GPUs 0 to {total - 1}",
+                        key="ranks")
+    uniq, counts = np.unique(ids, return_counts=True)
+    if np.any(counts > 1):
+        raise TopoError(f"GPU {int(uniq[counts > 1][0])} is listed twice", key="ranks")
+    return np.sort(ids) if order == "nccl" else ids
+
+
+def _chosen(L, kind: str, n: int, rail: int) -> np.ndarray:
+    """The ids of ``n`` GPUs chosen by placement ``kind`` (not ``list``) in layout ``L``."""
+    total = L.num_gpus
+    if kind == "packed":
+        if n > total:
+            raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
+                            key="gpus")
+        return np.arange(n, dtype=np.int64)
+    if kind == "one_per_server":
+        if n > L.num_servers:
+            raise TopoError(f"one GPU per server for {format_count(n)} GPUs needs {format_count(n)} servers, "
+                            f"but the fabric has {format_count(L.num_servers)}", key="gpus")
+        if not 0 <= rail < L.gpus_per_server:
+            raise TopoError(f"rail {rail} does not exist; servers have GPUs 0 to {L.gpus_per_server - 1}",
+                            key="rail")
+        return np.arange(n, dtype=np.int64) * L.gpus_per_server + rail
+    # spread_pods
+    pods = L.num_pods
+    per_pod = L.num_gpus // pods
+    if n > total:
+        raise TopoError(f"{format_count(n)} GPUs asked, but the fabric has {format_count(total)}",
+                        key="gpus")
+    if n % pods:
+        raise TopoError(f"spreading {format_count(n)} GPUs over {pods} pods needs a multiple of {pods}",
+                        key="gpus")
+    k = n // pods
+    return (np.arange(pods, dtype=np.int64)[:, None] * per_pod + np.arange(k)[None, :]).ravel()
+
+
+def _split_groups(ids: np.ndarray, groups: int, group_layout: str) -> np.ndarray:
+    """``ids`` split into ``groups`` communicators, one row each, strided or blocked."""
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise TopoError(f"the number of groups must be a whole number >= 1, got {groups!r}", key="groups")
     if ids.size % groups:
         raise TopoError(f"{format_count(ids.size)} GPUs do not split into {groups} equal groups", key="groups")
     if group_layout == "strided":
-        table = ids.reshape(ids.size // groups, groups).T.copy()
-    elif group_layout == "blocked":
-        table = ids.reshape(groups, ids.size // groups)
-    else:
-        raise TopoError(f"unknown group layout {group_layout!r}; allowed: strided, blocked", key="group_layout")
-    if order == "nccl" and groups > 1:
-        table = np.sort(table, axis=1)
-    return Placement(groups=table, kind=kind, gpus_per_domain=L.gpus_per_domain)
+        return ids.reshape(ids.size // groups, groups).T.copy()
+    if group_layout == "blocked":
+        return ids.reshape(groups, ids.size // groups)
+    raise TopoError(f"unknown group layout {group_layout!r}; allowed: strided, blocked", key="group_layout")

@@ -351,29 +351,11 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
     -------
     Profile
     """
-    params, where = {}, {}
-    for pf in parts + ([overrides] if overrides else []):
-        for k, p in pf.params.items():
-            if pf is overrides and k in params and PARAMETERS[k].shape == "by_family":
-                # a user file overrides per family and protocol: what it leaves out keeps the base's value
-                base = params[k].value
-                p = p.model_copy(update={"value": {fam: {**base.get(fam, {}), **protos} for fam, protos in
-                                      {**{f: {} for f in base}, **p.value}.items()}})
-            params[k], where[k] = p, pf.path
+    params, where = _merged(parts, overrides)
     v = {k: p.value for k, p in params.items()}
     ch = int(v["channels"])
-    ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
-    allowed = set(v.get("protocols", PROTOCOLS))  # the NCCL_PROTO a provider sets
-    eff = {fam: {p: _tup(x) for p, x in protos.items() if p in allowed}
-           for fam, protos in v["proto_efficiency"].items()}
-    if "nvls_efficiency" in v:
-        eff["nvls"] = {"Simple": v["nvls_efficiency"]}
-        eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
-    caps = {
-        "ring": {"LL": ll_max, "LL128": ch * v["ring_ll128_per_channel_GBps"] * GB},
-        "tree": {"LL": ll_max, "LL128": tuple(ch * x * GB for x in v["tree_ll128_per_channel_GBps"]),
-                 "Simple": tuple(ch * x * GB for x in v["tree_simple_per_channel_GBps"])},
-    }
+    eff = _proto_efficiency(v)
+    caps = _busbw_caps(v, ch)
     sources = {k: {"value": p.value, "source": p.source, "fitted": p.fitted, "fitted_on": p.fitted_on,
                    "assumed": p.assumed, "file": where[k]} for k, p in params.items()}
     return Profile(
@@ -412,6 +394,42 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         sources=sources,
         bundled=overrides is None,
     )
+
+
+def _merged(parts: list[ProfileFile], overrides: ProfileFile | None) -> tuple[dict, dict]:
+    """Each parameter of the files (later ones and ``overrides`` win) and the file it came from."""
+    params, where = {}, {}
+    for pf in parts + ([overrides] if overrides else []):
+        for k, p in pf.params.items():
+            if pf is overrides and k in params and PARAMETERS[k].shape == "by_family":
+                # a user file overrides per family and protocol: what it leaves out keeps the base's value
+                base = params[k].value
+                p = p.model_copy(update={"value": {fam: {**base.get(fam, {}), **protos} for fam, protos in
+                                      {**{f: {} for f in base}, **p.value}.items()}})
+            params[k], where[k] = p, pf.path
+    return params, where
+
+
+def _proto_efficiency(v: dict) -> dict:
+    """Efficiency per schedule family and protocol, of the protocols the profile allows (NVLS: Simple only)."""
+    allowed = set(v.get("protocols", PROTOCOLS))  # the NCCL_PROTO a provider sets
+    eff = {fam: {p: _tup(x) for p, x in protos.items() if p in allowed}
+           for fam, protos in v["proto_efficiency"].items()}
+    if "nvls_efficiency" in v:
+        eff["nvls"] = {"Simple": v["nvls_efficiency"]}
+        eff["nvls_tree"] = {"Simple": v.get("nvls_tree_efficiency", v["nvls_efficiency"])}
+    return eff
+
+
+def _busbw_caps(v: dict, ch: int) -> dict:
+    """Bus-bandwidth ceilings (bytes/s) per family and protocol: LL's, and LL128's and tree Simple's of ``ch``
+    channels."""
+    ll_max = tuple(x * GB for x in v["ll_max_busbw_GBps"])
+    return {
+        "ring": {"LL": ll_max, "LL128": ch * v["ring_ll128_per_channel_GBps"] * GB},
+        "tree": {"LL": ll_max, "LL128": tuple(ch * x * GB for x in v["tree_ll128_per_channel_GBps"]),
+                 "Simple": tuple(ch * x * GB for x in v["tree_simple_per_channel_GBps"])},
+    }
 
 
 def profile_parts(generation: str, network: str, nccl: str | None = None) -> list[ProfileFile]:

@@ -244,6 +244,32 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     TopoError
         A bad member (keyed ``member[NAME].option``), duplicate names, or a bad sharing model.
     """
+    _check_members(members, sharing, hash_seed)
+    prof = resolve_profile(profile, fabric)
+    router = _mix_router(fabric, members, prof, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
+    cap = usable_capacity(router, prof)
+    rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
+    for m in members:
+        row, u, total, member_notes = _alone(fabric, m, router, prof, cap, ecmp=ecmp, subflows=subflows, pxn=pxn,
+                                             hash_seed=hash_seed)
+        rows.append(row)
+        demand.append(u)
+        loads_dir += router.real_link_loads(total)
+        notes += member_notes
+    U = np.vstack(demand)  # [members, resources]
+    finish, limiter = _mix_finish_times(U, np.array([r["bw_s"] for r in rows]), sharing)
+    results = [_member_result(router, r, done, lim) for r, done, lim in zip(rows, finish, limiter)]
+    contested = _contested(router, U, [m.name for m in members], max_contested) if max_contested > 0 else []
+    return MixResult(spec=fabric.name, name=name, sharing=sharing,
+                     ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
+                     + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""),
+                     profile=prof.name, members=results, contested=contested,
+                     makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
+                     links=LinkTable.of(fabric), notes=notes)
+
+
+def _check_members(members: list[Member], sharing: str, hash_seed: int) -> None:
+    """A known sharing model, at least one member, no two of one name, and a valid hash seed."""
     check_sharing(sharing)
     if not members:
         raise TopoError("a traffic mix needs at least one member", key="member")
@@ -252,57 +278,50 @@ def run_mix(fabric: Fabric, members: list[Member], *, sharing: str = "equal", ec
     if dup is not None:
         raise TopoError(f"two members are named {dup!r}; names must differ", key="member")
     EstimateOptions.from_kwargs(hash_seed=hash_seed)  # its error names the option
-    prof = resolve_profile(profile, fabric)
-    router = _mix_router(fabric, members, prof, ecmp=ecmp, subflows=subflows, pxn=pxn, salt=hash_seed)
-    cap = usable_capacity(router, prof)
-    rows, demand, loads_dir, notes = [], [], np.zeros(router.num_real), []
-    for m in members:
+
+
+def _alone(fabric: Fabric, m: Member, router: Router, prof, cap: np.ndarray, *, ecmp: str, subflows: int,
+           pxn: bool | None, hash_seed: int):
+    """Member ``m`` running alone: its result row (with ``bw_s``, the bandwidth part of its time), the share of
+    each resource's usable capacity it asks per second of its bandwidth part, its bytes per resource and its
+    notes."""
+    try:
+        opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
+                                           hash_seed=hash_seed, profile=prof)
+        coll = normalize_collective(m.collective)
         try:
-            opts = EstimateOptions.from_kwargs(m.resolved(fabric), ecmp=ecmp, subflows=subflows, pxn=pxn,
-                                               hash_seed=hash_seed, profile=prof)
-            coll = normalize_collective(m.collective)
-            try:
-                S = parse_size_bytes(m.size)
-            except UnitError as exc:
-                raise TopoError(str(exc), key="size") from None
-            ev = m.evaluation if m.evaluation is not None else evaluate(fabric, coll, opts, router=router)
-        except TopoError as exc:
-            raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
-        t, algo, proto, lat, bw = ev.time(S)
-        c = ev.costed[algo]
-        notes += [f"{m.name}: {n}" for n in c.schedule.notes]
-        total = c.loads.total() * S
-        # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
-        eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
-        u = np.zeros_like(total)
-        used = total > 0
-        if bw > 0:
-            u[used] = total[used] / (eff * cap[used] * bw)
-        demand.append(u)
-        loads_dir += router.real_link_loads(total)
-        d = router.describe_resource(c.bottleneck_res) if c.bottleneck_res >= 0 else None
-        rows.append(dict(name=m.name, collective=coll, size_bytes=S, placement=ev.placement.describe(),
-                         num_groups=ev.placement.num_groups, num_ranks=ev.placement.num_ranks, algorithm=algo,
-                         protocol=proto, latency_s=float(lat), alone_s=float(t), bw_s=float(bw),
-                         bottleneck_alone=f"{d['src']} -> {d['dst']}" if d else None,
-                         bottleneck_alone_level=d["level"] if d else None))
-    U = np.vstack(demand)  # [members, resources]
-    finish, limiter = _mix_finish_times(U, np.array([r["bw_s"] for r in rows]), sharing)
-    results = []
-    for r, done, lim in zip(rows, finish, limiter):
-        mix = r["latency_s"] + done
-        d = router.describe_resource(int(lim)) if lim >= 0 else None
-        r.pop("bw_s")
-        results.append(MemberResult(**r, mix_s=float(mix), slowdown=float(mix / r["alone_s"]) if r["alone_s"] else 1.0,
-                                    bottleneck_mix=f"{d['src']} -> {d['dst']}" if d else None,
-                                    bottleneck_mix_level=d["level"] if d else None))
-    contested = _contested(router, U, [m.name for m in members], max_contested) if max_contested > 0 else []
-    return MixResult(spec=fabric.name, name=name, sharing=sharing,
-                     ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
-                     + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""),
-                     profile=prof.name, members=results, contested=contested,
-                     makespan_s=float(max(m.mix_s for m in results)), bytes_per_direction=loads_dir,
-                     links=LinkTable.of(fabric), notes=notes)
+            S = parse_size_bytes(m.size)
+        except UnitError as exc:
+            raise TopoError(str(exc), key="size") from None
+        ev = m.evaluation if m.evaluation is not None else evaluate(fabric, coll, opts, router=router)
+    except TopoError as exc:
+        raise TopoError(exc.message, source=exc.source, key=f"member[{m.name}].{exc.key or 'options'}") from None
+    t, algo, proto, lat, bw = ev.time(S)
+    c = ev.costed[algo]
+    total = c.loads.total() * S
+    # a protocol's overhead travels on the wire too (LL128 sends 128 bytes per 120 of data): it uses the link
+    eff = prof.efficiency(c.schedule.family, proto, ev.placement.num_domains)
+    u = np.zeros_like(total)
+    used = total > 0
+    if bw > 0:
+        u[used] = total[used] / (eff * cap[used] * bw)
+    d = router.describe_resource(c.bottleneck_res) if c.bottleneck_res >= 0 else None
+    row = dict(name=m.name, collective=coll, size_bytes=S, placement=ev.placement.describe(),
+               num_groups=ev.placement.num_groups, num_ranks=ev.placement.num_ranks, algorithm=algo,
+               protocol=proto, latency_s=float(lat), alone_s=float(t), bw_s=float(bw),
+               bottleneck_alone=f"{d['src']} -> {d['dst']}" if d else None,
+               bottleneck_alone_level=d["level"] if d else None)
+    return row, u, total, [f"{m.name}: {n}" for n in c.schedule.notes]
+
+
+def _member_result(router: Router, row: dict, done: float, lim: int) -> MemberResult:
+    """A member's result from its row alone, the time its bandwidth part takes in the mix and what limits it."""
+    mix = row["latency_s"] + done
+    d = router.describe_resource(int(lim)) if lim >= 0 else None
+    row.pop("bw_s")
+    return MemberResult(**row, mix_s=float(mix), slowdown=float(mix / row["alone_s"]) if row["alone_s"] else 1.0,
+                        bottleneck_mix=f"{d['src']} -> {d['dst']}" if d else None,
+                        bottleneck_mix_level=d["level"] if d else None)
 
 
 def _mix_router(fabric: Fabric, members: list[Member], prof, *, ecmp: str, subflows: int, pxn: bool | None,

@@ -208,20 +208,10 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
                         "positive count (Llama 3 Table 5 saw 419 in 54 days on 16,384 GPUs)",
                         key="plan.reliability.causes")
     mtbf_s = 3600 / total_per_h
-    table_network_per_h = rates.get(NETWORK_CAUSE, 0.0) * num_gpus
-    as_parts_per_h = total_per_h - per_h.get(NETWORK_CAUSE, 0.0) - per_h.get(OPTICS_CAUSE, 0.0) + optics_per_s * 3600
-    inv_first = _failures_per_s(modules)
-    nic_per_s = _failures_per_s(nic_modules)
     ckpt = params * bytes_per_param
-    write_s = ckpt / write_Bps
-    per_gpu_s = ckpt / num_gpus / snapshot_Bps
-    stall_s = write_s if mode == "sync" else per_gpu_s
-    min_T = {"sync": 0.0, "async": write_s, "in_memory": per_gpu_s}[mode]
-    reload_s = per_gpu_s if mode == "in_memory" else ckpt / reload_Bps
-    servers = num_gpus // gpus_per_server
-    spares = int(math.floor(hot_spare_fraction * servers))
-    hw_per_s = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600
-    in_repair = hw_per_s * repair_s
+    write_s, stall_s, min_T, reload_s = _checkpoint_s(ckpt, num_gpus, mode, write_Bps, snapshot_Bps, reload_Bps)
+    spares = int(math.floor(hot_spare_fraction * (num_gpus // gpus_per_server)))
+    in_repair = sum(per_h.get(k, 0.0) for k in HARDWARE_CAUSES) / 3600 * repair_s
     enough = spares >= in_repair
     restart = restart_s if enough else restart_s + repair_s
 
@@ -238,17 +228,8 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
     training = num_gpus - spares * gpus_per_server
     return Reliability(
         interruptions_per_day=total_per_h * 24, interruptions_per_day_by_cause={k: v * 24 for k, v in per_h.items()},
-        mtbf_s=mtbf_s, optics_in_interruptions=optics, optical_modules=int(sum(n for n, _ in modules)),
-        first_optical_failure_s=1 / inv_first if inv_first else math.inf,
-        nic_optical_modules=int(sum(n for n, _ in nic_modules)),
-        first_nic_optics_failure_s=1 / nic_per_s if nic_per_s else math.inf,
-        job_optical_modules=int(sum(n for n, _ in job_modules)),
-        first_job_optics_failure_s=1 / optics_per_s if optics_per_s else math.inf,
-        optics_parts_per_day=optics_per_s * 86_400,
-        mtbf_optics_as_parts_s=3600 / as_parts_per_h if as_parts_per_h > 0 else math.inf,
-        table_network_per_day=table_network_per_h * 24,
-        table_network_mttf_years_per_gpu_link=(1 / rates[NETWORK_CAUSE] / 24 / 365
-                                               if rates.get(NETWORK_CAUSE) else math.inf),
+        mtbf_s=mtbf_s, optics_in_interruptions=optics,
+        **_optics_fields(modules, nic_modules, job_modules, total_per_h, per_h, rates, num_gpus),
         params=params, params_source=params_source, checkpoint_bytes=ckpt, checkpoint_mode=mode,
         checkpoint_write_s=write_s, checkpoint_stall_s=stall_s, checkpoint_interval_s=T, young_interval_s=young,
         detection_s=detection_s, restart_s=restart, reload_s=reload_s,
@@ -257,3 +238,37 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         lost_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
         effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve,
         sensitivity=_sensitivity(base, evaluate))
+
+
+def _checkpoint_s(ckpt_bytes: float, num_gpus: int, mode: str, write_Bps: float, snapshot_Bps: float,
+                  reload_Bps: float) -> tuple[float, float, float, float]:
+    """A checkpoint's write, the stall it costs the job, the shortest interval between two (an async write must
+    end before the next starts; an in-memory snapshot's copy likewise) and the reload after a failure, seconds."""
+    write_s = ckpt_bytes / write_Bps
+    per_gpu_s = ckpt_bytes / num_gpus / snapshot_Bps
+    stall_s = write_s if mode == "sync" else per_gpu_s
+    min_T = {"sync": 0.0, "async": write_s, "in_memory": per_gpu_s}[mode]
+    reload_s = per_gpu_s if mode == "in_memory" else ckpt_bytes / reload_Bps
+    return write_s, stall_s, min_T, reload_s
+
+
+def _optics_fields(modules, nic_modules, job_modules, total_per_h: float, per_h: dict[str, float],
+                   rates: dict[str, float], num_gpus: int) -> dict:
+    """The optics figures of :class:`Reliability`: modules counted per line and the first failure of each, the
+    job's optics as parts in place of the table's network row, and that row as an MTTF per GPU link."""
+    optics_per_s = _failures_per_s(job_modules)
+    inv_first = _failures_per_s(modules)
+    nic_per_s = _failures_per_s(nic_modules)
+    as_parts_per_h = total_per_h - per_h.get(NETWORK_CAUSE, 0.0) - per_h.get(OPTICS_CAUSE, 0.0) + optics_per_s * 3600
+    return dict(
+        optical_modules=int(sum(n for n, _ in modules)),
+        first_optical_failure_s=1 / inv_first if inv_first else math.inf,
+        nic_optical_modules=int(sum(n for n, _ in nic_modules)),
+        first_nic_optics_failure_s=1 / nic_per_s if nic_per_s else math.inf,
+        job_optical_modules=int(sum(n for n, _ in job_modules)),
+        first_job_optics_failure_s=1 / optics_per_s if optics_per_s else math.inf,
+        optics_parts_per_day=optics_per_s * 86_400,
+        mtbf_optics_as_parts_s=3600 / as_parts_per_h if as_parts_per_h > 0 else math.inf,
+        table_network_per_day=rates.get(NETWORK_CAUSE, 0.0) * num_gpus * 24,
+        table_network_mttf_years_per_gpu_link=(1 / rates[NETWORK_CAUSE] / 24 / 365
+                                               if rates.get(NETWORK_CAUSE) else math.inf))

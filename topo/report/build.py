@@ -26,6 +26,7 @@ from ..engine.result import EstimateResult
 from ..spec import load_spec
 from ..spec.load import bundled_dir, resolve_spec_path
 from ..spec.model import Spec
+from ..spec.overrides import override_label
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import load_traffic
 from ..units import parse_size_bytes
@@ -175,7 +176,7 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
         path = resolve_spec_path(asked)
         if path.resolve().parent == bundled_dir():
             where = f"bundled spec {path.stem} (topologies/{path.name})"
-    return where + "".join(f" --set {o}" for o in overrides)
+    return where + "".join(f" {override_label(o)}" for o in overrides)
 
 
 def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), failures: Sequence[str] = (),

@@ -19,8 +19,9 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
-from ..inputs import check_input, is_input_file, read_toml
+from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from .model import Spec
+from .overrides import override_label
 from ..resources import topologies_dir
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
@@ -125,18 +126,18 @@ def _parse_key(key: str, source: str, original: str) -> list[str | int]:
         m = _SEGMENT.match(key, pos)
         if not m:
             raise TopoError(f"cannot read the key {key!r}; write it as a dotted path such as "
-                            "fabric.tiers[1].oversubscription", source=f"--set {original}")
+                            "fabric.tiers[1].oversubscription", source=override_label(original))
         token = m.group(1) if m.group(1) is not None else m.group(2)
         parts.append(int(token) if token.isdigit() else token)
         pos = m.end()
     if not parts:
-        raise TopoError("empty key; write KEY=VALUE, e.g. cluster.num_units=8", source=f"--set {original}")
+        raise TopoError("empty key; write KEY=VALUE, e.g. cluster.num_units=8", source=override_label(original))
     return parts
 
 
-def _parse_value(text: str):
+def _parse_value(text: str, item: str):
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return loads_toml(f"v = {text}", f"--set {item}")["v"]
     except tomllib.TOMLDecodeError:
         return text  # a bare string such as 400 Gb/s
 
@@ -155,7 +156,7 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
     for item in overrides:
         if "=" not in item:
             raise TopoError("expected KEY=VALUE, e.g. cluster.num_units=8 (or KEY= to remove a key)",
-                            source=f"--set {item}")
+                            source=override_label(item))
         key, value = item.split("=", 1)
         remove = value.strip() == ""
         parts = _parse_key(key, source, item)
@@ -169,30 +170,30 @@ def apply_overrides(data: dict, overrides: typing.Sequence[str], source: str = "
                 if last and remove:
                     del node[idx]
                 elif last:
-                    node[idx] = _parse_value(value)
+                    node[idx] = _parse_value(value, item)
                 else:
                     node = node[idx]
             elif isinstance(node, dict):
                 if not isinstance(part, str):
                     raise TopoError(f"{format_loc(norm) or 'the spec'} is a table, not a list; "
-                                    f"use a key name, not [{part}]", source=f"--set {item}")
+                                    f"use a key name, not [{part}]", source=override_label(item))
                 norm.append(part)
                 if last and remove:
                     if part not in node:
                         there = ", ".join(map(str, node)) or "nothing"
                         raise TopoError(f"cannot remove {format_loc(norm)}: the spec does not set it "
                                         f"({format_loc(norm[:-1]) or 'the top level'} sets {there})",
-                                        source=f"--set {item}")
+                                        source=override_label(item))
                     del node[part]
                 elif last:
-                    node[part] = _parse_value(value)
+                    node[part] = _parse_value(value, item)
                 elif remove and part not in node:
                     raise TopoError(f"cannot remove {key.strip()}: the spec does not set {format_loc(norm)}",
-                                    source=f"--set {item}")
+                                    source=override_label(item))
                 else:
                     node = node.setdefault(part, {})
             else:
-                raise TopoError(f"{format_loc(norm)} is a value, not a table", source=f"--set {item}")
+                raise TopoError(f"{format_loc(norm)} is a value, not a table", source=override_label(item))
         set_paths[format_loc(norm)] = item
     return data, set_paths
 
@@ -237,13 +238,13 @@ def _list_index(node: list, part, norm, item) -> int:
     if isinstance(part, int):
         if not 0 <= part < len(node):
             raise TopoError(f"index {part} is out of range; {format_loc(norm)} has {len(node)} items "
-                            f"(0 to {len(node) - 1})", source=f"--set {item}")
+                            f"(0 to {len(node) - 1})", source=override_label(item))
         return part
     names = [x.get("name") for x in node if isinstance(x, dict)]
     if part in names:
         return names.index(part)
     raise TopoError(f"{format_loc(norm)} has no item named {part!r}; names: {', '.join(map(str, names))}",
-                    source=f"--set {item}")
+                    source=override_label(item))
 
 
 # --- error formatting ------------------------------------------------------------------------------------
@@ -354,7 +355,7 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
         message += f" (also: {', '.join(others)}{more})"
     origin = next((orig for path, orig in set_paths.items() if key == path or key.startswith(path + ".")
                    or key.startswith(path + "[")), None)
-    src = f"{source} (--set {origin})" if origin else source
+    src = f"{source} ({override_label(origin)})" if origin else source
     return TopoError(message, source=src, key=key or None)
 
 

@@ -16,6 +16,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from ..fabric.hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
 from ..fabric.server_cpu import server_cpu_vendor
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
+from .overrides import override_label
 
 __all__ = ["Spec", "ScaleUpSpec", "ServerSpec", "ClusterSpec", "FabricSpec", "TierSpec", "FABRIC_KINDS",
            "TECHNOLOGIES"]
@@ -310,7 +311,7 @@ class Spec(_Strict):
         origin = next((o for p, o in self._set_paths.items()
                        if key and (key == p or key.startswith(p + ".") or key.startswith(p + "["))), None)
         base = self._origin or "<spec>"
-        return f"{base} (--set {origin})" if origin else base
+        return f"{base} ({override_label(origin)})" if origin else base
 
     # Resolved values (spec value, else the GPU catalog's) -------------------------------------------------
     @property

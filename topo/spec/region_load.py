@@ -16,7 +16,7 @@ from .load import _display_path, _to_topo_error, apply_overrides, load_spec, res
 from .model import Spec
 from .sites import RegionSpec, is_region_data
 
-__all__ = ["load_region", "region_from_dict", "is_region_file", "site_specs"]
+__all__ = ["load_region", "region_from_dict", "is_region_file", "site_specs", "site_spec_files"]
 
 
 def is_region_file(name_or_path) -> bool:
@@ -73,8 +73,29 @@ def site_specs(region: RegionSpec, folder: Path, source: str) -> list[Spec]:
             if site.fabric is not None:
                 out.append(spec_from_dict(site.fabric, source=f"{where}.fabric"))
                 continue
-            beside = folder / site.spec
-            out.append(load_spec(beside if beside.is_file() else site.spec, site.set))
+            out.append(load_spec(_site_file(site, folder), site.set))
         except TopoError as exc:
             raise TopoError(exc.message, source=where if site.fabric is None else exc.source, key=exc.key) from None
     return out
+
+
+def _site_file(site, folder: Path) -> Path | str:
+    """What a site's ``spec`` names: a file beside the region file, else the path or bundled name as given."""
+    beside = folder / site.spec
+    return beside if beside.is_file() else site.spec
+
+
+def site_spec_files(region: RegionSpec) -> list[str]:
+    """The spec files (or bundled names) the sites of a loaded region read: inputs no output may replace.
+
+    Parameters
+    ----------
+    region : RegionSpec
+        As :func:`load_region` returns it (it knows its file).
+
+    Returns
+    -------
+    list of str
+    """
+    folder = Path(region.input_path).parent
+    return [str(_site_file(site, folder)) for site in region.sites if site.fabric is None]

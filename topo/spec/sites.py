@@ -27,6 +27,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from .model import Bandwidth, Duration, Name, PositiveInt, _Strict, _bandwidth
+from .overrides import override_label
 
 __all__ = ["RegionSpec", "SiteSpec", "InterconnectSpec", "SpanSpec", "DCI_TOPOLOGIES", "is_region_data"]
 
@@ -158,7 +159,7 @@ class RegionSpec(_Strict):
         override set it (or a table holding it)."""
         origin = next((o for path, o in self._set_paths.items() if key == path or key.startswith(path + ".")
                        or key.startswith(path + "[")), None)
-        return f"{self._origin} (--set {origin})" if origin else self._origin
+        return f"{self._origin} ({override_label(origin)})" if origin else self._origin
 
     @model_validator(mode="after")
     def _joinable(self):

@@ -243,18 +243,55 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
         Interrupted: the batches finished so far are in ``output``, complete, and a rerun resumes from them.
     """
     start = time.perf_counter()
-    if scheduler_file is not None:
-        if scheduler is not None:
-            raise TopoError("give a scheduler address or a scheduler file, not both", key="scheduler_file")
-        scheduler = scheduler_from_file(scheduler_file)
-    if isinstance(study, dict):
-        study = study_from_dict(study)
-    elif not isinstance(study, Study):
-        study = load_study(study)
+    scheduler = _scheduler(scheduler, scheduler_file)
+    study = _as_study(study)
     run = run if run is not None else SweepRun()
-    inputs = list(inputs) + [p for p, _ in study.specs.values()]
-    store = ResultStore(output, study, inputs=inputs)
+    store = ResultStore(output, study, inputs=list(inputs) + [p for p, _ in study.specs.values()])
     points = study.points()
+    todo = _open_store(store, study, points, output, run)
+    if todo:
+        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress,
+                 (connect_timeout_s, worker_timeout_s, notify), start)
+    else:
+        run.where = "nothing to compute: every point is in the output"
+    frame = _frame(store, points)
+    _tally(run, store, frame, output, start)
+    return frame
+
+
+def _tally(run: SweepRun, store: ResultStore, frame: pd.DataFrame, output, start: float) -> None:
+    """Fill ``run`` at the end: the store's notices (and one for stray files in the output), errors, time."""
+    run.notices += store.notices
+    strays = store.strays()
+    if strays:
+        run.notices.append(f"{output} holds files that are not its parts ({', '.join(strays[:3])}"
+                           f"{', ...' if len(strays) > 3 else ''}): pandas.read_parquet on the folder fails on "
+                           "them; topo.sweep.read_results reads the parts only")
+    run.errors = int(frame["error"].notna().sum()) if len(frame) else 0
+    run.elapsed_s = time.perf_counter() - start
+
+
+def _scheduler(scheduler: str | None, scheduler_file: str | None) -> str | None:
+    """The scheduler address given, or read from ``scheduler_file`` (not both)."""
+    if scheduler_file is None:
+        return scheduler
+    if scheduler is not None:
+        raise TopoError("give a scheduler address or a scheduler file, not both", key="scheduler_file")
+    return scheduler_from_file(scheduler_file)
+
+
+def _as_study(study: Study | dict | str) -> Study:
+    """A study given as one, as a dict of the TOML's tables, or as the path or bundled name of its file."""
+    if isinstance(study, dict):
+        return study_from_dict(study)
+    if not isinstance(study, Study):
+        return load_study(study)
+    return study
+
+
+def _open_store(store: ResultStore, study: Study, points: list, output, run: SweepRun) -> list:
+    """Open ``store`` for the study's current version, its rows of an earlier version removed (said in
+    ``run.notices``), and return the points not yet in it (``run.total`` and ``run.skipped`` counted)."""
     version = study.version()
     run.replaced = store.prune(points, version)
     if run.replaced:
@@ -264,21 +301,7 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     todo = [p for p in points if p["point"] not in done]
     run.total, run.skipped = len(points), len(points) - len(todo)
     store.open(version)
-    if todo:
-        _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress,
-                 (connect_timeout_s, worker_timeout_s, notify), start)
-    else:
-        run.where = "nothing to compute: every point is in the output"
-    frame = _frame(store, points)
-    run.notices += store.notices
-    strays = store.strays()
-    if strays:
-        run.notices.append(f"{output} holds files that are not its parts ({', '.join(strays[:3])}"
-                           f"{', ...' if len(strays) > 3 else ''}): pandas.read_parquet on the folder fails on "
-                           "them; topo.sweep.read_results reads the parts only")
-    run.errors = int(frame["error"].notna().sum()) if len(frame) else 0
-    run.elapsed_s = time.perf_counter() - start
-    return frame
+    return todo
 
 
 def _execute(study, todo, store, run, scheduler, workers, client, batch_size, progress, waits, start):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import TopoError
-from ..inputs import is_input_file, read_input_text
+from ..inputs import is_input_file, loads_toml, read_input_text
 from ..resources import data_dir
 from ..spec.load import apply_overrides, bundled_dir as bundled_spec_dir, check_override_key, resolve_spec_path
 from ..spec.model import Spec
@@ -73,6 +73,7 @@ class Study:
     seeds: tuple[int, ...] = ()
     specs: dict = field(default_factory=dict)  # spec reference -> (source, TOML text)
     description: str = ""
+    files: tuple[str, ...] = ()  # the files it reads (specs, and models, traffic, profiles its axes name): no output
 
     @property
     def seeded(self) -> tuple[str, ...]:
@@ -170,11 +171,11 @@ def load_study(path_or_name: str | Path) -> Study:
             what = "is a directory" if p.is_dir() else "no such study file or bundled study"
             raise TopoError(f"{what}; bundled: {', '.join(bundled)}{hint}", source=str(path_or_name))
     try:
-        text = read_input_text(p, "study file (.toml)")
+        text = read_input_text(p, "study file (.toml)").removeprefix("\ufeff")  # a byte-order mark, as read_toml
     except TopoError as exc:
         raise TopoError(exc.message, source=str(path_or_name)) from None
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text, str(path_or_name))
     except tomllib.TOMLDecodeError as exc:
         raise TopoError(f"invalid TOML: {exc}", source=str(path_or_name)) from None
     return study_from_dict(data, source=str(path_or_name), text=text, folder=p.parent, default_name=p.stem)
@@ -205,7 +206,7 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     check_values(axes, source, SEED)
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
                   compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
-                  specs=specs, description=str(data.get("description", "")))
+                  specs=specs, description=str(data.get("description", "")), files=_files(axes, folder))
     n = 1
     for k, vs in axes.items():
         n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
@@ -352,18 +353,15 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
     for ref in refs:
         if not isinstance(ref, str) or not ref.strip():
             raise TopoError(f"a spec is a bundled name or a file, got {ref!r}", source=source, key="spec")
-        path = None
-        if folder is not None and (folder / ref).is_file():
-            path = folder / ref
         try:
-            path = path or resolve_spec_path(ref)
-            text = read_input_text(path, "spec file (.toml)")
+            path = _spec_file(ref, folder)
+            text = read_input_text(path, "spec file (.toml)").removeprefix("\ufeff")
         except TopoError as exc:
             raise TopoError(exc.message, source=source, key=f"spec: {ref}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise TopoError(f"cannot read spec {ref!r}: {exc}", source=source, key="spec") from None
         try:  # read here, once: the checks below parse it again, and a point must not meet it first
-            tomllib.loads(text)
+            loads_toml(text, f"{source}: spec: {ref}")
         except tomllib.TOMLDecodeError as exc:
             raise TopoError(f"invalid TOML in spec {ref!r}: {exc}", source=source, key=f"spec: {ref}") from None
         # as the study names it, never this machine's path: rows travel (a bundled spec by its name)
@@ -371,6 +369,20 @@ def _read_specs(refs: list, folder: Path | None, source: str) -> dict:
                    and not (folder and (folder / ref).is_file()))
         out[ref] = (f"bundled spec {Path(path).stem}" if bundled else ref, text)
     return out
+
+
+def _spec_file(ref: str, folder: Path | None) -> Path:
+    """The file a study's spec reference names: beside the study (in ``folder``) first, then as given or bundled."""
+    if folder is not None and (folder / ref).is_file():
+        return folder / ref
+    return resolve_spec_path(ref)
+
+
+def _files(axes: dict, folder: Path | None) -> tuple[str, ...]:
+    """The files a study reads: its specs' and those its file axes (:data:`FILE_AXES`) name."""
+    specs = [str(_spec_file(ref, folder)) for ref in axes["spec"]]
+    named = [v for k, vs in axes.items() if k in FILE_AXES for v in vs if isinstance(v, str) and is_input_file(v)]
+    return tuple(dict.fromkeys(specs + named))
 
 
 def _check_paths(axes: dict, specs: dict, source: str) -> None:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .ring_attention import CP_COMM_TYPES
 from ..errors import TopoError
-from ..inputs import is_input_file, read_toml
+from ..inputs import is_input_file, loads_toml, read_toml
 from ..units import format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
@@ -325,9 +325,11 @@ def layout_pairs(text: str) -> dict:
             raise TopoError(f"cannot read {part!r}; write key=value pairs such as tp=8,pp=16,dp=64,global_batch=2048",
                             key="layout")
         try:
-            kw[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+            kw[key.strip()] = loads_toml(f"v = {value.strip()}", "layout")["v"]
         except tomllib.TOMLDecodeError:
             kw[key.strip()] = value.strip()
+        except TopoError as exc:  # nested too deep to read
+            raise TopoError(f"{key.strip()}: {exc.message}", key="layout") from None
     return kw
 
 

@@ -146,15 +146,7 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
     AlgorithmUnavailable
         When it cannot run for this collective or placement (the reason says why).
     """
-    if not shape.nvls:
-        raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
-    p = placement.num_ranks
-    if p < 2:
-        raise AlgorithmUnavailable("NVLS needs at least 2 ranks")
-    g = ranks_per_domain(placement, "NVLS")
-    D = placement.num_domains
-    if g < 2:
-        raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")
+    g, D = _nvls_ranks(shape, placement, gpu_name)
     if collective in ("all_gather", "reduce_scatter"):
         if D > 1 or name != "nvls":
             raise AlgorithmUnavailable(f"NCCL runs NVLS {collective.replace('_', '-')} inside one NVLink domain only")
@@ -172,7 +164,27 @@ def nvls_schedule(shape: NodeShape, placement: Placement, name: str, gpu_name: s
                         window_scale=window_scale(g, 0, reference_ranks))
     if D < 2:
         raise AlgorithmUnavailable("nvls_tree spans NVLink domains; inside one domain use nvls")
-    G = placement.num_groups
+    return _nvls_tree(shape, placement, local, g, reference_ranks, max_heads)
+
+
+def _nvls_ranks(shape: NodeShape, placement: Placement, gpu_name: str) -> tuple[int, int]:
+    """Ranks per NVLink domain and domains of a placement NVLS can run on (at least 2 ranks in each domain)."""
+    if not shape.nvls:
+        raise AlgorithmUnavailable(f"{gpu_name} NVSwitches cannot reduce in the switch (no NVLS)")
+    if placement.num_ranks < 2:
+        raise AlgorithmUnavailable("NVLS needs at least 2 ranks")
+    g = ranks_per_domain(placement, "NVLS")
+    D = placement.num_domains
+    if g < 2:
+        raise AlgorithmUnavailable("NVLS needs at least 2 ranks in each NVLink domain")
+    return g, D
+
+
+def _nvls_tree(shape: NodeShape, placement: Placement, local: InSwitchReduce, g: int, reference_ranks: int,
+               max_heads: int) -> Schedule:
+    """NVLSTree: the in-switch all-reduce ``local`` in each domain, and each head's share up and down two double
+    binary trees across the domains (over each of its NICs)."""
+    G, D = placement.num_groups, placement.num_domains
     heads = nvls_heads(shape, placement.groups, g, max_heads)
     H = heads.size
     gpus = placement.groups.reshape(G, D, g)[:, :, heads]

@@ -189,6 +189,7 @@ def plan_clos(spec: Spec, attach: Attachment) -> ClosLayout:
 
 
 def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLayout:
+    """The layout of ``tiers`` as given; :class:`_TopTierFull` when the top tier cannot join all below it."""
     gps, gpd, nics = spec.gpus_per_server, spec.gpus_per_domain, spec.server.nics
     if gpd % gps != 0:
         raise TopoError(f"an NVLink domain of {count_noun(gpd, 'GPU')} must hold whole servers of {count_noun(gps, 'GPU')}",
@@ -199,74 +200,13 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
     rail_groups = rails if attach.per_rail_groups else 1
     rates = _rates(spec, tiers)
     _check_block_names(spec, tiers, spec.fabric.unit_name or attach.default_unit_name)
-
-    leaf = tiers[0]
-    leaf_top = len(tiers) == 1
-    spu_max = _max_down(leaf, 0, *rates[0], top=leaf_top, step=ports_per_server) // ports_per_server
-    spu = spec.fabric.servers_per_unit
-    if spu is not None and spu > spu_max:
-        raise TopoError(f"{leaf.name}: {count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} need {spu * ports_per_server} "
-                        f"down ports, but a {leaf.name} switch has room for {spu_max * ports_per_server}",
-                        key="fabric.servers_per_unit")
-
-    num_servers = _num_servers(spec, gps, spu or spu_max, tiers, attach)
-    if spu is None:
-        spu = min(spu_max, num_servers)
-    if num_servers % spu != 0:
-        raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
-                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
-                        key=_size_key(spec))
-    if (num_servers * gps) % gpd != 0:
-        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
-                        key=_size_key(spec))
+    spu, num_servers = _units(spec, attach, tiers, rates[0], ports_per_server)
     num_units = num_servers // spu
-
-    plans: list[TierPlan] = []
-    d0 = spu * ports_per_server
-    u0 = 0 if leaf_top else _up_ports_for(leaf, 0, d0, *rates[0])
-    _check_fits(leaf, 0, d0, u0, f"{count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} and the uplinks")
-    if leaf_top and num_units > 1:
-        raise _TopTierFull(f"one tier holds a single {attach.default_unit_name} of {count_noun(spu, 'server')}, but the cluster "
-                           f"has {format_count(num_units)}; add a spine tier or set fabric.grow_tiers = true",
-                           key="fabric.tiers")
-    n_leaves = num_units * leaves_per_unit
-    plans.append(_plan(leaf, 0, rates[0], d0, u0, n_leaves, n_leaves, 1, 1, 1, num_units,
-                       spec.fabric.unit_name or attach.default_unit_name))
-
+    plans = [_leaf_plan(spec, attach, tiers, rates[0], spu, ports_per_server, num_units, leaves_per_unit)]
     # tiers 1 and up: each joins blocks of the tier below (units for tier 1) into blocks of its own
-    num_blocks, below_up = num_units, u0
     for i in range(1, len(tiers)):
-        tier, top = tiers[i], i == len(tiers) - 1
-        below = plans[-1]
         lower_per_block = leaves_per_unit // rail_groups if i == 1 else 1  # lower switches per block, per group
-        below_name = attach.default_unit_name if i == 1 else below.block_name
-        name = _block_name(spec, i)
-        if top and tier.joins is not None and tier.joins > num_blocks:
-            raise TopoError(f"{tier.name}: {with_article(name)} of {count_noun(tier.joins, below_name)} needs more "
-                            f"than the {format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
-        if top and tier.joins is not None and tier.joins < num_blocks:
-            # the top tier joins everything below it (the spec's joins was ignored): a smaller block needs a tier
-            # above it, which grow_tiers adds
-            raise _TopTierFull(f"{tier.name} is the top tier: it joins all {count_noun(num_blocks, below_name)}, "
-                               f"not {tier.joins}; remove {_key(i, 'joins')}, add a tier above it or set "
-                               "fabric.grow_tiers = true", key=_key(i, "joins"))
-        joins = num_blocks if top else _joins(spec, tier, i, rates[i], below_up, lower_per_block, num_blocks,
-                                               below_name, name)
-        if num_blocks % joins != 0:
-            word = "units" if i == 1 else f"{below_name}s"
-            raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of "
-                            f"{joins}; use a multiple of {joins} {word} or set {_joins_key(spec, i)}",
-                            key=_size_key(spec))
-        n_below = joins * lower_per_block  # lower switches in one group of this tier
-        lower_word = below.name + " switch"
-        what = (f"{count_noun(n_below, lower_word, below.name + ' switches')} x "
-                f"{count_noun(below_up, 'uplink')}" + ("" if i == 1 else " per plane"))
-        s_, m, d, u = _spread(tier, i, rates[i], n_below, below_up, top, what, name if i == 1 else "plane",
-                              below_name)
-        blocks = num_blocks // joins
-        groups = blocks * rail_groups * (1 if i == 1 else _planes(plans[1:]))
-        plans.append(_plan(tier, i, rates[i], d, u, groups * s_, groups, s_, m, joins, blocks, name))
-        num_blocks, below_up = blocks, u
+        plans.append(_upper_plan(spec, attach, tiers, i, rates[i], plans, lower_per_block, rail_groups))
     units_per_pod = plans[1].joins if len(plans) > 1 else num_units
     num_pods = plans[1].num_blocks if len(plans) > 1 else 1
 
@@ -287,6 +227,90 @@ def _plan_once(spec: Spec, attach: Attachment, tiers: list[TierSpec]) -> ClosLay
         rail_groups=rail_groups,
         tiers=tuple(plans),
     )
+
+
+def _units(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, ports_per_server: int) -> tuple[int, int]:
+    """Servers per unit and servers in the cluster, checked against the leaf's ports and the NVLink domains."""
+    gps, gpd = spec.gpus_per_server, spec.gpus_per_domain
+    leaf = tiers[0]
+    spu_max = _max_down(leaf, 0, *leaf_rates, top=len(tiers) == 1, step=ports_per_server) // ports_per_server
+    spu = spec.fabric.servers_per_unit
+    if spu is not None and spu > spu_max:
+        raise TopoError(f"{leaf.name}: {count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} need {spu * ports_per_server} "
+                        f"down ports, but a {leaf.name} switch has room for {spu_max * ports_per_server}",
+                        key="fabric.servers_per_unit")
+
+    num_servers = _num_servers(spec, gps, spu or spu_max, tiers, attach)
+    if spu is None:
+        spu = min(spu_max, num_servers)
+    if num_servers % spu != 0:
+        raise TopoError(f"{count_noun(num_servers, 'server')} {_do(num_servers)} not fill whole {attach.default_unit_name}s of "
+                        f"{count_noun(spu, 'server')}; use a multiple of {spu} or set fabric.servers_per_unit",
+                        key=_size_key(spec))
+    if (num_servers * gps) % gpd != 0:
+        raise TopoError(f"{count_noun(num_servers * gps, 'GPU')} {_do(num_servers * gps)} not fill whole NVLink domains of {count_noun(gpd, 'GPU')}",
+                        key=_size_key(spec))
+    return spu, num_servers
+
+
+def _leaf_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], leaf_rates, spu: int, ports_per_server: int,
+               num_units: int, leaves_per_unit: int) -> TierPlan:
+    """The leaf tier: ``spu`` servers' NIC ports down and the uplinks its oversubscription gives."""
+    leaf = tiers[0]
+    leaf_top = len(tiers) == 1
+    d0 = spu * ports_per_server
+    u0 = 0 if leaf_top else _up_ports_for(leaf, 0, d0, *leaf_rates)
+    _check_fits(leaf, 0, d0, u0, f"{count_noun(spu, 'server')} x {count_noun(ports_per_server, 'NIC port')} and the uplinks")
+    if leaf_top and num_units > 1:
+        raise _TopTierFull(f"one tier holds a single {attach.default_unit_name} of {count_noun(spu, 'server')}, but the cluster "
+                           f"has {format_count(num_units)}; add a spine tier or set fabric.grow_tiers = true",
+                           key="fabric.tiers")
+    n_leaves = num_units * leaves_per_unit
+    return _plan(leaf, 0, leaf_rates, d0, u0, n_leaves, n_leaves, 1, 1, 1, num_units,
+                 spec.fabric.unit_name or attach.default_unit_name)
+
+
+def _upper_plan(spec: Spec, attach: Attachment, tiers: list[TierSpec], i: int, rates, plans: list[TierPlan],
+                lower_per_block: int, rail_groups: int) -> TierPlan:
+    """Tier ``i`` >= 1, joining the blocks of the tier below (``plans[-1]``; units for tier 1) into blocks of its
+    own, each switch spreading the uplinks of the ``lower_per_block`` lower switches per block of each group."""
+    tier, top = tiers[i], i == len(tiers) - 1
+    below = plans[-1]
+    num_blocks, below_up = below.num_blocks, below.up_ports
+    below_name = attach.default_unit_name if i == 1 else below.block_name
+    name = _block_name(spec, i)
+    joins = _tier_joins(spec, tier, i, rates, top, num_blocks, below_up, lower_per_block, below_name, name)
+    n_below = joins * lower_per_block  # lower switches in one group of this tier
+    lower_word = below.name + " switch"
+    what = (f"{count_noun(n_below, lower_word, below.name + ' switches')} x "
+            f"{count_noun(below_up, 'uplink')}" + ("" if i == 1 else " per plane"))
+    s_, m, d, u = _spread(tier, i, rates, n_below, below_up, top, what, name if i == 1 else "plane", below_name)
+    blocks = num_blocks // joins
+    groups = blocks * rail_groups * (1 if i == 1 else _planes(plans[1:]))
+    return _plan(tier, i, rates, d, u, groups * s_, groups, s_, m, joins, blocks, name)
+
+
+def _tier_joins(spec: Spec, tier: TierSpec, i: int, rates, top: bool, num_blocks: int, below_up: int,
+                lower_per_block: int, below_name: str, name: str) -> int:
+    """How many blocks of the tier below one block of tier ``i`` joins (all of them at the top), checked to divide
+    ``num_blocks``."""
+    if top and tier.joins is not None and tier.joins > num_blocks:
+        raise TopoError(f"{tier.name}: {with_article(name)} of {count_noun(tier.joins, below_name)} needs more "
+                        f"than the {format_count(num_blocks)} the cluster has", key=_key(i, "joins"))
+    if top and tier.joins is not None and tier.joins < num_blocks:
+        # the top tier joins everything below it (the spec's joins was ignored): a smaller block needs a tier
+        # above it, which grow_tiers adds
+        raise _TopTierFull(f"{tier.name} is the top tier: it joins all {count_noun(num_blocks, below_name)}, "
+                           f"not {tier.joins}; remove {_key(i, 'joins')}, add a tier above it or set "
+                           "fabric.grow_tiers = true", key=_key(i, "joins"))
+    joins = num_blocks if top else _joins(spec, tier, i, rates, below_up, lower_per_block, num_blocks,
+                                           below_name, name)
+    if num_blocks % joins != 0:
+        word = "units" if i == 1 else f"{below_name}s"
+        raise TopoError(f"{count_noun(num_blocks, below_name)} {_do(num_blocks)} not fill whole {name}s of "
+                        f"{joins}; use a multiple of {joins} {word} or set {_joins_key(spec, i)}",
+                        key=_size_key(spec))
+    return joins
 
 
 def _planes(plans: list[TierPlan]) -> int:
