@@ -137,8 +137,8 @@ def fp8_param_gather(row) -> bool:
     it since NVIDIA/NeMo@9d4e41e5, 2025-04-11, PR #12503; NeMo 25.02's ``bf16_with_fp8_mixed`` had no such line:
     off), or a Megatron-Bridge per-tensor current-scaling run (``fp8_cs``: ``bf16_with_fp8_current_scaling_mixed``
     sets it from its first version, NVIDIA-NeMo/Megatron-Bridge@f7ddd791). Not set where not checked: NeMo 24.07,
-    Megatron-Bridge rows whose FP8 recipe is not recorded, and MXFP8 (Megatron-Bridge turned it on for MXFP8 on
-    2025-08-22, @91d25dcc, gathering through the gradient buffer: not modelled)."""
+    Megatron-Bridge rows whose FP8 recipe is not recorded, and MXFP8 (NeMo turned it on for MXFP8 on 2025-07-04,
+    @f56c5608, Megatron-Bridge on 2025-08-22, @91d25dcc, gathering through the gradient buffer: not modelled)."""
     if row["precision"] != "fp8" or fp8_recipe(row) == "mxfp8":
         return False
     if row["run_id"].startswith("mb"):

@@ -137,7 +137,7 @@ class ParallelLayout(BaseModel):
     parameters are Transformer Engine ``Float8Tensor``s whose raw bytes the param buffer holds,
     ``megatron/core/fp8_utils.py`` ``quantize_param_shard`` casts the updated main-parameter shard into them
     before the gather). NeMo 2's ``bf16_with_fp8_mixed`` and ``bf16_with_fp8_current_scaling_mixed`` set it
-    (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin does not),
+    (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin from @f56c5608, 2025-07-04),
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
     grad_bytes: Annotated[float, Field(gt=0)] = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
