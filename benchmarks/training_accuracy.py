@@ -135,6 +135,23 @@ def fp8_amax_pass(row) -> bool:
             and (int(release[1]), int(release[2])) < (25, 9))
 
 
+def fp8_param_gather(row) -> bool:
+    """The recipe keeps the linear layers' weights in FP8 and gathers them at 1 byte (the layout's
+    ``fp8_param_gather``): a per-tensor FP8 run (delayed or current scaling, not MXFP8) of NeMo 25.04 or later,
+    whose performance scripts take ``bf16_with_fp8_mixed`` / ``bf16_with_fp8_current_scaling_mixed`` (both set
+    it since NVIDIA/NeMo@9d4e41e5, 2025-04-11, PR #12503; NeMo 25.02's ``bf16_with_fp8_mixed`` had no such line:
+    off), or a Megatron-Bridge per-tensor current-scaling run (``fp8_cs``: ``bf16_with_fp8_current_scaling_mixed``
+    sets it from its first version, NVIDIA-NeMo/Megatron-Bridge@f7ddd791). Not set where not checked: NeMo 24.07,
+    Megatron-Bridge rows whose FP8 recipe is not recorded, and MXFP8 (NeMo turned it on for MXFP8 on 2025-07-04,
+    @f56c5608, Megatron-Bridge on 2025-08-22, @91d25dcc, gathering through the gradient buffer: not modelled)."""
+    if row["precision"] != "fp8" or fp8_recipe(row) == "mxfp8":
+        return False
+    if row["run_id"].startswith("mb"):
+        return fp8_recipe(row) == "current"
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return release is not None and (int(release[1]), int(release[2])) >= (25, 4)
+
+
 def _setups():
     """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
     (``holdout``: a row of the hold-out file, which no fit reads)."""
@@ -239,6 +256,8 @@ def _setups():
             kw["overlap_tp"] = False
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
+        if fp8_param_gather(row):
+            kw["fp8_param_gather"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
             kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)

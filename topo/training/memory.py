@@ -53,7 +53,7 @@ from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
-           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes"]
+           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,19 @@ def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, floa
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
             nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
         out.append((d, e, big, nd, ne))
+    return out
+
+
+def end_unit_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:
+    """Per stage (as :func:`stage_params`): the parameters one GPU holds in units that are not layers (the
+    embedding, the output layer, a multi-token-prediction head), which stay in BF16 when the layers' linear
+    weights are kept in FP8 (``fp8_param_gather``)."""
+    out = []
+    stages = pipeline_units(model, lay)
+    for held in rank_stages(lay):
+        units = [u for i in held for u in stages[i]]
+        with_emb = "embedding" in units
+        out.append(sum(_unit_params(model, lay, u, with_emb)[0] for u in units if u in END_UNITS))
     return out
 
 

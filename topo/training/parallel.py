@@ -130,6 +130,15 @@ class ParallelLayout(BaseModel):
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
     weight_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per parameter of the working weights (bf16)."""
+    fp8_param_gather: bool = False
+    """With ``precision = "fp8"``: the linear layers' weights are kept in FP8 and the data-parallel all-gather of
+    the distributed optimizer (ZeRO-1/2; ZeRO-3's per-unit gathers too) carries them at 1 byte per parameter; the
+    embedding and the output layer stay in ``weight_bytes`` (Megatron-Core's ``fp8_param_gather``: the FP8
+    parameters are Transformer Engine ``Float8Tensor``s whose raw bytes the param buffer holds,
+    ``megatron/core/fp8_utils.py`` ``quantize_param_shard`` casts the updated main-parameter shard into them
+    before the gather). NeMo 2's ``bf16_with_fp8_mixed`` and ``bf16_with_fp8_current_scaling_mixed`` set it
+    (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin from @f56c5608, 2025-07-04),
+    as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
     grad_bytes: Annotated[float, Field(gt=0)] = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
@@ -441,6 +450,9 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.precision != "fp8":
         bad("fp8_amax_pass", f"true prices the amax pass of FP8 casts, which precision {lay.precision} has none "
                              f"of; allowed with precision {lay.precision}: false")
+    if lay.fp8_param_gather and lay.precision != "fp8":
+        bad("fp8_param_gather", f"true gathers FP8 weights, which precision {lay.precision} has none of; "
+                                f"allowed with precision {lay.precision}: false")
     if lay.fp8_recipe is not None and lay.precision != "fp8":
         bad("fp8_recipe", f"{lay.fp8_recipe} needs precision fp8, got {lay.precision}; allowed with "
                           f"{lay.precision}: none")

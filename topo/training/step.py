@@ -28,7 +28,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   of the activation and the receiving stage all-gathers it over NVLink (with sequence parallelism the activation
   is already split);
 - DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
-  SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights, per bucket, the reduction hidden
+  SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights (``weight_bytes``; an FP8 layout's
+  layer weights 1 byte with ``fp8_param_gather``, :func:`gather_bytes_per_param`), per bucket, the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
@@ -67,7 +68,7 @@ from .ep_dispatch import flex_dispatch_s
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
-from .memory import memory_per_gpu, stage_params, units_holding
+from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
 from .parallel import ParallelLayout, check_layout
@@ -78,7 +79,7 @@ from .timeline import step_timeline
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_sm_share_s", "tp_ring_exposed_s", "tp_ring_steps"]
+           "exposed_routed", "ep_sm_share_s", "tp_ring_exposed_s", "tp_ring_steps", "gather_bytes_per_param"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -286,25 +287,52 @@ def _dp_traffic(t: _Traffic) -> None:
     held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
     hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
+    end = end_unit_params(model, lay)[busiest]
     for groups, n, held in (("dps" if hybrid else "dpcp", dense, held_dense), ("edp", expert, held_expert)):
         if n <= 0:
             continue
         shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
         rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
+        wb = gather_bytes_per_param(lay, n, end if groups != "edp" else 0.0)
         if z == 0:
             t.add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
         elif z in (1, 2):
             t.add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
             t.add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
-            t.add("dp", "all_gather", groups, n * lay.weight_bytes, 1, phase="gather")
+            t.add("dp", "all_gather", groups, n * wb, 1, phase="gather", elem_bytes=wb)
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
             calls = max(1, held)
             per = n / calls
-            t.add("dp", "all_gather", groups, per * lay.weight_bytes, _gather_passes(lay) * m * calls,
-                  phase="gather_unit")
+            t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * m * calls,
+                  phase="gather_unit", elem_bytes=wb)
             t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
             t.add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
+
+
+def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
+    """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: ``weight_bytes``,
+    or with ``fp8_param_gather`` (FP8 layouts) 1 byte for the layers' weights and ``weight_bytes`` for the
+    ``bf16_params`` of them that stay in BF16 (the embedding and the output layer).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``precision``, ``fp8_param_gather``, ``weight_bytes``).
+    params : float
+        Parameters the gather carries.
+    bf16_params : float
+        Of those, the parameters kept in ``weight_bytes`` whatever the setting.
+
+    Returns
+    -------
+    float
+        Bytes per parameter (between 1 and ``weight_bytes``).
+    """
+    if not (lay.fp8_param_gather and lay.precision == "fp8") or params <= 0:
+        return lay.weight_bytes
+    kept = min(max(bf16_params, 0.0), params)
+    return (FP8_BYTES * (params - kept) + lay.weight_bytes * kept) / params
 
 
 def _ep_traffic(t: _Traffic) -> None:
@@ -797,7 +825,7 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
     reduce = lay.expert_reduce_bytes if item["groups"] == "edp" else lay.reduce_bytes
-    per_param = reduce if "reduce" in phase else lay.weight_bytes
+    per_param = reduce if "reduce" in phase else item.get("elem_bytes", lay.weight_bytes)
     bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
     edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
     window = t_f if "gather" in phase else t_bwd

@@ -1,0 +1,66 @@
+"""FP8 parameters gathered at 1 byte (issue 29, Megatron-Core's ``fp8_param_gather``).
+
+With ``fp8_param_gather`` the linear layers' weights are Transformer Engine ``Float8Tensor``s: the distributed
+optimizer casts its updated fp32 shard into them (NVIDIA/Megatron-LM ``megatron/core/fp8_utils.py``
+``quantize_param_shard``) and the data-parallel all-gather carries their 1-byte elements; the embedding and the
+output layer are not FP8 modules and are gathered in BF16. NeMo 2's ``bf16_with_fp8_mixed`` and
+``bf16_with_fp8_current_scaling_mixed`` set it (NVIDIA/NeMo@b4148d21
+nemo/collections/llm/recipes/precision/mixed_precision.py), as do Megatron-Bridge's."""
+
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.training.model import load_model
+from topo.training.parallel import check_layout, make_layout
+from topo.training.step import estimate_step, gather_bytes_per_param, step_traffic
+
+
+def _dp(traffic, coll):
+    return [it for it in traffic if it["dim"] == "dp" and it["collective"] == coll]
+
+
+def test_llama3_8b_gathers_its_layers_at_one_byte_and_its_ends_at_two():
+    """Llama 3 8B, one stage, ZeRO-1 over 8 GPUs: the gather carries every parameter the reduce-scatter does
+    (bf16 gradients: 2 bytes each), the layers' at 1 byte and the embedding and the untied output layer
+    (2 x 128,000 x 4,096 with the model file's vocabulary, plus the final norm's 4,096) at 2: by hand, 2 n - (n - ends) bytes."""
+    m = load_model("llama3-8b")
+    kw = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8", grad_reduce_bytes=2.0)
+    on = step_traffic(m, make_layout(fp8_param_gather=True, **kw))
+    off = step_traffic(m, make_layout(**kw))
+    n = _dp(on, "reduce_scatter")[0]["size_bytes"] / 2.0
+    ends = 2 * 128_000 * 4_096 + 4_096
+    assert 7.9e9 < n < 8.1e9  # Llama 3 8B: 8.03B parameters (Meta's model card)
+    assert _dp(on, "all_gather")[0]["size_bytes"] == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12)
+    assert _dp(off, "all_gather")[0]["size_bytes"] == pytest.approx(2 * n, rel=1e-12)
+    # the reduction is unchanged: gradients stay in their reduce dtype
+    assert _dp(on, "reduce_scatter")[0]["size_bytes"] == _dp(off, "reduce_scatter")[0]["size_bytes"]
+
+
+def test_gather_bytes_per_param_closed_form():
+    fp8 = make_layout(dp=8, global_batch=8, precision="fp8", fp8_param_gather=True)
+    assert gather_bytes_per_param(fp8, 100.0, 25.0) == pytest.approx((75 * 1 + 25 * 2) / 100)
+    assert gather_bytes_per_param(fp8, 100.0) == 1.0
+    assert gather_bytes_per_param(make_layout(dp=8, global_batch=8, precision="fp8"), 100.0, 25.0) == 2.0
+
+
+def test_fp8_param_gather_needs_fp8():
+    m = load_model("llama3-8b")
+    check_layout(m, make_layout(tp=8, global_batch=8, precision="fp8", fp8_param_gather=True), gpus=8)
+    with pytest.raises(TopoError) as e:
+        check_layout(m, make_layout(tp=8, global_batch=8, fp8_param_gather=True), gpus=8)
+    assert e.value.key == "fp8_param_gather" and "precision bf16" in str(e.value)
+
+
+def test_a_network_bound_gather_is_exposed_less():
+    """Nemotron-4 340B at TP8 PP4 VP12 over four DGX H100 nodes of DP (the gather crosses InfiniBand, longer than
+    the forward it hides behind): 1-byte weights make its exposed part shorter, the reduction's unchanged."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
+    m = load_model("nemotron4-340b")
+    kw = dict(tp=8, pp=4, vpp=12, dp=4, global_batch=32, seq_len=4096, precision="fp8", sequence_parallel=True,
+              overlap_tp=True, overlap_pp=True, grad_reduce_bytes=2.0, grad_bytes=2.0)
+    r = {g: estimate_step(fab, m, make_layout(fp8_param_gather=g, **kw), contention=False) for g in (False, True)}
+    ex = {g: {c.collective: c.exposed_s for c in r[g].comm if c.dim == "dp"} for g in r}
+    assert ex[True]["all_gather"] < 0.75 * ex[False]["all_gather"]
+    assert ex[True]["reduce_scatter"] == pytest.approx(ex[False]["reduce_scatter"], rel=1e-9)
+    assert r[True].step_time_s < r[False].step_time_s
