@@ -224,6 +224,17 @@ def test_gb300_attention_is_cudnns_published_gb300_table():
     assert mid == pytest.approx(lo + (hi - lo) * (math.log2(90.5) - 6), rel=1e-6)
 
 
+def test_gpu_attention_table_must_share_its_base_lengths(monkeypatch):
+    """A GPU's own table borrows head dims from its base by length index: lengths that differ are refused."""
+    import copy
+    from topo.training import kernels
+    t = copy.deepcopy(kernels._table())
+    t["attention"]["GB300"]["seq"] = [1024, 4096, 8192, 16384]
+    monkeypatch.setattr(kernels, "_table", lambda: t)
+    with pytest.raises(ValueError, match=r"attention\.GB300: seq .* differs from attention\.blackwell"):
+        attention_rate_flops(gpu_compute("GB300").kernels, 128, 4096, True, False)
+
+
 def test_attention_backward_is_two_and_a_half_forwards():
     """FlashAttention's FLOP convention: backward = 2.5 x forward (its benchmark script), at the backward rate."""
     assert ATTENTION_BACKWARD_FLOPS == 2.5
