@@ -192,6 +192,49 @@ def test_blackwell_attention_is_cudnns_published_blackwell_table():
     assert h.attention_table == "" and b.attention_table == "blackwell"
 
 
+def test_gb300_attention_is_cudnns_published_gb300_table():
+    """GB300 (Blackwell Ultra: twice Blackwell's SFU exponential rate) reads its own cuDNN table, not GB200's.
+    NVIDIA/cudnn-frontend@3929da2ef4c1 benchmark/sdpa_benchmark_training/results/llama3.1/gb300/
+    llama3.1_20260424_100757.csv (cuDNN 9.22, "NVIDIA GB300", hdim 128, 64 / 8 heads, batch 2, bfloat16,
+    non-deterministic): forward causal 4,096 0.323 ms = 1,703 TFLOP/s (GB200's file: 1,408), forward full 8,192
+    2,017, backward causal 8,192 1,435, backward full 16,384 1,536; dsv3/gb300 (d_qk 192): forward causal 4,096
+    1,590; qwen35/gb300 (hdim 256): forward causal 8,192 1,965; gpt_oss/gb300 (128-key window, 4,096 tokens):
+    forward 0.202 ms = 167, backward 0.442 ms = 191. Peak 2,500 (GB300 NVL72: 180 PFLOP/s dense BF16 / 72), times
+    the sustained clock."""
+    g = gpu_compute("GB300").kernels
+    s = g.sustained
+    assert g.attention_table == "GB300" and gpu_compute("GB200").kernels.attention_table == "blackwell"
+    assert attention_rate_flops(g, 128, 4096, True, False) == pytest.approx(1703e12 * s)
+    assert attention_rate_flops(g, 128, 8192, False, False) == pytest.approx(2017e12 * s)
+    assert attention_rate_flops(g, 128, 8192, True, True) == pytest.approx(1435e12 * s)
+    assert attention_rate_flops(g, 128, 16384, False, True) == pytest.approx(1536e12 * s)
+    assert attention_rate_flops(g, 192, 4096, True, False) == pytest.approx(1590e12 * s)
+    assert attention_rate_flops(g, 256, 8192, True, False) == pytest.approx(1965e12 * s)
+    assert attention_rate_flops(g, 64, 128, True, False) == pytest.approx(167e12 * s)
+    assert attention_rate_flops(g, 64, 128, True, True) == pytest.approx(191e12 * s)
+    # the FLOP convention on the source's own times: 2 x 64 heads x 4,096^2 / 2 x 4 x 128 in 0.323 ms; the window
+    band = 128 * 129 / 2 + (4096 - 128) * 128
+    assert 4 * 2 * 64 * 4096 ** 2 / 2 * 128 / 0.323e-3 == pytest.approx(1703e12, rel=3e-3)
+    assert 2 * 128 * band * 2 * (64 + 64) / 0.202e-3 == pytest.approx(167e12, rel=5e-3)
+    # GB300's table has no hdim 64: it takes the Blackwell table's (B200 cuDNN, PR #2605: 770 of 2,250 causal 4k)
+    assert attention_rate_flops(g, 64, 4096, True, False) == pytest.approx(770e12 / 2250 * 2500 * s)
+    # between hdim 64 (base table) and 128 (its own) the fraction runs on the line in log2 of the head dim
+    mid = attention_rate_flops(g, 90.5, 4096, True, False) / (2500e12 * s)
+    lo, hi = 770 / 2250, 1703 / 2500
+    assert mid == pytest.approx(lo + (hi - lo) * (math.log2(90.5) - 6), rel=1e-6)
+
+
+def test_gpu_attention_table_must_share_its_base_lengths(monkeypatch):
+    """A GPU's own table borrows head dims from its base by length index: lengths that differ are refused."""
+    import copy
+    from topo.training import kernels
+    t = copy.deepcopy(kernels._table())
+    t["attention"]["GB300"]["seq"] = [1024, 4096, 8192, 16384]
+    monkeypatch.setattr(kernels, "_table", lambda: t)
+    with pytest.raises(ValueError, match=r"attention\.GB300: seq .* differs from attention\.blackwell"):
+        attention_rate_flops(gpu_compute("GB300").kernels, 128, 4096, True, False)
+
+
 def test_attention_backward_is_two_and_a_half_forwards():
     """FlashAttention's FLOP convention: backward = 2.5 x forward (its benchmark script), at the backward rate."""
     assert ATTENTION_BACKWARD_FLOPS == 2.5

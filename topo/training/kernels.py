@@ -16,8 +16,9 @@ Three kinds of kernels make a training step:
   False) quantises each group alone.
 - **fused attention** at the published cuDNN rates by head dimension, causal mask and sequence length (the
   length of a local window's block for sliding or chunked attention), forward and backward apart, as a fraction
-  of the measuring GPU's peak: a generation with a table of its own (``[attention.<generation>]``) reads it, the
-  others scale the Hopper table;
+  of the measuring GPU's peak: a GPU with a table of its own (``[attention.<gpu>]``, head dims it lacks from its
+  generation's) reads it, then a generation with one (``[attention.<generation>]``), the others scale the Hopper
+  table;
 - **memory-bound** kernels at the published share of HBM bandwidth.
 
 Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s``), and an eager framework spends
@@ -111,7 +112,8 @@ class KernelModel:
         The generation's attention rate relative to its attention table's, and its sustained-over-burst clock
         ratio.
     attention_table : str
-        The generation's own attention table (``[attention.<generation>]``), or "" for the Hopper table.
+        The GPU's own attention table (``[attention.<gpu>]``), else its generation's
+        (``[attention.<generation>]``), or "" for the Hopper table.
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap and CPU launch time (``[launch] host_s`` on the reference host, times the GPU's
         host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
@@ -205,14 +207,27 @@ def _interp(seq: np.ndarray, vals: np.ndarray, s: float, short: tuple | None = N
 def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
     """The table (head dim -> rates), the peak each head dim's rates were measured against, the lengths, and the
     table's measured short block (length, fraction of peak) or None."""
-    a = _table()["attention"]
-    a = a[km.attention_table] if km.attention_table else a
-    if backward:  # a table with one backward curve serves both masks
-        table = a.get("bwd_causal" if causal else "bwd_full", a.get("bwd"))
-    else:
-        table = a["fwd_causal"] if causal else a["fwd_full"]
-    peak = a["peak_TFLOPs"]
-    peaks = {d: float(peak[d] if isinstance(peak, dict) else peak) for d in table}
+    attn = _table()["attention"]
+    a = attn[km.attention_table] if km.attention_table else attn
+
+    def curve(t: dict) -> dict:
+        if backward:  # a table with one backward curve serves both masks
+            return t.get("bwd_causal" if causal else "bwd_full", t.get("bwd", {}))
+        return t["fwd_causal"] if causal else t["fwd_full"]
+
+    def peaks_of(t: dict, dims) -> dict:
+        peak = t["peak_TFLOPs"]
+        return {d: float(peak[d] if isinstance(peak, dict) else peak) for d in dims}
+
+    table = curve(a)
+    peaks = peaks_of(a, table)
+    if "base" in a:  # a GPU's own table: head dims it lacks come from its generation's table
+        b = attn[a["base"]]
+        if list(b["seq"]) != list(a["seq"]):
+            raise ValueError(f"kernels.toml: attention.{km.attention_table}: seq {a['seq']} differs from "
+                             f"attention.{a['base']}'s {b['seq']}; a GPU table must share its base's lengths")
+        extra = {d: v for d, v in curve(b).items() if d not in table}
+        table, peaks = {**extra, **table}, {**peaks_of(b, extra), **peaks}
     short = a.get("short")  # a measured block shorter than the table: (length, fraction of peak)
     short = (float(short["seq"]), float(short["bwd" if backward else "fwd"]) / float(short["peak_TFLOPs"])) \
         if short else None
@@ -262,6 +277,16 @@ def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
     return (lo + hi) / 2
 
 
+def _attention_table(gpu: str, generation: str) -> str:
+    """The attention table a GPU reads: its own (``[attention.<gpu>]``, e.g. GB300: Blackwell Ultra's doubled SFU
+    exponential rate), else its generation's, else "" (the Hopper table, scaled)."""
+    attn = _table()["attention"]
+    for name in (gpu, generation):
+        if isinstance(attn.get(name), dict) and "fwd_causal" in attn[name]:
+            return name
+    return ""
+
+
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
                   overrides: tuple = ()) -> KernelModel:
@@ -277,7 +302,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
-        attention_table=generation if generation in t["attention"] else "",
+        attention_table=_attention_table(gpu, generation),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=float(launch["gpu_s"]),
         launch_host_s=float(launch["host_s"]) * host_time_factor(host_cpu(gpu)), host_cpu=host_cpu(gpu))
