@@ -586,6 +586,39 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
         memory_s(km, 2 * 8 * rows * h) + km.launch_gpu_s * (2 * 4 + 2))  # 4 per expert, the two splits' cats
 
 
+def test_the_flex_dispatchers_fp32_probabilities_promote_the_weighted_bias_add():
+    """DeepEP and HybridEP take FP32 routing probabilities and Megatron-Core casts them before dispatch
+    (NVIDIA/Megatron-LM@d98e8a64 ``moe/token_dispatcher.py``: "DeepEP only supports float32 probs"; AutoModel's
+    copy of the dispatcher, Automodel@ce005dd, likewise), so in ``t + b * p`` (``TEGroupedMLP._apply_bias``,
+    @d98e8a64 ``moe/experts.py``) ``b * p``, the add and ``cat`` are FP32 and ``.to(out.dtype)`` casts back.
+    Forward per output element: ``b * p`` writes 4 B, the add reads 2 + 4 and writes 4, ``cat`` 4 + 4, the cast
+    4 + 2: 28 B (12 B with bf16 probabilities). Backward: the cast's backward 2 + 4, the engine's cast of ``t``'s
+    gradient 4 + 2, ``mul``'s products and sums 6 x 4, the split's ``cat`` 2 + 2: 40 B (16). Kernels: forward
+    ``mul`` and add per expert, ``cat`` and the cast; backward 4 + 2 casts per expert, the two splits' ``cat`` and
+    the widening cast. Same GB200-like layout as above (EP 64, 2 local experts, 65,536 rows x 2,880)."""
+    from topo.training.kernels import memory_s
+    from topo.training.operators import expert_rows
+    model, gpu = load_model("gpt-oss-120b"), gpu_compute("GB200")
+    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1, ep_dispatcher="deepep")
+    rows, h, up = expert_rows(model, lay) * model.moe.experts / 64, 2880, 2 * 2880
+    ops = {op.name: op for op in block_ops(model, lay, "E")}
+    assert "expert_bias_weighted" not in ops
+    fwd, bwd = ops["expert_bias_weighted_fp32"], ops["expert_bias_weighted_fp32_grad"]
+    assert fwd.bytes == pytest.approx(28 * rows * h) and bwd.bytes == pytest.approx(40 * rows * h)
+    assert (fwd.launches, bwd.launches) == (2 * 2 + 2, 2 * 6 + 3)
+    km = gpu.kernels
+    assert op_time_s(fwd, gpu, "bf16") == pytest.approx(memory_s(km, 28 * rows * h) + km.launch_gpu_s * 6)
+    assert op_time_s(bwd, gpu, "bf16", backward=True) == pytest.approx(
+        memory_s(km, 40 * rows * h) + km.launch_gpu_s * 15)
+    # the all-to-all dispatcher keeps the router's bf16 probabilities: 12 and 16 bytes
+    a2a = {op.name: op for op in block_ops(model, lay.model_copy(update={"ep_dispatcher": "alltoall"}), "E")}
+    assert a2a["expert_bias_weighted"].bytes * 28 / 12 == pytest.approx(fwd.bytes)
+    # AutoModel's unweighted fc1 add (``t + b``, both bf16) is not promoted
+    auto = {op.name: op for op in block_ops(model, lay.model_copy(update={"expert_bias_eager": "fc1_fc2"}), "E")}
+    assert auto["expert_bias_plain"].bytes == pytest.approx(2 * 4 * rows * up)
+    assert auto["expert_bias_weighted_fp32"].bytes == pytest.approx(fwd.bytes)
+
+
 def test_an_unknown_expert_bias_path_is_refused():
     with pytest.raises(Exception, match="expert_bias_eager"):
         make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, expert_bias_eager="fc1")

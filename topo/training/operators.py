@@ -292,7 +292,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.expert_bias:
         up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp
-        ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, h, local)
+        ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, h, local, _probs_fp32(lay))
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
@@ -300,40 +300,67 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     return ops
 
 
-EXPERT_BIAS_MOVES = {"weighted": (6.0, 8.0), "plain": (4.0, 3.0)}
-"""Elements moved per element of the experts' output (forward, backward) by an eager per-expert bias add
-(``torch.cat([t + b * p for t, b, p in zip(torch.split(out, tokens_per_expert), bias, probs)])``: Megatron-Core's
-``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d "Enable bias in expert mlp [gpt-oss 5/5]" and
-@d98e8a64 ``megatron/core/transformer/moe/experts.py``; NeMo AutoModel's ``GroupedExpertsDeepEP._apply_bias``,
+EXPERT_BIAS_MOVES = {"weighted": ((6.0, 0.0), (8.0, 0.0)), "weighted_fp32": ((2.0, 6.0), (4.0, 8.0)),
+                     "plain": ((4.0, 0.0), (3.0, 0.0))}
+"""Elements moved per element of the experts' output by an eager per-expert bias add, ``(forward, backward)``,
+each ``(activation-dtype elements, FP32 elements)``
+(``torch.cat([t + b * p for t, b, p in zip(torch.split(out, tokens_per_expert), bias, probs)]).to(out.dtype)``:
+Megatron-Core's ``TEGroupedMLP._apply_bias``, NVIDIA/Megatron-LM@a329dd6d "Enable bias in expert mlp [gpt-oss 5/5]"
+and @d98e8a64 ``megatron/core/transformer/moe/experts.py``; NeMo AutoModel's ``GroupedExpertsDeepEP._apply_bias``,
 Automodel@ce005dd ``nemo_automodel/components/moe/layers.py``). ``weighted`` (the routing probability times the
-bias): forward, ``b * p`` writes its product, the add reads two and writes one, ``cat`` reads and writes one (6);
-backward, autograd's ``cat`` and add pass the gradient on as views, ``mul``'s backward forms ``grad * p``
-(read, write) and sums it over the rows for the bias (read), and ``grad * b`` (read, write) summed over the width
-for the probability (read), and ``torch.split``'s backward concatenates the experts' gradient slices into the
-output's gradient (PyTorch ``split_with_sizes_backward``: ``at::cat``; read, write) (8). ``plain`` (``t + b``):
+bias, probabilities in the activations' dtype): forward, ``b * p`` writes its product, the add reads two and writes
+one, ``cat`` reads and writes one (6); backward, autograd's ``cat`` and add pass the gradient on as views, ``mul``'s
+backward forms ``grad * p`` (read, write) and sums it over the rows for the bias (read), and ``grad * b`` (read,
+write) summed over the width for the probability (read), and ``torch.split``'s backward concatenates the experts'
+gradient slices into the output's gradient (PyTorch ``split_with_sizes_backward``: ``at::cat``; read, write) (8).
+``weighted_fp32``: the same with FP32 probabilities, as the flex dispatcher hands them on (DeepEP and HybridEP
+take FP32 probabilities only and Megatron-Core casts them, NVIDIA/Megatron-LM@d98e8a64
+``megatron/core/transformer/moe/token_dispatcher.py`` ``_DeepepManager.dispatch`` and ``_HybridEPManager.dispatch``:
+"DeepEP only supports float32 probs"; AutoModel's copy of that dispatcher, Automodel@ce005dd
+``components/moe/megatron/token_dispatcher.py``, likewise): ``b * p`` promotes to FP32, so the product, the sum
+and the ``cat`` are FP32, and the final ``.to(out.dtype)`` is a cast. Forward: ``b * p`` writes 1 FP32, the add
+reads ``t`` (1 activation) and the product (1 FP32) and writes 1 FP32, ``cat`` 2 FP32, the cast reads 1 FP32 and
+writes 1 activation (2 + 6); backward: the cast's backward widens the output's gradient (1 activation read, 1 FP32
+written), the add's gradient for ``t`` is cast back to ``t``'s dtype by autograd's engine
+(``validate_outputs``: 1 FP32 read, 1 activation written), ``mul``'s four moves and two sums are FP32 (6), and the
+split's ``cat`` is in the activations' dtype (2) (4 + 8). ``plain`` (``t + b``, both in the activations' dtype):
 forward, the add and ``cat`` read and write one each (4); backward, the bias's gradient, the rows' sum of the
 gradient (read), and the split's ``cat`` (read, write) (3)."""
-EXPERT_BIAS_KERNELS = {"weighted": ((2, 1), (4, 2)), "plain": ((1, 1), (1, 1))}
+EXPERT_BIAS_KERNELS = {"weighted": ((2, 1), (4, 2)), "weighted_fp32": ((2, 2), (6, 3)), "plain": ((1, 1), (1, 1))}
 """Kernels of an eager per-expert bias add (forward, backward), each ``(per local expert, per add)``:
 ``weighted``, forward ``mul`` and add per expert and one ``cat``; backward the two gradient products and their
-two sums per expert and the ``cat`` of each ``torch.split`` (the output's and the probabilities'); ``plain``,
-forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
+two sums per expert and the ``cat`` of each ``torch.split`` (the output's and the probabilities');
+``weighted_fp32``, forward also the final cast; backward also the cast of the output's gradient to FP32 (per add),
+and per expert the cast of ``t``'s gradient and of the bias's summed gradient to the activations' dtype;
+``plain``, forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
+FP32 = 4  # bytes per FP32 element
 
 
-def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float) -> list[Op]:
+def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float, probs_fp32: bool) -> list[Op]:
     """The eager bias adds of an MoE block's experts (``rows``: the rank's expert rows over its ``local``
     experts; ``up``: fc1's output width, ``h``: fc2's), forward and backward apart, at HBM rate
-    (:data:`EXPERT_BIAS_MOVES`, a :data:`ACT`-byte element each; kernels :data:`EXPERT_BIAS_KERNELS`).
-    ``eager``: the layout's ``expert_bias_eager``."""
-    adds = {"fc2": (("weighted", h),), "fc1_fc2": (("plain", up), ("weighted", h)), "none": ()}[eager]
+    (:data:`EXPERT_BIAS_MOVES`: :data:`ACT`-byte and :data:`FP32` elements; kernels :data:`EXPERT_BIAS_KERNELS`).
+    ``eager``: the layout's ``expert_bias_eager``; ``probs_fp32``: the routing probabilities arrive in FP32 (the
+    flex dispatcher), which promotes the weighted add."""
+    weighted = "weighted_fp32" if probs_fp32 else "weighted"
+    adds = {"fc2": ((weighted, h),), "fc1_fc2": (("plain", up), (weighted, h)), "none": ()}[eager]
     ops = []
     for kind, width in adds:
         (fwd, bwd), kernels = EXPERT_BIAS_MOVES[kind], EXPERT_BIAS_KERNELS[kind]
-        for suffix, moves, (per_expert, per_add), passes in (("", fwd, kernels[0], "forward"),
-                                                             ("_grad", bwd, kernels[1], "backward")):
-            ops.append(Op(f"expert_bias_{kind}{suffix}", "moe", "kernel", 0.0, ACT * moves * rows * width,
+        for suffix, (act, fp32), (per_expert, per_add), passes in (("", fwd, kernels[0], "forward"),
+                                                                    ("_grad", bwd, kernels[1], "backward")):
+            nbytes = (ACT * act + FP32 * fp32) * rows * width
+            ops.append(Op(f"expert_bias_{kind}{suffix}", "moe", "kernel", 0.0, nbytes,
                           launches=float(per_expert * local + per_add), passes=passes))
     return ops
+
+
+def _probs_fp32(lay: ParallelLayout) -> bool:
+    """Whether the routing probabilities reach the experts in FP32: under the flex dispatcher (``deepep``: DeepEP
+    and HybridEP cast them, :data:`EXPERT_BIAS_MOVES`); under the all-to-all dispatcher they keep the router's
+    dtype, the activations' when ``moe_router_dtype`` is unset (Megatron-Core's default; Megatron-Bridge@067f987d
+    ``models/gpt_oss/gpt_oss_bridge.py`` leaves it unset)."""
+    return lay.ep_dispatcher == "deepep"
 
 
 def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float, load: float) -> float:
