@@ -26,11 +26,12 @@ def test_each_phase_lasts_its_longer_stream():
 
 
 def test_unpaired_passes_follow_megatrons_warmup():
-    """Interleaved 1F1B: stage 0 runs (p - 1) x 2 + (v - 1) x p warm-up forwards (Megatron-LM schedules.py
-    get_pp_rank_microbatches), and as many backwards alone at the end; plain 1F1B p - 1; no pipeline: 1."""
+    """Interleaved 1F1B: stage 0 runs (p - 1) x 2 + (v - 1) x p warm-up forwards, one more under the EP overlap
+    (NVIDIA/Megatron-LM@00611e6e schedules.py get_pp_rank_microbatches), and as many backwards alone at the end;
+    plain 1F1B p - 1; no pipeline: 1."""
     lay = make_layout(tp=2, pp=8, vpp=4, ep=64, dp=64, global_batch=8192, seq_len=4096)
     assert lay.microbatches == 128
-    assert unpaired_share(lay) == pytest.approx((7 * 2 + 3 * 8) / (128 * 4))
+    assert unpaired_share(lay) == pytest.approx((7 * 2 + 3 * 8 + 1) / (128 * 4))
     assert unpaired_share(make_layout(pp=4, dp=16, ep=8, global_batch=1280, seq_len=4096)) == pytest.approx(3 / 80)
     assert unpaired_share(make_layout(dp=16, ep=16, global_batch=64, seq_len=4096)) == pytest.approx(1 / 4)
     # fewer micro-batches than the warm-up: nothing is paired

@@ -12,11 +12,14 @@ compute by, not what the whole step's all-to-alls exceed the whole step's comput
 layer's attention block and the MoE block up to the dispatch (its norm, router and permutation); the ``mlp`` node
 the experts and the shared experts (``build_layer_callables``: attention, then ``moe_dispatch``, ``mlp``,
 ``moe_combine``). Forwards and backwards that have no partner run alone, their all-to-alls exposed: an
-interleaved pipeline's warm-up forwards and cool-down backwards (Megatron-LM ``schedules.py``, interleaved 1F1B:
-``(p - i - 1) x 2 + (v - 1) x p`` warm-up chunk-micro-batches on stage ``i``; stage 0 taken, which has the most and
-finishes the step), ``p - 1`` for a plain 1F1B, and without pipelining the first forward and the last backward (the
-pp = 1 combined schedule pairs each forward with the previous micro-batch's backward: Megatron-LM MR3470,
-"support ep a2a overlapping at pp=1").
+interleaved pipeline's warm-up forwards and cool-down backwards (NVIDIA/Megatron-LM@00611e6e
+``pipeline_parallel/schedules.py`` ``get_pp_rank_microbatches``: ``(p - i - 1) x 2 + (v - 1) x g`` warm-up
+chunk-micro-batches on stage ``i``, ``g = microbatch_group_size_per_vp_stage``, by default ``p``, and one more
+with ``overlap_moe_expert_parallel_comm`` "to ensure the forward and backward computations are independent in all
+1f1b steps"; stage 0 taken, which has the most and finishes the step), ``p - 1`` for a plain 1F1B (assumption: the
+combined schedule is built for the interleaved and the unpipelined cases), and without pipelining the first
+forward and the last backward (the pp = 1 combined schedule pairs each forward with the previous micro-batch's
+backward: Megatron-LM MR3470, "support ep a2a overlapping at pp=1").
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ def unpaired_share(lay: ParallelLayout) -> float:
     if lay.pp == 1:
         alone = 1
     elif lay.vpp > 1:
-        alone = (lay.pp - 1) * 2 + (lay.vpp - 1) * lay.pp
+        alone = (lay.pp - 1) * 2 + (lay.vpp - 1) * lay.pp + 1
     else:
         alone = lay.pp - 1
     return min(total, alone) / total
