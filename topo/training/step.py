@@ -65,6 +65,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .ep_dispatch import flex_dispatch_s
+from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .mapping import default_placement, map_layout
@@ -514,13 +515,17 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
     windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
                **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
+    paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
+                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)])
     for item, one in timed:
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
         factor = slow.get(key, 1.0)
         one_s = one.time_s * factor
         total = one_s * item["calls"]
-        if dim == "dp":
+        if paired is not None and _is_ep_a2a(item):
+            ex = paired * total
+        elif dim == "dp":
             ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
@@ -556,6 +561,37 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     result.timeline = step_timeline(result, t_f, t_b + t_r)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
+
+
+def _is_ep_a2a(item: dict) -> bool:
+    return item["dim"] == "ep" and item["collective"] == "alltoall"
+
+
+def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: dict, items: list) -> float | None:
+    """The exposed share of the expert all-to-alls under Megatron-Core's combined 1F1B (``overlap_ep``, not
+    DualPipe): each MoE layer's four all-to-alls beside its partner's compute, phase by phase, the unpaired warm-up
+    and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing its SMs
+    (:func:`ep_sm_share_s`); the recomputed forwards' all-to-alls (beyond four a layer) behind the step's
+    compute window. None when the layout runs no such overlap.
+
+    ``items``: the step's expert all-to-all items with their per-call seconds (contention applied); the
+    forward dispatch is the item of ``elem_bytes`` other than 2 when the dispatch runs in FP8."""
+    n = lay.microbatches * sc.blocks.get(Block.MOE, 0)  # MoE layer passes of the busiest stage per step
+    if not (lay.overlap_ep and lay.pipeline_schedule == "1f1b" and items and n):
+        return None
+    rest = [one for it, one in items if it["elem_bytes"] == ACT_BYTES]
+    if not rest:
+        return None
+    fp8 = [one for it, one in items if it["elem_bytes"] != ACT_BYTES]
+    df, c = (fp8[0] if fp8 else rest[0]), rest[0]
+    total = sum(one * it["calls"] for it, one in items)
+    modeled = min(total, n * (df + 3 * c))
+    u = unpaired_share(lay)
+    ex = min(modeled, n * ((1 - u) * layer_exposed_s(moe_layer_parts(model, lay, gpu), df, c, c, c)
+                           + u * (df + 3 * c)))
+    ex += ep_sm_share_s(modeled - ex, lay.ep_comm_sms, gpu.sms)
+    ex += exposed_comm_s("ep", "microbatch", total - modeled, windows, lay, gpu.sms)
+    return ex / total if total > 0 else 0.0
 
 
 def _ring_windows(traffic: list[dict], step_s: tuple[float, float]) -> dict:
@@ -775,6 +811,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     """
     dp = ep = 0.0
     ep_known = True
+    a2a = []  # the expert all-to-alls with their per-call seconds
     units = max(1, sc.layers)
     for item in step_traffic(model, lay):
         if item["dim"] not in ("dp", "ep"):
@@ -789,10 +826,19 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         else:
             if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
                 one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
-            ep += one.time_s * item["calls"]
+            if _is_ep_a2a(item):
+                a2a.append((item, one.time_s))
+            else:
+                ep += one.time_s * item["calls"]
     if ep_known:
         windows = {"ep": lay.microbatches * sc.microbatch_s}
-        ep = exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu_compute(engine.fabric.spec.gpu).sms)
+        gpu = gpu_compute(engine.fabric.spec.gpu)
+        total = sum(one * it["calls"] for it, one in a2a)
+        share = _paired_ep_exposed(model, lay, gpu, sc, windows, a2a)
+        if share is None:
+            ep = exposed_comm_s("ep", "microbatch", total + ep, windows, lay, gpu.sms)
+        else:
+            ep = share * total + exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu.sms)
     return {"dp": dp, "ep": ep if ep_known else None}
 
 

@@ -1,0 +1,121 @@
+"""What Megatron-Core's EP all-to-all overlap (``overlap_moe_expert_parallel_comm``, the combined 1F1B) hides.
+
+The schedule runs one micro-batch's forward of a layer beside another micro-batch's backward of a layer, the
+compute on one CUDA stream and the all-to-alls on another, in three phases (NVIDIA/Megatron-LM@01cf4fb5
+megatron/core/models/common/model_chunk_schedule_plan.py, ``TransformerLayerSchedulePlan.run``)::
+
+    comm_stream: combine_bwd | dispatch_fwd -> dispatch_bwd      | combine_fwd
+    comp_stream: attn_fwd    | mlp_bwd -> mlp_bwd_dw -> mlp_fwd  | attn_bwd
+
+Each phase lasts the longer of its two streams, so a layer exposes what each phase's communication exceeds its
+compute by, not what the whole step's all-to-alls exceed the whole step's compute by. The ``attn`` node is the
+layer's attention block and the MoE block up to the dispatch (its norm, router and permutation); the ``mlp`` node
+the experts and the shared experts (``build_layer_callables``: attention, then ``moe_dispatch``, ``mlp``,
+``moe_combine``). Forwards and backwards that have no partner run alone, their all-to-alls exposed: an
+interleaved pipeline's warm-up forwards and cool-down backwards (NVIDIA/Megatron-LM@00611e6e
+``pipeline_parallel/schedules.py`` ``get_pp_rank_microbatches``: ``(p - i - 1) x 2 + (v - 1) x g`` warm-up
+chunk-micro-batches on stage ``i``, ``g = microbatch_group_size_per_vp_stage``, by default ``p``, and one more
+with ``overlap_moe_expert_parallel_comm`` "to ensure the forward and backward computations are independent in all
+1f1b steps"; stage 0 taken, which has the most and finishes the step), ``p - 1`` for a plain 1F1B (assumption: the
+combined schedule is built for the interleaved and the unpipelined cases), and without pipelining the first
+forward and the last backward (the pp = 1 combined schedule pairs each forward with the previous micro-batch's
+backward: Megatron-LM MR3470, "support ep a2a overlapping at pp=1").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .gpus import GpuCompute
+from .model import Block, ModelSpec
+from .operators import block_ops, op_time_s
+from .parallel import ParallelLayout
+
+__all__ = ["LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
+
+ATTN_NODE_OPS = ("norm", "router", "router_topk", "permute", "residual")
+"""Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
+``attn`` node (the norm, the router and the permutation before the dispatch; the residual add); the block's
+others (the experts, their activation and bias, the shared experts) are the ``mlp`` node."""
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """One MoE layer's compute per micro-batch, seconds, by node of the combined 1F1B: the attention node's
+    forward and backward, and the MLP node's."""
+
+    attn_f: float
+    attn_b: float
+    mlp_f: float
+    mlp_b: float
+
+
+def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> LayerParts:
+    """The compute of the model's first layer with an MoE block, split by combined-1F1B node.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with an MoE block.
+    lay : ParallelLayout
+    gpu : GpuCompute
+
+    Returns
+    -------
+    LayerParts
+    """
+    layer = next(u for u in model.blocks if Block.MOE in u)
+    af = ab = mf = mb = 0.0
+    amax = lay.fp8_amax_pass
+    for kind in layer:
+        for op in block_ops(model, lay, kind):
+            f = op_time_s(op, gpu, lay.precision, amax_pass=amax)
+            b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
+            if kind == Block.MOE and op.name not in ATTN_NODE_OPS:
+                mf, mb = mf + f, mb + b
+            else:
+                af, ab = af + f, ab + b
+    return LayerParts(af, ab, mf, mb)
+
+
+def layer_exposed_s(parts: LayerParts, dispatch_fwd_s: float, dispatch_bwd_s: float, combine_fwd_s: float,
+                    combine_bwd_s: float) -> float:
+    """Seconds of all-to-all one paired layer (a forward beside a backward) exposes: the three phases of the
+    combined 1F1B, each the longer of its streams (module doc).
+
+    Parameters
+    ----------
+    parts : LayerParts
+        The layer's compute by node.
+    dispatch_fwd_s, dispatch_bwd_s, combine_fwd_s, combine_bwd_s : float
+        The layer's four all-to-alls, one call each.
+
+    Returns
+    -------
+    float
+    """
+    return (max(0.0, combine_bwd_s - parts.attn_f)
+            + max(0.0, dispatch_fwd_s + dispatch_bwd_s - (parts.mlp_b + parts.mlp_f))
+            + max(0.0, combine_fwd_s - parts.attn_b))
+
+
+def unpaired_share(lay: ParallelLayout) -> float:
+    """The share of stage 0's forwards (and, as many, backwards) that run with no partner (module doc).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    total = lay.microbatches * lay.vpp
+    if lay.pp == 1:
+        alone = 1
+    elif lay.vpp > 1:
+        alone = (lay.pp - 1) * 2 + (lay.vpp - 1) * lay.pp + 1
+    else:
+        alone = lay.pp - 1
+    return min(total, alone) / total
