@@ -59,7 +59,7 @@ BAD_SPECS = [
      "error: {f} (--set cluster.num_units=-1): cluster.num_units: must be >= 1, got -1"),
     (lambda s: s, ["--set", "server.gpu=8"],
      "error: {f} (--set server.gpu=8): server.gpu: unknown key 'gpu'; allowed: gpus, nics, nic_rate, nic_model, "
-     "nic_latency, pcie_bandwidth, cpu_vendor; did you mean 'gpus'?"),
+     "nic_latency, pcie_bandwidth, cpu_vendor, host_cpu; did you mean 'gpus'?"),
 ]
 
 

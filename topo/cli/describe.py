@@ -86,6 +86,10 @@ def render(inv: Inventory) -> str:
     lines.append(f"NICs      {format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)} "
                  f"({inv.nics_per_server} per server), host link {format_bandwidth(inv.host_link_Bps)} per direction "
                  f"({inv.host_link})")
+    if inv.host_cpu:
+        origin = "server.host_cpu" if inv.host_cpu_source == "spec" else "the GPU's default"
+        lines.append(f"host CPU  {inv.host_cpu} ({inv.cpu_vendor or 'vendor unknown'}; {origin}, "
+                     f"topo/data/compute/host_cpu.toml)")
     lines.append(f"fabric    {inv.kind}, {inv.technology}, {count_noun(len(inv.tiers), 'tier')}; "
                  f"{unit} = {count_noun(inv.servers_per_unit, 'server')} ({count_noun(gpus_per_unit, 'GPU')}), "
                  f"{count_noun(inv.num_units, unit, units)}"

@@ -333,6 +333,11 @@ def _print_step(r, tokens) -> None:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
     host = r.compute_by_module_s.get("host", 0.0)
+    cpu = r.host_cpu
+    if cpu:
+        origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
+        emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the Xeon 8480C's host time per "
+             f"launched op (topo/data/compute/host_cpu.toml)")
     if host > 0:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "

@@ -109,6 +109,9 @@ class Inventory:
     # and its switch latency one way, every hop counted (as topo estimate's latency counts them)
     farthest_switch_hops: int = 0
     farthest_switch_latency_s: float = 0.0
+    host_cpu: str = ""  # a key of topo/data/compute/host_cpu.toml [cpu]
+    host_cpu_source: str = ""  # "spec" (server.host_cpu) or "gpu default" (the GPU's catalog server's)
+    cpu_vendor: str | None = None  # intel, amd or arm (NCCL's CPU-dependent terms): the spec's resolved vendor
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (the document ``topo describe --json`` prints)."""
@@ -168,6 +171,7 @@ def inventory(fabric: Fabric) -> Inventory:
         notes=_notes(L, host, host_Bps, num_switches),
         farthest_switch_hops=2 * len(tiers) - 1,
         farthest_switch_latency_s=2 * sum(t.latency_s for t in tiers[:-1]) + tiers[-1].latency_s,
+        host_cpu=spec.host_cpu[0], host_cpu_source=spec.host_cpu[1], cpu_vendor=spec.cpu_vendor,
     )
 
 

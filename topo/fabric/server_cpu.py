@@ -1,4 +1,6 @@
-"""The host CPU's vendor of a catalog server (topo/data/catalog/servers.toml ``cpu_vendor``).
+"""The host CPU: the vendor of a catalog server (topo/data/catalog/servers.toml ``cpu_vendor``) and the named host
+CPUs a spec may give as ``server.host_cpu`` (topo/data/compute/host_cpu.toml ``[cpu]``, each with its vendor; the
+GPU's catalog server's CPU is its ``[gpu]`` table).
 
 NCCL prices its network overhead per step by the host's CPU (NVIDIA/nccl src/graph/tuning.cc getNetOverhead: 2 us
 on AMD x86, 1 us on Intel and on every other CPU), so a spec's default profile depends on it
@@ -12,9 +14,57 @@ from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["CPU_VENDORS", "server_cpu_vendor"]
+__all__ = ["CPU_VENDORS", "default_host_cpu", "host_cpu_names", "host_cpu_table", "host_cpu_vendor",
+           "server_cpu_vendor"]
 
 CPU_VENDORS = ("intel", "amd", "arm")
+
+
+@lru_cache(maxsize=None)
+def host_cpu_table() -> dict:
+    """topo/data/compute/host_cpu.toml as read (``[cpu]``: the named CPUs; ``[gpu]``: each GPU's default)."""
+    with open(data_dir("compute", "host_cpu.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def host_cpu_names() -> tuple[str, ...]:
+    """The host CPUs a spec may name (the keys of host_cpu.toml's ``[cpu]``)."""
+    return tuple(host_cpu_table()["cpu"])
+
+
+def host_cpu_vendor(cpu: str) -> str:
+    """The vendor (``intel``, ``amd`` or ``arm``) of the named host CPU ``cpu`` (a key of host_cpu.toml's ``[cpu]``).
+
+    Raises
+    ------
+    KeyError
+        ``cpu`` is not in the table.
+    """
+    return host_cpu_table()["cpu"][cpu]["vendor"]
+
+
+def default_host_cpu(gpu: str) -> str:
+    """The host CPU of ``gpu``'s catalog server (a key of host_cpu.toml's ``[cpu]``).
+
+    Parameters
+    ----------
+    gpu : str
+        A GPU model as the compute catalog names it (``H100``, ``GB200``).
+
+    Returns
+    -------
+    str
+        The CPU's key (``xeon_8480c``, ``xeon_8570``, ``grace``, ...).
+
+    Raises
+    ------
+    KeyError
+        ``gpu`` has no host CPU in the table (every GPU of the compute catalog has one: a test checks it).
+    """
+    gpus = host_cpu_table()["gpu"]
+    if gpu.upper() not in gpus:
+        raise KeyError(f"host_cpu.toml: gpu: no host CPU for {gpu!r}; known: {', '.join(gpus)}")
+    return gpus[gpu.upper()]
 
 
 @lru_cache(maxsize=None)

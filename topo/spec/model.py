@@ -14,7 +14,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from ..fabric.hardware import GPU_MODELS, HostLink, host_link, lookup_gpu
-from ..fabric.server_cpu import server_cpu_vendor
+from ..fabric.server_cpu import default_host_cpu, host_cpu_names, host_cpu_vendor, server_cpu_vendor
 from ..units import UnitError, parse_bandwidth_Bps, parse_time_s
 from .overrides import override_label
 
@@ -124,8 +124,29 @@ class ServerSpec(_Strict):
     64 GB/s and B200 with an 800G ConnectX-8 128 GB/s."""
     cpu_vendor: Literal["intel", "amd", "arm"] | None = None
     """The host CPU's vendor: NCCL's network overhead per step is 2 us on AMD x86 hosts, 1 us on Intel and Arm
-    (tuning.cc getNetOverhead). Default: the catalog server's (``[plan] server_model``, else the first in
-    topo/data/catalog/servers.toml holding the GPU: AMD for DGX A100, Arm for the NVL72 trays, else Intel)."""
+    (tuning.cc getNetOverhead). Default: ``host_cpu``'s vendor when that is given (a different vendor in both is
+    an error), else the catalog server's (``[plan] server_model``, else the first in topo/data/catalog/servers.toml
+    holding the GPU: AMD for DGX A100, Arm for the NVL72 trays, else Intel)."""
+    host_cpu: str | None = None
+    """The host CPU, by its key in topo/data/compute/host_cpu.toml ``[cpu]`` (``xeon_8480c``, ``xeon_8570``,
+    ``epyc_7742``, ``grace``): ``topo train`` scales the host's time per launched op by its ``time_factor``, and
+    the CPU sets ``cpu_vendor``. Default: the GPU's catalog server's (that file's ``[gpu]`` table)."""
+
+    @field_validator("host_cpu")
+    @classmethod
+    def _known_host_cpu(cls, value, info: ValidationInfo):
+        if value is None:
+            return value
+        names = host_cpu_names()
+        if value not in names:
+            raise ValueError(f"unknown host CPU {value!r} (topo/data/compute/host_cpu.toml [cpu]); allowed: "
+                             f"{', '.join(names)}")
+        vendor, given = host_cpu_vendor(value), info.data.get("cpu_vendor")
+        if given is not None and given != vendor:
+            raise ValueError(f"{value!r} is an {vendor} CPU but server.cpu_vendor is {given!r}; allowed: drop "
+                             f"cpu_vendor (host_cpu sets it) or a host CPU by {given}: "
+                             f"{', '.join(n for n in names if host_cpu_vendor(n) == given) or 'none in the file'}")
+        return value
 
 
 class ClusterSpec(_Strict):
@@ -320,11 +341,22 @@ class Spec(_Strict):
 
     @property
     def cpu_vendor(self) -> str | None:
-        """The host CPU's vendor: ``server.cpu_vendor``, else the catalog server's (None: none holds the GPU)."""
+        """The host CPU's vendor: ``server.cpu_vendor``, else ``server.host_cpu``'s, else the catalog server's (None:
+        none holds the GPU)."""
         if self.server.cpu_vendor is not None:
             return self.server.cpu_vendor
+        if self.server.host_cpu is not None:
+            return host_cpu_vendor(self.server.host_cpu)
         model = self.plan.get("server_model") if isinstance(self.plan, dict) else None
         return server_cpu_vendor(self.gpu, model if isinstance(model, str) else None)
+
+    @property
+    def host_cpu(self) -> tuple[str, str]:
+        """The host CPU (a key of topo/data/compute/host_cpu.toml ``[cpu]``) and where it came from: ``"spec"``
+        (``server.host_cpu``) or ``"gpu default"`` (the GPU's catalog server's, that file's ``[gpu]``)."""
+        if self.server.host_cpu is not None:
+            return self.server.host_cpu, "spec"
+        return default_host_cpu(self.gpu), "gpu default"
 
     @property
     def gpus_per_domain(self) -> int:

@@ -69,7 +69,8 @@ def _tables():
     return tomllib.loads((_DIR / "gpus.toml").read_text(encoding="utf-8"))
 
 
-def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | None = None) -> GpuCompute:
+def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | None = None,
+                host_cpu: str | None = None) -> GpuCompute:
     """Facts for GPU model ``name`` (as a spec names it).
 
     Parameters
@@ -80,6 +81,9 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
         Large-GEMM efficiency (0 < e <= 1) instead of the generation's.
     overrides : dict, optional
         ``{section: {key: value}}`` over ``kernels.toml`` (how a fit tries candidate values).
+    host_cpu : str, optional
+        The host CPU that launches the kernels (a key of ``topo/data/compute/host_cpu.toml``'s ``[cpu]``: a spec's
+        ``server.host_cpu``); default: the GPU's catalog server's.
 
     Raises
     ------
@@ -93,7 +97,7 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
         raise TopoError(f"no compute figures for GPU {name!r}; known: {', '.join(gpus)}", key="gpu")
     fp8 = row.get("peak_fp8_TFLOPs")
     peaks = {"bf16": row["peak_bf16_TFLOPs"] * 1e12, **({"fp8": fp8 * 1e12} if fp8 else {})}
-    k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides)
+    k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides, host_cpu)
     if efficiency is not None:
         if not 0 < efficiency <= 1:
             raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {efficiency:g}", key="efficiency")

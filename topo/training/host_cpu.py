@@ -9,42 +9,11 @@ on both: TransformerEngine issue #2053 for Grace).
 
 from __future__ import annotations
 
-import tomllib
-from functools import lru_cache
-
-from ..resources import data_dir
+from ..fabric.server_cpu import default_host_cpu, host_cpu_table
 
 __all__ = ["host_cpu", "host_time_factor"]
 
-
-@lru_cache(maxsize=None)
-def _table() -> dict:
-    with open(data_dir("compute", "host_cpu.toml"), "rb") as f:
-        return tomllib.load(f)
-
-
-def host_cpu(gpu: str) -> str:
-    """The host CPU of ``gpu``'s catalog server (a key of ``host_cpu.toml``'s ``[cpu]``).
-
-    Parameters
-    ----------
-    gpu : str
-        A GPU model as the compute catalog names it (``H100``, ``GB200``).
-
-    Returns
-    -------
-    str
-        The CPU's key (``xeon_8480c``, ``xeon_8570``, ``grace``, ...).
-
-    Raises
-    ------
-    KeyError
-        ``gpu`` has no host CPU in the table (every GPU of the compute catalog has one: a test checks it).
-    """
-    gpus = _table()["gpu"]
-    if gpu.upper() not in gpus:
-        raise KeyError(f"host_cpu.toml: gpu: no host CPU for {gpu!r}; known: {', '.join(gpus)}")
-    return gpus[gpu.upper()]
+host_cpu = default_host_cpu  # the GPU's catalog server's CPU (a spec's server.host_cpu replaces it)
 
 
 def host_time_factor(cpu: str) -> float:
@@ -65,4 +34,4 @@ def host_time_factor(cpu: str) -> float:
     KeyError
         ``cpu`` is not in the table.
     """
-    return float(_table()["cpu"][cpu]["time_factor"])
+    return float(host_cpu_table()["cpu"][cpu]["time_factor"])

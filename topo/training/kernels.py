@@ -289,13 +289,14 @@ def _attention_table(gpu: str, generation: str) -> str:
 
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
-                  overrides: tuple = ()) -> KernelModel:
+                  overrides: tuple = (), cpu: str = "") -> KernelModel:
     t = _table()
     over = {k: dict(v) for k, v in overrides}
     g = {**t["gemm"], **over.get("gemm", {})}
     launch = {**t["launch"], **over.get("launch", {})}
     mem = {**t["memory"], **over.get("memory", {})}
     peak = dict(peaks)
+    cpu = cpu or host_cpu(gpu)
     km = KernelModel(
         sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
         tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
@@ -305,7 +306,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         attention_table=_attention_table(gpu, generation),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=float(launch["gpu_s"]),
-        launch_host_s=float(launch["host_s"]) * host_time_factor(host_cpu(gpu)), host_cpu=host_cpu(gpu))
+        launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu)
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:
@@ -317,7 +318,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
 
 
 def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps: float,
-                 overrides: dict | None = None) -> KernelModel:
+                 overrides: dict | None = None, host_cpu: str | None = None) -> KernelModel:
     """The kernel model of GPU ``gpu`` (cached).
 
     Parameters
@@ -332,6 +333,10 @@ def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps:
         HBM bandwidth.
     overrides : dict, optional
         ``{section: {key: value}}`` over ``kernels.toml`` (how a fit tries candidate values).
+    host_cpu : str, optional
+        The host CPU (a key of ``host_cpu.toml``'s ``[cpu]``, a spec's ``server.host_cpu``); default: the GPU's
+        catalog server's.
     """
     over = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (overrides or {}).items()))
-    return _kernel_model(gpu, generation, int(sms), tuple(sorted(peak_flops.items())), float(hbm_Bps), over)
+    return _kernel_model(gpu, generation, int(sms), tuple(sorted(peak_flops.items())), float(hbm_Bps), over,
+                         host_cpu or "")

@@ -58,6 +58,7 @@ class StepResult:
     contention: dict = field(default_factory=dict)  # dimension -> slowdown in the step's traffic mix
     timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
     uncertainty: dict = field(default_factory=dict)  # the out-of-family error band (topo.training.uncertainty)
+    host_cpu: dict = field(default_factory=dict)  # name, source ("spec" or "gpu default"), time_factor
 
     @property
     def tokens_per_s(self) -> float:
@@ -107,7 +108,7 @@ class StepResult:
             "memory": self.memory.to_dict(), "overlap": self.overlap,
             "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
-            "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty),
+            "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty), "host_cpu": dict(self.host_cpu),
         }
         if train_tokens:
             d["train_tokens"] = train_tokens

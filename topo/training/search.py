@@ -208,7 +208,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
         raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
                         "none (give the layout to a single evaluation instead)", key="pipeline_layout")
     top = top or 10
-    s = _Search(fabric, model, engine or CommEngine(fabric), gpu_compute(fabric.spec.gpu, efficiency),
+    gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
+    s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,
                                        **options), batch)

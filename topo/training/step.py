@@ -68,6 +68,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
+from .host_cpu import host_time_factor
 from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
@@ -485,7 +486,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     lay, placed = default_placement(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
-    gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides)
+    gpu = gpu_compute(spec.gpu, efficiency, kernel_overrides, spec.host_cpu[0])
     if check and lay.fp8_recipe == "mxfp8" and gpu.generation != "blackwell":
         # MXFP8's 1x32 block scales are applied inside Blackwell's tensor cores (Megatron-LM
         # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
@@ -557,7 +558,9 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         model_flops_per_step=model_flops_per_step(model, lay, convention),
         executed_flops_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
-        compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow)
+        compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
+        host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
+                  "time_factor": host_time_factor(gpu.kernels.host_cpu)})
     result.timeline = step_timeline(result, t_f, t_b + t_r)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
