@@ -40,7 +40,9 @@ def test_unpaired_passes_follow_megatrons_warmup():
 
 def test_layer_parts_are_the_layer_split_by_node():
     """The attention node and the MLP node add up to the layer's attention and MoE blocks; the MLP node is the
-    experts (fc1, activation, fc2) and the shared expert."""
+    routed experts (fc1, activation, fc2); the shared expert runs in the attention node (NVIDIA/Megatron-LM@01cf4fb5
+    megatron/core/models/gpt/fine_grained_callables.py submodule_pre_dispatch_forward: shared_experts_compute
+    beside the router, before the dispatch)."""
     ds = load_model("deepseek-v3-671b")
     lay = make_layout(tp=2, pp=8, vpp=4, ep=64, dp=64, global_batch=8192, seq_len=4096, precision="fp8")
     gpu = gpu_compute("H100")
@@ -48,11 +50,46 @@ def test_layer_parts_are_the_layer_split_by_node():
     att, moe = block_time(ds, lay, gpu, "*"), block_time(ds, lay, gpu, "E")
     assert p.attn_f + p.mlp_f == pytest.approx(att.forward_s + moe.forward_s, rel=1e-12)
     assert p.attn_b + p.mlp_b == pytest.approx(att.backward_s + moe.backward_s, rel=1e-12)
-    experts = sum(v for k, v in moe.by_module_s.items() if k.startswith(("moe", "shared_experts")))
+    routed = sum(v for k, v in moe.by_module_s.items() if k.startswith("moe"))
+    shared = sum(v for k, v in moe.by_module_s.items() if k.startswith("shared_experts"))
     # the router, its top-k and the permutation are module "moe" too, but run before the dispatch
     pre = sum(op_time_s(o, gpu, "fp8") + op_time_s(o, gpu, "fp8", backward=True)
               for o in block_ops(ds, lay, "E") if o.name in ("router", "router_topk", "permute"))
-    assert pre > 0 and p.mlp_f + p.mlp_b == pytest.approx(experts - pre, rel=1e-12)
+    assert pre > 0 and shared > 0
+    assert p.mlp_f + p.mlp_b == pytest.approx(routed - pre, rel=1e-12)
+
+
+def test_shared_expert_runs_beside_the_combine_backward():
+    """With the shared expert in the attention node, phase 1 (the combine's backward beside the attention's
+    forward) hides its forward more and phase 2 (the dispatches beside the MLP node) its forward and backward less
+    than with it in the MLP node: DeepSeek-V3 (one shared expert of 2,048) on B200, EP32 over four DGX nodes, the
+    mb260401 layout (TP1 PP8 VP2); the nodes rebuilt here from the block's operators."""
+    ds = load_model("deepseek-v3-671b")
+    lay = make_layout(pp=8, vpp=2, ep=32, dp=32, global_batch=4096, seq_len=4096, precision="fp8",
+                      ep_dispatcher="deepep", overlap_ep=True)
+    gpu = gpu_compute("B200")
+    att = block_time(ds, lay, gpu, "*")
+    ops = block_ops(ds, lay, "E")
+    before = ("norm", "router", "router_topk", "permute", "residual")
+
+    def f(o):
+        return op_time_s(o, gpu, "fp8")
+
+    def b(o):
+        return op_time_s(o, gpu, "fp8", backward=True)
+
+    sf = sum(f(o) for o in ops if o.module.startswith("shared_experts"))
+    sb = sum(b(o) for o in ops if o.module.startswith("shared_experts"))
+    pre_f, pre_b = sum(f(o) for o in ops if o.name in before), sum(b(o) for o in ops if o.name in before)
+    routed_f = sum(f(o) for o in ops if o.name not in before and not o.module.startswith("shared_experts"))
+    routed_b = sum(b(o) for o in ops if o.name not in before and not o.module.startswith("shared_experts"))
+    assert sf > 0 and sb > 0
+    in_mlp = LayerParts(att.forward_s + pre_f, att.backward_s + pre_b, routed_f + sf, routed_b + sb)
+    p = moe_layer_parts(ds, lay, gpu)
+    c = 1.2 * (p.attn_f + p.mlp_f)  # 4.9 ms a call (topo's EP32 B200 call: 3.7 ms)
+    # each all-to-all outlasts the attention's forward and half the MLP node, not the attention's backward
+    assert p.attn_f < c and (in_mlp.mlp_f + in_mlp.mlp_b) / 2 < c < in_mlp.attn_b
+    assert layer_exposed_s(p, c, c, c, c) - layer_exposed_s(in_mlp, c, c, c, c) == pytest.approx(sb, rel=1e-9)
 
 
 @pytest.fixture(scope="module")

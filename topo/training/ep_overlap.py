@@ -9,9 +9,15 @@ megatron/core/models/common/model_chunk_schedule_plan.py, ``TransformerLayerSche
 
 Each phase lasts the longer of its two streams, so a layer exposes what each phase's communication exceeds its
 compute by, not what the whole step's all-to-alls exceed the whole step's compute by. The ``attn`` node is the
-layer's attention block and the MoE block up to the dispatch (its norm, router and permutation); the ``mlp`` node
-the experts and the shared experts (``build_layer_callables``: attention, then ``moe_dispatch``, ``mlp``,
-``moe_combine``). Forwards and backwards that have no partner run alone, their all-to-alls exposed: an
+layer's attention block and the MoE block up to the dispatch (its norm, router and permutation) and the shared
+experts; the ``mlp`` node the routed experts (``build_layer_callables``: attention, then ``moe_dispatch``,
+``mlp``, ``moe_combine``). The shared experts run in the ``attn`` node's forward
+(``submodule_pre_dispatch_forward`` calls ``layer.mlp.shared_experts_compute`` beside the router, NVIDIA/
+Megatron-LM@01cf4fb5 and @d98e8a64 ``megatron/core/models/gpt/fine_grained_callables.py``; their output is
+detached there and added in ``moe_combine``, so their backward runs in the ``attn`` node's backward, their weight
+gradient with the attention's, ``shared_expert_dw_callable``), since the EP overlap forbids the dispatcher's own
+shared-expert overlap (``transformer_config.py``: "disable moe_shared_expert_overlap when enabling
+overlap_moe_expert_parallel_comm"). Forwards and backwards that have no partner run alone, their all-to-alls exposed: an
 interleaved pipeline's warm-up forwards and cool-down backwards (NVIDIA/Megatron-LM@00611e6e
 ``pipeline_parallel/schedules.py`` ``get_pp_rank_microbatches``: ``(p - i - 1) x 2 + (v - 1) x g`` warm-up
 chunk-micro-batches on stage ``i``, ``g = microbatch_group_size_per_vp_stage``, by default ``p``, and one more
@@ -31,12 +37,15 @@ from .model import Block, ModelSpec
 from .operators import block_ops, op_time_s
 from .parallel import ParallelLayout
 
-__all__ = ["LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
+__all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
 
 ATTN_NODE_OPS = ("norm", "router", "router_topk", "permute", "residual")
 """Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
-``attn`` node (the norm, the router and the permutation before the dispatch; the residual add); the block's
-others (the experts, their activation and bias, the shared experts) are the ``mlp`` node."""
+``attn`` node (the norm, the router and the permutation before the dispatch; the residual add); with those of
+``ATTN_NODE_MODULES``, the block's others (the routed experts, their activation and bias) are the ``mlp`` node."""
+
+ATTN_NODE_MODULES = ("shared_experts", "shared_experts_act")
+"""Modules of an MoE block whose operators run with the ``attn`` node: the shared experts (module doc)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> L
         for op in block_ops(model, lay, kind):
             f = op_time_s(op, gpu, lay.precision, amax_pass=amax)
             b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
-            if kind == Block.MOE and op.name not in ATTN_NODE_OPS:
+            if kind == Block.MOE and op.name not in ATTN_NODE_OPS and op.module not in ATTN_NODE_MODULES:
                 mf, mb = mf + f, mb + b
             else:
                 af, ab = af + f, ab + b
