@@ -483,6 +483,24 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     StepResult
     """
     spec = fabric.spec
+    lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
+    mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+    engine = engine or CommEngine(fabric)
+    sc = stage_compute(model, lay, gpu)
+    traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
+    if isinstance(contention, dict):
+        slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
+    else:
+        slow = _mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * sc.microbatch_s) if contention else {}
+    comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, traffic, timed, groups, spans, slow)
+    return _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+
+
+def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, efficiency: float | None,
+                           kernel_overrides: dict | None, check: bool):
+    """The layout with its default placement (and the note saying so), checked against the model and the fabric
+    when ``check``, and the GPU's kernel model with the spec's host CPU."""
+    spec = fabric.spec
     lay, placed = default_placement(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     if check:
         check_layout(model, lay, gpus_per_domain=spec.gpus_per_domain)
@@ -492,24 +510,28 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
-    mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
-    engine = engine or CommEngine(fabric)
-    peak = gpu.peak_flops(lay.precision)
-    sc = stage_compute(model, lay, gpu)
-    t_f, t_b, t_r = sc.forward_s, sc.backward_s, sc.recompute_s
-    t_mb = sc.microbatch_s
-    m = lay.microbatches
+    gpu.peak_flops(lay.precision)  # a precision the GPU has no tensor-core rate for is refused here, before timing
+    return lay, placed, gpu
 
+
+def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mapping, engine: CommEngine):
+    """The step's collectives (:func:`step_traffic`), the rank groups and NVLink domains each spans, and each
+    collective timed alone on the fabric (the flex dispatcher's bound applied)."""
     traffic = step_traffic(model, lay)
     names = {it["groups"] for it in traffic}
     groups = {d: mapping.groups(d) for d in names}
     spans = {d: mapping.domains_spanned(d) for d in names}
     timed = [(it, _flex_bound(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"]), lay,
-                              spans[it["groups"]], spec.gpu)) for it in traffic]
-    if isinstance(contention, dict):
-        slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
-    else:
-        slow = _mix_slowdowns(fabric, timed, groups, engine, m * t_mb) if contention else {}
+                              spans[it["groups"]], fabric.spec.gpu)) for it in traffic]
+    return traffic, groups, spans, timed
+
+
+def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommEngine, traffic: list[dict],
+                   timed: list, groups: dict, spans: dict, slow: dict) -> tuple[list[DimensionComm], dict]:
+    """Each collective's time in the mix and the part of it the step exposes, by the overlap rules of each
+    dimension (the module doc), and the exposed seconds summed per dimension."""
+    m = lay.microbatches
+    t_mb = sc.microbatch_s
     units = max(1, sc.layers)
     tp_blocks = _tp_blocks(model, _stage_counts(model, lay))
     comms: list[DimensionComm] = []
@@ -527,7 +549,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         if paired is not None and _is_ep_a2a(item):
             ex = paired * total
         elif dim == "dp":
-            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, t_f, t_b + t_r, units, lay)
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, sc.forward_s,
+                             sc.backward_s + sc.recompute_s, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
@@ -541,7 +564,15 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
+    return comms, exposed
 
+
+def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
+                 comms: list[DimensionComm], exposed: dict, slow: dict, placed, convention: str) -> StepResult:
+    """The step's breakdown (compute, exposed communication, bubble, optimizer), memory, notes, timeline and
+    interval as one :class:`StepResult`."""
+    spec = fabric.spec
+    m = lay.microbatches
     dense, expert = max(((d, e) for d, e, _ in stage_params(model, lay)), key=lambda r: r[0] + r[1])
     optimizer = optimizer_step_s(lay.sharded(dense, expert, 1), gpu)
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
@@ -554,14 +585,14 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     result = StepResult(
         spec=fabric.name, model=model.name, model_status=model.status, layout=layout, gpus=lay.gpus,
         gpu=gpu.name, precision=lay.precision, flop_convention=convention, efficiency=gpu.efficiency,
-        peak_flops_per_gpu=peak, step_time_s=step, breakdown_s=breakdown, tokens_per_step=lay.global_batch * seq,
-        model_flops_per_step=model_flops_per_step(model, lay, convention),
+        peak_flops_per_gpu=gpu.peak_flops(lay.precision), step_time_s=step, breakdown_s=breakdown,
+        tokens_per_step=lay.global_batch * seq, model_flops_per_step=model_flops_per_step(model, lay, convention),
         executed_flops_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
                   "time_factor": host_time_factor(gpu.kernels.host_cpu)})
-    result.timeline = step_timeline(result, t_f, t_b + t_r)
+    result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
 
