@@ -23,7 +23,11 @@ US = 1e-6
 
 def _profile(peer_us=4.5):
     rule = {"ring": dict(NCCL_PER_CHANNEL), "tree": dict(NCCL_PER_CHANNEL)}
-    return replace(Profile(name="t", nvlink_efficiency=1.0, network_efficiency=1.0), channel_min_bytes=rule, peer_overhead_s=peer_us * US)
+    return replace(_bare(), channel_min_bytes=rule, peer_overhead_s=peer_us * US)
+
+
+def _bare(**kw):
+    return Profile(name="bare", nvlink_efficiency=1.0, network_efficiency=1.0, **kw)
 
 
 def _sched(family, channels=32, inter_hops=2.0, multi_domain=True):
@@ -46,7 +50,7 @@ def test_ring_ll_threshold_scales_with_ranks():
 
 def test_simple_and_no_rule():
     assert small_channels("tree", "Simple", 65536, 16, 16, _profile()) == 2  # 32 KiB per channel
-    assert small_channels("tree", "LL", 8, 16, 16, Profile(name="bare", nvlink_efficiency=1.0, network_efficiency=1.0)) == 16  # no rule: every channel
+    assert small_channels("tree", "LL", 8, 16, 16, _bare()) == 16  # no rule: every channel
     assert small_channels("nvls", "Simple", 8, 16, 16, _profile()) == 16
 
 
@@ -66,5 +70,4 @@ def test_proxy_time_only_across_domains_and_for_ring_tree():
 
 
 def test_no_rule_no_proxy_time():
-    bare = Profile(name="bare", nvlink_efficiency=1.0, network_efficiency=1.0, peer_overhead_s=4.5 * US)
-    assert proxy_channels_s(_sched("tree"), bare, "LL", 8, 16) == 0.0
+    assert proxy_channels_s(_sched("tree"), _bare(peer_overhead_s=4.5 * US), "LL", 65536, 16) == 0.0
