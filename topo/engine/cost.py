@@ -92,6 +92,68 @@ def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -
     return t + routed_s + profile.launch_s + (profile.mnnvl_extra_s if c.mnnvl else 0.0)
 
 
+def small_channels(family: str, proto: str, size_bytes: float, channels: int, num_ranks: int,
+                   profile: Profile) -> int:
+    """The channels NCCL runs a ring or tree collective on at ``size_bytes`` (src/enqueue.cc, channel tuning).
+
+    NCCL starts from its channel count and drops one channel while the message is under channels x
+    ``channel_min_bytes`` (threads x bytes per thread; x ranks for ring LL), down to one.
+
+    Parameters
+    ----------
+    family, proto : str
+    size_bytes : float
+    channels : int
+        The channels the schedule runs at large sizes.
+    num_ranks : int
+    profile : Profile
+
+    Returns
+    -------
+    int
+        ``channels`` when the profile gives no rule or the family is not ring or tree.
+    """
+    per = profile.channel_min_bytes.get(family, {}).get(proto)
+    if not per:
+        return channels
+    if family == "ring" and proto == "LL":
+        per = per * max(num_ranks, 1)
+    return int(min(channels, max(1, size_bytes // per)))
+
+
+def proxy_channels_s(sched, profile: Profile, proto: str, size_bytes: float, num_ranks: int) -> float:
+    """Time the network proxy spends on the channels NCCL adds as a small message grows.
+
+    One proxy thread per GPU posts every channel's network sends and receives in turn; each costs it half the
+    network's per-peer message overhead (``peer_overhead_s``: one send and one receive per remote peer). On a tree
+    each network step is one message per channel on each side's proxy; on a ring every GPU sends and receives at
+    each step, two messages. Only the channels beyond the first are counted (the first is in the per-step latency).
+    The proxy works while data is on the wire, so :func:`best_protocol` counts only what exceeds the transfer time.
+
+    Parameters
+    ----------
+    sched : Schedule
+    profile : Profile
+    proto : str
+    size_bytes : float
+    num_ranks : int
+
+    Returns
+    -------
+    float
+        Seconds; 0 for schedules that do not cross the network or are neither ring nor tree, and when the profile
+        gives no ``channel_min_bytes`` for them (the bundled NCCL file does not: the term is off by default).
+    """
+    c = sched.latency
+    if (sched.family not in ("ring", "tree") or not c.multi_domain or profile.peer_overhead_s <= 0
+            or not profile.channel_min_bytes.get(sched.family, {}).get(proto)):
+        return 0.0
+    nc = small_channels(sched.family, proto, size_bytes, sched.channels, num_ranks, profile)
+    per_message = profile.peer_overhead_s / 2
+    messages = 2 if sched.family == "ring" else 1
+    return (nc - 1) * c.inter_hops * messages * per_message
+
+
 def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
     """Bytes/s of every resource a collective can use: line rate x the profile's efficiency for its class
     (NVLink, PCIe, network).
@@ -376,6 +438,8 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
         window = profile.pipeline_window_bytes * sched.window_scale
         bw = (size_bytes + min(size_bytes, window)) / rate_limit(
             c, profile, proto, collective, num_ranks, num_domains).rate_Bps
+        # the proxy posts the channels' messages while earlier data is on the wire: whichever takes longer counts
+        lat += max(0.0, proxy_channels_s(sched, profile, proto, size_bytes, num_ranks) - bw)
         t = lat + bw
         if best is None or t < best.time_s:
             best = ProtocolTime(t, proto, lat, bw)

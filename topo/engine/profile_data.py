@@ -73,6 +73,9 @@ PARAMETERS: dict[str, Spec] = {
                                             doc="NCCL's tuner: the plateau factor applies from bytes/ranks >= this"),
     "ring_allreduce_wrap_steps": Spec("nccl", "scalar", 0, 2, optional=True,
                                       doc="network steps NCCL's ring all-reduce latency counts beyond 2 x (nodes - 1)"),
+    "channel_min_bytes": Spec("nccl", "by_family", 1.0, 2.0**30, optional=True,
+                              doc="ring/tree: NCCL drops a channel while the message is under channels x this "
+                                  "(x ranks for ring LL); absent: every channel at every size"),
     "p2p_ll_threshold_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
                                    doc="send/receive runs LL up to this many bytes per p2p channel of a peer, "
                                        "Simple above (never LL128); absent: the fastest protocol"),

@@ -89,6 +89,9 @@ class Profile:
     # send/receive: LL up to this many bytes per p2p channel of a peer, Simple above, never LL128 (NCCL's
     # P2P_LL_THRESHOLD, src/enqueue.cc); 0: no rule, the fastest protocol
     p2p_ll_threshold_bytes: float = 0.0
+    # ring/tree: bytes of message per channel below which NCCL runs one channel fewer, by family and protocol
+    # (src/enqueue.cc: nThreads x threadThreshold; x ranks for ring LL); empty: every channel at every size
+    channel_min_bytes: dict = field(default_factory=dict)
     # NCCL's tuner terms (topo.engine.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
     # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
     # Empty / 1.0: the profile gives none (the tuner then uses none).
@@ -384,6 +387,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         p2p_channel_Bps=v.get("p2p_channel_GBps", math.inf) * GB,
         peer_overhead_s=v["peer_overhead_us"] * US,
         p2p_ll_threshold_bytes=float(v.get("p2p_ll_threshold_bytes", 0.0)),
+        channel_min_bytes=_by_family(v.get("channel_min_bytes", {}), 1.0),
         tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
         ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
