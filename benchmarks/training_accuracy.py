@@ -407,12 +407,17 @@ def _automodel_settings(model, pp: int) -> dict:
       row): bf16 parameters and gradients, Transformer Engine's ``FusedAdam`` with fp32 moments (its defaults
       ``master_weights=False``, ``exp_avg_dtype = exp_avg_sq_dtype = torch.float32``): 2 + 2 + 8 = 12 bytes; FSDP2
       reduces in bf16 (``distributed/config.py``: ``reduce_dtype=torch.bfloat16``).
+    - Nemotron 3 Nano (``NemotronV3Mamba2Mixer``, Automodel@08a48f76
+      ``components/models/nemotron_v3/layers.py``, the commit of the row's config): batch-major hidden states into
+      mamba_ssm's ``mamba_split_conv1d_scan_combined`` with the gated RMSNorm's weight and ``out_proj`` handed to
+      it (``mamba_mixer = "mamba_ssm"``).
     """
+    mamba = dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}
     if model.moe is None:
-        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0)
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
-                expert_bias_eager="fc1_fc2")
+                expert_bias_eager="fc1_fc2", **mamba)
 
 
 def fp8_recipe(row) -> str | None:

@@ -134,6 +134,12 @@ def test_automodel_rows_read_as_its_code_runs():
     assert setups["automodel_h100_deepseekv3_1024"]["model"].mtp_layers == 0
     assert ds.pipeline_layout == "E" + "tt|" * 29 + "t|t|tL"
     assert training_accuracy.automodel_pipeline_layout(10, 4) == "Ettt|ttt|tt|ttL"
+    # Nemotron 3 Nano's mixer hands its gated norm and out_proj to mamba_ssm's fused function, batch-major
+    # (Automodel@08a48f76 components/models/nemotron_v3/layers.py); the Megatron-Bridge Nano rows keep Megatron's
+    assert rows["automodel_h100_nemotron3_nano"].mamba_mixer == "mamba_ssm"
+    assert ds.mamba_mixer == "megatron"  # no Mamba layers: the default, unused
+    mb = [s["lay"] for s in training_accuracy._setups() if s["run"] == "mb2606_h100_nemotron3_nano"]
+    assert mb[0].mamba_mixer == "megatron"
 
 
 def test_kept_weights_hide_behind_the_forward_only():

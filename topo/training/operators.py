@@ -401,7 +401,15 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     causal depthwise convolution with SiLU (causal-conv1d's kernel, recomputed in the backward), the SSD scan
     gated by ``z`` (:mod:`topo.training.ssd`), a copy back to sequence-major, the grouped RMSNorm (mamba_ssm's
     ``layernorm_gated``) and ``out_proj`` (row-parallel linear). The copies, the convolution and the norm move
-    their bytes at HBM rate; their backward kernels are listed apart (``passes``)."""
+    their bytes at HBM rate; their backward kernels are listed apart (``passes``).
+
+    ``lay.mamba_mixer == "mamba_ssm"`` (mamba_ssm's ``Mamba2`` and NeMo AutoModel's ``NemotronV3Mamba2Mixer``,
+    Automodel@08a48f76 ``components/models/nemotron_v3/layers.py``): batch-major activations, so no copies; the
+    scan runs ungated (``z=None``) and the norm kernel gates, forward reading the scan's output and ``z`` and
+    writing its output (3 per element of ``d_inner``), backward reading ``dy``, ``x`` and ``z`` and writing ``dx``,
+    ``dz`` and the recomputed output that ``out_proj``'s weight gradient takes (6:
+    ``MambaSplitConv1dScanCombinedFn.backward``'s ``_layer_norm_bwd(..., z, recompute_output=True)``,
+    state-spaces/mamba ``ssd_combined.py``@e9594ce1)."""
     T, T_sp, _ = _tokens(model, lay)
     mb, h, tp = model.mamba, model.hidden, lay.tp
     di, nh = model.mamba_inner / tp, model.mamba_heads / tp
@@ -409,17 +417,19 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     conv_ch = di + 2 * g * mb.d_state
     zxbcdt = di + conv_ch + nh  # z, x, B, C, dt
     conv_flops = 2.0 * T * conv_ch * mb.conv_kernel
+    megatron = lay.mamba_mixer == "megatron"
     # read + write of in_proj's output and of the scan's output (backward: their gradients); a micro-batch of one
     # sequence is already batch-major (.contiguous() copies nothing)
-    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
+    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 and megatron else 0.0
+    norm_moves = (2, 3) if megatron else (3, 6)  # per element of d_inner, forward and backward (above)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag"),  # Megatron: tp_comm_buffer_name "fc1"
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
-           _kernel("norm_out", "forward", 2 * ACT * T * di),
+           _kernel("norm_out", "forward", norm_moves[0] * ACT * T * di),
            _gemm("out_proj", "mamba", T, h, di, tp_overlap="rs"),
-           _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
+           _kernel("norm_out_bwd", "backward", norm_moves[1] * ACT * T * di),  # Megatron: reads x, dy; writes dx
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
            _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
@@ -432,8 +442,9 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
     mb, tp = model.mamba, lay.tp
     g = max(1.0, mb.groups / min(tp, mb.groups))
+    gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
     return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches)
-            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size))]
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated)]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:

@@ -226,6 +226,13 @@ class ParallelLayout(BaseModel):
     weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
     ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
     grouped MLP whose epilogue adds them)."""
+    mamba_mixer: Literal["megatron", "mamba_ssm"] = "megatron"
+    """How the framework runs a Mamba-2 mixer in training (:func:`topo.training.operators._mamba_ops`):
+    ``megatron``, Megatron-Core's ``MambaMixer`` (sequence-major activations copied to batch-major and back around
+    ``mamba_split_conv1d_scan_combined``, ``z`` gating the SSD scan, then an ungated RMSNorm and ``out_proj``
+    outside it); ``mamba_ssm``, the batch-major path of mamba_ssm's own ``Mamba2`` module and of NeMo AutoModel's
+    ``NemotronV3Mamba2Mixer``, which hands the gated RMSNorm's weight and ``out_proj`` to
+    ``mamba_split_conv1d_scan_combined``: no copies, an ungated scan, ``z`` applied in the norm kernel."""
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                                     "full_iteration"], ...] = ()
     """Parts captured in CUDA graphs (Megatron-Core's ``cuda_graph_scope``; ``full_iteration`` for
