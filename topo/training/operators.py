@@ -334,6 +334,17 @@ two sums per expert and the ``cat`` of each ``torch.split`` (the output's and th
 and per expert the cast of ``t``'s gradient and of the bias's summed gradient to the activations' dtype;
 ``plain``, forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
 FP32 = 4  # bytes per FP32 element
+TORCH_CROSS_ENTROPY_MOVES = ((4, 2), (5, 3))
+"""PyTorch's ``F.cross_entropy`` on activation-dtype (bf16) logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
+``fp32_upcast: false``, its MoE benchmark configs), as ``((forward elements moved per logit, kernels),
+(backward ..., kernels))``. ``log_softmax`` over a vocabulary row too long for the shared-memory variant
+(131,072 bf16 > 48 KiB a block) runs ``cunn_SoftMaxForward``: the row read for its maximum, read again for the sum
+of exponentials, read a third time and written by the epilogue (4), then ``nll_loss`` (a gather of one per row).
+Backward: ``nll_loss_backward`` zero-fills the log-probabilities' gradient and scatters the rows' targets (1),
+``cunn_SoftMaxBackward`` reads the gradient for its row sum, then reads it and the output and writes the input's
+gradient (4): 5 (pytorch/pytorch ``aten/src/ATen/native/cuda/SoftMax.cu``: ``host_softmax``'s ``can_use_smem``,
+``cunn_SoftMaxForward``, ``cunn_SoftMaxBackward``). Re-reads a row's 256 KB may find in L2 are counted at HBM
+rate."""
 
 
 def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float, probs_fp32: bool) -> list[Op]:
@@ -482,9 +493,15 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     if kind == "embedding":
         return [_mem("embedding", "embedding", 2 * ACT * T_sp * h)]
     if kind == "logits":
-        return [_mem("final_norm", "layernorm", 4 * T_sp * h),
-                _gemm("logits", "logits", T, V / lay.tp, h, linear=False),
-                _mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
+        head = [_mem("final_norm", "layernorm", 4 * T_sp * h),
+                _gemm("logits", "logits", T, V / lay.tp, h, linear=False)]
+        if lay.cross_entropy == "torch_bf16":
+            (fwd, k_f), (bwd, k_b) = TORCH_CROSS_ENTROPY_MOVES
+            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * ACT * T * V / lay.tp, launches=k_f,
+                              passes="forward"),
+                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
+                              passes="backward")]
+        return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
         return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),

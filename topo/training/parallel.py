@@ -226,6 +226,10 @@ class ParallelLayout(BaseModel):
     weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
     ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
     grouped MLP whose epilogue adds them)."""
+    cross_entropy: Literal["fused", "torch_bf16"] = "fused"
+    """The loss over the logits: ``fused``, Megatron-Core's cross-entropy (bf16 logits read, the softmax in FP32);
+    ``torch_bf16``, PyTorch's ``F.cross_entropy`` on bf16 logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
+    ``fp32_upcast: false``: :data:`topo.training.operators.TORCH_CROSS_ENTROPY_MOVES`)."""
     mamba_mixer: Literal["megatron", "mamba_ssm"] = "megatron"
     """How the framework runs a Mamba-2 mixer in training (:func:`topo.training.operators._mamba_ops`):
     ``megatron``, Megatron-Core's ``MambaMixer`` (sequence-major activations copied to batch-major and back around
