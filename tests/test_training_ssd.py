@@ -181,3 +181,17 @@ def test_mamba_block_keeps_in_proj_and_scan_outputs_not_the_convolution():
     di, gN, nh, h = 16384, 2 * 8 * 256, 256, 8192
     per_token = 2 * (2 * di + gN + nh + 2 * di) + 2 * h + 2 * h
     assert block_activation_bytes(model, lay, "M") == pytest.approx(8192 * per_token)
+
+
+def test_hybrid_models_have_no_rotary_embedding():
+    """Nemotron-H and Nemotron 3 Nano attend without position embeddings (HF NemotronHAttention applies none, as
+    NeMo AutoModel's NemotronV3Attention notes at Automodel@08a48f76; Megatron-Core's MambaModel defaults
+    position_embedding_type to 'none'): their attention block runs no RoPE pass; a GQA model's keeps it, 4 bytes
+    per element of Q and K (read, write)."""
+    for name in ("nemotron-h-56b", "nemotron-3-nano-30b-a3b", "nemotron-nano-9b-v2"):
+        model = load_model(name)
+        assert not model.attention.rope
+        assert "rope" not in {o.name for o in block_ops(model, make_layout(global_batch=1, seq_len=4096), "*")}
+    llama = load_model("llama3-8b")
+    ops = {o.name: o for o in block_ops(llama, make_layout(global_batch=1, seq_len=4096), "*")}
+    assert ops["rope"].bytes == pytest.approx(4 * 4096 * (32 + 8) * 128)

@@ -153,8 +153,9 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag"),
-                _mem("rope", "attention", 4 * T * (heads + kv) * d)]
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
+        if a.rope:
+            ops.append(_mem("rope", "attention", 4 * T * (heads + kv) * d))
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
