@@ -285,3 +285,26 @@ def test_torch_cross_entropy_on_bf16_logits_closed_form():
     assert op_time_s(torch_["cross_entropy"], gpu, "bf16", backward=True) == 0.0
     old = op_time_s(fused["cross_entropy"], gpu, "bf16") + op_time_s(fused["cross_entropy"], gpu, "bf16", backward=True)
     assert fwd + bwd < 0.65 * old  # 18 bytes a logit against 30
+
+
+def test_the_benchmark_gate_computes_no_scores():
+    """AutoModel's FakeBalancedGate (fake_balanced_gate: true, routing "consecutive"; Automodel@08a48f76
+    components/moe/layers.py) builds its weights as ones / k and its experts as arange(n k) % E: no router GEMM,
+    no softmax or top-k, nothing backward; 6 small kernels moving 58 bytes per routed copy. A learned router
+    (the uniform spread) keeps its GEMM and top-k kernels."""
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import memory_s
+    from topo.training.operators import block_ops, op_time_s
+
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(dp=8, ep=8, global_batch=32, micro_batch=4, seq_len=4096, ep_dispatcher="deepep")
+    learned = {o.name for o in block_ops(model, lay, "E")}
+    gate = {o.name: o for o in block_ops(model, lay.model_copy(update={"moe_routing": "consecutive"}), "E")}
+    assert {"router", "router_topk"} <= learned and "router_fake" not in learned
+    assert "router" not in gate and "router_topk" not in gate
+    fake = gate["router_fake"]
+    assert fake.bytes == pytest.approx(58 * 4 * 4096 * 6) and fake.launches == 6 and fake.flops == 0
+    gpu = gpu_compute("H100")
+    assert op_time_s(fake, gpu, "bf16", backward=True) == 0.0
+    assert op_time_s(fake, gpu, "bf16") == pytest.approx(memory_s(gpu.kernels, fake.bytes)
+                                                         + 6 * gpu.kernels.launch_gpu_s)

@@ -285,10 +285,14 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     local = m.experts / ep
     routed = ACT * t_in * m.active_experts * etp * h  # the routed copies of this rank's tokens
     load = rows / (ep * etp * t_in * m.active_experts / m.experts)
-    ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("router", "moe", t_in, m.experts, h, linear=False),
-           # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
-           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1),
+    if lay.moe_routing == "consecutive":  # the benchmark gate computes no scores: no GEMM, no top-k, no backward
+        router = [Op("router_fake", "moe", "kernel", 0.0, FAKE_GATE_BYTES * t_in * m.active_experts,
+                     launches=FAKE_GATE_KERNELS, passes="forward")]
+    else:
+        router = [_gemm("router", "moe", t_in, m.experts, h, linear=False),
+                  # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
+                  _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router,
            _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.expert_bias:
@@ -335,6 +339,14 @@ two sums per expert and the ``cat`` of each ``torch.split`` (the output's and th
 and per expert the cast of ``t``'s gradient and of the bias's summed gradient to the activations' dtype;
 ``plain``, forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
 FP32 = 4  # bytes per FP32 element
+FAKE_GATE_KERNELS = 6
+FAKE_GATE_BYTES = 58.0
+"""NeMo AutoModel's ``FakeBalancedGate`` (its benchmark configs' ``fake_balanced_gate: true``; the layout's
+``moe_routing = "consecutive"``), per token and routed expert (Automodel@08a48f76
+``nemo_automodel/components/moe/layers.py``, ``noise = 0``): ``torch.ones(n, k)`` (FP32, 4 written), ``/ k``
+(4 read, 4 written), ``torch.arange(n k)`` (int64, 8 written), ``% E`` and ``+ skip_first_n_experts`` (8 read, 8
+written each) and ``.type_as(x)`` (4 read, 2 written): 6 kernels, 58 bytes. No router GEMM, no softmax or top-k,
+and no backward: the weights are constants."""
 TORCH_CROSS_ENTROPY_MOVES = ((4, 2), (5, 3))
 """PyTorch's ``F.cross_entropy`` on activation-dtype (bf16) logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
 ``fp32_upcast: false``, its MoE benchmark configs), as ``((forward elements moved per logit, kernels),
@@ -475,7 +487,7 @@ def _graph_part(kind: str, op: Op) -> str:
     if kind in (Block.MLP, Block.MAMBA):
         return {Block.MLP: "mlp", Block.MAMBA: "mamba"}[kind]
     if kind == Block.MOE:
-        static = op.name in ("norm", "router", "router_topk") or op.module in ("shared_experts", "shared_experts_act")
+        static = op.name in ("norm", "router", "router_topk", "router_fake") or op.module in ("shared_experts", "shared_experts_act")
         return "moe_router" if static else "moe"
     return ""
 
