@@ -215,7 +215,8 @@ class ParallelLayout(BaseModel):
     """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
     sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's
     forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's
-    ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node."""
+    ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node; that gate
+    computes no scores (no router GEMM, top-k or backward: :data:`topo.training.operators.FAKE_GATE_BYTES`)."""
     moe_router_fusion: bool = False
     """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
     kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
