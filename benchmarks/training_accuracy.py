@@ -407,12 +407,21 @@ def _automodel_settings(model, pp: int) -> dict:
       row): bf16 parameters and gradients, Transformer Engine's ``FusedAdam`` with fp32 moments (its defaults
       ``master_weights=False``, ``exp_avg_dtype = exp_avg_sq_dtype = torch.float32``): 2 + 2 + 8 = 12 bytes; FSDP2
       reduces in bf16 (``distributed/config.py``: ``reduce_dtype=torch.bfloat16``).
+    - The MoE benchmark configs' loss, ``MaskedCrossEntropy`` with ``fp32_upcast: false`` (ce005dd
+      deepseek_v3 / qwen3_moe_30b, 037e04a6 gptoss_120b / gptoss_20b, 08a48f76 nemotron_nano_v3, every stored
+      version of kimi_k2 ``_te_deepep.yaml``): PyTorch's ``F.cross_entropy`` on bf16 logits
+      (``cross_entropy = "torch_bf16"``); Llama 3 70B's keeps the default ``fp32_upcast`` (not modelled apart).
+    - Nemotron 3 Nano (``NemotronV3Mamba2Mixer``, Automodel@08a48f76
+      ``components/models/nemotron_v3/layers.py``, the commit of the row's config): batch-major hidden states into
+      mamba_ssm's ``mamba_split_conv1d_scan_combined`` with the gated RMSNorm's weight and ``out_proj`` handed to
+      it (``mamba_mixer = "mamba_ssm"``).
     """
+    mamba = dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}
     if model.moe is None:
-        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0)
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
-                expert_bias_eager="fc1_fc2")
+                expert_bias_eager="fc1_fc2", cross_entropy="torch_bf16", **mamba)
 
 
 def fp8_recipe(row) -> str | None:

@@ -134,6 +134,15 @@ def test_automodel_rows_read_as_its_code_runs():
     assert setups["automodel_h100_deepseekv3_1024"]["model"].mtp_layers == 0
     assert ds.pipeline_layout == "E" + "tt|" * 29 + "t|t|tL"
     assert training_accuracy.automodel_pipeline_layout(10, 4) == "Ettt|ttt|tt|ttL"
+    # the MoE benchmark configs' MaskedCrossEntropy(fp32_upcast: false): PyTorch's loss on bf16 logits
+    assert {rows[k].cross_entropy for k in rows if k != "automodel_h100_llama3_70b"} == {"torch_bf16"}
+    assert llama.cross_entropy == "fused"  # its config keeps fp32_upcast's default (True): not modelled apart
+    # Nemotron 3 Nano's mixer hands its gated norm and out_proj to mamba_ssm's fused function, batch-major
+    # (Automodel@08a48f76 components/models/nemotron_v3/layers.py); the Megatron-Bridge Nano rows keep Megatron's
+    assert rows["automodel_h100_nemotron3_nano"].mamba_mixer == "mamba_ssm"
+    assert ds.mamba_mixer == "megatron"  # no Mamba layers: the default, unused
+    mb = [s["lay"] for s in training_accuracy._setups() if s["run"] == "mb2606_h100_nemotron3_nano"]
+    assert mb[0].mamba_mixer == "megatron"
 
 
 def test_kept_weights_hide_behind_the_forward_only():
@@ -247,3 +256,55 @@ def test_flex_permutation_counts_the_ranks_the_routing_reaches():
     assert permute(cons) == pytest.approx(2 * (2 * tokens * h * 1.0 + routed))
     assert permute(base) == pytest.approx(2 * (2 * tokens * h * spread_destinations(8, 8) + routed))
     assert ep_copies(q, cons) == pytest.approx(1.0)  # the all-to-all's count: the same routing
+
+
+def test_torch_cross_entropy_on_bf16_logits_closed_form():
+    """PyTorch's F.cross_entropy on bf16 logits (pytorch/pytorch aten/src/ATen/native/cuda/SoftMax.cu): a
+    131,072-long row is too long for the shared-memory softmax, so cunn_SoftMaxForward reads the row three times
+    (max, sum of exponentials, epilogue) and writes it once: 4 x 2 bytes per logit; backward, nll_loss's
+    zero-filled gradient (1) and cunn_SoftMaxBackward's row sum, reads of the gradient and output and write (4):
+    5 x 2 bytes. Megatron's fused loss (the default) keeps its 10 bytes forward, twice that backward."""
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import memory_s
+    from topo.training.operators import block_ops, op_time_s
+
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(dp=8, ep=8, global_batch=32, micro_batch=4, seq_len=4096)
+    T, V = 4 * 4096, 131072
+    fused = {o.name: o for o in block_ops(model, lay, "logits")}
+    torch_ = {o.name: o for o in block_ops(model, lay.model_copy(update={"cross_entropy": "torch_bf16"}), "logits")}
+    assert fused["cross_entropy"].bytes == pytest.approx(10 * T * V)
+    assert torch_["cross_entropy"].bytes == pytest.approx(8 * T * V)
+    assert torch_["cross_entropy_bwd"].bytes == pytest.approx(10 * T * V)
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    fwd = op_time_s(torch_["cross_entropy"], gpu, "bf16")
+    bwd = op_time_s(torch_["cross_entropy_bwd"], gpu, "bf16", backward=True)
+    assert fwd == pytest.approx(memory_s(km, 8 * T * V) + 2 * km.launch_gpu_s)
+    assert bwd == pytest.approx(memory_s(km, 10 * T * V) + 3 * km.launch_gpu_s)
+    assert op_time_s(torch_["cross_entropy"], gpu, "bf16", backward=True) == 0.0
+    old = op_time_s(fused["cross_entropy"], gpu, "bf16") + op_time_s(fused["cross_entropy"], gpu, "bf16", backward=True)
+    assert fwd + bwd < 0.65 * old  # 18 bytes a logit against 30
+
+
+def test_the_benchmark_gate_computes_no_scores():
+    """AutoModel's FakeBalancedGate (fake_balanced_gate: true, routing "consecutive"; Automodel@08a48f76
+    components/moe/layers.py) builds its weights as ones / k and its experts as arange(n k) % E: no router GEMM,
+    no softmax or top-k, nothing backward; 6 small kernels moving 58 bytes per routed copy. A learned router
+    (the uniform spread) keeps its GEMM and top-k kernels."""
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import memory_s
+    from topo.training.operators import block_ops, op_time_s
+
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(dp=8, ep=8, global_batch=32, micro_batch=4, seq_len=4096, ep_dispatcher="deepep")
+    learned = {o.name for o in block_ops(model, lay, "E")}
+    gate = {o.name: o for o in block_ops(model, lay.model_copy(update={"moe_routing": "consecutive"}), "E")}
+    assert {"router", "router_topk"} <= learned and "router_fake" not in learned
+    assert "router" not in gate and "router_topk" not in gate
+    fake = gate["router_fake"]
+    assert fake.bytes == pytest.approx(58 * 4 * 4096 * 6) and fake.launches == 6 and fake.flops == 0
+    gpu = gpu_compute("H100")
+    assert op_time_s(fake, gpu, "bf16", backward=True) == 0.0
+    assert op_time_s(fake, gpu, "bf16") == pytest.approx(memory_s(gpu.kernels, fake.bytes)
+                                                         + 6 * gpu.kernels.launch_gpu_s)

@@ -94,6 +94,33 @@ def test_mamba_memory_kernels_move_their_bytes_at_hbm_rate():
                                                                    + 2 * km.launch_gpu_s)
 
 
+def test_mamba_ssm_mixer_gates_in_the_norm_and_copies_nothing():
+    """mamba_ssm's own path (its Mamba2 module, NeMo AutoModel's NemotronV3Mamba2Mixer at Automodel@08a48f76)
+    hands the gated RMSNorm's weight and out_proj to mamba_split_conv1d_scan_combined on batch-major activations
+    (state-spaces/mamba ssd_combined.py@e9594ce1): no copies; the scan runs with z=None, so its output kernel
+    reads x and writes out (2 x-sized tensors, not Megatron's x, z, out and the gated out: 4) and its backward
+    has no dz kernel; the norm gates instead: forward reads the scan's output and z, writes its output (3);
+    backward reads dy, x and z, writes dx, dz and the recomputed output for out_proj's weight gradient (6)."""
+    model, meg = _nemotron_h(micro_batch=2)
+    fused = meg.model_copy(update={"mamba_mixer": "mamba_ssm"})
+    a = {o.name: o for o in block_ops(model, meg, "M")}
+    b = {o.name: o for o in block_ops(model, fused, "M")}
+    T, di = 2 * 8192, 16384 / 8
+    x = T * di  # x-sized elements (T H P on this GPU)
+    assert "copies" in a and "copies" not in b and "copies_bwd" not in b
+    assert "ssd_bwd_dz" in a and "ssd_bwd_dz" not in b
+    assert a["ssd_chunk_scan"].bytes - b["ssd_chunk_scan"].bytes == pytest.approx(2 * 2 * x)
+    assert (a["norm_out"].bytes, b["norm_out"].bytes) == pytest.approx((2 * 2 * x, 3 * 2 * x))
+    assert (a["norm_out_bwd"].bytes, b["norm_out_bwd"].bytes) == pytest.approx((3 * 2 * x, 6 * 2 * x))
+    # the products are the same: only bytes and kernels move
+    assert sum(o.flops for o in b.values()) == pytest.approx(sum(o.flops for o in a.values()))
+    gpu = gpu_compute("H100")
+    ta, tb = block_time(model, meg, gpu, "M"), block_time(model, fused, gpu, "M")
+    assert tb.forward_s < ta.forward_s and tb.backward_s < ta.backward_s
+    with pytest.raises(ValueError):  # only the two paths read
+        type(meg).model_validate({**meg.model_dump(), "mamba_mixer": "hf"})
+
+
 def test_only_the_projections_run_in_fp8():
     """Transformer Engine runs in_proj and out_proj in FP8; the SSD, the convolution and the norms stay in
     BF16/FP32 (mamba_ssm's Triton kernels): FP8 speeds up the projections only."""
@@ -154,3 +181,17 @@ def test_mamba_block_keeps_in_proj_and_scan_outputs_not_the_convolution():
     di, gN, nh, h = 16384, 2 * 8 * 256, 256, 8192
     per_token = 2 * (2 * di + gN + nh + 2 * di) + 2 * h + 2 * h
     assert block_activation_bytes(model, lay, "M") == pytest.approx(8192 * per_token)
+
+
+def test_hybrid_models_have_no_rotary_embedding():
+    """Nemotron-H and Nemotron 3 Nano attend without position embeddings (HF NemotronHAttention applies none, as
+    NeMo AutoModel's NemotronV3Attention notes at Automodel@08a48f76; Megatron-Core's MambaModel defaults
+    position_embedding_type to 'none'): their attention block runs no RoPE pass; a GQA model's keeps it, 4 bytes
+    per element of Q and K (read, write)."""
+    for name in ("nemotron-h-56b", "nemotron-3-nano-30b-a3b", "nemotron-nano-9b-v2"):
+        model = load_model(name)
+        assert not model.attention.rope
+        assert "rope" not in {o.name for o in block_ops(model, make_layout(global_batch=1, seq_len=4096), "*")}
+    llama = load_model("llama3-8b")
+    ops = {o.name: o for o in block_ops(llama, make_layout(global_batch=1, seq_len=4096), "*")}
+    assert ops["rope"].bytes == pytest.approx(4 * 4096 * (32 + 8) * 128)

@@ -73,6 +73,10 @@ class AttentionSpec(_Strict):
     before it, gpt-oss's ``sliding_window``; ``chunked``: the causal part of its ``window``-token chunk, Llama 4's
     ``attention_chunk_size``). Default: every layer attends to the whole causal prefix."""
     window_kind: Literal["sliding", "chunked"] = "sliding"
+    rope: bool = True
+    """Rotary position embedding applied to Q and K (one elementwise pass). False: none (Megatron-Core's
+    ``MambaModel`` defaults ``position_embedding_type`` to ``'none'``; NeMo AutoModel's ``NemotronV3Attention``
+    applies none, "matching the HF NemotronHAttention implementation")."""
     full_every: PositiveInt | None = None
     """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
     the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth

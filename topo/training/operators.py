@@ -153,8 +153,9 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag"),
-                _mem("rope", "attention", 4 * T * (heads + kv) * d)]
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
+        if a.rope:
+            ops.append(_mem("rope", "attention", 4 * T * (heads + kv) * d))
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
@@ -284,10 +285,14 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     local = m.experts / ep
     routed = ACT * t_in * m.active_experts * etp * h  # the routed copies of this rank's tokens
     load = rows / (ep * etp * t_in * m.active_experts / m.experts)
-    ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("router", "moe", t_in, m.experts, h, linear=False),
-           # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
-           _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1),
+    if lay.moe_routing == "consecutive":  # the benchmark gate computes no scores: no GEMM, no top-k, no backward
+        router = [Op("router_fake", "moe", "kernel", 0.0, FAKE_GATE_BYTES * t_in * m.active_experts,
+                     launches=FAKE_GATE_KERNELS, passes="forward")]
+    else:
+        router = [_gemm("router", "moe", t_in, m.experts, h, linear=False),
+                  # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
+                  _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router,
            _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     if m.expert_bias:
@@ -334,6 +339,25 @@ two sums per expert and the ``cat`` of each ``torch.split`` (the output's and th
 and per expert the cast of ``t``'s gradient and of the bias's summed gradient to the activations' dtype;
 ``plain``, forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
 FP32 = 4  # bytes per FP32 element
+FAKE_GATE_KERNELS = 6
+FAKE_GATE_BYTES = 58.0
+"""NeMo AutoModel's ``FakeBalancedGate`` (its benchmark configs' ``fake_balanced_gate: true``; the layout's
+``moe_routing = "consecutive"``), per token and routed expert (Automodel@08a48f76
+``nemo_automodel/components/moe/layers.py``, ``noise = 0``): ``torch.ones(n, k)`` (FP32, 4 written), ``/ k``
+(4 read, 4 written), ``torch.arange(n k)`` (int64, 8 written), ``% E`` and ``+ skip_first_n_experts`` (8 read, 8
+written each) and ``.type_as(x)`` (4 read, 2 written): 6 kernels, 58 bytes. No router GEMM, no softmax or top-k,
+and no backward: the weights are constants."""
+TORCH_CROSS_ENTROPY_MOVES = ((4, 2), (5, 3))
+"""PyTorch's ``F.cross_entropy`` on activation-dtype (bf16) logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
+``fp32_upcast: false``, its MoE benchmark configs), as ``((forward elements moved per logit, kernels),
+(backward ..., kernels))``. ``log_softmax`` over a vocabulary row too long for the shared-memory variant
+(131,072 bf16 > 48 KiB a block) runs ``cunn_SoftMaxForward``: the row read for its maximum, read again for the sum
+of exponentials, read a third time and written by the epilogue (4), then ``nll_loss`` (a gather of one per row).
+Backward: ``nll_loss_backward`` zero-fills the log-probabilities' gradient and scatters the rows' targets (1),
+``cunn_SoftMaxBackward`` reads the gradient for its row sum, then reads it and the output and writes the input's
+gradient (4): 5 (pytorch/pytorch ``aten/src/ATen/native/cuda/SoftMax.cu``: ``host_softmax``'s ``can_use_smem``,
+``cunn_SoftMaxForward``, ``cunn_SoftMaxBackward``). Re-reads a row's 256 KB may find in L2 are counted at HBM
+rate."""
 
 
 def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float, probs_fp32: bool) -> list[Op]:
@@ -401,7 +425,15 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     causal depthwise convolution with SiLU (causal-conv1d's kernel, recomputed in the backward), the SSD scan
     gated by ``z`` (:mod:`topo.training.ssd`), a copy back to sequence-major, the grouped RMSNorm (mamba_ssm's
     ``layernorm_gated``) and ``out_proj`` (row-parallel linear). The copies, the convolution and the norm move
-    their bytes at HBM rate; their backward kernels are listed apart (``passes``)."""
+    their bytes at HBM rate; their backward kernels are listed apart (``passes``).
+
+    ``lay.mamba_mixer == "mamba_ssm"`` (mamba_ssm's ``Mamba2`` and NeMo AutoModel's ``NemotronV3Mamba2Mixer``,
+    Automodel@08a48f76 ``components/models/nemotron_v3/layers.py``): batch-major activations, so no copies; the
+    scan runs ungated (``z=None``) and the norm kernel gates, forward reading the scan's output and ``z`` and
+    writing its output (3 per element of ``d_inner``), backward reading ``dy``, ``x`` and ``z`` and writing ``dx``,
+    ``dz`` and the recomputed output that ``out_proj``'s weight gradient takes (6:
+    ``MambaSplitConv1dScanCombinedFn.backward``'s ``_layer_norm_bwd(..., z, recompute_output=True)``,
+    state-spaces/mamba ``ssd_combined.py``@e9594ce1)."""
     T, T_sp, _ = _tokens(model, lay)
     mb, h, tp = model.mamba, model.hidden, lay.tp
     di, nh = model.mamba_inner / tp, model.mamba_heads / tp
@@ -409,17 +441,19 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     conv_ch = di + 2 * g * mb.d_state
     zxbcdt = di + conv_ch + nh  # z, x, B, C, dt
     conv_flops = 2.0 * T * conv_ch * mb.conv_kernel
+    megatron = lay.mamba_mixer == "megatron"
     # read + write of in_proj's output and of the scan's output (backward: their gradients); a micro-batch of one
     # sequence is already batch-major (.contiguous() copies nothing)
-    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 else 0.0
+    copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 and megatron else 0.0
+    norm_moves = (2, 3) if megatron else (3, 6)  # per element of d_inner, forward and backward (above)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
            _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag"),  # Megatron: tp_comm_buffer_name "fc1"
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
-           _kernel("norm_out", "forward", 2 * ACT * T * di),
+           _kernel("norm_out", "forward", norm_moves[0] * ACT * T * di),
            _gemm("out_proj", "mamba", T, h, di, tp_overlap="rs"),
-           _kernel("norm_out_bwd", "backward", 3 * ACT * T * di),  # reads x and dy, writes dx
+           _kernel("norm_out_bwd", "backward", norm_moves[1] * ACT * T * di),  # Megatron: reads x, dy; writes dx
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
            _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
@@ -432,8 +466,9 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     the kernels of :func:`topo.training.ssd.ssd_kernels`, forward and backward."""
     mb, tp = model.mamba, lay.tp
     g = max(1.0, mb.groups / min(tp, mb.groups))
+    gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
     return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches)
-            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size))]
+            for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated)]
 
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
@@ -452,7 +487,7 @@ def _graph_part(kind: str, op: Op) -> str:
     if kind in (Block.MLP, Block.MAMBA):
         return {Block.MLP: "mlp", Block.MAMBA: "mamba"}[kind]
     if kind == Block.MOE:
-        static = op.name in ("norm", "router", "router_topk") or op.module in ("shared_experts", "shared_experts_act")
+        static = op.name in ("norm", "router", "router_topk", "router_fake") or op.module in ("shared_experts", "shared_experts_act")
         return "moe_router" if static else "moe"
     return ""
 
@@ -471,9 +506,15 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     if kind == "embedding":
         return [_mem("embedding", "embedding", 2 * ACT * T_sp * h)]
     if kind == "logits":
-        return [_mem("final_norm", "layernorm", 4 * T_sp * h),
-                _gemm("logits", "logits", T, V / lay.tp, h, linear=False),
-                _mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
+        head = [_mem("final_norm", "layernorm", 4 * T_sp * h),
+                _gemm("logits", "logits", T, V / lay.tp, h, linear=False)]
+        if lay.cross_entropy == "torch_bf16":
+            (fwd, k_f), (bwd, k_b) = TORCH_CROSS_ENTROPY_MOVES
+            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * ACT * T * V / lay.tp, launches=k_f,
+                              passes="forward"),
+                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
+                              passes="backward")]
+        return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
         return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),

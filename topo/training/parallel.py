@@ -215,7 +215,8 @@ class ParallelLayout(BaseModel):
     """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
     sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's
     forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's
-    ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node."""
+    ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node; that gate
+    computes no scores (no router GEMM, top-k or backward: :data:`topo.training.operators.FAKE_GATE_BYTES`)."""
     moe_router_fusion: bool = False
     """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
     kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
@@ -226,6 +227,17 @@ class ParallelLayout(BaseModel):
     weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
     ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
     grouped MLP whose epilogue adds them)."""
+    cross_entropy: Literal["fused", "torch_bf16"] = "fused"
+    """The loss over the logits: ``fused``, Megatron-Core's cross-entropy (bf16 logits read, the softmax in FP32);
+    ``torch_bf16``, PyTorch's ``F.cross_entropy`` on bf16 logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
+    ``fp32_upcast: false``: :data:`topo.training.operators.TORCH_CROSS_ENTROPY_MOVES`)."""
+    mamba_mixer: Literal["megatron", "mamba_ssm"] = "megatron"
+    """How the framework runs a Mamba-2 mixer in training (:func:`topo.training.operators._mamba_ops`):
+    ``megatron``, Megatron-Core's ``MambaMixer`` (sequence-major activations copied to batch-major and back around
+    ``mamba_split_conv1d_scan_combined``, ``z`` gating the SSD scan, then an ungated RMSNorm and ``out_proj``
+    outside it); ``mamba_ssm``, the batch-major path of mamba_ssm's own ``Mamba2`` module and of NeMo AutoModel's
+    ``NemotronV3Mamba2Mixer``, which hands the gated RMSNorm's weight and ``out_proj`` to
+    ``mamba_split_conv1d_scan_combined``: no copies, an ungated scan, ``z`` applied in the norm kernel."""
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                                     "full_iteration"], ...] = ()
     """Parts captured in CUDA graphs (Megatron-Core's ``cuda_graph_scope``; ``full_iteration`` for

@@ -60,7 +60,7 @@ def ssd_flops(dots) -> float:
     return sum(2.0 * m * n * k * g for m, n, k, g in dots)
 
 
-def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float) -> list[Kernel]:
+def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gated: bool = True) -> list[Kernel]:
     """The SSD's kernels for ``T`` tokens, ``H`` heads of dimension ``P``, ``G`` groups of state size ``N`` and
     chunks of ``Q`` tokens (see the module doc), forward then backward.
 
@@ -68,6 +68,12 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float) -> l
     ----------
     T, H, G, P, N, Q : float
         Tokens, heads, B/C groups, head dimension, state size and chunk length on this GPU.
+    gated : bool
+        ``z`` gates the scan (Megatron-Core's mixer): the forward's output kernel reads ``z`` and writes the gated
+        output besides the ungated one, and the backward starts with ``dz``. False (``z=None``, as
+        ``mamba_split_conv1d_scan_combined`` runs when handed the RMSNorm's weight, which then gates): the output
+        kernel reads ``x`` and writes ``out`` only, and ``_mamba_chunk_scan_combined_bwd`` runs no ``dz`` kernel
+        (state-spaces/mamba ``ssd_combined.py``@e9594ce1: ``if z is not None: ... _chunk_scan_bwd_dz``).
 
     Returns
     -------
@@ -87,11 +93,12 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float) -> l
         Kernel("ssd_chunk_state", "forward", BF16 * (bc + x) + 2 * FP32 * th + FP32 * st, chunk_state),
         Kernel("ssd_state_pass", "forward", (FP32 + BF16) * st, ()),
         Kernel("ssd_bmm", "forward", BF16 * 2 * bc + FP32 * cb, cb_dot),
-        Kernel("ssd_chunk_scan", "forward", FP32 * cb + BF16 * (4 * x + bc + st) + 2 * FP32 * th, scan),
+        Kernel("ssd_chunk_scan", "forward", FP32 * cb + BF16 * ((4 if gated else 2) * x + bc + st) + 2 * FP32 * th,
+               scan),
     ]
     recompute = [k._replace(name=k.name + "_recompute", passes="backward") for k in fwd[:4]]
     bwd = [
-        Kernel("ssd_bwd_dz", "backward", BF16 * 6 * x, ()),
+        *([Kernel("ssd_bwd_dz", "backward", BF16 * 6 * x, ())] if gated else []),
         Kernel("ssd_bwd_dstates", "backward", BF16 * (bc + x) + FP32 * th + FP32 * st, ((P, N, Q, C * H),)),
         Kernel("ssd_bwd_state_pass", "backward", (FP32 + 3 * BF16) * st, ()),
         Kernel("ssd_bwd_dx", "backward", BF16 * (3 * x + st + bc) + FP32 * (cb + 3 * th), scan),
