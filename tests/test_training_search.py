@@ -195,3 +195,23 @@ def test_layout_keys_separate_what_each_cache_reads():
     assert shard[0] != a[0] and shard[1] == a[1] and shard[2] != a[2]
     recompute = _keys(ParallelLayout(**{**base, "recompute": "full"}, rank_order="tp-cp-ep-dp-pp"))
     assert all(x != y for x, y in zip(recompute, a))
+
+
+@pytest.mark.parametrize("efficiency", [None, 0.5])
+def test_ep_overlap_bound_prices_the_layer_on_the_searchs_gpu(efficiency):
+    """The refinement's EP overlap splits each MoE layer's compute on the GPU the search runs (its efficiency and
+    the spec's ``server.host_cpu``), so it gives the step's EP term; priced on the catalog GPU (the generation's
+    efficiency, not the search's 0.5) the phases' compute shrank and the bound exceeded the step it bounds."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1", "server.host_cpu=grace"]))
+    m = load_model("qwen3-30b-a3b")
+    lay = ParallelLayout(ep=32, dp=32, etp=1, global_batch=64, seq_len=4096, overlap_ep=True, ep_dispatch_bytes=1.0)
+    mapping = map_layout(lay, fab.spec.gpus_per_domain, fab.layout.num_gpus)
+    gpu = gpu_compute(fab.spec.gpu, efficiency, host_cpu="grace")
+    sc = stage_compute(m, lay, gpu)
+    eng = CommEngine(fab)
+    r = estimate_step(fab, m, lay, engine=eng, contention=False, efficiency=efficiency)
+    assert r.host_cpu["name"] == "grace" and r.breakdown_s["ep"] > 0
+    want = r.breakdown_s["ep"]
+    assert exposed_routed(eng, m, lay, mapping, sc, gpu)["ep"] == pytest.approx(want, rel=1e-12)
+    if efficiency is None:  # the default GPU is the spec's, with its host CPU
+        assert exposed_routed(eng, m, lay, mapping, sc)["ep"] == pytest.approx(want, rel=1e-12)

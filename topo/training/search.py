@@ -269,7 +269,7 @@ class _Search:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc)
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu)
         ep = got["ep"] if got["ep"] is not None else ep_f
         return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 

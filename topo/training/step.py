@@ -822,7 +822,7 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     return notes
 
 
-def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc) -> dict:
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None) -> dict:
     """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
     from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
     refines its bounds with.
@@ -836,6 +836,9 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         ``lay`` on the fabric (:func:`topo.training.mapping.map_layout`).
     sc : StageCompute
         The layout's compute (:func:`topo.training.operators.stage_compute`).
+    gpu : GpuCompute, optional
+        The GPU ``sc`` was computed on (its efficiency, kernel overrides and host CPU time the EP overlap's layer
+        parts); default: the spec's GPU with its host CPU (``server.host_cpu``).
 
     Returns
     -------
@@ -866,7 +869,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
                 ep += one.time_s * item["calls"]
     if ep_known:
         windows = {"ep": lay.microbatches * sc.microbatch_s}
-        gpu = gpu_compute(engine.fabric.spec.gpu)
+        spec = engine.fabric.spec
+        gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
         total = sum(one * it["calls"] for it, one in a2a)
         share = _paired_ep_exposed(model, lay, gpu, sc, windows, a2a)
         if share is None:
