@@ -110,3 +110,21 @@ def test_overlap_gain_of_the_modelzoo_pair(h100):
     one_window = max(0.0, total - on.breakdown_s["compute"])  # 0 here: the step's compute exceeds its all-to-alls
     assert on.breakdown_s["ep"] > one_window + (total - one_window) * 20 / 132 + 0.05 * total
     assert 1.0 < off.step_time_s / on.step_time_s < 1.45
+
+
+def test_the_benchmark_gate_runs_in_the_attn_node():
+    """AutoModel's benchmark gate (moe_routing consecutive, ``router_fake``) stands where a learned router does,
+    before the dispatch: in the ``attn`` node, so the routed experts' node is the same whichever gate routes."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
+    lays = {r: make_layout(ep=8, dp=8, etp=1, global_batch=64, seq_len=4096, moe_routing=r, overlap_ep=True)
+            for r in ("spread", "consecutive")}
+    parts = {r: moe_layer_parts(m, lay, gpu) for r, lay in lays.items()}
+
+    def fwd_s(r, names):
+        return sum(op_time_s(o, gpu, lays[r].precision) for o in block_ops(m, lays[r], "E") if o.name in names)
+    assert fwd_s("consecutive", ("router_fake",)) > 0
+    assert parts["consecutive"].mlp_f == pytest.approx(parts["spread"].mlp_f, rel=1e-12)
+    assert parts["consecutive"].mlp_b == pytest.approx(parts["spread"].mlp_b, rel=1e-12)
+    assert parts["consecutive"].attn_f - parts["spread"].attn_f == pytest.approx(
+        fwd_s("consecutive", ("router_fake", "permute")) - fwd_s("spread", ("router", "router_topk", "permute")),
+        rel=1e-9)

@@ -56,10 +56,16 @@ from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES"]
+           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "SHARED_EXPERT_MODULES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
+MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake")
+"""An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
+GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
+permutation, the combined 1F1B's ``attn`` node (:mod:`topo.training.ep_overlap`)."""
+SHARED_EXPERT_MODULES = ("shared_experts", "shared_experts_act")
+"""An MoE block's modules that run beside the router, not with the routed experts (the same two users)."""
 """Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
 ATTENTION_BACKWARD_FLOPS = 2.5
 """A fused attention's backward over its forward FLOPs (it recomputes the scores; FlashAttention-2, arXiv
@@ -487,7 +493,7 @@ def _graph_part(kind: str, op: Op) -> str:
     if kind in (Block.MLP, Block.MAMBA):
         return {Block.MLP: "mlp", Block.MAMBA: "mamba"}[kind]
     if kind == Block.MOE:
-        static = op.name in ("norm", "router", "router_topk", "router_fake") or op.module in ("shared_experts", "shared_experts_act")
+        static = op.name in MOE_ROUTER_OPS or op.module in SHARED_EXPERT_MODULES
         return "moe_router" if static else "moe"
     return ""
 
