@@ -54,3 +54,10 @@ def test_the_checker_finds_what_is_missing():
 
 def test_pending_names_modules_that_exist():
     assert PENDING <= set(MODULES)
+
+
+@pytest.mark.parametrize("path", ["fabric/server_cpu.py", "training/ep_overlap.py", "training/host_cpu.py"])
+def test_this_sessions_step_modules_have_numpydoc(path):
+    """The modules of the session's server.host_cpu and EP-overlap work (review rev36) keep numpydoc too."""
+    bad = problems((ENGINE.parent / path).read_text())
+    assert not bad, f"topo/{path}: " + "; ".join(bad)

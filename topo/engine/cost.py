@@ -6,6 +6,11 @@ caps, and the bottleneck of a phase is its most loaded resource's bytes over usa
 makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``. ``W`` is the profile's pipeline
 window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``. Routing is done once per schedule; a whole
 size sweep is arithmetic.
+
+Off in the bundled profiles: a profile that gives ``channel_min_bytes`` (NCCL's channels at small sizes,
+:func:`small_channels`) adds the network proxy's time on the extra channels (:func:`proxy_channels_s`) to a ring's
+or tree's latency; the bundled NCCL files give none (docs/calibration-findings.md section 44), and without it the
+term returns 0 after a few attribute tests per protocol.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .route import Router
 from .schedule import LatencyCounts
 
 __all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "Limit", "LIMITS", "Rate", "rate_limit",
-           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of"]
+           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of", "small_channels", "proxy_channels_s"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -97,16 +102,21 @@ def small_channels(family: str, proto: str, size_bytes: float, channels: int, nu
     """The channels NCCL runs a ring or tree collective on at ``size_bytes`` (src/enqueue.cc, channel tuning).
 
     NCCL starts from its channel count and drops one channel while the message is under channels x
-    ``channel_min_bytes`` (threads x bytes per thread; x ranks for ring LL), down to one.
+    ``channel_min_bytes`` (threads x bytes per thread; x ranks for ring LL), down to one. Only
+    :func:`proxy_channels_s` reads it, and only for a profile that gives ``channel_min_bytes`` (none bundled).
 
     Parameters
     ----------
     family, proto : str
+        The schedule's algorithm family (``ring``, ``tree``, ...) and protocol (``LL``, ``LL128``, ``Simple``).
     size_bytes : float
+        The message (NCCL's ``nBytes``).
     channels : int
         The channels the schedule runs at large sizes.
     num_ranks : int
+        Ranks of the communicator (ring LL's threshold scales with them).
     profile : Profile
+        Its ``channel_min_bytes`` (threads x bytes per thread, by family and protocol) is the rule.
 
     Returns
     -------
@@ -133,10 +143,15 @@ def proxy_channels_s(sched, profile: Profile, proto: str, size_bytes: float, num
     Parameters
     ----------
     sched : Schedule
+        The collective's schedule (its family, channels and latency counts: network steps, domains crossed).
     profile : Profile
+        ``channel_min_bytes`` and ``peer_overhead_s``.
     proto : str
+        ``LL``, ``LL128`` or ``Simple``.
     size_bytes : float
+        The message.
     num_ranks : int
+        Ranks of the communicator.
 
     Returns
     -------

@@ -75,7 +75,8 @@ PARAMETERS: dict[str, Spec] = {
                                       doc="network steps NCCL's ring all-reduce latency counts beyond 2 x (nodes - 1)"),
     "channel_min_bytes": Spec("nccl", "by_family", 1.0, 2.0**30, optional=True,
                               doc="ring/tree: NCCL drops a channel while the message is under channels x this "
-                                  "(x ranks for ring LL); absent: every channel at every size"),
+                                  "(x ranks for ring LL), and the proxy's time on the extra channels counts; absent "
+                                  "(the bundled files): every channel at every size, no proxy term"),
     "p2p_ll_threshold_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
                                    doc="send/receive runs LL up to this many bytes per p2p channel of a peer, "
                                        "Simple above (never LL128); absent: the fastest protocol"),

@@ -22,18 +22,41 @@ CPU_VENDORS = ("intel", "amd", "arm")
 
 @lru_cache(maxsize=None)
 def host_cpu_table() -> dict:
-    """topo/data/compute/host_cpu.toml as read (``[cpu]``: the named CPUs; ``[gpu]``: each GPU's default)."""
+    """topo/data/compute/host_cpu.toml as read (cached).
+
+    Returns
+    -------
+    dict
+        ``reference``: the CPU the time factors are relative to; ``[cpu]``: the named CPUs (``vendor``,
+        ``time_factor`` and its range, status, source); ``[gpu]``: each GPU's default CPU.
+    """
     with open(data_dir("compute", "host_cpu.toml"), "rb") as f:
         return tomllib.load(f)
 
 
 def host_cpu_names() -> tuple[str, ...]:
-    """The host CPUs a spec may name (the keys of host_cpu.toml's ``[cpu]``)."""
+    """The host CPUs a spec may name.
+
+    Returns
+    -------
+    tuple of str
+        The keys of host_cpu.toml's ``[cpu]``, in the file's order.
+    """
     return tuple(host_cpu_table()["cpu"])
 
 
 def host_cpu_vendor(cpu: str) -> str:
-    """The vendor (``intel``, ``amd`` or ``arm``) of the named host CPU ``cpu`` (a key of host_cpu.toml's ``[cpu]``).
+    """The vendor of a named host CPU.
+
+    Parameters
+    ----------
+    cpu : str
+        A key of host_cpu.toml's ``[cpu]`` (``xeon_8480c``, ``grace``, ...).
+
+    Returns
+    -------
+    str
+        ``intel``, ``amd`` or ``arm`` (:data:`CPU_VENDORS`).
 
     Raises
     ------
