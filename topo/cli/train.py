@@ -11,7 +11,7 @@ from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
-                                 load_layout, make_layout)
+                                 ParallelLayout, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
@@ -43,7 +43,9 @@ def _job_arguments(p) -> None:
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
-                        "it); options given on the command line win")
+                        "it); options given on the command line win; how the framework runs the step: fp8_param_gather=true "
+                        "(FP8 recipes), mamba_mixer=megatron|mamba_ssm, cross_entropy=fused|torch_bf16, "
+                        "expert_bias_eager=fc2|fc1_fc2|none, cp_comm_type=p2p|all_gather")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -310,6 +312,19 @@ def _sharding(L: dict) -> str:
     return text
 
 
+# the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager")
+
+
+def _framework_options(L: dict) -> str:
+    """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
+    ``key value`` pairs, or "" when every one is the default."""
+    fields = ParallelLayout.model_fields
+    shown = [f"{k} {str(L[k]).lower()}" for k in FRAMEWORK_OPTIONS
+             if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1))]
+    return ", ".join(shown)
+
+
 def _print_step(r, tokens) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
@@ -338,6 +353,9 @@ def _print_step(r, tokens) -> None:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
         emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the Xeon 8480C's host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
+    options = _framework_options(L)
+    if options:
+        emit(f"framework options: {options} (layout fields)")
     if host > 0:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "

@@ -1,0 +1,62 @@
+"""`topo train`'s layout fields for how the framework runs the step (``cp_comm_type``, ``fp8_param_gather``,
+``mamba_mixer``, ``cross_entropy``, ``expert_bias_eager``): the text says which it used, ``--json`` carries them,
+and a bad value through ``--layout`` pairs or a layout file is one line naming the source, key, value and what is
+allowed, exit 2."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+BASE = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--cp", "2", "--dp", "2",
+        "--global-batch", "16"]
+
+
+def _options_line(stdout):
+    return [ln for ln in stdout.splitlines() if ln.startswith("framework options: ")]
+
+
+def test_text_names_the_options_it_used():
+    out = run_cli(*BASE, "--precision", "fp8", "--cp-comm-type", "all_gather", "--layout",
+                  "fp8_param_gather=true,cross_entropy=torch_bf16", check=True).stdout
+    assert _options_line(out) == ["framework options: cp_comm_type all_gather, fp8_param_gather true, "
+                                  "cross_entropy torch_bf16 (layout fields)"]
+
+
+def test_text_names_cp_comm_type_whenever_cp_runs():
+    assert _options_line(run_cli(*BASE, check=True).stdout) == [
+        "framework options: cp_comm_type p2p (layout fields)"]
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16"]
+    assert _options_line(run_cli(*no_cp, check=True).stdout) == []
+
+
+def test_json_carries_the_options(tmp_path):
+    f = tmp_path / "lay.toml"
+    f.write_text('cp_comm_type = "all_gather"\nmamba_mixer = "mamba_ssm"\nexpert_bias_eager = "none"\n')
+    lay = json.loads(run_cli(*BASE, "--layout", str(f), "--json", check=True).stdout)["layout"]
+    assert (lay["cp_comm_type"], lay["mamba_mixer"], lay["expert_bias_eager"], lay["cross_entropy"],
+            lay["fp8_param_gather"]) == ("all_gather", "mamba_ssm", "none", "fused", False)
+
+
+@pytest.mark.parametrize("pair, needle", [
+    ("cp_comm_type=a2a", "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"),
+    ("mamba_mixer=eager", "error: --layout: mamba_mixer: must be one of 'megatron' or 'mamba_ssm', got 'eager'"),
+    ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused' or 'torch_bf16', got 'fp32'"),
+    ("expert_bias_eager=fc1", "error: --layout: expert_bias_eager: must be one of 'fc2', 'fc1_fc2' or 'none', "
+                              "got 'fc1'"),
+    ("fp8_param_gather=maybe", "error: --layout: fp8_param_gather: must be true or false, got 'maybe'"),
+    ("fp8_param_gather=true", "error: --layout: fp8_param_gather: true gathers FP8 weights, which precision bf16 "
+                              "has none of; allowed with precision bf16: false"),
+])
+def test_bad_pair_is_one_line(pair, needle):
+    p = run_cli(*BASE, "--layout", pair)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == needle, p.stderr
+
+
+def test_bad_file_value_names_the_file(tmp_path):
+    f = tmp_path / "lay.toml"
+    f.write_text("cp_comm_type = 3\n")
+    p = run_cli(*BASE, "--layout", str(f))
+    assert p.returncode == 2 and p.stderr.strip() == (
+        f"error: {f}: cp_comm_type: must be one of 'p2p' or 'all_gather', got 3"), p.stderr
