@@ -60,3 +60,14 @@ def test_bad_file_value_names_the_file(tmp_path):
     p = run_cli(*BASE, "--layout", str(f))
     assert p.returncode == 2 and p.stderr.strip() == (
         f"error: {f}: cp_comm_type: must be one of 'p2p' or 'all_gather', got 3"), p.stderr
+
+
+def test_text_marks_an_option_the_job_gives_nothing_to_change():
+    """llama3-8b (model file: no [mamba], no moe.expert_bias) at cp 1: the three options change nothing, and the
+    line says so rather than implying they were used."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16"]
+    out = run_cli(*no_cp, "--layout", "cp_comm_type=all_gather,mamba_mixer=mamba_ssm,expert_bias_eager=none",
+                  check=True).stdout
+    assert _options_line(out) == [
+        "framework options: cp_comm_type all_gather (no effect: cp 1), mamba_mixer mamba_ssm (no effect: llama3-8b "
+        "has no Mamba-2 layers), expert_bias_eager none (no effect: llama3-8b has no expert biases) (layout fields)"]

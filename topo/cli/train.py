@@ -222,7 +222,7 @@ def run(args) -> int:
                 pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
                 raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
             raise
-        return _finish(args, result)
+        return _finish(args, result, model)
     if args.global_batch is None:
         what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
@@ -257,7 +257,7 @@ def run(args) -> int:
     except TopoError as exc:
         raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                  contention=not args.no_contention))
+                                       contention=not args.no_contention), model)
 
 
 def _apply_mesh(args, sizes: dict, common: dict) -> None:
@@ -294,11 +294,11 @@ def _progress():
     return show
 
 
-def _finish(args, r) -> int:
+def _finish(args, r, model) -> int:
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
-        _print_step(r, args.tokens)
+        _print_step(r, args.tokens, model)
     return 0
 
 
@@ -316,16 +316,24 @@ def _sharding(L: dict) -> str:
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager")
 
 
-def _framework_options(L: dict) -> str:
+def _framework_options(L: dict, model) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
-    ``key value`` pairs, or "" when every one is the default."""
+    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change, or "" when every
+    one is the default."""
     fields = ParallelLayout.model_fields
-    shown = [f"{k} {str(L[k]).lower()}" for k in FRAMEWORK_OPTIONS
-             if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1))]
+    idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
+            "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
+            "expert_bias_eager": "" if model.moe is not None and model.moe.expert_bias
+            else f"{model.name} has no expert biases"}
+    shown = []
+    for k in FRAMEWORK_OPTIONS:
+        if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
+            why = idle.get(k, "")
+            shown.append(f"{k} {str(L[k]).lower()}" + (f" (no effect: {why})" if why else ""))
     return ", ".join(shown)
 
 
-def _print_step(r, tokens) -> None:
+def _print_step(r, tokens, model) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
@@ -353,7 +361,7 @@ def _print_step(r, tokens) -> None:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
         emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the Xeon 8480C's host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
-    options = _framework_options(L)
+    options = _framework_options(L, model)
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
