@@ -71,3 +71,11 @@ def test_text_marks_an_option_the_job_gives_nothing_to_change():
     assert _options_line(out) == [
         "framework options: cp_comm_type all_gather (no effect: cp 1), mamba_mixer mamba_ssm (no effect: llama3-8b "
         "has no Mamba-2 layers), expert_bias_eager none (no effect: llama3-8b has no expert biases) (layout fields)"]
+
+
+def test_a_toml_boolean_is_shown_as_the_file_writes_it(tmp_path):
+    f = tmp_path / "lay.toml"
+    f.write_text("cross_entropy = true\n")
+    p = run_cli(*BASE, "--layout", str(f))
+    assert p.returncode == 2 and p.stderr.strip() == (
+        f"error: {f}: cross_entropy: must be one of 'fused' or 'torch_bf16', got true"), p.stderr
