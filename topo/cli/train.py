@@ -188,6 +188,10 @@ def _check_applies(args) -> None:
             if value is not None:
                 raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                                 key=flag)
+    if args.search and args.layout is not None:
+        raise TopoError("--search does not read a layout yet (its fields would be dropped); give its options as "
+                        "flags (--cp-comm-type, --recompute, --dp-sharding, ...), or drop --search to evaluate the "
+                        "layout", key="--layout")
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
