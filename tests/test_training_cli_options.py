@@ -87,3 +87,11 @@ def test_search_refuses_a_layout_rather_than_dropping_it():
     assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
         "error: --layout: --search does not read a layout yet (its fields would be dropped); give its options as "
         "flags (--cp-comm-type, --recompute, --dp-sharding, ...), or drop --search to evaluate the layout"), p.stderr
+
+
+def test_plan_names_a_bad_layout_field_by_its_flag():
+    """topo plan --model --layout names a bad pair by --layout, as topo train and topo report do."""
+    p = run_cli("plan", "dgx-h100-superpod", "--model", "llama3-8b", "--no-collectives", "--layout",
+                "tp=8,dp=16,global_batch=64,cp_comm_type=ring")
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
+        "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'ring'"), p.stderr
