@@ -95,3 +95,13 @@ def test_plan_names_a_bad_layout_field_by_its_flag():
                 "tp=8,dp=16,global_batch=64,cp_comm_type=ring")
     assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
         "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'ring'"), p.stderr
+
+
+@pytest.mark.parametrize("pair, shown", [('fp8_param_gather="yes"', "'yes'"), ("fp8_param_gather=1", "1"),
+                                         ("overlap_tp=0", "0")])
+def test_a_switch_is_a_boolean_not_a_string_or_number(pair, shown):
+    """A layout switch takes TOML's true or false; pydantic's lax reading took "yes" and 1 as true silently."""
+    key = pair.split("=")[0]
+    p = run_cli(*BASE, "--precision", "fp8", "--layout", pair)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
+        f"error: --layout: {key}: must be true or false, got {shown}"), p.stderr
