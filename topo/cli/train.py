@@ -43,8 +43,9 @@ def _job_arguments(p) -> None:
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
-                        "it); options given on the command line win; how the framework runs the step: fp8_param_gather=true "
-                        "(FP8 recipes), mamba_mixer=megatron|mamba_ssm, cross_entropy=fused|torch_bf16, "
+                        "it); options given on the command line win; how the framework runs the step: "
+                        "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
+                        "cross_entropy=fused|torch_bf16, "
                         "expert_bias_eager=fc2|fc1_fc2|none, cp_comm_type=p2p|all_gather")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
