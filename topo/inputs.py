@@ -208,6 +208,23 @@ def read_input_text(path: str | Path, what: str = "file", limit: int = MAX_TOML_
         raise TopoError(f"is not UTF-8 text (byte {exc.start}); give a {what}", source=source) from None
 
 
+def shown_value(value) -> str:
+    """A value read from an input file as the file writes it, for error messages: TOML's ``true``/``false`` for
+    booleans, else Python's repr.
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    str
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
 def read_toml(path: str | Path, what: str = "TOML file", source: str | None = None) -> dict:
     """A TOML file read as :func:`read_input_text` reads it (at most :data:`MAX_TOML_BYTES`), parsed; a leading
     UTF-8 byte-order mark is skipped.

@@ -55,7 +55,10 @@ def register(sub) -> None:
         "estimate", help="estimate a collective's time, algbw and busbw (nccl-tests style)",
         description="Estimate a collective on the fabric: alpha-beta over the routed links with contention. "
         "Sizes as nccl-tests takes them (8, 64K, 1M, 16G, or 1GiB). Default: all_reduce on every GPU, "
-        "8 B to 16 GiB by factors of 2.")
+        "8 B to 16 GiB by factors of 2. Below 64 MiB, where the model is weaker, the range(us) column gives where "
+        "80% of measured times fell around such a model time on clusters the model was not fitted on "
+        "(topo/data/accuracy/collective_interval.toml; --json time_low_s and time_high_s, --csv time_low_us and "
+        "time_high_us).")
     # a value such as -1G reads as the value of --size (so its sign is what the error names), not as an option
     p._negative_number_matcher = re.compile(r"^-\d[\w.+/ ]*$|^-\.\d[\w.+/ ]*$")
     add_spec_arguments(p)

@@ -68,7 +68,9 @@ def train_mfu(args) -> tuple[float, str, float]:
     try:
         return training.predict_mfu(spec_from_args(args, (args.specs or [None])[0]), args.model, args.layout)
     except TopoError as exc:
-        raise TopoError(exc.message, source=exc.source, key=f"--{exc.key}" if exc.key in ("model", "layout")
+        # a bad field of --layout's pairs is named by the flag, as topo train and topo report name it
+        source = "--layout" if exc.source == "layout" else exc.source
+        raise TopoError(exc.message, source=source, key=f"--{exc.key}" if exc.key in ("model", "layout")
                         else exc.key) from None
 
 

@@ -11,7 +11,7 @@ from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
-                                 load_layout, make_layout)
+                                 ParallelLayout, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
@@ -43,7 +43,10 @@ def _job_arguments(p) -> None:
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
-                        "it); options given on the command line win")
+                        "it); options given on the command line win; how the framework runs the step: "
+                        "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
+                        "cross_entropy=fused|torch_bf16, "
+                        "expert_bias_eager=fc2|fc1_fc2|none, cp_comm_type=p2p|all_gather")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -186,6 +189,10 @@ def _check_applies(args) -> None:
             if value is not None:
                 raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                                 key=flag)
+    if args.search and args.layout is not None:
+        raise TopoError("--search does not read a layout yet (its fields would be dropped); give its options as "
+                        "flags (--cp-comm-type, --recompute, --dp-sharding, ...), or drop --search to evaluate the "
+                        "layout", key="--layout")
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
@@ -220,7 +227,7 @@ def run(args) -> int:
                 pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
                 raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
             raise
-        return _finish(args, result)
+        return _finish(args, result, model)
     if args.global_batch is None:
         what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
@@ -255,7 +262,7 @@ def run(args) -> int:
     except TopoError as exc:
         raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                  contention=not args.no_contention))
+                                       contention=not args.no_contention), model)
 
 
 def _apply_mesh(args, sizes: dict, common: dict) -> None:
@@ -292,11 +299,11 @@ def _progress():
     return show
 
 
-def _finish(args, r) -> int:
+def _finish(args, r, model) -> int:
     if args.json:
         emit_json(r.to_dict(train_tokens=args.tokens))
     else:
-        _print_step(r, args.tokens)
+        _print_step(r, args.tokens, model)
     return 0
 
 
@@ -310,7 +317,28 @@ def _sharding(L: dict) -> str:
     return text
 
 
-def _print_step(r, tokens) -> None:
+# the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager")
+
+
+def _framework_options(L: dict, model) -> str:
+    """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
+    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change, or "" when every
+    one is the default."""
+    fields = ParallelLayout.model_fields
+    idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
+            "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
+            "expert_bias_eager": "" if model.moe is not None and model.moe.expert_bias
+            else f"{model.name} has no expert biases"}
+    shown = []
+    for k in FRAMEWORK_OPTIONS:
+        if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
+            why = idle.get(k, "")
+            shown.append(f"{k} {str(L[k]).lower()}" + (f" (no effect: {why})" if why else ""))
+    return ", ".join(shown)
+
+
+def _print_step(r, tokens, model) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
@@ -338,6 +366,9 @@ def _print_step(r, tokens) -> None:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
         emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the Xeon 8480C's host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
+    options = _framework_options(L, model)
+    if options:
+        emit(f"framework options: {options} (layout fields)")
     if host > 0:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "

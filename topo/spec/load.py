@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import TopoError
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
+from ..inputs import shown_value as _shown
 from .model import Spec
 from .overrides import override_label
 from ..resources import topologies_dir
@@ -357,13 +358,6 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
                    or key.startswith(path + "[")), None)
     src = f"{source} ({override_label(origin)})" if origin else source
     return TopoError(message, source=src, key=key or None)
-
-
-def _shown(value) -> str:
-    """A value as the spec file writes it: TOML's ``true``/``false`` for booleans, else Python's repr."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
 
 
 def _display_path(path: Path) -> str:

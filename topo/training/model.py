@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import TopoError
-from ..inputs import is_input_file, read_toml
+from ..inputs import is_input_file, read_toml, shown_value
 from ..resources import data_dir
 
 __all__ = ["ATTENTION_BLOCKS", "BLOCK_KINDS", "Block", "ModelSpec", "MoeSpec", "MambaSpec", "AttentionSpec", "load_model", "bundled_models",
@@ -460,18 +460,18 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
     elif kind == "missing":
         msg = "is required but missing"
     elif kind == "literal_error":
-        msg = f"must be one of {err.get('ctx', {}).get('expected', '')}, got {value!r}"
+        msg = f"must be one of {err.get('ctx', {}).get('expected', '')}, got {shown_value(value)}"
     elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
-        msg = f"must be {op} {next(iter(err.get('ctx', {}).values()), '?')}, got {value!r}"
+        msg = f"must be {op} {next(iter(err.get('ctx', {}).values()), '?')}, got {shown_value(value)}"
     elif kind in ("int_type", "int_from_float", "int_parsing"):
-        msg = f"must be a whole number, got {value!r}"
+        msg = f"must be a whole number, got {shown_value(value)}"
     elif kind in ("bool_type", "bool_parsing"):
-        msg = f"must be true or false, got {value!r}"
+        msg = f"must be true or false, got {shown_value(value)}"
     elif kind in ("tuple_type", "list_type"):
-        msg = f"must be a list, e.g. [\"a\", \"b\"], got {value!r}"
+        msg = f"must be a list, e.g. [\"a\", \"b\"], got {shown_value(value)}"
     else:
         msg = err["msg"].removeprefix("Value error, ")
         if kind not in ("value_error",):
-            msg += f", got {value!r}"
+            msg += f", got {shown_value(value)}"
     return TopoError(msg, source=source, key=key)

@@ -19,7 +19,11 @@ import re
 import tomllib
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+import numpy as np
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
+from pydantic_core import PydanticCustomError
 
 from .ring_attention import CP_COMM_TYPES
 from ..errors import TopoError
@@ -39,6 +43,17 @@ DP_SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp", "fsdp_grad_op")
 RECOMPUTE = ("none", "selective", "full")
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")  # ParallelLayout.pipeline_schedule
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+def _flag(value) -> bool:
+    """A layout switch as written: a boolean (numpy's too), not a string or number pydantic would read as one
+    (``"yes"``, ``1``)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise PydanticCustomError("bool_type", "Input should be a valid boolean")
+
+
+Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
 class ParallelLayout(BaseModel):
@@ -62,7 +77,7 @@ class ParallelLayout(BaseModel):
     """Sequences per optimizer step (all replicas)."""
     seq_len: PositiveInt | None = None
     """Tokens per sequence (default: the model's)."""
-    sequence_parallel: bool = True
+    sequence_parallel: Flag = True
     """TP with sequence parallelism (Korthikanti et al. 2022): reduce-scatter + all-gather instead of all-reduce."""
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_modules: tuple[Literal["core_attn", "mlp", "moe", "moe_act", "layernorm", "mamba", "mla_up_proj",
@@ -81,7 +96,7 @@ class ParallelLayout(BaseModel):
     ``cpu_offloading_weights`` off, as Megatron-Bridge's performance recipes set it; GB200's Grace memory). The
     first N layers are offloaded; one of them is on the GPU at a time (double buffering). Megatron-Core allows it
     only without pipeline parallelism and without recomputation, and for fewer layers than the model has."""
-    pipeline_embedding: bool = False
+    pipeline_embedding: Flag = False
     """Count the embedding and the loss as one pipeline layer each when splitting layers over ``pp x vpp``
     (Megatron-LM's ``account_for_embedding_in_pipeline_split`` and ``..._loss_...``; 126 layers on PP16 x VP8)."""
     pipeline_layout: str | None = None
@@ -97,12 +112,12 @@ class ParallelLayout(BaseModel):
     sharded over groups of this many data-parallel ranks (the fastest-varying ones, times ``cp``) and replicated
     over the ``dp / dp_shard`` groups, whose gradients are all-reduced across them; default: all ``dp``. Dense
     weights only: experts stay sharded over their replicas."""
-    fsdp_reshard_after_forward: bool = True
+    fsdp_reshard_after_forward: Flag = True
     """ZeRO-3 / FSDP: free each unit's gathered weights after its forward and gather them again for its backward
     (PyTorch FSDP2's ``reshard_after_forward``, its default); False keeps them from the forward to the backward:
     one gather per unit and micro-batch instead of two, with the stage's whole gathered weights held meanwhile
     (NeMo AutoModel's ``reshard_after_forward = not pp_enabled``)."""
-    flash_attention: bool = True
+    flash_attention: Flag = True
     """Fused attention that never stores the s x s scores (Dao et al. 2022) and recomputes them in the backward
     pass: no ``5 a s / h`` activation term, the scores' forward FLOPs once more. False for 2021-era runs."""
     precision: Literal["bf16", "fp8"] = "bf16"
@@ -124,13 +139,13 @@ class ParallelLayout(BaseModel):
     ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
-    tp_across_domains: bool = False
+    tp_across_domains: Flag = False
     """Allow a TP group to span NVLink domains (otherwise an error)."""
     first_gpu: Annotated[int, Field(strict=True, ge=0)] = 0
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
     weight_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per parameter of the working weights (bf16)."""
-    fp8_param_gather: bool = False
+    fp8_param_gather: Flag = False
     """With ``precision = "fp8"``: the linear layers' weights are kept in FP8 and the data-parallel all-gather of
     the distributed optimizer (ZeRO-1/2; ZeRO-3's per-unit gathers too) carries them at 1 byte per parameter; the
     embedding and the output layer stay in ``weight_bytes`` (Megatron-Core's ``fp8_param_gather``: the FP8
@@ -153,15 +168,15 @@ class ParallelLayout(BaseModel):
     with bf16 weights and fp32 gradients, 18 bytes per parameter."""
     dp_bucket_params: PositiveInt = 40_000_000
     """Gradient bucket (parameters) of the data-parallel reduction: Megatron-LM's default 40M."""
-    overlap_dp: bool = True
+    overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket."""
-    overlap_tp: bool = False
+    overlap_tp: Flag = False
     """TP collectives hidden behind the layer's matmuls (Transformer Engine's userbuffers); with sequence
     parallelism each behind the GEMM of its own linear layer, run as a ring exchange of ``tp`` chunks
     (:func:`topo.training.step.tp_ring_steps`, :func:`topo.training.step.tp_ring_exposed_s`), FP8 layouts
     gathering 1-byte elements; without it behind the micro-batch's compute. Default exposed."""
-    overlap_cp: bool = True
+    overlap_cp: Flag = True
     """CP K/V exchange hidden behind the attention it feeds (ring attention: each step's send behind that step's
     attention, as far as it fits); the all-gather exchange is exposed either way."""
     cp_comm_type: Literal[CP_COMM_TYPES] = "p2p"
@@ -169,7 +184,7 @@ class ParallelLayout(BaseModel):
     (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
     and V all-gathered before the attention, their gradients reduce-scattered after it, exposed (Meta's Llama 3,
     arXiv 2407.21783 sec. 3.3.2)."""
-    pp_scatter_gather: bool = True
+    pp_scatter_gather: Flag = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
     pipeline_schedule: Literal[PIPELINE_SCHEDULES] = "1f1b"
@@ -181,15 +196,15 @@ class ParallelLayout(BaseModel):
     """Pipeline schedules run per optimizer step, each over ``microbatches / pipeline_flushes`` micro-batches and
     each filling and draining the pipeline (NeMo AutoModel runs one per gradient-accumulation step,
     ``GBS / (LBS x dp)``; Megatron-LM one per step)."""
-    overlap_pp: bool = False
+    overlap_pp: Flag = False
     """Pipeline sends hidden behind compute; default exposed on the critical path."""
-    fp8_amax_pass: bool = False
+    fp8_amax_pass: Flag = False
     """FP8 per-tensor current scaling as Transformer Engine ran it before v2.7: each cast to FP8 first reads its
     bf16 input once more, for the tensor's amax, in a kernel of its own (``nvte_compute_amax``, TE PR #1471), then
     casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
     #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"`` and ``fp8_recipe``
     current (or unrecorded)."""
-    overlap_ep: bool = False
+    overlap_ep: Flag = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
     ep_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
@@ -204,7 +219,7 @@ class ParallelLayout(BaseModel):
     ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
     backward all-to-alls stay BF16 (2)."""
-    moe_grouped_gemm: bool = True
+    moe_grouped_gemm: Flag = True
     """The experts' GEMMs as one grouped kernel whose waves pack every local expert's tiles (Megatron-Core's
     ``moe_grouped_gemm``); False: a loop of per-expert GEMMs (``SequentialMLP``), each quantised alone."""
     moe_capacity_factor: Annotated[float, Field(gt=0)] | None = None
@@ -217,7 +232,7 @@ class ParallelLayout(BaseModel):
     forced balancing); ``consecutive``, experts ``(t k + i) mod E`` for token ``t`` (NeMo AutoModel's
     ``FakeBalancedGate``, its benchmarks' balanced gate): one or two neighbouring ranks of one node; that gate
     computes no scores (no router GEMM, top-k or backward: :data:`topo.training.operators.FAKE_GATE_BYTES`)."""
-    moe_router_fusion: bool = False
+    moe_router_fusion: Flag = False
     """The router's top-k, softmax and auxiliary-loss kernels fused (Megatron-Core's ``moe_router_fusion``): 31
     kernels instead of 72 to launch per MoE layer (``kernels.toml`` ``[launch]``)."""
     expert_bias_eager: Literal["fc2", "fc1_fc2", "none"] = "fc2"
