@@ -17,7 +17,7 @@ import topo
 from topo.calibrate.setup import node_spec
 from topo.engine.profiles import fabric_profile
 from topo.errors import TopoError
-from topo.fabric.server_cpu import CPU_VENDORS, server_cpu_vendor
+from topo.fabric.server_cpu import CPU_VENDORS, host_cpu_table, server_cpu_vendor
 from topo.resources import data_dir
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
@@ -72,8 +72,10 @@ def test_a_named_cpu_scales_the_steps_host_time_by_the_tables_factor():
     for cpu in (None, "grace", "xeon_8480c"):
         fabric = topo.build_fabric(topo.spec_from_dict(_spec_dict("B200", cpu)))
         runs[cpu] = estimate_step(fabric, qwen, lay, kernel_overrides=over, contention=False)
-    assert runs[None].host_cpu == {"name": "xeon_8570", "source": "gpu default", "time_factor": FACTOR["xeon_8570"]}
-    assert runs["grace"].host_cpu == {"name": "grace", "source": "spec", "time_factor": FACTOR["grace"]}
+    assert runs[None].host_cpu == {"name": "xeon_8570", "source": "gpu default", "time_factor": FACTOR["xeon_8570"],
+                                   "reference": host_cpu_table()["reference"]}
+    assert runs["grace"].host_cpu == {"name": "grace", "source": "spec", "time_factor": FACTOR["grace"],
+                                      "reference": "xeon_8480c"}  # the file's reference (DGX H100's CPU)
     wait = {cpu: r.compute_by_module_s["host"] for cpu, r in runs.items()}
     for cpu in ("grace", "xeon_8480c"):
         ratio = FACTOR[cpu] / FACTOR["xeon_8570"]  # 37.08 / 13.48 / 0.95 for Grace; 1 / 0.95 for the 8480C
@@ -114,9 +116,10 @@ def test_describe_shows_the_host_cpu_and_where_it_came_from():
 def test_train_says_which_cpu_and_prices_its_host_time():
     r = _topo(*TRAIN, "--set", "server.host_cpu=grace")
     assert r.returncode == 0, r.stderr
-    assert "host CPU grace (server.host_cpu): 2.75 x the Xeon 8480C's host time per launched op" in r.stdout
+    assert "host CPU grace (server.host_cpu): 2.75 x the reference xeon_8480c's host time per launched op" in r.stdout
     d = json.loads(_topo(*TRAIN, "--json").stdout)
-    assert d["host_cpu"] == {"name": "xeon_8480c", "source": "gpu default", "time_factor": 1.0}
+    assert d["host_cpu"] == {"name": "xeon_8480c", "source": "gpu default", "time_factor": 1.0,
+                             "reference": host_cpu_table()["reference"]}
     grace = json.loads(_topo(*TRAIN, "--set", "server.host_cpu=grace", "--json").stdout)
     assert grace["host_cpu"]["source"] == "spec"
     assert grace["compute_by_module_s"]["host"] > 0 and "host" not in d["compute_by_module_s"]

@@ -364,7 +364,7 @@ def _print_step(r, tokens, model) -> None:
     cpu = r.host_cpu
     if cpu:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
-        emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the Xeon 8480C's host time per "
+        emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the reference {cpu['reference']}'s host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
     options = _framework_options(L, model)
     if options:

@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from ..fabric.server_cpu import default_host_cpu, host_cpu_table
 
-__all__ = ["host_cpu", "host_time_factor"]
+__all__ = ["host_cpu", "host_time_factor", "reference_host_cpu"]
 
 host_cpu = default_host_cpu  # the GPU's catalog server's CPU (a spec's server.host_cpu replaces it)
 
 
+def reference_host_cpu() -> str:
+    """The CPU every ``time_factor`` is relative to (``host_cpu.toml``'s ``reference``).
+
+    Returns
+    -------
+    str
+        A key of the ``[cpu]`` table.
+    """
+    return str(host_cpu_table()["reference"])
+
+
 def host_time_factor(cpu: str) -> float:
-    """Seconds of host work per framework op on ``cpu`` over those on the reference CPU (Xeon Platinum 8480C).
+    """Seconds of host work per framework op on ``cpu`` over those on :func:`reference_host_cpu`'s.
 
     Parameters
     ----------

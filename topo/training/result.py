@@ -58,7 +58,7 @@ class StepResult:
     contention: dict = field(default_factory=dict)  # dimension -> slowdown in the step's traffic mix
     timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
     uncertainty: dict = field(default_factory=dict)  # the out-of-family error band (topo.training.uncertainty)
-    host_cpu: dict = field(default_factory=dict)  # name, source ("spec" or "gpu default"), time_factor
+    host_cpu: dict = field(default_factory=dict)  # name, source ("spec" or "gpu default"), time_factor, reference
 
     @property
     def tokens_per_s(self) -> float:

@@ -68,7 +68,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
-from .host_cpu import host_time_factor
+from .host_cpu import host_time_factor, reference_host_cpu
 from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
@@ -591,7 +591,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
-                  "time_factor": host_time_factor(gpu.kernels.host_cpu)})
+                  "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()})
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
