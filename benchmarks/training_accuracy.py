@@ -212,8 +212,10 @@ def _setups():
             # Megatron-Core's eager expert-bias add syncs its token counts to the host (``.tolist()``), which no CUDA
             # graph can hold (NVIDIA/Megatron-LM@d98e8a64 moe/experts.py ``_apply_bias``); the full-iteration
             # recipes (gpt-oss fp8mx: Megatron-Bridge@067f987d perf_recipes/gpt_oss/common.py) run TE's op
-            # fuser, whose GroupedLinear scales and adds fc2's bias itself (``scale_bias``): no eager pass
-            kw["expert_bias_eager"] = "none"
+            # fuser, whose GroupedLinear scales and adds fc2's bias itself (``scale_bias``): no eager pass; and
+            # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
+            # ``_make_fused_ops``): no eager clamp
+            kw.update(expert_bias_eager="none", expert_clamp_eager=False)
         if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
             kw["moe_router_fusion"] = True
         if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
@@ -401,7 +403,11 @@ def _automodel_settings(model, pp: int) -> dict:
       FSDP module, so torch's pipelining runs a plain backward and FSDP reduces every micro-batch (as modelled).
       Its DeepEP experts (``GroupedExpertsDeepEP.forward``, ``nemo_automodel/components/moe/layers.py``; the same
       at 037e04a6) add both expert biases (gpt-oss) through ``_apply_bias``, per expert, outside ``ops.gmm`` and
-      the activation (``expert_bias_eager = "fc1_fc2"``).
+      the activation (``expert_bias_eager = "fc1_fc2"``); its compiled ``quick_geglu_deepep`` clamps inside the
+      activation (``expert_clamp_eager = False``), and its benchmark configs' ``rope_fusion: true`` runs Transformer
+      Engine's fused RoPE, the YaRN factor applied after it (Automodel@36044ad3
+      ``components/models/gpt_oss/rope_utils.py`` ``apply_rotary_emb_qk``; that multiply not counted:
+      ``rope_kernel = "te_fused"``).
     - Llama 3 70B (a Hugging Face model, ``torch_dtype: bf16``, Automodel@2013a4dd6
       ``examples/llm_pretrain/custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml``, the commit that published the
       row): bf16 parameters and gradients, Transformer Engine's ``FusedAdam`` with fp32 moments (its defaults
@@ -421,7 +427,8 @@ def _automodel_settings(model, pp: int) -> dict:
         return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
-                expert_bias_eager="fc1_fc2", cross_entropy="torch_bf16", **mamba)
+                expert_bias_eager="fc1_fc2", expert_clamp_eager=False, rope_kernel="te_fused",
+                cross_entropy="torch_bf16", **mamba)
 
 
 def fp8_recipe(row) -> str | None:

@@ -46,7 +46,8 @@ def _job_arguments(p) -> None:
                         "it); options given on the command line win; how the framework runs the step: "
                         "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
                         "cross_entropy=fused|torch_bf16, "
-                        "expert_bias_eager=fc2|fc1_fc2|none, cp_comm_type=p2p|all_gather")
+                        "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
+                        "rope_kernel=megatron|te_fused, cp_comm_type=p2p|all_gather")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -318,7 +319,8 @@ def _sharding(L: dict) -> str:
 
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager")
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
+                     "expert_clamp_eager", "rope_kernel")
 
 
 def _framework_options(L: dict, model) -> str:
@@ -329,7 +331,11 @@ def _framework_options(L: dict, model) -> str:
     idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
             "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
             "expert_bias_eager": "" if model.moe is not None and model.moe.expert_bias
-            else f"{model.name} has no expert biases"}
+            else f"{model.name} has no expert biases",
+            "expert_clamp_eager": "" if model.moe is not None and model.moe.glu_clamp is not None
+            else f"{model.name} has no activation clamp",
+            "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
+            else f"{model.name}'s rotary has no concentration factor"}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):

@@ -77,6 +77,11 @@ class AttentionSpec(_Strict):
     """Rotary position embedding applied to Q and K (one elementwise pass). False: none (Megatron-Core's
     ``MambaModel`` defaults ``position_embedding_type`` to ``'none'``; NeMo AutoModel's ``NemotronV3Attention``
     applies none, "matching the HF NemotronHAttention implementation")."""
+    rope_concentration: Annotated[float, Field(gt=0)] = 1.0
+    """The factor the rotary embedding scales Q and K by (YaRN's attention factor, ``0.1 ln s + 1`` for a
+    scaling factor ``s``: gpt-oss 1.3466 at ``s = 32``; Megatron-Core's ``_yarn_get_concentration_factor``, its
+    ``mscale``). Default 1: plain RoPE. Transformer Engine's fused RoPE takes no such factor, so Megatron-Core runs
+    RoPE unfused when it is not 1 (the layout's ``rope_kernel``)."""
     full_every: PositiveInt | None = None
     """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
     the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth
@@ -120,6 +125,11 @@ class MoeSpec(_Strict):
     """Each expert's fc1 and fc2 carry a bias (gpt-oss: ``gate_up_proj_bias`` and ``down_proj_bias``,
     Megatron-Core's ``add_bias_linear``): the weights are not counted (under 0.1%), but a framework may add them in
     passes of their own over the experts' rows (the layout's ``expert_bias_eager``)."""
+    glu_clamp: Annotated[float, Field(gt=0)] | None = None
+    """The experts' gated activation clamps its inputs (gpt-oss: 7.0, the gate half at most 7 and the linear half
+    within +-7; its config.json ``swiglu_limit``, Megatron-Bridge's ``activation_func_clamp_value``): free when the
+    activation kernel does it, passes of their own when the framework clamps eagerly (the layout's
+    ``expert_clamp_eager``). Default: no clamp."""
     max_nodes_per_token: PositiveInt | None = None
     """Node-limited routing (DeepSeek-V3 sec. 2.1.2: each token goes to experts on at most 4 nodes, and is sent
     once per node, then forwarded over NVLink): the copies of a token that cross the scale-out network."""

@@ -161,7 +161,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         d = model.head_dim
         ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
         if a.rope:
-            ops.append(_mem("rope", "attention", 4 * T * (heads + kv) * d))
+            ops += _rope_ops(model, lay, T * (heads + kv) * d)
     dqk, dv = model.qk_dim, model.v_dim
     if lay.flash_attention:
         # causal: half of the s x s square; a local layer (W) the area of its window's mask
@@ -182,6 +182,38 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
+
+
+ROPE_UNFUSED_MOVES = ((12.0, 12), (10.0, 5))
+"""Megatron-Core's unfused RoPE (``_apply_rotary_pos_emb_bshd``, NVIDIA/Megatron-LM@d98e8a64
+``megatron/core/models/common/embeddings/rope_utils.py``), run for Q and for K apart, as ``((activation elements
+moved per element of the tensor, kernels per tensor) forward, (..., ...) backward)``. Forward:
+``t * cos_`` (read, write), ``_rotate_half``'s ``-x2`` (half the elements read and written) and its ``cat``
+(read, write), ``* sin_`` (read, write), the sum (two read, one written) and the closing ``torch.cat((t,
+t_pass))`` with ``t_pass`` empty (read, write): 12; kernels: those 6 and ``(cos(freqs) * mscale).to(dtype)`` and
+the same for ``sin`` on the small ``[s, 1, 1, d]`` table (6 more, bytes not counted). Backward (autograd):
+``grad * sin_`` (2), the negation's gradient (1), ``chunk``'s backward concatenating the halves' gradients (2),
+``grad * cos_`` (2), and the sum of the two paths into ``t`` (two read, one written, 3): 10, in 5 kernels (the
+``cat``s' backwards are views). Megatron-Core takes this path when ``mscale`` (YaRN's concentration factor) is
+not 1: "mscale ... is not supported by TE's fused RoPE. Using unfused implementation"
+(``apply_rotary_pos_emb``, since NVIDIA/Megatron-LM@98739581 "Fixes for gpt-oss", 2025-11-22); Megatron-Bridge
+turns ``apply_rope_fusion`` off for any ``position_embedding_type`` but ``rope`` (NVIDIA-NeMo/Megatron-Bridge@
+067f987d ``utils/fusions.py`` ``validate_rope_fusion_compatibility``, since 07b106fe, 2025-10-28; gpt-oss's is
+``yarn``, ``gpt_oss_bridge.py``). The fused kernel (Transformer Engine) reads and writes once: 2 moves."""
+
+
+def _rope_ops(model: ModelSpec, lay: ParallelLayout, elems: float) -> list[Op]:
+    """The rotary embedding of ``elems`` Q and K elements (one micro-batch, one GPU): Transformer Engine's fused
+    kernel (one read and write; its backward twice that), or, where the layout's ``rope_kernel`` is
+    Megatron-Core's and the model's rotary has a concentration factor, Megatron-Core's unfused path
+    (:data:`ROPE_UNFUSED_MOVES`, Q and K apart)."""
+    if lay.rope_kernel == "megatron" and model.attention.rope_concentration != 1.0:
+        (fwd, k_f), (bwd, k_b) = ROPE_UNFUSED_MOVES
+        return [Op("rope_unfused", "attention", "kernel", 0.0, fwd * ACT * elems, launches=2.0 * k_f,
+                   passes="forward"),
+                Op("rope_unfused_grad", "attention", "kernel", 0.0, bwd * ACT * elems, launches=2.0 * k_b,
+                   passes="backward")]
+    return [_mem("rope", "attention", 2 * ACT * elems)]
 
 
 def _cp_attention_ops(s: float, lay: ParallelLayout, flops: float, io_bytes: float, head_dim: float,
@@ -301,8 +333,10 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router,
            _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
+    up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
+    if m.glu_clamp is not None and lay.expert_clamp_eager:
+        ops += _expert_clamp_ops(rows * local * up)
     if m.expert_bias:
-        up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp
         ops += _expert_bias_ops(lay.expert_bias_eager, rows * local, up, h, local, _probs_fp32(lay))
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
@@ -344,7 +378,33 @@ two sums per expert and the ``cat`` of each ``torch.split`` (the output's and th
 ``weighted_fp32``, forward also the final cast; backward also the cast of the output's gradient to FP32 (per add),
 and per expert the cast of ``t``'s gradient and of the bias's summed gradient to the activations' dtype;
 ``plain``, forward the add per expert and one ``cat``, backward the bias's sum per expert and the split's ``cat``."""
+EXPERT_CLAMP_MOVES = ((4.0, 0.0, 3), (5.5, 4.0, 9))
+"""Megatron-Core's eager clamp of the experts' fc1 output before its fused quick-GeGLU
+(``weighted_bias_quick_geglu_impl`` with ``clamp_value``, NVIDIA/Megatron-LM@2e29a5e1 "Add quick geglu activation
+for gpt-oss [gpt-oss 4/5]", unchanged at @d98e8a64 ``megatron/core/fusions/fused_bias_geglu.py``: ``x_glu,
+x_linear = input.chunk(2, -1)``, ``torch.cat((x_glu.clamp(max=v), x_linear.clamp(-v, v)), -1)``, outside the
+``jit_fuser`` functions), per element of fc1's output, as ``(activation elements moved, 1-byte mask elements
+moved, kernels)`` forward and backward. Forward: each half clamped (read, write: half the elements each) and
+concatenated (read, write): 4 moves, 3 kernels. Backward (PyTorch ``clamp_backward``,
+pytorch/pytorch ``torch/csrc/autograd/FunctionsManual.cpp``): the gate half (max only) ``where(self <= max,
+grad, 0)``: the compare reads ``self`` and writes a mask, ``where`` reads the mask and the gradient and writes
+one; the linear half ``where((self >= min).logical_and_(self <= max), grad, 0)``: two compares, the in-place
+``logical_and_`` (two masks read, one written) and ``where``; each with a ``scalar_tensor`` zero (a kernel);
+then ``chunk``'s backward concatenates the halves' gradients (read, write). Per element: activation moves
+(3 + 4) / 2 + 2 = 5.5, mask moves (2 + 6) / 2 = 4; kernels 3 + 5 + 1 = 9. Under ``recompute_modules`` ``moe_act``
+the forward runs again (module ``moe_act``)."""
 FP32 = 4  # bytes per FP32 element
+
+
+def _expert_clamp_ops(elems: float) -> list[Op]:
+    """The eager clamp of ``elems`` elements of the experts' fc1 output (the rank's expert rows times fc1's
+    width), forward and backward apart, at HBM rate (:data:`EXPERT_CLAMP_MOVES`); one pass over all the rank's
+    experts' rows (no per-expert kernels)."""
+    ops = []
+    for suffix, (act, mask, kernels), passes in zip(("", "_grad"), EXPERT_CLAMP_MOVES, ("forward", "backward")):
+        ops.append(Op(f"expert_clamp{suffix}", "moe_act", "kernel", 0.0, (ACT * act + mask) * elems,
+                      launches=float(kernels), passes=passes))
+    return ops
 FAKE_GATE_KERNELS = 6
 FAKE_GATE_BYTES = 58.0
 """NeMo AutoModel's ``FakeBalancedGate`` (its benchmark configs' ``fake_balanced_gate: true``; the layout's

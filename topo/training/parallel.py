@@ -242,6 +242,17 @@ class ParallelLayout(BaseModel):
     weighted by the routing probabilities, through ``_apply_bias``); ``fc1_fc2``, NeMo AutoModel's
     ``GroupedExpertsDeepEP`` (both through its ``_apply_bias``); ``none``, both inside fused kernels (a fused
     grouped MLP whose epilogue adds them)."""
+    expert_clamp_eager: Flag = True
+    """The experts' activation clamp (a model with ``moe.glu_clamp``) runs in eager kernels of its own before the
+    fused activation: Megatron-Core's ``weighted_bias_quick_geglu_impl`` chunks fc1's output, clamps each half and
+    concatenates them outside its compiled kernel (:data:`topo.training.operators.EXPERT_CLAMP_MOVES`). False: the
+    activation kernel clamps (NeMo AutoModel's compiled ``quick_geglu_deepep``; Transformer Engine's op fuser,
+    ``ScaledClampedQGeGLU``)."""
+    rope_kernel: Literal["megatron", "te_fused"] = "megatron"
+    """How the rotary embedding runs: ``megatron``, Megatron-Core's ``apply_rotary_pos_emb`` with
+    ``apply_rope_fusion`` (Transformer Engine's fused kernel, one pass), which falls back to its unfused path when
+    the model's ``attention.rope_concentration`` is not 1 (:data:`topo.training.operators.ROPE_UNFUSED_MOVES`);
+    ``te_fused``, Transformer Engine's fused kernel whatever the factor (NeMo AutoModel's ``rope_fusion``)."""
     cross_entropy: Literal["fused", "torch_bf16"] = "fused"
     """The loss over the logits: ``fused``, Megatron-Core's cross-entropy (bf16 logits read, the softmax in FP32);
     ``torch_bf16``, PyTorch's ``F.cross_entropy`` on bf16 logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
