@@ -42,7 +42,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
   (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) inside one NVLink domain runs no faster than its kernels' published
-  rate (:mod:`topo.training.ep_dispatch`).
+  rate (:mod:`topo.training.ep_dispatch`); across domains a call lasts no less than its kernel at the published
+  rate plus the call's fixed part (:mod:`topo.training.ep_internode`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -65,10 +66,12 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .ep_dispatch import flex_dispatch_s
+from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
+from .kernels import memory_s
 from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
@@ -881,15 +884,22 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
-    """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher inside one
-    NVLink domain the slower of it and the dispatcher's published rate (:func:`.ep_dispatch.flex_dispatch_s`;
-    its algorithm then reads ``flex dispatcher rate``)."""
-    if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep" or domains != 1:
+    """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
+    and the dispatcher's published figures: inside one NVLink domain its rate (:func:`.ep_dispatch.flex_dispatch_s`;
+    the algorithm then reads ``flex dispatcher rate``), across domains its kernel's rate plus the call's fixed part
+    (:func:`.ep_internode.internode_call_s`; ``flex dispatcher call``)."""
+    if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
-    t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], item.get("elem_bytes", ACT_BYTES))
+    elem = item.get("elem_bytes", ACT_BYTES)
+    if domains == 1:
+        t, name = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem), "flex dispatcher rate"
+    else:
+        km = gpu_compute(gpu).kernels
+        t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
+        name = "flex dispatcher call"
     if t is None or t <= one.time_s:
         return one
-    return replace(one, time_s=t, algorithm="flex dispatcher rate")
+    return replace(one, time_s=t, algorithm=name)
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
