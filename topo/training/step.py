@@ -367,9 +367,24 @@ def _ep_traffic(t: _Traffic) -> None:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
         else:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+    if _routing_map_gathered(lay):
+        # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map, tokens x experts bytes
+        # a rank, over the EP group with NCCL when the group spans nodes (deepseek-ai/DeepEP@94a9f8f6 branch
+        # hybrid-ep csrc/hybrid_ep/executor/executor.cu ``allgather_routing_map``: all_gather_into_tensor)
+        routing_map = lay.micro_batch * t.s_cp / lay.tp * model.moe.experts * lay.ep
+        t.add("ep", "all_gather", "ep", routing_map, m * (c[Block.MOE] + rec_moe), phase="microbatch", elem_bytes=1.0)
     gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
     t.add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
     t.add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
+
+
+def _routing_map_gathered(lay: ParallelLayout) -> bool:
+    """Whether the forward dispatch all-gathers the routing map over the network: HybridEP's EP group across NVLink
+    domains (inside one domain it runs a custom NVLink kernel, unpublished: not counted)."""
+    if lay.ep_dispatcher != "deepep" or lay.ep_flex_backend != "hybridep":
+        return False
+    D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
+    return math.ceil(lay.ep * lay.expert_tp / D) > 1
 
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
@@ -886,17 +901,19 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
     """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
     and the dispatcher's published figures: inside one NVLink domain its rate (:func:`.ep_dispatch.flex_dispatch_s`;
-    the algorithm then reads ``flex dispatcher rate``), across domains its kernel's rate plus the call's fixed part
-    (:func:`.ep_internode.internode_call_s`; ``flex dispatcher call``)."""
+    the algorithm then reads ``flex dispatcher rate``), across domains (HybridEP) its kernel's rate plus the call's
+    fixed part (:func:`.ep_internode.internode_call_s`; ``flex dispatcher call``)."""
     if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
     elem = item.get("elem_bytes", ACT_BYTES)
     if domains == 1:
         t, name = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem), "flex dispatcher rate"
-    else:
+    elif lay.ep_flex_backend == "hybridep":
         km = gpu_compute(gpu).kernels
         t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
         name = "flex dispatcher call"
+    else:
+        return one
     if t is None or t <= one.time_s:
         return one
     return replace(one, time_s=t, algorithm=name)
