@@ -48,9 +48,9 @@ def test_an_expert_all_to_all_in_one_domain_runs_at_the_dispatchers_rate(nvl72):
     assert b2b.time_s / b2b.calls_per_step * a2a.size_bytes / b2b.size_bytes < per_call
 
 
-def test_across_domains_the_fabric_binds():
-    """EP 16 on DGX H100 (two NVLink domains): the published multi-node figures are per NIC, so the fabric's time
-    stands."""
+def test_across_domains_the_in_domain_rate_does_not_apply():
+    """EP 16 on DGX H100 (two NVLink domains): the in-domain rate does not apply; the call across domains has its
+    own bound (tests/test_training_ep_internode_call.py)."""
     fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
     lay = make_layout(ep=16, dp=16, etp=1, global_batch=64, seq_len=4096, precision="fp8", ep_dispatcher="deepep")
     r = estimate_step(fab, load_model("qwen3-30b-a3b"), lay, contention=False)

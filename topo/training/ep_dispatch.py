@@ -6,7 +6,7 @@ reaches through the framework's call (``topo/data/compute/ep_dispatch.toml``: al
 rank receives over the call's time, by GPU and EP group size). Inside one NVLink domain that rate, not the links,
 is what binds (GB200 NVL72: 450-570 GB/s of NVLink5's 900), so an expert all-to-all of this dispatcher takes the
 slower of the fabric's time and its bytes at this rate (:func:`flex_dispatch_s`). Across domains the scale-out
-network binds and the fabric's time stands (the published multi-node figures are per NIC, not comparable).
+network binds: the call's own bound there is :mod:`topo.training.ep_internode`'s.
 """
 
 from __future__ import annotations

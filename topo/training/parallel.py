@@ -211,6 +211,12 @@ class ParallelLayout(BaseModel):
     """How tokens reach their experts: ``alltoall`` (Megatron-Core's: one copy per (token, expert) pair) or
     ``deepep`` (DeepEP / HybridEP, Megatron-Core's flex dispatcher: a token crosses the scale-out network once per
     destination node and is forwarded over NVLink, inside a domain once per destination GPU)."""
+    ep_flex_backend: Literal["hybridep", "deepep"] = "hybridep"
+    """The flex dispatcher's kernels (``ep_dispatcher = "deepep"``; Megatron-Core's ``moe_flex_dispatcher_backend``):
+    ``hybridep``, NVIDIA's HybridEP (Megatron-Bridge's performance recipes), whose forward dispatch all-gathers the
+    routing map over the EP group and whose published figures bound its calls (:mod:`topo.training.ep_internode`);
+    ``deepep``, DeepSeek's DeepEP, which counts its tokens per rank locally. Only an EP group across NVLink domains
+    tells them apart."""
     ep_comm_sms: PositiveInt = 20
     """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
     compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;

@@ -42,7 +42,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
   (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) inside one NVLink domain runs no faster than its kernels' published
-  rate (:mod:`topo.training.ep_dispatch`).
+  rate (:mod:`topo.training.ep_dispatch`); across domains a call lasts no less than its kernel at the published
+  rate plus the call's fixed part (:mod:`topo.training.ep_internode`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -65,10 +66,12 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from .comm import CommEngine, CommTime
 from .ep_dispatch import flex_dispatch_s
+from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
+from .kernels import memory_s
 from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
@@ -364,9 +367,24 @@ def _ep_traffic(t: _Traffic) -> None:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
         else:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+    if _routing_map_gathered(lay):
+        # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map, tokens x experts bytes
+        # a rank, over the EP group with NCCL when the group spans nodes (deepseek-ai/DeepEP@94a9f8f6 branch
+        # hybrid-ep csrc/hybrid_ep/executor/executor.cu ``allgather_routing_map``: all_gather_into_tensor)
+        routing_map = lay.micro_batch * t.s_cp / lay.tp * model.moe.experts * lay.ep
+        t.add("ep", "all_gather", "ep", routing_map, m * (c[Block.MOE] + rec_moe), phase="microbatch", elem_bytes=1.0)
     gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
     t.add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
     t.add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
+
+
+def _routing_map_gathered(lay: ParallelLayout) -> bool:
+    """Whether the forward dispatch all-gathers the routing map over the network: HybridEP's EP group across NVLink
+    domains (inside one domain it runs a custom NVLink kernel, unpublished: not counted)."""
+    if lay.ep_dispatcher != "deepep" or lay.ep_flex_backend != "hybridep":
+        return False
+    D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
+    return math.ceil(lay.ep * lay.expert_tp / D) > 1
 
 
 TAIL_PHASES = ("reduce", "gather")  # once per step, at its ends: DP of ZeRO-0/1/2 and SHARD_GRAD_OP
@@ -881,15 +899,24 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
-    """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher inside one
-    NVLink domain the slower of it and the dispatcher's published rate (:func:`.ep_dispatch.flex_dispatch_s`;
-    its algorithm then reads ``flex dispatcher rate``)."""
-    if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep" or domains != 1:
+    """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
+    and the dispatcher's published figures: inside one NVLink domain its rate (:func:`.ep_dispatch.flex_dispatch_s`;
+    the algorithm then reads ``flex dispatcher rate``), across domains (HybridEP) its kernel's rate plus the call's
+    fixed part (:func:`.ep_internode.internode_call_s`; ``flex dispatcher call``)."""
+    if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
-    t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], item.get("elem_bytes", ACT_BYTES))
+    elem = item.get("elem_bytes", ACT_BYTES)
+    if domains == 1:
+        t, name = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem), "flex dispatcher rate"
+    elif lay.ep_flex_backend == "hybridep":
+        km = gpu_compute(gpu).kernels
+        t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
+        name = "flex dispatcher call"
+    else:
+        return one
     if t is None or t <= one.time_s:
         return one
-    return replace(one, time_s=t, algorithm="flex dispatcher rate")
+    return replace(one, time_s=t, algorithm=name)
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,

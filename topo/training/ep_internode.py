@@ -1,0 +1,133 @@
+"""The flex dispatcher's call across NVLink domains: its kernel at the published rate plus the call's fixed part.
+
+Megatron-Core's flex dispatcher (topo's ``ep_dispatcher = "deepep"``) sends a token once to each destination node
+over the scale-out network (HybridEP, DeepEP). Its authors publish on DGX H100 both the rate of the dispatch and
+combine kernels alone and of the same calls through the framework's API, on one shape (hidden 7,168:
+``topo/data/compute/ep_internode.toml``). The API's call is the kernel, a copy of the received tokens out of the
+dispatcher's buffer, and a part that does not scale with the bytes (the stream synchronisation that reads the
+received count, flag updates). Megatron-Core calls ``dispatch_with_permute``, whose permute kernel replaces that
+copy (priced with the MoE block's compute, :func:`topo.training.operators._permute_bytes`); the kernel and the fixed
+part remain. So a call lasts at least its bytes at the kernel's rate plus the fixed part
+(:func:`internode_call_s`), which at the published shape is the published API time and at a smaller hidden size
+(Qwen3-30B-A3B's 2,048: 4 KiB a token against 14 KiB) keeps the fixed part whole, where a rate read off the API
+would shrink it with the bytes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from functools import lru_cache
+
+from ..resources import data_dir
+from ..units import GB
+from .routing import spread_destinations
+
+__all__ = ["internode_table", "internode_fixed_s", "internode_call_s"]
+
+FP8_FACTOR = (1 + 4 / 128) / 2
+"""An FP8 token's bytes over a BF16 one's: 1 byte an element and a 4-byte scale per 128 (the test's
+``fp8_factor``)."""
+
+KINDS = ("dispatch", "dispatch_fp8", "combine")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    return tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))["internode"]
+
+
+def internode_table(gpu: str, ranks: int) -> dict | None:
+    """The published figures for an EP group of ``ranks`` on ``gpu`` (the nearest published group size, the largest
+    for a larger group, the smallest for a smaller): the reference shape and, per kind (``dispatch``,
+    ``dispatch_fp8``, ``combine``), ``(api, kernel)`` rates in bytes/s; None for a GPU without figures.
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name as the fabric's spec gives it (``H100``).
+    ranks : int
+        GPUs in the EP group.
+
+    Returns
+    -------
+    dict or None
+        ``ranks`` (the published size used), ``tokens``, ``hidden``, ``topk``, ``gpus_per_node`` and the rates.
+    """
+    t = _table().get(gpu)
+    if t is None:
+        return None
+    sizes = t["ranks"]
+    i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
+    out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
+    out["ranks"] = sizes[i]
+    for k in KINDS:
+        out[k] = (float(t[f"{k}_GBps"][i]) * GB, float(t[f"{k}_kernel_GBps"][i]) * GB)
+    return out
+
+
+def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict | None:
+    """Seconds a call of each kind adds beyond its kernel and the copy of the received tokens, at the published
+    shape: the API's time minus the kernel's minus the copy's (``copy_s`` of the bytes it reads and writes: the
+    tokens a rank receives, one copy per token and destination rank, under the test's uniform routing).
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name (``H100``).
+    ranks : int
+        GPUs in the EP group.
+    copy_s : callable
+        Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+
+    Returns
+    -------
+    dict or None
+        Seconds per kind (``dispatch``, ``dispatch_fp8``, ``combine``), none below zero; None without figures.
+    """
+    t = internode_table(gpu, ranks)
+    if t is None:
+        return None
+    nodes = max(1, t["ranks"] // t["gpus_per_node"])
+    token = t["hidden"] * 2.0  # a BF16 token's bytes
+    rdma = t["tokens"] * spread_destinations(nodes, t["topk"]) * token
+    received = t["tokens"] * spread_destinations(t["ranks"], t["topk"]) * token
+    out = {}
+    for k in KINDS:
+        f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
+        api, kernel = t[k]
+        out[k] = max(0.0, rdma * f / api - rdma * f / kernel - copy_s(2.0 * received * f))
+    return out
+
+
+def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
+                     copy_s: Callable[[float], float]) -> float | None:
+    """Least seconds of one flex-dispatcher call whose EP group spans NVLink domains: ``size_bytes`` (one copy per
+    token and destination node, as the fabric's all-to-all carries it) at the kernel's published rate, plus the
+    call's fixed part (:func:`internode_fixed_s`); an FP8 dispatch for 1-byte elements, else the mean of a BF16
+    dispatch and a combine (a step's calls pair them: dispatch and combine forward, their gradients backward).
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name (``H100``).
+    ranks : int
+        GPUs in the EP group.
+    size_bytes : float
+        Bytes a rank sends over the scale-out network in the call.
+    elem_bytes : float
+        Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
+    copy_s : callable
+        Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+
+    Returns
+    -------
+    float or None
+        None without published figures for ``gpu``.
+    """
+    t = internode_table(gpu, ranks)
+    if t is None:
+        return None
+    fixed = internode_fixed_s(gpu, ranks, copy_s)
+    kinds = ("dispatch_fp8",) if elem_bytes < 2 else ("dispatch", "combine")
+    return sum(size_bytes / t[k][1] + fixed[k] for k in kinds) / len(kinds)
