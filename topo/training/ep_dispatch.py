@@ -2,11 +2,13 @@
 
 Megatron-Core's flex dispatcher (topo's ``ep_dispatcher = "deepep"``) moves an MoE layer's routed tokens with
 DeepEP's or HybridEP's kernels, not NCCL's all-to-all. Their authors publish the rate a dispatch or a combine
-reaches through the framework's call (``topo/data/compute/ep_dispatch.toml``: algorithm bandwidth, the bytes a
-rank receives over the call's time, by GPU and EP group size). Inside one NVLink domain that rate, not the links,
-is what binds (GB200 NVL72: 450-570 GB/s of NVLink5's 900), so an expert all-to-all of this dispatcher takes the
-slower of the fabric's time and its bytes at this rate (:func:`flex_dispatch_s`). Across domains the scale-out
-network binds: the call's own bound there is :mod:`topo.training.ep_internode`'s.
+reaches, by its kernel alone and through the framework's call (``topo/data/compute/ep_dispatch.toml``: algorithm
+bandwidth, the bytes a rank receives over the time, by GPU and EP group size). topo prices the call's copy of the
+received tokens into the experts' order as the MoE block's permutation and its preprocessing as the router's
+kernels, so the kernel's rate is the one used where it is published (GB200 NVL72: 600-760 GB/s at 32 SMs; the call
+through the framework: 450-570, the copy and the rest included). An expert all-to-all of this dispatcher inside one
+NVLink domain takes the slower of the fabric's time and its bytes at that rate (:func:`flex_dispatch_s`). Across
+domains the scale-out network binds: the call's own bound there is :mod:`topo.training.ep_internode`'s.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ def _table() -> dict:
 
 def flex_rates(gpu: str, ranks: int) -> dict | None:
     """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
-    domain: ``dispatch``, ``dispatch_fp8``, ``combine``; the nearest published group size (the largest for a
-    larger group, the smallest for a smaller); None for a GPU without published rates.
+    domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where published (``kernel_*``), else the
+    call through the framework's; the nearest published group size (the largest for a larger group, the smallest
+    for a smaller); None for a GPU without published rates.
 
     Parameters
     ----------
@@ -47,7 +50,8 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
         return None
     sizes = t["ranks"]
     i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
-    return {k: float(t[f"{k}_GBps"][i]) * GB for k in ("dispatch", "dispatch_fp8", "combine")}
+    return {k: float(t.get(f"kernel_{k}_GBps", t[f"{k}_GBps"])[i]) * GB
+            for k in ("dispatch", "dispatch_fp8", "combine")}
 
 
 def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) -> float | None:
