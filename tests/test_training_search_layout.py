@@ -1,17 +1,11 @@
 """`topo train --search --layout L` (tidy10): a layout of non-size fields is held fixed in every layout the
 search tries (as the flags hold theirs; a flag wins over the layout, as without --search); a size field is one
-line, exit 2; the search's bounds stay lower bounds with the fixed fields (its best equals the best of evaluating
-every candidate)."""
+line, exit 2. That the bounds stay lower bounds with fixed fields: tests/test_training_search.py
+(test_search_with_fixed_fields_equals_evaluating_every_candidate)."""
 
 import json
 
-import pytest
-
-import topo
 from conftest import run_cli
-from topo.training.model import load_model
-from topo.training.search import candidate_layouts, search_layouts
-from topo.training.step import estimate_step
 
 SEARCH = ["train", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--model", "llama3-8b", "--gpus", "64",
           "--search", "--top", "3", "--no-contention"]
@@ -68,24 +62,3 @@ def test_a_field_no_candidate_can_carry_says_why():
     p = run_cli(*SEARCH, "--global-batch", "64", "--layout", "fp8_param_gather=true")
     assert p.returncode == 2 and "; the most common reason (" in p.stderr
     assert "fp8_param_gather: true gathers FP8 weights, which precision bf16 has none of" in p.stderr
-
-
-@pytest.mark.parametrize("fixed", [
-    dict(overlap_tp=True),  # the bound must see the overlap (ignoring it would prune the best)
-    dict(overlap_dp=False, overlap_cp=False, cp_comm_type="all_gather"),  # nothing hidden: the bound assumes none
-])
-def test_search_with_fixed_fields_equals_evaluating_every_candidate(fixed):
-    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
-    m = load_model("llama3-8b")
-    kw = dict(cps=(1, 2), micro_batches=(1,), recompute=("none",), vpps=(1, 2), **fixed)
-    found = search_layouts(fabric, m, 64, 64, top=5, keep=5, contention=False, **kw)
-    every = []
-    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
-        if lay is not None:
-            r = estimate_step(fabric, m, lay, check=False, contention=False)
-            if r.fits:
-                every.append(r.step_time_s)
-    assert found.evaluated < len(every)  # the bound pruned some
-    assert [r.step_time_s for r in found.ranked] == pytest.approx(sorted(every)[:5], rel=1e-12)
-    for r in found.ranked:
-        assert all(r.layout[k] == v for k, v in fixed.items())
