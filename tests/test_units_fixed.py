@@ -17,6 +17,8 @@ from conftest import run_cli
     (50e9, "Gb/s", 400.0),  # 400 Gb/s = 50 GB/s (8 bits a byte)
     (165.19e6, "MW", 165.19), (40.8e3, "kW", 40.8), (1.447e12, "TWh", 1.447), (0.53e9, "Mt", 0.53),
     (99.2e18, "EFLOP/s", 99.2), (5400.0, "h", 1.5), (90.0, "min", 1.5), (1.8605e9, "million L", 1860.5),
+    (530e6, "kt", 530.0), (97.9e6, "$M", 97.9), (1.044e12, "TB/s", 1.044), (450e9, "GB/s", 450.0),
+    (5.6e6, "MB", 5.6), (64e3, "kB", 64.0), (42e3, "km", 42.0),
 ])
 def test_in_unit_by_definition(value, unit, expected):
     assert in_unit(value, unit) == pytest.approx(expected, rel=1e-12)

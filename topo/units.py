@@ -232,15 +232,16 @@ _FIXED_UNITS = {
     # unit printed: how many of the base unit it holds (the base is the quantity's SI unit as topo names it)
     "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,  # bytes, decimal
     "GiB": 2**30,  # bytes, binary
-    "GB/s": 1e9,  # bytes per second
+    "GB/s": 1e9, "TB/s": 1e12,  # bytes per second
     "Gb/s": 1e9 / 8,  # bytes per second, printed in bits
     "kW": 1e3, "MW": 1e6,  # watts
     "TWh": 1e12,  # watt-hours
-    "Mt": 1e9,  # kilograms (megatonnes)
+    "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
     "EFLOP/s": 1e18,  # FLOP per second
     "min": 60.0, "h": 3600.0,  # seconds
     "million L": 1e6,  # litres
     "km": 1e3,  # metres
+    "$M": 1e6,  # US dollars, in millions (printed "$97M": format_usd, or in_unit for a figure's axis)
 }
 
 

@@ -42,6 +42,7 @@ import time
 
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
+from ..units import format_in
 from .comm import CommEngine
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
@@ -366,8 +367,9 @@ class _Search:
                             + ("" if rule or not n else f"; the most common reason ({n} of them): {why}"), key="gpus")
         mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
-                        f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
-                        f"{cap / 1e9:.1f} GB ({cap / 2**30:.1f} GiB) of a {self.spec.gpu}", key="model")
+                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
+                        f"more than the {format_in(cap, 'GB', '.1f')} ({format_in(cap, 'GiB', '.1f')}) of a "
+                        f"{self.spec.gpu}", key="model")
 
     def ranked(self, top: int, contention: bool) -> list:
         """The best, re-evaluated with the traffic mix (``contention``): a mix only slows (every slowdown >= 1), so
