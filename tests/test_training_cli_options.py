@@ -81,14 +81,6 @@ def test_a_toml_boolean_is_shown_as_the_file_writes_it(tmp_path):
         f"error: {f}: cross_entropy: must be one of 'fused' or 'torch_bf16', got true"), p.stderr
 
 
-def test_search_refuses_a_layout_rather_than_dropping_it():
-    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--search", "--global-batch", "16",
-                "--gpus", "16", "--layout", "cross_entropy=torch_bf16")
-    assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
-        "error: --layout: --search does not read a layout yet (its fields would be dropped); give its options as "
-        "flags (--cp-comm-type, --recompute, --dp-sharding, ...), or drop --search to evaluate the layout"), p.stderr
-
-
 def test_plan_names_a_bad_layout_field_by_its_flag():
     """topo plan --model --layout names a bad pair by --layout, as topo train and topo report do."""
     p = run_cli("plan", "dgx-h100-superpod", "--model", "llama3-8b", "--no-collectives", "--layout",

@@ -121,19 +121,40 @@ def test_rank_orders_that_place_gpus_alike_count_once(fabric):
     assert three.considered > one.considered
 
 
-def test_search_top_equals_evaluating_every_candidate(fabric):
-    """Bounds, the refinement by routed DP traffic and the passes prune only what cannot enter the top."""
-    kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1, 2))
-    from_search = search_layouts(fabric, load_model("llama3-8b"), 64, 64, top=20, keep=20, contention=False, **kw)
-    m = load_model("llama3-8b")
+def _every_step_time(fabric, m, gpus: int, global_batch: int, **kw) -> list[float]:
+    """The step time of every candidate that fits, each evaluated (no bound, no pruning), fastest first."""
     every = []
-    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
+    for lay, _ in candidate_layouts(m, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
         if lay is not None:
             r = estimate_step(fabric, m, lay, check=False, contention=False)
             if r.fits:
                 every.append(r.step_time_s)
+    return sorted(every)
+
+
+def test_search_top_equals_evaluating_every_candidate(fabric):
+    """Bounds, the refinement by routed DP traffic and the passes prune only what cannot enter the top."""
+    kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1, 2))
+    from_search = search_layouts(fabric, load_model("llama3-8b"), 64, 64, top=20, keep=20, contention=False, **kw)
+    every = _every_step_time(fabric, load_model("llama3-8b"), 64, 64, **kw)
     assert from_search.evaluated < len(every)  # something was pruned
-    assert [r.step_time_s for r in from_search.ranked] == pytest.approx(sorted(every)[:20], rel=1e-12)
+    assert [r.step_time_s for r in from_search.ranked] == pytest.approx(every[:20], rel=1e-12)
+
+
+@pytest.mark.parametrize("fixed", [
+    dict(overlap_tp=True),  # the bound must see the overlap (ignoring it would prune the best)
+    dict(overlap_dp=False, overlap_cp=False, cp_comm_type="all_gather"),  # nothing hidden: the bound assumes none
+])
+def test_search_with_fixed_fields_equals_evaluating_every_candidate(fabric, fixed):
+    """Layout fields held fixed (``topo train --search --layout``, tidy10) keep the bounds lower bounds."""
+    m = load_model("llama3-8b")
+    kw = dict(cps=(1, 2), micro_batches=(1,), recompute=("none",), vpps=(1, 2), **fixed)
+    found = search_layouts(fabric, m, 64, 64, top=5, keep=5, contention=False, **kw)
+    every = _every_step_time(fabric, m, 64, 64, **kw)
+    assert found.evaluated < len(every)  # the bound pruned some
+    assert [r.step_time_s for r in found.ranked] == pytest.approx(every[:5], rel=1e-12)
+    for r in found.ranked:
+        assert all(r.layout[k] == v for k, v in fixed.items())
 
 
 def test_dp_exposed_from_routed_collectives_is_the_steps(fabric):

@@ -29,6 +29,8 @@ __all__ = [
     "format_time",
     "format_usd",
     "format_count",
+    "in_unit",
+    "format_in",
     "GB",
     "GiB",
     "MAX_SIZE_BYTES",
@@ -210,17 +212,61 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
-def format_usd(usd: float) -> str:
-    """Money as the planner prints it: ``$7.296B`` from a billion, ``$70.6M`` from a million, else ``$25,000``.
+def format_usd(usd: float, smallest: str = "") -> str:
+    """Money as the planner prints it: ``$7.296B`` from a billion, ``$70.6M`` from a million, else ``$25,000``;
+    ``smallest="M"`` prints less than a million in millions too (``$0.2M``, a plan's tables).
 
-    >>> format_usd(7.296e9), format_usd(70.6e6), format_usd(25000)
-    ('$7.296B', '$70.6M', '$25,000')
+    >>> format_usd(7.296e9), format_usd(70.6e6), format_usd(25000), format_usd(250e3, smallest="M")
+    ('$7.296B', '$70.6M', '$25,000', '$0.2M')
     """
+    if smallest not in ("", "M"):
+        raise ValueError(f"smallest must be '' or 'M', got {smallest!r}")
     if abs(usd) >= 1e9:
         return f"${usd / 1e9:,.3f}B"
-    if abs(usd) >= 1e6:
+    if abs(usd) >= 1e6 or smallest == "M":
         return f"${usd / 1e6:,.1f}M"
     return f"${usd:,.0f}"
+
+
+_FIXED_UNITS = {
+    # unit printed: how many of the base unit it holds (the base is the quantity's SI unit as topo names it)
+    "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,  # bytes, decimal
+    "GiB": 2**30,  # bytes, binary
+    "GB/s": 1e9, "TB/s": 1e12,  # bytes per second
+    "Gb/s": 1e9 / 8,  # bytes per second, printed in bits
+    "kW": 1e3, "MW": 1e6,  # watts
+    "TWh": 1e12,  # watt-hours
+    "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
+    "EFLOP/s": 1e18,  # FLOP per second
+    "min": 60.0, "h": 3600.0,  # seconds
+    "million L": 1e6,  # litres
+    "km": 1e3,  # metres
+    "$M": 1e6,  # US dollars, in millions (printed "$97M": format_usd, or in_unit for a figure's axis)
+}
+
+
+def in_unit(value, unit: str):
+    """``value`` (bytes, watts, Wh, kg, FLOP/s, seconds, litres or metres: the base of ``unit``) in ``unit``,
+    one of the fixed units the output prints (``"PB"``, ``"TB"``, ``"MW"``, ``"TWh"``, ``"Mt"``, ``"Gb/s"``, ...).
+    Works on numpy arrays too.
+
+    >>> in_unit(2.5e15, "PB"), in_unit(400e9 / 8, "Gb/s"), in_unit(5400, "h")
+    (2.5, 400.0, 1.5)
+    """
+    try:
+        return value / _FIXED_UNITS[unit]
+    except KeyError:
+        raise ValueError(f"unknown unit {unit!r}; known: {', '.join(_FIXED_UNITS)}") from None
+
+
+def format_in(value: float, unit: str, spec: str = ",.3g") -> str:
+    """``value`` printed in a fixed ``unit`` with the format ``spec`` (a plan's lines keep one unit a column,
+    where :func:`format_size` and friends pick the unit by size).
+
+    >>> format_in(3.36e14, "PB"), format_in(1.447e12, "TWh", ",.3f"), format_in(165.19e6, "MW", ",.2f")
+    ('0.336 PB', '1.447 TWh', '165.19 MW')
+    """
+    return f"{in_unit(value, unit):{spec}} {unit}"
 
 
 def format_count(n: int) -> str:

@@ -7,6 +7,7 @@ import argparse
 
 from ..engine.profile_data import bundled_files
 from ..errors import TopoError
+from ..units import in_unit
 from ..fabric.builders import build_fabric
 from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
@@ -94,7 +95,7 @@ def technology_note(fabric) -> str | None:
     tech = fabric.spec.fabric.technology
     pf = bundled_files()["network"].get(tech)
     p = pf.params.get("max_port_rate_Gbps") if pf else None
-    nic_Gbps = fabric.spec.server.nic_rate_Bps * 8 / 1e9
+    nic_Gbps = in_unit(fabric.spec.server.nic_rate_Bps, "Gb/s")
     if p is None or nic_Gbps <= p.value * (1 + 1e-9):
         return None
     faster = sorted((q.params["max_port_rate_Gbps"].value, n) for n, q in bundled_files()["network"].items()

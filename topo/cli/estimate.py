@@ -17,7 +17,7 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
-from ..units import format_count
+from ..units import format_count, format_in
 from .region import is_region_args
 from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
@@ -291,8 +291,8 @@ def memory_note(result: EstimateResult, fabric) -> None:
         return
     big = max(x.size_bytes for x in result.results)
     if big > mem:
-        result.notes.append(f"{big:,} bytes is more than one {fabric.spec.gpu}'s {mem / 1e9:,.1f} GB "
-                            f"({mem / 2**30:,.0f} GiB) of memory: "
+        result.notes.append(f"{big:,} bytes is more than one {fabric.spec.gpu}'s {format_in(mem, 'GB', ',.1f')} "
+                            f"({format_in(mem, 'GiB', ',.0f')}) of memory: "
                             "nccl-tests could not allocate that buffer; the time is the model's extrapolation")
 
 
@@ -326,7 +326,7 @@ def render_detail(d: dict) -> str:
     for t in d["top_links"]:
         cable = f" #{t['cable']} of {t['cables']} cables" if t["cables"] > 1 else ""
         lines.append(f"#   {t['src']} -> {t['dst']}{cable} ({t['level']}, {t['direction']}): {t['utilization']:.0%} of "
-                     f"line rate, {t['bytes'] / 1e6:,.1f} MB")
+                     f"line rate, {format_in(t['bytes'], 'MB', ',.1f')}")
     return "\n".join(lines)
 
 

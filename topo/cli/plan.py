@@ -12,7 +12,7 @@ from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
-from ..units import count_noun, format_bandwidth, format_count, format_time, format_usd
+from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
 from .region_plan import is_region_file, run_region_plan
@@ -151,11 +151,11 @@ def write_bom_csv(results: list[PlanResult], fh) -> None:
 
 
 def _mw(w: float) -> str:
-    return f"{w / 1e6:,.2f} MW"
+    return format_in(w, "MW", ",.2f")
 
 
 def _usd(x: float) -> str:
-    return format_usd(x) if abs(x) >= 1e6 else f"${x / 1e6:,.1f}M"
+    return format_usd(x, smallest="M")
 
 
 def _t(x) -> str:
@@ -165,15 +165,15 @@ def _t(x) -> str:
 def _every(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "none expected"
-    return f"one per {seconds / 3600:,.1f} h" if seconds >= 3600 else f"one per {seconds / 60:,.1f} min"
+    return "one per " + format_in(seconds, "h" if in_unit(seconds, "h") >= 1 else "min", ",.1f")
 
 
 def _after(seconds: float) -> str:
-    return "none (no such modules)" if not math.isfinite(seconds) else f"{seconds / 60:,.2f} min"
+    return "none (no such modules)" if not math.isfinite(seconds) else format_in(seconds, "min", ",.2f")
 
 
 def _litres(x: float) -> str:
-    return f"{x / 1e6:,.1f} million L" if x >= 1e6 else f"{x:,.0f} L"
+    return format_in(x, "million L", ",.1f") if in_unit(x, "million L") >= 1 else f"{x:,.0f} L"
 
 
 def _storage_lines(st, mark) -> list[str]:
@@ -184,12 +184,12 @@ def _storage_lines(st, mark) -> list[str]:
     return [f"storage   {format_count(st.servers)} servers, {sized}"
             + mark("storage.checkpoints_kept", "storage.bytes_per_token", "storage.write_budget_s",
                    "storage.server.power_W"),
-            f"          needs {st.capacity_needed_bytes / 1e15:,.3g} PB ({st.checkpoints_kept} checkpoints of "
-            f"{st.checkpoint_bytes / 1e12:,.3g} TB + dataset {st.dataset_bytes / 1e15:,.3g} PB, "
+            f"          needs {format_in(st.capacity_needed_bytes, 'PB')} ({st.checkpoints_kept} checkpoints of "
+            f"{format_in(st.checkpoint_bytes, 'TB')} + dataset {format_in(st.dataset_bytes, 'PB')}, "
             f"{st.dataset_tokens:.3g} tokens) -> {format_count(st.servers_for_capacity)} servers; a checkpoint in "
             f"{format_time(st.write_budget_s)} needs {format_bandwidth(st.write_needed_Bps)} -> "
             f"{format_count(st.servers_for_bandwidth)} servers",
-            f"          provides {st.capacity_bytes / 1e15:,.3g} PB, write {format_bandwidth(st.write_Bps)} (a "
+            f"          provides {format_in(st.capacity_bytes, 'PB')}, write {format_bandwidth(st.write_Bps)} (a "
             f"checkpoint in {format_time(st.checkpoint_write_s)}), read {format_bandwidth(st.read_Bps)}; "
             f"{_mw(st.power_W)} (in IT power), {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (a storage "
             f"room in the floor's total), {_usd(st.capex_usd)}"]
@@ -235,7 +235,7 @@ def _floor_lines(r: PlanResult) -> list[str]:
     fl = r.floor
     out = [f"{r.name}: {format_count(r.num_gpus)} x {r.gpu} in {format_count(r.num_servers)} x {r.server_model}", ""]
     out.append(f"floor     {format_count(fl.server_racks)} server racks of {fl.servers_per_rack} servers "
-               f"({fl.rack_load_W / 1e3:.1f} of {fl.rack_power_W / 1e3:.0f} kW, {fl.cooling.replace('_', ' ')} "
+               f"({in_unit(fl.rack_load_W, 'kW'):.1f} of {format_in(fl.rack_power_W, 'kW', '.0f')}, {fl.cooling.replace('_', ' ')} "
                f"cooling), {format_count(fl.network_racks)} network racks ("
                + (f"{format_count(fl.island_room_racks)} in each of {fl.islands} island rooms ({fl.island_tier}), "
                   if fl.islands > 1 else "")
@@ -282,19 +282,19 @@ def _power_lines(r: PlanResult, mark) -> list[str]:
               + mark(p.pue_source), _mw(p.facility_power_W)],
              [f"average draw (servers at {100 * p.server_average_fraction:.1f}% of nameplate)"
               + mark("facility.server_average_fraction"), _mw(p.average_facility_power_W)],
-             ["energy per year (average draw)", f"{p.energy_per_year_Wh / 1e12:,.3f} TWh"],
+             ["energy per year (average draw)", format_in(p.energy_per_year_Wh, "TWh", ",.3f")],
              [f"energy cost per year (${p.electricity_usd_per_kWh:g}/kWh)", _usd(p.energy_cost_per_year_usd)],
              ["  low - high (every price at its end)", "{} - {}".format(
                  *(_usd(x) for x in r.costs.line("energy_cost_per_year_usd")[::2]))],
-             [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", f"{o.co2_per_year_kg / 1e9:,.3f} Mt"],
+             [f"CO2 per year ({o.grid_kg_co2_per_kWh:g} kg/kWh)", format_in(o.co2_per_year_kg, "Mt", ",.3f")],
              [f"water per year (WUE {p.wue_L_per_kWh:g} L/kWh of IT energy)"
               + mark(f"cooling.{fl.cooling}.wue_L_per_kWh"), _litres(p.water_per_year_L)]]
     out = [table(rows, ["power", ""], right=[False, True])]
     if r.electrical is not None:
         e = r.electrical
         out.append(f"electrical ({e.redundancy}, {e.blocks} blocks): {format_count(e.ups_modules)} UPS modules of "
-                   f"{e.ups_module_W / 1e6:g} MW ({_mw(e.ups_capacity_W)}), {format_count(e.generators)} generators of "
-                   f"{e.generator_W / 1e6:g} MW ({_mw(e.generator_capacity_W)})"
+                   f"{format_in(e.ups_module_W, 'MW', 'g')} ({_mw(e.ups_capacity_W)}), {format_count(e.generators)} generators of "
+                   f"{format_in(e.generator_W, 'MW', 'g')} ({_mw(e.generator_capacity_W)})"
                    + mark("facility.ups_module_W", "facility.generator_W"))
     return out
 
@@ -304,7 +304,7 @@ def _capex_lines(r: PlanResult, mark) -> list[str]:
     c, cr = r.capex, r.costs
     rows = [[name] + _ends(cr, f"capex.{c.PART_KEYS[name]}") for name in c.parts()]
     rows[-1][0] = (f"facility (per W of {'IT x PUE' if c.facility_basis == 'facility' else 'IT load'}: "
-                   f"{c.facility_basis_W / 1e6:,.1f} MW)")
+                   f"{format_in(c.facility_basis_W, 'MW', ',.1f')})")
     rows += [["capex"] + _ends(cr, "capex_usd"), ["per GPU"] + _ends(cr, "capex_per_gpu_usd", lambda v: f"${v:,.0f}"),
              ["network share", f"{100 * c.network_share:.1f}%", "", ""]]
     out = [table(rows, ["capex", "expected", "low", "high"], right=[False, True, True, True])]
@@ -331,7 +331,7 @@ def _ownership_lines(r: PlanResult) -> list[str]:
 def _compute_lines(r: PlanResult) -> list[str]:
     """Peak compute and the training budget against the reference run."""
     k = r.compute
-    peaks = ", ".join(f"{prec} {f / 1e18:,.1f} EFLOP/s" for prec, f in k.peak_flops.items())
+    peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', ',.1f')}" for prec, f in k.peak_flops.items())
     ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
     return [f"compute   peak {peaks}",
             f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
@@ -352,7 +352,7 @@ def _failure_lines(rel) -> list[str]:
             f"          optics reconciled: modules on GPU links at their MTTF fail "
             f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
-            f"          checkpoint {rel.checkpoint_bytes / 1e12:.3g} TB ({rel.params:.3g} parameters), "
+            f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters), "
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
             f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
@@ -469,7 +469,7 @@ _ROWS = [
     ("capex in the first quarter", "first_quarter_capex_usd", lambda v: "-" if v is None else _usd(v)),
     ("storage and front-end capex", "storage_and_frontend_capex_usd", _usd),
     ("storage servers", "storage_servers", lambda v: format_count(v)),
-    ("storage capacity", "storage_capacity_bytes", lambda v: f"{v / 1e15:,.3g} PB"),
+    ("storage capacity", "storage_capacity_bytes", lambda v: format_in(v, "PB")),
     ("storage write", "storage_write_Bps", format_bandwidth),
     ("checkpoint write (goodput model)", "checkpoint_write_s", format_time),
     ("storage power", "storage_power_W", _mw),
@@ -477,7 +477,7 @@ _ROWS = [
     ("storage floor", "storage_floor_m2", lambda v: f"{v:,.0f} m2"),
     ("TCO", "tco_usd", _usd),
     ("cost per GPU-hour", "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}"),
-    ("CO2 per year", "co2_per_year_kg", lambda v: f"{v / 1e9:,.3f} Mt"),
+    ("CO2 per year", "co2_per_year_kg", lambda v: format_in(v, "Mt", ",.3f")),
     ("water per year", "water_per_year_L", _litres),
     ("interruptions per day", "interruptions_per_day", lambda v: f"{v:.1f}"),
     ("goodput", "goodput", lambda v: f"{100 * v:.1f}%"),

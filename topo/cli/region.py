@@ -7,7 +7,7 @@ from ..errors import TopoError
 from ..fabric.region import Region, build_region
 from ..fabric.region_inventory import RegionInventory, region_inventory
 from ..spec.region_load import is_region_file
-from ..units import count_noun, format_bandwidth, format_count, format_time
+from ..units import count_noun, format_bandwidth, format_count, format_in, format_time
 from .output import emit, emit_json, table
 
 __all__ = ["is_region_args", "region_from_args", "run_describe", "render_region"]
@@ -53,7 +53,7 @@ def render_region(inv: RegionInventory) -> str:
     lines.append(table(rows, ["site", "spec", "GPUs", "attach", "bisection", "to DCI", "GPU to DCI", "power limit"],
                        right=[False, False, True, False, True, True, True, True]))
     lines.append("")
-    rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {s.wave_rate_Bps * 8 / 1e9:g} Gb/s",
+    rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {format_in(s.wave_rate_Bps, 'Gb/s', 'g')}",
              format_bandwidth(s.bandwidth_Bps) + (" (failed)" if s.failed else ""), format_time(s.latency_s)]
             for s in inv.spans]
     lines.append(table(rows, ["DCI span", "distance", "waves", "capacity", "latency one way"],

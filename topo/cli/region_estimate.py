@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engine.region_estimate import RegionEstimate, estimate_region
 from ..errors import TopoError
-from ..units import count_noun, format_count, format_size, format_time
+from ..units import count_noun, format_count, format_size, format_time, in_unit
 from .output import emit, emit_json, table
 from .region import region_from_args
 
@@ -38,7 +38,7 @@ def render_estimate(r: RegionEstimate) -> str:
              "# candidates across sites: " + ", ".join(r.rows[0].candidates) if r.rows else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
-    rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{x.algbw_Bps / 1e9:.2f}", f"{x.busbw_Bps / 1e9:.2f}",
+    rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
              x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))

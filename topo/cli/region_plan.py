@@ -7,7 +7,7 @@ from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
 from ..spec.region_load import is_region_file
-from ..units import format_count, format_usd
+from ..units import format_count, format_in, format_usd
 from .output import emit, emit_json, table
 
 __all__ = ["is_region_file", "run_region_plan", "render_region_plan"]
@@ -29,7 +29,7 @@ def run_region_plan(args, name: str, layers) -> int:
 
 
 def _MW(w: float) -> str:
-    return f"{w / 1e6:,.1f} MW"
+    return format_in(w, "MW", ",.1f")
 
 
 def render_region_plan(r: RegionPlan) -> str:
@@ -41,7 +41,7 @@ def render_region_plan(r: RegionPlan) -> str:
                        right=[False] + [True] * 6))
     lines.append("")
     rows = [[b.name, f"{b.distance_km:,.0f} km", b.waves, b.fibre_pairs, b.modules, b.amplifier_huts,
-             f"{b.power_W / 1e3:,.1f} kW", format_usd(b.equipment_usd), format_usd(b.fibre_usd)] for b in r.dci.spans]
+             format_in(b.power_W, "kW", ",.1f"), format_usd(b.equipment_usd), format_usd(b.fibre_usd)] for b in r.dci.spans]
     lines.append(table(rows, ["DCI span", "distance", "waves", "fibre pairs", "modules", "amp huts", "power",
                               "equipment", "fibre"], right=[False] + [True] * 8))
     lines.append("")

@@ -8,7 +8,7 @@ import time
 
 from ..atomic import SIGNATURE, check_output, open_output, safe_file_name
 from ..errors import TopoError
-from ..units import format_time, format_usd
+from ..units import format_in, format_time, format_usd, in_unit
 from .output import emit, emit_json, note, table
 
 FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers",
@@ -106,8 +106,8 @@ def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+        return format_in(seconds, "min", ".0f")
+    return format_in(seconds, "h", ".1f")
 
 
 def _fmt(fig: str, v) -> str:
@@ -118,7 +118,7 @@ def _fmt(fig: str, v) -> str:
     if fig.endswith("_usd"):
         return format_usd(v)
     if fig.endswith("_W"):
-        return f"{v / 1e6:,.2f} MW" if abs(v) >= 1e6 else f"{v / 1e3:,.1f} kW"
+        return format_in(v, "MW", ",.2f") if abs(in_unit(v, "MW")) >= 1 else format_in(v, "kW", ",.1f")
     if fig == "mfu":
         return f"{v:.1%}"
     return f"{v:.4g}"

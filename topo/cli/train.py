@@ -6,7 +6,7 @@ import sys
 
 from ..errors import TopoError
 from ..inputs import is_input_file
-from ..units import format_count, format_size, format_time
+from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
 from ..training.ring_attention import CP_COMM_TYPES
@@ -16,7 +16,7 @@ from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
 from .common import add_spec_arguments, data_parallel, fabric_from_args
-from .search_options import search_options
+from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, table
@@ -47,7 +47,9 @@ def _job_arguments(p) -> None:
                         "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
                         "cross_entropy=fused|torch_bf16, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
-                        "rope_kernel=megatron|te_fused, cp_comm_type=p2p|all_gather")
+                        "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "
+                        "with --search, a layout "
+                        "without sizes, held in every layout tried")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -190,10 +192,6 @@ def _check_applies(args) -> None:
             if value is not None:
                 raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                                 key=flag)
-    if args.search and args.layout is not None:
-        raise TopoError("--search does not read a layout yet (its fields would be dropped); give its options as "
-                        "flags (--cp-comm-type, --recompute, --dp-sharding, ...), or drop --search to evaluate the "
-                        "layout", key="--layout")
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
@@ -229,6 +227,15 @@ def run(args) -> int:
                 raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
             raise
         return _finish(args, result, model)
+    held: dict = {}  # the fields --layout holds fixed in every layout --search tries
+    if args.search and args.layout:  # its fields held fixed in every layout tried; its global batch if no flag
+        try:
+            merged, layout_batch = layout_for_search(args.layout, common)
+        except TopoError as exc:
+            raise _as_flags(args, exc) from None
+        held = {k: v for k, v in merged.items() if v is not None and common.get(k) is None}
+        common = merged
+        args.global_batch = args.global_batch or layout_batch
     if args.global_batch is None:
         what = "--search ranks layouts for a global batch" if args.search else "a step needs a global batch"
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
@@ -248,7 +255,7 @@ def run(args) -> int:
         if args.json:
             emit_json(res.to_dict(top=args.top))
         else:
-            _print_search(res, args.top)
+            _print_search(res, args.top, held)
         return 0
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
@@ -396,10 +403,20 @@ def _print_step(r, tokens, model) -> None:
 
 
 def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f} GB"
+    return format_in(x, "GB", ".1f")
 
 
-def _print_search(res, top) -> None:
+def _toml(v) -> str:
+    """A layout field's value as the layout's TOML spells it (true, "all_gather", ["attn"])."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _print_search(res, top, held: dict) -> None:
+    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``)."""
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
@@ -422,3 +439,5 @@ def _print_search(res, top) -> None:
                                                                "largest overhead"],
                right=[True] * 8 + [False, False] + ([False] if len(orders) > 1 else [])
                + [True, True, True, True, True, False]))
+    if held:
+        emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))

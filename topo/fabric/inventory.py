@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from .fabric import Fabric
 from .hardware import catalog_switch_power_W
-from ..units import count_noun, format_bandwidth, format_rate
+from ..units import count_noun, format_bandwidth, format_in, format_rate, in_unit
 
 __all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
 
@@ -121,7 +121,7 @@ class Inventory:
         """The switches' power as text: ``3.87 MW``, or ``power unknown: ...`` naming the tiers without a figure."""
         if self.switch_power_W is not None:
             w = self.switch_power_W
-            text = f"{w / 1e6:.3g} MW" if w >= 1e5 else f"{w / 1e3:.3g} kW"
+            text = format_in(w, "MW", ".3g") if in_unit(w, "MW") >= 0.1 else format_in(w, "kW", ".3g")
             if self.power_from_catalog_tiers:
                 text += f", {', '.join(self.power_from_catalog_tiers)} at the switch catalog's power per model"
             return text

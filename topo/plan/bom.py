@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
+from ..units import in_unit
 from .catalog import Catalog
 from .floor import MEDIA, FloorPlan, Medium, down_level, link_media
 
@@ -312,7 +313,7 @@ class _Links:
     def of(cls, fabric: Fabric, floor: FloorPlan, aoc: bool) -> "_Links":
         links, s0 = fabric.links, floor.first_link
         return cls(links["src"][s0:], links["dst"][s0:], links["level"][s0:],
-                   links["bandwidth_Bps"][s0:] * 8 / 1e9, floor.lengths_m, floor.media, aoc)
+                   in_unit(links["bandwidth_Bps"][s0:], "Gb/s"), floor.lengths_m, floor.media, aoc)
 
     @property
     def copper(self) -> np.ndarray:

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..fabric.fabric import LEVEL_NIC, Fabric
-from ..units import format_count
+from ..units import format_count, format_in
 from .catalog_schema import COOLING, COPPER_REACH_MAX_M, Catalog
 
 __all__ = ["FloorPlan", "Hall", "SwitchRacking", "floor_plan", "link_media", "island_tier", "MEDIA", "Medium",
@@ -393,8 +393,8 @@ class _Campus:
             pph, limit = min(by_power, by_rows), "power" if by_power <= by_rows else "rows"
         else:
             pph, limit = 1, "one pod is bigger than a hall"
-            self.notes.append(f"one pod ({pod_W / 1e6:,.1f} MW, {int(self.pod_rows[0])} rows) is bigger than a hall "
-                              f"({fl.hall_power_W.value / 1e6:,.0f} MW, {rows_per_hall} rows): each pod has a hall "
+            self.notes.append(f"one pod ({format_in(pod_W, 'MW', ',.1f')}, {int(self.pod_rows[0])} rows) is bigger than a hall "
+                              f"({format_in(fl.hall_power_W.value, 'MW', ',.0f')}, {rows_per_hall} rows): each pod has a hall "
                               "of its own, enlarged to hold it")
         pph = min(pph, L.num_pods)
         isl = net.isl

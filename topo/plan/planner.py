@@ -16,6 +16,7 @@ from ..inputs import read_toml
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import inventory
 from ..spec import Spec, load_spec
+from ..units import format_in
 from .blast import blast_radius, collective_times_with_failures
 from .bom import RACK_TIER, SwitchLine, bill_of_materials, reprice, logical_tiers, tier_switch_models, two_stage_switches
 from .catalog import Catalog, load_catalog
@@ -325,8 +326,8 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
     notes = list(inv.notes) + list(floor.notes) + switch_count_notes(fabric, each)
     hbm = L.num_gpus * gpu.hbm_bytes.value
     if relia.checkpoint_bytes > hbm:
-        notes.append(f"the checkpointed model's training state ({relia.checkpoint_bytes / 1e12:,.1f} TB) is more than "
-                     f"the cluster's HBM ({hbm / 1e12:,.1f} TB): it cannot train here; give plan.workload.params or "
+        notes.append(f"the checkpointed model's training state ({format_in(relia.checkpoint_bytes, 'TB', ',.1f')}) is more than "
+                     f"the cluster's HBM ({format_in(hbm, 'TB', ',.1f')}): it cannot train here; give plan.workload.params or "
                      "--model")
     if fitted:
         notes.append(f"{fitted} {server_name} servers of {server_W:,.0f} W per rack: the catalog's default "
@@ -343,7 +344,7 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
                      "installed ones")
     if server.servers_per_rack is not None:
         notes.append(f"{server_name} is a tray of a rack-scale system: {spr} per rack and a "
-                     f"{floor.rack_power_W / 1e3:,.0f} kW rack from its catalog entry (plan.servers), not plan.floor"
+                     f"{format_in(floor.rack_power_W, 'kW', ',.0f')} rack from its catalog entry (plan.servers), not plan.floor"
                      + (f"; its {rsw.model}s ({int(rsw.per_rack.value)} per rack) are counted with the switches"
                         if rsw is not None else ""))
     if any(t.stages == 2 for t in logical.values()):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ..units import format_in
 from .catalog import Catalog
 from .power import PowerBreakdown
 from .storage import StoragePlan
@@ -29,8 +30,8 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
         n = math.ceil(num_gpus * cat.economics.storage_servers_per_gpu.value - 1e-9)
         each = cat.storage.server.power_W.value
         notes.append(f"storage sized from its checkpoint and dataset needs ({store.servers:,} servers, "
-                     f"{store.power_W / 1e6:,.2f} MW, {store.racks:,} racks in a storage room): Llama 3's servers "
-                     f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} servers, {n * each / 1e6:,.2f} MW; "
+                     f"{format_in(store.power_W, 'MW', ',.2f')}, {store.racks:,} racks in a storage room): Llama 3's servers "
+                     f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} servers, {format_in(n * each, 'MW', ',.2f')}; "
                      "their power is in IT power and their floor in the floor's total, no longer a flat share of "
                      "server power")
     where = ("facility.pue (it replaces the cooling type's)" if pw.pue_source == "facility.pue" else
@@ -38,8 +39,8 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
              "SemiAnalysis' 1.59 TWh implies 1.281 at full draw)")
     notes.append(f"PUE {pw.pue:g} from {where}; energy, its cost, CO2 and water at the servers' average draw "
                  f"({100 * pw.server_average_fraction:.1f}% of nameplate, facility.server_average_fraction), "
-                 f"{pw.average_facility_power_W / 1e6:,.2f} MW; the UPS, generators, halls and build cost on nameplate, "
-                 f"{pw.facility_power_W / 1e6:,.2f} MW")
+                 f"{format_in(pw.average_facility_power_W, 'MW', ',.2f')}; the UPS, generators, halls and build cost on nameplate, "
+                 f"{format_in(pw.facility_power_W, 'MW', ',.2f')}")
     return notes
 
 
@@ -59,6 +60,6 @@ def cooling_note(cat: Catalog, cooling: str, rack_load_W: float, server_cooling:
         return []
     limit_W = getattr(cat.cooling, named).max_rack_W.value
     why = (f"the servers need {server_cooling.replace('_', ' ')}" if rack_load_W <= limit_W else
-           f"a rack of {rack_load_W / 1e3:,.1f} kW is beyond its {limit_W / 1e3:,.0f} kW")
+           f"a rack of {format_in(rack_load_W, 'kW', ',.1f')} is beyond its {format_in(limit_W, 'kW', ',.0f')}")
     return [f"plan.floor.cooling = \"{named}\" is less than the halls need ({why}): they have "
             f"{cooling.replace('_', ' ')} cooling"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import TopoError
+from ..units import format_in
 from ..fabric.region import Region
 from ..fabric.builders import build_fabric
 from ..spec.model import ClusterSpec
@@ -81,9 +82,9 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
         i, e = entries[k]
         limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
         if limit is not None and r.power.facility_power_W > limit:
-            raise TopoError(f"site {region.site_names[k]} draws {r.power.facility_power_W / 1e6:.1f} MW (facility, "
+            raise TopoError(f"site {region.site_names[k]} draws {format_in(r.power.facility_power_W, 'MW', '.1f')} (facility, "
                             f"PUE {r.power.pue:g}), over its limit of {e.power_limit_MW:g} MW; allowed: a limit of at "
-                            f"least {r.power.facility_power_W / 1e6:.1f} MW, or fewer GPUs at that site",
+                            f"least {format_in(r.power.facility_power_W, 'MW', '.1f')}, or fewer GPUs at that site",
                             source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
                             key=f"sites[{i}].power_limit_MW")
         sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..fabric.fabric import Fabric
-from ..units import format_count
+from ..units import format_count, format_in, format_usd
 
 __all__ = ["minimum_switches", "switch_count_notes"]
 
@@ -31,7 +31,7 @@ def _surplus(t, minimum: int, each: dict[str, tuple[float, float]] | None) -> st
     if not each or t.name not in each:
         return ""
     W, usd = each[t.name]
-    return (f" ({format_count(extra)} above the minimum: {extra * W / 1e3:,.0f} kW and ${extra * usd / 1e6:,.1f}M at "
+    return (f" ({format_count(extra)} above the minimum: {format_in(extra * W, 'kW', ',.0f')} and {format_usd(extra * usd, smallest='M')} at "
             "the catalog's power and price)")
 
 

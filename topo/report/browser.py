@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..units import format_in
 from .build import build_reports
 from .files import sign_image, write_bytes
 from .html import write_page
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
         finally:
             drv.quit()
     write_bytes(args.png, sign_image(png, "png"), force=args.force)
-    sys.stderr.write(f"wrote {args.png} ({len(png) / 1e3:.0f} kB)\n")
+    sys.stderr.write(f"wrote {args.png} ({format_in(len(png), 'kB', '.0f')})\n")
     return 0
 
 

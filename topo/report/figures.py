@@ -25,7 +25,7 @@ from ..engine.collectives import busbw_factor
 from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
-from ..units import format_bandwidth, format_count, format_size, format_time
+from ..units import format_bandwidth, format_count, format_size, format_time, in_unit
 from .fabric_layers import LayerDrawing, layer_drawing
 from .link_summary import LoadSummary, summarize_loads
 from .style import ALERT_COLOR, GPU_COLOR, base_layout, esc, level_color, size_ticks, tier_color
@@ -180,8 +180,8 @@ def oversubscription_figure(inv: Inventory) -> go.Figure:
     bar hatched), y in TB/s; the top tier has no uplink bar.
     """
     names = [esc(t.name) for t in inv.tiers]
-    down = [t.down_capacity_Bps / 1e12 for t in inv.tiers]
-    up = [t.up_capacity_Bps / 1e12 if t.up_ports_per_switch else None for t in inv.tiers]
+    down = [in_unit(t.down_capacity_Bps, "TB/s") for t in inv.tiers]
+    up = [in_unit(t.up_capacity_Bps, "TB/s") if t.up_ports_per_switch else None for t in inv.tiers]
     colors = [tier_color(i) for i in range(len(inv.tiers))]
     fig = go.Figure()
     fig.add_trace(go.Bar(
@@ -311,7 +311,7 @@ def _curves(result: EstimateResult, extra: Sequence[EstimateResult]):
     factor = busbw_factor(result.collective, result.num_ranks)
     out: dict[str, list[tuple[int, float, float]]] = {}
     for name, times in result.candidates.items():
-        pts = [(s, t, s / t / 1e9 * factor) for s, t in zip(sizes, times) if t]
+        pts = [(s, t, in_unit(s / t, "GB/s") * factor) for s, t in zip(sizes, times) if t]
         if pts:
             out[name] = pts
     for r in extra:

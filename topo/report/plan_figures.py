@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import plotly.graph_objects as go
 
 from ..plan.result import PlanResult
-from ..units import format_count
+from ..units import format_count, format_in, in_unit
 from .style import base_layout, esc
 
 __all__ = ["power_figure", "capex_figure", "ownership_figure", "goodput_figure", "tornado_figure", "deployment_figure",
@@ -34,7 +34,7 @@ def power_figure(results: Sequence[PlanResult]) -> go.Figure:
     fig = go.Figure()
     parts = list(results[0].power.parts()) + ["facility overhead (PUE)"]
     for i, part in enumerate(parts):
-        ys = [(r.power.parts().get(part, r.power.facility_power_W - r.power.it_power_W)) / 1e6 for r in results]
+        ys = [in_unit(r.power.parts().get(part, r.power.facility_power_W - r.power.it_power_W), "MW") for r in results]
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
                              hovertemplate=f"{esc(part)}: %{{y:,.2f}} MW<extra>%{{x}}</extra>"))
     fig.update_layout(**base_layout("Power: IT by part, and the facility's overhead", height=420))
@@ -44,8 +44,8 @@ def power_figure(results: Sequence[PlanResult]) -> go.Figure:
 
 def _range_bars(results: Sequence[PlanResult], line: str) -> dict:
     """Error bars from the expected total to its low and high ends ($M), for the top trace of a stacked bar."""
-    lo = [(r.costs.line(line)[1] - r.costs.line(line)[0]) / 1e6 for r in results]
-    hi = [(r.costs.line(line)[2] - r.costs.line(line)[1]) / 1e6 for r in results]
+    lo = [in_unit(r.costs.line(line)[1] - r.costs.line(line)[0], "$M") for r in results]
+    hi = [in_unit(r.costs.line(line)[2] - r.costs.line(line)[1], "$M") for r in results]
     return dict(type="data", symmetric=False, array=hi, arrayminus=lo, color="#333333", thickness=1.5, width=8)
 
 
@@ -56,7 +56,7 @@ def capex_figure(results: Sequence[PlanResult]) -> go.Figure:
     fig = go.Figure()
     parts = list(results[0].capex.parts())
     for i, part in enumerate(parts):
-        ys = [r.capex.parts()[part] / 1e6 for r in results]
+        ys = [in_unit(r.capex.parts()[part], "$M") for r in results]
         extra = dict(error_y=_range_bars(results, "capex_usd")) if i == len(parts) - 1 else {}
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)],
                              hovertemplate=f"{esc(part)}: $%{{y:,.1f}}M<extra>%{{x}}</extra>", **extra))
@@ -72,7 +72,7 @@ def ownership_figure(results: Sequence[PlanResult]) -> go.Figure:
     fig = go.Figure()
     parts = list(results[0].ownership.parts())
     for i, part in enumerate(parts):
-        ys = [r.ownership.parts()[part] / 1e6 for r in results]
+        ys = [in_unit(r.ownership.parts()[part], "$M") for r in results]
         per_h = [r.ownership.cost_per_gpu_hour_usd for r in results]
         extra = dict(error_y=_range_bars(results, "tco_usd")) if i == len(parts) - 1 else {}
         fig.add_trace(go.Bar(x=names, y=ys, name=part, marker_color=_PARTS[i % len(_PARTS)], customdata=per_h,
@@ -90,9 +90,9 @@ def goodput_figure(results: Sequence[PlanResult]) -> go.Figure:
     fig = go.Figure()
     for r in results:
         c = r.reliability.goodput_vs_interval
-        fig.add_trace(go.Scatter(x=[t / 60 for t in c["interval_s"]], y=c["goodput"], mode="lines",
+        fig.add_trace(go.Scatter(x=[in_unit(t, "min") for t in c["interval_s"]], y=c["goodput"], mode="lines",
                                  name=esc(r.name), hovertemplate="every %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=[r.reliability.checkpoint_interval_s / 60], y=[r.reliability.goodput],
+        fig.add_trace(go.Scatter(x=[in_unit(r.reliability.checkpoint_interval_s, "min")], y=[r.reliability.goodput],
                                  mode="markers", marker=dict(size=9, symbol="diamond"), showlegend=False,
                                  name=f"{esc(r.name)}: optimum interval",
                                  hovertemplate="optimum interval %{x:.3g} min: goodput %{y:.1%}<extra></extra>"))
@@ -132,12 +132,12 @@ def deployment_figure(results: Sequence[PlanResult]) -> go.Figure:
             continue
         qs, color = r.deployment.quarters, _PARTS[i % len(_PARTS)]
         x = [q.label for q in qs]
-        fig.add_trace(go.Bar(x=x, y=[q.capex_usd / 1e6 for q in qs], name=f"{esc(r.name)}: capex in the quarter",
+        fig.add_trace(go.Bar(x=x, y=[in_unit(q.capex_usd, "$M") for q in qs], name=f"{esc(r.name)}: capex in the quarter",
                              marker_color=color, opacity=0.6,
                              hovertemplate="%{x}: $%{y:,.1f}M spent<extra></extra>"))
         fig.add_trace(go.Scatter(x=x, y=[q.gpus_online for q in qs], yaxis="y2", mode="lines+markers",
                                  name=f"{esc(r.name)}: GPUs online", line=dict(color=color),
-                                 customdata=[q.it_power_W / 1e6 for q in qs],
+                                 customdata=[in_unit(q.it_power_W, "MW") for q in qs],
                                  hovertemplate="%{x}: %{y:,} GPUs online, %{customdata:,.1f} MW IT<extra></extra>"))
     fig.update_layout(**base_layout("Build by quarter: capex as halls come online, and GPUs online", height=420))
     fig.update_layout(barmode="group", yaxis_title="$M in the quarter",
@@ -152,20 +152,20 @@ def bom_table_html(r: PlanResult) -> str:
             '<th>cost ($M)</th></tr>']
     for s in r.bom.switches:
         rows.append(f'<tr><td class="l">switch</td><td class="l">{e(s.model)}</td><td class="l">{e(s.tier)}</td>'
-                    f"<td>{format_count(s.count)}</td><td>{s.count * s.price_usd_each / 1e6:,.1f}</td></tr>")
+                    f"<td>{format_count(s.count)}</td><td>{in_unit(s.count * s.price_usd_each, '$M'):,.1f}</td></tr>")
     for t in r.bom.transceivers:
         rows.append(f'<tr><td class="l">transceiver</td><td class="l">{e(t.type)}</td><td class="l">{e(t.at)}</td>'
-                    f"<td>{format_count(t.count)}</td><td>{t.count * t.price_usd_each / 1e6:,.1f}</td></tr>")
+                    f"<td>{format_count(t.count)}</td><td>{in_unit(t.count * t.price_usd_each, '$M'):,.1f}</td></tr>")
     for c in r.bom.cables:
         rows.append(f'<tr><td class="l">cable</td><td class="l">{e(c.type)} {e(c.length_class)}</td>'
                     f'<td class="l">{e(c.level)}</td><td>{format_count(c.count)}</td>'
-                    f"<td>{c.price_usd / 1e6:,.1f}</td></tr>")
+                    f"<td>{in_unit(c.price_usd, '$M'):,.1f}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 
 
 def _musd(v: float) -> str:
-    return f"${v / 1e6:,.0f}M"
+    return f"${in_unit(v, '$M'):,.0f}M"
 
 
 def _span(r: PlanResult, line: str, fmt) -> str:
@@ -179,7 +179,7 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
     e = html.escape
 
     def mins(x):
-        return "-" if x == float("inf") else f"{x / 60:,.2f} min"
+        return "-" if x == float("inf") else format_in(x, "min", ",.2f")
 
     rows = [
         ("halls", lambda r: f"{r.floor.num_halls} ({r.floor.pods_per_hall} pods each, limit: "
@@ -188,7 +188,7 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
             f" + storage room {r.storage.floor_m2:,.0f} m2" if r.storage is not None else "")),
         ("racks (server / network)", lambda r: f"{format_count(r.floor.server_racks)} / "
                                                f"{format_count(r.floor.network_racks)}"),
-        ("cooling", lambda r: f"{r.floor.cooling.replace('_', ' ')} ({r.floor.rack_load_W / 1e3:.1f} kW racks)"),
+        ("cooling", lambda r: f"{r.floor.cooling.replace('_', ' ')} ({format_in(r.floor.rack_load_W, 'kW', '.1f')} racks)"),
         ("longest link", lambda r: ", ".join(f"{k} {v:,.0f} m" for k, v in r.floor.longest_m.items())),
         ("NIC-side optical modules", lambda r: format_count(r.nic_modules)),
         ("first job-stopping optics failure", lambda r: mins(r.reliability.first_job_optics_failure_s)),
@@ -199,22 +199,22 @@ def summary_table_html(results: Sequence[PlanResult]) -> str:
                             f"{'IT x PUE' if r.capex.facility_basis == 'facility' else 'IT'})"),
         ("build (quarters: GPUs online)", lambda r: "-" if r.deployment is None else ", ".join(
             f"{q.label}: {format_count(q.gpus_online)}" for q in r.deployment.quarters)),
-        ("storage and front-end capex", lambda r: f"${(r.capex.storage_usd + r.capex.frontend_usd) / 1e6:,.0f}M"),
+        ("storage and front-end capex", lambda r: _musd(r.capex.storage_usd + r.capex.frontend_usd)),
         ("storage (sized)", lambda r: "-" if r.storage is None else (
             f"{format_count(r.storage.servers)} servers ({r.storage.sizing}, limit: {r.storage.limit}), "
-            f"{r.storage.write_Bps / 1e9:,.1f} GB/s write, {format_count(r.storage.racks)} racks, "
-            f"{r.storage.power_W / 1e6:,.2f} MW")),
-        ("power (nameplate / average)", lambda r: f"{r.power.it_power_W / 1e6:,.1f} MW IT, "
-                                                  f"{r.power.facility_power_W / 1e6:,.1f} MW facility at PUE "
+            f"{format_in(r.storage.write_Bps, 'GB/s', ',.1f')} write, {format_count(r.storage.racks)} racks, "
+            f"{format_in(r.storage.power_W, 'MW', ',.2f')}")),
+        ("power (nameplate / average)", lambda r: f"{format_in(r.power.it_power_W, 'MW', ',.1f')} IT, "
+                                                  f"{format_in(r.power.facility_power_W, 'MW', ',.1f')} facility at PUE "
                                                   f"{r.power.pue:g} ({r.power.pue_source}); "
-                                                  f"{r.power.average_facility_power_W / 1e6:,.1f} MW on average "
+                                                  f"{format_in(r.power.average_facility_power_W, 'MW', ',.1f')} on average "
                                                   f"(servers at {100 * r.power.server_average_fraction:.1f}%)"),
-        ("water per year", lambda r: f"{r.power.water_per_year_L / 1e6:,.1f} million L at WUE "
+        ("water per year", lambda r: f"{format_in(r.power.water_per_year_L, 'million L', ',.1f')} at WUE "
                                      f"{r.power.wue_L_per_kWh:g} L/kWh"),
         ("energy cost per year", lambda r: _span(r, "energy_cost_per_year_usd", _musd)),
         ("TCO", lambda r: f"{_span(r, 'tco_usd', _musd)} over {r.ownership.years:g} years"),
         ("cost per GPU-hour", lambda r: _span(r, "cost_per_gpu_hour_usd", lambda v: f"${v:,.2f}")),
-        ("CO2 per year", lambda r: f"{r.ownership.co2_per_year_kg / 1e6:,.0f} kt at "
+        ("CO2 per year", lambda r: f"{format_in(r.ownership.co2_per_year_kg, 'kt', ',.0f')} at "
                                    f"{r.ownership.grid_kg_co2_per_kWh:g} kg/kWh"),
     ]
     head = "".join(f"<th>{e(r.name)}</th>" for r in results)

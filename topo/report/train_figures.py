@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from ..training.result import BREAKDOWN_KEYS, StepResult
 from ..training.timeline import LANES
+from ..units import format_in, in_unit
 from .style import ALERT_COLOR, base_layout, esc
 
 __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timeline_figure", "train_figures",
@@ -56,15 +57,15 @@ def memory_figure(results: Sequence[StepResult]) -> go.Figure:
     fig = go.Figure()
     names = [_label(r) for r in results]
     for k in ("weights", "gradients", "optimizer", "activations", "buffers"):
-        vals = [getattr(r.memory, f"{k}_bytes") / 1e9 for r in results]
+        vals = [in_unit(getattr(r.memory, f"{k}_bytes"), "GB") for r in results]
         fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k]))
     for r, n in zip(results, names):
-        fig.add_trace(go.Scatter(x=[r.memory.capacity_bytes / 1e9] * 2, y=[n, n], mode="markers",
+        fig.add_trace(go.Scatter(x=[in_unit(r.memory.capacity_bytes, "GB")] * 2, y=[n, n], mode="markers",
                                  marker=dict(symbol="line-ns-open", size=28, color=ALERT_COLOR),
                                  name="GPU memory", showlegend=r is results[0],
-                                 hovertext=esc(f"{r.gpu}: {r.memory.capacity_bytes / 1e9:.0f} GB; "
+                                 hovertext=esc(f"{r.gpu}: {format_in(r.memory.capacity_bytes, 'GB', '.0f')}; "
                                                + ("fits" if r.fits else
-                                                  f"short by {r.memory.short_bytes / 1e9:.1f} GB")),
+                                                  f"short by {format_in(r.memory.short_bytes, 'GB', '.1f')}")),
                                  hoverinfo="text"))
     fig.update_layout(**base_layout("Memory per GPU (busiest stage)", 200 + 80 * len(results)), barmode="stack",
                       xaxis_title="GB per GPU")
@@ -78,10 +79,10 @@ def tier_loads_figure(loads, title: str = "The job's bytes per step on each tier
     levels = list(dict.fromkeys(loads["level"]))
     for dim, part in loads.groupby("dim", sort=False):
         by = part.set_index("level").reindex(levels)
-        fig.add_trace(go.Bar(name=dim, x=levels, y=by["bytes_per_step"].fillna(0) / 1e12,
+        fig.add_trace(go.Bar(name=dim, x=levels, y=in_unit(by["bytes_per_step"].fillna(0), "TB"),
                              marker_color=_COLORS.get(dim, "#777777"),
-                             hovertext=[esc(f"{dim} on {lv}: {b / 1e12:.3g} TB per step over {n:.0f} links; "
-                                            f"busiest link {m / 1e9:.3g} GB") if b == b else ""
+                             hovertext=[esc(f"{dim} on {lv}: {format_in(b, 'TB', '.3g')} per step over {n:.0f} links; "
+                                            f"busiest link {format_in(m, 'GB', '.3g')}") if b == b else ""
                                         for lv, b, m, n in zip(levels, by["bytes_per_step"],
                                                                by["max_link_bytes_per_step"], by["links"])],
                              hoverinfo="text"))
@@ -139,7 +140,7 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
                  if worst is not None and worst.exposed_s > 0 else "compute")
         rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s</td>'
                     f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflops_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
-                    f"<td>{r.memory_per_gpu_bytes / 2**30:.1f} GiB{'' if r.fits else ' (does not fit)'}</td>"
+                    f"<td>{format_in(r.memory_per_gpu_bytes, 'GiB', '.1f')}{'' if r.fits else ' (does not fit)'}</td>"
                     f'<td class="l">{bound}</td></tr>')
     rows.append("</table>")
     lead = ("One training step of the job on each cluster (<code>topo train</code>): compute, exposed communication "

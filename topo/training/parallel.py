@@ -34,8 +34,8 @@ from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 
-__all__ = ["ParallelLayout", "make_layout", "load_layout", "check_layout", "DIMENSIONS", "DP_SHARDING", "RECOMPUTE",
-           "PIPELINE_SCHEDULES", "DEFAULT_ORDER"]
+__all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
+           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -390,13 +390,19 @@ def load_layout(path, **overrides) -> ParallelLayout:
     """A ParallelLayout from a TOML file (keys as :class:`ParallelLayout`'s fields), or from ``key=value`` pairs
     (:func:`layout_pairs`) when ``path`` is no file and holds an ``=``, with keyword ``overrides`` on top; bad
     values raise TopoError naming the file (or ``layout``) and the key."""
-    text = str(path)
-    if "=" in text and not text.endswith(".toml") and not is_input_file(text):
-        data, source = layout_pairs(text), "layout"
-    else:
-        data, source = read_toml(path, "layout file"), text
+    data, source = layout_fields(path)
     data.update({k: v for k, v in overrides.items() if v is not None})
     return make_layout(source=source, **data)
+
+
+def layout_fields(path) -> tuple[dict, str]:
+    """The fields a layout gives, unvalidated, and the source its errors name: a TOML file's keys (source: its
+    path), or ``key=value`` pairs (:func:`layout_pairs`; source ``layout``) when ``path`` is no file and holds an
+    ``=``."""
+    text = str(path)
+    if "=" in text and not text.endswith(".toml") and not is_input_file(text):
+        return layout_pairs(text), "layout"
+    return read_toml(path, "layout file"), text
 
 
 def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = None, gpus_per_domain: int | None = None,

@@ -42,6 +42,7 @@ import time
 
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
+from ..units import format_in
 from .comm import CommEngine
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
@@ -236,6 +237,7 @@ class _Search:
         self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
         self.considered = self.invalid = self.too_big = self.evaluated = 0
         self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
         self.bound_cache: dict = {}
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
@@ -296,9 +298,9 @@ class _Search:
             if self.progress is not None and self.evaluated % 64 == 0:
                 self.progress(self.evaluated, None, "layouts evaluated")
 
-    def _count(self, lay, mem, first: bool) -> None:
-        """The first pass counts every candidate (``lay`` None: invalid; ``mem`` given: does not fit) and
-        remembers the smallest that does not fit."""
+    def _count(self, lay, mem, first: bool, why: str = "") -> None:
+        """The first pass counts every candidate (``lay`` None: invalid, for reason ``why``; ``mem`` given: does
+        not fit) and remembers the smallest that does not fit."""
         if not first:
             return
         self.considered += 1
@@ -306,6 +308,7 @@ class _Search:
             self.progress(self.considered, None, "layouts considered")
         if lay is None:
             self.invalid += 1
+            self.reasons[why] = self.reasons.get(why, 0) + 1
         elif mem is not None:
             self.too_big += 1
             if self.closest is None or mem.total_bytes < self.closest[0].total_bytes:
@@ -316,9 +319,9 @@ class _Search:
         return the lowest bound left out."""
         heap: list = []  # max-heap on bound: (-bound, seq, layout, keys)
         cut = float("inf")
-        for lay, _why in candidates:
+        for lay, why in candidates:
             if lay is None:
-                self._count(None, None, first)
+                self._count(None, None, first, why)
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
             lay, _ = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
@@ -357,12 +360,16 @@ class _Search:
             return
         model, cap = self.model, self.gpu.memory_bytes
         if self.closest is None:
+            why, n = max(self.reasons.items(), key=lambda it: it[1], default=("", 0))
+            rule = why in ("global_batch", "pp")  # the enumeration's own divisibility checks (candidate_layouts)
             raise TopoError(f"no layout of {model.name} on {gpus} GPUs with a global batch of {global_batch} "
-                            f"satisfies the divisibility rules ({self.invalid} tried)", key="gpus")
+                            f"satisfies the divisibility rules ({self.invalid} tried)"
+                            + ("" if rule or not n else f"; the most common reason ({n} of them): {why}"), key="gpus")
         mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
-                        f"{mem.total_bytes / 1e9:.1f} GB per GPU, {mem.short_bytes / 1e9:.1f} GB more than the "
-                        f"{cap / 1e9:.1f} GB ({cap / 2**30:.1f} GiB) of a {self.spec.gpu}", key="model")
+                        f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
+                        f"more than the {format_in(cap, 'GB', '.1f')} ({format_in(cap, 'GiB', '.1f')}) of a "
+                        f"{self.spec.gpu}", key="model")
 
     def ranked(self, top: int, contention: bool) -> list:
         """The best, re-evaluated with the traffic mix (``contention``): a mix only slows (every slowdown >= 1), so
