@@ -81,6 +81,15 @@ def test_layout_file_and_its_errors(tmp_path):
     typo.write_text('tp = 8\npipeline = 4\nglobal_batch = 256\n')
     p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(typo))
     assert p.returncode == 2 and "pipeline: unknown key" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    # walk6: a typo'd key beside a missing one was said second: `--layout tpp=8` said "global_batch: is required
+    # but missing", and only once that was given, that 'tpp' is unknown
+    for layout in ("tpp=8", str(typo)):
+        if layout == str(typo):
+            typo.write_text("tpp = 8\n")
+        p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", layout)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
+        assert p.stderr.startswith(f"error: {'--layout' if layout == 'tpp=8' else typo}: tpp: unknown key 'tpp'; "
+                                   "allowed: tp, ") and p.stderr.endswith("; did you mean 'tp'?\n"), p.stderr
 
 
 # --- a new user's walk (walk3): options that do not apply are errors, and every error names the flag given ----------
