@@ -68,8 +68,9 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
     """The HTML document of a region's report."""
     figs = _Figures()
     sites = _table(["site", "spec", "GPUs", "attach", "bisection", "to DCI"],
-                   [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps),
-                     format_bandwidth(s.dci_Bps)] for s in inv.sites])
+                   [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
+                     + (f" ({format_bandwidth(s.bisection_without_failures_Bps)} without failures)" if s.failures
+                        else ""), format_bandwidth(s.dci_Bps)] for s in inv.sites])
     spans = _table(["span", "distance", "capacity", "latency one way"],
                    [[s.name, f"{s.distance_km:,.0f} km", format_bandwidth(s.bandwidth_Bps), format_time(s.latency_s)]
                     for s in inv.spans])
