@@ -346,7 +346,8 @@ def _print_step(r, tokens, model) -> None:
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
-         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%}")
+         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%} of the {r.precision} peak "
+         f"({r.peak_flops_per_gpu / 1e12:,.0f} TFLOP/s dense)")
     u = r.uncertainty
     if u.get("runs"):
         emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "
