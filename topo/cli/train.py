@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 from ..errors import TopoError
@@ -148,8 +149,8 @@ def _check_numbers(args) -> None:
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
                         key="--efficiency")
-    if args.tokens is not None and not args.tokens > 0:
-        raise TopoError(f"must be a positive number of tokens, got {args.tokens:g}", key="--tokens")
+    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed 'inf days' and JSON Infinity
+        raise TopoError(f"must be a positive, finite number of tokens, got {args.tokens:g}", key="--tokens")
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
