@@ -149,7 +149,7 @@ def _check_numbers(args) -> None:
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
                         key="--efficiency")
-    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed 'inf days' and JSON Infinity
+    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed "inf days"
         raise TopoError(f"must be a positive, finite number of tokens, got {args.tokens:g}", key="--tokens")
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
