@@ -164,6 +164,21 @@ def test_cluster_flags_with_a_spec_are_an_error_not_ignored():
     assert setup_from_run(run, spec="dgx-h100-superpod", gpus=16).gpus == 16  # the rank count still applies
 
 
+def test_a_spec_with_other_gpus_than_the_log_is_said():
+    # walk6: `topo compare H100_LOG --spec gb200-nvl72-superpod` modelled 16 GB200 in one rack and gave a verdict
+    # ("reaches 40% of what its hardware allows") without a word that the log ran on 8-GPU H100 hosts
+    log = str(LOGS / "a3mega_tcpxo_allreduce_2n.txt")
+    run = parse_file(log)[0]
+    assert gpu_from_device(run.gpu_name) == "H100" and run.gpus_per_host == 8
+    p = run_cli("compare", log, "--spec", "gb200-nvl72-superpod")
+    assert p.returncode == 0, p.stderr
+    assert (f"assumption: modelled as the spec's GB200; the log's devices are {run.gpu_name}: the comparison is "
+            "with other hardware than the run's") in p.stderr.splitlines(), p.stderr
+    assert "assumption: the spec's servers hold 4 GPUs; the log's hosts ran 8 ranks each" in p.stderr.splitlines()
+    same = run_cli("compare", log, "--spec", "dgx-h100-superpod")  # the run's own hardware: nothing to say
+    assert same.returncode == 0 and "modelled as" not in same.stderr and "servers hold" not in same.stderr
+
+
 def test_a_band_where_the_run_beats_the_model_is_named(tmp_path):
     # Review finding: GCP A3 Ultra's all-gather (a3ultra_gib_allgather_2n.txt, --network gcp_roce) measures 28.7 us
     # at 1 KiB where the model says 47.9 us, yet the verdict read "reaches 100% ...; no size falls below 85% of

@@ -255,3 +255,17 @@ def test_a_plan_never_writes_its_bom_over_its_training_job_files(tmp_path, which
                    str(layout), "--bom-csv", str(victim), "--force", cwd=tmp_path)
     one_line_error(proc, f"error: {victim}: --bom-csv: is an input")
     assert victim.read_bytes() == before
+
+
+def test_calibrate_never_writes_its_profile_over_the_spec(tmp_path, victim):
+    # walk6: `topo calibrate LOG --spec site.toml -o site.toml --force` replaced the user's spec with the fitted
+    # profile (only the logs were inputs); the library refuses it too
+    from topo.calibrate.calibrate import calibrate_logs
+
+    log = ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt"
+    before = victim.read_bytes()
+    proc = run_cli("calibrate", str(log), "--spec", str(victim), "-o", str(victim), "--force", cwd=tmp_path)
+    one_line_error(proc, f"error: {victim}: -o: is an input")
+    with pytest.raises(TopoError, match="is an input"):
+        calibrate_logs([log], output=victim, spec=str(victim), force=True, max_nfev=5)
+    assert victim.read_bytes() == before

@@ -54,6 +54,20 @@ def test_collective_times_with_one_part_failed():
     r = __import__("topo.plan", fromlist=["plan"]).plan(f, collectives=False)
     assert r.failure_impact == []
 
+
+def test_the_plan_says_what_the_failed_part_collective_runs_over():
+    # walk6: `topo plan dgx-h100-superpod` (one pod) said "a 1 GiB all_reduce over two pods (one GPU of each)"
+    # where the collective runs over every GPU of the cluster in one communicator
+    from conftest import run_cli
+
+    one = collective_times_with_failures(topo.build_fabric(topo.load_spec("dgx-h100-superpod")))
+    assert {x.over for x in one} == {"every GPU (1,024: the cluster is one pod)"}
+    two = collective_times_with_failures(topo.build_fabric(topo.load_spec("meta-llama3-24k")))
+    assert {x.over for x in two} == {"two pods (one GPU of each)"}
+    text = run_cli("plan", "dgx-h100-superpod", check=True).stdout
+    assert "with one part failed, a 1 GiB all_reduce over every GPU (1,024: the cluster is one pod): " in text
+    assert "two pods" not in text
+
 def test_a_part_that_cuts_gpus_off_stops_the_collective_instead_of_failing_the_plan():
     # Review finding: `topo plan meta-llama3-24k` failed with "error: --fail: GPU 0 is cut off: every NIC of server 0
     # failed (failures: rtsw0)" (no --fail given): with one leaf per rack, the failed-leaf figure has no all-reduce.

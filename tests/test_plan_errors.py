@@ -3,7 +3,7 @@
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from topo import TopoError
 from topo.plan import plan
 
@@ -31,6 +31,18 @@ def test_a_plan_files_unknown_switch_names_the_plan_file(tmp_path):
     f = _plan_file(tmp_path, '[tiers.core]\nstages = 2\nswitch = "NOPE"\n')
     msg = _err("h100-100k-4tier", "--plan-file", str(f))
     assert msg.startswith(f"{f}: plan.tiers.core.switch: switch model 'NOPE' is not in the catalog; allowed: QM9700")
+
+
+def test_a_tier_without_a_switch_model_says_it_is_missing(tmp_path):
+    # walk6: a spec whose tiers name no `model` (describe takes it) planned to "switch model '' is not in the catalog"
+    spec = tmp_path / "nomodel.toml"
+    text = (ROOT / "topologies" / "dgx-h100-superpod.toml").read_text()
+    assert text.count('model = "QM9700"') == 2
+    spec.write_text(text.replace('model = "QM9700"', ""))
+    msg = _err(str(spec))
+    assert msg.startswith(f"{spec}: fabric.tiers[0].model: no switch model is given, and the planner prices a part "
+                          "by it; give one of QM9700, "), msg
+    assert msg.endswith(" (or add yours under plan.switches)") and "''" not in msg, msg
 
 
 def test_a_typod_part_says_did_you_mean(tmp_path):

@@ -116,6 +116,26 @@ def test_describe_a_bundled_region_shows_sites_spans_and_cut():
     assert bad.returncode == 2 and "no such sites" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_a_sites_failed_part_lowers_its_bisection_in_describe():
+    # walk6: `describe two-site-h100 --fail east:spine0` showed east's bisection as 38.4 TB/s, the figure without
+    # the failure, where `describe dgx-h100-superpod --set cluster.num_units=6 --fail spine0` says 37.2 TB/s
+    from conftest import run_cli
+    import json
+
+    from topo import build_fabric, load_spec
+    from topo.fabric.bisection import bisection
+
+    one = build_fabric(load_spec("dgx-h100-superpod", overrides=["cluster.num_units=6"]))
+    whole, hit = bisection(one).bandwidth_Bps, bisection(one.with_failures("spine0")).bandwidth_Bps
+    assert hit < whole == 38.4e12  # 1,536 GPUs x 50 GB/s / 2: non-blocking
+    doc = json.loads(run_cli("describe", "two-site-h100", "--fail", "east:spine0", "--json", check=True).stdout)
+    east, west = doc["sites"]
+    assert east["bisection_bandwidth_Bps"] == hit and east["bisection_without_failures_Bps"] == whole
+    assert east["failures"] == ["spine0"] and west["failures"] == [] and west["bisection_bandwidth_Bps"] == whole
+    text = run_cli("describe", "two-site-h100", "--fail", "east:spine0", check=True).stdout
+    assert f"{hit / 1e12:.1f} TB/s (38.4 TB/s without failures)" in text, text
+
+
 def test_border_leaves_add_a_leaf_hop_and_their_oversubscription_binds():
     from topo.engine.region_estimate import estimate_region
 

@@ -42,3 +42,15 @@ def test_cli_report_of_a_region(tmp_path):
     assert len(figs) == 1 and "dci:east-west" in page and "hierarchical" in page
     bad = run_cli("report", "two-site-h100", "--format", "png", "--figure", "capex", "-o", str(tmp_path / "x.png"))
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_region_report_says_what_it_shows(tmp_path):
+    # walk6: the region's page had headings and bare tables: no caption said what the drawing's widths and colours
+    # or the candidates' columns mean, nor the units, and a --fail was not mentioned anywhere on the page
+    out = tmp_path / "r.html"
+    run_cli("report", "two-site-h100", "--fail", "east:spine0", "-o", str(out), check=True)
+    page = re.sub(r"<script.*?</script>", "", out.read_text(), flags=re.S)
+    assert page.count('class="caption"') == 3
+    assert "line width by capacity" in page and "colour by the busier direction&#x27;s utilization" in page
+    assert "chosen: the fastest" in page and "units: GB = 1e9 bytes" in page
+    assert "With failures: east:spine0." in page and "(38.4 TB/s without failures)" in page

@@ -63,6 +63,12 @@ def test_cli_train_across_sites_json_and_errors():
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
                   "--global-batch", "2303")
     assert bad.returncode == 2 and "must divide by the 2 sites" in bad.stderr and "Traceback" not in bad.stderr
+    # walk6: a batch that halves but does not fill dp was said in one site's figures ("1160 sequences do not split
+    # into dp (24)") where the user gave 2320 and the job's dp is 48
+    bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
+                  "--global-batch", "2320")
+    assert bad.returncode == 2 and bad.stderr == ("error: --global-batch: 2320 sequences do not split into dp (48, "
+                                                  "over the 2 sites) x micro_batch (1) = 48\n"), bad.stderr
 
 
 def test_a_sweep_over_dci_distance_and_waves():

@@ -418,3 +418,19 @@ def test_describe_counts_every_switch_hop_as_estimate_does():
             "way") in text.splitlines()
     doc = json.loads(run_cli("describe", "h100-100k-islands", "--json", check=True).stdout)
     assert doc["farthest_switch_hops"] == 7 and doc["tiers"][3]["latency_s"] == pytest.approx(130e-9)
+
+
+
+def test_describe_says_no_switch_latency_is_given_rather_than_0_ns():
+    # walk6: four bundled specs (meta-llama3-24k, alibaba-hpn-plane, ...) and any spec without tier latencies said
+    # "0 ns of switch latency one way", which reads as free switches; a message still pays the profile's per-step
+    # network latency, and a tier's latency is added per switch hop only when given
+    fabric = build_fabric(load_spec("meta-llama3-24k"))
+    inv = inventory(fabric)
+    assert inv.farthest_switch_latency_s == 0 and inv.farthest_switch_hops == 5
+    assert estimate(fabric, "sendrecv", [8], ranks=[0, 16]).results[0].latency_s > 0  # two racks: network steps
+    text = run_cli("describe", "meta-llama3-24k", check=True).stdout
+    assert ("farthest GPUs               5 switch hops (up to atsw and down), no switch latency given (the tiers' "
+            "latency), only the cost profile's per-step network latency") in text.splitlines()
+    given = run_cli("describe", "meta-llama3-24k", "--set", "fabric.tiers[0].latency=500ns", check=True).stdout
+    assert "(up to atsw and down), 1 us of switch latency one way" in given  # the leaf twice on the farthest path

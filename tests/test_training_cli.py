@@ -19,7 +19,9 @@ def one_line(p):
 
 @pytest.mark.parametrize("extra, needle", [
     (["--efficiency", "1.5"], "--efficiency: must be a fraction of the GPU's peak in (0, 1], got 1.5"),
-    (["--tokens", "-5"], "--tokens: must be a positive number of tokens, got -5"),
+    (["--tokens", "-5"], "--tokens: must be a positive, finite number of tokens, got -5"),
+    # walk6: inf printed "time to train inf tokens: inf days" (and nulls under --json)
+    (["--tokens", "inf"], "--tokens: must be a positive, finite number of tokens, got inf"),
     (["--top", "-3", "--search"], "--top: must be a whole number >= 1, got -3"),
     (["--pp", "0"], "--pp: must be a whole number >= 1, got 0"),
 ])

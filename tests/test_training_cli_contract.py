@@ -32,6 +32,16 @@ def test_text_table():
     assert "step time" in p.stdout and "bound by tier" in p.stdout and "memory per GPU" in p.stdout
 
 
+@pytest.mark.parametrize("precision, peak_TFLOPs", [("bf16", 989), ("fp8", 1979)])  # NVIDIA H100 SXM datasheet, dense
+def test_the_text_says_which_peak_the_mfu_is_of(precision, peak_TFLOPs):
+    # walk6: "MFU 19.0%" on an FP8 job did not say whether it was of the FP8 or the BF16 peak (conventions differ)
+    d = json.loads(run_cli(*ARGS, "--precision", precision, "--json", check=True).stdout)
+    assert d["peak_flops_per_gpu"] == peak_TFLOPs * 1e12
+    assert d["mfu"] == pytest.approx(d["tflops_per_gpu"] * 1e12 / d["peak_flops_per_gpu"], rel=1e-9)
+    line = run_cli(*ARGS, "--precision", precision, check=True).stdout.splitlines()[1]
+    assert line.endswith(f"MFU {d['mfu']:.1%} of the {precision} peak ({peak_TFLOPs:,} TFLOP/s dense)"), line
+
+
 @pytest.mark.parametrize("extra, key", [
     (["--dp", "64"], "--dp"),  # product 8 x 4 x 64 != 1024: named by the flag given
     (["--tp", "16", "--dp", "16"], "--tp"),  # larger than the 8-GPU NVLink domain
@@ -81,6 +91,15 @@ def test_layout_file_and_its_errors(tmp_path):
     typo.write_text('tp = 8\npipeline = 4\nglobal_batch = 256\n')
     p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", str(typo))
     assert p.returncode == 2 and "pipeline: unknown key" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    # walk6: a typo'd key beside a missing one was said second: `--layout tpp=8` said "global_batch: is required
+    # but missing", and only once that was given, that 'tpp' is unknown
+    for layout in ("tpp=8", str(typo)):
+        if layout == str(typo):
+            typo.write_text("tpp = 8\n")
+        p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", layout)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
+        assert p.stderr.startswith(f"error: {'--layout' if layout == 'tpp=8' else typo}: tpp: unknown key 'tpp'; "
+                                   "allowed: tp, ") and p.stderr.endswith("; did you mean 'tp'?\n"), p.stderr
 
 
 # --- a new user's walk (walk3): options that do not apply are errors, and every error names the flag given ----------

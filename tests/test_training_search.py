@@ -236,3 +236,25 @@ def test_ep_overlap_bound_prices_the_layer_on_the_searchs_gpu(efficiency):
     assert exposed_routed(eng, m, lay, mapping, sc, gpu)["ep"] == pytest.approx(want, rel=1e-12)
     if efficiency is None:  # the default GPU is the spec's, with its host CPU
         assert exposed_routed(eng, m, lay, mapping, sc)["ep"] == pytest.approx(want, rel=1e-12)
+
+
+def test_a_search_skips_layouts_whose_tp_groups_straddle_nvl72_racks():
+    # walk6: `topo train gb200-nvl72-superpod --model llama3-70b --search --global-batch 512` (every GPU: 72 of each
+    # rack) stopped at "error: --tp: a TP group of 16 GPUs spans 2 NVLink domains of 72": one candidate's
+    # placement failed inside the search instead of the candidate being left out
+    import json
+
+    from conftest import run_cli
+
+    fabric = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod"))
+    straddles = ParallelLayout(tp=16, pp=4, dp=fabric.num_gpus // 64, global_batch=512, gpus_per_domain_used=72)
+    with pytest.raises(topo.TopoError, match="spans 2 NVLink domains of 72"):
+        map_layout(straddles, 72, fabric.num_gpus)  # 72 / 16 is not whole: the 5th group takes 8 + 8
+    p = run_cli("train", "gb200-nvl72-superpod", "--model", "llama3-70b", "--search", "--global-batch", "512",
+                "--top", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert len(d["ranked"]) == 3 and d["gpus"] == fabric.num_gpus == 2304
+    for r in d["ranked"]:
+        lay = ParallelLayout(**{k: v for k, v in r["layout"].items() if k not in ("gpus", "microbatches", "edp")})
+        assert 72 % lay.tp == 0 and map_layout(lay, 72, fabric.num_gpus).domains_spanned("tp") == 1

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from ..errors import TopoError
 from ..engine.profiles import Profile, resolve_profile
+from ..spec.load import resolve_spec_path
 from .compare import run_collective
 from .fit import Case, FitResult, calibration_params, fit_identified
 from .parse import parse_file
 from .setup import setup_from_run
 from .write import profile_toml, write_profile
 
-__all__ = ["CalibrationResult", "calibrate_logs", "cases_from_logs"]
+__all__ = ["CalibrationResult", "calibrate_logs", "cases_from_logs", "spec_inputs"]
 
 
 POOR_FIT_PCT = 15.0  # a calibrated profile left this far off its own logs does not describe the cluster
@@ -75,6 +76,27 @@ def cases_from_logs(paths, profile="nccl", collective=None, **cluster) -> tuple[
     return cases, logs, start
 
 
+def spec_inputs(spec) -> list[Path]:
+    """The file a ``spec`` argument reads (a path or a bundled name), as a list; empty for none or a spec object.
+
+    Parameters
+    ----------
+    spec : str, Path, ClusterSpec or None
+        What ``calibrate_logs`` and ``compare`` take as ``spec``.
+
+    Returns
+    -------
+    list of Path
+        The spec file, so that no output is written over it.
+    """
+    if not isinstance(spec, (str, Path)):
+        return []
+    try:
+        return [resolve_spec_path(spec)]
+    except TopoError:
+        return []  # named again, with its error, when the cluster is built
+
+
 def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=None, max_nfev=200, force=False,
                    output_key="output", force_option="force", **cluster) -> CalibrationResult:
     """Fit the profile's free parameters to every run in ``paths``; write the profile to ``output`` if given."""
@@ -92,5 +114,5 @@ def calibrate_logs(paths, output=None, profile="nccl", name=None, collective=Non
     text = profile_toml(name, start.name, start, fit, logs)
     if output:
         write_profile(output, name, start.name, start, fit, logs, force=force, key=output_key,
-                      force_option=force_option)
+                      force_option=force_option, inputs=spec_inputs(cluster.get("spec")))
     return CalibrationResult(start.name, name, fit, logs, str(output) if output else None, text)

@@ -181,7 +181,7 @@ def setup_from_run(run: NcclRun, spec=None, gpu: str | None = None, nodes: int |
     algorithm, protocol, channels = _run_settings(run, notes)
     per_process = _gpus_per_process(run, notes)
     if spec is not None:
-        fabric, name = _spec_fabric(spec, n, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
+        fabric, name = _spec_fabric(spec, n, run, notes, gpu=gpu, nodes=nodes, gpus_per_node=gpus_per_node, nics=nics,
                                     nic_rate=nic_rate, network=network, gpus_per_domain=gpus_per_domain)
         return _placed(Setup(fabric, n, algorithm, notes, name, protocol, channels,
                              gpus_per_process=per_process), opts, ranks)
@@ -273,8 +273,9 @@ def _run_settings(run: NcclRun, notes: list[str]):
     return algorithm, protocol, channels
 
 
-def _spec_fabric(spec, n: int, **cluster):
-    """The fabric of a given spec: ``(fabric, name)``; the cluster values built from a log are refused beside it."""
+def _spec_fabric(spec, n: int, run: NcclRun, notes: list[str], **cluster):
+    """The fabric of a given spec: ``(fabric, name)``; the cluster values built from a log are refused beside it,
+    and where the log's devices or hosts differ from the spec's, a note says so (the spec's word is kept)."""
     given = [k for k, v in cluster.items() if v is not None]
     if given:  # they describe the cluster built from the log; a spec says all of it
         raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
@@ -283,7 +284,20 @@ def _spec_fabric(spec, n: int, **cluster):
     fabric = build_fabric(sp)
     if n > fabric.num_gpus:
         raise TopoError(f"the run used {n} ranks but the spec has {fabric.num_gpus} GPUs", key="spec")
+    _spec_differs(run, sp, notes)
     return fabric, sp.name
+
+
+def _spec_differs(run: NcclRun, sp, notes: list[str]) -> None:
+    """Note where the log says the run had other GPUs, or other GPUs per host, than the spec models."""
+    named = gpu_from_device(run.gpu_name) if run.gpu_name else None
+    if named is not None and named != sp.gpu.upper():
+        notes.append(f"modelled as the spec's {sp.gpu}; the log's devices are {run.gpu_name}: the comparison is "
+                     "with other hardware than the run's")
+    per_server = sp.server.gpus or GPU_MODELS[sp.gpu.upper()].host_gpus
+    if run.gpus_per_host and run.gpus_per_host != per_server:
+        notes.append(f"the spec's servers hold {per_server} GPUs; the log's hosts ran {run.gpus_per_host} ranks "
+                     "each")
 
 
 def _gpu_model(run: NcclRun, gpu: str | None, notes: list[str]):

@@ -99,8 +99,9 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
 
 
 def write_profile(path, name: str, base: str, start: Profile, fit: FitResult, logs: list[dict], *,
-                  force: bool = False, key: str = "output", force_option: str = "force") -> None:
-    """Write the profile whole or not at all, never over a log it was fitted to nor, unless ``force``, over a file
-    topo did not write (:func:`topo.atomic.open_output`)."""
-    with open_output(path, inputs=[x["path"] for x in logs], force=force, key=key, force_option=force_option) as fh:
+                  force: bool = False, key: str = "output", force_option: str = "force", inputs=()) -> None:
+    """Write the profile whole or not at all, never over a log it was fitted to or another file it read
+    (``inputs``: the spec), nor, unless ``force``, over a file topo did not write (:func:`topo.atomic.open_output`)."""
+    with open_output(path, inputs=[*(x["path"] for x in logs), *inputs], force=force, key=key,
+                     force_option=force_option) as fh:
         fh.write(profile_toml(name, base, start, fit, logs))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..atomic import check_output
-from ..calibrate.calibrate import calibrate_logs
+from ..calibrate.calibrate import calibrate_logs, spec_inputs
 from ..errors import TopoError
 from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--profile", default="nccl", metavar="NAME",
                    help="bundled profile to start from (default nccl: the fabric's)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="profile file to write (default: print it on stdout); never written over a LOG, and an "
+                   help="profile file to write (default: print it on stdout); never written over a LOG or --spec, and an "
                    "existing file topo did not write is kept unless --force")
     p.add_argument("--force", action="store_true", help="replace an existing output file topo did not write")
     p.add_argument("--name", default=None, help="the profile's name (default: the output file's stem)")
@@ -33,7 +33,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     if args.output is not None:  # a bad -o fails before the fit (an empty one too)
-        check_output(args.output, inputs=args.logs, force=args.force, key="-o", force_option="--force")
+        check_output(args.output, inputs=[*args.logs, *spec_inputs(args.spec)], force=args.force, key="-o",
+                     force_option="--force")
     try:
         res = calibrate_logs(args.logs, output=args.output, profile=args.profile, name=args.name, force=args.force,
                              output_key="-o", force_option="--force", collective=args.collective,

@@ -384,13 +384,14 @@ def _goodput_lines(r: PlanResult, mark) -> list[str]:
 
 
 def _blast_lines(r: PlanResult) -> list[str]:
-    """What one failed part of each kind cuts off, and how much it slows a collective across two pods."""
+    """What one failed part of each kind cuts off, and how much it slows a collective across two pods (or over every
+    GPU of a one-pod cluster)."""
     rows = [[b.part, format_count(b.gpus_disconnected), format_count(b.gpus_in_affected_servers),
              format_count(b.gpus_below), f"{100 * b.capacity_lost_fraction:.3g}%"] for b in r.blast_radius]
     out = [table(rows, ["one failed", "GPUs cut off", "GPUs in servers hit", "GPUs below", "uplink capacity lost"],
                  right=[False, True, True, True, True])]
     if r.failure_impact:
-        out.append("with one part failed, a 1 GiB all_reduce over two pods (one GPU of each): " + "; ".join(
+        out.append(f"with one part failed, a 1 GiB all_reduce over {r.failure_impact[0].over}: " + "; ".join(
             f"{x.name} stops it ({x.stops})" if x.stops else f"{x.name} {x.slowdown:.2f}x ({x.bottleneck})"
             for x in r.failure_impact))
     return out

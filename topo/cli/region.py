@@ -47,7 +47,8 @@ def render_region(inv: RegionInventory) -> str:
     lines.append(f"sites     {inv.num_sites}, {format_count(inv.num_gpus)} GPUs; DCI {inv.topology}, attached at "
                  + ("the top tier" if inv.attach == "top" else
                     f"border leaves ({inv.border_oversubscription:g}:1 oversubscribed)"))
-    rows = [[s.name, s.spec, format_count(s.num_gpus), s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps),
+    rows = [[s.name, s.spec, format_count(s.num_gpus), s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
+             + (f" ({format_bandwidth(s.bisection_without_failures_Bps)} without failures)" if s.failures else ""),
              format_bandwidth(s.dci_Bps), format_time(s.up_latency_s),
              f"{s.power_limit_MW:g} MW" if s.power_limit_MW else "-"] for s in inv.sites]
     lines.append(table(rows, ["site", "spec", "GPUs", "attach", "bisection", "to DCI", "GPU to DCI", "power limit"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 from ..errors import TopoError
@@ -151,8 +152,8 @@ def _check_numbers(args) -> None:
     if args.efficiency is not None and not 0 < args.efficiency <= 1:
         raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {args.efficiency:g}",
                         key="--efficiency")
-    if args.tokens is not None and not args.tokens > 0:
-        raise TopoError(f"must be a positive number of tokens, got {args.tokens:g}", key="--tokens")
+    if args.tokens is not None and not 0 < args.tokens < math.inf:  # inf printed "inf days"
+        raise TopoError(f"must be a positive, finite number of tokens, got {args.tokens:g}", key="--tokens")
     if args.top is not None and args.top < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.top}", key="--top")
     for name in ("gpus", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "seq", "global_batch", "micro_batch",
@@ -359,7 +360,8 @@ def _print_step(r, tokens, model) -> None:
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
-         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%}")
+         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%} of the {r.precision} peak "
+         f"({r.peak_flops_per_gpu / 1e12:,.0f} TFLOP/s dense)")
     u = r.uncertainty
     if u.get("runs"):
         emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "

@@ -125,7 +125,7 @@ class Region:
             i = int(np.flatnonzero(np.isinf(np.atleast_1d(lat)))[0])
             sa, sb = np.atleast_1d(a)[i], np.atleast_1d(b)[i]
             raise Unreachable(f"no working DCI route from site {self.site_names[sa]} to {self.site_names[sb]} "
-                              f"(failed: {', '.join(self.failures)})")
+                              f"(failed: {', '.join(self.failures)})", key="fail")  # as the engine's cut-off GPU
         return lat
 
     def cross_site_latency_s(self, src, dst) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""What ``topo describe`` says of a region: its sites (each with its bisection), the DCI spans, and the cuts.
+"""What ``topo describe`` says of a region: its sites (each with its bisection, after the site's failed parts), the
+DCI spans, and the cuts.
 
 Alike sites share one fabric, so each distinct fabric's inventory is made once.
 """
@@ -9,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .bisection import bisection
 from .inventory import inventory
 from .region import Region
 
@@ -23,10 +25,12 @@ class SiteRow:
     num_gpus: int
     tiers: list[str]
     attach_tier: str
-    bisection_bandwidth_Bps: float
+    bisection_bandwidth_Bps: float  # its working links' (a site with failed parts: less than its spec's)
     dci_Bps: float  # its working spans' capacity per direction (over the border oversubscription)
     up_latency_s: float  # one way, GPU to its DCI port
     power_limit_MW: float | None
+    failures: list[str]  # the site's failed parts (--fail SITE:PART), by the site's own names
+    bisection_without_failures_Bps: float
 
 
 @dataclass
@@ -81,11 +85,13 @@ def region_inventory(r: Region) -> RegionInventory:
     for i, f in enumerate(r.fabrics):
         inv = invs.setdefault(id(f), inventory(f))
         e = entry_of[i]
+        working = bisection(f).bandwidth_Bps if f.failures else inv.bisection_bandwidth_Bps
         sites.append(SiteRow(name=r.site_names[i], spec=e.spec or f.spec.name, gpu=f.spec.gpu, num_gpus=f.num_gpus,
                              tiers=[t.name for t in f.layout.tiers],
                              attach_tier=f.layout.tiers[int(r.attach_tier[i])].name,
-                             bisection_bandwidth_Bps=inv.bisection_bandwidth_Bps, dci_Bps=r.border_Bps(i),
-                             up_latency_s=r.up_latency_s(i), power_limit_MW=e.power_limit_MW))
+                             bisection_bandwidth_Bps=working, dci_Bps=r.border_Bps(i),
+                             up_latency_s=r.up_latency_s(i), power_limit_MW=e.power_limit_MW,
+                             failures=list(f.failures), bisection_without_failures_Bps=inv.bisection_bandwidth_Bps))
     bw = r.span_bandwidth_Bps
     spans = [SpanRow(name=n, distance_km=float(d), waves=int(w), wave_rate_Bps=float(rate), bandwidth_Bps=float(b),
                      latency_s=float(lat), failed=bool(x))

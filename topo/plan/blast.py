@@ -110,6 +110,7 @@ class FailureImpact:
     slowdown: float  # infinite when the part cuts GPUs of the collective off (see ``stops``)
     bottleneck: str | None
     stops: str | None = None  # why the collective cannot run at all with the part failed (a GPU cut off)
+    over: str = "two pods (one GPU of each)"  # the communicators: two pods', or one over every GPU of a one-pod fabric
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,6 +124,7 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
     L = fabric.layout
     pod = L.servers_per_unit * L.units_per_pod * L.gpus_per_server
     kw = dict(gpus=2 * pod, groups=pod) if L.num_pods >= 2 else dict(gpus=L.num_gpus)
+    over = "two pods (one GPU of each)" if L.num_pods >= 2 else f"every GPU ({L.num_gpus:,}: the cluster is one pod)"
     names = {"nic": "nic0.0", "leaf": f"{L.tiers[0].name}0"}
     if len(L.tiers) > 1:
         names["spine"] = f"{L.tiers[1].name}0"
@@ -135,9 +137,10 @@ def collective_times_with_failures(fabric: Fabric, parts=("nic", "leaf", "spine"
         try:
             r = size_result(evaluate(fabric.with_failures(names[part]), "all_reduce", at_sizes=[size], **kw), size)
         except Unreachable as exc:  # e.g. one leaf per server (fat tree racks): its GPUs are cut off, the job stops
-            out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message))
+            out.append(FailureImpact(part, names[part], float("inf"), healthy, float("inf"), None, exc.message,
+                                     over))
             continue
         b = r.bottleneck
         out.append(FailureImpact(part, names[part], r.time_s, healthy, r.time_s / healthy,
-                                 f"{b.src} -> {b.dst} ({b.level})" if b else None))
+                                 f"{b.src} -> {b.dst} ({b.level})" if b else None, over=over))
     return out

@@ -465,6 +465,9 @@ def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None
     for k, v in table.items():
         if k.upper() == (name or "").upper():
             return v
+    if not (name or "").strip():  # a tier without `model`: say it is missing, not that '' is unknown
+        raise TopoError(f"no {what} is given, and the planner prices a part by it; give one of "
+                        f"{', '.join(table)} (or add yours under plan.{kind})", key=key or f"plan.{kind}")
     close = difflib.get_close_matches(name or "", list(table), n=1) if suggest else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise TopoError(f"{what} {name!r} is not in the catalog; allowed: {', '.join(table)} (or add it under "

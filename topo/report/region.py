@@ -68,8 +68,9 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
     """The HTML document of a region's report."""
     figs = _Figures()
     sites = _table(["site", "spec", "GPUs", "attach", "bisection", "to DCI"],
-                   [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps),
-                     format_bandwidth(s.dci_Bps)] for s in inv.sites])
+                   [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
+                     + (f" ({format_bandwidth(s.bisection_without_failures_Bps)} without failures)" if s.failures
+                        else ""), format_bandwidth(s.dci_Bps)] for s in inv.sites])
     spans = _table(["span", "distance", "capacity", "latency one way"],
                    [[s.name, f"{s.distance_km:,.0f} km", format_bandwidth(s.bandwidth_Bps), format_time(s.latency_s)]
                     for s in inv.spans])
@@ -82,16 +83,32 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
         f"<title>{title}</title><style>{_CSS}</style><script>{get_plotlyjs()}</script></head><body>",
         f"<header><h1>{title}</h1><p>{e(inv.description)}</p><p>{inv.num_gpus:,} GPUs in {inv.num_sites} sites; "
-        f"cut between sites {e(format_bandwidth(inv.min_cut_Bps))} per direction</p></header><main>",
-        f'<section id="dci"><h2>Sites and DCI</h2><div class="cell">{figs.div(region_figure(region, est), "region")}'
-        f"</div>{sites}{spans}</section>",
-        f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2>{cands}</section>',
-        "<section id=\"assumed\"><h2>Assumptions</h2><ul>" + "".join(f"<li>{e(a)}</li>" for a in inv.assumptions)
-        + "</ul></section></main>",
+        f"cut between sites {e(format_bandwidth(inv.min_cut_Bps))} per direction</p>"
+        + (f"<p>With failures: {e(', '.join(inv.failures))}.</p>" if inv.failures else "")
+        + f"<p>Modelled by topo {e(__version__)}; units: GB = 1e9 bytes, GiB = 2<sup>30</sup> bytes, bandwidths "
+        "per direction.</p></header><main>",
+        f'<section id="dci"><h2>Sites and DCI</h2><p class="caption">{e(_DCI_CAPTION)}</p>'
+        f'<div class="cell">{figs.div(region_figure(region, est), "region")}</div>{sites}{spans}</section>',
+        f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'
+        f"{e(_CANDIDATES_CAPTION)}</p>{cands}</section>",
+        "<section id=\"assumed\"><h2>Assumptions</h2><p class=\"caption\">What the region file assumes where "
+        "nothing is published (its <code>assumptions</code>).</p><ul>"
+        + ("".join(f"<li>{e(a)}</li>" for a in inv.assumptions) or "<li>none given</li>") + "</ul></section></main>",
         f"<footer>Self-contained; made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>",
         f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script></body></html>\n",
     ])
+
+
+_DCI_CAPTION = ("The sites on a circle (marker area by GPUs) and the DCI spans between them: line width by capacity, "
+                "colour by the busier direction's utilization (bytes over capacity x the collective's time, red from "
+                "50%; grey dotted: failed) under the all-reduce below at its first size; hover a span for its "
+                "distance, latency and bytes. The tables: each site's GPUs, the tier the DCI attaches to, its "
+                "bisection and its DCI capacity; each span's distance, capacity and one-way latency.")
+_CANDIDATES_CAPTION = ("Time of each way to run the collective over every GPU of every site (the hierarchical "
+                       "reduction inside and across the sites, its pipelined form, NCCL's flat ring and tree); "
+                       "chosen: the fastest, and the link that bounds it (dci:A-B, border:SITE, or a site's busiest "
+                       "link, site:...).")
 
 
 def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate, path, **output) -> int:

@@ -450,8 +450,9 @@ def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:
 
 
 def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> TopoError:
-    """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed."""
-    err = exc.errors()[0]
+    """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed; an
+    unknown key first and a missing one last, as the spec loader orders them (a typo'd key explains a missing one)."""
+    err = min(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
     loc = err["loc"]
     key = ".".join(str(x) for x in loc) or None
     value = err.get("input")

@@ -107,6 +107,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                         key="dp")
     if across not in ("dp", "pp", "outer"):
         raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
+    if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
+        raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
+                        f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}", key="global_batch")
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
     fabric = min(region.fabrics, key=lambda f: f.num_gpus)
     if site_lay.gpus > fabric.num_gpus:

@@ -275,6 +275,14 @@ class _Search:
         ep = got["ep"] if got["ep"] is not None else ep_f
         return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
 
+    def _placeable(self, lay) -> bool:
+        """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""
+        try:
+            map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
+        except TopoError:
+            return False
+        return True
+
     def _full(self) -> bool:
         return self.max_layouts is not None and self.evaluated >= self.max_layouts
 
@@ -285,6 +293,10 @@ class _Search:
                 continue
             if self.threshold() < float("inf") and self.refined(lay, bound, keys) >= self.threshold():
                 continue  # its data-parallel traffic, routed for another layout, already rules it out
+            if not self._placeable(lay):  # e.g. TP 16 on NVL72 racks filled to 72: its groups straddle racks
+                self.invalid += 1
+                self.done.add(keys[2])
+                continue
             r = estimate_step(self.fabric, self.model, lay, engine=self.engine, check=False, contention=False,
                               **self.step_kw)
             self.evaluated += 1
