@@ -279,3 +279,26 @@ def test_nemo_mixtral_runs_loop_over_their_experts(monkeypatch):
     assert setups["nemo2507_gb200_llama4_scout"]["lay"].moe_grouped_gemm
     assert setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].moe_grouped_gemm
     assert not setups["mcore_h100_mixtral_8x22b_balanced"]["lay"].overlap_tp
+
+
+def _dense_mha_flops_per_token(model, seq):
+    # Megatron's model FLOPs of a dense two-matrix-MLP transformer with multi-head attention (Narayanan et al.,
+    # SC21, arXiv 2104.04473 eq. 3 without recomputation, per token): 6 l (4 h^2 + 2 h ffn) for the weights, 12 l s h
+    # for the attention scores and values (not halved for causality), 6 h V for the output layer
+    l, h = model.layers, model.hidden
+    assert model.num_kv_heads == model.heads and model.mlp in ("gelu", "relu2")
+    return 6 * l * (4 * h * h + 2 * h * model.ffn_hidden) + 12 * l * seq * h + 6 * h * model.vocab
+
+
+def test_nemo_2407_dense_rows_match_the_tables_flop_count():
+    # NeMo 24.07's table (NVIDIA/NeMo@070a0bb1 docs/source/performance/performance_summary.md) prints tokens/s/GPU
+    # and model TFLOP/s/GPU for GPT3-5B (736), GPT3-20B (750) and Nemotron-22B (554); their ratio is the table's
+    # FLOPs per token, which the model files' shapes (NeMo's GPTConfig5B / 20B, Nemotron3Config22B, vocabulary
+    # 50,257 and 256,000) must give to the printed three digits
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"] in ("nemo2407_gpt3_5b", "nemo2407_gpt3_20b",
+                                                              "nemo2407_nemotron3_22b")}
+    assert len(rows) == 3
+    for r in rows.values():
+        tflops = float(re.search(r"model TFLOP/s/GPU: (\d+)", r["note"])[1])
+        per_token = _dense_mha_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert tflops * 1e12 / float(r["value"]) == pytest.approx(per_token, rel=2e-3), r["run_id"]
