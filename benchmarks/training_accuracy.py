@@ -88,7 +88,11 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU and NVLink changed
          # (MLCommons inference v6.0, Nebius B200 system description: "18x 5th Gen NVLink, 14.4 TB/s aggregated",
          # "8x ConnectX-7 IB NDR 400Gb/s"; gpus.toml [B200])
-         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s"))}
+         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s")),
+         # Nebius's MLPerf Training v5.0 H200 cluster: 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s) and
+         # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU changed
+         # (mlcommons/training_results_v5.0 Nebius/systems/nebius_soperator_8xH200_n64.json)
+         "Nebius H200": ("dgx-h100-superpod", ("gpu=H200",))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -257,6 +261,10 @@ def _setups():
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if fp8_param_gather(row):
+            kw["fp8_param_gather"] = True
+        if row["run_id"].startswith("mlperf50_"):
+            # MLPerf Training v5.0 Llama 3.1 405B configs keep the weights in FP8 and gather them at 1 byte (Hopper
+            # config_common.sh FP8_PARAMS=True, Blackwell config_common_blackwell.sh FP8_PARAM_GATHER=True; the rows' notes)
             kw["fp8_param_gather"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
