@@ -92,11 +92,15 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # Nebius's MLPerf Training v5.0 H200 cluster: 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s) and
          # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU changed
          # (mlcommons/training_results_v5.0 Nebius/systems/nebius_soperator_8xH200_n64.json)
-         "Nebius H200": ("dgx-h100-superpod", ("gpu=H200",))}
+         "Nebius H200": ("dgx-h100-superpod", ("gpu=H200",)),
+         # CoreWeave's MLPerf Training v5.0 GB200 NVL72 cluster: 4 GB200 and 4 x ConnectX-7 NDR 400 Gb/s per tray,
+         # as DGX GB200 (mlcommons/training_results_v5.0 IBM+CoreWeave+NVIDIA/systems/carina_ngpu512_ngc25.04_nemo.json)
+         "CoreWeave GB200": ("gb200-nvl72-superpod", ())}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
-    ("gpt3", "gpt3"), ("nemotron3-", "nemotron3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"), ("nemotron-3", "nemotron-3-nano"),
+    ("gpt3", "gpt3"), ("nemotron3-", "nemotron3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"),
+    ("nemotron-3", "nemotron-3-nano"),
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))
 HOLDOUT = "training_runs_holdout.csv"  # scored, never fitted
@@ -208,7 +212,8 @@ def _setups():
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                       moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                       else None)
-        if row["system"] in ("DGX-GB200", "DGX-GB300"):  # GB300: the GB200 placement assumed (same NVL72 rack)
+        # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
+        if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200"):
             kw["gpus_per_domain_used"] = 64
         # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
         kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
@@ -264,7 +269,7 @@ def _setups():
             kw["fp8_param_gather"] = True
         if row["run_id"].startswith("mlperf50_"):
             # MLPerf Training v5.0 Llama 3.1 405B configs keep the weights in FP8 and gather them at 1 byte (Hopper
-            # config_common.sh FP8_PARAMS=True, Blackwell config_common_blackwell.sh FP8_PARAM_GATHER=True; the rows' notes)
+            # config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
             kw["fp8_param_gather"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
