@@ -191,6 +191,10 @@ def _setups():
         rows += [(r, True) for r in csv.DictReader(open(held))]
     for row, is_held in rows:
         model = load_model(row["model"])
+        if row["run_id"].startswith("mlperf41_") and model.dropout:
+            # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
+            # hidden_dropout = attention_dropout = 0.0)
+            model = type(model).model_validate({**model.model_dump(), "dropout": False})
         if row["run_id"].startswith("automodel_") and model.mtp_layers:
             # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
             # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
@@ -267,9 +271,9 @@ def _setups():
             kw["fp8_amax_pass"] = True
         if fp8_param_gather(row):
             kw["fp8_param_gather"] = True
-        if row["run_id"].startswith("mlperf50_"):
-            # MLPerf Training v5.0 Llama 3.1 405B configs keep the weights in FP8 and gather them at 1 byte (Hopper
-            # config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
+        if row["run_id"].startswith(("mlperf50_", "mlperf41_")):
+            # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
+            # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
             kw["fp8_param_gather"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
