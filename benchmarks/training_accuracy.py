@@ -4,7 +4,8 @@ Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
 and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
-DeepSeek-V3 on 2,048 H800; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
+DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs: Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on
+H100; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
 GEMMs by tile and wave quantisation at the published maximum achievable matmul rate of each GPU and its published
@@ -41,7 +42,8 @@ embedding and loss as pipeline layers where the layer count needs it to split ev
 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
 (JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows take its
 code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
-expert placement).
+expert placement); MLPerf rows (``mlperf50_``, ``mlperf41_``) take NeMo's settings and their configs' FP8 weights
+(``FP8_PARAMS`` / ``FP8_PARAM_GATHER``), GPT-3 without dropout.
 Memory (per source): NeMo and Megatron-Bridge rows keep bf16 gradients (``grad_bytes = 2``: with
 ``grad_reduce_in_fp32 = False`` Megatron-Core allocates its gradient buffer in the parameters' dtype); the rows'
 ``activation_offload_layers`` column (the recipe's ``cpu_offloading_num_layers`` / ``activation_offload_layers``,
