@@ -269,11 +269,15 @@ def _setups():
             # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
             # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
             kw["overlap_tp"] = False
+        if row["run_id"].startswith("mlperf51_uf_"):
+            # University of Florida's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's default False):
+            # TP traffic not overlapped (but for the backward's, Megatron's own)
+            kw["overlap_tp"] = False
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if fp8_param_gather(row):
             kw["fp8_param_gather"] = True
-        if row["run_id"].startswith(("mlperf50_", "mlperf41_")):
+        if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
             # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
             # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
             kw["fp8_param_gather"] = True

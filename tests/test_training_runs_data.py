@@ -310,8 +310,8 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     # (NVIDIA Eos 512 H100: 55.10 / 55.16 / 55.14 s at GBS 1,152 x 8,192 tokens)
     import statistics
     # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
-    rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_"))]
-    assert len(rows) == 10 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200"}
+    rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
+    assert len(rows) == 12 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200"}
     for r in rows:
         quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
         runs = [float(x) for x in quoted.groups()]
@@ -324,3 +324,8 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
         assert not setups[r["run_id"]]["model"].dropout
     import training_accuracy
     assert "gpu=H200" in training_accuracy.SPECS["Nebius H200"][1]
+    # University of Florida's v5.1 B200 configs: per-tensor current scaling (FP8_RECIPE tensorwise) and no
+    # userbuffer TP overlap (TP_COMM_OVERLAP unset); NVIDIA's own v5.0 configs set it
+    uf = [r["run_id"] for r in rows if r["run_id"].startswith("mlperf51_uf_")]
+    assert len(uf) == 2 and all(not setups[u]["lay"].overlap_tp and setups[u]["lay"].fp8_recipe == "current" for u in uf)
+    assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
