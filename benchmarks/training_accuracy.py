@@ -4,7 +4,8 @@ Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
 and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
-DeepSeek-V3 on 2,048 H800; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
+DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs: Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on
+H100; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
 GEMMs by tile and wave quantisation at the published maximum achievable matmul rate of each GPU and its published
@@ -41,7 +42,8 @@ embedding and loss as pipeline layers where the layer count needs it to split ev
 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
 (JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows take its
 code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
-expert placement).
+expert placement); MLPerf rows (``mlperf50_``, ``mlperf41_``) take NeMo's settings and their configs' FP8 weights
+(``FP8_PARAMS`` / ``FP8_PARAM_GATHER``), GPT-3 without dropout.
 Memory (per source): NeMo and Megatron-Bridge rows keep bf16 gradients (``grad_bytes = 2``: with
 ``grad_reduce_in_fp32 = False`` Megatron-Core allocates its gradient buffer in the parameters' dtype); the rows'
 ``activation_offload_layers`` column (the recipe's ``cpu_offloading_num_layers`` / ``activation_offload_layers``,
@@ -88,11 +90,19 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU and NVLink changed
          # (MLCommons inference v6.0, Nebius B200 system description: "18x 5th Gen NVLink, 14.4 TB/s aggregated",
          # "8x ConnectX-7 IB NDR 400Gb/s"; gpus.toml [B200])
-         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s"))}
+         "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s")),
+         # Nebius's MLPerf Training v5.0 H200 cluster: 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s) and
+         # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU changed
+         # (mlcommons/training_results_v5.0 Nebius/systems/nebius_soperator_8xH200_n64.json)
+         "Nebius H200": ("dgx-h100-superpod", ("gpu=H200",)),
+         # CoreWeave's MLPerf Training v5.0 GB200 NVL72 cluster: 4 GB200 and 4 x ConnectX-7 NDR 400 Gb/s per tray,
+         # as DGX GB200 (mlcommons/training_results_v5.0 IBM+CoreWeave+NVIDIA/systems/carina_ngpu512_ngc25.04_nemo.json)
+         "CoreWeave GB200": ("gb200-nvl72-superpod", ())}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
-    ("gpt3", "gpt3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"), ("nemotron-3", "nemotron-3-nano"),
+    ("gpt3", "gpt3"), ("nemotron3-", "nemotron3"), ("nemotron4", "nemotron4"), ("nemotron-h", "nemotron-h"),
+    ("nemotron-3", "nemotron-3-nano"),
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))
 HOLDOUT = "training_runs_holdout.csv"  # scored, never fitted
@@ -183,6 +193,10 @@ def _setups():
         rows += [(r, True) for r in csv.DictReader(open(held))]
     for row, is_held in rows:
         model = load_model(row["model"])
+        if row["run_id"].startswith("mlperf41_") and model.dropout:
+            # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
+            # hidden_dropout = attention_dropout = 0.0)
+            model = type(model).model_validate({**model.model_dump(), "dropout": False})
         if row["run_id"].startswith("automodel_") and model.mtp_layers:
             # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
             # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
@@ -206,7 +220,8 @@ def _setups():
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                       moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                       else None)
-        if row["system"] in ("DGX-GB200", "DGX-GB300"):  # GB300: the GB200 placement assumed (same NVL72 rack)
+        # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
+        if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200"):
             kw["gpus_per_domain_used"] = 64
         # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
         kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
@@ -258,9 +273,17 @@ def _setups():
             # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
             # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
             kw["overlap_tp"] = False
+        if row["run_id"].startswith("mlperf51_uf_"):
+            # University of Florida's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's default False):
+            # TP traffic not overlapped (but for the backward's, Megatron's own)
+            kw["overlap_tp"] = False
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if fp8_param_gather(row):
+            kw["fp8_param_gather"] = True
+        if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
+            # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
+            # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
             kw["fp8_param_gather"] = True
         if row["run_id"].startswith("deepseekv3_h800"):
             # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)

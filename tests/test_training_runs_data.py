@@ -315,3 +315,56 @@ def test_twin_runs_carry_the_same_recipe():
             continue
         assert not diff, (a["run_id"], b["run_id"], diff)
     assert twins >= 80 and differing == len(UNCHECKED_TWINS)
+
+
+def _dense_mha_flops_per_token(model, seq):
+    # Megatron's model FLOPs of a dense two-matrix-MLP transformer with multi-head attention (Narayanan et al.,
+    # SC21, arXiv 2104.04473 eq. 3 without recomputation, per token): 6 l (4 h^2 + 2 h ffn) for the weights, 12 l s h
+    # for the attention scores and values (not halved for causality), 6 h V for the output layer
+    l, h = model.layers, model.hidden
+    assert model.num_kv_heads == model.heads and model.mlp in ("gelu", "relu2")
+    return 6 * l * (4 * h * h + 2 * h * model.ffn_hidden) + 12 * l * seq * h + 6 * h * model.vocab
+
+
+def test_nemo_2407_dense_rows_match_the_tables_flop_count():
+    # NeMo 24.07's table (NVIDIA/NeMo@070a0bb1 docs/source/performance/performance_summary.md) prints tokens/s/GPU
+    # and model TFLOP/s/GPU for GPT3-5B (736), GPT3-20B (750) and Nemotron-22B (554); their ratio is the table's
+    # FLOPs per token, which the model files' shapes (NeMo's GPTConfig5B / 20B, Nemotron3Config22B, vocabulary
+    # 50,257 and 256,000) must give to the printed three digits
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"] in ("nemo2407_gpt3_5b", "nemo2407_gpt3_20b",
+                                                              "nemo2407_nemotron3_22b")}
+    assert len(rows) == 3
+    for r in rows.values():
+        tflops = float(re.search(r"model TFLOP/s/GPU: (\d+)", r["note"])[1])
+        per_token = _dense_mha_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert tflops * 1e12 / float(r["value"]) == pytest.approx(per_token, rel=2e-3), r["run_id"]
+
+
+def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
+    # MLPerf Training v5.0 Llama 3.1 405B (mlcommons/training_results_v5.0 logs, fork prishajain1@d7e703fc): each
+    # row's step time is the median of the three logged runs' median train_step_time, which its note quotes
+    # (NVIDIA Eos 512 H100: 55.10 / 55.16 / 55.14 s at GBS 1,152 x 8,192 tokens)
+    import statistics
+    # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
+    rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
+    assert len(rows) == 18 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200"}
+    for r in rows:
+        quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
+        if quoted is None:  # the 8B rows' ten runs are not quoted one by one (their note: within 1%)
+            assert "_llama31_8b_" in r["run_id"] and "10 logged runs" in r["note"]
+            continue
+        runs = [float(x) for x in quoted.groups()]
+        assert float(r["step_time_s"]) == pytest.approx(statistics.median(runs), abs=6e-3), r["run_id"]
+    # the fit runs them as their configs say: weights gathered in FP8, Nebius's nodes with H200 GPUs
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch)}
+    for r in rows:
+        assert setups[r["run_id"]]["lay"].fp8_param_gather
+        # MLPerf's GPT-3 trains without dropout (its conf/custom.yaml), the bundled GPT-3 file with it
+        assert not setups[r["run_id"]]["model"].dropout
+    import training_accuracy
+    assert "gpu=H200" in training_accuracy.SPECS["Nebius H200"][1]
+    # University of Florida's v5.1 B200 configs: per-tensor current scaling (FP8_RECIPE tensorwise) and no
+    # userbuffer TP overlap (TP_COMM_OVERLAP unset); NVIDIA's own v5.0 configs set it
+    uf = [r["run_id"] for r in rows if r["run_id"].startswith("mlperf51_uf_")]
+    assert len(uf) == 8 and all(not setups[u]["lay"].overlap_tp and setups[u]["lay"].fp8_recipe == "current" for u in uf)
+    assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
