@@ -216,18 +216,7 @@ def run(args) -> int:
         raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
                         key="--jax-mesh")
     if args.layout and not args.search:
-        sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-        try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
-            lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
-            check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
-            result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                   contention=not args.no_contention)
-        except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
-            if exc.source in ("layout", args.layout):
-                pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
-                raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
-            raise
-        return _finish(args, result, model)
+        return _run_layout(args, fabric, model, common)
     held: dict = {}  # the fields --layout holds fixed in every layout --search tries
     if args.search and args.layout:  # its fields held fixed in every layout tried; its global batch if no flag
         try:
@@ -242,22 +231,7 @@ def run(args) -> int:
         raise TopoError(f"is required ({what}): sequences per optimizer step, e.g. --global-batch 1024",
                         key="--global-batch")
     if args.search:
-        gpus = args.gpus or fabric.layout.num_gpus
-        opts = search_options(args, common)
-        progress = _progress() if sys.stderr.isatty() and not args.json else None
-        try:
-            res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
-                                 efficiency=args.efficiency, top=args.top, progress=progress,
-                                 contention=not args.no_contention, **opts)
-        except TopoError as exc:
-            raise _as_flags(args, exc) from None
-        if progress is not None:
-            sys.stderr.write("\n")
-        if args.json:
-            emit_json(res.to_dict(top=args.top))
-        else:
-            _print_search(res, args.top, held)
-        return 0
+        return _run_search(args, fabric, model, common, held)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
         _apply_mesh(args, sizes, common)
@@ -272,6 +246,42 @@ def run(args) -> int:
         raise _as_flags(args, exc) from None
     return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                        contention=not args.no_contention), model)
+
+
+def _run_layout(args, fabric, model, common: dict) -> int:
+    """One step of the layout ``--layout`` gives (pairs or a TOML file), its errors named by flag or path."""
+    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
+        lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
+        check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
+        result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                               contention=not args.no_contention)
+    except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
+        if exc.source in ("layout", args.layout):
+            pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+            raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
+        raise
+    return _finish(args, result, model)
+
+
+def _run_search(args, fabric, model, common: dict, held: dict) -> int:
+    """``--search``: rank the layouts that fit, with progress on a terminal; ``held``: the layout's fixed fields."""
+    gpus = args.gpus or fabric.layout.num_gpus
+    opts = search_options(args, common)
+    progress = _progress() if sys.stderr.isatty() and not args.json else None
+    try:
+        res = search_layouts(fabric, model, gpus, args.global_batch, convention=args.flops,
+                             efficiency=args.efficiency, top=args.top, progress=progress,
+                             contention=not args.no_contention, **opts)
+    except TopoError as exc:
+        raise _as_flags(args, exc) from None
+    if progress is not None:
+        sys.stderr.write("\n")
+    if args.json:
+        emit_json(res.to_dict(top=args.top))
+    else:
+        _print_search(res, args.top, held)
+    return 0
 
 
 def _apply_mesh(args, sizes: dict, common: dict) -> None:
