@@ -91,3 +91,20 @@ def test_yarn_forces_megatron_cores_unfused_rope_and_te_fused_keeps_one_pass(oss
 def test_an_unknown_rope_kernel_is_refused():
     with pytest.raises(Exception, match="rope_kernel"):
         make_layout(dp=8, global_batch=64, micro_batch=1, seq_len=4096, rope_kernel="unfused")
+
+
+def test_topo_train_names_the_two_switches_and_when_they_change_nothing():
+    """``topo train``'s framework-options line shows ``expert_clamp_eager`` and ``rope_kernel`` when set away from
+    Megatron-Core's defaults, marked "no effect" on a model without a clamp or a rotary factor (llama3-8b), unmarked
+    on gpt-oss (rev37: no test read the line for these two)."""
+    from conftest import run_cli
+    switches = ["--layout", "expert_clamp_eager=false,rope_kernel=te_fused", "--global-batch", "16"]
+    llama = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", *switches,
+                    check=True).stdout
+    assert [ln for ln in llama.splitlines() if ln.startswith("framework options: ")] == [
+        "framework options: expert_clamp_eager false (no effect: llama3-8b has no activation clamp), rope_kernel "
+        "te_fused (no effect: llama3-8b's rotary has no concentration factor) (layout fields)"]
+    oss = run_cli("train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
+                  *switches, check=True).stdout
+    assert [ln for ln in oss.splitlines() if ln.startswith("framework options: ")] == [
+        "framework options: expert_clamp_eager false, rope_kernel te_fused (layout fields)"]
