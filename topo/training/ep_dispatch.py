@@ -92,13 +92,14 @@ def fixed_part_s(measured_bytes: float, api_Bps: float, kernel_Bps: float, copy_
 
 def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict) -> float:
     """Least seconds of one call: ``size_bytes`` at the kernel's rate plus the call's fixed part, for an FP8
-    dispatch (1-byte elements), else the mean of a BF16 dispatch and a combine (a step's calls pair them: dispatch
-    and combine forward, their gradients backward).
+    dispatch (1-byte elements, their 1x128 scales added as the published rate counts them: x (1 + 4/128)), else the
+    mean of a BF16 dispatch and a combine (a step's calls pair them: dispatch and combine forward, their gradients
+    backward).
 
     Parameters
     ----------
     size_bytes : float
-        Bytes of the call, counted as the rates are.
+        Bytes of the call's elements (received bytes inside a domain, RDMA bytes across), no scales.
     elem_bytes : float
         Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
     kernel_Bps, fixed_s : dict
@@ -108,8 +109,9 @@ def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict
     -------
     float
     """
-    kinds = ("dispatch_fp8",) if elem_bytes < 2 else ("dispatch", "combine")
-    return sum(size_bytes / kernel_Bps[k] + fixed_s[k] for k in kinds) / len(kinds)
+    if elem_bytes < 2:
+        return size_bytes * 2 * FP8_FACTOR / kernel_Bps["dispatch_fp8"] + fixed_s["dispatch_fp8"]
+    return sum(size_bytes / kernel_Bps[k] + fixed_s[k] for k in ("dispatch", "combine")) / 2
 
 
 def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict | None:
