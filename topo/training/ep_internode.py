@@ -98,8 +98,8 @@ def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
                      copy_s: Callable[[float], float]) -> float | None:
     """Least seconds of one flex-dispatcher call whose EP group spans NVLink domains: ``size_bytes`` (one copy per
     token and destination node, as the fabric's all-to-all carries it) at the kernel's published rate, plus the
-    call's fixed part (:func:`internode_fixed_s`); an FP8 dispatch for 1-byte elements, else the mean of a BF16
-    dispatch and a combine (a step's calls pair them: dispatch and combine forward, their gradients backward).
+    call's fixed part (:func:`internode_fixed_s`; the rule of :func:`.ep_dispatch.call_s`, as inside a domain): an
+    FP8 dispatch for 1-byte elements (its scales added), else the mean of a BF16 dispatch and a combine.
 
     Parameters
     ----------
