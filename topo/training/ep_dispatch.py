@@ -65,7 +65,24 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
 
 def nearest_column(sizes: list[int], ranks: int) -> int:
     """Index of the published EP group size that stands for ``ranks``: the smallest at least ``ranks``, the largest
-    for a larger group (the data files' assumption)."""
+    for a larger group (the data files' assumption).
+
+    Parameters
+    ----------
+    sizes : list of int
+        The published group sizes, ascending (a table's ``ranks``).
+    ranks : int
+        GPUs in the EP group.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> nearest_column([8, 16, 24, 32, 36], 12), nearest_column([8, 16, 24, 32, 36], 64)
+    (1, 4)
+    """
     return next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
 
 
