@@ -1,25 +1,36 @@
-"""The flex dispatcher's own rate: DeepEP / HybridEP dispatch and combine inside one NVLink domain.
+"""The flex dispatcher's published rates and the call they imply, inside one NVLink domain.
 
 Megatron-Core's flex dispatcher (topo's ``ep_dispatcher = "deepep"``) moves an MoE layer's routed tokens with
 DeepEP's or HybridEP's kernels, not NCCL's all-to-all. Their authors publish the rate a dispatch or a combine
 reaches, by its kernel alone and through the framework's call (``topo/data/compute/ep_dispatch.toml``: algorithm
-bandwidth, the bytes a rank receives over the time, by GPU and EP group size). topo prices the call's copy of the
-received tokens into the experts' order as the MoE block's permutation and its preprocessing as the router's
-kernels, so the kernel's rate is the one used where it is published (GB200 NVL72: 600-760 GB/s at 32 SMs; the call
-through the framework: 450-570, the copy and the rest included). An expert all-to-all of this dispatcher inside one
-NVLink domain takes the slower of the fabric's time and its bytes at that rate (:func:`flex_dispatch_s`). Across
-domains the scale-out network binds: the call's own bound there is :mod:`topo.training.ep_internode`'s.
+bandwidth, the bytes a rank receives over the time, by GPU and EP group size). The call through the framework
+("Torch API", its routing handle cached: no metadata preprocessing) is the kernel, the copy of the received tokens
+out of HybridEP's buffer, and a part that does not scale with the bytes (its test's "misc = device_sync,
+update_flag, etc."). topo prices the copy as the MoE block's permutation (Megatron-Core's ``dispatch_with_permute``
+makes that copy the permutation), so a call lasts at least its bytes at the kernel's rate plus that fixed part
+(:func:`call_s`, :func:`fixed_part_s`; GB200 NVL72 at 8-36 ranks: 0.04-0.12 ms a call). Where only the framework's
+rate is published (H100), the bytes at that rate. An expert all-to-all of this dispatcher inside one NVLink domain
+takes the slower of the fabric's time and that bound (:func:`flex_dispatch_s`). Across domains the same rule holds
+with the scale-out figures: :mod:`topo.training.ep_internode`.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
+from .routing import spread_destinations
 
-__all__ = ["flex_rates", "flex_dispatch_s"]
+__all__ = ["flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s"]
+
+KINDS = ("dispatch", "dispatch_fp8", "combine")
+
+FP8_FACTOR = (1 + 4 / 128) / 2
+"""An FP8 token's bytes over a BF16 one's: 1 byte an element and a 4-byte scale per 128 (HybridEP's test,
+``fp8_factor``)."""
 
 
 @lru_cache(maxsize=1)
@@ -48,17 +59,118 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
     t = _table().get(gpu)
     if t is None:
         return None
-    sizes = t["ranks"]
-    i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
-    return {k: float(t.get(f"kernel_{k}_GBps", t[f"{k}_GBps"])[i]) * GB
-            for k in ("dispatch", "dispatch_fp8", "combine")}
+    i = nearest_column(t["ranks"], ranks)
+    return {k: float(t.get(f"kernel_{k}_GBps", t[f"{k}_GBps"])[i]) * GB for k in KINDS}
 
 
-def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) -> float | None:
-    """Seconds of one all-to-all call of the flex dispatcher at its published rate: ``size_bytes`` (what a rank
-    receives) at the FP8 dispatch rate for 1-byte elements (an FP8 dispatch), else at the mean time of a BF16
-    dispatch and a combine (the calls of a step pair them: dispatch and combine forward, their gradients
-    backward); None without published rates for ``gpu``.
+def nearest_column(sizes: list[int], ranks: int) -> int:
+    """Index of the published EP group size that stands for ``ranks``: the smallest at least ``ranks``, the largest
+    for a larger group (the data files' assumption).
+
+    Parameters
+    ----------
+    sizes : list of int
+        The published group sizes, ascending (a table's ``ranks``).
+    ranks : int
+        GPUs in the EP group.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> nearest_column([8, 16, 24, 32, 36], 12), nearest_column([8, 16, 24, 32, 36], 64)
+    (1, 4)
+    """
+    return next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
+
+
+def fixed_part_s(measured_bytes: float, api_Bps: float, kernel_Bps: float, copy_s: float) -> float:
+    """Seconds a published call adds beyond its kernel and the copy of the received tokens: ``measured_bytes`` (the
+    bytes its bandwidth is quoted on) at the call's rate less at the kernel's, less the copy's ``copy_s``; none
+    below zero.
+
+    Parameters
+    ----------
+    measured_bytes : float
+        Bytes the published algorithm bandwidth divides (received bytes inside a domain, RDMA bytes across).
+    api_Bps, kernel_Bps : float
+        The call's and the kernel's published rates, bytes/s.
+    copy_s : float
+        Seconds of the call's copy of the received tokens (read and write) at HBM rate.
+
+    Returns
+    -------
+    float
+    """
+    return max(0.0, measured_bytes / api_Bps - measured_bytes / kernel_Bps - copy_s)
+
+
+def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict) -> float:
+    """Least seconds of one call: ``size_bytes`` at the kernel's rate plus the call's fixed part, for an FP8
+    dispatch (1-byte elements, their 1x128 scales added as the published rate counts them: x (1 + 4/128)), else the
+    mean of a BF16 dispatch and a combine (a step's calls pair them: dispatch and combine forward, their gradients
+    backward).
+
+    Parameters
+    ----------
+    size_bytes : float
+        Bytes of the call's elements (received bytes inside a domain, RDMA bytes across), no scales.
+    elem_bytes : float
+        Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
+    kernel_Bps, fixed_s : dict
+        Per kind (:data:`KINDS`): the kernel's rate in bytes/s, the fixed part in seconds.
+
+    Returns
+    -------
+    float
+    """
+    if elem_bytes < 2:
+        return size_bytes * 2 * FP8_FACTOR / kernel_Bps["dispatch_fp8"] + fixed_s["dispatch_fp8"]
+    return sum(size_bytes / kernel_Bps[k] + fixed_s[k] for k in ("dispatch", "combine")) / 2
+
+
+def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict | None:
+    """The fixed part of each kind of call inside one NVLink domain (:func:`fixed_part_s` at the published shape:
+    its tokens, hidden size and top-k, uniform routing, the received tokens one copy per token and destination
+    rank); zero where only the framework's rate is published (its rate then holds the whole call).
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name (``GB200``, ``B200``, ``H100``).
+    ranks : int
+        GPUs in the EP group (all in one NVLink domain).
+    copy_s : callable
+        Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+
+    Returns
+    -------
+    dict or None
+        Seconds per kind (:data:`KINDS`); None without published rates.
+    """
+    t = _table().get(gpu)
+    if t is None:
+        return None
+    if "kernel_dispatch_GBps" not in t:
+        return {k: 0.0 for k in KINDS}
+    i = nearest_column(t["ranks"], ranks)
+    received = t["tokens"] * spread_destinations(t["ranks"][i], t["topk"]) * t["hidden"] * 2.0
+    out = {}
+    for k in KINDS:
+        f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
+        api, kernel = float(t[f"{k}_GBps"][i]) * GB, float(t[f"kernel_{k}_GBps"][i]) * GB
+        out[k] = fixed_part_s(received * f, api, kernel, copy_s(2.0 * received * f))
+    return out
+
+
+def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
+                    copy_s: Callable[[float], float]) -> float | None:
+    """Least seconds of one all-to-all call of the flex dispatcher inside one NVLink domain: ``size_bytes`` (what a
+    rank receives) at the kernel's published rate plus the call's fixed part (:func:`call_s`,
+    :func:`flex_fixed_s`), or at the framework's rate where the kernel's is not published; None without published
+    rates for ``gpu``.
 
     Parameters
     ----------
@@ -70,6 +182,8 @@ def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) 
         Bytes one rank receives in the call.
     elem_bytes : float
         Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
+    copy_s : callable
+        Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
 
     Returns
     -------
@@ -78,6 +192,4 @@ def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float) 
     r = flex_rates(gpu, ranks)
     if r is None:
         return None
-    if elem_bytes < 2:
-        return size_bytes / r["dispatch_fp8"]
-    return 0.5 * (size_bytes / r["dispatch"] + size_bytes / r["combine"])
+    return call_s(size_bytes, elem_bytes, r, flex_fixed_s(gpu, ranks, copy_s))

@@ -21,15 +21,10 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
+from .ep_dispatch import FP8_FACTOR, KINDS, call_s, fixed_part_s, nearest_column
 from .routing import spread_destinations
 
-__all__ = ["internode_table", "internode_fixed_s", "internode_call_s"]
-
-FP8_FACTOR = (1 + 4 / 128) / 2
-"""An FP8 token's bytes over a BF16 one's: 1 byte an element and a 4-byte scale per 128 (the test's
-``fp8_factor``)."""
-
-KINDS = ("dispatch", "dispatch_fp8", "combine")
+__all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
 
 
 @lru_cache(maxsize=1)
@@ -57,10 +52,9 @@ def internode_table(gpu: str, ranks: int) -> dict | None:
     t = _table().get(gpu)
     if t is None:
         return None
-    sizes = t["ranks"]
-    i = next((j for j, r in enumerate(sizes) if r >= ranks), len(sizes) - 1)
+    i = nearest_column(t["ranks"], ranks)
     out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
-    out["ranks"] = sizes[i]
+    out["ranks"] = t["ranks"][i]
     for k in KINDS:
         out[k] = (float(t[f"{k}_GBps"][i]) * GB, float(t[f"{k}_kernel_GBps"][i]) * GB)
     return out
@@ -96,7 +90,7 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) ->
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
         api, kernel = t[k]
-        out[k] = max(0.0, rdma * f / api - rdma * f / kernel - copy_s(2.0 * received * f))
+        out[k] = fixed_part_s(rdma * f, api, kernel, copy_s(2.0 * received * f))
     return out
 
 
@@ -104,8 +98,8 @@ def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
                      copy_s: Callable[[float], float]) -> float | None:
     """Least seconds of one flex-dispatcher call whose EP group spans NVLink domains: ``size_bytes`` (one copy per
     token and destination node, as the fabric's all-to-all carries it) at the kernel's published rate, plus the
-    call's fixed part (:func:`internode_fixed_s`); an FP8 dispatch for 1-byte elements, else the mean of a BF16
-    dispatch and a combine (a step's calls pair them: dispatch and combine forward, their gradients backward).
+    call's fixed part (:func:`internode_fixed_s`; the rule of :func:`.ep_dispatch.call_s`, as inside a domain): an
+    FP8 dispatch for 1-byte elements (its scales added), else the mean of a BF16 dispatch and a combine.
 
     Parameters
     ----------
@@ -128,6 +122,4 @@ def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
     t = internode_table(gpu, ranks)
     if t is None:
         return None
-    fixed = internode_fixed_s(gpu, ranks, copy_s)
-    kinds = ("dispatch_fp8",) if elem_bytes < 2 else ("dispatch", "combine")
-    return sum(size_bytes / t[k][1] + fixed[k] for k in kinds) / len(kinds)
+    return call_s(size_bytes, elem_bytes, {k: t[k][1] for k in KINDS}, internode_fixed_s(gpu, ranks, copy_s))

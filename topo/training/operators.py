@@ -184,7 +184,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     return ops
 
 
-ROPE_UNFUSED_MOVES = ((12.0, 12), (10.0, 5))
+ROPE_UNFUSED_MOVES = ((12.0, 12), (14.0, 7))
 """Megatron-Core's unfused RoPE (``_apply_rotary_pos_emb_bshd``, NVIDIA/Megatron-LM@d98e8a64
 ``megatron/core/models/common/embeddings/rope_utils.py``), run for Q and for K apart, as ``((activation elements
 moved per element of the tensor, kernels per tensor) forward, (..., ...) backward)``. Forward:
@@ -193,13 +193,17 @@ moved per element of the tensor, kernels per tensor) forward, (..., ...) backwar
 t_pass))`` with ``t_pass`` empty (read, write): 12; kernels: those 6 and ``(cos(freqs) * mscale).to(dtype)`` and
 the same for ``sin`` on the small ``[s, 1, 1, d]`` table (6 more, bytes not counted). Backward (autograd):
 ``grad * sin_`` (2), the negation's gradient (1), ``chunk``'s backward concatenating the halves' gradients (2),
-``grad * cos_`` (2), and the sum of the two paths into ``t`` (two read, one written, 3): 10, in 5 kernels (the
-``cat``s' backwards are views). Megatron-Core takes this path when ``mscale`` (YaRN's concentration factor) is
-not 1: "mscale ... is not supported by TE's fused RoPE. Using unfused implementation"
-(``apply_rotary_pos_emb``, since NVIDIA/Megatron-LM@98739581 "Fixes for gpt-oss", 2025-11-22); Megatron-Bridge
-turns ``apply_rope_fusion`` off for any ``position_embedding_type`` but ``rope`` (NVIDIA-NeMo/Megatron-Bridge@
-067f987d ``utils/fusions.py`` ``validate_rope_fusion_compatibility``, since 07b106fe, 2025-10-28; gpt-oss's is
-``yarn``, ``gpt_oss_bridge.py``). The fused kernel (Transformer Engine) reads and writes once: 2 moves."""
+``grad * cos_`` (2), and the sum of the two paths into ``t`` (two read, one written, 3); and the empty
+``t_pass = t[..., rot_dim:]``, a slice (``t[..., :rot_dim]`` over the whole width is ``t`` itself: ATen
+``applySlice`` returns ``self``), whose backward ``slice_backward`` fills a zero tensor of ``t``'s full size
+(``at::zeros(input_sizes)``, 1 written; its ``copy_`` of the empty gradient moves nothing) that autograd adds to
+``t``'s gradient (3): 14, in 7 kernels (the ``cat``s' backwards are views; rev37). Megatron-Core takes this
+path when ``mscale`` (YaRN's concentration factor) is not 1: "mscale ... is not supported by TE's fused RoPE.
+Using unfused implementation" (``apply_rotary_pos_emb``, since NVIDIA/Megatron-LM@98739581 "Fixes for
+gpt-oss", 2025-11-22); Megatron-Bridge turns ``apply_rope_fusion`` off for any ``position_embedding_type`` but
+``rope`` (NVIDIA-NeMo/Megatron-Bridge@067f987d ``utils/fusions.py`` ``validate_rope_fusion_compatibility``, since
+07b106fe, 2025-10-28; gpt-oss's is ``yarn``, ``gpt_oss_bridge.py``). The fused kernel (Transformer Engine) reads
+and writes once: 2 moves."""
 
 
 def _rope_ops(model: ModelSpec, lay: ParallelLayout, elems: float) -> list[Op]:

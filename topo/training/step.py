@@ -41,9 +41,9 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
   (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
-  dispatcher (``deepep``: DeepEP / HybridEP) inside one NVLink domain runs no faster than its kernels' published
-  rate (:mod:`topo.training.ep_dispatch`); across domains a call lasts no less than its kernel at the published
-  rate plus the call's fixed part (:mod:`topo.training.ep_internode`).
+  dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
+  fixed part, inside one NVLink domain (:mod:`topo.training.ep_dispatch`) and across domains
+  (:mod:`topo.training.ep_internode`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -900,16 +900,16 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
     """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
-    and the dispatcher's published figures: inside one NVLink domain its rate (:func:`.ep_dispatch.flex_dispatch_s`;
-    the algorithm then reads ``flex dispatcher rate``), across domains (HybridEP) its kernel's rate plus the call's
-    fixed part (:func:`.ep_internode.internode_call_s`; ``flex dispatcher call``)."""
+    and the dispatcher's published figures, its kernel's rate plus the call's fixed part: inside one NVLink domain
+    :func:`.ep_dispatch.flex_dispatch_s` (the algorithm then reads ``flex dispatcher rate``), across domains
+    (HybridEP) :func:`.ep_internode.internode_call_s` (``flex dispatcher call``)."""
     if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
-    elem = item.get("elem_bytes", ACT_BYTES)
+    elem, km = item.get("elem_bytes", ACT_BYTES), gpu_compute(gpu).kernels
     if domains == 1:
-        t, name = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem), "flex dispatcher rate"
+        t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
+        name = "flex dispatcher rate"
     elif lay.ep_flex_backend == "hybridep":
-        km = gpu_compute(gpu).kernels
         t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
         name = "flex dispatcher call"
     else:
