@@ -124,3 +124,21 @@ def test_hybridep_all_gathers_the_routing_map_across_nodes(h100):
     one_node = make_layout(ep=8, dp=8, etp=1, global_batch=64, seq_len=4096, precision="fp8", ep_dispatcher="deepep")
     r8 = estimate_step(h100, model, one_node, contention=False)
     assert not [c for c in r8.comm if c.dim == "ep" and c.collective == "all_gather"]
+
+
+def test_train_names_the_flex_backend_and_when_it_has_no_effect(capsys):
+    """``topo train``'s framework-options line shows ``ep_flex_backend`` when set away from HybridEP, marked as of no
+    effect where the layout's dispatcher is NCCL's all-to-all or the model has no experts."""
+    from topo.cli.main import main
+
+    def line(model, layout):
+        assert main(["train", "--model", model, "--layout", layout, "--global-batch", "64"]) == 0
+        return [x for x in capsys.readouterr().out.splitlines() if x.startswith("framework options:")]
+
+    assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,ep_dispatcher=deepep,ep_flex_backend=deepep") == [
+        "framework options: ep_flex_backend deepep (layout fields)"]
+    assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,ep_flex_backend=deepep") == [
+        "framework options: ep_flex_backend deepep (no effect: it picks the flex dispatcher's kernels: ep_dispatcher "
+        "is alltoall) (layout fields)"]
+    assert line("llama3-8b", "dp=8,ep_flex_backend=deepep") == [
+        "framework options: ep_flex_backend deepep (no effect: llama3-8b has no experts) (layout fields)"]

@@ -338,7 +338,7 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "rope_kernel")
+                     "expert_clamp_eager", "rope_kernel", "ep_flex_backend")
 
 
 def _framework_options(L: dict, model) -> str:
@@ -353,7 +353,10 @@ def _framework_options(L: dict, model) -> str:
             "expert_clamp_eager": "" if model.moe is not None and model.moe.glu_clamp is not None
             else f"{model.name} has no activation clamp",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
-            else f"{model.name}'s rotary has no concentration factor"}
+            else f"{model.name}'s rotary has no concentration factor",
+            "ep_flex_backend": f"{model.name} has no experts" if model.moe is None
+            else "" if L.get("ep_dispatcher") == "deepep" else "it picks the flex dispatcher's kernels: ep_dispatcher "
+            "is alltoall"}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
