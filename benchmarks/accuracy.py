@@ -402,8 +402,9 @@ def _scale_net(pr, m):
 
 
 def _add_net_latency(pr, us):
-    """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table)."""
-    a = us * 1e-6
+    """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table),
+    times the network file's ``net_hop_scale`` as the bundled value is (EFA v4: the plugin's latency ratio)."""
+    a = us * 1e-6 * pr.sources.get("net_hop_scale", {}).get("value", 1.0)
     return replace(pr, net_hop_s={f: {k: v + a * (2.0 if k == "Simple" else 1.0) for k, v in d.items()}
                                   for f, d in pr.net_hop_s.items()})
 
