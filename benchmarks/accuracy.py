@@ -198,9 +198,12 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                                 "tree", "3 partitions of 8 GPUs on 3 racks, NCCL_ALGO=Tree"),
     "awsome_p4de_2n": SetupDef(_ns("A100", 4, "100 Gb/s", "efa", 2), 16,
                                why="p4de: 4 x 100 Gb/s EFA per 8 A100 (efa on A100 is efa_v1: Simple only)"),
-    "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, protocol="Simple",
+    "a3mega_tcpxo_2n": SetupDef(_ns("H100", 8, "200 Gb/s", "gcp_tcpxo", 2), 16, "ring,tree", protocol="Simple",
                                 why="GCP A3 Mega, GPUDirect-TCPXO; Google's TCPXO NCCL profile sets NCCL_PROTO=Simple "
-                                    "(Simple,LL128 since May 2025; the run is undated)"),
+                                    "(Simple,LL128 since May 2025; the run is undated), and every release that set "
+                                    "Simple alone (Apr 2024 - Feb 2025) also set NCCL_ALGO=Ring,Tree and "
+                                    "NCCL_NVLS_ENABLE=0 (GoogleCloudPlatform/container-engine-accelerators "
+                                    "gpudirect-tcpxo/README.md; NVLSTree from the Aug 2025 release)"),
     "gcp_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
                                          why="GCP A3 Ultra (H200), GPUDirect RDMA with gIB: a second gcp_roce setup"),
     "sky_a3ultra_2n_allgather": SetupDef(_ns("H200", 8, "400 Gb/s", "gcp_roce", 2), 16,
@@ -402,8 +405,9 @@ def _scale_net(pr, m):
 
 
 def _add_net_latency(pr, us):
-    """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table)."""
-    a = us * 1e-6
+    """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table),
+    times the network file's ``net_hop_scale`` as the bundled value is (EFA v4: the plugin's latency ratio)."""
+    a = us * 1e-6 * pr.sources.get("net_hop_scale", {}).get("value", 1.0)
     return replace(pr, net_hop_s={f: {k: v + a * (2.0 if k == "Simple" else 1.0) for k, v in d.items()}
                                   for f, d in pr.net_hop_s.items()})
 

@@ -5,6 +5,7 @@ what the others share instead of NCCL's InfiniBand constants alone."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -64,3 +65,33 @@ def test_the_nvl72_rack_has_no_nvlink_step_term_of_its_own():
     p = profile_for("blackwell", "gcp_roce")
     assert p.mnnvl_hop_extra_s == 0.0 and p.sources["mnnvl_hop_extra_us"]["assumed"]
     assert not p.sources["mnnvl_hop_extra_us"]["fitted"]
+
+
+def test_the_fitted_term_on_efa_v4_is_scaled_as_its_file_scales_it():
+    """On Blackwell ``efa`` is ``efa_v4`` (p6-b200), whose whole network step, AWS's 20 us and the fitted term alike,
+    is scaled by the latency aws-ofi-nccl reports to NCCL there against p5: 35 / 75 (src/platform-aws.cpp
+    platform_data_map). The fit's term must be scaled the same way, or a fold would price p6-b200 with p5's
+    step (the bundled file and the leave-one-setup-out figure would disagree)."""
+    (g,) = [g for g in accuracy.load_groups(accuracy.EXTRA, accuracy.EXTRA_SETUPS) if g.setup == "dstack3961_p6b200_2n"]
+    assert g.case.profile.name == "blackwell+efa_v4"
+    params = [p for p in accuracy.shared_params() if p.name == "net_latency_us"]
+    x = [{"netclass:ethernet": 9.0, "netfamily:efa": 3.0}.get(p.tag, 0.0) for p in params]
+    fitted = accuracy.fitted_profile(g, params, x)
+    assert fitted.net_hop("tree", "LL") == pytest.approx((20.0 + 9.0 + 3.0) * 35 / 75 * 1e-6, rel=1e-3)
+    assert fitted.net_hop("tree", "Simple") == pytest.approx((23.0 + 2 * 12.0) * 35 / 75 * 1e-6, rel=1e-3)
+    # the bundled file, with its own fitted 12.68 us: the same form
+    assert g.case.profile.net_hop("tree", "LL") == pytest.approx((20.0 + 12.68) * 35 / 75 * 1e-6, rel=1e-3)
+
+
+def test_a3_mega_simple_run_is_modelled_without_nvls():
+    """Every release of Google's TCPXO NCCL profile that set NCCL_PROTO=Simple alone (Apr 2024 - Feb 2025; the run
+    is modelled with Simple) also set NCCL_ALGO=Ring,Tree and NCCL_NVLS_ENABLE=0 (GoogleCloudPlatform/
+    container-engine-accelerators gpudirect-tcpxo/README.md; NVLSTree joined the default profile in Aug 2025), so
+    the run never took NVLSTree, which NCCL's own choice (auto) picks for it at every size <= 64 KiB."""
+    (g,) = [g for g in accuracy.load_groups(accuracy.EXTRA, accuracy.EXTRA_SETUPS) if g.setup == "a3mega_tcpxo_2n"]
+    small = [s for s in g.case.sizes if s <= accuracy.LAT_MAX]
+    got = accuracy.score(g, g.case.profile)
+    assert set(got.algorithms) <= {"ring", "tree"}
+    from topo.calibrate.compare import modelled_times
+    auto = modelled_times(replace(g.case.setup, algorithm="auto"), g.collective, small, g.case.profile)
+    assert {r.algorithm for r in auto} == {"nvls_tree"}  # what the setup would be priced as without the profile

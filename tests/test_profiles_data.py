@@ -52,10 +52,10 @@ def test_hopper_constants_are_nccls_published_ones():
 
 def test_network_files_scale_the_network_latency_only():
     ib, roce = profile_for("hopper", "infiniband_ndr"), profile_for("hopper", "roce")
-    # gcp_tcpxo adds its fitted 14.74 us per network step (twice for Simple, NCCL's latencyInter), NVLink unchanged
+    # gcp_tcpxo adds its fitted 8.30 us per network step (twice for Simple, NCCL's latencyInter), NVLink unchanged
     tcpxo = profile_for("hopper", "gcp_tcpxo")
-    assert tcpxo.net_hop("ring", "Simple") == pytest.approx(ib.net_hop("ring", "Simple") + 2 * 14.74e-6)
-    assert tcpxo.net_hop("tree", "LL128") == pytest.approx(ib.net_hop("tree", "LL128") + 14.74e-6)
+    assert tcpxo.net_hop("ring", "Simple") == pytest.approx(ib.net_hop("ring", "Simple") + 2 * 8.30e-6)
+    assert tcpxo.net_hop("tree", "LL128") == pytest.approx(ib.net_hop("tree", "LL128") + 8.30e-6)
     assert tcpxo.nv_hop("ring", "Simple") == ib.nv_hop("ring", "Simple")
     # NCCL prices RoCE as InfiniBand; topo adds its fitted RoCE family term, 6.40 us per step (x2 Simple)
     assert roce.net_hop("ring", "Simple") == pytest.approx(ib.net_hop("ring", "Simple") + 2 * 6.40e-6)

@@ -81,7 +81,7 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 FABRIC_KINDS = ("fat_tree", "rail_optimized", "rail_only")
 TECHNOLOGIES = ("infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "oci_roce", "gcp_roce", "efa", "efa_v1",
-                "efa_v3", "gcp_tcpx", "gcp_tcpxo")
+                "efa_v3", "efa_v4", "gcp_tcpx", "gcp_tcpxo")
 
 
 class _Strict(BaseModel):
@@ -253,11 +253,12 @@ class FabricSpec(_Strict):
     goes to the unit's leaf of rail r, spines join all rails; rail_only: one Clos per rail, no spine between rails
     (cross-rail traffic crosses the NVLink domain)."""
     technology: Literal["infiniband_hdr", "infiniband_ndr", "infiniband_xdr", "roce", "oci_roce", "gcp_roce", "efa",
-                        "efa_v1", "efa_v3", "gcp_tcpx", "gcp_tcpxo"] = "infiniband_ndr"
+                        "efa_v1", "efa_v3", "efa_v4", "gcp_tcpx", "gcp_tcpxo"] = "infiniband_ndr"
     """The network technology; selects the cost profile's per-hop latencies and efficiencies (one file each in
     topo/data/profiles/network/). Provider stacks differ in small-message latency: roce is NCCL's own RDMA transport
     over RoCE, oci_roce the OCI cluster network, gcp_roce GCP's A3 Ultra/A4 RDMA with NCCL/gIB; efa is AWS EFA
-    (p5/p5e, p6), efa_v1 the p4d/p4de generation (Simple protocol only; what efa means on A100), efa_v3 p5en."""
+    (p5/p5e), efa_v1 the p4d/p4de generation (Simple protocol only; what efa means on A100), efa_v3 p5en, efa_v4
+    p6-b200 and later (what efa means on Blackwell)."""
     servers_per_unit: PositiveInt | None = None
     """Servers under one leaf (fat_tree) or one leaf per rail (rail kinds). Default: as many as the leaf holds."""
     units_per_pod: PositiveInt | None = None
