@@ -349,9 +349,10 @@ RELEASE_RECIPES = {
                                  "recompute_modules": "layernorm moe_act"},
     # 97ad8cc6f (the 25.11 starter pack): GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG, the table's PP4 EP8
     "mb2511_h100_gptoss_120b": {"recompute_modules": "layernorm moe_act", "moe_a2a_overlap": ""},
-    # 97ad8cc6f / v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_* sets no flex backend (qwen_provider.py:
-    # alltoall) and TE graphs of moe_router + moe_preprocess
-    "mb2511_b200_qwen3_30b": {"moe_dispatcher": "alltoall", "cuda_graph_scope": "moe_router moe_preprocess"},
+    # v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 sets no flex backend (qwen_provider.py: alltoall) and TE
+    # graphs of moe_router + moe_preprocess; 25.11's B200 runs predate cb62f8620 (the 235B row's VP2 is only in
+    # c8e34f71e, 2025-11-21), whose B200 30B recipe captures the full iteration (local graphs), also all-to-all
+    "mb2511_b200_qwen3_30b": {"moe_dispatcher": "alltoall", "cuda_graph_scope": "full_iteration"},
     "mb2602_b200_qwen3_30b": {"moe_dispatcher": "alltoall", "cuda_graph_scope": "moe_router moe_preprocess"},
     # v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: deepep, moe_a2a_overlap=True (the table's PP2 VP12 EP8)
     "mb2602_h100_qwen3_30b": {"moe_dispatcher": "deepep", "moe_a2a_overlap": "1"},
@@ -364,6 +365,9 @@ RELEASE_RECIPES = {
     "mb2509_b200_llama3_8b": {"cuda_graph_scope": "attn mlp"},
     "mb2509_b200_llama3_8b_mxfp8": {"cuda_graph_scope": "attn mlp"},
     "mb2509_gb200_llama3_8b_mxfp8": {"cuda_graph_scope": "attn mlp"},
+    # NVIDIA/NeMo@e1335c83 and v2.3.0 recommended_model_configs/model_configs_gb200.csv: mixtral 8x7b cuda_graphs 1
+    # (per-layer enable_cuda_graph; the token-drop callback pads the MoE block to capacity, so it is captured)
+    "nemo2504_gb200_mixtral_8x7b": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"},
 }
 
 
