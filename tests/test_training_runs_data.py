@@ -377,3 +377,16 @@ def test_audited_rows_carry_their_release_recipe():
         got = {k: rows[run_id][k] or "" for k in recipe}
         assert got == recipe, (run_id, got, recipe)
         assert "audit31" in rows[run_id]["note"], run_id  # the note cites the recipe the value came from
+
+
+def test_every_megatron_bridge_fp8_run_names_its_fp8_recipe():
+    # Megatron-Bridge's tables print FP8 (the recipe's fp8_cs: per-tensor current scaling) beside MXFP8 and NVFP4
+    # (e.g. NVIDIA-NeMo/Megatron-Bridge v0.3.0 docs/performance-summary.md, 26.02 GB200 Llama 3 70B: FP8 at FSDP 64,
+    # MXFP8 at TP2 PP4, the layouts of LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 and _FP8_MX_V2): every FP8 row's
+    # note names which, the FP8 recipe the fit reads (benchmarks/training_accuracy.py ``fp8_recipe``). Five GB200
+    # Llama rows (26.02, 26.02.01, 26.06) said neither and were priced without current scaling's amax pass
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    silent = [r["run_id"] for _, r in ROWS if r["run_id"].startswith("mb") and r["precision"] == "fp8"
+              and training_accuracy.fp8_recipe(r) is None]
+    assert not silent, silent
