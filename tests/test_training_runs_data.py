@@ -368,6 +368,9 @@ RELEASE_RECIPES = {
     # NVIDIA/NeMo@e1335c83 and v2.3.0 recommended_model_configs/model_configs_gb200.csv: mixtral 8x7b cuda_graphs 1
     # (per-layer enable_cuda_graph; the token-drop callback pads the MoE block to capacity, so it is captured)
     "nemo2504_gb200_mixtral_8x7b": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"},
+    # the same CSV (and v2.4.0's for Llama 4 Scout): cuda_graphs 1 at the rows' layouts, per-layer graphs
+    **{f"nemo2504_gb200_{m}": {"cuda_graph_scope": "attn mlp"} for m in ("gpt3_175b", "nemotron4_15b", "nemotron4_340b")},
+    "nemo2507_gb200_llama4_scout": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"},
     # NVIDIA/dgxc-benchmarking@1f6d9f40 grok1/launch.sh: --cuda_graphs, CUDA_GRAPH true by default on GB200 (false on
     # H100); NVIDIA/NeMo@6f2c6fda pretrain_grok1_314b.py: per-layer enable_cuda_graph, token drop padded (hold-out)
     **{f"nemo2504dgxc_gb200_grok1_{p}_{n}": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"}
