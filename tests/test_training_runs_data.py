@@ -399,3 +399,14 @@ def test_every_megatron_bridge_fp8_run_names_its_fp8_recipe():
     silent = [r["run_id"] for _, r in ROWS if r["run_id"].startswith("mb") and r["precision"] == "fp8"
               and training_accuracy.fp8_recipe(r) is None]
     assert not silent, silent
+
+
+def test_flex_dispatch_on_nvl72_names_hybridep():
+    # DeepEP does not run on GB200 / GB300: Megatron-Bridge applies the deepep backend only on Ampere, Hopper, B200
+    # and B300 (NVIDIA-NeMo/Megatron-Bridge v0.3.0 src/megatron/bridge/training/flex_dispatcher_backend.py), and
+    # every GB200 / GB300 recipe with the flex dispatcher sets hybridep. The fit reads the backend from the note
+    # (benchmarks/training_accuracy.py: "hybridep" in it, else DeepEP): seven 25.11 / 26.02 GB200 rows named none
+    # and were priced with DeepEP (issue 29, audit31)
+    wrong = [r["run_id"] for _, r in ROWS if r["run_id"].startswith(("mb", "nemo")) and r["moe_dispatcher"] == "deepep"
+             and r["gpu"] in ("GB200", "GB300") and "hybridep" not in r["note"].lower()]
+    assert not wrong, wrong
