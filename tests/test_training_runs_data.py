@@ -286,10 +286,27 @@ RECIPE_COLUMNS = ("moe_a2a_overlap", "moe_dispatcher", "cuda_graph_scope", "reco
                   "recompute_granularity", "activation_offload_layers", "etp", "moe_capacity_factor")
 LAYOUT_COLUMNS = ("system", "model", "precision", "num_gpus", "global_batch_seqs", "micro_batch", "tp", "pp", "cp",
                   "vpp", "ep", "fsdp")
-# twin pairs whose recipes were not checked against their releases (GPT-OSS: the dispatcher of the 26.04 tables
-# against the model card and 26.02.01; another task's rows)
-UNCHECKED_TWINS = {("mb260201_b200_gptoss_120b", "mb260401_b200_gptoss_120b"),
-                   ("mb2604_gb200_gptoss_120b", "mbvc_gb200_gptoss_120b")}
+# twin pairs whose recipes were not checked against their releases (GPT-OSS: the 26.04 GB200 recipe against the
+# model card; another task's rows)
+UNCHECKED_TWINS = {("mb2604_gb200_gptoss_120b", "mbvc_gb200_gptoss_120b")}
+# twin pairs whose releases ran different recipes, each read at its own release (issue 29, audit31; Megatron-Bridge =
+# NVIDIA-NeMo/Megatron-Bridge): they must differ, as their recipes do
+RELEASE_CHANGED_TWINS = {
+    # Llama 3 8B: 25.09's YAML perf matrix turns on per-layer graphs (v0.1.0rc3/rc4 llama3_8b_llm_pretrain.yaml
+    # ``cuda_graphs: true``; GB200 FP8-CS differs between rc3 and rc4, so left empty); 25.11's starter pack
+    # (Megatron-Bridge@97ad8cc6f llama3_workload_base_configs.py) captures the full iteration
+    ("mb2511_gb200_llama3_8b", "mb2509_gb200_llama3_8b"),
+    ("mb2511_gb200_llama3_8b_mxfp8", "mb2509_gb200_llama3_8b_mxfp8"),
+    ("mb2511_b200_llama3_8b", "mb2509_b200_llama3_8b"),
+    ("mb2511_b200_llama3_8b_mxfp8", "mb2509_b200_llama3_8b"),
+    ("mb2511_b200_llama3_8b_mxfp8", "mb2509_b200_llama3_8b_mxfp8"),
+    # GPT-OSS GB200: 26.02 (v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2) sets no flex backend and no EP
+    # overlap; the 26.02.01 fork (zidanehuang001/Megatron-Bridge@8e0fe90) and 26.04 (v0.4.0) add hybridep + overlap
+    ("mb2602_gb200_gptoss_120b", "mb260201_gb200_gptoss_120b"),
+    ("mb2602_gb200_gptoss_120b", "mb2604_gb200_gptoss_120b"),
+    # GPT-OSS B200 EP8: the 26.02.01 fork sets hybridep; 26.04.01 (v0.4.2 B200_BF16_V2) none (all-to-all)
+    ("mb260201_b200_gptoss_120b", "mb260401_b200_gptoss_120b"),
+}
 
 
 def test_twin_runs_carry_the_same_recipe():
@@ -302,7 +319,7 @@ def test_twin_runs_carry_the_same_recipe():
     # DeepSeek-V3 rows with a later release's EP overlap
     import itertools
     rows = [r for _, r in ROWS if r["run_id"].startswith("mb")]
-    twins = differing = 0
+    twins = differing = changed = 0
     for a, b in itertools.combinations(rows, 2):
         if any(a[k] != b[k] for k in LAYOUT_COLUMNS):
             continue
@@ -310,11 +327,16 @@ def test_twin_runs_carry_the_same_recipe():
             continue
         twins += 1
         diff = {k: (a[k], b[k]) for k in RECIPE_COLUMNS if (a[k] or "") != (b[k] or "")}
-        if (a["run_id"], b["run_id"]) in UNCHECKED_TWINS or (b["run_id"], a["run_id"]) in UNCHECKED_TWINS:
+        pair = {(a["run_id"], b["run_id"]), (b["run_id"], a["run_id"])}
+        if pair & UNCHECKED_TWINS:
             differing += bool(diff)
             continue
+        if pair & RELEASE_CHANGED_TWINS:
+            assert diff, (a["run_id"], b["run_id"], "their releases' recipes differ")
+            changed += 1
+            continue
         assert not diff, (a["run_id"], b["run_id"], diff)
-    assert twins >= 80 and differing == len(UNCHECKED_TWINS)
+    assert twins >= 80 and differing == len(UNCHECKED_TWINS) and changed == len(RELEASE_CHANGED_TWINS)
 
 
 def _dense_mha_flops_per_token(model, seq):
@@ -368,3 +390,76 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     uf = [r["run_id"] for r in rows if r["run_id"].startswith("mlperf51_uf_")]
     assert len(uf) == 8 and all(not setups[u]["lay"].overlap_tp and setups[u]["lay"].fp8_recipe == "current" for u in uf)
     assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
+
+
+# recipe columns of rows whose record disagreed with their own release's recipe (issue 29, audit31): each value is
+# what the release's scripts/performance config sets (Megatron-Bridge = NVIDIA-NeMo/Megatron-Bridge; the tag or
+# commit that publishes the row's table). Empty dispatcher = the model provider's all-to-all.
+RELEASE_RECIPES = {
+    # v0.3.0 (= d8348845d, the 26.02 table): GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2 sets no flex backend, no
+    # EP overlap; gpt_oss_provider.py moe_token_dispatcher_type = "alltoall"
+    "mb2602_gb200_gptoss_120b": {"moe_dispatcher": "alltoall", "moe_a2a_overlap": "0",
+                                 "recompute_modules": "layernorm moe_act"},
+    # 97ad8cc6f (the 25.11 starter pack): GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG, the table's PP4 EP8
+    "mb2511_h100_gptoss_120b": {"recompute_modules": "layernorm moe_act", "moe_a2a_overlap": ""},
+    # v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 sets no flex backend (qwen_provider.py: alltoall) and TE
+    # graphs of moe_router + moe_preprocess; 25.11's B200 runs predate cb62f8620 (the 235B row's VP2 is only in
+    # c8e34f71e, 2025-11-21), whose B200 30B recipe captures the full iteration (local graphs), also all-to-all
+    "mb2511_b200_qwen3_30b": {"moe_dispatcher": "alltoall", "cuda_graph_scope": "full_iteration"},
+    "mb2602_b200_qwen3_30b": {"moe_dispatcher": "alltoall", "cuda_graph_scope": "moe_router moe_preprocess"},
+    # v0.3.0: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: deepep, moe_a2a_overlap=True (the table's PP2 VP12 EP8)
+    "mb2602_h100_qwen3_30b": {"moe_dispatcher": "deepep", "moe_a2a_overlap": "1"},
+    # 97ad8cc6f: LLAMA3_8B_PRETRAIN_CONFIG_{GB200,B200}_FP8_CS_BASE_CONFIG (FP8_MX its alias): cuda_graph_impl
+    # "local", cuda_graph_scope "full_iteration"
+    **{f"mb2511_{g}_llama3_8b{s}": {"cuda_graph_scope": "full_iteration"}
+       for g in ("gb200", "b200") for s in ("", "_mxfp8")},
+    # v0.1.0rc3/rc4 llama3_8b_llm_pretrain.yaml: ``cuda_graphs: true`` (Megatron-Core's per-layer graphs, the
+    # whole layer: attn + mlp) on B200 for every precision and on GB200 for fp8_mx
+    "mb2509_b200_llama3_8b": {"cuda_graph_scope": "attn mlp"},
+    "mb2509_b200_llama3_8b_mxfp8": {"cuda_graph_scope": "attn mlp"},
+    "mb2509_gb200_llama3_8b_mxfp8": {"cuda_graph_scope": "attn mlp"},
+    # NVIDIA/NeMo@e1335c83 and v2.3.0 recommended_model_configs/model_configs_gb200.csv: mixtral 8x7b cuda_graphs 1
+    # (per-layer enable_cuda_graph; the token-drop callback pads the MoE block to capacity, so it is captured)
+    "nemo2504_gb200_mixtral_8x7b": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"},
+    # the same CSV (and v2.4.0's for Llama 4 Scout): cuda_graphs 1 at the rows' layouts, per-layer graphs
+    **{f"nemo2504_gb200_{m}": {"cuda_graph_scope": "attn mlp"} for m in ("gpt3_175b", "nemotron4_15b", "nemotron4_340b")},
+    "nemo2507_gb200_llama4_scout": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"},
+    # NVIDIA/dgxc-benchmarking@1f6d9f40 grok1/launch.sh: --cuda_graphs, CUDA_GRAPH true by default on GB200 (false on
+    # H100); NVIDIA/NeMo@6f2c6fda pretrain_grok1_314b.py: per-layer enable_cuda_graph, token drop padded (hold-out)
+    **{f"nemo2504dgxc_gb200_grok1_{p}_{n}": {"cuda_graph_scope": "attn moe", "moe_capacity_factor": "1.0"}
+       for p in ("bf16", "fp8") for n in (128, 256, 512)},
+    **{f"nemo2504dgxc_h100_grok1_{p}_512": {"cuda_graph_scope": ""} for p in ("bf16", "fp8")},
+}
+
+
+def test_audited_rows_carry_their_release_recipe():
+    rows = {r["run_id"]: r for _, r in ROWS}
+    for run_id, recipe in RELEASE_RECIPES.items():
+        got = {k: rows[run_id][k] or "" for k in recipe}
+        assert got == recipe, (run_id, got, recipe)
+        # the note cites the recipe a changed value came from
+        assert "audit31" in rows[run_id]["note"] or not set(recipe.values()) - {"", "1.0"}, run_id
+
+
+def test_every_megatron_bridge_fp8_run_names_its_fp8_recipe():
+    # Megatron-Bridge's tables print FP8 (the recipe's fp8_cs: per-tensor current scaling) beside MXFP8 and NVFP4
+    # (e.g. NVIDIA-NeMo/Megatron-Bridge v0.3.0 docs/performance-summary.md, 26.02 GB200 Llama 3 70B: FP8 at FSDP 64,
+    # MXFP8 at TP2 PP4, the layouts of LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 and _FP8_MX_V2): every FP8 row's
+    # note names which, the FP8 recipe the fit reads (benchmarks/training_accuracy.py ``fp8_recipe``). Five GB200
+    # Llama rows (26.02, 26.02.01, 26.06) said neither and were priced without current scaling's amax pass
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    silent = [r["run_id"] for _, r in ROWS if r["run_id"].startswith("mb") and r["precision"] == "fp8"
+              and training_accuracy.fp8_recipe(r) is None]
+    assert not silent, silent
+
+
+def test_flex_dispatch_on_nvl72_names_hybridep():
+    # DeepEP does not run on GB200 / GB300: Megatron-Bridge applies the deepep backend only on Ampere, Hopper, B200
+    # and B300 (NVIDIA-NeMo/Megatron-Bridge v0.3.0 src/megatron/bridge/training/flex_dispatcher_backend.py), and
+    # every GB200 / GB300 recipe with the flex dispatcher sets hybridep. The fit reads the backend from the note
+    # (benchmarks/training_accuracy.py: "hybridep" in it, else DeepEP): seven 25.11 / 26.02 GB200 rows named none
+    # and were priced with DeepEP (issue 29, audit31)
+    wrong = [r["run_id"] for _, r in ROWS if r["run_id"].startswith(("mb", "nemo")) and r["moe_dispatcher"] == "deepep"
+             and r["gpu"] in ("GB200", "GB300") and "hybridep" not in r["note"].lower()]
+    assert not wrong, wrong
