@@ -277,6 +277,9 @@ def _setups():
             # University of Florida's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's default False):
             # TP traffic not overlapped (but for the backward's, Megatron's own)
             kw["overlap_tp"] = False
+            # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
+            # parameters per DP bucket, one reduce-scatter and one all-gather each
+            kw["dp_bucket_params"] = 134_217_728
         if fp8_amax_pass(row):
             kw["fp8_amax_pass"] = True
         if fp8_param_gather(row):

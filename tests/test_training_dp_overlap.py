@@ -1,13 +1,17 @@
 """Data parallelism's overlap rule: the gradient reduction hides behind the last micro-batch's backward except its
-last bucket (Megatron-LM's 40M-parameter buckets), which can only start when the backward ends."""
+last bucket, which can only start when the backward ends. One collective per bucket (Megatron-Core's
+``max(40M, 1M x dp_cp size)`` parameters), each paying its own latency."""
+
+import math
 
 import pytest
 
 import topo
 from topo.training.comm import CommEngine
 from topo.training.mapping import map_layout
+from topo.training.memory import stage_params
 from topo.training.model import load_model
-from topo.training.parallel import make_layout
+from topo.training.parallel import dp_bucket_calls, dp_bucket_params, make_layout
 from topo.training.step import estimate_step
 
 
@@ -26,10 +30,61 @@ def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
     r = estimate_step(pod, m, lay, engine=engine)
     (dp,) = [c for c in r.comm if c.dim == "dp"]
     groups = map_layout(lay, pod.spec.gpus_per_domain, pod.layout.num_gpus).groups("dp")
-    last = engine.time("all_reduce", groups, lay.dp_bucket_params * lay.grad_bytes).time_s
-    assert dp.collective == "all_reduce" and dp.time_s > 10 * last
+    # one all-reduce per bucket: Megatron-Core's default bucket at dp 256 is max(40M, 1M x 256) = 256M parameters
+    assert dp_bucket_params(lay) == 256_000_000
+    (dense, _, _), = stage_params(m, lay)  # one stage: the rank's 1/4 of the 8B weights
+    assert dp.calls_per_step == math.ceil(dense / 256_000_000) == 8
+    assert dp.size_bytes * dp.calls_per_step == pytest.approx(dense * lay.grad_bytes, rel=1e-12)
+    last = engine.time("all_reduce", groups, dp.size_bytes).time_s
+    assert dp.size_bytes <= 256_000_000 * lay.grad_bytes
+    assert dp.collective == "all_reduce" and dp.time_s == pytest.approx(dp.calls_per_step * last, rel=1e-12)
     assert dp.exposed_s == pytest.approx(last, rel=1e-12) and r.breakdown_s["dp"] == pytest.approx(last, rel=1e-12)
     # without overlap the whole reduction is exposed
     off = estimate_step(pod, m, make_layout(tp=4, dp=256, global_batch=2048, dp_sharding="none", overlap_dp=False,
                                             grad_bytes=2.0), engine=engine)
-    assert off.breakdown_s["dp"] == pytest.approx(dp.time_s, rel=1e-12)
+    # as one collective (no buckets without the overlap): a single latency, so less than the 8 bucketed calls
+    (whole,) = [c for c in off.comm if c.dim == "dp"]
+    assert whole.calls_per_step == 1 and off.breakdown_s["dp"] == pytest.approx(whole.time_s, rel=1e-12)
+    assert whole.time_s == pytest.approx(engine.time("all_reduce", groups, 8 * dp.size_bytes).time_s, rel=1e-12)
+    assert whole.time_s < dp.time_s
+
+
+def test_megatron_buckets_only_the_first_interleaved_chunk_and_none_without_overlap():
+    # NVIDIA/Megatron-LM training.py get_model: DDP(..., disable_bucketing=(model_chunk_idx > 0) ...), and
+    # bucket_size = None when overlap_grad_reduce is off (one collective for the whole buffer)
+    lay = make_layout(tp=8, pp=4, vpp=5, dp=16, global_batch=256, dp_bucket_params=100_000_000)
+    assert dp_bucket_calls(lay, 2e9) == math.ceil(2e9 / 5 / 1e8) + 4 == 8
+    assert dp_bucket_calls(make_layout(tp=8, dp=16, global_batch=256, dp_bucket_params=100_000_000), 2e9) == 20
+    assert dp_bucket_calls(make_layout(tp=8, dp=16, global_batch=256, overlap_dp=False), 2e9) == 1
+    # the default grows with the data x context ranks: 40M up to dp_cp 40, then 1M per rank
+    assert dp_bucket_params(make_layout(tp=8, dp=16, cp=2, global_batch=256)) == 40_000_000
+    assert dp_bucket_params(make_layout(tp=1, dp=128, cp=2, global_batch=256)) == 256_000_000
+
+
+def test_each_bucket_pays_its_latency_so_a_large_dp_group_cannot_hide_the_gather():
+    """MLPerf Training v5.1, University of Florida, Llama 3.1 8B on DGX B200 at CP2, MBS 1, one micro-batch per
+    step (mlcommons/training_results_v5.1@441d65f4 University-of-Florida/results/hpg.dgxb200x8.n4 and .n32
+    llama31_8b, MLLOG train_step_time): 0.188 s on 32 GPUs, 0.221 s on 256. Same per-GPU work, so the growth
+    (+0.033 s) is the step's communication. Its configs' conf/custom.yaml sets 134,217,728 parameters per DP
+    bucket: 60 reduce-scatters and 60 all-gathers over the 32 or 256 data x context ranks, whose ring latency grows
+    with the ranks. Priced as one collective each, the growth was 0.0003 s."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import training_accuracy
+    rows = {s["run"]: s for s in training_accuracy._setups() if s["run"] in
+            ("mlperf51_uf_b200_llama31_8b_32", "mlperf51_uf_b200_llama31_8b_256")}
+    name, over = rows["mlperf51_uf_b200_llama31_8b_32"]["spec"]
+    fab = topo.build_fabric(topo.load_spec(name, list(over)))
+    engine = CommEngine(fab)
+    t = {}
+    for rid, s in rows.items():
+        assert s["lay"].dp_bucket_params == 134_217_728
+        r = estimate_step(fab, s["model"], s["lay"], engine=engine, convention="6n")
+        gather = next(c for c in r.comm if c.dim == "dp" and c.collective == "all_gather")
+        assert gather.calls_per_step == 60
+        t[rid] = r
+    small, big = t["mlperf51_uf_b200_llama31_8b_32"], t["mlperf51_uf_b200_llama31_8b_256"]
+    assert small.breakdown_s["compute"] == pytest.approx(big.breakdown_s["compute"], rel=1e-9)
+    growth = big.step_time_s - small.step_time_s
+    assert 0.5 * 0.033 < growth < 1.2 * 0.033

@@ -20,6 +20,12 @@ def _dp(traffic, coll):
     return [it for it in traffic if it["dim"] == "dp" and it["collective"] == coll]
 
 
+def _bytes(traffic, coll):
+    """A step's bytes of one DP collective: its per-bucket calls x their size."""
+    (it,) = _dp(traffic, coll)
+    return it["size_bytes"] * it["calls"]
+
+
 def test_llama3_8b_gathers_its_layers_at_one_byte_and_its_ends_at_two():
     """Llama 3 8B, one stage, ZeRO-1 over 8 GPUs: the gather carries every parameter the reduce-scatter does
     (bf16 gradients: 2 bytes each), the layers' at 1 byte and the embedding and the untied output layer
@@ -28,13 +34,13 @@ def test_llama3_8b_gathers_its_layers_at_one_byte_and_its_ends_at_two():
     kw = dict(tp=1, dp=8, global_batch=64, seq_len=8192, precision="fp8", grad_reduce_bytes=2.0)
     on = step_traffic(m, make_layout(fp8_param_gather=True, **kw))
     off = step_traffic(m, make_layout(**kw))
-    n = _dp(on, "reduce_scatter")[0]["size_bytes"] / 2.0
+    n = _bytes(on, "reduce_scatter") / 2.0
     ends = 2 * 128_000 * 4_096 + 4_096
     assert 7.9e9 < n < 8.1e9  # Llama 3 8B: 8.03B parameters (Meta's model card)
-    assert _dp(on, "all_gather")[0]["size_bytes"] == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12)
-    assert _dp(off, "all_gather")[0]["size_bytes"] == pytest.approx(2 * n, rel=1e-12)
+    assert _bytes(on, "all_gather") == pytest.approx((n - ends) * 1 + ends * 2, rel=1e-12)
+    assert _bytes(off, "all_gather") == pytest.approx(2 * n, rel=1e-12)
     # the reduction is unchanged: gradients stay in their reduce dtype
-    assert _dp(on, "reduce_scatter")[0]["size_bytes"] == _dp(off, "reduce_scatter")[0]["size_bytes"]
+    assert _bytes(on, "reduce_scatter") == _bytes(off, "reduce_scatter")
 
 
 def test_gather_bytes_per_param_closed_form():

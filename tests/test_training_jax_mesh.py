@@ -54,7 +54,9 @@ def test_hybrid_sharding_shards_over_the_group_and_reduces_across_replicas():
     assert r.memory.optimizer_bytes == pytest.approx(params * 12 / 8, rel=1e-6)
     full = estimate_step(f, m, make_layout(dp=32, global_batch=64, dp_sharding="zero1"))
     assert full.memory.optimizer_bytes == pytest.approx(params * 12 / 32, rel=1e-6)
-    t = {(x["collective"], x["groups"]): x["size_bytes"] for x in step_traffic(m, lay) if x["dim"] == "dp"}
+    # a step's bytes: the per-bucket calls x their size
+    t = {(x["collective"], x["groups"]): x["size_bytes"] * x["calls"]
+         for x in step_traffic(m, lay) if x["dim"] == "dp"}
     assert t[("reduce_scatter", "dps")] == pytest.approx(params * 4, rel=1e-6)  # fp32 gradients
     assert t[("all_reduce", "dpr")] == pytest.approx(params * 4 / 8, rel=1e-6)
     g = map_layout(lay, 8, 1024)

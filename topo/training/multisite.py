@@ -32,7 +32,7 @@ from ..engine.region_estimate import dci_phase
 from ..fabric.region import Region
 from .mapping import default_placement
 from .model import ModelSpec
-from .parallel import ParallelLayout
+from .parallel import ParallelLayout, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, step_traffic
 
@@ -204,7 +204,7 @@ def _dp(region: Region, one, lay, V) -> AcrossSites:
     in_site = sum(c.time_s for c in one.comm if c.dim in ("dp", "dp_experts"))
     window = max(0.0, t_bwd - in_site)
     per_gpu = V / lay.gpus
-    bucket = min(1.0, lay.dp_bucket_params * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
+    bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
     exposed = max(edge, ph.time_s - window)
     T = one.step_time_s + exposed

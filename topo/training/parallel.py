@@ -166,8 +166,9 @@ class ParallelLayout(BaseModel):
     optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
     """Adam in mixed precision: fp32 main weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12);
     with bf16 weights and fp32 gradients, 18 bytes per parameter."""
-    dp_bucket_params: PositiveInt = 40_000_000
-    """Gradient bucket (parameters) of the data-parallel reduction: Megatron-LM's default 40M."""
+    dp_bucket_params: PositiveInt | None = None
+    """Gradient bucket (parameters) of the data-parallel reduction and gather, one collective per bucket; default
+    Megatron-Core's ``max(40M, 1M x dp_cp size)`` (:func:`dp_bucket_params`)."""
     overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket."""
@@ -554,3 +555,44 @@ def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
         bad("cp", f"{cp} does not split the {h} Mamba-2 heads and {g} groups per TP rank (the heads evenly, the "
                   f"groups evenly or each group's heads); allowed: a divisor of {h} that divides or is a multiple "
                   f"of {g}")
+
+
+def dp_bucket_params(lay: ParallelLayout) -> int:
+    """Parameters per data-parallel bucket: the layout's ``dp_bucket_params``, else Megatron-Core's default
+    ``max(40000000, 1000000 x dp_cp size)`` (NVIDIA/Megatron-LM ``DistributedDataParallelConfig.bucket_size``:
+    "larger DP sizes need larger buckets to ensure collectives do not become latency-bound").
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``dp_bucket_params``, ``dp``, ``cp``).
+
+    Returns
+    -------
+    int
+        Parameters per bucket.
+    """
+    return lay.dp_bucket_params or max(40_000_000, 1_000_000 * lay.dp * lay.cp)
+
+
+def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
+    """Data-parallel collectives a rank issues per step for ``params`` parameters (of each kind: reduction,
+    gather): one per bucket. Megatron-Core buckets the first model chunk only (``disable_bucketing=(model_chunk_idx
+    > 0)`` in ``training.py get_model``: each later interleaved chunk is one bucket), and not at all without the
+    overlap (``overlap_grad_reduce`` off: ``bucket_size = None``, one collective).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``overlap_dp``, ``vpp``, the bucket).
+    params : float
+        Parameters of this rank's stage that the collectives carry.
+
+    Returns
+    -------
+    int
+        Collectives per step, at least 1.
+    """
+    if not lay.overlap_dp or params <= 0:
+        return 1
+    return max(1, math.ceil(params / lay.vpp / dp_bucket_params(lay))) + lay.vpp - 1

@@ -29,7 +29,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   is already split);
 - DP over the data x context ranks (experts over their replicas): none: all-reduce of the gradients; ZeRO-1/2 and
   SHARD_GRAD_OP: reduce-scatter of the gradients and all-gather of the weights (``weight_bytes``; an FP8 layout's
-  layer weights 1 byte with ``fp8_param_gather``, :func:`gather_bytes_per_param`), per bucket, the reduction hidden
+  layer weights 1 byte with ``fp8_param_gather``, :func:`gather_bytes_per_param`), one collective per bucket
+  (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
   the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
@@ -76,7 +77,7 @@ from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
-from .parallel import ParallelLayout, check_layout
+from .parallel import ParallelLayout, check_layout, dp_bucket_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
@@ -299,12 +300,13 @@ def _dp_traffic(t: _Traffic) -> None:
         shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
         rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
         wb = gather_bytes_per_param(lay, n, end if groups != "edp" else 0.0)
+        k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
         if z == 0:
-            t.add("dp", "all_reduce", groups, n * rb, 1, phase="reduce")
+            t.add("dp", "all_reduce", groups, n * rb / k, k, phase="reduce")
         elif z in (1, 2):
-            t.add("dp", "reduce_scatter", groups, n * rb, 1, phase="reduce")
-            t.add("dp", "all_reduce", "dpr", shard * rb, 1, phase="reduce")
-            t.add("dp", "all_gather", groups, n * wb, 1, phase="gather", elem_bytes=wb)
+            t.add("dp", "reduce_scatter", groups, n * rb / k, k, phase="reduce")
+            t.add("dp", "all_reduce", "dpr", shard * rb / k, k, phase="reduce")
+            t.add("dp", "all_gather", groups, n * wb / k, k, phase="gather", elem_bytes=wb)
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
             calls = max(1, held)
@@ -935,12 +937,10 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     if phase == "reduce_unit":
         k = calls / m
         return m * (max(0.0, one_s - t_bwd / k) * k + one_s)  # the last unit's reduction cannot hide
-    reduce = lay.expert_reduce_bytes if item["groups"] == "edp" else lay.reduce_bytes
-    per_param = reduce if "reduce" in phase else item.get("elem_bytes", lay.weight_bytes)
-    bucket = min(item["size_bytes"], lay.dp_bucket_params * per_param)
-    edge = engine.time(item["collective"], G, bucket).time_s * factor  # the bucket that cannot hide
+    # one call per bucket (:func:`dp_bucket_calls`): the calls run one after another on the DP stream behind the
+    # window; the last bucket's reduction (the first bucket's gather) cannot hide
     window = t_f if "gather" in phase else t_bwd
-    return calls * max(one_s - window, edge)
+    return max(calls * one_s - window, one_s)
 
 
 def _gather_passes(lay: ParallelLayout) -> int:
