@@ -1,0 +1,63 @@
+"""The all-to-all dispatcher's token counts (issue 29: launch and host costs from kernel counts): what Megatron-Core's
+``MoEAlltoAllTokenDispatcher`` launches besides the tokens' all-to-alls in a dropless MoE block, counted from its
+code (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/token_dispatcher.py ``preprocess``,
+``_maybe_dtoh_and_synchronize``, ``token_dispatch``; kernels.toml ``[launch]`` alltoall_preprocess_kernels)."""
+
+import pytest
+
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import alltoall_preprocess_kernels
+from topo.training.model import load_model
+from topo.training.operators import block_ops, block_time, host_launch_s
+from topo.training.parallel import make_layout
+
+HOST_S = 1e-3  # a host time per launch large enough to read counts off the block's host seconds
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return load_model("qwen3-30b-a3b")  # 128 experts, top-8, hidden 2,048 (arXiv 2505.09388)
+
+
+def _lay(**upd):
+    return make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, moe_router_fusion=True, **upd)
+
+
+def _launches(model, lay):
+    return {op.name: op.launches for op in block_ops(model, lay, "E")}
+
+
+def test_counts_follow_megatron_cores_preprocess(qwen):
+    """EP > 1: routing_map.sum, the input splits' sum, the counts' all-gather, the local slice's copy and three
+    sums (7); four device-to-host copies (tokens per expert, input / output splits, the TP output splits)."""
+    assert alltoall_preprocess_kernels(True) == {"preprocess": 7.0, "dtoh": 4.0}
+    assert alltoall_preprocess_kernels(False) == {"preprocess": 1.0, "dtoh": 1.0}
+    ops = _launches(qwen, _lay())
+    assert (ops["dispatch_preprocess"], ops["dispatch_dtoh"]) == (7.0, 4.0)
+    one = _launches(qwen, make_layout(ep=1, dp=8, global_batch=64, seq_len=4096, etp=1))
+    assert (one["dispatch_preprocess"], one["dispatch_dtoh"]) == (1.0, 1.0)
+
+
+def test_no_counts_for_the_flex_dispatcher_or_a_padded_router(qwen):
+    """The flex dispatcher's preprocess is inside the router's published 17 kernels; a capacity factor sizes every
+    buffer statically, so nothing is copied to the host."""
+    for lay in (_lay(ep_dispatcher="deepep"), _lay(moe_capacity_factor=1.0)):
+        ops = _launches(qwen, lay)
+        assert "dispatch_preprocess" not in ops and "dispatch_dtoh" not in ops
+
+
+def test_the_host_launches_them_forward_only_and_graphs_capture_the_preprocess(qwen):
+    g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
+    eager = block_time(qwen, _lay(), g, "E")
+    flex = block_time(qwen, _lay(ep_dispatcher="deepep"), g, "E")
+    # the same block but for the dispatcher: the flex router's 17 against the fused router's 31 plus 7 + 4
+    assert eager.host_s - flex.host_s == pytest.approx((31 - 17 + 7 + 4) * HOST_S)
+    # no backward kernels: autograd does not replay the counts
+    mine = [op for op in block_ops(qwen, _lay(), "E") if op.name.startswith("dispatch_")]
+    assert len(mine) == 2 and all(host_launch_s(op, g, backward=True) == 0.0 for op in mine)
+    assert sum(host_launch_s(op, g) for op in mine) == pytest.approx(11 * HOST_S)
+    graphed = block_time(qwen, _lay(cuda_graph_scope=("moe_router", "moe_preprocess")), g, "E")
+    router_only = block_time(qwen, _lay(cuda_graph_scope=("moe_router",)), g, "E")
+    # moe_preprocess captures the 7; the 4 copies stay eager (Megatron-Core moves them after the graph)
+    assert router_only.host_s - graphed.host_s == pytest.approx(7 * HOST_S)
+    assert eager.host_s - router_only.host_s == pytest.approx((1 + 1 + 30) * HOST_S)  # norm, gating GEMM, top-k
