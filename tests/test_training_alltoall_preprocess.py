@@ -10,6 +10,7 @@ from topo.training.kernels import alltoall_preprocess_kernels
 from topo.training.model import load_model
 from topo.training.operators import block_ops, block_time, host_launch_s
 from topo.training.parallel import make_layout
+from topo.training.step import _is_ep_a2a, step_traffic
 
 HOST_S = 1e-3  # a host time per launch large enough to read counts off the block's host seconds
 
@@ -61,3 +62,28 @@ def test_the_host_launches_them_forward_only_and_graphs_capture_the_preprocess(q
     # moe_preprocess captures the 7; the 4 copies stay eager (Megatron-Core moves them after the graph)
     assert router_only.host_s - graphed.host_s == pytest.approx(7 * HOST_S)
     assert eager.host_s - router_only.host_s == pytest.approx((1 + 1 + 30) * HOST_S)  # norm, gating GEMM, top-k
+
+
+def test_the_probs_all_to_all_and_the_counts_gather_are_in_the_traffic(qwen):
+    """token_dispatch sends the probabilities in an all-to-all of their own (FP32 per routed copy), forward and
+    backward (and again in a recomputed ``moe`` forward); preprocess all-gathers each rank's int64 count per expert
+    over the EP group, forward only."""
+    lay = _lay()
+    m, layers = lay.microbatches, qwen.layers
+    items = [it for it in step_traffic(qwen, lay) if it["dim"] == "ep"]
+    probs = [it for it in items if it.get("pair") == "ep_probs"]
+    counts = [it for it in items if it["collective"] == "all_gather"]
+    tokens = [it for it in items if _is_ep_a2a(it)]
+    assert len(probs) == len(counts) == len(tokens) == 1 and len(items) == 3
+    # 4,096 tokens a rank x 8 routed copies x 4 bytes; the tokens' call carries 2,048 x 2 bytes a copy
+    assert probs[0]["size_bytes"] == 4096 * 8 * 4 and tokens[0]["size_bytes"] == 4096 * 8 * 2048 * 2
+    assert probs[0]["calls"] == 2 * m * layers and tokens[0]["calls"] == 4 * m * layers
+    assert counts[0]["size_bytes"] == 128 * 8 * 8 and counts[0]["calls"] == m * layers
+    rec = [it for it in step_traffic(qwen, _lay(recompute_modules=("moe",))) if it.get("pair") == "ep_probs"]
+    assert rec[0]["calls"] == 3 * m * layers
+    # the flex dispatcher's kernels carry the probabilities with the tokens; a padded router gathers no counts
+    flex = [it for it in step_traffic(qwen, _lay(ep_dispatcher="deepep")) if it["dim"] == "ep"]
+    assert not [it for it in flex if it.get("pair") == "ep_probs" or it["collective"] == "all_gather"]
+    padded = [it for it in step_traffic(qwen, _lay(moe_capacity_factor=1.0)) if it["dim"] == "ep"]
+    assert [it.get("pair") for it in padded if it["collective"] == "alltoall"].count("ep_probs") == 1
+    assert not [it for it in padded if it["collective"] == "all_gather"]
