@@ -51,8 +51,9 @@ def test_the_host_launches_them_forward_only_and_graphs_capture_the_preprocess(q
     g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
     eager = block_time(qwen, _lay(), g, "E")
     flex = block_time(qwen, _lay(ep_dispatcher="deepep"), g, "E")
-    # the same block but for the dispatcher: the flex router's 17 against the fused router's 31 plus 7 + 4
-    assert eager.host_s - flex.host_s == pytest.approx((31 - 17 + 7 + 4) * HOST_S)
+    # the same block but for the dispatcher: the flex router's 17 against the fused router's 31 plus 7 + 4, and
+    # the permutation's 9 forward launches against HybridEP's 8 (kernels.toml permute_kernels)
+    assert eager.host_s - flex.host_s == pytest.approx((31 - 17 + 7 + 4 + 9 - 8) * HOST_S)
     # no backward kernels: autograd does not replay the counts
     mine = [op for op in block_ops(qwen, _lay(), "E") if op.name.startswith("dispatch_")]
     assert len(mine) == 2 and all(host_launch_s(op, g, backward=True) == 0.0 for op in mine)
@@ -87,3 +88,31 @@ def test_the_probs_all_to_all_and_the_counts_gather_are_in_the_traffic(qwen):
     padded = [it for it in step_traffic(qwen, _lay(moe_capacity_factor=1.0)) if it["dim"] == "ep"]
     assert [it.get("pair") for it in padded if it["collective"] == "alltoall"].count("ep_probs") == 1
     assert not [it for it in padded if it["collective"] == "all_gather"]
+
+
+@pytest.mark.parametrize("upd, local, launches", [
+    ({}, 16, (9, 4)),  # all-to-all: permute (3 row-id-map kernels + 1), sort by expert (2), sort back (2), unpermute
+    ({"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}, 16, (5, 2)),  # DeepEP: permute and unpermute only
+    ({"ep_dispatcher": "deepep"}, 16, (8, 8)),  # HybridEP permutes inside its own calls: unpublished, assumed
+])
+def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, launches):
+    """Transformer Engine's fused permutation (NVIDIA/TransformerEngine@d0067d0da pytorch/permutation.py, triton
+    make_row_id_map's three passes, permute / unpermute / chunk-sort kernels; each backward one kernel) as each
+    Megatron-Core dispatcher calls it; bytes unchanged (forward, and twice that backward)."""
+    g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
+    lay = _lay(**upd)
+    ops = {op.name: op for op in block_ops(qwen, lay, "E")}
+    assert qwen.moe.experts / lay.ep == local
+    assert (ops["permute"].launches, ops["permute_grad"].launches) == launches
+    assert ops["permute_grad"].bytes == 2 * ops["permute"].bytes
+    assert host_launch_s(ops["permute"], g) == pytest.approx(launches[0] * HOST_S)
+    assert host_launch_s(ops["permute_grad"], g, backward=True) == pytest.approx(launches[1] * HOST_S)
+    assert host_launch_s(ops["permute_grad"], g) == 0.0 and host_launch_s(ops["permute"], g, backward=True) == 0.0
+
+
+def test_one_local_expert_needs_no_sort():
+    """Mixtral 8x7B at EP 8: one expert a rank, so the all-to-all dispatcher sorts nothing (num_local_experts > 1
+    gates sort_chunks_by_idxs): permute and unpermute, 5 forward and 2 backward launches."""
+    mix = load_model("mixtral-8x7b")
+    ops = {op.name: op for op in block_ops(mix, _lay(), "E")}
+    assert (ops["permute"].launches, ops["permute_grad"].launches) == (5, 2)

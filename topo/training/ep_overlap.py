@@ -39,7 +39,7 @@ from .parallel import ParallelLayout
 
 __all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
 
-ATTN_NODE_OPS = (*MOE_ROUTER_OPS, *ALLTOALL_PREPROCESS_OPS, "permute", "residual")
+ATTN_NODE_OPS = (*MOE_ROUTER_OPS, *ALLTOALL_PREPROCESS_OPS, "permute", "permute_grad", "residual")
 """Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
 ``attn`` node (the norm, the router, learned or the benchmark gate, the all-to-all dispatcher's token counts and
 the permutation before the dispatch; the residual add); with those of ``ATTN_NODE_MODULES``, the block's others (the routed experts, their activation and bias) are the ``mlp`` node."""

@@ -39,7 +39,7 @@ from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "alltoall_preprocess_kernels", "quantize_kernels", "FITTED"]
+           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -94,6 +94,25 @@ def alltoall_preprocess_kernels(expert_parallel: bool) -> dict:
         return {"preprocess": 1.0, "dtoh": 1.0}
     t = _table()["launch"]
     return {"preprocess": float(t["alltoall_preprocess_kernels"]), "dtoh": float(t["alltoall_dtoh_copies"])}
+
+
+def permute_kernels(dispatcher: str) -> tuple[float, float]:
+    """Launches of an MoE block's permutation and un-permutation (``kernels.toml`` ``[launch] permute_kernels``,
+    Transformer Engine's fused path).
+
+    Parameters
+    ----------
+    dispatcher : str
+        ``alltoall`` (several local experts: the received tokens are sorted by expert and back),
+        ``alltoall_one_local``, ``deepep`` or ``hybridep`` (the flex dispatcher's backends).
+
+    Returns
+    -------
+    tuple of float
+        Forward and backward launches.
+    """
+    fwd, bwd = _table()["launch"]["permute_kernels"][dispatcher]
+    return float(fwd), float(bwd)
 
 
 @lru_cache(maxsize=1)

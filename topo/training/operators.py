@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, gemm_s, memory_s, quantize_kernels,
-                      router_kernels)
+from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, gemm_s, memory_s, permute_kernels,
+                      quantize_kernels, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -336,7 +336,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
                   # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
-           _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
+           *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
@@ -487,6 +487,19 @@ def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float)
     return [Op("dispatch_preprocess", "moe", "kernel", 0.0, t_in * model.moe.experts, launches=k["preprocess"],
                passes="forward"),
             Op("dispatch_dtoh", "moe", "kernel", 0.0, 0.0, launches=k["dtoh"], passes="forward")]
+
+
+def _permute_ops(lay: ParallelLayout, nbytes: float, local: float) -> list[Op]:
+    """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`)
+    and twice that backward, at HBM rate, in the launches of the layout's dispatcher
+    (:func:`.kernels.permute_kernels`)."""
+    if lay.ep_dispatcher == "deepep":
+        key = lay.ep_flex_backend
+    else:
+        key = "alltoall" if local > 1 else "alltoall_one_local"
+    fwd, bwd = permute_kernels(key)
+    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward"),
+            Op("permute_grad", "moe", "kernel", 0.0, 2 * nbytes, launches=bwd, passes="backward")]
 
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
