@@ -52,9 +52,11 @@ def test_layer_parts_are_the_layer_split_by_node():
     assert p.attn_b + p.mlp_b == pytest.approx(att.backward_s + moe.backward_s, rel=1e-12)
     routed = sum(v for k, v in moe.by_module_s.items() if k.startswith("moe"))
     shared = sum(v for k, v in moe.by_module_s.items() if k.startswith("shared_experts"))
-    # the router, its top-k and the permutation are module "moe" too, but run before the dispatch
+    # the router, its top-k, the all-to-all dispatcher's token counts and the permutation are module "moe" too,
+    # but run before the dispatch
+    pre_ops = ("router", "router_topk", "dispatch_preprocess", "dispatch_dtoh", "permute", "permute_grad")
     pre = sum(op_time_s(o, gpu, "fp8") + op_time_s(o, gpu, "fp8", backward=True)
-              for o in block_ops(ds, lay, "E") if o.name in ("router", "router_topk", "permute"))
+              for o in block_ops(ds, lay, "E") if o.name in pre_ops)
     assert pre > 0 and shared > 0
     assert p.mlp_f + p.mlp_b == pytest.approx(routed - pre, rel=1e-12)
 
@@ -70,7 +72,7 @@ def test_shared_expert_runs_beside_the_combine_backward():
     gpu = gpu_compute("B200")
     att = block_time(ds, lay, gpu, "*")
     ops = block_ops(ds, lay, "E")
-    before = ("norm", "router", "router_topk", "permute", "residual")
+    before = ("norm", "router", "router_topk", "permute", "permute_grad", "residual")
 
     def f(o):
         return op_time_s(o, gpu, "fp8")

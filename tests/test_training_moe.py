@@ -11,7 +11,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
 from topo.training.operators import block_ops, block_time, op_time_s
 from topo.training.parallel import make_layout
-from topo.training.step import ep_copies, estimate_step, step_traffic
+from topo.training.step import _is_ep_a2a, ep_copies, estimate_step, step_traffic
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_host_waits_per_layer_of_a_dropless_moe(qwen):
         return stage_compute(qwen, lay.model_copy(update=upd), g), g
 
     (fast, _), (slow, g) = sc(1e-9), sc(1e-3)
-    launches = sum(op.launches for k in "*E" for op in block_ops(qwen, lay, k))
+    launches = sum(op.launches for k in "*E" for op in block_ops(qwen, lay, k) if op.passes != "backward")
     assert launches > 2 * 16  # fc1 and fc2 of each of the 16 local experts, and the rest of the layer
     bt = {k: block_time(qwen, lay, g, k) for k in ("*", "E", "embedding", "logits")}
     assert bt["*"].host_s + bt["E"].host_s == pytest.approx(launches * 1e-3)
@@ -90,8 +90,13 @@ def test_host_waits_per_layer_of_a_dropless_moe(qwen):
     waited = (slow.forward_s + slow.backward_s) - (fast.forward_s + fast.backward_s)
     assert slow.by_module_s["host"] == pytest.approx(waited, rel=1e-6)
     padded, _ = sc(1e-3, moe_capacity_factor=1.0)
-    # no sync: the forward waits for all of its launches at once (the same here: every layer is host-bound)
-    assert padded.forward_s == pytest.approx(max(L * layer_gpu + ends_gpu, L * launches * 1e-3 + ends_host))
+    # no sync: the forward waits for all of its launches at once (the same here: every layer is host-bound); a
+    # padded router has no token counts to copy to the host (the all-to-all dispatcher's 7 + 4 launches)
+    pad_lay = lay.model_copy(update={"moe_capacity_factor": 1.0})
+    pad_launches = sum(op.launches for k in "*E" for op in block_ops(qwen, pad_lay, k) if op.passes != "backward")
+    assert pad_launches == launches - 11
+    pad_gpu = sum(block_time(qwen, pad_lay, g, k).forward_s for k in "*E")
+    assert padded.forward_s == pytest.approx(max(L * pad_gpu + ends_gpu, L * pad_launches * 1e-3 + ends_host))
 
 
 def test_cuda_graphs_take_their_parts_off_the_host(qwen):
@@ -218,8 +223,8 @@ def test_ep_copies_closed_forms():
 
 def test_fp8_dispatch_halves_the_forward_dispatch_only(qwen):
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
-    bf16 = [it for it in step_traffic(qwen, lay) if it["dim"] == "ep"]
-    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0})) if it["dim"] == "ep"]
+    bf16 = [it for it in step_traffic(qwen, lay) if _is_ep_a2a(it)]  # the tokens' (not the probs' or counts')
+    fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0})) if _is_ep_a2a(it)]
     assert len(bf16) == 1 and len(fp8) == 2
     m, layers = lay.microbatches, qwen.layers
     assert bf16[0]["calls"] == 4 * m * layers
@@ -270,7 +275,8 @@ def test_overlapped_all_to_alls_slow_the_compute_by_their_sms(qwen, h100_fabric)
     from topo.training.ep_overlap import moe_layer_parts
     lay = make_layout(ep=32, dp=32, etp=1, global_batch=256, seq_len=4096, overlap_ep=True)
     r = estimate_step(h100_fabric, qwen, lay, contention=False)
-    (a2a,) = [c for c in r.comm if c.dim == "ep"]
+    # the tokens' all-to-all (the largest; the probs' all-to-all and the counts' gather are the dispatcher's own)
+    a2a = max((c for c in r.comm if c.dim == "ep"), key=lambda c: c.size_bytes)
     total, one = a2a.time_s, a2a.time_s / a2a.calls_per_step
     p = moe_layer_parts(qwen, lay, gpu_compute("H100"))
     m = lay.microbatches
@@ -278,13 +284,19 @@ def test_overlapped_all_to_alls_slow_the_compute_by_their_sms(qwen, h100_fabric)
     exposed = 48 * ((m - 1) * paired + 4 * one)  # 48 MoE layers (Qwen3 30B-A3B config.json), m - 1 pairs
     hidden = total - exposed
     assert hidden > 0.05 and exposed > max(0.0, total - r.breakdown_s["compute"])  # more than one window gives
-    assert r.breakdown_s["ep"] == pytest.approx(exposed + hidden * 20 / 132, rel=1e-9)
+    side = sum(c.exposed_s for c in r.comm if c.dim == "ep" and c is not a2a)  # the probs' call, the counts' gather
+    assert 0 < side < 0.01 * r.breakdown_s["ep"]
+    assert r.breakdown_s["ep"] == pytest.approx(exposed + hidden * 20 / 132 + side, rel=1e-9)
     more = estimate_step(h100_fabric, qwen, lay.model_copy(update={"ep_comm_sms": 40}), contention=False)
-    assert more.breakdown_s["ep"] - r.breakdown_s["ep"] == pytest.approx(hidden * 20 / 132, rel=1e-9)
+    more_a2a = max((c for c in more.comm if c.dim == "ep"), key=lambda c: c.size_bytes)
+    more_side = sum(c.exposed_s for c in more.comm if c.dim == "ep" and c is not more_a2a)
+    assert (more.breakdown_s["ep"] - more_side) - (r.breakdown_s["ep"] - side) == pytest.approx(hidden * 20 / 132,
+                                                                                                rel=1e-9)
     assert more.step_time_s > r.step_time_s
     # not overlapped: the all-to-alls are exposed whole and take no share of any compute
     plain = estimate_step(h100_fabric, qwen, lay.model_copy(update={"overlap_ep": False}), contention=False)
-    assert plain.breakdown_s["ep"] == pytest.approx(total, rel=1e-9)
+    plain_side = sum(c.time_s for c in plain.comm if c.dim == "ep" and c.size_bytes < a2a.size_bytes)
+    assert plain.breakdown_s["ep"] == pytest.approx(total + plain_side, rel=1e-9)
 
 
 def test_mla_up_projection_recompute(h100_fabric):
@@ -519,13 +531,13 @@ def test_padded_router_sends_each_expert_its_capacity():
     lay = make_layout(tp=2, dp=8, ep=8, etp=1, global_batch=64, micro_batch=1, seq_len=4096,
                       moe_capacity_factor=1.1, moe_imbalance=1.3)
     cap = math.ceil(4096 / 2 * 2 / 8 * 1.1)  # 2,048 tokens per rank (sequence parallel): 563.2 -> 564
-    a2a = [it for it in step_traffic(mixtral, lay) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    a2a = [it for it in step_traffic(mixtral, lay) if _is_ep_a2a(it)]
     assert len(a2a) == 1 and a2a[0]["size_bytes"] == cap * 8 * 6144 * 2
     fc1 = {op.name: op for op in block_ops(mixtral, lay, "E")}["fc1"]
     assert fc1.m == cap * 1 * 8 and fc1.groups == 1 and fc1.n == 2 * 16384
     # dropless: the rank's tokens x top-k, the busiest rank's imbalance on both
     free = lay.model_copy(update={"moe_capacity_factor": None})
-    a2a = [it for it in step_traffic(mixtral, free) if it["dim"] == "ep" and it["collective"] == "alltoall"]
+    a2a = [it for it in step_traffic(mixtral, free) if _is_ep_a2a(it)]
     assert a2a[0]["size_bytes"] == pytest.approx(2048 * 2 * 6144 * 2 * 1.3)
     assert {op.name: op for op in block_ops(mixtral, free, "E")}["fc1"].m == pytest.approx(8 * 2048 * 2 / 8 * 1.3)
 

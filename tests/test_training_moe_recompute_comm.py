@@ -9,11 +9,11 @@ import pytest
 
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
-from topo.training.step import step_traffic
+from topo.training.step import _is_ep_a2a, step_traffic
 
 
 def _ep_calls(model, lay):
-    return sum(t["calls"] for t in step_traffic(model, lay) if t["dim"] == "ep" and t["collective"] == "alltoall")
+    return sum(t["calls"] for t in step_traffic(model, lay) if _is_ep_a2a(t))
 
 
 def test_recomputing_the_moe_module_adds_a_dispatch_and_a_combine_per_moe_layer():
@@ -37,7 +37,7 @@ def test_fp8_dispatch_of_a_recomputed_forward_is_fp8_too():
     nano = load_model("nemotron-3-nano-30b-a3b")
     lay = make_layout(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=8192, precision="fp8", etp=1,
                       recompute_modules=("moe",), ep_dispatch_bytes=1.0)
-    items = [t for t in step_traffic(nano, lay) if t["dim"] == "ep" and t["collective"] == "alltoall"]
+    items = [t for t in step_traffic(nano, lay) if _is_ep_a2a(t)]
     by_size = sorted(items, key=lambda t: t["size_bytes"])
     assert by_size[0]["calls"] == pytest.approx(64 * 23 * 2) and by_size[1]["calls"] == pytest.approx(64 * 23 * 4)
     assert by_size[1]["size_bytes"] == pytest.approx(2 * by_size[0]["size_bytes"])

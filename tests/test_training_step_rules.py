@@ -8,7 +8,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
 from topo.training.operators import stage_compute
 from topo.training.parallel import make_layout
-from topo.training.step import estimate_step, step_breakdown, step_traffic
+from topo.training.step import _is_ep_a2a, estimate_step, step_breakdown, step_traffic
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def test_expert_all_to_all_carries_each_rank_its_own_tokens():
     for etp in (1, 4):
         lay = make_layout(ep=2 if etp == 4 else 8, etp=etp, **base)
         items = step_traffic(m, lay)
-        a2a = [it for it in items if it["collective"] == "alltoall"]
+        a2a = [it for it in items if _is_ep_a2a(it)]
         size[etp] = a2a[0]["size_bytes"]
         tokens = 4096 / 4  # b s / tp, micro-batch 1
         assert size[etp] == pytest.approx(tokens * 2 * 4096 * 2)  # top-2 copies x hidden x 2 bytes

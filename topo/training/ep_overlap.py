@@ -34,15 +34,15 @@ from dataclasses import dataclass
 
 from .gpus import GpuCompute
 from .model import Block, ModelSpec
-from .operators import MOE_ROUTER_OPS, SHARED_EXPERT_MODULES, block_ops, op_time_s
+from .operators import ALLTOALL_PREPROCESS_OPS, MOE_ROUTER_OPS, SHARED_EXPERT_MODULES, block_ops, op_time_s
 from .parallel import ParallelLayout
 
 __all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
 
-ATTN_NODE_OPS = (*MOE_ROUTER_OPS, "permute", "residual")
+ATTN_NODE_OPS = (*MOE_ROUTER_OPS, *ALLTOALL_PREPROCESS_OPS, "permute", "permute_grad", "residual")
 """Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
-``attn`` node (the norm, the router, learned or the benchmark gate, and the permutation before the dispatch; the
-residual add); with those of ``ATTN_NODE_MODULES``, the block's others (the routed experts, their activation and bias) are the ``mlp`` node."""
+``attn`` node (the norm, the router, learned or the benchmark gate, the all-to-all dispatcher's token counts and
+the permutation before the dispatch; the residual add); with those of ``ATTN_NODE_MODULES``, the block's others (the routed experts, their activation and bias) are the ``mlp`` node."""
 
 ATTN_NODE_MODULES = SHARED_EXPERT_MODULES
 """Modules of an MoE block whose operators run with the ``attn`` node: the shared experts (module doc)."""

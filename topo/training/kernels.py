@@ -39,7 +39,7 @@ from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "quantize_kernels", "FITTED"]
+           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -72,6 +72,47 @@ def router_kernels(router: str = "deepseek") -> dict:
     ops = t["router_ops"]
     return {"plain": float(t["router_kernels"]) * ops[router] / ops["deepseek"],
             "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"])}
+
+
+def alltoall_preprocess_kernels(expert_parallel: bool) -> dict:
+    """Launches of the all-to-all dispatcher's token-count work in a dropless MoE block's forward
+    (``kernels.toml`` ``[launch]``, counted from Megatron-Core's ``MoEAlltoAllTokenDispatcher``).
+
+    Parameters
+    ----------
+    expert_parallel : bool
+        EP or expert TP above 1 (the counts are gathered over the group and the splits copied to the host);
+        otherwise only the tokens per expert are summed and copied.
+
+    Returns
+    -------
+    dict
+        ``preprocess``: kernels and the counts' all-gather (what ``cuda_graph_scope`` ``moe_preprocess``
+        captures); ``dtoh``: device-to-host copies before the sync (never captured by a partial graph).
+    """
+    if not expert_parallel:
+        return {"preprocess": 1.0, "dtoh": 1.0}
+    t = _table()["launch"]
+    return {"preprocess": float(t["alltoall_preprocess_kernels"]), "dtoh": float(t["alltoall_dtoh_copies"])}
+
+
+def permute_kernels(dispatcher: str) -> tuple[float, float]:
+    """Launches of an MoE block's permutation and un-permutation (``kernels.toml`` ``[launch] permute_kernels``,
+    Transformer Engine's fused path).
+
+    Parameters
+    ----------
+    dispatcher : str
+        ``alltoall`` (several local experts: the received tokens are sorted by expert and back),
+        ``alltoall_one_local``, ``deepep`` or ``hybridep`` (the flex dispatcher's backends).
+
+    Returns
+    -------
+    tuple of float
+        Forward and backward launches.
+    """
+    fwd, bwd = _table()["launch"]["permute_kernels"][dispatcher]
+    return float(fwd), float(bwd)
 
 
 @lru_cache(maxsize=1)

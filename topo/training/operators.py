@@ -46,7 +46,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import attention_rate_flops, gemm_s, memory_s, quantize_kernels, router_kernels
+from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, gemm_s, memory_s, permute_kernels,
+                      quantize_kernels, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -56,7 +57,7 @@ from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "SHARED_EXPERT_MODULES"]
+           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
@@ -64,6 +65,10 @@ MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake")
 """An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
 permutation, the combined 1F1B's ``attn`` node (:mod:`topo.training.ep_overlap`)."""
+ALLTOALL_PREPROCESS_OPS = {"dispatch_preprocess": "moe_preprocess", "dispatch_dtoh": ""}
+"""The all-to-all dispatcher's token-count operators of a dropless MoE block (:func:`_alltoall_preprocess_ops`)
+and the ``cuda_graph_scope`` part that captures each: the preprocess by ``moe_preprocess``, the device-to-host
+copies by no partial graph (Megatron-Core moves them after the graph when the preprocess is captured)."""
 SHARED_EXPERT_MODULES = ("shared_experts", "shared_experts_act")
 """An MoE block's modules that run beside the router, not with the routed experts (the same two users)."""
 """Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
@@ -334,8 +339,8 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
         router = [_gemm("router", "moe", t_in, m.experts, h, linear=False),
                   # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
-    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router,
-           _mem("permute", "moe", _permute_bytes(model, lay, t_in, routed, load), launches=8)]
+    ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
+           *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
@@ -474,6 +479,33 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     return 2 * (received + routed * load)
 
 
+def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float) -> list[Op]:
+    """The all-to-all dispatcher's token counts in a dropless MoE block's forward: the preprocess (the tokens per
+    expert summed from the bool routing map, ``t_in x experts`` bytes read, then sums and the counts' all-gather
+    over the EP group) and the device-to-host copies of the splits that the host waits for before the EP
+    all-to-all (:func:`.kernels.alltoall_preprocess_kernels`); none for the flex dispatcher (its fused preprocess
+    is in the router's count) or a padded (capacity) router, which needs no counts on the host."""
+    if lay.ep_dispatcher != "alltoall" or lay.moe_capacity_factor is not None:
+        return []
+    k = alltoall_preprocess_kernels(lay.ep * lay.expert_tp > 1)
+    return [Op("dispatch_preprocess", "moe", "kernel", 0.0, t_in * model.moe.experts, launches=k["preprocess"],
+               passes="forward"),
+            Op("dispatch_dtoh", "moe", "kernel", 0.0, 0.0, launches=k["dtoh"], passes="forward")]
+
+
+def _permute_ops(lay: ParallelLayout, nbytes: float, local: float) -> list[Op]:
+    """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`)
+    and twice that backward, at HBM rate, in the launches of the layout's dispatcher
+    (:func:`.kernels.permute_kernels`)."""
+    if lay.ep_dispatcher == "deepep":
+        key = lay.ep_flex_backend
+    else:
+        key = "alltoall" if local > 1 else "alltoall_one_local"
+    fwd, bwd = permute_kernels(key)
+    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward"),
+            Op("permute_grad", "moe", "kernel", 0.0, 2 * nbytes, launches=bwd, passes="backward")]
+
+
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
     """Kernels of the router's forward, its GEMM included (:func:`.kernels.router_kernels`, by the model's
     router configuration): fused or not, and with the flex dispatcher's preprocess fused in."""
@@ -557,6 +589,8 @@ def _graph_part(kind: str, op: Op) -> str:
     if kind in (Block.MLP, Block.MAMBA):
         return {Block.MLP: "mlp", Block.MAMBA: "mamba"}[kind]
     if kind == Block.MOE:
+        if op.name in ALLTOALL_PREPROCESS_OPS:
+            return ALLTOALL_PREPROCESS_OPS[op.name]
         static = op.name in MOE_ROUTER_OPS or op.module in SHARED_EXPERT_MODULES
         return "moe_router" if static else "moe"
     return ""

@@ -369,6 +369,8 @@ def _ep_traffic(t: _Traffic) -> None:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls - m * (c[Block.MOE] + rec_moe), phase="microbatch")
         else:
             t.add("ep", "alltoall", "ep", elems * ACT_BYTES, calls, phase="microbatch")
+    if lay.ep_dispatcher == "alltoall":
+        _alltoall_side_traffic(t, elems / h, rec_moe, dropless=cap is None)
     if _routing_map_gathered(lay):
         # HybridEP's forward dispatch (no cached handle) all-gathers the bool routing map, tokens x experts bytes
         # a rank, over the EP group with NCCL when the group spans nodes (deepseek-ai/DeepEP@94a9f8f6 branch
@@ -378,6 +380,33 @@ def _ep_traffic(t: _Traffic) -> None:
     gathered = elems * lay.expert_tp * ACT_BYTES  # what each ETP rank holds after the gather
     t.add("ep", "all_gather", "etp", gathered, calls / 2, phase="microbatch")
     t.add("ep", "reduce_scatter", "etp", gathered, calls / 2, phase="microbatch")
+
+
+ALLTOALL_PROBS_BYTES = 4.0
+"""Bytes of one routed token's probability in the all-to-all dispatcher's probs all-to-all: FP32, the router's
+dtype in the recipes that set ``moe_router_dtype = "fp32"`` (a BF16 router sends 2; the call is latency-bound
+either way)."""
+COUNT_BYTES = 8.0
+"""Bytes of one expert's token count (int64: ``routing_map.sum(dim=0)``)."""
+PROBS_PAIR = "ep_probs"
+"""The ``pair`` tag of the all-to-all dispatcher's probs all-to-all (:func:`_is_ep_a2a`)."""
+
+
+def _alltoall_side_traffic(t: _Traffic, rows: float, rec_moe: float, dropless: bool) -> None:
+    """The all-to-all dispatcher's calls beside the tokens' (NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``): ``token_dispatch`` sends the
+    routed tokens' probabilities in an all-to-all of their own (``rows`` routed copies a rank, FP32), forward and,
+    as autograd's reverse, backward; a dropless ``preprocess`` all-gathers each rank's tokens per expert (int64)
+    over the EP x ETP group (timed on the EP group) before the host can size the token all-to-all. Both are small
+    and latency-bound."""
+    lay, c, m = t.lay, t.c, t.m
+    fwd = m * (c[Block.MOE] + rec_moe)
+    if lay.ep > 1:
+        t.add("ep", "alltoall", "ep", rows * ALLTOALL_PROBS_BYTES, fwd + m * c[Block.MOE], phase="microbatch",
+              elem_bytes=ALLTOALL_PROBS_BYTES, pair=PROBS_PAIR)
+    if dropless:
+        t.add("ep", "all_gather", "ep", t.model.moe.experts * COUNT_BYTES * lay.ep, fwd, phase="microbatch",
+              elem_bytes=COUNT_BYTES)
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
@@ -618,7 +647,9 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
 
 
 def _is_ep_a2a(item: dict) -> bool:
-    return item["dim"] == "ep" and item["collective"] == "alltoall"
+    """An expert all-to-all of the tokens (dispatch or combine); not the all-to-all dispatcher's probs call, which
+    is exposed by the dimension's rule, not paired as one of a layer's four (:func:`_alltoall_side_traffic`)."""
+    return item["dim"] == "ep" and item["collective"] == "alltoall" and item.get("pair") != PROBS_PAIR
 
 
 def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: dict, items: list) -> float | None:
