@@ -42,8 +42,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
   (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
-  fixed part (DeepEP V1 across domains: its kernel alone, no fixed part published), inside one NVLink domain (:mod:`topo.training.ep_dispatch`) and across domains
-  (:mod:`topo.training.ep_internode`).
+  fixed part (DeepEP V1 across domains: its kernel alone, no fixed part published), inside one NVLink domain
+  (:mod:`topo.training.ep_dispatch`) and across domains (:mod:`topo.training.ep_internode`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
