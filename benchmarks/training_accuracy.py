@@ -215,8 +215,8 @@ def _setups():
         if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
             kw.update(etp=int(row.get("etp") or 1), overlap_ep=row.get("moe_a2a_overlap") == "1",
                       ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
-                      # the flex dispatcher's backend as the note names it (HybridEP, else DeepEP)
-                      ep_flex_backend="hybridep" if "hybridep" in row["note"].lower() else "deepep",
+                      # the flex dispatcher's backend as the row records it from its recipe (empty: no flex)
+                      ep_flex_backend=row.get("moe_flex_backend") or "hybridep",
                       ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                       moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                       else None)

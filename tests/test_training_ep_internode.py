@@ -8,6 +8,9 @@ NIC per GPU, as DGX H100; 4,096 tokens of 7,168, top-8): internode EP16 43 / 43 
 destination node, the token's own node included (tests/test_internode.py: ``num_rdma_token_sent`` over
 ``rdma_idx``, every node of the token's experts; ``rdma_send_bytes / t``), which is what topo's ``size_bytes`` of
 a deepep all-to-all holds (:func:`topo.training.step.ep_copies`): the two are compared as they stand.
+Those are the README's figures before deepseek-ai/DeepEP@3b1045d (2025-04-22, after Tencent's #130): EP32 58 / 57,
+EP64 51 / 50 GB/s since, faster than topo's fabric; topo times DeepEP V1's call at no less than those kernels
+(:mod:`topo.training.ep_internode`, ``internode_deepep``; tests/test_training_ep_internode_call.py).
 """
 
 import pytest

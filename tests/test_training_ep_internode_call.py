@@ -98,16 +98,50 @@ def test_qwen3_30b_across_two_dgx_nodes_pays_the_call(h100):
     assert b2b.algorithm != "flex dispatcher call"
 
 
-def test_deepeps_own_kernels_keep_the_fabrics_time(h100):
-    """DeepSeek's DeepEP (AutoModel, Megatron-MoE-ModelZoo) has no published kernel / API pair: the HybridEP bound is
-    not applied to it, nor the routing map's all-gather."""
+# deepseek-ai/DeepEP@567632dd README.md, "Normal kernels with NVLink and RDMA forwarding" (H800, one CX7 400 Gb/s
+# NIC per GPU; 4,096 tokens of 7,168, top-8, FP8 dispatching and BF16 combining): internode dispatch / combine
+# bottleneck bandwidth, RDMA GB/s, per EP group size; its test (tests/test_internode.py) times the kernels alone
+DEEPEP_V1 = {16: (43.0, 43.0), 32: (58.0, 57.0), 64: (51.0, 50.0)}
+
+
+@pytest.mark.parametrize("ranks", [16, 32, 64])
+def test_deepep_v1_at_the_published_shape_is_the_readmes_kernel_time(ranks):
+    """DeepEP V1 publishes its kernels alone (no API figure, no fixed part): at the published shape its call is
+    the README's RDMA bytes over its bottleneck bandwidth, an FP8 dispatch with its 1x128 scales, a BF16 call the
+    mean of a dispatch (at the FP8 dispatch's bytes rate: assumption) and a combine."""
+    copy = _copy()
+    assert internode_fixed_s("H100", ranks, copy, "deepep") == {"dispatch": 0.0, "dispatch_fp8": 0.0, "combine": 0.0}
+    rdma, _ = _reference_bytes(ranks)
+    d, c = (x * 1e9 for x in DEEPEP_V1[ranks])
+    assert internode_call_s("H100", ranks, rdma / 2, 1, copy, "deepep") == pytest.approx(rdma * FP8_FACTOR / d,
+                                                                                          rel=1e-9)
+    assert internode_call_s("H100", ranks, rdma, 2, copy, "deepep") == pytest.approx(0.5 * (rdma / d + rdma / c),
+                                                                                     rel=1e-9)
+    assert internode_table("H100", ranks, "deepep")["dispatch"][0] is None  # no API figure
+    assert internode_table("GB200", ranks, "deepep") is None  # DeepEP V1 does not run on GB200
+    assert internode_table("H800", ranks, "deepep") == internode_table("H100", ranks, "deepep")  # measured on H800
+
+
+def test_deepep_v1_across_two_dgx_nodes_pays_its_kernel(h100):
+    """DeepSeek's DeepEP V1 (AutoModel, Megatron-MoE-ModelZoo, DeepSeek's own runs) across two DGX H100: the call
+    lasts at least its bytes at the kernel's published 43 GB/s (EP 16), slower than the fabric's all-to-all, and no
+    routing map is all-gathered (DeepEP counts its tokens per rank locally). At EP 32 the fabric's time (about 46
+    GB/s) is slower than DeepEP's 58 / 57 GB/s and stands."""
     model = load_model("qwen3-30b-a3b")
     lay = make_layout(ep=16, dp=16, etp=1, global_batch=64, seq_len=4096, precision="fp8", ep_dispatcher="deepep",
                       ep_flex_backend="deepep")
     r = estimate_step(h100, model, lay, contention=False)
     (a2a,) = [c for c in r.comm if c.dim == "ep" and c.collective == "alltoall"]
-    assert a2a.algorithm != "flex dispatcher call"
+    assert a2a.algorithm == "flex dispatcher call"  # the bound binds: the fabric's time is shorter
+    per_call = a2a.time_s / a2a.calls_per_step
+    assert per_call == pytest.approx(0.5 * a2a.size_bytes * (1 / 43e9 + 1 / 43e9), rel=1e-9)
     assert not [c for c in r.comm if c.dim == "ep" and c.collective == "all_gather"]
+    wide = make_layout(ep=32, dp=32, etp=1, global_batch=64, seq_len=4096, precision="fp8", ep_dispatcher="deepep",
+                       ep_flex_backend="deepep")
+    (w,) = [c for c in estimate_step(h100, model, wide, contention=False).comm
+            if c.dim == "ep" and c.collective == "alltoall"]
+    assert w.algorithm != "flex dispatcher call"
+    assert w.time_s / w.calls_per_step >= w.size_bytes * 0.5 * (1 / 58e9 + 1 / 57e9)
 
 
 def test_hybridep_all_gathers_the_routing_map_across_nodes(h100):

@@ -457,9 +457,26 @@ def test_every_megatron_bridge_fp8_run_names_its_fp8_recipe():
 def test_flex_dispatch_on_nvl72_names_hybridep():
     # DeepEP does not run on GB200 / GB300: Megatron-Bridge applies the deepep backend only on Ampere, Hopper, B200
     # and B300 (NVIDIA-NeMo/Megatron-Bridge v0.3.0 src/megatron/bridge/training/flex_dispatcher_backend.py), and
-    # every GB200 / GB300 recipe with the flex dispatcher sets hybridep. The fit reads the backend from the note
-    # (benchmarks/training_accuracy.py: "hybridep" in it, else DeepEP): seven 25.11 / 26.02 GB200 rows named none
+    # every GB200 / GB300 recipe with the flex dispatcher sets hybridep. The fit read the backend from the note
+    # ("hybridep" in it, else DeepEP; now the moe_flex_backend column): seven 25.11 / 26.02 GB200 rows named none
     # and were priced with DeepEP (issue 29, audit31)
     wrong = [r["run_id"] for _, r in ROWS if r["run_id"].startswith(("mb", "nemo")) and r["moe_dispatcher"] == "deepep"
              and r["gpu"] in ("GB200", "GB300") and "hybridep" not in r["note"].lower()]
     assert not wrong, wrong
+
+
+def test_flex_rows_record_their_backend():
+    # every flex-dispatcher row records its backend in moe_flex_backend (the fit reads that column,
+    # benchmarks/training_accuracy.py; it read "hybridep" in the note, else DeepEP, issue 29), and the column agrees
+    # with what the note cites from the recipe: HybridEP where the note names it, else DeepEP V1 named in the note
+    # (enable_deepep, "DeepEP", AutoModel's te_deepep configs) or settled by a "flex backend" entry
+    bad = []
+    for _, r in ROWS:
+        b, note = r.get("moe_flex_backend", ""), r["note"].lower()
+        if r["moe_dispatcher"] != "deepep":
+            if b:
+                bad.append((r["run_id"], b, "no flex dispatcher"))
+        elif b not in ("hybridep", "deepep") or (b == "hybridep") != ("hybridep" in note) \
+                or (b == "deepep" and "deepep" not in note):
+            bad.append((r["run_id"], b))
+    assert not bad, bad

@@ -11,6 +11,10 @@ part remain. So a call lasts at least its bytes at the kernel's rate plus the fi
 (:func:`internode_call_s`), which at the published shape is the published API time and at a smaller hidden size
 (Qwen3-30B-A3B's 2,048: 4 KiB a token against 14 KiB) keeps the fixed part whole, where a rate read off the API
 would shrink it with the bytes.
+
+DeepSeek's DeepEP V1 (``ep_flex_backend = "deepep"``) publishes its kernels' rates alone, measured without the
+notify kernel and the host's wait for the received counts, its kernel writing the received tokens in place: its call
+lasts at least its bytes at those rates, with no fixed part known (a lower bound; ``[internode_deepep]``).
 """
 
 from __future__ import annotations
@@ -27,15 +31,20 @@ from .routing import spread_destinations
 __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
 
 
-@lru_cache(maxsize=1)
-def _table() -> dict:
-    return tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))["internode"]
+SECTIONS = {"hybridep": "internode", "deepep": "internode_deepep"}  # backend -> the data file's table
 
 
-def internode_table(gpu: str, ranks: int) -> dict | None:
+@lru_cache(maxsize=2)
+def _table(backend: str = "hybridep") -> dict:
+    data = tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))
+    return data[SECTIONS[backend]]
+
+
+def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
     """The published figures for an EP group of ``ranks`` on ``gpu`` (the nearest published group size, the largest
     for a larger group, the smallest for a smaller): the reference shape and, per kind (``dispatch``,
-    ``dispatch_fp8``, ``combine``), ``(api, kernel)`` rates in bytes/s; None for a GPU without figures.
+    ``dispatch_fp8``, ``combine``), ``(api, kernel)`` rates in bytes/s (``api`` None where only the kernel is
+    published: DeepEP V1); None for a GPU without figures.
 
     Parameters
     ----------
@@ -43,27 +52,33 @@ def internode_table(gpu: str, ranks: int) -> dict | None:
         GPU name as the fabric's spec gives it (``H100``).
     ranks : int
         GPUs in the EP group.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend (``ParallelLayout.ep_flex_backend``).
 
     Returns
     -------
     dict or None
         ``ranks`` (the published size used), ``tokens``, ``hidden``, ``topk``, ``gpus_per_node`` and the rates.
     """
-    t = _table().get(gpu)
+    t = _table(backend).get(gpu)
     if t is None:
         return None
+    t = _table(backend)[t["same_as"]] if "same_as" in t else t  # a GPU that takes another's figures
     i = nearest_column(t["ranks"], ranks)
     out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
     out["ranks"] = t["ranks"][i]
     for k in KINDS:
-        out[k] = (float(t[f"{k}_GBps"][i]) * GB, float(t[f"{k}_kernel_GBps"][i]) * GB)
+        api = t.get(f"{k}_GBps")
+        out[k] = (None if api is None else float(api[i]) * GB, float(t[f"{k}_kernel_GBps"][i]) * GB)
     return out
 
 
-def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict | None:
+def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float],
+                      backend: str = "hybridep") -> dict | None:
     """Seconds a call of each kind adds beyond its kernel and the copy of the received tokens, at the published
     shape: the API's time minus the kernel's minus the copy's (``copy_s`` of the bytes it reads and writes: the
-    tokens a rank receives, one copy per token and destination rank, under the test's uniform routing).
+    tokens a rank receives, one copy per token and destination rank, under the test's uniform routing); zero
+    where only the kernel is published (DeepEP V1: its fixed part is unknown, the bound the kernel alone).
 
     Parameters
     ----------
@@ -73,13 +88,15 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) ->
         GPUs in the EP group.
     copy_s : callable
         Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend.
 
     Returns
     -------
     dict or None
         Seconds per kind (``dispatch``, ``dispatch_fp8``, ``combine``), none below zero; None without figures.
     """
-    t = internode_table(gpu, ranks)
+    t = internode_table(gpu, ranks, backend)
     if t is None:
         return None
     nodes = max(1, t["ranks"] // t["gpus_per_node"])
@@ -90,12 +107,12 @@ def internode_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) ->
     for k in KINDS:
         f = FP8_FACTOR if k == "dispatch_fp8" else 1.0
         api, kernel = t[k]
-        out[k] = fixed_part_s(rdma * f, api, kernel, copy_s(2.0 * received * f))
+        out[k] = 0.0 if api is None else fixed_part_s(rdma * f, api, kernel, copy_s(2.0 * received * f))
     return out
 
 
 def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
-                     copy_s: Callable[[float], float]) -> float | None:
+                     copy_s: Callable[[float], float], backend: str = "hybridep") -> float | None:
     """Least seconds of one flex-dispatcher call whose EP group spans NVLink domains: ``size_bytes`` (one copy per
     token and destination node, as the fabric's all-to-all carries it) at the kernel's published rate, plus the
     call's fixed part (:func:`internode_fixed_s`; the rule of :func:`.ep_dispatch.call_s`, as inside a domain): an
@@ -113,13 +130,16 @@ def internode_call_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
         Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
     copy_s : callable
         Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend (HybridEP; DeepEP V1: its kernels' rates, no fixed part).
 
     Returns
     -------
     float or None
         None without published figures for ``gpu``.
     """
-    t = internode_table(gpu, ranks)
+    t = internode_table(gpu, ranks, backend)
     if t is None:
         return None
-    return call_s(size_bytes, elem_bytes, {k: t[k][1] for k in KINDS}, internode_fixed_s(gpu, ranks, copy_s))
+    return call_s(size_bytes, elem_bytes, {k: t[k][1] for k in KINDS},
+                  internode_fixed_s(gpu, ranks, copy_s, backend))

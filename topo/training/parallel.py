@@ -216,8 +216,8 @@ class ParallelLayout(BaseModel):
     """The flex dispatcher's kernels (``ep_dispatcher = "deepep"``; Megatron-Core's ``moe_flex_dispatcher_backend``):
     ``hybridep``, NVIDIA's HybridEP (Megatron-Bridge's performance recipes), whose forward dispatch all-gathers the
     routing map over the EP group and whose published figures bound its calls (:mod:`topo.training.ep_internode`);
-    ``deepep``, DeepSeek's DeepEP, which counts its tokens per rank locally. Only an EP group across NVLink domains
-    tells them apart."""
+    ``deepep``, DeepSeek's DeepEP V1, which counts its tokens per rank locally and whose kernels' published rates
+    bound its calls. Only an EP group across NVLink domains tells them apart."""
     ep_comm_sms: PositiveInt = 20
     """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
     compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;

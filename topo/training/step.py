@@ -43,8 +43,8 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
   (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
-  fixed part, inside one NVLink domain (:mod:`topo.training.ep_dispatch`) and across domains
-  (:mod:`topo.training.ep_internode`).
+  fixed part (DeepEP V1 across domains: its kernel alone, no fixed part published), inside one NVLink domain
+  (:mod:`topo.training.ep_dispatch`) and across domains (:mod:`topo.training.ep_internode`).
 
 One step as one traffic mix (``contention=True``): each dimension's largest collective runs with the others
 through :func:`topo.engine.traffic.run_mix` (all groups of every dimension at once, sharing links); each
@@ -935,18 +935,17 @@ def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gp
     """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
     and the dispatcher's published figures, its kernel's rate plus the call's fixed part: inside one NVLink domain
     :func:`.ep_dispatch.flex_dispatch_s` (the algorithm then reads ``flex dispatcher rate``), across domains
-    (HybridEP) :func:`.ep_internode.internode_call_s` (``flex dispatcher call``)."""
+    :func:`.ep_internode.internode_call_s` of the layout's backend (``flex dispatcher call``: HybridEP's kernel plus
+    fixed part, DeepEP V1's kernel alone)."""
     if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
     elem, km = item.get("elem_bytes", ACT_BYTES), gpu_compute(gpu).kernels
     if domains == 1:
         t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
         name = "flex dispatcher rate"
-    elif lay.ep_flex_backend == "hybridep":
-        t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
-        name = "flex dispatcher call"
     else:
-        return one
+        t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b), lay.ep_flex_backend)
+        name = "flex dispatcher call"
     if t is None or t <= one.time_s:
         return one
     return replace(one, time_s=t, algorithm=name)
