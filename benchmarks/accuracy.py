@@ -458,9 +458,11 @@ def shared_params() -> list[FreeParam]:
     out += [net_latency_param("network:gcp_tcpx", 1000.0)]
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                       lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
-    # one channel's LL bus bandwidth on the channels NCCL runs at small sizes (model file, range from its source)
-    out.append(FreeParam("ll_channel_busbw_GBps", "linear", 20.0, 4.4, 45.0,
-                         lambda pr, v: replace(pr, ll_channel_busbw_Bps=v * 1e9)))
+    # one channel's LL bus bandwidth on the channels NCCL runs at small sizes, per GPU generation (gpu files,
+    # range from their source)
+    out += [FreeParam("ll_channel_busbw_GBps", "linear", 20.0, 4.4, 45.0,
+                      lambda pr, v: replace(pr, ll_channel_busbw_Bps=v * 1e9), f"gpu:{gen}")
+            for gen in ("ampere", "hopper", "blackwell")]
     # one NCCL p2p channel to a network peer (send/receive); the fit starts from about a 400G NIC per channel
     out.append(FreeParam("p2p_channel_GBps", "linear", 45.0, 5.0, 200.0,
                          lambda pr, v: replace(pr, p2p_channel_Bps=v * 1e9), "network:infiniband_ndr"))

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from topo.engine.cost import bus_to_algorithm, ll_channels_rate_Bps
+from topo.engine.cost import bus_to_algorithm, ll_channels_rate_Bps, ll_threads
 from topo.engine.profiles import Profile, profile_for
 
 GB = 1e9
@@ -31,13 +31,27 @@ def _sched(family, pinned=None):
 
 
 def test_ring_all_gather_on_16_ranks_runs_one_channel_to_64_kib():
-    # 16 ranks: one channel while nBytes < 2 x 512 x 8 x 16 = 128 KiB (nc = 1 at 32 and 64 KiB), then 2 at 128 KiB
+    # 16 ranks: one channel while nBytes < 2 x 512 x 8 x 16 = 128 KiB (nc = 1 at 32 and 64 KiB), then 2 at 128 KiB;
+    # at 32 KiB the channel runs 256 of its 512 threads (32 KiB < 1 x 512 x 128 B), so half its rate
     one = 20 * GB * 16 / 15
-    assert ll_channels_rate_Bps(_sched("ring"), _profile(), "LL", 32768, "all_gather", 16) == pytest.approx(one)
+    assert ll_channels_rate_Bps(_sched("ring"), _profile(), "LL", 32768, "all_gather", 16) == pytest.approx(one / 2)
     assert ll_channels_rate_Bps(_sched("ring"), _profile(), "LL", 65536, "all_gather", 16) == pytest.approx(one)
     assert ll_channels_rate_Bps(_sched("ring"), _profile(), "LL", 131072, "all_gather", 16) == pytest.approx(2 * one)
     # from 16 x 64 KiB = 1 MiB every one of the 16 channels runs
     assert ll_channels_rate_Bps(_sched("ring"), _profile(), "LL", 1 << 20, "all_gather", 16) == pytest.approx(16 * one)
+
+
+@pytest.mark.parametrize("family, size, ranks, want", [
+    ("ring", 1024, 16, 96),  # 512 -> 256 -> 128 -> 64 (1 KiB < nt x 8 x 16 B), then at least 3 warps
+    ("ring", 8192, 16, 96),  # 8 KiB < 128 x 128 B: 64, then 3 warps
+    ("ring", 16384, 16, 128),  # 16 KiB = 128 x 128 B: stops at 128
+    ("ring", 65536, 16, 512),
+    ("tree", 1024, 16, 128),  # tree: 8 B per thread, no x ranks
+    ("tree", 4096, 16, 512),
+])
+def test_ll_threads_follow_nccl(family, size, ranks, want):
+    nc = 1 if size <= 65536 and family == "ring" else max(1, size // LL_PER_CHANNEL)
+    assert ll_threads(family, size, nc, ranks, _profile()) == want
 
 
 def test_tree_all_reduce_one_channel_per_4_kib():
@@ -75,7 +89,8 @@ def test_bundled_profile_carries_the_rule_and_a_rate_in_range():
 def test_a_two_node_ring_all_gather_moves_on_one_channel_at_32_kib():
     # 2 x 8 H100 on NDR, ring LL all-gather of 32 KiB: one channel (16 ranks x 4 KiB each = 64 KiB per channel), so
     # the bandwidth part is the message, doubled by the pipeline window (topo.engine.profiles: the first min(S, W)
-    # bytes at half speed), over one channel's LL bus bandwidth x 16/15; NCCL's two-node LL cap (39 GB/s) is above
+    # bytes at half speed), over half (256 of 512 threads) of one channel's LL bus bandwidth x 16/15; NCCL's
+    # two-node LL cap (39 GB/s) is above
     import topo
     from topo.calibrate.setup import node_spec
 
@@ -83,7 +98,7 @@ def test_a_two_node_ring_all_gather_moves_on_one_channel_at_32_kib():
     prof = profile_for("hopper", "infiniband_ndr")
     size = 32768
     r = topo.estimate(fab, "all_gather", size, algorithm="ring", protocol="LL").results[0]
-    assert r.bandwidth_s == pytest.approx(2 * size / (prof.ll_channel_busbw_Bps * 16 / 15), rel=1e-6)
+    assert r.bandwidth_s == pytest.approx(2 * size / (prof.ll_channel_busbw_Bps / 2 * 16 / 15), rel=1e-6)
     # at 1 MiB all 16 channels run and the per-channel limit is far above NCCL's cap: the cap rules again
     big = topo.estimate(fab, "all_gather", 1 << 20, algorithm="ring", protocol="LL").results[0]
     assert prof.busbw_cap("ring", "LL", 2) < 16 * prof.ll_channel_busbw_Bps

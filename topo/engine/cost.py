@@ -7,10 +7,11 @@ makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``
 window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``. Routing is done once per schedule; a whole
 size sweep is arithmetic.
 
-Off in the bundled profiles: a profile that gives ``channel_min_bytes`` (NCCL's channels at small sizes,
-:func:`small_channels`) adds the network proxy's time on the extra channels (:func:`proxy_channels_s`) to a ring's
-or tree's latency; the bundled NCCL files give none (docs/calibration-findings.md section 44), and without it the
-term returns 0 after a few attribute tests per protocol.
+At small sizes NCCL runs a ring or tree on fewer channels and threads (``channel_min_bytes``, :func:`small_channels`,
+:func:`ll_threads`); LL's rate is then at most the profile's per-channel LL bus bandwidth on them
+(:func:`ll_channels_rate_Bps`, docs/calibration-findings.md section "33x"). Off in the bundled profiles: a network file
+that sets ``proxy_channel_messages`` adds the network proxy's time on the extra channels (:func:`proxy_channels_s`)
+to a ring's or tree's latency (section 44); without it the term returns 0 after one attribute test.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .schedule import LatencyCounts
 
 __all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "Limit", "LIMITS", "Rate", "rate_limit",
            "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of", "small_channels", "proxy_channels_s",
-           "bus_to_algorithm", "ll_channels_rate_Bps"]
+           "bus_to_algorithm", "ll_channels_rate_Bps", "ll_threads"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -365,7 +366,39 @@ def ll_channels_rate_Bps(sched, profile: Profile, proto: str, size_bytes: float,
         return np.inf
     start = sched.pinned_channels or profile.channels
     nc = small_channels(sched.family, proto, size_bytes, start, num_ranks, profile)
-    return nc * profile.ll_channel_busbw_Bps * bus_to_algorithm(sched.family, collective, num_ranks)
+    share = ll_threads(sched.family, size_bytes, nc, num_ranks, profile) / profile.ll_max_threads
+    return nc * share * profile.ll_channel_busbw_Bps * bus_to_algorithm(sched.family, collective, num_ranks)
+
+
+WARP = 32  # threads of a warp (NCCL's WARP_SIZE)
+
+
+def ll_threads(family: str, size_bytes: float, nc: int, num_ranks: int, profile: Profile) -> int:
+    """The threads NCCL runs an LL ring or tree channel with at ``size_bytes`` on ``nc`` channels.
+
+    NVIDIA/nccl src/enqueue.cc topoGetAlgoInfo (2.30.7): from ``NCCL_LL_MAX_NTHREADS`` threads, halve while
+    ``nBytes < nc x nt x threadThreshold`` and nt is a multiple of 128; then at least 3 warps. Each thread moves its
+    own LL lines, so a channel's LL rate is taken in proportion to its threads.
+
+    Parameters
+    ----------
+    family : str
+    size_bytes : float
+    nc : int
+        Channels at this size (:func:`small_channels`).
+    num_ranks : int
+    profile : Profile
+        ``ll_max_threads`` and ``channel_min_bytes`` (threads x threadThreshold).
+
+    Returns
+    -------
+    int
+    """
+    nt = profile.ll_max_threads
+    per_thread = profile.channel_min_bytes[family]["LL"] / nt * (max(num_ranks, 1) if family == "ring" else 1)
+    while size_bytes < nc * nt * per_thread and nt % (4 * WARP) == 0:
+        nt //= 2
+    return max(nt, 3 * WARP)
 
 
 def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
