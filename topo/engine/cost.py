@@ -9,7 +9,8 @@ size sweep is arithmetic.
 
 At small sizes NCCL runs a ring or tree on fewer channels and threads (``channel_min_bytes``, :func:`small_channels`,
 :func:`ll_threads`); LL's rate is then at most the profile's per-channel LL bus bandwidth on them
-(:func:`ll_channels_rate_Bps`, docs/calibration-findings.md section "33x"). Off in the bundled profiles: a network file
+(:func:`ll_channels_rate_Bps`, docs/calibration-findings.md section "33x"; no bundled gpu file gives that rate, so it
+is off). Off too: a network file
 that sets ``proxy_channel_messages`` adds the network proxy's time on the extra channels (:func:`proxy_channels_s`)
 to a ring's or tree's latency (section 44); without it the term returns 0 after one attribute test.
 """
