@@ -462,6 +462,9 @@ def shared_params() -> list[FreeParam]:
     out += [net_latency_param("network:gcp_tcpx", 1000.0)]
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
                       lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
+    # not fitted: LL's per-channel rate at small sizes (gpu files' ll_channel_busbw_GBps, absent: off) lowered LOSO
+    # <= 64 KiB 13.0 -> 12.5% but raised RoCE family-out 15.0 -> 32.6% and the held-out 6.1 -> 10.9%
+    # (docs/calibration-findings.md section 33x); to try it, a FreeParam per generation tagged f"gpu:{gen}", 4.4-45
     # one NCCL p2p channel to a network peer (send/receive); the fit starts from about a 400G NIC per channel
     out.append(FreeParam("p2p_channel_GBps", "linear", 45.0, 5.0, 200.0,
                          lambda pr, v: replace(pr, p2p_channel_Bps=v * 1e9), "network:infiniband_ndr"))

@@ -4,8 +4,9 @@
 The rule is NCCL's (NVIDIA/nccl src/enqueue.cc at master 5067397c, 2.30.7, ring/tree channel tuning): start from
 comm->nChannels and drop one channel while nBytes < nc x nt x threadThreshold, down to one; nt = 512 (LL), 640
 (LL128), 512 (Simple) (src/include/device.h), threadThreshold 8 / 8 / 64 bytes (src/include/comm.h), Ring LL's x
-nRanks (src/graph/tuning.cc). The bundled NCCL file does not carry ``channel_min_bytes`` (the term is off: it did
-not lower leave-one-setup-out at <= 64 KiB), so these tests set NCCL's products on a profile themselves.
+nRanks (src/graph/tuning.cc). The bundled NCCL file carries ``channel_min_bytes`` (for LL's rate on those channels,
+section "33x"), but no bundled network file sets ``proxy_channel_messages``, so the proxy term is off (it did not
+lower leave-one-setup-out at <= 64 KiB); these tests set NCCL's products and the switch on a profile themselves.
 """
 
 from dataclasses import replace
@@ -23,7 +24,7 @@ US = 1e-6
 
 def _profile(peer_us=4.5):
     rule = {"ring": dict(NCCL_PER_CHANNEL), "tree": dict(NCCL_PER_CHANNEL)}
-    return replace(_bare(), channel_min_bytes=rule, peer_overhead_s=peer_us * US)
+    return replace(_bare(), channel_min_bytes=rule, peer_overhead_s=peer_us * US, proxy_channel_messages=True)
 
 
 def _bare(**kw):
@@ -71,3 +72,8 @@ def test_proxy_time_only_across_domains_and_for_ring_tree():
 
 def test_no_rule_no_proxy_time():
     assert proxy_channels_s(_sched("tree"), _bare(peer_overhead_s=4.5 * US), "LL", 65536, 16) == 0.0
+
+
+def test_proxy_time_off_without_the_switch():
+    # NCCL's rule alone (the bundled NCCL file) does not turn the proxy's cost on: a network file must
+    assert proxy_channels_s(_sched("tree"), replace(_profile(), proxy_channel_messages=False), "LL", 65536, 16) == 0.0

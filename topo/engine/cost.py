@@ -7,10 +7,12 @@ makespan): ``seconds per byte = sum over phases (repeat * drain time per byte)``
 window (the first bytes go at half speed while NCCL's buffers fill) times the schedule's ``window_scale``. Routing is done once per schedule; a whole
 size sweep is arithmetic.
 
-Off in the bundled profiles: a profile that gives ``channel_min_bytes`` (NCCL's channels at small sizes,
-:func:`small_channels`) adds the network proxy's time on the extra channels (:func:`proxy_channels_s`) to a ring's
-or tree's latency; the bundled NCCL files give none (docs/calibration-findings.md section 44), and without it the
-term returns 0 after a few attribute tests per protocol.
+At small sizes NCCL runs a ring or tree on fewer channels and threads (``channel_min_bytes``, :func:`small_channels`,
+:func:`ll_threads`); LL's rate is then at most the profile's per-channel LL bus bandwidth on them
+(:func:`ll_channels_rate_Bps`, docs/calibration-findings.md section "33x"; no bundled gpu file gives that rate, so it
+is off). Off too: a network file
+that sets ``proxy_channel_messages`` adds the network proxy's time on the extra channels (:func:`proxy_channels_s`)
+to a ring's or tree's latency (section 44); without it the term returns 0 after one attribute test.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from .route import Router
 from .schedule import LatencyCounts
 
 __all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "Limit", "LIMITS", "Rate", "rate_limit",
-           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of", "small_channels", "proxy_channels_s"]
+           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of", "small_channels", "proxy_channels_s",
+           "bus_to_algorithm", "ll_channels_rate_Bps", "ll_threads"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -160,7 +163,8 @@ def proxy_channels_s(sched, profile: Profile, proto: str, size_bytes: float, num
         gives no ``channel_min_bytes`` for them (the bundled NCCL file does not: the term is off by default).
     """
     c = sched.latency
-    if (sched.family not in ("ring", "tree") or not c.multi_domain or profile.peer_overhead_s <= 0
+    if (not profile.proxy_channel_messages or sched.family not in ("ring", "tree") or not c.multi_domain
+            or profile.peer_overhead_s <= 0
             or not profile.channel_min_bytes.get(sched.family, {}).get(proto)):
         return 0.0
     nc = small_channels(sched.family, proto, size_bytes, sched.channels, num_ranks, profile)
@@ -310,6 +314,94 @@ class ProtocolTime(NamedTuple):
     bandwidth_s: float
 
 
+def bus_to_algorithm(family: str, collective: str, num_ranks: int) -> float:
+    """Algorithm bandwidth per unit of bus bandwidth, as NCCL's tuning.cc converts them: 0.5 for a tree (and
+    CollNet), ``p / steps`` for a ring (2 (p - 1) steps for all-reduce, p - 1 for all-gather and reduce-scatter, p
+    otherwise).
+
+    Parameters
+    ----------
+    family, collective : str
+    num_ranks : int
+
+    Returns
+    -------
+    float
+    """
+    p = num_ranks
+    if family in ("tree", "collnet"):
+        return 0.5
+    steps = 2 * (p - 1) if collective == "all_reduce" else (p - 1 if collective in ("all_gather", "reduce_scatter")
+                                                             else p)
+    return p / max(steps, 1)
+
+
+def ll_channels_rate_Bps(sched, profile: Profile, proto: str, size_bytes: float, collective: str,
+                         num_ranks: int) -> float:
+    """LL's algorithm bandwidth on the channels NCCL runs at ``size_bytes``.
+
+    NCCL runs a small ring or tree collective on fewer channels (:func:`small_channels`, src/enqueue.cc), and each
+    channel is one thread block moving LL lines; its bus bandwidth is at most the profile's
+    ``ll_channel_busbw_Bps``, turned into an algorithm bandwidth as NCCL does (:func:`bus_to_algorithm`). A ring LL
+    all-gather on 16 ranks runs one channel up to 64 KiB.
+
+    Parameters
+    ----------
+    sched : Schedule
+    profile : Profile
+        ``channel_min_bytes`` (NCCL's rule) and ``ll_channel_busbw_Bps``.
+    proto : str
+    size_bytes : float
+        NCCL's ``nBytes`` (nccl-tests' size).
+    collective : str
+    num_ranks : int
+
+    Returns
+    -------
+    float
+        Bytes of message per second; inf when the protocol is not LL, the family not ring or tree, or the profile
+        gives no rule or no per-channel rate.
+    """
+    if (proto != "LL" or sched.family not in ("ring", "tree") or not np.isfinite(profile.ll_channel_busbw_Bps)
+            or not profile.channel_min_bytes.get(sched.family, {}).get(proto)):
+        return np.inf
+    start = sched.pinned_channels or profile.channels
+    nc = small_channels(sched.family, proto, size_bytes, start, num_ranks, profile)
+    share = ll_threads(sched.family, size_bytes, nc, num_ranks, profile) / profile.ll_max_threads
+    return nc * share * profile.ll_channel_busbw_Bps * bus_to_algorithm(sched.family, collective, num_ranks)
+
+
+WARP = 32  # threads of a warp (NCCL's WARP_SIZE)
+
+
+def ll_threads(family: str, size_bytes: float, nc: int, num_ranks: int, profile: Profile) -> int:
+    """The threads NCCL runs an LL ring or tree channel with at ``size_bytes`` on ``nc`` channels.
+
+    NVIDIA/nccl src/enqueue.cc topoGetAlgoInfo (2.30.7): from ``NCCL_LL_MAX_NTHREADS`` threads, halve while
+    ``nBytes < nc x nt x threadThreshold`` and nt is a multiple of 128; then at least 3 warps. Each thread moves its
+    own LL lines, so a channel's LL rate is taken in proportion to its threads.
+
+    Parameters
+    ----------
+    family : str
+    size_bytes : float
+    nc : int
+        Channels at this size (:func:`small_channels`).
+    num_ranks : int
+    profile : Profile
+        ``ll_max_threads`` and ``channel_min_bytes`` (threads x threadThreshold).
+
+    Returns
+    -------
+    int
+    """
+    nt = profile.ll_max_threads
+    per_thread = profile.channel_min_bytes[family]["LL"] / nt * (max(num_ranks, 1) if family == "ring" else 1)
+    while size_bytes < nc * nt * per_thread and nt % (4 * WARP) == 0:
+        nt //= 2
+    return max(nt, 3 * WARP)
+
+
 def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ranks: int, num_domains: int,
                seconds_per_byte: float | None = None) -> Rate:
     """Steady algorithm bandwidth (bytes of message per second) and what bounds it.
@@ -351,13 +443,7 @@ def rate_limit(c: Costed, profile: Profile, proto: str, collective: str, num_ran
     if np.isfinite(cap):
         if sched.pinned_channels and profile.channels:  # NCCL's caps are per channel
             cap *= sched.pinned_channels / profile.channels
-        p = num_ranks
-        if fam in ("tree", "collnet"):
-            ratio = 0.5
-        else:
-            steps = 2 * (p - 1) if collective == "all_reduce" else (p - 1 if collective in ("all_gather",
-                                                                                            "reduce_scatter") else p)
-            ratio = p / steps
+        ratio = bus_to_algorithm(fam, collective, num_ranks)
         if cap * ratio < rate:
             rate, why = cap * ratio, Limit.PROTOCOL_CAP
     return Rate(float(rate), why)
@@ -451,8 +537,9 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
         # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
         # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         window = profile.pipeline_window_bytes * sched.window_scale
-        bw = (size_bytes + min(size_bytes, window)) / rate_limit(
-            c, profile, proto, collective, num_ranks, num_domains).rate_Bps
+        rate = min(rate_limit(c, profile, proto, collective, num_ranks, num_domains).rate_Bps,
+                   ll_channels_rate_Bps(sched, profile, proto, size_bytes, collective, num_ranks))
+        bw = (size_bytes + min(size_bytes, window)) / rate
         # the proxy posts the channels' messages while earlier data is on the wire: whichever takes longer counts
         lat += max(0.0, proxy_channels_s(sched, profile, proto, size_bytes, num_ranks) - bw)
         t = lat + bw

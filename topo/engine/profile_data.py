@@ -77,6 +77,9 @@ PARAMETERS: dict[str, Spec] = {
                               doc="ring/tree: NCCL drops a channel while the message is under channels x this "
                                   "(x ranks for ring LL), and the proxy's time on the extra channels counts; absent "
                                   "(the bundled files): every channel at every size, no proxy term"),
+    "ll_max_threads": Spec("nccl", "scalar", 32, 1024, optional=True,
+                           doc="threads of one LL channel (NCCL_LL_MAX_NTHREADS); with channel_min_bytes, NCCL's "
+                               "thread reduction at small sizes"),
     "p2p_ll_threshold_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
                                    doc="send/receive runs LL up to this many bytes per p2p channel of a peer, "
                                        "Simple above (never LL128); absent: the fastest protocol"),
@@ -130,6 +133,12 @@ PARAMETERS: dict[str, Spec] = {
                       doc="the protocols NCCL may use on this network (the NCCL_PROTO its provider's plugin or "
                           "profile sets; absent: LL, LL128 and Simple)"),
     "pipeline_window_bytes": Spec("model", "scalar", 0.0, 2.0**31, doc="bytes sent at half speed at start"),
+    "ll_channel_busbw_GBps": Spec("gpu", "scalar", 4.4, 45.0, optional=True,
+                                  doc="one NCCL channel's LL bus bandwidth (ring, tree) on the channels NCCL runs "
+                                      "at small sizes (channel_min_bytes); absent: no per-channel limit"),
+    "proxy_channel_messages": Spec("network", "scalar", 0, 1, optional=True,
+                                   doc="1: the network proxy's message cost on the channels NCCL adds at small "
+                                       "sizes (topo.engine.cost.proxy_channels_s); absent or 0: not counted"),
     "host_launch_per_gpu_us": Spec("model", "scalar", 0.0, 50.0, optional=True,
                                    doc="host (CPU) time to launch one GPU's kernel when one thread launches several "
                                        "GPUs' kernels in turn (nccl-tests -g N): a floor of N times it per collective"),

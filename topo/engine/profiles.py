@@ -92,6 +92,11 @@ class Profile:
     # ring/tree: bytes of message per channel below which NCCL runs one channel fewer, by family and protocol
     # (src/enqueue.cc: nThreads x threadThreshold; x ranks for ring LL); empty: every channel at every size
     channel_min_bytes: dict = field(default_factory=dict)
+    # LL on the channels NCCL runs at a size (channel_min_bytes): each moves at most this bus bandwidth (inf: no
+    # per-channel limit); the proxy's per-channel message cost is counted only where proxy_channel_messages
+    ll_channel_busbw_Bps: float = math.inf
+    ll_max_threads: int = 512  # one LL channel's threads at full size (NCCL_LL_MAX_NTHREADS)
+    proxy_channel_messages: bool = False
     # NCCL's tuner terms (topo.engine.tuner): tree bandwidth x tree_correction[proto][log2(bytes/64)] at medium sizes;
     # ring/Simple all-reduce latency x ring_plateau_latency_factor across nodes from that many bytes per rank.
     # Empty / 1.0: the profile gives none (the tuner then uses none).
@@ -388,6 +393,9 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         peer_overhead_s=v["peer_overhead_us"] * US,
         p2p_ll_threshold_bytes=float(v.get("p2p_ll_threshold_bytes", 0.0)),
         channel_min_bytes=_by_family(v.get("channel_min_bytes", {}), 1.0),
+        ll_channel_busbw_Bps=v.get("ll_channel_busbw_GBps", math.inf) * GB,
+        ll_max_threads=int(v.get("ll_max_threads", 512)),
+        proxy_channel_messages=bool(v.get("proxy_channel_messages", 0)),
         tree_correction={p: tuple(x) for p, x in v.get("tree_correction", {}).items()},
         ring_plateau_latency_factor=float(v.get("ring_plateau_latency_factor", 1.0)),
         ring_plateau_min_bytes_per_rank=float(v.get("ring_plateau_min_bytes_per_rank", 0.0)),
