@@ -237,8 +237,8 @@ _FIXED_UNITS = {
     "kW": 1e3, "MW": 1e6,  # watts
     "TWh": 1e12,  # watt-hours
     "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
-    "EFLOP/s": 1e18,  # FLOP per second
-    "min": 60.0, "h": 3600.0,  # seconds
+    "TFLOP/s": 1e12, "EFLOP/s": 1e18,  # FLOP per second
+    "min": 60.0, "h": 3600.0, "days": 86400.0,  # seconds
     "million L": 1e6,  # litres
     "km": 1e3,  # metres
     "$M": 1e6,  # US dollars, in millions (printed "$97M": format_usd, or in_unit for a figure's axis)
@@ -250,8 +250,8 @@ def in_unit(value, unit: str):
     one of the fixed units the output prints (``"PB"``, ``"TB"``, ``"MW"``, ``"TWh"``, ``"Mt"``, ``"Gb/s"``, ...).
     Works on numpy arrays too.
 
-    >>> in_unit(2.5e15, "PB"), in_unit(400e9 / 8, "Gb/s"), in_unit(5400, "h")
-    (2.5, 400.0, 1.5)
+    >>> in_unit(2.5e15, "PB"), in_unit(400e9 / 8, "Gb/s"), in_unit(5400, "h"), in_unit(989e12, "TFLOP/s")
+    (2.5, 400.0, 1.5, 989.0)
     """
     try:
         return value / _FIXED_UNITS[unit]
