@@ -58,7 +58,7 @@ from topo import build_fabric, spec_from_dict  # noqa: E402
 from topo.calibrate.fit import Case, FreeParam, calibration_params, case_errors, fit_cases, fit_identified  # noqa: E402
 from topo.calibrate.setup import Setup, node_spec  # noqa: E402
 from topo.engine.collectives import busbw_factor  # noqa: E402
-from topo.engine.profiles import profile_for  # noqa: E402
+from topo.engine.profiles import latency_inter_us, profile_for  # noqa: E402
 
 # The measurements ship with the project (data/reference/ and data/measurements/, each row with its source);
 # TOPO_DATA_DIR points the reference set elsewhere, as for the tests.
@@ -407,8 +407,8 @@ def _scale_net(pr, m):
 def _add_net_latency(pr, us):
     """NCCL's latencyInter: ``us`` added to every network step, twice for Simple (topo.profiles.net_step_table),
     times the network file's ``net_hop_scale`` as the bundled value is (EFA v4: the plugin's latency ratio)."""
-    a = us * 1e-6 * pr.sources.get("net_hop_scale", {}).get("value", 1.0)
-    return replace(pr, net_hop_s={f: {k: v + a * (2.0 if k == "Simple" else 1.0) for k, v in d.items()}
+    a = 1e-6 * pr.sources.get("net_hop_scale", {}).get("value", 1.0)
+    return replace(pr, net_hop_s={f: {k: v + a * latency_inter_us(us, k) for k, v in d.items()}
                                   for f, d in pr.net_hop_s.items()})
 
 

@@ -95,3 +95,19 @@ def test_a3_mega_simple_run_is_modelled_without_nvls():
     from topo.calibrate.compare import modelled_times
     auto = modelled_times(replace(g.case.setup, algorithm="auto"), g.collective, small, g.case.profile)
     assert {r.algorithm for r in auto} == {"nvls_tree"}  # what the setup would be priced as without the profile
+
+
+def test_a_familys_fitted_values_are_one_value_in_every_file_of_it():
+    """The fit has one value per network family (``netfamily:efa``, ``netfamily:roce``: network_efficiency and the
+    per-step latency; EFA's peer overhead), which each file of the family carries as a copy (efa, efa_v1, efa_v3,
+    efa_v4; roce, oci_roce, gcp_roce). A refit written to one file and not the others (rev38: efa_v4 copies efa's
+    12.68 us) would price that generation with a stale value the fit never had."""
+    from topo.engine.profile_data import bundled_files
+
+    files = bundled_files()["network"]
+    for fam in ("efa", "roce"):
+        members = [t for t in NETWORKS if accuracy.network_family(t) == fam]
+        assert len(members) >= 3, members
+        for key in ("network_efficiency", "net_latency_us") + (("peer_overhead_us",) if fam == "efa" else ()):
+            values = {t: files[t].params[key].value for t in members}
+            assert len(set(values.values())) == 1, (key, values)

@@ -98,6 +98,17 @@ def test_efa_two_node_floor_is_aws_tuner_latency_plus_the_fitted_family_term():
         assert 1.0 <= r.time_s * 1e6 / meas[r.size_bytes] <= 1.15
 
 
+def test_efa_v4_whole_step_scale_is_labelled_an_assumption():
+    # aws-ofi-nccl's 35 / 75 us (src/platform-aws.cpp platform_data_map) is the latency the plugin reports to NCCL,
+    # NCCL's latencyInter (tuning.cc), an empirically tuned value; AWS keeps the raw RDMA latency (its tuner's
+    # net_lat, 20 us on p5, 18 us on p5en: src/tuner/nccl_ofi_model.cpp) apart by design. Scaling the whole step
+    # (the 20 us too) by it is topo's assumption, and `topo profile show` must say so, not 'published' (rev38).
+    s = profile_for("blackwell", "efa").sources["net_hop_scale"]
+    assert s["file"].endswith("efa_v4.toml") and s["value"] == pytest.approx(35 / 75, abs=1e-4)
+    assert s["assumed"] and not s["fitted"]
+    assert "latencyInter" in s["source"] and s["source"].startswith("assumption")
+
+
 def test_roce_family_latency_is_added_per_network_step():
     # every RoCE network (roce, oci_roce, gcp_roce) adds topo's fitted family term, 6.40 us, to each network
     # step over NCCL's InfiniBand constants (NCCL's latencyInter form): 2 network steps at 2 nodes.

@@ -49,6 +49,19 @@ def test_span_capacity_is_waves_times_rate_and_sites_share_one_fabric():
     np.testing.assert_array_equal(r.site_of(r.gpu_offset[:-1]), [0, 1, 2])
 
 
+def test_alike_sites_share_one_inventory(monkeypatch):
+    # the module's promise (each distinct fabric's inventory made once): rev38 found it made once a site
+    import topo.fabric.region_inventory as ri
+
+    calls = []
+    real = ri.inventory
+    monkeypatch.setattr(ri, "inventory", lambda f: calls.append(f) or real(f))
+    r = build(region_dict(count=3, topology="ring"))
+    inv = ri.region_inventory(r)
+    assert len(calls) == 1 and len(inv.sites) == 3
+    assert len({s.bisection_bandwidth_Bps for s in inv.sites}) == 1
+
+
 def test_a_failed_span_reroutes_around_a_ring_and_halves_the_cut():
     r = build(region_dict(count=4, topology="ring"))
     assert r.cut_Bps() == (2 * 1.6e12, 2 * 1.6e12)  # any split of a ring cuts two spans

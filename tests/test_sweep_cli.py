@@ -79,6 +79,21 @@ def test_json_csv_report_and_error_rows(tmp_path):
     assert 'data-figure="heatmap"' in page and 'data-figure="distribution"' in page
 
 
+@pytest.mark.parametrize("flags, line", [
+    # rev38: the report replaced the CSV just written (exit 0, 'wrote rows.csv', the rows lost); a file named as
+    # the output folder failed only after the sweep had run, as 'is a directory'
+    (["--csv", "rows.csv", "--report", "rows.csv"],
+     "error: rows.csv: --csv: is also --report's file; one would be written over the other; give another file"),
+    (["-o", "out.parquet", "--csv", "./out.parquet"], "error: ./out.parquet: --csv: is also the sweep's output "
+     "folder (-o); one would be written over the other; give another file"),
+])
+def test_no_output_is_written_over_another(tmp_path, flags, line):
+    (tmp_path / "study.toml").write_text(STUDY)
+    r = topo("sweep", "study.toml", "--scheduler", "serial", *flags, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == line + "\n", r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml"]  # refused before the sweep ran
+
+
 def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     n = 60
     (tmp_path / "study.toml").write_text(f'spec = "dgx-h100-superpod"\nseeds = {n}\n[axes]\ncollective = "all_reduce"\n'

@@ -42,6 +42,16 @@ def test_the_text_says_which_peak_the_mfu_is_of(precision, peak_TFLOPs):
     assert line.endswith(f"MFU {d['mfu']:.1%} of the {precision} peak ({peak_TFLOPs:,} TFLOP/s dense)"), line
 
 
+def test_the_time_to_train_line_is_the_json_figure_in_days():
+    # --tokens 15e12 (Llama 3's 15T tokens, Meta's model card): the text's days are the JSON's seconds / 86,400
+    # and its tokens / tokens_per_s (rev38: the line converted in place; now through topo.units)
+    d = json.loads(run_cli(*ARGS, "--tokens", "15e12", "--json", check=True).stdout)
+    assert d["time_to_train_s"] == pytest.approx(15e12 / d["tokens_per_s"], rel=1e-9)
+    (line,) = [x for x in run_cli(*ARGS, "--tokens", "15e12", check=True).stdout.splitlines()
+               if x.startswith("time to train")]
+    assert line == f"time to train 1.5e+13 tokens: {d['time_to_train_s'] / 86400:.1f} days"
+
+
 @pytest.mark.parametrize("extra, key", [
     (["--dp", "64"], "--dp"),  # product 8 x 4 x 64 != 1024: named by the flag given
     (["--tp", "16", "--dp", "16"], "--tp"),  # larger than the 8-GPU NVLink domain

@@ -19,6 +19,7 @@ from conftest import run_cli
     (99.2e18, "EFLOP/s", 99.2), (5400.0, "h", 1.5), (90.0, "min", 1.5), (1.8605e9, "million L", 1860.5),
     (530e6, "kt", 530.0), (97.9e6, "$M", 97.9), (1.044e12, "TB/s", 1.044), (450e9, "GB/s", 450.0),
     (5.6e6, "MB", 5.6), (64e3, "kB", 64.0), (42e3, "km", 42.0),
+    (989e12, "TFLOP/s", 989.0), (2.5 * 86400, "days", 2.5),  # topo train's MFU peak and time to train (rev38)
 ])
 def test_in_unit_by_definition(value, unit, expected):
     assert in_unit(value, unit) == pytest.approx(expected, rel=1e-12)

@@ -216,6 +216,18 @@ def format_usd(usd: float, smallest: str = "") -> str:
     """Money as the planner prints it: ``$7.296B`` from a billion, ``$70.6M`` from a million, else ``$25,000``;
     ``smallest="M"`` prints less than a million in millions too (``$0.2M``, a plan's tables).
 
+    Parameters
+    ----------
+    usd : float
+        US dollars.
+    smallest : {"", "M"}, optional
+        ``"M"``: millions below a million too.
+
+    Returns
+    -------
+    str
+        The amount with its ``$`` and scale letter.
+
     >>> format_usd(7.296e9), format_usd(70.6e6), format_usd(25000), format_usd(250e3, smallest="M")
     ('$7.296B', '$70.6M', '$25,000', '$0.2M')
     """
@@ -237,8 +249,8 @@ _FIXED_UNITS = {
     "kW": 1e3, "MW": 1e6,  # watts
     "TWh": 1e12,  # watt-hours
     "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
-    "EFLOP/s": 1e18,  # FLOP per second
-    "min": 60.0, "h": 3600.0,  # seconds
+    "TFLOP/s": 1e12, "EFLOP/s": 1e18,  # FLOP per second
+    "min": 60.0, "h": 3600.0, "days": 86400.0,  # seconds
     "million L": 1e6,  # litres
     "km": 1e3,  # metres
     "$M": 1e6,  # US dollars, in millions (printed "$97M": format_usd, or in_unit for a figure's axis)
@@ -250,8 +262,25 @@ def in_unit(value, unit: str):
     one of the fixed units the output prints (``"PB"``, ``"TB"``, ``"MW"``, ``"TWh"``, ``"Mt"``, ``"Gb/s"``, ...).
     Works on numpy arrays too.
 
-    >>> in_unit(2.5e15, "PB"), in_unit(400e9 / 8, "Gb/s"), in_unit(5400, "h")
-    (2.5, 400.0, 1.5)
+    Parameters
+    ----------
+    value : float or numpy.ndarray
+        The quantity in the base unit of ``unit``.
+    unit : str
+        A key of the fixed units (``"PB"``, ``"Gb/s"``, ``"TFLOP/s"``, ``"days"``, ...).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``value`` divided by what one ``unit`` holds.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``unit`` (the message lists the known ones).
+
+    >>> in_unit(2.5e15, "PB"), in_unit(400e9 / 8, "Gb/s"), in_unit(5400, "h"), in_unit(989e12, "TFLOP/s")
+    (2.5, 400.0, 1.5, 989.0)
     """
     try:
         return value / _FIXED_UNITS[unit]
@@ -262,6 +291,20 @@ def in_unit(value, unit: str):
 def format_in(value: float, unit: str, spec: str = ",.3g") -> str:
     """``value`` printed in a fixed ``unit`` with the format ``spec`` (a plan's lines keep one unit a column,
     where :func:`format_size` and friends pick the unit by size).
+
+    Parameters
+    ----------
+    value : float
+        The quantity in the base unit of ``unit`` (:func:`in_unit`).
+    unit : str
+        The fixed unit, printed after the number.
+    spec : str, optional
+        The number's format specification (default ``",.3g"``).
+
+    Returns
+    -------
+    str
+        ``"<number> <unit>"``.
 
     >>> format_in(3.36e14, "PB"), format_in(1.447e12, "TWh", ",.3f"), format_in(165.19e6, "MW", ",.2f")
     ('0.336 PB', '1.447 TWh', '165.19 MW')

@@ -24,6 +24,12 @@ def layout_for_search(path: str, layout_options: dict) -> tuple[dict, int | None
     path : a layout TOML file or ``key=value`` pairs (:func:`topo.training.parallel.layout_fields`).
     layout_options : the layout options the flags give (None where not given).
 
+    Returns
+    -------
+    tuple of (dict, int or None)
+        ``layout_options`` with the layout's validated non-size fields filled in where no flag gives them, and
+        the layout's ``global_batch``.
+
     Raises
     ------
     TopoError

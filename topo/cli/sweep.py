@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from pathlib import Path
 
-from ..atomic import SIGNATURE, check_output, open_output, safe_file_name
+from ..atomic import SIGNATURE, STDOUT, check_output, open_output, safe_file_name
 from ..errors import TopoError
 from ..units import format_in, format_time, format_usd, in_unit
 from .output import emit, emit_json, note, table
@@ -130,7 +131,7 @@ def _run(args) -> int:
     study = _study_of(args)
     out = args.output or safe_file_name(study.name, ".parquet")
     workers, batch = _int(args.workers, "--workers"), _int(args.batch_size, "--batch-size")
-    report = _check_outputs(args, study)
+    report = _check_outputs(args, study, out)
     scheduler = None if args.scheduler in (None, "local") else args.scheduler
     if (scheduler is not None and scheduler != "serial" or args.scheduler_file) and workers is not None:
         raise TopoError("sets the size of the local cluster; an existing cluster has its own workers",
@@ -177,17 +178,34 @@ def _study_of(args):
     return study
 
 
-def _check_outputs(args, study) -> str | None:
-    """Refuse a bad --report or --csv before the sweep runs; the report's file name (None: no report)."""
+def _check_outputs(args, study, out) -> str | None:
+    """Refuse a bad --report or --csv before the sweep runs, one written over another output among them (the
+    output folder ``out`` too); the report's file name (None: no report)."""
     report = None
     if args.report is not None:
         report = args.report or safe_file_name(study.name, "-report.html")
+    _refuse_shared_outputs((("--report", report), ("--csv", args.csv)), out)
+    if report is not None:
         check_output(report, inputs=[args.study, *study.files], force=args.force, key="--report",
                      force_option="--force")
     if args.csv:
         check_output(args.csv, inputs=[args.study, *study.files], force=args.force, key="--csv",
                      force_option="--force")
     return report
+
+
+def _refuse_shared_outputs(given, out) -> None:
+    """Raise TopoError when a file option (``(flag, path)`` pairs, path None when not given) names the sweep's
+    output folder ``out`` or another option's file: the later write would replace the earlier one."""
+    seen = {Path(out).resolve(): "the sweep's output folder (-o)"}
+    for flag, path in given:
+        if not path or str(path) == STDOUT:
+            continue
+        where = Path(path).resolve()
+        if where in seen:
+            raise TopoError(f"is also {seen[where]}; one would be written over the other; give another file",
+                            source=str(path), key=flag)
+        seen[where] = f"{flag}'s file"
 
 
 def _finish(args, study, df, info, out, report) -> int:

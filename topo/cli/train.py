@@ -374,14 +374,14 @@ def _print_step(r, tokens, model) -> None:
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%} of the {r.precision} peak "
-         f"({r.peak_flops_per_gpu / 1e12:,.0f} TFLOP/s dense)")
+         f"({format_in(r.peak_flops_per_gpu, 'TFLOP/s', ',.0f')} dense)")
     u = r.uncertainty
     if u.get("runs"):
         emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "
              f"of {u['group'].replace('_', ' ')} models whose family the fit never saw, half were within "
              f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}")
     if tokens:
-        emit(f"time to train {tokens:.3g} tokens: {r.time_to_train_s(tokens) / 86400:.1f} days")
+        emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
                ["component", "time", "share"], right=[False, True, True]))

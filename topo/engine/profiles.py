@@ -23,7 +23,8 @@ from .profile_data import PARAMETERS, ProfileFile, bundled_dir, bundled_files, l
 
 __all__ = ["Profile", "PROTOCOLS", "profile_for", "fabric_profile", "network_for", "ideal_profile", "resolve_profile",
            "compose_profile",
-           "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts"]
+           "bundled_profile_names", "GENERATIONS", "NETWORKS", "NCCL_VERSIONS", "node_index", "profile_parts",
+           "latency_inter_us"]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 US = 1e-6
@@ -328,9 +329,28 @@ def net_step_table(v: dict) -> dict:
         table = {fam: {p: step + (extra if p == "Simple" else 0.0) for p in protos} for fam, protos in table.items()}
     add = v.get("net_latency_us", 0.0)
     if add:
-        table = {fam: {p: _plus(x, add * (2.0 if p == "Simple" else 1.0)) for p, x in protos.items()}
+        table = {fam: {p: _plus(x, latency_inter_us(add, p)) for p, x in protos.items()}
                  for fam, protos in table.items()}
     return table
+
+
+def latency_inter_us(latency_us: float, protocol: str) -> float:
+    """What a network plugin's latency adds to one network step: once, twice for Simple (NCCL's ``interLat =
+    hwLat[NET] + latencyInter``, plus ``latencyInter`` again for Simple, NVIDIA/nccl src/graph/tuning.cc).
+
+    Parameters
+    ----------
+    latency_us : float
+        The latency per step (a network file's ``net_latency_us``), in microseconds.
+    protocol : str
+        One of :data:`PROTOCOLS`.
+
+    Returns
+    -------
+    float
+        Microseconds added to the step.
+    """
+    return latency_us * (2.0 if protocol == "Simple" else 1.0)
 
 
 def _plus(x, a):

@@ -83,7 +83,9 @@ def region_inventory(r: Region) -> RegionInventory:
     entry_of = [e for e in r.spec.sites for _ in range(e.count)]
     sites = []
     for i, f in enumerate(r.fabrics):
-        inv = invs.setdefault(id(f), inventory(f))
+        if id(f) not in invs:  # not setdefault(id(f), inventory(f)): that computes it for every site
+            invs[id(f)] = inventory(f)
+        inv = invs[id(f)]
         e = entry_of[i]
         working = bisection(f).bandwidth_Bps if f.failures else inv.bisection_bandwidth_Bps
         sites.append(SiteRow(name=r.site_names[i], spec=e.spec or f.spec.name, gpu=f.spec.gpu, num_gpus=f.num_gpus,
