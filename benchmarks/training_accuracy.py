@@ -162,9 +162,9 @@ def fp8_param_gather(row) -> bool:
     return release is not None and (int(release[1]), int(release[2])) >= (25, 4)
 
 
-def _setups():
-    """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
-    (``holdout``: a row of the hold-out file, which no fit reads)."""
+def _paper_setups():
+    """The runs of ``training_runs.csv`` (Megatron-LM SC21, Llama 3): each source's settings, the step time from
+    its TFLOPs/GPU and its own FLOP count."""
     from topo.training.flops import model_flops_per_step
     from topo.training.parallel import make_layout
     from topo.training.model import load_model
@@ -187,110 +187,152 @@ def _setups():
         step = model_flops_per_step(model, lay, conv) / (float(row["value"]) * 1e12 * int(row["num_gpus"]))
         out.append(dict(run=rid, spec=spec, model=model, lay=lay, step_s=step, source=row["source_url"],
                         gpu=row["gpu"].split("-")[0]))
+    return out
+
+
+def _published_rows():
+    """``(row, is_held)`` for every row of ``training_runs_published.csv`` and then of the hold-out file."""
     rows = [(r, False) for r in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs_published.csv"))]
     held = ROOT / "data" / "reference" / HOLDOUT
     if held.exists():
         rows += [(r, True) for r in csv.DictReader(open(held))]
-    for row, is_held in rows:
-        model = load_model(row["model"])
-        if row["run_id"].startswith("mlperf41_") and model.dropout:
-            # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
-            # hidden_dropout = attention_dropout = 0.0)
-            model = type(model).model_validate({**model.model_dump(), "dropout": False})
-        if row["run_id"].startswith("automodel_") and model.mtp_layers:
-            # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
-            # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
-            model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
-        n, tp, pp, cp, vp, ep = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp", "vpp", "ep"))
-        dp = n // (tp * pp * cp)
-        chunks = pp * vp
-        emb = pp > 1 and model.layers % chunks != 0 and (model.layers + 2) % chunks == 0
-        kw = dict(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vp, micro_batch=int(row["micro_batch"]),
-                  global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
-                  precision=row["precision"], flash_attention=True, recompute="none",
-                  dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
-                  overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
-        # the recipe's recomputed modules (space-separated; empty: none)
-        kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
-        if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
-            kw.update(etp=int(row.get("etp") or 1), overlap_ep=row.get("moe_a2a_overlap") == "1",
-                      ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
-                      # the flex dispatcher's backend as the row records it from its recipe (empty: no flex)
-                      ep_flex_backend=row.get("moe_flex_backend") or "hybridep",
-                      ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
-                      moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
-                      else None)
-        # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
-        if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200"):
-            kw["gpus_per_domain_used"] = 64
-        # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
-        kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
-        if "full_iteration" in kw["cuda_graph_scope"]:
-            # Megatron-Core's eager expert-bias add syncs its token counts to the host (``.tolist()``), which no CUDA
-            # graph can hold (NVIDIA/Megatron-LM@d98e8a64 moe/experts.py ``_apply_bias``); the full-iteration
-            # recipes (gpt-oss fp8mx: Megatron-Bridge@067f987d perf_recipes/gpt_oss/common.py) run TE's op
-            # fuser, whose GroupedLinear scales and adds fc2's bias itself (``scale_bias``): no eager pass; and
-            # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
-            # ``_make_fused_ops``): no eager clamp
-            kw.update(expert_bias_eager="none", expert_clamp_eager=False)
-        if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
-            kw["moe_router_fusion"] = True
-        if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
-            kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
-        if row["precision"] == "fp8":
-            kw["fp8_recipe"] = fp8_recipe(row)
-        if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
-            kw["grad_bytes"] = 2.0
-        # the recipe's memory settings (empty: none): activation offloading, recomputation
-        kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
-        kw["recompute"] = row.get("recompute_granularity") or "none"
-        kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
-        if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
-            kw.update(recompute="none", remat_policy="minimal_flash")
-        if row["run_id"].startswith("automodel_"):
-            kw.update(_automodel_settings(model, pp))
-            if pp > 1:
-                kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
-        if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
-            # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
-            # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
-            # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
-            # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
-            kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
-            # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
-            # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
-            # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
-            # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
-            kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
-        if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
-            kw["moe_grouped_gemm"] = False
-        if row["run_id"].startswith("mcore_h100_mixtral"):
-            # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
-            # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
-            # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
-            kw.update(overlap_tp=False, moe_router_fusion=True)
-        if row["run_id"] == "mbvc_h100_deepseekv3":
-            # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
-            # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
-            kw["overlap_tp"] = False
-        if row["run_id"].startswith("mlperf51_uf_"):
-            # University of Florida's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's default False):
-            # TP traffic not overlapped (but for the backward's, Megatron's own)
-            kw["overlap_tp"] = False
-            # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
-            # parameters per DP bucket, one reduce-scatter and one all-gather each
-            kw["dp_bucket_params"] = 134_217_728
-        if fp8_amax_pass(row):
-            kw["fp8_amax_pass"] = True
-        if fp8_param_gather(row):
-            kw["fp8_param_gather"] = True
-        if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
-            # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
-            # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
-            kw["fp8_param_gather"] = True
-        if row["run_id"].startswith("deepseekv3_h800"):
-            # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
-            kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
+    return rows
+
+
+def _row_model(row):
+    """The row's model as its framework builds it (MLPerf's GPT-3 without dropout, AutoModel without MTP)."""
+    from topo.training.model import load_model
+
+    model = load_model(row["model"])
+    if row["run_id"].startswith("mlperf41_") and model.dropout:
+        # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
+        # hidden_dropout = attention_dropout = 0.0)
+        model = type(model).model_validate({**model.model_dump(), "dropout": False})
+    if row["run_id"].startswith("automodel_") and model.mtp_layers:
+        # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
+        # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
+        model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
+    return model
+
+
+def _recipe_layout_kw(row, model) -> dict:
+    """The layout settings every NeMo / Megatron-Bridge-style row shares: its parallelism, batch and precision,
+    recomputed modules, EP columns, NVL72 placement and CUDA graphs."""
+    n, tp, pp, cp, vp, ep = (int(row[k]) for k in ("num_gpus", "tp", "pp", "cp", "vpp", "ep"))
+    dp = n // (tp * pp * cp)
+    chunks = pp * vp
+    emb = pp > 1 and model.layers % chunks != 0 and (model.layers + 2) % chunks == 0
+    kw = dict(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vp, micro_batch=int(row["micro_batch"]),
+              global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
+              precision=row["precision"], flash_attention=True, recompute="none",
+              dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
+              overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
+    # the recipe's recomputed modules (space-separated; empty: none)
+    kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
+    if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
+        kw.update(etp=int(row.get("etp") or 1), overlap_ep=row.get("moe_a2a_overlap") == "1",
+                  ep_dispatcher=row.get("moe_dispatcher") or "alltoall",
+                  # the flex dispatcher's backend as the row records it from its recipe (empty: no flex)
+                  ep_flex_backend=row.get("moe_flex_backend") or "hybridep",
+                  ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
+                  moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
+                  else None)
+    # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
+    if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200"):
+        kw["gpus_per_domain_used"] = 64
+    # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
+    kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
+    if "full_iteration" in kw["cuda_graph_scope"]:
+        # Megatron-Core's eager expert-bias add syncs its token counts to the host (``.tolist()``), which no CUDA
+        # graph can hold (NVIDIA/Megatron-LM@d98e8a64 moe/experts.py ``_apply_bias``); the full-iteration
+        # recipes (gpt-oss fp8mx: Megatron-Bridge@067f987d perf_recipes/gpt_oss/common.py) run TE's op
+        # fuser, whose GroupedLinear scales and adds fc2's bias itself (``scale_bias``): no eager pass; and
+        # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
+        # ``_make_fused_ops``): no eager clamp
+        kw.update(expert_bias_eager="none", expert_clamp_eager=False)
+    return kw
+
+
+def _framework_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
+    layout, the FP8 recipe, NeMo's bf16 gradient buffer, the memory columns, MaxText's remat, AutoModel's code."""
+    pp, vp = kw["pp"], kw["vpp"]
+    if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
+        kw["moe_router_fusion"] = True
+    if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
+        kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
+    if row["precision"] == "fp8":
+        kw["fp8_recipe"] = fp8_recipe(row)
+    if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
+        kw["grad_bytes"] = 2.0
+    # the recipe's memory settings (empty: none): activation offloading, recomputation
+    kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
+    kw["recompute"] = row.get("recompute_granularity") or "none"
+    kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
+    if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
+        kw.update(recompute="none", remat_policy="minimal_flash")
+    if row["run_id"].startswith("automodel_"):
+        kw.update(_automodel_settings(model, pp))
+        if pp > 1:
+            kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
+
+
+def _run_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
+    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
+        # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
+        # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
+        # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
+        # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
+        # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
+        # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
+        # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
+        # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
+        kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+    if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
+        kw["moe_grouped_gemm"] = False
+    if row["run_id"].startswith("mcore_h100_mixtral"):
+        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
+        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
+        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
+        kw.update(overlap_tp=False, moe_router_fusion=True)
+    if row["run_id"] == "mbvc_h100_deepseekv3":
+        # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
+        # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
+        kw["overlap_tp"] = False
+    if row["run_id"].startswith("mlperf51_uf_"):
+        # University of Florida's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's default False):
+        # TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw["overlap_tp"] = False
+        # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
+        # parameters per DP bucket, one reduce-scatter and one all-gather each
+        kw["dp_bucket_params"] = 134_217_728
+    if fp8_amax_pass(row):
+        kw["fp8_amax_pass"] = True
+    if fp8_param_gather(row):
+        kw["fp8_param_gather"] = True
+    if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
+        # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
+        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
+        kw["fp8_param_gather"] = True
+    if row["run_id"].startswith("deepseekv3_h800"):
+        # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
+        kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
+
+
+def _setups():
+    """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
+    (``holdout``: a row of the hold-out file, which no fit reads)."""
+    from topo.training.parallel import make_layout
+
+    out = _paper_setups()
+    for row, is_held in _published_rows():
+        model = _row_model(row)
+        kw = _recipe_layout_kw(row, model)
+        _framework_kw(row, model, kw)
+        _run_kw(row, model, kw)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"],
                         holdout=is_held))
@@ -301,20 +343,14 @@ def _setups():
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
-                    "out-of-family errors into step_uncertainty.toml")
-    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
-    args = ap.parse_args()
-
+def _engines(setups):
+    """Build each run's fabric and comm engine once per spec; set each run's ``gen``, ``key`` (its [training]
+    fraction) and ``contention`` (the traffic mix depends on the layout only: reused by the fit)."""
     import topo
     from topo.fabric.hardware import lookup_gpu
     from topo.training.comm import CommEngine
     from topo.training.step import estimate_step
 
-    t0 = time.perf_counter()
-    setups = _setups()
     fabrics, engines = {}, {}
     for s in setups:
         if s["spec"] not in fabrics:
@@ -324,12 +360,18 @@ def main() -> None:
         s["gen"] = lookup_gpu(fabrics[s["spec"]].spec.gpu).generation
         s["key"] = f"{s['gen']}_{'fp8' if s['lay'].precision == 'fp8' else 'bf16'}"
         first = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]], convention="6n")
-        s["contention"] = first.contention  # the traffic mix depends on the layout only: reused by the fit
+        s["contention"] = first.contention
+    return fabrics, engines
+
+
+def _predictor(fabrics, engines):
+    """``predict(s, values)``: the step time of run ``s`` with the [training] fractions and the host launch time
+    ``values`` (memoised)."""
+    from topo.training.step import estimate_step
 
     memo = {}
 
     def predict(s, values):
-        """Step time of run ``s`` with the [training] fractions and the host launch time ``values``."""
         mine = {k: v for k, v in values.items() if k.startswith(s["gen"])}
         host = values[HOST] if s["model"].moe is not None else None  # binds only in MoE blocks
         key = (s["run"], tuple(sorted(mine.items())), host)
@@ -338,62 +380,88 @@ def main() -> None:
             memo[key] = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]],
                                       check=False, contention=s["contention"], kernel_overrides=over).step_time_s
         return memo[key]
+    return predict
 
-    def fit_key(rows, key, values, lo, hi, digits=3):
-        """Golden-section search of one fraction on ``rows`` (mean |log error|), the others fixed."""
-        def loss(e):
-            v = {**values, key: e}
-            return sum(abs(math.log(predict(s, v) / s["step_s"])) for s in rows) / len(rows)
-        g = (math.sqrt(5) - 1) / 2
-        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-        fa, fb = loss(a), loss(b)
-        for _ in range(14):
-            if fa < fb:
-                hi, b, fb = b, a, fa
-                a = hi - g * (hi - lo)
-                fa = loss(a)
-            else:
-                lo, a, fa = a, b, fb
-                b = lo + g * (hi - lo)
-                fb = loss(b)
-        return round((lo + hi) / 2, digits)
 
-    def fit_all(rows):
-        """Every [training] fraction on the dense runs among ``rows`` (a key without a dense run stays 1.0;
-        Blackwell BF16 without one takes Blackwell FP8's), then the host launch time on the MoE runs among them."""
-        values = {k: 1.0 for k in TRAINING_KEYS}
-        values[HOST] = HOST_DEFAULT
-        dense_of = {key: [s for s in rows if s["key"] == key and s["group"].startswith("dense")]
-                    for key in TRAINING_KEYS}
-        for key in TRAINING_KEYS:
-            if dense_of[key]:
-                values[key] = fit_key(dense_of[key], key, values, *FRACTION_RANGE)
-        if not dense_of["blackwell_bf16"]:
-            values["blackwell_bf16"] = values["blackwell_fp8"]
-        moe = [s for s in rows if s["model"].moe is not None]
-        if moe:  # searched over four times the published range, kept inside it: where it wants more, we say so
-            best = fit_key(moe, HOST, values, HOST_RANGE[0], 4 * HOST_RANGE[1], digits=7)
-            values[HOST] = min(best, HOST_RANGE[1])
-            wanted[HOST] = best
-        return values
+def _fit_key(predict, rows, key, values, lo, hi, digits=3):
+    """Golden-section search of one fraction on ``rows`` (mean |log error|), the others fixed."""
+    def loss(e):
+        v = {**values, key: e}
+        return sum(abs(math.log(predict(s, v) / s["step_s"])) for s in rows) / len(rows)
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = loss(a), loss(b)
+    for _ in range(14):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = loss(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = loss(b)
+    return round((lo + hi) / 2, digits)
 
+
+def _fit_all(predict, rows):
+    """Every [training] fraction on the dense runs among ``rows`` (a key without a dense run stays 1.0;
+    Blackwell BF16 without one takes Blackwell FP8's), then the host launch time on the MoE runs among them.
+    Returns the values and where the MoE runs alone would put the host time (None without a MoE run)."""
+    values = {k: 1.0 for k in TRAINING_KEYS}
+    values[HOST] = HOST_DEFAULT
+    dense_of = {key: [s for s in rows if s["key"] == key and s["group"].startswith("dense")]
+                for key in TRAINING_KEYS}
+    for key in TRAINING_KEYS:
+        if dense_of[key]:
+            values[key] = _fit_key(predict, dense_of[key], key, values, *FRACTION_RANGE)
+    if not dense_of["blackwell_bf16"]:
+        values["blackwell_bf16"] = values["blackwell_fp8"]
+    moe = [s for s in rows if s["model"].moe is not None]
+    host_wanted = None
+    if moe:  # searched over four times the published range, kept inside it: where it wants more, we say so
+        host_wanted = _fit_key(predict, moe, HOST, values, HOST_RANGE[0], 4 * HOST_RANGE[1], digits=7)
+        values[HOST] = min(host_wanted, HOST_RANGE[1])
+    return values, host_wanted
+
+
+def _fit_and_score(setups, predict):
+    """Fit on all fitted runs and set every run's ``pred``; refit without each model family and set its scored
+    runs' ``lofo``. Returns the values fitted on all runs and the host time the MoE runs alone would take."""
     fit_rows, score_rows = fitted(setups), scored(setups)
-    wanted: dict = {}
-    values = fit_all(fit_rows)
-    host_wanted = wanted.get(HOST)
+    values, host_wanted = _fit_all(predict, fit_rows)
     for s in setups:
         s["pred"] = predict(s, values)
     for fam in sorted({s["family"] for s in score_rows}):  # leave one model family out: refit without it
-        v = fit_all([s for s in fit_rows if s["family"] != fam])
+        v, _ = _fit_all(predict, [s for s in fit_rows if s["family"] != fam])
         for s in score_rows:
             if s["family"] == fam:
                 s["lofo"] = predict(s, v)
+    return values, host_wanted
+
+
+def _host_note(host_wanted) -> str:
+    """The report's note where the MoE runs alone would put the host launch time above its published range."""
+    if host_wanted is None or host_wanted <= HOST_RANGE[1]:
+        return ""
+    return (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
+            f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
+            "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
+            "the in-sample ones because no other fitted value touches them.")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
+                    "out-of-family errors into step_uncertainty.toml")
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    setups = _setups()
+    predict = _predictor(*_engines(setups))
+    values, host_wanted = _fit_and_score(setups, predict)
     body, errors = _report(setups, values)
-    if host_wanted is not None and host_wanted > HOST_RANGE[1]:
-        body += (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
-                 f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
-                 "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
-                 "the in-sample ones because no other fitted value touches them.")
+    body += _host_note(host_wanted)
     body += f"\n\nWall time {time.perf_counter() - t0:.0f} s."
     print(body)
     if args.fit:
