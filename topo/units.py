@@ -237,7 +237,7 @@ _FIXED_UNITS = {
     "kW": 1e3, "MW": 1e6,  # watts
     "TWh": 1e12,  # watt-hours
     "kt": 1e6, "Mt": 1e9,  # kilograms (kilotonnes, megatonnes)
-    "EFLOP/s": 1e18,  # FLOP per second
+    "TFLOP/s": 1e12, "EFLOP/s": 1e18,  # FLOP per second
     "min": 60.0, "h": 3600.0,  # seconds
     "million L": 1e6,  # litres
     "km": 1e3,  # metres
