@@ -58,6 +58,12 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
      "1.000001 is 9,704,066 sizes; at most 10,000: use a factor of at least 1.000971 or a narrower range"),
     (["-b", "1", "-f", "1.000001"], "error: -f: 1 to 17,179,869,184 bytes by factors of 1.000001 is 23,567,016 "
                                     "sizes; at most 10,000: use a factor of at least 1.00236 or a narrower range"),
+    # tidy11: -f inf stepped past every size after the first and ran one size, silently (1e400 reads as inf)
+    (["-f", "inf"], "error: -f: must be a finite number > 1, got 'inf'"),
+    (["-f", "1e400"], "error: -f: must be a finite number > 1, got '1e400'"),
+    (["-f", "nan"], "error: -f: must be a finite number > 1, got 'nan'"),
+    (["-f", "1"], "error: -f: must be a finite number > 1, got '1'"),
+    (["-f", "two"], "error: -f: must be a finite number > 1, got 'two'"),
     (["--set", "server.nic_rate=-400 Gb/s"], "error: topologies/dgx-h100-superpod.toml (--set server.nic_rate=-400 "
      "Gb/s): server.nic_rate: a bandwidth must be positive, got '-400 Gb/s' (the sign is wrong)"),
     (["--size", "0"], "error: --size: a size must be a positive number of bytes, got '0'"),

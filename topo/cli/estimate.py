@@ -242,7 +242,9 @@ def _run(args) -> int:
         try:
             factor = float(args.stepfactor or "2")
         except ValueError:
-            raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 1):  # inf (or 1e400) would run the first size alone, silently
+            raise TopoError(f"must be a finite number > 1, got {args.stepfactor!r}", key="-f")
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")

@@ -94,8 +94,9 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0, step_bytes=None) -> li
         raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
     if step_bytes is not None:
         return _size_steps(lo, hi, step_bytes)
-    if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 1):
-        raise TopoError(f"the step factor must be > 1, got {factor!r}", key="factor")
+    if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
+        # inf would step past every size after the first: a sweep of one size, silently
+        raise TopoError(f"the step factor must be a finite number > 1, got {factor!r}", key="factor")
     # count first (never stop silently): sizes lo * factor**k up to hi, repeated sizes once
     count = int(math.floor(math.log(hi / lo) / math.log(factor) * (1 + 1e-12))) + 1
     if count > MAX_SWEEP_SIZES:
