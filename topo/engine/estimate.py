@@ -25,7 +25,7 @@ from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
 from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
-from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
+from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_bytes, limit_of, usable_capacity
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
@@ -306,11 +306,15 @@ class Evaluation:
             limit = limit_of(c, self.profile, protocol, self.collective, self.placement.num_ranks, self.num_domains,
                              latency_s, bandwidth_s)
             eff = self.profile.efficiency(fam, protocol, self.num_domains)
+        fill = fill_bytes(c, self.profile, size_bytes)
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
                           num_links=d["num_links"], bytes=float(per_link),
                           utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
                           bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=str(limit),
-                          protocol_efficiency=float(eff))
+                          protocol_efficiency=float(eff),
+                          class_efficiency=float(class_efficiency(self.router, self.profile)[self.router.level[r]]),
+                          fill_bytes=fill, fill_share=size_bytes / (size_bytes + fill) if size_bytes > 0 else 1.0,
+                          bandwidth_share=float(bandwidth_s / time_s) if time_s > 0 else 0.0)
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.
