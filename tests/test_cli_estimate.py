@@ -334,3 +334,16 @@ def test_the_busiest_links_utilization_is_explained_by_what_bounds_the_time():
 def test_no_utilization_line_where_latency_bounds_the_time():
     text = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "8", check=True).stdout
     assert "limit latency" in text and "# util " not in text
+
+
+def test_a_link_idle_in_other_phases_is_said_so_in_the_utilization_line():
+    # hierarchical runs phases one after the other: the busiest link of the longest phase idles in the others, so
+    # the four factors alone would overstate its utilization; the line names the rest instead of a false product
+    x = json.loads(run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical", "--json",
+                           check=True).stdout)
+    b = x["results"][0]["bottleneck"]
+    product = b["class_efficiency"] * b["protocol_efficiency"] * b["fill_share"] * b["bandwidth_share"]
+    assert b["utilization"] < 0.9 * product
+    line = next(ln for ln in run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical",
+                                     check=True).stdout.splitlines() if ln.startswith("# util "))
+    assert f"x {b['utilization'] / product:.1%} (phases or flows where another link binds)" in line, line
