@@ -321,7 +321,7 @@ def test_the_busiest_links_utilization_is_explained_by_what_bounds_the_time():
     # 900 GB/s per direction per GPU: NVIDIA GB200 NVL72 (NVLink 5, 1.8 TB/s bidirectional per GPU)
     assert b["utilization"] == pytest.approx(b["bytes"] / (900e9 * r["time_s"]), rel=1e-9)
     product = b["class_efficiency"] * b["protocol_efficiency"] * b["fill_share"] * b["bandwidth_share"]
-    assert product == pytest.approx(b["utilization"], rel=1e-9)
+    assert product == pytest.approx(b["utilization"], rel=1e-9) and b["other_share"] == pytest.approx(1, rel=1e-9)
     text = run_cli("estimate", "gb200-nvl72-superpod", "--size", "1GiB", check=True).stdout.splitlines()
     line = next(ln for ln in text if ln.startswith("# util "))
     assert line == (f"# util {b['utilization']:.0%} at 1 GiB = {b['class_efficiency']:.1%} of gpu0->nvswitch0's "
@@ -343,7 +343,7 @@ def test_a_link_idle_in_other_phases_is_said_so_in_the_utilization_line():
                            check=True).stdout)
     b = x["results"][0]["bottleneck"]
     product = b["class_efficiency"] * b["protocol_efficiency"] * b["fill_share"] * b["bandwidth_share"]
-    assert b["utilization"] < 0.9 * product
+    assert b["utilization"] < 0.9 * product and b["other_share"] == pytest.approx(b["utilization"] / product)
     line = next(ln for ln in run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical",
                                      check=True).stdout.splitlines() if ln.startswith("# util "))
     assert f"x {b['utilization'] / product:.1%} (phases or flows where another link binds)" in line, line

@@ -410,10 +410,8 @@ def utilization_line(x) -> str | None:
             f"{format_size(b.fill_bytes)} of {format_size(x.size_bytes)}")
     fill = (f" x {b.fill_share:.1%} steady ({part} go at half speed while NCCL's buffers fill)"
             if b.fill_bytes > 0 else "")
-    product = b.class_efficiency * b.protocol_efficiency * b.fill_share * b.bandwidth_share
-    rest = b.utilization / product if product > 0 else 1.0
     # a schedule of several phases (or max-min sharing) leaves the link idle where another one binds
-    others = f" x {rest:.1%} (phases or flows where another link binds)" if rest < 0.995 else ""
+    others = f" x {b.other_share:.1%} (phases or flows where another link binds)" if b.other_share < 0.995 else ""
     link = _token(f"{b.src}->{b.dst}")
     return (f"# util {b.utilization:.0%} at {format_size(x.size_bytes)} = {b.class_efficiency:.1%} of {link}'s line "
             f"rate usable ({_CLASS.get(b.level, 'network')} efficiency, the profile's) x {b.protocol_efficiency:.1%} "

@@ -306,15 +306,17 @@ class Evaluation:
             limit = limit_of(c, self.profile, protocol, self.collective, self.placement.num_ranks, self.num_domains,
                              latency_s, bandwidth_s)
             eff = self.profile.efficiency(fam, protocol, self.num_domains)
+        util = float(per_link / (line * time_s)) if time_s > 0 else 0.0
         fill = fill_bytes(c, self.profile, size_bytes)
+        shares = dict(protocol_efficiency=float(eff),
+                      class_efficiency=float(class_efficiency(self.router, self.profile)[self.router.level[r]]),
+                      fill_share=size_bytes / (size_bytes + fill) if size_bytes > 0 else 1.0,
+                      bandwidth_share=float(bandwidth_s / time_s) if time_s > 0 else 0.0)
+        product = math.prod(shares.values())
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
-                          num_links=d["num_links"], bytes=float(per_link),
-                          utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
+                          num_links=d["num_links"], bytes=float(per_link), utilization=util,
                           bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=str(limit),
-                          protocol_efficiency=float(eff),
-                          class_efficiency=float(class_efficiency(self.router, self.profile)[self.router.level[r]]),
-                          fill_bytes=fill, fill_share=size_bytes / (size_bytes + fill) if size_bytes > 0 else 1.0,
-                          bandwidth_share=float(bandwidth_s / time_s) if time_s > 0 else 0.0)
+                          fill_bytes=fill, other_share=util / product if product > 0 else 1.0, **shares)
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.
