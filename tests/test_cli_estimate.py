@@ -58,6 +58,12 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
      "1.000001 is 9,704,066 sizes; at most 10,000: use a factor of at least 1.000971 or a narrower range"),
     (["-b", "1", "-f", "1.000001"], "error: -f: 1 to 17,179,869,184 bytes by factors of 1.000001 is 23,567,016 "
                                     "sizes; at most 10,000: use a factor of at least 1.00236 or a narrower range"),
+    # tidy11: -f inf stepped past every size after the first and ran one size, silently (1e400 reads as inf)
+    (["-f", "inf"], "error: -f: must be a finite number > 1, got 'inf'"),
+    (["-f", "1e400"], "error: -f: must be a finite number > 1, got '1e400'"),
+    (["-f", "nan"], "error: -f: must be a finite number > 1, got 'nan'"),
+    (["-f", "1"], "error: -f: must be a finite number > 1, got '1'"),
+    (["-f", "two"], "error: -f: must be a finite number > 1, got 'two'"),
     (["--set", "server.nic_rate=-400 Gb/s"], "error: topologies/dgx-h100-superpod.toml (--set server.nic_rate=-400 "
      "Gb/s): server.nic_rate: a bandwidth must be positive, got '-400 Gb/s' (the sign is wrong)"),
     (["--size", "0"], "error: --size: a size must be a positive number of bytes, got '0'"),
@@ -289,3 +295,55 @@ def test_detail_tells_parallel_cables_apart():
     text = run_cli("estimate", "h100-100k-islands", "--groups", "24576", "--size", "1GiB", "--detail",
                    check=True).stdout
     assert "#   core0 -> super-spine0 #0 of 7 cables (core-super-spine, up): 94% of line rate" in text
+
+
+def test_the_busiest_links_utilization_is_explained_by_what_bounds_the_time():
+    # tidy11: a 1 GiB all-reduce over GB200 NVL72 racks (NVLSTree) named "gpu0->nvswitch0 (nvlink)" at 27% of line
+    # rate as its limit, which reads as a saturated link; the time is the link's line rate times the profile's
+    # NVLink efficiency, NVLSTree's protocol efficiency and the pipeline fill (the first min(S, W) bytes at half
+    # speed, W the profile's window x the schedule's window_scale: g / reference ranks x (1 + tree depth),
+    # topo.engine.algorithms.nvls.window_scale); their product with the bandwidth part's share is the utilization
+    from topo.engine.profiles import profile_for
+
+    S = 2**30
+    prof = profile_for("blackwell", "infiniband_ndr")  # the spec's profile (gpu/blackwell.toml, network files)
+    x = json.loads(run_cli("estimate", "gb200-nvl72-superpod", "--size", "1GiB", "--json", check=True).stdout)
+    r = x["results"][0]
+    b = r["bottleneck"]
+    assert (r["algorithm"], r["protocol"], b["level"], b["limit"]) == ("nvls_tree", "Simple", "nvlink", "link+protocol")
+    domains, g = 32, 72  # 2,304 GPUs in 32 racks of 72: a double binary tree of depth log2(32) = 5 across them
+    window = prof.pipeline_window_bytes * g / prof.reference_ranks_per_domain * (1 + 5)
+    assert b["class_efficiency"] == prof.nvlink_efficiency
+    assert b["protocol_efficiency"] == prof.efficiency("nvls_tree", "Simple", domains)
+    assert b["fill_bytes"] == pytest.approx(min(S, window))
+    assert b["fill_share"] == pytest.approx(S / (S + min(S, window)))
+    assert b["bandwidth_share"] == pytest.approx(r["bandwidth_s"] / r["time_s"])
+    # 900 GB/s per direction per GPU: NVIDIA GB200 NVL72 (NVLink 5, 1.8 TB/s bidirectional per GPU)
+    assert b["utilization"] == pytest.approx(b["bytes"] / (900e9 * r["time_s"]), rel=1e-9)
+    product = b["class_efficiency"] * b["protocol_efficiency"] * b["fill_share"] * b["bandwidth_share"]
+    assert product == pytest.approx(b["utilization"], rel=1e-9) and b["other_share"] == pytest.approx(1, rel=1e-9)
+    text = run_cli("estimate", "gb200-nvl72-superpod", "--size", "1GiB", check=True).stdout.splitlines()
+    line = next(ln for ln in text if ln.startswith("# util "))
+    assert line == (f"# util {b['utilization']:.0%} at 1 GiB = {b['class_efficiency']:.1%} of gpu0->nvswitch0's "
+                    f"line rate usable (NVLink efficiency, the profile's) x {b['protocol_efficiency']:.1%} carried by "
+                    f"nvls_tree Simple (its protocol efficiency) x {b['fill_share']:.1%} steady (985.5 MiB of 1 GiB go "
+                    f"at half speed while NCCL's buffers fill) x {b['bandwidth_share']:.1%} of the time in the "
+                    "bandwidth part: these factors bound the time, not a saturated link"), line
+
+
+def test_no_utilization_line_where_latency_bounds_the_time():
+    text = run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--size", "8", check=True).stdout
+    assert "limit latency" in text and "# util " not in text
+
+
+def test_a_link_idle_in_other_phases_is_said_so_in_the_utilization_line():
+    # hierarchical runs phases one after the other: the busiest link of the longest phase idles in the others, so
+    # the four factors alone would overstate its utilization; the line names the rest instead of a false product
+    x = json.loads(run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical", "--json",
+                           check=True).stdout)
+    b = x["results"][0]["bottleneck"]
+    product = b["class_efficiency"] * b["protocol_efficiency"] * b["fill_share"] * b["bandwidth_share"]
+    assert b["utilization"] < 0.9 * product and b["other_share"] == pytest.approx(b["utilization"] / product)
+    line = next(ln for ln in run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical",
+                                     check=True).stdout.splitlines() if ln.startswith("# util "))
+    assert f"x {b['utilization'] / product:.1%} (phases or flows where another link binds)" in line, line

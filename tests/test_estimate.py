@@ -1,6 +1,8 @@
 """Behaviour of the cost model on realistic fabrics: invariants (property-based), oversubscription, rails,
 routing, contention and the result objects."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -312,3 +314,11 @@ def test_link_loads_name_nodes_as_every_other_output():
     top = r.top_links(1)
     b = r.results[0].bottleneck
     assert (top["src"].iat[0], top["level"].iat[0]) == (b.src, b.level)
+
+
+@pytest.mark.parametrize("factor", [math.inf, math.nan, 1.0, True])
+def test_size_sweep_refuses_a_factor_that_is_not_a_finite_number_above_1(factor):
+    # tidy11: an infinite factor stepped past every size after the first: one size, silently
+    with pytest.raises(TopoError) as e:
+        size_sweep(8, "1G", factor)
+    assert e.value.key == "factor" and "finite number > 1" in e.value.message

@@ -13,7 +13,7 @@ from topo import build_fabric, spec_from_dict
 from topo.errors import TopoError
 from topo.engine.estimate import estimate
 from topo.engine.profile_data import PARAMETERS, bundled_files, load_profile_file
-from topo.engine.profiles import NCCL_VERSIONS, ideal_profile, profile_for, resolve_profile
+from topo.engine.profiles import NCCL_VERSIONS, bundled_profile_names, ideal_profile, profile_for, resolve_profile
 
 US = 1e-6
 
@@ -233,7 +233,25 @@ def test_profile_errors_name_what_is_allowed(tmp_path):
     p = run_cli("estimate", "dgx-h100-superpod", "--profile", "hopper+warp")
     assert p.returncode == 2 and p.stderr.startswith("error: --profile: 'hopper+warp': no profile for network 'warp'")
     p = run_cli("profile", "show", "")
-    assert p.returncode == 2 and p.stderr.startswith("error: NAME: a profile is a bundled name")
+    assert p.returncode == 2 and p.stderr.startswith("error: '': a profile is a bundled name")
+
+
+@pytest.mark.parametrize("name, start", [
+    ("nosuch", "error: nosuch: no such profile file or bundled profile; bundled: ampere+efa, "),
+    ("hopper+nope", "error: hopper+nope: no profile for network 'nope'; known: efa, "),
+    ("nccl", "error: nccl: is the profile of a fabric's GPU generation and network, and profile show has no "
+             "fabric: name one, e.g. ampere+efa; bundled: ampere+efa, "),
+    ("ideal", "error: ideal: has no data files: it is the textbook alpha-beta machine"),
+])
+def test_profile_show_names_the_profile_not_the_metavar(name, start):
+    # tidy11: `topo profile show nosuch` said "error: NAME: 'nosuch': unknown profile ...": the argparse metavar
+    # as the key, and 'nccl' and 'ideal' in the list of what it can show; the line now starts with the name given,
+    # as `topo describe nosuch` and `topo sweep nosuch` do, and lists every bundled profile
+    p = run_cli("profile", "show", name)
+    assert p.returncode == 2 and p.stderr.startswith(start) and p.stderr.count("\n") == 1, p.stderr
+    assert "NAME" not in p.stderr
+    if name == "nosuch":
+        assert all(b in p.stderr for b in bundled_profile_names()) and "hopper+infiniband_ndr" in p.stderr
 
 
 def test_the_kernel_launch_is_each_generations_published_figure_and_not_in_nccls_model():

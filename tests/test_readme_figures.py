@@ -27,6 +27,10 @@ CASES = [
      [("hierarchical 23.6 ms, pipelined 20.2 ms (19 chunks), tree 16.5 ms, flat ring 30.7 s", '"hierarchical": 0.0236'),
       ("pipelined 20.2 ms", '"hierarchical_pipelined": 0.0201'),
       ("tree 16.5 ms", '"tree": 0.0165'), ("flat ring 30.7 s", '"ring": 30.7')]),
+    ("topo estimate gb200-nvl72-superpod --set cluster.num_units=448 --size 1GiB",  # tidy11: what bounds NVLSTree
+     [("it is 71.3% x 77.8% x 50.0% x 92.9%", "# util 26% at 1 GiB = 71.3% of gpu0->nvswitch0's line rate"),
+      ("77.8% x", "x 77.8% carried by nvls_tree Simple"), ("50.0% x", "x 50.0% steady (all 1 GiB go at half speed"),
+      ("92.9%, the whole", "x 92.9% of the time in the bandwidth part")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
      [("gives 94.1% with `dp`", "        94.1%"), ("1.92 TB/s per direction keeps 95%", "1.917 TB/s")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",
@@ -49,6 +53,7 @@ CASES = [
 
 
 GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
+         "topo estimate gb200-nvl72-superpod --set cluster.num_units=448 --size 1GiB",
          "topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
          "topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
          "topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "

@@ -211,3 +211,22 @@ def test_of_two_equal_routes_round_a_ring_the_one_through_the_lower_site_is_kept
 
     dist, pred = _shortest_paths(4, np.array([0, 1, 2, 0]), np.array([1, 2, 3, 3]), np.full(4, 1e-3))
     assert dist[0, 2] == pytest.approx(2e-3) and pred[0, 2] == 1 and pred[2, 0] == 1 and pred[1, 3] == 0
+
+
+def test_describe_says_gpu_to_dci_is_not_given_rather_than_0_ns():
+    # tidy11: a site whose spec gives no NIC or tier latency (meta-llama3-24k) printed "0 ns" GPU to DCI, which reads
+    # as free switches; describe of the spec says "no switch latency given" since walk6. dgx-h100-superpod gives
+    # 130 ns per QM9700 tier: leaf and spine up to the attach tier are 260 ns
+    from conftest import run_cli
+    import json
+
+    cmd = ["describe", "two-site-h100", "--set", "sites[0].spec=meta-llama3-24k", "--set", "sites[0].set=[]"]
+    east, west = json.loads(run_cli(*cmd, "--json", check=True).stdout)["sites"]
+    assert east["up_latency_s"] == 0 and west["up_latency_s"] == pytest.approx(2 * 130e-9)
+    lines = run_cli(*cmd, check=True).stdout.splitlines()
+    row = {ln.split()[0]: ln.split() for ln in lines if ln.startswith(("east ", "west "))}
+    assert row["east"][-3:] == ["not", "given", "-"] and row["west"][-3:] == ["260", "ns", "-"]
+    assert any(ln.startswith("GPU to DCI: one way from a GPU up to its DCI port") and "not given: the site's spec "
+               "gives no NIC or tier latency" in ln for ln in lines)
+    plain = run_cli("describe", "two-site-h100", check=True).stdout
+    assert "not given" not in plain and "GPU to DCI:" not in plain  # every site gives its latency: no note

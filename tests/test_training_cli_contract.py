@@ -8,6 +8,7 @@ import topo
 from topo.training.parallel import make_layout
 from topo.training.model import load_model
 from topo.training.step import estimate_step
+from topo.units import format_time
 
 from conftest import run_cli
 
@@ -50,6 +51,32 @@ def test_the_time_to_train_line_is_the_json_figure_in_days():
     (line,) = [x for x in run_cli(*ARGS, "--tokens", "15e12", check=True).stdout.splitlines()
                if x.startswith("time to train")]
     assert line == f"time to train 1.5e+13 tokens: {d['time_to_train_s'] / 86400:.1f} days"
+
+
+def test_a_region_step_says_which_peak_its_mfu_is_of_as_train_does():
+    # tidy11: the region line said "(MFU 18.1%)" without the peak; it goes through the one formatter `topo train`
+    # uses. 1,979 TFLOP/s: NVIDIA H100 SXM datasheet, FP8 dense
+    cmd = ["train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--pp", "1", "--global-batch", "768",
+           "--precision", "fp8"]
+    one = json.loads(run_cli(*cmd, "--json", check=True).stdout)["one_site"]
+    assert one["peak_flops_per_gpu"] == 1979e12 and one["precision"] == "fp8"
+    line = run_cli(*cmd, check=True).stdout.splitlines()[0]
+    assert line.endswith(f"steps in {format_time(one['step_time_s'])}, MFU {one['mfu']:.1%} of the fp8 "
+                         "peak (1,979 TFLOP/s dense)"), line
+
+
+def test_the_does_not_fit_note_gives_gb_and_the_gpus_gib():
+    # tidy11: the note converts through topo.units.format_in; an H100's HBM is 85.5 GB = 79.6 GiB (GB = 1e9,
+    # GiB = 2**30), the catalog's capacity
+    cmd = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024", "--tp", "1", "--pp", "1",
+           "--global-batch", "1024"]
+    d = json.loads(run_cli(*cmd, "--json", check=True).stdout)
+    m = d["memory"]
+    assert not d["fits"] and m["short_bytes"] == pytest.approx(m["total_bytes"] - m["capacity_bytes"])
+    want = (f"does not fit: {m['total_bytes'] / 1e9:.1f} GB per GPU on stage 0, {m['short_bytes'] / 1e9:.1f} GB "
+            f"more than the {m['capacity_bytes'] / 1e9:.1f} GB ({m['capacity_bytes'] / 2**30:.1f} GiB) of a H100")
+    assert want in d["notes"] and "(79.6 GiB) of a H100" in want
+    assert f"note: {want}" in run_cli(*cmd, check=True).stdout.splitlines()
 
 
 @pytest.mark.parametrize("extra, key", [

@@ -17,7 +17,7 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
-from ..units import format_count, format_in
+from ..units import format_count, format_in, format_size
 from .region import is_region_args
 from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
@@ -242,7 +242,9 @@ def _run(args) -> int:
         try:
             factor = float(args.stepfactor or "2")
         except ValueError:
-            raise TopoError(f"must be a number > 1, got {args.stepfactor!r}", key="-f") from None
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 1):  # inf (or 1e400) would run the first size alone, silently
+            raise TopoError(f"must be a finite number > 1, got {args.stepfactor!r}", key="-f")
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
@@ -384,12 +386,37 @@ def legend(limits, ranged: bool = False) -> list[str]:
     """What the topo columns mean (printed under every table), with the ``limits`` the table shows."""
     lines = ["# in place = out of place (the model does not tell them apart); #wrong N/A: nothing is computed",
              "# busiest_link: the most loaded link; util: the bytes it carries / (its line rate x the whole time), "
-             "below 100% where latency, a protocol's efficiency or a cap leaves it idle"]
+             "below 100% where its class's efficiency, a protocol's efficiency, the pipeline fill, latency or a cap "
+             "leaves it idle"]
     if ranged:
         lines.append("# range(us): where 80% of measured times fell for this model time on clusters the model was not "
                      "fitted on (leave-one-setup-out, benchmarks/accuracy.py), at sizes where the model is weaker")
     lines += [f"# limit {k}: {v}" for k, v in LIMITS.items() if k in limits]
     return lines
+
+
+_CLASS = {"nvlink": "NVLink", "pcie": "PCIe"}  # a link's class, as the profile's efficiencies name it (else network)
+
+
+def utilization_line(x) -> str | None:
+    """What takes the busiest link of a row bound by it (limit ``link`` or ``link+protocol``) from its line rate
+    to its utilization: the profile's efficiency for the link's class, the protocol's for the algorithm, the
+    pipeline fill (the first bytes at half speed while NCCL's buffers fill) and the latency part's share of the
+    time; their product is the utilization. None for a row another limit bounds."""
+    b = x.bottleneck
+    if b is None or b.limit not in ("link", "link+protocol"):
+        return None
+    part = (f"all {format_size(x.size_bytes)}" if b.fill_bytes >= x.size_bytes else
+            f"{format_size(b.fill_bytes)} of {format_size(x.size_bytes)}")
+    fill = (f" x {b.fill_share:.1%} steady ({part} go at half speed while NCCL's buffers fill)"
+            if b.fill_bytes > 0 else "")
+    # a schedule of several phases (or max-min sharing) leaves the link idle where another one binds
+    others = f" x {b.other_share:.1%} (phases or flows where another link binds)" if b.other_share < 0.995 else ""
+    link = _token(f"{b.src}->{b.dst}")
+    return (f"# util {b.utilization:.0%} at {format_size(x.size_bytes)} = {b.class_efficiency:.1%} of {link}'s line "
+            f"rate usable ({_CLASS.get(b.level, 'network')} efficiency, the profile's) x {b.protocol_efficiency:.1%} "
+            f"carried by {x.algorithm} {x.protocol} (its protocol efficiency){fill} x {b.bandwidth_share:.1%} of the "
+            f"time in the bandwidth part{others}: these factors bound the time, not a saturated link")
 
 
 def avg_busbw_line(r: EstimateResult) -> str:
@@ -417,6 +444,9 @@ def render(r: EstimateResult) -> str:
                      f"{f['link']}  {f['range']}")
     lines.append(avg_busbw_line(r))
     lines += legend(limits, ranged)
+    util = utilization_line(r.results[-1])  # the largest size's, the table's bus bandwidth
+    if util:
+        lines.append(util)
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {safe_text(why)}")
     for n in r.notes:

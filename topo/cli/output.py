@@ -7,7 +7,9 @@ import math
 import sys
 from typing import Sequence
 
-__all__ = ["emit_json", "emit", "note", "table", "ratio", "safe_text"]
+from ..units import format_in
+
+__all__ = ["emit_json", "emit", "note", "table", "ratio", "safe_text", "mfu_text"]
 
 
 def _clean(obj):
@@ -71,3 +73,26 @@ def ratio(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.3g}:1"
+
+
+def mfu_text(mfu: float, precision: str, peak_flops_per_gpu: float) -> str:
+    """An MFU with the peak it is of (FP8 and BF16 conventions differ): ``MFU 19.0% of the fp8 peak (5,000
+    TFLOP/s dense)``.
+
+    Parameters
+    ----------
+    mfu : float
+        Model FLOPs over the peak, 0 to 1.
+    precision : str
+        The precision whose peak it is (``bf16``, ``fp8``, ...).
+    peak_flops_per_gpu : float
+        That peak, dense, in FLOP/s per GPU.
+
+    Returns
+    -------
+    str
+
+    >>> mfu_text(0.19, "fp8", 5e15)
+    'MFU 19.0% of the fp8 peak (5,000 TFLOP/s dense)'
+    """
+    return f"MFU {mfu:.1%} of the {precision} peak ({format_in(peak_flops_per_gpu, 'TFLOP/s', ',.0f')} dense)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import TopoError
 from ..engine.profile_data import PARAMETERS, bundled_files
 from ..engine.profiles import NCCL_VERSIONS, bundled_profile_names, resolve_profile
@@ -52,16 +54,33 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def run_show(args) -> int:
+def _profile(name: str):
+    """The profile ``profile show`` shows; an error names the profile asked for (not the argument's metavar)
+    and, for a name that is neither a file nor GENERATION+NETWORK, lists the bundled ones."""
+    source = name or "''"
+    if name == "nccl":
+        raise TopoError("is the profile of a fabric's GPU generation and network, and profile show has no fabric: "
+                        f"name one, e.g. {bundled_profile_names()[0]}; bundled: {', '.join(bundled_profile_names())}",
+                        source=source)
+    if name != "ideal" and "+" not in name and not name.endswith(".toml") and not Path(name).exists():
+        raise TopoError(f"no such profile file or bundled profile; bundled: {', '.join(bundled_profile_names())} "
+                        f"(GENERATION+NETWORK, '@{NCCL_VERSIONS[0]}' for older NCCL constants), or a profile file "
+                        "(.toml) as topo calibrate writes", source=source)
     try:
-        prof = resolve_profile(args.name)
+        return resolve_profile(name)
     except TopoError as exc:
         if exc.key != "profile":
             raise
-        raise TopoError(exc.message, source=exc.source, key="NAME") from None
+        named = f"{name!r}: "  # resolve_profile names the profile in its message; here it is the line's source
+        raise TopoError(exc.message[len(named):] if exc.message.startswith(named) else exc.message,
+                        source=source) from None
+
+
+def run_show(args) -> int:
+    prof = _profile(args.name)
     if not prof.sources:
-        raise TopoError(f"{args.name!r} has no data files: it is the textbook alpha-beta machine (line rates, "
-                        "link latencies only)", key="NAME")
+        raise TopoError("has no data files: it is the textbook alpha-beta machine (line rates, link latencies "
+                        "only)", source=args.name)
     doc = {"name": prof.name, "source": prof.source,
            "parameters": {k: {**s, "unit": _unit(k), "doc": PARAMETERS[k].doc} for k, s in prof.sources.items()}}
     if args.json:

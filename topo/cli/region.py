@@ -49,10 +49,14 @@ def render_region(inv: RegionInventory) -> str:
                     f"border leaves ({inv.border_oversubscription:g}:1 oversubscribed)"))
     rows = [[s.name, s.spec, format_count(s.num_gpus), s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
              + (f" ({format_bandwidth(s.bisection_without_failures_Bps)} without failures)" if s.failures else ""),
-             format_bandwidth(s.dci_Bps), format_time(s.up_latency_s),
+             format_bandwidth(s.dci_Bps), format_time(s.up_latency_s) if s.up_latency_s > 0 else "not given",
              f"{s.power_limit_MW:g} MW" if s.power_limit_MW else "-"] for s in inv.sites]
     lines.append(table(rows, ["site", "spec", "GPUs", "attach", "bisection", "to DCI", "GPU to DCI", "power limit"],
                        right=[False, False, True, False, True, True, True, True]))
+    if any(s.up_latency_s <= 0 for s in inv.sites):  # 0 is 'not given', not free switches (as describe says)
+        lines.append("GPU to DCI: one way from a GPU up to its DCI port (its NIC and every switch up to the attach "
+                     "tier); not given: the site's spec gives no NIC or tier latency, and the DCI phase counts none "
+                     "there (the span's latency still counts)")
     lines.append("")
     rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {format_in(s.wave_rate_Bps, 'Gb/s', 'g')}",
              format_bandwidth(s.bandwidth_Bps) + (" (failed)" if s.failed else ""), format_time(s.latency_s)]

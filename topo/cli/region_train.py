@@ -13,7 +13,7 @@ from ..training.parallel import make_layout
 from ..units import format_bandwidth, format_size, format_time
 from .common import data_parallel
 from .search_options import search_options
-from .output import emit, emit_json, table
+from .output import emit, emit_json, mfu_text, table
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -76,8 +76,9 @@ def _search(args, region, model, options: dict) -> int:
 
 def render_across_sites(r: MultisiteStep) -> str:
     one = r.one_site
+    mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
-             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)} (MFU {one['mfu']:.1%})", ""]
+             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}", ""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
              f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),

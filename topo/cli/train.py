@@ -20,7 +20,7 @@ from .common import add_spec_arguments, data_parallel, fabric_from_args
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
-from .output import emit, emit_json, table
+from .output import emit, emit_json, mfu_text, table
 
 
 def register(sub) -> None:
@@ -373,8 +373,8 @@ def _print_step(r, tokens, model) -> None:
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batches of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
-         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   MFU {r.mfu:.1%} of the {r.precision} peak "
-         f"({format_in(r.peak_flops_per_gpu, 'TFLOP/s', ',.0f')} dense)")
+         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   "
+         f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
     u = r.uncertainty
     if u.get("runs"):
         emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "

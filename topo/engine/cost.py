@@ -30,9 +30,9 @@ from .profiles import Profile
 from .route import Router
 from .schedule import LatencyCounts
 
-__all__ = ["latency_s", "usable_capacity", "Costed", "cost_schedule", "Limit", "LIMITS", "Rate", "rate_limit",
-           "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of", "small_channels", "proxy_channels_s",
-           "bus_to_algorithm", "ll_channels_rate_Bps", "ll_threads"]
+__all__ = ["latency_s", "usable_capacity", "class_efficiency", "fill_bytes", "Costed", "cost_schedule", "Limit",
+           "LIMITS", "Rate", "rate_limit", "ProtocolTime", "best_protocol", "p2p_protocols", "limit_of",
+           "small_channels", "proxy_channels_s", "bus_to_algorithm", "ll_channels_rate_Bps", "ll_threads"]
 
 
 def latency_s(c: LatencyCounts, routed_s: float, profile: Profile, proto: str) -> float:
@@ -187,13 +187,29 @@ def usable_capacity(router: Router, profile: Profile) -> np.ndarray:
     numpy.ndarray
         One value per resource id.
     """
-    # one efficiency per level code (every level above PCIe is the network), read once per resource
+    out = class_efficiency(router, profile)[router.level]
+    out *= router.capacity_Bps
+    return out
+
+
+def class_efficiency(router: Router, profile: Profile) -> np.ndarray:
+    """The profile's efficiency of each level code's class: the fraction of a link's line rate a collective can
+    use (NVLink, PCIe; every level above PCIe is the network).
+
+    Parameters
+    ----------
+    router : Router
+    profile : Profile
+
+    Returns
+    -------
+    numpy.ndarray
+        One value per level code (index it with ``router.level[resource]``).
+    """
     by_code = np.full(int(router.level.max(initial=0)) + 1, profile.network_efficiency)
     by_code[Level.NVLINK.code] = profile.nvlink_efficiency
     by_code[Level.PCIE.code] = profile.pcie_efficiency
-    out = by_code[router.level]
-    out *= router.capacity_Bps
-    return out
+    return by_code
 
 
 @dataclass
@@ -292,7 +308,8 @@ LIMITS = {
     Limit.LATENCY: "the latency part of the time is larger than the bandwidth part",
     Limit.PER_PEER_LATENCY: "as latency, and most of it is the per-peer message set-up of a send/receive pattern",
     Limit.LINK: "the named link at its usable rate (line rate x the profile's efficiency for its class)",
-    Limit.LINK_PROTOCOL: "the named link, of which the protocol carries only its efficiency (LL: half, LL128: 92%)",
+    Limit.LINK_PROTOCOL: "the named link at its usable rate, of which the algorithm's protocol carries only its "
+                         "efficiency (ring LL: half, LL128: 92%; the profile gives each algorithm's)",
     Limit.P2P_CHANNELS: "NCCL's p2p channels to a network peer, each at one channel's rate (not a link)",
     Limit.PROTOCOL_CAP: "NCCL's cap on the protocol's bus bandwidth, per channel x channels (not a link)",
 }
@@ -510,6 +527,23 @@ def p2p_protocols(c: Costed, profile: Profile, protocols, size_bytes: int) -> tu
     return (want,) if want in protocols else tuple(p for p in protocols if p != "LL128") or tuple(protocols)
 
 
+def fill_bytes(c: Costed, profile: Profile, size_bytes: int) -> float:
+    """Bytes of a message that go at half speed while NCCL's buffers fill: ``min(S, W)``, ``W`` the profile's
+    pipeline window times the schedule's ``window_scale`` (NVLS over many ranks, NVLSTree's levels).
+
+    Parameters
+    ----------
+    c : Costed
+    profile : Profile
+    size_bytes : int
+
+    Returns
+    -------
+    float
+    """
+    return float(min(size_bytes, profile.pipeline_window_bytes * c.schedule.window_scale))
+
+
 def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, collective: str, num_ranks: int,
                   num_domains: int) -> ProtocolTime:
     """The fastest of ``protocols`` for one costed schedule at one size.
@@ -536,10 +570,9 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
         lat = latency_s(sched.latency, c.loads.routed_latency_s, profile, proto)
         # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
         # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
-        window = profile.pipeline_window_bytes * sched.window_scale
         rate = min(rate_limit(c, profile, proto, collective, num_ranks, num_domains).rate_Bps,
                    ll_channels_rate_Bps(sched, profile, proto, size_bytes, collective, num_ranks))
-        bw = (size_bytes + min(size_bytes, window)) / rate
+        bw = (size_bytes + fill_bytes(c, profile, size_bytes)) / rate
         # the proxy posts the channels' messages while earlier data is on the wire: whichever takes longer counts
         lat += max(0.0, proxy_channels_s(sched, profile, proto, size_bytes, num_ranks) - bw)
         t = lat + bw

@@ -25,7 +25,7 @@ from ..units import UnitError, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
 from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
-from .cost import Costed, best_protocol, cost_schedule, limit_of, usable_capacity
+from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_bytes, limit_of, usable_capacity
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
 from .placement import Placement, place
@@ -94,8 +94,9 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0, step_bytes=None) -> li
         raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
     if step_bytes is not None:
         return _size_steps(lo, hi, step_bytes)
-    if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 1):
-        raise TopoError(f"the step factor must be > 1, got {factor!r}", key="factor")
+    if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
+        # inf would step past every size after the first: a sweep of one size, silently
+        raise TopoError(f"the step factor must be a finite number > 1, got {factor!r}", key="factor")
     # count first (never stop silently): sizes lo * factor**k up to hi, repeated sizes once
     count = int(math.floor(math.log(hi / lo) / math.log(factor) * (1 + 1e-12))) + 1
     if count > MAX_SWEEP_SIZES:
@@ -305,11 +306,17 @@ class Evaluation:
             limit = limit_of(c, self.profile, protocol, self.collective, self.placement.num_ranks, self.num_domains,
                              latency_s, bandwidth_s)
             eff = self.profile.efficiency(fam, protocol, self.num_domains)
+        util = float(per_link / (line * time_s)) if time_s > 0 else 0.0
+        fill = fill_bytes(c, self.profile, size_bytes)
+        shares = dict(protocol_efficiency=float(eff),
+                      class_efficiency=float(class_efficiency(self.router, self.profile)[self.router.level[r]]),
+                      fill_share=size_bytes / (size_bytes + fill) if size_bytes > 0 else 1.0,
+                      bandwidth_share=float(bandwidth_s / time_s) if time_s > 0 else 0.0)
+        product = math.prod(shares.values())
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
-                          num_links=d["num_links"], bytes=float(per_link),
-                          utilization=float(per_link / (line * time_s)) if time_s > 0 else 0.0,
+                          num_links=d["num_links"], bytes=float(per_link), utilization=util,
                           bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=str(limit),
-                          protocol_efficiency=float(eff))
+                          fill_bytes=fill, other_share=util / product if product > 0 else 1.0, **shares)
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.

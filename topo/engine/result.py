@@ -183,6 +183,16 @@ class Bottleneck:
     # p2p-channel-cap or protocol-cap; only link and link+protocol mean this link is saturated
     limit: str = "link"
     protocol_efficiency: float = 1.0  # the fraction of the link's usable rate the protocol carries as payload
+    # what takes the link from its line rate to its utilization (the link and link+protocol limits: their
+    # product with protocol_efficiency is the utilization): the profile's efficiency for its class (NVLink, PCIe,
+    # network), the steady share of the bandwidth part (S / (S + fill_bytes): the first fill_bytes of the message
+    # go at half speed while NCCL's buffers fill), the bandwidth part's share of the time, and the rest
+    # (other_share: below 1 where the link idles in a schedule's other phases or beside busier links)
+    class_efficiency: float = 1.0
+    fill_bytes: float = 0.0
+    fill_share: float = 1.0
+    bandwidth_share: float = 1.0
+    other_share: float = 1.0
 
 
 @dataclass(frozen=True)

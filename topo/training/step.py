@@ -65,6 +65,7 @@ from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
+from ..units import format_in
 from .comm import CommEngine, CommTime
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
@@ -851,9 +852,9 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     if model.status != "published":
         notes.append(f"{model.name}: {model.status} figures")
     if not mem.fits:
-        notes.append(f"does not fit: {mem.total_bytes / 1e9:.1f} GB per GPU on stage {mem.stage}, "
-                     f"{mem.short_bytes / 1e9:.1f} GB more than the {gpu.memory_bytes / 1e9:.1f} GB "
-                     f"({gpu.memory_bytes / 2**30:.1f} GiB) of a {gpu.name}")
+        capacity = f"{format_in(gpu.memory_bytes, 'GB', '.1f')} ({format_in(gpu.memory_bytes, 'GiB', '.1f')})"
+        notes.append(f"does not fit: {format_in(mem.total_bytes, 'GB', '.1f')} per GPU on stage {mem.stage}, "
+                     f"{format_in(mem.short_bytes, 'GB', '.1f')} more than the {capacity} of a {gpu.name}")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
     if lay.pipeline_layout is not None:
