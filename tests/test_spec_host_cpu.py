@@ -122,7 +122,9 @@ def test_train_says_which_cpu_and_prices_its_host_time():
                              "reference": host_cpu_table()["reference"]}
     grace = json.loads(_topo(*TRAIN, "--set", "server.host_cpu=grace", "--json").stdout)
     assert grace["host_cpu"]["source"] == "spec"
-    # this MBS-1 eager layer sits at the 8480C's host threshold (a few ms of waits a step at most); Grace's 2.75 x
-    # per-op time makes the host, not the GPU, set most of it
-    assert grace["compute_by_module_s"]["host"] > 100 * d["compute_by_module_s"].get("host", 0.0)
+    # this MBS-1 eager layer sits near the 8480C's host threshold (tens of ms of waits a step at most, with the
+    # host's launch time at the top of its 5-20 us range); Grace's 2.75 x per-op time makes the host, not the GPU,
+    # set most of it
+    assert d["compute_by_module_s"].get("host", 0.0) < 0.1
+    assert grace["compute_by_module_s"]["host"] > 20 * d["compute_by_module_s"].get("host", 0.0)
     assert grace["compute_by_module_s"]["host"] > 1.0
