@@ -97,7 +97,12 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          "Nebius H200": ("dgx-h100-superpod", ("gpu=H200",)),
          # CoreWeave's MLPerf Training v5.0 GB200 NVL72 cluster: 4 GB200 and 4 x ConnectX-7 NDR 400 Gb/s per tray,
          # as DGX GB200 (mlcommons/training_results_v5.0 IBM+CoreWeave+NVIDIA/systems/carina_ngpu512_ngc25.04_nemo.json)
-         "CoreWeave GB200": ("gb200-nvl72-superpod", ())}
+         "CoreWeave GB200": ("gb200-nvl72-superpod", ()),
+         # Google's MLPerf Training v6.0 GB200 NVL72 cloud system: 4 GB200 and 4 x ConnectX-7 400 Gb/s (RoCEv2, rail-
+         # aligned fat-tree) per tray, 64 trays in 4 NVLink domains (64 GPUs per rack); the DGX GB200 fabric (InfiniBand
+         # there: RoCE not modelled apart) (Richardyu114/training_results_v6.0@eabf23a0
+         # Google/systems/gb200_nvl72_n64_ngc26.04_nemo.json)
+         "Google GB200": ("gb200-nvl72-superpod", ())}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -238,7 +243,7 @@ def _recipe_layout_kw(row, model) -> dict:
                   moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                   else None)
     # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
-    if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200"):
+    if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200", "Google GB200"):
         kw["gpus_per_domain_used"] = 64
     # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
     kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
@@ -298,6 +303,21 @@ def _run_kw(row, model, kw: dict) -> None:
         # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
         # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
         kw.update(overlap_tp=False, moe_router_fusion=True)
+        if fp8_recipe(row) == "blockwise":
+            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
+            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
+            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
+        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
+        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
+        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
+    if row["run_id"].startswith("mcore_gb200_qwen3"):
+        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion;
+        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
+        # with bf16 moments (4 + 2 + 2 bytes per parameter)
+        kw.update(moe_router_fusion=True, overlap_tp=row["precision"] == "bf16")
+        if row["precision"] == "fp8":
+            kw["optimizer_bytes"] = 8.0
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
@@ -530,10 +550,13 @@ def _automodel_settings(model, pp: int) -> dict:
 def fp8_recipe(row) -> str | None:
     """A run's FP8 scaling recipe: per-tensor current scaling where its note says so, and for every Megatron-Bridge
     FP8 run on H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8
-    configuration is ``fp8_cs``); MXFP8 where the note says so; else not recorded (None)."""
+    configuration is ``fp8_cs``); block-wise where the note quotes Megatron-LM's ``--fp8-recipe blockwise``; MXFP8 where
+    the note says so; else not recorded (None)."""
     note = row["note"].lower()
     if "current scaling" in note or (row["run_id"].startswith("mb") and row["gpu"] == "H100"):
         return "current"
+    if "--fp8-recipe blockwise" in note:  # Megatron-LM's block-wise FP8 (the Megatron-MoE-ModelZoo's PR=fp8)
+        return "blockwise"
     return "mxfp8" if "mxfp8" in note else None
 
 

@@ -251,23 +251,40 @@ def test_the_fit_reads_each_runs_fp8_recipe(monkeypatch):
 
 def _megatron_flops_per_token(model, seq):
     # Megatron-LM's num_floating_point_operations for a GQA, SwiGLU MoE model without shared experts (NVIDIA/
-    # Megatron-LM@ff45bd42 megatron/training/training.py): 12 l h^2 (1 + g/n + s/(2h)) + 12 l h ffn k 3/2 + 6 h V
-    # per token (forward, wgrad and dgrad; causal attention halved; router and norms not counted)
+    # Megatron-LM@ff45bd42 megatron/training/training.py): 12 l h^2 (1 + g/n + s/(2h)) q + 12 l h ffn k 3/2 + 6 h V
+    # per token (forward, wgrad and dgrad; causal attention halved; router and norms not counted), with q the query
+    # projection's width over the hidden size (kv_channels x heads / hidden: 1 for Mixtral, 2 for Qwen3 235B)
     l, h, n, g = model.layers, model.hidden, model.heads, model.num_kv_heads
+    q = model.head_dim * n / h
     moe = 12 * l * h * model.moe.expert_ffn_hidden * model.moe.active_experts * 1.5
-    return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) + 6 * h * model.vocab
+    return moe + 12 * l * h * h * (1 + g / n + seq / h / 2) * q + 6 * h * model.vocab
 
 
 def test_megatron_tflops_rows_convert_with_megatrons_flop_count():
     # the Megatron-MoE-ModelZoo Mixtral 8x22B rows print model TFLOP/s per GPU (445 / 465 / 470, the note quotes
     # each): tokens/s/GPU = TFLOP/s x 1e12 / Megatron's FLOPs per token, to the stored digits
     rows = [r for _, r in ROWS if r["run_id"].startswith("mcore_h100_mixtral")]
-    assert len(rows) == 3
+    assert len(rows) == 4  # dropless, forced balance, token drop (BF16); block-wise FP8 (forced balance)
     for r in rows:
         tflops = float(re.search(r"; (\d+) TFLOP/s: ", r["note"])[1])
         per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
         assert per_token == pytest.approx(2.4217e11, rel=1e-4)  # the figure the notes quote
         assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), r["run_id"]
+
+
+def test_megatron_qwen3_gb200_row_converts_with_megatrons_flop_count():
+    # Megatron-MoE-ModelZoo's GB200 table prints 750 model TFLOP/s per GPU for Qwen3 235B BF16 (yanring/
+    # Megatron-MoE-ModelZoo@798dfb50 best_practice/qwen3/readme.md; kv_channels 128 x 64 heads = 2 x hidden 4,096,
+    # model_configs/benchmarking/Qwen3-235B-A22B.yaml): 1.4803e11 FLOPs per token at 4,096 tokens
+    # (and 919 for MXFP8 at 4,096 tokens; 1,150 for MXFP8 at 131,072 tokens, 7.347e11 FLOPs per token, attention dominant)
+    rows = {row["run_id"]: row for _, row in ROWS}
+    for rid, tflops, expected in (("mcore_gb200_qwen3_235b_bf16", 750, 1.4803e11),
+                                  ("mcore_gb200_qwen3_235b_mxfp8", 919, 1.4803e11),
+                                  ("mcore_gb200_qwen3_235b_mxfp8_128k", 1150, 7.3470e11)):
+        r = rows[rid]
+        per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert per_token == pytest.approx(expected, rel=1e-4)
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), rid
 
 
 def test_nemo_mixtral_runs_loop_over_their_experts(monkeypatch):
@@ -480,3 +497,23 @@ def test_flex_rows_record_their_backend():
                 or (b == "deepep" and "deepep" not in note):
             bad.append((r["run_id"], b))
     assert not bad, bad
+
+
+def test_mlperf60_deepseek_rows_are_the_median_of_their_logged_runs():
+    # MLPerf Training v6.0 DeepSeek-V3 on 256, 512 and 2,048 GB200 (Richardyu114/training_results_v6.0@eabf23a0
+    # NVIDIA/results/tyche-hsg_ngpu{512,2048}_ngc26.04_nemo and Google/results/gb200_nvl72_n64_ngc26.04_nemo
+    # deepseekv3_671b/result_*.txt): each note quotes each logged run's median block-level train_step_time; the row's
+    # step time is their median. The same global batch (15,360 x 4,096 tokens) on 4x the GPUs runs 3.77x faster
+    # (512 -> 2,048), and on 2x 1.81x (256 -> 512); the three 512-GPU runs differ by 7% (30.7 / 32.8 / 32.9 s)
+    import statistics
+    rows = {r["run_id"]: r for _, r in ROWS}
+    steps = {}
+    for n, rid in ((256, "mlperf60_google_gb200_deepseekv3_256"), (512, "mlperf60_gb200_deepseekv3_512"),
+                   (2048, "mlperf60_gb200_deepseekv3_2048")):
+        r = rows[rid]
+        medians = [float(v) for v in re.search(r"run medians ([\d. /]+) s", r["note"])[1].split(" / ")]
+        assert len(medians) == (1 if n == 256 else 3)
+        assert float(r["step_time_s"]) == pytest.approx(statistics.median(medians), abs=5e-4)
+        steps[n] = float(r["step_time_s"])
+    assert steps[512] / steps[2048] == pytest.approx(3.77, abs=0.01)
+    assert steps[256] / steps[512] == pytest.approx(1.81, abs=0.01)
