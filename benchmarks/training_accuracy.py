@@ -5,7 +5,7 @@ Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time w
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
 and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
 DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs: Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on
-H100; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
+H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
 GEMMs by tile and wave quantisation at the published maximum achievable matmul rate of each GPU and its published
@@ -311,11 +311,13 @@ def _run_kw(row, model, kw: dict) -> None:
         # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
         # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
         kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
+    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
+        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion
+        kw["moe_router_fusion"] = True
     if row["run_id"].startswith("mcore_gb200_qwen3"):
-        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion;
         # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
         # with bf16 moments (4 + 2 + 2 bytes per parameter)
-        kw.update(moe_router_fusion=True, overlap_tp=row["precision"] == "bf16")
+        kw["overlap_tp"] = row["precision"] == "bf16"
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
     if row["run_id"] == "mbvc_h100_deepseekv3":

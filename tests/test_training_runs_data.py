@@ -285,6 +285,14 @@ def test_megatron_qwen3_gb200_row_converts_with_megatrons_flop_count():
         per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
         assert per_token == pytest.approx(expected, rel=1e-4)
         assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), rid
+    # the H100 long-context table (TP4 PP8 VPP4 EP8, CP 1-8 at 16k-128k tokens): the forced-balance TFLOP/s each note
+    # quotes, the same count at each row's length
+    longctx = [r for r in rows.values() if r["run_id"].startswith("mcore_h100_qwen3_235b_longctx")]
+    assert len(longctx) == 4
+    for r in longctx:
+        tflops = float(re.search(r", (\d+) TFLOP/s with forced balance", r["note"])[1])
+        per_token = _megatron_flops_per_token(load_model(r["model"]), int(r["seq_len"]))
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, abs=0.06), r["run_id"]
 
 
 def test_nemo_mixtral_runs_loop_over_their_experts(monkeypatch):
