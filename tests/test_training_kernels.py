@@ -245,11 +245,21 @@ def test_gb300_attention_is_cudnns_published_gb300_table():
     band = 128 * 129 / 2 + (4096 - 128) * 128
     assert 4 * 2 * 64 * 4096 ** 2 / 2 * 128 / 0.323e-3 == pytest.approx(1703e12, rel=3e-3)
     assert 2 * 128 * band * 2 * (64 + 64) / 0.202e-3 == pytest.approx(167e12, rel=5e-3)
-    # GB300's table has no hdim 64: it takes the Blackwell table's (B200 cuDNN, PR #2605: 770 of 2,250 causal 4k)
-    assert attention_rate_flops(g, 64, 4096, True, False) == pytest.approx(770e12 / 2250 * 2500 * s)
-    # between hdim 64 (base table) and 128 (its own) the fraction runs on the line in log2 of the head dim
+    # causal hdim 64: the base table's (B200 cuDNN, PR #2605: 770 of 2,250 at 4k) times GB300 / GB200 measured at
+    # hdim 64 (cudnn-frontend@df73764 gb300_919_only_cudnn / gb200_919_only_cudnn gpt_oss: 1,024-key window, 64 / 8
+    # heads, forward 675 / 574 at 4,096); its backward that forward times GB300's own backward / forward (638 / 675)
+    fwd64 = 770 * 675 / 574
+    assert attention_rate_flops(g, 64, 4096, True, False) / s == pytest.approx(fwd64 / 2250 * 2500e12, rel=1e-3)
+    assert attention_rate_flops(g, 64, 4096, True, True) / s == pytest.approx(fwd64 * 638 / 675 / 2250 * 2500e12,
+                                                                               rel=1e-3)
+    gb = gpu_compute("GB200").kernels  # the doubled exponential rate speeds the exp-bound hdim-64 forward most
+    assert attention_rate_flops(g, 64, 8192, True, False) / attention_rate_flops(gb, 64, 8192, True, False) \
+        == pytest.approx(718 / 609, rel=1e-3)
+    # full-mask hdim 64 still from the base table
+    assert attention_rate_flops(g, 64, 16384, False, False) == pytest.approx(906e12 / 2250 * 2500 * s)
+    # between hdim 64 and 128 the fraction runs on the line in log2 of the head dim
     mid = attention_rate_flops(g, 90.5, 4096, True, False) / (2500e12 * s)
-    lo, hi = 770 / 2250, 1703 / 2500
+    lo, hi = 905 / 2250, 1703 / 2500
     assert mid == pytest.approx(lo + (hi - lo) * (math.log2(90.5) - 6), rel=1e-6)
 
 
