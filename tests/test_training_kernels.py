@@ -192,6 +192,35 @@ def test_blackwell_attention_is_cudnns_published_blackwell_table():
     assert h.attention_table == "" and b.attention_table == "blackwell"
 
 
+def test_blackwell_hdim64_backward_from_cudnns_gpt_oss_benchmark():
+    """Small heads hurt the backward: Blackwell's hdim-64 causal backward is its forward (B200 cuDNN, PR #2605)
+    times the backward-over-forward ratio cuDNN measured at hdim 64 on GB200 (NVIDIA/cudnn-frontend@df73764
+    benchmark/sdpa_benchmark_training/results/gb200_919_only_cudnn/gpt_oss_20260226_175022.csv, cuDNN 9.19,
+    GPT-OSS's 64 / 8 heads of dim 64, 1,024-token sliding window, batch 2: forward / backward 497 / 559 TFLOP/s at
+    2,048 tokens, 574 / 617 at 4,096, 609 / 646 at 8,192, 624 / 658 at 16,384), not hdim 128's fraction."""
+    b = gpu_compute("B200").kernels
+    fwd = {2048: 657, 4096: 770, 8192: 838, 16384: 872}
+    pair = {2048: (497, 559), 4096: (574, 617), 8192: (609, 646), 16384: (624, 658)}
+    for s, f in fwd.items():
+        want = f * pair[s][1] / pair[s][0]
+        assert attention_rate_flops(b, 64, s, True, True) / b.sustained == pytest.approx(want * 1e12, rel=1e-3), s
+    # the source's FLOPs count the 1,024-key band: 2 x 64 heads x (1,024 x 1,025 / 2 + 3,072 x 1,024) scores x 4 x 64
+    band = 1024 * 1025 / 2 + (4096 - 1024) * 1024
+    assert 4 * 2 * 64 * band * 64 / 0.209e-3 == pytest.approx(574e12, rel=3e-3)
+    assert 2.5 * 4 * 2 * 64 * band * 64 / 0.487e-3 == pytest.approx(617e12, rel=3e-3)
+    # the model's GB200 rate at a 1,024-key block (between the 128-key window and the table, in log2 of the
+    # length) is near what cuDNN measured for that window: backward within 10% (hdim 128's fraction: +15%),
+    # forward within 5%
+    gb = gpu_compute("GB200").kernels
+    assert attention_rate_flops(gb, 64, 1024, True, True) / gb.sustained == pytest.approx(617e12, rel=0.10)
+    assert attention_rate_flops(gb, 64, 1024, True, False) / gb.sustained == pytest.approx(574e12, rel=0.05)
+    # at GPT-OSS's 4,096 tokens the hdim-64 backward runs at 0.80 of hdim 128's fraction of peak; Hopper's
+    # published cuDNN pair (FA3 paper, the [attention] table: 417 / 499) gives 0.84
+    r = (attention_rate_flops(gb, 64, 4096, True, True) / attention_rate_flops(gb, 128, 4096, True, True))
+    assert r == pytest.approx(828 / 2250 / (1148 / 2500), rel=1e-3)
+    assert r == pytest.approx(417 / 499, rel=0.06)
+
+
 def test_gb300_attention_is_cudnns_published_gb300_table():
     """GB300 (Blackwell Ultra: twice Blackwell's SFU exponential rate) reads its own cuDNN table, not GB200's.
     NVIDIA/cudnn-frontend@3929da2ef4c1 benchmark/sdpa_benchmark_training/results/llama3.1/gb300/
@@ -216,11 +245,21 @@ def test_gb300_attention_is_cudnns_published_gb300_table():
     band = 128 * 129 / 2 + (4096 - 128) * 128
     assert 4 * 2 * 64 * 4096 ** 2 / 2 * 128 / 0.323e-3 == pytest.approx(1703e12, rel=3e-3)
     assert 2 * 128 * band * 2 * (64 + 64) / 0.202e-3 == pytest.approx(167e12, rel=5e-3)
-    # GB300's table has no hdim 64: it takes the Blackwell table's (B200 cuDNN, PR #2605: 770 of 2,250 causal 4k)
-    assert attention_rate_flops(g, 64, 4096, True, False) == pytest.approx(770e12 / 2250 * 2500 * s)
-    # between hdim 64 (base table) and 128 (its own) the fraction runs on the line in log2 of the head dim
+    # causal hdim 64: the base table's (B200 cuDNN, PR #2605: 770 of 2,250 at 4k) times GB300 / GB200 measured at
+    # hdim 64 (cudnn-frontend@df73764 gb300_919_only_cudnn / gb200_919_only_cudnn gpt_oss: 1,024-key window, 64 / 8
+    # heads, forward 675 / 574 at 4,096); its backward that forward times GB300's own backward / forward (638 / 675)
+    fwd64 = 770 * 675 / 574
+    assert attention_rate_flops(g, 64, 4096, True, False) / s == pytest.approx(fwd64 / 2250 * 2500e12, rel=1e-3)
+    assert attention_rate_flops(g, 64, 4096, True, True) / s == pytest.approx(fwd64 * 638 / 675 / 2250 * 2500e12,
+                                                                               rel=1e-3)
+    gb = gpu_compute("GB200").kernels  # the doubled exponential rate speeds the exp-bound hdim-64 forward most
+    assert attention_rate_flops(g, 64, 8192, True, False) / attention_rate_flops(gb, 64, 8192, True, False) \
+        == pytest.approx(718 / 609, rel=1e-3)
+    # full-mask hdim 64 still from the base table
+    assert attention_rate_flops(g, 64, 16384, False, False) == pytest.approx(906e12 / 2250 * 2500 * s)
+    # between hdim 64 and 128 the fraction runs on the line in log2 of the head dim
     mid = attention_rate_flops(g, 90.5, 4096, True, False) / (2500e12 * s)
-    lo, hi = 770 / 2250, 1703 / 2500
+    lo, hi = 905 / 2250, 1703 / 2500
     assert mid == pytest.approx(lo + (hi - lo) * (math.log2(90.5) - 6), rel=1e-6)
 
 
