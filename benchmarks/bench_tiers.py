@@ -127,37 +127,28 @@ def five_tier_in_process(path: str) -> dict:
             "time_s": x.time_s, "bottleneck": x.bottleneck.level if x.bottleneck else None}
 
 
-def main() -> None:
+def _args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", type=Path, help="a checkout of the code before the change (commit 60cb2ef)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     ap.add_argument("--stage-five", help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.stage_five:
-        print(json.dumps(five_tier_in_process(a.stage_five)))
-        return
-    lines = []
-    here = ROOT
-    n = a.repeats
-    compile_bytecode(here, *([a.before] if a.before else []))  # both trees as an installed package runs them
+    return ap.parse_args()
 
-    # 1. islands
-    cmd = [PY, "-m", "topo", "describe", "h100-100k-islands", "--json"]
-    w, m, out = best(cmd, here, n)
-    lines.append(f"- `topo describe h100-100k-islands`: **{w:.2f} s** ({cpu(cmd)}), peak RSS {m:.0f} MiB "
-                 "(target < 2 s).")
+
+def _islands_estimate_rows(here: Path, n: int) -> list[str]:
+    """The all-to-all over every GPU of h100-100k-islands, and the cross-island data-parallel all-reduce."""
     cmd = [PY, "-m", "topo", "estimate", "h100-100k-islands", "-c", "alltoall", "--size", "1GiB", "--json"]
     w, m, out = best(cmd, here, n)
     doc = json.loads(out)
     res = doc["results"][0]
     b = res["bottleneck"]
     bound = 0.75 * 2**30 / (50e9 / 7)
-    lines.append(f"- 1 GiB all-to-all over all {doc['num_ranks']:,} GPUs of h100-100k-islands, end to end "
-                 f"`topo estimate h100-100k-islands -c alltoall --size 1GiB`: **{w:.2f} s** ({cpu(cmd)}), peak RSS **{m:.0f} MiB** "
-                 f"(targets < 6 s, < 500 MB); modelled {res['time_s'] * 1e3:.1f} ms, bound on {b['level']} "
-                 f"({b['src']} -> {b['dst']}); closed-form bound (3/4 of the bytes across islands at 1/7 of 400 Gb/s) "
-                 f"{bound * 1e3:.1f} ms.")
+    lines = [f"- 1 GiB all-to-all over all {doc['num_ranks']:,} GPUs of h100-100k-islands, end to end "
+             f"`topo estimate h100-100k-islands -c alltoall --size 1GiB`: **{w:.2f} s** ({cpu(cmd)}), peak RSS **{m:.0f} MiB** "
+             f"(targets < 6 s, < 500 MB); modelled {res['time_s'] * 1e3:.1f} ms, bound on {b['level']} "
+             f"({b['src']} -> {b['dst']}); closed-form bound (3/4 of the bytes across islands at 1/7 of 400 Gb/s) "
+             f"{bound * 1e3:.1f} ms."]
     cmd = [PY, "-m", "topo", "estimate", "h100-100k-islands", "--size", "1GiB", "--gpus", "98304", "--groups",
            "24576", "--json"]
     w, m, out = best(cmd, here, n)
@@ -166,6 +157,16 @@ def main() -> None:
                  f"every rail), `topo estimate h100-100k-islands --size 1GiB --gpus 98304 --groups 24576`: "
                  f"**{w:.2f} s** ({cpu(cmd)}) end to end, {m:.0f} MiB; modelled {res['time_s'] * 1e3:.1f} ms ({res['algorithm']}), "
                  f"bound on {res['bottleneck']['level']}.")
+    return lines
+
+
+def _islands_rows(here: Path, n: int) -> list[str]:
+    """1. h100-100k-islands: describe, two estimates and plan, end to end."""
+    cmd = [PY, "-m", "topo", "describe", "h100-100k-islands", "--json"]
+    w, m, out = best(cmd, here, n)
+    lines = [f"- `topo describe h100-100k-islands`: **{w:.2f} s** ({cpu(cmd)}), peak RSS {m:.0f} MiB "
+             "(target < 2 s)."]
+    lines += _islands_estimate_rows(here, n)
     cmd = [PY, "-m", "topo", "plan", "h100-100k-islands", "--json"]
     w, m, out = best(cmd, here, n)
     net = json.loads(out)["network"]
@@ -174,8 +175,11 @@ def main() -> None:
                  f"({net['all_reduce_s'] * 1e3:.1f} ms, bound on {net['all_reduce_bottleneck']}), 1 GiB all-to-all "
                  f"over all {net['alltoall_gpus']:,} GPUs ({net['alltoall_s'] * 1e3:.1f} ms, bound on "
                  f"{net['alltoall_bottleneck']}).")
+    return lines
 
-    # 2. five tiers, more than 200,000 GPUs
+
+def _five_tier_rows(here: Path, n: int) -> list[str]:
+    """2. five tiers, more than 200,000 GPUs: in one process by stages, and end to end."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "h100-229k-5tier.toml"
         path.write_text(FIVE_TIER)
@@ -186,45 +190,65 @@ def main() -> None:
         res = json.loads(out)["results"][0]
         stages = [json.loads(measure([PY, __file__, "--stage-five", str(path)], here)[2]) for _ in range(n)]
         st = min(stages, key=lambda x: x["build_describe_s"] + x["estimate_s"])
-    lines.append(f"- 5 tiers, {st['gpus']:,} GPUs ({st['switches']:,} switches; FIVE_TIER in this script): build + "
-                 f"describe + estimate a 1 GiB all-reduce over all GPUs in one process **"
-                 f"{st['build_describe_s'] + st['estimate_s']:.2f} s** (build the layout and describe "
-                 f"{st['build_describe_s']:.2f} s, the links made when the estimate needs them; "
-                 f"estimate {st['estimate_s']:.2f} s; {st['cpu_s']:.2f} s of CPU; target < 5 s); end to end "
-                 f"`topo describe` {wd:.2f} s ({cpu(dcmd)}, "
-                 f"{md:.0f} MiB), `topo estimate --size 1GiB` {we:.2f} s ({cpu(ecmd)}, {me:.0f} MiB); modelled "
-                 f"{res['time_s'] * 1e3:.1f} ms ({res['algorithm']}).")
+    return [f"- 5 tiers, {st['gpus']:,} GPUs ({st['switches']:,} switches; FIVE_TIER in this script): build + "
+            f"describe + estimate a 1 GiB all-reduce over all GPUs in one process **"
+            f"{st['build_describe_s'] + st['estimate_s']:.2f} s** (build the layout and describe "
+            f"{st['build_describe_s']:.2f} s, the links made when the estimate needs them; "
+            f"estimate {st['estimate_s']:.2f} s; {st['cpu_s']:.2f} s of CPU; target < 5 s); end to end "
+            f"`topo describe` {wd:.2f} s ({cpu(dcmd)}, "
+            f"{md:.0f} MiB), `topo estimate --size 1GiB` {we:.2f} s ({cpu(ecmd)}, {me:.0f} MiB); modelled "
+            f"{res['time_s'] * 1e3:.1f} ms ({res['algorithm']})."]
 
-    # 3. the 100k default, before and after, in alternation
+
+# the 100k default's commands, before and after: plan like for like, what both trees compute (the plan without
+# its estimates; the two estimates the plan ran before the change, over two pods), and the whole plan, whose
+# network figures now cross the top tier over every GPU (different work: before, two pods)
+BEFORE_AFTER = [
+    ("describe", [PY, "-m", "topo", "describe", "--json"]),
+    ("1 GiB all-reduce", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--json"]),
+    ("1 GiB all-to-all", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size", "1GiB", "--json"]),
+    ("plan without its estimates", [PY, "-m", "topo", "plan", "--no-collectives", "--json"]),
+    ("before's plan all-reduce, 2 pods", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--gpus", "3584",
+                                          "--groups", "1792", "--json"]),
+    ("before's plan all-to-all, 2 pods", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size", "1GiB",
+                                          "--gpus", "3584", "--json"]),
+    ("plan; after: its estimates over all GPUs", [PY, "-m", "topo", "plan", "--json"])]
+
+
+def _compare_row(label: str, cmd: list[str], before: Path, here: Path, n: int) -> str:
+    """One command run ``n`` times in each tree, in alternation: best wall, least CPU, largest peak RSS."""
+    rb, ra = [], []
+    for _ in range(n):
+        rb.append(measure(cmd, before))
+        ra.append(measure(cmd, here))
+    tb, ta = min(r[0] for r in rb), min(r[0] for r in ra)
+    mb, ma = max(r[1] for r in rb), max(r[1] for r in ra)
+    cb, ca = min(CPU[(str(before), tuple(cmd))]), min(CPU[(str(here), tuple(cmd))])
+    return (f"| `topo {' '.join(cmd[3:])}` ({label}) | {tb:.2f} | {ta:.2f} | {ta / tb - 1:+.0%} | "
+            f"{cb:.2f} | {ca:.2f} | {mb:.0f} | {ma:.0f} | {ma / mb - 1:+.0%} |")
+
+
+def _before_after_rows(before: Path, here: Path, n: int) -> list[str]:
+    """3. the 100k default, before and after, in alternation."""
+    lines = ["", "The 100k default (h100-100k), before (commit 60cb2ef) and after, run in alternation, best wall "
+             f"time, least CPU time and largest peak RSS of {n} runs each:", "",
+             "| command | before (s) | after (s) | change | before CPU (s) | after CPU (s) | before (MiB) | "
+             "after (MiB) | change |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    return lines + [_compare_row(label, cmd, before, here, n) for label, cmd in BEFORE_AFTER]
+
+
+def main() -> None:
+    a = _args()
+    if a.stage_five:
+        print(json.dumps(five_tier_in_process(a.stage_five)))
+        return
+    here = ROOT
+    n = a.repeats
+    compile_bytecode(here, *([a.before] if a.before else []))  # both trees as an installed package runs them
+    lines = _islands_rows(here, n) + _five_tier_rows(here, n)
     if a.before:
-        cmds = [("describe", [PY, "-m", "topo", "describe", "--json"]),
-                ("1 GiB all-reduce", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--json"]),
-                ("1 GiB all-to-all", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size", "1GiB", "--json"]),
-                # plan, like for like: what both trees compute (the plan without its estimates; the two estimates
-                # the plan ran before the change, over two pods)...
-                ("plan without its estimates", [PY, "-m", "topo", "plan", "--no-collectives", "--json"]),
-                ("before's plan all-reduce, 2 pods", [PY, "-m", "topo", "estimate", "--size", "1GiB", "--gpus",
-                                                      "3584", "--groups", "1792", "--json"]),
-                ("before's plan all-to-all, 2 pods", [PY, "-m", "topo", "estimate", "-c", "alltoall", "--size",
-                                                      "1GiB", "--gpus", "3584", "--json"]),
-                # ...and the whole plan, whose network figures now cross the top tier over every GPU (different
-                # work: before, two pods)
-                ("plan; after: its estimates over all GPUs", [PY, "-m", "topo", "plan", "--json"])]
-        lines += ["", "The 100k default (h100-100k), before (commit 60cb2ef) and after, run in alternation, best wall "
-                  f"time, least CPU time and largest peak RSS of {n} runs each:", "",
-                  "| command | before (s) | after (s) | change | before CPU (s) | after CPU (s) | before (MiB) | "
-                  "after (MiB) | change |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for label, cmd in cmds:
-            rb, ra = [], []
-            for _ in range(n):
-                rb.append(measure(cmd, a.before))
-                ra.append(measure(cmd, here))
-            tb, ta = min(r[0] for r in rb), min(r[0] for r in ra)
-            mb, ma = max(r[1] for r in rb), max(r[1] for r in ra)
-            cb, ca = min(CPU[(str(a.before), tuple(cmd))]), min(CPU[(str(here), tuple(cmd))])
-            lines.append(f"| `topo {' '.join(cmd[3:])}` ({label}) | {tb:.2f} | {ta:.2f} | {ta / tb - 1:+.0%} | "
-                         f"{cb:.2f} | {ca:.2f} | {mb:.0f} | {ma:.0f} | {ma / mb - 1:+.0%} |")
+        lines += _before_after_rows(a.before, here, n)
     load = os.getloadavg()[0]
     lines.append("")
     lines.append(f"Load average when measured: {load:.1f} on {os.cpu_count()} cores (other sessions share the "

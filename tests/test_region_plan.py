@@ -1,6 +1,8 @@
 """Planning a region (issue 31): the DCI bill per span from its sourced figures, the DCI's share of the cost per
 GPU-hour, and a site over its own power limit."""
 
+import csv
+import io
 import json
 import math
 import tomllib
@@ -104,3 +106,63 @@ def test_bad_dci_quotes_are_one_line_errors(setting, key, message):
     out = run_cli("plan", "two-site-h100", "--no-collectives", "--set", setting)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert f"(--set {setting}): {key}: {message}" in out.stderr
+
+
+def test_a_regions_bill_of_materials_as_csv(tmp_path):
+    # tidy13: --bom-csv was refused for a region; it writes every site's lines (the single-site plan's columns) and
+    # every DCI span's: 1,000 km of 16 waves (two-site-h100) is 2 x 16 coherent modules, ceil(1000 / 80) - 1 = 12
+    # in-line huts, ceil(16 / 64) = 1 fibre pair with a mux at each end and 12 + 2 amplifiers, each at the sourced
+    # figure of topo/data/dci/interconnect.toml
+    p = run_cli("plan", "two-site-h100", "--no-collectives", "--bom-csv", "bom.csv", cwd=tmp_path, check=True)
+    assert "wrote bom.csv" in p.stderr and p.stdout.startswith("two-site-h100:")
+    text = (tmp_path / "bom.csv").read_text()
+    assert text.startswith("design,kind,where,item,length_class,count,power_W_each,price_usd_each,price_usd,length_m,"
+                           "written_by\n")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert all(x["written_by"].startswith("written by topo") for x in rows)
+    r = plan_region(build_region("two-site-h100"), collectives=False)
+    for site, sp in zip(("east", "west"), r.site_plans):
+        mine = [x for x in rows if x["design"] == site]
+        assert sum(int(x["count"]) for x in mine if x["kind"] == "switch") == sp.bom.num_switches
+        assert sum(float(x["price_usd"]) for x in mine) == pytest.approx(
+            sum(sp.capex.parts()[k] for k in ("switches", "optics", "cables")), rel=1e-6)
+    dci = {x["item"]: x for x in rows if x["kind"] == "dci"}
+    assert {k: int(x["count"]) for k, x in dci.items()} == {"coherent module": 32, "line amplifier": 14,
+                                                            "amplifier hut": 12, "mux": 2, "fibre pair": 1}
+    assert float(dci["coherent module"]["price_usd_each"]) == v("module", "price_usd")
+    assert float(dci["fibre pair"]["price_usd"]) == pytest.approx(1000 * v("fibre", "price_per_pair_km_usd"))
+    assert dci["fibre pair"]["length_m"] == "1000000.0" and dci["fibre pair"]["where"] == "dci:east-west"
+    assert sum(float(x["price_usd"]) for x in dci.values()) == pytest.approx(r.dci.equipment_usd + r.dci.fibre_usd)
+    assert sum(int(x["count"]) * float(x["power_W_each"]) for x in dci.values()) == pytest.approx(r.dci.power_W)
+    p = run_cli("plan", "two-site-h100", "--no-collectives", "--bom-csv", "-", cwd=tmp_path, check=True)
+    assert p.stdout == text  # '-': the CSV alone on stdout
+
+
+def test_a_regions_csv_never_over_an_input_nor_partial(tmp_path):
+    region = (ROOT / "topologies" / "two-site-h100.toml").read_text().replace('spec = "dgx-h100-superpod"',
+                                                                              'spec = "site.toml"')
+    (tmp_path / "r.toml").write_text(region)
+    (tmp_path / "site.toml").write_text((ROOT / "topologies" / "dgx-h100-superpod.toml").read_text())
+    for target in ("r.toml", "site.toml"):  # the region file, and its sites' spec beside it
+        p = run_cli("plan", "r.toml", "--no-collectives", "--bom-csv", target, "--force", cwd=tmp_path)
+        assert p.returncode == 2 and "is an input" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+    assert (tmp_path / "r.toml").read_text() == region
+    (tmp_path / "mine.csv").write_text("keep me\n")
+    p = run_cli("plan", "r.toml", "--no-collectives", "--bom-csv", "mine.csv", cwd=tmp_path)
+    assert p.returncode == 2 and "was not written by topo" in p.stderr
+    assert (tmp_path / "mine.csv").read_text() == "keep me\n"
+    p = run_cli("plan", "r.toml", "--pue", "0.8", "--bom-csv", "bom.csv", cwd=tmp_path)  # the plan fails: no file
+    assert p.returncode == 2 and not (tmp_path / "bom.csv").exists()
+    p = run_cli("plan", "r.toml", "--json", "--bom-csv", "-", cwd=tmp_path)
+    assert p.returncode == 2 and "--json and --bom-csv - both print on stdout" in p.stderr
+
+
+@pytest.mark.parametrize("flags, key", [(["--layout", "tp=8,pp=8"], "--layout"),
+                                        (["--model", "llama3-70b", "--layout", "tp=8,pp=8"], "--model")])
+def test_a_regions_plan_says_why_it_takes_no_layout(flags, key):
+    # tidy13: it said the region "is a region of several sites: describe, estimate, train, plan ... take it alone",
+    # which names plan as taking it; a region's MFU needs the way across sites (dp, pp, outer), which plan lacks
+    p = run_cli("plan", "two-site-h100", "--no-collectives", *flags)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == ""
+    assert p.stderr.startswith(f"error: {key}: a region's MFU depends on how the job spans its sites"), p.stderr
+    assert "allowed: --mfu X" in p.stderr

@@ -1,5 +1,6 @@
 """The report's figure builders: which traces exist, and that their data are the results they were given."""
 
+import html
 import json
 import re
 
@@ -348,3 +349,21 @@ def test_small_and_flat_clusters_render(d, keys):
     assert [s.key for s in rep.scenarios] == keys
     page = render_page([rep])
     assert len(figure_json(page)) == 3 + 3 * len(keys)
+
+
+def test_bottleneck_caption_names_what_bounds_the_link(superpod_report):
+    # tidy13: the caption said "82% utilized" alone, which reads as a link 18% short of saturation; it now gives the
+    # factors whose product is the utilization, the same sentence as topo estimate's "# util" line
+    # (topo.engine.bottleneck_text, checked against the closed form and the GB200 datasheet in test_cli_estimate.py)
+    page = html.unescape(render_page([superpod_report]))
+    cl = superpod_report.scenarios[0]
+    x = next(r for r in cl.result.results if r.size_bytes == 2**30)
+    b = x.bottleneck
+    assert b.limit in ("link", "link+protocol")
+    product = b.class_efficiency * b.protocol_efficiency * b.fill_share * b.bandwidth_share * b.other_share
+    assert product == pytest.approx(b.utilization, rel=1e-9)
+    caption = next(m for m in re.findall(r'<p class="caption">(util [^<]*)</p>', page))
+    assert caption.startswith(f"util {b.utilization:.0%} at 1 GiB = {b.class_efficiency:.1%} of {b.src} -> {b.dst}'s "
+                              f"line rate usable (network efficiency, the profile's) x {b.protocol_efficiency:.1%} "
+                              f"carried by {x.algorithm} {x.protocol}"), caption
+    assert f"x {b.fill_share:.1%} steady" in caption and f"x {b.bandwidth_share:.1%} of the time" in caption

@@ -134,3 +134,10 @@ def test_layout_as_pairs_like_plan_and_report(tmp_path):
     f.write_text("tp = 3\ndp = 8\nglobal_batch = 64\n")
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout", str(f)))
     assert line == f"error: {f}: tp: 3 does not divide the 32 attention heads"
+
+
+def test_a_step_larger_than_the_fabric_names_the_flag():
+    # tidy13: a step (not --search) said "error: layout: gpus: the job needs GPUs 0 to 2047, but the fabric has 1024"
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048",
+                            "--global-batch", "2048"))
+    assert line == "error: --gpus: the job needs GPUs 0 to 2,047, but the fabric has 1,024"

@@ -249,3 +249,23 @@ def test_amax_pass_needs_current_scaling():
         assert e.value.key == "fp8_amax_pass"
     check_layout(m, make_layout(dp=8, global_batch=64, seq_len=4096, precision="fp8", fp8_recipe="current",
                                 fp8_amax_pass=True))
+
+
+def test_a_job_larger_than_the_fabric_is_refused_before_its_gpu_ids_are_built():
+    # tidy13: `topo train dgx-h100-superpod --gpus 100000000 --global-batch 100000000` took 19 s and 2.4 GB to build
+    # the 10^8 GPU ids it then refused; the last rank's id is a closed form (first + (n-1) // used x D + (n-1) % used)
+    import tracemalloc
+
+    lay = make_layout(dp=10**7, global_batch=10**7)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TopoError, match=r"the job needs GPUs 0 to 9,999,999, but the fabric has 1,024"):
+            map_layout(lay, 8, 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1e6  # the ids of 10^7 ranks are 80 MB of int64
+    # the closed form is the id the arrays give: 6 of each 8-GPU domain, 100 ranks end on GPU 16 x 8 + 3 = 131
+    with pytest.raises(TopoError, match=r"GPUs 0 to 131 \(6 of each 8-GPU domain\), but the fabric has 128"):
+        map_layout(make_layout(dp=100, global_batch=100, gpus_per_domain_used=6), 8, 128)
+    assert map_layout(make_layout(dp=100, global_batch=100, gpus_per_domain_used=6), 8, 132).groups("dp").max() == 131

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from ..engine.bottleneck_text import utilization_factors
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
@@ -395,28 +396,13 @@ def legend(limits, ranged: bool = False) -> list[str]:
     return lines
 
 
-_CLASS = {"nvlink": "NVLink", "pcie": "PCIe"}  # a link's class, as the profile's efficiencies name it (else network)
-
-
 def utilization_line(x) -> str | None:
-    """What takes the busiest link of a row bound by it (limit ``link`` or ``link+protocol``) from its line rate
-    to its utilization: the profile's efficiency for the link's class, the protocol's for the algorithm, the
-    pipeline fill (the first bytes at half speed while NCCL's buffers fill) and the latency part's share of the
-    time; their product is the utilization. None for a row another limit bounds."""
+    """The ``# util`` line of a row its busiest link bounds (limit ``link`` or ``link+protocol``): the factors
+    whose product is the link's utilization (:func:`topo.engine.bottleneck_text.utilization_factors`, which
+    ``topo report``'s caption also shows). None for a row another limit bounds."""
     b = x.bottleneck
-    if b is None or b.limit not in ("link", "link+protocol"):
-        return None
-    part = (f"all {format_size(x.size_bytes)}" if b.fill_bytes >= x.size_bytes else
-            f"{format_size(b.fill_bytes)} of {format_size(x.size_bytes)}")
-    fill = (f" x {b.fill_share:.1%} steady ({part} go at half speed while NCCL's buffers fill)"
-            if b.fill_bytes > 0 else "")
-    # a schedule of several phases (or max-min sharing) leaves the link idle where another one binds
-    others = f" x {b.other_share:.1%} (phases or flows where another link binds)" if b.other_share < 0.995 else ""
-    link = _token(f"{b.src}->{b.dst}")
-    return (f"# util {b.utilization:.0%} at {format_size(x.size_bytes)} = {b.class_efficiency:.1%} of {link}'s line "
-            f"rate usable ({_CLASS.get(b.level, 'network')} efficiency, the profile's) x {b.protocol_efficiency:.1%} "
-            f"carried by {x.algorithm} {x.protocol} (its protocol efficiency){fill} x {b.bandwidth_share:.1%} of the "
-            f"time in the bandwidth part{others}: these factors bound the time, not a saturated link")
+    text = utilization_factors(x, _token(f"{b.src}->{b.dst}")) if b else None
+    return f"# {text}" if text else None
 
 
 def avg_busbw_line(r: EstimateResult) -> str:

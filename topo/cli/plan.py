@@ -3,19 +3,19 @@ side."""
 
 from __future__ import annotations
 
-import csv
 import math
 
-from .. import __version__, training
-from ..atomic import SIGNATURE, check_output, open_output
+from .. import training
+from ..atomic import check_output, open_output
 from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
+from .bom_csv import write_bom_csv
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
-from .region_plan import is_region_file, run_region_plan
+from .region_plan import is_region_file, refuse_region_flags, run_region_plan
 
 
 def register(sub) -> None:
@@ -44,7 +44,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--bom-csv", metavar="FILE",
                    help="also write the bill of materials of every SPEC as CSV (switches, transceivers, cables by "
-                   "length class; one row per line, with counts, power and prices), written whole or not at all; "
+                   "length class; one row per line, with counts, power and prices; a region: every site's and every "
+                   "DCI span's lines), written whole or not at all; "
                    "'-' prints it on stdout instead of the tables")
     p.add_argument("--force", action="store_true",
                    help="with --bom-csv: replace an existing file topo did not write (never a SPEC or plan file)")
@@ -77,6 +78,7 @@ def train_mfu(args) -> tuple[float, str, float]:
 def run(args) -> int:
     names = args.specs or [None]
     if len(names) == 1 and is_region_file(names[0]):
+        refuse_region_flags(args)
         return run_region_plan(args, names[0], _layers(args))
     if args.one_site:
         raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
@@ -112,42 +114,6 @@ def _inputs(args) -> list[str]:
         except TopoError:
             pass  # named again, with its error, when the plan loads it
     return paths + [f for f in (args.plan_file, args.model, args.layout) if f]  # a name or layout string: no file
-
-
-BOM_CSV_COLUMNS = ("design", "kind", "where", "item", "length_class", "count", "power_W_each", "price_usd_each",
-                   "price_usd", "length_m", "written_by")
-
-
-def write_bom_csv(results: list[PlanResult], fh) -> None:
-    """Write the bills of materials of ``results`` as CSV.
-
-    Parameters
-    ----------
-    results : list of PlanResult
-        One per design; each row names its design.
-    fh : text file
-        Where to write (opened by :func:`topo.atomic.open_output`, so the file appears whole or not at all).
-
-    Notes
-    -----
-    One row per switch, transceiver and cable line (columns :data:`BOM_CSV_COLUMNS`; cables per length class); the
-    header is the first line, so ``pandas.read_csv(path)`` and spreadsheets open it as it is. Provenance is a
-    column, ``written_by`` (``written by topo <version>`` on every row), which also marks the file as topo's.
-    """
-    by = f"{SIGNATURE} {__version__}"
-    w = csv.writer(fh, lineterminator="\n")
-    w.writerow(BOM_CSV_COLUMNS)
-    for r in results:
-        for s in r.bom.switches:
-            w.writerow([r.name, "switch", s.tier, s.model, "", s.count, f"{s.power_W_each:g}",
-                        f"{s.price_usd_each:g}", f"{s.count * s.price_usd_each:.2f}", "", by])
-        for t in r.bom.transceivers:
-            w.writerow([r.name, "transceiver", t.at, t.type, "", t.count, f"{t.power_W_each:g}",
-                        f"{t.price_usd_each:g}", f"{t.count * t.price_usd_each:.2f}", "", by])
-        for c in r.bom.cables:
-            w.writerow([r.name, "cable", c.level, c.type, c.length_class, c.count,
-                        f"{c.power_W / c.count:g}" if c.count else "0", f"{c.price_usd / c.count:.2f}" if c.count
-                        else "0", f"{c.price_usd:.2f}", f"{c.length_m:.1f}", by])
 
 
 def _mw(w: float) -> str:

@@ -3,24 +3,59 @@ cost lines, the DCI's bill, and the DCI's share of the cost per GPU-hour."""
 
 from __future__ import annotations
 
+from ..atomic import check_output, open_output
 from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
-from ..spec.region_load import is_region_file
+from ..spec.load import resolve_spec_path
+from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_count, format_in, format_usd
-from .output import emit, emit_json, table
+from .bom_csv import write_region_bom_csv
+from .output import emit, emit_json, note, table
 
-__all__ = ["is_region_file", "run_region_plan", "render_region_plan"]
+__all__ = ["is_region_file", "refuse_region_flags", "run_region_plan", "render_region_plan"]
+
+
+def refuse_region_flags(args) -> None:
+    """The one-line error for a flag of ``topo plan`` a region's plan does not take (before any work)."""
+    given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
+    if given:
+        raise TopoError("a region's MFU depends on how the job spans its sites (dp, pp or an outer synchronisation "
+                        "every H steps), which a plan does not choose; allowed: --mfu X with the figure `topo train "
+                        "REGION --model M ...` gives (one site's MFU x its throughput vs one site), or --model and "
+                        "--layout on one site's spec", key=given[0])
+    given = [f for f, v in (("--plan-file", args.plan_file), ("--fail", args.failures)) if v]
+    if given:
+        raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives, --one-site, --json and "
+                        f"--bom-csv; not {given[0]} yet", key=given[0])
+
+
+def _inputs(name: str, region) -> list[str]:
+    """The files a region's plan reads (the region file and its sites' spec files): never an output."""
+    paths = [str(resolve_spec_path(name))]
+    for f in site_spec_files(region.spec):
+        try:
+            paths.append(str(resolve_spec_path(f)))
+        except TopoError:
+            pass  # the region was built, so every site's spec was read: a name this cannot resolve is not a file
+    return paths
 
 
 def run_region_plan(args, name: str, layers) -> int:
-    given = [f for f, v in (("--plan-file", args.plan_file), ("--model", args.model), ("--bom-csv", args.bom_csv),
-                            ("--fail", args.failures)) if v]
-    if given:
-        raise TopoError(f"a region's plan takes --set, --days, --mfu, --pue, --no-collectives and --json; not "
-                        f"{given[0]} yet", key=given[0])
     region = build_region(name, args.overrides or [])
+    bom = args.bom_csv
+    if bom is not None:  # a bad output fails before the plan
+        if bom == "-" and args.json:
+            raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
+        check_output(bom, inputs=_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
     r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
+    if bom is not None:
+        with open_output(bom, inputs=_inputs(name, region), force=args.force, key="--bom-csv",
+                         force_option="--force") as fh:
+            write_region_bom_csv(r, fh)
+        if bom == "-":
+            return 0
+        note(f"wrote {bom}")
     if args.json:
         emit_json(r.to_dict())
     else:

@@ -244,8 +244,14 @@ def run(args) -> int:
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
     except TopoError as exc:
         raise _as_flags(args, exc) from None
-    return _finish(args, estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
-                                       contention=not args.no_contention), model)
+    try:
+        result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
+                               contention=not args.no_contention)
+    except TopoError as exc:  # a job larger than the fabric: named by --gpus when that flag sized it
+        if exc.source == "layout" and exc.key == "gpus" and args.gpus:
+            raise TopoError(exc.message, key="--gpus") from None
+        raise
+    return _finish(args, result, model)
 
 
 def _run_layout(args, fabric, model, common: dict) -> int:

@@ -21,7 +21,7 @@ from .catalog_schema import Positive, Price, Value
 from .power import HOURS_PER_YEAR
 from .tco import depreciation_usd
 
-__all__ = ["DciCatalog", "SpanBill", "DciBill", "load_dci_catalog", "dci_bill"]
+__all__ = ["DciCatalog", "DciItem", "SpanBill", "DciBill", "load_dci_catalog", "span_items", "dci_bill"]
 
 
 class _Strict(BaseModel):
@@ -104,6 +104,18 @@ def load_dci_catalog(overrides: dict | None = None, origin=None) -> DciCatalog:
 
 
 @dataclass
+class DciItem:
+    """One line of a span's bill: ``count`` of ``item``, each drawing ``power_W_each`` and costing
+    ``price_usd_each`` (a fibre pair: its whole route, ``length_m`` long)."""
+
+    item: str
+    count: int
+    power_W_each: float
+    price_usd_each: float
+    length_m: float = 0.0
+
+
+@dataclass
 class SpanBill:
     name: str
     distance_km: float
@@ -115,6 +127,7 @@ class SpanBill:
     power_W: float
     equipment_usd: float
     fibre_usd: float
+    items: list[DciItem]  # the lines the power and the two costs sum (fibre pairs: fibre_usd; the rest: equipment)
 
 
 @dataclass
@@ -135,19 +148,32 @@ def _v(x: Value) -> float:
     return float(x.value)
 
 
-def span_bill(cat: DciCatalog, name: str, distance_km: float, waves: int) -> SpanBill:
-    """One span's bill (see the module doc)."""
+FIBRE_PAIR = "fibre pair"
+
+
+def span_items(cat: DciCatalog, distance_km: float, waves: int) -> list[DciItem]:
+    """The lines of one span's bill (see the module doc): coherent modules, line amplifiers, in-line amplifier huts,
+    muxes and fibre pairs, each with its count, power and price from ``cat``."""
     pairs = math.ceil(waves / _v(cat.fibre.waves_per_pair))
     huts = max(0, math.ceil(distance_km / _v(cat.amplifier.spacing_km)) - 1)
-    amps = pairs * (huts + 2)  # in every hut, and a booster/pre-amplifier at each end
-    modules = 2 * waves
     a, m, f = cat.amplifier, cat.module, cat.fibre
-    power = modules * _v(m.power_W) + amps * _v(a.per_pair_power_W) + huts * _v(a.hut_power_W)
-    equipment = (modules * _v(m.price_usd) + amps * _v(a.per_pair_price_usd) + huts * _v(a.hut_price_usd)
-                 + 2 * pairs * _v(f.mux_price_usd))
-    return SpanBill(name=name, distance_km=distance_km, waves=waves, fibre_pairs=pairs, modules=modules,
-                    amplifier_huts=huts, amplifiers=amps, power_W=power, equipment_usd=equipment,
-                    fibre_usd=pairs * distance_km * _v(f.price_per_pair_km_usd))
+    return [DciItem("coherent module", 2 * waves, _v(m.power_W), _v(m.price_usd)),
+            # in every hut, and a booster/pre-amplifier at each end
+            DciItem("line amplifier", pairs * (huts + 2), _v(a.per_pair_power_W), _v(a.per_pair_price_usd)),
+            DciItem("amplifier hut", huts, _v(a.hut_power_W), _v(a.hut_price_usd)),
+            DciItem("mux", 2 * pairs, 0.0, _v(f.mux_price_usd)),
+            DciItem(FIBRE_PAIR, pairs, 0.0, distance_km * _v(f.price_per_pair_km_usd), distance_km * 1e3)]
+
+
+def span_bill(cat: DciCatalog, name: str, distance_km: float, waves: int) -> SpanBill:
+    """One span's bill (see the module doc): its lines (:func:`span_items`) summed."""
+    items = span_items(cat, distance_km, waves)
+    n = {i.item: i.count for i in items}
+    return SpanBill(name=name, distance_km=distance_km, waves=waves, fibre_pairs=n[FIBRE_PAIR],
+                    modules=n["coherent module"], amplifier_huts=n["amplifier hut"], amplifiers=n["line amplifier"],
+                    power_W=sum(i.count * i.power_W_each for i in items),
+                    equipment_usd=sum(i.count * i.price_usd_each for i in items if i.item != FIBRE_PAIR),
+                    fibre_usd=sum(i.count * i.price_usd_each for i in items if i.item == FIBRE_PAIR), items=items)
 
 
 def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_per_kWh: float,

@@ -3,7 +3,7 @@ once), the DCI's bill (:mod:`topo.plan.dci`) and the DCI's share of the cost per
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import TopoError
 from ..units import format_in
@@ -46,10 +46,15 @@ class RegionPlan:
     years: float
     notes: list[str] = field(default_factory=list)
     one_site: dict | None = None  # the same GPUs in one site (one_site=True): its power and cost, or why not
+    # each site's whole plan, in the order of sites (alike sites share one): its bill of materials for --bom-csv;
+    # not in to_dict (the sites' figures above are the JSON's)
+    site_plans: list = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo plan REGION --json``)."""
-        return asdict(self)
+        d = asdict(replace(self, site_plans=[]))
+        del d["site_plans"]
+        return d
 
 
 def plan_region(region: Region, one_site: bool = False, **plan_options) -> RegionPlan:
@@ -75,7 +80,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     """
     done: dict[int, object] = {}
     entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
-    sites = []
+    sites, plans = [], []
     for k, f in enumerate(region.fabrics):
         r = done.setdefault(id(f), None) or plan(f, **plan_options)
         done[id(f)] = r
@@ -87,6 +92,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                             f"least {format_in(r.power.facility_power_W, 'MW', '.1f')}, or fewer GPUs at that site",
                             source=region.spec.source_of(f"sites[{i}].power_limit_MW") or None,
                             key=f"sites[{i}].power_limit_MW")
+        plans.append(r)
         sites.append(SitePlan(name=region.site_names[k], num_gpus=r.num_gpus, it_power_W=r.power.it_power_W,
                               facility_power_W=r.power.facility_power_W, power_limit_W=limit,
                               capex_usd=r.capex.capex_usd, tco_usd=r.ownership.tco_usd,
@@ -106,7 +112,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       facility_power_W=sum(s.facility_power_W for s in sites) + bill.power_W,
                       capex_usd=sum(s.capex_usd for s in sites) + bill.equipment_usd + bill.fibre_usd, tco_usd=tco,
                       cost_per_gpu_hour_usd=tco / gpu_hours, dci_cost_per_gpu_hour_usd=bill.cost_over_years_usd / gpu_hours,
-                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years,
+                      dci_share_of_cost=bill.cost_over_years_usd / tco, years=years, site_plans=plans,
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
                              "plan.dci.module.price_usd)"]

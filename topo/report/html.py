@@ -19,6 +19,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import __version__
 from ..atomic import SIGNATURE
+from ..engine.bottleneck_text import utilization_factors
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_size
 from . import figures as F
 from .build import MixScenario, Scenario, SpecReport
@@ -180,6 +181,8 @@ def _bottleneck_table(s: Scenario) -> str:
         head = (f'<p class="caption">Bottleneck of the estimate at {format_size(size)} ({e(row.algorithm)}/'
                 f'{e(row.protocol)}): <b>{e(b.src)} &rarr; {e(b.dst)}</b> ({e(b.level)}, {e(b.direction)}, '
                 f'{b.num_links} link{"s" * (b.num_links > 1)}, {b.utilization:.0%} utilized)</p>')
+        why = utilization_factors(row, f"{b.src} -> {b.dst}")
+        head += f'<p class="caption">{e(why)}</p>' if why else ""
     out = [head, '<table class="hottest"><tr><th class="l">level</th><th class="l">hottest link</th>'
                  '<th>utilization</th><th>bytes carried</th><th>line rate</th><th>links this hot</th></tr>']
     for _, h in s.loads.hottest.iterrows():

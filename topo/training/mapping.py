@@ -120,13 +120,16 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     """
     n = lay.gpus
     used = lay.gpus_per_domain_used or gpus_per_domain
-    ranks = np.arange(n, dtype=np.int64)
-    ids = lay.first_gpu + (ranks // used) * gpus_per_domain + ranks % used
-    last = int(ids[-1]) if n else 0
+    # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
+    # and 2.4 GB to build the ids it then refused)
+    last = lay.first_gpu + ((n - 1) // used) * gpus_per_domain + (n - 1) % used if n else 0
     if last >= num_fabric_gpus:
         how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
-        raise TopoError(f"the job needs GPUs {lay.first_gpu} to {last}{how}, but the fabric has {num_fabric_gpus}",
+        raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how}, but the fabric has "
+                        f"{num_fabric_gpus:,}",
                         source="layout", key="gpus")
+    ranks = np.arange(n, dtype=np.int64)
+    ids = lay.first_gpu + (ranks // used) * gpus_per_domain + ranks % used
     sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
     order = [d for d in lay.order() if d in _DENSE]
     axes = tuple(reversed(order))
