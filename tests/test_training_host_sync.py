@@ -74,3 +74,46 @@ def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen
         assert wait == pytest.approx(qwen.layers * host_s, rel=1e-6)
         padded = lay.model_copy(update={"moe_capacity_factor": 1.0})
         assert stage_compute(qwen, padded, g).by_module_s.get("host", 0.0) == 0.0
+
+
+def _block(seq, sync_at=-1):
+    from topo.training.operators import BlockTime
+    return BlockTime(sum(g for _, g, _ in seq), 0.0, {}, {}, launch_seq=tuple(seq), sync_at=sync_at)
+
+
+def test_the_expert_all_to_alls_give_the_host_its_lead():
+    """The dispatch runs right after the sync and the combine after the experts: the GPU is busy with them
+    while the host launches on, so the wait shrinks by up to their time (the step counts their time apart); an
+    infinite cover (the layout search's lower bound) leaves no wait."""
+    from topo.training.operators import _synced_layer_wait_s
+    # MoE block: router (before the sync), then permute + experts (host-bound: 100 us of launches, 10 us of GPU
+    # each), then the residual; an attention block of 50 us GPU, no launches (graphed)
+    moe = _block([(0.0, 5e-6, 1), (100e-6, 10e-6, 1), (100e-6, 10e-6, 1), (1e-6, 1e-6, 1)], sync_at=1)
+    attn = _block([(0.0, 50e-6, 1)])
+    bare = _synced_layer_wait_s([attn, moe], 1)
+    # the line: permute launched at 100 us, done 110; experts launched at 200, done 210; the residual (launched
+    # at 201) 210 -> 211; attention and router run on: 211 + 50 + 5 = 266 us against 76 us of GPU
+    assert bare == pytest.approx(266e-6 - 76e-6)
+    # a 120 us cover, a 60 us dispatch (before the permute) and a 60 us combine (before the residual): the
+    # dispatch runs 0 -> 60 under the permute's launch, the combine after the experts, 210 -> 270, then the
+    # residual, attention and router to 326 us, against 196 us of GPU and all-to-alls: 60 us less wait
+    covered = _synced_layer_wait_s([attn, moe], 1, 120e-6)
+    assert covered == pytest.approx(bare - 60e-6)
+    assert _synced_layer_wait_s([attn, moe], 1, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert _synced_layer_wait_s([attn, moe], 1, float("inf")) == 0.0
+
+
+def test_the_step_covers_with_the_forward_dispatch_and_combine():
+    """estimate_step hands stage_compute one forward dispatch and one combine per MoE layer (each alone on the
+    fabric: step._ep_cover_s); with the EP all-to-alls overlapped with another micro-batch, none."""
+    from types import SimpleNamespace as NS
+
+    from topo.training.step import _ep_cover_s
+    a2a = {"dim": "ep", "collective": "alltoall", "elem_bytes": 2.0}
+    fp8 = {"dim": "ep", "collective": "alltoall", "elem_bytes": 1.0}
+    probs = {"dim": "ep", "collective": "alltoall", "elem_bytes": 4.0, "pair": "ep_probs"}
+    lay = NS(overlap_ep=False)
+    assert _ep_cover_s(lay, [(a2a, NS(time_s=3e-4)), (probs, NS(time_s=1e-5))]) == pytest.approx(6e-4)
+    assert _ep_cover_s(lay, [(fp8, NS(time_s=2e-4)), (a2a, NS(time_s=3e-4))]) == pytest.approx(5e-4)
+    assert _ep_cover_s(NS(overlap_ep=True), [(a2a, NS(time_s=3e-4))]) == 0.0
+    assert _ep_cover_s(lay, []) == 0.0

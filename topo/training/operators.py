@@ -962,9 +962,12 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
             for units in layer_numbers(model, lay)]
 
 
-def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
+def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0) -> StageCompute:
     """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
-    layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's."""
+    layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's. ``ep_cover_s``: GPU seconds of the
+    expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
+    step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
+    of the waits (the layout search's)."""
     stages = pipeline_units(model, lay)
     in_bf16 = bf16_layers(model, lay)
     lay_bf16 = lay.model_copy(update={"precision": "bf16"})
@@ -1005,7 +1008,7 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             wg += n * t.wgrad_s
             for k_, v_ in t.by_module_s.items():
                 mods[k_] = mods.get(k_, 0.0) + n * v_
-        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt)
+        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
         f += wait_f
         b += wait_b
         if wait_f or wait_b:
@@ -1038,7 +1041,7 @@ def _rank_mean(rows: list[tuple]) -> tuple:
     return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n, busier[9])
 
 
-def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, float]:
+def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float = 0.0) -> tuple[float, float]:
     """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward); ``units`` are the stage's
     (unit, kept in BF16) pairs, ``bt(kind, bf16)`` a block's times.
 
@@ -1047,7 +1050,8 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
     sec. 2: "host boundedness"). The host runs ahead of the GPU across a pass, except that a dropless MoE router
     hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
     be launched: the GPU's queue is empty there, so each layer with such an MoE block runs its kernels as the host
-    launches them from that sync to the next (:func:`_synced_layer_wait_s`). A padded (capacity-factor) router or a
+    launches them from that sync to the next (:func:`_synced_layer_wait_s`), the expert all-to-alls in that
+    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router or a
     full-iteration graph has no sync; the backward has none of its own, but a recomputed ``moe`` module replays
     the router and its sync there (:func:`_moe_recompute_wait_s`)."""
     synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
@@ -1058,7 +1062,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
         gpu_b += sum(bt(k, bf16).backward_s for k in kinds)
         host_b += sum(bt(k, bf16).host_backward_s for k in kinds)
         if synced and Block.MOE in kinds:
-            wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE))
+            wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s)
             wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
         else:
             gpu_rest += g
@@ -1066,7 +1070,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
 
 
-def _synced_layer_wait_s(blocks: list[BlockTime], moe: int) -> float:
+def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:
     """Seconds the GPU waits for the host in one layer of a dropless MoE block, forward, per micro-batch.
 
     Megatron-Core's dropless dispatchers read the tokens per expert on the host before the expert-parallel
@@ -1078,11 +1082,19 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int) -> float:
     (:data:`SYNC_OP`) on, the layer's other blocks, then the MoE block's ops up to the sync (the next layer's,
     taken equal). Each op's kernels are launched one after another by the host and run in launch order on the
     GPU (a two-stage flow line, :func:`_launch_line_s`); the wait is the stretch's length over its GPU time. It is
-    at least the host's launches over the GPU's time (the bound before this), and more where the host's launches
-    bunch up (a router's many small kernels just before the sync, an op's first launch after it)."""
+    at least the host's launches less the GPU's time, and more where the host's launches bunch up (an op's
+    launches right after the sync, a router's small kernels just before the next).
+
+    ``ep_cover_s``: the stretch's expert all-to-alls, GPU seconds with no launch cost, half of it the dispatch
+    right after the sync (the host launches the permutation and the experts while it runs) and half the combine
+    after the experts (before the block's residual); the step counts their time apart, so the wait is the line's
+    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's)."""
+    if math.isinf(ep_cover_s):
+        return 0.0
     m = blocks[moe]
     at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
-    seq = list(m.launch_seq[at:])
+    half = (0.0, ep_cover_s / 2, 1.0)
+    seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
     for b in blocks[moe + 1:] + blocks[:moe]:
         seq += b.launch_seq
     seq += m.launch_seq[:at]
