@@ -200,7 +200,7 @@ def test_fsdp_gathers_slow_the_all_to_all_only_while_they_run():
     from topo.training.mapping import map_layout
     from topo.training.operators import stage_compute
     from topo.training.gpus import gpu_compute
-    from topo.training.step import _mix_slowdowns, estimate_step
+    from topo.training.step import _ep_cover_s, _mix_slowdowns, _timed_traffic, estimate_step
 
     fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
     ds = load_model("deepseek-v3-671b")
@@ -219,7 +219,8 @@ def test_fsdp_gathers_slow_the_all_to_all_only_while_they_run():
     busy = {}
     for t, one in timed:
         busy[t["dim"]] = busy.get(t["dim"], 0.0) + one.time_s * t["calls"]
-    window = lay.microbatches * stage_compute(ds, lay_p, gpu_compute("H100")).microbatch_s
+    cover = _ep_cover_s(lay_p, _timed_traffic(fabric, ds, lay_p, mapping, engine)[3])  # as estimate_step's
+    window = lay.microbatches * stage_compute(ds, lay_p, gpu_compute("H100"), cover).microbatch_s
     f = (sum(busy.values()) - busy["ep"]) / window
     assert 0.05 < f < 0.5
     assert r.contention["ep"] == pytest.approx(1 + (whole["ep"] - 1) * f, rel=1e-6)

@@ -69,6 +69,9 @@ ALLTOALL_PREPROCESS_OPS = {"dispatch_preprocess": "moe_preprocess", "dispatch_dt
 """The all-to-all dispatcher's token-count operators of a dropless MoE block (:func:`_alltoall_preprocess_ops`)
 and the ``cuda_graph_scope`` part that captures each: the preprocess by ``moe_preprocess``, the device-to-host
 copies by no partial graph (Megatron-Core moves them after the graph when the preprocess is captured)."""
+SYNC_OP = "permute"
+"""The first operator of a dropless MoE block after its tokens-per-expert device-to-host sync: the dispatch's
+permutation (Megatron-Core syncs ``before_ep_alltoall``; :func:`_synced_layer_wait_s`)."""
 SHARED_EXPERT_MODULES = ("shared_experts", "shared_experts_act")
 """An MoE block's modules that run beside the router, not with the routed experts (the same two users)."""
 """Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
@@ -732,6 +735,8 @@ class BlockTime:
     host_backward_s: float = 0.0  # ... and the backward's
     host_by_module_s: dict = field(default_factory=dict)  # the forward's host seconds per module
     tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
+    launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
+    sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -742,6 +747,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     rec: dict[str, float] = {}
     hmods: dict[str, float] = {}
     pairs: dict[tuple, float] = {}
+    seq: list[tuple] = []
+    sync_at = -1
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
         for key, g in tp_paired_gemm_s(op, gpu, lay.precision).items():
@@ -754,6 +761,10 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
         host += h
         hmods[op.module] = hmods.get(op.module, 0.0) + h
+        if op.passes != "backward":
+            if op.name == SYNC_OP and sync_at < 0:
+                sync_at = len(seq)
+            seq.append((h, f, kernels_launched(op, lay.precision, amax_pass=amax)))
         host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax)
         flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
@@ -764,7 +775,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -951,9 +962,12 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
             for units in layer_numbers(model, lay)]
 
 
-def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> StageCompute:
+def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0) -> StageCompute:
     """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
-    layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's."""
+    layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's. ``ep_cover_s``: GPU seconds of the
+    expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
+    step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
+    of the waits (the layout search's)."""
     stages = pipeline_units(model, lay)
     in_bf16 = bf16_layers(model, lay)
     lay_bf16 = lay.model_copy(update={"precision": "bf16"})
@@ -994,7 +1008,7 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> Sta
             wg += n * t.wgrad_s
             for k_, v_ in t.by_module_s.items():
                 mods[k_] = mods.get(k_, 0.0) + n * v_
-        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt)
+        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
         f += wait_f
         b += wait_b
         if wait_f or wait_b:
@@ -1027,7 +1041,7 @@ def _rank_mean(rows: list[tuple]) -> tuple:
     return (*mean, mods, busier[6], busier[7], sum(x[8] for x in rows) / n, busier[9])
 
 
-def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, float]:
+def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float = 0.0) -> tuple[float, float]:
     """Seconds a stage's GPU waits for the host per micro-batch: (forward, backward); ``units`` are the stage's
     (unit, kept in BF16) pairs, ``bt(kind, bf16)`` a block's times.
 
@@ -1035,9 +1049,11 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
     slower than the GPU runs them, the GPU waits (Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``
     sec. 2: "host boundedness"). The host runs ahead of the GPU across a pass, except that a dropless MoE router
     hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
-    be launched: a layer with such an MoE block lasts at least the host's launches of its forward kernels. A
-    padded (capacity-factor) router or a full-iteration graph has no sync; the backward has none of its own, but a
-    recomputed ``moe`` module replays the router and its sync there (:func:`_moe_recompute_wait_s`)."""
+    be launched: the GPU's queue is empty there, so each layer with such an MoE block runs its kernels as the host
+    launches them from that sync to the next (:func:`_synced_layer_wait_s`), the expert all-to-alls in that
+    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router or a
+    full-iteration graph has no sync; the backward has none of its own, but a recomputed ``moe`` module replays
+    the router and its sync there (:func:`_moe_recompute_wait_s`)."""
     synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     for u, bf16 in units:
@@ -1046,12 +1062,58 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt) -> tuple[float, f
         gpu_b += sum(bt(k, bf16).backward_s for k in kinds)
         host_b += sum(bt(k, bf16).host_backward_s for k in kinds)
         if synced and Block.MOE in kinds:
-            wait_f += max(0.0, h - g)
+            wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s)
             wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
         else:
             gpu_rest += g
             host_rest += h
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:
+    """Seconds the GPU waits for the host in one layer of a dropless MoE block, forward, per micro-batch.
+
+    Megatron-Core's dropless dispatchers read the tokens per expert on the host before the expert-parallel
+    exchange (``cuda_sync_point = "before_ep_alltoall"``, NVIDIA/Megatron-LM@d98e8a64dd
+    ``megatron/core/transformer/moe/token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.preprocess``; the flex
+    dispatcher's DeepEP / HybridEP calls wait for their received counts alike): the host blocks there until the
+    GPU has run every kernel before it, so the GPU starts each sync-to-sync stretch idle and the host cannot run
+    ahead across it. In the steady state of identical layers that stretch is the MoE block's ops from the sync
+    (:data:`SYNC_OP`) on, the layer's other blocks, then the MoE block's ops up to the sync (the next layer's,
+    taken equal). Each op's kernels are launched one after another by the host and run in launch order on the
+    GPU (a two-stage flow line, :func:`_launch_line_s`); the wait is the stretch's length over its GPU time. It is
+    at least the host's launches less the GPU's time, and more where the host's launches bunch up (an op's
+    launches right after the sync, a router's small kernels just before the next).
+
+    ``ep_cover_s``: the stretch's expert all-to-alls, GPU seconds with no launch cost, half of it the dispatch
+    right after the sync (the host launches the permutation and the experts while it runs) and half the combine
+    after the experts (before the block's residual); the step counts their time apart, so the wait is the line's
+    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's)."""
+    if math.isinf(ep_cover_s):
+        return 0.0
+    m = blocks[moe]
+    at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
+    half = (0.0, ep_cover_s / 2, 1.0)
+    seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
+    for b in blocks[moe + 1:] + blocks[:moe]:
+        seq += b.launch_seq
+    seq += m.launch_seq[:at]
+    return _launch_line_s(seq) - sum(g for _, g, _ in seq)
+
+
+def _launch_line_s(seq: list[tuple]) -> float:
+    """Seconds until the GPU finishes ``seq``'s ops, each ``(host seconds, GPU seconds, kernels)``, when one host
+    thread launches them in order from time 0 and the GPU, idle at 0, runs each kernel once launched and the one
+    before it is done. An op's ``n`` kernels are taken alike (``a = host / n``, ``b = gpu / n`` each): the GPU
+    finishes them at ``max(gpu_free + n b, host_before + n max(a, b) + min(a, b))`` (the flow line's recurrence
+    ``gpu_k = max(gpu_{k-1}, host_before + k a) + b`` solved over ``k``)."""
+    host = gpu = 0.0
+    for h, g, n in seq:
+        n = max(1.0, n)
+        a, b = h / n, g / n
+        gpu = max(gpu + g, host + n * max(a, b) + min(a, b))
+        host += h
+    return gpu
 
 
 MOE_MODULE = ("moe", "moe_act", "shared_experts", "shared_experts_act")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 
 from ..errors import TopoError
@@ -258,7 +259,7 @@ class _Search:
             return None, mem
         got = self.bound_cache.get(bk)
         if got is None:
-            sc = stage_compute(self.model, lay, self.gpu)
+            sc = stage_compute(self.model, lay, self.gpu, math.inf)  # no sync-to-sync wait: a lower bound
             tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay), sc)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem

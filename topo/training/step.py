@@ -536,8 +536,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
-    sc = stage_compute(model, lay, gpu)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
+    sc = stage_compute(model, lay, gpu, _ep_cover_s(lay, timed))
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
@@ -645,6 +645,20 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
     result.uncertainty = step_interval(model, lay.precision, step)
     return result
+
+
+def _ep_cover_s(lay: ParallelLayout, timed: list) -> float:
+    """GPU seconds of a dropless MoE layer's forward dispatch and combine (each alone on the fabric), which run
+    between its tokens-per-expert syncs while the host launches on (:func:`.operators._synced_layer_wait_s`);
+    0 when the EP all-to-alls are overlapped with another micro-batch (their time is then not the compute
+    stream's) or there are none. The forward dispatch is the item whose ``elem_bytes`` is not 2 when it runs in
+    FP8 (:func:`_ep_traffic`), the combine a BF16 one."""
+    if lay.overlap_ep:
+        return 0.0
+    per_call = {it.get("elem_bytes", ACT_BYTES) != ACT_BYTES: one.time_s for it, one in timed if _is_ep_a2a(it)}
+    if False not in per_call:
+        return 0.0
+    return per_call.get(True, per_call[False]) + per_call[False]
 
 
 def _is_ep_a2a(item: dict) -> bool:

@@ -1,0 +1,119 @@
+"""The GPU's wait for the host between a dropless MoE router's device-to-host syncs (operators._synced_layer_wait_s,
+_launch_line_s): the host blocks at the sync until the GPU has run every kernel before it (Megatron-Core's
+``cuda_sync_point = "before_ep_alltoall"``, NVIDIA/Megatron-LM@d98e8a64dd token_dispatcher.py), so from there to the
+next sync the GPU runs each kernel only once the host has launched it: a two-stage flow line."""
+
+import random
+
+import pytest
+
+from topo.training.gpus import gpu_compute
+from topo.training.model import load_model
+from topo.training.operators import (SYNC_OP, _launch_line_s, block_ops, block_time, stage_compute)
+from topo.training.parallel import make_layout
+
+
+def _kernel_by_kernel(seq):
+    """The flow line simulated one kernel at a time (the closed form per op must equal it)."""
+    host = gpu = 0.0
+    for h, g, n in seq:
+        n = int(n)
+        for _ in range(n):
+            host += h / n
+            gpu = max(gpu, host) + g / n
+    return gpu
+
+
+def test_launch_line_closed_forms():
+    # one kernel: launched at h, done at h + g
+    assert _launch_line_s([(3.0, 5.0, 1)]) == pytest.approx(8.0)
+    # a host-bound op of n kernels: the GPU runs each as it is launched: n a + b
+    assert _launch_line_s([(10.0, 1.0, 10)]) == pytest.approx(10.0 + 0.1)
+    # a GPU-bound op: the first launch, then the GPU back to back: a + n b
+    assert _launch_line_s([(1.0, 10.0, 10)]) == pytest.approx(0.1 + 10.0)
+    # host launches that come after long GPU work hide behind it; the same launches first do not
+    assert _launch_line_s([(0.1, 10.0, 1), (5.0, 0.5, 5)]) == pytest.approx(10.1 + 0.5)
+    assert _launch_line_s([(5.0, 0.5, 5), (0.1, 10.0, 1)]) == pytest.approx(5.1 + 10.0)
+
+
+def test_launch_line_equals_the_kernel_by_kernel_line():
+    rng = random.Random(7)
+    for _ in range(50):
+        seq = [(rng.uniform(0, 1e-4), rng.uniform(0, 1e-4), rng.randint(1, 12)) for _ in range(rng.randint(1, 15))]
+        assert _launch_line_s(seq) == pytest.approx(_kernel_by_kernel(seq), rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return load_model("qwen3-30b-a3b")  # hidden 2,048, 128 experts of 768, 8 active (arXiv 2505.09388)
+
+
+def test_the_sync_is_the_dispatchs_permutation(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    g = gpu_compute("H100")
+    e = block_time(qwen, lay, g, "E")
+    fwd = [op for op in block_ops(qwen, lay, "E") if op.passes != "backward"]
+    assert len(e.launch_seq) == len(fwd) and fwd[e.sync_at].name == SYNC_OP
+    assert {op.name for op in fwd[:e.sync_at]} >= {"router", "router_topk", "dispatch_dtoh"}
+    assert block_time(qwen, lay, g, "*").sync_at == -1
+
+
+def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen):
+    """Qwen3-30B at 4 x 4,096 tokens a micro-batch with the attention and the router in CUDA graphs: each
+    eagerly launched expert kernel takes the GPU longer than the host (20 or 50 us a launch), so the host never falls
+    behind, yet every sync leaves the GPU idle until the first kernel after it is launched: one launch a layer.
+    The bound before (a layer lasts max(host, GPU)) gave no wait; a padded router syncs nothing."""
+    lay = make_layout(ep=8, dp=8, global_batch=256, seq_len=4096, etp=1, micro_batch=4,
+                      cuda_graph_scope=("attn", "moe_router", "moe_preprocess"))
+    for host_s in (2e-5, 5e-5):
+        g = gpu_compute("H100", overrides={"launch": {"host_s": host_s}})
+        bt = {k: block_time(qwen, lay, g, k) for k in "*E"}
+        assert bt["*"].host_s + bt["E"].host_s < (bt["*"].forward_s + bt["E"].forward_s) / 2
+        assert sum(n * bt[k].host_backward_s for k, n in (("*", 1), ("E", 1))) < bt["E"].backward_s
+        wait = stage_compute(qwen, lay, g).by_module_s.get("host", 0.0)
+        assert wait == pytest.approx(qwen.layers * host_s, rel=1e-6)
+        padded = lay.model_copy(update={"moe_capacity_factor": 1.0})
+        assert stage_compute(qwen, padded, g).by_module_s.get("host", 0.0) == 0.0
+
+
+def _block(seq, sync_at=-1):
+    from topo.training.operators import BlockTime
+    return BlockTime(sum(g for _, g, _ in seq), 0.0, {}, {}, launch_seq=tuple(seq), sync_at=sync_at)
+
+
+def test_the_expert_all_to_alls_give_the_host_its_lead():
+    """The dispatch runs right after the sync and the combine after the experts: the GPU is busy with them
+    while the host launches on, so the wait shrinks by up to their time (the step counts their time apart); an
+    infinite cover (the layout search's lower bound) leaves no wait."""
+    from topo.training.operators import _synced_layer_wait_s
+    # MoE block: router (before the sync), then permute + experts (host-bound: 100 us of launches, 10 us of GPU
+    # each), then the residual; an attention block of 50 us GPU, no launches (graphed)
+    moe = _block([(0.0, 5e-6, 1), (100e-6, 10e-6, 1), (100e-6, 10e-6, 1), (1e-6, 1e-6, 1)], sync_at=1)
+    attn = _block([(0.0, 50e-6, 1)])
+    bare = _synced_layer_wait_s([attn, moe], 1)
+    # the line: permute launched at 100 us, done 110; experts launched at 200, done 210; the residual (launched
+    # at 201) 210 -> 211; attention and router run on: 211 + 50 + 5 = 266 us against 76 us of GPU
+    assert bare == pytest.approx(266e-6 - 76e-6)
+    # a 120 us cover, a 60 us dispatch (before the permute) and a 60 us combine (before the residual): the
+    # dispatch runs 0 -> 60 under the permute's launch, the combine after the experts, 210 -> 270, then the
+    # residual, attention and router to 326 us, against 196 us of GPU and all-to-alls: 60 us less wait
+    covered = _synced_layer_wait_s([attn, moe], 1, 120e-6)
+    assert covered == pytest.approx(bare - 60e-6)
+    assert _synced_layer_wait_s([attn, moe], 1, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert _synced_layer_wait_s([attn, moe], 1, float("inf")) == 0.0
+
+
+def test_the_step_covers_with_the_forward_dispatch_and_combine():
+    """estimate_step hands stage_compute one forward dispatch and one combine per MoE layer (each alone on the
+    fabric: step._ep_cover_s); with the EP all-to-alls overlapped with another micro-batch, none."""
+    from types import SimpleNamespace as NS
+
+    from topo.training.step import _ep_cover_s
+    a2a = {"dim": "ep", "collective": "alltoall", "elem_bytes": 2.0}
+    fp8 = {"dim": "ep", "collective": "alltoall", "elem_bytes": 1.0}
+    probs = {"dim": "ep", "collective": "alltoall", "elem_bytes": 4.0, "pair": "ep_probs"}
+    lay = NS(overlap_ep=False)
+    assert _ep_cover_s(lay, [(a2a, NS(time_s=3e-4)), (probs, NS(time_s=1e-5))]) == pytest.approx(6e-4)
+    assert _ep_cover_s(lay, [(fp8, NS(time_s=2e-4)), (a2a, NS(time_s=3e-4))]) == pytest.approx(5e-4)
+    assert _ep_cover_s(NS(overlap_ep=True), [(a2a, NS(time_s=3e-4))]) == 0.0
+    assert _ep_cover_s(lay, []) == 0.0
