@@ -166,6 +166,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
         ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
+        if a.qk_norm:  # RMSNorm of each Q and K head, one kernel each, priced as every norm (read, write)
+            ops.append(_mem("qk_norm", "attention", 4 * T * (heads + kv) * d, launches=2.0))
         if a.rope:
             ops += _rope_ops(model, lay, T * (heads + kv) * d)
     dqk, dv = model.qk_dim, model.v_dim
