@@ -43,3 +43,12 @@ def test_models_without_qk_norm_have_none_and_the_block_pays_it():
     (op,) = _qk(qwen, lay)
     assert on.forward_s - off.forward_s == pytest.approx(op_time_s(op, g, "bf16"))
     assert on.backward_s - off.backward_s == pytest.approx(op_time_s(op, g, "bf16", backward=True))
+
+
+def test_mla_norms_its_two_latents():
+    """DeepSeek-V3 (q_lora_rank 1,536, kv_lora_rank 512): the latents' RMSNorms over every token the down-projections
+    see (4,096 under TP 2: the down-projections are not split), 4 bytes an element forward; Kimi-K2 alike."""
+    ds = load_model("deepseek-v3-671b")
+    assert ds.attention.qk_norm and load_model("kimi-k2").attention.qk_norm
+    (op,) = _qk(ds, make_layout(tp=2, dp=4, ep=8, global_batch=64, seq_len=4096))
+    assert op.bytes == pytest.approx(4 * 4096 * (1536 + 512)) and op.launches == 2

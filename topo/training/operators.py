@@ -157,6 +157,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     if a.kind == "mla":
         ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h, tag="qkv_proj"),
                 _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
+                *([_mem("qk_norm", "attention", 4 * T * (a.q_lora_rank + a.kv_lora_rank), launches=2.0)]
+                  if a.qk_norm else []),  # RMSNorm of each latent, one kernel each (read, write)
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
                       tag="mla_up_proj"),
                 _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
