@@ -21,7 +21,9 @@ many small experts per GPU leave the GPU waiting for the CPU. Only the linear la
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
 (backward): 2 bytes read and 1 written per element; a grouped expert GEMM quantises each expert's rows once a pass,
-in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``).
+in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
+Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
+the dispatch already did (:func:`fp8_padding_ops`).
 
 Backward: each GEMM ``Y[M,N] = X[M,K] W[K,N]`` runs two GEMMs of its FLOPs, ``dX`` (shape ``M, K, N``) and
 ``dW`` (shape ``K, N, M``); the fused attention's backward is 2.5 x its forward FLOPs (it recomputes the scores:
