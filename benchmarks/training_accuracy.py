@@ -342,6 +342,11 @@ def _run_kw(row, model, kw: dict) -> None:
     if row["run_id"].startswith("deepseekv3_h800"):
         # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
         kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
+        # its FP8 expert GEMMs (DeepGEMM's grouped contiguous layout) take each expert's rows aligned by the
+        # dispatch itself (DeepEP's released dispatch: buffer.dispatch(..., expert_alignment), deepseek-ai/DeepEP
+        # deep_ep/buffer.py), not by Transformer Engine's padding copies (assumption: its training code is
+        # unpublished)
+        kw["moe_counts_aligned"] = True
 
 
 def _setups():

@@ -344,7 +344,7 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "rope_kernel", "ep_flex_backend")
+                     "expert_clamp_eager", "rope_kernel", "ep_flex_backend", "moe_counts_aligned")
 
 
 def _framework_options(L: dict, model) -> str:
@@ -362,7 +362,9 @@ def _framework_options(L: dict, model) -> str:
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None
             else "" if L.get("ep_dispatcher") == "deepep" else "it picks the flex dispatcher's kernels: ep_dispatcher "
-            "is alltoall"}
+            "is alltoall",
+            "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
+            else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows"}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):

@@ -39,7 +39,7 @@ from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "FITTED"]
+           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -127,6 +127,28 @@ def quantize_kernels() -> dict:
     """
     t = _table()["launch"]
     return {"current": float(t["fp8_current_scaling_kernels"]), "cast": 1.0}
+
+
+@lru_cache(maxsize=8)
+def fp8_padding(recipe: str | None) -> tuple[int, float, float]:
+    """Transformer Engine's FP8 padding of a grouped expert MLP's rows (``kernels.toml`` ``[launch]``
+    ``fp8_padding_*``, Megatron-Core's ``TEGroupedMLP``): the row alignment of the FP8 ``recipe`` and the kernels
+    of the padding and unpadding copies, forward and backward.
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (``mxfp8`` aligns to 32 rows, every other recipe to 16).
+
+    Returns
+    -------
+    tuple
+        ``(align_rows, forward_kernels, backward_kernels)``.
+    """
+    t = _table()["launch"]
+    align = t["fp8_padding_align_rows"]
+    fwd, bwd = t["fp8_padding_kernels"]
+    return int(align.get(recipe or "other", align["other"])), float(fwd), float(bwd)
 
 
 @dataclass(frozen=True)

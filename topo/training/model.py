@@ -82,6 +82,12 @@ class AttentionSpec(_Strict):
     scaling factor ``s``: gpt-oss 1.3466 at ``s = 32``; Megatron-Core's ``_yarn_get_concentration_factor``, its
     ``mscale``). Default 1: plain RoPE. Transformer Engine's fused RoPE takes no such factor, so Megatron-Core runs
     RoPE unfused when it is not 1 (the layout's ``rope_kernel``)."""
+    qk_norm: bool = False
+    """Megatron-Core's ``qk_layernorm``: under GQA an RMSNorm over each query and each key head before RoPE
+    (Qwen3's QK-Norm, arXiv 2505.09388 sec. 2; ``q_layernorm`` and ``k_layernorm`` over the head dimension in
+    ``SelfAttention.get_query_key_value_tensors``, NVIDIA/Megatron-LM@c2d1a8f7e5
+    megatron/core/transformer/attention.py); under MLA the RMSNorms after the compressed query and key-value
+    latents (DeepSeek-V3, arXiv 2412.19437 sec. 4.2, following DeepSeek-V2). One memory-bound pass over each."""
     full_every: PositiveInt | None = None
     """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
     the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth

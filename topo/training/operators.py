@@ -21,7 +21,9 @@ many small experts per GPU leave the GPU waiting for the CPU. Only the linear la
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
 optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
 (backward): 2 bytes read and 1 written per element; a grouped expert GEMM quantises each expert's rows once a pass,
-in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``).
+in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
+Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
+the dispatch already did (:func:`fp8_padding_ops`).
 
 Backward: each GEMM ``Y[M,N] = X[M,K] W[K,N]`` runs two GEMMs of its FLOPs, ``dX`` (shape ``M, K, N``) and
 ``dW`` (shape ``K, N, M``); the fused attention's backward is 2.5 x its forward FLOPs (it recomputes the scores:
@@ -46,8 +48,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, gemm_s, memory_s, permute_kernels,
-                      quantize_kernels, router_kernels)
+from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, gemm_s, memory_s,
+                      permute_kernels, quantize_kernels, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -57,7 +59,8 @@ from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES"]
+           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
+           "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
@@ -159,6 +162,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     if a.kind == "mla":
         ops += [_gemm("q_down", "attention", T, a.q_lora_rank, h, tag="qkv_proj"),
                 _gemm("kv_down", "attention", T, a.kv_lora_rank + a.qk_rope_head_dim, h, tag="qkv_proj"),
+                *([_mem("qk_norm", "attention", 4 * T * (a.q_lora_rank + a.kv_lora_rank), launches=2.0)]
+                  if a.qk_norm else []),  # RMSNorm of each latent, one kernel each (read, write)
                 _gemm("q_up", "attention", T, heads * (a.qk_nope_head_dim + a.qk_rope_head_dim), a.q_lora_rank,
                       tag="mla_up_proj"),
                 _gemm("kv_up", "attention", T, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
@@ -168,6 +173,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
         ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
+        if a.qk_norm:  # RMSNorm of each Q and K head, one kernel each, priced as every norm (read, write)
+            ops.append(_mem("qk_norm", "attention", 4 * T * (heads + kv) * d, launches=2.0))
         if a.rope:
             ops += _rope_ops(model, lay, T * (heads + kv) * d)
     dqk, dv = model.qk_dim, model.v_dim
@@ -344,6 +351,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
+    ops += fp8_padding_ops(model, lay, rows, local)
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
@@ -455,6 +463,65 @@ def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float,
             ops.append(Op(f"expert_bias_{kind}{suffix}", "moe", "kernel", 0.0, nbytes,
                           launches=float(per_expert * local + per_add), passes=passes))
     return ops
+
+
+FP8_PADDING_MOVES = (4.0, 2.0)
+"""Elements Transformer Engine's FP8 padding around a grouped expert MLP moves per expert row in a pass, as
+``(activation elements per hidden unit, probability elements)`` (``kernels.toml`` ``[launch] fp8_padding_*``).
+Forward: ``Fp8Padding`` copies the permuted hidden states into the padded buffer (read, write) and the routing
+probabilities alike (read, write), ``Fp8Unpadding`` copies fc2's output back (read, write): 4 per row and hidden
+unit, 2 per row. Backward: each copy's gradient is the reverse copy (the output gradient padded, the input's and
+the probabilities' gradients unpadded): the same (NVIDIA/TransformerEngine@d0067d0da
+``transformer_engine/pytorch/module/fp8_padding.py`` ``_Fp8Padding.forward`` / ``backward``). The padding rows
+themselves, under ``align - 1`` a local expert, are not counted (under 0.4% of 4,096 rows)."""
+
+
+def fp8_padding_ops(model: ModelSpec, lay: ParallelLayout, rows: float, local: float) -> list[Op]:
+    """The FP8 padding copies of an MoE block's grouped experts (``rows`` per local expert, ``local`` experts on
+    the rank), forward and backward apart, at HBM rate (:data:`FP8_PADDING_MOVES`); none where the counts arrive
+    aligned (:func:`fp8_padding_copies`).
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model (its hidden size).
+    lay : ParallelLayout
+        The layout (precision, recipe, dispatcher, aligned counts).
+    rows, local : float
+        Rows of each local expert on the busiest rank (:func:`expert_rows`) and the local experts.
+
+    Returns
+    -------
+    list of Op
+        ``fp8_padding`` (forward) and ``fp8_padding_grad`` (backward), or none.
+    """
+    if not fp8_padding_copies(model, lay):
+        return []
+    _, k_fwd, k_bwd = fp8_padding(lay.fp8_recipe)
+    act, probs = FP8_PADDING_MOVES
+    nbytes = (ACT * act * model.hidden + (FP32 if _probs_fp32(lay) else ACT) * probs) * rows * local
+    return [Op("fp8_padding", "moe", "kernel", 0.0, nbytes, launches=k_fwd, passes="forward"),
+            Op("fp8_padding_grad", "moe", "kernel", 0.0, nbytes, launches=k_bwd, passes="backward")]
+
+
+def fp8_padding_copies(model: ModelSpec, lay: ParallelLayout) -> bool:
+    """Whether Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment.
+
+    ``TEGroupedMLP`` pads whenever FP8 is on; Transformer Engine's ``Fp8Padding`` copies unless every count is
+    already a multiple of the alignment (``kernels.toml`` ``[launch] fp8_padding_source``). Counts arrive aligned
+    when the router or the dispatch pads them (``moe_counts_aligned``), and always under HybridEP; a dropless
+    router's counts (learned, or Megatron-Core's forced balancing from random logits) are multiples only by chance,
+    which is not counted; a static count (capacity factor, consecutive routing) is checked. ``SequentialMLP``
+    (``moe_grouped_gemm`` off) is not modelled here.
+    """
+    if lay.precision != "fp8" or model.moe is None or not lay.moe_grouped_gemm or lay.moe_counts_aligned:
+        return False
+    if lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep":
+        return False
+    if lay.moe_capacity_factor is None and lay.moe_routing != "consecutive":
+        return True
+    align, _, _ = fp8_padding(lay.fp8_recipe)
+    return expert_rows(model, lay) % align != 0
 
 
 def _probs_fp32(lay: ParallelLayout) -> bool:

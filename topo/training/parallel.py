@@ -233,6 +233,12 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
+    moe_counts_aligned: Flag = False
+    """Each local expert's token count arrives as a multiple of the FP8 row alignment: the router pads the counts
+    (Megatron-Core's ``moe_router_padding_for_fp8``, since ``moe_router_padding_for_quantization``; off by
+    default and in Megatron-Bridge's H100 / B200 Qwen3 and DeepSeek-V3 recipes) or the dispatch does (DeepEP's
+    ``expert_alignment``; HybridEP's ``pad_multiple`` is always taken as such). Then the grouped experts' FP8
+    padding copies are not run (:func:`topo.training.operators.fp8_padding_copies`)."""
     moe_routing: Literal[ROUTINGS] = "spread"  # routing.ROUTINGS: the routings it counts destinations of
     """Where a token's ``k`` routed experts land, which sets the copies a deduplicating dispatcher (``deepep``)
     sends (:mod:`topo.training.routing`): ``spread``, uniformly over the experts (a learned router, Megatron-Core's

@@ -1,0 +1,54 @@
+"""Qwen3's QK-Norm (issue 29): an RMSNorm over each query and each key head ("Qwen3 Technical Report", arXiv
+2505.09388 sec. 2; Megatron-Core's ``qk_layernorm``, ``q_layernorm`` / ``k_layernorm`` in
+``SelfAttention.get_query_key_value_tensors``, NVIDIA/Megatron-LM@c2d1a8f7e5), priced as every norm of topo: the
+elements read and written once forward (2 + 2 bytes in BF16), twice that backward, one kernel for Q and one for K."""
+
+import pytest
+
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import memory_s
+from topo.training.model import load_model
+from topo.training.operators import block_ops, block_time, op_time_s
+from topo.training.parallel import make_layout
+
+
+def _qk(model, lay):
+    return [op for op in block_ops(model, lay, "*") if op.name == "qk_norm"]
+
+
+def test_qwen3_norms_each_query_and_key_head():
+    """Qwen3-30B-A3B (32 query heads, 4 KV heads of 128), one 4,096-token sequence: 36 x 128 x 4,096 elements at
+    4 bytes forward; under TP 4, 8 query heads and 1 KV head a rank."""
+    qwen = load_model("qwen3-30b-a3b")
+    assert qwen.attention.qk_norm and load_model("qwen3-235b-a22b").attention.qk_norm
+    (op,) = _qk(qwen, make_layout(dp=8, ep=8, global_batch=64, seq_len=4096))
+    assert op.bytes == pytest.approx(4 * 4096 * (32 + 4) * 128) and op.launches == 2
+    (tp4,) = _qk(qwen, make_layout(tp=4, dp=2, ep=8, global_batch=64, seq_len=4096))
+    assert tp4.bytes == pytest.approx(4 * 4096 * (8 + 1) * 128)
+    g = gpu_compute("H100")
+    fwd = op_time_s(op, g, "bf16")
+    assert fwd == pytest.approx(memory_s(g.kernels, 4 * 4096 * 36 * 128) + 2 * g.kernels.launch_gpu_s)
+    assert op_time_s(op, g, "bf16", backward=True) == pytest.approx(2 * (fwd - 2 * g.kernels.launch_gpu_s)
+                                                                    + 2 * g.kernels.launch_gpu_s)
+
+
+def test_models_without_qk_norm_have_none_and_the_block_pays_it():
+    """Llama 3 has no QK-Norm; Qwen3's attention block grows by the norm's time, forward and backward."""
+    lay = make_layout(dp=8, global_batch=64, seq_len=4096)
+    assert not _qk(load_model("llama3-8b"), lay)
+    qwen = load_model("qwen3-30b-a3b")
+    plain = qwen.model_copy(update={"attention": qwen.attention.model_copy(update={"qk_norm": False})})
+    g = gpu_compute("H100")
+    on, off = block_time(qwen, lay, g, "*"), block_time(plain, lay, g, "*")
+    (op,) = _qk(qwen, lay)
+    assert on.forward_s - off.forward_s == pytest.approx(op_time_s(op, g, "bf16"))
+    assert on.backward_s - off.backward_s == pytest.approx(op_time_s(op, g, "bf16", backward=True))
+
+
+def test_mla_norms_its_two_latents():
+    """DeepSeek-V3 (q_lora_rank 1,536, kv_lora_rank 512): the latents' RMSNorms over every token the down-projections
+    see (4,096 under TP 2: the down-projections are not split), 4 bytes an element forward; Kimi-K2 alike."""
+    ds = load_model("deepseek-v3-671b")
+    assert ds.attention.qk_norm and load_model("kimi-k2").attention.qk_norm
+    (op,) = _qk(ds, make_layout(tp=2, dp=4, ep=8, global_batch=64, seq_len=4096))
+    assert op.bytes == pytest.approx(4 * 4096 * (1536 + 512)) and op.launches == 2
