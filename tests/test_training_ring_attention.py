@@ -134,6 +134,34 @@ def test_all_gather_cp_is_exposed(fabric):
     assert {t["phase"] for t in sends} == {"cp_ring_forward", "cp_ring_backward", "cp_ring_backward_ends"}
 
 
+def test_all_gather_cp_gathers_again_backward():
+    """Transformer Engine's all-gather CP keeps only the rank's own K and V and gathers them again before the
+    backward kernels (``AttnFuncWithCPAndKVAllGather.backward``: ``k_ag, _ = gather_along_first_dim(k,
+    ctx.cp_group)`` and the same for ``v``, then ``reduce_scatter_along_first_dim`` of dK and dV;
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py, NVIDIA/TransformerEngine@d0067d0
+    lines 3788-3789 and 4107-4108; v2.8 lines 2849-2850 and 3009-3010). Per layer and micro-batch: two gathers of
+    the sequence's K/V (forward, backward) and one reduce-scatter; recomputing the attention core gathers once more
+    (its forward runs again), the backward's do not change. The exchange's time is all exposed."""
+    m = load_model("llama3-8b")
+    lay = _lay(4, cp_comm_type="all_gather")
+    passes = lay.microbatches * m.layers
+
+    def calls(**kw):
+        out = {}
+        for t in step_traffic(m, lay.model_copy(update=kw)):
+            if t["dim"] == "cp":
+                out[t["collective"]] = out.get(t["collective"], 0) + t["calls"]
+        return out
+
+    assert calls() == {"all_gather": 2 * passes, "reduce_scatter": passes}
+    again = calls(recompute_modules=("core_attn",))
+    assert again == {"all_gather": 3 * passes, "reduce_scatter": passes}
+    gathers = [t for t in step_traffic(m, lay) if t["dim"] == "cp" and t["collective"] == "all_gather"]
+    assert {t["size_bytes"] for t in gathers} == {65536 * m.kv_width(1) * 2}  # the whole sequence's K and V
+    w = {}
+    assert all(exposed_comm_s("cp", t["phase"], 1e-3, w, lay, None) == 1e-3 for t in gathers)
+
+
 def test_recomputed_attention_sends_again():
     """Recomputing the attention core (Megatron-Core's ``recompute_modules = core_attn``) or whole layers runs the
     ring's forward again: its forward sends double; the backward's do not change."""

@@ -183,8 +183,8 @@ class ParallelLayout(BaseModel):
     cp_comm_type: Literal[CP_COMM_TYPES] = "p2p"
     """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
     (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
-    and V all-gathered before the attention, their gradients reduce-scattered after it, exposed (Meta's Llama 3,
-    arXiv 2407.21783 sec. 3.3.2)."""
+    and V all-gathered before the attention (again before its backward), their gradients reduce-scattered after
+    it, exposed (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``)."""
     pp_scatter_gather: Flag = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""

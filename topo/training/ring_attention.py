@@ -21,8 +21,12 @@ A sequence of ``s`` tokens is cut into ``2 cp`` chunks and rank ``r`` holds chun
 - ``all_gather`` (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2, paraphrased: K and V are all-gathered, then each
   rank computes the attention of its local Q chunks, and the all-gather's latency is exposed on the critical path;
   Transformer Engine's ``AttnFuncWithCPAndKVAllGather``): one call per local chunk, chunk ``j``'s
-  ``s / 2cp`` queries on the ``(j + 1) s / 2cp`` keys before and at it (causal); the gradients of K and V
-  reduce-scattered backward; both collectives exposed.
+  ``s / 2cp`` queries on the ``(j + 1) s / 2cp`` keys before and at it (causal). Backward, Transformer Engine
+  keeps only the rank's own K and V and gathers them again (``AttnFuncWithCPAndKVAllGather.backward``:
+  ``k_ag, _ = gather_along_first_dim(k, ctx.cp_group)``, the same for ``v``, NVIDIA/TransformerEngine@d0067d0 and
+  ``v2.8``), then reduce-scatters dK and dV (``reduce_scatter_along_first_dim``): per layer and pass two
+  all-gathers (forward, backward) and one reduce-scatter, all exposed (each blocks the kernels after it). Meta's
+  paper names only the forward gather; its backward is taken to be Transformer Engine's (assumption).
 
 Each call's rate is the fused kernel's at the call's block (:func:`topo.training.kernels.attention_rate_flops`):
 a causal square at its side, a rectangle at its shorter side (assumption: the published tables are square;

@@ -19,9 +19,9 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   linear layer's GEMM (userbuffers' ring exchange, :func:`tp_ring_exposed_s`), else behind the micro-batch;
 - CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
   sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
-  exposed where it outlasts it; or an all-gather of K and V forward and a reduce-scatter of their gradients
-  backward, exposed (``all_gather``, Meta's Llama 3); per Mamba block six all-to-alls each pass (its tokens for
-  heads and back, :func:`mamba_cp_alltoalls`), exposed;
+  exposed where it outlasts it; or an all-gather of K and V forward, K and V gathered again backward and their
+  gradients reduce-scattered, exposed (``all_gather``, Meta's Llama 3); per Mamba block six all-to-alls each pass
+  (its tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
   the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
   ``pipeline_flushes``). Megatron's scatter/gather (Narayanan et al. 2021, sec. 4.1): each TP rank sends ``1/tp``
@@ -257,9 +257,10 @@ def _cp_traffic(t: _Traffic) -> None:
     if lay.cp > 1 and c[Block.ATTENTION]:
         kv = lay.micro_batch * t.seq * model.kv_width(lay.tp) * ACT_BYTES
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
-        if lay.cp_comm_type == "all_gather":
+        if lay.cp_comm_type == "all_gather":  # K/V gathered again backward (ring_attention's module doc)
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
-            t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather")
+            t.add("cp", "all_gather", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather_backward")
+            t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather_backward")
         else:  # ring attention: each step sends the rank's K/V chunk (backward with the partial dK/dV) on
             for phase, (chunks, sends) in ring_sends(lay.cp).items():
                 passes = forward if phase == "cp_ring_forward" else m * c[Block.ATTENTION]
