@@ -2,9 +2,10 @@
 communication, with the step's collectives run together as one traffic mix.
 
 ``step = compute + bubble + optimizer + exposed(tp) + exposed(cp) + exposed(pp) + exposed(dp) + exposed(ep)`` on
-the busiest pipeline stage, with ``m`` micro-batches per step:
+the pipeline stage that sets the pace, with ``m`` micro-batches per step (under 1F1B every distinct stage is timed
+with its own layers' traffic and the slowest is the step's, :func:`_pace_candidates`):
 
-- compute: ``m x (forward + backward + recomputation)`` of the busiest stage, each operator timed by the GPU's
+- compute: ``m x (forward + backward + recomputation)`` of that stage, each operator timed by the GPU's
   roofline (:mod:`topo.training.operators`);
 - bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
