@@ -58,7 +58,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
-           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
+           "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
 
@@ -951,7 +951,8 @@ class StageCompute:
     stage_s : numpy.ndarray
         Forward + backward + recomputation seconds per micro-batch of each stage.
     busiest : int
-        The stage with the most (it sets the pipeline's pace).
+        The pipeline rank these details describe: :func:`stage_compute`'s, the one with the most compute (a rank
+        of :func:`rank_computes`' list, its own index).
     forward_s, backward_s, recompute_s : float
         The busiest stage's parts.
     attention_s : float
@@ -1035,6 +1036,21 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cov
     expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
     step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
     of the waits (the layout search's)."""
+    return rank_computes(model, lay, gpu, ep_cover_s)[0]
+
+
+def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
+                  ep_cover_s: float = 0.0) -> list[StageCompute]:
+    """Each pipeline rank's compute per micro-batch, the busiest first, then the others in rank order (``busiest``
+    names the rank each describes): a stage with less compute but more communication (more MoE layers beside a
+    last stage's loss) can set the pace (:func:`.step.estimate_step` takes the slowest with its own traffic).
+    ``ep_cover_s``: as :func:`stage_compute`'s.
+
+    Returns
+    -------
+    list of StageCompute
+        One per pipeline rank, the compute-busiest first.
+    """
     stages = pipeline_units(model, lay)
     in_bf16 = bf16_layers(model, lay)
     lay_bf16 = lay.model_copy(update={"precision": "bf16"})
@@ -1084,13 +1100,20 @@ def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cov
         for (kind, _), n in counts.items():
             kinds[kind] = kinds.get(kind, 0) + n
         rows.append((f, b, r, att, wg, mods, n_layers, kinds, fl, pairs))
-    rows = [_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)]
+    return _busiest_first([_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)])
+
+
+def _busiest_first(rows: list[tuple]) -> list[StageCompute]:
+    """Each pipeline rank's row (:func:`rank_computes`) as a :class:`StageCompute`, the compute-busiest first."""
     totals = np.array([x[0] + x[1] + x[2] for x in rows])
-    i = int(np.argmax(totals))
-    f, b, r, att, wg, mods, nl, kinds, fl, pairs = rows[i]
-    return StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att, wgrad_s=wg,
-                        by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl,
-                        tp_pairs=pairs)
+    first = int(np.argmax(totals))
+    out = []
+    for i in [first] + [j for j in range(len(rows)) if j != first]:
+        f, b, r, att, wg, mods, nl, kinds, fl, pairs = rows[i]
+        out.append(StageCompute(stage_s=totals, busiest=i, forward_s=f, backward_s=b, recompute_s=r, attention_s=att,
+                                wgrad_s=wg, by_module_s=mods, layers=nl, blocks=kinds, executed_flops=fl,
+                                tp_pairs=pairs))
+    return out
 
 
 def _rank_mean(rows: list[tuple]) -> tuple:

@@ -52,7 +52,7 @@ from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
 from .mapping import default_placement, map_layout
-from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic
+from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
 
 __all__ = ["search_layouts", "candidate_layouts"]
 
@@ -260,7 +260,7 @@ class _Search:
         got = self.bound_cache.get(bk)
         if got is None:
             sc = stage_compute(self.model, lay, self.gpu, math.inf)  # no sync-to-sync wait: a lower bound
-            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay), sc)
+            tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), sc)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
 

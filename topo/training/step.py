@@ -2,9 +2,10 @@
 communication, with the step's collectives run together as one traffic mix.
 
 ``step = compute + bubble + optimizer + exposed(tp) + exposed(cp) + exposed(pp) + exposed(dp) + exposed(ep)`` on
-the busiest pipeline stage, with ``m`` micro-batches per step:
+the pipeline stage that sets the pace, with ``m`` micro-batches per step (under 1F1B every distinct stage is timed
+with its own layers' traffic and the slowest is the step's, :func:`_pace_candidates`):
 
-- compute: ``m x (forward + backward + recomputation)`` of the busiest stage, each operator timed by the GPU's
+- compute: ``m x (forward + backward + recomputation)`` of that stage, each operator timed by the GPU's
   roofline (:mod:`topo.training.operators`);
 - bubble: ``(p - 1) / v`` of the per-micro-batch time (compute and exposed TP/CP/EP), 1F1B with ``v``
   interleaved stages (Narayanan et al. 2021, sec. 2.2); DualPipe (``pipeline_schedule``): ``(p/2 - 1)`` forwards
@@ -77,7 +78,8 @@ from .kernels import memory_s
 from .mapping import default_placement, map_layout
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .operators import END_UNITS, expert_capacity, optimizer_step_s, pipeline_units, ring_step_s, stage_compute
+from .operators import (END_UNITS, bf16_layers, expert_capacity, optimizer_step_s, pipeline_units, rank_computes,
+                        ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import ring_sends
@@ -85,7 +87,8 @@ from .routing import consecutive_destinations, rank_destinations, spread_destina
 from .timeline import step_timeline
 from .uncertainty import step_interval
 
-__all__ = ["estimate_step", "step_traffic", "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
+__all__ = ["estimate_step", "step_traffic", "traffic_stage",
+           "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_sm_share_s", "tp_ring_exposed_s", "tp_ring_steps", "gather_bytes_per_param"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
@@ -97,15 +100,16 @@ input-gradient GEMM and its input gradient reduce-scattered during its weight-gr
 exchanges (:func:`tp_ring_exposed_s`)."""
 
 
-def _stage_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
-    """Blocks of each kind on the busiest stage: the most layers, then the most MoE layers (the first such)."""
+def _stage_counts(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> dict:
+    """Blocks of each kind on pipeline stage ``stage``; by default the busiest by its blocks: the most layers, then
+    the most MoE layers (the first such)."""
     stages = pipeline_units(model, lay)
 
     def weight(u):
         layers = [x for x in u if x not in END_UNITS]
         return len(layers), sum(x.count(Block.MOE) for x in layers), sum(len(x) for x in layers)
 
-    best = max(stages, key=weight)
+    best = max(stages, key=weight) if stage is None else stages[stage]
     counts = {k: sum(u.count(k) for u in best if u not in END_UNITS) for k in BLOCK_KINDS}
     counts[Block.ATTENTION] += counts.pop(Block.LOCAL)  # a local window's TP and CP exchanges are a full layer's (CP: all of K, V)
     counts["layers"] = sum(1 for x in best if x not in END_UNITS)
@@ -167,12 +171,13 @@ def mamba_cp_alltoalls(model: ModelSpec, lay: ParallelLayout) -> list[tuple[floa
             (tokens * model.mamba_heads / tp * ACT_BYTES, 1)]
 
 
-def step_traffic(model: ModelSpec, lay: ParallelLayout) -> list[dict]:
-    """Every collective of one step on the busiest stage: dimension, collective, groups, size, calls, phase.
+def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> list[dict]:
+    """Every collective of one step on pipeline stage ``stage`` (default: the busiest by its blocks,
+    :func:`_stage_counts`): dimension, collective, groups, size, calls, phase.
 
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
     dispatcher (:func:`ep_copies`)."""
-    t = _Traffic(model, lay)
+    t = _Traffic(model, lay, stage)
     for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic):
         part(t)
     return t.out
@@ -182,12 +187,12 @@ class _Traffic:
     """What every dimension's traffic reads (the busiest stage's block counts, recomputed layers, one
     micro-batch's activation bytes) and the list it adds its collectives to."""
 
-    def __init__(self, model: ModelSpec, lay: ParallelLayout):
+    def __init__(self, model: ModelSpec, lay: ParallelLayout, stage: int | None = None):
         self.model, self.lay = model, lay
         self.seq = lay.seq_len or model.seq_len
         self.s_cp = self.seq / lay.cp
         self.m = lay.microbatches
-        self.c = _stage_counts(model, lay)
+        self.c = _stage_counts(model, lay, stage)
         self.full = lay.recompute == "full"
         c_layers = self.c["layers"]
         self.rec_layers = c_layers if lay.recompute_num_layers is None else min(c_layers, lay.recompute_num_layers)
@@ -538,13 +543,49 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
-    sc = stage_compute(model, lay, gpu, _ep_cover_s(lay, timed))
+    ranks = rank_computes(model, lay, gpu, _ep_cover_s(lay, timed))
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
-        slow = _mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * sc.microbatch_s) if contention else {}
-    comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, traffic, timed, groups, spans, slow)
+        slow = (_mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * ranks[0].microbatch_s)
+                if contention else {})
+    paced = None
+    for sc, stage in _pace_candidates(model, lay, ranks):
+        if stage is None:
+            tr, tm = traffic, timed
+        else:
+            tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
+        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage)
+        paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
+        if paced is None or paced_s > paced[0]:
+            paced = (paced_s, sc, comms, exposed)
+    _, sc, comms, exposed = paced
     return _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+
+
+def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list[tuple]:
+    """The pipeline stages that may set the pace, each as (its compute, its index for :func:`step_traffic`), one of
+    each distinct set of units: a stage's time per micro-batch is its own compute and its own layers' exposed
+    communication, so a stage with less compute but more MoE (or TP) layers than the compute-busiest one (a last
+    stage that holds the loss in a layer's place) can be the slowest. DualPipe (each rank runs two stages on half
+    the micro-batches each): the compute-busiest rank with the stage of the most layers' traffic, as one."""
+    if traffic_stage(lay, ranks[0]) is None:
+        return [(ranks[0], None)]
+    stages, flags = pipeline_units(model, lay), bf16_layers(model, lay)
+    seen, out = set(), []
+    for sc in ranks:
+        key = (tuple(map(str, stages[sc.busiest])), tuple(flags[sc.busiest]))
+        if key not in seen:
+            seen.add(key)
+            out.append((sc, sc.busiest))
+    return out
+
+
+def traffic_stage(lay: ParallelLayout, sc) -> int | None:
+    """The pipeline stage whose traffic goes with the compute ``sc`` (:func:`step_traffic`'s ``stage``): its own
+    under 1F1B, None (the stage of the most layers) for DualPipe's paired stages or one stage; what a lower bound of
+    the step pairs ``sc`` with (:func:`estimate_step` takes the slowest stage with its own traffic)."""
+    return sc.busiest if lay.pipeline_schedule == "1f1b" and lay.pp > 1 else None
 
 
 def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, efficiency: float | None,
@@ -565,26 +606,31 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
     return lay, placed, gpu
 
 
-def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mapping, engine: CommEngine):
-    """The step's collectives (:func:`step_traffic`), the rank groups and NVLink domains each spans, and each
-    collective timed alone on the fabric (the flex dispatcher's bound applied)."""
-    traffic = step_traffic(model, lay)
-    names = {it["groups"] for it in traffic}
-    groups = {d: mapping.groups(d) for d in names}
-    spans = {d: mapping.domains_spanned(d) for d in names}
+def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mapping, engine: CommEngine,
+                   stage: int | None = None, groups: dict | None = None, spans: dict | None = None):
+    """The step's collectives (:func:`step_traffic` of pipeline stage ``stage``), the rank groups and NVLink domains
+    each spans (added to ``groups`` and ``spans`` when given), and each collective timed alone on the fabric (the
+    flex dispatcher's bound applied)."""
+    traffic = step_traffic(model, lay, stage)
+    groups = {} if groups is None else groups
+    spans = {} if spans is None else spans
+    for d in {it["groups"] for it in traffic} - set(groups):
+        groups[d], spans[d] = mapping.groups(d), mapping.domains_spanned(d)
     timed = [(it, _flex_bound(it, engine.time(it["collective"], groups[it["groups"]], it["size_bytes"]), lay,
                               spans[it["groups"]], fabric.spec.gpu)) for it in traffic]
     return traffic, groups, spans, timed
 
 
 def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommEngine, traffic: list[dict],
-                   timed: list, groups: dict, spans: dict, slow: dict) -> tuple[list[DimensionComm], dict]:
+                   timed: list, groups: dict, spans: dict, slow: dict,
+                   stage: int | None = None) -> tuple[list[DimensionComm], dict]:
     """Each collective's time in the mix and the part of it the step exposes, by the overlap rules of each
-    dimension (the module doc), and the exposed seconds summed per dimension."""
+    dimension (the module doc), and the exposed seconds summed per dimension; ``traffic`` is pipeline stage
+    ``stage``'s (:func:`step_traffic`), ``sc`` its compute."""
     m = lay.microbatches
     t_mb = sc.microbatch_s
     units = max(1, sc.layers)
-    tp_blocks = _tp_blocks(model, _stage_counts(model, lay))
+    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
     windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
@@ -917,7 +963,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     ep_known = True
     a2a = []  # the expert all-to-alls with their per-call seconds
     units = max(1, sc.layers)
-    for item in step_traffic(model, lay):
+    for item in step_traffic(model, lay, traffic_stage(lay, sc)):
         if item["dim"] not in ("dp", "ep"):
             continue
         G = mapping.groups(item["groups"])
