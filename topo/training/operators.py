@@ -513,6 +513,18 @@ def fp8_padding_copies(model: ModelSpec, lay: ParallelLayout) -> bool:
     router's counts (learned, or Megatron-Core's forced balancing from random logits) are multiples only by chance,
     which is not counted; a static count (capacity factor, consecutive routing) is checked. ``SequentialMLP``
     (``moe_grouped_gemm`` off) is not modelled here.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model (an MoE one, or none copy).
+    lay : ParallelLayout
+        The layout (precision, recipe, grouped GEMM, dispatcher, capacity factor, routing, aligned counts).
+
+    Returns
+    -------
+    bool
+        True where the padding copies run.
     """
     if lay.precision != "fp8" or model.moe is None or not lay.moe_grouped_gemm or lay.moe_counts_aligned:
         return False
