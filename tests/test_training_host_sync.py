@@ -117,3 +117,37 @@ def test_the_step_covers_with_the_forward_dispatch_and_combine():
     assert _ep_cover_s(lay, [(fp8, NS(time_s=2e-4)), (a2a, NS(time_s=3e-4))]) == pytest.approx(5e-4)
     assert _ep_cover_s(NS(overlap_ep=True), [(a2a, NS(time_s=3e-4))]) == 0.0
     assert _ep_cover_s(lay, []) == 0.0
+
+
+def test_the_search_bound_stays_under_the_step_where_the_host_waits():
+    """The layout search prunes on a bound that must not exceed any layout's step (rev39). Host-bound fine MoE on
+    GB200 (Qwen3 30B-A3B, Grace's slower launches): the bound takes no sync-to-sync wait (``math.inf`` cover), and
+    stays under every evaluated step; the wait without the expert all-to-alls' cover (``stage_compute``'s default)
+    would not: there it exceeds the step of layouts whose all-to-alls give the host its lead, so a bound built on
+    it could prune the best layout."""
+    import topo
+    from topo.training.comm import CommEngine
+    from topo.training.search import _bound, _comm_floor_s, _keys, _Search, candidate_layouts
+    from topo.training.step import estimate_step, step_traffic
+
+    fab = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod", ["cluster.num_units=1"]))
+    m = load_model("qwen3-30b-a3b")
+    gpu = gpu_compute(fab.spec.gpu, host_cpu=fab.spec.host_cpu[0])
+    eng = CommEngine(fab)
+    s = _Search(fab, m, eng, gpu, 5, dict(convention="6n", efficiency=None), None, None)
+    kw = dict(cps=(1,), micro_batches=(2,), recompute=("none",), vpps=(1,), dp_sharding=("zero1",))
+    n = over_without_cover = 0
+    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fab.spec.gpus_per_domain, **kw):
+        bound = s.bound_of(lay, _keys(lay))[0] if lay is not None else None
+        if bound is None:
+            continue
+        r = estimate_step(fab, m, lay, engine=eng, check=False, contention=False)
+        if not r.fits:
+            continue
+        n += 1
+        assert bound <= r.step_time_s * (1 + 1e-12), lay.describe()
+        sc = stage_compute(m, lay, gpu)  # the wait with no cover: the step's own wait is smaller
+        tp_f, ep_f = _comm_floor_s(fab.spec, lay, step_traffic(m, lay), sc)
+        over_without_cover += _bound(lay, sc, tp_f, ep_f) > r.step_time_s * (1 + 1e-12)
+    assert n >= 20
+    assert over_without_cover >= 1  # the case is one where the cover matters

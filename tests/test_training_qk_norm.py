@@ -52,3 +52,32 @@ def test_mla_norms_its_two_latents():
     assert ds.attention.qk_norm and load_model("kimi-k2").attention.qk_norm
     (op,) = _qk(ds, make_layout(tp=2, dp=4, ep=8, global_batch=64, seq_len=4096))
     assert op.bytes == pytest.approx(4 * 4096 * (1536 + 512)) and op.launches == 2
+
+
+@pytest.mark.parametrize("key, value", [("qk_norm", "yes"), ("qk_norm", 1), ("rope", "false"), ("rope", 0)])
+def test_a_model_files_flag_is_true_or_false(key, value):
+    """A model file's booleans take true or false only (rev39): ``qk_norm = "yes"`` or ``1`` was read as true."""
+    from topo.errors import TopoError
+    from topo.training.model import model_from_dict
+    base = load_model("qwen3-30b-a3b").model_dump()
+    with pytest.raises(TopoError) as e:
+        model_from_dict({**base, "attention": {**base["attention"], key: value}}, "my.toml")
+    assert str(e.value).splitlines() == [f"my.toml: attention.{key}: must be true or false, got {value!r}"]
+    for top in ("tied_embeddings", "dropout"):
+        with pytest.raises(TopoError, match=f"{top}: must be true or false"):
+            model_from_dict({**base, top: value}, "my.toml")
+
+
+def test_a_bad_qk_norm_exits_2_with_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    src = (ROOT / "topo" / "data" / "models" / "qwen3-30b-a3b.toml").read_text()
+    assert src.count("qk_norm = true") == 1
+    bad = tmp_path / "qwen3-bad.toml"
+    bad.write_text(src.replace("qk_norm = true", 'qk_norm = "yes"'))
+    p = subprocess.run([sys.executable, "-m", "topo", "train", "dgx-h100-superpod", "--model", str(bad), "--gpus", "8",
+                        "--global-batch", "8", "--layout", "ep=8,dp=8"], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [f"error: {bad}: attention.qk_norm: must be true or false, got 'yes'"]

@@ -17,7 +17,18 @@ __all__ = ["is_region_file", "refuse_region_flags", "run_region_plan", "render_r
 
 
 def refuse_region_flags(args) -> None:
-    """The one-line error for a flag of ``topo plan`` a region's plan does not take (before any work)."""
+    """The one-line error for a flag of ``topo plan`` a region's plan does not take (before any work).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``topo plan``'s parsed flags.
+
+    Raises
+    ------
+    TopoError
+        For ``--model`` or ``--layout`` (why: the MFU needs the way across sites), ``--plan-file`` or ``--fail``.
+    """
     given = [f for f, v in (("--model", args.model), ("--layout", args.layout)) if v]
     if given:
         raise TopoError("a region's MFU depends on how the job spans its sites (dp, pp or an outer synchronisation "

@@ -153,7 +153,22 @@ FIBRE_PAIR = "fibre pair"
 
 def span_items(cat: DciCatalog, distance_km: float, waves: int) -> list[DciItem]:
     """The lines of one span's bill (see the module doc): coherent modules, line amplifiers, in-line amplifier huts,
-    muxes and fibre pairs, each with its count, power and price from ``cat``."""
+    muxes and fibre pairs, each with its count, power and price from ``cat``.
+
+    Parameters
+    ----------
+    cat : DciCatalog
+        The DCI catalog (module, amplifier, fibre).
+    distance_km : float
+        The span's route length.
+    waves : int
+        Coherent waves (one module at each end of each).
+
+    Returns
+    -------
+    list of DciItem
+        Coherent modules, line amplifiers, amplifier huts, muxes, fibre pairs (``length_m`` the route's).
+    """
     pairs = math.ceil(waves / _v(cat.fibre.waves_per_pair))
     huts = max(0, math.ceil(distance_km / _v(cat.amplifier.spacing_km)) - 1)
     a, m, f = cat.amplifier, cat.module, cat.fibre

@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from ..errors import TopoError
 from ..inputs import is_input_file, read_toml, shown_value
@@ -51,6 +51,7 @@ MoE (``E``), Mamba-2 (``M``)."""
 
 
 class _Strict(BaseModel):
+    # booleans are StrictBool: a model file's "yes" or 1 is refused ('must be true or false'), not read as true
     # schemas built when a model is first validated (topo train, report --train, sweep), not when topo plan imports
     # the training package for its MFU prediction (AttentionSpec, a default below, is built at import all the same)
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -73,7 +74,7 @@ class AttentionSpec(_Strict):
     before it, gpt-oss's ``sliding_window``; ``chunked``: the causal part of its ``window``-token chunk, Llama 4's
     ``attention_chunk_size``). Default: every layer attends to the whole causal prefix."""
     window_kind: Literal["sliding", "chunked"] = "sliding"
-    rope: bool = True
+    rope: StrictBool = True
     """Rotary position embedding applied to Q and K (one elementwise pass). False: none (Megatron-Core's
     ``MambaModel`` defaults ``position_embedding_type`` to ``'none'``; NeMo AutoModel's ``NemotronV3Attention``
     applies none, "matching the HF NemotronHAttention implementation")."""
@@ -82,7 +83,7 @@ class AttentionSpec(_Strict):
     scaling factor ``s``: gpt-oss 1.3466 at ``s = 32``; Megatron-Core's ``_yarn_get_concentration_factor``, its
     ``mscale``). Default 1: plain RoPE. Transformer Engine's fused RoPE takes no such factor, so Megatron-Core runs
     RoPE unfused when it is not 1 (the layout's ``rope_kernel``)."""
-    qk_norm: bool = False
+    qk_norm: StrictBool = False
     """Megatron-Core's ``qk_layernorm``: under GQA an RMSNorm over each query and each key head before RoPE
     (Qwen3's QK-Norm, arXiv 2505.09388 sec. 2; ``q_layernorm`` and ``k_layernorm`` over the head dimension in
     ``SelfAttention.get_query_key_value_tensors``, NVIDIA/Megatron-LM@c2d1a8f7e5
@@ -127,7 +128,7 @@ class MoeSpec(_Strict):
     sequence aux loss; Megatron-Bridge deepseek_v3_bridge.py, nemotron_h_bridge.py); ``softmax_aux_loss``,
     softmax scores, plain top-k and the switch aux loss (Mixtral, Qwen3); ``sigmoid_topk``, sigmoid scores and
     plain top-k without an aux loss (Llama 4); ``softmax_topk``, top-k then softmax without one (gpt-oss)."""
-    expert_bias: bool = False
+    expert_bias: StrictBool = False
     """Each expert's fc1 and fc2 carry a bias (gpt-oss: ``gate_up_proj_bias`` and ``down_proj_bias``,
     Megatron-Core's ``add_bias_linear``): the weights are not counted (under 0.1%), but a framework may add them in
     passes of their own over the experts' rows (the layout's ``expert_bias_eager``)."""
@@ -183,8 +184,8 @@ class ModelSpec(_Strict):
     seq_len: PositiveInt
     """Pre-training sequence length (a layout may override it)."""
     mlp: Literal["gelu", "swiglu", "relu2"] = "gelu"
-    tied_embeddings: bool = False
-    dropout: bool = False
+    tied_embeddings: StrictBool = False
+    dropout: StrictBool = False
     """The layers apply dropout (GPT-2/3, Megatron's GPTs: true; Llama 3, DeepSeek-V3: false): its masks are
     activations (1 byte per element after attention and after the MLP, Korthikanti et al. 2022)."""
     attention: AttentionSpec = AttentionSpec()

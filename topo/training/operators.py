@@ -64,6 +64,7 @@ __all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
+"""Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
 MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake")
 """An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
@@ -73,11 +74,15 @@ ALLTOALL_PREPROCESS_OPS = {"dispatch_preprocess": "moe_preprocess", "dispatch_dt
 and the ``cuda_graph_scope`` part that captures each: the preprocess by ``moe_preprocess``, the device-to-host
 copies by no partial graph (Megatron-Core moves them after the graph when the preprocess is captured)."""
 SYNC_OP = "permute"
-"""The first operator of a dropless MoE block after its tokens-per-expert device-to-host sync: the dispatch's
-permutation (Megatron-Core syncs ``before_ep_alltoall``; :func:`_synced_layer_wait_s`)."""
+"""The first operator of a dropless MoE block after its tokens-per-expert device-to-host sync
+(:func:`_synced_layer_wait_s`): the permutation. The flex dispatcher permutes after its dispatch has returned the
+counts. Megatron-Core's all-to-all dispatcher syncs ``before_ep_alltoall`` in ``token_dispatch``, after its first
+permutation (``dispatch_preprocess``'s ``permute``: 4 of the op's 9 forward kernels, ``kernels.toml``
+``permute_kernels``; NVIDIA/Megatron-LM@d98e8a64dd ``token_dispatcher.py``); the op is not split, so those
+launches are counted after the sync (assumption; splitting them before it moved 4 rows by 0.1-0.5 point and no
+group's median, rev39)."""
 SHARED_EXPERT_MODULES = ("shared_experts", "shared_experts_act")
 """An MoE block's modules that run beside the router, not with the routed experts (the same two users)."""
-"""Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
 ATTENTION_BACKWARD_FLOPS = 2.5
 """A fused attention's backward over its forward FLOPs (it recomputes the scores; FlashAttention-2, arXiv
 2307.08691 sec. 3.2, and the FLOP convention of its benchmarks: backward = 2.5 x forward)."""
@@ -513,6 +518,18 @@ def fp8_padding_copies(model: ModelSpec, lay: ParallelLayout) -> bool:
     router's counts (learned, or Megatron-Core's forced balancing from random logits) are multiples only by chance,
     which is not counted; a static count (capacity factor, consecutive routing) is checked. ``SequentialMLP``
     (``moe_grouped_gemm`` off) is not modelled here.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        The model (an MoE one, or none copy).
+    lay : ParallelLayout
+        The layout (precision, recipe, grouped GEMM, dispatcher, capacity factor, routing, aligned counts).
+
+    Returns
+    -------
+    bool
+        True where the padding copies run.
     """
     if lay.precision != "fp8" or model.moe is None or not lay.moe_grouped_gemm or lay.moe_counts_aligned:
         return False
