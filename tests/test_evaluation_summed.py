@@ -63,7 +63,7 @@ def test_summed_holds_one_phase_of_memory(fabric):
     assert len(ev.costed["pat"].loads.phases) == 12  # log2(3,072 ranks) rounded up: PAT's doublings
     s = ev.summed()
     nnz = sum(np.count_nonzero(c.loads.total()) for c in ev.costed.values())
-    assert _held_bytes(s) == 16 * nnz  # an int64 resource id and a float64 of bytes per loaded resource
+    assert _held_bytes(s) == 12 * nnz  # an int32 resource id and a float64 of bytes per loaded resource
     assert _held_bytes(ev) > 5 * _held_bytes(s)
 
 
@@ -94,4 +94,4 @@ def test_engine_keeps_its_evaluations_summed(fabric):
     (ev,) = eng._curves.values()
     assert ev.phases_summed
     nnz = sum(np.count_nonzero(c.loads.total()) for c in ev.costed.values())
-    assert retained < 16 * nnz + 2 * M.nbytes + 2**18  # loads, the placement and the matrix's key, 256 KiB else
+    assert retained < 12 * nnz + 2 * M.nbytes + 2**18  # loads, the placement and the matrix's key, 256 KiB else

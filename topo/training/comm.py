@@ -30,8 +30,8 @@ three fabrics.
 
 Memory: each routed evaluation is kept with its loads summed over phases (:meth:`Evaluation.summed
 <topo.engine.estimate.Evaluation.summed>`: the same times, bottlenecks and traffic-mix loads, bit for bit): PAT's
-all-gather over 100,352 GPUs holds one phase's loads instead of 13 and no transfers (about 12 MiB instead of 110),
-which took the 100k search's peak from 3.5 GiB to 1.2 GiB.
+all-gather over 100,352 GPUs holds one phase's loads instead of 13 and no transfers (ring and PAT: 9 MiB instead of
+110), which took the 100k search's peak from 3.5 GiB to 1.0 GiB.
 
 Keep every call to the engine in this module: its keyword interface is being replaced by an options object.
 """
