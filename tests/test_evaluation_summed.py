@@ -2,8 +2,8 @@
 
 The 100k-GPU layout search (benchmarks/bench_train.py) holds up to 64 fabrics' worth of routed evaluations; PAT's
 all-gather keeps one loads vector per phase (13 at 100,352 GPUs) and its schedule's transfers, about 100 MiB per
-evaluation: its peak was 3.5 GiB. Summed, the cache holds one vector per candidate (1.2 GiB peak), and every number
-read from it is the same to the bit (docs/calibration-findings.md, section "23x. search memory")."""
+evaluation: its peak was 3.5 GiB. Summed, the cache holds one vector per candidate (1.0 GiB peak), and every number
+read from it is the same to the bit (docs/calibration-findings.md, section "23x. Search memory")."""
 
 import gc
 import tracemalloc
