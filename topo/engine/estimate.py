@@ -189,6 +189,8 @@ class Evaluation:
     gpus_per_process : int
         GPUs one host thread launches in turn (nccl-tests ``-g``); above 1 every time is at least the host's
         launch floor (:func:`topo.engine.host_launch.host_floor_s`).
+    phases_summed : bool
+        Each candidate's loads are summed over its phases (:meth:`summed`): :meth:`with_profile` refuses it.
     """
 
     collective: str
@@ -205,6 +207,7 @@ class Evaluation:
     pruned: dict[str, str] = field(default_factory=dict)  # candidates not routed: they cannot be the fastest
     sizes: tuple[int, ...] | None = None  # the only sizes it answers for, when candidates were pruned
     gpus_per_process: int = 1  # GPUs one host thread launches in turn (nccl-tests -g): a floor per collective
+    phases_summed: bool = False  # loads summed over phases (Evaluation.summed): times and totals only, no re-costing
 
     def __post_init__(self):
         self.num_domains = self.placement.num_domains  # computed once: every size reads it
@@ -225,6 +228,8 @@ class Evaluation:
         """
         if self.pruned:
             raise ValueError("candidates were pruned for this evaluation's profile and sizes: evaluate again")
+        if self.phases_summed:
+            raise ValueError("this evaluation's loads are summed over phases (Evaluation.summed): evaluate again")
         if (profile.reference_ranks_per_domain, profile.nvls_max_heads) != (
                 self.profile.reference_ranks_per_domain, self.profile.nvls_max_heads):
             raise ValueError("the schedules depend on reference_ranks_per_domain and nvls_max_heads: evaluate again")
@@ -238,6 +243,21 @@ class Evaluation:
             costed[name] = cost_schedule(c.loads, self.router, cap, self.sharing)
             protocols[name] = protos
         return dataclasses.replace(self, profile=profile, costed=costed, protocols=protocols)
+
+    def summed(self) -> Evaluation:
+        """This evaluation with each candidate's loads summed over its phases and its schedule's transfers dropped
+        (:meth:`topo.engine.loads.ScheduleLoads.summed`): the same times, bottlenecks, link bytes and traffic-mix
+        loads, bit for bit, in a fraction of the memory (what a cache of many evaluations holds); only
+        :meth:`with_profile`, which drains each phase again, refuses it.
+
+        Returns
+        -------
+        Evaluation
+        """
+        if self.phases_summed:
+            return self
+        costed = {n: dataclasses.replace(c, loads=c.loads.summed()) for n, c in self.costed.items()}
+        return dataclasses.replace(self, costed=costed, phases_summed=True)
 
     def time(self, size_bytes: int, algorithm: str | None = None) -> CollectiveTime | None:
         """The time at one size of the algorithm NCCL's tuner picks (``choose = "nccl"``), of the fastest

@@ -963,10 +963,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     ep_known = True
     a2a = []  # the expert all-to-alls with their per-call seconds
     units = max(1, sc.layers)
+    groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
     for item in step_traffic(model, lay, traffic_stage(lay, sc)):
         if item["dim"] not in ("dp", "ep"):
             continue
-        G = mapping.groups(item["groups"])
+        G = groups.get(item["groups"])
+        if G is None:
+            G = groups[item["groups"]] = mapping.groups(item["groups"])
         one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
         if one is None:
             ep_known = ep_known and item["dim"] != "ep"
