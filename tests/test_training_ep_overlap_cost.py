@@ -1,6 +1,7 @@
 """What the combined 1F1B's hidden all-to-alls cost the compute beside them (issue 29, Hopper fine MoE parts):
 DeepEP V1 at 20 SMs on H100 costs the concurrent GEMMs ~20% of their rate (arXiv 2603.07685 sec. 4.2.3, quoted by
-Megatron-LM's combined-1F1B guide; topo/data/compute/ep_overlap.toml), more than its 20 of 132 SMs (15.2%)."""
+Megatron-LM's combined-1F1B guide, NVIDIA/Megatron-LM@fc81b209 docs/user-guide/features/moe_a2a_overlap.md;
+topo/data/compute/ep_overlap.toml), more than its 20 of 132 SMs (15.2%)."""
 
 import tomllib
 
