@@ -30,14 +30,18 @@ backward: Megatron-LM MR3470, "support ep a2a overlapping at pp=1").
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 
+from ..resources import data_dir
 from .gpus import GpuCompute
 from .model import Block, ModelSpec
 from .operators import ALLTOALL_PREPROCESS_OPS, MOE_ROUTER_OPS, SHARED_EXPERT_MODULES, block_ops, op_time_s
 from .parallel import ParallelLayout
 
-__all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share"]
+__all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share",
+           "published_gemm_loss"]
 
 ATTN_NODE_OPS = (*MOE_ROUTER_OPS, *ALLTOALL_PREPROCESS_OPS, "permute", "permute_grad", "residual")
 """Operators of an MoE block (:func:`topo.training.operators.block_ops`) that run with the combined 1F1B's
@@ -128,3 +132,32 @@ def unpaired_share(lay: ParallelLayout) -> float:
     else:
         alone = lay.pp - 1
     return min(total, alone) / total
+
+
+@lru_cache(maxsize=1)
+def _gemm_loss_table() -> dict:
+    data = tomllib.loads((data_dir("compute") / "ep_overlap.toml").read_text(encoding="utf-8"))
+    return data["gemm_loss"]
+
+
+def published_gemm_loss(gpu_name: str, lay: ParallelLayout) -> float | None:
+    """The fraction of the concurrent GEMMs' rate that the expert all-to-all's kernels cost under the combined 1F1B,
+    where their authors measured it (``topo/data/compute/ep_overlap.toml``: DeepEP V1 at 20 SMs on H100, ~20%,
+    arXiv 2603.07685 sec. 4.2.3); None for any other GPU, dispatcher or SM count (the SM share then stands).
+
+    Parameters
+    ----------
+    gpu_name : str
+        The GPU (``GpuCompute.name``).
+    lay : ParallelLayout
+
+    Returns
+    -------
+    float or None
+    """
+    row = _gemm_loss_table().get(gpu_name)
+    if not isinstance(row, dict) or lay.ep_dispatcher != "deepep":
+        return None
+    if lay.ep_flex_backend != row["backend"] or lay.ep_comm_sms != row["sms"]:
+        return None
+    return float(row["loss"])

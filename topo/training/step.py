@@ -42,7 +42,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
   exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
-  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs). The flex
+  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs), or under the
+  combined 1F1B the concurrent GEMMs' published loss where measured (:func:`ep_overlap_cost_s`: DeepEP V1 at 20 SMs
+  on H100, ~20%, arXiv 2603.07685 sec. 4.2.3). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
   fixed part (DeepEP V1 across domains: its kernel alone, no fixed part published), inside one NVLink domain
   (:mod:`topo.training.ep_dispatch`) and across domains (:mod:`topo.training.ep_internode`).
@@ -70,7 +72,7 @@ from ..units import format_in
 from .comm import CommEngine, CommTime
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
-from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
+from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
 from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
@@ -89,7 +91,8 @@ from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_sm_share_s", "tp_ring_exposed_s", "tp_ring_steps", "gather_bytes_per_param"]
+           "exposed_routed", "ep_sm_share_s", "ep_overlap_cost_s", "tp_ring_exposed_s", "tp_ring_steps",
+           "gather_bytes_per_param"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -736,7 +739,7 @@ def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: 
     u = unpaired_share(lay)
     ex = min(modeled, n * ((1 - u) * layer_exposed_s(moe_layer_parts(model, lay, gpu), df, c, c, c)
                            + u * (df + 3 * c)))
-    ex += ep_sm_share_s(modeled - ex, lay.ep_comm_sms, gpu.sms)
+    ex += ep_overlap_cost_s(modeled - ex, lay, gpu)
     ex += exposed_comm_s("ep", "microbatch", total - modeled, windows, lay, gpu.sms)
     return ex / total if total > 0 else 0.0
 
@@ -882,6 +885,30 @@ def _draw(windows: dict, name: str, total: float) -> float:
     hidden = min(total, windows[name])
     windows[name] -= hidden
     return total - hidden
+
+
+def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu) -> float:
+    """Compute time the combined 1F1B's hidden all-to-alls cost the compute beside them: where the dispatcher's
+    authors measured the concurrent GEMMs' loss (:func:`topo.training.ep_overlap.published_gemm_loss`: DeepEP V1 at
+    20 SMs on H100, ~20%), that compute runs at ``1 - loss`` of its rate, so ``hidden_s x loss / (1 - loss)``;
+    elsewhere the SM share (:func:`ep_sm_share_s`).
+
+    Parameters
+    ----------
+    hidden_s : float
+        Seconds of communication overlapped with compute.
+    lay : ParallelLayout
+    gpu : GpuCompute
+
+    Returns
+    -------
+    float
+        Seconds added to the step.
+    """
+    loss = published_gemm_loss(gpu.name, lay)
+    if loss is None:
+        return ep_sm_share_s(hidden_s, lay.ep_comm_sms, gpu.sms)
+    return max(0.0, hidden_s) * loss / (1.0 - loss)
 
 
 def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
