@@ -61,12 +61,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ..engine.estimate import default_profile
 from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from ..units import format_in
 from .comm import CommEngine, CommTime
+from .comm_sms import nccl_sms, reduced_gpu, sm_loss_s
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, unpaired_share
@@ -538,12 +540,14 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
-    sc = stage_compute(model, lay, gpu, _ep_cover_s(lay, timed))
+    cover = _ep_cover_s(lay, timed)
+    sc = stage_compute(model, lay, gpu, cover)
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
         slow = _mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * sc.microbatch_s) if contention else {}
     comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, traffic, timed, groups, spans, slow)
+    _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
     return _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
 
 
@@ -616,6 +620,29 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
     return comms, exposed
+
+
+def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
+                   comms: list[DimensionComm], exposed: dict) -> None:
+    """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
+    compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs while they run, so the forward
+    and backward they hide behind (a ring send: its attention kernels) run on the SMs left
+    (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already
+    (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted."""
+    hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
+              if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
+    if not hidden or not gpu.sms:
+        return
+    held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
+    slow = stage_compute(model, lay, reduced_gpu(gpu, held), cover)
+    for i, h in hidden:
+        c = comms[i]
+        if c.dim == "cp":
+            loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
+        else:
+            loss = sm_loss_s(h, sc.microbatch_s, slow.microbatch_s)
+        exposed["cp" if c.dim == "cp" else "dp"] += loss
+        comms[i] = replace(c, exposed_s=c.exposed_s + loss)
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
