@@ -106,3 +106,24 @@ def test_no_loss_when_nothing_is_hidden(b200_pod):
     for c in off.comm:
         if c.dim == "dp":
             assert c.exposed_s == pytest.approx(c.time_s, rel=1e-12)
+
+
+def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod):
+    # ZeRO-3 gathers of every layer twice per micro-batch and a reduce-scatter of Llama 3 70B over 64 ranks at 512
+    # tokens a rank: the DP collectives hide more than the compute; they queue on one stream, so at most the whole
+    # compute runs on fewer SMs
+    m = load_model("llama3-70b")
+    engine = CommEngine(b200_pod)
+    lay = make_layout(dp=64, micro_batch=1, global_batch=64, seq_len=512, dp_sharding="zero3")
+    r = estimate_step(b200_pod, m, lay, engine=engine, contention=False)
+    gpu = gpu_compute("B200")
+    sc = stage_compute(m, lay, gpu, 0.0)
+    share = 1 - sc.microbatch_s / stage_compute(m, lay, reduced_gpu(gpu, 16), 0.0).microbatch_s
+    window = lay.microbatches * sc.microbatch_s
+    no_loss = estimate_step(b200_pod, m, lay.model_copy(update={"nccl_min_ctas": 1, "nccl_max_ctas": 1}),
+                            engine=engine, contention=False)
+    share1 = 1 - sc.microbatch_s / stage_compute(m, lay, reduced_gpu(gpu, 1), 0.0).microbatch_s
+    dp = [c for c in r.comm if c.dim == "dp"]
+    assert sum(c.time_s for c in dp) - no_loss.breakdown_s["dp"] > window  # the case: more DP hidden than compute
+    # the loss is the capped window's: window x (share - share1) between the two CTA counts
+    assert r.breakdown_s["dp"] - no_loss.breakdown_s["dp"] == pytest.approx(window * (share - share1), rel=1e-6)

@@ -628,14 +628,20 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs while they run, so the forward
     and backward they hide behind (a ring send: its attention kernels) run on the SMs left
     (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already
-    (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted."""
+    (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted. The DP
+    collectives' hidden seconds together are capped at the step's compute (they queue on one stream)."""
     hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return
     held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
     slow = stage_compute(model, lay, reduced_gpu(gpu, held), cover)
+    # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
+    window = lay.microbatches * sc.microbatch_s
+    dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
+    cap = min(1.0, window / dp_hidden) if dp_hidden > 0 else 1.0
     for i, h in hidden:
+        h = h if comms[i].dim == "cp" else h * cap
         c = comms[i]
         if c.dim == "cp":
             loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
