@@ -36,6 +36,9 @@ the busiest pipeline stage, with ``m`` micro-batches per step:
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
+  compute beside it runs on the rest (:mod:`topo.training.comm_sms`: ``hidden x (1 - t / t')``, ``t'`` the
+  compute on the SMs left; the DP ones together at most the step's compute), added to the dimension's exposed time;
 - EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
