@@ -97,15 +97,18 @@ def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod):
     gained = runs[16].breakdown_s["dp"] - runs[1].breakdown_s["dp"]
     assert 5e-3 < gained < 12e-3  # ~9 ms of cp34's 10-19 ms estimate (docs/calibration-findings.md sec. 65)
     assert runs[32].breakdown_s["dp"] > runs[16].breakdown_s["dp"]
+    # the step says so
+    assert any(n.startswith("hidden DP/CP collectives hold 16 of the 148 SMs") for n in runs[16].notes)
 
 
 def test_no_loss_when_nothing_is_hidden(b200_pod):
     m = load_model("llama3-8b")
     engine = CommEngine(b200_pod)
-    off = estimate_step(b200_pod, m, _uf_8b(overlap_dp=False), engine=engine, contention=False)
+    off = estimate_step(b200_pod, m, _uf_8b(overlap_dp=False, overlap_cp=False), engine=engine, contention=False)
     for c in off.comm:
         if c.dim == "dp":
             assert c.exposed_s == pytest.approx(c.time_s, rel=1e-12)
+    assert not any(n.startswith("hidden DP/CP collectives") for n in off.notes)
 
 
 def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod):

@@ -69,7 +69,7 @@ from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
-from ..units import format_in
+from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
 from .comm_sms import nccl_sms, reduced_gpu, sm_loss_s
 from .ep_dispatch import flex_dispatch_s
@@ -550,8 +550,11 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = _mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * sc.microbatch_s) if contention else {}
     comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, traffic, timed, groups, spans, slow)
-    _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
-    return _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
+    result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    if note:
+        result.notes.append(note)
+    return result
 
 
 def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, efficiency: float | None,
@@ -626,23 +629,25 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
-                   comms: list[DimensionComm], exposed: dict) -> None:
+                   comms: list[DimensionComm], exposed: dict) -> str | None:
     """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
     compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs while they run, so the forward
     and backward they hide behind (a ring send: its attention kernels) run on the SMs left
     (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already
     (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted. The DP
-    collectives' hidden seconds together are capped at the step's compute (they queue on one stream)."""
+    collectives' hidden seconds together are capped at the step's compute (they queue on one stream). Returns
+    the note saying what they cost, or None."""
     hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
-        return
+        return None
     held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
     slow = stage_compute(model, lay, reduced_gpu(gpu, held), cover)
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
     dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
     cap = min(1.0, window / dp_hidden) if dp_hidden > 0 else 1.0
+    total = 0.0
     for i, h in hidden:
         h = h if comms[i].dim == "cp" else h * cap
         c = comms[i]
@@ -652,6 +657,9 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
             loss = sm_loss_s(h, sc.microbatch_s, slow.microbatch_s)
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
+        total += loss
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
+            f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
