@@ -223,6 +223,12 @@ class ParallelLayout(BaseModel):
     compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;
     DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20; HybridEP: the recipe's
     ``moe_hybridep_num_sms``)."""
+    nccl_min_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
+    """The recipe's ``NCCL_MIN_CTAS``: NCCL raises every collective's channels (one CTA, one SM each) to at least
+    this (``src/graph/connect.cc``); what the overlapped DP and CP collectives take from the compute beside them
+    (:mod:`topo.training.comm_sms`). None: unset (NCCL's own channel count, the fabric profile's)."""
+    nccl_max_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
+    """The recipe's ``NCCL_MAX_CTAS``: NCCL caps every collective's channels at this; None: unset."""
     ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
     """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
     backward all-to-alls stay BF16 (2)."""

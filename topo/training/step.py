@@ -37,6 +37,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
+  compute beside it runs on the rest (:mod:`topo.training.comm_sms`: ``hidden x (1 - t / t')``, ``t'`` the
+  compute on the SMs left; the DP ones together at most the step's compute), added to the dimension's exposed time;
 - EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
@@ -64,12 +67,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ..engine.estimate import default_profile
 from ..engine.options import EstimateOptions
 from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
-from ..units import format_in
+from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
+from .comm_sms import nccl_sms, reduced_gpu, sm_loss_s
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
@@ -546,7 +551,8 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
-    ranks = rank_computes(model, lay, gpu, _ep_cover_s(lay, timed))
+    cover = _ep_cover_s(lay, timed)
+    ranks = rank_computes(model, lay, gpu, cover)
     if isinstance(contention, dict):
         slow = dict(contention)  # slowdowns of an earlier evaluation of the same layout (a fit reuses them)
     else:
@@ -559,11 +565,15 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage)
+        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:
-            paced = (paced_s, sc, comms, exposed)
-    _, sc, comms, exposed = paced
-    return _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+            paced = (paced_s, sc, comms, exposed, note)
+    _, sc, comms, exposed, note = paced
+    result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    if note:
+        result.notes.append(note)
+    return result
 
 
 def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list[tuple]:
@@ -665,6 +675,41 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
     return comms, exposed
+
+
+def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
+                   comms: list[DimensionComm], exposed: dict) -> str | None:
+    """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
+    compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs while they run, so the forward
+    and backward they hide behind (a ring send: its attention kernels) run on the SMs left
+    (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already
+    (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted. The DP
+    collectives' hidden seconds together are capped at the step's compute (they queue on one stream). Returns
+    the note saying what they cost, or None."""
+    hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
+              if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
+    if not hidden or not gpu.sms:
+        return None
+    held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
+    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave
+    slow = next(r for r in rank_computes(model, lay, reduced_gpu(gpu, held), cover) if r.busiest == sc.busiest)
+    # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
+    window = lay.microbatches * sc.microbatch_s
+    dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
+    cap = min(1.0, window / dp_hidden) if dp_hidden > 0 else 1.0
+    total = 0.0
+    for i, h in hidden:
+        h = h if comms[i].dim == "cp" else h * cap
+        c = comms[i]
+        if c.dim == "cp":
+            loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
+        else:
+            loss = sm_loss_s(h, sc.microbatch_s, slow.microbatch_s)
+        exposed["cp" if c.dim == "cp" else "dp"] += loss
+        comms[i] = replace(c, exposed_s=c.exposed_s + loss)
+        total += loss
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
+            f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
