@@ -62,13 +62,16 @@ def _sched(heads, family="nvls_tree"):
     return SimpleNamespace(family=family, nvls_heads=heads)
 
 
-def test_rate_is_channels_heads_chunk_per_step():
-    """The bound: channels x heads x chunk per NVLSTree network step (NCCL's hwLat[NET][NVLSTree] Simple, 20.9 us
-    at 2.30.7, src/graph/tuning.cc; InfiniBand's network scale 1). On 20 racks: 1,024 x 64 KiB / 20.9 us."""
+def test_rate_is_steps_channels_heads_chunk_per_step():
+    """The bound: NCCL_STEPS (8, src/include/device.h) x channels x heads x chunk per NVLSTree network step (NCCL's
+    hwLat[NET][NVLSTree] Simple, 20.9 us at 2.30.7, src/graph/tuning.cc; InfiniBand's network scale 1). On 20
+    racks: 8 x 1,024 x 64 KiB / 20.9 us."""
     prof = profile_for("blackwell", "infiniband_ndr")
     step = prof.net_hop("nvls_tree", "Simple")
-    assert step == pytest.approx(20.9e-6)
-    assert nvls_tree_chunk_rate_Bps(_sched(32), prof, 16 * GIB, 20) == pytest.approx(GB200_OPS * 64 * KIB / step)
+    assert step == pytest.approx(20.9e-6) and prof.steps_in_flight == 8
+    assert nvls_tree_chunk_rate_Bps(_sched(32), prof, 16 * GIB, 20) == pytest.approx(8 * GB200_OPS * 64 * KIB / step)
+    one = replace(prof, steps_in_flight=1)  # every step paid in full, none overlapped
+    assert nvls_tree_chunk_rate_Bps(_sched(32), one, 16 * GIB, 20) == pytest.approx(GB200_OPS * 64 * KIB / step)
     # 3 racks keep NCCL's 128 KiB: twice the bound of 4 racks (the rule, not a constant)
     r3 = nvls_tree_chunk_rate_Bps(_sched(32), prof, 16 * GIB, 3)
     r4 = nvls_tree_chunk_rate_Bps(_sched(32), prof, 16 * GIB, 4)
@@ -90,10 +93,10 @@ def h100_nodes(n):
 
 
 def test_estimate_takes_the_bound_where_it_binds():
-    """With one NVLS channel (NCCL_NVLS_NCHANNELS=1) on 4 DGX H100: 8 heads x 64 KiB per 20.9 us step, 25.1 GB/s,
-    far under the routed rate: the estimate's bandwidth part is (S + fill) / that rate, and 3 nodes (128 KiB
-    chunks) run twice as fast."""
-    prof = replace(profile_for("hopper", "infiniband_ndr"), nvls_channels=1)
+    """With one NVLS channel (NCCL_NVLS_NCHANNELS=1) and one step in flight on 4 DGX H100: 8 heads x 64 KiB per
+    20.9 us step, 25.1 GB/s, far under the routed rate: the estimate's bandwidth part is (S + fill) / that rate,
+    and 3 nodes (128 KiB chunks) run twice as fast."""
+    prof = replace(profile_for("hopper", "infiniband_ndr"), nvls_channels=1, steps_in_flight=1)
     size = 16 * GIB
     res4 = estimate(h100_nodes(4), "all_reduce", [size], gpus=32, algorithm="nvls_tree", profile=prof).results[0]
     bound = 8 * 64 * KIB / prof.net_hop("nvls_tree", "Simple")
@@ -105,8 +108,9 @@ def test_estimate_takes_the_bound_where_it_binds():
 
 def test_bundled_bound_leaves_20_racks_unchanged():
     """The finding of section 33x: on CoreWeave's 20 GB200 racks (NCCL 2.26.2: 64 KiB chunks) the chunk steps allow
-    3.2 TB/s of message, over 8x the routed NVLink rate, so NCCL's 64 KiB chunk, priced at NCCL's own step
-    latency, does not explain the run's 1.8x (its 16 GiB busbw, 405.7 GB/s, is half the 2-rack 810.4)."""
+    25.7 TB/s of message (3.2 TB/s with no step overlapped), over 8x the routed NVLink rate either way, so NCCL's
+    64 KiB chunk, priced at NCCL's own step latency, does not explain the run's 1.8x (its 16 GiB busbw, 405.7
+    GB/s, is half the 2-rack 810.4)."""
     f = build_fabric(spec_from_dict(node_spec("GB200", 4, "400 Gb/s", "infiniband_ndr", 360, gpus=4, domain=72)))
     prof = profile_for("blackwell", "infiniband_ndr")
     res = estimate(f, "all_reduce", [16 * GIB], gpus=1440, algorithm="nvls_tree", profile=prof).results[0]

@@ -9,11 +9,11 @@ chunkSize and chunkSize > c, chunkSize = c`` for (k, c) = (32, 256 KiB), (16, 12
 ``concurrentOps = nChannels x nHeads``; the same from v2.21.5-1 to v2.29.7-1; v2.30 moves the 64 KiB rule to
 src/transport/nvls.cc ``ncclNvlsTuning``, where Blackwell across more than 2 nodes takes its own values).
 
-What a smaller chunk costs: each channel's chunks pass through the tree one network step after another, so the
-collective moves at most ``channels x heads x chunk`` bytes of message per step latency (the NVLSTree network step
-that :func:`topo.engine.cost.latency_s` charges per tree level). That bound counts every step in full (NCCL keeps
-up to NCCL_STEPS = 8 steps in flight per connection, src/include/device.h, which only raises it): it is an upper
-bound on what the chunk costs, and no efficiency constant.
+What a smaller chunk costs: each channel's chunks pass through the tree one network step after another, each
+step paying the step latency (the NVLSTree network step that :func:`topo.engine.cost.latency_s` charges per tree
+level), with up to NCCL_STEPS = 8 steps in flight per connection (src/include/device.h: a connection's buffer holds
+8 steps; the profile's ``steps_in_flight``). So the collective moves at most ``steps x channels x heads x chunk``
+bytes of message per step latency: a bound on the rate from NCCL's own step and chunk, no efficiency constant.
 """
 
 from __future__ import annotations
@@ -61,15 +61,16 @@ def nvls_tree_chunk_bytes(size_bytes: float, num_domains: int, concurrent_ops: i
 
 
 def nvls_tree_chunk_rate_Bps(sched, profile, size_bytes: float, num_domains: int) -> float:
-    """The most bytes of message per second NVLSTree's chunk steps allow: ``channels x heads x chunk / step``.
+    """The most bytes of message per second NVLSTree's chunk steps allow: ``steps in flight x channels x heads x
+    chunk / step latency``.
 
     Parameters
     ----------
     sched : Schedule
         Its family and ``nvls_heads`` (heads per domain).
     profile : Profile
-        ``nvls_channels``, ``nvls_chunk_bytes``, ``nvls_tree_max_chunk_bytes``, ``nvls_tree_small_chunk_domains``
-        and the NVLSTree network step (``net_hop``, Simple: NVLSTree runs Simple only).
+        ``nvls_channels``, ``nvls_chunk_bytes``, ``nvls_tree_max_chunk_bytes``, ``nvls_tree_small_chunk_domains``,
+        ``steps_in_flight`` and the NVLSTree network step (``net_hop``, Simple: NVLSTree runs Simple only).
     size_bytes : float
     num_domains : int
 
@@ -89,4 +90,4 @@ def nvls_tree_chunk_rate_Bps(sched, profile, size_bytes: float, num_domains: int
     chunk = nvls_tree_chunk_bytes(size_bytes, num_domains, ops, profile.nvls_chunk_bytes,
                                   profile.nvls_tree_max_chunk_bytes or profile.nvls_chunk_bytes,
                                   profile.nvls_tree_small_chunk_domains or num_domains + 1)
-    return ops * chunk / step_s
+    return max(1, profile.steps_in_flight) * ops * chunk / step_s

@@ -97,6 +97,9 @@ PARAMETERS: dict[str, Spec] = {
                                           "(NCCL_NVLSTREE_MAX_CHUNKSIZE's default)"),
     "nvls_tree_small_chunk_domains": Spec("nccl", "scalar", 0, 1024, optional=True,
                                           doc="NVLink domains from which NVLSTree's chunk is capped"),
+    "steps_in_flight": Spec("nccl", "scalar", 1, 64, optional=True,
+                            doc="steps a connection keeps in flight (NCCL_STEPS): NVLSTree's chunk bound is this "
+                                "many chunks per step latency (absent: 1)"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
     "ll_max_busbw_GBps": Spec("gpu", "by_nodes", 1.0, 5000.0, doc="NCCL's LL busbw cap (1, 2, more nodes)"),
     "ring_ll128_per_channel_GBps": Spec("gpu", "scalar", 1.0, 500.0, doc="ring LL128 cap per channel"),

@@ -86,6 +86,7 @@ class Profile:
     nvls_chunk_bytes: int = 0
     nvls_tree_max_chunk_bytes: int = 0
     nvls_tree_small_chunk_domains: int = 0
+    steps_in_flight: int = 1  # NCCL_STEPS: steps a connection keeps in flight (src/include/device.h)
     nvlink_hop_extra_s: float = 0.0  # added to every NVLink step of the generation (over NCCL's NVLink constants)
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
@@ -413,6 +414,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         nvls_chunk_bytes=int(v.get("nvls_chunk_bytes", 0)),
         nvls_tree_max_chunk_bytes=int(v.get("nvls_tree_max_chunk_bytes", 0)),
         nvls_tree_small_chunk_domains=int(v.get("nvls_tree_small_chunk_domains", 0)),
+        steps_in_flight=int(v.get("steps_in_flight", 1)),
         nvlink_hop_extra_s=v.get("nvlink_hop_extra_us", 0.0) * US,
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,
