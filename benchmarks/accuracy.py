@@ -131,9 +131,11 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                 why="two NVL72 racks; NICs per tray assumed 4 x 400G"),
     "cw_gb200_20racks": SetupDef(_ns("GB200", 4, "400 Gb/s", "infiniband_ndr", 360, gpus=4, domain=72), 1440,
                                  why="20 NVL72 racks under one leaf group (the source gives no fabric)",
-                                 no_fit="NCCL caps NVLSTree's chunk at 64 KiB from 4 nodes on (src/enqueue.cc), a cost "
-                                        "topo does not model: fitted, this run would drag the NVLSTree efficiency "
-                                        "of every smaller multi-rack run down (docs/calibration-findings.md 7)"),
+                                 no_fit="its NVLSTree runs at half the 2-rack rate for a cause topo does not model "
+                                        "(NCCL's 64 KiB chunk from 4 nodes on is modelled, and priced at NCCL's step "
+                                        "latency it does not explain it: docs/calibration-findings.md 33x): fitted, "
+                                        "this run would drag the NVLSTree efficiency of every smaller multi-rack "
+                                        "run down"),
     "cw_h100_8n_sharp": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 8), 64,
                                  why="the source ran its SHARP job; modelled without SHARP (auto)"),
     "cw92_b200_2n": SetupDef(_ns("B200", 8, "400 Gb/s", "infiniband_ndr", 2), 16),

@@ -26,6 +26,7 @@ import numpy as np
 from ..fabric.levels import Level
 from .contention import drain_time
 from .loads import ScheduleLoads
+from .nvls_chunk import nvls_tree_chunk_rate_Bps
 from .profiles import Profile
 from .route import Router
 from .schedule import LatencyCounts
@@ -549,7 +550,9 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
     """The fastest of ``protocols`` for one costed schedule at one size.
 
     The first ``min(S, window)`` bytes go at half speed while the pipeline fills (the profile's window, scaled by
-    the schedule's ``window_scale``).
+    the schedule's ``window_scale``). The steady rate is the lowest of :func:`rate_limit`, LL's rate on the channels
+    NCCL runs (:func:`ll_channels_rate_Bps`) and NVLSTree's chunk steps
+    (:func:`topo.engine.nvls_chunk.nvls_tree_chunk_rate_Bps`).
 
     Parameters
     ----------
@@ -571,7 +574,8 @@ def best_protocol(c: Costed, profile: Profile, protocols, size_bytes: int, colle
         # the first min(S, window) bytes go at half speed while the pipeline fills (topo.engine.profiles); the
         # schedule scales the window where its pipeline is longer (NVLS over many ranks, NVLSTree's levels)
         rate = min(rate_limit(c, profile, proto, collective, num_ranks, num_domains).rate_Bps,
-                   ll_channels_rate_Bps(sched, profile, proto, size_bytes, collective, num_ranks))
+                   ll_channels_rate_Bps(sched, profile, proto, size_bytes, collective, num_ranks),
+                   nvls_tree_chunk_rate_Bps(sched, profile, size_bytes, num_domains))
         bw = (size_bytes + fill_bytes(c, profile, size_bytes)) / rate
         # the proxy posts the channels' messages while earlier data is on the wire: whichever takes longer counts
         lat += max(0.0, proxy_channels_s(sched, profile, proto, size_bytes, num_ranks) - bw)

@@ -90,6 +90,16 @@ PARAMETERS: dict[str, Spec] = {
                                 doc="NCCL's PAT latency: this much per rank of the communicator (its linear part)"),
     "nvls_max_heads": Spec("nccl", "scalar", 0, 64, optional=True,
                            doc="most NVLSTree heads (NICs carrying it) per NVLink domain; 0 = one per NIC"),
+    "nvls_chunk_bytes": Spec("nccl", "scalar", 0, 2.0**24, optional=True,
+                             doc="NCCL's NVLS chunk (NCCL_NVLS_CHUNKSIZE); 0 or absent: no NVLSTree chunk bound"),
+    "nvls_tree_max_chunk_bytes": Spec("nccl", "scalar", 0, 2.0**24, optional=True,
+                                      doc="NVLSTree's chunk cap from nvls_tree_small_chunk_domains domains on "
+                                          "(NCCL_NVLSTREE_MAX_CHUNKSIZE's default)"),
+    "nvls_tree_small_chunk_domains": Spec("nccl", "scalar", 0, 1024, optional=True,
+                                          doc="NVLink domains from which NVLSTree's chunk is capped"),
+    "steps_in_flight": Spec("nccl", "scalar", 1, 64, optional=True,
+                            doc="steps a connection keeps in flight (NCCL_STEPS): NVLSTree's chunk bound is this "
+                                "many chunks per step latency (absent: 1)"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
     "ll_max_busbw_GBps": Spec("gpu", "by_nodes", 1.0, 5000.0, doc="NCCL's LL busbw cap (1, 2, more nodes)"),
     "ring_ll128_per_channel_GBps": Spec("gpu", "scalar", 1.0, 500.0, doc="ring LL128 cap per channel"),
@@ -97,6 +107,9 @@ PARAMETERS: dict[str, Spec] = {
     "tree_simple_per_channel_GBps": Spec("gpu", "by_nodes", 1.0, 500.0, doc="tree Simple cap per channel"),
     "nvls_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLS efficiency (absent: no NVLS)"),
     "nvls_tree_efficiency": Spec("gpu", "scalar", 0.05, 1.0, optional=True, doc="NVLSTree efficiency"),
+    "nvls_channels": Spec("gpu", "scalar", 0, 64, optional=True,
+                          doc="NCCL's NVLS channels on this generation (NVLS and NVLSTree); 0 or absent: no "
+                              "NVLSTree chunk bound"),
     "nvlink_hop_extra_us": Spec("gpu", "scalar", 0.0, 5.0, optional=True,
                                 doc="latency added to every NVLink step of this GPU generation over NCCL's NVLink "
                                     "constants, any domain and protocol"),

@@ -80,6 +80,13 @@ class Profile:
     # NVLS pipeline window grows with the ranks (topo.engine.algorithms.nvls); 0 = the textbook traffic, one window
     reference_ranks_per_domain: int = 0
     nvls_max_heads: int = 0  # NCCL_MAX_NVLS_ARITY: the most NVLSTree heads (NICs carrying it) per domain; 0 = all
+    # NVLSTree's chunk (topo.engine.nvls_chunk): NCCL's NVLS channels, its NVLS chunk and the NVLSTree cap on it
+    # from nvls_tree_small_chunk_domains domains on; 0: no chunk bound
+    nvls_channels: int = 0
+    nvls_chunk_bytes: int = 0
+    nvls_tree_max_chunk_bytes: int = 0
+    nvls_tree_small_chunk_domains: int = 0
+    steps_in_flight: int = 1  # NCCL_STEPS: steps a connection keeps in flight (src/include/device.h)
     nvlink_hop_extra_s: float = 0.0  # added to every NVLink step of the generation (over NCCL's NVLink constants)
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
@@ -403,6 +410,11 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         pipeline_window_bytes=v["pipeline_window_bytes"],
         reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),
+        nvls_channels=int(v.get("nvls_channels", 0)),
+        nvls_chunk_bytes=int(v.get("nvls_chunk_bytes", 0)),
+        nvls_tree_max_chunk_bytes=int(v.get("nvls_tree_max_chunk_bytes", 0)),
+        nvls_tree_small_chunk_domains=int(v.get("nvls_tree_small_chunk_domains", 0)),
+        steps_in_flight=int(v.get("steps_in_flight", 1)),
         nvlink_hop_extra_s=v.get("nvlink_hop_extra_us", 0.0) * US,
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,

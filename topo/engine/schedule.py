@@ -372,6 +372,8 @@ class Schedule:
         The profile's pipeline window times this (NVLS: grows with ranks and tree depth).
     net_peer_channels : int
         Send/receive across the network: NCCL's p2p channels per network peer (0: none).
+    nvls_heads : int
+        NVLSTree: heads per NVLink domain, each carrying one chunk per loop on every NVLS channel (0: none).
     """
 
     algorithm: str
@@ -384,6 +386,7 @@ class Schedule:
     pinned_channels: int | None = None  # set when the user pinned the channel count (NCCL's caps scale with it)
     window_scale: float = 1.0  # the profile's pipeline window times this (NVLS: grows with ranks and tree depth)
     net_peer_channels: int = 0  # send/receive across the network: NCCL's p2p channels per network peer (0: none)
+    nvls_heads: int = 0  # NVLSTree: heads per NVLink domain, each carrying its chunk on every NVLS channel (0: none)
     # send/receive patterns (family p2p): bytes of one send to one peer per byte of message (alltoall: 1/p), and
     # NCCL's p2p channels per peer (0: the profile's channel count); NCCL's LL-or-Simple choice reads both
     peer_message_fraction: float = 1.0

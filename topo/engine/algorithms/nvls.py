@@ -205,4 +205,4 @@ def _nvls_tree(shape: NodeShape, placement: Placement, local: InSwitchReduce, g:
     terms = [LatencyTerm(0, 0, "max"), LatencyTerm(0, 1, "max", 2 * depth)]
     return Schedule("nvls_tree", "nvls_tree",
                     [SchedulePhase([local, up, down], 1.0, "in-switch reduce + trees across domains")], counts, terms,
-                    window_scale=window_scale(g, depth, reference_ranks))
+                    window_scale=window_scale(g, depth, reference_ranks), nvls_heads=int(H))
