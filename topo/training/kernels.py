@@ -179,8 +179,8 @@ class KernelModel:
         The GPU's own attention table (``[attention.<gpu>]``), else its generation's
         (``[attention.<generation>]``), or "" for the Hopper table.
     launch_gpu_s, launch_host_s : float
-        Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host, times the GPU's
-        host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
+        Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
+        times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
     """
 
     sms: int
