@@ -88,7 +88,7 @@ def test_shared_expert_runs_beside_the_combine_backward():
     assert sf > 0 and sb > 0
     in_mlp = LayerParts(att.forward_s + pre_f, att.backward_s + pre_b, routed_f + sf, routed_b + sb)
     p = moe_layer_parts(ds, lay, gpu)
-    c = 1.2 * (p.attn_f + p.mlp_f)  # 4.9 ms a call (topo's EP32 B200 call: 3.7 ms)
+    c = 1.1 * (p.attn_f + p.mlp_f)  # 4.7 ms a call (topo's EP32 B200 call: 3.7 ms)
     # each all-to-all outlasts the attention's forward and half the MLP node, not the attention's backward
     assert p.attn_f < c and (in_mlp.mlp_f + in_mlp.mlp_b) / 2 < c < in_mlp.attn_b
     assert layer_exposed_s(p, c, c, c, c) - layer_exposed_s(in_mlp, c, c, c, c) == pytest.approx(sb, rel=1e-9)

@@ -21,7 +21,8 @@ Three kinds of kernels make a training step:
   table;
 - **memory-bound** kernels at the published share of HBM bandwidth.
 
-Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s``), and an eager framework spends
+Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s`` launched eagerly, ``launch_gpu_graph_s`` as a
+node of a CUDA graph, per generation where published), and an eager framework spends
 ``launch_host_s`` of CPU per kernel it launches (what an MoE block waits for after its tokens-per-expert sync),
 scaled by the single-thread speed of the GPU's host CPU (:mod:`topo.training.host_cpu`).
 """
@@ -178,8 +179,8 @@ class KernelModel:
         The GPU's own attention table (``[attention.<gpu>]``), else its generation's
         (``[attention.<generation>]``), or "" for the Hopper table.
     launch_gpu_s, launch_host_s : float
-        Per-kernel GPU-side gap and CPU launch time (``[launch] host_s`` on the reference host, times the GPU's
-        host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
+        Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
+        times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
     """
 
     sms: int
@@ -198,6 +199,7 @@ class KernelModel:
     burst: dict = field(default_factory=dict)
     host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
     attention_table: str = ""
+    launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -350,6 +352,13 @@ def _attention_table(gpu: str, generation: str) -> str:
     return ""
 
 
+def _launch_gap_s(launch: dict, generation: str, graphed: bool) -> float:
+    """The GPU-side gap of one kernel of ``generation``: ``[launch] gpu_s_by_generation``'s (eager, graph) pair
+    where the generation has one, else ``gpu_s`` either way."""
+    pair = launch.get("gpu_s_by_generation", {}).get(generation)
+    return float(launch["gpu_s"]) if pair is None else float(pair[1 if graphed else 0])
+
+
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
                   overrides: tuple = (), cpu: str = "") -> KernelModel:
@@ -368,7 +377,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
         attention_table=_attention_table(gpu, generation),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
-        launch_gpu_s=float(launch["gpu_s"]),
+        launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
+        launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
         launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu)
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}

@@ -713,14 +713,17 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     raise ValueError(f"unknown block kind {kind!r}")
 
 
-def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
+def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
+              graphed: bool = False) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
-    gaps included (:mod:`topo.training.kernels`); ``amax_pass``: each FP8 cast reads its input once more for the
-    amax, in a kernel of its own (the layout's ``fp8_amax_pass``)."""
+    gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
+    else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
+    its own (the layout's ``fp8_amax_pass``)."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    gap = km.launch_gpu_s * kernels_launched(op, precision, backward, amax_pass)
+    per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
+    gap = per * kernels_launched(op, precision, backward, amax_pass)
     if op.kind == "kernel":
         dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
         return max(dots, memory_s(km, op.bytes)) + gap
@@ -797,11 +800,16 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
                   precision: str = "bf16", amax_pass: bool = False) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
     CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass."""
-    if "full_iteration" in graphs or (op.graph and op.graph in graphs):
+    if captured(op, graphs):
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
     return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass)
+
+
+def captured(op: Op, graphs: tuple) -> bool:
+    """Whether a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures ``op``."""
+    return "full_iteration" in graphs or bool(op.graph and op.graph in graphs)
 
 
 @dataclass(frozen=True)
@@ -838,8 +846,9 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         for key, g in tp_paired_gemm_s(op, gpu, lay.precision).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
-        f = op_time_s(op, gpu, lay.precision, amax_pass=amax)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax)
+        cap = captured(op, graphs)
+        f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap)
+        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
