@@ -344,7 +344,8 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "rope_kernel", "ep_flex_backend", "moe_counts_aligned")
+                     "expert_clamp_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
+                     "cuda_graph_scope")
 
 
 def _framework_options(L: dict, model) -> str:
@@ -364,12 +365,14 @@ def _framework_options(L: dict, model) -> str:
             else "" if L.get("ep_dispatcher") == "deepep" else "it picks the flex dispatcher's kernels: ep_dispatcher "
             "is alltoall",
             "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
-            else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows"}
+            else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
+            "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else ""}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
             why = idle.get(k, "")
-            shown.append(f"{k} {str(L[k]).lower()}" + (f" (no effect: {why})" if why else ""))
+            shown.append(f"{k} {_toml(L[k]) if isinstance(L[k], (list, tuple)) else str(L[k]).lower()}"
+                         + (f" (no effect: {why})" if why else ""))
     return ", ".join(shown)
 
 
@@ -406,9 +409,12 @@ def _print_step(r, tokens, model) -> None:
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
+        scope = L.get("cuda_graph_scope") or ()
+        how = (f"the kernels outside cuda_graph_scope = {_toml(scope)}; capturing more parts takes them off the "
+               f"host" if scope else
+               "eager: no CUDA graph; the layout's cuda_graph_scope takes captured parts off the host")
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
-             f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "
-             f"off the host)")
+             f"waiting for the host's kernel launches ({how})")
     emit("")
     rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
              format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
