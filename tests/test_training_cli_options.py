@@ -130,3 +130,19 @@ def test_dispatcher_on_a_dense_model_is_said_to_do_nothing():
     out = run_cli(*BASE, "--cp", "1", "--dp", "4", "--layout", "ep_dispatcher=deepep", check=True).stdout
     assert _options_line(out) == [
         "framework options: ep_dispatcher deepep (no effect: llama3-8b has no experts) (layout fields)"]
+
+
+def test_text_says_what_the_components_are_and_that_they_add_up():
+    """The component table's rows are defined under it (compute, bubble, optimizer, the dimensions' exposed
+    communication), and they do add up to the step the text prints (checked on --json's figures); the host wait
+    is mentioned only where there is one."""
+    dense = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--tp", "8", "--pp", "2",
+             "--dp", "64", "--global-batch", "256"]
+    out = run_cli(*dense, check=True).stdout
+    (legend,) = [ln for ln in out.splitlines() if ln.startswith("components add up to the step: ")]
+    assert "compute = the busiest pipeline stage's kernels for its 4 micro-batches;" in legend
+    assert "bubble = the pipeline's fill and drain" in legend and "not hidden behind compute" in legend
+    js = json.loads(run_cli(*dense, "--json", check=True).stdout)
+    assert sum(js["breakdown_s"].values()) == pytest.approx(js["step_time_s"], rel=1e-9)
+    moe = run_cli(*MOE, check=True).stdout
+    assert "micro-batches (with the host wait below);" in moe and _host_line(moe)

@@ -382,7 +382,7 @@ def _print_step(r, tokens, model) -> None:
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
          f"{_sharding(L)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
-         f"{L['microbatches']} micro-batches of {L['micro_batch']}")
+         f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   "
          f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
@@ -396,6 +396,7 @@ def _print_step(r, tokens, model) -> None:
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
                ["component", "time", "share"], right=[False, True, True]))
+    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0))
     if r.contention:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
@@ -429,6 +430,16 @@ def _print_step(r, tokens, model) -> None:
          + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}"))
     for n in r.notes:
         emit(f"note: {n}")
+
+
+def _components_legend(L: dict, host_wait: bool) -> str:
+    """What the step's components are (they add up to the step) and what shrinks each, for the text output."""
+    mb = L["microbatches"]
+    return (f"components add up to the step: compute = the busiest pipeline stage's kernels for its {mb} "
+            f"micro-batch{'es' if mb != 1 else ''}{' (with the host wait below)' if host_wait else ''}; bubble = the pipeline's fill and "
+            f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
+            f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
+            f"exposed column; --overlap hides more)")
 
 
 def _gb(x: float) -> str:
