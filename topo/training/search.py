@@ -51,7 +51,7 @@ from .memory import memory_per_gpu
 from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
-from .mapping import default_placement, map_layout
+from .mapping import FEWER_GPUS, default_placement, map_layout
 from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
 
 __all__ = ["search_layouts", "candidate_layouts"]
@@ -205,7 +205,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     """
     t0 = time.perf_counter()
     if gpus > fabric.layout.num_gpus:
-        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
+        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}", key="gpus")
     if options.get("pipeline_layout"):
         raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
                         "none (give the layout to a single evaluation instead)", key="pipeline_layout")
