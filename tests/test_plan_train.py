@@ -37,3 +37,15 @@ def test_layout_text_and_errors():
     assert p.returncode == 2 and "global_batch" in p.stderr and p.stderr.count("\n") == 1
     p = run_cli("plan", "--model", "llama3-70b", "--layout", "tp8")
     assert p.returncode == 2 and "key=value" in p.stderr
+
+
+def test_the_text_gives_the_steps_mfu_to_three_figures():
+    """walk7: the compute line printed the step's MFU as a raw float ('MFU 0.110905'); it is given to three
+    figures, as the JSON's value rounds (the catalog's 0.35 stays 0.35)."""
+    args = ["plan", "dgx-h100-superpod", "--no-collectives", "--model", "llama3-8b", "--layout",
+            "tp=8,pp=2,dp=64,global_batch=256"]
+    mfu = json.loads(run_cli(*args, "--json", check=True).stdout)["compute"]["mfu"]
+    (line,) = [ln for ln in run_cli(*args, check=True).stdout.splitlines() if " and MFU " in ln]
+    assert f" and MFU {mfu:.3g}: " in line and len(f"{mfu:g}") > len(f"{mfu:.3g}")
+    default = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
+    assert " days at fp8 and MFU 0.35: " in default

@@ -128,3 +128,19 @@ def test_sites_of_different_sizes_are_said():
     r2 = estimate_across_sites(same, load_model("llama3-8b"), make_layout(tp=8, dp=16, global_batch=64,
                                                                           seq_len=4096))
     assert not any("different sizes" in a for a in r2.assumptions)
+
+
+def test_cli_train_across_sites_takes_gpus_as_one_site_does():
+    """walk7: ``--gpus`` was dropped across sites (dp came from every GPU of the region, so a batch that splits
+    over the asked GPUs was refused against the region's 3,072); it now sizes dp as on one site, equals
+    --dp's job, and a disagreeing or too large count is one line, exit 2."""
+    base = ["train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8", "--global-batch", "768"]
+    by_gpus = json.loads(run_cli(*base, "--gpus", "1024", "--json", check=True).stdout)
+    by_dp = json.loads(run_cli(*base, "--dp", "16", "--json", check=True).stdout)
+    assert by_gpus["gpus"] == 1024 == by_dp["gpus"]
+    assert by_gpus["throughput_vs_one_site"] == pytest.approx(by_dp["throughput_vs_one_site"], rel=1e-12)
+    bad = run_cli(*base, "--gpus", "1024", "--dp", "8")
+    assert bad.returncode == 2 and bad.stderr == (
+        "error: --gpus: 1,024 GPUs, but tp x cp x pp x dp = 512; give one of --gpus and --dp, or both agreeing\n")
+    bad = run_cli(*base, "--gpus", "4096")
+    assert bad.returncode == 2 and bad.stderr == "error: --gpus: 4,096 GPUs asked, but the 2 sites have 3,072\n"

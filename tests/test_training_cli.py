@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
+from topo.training.mapping import FEWER_GPUS
 
 BASE = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4",
         "--dp", "32", "--global-batch", "256"]
@@ -115,7 +116,7 @@ def test_search_errors_name_the_flag():
     # the library keys them gpus / model; on the command line they are --gpus / --model, with counts as counts
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048", "--search",
                             "--global-batch", "512"))
-    assert line == "error: --gpus: 2,048 GPUs asked, but the fabric has 1,024"
+    assert line == "error: --gpus: 2,048 GPUs asked, but the fabric has 1,024" + FEWER_GPUS
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-405b", "--gpus", "8", "--search",
                             "--global-batch", "512"))
     assert line.startswith("error: --model: llama3-405b fits in no layout on 8 GPUs")
@@ -140,4 +141,7 @@ def test_a_step_larger_than_the_fabric_names_the_flag():
     # tidy13: a step (not --search) said "error: layout: gpus: the job needs GPUs 0 to 2047, but the fabric has 1024"
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048",
                             "--global-batch", "2048"))
-    assert line == "error: --gpus: the job needs GPUs 0 to 2,047, but the fabric has 1,024"
+    assert line == "error: --gpus: the job needs GPUs 0 to 2,047, but the fabric has 1,024" + FEWER_GPUS
+    # walk7: the line says how to get there; the spec grown as it says runs the step
+    assert run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=8", "--model", "llama3-8b",
+                   "--gpus", "2048", "--global-batch", "2048", check=True).stdout.startswith("llama3-8b on ")

@@ -97,3 +97,52 @@ def test_a_switch_is_a_boolean_not_a_string_or_number(pair, shown):
     p = run_cli(*BASE, "--precision", "fp8", "--layout", pair)
     assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
         f"error: --layout: {key}: must be true or false, got {shown}"), p.stderr
+
+
+MOE = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "256",
+       "--seq", "4096", "--precision", "fp8", "--dp", "8", "--ep", "8", "--etp", "1"]
+
+
+def _host_line(stdout):
+    return [ln for ln in stdout.splitlines() if ln.startswith("host-bound: ")]
+
+
+def test_text_names_the_cuda_graph_scope_and_dispatcher_it_used():
+    """A partial CUDA graph changes the step (it takes the captured kernels' launches off the host: 145 ms of host
+    wait eager, 8 ms with attention and the router captured), so the options line names it, and the host-bound line
+    says which parts still launch eagerly rather than calling the step eager; the DeepEP dispatcher is named too."""
+    eager = run_cli(*MOE, check=True).stdout
+    graphed = run_cli(*MOE, "--layout", 'cuda_graph_scope=["attn","moe_router"]', check=True).stdout
+    deepep = run_cli(*MOE, "--layout", 'cuda_graph_scope=["attn","moe_router"],ep_dispatcher=deepep',
+                     check=True).stdout
+    assert _options_line(eager) == []
+    assert _options_line(graphed) == ['framework options: cuda_graph_scope ["attn", "moe_router"] (layout fields)']
+    assert _options_line(deepep) == [
+        'framework options: ep_dispatcher deepep, cuda_graph_scope ["attn", "moe_router"] (layout fields)']
+    (e,), (g,) = _host_line(eager), _host_line(graphed)
+    assert "(eager: no CUDA graph;" in e
+    assert 'the kernels outside cuda_graph_scope = ["attn", "moe_router"]' in g and "eager" not in g
+    seconds = [float(x.split()[1]) * {"s": 1.0, "ms": 1e-3}[x.split()[2]] for x in (e, g)]
+    assert seconds[1] < seconds[0]  # the captured parts' launches are off the host
+
+
+def test_dispatcher_on_a_dense_model_is_said_to_do_nothing():
+    out = run_cli(*BASE, "--cp", "1", "--dp", "4", "--layout", "ep_dispatcher=deepep", check=True).stdout
+    assert _options_line(out) == [
+        "framework options: ep_dispatcher deepep (no effect: llama3-8b has no experts) (layout fields)"]
+
+
+def test_text_says_what_the_components_are_and_that_they_add_up():
+    """The component table's rows are defined under it (compute, bubble, optimizer, the dimensions' exposed
+    communication), and they do add up to the step the text prints (checked on --json's figures); the host wait
+    is mentioned only where there is one."""
+    dense = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "1024", "--tp", "8", "--pp", "2",
+             "--dp", "64", "--global-batch", "256"]
+    out = run_cli(*dense, check=True).stdout
+    (legend,) = [ln for ln in out.splitlines() if ln.startswith("components add up to the step: ")]
+    assert "compute = the busiest pipeline stage's kernels for its 4 micro-batches;" in legend
+    assert "bubble = the pipeline's fill and drain" in legend and "not hidden behind compute" in legend
+    js = json.loads(run_cli(*dense, "--json", check=True).stdout)
+    assert sum(js["breakdown_s"].values()) == pytest.approx(js["step_time_s"], rel=1e-9)
+    moe = run_cli(*MOE, check=True).stdout
+    assert "micro-batches (with the host wait below);" in moe and _host_line(moe)

@@ -170,7 +170,7 @@ def test_train_names_the_flex_backend_and_when_it_has_no_effect(capsys):
         return [x for x in capsys.readouterr().out.splitlines() if x.startswith("framework options:")]
 
     assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,ep_dispatcher=deepep,ep_flex_backend=deepep") == [
-        "framework options: ep_flex_backend deepep (layout fields)"]
+        "framework options: ep_dispatcher deepep, ep_flex_backend deepep (layout fields)"]  # walk7: both named
     assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,ep_flex_backend=deepep") == [
         "framework options: ep_flex_backend deepep (no effect: it picks the flex dispatcher's kernels: ep_dispatcher "
         "is alltoall) (layout fields)"]

@@ -54,3 +54,24 @@ def test_report_has_the_training_job_section(tmp_path):
     bad = run_cli("report", "dgx-h100-superpod", "--train", "llama3-8b", "--layout", "tp=8,dp=96,global_batch=256",
                   "-o", str(tmp_path / "x.html"))
     assert bad.returncode == 2 and bad.stderr.startswith("error: --layout: ") and not (tmp_path / "x.html").exists()
+
+
+def test_report_job_table_has_the_interval_the_host_wait_and_the_placement(tmp_path):
+    """walk7: the report's job table gave the step without the interval topo train prints, named the most exposed
+    collective as what bounds a step that waits longer for the host's launches (Qwen3-30B FP8 on 64 GB200 at one
+    sequence per micro-batch: 1.1 s of host wait), and dropped the NVL72 placement note."""
+    import html
+    import json
+    import re
+    base = ["gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "256",
+            "--tp", "1", "--dp", "64", "--ep", "64", "--precision", "fp8"]
+    js = json.loads(run_cli("train", *base, "--json", check=True).stdout)
+    out = tmp_path / "job.html"
+    run_cli("report", "gb200-nvl72-superpod", "--train", "qwen3-30b-a3b", "--layout",
+            "tp=1,dp=64,ep=64,global_batch=256,precision=fp8", "-o", str(out), check=True)
+    page = html.unescape(re.sub(r"<script.*?</script>", "", out.read_text(), flags=re.S))
+    u, host = js["uncertainty"], js["compute_by_module_s"]["host"]
+    assert host > max(c["exposed_s"] for c in js["comm"]) and host > js["breakdown_s"]["bubble"]
+    assert f"{js['step_time_s']:.3g} s ({u['low_s']:.3g} - {u['high_s']:.3g} s)" in page
+    assert f"host wait {host:.3g} s (the host's kernel launches)" in page
+    assert "placement: 64 of each 72-GPU NVLink domain" in page

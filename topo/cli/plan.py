@@ -300,7 +300,7 @@ def _compute_lines(r: PlanResult) -> list[str]:
     peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', ',.1f')}" for prec, f in k.peak_flops.items())
     ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
     return [f"compute   peak {peaks}",
-            f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:g}: {k.flop:.3g} FLOP = "
+            f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:.3g}: {k.flop:.3g} FLOP = "
             f"{ratio}x {k.reference_name} ({k.reference_flop:.3g} FLOP); peak "
             + ", ".join(f"{v:.1f}x ({prec})" for prec, v in k.peak_ratio_to_reference_cluster.items())
             + " its cluster"]

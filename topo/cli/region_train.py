@@ -33,9 +33,16 @@ def run_region_train(args, options: dict) -> int:
     if args.search:
         return _search(args, region, model, options)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
-    if sizes["dp"] is None:
-        sizes["dp"] = data_parallel((sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1), region.num_gpus)
+    if args.gpus is not None and args.gpus > region.num_gpus:
+        raise TopoError(f"{args.gpus:,} GPUs asked, but the {len(region.site_names)} sites have {region.num_gpus:,}",
+                        key="--gpus")
+    if sizes["dp"] is None:  # --gpus sizes the job as on one site (it was ignored: every GPU of the region ran)
+        sizes["dp"] = data_parallel((sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1),
+                                    args.gpus or region.num_gpus)
     lay = make_layout(global_batch=args.global_batch, **sizes, **{k: v for k, v in options.items() if v is not None})
+    if args.gpus is not None and lay.gpus != args.gpus:
+        raise TopoError(f"{args.gpus:,} GPUs, but tp x cp x pp x dp = {lay.gpus:,}; give one of --gpus and --dp, "
+                        f"or both agreeing", key="--gpus")
     across = args.across or ("outer" if args.outer_every else "dp")
     r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
                               convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention)

@@ -344,7 +344,8 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "rope_kernel", "ep_flex_backend", "moe_counts_aligned")
+                     "expert_clamp_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
+                     "cuda_graph_scope")
 
 
 def _framework_options(L: dict, model) -> str:
@@ -364,12 +365,14 @@ def _framework_options(L: dict, model) -> str:
             else "" if L.get("ep_dispatcher") == "deepep" else "it picks the flex dispatcher's kernels: ep_dispatcher "
             "is alltoall",
             "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
-            else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows"}
+            else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
+            "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else ""}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
             why = idle.get(k, "")
-            shown.append(f"{k} {str(L[k]).lower()}" + (f" (no effect: {why})" if why else ""))
+            shown.append(f"{k} {_toml(L[k]) if isinstance(L[k], (list, tuple)) else str(L[k]).lower()}"
+                         + (f" (no effect: {why})" if why else ""))
     return ", ".join(shown)
 
 
@@ -379,7 +382,7 @@ def _print_step(r, tokens, model) -> None:
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
          f"{_sharding(L)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
-         f"{L['microbatches']} micro-batches of {L['micro_batch']}")
+         f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   "
          f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
@@ -393,6 +396,7 @@ def _print_step(r, tokens, model) -> None:
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
                ["component", "time", "share"], right=[False, True, True]))
+    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0))
     if r.contention:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
@@ -406,9 +410,12 @@ def _print_step(r, tokens, model) -> None:
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
+        scope = L.get("cuda_graph_scope") or ()
+        how = (f"the kernels outside cuda_graph_scope = {_toml(scope)}; capturing more parts takes them off the "
+               f"host" if scope else
+               "eager: no CUDA graph; the layout's cuda_graph_scope takes captured parts off the host")
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
-             f"waiting for the host's kernel launches (eager; the layout's cuda_graph_scope takes captured parts "
-             f"off the host)")
+             f"waiting for the host's kernel launches ({how})")
     emit("")
     rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
              format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
@@ -423,6 +430,16 @@ def _print_step(r, tokens, model) -> None:
          + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}"))
     for n in r.notes:
         emit(f"note: {n}")
+
+
+def _components_legend(L: dict, host_wait: bool) -> str:
+    """What the step's components are (they add up to the step) and what shrinks each, for the text output."""
+    mb = L["microbatches"]
+    return (f"components add up to the step: compute = the busiest pipeline stage's kernels for its {mb} "
+            f"micro-batch{'es' if mb != 1 else ''}{' (with the host wait below)' if host_wait else ''}; bubble = the pipeline's fill and "
+            f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
+            f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
+            f"exposed column; --overlap hides more)")
 
 
 def _gb(x: float) -> str:
@@ -448,8 +465,10 @@ def _print_search(res, top, held: dict) -> None:
     for i, r in enumerate(res.ranked[:top], 1):
         L, b = r.layout, r.breakdown_s
         bound = r.bound_by()
-        worst = max(("tp", "cp", "pp", "dp", "ep", "bubble"), key=lambda k: b[k])
-        why = f"{worst} {format_time(b[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
+        costs = {k: b[k] for k in ("tp", "cp", "pp", "dp", "ep", "bubble")}
+        costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
+        worst = max(costs, key=costs.get)
+        why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], L["recompute"],
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
                      _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
@@ -464,3 +483,11 @@ def _print_search(res, top, held: dict) -> None:
                + [True, True, True, True, True, False]))
     if held:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
+    u = res.ranked[0].uncertainty if res.ranked else {}
+    if u.get("runs"):
+        emit(f"uncertainty of each step: on {u['runs']} published runs of {u['group'].replace('_', ' ')} models whose "
+             f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
+             f"{u['p90']:.0%} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train with a row's "
+             f"sizes shows its breakdown")
+    for n in res.notes:
+        emit(f"note: {n}")

@@ -122,6 +122,20 @@ def train_figures(results: Sequence[StepResult], loads=None) -> list[go.Figure]:
     return figs
 
 
+def _bound_by(r: StepResult, e) -> str:
+    """The largest overhead of a step: its most exposed collective, the pipeline bubble or the GPU's wait for the
+    host's launches (inside compute), or "compute" when none costs anything."""
+    worst = max(r.comm, key=lambda d: d.exposed_s, default=None)
+    costs = {"bubble": r.breakdown_s.get("bubble", 0.0), "host wait": r.compute_by_module_s.get("host", 0.0),
+             "comm": worst.exposed_s if worst is not None else 0.0}
+    top = max(costs, key=costs.get)
+    if costs[top] <= 0:
+        return "compute"
+    if top == "comm":
+        return f"most exposed: {e(worst.dim)} {e(worst.collective)} ({e(str(worst.level))})"
+    return f"{top} {costs[top]:.3g} s" + (" (the host's kernel launches)" if top == "host wait" else "")
+
+
 def train_section(results: Sequence[StepResult], loads, div) -> str:
     """The report's "Training job" section (``topo report --train M --layout L``): ``div(figure, kind)`` places
     a figure (the page's own helper); ``loads`` is the concatenated :func:`topo.training.tier_bytes.tier_bytes` frame."""
@@ -134,18 +148,23 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
     cells = "".join(f'<div class="cell">{div(f, k)}</div>' for f, k in zip(figs, kinds))
     rows = ["<table><tr><th class=\"l\">job</th><th>step</th><th>tokens/s</th><th>TFLOP/s per GPU</th><th>MFU</th>"
             "<th>memory per GPU</th><th class=\"l\">bound by</th></tr>"]
+    notes = []
     for r in results:
-        worst = max(r.comm, key=lambda d: d.exposed_s, default=None)
-        bound = (f"most exposed: {e(worst.dim)} {e(worst.collective)} ({e(str(worst.level))})"
-                 if worst is not None and worst.exposed_s > 0 else "compute")
-        rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s</td>'
+        bound = _bound_by(r, e)
+        u = r.uncertainty or {}
+        interval = f" ({u['low_s']:.3g} - {u['high_s']:.3g} s)" if u.get("runs") else ""
+        notes += [f"{e(_label(r).replace('<br>', ', '))}: {e(n)}" for n in r.notes]
+        rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s{interval}</td>'
                     f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflops_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
                     f"<td>{format_in(r.memory_per_gpu_bytes, 'GiB', '.1f')}{'' if r.fits else ' (does not fit)'}</td>"
                     f'<td class="l">{bound}</td></tr>')
     rows.append("</table>")
-    lead = ("One training step of the job on each cluster (<code>topo train</code>): compute, exposed communication "
-            "per parallel dimension and the pipeline bubble; memory per GPU; the bytes the step puts on each tier; "
-            "the timeline of one stage over one step (communication hidden behind compute hatched).")
+    rows += [f'<p>note: {n}</p>' for n in notes]
+    lead = ("One training step of the job on each cluster (<code>topo train</code>): compute (with any time the GPU "
+            "waits for the host's kernel launches), exposed communication per parallel dimension and the pipeline "
+            "bubble, which add up to the step; in parentheses, the step's interval from the out-of-family error of the "
+            "model's group (nine in ten published runs within it); memory per GPU; the bytes the step puts on each "
+            "tier; the timeline of one stage over one step (communication hidden behind compute hatched).")
     grid = f'style="grid-template-columns: repeat({min(len(figs), 3)}, minmax(0, 1fr));"'
     return (f'<section id="train"><h2>Training job</h2><p class="lead">{lead}</p>{"".join(rows)}'
             f'<div class="grid" {grid}>{cells}</div></section>')

@@ -110,6 +110,10 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
             f"(power-of-two TP/EP/DP groups inside a rack); gpus_per_domain_used = {D} fills the domains")
 
 
+# what to do when a job needs more GPUs than the fabric has (the step's and the search's message)
+FEWER_GPUS = ("; grow the spec's [cluster] (e.g. --set cluster.num_units=N: topo describe says what a unit holds) or give the job fewer GPUs")
+
+
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
     """Lay ``lay``'s dimensions onto GPU ids in its rank order (see the module doc).
 
@@ -126,7 +130,7 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     if last >= num_fabric_gpus:
         how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
         raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how}, but the fabric has "
-                        f"{num_fabric_gpus:,}",
+                        f"{num_fabric_gpus:,}{FEWER_GPUS}",
                         source="layout", key="gpus")
     ranks = np.arange(n, dtype=np.int64)
     ids = lay.first_gpu + (ranks // used) * gpus_per_domain + ranks % used

@@ -139,13 +139,14 @@ class SearchResult:
     elapsed_s: float
     evaluated: int = 0  # layouts whose communication was estimated
     pruned: int = 0  # layouts dropped because their compute-only bound could not beat the best kept
+    notes: list[str] = field(default_factory=list)  # what holds for every layout tried (their placement)
 
     def to_dict(self, top: int | None = None) -> dict:
         rows = self.ranked[:top] if top else self.ranked
         return {"spec": self.spec, "model": self.model, "gpus": self.gpus, "global_batch": self.global_batch,
                 "considered": self.considered, "evaluated": self.evaluated, "pruned": self.pruned,
                 "rejected_memory": self.rejected_memory, "rejected_invalid": self.rejected_invalid,
-                "engine_calls": self.engine_calls, "elapsed_s": self.elapsed_s,
+                "engine_calls": self.engine_calls, "elapsed_s": self.elapsed_s, "notes": list(self.notes),
                 "ranked": [r.to_dict() for r in rows]}
 
     def to_frame(self):

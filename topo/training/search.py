@@ -51,7 +51,7 @@ from .memory import memory_per_gpu
 from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
-from .mapping import default_placement, map_layout
+from .mapping import FEWER_GPUS, default_placement, map_layout
 from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
 
 __all__ = ["search_layouts", "candidate_layouts"]
@@ -205,7 +205,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
     """
     t0 = time.perf_counter()
     if gpus > fabric.layout.num_gpus:
-        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}", key="gpus")
+        raise TopoError(f"{gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}", key="gpus")
     if options.get("pipeline_layout"):
         raise TopoError("a pipeline_layout fixes pp and vpp, which the search chooses; allowed with the search: "
                         "none (give the layout to a single evaluation instead)", key="pipeline_layout")
@@ -221,7 +221,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         ranked=results[:top], considered=s.considered, rejected_memory=s.too_big,
                         rejected_invalid=s.invalid, engine_calls=s.engine.engine_calls,
                         elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
-                        pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated))
+                        pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
+                        notes=sorted(s.placement_notes))
 
 
 def _rank(r) -> tuple:
@@ -238,6 +239,7 @@ class _Search:
         self.step_kw, self.progress, self.max_layouts = step_kw, progress, max_layouts
         self.considered = self.invalid = self.too_big = self.evaluated = 0
         self.closest = None  # (memory, layout) of the smallest layout that does not fit
+        self.placement_notes: set = set()  # what default_placement said of the layouts it placed
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
         self.bound_cache: dict = {}
@@ -337,7 +339,9 @@ class _Search:
                 self._count(None, None, first, why)
                 continue
             # placed as the step places it (64 of 72 on NVL72), so the bound sees the step's groups
-            lay, _ = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
+            lay, note = default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
+            if note:
+                self.placement_notes.add(note)
             keys = _keys(lay)
             bound, mem = self.bound_of(lay, keys)
             if bound is None:

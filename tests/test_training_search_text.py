@@ -1,0 +1,48 @@
+"""`topo train --search`'s text says what a single step's text says of every layout it ranks (walk7): the
+interval its model group's out-of-family error puts around a step, where the job's GPUs sit on NVL72 racks (64 of
+72, as the step's own note says; --json's ``notes``), and a host-bound layout's largest overhead as the GPU's wait
+for the host's launches (inside compute), not a smaller collective."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+SEARCH = ["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "256",
+          "--precision", "fp8", "--micro-batch", "1", "--search", "--top", "3"]
+
+
+def _seconds(value: str, unit: str) -> float:
+    return float(value) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[unit]
+
+
+def test_search_text_carries_the_interval_the_placement_and_the_host_wait():
+    text = run_cli(*SEARCH, check=True).stdout.splitlines()
+    js = json.loads(run_cli(*SEARCH, "--json", check=True).stdout)
+    first = js["ranked"][0]
+    u = first["uncertainty"]
+    (line,) = [ln for ln in text if ln.startswith("uncertainty of each step: ")]
+    assert f"on {u['runs']} published runs of moe fine models" in line
+    assert f"half were within {u['p50']:.0%}" in line and f"nine in ten within {u['p90']:.0%}" in line
+    # the interval of #1 is its step / (1 + p90) .. step / (1 - p90) (README, "Where the step time comes from")
+    assert u["low_s"] == pytest.approx(first["step_time_s"] / (1 + u["p90"]), rel=1e-6)
+    lo, hi = line.split("(#1: ")[1].split(")")[0].split(" - ")
+    assert _seconds(*lo.split()) == pytest.approx(u["low_s"], rel=2e-3)
+    assert _seconds(*hi.split()) == pytest.approx(u["high_s"], rel=2e-3)
+    note = ("note: placement: 64 of each 72-GPU NVLink domain, as production recipes run NVL72 racks (power-of-two "
+            "TP/EP/DP groups inside a rack); gpus_per_domain_used = 72 fills the domains")
+    assert note in text and js["notes"] == [note[len("note: "):]]
+    # eager Qwen3-30B at one sample per micro-batch on Grace: the GPU waits for launches longer than any collective
+    host = first["compute_by_module_s"]["host"]
+    assert host > max(first["breakdown_s"][k] for k in ("tp", "cp", "pp", "dp", "ep", "bubble"))
+    row1 = next(ln for ln in text if ln.startswith("1 "))
+    assert "host wait" in row1
+    assert _seconds(*row1.split("host wait ")[1].split()[:2]) == pytest.approx(host, rel=2e-3)
+
+
+def test_no_placement_note_where_domains_hold_a_power_of_two():
+    js = json.loads(run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=1", "--model", "llama3-8b",
+                            "--gpus", "64", "--global-batch", "64", "--search", "--top", "2", "--no-contention",
+                            "--json", check=True).stdout)
+    assert js["notes"] == [] and js["ranked"]
