@@ -597,7 +597,19 @@ def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list
 def traffic_stage(lay: ParallelLayout, sc) -> int | None:
     """The pipeline stage whose traffic goes with the compute ``sc`` (:func:`step_traffic`'s ``stage``): its own
     under 1F1B, None (the stage of the most layers) for DualPipe's paired stages or one stage; what a lower bound of
-    the step pairs ``sc`` with (:func:`estimate_step` takes the slowest stage with its own traffic)."""
+    the step pairs ``sc`` with (:func:`estimate_step` takes the slowest stage with its own traffic).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    sc : StageCompute
+        One pipeline rank's compute (:func:`.operators.rank_computes`).
+
+    Returns
+    -------
+    int or None
+        ``sc.busiest`` under 1F1B with ``pp > 1``, else None.
+    """
     return sc.busiest if lay.pipeline_schedule == "1f1b" and lay.pp > 1 else None
 
 
