@@ -279,7 +279,10 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
         return 0.0, 0.0
     op = next(o for o in _attention_ops(model, lay) if o.name == "core_attention_ring_steps")
     per = max(1.0, op.launches)
-    return (op_time_s(op, gpu, lay.precision) / per, op_time_s(op, gpu, lay.precision, backward=True) / per)
+    # the launch gap :func:`block_time` charges the same op of an attention block (captured by "attn")
+    cap = captured(replace(op, graph=_graph_part(Block.ATTENTION, op)), lay.cuda_graph_scope)
+    return (op_time_s(op, gpu, lay.precision, graphed=cap) / per,
+            op_time_s(op, gpu, lay.precision, backward=True, graphed=cap) / per)
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
