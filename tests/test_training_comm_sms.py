@@ -26,7 +26,9 @@ def test_nccl_channels_capped_by_max_then_raised_to_min_ctas():
     assert nccl_sms(16, 16, 32) == 16  # UF's env: NCCL's 16 channels stay 16
     assert nccl_sms(16, None, 8) == 8
     assert nccl_sms(16, 24, 32) == 24
-    assert nccl_sms(16, 4, 2) == 4  # the minimum is applied after the cap
+    assert nccl_sms(16, 24) == 24
+    assert nccl_sms(4, 8, 2) == 2  # the minimum is applied after the cap, but never above it:
+    assert nccl_sms(16, 32, 8) == 8  # init.cc envConfigOverride: "minCTAs larger than maxCTAs, set both to maxCTAs"
 
 
 def test_the_profile_channel_count_is_ncclss_sixteen_on_8_nic_servers():

@@ -74,3 +74,33 @@ def test_when_the_all_to_alls_are_long_a_middle_stage_paces(dsv3):
     assert "logits" not in r.compute_by_module_s
     gpu = gpu_compute(fab.spec.gpu, host_cpu=fab.spec.host_cpu[0])
     assert r.step_time_s > m * stage_compute(dsv3, lay, gpu).microbatch_s
+
+
+def test_each_paced_stage_pays_the_sm_loss_of_its_own_compute(dsv3):
+    """sm34 merged with the per-stage pace (rev40): a stage's hidden DP seconds cost ``hidden x (1 - t / t')`` with
+    ``t`` and ``t'`` that stage's own compute on all SMs and on the SMs NCCL's channels leave
+    (:func:`topo.training.comm_sms.sm_loss_s`), not the compute-busiest stage's reduced compute. Stage 1 (16 MoE
+    layers, no head) and stage 3 (the heads) lose different fractions; pairing stage 1 with stage 3's reduced compute
+    would give a loss of the wrong size."""
+    from topo.training.comm_sms import nccl_sms, reduced_gpu
+    from topo.training.comm import CommEngine
+    from topo.training.result import DimensionComm
+    from topo.training.step import _add_sm_losses
+
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    lay, gpu = _dsv3_layout(), gpu_compute("H100")
+    held = nccl_sms(16)  # the DGX H100 profile's 16 channels, no NCCL_MIN/MAX_CTAS
+    full = {r.busiest: r for r in rank_computes(dsv3, lay, gpu)}
+    slow = {r.busiest: r for r in rank_computes(dsv3, lay, reduced_gpu(gpu, held))}
+    engine = CommEngine(fab)
+    losses = {}
+    for stage, sc in full.items():
+        comms = [DimensionComm(dim="dp", collective="reduce_scatter", size_bytes=1e9, calls_per_step=1, time_s=1.0,
+                               exposed_s=0.0, algorithm="ring", level=None, link=None, utilization=None,
+                               num_groups=1, group_size=64, domains_per_group=8)]
+        exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
+        _add_sm_losses(dsv3, lay, gpu, sc, 0.0, engine, comms, exposed)
+        losses[stage] = exposed["dp"]
+        assert exposed["dp"] == pytest.approx(1.0 - sc.microbatch_s / slow[stage].microbatch_s, rel=1e-9)
+        assert comms[0].exposed_s == pytest.approx(exposed["dp"])
+    assert 0.0 < losses[1] != pytest.approx(1.0 - full[1].microbatch_s / slow[3].microbatch_s, rel=1e-3)

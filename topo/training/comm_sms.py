@@ -29,7 +29,9 @@ __all__ = ["nccl_sms", "reduced_gpu", "sm_loss_s"]
 
 def nccl_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = None) -> int:
     """SMs one NCCL collective holds: NCCL's ``channels`` capped at ``max_ctas``, then raised to ``min_ctas``
-    (``src/graph/connect.cc``), one CTA (SM) per channel.
+    (``src/graph/connect.cc``), one CTA (SM) per channel. A ``min_ctas`` above ``max_ctas`` is lowered to it, as
+    NCCL does ("minCTAs %d is larger than maxCTAs %d, set both to %d": NVIDIA/nccl ``src/init.cc``
+    ``envConfigOverride``).
 
     Parameters
     ----------
@@ -46,7 +48,7 @@ def nccl_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = 
     if max_ctas is not None:
         n = min(n, int(max_ctas))
     if min_ctas is not None:
-        n = max(n, int(min_ctas))
+        n = max(n, int(min_ctas) if max_ctas is None else min(int(min_ctas), int(max_ctas)))
     return n
 
 

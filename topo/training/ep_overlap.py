@@ -145,7 +145,10 @@ def _gemm_loss_table() -> dict:
 def published_gemm_loss(gpu_name: str, lay: ParallelLayout) -> float | None:
     """The fraction of the concurrent GEMMs' rate that the expert all-to-all's kernels cost under the combined 1F1B,
     where their authors measured it (``topo/data/compute/ep_overlap.toml``: DeepEP V1 at 20 SMs on H100, ~20%,
-    arXiv 2603.07685 sec. 4.2.3); None for any other GPU, dispatcher or SM count (the SM share then stands).
+    arXiv 2603.07685 sec. 4.2.3), and as a floor at more SMs on the same GPU and backend (the kernels then take
+    more SMs for the same traffic: a cost that fell as they took more would be no physics,
+    :func:`.step.ep_overlap_cost_s` takes the larger of it and the SM share); None for any other GPU or
+    dispatcher, or fewer SMs (the SM share then stands).
 
     Parameters
     ----------
@@ -160,6 +163,6 @@ def published_gemm_loss(gpu_name: str, lay: ParallelLayout) -> float | None:
     row = _gemm_loss_table().get(gpu_name)
     if not isinstance(row, dict) or lay.ep_dispatcher != "deepep":
         return None
-    if lay.ep_flex_backend != row["backend"] or lay.ep_comm_sms != row["sms"]:
+    if lay.ep_flex_backend != row["backend"] or lay.ep_comm_sms < row["sms"]:
         return None
     return float(row["loss"])

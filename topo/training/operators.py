@@ -279,7 +279,10 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
         return 0.0, 0.0
     op = next(o for o in _attention_ops(model, lay) if o.name == "core_attention_ring_steps")
     per = max(1.0, op.launches)
-    return (op_time_s(op, gpu, lay.precision) / per, op_time_s(op, gpu, lay.precision, backward=True) / per)
+    # the launch gap :func:`block_time` charges the same op of an attention block (captured by "attn")
+    cap = captured(replace(op, graph=_graph_part(Block.ATTENTION, op)), lay.cuda_graph_scope)
+    return (op_time_s(op, gpu, lay.precision, graphed=cap) / per,
+            op_time_s(op, gpu, lay.precision, backward=True, graphed=cap) / per)
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
@@ -808,7 +811,20 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
 
 
 def captured(op: Op, graphs: tuple) -> bool:
-    """Whether a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures ``op``."""
+    """Whether a CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures ``op``.
+
+    Parameters
+    ----------
+    op : Op
+        The operator (its ``graph``: the ``cuda_graph_scope`` part that captures it, "" if none).
+    graphs : tuple of str
+        The layout's ``cuda_graph_scope``.
+
+    Returns
+    -------
+    bool
+        True when a full-iteration graph or the op's own part is captured.
+    """
     return "full_iteration" in graphs or bool(op.graph and op.graph in graphs)
 
 
@@ -1070,7 +1086,14 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
     """Each pipeline rank's compute per micro-batch, the busiest first, then the others in rank order (``busiest``
     names the rank each describes): a stage with less compute but more communication (more MoE layers beside a
     last stage's loss) can set the pace (:func:`.step.estimate_step` takes the slowest with its own traffic).
-    ``ep_cover_s``: as :func:`stage_compute`'s.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    gpu : GpuCompute
+    ep_cover_s : float
+        As :func:`stage_compute`'s: the expert all-to-alls' seconds between a dropless layer's syncs.
 
     Returns
     -------

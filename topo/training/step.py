@@ -597,7 +597,19 @@ def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list
 def traffic_stage(lay: ParallelLayout, sc) -> int | None:
     """The pipeline stage whose traffic goes with the compute ``sc`` (:func:`step_traffic`'s ``stage``): its own
     under 1F1B, None (the stage of the most layers) for DualPipe's paired stages or one stage; what a lower bound of
-    the step pairs ``sc`` with (:func:`estimate_step` takes the slowest stage with its own traffic)."""
+    the step pairs ``sc`` with (:func:`estimate_step` takes the slowest stage with its own traffic).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    sc : StageCompute
+        One pipeline rank's compute (:func:`.operators.rank_computes`).
+
+    Returns
+    -------
+    int or None
+        ``sc.busiest`` under 1F1B with ``pp > 1``, else None.
+    """
     return sc.busiest if lay.pipeline_schedule == "1f1b" and lay.pp > 1 else None
 
 
@@ -935,8 +947,10 @@ def _draw(windows: dict, name: str, total: float) -> float:
 def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu) -> float:
     """Compute time the combined 1F1B's hidden all-to-alls cost the compute beside them: where the dispatcher's
     authors measured the concurrent GEMMs' loss (:func:`topo.training.ep_overlap.published_gemm_loss`: DeepEP V1 at
-    20 SMs on H100, ~20%), that compute runs at ``1 - loss`` of its rate, so ``hidden_s x loss / (1 - loss)``;
-    elsewhere the SM share (:func:`ep_sm_share_s`).
+    20 SMs on H100, ~20%), that compute runs at ``1 - loss`` of its rate while the all-to-alls last, so the work it
+    does not do in those ``hidden_s`` seconds, ``hidden_s x loss``, runs after them (:func:`.comm_sms.sm_loss_s`
+    with ``t / t' = 1 - loss``), or the SM share where that is larger (more SMs than measured); elsewhere the SM
+    share (:func:`ep_sm_share_s`).
 
     Parameters
     ----------
@@ -951,9 +965,8 @@ def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu) -> float:
         Seconds added to the step.
     """
     loss = published_gemm_loss(gpu.name, lay)
-    if loss is None:
-        return ep_sm_share_s(hidden_s, lay.ep_comm_sms, gpu.sms)
-    return max(0.0, hidden_s) * loss / (1.0 - loss)
+    share = ep_sm_share_s(hidden_s, lay.ep_comm_sms, gpu.sms)
+    return share if loss is None else max(share, sm_loss_s(hidden_s, 1.0 - loss, 1.0))
 
 
 def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
