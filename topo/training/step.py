@@ -690,9 +690,11 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return None
-    held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
-    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave
-    slow = next(r for r in rank_computes(model, lay, reduced_gpu(gpu, held), cover) if r.busiest == sc.busiest)
+    prof = default_profile(engine.fabric)
+    helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
+    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave (one stage compute per SM count)
+    slows = {n: next(r for r in rank_computes(model, lay, reduced_gpu(gpu, n), cover) if r.busiest == sc.busiest)
+             for n in set(helds.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
     dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
@@ -700,7 +702,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     total = 0.0
     for i, h in hidden:
         h = h if comms[i].dim == "cp" else h * cap
-        c = comms[i]
+        c, slow = comms[i], slows[helds[i]]
         if c.dim == "cp":
             loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
         else:
@@ -708,8 +710,18 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
+    held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
     return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
             f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
+
+
+def _group_channels(prof, c: DimensionComm) -> int:
+    """NCCL's collective channels in ``c``'s communicator: the profile's ``channels_one_gpu_per_node`` when the
+    group has one GPU in each of its domains (NCCL's ``nNodes == nRanks``: the ring search finds one channel
+    through the GPU's own NIC and duplicates it twice, ``src/graph/search.cc`` ``ncclTopoDupChannels`` and
+    ``src/graph/connect.cc`` ``ncclTopoPostset``), else the profile's ``channels``."""
+    one_per_node = c.group_size > 1 and c.domains_per_group == c.group_size
+    return prof.channels_one_gpu_per_node if (one_per_node and prof.channels_one_gpu_per_node) else prof.channels
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
