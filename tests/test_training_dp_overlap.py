@@ -96,3 +96,43 @@ def test_each_bucket_pays_its_latency_so_a_large_dp_group_cannot_hide_the_gather
     assert small.breakdown_s["compute"] == pytest.approx(big.breakdown_s["compute"], rel=1e-9)
     growth = big.step_time_s - small.step_time_s
     assert 0.5 * 0.033 < growth < 1.2 * 0.033
+
+
+def test_nvlink_only_exposed_comm_widens_the_dp_windows_of_a_cross_node_group():
+    # Megatron-FSDP prefetches the next unit's gather on its own stream (NVIDIA/Megatron-LM@1e057005
+    # custom_fsdp/fully_sharded_data_parallel.py): while the compute stream waits on an NVLink-only EP or TP
+    # collective, the NICs carry the gather. 0.4 s of such exposed EP over 4 micro-batches = 0.1 s a micro-batch,
+    # split as the compute (1 : 3); a cross-node EP call (it shares the NICs) and PP's sends are not counted
+    from topo.training.step import _dp_windows
+
+    timed = [({"dim": "ep", "phase": "microbatch", "groups": "ep"}, None),
+             ({"dim": "ep", "phase": "microbatch", "groups": "ep_wide"}, None),
+             ({"dim": "pp", "phase": "step", "groups": "pp"}, None),
+             ({"dim": "dp", "phase": "gather_unit", "groups": "edp"}, None)]
+    done = {0: 0.4, 1: 1.0, 2: 0.3}
+    spans = {"ep": 1, "ep_wide": 4, "pp": 1, "edp": 32}
+    wf, wb = _dp_windows(1.0, 3.0, 4, 32, timed, done, spans)
+    assert wf == pytest.approx(1.0 + 0.1 * 0.25) and wb == pytest.approx(3.0 + 0.1 * 0.75)
+    assert _dp_windows(1.0, 3.0, 4, 1, timed, done, spans) == (1.0, 3.0)  # DP inside the domain shares NVLink
+
+
+def test_fsdp_expert_gathers_hide_behind_the_nvlink_all_to_all(monkeypatch):
+    # EP8 inside each node, experts ZeRO-3 over EDP 8 (one GPU per node), no EP overlap: the exposed all-to-all
+    # lengthens each layer's pass and the expert gathers' windows
+    import topo
+    from topo.training import step as st
+    from topo.training.comm import CommEngine
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    from topo.training.step import estimate_step
+
+    pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("qwen3-30b-a3b")
+    lay = make_layout(dp=64, ep=8, micro_batch=1, global_batch=128, seq_len=4096, dp_sharding="zero3")
+    engine = CommEngine(pod)
+    now = estimate_step(pod, m, lay, engine=engine, contention=False)
+    monkeypatch.setattr(st, "_dp_windows", lambda t_f, t_b, *a: (t_f, t_b))
+    compute_only = estimate_step(pod, m, lay, engine=engine, contention=False)
+    assert now.breakdown_s["ep"] == pytest.approx(compute_only.breakdown_s["ep"], rel=1e-12)
+    assert now.breakdown_s["ep"] > 0
+    assert now.breakdown_s["dp"] < compute_only.breakdown_s["dp"]

@@ -650,7 +650,14 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
                **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
                                 [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)])
-    for item, one in timed:
+    done: dict[int, float] = {}
+    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed time on the
+    # compute stream widens their windows (:func:`_dp_windows`)
+    order = [i for i, (it, _) in enumerate(timed) if it["dim"] != "dp"] + \
+        [i for i, (it, _) in enumerate(timed) if it["dim"] == "dp"]
+    t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
+    for i in order:
+        item, one = timed[i]
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
         factor = slow.get(key, 1.0)
@@ -659,22 +666,42 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
         if paired is not None and _is_ep_a2a(item):
             ex = paired * total
         elif dim == "dp":
-            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, sc.forward_s,
-                             sc.backward_s + sc.recompute_s, units, lay)
+            wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], timed, done, spans)
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, wf, wb, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, gpu.sms)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
+        done[i] = ex
+    for i, (item, one) in enumerate(timed):
+        dim, ex = item["dim"], done[i]
+        key = dim if item["groups"] != "edp" else "dp_experts"
+        factor = slow.get(key, 1.0)
         exposed[dim] += ex
         comms.append(DimensionComm(
             dim=key, collective=item["collective"], size_bytes=item["size_bytes"], calls_per_step=item["calls"],
-            time_s=total, exposed_s=ex, algorithm=one.algorithm, level=one.level, link=one.link,
-            utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
+            time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
+            link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
     return comms, exposed
+
+
+def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, timed: list, done: dict, spans: dict):
+    """The forward and backward windows (per micro-batch) a DP collective hides behind: the compute, and when the
+    DP group crosses the network, also the exposed seconds of the micro-batch's TP, CP and EP collectives that stay
+    inside one NVLink domain. Those run on the compute stream over NVLink, while the DP stream's next gather or
+    last reduction (Megatron-FSDP's prefetch on its own stream: NVIDIA/Megatron-LM@1e057005
+    megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py ``_pre_forward_param_unshard``,
+    ``AllGatherPipeline`` with ``suggested_AG_prefetch_size`` two units) has the NICs to itself. Split between
+    forward and backward as the compute is (an approximation: the calls' own phases are not recorded)."""
+    if dp_span <= 1 or t_f + t_b <= 0:
+        return t_f, t_b
+    nvl = sum(ex for i, ex in done.items() if timed[i][0]["dim"] in ("tp", "cp", "ep")
+              and timed[i][0]["phase"] != "step" and spans[timed[i][0]["groups"]] == 1) / max(1, m)
+    return t_f + nvl * t_f / (t_f + t_b), t_b + nvl * t_b / (t_f + t_b)
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
