@@ -746,8 +746,10 @@ def _group_channels(prof, c: DimensionComm) -> int:
     """NCCL's collective channels in ``c``'s communicator: the profile's ``channels_one_gpu_per_node`` when the
     group has one GPU in each of its domains (NCCL's ``nNodes == nRanks``: the ring search finds one channel
     through the GPU's own NIC and duplicates it twice, ``src/graph/search.cc`` ``ncclTopoDupChannels`` and
-    ``src/graph/connect.cc`` ``ncclTopoPostset``), else the profile's ``channels``."""
-    one_per_node = c.group_size > 1 and c.domains_per_group == c.group_size
+    ``src/graph/connect.cc`` ``ncclTopoPostset``), else the profile's ``channels``. Point-to-point sends (the CP
+    ring's) keep the profile's count: NCCL's p2p channels come from another rule, not modelled."""
+    one_per_node = (c.group_size > 1 and c.domains_per_group == c.group_size
+                    and c.collective in ("all_gather", "reduce_scatter", "all_reduce"))
     return prof.channels_one_gpu_per_node if (one_per_node and prof.channels_one_gpu_per_node) else prof.channels
 
 
