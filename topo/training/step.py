@@ -651,8 +651,8 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
                                 [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)])
     done: dict[int, float] = {}
-    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed time on the
-    # compute stream widens their windows (:func:`_dp_windows`)
+    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed EP time on
+    # the compute stream widens their windows (:func:`_dp_windows`)
     order = [i for i, (it, _) in enumerate(timed) if it["dim"] != "dp"] + \
         [i for i, (it, _) in enumerate(timed) if it["dim"] == "dp"]
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
@@ -666,7 +666,9 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
         if paired is not None and _is_ep_a2a(item):
             ex = paired * total
         elif dim == "dp":
-            wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], timed, done, spans)
+            ep_items = [j for j, (it, _) in enumerate(timed) if it["dim"] == "ep"]
+            nvl = _nvlink_ep_s([spans[timed[j][0]["groups"]] for j in ep_items], sum(done[j] for j in ep_items))
+            wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
             ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, wf, wb, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
@@ -689,19 +691,25 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
-def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, timed: list, done: dict, spans: dict):
+def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_ep_s: float):
     """The forward and backward windows (per micro-batch) a DP collective hides behind: the compute, and when the
-    DP group crosses the network, also the exposed seconds of the micro-batch's TP, CP and EP collectives that stay
-    inside one NVLink domain. Those run on the compute stream over NVLink, while the DP stream's next gather or
-    last reduction (Megatron-FSDP's prefetch on its own stream: NVIDIA/Megatron-LM@1e057005
-    megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py ``_pre_forward_param_unshard``,
-    ``AllGatherPipeline`` with ``suggested_AG_prefetch_size`` two units) has the NICs to itself. Split between
-    forward and backward as the compute is (an approximation: the calls' own phases are not recorded)."""
-    if dp_span <= 1 or t_f + t_b <= 0:
+    DP group crosses the network, also ``nvlink_ep_s`` (a step's exposed expert collectives that stay inside one
+    NVLink domain, :func:`_nvlink_ep_s`) over the ``m`` micro-batches. Those run on the compute stream over NVLink,
+    while the DP stream's next gather or last reduction has the NICs to itself (Megatron-FSDP prefetches the next
+    unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005 megatron/core/distributed/custom_fsdp/
+    fully_sharded_data_parallel.py ``_pre_forward_param_unshard``, ``AllGatherPipeline``). Split between forward and
+    backward as the compute is (an approximation: the calls' own phases are not recorded)."""
+    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_ep_s <= 0:
         return t_f, t_b
-    nvl = sum(ex for i, ex in done.items() if timed[i][0]["dim"] in ("tp", "cp", "ep")
-              and timed[i][0]["phase"] != "step" and spans[timed[i][0]["groups"]] == 1) / max(1, m)
+    nvl = nvlink_ep_s / max(1, m)
     return t_f + nvl * t_f / (t_f + t_b), t_b + nvl * t_b / (t_f + t_b)
+
+
+def _nvlink_ep_s(ep_spans: list[int], ep_exposed_s: float) -> float:
+    """A step's exposed expert-parallel seconds when every expert collective stays inside one NVLink domain, else
+    0 (a cross-domain all-to-all shares the NICs with the DP collectives). TP and CP are left out: the search's
+    lower bound (:func:`exposed_routed`) does not know their exposed time."""
+    return ep_exposed_s if ep_spans and all(d == 1 for d in ep_spans) else 0.0
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
@@ -1075,6 +1083,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     dp = ep = 0.0
     ep_known = True
     a2a = []  # the expert all-to-alls with their per-call seconds
+    dp_items, ep_spans = [], []  # the DP collectives, timed after EP (its NVLink-only exposed time widens them)
     units = max(1, sc.layers)
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
     for item in step_traffic(model, lay, traffic_stage(lay, sc)):
@@ -1083,12 +1092,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         G = groups.get(item["groups"])
         if G is None:
             G = groups[item["groups"]] = mapping.groups(item["groups"])
+        if item["dim"] == "ep":
+            ep_spans.append(mapping.domains_spanned(item["groups"]))
         one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
         if one is None:
             ep_known = ep_known and item["dim"] != "ep"
         elif item["dim"] == "dp":
-            dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
-                              units, lay)
+            dp_items.append((item, G, one.time_s))
         else:
             if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
                 one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
@@ -1106,6 +1116,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
             ep = exposed_comm_s("ep", "microbatch", total + ep, windows, lay, gpu.sms)
         else:
             ep = share * total + exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu.sms)
+    nvl = _nvlink_ep_s(ep_spans, ep) if ep_known else _nvlink_ep_s(ep_spans, math.inf)
+    for item, G, one_s in dp_items:
+        span = mapping.domains_spanned(item["groups"])
+        if math.isinf(nvl) and span > 1:
+            continue  # the EP time that widens its windows is not known yet: 0 keeps the bound below the step
+        wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches, span, nvl)
+        dp += _dp_exposed(engine, item, G, one_s, 1.0, wf, wb, units, lay)
     return {"dp": dp, "ep": ep if ep_known else None}
 
 
