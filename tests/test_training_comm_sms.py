@@ -132,3 +132,52 @@ def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod):
     assert sum(c.time_s for c in dp) - no_loss.breakdown_s["dp"] > window  # the case: more DP hidden than compute
     # the loss is the capped window's: window x (share - share1) between the two CTA counts
     assert r.breakdown_s["dp"] - no_loss.breakdown_s["dp"] == pytest.approx(window * (share - share1), rel=1e-6)
+
+
+def test_one_gpu_per_node_groups_hold_ncclss_four_channels():
+    # NVIDIA/nccl v2.26.2-1 / v2.30.7-1, one GPU per node (nNodes == nRanks) with its own 400 Gb/s NIC: the ring
+    # search finds 1 channel at 48 GB/s (search.cc sm90SpeedArrayInter), ncclTopoDupChannels doubles it and
+    # connect.cc ncclTopoPostset doubles again: 4 (the 8-NIC servers' 16 come from 8 searched channels x 2)
+    pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    prof = default_profile(pod)
+    assert prof.channels_one_gpu_per_node == 4 and prof.channels == 16
+
+
+def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypatch):
+    # EP8 inside each 8-GPU node, experts ZeRO-3 over EDP 8 = one GPU per node (Megatron-FSDP's expert groups,
+    # Megatron-MoE-ModelZoo's Qwen3-235B EP8 FSDP row at smaller scale); the dense weights over DP 64, 8 per node
+    from topo.training import step as st
+
+    pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("qwen3-30b-a3b")
+    lay = make_layout(dp=64, ep=8, micro_batch=1, global_batch=128, seq_len=4096, dp_sharding="zero3")
+    engine = CommEngine(pod)
+    r = estimate_step(pod, m, lay, engine=engine, contention=False)
+    real_loss = st.sm_loss_s
+    monkeypatch.setattr(st, "sm_loss_s", lambda *a: 0.0)
+    rule = estimate_step(pod, m, lay, engine=engine, contention=False)
+    monkeypatch.setattr(st, "sm_loss_s", real_loss)
+    monkeypatch.setattr(st, "_group_channels", lambda prof, c: prof.channels)
+    sixteen = estimate_step(pod, m, lay, engine=engine, contention=False)
+    gpu = gpu_compute("H100")
+    sc = stage_compute(m, lay, gpu, 0.0)
+
+    def share(n):
+        return 1 - sc.microbatch_s / stage_compute(m, lay, reduced_gpu(gpu, n), 0.0).microbatch_s
+
+    def ratios(run):  # each hidden DP second's cost: cap x share(SMs held), the cap common to all
+        out = {}
+        for c, c0 in zip(run.comm, rule.comm):
+            if c.dim in ("dp", "dp_experts") and c.time_s > c0.exposed_s:
+                out.setdefault(c.dim, []).append((c.exposed_s - c0.exposed_s) / (c.time_s - c0.exposed_s))
+        return out
+
+    assert {c.dim: c.group_size == c.domains_per_group for c in r.comm if c.dim.startswith("dp")} == \
+        {"dp": False, "dp_experts": True}
+    same, now = ratios(sixteen), ratios(r)
+    for x in same["dp_experts"]:  # every group on 16 SMs: the same cost per hidden second
+        assert x == pytest.approx(same["dp"][0], rel=1e-9)
+    for x in now["dp_experts"]:  # the one-per-node group on 4: share(4) / share(16) of it
+        assert x / now["dp"][0] == pytest.approx(share(4) / share(16), rel=0.1)
+        assert x / now["dp"][0] < 0.4
+    assert any(n.startswith("hidden DP/CP collectives hold 16/4 of the 132 SMs") for n in r.notes)

@@ -96,3 +96,65 @@ def test_each_bucket_pays_its_latency_so_a_large_dp_group_cannot_hide_the_gather
     assert small.breakdown_s["compute"] == pytest.approx(big.breakdown_s["compute"], rel=1e-9)
     growth = big.step_time_s - small.step_time_s
     assert 0.5 * 0.033 < growth < 1.2 * 0.033
+
+
+def test_nvlink_only_exposed_ep_widens_the_dp_windows_of_a_cross_node_group():
+    # Megatron-FSDP prefetches the next unit's gather on its own stream (NVIDIA/Megatron-LM@1e057005
+    # custom_fsdp/fully_sharded_data_parallel.py): while the compute stream waits on an NVLink-only expert
+    # all-to-all, the NICs carry the gather. 0.4 s of it over 4 micro-batches = 0.1 s a micro-batch, split as the
+    # compute (1 : 3); an EP group crossing domains (it shares the NICs) widens nothing
+    from topo.training.step import _dp_windows, _nvlink_ep_s
+
+    assert _nvlink_ep_s([1, 1], 0.4) == 0.4 and _nvlink_ep_s([1, 4], 0.4) == 0.0 and _nvlink_ep_s([], 0.4) == 0.0
+    wf, wb = _dp_windows(1.0, 3.0, 4, 32, 0.4)
+    assert wf == pytest.approx(1.0 + 0.1 * 0.25) and wb == pytest.approx(3.0 + 0.1 * 0.75)
+    assert _dp_windows(1.0, 3.0, 4, 1, 0.4) == (1.0, 3.0)  # DP inside the domain shares NVLink with it
+
+
+def test_fsdp_expert_gathers_hide_behind_the_nvlink_all_to_all(monkeypatch):
+    # EP8 inside each node, experts ZeRO-3 over EDP 8 (one GPU per node), no EP overlap: the exposed all-to-all
+    # lengthens each layer's pass and the expert gathers' windows
+    import topo
+    from topo.training import step as st
+    from topo.training.comm import CommEngine
+    from topo.training.model import load_model
+    from topo.training.parallel import make_layout
+    from topo.training.step import estimate_step
+
+    pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("qwen3-30b-a3b")
+    lay = make_layout(dp=64, ep=8, micro_batch=1, global_batch=128, seq_len=4096, dp_sharding="zero3")
+    engine = CommEngine(pod)
+    now = estimate_step(pod, m, lay, engine=engine, contention=False)
+    monkeypatch.setattr(st, "_nvlink_ep_s", lambda spans, s: 0.0)
+    compute_only = estimate_step(pod, m, lay, engine=engine, contention=False)
+    assert now.breakdown_s["ep"] == pytest.approx(compute_only.breakdown_s["ep"], rel=1e-12)
+    assert now.breakdown_s["ep"] > 0
+    assert now.breakdown_s["dp"] < compute_only.breakdown_s["dp"]
+
+
+def test_the_searchs_dp_refinement_widens_the_same_windows(monkeypatch):
+    # exposed_routed (the search's lower bound) times the DP collectives after the EP ones, with the same NVLink EP
+    # widening as the step (the SM loss patched out, as in test_training_search.py); before the EP time is known a
+    # cross-node DP group counts 0, so the bound stays below the step
+    from topo.training import step as st
+    from topo.training.gpus import gpu_compute
+    from topo.training.operators import stage_compute
+    from topo.training.step import exposed_routed
+
+    pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
+    m = load_model("qwen3-30b-a3b")
+    lay = make_layout(dp=64, ep=8, micro_batch=1, global_batch=128, seq_len=4096, dp_sharding="zero3")
+    engine = CommEngine(pod)
+    mapping = map_layout(lay, pod.spec.gpus_per_domain, pod.layout.num_gpus)
+    sc = stage_compute(m, lay, gpu_compute(pod.spec.gpu))
+    before = exposed_routed(engine, m, lay, mapping, sc)  # nothing routed: no EP time known, DP across nodes 0
+    assert before["dp"] == 0.0 and before["ep"] is None
+    monkeypatch.setattr(st, "sm_loss_s", lambda *a: 0.0)
+    rule = estimate_step(pod, m, lay, engine=engine, contention=False)
+    got = exposed_routed(engine, m, lay, mapping, sc)
+    assert got["ep"] == pytest.approx(rule.breakdown_s["ep"], rel=1e-9)
+    # a lower bound (the step's MoE compute carries the host's cover, this sc does not), widened like the step's
+    assert 0 < got["dp"] <= rule.breakdown_s["dp"]
+    monkeypatch.setattr(st, "_nvlink_ep_s", lambda spans, s: 0.0)
+    assert exposed_routed(engine, m, lay, mapping, sc)["dp"] > got["dp"]

@@ -64,6 +64,10 @@ PARAMETERS: dict[str, Spec] = {
                                       "one node takes the GPU's); absent: the GPU file's, whatever the CPU"),
     "proto_efficiency": Spec("nccl", "by_family", 0.01, 1.0, doc="fraction of the bottleneck a protocol uses"),
     "channels": Spec("nccl", "scalar", 1, 64, doc="NCCL channels (per-channel caps scale with it)"),
+    "channels_one_gpu_per_node": Spec("nccl", "scalar", 1, 64, optional=True,
+                                      doc="NCCL's collective channels in a communicator of one GPU per node "
+                                          "(nNodes == nRanks: an expert-data-parallel group beside EP inside "
+                                          "the node); absent: channels"),
     "tree_correction": Spec("nccl", "by_protocol", 0.05, 1.0, optional=True,
                             doc="NCCL's tuner: tree bandwidth x factor[log2(bytes / 64)] (medium sizes; "
                             "topo.engine.tuner)"),

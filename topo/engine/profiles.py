@@ -75,6 +75,7 @@ class Profile:
     proto_efficiency: dict = field(default_factory=dict)
     busbw_cap_Bps: dict = field(default_factory=dict)  # NCCL's caps on busbw (its own accounting)
     channels: int = 16
+    channels_one_gpu_per_node: int = 0  # NCCL's channels with one GPU per node (0: channels)
     pipeline_window_bytes: float = 0.0
     # NVLS ranks per NVLink domain the window and NVLS rates were fitted at: above it NVLS busbw stays flat and the
     # NVLS pipeline window grows with the ranks (topo.engine.algorithms.nvls); 0 = the textbook traffic, one window
@@ -407,6 +408,7 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         proto_efficiency=eff,
         busbw_cap_Bps=caps,
         channels=ch,
+        channels_one_gpu_per_node=int(v.get("channels_one_gpu_per_node", 0)),
         pipeline_window_bytes=v["pipeline_window_bytes"],
         reference_ranks_per_domain=int(v.get("reference_ranks_per_domain", 0)),
         nvls_max_heads=int(v.get("nvls_max_heads", 0)),

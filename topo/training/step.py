@@ -662,7 +662,14 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
                **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
     paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
                                 [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)])
-    for item, one in timed:
+    done: dict[int, float] = {}
+    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed EP time on
+    # the compute stream widens their windows (:func:`_dp_windows`)
+    order = [i for i, (it, _) in enumerate(timed) if it["dim"] != "dp"] + \
+        [i for i, (it, _) in enumerate(timed) if it["dim"] == "dp"]
+    t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
+    for i in order:
+        item, one = timed[i]
         dim = item["dim"]
         key = dim if item["groups"] != "edp" else "dp_experts"
         factor = slow.get(key, 1.0)
@@ -671,22 +678,50 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
         if paired is not None and _is_ep_a2a(item):
             ex = paired * total
         elif dim == "dp":
-            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, sc.forward_s,
-                             sc.backward_s + sc.recompute_s, units, lay)
+            ep_items = [j for j, (it, _) in enumerate(timed) if it["dim"] == "ep"]
+            nvl = _nvlink_ep_s([spans[timed[j][0]["groups"]] for j in ep_items], sum(done[j] for j in ep_items))
+            wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
+            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, wf, wb, units, lay)
         elif dim == "tp" and tp_ring_steps(lay) > 1:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, gpu.sms)
         else:
             ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
+        done[i] = ex
+    for i, (item, one) in enumerate(timed):
+        dim, ex = item["dim"], done[i]
+        key = dim if item["groups"] != "edp" else "dp_experts"
+        factor = slow.get(key, 1.0)
         exposed[dim] += ex
         comms.append(DimensionComm(
             dim=key, collective=item["collective"], size_bytes=item["size_bytes"], calls_per_step=item["calls"],
-            time_s=total, exposed_s=ex, algorithm=one.algorithm, level=one.level, link=one.link,
-            utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
+            time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
+            link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
             domains_per_group=spans[item["groups"]], slowdown=factor))
     return comms, exposed
+
+
+def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_ep_s: float):
+    """The forward and backward windows (per micro-batch) a DP collective hides behind: the compute, and when the
+    DP group crosses the network, also ``nvlink_ep_s`` (a step's exposed expert collectives that stay inside one
+    NVLink domain, :func:`_nvlink_ep_s`) over the ``m`` micro-batches. Those run on the compute stream over NVLink,
+    while the DP stream's next gather or last reduction has the NICs to itself (Megatron-FSDP prefetches the next
+    unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005 megatron/core/distributed/custom_fsdp/
+    fully_sharded_data_parallel.py ``_pre_forward_param_unshard``, ``AllGatherPipeline``). Split between forward and
+    backward as the compute is (an approximation: the calls' own phases are not recorded)."""
+    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_ep_s <= 0:
+        return t_f, t_b
+    nvl = nvlink_ep_s / max(1, m)
+    return t_f + nvl * t_f / (t_f + t_b), t_b + nvl * t_b / (t_f + t_b)
+
+
+def _nvlink_ep_s(ep_spans: list[int], ep_exposed_s: float) -> float:
+    """A step's exposed expert-parallel seconds when every expert collective stays inside one NVLink domain, else
+    0 (a cross-domain all-to-all shares the NICs with the DP collectives). TP and CP are left out: the search's
+    lower bound (:func:`exposed_routed`) does not know their exposed time."""
+    return ep_exposed_s if ep_spans and all(d == 1 for d in ep_spans) else 0.0
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
@@ -702,9 +737,11 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return None
-    held = nccl_sms(default_profile(engine.fabric).channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
-    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave
-    slow = next(r for r in rank_computes(model, lay, reduced_gpu(gpu, held), cover) if r.busiest == sc.busiest)
+    prof = default_profile(engine.fabric)
+    helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
+    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave (one stage compute per SM count)
+    slows = {n: next(r for r in rank_computes(model, lay, reduced_gpu(gpu, n), cover) if r.busiest == sc.busiest)
+             for n in set(helds.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
     dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
@@ -712,7 +749,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     total = 0.0
     for i, h in hidden:
         h = h if comms[i].dim == "cp" else h * cap
-        c = comms[i]
+        c, slow = comms[i], slows[helds[i]]
         if c.dim == "cp":
             loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
         else:
@@ -720,8 +757,20 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
+    held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
     return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
             f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
+
+
+def _group_channels(prof, c: DimensionComm) -> int:
+    """NCCL's collective channels in ``c``'s communicator: the profile's ``channels_one_gpu_per_node`` when the
+    group has one GPU in each of its domains (NCCL's ``nNodes == nRanks``: the ring search finds one channel
+    through the GPU's own NIC and duplicates it twice, ``src/graph/search.cc`` ``ncclTopoDupChannels`` and
+    ``src/graph/connect.cc`` ``ncclTopoPostset``), else the profile's ``channels``. Point-to-point sends (the CP
+    ring's) keep the profile's count: NCCL's p2p channels come from another rule, not modelled."""
+    one_per_node = (c.group_size > 1 and c.domains_per_group == c.group_size
+                    and c.collective in ("all_gather", "reduce_scatter", "all_reduce"))
+    return prof.channels_one_gpu_per_node if (one_per_node and prof.channels_one_gpu_per_node) else prof.channels
 
 
 def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc, mapping,
@@ -1047,6 +1096,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     dp = ep = 0.0
     ep_known = True
     a2a = []  # the expert all-to-alls with their per-call seconds
+    dp_items, ep_spans = [], []  # the DP collectives, timed after EP (its NVLink-only exposed time widens them)
     units = max(1, sc.layers)
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
     for item in step_traffic(model, lay, traffic_stage(lay, sc)):
@@ -1055,12 +1105,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         G = groups.get(item["groups"])
         if G is None:
             G = groups[item["groups"]] = mapping.groups(item["groups"])
+        if item["dim"] == "ep":
+            ep_spans.append(mapping.domains_spanned(item["groups"]))
         one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
         if one is None:
             ep_known = ep_known and item["dim"] != "ep"
         elif item["dim"] == "dp":
-            dp += _dp_exposed(engine, item, G, one.time_s, 1.0, sc.forward_s, sc.backward_s + sc.recompute_s,
-                              units, lay)
+            dp_items.append((item, G, one.time_s))
         else:
             if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
                 one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
@@ -1078,6 +1129,13 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
             ep = exposed_comm_s("ep", "microbatch", total + ep, windows, lay, gpu.sms)
         else:
             ep = share * total + exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu.sms)
+    nvl = _nvlink_ep_s(ep_spans, ep) if ep_known else _nvlink_ep_s(ep_spans, math.inf)
+    for item, G, one_s in dp_items:
+        span = mapping.domains_spanned(item["groups"])
+        if math.isinf(nvl) and span > 1:
+            continue  # the EP time that widens its windows is not known yet: 0 keeps the bound below the step
+        wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches, span, nvl)
+        dp += _dp_exposed(engine, item, G, one_s, 1.0, wf, wb, units, lay)
     return {"dp": dp, "ep": ep if ep_known else None}
 
 
