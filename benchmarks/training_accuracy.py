@@ -668,16 +668,25 @@ def _report(setups, values):
     return body, errors
 
 
+def _set_in_table(text: str, table: str, key: str, value: str) -> str:
+    """``text`` (a TOML file) with ``key``'s value in ``[table]`` replaced by ``value``; raises if the key is not in
+    that table (a value may hold brackets, so the table's end is its next header line, not its next ``[``)."""
+    start = text.index(f"\n[{table}]\n")
+    nxt = re.compile(r"^\[", re.M).search(text, start + 2)
+    m = re.compile(rf"^{key} = [0-9.e-]+$", re.M).search(text, start, nxt.start() if nxt else len(text))
+    if m is None:
+        raise KeyError(f"{key} not in [{table}]")
+    return text[:m.start()] + f"{key} = {value}" + text[m.end():]
+
+
 def _write_fit(values, errors) -> None:
     path = ROOT / "topo" / "data" / "compute" / "kernels.toml"
     text = path.read_text()
     for key, v in values.items():
         if key == HOST:
-            text = re.sub(r"(\[launch\][^\[]*?\nhost_s = )[0-9.e-]+", lambda mo: f"{mo.group(1)}{v:.3g}", text,
-                          flags=re.S)
+            text = _set_in_table(text, "launch", key, f"{v:.3g}")
         else:
-            text = re.sub(rf"(\[training\][^\[]*?\n{key} = )[0-9.]+", lambda mo: f"{mo.group(1)}{v:.3f}", text,
-                          flags=re.S)
+            text = _set_in_table(text, "training", key, f"{v:.3f}")
     path.write_text(text)
     print(f"wrote {path}")
     out = ROOT / "topo" / "data" / "compute" / "step_uncertainty.toml"
