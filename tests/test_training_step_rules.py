@@ -1,6 +1,8 @@
 """The step's overlap and traffic rules that issue 29's audit found wrong, and the one step-time formula the step
 and the layout search share (issue 30): each test fails on the code before the fix."""
 
+from pathlib import Path
+
 import pytest
 
 import topo
@@ -55,6 +57,16 @@ def test_prediction_interval_is_what_the_error_allows_either_way():
     u = step_interval(m, "fp8", 10.0)
     assert u["group"] == "moe_fine" and 0 < u["p50"] <= u["p90"] < 1
     assert u["low_s"] == pytest.approx(10.0 / (1 + u["p90"])) and u["high_s"] == pytest.approx(10.0 / (1 - u["p90"]))
+
+
+def test_interval_names_its_group_as_the_accuracy_table_does():
+    """The interval's group label is the README accuracy table's row name (walk7: it printed "moe fine")."""
+    from topo.training.uncertainty import step_interval
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name, precision, label in (("qwen3-30b-a3b", "fp8", "fine-grained MoE"), ("llama3-8b", "bf16", "dense BF16"),
+                                   ("llama3-8b", "fp8", "dense FP8")):
+        u = step_interval(load_model(name), precision, 1.0)
+        assert u["label"] == label and f"| {label} |" in readme
 
 
 def test_backward_tp_traffic_hides_behind_weight_gradients(fab):

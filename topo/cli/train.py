@@ -389,7 +389,7 @@ def _print_step(r, tokens, model) -> None:
     u = r.uncertainty
     if u.get("runs"):
         emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "
-             f"of {u['group'].replace('_', ' ')} models whose family the fit never saw, half were within "
+             f"of {u['label']} models whose family the fit never saw, half were within "
              f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}")
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
@@ -485,7 +485,7 @@ def _print_search(res, top, held: dict) -> None:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
     u = res.ranked[0].uncertainty if res.ranked else {}
     if u.get("runs"):
-        emit(f"uncertainty of each step: on {u['runs']} published runs of {u['group'].replace('_', ' ')} models whose "
+        emit(f"uncertainty of each step: on {u['runs']} published runs of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
              f"{u['p90']:.0%} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train with a row's "
              f"sizes shows its breakdown")

@@ -14,10 +14,15 @@ from functools import lru_cache
 from ..resources import data_dir
 from .model import ModelSpec
 
-__all__ = ["COARSE_EXPERTS", "model_group", "step_interval"]
+__all__ = ["COARSE_EXPERTS", "GROUP_LABELS", "model_group", "step_interval"]
 
 COARSE_EXPERTS = 16
 """An MoE of at most this many experts is coarse (Mixtral's 8, Llama 4 Scout's 16); more is fine-grained."""
+
+
+GROUP_LABELS = {"dense_bf16": "dense BF16", "dense_fp8": "dense FP8", "moe_coarse": "coarse MoE (up to 16 experts)",
+                "moe_fine": "fine-grained MoE", "hybrid_ssm": "hybrid Mamba-2 / attention"}
+"""Each group's name as README's and RESULTS.md's accuracy tables print it."""
 
 
 def model_group(model: ModelSpec, precision: str) -> str:
@@ -50,14 +55,14 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
     Returns
     -------
     dict
-        ``group``, ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
+        ``group``, its ``label`` (:data:`GROUP_LABELS`), ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
         ``low_s`` / ``high_s``: the measured steps a prediction off by at most ``p90`` either way stands for,
         ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run).
     """
     g = model_group(model, precision)
     row = _table().get(g)
     if not row:
-        return {"group": g, "runs": 0}
-    return {"group": g, "runs": int(row["runs"]), "p50": float(row["p50"]), "p90": float(row["p90"]),
+        return {"group": g, "label": GROUP_LABELS[g], "runs": 0}
+    return {"group": g, "label": GROUP_LABELS[g], "runs": int(row["runs"]), "p50": float(row["p50"]), "p90": float(row["p90"]),
             "low_s": step_time_s / (1 + float(row["p90"])),
             "high_s": step_time_s / (1 - float(row["p90"])) if float(row["p90"]) < 1 else float("inf")}
