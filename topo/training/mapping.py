@@ -84,6 +84,37 @@ class Mapping:
         d = np.sort(self.groups(dim) // self.gpus_per_domain, axis=1)
         return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
 
+    def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
+        """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
+        ``first_gpu``), and as it would at the largest power of two of each domain (64 of an NVL72 rack's 72):
+        the first above the second means the placement itself makes the group cross domains.
+
+        Parameters
+        ----------
+        dim : str
+            A group name (:meth:`groups`).
+        used : int
+            GPUs used of each domain (the layout's ``gpus_per_domain_used``).
+        first_gpu : int
+            The job's first GPU id.
+
+        Returns
+        -------
+        tuple of int
+            ``(domains spanned as placed, domains spanned at the power-of-two placement)``.
+        """
+        D = self.gpus_per_domain
+        g = self.groups(dim) - first_gpu
+        ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
+        p2 = 1 << (int(used).bit_length() - 1)
+        at_p2 = first_gpu + (ranks // p2) * D + ranks % p2
+
+        def spanned(ids: np.ndarray) -> int:
+            d = np.sort(ids // D, axis=1)
+            return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
+
+        return spanned(g + first_gpu), spanned(at_p2)
+
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
                       ) -> tuple[ParallelLayout, str | None]:

@@ -1066,6 +1066,33 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
             notes.append(f"an EP group ({lay.ep} x etp {lay.expert_tp}) spans {span} NVLink domains although it "
                          f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
                          f"it inside")
+    notes += _straddle_notes(lay, mapping)
+    return notes
+
+
+STRADDLE_DIMS = (("tp", "TP"), ("cp", "CP"), ("dp", "DP"))
+"""Dense groups whose crossing of NVLink domains the step's notes name (EP's own note is :func:`_notes`')."""
+
+
+def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
+    """One note per TP, CP or DP group that crosses more NVLink domains as placed than it would at the largest
+    power of two of each domain (72 of an NVL72 rack used where recipes use 64): its collectives then take the
+    network between racks (:meth:`topo.training.mapping.Mapping.straddles`). None when the placement is a power of
+    two already."""
+    used = lay.gpus_per_domain_used or mapping.gpus_per_domain
+    if used & (used - 1) == 0:
+        return []
+    notes = []
+    for dim, name in STRADDLE_DIMS:
+        size = getattr(lay, dim)
+        if size <= 1:
+            continue
+        placed, p2 = mapping.straddles(dim, used, lay.first_gpu)
+        if placed > p2:
+            p2_used = 1 << (used.bit_length() - 1)
+            notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {p2_used} of "
+                         f"each {mapping.gpus_per_domain}-GPU domain would keep it in {p2}: its collectives cross "
+                         f"the network between domains (gpus_per_domain_used = {p2_used} avoids it)")
     return notes
 
 
