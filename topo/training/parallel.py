@@ -510,6 +510,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
             bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
                             f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
     _check_bf16_layers(model, lay, bad)
+    _check_applies(model, lay, bad)
     if lay.fp8_amax_pass and lay.precision != "fp8":
         bad("fp8_amax_pass", f"true prices the amax pass of FP8 casts, which precision {lay.precision} has none "
                              f"of; allowed with precision {lay.precision}: false")
@@ -550,6 +551,35 @@ def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     if start + end >= model.layers:
         bad(key, f"{start} at the start + {end} at the end = {start + end} BF16 layers leave none of the model's "
                  f"{model.layers} in FP8; allowed: a sum of 0 to {model.layers - 1}")
+
+
+MOE_FIELDS = ("moe_grouped_gemm", "moe_capacity_factor", "moe_routing", "moe_router_fusion", "moe_imbalance",
+              "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
+"""Layout fields that set what a mixture-of-experts block runs (its expert GEMMs, padding, routing, load, overlap
+and dispatch bytes): on a dense model they would change nothing. The fields that say how a framework release
+implements a part a model may lack (``ep_dispatcher``, ``ep_flex_backend``, ``moe_counts_aligned``,
+``expert_bias_eager``, ``expert_clamp_eager``, ``mamba_mixer``, ``rope_kernel``) are taken for any model, as a
+release sets them (benchmarks/training_accuracy.py), and ``topo train``'s options line marks them "no effect"."""
+
+
+def _check_applies(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """An MoE option set away from its default on a dense model is refused, naming the field, as ``ep`` on a dense
+    model is: the user meant a model with experts, and would get a dense one silently (issue 29's bad-input
+    rule)."""
+    if model.moe is not None:
+        return
+    for key in MOE_FIELDS:
+        value, default = getattr(lay, key), ParallelLayout.model_fields[key].default
+        if value != default:
+            bad(key, f"{_shown(value)} applies to a mixture-of-experts model's experts; {model.name} is dense; "
+                     f"allowed: the default {_shown(default)} (or no {key})")
+
+
+def _shown(value) -> str:
+    """A layout value as the user writes it (``false``, ``1.25``, ``none``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
