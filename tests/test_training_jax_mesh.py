@@ -118,3 +118,25 @@ def test_cli_an_empty_mesh_is_an_error_not_no_mesh():
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and bad.stdout == "" and len(lines) == 1
     assert lines[0].startswith("error: --jax-mesh: is empty"), bad.stderr
+
+
+def test_cli_mesh_takes_a_layout_of_the_other_fields():
+    """rev41: --jax-mesh refused --layout outright, so a JAX run could not say what its framework keeps (MaxText's
+    base.yml weight_dtype float32: fp32 weights as the master copy, no bf16 copy, fp32 moments: 4 + 4 + 8 bytes per
+    parameter). The mesh gives the sizes and sharding, the layout the rest; a size in both is one line."""
+    import json
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64",
+            "--jax-mesh", "ici_fsdp=8,dcn_data=4", "--json"]
+    plain = json.loads(run_cli(*base, check=True).stdout)
+    fp32 = json.loads(run_cli(*base, "--layout", "weight_bytes=4,optimizer_bytes=8", check=True).stdout)
+    assert (fp32["layout"]["dp"], fp32["layout"]["dp_sharding"], fp32["layout"]["dp_shard"]) == (32, "zero3", 8)
+    n = 8.03e9  # Llama 3 8B's parameters, sharded over the 8 fsdp ranks
+    mem, mem0 = fp32["memory"], plain["memory"]
+    assert mem["weights_bytes"] == pytest.approx(4 * n / 8, rel=0.01)
+    assert mem0["weights_bytes"] == pytest.approx(2 * n / 8, rel=0.01)
+    assert mem["optimizer_bytes"] == pytest.approx(8 * n / 8, rel=0.01)
+    for pairs, field in (("tp=2,weight_bytes=4", "tp"), ("dp_sharding=zero1", "dp_sharding")):
+        bad = run_cli(*base[:-1], "--layout", pairs)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and lines == [f"error: --jax-mesh: gives {field} itself; drop {field} from "
+                                                 f"--layout (or the mesh)"]

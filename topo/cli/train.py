@@ -12,7 +12,7 @@ from ..training.flops import CONVENTIONS
 from ..training.jax_mesh import layout_from_mesh
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
-                                 ParallelLayout, load_layout, make_layout)
+                                 ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.step import estimate_step
@@ -212,9 +212,8 @@ def run(args) -> int:
     fabric = fabric_from_args(args)
     model = load_model(args.model)
     common = _layout_options(args)
-    if args.jax_mesh is not None and (args.search or args.layout):
-        raise TopoError(f"gives the layout's sizes; drop {'--search' if args.search else '--layout'} (or the mesh)",
-                        key="--jax-mesh")
+    if args.jax_mesh is not None and args.search:
+        raise TopoError("gives the layout's sizes; drop --search (or the mesh)", key="--jax-mesh")
     if args.layout and not args.search:
         return _run_layout(args, fabric, model, common)
     held: dict = {}  # the fields --layout holds fixed in every layout --search tries
@@ -257,6 +256,13 @@ def run(args) -> int:
 def _run_layout(args, fabric, model, common: dict) -> int:
     """One step of the layout ``--layout`` gives (pairs or a TOML file), its errors named by flag or path."""
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    if args.jax_mesh is not None:  # the mesh gives the sizes and sharding; the layout the rest (memory, overlap)
+        fields, _ = layout_fields(args.layout)
+        clash = [k for k in _MESH_FIELDS if k in fields]
+        if clash:
+            raise TopoError(f"gives {', '.join(clash)} itself; drop {', '.join(clash)} from --layout (or the mesh)",
+                            key="--jax-mesh")
+        _apply_mesh(args, sizes, common)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
