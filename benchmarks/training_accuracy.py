@@ -551,7 +551,7 @@ def _automodel_settings(model, pp: int) -> dict:
         return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
-                expert_bias_eager="fc1_fc2", expert_clamp_eager=False, rope_kernel="te_fused",
+                expert_bias_eager="fc1_fc2", expert_clamp_eager=False, attention_bias_eager=False, rope_kernel="te_fused",
                 cross_entropy="torch_bf16", **mamba)
 
 

@@ -7,8 +7,8 @@ import pytest
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import memory_s
 from topo.training.model import load_model
-from topo.training.operators import (EXPERT_CLAMP_MOVES, ROPE_UNFUSED_MOVES, block_ops, block_time, expert_rows,
-                                     op_time_s)
+from topo.training.operators import (ATTENTION_BIAS_MOVES, EXPERT_CLAMP_MOVES, ROPE_UNFUSED_MOVES, block_ops,
+                                     block_time, expert_rows, op_time_s)
 from topo.training.parallel import make_layout
 
 
@@ -110,3 +110,70 @@ def test_topo_train_names_the_two_switches_and_when_they_change_nothing():
                   *switches, check=True).stdout
     assert [ln for ln in oss.splitlines() if ln.startswith("framework options: ")] == [
         "framework options: expert_clamp_eager false, rope_kernel te_fused (layout fields)"]
+
+
+def test_the_attention_output_bias_adds_4_bytes_forward_and_2_backward_per_output_element(oss):
+    """Megatron-Core's ``linear_proj`` returns its bias (``skip_bias_add``) and, with ``bias_dropout_fusion = False``
+    (Megatron-Bridge@067f987d ``gpt_oss_bridge.py``; required beside expert biases by ``TEGroupedMLP.__init__``'s
+    assert, Megatron-LM@d98e8a64), ``_bias_dropout_add_func`` runs ``x + bias`` (2 B read, 2 written per element),
+    a dropout of probability 0 that returns its input (PyTorch ``_dropout_impl``), and ``residual + out`` (the
+    residual add every layer has). Backward: the bias's gradient sums the output's gradient over the tokens (2 B
+    read). Per layer and micro-batch on the GB200 layout: 4 x 4,096 tokens x 2,880."""
+    model, lay, gpu = oss
+    elems = 4 * 4096 * 2880
+    km = gpu.kernels
+    for kind in ("W", "*"):
+        ops = {op.name: op for op in block_ops(model, lay, kind)}
+        fwd, bwd = ops["attention_bias"], ops["attention_bias_grad"]
+        assert (fwd.bytes, bwd.bytes) == (pytest.approx(4 * elems), pytest.approx(2 * elems))
+        assert (fwd.launches, bwd.launches) == (1, 1)
+        assert op_time_s(fwd, gpu, "bf16") == pytest.approx(memory_s(km, 4 * elems) + km.launch_gpu_s)
+        assert op_time_s(bwd, gpu, "bf16", backward=True) == pytest.approx(memory_s(km, 2 * elems) + km.launch_gpu_s)
+    assert ATTENTION_BIAS_MOVES == ((2.0, 1), (1.0, 1))
+    # the MoE block's bias-dropout-add has no bias (the experts add theirs): nothing there
+    assert not [o for o in block_ops(model, lay, "E") if o.name.startswith("attention_bias")]
+    # a model without the bias, or a framework whose GEMM adds it (AutoModel's TE Linear), has no such pass
+    fused = lay.model_copy(update={"attention_bias_eager": False})
+    assert not [o for o in block_ops(model, fused, "*") if o.name.startswith("attention_bias")]
+    qwen = load_model("qwen3-30b-a3b")
+    assert not qwen.attention.out_bias
+    assert not [o for o in block_ops(qwen, make_layout(ep=8, dp=8, global_batch=512, micro_batch=1, seq_len=4096,
+                                                       etp=1), "*") if o.name.startswith("attention_bias")]
+
+
+def test_the_step_carries_the_attention_bias_pass_per_layer_and_micro_batch(oss):
+    """Through ``estimate_step`` on 64 GB200 of a GB200 NVL72 SuperPOD: the attention module's time per step grows by the
+    pass's forward and backward seconds times 36 layers times 5 micro-batches (1,280 sequences over 64 ranks of 4),
+    and the step by that much or more (the GPU's time, no pipeline); the pass dropped gives it back."""
+    import topo
+    from topo.training.step import estimate_step
+    model, lay, gpu = oss
+    fab = topo.build_fabric(topo.load_spec("gb200-nvl72-superpod"))
+    on = estimate_step(fab, model, lay, check=False)
+    off = estimate_step(fab, model, lay.model_copy(update={"attention_bias_eager": False}), check=False)
+    ops = {op.name: op for op in block_ops(model, lay, "*")}
+    per = (op_time_s(ops["attention_bias"], gpu, "bf16")
+           + op_time_s(ops["attention_bias_grad"], gpu, "bf16", backward=True))
+    grown = on.compute_by_module_s["attention"] - off.compute_by_module_s["attention"]
+    assert grown == pytest.approx(36 * 5 * per, rel=1e-6)
+    assert on.step_time_s - off.step_time_s >= 0.99 * grown > 0
+
+
+def test_topo_train_names_the_attention_bias_switch_and_when_it_changes_nothing():
+    """``attention_bias_eager=false`` (a framework whose GEMM adds the output projection's bias) is shown on
+    ``topo train``'s framework-options line, marked "no effect" on a model without that bias (llama3-8b), and it
+    shortens gpt-oss's step."""
+    from conftest import run_cli
+    switch = ["--layout", "attention_bias_eager=false", "--global-batch", "16"]
+    llama = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", *switch,
+                    check=True).stdout
+    assert [ln for ln in llama.splitlines() if ln.startswith("framework options: ")] == [
+        "framework options: attention_bias_eager false (no effect: llama3-8b's attention output has no bias) "
+        "(layout fields)"]
+    args = ["train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
+            "--global-batch", "16", "--json"]
+    import json
+    eager = json.loads(run_cli(*args, check=True).stdout)
+    fused = json.loads(run_cli(*args[:-1], "--layout", "attention_bias_eager=false", "--json", check=True).stdout)
+    assert fused["step_time_s"] < eager["step_time_s"]
+    assert fused["compute_by_module_s"]["attention"] < eager["compute_by_module_s"]["attention"]

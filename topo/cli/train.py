@@ -48,6 +48,7 @@ def _job_arguments(p) -> None:
                         "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
                         "cross_entropy=fused|torch_bf16, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
+                        "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "
                         "with --search, a layout "
                         "without sizes, held in every layout tried")
@@ -352,7 +353,7 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
+                     "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
                      "cuda_graph_scope")
 
 
@@ -367,6 +368,8 @@ def _framework_options(L: dict, model) -> str:
             else f"{model.name} has no expert biases",
             "expert_clamp_eager": "" if model.moe is not None and model.moe.glu_clamp is not None
             else f"{model.name} has no activation clamp",
+            "attention_bias_eager": "" if model.attention.out_bias
+            else f"{model.name}'s attention output has no bias",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None

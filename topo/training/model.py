@@ -89,6 +89,10 @@ class AttentionSpec(_Strict):
     ``SelfAttention.get_query_key_value_tensors``, NVIDIA/Megatron-LM@c2d1a8f7e5
     megatron/core/transformer/attention.py); under MLA the RMSNorms after the compressed query and key-value
     latents (DeepSeek-V3, arXiv 2412.19437 sec. 4.2, following DeepSeek-V2). One memory-bound pass over each."""
+    out_bias: StrictBool = False
+    """The output projection carries a bias (gpt-oss: ``o_proj.bias``; Megatron-Core's ``add_bias_linear``):
+    its weights are not counted, but Megatron-Core adds it in an eager pass of its own where the layout's
+    ``attention_bias_eager`` says so (:data:`topo.training.operators.ATTENTION_BIAS_MOVES`)."""
     full_every: PositiveInt | None = None
     """With ``window``: layer ``i`` (0-based) attends to the whole prefix when ``(i + 1) % full_every == 0``,
     the others are local (gpt-oss: 2, ``layer_types`` alternating sliding and full; Llama 4: 4, every fourth

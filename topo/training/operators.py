@@ -200,8 +200,38 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
                 _gemm("weighted_sum", "core_attn", T, dv, s, groups=heads, linear=False, weights=False),
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
     ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
+            *_attention_bias_ops(model, lay, T_sp * h),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
+
+
+ATTENTION_BIAS_MOVES = ((2.0, 1), (1.0, 1))
+"""Megatron-Core's unfused bias-dropout-add of the attention output projection's bias, as ``((activation
+elements moved per output element, kernels) forward, (..., ...) backward)``, beyond the residual add that every
+model's layer runs (``residual``). ``linear_proj`` is built with ``skip_bias_add=True`` and hands its bias to
+``self_attn_bda``; with ``bias_dropout_fusion = False`` (Megatron-Bridge@067f987d ``gpt_oss_bridge.py``; Megatron-Core
+requires it when the experts carry biases: ``TEGroupedMLP.__init__`` asserts "bias_dropout_fusion is not supported
+in TEGroupedMLP when add_bias_linear=True", NVIDIA/Megatron-LM@d98e8a64 ``megatron/core/transformer/moe/experts.py``)
+that is ``_bias_dropout_add_func`` (``megatron/core/fusions/fused_bias_dropout.py``): ``x = x + bias`` (read,
+write: 2, one kernel), ``dropout`` at ``hidden_dropout = 0`` (returns its input: PyTorch ``_dropout_impl``, ``if
+(p == 0 || !train ...) return input``, ``aten/src/ATen/native/Dropout.cpp``), then ``residual + out`` (the
+fused kernel's three moves, already ``residual``). Backward: the add passes the gradient on, and the bias's
+gradient sums it over the tokens (read: 1, one kernel). The MoE layer's ``mlp_bda`` has no bias (the experts add
+theirs): the same three moves as the fused kernel, nothing more."""
+
+
+def _attention_bias_ops(model: ModelSpec, lay: ParallelLayout, elems: float) -> list[Op]:
+    """The eager add of the attention output projection's bias over ``elems`` output elements (one
+    micro-batch, one GPU, after the sequence-parallel scatter), forward and backward apart, at HBM rate
+    (:data:`ATTENTION_BIAS_MOVES`); none without the bias or where the GEMM adds it (the layout's
+    ``attention_bias_eager``)."""
+    if not (model.attention.out_bias and lay.attention_bias_eager):
+        return []
+    (fwd, k_f), (bwd, k_b) = ATTENTION_BIAS_MOVES
+    return [Op("attention_bias", "attention", "kernel", 0.0, fwd * ACT * elems, launches=float(k_f),
+               passes="forward"),
+            Op("attention_bias_grad", "attention", "kernel", 0.0, bwd * ACT * elems, launches=float(k_b),
+               passes="backward")]
 
 
 ROPE_UNFUSED_MOVES = ((12.0, 12), (14.0, 7))

@@ -267,6 +267,12 @@ class ParallelLayout(BaseModel):
     concatenates them outside its compiled kernel (:data:`topo.training.operators.EXPERT_CLAMP_MOVES`). False: the
     activation kernel clamps (NeMo AutoModel's compiled ``quick_geglu_deepep``; Transformer Engine's op fuser,
     ``ScaledClampedQGeGLU``)."""
+    attention_bias_eager: Flag = True
+    """The attention output projection's bias (a model with ``attention.out_bias``) is added in an eager pass
+    of its own: Megatron-Core's ``linear_proj`` returns its bias (``skip_bias_add``) to the layer's
+    bias-dropout-add, which runs unfused (``bias_dropout_fusion = False``, which Megatron-Core requires when the
+    experts carry biases; :data:`topo.training.operators.ATTENTION_BIAS_MOVES`). False: the GEMM's epilogue adds
+    it (NeMo AutoModel's ``o_proj``, a Transformer Engine ``Linear`` with its bias)."""
     rope_kernel: Literal["megatron", "te_fused"] = "megatron"
     """How the rotary embedding runs: ``megatron``, Megatron-Core's ``apply_rotary_pos_emb`` with
     ``apply_rope_fusion`` (Transformer Engine's fused kernel, one pass), which falls back to its unfused path when
