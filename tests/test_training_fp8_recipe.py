@@ -123,3 +123,18 @@ def test_each_published_fp8_rows_recipe():
                 assert gens[r["gpu"]] == "blackwell", r["run_id"]
             if rec == "blockwise":
                 assert gens[r["gpu"]] == "hopper", r["run_id"]
+
+
+def test_the_tp_overlapped_gemms_pay_the_recipe_too():
+    """The GEMM seconds a column-parallel layer's TP collectives overlap with (tp_paired_gemm_s) are the same GEMMs
+    at the recipe's time ratio: block-wise on H100 1.224 x current scaling's, BF16 alike either way."""
+    from dataclasses import replace
+    from topo.training.operators import tp_paired_gemm_s
+    gpu = gpu_compute("H100")
+    M, N, K = 8192.0, 4096.0, 2048.0
+    g = replace(Op("qkv", "attention", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, True), tp_overlap="ag")
+    cur, blk = (tp_paired_gemm_s(g, gpu, "fp8", r) for r in ("current", "blockwise"))
+    assert set(cur) == {"ag_fprop", "ag_dgrad", "ag_wgrad"} and cur.keys() == blk.keys()
+    ratio = fp8_recipe_costs("blockwise", "hopper")[0]
+    assert all(blk[k] == pytest.approx(ratio * cur[k], rel=1e-12) for k in cur)
+    assert tp_paired_gemm_s(g, gpu, "bf16", "blockwise") == tp_paired_gemm_s(g, gpu, "bf16")
