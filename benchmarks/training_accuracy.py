@@ -3,9 +3,9 @@
 Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron-LM SC21 Table 1 on DGX A100,
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
-and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
-DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs: Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on
-H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
+and DGX-GB200, BF16, FP8 and MXFP8 (each recipe's GEMM rate and quantisation: kernels.toml [fp8_recipe]), dense
+and MoE; NeMo AutoModel and JAX MaxText on DGX-H100; DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs:
+Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
 GEMMs by tile and wave quantisation at the published maximum achievable matmul rate of each GPU and its published

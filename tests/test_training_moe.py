@@ -428,8 +428,9 @@ def test_fsdp_gathers_each_units_part_over_its_own_group():
 
 
 def test_an_fp8_linear_launches_its_casts(qwen):
-    """Transformer Engine casts each FP8 GEMM's input before the GEMM: one more kernel forward, two backward (the
-    output gradient's for the input-gradient GEMM, the input's transpose for the weight-gradient GEMM); a grouped
+    """Transformer Engine quantises an FP8 linear layer's GEMM inputs once a pass: one more kernel forward (the
+    input, row- and column-wise), one backward (the output gradient, which the input- and weight-gradient GEMMs
+    share; the weight-gradient GEMM reads the input's column-wise copy from the forward); a grouped
     expert GEMM quantises each expert's rows once a pass (TransformerEngine@d0067d0 pytorch/module/grouped_linear.py:
     its input forward, row- and column-wise, its output gradient backward); BF16 launches the GEMMs alone."""
     from topo.training.operators import kernels_launched
@@ -437,7 +438,7 @@ def test_an_fp8_linear_launches_its_casts(qwen):
     ops = {op.name: op for k in "*E" for op in block_ops(qwen, lay, k)}
     qkv, fc1 = ops["qkv"], ops["fc1"]
     assert (kernels_launched(qkv, "bf16"), kernels_launched(qkv, "bf16", True)) == (1, 2)
-    assert (kernels_launched(qkv, "fp8"), kernels_launched(qkv, "fp8", True)) == (2, 4)
+    assert (kernels_launched(qkv, "fp8"), kernels_launched(qkv, "fp8", True)) == (2, 3)
     g_ = fc1.groups  # 16 local experts: one GEMM and one cast each forward, two GEMMs and one cast backward
     assert (kernels_launched(fc1, "bf16"), kernels_launched(fc1, "bf16", True)) == (g_, 2 * g_)
     assert (kernels_launched(fc1, "fp8"), kernels_launched(fc1, "fp8", True)) == (2 * g_, 3 * g_)
@@ -449,10 +450,11 @@ def test_an_fp8_linear_launches_its_casts(qwen):
 def test_the_step_says_when_the_gpu_waits_for_the_host(tmp_path):
     """Eager Qwen3-30B on one H100 node (its recipes capture no CUDA graph; EP 8 on NVLink, whose short
     all-to-alls leave the host little cover) waits for the host's launches: the text says how long; a
-    full-iteration graph takes the host off and the line goes."""
+    full-iteration graph takes the host off and the line goes. At 2,048 tokens a micro-batch (at 4,096 the wait
+    was 19 ms of an 11.4 s step, and one FP8 quantisation a pass in place of two backward leaves none)."""
     from conftest import run_cli
     base = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "256",
-            "--seq", "4096", "--precision", "fp8"]
+            "--seq", "2048", "--precision", "fp8"]
     eager = run_cli(*base, "--dp", "8", "--ep", "8", "--etp", "1")
     assert eager.returncode == 0, eager.stderr
     line = [x for x in eager.stdout.splitlines() if x.startswith("host-bound: ")]

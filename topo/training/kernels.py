@@ -40,7 +40,8 @@ from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding", "FITTED"]
+           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
+           "fp8_recipe_costs", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -128,6 +129,33 @@ def quantize_kernels() -> dict:
     """
     t = _table()["launch"]
     return {"current": float(t["fp8_current_scaling_kernels"]), "cast": 1.0}
+
+
+@lru_cache(maxsize=32)
+def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float, int]:
+    """What an FP8 scaling recipe costs on a GPU generation against per-tensor scaling (``kernels.toml``
+    ``[fp8_recipe]``): its GEMMs' time ratio at the same shape, the scale bytes its quantisation writes per element
+    and FP8 copy, and the FP8 copies of each quantised tensor (row-wise, and a column-wise one where the GEMMs need
+    it: every recipe on Hopper, block-scaled recipes on Blackwell).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (``delayed``, ``current`` or None: per-tensor; ``blockwise``; ``mxfp8``).
+    generation : str
+        The GPU's generation (``hopper``, ``blackwell``, ...).
+
+    Returns
+    -------
+    tuple
+        ``(gemm_time_ratio, scale_bytes_per_element, copies)``.
+    """
+    t = _table()["fp8_recipe"]
+    block = recipe in ("blockwise", "mxfp8")
+    ratio = float(t["gemm_time_ratio"].get(f"{generation}_{recipe}", 1.0)) if block else 1.0
+    scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
+    copies = 2 if (block or generation != "blackwell") else 1
+    return ratio, scale, copies
 
 
 @lru_cache(maxsize=8)

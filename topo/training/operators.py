@@ -19,8 +19,10 @@ host is slower, and a dropless router syncs its tokens per expert to the host, s
 at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's GB200 study, sec. 2 and 2.3):
 many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
-optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
-(backward): 2 bytes read and 1 written per element; a grouped expert GEMM quantises each expert's rows once a pass,
+optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's input (forward) and output gradient
+(backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
+(:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
+scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
 in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
 Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
 the dispatch already did (:func:`fp8_padding_ops`).
@@ -48,8 +50,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, gemm_s, memory_s,
-                      permute_kernels, quantize_kernels, router_kernels)
+from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs, gemm_s,
+                      memory_s, permute_kernels, quantize_kernels, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -57,8 +59,9 @@ from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
-           "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
+__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "quantize_bytes", "BlockTime", "block_time", "StageCompute",
+           "stage_compute", "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers",
+           "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
 
@@ -747,11 +750,12 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False) -> float:
+              graphed: bool = False, fp8_recipe: str | None = None) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
-    its own (the layout's ``fp8_amax_pass``)."""
+    its own (the layout's ``fp8_amax_pass``); ``fp8_recipe``: the layout's, which sets an FP8 GEMM's time against
+    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`)."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -770,13 +774,11 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     fp8 = prec == "fp8"
     gemms = _gemm_shapes(op)
     shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
-    # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
-    cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
-    t = 0.0
-    for M, N, K in shapes:
-        t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
-        if fp8 and M > 0 and K > 0:
-            t += memory_s(km, cast_bytes * M * K * op.groups)
+    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
+    t = ratio * sum(gemm_s(km, M, N, K, prec, op.groups, op.packed) for M, N, K in shapes)
+    M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
+    if fp8 and M > 0 and K > 0:
+        t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
         # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
         M, _, K = shapes[0]
@@ -784,7 +786,32 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     return t + gap
 
 
-def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
+def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:
+    """Bytes per element of one FP8 quantisation of a GEMM input in Transformer Engine (``kernels.toml``
+    ``[fp8_recipe]``): the BF16 read, each FP8 copy the pass's GEMMs need with its scales (a column-wise copy
+    beside the row-wise one for every recipe on Hopper and for block-scaled recipes on Blackwell), and with
+    ``amax_pass`` current scaling's separate amax read. A linear layer quantises its input once forward (fprop
+    row-wise, wgrad column-wise) and its output gradient once backward (dgrad, wgrad).
+
+    Parameters
+    ----------
+    generation : str
+        The GPU's generation.
+    fp8_recipe : str or None
+        The layout's ``fp8_recipe``.
+    amax_pass : bool
+        The layout's ``fp8_amax_pass``.
+
+    Returns
+    -------
+    float
+        Bytes read and written per element quantised.
+    """
+    _, scale, copies = fp8_recipe_costs(fp8_recipe, generation)
+    return ACT + copies * (1.0 + scale) + (ACT if amax_pass else 0.0)
+
+
+def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None) -> dict:
     """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
     (:func:`topo.training.step._tp_traffic`): a column-parallel (``ag``) layer's forward all-gather with its
     forward GEMM (``ag_fprop``, ring exchange), its input's second gather with its input-gradient GEMM
@@ -795,8 +822,9 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     prec, km = _gemm_precision(op, precision), gpu.kernels
+    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if prec == "fp8" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
-    return {f"{op.tp_overlap}_{p}": gemm_s(km, *shape, prec, op.groups, op.packed)
+    return {f"{op.tp_overlap}_{p}": ratio * gemm_s(km, *shape, prec, op.groups, op.packed)
             for p, shape in _gemm_shapes(op).items() if p in passes}
 
 
@@ -815,18 +843,18 @@ def _gemm_precision(op: Op, precision: str) -> str:
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
-    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM),
-    with ``amax_pass`` (current scaling before TE 2.7) each cast as current scaling's amax, scale and cast kernels
-    (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (its input
-    forward, row- and column-wise; its output gradient backward: TE ``GroupedLinear``), in those three kernels under
-    per-tensor current scaling."""
+    FP8 linear layer's GEMM, one quantisation a pass (Transformer Engine quantises the input forward, row- and
+    column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
+    ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
+    (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
+    ``GroupedLinear``), in those three kernels under per-tensor current scaling."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.grouped:
         q = quantize_kernels()["current" if op.current_scaling else "cast"]
         return op.launches * gemms + op.groups * q
-    return op.launches * gemms + gemms * quantize_kernels()["current" if amax_pass else "cast"]
+    return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
@@ -889,12 +917,12 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     sync_at = -1
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
-        for key, g in tp_paired_gemm_s(op, gpu, lay.precision).items():
+        for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
         cap = captured(op, graphs)
-        f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap)
+        f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
+        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
