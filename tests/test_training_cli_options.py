@@ -24,6 +24,13 @@ def test_text_names_the_options_it_used():
                                   "cross_entropy torch_bf16 (layout fields)"]
 
 
+def test_text_names_the_fp8_scaling_recipe():
+    """The FP8 scaling recipe sets the GEMMs' rate and the quantisation's bytes (kernels.toml ``[fp8_recipe]``):
+    the options line names it when the layout sets one (fp8blk35's finding: it was not shown)."""
+    out = run_cli(*BASE, "--precision", "fp8", "--layout", "fp8_recipe=blockwise", check=True).stdout
+    assert _options_line(out) == ["framework options: cp_comm_type p2p, fp8_recipe blockwise (layout fields)"]
+
+
 def test_text_names_cp_comm_type_whenever_cp_runs():
     assert _options_line(run_cli(*BASE, check=True).stdout) == [
         "framework options: cp_comm_type p2p (layout fields)"]
