@@ -214,6 +214,10 @@ def _row_model(row):
         # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
         # hidden_dropout = attention_dropout = 0.0)
         model = type(model).model_validate({**model.model_dump(), "dropout": False})
+    if row["run_id"].startswith("mcore_gb200_deepseekv3") and model.mtp_layers:
+        # Megatron-LM's GB200 study runs DeepSeek-V3 without MTP (NVIDIA/Megatron-LM@eb0783b6 docs/discussions/
+        # deepseek-v3-gb200-optimization/deepseek-v3-gb200-reproduce-guide.md: no --mtp-num-layers, layout Et|(tt|)*30L)
+        model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
     if row["run_id"].startswith("automodel_") and model.mtp_layers:
         # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
         # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
@@ -297,6 +301,11 @@ def _run_kw(row, model, kw: dict) -> None:
         # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
         # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
         kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+    if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
+        # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
+        # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
+        # grad_reduce_in_fp32 = True; the script's uneven first and last pipeline stages, MTP on the last
+        kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
     if row["run_id"].startswith("mcore_h100_mixtral"):
@@ -321,6 +330,10 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["overlap_tp"] = row["precision"] == "bf16"
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
+    if row["run_id"].startswith("mcore_gb200_deepseekv3"):
+        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
+        # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
+        kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
@@ -596,6 +609,16 @@ DSV3_LAYOUTS = {
     # @21d102f5 scripts/performance/configs/deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1)
     (2, 8): "Et*4|(t*4|)*14tmL",
 }
+
+def nemo_dsv3_layout(pp: int) -> str:
+    """DeepSeek-V3's pipeline layout in NeMo 25.04's performance script (NVIDIA/NeMo@7a8f1cc7
+    scripts/performance/llm/pretrain_deepseek_v3.py: ``num_layers_in_first_pipeline_stage = 64 // pp - 1``, the last
+    stage ``64 // pp - 2``, the middle ones ``64 // pp``; 61 layers in all) with the recipe's MTP layer and the loss on
+    the last stage (``recipes/deepseek_v3.py`` ``use_mtp=True``), in :mod:`topo.training.pipeline_layout`'s notation."""
+    mid = 64 // pp
+    middle = f"(t*{mid}|)*{pp - 2}" if pp > 2 else ""
+    return f"Et*{mid - 1}|{middle}t*{mid - 2}mL"
+
 
 TRAINING_KEYS = ("ampere_bf16", "hopper_bf16", "hopper_fp8", "blackwell_bf16", "blackwell_fp8")
 HOST = "host_s"
