@@ -141,6 +141,21 @@ def group(model, lay) -> str:
     return model_group(model, lay.precision)
 
 
+def mla_unfused_on_blackwell(row, model) -> bool:
+    """Multi-head latent attention on a Blackwell GPU under a Transformer Engine before v2.5: neither fused kernel
+    takes it, so it runs unfused (the layout's ``flash_attention`` off). TE disables flash-attn for any head_dim_qk !=
+    head_dim_v ("Disabling FlashAttention as it does not support MLA") and cuDNN's fused attention on sm100 for
+    head_dim_qk > 128 (``!(sm_arch_ >= 100 && (head_dim_qk > 128 || head_dim_v > 128))``), at the TE ref NeMo@7a8f1cc7
+    pins (``requirements/manifest.json``: NVIDIA/TransformerEngine@bee4649c, ``transformer_engine/pytorch/
+    dot_product_attention/utils.py`` and ``common/fused_attn/fused_attn.cpp``) through v2.4; v2.5 (2025-06-29) admits
+    head_dim_qk 192 / head_dim_v 128 training on sm100 with cuDNN 9.11. DeepSeek-V3's MLA has 192 / 128. Applied to
+    the NeMo containers up to 25.04 (the DGX Cloud v25.05.04 rows: NeMo 25.04.01); later ones are not checked, and no
+    later MLA Blackwell row runs a NeMo container before 25.09."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (model.attention.kind == "mla" and row["gpu"] in ("B200", "GB200", "GB300") and release is not None
+            and (int(release[1]), int(release[2])) <= (25, 4))
+
+
 def fp8_amax_pass(row) -> bool:
     """FP8 per-tensor current scaling (the row's note) in a NeMo container older than 25.09: Transformer Engine
     before v2.7 (2025-10-01, which fused the amax into the activation and norm kernels, PRs #2004 and #2013)
@@ -347,6 +362,8 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["dp_bucket_params"] = 134_217_728
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
+    if mla_unfused_on_blackwell(row, model):
+        kw["flash_attention"] = False
     if fp8_param_gather(row):
         kw["fp8_param_gather"] = True
     if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):

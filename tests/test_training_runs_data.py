@@ -127,7 +127,8 @@ def test_megatron_deepseek_gb200_row_converts_with_megatrons_flop_count():
 def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
     # NeMo 25.04's DeepSeek-V3 script (NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py): first stage
     # 64/PP - 1 layers, last 64/PP - 2 with the recipe's MTP layer, TP overlap off, bf16_mixed's fp32 gradient
-    # reduction, token drop at capacity 1.0; Megatron-LM's GB200 study (reproduce guide @eb0783b6): Et|(tt|)*30L
+    # reduction, token drop at capacity 1.0, MLA unfused on GB200 (training_accuracy.mla_unfused_on_blackwell);
+    # Megatron-LM's GB200 study (reproduce guide @eb0783b6): Et|(tt|)*30L
     # without MTP, router padding for quantization, bf16 moments
     from topo.training.pipeline_layout import expand_layout
 
@@ -140,6 +141,9 @@ def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
         assert [c.count("t") for c in chunks] == [mid - 1] + [mid] * (pp - 2) + [mid - 2]
         assert chunks[0].startswith("E") and chunks[-1].endswith("mL") and setups[rid]["model"].mtp_layers == 1
         assert (lay.overlap_tp, lay.grad_reduce_bytes, lay.moe_capacity_factor) == (False, 4.0, 1.0)
+        # its Transformer Engine (NVIDIA/TransformerEngine@bee4649c, NeMo@7a8f1cc7 requirements/manifest.json) takes
+        # MLA (head_dim_qk 192, head_dim_v 128) into cuDNN's fused attention on H100, into neither kernel on sm100
+        assert lay.flash_attention == (setups[rid]["gpu"] == "H100")
     s = setups["mcore_gb200_deepseekv3_mxfp8"]
     assert s["model"].mtp_layers == 0 and s["lay"].pipeline_layout == "Et|(tt|)*30L" and s["holdout"]
     assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes == 8.0 and s["lay"].fp8_recipe == "mxfp8"
