@@ -302,6 +302,33 @@ def _framework_kw(row, model, kw: dict) -> None:
             kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
 
 
+def _megatron_lm_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what the Megatron-LM runs' own scripts set (``mcore_`` rows: the Megatron-MoE model zoo's
+    Mixtral and Qwen3 runs, Megatron-LM's DeepSeek-V3 GB200 study)."""
+    if row["run_id"].startswith("mcore_h100_mixtral"):
+        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
+        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
+        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
+        kw.update(overlap_tp=False, moe_router_fusion=True)
+        if fp8_recipe(row) == "blockwise":
+            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
+            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
+            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
+        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion
+        kw["moe_router_fusion"] = True
+    if row["run_id"].startswith("mcore_gb200_qwen3"):
+        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
+        # with bf16 moments (4 + 2 + 2 bytes per parameter)
+        kw["overlap_tp"] = row["precision"] == "bf16"
+        if row["precision"] == "fp8":
+            kw["optimizer_bytes"] = 8.0
+    if row["run_id"].startswith("mcore_gb200_deepseekv3"):
+        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
+        # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
+        kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
+
+
 def _run_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
     sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
@@ -323,32 +350,11 @@ def _run_kw(row, model, kw: dict) -> None:
         kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
-    if row["run_id"].startswith("mcore_h100_mixtral"):
-        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
-        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
-        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
-        kw.update(overlap_tp=False, moe_router_fusion=True)
-        if fp8_recipe(row) == "blockwise":
-            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
-            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
-            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+    _megatron_lm_kw(row, model, kw)
     if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
         # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
         kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
-    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
-        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion
-        kw["moe_router_fusion"] = True
-    if row["run_id"].startswith("mcore_gb200_qwen3"):
-        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
-        # with bf16 moments (4 + 2 + 2 bytes per parameter)
-        kw["overlap_tp"] = row["precision"] == "bf16"
-        if row["precision"] == "fp8":
-            kw["optimizer_bytes"] = 8.0
-    if row["run_id"].startswith("mcore_gb200_deepseekv3"):
-        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
-        # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
-        kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
