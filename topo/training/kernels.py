@@ -209,6 +209,9 @@ class KernelModel:
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
         times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
+    sync_s : float
+        Seconds from the GPU running out of work before a device-to-host sync to the host thread's resuming
+        (``[launch] sync_s``: the copy's landing and the blocked thread's wake-up; every host alike).
     """
 
     sms: int
@@ -228,6 +231,7 @@ class KernelModel:
     host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
     attention_table: str = ""
     launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
+    sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -407,7 +411,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
-        launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu)
+        launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu,
+        sync_s=float(launch.get("sync_s", 0.0)))
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:

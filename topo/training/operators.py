@@ -903,6 +903,7 @@ class BlockTime:
     tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
+    sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -942,7 +943,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
+                     gpu.kernels.sync_s if sync_at >= 0 else 0.0)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -1285,13 +1287,16 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     ``ep_cover_s``: the stretch's expert all-to-alls, GPU seconds with no launch cost, half of it the dispatch
     right after the sync (the host launches the permutation and the experts while it runs) and half the combine
     after the experts (before the block's residual); the step counts their time apart, so the wait is the line's
-    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's)."""
+    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's).
+    The stretch opens with the sync's round trip (the MoE block's ``sync_s``: the copy lands and the host thread
+    resumes), host time before the first launch with the GPU idle."""
     if math.isinf(ep_cover_s):
         return 0.0
     m = blocks[moe]
     at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
     half = (0.0, ep_cover_s / 2, 1.0)
     seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
+    seq.insert(0, (m.sync_s, 0.0, 1.0))
     for b in blocks[moe + 1:] + blocks[:moe]:
         seq += b.launch_seq
     seq += m.launch_seq[:at]
@@ -1325,13 +1330,13 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime) -> float:
     dispatch, experts, combine: NVIDIA/Megatron-LM@00119989 ``megatron/core/transformer/moe/moe_layer.py``
     ``MoELayer.forward``), so the backward runs the router again and syncs its tokens per expert to the host
     again before the experts' GEMMs can be launched; the GPU then waits for the host's launches of that forward
-    beyond its own time, as in the forward pass (:func:`_host_waits_s`). Full recomputation's replay is not
-    counted here."""
+    beyond its own time, as in the forward pass (:func:`_host_waits_s`), and for the sync's round trip
+    (``sync_s``). Full recomputation's replay is not counted here."""
     if "moe" not in lay.recompute_modules:
         return 0.0
     host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE)
     gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE)
-    return max(0.0, host - gpu)
+    return max(0.0, host - gpu) + t.sync_s
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:
