@@ -295,10 +295,12 @@ def test_overlapped_all_to_alls_slow_the_compute_by_their_sms(qwen, h100_fabric,
     assert 0 < side < 0.01 * r.breakdown_s["ep"]
     t = stage_compute(qwen, lay, gpu).microbatch_s
     taken = comm_hbm_Bps(moved_Bps("alltoall", a2a.size_bytes, a2a.group_size, one))
+    taken = round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps  # the step's rounding (one reduced compute per 1% of HBM)
 
     def loss(sms):  # 1 - t / t' on the GPU the all-to-all's kernels leave
         return 1 - t / stage_compute(qwen, lay, reduced_gpu(gpu, sms, taken)).microbatch_s
-    assert 0.5 * 20 / 132 < loss(20) < 20 / 132  # partial waves and memory-bound kernels lose less than linear
+    # near the linear 20/132: partial waves lose less, the all-to-all's HBM traffic (~2% of HBM) a little more
+    assert 0.5 * 20 / 132 < loss(20) < 1.1 * 20 / 132
     assert r.breakdown_s["ep"] == pytest.approx(exposed + hidden * loss(20) + side, rel=1e-9)
     more = estimate_step(h100_fabric, qwen, lay.model_copy(update={"ep_comm_sms": 40}), contention=False)
     more_a2a = max((c for c in more.comm if c.dim == "ep"), key=lambda c: c.size_bytes)

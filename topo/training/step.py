@@ -559,15 +559,15 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = (_mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * ranks[0].microbatch_s)
                 if contention else {})
-    paced = None
+    paced, reduced = None, {}  # reduced: rank computes on a GPU less what hidden communication takes
     for sc, stage in _pace_candidates(model, lay, ranks):
         if stage is None:
             tr, tm = traffic, timed
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
-        ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow)
+        ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
-        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
+        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:
             paced = (paced_s, sc, comms, exposed, note)
@@ -729,7 +729,7 @@ def _nvlink_ep_s(ep_spans: list[int], ep_exposed_s: float) -> float:
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
-                   comms: list[DimensionComm], exposed: dict) -> str | None:
+                   comms: list[DimensionComm], exposed: dict, cache: dict | None = None) -> str | None:
     """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
     compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs and move HBM bytes
     (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the forward and backward they
@@ -745,7 +745,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
     keys = {i: (helds[i], _hbm_taken(gpu, comms[i])) for i, _ in hidden}
     # the same pipeline stage as ``sc``, on what the NCCL kernels leave (one stage compute per SMs and HBM taken)
-    slows = {k: _reduced_stage(model, lay, gpu, sc, cover, *k) for k in set(keys.values())}
+    slows = {k: _reduced_stage(model, lay, gpu, sc, cover, *k, cache) for k in set(keys.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
     dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
@@ -774,15 +774,19 @@ def _hbm_taken(gpu, c: DimensionComm) -> float:
     return round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
 
 
-def _reduced_stage(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, held: int, taken_Bps: float):
+def _reduced_stage(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, held: int, taken_Bps: float,
+                   cache: dict | None = None):
     """Pipeline stage ``sc.busiest``'s compute on ``gpu`` less ``held`` SMs and ``taken_Bps`` of HBM
-    (:func:`.comm_sms.reduced_gpu`)."""
-    return next(r for r in rank_computes(model, lay, reduced_gpu(gpu, held, taken_Bps), cover)
-                if r.busiest == sc.busiest)
+    (:func:`.comm_sms.reduced_gpu`); ``cache`` keeps every rank's across the step's candidate stages."""
+    cache = {} if cache is None else cache
+    key = (held, taken_Bps)
+    if key not in cache:
+        cache[key] = rank_computes(model, lay, reduced_gpu(gpu, held, taken_Bps), cover)
+    return next(r for r in cache[key] if r.busiest == sc.busiest)
 
 
 def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed: list, groups: dict,
-             slow: dict) -> float:
+             slow: dict, cache: dict | None = None) -> float:
     """What the hidden expert all-to-alls cost the compute beside them per hidden second, by the model of the DP
     collectives (:mod:`.comm_sms`): ``1 - t / t'`` with ``t'`` the stage's compute on the SMs the dispatcher's
     kernels leave (``ep_comm_sms``) and the HBM bandwidth the largest all-to-all's traffic leaves. 0 without
@@ -800,6 +804,8 @@ def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed
         The step's ``(item, timing)`` pairs (:func:`_timed_traffic`); ``groups`` their group matrices.
     slow : dict
         The traffic mix's slowdowns per dimension.
+    cache : dict, optional
+        Reduced-GPU rank computes already made (:func:`_reduced_stage`).
 
     Returns
     -------
@@ -811,7 +817,8 @@ def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed
     factor = slow.get("ep", 1.0)
     moved = max(moved_Bps("alltoall", it["size_bytes"], groups[it["groups"]].shape[1], one.time_s * factor)
                 for it, one in a2a)
-    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, comm_hbm_Bps(moved)).microbatch_s
+    taken = round(comm_hbm_Bps(moved) / gpu.hbm_Bps, 2) * gpu.hbm_Bps  # to 1% of HBM, as _hbm_taken
+    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, taken, cache).microbatch_s
     return max(0.0, 1.0 - sc.microbatch_s / t) if t > 0 else 0.0
 
 
