@@ -70,7 +70,7 @@ def test_deepeps_measured_gemm_loss_is_above_the_model_which_stays_its_floor():
     # Megatron-LM@fc81b209 docs/user-guide/features/moe_a2a_overlap.md, quoting arXiv 2603.07685 sec. 4.2.3:
     # DeepEP V1 reserving 20 of an H100's 132 SMs costs the concurrent GEMMs ~20%. The model, on a many-wave GEMM
     # beside 20 SMs and DeepEP's all-to-all traffic (~44 GB/s a GPU across nodes: the DeepSeek-V3 row's 117 MB
-    # calls of 2.65 ms, x3 HBM bytes), loses ~0.15: SMs and HBM bandwidth do not explain the measurement
+    # calls of 2.65 ms, x3 HBM bytes), loses 0.150: SMs and HBM bandwidth do not explain the measurement
     # (docs/calibration-findings.md), so the step keeps it as a floor (test_training_ep_overlap_cost.py).
     h100 = gpu_compute("H100")
     g = (16384, 16384, 16384)
@@ -83,7 +83,7 @@ def test_an_nccl_all_reduce_beside_gemms_loses_less_than_the_characterisation_me
     # Lee et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning"
     # (arXiv 2507.03114, 2025): GPT / LLaMA layers on 4 A100s, 4 H100s, MI250 and MI210 with their collectives
     # overlapped slow the compute by 18.9% on average, 40.0% at most. The model on H100 at NCCL's 16 channels of a
-    # node (topo/data/profiles/nccl) beside an NVLink all-reduce at ~360 GB/s bus bandwidth: x1.16 on a many-wave
+    # node (topo/data/profiles/nccl) beside an NVLink all-reduce at ~360 GB/s bus bandwidth: x1.14 on a many-wave
     # GEMM (SMs; compute-bound, HBM unfelt), x1.48 on a memory-bound kernel (3 x 360 GB/s of 3,350 GB/s HBM). A
     # layer mixes the two, so its slowdown lies between them, as the measured mean does; a GEMM-heavy layer sits
     # under the mean, as DeepEP's GEMMs sit under their measurement (the same missing part: L2, clocks; no
