@@ -52,6 +52,8 @@ def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
     want = last + sm_loss_s(dp.time_s - last, t, t_less)
     assert want > last
     assert dp.exposed_s == pytest.approx(want, rel=1e-12) and r.breakdown_s["dp"] == pytest.approx(want, rel=1e-12)
+    assert any(n.startswith(f"hidden DP/CP collectives hold 16 of the 132 SMs (NCCL's channels) and up to "
+                            f"{taken / gpu.hbm_Bps:.0%} of HBM bandwidth") for n in r.notes)
     # without overlap the whole reduction is exposed
     off = estimate_step(pod, m, make_layout(tp=4, dp=256, global_batch=2048, dp_sharding="none", overlap_dp=False,
                                             grad_bytes=2.0), engine=engine)

@@ -762,8 +762,10 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
     held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
-    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
-            f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
+    hbm = max(k[1] for k in keys.values()) / gpu.hbm_Bps
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) and up to {hbm:.0%} of "
+            f"HBM bandwidth while they run: the compute beside them loses {format_time(total)} per step, counted "
+            f"in their exposed time")
 
 
 def _hbm_taken(gpu, c: DimensionComm) -> float:
