@@ -75,7 +75,14 @@ def _uf_8b(**kw):
                        dp_sharding="zero1", grad_reduce_bytes=2.0, **kw)
 
 
-def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod):
+@pytest.fixture
+def sms_only(monkeypatch):
+    """The SMs' part of the loss alone: no HBM bytes moved (that part: tests/test_training_comm_interference.py)."""
+    from topo.training import comm_sms
+    monkeypatch.setattr(comm_sms, "hbm_bytes_per_byte", lambda: 0.0)
+
+
+def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod, sms_only):
     m = load_model("llama3-8b")
     engine = CommEngine(b200_pod)
     gpu = gpu_compute("B200")
@@ -113,7 +120,7 @@ def test_no_loss_when_nothing_is_hidden(b200_pod):
     assert not any(n.startswith("hidden DP/CP collectives") for n in off.notes)
 
 
-def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod):
+def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod, sms_only):
     # ZeRO-3 gathers of every layer twice per micro-batch and a reduce-scatter of Llama 3 70B over 64 ranks at 512
     # tokens a rank: the DP collectives hide more than the compute; they queue on one stream, so at most the whole
     # compute runs on fewer SMs
@@ -143,7 +150,7 @@ def test_one_gpu_per_node_groups_hold_ncclss_four_channels():
     assert prof.channels_one_gpu_per_node == 4 and prof.channels == 16
 
 
-def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypatch):
+def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypatch, sms_only):
     # EP8 inside each 8-GPU node, experts ZeRO-3 over EDP 8 = one GPU per node (Megatron-FSDP's expert groups,
     # Megatron-MoE-ModelZoo's Qwen3-235B EP8 FSDP row at smaller scale); the dense weights over DP 64, 8 per node
     from topo.training import step as st

@@ -206,6 +206,9 @@ class KernelModel:
     attention_table : str
         The GPU's own attention table (``[attention.<gpu>]``), else its generation's
         (``[attention.<generation>]``), or "" for the Hopper table.
+    launch_sms : int or None
+        SMs a GEMM's tile shape is chosen for, when the kernel runs on fewer (``sms``) beside communication
+        kernels (None: ``sms``).
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
         times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
@@ -232,6 +235,7 @@ class KernelModel:
     attention_table: str = ""
     launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
     sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
+    launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -242,21 +246,27 @@ class KernelModel:
 
 
 def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
-    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``."""
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``: the
+    tile shape that finishes first on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics
+    see unless told otherwise: ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel
+    gets (fewer when communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`)."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
-    best = math.inf
+    chosen_on = km.launch_sms or km.sms
+    best, got = math.inf, math.inf
     for tm, tn in km.tile_shapes:
         if tm < 128 and M > tm:
             continue
         per = math.ceil(M / tm) * math.ceil(N / tn)
         tiles = per * groups if packed else per
         step = 2.0 * tm * tn / (peak_sm * e)  # one step of K of one tile
-        waves = math.ceil(tiles / km.sms) * (1 if packed else groups)
-        best = min(best, waves * step * (K + k0))
-    return best
+        rounds = 1 if packed else groups
+        t = math.ceil(tiles / chosen_on) * rounds * step * (K + k0)
+        if t < best:
+            best, got = t, math.ceil(tiles / km.sms) * rounds * step * (K + k0)
+    return got
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,

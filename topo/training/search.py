@@ -141,7 +141,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[f
         floor = it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
         if it["collective"] == "alltoall":
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay, None)
+        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay)
         if it["dim"] == "tp":
             tp += got
         else:
