@@ -361,7 +361,7 @@ def test_search_with_tp_widening_equals_evaluating_every_candidate(fabric):
     evaluating every candidate."""
     m = load_model("llama3-8b")
     kw = dict(cps=(1, 2), micro_batches=(1,), recompute=("full",), vpps=(1,), dp_sharding=("zero3",))
-    found = search_layouts(fabric, m, 64, 64, top=5, keep=5, contention=False, **kw)
+    found = search_layouts(fabric, m, 64, 64, top=20, keep=20, contention=False, **kw)
     every = _every_step_time(fabric, m, 64, 64, **kw)
     assert found.evaluated < len(every)
-    assert [r.step_time_s for r in found.ranked] == pytest.approx(every[:5], rel=1e-12)
+    assert [r.step_time_s for r in found.ranked] == pytest.approx(every[:20], rel=1e-12)
