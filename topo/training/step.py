@@ -37,6 +37,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  a DP group across NVLink domains also hides behind the compute stream's exposed TP, CP, PP, EP collectives whose
+  groups stay inside one domain (NVLink only, the NICs left to the DP stream: :func:`_nvlink_exposed_s`);
   the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
   compute beside it runs on the rest (:mod:`topo.training.comm_sms`: ``hidden x (1 - t / t')``, ``t'`` the
   compute on the SMs left; the DP ones together at most the step's compute), added to the dimension's exposed time;
@@ -656,43 +658,21 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     ``stage``'s (:func:`step_traffic`), ``sc`` its compute, ``ep_loss`` what the hidden expert all-to-alls cost
     the compute beside them per hidden second (:func:`_ep_loss`)."""
     m = lay.microbatches
-    t_mb = sc.microbatch_s
     units = max(1, sc.layers)
-    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
-               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
-    paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
-                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)],
-                                ep_loss)
-    done: dict[int, float] = {}
-    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed EP time on
-    # the compute stream widens their windows (:func:`_dp_windows`)
-    order = [i for i, (it, _) in enumerate(timed) if it["dim"] != "dp"] + \
-        [i for i, (it, _) in enumerate(timed) if it["dim"] == "dp"]
+    done = _stream_exposed(model, lay, gpu, sc, traffic, timed, slow, stage, ep_loss)
+    # DP last: its collectives run on their own stream during the whole pass, so the compute stream's exposed
+    # NVLink-only collectives widen their windows (:func:`_nvlink_exposed_s`, :func:`_dp_windows`)
+    nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done[i]) for i, (it, _) in enumerate(timed)
+                             if it["dim"] != "dp"])
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
-    for i in order:
-        item, one = timed[i]
-        dim = item["dim"]
-        key = dim if item["groups"] != "edp" else "dp_experts"
-        factor = slow.get(key, 1.0)
-        one_s = one.time_s * factor
-        total = one_s * item["calls"]
-        if paired is not None and _is_ep_a2a(item):
-            ex = paired * total
-        elif dim == "dp":
-            ep_items = [j for j, (it, _) in enumerate(timed) if it["dim"] == "ep"]
-            nvl = _nvlink_ep_s([spans[timed[j][0]["groups"]] for j in ep_items], sum(done[j] for j in ep_items))
+    for i, (item, one) in enumerate(timed):
+        if item["dim"] == "dp":
+            factor = slow.get("dp" if item["groups"] != "edp" else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
-            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, wf, wb, units, lay)
-        elif dim == "tp" and tp_ring_steps(lay) > 1:
-            pairs = sc.tp_pairs.get(item.get("pair"), [])
-            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
-            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
-        else:
-            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss)
-        done[i] = ex
+            done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
+                                  lay)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -707,25 +687,75 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
-def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_ep_s: float):
+def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: list[dict], timed: list, slow: dict,
+                    stage: int | None = None, ep_loss: float = 0.0) -> dict[int, float]:
+    """The exposed seconds of each TP, CP, PP and EP item of ``timed`` (its index -> seconds; DP items left out) by
+    its dimension's overlap rule; ``timed`` holds ``(item, CommTime)`` pairs of pipeline stage ``stage``'s
+    ``traffic``. Each dimension draws on windows of its own, so the items of some dimensions alone get the same
+    seconds as among all (what the search's :func:`exposed_routed` relies on). ``ep_loss``: what the hidden expert
+    all-to-alls cost the compute beside them a hidden second (:func:`_ep_loss`; 0 in the search's bound, which
+    keeps only the published floor, :func:`ep_overlap_cost_s`)."""
+    m = lay.microbatches
+    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
+    windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s,
+               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
+    paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
+                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)],
+                                ep_loss)
+    done: dict[int, float] = {}
+    for i, (item, one) in enumerate(timed):
+        dim = item["dim"]
+        if dim == "dp":
+            continue
+        one_s = one.time_s * slow.get(dim, 1.0)
+        total = one_s * item["calls"]
+        if paired is not None and _is_ep_a2a(item):
+            ex = paired * total
+        elif dim == "tp" and tp_ring_steps(lay) > 1:
+            pairs = sc.tp_pairs.get(item.get("pair"), [])
+            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
+            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
+        else:
+            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss)
+        done[i] = ex
+    return done
+
+
+def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_s: float):
     """The forward and backward windows (per micro-batch) a DP collective hides behind: the compute, and when the
-    DP group crosses the network, also ``nvlink_ep_s`` (a step's exposed expert collectives that stay inside one
-    NVLink domain, :func:`_nvlink_ep_s`) over the ``m`` micro-batches. Those run on the compute stream over NVLink,
-    while the DP stream's next gather or last reduction has the NICs to itself (Megatron-FSDP prefetches the next
-    unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005 megatron/core/distributed/custom_fsdp/
-    fully_sharded_data_parallel.py ``_pre_forward_param_unshard``, ``AllGatherPipeline``). Split between forward and
-    backward as the compute is (an approximation: the calls' own phases are not recorded)."""
-    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_ep_s <= 0:
+    DP group crosses the network, also ``nvlink_s`` (a step's exposed collectives of the compute stream whose
+    groups stay inside one NVLink domain, :func:`_nvlink_exposed_s`) over the ``m`` micro-batches. Those run on
+    the compute stream over NVLink, while the DP stream's next gather or last reduction has the NICs to itself
+    (Megatron-FSDP prefetches the next unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005
+    megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py ``_pre_forward_param_unshard``,
+    ``AllGatherPipeline``). Split between forward and backward as the compute is (an approximation: the calls' own
+    phases are not recorded). ``nvlink_s`` infinite (not known yet: the search's bound) gives infinite windows,
+    the least a DP collective can expose."""
+    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_s <= 0:
         return t_f, t_b
-    nvl = nvlink_ep_s / max(1, m)
+    if math.isinf(nvlink_s):
+        return math.inf, math.inf
+    nvl = nvlink_s / max(1, m)
     return t_f + nvl * t_f / (t_f + t_b), t_b + nvl * t_b / (t_f + t_b)
 
 
-def _nvlink_ep_s(ep_spans: list[int], ep_exposed_s: float) -> float:
-    """A step's exposed expert-parallel seconds when every expert collective stays inside one NVLink domain, else
-    0 (a cross-domain all-to-all shares the NICs with the DP collectives). TP and CP are left out: the search's
-    lower bound (:func:`exposed_routed`) does not know their exposed time."""
-    return ep_exposed_s if ep_spans and all(d == 1 for d in ep_spans) else 0.0
+def _nvlink_exposed_s(items: list[tuple[str, int, float | None]]) -> float:
+    """A step's exposed seconds on the compute stream that leave the NICs to the DP collectives: ``items`` are the
+    step's TP, CP, PP and EP collectives as ``(dimension, NVLink domains its groups span, exposed seconds)``; a
+    dimension counts when every one of its collectives' groups stays inside one NVLink domain (its traffic never
+    reaches a NIC), else 0 (a group across domains, an all-to-all or a CP ring across nodes, or a pipeline send,
+    shares the NICs with the DP collectives). Decided from the mapped groups, not by the dimension's name: TP
+    inside a node counts, CP counts only where ``tp x cp`` fits in a domain. An exposed time not known yet (None,
+    the search's bound before those groups are routed) makes the sum infinite. :func:`_dp_windows` applies it
+    only to a DP group that spans more than one domain."""
+    dims: dict[str, list] = {}
+    for dim, span, ex in items:
+        dims.setdefault(dim, []).append((span, ex))
+    total = 0.0
+    for rows in dims.values():
+        if all(span == 1 for span, _ in rows):
+            total += math.inf if any(ex is None for _, ex in rows) else sum(ex for _, ex in rows)
+    return total
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
@@ -1140,11 +1170,11 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
 
 
 def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None) -> dict:
-    """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
-    from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
-    refines its bounds with. The hidden all-to-alls' cost to the compute beside them is left out (it needs the
-    stage's compute on the GPU they leave, :func:`_ep_loss`) but for a published floor
-    (:func:`ep_overlap_cost_s`), which the step charges at least.
+    """The exposed seconds of each dimension :func:`estimate_step` gives without the traffic mix, from the
+    collectives whose routing ``engine`` holds already: what a search refines its bounds with, routing nothing.
+    The hidden all-to-alls' cost to the compute beside them is left out (it needs the stage's compute on the GPU
+    they leave, :func:`_ep_loss`) but for a published floor (:func:`ep_overlap_cost_s`), which the step charges at
+    least.
 
     Parameters
     ----------
@@ -1162,53 +1192,43 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     Returns
     -------
     dict
-        ``dp``: the exposed seconds of the DP collectives routed already (the others count 0); ``ep``: the
-        exposed seconds of the expert all-to-alls, or None unless every one was routed already.
+        ``tp``, ``cp``, ``pp``, ``ep``: the exposed seconds of that dimension by the step's rules
+        (:func:`_stream_exposed`), or None unless every one of its collectives was routed already; ``dp``: the
+        exposed seconds of the DP collectives routed already (the others count 0), their windows widened by the
+        NVLink-only exposed time as the step's (:func:`_nvlink_exposed_s`), or infinitely (their least exposure)
+        while a dimension that would widen them is not known. With ``sc`` the search's (no host wait: narrower
+        windows), the TP term is no less than the step's and so widens the DP windows no less: ``dp`` stays at or
+        below the step's.
     """
-    dp = ep = 0.0
-    ep_known = True
-    a2a = []  # the expert all-to-alls with their per-call seconds
-    dp_items, ep_spans = [], []  # the DP collectives, timed after EP (its NVLink-only exposed time widens them)
-    units = max(1, sc.layers)
+    spec = engine.fabric.spec
+    gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
+    stage = traffic_stage(lay, sc)
+    traffic = step_traffic(model, lay, stage)
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
-    for item in step_traffic(model, lay, traffic_stage(lay, sc)):
-        if item["dim"] not in ("dp", "ep"):
-            continue
-        G = groups.get(item["groups"])
-        if G is None:
-            G = groups[item["groups"]] = mapping.groups(item["groups"])
-        if item["dim"] == "ep":
-            ep_spans.append(mapping.domains_spanned(item["groups"]))
-        one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
-        if one is None:
-            ep_known = ep_known and item["dim"] != "ep"
-        elif item["dim"] == "dp":
-            dp_items.append((item, G, one.time_s))
-        else:
-            if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
-                one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
-            if _is_ep_a2a(item):
-                a2a.append((item, one.time_s))
-            else:
-                ep += one.time_s * item["calls"]
-    if ep_known:
-        windows = {"ep": lay.microbatches * sc.microbatch_s}
-        spec = engine.fabric.spec
-        gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
-        total = sum(one * it["calls"] for it, one in a2a)
-        share = _paired_ep_exposed(model, lay, gpu, sc, windows, a2a)
-        if share is None:
-            ep = exposed_comm_s("ep", "microbatch", total + ep, windows, lay)
-        else:
-            ep = share * total + exposed_comm_s("ep", "microbatch", ep, windows, lay)
-    nvl = _nvlink_ep_s(ep_spans, ep) if ep_known else _nvlink_ep_s(ep_spans, math.inf)
-    for item, G, one_s in dp_items:
-        span = mapping.domains_spanned(item["groups"])
-        if math.isinf(nvl) and span > 1:
-            continue  # the EP time that widens its windows is not known yet: 0 keeps the bound below the step
-        wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches, span, nvl)
-        dp += _dp_exposed(engine, item, G, one_s, 1.0, wf, wb, units, lay)
-    return {"dp": dp, "ep": ep if ep_known else None}
+    spans: dict = {}
+    timed = []  # (item, its time alone or None when its group matrix was not routed yet)
+    for item in traffic:
+        d = item["groups"]
+        if d not in groups:
+            groups[d], spans[d] = mapping.groups(d), mapping.domains_spanned(d)
+        one = engine.time(item["collective"], groups[d], item["size_bytes"], cached_only=True)
+        timed.append((item, None if one is None else _flex_bound(item, one, lay, spans[d], spec.gpu)))
+    unknown = {it["dim"] for it, one in timed if one is None}
+    known = [(i, pair) for i, pair in enumerate(timed) if pair[0]["dim"] not in unknown | {"dp"}]
+    got = _stream_exposed(model, lay, gpu, sc, traffic, [pair for _, pair in known], {}, stage)
+    done = {i: got[j] for j, (i, _) in enumerate(known)}
+    out: dict = {d: (None if d in unknown else 0.0) for d in ("tp", "cp", "pp", "ep")}
+    for i, ex in done.items():
+        out[timed[i][0]["dim"]] += ex
+    nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
+                             if it["dim"] != "dp"])
+    dp, units = 0.0, max(1, sc.layers)
+    for item, one in timed:
+        if item["dim"] == "dp" and one is not None:
+            wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
+                                 spans[item["groups"]], nvl)
+            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay)
+    return {**out, "dp": dp}
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
