@@ -686,6 +686,18 @@ def _graph_part(kind: str, op: Op) -> str:
     return ""
 
 
+MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES = ((38, 6), (14, 2))
+"""Megatron-Core's unfused vocab-parallel cross-entropy (``tensor_parallel.vocab_parallel_cross_entropy``, what
+``compute_language_model_loss`` runs without ``--cross-entropy-loss-fusion``), as ``((forward HBM bytes per
+logit, kernels), (backward ..., kernels))`` (NVIDIA/Megatron-LM@00611e6e
+``megatron/core/tensor_parallel/cross_entropy.py``). Forward: ``.float()`` reads the bf16 logits and writes them
+in FP32 (2 + 4), ``torch.max`` over the vocabulary reads them (4), the in-place ``-= logits_max`` (4 + 4),
+``torch.exp(out=)`` (4 + 4), ``.sum`` (4) and the in-place ``div_`` by the sum (4 + 4): 38 bytes in 6 kernels
+(the target's gather and the three TP all-reduces of one value a token are negligible). Backward: the in-place
+``mul_`` by the loss gradient (4 + 4) and the cast's backward to bf16 (4 + 2): 14 bytes in 2 kernels (the
+target's ``index_put`` is one value a token). The fused path (``fused``) reads the bf16 logits once a pass."""
+
+
 def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
@@ -707,6 +719,12 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
             return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * ACT * T * V / lay.tp, launches=k_f,
                               passes="forward"),
                            Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
+                              passes="backward")]
+        if lay.cross_entropy == "megatron_unfused":
+            (fwd, k_f), (bwd, k_b) = MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES
+            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * T * V / lay.tp, launches=k_f,
+                              passes="forward"),
+                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * T * V / lay.tp, launches=k_b,
                               passes="backward")]
         return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
