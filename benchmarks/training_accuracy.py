@@ -283,22 +283,9 @@ def _framework_kw(row, model, kw: dict) -> None:
             kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
 
 
-def _run_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
-    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
-    if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
-        # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
-        # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
-        # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
-        # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
-        # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
-        # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
-        # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
-        # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
-        kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
-    if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
-        kw["moe_grouped_gemm"] = False
+def _modelzoo_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what the Megatron-MoE-ModelZoo's scripts set (yanring/Megatron-MoE-ModelZoo: Megatron-LM
+    run directly) for its Mixtral and Qwen3 rows, at the commit each table was published."""
     if row["run_id"].startswith("mcore_h100_mixtral"):
         # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
         # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
@@ -308,10 +295,6 @@ def _run_kw(row, model, kw: dict) -> None:
             # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
             # params and bf16 moments (4 + 2 + 2 bytes per parameter)
             kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
-    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
-        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
-        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
-        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
     if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
         # yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion since
         # @274316a (2025-08-20); no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16
@@ -333,6 +316,29 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["overlap_tp"] = row["precision"] == "bf16"
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
+
+
+def _run_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
+    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
+        # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
+        # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
+        # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
+        # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
+        # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
+        # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
+        # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
+        # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
+        kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+    if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
+        kw["moe_grouped_gemm"] = False
+    _modelzoo_kw(row, model, kw)
+    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
+        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
+        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
+        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)

@@ -735,11 +735,19 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False) -> float:
+              graphed: bool = False, grad_bytes: float | None = None) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
-    its own (the layout's ``fp8_amax_pass``)."""
+    its own (the layout's ``fp8_amax_pass``).
+
+    ``grad_bytes``: the kept gradient's bytes per parameter, which a weight-gradient GEMM adds its product into
+    (None: a new bf16 tensor). Megatron-LM's ``--gradient-accumulation-fusion`` (its default) hands Transformer
+    Engine's linear and grouped linear layers ``fuse_wgrad_accumulation``: cuBLAS runs the weight-gradient GEMM
+    with ``accumulate`` on ``main_grad`` (FP32, or bf16 with a bf16 gradient buffer), each output element read and
+    written at the gradient's bytes (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` and
+    ``linear.py``: ``out=main_grad``, ``accumulate=accumulate_wgrad_into_param_main_grad``). It binds where the
+    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -761,8 +769,9 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
     cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
     t = 0.0
-    for M, N, K in shapes:
-        t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
+    for i, (M, N, K) in enumerate(shapes):
+        accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
+        t += gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=2.0 * grad_bytes if accumulated else 2.0)
         if fp8 and M > 0 and K > 0:
             t += memory_s(km, cast_bytes * M * K * op.groups)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
@@ -882,7 +891,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         amax = lay.fp8_amax_pass
         cap = captured(op, graphs)
         f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap)
+        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap, grad_bytes=lay.grad_bytes)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
