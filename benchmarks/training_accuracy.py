@@ -304,7 +304,7 @@ def _framework_kw(row, model, kw: dict) -> None:
 
 def _megatron_lm_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what the Megatron-LM runs' own scripts set (``mcore_`` rows: the Megatron-MoE model zoo's
-    Mixtral and Qwen3 runs, Megatron-LM's DeepSeek-V3 GB200 study)."""
+    Mixtral and Qwen3 runs, at the commit each table was published, and Megatron-LM's DeepSeek-V3 GB200 study)."""
     if row["run_id"].startswith("mcore_h100_mixtral"):
         # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
         # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
@@ -315,8 +315,20 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
             # params and bf16 moments (4 + 2 + 2 bytes per parameter)
             kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
     if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
-        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion
-        kw["moe_router_fusion"] = True
+        # yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion since
+        # @274316a (2025-08-20); no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16
+        # run's gradients in FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
+        kw.update(moe_router_fusion=True, grad_reduce_bytes=4.0)
+    if row["run_id"] in MODELZOO_QWEN3_2505:
+        # the H100 4k table's own commit (ModelZoo@8017e11, launch lines @31c5686 examples/qwen3/run_235b.sh): no
+        # --tp-comm-overlap (sbatch_benchmarking.sh adds it for PR=bf16 from @b09773a, 2025-12-16), no
+        # --moe-router-fusion and no --cross-entropy-loss-fusion (both from @274316a): Megatron-Core's unfused
+        # vocab-parallel cross-entropy on FP32 logits
+        kw.update(overlap_tp=False, moe_router_fusion=False, cross_entropy="megatron_unfused")
+    if row["run_id"].startswith("mcore_h100_qwen3_235b_longctx"):
+        # the long-context table's commit (ModelZoo@b0b92ff, 2025-11-04) predates --tp-comm-overlap in
+        # sbatch_benchmarking.sh (@b09773a): TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw["overlap_tp"] = False
     if row["run_id"].startswith("mcore_gb200_qwen3"):
         # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
         # with bf16 moments (4 + 2 + 2 bytes per parameter)
@@ -618,6 +630,10 @@ def fp8_recipe(row) -> str | None:
 # MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
 # mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
 # pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
+MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
+                                                                     "tp4_ep8_pp8"))
+"""The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
+(2025-05-27): run with that commit's configs, a year older than the ones the rows' source page sits beside."""
 SEQUENTIAL_MLP_FAMILIES = ("mixtral", "grok")
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``

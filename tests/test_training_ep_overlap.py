@@ -55,7 +55,7 @@ def test_layer_parts_are_the_layer_split_by_node():
     # the router, its top-k, the all-to-all dispatcher's token counts and the permutation are module "moe" too,
     # but run before the dispatch
     pre_ops = ("router", "router_topk", "dispatch_preprocess", "dispatch_dtoh", "permute", "permute_grad")
-    pre = sum(op_time_s(o, gpu, "fp8") + op_time_s(o, gpu, "fp8", backward=True)
+    pre = sum(op_time_s(o, gpu, "fp8") + op_time_s(o, gpu, "fp8", backward=True, grad_bytes=lay.grad_bytes)
               for o in block_ops(ds, lay, "E") if o.name in pre_ops)
     assert pre > 0 and shared > 0
     assert p.mlp_f + p.mlp_b == pytest.approx(routed - pre, rel=1e-12)

@@ -617,3 +617,40 @@ def test_mlperf60_deepseek_rows_are_the_median_of_their_logged_runs():
         steps[n] = float(r["step_time_s"])
     assert steps[512] / steps[2048] == pytest.approx(3.77, abs=0.01)
     assert steps[256] / steps[512] == pytest.approx(1.81, abs=0.01)
+
+
+def test_modelzoo_h100_qwen3_rows_run_their_tables_own_recipe(monkeypatch):
+    # The Megatron-MoE-ModelZoo H100 Qwen3-235B table (TP2/TP4, EP8/EP32, GBS 2048, seq 4,096) was published at
+    # yanring/Megatron-MoE-ModelZoo@8017e11 (2025-05-27, launch lines @31c5686 examples/qwen3/run_235b.sh): its
+    # yaml and sbatch_benchmarking.sh had no --tp-comm-overlap (added @b09773a, 2025-12-16), no --moe-router-fusion
+    # and no --cross-entropy-loss-fusion (added @274316a, 2025-08-20); the long-context table (@b0b92ff,
+    # 2025-11-04) has both fusions but no TP overlap. No ModelZoo script sets --grad-reduce-in-bf16, so Megatron-LM
+    # reduces bf16 runs' gradients in FP32 (mcore35; the rows said bf16 gradients)
+    rows = {r["run_id"]: r for _, r in ROWS}
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    may = training_accuracy.MODELZOO_QWEN3_2505
+    assert len(may) == 5
+    setups = {s["run"]: s["lay"] for s in _fit_setups(monkeypatch) if s["run"].startswith("mcore_")}
+    for rid in may:
+        lay, note = setups[rid], rows[rid]["note"]
+        assert (lay.overlap_tp, lay.moe_router_fusion, lay.cross_entropy) == (False, False, "megatron_unfused"), rid
+        assert "mcore35" in note and "@8017e11" in note and "bf16 gradients" not in note, rid
+        # the table prints the step time and model TFLOP/s per GPU; the row's tokens/s/GPU is the step time's and
+        # agrees with the TFLOP/s at Megatron-LM's own FLOPs per token
+        tflops = float(re.search(r"model TFLOP/s per GPU \((\d+)\)", note)[1])
+        tokens = int(rows[rid]["global_batch_seqs"]) * int(rows[rid]["seq_len"]) / int(rows[rid]["num_gpus"])
+        assert float(rows[rid]["value"]) == pytest.approx(tokens / float(rows[rid]["step_time_s"]), abs=0.06)
+        per_token = _megatron_flops_per_token(load_model(rows[rid]["model"]), int(rows[rid]["seq_len"]))
+        assert float(rows[rid]["value"]) == pytest.approx(tflops * 1e12 / per_token, rel=0.01), rid
+    longctx = [r for r in setups if r.startswith("mcore_h100_qwen3_235b_longctx")]
+    assert len(longctx) == 4
+    for rid in longctx:
+        lay = setups[rid]
+        assert (lay.overlap_tp, lay.moe_router_fusion, lay.cross_entropy) == (False, True, "fused"), rid
+        assert "@b0b92ff" in rows[rid]["note"] and "adds --tp-comm-overlap" not in rows[rid]["note"], rid
+    qwen3 = [r for r in setups if "qwen3" in r]
+    assert len(qwen3) == 12
+    for rid in qwen3:
+        assert setups[rid].reduce_bytes == 4.0 and "bf16 gradients" not in rows[rid]["note"], rid

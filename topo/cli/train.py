@@ -46,7 +46,7 @@ def _job_arguments(p) -> None:
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
                         "it); options given on the command line win; how the framework runs the step: "
                         "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
-                        "cross_entropy=fused|torch_bf16, "
+                        "cross_entropy=fused|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "

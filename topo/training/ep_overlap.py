@@ -86,7 +86,7 @@ def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> L
             cap = captured(op, lay.cuda_graph_scope)
             f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
             b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap,
-                          fp8_recipe=lay.fp8_recipe)
+                          fp8_recipe=lay.fp8_recipe, grad_bytes=lay.grad_bytes)
             if kind == Block.MOE and op.name not in ATTN_NODE_OPS and op.module not in ATTN_NODE_MODULES:
                 mf, mb = mf + f, mb + b
             else:

@@ -270,7 +270,7 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
-           packed: bool = True, efficiency: float | None = None) -> float:
+           packed: bool = True, efficiency: float | None = None, out_bytes: float = 2.0) -> float:
     """Seconds of ``groups`` GEMMs ``[M, K] x [K, N]`` on one GPU (no launch cost).
 
     Parameters
@@ -286,6 +286,9 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
         True: one kernel packs every group's tiles into waves (a grouped GEMM); False: each GEMM quantises alone.
     efficiency : float, optional
         A large-GEMM efficiency instead of the model's.
+    out_bytes : float
+        HBM bytes per output element: 2, written in bf16; a weight gradient accumulated into the kept gradient
+        reads and writes it (Megatron-Core's ``gradient_accumulation_fusion``: 8 for an FP32 ``main_grad``).
     """
     if M <= 0 or N <= 0 or K <= 0 or groups <= 0:
         return 0.0
@@ -294,7 +297,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     b = 1.0 if precision == "fp8" else 2.0
     g = max(1, round(groups))
     tiles = _tile_s(km, M, N, K, precision, e, g, packed)
-    hbm = (b * (M * K + K * N) + 2.0 * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
+    hbm = (b * (M * K + K * N) + out_bytes * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
     return max(tiles, hbm) * groups / g
 
 

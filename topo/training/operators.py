@@ -719,6 +719,18 @@ def _graph_part(kind: str, op: Op) -> str:
     return ""
 
 
+MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES = ((38, 6), (14, 2))
+"""Megatron-Core's unfused vocab-parallel cross-entropy (``tensor_parallel.vocab_parallel_cross_entropy``, what
+``compute_language_model_loss`` runs without ``--cross-entropy-loss-fusion``), as ``((forward HBM bytes per
+logit, kernels), (backward ..., kernels))`` (NVIDIA/Megatron-LM@00611e6e
+``megatron/core/tensor_parallel/cross_entropy.py``). Forward: ``.float()`` reads the bf16 logits and writes them
+in FP32 (2 + 4), ``torch.max`` over the vocabulary reads them (4), the in-place ``-= logits_max`` (4 + 4),
+``torch.exp(out=)`` (4 + 4), ``.sum`` (4) and the in-place ``div_`` by the sum (4 + 4): 38 bytes in 6 kernels
+(the target's gather and the three TP all-reduces of one value a token are negligible). Backward: the in-place
+``mul_`` by the loss gradient (4 + 4) and the cast's backward to bf16 (4 + 2): 14 bytes in 2 kernels (the
+target's ``index_put`` is one value a token). The fused path (``fused``) reads the bf16 logits once a pass."""
+
+
 def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
@@ -741,6 +753,12 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
                               passes="forward"),
                            Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
                               passes="backward")]
+        if lay.cross_entropy == "megatron_unfused":
+            (fwd, k_f), (bwd, k_b) = MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES
+            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * T * V / lay.tp, launches=k_f,
+                              passes="forward"),
+                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * T * V / lay.tp, launches=k_b,
+                              passes="backward")]
         return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
@@ -750,12 +768,20 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False, fp8_recipe: str | None = None) -> float:
+              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
     its own (the layout's ``fp8_amax_pass``); ``fp8_recipe``: the layout's, which sets an FP8 GEMM's time against
-    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`)."""
+    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`).
+
+    ``grad_bytes``: the kept gradient's bytes per parameter, which a weight-gradient GEMM adds its product into
+    (None: a new bf16 tensor). Megatron-LM's ``--gradient-accumulation-fusion`` (its default) hands Transformer
+    Engine's linear and grouped linear layers ``fuse_wgrad_accumulation``: cuBLAS runs the weight-gradient GEMM
+    with ``accumulate`` on ``main_grad`` (FP32, or bf16 with a bf16 gradient buffer), each output element read and
+    written at the gradient's bytes (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` and
+    ``linear.py``: ``out=main_grad``, ``accumulate=accumulate_wgrad_into_param_main_grad``). It binds where the
+    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -775,7 +801,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     gemms = _gemm_shapes(op)
     shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
     ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
-    t = ratio * sum(gemm_s(km, M, N, K, prec, op.groups, op.packed) for M, N, K in shapes)
+    t = 0.0
+    for i, (M, N, K) in enumerate(shapes):
+        accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
+        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=2.0 * grad_bytes if accumulated else 2.0)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
         t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
@@ -923,7 +952,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         amax = lay.fp8_amax_pass
         cap = captured(op, graphs)
         f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
+        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe,
+                      grad_bytes=lay.grad_bytes)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
