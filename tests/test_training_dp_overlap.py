@@ -228,10 +228,10 @@ def test_fsdp_gathers_hide_behind_the_exposed_tp_of_a_node(monkeypatch, pod):
 
 def test_tp_does_not_widen_a_dp_group_inside_its_node(monkeypatch):
     # tp 2 x dp 4 on one node: the DP group shares the node's NVLink with the exposed TP traffic, no widening
-    # (512-token sequences: each layer's gathers outlast its compute, 60 ms of DP exposed, so a widening would show)
+    # (512-token sequences: each layer's gathers outlast its compute, ~43 ms of DP exposed, so a widening would show)
     small = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
     m = load_model("llama3-8b")
     lay = make_layout(tp=2, dp=4, micro_batch=1, global_batch=8, seq_len=512, dp_sharding="zero3")
     now, before = _dp_without_widening(monkeypatch, small, m, lay)
     assert now.breakdown_s["tp"] > 0 and {c.domains_per_group for c in now.comm if c.dim == "dp"} == {1}
-    assert now.breakdown_s["dp"] == before.breakdown_s["dp"] > 0.05
+    assert now.breakdown_s["dp"] == before.breakdown_s["dp"] > 0.02
