@@ -5,10 +5,12 @@ Three kinds of kernels make a training step:
 - **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM (or per pair of SMs: a
   Blackwell 2-SM tile) at a time, run in waves of the GPU's SMs, from the tiles the generation's kernels have at
   that precision (``[gemm.tiles]``: CUTLASS's default tiles and cuBLAS kernel names); a tile takes ``K + k0``
-  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is faster than its operands and
-  result cross HBM (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a
-  bound of its own: with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which this model
-  reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as K grows (a
+  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), and the kernel picks the tile
+  shape that finishes first; no GEMM is faster than its operands and result cross HBM (operands reach the SMs
+  through L2 with multicast across a cluster's SMs, not modelled as a bound of its own: with it the best-shape
+  MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which
+  this model reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as
+  K grows (a
   MAMF is a maximum over shapes: no shape the model prices beats it, and the tile's prologue, which a shape of
   small K pays, is not read into the rate; see ``_burst_efficiency``), times the published
   sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
@@ -42,8 +44,8 @@ from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
-           "router_kernels",
-           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding", "FITTED"]
+           "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
+           "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
