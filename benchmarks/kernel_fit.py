@@ -74,7 +74,8 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--b200", action="store_true", help="fit the prologue on OpenXLA's B200 table (writes nothing)")
     ap.add_argument("--tiles", choices=("deepgemm_sm90", "hopper"), default="deepgemm_sm90",
-                    help="the tile set the fit runs on: DeepGEMM's own (default) or the training model's Hopper FP8 set")
+                    help="the tile set the fit runs on: DeepGEMM's own (default) or the training model's "
+                    "Hopper FP8 set")
     args = ap.parse_args()
     if args.b200:
         b200_check()
@@ -95,7 +96,8 @@ def main() -> None:
             best = (loss, k0, mem, e)
     loss, k0, mem, e = best
     km = replace(base, tile_overhead_k=float(k0), gemm_memory_efficiency=mem)
-    print(f"tiles {args.tiles}: tile_overhead_k {k0}, gemm_memory_efficiency {mem}, DeepGEMM's efficiency {e}: mean |log error| "
+    print(f"tiles {args.tiles}: tile_overhead_k {k0}, gemm_memory_efficiency {mem}, DeepGEMM's efficiency {e}: "
+          f"mean |log error| "
           f"{loss:.1%} over {len(dense)} dense rows")
     for r, x in zip(table, errors(km, table, e)):
         print(f"{r['kernel']:>18} {int(r['groups']):>2} x {int(r['m']):>5} x {int(r['n']):>5} x {int(r['k']):>5}: "
