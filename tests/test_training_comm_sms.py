@@ -92,8 +92,11 @@ def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod, sms_
     sc = stage_compute(m, _uf_8b(), gpu, 0.0)
     share = {c: 1 - sc.microbatch_s / stage_compute(m, _uf_8b(), reduced_gpu(gpu, c), 0.0).microbatch_s
              for c in runs}
-    for c in runs:
+    for c in (16, 32):
         assert 0.5 * c / 148 < share[c] <= c / 148 + 1e-12  # memory-bound kernels lose less than linear
+    # one SM: whether a GEMM's tiles need another wave depends on its shape (a 2-SM Blackwell tile runs in 73 pairs
+    # on 147 SMs as on 146), so only the bounds hold
+    assert 0 < share[1] <= 1 / 148
     # each collective's exposed = rule's exposed E + hidden H x share: two CTA counts give E and H, and H must be
     # what the rule leaves unexposed, time - E
     for ctas in (16, 32):

@@ -2,12 +2,15 @@
 
 Three kinds of kernels make a training step:
 
-- **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM at a time, run in waves of
-  the GPU's SMs; a tile takes ``K + k0`` steps (``k0``: its fixed prologue and epilogue, in steps of K at the
-  FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is faster than its operands and
-  result cross HBM (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a
-  bound of its own: with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which this model
-  reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as K grows (a
+- **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM (or per pair of SMs: a
+  Blackwell 2-SM tile) at a time, run in waves of the GPU's SMs, from the tiles the generation's kernels have at
+  that precision (``[gemm.tiles]``: CUTLASS's default tiles and cuBLAS kernel names); a tile takes ``K + k0``
+  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), and the kernel picks the tile
+  shape that finishes first; no GEMM is faster than its operands and result cross HBM (operands reach the SMs
+  through L2 with multicast across a cluster's SMs, not modelled as a bound of its own: with it the best-shape
+  MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which
+  this model reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as
+  K grows (a
   MAMF is a maximum over shapes: no shape the model prices beats it, and the tile's prologue, which a shape of
   small K pays, is not read into the rate; see ``_burst_efficiency``), times the published
   sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
@@ -36,11 +39,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..errors import TopoError
 from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 
-__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
+           "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
            "fp8_recipe_costs", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
@@ -194,8 +198,8 @@ class KernelModel:
         Large-GEMM efficiency by precision at the sustained clock (``e`` of the module doc).
     hbm_Bps : float
         HBM bandwidth.
-    tile_shapes : tuple
-        Candidate ``(tm, tn)`` output tiles.
+    tile_shapes : dict
+        Candidate output tiles by precision, ``(tm, tn, sms)`` each (:func:`tile_set`).
     tile_overhead_k : float
         A tile's fixed cost in steps of K at the FP8 rate.
     gemm_memory_efficiency, memory_efficiency : float
@@ -221,7 +225,7 @@ class KernelModel:
     peak_flops: dict
     efficiency: dict
     hbm_Bps: float
-    tile_shapes: tuple
+    tile_shapes: dict
     tile_overhead_k: float
     gemm_memory_efficiency: float
     memory_efficiency: float
@@ -246,27 +250,64 @@ class KernelModel:
 
 
 def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
-    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``: the
-    tile shape that finishes first on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics
-    see unless told otherwise: ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel
-    gets (fewer when communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`)."""
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``: the tile of
+    ``km.tile_shapes[precision]`` (a tile of ``sms`` SMs runs in waves of the SMs // ``sms``) that finishes first
+    on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics see unless told otherwise:
+    ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel gets (fewer when
+    communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`)."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
     chosen_on = km.launch_sms or km.sms
     best, got = math.inf, math.inf
-    for tm, tn in km.tile_shapes:
-        if tm < 128 and M > tm:
+    for tm, tn, sms in km.tile_shapes[precision]:
+        if tm < 128 * sms and M > tm:  # fewer than 128 rows per SM: a small-M tile
             continue
         per = math.ceil(M / tm) * math.ceil(N / tn)
         tiles = per * groups if packed else per
-        step = 2.0 * tm * tn / (peak_sm * e)  # one step of K of one tile
+        step = 2.0 * tm * tn / (sms * peak_sm * e) * (K + k0)  # one tile, all its steps of K
         rounds = 1 if packed else groups
-        t = math.ceil(tiles / chosen_on) * rounds * step * (K + k0)
+        t = math.ceil(tiles / max(1, chosen_on // sms)) * rounds * step
         if t < best:
-            best, got = t, math.ceil(tiles / km.sms) * rounds * step * (K + k0)
+            best, got = t, math.ceil(tiles / max(1, km.sms // sms)) * rounds * step
     return got
+
+
+def tile_set(generation: str, precision: str, library: str = "") -> tuple:
+    """The output tiles GEMMs of ``generation`` run at ``precision`` (``kernels.toml`` ``[gemm.tiles]``), or those
+    of a named kernel ``library`` (``[gemm.kernel_tiles]``, e.g. ``deepgemm_sm90``).
+
+    Parameters
+    ----------
+    generation : str
+        ampere, hopper or blackwell (ignored when ``library`` is given).
+    precision : str
+        ``bf16`` or ``fp8``.
+    library : str, optional
+        A kernel library's own set instead of the generation's.
+
+    Returns
+    -------
+    tuple
+        ``(tm, tn, sms)`` per tile: ``tm x tn`` outputs computed by ``sms`` SMs together.
+
+    Raises
+    ------
+    TopoError
+        No set for the generation (or library) or for its precision.
+    """
+    g = _table()["gemm"]
+    section, name = ("kernel_tiles", library) if library else ("tiles", generation)
+    sets = g[section].get(name)
+    if not isinstance(sets, dict):
+        raise TopoError(f"no tile set for {name!r}; known: {', '.join(sorted(g[section]))}",
+                        source="kernels.toml", key=f"gemm.{section}")
+    if precision not in sets:
+        known = ", ".join(k for k, v in sets.items() if isinstance(v, list))
+        raise TopoError(f"no {precision} tiles for {name!r}; it has: {known}", source="kernels.toml",
+                        key=f"gemm.{section}.{name}")
+    return tuple((int(x[0]), int(x[1]), int(x[2]) if len(x) > 2 else 1) for x in sets[precision])
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
@@ -416,7 +457,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     cpu = cpu or host_cpu(gpu)
     km = KernelModel(
         sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
-        tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
+        tile_shapes={p: tile_set(generation, p) for p in peak}, tile_overhead_k=float(g["tile_overhead_k"]),
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
