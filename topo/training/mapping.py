@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["Mapping", "map_layout"]
+__all__ = ["Mapping", "map_layout", "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
 
@@ -105,8 +105,24 @@ class Mapping:
         D = self.gpus_per_domain
         g = self.groups(dim) - first_gpu
         ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
-        p2 = 1 << (int(used).bit_length() - 1)
+        p2 = recipe_gpus_used(used)
         return _widest_span(g + first_gpu, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu), D)
+
+
+def recipe_gpus_used(gpus_per_domain: int) -> int:
+    """GPUs of each NVLink domain production recipes use: the largest power of two in it (64 of an NVL72 rack's 72).
+
+    Parameters
+    ----------
+    gpus_per_domain : int
+        GPUs in a domain (or used of it).
+
+    Returns
+    -------
+    int
+        The largest power of two at most ``gpus_per_domain``.
+    """
+    return 1 << (int(gpus_per_domain).bit_length() - 1)
 
 
 def _widest_span(ids: np.ndarray, gpus_per_domain: int) -> int:
@@ -135,7 +151,7 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
         return lay, None
     if D & (D - 1) == 0:
         return lay.model_copy(update={"gpus_per_domain_used": D}), None
-    used = 1 << (D.bit_length() - 1)
+    used = recipe_gpus_used(D)
     domains = num_fabric_gpus // D
     if lay.first_gpu + lay.gpus > domains * used:
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
