@@ -847,12 +847,13 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
-    ``GroupedLinear``), in those three kernels under per-tensor current scaling."""
+    ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
+    :func:`op_time_s` charges per expert either way)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.grouped:
-        q = quantize_kernels()["current" if op.current_scaling else "cast"]
+        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
         return op.launches * gemms + op.groups * q
     return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
 
