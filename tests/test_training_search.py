@@ -144,6 +144,8 @@ def test_search_top_equals_evaluating_every_candidate(fabric):
 @pytest.mark.parametrize("fixed", [
     dict(overlap_tp=True),  # the bound must see the overlap (ignoring it would prune the best)
     dict(overlap_dp=False, overlap_cp=False, cp_comm_type="all_gather"),  # nothing hidden: the bound assumes none
+    # block-wise FP8 (fp8blk35): its GEMM time ratio and quantisation bytes are in the bound's compute too (rev42)
+    dict(precision="fp8", fp8_recipe="blockwise"),
 ])
 def test_search_with_fixed_fields_equals_evaluating_every_candidate(fabric, fixed):
     """Layout fields held fixed (``topo train --search --layout``, tidy10) keep the bounds lower bounds."""

@@ -59,7 +59,7 @@ from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "quantize_bytes", "BlockTime", "block_time", "StageCompute",
+__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "op_passes_s", "quantize_bytes", "BlockTime", "block_time", "StageCompute",
            "stage_compute", "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers",
            "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
@@ -876,12 +876,13 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
-    ``GroupedLinear``), in those three kernels under per-tensor current scaling."""
+    ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
+    :func:`op_time_s` charges per expert either way)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.grouped:
-        q = quantize_kernels()["current" if op.current_scaling else "cast"]
+        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
         return op.launches * gemms + op.groups * q
     return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
 
@@ -935,6 +936,31 @@ class BlockTime:
     sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
 
 
+def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, float]:
+    """Forward and backward seconds of ``op`` under the layout's precision, FP8 recipe and amax pass, its launch
+    gaps as the layout's CUDA graphs capture them (:func:`op_time_s`): the one place a block's operator is timed
+    (:func:`block_time`, :func:`topo.training.ep_overlap.moe_layer_parts`).
+
+    Parameters
+    ----------
+    op : Op
+        The operator.
+    gpu : GpuCompute
+        The GPU it runs on.
+    lay : ParallelLayout
+        The layout (``precision``, ``fp8_recipe``, ``fp8_amax_pass``, ``cuda_graph_scope``, ``grad_bytes``).
+
+    Returns
+    -------
+    tuple of float
+        ``(forward_s, backward_s)``.
+    """
+    cap = captured(op, lay.cuda_graph_scope)
+    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe)
+    return (op_time_s(op, gpu, lay.precision, **kw),
+            op_time_s(op, gpu, lay.precision, backward=True, grad_bytes=lay.grad_bytes, **kw))
+
+
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
     """Time of one block of ``kind`` (see :func:`block_ops`), and the host's launches of its forward kernels
     (what :func:`stage_compute` bounds a layer of a dropless MoE by)."""
@@ -950,10 +976,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
-        cap = captured(op, graphs)
-        f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap, fp8_recipe=lay.fp8_recipe,
-                      grad_bytes=lay.grad_bytes)
+        f, b = op_passes_s(op, gpu, lay)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)

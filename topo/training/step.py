@@ -85,7 +85,7 @@ from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import default_placement, map_layout
+from .mapping import default_placement, map_layout, recipe_gpus_used
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, expert_capacity, optimizer_step_s, pipeline_units, rank_computes,
@@ -1153,7 +1153,8 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
     network between racks (:meth:`topo.training.mapping.Mapping.straddles`). None when the placement is a power of
     two already."""
     used = lay.gpus_per_domain_used or mapping.gpus_per_domain
-    if used & (used - 1) == 0:
+    p2_used = recipe_gpus_used(used)
+    if p2_used == used:
         return []
     notes = []
     for dim, name in STRADDLE_DIMS:
@@ -1162,7 +1163,6 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
             continue
         placed, p2 = mapping.straddles(dim, used, lay.first_gpu)
         if placed > p2:
-            p2_used = 1 << (used.bit_length() - 1)
             notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {p2_used} of "
                          f"each {mapping.gpus_per_domain}-GPU domain would keep it in {p2}: its collectives cross "
                          f"the network between domains (gpus_per_domain_used = {p2_used} avoids it)")
