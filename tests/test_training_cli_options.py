@@ -155,3 +155,47 @@ def test_text_says_what_the_components_are_and_that_they_add_up():
     assert sum(js["breakdown_s"].values()) == pytest.approx(js["step_time_s"], rel=1e-9)
     moe = run_cli(*MOE, "--seq", "2048", check=True).stdout  # short micro-batches: a host wait (at 4,096 none)
     assert "micro-batches (with the host wait below);" in moe and _host_line(moe)
+
+
+def _step_s(*argv):
+    return json.loads(run_cli(*argv, "--json", check=True).stdout)["step_time_s"]
+
+
+@pytest.mark.parametrize("recipe, why", [
+    ("delayed", "per-tensor scaling, priced as when fp8_recipe is unset"),
+    ("current", "llama3-8b has no experts, so current scaling is priced as per-tensor delayed scaling; "
+                "fp8_amax_pass = true adds its amax pass"),
+])
+def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(recipe, why):
+    """Per-tensor FP8 (delayed, or current scaling without its amax pass) on a dense model prices as the default
+    (kernels.fp8_recipe_costs: ratio 1, no scale bytes; current scaling adds only per-expert quantisation): the line
+    says so (walk8: a user comparing recipes saw the same step for both and no word why), and the step agrees."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    out = run_cli(*no_cp, "--layout", f"fp8_recipe={recipe}", check=True).stdout
+    assert _options_line(out) == [f"framework options: fp8_recipe {recipe} (no effect: {why}) (layout fields)"]
+    assert _step_s(*no_cp, "--layout", f"fp8_recipe={recipe}") == _step_s(*no_cp)
+
+
+def test_current_scaling_on_an_moe_model_is_not_marked():
+    """On an MoE model current scaling quantises each expert's rows in their own kernels: it changes the step."""
+    moe = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--dp", "16", "--ep", "8", "--global-batch",
+           "32", "--precision", "fp8"]
+    out = run_cli(*moe, "--layout", "fp8_recipe=current", check=True).stdout
+    assert _options_line(out) == ["framework options: fp8_recipe current (layout fields)"]
+    assert _step_s(*moe, "--layout", "fp8_recipe=current") > _step_s(*moe)
+
+
+def test_blockwise_on_blackwell_says_it_runs_as_mxfp8():
+    """Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe],
+    TransformerEngine PR #2157): the options line says so, and the step is MXFP8's."""
+    gb = ["train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "8", "--global-batch", "64",
+          "--precision", "fp8"]
+    out = run_cli(*gb, "--layout", "fp8_recipe=blockwise", check=True).stdout
+    assert _options_line(out) == ["framework options: fp8_recipe blockwise (run as mxfp8: Transformer Engine "
+                                  "emulates block-wise scaling on Blackwell with MXFP8 GEMMs) (layout fields)"]
+    assert _step_s(*gb, "--layout", "fp8_recipe=blockwise") == _step_s(*gb, "--layout", "fp8_recipe=mxfp8")
+
+
+def test_help_names_the_fp8_recipes():
+    out = run_cli("train", "--help", check=True).stdout
+    assert "fp8_recipe=delayed|current|blockwise|mxfp8" in " ".join(out.split())
