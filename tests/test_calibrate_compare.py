@@ -63,6 +63,19 @@ def test_the_gap_is_found_where_the_run_is_slow(tmp_path):
     assert "nGpus" not in res.verdict  # one GPU per process: nothing to say about the harness
 
 
+def test_a_headline_median_says_it_is_one_when_a_band_overlaps_it(tmp_path):
+    """walk8: a run 1.43x faster than the model from 1 MiB to 128 MiB read "reaches 100% ... at sizes >= 64 MiB;
+    at 1 MiB-128 MiB the run is 1.43x faster", two claims about 64 and 128 MiB that disagree unless the first is
+    said to be the median over sizes >= 64 MiB (64, 128 MiB at 1.43x; 256 MiB-1 GiB at 1.0x: median 1.0)."""
+    run = parse_file(_modelled_log(tmp_path, slow=(2**20, 2**27, 0.7)))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.headline_efficiency == pytest.approx(1.0, abs=2e-3)
+    assert res.ahead["min_bytes"] == 2**20 and res.ahead["max_bytes"] == 2**27
+    assert res.verdict.startswith("this run reaches 100% of what its hardware allows at sizes >= 64 MiB (their "
+                                  "median; model: hopper+infiniband_ndr)")
+    assert "at 1 MiB-128 MiB the run is 1.43x faster than the model" in res.verdict
+
+
 def test_a_latency_gap_of_a_single_process_run_names_the_launch_overhead(tmp_path):
     # NVIDIA/nccl-tests issue #333: one process driving several GPUs (-g 8) adds CUDA launch latency; NVIDIA
     # recommends one process per GPU to measure latency. The verdict says so where the gap is in latency.
