@@ -757,8 +757,10 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
-    held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
-    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
+    counts = sorted(set(helds.values()), reverse=True)
+    held = str(counts[0]) if len(counts) == 1 else ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+    by = "" if len(counts) == 1 else ", by collective"
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels{by}) while they run: the "
             f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
 
 
