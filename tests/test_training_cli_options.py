@@ -199,3 +199,41 @@ def test_blockwise_on_blackwell_says_it_runs_as_mxfp8():
 def test_help_names_the_fp8_recipes():
     out = run_cli("train", "--help", check=True).stdout
     assert "fp8_recipe=delayed|current|blockwise|mxfp8" in " ".join(out.split())
+
+
+def _comm_rows(stdout):
+    """The collectives' table of topo train's text: the lines after its header, up to the blank line."""
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("dim  collective"))
+    return lines[start + 1:lines.index("", start)]
+
+
+def test_the_tp_rows_say_which_pass_they_run_in():
+    """walk8: with sequence parallelism the collectives' table had five TP rows, all 128 MiB at the same calls,
+    that only differed by name (all_gather, reduce_scatter, all_gather, all_gather, reduce_scatter). Each says its
+    pass: forward (AG, RS per block), backward (AG of the output gradient, AG of the input again for the weight
+    gradient, RS of the input gradient: step._tp_traffic). Full recomputation runs the forward twice, so its
+    forward rows have twice the backward's calls; without it they match."""
+    args = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "4",
+            "--global-batch", "32"]
+    for recompute, ratio in (("none", 1.0), ("full", 2.0)):
+        doc = json.loads(run_cli(*args, "--recompute", recompute, "--json", check=True).stdout)
+        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in doc["comm"] if c["dim"] == "tp"]
+        fwd = [(n, k) for n, p, k in tp if p == "forward"]
+        bwd = [(n, k) for n, p, k in tp if p == "backward"]
+        assert sorted(n for n, _ in fwd) == ["all_gather", "reduce_scatter"]
+        assert sorted(n for n, _ in bwd) == ["all_gather", "all_gather", "reduce_scatter"]
+        assert {k for _, k in fwd} == {ratio * bwd[0][1]} and len({k for _, k in bwd}) == 1
+        assert len(fwd) + len(bwd) == len(tp)
+        assert all(c["phase"] == "" for c in doc["comm"] if c["dim"] != "tp")
+    rows = [ln.split()[1:3] for ln in _comm_rows(run_cli(*args, check=True).stdout) if ln.startswith("tp ")]
+    assert rows == [["all_gather", "forward"], ["reduce_scatter", "forward"], ["all_gather", "backward"],
+                    ["all_gather", "backward"], ["reduce_scatter", "backward"]]
+    # without sequence parallelism: one all-reduce of the activation each pass and block, seq 8192 x hidden 4096 x 2
+    # bytes = 64 MiB, 8 micro-batches x 16 layers a stage x 2 blocks = 256 calls (llama3-8b.toml: 32 layers, hidden
+    # 4,096); and the next stage's gather of a pipeline send (Megatron's scatter/gather: each TP rank sends 1/tp,
+    # 8 MiB; 2 x (8 micro-batches + pp - 1) = 18 sends, step._pp_traffic)
+    rows = [ln.split()[1:6] for ln in _comm_rows(run_cli(*args, "--no-sequence-parallel", check=True).stdout)
+            if ln.startswith("tp ")]
+    assert rows == [["all_reduce", "forward", "64", "MiB", "256"], ["all_reduce", "backward", "64", "MiB", "256"],
+                    ["all_gather", "pipeline", "8", "MiB", "18"]], rows

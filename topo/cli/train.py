@@ -448,7 +448,7 @@ def _print_step(r, tokens, model) -> None:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches ({how})")
     emit("")
-    rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
+    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
              format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
              c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",

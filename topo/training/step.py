@@ -699,8 +699,18 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
             link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=spans[item["groups"]], slowdown=factor))
+            domains_per_group=spans[item["groups"]], slowdown=factor, phase=_tp_pass(item)))
     return comms, exposed
+
+
+_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline"}
+
+
+def _tp_pass(item: dict) -> str:
+    """When a TP exchange runs, as :class:`DimensionComm` names it: ``forward`` (:func:`_tp_traffic`'s phase
+    ``microbatch``, with any recomputed forward), ``backward``, or ``pipeline`` (the next stage's gather of a
+    pipeline send, :func:`_pp_traffic`); "" for the other dimensions."""
+    return _TP_PASSES.get(item["phase"], "") if item["dim"] == "tp" else ""
 
 
 def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_ep_s: float):
