@@ -220,7 +220,8 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
     advice = ("the profile was already calibrated on this log: these sizes have a shape the model does not follow"
               if fitted_here else "calibrate the profile on this log")
     # the headline is the median over its sizes (one may still lie in a band named below), unless it is one size
-    median = "" if head_sizes.startswith("its largest size ") else " (their median)"
+    one_size = head_sizes.startswith("its largest size ")
+    median = "" if one_size else " (their median)"
     if head is not None:
         if head > 1.1:
             parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}{median}: the model "
@@ -229,7 +230,7 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
                          f"links); {advice}")
         else:
             parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
-                         f"{head_sizes} ({median.strip(' ()') + '; ' if median else ''}model: {profile_name})")
+                         f"{head_sizes} ({'' if one_size else 'their median; '}model: {profile_name})")
     if gap:
         if gap["regime"] == "latency":
             why = f"where latency dominates: {_LATENCY_WHY}"

@@ -47,7 +47,8 @@ def _job_arguments(p) -> None:
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
                         "it); options given on the command line win; how the framework runs the step: "
                         "fp8_recipe=delayed|current|blockwise|mxfp8 (Blackwell only) with --precision fp8 "
-                        "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
+                        "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), "
+                        "mamba_mixer=megatron|mamba_ssm, "
                         "cross_entropy=fused|torch_bf16, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
@@ -362,7 +363,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "mamba_mi
 def _fp8_recipe_idle(L: dict, model) -> str:
     """Why the layout's ``fp8_recipe`` prices nothing differently from per-tensor scaling (the default), or "":
     delayed is per-tensor scaling, and current scaling adds only its per-expert quantisation kernels (or, with
-    ``fp8_amax_pass``, its amax pass), which a dense model has none of (:func:`topo.training.kernels.fp8_recipe_costs`)."""
+    ``fp8_amax_pass``, its amax pass), which a dense model has none of
+    (:func:`topo.training.kernels.fp8_recipe_costs`)."""
     recipe = L.get("fp8_recipe")
     if recipe == "delayed":
         return "per-tensor scaling, priced as when fp8_recipe is unset"
@@ -396,8 +398,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
             "fp8_recipe": _fp8_recipe_idle(L, model)}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
-    aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs"
-             if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
+    aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
+             "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
@@ -448,9 +450,9 @@ def _print_step(r, tokens, model) -> None:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches ({how})")
     emit("")
-    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
-             format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
-             c.link or "-"] for c in r.comm]
+    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
+             f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
+             f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-", c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",
                       "bound by tier", "link"], right=[False, False, True, True, True, True, True, False, False, False]))
     m = r.memory
