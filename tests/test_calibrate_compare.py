@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from topo.calibrate.parse import parse_file, parse_text
 from topo.calibrate.setup import gpu_from_device, setup_from_run
 from topo.errors import TopoError
 from topo.engine.estimate import estimate
+from topo.engine.profiles import resolve_profile
 
 LOGS = Path(__file__).parent / "data" / "nccl_logs"
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
@@ -592,3 +594,20 @@ def test_a_verdict_on_the_log_a_profile_was_fitted_on_does_not_loop():
     text = _verdict(run, [], 1.3, "64 MiB-8 GiB", None, "mine", None, fitted_here=True)
     assert "the profile was already calibrated on this log" in text and "calibrate the profile on this" not in text
     assert "calibrate the profile on this log" in _verdict(run, [], 1.3, "64 MiB-8 GiB", None, "mine")
+
+
+def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
+    """walk8: `topo calibrate` printed `base_latency.LL128 = 0.7048`, read as 0.70 us; it is a multiplier of the
+    base profile's latencies (fit.FreeParam kind "log"). The text marks each multiplier with an x and --json lists
+    them; the written profile's value is the base's times it."""
+    log = LOGS / "dstack_nebius_h100_allreduce_2n.txt"
+    doc = json.loads(run_cli("calibrate", str(log), "--gpu", "H100", "--json", check=True).stdout)
+    assert "base_latency.LL128" in doc["multipliers"] and "nvlink_efficiency" not in doc["multipliers"]
+    out = tmp_path / "mine.toml"
+    err = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True).stderr.splitlines()
+    for k, v in doc["values"].items():
+        want = f"  {k} = x{v:.4g} (times the base profile's values)" if k in doc["multipliers"] else f"  {k} = {v:.4g}"
+        assert want in err, (want, err)
+    written = tomllib.loads(out.read_text())["base_latency_us"]["value"]["ring"]["LL128"]
+    base_us = resolve_profile(doc["base"]).base_latency_s["ring"]["LL128"] * 1e6
+    assert written == pytest.approx(base_us * doc["values"]["base_latency.LL128"], rel=1e-6)
