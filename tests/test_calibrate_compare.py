@@ -606,7 +606,8 @@ def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
     out = tmp_path / "mine.toml"
     err = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True).stderr.splitlines()
     for k, v in doc["values"].items():
-        want = f"  {k} = x{v:.4g} (times the base profile's values)" if k in doc["multipliers"] else f"  {k} = {v:.4g}"
+        want = (f"  {k} = x{v:.4g} (times the base profile's values)" if k in doc["multipliers"]
+                else f"  {k} = {v:.4g}")
         assert want in err, (want, err)
     written = tomllib.loads(out.read_text())["base_latency_us"]["value"]["ring"]["LL128"]
     base_us = resolve_profile(doc["base"]).base_latency_s["ring"]["LL128"] * 1e6
