@@ -237,3 +237,13 @@ def test_the_tp_rows_say_which_pass_they_run_in():
             if ln.startswith("tp ")]
     assert rows == [["all_reduce", "forward", "64", "MiB", "256"], ["all_reduce", "backward", "64", "MiB", "256"],
                     ["all_gather", "pipeline", "8", "MiB", "18"]], rows
+
+
+def test_more_gpus_than_the_fabric_is_named_before_the_batch_rule():
+    """walk8: `--gpus 100000 --global-batch 4096` on gb200-nvl72-superpod (32 racks x 72 = 2,304 GPUs) was told
+    that 4,096 sequences do not split into dp 100,000, not that the fabric is 43x too small."""
+    p = run_cli("train", "gb200-nvl72-superpod", "--model", "deepseek-v3-671b", "--gpus", "100000",
+                "--global-batch", "4096")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("error: --gpus: 100,000 GPUs asked, but the fabric has 2,304; grow the spec's "
+                               "[cluster]"), p.stderr

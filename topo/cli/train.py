@@ -11,6 +11,7 @@ from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import layout_from_mesh
+from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
@@ -214,6 +215,10 @@ def run(args) -> int:
         except TopoError as exc:
             raise _as_flags(args, exc) from None
     fabric = fabric_from_args(args)
+    if args.gpus is not None and args.gpus > fabric.layout.num_gpus:  # before the layout's own rules (walk8: a
+        # global batch that did not split into 100,000 ranks was named, not the 2,304-GPU fabric)
+        raise TopoError(f"{args.gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}",
+                        key="--gpus")
     model = load_model(args.model)
     common = _layout_options(args)
     if args.jax_mesh is not None and args.search:
