@@ -683,7 +683,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
             link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=spans[item["groups"]], slowdown=factor))
+            domains_per_group=spans[item["groups"]], slowdown=factor, phase=_tp_pass(item)))
     return comms, exposed
 
 
@@ -791,9 +791,11 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
-    held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
+    counts = sorted(set(helds.values()), reverse=True)
+    held = str(counts[0]) if len(counts) == 1 else ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+    by = "" if len(counts) == 1 else ", by collective"
     hbm = max(k[1] for k in keys.values()) / gpu.hbm_Bps
-    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) and up to {hbm:.0%} of "
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels{by}) and up to {hbm:.0%} of "
             f"HBM bandwidth while they run: the compute beside them loses {format_time(total)} per step, counted "
             f"in their exposed time")
 
