@@ -269,3 +269,30 @@ def test_calibrate_never_writes_its_profile_over_the_spec(tmp_path, victim):
     with pytest.raises(TopoError, match="is an input"):
         calibrate_logs([log], output=victim, spec=str(victim), force=True, max_nfev=5)
     assert victim.read_bytes() == before
+
+
+def test_a_figure_renders_on_kaleidos_second_try():
+    """kaleido can call its page's script before the page defined it when the machine is loaded (a clean-clone CI
+    dry run: ``ReferenceError: kaleido_scopes is not defined``): the image is rendered once more before the
+    one-line error; a figure that fails twice is the error."""
+    pytest.importorskip("kaleido")
+    from topo.cli.report import _image
+    from topo.errors import TopoError
+
+    class Fig:
+        class layout:
+            height = 400
+
+        def __init__(self, fails):
+            self.fails, self.calls = fails, 0
+
+        def to_image(self, **kw):
+            self.calls += 1
+            if self.calls <= self.fails:
+                raise RuntimeError("ReferenceError: kaleido_scopes is not defined")
+            return b"<svg/>"
+
+    once = Fig(1)
+    assert _image(once, "svg") == b"<svg/>" and once.calls == 2
+    with pytest.raises(TopoError, match="kaleido could not render"):
+        _image(Fig(2), "svg")

@@ -199,11 +199,15 @@ def _image(fig, fmt: str) -> bytes:
         raise TopoError(f"writing {fmt} needs the kaleido package and a Chromium: pip install kaleido, and "
                         "apt-get install chromium (or use --format html)", key="--format") from None
     width = 1400 if fig.layout.height and fig.layout.height > 500 else 1100
-    try:
-        return fig.to_image(format=fmt, width=width, scale=1 if fmt == "svg" else 2)
-    except Exception as exc:  # kaleido reports a missing or broken browser in several ways
-        raise TopoError(f"kaleido could not render the figure ({type(exc).__name__}: {exc}); it needs a "
-                        "Chromium, e.g. apt-get install chromium", key="--format") from None
+    for attempt in (1, 2):
+        try:
+            return fig.to_image(format=fmt, width=width, scale=1 if fmt == "svg" else 2)
+        except Exception as exc:  # kaleido reports a missing or broken browser in several ways
+            # once more: on a loaded machine kaleido can call its page's script before the page defined it
+            # ("ReferenceError: kaleido_scopes is not defined", seen in a CI dry run); a missing browser fails twice
+            if attempt == 2:
+                raise TopoError(f"kaleido could not render the figure ({type(exc).__name__}: {exc}); it needs a "
+                                "Chromium, e.g. apt-get install chromium", key="--format") from None
 
 
 def _job(args):
