@@ -10,7 +10,8 @@ at their share of HBM) plus a launch gap per kernel.
 
 An MoE block is its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens
 (memory-bound), and the expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k /
-experts`` rows on the busiest rank, times ``moe_imbalance``, or the capacity when padded): dense GEMMs of that
+experts`` rows on the busiest rank, times the expected maximum over the EP ranks of a dropless router's load,
+:func:`busiest_rank_load`, or the capacity when padded): dense GEMMs of that
 shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
 on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
 false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
@@ -32,8 +33,8 @@ FlashAttention-2, arXiv 2307.08691, sec. 3.2); memory-bound kernels move twice t
 Tensor parallelism splits GEMMs by columns or rows (``N`` or ``K`` over ``tp``); with sequence parallelism norms,
 residuals and dropouts work on ``1/tp`` of the tokens. Context parallelism gives each rank ``s/cp`` queries
 against the whole sequence's keys. An MoE block's experts are split over ``ep`` (and ``etp`` within an expert);
-each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (times the layout's
-``moe_imbalance`` on the busiest rank).
+each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (times :func:`busiest_rank_load`
+on the busiest rank).
 
 The optimizer step (fused Adam, Megatron's distributed optimizer) reads and writes ``OPTIMIZER_STEP_BYTES`` per
 local parameter: fp32 gradient, main weight and two moments read (16), main weight and moments written (12), the
@@ -53,11 +54,12 @@ from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_pad
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
+from .router_load import uniform_max_over_mean
 from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
@@ -346,14 +348,45 @@ def expert_rows(model: ModelSpec, lay: ParallelLayout) -> float:
 
     The rank's own tokens (``b s / (cp tp)``) go to ``top-k`` experts each; every expert rank receives, on average,
     ``ep x etp x tokens x top-k / experts`` rows per local expert (the all-to-all over ``ep``, then the gather over
-    ``etp``). Dropless routing: the busiest rank carries ``moe_imbalance`` x the mean; a capacity factor ``c``
+    ``etp``). Dropless routing: the busiest rank carries :func:`busiest_rank_load` x the mean; a capacity factor ``c``
     pads every expert to ``c`` x the mean (static shapes: no rank waits for another)."""
     T, _, _ = _tokens(model, lay)
     m = model.moe
     cap = expert_capacity(model, lay)
     if cap is not None:  # every rank of the EP and ETP groups sends each expert its capacity
         return lay.ep * lay.expert_tp * cap
-    return lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts * lay.moe_imbalance
+    return lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts * busiest_rank_load(model, lay)
+
+
+def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
+    """The busiest expert rank's dropless load over the mean, the one factor of its expert GEMMs and of the
+    all-to-all that waits for it.
+
+    The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
+    (token ``t`` to experts ``(t k + i) mod E``: every expert the same count) or one EP rank; otherwise the
+    expected maximum over the ``ep`` ranks of a uniform router's load of the ``ep x etp x b s / (cp tp)`` tokens
+    entering the EP group (:func:`topo.training.router_load.uniform_max_over_mean`): exact for forced balancing,
+    a floor for a trained router.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with experts.
+    lay : ParallelLayout
+        The layout (``ep``, ``expert_tp``, ``moe_routing``, ``moe_imbalance``).
+
+    Returns
+    -------
+    float
+        ``>= 1``.
+    """
+    if lay.moe_imbalance is not None:
+        return lay.moe_imbalance
+    if lay.moe_routing == "consecutive" or lay.ep <= 1:
+        return 1.0
+    T, _, _ = _tokens(model, lay)
+    m = model.moe
+    return uniform_max_over_mean(lay.ep * lay.expert_tp * T / lay.tp, m.active_experts, m.experts, lay.ep)
 
 
 def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:

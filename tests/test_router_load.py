@@ -1,0 +1,120 @@
+"""Dropless routing's busiest expert rank (issue 29: "padded capacity and dropless routing are separate cases, with
+the expected maximum load per rank"): the closed form against a seeded simulation of the router, its use in the
+expert GEMMs and the all-to-all, and the user's override."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from topo.training.model import load_model
+from topo.training.operators import block_ops, busiest_rank_load, expert_rows
+from topo.training.parallel import make_layout
+from topo.training.router_load import expected_max_std_normal, uniform_max_over_mean
+from topo.training.step import _is_ep_a2a, step_traffic
+
+
+def test_expected_max_of_normals_matches_its_closed_forms():
+    """E[max of 2 standard normals] = 1/sqrt(pi), of 3 = 3/(2 sqrt(pi)) (David & Nagaraja, Order Statistics, 3rd
+    ed., ex. 3.2.1 / table of normal order-statistic means); of 1 is 0; and it grows with n."""
+    assert expected_max_std_normal(1) == 0.0
+    assert expected_max_std_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-9)
+    assert expected_max_std_normal(3) == pytest.approx(1.5 / math.sqrt(math.pi), rel=1e-9)
+    # tabulated: n = 10 -> 1.53875, n = 100 -> 2.50759 (Harter 1961, Biometrika 48, "Expected values of normal
+    # order statistics", table 1)
+    assert expected_max_std_normal(10) == pytest.approx(1.53875, abs=1e-5)
+    assert expected_max_std_normal(100) == pytest.approx(2.50759, abs=1e-5)
+
+
+def _simulated_max_over_mean(tokens, k, experts, ranks, trials, seed):
+    """Each token picks k distinct experts uniformly (the top-k of random logits), experts in contiguous shards
+    of experts / ranks; the busiest rank's load over the mean, averaged over trials."""
+    rng = np.random.default_rng(seed)
+    per = experts // ranks
+    out = np.empty(trials)
+    for i in range(trials):  # trials, not tokens: the tokens are one numpy draw
+        chosen = np.argpartition(rng.random((tokens, experts)), k, axis=1)[:, :k]
+        loads = np.bincount((chosen // per).ravel(), minlength=ranks)
+        out[i] = loads.max() / (tokens * k / ranks)
+    return out.mean(), out.std(ddof=1) / math.sqrt(trials)
+
+
+@pytest.mark.parametrize("tokens, k, experts, ranks", [
+    (4096, 8, 64, 8),    # fine experts, 512 rows per expert on average
+    (2048, 2, 8, 8),     # Mixtral-like: 8 experts, top-2, one expert per rank
+    (4096, 8, 128, 32),  # Qwen3-like shards of 4 experts
+    (4096, 2, 16, 2),    # two ranks: their loads share the total, the maximum is mu + sigma sqrt(2 / pi)
+    (2048, 6, 8, 4),     # k near E: each token's count on a rank is hypergeometric, (E - k)/(E - 1) of binomial's
+])
+def test_closed_form_matches_a_seeded_router_simulation(tokens, k, experts, ranks):
+    """The normal form with the ranks' shared total is within 3% of the simulated excess over the mean (and of
+    four standard errors) when a rank's mean load is hundreds of rows or more, as in every recipe topo models."""
+    sim, se = _simulated_max_over_mean(tokens, k, experts, ranks, trials=200, seed=29)
+    got = uniform_max_over_mean(tokens, k, experts, ranks)
+    assert abs((got - 1) - (sim - 1)) <= max(0.03 * (sim - 1), 4 * se), (got, sim, se)
+
+
+def test_few_rows_per_rank_is_a_small_underestimate():
+    """At 16 rows per rank the loads skew right and the normal form is a few percent of the excess low: stated in
+    router_load's docstring and calibration-findings, not hidden."""
+    sim, _ = _simulated_max_over_mean(1024, 1, 128, 64, trials=200, seed=29)
+    got = uniform_max_over_mean(1024, 1, 128, 64)
+    assert 0.9 * (sim - 1) < got - 1 < sim - 1
+
+
+def test_one_rank_or_every_expert_is_balanced():
+    assert uniform_max_over_mean(4096, 8, 64, 1) == 1.0
+    assert uniform_max_over_mean(4096, 8, 8, 8) == 1.0  # every token visits every expert
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return load_model("qwen3-30b-a3b")  # 128 experts, 8 per token, hidden 2,048
+
+
+def test_expert_gemms_and_the_all_to_all_take_the_busiest_ranks_load(qwen):
+    """One factor, both places: the local experts' rows and the dispatch's size are the mean times the expected
+    maximum over the EP ranks of 8 x 4,096 tokens x 8 experts each."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    ratio = uniform_max_over_mean(8 * 4096, 8, 128, 8)
+    assert busiest_rank_load(qwen, lay) == ratio > 1.0
+    assert expert_rows(qwen, lay) == pytest.approx(8 * 4096 * 8 / 128 * ratio)
+    fc1 = {op.name: op for op in block_ops(qwen, lay, "E")}["fc1"]
+    assert fc1.m == pytest.approx(8 * 4096 * 8 / 128 * ratio)
+    a2a = [it for it in step_traffic(qwen, lay) if _is_ep_a2a(it)]
+    assert a2a[0]["size_bytes"] == pytest.approx(4096 * 8 * 2048 * 2 * ratio)
+
+
+def test_override_and_the_balanced_gate_win(qwen):
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    assert busiest_rank_load(qwen, lay.model_copy(update={"moe_imbalance": 1.0})) == 1.0
+    assert busiest_rank_load(qwen, lay.model_copy(update={"moe_imbalance": 1.4})) == 1.4
+    assert busiest_rank_load(qwen, lay.model_copy(update={"moe_routing": "consecutive"})) == 1.0
+
+
+def _train(tmp_path, name, ep, extra=""):
+    layout = tmp_path / f"{name}.toml"
+    layout.write_text(f"tp = 1\ndp = 64\nep = {ep}\netp = 1\nmicro_batch = 1\n{extra}")
+    r = run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "512",
+                "--seq", "4096", "--layout", str(layout), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_topo_train_a_larger_ep_at_the_same_tokens_loads_the_busiest_rank_more(tmp_path):
+    """The same 4,096 tokens per GPU over EP 8 and EP 64: more ranks, fewer rows each, a larger relative maximum
+    (sigma / mu grows as sqrt(ep), the normal maximum with ln ep); the text says it; moe_imbalance still wins."""
+    ep8, ep64 = _train(tmp_path, "ep8", 8), _train(tmp_path, "ep64", 64)
+    l8, l64 = ep8["layout"]["moe_busiest_rank_load"], ep64["layout"]["moe_busiest_rank_load"]
+    assert l8 == pytest.approx(uniform_max_over_mean(8 * 4096, 8, 128, 8))
+    assert l64 == pytest.approx(uniform_max_over_mean(64 * 4096, 8, 128, 64))
+    assert 1.0 < l8 < l64
+    forced = _train(tmp_path, "forced", 64, "moe_imbalance = 1.0\n")
+    assert forced["layout"]["moe_busiest_rank_load"] == 1.0
+    assert forced["step_time_s"] < ep64["step_time_s"]
+    text = run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "512",
+                   "--seq", "4096", "--layout", str(tmp_path / "ep64.toml"))
+    line = [x for x in text.stdout.splitlines() if x.startswith("expert load: ")]
+    assert len(line) == 1 and f"{l64:.3f} x the mean" in line[0] and "64 EP ranks" in line[0]

@@ -1,0 +1,85 @@
+"""The busiest expert-parallel rank's load under dropless routing: the expected maximum over the EP ranks.
+
+A dropless router gives each rank whatever its experts were chosen for, so each MoE layer's expert GEMMs and the
+all-to-all that gathers their results last as long as the busiest rank's (the combine waits for it). With ``n``
+tokens entering an EP group of ``R`` ranks, each token choosing ``k`` distinct experts of ``E`` uniformly (the
+top-k of independent random logits: Megatron-Core's forced load balancing, ``moe_router_force_load_balancing``,
+which replaces the router's logits by random ones), a rank holding ``B = E / R`` experts receives, per token, a
+hypergeometric count of mean ``k / R`` and variance ``k (1/R)(1 - 1/R)(E - k)/(E - 1)``. Summed over the ``n``
+independent tokens, a rank's load is close to normal, of mean ``mu = n k / R`` and that variance times ``n``; the
+ranks' loads share a fixed total (correlation ``-1/(R - 1)``), which is the law of ``Z_i - mean(Z)`` for ``R``
+independent standard normals scaled by ``sigma / sqrt(1 - 1/R)``, so
+
+    E[max load] / mu = 1 + sigma / mu * e_R / sqrt(1 - 1/R),
+
+``e_R`` the expected maximum of ``R`` independent standard normals (``e_2 = 1/sqrt(pi)``, ``e_3 = 3/(2 sqrt(pi))``),
+integrated numerically. tests/test_router_load.py checks it against a seeded simulation of the router.
+
+This is a floor for a trained router: a learned router's choices are correlated through the tokens' content, so its
+busiest rank carries more. No source found gives a trained router's busiest-rank load per micro-batch for the
+recipes topo models (docs/calibration-findings.md, "dropless routing"), so a trained router takes this floor unless
+the layout sets ``moe_imbalance``. Status: derived.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import ndtr
+
+__all__ = ["expected_max_std_normal", "uniform_max_over_mean"]
+
+_GRID = np.linspace(-12.0, 12.0, 24_001)  # the integrand of E[max] is below 1e-30 outside +-12 for R <= 1e9
+_DX = float(_GRID[1] - _GRID[0])
+_PDF = np.exp(-0.5 * _GRID ** 2) / math.sqrt(2.0 * math.pi)
+_CDF = ndtr(_GRID)
+
+
+@lru_cache(maxsize=1024)
+def expected_max_std_normal(n: int) -> float:
+    """Expected maximum of ``n`` independent standard normal variables.
+
+    Parameters
+    ----------
+    n : int
+        How many (>= 1).
+
+    Returns
+    -------
+    float
+        ``integral x n phi(x) Phi(x)^(n-1) dx`` (0 for ``n = 1``; ``1/sqrt(pi)`` for 2).
+    """
+    if n <= 1:
+        return 0.0
+    density = n * _PDF * np.power(_CDF, n - 1)
+    return float(np.sum(_GRID * density) * _DX)
+
+
+def uniform_max_over_mean(tokens: float, k: int, experts: int, ranks: int) -> float:
+    """Expected load of the busiest of ``ranks`` equal expert shards over the mean load, for a router that sends
+    each of ``tokens`` tokens to ``k`` distinct experts chosen uniformly from ``experts``.
+
+    Parameters
+    ----------
+    tokens : float
+        Tokens entering the EP group in one MoE layer's dispatch (every rank's own, summed).
+    k : int
+        Routed experts per token.
+    experts : int
+        Routed experts of the layer (``ranks`` divides it).
+    ranks : int
+        Expert-parallel ranks, ``experts / ranks`` experts each.
+
+    Returns
+    -------
+    float
+        ``>= 1``; 1 for one rank or no tokens.
+    """
+    if ranks <= 1 or tokens <= 0 or k >= experts:
+        return 1.0
+    p = 1.0 / ranks
+    mean = tokens * k * p
+    var = tokens * k * p * (1.0 - p) * (experts - k) / (experts - 1)
+    return 1.0 + math.sqrt(var) / mean * expected_max_std_normal(ranks) / math.sqrt(1.0 - p)
