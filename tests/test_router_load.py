@@ -118,3 +118,43 @@ def test_topo_train_a_larger_ep_at_the_same_tokens_loads_the_busiest_rank_more(t
                    "--seq", "4096", "--layout", str(tmp_path / "ep64.toml"))
     line = [x for x in text.stdout.splitlines() if x.startswith("expert load: ")]
     assert len(line) == 1 and f"{l64:.3f} x the mean" in line[0] and "64 EP ranks" in line[0]
+
+
+def test_expected_row_tiles_against_closed_forms_and_sampling():
+    """Fixed rows: ceil(M / tm). A spread much wider than a tile: M / tm + 1/2 (the last tile half full on
+    average). Between: the seeded normal sample's mean ceil. The mean exactly on a tile boundary with a spread
+    of rows a third of a tile is half a tile more than the fixed count (P(X > M) = 1/2)."""
+    from topo.training.router_load import expected_row_tiles
+    assert expected_row_tiles(2048, 128) == 16 and expected_row_tiles(2049, 128) == 17
+    assert expected_row_tiles(2048, 128, 300.0) == pytest.approx(2048 / 128 + 0.5, abs=1e-3)
+    assert expected_row_tiles(2048, 128, 43.8) == pytest.approx(16.5, abs=1e-3)
+    x = np.random.default_rng(29).normal(2063.7, 43.8, 400_000)
+    assert expected_row_tiles(2063.7, 128, 43.8) == pytest.approx(np.ceil(x / 128).mean(), abs=0.005)
+
+
+def test_grouped_expert_gemms_take_the_expected_tiles_of_their_spread(qwen):
+    """Qwen3-30B at EP 8, 4,096 tokens a rank: each expert's rows spread by sqrt(n p (1 - p)), n = 32,768 tokens,
+    p = 8 / 128 (a seeded router simulation agrees within 5%); the forward GEMM's time is the tile model at the
+    expected row tiles, between the fixed count's ceil and the mean's exact tiles; the override and padding
+    fix the counts."""
+    from topo.training.gpus import gpu_compute
+    from topo.training.kernels import gemm_s
+    from topo.training.operators import expert_rows_sd, op_time_s
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    sd = math.sqrt(32768 * (8 / 128) * (1 - 8 / 128))
+    assert expert_rows_sd(qwen, lay) == pytest.approx(sd)
+    rng = np.random.default_rng(29)
+    counts = np.stack([np.bincount(np.argpartition(rng.random((32768, 128)), 8, axis=1)[:, :8].ravel(),
+                                   minlength=128) for _ in range(16)])
+    assert counts.std() == pytest.approx(sd, rel=0.05)  # 2,048 counts: the sample's spread within 3 errors
+    assert expert_rows_sd(qwen, lay.model_copy(update={"moe_imbalance": 1.0})) == 0.0
+    assert expert_rows_sd(qwen, lay.model_copy(update={"moe_capacity_factor": 1.0})) == 0.0
+    fc1 = {op.name: op for op in block_ops(qwen, lay, "E")}["fc1"]
+    assert fc1.m_sd == pytest.approx(sd)
+    km = gpu_compute("H100").kernels
+    spread = gemm_s(km, fc1.m, fc1.n, fc1.k, "bf16", fc1.groups, m_sd=sd)
+    fixed = gemm_s(km, fc1.m, fc1.n, fc1.k, "bf16", fc1.groups)  # 2,063.7 rows: ceil gives 17 tiles of 128
+    assert spread < fixed
+    g = gpu_compute("H100")
+    gap = g.kernels.launch_gpu_s * 16  # one GEMM launch per local expert
+    assert op_time_s(fc1, g, "bf16") - gap == pytest.approx(spread, rel=1e-9)

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
+from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
            "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding", "FITTED"]
@@ -209,8 +210,10 @@ class KernelModel:
                        source=f"given: gemm efficiency {bf16}")
 
 
-def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
-    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``."""
+def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True,
+            m_sd: float = 0.0) -> float:
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``; ``M``
+    a mean of spread ``m_sd`` (a dropless expert's rows) takes its expected row tiles."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
@@ -219,7 +222,7 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     for tm, tn in km.tile_shapes:
         if tm < 128 and M > tm:
             continue
-        per = math.ceil(M / tm) * math.ceil(N / tn)
+        per = expected_row_tiles(M, tm, m_sd) * math.ceil(N / tn)
         tiles = per * groups if packed else per
         step = 2.0 * tm * tn / (peak_sm * e)  # one step of K of one tile
         waves = math.ceil(tiles / km.sms) * (1 if packed else groups)
@@ -228,7 +231,7 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
-           packed: bool = True, efficiency: float | None = None) -> float:
+           packed: bool = True, efficiency: float | None = None, m_sd: float = 0.0) -> float:
     """Seconds of ``groups`` GEMMs ``[M, K] x [K, N]`` on one GPU (no launch cost).
 
     Parameters
@@ -244,6 +247,9 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
         True: one kernel packs every group's tiles into waves (a grouped GEMM); False: each GEMM quantises alone.
     efficiency : float, optional
         A large-GEMM efficiency instead of the model's.
+    m_sd : float
+        Spread of each group's rows around ``M`` (a dropless router's experts: :mod:`.router_load`); 0: exactly
+        ``M`` rows.
     """
     if M <= 0 or N <= 0 or K <= 0 or groups <= 0:
         return 0.0
@@ -251,7 +257,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     e = efficiency if efficiency is not None else km.efficiency[precision]
     b = 1.0 if precision == "fp8" else 2.0
     g = max(1, round(groups))
-    tiles = _tile_s(km, M, N, K, precision, e, g, packed)
+    tiles = _tile_s(km, M, N, K, precision, e, g, packed, m_sd)
     hbm = (b * (M * K + K * N) + 2.0 * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
     return max(tiles, hbm) * groups / g
 

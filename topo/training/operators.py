@@ -54,12 +54,12 @@ from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_pad
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
-from .router_load import uniform_max_over_mean
+from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
            "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
@@ -140,14 +140,17 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    m_sd: float = 0.0
+    """Spread of each group's ``m`` rows (a dropless router's experts, :func:`expert_rows_sd`): the forward and
+    input-gradient GEMMs take the expected row tiles (:func:`.router_load.expected_row_tiles`); 0: exact."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="") -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap)
+              tp_overlap=tp_overlap, m_sd=m_sd)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -318,7 +321,7 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
-             groups: float = 1.0, norm: bool = True) -> list[Op]:
+             groups: float = 1.0, norm: bool = True, m_sd: float = 0.0) -> list[Op]:
     h = model.hidden
     f = ffn / split
     up = 2 * f if model.mlp == "swiglu" else f
@@ -334,10 +337,10 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else ""),
+                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd),
             _mem("activation", module + "_act", act_bytes),
             _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs,
-                  tp_overlap="rs" if tpo else "")]
+                  tp_overlap="rs" if tpo else "", m_sd=m_sd)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -384,9 +387,38 @@ def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
         return lay.moe_imbalance
     if lay.moe_routing == "consecutive" or lay.ep <= 1:
         return 1.0
-    T, _, _ = _tokens(model, lay)
     m = model.moe
-    return uniform_max_over_mean(lay.ep * lay.expert_tp * T / lay.tp, m.active_experts, m.experts, lay.ep)
+    return uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+
+
+def _ep_group_tokens(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Tokens entering one EP group's dispatch: every rank's own ``b s / (cp tp)``, over ``ep x etp`` ranks."""
+    T, _, _ = _tokens(model, lay)
+    return lay.ep * lay.expert_tp * T / lay.tp
+
+
+def expert_rows_sd(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Spread (standard deviation) of one local expert's rows under a uniform dropless router, which its grouped
+    GEMM's row tiles take in expectation; 0 where the counts are fixed: padded to capacity, the ``consecutive``
+    gate, or a ``moe_imbalance`` the layout sets (the user's load, taken as exact).
+
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with experts.
+    lay : ParallelLayout
+        The layout.
+
+    Returns
+    -------
+    float
+        Rows (:func:`topo.training.router_load.uniform_expert_sd` of the EP group's tokens).
+    """
+    if (lay.moe_imbalance is not None or lay.moe_routing == "consecutive" or lay.ep <= 1
+            or expert_capacity(model, lay) is not None):
+        return 0.0
+    m = model.moe
+    return uniform_expert_sd(_ep_group_tokens(model, lay), m.active_experts, m.experts)
 
 
 def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:
@@ -423,7 +455,8 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += fp8_padding_ops(model, lay, rows, local)
-    ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
+    ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False,
+                    m_sd=expert_rows_sd(model, lay))
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
         ops += _expert_clamp_ops(rows * local * up)
@@ -802,12 +835,13 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"
     gemms = _gemm_shapes(op)
-    shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
+    passes = ("dgrad", "wgrad") if backward else ("fprop",)
+    shapes = tuple(gemms[p] for p in passes)
     # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
     cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
     t = 0.0
-    for M, N, K in shapes:
-        t += gemm_s(km, M, N, K, prec, op.groups, op.packed)
+    for p, (M, N, K) in zip(passes, shapes):  # the weight gradient reduces over the rows: no row tiles
+        t += gemm_s(km, M, N, K, prec, op.groups, op.packed, m_sd=op.m_sd if p != "wgrad" else 0.0)
         if fp8 and M > 0 and K > 0:
             t += memory_s(km, cast_bytes * M * K * op.groups)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ndtr
 
-__all__ = ["expected_max_std_normal", "uniform_max_over_mean"]
+__all__ = ["expected_max_std_normal", "uniform_max_over_mean", "uniform_expert_sd", "expected_row_tiles"]
 
 _GRID = np.linspace(-12.0, 12.0, 24_001)  # the integrand of E[max] is below 1e-30 outside +-12 for R <= 1e9
 _DX = float(_GRID[1] - _GRID[0])
@@ -83,3 +83,52 @@ def uniform_max_over_mean(tokens: float, k: int, experts: int, ranks: int) -> fl
     mean = tokens * k * p
     var = tokens * k * p * (1.0 - p) * (experts - k) / (experts - 1)
     return 1.0 + math.sqrt(var) / mean * expected_max_std_normal(ranks) / math.sqrt(1.0 - p)
+
+
+def uniform_expert_sd(tokens: float, k: int, experts: int) -> float:
+    """Standard deviation of one expert's rows when ``tokens`` tokens each pick ``k`` distinct experts of
+    ``experts`` uniformly: ``sqrt(tokens p (1 - p))``, ``p = k / experts`` (each token picks a given expert with
+    probability ``p``, independently of the other tokens).
+
+    Parameters
+    ----------
+    tokens : float
+        Tokens entering the EP group in one dispatch.
+    k, experts : int
+        Routed experts per token and of the layer.
+
+    Returns
+    -------
+    float
+        Rows.
+    """
+    p = min(1.0, k / experts)
+    return math.sqrt(max(tokens, 0.0) * p * (1.0 - p))
+
+
+def expected_row_tiles(rows: float, tile_rows: int, rows_sd: float = 0.0) -> float:
+    """Expected row tiles of a GEMM whose row count is ``rows`` on average with spread ``rows_sd`` (normal): the
+    expected ``ceil(X / tile_rows)``, ``sum_{j >= 0} P(X > j tile_rows)``; ``ceil(rows / tile_rows)`` when the
+    count is fixed (``rows_sd = 0``). A dropless expert's grouped-GEMM tiles: each expert's count varies around
+    the mean, so its last tile is partly filled on average, not exactly full or exactly a tile more.
+
+    Parameters
+    ----------
+    rows : float
+        Mean rows (``M``).
+    tile_rows : int
+        Rows of a tile (``tm``).
+    rows_sd : float
+        Standard deviation of the rows.
+
+    Returns
+    -------
+    float
+        Tiles (not an integer when ``rows_sd > 0``).
+    """
+    if rows_sd <= 0.0:
+        return float(math.ceil(rows / tile_rows))
+    lo = max(0, math.floor((rows - 8.0 * rows_sd) / tile_rows))
+    hi = math.ceil((rows + 8.0 * rows_sd) / tile_rows)
+    j = np.arange(lo, hi + 1)
+    return float(lo + np.sum(1.0 - ndtr((j * tile_rows - rows) / rows_sd)))
