@@ -146,5 +146,5 @@ def test_text_says_what_the_components_are_and_that_they_add_up():
     assert "bubble = the pipeline's fill and drain" in legend and "not hidden behind compute" in legend
     js = json.loads(run_cli(*dense, "--json", check=True).stdout)
     assert sum(js["breakdown_s"].values()) == pytest.approx(js["step_time_s"], rel=1e-9)
-    moe = run_cli(*MOE, check=True).stdout
+    moe = run_cli(*MOE, "--seq", "2048", check=True).stdout  # short micro-batches: host-bound
     assert "micro-batches (with the host wait below);" in moe and _host_line(moe)
