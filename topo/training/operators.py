@@ -412,13 +412,13 @@ def expert_rows_sd(model: ModelSpec, lay: ParallelLayout) -> float:
     Returns
     -------
     float
-        Rows (:func:`topo.training.router_load.uniform_expert_sd` of the EP group's tokens).
+        Rows (:func:`topo.training.router_load.uniform_expert_sd` of the busiest rank's rows per expert).
     """
     if (lay.moe_imbalance is not None or lay.moe_routing == "consecutive" or lay.ep <= 1
             or expert_capacity(model, lay) is not None):
         return 0.0
     m = model.moe
-    return uniform_expert_sd(_ep_group_tokens(model, lay), m.active_experts, m.experts)
+    return uniform_expert_sd(expert_rows(model, lay), m.experts // lay.ep, m.active_experts, m.experts)
 
 
 def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:

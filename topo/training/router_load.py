@@ -85,15 +85,20 @@ def uniform_max_over_mean(tokens: float, k: int, experts: int, ranks: int) -> fl
     return 1.0 + math.sqrt(var) / mean * expected_max_std_normal(ranks) / math.sqrt(1.0 - p)
 
 
-def uniform_expert_sd(tokens: float, k: int, experts: int) -> float:
-    """Standard deviation of one expert's rows when ``tokens`` tokens each pick ``k`` distinct experts of
-    ``experts`` uniformly: ``sqrt(tokens p (1 - p))``, ``p = k / experts`` (each token picks a given expert with
-    probability ``p``, independently of the other tokens).
+def uniform_expert_sd(rows: float, local_experts: int, k: int, experts: int) -> float:
+    """Spread of each expert's rows about their mean ``rows`` on a rank of ``B = local_experts`` experts, the
+    rank's total given: a token picks each expert with probability ``p = k / E`` and two given experts together
+    with ``p (k - 1)/(E - 1)`` (``k`` distinct of ``E``), so an expert's count varies by ``n p (1 - p)`` and two
+    co-vary by ``n p ((k - 1)/(E - 1) - p)``; about the rank's own mean the spread is ``(1 - 1/B)`` times their
+    difference, ``rows (1 - 1/B)(E - k)/(E - 1)``. 0 for one expert per rank (its count is the rank's, whose
+    own spread about its expected maximum is not modelled).
 
     Parameters
     ----------
-    tokens : float
-        Tokens entering the EP group in one dispatch.
+    rows : float
+        Mean rows of one local expert on the rank.
+    local_experts : int
+        Experts on the rank (``experts / ep``).
     k, experts : int
         Routed experts per token and of the layer.
 
@@ -102,8 +107,9 @@ def uniform_expert_sd(tokens: float, k: int, experts: int) -> float:
     float
         Rows.
     """
-    p = min(1.0, k / experts)
-    return math.sqrt(max(tokens, 0.0) * p * (1.0 - p))
+    if local_experts <= 1 or experts <= 1:
+        return 0.0
+    return math.sqrt(max(rows, 0.0) * (1.0 - 1.0 / local_experts) * max(0.0, experts - k) / (experts - 1))
 
 
 def expected_row_tiles(rows: float, tile_rows: int, rows_sd: float = 0.0) -> float:
