@@ -112,6 +112,7 @@ def uniform_expert_sd(rows: float, local_experts: int, k: int, experts: int) -> 
     return math.sqrt(max(rows, 0.0) * (1.0 - 1.0 / local_experts) * max(0.0, experts - k) / (experts - 1))
 
 
+@lru_cache(maxsize=65536)  # a search prices the same expert shapes under many layouts
 def expected_row_tiles(rows: float, tile_rows: int, rows_sd: float = 0.0) -> float:
     """Expected row tiles of a GEMM whose row count is ``rows`` on average with spread ``rows_sd`` (normal): the
     expected ``ceil(X / tile_rows)``, ``sum_{j >= 0} P(X > j tile_rows)``; ``ceil(rows / tile_rows)`` when the
