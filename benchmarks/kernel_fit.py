@@ -4,9 +4,12 @@
 README.md@989c9e36). Fitted by a grid search of the mean absolute log error over the dense rows: the tile's fixed
 prologue/epilogue ``tile_overhead_k`` (steps of K at the FP8 rate) and the HBM share of a GEMM's operand stream
 ``gemm_memory_efficiency``, with DeepGEMM's own large-GEMM efficiency free (it is DeepGEMM's, not cuBLAS's: the
-training model takes cuBLAS's from the MAMF table). The grouped rows are scored, not fitted.
+training model takes cuBLAS's from the MAMF table), on DeepGEMM's own tiles (``kernels.toml``
+``[gemm.kernel_tiles.deepgemm_sm90]``, its heuristic's BLOCK_M x BLOCK_N candidates; ``--tiles hopper`` fits on the
+training model's Hopper FP8 tiles instead). The grouped rows are scored, not fitted.
 
     python benchmarks/kernel_fit.py            # the fit and each row's error
+    python benchmarks/kernel_fit.py --tiles hopper  # the same on the training model's Hopper FP8 tiles
     python benchmarks/kernel_fit.py --write    # also writes the two values into topo/data/compute/kernels.toml
     python benchmarks/kernel_fit.py --b200     # a check on Blackwell: the prologue OpenXLA's B200 table implies
 
@@ -70,12 +73,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--b200", action="store_true", help="fit the prologue on OpenXLA's B200 table (writes nothing)")
+    ap.add_argument("--tiles", choices=("deepgemm_sm90", "hopper"), default="deepgemm_sm90",
+                    help="the tile set the fit runs on: DeepGEMM's own (default) or the training model's "
+                    "Hopper FP8 set")
     args = ap.parse_args()
     if args.b200:
         b200_check()
         return
     from topo.training.gpus import gpu_compute
+    from topo.training.kernels import tile_set
     base = gpu_compute("H800").kernels
+    tiles = tile_set("hopper", "fp8", "" if args.tiles == "hopper" else args.tiles)
+    base = replace(base, tile_shapes={**base.tile_shapes, "fp8": tiles})
     table = rows()
     dense = [r for r in table if r["kernel"] == "dense"]
     best = None
@@ -87,11 +96,14 @@ def main() -> None:
             best = (loss, k0, mem, e)
     loss, k0, mem, e = best
     km = replace(base, tile_overhead_k=float(k0), gemm_memory_efficiency=mem)
-    print(f"tile_overhead_k {k0}, gemm_memory_efficiency {mem}, DeepGEMM's efficiency {e}: mean |log error| "
+    print(f"tiles {args.tiles}: tile_overhead_k {k0}, gemm_memory_efficiency {mem}, DeepGEMM's efficiency {e}: "
+          f"mean |log error| "
           f"{loss:.1%} over {len(dense)} dense rows")
     for r, x in zip(table, errors(km, table, e)):
         print(f"{r['kernel']:>18} {int(r['groups']):>2} x {int(r['m']):>5} x {int(r['n']):>5} x {int(r['k']):>5}: "
               f"published {r['tflops']:>6.0f}, model {r['tflops'] * math.exp(x):>6.0f} TFLOP/s ({x:+.1%})")
+    if args.write and args.tiles != "deepgemm_sm90":
+        sys.exit("error: kernel_fit.py: --write: writes the fit on DeepGEMM's own tiles only (--tiles deepgemm_sm90)")
     if args.write:
         path = ROOT / "topo" / "data" / "compute" / "kernels.toml"
         text = path.read_text()

@@ -3,15 +3,15 @@
 Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron-LM SC21 Table 1 on DGX A100,
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
-and DGX-GB200, BF16, FP8 and MXFP8 (modelled as FP8), dense and MoE; NeMo AutoModel and JAX MaxText on DGX-H100;
-DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs: Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on
-H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
+and DGX-GB200, BF16, FP8 and MXFP8 (each recipe's GEMM rate and quantisation: kernels.toml [fp8_recipe]), dense
+and MoE; NeMo AutoModel and JAX MaxText on DGX-H100; DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs:
+Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
 GEMMs by tile and wave quantisation at the published maximum achievable matmul rate of each GPU and its published
 sustained (power-saturated) share, cuDNN attention by head dimension and length, HBM-bound kernels, launch gaps.
-What no source gives is fitted, each within its physical range (mean absolute log step-time error, golden-section
-search):
+What no source gives is fitted, each within its physical range (mean absolute log step-time error, smoothed
+below 1% so that its minimum is one point; golden-section search):
 
 - one fraction of the sustained GEMM rate per (generation, precision) that training frameworks reach, on the
   DENSE runs only (a key without a dense run keeps 1.0; Blackwell BF16 without one would take Blackwell FP8's);
@@ -141,6 +141,21 @@ def group(model, lay) -> str:
     return model_group(model, lay.precision)
 
 
+def mla_unfused_on_blackwell(row, model) -> bool:
+    """Multi-head latent attention on a Blackwell GPU under a Transformer Engine before v2.5: neither fused kernel
+    takes it, so it runs unfused (the layout's ``flash_attention`` off). TE disables flash-attn for any head_dim_qk !=
+    head_dim_v ("Disabling FlashAttention as it does not support MLA") and cuDNN's fused attention on sm100 for
+    head_dim_qk > 128 (``!(sm_arch_ >= 100 && (head_dim_qk > 128 || head_dim_v > 128))``), at the TE ref NeMo@7a8f1cc7
+    pins (``requirements/manifest.json``: NVIDIA/TransformerEngine@bee4649c, ``transformer_engine/pytorch/
+    dot_product_attention/utils.py`` and ``common/fused_attn/fused_attn.cpp``) through v2.4; v2.5 (2025-06-29) admits
+    head_dim_qk 192 / head_dim_v 128 training on sm100 with cuDNN 9.11. DeepSeek-V3's MLA has 192 / 128. Applied to
+    the NeMo containers up to 25.04 (the DGX Cloud v25.05.04 rows: NeMo 25.04.01); later ones are not checked, and no
+    later MLA Blackwell row runs a NeMo container before 25.09."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (model.attention.kind == "mla" and row["gpu"] in ("B200", "GB200", "GB300") and release is not None
+            and (int(release[1]), int(release[2])) <= (25, 4))
+
+
 def fp8_amax_pass(row) -> bool:
     """FP8 per-tensor current scaling (the row's note) in a NeMo container older than 25.09: Transformer Engine
     before v2.7 (2025-10-01, which fused the amax into the activation and norm kernels, PRs #2004 and #2013)
@@ -214,6 +229,10 @@ def _row_model(row):
         # MLPerf's GPT-3 175B trains without dropout (training_results_v4.1 NVIDIA gpt3 conf/custom.yaml:
         # hidden_dropout = attention_dropout = 0.0)
         model = type(model).model_validate({**model.model_dump(), "dropout": False})
+    if row["run_id"].startswith("mcore_gb200_deepseekv3") and model.mtp_layers:
+        # Megatron-LM's GB200 study runs DeepSeek-V3 without MTP (NVIDIA/Megatron-LM@eb0783b6 docs/discussions/
+        # deepseek-v3-gb200-optimization/deepseek-v3-gb200-reproduce-guide.md: no --mtp-num-layers, layout Et|(tt|)*30L)
+        model = type(model).model_validate({**model.model_dump(), "mtp_layers": 0})
     if row["run_id"].startswith("automodel_") and model.mtp_layers:
         # AutoModel's DeepseekV3ForCausalLM (also Kimi K2's class) is the decoder and the output head, no
         # multi-token-prediction module (Automodel@ce005dd nemo_automodel/components/models/deepseek_v3/model.py)
@@ -283,6 +302,45 @@ def _framework_kw(row, model, kw: dict) -> None:
             kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
 
 
+def _megatron_lm_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what the Megatron-LM runs' own scripts set (``mcore_`` rows: the Megatron-MoE model zoo's
+    Mixtral and Qwen3 runs, at the commit each table was published, and Megatron-LM's DeepSeek-V3 GB200 study)."""
+    if row["run_id"].startswith("mcore_h100_mixtral"):
+        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
+        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
+        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
+        kw.update(overlap_tp=False, moe_router_fusion=True)
+        if fp8_recipe(row) == "blockwise":
+            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
+            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
+            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
+        # yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion since
+        # @274316a (2025-08-20); no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16
+        # run's gradients in FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
+        kw.update(moe_router_fusion=True, grad_reduce_bytes=4.0)
+    if row["run_id"] in MODELZOO_QWEN3_2505:
+        # the H100 4k table's own commit (ModelZoo@8017e11, launch lines @31c5686 examples/qwen3/run_235b.sh): no
+        # --tp-comm-overlap (sbatch_benchmarking.sh adds it for PR=bf16 from @b09773a, 2025-12-16), no
+        # --moe-router-fusion and no --cross-entropy-loss-fusion (both from @274316a): Megatron-Core's unfused
+        # vocab-parallel cross-entropy on FP32 logits
+        kw.update(overlap_tp=False, moe_router_fusion=False, cross_entropy="megatron_unfused")
+    if row["run_id"].startswith("mcore_h100_qwen3_235b_longctx"):
+        # the long-context table's commit (ModelZoo@b0b92ff, 2025-11-04) predates --tp-comm-overlap in
+        # sbatch_benchmarking.sh (@b09773a): TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw["overlap_tp"] = False
+    if row["run_id"].startswith("mcore_gb200_qwen3"):
+        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
+        # with bf16 moments (4 + 2 + 2 bytes per parameter)
+        kw["overlap_tp"] = row["precision"] == "bf16"
+        if row["precision"] == "fp8":
+            kw["optimizer_bytes"] = 8.0
+    if row["run_id"].startswith("mcore_gb200_deepseekv3"):
+        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
+        # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
+        kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
+
+
 def _run_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
     sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
@@ -297,30 +355,18 @@ def _run_kw(row, model, kw: dict) -> None:
         # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
         # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
         kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+    if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
+        # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
+        # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
+        # grad_reduce_in_fp32 = True; the script's uneven first and last pipeline stages, MTP on the last
+        kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
-    if row["run_id"].startswith("mcore_h100_mixtral"):
-        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
-        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
-        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
-        kw.update(overlap_tp=False, moe_router_fusion=True)
-        if fp8_recipe(row) == "blockwise":
-            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
-            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
-            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+    _megatron_lm_kw(row, model, kw)
     if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
         # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
         kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
-    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
-        # yanring/Megatron-MoE-ModelZoo@798dfb50 model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion
-        kw["moe_router_fusion"] = True
-    if row["run_id"].startswith("mcore_gb200_qwen3"):
-        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
-        # with bf16 moments (4 + 2 + 2 bytes per parameter)
-        kw["overlap_tp"] = row["precision"] == "bf16"
-        if row["precision"] == "fp8":
-            kw["optimizer_bytes"] = 8.0
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
@@ -334,6 +380,8 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["dp_bucket_params"] = 134_217_728
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
+    if mla_unfused_on_blackwell(row, model):
+        kw["flash_attention"] = False
     if fp8_param_gather(row):
         kw["fp8_param_gather"] = True
     if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
@@ -411,11 +459,20 @@ def _predictor(fabrics, engines):
     return predict
 
 
+FIT_SMOOTH = 0.01
+"""Where the fit's loss turns from absolute to squared: a log step-time error of 1%, below the spread of one
+recipe's published step across releases. Mean |log error| alone is flat between the two middle rows of an even
+count (tp35: with Llama 3 held out, ``blackwell_fp8`` on 12 rows was flat from 0.714 to 0.739, and a 0.2-point move
+of one row sent the search from one end to the other); ``sqrt(x^2 + d^2) - d`` is strictly convex, so the
+fitted value is one point: for two rows, their geometric mean."""
+
+
 def _fit_key(predict, rows, key, values, lo, hi, digits=3):
-    """Golden-section search of one fraction on ``rows`` (mean |log error|), the others fixed."""
+    """Golden-section search of one fraction on ``rows`` (mean smoothed |log error|, :data:`FIT_SMOOTH`), the
+    others fixed."""
     def loss(e):
         v = {**values, key: e}
-        return sum(abs(math.log(predict(s, v) / s["step_s"])) for s in rows) / len(rows)
+        return sum(math.hypot(math.log(predict(s, v) / s["step_s"]), FIT_SMOOTH) for s in rows) / len(rows)
     g = (math.sqrt(5) - 1) / 2
     a, b = hi - g * (hi - lo), lo + g * (hi - lo)
     fa, fb = loss(a), loss(b)
@@ -573,6 +630,10 @@ def fp8_recipe(row) -> str | None:
 # MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
 # mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
 # pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
+MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
+                                                                     "tp4_ep8_pp8"))
+"""The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
+(2025-05-27): run with that commit's configs, a year older than the ones the rows' source page sits beside."""
 SEQUENTIAL_MLP_FAMILIES = ("mixtral", "grok")
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
@@ -596,6 +657,16 @@ DSV3_LAYOUTS = {
     # @21d102f5 scripts/performance/configs/deepseek/deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1)
     (2, 8): "Et*4|(t*4|)*14tmL",
 }
+
+def nemo_dsv3_layout(pp: int) -> str:
+    """DeepSeek-V3's pipeline layout in NeMo 25.04's performance script (NVIDIA/NeMo@7a8f1cc7
+    scripts/performance/llm/pretrain_deepseek_v3.py: ``num_layers_in_first_pipeline_stage = 64 // pp - 1``, the last
+    stage ``64 // pp - 2``, the middle ones ``64 // pp``; 61 layers in all) with the recipe's MTP layer and the loss on
+    the last stage (``recipes/deepseek_v3.py`` ``use_mtp=True``), in :mod:`topo.training.pipeline_layout`'s notation."""
+    mid = 64 // pp
+    middle = f"(t*{mid}|)*{pp - 2}" if pp > 2 else ""
+    return f"Et*{mid - 1}|{middle}t*{mid - 2}mL"
+
 
 TRAINING_KEYS = ("ampere_bf16", "hopper_bf16", "hopper_fp8", "blackwell_bf16", "blackwell_fp8")
 HOST = "host_s"

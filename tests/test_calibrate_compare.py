@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from topo.calibrate.parse import parse_file, parse_text
 from topo.calibrate.setup import gpu_from_device, setup_from_run
 from topo.errors import TopoError
 from topo.engine.estimate import estimate
+from topo.engine.profiles import resolve_profile
 
 LOGS = Path(__file__).parent / "data" / "nccl_logs"
 SIZES = [2**i for i in range(10, 31)]  # 1 KiB .. 1 GiB
@@ -61,6 +63,19 @@ def test_the_gap_is_found_where_the_run_is_slow(tmp_path):
     res = compare_run(run, setup_from_run(run))
     assert res.gap["regime"] == "latency" and "where latency dominates" in res.verdict
     assert "nGpus" not in res.verdict  # one GPU per process: nothing to say about the harness
+
+
+def test_a_headline_median_says_it_is_one_when_a_band_overlaps_it(tmp_path):
+    """walk8: a run 1.43x faster than the model from 1 MiB to 128 MiB read "reaches 100% ... at sizes >= 64 MiB;
+    at 1 MiB-128 MiB the run is 1.43x faster", two claims about 64 and 128 MiB that disagree unless the first is
+    said to be the median over sizes >= 64 MiB (64, 128 MiB at 1.43x; 256 MiB-1 GiB at 1.0x: median 1.0)."""
+    run = parse_file(_modelled_log(tmp_path, slow=(2**20, 2**27, 0.7)))[0]
+    res = compare_run(run, setup_from_run(run))
+    assert res.headline_efficiency == pytest.approx(1.0, abs=2e-3)
+    assert res.ahead["min_bytes"] == 2**20 and res.ahead["max_bytes"] == 2**27
+    assert res.verdict.startswith("this run reaches 100% of what its hardware allows at sizes >= 64 MiB (their "
+                                  "median; model: hopper+infiniband_ndr)")
+    assert "at 1 MiB-128 MiB the run is 1.43x faster than the model" in res.verdict
 
 
 def test_a_latency_gap_of_a_single_process_run_names_the_launch_overhead(tmp_path):
@@ -579,3 +594,21 @@ def test_a_verdict_on_the_log_a_profile_was_fitted_on_does_not_loop():
     text = _verdict(run, [], 1.3, "64 MiB-8 GiB", None, "mine", None, fitted_here=True)
     assert "the profile was already calibrated on this log" in text and "calibrate the profile on this" not in text
     assert "calibrate the profile on this log" in _verdict(run, [], 1.3, "64 MiB-8 GiB", None, "mine")
+
+
+def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
+    """walk8: `topo calibrate` printed `base_latency.LL128 = 0.7048`, read as 0.70 us; it is a multiplier of the
+    base profile's latencies (fit.FreeParam kind "log"). The text marks each multiplier with an x and --json lists
+    them; the written profile's value is the base's times it."""
+    log = LOGS / "dstack_nebius_h100_allreduce_2n.txt"
+    doc = json.loads(run_cli("calibrate", str(log), "--gpu", "H100", "--json", check=True).stdout)
+    assert "base_latency.LL128" in doc["multipliers"] and "nvlink_efficiency" not in doc["multipliers"]
+    out = tmp_path / "mine.toml"
+    err = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True).stderr.splitlines()
+    for k, v in doc["values"].items():
+        want = (f"  {k} = x{v:.4g} (times the base profile's values)" if k in doc["multipliers"]
+                else f"  {k} = {v:.4g}")
+        assert want in err, (want, err)
+    written = tomllib.loads(out.read_text())["base_latency_us"]["value"]["ring"]["LL128"]
+    base_us = resolve_profile(doc["base"]).base_latency_s["ring"]["LL128"] * 1e6
+    assert written == pytest.approx(base_us * doc["values"]["base_latency.LL128"], rel=1e-6)

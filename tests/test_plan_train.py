@@ -49,3 +49,21 @@ def test_the_text_gives_the_steps_mfu_to_three_figures():
     assert f" and MFU {mfu:.3g}: " in line and len(f"{mfu:g}") > len(f"{mfu:.3g}")
     default = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
     assert " days at fp8 and MFU 0.35: " in default
+
+
+def test_the_plan_says_where_its_mfu_came_from_and_how_large_the_job_was():
+    """walk8: `topo plan gb200-nvl72-superpod --model deepseek-v3-671b --layout pp=4,...` printed 'MFU 0.175' with
+    no word that it is a 256-GPU job's on a 2,304-GPU cluster, nor (side by side) that every design takes the
+    first's. The note gives the MFU, the job's GPUs (tp x cp x pp x dp = 8 x 1 x 2 x 8 = 128) and the cluster's."""
+    layout = "tp=8,pp=2,dp=8,global_batch=64"
+    args = ["plan", "dgx-h100-superpod", "--no-collectives", "--model", "llama3-8b", "--layout", layout]
+    doc = json.loads(run_cli(*args, "--json", check=True).stdout)
+    want = (f"MFU {doc['compute']['mfu']:.3g} is topo train's step of llama3-8b as --layout {layout} on "
+            f"dgx-h100-superpod, a job of 128 of its 1,024 GPUs; the compute budget takes that MFU for every GPU")
+    assert want in doc["notes"]
+    assert f"note: {want}" in run_cli(*args, check=True).stdout.splitlines()
+    both = run_cli("plan", "dgx-h100-superpod", "dgx-a100-superpod", *args[2:], check=True).stdout.splitlines()
+    assert f"note: {want} of every design (the step runs on the first, dgx-h100-superpod, only)" in both
+    # --mfu wins over the step's: then no such note
+    assert not any("topo train's" in n for n in json.loads(
+        run_cli(*args, "--mfu", "0.3", "--json", check=True).stdout)["notes"])

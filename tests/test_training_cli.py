@@ -141,7 +141,8 @@ def test_a_step_larger_than_the_fabric_names_the_flag():
     # tidy13: a step (not --search) said "error: layout: gpus: the job needs GPUs 0 to 2047, but the fabric has 1024"
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048",
                             "--global-batch", "2048"))
-    assert line == "error: --gpus: the job needs GPUs 0 to 2,047, but the fabric has 1,024" + FEWER_GPUS
+    # walk8: --gpus beyond the fabric is named before the layout's rules, in --search's words
+    assert line == "error: --gpus: 2,048 GPUs asked, but the fabric has 1,024" + FEWER_GPUS
     # walk7: the line says how to get there; the spec grown as it says runs the step
     assert run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=8", "--model", "llama3-8b",
                    "--gpus", "2048", "--global-batch", "2048", check=True).stdout.startswith("llama3-8b on ")

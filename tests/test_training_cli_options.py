@@ -24,6 +24,13 @@ def test_text_names_the_options_it_used():
                                   "cross_entropy torch_bf16 (layout fields)"]
 
 
+def test_text_names_the_fp8_scaling_recipe():
+    """The FP8 scaling recipe sets the GEMMs' rate and the quantisation's bytes (kernels.toml ``[fp8_recipe]``):
+    the options line names it when the layout sets one (fp8blk35's finding: it was not shown)."""
+    out = run_cli(*BASE, "--precision", "fp8", "--layout", "fp8_recipe=blockwise", check=True).stdout
+    assert _options_line(out) == ["framework options: cp_comm_type p2p, fp8_recipe blockwise (layout fields)"]
+
+
 def test_text_names_cp_comm_type_whenever_cp_runs():
     assert _options_line(run_cli(*BASE, check=True).stdout) == [
         "framework options: cp_comm_type p2p (layout fields)"]
@@ -42,7 +49,8 @@ def test_json_carries_the_options(tmp_path):
 @pytest.mark.parametrize("pair, needle", [
     ("cp_comm_type=a2a", "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"),
     ("mamba_mixer=eager", "error: --layout: mamba_mixer: must be one of 'megatron' or 'mamba_ssm', got 'eager'"),
-    ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused' or 'torch_bf16', got 'fp32'"),
+    ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused', 'torch_bf16' or "
+                           "'megatron_unfused', got 'fp32'"),
     ("expert_bias_eager=fc1", "error: --layout: expert_bias_eager: must be one of 'fc2', 'fc1_fc2' or 'none', "
                               "got 'fc1'"),
     ("fp8_param_gather=maybe", "error: --layout: fp8_param_gather: must be true or false, got 'maybe'"),
@@ -78,7 +86,7 @@ def test_a_toml_boolean_is_shown_as_the_file_writes_it(tmp_path):
     f.write_text("cross_entropy = true\n")
     p = run_cli(*BASE, "--layout", str(f))
     assert p.returncode == 2 and p.stderr.strip() == (
-        f"error: {f}: cross_entropy: must be one of 'fused' or 'torch_bf16', got true"), p.stderr
+        f"error: {f}: cross_entropy: must be one of 'fused', 'torch_bf16' or 'megatron_unfused', got true"), p.stderr
 
 
 def test_plan_names_a_bad_layout_field_by_its_flag():
@@ -146,5 +154,97 @@ def test_text_says_what_the_components_are_and_that_they_add_up():
     assert "bubble = the pipeline's fill and drain" in legend and "not hidden behind compute" in legend
     js = json.loads(run_cli(*dense, "--json", check=True).stdout)
     assert sum(js["breakdown_s"].values()) == pytest.approx(js["step_time_s"], rel=1e-9)
-    moe = run_cli(*MOE, "--seq", "2048", check=True).stdout  # short micro-batches: host-bound
+    moe = run_cli(*MOE, "--seq", "2048", check=True).stdout  # short micro-batches: a host wait (at 4,096 none)
     assert "micro-batches (with the host wait below);" in moe and _host_line(moe)
+
+
+def _step_s(*argv):
+    return json.loads(run_cli(*argv, "--json", check=True).stdout)["step_time_s"]
+
+
+@pytest.mark.parametrize("recipe, why", [
+    ("delayed", "per-tensor scaling, priced as when fp8_recipe is unset"),
+    ("current", "llama3-8b has no experts, so current scaling is priced as per-tensor delayed scaling; "
+                "fp8_amax_pass = true adds its amax pass"),
+])
+def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(recipe, why):
+    """Per-tensor FP8 (delayed, or current scaling without its amax pass) on a dense model prices as the default
+    (kernels.fp8_recipe_costs: ratio 1, no scale bytes; current scaling adds only per-expert quantisation): the line
+    says so (walk8: a user comparing recipes saw the same step for both and no word why), and the step agrees."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    out = run_cli(*no_cp, "--layout", f"fp8_recipe={recipe}", check=True).stdout
+    assert _options_line(out) == [f"framework options: fp8_recipe {recipe} (no effect: {why}) (layout fields)"]
+    assert _step_s(*no_cp, "--layout", f"fp8_recipe={recipe}") == _step_s(*no_cp)
+
+
+def test_current_scaling_on_an_moe_model_is_not_marked():
+    """On an MoE model current scaling quantises each expert's rows in their own kernels: it changes the step."""
+    moe = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--dp", "16", "--ep", "8", "--global-batch",
+           "32", "--precision", "fp8"]
+    out = run_cli(*moe, "--layout", "fp8_recipe=current", check=True).stdout
+    assert _options_line(out) == ["framework options: fp8_recipe current (layout fields)"]
+    assert _step_s(*moe, "--layout", "fp8_recipe=current") > _step_s(*moe)
+
+
+def test_blockwise_on_blackwell_says_it_runs_as_mxfp8():
+    """Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe],
+    TransformerEngine PR #2157): the options line says so, and the step is MXFP8's."""
+    gb = ["train", "gb200-nvl72-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "8", "--global-batch", "64",
+          "--precision", "fp8"]
+    out = run_cli(*gb, "--layout", "fp8_recipe=blockwise", check=True).stdout
+    assert _options_line(out) == ["framework options: fp8_recipe blockwise (run as mxfp8: Transformer Engine "
+                                  "emulates block-wise scaling on Blackwell with MXFP8 GEMMs) (layout fields)"]
+    assert _step_s(*gb, "--layout", "fp8_recipe=blockwise") == _step_s(*gb, "--layout", "fp8_recipe=mxfp8")
+
+
+def test_help_names_the_fp8_recipes():
+    out = run_cli("train", "--help", check=True).stdout
+    assert "fp8_recipe=delayed|current|blockwise|mxfp8" in " ".join(out.split())
+
+
+def _comm_rows(stdout):
+    """The collectives' table of topo train's text: the lines after its header, up to the blank line."""
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("dim  collective"))
+    return lines[start + 1:lines.index("", start)]
+
+
+def test_the_tp_rows_say_which_pass_they_run_in():
+    """walk8: with sequence parallelism the collectives' table had five TP rows, all 128 MiB at the same calls,
+    that only differed by name (all_gather, reduce_scatter, all_gather, all_gather, reduce_scatter). Each says its
+    pass: forward (AG, RS per block), backward (AG of the output gradient, AG of the input again for the weight
+    gradient, RS of the input gradient: step._tp_traffic). Full recomputation runs the forward twice, so its
+    forward rows have twice the backward's calls; without it they match."""
+    args = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "4",
+            "--global-batch", "32"]
+    for recompute, ratio in (("none", 1.0), ("full", 2.0)):
+        doc = json.loads(run_cli(*args, "--recompute", recompute, "--json", check=True).stdout)
+        tp = [(c["collective"], c["phase"], c["calls_per_step"]) for c in doc["comm"] if c["dim"] == "tp"]
+        fwd = [(n, k) for n, p, k in tp if p == "forward"]
+        bwd = [(n, k) for n, p, k in tp if p == "backward"]
+        assert sorted(n for n, _ in fwd) == ["all_gather", "reduce_scatter"]
+        assert sorted(n for n, _ in bwd) == ["all_gather", "all_gather", "reduce_scatter"]
+        assert {k for _, k in fwd} == {ratio * bwd[0][1]} and len({k for _, k in bwd}) == 1
+        assert len(fwd) + len(bwd) == len(tp)
+        assert all(c["phase"] == "" for c in doc["comm"] if c["dim"] != "tp")
+    rows = [ln.split()[1:3] for ln in _comm_rows(run_cli(*args, check=True).stdout) if ln.startswith("tp ")]
+    assert rows == [["all_gather", "forward"], ["reduce_scatter", "forward"], ["all_gather", "backward"],
+                    ["all_gather", "backward"], ["reduce_scatter", "backward"]]
+    # without sequence parallelism: one all-reduce of the activation each pass and block, seq 8192 x hidden 4096 x 2
+    # bytes = 64 MiB, 8 micro-batches x 16 layers a stage x 2 blocks = 256 calls (llama3-8b.toml: 32 layers, hidden
+    # 4,096); and the next stage's gather of a pipeline send (Megatron's scatter/gather: each TP rank sends 1/tp,
+    # 8 MiB; 2 x (8 micro-batches + pp - 1) = 18 sends, step._pp_traffic)
+    rows = [ln.split()[1:6] for ln in _comm_rows(run_cli(*args, "--no-sequence-parallel", check=True).stdout)
+            if ln.startswith("tp ")]
+    assert rows == [["all_reduce", "forward", "64", "MiB", "256"], ["all_reduce", "backward", "64", "MiB", "256"],
+                    ["all_gather", "pipeline", "8", "MiB", "18"]], rows
+
+
+def test_more_gpus_than_the_fabric_is_named_before_the_batch_rule():
+    """walk8: `--gpus 100000 --global-batch 4096` on gb200-nvl72-superpod (32 racks x 72 = 2,304 GPUs) was told
+    that 4,096 sequences do not split into dp 100,000, not that the fabric is 43x too small."""
+    p = run_cli("train", "gb200-nvl72-superpod", "--model", "deepseek-v3-671b", "--gpus", "100000",
+                "--global-batch", "4096")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("error: --gpus: 100,000 GPUs asked, but the fabric has 2,304; grow the spec's "
+                               "[cluster]"), p.stderr

@@ -75,7 +75,14 @@ def _uf_8b(**kw):
                        dp_sharding="zero1", grad_reduce_bytes=2.0, **kw)
 
 
-def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod):
+@pytest.fixture
+def sms_only(monkeypatch):
+    """The SMs' part of the loss alone: no HBM bytes moved (that part: tests/test_training_comm_interference.py)."""
+    from topo.training import comm_sms
+    monkeypatch.setattr(comm_sms, "hbm_bytes_per_byte", lambda: 0.0)
+
+
+def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod, sms_only):
     m = load_model("llama3-8b")
     engine = CommEngine(b200_pod)
     gpu = gpu_compute("B200")
@@ -85,8 +92,11 @@ def test_hidden_dp_collectives_cost_the_compute_the_sms_they_hold(b200_pod):
     sc = stage_compute(m, _uf_8b(), gpu, 0.0)
     share = {c: 1 - sc.microbatch_s / stage_compute(m, _uf_8b(), reduced_gpu(gpu, c), 0.0).microbatch_s
              for c in runs}
-    for c in runs:
+    for c in (16, 32):
         assert 0.5 * c / 148 < share[c] <= c / 148 + 1e-12  # memory-bound kernels lose less than linear
+    # one SM: whether a GEMM's tiles need another wave depends on its shape (a 2-SM Blackwell tile runs in 73 pairs
+    # on 147 SMs as on 146), so only the bounds hold
+    assert 0 < share[1] <= 1 / 148
     # each collective's exposed = rule's exposed E + hidden H x share: two CTA counts give E and H, and H must be
     # what the rule leaves unexposed, time - E
     for ctas in (16, 32):
@@ -113,7 +123,7 @@ def test_no_loss_when_nothing_is_hidden(b200_pod):
     assert not any(n.startswith("hidden DP/CP collectives") for n in off.notes)
 
 
-def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod):
+def test_the_dp_streams_hidden_seconds_are_capped_at_the_compute(b200_pod, sms_only):
     # ZeRO-3 gathers of every layer twice per micro-batch and a reduce-scatter of Llama 3 70B over 64 ranks at 512
     # tokens a rank: the DP collectives hide more than the compute; they queue on one stream, so at most the whole
     # compute runs on fewer SMs
@@ -143,7 +153,7 @@ def test_one_gpu_per_node_groups_hold_ncclss_four_channels():
     assert prof.channels_one_gpu_per_node == 4 and prof.channels == 16
 
 
-def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypatch):
+def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypatch, sms_only):
     # EP8 inside each 8-GPU node, experts ZeRO-3 over EDP 8 = one GPU per node (Megatron-FSDP's expert groups,
     # Megatron-MoE-ModelZoo's Qwen3-235B EP8 FSDP row at smaller scale); the dense weights over DP 64, 8 per node
     from topo.training import step as st
@@ -183,4 +193,6 @@ def test_expert_dp_groups_of_one_gpu_per_node_cost_the_compute_four_sms(monkeypa
     for x in now["dp_experts"]:  # the one-per-node group on 4: share(4) / share(16) of it
         assert x / now["dp"][0] == pytest.approx(share(4) / share(16), rel=0.1)
         assert x / now["dp"][0] < 0.4
-    assert any(n.startswith("hidden DP/CP collectives hold 16/4 of the 132 SMs") for n in r.notes)
+    # walk8: "hold 16/4 of the 132 SMs" read as a fraction; each collective holds one of the counts
+    assert any(n.startswith("hidden DP/CP collectives hold 16 or 4 of the 132 SMs (NCCL's channels, by collective)")
+               for n in r.notes)

@@ -41,12 +41,19 @@ def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
     last = engine.time("all_reduce", groups, dp.size_bytes).time_s
     assert dp.size_bytes <= 256_000_000 * lay.grad_bytes
     assert dp.collective == "all_reduce" and dp.time_s == pytest.approx(dp.calls_per_step * last, rel=1e-12)
-    # the hidden rest still holds NCCL's 16 channels' SMs (16 of 132): the compute beside it loses hidden x (1 - t/t')
+    # the hidden rest still holds NCCL's 16 channels' SMs (16 of 132) and moves 3 HBM bytes per bus byte
+    # (topo/data/compute/comm_interference.toml; the step rounds the HBM taken to 1% of the GPU's): the compute
+    # beside it loses hidden x (1 - t/t')
     gpu = gpu_compute("H100")
-    t, t_less = (stage_compute(m, lay, g).microbatch_s for g in (gpu, reduced_gpu(gpu, 16)))
+    taken = 3.0 * dp.size_bytes * 2 * 255 / 256 / last
+    taken = round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
+    assert taken > 0.01 * gpu.hbm_Bps
+    t, t_less = (stage_compute(m, lay, g).microbatch_s for g in (gpu, reduced_gpu(gpu, 16, taken)))
     want = last + sm_loss_s(dp.time_s - last, t, t_less)
     assert want > last
     assert dp.exposed_s == pytest.approx(want, rel=1e-12) and r.breakdown_s["dp"] == pytest.approx(want, rel=1e-12)
+    assert any(n.startswith(f"hidden DP/CP collectives hold 16 of the 132 SMs (NCCL's channels) and up to "
+                            f"{taken / gpu.hbm_Bps:.0%} of HBM bandwidth") for n in r.notes)
     # without overlap the whole reduction is exposed
     off = estimate_step(pod, m, make_layout(tp=4, dp=256, global_batch=2048, dp_sharding="none", overlap_dp=False,
                                             grad_bytes=2.0), engine=engine)
@@ -103,9 +110,10 @@ def test_nvlink_only_exposed_ep_widens_the_dp_windows_of_a_cross_node_group():
     # custom_fsdp/fully_sharded_data_parallel.py): while the compute stream waits on an NVLink-only expert
     # all-to-all, the NICs carry the gather. 0.4 s of it over 4 micro-batches = 0.1 s a micro-batch, split as the
     # compute (1 : 3); an EP group crossing domains (it shares the NICs) widens nothing
-    from topo.training.step import _dp_windows, _nvlink_ep_s
+    from topo.training.step import _dp_windows, _nvlink_exposed_s
 
-    assert _nvlink_ep_s([1, 1], 0.4) == 0.4 and _nvlink_ep_s([1, 4], 0.4) == 0.0 and _nvlink_ep_s([], 0.4) == 0.0
+    ep = lambda spans, s: _nvlink_exposed_s([("ep", d, s / len(spans)) for d in spans])  # noqa: E731
+    assert ep([1, 1], 0.4) == pytest.approx(0.4) and ep([1, 4], 0.4) == 0.0 and _nvlink_exposed_s([]) == 0.0
     wf, wb = _dp_windows(1.0, 3.0, 4, 32, 0.4)
     assert wf == pytest.approx(1.0 + 0.1 * 0.25) and wb == pytest.approx(3.0 + 0.1 * 0.75)
     assert _dp_windows(1.0, 3.0, 4, 1, 0.4) == (1.0, 3.0)  # DP inside the domain shares NVLink with it
@@ -126,7 +134,7 @@ def test_fsdp_expert_gathers_hide_behind_the_nvlink_all_to_all(monkeypatch):
     lay = make_layout(dp=64, ep=8, micro_batch=1, global_batch=128, seq_len=4096, dp_sharding="zero3")
     engine = CommEngine(pod)
     now = estimate_step(pod, m, lay, engine=engine, contention=False)
-    monkeypatch.setattr(st, "_nvlink_ep_s", lambda spans, s: 0.0)
+    monkeypatch.setattr(st, "_nvlink_exposed_s", lambda items: 0.0)
     compute_only = estimate_step(pod, m, lay, engine=engine, contention=False)
     assert now.breakdown_s["ep"] == pytest.approx(compute_only.breakdown_s["ep"], rel=1e-12)
     assert now.breakdown_s["ep"] > 0
@@ -156,5 +164,74 @@ def test_the_searchs_dp_refinement_widens_the_same_windows(monkeypatch):
     assert got["ep"] == pytest.approx(rule.breakdown_s["ep"], rel=1e-9)
     # a lower bound (the step's MoE compute carries the host's cover, this sc does not), widened like the step's
     assert 0 < got["dp"] <= rule.breakdown_s["dp"]
-    monkeypatch.setattr(st, "_nvlink_ep_s", lambda spans, s: 0.0)
+    monkeypatch.setattr(st, "_nvlink_exposed_s", lambda items: 0.0)
     assert exposed_routed(engine, m, lay, mapping, sc)["dp"] > got["dp"]
+
+
+def test_nvlink_only_exposed_tp_and_cp_widen_the_dp_windows_as_ep_does():
+    # tp35: every compute-stream collective whose groups stay inside one NVLink domain counts (TP inside a node,
+    # CP where tp x cp fits in one), decided from the mapped groups' spans; a dimension with any group across
+    # domains (a CP ring over nodes, a pipeline send) shares the NICs and counts 0; a dimension not routed yet
+    # (None, the search's bound) that would count makes the widening infinite, and so the DP windows
+    from topo.training.step import _dp_windows, _nvlink_exposed_s
+
+    items = [("tp", 1, 0.3), ("tp", 1, 0.1), ("cp", 2, 0.5), ("ep", 1, 0.2), ("pp", 4, 0.7)]
+    assert _nvlink_exposed_s(items) == pytest.approx(0.3 + 0.1 + 0.2)
+    assert _nvlink_exposed_s([("cp", 1, 0.5), ("tp", 1, 0.1)]) == pytest.approx(0.6)
+    assert _nvlink_exposed_s([("tp", 1, None), ("ep", 1, 0.2)]) == math.inf
+    assert _nvlink_exposed_s([("cp", 2, None), ("tp", 1, 0.1)]) == pytest.approx(0.1)  # across nodes: never counts
+    assert _dp_windows(0.0, 3.0, 4, 32, math.inf) == (math.inf, math.inf)
+    assert _dp_windows(1.0, 3.0, 4, 1, math.inf) == (1.0, 3.0)
+
+
+def _dp_without_widening(monkeypatch, pod, m, lay):
+    from topo.training import step as st
+
+    engine = CommEngine(pod)
+    monkeypatch.setattr(st, "sm_loss_s", lambda *a: 0.0)  # the DP term by the overlap rule alone
+    now = estimate_step(pod, m, lay, engine=engine, contention=False)
+    monkeypatch.setattr(st, "_nvlink_exposed_s", lambda items: 0.0)
+    before = estimate_step(pod, m, lay, engine=engine, contention=False)
+    return now, before
+
+
+def test_fsdp_gathers_hide_behind_the_exposed_tp_of_a_node(monkeypatch, pod):
+    # Llama 3 70B, TP8 in each DGX H100 node, ZeRO-3 over DP 8 (one GPU per node, 8 domains), no TP overlap: every
+    # TP all-gather / reduce-scatter is exposed on the compute stream over NVLink while the DP stream gathers the
+    # next layer through the NICs. ZeRO-3 gathers each unit twice a micro-batch and reduce-scatters it once
+    # (k = 82 units: 80 layers, embedding, output); the widening adds tp_s / m to a micro-batch's windows, split
+    # as the compute
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, dp=8, micro_batch=1, global_batch=64, dp_sharding="zero3", recompute="full")
+    now, before = _dp_without_widening(monkeypatch, pod, m, lay)
+    tp_s = now.breakdown_s["tp"]
+    assert tp_s > 0.5 and tp_s == before.breakdown_s["tp"]
+    assert all(c.domains_per_group == 8 for c in now.comm if c.dim == "dp")
+    # the closed form of the FSDP rule (the module doc: what exceeds a layer's compute, and the first gather)
+    sc = stage_compute(m, lay, gpu_compute(pod.spec.gpu, host_cpu=pod.spec.host_cpu[0]))
+    mb = lay.microbatches
+    t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
+    wf, wb = t_f + tp_s / mb * t_f / (t_f + t_b), t_b + tp_s / mb * t_b / (t_f + t_b)
+    want = 0.0
+    for c in (c for c in now.comm if c.dim == "dp"):
+        one = c.time_s / c.calls_per_step
+        if c.collective == "all_gather":  # before each layer's forward and again before its backward
+            k = c.calls_per_step / (2 * mb)
+            want += mb * (k * (max(0.0, one - wf / k) + max(0.0, one - wb / k)) + one)
+        else:  # after each layer's backward
+            k = c.calls_per_step / mb
+            want += mb * (k * max(0.0, one - wb / k) + one)
+    assert k == 82  # FSDP units: Llama 3 70B's 80 layers, the embedding and the output layer
+    assert now.breakdown_s["dp"] == pytest.approx(want, rel=1e-9)
+    assert before.breakdown_s["dp"] - now.breakdown_s["dp"] > 0.3  # 0.68 -> 0.23 s with the SMs' cost
+
+
+def test_tp_does_not_widen_a_dp_group_inside_its_node(monkeypatch):
+    # tp 2 x dp 4 on one node: the DP group shares the node's NVLink with the exposed TP traffic, no widening
+    # (512-token sequences: each layer's gathers outlast its compute, ~43 ms of DP exposed, so a widening would show)
+    small = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=2, dp=4, micro_batch=1, global_batch=8, seq_len=512, dp_sharding="zero3")
+    now, before = _dp_without_widening(monkeypatch, small, m, lay)
+    assert now.breakdown_s["tp"] > 0 and {c.domains_per_group for c in now.comm if c.dim == "dp"} == {1}
+    assert now.breakdown_s["dp"] == before.breakdown_s["dp"] > 0.02

@@ -71,14 +71,16 @@ def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen
         assert bt["*"].host_s + bt["E"].host_s < (bt["*"].forward_s + bt["E"].forward_s) / 2
         assert sum(n * bt[k].host_backward_s for k, n in (("*", 1), ("E", 1))) < bt["E"].backward_s
         wait = stage_compute(qwen, lay, g).by_module_s.get("host", 0.0)
-        assert wait == pytest.approx(qwen.layers * host_s, rel=1e-6)
+        # each sync: its round trip (the copy lands, the host thread resumes), then the first launch
+        assert bt["E"].sync_s == g.kernels.sync_s > 0 and bt["*"].sync_s == 0.0
+        assert wait == pytest.approx(qwen.layers * (g.kernels.sync_s + host_s), rel=1e-6)
         padded = lay.model_copy(update={"moe_capacity_factor": 1.0})
         assert stage_compute(qwen, padded, g).by_module_s.get("host", 0.0) == 0.0
 
 
-def _block(seq, sync_at=-1):
+def _block(seq, sync_at=-1, sync_s=0.0):
     from topo.training.operators import BlockTime
-    return BlockTime(sum(g for _, g, _ in seq), 0.0, {}, {}, launch_seq=tuple(seq), sync_at=sync_at)
+    return BlockTime(sum(g for _, g, _ in seq), 0.0, {}, {}, launch_seq=tuple(seq), sync_at=sync_at, sync_s=sync_s)
 
 
 def test_the_expert_all_to_alls_give_the_host_its_lead():
@@ -101,6 +103,26 @@ def test_the_expert_all_to_alls_give_the_host_its_lead():
     assert covered == pytest.approx(bare - 60e-6)
     assert _synced_layer_wait_s([attn, moe], 1, 1.0) == pytest.approx(0.0, abs=1e-12)
     assert _synced_layer_wait_s([attn, moe], 1, float("inf")) == 0.0
+
+
+def test_the_sync_round_trip_opens_the_stretch():
+    """The device-to-host sync's round trip (kernels.toml [launch] sync_s) is host time before the first launch
+    after the sync, the GPU idle: a host-bound stretch is that much longer, a GPU-bound one too (nothing is queued
+    to hide it). The value: 26.11 us for a device-to-host round trip less 9.02 us for a kernel launch on one
+    bare-metal x86 host (jingyaogong/minimind PR #837) and (58 - 19) / 2 us a sync removed on a B200 host
+    (unslothai/unsloth-zoo PR #1248): 17.1-19.5 us, taken as 20 us; no Grace figure, every host alike."""
+    from topo.training.operators import _synced_layer_wait_s
+    seq = [(0.0, 5e-6, 1), (100e-6, 10e-6, 1), (100e-6, 10e-6, 1), (1e-6, 1e-6, 1)]
+    attn = _block([(0.0, 50e-6, 1)])
+    bare = _synced_layer_wait_s([attn, _block(seq, sync_at=1)], 1)
+    synced = _synced_layer_wait_s([attn, _block(seq, sync_at=1, sync_s=30e-6)], 1)
+    assert synced == pytest.approx(bare + 30e-6)  # the line 30 -> 140 -> 240 -> 241 -> 296 us, 76 us of GPU
+    gpu_bound = [(0.0, 5e-6, 1), (1e-6, 500e-6, 1)]
+    assert _synced_layer_wait_s([_block(gpu_bound, sync_at=1, sync_s=30e-6)], 0) == pytest.approx(31e-6)
+    assert _synced_layer_wait_s([_block(gpu_bound, sync_at=1, sync_s=30e-6)], 0, float("inf")) == 0.0
+    for gpu, cpu in (("H100", None), ("B200", None), ("GB200", None), ("H100", "grace")):
+        s = gpu_compute(gpu, host_cpu=cpu).kernels.sync_s
+        assert 26.11e-6 - 9.02e-6 <= s <= 20e-6 and s == gpu_compute("H100").kernels.sync_s
 
 
 def test_the_step_covers_with_the_forward_dispatch_and_combine():

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from topo.training.gpus import gpu_compute
-from topo.training.kernels import FITTED, attention_rate_flops, gemm_s, memory_s
+from topo.errors import TopoError
+from topo.training.kernels import FITTED, attention_rate_flops, gemm_s, kernel_model, memory_s, tile_set
 from topo.training.model import load_model
 from topo.training.operators import ATTENTION_BACKWARD_FLOPS, Op, block_ops, op_time_s
 from topo.training.parallel import make_layout
@@ -88,6 +89,17 @@ def test_b200_and_gb200_gemm_rates_differ_as_their_mamfs_do():
     assert rates["GB200"] / rates["B200"] == pytest.approx(mamf, rel=0.03)
 
 
+def test_h100_and_h200_fp8_gemm_rates_differ_as_their_mamfs_do():
+    """H100 and H200 are one die (H200 adds HBM3e): at a training GEMM their model FP8 rates must differ about as
+    their published MAMFs do (1,453.4 against 1,402.6 TFLOP/s, 3.6%, stas00's table). A tile set without the
+    narrower tiles cuBLAS runs reads the waves cuBLAS avoided at each MAMF's shape into the efficiency: CUTLASS's
+    default Hopper build alone (no 128 x 64) gave H200 a rate 12% above H100's."""
+    rates = {name: 1 / gemm_s(gpu_compute(name).kernels, 16384, 28672, 4096, "fp8") for name in ("H100", "H200")}
+    mamf = KERNELS["mamf"]["H200"]["fp8"][0] / KERNELS["mamf"]["H100"]["fp8"][0]
+    assert mamf == pytest.approx(1.036, abs=1e-3)
+    assert rates["H200"] / rates["H100"] == pytest.approx(mamf, rel=0.03)
+
+
 def test_b200_burst_rate_near_openxla_measured_table():
     """OpenXLA's measured B200 GEMM table (data/reference/kernels_gemm_b200_xla.csv, its kernel times: 2,765.0
     TFLOP/s FP8 and 1,416.9 BF16 at 4096 x 4096 x 4096) is a rate B200 reaches with XLA's kernels; the model's
@@ -104,7 +116,7 @@ def test_b200_burst_rate_near_openxla_measured_table():
 
 def test_wave_quantisation():
     """Tiles run in waves of the SMs: one tile more than a full wave costs a whole extra wave (arXiv 2401.14489)."""
-    km = replace(gpu_compute("H100").kernels, tile_shapes=((128, 256),))
+    km = replace(gpu_compute("H100").kernels, tile_shapes={"bf16": ((128, 256, 1),)})
     # 33 x 4 = 132 tiles of 128 x 256: one wave (compute-bound: the operands cross HBM in less time)
     full = gemm_s(km, 128 * 33, 1024, 8192)
     extra = gemm_s(km, 128 * 33 + 1, 1024, 8192)  # 34 x 4 = 136 tiles: two waves
@@ -113,6 +125,61 @@ def test_wave_quantisation():
     k0 = km.tile_overhead_k * 989 / 1979  # the same time at the BF16 rate: H100 989 / 1,979 TFLOP/s
     a, b = gemm_s(km, 128 * 33, 1024, 2048), gemm_s(km, 128 * 33, 1024, 8192)
     assert b / a == pytest.approx((8192 + k0) / (2048 + k0), rel=1e-6)
+
+
+def test_each_generation_and_precision_reads_its_own_tile_set():
+    """The tiles are the kernels' own per generation and precision (kernels.toml [gemm.tiles], cited there): Ampere
+    CUTLASS's SM80 16-bit list (generator.py GenerateSM80_TensorOp_16816) and no FP8; Hopper BF16 adds cuBLAS's
+    sm90_xmma 64x64 (vLLM's H100 nsys summary) to CUTLASS's SM90 wgmma tiles and 128x64, FP8 has no 64x64; Blackwell has
+    CUTLASS's level-0 tcgen05 tiles, 2-SM pairs (256 x 256 over two SMs) among them, and no 128 x 64."""
+    a, h, b = (gpu_compute(g).kernels.tile_shapes for g in ("A100", "H100", "B200"))
+    assert set(a) == {"bf16"}
+    assert sorted(a["bf16"]) == sorted((m, n, 1) for m, n in ((256, 128), (128, 256), (256, 64), (64, 256),
+                                                             (128, 128), (128, 64), (64, 128), (64, 64)))
+    assert (64, 64, 1) in h["bf16"] and (64, 64, 1) not in h["fp8"]
+    assert set(h["fp8"]) == {(128, 256, 1), (256, 128, 1), (128, 128, 1), (128, 64, 1), (64, 256, 1), (64, 128, 1)}
+    assert (256, 256, 2) in b["bf16"] and (256, 256, 2) in b["fp8"] and (128, 64, 1) not in b["bf16"]
+    assert (64, 256, 1) in b["fp8"] and (64, 256, 1) not in b["bf16"]
+    for name, gen in (("A100", "ampere"), ("H100", "hopper"), ("GB200", "blackwell"), ("GB300", "blackwell")):
+        km = gpu_compute(name).kernels
+        assert km.tile_shapes == {p: tile_set(gen, p) for p in km.peak_flops}, name
+    # the set is what the model runs: H100 FP8 has no 64 x 64 tile, so M = N = 64 costs a 64 x 128 tile's time
+    h100 = replace(gpu_compute("H100").kernels, tile_overhead_k=0.0)
+    assert gemm_s(h100, 64, 64, 65536, "fp8", efficiency=0.8) == pytest.approx(
+        2 * 64 * 128 * 65536 / (1979e12 / 132 * 0.8), rel=1e-9)
+
+
+def test_wave_quantisation_on_132_and_148_sms():
+    """Closed form: M = N = 1,536 in 128 x 128 tiles is 144 tiles: two waves on H100's 132 SMs (the second holds 12
+    tiles), one on B200's 148; t = waves x 2 x 128 x 128 x K / (peak / SMs x e). A 2-SM 256 x 256 tile runs in waves
+    of the 74 SM pairs: 8 x 10 = 80 pair tiles is two waves, t = 2 x 2 x 256 x 256 x K / (2 x peak / SMs x e); with
+    one SM taken by communication (147 SMs), still 73 pairs."""
+    K, e = 65536, 0.8  # large K: compute-bound (HBM moves the operands in a tenth of the time)
+    for name, sms, peak, waves in (("H100", 132, 989e12, 2), ("B200", 148, 2250e12, 1)):
+        km = replace(gpu_compute(name).kernels, tile_overhead_k=0.0, tile_shapes={"bf16": ((128, 128, 1),)})
+        assert km.sms == sms and km.peak_flops["bf16"] == pytest.approx(peak)
+        t = gemm_s(km, 1536, 1536, K, efficiency=e)
+        assert t == pytest.approx(waves * 2 * 128 * 128 * K / (peak / sms * e), rel=1e-9), name
+    b = replace(gpu_compute("B200").kernels, tile_overhead_k=0.0, tile_shapes={"bf16": ((256, 256, 2),)})
+    pair = 2 * 256 * 256 * K / (2 * 2250e12 / 148 * e)
+    assert gemm_s(b, 256 * 8, 256 * 10, K, efficiency=e) == pytest.approx(2 * pair, rel=1e-9)  # 80 tiles, 74 pairs
+    assert gemm_s(b, 256 * 8, 256 * 9, K, efficiency=e) == pytest.approx(pair, rel=1e-9)  # 72 tiles: one wave
+    # 147 SMs: 73 pairs at the same per-SM rate; 72 tiles still one wave, 74 two
+    b147 = replace(b, sms=147, peak_flops={"bf16": 2250e12 * 147 / 148})
+    assert gemm_s(b147, 256 * 2, 256 * 36, K, efficiency=e) == pytest.approx(pair, rel=1e-9)
+    assert gemm_s(b147, 256 * 2, 256 * 37, K, efficiency=e) == pytest.approx(2 * pair, rel=1e-9)
+
+
+def test_unknown_generation_or_precision_is_a_clear_error():
+    """A generation without a tile set (or a precision its kernels lack) is one line naming the file, the key, the
+    value and what is known, not a KeyError from deep inside the model."""
+    with pytest.raises(TopoError) as err:
+        tile_set("volta", "bf16")
+    assert str(err.value) == "kernels.toml: gemm.tiles: no tile set for 'volta'; known: ampere, blackwell, hopper"
+    with pytest.raises(TopoError, match=r"^kernels.toml: gemm.tiles.ampere: no fp8 tiles for 'ampere'; it has: bf16$"):
+        tile_set("ampere", "fp8")
+    with pytest.raises(TopoError, match="no tile set for 'volta'"):
+        kernel_model("V100", "volta", 80, {"bf16": 125e12}, 0.9e12, host_cpu="xeon_8480c")
 
 
 def _deepgemm():
@@ -131,10 +198,14 @@ def _errors(km, rows, e):
 
 def test_deepgemm_table():
     """DeepGEMM's FP8 GEMMs on H800 (deepseek-ai/DeepGEMM README.md@989c9e36): the tile model with the bundled
-    tile overhead and operand stream efficiency (fitted on the 18 dense rows) is within 8% mean |log error| at
+    tile overhead and operand stream efficiency (fitted on the 18 dense rows) is within 10.5% mean |log error| at
     DeepGEMM's own best efficiency, and the 4 grouped rows it never saw within 10% each (grouped = dense of the
-    same per-group shape). Without the tile overhead the dense fit is worse."""
+    same per-group shape), on DeepGEMM's own tiles (kernels.toml [gemm.kernel_tiles.deepgemm_sm90]: BLOCK_N in
+    steps of 8). It was 7.9% on the earlier assumed tile set; the rows it misses are N = 2,112, where the model
+    prices DeepGEMM's narrow tiles at the full rate (+25..+44%: no shared-memory feed bound; calibration-findings,
+    'GEMM tile shapes per generation and precision'). Without the tile overhead the dense fit is worse."""
     km = gpu_compute("H800").kernels
+    km = replace(km, tile_shapes={**km.tile_shapes, "fp8": tile_set("hopper", "fp8", "deepgemm_sm90")})
     rows = _deepgemm()
     dense = [r for r in rows if r["kernel"] == "dense"]
     grouped = [r for r in rows if r["kernel"] != "dense"]
@@ -144,7 +215,7 @@ def test_deepgemm_table():
                    for e in [0.70 + 0.01 * i for i in range(25)])
 
     loss, e = best(km)
-    assert loss < 0.08
+    assert loss < 0.105
     assert all(abs(x) < 0.10 for x in _errors(km, grouped, e))
     assert best(replace(km, tile_overhead_k=0.0))[0] > loss + 0.01
 

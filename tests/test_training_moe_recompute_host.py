@@ -30,15 +30,17 @@ def _moe_forward_host_and_gpu_s(model, lay, gpu):
 def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     """Nano (23 MoE layers, one stage): recomputing ``moe`` adds to each micro-batch's backward, per MoE layer, the
     host's launches of the MoELayer forward minus that forward's GPU time (eager, 8 local experts launched one
-    by one); the other recomputed modules add no wait."""
-    nano, gpu = load_model("nemotron-3-nano-30b-a3b"), gpu_compute("H100")
+    by one) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no wait. At the top of
+    the host's published 5-20 us a launch (at the fitted 19.1 us the forward's 3.15 ms of launches and its 3.22 ms on
+    the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward)."""
+    nano, gpu = load_model("nemotron-3-nano-30b-a3b"), gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}})
     others = ("layernorm", "core_attn", "moe_act")
     base = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=others), gpu)
     lay = make_layout(**NANO_H100, recompute_modules=("moe", *others))
     moe = stage_compute(nano, lay, gpu)
     host, gpu_s = _moe_forward_host_and_gpu_s(nano, lay, gpu)
     assert host > gpu_s  # the eager MoE forward is host-bound on H100
-    assert moe.backward_s - base.backward_s == pytest.approx(23 * (host - gpu_s), rel=1e-9)
+    assert moe.backward_s - base.backward_s == pytest.approx(23 * (host - gpu_s + gpu.kernels.sync_s), rel=1e-9)
     assert moe.forward_s == pytest.approx(base.forward_s, rel=1e-12)
     plain = stage_compute(nano, make_layout(**NANO_H100), gpu)
     assert base.backward_s == pytest.approx(plain.backward_s, rel=1e-12)

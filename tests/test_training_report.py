@@ -56,6 +56,20 @@ def test_report_has_the_training_job_section(tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error: --layout: ") and not (tmp_path / "x.html").exists()
 
 
+def test_report_takes_model_as_train_and_plan_name_it(tmp_path):
+    """walk8: `topo report SPEC --model M --layout L`, as `topo train` and `topo plan` take a model, was refused
+    ("unrecognized arguments"); --model is --train's other name, the same section."""
+    pages = []
+    for flag in ("--train", "--model"):
+        out = tmp_path / f"{flag[2:]}.html"
+        run_cli("report", "dgx-h100-superpod", flag, "llama3-8b", "--layout", "tp=8,dp=16,global_batch=64",
+                "-o", str(out), check=True)
+        page = out.read_text()
+        start = page.index('<section id="train">')
+        pages.append(page[start:page.index("</section>", start)])
+    assert "llama3-8b dgx-h100-superpod" in pages[0] and pages[0] == pages[1]
+
+
 def test_report_job_table_has_the_interval_the_host_wait_and_the_placement(tmp_path):
     """walk7: the report's job table gave the step without the interval topo train prints, named the most exposed
     collective as what bounds a step that waits longer for the host's launches (Qwen3-30B FP8 on 64 GB200 at one

@@ -219,14 +219,18 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
     parts = []
     advice = ("the profile was already calibrated on this log: these sizes have a shape the model does not follow"
               if fitted_here else "calibrate the profile on this log")
+    # the headline is the median over its sizes (one may still lie in a band named below), unless it is one size
+    one_size = head_sizes.startswith("its largest size ")
+    median = "" if one_size else " (their median)"
     if head is not None:
         if head > 1.1:
-            parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}: the model ({profile_name}) "
+            parts.append(f"this run is {head:.2f}x faster than the model at {head_sizes}{median}: the model "
+                         f"({profile_name}) "
                          "is too slow for this cluster, or the cluster differs from the spec (more NICs, faster "
                          f"links); {advice}")
         else:
             parts.append(f"this run reaches {min(head, 1.0) * 100:.0f}% of what its hardware allows at "
-                         f"{head_sizes} (model: {profile_name})")
+                         f"{head_sizes} ({'' if one_size else 'their median; '}model: {profile_name})")
     if gap:
         if gap["regime"] == "latency":
             why = f"where latency dominates: {_LATENCY_WHY}"

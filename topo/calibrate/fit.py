@@ -227,8 +227,13 @@ class FitResult:
     not_identified: dict[str, str] = field(default_factory=dict)
     sizes: int = 0  # measured sizes the fit saw (every case)
 
+    def multipliers(self) -> list[str]:
+        """The keys of :attr:`values` that are multipliers of the base profile's values (``log`` parameters:
+        latencies scaled as a table), not values in the parameter's own unit."""
+        return [p.name + (f"[{p.tag}]" if p.tag else "") for p in self.params if p.kind == "log"]
+
     def to_dict(self) -> dict:
-        return {"values": self.values, "mdape_before_pct": self.mdape_before_pct,
+        return {"values": self.values, "multipliers": self.multipliers(), "mdape_before_pct": self.mdape_before_pct,
                 "mdape_after_pct": self.mdape_after_pct, "evaluations": self.nfev, "seconds": self.seconds,
                 "sizes": self.sizes, "not_identified": self.not_identified}
 

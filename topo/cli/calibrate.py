@@ -59,8 +59,10 @@ def run(args) -> int:
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
     note(f"fitted {len(res.fit.values)} parameter(s) to {res.fit.sizes} measured size(s) (the error above is on "
          "those sizes: in sample)")
+    multipliers = res.fit.multipliers()
     for k, v in res.fit.values.items():
-        note(f"  {k} = {v:.4g}")
+        # a multiplier is not the quantity: 'base_latency.LL128 = 0.70' read as 0.70 us (walk8)
+        note(f"  {k} = x{v:.4g} (times the base profile's values)" if k in multipliers else f"  {k} = {v:.4g}")
     for k, why in res.fit.not_identified.items():
         note(f"  not fitted, kept at the base profile's value: {k}: {why}")
     if res.warning:

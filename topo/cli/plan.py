@@ -90,6 +90,11 @@ def run(args) -> int:
     layers = _layers(args)
     results = [plan(fabric_from_args(args, n), layers=layers, plan_file=args.plan_file,
                     collectives=not args.no_collectives) for n in names]
+    train_note = ""
+    if args.model and results[0].compute.mfu_source.startswith("--model"):
+        train_note = _train_mfu_note(args, results)
+        for r in results:
+            r.notes.append(train_note)
     if args.bom_csv is not None:
         with open_output(args.bom_csv, inputs=_inputs(args), force=args.force, key="--bom-csv",
                          force_option="--force") as fh:
@@ -103,7 +108,23 @@ def run(args) -> int:
         emit(render(results[0]))
     else:
         emit(render_comparison(results))
+        if train_note:  # the table has no row of each design's notes
+            emit(f"note: {train_note}")
     return 0
+
+
+def _train_mfu_note(args, results: list[PlanResult]) -> str:
+    """Where the plan's MFU came from: `topo train`'s step of ``--model`` as ``--layout`` on the first design, a
+    job of the layout's GPUs, whose MFU the compute budget takes for every GPU of each design."""
+    from ..training.mfu import parse_layout  # the step model loads only when --model asks for it
+    first = results[0]
+    job = parse_layout(args.layout).gpus
+    text = (f"MFU {first.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "
+            f"{first.name}, a job of {format_count(job)} of its {format_count(first.num_gpus)} GPUs; the compute "
+            f"budget takes that MFU for every GPU")
+    if len(results) > 1:
+        text += f" of every design (the step runs on the first, {first.name}, only)"
+    return text
 
 
 def _inputs(args) -> list[str]:

@@ -48,8 +48,9 @@ def register(sub) -> None:
                    help="add the planner's section: power, capex, bill of materials, goodput (see topo plan)")
     p.add_argument("--plan-file", metavar="FILE",
                    help="with --plan (implied): a TOML file of catalog overrides, as topo plan --plan-file takes it")
-    p.add_argument("--train", metavar="MODEL", help="add a training job's section: step breakdown, memory, bytes per "
-                   "tier of MODEL laid out as --layout on each SPEC (see topo train)")
+    p.add_argument("--train", "--model", dest="train", metavar="MODEL",
+                   help="add a training job's section: step breakdown, memory, bytes per tier of MODEL laid out as "
+                   "--layout on each SPEC (see topo train; --model, as topo train and topo plan name it, is the same)")
     p.add_argument("--layout", metavar="L", help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")

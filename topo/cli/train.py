@@ -9,7 +9,9 @@ from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
+from ..training.gpus import gpu_compute
 from ..training.jax_mesh import layout_from_mesh
+from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
@@ -45,8 +47,10 @@ def _job_arguments(p) -> None:
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
                         "it); options given on the command line win; how the framework runs the step: "
-                        "fp8_param_gather=true (FP8 recipes), mamba_mixer=megatron|mamba_ssm, "
-                        "cross_entropy=fused|torch_bf16, "
+                        "fp8_recipe=delayed|current|blockwise|mxfp8 (Blackwell only) with --precision fp8 "
+                        "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), "
+                        "mamba_mixer=megatron|mamba_ssm, "
+                        "cross_entropy=fused|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "
@@ -211,6 +215,10 @@ def run(args) -> int:
         except TopoError as exc:
             raise _as_flags(args, exc) from None
     fabric = fabric_from_args(args)
+    if args.gpus is not None and args.gpus > fabric.layout.num_gpus:  # before the layout's own rules (walk8: a
+        # global batch that did not split into 100,000 ranks was named, not the 2,304-GPU fabric)
+        raise TopoError(f"{args.gpus:,} GPUs asked, but the fabric has {fabric.layout.num_gpus:,}{FEWER_GPUS}",
+                        key="--gpus")
     model = load_model(args.model)
     common = _layout_options(args)
     if args.jax_mesh is not None and args.search:
@@ -352,15 +360,30 @@ def _sharding(L: dict) -> str:
 
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
                      "cuda_graph_scope")
 
 
-def _framework_options(L: dict, model) -> str:
+def _fp8_recipe_idle(L: dict, model) -> str:
+    """Why the layout's ``fp8_recipe`` prices nothing differently from per-tensor scaling (the default), or "":
+    delayed is per-tensor scaling, and current scaling adds only its per-expert quantisation kernels (or, with
+    ``fp8_amax_pass``, its amax pass), which a dense model has none of
+    (:func:`topo.training.kernels.fp8_recipe_costs`)."""
+    recipe = L.get("fp8_recipe")
+    if recipe == "delayed":
+        return "per-tensor scaling, priced as when fp8_recipe is unset"
+    if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):
+        return (f"{model.name} has no experts, so current scaling is priced as per-tensor delayed scaling; "
+                "fp8_amax_pass = true adds its amax pass")
+    return ""
+
+
+def _framework_options(L: dict, model, generation: str = "") -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
-    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change, or "" when every
-    one is the default."""
+    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change (or, for
+    ``fp8_recipe = "blockwise"`` on a Blackwell GPU, ``generation``, that it runs as MXFP8), or "" when every one
+    is the default."""
     fields = ParallelLayout.model_fields
     idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
             "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
@@ -377,13 +400,17 @@ def _framework_options(L: dict, model) -> str:
             "is alltoall",
             "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
             else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
-            "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else ""}
+            "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
+            "fp8_recipe": _fp8_recipe_idle(L, model)}
+    # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
+    aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
+             "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
     shown = []
     for k in FRAMEWORK_OPTIONS:
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
-            why = idle.get(k, "")
+            why, note = idle.get(k, ""), aside.get(k, "")
             shown.append(f"{k} {_toml(L[k]) if isinstance(L[k], (list, tuple)) else str(L[k]).lower()}"
-                         + (f" (no effect: {why})" if why else ""))
+                         + (f" (no effect: {why})" if why else f" ({note})" if note else ""))
     return ", ".join(shown)
 
 
@@ -420,7 +447,7 @@ def _print_step(r, tokens, model) -> None:
     load = _expert_load(L)
     if load:
         emit(load)
-    options = _framework_options(L, model)
+    options = _framework_options(L, model, gpu_compute(r.gpu).generation)
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
@@ -431,9 +458,9 @@ def _print_step(r, tokens, model) -> None:
         emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
              f"waiting for the host's kernel launches ({how})")
     emit("")
-    rows = [[c.dim, c.collective, format_size(c.size_bytes), f"{c.calls_per_step:g}", format_time(c.time_s),
-             format_time(c.exposed_s), f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-",
-             c.link or "-"] for c in r.comm]
+    rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
+             f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
+             f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-", c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",
                       "bound by tier", "link"], right=[False, False, True, True, True, True, True, False, False, False]))
     m = r.memory

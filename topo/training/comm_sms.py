@@ -18,13 +18,76 @@ longer while the collective lasts.
 - **The time added**: while ``hidden`` seconds of communication run, the compute does only ``t / t'`` of its
   work, and the rest, ``hidden x (1 - t / t')``, runs after (:func:`sm_loss_s`); with ``t' = t x SMs / (SMs -
   held)`` (every kernel linear in SMs) that is ``hidden x held / SMs``.
+- **The GEMM's launch**: a GEMM's tile shape is chosen for the whole GPU (cuBLAS's heuristics see the device's
+  SMs unless ``cublasSetSmCountTarget`` says otherwise) and its tiles run in waves over the SMs left, so a GEMM of
+  exactly one wave of the GPU's SMs takes two beside any communication kernel (an H100 GEMM of 132 CTAs beside a
+  24-CTA NCCL all-gather "nearly doubles", 80% -> 47% MFU: NVIDIA developer forum, "Compute-Communication Overlap
+  Causes Severe GEMM Performance Degradation because of Tail Effect", 2025).
+- **Memory traffic**: the communication kernels also move ``bytes_per_byte_moved`` HBM bytes for each byte the
+  collective moves (store, read back, the user data: ``topo/data/compute/comm_interference.toml``, NCCL's
+  maintainer), taken from the HBM bandwidth the memory-bound kernels and the GEMMs' operand streams see
+  (:func:`comm_hbm_Bps`).
+
+Every overlapped collective, the DP/CP NCCL ones and the expert all-to-alls alike, is charged this way
+(:mod:`topo.training.step`); the one measured figure it does not reach (DeepEP V1's ~20% GEMM loss at 20 of an
+H100's 132 SMs) stays as a floor where it applies (:func:`topo.training.ep_overlap.published_gemm_loss`).
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import replace
+from functools import lru_cache
 
-__all__ = ["nccl_sms", "reduced_gpu", "sm_loss_s"]
+from ..engine.collectives import busbw_factor
+from ..resources import data_dir
+
+__all__ = ["nccl_sms", "reduced_gpu", "sm_loss_s", "comm_hbm_Bps", "moved_Bps", "hbm_bytes_per_byte"]
+
+
+@lru_cache(maxsize=1)
+def hbm_bytes_per_byte() -> float:
+    """HBM bytes the communication kernels move per byte the collective moves (``comm_interference.toml``)."""
+    data = tomllib.loads((data_dir("compute") / "comm_interference.toml").read_text(encoding="utf-8"))
+    return float(data["hbm"]["bytes_per_byte_moved"])
+
+
+def moved_Bps(collective: str, size_bytes: float, group_size: int, call_s: float) -> float:
+    """Bytes a second each GPU of a collective sends (and receives) while it runs: its bus bandwidth,
+    nccl-tests' ``size / time x`` :func:`topo.engine.collectives.busbw_factor`; 0 for a call of no time.
+
+    Parameters
+    ----------
+    collective : str
+    size_bytes : float
+        One call's nccl-tests size.
+    group_size : int
+    call_s : float
+        One call's seconds.
+
+    Returns
+    -------
+    float
+    """
+    if call_s <= 0 or size_bytes <= 0:
+        return 0.0
+    return size_bytes * busbw_factor(collective, max(1, int(group_size))) / call_s
+
+
+def comm_hbm_Bps(moved: float) -> float:
+    """HBM bandwidth the communication kernels take while they move ``moved`` bytes a second:
+    :func:`hbm_bytes_per_byte` x ``moved``.
+
+    Parameters
+    ----------
+    moved : float
+        The collective's bytes a second per GPU (:func:`moved_Bps`).
+
+    Returns
+    -------
+    float
+    """
+    return hbm_bytes_per_byte() * max(0.0, moved)
 
 
 def nccl_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = None) -> int:
@@ -52,28 +115,38 @@ def nccl_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = 
     return n
 
 
-def reduced_gpu(gpu, held: int):
-    """``gpu`` with ``held`` of its SMs taken (see the module doc): the kernel model's SMs and peak rates scaled
-    to the SMs left, HBM unchanged. ``gpu`` itself when it has no SM count or nothing is held.
+def reduced_gpu(gpu, held: int, hbm_taken_Bps: float = 0.0):
+    """``gpu`` with ``held`` of its SMs and ``hbm_taken_Bps`` of its HBM bandwidth taken (see the module doc):
+    the kernel model's SMs and peak rates scaled to the SMs left (its GEMMs' tile shapes still chosen for all of
+    them), its HBM bandwidth less the communication's traffic, at most half of it (both streams' requests
+    queued, the arbitration shares HBM at worst evenly: an assumption no accuracy row reaches). ``gpu`` itself
+    when nothing is taken.
 
     Parameters
     ----------
     gpu : GpuCompute
     held : int
         SMs the communication kernels occupy.
+    hbm_taken_Bps : float
+        HBM bandwidth their traffic takes (:func:`comm_hbm_Bps`).
 
     Returns
     -------
     GpuCompute
     """
     sms = gpu.sms
-    if not sms or held <= 0:
+    held = int(held) if sms else 0
+    if held <= 0 and hbm_taken_Bps <= 0:
         return gpu
-    left = max(1, sms - min(int(held), sms - 1))
     km = gpu.kernels
-    scale = left / km.sms
-    kernels = replace(km, sms=left, peak_flops={p: v * scale for p, v in km.peak_flops.items()})
-    return replace(gpu, kernels=kernels)
+    if held > 0:
+        left = max(1, sms - min(held, sms - 1))
+        scale = left / km.sms
+        km = replace(km, sms=left, launch_sms=km.launch_sms or km.sms,
+                     peak_flops={p: v * scale for p, v in km.peak_flops.items()})
+    if hbm_taken_Bps > 0:
+        km = replace(km, hbm_Bps=km.hbm_Bps - min(hbm_taken_Bps, km.hbm_Bps / 2))
+    return replace(gpu, kernels=km)
 
 
 def sm_loss_s(hidden_s: float, full_s: float, reduced_s: float) -> float:

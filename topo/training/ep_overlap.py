@@ -37,8 +37,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from .gpus import GpuCompute
 from .model import Block, ModelSpec
-from .operators import (ALLTOALL_PREPROCESS_OPS, MOE_ROUTER_OPS, SHARED_EXPERT_MODULES, block_ops, captured,
-                        op_time_s)
+from .operators import ALLTOALL_PREPROCESS_OPS, MOE_ROUTER_OPS, SHARED_EXPERT_MODULES, block_ops, op_passes_s
 from .parallel import ParallelLayout
 
 __all__ = ["ATTN_NODE_MODULES", "LayerParts", "moe_layer_parts", "layer_exposed_s", "unpaired_share",
@@ -80,12 +79,9 @@ def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> L
     """
     layer = next(u for u in model.blocks if Block.MOE in u)
     af = ab = mf = mb = 0.0
-    amax = lay.fp8_amax_pass
     for kind in layer:
         for op in block_ops(model, lay, kind):
-            cap = captured(op, lay.cuda_graph_scope)
-            f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap)
-            b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap)
+            f, b = op_passes_s(op, gpu, lay)
             if kind == Block.MOE and op.name not in ATTN_NODE_OPS and op.module not in ATTN_NODE_MODULES:
                 mf, mb = mf + f, mb + b
             else:

@@ -2,12 +2,15 @@
 
 Three kinds of kernels make a training step:
 
-- **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM at a time, run in waves of
-  the GPU's SMs; a tile takes ``K + k0`` steps (``k0``: its fixed prologue and epilogue, in steps of K at the
-  FP8 rate), and the kernel picks the tile shape that finishes first; no GEMM is faster than its operands and
-  result cross HBM (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a
-  bound of its own: with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which this model
-  reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as K grows (a
+- **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM (or per pair of SMs: a
+  Blackwell 2-SM tile) at a time, run in waves of the GPU's SMs, from the tiles the generation's kernels have at
+  that precision (``[gemm.tiles]``: CUTLASS's default tiles and cuBLAS kernel names); a tile takes ``K + k0``
+  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), and the kernel picks the tile
+  shape that finishes first; no GEMM is faster than its operands and result cross HBM (operands reach the SMs
+  through L2 with multicast across a cluster's SMs, not modelled as a bound of its own: with it the best-shape
+  MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which
+  this model reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as
+  K grows (a
   MAMF is a maximum over shapes: no shape the model prices beats it, and the tile's prologue, which a shape of
   small K pays, is not read into the rate; see ``_burst_efficiency``), times the published
   sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
@@ -36,12 +39,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..errors import TopoError
 from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
 from .router_load import expected_row_tiles
 
-__all__ = ["KernelModel", "kernel_model", "gemm_s", "attention_rate_flops", "memory_s", "router_kernels",
-           "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding", "FITTED"]
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
+           "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
+           "fp8_recipe_costs", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -131,6 +136,33 @@ def quantize_kernels() -> dict:
     return {"current": float(t["fp8_current_scaling_kernels"]), "cast": 1.0}
 
 
+@lru_cache(maxsize=32)
+def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float, int]:
+    """What an FP8 scaling recipe costs on a GPU generation against per-tensor scaling (``kernels.toml``
+    ``[fp8_recipe]``): its GEMMs' time ratio at the same shape, the scale bytes its quantisation writes per element
+    and FP8 copy, and the FP8 copies of each quantised tensor (row-wise, and a column-wise one where the GEMMs need
+    it: every recipe on Hopper, block-scaled recipes on Blackwell).
+
+    Parameters
+    ----------
+    recipe : str or None
+        The layout's ``fp8_recipe`` (``delayed``, ``current`` or None: per-tensor; ``blockwise``; ``mxfp8``).
+    generation : str
+        The GPU's generation (``hopper``, ``blackwell``, ...).
+
+    Returns
+    -------
+    tuple
+        ``(gemm_time_ratio, scale_bytes_per_element, copies)``.
+    """
+    t = _table()["fp8_recipe"]
+    block = recipe in ("blockwise", "mxfp8")
+    ratio = float(t["gemm_time_ratio"].get(f"{generation}_{recipe}", 1.0)) if block else 1.0
+    scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
+    copies = 2 if (block or generation != "blackwell") else 1
+    return ratio, scale, copies
+
+
 @lru_cache(maxsize=8)
 def fp8_padding(recipe: str | None) -> tuple[int, float, float]:
     """Transformer Engine's FP8 padding of a grouped expert MLP's rows (``kernels.toml`` ``[launch]``
@@ -167,8 +199,8 @@ class KernelModel:
         Large-GEMM efficiency by precision at the sustained clock (``e`` of the module doc).
     hbm_Bps : float
         HBM bandwidth.
-    tile_shapes : tuple
-        Candidate ``(tm, tn)`` output tiles.
+    tile_shapes : dict
+        Candidate output tiles by precision, ``(tm, tn, sms)`` each (:func:`tile_set`).
     tile_overhead_k : float
         A tile's fixed cost in steps of K at the FP8 rate.
     gemm_memory_efficiency, memory_efficiency : float
@@ -179,16 +211,22 @@ class KernelModel:
     attention_table : str
         The GPU's own attention table (``[attention.<gpu>]``), else its generation's
         (``[attention.<generation>]``), or "" for the Hopper table.
+    launch_sms : int or None
+        SMs a GEMM's tile shape is chosen for, when the kernel runs on fewer (``sms``) beside communication
+        kernels (None: ``sms``).
     launch_gpu_s, launch_host_s : float
         Per-kernel GPU-side gap of an eager launch and CPU launch time (``[launch] host_s`` on the reference host,
         times the GPU's host CPU's ``time_factor``: :mod:`topo.training.host_cpu`).
+    sync_s : float
+        Seconds from the GPU running out of work before a device-to-host sync to the host thread's resuming
+        (``[launch] sync_s``: the copy's landing and the blocked thread's wake-up; every host alike).
     """
 
     sms: int
     peak_flops: dict
     efficiency: dict
     hbm_Bps: float
-    tile_shapes: tuple
+    tile_shapes: dict
     tile_overhead_k: float
     gemm_memory_efficiency: float
     memory_efficiency: float
@@ -201,6 +239,8 @@ class KernelModel:
     host_cpu: str = ""  # the host CPU launch_host_s is priced on (topo/data/compute/host_cpu.toml)
     attention_table: str = ""
     launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
+    sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
+    launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -212,26 +252,70 @@ class KernelModel:
 
 def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True,
             m_sd: float = 0.0) -> float:
-    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``; ``M``
-    a mean of spread ``m_sd`` (a dropless expert's rows) takes its expected row tiles."""
+    """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``: the tile of
+    ``km.tile_shapes[precision]`` (a tile of ``sms`` SMs runs in waves of the SMs // ``sms``) that finishes first
+    on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics see unless told otherwise:
+    ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel gets (fewer when
+    communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`). ``M`` a mean of spread ``m_sd``
+    (a dropless expert's rows) takes its expected row tiles."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
-    best = math.inf
-    for tm, tn in km.tile_shapes:
-        if tm < 128 and M > tm:
+    chosen_on = km.launch_sms or km.sms
+    best, got = math.inf, math.inf
+    for tm, tn, sms in km.tile_shapes[precision]:
+        if tm < 128 * sms and M > tm:  # fewer than 128 rows per SM: a small-M tile
             continue
         per = expected_row_tiles(M, tm, m_sd) * math.ceil(N / tn)
         tiles = per * groups if packed else per
-        step = 2.0 * tm * tn / (peak_sm * e)  # one step of K of one tile
-        waves = math.ceil(tiles / km.sms) * (1 if packed else groups)
-        best = min(best, waves * step * (K + k0))
-    return best
+        step = 2.0 * tm * tn / (sms * peak_sm * e) * (K + k0)  # one tile, all its steps of K
+        rounds = 1 if packed else groups
+        t = math.ceil(tiles / max(1, chosen_on // sms)) * rounds * step
+        if t < best:
+            best, got = t, math.ceil(tiles / max(1, km.sms // sms)) * rounds * step
+    return got
+
+
+def tile_set(generation: str, precision: str, library: str = "") -> tuple:
+    """The output tiles GEMMs of ``generation`` run at ``precision`` (``kernels.toml`` ``[gemm.tiles]``), or those
+    of a named kernel ``library`` (``[gemm.kernel_tiles]``, e.g. ``deepgemm_sm90``).
+
+    Parameters
+    ----------
+    generation : str
+        ampere, hopper or blackwell (ignored when ``library`` is given).
+    precision : str
+        ``bf16`` or ``fp8``.
+    library : str, optional
+        A kernel library's own set instead of the generation's.
+
+    Returns
+    -------
+    tuple
+        ``(tm, tn, sms)`` per tile: ``tm x tn`` outputs computed by ``sms`` SMs together.
+
+    Raises
+    ------
+    TopoError
+        No set for the generation (or library) or for its precision.
+    """
+    g = _table()["gemm"]
+    section, name = ("kernel_tiles", library) if library else ("tiles", generation)
+    sets = g[section].get(name)
+    if not isinstance(sets, dict):
+        raise TopoError(f"no tile set for {name!r}; known: {', '.join(sorted(g[section]))}",
+                        source="kernels.toml", key=f"gemm.{section}")
+    if precision not in sets:
+        known = ", ".join(k for k, v in sets.items() if isinstance(v, list))
+        raise TopoError(f"no {precision} tiles for {name!r}; it has: {known}", source="kernels.toml",
+                        key=f"gemm.{section}.{name}")
+    return tuple((int(x[0]), int(x[1]), int(x[2]) if len(x) > 2 else 1) for x in sets[precision])
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
-           packed: bool = True, efficiency: float | None = None, m_sd: float = 0.0) -> float:
+           packed: bool = True, efficiency: float | None = None, out_bytes: float = 2.0,
+           m_sd: float = 0.0) -> float:
     """Seconds of ``groups`` GEMMs ``[M, K] x [K, N]`` on one GPU (no launch cost).
 
     Parameters
@@ -247,6 +331,9 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
         True: one kernel packs every group's tiles into waves (a grouped GEMM); False: each GEMM quantises alone.
     efficiency : float, optional
         A large-GEMM efficiency instead of the model's.
+    out_bytes : float
+        HBM bytes per output element: 2, written in bf16; a weight gradient accumulated into the kept gradient
+        reads and writes it (Megatron-Core's ``gradient_accumulation_fusion``: 8 for an FP32 ``main_grad``).
     m_sd : float
         Spread of each group's rows around ``M`` (a dropless router's experts: :mod:`.router_load`); 0: exactly
         ``M`` rows.
@@ -258,7 +345,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     b = 1.0 if precision == "fp8" else 2.0
     g = max(1, round(groups))
     tiles = _tile_s(km, M, N, K, precision, e, g, packed, m_sd)
-    hbm = (b * (M * K + K * N) + 2.0 * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
+    hbm = (b * (M * K + K * N) + out_bytes * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
     return max(tiles, hbm) * groups / g
 
 
@@ -377,7 +464,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     cpu = cpu or host_cpu(gpu)
     km = KernelModel(
         sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
-        tile_shapes=tuple(tuple(x) for x in g["tile_shapes"]), tile_overhead_k=float(g["tile_overhead_k"]),
+        tile_shapes={p: tile_set(generation, p) for p in peak}, tile_overhead_k=float(g["tile_overhead_k"]),
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
@@ -385,7 +472,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
-        launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu)
+        launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu,
+        sync_s=float(launch.get("sync_s", 0.0)))
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["Mapping", "map_layout"]
+__all__ = ["Mapping", "map_layout", "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
 
@@ -81,8 +81,7 @@ class Mapping:
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
-        d = np.sort(self.groups(dim) // self.gpus_per_domain, axis=1)
-        return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
+        return _widest_span(self.groups(dim), self.gpus_per_domain)
 
     def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
@@ -106,14 +105,36 @@ class Mapping:
         D = self.gpus_per_domain
         g = self.groups(dim) - first_gpu
         ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
-        p2 = 1 << (int(used).bit_length() - 1)
-        at_p2 = first_gpu + (ranks // p2) * D + ranks % p2
+        p2 = recipe_gpus_used(used)
+        return _widest_span(g + first_gpu, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu), D)
 
-        def spanned(ids: np.ndarray) -> int:
-            d = np.sort(ids // D, axis=1)
-            return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
 
-        return spanned(g + first_gpu), spanned(at_p2)
+def recipe_gpus_used(gpus_per_domain: int) -> int:
+    """GPUs of each NVLink domain production recipes use: the largest power of two in it (64 of an NVL72 rack's 72).
+
+    Parameters
+    ----------
+    gpus_per_domain : int
+        GPUs in a domain (or used of it).
+
+    Returns
+    -------
+    int
+        The largest power of two at most ``gpus_per_domain``.
+    """
+    return 1 << (int(gpus_per_domain).bit_length() - 1)
+
+
+def _widest_span(ids: np.ndarray, gpus_per_domain: int) -> int:
+    """NVLink domains the widest of the groups ``ids`` (one group a row of GPU ids) spans."""
+    d = np.sort(ids // gpus_per_domain, axis=1)
+    return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
+
+
+def _placed_ids(ranks, used: int, gpus_per_domain: int, first_gpu: int = 0):
+    """GPU ids of ``ranks`` placed ``used`` to each NVLink domain of ``gpus_per_domain`` from ``first_gpu`` (the
+    placement :func:`map_layout` makes; an int or an array of ranks)."""
+    return first_gpu + (ranks // used) * gpus_per_domain + ranks % used
 
 
 def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int
@@ -130,7 +151,7 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
         return lay, None
     if D & (D - 1) == 0:
         return lay.model_copy(update={"gpus_per_domain_used": D}), None
-    used = 1 << (D.bit_length() - 1)
+    used = recipe_gpus_used(D)
     domains = num_fabric_gpus // D
     if lay.first_gpu + lay.gpus > domains * used:
         return lay.model_copy(update={"gpus_per_domain_used": D}), (
@@ -157,14 +178,14 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     used = lay.gpus_per_domain_used or gpus_per_domain
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s
     # and 2.4 GB to build the ids it then refused)
-    last = lay.first_gpu + ((n - 1) // used) * gpus_per_domain + (n - 1) % used if n else 0
+    last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu) if n else 0
     if last >= num_fabric_gpus:
         how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
         raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how}, but the fabric has "
                         f"{num_fabric_gpus:,}{FEWER_GPUS}",
                         source="layout", key="gpus")
     ranks = np.arange(n, dtype=np.int64)
-    ids = lay.first_gpu + (ranks // used) * gpus_per_domain + ranks % used
+    ids = _placed_ids(ranks, used, gpus_per_domain, lay.first_gpu)
     sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
     order = [d for d in lay.order() if d in _DENSE]
     axes = tuple(reversed(order))

@@ -20,8 +20,10 @@ host is slower, and a dropless router syncs its tokens per expert to the host, s
 at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's GB200 study, sec. 2 and 2.3):
 many small experts per GPU leave the GPU waiting for the CPU. Only the linear layers' GEMMs
 run in FP8 when the layout's precision is ``fp8``; the attention core, norms, activations, router, logits and the
-optimizer stay in BF16/FP32, and FP8 adds a cast of each linear layer's input (forward) and output gradient
-(backward): 2 bytes read and 1 written per element; a grouped expert GEMM quantises each expert's rows once a pass,
+optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's input (forward) and output gradient
+(backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
+(:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
+scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
 in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
 Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
 the dispatch already did (:func:`fp8_padding_ops`).
@@ -49,8 +51,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .gpus import GpuCompute
-from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, gemm_s, memory_s,
-                      permute_kernels, quantize_kernels, router_kernels)
+from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs, gemm_s,
+                      memory_s, permute_kernels, quantize_kernels, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -59,8 +61,9 @@ from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "BlockTime", "block_time", "StageCompute", "stage_compute",
-           "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s",
+           "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
+           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
 
@@ -782,6 +785,18 @@ def _graph_part(kind: str, op: Op) -> str:
     return ""
 
 
+MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES = ((38, 6), (14, 2))
+"""Megatron-Core's unfused vocab-parallel cross-entropy (``tensor_parallel.vocab_parallel_cross_entropy``, what
+``compute_language_model_loss`` runs without ``--cross-entropy-loss-fusion``), as ``((forward HBM bytes per
+logit, kernels), (backward ..., kernels))`` (NVIDIA/Megatron-LM@00611e6e
+``megatron/core/tensor_parallel/cross_entropy.py``). Forward: ``.float()`` reads the bf16 logits and writes them
+in FP32 (2 + 4), ``torch.max`` over the vocabulary reads them (4), the in-place ``-= logits_max`` (4 + 4),
+``torch.exp(out=)`` (4 + 4), ``.sum`` (4) and the in-place ``div_`` by the sum (4 + 4): 38 bytes in 6 kernels
+(the target's gather and the three TP all-reduces of one value a token are negligible). Backward: the in-place
+``mul_`` by the loss gradient (4 + 4) and the cast's backward to bf16 (4 + 2): 14 bytes in 2 kernels (the
+target's ``index_put`` is one value a token). The fused path (``fused``) reads the bf16 logits once a pass."""
+
+
 def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
@@ -804,6 +819,12 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
                               passes="forward"),
                            Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
                               passes="backward")]
+        if lay.cross_entropy == "megatron_unfused":
+            (fwd, k_f), (bwd, k_b) = MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES
+            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * T * V / lay.tp, launches=k_f,
+                              passes="forward"),
+                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * T * V / lay.tp, launches=k_b,
+                              passes="backward")]
         return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
@@ -813,11 +834,20 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False) -> float:
+              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
-    its own (the layout's ``fp8_amax_pass``)."""
+    its own (the layout's ``fp8_amax_pass``); ``fp8_recipe``: the layout's, which sets an FP8 GEMM's time against
+    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`).
+
+    ``grad_bytes``: the kept gradient's bytes per parameter, which a weight-gradient GEMM adds its product into
+    (None: a new bf16 tensor). Megatron-LM's ``--gradient-accumulation-fusion`` (its default) hands Transformer
+    Engine's linear and grouped linear layers ``fuse_wgrad_accumulation``: cuBLAS runs the weight-gradient GEMM
+    with ``accumulate`` on ``main_grad`` (FP32, or bf16 with a bf16 gradient buffer), each output element read and
+    written at the gradient's bytes (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` and
+    ``linear.py``: ``out=main_grad``, ``accumulate=accumulate_wgrad_into_param_main_grad``). It binds where the
+    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -837,13 +867,16 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     gemms = _gemm_shapes(op)
     passes = ("dgrad", "wgrad") if backward else ("fprop",)
     shapes = tuple(gemms[p] for p in passes)
-    # the cast of this GEMM's activation input to FP8: 2 bytes read, 1 written (and 2 read before it for the amax)
-    cast_bytes = 3.0 + (2.0 if amax_pass else 0.0)
+    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
     t = 0.0
-    for p, (M, N, K) in zip(passes, shapes):  # the weight gradient reduces over the rows: no row tiles
-        t += gemm_s(km, M, N, K, prec, op.groups, op.packed, m_sd=op.m_sd if p != "wgrad" else 0.0)
-        if fp8 and M > 0 and K > 0:
-            t += memory_s(km, cast_bytes * M * K * op.groups)
+    for i, (M, N, K) in enumerate(shapes):
+        accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
+        m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
+        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=2.0 * grad_bytes if accumulated else 2.0,
+                            m_sd=m_sd)
+    M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
+    if fp8 and M > 0 and K > 0:
+        t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
         # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
         M, _, K = shapes[0]
@@ -851,7 +884,32 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     return t + gap
 
 
-def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
+def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:
+    """Bytes per element of one FP8 quantisation of a GEMM input in Transformer Engine (``kernels.toml``
+    ``[fp8_recipe]``): the BF16 read, each FP8 copy the pass's GEMMs need with its scales (a column-wise copy
+    beside the row-wise one for every recipe on Hopper and for block-scaled recipes on Blackwell), and with
+    ``amax_pass`` current scaling's separate amax read. A linear layer quantises its input once forward (fprop
+    row-wise, wgrad column-wise) and its output gradient once backward (dgrad, wgrad).
+
+    Parameters
+    ----------
+    generation : str
+        The GPU's generation.
+    fp8_recipe : str or None
+        The layout's ``fp8_recipe``.
+    amax_pass : bool
+        The layout's ``fp8_amax_pass``.
+
+    Returns
+    -------
+    float
+        Bytes read and written per element quantised.
+    """
+    _, scale, copies = fp8_recipe_costs(fp8_recipe, generation)
+    return ACT + copies * (1.0 + scale) + (ACT if amax_pass else 0.0)
+
+
+def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None) -> dict:
     """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
     (:func:`topo.training.step._tp_traffic`): a column-parallel (``ag``) layer's forward all-gather with its
     forward GEMM (``ag_fprop``, ring exchange), its input's second gather with its input-gradient GEMM
@@ -862,8 +920,9 @@ def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str) -> dict:
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     prec, km = _gemm_precision(op, precision), gpu.kernels
+    ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if prec == "fp8" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
-    return {f"{op.tp_overlap}_{p}": gemm_s(km, *shape, prec, op.groups, op.packed)
+    return {f"{op.tp_overlap}_{p}": ratio * gemm_s(km, *shape, prec, op.groups, op.packed)
             for p, shape in _gemm_shapes(op).items() if p in passes}
 
 
@@ -882,18 +941,19 @@ def _gemm_precision(op: Op, precision: str) -> str:
 
 def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
-    FP8 linear layer's GEMM, the cast of each GEMM's input to FP8 (Transformer Engine quantises before the GEMM),
-    with ``amax_pass`` (current scaling before TE 2.7) each cast as current scaling's amax, scale and cast kernels
-    (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (its input
-    forward, row- and column-wise; its output gradient backward: TE ``GroupedLinear``), in those three kernels under
-    per-tensor current scaling."""
+    FP8 linear layer's GEMM, one quantisation a pass (Transformer Engine quantises the input forward, row- and
+    column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
+    ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
+    (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
+    ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
+    :func:`op_time_s` charges per expert either way)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.grouped:
-        q = quantize_kernels()["current" if op.current_scaling else "cast"]
+        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
         return op.launches * gemms + op.groups * q
-    return op.launches * gemms + gemms * quantize_kernels()["current" if amax_pass else "cast"]
+    return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
@@ -942,6 +1002,32 @@ class BlockTime:
     tp_pairs_s: dict = field(default_factory=dict)  # a TP collective's pair -> the GEMM seconds it overlaps with
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
+    sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
+
+
+def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, float]:
+    """Forward and backward seconds of ``op`` under the layout's precision, FP8 recipe and amax pass, its launch
+    gaps as the layout's CUDA graphs capture them (:func:`op_time_s`): the one place a block's operator is timed
+    (:func:`block_time`, :func:`topo.training.ep_overlap.moe_layer_parts`).
+
+    Parameters
+    ----------
+    op : Op
+        The operator.
+    gpu : GpuCompute
+        The GPU it runs on.
+    lay : ParallelLayout
+        The layout (``precision``, ``fp8_recipe``, ``fp8_amax_pass``, ``cuda_graph_scope``, ``grad_bytes``).
+
+    Returns
+    -------
+    tuple of float
+        ``(forward_s, backward_s)``.
+    """
+    cap = captured(op, lay.cuda_graph_scope)
+    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe)
+    return (op_time_s(op, gpu, lay.precision, **kw),
+            op_time_s(op, gpu, lay.precision, backward=True, grad_bytes=lay.grad_bytes, **kw))
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:
@@ -956,12 +1042,10 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     sync_at = -1
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
-        for key, g in tp_paired_gemm_s(op, gpu, lay.precision).items():
+        for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
-        cap = captured(op, graphs)
-        f = op_time_s(op, gpu, lay.precision, amax_pass=amax, graphed=cap)
-        b = op_time_s(op, gpu, lay.precision, backward=True, amax_pass=amax, graphed=cap)
+        f, b = op_passes_s(op, gpu, lay)
         fwd += f
         bwd += b
         h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
@@ -981,7 +1065,8 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
-    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at)
+    return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
+                     gpu.kernels.sync_s if sync_at >= 0 else 0.0)
 
 
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
@@ -1324,13 +1409,16 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     ``ep_cover_s``: the stretch's expert all-to-alls, GPU seconds with no launch cost, half of it the dispatch
     right after the sync (the host launches the permutation and the experts while it runs) and half the combine
     after the experts (before the block's residual); the step counts their time apart, so the wait is the line's
-    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's)."""
+    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's).
+    The stretch opens with the sync's round trip (the MoE block's ``sync_s``: the copy lands and the host thread
+    resumes), host time before the first launch with the GPU idle."""
     if math.isinf(ep_cover_s):
         return 0.0
     m = blocks[moe]
     at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
     half = (0.0, ep_cover_s / 2, 1.0)
     seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
+    seq.insert(0, (m.sync_s, 0.0, 1.0))
     for b in blocks[moe + 1:] + blocks[:moe]:
         seq += b.launch_seq
     seq += m.launch_seq[:at]
@@ -1364,13 +1452,13 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime) -> float:
     dispatch, experts, combine: NVIDIA/Megatron-LM@00119989 ``megatron/core/transformer/moe/moe_layer.py``
     ``MoELayer.forward``), so the backward runs the router again and syncs its tokens per expert to the host
     again before the experts' GEMMs can be launched; the GPU then waits for the host's launches of that forward
-    beyond its own time, as in the forward pass (:func:`_host_waits_s`). Full recomputation's replay is not
-    counted here."""
+    beyond its own time, as in the forward pass (:func:`_host_waits_s`), and for the sync's round trip
+    (``sync_s``). Full recomputation's replay is not counted here."""
     if "moe" not in lay.recompute_modules:
         return 0.0
     host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE)
     gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE)
-    return max(0.0, host - gpu)
+    return max(0.0, host - gpu) + t.sync_s
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:

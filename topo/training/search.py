@@ -23,9 +23,10 @@ How it stays fast and bounded at 100k GPUs:
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
    beats, with one shared :class:`~topo.training.comm.CommEngine` (layouts that share a group matrix, in any
    order of its rows after the first, cost one engine call between them); before its evaluation a layout's
-   bound gains its exposed data-parallel and expert all-to-all times when those groups were routed already for
-   another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out hundreds of layouts this way, with no
-   routing). When the best found beats the lowest
+   bound gains its exposed data-parallel, expert all-to-all, context and pipeline times when those groups were
+   routed already for another layout (ZeRO-3's per-layer gathers over 50,000 ranks rule out hundreds of layouts
+   this way, with no routing); the DP windows widen by the NVLink-only exposed TP, CP and EP time as the step's
+   do, and by no less (infinitely while one of those is not routed). When the best found beats the lowest
    bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
    the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
    (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
@@ -141,7 +142,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[f
         floor = it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
         if it["collective"] == "alltoall":
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)
-        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay, None)
+        got = exposed_comm_s(it["dim"], it["phase"], floor, windows, lay)
         if it["dim"] == "tp":
             tp += got
         else:
@@ -149,10 +150,11 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[f
     return tp, ep
 
 
-def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0) -> float:
+def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0, cp_s: float = 0.0,
+           pp_s: float = 0.0) -> float:
     """A lower bound of the step: the step-time formula (:func:`~topo.training.step.step_breakdown`, the same
-    bubble, 1F1B or DualPipe) with floors for the exposed TP, EP and DP seconds and no optimizer step."""
-    return sum(step_breakdown(lay, sc, {"tp": tp_s, "ep": ep_s, "dp": dp_s}, 0.0).values())
+    bubble, 1F1B or DualPipe) with floors for the exposed TP, EP, DP, CP and PP seconds and no optimizer step."""
+    return sum(step_breakdown(lay, sc, {"tp": tp_s, "ep": ep_s, "dp": dp_s, "cp": cp_s, "pp": pp_s}, 0.0).values())
 
 
 def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
@@ -267,8 +269,9 @@ class _Search:
         return got[0], mem
 
     def refined(self, lay, bound, keys) -> float:
-        """``bound`` with the layout's exposed DP and EP times from collectives already routed for other layouts
-        (no new routing): the step-time formula with the TP and EP floors and that DP time."""
+        """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
+        layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
+        floor, the EP floor where EP is not routed yet, and those times."""
         _, sc, tp_f, ep_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
@@ -276,7 +279,9 @@ class _Search:
             return bound
         got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu)
         ep = got["ep"] if got["ep"] is not None else ep_f
-        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"]))
+        # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
+        # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
+        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"], got["cp"] or 0.0, got["pp"] or 0.0))
 
     def _placeable(self, lay) -> bool:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""

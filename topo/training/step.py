@@ -37,6 +37,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  a DP group across NVLink domains also hides behind the compute stream's exposed TP, CP, PP, EP collectives whose
+  groups stay inside one domain (NVLink only, the NICs left to the DP stream: :func:`_nvlink_exposed_s`);
   the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
   compute beside it runs on the rest (:mod:`topo.training.comm_sms`: ``hidden x (1 - t / t')``, ``t'`` the
   compute on the SMs left; the DP ones together at most the step's compute), added to the dimension's exposed time;
@@ -44,10 +46,11 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
-  exposed, and the hidden part still costs the compute beside it the SMs its kernels occupy
-  (:func:`ep_sm_share_s`: ``hidden x ep_comm_sms / SMs``; DeepSeek-V3 sec. 3.2.2: 20 of 132 SMs), or under the
-  combined 1F1B the concurrent GEMMs' published loss where measured (:func:`ep_overlap_cost_s`: DeepEP V1 at 20 SMs
-  on H100, ~20%, arXiv 2603.07685 sec. 4.2.3). The flex
+  exposed, and the hidden part still costs the compute beside it what its kernels take, by the same model as
+  the DP ones (:mod:`topo.training.comm_sms`: ``ep_comm_sms`` SMs, DeepSeek-V3 sec. 3.2.2: 20 of 132, and the
+  all-to-all's HBM traffic; :func:`_ep_loss`), no less under the combined 1F1B than the concurrent GEMMs'
+  published loss where measured (:func:`ep_overlap_cost_s`: DeepEP V1 at 20 SMs on H100, ~20%, arXiv 2603.07685
+  sec. 4.2.3). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
   fixed part (DeepEP V1 across domains: its kernel alone, no fixed part published), inside one NVLink domain
   (:mod:`topo.training.ep_dispatch`) and across domains (:mod:`topo.training.ep_internode`).
@@ -74,7 +77,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
-from .comm_sms import nccl_sms, reduced_gpu, sm_loss_s
+from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_sms, reduced_gpu, sm_loss_s
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
@@ -82,7 +85,7 @@ from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import default_placement, map_layout
+from .mapping import default_placement, map_layout, recipe_gpus_used
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
@@ -96,7 +99,7 @@ from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_sm_share_s", "ep_overlap_cost_s", "tp_ring_exposed_s", "tp_ring_steps",
+           "exposed_routed", "ep_overlap_cost_s", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
@@ -558,14 +561,15 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     else:
         slow = (_mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * ranks[0].microbatch_s)
                 if contention else {})
-    paced = None
+    paced, reduced = None, {}  # reduced: rank computes on a GPU less what hidden communication takes
     for sc, stage in _pace_candidates(model, lay, ranks):
         if stage is None:
             tr, tm = traffic, timed
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
-        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage)
-        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed)
+        ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced)
+        comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
+        note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:
             paced = (paced_s, sc, comms, exposed, note)
@@ -648,47 +652,27 @@ def _timed_traffic(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, mappin
 
 def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommEngine, traffic: list[dict],
                    timed: list, groups: dict, spans: dict, slow: dict,
-                   stage: int | None = None) -> tuple[list[DimensionComm], dict]:
+                   stage: int | None = None, ep_loss: float = 0.0) -> tuple[list[DimensionComm], dict]:
     """Each collective's time in the mix and the part of it the step exposes, by the overlap rules of each
     dimension (the module doc), and the exposed seconds summed per dimension; ``traffic`` is pipeline stage
-    ``stage``'s (:func:`step_traffic`), ``sc`` its compute."""
+    ``stage``'s (:func:`step_traffic`), ``sc`` its compute, ``ep_loss`` what the hidden expert all-to-alls cost
+    the compute beside them per hidden second (:func:`_ep_loss`)."""
     m = lay.microbatches
-    t_mb = sc.microbatch_s
     units = max(1, sc.layers)
-    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
     comms: list[DimensionComm] = []
     exposed = {k: 0.0 for k in ("tp", "cp", "pp", "dp", "ep")}
-    windows = {"tp": m * t_mb, "tp_backward": m * sc.wgrad_s, "ep": m * t_mb,
-               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
-    paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
-                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)])
-    done: dict[int, float] = {}
-    # DP last: its collectives run on their own stream during the whole pass, so NVLink-only exposed EP time on
-    # the compute stream widens their windows (:func:`_dp_windows`)
-    order = [i for i, (it, _) in enumerate(timed) if it["dim"] != "dp"] + \
-        [i for i, (it, _) in enumerate(timed) if it["dim"] == "dp"]
+    done = _stream_exposed(model, lay, gpu, sc, traffic, timed, slow, stage, ep_loss)
+    # DP last: its collectives run on their own stream during the whole pass, so the compute stream's exposed
+    # NVLink-only collectives widen their windows (:func:`_nvlink_exposed_s`, :func:`_dp_windows`)
+    nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done[i]) for i, (it, _) in enumerate(timed)
+                             if it["dim"] != "dp"])
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
-    for i in order:
-        item, one = timed[i]
-        dim = item["dim"]
-        key = dim if item["groups"] != "edp" else "dp_experts"
-        factor = slow.get(key, 1.0)
-        one_s = one.time_s * factor
-        total = one_s * item["calls"]
-        if paired is not None and _is_ep_a2a(item):
-            ex = paired * total
-        elif dim == "dp":
-            ep_items = [j for j, (it, _) in enumerate(timed) if it["dim"] == "ep"]
-            nvl = _nvlink_ep_s([spans[timed[j][0]["groups"]] for j in ep_items], sum(done[j] for j in ep_items))
+    for i, (item, one) in enumerate(timed):
+        if item["dim"] == "dp":
+            factor = slow.get("dp" if item["groups"] != "edp" else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
-            ex = _dp_exposed(engine, item, groups[item["groups"]], one_s, factor, wf, wb, units, lay)
-        elif dim == "tp" and tp_ring_steps(lay) > 1:
-            pairs = sc.tp_pairs.get(item.get("pair"), [])
-            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
-            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, gpu.sms)
-        else:
-            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, gpu.sms)
-        done[i] = ex
+            done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
+                                  lay)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -699,49 +683,99 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
             time_s=one.time_s * factor * item["calls"], exposed_s=ex, algorithm=one.algorithm, level=one.level,
             link=one.link, utilization=one.utilization, num_groups=int(groups[item["groups"]].shape[0]),
             group_size=int(groups[item["groups"]].shape[1]),
-            domains_per_group=spans[item["groups"]], slowdown=factor))
+            domains_per_group=spans[item["groups"]], slowdown=factor, phase=_tp_pass(item)))
     return comms, exposed
 
 
-def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_ep_s: float):
+def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: list[dict], timed: list, slow: dict,
+                    stage: int | None = None, ep_loss: float = 0.0) -> dict[int, float]:
+    """The exposed seconds of each TP, CP, PP and EP item of ``timed`` (its index -> seconds; DP items left out) by
+    its dimension's overlap rule; ``timed`` holds ``(item, CommTime)`` pairs of pipeline stage ``stage``'s
+    ``traffic``. Each dimension draws on windows of its own, so the items of some dimensions alone get the same
+    seconds as among all (what the search's :func:`exposed_routed` relies on). ``ep_loss``: what the hidden expert
+    all-to-alls cost the compute beside them a hidden second (:func:`_ep_loss`; 0 in the search's bound, which
+    keeps only the published floor, :func:`ep_overlap_cost_s`)."""
+    m = lay.microbatches
+    tp_blocks = _tp_blocks(model, _stage_counts(model, lay, stage))
+    windows = {"tp": m * sc.microbatch_s, "tp_backward": m * sc.wgrad_s, "ep": m * sc.microbatch_s,
+               **_ring_windows(traffic, ring_step_s(model, lay, gpu))}
+    paired = _paired_ep_exposed(model, lay, gpu, sc, windows,
+                                [(it, one.time_s * slow.get("ep", 1.0)) for it, one in timed if _is_ep_a2a(it)],
+                                ep_loss)
+    done: dict[int, float] = {}
+    for i, (item, one) in enumerate(timed):
+        dim = item["dim"]
+        if dim == "dp":
+            continue
+        one_s = one.time_s * slow.get(dim, 1.0)
+        total = one_s * item["calls"]
+        if paired is not None and _is_ep_a2a(item):
+            ex = paired * total
+        elif dim == "tp" and tp_ring_steps(lay) > 1:
+            pairs = sc.tp_pairs.get(item.get("pair"), [])
+            ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
+            ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
+        else:
+            ex = exposed_comm_s(dim, item["phase"], total, windows, lay, ep_loss)
+        done[i] = ex
+    return done
+
+
+def _dp_windows(t_f: float, t_b: float, m: int, dp_span: int, nvlink_s: float):
     """The forward and backward windows (per micro-batch) a DP collective hides behind: the compute, and when the
-    DP group crosses the network, also ``nvlink_ep_s`` (a step's exposed expert collectives that stay inside one
-    NVLink domain, :func:`_nvlink_ep_s`) over the ``m`` micro-batches. Those run on the compute stream over NVLink,
-    while the DP stream's next gather or last reduction has the NICs to itself (Megatron-FSDP prefetches the next
-    unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005 megatron/core/distributed/custom_fsdp/
-    fully_sharded_data_parallel.py ``_pre_forward_param_unshard``, ``AllGatherPipeline``). Split between forward and
-    backward as the compute is (an approximation: the calls' own phases are not recorded)."""
-    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_ep_s <= 0:
+    DP group crosses the network, also ``nvlink_s`` (a step's exposed collectives of the compute stream whose
+    groups stay inside one NVLink domain, :func:`_nvlink_exposed_s`) over the ``m`` micro-batches. Those run on
+    the compute stream over NVLink, while the DP stream's next gather or last reduction has the NICs to itself
+    (Megatron-FSDP prefetches the next unit's gather on its own stream: NVIDIA/Megatron-LM@1e057005
+    megatron/core/distributed/custom_fsdp/fully_sharded_data_parallel.py ``_pre_forward_param_unshard``,
+    ``AllGatherPipeline``). Split between forward and backward as the compute is (an approximation: the calls' own
+    phases are not recorded). ``nvlink_s`` infinite (not known yet: the search's bound) gives infinite windows,
+    the least a DP collective can expose."""
+    if dp_span <= 1 or t_f + t_b <= 0 or nvlink_s <= 0:
         return t_f, t_b
-    nvl = nvlink_ep_s / max(1, m)
+    if math.isinf(nvlink_s):
+        return math.inf, math.inf
+    nvl = nvlink_s / max(1, m)
     return t_f + nvl * t_f / (t_f + t_b), t_b + nvl * t_b / (t_f + t_b)
 
 
-def _nvlink_ep_s(ep_spans: list[int], ep_exposed_s: float) -> float:
-    """A step's exposed expert-parallel seconds when every expert collective stays inside one NVLink domain, else
-    0 (a cross-domain all-to-all shares the NICs with the DP collectives). TP and CP are left out: the search's
-    lower bound (:func:`exposed_routed`) does not know their exposed time."""
-    return ep_exposed_s if ep_spans and all(d == 1 for d in ep_spans) else 0.0
+def _nvlink_exposed_s(items: list[tuple[str, int, float | None]]) -> float:
+    """A step's exposed seconds on the compute stream that leave the NICs to the DP collectives: ``items`` are the
+    step's TP, CP, PP and EP collectives as ``(dimension, NVLink domains its groups span, exposed seconds)``; a
+    dimension counts when every one of its collectives' groups stays inside one NVLink domain (its traffic never
+    reaches a NIC), else 0 (a group across domains, an all-to-all or a CP ring across nodes, or a pipeline send,
+    shares the NICs with the DP collectives). Decided from the mapped groups, not by the dimension's name: TP
+    inside a node counts, CP counts only where ``tp x cp`` fits in a domain. An exposed time not known yet (None,
+    the search's bound before those groups are routed) makes the sum infinite. :func:`_dp_windows` applies it
+    only to a DP group that spans more than one domain."""
+    dims: dict[str, list] = {}
+    for dim, span, ex in items:
+        dims.setdefault(dim, []).append((span, ex))
+    total = 0.0
+    for rows in dims.values():
+        if all(span == 1 for span, _ in rows):
+            total += math.inf if any(ex is None for _, ex in rows) else sum(ex for _, ex in rows)
+    return total
 
 
 def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, engine: CommEngine,
-                   comms: list[DimensionComm], exposed: dict) -> str | None:
+                   comms: list[DimensionComm], exposed: dict, cache: dict | None = None) -> str | None:
     """Add to ``exposed`` (and each collective's ``exposed_s``) what the hidden DP and CP ring collectives cost the
-    compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs while they run, so the forward
-    and backward they hide behind (a ring send: its attention kernels) run on the SMs left
-    (:func:`.comm_sms.reduced_gpu`, :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already
-    (:func:`ep_sm_share_s`); the TP ring's userbuffers exchange and the PP sends are not counted. The DP
-    collectives' hidden seconds together are capped at the step's compute (they queue on one stream). Returns
-    the note saying what they cost, or None."""
+    compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs and move HBM bytes
+    (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the forward and backward they
+    hide behind (a ring send: its attention kernels) run on what is left (:func:`.comm_sms.reduced_gpu`,
+    :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already (:func:`_ep_loss`); the TP ring's
+    userbuffers exchange and the PP sends are not counted. The DP collectives' hidden seconds together are capped
+    at the step's compute (they queue on one stream). Returns the note saying what they cost, or None."""
     hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return None
     prof = default_profile(engine.fabric)
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
-    # the same pipeline stage as ``sc``, on the SMs the NCCL kernels leave (one stage compute per SM count)
-    slows = {n: next(r for r in rank_computes(model, lay, reduced_gpu(gpu, n), cover) if r.busiest == sc.busiest)
-             for n in set(helds.values())}
+    keys = {i: (helds[i], _hbm_taken(gpu, comms[i])) for i, _ in hidden}
+    # the same pipeline stage as ``sc``, on what the NCCL kernels leave (one stage compute per SMs and HBM taken)
+    slows = {k: _reduced_stage(model, lay, gpu, sc, cover, *k, cache) for k in set(keys.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
     window = lay.microbatches * sc.microbatch_s
     dp_hidden = sum(h for i, h in hidden if comms[i].dim != "cp")
@@ -749,7 +783,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     total = 0.0
     for i, h in hidden:
         h = h if comms[i].dim == "cp" else h * cap
-        c, slow = comms[i], slows[helds[i]]
+        c, slow = comms[i], slows[keys[i]]
         if c.dim == "cp":
             loss = sm_loss_s(h, sc.attention_s, slow.attention_s)
         else:
@@ -757,9 +791,69 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         exposed["cp" if c.dim == "cp" else "dp"] += loss
         comms[i] = replace(c, exposed_s=c.exposed_s + loss)
         total += loss
-    held = "/".join(str(n) for n in sorted(set(helds.values()), reverse=True))
-    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels) while they run: the "
-            f"compute beside them loses {format_time(total)} per step, counted in their exposed time")
+    counts = sorted(set(helds.values()), reverse=True)
+    held = str(counts[0]) if len(counts) == 1 else ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+    by = "" if len(counts) == 1 else ", by collective"
+    hbm = max(k[1] for k in keys.values()) / gpu.hbm_Bps
+    return (f"hidden DP/CP collectives hold {held} of the {gpu.sms} SMs (NCCL's channels{by}) and up to {hbm:.0%} of "
+            f"HBM bandwidth while they run: the compute beside them loses {format_time(total)} per step, counted "
+            f"in their exposed time")
+
+
+def _hbm_taken(gpu, c: DimensionComm) -> float:
+    """HBM bandwidth collective ``c``'s kernels take while they run (:func:`.comm_sms.comm_hbm_Bps` of its bus
+    bytes a second), to 1% of the GPU's HBM (collectives within it share one reduced stage compute)."""
+    call_s = c.time_s / c.calls_per_step if c.calls_per_step else 0.0
+    taken = comm_hbm_Bps(moved_Bps(c.collective, c.size_bytes, c.group_size, call_s))
+    return round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
+
+
+def _reduced_stage(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, held: int, taken_Bps: float,
+                   cache: dict | None = None):
+    """Pipeline stage ``sc.busiest``'s compute on ``gpu`` less ``held`` SMs and ``taken_Bps`` of HBM
+    (:func:`.comm_sms.reduced_gpu`); ``cache`` keeps every rank's across the step's candidate stages."""
+    cache = {} if cache is None else cache
+    key = (held, taken_Bps)
+    if key not in cache:
+        cache[key] = rank_computes(model, lay, reduced_gpu(gpu, held, taken_Bps), cover)
+    return next(r for r in cache[key] if r.busiest == sc.busiest)
+
+
+def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed: list, groups: dict,
+             slow: dict, cache: dict | None = None) -> float:
+    """What the hidden expert all-to-alls cost the compute beside them per hidden second, by the model of the DP
+    collectives (:mod:`.comm_sms`): ``1 - t / t'`` with ``t'`` the stage's compute on the SMs the dispatcher's
+    kernels leave (``ep_comm_sms``) and the HBM bandwidth the largest all-to-all's traffic leaves. 0 without
+    ``overlap_ep``, an SM count or an expert all-to-all.
+
+    Parameters
+    ----------
+    model, lay
+    gpu : GpuCompute
+    sc : StageCompute
+        The stage's compute on the whole GPU.
+    cover : float
+        The all-to-alls' cover of the host's waits (:func:`_ep_cover_s`).
+    timed : list
+        The step's ``(item, timing)`` pairs (:func:`_timed_traffic`); ``groups`` their group matrices.
+    slow : dict
+        The traffic mix's slowdowns per dimension.
+    cache : dict, optional
+        Reduced-GPU rank computes already made (:func:`_reduced_stage`).
+
+    Returns
+    -------
+    float
+    """
+    a2a = [(it, one) for it, one in timed if _is_ep_a2a(it)]
+    if not (lay.overlap_ep and gpu.sms and a2a):
+        return 0.0
+    factor = slow.get("ep", 1.0)
+    moved = max(moved_Bps("alltoall", it["size_bytes"], groups[it["groups"]].shape[1], one.time_s * factor)
+                for it, one in a2a)
+    taken = round(comm_hbm_Bps(moved) / gpu.hbm_Bps, 2) * gpu.hbm_Bps  # to 1% of HBM, as _hbm_taken
+    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, taken, cache).microbatch_s
+    return max(0.0, 1.0 - sc.microbatch_s / t) if t > 0 else 0.0
 
 
 def _group_channels(prof, c: DimensionComm) -> int:
@@ -826,11 +920,12 @@ def _is_ep_a2a(item: dict) -> bool:
     return item["dim"] == "ep" and item["collective"] == "alltoall" and item.get("pair") != PROBS_PAIR
 
 
-def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: dict, items: list) -> float | None:
+def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: dict, items: list,
+                       ep_loss: float = 0.0) -> float | None:
     """The exposed share of the expert all-to-alls under Megatron-Core's combined 1F1B (``overlap_ep``, not
     DualPipe): each MoE layer's four all-to-alls beside its partner's compute, phase by phase, the unpaired warm-up
-    and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing its SMs
-    (:func:`ep_sm_share_s`); the recomputed forwards' all-to-alls (beyond four a layer) behind the step's
+    and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing the compute beside it
+    ``ep_loss`` a second (:func:`_ep_loss`, :func:`ep_overlap_cost_s`); the recomputed forwards' all-to-alls (beyond four a layer) behind the step's
     compute window. None when the layout runs no such overlap.
 
     ``items``: the step's expert all-to-all items with their per-call seconds (contention applied); the
@@ -848,8 +943,8 @@ def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: 
     u = unpaired_share(lay)
     ex = min(modeled, n * ((1 - u) * layer_exposed_s(moe_layer_parts(model, lay, gpu), df, c, c, c)
                            + u * (df + 3 * c)))
-    ex += ep_overlap_cost_s(modeled - ex, lay, gpu)
-    ex += exposed_comm_s("ep", "microbatch", total - modeled, windows, lay, gpu.sms)
+    ex += ep_overlap_cost_s(modeled - ex, lay, gpu, ep_loss)
+    ex += exposed_comm_s("ep", "microbatch", total - modeled, windows, lay, ep_loss)
     return ex / total if total > 0 else 0.0
 
 
@@ -897,7 +992,8 @@ def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -
             **ex}
 
 
-def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: ParallelLayout, gpu_sms: int | None) -> float:
+def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: ParallelLayout,
+                   ep_loss: float = 0.0) -> float:
     """The exposed seconds of ``total`` seconds of a TP, CP, PP or EP collective's calls (the step's overlap
     rules, one place); ``windows`` holds the compute each can hide behind and is drawn down as it is used.
 
@@ -906,8 +1002,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     all-gather / reduce-scatter hide behind the weight-gradient GEMMs either way (Megatron's asynchronous
     TP communication). CP: a ring send behind its step's attention (``overlap_cp``, the ``cp_ring_*`` windows), never
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
-    compute (``overlap_ep``), the hidden part costing the compute beside it the SMs its kernels take
-    (:func:`ep_sm_share_s`). PP: exposed (its sends are counted on the critical path already)."""
+    compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
+    (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
     if dim == "tp":
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
@@ -916,7 +1012,7 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
         return _draw(windows, phase, total) if (lay.overlap_cp and phase in windows) else total
     if dim == "ep":
         ex = _draw(windows, "ep", total) if lay.overlap_ep else total
-        return ex + ep_sm_share_s(total - ex, lay.ep_comm_sms, gpu_sms)
+        return ex + (total - ex) * ep_loss
     return total
 
 
@@ -996,13 +1092,13 @@ def _draw(windows: dict, name: str, total: float) -> float:
     return total - hidden
 
 
-def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu) -> float:
-    """Compute time the combined 1F1B's hidden all-to-alls cost the compute beside them: where the dispatcher's
-    authors measured the concurrent GEMMs' loss (:func:`topo.training.ep_overlap.published_gemm_loss`: DeepEP V1 at
-    20 SMs on H100, ~20%), that compute runs at ``1 - loss`` of its rate while the all-to-alls last, so the work it
-    does not do in those ``hidden_s`` seconds, ``hidden_s x loss``, runs after them (:func:`.comm_sms.sm_loss_s`
-    with ``t / t' = 1 - loss``), or the SM share where that is larger (more SMs than measured); elsewhere the SM
-    share (:func:`ep_sm_share_s`).
+def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu, ep_loss: float = 0.0) -> float:
+    """Compute time the combined 1F1B's hidden all-to-alls cost the compute beside them: ``hidden_s x`` the
+    larger of ``ep_loss`` (the SMs and HBM their kernels take, :func:`_ep_loss`) and, where the dispatcher's
+    authors measured the concurrent GEMMs' loss, that loss (:func:`topo.training.ep_overlap.published_gemm_loss`:
+    DeepEP V1 at 20 SMs on H100, ~20%; the compute runs at ``1 - loss`` of its rate while they last, and the
+    work it does not do runs after them, :func:`.comm_sms.sm_loss_s` with ``t / t' = 1 - loss``). The model
+    gives ~0.12-0.13 there, so the measurement is kept as a floor (docs/calibration-findings.md).
 
     Parameters
     ----------
@@ -1010,39 +1106,18 @@ def ep_overlap_cost_s(hidden_s: float, lay: ParallelLayout, gpu) -> float:
         Seconds of communication overlapped with compute.
     lay : ParallelLayout
     gpu : GpuCompute
+    ep_loss : float
+        The model's loss per hidden second (:func:`_ep_loss`).
 
     Returns
     -------
     float
         Seconds added to the step.
     """
-    loss = published_gemm_loss(gpu.name, lay)
-    share = ep_sm_share_s(hidden_s, lay.ep_comm_sms, gpu.sms)
-    return share if loss is None else max(share, sm_loss_s(hidden_s, 1.0 - loss, 1.0))
-
-
-def ep_sm_share_s(hidden_s: float, comm_sms: int, gpu_sms: int | None) -> float:
-    """Compute time lost to all-to-all kernels hidden behind it: while ``hidden_s`` of communication runs, the
-    compute has ``gpu_sms - comm_sms`` of the GPU's SMs, so it takes ``hidden_s x comm_sms / gpu_sms`` longer
-    (the work the communication's SMs would have done). 0 when the GPU's SM count is unknown.
-
-    Parameters
-    ----------
-    hidden_s : float
-        Seconds of communication overlapped with compute.
-    comm_sms : int
-        SMs the communication kernels occupy (``ParallelLayout.ep_comm_sms``).
-    gpu_sms : int or None
-        The GPU's SMs (``gpus.toml``).
-
-    Returns
-    -------
-    float
-        Seconds added to the step.
-    """
-    if not gpu_sms or hidden_s <= 0:
+    if hidden_s <= 0:
         return 0.0
-    return hidden_s * min(comm_sms, gpu_sms) / gpu_sms
+    loss = published_gemm_loss(gpu.name, lay)
+    return hidden_s * (ep_loss if loss is None else max(ep_loss, sm_loss_s(1.0, 1.0 - loss, 1.0)))
 
 
 def _notes(model, lay, gpu, mem, mapping) -> list[str]:
@@ -1083,7 +1158,8 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
     network between racks (:meth:`topo.training.mapping.Mapping.straddles`). None when the placement is a power of
     two already."""
     used = lay.gpus_per_domain_used or mapping.gpus_per_domain
-    if used & (used - 1) == 0:
+    p2_used = recipe_gpus_used(used)
+    if p2_used == used:
         return []
     notes = []
     for dim, name in STRADDLE_DIMS:
@@ -1092,7 +1168,6 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
             continue
         placed, p2 = mapping.straddles(dim, used, lay.first_gpu)
         if placed > p2:
-            p2_used = 1 << (used.bit_length() - 1)
             notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {p2_used} of "
                          f"each {mapping.gpus_per_domain}-GPU domain would keep it in {p2}: its collectives cross "
                          f"the network between domains (gpus_per_domain_used = {p2_used} avoids it)")
@@ -1100,9 +1175,11 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
 
 
 def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None) -> dict:
-    """The exposed data-parallel and expert-parallel seconds :func:`estimate_step` gives without the traffic mix,
-    from the collectives whose routing ``engine`` holds already: a lower bound that routes nothing, what a search
-    refines its bounds with.
+    """The exposed seconds of each dimension :func:`estimate_step` gives without the traffic mix, from the
+    collectives whose routing ``engine`` holds already: what a search refines its bounds with, routing nothing.
+    The hidden all-to-alls' cost to the compute beside them is left out (it needs the stage's compute on the GPU
+    they leave, :func:`_ep_loss`) but for a published floor (:func:`ep_overlap_cost_s`), which the step charges at
+    least.
 
     Parameters
     ----------
@@ -1120,53 +1197,43 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     Returns
     -------
     dict
-        ``dp``: the exposed seconds of the DP collectives routed already (the others count 0); ``ep``: the
-        exposed seconds of the expert all-to-alls, or None unless every one was routed already.
+        ``tp``, ``cp``, ``pp``, ``ep``: the exposed seconds of that dimension by the step's rules
+        (:func:`_stream_exposed`), or None unless every one of its collectives was routed already; ``dp``: the
+        exposed seconds of the DP collectives routed already (the others count 0), their windows widened by the
+        NVLink-only exposed time as the step's (:func:`_nvlink_exposed_s`), or infinitely (their least exposure)
+        while a dimension that would widen them is not known. With ``sc`` the search's (no host wait: narrower
+        windows), the TP term is no less than the step's and so widens the DP windows no less: ``dp`` stays at or
+        below the step's.
     """
-    dp = ep = 0.0
-    ep_known = True
-    a2a = []  # the expert all-to-alls with their per-call seconds
-    dp_items, ep_spans = [], []  # the DP collectives, timed after EP (its NVLink-only exposed time widens them)
-    units = max(1, sc.layers)
+    spec = engine.fabric.spec
+    gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
+    stage = traffic_stage(lay, sc)
+    traffic = step_traffic(model, lay, stage)
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
-    for item in step_traffic(model, lay, traffic_stage(lay, sc)):
-        if item["dim"] not in ("dp", "ep"):
-            continue
-        G = groups.get(item["groups"])
-        if G is None:
-            G = groups[item["groups"]] = mapping.groups(item["groups"])
-        if item["dim"] == "ep":
-            ep_spans.append(mapping.domains_spanned(item["groups"]))
-        one = engine.time(item["collective"], G, item["size_bytes"], cached_only=True)
-        if one is None:
-            ep_known = ep_known and item["dim"] != "ep"
-        elif item["dim"] == "dp":
-            dp_items.append((item, G, one.time_s))
-        else:
-            if lay.ep_dispatcher == "deepep" and item["collective"] == "alltoall":
-                one = _flex_bound(item, one, lay, mapping.domains_spanned(item["groups"]), engine.fabric.spec.gpu)
-            if _is_ep_a2a(item):
-                a2a.append((item, one.time_s))
-            else:
-                ep += one.time_s * item["calls"]
-    if ep_known:
-        windows = {"ep": lay.microbatches * sc.microbatch_s}
-        spec = engine.fabric.spec
-        gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
-        total = sum(one * it["calls"] for it, one in a2a)
-        share = _paired_ep_exposed(model, lay, gpu, sc, windows, a2a)
-        if share is None:
-            ep = exposed_comm_s("ep", "microbatch", total + ep, windows, lay, gpu.sms)
-        else:
-            ep = share * total + exposed_comm_s("ep", "microbatch", ep, windows, lay, gpu.sms)
-    nvl = _nvlink_ep_s(ep_spans, ep) if ep_known else _nvlink_ep_s(ep_spans, math.inf)
-    for item, G, one_s in dp_items:
-        span = mapping.domains_spanned(item["groups"])
-        if math.isinf(nvl) and span > 1:
-            continue  # the EP time that widens its windows is not known yet: 0 keeps the bound below the step
-        wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches, span, nvl)
-        dp += _dp_exposed(engine, item, G, one_s, 1.0, wf, wb, units, lay)
-    return {"dp": dp, "ep": ep if ep_known else None}
+    spans: dict = {}
+    timed = []  # (item, its time alone or None when its group matrix was not routed yet)
+    for item in traffic:
+        d = item["groups"]
+        if d not in groups:
+            groups[d], spans[d] = mapping.groups(d), mapping.domains_spanned(d)
+        one = engine.time(item["collective"], groups[d], item["size_bytes"], cached_only=True)
+        timed.append((item, None if one is None else _flex_bound(item, one, lay, spans[d], spec.gpu)))
+    unknown = {it["dim"] for it, one in timed if one is None}
+    known = [(i, pair) for i, pair in enumerate(timed) if pair[0]["dim"] not in unknown | {"dp"}]
+    got = _stream_exposed(model, lay, gpu, sc, traffic, [pair for _, pair in known], {}, stage)
+    done = {i: got[j] for j, (i, _) in enumerate(known)}
+    out: dict = {d: (None if d in unknown else 0.0) for d in ("tp", "cp", "pp", "ep")}
+    for i, ex in done.items():
+        out[timed[i][0]["dim"]] += ex
+    nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
+                             if it["dim"] != "dp"])
+    dp, units = 0.0, max(1, sc.layers)
+    for item, one in timed:
+        if item["dim"] == "dp" and one is not None:
+            wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
+                                 spans[item["groups"]], nvl)
+            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay)
+    return {**out, "dp": dp}
 
 
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:

@@ -1,0 +1,63 @@
+"""The weight-gradient GEMM accumulates into the kept gradient (``operators.op_time_s``'s ``grad_bytes``: Megatron-LM's
+gradient_accumulation_fusion hands Transformer Engine's layers ``fuse_wgrad_accumulation``, cuBLAS with beta = 1
+on ``main_grad``): each output element is read and written at the gradient's bytes, which binds where the GEMM's
+reduction, the tokens, is short against the weight: experts with few rows each."""
+
+import pytest
+
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import gemm_s
+from topo.training.model import load_model
+from topo.training.operators import block_ops, op_time_s
+from topo.training.parallel import make_layout
+
+
+def _fc1(lay):
+    return next(o for o in block_ops(load_model("qwen3-235b-a22b"), lay, "E") if o.name == "fc1")
+
+
+def test_an_expert_weight_gradient_reads_and_writes_the_fp32_main_grad():
+    # Qwen3-235B at TP4 EP8 ETP1, MBS 1, 4,096 tokens (the ModelZoo's tp4_ep8_pp8): 1,024 sequence-parallel tokens
+    # a rank x top-8 over 8 EP ranks = 512 rows for each of its 16 experts; fc1's weight gradient is 4,096 x 3,072
+    # over 512 rows
+    lay = make_layout(tp=4, pp=8, dp=8, ep=8, etp=1, vpp=4, global_batch=2048, micro_batch=1, seq_len=4096)
+    op = _fc1(lay)
+    assert (op.m, op.n, op.k, op.groups) == (512, 2 * 1536, 4096, 16)
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    # the closed form of the HBM side: bf16 inputs (512 x 4,096 and 512 x 3,072) and the output read and written
+    # in FP32: 16 x (2 (512 x 4,096 + 512 x 3,072) + 8 x 4,096 x 3,072) bytes
+    hbm_s = 16 * (2 * (4096 * 512 + 512 * 3072) + 8 * 4096 * 3072) / (km.hbm_Bps * km.gemm_memory_efficiency)
+    wgrad = gemm_s(km, 4096, 3072, 512, "bf16", 16, out_bytes=8.0)
+    assert wgrad == pytest.approx(hbm_s)  # memory-bound: the tiles take less
+    # written in bf16 the GEMM is tile-bound (its HBM side a third of the accumulating one) and ~30% shorter
+    hbm_bf16_s = 16 * (2 * (4096 * 512 + 512 * 3072) + 2 * 4096 * 3072) / (km.hbm_Bps * km.gemm_memory_efficiency)
+    tiles_s = gemm_s(km, 4096, 3072, 512, "bf16", 16)
+    assert hbm_bf16_s < tiles_s < 0.75 * wgrad
+    # the backward pass charges it with the layout's gradient bytes, and only the weight gradient
+    plain = op_time_s(op, gpu, "bf16", backward=True)
+    fp32 = op_time_s(op, gpu, "bf16", backward=True, grad_bytes=4.0)
+    bf16 = op_time_s(op, gpu, "bf16", backward=True, grad_bytes=2.0)
+    assert fp32 - plain == pytest.approx(wgrad - gemm_s(km, 4096, 3072, 512, "bf16", 16))
+    assert plain == bf16 < fp32  # a bf16 gradient buffer (4 bytes an element read and written) stays under the tiles
+    assert op_time_s(op, gpu, "bf16", grad_bytes=4.0) == op_time_s(op, gpu, "bf16")  # forward: no gradient
+
+
+def test_many_rows_an_expert_stay_compute_bound():
+    # EP32 at TP2 (the ModelZoo's ep32_pp8): 2,048 tokens a rank x 8 / 32 x 32 = 4,096 rows for each of 4 experts:
+    # the FP32 accumulation hides under the tiles
+    lay = make_layout(tp=2, pp=8, dp=16, ep=32, etp=1, vpp=4, global_batch=2048, micro_batch=1, seq_len=4096)
+    op = _fc1(lay)
+    assert (op.m, op.groups) == (4096, 4)
+    gpu = gpu_compute("H100")
+    assert op_time_s(op, gpu, "bf16", backward=True, grad_bytes=4.0) == \
+        pytest.approx(op_time_s(op, gpu, "bf16", backward=True), rel=1e-9)
+
+
+def test_the_layer_takes_the_layouts_gradient_bytes():
+    from topo.training.operators import block_time
+    model, gpu = load_model("qwen3-235b-a22b"), gpu_compute("H100")
+    lay = make_layout(tp=4, pp=8, dp=8, ep=8, etp=1, vpp=4, global_batch=2048, micro_batch=1, seq_len=4096)
+    fp32 = block_time(model, lay, gpu, "E").backward_s
+    bf16 = block_time(model, lay.model_copy(update={"grad_bytes": 2.0}), gpu, "E").backward_s
+    assert fp32 > bf16 * 1.05
