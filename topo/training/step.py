@@ -687,6 +687,16 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
+_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline"}
+
+
+def _tp_pass(item: dict) -> str:
+    """When a TP exchange runs, as :class:`DimensionComm` names it: ``forward`` (:func:`_tp_traffic`'s phase
+    ``microbatch``, with any recomputed forward), ``backward``, or ``pipeline`` (the next stage's gather of a
+    pipeline send, :func:`_pp_traffic`); "" for the other dimensions."""
+    return _TP_PASSES.get(item["phase"], "") if item["dim"] == "tp" else ""
+
+
 def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: list[dict], timed: list, slow: dict,
                     stage: int | None = None, ep_loss: float = 0.0) -> dict[int, float]:
     """The exposed seconds of each TP, CP, PP and EP item of ``timed`` (its index -> seconds; DP items left out) by
