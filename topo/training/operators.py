@@ -872,8 +872,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     for i, (M, N, K) in enumerate(shapes):
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
         m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
-        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=2.0 * grad_bytes if accumulated else 2.0,
-                            m_sd=m_sd)
+        out = 2.0 * grad_bytes if accumulated else 2.0
+        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
         t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
