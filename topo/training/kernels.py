@@ -257,7 +257,7 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics see unless told otherwise:
     ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel gets (fewer when
     communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`). ``M`` a mean of spread ``m_sd``
-    (a dropless expert's rows) takes its expected row tiles."""
+    (a dropless expert's rows) takes its expected row tiles in a packed (grouped) kernel."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
@@ -267,7 +267,9 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     for tm, tn, sms in km.tile_shapes[precision]:
         if tm < 128 * sms and M > tm:  # fewer than 128 rows per SM: a small-M tile
             continue
-        per = expected_row_tiles(M, tm, m_sd) * math.ceil(N / tn)
+        # a grouped kernel packs its groups' tiles: their expected row tiles (a dropless expert's count varies
+        # about M); a loop quantises each GEMM's integer tiles alone: the mean's (the expected waves not modelled)
+        per = expected_row_tiles(M, tm, m_sd if packed else 0.0) * math.ceil(N / tn)
         tiles = per * groups if packed else per
         step = 2.0 * tm * tn / (sms * peak_sm * e) * (K + k0)  # one tile, all its steps of K
         rounds = 1 if packed else groups
