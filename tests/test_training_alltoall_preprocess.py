@@ -21,7 +21,7 @@ def qwen():
 
 
 def _lay(**upd):
-    return make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, moe_router_fusion=True, **upd)
+    return make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, moe_imbalance=1.0, moe_router_fusion=True, **upd)
 
 
 def _launches(model, lay):

@@ -247,7 +247,8 @@ def test_flex_permutation_counts_the_ranks_the_routing_reaches():
     from topo.training.operators import block_ops
 
     q = load_model("qwen3-30b-a3b")
-    base = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, ep_dispatcher="deepep")
+    base = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, ep_dispatcher="deepep",
+                       moe_imbalance=1.0)  # the same load under both routings
     cons = base.model_copy(update={"moe_routing": "consecutive"})
     tokens, h, routed = 4096, q.hidden, 2 * 4096 * 8 * q.hidden
 

@@ -90,7 +90,7 @@ def test_gemm_shapes_follow_tp_and_experts():
     assert (ops["fc1"].n, ops["fc1"].k) == (2 * 28672 / 4, 8192) and ops["fc1"].m == m.seq_len
     assert (ops["fc2"].n, ops["fc2"].k) == (8192, 28672 / 4)
     ds = load_model("deepseek-v3-671b")
-    lay = make_layout(tp=1, dp=64, ep=64, global_batch=64)
+    lay = make_layout(tp=1, dp=64, ep=64, global_batch=64, moe_imbalance=1.0)
     fc1 = next(o for o in block_ops(ds, lay, "E") if o.name == "fc1")
     # 256 experts over EP 64: 4 local GEMMs of 64 x 4096 x 8 / 256 rows (balanced tokens)
     assert fc1.groups == 4 and fc1.m == 64 * 4096 * 8 / 256 and fc1.n == 2 * 2048

@@ -121,7 +121,8 @@ def test_the_benchmark_gate_runs_in_the_attn_node():
     """AutoModel's benchmark gate (moe_routing consecutive, ``router_fake``) stands where a learned router does,
     before the dispatch: in the ``attn`` node, so the routed experts' node is the same whichever gate routes."""
     m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
-    lays = {r: make_layout(ep=8, dp=8, etp=1, global_batch=64, seq_len=4096, moe_routing=r, overlap_ep=True)
+    lays = {r: make_layout(ep=8, dp=8, etp=1, global_batch=64, seq_len=4096, moe_routing=r, overlap_ep=True,
+                           moe_imbalance=1.0)  # the same load under both: only the gate differs
             for r in ("spread", "consecutive")}
     parts = {r: moe_layer_parts(m, lay, gpu) for r, lay in lays.items()}
 

@@ -15,7 +15,7 @@ from topo.training.parallel import make_layout
 @pytest.fixture(scope="module")
 def oss():
     model = load_model("gpt-oss-120b")
-    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1)
+    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1, moe_imbalance=1.0)
     return model, lay, gpu_compute("GB200")
 
 

@@ -21,7 +21,7 @@ def qwen():
 
 
 def test_expert_gemm_rows_are_tokens_times_topk_over_experts(qwen):
-    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1, moe_imbalance=1.0)
     ops = {op.name: op for op in block_ops(qwen, lay, "E")}
     # each GPU holds 128 / 8 = 16 experts; each receives 8 ranks x 8,192 tokens x 8 / 128 rows
     rows = 8 * 8192 * 8 / 128
@@ -37,7 +37,7 @@ def test_grouped_experts_pack_waves_a_loop_quantises_each(qwen):
     grouped kernel packs every expert's tiles into one set of waves, exactly G GEMMs' work; a loop of per-expert
     GEMMs (moe_grouped_gemm = false) pays each expert's partial last wave."""
     from topo.training.kernels import gemm_s
-    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0)
     gpu = gpu_compute("H100")
     km = gpu.kernels
     fc1 = {op.name: op for op in block_ops(qwen, lay, "E")}["fc1"]
@@ -49,7 +49,7 @@ def test_grouped_experts_pack_waves_a_loop_quantises_each(qwen):
     # a coarse expert is a dense GEMM: Mixtral's 8 experts of 14,336 at EP 8, one per GPU: 8 ranks x 8,192 tokens
     # x top-2 / 8 experts = 16,384 rows
     mix = load_model("mixtral-8x7b")
-    mlay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, micro_batch=2)
+    mlay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, micro_batch=2, moe_imbalance=1.0)
     e = {op.name: op for op in block_ops(mix, mlay, "E")}["fc1"]
     dense = {op.name: op for op in block_ops(load_model("llama3-8b"), make_layout(global_batch=8, seq_len=8192), "-")}
     assert e.groups == 1 and e.m == 16384
@@ -203,7 +203,7 @@ def test_graph_scope_as_layout_pairs_and_a_bare_name_in_one_line():
 def test_permutation_bytes(qwen):
     # permute: read the 8,192 tokens, write their 8 routed copies; un-permute the reverse; with ep > 1 the received
     # rows are sorted by local expert and back: 2 (T h + 8 T h) + 4 (8 T h) elements of 2 bytes
-    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1)
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=2, seq_len=4096, etp=1, moe_imbalance=1.0)
     op = {o.name: o for o in block_ops(qwen, lay, "E")}["permute"]
     T, h = 8192, 2048
     assert op.bytes == pytest.approx(2 * (2 * T * h + 2 * 8 * T * h) + 4 * 2 * 8 * T * h)
@@ -232,7 +232,7 @@ def test_ep_copies_closed_forms():
 
 
 def test_fp8_dispatch_halves_the_forward_dispatch_only(qwen):
-    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, moe_imbalance=1.0)
     bf16 = [it for it in step_traffic(qwen, lay) if _is_ep_a2a(it)]  # the tokens' (not the probs' or counts')
     fp8 = [it for it in step_traffic(qwen, lay.model_copy(update={"ep_dispatch_bytes": 1.0})) if _is_ep_a2a(it)]
     assert len(bf16) == 1 and len(fp8) == 2
@@ -529,7 +529,7 @@ def test_the_flex_dispatcher_has_no_global_permutation(qwen):
     sends each token once per destination rank and only permutes what it received into its local experts' rows
     (Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1). Qwen3-30B at EP 8, top-8 of
     128 experts: a token reaches 8 (1 - (7/8)^8) = 5.25 ranks on average."""
-    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1)
+    lay = make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0)
     tokens, h = 4096, 2048
     routed = 2 * tokens * 8 * h
     plain = {op.name: op for op in block_ops(qwen, lay, "E")}["permute"]
@@ -594,7 +594,7 @@ def test_gpt_oss_experts_add_their_biases_in_eager_passes():
     model = load_model("gpt-oss-120b")
     assert model.moe.expert_bias and not load_model("qwen3-30b-a3b").moe.expert_bias
     gpu = gpu_compute("GB200")
-    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1)
+    lay = make_layout(ep=64, dp=64, global_batch=1280, micro_batch=4, seq_len=4096, etp=1, moe_imbalance=1.0)
     rows = expert_rows(model, lay) * model.moe.experts / 64  # every local expert's rows on this rank
     assert rows == pytest.approx(64 * 4 * 4096 * 4 / 64)  # 65,536: each rank receives its share of the routed copies
     h, up = 2880, 2 * 2880

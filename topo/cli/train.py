@@ -444,6 +444,9 @@ def _print_step(r, tokens, model) -> None:
         origin = "server.host_cpu" if cpu["source"] == "spec" else "the GPU's default"
         emit(f"host CPU {cpu['name']} ({origin}): {cpu['time_factor']:.2f} x the reference {cpu['reference']}'s host time per "
              f"launched op (topo/data/compute/host_cpu.toml)")
+    load = _expert_load(L)
+    if load:
+        emit(load)
     options = _framework_options(L, model, gpu_compute(r.gpu).generation)
     if options:
         emit(f"framework options: {options} (layout fields)")
@@ -468,6 +471,19 @@ def _print_step(r, tokens, model) -> None:
          + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}"))
     for n in r.notes:
         emit(f"note: {n}")
+
+
+def _expert_load(L: dict) -> str:
+    """The busiest EP rank's dropless load and where it comes from, or "" (dense, one EP rank, padded)."""
+    load = L.get("moe_busiest_rank_load")
+    if load is None or L["ep"] <= 1:
+        return ""
+    why = ("the layout's moe_imbalance" if L.get("moe_imbalance") is not None
+           else "the consecutive gate: every expert the same count" if L.get("moe_routing") == "consecutive"
+           else "a uniform router's expected maximum: exact under forced balancing, a floor for a trained router; "
+                "the layout's moe_imbalance overrides")
+    return (f"expert load: dropless, the busiest of {L['ep']} EP ranks carries {load:.3f} x the mean ({why}); its "
+            f"expert GEMMs and all-to-all set each MoE layer's pace")
 
 
 def _components_legend(L: dict, host_wait: bool) -> str:

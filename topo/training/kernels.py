@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import TopoError
 from ..resources import data_dir
 from .host_cpu import host_cpu, host_time_factor
+from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
@@ -249,12 +250,14 @@ class KernelModel:
                        source=f"given: gemm efficiency {bf16}")
 
 
-def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True) -> float:
+def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, packed: bool = True,
+            m_sd: float = 0.0) -> float:
     """Seconds of the tiles of ``groups`` GEMMs of ``M x N x K`` (the compute side) at efficiency ``e``: the tile of
     ``km.tile_shapes[precision]`` (a tile of ``sms`` SMs runs in waves of the SMs // ``sms``) that finishes first
     on ``km.launch_sms`` SMs (the whole GPU, which is what cuBLAS's heuristics see unless told otherwise:
     ``cublasSetSmCountTarget``), its waves counted over the ``km.sms`` SMs the kernel gets (fewer when
-    communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`)."""
+    communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`). ``M`` a mean of spread ``m_sd``
+    (a dropless expert's rows) takes its expected row tiles in a packed (grouped) kernel."""
     peak_sm = km.peak_flops[precision] / km.sms
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
@@ -264,7 +267,9 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     for tm, tn, sms in km.tile_shapes[precision]:
         if tm < 128 * sms and M > tm:  # fewer than 128 rows per SM: a small-M tile
             continue
-        per = math.ceil(M / tm) * math.ceil(N / tn)
+        # a grouped kernel packs its groups' tiles: their expected row tiles (a dropless expert's count varies
+        # about M); a loop quantises each GEMM's integer tiles alone: the mean's (the expected waves not modelled)
+        per = expected_row_tiles(M, tm, m_sd if packed else 0.0) * math.ceil(N / tn)
         tiles = per * groups if packed else per
         step = 2.0 * tm * tn / (sms * peak_sm * e) * (K + k0)  # one tile, all its steps of K
         rounds = 1 if packed else groups
@@ -311,7 +316,8 @@ def tile_set(generation: str, precision: str, library: str = "") -> tuple:
 
 
 def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16", groups: float = 1.0,
-           packed: bool = True, efficiency: float | None = None, out_bytes: float = 2.0) -> float:
+           packed: bool = True, efficiency: float | None = None, out_bytes: float = 2.0,
+           m_sd: float = 0.0) -> float:
     """Seconds of ``groups`` GEMMs ``[M, K] x [K, N]`` on one GPU (no launch cost).
 
     Parameters
@@ -330,6 +336,9 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     out_bytes : float
         HBM bytes per output element: 2, written in bf16; a weight gradient accumulated into the kept gradient
         reads and writes it (Megatron-Core's ``gradient_accumulation_fusion``: 8 for an FP32 ``main_grad``).
+    m_sd : float
+        Spread of each group's rows around ``M`` (a dropless router's experts: :mod:`.router_load`); 0: exactly
+        ``M`` rows.
     """
     if M <= 0 or N <= 0 or K <= 0 or groups <= 0:
         return 0.0
@@ -337,7 +346,7 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     e = efficiency if efficiency is not None else km.efficiency[precision]
     b = 1.0 if precision == "fp8" else 2.0
     g = max(1, round(groups))
-    tiles = _tile_s(km, M, N, K, precision, e, g, packed)
+    tiles = _tile_s(km, M, N, K, precision, e, g, packed, m_sd)
     hbm = (b * (M * K + K * N) + out_bytes * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
     return max(tiles, hbm) * groups / g
 

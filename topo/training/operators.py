@@ -10,7 +10,8 @@ at their share of HBM) plus a launch gap per kernel.
 
 An MoE block is its parts: the router GEMM and top-k, the permutation and un-permutation of the routed tokens
 (memory-bound), and the expert GEMMs at their real shapes (each local expert ``ep x etp x tokens x top-k /
-experts`` rows on the busiest rank, times ``moe_imbalance``, or the capacity when padded): dense GEMMs of that
+experts`` rows on the busiest rank, times the expected maximum over the EP ranks of a dropless router's load,
+:func:`busiest_rank_load`, or the capacity when padded): dense GEMMs of that
 shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
 on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
 false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
@@ -34,8 +35,8 @@ FlashAttention-2, arXiv 2307.08691, sec. 3.2); memory-bound kernels move twice t
 Tensor parallelism splits GEMMs by columns or rows (``N`` or ``K`` over ``tp``); with sequence parallelism norms,
 residuals and dropouts work on ``1/tp`` of the tokens. Context parallelism gives each rank ``s/cp`` queries
 against the whole sequence's keys. An MoE block's experts are split over ``ep`` (and ``etp`` within an expert);
-each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (times the layout's
-``moe_imbalance`` on the busiest rank).
+each local expert is a GEMM of ``ep x etp x tokens x top-k / experts`` rows (times :func:`busiest_rank_load`
+on the busiest rank).
 
 The optimizer step (fused Adam, Megatron's distributed optimizer) reads and writes ``OPTIMIZER_STEP_BYTES`` per
 local parameter: fp32 gradient, main weight and two moments read (16), main weight and moments written (12), the
@@ -55,13 +56,14 @@ from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_pad
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
+from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "op_time_s", "op_passes_s", "quantize_bytes", "BlockTime", "block_time", "StageCompute",
-           "stage_compute", "rank_computes", "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers",
-           "optimizer_step_s",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s",
+           "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
+           "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
 
@@ -141,14 +143,17 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    m_sd: float = 0.0
+    """Spread of each group's ``m`` rows (a dropless router's experts, :func:`expert_rows_sd`): the forward and
+    input-gradient GEMMs take the expected row tiles (:func:`.router_load.expected_row_tiles`); 0: exact."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="") -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap)
+              tp_overlap=tp_overlap, m_sd=m_sd)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -319,7 +324,7 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
-             groups: float = 1.0, norm: bool = True) -> list[Op]:
+             groups: float = 1.0, norm: bool = True, m_sd: float = 0.0) -> list[Op]:
     h = model.hidden
     f = ffn / split
     up = 2 * f if model.mlp == "swiglu" else f
@@ -335,10 +340,10 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else ""),
+                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd),
             _mem("activation", module + "_act", act_bytes),
             _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs,
-                  tp_overlap="rs" if tpo else "")]
+                  tp_overlap="rs" if tpo else "", m_sd=m_sd)]
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -349,14 +354,74 @@ def expert_rows(model: ModelSpec, lay: ParallelLayout) -> float:
 
     The rank's own tokens (``b s / (cp tp)``) go to ``top-k`` experts each; every expert rank receives, on average,
     ``ep x etp x tokens x top-k / experts`` rows per local expert (the all-to-all over ``ep``, then the gather over
-    ``etp``). Dropless routing: the busiest rank carries ``moe_imbalance`` x the mean; a capacity factor ``c``
+    ``etp``). Dropless routing: the busiest rank carries :func:`busiest_rank_load` x the mean; a capacity factor ``c``
     pads every expert to ``c`` x the mean (static shapes: no rank waits for another)."""
     T, _, _ = _tokens(model, lay)
     m = model.moe
     cap = expert_capacity(model, lay)
     if cap is not None:  # every rank of the EP and ETP groups sends each expert its capacity
         return lay.ep * lay.expert_tp * cap
-    return lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts * lay.moe_imbalance
+    return lay.ep * lay.expert_tp * (T / lay.tp) * m.active_experts / m.experts * busiest_rank_load(model, lay)
+
+
+def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
+    """The busiest expert rank's dropless load over the mean, the one factor of its expert GEMMs and of the
+    all-to-all that waits for it.
+
+    The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
+    (token ``t`` to experts ``(t k + i) mod E``: every expert the same count) or one EP rank; otherwise the
+    expected maximum over the ``ep`` ranks of a uniform router's load of the ``ep x etp x b s / (cp tp)`` tokens
+    entering the EP group (:func:`topo.training.router_load.uniform_max_over_mean`): exact for forced balancing,
+    a floor for a trained router.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with experts.
+    lay : ParallelLayout
+        The layout (``ep``, ``expert_tp``, ``moe_routing``, ``moe_imbalance``).
+
+    Returns
+    -------
+    float
+        ``>= 1``.
+    """
+    if lay.moe_imbalance is not None:
+        return lay.moe_imbalance
+    if lay.moe_routing == "consecutive" or lay.ep <= 1:
+        return 1.0
+    m = model.moe
+    return uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+
+
+def _ep_group_tokens(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Tokens entering one EP group's dispatch: every rank's own ``b s / (cp tp)``, over ``ep x etp`` ranks."""
+    T, _, _ = _tokens(model, lay)
+    return lay.ep * lay.expert_tp * T / lay.tp
+
+
+def expert_rows_sd(model: ModelSpec, lay: ParallelLayout) -> float:
+    """Spread (standard deviation) of one local expert's rows under a uniform dropless router, which its grouped
+    GEMM's row tiles take in expectation; 0 where the counts are fixed: padded to capacity, the ``consecutive``
+    gate, or a ``moe_imbalance`` the layout sets (the user's load, taken as exact).
+
+    Parameters
+    ----------
+    model : ModelSpec
+        A model with experts.
+    lay : ParallelLayout
+        The layout.
+
+    Returns
+    -------
+    float
+        Rows (:func:`topo.training.router_load.uniform_expert_sd` of the busiest rank's rows per expert).
+    """
+    if (lay.moe_imbalance is not None or lay.moe_routing == "consecutive" or lay.ep <= 1
+            or expert_capacity(model, lay) is not None):
+        return 0.0
+    m = model.moe
+    return uniform_expert_sd(expert_rows(model, lay), m.experts // lay.ep, m.active_experts, m.experts)
 
 
 def expert_capacity(model: ModelSpec, lay: ParallelLayout) -> float | None:
@@ -393,7 +458,8 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += fp8_padding_ops(model, lay, rows, local)
-    ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False)
+    ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False,
+                    m_sd=expert_rows_sd(model, lay))
     up = (2 if model.mlp == "swiglu" else 1) * m.expert_ffn_hidden / etp  # fc1's output width
     if m.glu_clamp is not None and lay.expert_clamp_eager:
         ops += _expert_clamp_ops(rows * local * up)
@@ -799,12 +865,15 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"
     gemms = _gemm_shapes(op)
-    shapes = (gemms["dgrad"], gemms["wgrad"]) if backward else (gemms["fprop"],)
+    passes = ("dgrad", "wgrad") if backward else ("fprop",)
+    shapes = tuple(gemms[p] for p in passes)
     ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
     t = 0.0
     for i, (M, N, K) in enumerate(shapes):
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
-        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=2.0 * grad_bytes if accumulated else 2.0)
+        m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
+        out = 2.0 * grad_bytes if accumulated else 2.0
+        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
         t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)

@@ -238,7 +238,7 @@ class ParallelLayout(BaseModel):
     moe_capacity_factor: Annotated[float, Field(gt=0)] | None = None
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
-    that many rows; None: dropless (each rank its own load, ``moe_imbalance``)."""
+    that many rows; None: dropless (each rank its own load, the busiest rank's: ``moe_imbalance``)."""
     moe_counts_aligned: Flag = False
     """Each local expert's token count arrives as a multiple of the FP8 row alignment: the router pads the counts
     (Megatron-Core's ``moe_router_padding_for_fp8``, since ``moe_router_padding_for_quantization``; off by
@@ -297,9 +297,11 @@ class ParallelLayout(BaseModel):
     ``cuda_graph_impl = "full_iteration"``): their kernels cost the host no launches. ``moe_router`` takes the
     MoE layer's norm, router and shared experts; ``moe`` the whole MoE block (token-drop only); default: none
     (eager: the host launches every kernel)."""
-    moe_imbalance: Annotated[float, Field(ge=1)] = 1.0
-    """Tokens on the busiest expert rank over the mean (1: balanced, as force-balanced benchmarks route; a
-    capacity factor c that drops tokens caps it at c)."""
+    moe_imbalance: Annotated[float, Field(ge=1)] | None = None
+    """Tokens on the busiest expert rank over the mean under dropless routing, an override (1: exactly balanced);
+    None: the expected maximum over the EP ranks of a uniform router's load
+    (:func:`topo.training.operators.busiest_rank_load`; exact for forced balancing, a floor for a trained router;
+    1 under the ``consecutive`` gate). A capacity factor pads every expert to its capacity instead."""
 
     @field_validator("remat_policy")
     @classmethod

@@ -88,8 +88,8 @@ from .kernels import memory_s
 from .mapping import default_placement, map_layout, recipe_gpus_used
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
-from .operators import (END_UNITS, bf16_layers, expert_capacity, optimizer_step_s, pipeline_units, rank_computes,
-                        ring_step_s)
+from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
+                        pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import ring_sends
@@ -363,7 +363,7 @@ def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: floa
 def _ep_traffic(t: _Traffic) -> None:
     """Expert parallelism: each rank sends its own tokens across the EP group (Megatron-Core's all-to-all
     dispatcher), then the expert-tensor-parallel ranks all-gather what they received over ETP (and reduce-scatter
-    it back in the combine); the busiest rank receives moe_imbalance x the mean: the all-to-all waits for it.
+    it back in the combine); the busiest rank receives busiest_rank_load x the mean: the all-to-all waits for it.
     Dropped and padded to capacity (the all-to-all dispatcher only): each rank sends every expert its capacity
     (expert_capacity), static shapes, whatever the routing. Recomputed MoE blocks dispatch and combine again:
     full recomputation's layers, or every MoE block when the recipe recomputes the "moe" module (Megatron-Core's
@@ -377,7 +377,7 @@ def _ep_traffic(t: _Traffic) -> None:
     if cap is not None and lay.ep_dispatcher == "alltoall":
         elems = cap * model.moe.experts * h
     else:
-        elems = lay.micro_batch * t.s_cp / lay.tp * ep_copies(model, lay) * h * lay.moe_imbalance
+        elems = lay.micro_batch * t.s_cp / lay.tp * ep_copies(model, lay) * h * busiest_rank_load(model, lay)
     rec_moe = t.recomputed(Block.MOE, "moe")
     calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
     if lay.ep > 1:
@@ -892,6 +892,9 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
     layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
+    if model.moe is not None:  # dropless: what the busiest EP rank's experts and all-to-all carry; padded: None
+        layout["moe_busiest_rank_load"] = (busiest_rank_load(model, lay) if expert_capacity(model, lay) is None
+                                           else None)
     result = StepResult(
         spec=fabric.name, model=model.name, model_status=model.status, layout=layout, gpus=lay.gpus,
         gpu=gpu.name, precision=lay.precision, flop_convention=convention, efficiency=gpu.efficiency,
