@@ -166,6 +166,28 @@ def test_grouped_expert_gemms_take_the_expected_tiles_of_their_spread(qwen):
     assert op_time_s(fc1, g, "bf16") - gap == pytest.approx(spread, rel=1e-9)
 
 
+def test_one_ep_rank_still_takes_its_experts_spread():
+    """EP 1 holds all E experts on one rank: the rank's rows are fixed (busiest load 1), but each expert's count
+    still varies about their mean, rows (1 - 1/E)(E - k)/(E - 1) (Mixtral 8x7B, top-2 of 8: rows x 7/8 x 6/7; a
+    seeded router simulation agrees within 5%), as at EP 2 with B = E / 2 (rev43: EP 1 took no spread, so its
+    grouped GEMMs kept the ceil of the mean rows while EP 2's took the expected tiles)."""
+    from topo.training.operators import expert_rows_sd
+    mixtral = load_model("mixtral-8x7b")
+    lay = make_layout(tp=2, dp=4, ep=1, global_batch=8, micro_batch=1, seq_len=4096)
+    rows = expert_rows(mixtral, lay)
+    assert busiest_rank_load(mixtral, lay) == 1.0
+    assert expert_rows_sd(mixtral, lay) == pytest.approx(math.sqrt(rows * (1 - 1 / 8) * 6 / 7), rel=1e-12)
+    tokens = round(rows * 8 / 2)  # the rank's tokens, each to 2 distinct experts of 8
+    rng = np.random.default_rng(43)
+    counts = [np.bincount(np.argpartition(rng.random((tokens, 8)), 2, axis=1)[:, :2].ravel(), minlength=8)
+              for _ in range(64)]
+    assert np.sqrt(np.mean([c.var() for c in counts])) == pytest.approx(expert_rows_sd(mixtral, lay), rel=0.05)
+    two = make_layout(tp=2, dp=4, ep=2, global_batch=8, micro_batch=1, seq_len=4096)
+    assert expert_rows_sd(mixtral, two) > 0.0  # four experts a rank: the spread about the rank's mean
+    fc1 = {op.name: op for op in block_ops(mixtral, lay, "E")}["fc1"]
+    assert fc1.m_sd == pytest.approx(expert_rows_sd(mixtral, lay))
+
+
 def test_forced_balance_costs_what_megatron_measured_over_padded_capacity():
     """Megatron-LM's Mixtral 8x22B recipe on 128 H100 (yanring/Megatron-MoE-ModelZoo@798dfb50
     best_practice/mixtral/run_mixtral_8x22B.sh, TP2 PP8 VPP7 EP8; data/reference/training_runs_published.csv):

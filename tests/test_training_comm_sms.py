@@ -54,6 +54,25 @@ def test_a_many_wave_gemm_loses_the_held_share_a_one_wave_gemm_nothing():
     assert reduced_gpu(b200, 0) is b200
 
 
+def test_a_two_sm_tile_chosen_on_the_whole_b200_runs_its_waves_over_the_pairs_left():
+    """Closed form (rev43, the merge of tile35's 2-SM tiles with sm35's launch on the whole GPU): B200's 148 SMs,
+    16 held by NCCL. M = 576, N = 5,760 is 3 x 23 = 69 tiles of 2-SM 256 x 256 (one wave of B200's 74 pairs) or
+    5 x 45 = 225 of 128 x 128 (two waves of 148 SMs): a tie at 148, the first listed kept. On the 132 SMs left the
+    kernel keeps that tile (chosen for 148), and its 69 pair tiles take two waves of the 66 pairs: t = 2 x 2 x 256
+    x 256 x K / (2 x peak / 148 x e); a tile re-chosen for 132 SMs (128 x 128, still two waves) would take half."""
+    from dataclasses import replace
+
+    b200 = gpu_compute("B200")
+    km = replace(b200.kernels, tile_overhead_k=0.0, tile_shapes={"bf16": ((256, 256, 2), (128, 128, 1))})
+    less = reduced_gpu(replace(b200, kernels=km), 16).kernels
+    assert less.sms == 132 and less.launch_sms == 148
+    K, e = 65536, 0.8  # compute-bound: the operands cross HBM in a third of a wave
+    pair = 2 * 256 * 256 * K / (2 * km.peak_flops["bf16"] / 148 * e)
+    assert gemm_s(km, 576, 5760, K, efficiency=e) == pytest.approx(pair, rel=1e-9)
+    assert gemm_s(less, 576, 5760, K, efficiency=e) == pytest.approx(2 * pair, rel=1e-9)
+    assert gemm_s(replace(less, launch_sms=None), 576, 5760, K, efficiency=e) == pytest.approx(pair, rel=1e-9)
+
+
 def test_loss_is_hidden_times_held_share_when_compute_is_linear_in_sms():
     # t' = t x SMs / (SMs - held)  =>  hidden x (1 - t/t') = hidden x held / SMs (DeepSeek-V3 sec. 3.2.2's 20/132)
     t = 0.1

@@ -403,7 +403,8 @@ def _ep_group_tokens(model: ModelSpec, lay: ParallelLayout) -> float:
 def expert_rows_sd(model: ModelSpec, lay: ParallelLayout) -> float:
     """Spread (standard deviation) of one local expert's rows under a uniform dropless router, which its grouped
     GEMM's row tiles take in expectation; 0 where the counts are fixed: padded to capacity, the ``consecutive``
-    gate, or a ``moe_imbalance`` the layout sets (the user's load, taken as exact).
+    gate, or a ``moe_imbalance`` the layout sets (the user's load, taken as exact). One EP rank holds every expert,
+    whose counts still vary about their mean (the rank's total fixed: ``B = E``).
 
     Parameters
     ----------
@@ -417,7 +418,7 @@ def expert_rows_sd(model: ModelSpec, lay: ParallelLayout) -> float:
     float
         Rows (:func:`topo.training.router_load.uniform_expert_sd` of the busiest rank's rows per expert).
     """
-    if (lay.moe_imbalance is not None or lay.moe_routing == "consecutive" or lay.ep <= 1
+    if (lay.moe_imbalance is not None or lay.moe_routing == "consecutive"
             or expert_capacity(model, lay) is not None):
         return 0.0
     m = model.moe

@@ -783,7 +783,7 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
         return None
     prof = default_profile(engine.fabric)
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
-    keys = {i: (helds[i], _hbm_taken(gpu, comms[i])) for i, _ in hidden}
+    keys = {i: (helds[i], _hbm_taken(gpu, _moved(comms[i]))) for i, _ in hidden}
     # the same pipeline stage as ``sc``, on what the NCCL kernels leave (one stage compute per SMs and HBM taken)
     slows = {k: _reduced_stage(model, lay, gpu, sc, cover, *k, cache) for k in set(keys.values())}
     # one DP stream: its collectives run one after another, so no more of them than the step's compute overlaps
@@ -810,12 +810,17 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
             f"in their exposed time")
 
 
-def _hbm_taken(gpu, c: DimensionComm) -> float:
-    """HBM bandwidth collective ``c``'s kernels take while they run (:func:`.comm_sms.comm_hbm_Bps` of its bus
-    bytes a second), to 1% of the GPU's HBM (collectives within it share one reduced stage compute)."""
+def _moved(c: DimensionComm) -> float:
+    """Bus bytes a second collective ``c`` moves per GPU while it runs (:func:`.comm_sms.moved_Bps`)."""
     call_s = c.time_s / c.calls_per_step if c.calls_per_step else 0.0
-    taken = comm_hbm_Bps(moved_Bps(c.collective, c.size_bytes, c.group_size, call_s))
-    return round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
+    return moved_Bps(c.collective, c.size_bytes, c.group_size, call_s)
+
+
+def _hbm_taken(gpu, moved: float) -> float:
+    """HBM bandwidth communication kernels moving ``moved`` bus bytes a second take (:func:`.comm_sms.comm_hbm_Bps`),
+    to 1% of the GPU's HBM (collectives within it share one reduced stage compute): the DP/CP collectives'
+    (:func:`_add_sm_losses`) and the expert all-to-alls' (:func:`_ep_loss`)."""
+    return round(comm_hbm_Bps(moved) / gpu.hbm_Bps, 2) * gpu.hbm_Bps
 
 
 def _reduced_stage(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, held: int, taken_Bps: float,
@@ -861,8 +866,7 @@ def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed
     factor = slow.get("ep", 1.0)
     moved = max(moved_Bps("alltoall", it["size_bytes"], groups[it["groups"]].shape[1], one.time_s * factor)
                 for it, one in a2a)
-    taken = round(comm_hbm_Bps(moved) / gpu.hbm_Bps, 2) * gpu.hbm_Bps  # to 1% of HBM, as _hbm_taken
-    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, taken, cache).microbatch_s
+    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, _hbm_taken(gpu, moved), cache).microbatch_s
     return max(0.0, 1.0 - sc.microbatch_s / t) if t > 0 else 0.0
 
 
@@ -935,8 +939,8 @@ def _paired_ep_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, windows: 
     """The exposed share of the expert all-to-alls under Megatron-Core's combined 1F1B (``overlap_ep``, not
     DualPipe): each MoE layer's four all-to-alls beside its partner's compute, phase by phase, the unpaired warm-up
     and cool-down passes' exposed whole (:mod:`.ep_overlap`), the hidden part costing the compute beside it
-    ``ep_loss`` a second (:func:`_ep_loss`, :func:`ep_overlap_cost_s`); the recomputed forwards' all-to-alls (beyond four a layer) behind the step's
-    compute window. None when the layout runs no such overlap.
+    ``ep_loss`` a second (:func:`_ep_loss`, :func:`ep_overlap_cost_s`); the recomputed forwards' all-to-alls
+    (beyond four a layer) behind the step's compute window. None when the layout runs no such overlap.
 
     ``items``: the step's expert all-to-all items with their per-call seconds (contention applied); the
     forward dispatch is the item of ``elem_bytes`` other than 2 when the dispatch runs in FP8."""
