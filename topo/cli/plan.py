@@ -11,7 +11,6 @@ from ..errors import TopoError
 from ..plan import DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
-from ..training.mfu import parse_layout
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .bom_csv import write_bom_csv
 from .common import add_spec_arguments, fabric_from_args, spec_from_args
@@ -118,7 +117,7 @@ def _train_mfu_note(args, results: list[PlanResult]) -> str:
     """Where the plan's MFU came from: `topo train`'s step of ``--model`` as ``--layout`` on the first design, a
     job of the layout's GPUs, whose MFU the compute budget takes for every GPU of each design."""
     first = results[0]
-    job = parse_layout(args.layout).gpus
+    job = training.parse_layout(args.layout).gpus
     text = (f"MFU {first.compute.mfu:.3g} is topo train's step of {args.model} as --layout {args.layout} on "
             f"{first.name}, a job of {format_count(job)} of its {format_count(first.num_gpus)} GPUs; the compute "
             f"budget takes that MFU for every GPU")

@@ -6,14 +6,14 @@ One idea per module: :mod:`.model` (model files), :mod:`.parallel` (the parallel
 :mod:`.comm` (the only door to the collective engine, cached), :mod:`.step` (one step's time),
 :mod:`.tier_bytes` (the step's bytes per tier), :mod:`.search` (ranking layouts), :mod:`.result` (result types).
 
-``topo.training.predict_mfu`` (:func:`topo.training.mfu.predict_mfu`) is imported on first use (a module
+``topo.training.predict_mfu`` (:func:`topo.training.mfu.predict_mfu`) and ``parse_layout`` are imported on first use (a module
 ``__getattr__``, PEP 562): ``topo plan`` needs it only with ``--model``, and it imports the whole step model (about
 8% of the instructions of ``topo plan``'s imports, callgrind), so the planner's command reads it from here.
 """
 
 import importlib
 
-_LAZY = {"predict_mfu": ".mfu"}  # name -> the module that defines it
+_LAZY = {"predict_mfu": ".mfu", "parse_layout": ".mfu"}  # name -> the module that defines it
 
 
 def __getattr__(name):
