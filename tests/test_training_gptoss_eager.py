@@ -95,15 +95,25 @@ def test_an_unknown_rope_kernel_is_refused():
         make_layout(dp=8, global_batch=64, micro_batch=1, seq_len=4096, rope_kernel="unfused")
 
 
+def _options_line(stdout: str) -> list[str]:
+    """``topo train``'s framework-options line(s) in ``stdout``."""
+    return [ln for ln in stdout.splitlines() if ln.startswith("framework options: ")]
+
+
+def _llama3_8b_options(*args: str) -> list[str]:
+    """The framework-options line of dense Llama 3 8B on 8 H100 with ``args`` (a model with neither switch's part)."""
+    from conftest import run_cli
+    return _options_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", *args,
+                                 check=True).stdout)
+
+
 def test_topo_train_names_the_two_switches_and_when_they_change_nothing():
     """``topo train``'s framework-options line shows ``expert_clamp_eager`` and ``rope_kernel`` when set away from
     Megatron-Core's defaults, marked "no effect" on a model without a clamp or a rotary factor (llama3-8b), unmarked
     on gpt-oss (rev37: no test read the line for these two)."""
     from conftest import run_cli
     switches = ["--layout", "expert_clamp_eager=false,rope_kernel=te_fused", "--global-batch", "16"]
-    llama = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", *switches,
-                    check=True).stdout
-    assert [ln for ln in llama.splitlines() if ln.startswith("framework options: ")] == [
+    assert _llama3_8b_options(*switches) == [
         "framework options: expert_clamp_eager false (no effect: llama3-8b has no activation clamp), rope_kernel "
         "te_fused (no effect: llama3-8b's rotary has no concentration factor) (layout fields)"]
     oss = run_cli("train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
@@ -165,9 +175,7 @@ def test_topo_train_names_the_attention_bias_switch_and_when_it_changes_nothing(
     shortens gpt-oss's step."""
     from conftest import run_cli
     switch = ["--layout", "attention_bias_eager=false", "--global-batch", "16"]
-    llama = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "1", "--dp", "8", *switch,
-                    check=True).stdout
-    assert [ln for ln in llama.splitlines() if ln.startswith("framework options: ")] == [
+    assert _llama3_8b_options(*switch) == [
         "framework options: attention_bias_eager false (no effect: llama3-8b's attention output has no bias) "
         "(layout fields)"]
     args = ["train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
