@@ -21,7 +21,8 @@ Three kinds of kernels make a training step:
   length of a local window's block for sliding or chunked attention), forward and backward apart, as a fraction
   of the measuring GPU's peak: a GPU with a table of its own (``[attention.<gpu>]``, head dims it lacks from its
   generation's) reads it, then a generation with one (``[attention.<generation>]``), the others scale the Hopper
-  table;
+  table; a sliding window by the tiles its kernel computes (:mod:`.attention_tiles`: the table's full and causal
+  curves give the window's fixed cost in keys), anchored on the table's measured window;
 - **memory-bound** kernels at the published share of HBM bandwidth.
 
 Every kernel also costs a fixed GPU-side launch gap (``launch_gpu_s`` launched eagerly, ``launch_gpu_graph_s`` as a
@@ -41,6 +42,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..resources import data_dir
+from .attention_tiles import fixed_keys, window_keys, window_rate
 from .host_cpu import host_cpu, host_time_factor
 from .router_load import expected_row_tiles
 
@@ -364,11 +366,12 @@ def _interp(seq: np.ndarray, vals: np.ndarray, s: float, short: tuple | None = N
     return float(max(vals[0] / 16, vals[0] + slope * (ls - x[0])))
 
 
-def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
-    """The table (head dim -> rates), the peak each head dim's rates were measured against, the lengths, and the
-    table's measured short block (length, fraction of peak) or None."""
+def _attention_curve(name: str, causal: bool, backward: bool) -> tuple:
+    """The attention table ``name`` (a GPU's or generation's, "" for Hopper's) of one mask and pass: head dim ->
+    rates, the peak each head dim's rates were measured against, the lengths, and the table's measured short
+    block (length, fraction of peak) or None."""
     attn = _table()["attention"]
-    a = attn[km.attention_table] if km.attention_table else attn
+    a = attn[name] if name else attn
 
     def curve(t: dict) -> dict:
         if backward:  # a table with one backward curve serves both masks
@@ -384,7 +387,7 @@ def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
     if "base" in a:  # a GPU's own table: head dims it lacks come from its generation's table
         b = attn[a["base"]]
         if list(b["seq"]) != list(a["seq"]):
-            raise ValueError(f"kernels.toml: attention.{km.attention_table}: seq {a['seq']} differs from "
+            raise ValueError(f"kernels.toml: attention.{name}: seq {a['seq']} differs from "
                              f"attention.{a['base']}'s {b['seq']}; a GPU table must share its base's lengths")
         extra = {d: v for d, v in curve(b).items() if d not in table}
         table, peaks = {**extra, **table}, {**peaks_of(b, extra), **peaks}
@@ -394,16 +397,52 @@ def _attention_curve(km: KernelModel, causal: bool, backward: bool) -> tuple:
     return table, peaks, a["seq"], short
 
 
-def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
+def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool,
+                         window: float = 0.0) -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
-    table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak."""
-    table, peaks, seq_grid, short = _attention_curve(km, causal, backward)
+    table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak. A sliding
+    window (``window`` keys, ``seq`` then unused) runs at its tile model's rate (:func:`_window_fraction`)."""
+    if window > 0:
+        fraction = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
+        return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+    table, peaks, seq_grid, short = _attention_curve(km.attention_table, causal, backward)
     dims = sorted(int(d) for d in table)
     seqs = np.asarray(seq_grid, dtype=float)
     fractions = [_interp(seqs, np.asarray(table[str(d)], dtype=float) / peaks[str(d)], seq, short) for d in dims]
     d = min(max(float(head_dim), dims[0]), dims[-1])
     fraction = float(np.interp(math.log2(d), np.log2(dims), fractions))
     return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+
+
+@lru_cache(maxsize=256)
+def _window_fraction(attention_table: str, head_dim: float, window: float, backward: bool) -> float:
+    """Fraction of the measuring GPU's peak a sliding window of ``window`` keys runs at (one pass), from the
+    table's curves by :mod:`.attention_tiles`: at each head dim with both forward masks, the pass's steady rate
+    (its full curve's, else its causal's) times ``w / (w + k)``, ``k`` the pass's ``k_causal - k_full`` where the
+    table splits the pass by mask (else the forward's: Hopper's one backward curve, Blackwell's hdim-64 backward);
+    at the head dim of a measured window (``window``, else ``short``: ``seq`` keys, ``head_dim``) that measurement
+    moved along the same curve. Between head dims: linear in log2 of the head dim."""
+    full_f, _, seq, _ = _attention_curve(attention_table, False, False)
+    causal_f = _attention_curve(attention_table, True, False)[0]
+    full_p, peaks_p, _, _ = _attention_curve(attention_table, False, backward)
+    causal_p, peaks_c, _, _ = _attention_curve(attention_table, True, backward)
+    attn = _table()["attention"]
+    a = attn[attention_table] if attention_table else attn
+    measured = a.get("window", a.get("short"))
+    dims = sorted(int(d) for d in causal_f if d in full_f)
+    fractions = []
+    for d in dims:
+        k = str(d)
+        split = backward and k in full_p and k in causal_p and list(full_p[k]) != list(causal_p[k])
+        keys = window_keys(seq, *((full_p[k], causal_p[k]) if split else (full_f[k], causal_f[k])))
+        steady, peak = (full_p[k], peaks_p[k]) if k in full_p else (causal_p[k], peaks_c[k])
+        anchor = None
+        if measured is not None and int(measured["head_dim"]) == d:
+            anchor = (float(measured["seq"]), float(measured["bwd" if backward else "fwd"])
+                      / float(measured["peak_TFLOPs"]))
+        fractions.append(window_rate(window, fixed_keys(seq, steady)[0] / peak, keys, anchor))
+    d = min(max(head_dim, dims[0]), dims[-1])
+    return float(np.interp(math.log2(d), np.log2(dims), fractions))
 
 
 def memory_s(km: KernelModel, nbytes: float) -> float:

@@ -124,6 +124,9 @@ class Op:
     causal: bool = True
     """Fused attention: the head dimension, the length of a block the kernel sees (the sequence, or a local
     window) and the mask (the kernel's rate depends on all three, :func:`topo.training.kernels.attention_rate_flops`)."""
+    window: float = 0.0
+    """Fused attention over a sliding window: the keys a query attends to (its rate from the kernel's tiles,
+    :mod:`.attention_tiles`); 0: a causal or full block of ``block_seq``."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
@@ -199,8 +202,9 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
             ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, T * model.kv_width(tp))
         else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
             block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
+            sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < s / lay.cp
             ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk, block_seq=block,
-                          causal=True))
+                          causal=True, window=block if sliding else 0.0))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
@@ -861,7 +865,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
     if op.kind == "attention":
-        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward)
+        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window)
         return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"

@@ -1,0 +1,145 @@
+"""Sliding-window attention from its tiles (topo/training/attention_tiles.py): the scores a tiled kernel computes
+for a window against the band it needs, and the window's rate from a table's full and causal curves, checked
+against cuDNN's published sliding-window measurements that the curves were not read from."""
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from topo.training.attention_tiles import computed_over_useful, fixed_keys, key_tiles, window_keys, window_rate
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import attention_rate_flops
+from topo.training.model import load_model
+from topo.training.operators import block_ops, op_time_s
+from topo.training.parallel import make_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTN = tomllib.loads((ROOT / "topo" / "data" / "compute" / "kernels.toml").read_text())["attention"]
+
+
+def test_a_window_computes_the_key_tiles_it_enters():
+    """A 128-key window with 128 x 128 tiles: each query tile enters its diagonal tile and the one before, so the
+    kernel computes twice the band. Exact count at GPT-OSS's 4,096 tokens (the band as cudnn-frontend's benchmark
+    counts it: 128 x 129 / 2 + 3,968 x 128 scores per head) against the closed form ``1 + (tq + tk - g) / w``.
+    Other kernels' tiles: FlashAttention-3 at head dim 64 under a local mask runs 192 x 160
+    (Dao-AILab/flash-attention@07602adc hopper/tile_size.h, "Benefits SWA when window length <= 128"): 3.5x;
+    FlashAttention-4's two-stage SM100 forward, 256 query rows per CTA over 128-key tiles: 3x."""
+    computed, useful = key_tiles(4096, 128, 128, 128)
+    assert useful == 128 * 129 / 2 + (4096 - 128) * 128
+    assert computed == 128 * 128 * (1 + 2 * 31)  # the first tile enters one key tile, the other 31 two
+    assert computed / useful == pytest.approx(computed_over_useful(128, 128, 128), rel=1e-3)
+    assert computed_over_useful(128, 128, 128) == 2.0
+    for tq, tk, want in ((192, 160, 3.5), (256, 128, 3.0), (192, 128, 3.0)):
+        c, u = key_tiles(1 << 16, 128, tq, tk)
+        assert c / u == pytest.approx(want, rel=2e-3), (tq, tk)
+        assert computed_over_useful(128, tq, tk) == pytest.approx(want)
+    # wider windows waste less: 1,024 keys with 128 x 128 tiles, one tile in nine
+    c, u = key_tiles(1 << 16, 1024, 128, 128)
+    assert c / u == pytest.approx(1.125, rel=2e-3)
+
+
+def test_fixed_keys_recover_a_curve_of_that_form():
+    """The fit inverts ``rate = R s / (s + k)`` exactly."""
+    seq = [512, 1024, 2048, 4096, 8192, 16384]
+    r, k = fixed_keys(seq, [600.0 * s / (s + 300.0) for s in seq])
+    assert (r, k) == (pytest.approx(600.0), pytest.approx(300.0))
+    assert window_keys(seq, [600.0 * s / (s + 100.0) for s in seq], [600.0 * s / (s + 700.0) for s in seq]) \
+        == pytest.approx(600.0)
+    assert window_rate(600.0, 500.0, 600.0) == pytest.approx(250.0)
+    assert window_rate(600.0, 0.0, 600.0, anchor=(200.0, 100.0)) == pytest.approx(100.0 * 0.5 / 0.25)
+
+
+def test_long_sequence_tables_predict_cudnns_measured_windows():
+    """No anchor: the tile model on a table's long-sequence curves against cuDNN's sliding-window benchmarks of
+    GPT-OSS's head dim 64 (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results, 4,096 tokens, batch 2).
+    - Blackwell: the B200 hdim-64 forward table (flash-attention PR #2605's cuDNN column, against 2,250) predicts
+      GB200's 128-key window (gpt_oss/gb200 @3929da2ef4c1, cuDNN 9.22, 128 heads: 0.210 ms = 161 TFLOP/s of
+      2,500) within 3%, and the 1,024-key window (gb200_919_only_cudnn @df73764, cuDNN 9.19, 64 / 8 heads: 574)
+      within 7%;
+    - Hopper: the FA3 paper's cuDNN hdim-64 forward table predicts H200's 1,024-key window
+      (h200_919_only_cudnn, cuDNN 9.19: 336) within 3%. Its backward (one curve; the forward's window keys) is
+      25% fast against the measured 289: the 2024 table's short-length backward is faster than cuDNN 9.19's
+      (docs/calibration-findings.md, the Blackwell attention section), which is why the kernel model anchors
+      Hopper's windows on the H200 figure."""
+    bw = ATTN["blackwell"]
+    full, causal = bw["fwd_full"]["64"], bw["fwd_causal"]["64"]
+    r, _ = fixed_keys(bw["seq"], full)
+    k = window_keys(bw["seq"], full, causal)
+    assert window_rate(128, r, k) * 2500 / 2250 == pytest.approx(161, rel=0.03)
+    assert window_rate(1024, r, k) * 2500 / 2250 == pytest.approx(574, rel=0.07)
+    # the line topo read before, through 2,048 on the causal curve down to the measured point, had nothing to say
+    # at 128 without the measurement: the causal curve read at 128 keys falls to the 1/16 floor
+    hop = ATTN
+    full, causal = hop["fwd_full"]["64"], hop["fwd_causal"]["64"]
+    r, _ = fixed_keys(hop["seq"], full)
+    k = window_keys(hop["seq"], full, causal)
+    assert window_rate(1024, r, k) == pytest.approx(336, rel=0.03)
+    rb, _ = fixed_keys(hop["seq"], hop["bwd"]["64"])
+    assert window_rate(1024, rb, k) == pytest.approx(289 * 1.25, rel=0.03)
+
+
+def test_sm120_backward_windows_follow_one_fixed_cost():
+    """Within one source the window's cost is ``w / (w + k)`` with one ``k``: cuDNN's SM120 backward (NVIDIA/
+    cudnn-frontend PR #505, B1 H16 D64 causal, 'cudnn' column, us): S 4,096 558.2, S 16,384 6,447.7; at 16,384
+    window 511 (512 keys) 791.8, window 1,023 1,169.2. The causal pair gives the steady time per score; the
+    1,024-key window's k then predicts the 512-key window's time within 7%."""
+    def causal_scores(s):
+        return s * (s + 1) / 2
+
+    def band(s, w):
+        return w * (w + 1) / 2 + (s - w) * w
+
+    rate = {s: causal_scores(s) / t for s, t in ((4096, 558.2), (16384, 6447.7))}  # scores per us
+    r_inf, _ = fixed_keys(list(rate), list(rate.values()))
+    r1024 = band(16384, 1024) / 1169.2
+    k = 1024 * (r_inf / r1024 - 1)  # r = r_inf w / (w + k)
+    predicted_us = band(16384, 512) / window_rate(512, r_inf, k)
+    assert predicted_us == pytest.approx(791.8, rel=0.07)
+    assert 500 < k < 1000  # keys: several 128-key tiles' worth, as the B200 forward's (~690)
+
+
+def test_the_kernel_model_prices_a_sliding_window_from_its_tiles():
+    """``attention_rate_flops(..., window=w)``: at a measured window the measurement (GB200 / GB300 128 keys:
+    161 / 182 and 167 / 191 TFLOP/s; H200 1,024 keys: 336 / 289), elsewhere moved along ``w / (w + k)`` with k
+    from the table's forward curves: the H100's 128-key window forward 336 x (128 / 393) / (1,024 / 1,289) = 138
+    TFLOP/s (k = 265 keys from the FA3 paper's cuDNN hdim-64 curves), where the line below the table gave 99."""
+    gb, g3, h = (gpu_compute(g).kernels for g in ("GB200", "GB300", "H100"))
+    assert attention_rate_flops(gb, 64, 128, True, False, 128) == pytest.approx(161e12 * gb.sustained)
+    assert attention_rate_flops(gb, 64, 128, True, True, 128) == pytest.approx(182e12 * gb.sustained)
+    assert attention_rate_flops(g3, 64, 128, True, False, 128) == pytest.approx(167e12 * g3.sustained)
+    assert attention_rate_flops(g3, 64, 128, True, True, 128) == pytest.approx(191e12 * g3.sustained)
+    assert attention_rate_flops(h, 64, 1024, True, False, 1024) == pytest.approx(336e12 * h.sustained)
+    assert attention_rate_flops(h, 64, 1024, True, True, 1024) == pytest.approx(289e12 * h.sustained)
+    k = window_keys(ATTN["seq"], ATTN["fwd_full"]["64"], ATTN["fwd_causal"]["64"])
+    assert k == pytest.approx(265, abs=5)
+    fwd128 = attention_rate_flops(h, 64, 128, True, False, 128) / h.sustained
+    assert fwd128 == pytest.approx(336e12 * (128 / (128 + k)) / (1024 / (1024 + k)), rel=1e-6)
+    assert fwd128 == pytest.approx(138e12, rel=0.01)
+    assert attention_rate_flops(h, 64, 128, True, True, 128) / h.sustained == pytest.approx(118.5e12, rel=0.01)
+    # a causal block of 128 (no window) still reads the line below the table
+    assert attention_rate_flops(h, 64, 128, True, False) / h.sustained == pytest.approx(99e12, rel=0.01)
+    # between head dims linear in log2: halfway between 64 (anchored) and 128 (the tile model alone)
+    mid = attention_rate_flops(gb, 90.5, 128, True, False, 128)
+    lo = attention_rate_flops(gb, 64, 128, True, False, 128)
+    hi = attention_rate_flops(gb, 128, 128, True, False, 128)
+    assert mid == pytest.approx(lo + (hi - lo) * (math.log2(90.5) - 6), rel=1e-6)
+
+
+def test_gpt_oss_window_layers_run_the_window_rate_and_chunks_do_not():
+    """GPT-OSS's local layers (sliding, 128 keys) carry their window to the kernel model; its full layers and
+    Llama 4's chunked layers (each chunk a causal block) do not; the H100 window layer's core attention takes
+    its FLOPs at the window's rate."""
+    lay = make_layout(tp=1, dp=8, global_batch=64, micro_batch=1, seq_len=4096)
+    oss = load_model("gpt-oss-120b")
+    local = next(o for o in block_ops(oss, lay, "W") if o.name == "core_attention")
+    full = next(o for o in block_ops(oss, lay, "*") if o.name == "core_attention")
+    assert (local.window, local.block_seq, full.window) == (128, 128, 0.0)
+    scout = load_model("llama4-scout")
+    lay8k = make_layout(tp=1, dp=8, global_batch=64, micro_batch=1, seq_len=16384)
+    chunk = next(o for o in block_ops(scout, lay8k, "W") if o.name == "core_attention")
+    assert chunk.window == 0.0 and chunk.block_seq == 8192
+    gpu = gpu_compute("H100")
+    rate = attention_rate_flops(gpu.kernels, 64, 128, True, False, 128)
+    assert op_time_s(local, gpu, "bf16") == pytest.approx(local.flops / rate + gpu.kernels.launch_gpu_s)
