@@ -205,7 +205,7 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 20  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's
+    assert len(gb300) == 21  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
@@ -514,7 +514,7 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     import statistics
     # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
     rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
-    assert len(rows) == 18 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200"}
+    assert len(rows) == 19 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300"}
     for r in rows:
         quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
         if quoted is None:  # the 8B rows' ten runs are not quoted one by one (their note: within 1%)
@@ -534,6 +534,11 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     # userbuffer TP overlap (TP_COMM_OVERLAP unset); NVIDIA's own v5.0 configs set it
     uf = [r["run_id"] for r in rows if r["run_id"].startswith("mlperf51_uf_")]
     assert len(uf) == 8 and all(not setups[u]["lay"].overlap_tp and setups[u]["lay"].fp8_recipe == "current" for u in uf)
+    # Lambda's v5.1 GB300 run (held out): its logs print the same settings (fp8_recipe tensorwise,
+    # tp_comm_overlap=False, bucket_size=134217728, full-iteration graph)
+    lam = setups["mlperf51_lambda_gb300_llama31_8b_72"]
+    assert lam["holdout"] and not lam["lay"].overlap_tp and lam["lay"].fp8_recipe == "current"
+    assert lam["lay"].dp_bucket_params == 134_217_728 and lam["lay"].cuda_graph_scope == ("full_iteration",)
     assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
 
 
