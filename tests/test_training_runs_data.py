@@ -74,11 +74,41 @@ DATA35_IN_FAMILY = ("dgxc2505_h100_deepseekv3_bf16_512", "dgxc2505_h100_deepseek
                     "dgxc2505_gb200_deepseekv3_bf16_512", "mcore_gb200_deepseekv3_mxfp8")
 
 
-def test_data35_rows_are_held_out_one_in_three():
+# data44 (issue 29, the thin groups): the 25.09 table's token-drop Qwen3 rows whose layout is their perf_matrix preset
+# (NVIDIA-NeMo/Megatron-Bridge@0a25f911 docs/performance-summary-archive.md, the GB200 table then the H100 table; the
+# B200 and DeepSeek-V3 token-drop rows print layouts their presets at @1db19e64c do not have, and are left out); every
+# third of them (the 3rd, the 6th) is held out by the same rule, fixed before any was scored
+DATA44_IN_FAMILY = ("mb2509_gb200_qwen3_30b_tokendrop", "mb2509_gb200_qwen3_30b_tokendrop_mxfp8",
+                    "mb2509_gb200_qwen3_235b_tokendrop", "mb2509_gb200_qwen3_235b_tokendrop_mxfp8",
+                    "mb2509_h100_qwen3_30b_tokendrop", "mb2509_h100_qwen3_235b_tokendrop")
+ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY
+
+
+@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY], ids=["data35", "data44"])
+def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
-    for i, rid in enumerate(DATA35_IN_FAMILY):
+    for i, rid in enumerate(batch):
         assert rid in (held if (i + 1) % 3 == 0 else published), rid
-    assert sum(rid in held for rid in DATA35_IN_FAMILY) == 2
+    assert sum(rid in held for rid in batch) == len(batch) // 3
+
+
+def test_data44_tokendrop_rows_are_the_2509_table():
+    # Megatron-Bridge 25.09 table (@0a25f911 performance-summary-archive.md, "(tokendrop)" rows): tokens/s/GPU and
+    # layout (GPUs, TP, PP, VP, EP, MBS, GBS) as printed, the parenthesised figure the MXFP8 run; every one token-drop
+    # at capacity 1.0 on the alltoall dispatcher (apply_moe_token_drop, @1db19e64c), no EP overlap
+    printed = {"mb2509_gb200_qwen3_30b_tokendrop": (22775, 8, 1, 1, 1, 8, 4, 512),
+               "mb2509_gb200_qwen3_30b_tokendrop_mxfp8": (23723, 8, 1, 1, 1, 8, 4, 512),
+               "mb2509_gb200_qwen3_235b_tokendrop": (4452, 64, 2, 1, 1, 64, 1, 1024),
+               "mb2509_gb200_qwen3_235b_tokendrop_mxfp8": (4416, 64, 2, 1, 1, 64, 1, 1024),
+               "mb2509_h100_qwen3_30b_tokendrop": (10494, 16, 1, 2, 24, 8, 2, 512),
+               "mb2509_h100_qwen3_235b_tokendrop": (1204, 256, 2, 8, 4, 32, 1, 2048)}
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"] in printed}
+    assert set(rows) == set(printed) == set(DATA44_IN_FAMILY)
+    for rid, r in rows.items():
+        keys = ("value", "num_gpus", "tp", "pp", "vpp", "ep", "micro_batch", "global_batch_seqs")
+        assert tuple(int(float(r[k])) for k in keys) == printed[rid], rid
+        assert (r["moe_capacity_factor"], r["moe_dispatcher"], r["moe_a2a_overlap"]) == ("1.0", "alltoall", "0")
+        assert r["software"] == "NeMo 25.09" and ("current scaling" in r["note"]) != rid.endswith("_mxfp8")
 
 
 def test_dgxc_deepseek_rows_are_their_readmes_step_times():
@@ -153,8 +183,8 @@ def test_holdout_is_whole_families_of_its_releases():
     # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01, see
     # data/reference/README.md) are all held out: none of them is in the file the fit reads
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
-    # three: test_data35_rows_are_held_out_one_in_three)
-    held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300" and r["run_id"] not in DATA35_IN_FAMILY}
+    # three: test_new_in_family_rows_are_held_out_one_in_three)
+    held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300" and r["run_id"] not in ONE_IN_THREE}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick"}
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
@@ -162,7 +192,7 @@ def test_holdout_is_whole_families_of_its_releases():
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"
-                and r["run_id"] not in DATA35_IN_FAMILY}
+                and r["run_id"] not in ONE_IN_THREE}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
@@ -175,7 +205,7 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 13
+    assert len(gb300) == 21  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
@@ -417,6 +447,10 @@ RELEASE_CHANGED_TWINS = {
     ("mb2602_gb200_gptoss_120b", "mb2604_gb200_gptoss_120b"),
     # GPT-OSS B200 EP8: the 26.02.01 fork sets hybridep; 26.04.01 (v0.4.2 B200_BF16_V2) none (all-to-all)
     ("mb260201_b200_gptoss_120b", "mb260401_b200_gptoss_120b"),
+    # Qwen3 30B GB200 MXFP8: 25.09's script applies token drop to every Qwen3 run (@1db19e64c run_script.py
+    # apply_moe_token_drop, per-layer graphs of the whole layer); 25.11 runs dropless with hybridep and TE graphs
+    # of the router (@97ad8cc6f qwen3_workload_base_configs.py; @013284246 "dropless on bw")
+    ("mb2511_gb200_qwen3_30b", "mb2509_gb200_qwen3_30b_tokendrop_mxfp8"),
 }
 
 
@@ -480,7 +514,7 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     import statistics
     # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
     rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
-    assert len(rows) == 18 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200"}
+    assert len(rows) == 19 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300"}
     for r in rows:
         quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
         if quoted is None:  # the 8B rows' ten runs are not quoted one by one (their note: within 1%)
@@ -500,6 +534,11 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     # userbuffer TP overlap (TP_COMM_OVERLAP unset); NVIDIA's own v5.0 configs set it
     uf = [r["run_id"] for r in rows if r["run_id"].startswith("mlperf51_uf_")]
     assert len(uf) == 8 and all(not setups[u]["lay"].overlap_tp and setups[u]["lay"].fp8_recipe == "current" for u in uf)
+    # Lambda's v5.1 GB300 run (held out): its logs print the same settings (fp8_recipe tensorwise,
+    # tp_comm_overlap=False, bucket_size=134217728, full-iteration graph)
+    lam = setups["mlperf51_lambda_gb300_llama31_8b_72"]
+    assert lam["holdout"] and not lam["lay"].overlap_tp and lam["lay"].fp8_recipe == "current"
+    assert lam["lay"].dp_bucket_params == 134_217_728 and lam["lay"].cuda_graph_scope == ("full_iteration",)
     assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
 
 
