@@ -195,3 +195,33 @@ def test_hybrid_models_have_no_rotary_embedding():
     llama = load_model("llama3-8b")
     ops = {o.name: o for o in block_ops(llama, make_layout(global_batch=1, seq_len=4096), "*")}
     assert ops["rope"].bytes == pytest.approx(4 * 4096 * (32 + 8) * 128)
+
+
+def _ssd_forward_s(gpu, seqlen, nheads, headdim, ngroups, dstate, chunk):
+    """The model's ``_mamba_chunk_scan_combined_fwd``: its five kernels, ungated (``z=None``), launched eagerly."""
+    from topo.training.operators import Op
+    ops = [Op(k.name, "mamba", "kernel", ssd_flops(k.dots), k.bytes, launches=k.launches, passes="forward",
+              dots=tuple(k.dots))
+           for k in ssd_kernels(seqlen, nheads, ngroups, headdim, dstate, chunk, gated=False)
+           if k.passes == "forward"]
+    return sum(op_time_s(op, gpu, "bf16") for op in ops)
+
+
+def test_ssd_forward_on_h100_is_no_faster_than_measured(reference):
+    """mamba_ssm's five-kernel SSD forward on one H100, measured (data/reference/kernels_ssd_h100.csv: vLLM PR
+    #27299, RishiAstra's script at granite-4.0-h-small's 128 heads of 64, one group, state 128, chunk 256, z=None,
+    triton.testing.do_bench's median): 1.21-1.29e7 tokens/s at 4k-16k tokens, 1.07-1.18e7 at 32k-256k. The
+    model's HBM-bound kernels take 1.08-1.31x the measured time from 4k tokens up (below, the measured rate falls
+    with the launches and the chunk-state pass's latency, which the model leaves to its launch gaps): the SSD on
+    Hopper is not where a hybrid row's step could be too fast."""
+    import csv
+    gpu = gpu_compute("H100")
+    with open(reference / "kernels_ssd_h100.csv") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["seqlen"]) >= 4096]
+    assert len(rows) == 7
+    for r in rows:
+        T = float(r["seqlen"]) * float(r["batch"])
+        measured_s = T / float(r["original_tokens_per_s"])
+        model_s = _ssd_forward_s(gpu, T, float(r["nheads"]), float(r["headdim"]), float(r["ngroups"]),
+                                 float(r["dstate"]), float(r["chunk_size"]))
+        assert 1.0 <= model_s / measured_s <= 1.35, (r["seqlen"], model_s, measured_s)
