@@ -6,7 +6,7 @@ import pytest
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import block_ops, block_time, op_time_s
+from topo.training.operators import block_ops, block_time, op_time_s, sm_bound_floor_s
 from topo.training.parallel import make_layout
 from topo.training.ssd import ssd_flops, ssd_kernels
 from topo.training.kernels import memory_s
@@ -195,3 +195,85 @@ def test_hybrid_models_have_no_rotary_embedding():
     llama = load_model("llama3-8b")
     ops = {o.name: o for o in block_ops(llama, make_layout(global_batch=1, seq_len=4096), "*")}
     assert ops["rope"].bytes == pytest.approx(4 * 4096 * (32 + 8) * 128)
+
+
+def _ssd_forward_s(gpu, seqlen, nheads, headdim, ngroups, dstate, chunk):
+    """The model's ``_mamba_chunk_scan_combined_fwd``: its five kernels, ungated (``z=None``), launched eagerly."""
+    from topo.training.operators import Op
+    ops = [Op(k.name, "mamba", "kernel", ssd_flops(k.dots), k.bytes, launches=k.launches, passes="forward",
+              dots=tuple(k.dots))
+           for k in ssd_kernels(seqlen, nheads, ngroups, headdim, dstate, chunk, gated=False)
+           if k.passes == "forward"]
+    return sum(op_time_s(op, gpu, "bf16") for op in ops)
+
+
+def test_ssd_forward_on_h100_is_no_faster_than_measured(reference):
+    """mamba_ssm's five-kernel SSD forward on one H100, measured (data/reference/kernels_ssd_h100.csv: vLLM PR
+    #27299, RishiAstra's script at granite-4.0-h-small's 128 heads of 64, one group, state 128, chunk 256, z=None,
+    triton.testing.do_bench's median): 1.21-1.29e7 tokens/s at 4k-16k tokens, 1.07-1.18e7 at 32k-256k. The
+    model's kernels take 1.08-1.30x the measured time from 4k tokens up (their products' operand streams bind, not
+    the kernels' own bytes). Below 4k the measured time stays near 0.29-0.34 ms whatever the length (1k: 0.30 ms,
+    the model 0.11 ms), a floor of the call itself that the rows' 8k-16k-token micro-batches are above. So the
+    model's SSD on Hopper is slow by up to 30%, not fast."""
+    import csv
+    gpu = gpu_compute("H100")
+    with open(reference / "kernels_ssd_h100.csv") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["seqlen"]) >= 4096]
+    assert len(rows) == 7
+    for r in rows:
+        T = float(r["seqlen"]) * float(r["batch"])
+        measured_s = T / float(r["original_tokens_per_s"])
+        model_s = _ssd_forward_s(gpu, T, float(r["nheads"]), float(r["headdim"]), float(r["ngroups"]),
+                                 float(r["dstate"]), float(r["chunk_size"]))
+        assert 1.0 <= model_s / measured_s <= 1.35, (r["seqlen"], model_s, measured_s)
+
+
+def test_triton_ssd_kernels_run_at_the_reference_sms_rate():
+    """mamba_ssm's Triton SSD kernels are bound by their SMs (kernels.toml [ssd]): on B200 / GB200 (148 SMs) each
+    takes its H100 time x 132 / 148, not its bytes at Blackwell's 2.4x faster HBM; on H100 the bound is its own
+    time; the PyTorch elementwise kernels between them (ssd_bwd_torch) stay HBM-bound."""
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
+    ops = [o for o in block_ops(model, lay, "M") if o.name.startswith("ssd_")]
+    h100, b200 = gpu_compute("H100"), gpu_compute("B200")
+    for op in ops:
+        bwd = op.passes == "backward"
+        t_h = op_time_s(op, h100, "fp8", backward=bwd) - h100.kernels.launch_gpu_s * op.launches
+        t_b = op_time_s(op, b200, "fp8", backward=bwd) - b200.kernels.launch_gpu_s * op.launches
+        if op.name == "ssd_bwd_torch":
+            assert not op.sm_bound and t_b == pytest.approx(memory_s(b200.kernels, op.bytes))
+        else:
+            assert op.sm_bound and t_b == pytest.approx(t_h * 132 / 148)
+    assert sm_bound_floor_s(ops[0], h100.kernels) == pytest.approx(
+        op_time_s(ops[0], h100, "fp8") - h100.kernels.launch_gpu_s)
+
+
+def _mamba2_step_s(gpu: str) -> float:
+    """A pure Mamba-2 model as state-spaces/mamba issue #904 trains it (d_model 2,048, 48 layers, one GPU, batch 4
+    of 4,096 tokens, BF16) with mamba_ssm's Mamba2 defaults (mamba_ssm/modules/mamba2.py@e9594ce1: d_state 128,
+    headdim 64, expand 2, ngroups 1, d_conv 4, chunk 256) and MambaConfig's vocabulary (50,277 padded to a multiple
+    of 8: 50,280)."""
+    import topo
+    from topo.training.model import model_from_dict
+    from topo.training.step import estimate_step
+    spec = {"H200": ("dgx-h100-superpod", ["gpu=H200", "cluster.num_units=1"]),
+            "GB200": ("gb200-nvl72-superpod", ["cluster.num_units=1"]),
+            "A100": ("dgx-a100-superpod", ["cluster.num_units=1"])}[gpu]
+    model = model_from_dict(dict(
+        name="mamba2-issue904", description="pure Mamba-2 of state-spaces/mamba #904", status="assumption",
+        source=["https://github.com/state-spaces/mamba/issues/904"], layers=48, hidden=2048, ffn_hidden=4096,
+        heads=16, kv_heads=16, vocab=50280, seq_len=4096, mlp="gelu", layer_pattern="M" * 48,
+        mamba=dict(d_state=128, head_dim=64, num_heads=64, groups=1, conv_kernel=4, chunk_size=256)))
+    lay = make_layout(micro_batch=4, global_batch=4, seq_len=4096, precision="bf16", mamba_mixer="mamba_ssm")
+    return estimate_step(topo.build_fabric(topo.load_spec(*spec)), model, lay, check=False).step_time_s
+
+
+def test_pure_mamba2_speedups_across_generations_match_issue_904():
+    """state-spaces/mamba #904 (a user's measurement, secondary): a pure Mamba-2 model trains at 102.5 / 239.2 /
+    360.4 TFLOP/s on A100 / H200 / GB200, so the step is 2.334x faster on H200 than A100 and 1.507x faster on GB200
+    than H200 (below the HBM ratio 8.0 / 4.8 = 1.67). Not fitted: with the SSD's SM bound the model gives 2.30 and
+    1.49; with its kernels HBM-bound it gave 2.54 and 1.77 (H200's HBM, 1.43x H100's, sped up an SSD that H200's
+    132 SMs do not run faster)."""
+    a100, h200, gb200 = (_mamba2_step_s(g) for g in ("A100", "H200", "GB200"))
+    assert a100 / h200 == pytest.approx(239.2 / 102.5, rel=0.05)
+    assert h200 / gb200 == pytest.approx(360.4 / 239.2, rel=0.05)

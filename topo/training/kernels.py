@@ -48,7 +48,7 @@ from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
-           "fp8_recipe_costs", "FITTED"]
+           "fp8_recipe_costs", "ssd_sm_reference", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -58,6 +58,13 @@ fractions are fitted on dense step times (their ``range`` is the section's)."""
 @lru_cache(maxsize=None)
 def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def ssd_sm_reference() -> str:
+    """The GPU whose SMs set the floor under mamba_ssm's Triton SSD kernels on every GPU (``kernels.toml``
+    ``[ssd] sm_bound_reference``: they are bound by their SMs, not HBM; :func:`.operators.op_time_s`)."""
+    return str(_table()["ssd"]["sm_bound_reference"])
 
 
 @lru_cache(maxsize=None)

@@ -47,12 +47,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
-from .gpus import GpuCompute
-from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs, gemm_s,
-                      memory_s, permute_kernels, quantize_kernels, router_kernels)
+from .gpus import GpuCompute, gpu_compute
+from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
+                      gemm_s, memory_s, permute_kernels, quantize_kernels, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -65,7 +66,7 @@ __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd"
            "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
-           "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES"]
+           "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
@@ -140,6 +141,9 @@ class Op:
     dots: tuple = ()
     """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
     model) and its ``bytes`` through HBM."""
+    sm_bound: bool = False
+    """A ``kernel`` op bound by its SMs, not HBM (mamba_ssm's Triton SSD kernels): at least its time on
+    ``kernels.toml`` ``[ssd] sm_bound_reference``'s SMs, scaled to this GPU's (:func:`op_time_s`)."""
     current_scaling: bool = False
     """An FP8 grouped GEMM under per-tensor current scaling: each expert's quantisation is three kernels (amax,
     scale, cast) and reads its input once more for the amax (:func:`.kernels.quantize_kernels`)."""
@@ -709,9 +713,9 @@ def _router_kernels(router: str, lay: ParallelLayout) -> float:
     return k["flex"] if lay.ep_dispatcher == "deepep" else k["fused"]
 
 
-def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0) -> Op:
+def _kernel(name, passes, nbytes, dots=(), flops=None, launches=1.0, sm_bound=False) -> Op:
     return Op(name, "mamba", "kernel", ssd_flops(dots) if flops is None else float(flops), float(nbytes),
-              launches=launches, passes=passes, dots=tuple(dots))
+              launches=launches, passes=passes, dots=tuple(dots), sm_bound=sm_bound)
 
 
 def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
@@ -763,7 +767,7 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
     mb, tp = model.mamba, lay.tp
     g = max(1.0, mb.groups / min(tp, mb.groups))
     gated = lay.mamba_mixer == "megatron"  # mamba_ssm's path gates in the norm, not the scan
-    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches)
+    return [_kernel(k.name, k.passes, k.bytes, k.dots, launches=k.launches, sm_bound=k.triton)
             for k in ssd_kernels(T, nh, g, float(mb.head_dim), float(mb.d_state), float(mb.chunk_size), gated)]
 
 
@@ -844,7 +848,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
     its own (the layout's ``fp8_amax_pass``); ``fp8_recipe``: the layout's, which sets an FP8 GEMM's time against
-    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`).
+    per-tensor scaling and its quantisation's bytes (:func:`.kernels.fp8_recipe_costs`). A ``kernel`` op takes the
+    longer of its products and its bytes, and an SM-bound one no less than :func:`sm_bound_floor_s`.
 
     ``grad_bytes``: the kept gradient's bytes per parameter, which a weight-gradient GEMM adds its product into
     (None: a new bf16 tensor). Megatron-LM's ``--gradient-accumulation-fusion`` (its default) hands Transformer
@@ -859,8 +864,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
     gap = per * kernels_launched(op, precision, backward, amax_pass)
     if op.kind == "kernel":
-        dots = sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in op.dots)
-        return max(dots, memory_s(km, op.bytes)) + gap
+        return max(_kernel_body_s(km, op.dots, op.bytes), sm_bound_floor_s(op, km)) + gap
     if op.kind == "memory":
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
@@ -887,6 +891,48 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         M, _, K = shapes[0]
         t += memory_s(km, ACT * M * K * op.groups)
     return t + gap
+
+
+def _kernel_body_s(km: KernelModel, dots: tuple, nbytes: float) -> float:
+    """A ``kernel`` op's time without its launch gap: the longer of its products (the tile model, BF16) and its
+    bytes through HBM."""
+    return max(sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in dots), memory_s(km, nbytes))
+
+
+@lru_cache(maxsize=None)
+def _sm_reference() -> KernelModel:
+    return gpu_compute(ssd_sm_reference()).kernels
+
+
+@lru_cache(maxsize=4096)
+def _reference_body_s(dots: tuple, nbytes: float) -> float:
+    return _kernel_body_s(_sm_reference(), dots, nbytes)
+
+
+def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
+    """The least time of an SM-bound ``kernel`` op (``op.sm_bound``: mamba_ssm's Triton SSD kernels) on the GPU of
+    ``km``: its time on the reference GPU (``kernels.toml`` ``[ssd] sm_bound_reference``, H100) times the
+    reference's SMs over the SMs it runs on here (``km.sms``). A kernel bound by its SMs' issue and latency hiding
+    gains nothing from a faster HBM: on H100 the SSD's forward kernels move their bytes at a third of HBM's rate
+    (vLLM PR #27299), and H200 trains a pure Mamba-2 model no faster than H100's SMs would (state-spaces/mamba
+    #904). 0 for any other op.
+
+    Parameters
+    ----------
+    op : Op
+        The operator.
+    km : KernelModel
+        The kernel model of the GPU it runs on.
+
+    Returns
+    -------
+    float
+        Seconds, without the launch gap.
+    """
+    if not op.sm_bound:
+        return 0.0
+    ref = _sm_reference()
+    return _reference_body_s(tuple(op.dots), float(op.bytes)) * ref.sms / km.sms
 
 
 def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:

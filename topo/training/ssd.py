@@ -21,7 +21,9 @@ Forward FLOPs ``T H P (2Q + 4N) + 2 T G Q N``; backward ``T H P (6Q + 10N) + 6 T
 included). Bytes count what each kernel reads from and writes to HBM once (operands shared by the heads of a group
 read once): ``x``, ``z``, ``dout`` and their gradients in bf16; ``dt`` and ``dA`` cumulative sums, chunk states
 before their pass and ``C B^T`` in fp32 (the kernels' ``states_in_fp32=True`` and ``output_dtype=torch.float32``);
-passed states in bf16. Each kernel takes the longer of its products (the tile model, BF16) and its bytes (HBM).
+passed states in bf16. Each kernel takes the longer of its products (the tile model, BF16) and its bytes (HBM),
+and the Triton ones no less than their time on H100's SMs scaled to the GPU's SMs: they are bound by their SMs, not
+HBM (``kernels.toml`` ``[ssd]``; :func:`topo.training.operators.sm_bound_floor_s`).
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ BF16, FP32 = 2, 4
 
 class Kernel(NamedTuple):
     """One kernel: its name, the pass it runs in (``forward``, ``backward``), the bytes it moves through HBM, its
-    tensor-core products ``(m, n, k, groups)`` and its launches (several small kernels may share one entry)."""
+    tensor-core products ``(m, n, k, groups)``, its launches (several small kernels may share one entry) and
+    whether it is one of mamba_ssm's Triton kernels (False: PyTorch's elementwise kernels between them)."""
 
     name: str
     passes: str
     bytes: float
     dots: tuple
     launches: int = 1
+    triton: bool = True
 
 
 def ssd_flops(dots) -> float:
@@ -110,6 +114,6 @@ def ssd_kernels(T: float, H: float, G: float, P: float, N: float, Q: float, gate
         Kernel("ssd_bwd_ddacs", "backward", BF16 * 2 * x + FP32 * (cb + 3 * th), ((Q, Q, P, C * H),)),
         Kernel("ssd_bwd_cumsum", "backward", FP32 * 2 * th + BF16 * 2 * th, ()),
         # PyTorch between them: dt.clone(), the reverse cumulative sum of ddA (flip, cumsum, flip) and two adds
-        Kernel("ssd_bwd_torch", "backward", 2 * BF16 * th + 3 * 2 * FP32 * th + 2 * 3 * FP32 * th, (), 7),
+        Kernel("ssd_bwd_torch", "backward", 2 * BF16 * th + 3 * 2 * FP32 * th + 2 * 3 * FP32 * th, (), 7, False),
     ]
     return fwd + recompute + bwd
