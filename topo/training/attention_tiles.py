@@ -112,23 +112,35 @@ def fixed_keys(seq, rates) -> tuple[float, float]:
     return float(1.0 / a), float(b / a)
 
 
-def window_keys(seq, full, causal) -> float:
+def window_keys(seq, full, causal, pass_full=None) -> float:
     """The fixed cost, in keys, of a sliding window: ``k_causal - k_full`` of one pass's full and causal curves
-    at one head dim (module doc; not below 0).
+    at one head dim (module doc).
+
+    In the tile count of the module doc ``k_full = c`` (a query tile's fixed part) and ``k_causal = 2 c + m_k``
+    (``m_k``: the diagonal's masked tiles and the keys they waste, counted twice: a causal row attends to half its
+    keys on average), so the window's ``c + m_k`` is ``k_full + (k_causal - 2 k_full)``. A pass measured with the
+    full mask only (Hopper's backward table) has its own ``c``: ``pass_full``, that pass's full-mask curve, gives
+    it, and ``m_k`` comes from ``full`` and ``causal`` (the forward's): the window never costs less than the
+    pass's full mask over as many keys, which borrowing the forward's ``c`` as well did (a 1,024-key window's
+    backward 25% above cuDNN's measured H200 rate, tests/test_training_attention_tiles.py).
 
     Parameters
     ----------
     seq : sequence of float
         The curves' lengths.
     full, causal : sequence of float
-        Full-mask and causal rates at those lengths.
+        Full-mask and causal rates at those lengths (one pass).
+    pass_full : sequence of float, optional
+        Full-mask rates of the pass being priced, where it has no causal curve of its own.
 
     Returns
     -------
     float
         Keys.
     """
-    return max(0.0, fixed_keys(seq, causal)[1] - fixed_keys(seq, full)[1])
+    k_full = fixed_keys(seq, full)[1]
+    own = k_full if pass_full is None else fixed_keys(seq, pass_full)[1]
+    return max(0.0, own) + max(0.0, fixed_keys(seq, causal)[1] - 2.0 * k_full)
 
 
 def window_rate(window: float, rate_inf: float, keys: float, anchor: tuple | None = None) -> float:

@@ -63,7 +63,13 @@ def _table() -> dict:
 @lru_cache(maxsize=None)
 def ssd_sm_reference() -> str:
     """The GPU whose SMs set the floor under mamba_ssm's Triton SSD kernels on every GPU (``kernels.toml``
-    ``[ssd] sm_bound_reference``: they are bound by their SMs, not HBM; :func:`.operators.op_time_s`)."""
+    ``[ssd] sm_bound_reference``: they are bound by their SMs, not HBM; :func:`.operators.sm_bound_floor_s`).
+
+    Returns
+    -------
+    str
+        A GPU name of the compute catalog (``H100``).
+    """
     return str(_table()["ssd"]["sm_bound_reference"])
 
 
@@ -408,7 +414,26 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
                          window: float = 0.0) -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
     table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak. A sliding
-    window (``window`` keys, ``seq`` then unused) runs at its tile model's rate (:func:`_window_fraction`)."""
+    window (``window`` keys, ``seq`` then unused) runs at its tile model's rate (:func:`_window_fraction`).
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model (its attention table, scale, sustained clock and BF16 peak).
+    head_dim : float
+        Head dimension (between the table's, linear in log2; outside them, the nearest).
+    seq : float
+        Keys of the block the kernel sees (the sequence, a chunk, or one CP step's).
+    causal, backward : bool
+        The mask (causal or full) and the pass.
+    window : float
+        Keys of a sliding window (0: none).
+
+    Returns
+    -------
+    float
+        FLOP/s.
+    """
     if window > 0:
         fraction = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
         return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
@@ -426,7 +451,8 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     """Fraction of the measuring GPU's peak a sliding window of ``window`` keys runs at (one pass), from the
     table's curves by :mod:`.attention_tiles`: at each head dim with both forward masks, the pass's steady rate
     (its full curve's, else its causal's) times ``w / (w + k)``, ``k`` the pass's ``k_causal - k_full`` where the
-    table splits the pass by mask (else the forward's: Hopper's one backward curve, Blackwell's hdim-64 backward);
+    table splits the pass by mask, else the forward's (Blackwell's hdim-64 backward) on the pass's own full-mask
+    fixed cost where it has one (Hopper's one backward curve: :func:`.attention_tiles.window_keys`);
     at the head dim of a measured window (``window``, else ``short``: ``seq`` keys, ``head_dim``) that measurement
     moved along the same curve. Between head dims: linear in log2 of the head dim."""
     full_f, _, seq, _ = _attention_curve(attention_table, False, False)
@@ -441,7 +467,8 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     for d in dims:
         k = str(d)
         split = backward and k in full_p and k in causal_p and list(full_p[k]) != list(causal_p[k])
-        keys = window_keys(seq, *((full_p[k], causal_p[k]) if split else (full_f[k], causal_f[k])))
+        own = full_p[k] if backward and not split and k in full_p else None  # one backward curve: its own c
+        keys = window_keys(seq, *((full_p[k], causal_p[k]) if split else (full_f[k], causal_f[k])), own)
         steady, peak = (full_p[k], peaks_p[k]) if k in full_p else (causal_p[k], peaks_c[k])
         anchor = None
         if measured is not None and int(measured["head_dim"]) == d:
