@@ -277,3 +277,23 @@ def test_pure_mamba2_speedups_across_generations_match_issue_904():
     a100, h200, gb200 = (_mamba2_step_s(g) for g in ("A100", "H200", "GB200"))
     assert a100 / h200 == pytest.approx(239.2 / 102.5, rel=0.05)
     assert h200 / gb200 == pytest.approx(360.4 / 239.2, rel=0.05)
+
+
+def test_the_sm_bound_counts_the_sms_communication_leaves():
+    """The SSD's SM bound is its H100 time over the SMs the kernel gets: with 20 of B200's 148 SMs held by
+    communication kernels (:func:`topo.training.comm_sms.reduced_gpu`), each Triton kernel takes 148 / 128 of its
+    time on the whole GPU (its HBM-bound time, unchanged at 2.4x H100's HBM, stays below)."""
+    from topo.training.comm_sms import reduced_gpu
+
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
+    b200 = gpu_compute("B200")
+    held = reduced_gpu(b200, 20)
+    assert held.kernels.sms == 128
+    for op in (o for o in block_ops(model, lay, "M") if o.name.startswith("ssd_") and o.sm_bound):
+        whole = sm_bound_floor_s(op, b200.kernels)
+        assert whole > 0 and sm_bound_floor_s(op, held.kernels) == pytest.approx(whole * 148 / 128, rel=1e-12)
+        if op.passes in ("forward", "backward"):  # the step's own passes (recomputed kernels: their own test)
+            bwd = op.passes == "backward"
+            extra = op_time_s(op, held, "fp8", backward=bwd) - op_time_s(op, b200, "fp8", backward=bwd)
+            assert extra == pytest.approx(whole * (148 / 128 - 1), rel=1e-9), op.name
