@@ -46,3 +46,19 @@ def test_no_placement_note_where_domains_hold_a_power_of_two():
                             "--gpus", "64", "--global-batch", "64", "--search", "--top", "2", "--no-contention",
                             "--json", check=True).stdout)
     assert js["notes"] == [] and js["ranked"]
+
+
+def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
+    """walk9: DeepSeek-V3 on 224 NVL72 racks (16,128 = 2^8 x 63 GPUs) with a batch of 8,192 said only that no layout
+    satisfies the divisibility rules. dp divides the GPUs and the batch (global_batch % (dp x micro_batch) == 0), so
+    dp <= gcd(16,128, 8,192) = 256 and tp x cp x pp is a multiple of 16,128 / 256 = 63: pp 63 exceeds the 61 layers,
+    7 and 9 divide none of its 128 heads. The error now says that arithmetic, in one line."""
+    bad = run_cli("train", "gb200-nvl72-superpod", "--set", "cluster.num_units=224", "--model", "deepseek-v3-671b",
+                  "--search", "--global-batch", "8192")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
+    assert lines[0].startswith("error: --gpus: no layout of deepseek-v3-671b on 16,128 GPUs with a global batch of "
+                               "8,192 satisfies the divisibility rules")
+    assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch (their greatest common factor is 256), "
+                             "so tp x cp x pp is a multiple of 63: give --gpus or --global-batch with more factors in "
+                             "common")

@@ -384,9 +384,10 @@ class _Search:
         if self.closest is None:
             why, n = max(self.reasons.items(), key=lambda it: it[1], default=("", 0))
             rule = why in ("global_batch", "pp")  # the enumeration's own divisibility checks (candidate_layouts)
-            raise TopoError(f"no layout of {model.name} on {gpus} GPUs with a global batch of {global_batch} "
-                            f"satisfies the divisibility rules ({self.invalid} tried)"
-                            + ("" if rule or not n else f"; the most common reason ({n} of them): {why}"), key="gpus")
+            raise TopoError(f"no layout of {model.name} on {gpus:,} GPUs with a global batch of {global_batch:,} "
+                            f"satisfies the divisibility rules ({self.invalid:,} tried)"
+                            + ("" if rule or not n else f"; the most common reason ({n} of them): {why}")
+                            + _common_factor_hint(gpus, global_batch), key="gpus")
         mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
@@ -412,3 +413,14 @@ def _layout_of(r, model) -> ParallelLayout:
     fields = set(ParallelLayout.model_fields)
     return ParallelLayout(**{k: v for k, v in r.layout.items() if k in fields and not (k == "etp" and v == r.layout["tp"]
                                                                               and model.moe is None)})
+
+
+def _common_factor_hint(gpus: int, global_batch: int) -> str:
+    """Why few layouts divide when the GPUs and the batch share little: dp divides both (walk9: 16,128 GB200 =
+    224 racks of 72 with a batch of 8,192 left tp x cp x pp a multiple of 63, which no DeepSeek-V3 layout is)."""
+    common = math.gcd(gpus, global_batch)
+    if gpus // common <= 8:
+        return ""
+    return (f"; dp divides both the {gpus:,} GPUs and the batch (their greatest common factor is {common:,}), so "
+            f"tp x cp x pp is a multiple of {gpus // common:,}: give --gpus or --global-batch with more factors "
+            f"in common")
