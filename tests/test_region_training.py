@@ -144,3 +144,18 @@ def test_cli_train_across_sites_takes_gpus_as_one_site_does():
         "error: --gpus: 1,024 GPUs, but tp x cp x pp x dp = 512; give one of --gpus and --dp, or both agreeing\n")
     bad = run_cli(*base, "--gpus", "4096")
     assert bad.returncode == 2 and bad.stderr == "error: --gpus: 4,096 GPUs asked, but the 2 sites have 3,072\n"
+
+
+def test_a_pp_that_cannot_span_the_sites_is_said_not_silently_left_out():
+    """walk9: with pp not a multiple of the sites the table showed dp alone while the assumptions still described
+    pp across sites; the assumption now says pp was not timed, and why."""
+    region = build_region("two-site-h100")
+    model = load_model("llama3-8b")
+    no_pp = estimate_across_sites(region, model, make_layout(tp=8, dp=16, global_batch=64), contention=False)
+    assert [s.strategy for s in no_pp.strategies] == ["dp"]
+    assert "pp across sites: not timed, pp 1 is not a multiple of the 2 sites" in no_pp.assumptions
+    assert not any("fill and drain" in a for a in no_pp.assumptions)
+    with_pp = estimate_across_sites(region, model, make_layout(tp=8, pp=2, dp=8, global_batch=64), contention=False)
+    assert [s.strategy for s in with_pp.strategies] == ["dp", "pp"]
+    assert any(a.startswith("pp across sites: DP stays inside each site") for a in with_pp.assumptions)
+    assert not any("not timed" in a for a in with_pp.assumptions)
