@@ -71,6 +71,19 @@ def test_cli_plan_region_json():
     assert 0 < doc["dci_share_of_cost"] < 1
 
 
+def test_the_site_table_says_what_its_tco_is():
+    """walk9: a site's TCO beside its capex read as a mistake (a GB200 site: capex $1.137B, TCO $1.134B over 5 years);
+    the line under the table says it is the depreciation the years charge (a facility over 20 years) + the running
+    costs, and per GPU-hour is TCO / GPU-hours (8,760 h a year), which the JSON's figures satisfy."""
+    text = run_cli("plan", "two-site-h100", "--no-collectives", check=True).stdout
+    assert ("TCO: over 5 years, the depreciation those years charge (each asset class over its own life, "
+            "topo/data/catalog/economics.toml: the facility's is longer, so a TCO can be below the capex)") in text
+    doc = json.loads(run_cli("plan", "two-site-h100", "--no-collectives", "--json", check=True).stdout)
+    for site in doc["sites"]:
+        hours = site["num_gpus"] * doc["years"] * 8760
+        assert site["cost_per_gpu_hour_usd"] == pytest.approx(site["tco_usd"] / hours, rel=1e-9)
+
+
 def test_one_big_site_beside_the_region():
     r = plan_region(build_region("two-site-h100"), one_site=True, collectives=False)
     o = r.one_site

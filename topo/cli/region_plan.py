@@ -85,6 +85,10 @@ def render_region_plan(r: RegionPlan) -> str:
              f"${s.cost_per_gpu_hour_usd:.3f}"] for s in r.sites]
     lines.append(table(rows, ["site", "GPUs", "facility power", "power limit", "capex", "TCO", "per GPU-hour"],
                        right=[False] + [True] * 6))
+    lines.append(f"TCO: over {r.years:g} years, the depreciation those years charge (each asset class over its own "
+                 "life, topo/data/catalog/economics.toml: the facility's is longer, so a TCO can be below the capex) "
+                 "+ energy, maintenance, staff and site opex; per GPU-hour = TCO / the site's GPU-hours; a site's "
+                 "whole plan: topo plan on its spec")
     lines.append("")
     rows = [[b.name, f"{b.distance_km:,.0f} km", b.waves, b.fibre_pairs, b.modules, b.amplifier_huts,
              format_in(b.power_W, "kW", ",.1f"), format_usd(b.equipment_usd), format_usd(b.fibre_usd)] for b in r.dci.spans]
