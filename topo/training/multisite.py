@@ -125,7 +125,10 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                                f"runs the same share of the job, timed on the smallest site's fabric "
                                f"({sizes[0]:,} GPUs)")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
-    V = _site_gradient_bytes(model, placed)
+    # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
+    # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
+    V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
+                                                               "global_batch": placed.global_batch * K}))
     out.strategies.append(_dp(region, one, site_lay, V))
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
