@@ -57,3 +57,12 @@ def test_search_across_sites_holds_the_layout_s_fields():
     assert doc["global_batch"] == 768 and layouts and all(L["recompute"] == "full" for L in layouts)
     proc = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--search", "--layout", "tp=8,global_batch=768")
     assert proc.returncode == 2 and proc.stderr.startswith("error: --layout: tp: 8 is a size, and --search picks")
+
+
+def test_a_library_error_about_a_layout_field_names_the_layout():
+    """The sites' own rule (global_batch over dp x micro_batch) about a batch the layout gave named --global-batch, a
+    flag the user never typed; it names --layout, and the flag when the flag gave it."""
+    proc = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--layout", "tp=8,global_batch=500")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --layout: global_batch: 500 sequences do not split")
+    proc = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--layout", "tp=8", "--global-batch", "500")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --global-batch: 500 sequences do not split")

@@ -73,7 +73,7 @@ def _job_layout(args, region, fields: dict, options: dict):
 def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
     """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file."""
     name = (exc.key or "").split(".")[0]
-    if not fields or exc.source not in ("layout", args.layout) or name not in fields or \
+    if not fields or exc.source not in (None, "layout", args.layout) or name not in fields or \
             getattr(args, name, None) is not None:
         return exc
     pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
