@@ -111,3 +111,4 @@ def test_the_checkpoint_line_says_where_the_model_s_size_came_from():
     assert (f"({params:.3g} parameters: compute-optimal for the compute line's FLOP, Chinchilla's tokens per "
             "parameter)") in line()
     assert "(7e+10 parameters: plan.workload.params)" in line("--set", "plan.workload.params=7e10")
+    assert line().endswith("; 1 hot-spare server")  # one server's spare (4 SUs of DGX H100), not "1 ... servers"

@@ -343,7 +343,7 @@ def _failure_lines(rel) -> list[str]:
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
             f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
-            f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers"]
+            f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
 
 
 def _params_origin(source: str) -> str:
