@@ -59,6 +59,20 @@ def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
     assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
     assert lines[0].startswith("error: --gpus: no layout of deepseek-v3-671b on 16,128 GPUs with a global batch of "
                                "8,192 satisfies the divisibility rules")
-    assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch (their greatest common factor is 256), "
-                             "so tp x cp x pp is a multiple of 63: give --gpus or --global-batch with more factors in "
-                             "common")
+    # 14,336 = 7 x 2,048: the most GPUs at or below 16,128 that leave tp x cp x pp a multiple of at most 8
+    assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch of 8,192 (their greatest common factor "
+                             "is 256), so tp x cp x pp is a multiple of 63; 14,336 GPUs would leave it a multiple of "
+                             "7: give --gpus or --global-batch with more factors in common")
+
+
+def test_a_search_that_finds_layouts_says_the_factor_too():
+    """The same arithmetic when layouts exist but every one carries the odd factor: Qwen3-30B-A3B on 72 GB200 with a
+    batch of 64 (gcd 8, so tp x cp x pp is a multiple of 9); a note, in the text and --json's notes."""
+    args = ["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "72", "--global-batch", "64",
+            "--search", "--top", "1", "--no-contention"]
+    note = ("dp divides both the 72 GPUs and the batch of 64 (their greatest common factor is 8), so tp x cp x pp is "
+            "a multiple of 9; 64 GPUs would leave no such factor")
+    js = json.loads(run_cli(*args, "--json", check=True).stdout)
+    assert note in js["notes"] and all(r["layout"]["tp"] * r["layout"]["cp"] * r["layout"]["pp"] % 9 == 0
+                                       for r in js["ranked"])
+    assert f"note: {note}" in run_cli(*args, check=True).stdout
