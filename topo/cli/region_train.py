@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 from ..errors import TopoError
+from ..inputs import is_input_file
 from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
-from ..inputs import is_input_file
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_size, format_time
 from .common import data_parallel

@@ -5,9 +5,9 @@ Each site's nodes and edges are its fabric's (:meth:`topo.fabric.fabric.Fabric.n
 attribute. ``SITE:dci`` (role and tier ``dci``) stands for the site's DCI equipment; every switch of the tier the DCI
 attaches to (``attach_tier``, default the top tier) has an edge to it (level ``dci_attach``) carrying an equal share
 of what the site exchanges with the DCI (:meth:`topo.fabric.region.Region.border_Bps`, 0 when ``--fail`` cuts all
-its spans: the model pools it, so the split is the export's convention). Each span is one edge between two sites' DCI nodes (level ``dci``): its waves
-in ``num_links``, waves x rate in ``bandwidth_Bps``, one-way latency, ``distance_km``, and ``num_failed`` = its
-waves when ``--fail dci:A-B`` cuts it.
+its spans: the model pools it, so the split is the export's convention). Each span is one edge between two sites'
+DCI nodes (level ``dci``): its waves in ``num_links``, waves x rate in ``bandwidth_Bps``, one-way latency,
+``distance_km``, and ``num_failed`` = its waves when ``--fail dci:A-B`` cuts it.
 """
 
 from __future__ import annotations
