@@ -55,7 +55,8 @@ def _job_arguments(p) -> None:
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "
                         "with --search, a layout "
-                        "without sizes, held in every layout tried")
+                        "without sizes, held in every layout tried; on a region, the whole job's layout (dp counts "
+                        "every site's replicas)")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -207,8 +208,8 @@ def run(args) -> int:
     _check_numbers(args)
     _check_applies(args)
     if args.jax_mesh is not None and is_region_args(args):
-        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
-                        "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
+        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch), as "
+                        "--layout, or searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
         try:
             return run_region_train(args, _layout_options(args))
