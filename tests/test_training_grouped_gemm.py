@@ -114,3 +114,12 @@ def test_bad_value_is_one_line(pair, needle):
     from conftest import run_cli
     p = run_cli(*DENSE, "--layout", pair)
     assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == needle, p.stderr
+
+
+def test_options_line_names_the_fused_grouped_mlp():
+    from conftest import run_cli
+    out = run_cli("train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--ep", "8", "--dp", "8",
+                  "--global-batch", "64", "--precision", "fp8", "--layout",
+                  "fp8_recipe=mxfp8,moe_expert_kernels=fused_mlp", check=True).stdout
+    assert [ln for ln in out.splitlines() if ln.startswith("framework options: ")] == [
+        "framework options: fp8_recipe mxfp8, moe_expert_kernels fused_mlp (layout fields)"]
