@@ -123,3 +123,23 @@ def test_options_line_names_the_fused_grouped_mlp():
                   "fp8_recipe=mxfp8,moe_expert_kernels=fused_mlp", check=True).stdout
     assert [ln for ln in out.splitlines() if ln.startswith("framework options: ")] == [
         "framework options: fp8_recipe mxfp8, moe_expert_kernels fused_mlp (layout fields)"]
+
+
+def test_each_row_takes_its_recipes_path():
+    """The benchmark reads the path from the recipe: Megatron-Bridge's GB200/GB300 MXFP8 Qwen3, DeepSeek-V3 and
+    GPT-OSS recipes from 26.06 on (v0.5.0 presets ``cutedsl_fused_grouped_mlp=True``; 26.06.01 and 26.08 recipe
+    functions ``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1``) and MLPerf v6.0's DeepSeek-V3 run the fused grouped MLP; 26.04
+    and earlier, B200 and H100 run Transformer Engine's multi-stream GroupedLinear."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import training_accuracy as ta
+    rows = {r["run_id"]: r for r, _ in ta._published_rows()}
+    path = {k: ta.expert_kernels(rows[k], ta._row_model(rows[k])) for k in (
+        "mb2606_gb200_qwen3_30b", "mb260601_gb200_deepseekv3", "mb2608_gb200_qwen3_235b",
+        "mlperf60_gb200_deepseekv3_512", "mbvc_gb300_qwen3_30b", "mb260401_gb200_qwen3_30b",
+        "mb2604_gb200_deepseekv3", "mb260401_b200_qwen3_30b", "mb2606_h100_qwen3_30b", "mb260601_gb200_nemotron3_nano")}
+    assert {k for k, v in path.items() if v == "fused_mlp"} == {
+        "mb2606_gb200_qwen3_30b", "mb260601_gb200_deepseekv3", "mb2608_gb200_qwen3_235b",
+        "mlperf60_gb200_deepseekv3_512", "mbvc_gb300_qwen3_30b"}
+    assert set(path.values()) == {"fused_mlp", "multi_stream"}
