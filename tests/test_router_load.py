@@ -162,7 +162,9 @@ def test_grouped_expert_gemms_take_the_expected_tiles_of_their_spread(qwen):
     fixed = gemm_s(km, fc1.m, fc1.n, fc1.k, "bf16", fc1.groups)  # 2,063.7 rows: ceil gives 17 tiles of 128
     assert spread < fixed
     g = gpu_compute("H100")
-    gap = g.kernels.launch_gpu_s * 16  # one GEMM launch per local expert
+    # one GEMM launch per local expert on Transformer Engine's 4 streams: with the GPU full one gap is on the
+    # pass's critical path, the other 15 pass behind the other streams' tiles (topo/training/grouped_gemm.py)
+    gap = g.kernels.launch_gpu_s
     assert op_time_s(fc1, g, "bf16") - gap == pytest.approx(spread, rel=1e-9)
 
 
