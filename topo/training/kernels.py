@@ -277,12 +277,12 @@ def _tiles_s(tile_shapes: tuple, gpu_sms: int, chosen_on: int, peak_sm: float, f
              N: float, K: float, e: float, groups, packed: bool, m_sd: float) -> float:
     """:func:`_tile_s`'s closed form over a tile set (memoised by shape): the tile that finishes first on
     ``chosen_on`` SMs, its time on ``gpu_sms``."""
-    tm, tn, sms = _tile_arrays(tile_shapes)
+    tm, tn, sms, heights, height_of = _tile_arrays(tile_shapes)
     usable = (tm >= 128 * sms) | (M <= tm)  # fewer than 128 rows per SM: a small-M tile, for M <= tm only
     # a grouped kernel packs its groups' tiles: their expected row tiles (a dropless expert's count varies about M);
     # a loop quantises each GEMM's integer tiles alone: the mean's (the expected waves not modelled)
-    rows = {r: expected_row_tiles(M, r, m_sd if packed else 0.0) for r in {int(x) for x in tm}}
-    per = np.array([rows[int(r)] for r in tm]) * np.ceil(N / tn)
+    rows = np.array([expected_row_tiles(M, r, m_sd if packed else 0.0) for r in heights])
+    per = rows[height_of] * np.ceil(N / tn)
     tiles = per * groups if packed else per
     mma = 2.0 * tm * tn  # FLOP of one step of K; its operands tm + tn elements through shared memory
     step = (np.maximum(mma, feed * (tm + tn)) * K + mma * k0) / (sms * peak_sm * e)  # one tile, all its K
@@ -294,9 +294,11 @@ def _tiles_s(tile_shapes: tuple, gpu_sms: int, chosen_on: int, peak_sm: float, f
 
 @lru_cache(maxsize=64)
 def _tile_arrays(tiles: tuple) -> tuple:
-    """``(tm, tn, sms)`` of a tile set as float arrays (the set's order kept)."""
+    """``(tm, tn, sms)`` of a tile set as float arrays (the set's order kept), its distinct row counts and each
+    tile's index among them."""
     a = np.asarray(tiles, dtype=float).reshape(-1, 3)
-    return a[:, 0], a[:, 1], a[:, 2]
+    heights, height_of = np.unique(a[:, 0], return_inverse=True)
+    return a[:, 0], a[:, 1], a[:, 2], tuple(int(h) for h in heights), height_of
 
 
 def tile_set(generation: str, precision: str, library: str = "") -> tuple:
