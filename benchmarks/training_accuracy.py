@@ -288,6 +288,7 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
     if row["precision"] == "fp8":
         kw["fp8_recipe"] = fp8_recipe(row)
+    kw["moe_expert_kernels"] = expert_kernels(row, model)
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
     # the recipe's memory settings (empty: none): activation offloading, recomputation
@@ -640,6 +641,32 @@ ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
 ``set_gpt_oss_common_configs``)."""
+
+FUSED_GROUPED_MLP_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
+"""Families whose Megatron-Bridge MXFP8 recipes on GB200 and GB300 run Transformer Engine's CuTe DSL fused grouped
+MLP from NeMo 26.06 on (``moe_expert_kernels = "fused_mlp"``): the 26.06 presets set ``cutedsl_fused_grouped_mlp =
+True``, which exports ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (NVIDIA-NeMo/Megatron-Bridge v0.5.0 fcbb6031
+scripts/performance/perf_plugins.py; configs/qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_
+FP8_MX_V1, QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2, configs/deepseek/...: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_
+FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions with the op fuser
+(@381d0b82, @4ab94dfa src/megatron/bridge/perf_recipes/{qwen,deepseek,gpt_oss}/{gb200,gb300}/: ``env_vars``
+``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1``, ``use_transformer_engine_op_fuser = True``); no 26.04 preset sets it
+(v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
+
+
+def expert_kernels(row, model) -> str:
+    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
+    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES`), else Transformer Engine's multi-stream
+    ``GroupedLinear`` (``multi_stream``)."""
+    if model.moe is None or fp8_recipe(row) != "mxfp8" or row["gpu"] not in ("GB200", "GB300"):
+        return "multi_stream"
+    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
+        return "fused_mlp"
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    fused = (row["run_id"].startswith("mb") and release is not None
+             and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
+    return "fused_mlp" if fused else "multi_stream"
+
 
 DSV3_LAYOUTS = {
     # Megatron-Bridge's DeepSeek-V3 recipe places the layers by (pp, vpp) (NVIDIA-NeMo/Megatron-Bridge@05d003fb

@@ -13,8 +13,9 @@ An MoE block is its parts: the router GEMM and top-k, the permutation and un-per
 experts`` rows on the busiest rank, times the expected maximum over the EP ranks of a dropless router's load,
 :func:`busiest_rank_load`, or the capacity when padded): dense GEMMs of that
 shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
-on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
-false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
+on 4 CUDA streams that run together (their tiles packed into one set of waves, each kernel's launch gap behind the
+other streams' tiles, no faster than a stream's GEMMs one after another), or the fused grouped MLP's one kernel a
+pass (:mod:`topo.training.grouped_gemm`; ``moe_grouped_gemm = false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
 layout's ``cuda_graph_scope`` captures (the router's published kernel counts, fused or not); the GPU waits where the
 host is slower, and a dropless router syncs its tokens per expert to the host, so a layer with an MoE block lasts
 at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's GB200 study, sec. 2 and 2.3):
@@ -52,6 +53,7 @@ from functools import lru_cache
 import numpy as np
 
 from .gpus import GpuCompute, gpu_compute
+from .grouped_gemm import grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
                       gemm_s, memory_s, permute_kernels, quantize_kernels, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout
@@ -150,17 +152,20 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    expert_kernels: str = ""
+    """A grouped GEMM's issue path (:mod:`.grouped_gemm`: ``multi_stream`` or ``fused_mlp``, the layout's
+    ``moe_expert_kernels``); empty: not a grouped kernel (a dense GEMM, or ``packed`` False: a loop of GEMMs)."""
     m_sd: float = 0.0
     """Spread of each group's ``m`` rows (a dropless router's experts, :func:`expert_rows_sd`): the forward and
     input-gradient GEMMs take the expected row tiles (:func:`.router_load.expected_row_tiles`); 0: exact."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0) -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0, expert_kernels="") -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap, m_sd=m_sd)
+              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -339,19 +344,22 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
-    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward); its FP8
-    # quantisations per expert are counted by kernels_launched
-    per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
+    # how the grouped experts' GEMMs are issued (:mod:`.grouped_gemm`): Transformer Engine's grouped linear
+    # launches one GEMM per local expert (fc1, fc2; twice backward), the fused grouped MLP one kernel a pass; FP8
+    # quantisations per expert are counted by kernels_launched
+    path = lay.moe_expert_kernels if (grouped and packed) else ""
+    per = groups if (grouped and path != "fused_mlp") else 1.0
     cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
     # a dense MLP's and the shared experts' TP exchanges (a TP block each: :func:`topo.training.step._tp_traffic`);
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd),
-            _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs,
-                  tp_overlap="rs" if tpo else "", m_sd=m_sd)]
+                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path)]
+    if path != "fused_mlp":  # the fused grouped MLP runs the GLU in fc1's epilogue (and its backward in fc2's dgrad)
+        ops.append(_mem("activation", module + "_act", act_bytes))
+    ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
+                     current_scaling=cs, tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -878,11 +886,16 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     shapes = tuple(gemms[p] for p in passes)
     ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
     t = 0.0
+    if op.expert_kernels:  # a grouped pass's launch gaps are its path's (:mod:`.grouped_gemm`), not one a GEMM
+        gap -= per * op.launches * len(passes)
     for i, (M, N, K) in enumerate(shapes):
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
         m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
         out = 2.0 * grad_bytes if accumulated else 2.0
-        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
+        if op.expert_kernels:
+            t += grouped_pass_s(km, M, N, K, prec, op.groups, op.expert_kernels, per, ratio, out, m_sd)
+        else:
+            t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
         t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)

@@ -235,6 +235,12 @@ class ParallelLayout(BaseModel):
     moe_grouped_gemm: Flag = True
     """The experts' GEMMs as one grouped kernel whose waves pack every local expert's tiles (Megatron-Core's
     ``moe_grouped_gemm``); False: a loop of per-expert GEMMs (``SequentialMLP``), each quantised alone."""
+    moe_expert_kernels: Literal["multi_stream", "fused_mlp"] = "multi_stream"
+    """How the grouped experts' GEMMs are issued (:mod:`topo.training.grouped_gemm`): ``multi_stream``, Transformer
+    Engine's ``GroupedLinear`` (one cuBLASLt GEMM per local expert over 4 CUDA streams; every Hopper and Blackwell
+    recipe up to 26.04); ``fused_mlp``, the op fuser's CuTe DSL fused grouped MLP (one kernel a pass for every
+    expert, the GLU in fc1's epilogue; ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``, MXFP8 on Blackwell: Megatron-Bridge's
+    GB200 MXFP8 recipes from 26.06)."""
     moe_capacity_factor: Annotated[float, Field(gt=0)] | None = None
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
@@ -533,6 +539,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
         bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
                              f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
+    if lay.moe_expert_kernels == "fused_mlp" and (lay.fp8_recipe != "mxfp8" or not lay.moe_grouped_gemm):
+        bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
+                                  f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
+                                  f"{_shown(lay.moe_grouped_gemm)}; allowed with them: multi_stream")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
@@ -563,8 +573,8 @@ def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                  f"{model.layers} in FP8; allowed: a sum of 0 to {model.layers - 1}")
 
 
-MOE_FIELDS = ("moe_grouped_gemm", "moe_capacity_factor", "moe_routing", "moe_router_fusion", "moe_imbalance",
-              "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
+MOE_FIELDS = ("moe_grouped_gemm", "moe_expert_kernels", "moe_capacity_factor", "moe_routing", "moe_router_fusion",
+              "moe_imbalance", "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
 """Layout fields that set what a mixture-of-experts block runs (its expert GEMMs, padding, routing, load, overlap
 and dispatch bytes): on a dense model they would change nothing. The fields that say how a framework release
 implements a part a model may lack (``ep_dispatcher``, ``ep_flex_backend``, ``moe_counts_aligned``,
