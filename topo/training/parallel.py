@@ -219,10 +219,11 @@ class ParallelLayout(BaseModel):
     ``deepep``, DeepSeek's DeepEP V1, which counts its tokens per rank locally and whose kernels' published rates
     bound its calls. Only an EP group across NVLink domains tells them apart."""
     ep_comm_sms: PositiveInt = 20
-    """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
-    compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;
-    DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20; HybridEP: the recipe's
-    ``moe_hybridep_num_sms``)."""
+    """Streaming multiprocessors the flex dispatcher's (``ep_dispatcher = "deepep"``) all-to-all kernels occupy
+    while ``overlap_ep`` hides them behind compute: that compute runs on the GPU's other SMs meanwhile
+    (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs; DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20;
+    HybridEP: the recipe's ``moe_hybridep_num_sms``). The ``alltoall`` dispatcher's NCCL send/recv kernels hold
+    NCCL's p2p channels instead (:func:`topo.training.step.ep_held_sms`)."""
     nccl_min_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
     """The recipe's ``NCCL_MIN_CTAS``: NCCL raises every collective's channels (one CTA, one SM each) to at least
     this (``src/graph/connect.cc``); what the overlapped DP and CP collectives take from the compute beside them
