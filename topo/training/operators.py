@@ -52,7 +52,7 @@ import numpy as np
 
 from .gpus import GpuCompute
 from .kernels import (alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs, gemm_s,
-                      memory_s, permute_kernels, quantize_kernels, router_kernels)
+                      memory_s, permute_kernels, quantize_kernels, quantize_s, router_kernels)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -883,7 +883,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
-        t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
+        t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
+                        gpu.generation)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
         # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
         M, _, K = shapes[0]
