@@ -57,8 +57,9 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 ``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
 the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
-20 SMs from the compute beside them (``ParallelLayout.ep_comm_sms``, DeepEP's default); hidden DP and CP ring
-collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
+SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
+(``ParallelLayout.ep_comm_sms``, DeepEP's default), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
 
