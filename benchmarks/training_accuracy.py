@@ -57,8 +57,9 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 ``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
 the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
-20 SMs from the compute beside them (``ParallelLayout.ep_comm_sms``, DeepEP's default); hidden DP and CP ring
-collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
+SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
+(``ParallelLayout.ep_comm_sms``, DeepEP's default), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
 
@@ -296,7 +297,8 @@ def _framework_kw(row, model, kw: dict) -> None:
     kw["recompute"] = row.get("recompute_granularity") or "none"
     kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
     if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
-        kw.update(recompute="none", remat_policy="minimal_flash")
+        # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
+        kw.update(recompute="none", remat_policy="minimal_flash", wgrad_output="param_dtype")
     if row["run_id"].startswith("automodel_"):
         kw.update(_automodel_settings(model, pp))
         if pp > 1:
@@ -604,14 +606,18 @@ def _automodel_settings(model, pp: int) -> dict:
       ``components/models/nemotron_v3/layers.py``, the commit of the row's config): batch-major hidden states into
       mamba_ssm's ``mamba_split_conv1d_scan_combined`` with the gated RMSNorm's weight and ``out_proj`` handed to
       it (``mamba_mixer = "mamba_ssm"``).
+    - The weight gradients: FSDP2's autograd writes each a new bf16 gradient and ``foreach_reduce`` copies it into
+      the reduce-scatter buffer at the reduction's dtype (``wgrad_output = "fsdp2"``); no
+      ``fuse_wgrad_accumulation`` anywhere in Automodel@36044ad3 (Megatron-FSDP's ``main_grads_dtype`` is another
+      strategy, not the benchmarks').
     """
-    mamba = dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}
+    common = dict(wgrad_output="fsdp2", **(dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}))
     if model.moe is None:
-        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **common)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
                 expert_bias_eager="fc1_fc2", expert_clamp_eager=False, attention_bias_eager=False, rope_kernel="te_fused",
-                cross_entropy="torch_bf16", **mamba)
+                cross_entropy="torch_bf16", **common)
 
 
 def fp8_recipe(row) -> str | None:

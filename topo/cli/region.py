@@ -8,7 +8,7 @@ from ..fabric.region import Region, build_region
 from ..fabric.region_inventory import RegionInventory, region_inventory
 from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
-from ..units import count_noun, format_bandwidth, format_count, format_in, format_time
+from ..units import format_bandwidth, format_count, format_in, format_time
 from .output import emit, emit_json, table
 
 __all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]

@@ -48,7 +48,7 @@ from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
-           "fp8_recipe_costs", "ssd_sm_reference", "FITTED"]
+           "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -176,6 +176,30 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
     scale = float(t["scale_bytes_per_element"][recipe if block else "per_tensor"])
     copies = 2 if (block or generation != "blackwell") else 1
     return ratio, scale, copies
+
+
+def quantize_s(km: KernelModel, nbytes: float, recipe: str | None, generation: str) -> float:
+    """Seconds of an FP8 quantisation kernel moving ``nbytes`` through HBM: at the HBM rate the recipe's cast
+    kernel reaches on that generation where measured (``kernels.toml`` ``[fp8_recipe]``
+    ``quantize_memory_efficiency``: MXFP8 on Blackwell, 0.651 of the peak), else as any elementwise kernel
+    (:func:`memory_s`).
+
+    Parameters
+    ----------
+    km : KernelModel
+    nbytes : float
+        Bytes read and written (:func:`topo.training.operators.quantize_bytes` x elements).
+    recipe : str or None
+        The layout's ``fp8_recipe``.
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    float
+    """
+    eff = _table()["fp8_recipe"].get("quantize_memory_efficiency", {}).get(f"{generation}_{recipe}")
+    return memory_s(km, nbytes) if eff is None else nbytes / (km.hbm_Bps * float(eff))
 
 
 @lru_cache(maxsize=8)

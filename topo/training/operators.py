@@ -55,7 +55,8 @@ import numpy as np
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
-                      gemm_s, memory_s, permute_kernels, quantize_kernels, router_kernels, ssd_sm_reference)
+                      gemm_s, memory_s, permute_kernels, quantize_kernels, quantize_s, router_kernels,
+                      ssd_sm_reference)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -64,7 +65,7 @@ from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
@@ -851,7 +852,8 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None) -> float:
+              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None,
+              grad_once: bool = False, grad_copy_bytes: float = 0.0) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
@@ -865,7 +867,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     with ``accumulate`` on ``main_grad`` (FP32, or bf16 with a bf16 gradient buffer), each output element read and
     written at the gradient's bytes (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` and
     ``linear.py``: ``out=main_grad``, ``accumulate=accumulate_wgrad_into_param_main_grad``). It binds where the
-    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each."""
+    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each.
+    ``grad_once``: the weight-gradient GEMM writes a new gradient of ``grad_bytes`` an element instead (no
+    accumulation); ``grad_copy_bytes``: bytes per weight-gradient element a memory kernel of the pass moves after
+    it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`)."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -891,14 +896,17 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     for i, (M, N, K) in enumerate(shapes):
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
         m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
-        out = 2.0 * grad_bytes if accumulated else 2.0
+        out = (grad_bytes if grad_once else 2.0 * grad_bytes) if accumulated else 2.0
         if op.expert_kernels:
             t += grouped_pass_s(km, M, N, K, prec, op.groups, op.expert_kernels, per, ratio, out, m_sd)
         else:
             t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
+        if accumulated and grad_copy_bytes:
+            t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
-        t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
+        t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
+                        gpu.generation)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
         # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
         M, _, K = shapes[0]
@@ -1091,7 +1099,43 @@ def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, fl
     cap = captured(op, lay.cuda_graph_scope)
     kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe)
     return (op_time_s(op, gpu, lay.precision, **kw),
-            op_time_s(op, gpu, lay.precision, backward=True, grad_bytes=lay.grad_bytes, **kw))
+            op_time_s(op, gpu, lay.precision, backward=True, **wgrad_kw(lay, op), **kw))
+
+
+def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
+    """How ``op``'s weight-gradient GEMM writes its gradient under the layout's framework
+    (``ParallelLayout.wgrad_output``), as :func:`op_time_s`'s keywords:
+
+    - ``main_grad`` (Megatron-LM, NeMo, Megatron-Bridge: ``--gradient-accumulation-fusion``): the GEMM adds into
+      ``main_grad`` at ``grad_bytes``, each element read and written.
+    - ``fsdp2`` (PyTorch FSDP2, NeMo AutoModel, torchtitan): autograd's GEMM writes a new gradient in the
+      unsharded parameters' dtype (``MixedPrecisionPolicy.param_dtype``, bf16: 2 bytes); before each
+      reduce-scatter FSDP2's ``foreach_reduce`` copies it, on the compute stream (the copy precedes
+      ``reduce_scatter_stream.wait_stream(current_stream)``), into the reduce-scatter buffer at ``reduce_dtype``
+      (``chunk_cat``: 2 bytes read, the reduction's bytes written: ``reduce_bytes``, the experts'
+      ``expert_reduce_bytes``), then frees it (pytorch/pytorch@010ae4a8
+      ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+    - ``param_dtype`` (JAX, MaxText): the gradient of a parameter is in the parameter's dtype (MaxText's
+      ``weight_dtype: float32``, AI-Hypercomputer/maxtext@000e9355 ``MaxText/configs/base.yml``), written once
+      at ``grad_bytes``, the bf16 product's cast to it fused into the GEMM's output (an assumption: XLA may write
+      bf16 and cast in a fusion of its own).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    op : Op
+
+    Returns
+    -------
+    dict
+        ``grad_bytes``, ``grad_once``, ``grad_copy_bytes``.
+    """
+    if lay.wgrad_output == "main_grad":
+        return dict(grad_bytes=lay.grad_bytes)
+    if lay.wgrad_output == "param_dtype":
+        return dict(grad_bytes=lay.grad_bytes, grad_once=True)
+    reduce = lay.expert_reduce_bytes if op.module == "moe" else lay.reduce_bytes
+    return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=ACT + reduce)
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:

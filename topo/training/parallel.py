@@ -156,6 +156,13 @@ class ParallelLayout(BaseModel):
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
     grad_bytes: Annotated[float, Field(gt=0)] = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
+    wgrad_output: Literal["main_grad", "fsdp2", "param_dtype"] = "main_grad"
+    """How the framework's weight-gradient GEMM writes the gradient (:func:`topo.training.operators.wgrad_kw`):
+    ``main_grad``, Megatron-LM's ``--gradient-accumulation-fusion`` (its default; NeMo, Megatron-Bridge): added
+    into the kept gradient at ``grad_bytes``, each element read and written; ``fsdp2``, PyTorch FSDP2 (NeMo
+    AutoModel, torchtitan): a new bf16 gradient, then copied into the reduce-scatter buffer at the reduction's
+    bytes on the compute stream; ``param_dtype``, JAX (MaxText): a new gradient in the parameter's dtype
+    (``grad_bytes``), written once."""
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
@@ -219,10 +226,11 @@ class ParallelLayout(BaseModel):
     ``deepep``, DeepSeek's DeepEP V1, which counts its tokens per rank locally and whose kernels' published rates
     bound its calls. Only an EP group across NVLink domains tells them apart."""
     ep_comm_sms: PositiveInt = 20
-    """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
-    compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;
-    DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20; HybridEP: the recipe's
-    ``moe_hybridep_num_sms``)."""
+    """Streaming multiprocessors the flex dispatcher's (``ep_dispatcher = "deepep"``) all-to-all kernels occupy
+    while ``overlap_ep`` hides them behind compute: that compute runs on the GPU's other SMs meanwhile
+    (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs; DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20;
+    HybridEP: the recipe's ``moe_hybridep_num_sms``). The ``alltoall`` dispatcher's NCCL send/recv kernels hold
+    NCCL's p2p channels instead (:func:`topo.training.step.ep_held_sms`)."""
     nccl_min_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
     """The recipe's ``NCCL_MIN_CTAS``: NCCL raises every collective's channels (one CTA, one SM each) to at least
     this (``src/graph/connect.cc``); what the overlapped DP and CP collectives take from the compute beside them
