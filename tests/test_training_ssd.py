@@ -297,3 +297,24 @@ def test_the_sm_bound_counts_the_sms_communication_leaves():
             bwd = op.passes == "backward"
             extra = op_time_s(op, held, "fp8", backward=bwd) - op_time_s(op, b200, "fp8", backward=bwd)
             assert extra == pytest.approx(whole * (148 / 128 - 1), rel=1e-9), op.name
+
+
+@pytest.mark.parametrize("overrides", [{"gemm": {"gemm_memory_efficiency": 0.5}}, {"memory": {"memory_efficiency": 0.6}},
+                                       {"gemm": {"tile_overhead_k": 1024.0}}], ids=["gemm_memory", "memory", "k0"])
+def test_the_sm_bound_is_the_h100_time_under_the_same_kernel_constants(overrides):
+    """The SM bound is each Triton kernel's H100 time scaled by SMs, so a study or a fit that sets a kernel constant
+    (``kernel_overrides``, ``gpu_compute(overrides=...)``) moves it as it moves the kernel on H100: on B200 each
+    SM-bound kernel takes its H100 time under the same constants x 132 / 148 (the reference was built once without
+    them: the bound ignored the constants tried)."""
+    model = load_model("nemotron-3-nano-30b-a3b")
+    lay = make_layout(ep=8, dp=8, micro_batch=2, global_batch=16, seq_len=8192, precision="fp8")
+    h100, b200 = gpu_compute("H100", overrides=overrides), gpu_compute("B200", overrides=overrides)
+    plain = gpu_compute("H100")
+    moved = 0
+    for op in (o for o in block_ops(model, lay, "M") if o.sm_bound and o.passes in ("forward", "backward")):
+        bwd = op.passes == "backward"
+        on_h100 = op_time_s(op, h100, "fp8", backward=bwd) - h100.kernels.launch_gpu_s * op.launches
+        assert sm_bound_floor_s(op, b200.kernels) == pytest.approx(on_h100 * 132 / 148, rel=1e-9), op.name
+        moved += on_h100 != pytest.approx(op_time_s(op, plain, "fp8", backward=bwd) - plain.kernels.launch_gpu_s
+                                          * op.launches, rel=1e-6)
+    assert moved  # the constant changes some SSD kernel's H100 time

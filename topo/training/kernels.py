@@ -284,6 +284,7 @@ class KernelModel:
     sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
     launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
     feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
+    overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -606,7 +607,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
         launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu,
-        sync_s=float(launch.get("sync_s", 0.0)))
+        sync_s=float(launch.get("sync_s", 0.0)), overrides=overrides)
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:

@@ -920,20 +920,21 @@ def _kernel_body_s(km: KernelModel, dots: tuple, nbytes: float) -> float:
     return max(sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in dots), memory_s(km, nbytes))
 
 
-@lru_cache(maxsize=None)
-def _sm_reference() -> KernelModel:
-    return gpu_compute(ssd_sm_reference()).kernels
+@lru_cache(maxsize=16)
+def _sm_reference(overrides: tuple = ()) -> KernelModel:
+    """The reference GPU's kernel model under the same ``kernels.toml`` overrides as the GPU being priced."""
+    return gpu_compute(ssd_sm_reference(), overrides={k: dict(v) for k, v in overrides}).kernels
 
 
 @lru_cache(maxsize=4096)
-def _reference_body_s(dots: tuple, nbytes: float) -> float:
-    return _kernel_body_s(_sm_reference(), dots, nbytes)
+def _reference_body_s(dots: tuple, nbytes: float, overrides: tuple = ()) -> float:
+    return _kernel_body_s(_sm_reference(overrides), dots, nbytes)
 
 
 def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     """The least time of an SM-bound ``kernel`` op (``op.sm_bound``: mamba_ssm's Triton SSD kernels) on the GPU of
-    ``km``: its time on the reference GPU (``kernels.toml`` ``[ssd] sm_bound_reference``, H100) times the
-    reference's SMs over the SMs it runs on here (``km.sms``). A kernel bound by its SMs' issue and latency hiding
+    ``km``: its time on the reference GPU (``kernels.toml`` ``[ssd] sm_bound_reference``, H100, under the same
+    ``kernels.toml`` overrides as ``km``) times the reference's SMs over the SMs it runs on here (``km.sms``). A kernel bound by its SMs' issue and latency hiding
     gains nothing from a faster HBM: on H100 the SSD's forward kernels move their bytes at a third of HBM's rate
     (vLLM PR #27299), and H200 trains a pure Mamba-2 model no faster than H100's SMs would (state-spaces/mamba
     #904). 0 for any other op.
@@ -952,8 +953,8 @@ def sm_bound_floor_s(op: Op, km: KernelModel) -> float:
     """
     if not op.sm_bound:
         return 0.0
-    ref = _sm_reference()
-    return _reference_body_s(tuple(op.dots), float(op.bytes)) * ref.sms / km.sms
+    ref = _sm_reference(km.overrides)  # its kernel constants as given for this GPU (a fit's candidates, a study's)
+    return _reference_body_s(tuple(op.dots), float(op.bytes), km.overrides) * ref.sms / km.sms
 
 
 def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bool = False) -> float:
