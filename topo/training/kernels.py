@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..resources import data_dir
-from .attention_tiles import fixed_keys, window_keys, window_rate
+from .attention_tiles import band_only_rate, band_rate, fixed_keys, window_keys, window_rate
 from .host_cpu import host_cpu, host_time_factor
 from .router_load import expected_row_tiles
 
@@ -461,7 +461,9 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
                          window: float = 0.0) -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
     table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak. A sliding
-    window (``window`` keys, ``seq`` then unused) runs at its tile model's rate (:func:`_window_fraction`).
+    window of ``window`` keys over ``seq`` tokens runs its band at its tile model's rate
+    (:func:`_window_fraction`) and its first ``window`` rows at the causal rate at ``window`` keys
+    (:func:`.attention_tiles.band_rate`): no faster than causal attention over ``seq`` as ``window`` reaches it.
 
     Parameters
     ----------
@@ -470,7 +472,8 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
     head_dim : float
         Head dimension (between the table's, linear in log2; outside them, the nearest).
     seq : float
-        Keys of the block the kernel sees (the sequence, a chunk, or one CP step's).
+        Keys of the block the kernel sees (the sequence, a chunk, or one CP step's; with a window, the tokens it
+        slides over).
     causal, backward : bool
         The mask (causal or full) and the pass.
     window : float
@@ -481,16 +484,24 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
     float
         FLOP/s.
     """
-    if window > 0:
-        fraction = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
-        return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
-    table, peaks, seq_grid, short = _attention_curve(km.attention_table, causal, backward)
+    if window > 0 and seq > window:
+        band = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
+        causal_w = _table_fraction(km.attention_table, head_dim, window, True, backward)
+        fraction = band_rate(seq, window, causal_w, band)
+    else:  # (a window as long as the sequence is its causal mask)
+        fraction = _table_fraction(km.attention_table, head_dim, seq, causal or window > 0, backward)
+    return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+
+
+def _table_fraction(attention_table: str, head_dim: float, seq: float, causal: bool, backward: bool) -> float:
+    """The attention table's fraction of its measuring GPU's peak at ``seq`` keys, one mask and pass: at each head
+    dim by :func:`_interp`, between them linear in log2 of the head dim (outside them, the nearest)."""
+    table, peaks, seq_grid, short = _attention_curve(attention_table, causal, backward)
     dims = sorted(int(d) for d in table)
     seqs = np.asarray(seq_grid, dtype=float)
     fractions = [_interp(seqs, np.asarray(table[str(d)], dtype=float) / peaks[str(d)], seq, short) for d in dims]
     d = min(max(float(head_dim), dims[0]), dims[-1])
-    fraction = float(np.interp(math.log2(d), np.log2(dims), fractions))
-    return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+    return float(np.interp(math.log2(d), np.log2(dims), fractions))
 
 
 @lru_cache(maxsize=256)
@@ -501,11 +512,12 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     table splits the pass by mask, else the forward's (Blackwell's hdim-64 backward) on the pass's own full-mask
     fixed cost where it has one (Hopper's one backward curve: :func:`.attention_tiles.window_keys`);
     at the head dim of a measured window (``window``, else ``short``: ``seq`` keys, ``head_dim``) that measurement
-    moved along the same curve. Between head dims: linear in log2 of the head dim."""
+    moved along the same curve, its causal triangle first taken out where it gives its ``tokens``
+    (:func:`.attention_tiles.band_only_rate`). Between head dims: linear in log2 of the head dim."""
     full_f, _, seq, _ = _attention_curve(attention_table, False, False)
     causal_f = _attention_curve(attention_table, True, False)[0]
     full_p, peaks_p, _, _ = _attention_curve(attention_table, False, backward)
-    causal_p, peaks_c, _, _ = _attention_curve(attention_table, True, backward)
+    causal_p, peaks_c, _, short_c = _attention_curve(attention_table, True, backward)
     attn = _table()["attention"]
     a = attn[attention_table] if attention_table else attn
     measured = a.get("window", a.get("short"))
@@ -519,8 +531,13 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
         steady, peak = (full_p[k], peaks_p[k]) if k in full_p else (causal_p[k], peaks_c[k])
         anchor = None
         if measured is not None and int(measured["head_dim"]) == d:
-            anchor = (float(measured["seq"]), float(measured["bwd" if backward else "fwd"])
-                      / float(measured["peak_TFLOPs"]))
+            w0 = float(measured["seq"])
+            rate0 = float(measured["bwd" if backward else "fwd"]) / float(measured["peak_TFLOPs"])
+            if "tokens" in measured:  # the band's own rate: the triangle's time at the causal rate taken out
+                causal0 = _interp(np.asarray(seq, dtype=float), np.asarray(causal_p[k], dtype=float) / peaks_c[k],
+                                  w0, short_c)
+                rate0 = band_only_rate(float(measured["tokens"]), w0, causal0, rate0)
+            anchor = (w0, rate0)
         fractions.append(window_rate(window, fixed_keys(seq, steady)[0] / peak, keys, anchor))
     d = min(max(head_dim, dims[0]), dims[-1])
     return float(np.interp(math.log2(d), np.log2(dims), fractions))

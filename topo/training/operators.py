@@ -126,11 +126,12 @@ class Op:
     head_dim: float = 0.0
     block_seq: float = 0.0
     causal: bool = True
-    """Fused attention: the head dimension, the length of a block the kernel sees (the sequence, or a local
-    window) and the mask (the kernel's rate depends on all three, :func:`topo.training.kernels.attention_rate_flops`)."""
+    """Fused attention: the head dimension, the length of a block the kernel sees (the sequence, a chunk, or the
+    tokens a sliding window slides over) and the mask (the kernel's rate depends on all three,
+    :func:`topo.training.kernels.attention_rate_flops`)."""
     window: float = 0.0
-    """Fused attention over a sliding window: the keys a query attends to (its rate from the kernel's tiles,
-    :mod:`.attention_tiles`); 0: a causal or full block of ``block_seq``."""
+    """Fused attention over a sliding window: the keys a query attends to (its band's rate from the kernel's
+    tiles, :mod:`.attention_tiles`); 0: a causal or full block of ``block_seq``."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
@@ -213,8 +214,9 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
             block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
             sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < s / lay.cp
-            ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk, block_seq=block,
-                          causal=True, window=block if sliding else 0.0))
+            # a sliding window's kernel sees the whole sequence (its s / cp tokens), masked to the window
+            ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk,
+                          block_seq=s / lay.cp if sliding else block, causal=True, window=block if sliding else 0.0))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
