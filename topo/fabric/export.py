@@ -95,7 +95,21 @@ def _write_graphml(fabric: Fabric, fh) -> None:
 
 def write_graphml(fh, name: str, num_gpus: int, node_attrs, edge_attrs, nodes, edges) -> None:
     """Stream a graph's ``(name, attrs)`` nodes and ``(u, v, attrs)`` edges into ``fh`` as GraphML (attribute types
-    from ``_GRAPHML_TYPES``)."""
+    from ``_GRAPHML_TYPES``).
+
+    Parameters
+    ----------
+    fh : text file
+        Open for writing.
+    name : str
+        The graph's name.
+    num_gpus : int
+        Its GPUs (a graph attribute).
+    node_attrs, edge_attrs : sequence of str
+        The attributes declared, in order.
+    nodes, edges : iterable
+        ``(name, attrs)`` and ``(u, v, attrs)`` records.
+    """
     nkeys = {a: f"n{i}" for i, a in enumerate(node_attrs)}
     ekeys = {a: f"e{i}" for i, a in enumerate(edge_attrs)}
     fh.write("<?xml version='1.0' encoding='utf-8'?>\n"
@@ -124,7 +138,19 @@ def _write_json(fabric: Fabric, fh) -> None:
 
 def write_json(fh, name: str, num_gpus: int, nodes, edges) -> None:
     """Stream a graph's ``(name, attrs)`` nodes and ``(u, v, attrs)`` edges into ``fh`` as networkx node-link
-    JSON."""
+    JSON.
+
+    Parameters
+    ----------
+    fh : text file
+        Open for writing.
+    name : str
+        The graph's name.
+    num_gpus : int
+        Its GPUs (a graph attribute).
+    nodes, edges : iterable
+        ``(name, attrs)`` and ``(u, v, attrs)`` records.
+    """
     dump = json.dumps
     fh.write('{"generator":' + dump(f"{SIGNATURE} {_version()}") + ',"directed":false,"multigraph":false,"graph":'
              + dump({"name": name, "num_gpus": num_gpus}, separators=(",", ":")) + ',"nodes":[')

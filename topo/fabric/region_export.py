@@ -30,7 +30,18 @@ EDGE_ATTRS = ("level", "num_links", "bandwidth_Bps", "link_bandwidth_Bps", "late
 
 def region_records(region: Region):
     """The region's ``(nodes, edges)`` iterators: ``(name, attrs)`` and ``(u, v, attrs)``, attributes
-    :data:`NODE_ATTRS` and :data:`EDGE_ATTRS` (see the module doc)."""
+    :data:`NODE_ATTRS` and :data:`EDGE_ATTRS` (see the module doc).
+
+    Parameters
+    ----------
+    region : Region
+        The built region (its sites' fabrics and DCI spans).
+
+    Returns
+    -------
+    tuple
+        ``(nodes, edges)``, two generators.
+    """
     return _nodes(region), _edges(region)
 
 
@@ -69,7 +80,33 @@ def export_region(region: Region, path: str | Path, fmt: str = "graphml", *, inp
                   **output) -> Path:
     """Write the region's graph (see the module doc) to ``path`` (``"-"``: standard output) as ``graphml`` or
     ``json``, whole or not at all, never over ``inputs`` nor, unless ``force``, over a file topo did not write
-    (:func:`topo.atomic.open_output`, which also takes ``output``'s keywords). Returns the path written."""
+    (:func:`topo.atomic.open_output`, which also takes ``output``'s keywords).
+
+    Parameters
+    ----------
+    region : Region
+        The built region.
+    path : str or Path
+        Where to write (``"-"``: standard output).
+    fmt : str
+        ``graphml`` or ``json``.
+    inputs : sequence of str
+        Files the command read, never written over.
+    force : bool
+        Write over a file topo did not write.
+    **output
+        :func:`topo.atomic.open_output`'s keywords.
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    TopoError
+        An unknown format, or a path ``open_output`` refuses.
+    """
     fmt = fmt.lower()
     if fmt not in EXPORT_FORMATS:
         raise TopoError(f"unknown format {fmt!r}; allowed: {', '.join(EXPORT_FORMATS)}", key="format")

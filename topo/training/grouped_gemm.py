@@ -42,7 +42,13 @@ EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 @lru_cache(maxsize=1)
 def compute_streams() -> int:
     """Transformer Engine's compute streams for a multi-stream grouped GEMM (``kernels.toml``
-    ``[grouped_gemm] streams``)."""
+    ``[grouped_gemm] streams``).
+
+    Returns
+    -------
+    int
+        4 (TE's ``num_compute_streams``, v2.9-v2.16).
+    """
     t = tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
     return int(t["grouped_gemm"]["streams"])
 

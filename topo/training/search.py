@@ -425,7 +425,20 @@ def common_factor_note(gpus: int, global_batch: int) -> str:
     """Why few layouts divide when the GPUs and the batch share little (empty when they share enough): dp divides
     both (``global_batch % (dp x micro_batch) == 0``), so tp x cp x pp is a multiple of gpus / gcd; and the most GPUs
     at or below ``gpus`` that leave it a multiple of at most 8 (walk9: 16,128 GB200 = 224 racks of 72 with a batch of
-    8,192 left 63, which no DeepSeek-V3 layout is; 14,336 leaves 7)."""
+    8,192 left 63, which no DeepSeek-V3 layout is; 14,336 leaves 7).
+
+    Parameters
+    ----------
+    gpus : int
+        The job's GPUs.
+    global_batch : int
+        Sequences per optimizer step.
+
+    Returns
+    -------
+    str
+        The note, or "" when ``gpus / gcd(gpus, global_batch)`` is 8 or less.
+    """
     common = math.gcd(gpus, global_batch)
     if gpus // common <= 8:
         return ""
