@@ -20,7 +20,7 @@ attends to itself and the ``w - 1`` before it) thus costs more than its band:
   read off a published table's full and causal curves (:func:`fixed_keys`: the time per useful FLOP is linear in
   ``1 / s``). Checked against cuDNN's own sliding-window measurements (tests/test_training_attention_tiles.py):
   the B200 hdim-64 table predicts GB200's 128-key window within 2% and the Hopper table H200's 1,024-key window
-  within 6%.
+  within 3% forward and 7% backward (:func:`window_keys`: the backward on its own curve's fixed cost).
 
 The rate above is the band's, far from the sequence's start. A sequence's first ``w`` rows attend to fewer than
 ``w`` keys: they are a causal block of ``w`` (one masked tile per query tile, not two), so a window over ``s``
