@@ -85,3 +85,20 @@ def test_the_2509_token_drop_recipes_graph_whole_layers(monkeypatch):
         assert lay.ep_dispatcher == "alltoall"
         assert expert_rows(model, lay) == lay.ep * expert_capacity(model, lay)
         assert "host" not in stage_compute(model, lay, gpu_compute("GB200")).by_module_s, s["run"]
+
+
+def test_the_router_drops_tokens_in_its_own_kernels(qwen235):
+    """Closed form of ``apply_router_token_dropping`` (Megatron-Core 0.14 ``moe_utils.py``, ``drop_policy
+    "probs"``) on Qwen3-235B at TP2, 4,096 tokens: 2,048 tokens a rank (sequence parallel) x 128 experts, FP32
+    scores, capacity ceil(2,048 x 8 / 128) = 128 a expert. Forward: top-k read (4), ``zeros_like`` (4), ``scatter``
+    (8 + 4 a slot), ``.bool()`` (4 + 1), the masked product (4 + 1 + 4) in 5 kernels; backward ``grad * mask``
+    (4 + 1 + 4) in one. A dropless router runs none of them."""
+    lay = _padded(("attn", "moe"))
+    ops = {op.name: op for op in block_ops(qwen235, lay, "E")}
+    scores, slots = 2048 * 128, 128 * 128
+    fwd, bwd = ops["router_capacity"], ops["router_capacity_grad"]
+    assert fwd.bytes == (4 + 4 + 5 + 9) * scores + 12 * slots and fwd.launches == 5 and fwd.passes == "forward"
+    assert bwd.bytes == 9 * scores and bwd.launches == 1 and bwd.passes == "backward"
+    assert fwd.graph == bwd.graph == "moe_router"  # the router's part: graphed by moe_router and by moe
+    dropless = lay.model_copy(update={"moe_capacity_factor": None, "cuda_graph_scope": ("attn",)})
+    assert not {"router_capacity", "router_capacity_grad"} & {op.name for op in block_ops(qwen235, dropless, "E")}

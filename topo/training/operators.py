@@ -68,13 +68,14 @@ from .ssd import ssd_flops, ssd_kernels
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS", "host_syncs",
+           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
+           "host_syncs", "CAPACITY_MASK_BYTES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
 """Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
-MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake")
+MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake", "router_capacity", "router_capacity_grad")
 """An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
 permutation, the combined 1F1B's ``attn`` node (:mod:`topo.training.ep_overlap`)."""
@@ -481,6 +482,8 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
         router = [_gemm("router", "moe", t_in, m.experts, h, linear=False),
                   # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
+    if lay.moe_routing != "consecutive":
+        router += _capacity_ops(model, lay, t_in)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += fp8_padding_ops(model, lay, rows, local)
@@ -692,6 +695,29 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     dest = rank_destinations(lay.moe_routing, model.moe.experts, k, lay.ep)  # as the all-to-all routes them
     received = ACT * t_in * lay.expert_tp * h * dest * load
     return 2 * (received + routed * load)
+
+
+CAPACITY_MASK_BYTES = ((22.0, 12.0, 5), (9.0, 0.0, 1))
+"""Megatron-Core's token dropping in the router (``apply_router_token_dropping``, ``drop_policy = "probs"``, the
+default, NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0 ``megatron/core/transformer/moe/moe_utils.py``) as ``((forward
+bytes per router score, per capacity slot, kernels), (backward ...))``, the scores FP32 (as ``router_topk``'s).
+Forward: ``torch.topk(probs, k=capacity, dim=0)`` reads the scores (4), ``zeros_like`` writes them (4), ``scatter``
+writes each slot's index and value (8 + 4 a slot), ``.bool()`` reads and writes (4 + 1), ``probs * mask`` reads both
+and writes (4 + 1 + 4): 22 a score and 12 a slot in 5 kernels (a multi-block top-k may launch more: uncounted).
+Backward: only the product has a gradient, ``grad * mask`` (4 + 1 + 4) in one kernel."""
+
+
+def _capacity_ops(model: ModelSpec, lay: ParallelLayout, t_in: float) -> list[Op]:
+    """The router's token dropping under a capacity factor (:data:`CAPACITY_MASK_BYTES`), over the rank's
+    ``t_in x experts`` scores and ``capacity x experts`` slots; none for a dropless router."""
+    cap = expert_capacity(model, lay)
+    if cap is None:
+        return []
+    scores, slots = t_in * model.moe.experts, cap * model.moe.experts
+    (fs, fc, fk), (bs, bc, bk) = CAPACITY_MASK_BYTES
+    return [Op("router_capacity", "moe", "kernel", 0.0, fs * scores + fc * slots, launches=fk, passes="forward"),
+            Op("router_capacity_grad", "moe", "kernel", 0.0, bs * scores + bc * slots, launches=bk,
+               passes="backward")]
 
 
 def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float) -> list[Op]:
