@@ -68,13 +68,14 @@ from .ssd import ssd_flops, ssd_kernels
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
-           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
+           "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
+           "host_syncs", "CAPACITY_MASK_BYTES",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
 END_UNITS = ("embedding", "logits", "mtp_head")
 """Pipeline units that are not layers: the embedding, the output head, a multi-token-prediction module's head."""
-MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake")
+MOE_ROUTER_OPS = ("norm", "router", "router_topk", "router_fake", "router_capacity", "router_capacity_grad")
 """An MoE block's operators before its routed experts' token-count sync: the norm and the router (a learned one's
 GEMM and top-k, or the benchmark gate's ``router_fake``). Megatron-Core's ``moe_router`` graph part and, with the
 permutation, the combined 1F1B's ``attn`` node (:mod:`topo.training.ep_overlap`)."""
@@ -90,6 +91,14 @@ permutation (``dispatch_preprocess``'s ``permute``: 4 of the op's 9 forward kern
 ``permute_kernels``; NVIDIA/Megatron-LM@d98e8a64dd ``token_dispatcher.py``); the op is not split, so those
 launches are counted after the sync (assumption; splitting them before it moved 4 rows by 0.1-0.5 point and no
 group's median, rev39)."""
+SCOPE_PARTS = {"moe": ("moe", "moe_router", "moe_preprocess")}
+"""The ``cuda_graph_scope`` parts a scope value captures beyond its own name. ``moe`` graphs the whole MoE block,
+its norm, router and shared experts (the ``moe_router`` part) included: Megatron-Core's per-layer graph with ``moe``
+takes ``pre_mlp_layernorm`` and the whole ``mlp`` (NVIDIA/Megatron-LM@d98e8a64dd
+``megatron/core/transformer/transformer_layer.py``, the capture's submodules: ``moe`` before the ``moe_router``
+branch), and at 25.09's Megatron-Core 0.14 ``enable_cuda_graph`` wraps the whole ``TransformerLayer`` in its
+``CudaGraphManager`` (NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0 ``transformer_layer.py`` ``__init__`` and
+``__call__``), which a token-drop, padded MoE layer allows (no host sync)."""
 SHARED_EXPERT_MODULES = ("shared_experts", "shared_experts_act")
 """An MoE block's modules that run beside the router, not with the routed experts (the same two users)."""
 ATTENTION_BACKWARD_FLOPS = 2.5
@@ -475,6 +484,8 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
         router = [_gemm("router", "moe", t_in, m.experts, h, linear=False),
                   # fp32 logits: softmax, top-k, the auxiliary load-balancing terms (read and write)
                   _mem("router_topk", "moe", 4 * 3 * t_in * m.experts, launches=_router_kernels(m.router, lay) - 1)]
+    if lay.moe_routing != "consecutive":
+        router += _capacity_ops(model, lay, t_in)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
            *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
     ops += fp8_padding_ops(model, lay, rows, local)
@@ -686,6 +697,29 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     dest = rank_destinations(lay.moe_routing, model.moe.experts, k, lay.ep)  # as the all-to-all routes them
     received = ACT * t_in * lay.expert_tp * h * dest * load
     return 2 * (received + routed * load)
+
+
+CAPACITY_MASK_BYTES = ((22.0, 12.0, 5), (9.0, 0.0, 1))
+"""Megatron-Core's token dropping in the router (``apply_router_token_dropping``, ``drop_policy = "probs"``, the
+default, NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0 ``megatron/core/transformer/moe/moe_utils.py``) as ``((forward
+bytes per router score, per capacity slot, kernels), (backward ...))``, the scores FP32 (as ``router_topk``'s).
+Forward: ``torch.topk(probs, k=capacity, dim=0)`` reads the scores (4), ``zeros_like`` writes them (4), ``scatter``
+writes each slot's index and value (8 + 4 a slot), ``.bool()`` reads and writes (4 + 1), ``probs * mask`` reads both
+and writes (4 + 1 + 4): 22 a score and 12 a slot in 5 kernels (a multi-block top-k may launch more: uncounted).
+Backward: only the product has a gradient, ``grad * mask`` (4 + 1 + 4) in one kernel."""
+
+
+def _capacity_ops(model: ModelSpec, lay: ParallelLayout, t_in: float) -> list[Op]:
+    """The router's token dropping under a capacity factor (:data:`CAPACITY_MASK_BYTES`), over the rank's
+    ``t_in x experts`` scores and ``capacity x experts`` slots; none for a dropless router."""
+    cap = expert_capacity(model, lay)
+    if cap is None:
+        return []
+    scores, slots = t_in * model.moe.experts, cap * model.moe.experts
+    (fs, fc, fk), (bs, bc, bk) = CAPACITY_MASK_BYTES
+    return [Op("router_capacity", "moe", "kernel", 0.0, fs * scores + fc * slots, launches=fk, passes="forward"),
+            Op("router_capacity_grad", "moe", "kernel", 0.0, bs * scores + bc * slots, launches=bk,
+               passes="backward")]
 
 
 def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float) -> list[Op]:
@@ -1055,9 +1089,12 @@ def captured(op: Op, graphs: tuple) -> bool:
     Returns
     -------
     bool
-        True when a full-iteration graph or the op's own part is captured.
+        True when a full-iteration graph, the op's own part or a part holding it (:data:`SCOPE_PARTS`) is
+        captured.
     """
-    return "full_iteration" in graphs or bool(op.graph and op.graph in graphs)
+    if "full_iteration" in graphs:
+        return True
+    return bool(op.graph) and any(op.graph in SCOPE_PARTS.get(g, (g,)) for g in graphs)
 
 
 @dataclass(frozen=True)
@@ -1163,7 +1200,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         host += h
         hmods[op.module] = hmods.get(op.module, 0.0) + h
         if op.passes != "backward":
-            if op.name == SYNC_OP and sync_at < 0:
+            if op.name == SYNC_OP and sync_at < 0 and host_syncs(lay):
                 sync_at = len(seq)
             seq.append((h, f, kernels_launched(op, lay.precision, amax_pass=amax)))
         host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax)
@@ -1486,7 +1523,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router or a
     full-iteration graph has no sync; the backward has none of its own, but a recomputed ``moe`` module replays
     the router and its sync there (:func:`_moe_recompute_wait_s`)."""
-    synced = lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
+    synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     for u, bf16 in units:
         kinds = [u] if u in END_UNITS else list(u)
@@ -1500,6 +1537,27 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
             gpu_rest += g
             host_rest += h
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+def host_syncs(lay: ParallelLayout) -> bool:
+    """Whether an MoE block of the layout syncs its tokens per expert to the host each forward.
+
+    A dropless router does (:func:`_synced_layer_wait_s`); a padded one (``moe_capacity_factor``) does not: its
+    every split is the capacity, known on the host (NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0
+    ``megatron/core/transformer/moe/token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.preprocess``, ``drop_and_pad``;
+    ``_maybe_dtoh_and_synchronize`` copies nothing); nor does a full-iteration graph (no host in the step).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``moe_capacity_factor``, ``cuda_graph_scope``).
+
+    Returns
+    -------
+    bool
+        True where the host waits for the counts.
+    """
+    return lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
 
 
 def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:
