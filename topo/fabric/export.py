@@ -142,14 +142,8 @@ def write_json(fh, name: str, num_gpus: int, nodes, edges) -> None:
 
     Parameters
     ----------
-    fh : text file
-        Open for writing.
-    name : str
-        The graph's name.
-    num_gpus : int
-        Its GPUs (a graph attribute).
-    nodes, edges : iterable
-        ``(name, attrs)`` and ``(u, v, attrs)`` records.
+    fh, name, num_gpus, nodes, edges
+        As :func:`write_graphml` (JSON declares no attribute list).
     """
     dump = json.dumps
     fh.write('{"generator":' + dump(f"{SIGNATURE} {_version()}") + ',"directed":false,"multigraph":false,"graph":'
