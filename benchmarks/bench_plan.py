@@ -108,7 +108,7 @@ def arithmetic() -> list[str]:
         f"{rel.checkpoint_bytes / 1e12:.1f} TB; goodput (renewal model) {100 * rel.goodput:.1f}% = 1 - "
         + " - ".join(f"{100 * v:.1f}% {k}" for k, v in rel.lost_by_part.items())
         + f" (first-order form: {100 * rel.goodput_first_order:.1f}%)",
-        f"- meta-llama3-24k longest links: "
+        "- meta-llama3-24k longest links: "
         + ", ".join(f"{k} {v:.0f} m" for k, v in plan("meta-llama3-24k", collectives=False).floor.longest_m.items()),
         f"- dgx-h100-superpod NIC-side modules: {plan('dgx-h100-superpod', collectives=False).nic_modules} "
         f"(1,024 NICs / 2 per twin-port cage)",

@@ -6,7 +6,8 @@ prologue/epilogue ``tile_overhead_k`` (steps of K at the FP8 rate) and the HBM s
 ``gemm_memory_efficiency``, with DeepGEMM's own large-GEMM efficiency free (it is DeepGEMM's, not cuBLAS's: the
 training model takes cuBLAS's from the MAMF table), on DeepGEMM's own tiles (``kernels.toml``
 ``[gemm.kernel_tiles.deepgemm_sm90]``, its heuristic's BLOCK_M x BLOCK_N candidates; ``--tiles hopper`` fits on the
-training model's Hopper FP8 tiles instead). The grouped rows are scored, not fitted.
+training model's Hopper FP8 tiles instead), each tile no faster than shared memory feeds it (``[gemm.feed]``, not
+fitted). The grouped rows are scored, not fitted.
 
     python benchmarks/kernel_fit.py            # the fit and each row's error
     python benchmarks/kernel_fit.py --tiles hopper  # the same on the training model's Hopper FP8 tiles

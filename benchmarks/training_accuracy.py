@@ -57,8 +57,9 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 ``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
 the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
-20 SMs from the compute beside them (``ParallelLayout.ep_comm_sms``, DeepEP's default); hidden DP and CP ring
-collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
+SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
+(``ParallelLayout.ep_comm_sms``, DeepEP's default), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
 
@@ -300,6 +301,7 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
     if row["precision"] == "fp8":
         kw["fp8_recipe"] = fp8_recipe(row)
+    kw["moe_expert_kernels"] = expert_kernels(row, model)
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
     # the recipe's memory settings (empty: none): activation offloading, recomputation
@@ -307,7 +309,8 @@ def _framework_kw(row, model, kw: dict) -> None:
     kw["recompute"] = row.get("recompute_granularity") or "none"
     kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
     if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
-        kw.update(recompute="none", remat_policy="minimal_flash")
+        # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
+        kw.update(recompute="none", remat_policy="minimal_flash", wgrad_output="param_dtype")
     if row["run_id"].startswith("automodel_"):
         kw.update(_automodel_settings(model, pp))
         if pp > 1:
@@ -615,14 +618,18 @@ def _automodel_settings(model, pp: int) -> dict:
       ``components/models/nemotron_v3/layers.py``, the commit of the row's config): batch-major hidden states into
       mamba_ssm's ``mamba_split_conv1d_scan_combined`` with the gated RMSNorm's weight and ``out_proj`` handed to
       it (``mamba_mixer = "mamba_ssm"``).
+    - The weight gradients: FSDP2's autograd writes each a new bf16 gradient and ``foreach_reduce`` copies it into
+      the reduce-scatter buffer at the reduction's dtype (``wgrad_output = "fsdp2"``); no
+      ``fuse_wgrad_accumulation`` anywhere in Automodel@36044ad3 (Megatron-FSDP's ``main_grads_dtype`` is another
+      strategy, not the benchmarks').
     """
-    mamba = dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}
+    common = dict(wgrad_output="fsdp2", **(dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}))
     if model.moe is None:
-        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **mamba)
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **common)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
                 expert_bias_eager="fc1_fc2", expert_clamp_eager=False, attention_bias_eager=False, rope_kernel="te_fused",
-                cross_entropy="torch_bf16", **mamba)
+                cross_entropy="torch_bf16", **common)
 
 
 def fp8_recipe(row) -> str | None:
@@ -652,6 +659,32 @@ ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
 ``set_gpt_oss_common_configs``)."""
+
+FUSED_GROUPED_MLP_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
+"""Families whose Megatron-Bridge MXFP8 recipes on GB200 and GB300 run Transformer Engine's CuTe DSL fused grouped
+MLP from NeMo 26.06 on (``moe_expert_kernels = "fused_mlp"``): the 26.06 presets set ``cutedsl_fused_grouped_mlp =
+True``, which exports ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (NVIDIA-NeMo/Megatron-Bridge v0.5.0 fcbb6031
+scripts/performance/perf_plugins.py; configs/qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_
+FP8_MX_V1, QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2, configs/deepseek/...: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_
+FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions with the op fuser
+(@381d0b82, @4ab94dfa src/megatron/bridge/perf_recipes/{qwen,deepseek,gpt_oss}/{gb200,gb300}/: ``env_vars``
+``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1``, ``use_transformer_engine_op_fuser = True``); no 26.04 preset sets it
+(v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
+
+
+def expert_kernels(row, model) -> str:
+    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
+    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES`), else Transformer Engine's multi-stream
+    ``GroupedLinear`` (``multi_stream``)."""
+    if model.moe is None or fp8_recipe(row) != "mxfp8" or row["gpu"] not in ("GB200", "GB300"):
+        return "multi_stream"
+    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
+        return "fused_mlp"
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    fused = (row["run_id"].startswith("mb") and release is not None
+             and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
+    return "fused_mlp" if fused else "multi_stream"
+
 
 DSV3_LAYOUTS = {
     # Megatron-Bridge's DeepSeek-V3 recipe places the layers by (pp, vpp) (NVIDIA-NeMo/Megatron-Bridge@05d003fb

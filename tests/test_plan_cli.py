@@ -93,3 +93,22 @@ def test_side_by_side_has_switches_per_tier_transceivers_per_type_and_what_binds
         assert sum(int(rows[k][0][col].replace(",", "")) for k in per_type) == r.bom.num_transceivers
     # both top-tier collectives of the islands bind on the 7:1 tier above the islands; none on one pod
     assert rows["bound by"] == [["-", "core-super-spine"], ["-", "core-super-spine"]]
+
+
+def test_the_checkpoint_line_says_where_the_model_s_size_came_from():
+    """walk9: "checkpoint 20 TB (1.43e+12 parameters)" did not say whose parameters; by default they are the
+    compute-optimal size for the compute line's FLOP, N = sqrt(FLOP / (6 x 20)) (Hoffmann et al. 2022, Chinchilla,
+    arXiv 2203.15556: about 20 tokens per parameter), else plan.workload.params or --model's."""
+    doc = json.loads(run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--json", check=True).stdout)
+    params = doc["reliability"]["params"]
+    assert params == pytest.approx((doc["compute"]["flop"] / (6 * 20)) ** 0.5, rel=1e-9)
+
+    def line(*args):
+        text = run_cli("plan", "dgx-h100-superpod", "--no-collectives", *args, check=True).stdout
+        (ln,) = [ln for ln in text.splitlines() if ln.strip().startswith("checkpoint ")]
+        return ln
+
+    assert (f"({params:.3g} parameters: compute-optimal for the compute line's FLOP, Chinchilla's tokens per "
+            "parameter)") in line()
+    assert "(7e+10 parameters: plan.workload.params)" in line("--set", "plan.workload.params=7e10")
+    assert line().endswith("; 1 hot-spare server")  # one server's spare (4 SUs of DGX H100), not "1 ... servers"

@@ -1,6 +1,7 @@
 """The README's set-up commands are the ones CI runs, and its Python tour runs."""
 
 import re
+import tempfile
 
 from conftest import ROOT
 
@@ -104,8 +105,11 @@ def samples(text: str | None = None) -> list[tuple[str, str]]:
 
 
 def printed(cmd: str) -> str:
-    """What ``cmd`` prints, as a sample shows it: stdout, or stderr when it fails."""
-    proc = run_cli(*shlex.split(cmd)[1:])
+    """What ``cmd`` prints, as a sample shows it: stdout, or stderr when it fails; run outside the repository, as
+    a user of a plain install runs it (walk9: the samples showed `topologies/h100-100k.toml`, a path inside the
+    clone, where an installed topo names `bundled spec h100-100k`)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = run_cli(*shlex.split(cmd)[1:], cwd=scratch)
     return proc.stdout if proc.returncode == 0 else proc.stderr
 
 

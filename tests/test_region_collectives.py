@@ -1,6 +1,8 @@
 """Collectives across sites (issue 31): closed forms of the hierarchical all-reduce, the flat ring's latency, the DCI
 named as the bottleneck when it binds."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from test_region import build, region_dict
 from topo import estimate
 from topo.engine.algorithms.across_sites import Phase, hierarchical, pipeline_time_s, pipelined, window_s
 from topo.engine.region_estimate import estimate_region
+from topo.units import format_time
 
 S = 2 ** 30
 
@@ -132,6 +135,23 @@ def test_cli_estimate_a_region_and_its_errors():
         bad = run_cli(*cmd, "--fail", "dci:east-west")
         assert bad.returncode == 2 and bad.stderr == ("error: --fail: no working DCI route from site east to west "
                                                       "(failed: dci:east-west)\n"), bad.stderr
+
+
+def test_cli_estimate_a_region_shows_every_candidate_s_time_and_names_a_refused_flag():
+    """walk9: the header listed the candidates' names only (the README quotes their times), and --detail was refused
+    as "not --csv"."""
+    out = run_cli("estimate", "two-site-h100", "--size", "1GiB", check=True).stdout
+    doc = json.loads(run_cli("estimate", "two-site-h100", "--size", "1GiB", "--json", check=True).stdout)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("# candidates across sites at 1 GiB: ")]
+    shown = dict(part.split(" ", 1) for part in line.split(": ", 1)[1].split(", "))  # name -> "23.61 ms"
+    assert set(shown) == set(doc["rows"][0]["candidates"]) == {"hierarchical", "hierarchical_pipelined", "ring", "tree"}
+    for name, t in doc["rows"][0]["candidates"].items():
+        assert shown[name] == format_time(t)
+    for flag in ("--detail", "--csv", "--no-pxn"):
+        bad = run_cli("estimate", "two-site-h100", "--size", "1GiB", flag)
+        assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith(f"error: {flag}: across sites, "), \
+            bad.stderr
+        assert bad.stderr.count("\n") == 1 and f"; not {flag} (it runs on one site's spec)" in bad.stderr
 
 
 def test_a_failed_part_of_one_site_slows_that_site_only():

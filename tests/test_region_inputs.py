@@ -98,12 +98,14 @@ def test_train_across_sites_names_the_flag_of_a_layout_it_cannot_split():
     assert err == "error: --pp: pipeline stages across 2 sites need pp a multiple of 2, got 1\n"
 
 
-def test_train_across_sites_refuses_a_layout_in_one_line():
+def test_train_across_sites_takes_a_layout():
     """walk8: the README's region section did not say that --layout (and so fp8_recipe) is not taken across sites;
-    it says so now, and the refusal is one line naming the flag."""
-    err = one_error("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768",
-                    "--precision", "fp8", "--layout", "fp8_recipe=delayed")
-    assert err.startswith("error: --layout: across sites, train takes the layout as flags")
+    walk9: it is taken now (tests/test_region_train_layout.py), its fields reaching the step as on one site."""
+    import json
+
+    proc = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768",
+                   "--precision", "fp8", "--layout", "fp8_recipe=delayed", "--no-contention", "--json", check=True)
+    assert json.loads(proc.stdout)["one_site"]["layout"]["fp8_recipe"] == "delayed"
 
 
 @pytest.mark.parametrize("compute", ["plan", "describe"])

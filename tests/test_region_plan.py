@@ -71,6 +71,36 @@ def test_cli_plan_region_json():
     assert 0 < doc["dci_share_of_cost"] < 1
 
 
+def test_the_site_table_says_what_its_tco_is():
+    """walk9: a site's TCO beside its capex read as a mistake (a GB200 site: capex $1.137B, TCO $1.134B over 5 years);
+    the line under the table says it is the depreciation the years charge (a facility over 20 years) + the running
+    costs, and per GPU-hour is TCO / GPU-hours (8,760 h a year), which the JSON's figures satisfy."""
+    text = run_cli("plan", "two-site-h100", "--no-collectives", check=True).stdout
+    assert ("TCO: over 5 years, the depreciation those years charge (each asset class over its own life, "
+            "topo/data/catalog/economics.toml: the facility's is longer, so a TCO can be below the capex)") in text
+    doc = json.loads(run_cli("plan", "two-site-h100", "--no-collectives", "--json", check=True).stdout)
+    for site in doc["sites"]:
+        hours = site["num_gpus"] * doc["years"] * 8760
+        assert site["cost_per_gpu_hour_usd"] == pytest.approx(site["tco_usd"] / hours, rel=1e-9)
+
+
+def test_a_span_beyond_a_zr_module_s_reach_is_said():
+    """walk9: two-site-h100's 1,000 km span is billed as 800ZR-class pluggables (24 W, 64 per fibre pair) with 12
+    amplifier huts, and nothing said that 800ZR is specified for 80-120 km (OIF 800ZR IA) and 400ZR for up to 120 km
+    (multisite.md s.4, secondary): a note now names each span beyond ``module.reach_km``; a quote of the reach (a
+    long-haul transponder's) lifts it."""
+    assert v("module", "reach_km") == 120
+    note = ("note: dci:east-west (1,000 km) is beyond a ZR module's 120 km single-span reach (module.reach_km in "
+            "topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, multisite.md s.4)")
+
+    def text(*args):
+        return run_cli("plan", "two-site-h100", "--no-collectives", *args, check=True).stdout
+
+    assert note in text()
+    assert "reach" not in text("--set", "interconnect.distance_km=120")  # 120 km: within it
+    assert "single-span reach" not in text("--set", "plan.dci.module.reach_km=1500")
+
+
 def test_one_big_site_beside_the_region():
     r = plan_region(build_region("two-site-h100"), one_site=True, collectives=False)
     o = r.one_site

@@ -144,3 +144,33 @@ def test_cli_train_across_sites_takes_gpus_as_one_site_does():
         "error: --gpus: 1,024 GPUs, but tp x cp x pp x dp = 512; give one of --gpus and --dp, or both agreeing\n")
     bad = run_cli(*base, "--gpus", "4096")
     assert bad.returncode == 2 and bad.stderr == "error: --gpus: 4,096 GPUs asked, but the 2 sites have 3,072\n"
+
+
+def test_a_pp_that_cannot_span_the_sites_is_said_not_silently_left_out():
+    """walk9: with pp not a multiple of the sites the table showed dp alone while the assumptions still described
+    pp across sites; the assumption now says pp was not timed, and why."""
+    region = build_region("two-site-h100")
+    model = load_model("llama3-8b")
+    no_pp = estimate_across_sites(region, model, make_layout(tp=8, dp=16, global_batch=64), contention=False)
+    assert [s.strategy for s in no_pp.strategies] == ["dp"]
+    assert "pp across sites: not timed, pp 1 is not a multiple of the 2 sites" in no_pp.assumptions
+    assert not any("fill and drain" in a for a in no_pp.assumptions)
+    with_pp = estimate_across_sites(region, model, make_layout(tp=8, pp=2, dp=8, global_batch=64), contention=False)
+    assert [s.strategy for s in with_pp.strategies] == ["dp", "pp"]
+    assert any(a.startswith("pp across sites: DP stays inside each site") for a in with_pp.assumptions)
+    assert not any("not timed" in a for a in with_pp.assumptions)
+
+
+@pytest.mark.parametrize("model_name,sizes", [
+    ("llama3-8b", [dict(tp=8, dp=2), dict(tp=8, dp=4)]),  # dp 2: one replica per site
+    ("qwen3-30b-a3b", [dict(tp=1, ep=8, dp=16), dict(tp=1, ep=4, dp=16)]),  # ep 8: one expert replica per site
+])
+def test_one_replica_per_site_still_sends_its_gradients_across(model_name, sizes):
+    """walk9: a site holding one replica (dp = the sites) reduces nothing inside, and the DCI carried 0 B (Llama 3 8B
+    at 99.8% of one site); one expert replica per site (ep = tp x dp per site) dropped the experts' gradients
+    (Qwen3-30B-A3B on two GB200 sites: 14.3 GiB instead of 135.8 GiB). Across two sites the ring all-reduce moves
+    2 (K - 1) / K x V = V per direction: every parameter's gradient at 4 bytes (fp32 reduction, Megatron's default)."""
+    region, model = build_region("two-site-h100"), load_model(model_name)
+    for s in sizes:
+        r = estimate_across_sites(region, model, make_layout(global_batch=64, **s), contention=False)
+        assert r.strategies[0].dci_bytes_per_step == pytest.approx(model.total_params * 4, rel=1e-6), s

@@ -11,13 +11,13 @@ import pytest
 import topo
 from topo.engine.estimate import default_profile
 from topo.training.comm import CommEngine
-from topo.training.comm_sms import nccl_sms, reduced_gpu, sm_loss_s
+from topo.training.comm_sms import nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s, memory_s
 from topo.training.model import load_model
 from topo.training.operators import stage_compute
 from topo.training.parallel import make_layout
-from topo.training.step import estimate_step
+from topo.training.step import ep_held_sms, estimate_step
 
 
 def test_nccl_channels_capped_by_max_then_raised_to_min_ctas():
@@ -35,6 +35,32 @@ def test_the_profile_channel_count_is_ncclss_sixteen_on_8_nic_servers():
     # topo/data/profiles/nccl: 16 coll channels on 8-GPU NVSwitch servers with 8 NICs (NCCL_DEBUG=INFO logs)
     pod = topo.build_fabric(topo.load_spec("dgx-h100-superpod"))
     assert default_profile(pod).channels == 16
+
+
+def test_an_nccl_all_to_all_holds_the_p2p_channels_a_power_of_two():
+    # NVIDIA/nccl src/graph/paths.cc ncclTopoComputeP2pChannels (v2.28.3-1 f1308997, master 5067397c):
+    # p2pnChannels = pow2Up(max(min(nChannels, NCCL_MAX_P2P_NCHANNELS = MAXCHANNELS = 64), 1)), nChannels the
+    # collective channels after NCCL_MIN/MAX_CTAS; an all-to-all's grid is every p2p channel it touches
+    assert nccl_p2p_sms(16) == 16  # the profile's 16 channels: 16 SMs, not DeepEP's 20
+    assert nccl_p2p_sms(12) == 16 and nccl_p2p_sms(17) == 32 and nccl_p2p_sms(3) == 4
+    assert nccl_p2p_sms(16, 24) == 32  # NCCL_MIN_CTAS 24 -> 24 collective channels -> 32 p2p
+    assert nccl_p2p_sms(16, None, 8) == 8 and nccl_p2p_sms(16, None, 12) == 16
+    assert nccl_p2p_sms(64) == 64 and nccl_p2p_sms(80) == 64  # MAXCHANNELS
+
+
+def test_the_sms_the_expert_all_to_all_holds_are_decided_by_its_dispatcher():
+    """Megatron-Core's ``alltoall`` dispatcher calls PyTorch's all_to_all_single (NCCL send/recv pairs): NCCL's p2p
+    channels; the flex dispatcher (DeepEP / HybridEP) launches on the recipe's ``moe_deepep_num_sms`` /
+    ``moe_hybridep_num_sms``, the layout's ``ep_comm_sms`` (DeepSeek-V3 sec. 3.2.2: 20)."""
+    prof = default_profile(topo.build_fabric(topo.load_spec("dgx-h100-superpod")))
+    a2a = make_layout(ep=8, dp=8, global_batch=64, ep_comm_sms=24)
+    assert ep_held_sms(a2a, prof) == 16
+    assert ep_held_sms(a2a.model_copy(update={"nccl_min_ctas": 32}), prof) == 32
+    flex = a2a.model_copy(update={"ep_dispatcher": "deepep"})
+    assert ep_held_sms(flex, prof) == 24 and ep_held_sms(flex.model_copy(update={"nccl_min_ctas": 32}), prof) == 24
+    # DualPipe runs DeepSeek's own all-to-all kernels (DeepSeek-V3 sec. 3.2.2: 20 SMs), not NCCL's
+    dualpipe = make_layout(ep=8, dp=4, pp=2, global_batch=64, pipeline_schedule="dualpipe")
+    assert ep_held_sms(dualpipe, prof) == 20
 
 
 def test_a_many_wave_gemm_loses_the_held_share_a_one_wave_gemm_nothing():

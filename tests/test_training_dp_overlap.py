@@ -43,13 +43,18 @@ def test_the_last_gradient_bucket_stays_exposed_when_the_rest_hides(pod):
     assert dp.collective == "all_reduce" and dp.time_s == pytest.approx(dp.calls_per_step * last, rel=1e-12)
     # the hidden rest still holds NCCL's 16 channels' SMs (16 of 132) and moves 3 HBM bytes per bus byte
     # (topo/data/compute/comm_interference.toml; the step rounds the HBM taken to 1% of the GPU's): the compute
-    # beside it loses hidden x (1 - t/t')
+    # beside it loses hidden x (1 - t/t'), on the share of its window that is compute: the DP group crosses nodes,
+    # so TP4's exposed NVLink time widens it (C / (C + N), test_dp_seconds_behind_exposed_tp_cost_no_sms)
     gpu = gpu_compute("H100")
     taken = 3.0 * dp.size_bytes * 2 * 255 / 256 / last
     taken = round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
     assert taken > 0.01 * gpu.hbm_Bps
+    sc = stage_compute(m, lay, gpu)
     t, t_less = (stage_compute(m, lay, g).microbatch_s for g in (gpu, reduced_gpu(gpu, 16, taken)))
-    want = last + sm_loss_s(dp.time_s - last, t, t_less)
+    compute = lay.microbatches * (sc.forward_s + sc.backward_s + sc.recompute_s)
+    share = compute / (compute + r.breakdown_s["tp"])
+    assert 0.5 < share < 1
+    want = last + sm_loss_s((dp.time_s - last) * share, t, t_less)
     assert want > last
     assert dp.exposed_s == pytest.approx(want, rel=1e-12) and r.breakdown_s["dp"] == pytest.approx(want, rel=1e-12)
     assert any(n.startswith(f"hidden DP/CP collectives hold 16 of the 132 SMs (NCCL's channels) and up to "
@@ -235,3 +240,40 @@ def test_tp_does_not_widen_a_dp_group_inside_its_node(monkeypatch):
     now, before = _dp_without_widening(monkeypatch, small, m, lay)
     assert now.breakdown_s["tp"] > 0 and {c.domains_per_group for c in now.comm if c.dim == "dp"} == {1}
     assert now.breakdown_s["dp"] == before.breakdown_s["dp"] > 0.02
+
+
+def test_dp_seconds_behind_exposed_tp_cost_no_sms(monkeypatch, pod):
+    """A DP collective widened by the NVLink-only exposed TP time (Llama 3 70B, TP8 in each DGX H100 node, ZeRO-3
+    over DP 8, one GPU per node: NCCL's 4 channels, ``channels_one_gpu_per_node``) is charged the SM and HBM loss
+    only on its share beside compute: while the GPU waits on the exposed TP exchange no GEMM runs, so the SMs the
+    DP kernels hold cost nothing there. Its hidden seconds fall on compute and on the exposed TP in their shares
+    of the widened window, ``C / (C + N)``: the loss is ``h C / (C + N) x (1 - t / t')`` per collective."""
+    from topo.training import step as st
+    from topo.training.comm_sms import comm_hbm_Bps, moved_Bps
+
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, dp=8, micro_batch=1, global_batch=64, dp_sharding="zero3", recompute="full")
+    engine = CommEngine(pod)
+    real = estimate_step(pod, m, lay, engine=engine, contention=False)
+    monkeypatch.setattr(st, "sm_loss_s", lambda *a: 0.0)
+    rule = estimate_step(pod, m, lay, engine=engine, contention=False)  # the overlap rule alone
+    gpu = gpu_compute(pod.spec.gpu, host_cpu=pod.spec.host_cpu[0])
+    sc = stage_compute(m, lay, gpu)
+    compute = lay.microbatches * (sc.forward_s + sc.backward_s + sc.recompute_s)
+    tp_s = rule.breakdown_s["tp"]  # NVLink-only (TP8 inside a node), exposed: the widening
+    share = compute / (compute + tp_s)
+    assert 0.5 < share < 0.9
+    dp = [(c, r) for c, r in zip(real.comm, rule.comm) if c.dim == "dp"]
+    hidden = {id(c): (r.time_s - r.exposed_s) * share for c, r in dp}
+    assert sum(hidden.values()) < lay.microbatches * sc.microbatch_s  # the stream's cap does not bind
+    want = 0.0
+    for c, r in dp:
+        assert c.domains_per_group == 8 and c.group_size == 8
+        taken = comm_hbm_Bps(moved_Bps(c.collective, c.size_bytes, c.group_size, c.time_s / c.calls_per_step))
+        taken = round(taken / gpu.hbm_Bps, 2) * gpu.hbm_Bps
+        t_less = stage_compute(m, lay, reduced_gpu(gpu, 4, taken)).microbatch_s
+        loss = hidden[id(c)] * (1 - sc.microbatch_s / t_less)
+        assert c.exposed_s == pytest.approx(r.exposed_s + loss, rel=1e-9)
+        want += r.exposed_s + loss
+    assert real.breakdown_s["dp"] == pytest.approx(want, rel=1e-9)
+    assert real.breakdown_s["dp"] > rule.breakdown_s["dp"]

@@ -46,3 +46,33 @@ def test_no_placement_note_where_domains_hold_a_power_of_two():
                             "--gpus", "64", "--global-batch", "64", "--search", "--top", "2", "--no-contention",
                             "--json", check=True).stdout)
     assert js["notes"] == [] and js["ranked"]
+
+
+def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
+    """walk9: DeepSeek-V3 on 224 NVL72 racks (16,128 = 2^8 x 63 GPUs) with a batch of 8,192 said only that no layout
+    satisfies the divisibility rules. dp divides the GPUs and the batch (global_batch % (dp x micro_batch) == 0), so
+    dp <= gcd(16,128, 8,192) = 256 and tp x cp x pp is a multiple of 16,128 / 256 = 63: pp 63 exceeds the 61 layers,
+    7 and 9 divide none of its 128 heads. The error now says that arithmetic, in one line."""
+    bad = run_cli("train", "gb200-nvl72-superpod", "--set", "cluster.num_units=224", "--model", "deepseek-v3-671b",
+                  "--search", "--global-batch", "8192")
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and len(lines) == 1 and bad.stdout == "", bad.stderr
+    assert lines[0].startswith("error: --gpus: no layout of deepseek-v3-671b on 16,128 GPUs with a global batch of "
+                               "8,192 satisfies the divisibility rules")
+    # 14,336 = 7 x 2,048: the most GPUs at or below 16,128 that leave tp x cp x pp a multiple of at most 8
+    assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch of 8,192 (their greatest common factor "
+                             "is 256), so tp x cp x pp is a multiple of 63; 14,336 GPUs would leave it a multiple of "
+                             "7: give --gpus or --global-batch with more factors in common")
+
+
+def test_a_search_that_finds_layouts_says_the_factor_too():
+    """The same arithmetic when layouts exist but every one carries the odd factor: Qwen3-30B-A3B on 72 GB200 with a
+    batch of 64 (gcd 8, so tp x cp x pp is a multiple of 9); a note, in the text and --json's notes."""
+    args = ["train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--gpus", "72", "--global-batch", "64",
+            "--search", "--top", "1", "--no-contention"]
+    note = ("dp divides both the 72 GPUs and the batch of 64 (their greatest common factor is 8), so tp x cp x pp is "
+            "a multiple of 9; 64 GPUs would leave no such factor")
+    js = json.loads(run_cli(*args, "--json", check=True).stdout)
+    assert note in js["notes"] and all(r["layout"]["tp"] * r["layout"]["cp"] * r["layout"]["pp"] % 9 == 0
+                                       for r in js["ranked"])
+    assert f"note: {note}" in run_cli(*args, check=True).stdout

@@ -64,3 +64,34 @@ def test_the_layer_takes_the_layouts_gradient_bytes():
     fp32 = block_time(model, lay, gpu, "E").backward_s
     bf16 = block_time(model, lay.model_copy(update={"grad_bytes": 2.0}), gpu, "E").backward_s
     assert fp32 > bf16 * 1.05
+
+
+def test_each_framework_writes_its_weight_gradient_its_own_way():
+    """``wgrad_output``: Megatron-LM adds into the FP32 ``main_grad`` (8 bytes an element: read and written); PyTorch
+    FSDP2 (NeMo AutoModel) writes a new bf16 gradient (2 bytes) and, on the compute stream, copies it into the
+    reduce-scatter buffer at the reduction's dtype (``foreach_reduce``'s ``chunk_cat``, pytorch/pytorch@010ae4a8
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``: 2 bytes read, 4 written for an FP32
+    ``reduce_dtype``, 2 for the experts' bf16); JAX (MaxText) writes the gradient once in the parameter's dtype
+    (``weight_dtype: float32``: 4 bytes)."""
+    from topo.training.kernels import memory_s
+    from topo.training.operators import op_passes_s
+    lay = make_layout(tp=4, pp=8, dp=8, ep=8, etp=1, vpp=4, global_batch=2048, micro_batch=1, seq_len=4096,
+                      moe_imbalance=1.0)
+    op = _fc1(lay)
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    base = op_time_s(op, gpu, "bf16", backward=True)  # the weight gradient written once in bf16
+    plain = gemm_s(km, 4096, 3072, 512, "bf16", 16)
+    elements = 16 * 4096 * 3072  # the 16 experts' fc1 weight gradients
+    megatron = op_passes_s(op, gpu, lay)[1]
+    assert megatron - base == pytest.approx(gemm_s(km, 4096, 3072, 512, "bf16", 16, out_bytes=8.0) - plain)
+    fsdp2 = lay.model_copy(update={"wgrad_output": "fsdp2", "grad_bytes": 2.0, "grad_reduce_bytes": 4.0,
+                                   "expert_grad_reduce_bytes": 2.0})
+    assert op_passes_s(op, gpu, fsdp2)[1] - base == pytest.approx(memory_s(km, (2 + 2) * elements))
+    dense_fp32 = fsdp2.model_copy(update={"expert_grad_reduce_bytes": None})  # the experts reduced as the rest
+    assert op_passes_s(op, gpu, dense_fp32)[1] - base == pytest.approx(memory_s(km, (2 + 4) * elements))
+    jax = lay.model_copy(update={"wgrad_output": "param_dtype"})
+    assert op_passes_s(op, gpu, jax)[1] - base == pytest.approx(
+        gemm_s(km, 4096, 3072, 512, "bf16", 16, out_bytes=4.0) - plain)
+    assert op_passes_s(op, gpu, jax)[1] < megatron  # written once, not read and written
+    assert op_passes_s(op, gpu, fsdp2)[0] == op_passes_s(op, gpu, lay)[0]  # the forward has no gradient

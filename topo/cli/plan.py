@@ -338,11 +338,19 @@ def _failure_lines(rel) -> list[str]:
             f"          optics reconciled: modules on GPU links at their MTTF fail "
             f"{rel.optics_parts_per_day:.1f}/day; Llama 3's network row gives {rel.table_network_per_day:.1f}/day "
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
-            f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters), "
+            f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
+            f"{_params_origin(rel.params_source)}), "
             f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)}, every "
             f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
-            f"{format_time(rel.catch_up_s)}; {rel.hot_spare_servers} hot-spare servers"]
+            f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
+
+
+def _params_origin(source: str) -> str:
+    """Where the checkpointed model's size came from, in a few words (walk9: 1.43e+12 parameters, unexplained)."""
+    if source.startswith("derived: compute-optimal"):
+        return ": compute-optimal for the compute line's FLOP, Chinchilla's tokens per parameter"
+    return ": --model's" if source.startswith("--model") else ": plan.workload.params"
 
 
 def _goodput_lines(r: PlanResult, mark) -> list[str]:

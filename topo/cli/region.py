@@ -6,11 +6,12 @@ from __future__ import annotations
 from ..errors import TopoError
 from ..fabric.region import Region, build_region
 from ..fabric.region_inventory import RegionInventory, region_inventory
-from ..spec.region_load import is_region_file
-from ..units import count_noun, format_bandwidth, format_count, format_in, format_time
+from ..spec.load import resolve_spec_path
+from ..spec.region_load import is_region_file, site_spec_files
+from ..units import format_bandwidth, format_count, format_in, format_time
 from .output import emit, emit_json, table
 
-__all__ = ["is_region_args", "region_from_args", "run_describe", "render_region"]
+__all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]
 
 
 def is_region_args(args) -> bool:
@@ -28,6 +29,17 @@ def region_from_args(args) -> Region:
         except TopoError as exc:
             raise TopoError(f"{exc.message} (on {region.name})", key="--fail") from None
     return region
+
+
+def region_inputs(name: str, region: Region) -> list[str]:
+    """The files a region reads (the region file and its sites' spec files): never an output."""
+    paths = [str(resolve_spec_path(name))]
+    for f in site_spec_files(region.spec):
+        try:
+            paths.append(str(resolve_spec_path(f)))
+        except TopoError:
+            pass  # the region was built, so every site's spec was read: a name this cannot resolve is not a file
+    return paths
 
 
 def run_describe(args) -> int:

@@ -17,9 +17,9 @@ _SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "gro
 
 
 def run_estimate(args, sizes) -> int:
-    given = [k for k in _SITE_ONLY if getattr(args, k, None) not in (None, False)]
-    if given or getattr(args, "no_pxn", False) or getattr(args, "csv", False) or getattr(args, "detail", False):
-        flag = "--" + (given[0] if given else "csv").replace("_", "-")
+    given = [k for k in (*_SITE_ONLY, "no_pxn", "csv", "detail") if getattr(args, k, None) not in (None, False)]
+    if given:  # the flag given is the one named (walk9: --detail was refused as "not --csv")
+        flag = "--" + given[0].replace("_", "-")
         raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
                         f"not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
@@ -35,7 +35,7 @@ def run_estimate(args, sizes) -> int:
 def render_estimate(r: RegionEstimate) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
              f"{count_noun(r.num_sites, 'site')}, every GPU",
-             "# candidates across sites: " + ", ".join(r.rows[0].candidates) if r.rows else "#"]
+             _candidates(r.rows[-1]) if r.rows else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
@@ -43,3 +43,9 @@ def render_estimate(r: RegionEstimate) -> str:
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
     return "\n".join(lines)
+
+
+def _candidates(row) -> str:
+    """The candidates' times at the largest size, so the ones not chosen are seen too (walk9: only their names)."""
+    times = ", ".join(f"{name} {format_time(t)}" for name, t in row.candidates.items())
+    return f"# candidates across sites at {format_size(row.size_bytes)}: {times}"

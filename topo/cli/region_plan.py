@@ -7,11 +7,11 @@ from ..atomic import check_output, open_output
 from ..errors import TopoError
 from ..fabric.region import build_region
 from ..plan.region import RegionPlan, plan_region
-from ..spec.load import resolve_spec_path
-from ..spec.region_load import is_region_file, site_spec_files
+from ..spec.region_load import is_region_file
 from ..units import format_count, format_in, format_usd
 from .bom_csv import write_region_bom_csv
 from .output import emit, emit_json, note, table
+from .region import region_inputs
 
 __all__ = ["is_region_file", "refuse_region_flags", "run_region_plan", "render_region_plan"]
 
@@ -41,27 +41,16 @@ def refuse_region_flags(args) -> None:
                         f"--bom-csv; not {given[0]} yet", key=given[0])
 
 
-def _inputs(name: str, region) -> list[str]:
-    """The files a region's plan reads (the region file and its sites' spec files): never an output."""
-    paths = [str(resolve_spec_path(name))]
-    for f in site_spec_files(region.spec):
-        try:
-            paths.append(str(resolve_spec_path(f)))
-        except TopoError:
-            pass  # the region was built, so every site's spec was read: a name this cannot resolve is not a file
-    return paths
-
-
 def run_region_plan(args, name: str, layers) -> int:
     region = build_region(name, args.overrides or [])
     bom = args.bom_csv
     if bom is not None:  # a bad output fails before the plan
         if bom == "-" and args.json:
             raise TopoError("--json and --bom-csv - both print on stdout; give --bom-csv a file", key="--bom-csv")
-        check_output(bom, inputs=_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
+        check_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv", force_option="--force")
     r = plan_region(region, one_site=args.one_site, layers=layers, collectives=not args.no_collectives)
     if bom is not None:
-        with open_output(bom, inputs=_inputs(name, region), force=args.force, key="--bom-csv",
+        with open_output(bom, inputs=region_inputs(name, region), force=args.force, key="--bom-csv",
                          force_option="--force") as fh:
             write_region_bom_csv(r, fh)
         if bom == "-":
@@ -85,6 +74,10 @@ def render_region_plan(r: RegionPlan) -> str:
              f"${s.cost_per_gpu_hour_usd:.3f}"] for s in r.sites]
     lines.append(table(rows, ["site", "GPUs", "facility power", "power limit", "capex", "TCO", "per GPU-hour"],
                        right=[False] + [True] * 6))
+    lines.append(f"TCO: over {r.years:g} years, the depreciation those years charge (each asset class over its own "
+                 "life, topo/data/catalog/economics.toml: the facility's is longer, so a TCO can be below the capex) "
+                 "+ energy, maintenance, staff and site opex; per GPU-hour = TCO / the site's GPU-hours; a site's "
+                 "whole plan: topo plan on its spec")
     lines.append("")
     rows = [[b.name, f"{b.distance_km:,.0f} km", b.waves, b.fibre_pairs, b.modules, b.amplifier_huts,
              format_in(b.power_W, "kW", ",.1f"), format_usd(b.equipment_usd), format_usd(b.fibre_usd)] for b in r.dci.spans]

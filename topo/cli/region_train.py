@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 
 from ..errors import TopoError
+from ..inputs import is_input_file
 from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
-from ..training.parallel import make_layout
+from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_size, format_time
 from .common import data_parallel
-from .search_options import search_options
+from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
 from .region import region_from_args
 
@@ -20,37 +21,63 @@ __all__ = ["run_region_train", "render_across_sites"]
 
 
 def run_region_train(args, options: dict) -> int:
-    if args.layout:
-        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
-                        "searches it (--search); not --layout yet", key="--layout")
-    if args.global_batch is None:
-        raise TopoError("is required (a step needs a global batch): sequences per optimizer step, e.g. "
-                        "--global-batch 2304", key="--global-batch")
     if args.outer_every is not None and args.outer_every < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
+    if args.search and args.layout:  # its fields held in every layout tried, as on one site; its batch if no flag
+        options, layout_batch = layout_for_search(args.layout, options)
+        args.global_batch = args.global_batch or layout_batch
+    fields = layout_fields(args.layout)[0] if args.layout and not args.search else {}
+    if args.global_batch is None and "global_batch" not in fields:
+        also = " (or global_batch in --layout)" if args.layout else ""
+        raise TopoError("is required (a step needs a global batch): sequences per optimizer step, e.g. "
+                        f"--global-batch 2304{also}", key="--global-batch")
     region = region_from_args(args)
     model = load_model(args.model)
     if args.search:
         return _search(args, region, model, options)
-    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.gpus is not None and args.gpus > region.num_gpus:
         raise TopoError(f"{args.gpus:,} GPUs asked, but the {len(region.site_names)} sites have {region.num_gpus:,}",
                         key="--gpus")
-    if sizes["dp"] is None:  # --gpus sizes the job as on one site (it was ignored: every GPU of the region ran)
-        sizes["dp"] = data_parallel((sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1),
-                                    args.gpus or region.num_gpus)
-    lay = make_layout(global_batch=args.global_batch, **sizes, **{k: v for k, v in options.items() if v is not None})
+    lay = _job_layout(args, region, fields, options)
     if args.gpus is not None and lay.gpus != args.gpus:
         raise TopoError(f"{args.gpus:,} GPUs, but tp x cp x pp x dp = {lay.gpus:,}; give one of --gpus and --dp, "
                         f"or both agreeing", key="--gpus")
     across = args.across or ("outer" if args.outer_every else "dp")
-    r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
-                              convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention)
+    try:
+        r = estimate_across_sites(region, model, lay, across=across, outer_every=args.outer_every,
+                                  convention=args.flops, efficiency=args.efficiency, contention=not args.no_contention)
+    except TopoError as exc:
+        raise _named_by_layout(args, fields, exc) from None
     if args.json:
         emit_json(r.to_dict())
     else:
         emit(render_across_sites(r))
     return 0
+
+
+def _job_layout(args, region, fields: dict, options: dict):
+    """The whole job's layout from the flags over ``--layout``'s fields (flags win); dp, when neither gives it,
+    fills the GPUs asked (``--gpus``, else every GPU of the region)."""
+    sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
+    if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
+        known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
+        known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
+        sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus)
+    given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
+    try:
+        return make_layout(source=args.layout if fields else "layout", **{**fields, **given})
+    except TopoError as exc:
+        raise _named_by_layout(args, fields, exc) from None
+
+
+def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
+    """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file."""
+    name = (exc.key or "").split(".")[0]
+    if not fields or exc.source not in (None, "layout", args.layout) or name not in fields or \
+            getattr(args, name, None) is not None:
+        return exc
+    pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
+    return TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key)
 
 
 def _search(args, region, model, options: dict) -> int:

@@ -53,9 +53,12 @@ def _job_arguments(p) -> None:
                         "cross_entropy=fused|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
-                        "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather; "
+                        "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather, "
+                        "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
+                        "wgrad_output=main_grad|fsdp2|param_dtype; "
                         "with --search, a layout "
-                        "without sizes, held in every layout tried")
+                        "without sizes, held in every layout tried; on a region, the whole job's layout (dp counts "
+                        "every site's replicas)")
     p.add_argument("--gpus", type=int, default=None, help="GPUs of the job (default: tp x cp x pp x dp)")
     for d in ("tp", "cp", "pp", "dp", "ep", "vpp"):
         p.add_argument(f"--{d}", type=int, default=None)
@@ -207,8 +210,8 @@ def run(args) -> int:
     _check_numbers(args)
     _check_applies(args)
     if args.jax_mesh is not None and is_region_args(args):
-        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch) or "
-                        "searches it (--search); not --jax-mesh yet", key="--jax-mesh")
+        raise TopoError("across sites, train takes the layout as flags (--tp --pp --dp --vpp --global-batch), as "
+                        "--layout, or searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
         try:
             return run_region_train(args, _layout_options(args))
@@ -362,7 +365,7 @@ def _sharding(L: dict) -> str:
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
-                     "cuda_graph_scope")
+                     "moe_expert_kernels", "cuda_graph_scope", "wgrad_output")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:

@@ -19,13 +19,14 @@ from ..atomic import SIGNATURE, open_output
 from ..errors import TopoError
 from .fabric import Fabric
 
-__all__ = ["export_fabric", "EXPORT_FORMATS"]
+__all__ = ["export_fabric", "EXPORT_FORMATS", "write_graphml", "write_json"]
 
 EXPORT_FORMATS = ("graphml", "json")
 
 _GRAPHML_TYPES = {"role": "string", "tier": "string", "rail": "int", "server": "int", "domain": "int", "unit": "int",
                   "pod": "int", "plane": "int", "level": "string", "num_links": "int", "bandwidth_Bps": "double",
-                  "link_bandwidth_Bps": "double", "latency_s": "double", "num_failed": "int"}
+                  "link_bandwidth_Bps": "double", "latency_s": "double", "num_failed": "int", "site": "string",
+                  "distance_km": "double"}
 _BATCH = 20_000
 _WHITESPACE = str.maketrans({"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})
 
@@ -87,8 +88,16 @@ def _data(keys: dict, attrs: dict) -> str:
 
 
 def _write_graphml(fabric: Fabric, fh) -> None:
-    nkeys = {a: f"n{i}" for i, a in enumerate(fabric.NODE_ATTRS)}
-    ekeys = {a: f"e{i}" for i, a in enumerate(fabric.EDGE_ATTRS)}
+    names = fabric.node_names()
+    write_graphml(fh, fabric.name, fabric.num_gpus, fabric.NODE_ATTRS, fabric.EDGE_ATTRS, fabric.node_records(),
+                  fabric.edge_records(names))
+
+
+def write_graphml(fh, name: str, num_gpus: int, node_attrs, edge_attrs, nodes, edges) -> None:
+    """Stream a graph's ``(name, attrs)`` nodes and ``(u, v, attrs)`` edges into ``fh`` as GraphML (attribute types
+    from ``_GRAPHML_TYPES``)."""
+    nkeys = {a: f"n{i}" for i, a in enumerate(node_attrs)}
+    ekeys = {a: f"e{i}" for i, a in enumerate(edge_attrs)}
     fh.write("<?xml version='1.0' encoding='utf-8'?>\n"
              f"<!-- {SIGNATURE} {_version()}: parallel links are one edge with their count in num_links -->\n"
              '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
@@ -100,37 +109,42 @@ def _write_graphml(fabric: Fabric, fh) -> None:
     for keys, kind in ((nkeys, "node"), (ekeys, "edge")):
         for a, k in keys.items():
             fh.write(f'<key id="{k}" for="{kind}" attr.name="{a}" attr.type="{_GRAPHML_TYPES[a]}"/>\n')
-    fh.write(f'<graph edgedefault="undirected"><data key="g0">{escape(fabric.name)}</data>'
-             f'<data key="g1">{fabric.num_gpus}</data>\n')
-    names = fabric.node_names()
-    _chunks((f"<node id={quoteattr(n)}>{_data(nkeys, a)}</node>\n" for n, a in fabric.node_records()), fh)
+    fh.write(f'<graph edgedefault="undirected"><data key="g0">{escape(name)}</data>'
+             f'<data key="g1">{num_gpus}</data>\n')
+    _chunks((f"<node id={quoteattr(n)}>{_data(nkeys, a)}</node>\n" for n, a in nodes), fh)
     _chunks((f"<edge source={quoteattr(u)} target={quoteattr(v)}>{_data(ekeys, a)}</edge>\n"
-             for u, v, a in fabric.edge_records(names)), fh)
+             for u, v, a in edges), fh)
     fh.write("</graph></graphml>\n")
 
 
 def _write_json(fabric: Fabric, fh) -> None:
+    names = fabric.node_names()
+    write_json(fh, fabric.name, fabric.num_gpus, fabric.node_records(), fabric.edge_records(names))
+
+
+def write_json(fh, name: str, num_gpus: int, nodes, edges) -> None:
+    """Stream a graph's ``(name, attrs)`` nodes and ``(u, v, attrs)`` edges into ``fh`` as networkx node-link
+    JSON."""
     dump = json.dumps
     fh.write('{"generator":' + dump(f"{SIGNATURE} {_version()}") + ',"directed":false,"multigraph":false,"graph":'
-             + dump({"name": fabric.name, "num_gpus": fabric.num_gpus}, separators=(",", ":")) + ',"nodes":[')
-    names = fabric.node_names()
+             + dump({"name": name, "num_gpus": num_gpus}, separators=(",", ":")) + ',"nodes":[')
     first = [True]
 
-    def nodes():
-        for n, a in fabric.node_records():
+    def node_lines():
+        for n, a in nodes:
             yield ("" if first[0] else ",") + dump({**a, "id": n}, separators=(",", ":"))
             first[0] = False
 
-    _chunks(nodes(), fh)
+    _chunks(node_lines(), fh)
     fh.write('],"edges":[')
     first[0] = True
 
-    def edges():
-        for u, v, a in fabric.edge_records(names):
+    def edge_lines():
+        for u, v, a in edges:
             yield ("" if first[0] else ",") + dump({**a, "source": u, "target": v}, separators=(",", ":"))
             first[0] = False
 
-    _chunks(edges(), fh)
+    _chunks(edge_lines(), fh)
     fh.write("]}\n")
 
 

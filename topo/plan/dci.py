@@ -21,7 +21,8 @@ from .catalog_schema import Positive, Price, Value
 from .power import HOURS_PER_YEAR
 from .tco import depreciation_usd
 
-__all__ = ["DciCatalog", "DciItem", "SpanBill", "DciBill", "load_dci_catalog", "span_items", "dci_bill"]
+__all__ = ["DciCatalog", "DciItem", "SpanBill", "DciBill", "load_dci_catalog", "span_items", "dci_bill",
+           "beyond_reach"]
 
 
 class _Strict(BaseModel):
@@ -31,6 +32,7 @@ class _Strict(BaseModel):
 class _Module(_Strict):
     power_W: Price
     price_usd: Price
+    reach_km: Positive
 
 
 class _Amplifier(_Strict):
@@ -220,3 +222,25 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
                for k, v in getattr(cat, sec) if isinstance(v, Value)}
     return DciBill(spans=bills, power_W=power, equipment_usd=equipment, fibre_usd=fibre, cost_over_years_usd=cost,
                    years=years, sources=sources)
+
+
+def beyond_reach(spans, cat: DciCatalog) -> list[str]:
+    """A note per span longer than a ZR module's single-span reach (``module.reach_km``): its bill prices ZR
+    pluggables with in-line amplifiers, and the published pluggables that go farther run below 800 Gb/s, so the
+    wave rate there is the region file's assumption (walk9: two-site-h100's 1,000 km at 16 x 800G said nothing).
+
+    Parameters
+    ----------
+    spans : iterable of (name, distance_km, waves)
+    cat : DciCatalog
+
+    Returns
+    -------
+    list of str
+    """
+    reach = _v(cat.module.reach_km)
+    return [f"{name} ({d:,.0f} km) is beyond a ZR module's {reach:g} km single-span reach (module.reach_km in "
+            f"topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, multisite.md s.4): the bill prices ZR pluggables "
+            f"with in-line amplifiers, while the published longer-reach pluggables (OpenZR+) run at a reduced rate; "
+            f"the wave rate over it is the region file's assumption; quote long-haul transponders as "
+            f"plan.dci.module.price_usd and power_W" for name, d, _ in spans if d > reach]

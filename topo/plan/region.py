@@ -11,7 +11,7 @@ from ..fabric.region import Region
 from ..fabric.builders import build_fabric
 from ..spec.model import ClusterSpec
 from .catalog import load_catalog
-from .dci import DciBill, dci_bill, load_dci_catalog
+from .dci import DciBill, beyond_reach, dci_bill, load_dci_catalog
 from .planner import plan
 from .power import HOURS_PER_YEAR
 
@@ -116,6 +116,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
                              "plan.dci.module.price_usd)"]
+                      + beyond_reach(spans, cat)
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
     if one_site:

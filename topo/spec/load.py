@@ -91,8 +91,8 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     source = _display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     if "sites" in data:
-        raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report and sweep "
-                        "take it alone; export, compare, calibrate, a traffic mix or designs side by side need one "
+        raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
+                        "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
                         "fabric: name one of its sites' specs", source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)

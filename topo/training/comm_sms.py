@@ -42,7 +42,7 @@ from functools import lru_cache
 from ..engine.collectives import busbw_factor
 from ..resources import data_dir
 
-__all__ = ["nccl_sms", "reduced_gpu", "sm_loss_s", "comm_hbm_Bps", "moved_Bps", "hbm_bytes_per_byte"]
+__all__ = ["nccl_sms", "nccl_p2p_sms", "reduced_gpu", "sm_loss_s", "comm_hbm_Bps", "moved_Bps", "hbm_bytes_per_byte"]
 
 
 @lru_cache(maxsize=1)
@@ -113,6 +113,42 @@ def nccl_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = 
     if min_ctas is not None:
         n = max(n, int(min_ctas) if max_ctas is None else min(int(min_ctas), int(max_ctas)))
     return n
+
+
+MAX_CHANNELS = 64
+"""NCCL's ``MAXCHANNELS`` (NVIDIA/nccl ``src/include/device.h``), the default of ``NCCL_MAX_P2P_NCHANNELS``
+(``src/graph/paths.cc``) and the bound of ``ncclDevMaxChannelsForArgsBytes`` at the default
+``NCCL_WORK_ARGS_BYTES``."""
+
+
+def nccl_p2p_sms(channels: int, min_ctas: int | None = None, max_ctas: int | None = None) -> int:
+    """SMs an all-to-all of NCCL send/recv pairs holds (PyTorch's ``all_to_all_single``, which Megatron-Core's
+    ``alltoall`` token dispatcher calls): NCCL's p2p channels, one CTA (SM) each.
+
+    NVIDIA/nccl ``src/graph/paths.cc`` ``ncclTopoComputeP2pChannels`` (v2.28.3-1 f1308997 and master 5067397c, the
+    same since v2.21): ``p2pnChannels = pow2Up(max(min(nChannels, NCCL_MAX_P2P_NCHANNELS = 64),
+    NCCL_MIN_P2P_NCHANNELS = 1))``, ``nChannels`` the communicator's collective channels (already bounded by
+    ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: :func:`nccl_sms`). Each peer's send and receive is striped over
+    ``p2pnChannelsPerPeer`` channels from a base that differs per peer (``src/include/channel.h``
+    ``ncclP2pChannelBaseForRound``, ``src/enqueue.cc`` ``ncclP2pChannelForPart``), and the kernel's grid is the
+    channels the plan touches (``src/enqueue.cc`` ``ncclLaunchKernel``: ``countOneBits(plan->channelMask)``). An
+    NVLink peer takes ``2 x`` its NVLink bandwidth in links channels (``ncclTopoGetNchannels``: 36 through an
+    H100's NVSwitch, more than the 16 of ``p2pnChannels``), and across nodes the peers per round times the
+    channels per peer are kept at ``p2pnChannels``: an all-to-all over two or more GPUs touches every p2p channel.
+
+    Parameters
+    ----------
+    channels : int
+        NCCL's collective channel count on the fabric (the profile's ``channels``).
+    min_ctas, max_ctas : int, optional
+        The recipe's ``NCCL_MIN_CTAS`` and ``NCCL_MAX_CTAS`` (None: unset).
+
+    Returns
+    -------
+    int
+    """
+    n = max(1, min(nccl_sms(channels, min_ctas, max_ctas), MAX_CHANNELS))
+    return min(1 << (n - 1).bit_length(), MAX_CHANNELS)
 
 
 def reduced_gpu(gpu, held: int, hbm_taken_Bps: float = 0.0):

@@ -4,19 +4,19 @@ Three kinds of kernels make a training step:
 
 - **GEMMs** by wave quantisation: the output is cut into ``tm x tn`` tiles, one per SM (or per pair of SMs: a
   Blackwell 2-SM tile) at a time, run in waves of the GPU's SMs, from the tiles the generation's kernels have at
-  that precision (``[gemm.tiles]``: CUTLASS's default tiles and cuBLAS kernel names); a tile takes ``K + k0``
-  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), and the kernel picks the tile
-  shape that finishes first; no GEMM is faster than its operands and result cross HBM (operands reach the SMs
-  through L2 with multicast across a cluster's SMs, not modelled as a bound of its own: with it the best-shape
-  MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency ``e`` is the value at which
-  this model reproduces the published maximum achievable matmul (MAMF) of the GPU at its best shape's M and N as
-  K grows (a
-  MAMF is a maximum over shapes: no shape the model prices beats it, and the tile's prologue, which a shape of
-  small K pays, is not read into the rate; see ``_burst_efficiency``), times the published
-  sustained-over-burst ratio of its generation (power-saturated clocks under training load), times the fraction
-  of that a training framework's GEMMs reach (``[training]``, fitted on dense runs only). Grouped GEMMs (an
-  MoE block's experts) pack every group's tiles into one set of waves; a loop of per-expert GEMMs (``packed``
-  False) quantises each group alone.
+  that precision (``[gemm.tiles]``: CUTLASS's tiles and cuBLAS kernel names); a tile takes ``K + k0``
+  steps (``k0``: its fixed prologue and epilogue, in steps of K at the FP8 rate), each step of K no faster than
+  shared memory passes the tile's operands to its tensor cores (``[gemm.feed]``: a narrow tile's limit), and the
+  kernel picks the tile shape that finishes first; no GEMM is faster than its operands and result cross HBM
+  (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a bound of its own:
+  with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency
+  ``e`` is the value at which this model reproduces the published maximum achievable matmul (MAMF) of the GPU at
+  its best shape's M and N as K grows (a MAMF is a maximum over shapes: no shape the model prices beats it, and
+  the tile's prologue, which a shape of small K pays, is not read into the rate; see ``_burst_efficiency``),
+  times the published sustained-over-burst ratio of its generation (power-saturated clocks under training
+  load), times the fraction of that a training framework's GEMMs reach (``[training]``, fitted on dense runs
+  only). Grouped GEMMs (an MoE block's experts) pack every group's tiles into one set of waves; a loop of
+  per-expert GEMMs (``packed`` False) quantises each group alone.
 - **fused attention** at the published cuDNN rates by head dimension, causal mask and sequence length (the
   length of a local window's block for sliding or chunked attention), forward and backward apart, as a fraction
   of the measuring GPU's peak: a GPU with a table of its own (``[attention.<gpu>]``, head dims it lacks from its
@@ -48,7 +48,7 @@ from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
-           "fp8_recipe_costs", "ssd_sm_reference", "FITTED"]
+           "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -172,6 +172,30 @@ def fp8_recipe_costs(recipe: str | None, generation: str) -> tuple[float, float,
     return ratio, scale, copies
 
 
+def quantize_s(km: KernelModel, nbytes: float, recipe: str | None, generation: str) -> float:
+    """Seconds of an FP8 quantisation kernel moving ``nbytes`` through HBM: at the HBM rate the recipe's cast
+    kernel reaches on that generation where measured (``kernels.toml`` ``[fp8_recipe]``
+    ``quantize_memory_efficiency``: MXFP8 on Blackwell, 0.651 of the peak), else as any elementwise kernel
+    (:func:`memory_s`).
+
+    Parameters
+    ----------
+    km : KernelModel
+    nbytes : float
+        Bytes read and written (:func:`topo.training.operators.quantize_bytes` x elements).
+    recipe : str or None
+        The layout's ``fp8_recipe``.
+    generation : str
+        The GPU's generation.
+
+    Returns
+    -------
+    float
+    """
+    eff = _table()["fp8_recipe"].get("quantize_memory_efficiency", {}).get(f"{generation}_{recipe}")
+    return memory_s(km, nbytes) if eff is None else nbytes / (km.hbm_Bps * float(eff))
+
+
 @lru_cache(maxsize=8)
 def fp8_padding(recipe: str | None) -> tuple[int, float, float]:
     """Transformer Engine's FP8 padding of a grouped expert MLP's rows (``kernels.toml`` ``[launch]``
@@ -212,6 +236,9 @@ class KernelModel:
         Candidate output tiles by precision, ``(tm, tn, sms)`` each (:func:`tile_set`).
     tile_overhead_k : float
         A tile's fixed cost in steps of K at the FP8 rate.
+    feed_flops_per_byte : dict
+        By precision, shared memory's time for one byte of a tile's operands in FLOP of its tensor cores' time
+        (``[gemm.feed]``: passes x tensor FLOP per clock / 128 B per clock, per SM); absent or 0: no feed bound.
     gemm_memory_efficiency, memory_efficiency : float
         Share of HBM bandwidth a GEMM's operand stream and an elementwise kernel reach.
     attention_scale, sustained : float
@@ -250,6 +277,7 @@ class KernelModel:
     launch_gpu_graph_s: float | None = None  # the gap of a kernel captured in a CUDA graph (None: launch_gpu_s)
     sync_s: float = 0.0  # a device-to-host sync's round trip after the GPU drains ([launch] sync_s)
     launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
+    feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -268,24 +296,42 @@ def _tile_s(km: KernelModel, M, N, K, precision: str, e: float, groups=1.0, pack
     communication kernels hold some: :func:`topo.training.comm_sms.reduced_gpu`). ``M`` a mean of spread ``m_sd``
     (a dropless expert's rows) takes its expected row tiles in a packed (grouped) kernel."""
     peak_sm = km.peak_flops[precision] / km.sms
+    # shared memory's time for one byte of operand, in FLOP of the tensor cores' time (0: no feed bound)
+    feed = km.feed_flops_per_byte.get(precision, 0.0) * (1.0 if precision == "fp8" else 2.0)
     # the fixed part of a tile is the same time in any precision: k0 steps at the FP8 rate
     k0 = km.tile_overhead_k * (km.peak_flops.get("bf16") / km.peak_flops.get("fp8", 2 * km.peak_flops["bf16"])
                                if precision != "fp8" else 1.0)
-    chosen_on = km.launch_sms or km.sms
-    best, got = math.inf, math.inf
-    for tm, tn, sms in km.tile_shapes[precision]:
-        if tm < 128 * sms and M > tm:  # fewer than 128 rows per SM: a small-M tile
-            continue
-        # a grouped kernel packs its groups' tiles: their expected row tiles (a dropless expert's count varies
-        # about M); a loop quantises each GEMM's integer tiles alone: the mean's (the expected waves not modelled)
-        per = expected_row_tiles(M, tm, m_sd if packed else 0.0) * math.ceil(N / tn)
-        tiles = per * groups if packed else per
-        step = 2.0 * tm * tn / (sms * peak_sm * e) * (K + k0)  # one tile, all its steps of K
-        rounds = 1 if packed else groups
-        t = math.ceil(tiles / max(1, chosen_on // sms)) * rounds * step
-        if t < best:
-            best, got = t, math.ceil(tiles / max(1, km.sms // sms)) * rounds * step
-    return got
+    return _tiles_s(km.tile_shapes[precision], km.sms, km.launch_sms or km.sms, peak_sm, feed, k0, float(M),
+                    float(N), float(K), e, groups, packed, m_sd)
+
+
+@lru_cache(maxsize=1 << 16)
+def _tiles_s(tile_shapes: tuple, gpu_sms: int, chosen_on: int, peak_sm: float, feed: float, k0: float, M: float,
+             N: float, K: float, e: float, groups, packed: bool, m_sd: float) -> float:
+    """:func:`_tile_s`'s closed form over a tile set (memoised by shape): the tile that finishes first on
+    ``chosen_on`` SMs, its time on ``gpu_sms``."""
+    tm, tn, sms, heights, height_of = _tile_arrays(tile_shapes)
+    usable = (tm >= 128 * sms) | (M <= tm)  # fewer than 128 rows per SM: a small-M tile, for M <= tm only
+    # a grouped kernel packs its groups' tiles: their expected row tiles (a dropless expert's count varies about M);
+    # a loop quantises each GEMM's integer tiles alone: the mean's (the expected waves not modelled)
+    rows = np.array([expected_row_tiles(M, r, m_sd if packed else 0.0) for r in heights])
+    per = rows[height_of] * np.ceil(N / tn)
+    tiles = per * groups if packed else per
+    mma = 2.0 * tm * tn  # FLOP of one step of K; its operands tm + tn elements through shared memory
+    step = (np.maximum(mma, feed * (tm + tn)) * K + mma * k0) / (sms * peak_sm * e)  # one tile, all its K
+    rounds = 1 if packed else groups
+    chosen = np.where(usable, np.ceil(tiles / np.maximum(1, chosen_on // sms)) * rounds * step, np.inf)
+    i = int(np.argmin(chosen))  # the first of equals, as the tile set lists them
+    return float(math.ceil(tiles[i] / max(1, gpu_sms // int(sms[i]))) * rounds * step[i])
+
+
+@lru_cache(maxsize=64)
+def _tile_arrays(tiles: tuple) -> tuple:
+    """``(tm, tn, sms)`` of a tile set as float arrays (the set's order kept), its distinct row counts and each
+    tile's index among them."""
+    a = np.asarray(tiles, dtype=float).reshape(-1, 3)
+    heights, height_of = np.unique(a[:, 0], return_inverse=True)
+    return a[:, 0], a[:, 1], a[:, 2], tuple(int(h) for h in heights), height_of
 
 
 def tile_set(generation: str, precision: str, library: str = "") -> tuple:
@@ -505,6 +551,17 @@ def _launch_gap_s(launch: dict, generation: str, graphed: bool) -> float:
     return float(launch["gpu_s"]) if pair is None else float(pair[1 if graphed else 0])
 
 
+def _feed_flops_per_byte(feed: dict, generation: str, precision: str) -> float:
+    """Shared memory's time for one byte of a tile's operands, in FLOP of its tensor cores' time
+    (``kernels.toml`` ``[gemm.feed]``): passes x tensor FLOP per clock / shared-memory bytes per clock, per SM; 0
+    for a generation without the figures (no feed bound)."""
+    passes = feed.get("passes", {}).get(generation)
+    flops = feed.get("tensor_flops_per_clk", {}).get(f"{generation}_{precision}")
+    if passes is None or flops is None:
+        return 0.0
+    return float(passes) * float(flops) / float(feed["smem_bytes_per_clk"])
+
+
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
                   overrides: tuple = (), cpu: str = "", attention: str = "") -> KernelModel:
@@ -518,6 +575,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     km = KernelModel(
         sms=sms, peak_flops=peak, efficiency={p: 1.0 for p in peak}, hbm_Bps=hbm_Bps,
         tile_shapes={p: tile_set(generation, p) for p in peak}, tile_overhead_k=float(g["tile_overhead_k"]),
+        feed_flops_per_byte={p: _feed_flops_per_byte(g.get("feed", {}), generation, p) for p in peak},
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),

@@ -125,12 +125,18 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                                f"runs the same share of the job, timed on the smallest site's fabric "
                                f"({sizes[0]:,} GPUs)")
     placed, _ = default_placement(site_lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
-    V = _site_gradient_bytes(model, placed)
+    # one replica's gradients, from the job's reduction (dp x K): a site holding a single replica (or a single
+    # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
+    V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
+                                                               "global_batch": placed.global_batch * K}))
     out.strategies.append(_dp(region, one, site_lay, V))
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
+        out.assumptions.append(_PP_ACROSS)
     elif across == "pp":
         raise TopoError(f"pipeline stages across {K} sites need pp a multiple of {K}, got {lay.pp}", key="pp")
+    else:  # said, not silently left out of the table (walk9)
+        out.assumptions.append(f"pp across sites: not timed, pp {lay.pp} is not a multiple of the {K} sites")
     if outer_every:
         out.strategies.append(_outer(region, T1, V, outer_every))
     elif across == "outer":
@@ -249,5 +255,7 @@ def _assumptions(region: Region) -> list[str]:
     return list(region.spec.assumptions) + [
         "one site's throughput: the job's per-site share (dp / sites, global batch / sites) on one site's fabric",
         f"the backward is {BACKWARD_SHARE:.2g} of a micro-batch's compute (the window the DP reduction overlaps)",
-        "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing",
     ]
+
+
+_PP_ACROSS = "pp across sites: DP stays inside each site at its per-site degree; the fill and drain pay the crossing"

@@ -13,8 +13,9 @@ An MoE block is its parts: the router GEMM and top-k, the permutation and un-per
 experts`` rows on the busiest rank, times the expected maximum over the EP ranks of a dropless router's load,
 :func:`busiest_rank_load`, or the capacity when padded): dense GEMMs of that
 shape, Transformer Engine's grouped linear issuing one cuBLAS GEMM per local expert (a launch each on the host)
-on several CUDA streams that run together (their tiles packed into one set of waves; ``moe_grouped_gemm =
-false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
+on 4 CUDA streams that run together (their tiles packed into one set of waves, each kernel's launch gap behind the
+other streams' tiles, no faster than a stream's GEMMs one after another), or the fused grouped MLP's one kernel a
+pass (:mod:`topo.training.grouped_gemm`; ``moe_grouped_gemm = false``: one after another, each quantised alone). The host launches every kernel that no CUDA graph of the
 layout's ``cuda_graph_scope`` captures (the router's published kernel counts, fused or not); the GPU waits where the
 host is slower, and a dropless router syncs its tokens per expert to the host, so a layer with an MoE block lasts
 at least the host's launches of its kernels (:func:`stage_compute`; Megatron-LM's GB200 study, sec. 2 and 2.3):
@@ -52,8 +53,10 @@ from functools import lru_cache
 import numpy as np
 
 from .gpus import GpuCompute, gpu_compute
+from .grouped_gemm import grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
-                      gemm_s, memory_s, permute_kernels, quantize_kernels, router_kernels, ssd_sm_reference)
+                      gemm_s, memory_s, permute_kernels, quantize_kernels, quantize_s, router_kernels,
+                      ssd_sm_reference)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -62,7 +65,7 @@ from .routing import rank_destinations
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
-__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s",
+__all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
            "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES",
@@ -150,17 +153,20 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    expert_kernels: str = ""
+    """A grouped GEMM's issue path (:mod:`.grouped_gemm`: ``multi_stream`` or ``fused_mlp``, the layout's
+    ``moe_expert_kernels``); empty: not a grouped kernel (a dense GEMM, or ``packed`` False: a loop of GEMMs)."""
     m_sd: float = 0.0
     """Spread of each group's ``m`` rows (a dropless router's experts, :func:`expert_rows_sd`): the forward and
     input-gradient GEMMs take the expected row tiles (:func:`.router_load.expected_row_tiles`); 0: exact."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0) -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0, expert_kernels="") -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap, m_sd=m_sd)
+              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels)
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -339,19 +345,22 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     act_bytes = (6 if model.mlp == "swiglu" else 4) * T * f * groups
     ops = [_mem("norm", "layernorm", 4 * T_sp * h)] if norm else []
     grouped = module == "moe"
-    # Transformer Engine's grouped linear launches one GEMM per local expert (fc1, fc2; twice backward); its FP8
-    # quantisations per expert are counted by kernels_launched
-    per = groups if grouped else 1.0
     packed = lay.moe_grouped_gemm if grouped else True
+    # how the grouped experts' GEMMs are issued (:mod:`.grouped_gemm`): Transformer Engine's grouped linear
+    # launches one GEMM per local expert (fc1, fc2; twice backward), the fused grouped MLP one kernel a pass; FP8
+    # quantisations per expert are counted by kernels_launched
+    path = lay.moe_expert_kernels if (grouped and packed) else ""
+    per = groups if (grouped and path != "fused_mlp") else 1.0
     cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
     # a dense MLP's and the shared experts' TP exchanges (a TP block each: :func:`topo.training.step._tp_traffic`);
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd),
-            _mem("activation", module + "_act", act_bytes),
-            _gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed, current_scaling=cs,
-                  tp_overlap="rs" if tpo else "", m_sd=m_sd)]
+                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path)]
+    if path != "fused_mlp":  # the fused grouped MLP runs the GLU in fc1's epilogue (and its backward in fc2's dgrad)
+        ops.append(_mem("activation", module + "_act", act_bytes))
+    ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
+                     current_scaling=cs, tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -843,7 +852,8 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
-              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None) -> float:
+              graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None,
+              grad_once: bool = False, grad_copy_bytes: float = 0.0) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
@@ -857,7 +867,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     with ``accumulate`` on ``main_grad`` (FP32, or bf16 with a bf16 gradient buffer), each output element read and
     written at the gradient's bytes (NVIDIA/TransformerEngine ``pytorch/module/grouped_linear.py`` and
     ``linear.py``: ``out=main_grad``, ``accumulate=accumulate_wgrad_into_param_main_grad``). It binds where the
-    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each."""
+    GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each.
+    ``grad_once``: the weight-gradient GEMM writes a new gradient of ``grad_bytes`` an element instead (no
+    accumulation); ``grad_copy_bytes``: bytes per weight-gradient element a memory kernel of the pass moves after
+    it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`)."""
     km = gpu.kernels
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -878,14 +891,22 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     shapes = tuple(gemms[p] for p in passes)
     ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if fp8 else 1.0
     t = 0.0
+    if op.expert_kernels:  # a grouped pass's launch gaps are its path's (:mod:`.grouped_gemm`), not one a GEMM
+        gap -= per * op.launches * len(passes)
     for i, (M, N, K) in enumerate(shapes):
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
         m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
-        out = 2.0 * grad_bytes if accumulated else 2.0
-        t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
+        out = (grad_bytes if grad_once else 2.0 * grad_bytes) if accumulated else 2.0
+        if op.expert_kernels:
+            t += grouped_pass_s(km, M, N, K, prec, op.groups, op.expert_kernels, per, ratio, out, m_sd)
+        else:
+            t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
+        if accumulated and grad_copy_bytes:
+            t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
     if fp8 and M > 0 and K > 0:
-        t += memory_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups)
+        t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
+                        gpu.generation)
     if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
         # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
         M, _, K = shapes[0]
@@ -1078,7 +1099,43 @@ def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, fl
     cap = captured(op, lay.cuda_graph_scope)
     kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe)
     return (op_time_s(op, gpu, lay.precision, **kw),
-            op_time_s(op, gpu, lay.precision, backward=True, grad_bytes=lay.grad_bytes, **kw))
+            op_time_s(op, gpu, lay.precision, backward=True, **wgrad_kw(lay, op), **kw))
+
+
+def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
+    """How ``op``'s weight-gradient GEMM writes its gradient under the layout's framework
+    (``ParallelLayout.wgrad_output``), as :func:`op_time_s`'s keywords:
+
+    - ``main_grad`` (Megatron-LM, NeMo, Megatron-Bridge: ``--gradient-accumulation-fusion``): the GEMM adds into
+      ``main_grad`` at ``grad_bytes``, each element read and written.
+    - ``fsdp2`` (PyTorch FSDP2, NeMo AutoModel, torchtitan): autograd's GEMM writes a new gradient in the
+      unsharded parameters' dtype (``MixedPrecisionPolicy.param_dtype``, bf16: 2 bytes); before each
+      reduce-scatter FSDP2's ``foreach_reduce`` copies it, on the compute stream (the copy precedes
+      ``reduce_scatter_stream.wait_stream(current_stream)``), into the reduce-scatter buffer at ``reduce_dtype``
+      (``chunk_cat``: 2 bytes read, the reduction's bytes written: ``reduce_bytes``, the experts'
+      ``expert_reduce_bytes``), then frees it (pytorch/pytorch@010ae4a8
+      ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+    - ``param_dtype`` (JAX, MaxText): the gradient of a parameter is in the parameter's dtype (MaxText's
+      ``weight_dtype: float32``, AI-Hypercomputer/maxtext@000e9355 ``MaxText/configs/base.yml``), written once
+      at ``grad_bytes``, the bf16 product's cast to it fused into the GEMM's output (an assumption: XLA may write
+      bf16 and cast in a fusion of its own).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    op : Op
+
+    Returns
+    -------
+    dict
+        ``grad_bytes``, ``grad_once``, ``grad_copy_bytes``.
+    """
+    if lay.wgrad_output == "main_grad":
+        return dict(grad_bytes=lay.grad_bytes)
+    if lay.wgrad_output == "param_dtype":
+        return dict(grad_bytes=lay.grad_bytes, grad_once=True)
+    reduce = lay.expert_reduce_bytes if op.module == "moe" else lay.reduce_bytes
+    return dict(grad_bytes=float(ACT), grad_once=True, grad_copy_bytes=ACT + reduce)
 
 
 def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str) -> BlockTime:

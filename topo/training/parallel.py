@@ -156,6 +156,13 @@ class ParallelLayout(BaseModel):
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
     grad_bytes: Annotated[float, Field(gt=0)] = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
+    wgrad_output: Literal["main_grad", "fsdp2", "param_dtype"] = "main_grad"
+    """How the framework's weight-gradient GEMM writes the gradient (:func:`topo.training.operators.wgrad_kw`):
+    ``main_grad``, Megatron-LM's ``--gradient-accumulation-fusion`` (its default; NeMo, Megatron-Bridge): added
+    into the kept gradient at ``grad_bytes``, each element read and written; ``fsdp2``, PyTorch FSDP2 (NeMo
+    AutoModel, torchtitan): a new bf16 gradient, then copied into the reduce-scatter buffer at the reduction's
+    bytes on the compute stream; ``param_dtype``, JAX (MaxText): a new gradient in the parameter's dtype
+    (``grad_bytes``), written once."""
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
@@ -219,10 +226,11 @@ class ParallelLayout(BaseModel):
     ``deepep``, DeepSeek's DeepEP V1, which counts its tokens per rank locally and whose kernels' published rates
     bound its calls. Only an EP group across NVLink domains tells them apart."""
     ep_comm_sms: PositiveInt = 20
-    """Streaming multiprocessors the expert all-to-all kernels occupy while ``overlap_ep`` hides them behind
-    compute: that compute runs on the GPU's other SMs meanwhile (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs;
-    DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20; HybridEP: the recipe's
-    ``moe_hybridep_num_sms``)."""
+    """Streaming multiprocessors the flex dispatcher's (``ep_dispatcher = "deepep"``) all-to-all kernels occupy
+    while ``overlap_ep`` hides them behind compute: that compute runs on the GPU's other SMs meanwhile
+    (DeepSeek-V3 report sec. 3.2.2: 20 of 132 SMs; DeepEP's and Megatron-Core's ``moe_deepep_num_sms`` default 20;
+    HybridEP: the recipe's ``moe_hybridep_num_sms``). The ``alltoall`` dispatcher's NCCL send/recv kernels hold
+    NCCL's p2p channels instead (:func:`topo.training.step.ep_held_sms`)."""
     nccl_min_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
     """The recipe's ``NCCL_MIN_CTAS``: NCCL raises every collective's channels (one CTA, one SM each) to at least
     this (``src/graph/connect.cc``); what the overlapped DP and CP collectives take from the compute beside them
@@ -235,6 +243,12 @@ class ParallelLayout(BaseModel):
     moe_grouped_gemm: Flag = True
     """The experts' GEMMs as one grouped kernel whose waves pack every local expert's tiles (Megatron-Core's
     ``moe_grouped_gemm``); False: a loop of per-expert GEMMs (``SequentialMLP``), each quantised alone."""
+    moe_expert_kernels: Literal["multi_stream", "fused_mlp"] = "multi_stream"
+    """How the grouped experts' GEMMs are issued (:mod:`topo.training.grouped_gemm`): ``multi_stream``, Transformer
+    Engine's ``GroupedLinear`` (one cuBLASLt GEMM per local expert over 4 CUDA streams; every Hopper and Blackwell
+    recipe up to 26.04); ``fused_mlp``, the op fuser's CuTe DSL fused grouped MLP (one kernel a pass for every
+    expert, the GLU in fc1's epilogue; ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``, MXFP8 on Blackwell: Megatron-Bridge's
+    GB200 MXFP8 recipes from 26.06)."""
     moe_capacity_factor: Annotated[float, Field(gt=0)] | None = None
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
@@ -533,6 +547,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
         bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
                              f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
+    if lay.moe_expert_kernels == "fused_mlp" and (lay.fp8_recipe != "mxfp8" or not lay.moe_grouped_gemm):
+        bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
+                                  f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
+                                  f"{_shown(lay.moe_grouped_gemm)}; allowed with them: multi_stream")
     scope = set(lay.cuda_graph_scope)
     if "moe_preprocess" in scope and "moe_router" not in scope:
         bad("cuda_graph_scope", "moe_preprocess needs moe_router captured too (Megatron-Core); allowed: "
@@ -563,8 +581,8 @@ def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                  f"{model.layers} in FP8; allowed: a sum of 0 to {model.layers - 1}")
 
 
-MOE_FIELDS = ("moe_grouped_gemm", "moe_capacity_factor", "moe_routing", "moe_router_fusion", "moe_imbalance",
-              "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
+MOE_FIELDS = ("moe_grouped_gemm", "moe_expert_kernels", "moe_capacity_factor", "moe_routing", "moe_router_fusion",
+              "moe_imbalance", "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
 """Layout fields that set what a mixture-of-experts block runs (its expert GEMMs, padding, routing, load, overlap
 and dispatch bytes): on a dense model they would change nothing. The fields that say how a framework release
 implements a part a model may lack (``ep_dispatcher``, ``ep_flex_backend``, ``moe_counts_aligned``,

@@ -42,6 +42,8 @@ import itertools
 import math
 import time
 
+import numpy as np
+
 from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
@@ -55,7 +57,7 @@ from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
 
-__all__ = ["search_layouts", "candidate_layouts"]
+__all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -224,7 +226,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         rejected_invalid=s.invalid, engine_calls=s.engine.engine_calls,
                         elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
                         pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
-                        notes=sorted(s.placement_notes))
+                        notes=sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n])
 
 
 def _rank(r) -> tuple:
@@ -384,9 +386,10 @@ class _Search:
         if self.closest is None:
             why, n = max(self.reasons.items(), key=lambda it: it[1], default=("", 0))
             rule = why in ("global_batch", "pp")  # the enumeration's own divisibility checks (candidate_layouts)
-            raise TopoError(f"no layout of {model.name} on {gpus} GPUs with a global batch of {global_batch} "
-                            f"satisfies the divisibility rules ({self.invalid} tried)"
-                            + ("" if rule or not n else f"; the most common reason ({n} of them): {why}"), key="gpus")
+            raise TopoError(f"no layout of {model.name} on {gpus:,} GPUs with a global batch of {global_batch:,} "
+                            f"satisfies the divisibility rules ({self.invalid:,} tried)"
+                            + ("" if rule or not n else f"; the most common reason ({n} of them): {why}")
+                            + _hint(common_factor_note(gpus, global_batch)), key="gpus")
         mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
@@ -412,3 +415,23 @@ def _layout_of(r, model) -> ParallelLayout:
     fields = set(ParallelLayout.model_fields)
     return ParallelLayout(**{k: v for k, v in r.layout.items() if k in fields and not (k == "etp" and v == r.layout["tp"]
                                                                               and model.moe is None)})
+
+
+def _hint(note: str) -> str:
+    return f"; {note}: give --gpus or --global-batch with more factors in common" if note else ""
+
+
+def common_factor_note(gpus: int, global_batch: int) -> str:
+    """Why few layouts divide when the GPUs and the batch share little (empty when they share enough): dp divides
+    both (``global_batch % (dp x micro_batch) == 0``), so tp x cp x pp is a multiple of gpus / gcd; and the most GPUs
+    at or below ``gpus`` that leave it a multiple of at most 8 (walk9: 16,128 GB200 = 224 racks of 72 with a batch of
+    8,192 left 63, which no DeepSeek-V3 layout is; 14,336 leaves 7)."""
+    common = math.gcd(gpus, global_batch)
+    if gpus // common <= 8:
+        return ""
+    n = np.arange(gpus, 0, -1, dtype=np.int64)
+    n = int(n[n // np.gcd(n, global_batch) <= 8][0])  # 1 always qualifies
+    left = n // math.gcd(n, global_batch)
+    return (f"dp divides both the {gpus:,} GPUs and the batch of {global_batch:,} (their greatest common factor is "
+            f"{common:,}), so tp x cp x pp is a multiple of {gpus // common:,}; {n:,} GPUs would leave "
+            + (f"it a multiple of {left}" if left > 1 else "no such factor"))

@@ -47,8 +47,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
   exposed, and the hidden part still costs the compute beside it what its kernels take, by the same model as
-  the DP ones (:mod:`topo.training.comm_sms`: ``ep_comm_sms`` SMs, DeepSeek-V3 sec. 3.2.2: 20 of 132, and the
-  all-to-all's HBM traffic; :func:`_ep_loss`), no less under the combined 1F1B than the concurrent GEMMs'
+  the DP ones (:mod:`topo.training.comm_sms`: the SMs its kernels hold, :func:`ep_held_sms`: the flex
+  dispatcher's ``ep_comm_sms``, DeepSeek-V3 sec. 3.2.2: 20 of 132, the ``alltoall`` dispatcher's NCCL p2p
+  channels; and the all-to-all's HBM traffic; :func:`_ep_loss`), no less under the combined 1F1B than the concurrent GEMMs'
   published loss where measured (:func:`ep_overlap_cost_s`: DeepEP V1 at 20 SMs on H100, ~20%, arXiv 2603.07685
   sec. 4.2.3). The flex
   dispatcher (``deepep``: DeepEP / HybridEP) lasts no less than its kernel at the published rate plus the call's
@@ -77,7 +78,7 @@ from ..engine.traffic import Member, run_mix
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
-from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_sms, reduced_gpu, sm_loss_s
+from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
@@ -99,7 +100,7 @@ from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
-           "exposed_routed", "ep_overlap_cost_s", "tp_ring_exposed_s", "tp_ring_steps",
+           "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
            "gather_bytes_per_param"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
@@ -562,12 +563,13 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         slow = (_mix_slowdowns(fabric, timed, groups, engine, lay.microbatches * ranks[0].microbatch_s)
                 if contention else {})
     paced, reduced = None, {}  # reduced: rank computes on a GPU less what hidden communication takes
+    ep_sms = ep_held_sms(lay, default_profile(fabric))
     for sc, stage in _pace_candidates(model, lay, ranks):
         if stage is None:
             tr, tm = traffic, timed
         else:
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
-        ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced)
+        ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
         note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
@@ -775,12 +777,17 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the forward and backward they
     hide behind (a ring send: its attention kernels) run on what is left (:func:`.comm_sms.reduced_gpu`,
     :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already (:func:`_ep_loss`); the TP ring's
-    userbuffers exchange and the PP sends are not counted. The DP collectives' hidden seconds together are capped
-    at the step's compute (they queue on one stream). Returns the note saying what they cost, or None."""
+    userbuffers exchange and the PP sends are not counted. A DP collective whose windows the compute stream's
+    NVLink-only exposed time widens (:func:`_dp_windows`) is charged only on its share beside compute
+    (:func:`_beside_compute`): while the GPU waits on exposed communication no GEMM runs, so the SMs held cost
+    nothing there. The DP collectives' hidden seconds beside compute together are capped at the step's compute
+    (they queue on one stream). Returns the note saying what they cost, or None."""
     hidden = [(i, c.time_s - c.exposed_s) for i, c in enumerate(comms)
               if c.dim in ("dp", "dp_experts", "cp") and c.time_s > c.exposed_s]
     if not hidden or not gpu.sms:
         return None
+    share = _beside_compute(lay, sc, comms)
+    hidden = [(i, h if comms[i].dim == "cp" or comms[i].domains_per_group <= 1 else h * share) for i, h in hidden]
     prof = default_profile(engine.fabric)
     helds = {i: nccl_sms(_group_channels(prof, comms[i]), lay.nccl_min_ctas, lay.nccl_max_ctas) for i, _ in hidden}
     keys = {i: (helds[i], _hbm_taken(gpu, _moved(comms[i]))) for i, _ in hidden}
@@ -810,6 +817,19 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
             f"in their exposed time")
 
 
+def _beside_compute(lay: ParallelLayout, sc, comms: list[DimensionComm]) -> float:
+    """The share of a widened DP collective's hidden seconds that runs beside compute: ``C / (C + N)``, ``C`` the
+    step's compute (``m`` x the micro-batch's forward, backward and recompute, the windows of :func:`_dp_windows`)
+    and ``N`` the compute stream's NVLink-only exposed seconds that widen them (:func:`_nvlink_exposed_s` of
+    ``comms``' TP, CP, PP and EP collectives, before any SM loss is added to CP). The DP stream's calls start when
+    a bucket or unit is ready, not when a TP or EP exchange exposes, and each spans many layers, so its seconds
+    fall on compute and on that exposed time in their shares of the widened window. 1 when nothing widens."""
+    nvl = _nvlink_exposed_s([(c.dim, c.domains_per_group, c.exposed_s) for c in comms
+                             if c.dim not in ("dp", "dp_experts")])
+    compute = lay.microbatches * (sc.forward_s + sc.backward_s + sc.recompute_s)
+    return compute / (compute + nvl) if nvl > 0 and compute > 0 else 1.0
+
+
 def _moved(c: DimensionComm) -> float:
     """Bus bytes a second collective ``c`` moves per GPU while it runs (:func:`.comm_sms.moved_Bps`)."""
     call_s = c.time_s / c.calls_per_step if c.calls_per_step else 0.0
@@ -834,12 +854,35 @@ def _reduced_stage(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     return next(r for r in cache[key] if r.busiest == sc.busiest)
 
 
+def ep_held_sms(lay: ParallelLayout, prof) -> int:
+    """SMs the expert all-to-all's kernels hold while they run, by dispatcher (the one place it is decided): the
+    flex dispatcher's (``deepep``: DeepEP / HybridEP) the layout's ``ep_comm_sms``, the SMs those kernels are
+    launched on (``moe_deepep_num_sms``, ``moe_hybridep_num_sms``), as DeepSeek's own kernels under DualPipe
+    (``pipeline_schedule = "dualpipe"``: DeepSeek-V3 sec. 3.2.2, 20 SMs; no NCCL); Megatron-Core's ``alltoall``
+    dispatcher runs PyTorch's ``all_to_all_single``, NCCL send/recv pairs on NCCL's p2p channels, one SM each
+    (:func:`.comm_sms.nccl_p2p_sms` of the profile's channels and the recipe's ``NCCL_MIN_CTAS`` /
+    ``NCCL_MAX_CTAS``: 16 on the bundled profiles).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    prof : the fabric's NCCL profile (``channels``)
+
+    Returns
+    -------
+    int
+    """
+    if lay.ep_dispatcher == "deepep" or lay.pipeline_schedule == "dualpipe":
+        return lay.ep_comm_sms
+    return nccl_p2p_sms(prof.channels, lay.nccl_min_ctas, lay.nccl_max_ctas)
+
+
 def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed: list, groups: dict,
-             slow: dict, cache: dict | None = None) -> float:
+             slow: dict, cache: dict | None = None, sms: int | None = None) -> float:
     """What the hidden expert all-to-alls cost the compute beside them per hidden second, by the model of the DP
     collectives (:mod:`.comm_sms`): ``1 - t / t'`` with ``t'`` the stage's compute on the SMs the dispatcher's
-    kernels leave (``ep_comm_sms``) and the HBM bandwidth the largest all-to-all's traffic leaves. 0 without
-    ``overlap_ep``, an SM count or an expert all-to-all.
+    kernels leave (``sms``, :func:`ep_held_sms`; None: the layout's ``ep_comm_sms``) and the HBM bandwidth the
+    largest all-to-all's traffic leaves. 0 without ``overlap_ep``, an SM count or an expert all-to-all.
 
     Parameters
     ----------
@@ -866,7 +909,8 @@ def _ep_loss(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float, timed
     factor = slow.get("ep", 1.0)
     moved = max(moved_Bps("alltoall", it["size_bytes"], groups[it["groups"]].shape[1], one.time_s * factor)
                 for it, one in a2a)
-    t = _reduced_stage(model, lay, gpu, sc, cover, lay.ep_comm_sms, _hbm_taken(gpu, moved), cache).microbatch_s
+    held = lay.ep_comm_sms if sms is None else sms
+    t = _reduced_stage(model, lay, gpu, sc, cover, held, _hbm_taken(gpu, moved), cache).microbatch_s
     return max(0.0, 1.0 - sc.microbatch_s / t) if t > 0 else 0.0
 
 

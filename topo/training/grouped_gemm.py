@@ -1,0 +1,89 @@
+"""How Transformer Engine issues one pass of a grouped expert GEMM, and the GPU seconds it takes.
+
+Two paths (the layout's ``moe_expert_kernels``), from the sources of the releases the published rows run (NeMo /
+Megatron-Bridge 25.09-26.06: Transformer Engine 2.7-2.16, Megatron-Bridge ``docs/releases/software-versions.md``):
+
+- ``multi_stream``: Megatron-Core's ``TEGroupedMLP`` runs TE's ``GroupedLinear``, whose ``general_grouped_gemm``
+  calls ``nvte_multi_tensor_gemm``; that takes the CUTLASS grouped kernel only on Hopper, for BF16 and FP16, with
+  ``NVTE_USE_CUTLASS_GROUPED_GEMM=1`` (off by default, set by no Megatron-Bridge recipe), else
+  ``multi_stream_cublas_gemm``: one cuBLASLt GEMM per local expert, GEMM ``i`` on compute stream ``i mod S``,
+  ``S = get_num_compute_streams()`` = 4 (``kernels.toml`` ``[grouped_gemm]``), each planned for the whole GPU
+  (``math_sm_count`` 0 unless ``NVTE_EXT_MARGIN_SM``), the streams forked from and joined to the main stream by
+  events. The streams run at once, so while the GPU is full the tiles of the GEMMs in flight share its waves (the
+  packed time, :func:`.kernels.gemm_s`) and each kernel's launch gap passes behind the other streams' tiles; but a
+  stream runs its GEMMs one after another, none faster than alone on the GPU: the pass lasts at least
+  ``ceil(G / S)`` of them, each with its gap. Seconds: ``max(T_packed + g, ceil(G / S) (t_1 + g))``.
+- ``fused_mlp``: Transformer Engine's op fuser with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (SM100, MXFP8; the GB200
+  MXFP8 recipes from 26.06 on, ``use_transformer_engine_op_fuser``): one cuDNN CuTe DSL kernel a pass for every
+  expert (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8``: fc1 with the GLU and fc2's quantisation in its epilogue;
+  backward ``grouped_gemm_dglu`` / ``grouped_gemm_quant`` / ``grouped_gemm_wgrad``): ``T_packed + g``.
+
+Sources: NVIDIA/TransformerEngine ``transformer_engine/common/util/multi_stream.cpp``,
+``common/gemm/cublaslt_gemm.cu`` (``nvte_multi_tensor_gemm``, ``multi_stream_cublas_gemm``) and
+``pytorch/cpp_extensions/gemm.py`` at v2.9 (70f53666), v2.12 (5671fd36), v2.14 (f031cf87) and v2.16 (4220403e);
+``pytorch/ops/fused/forward_grouped_mlp.py`` and ``backward_grouped_mlp.py`` at v2.16.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+from .kernels import KernelModel, gemm_s
+
+__all__ = ["EXPERT_KERNELS", "compute_streams", "grouped_pass_s"]
+
+EXPERT_KERNELS = ("multi_stream", "fused_mlp")
+"""How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
+
+
+@lru_cache(maxsize=1)
+def compute_streams() -> int:
+    """Transformer Engine's compute streams for a multi-stream grouped GEMM (``kernels.toml``
+    ``[grouped_gemm] streams``)."""
+    t = tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+    return int(t["grouped_gemm"]["streams"])
+
+
+def grouped_pass_s(km: KernelModel, M: float, N: float, K: float, precision: str, groups: float, path: str,
+                   gap_s: float, time_ratio: float = 1.0, out_bytes: float = 2.0, m_sd: float = 0.0) -> float:
+    """GPU seconds of one pass of a grouped GEMM (``groups`` GEMMs ``[M, K] x [K, N]``), its launch gaps included.
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model.
+    M, N, K : float
+        One expert's GEMM (rows, output columns, reduction).
+    precision : str
+        ``bf16`` or ``fp8``.
+    groups : float
+        Local experts (GEMMs of the pass).
+    path : str
+        ``multi_stream`` or ``fused_mlp`` (:data:`EXPERT_KERNELS`).
+    gap_s : float
+        GPU-side gap of one kernel (eager, or a CUDA graph node's).
+    time_ratio : float
+        The FP8 recipe's GEMM time against per-tensor scaling (:func:`.kernels.fp8_recipe_costs`).
+    out_bytes, m_sd : float
+        As :func:`.kernels.gemm_s`.
+
+    Returns
+    -------
+    float
+        ``T_packed + g`` (``fused_mlp``), or ``max(T_packed + g, ceil(G / S) (t_1 + g))`` (``multi_stream``; ``S``:
+        :func:`compute_streams`, at most ``G``).
+    """
+    if path not in EXPERT_KERNELS:
+        raise ValueError(f"moe_expert_kernels {path!r}; allowed: {', '.join(EXPERT_KERNELS)}")
+    if M <= 0 or N <= 0 or K <= 0 or groups <= 0:
+        return 0.0
+    packed = time_ratio * gemm_s(km, M, N, K, precision, groups, True, out_bytes=out_bytes, m_sd=m_sd)
+    if path == "fused_mlp":
+        return packed + gap_s
+    g = max(1, round(groups))
+    alone = time_ratio * gemm_s(km, M, N, K, precision, 1.0, True, out_bytes=out_bytes, m_sd=m_sd)
+    chain = math.ceil(g / min(compute_streams(), g)) * (alone + gap_s) * groups / g
+    return max(packed + gap_s, chain)
