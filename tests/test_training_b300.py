@@ -83,7 +83,7 @@ def _b300_rows():
 
 
 # Megatron-Bridge performance-summary-archive.md @067f987d, DGX-B300 rows: tokens/s/GPU, GPUs, PP, EP, MBS, GBS, as
-# printed (26.04.01, 26.04 and 26.06 sections; TP, CP 1 and no VP in every one)
+# printed (26.04.01, 26.04, 26.06 and 26.02 sections; TP, CP 1 in every one, VP 4 in 26.02's Qwen3 235B only)
 PRINTED = {"mb260401_b300_deepseekv3": (3456, 256, 8, 8, 2, 4096),
            "mb260401_b300_gptoss_120b": (15232, 64, 1, 8, 4, 1280),
            "mb260401_b300_qwen3_30b": (30720, 8, 1, 8, 8, 512),
@@ -97,7 +97,11 @@ PRINTED = {"mb260401_b300_deepseekv3": (3456, 256, 8, 8, 2, 4096),
            "mb2606_b300_deepseekv3": (3541, 256, 8, 8, 2, 4096),
            "mb2606_b300_gptoss_120b_mxfp8": (18534, 64, 1, 8, 4, 1280),
            "mb2606_b300_qwen3_30b": (40769, 8, 1, 8, 8, 512),
-           "mb2606_b300_nemotron3_nano": (37316, 8, 1, 8, 4, 512)}
+           "mb2606_b300_nemotron3_nano": (37316, 8, 1, 8, 4, 512),
+           "mb2602_b300_deepseekv3": (2983, 256, 16, 8, 1, 4096),
+           "mb2602_b300_gptoss_120b": (8359, 64, 1, 64, 4, 1280),
+           "mb2602_b300_qwen3_30b": (29521, 8, 1, 8, 8, 512),
+           "mb2602_b300_qwen3_235b": (2691, 256, 8, 8, 1, 8192)}
 
 
 def test_b300_rows_are_the_tables_and_presets():
@@ -106,12 +110,13 @@ def test_b300_rows_are_the_tables_and_presets():
     for rid, (_, r) in rows.items():
         keys = ("value", "num_gpus", "pp", "ep", "micro_batch", "global_batch_seqs")
         assert tuple(int(r[k]) for k in keys) == PRINTED[rid], rid
-        assert (r["tp"], r["cp"], r["vpp"], r["system"]) == ("1", "1", "1", "DGX-B300")
+        assert (r["tp"], r["cp"], r["system"]) == ("1", "1", "DGX-B300")
+        assert r["vpp"] == ("4" if rid == "mb2602_b300_qwen3_235b" else "1"), rid
         # step time = GBS x sequence / (tokens/s/GPU x GPUs)
         step = int(r["global_batch_seqs"]) * int(r["seq_len"]) / (int(r["value"]) * int(r["num_gpus"]))
         assert float(r["step_time_s"]) == pytest.approx(step, rel=5e-4), rid
         release, commit = {"mb260401": ("26.04.01", "@21d102f5"), "mb2604": ("26.04", "@74695a06"),
-                           "mb2606": ("26.06", "v0.5.0")}[rid.split("_")[0]]
+                           "mb2606": ("26.06", "v0.5.0"), "mb2602": ("26.02", "v0.3.0")}[rid.split("_")[0]]
         assert r["software"] == f"NeMo {release}" and commit in r["note"] and "_B300_" in r["note"], rid
     # the presets' recipe switches (resolved from the commits' workload_base_configs.py): 26.04's Qwen3 235B
     # B300 preset sets no flex backend (all-to-all), 26.04.01's adds hybridep; DeepSeek-V3's V2 graphs at 26.04.01 only
@@ -123,18 +128,24 @@ def test_b300_rows_are_the_tables_and_presets():
     # v0.5.0 (26.06): Qwen3 30B's B300 preset captures the full iteration with EP overlap; the others keep 26.04.01's
     assert (rows["mb2606_b300_qwen3_30b"][1]["cuda_graph_scope"], rows["mb2606_b300_qwen3_30b"][1]["moe_a2a_overlap"]) \
         == ("full_iteration", "1")
-    assert all(r["moe_a2a_overlap"] == "0" for rid, (_, r) in rows.items() if rid != "mb2606_b300_qwen3_30b")
+    # v0.3.0 (26.02): Qwen3 235B's B300 preset runs VP4 MBS 1 with EP overlap on the all-to-all dispatcher
+    assert (rows["mb2602_b300_qwen3_235b"][1]["moe_dispatcher"], rows["mb2602_b300_qwen3_235b"][1]["moe_a2a_overlap"]) \
+        == ("alltoall", "1")
+    assert all(r["moe_a2a_overlap"] == "0" for rid, (_, r) in rows.items()
+               if rid not in ("mb2606_b300_qwen3_30b", "mb2602_b300_qwen3_235b"))
 
 
 def test_b300_hold_out_rule():
     # fixed before scoring: GPT OSS 120B and Nemotron 3 Nano rows of the 26.04 / 26.04.01 tables are held out by
     # family (as their GB200, B200 and H100 rows); of the rows of fitted families (DeepSeek-V3, Qwen3, and at 26.06
-    # GPT-OSS and Nano, whose 26.06 rows are fitted) in table order (26.04.01, 26.04, 26.06), every third
+    # GPT-OSS and Nano, whose 26.02 / 26.06 rows are fitted) in batch order (26.04.01, 26.04, 26.06, 26.02), every
+    # third
     rows = _b300_rows()
-    family = [rid for rid in PRINTED if ("gptoss" in rid or "nemotron3" in rid) and not rid.startswith("mb2606_")]
+    family = [rid for rid in PRINTED if ("gptoss" in rid or "nemotron3" in rid)
+              and rid.startswith(("mb260401_", "mb2604_"))]
     in_family = [rid for rid in PRINTED if rid not in family]
     assert all(rows[rid][0] == "training_runs_holdout.csv" for rid in family)
     for i, rid in enumerate(in_family):
         assert rows[rid][0] == ("training_runs_holdout.csv" if (i + 1) % 3 == 0 else "training_runs_published.csv")
     assert [rid for rid in in_family if rows[rid][0] == "training_runs_holdout.csv"] == [
-        "mb260401_b300_qwen3_235b", "mb2604_b300_qwen3_235b", "mb2606_b300_qwen3_30b"]
+        "mb260401_b300_qwen3_235b", "mb2604_b300_qwen3_235b", "mb2606_b300_qwen3_30b", "mb2602_b300_gptoss_120b"]
