@@ -93,6 +93,18 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # (MLCommons inference v6.0, Nebius B200 system description: "18x 5th Gen NVLink, 14.4 TB/s aggregated",
          # "8x ConnectX-7 IB NDR 400Gb/s"; gpus.toml [B200])
          "DGX-B200": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s")),
+         # DGX B300: 8 B300 (Blackwell Ultra) per node on NVLink5 (900 GB/s per GPU and direction, as B200) and
+         # 8 x ConnectX-8 800 Gb/s, one per GPU (NVIDIA HGX B300: "800 Gb/s per GPU via ConnectX-8 SuperNICs",
+         # acecloud.ai/blog/nvidia-hgx-b300; topo/data/catalog/servers.toml ["HGX B300"]): the DGX H100 SuperPOD's
+         # node and rail fabric with the GPU, NVLink, NIC and XDR switches (Q3400, 144 x 800G, as the GB300 spec)
+         # changed (assumption: NVIDIA's B300 SuperPOD fabric is not in the stored sources)
+         "DGX-B300": ("dgx-h100-superpod", ("gpu=B300", "scale_up.bandwidth_per_gpu=900 GB/s",
+                                            "server.nic_rate=800 Gb/s", "server.nic_model=ConnectX-8",
+                                            "fabric.technology=infiniband_xdr",
+                                            "fabric.tiers[leaf].model=Q3400", "fabric.tiers[leaf].radix=144",
+                                            "fabric.tiers[leaf].port_rate=800 Gb/s",
+                                            "fabric.tiers[spine].model=Q3400", "fabric.tiers[spine].radix=144",
+                                            "fabric.tiers[spine].port_rate=800 Gb/s")),
          # Nebius's MLPerf Training v5.0 H200 cluster: 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s) and
          # 8 x ConnectX-7 NDR 400 Gb/s, the DGX H100 SuperPOD's node and rail fabric with the GPU changed
          # (mlcommons/training_results_v5.0 Nebius/systems/nebius_soperator_8xH200_n64.json)

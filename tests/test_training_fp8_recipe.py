@@ -152,8 +152,8 @@ def test_each_published_fp8_rows_recipe():
     rows = {r["run_id"]: r for r in csv.DictReader(open(ROOT / "data/reference/training_runs_published.csv"))}
     assert ta.fp8_recipe(rows["mb2509_h100_deepseekv3"]) == "current"
     assert ta.fp8_recipe(rows["mcore_h100_mixtral_8x22b_fp8blockwise"]) == "blockwise"
-    gens = {"H100": "hopper", "H200": "hopper", "H800": "hopper", "B200": "blackwell", "GB200": "blackwell",
-            "GB300": "blackwell"}
+    gens = {"H100": "hopper", "H200": "hopper", "H800": "hopper", "B200": "blackwell", "B300": "blackwell",
+            "GB200": "blackwell", "GB300": "blackwell"}
     for f in ("training_runs_published.csv", "training_runs_holdout.csv"):
         for r in csv.DictReader(open(ROOT / "data/reference" / f)):
             rec = ta.fp8_recipe(r) if r["precision"] == "fp8" else None

@@ -81,10 +81,19 @@ DATA35_IN_FAMILY = ("dgxc2505_h100_deepseekv3_bf16_512", "dgxc2505_h100_deepseek
 DATA44_IN_FAMILY = ("mb2509_gb200_qwen3_30b_tokendrop", "mb2509_gb200_qwen3_30b_tokendrop_mxfp8",
                     "mb2509_gb200_qwen3_235b_tokendrop", "mb2509_gb200_qwen3_235b_tokendrop_mxfp8",
                     "mb2509_h100_qwen3_30b_tokendrop", "mb2509_h100_qwen3_235b_tokendrop")
-ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY
+# b30044's DGX-B300 rows of fitted families (DeepSeek-V3, Qwen3; at 26.06 also GPT-OSS and Nemotron 3 Nano, whose
+# 26.06 rows are fitted), in batch order (26.04.01, 26.04, 26.06, 26.02); their 26.04 / 26.04.01 GPT-OSS and Nemotron 3
+# Nano rows are held out by family (tests/test_training_b300.py)
+B30044_IN_FAMILY = ("mb260401_b300_deepseekv3", "mb260401_b300_qwen3_30b", "mb260401_b300_qwen3_235b",
+                    "mb2604_b300_deepseekv3", "mb2604_b300_qwen3_30b", "mb2604_b300_qwen3_235b",
+                    "mb2606_b300_deepseekv3", "mb2606_b300_gptoss_120b_mxfp8", "mb2606_b300_qwen3_30b",
+                    "mb2606_b300_nemotron3_nano", "mb2602_b300_deepseekv3", "mb2602_b300_gptoss_120b",
+                    "mb2602_b300_qwen3_30b", "mb2602_b300_qwen3_235b")
+ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY
 
 
-@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY], ids=["data35", "data44"])
+@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY],
+                         ids=["data35", "data44", "b30044"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):

@@ -8,7 +8,7 @@ Sources (see ``../shared/data/hardware.md``):
 - NVLink4 (H100/H200): 900 GB/s bidirectional = 450 GB/s per direction, 18 links: NVIDIA DGX SuperPOD H100
   reference architecture; stas00/ml-engineering network/README.md. NVLS (NVLink SHARP) from Hopper on.
 - NVLink3 (A100): 600 GB/s bidirectional = 300 GB/s per direction, 12 links: stas00/ml-engineering.
-- NVLink5 (B200/GB200/GB300): 1.8 TB/s bidirectional = 900 GB/s per direction, 18 links: NVIDIA GB200 SuperPOD
+- NVLink5 (B200/B300/GB200/GB300): 1.8 TB/s bidirectional = 900 GB/s per direction, 18 links: NVIDIA GB200 SuperPOD
   reference architecture. GB200/GB300 NVL72: 72 GPUs per NVLink domain, 4 GPUs per compute tray (host).
 """
 
@@ -52,6 +52,8 @@ GPU_MODELS: dict[str, GpuModel] = {
         GpuModel("H800", "hopper", "nvlink4", 8, 200e9, True, 8, 8,
                  "Alibaba HPN (SIGCOMM'24): 'NVLink 400 GB/s' bidirectional per H800"),
         GpuModel("B200", "blackwell", "nvlink5", 18, 900e9, True, 8, 8, "NVIDIA GB200 SuperPOD RA; stas00"),
+        GpuModel("B300", "blackwell", "nvlink5", 18, 900e9, True, 8, 8,
+                 "NVIDIA HGX B300 spec table: NVLink 5, 1.8 TB/s GPU-to-GPU (both directions), 8 GPUs per board"),
         GpuModel("GB200", "blackwell", "nvlink5", 18, 900e9, True, 72, 4, _NVL72),
         GpuModel("GB300", "blackwell", "nvlink5", 18, 900e9, True, 72, 4, _NVL72),
     )

@@ -95,7 +95,7 @@ class ScaleUpSpec(_Strict):
     """The NVLink (scale-up) domain: GPUs joined by NVSwitch, one logical switch per domain."""
 
     gpus_per_domain: PositiveInt | None = None
-    """GPUs in one NVLink domain: 8 for HGX H100/H200/B200, 72 for GB200/GB300 NVL72. Default: the GPU's."""
+    """GPUs in one NVLink domain: 8 for HGX H100/H200/B200/B300, 72 for GB200/GB300 NVL72. Default: the GPU's."""
     bandwidth_per_gpu_Bps: Bandwidth | None = Field(None, alias="bandwidth_per_gpu")
     """NVLink bandwidth of one GPU, per direction ("450 GB/s" for H100). Default: the GPU's."""
     latency_s: Duration = Field(0.0, alias="latency")
@@ -291,7 +291,7 @@ class Spec(_Strict):
     source: str | list[str] = ""
     """Where the design comes from (URLs), cited in reports."""
     gpu: Annotated[str, AfterValidator(_known_gpu)]
-    """GPU model; one of the catalog's (A100, H100, H200, H800, B200, GB200, GB300)."""
+    """GPU model; one of the catalog's (A100, H100, H200, H800, B200, B300, GB200, GB300)."""
     scale_up: ScaleUpSpec = ScaleUpSpec()
     """The NVLink domain (``[scale_up]``)."""
     server: ServerSpec = ServerSpec()

@@ -1,7 +1,7 @@
 """The GPU catalog for training estimates and each GPU's kernel model.
 
 ``topo/data/compute/gpus.toml``: dense peak math rate per precision, HBM capacity and bandwidth and SMs for A100,
-H100, H200, H800, B200, GB200, GB300, each with its source and status; the kernel model built on them
+H100, H200, H800, B200, B300, GB200, GB300, each with its source and status; the kernel model built on them
 (:mod:`topo.training.kernels`, ``topo/data/compute/kernels.toml``).
 """
 
@@ -76,7 +76,7 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
     Parameters
     ----------
     name : str
-        A GPU model the hardware catalog knows (A100, H100, H200, H800, B200, GB200, GB300).
+        A GPU model the hardware catalog knows (A100, H100, H200, H800, B200, B300, GB200, GB300).
     efficiency : float, optional
         Large-GEMM efficiency (0 < e <= 1) instead of the generation's.
     overrides : dict, optional
@@ -97,7 +97,8 @@ def gpu_compute(name: str, efficiency: float | None = None, overrides: dict | No
         raise TopoError(f"no compute figures for GPU {name!r}; known: {', '.join(gpus)}", key="gpu")
     fp8 = row.get("peak_fp8_TFLOPs")
     peaks = {"bf16": row["peak_bf16_TFLOPs"] * 1e12, **({"fp8": fp8 * 1e12} if fp8 else {})}
-    k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides, host_cpu)
+    k = kernel_model(model.name, model.generation, row["sms"], peaks, row["hbm_TBps"] * 1e12, overrides, host_cpu,
+                     row.get("attention_table"))
     if efficiency is not None:
         if not 0 < efficiency <= 1:
             raise TopoError(f"must be a fraction of the GPU's peak in (0, 1], got {efficiency:g}", key="efficiency")

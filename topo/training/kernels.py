@@ -574,10 +574,15 @@ def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
     return (lo + hi) / 2
 
 
-def _attention_table(gpu: str, generation: str) -> str:
-    """The attention table a GPU reads: its own (``[attention.<gpu>]``, e.g. GB300: Blackwell Ultra's doubled SFU
+def _attention_table(gpu: str, generation: str, named: str = "") -> str:
+    """The attention table a GPU reads: the one its catalog entry names (``named``: B300 reads GB300's, the same
+    Blackwell Ultra die), else its own (``[attention.<gpu>]``, e.g. GB300: Blackwell Ultra's doubled SFU
     exponential rate), else its generation's, else "" (the Hopper table, scaled)."""
     attn = _table()["attention"]
+    if named:
+        if not (isinstance(attn.get(named), dict) and "fwd_causal" in attn[named]):
+            raise ValueError(f"gpus.toml: {gpu}: attention_table {named!r} is not a table of kernels.toml [attention]")
+        return named
     for name in (gpu, generation):
         if isinstance(attn.get(name), dict) and "fwd_causal" in attn[name]:
             return name
@@ -604,7 +609,7 @@ def _feed_flops_per_byte(feed: dict, generation: str, precision: str) -> float:
 
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
-                  overrides: tuple = (), cpu: str = "") -> KernelModel:
+                  overrides: tuple = (), cpu: str = "", attention: str = "") -> KernelModel:
     t = _table()
     over = {k: dict(v) for k, v in overrides}
     g = {**t["gemm"], **over.get("gemm", {})}
@@ -619,7 +624,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
-        attention_table=_attention_table(gpu, generation),
+        attention_table=_attention_table(gpu, generation, attention),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
@@ -636,7 +641,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
 
 
 def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps: float,
-                 overrides: dict | None = None, host_cpu: str | None = None) -> KernelModel:
+                 overrides: dict | None = None, host_cpu: str | None = None,
+                 attention_table: str | None = None) -> KernelModel:
     """The kernel model of GPU ``gpu`` (cached).
 
     Parameters
@@ -654,7 +660,10 @@ def kernel_model(gpu: str, generation: str, sms: int, peak_flops: dict, hbm_Bps:
     host_cpu : str, optional
         The host CPU (a key of ``host_cpu.toml``'s ``[cpu]``, a spec's ``server.host_cpu``); default: the GPU's
         catalog server's.
+    attention_table : str, optional
+        The ``[attention.<name>]`` table the GPU reads (its catalog entry's ``attention_table``: B300 reads GB300's);
+        default: its own, else its generation's.
     """
     over = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (overrides or {}).items()))
     return _kernel_model(gpu, generation, int(sms), tuple(sorted(peak_flops.items())), float(hbm_Bps), over,
-                         host_cpu or "")
+                         host_cpu or "", attention_table or "")
