@@ -526,7 +526,20 @@ def permute_efficiency(mem: dict) -> tuple[float, float]:
 def permute_s(km: KernelModel, nbytes: float) -> float:
     """Seconds to move ``nbytes`` of an MoE block's permutation and un-permutation: half the bytes at the permute's
     share of HBM, half at the un-permute's (each direction moves the same rows; a backward pass runs the two the
-    other way round), :func:`permute_efficiency`; at :func:`memory_s`'s share where a model has none."""
+    other way round), :func:`permute_efficiency`; at :func:`memory_s`'s share where a model has none.
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model.
+    nbytes : float
+        Bytes the op moves, both directions together.
+
+    Returns
+    -------
+    float
+        Seconds, without launch gaps.
+    """
     if not km.permute_efficiency:
         return memory_s(km, nbytes)
     e_p, e_u = km.permute_efficiency
