@@ -451,3 +451,28 @@ def test_ssd_overtakes_attention_past_2k():
     assert ratio[512] < 1 and ratio[1024] < 1.5 and ratio[4096] > 1
     assert 3 < ratio[16384] < 16
     assert km.efficiency["bf16"] < 1
+
+
+def test_permutation_at_the_measured_rates_of_vllms_permute_kernels():
+    """An MoE block's permutation moves rows by index: vLLM's moe_permute reaches 1.78 TB/s on H200 at 4,096 tokens
+    (top 2, hidden 4,096) and its moe_unpermute 2.93 TB/s at 2,048 tokens (tile-ai/TileOPs PRs #603 and #608,
+    bytes as T x H read and T x K x H written, and the reverse). So on H200 the permute of the 4,096-token shape
+    takes its bytes at 1.78 TB/s, the un-permute's at 2.93, and the op of both (topo's ``permute``: half the bytes
+    each way) their sum; on H100 the same shares of its 3.35 TB/s (assumption: no Hopper-wide figure)."""
+    from topo.training.kernels import permute_s
+    from topo.training.operators import _permute_ops
+    nbytes = (4096 * 4096 + 4096 * 2 * 4096) * 2  # one direction: the tokens read, their routed copies written
+    h200 = gpu_compute("H200").kernels
+    assert h200.permute_efficiency == pytest.approx((1.78 / 4.8, 2.93 / 4.8))
+    assert permute_s(h200, 2 * nbytes) == pytest.approx(nbytes / 1.78e12 + nbytes / 2.93e12)
+    h100 = gpu_compute("H100")
+    assert permute_s(h100.kernels, 2 * nbytes) == pytest.approx(
+        nbytes / (3.35e12 * 1.78 / 4.8) + nbytes / (3.35e12 * 2.93 / 4.8))
+    # the MoE block's permute ops take that rate, launch gaps apart; a contiguous kernel keeps QuACK's 90%
+    fwd, bwd = _permute_ops(make_layout(ep=8, dp=8, global_batch=8, seq_len=4096), 2 * nbytes, 16)
+    gap = h100.kernels.launch_gpu_s
+    assert op_time_s(fwd, h100, "bf16") == pytest.approx(permute_s(h100.kernels, 2 * nbytes) + fwd.launches * gap)
+    assert op_time_s(bwd, h100, "bf16", backward=True) == pytest.approx(
+        permute_s(h100.kernels, 4 * nbytes) + bwd.launches * gap)
+    copy = Op("copy", "moe", "kernel", 0.0, 2 * nbytes, passes="forward")
+    assert op_time_s(copy, h100, "bf16") == pytest.approx(memory_s(h100.kernels, 2 * nbytes) + gap)

@@ -32,8 +32,12 @@ def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     host's launches of the MoELayer forward minus that forward's GPU time (eager, 8 local experts launched one
     by one) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no wait. At the top of
     the host's published 5-20 us a launch (at the fitted 19.1 us the forward's 3.15 ms of launches and its 3.22 ms on
-    the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward)."""
-    nano, gpu = load_model("nemotron-3-nano-30b-a3b"), gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}})
+    the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward). The permutation is
+    priced here as a contiguous copy (90% of HBM): at the permute kernels' measured rates (kernels.toml
+    ``permute_TBps``) the forward is GPU-bound (host 3.30 ms, GPU 3.69 ms) and has no wait to test."""
+    contiguous = {"permute_TBps": 0.9 * 4.8, "unpermute_TBps": 0.9 * 4.8}  # 90% of the measuring H200's 4.8 TB/s
+    nano = load_model("nemotron-3-nano-30b-a3b")
+    gpu = gpu_compute("H100", overrides={"launch": {"host_s": 2e-5}, "memory": contiguous})
     others = ("layernorm", "core_attn", "moe_act")
     base = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=others), gpu)
     lay = make_layout(**NANO_H100, recompute_modules=("moe", *others))

@@ -47,7 +47,8 @@ from .host_cpu import host_cpu, host_time_factor
 from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
-           "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "quantize_kernels", "fp8_padding",
+           "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
+           "quantize_kernels", "fp8_padding",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
@@ -285,6 +286,7 @@ class KernelModel:
     launch_sms: int | None = None  # SMs a GEMM's tile shape is chosen for (None: ``sms``; see _tile_s)
     feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
+    permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -548,6 +550,47 @@ def memory_s(km: KernelModel, nbytes: float) -> float:
     return nbytes / (km.hbm_Bps * km.memory_efficiency)
 
 
+def permute_efficiency(mem: dict) -> tuple[float, float]:
+    """Shares of HBM bandwidth an MoE block's permute and un-permute kernels reach (``kernels.toml``
+    ``[memory] permute_TBps`` and ``unpermute_TBps``, measured on a GPU of ``permute_measured_hbm_TBps``).
+
+    Parameters
+    ----------
+    mem : dict
+        The ``[memory]`` table.
+
+    Returns
+    -------
+    tuple of float
+        ``(permute, unpermute)``, each the measured rate over the measuring GPU's HBM bandwidth.
+    """
+    hbm = float(mem["permute_measured_hbm_TBps"])
+    return float(mem["permute_TBps"]) / hbm, float(mem["unpermute_TBps"]) / hbm
+
+
+def permute_s(km: KernelModel, nbytes: float) -> float:
+    """Seconds to move ``nbytes`` of an MoE block's permutation and un-permutation: half the bytes at the permute's
+    share of HBM, half at the un-permute's (each direction moves the same rows; a backward pass runs the two the
+    other way round), :func:`permute_efficiency`; at :func:`memory_s`'s share where a model has none.
+
+    Parameters
+    ----------
+    km : KernelModel
+        The GPU's kernel model.
+    nbytes : float
+        Bytes the op moves, both directions together.
+
+    Returns
+    -------
+    float
+        Seconds, without launch gaps.
+    """
+    if not km.permute_efficiency:
+        return memory_s(km, nbytes)
+    e_p, e_u = km.permute_efficiency
+    return 0.5 * nbytes / km.hbm_Bps * (1.0 / e_p + 1.0 / e_u)
+
+
 def _burst_efficiency(km: KernelModel, precision: str, mamf) -> float:
     """The efficiency at which the tile model gives the published MAMF at its best shape's M and N as K grows
     (bisection).
@@ -623,6 +666,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         feed_flops_per_byte={p: _feed_flops_per_byte(g.get("feed", {}), generation, p) for p in peak},
         gemm_memory_efficiency=float(g["gemm_memory_efficiency"]),
         memory_efficiency=float(mem["memory_efficiency"]),
+        permute_efficiency=permute_efficiency(mem),
         attention_scale=1.0 if generation in t["attention"] else float(t["attention"]["scale"][generation]),
         attention_table=_attention_table(gpu, generation, attention),
         sustained=float({**t["sustained"], **over.get("sustained", {})}[generation]),

@@ -55,7 +55,7 @@ import numpy as np
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
-                      gemm_s, memory_s, permute_kernels, quantize_kernels, quantize_s, router_kernels,
+                      gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels, quantize_s, router_kernels,
                       ssd_sm_reference)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
@@ -154,6 +154,10 @@ class Op:
     dots: tuple = ()
     """A ``kernel`` op's tensor-core products ``(m, n, k, groups)`` (BF16): it takes the longer of them (tile
     model) and its ``bytes`` through HBM."""
+    by_index: bool = False
+    """A ``kernel`` op that moves rows by index (an MoE block's permutation and un-permutation): its ``bytes`` at
+    the permute kernels' measured shares of HBM (:func:`topo.training.kernels.permute_s`), not a contiguous
+    kernel's."""
     sm_bound: bool = False
     """A ``kernel`` op bound by its SMs, not HBM (mamba_ssm's Triton SSD kernels): at least its time on
     ``kernels.toml`` ``[ssd] sm_bound_reference``'s SMs, scaled to this GPU's (:func:`op_time_s`)."""
@@ -738,15 +742,20 @@ def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float)
 
 def _permute_ops(lay: ParallelLayout, nbytes: float, local: float) -> list[Op]:
     """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`)
-    and twice that backward, at HBM rate, in the launches of the layout's dispatcher
-    (:func:`.kernels.permute_kernels`)."""
+    and twice that backward, in the launches of the layout's dispatcher (:func:`.kernels.permute_kernels`).
+    Transformer Engine's kernels (the all-to-all dispatcher, DeepEP's backend) move rows by index, at the permute
+    kernels' measured rates (:func:`.kernels.permute_s`); HybridEP's permutation is its copy out of its registered
+    buffer, at a contiguous kernel's share of HBM: its published Torch API time on GB200 (the kernel plus that copy)
+    leaves the copy (topo's bytes) no less than 59% of HBM, above the gather rates' 46%
+    (tests/test_training_ep_dispatch.py)."""
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
         key = "alltoall" if local > 1 else "alltoall_one_local"
     fwd, bwd = permute_kernels(key)
-    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward"),
-            Op("permute_grad", "moe", "kernel", 0.0, 2 * nbytes, launches=bwd, passes="backward")]
+    gather = key != "hybridep"
+    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather),
+            Op("permute_grad", "moe", "kernel", 0.0, 2 * nbytes, launches=bwd, passes="backward", by_index=gather)]
 
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
@@ -913,7 +922,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
     gap = per * kernels_launched(op, precision, backward, amax_pass)
     if op.kind == "kernel":
-        return max(_kernel_body_s(km, op.dots, op.bytes), sm_bound_floor_s(op, km)) + gap
+        return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km)) + gap
     if op.kind == "memory":
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
@@ -950,10 +959,11 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     return t + gap
 
 
-def _kernel_body_s(km: KernelModel, dots: tuple, nbytes: float) -> float:
+def _kernel_body_s(km: KernelModel, dots: tuple, nbytes: float, by_index: bool = False) -> float:
     """A ``kernel`` op's time without its launch gap: the longer of its products (the tile model, BF16) and its
-    bytes through HBM."""
-    return max(sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in dots), memory_s(km, nbytes))
+    bytes through HBM (``by_index``: at the permute kernels' rates, :func:`.kernels.permute_s`)."""
+    hbm = permute_s(km, nbytes) if by_index else memory_s(km, nbytes)
+    return max(sum(gemm_s(km, m, n, k, "bf16", g) for m, n, k, g in dots), hbm)
 
 
 @lru_cache(maxsize=16)
