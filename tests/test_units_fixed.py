@@ -54,7 +54,7 @@ def test_plan_storage_and_checkpoint_lines(plan_text):
     # the checkpoint is 14 bytes a parameter (mixed-precision Adam: 2 bf16 weights + 4 fp32 master + 8 fp32
     # moments; reliability.toml); printed in TB next to its parameter count
     ckpt_TB = _num(r"checkpoint ([\d.,]+) TB \(", plan_text)
-    params = _num(r"TB \(([\d.e+]+) parameters\)", plan_text)
+    params = _num(r"TB \(([\d.e+]+) parameters[):]", plan_text)
     assert ckpt_TB == pytest.approx(params * 14 / 1e12, rel=0.01)
     # the storage line in PB and TB: needs = kept checkpoints + the dataset
     needs_PB = _num(r"needs ([\d.,]+) PB \(", plan_text)
