@@ -248,3 +248,19 @@ def test_more_gpus_than_the_fabric_is_named_before_the_batch_rule():
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith("error: --gpus: 100,000 GPUs asked, but the fabric has 2,304; grow the spec's "
                                "[cluster]"), p.stderr
+
+
+def test_ep_comm_sms_is_said_to_do_nothing_under_the_alltoall_dispatcher():
+    """Under the ``alltoall`` dispatcher the expert all-to-all's NCCL send/recv pairs run on NCCL's p2p channels
+    (:func:`topo.training.step.ep_held_sms`, fix44), so ``ep_comm_sms`` moves nothing there: the options line says so,
+    and the step is the same as at the default 20 SMs; under the flex dispatcher (``deepep``) the field sets the SMs
+    its kernels hold, and is shown without the mark."""
+    base = run_cli(*MOE, check=True).stdout
+    a2a = run_cli(*MOE, "--layout", "ep_comm_sms=32", check=True).stdout
+    deepep = run_cli(*MOE, "--layout", "ep_comm_sms=32,ep_dispatcher=deepep", check=True).stdout
+    assert _options_line(a2a) == [
+        "framework options: ep_comm_sms 32 (no effect: the alltoall dispatcher's NCCL send/recv kernels run on "
+        "NCCL's p2p channels) (layout fields)"]
+    assert [ln for ln in a2a.splitlines() if ln.startswith("step time")] == [
+        ln for ln in base.splitlines() if ln.startswith("step time")]
+    assert _options_line(deepep) == ["framework options: ep_dispatcher deepep, ep_comm_sms 32 (layout fields)"]

@@ -364,8 +364,8 @@ def _sharding(L: dict) -> str:
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
 FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
-                     "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "moe_counts_aligned",
-                     "moe_expert_kernels", "cuda_graph_scope", "wgrad_output")
+                     "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
+                     "moe_counts_aligned", "moe_expert_kernels", "cuda_graph_scope", "wgrad_output")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:
@@ -380,6 +380,17 @@ def _fp8_recipe_idle(L: dict, model) -> str:
         return (f"{model.name} has no experts, so current scaling is priced as per-tensor delayed scaling; "
                 "fp8_amax_pass = true adds its amax pass")
     return ""
+
+
+def _ep_sms_idle(L: dict, model) -> str:
+    """Why the layout's ``ep_comm_sms`` changes nothing, or "": only the flex dispatcher's kernels (``ep_dispatcher
+    = "deepep"``) and DeepSeek's under DualPipe run on that many SMs; the ``alltoall`` dispatcher's NCCL send/recv
+    pairs run on NCCL's p2p channels (:func:`topo.training.step.ep_held_sms`, the one place it is decided)."""
+    if model.moe is None:
+        return f"{model.name} has no experts"
+    if L.get("ep_dispatcher") == "deepep" or L.get("pipeline_schedule") == "dualpipe":
+        return ""
+    return "the alltoall dispatcher's NCCL send/recv kernels run on NCCL's p2p channels"
 
 
 def _framework_options(L: dict, model, generation: str = "") -> str:
@@ -404,7 +415,7 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
             else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
-            "fp8_recipe": _fp8_recipe_idle(L, model)}
+            "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model)}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
