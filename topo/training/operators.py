@@ -697,10 +697,24 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     copy per token and rank) and writes its local experts' rows, and the reverse."""
     h, k = model.hidden, model.moe.active_experts
     if lay.ep_dispatcher != "deepep" or lay.ep == 1:
-        return 2 * (ACT * t_in * h + routed) + (4 * routed * load if lay.ep > 1 else 0)
+        return _alltoall_permute_bytes(model, lay, t_in, routed, load)
     dest = rank_destinations(lay.moe_routing, model.moe.experts, k, lay.ep)  # as the all-to-all routes them
     received = ACT * t_in * lay.expert_tp * h * dest * load
     return 2 * (received + routed * load)
+
+
+def _alltoall_permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float,
+                            load: float) -> float:
+    """Forward bytes of the all-to-all dispatcher's permutations (NVIDIA/Megatron-LM@d580efc6 core_v0.12.0
+    megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``). Permutation 1 (before the
+    EP all-to-all) reads the rank's own ``t_in`` tokens and writes their ``t_in x top-k`` routed copies, and
+    unpermutation 1 the reverse: the rank's own copies, not the ETP-gathered ones (``routed / etp``). Permutation
+    2 (``token_permutation``: ``if self.num_local_experts > 1``), after the ETP all-gather, sorts the
+    ``routed x load`` rows received by local expert and back (read + write each way); none with one local
+    expert, as :func:`.kernels.permute_kernels`'s ``alltoall_one_local`` launches count."""
+    own = routed / lay.expert_tp
+    sort = 4 * routed * load if model.moe.experts > lay.ep else 0.0
+    return 2 * (ACT * t_in * model.hidden + own) + sort
 
 
 CAPACITY_MASK_BYTES = ((22.0, 12.0, 5), (9.0, 0.0, 1))
