@@ -172,7 +172,7 @@ def attention_unfused_on_blackwell(row, model) -> bool:
       307-381, backward 243-334, Dao-AILab/flash-attention issue #1589, 2025-04-13; hdim 128 forward 352-362,
       meta-pytorch/tritonbench PR #171, 2025-03-04) against cuDNN 9.22's 1,406 forward / 1,057 backward at hdim 192
       causal 4k on GB200 (kernels.toml [attention.blackwell]); at those rates the Nemotron-4 340B rows' core attention
-      takes 0.19-0.23 s a step, topo's unfused path 0.21 s, cuDNN's 0.057 s (docs/calibration-findings.md, 'Blackwell
+      takes 0.18-0.25 s a step, topo's unfused path 0.21 s, cuDNN's 0.057 s (docs/calibration-findings.md, 'Blackwell
       FP8: GB200 too slow, B200 too fast'). Priced unfused: no published flash-attn 2 rate at hdim 192 causal on sm100.
 
     Applied to the NeMo containers up to 25.04 (NeMo 25.02's B200 rows, 25.04's GB200 rows, the DGX Cloud v25.05.04
