@@ -5,6 +5,7 @@ throughput gives, its model file loads, and no run is in two files."""
 import csv
 import re
 import sys
+import tomllib
 
 import pytest
 
@@ -209,7 +210,7 @@ def test_unfused_core_attention_is_priced_as_flash_attention_2_on_blackwell(monk
     # Blackwell; on a B200 (bf16, flash_attn 2.7.4.post1) forward 307-381 and backward 243-334 TFLOP/s
     # (Dao-AILab/flash-attention issue #1589, 2025-04-13, hdim 64, 512-16k tokens; tritonbench PR #171 hdim 128
     # forward 352-362). topo prices the rows unfused (two batched GEMMs and the softmax): its core attention of one
-    # step must lie in the band those rates give at Blackwell's sustained clock (kernels.toml [sustained] 0.815),
+    # step must lie in the band those rates give at Blackwell's sustained clock (kernels.toml [sustained], 0.815),
     # not at cuDNN's ~4x faster rate. Nemotron-4 340B, TP8 PP4: 12 heads, 24 layers and 8 micro-batches a stage;
     # causal forward 2 s (s / 2) (192 + 192) FLOP a head (FlashAttention's count), backward 2.5x
     from topo.training.step import estimate_step
@@ -225,7 +226,7 @@ def test_unfused_core_attention_is_priced_as_flash_attention_2_on_blackwell(monk
         core[fused] = r.compute_by_module_s["core_attn"]
     seq, heads, stage_layers, micro = 4096, 96 / 8, 96 / 4, 32 / 4
     fwd = 2 * seq * (seq / 2) * heads * (192 + 192) * stage_layers * micro
-    sustained = 0.815
+    sustained = tomllib.loads((ROOT / "topo" / "data" / "compute" / "kernels.toml").read_text())["sustained"]["blackwell"]
     fastest = (fwd / (381e12 * sustained) + 2.5 * fwd / (334e12 * sustained))
     slowest = (fwd / (307e12 * sustained) + 2.5 * fwd / (243e12 * sustained))
     assert fastest < core[False] < slowest
