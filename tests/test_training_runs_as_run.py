@@ -72,3 +72,27 @@ def test_b300_qwen3_235b_of_26_02_carried_the_regressed_settings(ta):
     assert (later["vpp"], later["moe_a2a_overlap"]) == ("1", "0")
     assert float(later["value"]) / float(r["value"]) == pytest.approx(1.81, abs=0.01)
     assert "#1705" in ta.REGRESSED["mb2602_b300_qwen3_235b"]
+
+
+def test_modelzoo_hybridep_holds_its_32_sms(setups):
+    # DISPATCHER=hybridep: yanring/Megatron-MoE-ModelZoo@798dfb50 sbatch_benchmarking.sh line 81 adds
+    # --moe-hybridep-num-sms 32; Megatron-LM's GB200 DeepSeek-V3 guide too (NVIDIA/Megatron-LM@eb0783b6
+    # deepseek-v3-gb200-reproduce-guide.md lines 267-268), not DeepEP's default 20
+    hyb = [k for k in setups if k.startswith("mcore_gb200_")]
+    assert len(hyb) == 4
+    assert all(setups[k]["lay"].ep_comm_sms == 32 for k in hyb)
+    assert setups["mcore_h100_qwen3_235b_ep32_pp8_overlap"]["lay"].ep_comm_sms == 20  # DeepEP on H100: its default
+
+
+def test_more_sms_held_slow_the_overlapped_compute(setups):
+    # the one ModelZoo GB200 row with the EP overlap (A2A_OVERLAP=1): its hidden all-to-alls' kernels on 32 SMs
+    # leave the compute beside them fewer SMs than 20 would, so the step is longer
+    import topo
+    from topo.training.step import estimate_step
+
+    s = setups["mcore_gb200_qwen3_235b_mxfp8"]
+    assert s["lay"].overlap_ep
+    fabric = topo.build_fabric(topo.load_spec(s["spec"][0], list(s["spec"][1])))
+    t32 = estimate_step(fabric, s["model"], s["lay"], check=False).step_time_s
+    t20 = estimate_step(fabric, s["model"], s["lay"].model_copy(update={"ep_comm_sms": 20}), check=False).step_time_s
+    assert t32 > t20 * 1.005
