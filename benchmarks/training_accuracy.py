@@ -364,10 +364,17 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         kw["overlap_tp"] = row["precision"] == "bf16"
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
+        if kw.get("ep_flex_backend") == "hybridep" and kw.get("ep_dispatcher") == "deepep":
+            # DISPATCHER=hybridep: sbatch_benchmarking.sh adds --moe-hybridep-num-sms 32 (yanring/
+            # Megatron-MoE-ModelZoo@798dfb50 sbatch_benchmarking.sh line 81): the SMs its kernels hold beside the
+            # overlapped compute (audit46: was DeepEP's default 20)
+            kw["ep_comm_sms"] = 32
     if row["run_id"].startswith("mcore_gb200_deepseekv3"):
         # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
         # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
         kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
+        # the guide's --moe-hybridep-num-sms 32 (lines 267-268; no EP overlap there, so no time moves)
+        kw["ep_comm_sms"] = 32
 
 
 def _run_kw(row, model, kw: dict) -> None:
