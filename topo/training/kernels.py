@@ -715,7 +715,7 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         km = replace(km, sustained=_measured_sustained(km, burst, gpu, measured))
     train = {**t["training"], **over.get("training", {})}
     eff = {p: min(1.0, burst[p] * km.sustained * float(train[f"{generation}_{p}"])) for p in burst}
-    src = f"{t['mamf']['source']}; sustained: {t['sustained']['source']}"
+    src = f"{t['mamf']['source']}; sustained: {t['sustained_gemm']['source'] if measured else t['sustained']['source']}"
     return replace(km, efficiency=eff, burst=burst, source=src)
 
 
