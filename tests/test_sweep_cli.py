@@ -77,6 +77,11 @@ def test_json_csv_report_and_error_rows(tmp_path):
     page = (tmp_path / "study-report.html").read_text()
     assert "written by topo" in page and page.count('class="plot"') >= 3
     assert 'data-figure="heatmap"' in page and 'data-figure="distribution"' in page
+    # walk10: the page said which axes varied (its labels) but not what was fixed: not the spec, the collective or
+    # the failure, so a page mailed on its own did not say what it measured
+    assert "Each point computes estimate. Every point: spec = dgx-h100-superpod, " in page
+    assert "collective = alltoall, placement = one_per_server, fail = random:leaf-spine:0.2:{seed}." in page
+    assert "Varied: gpus (2 values), size (2 values); seeds 0 to 4 (5 draws" in page
 
 
 @pytest.mark.parametrize("flags, line", [
