@@ -162,3 +162,18 @@ def test_a_bad_output_names_the_option_as_typed(tmp_path, args, line):
     assert r.returncode == 2 and r.stderr == line and r.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt", "study.toml"]
     assert (tmp_path / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_traffic_file_beside_the_study_but_not_here_says_where_files_are_read(tmp_path):
+    # walk10: a study's spec file is found beside the study, its traffic (model, profile) file only from the working
+    # folder; run from elsewhere, the error said "no such traffic file" while the file sat beside the spec that worked
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "mix.toml").write_text((ROOT / "topo" / "data" / "traffic" / "3d-parallel.toml").read_text())
+    (sub / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ntraffic = "mix.toml"\n')
+    r = topo("sweep", "sub/study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr == ("error: sub/study.toml: axes.traffic: 'mix.toml': no such file in the working folder, but "
+                        "there is one beside the study: a traffic file is read where topo sweep runs (specs alone are "
+                        "looked up beside the study); give its path from here, 'sub/mix.toml', or run in 'sub'\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # nothing written
