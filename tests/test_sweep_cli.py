@@ -27,10 +27,10 @@ fail = "random:leaf-spine:0.2:{seed}"
 """
 
 
-def topo(*args, cwd, **kw):
+def topo(*args, cwd, timeout=120, **kw):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "topo", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120, **kw)
+                          timeout=timeout, **kw)
 
 
 @pytest.mark.parametrize("axes, line", [
@@ -177,3 +177,20 @@ def test_a_traffic_file_beside_the_study_but_not_here_says_where_files_are_read(
                         "there is one beside the study: a traffic file is read where topo sweep runs (specs alone are "
                         "looked up beside the study); give its path from here, 'sub/mix.toml', or run in 'sub'\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # nothing written
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_scheduler_file_that_is_a_pipe_or_a_device_is_one_line_not_a_hang(tmp_path, kind):
+    # walk10: --scheduler-file FIFO blocked for ever on the open, --scheduler-file /dev/zero read without end
+    (tmp_path / "study.toml").write_text(STUDY)
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "sched.json")
+        path, what = "sched.json", "a named pipe"
+    else:
+        path, what = "/dev/zero", "a device"
+    start = time.perf_counter()
+    r = topo("sweep", "study.toml", "--scheduler-file", path, cwd=tmp_path, timeout=60)
+    assert time.perf_counter() - start < 30
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == (f"error: {path}: --scheduler-file: is not a regular file ({what}); give a Dask scheduler "
+                        "file (as dask scheduler --scheduler-file writes it)\n")
