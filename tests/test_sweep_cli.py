@@ -194,3 +194,21 @@ def test_a_scheduler_file_that_is_a_pipe_or_a_device_is_one_line_not_a_hang(tmp_
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert r.stderr == (f"error: {path}: --scheduler-file: is not a regular file ({what}); give a Dask scheduler "
                         "file (as dask scheduler --scheduler-file writes it)\n")
+
+
+def test_a_study_of_more_than_a_million_points_is_refused_at_once(tmp_path):
+    # walk10: up to 10,000,000 points were accepted, and keying them before the first ran took minutes and over 5 GB
+    # (100,000 points: 2 s, 55 MB) with nothing on the screen; a million is the limit, refused before any point
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 600000\n[axes]\nsize = "1MiB"\n'
+                                         'collective = ["all_reduce", "alltoall"]\n'
+                                         'fail = "random:spine:0.1:{seed}"\n')
+    start = time.perf_counter()
+    r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path, timeout=60)
+    assert time.perf_counter() - start < 30
+    assert r.returncode == 2 and r.stderr == ("error: study.toml: axes: 1,200,000 points; a study is limited to "
+                                              "1,000,000 (each is keyed in memory before the first runs): split it\n")
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 1000001\n[axes]\nsize = "1MiB"\n'
+                                         'fail = "random:spine:0.1:{seed}"\n')
+    r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stderr == "error: study.toml: seeds: must be 1 to 1,000,000, got 1000001\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml"]
