@@ -47,3 +47,18 @@ def test_options_line_names_the_bf16_layers_of_an_fp8_run():
                   "--global-batch", "8", "--precision", "fp8", "--layout",
                   "num_layers_at_start_in_bf16=2,num_layers_at_end_in_bf16=2", check=True).stdout
     assert "framework options: num_layers_at_start_in_bf16 2, num_layers_at_end_in_bf16 2 (layout fields)" in out
+
+
+def test_search_table_names_the_recomputation_and_marks_an_idle_module():
+    """``--search`` held ``--remat-policy`` and ``--recompute-modules`` in every layout, but its recompute column
+    said ``none`` (walk11)."""
+    search = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--global-batch", "8",
+              "--seq", "2048", "--search", "--top", "2"]
+    out = run_cli(*search, "--remat-policy", "save_dot_except_mlpwi", check=True).stdout
+    rows = [ln for ln in out.splitlines() if ln[:1].isdigit()]
+    assert rows and all("remat save_dot_except_mlpwi" in ln for ln in rows)
+    out = run_cli(*search, "--recompute-modules", "mlp,moe", "--recompute", "none", check=True).stdout
+    rows = [ln for ln in out.splitlines() if ln[:1].isdigit()]
+    assert rows and all(" mlp,moe " in ln for ln in rows)
+    assert ("recompute mlp (no effect: qwen3-30b-a3b has no dense MLP layers; moe and moe_act recompute the "
+            "experts), moe") in out.splitlines()

@@ -310,7 +310,7 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     if args.json:
         emit_json(res.to_dict(top=args.top))
     else:
-        _print_search(res, args.top, held)
+        _print_search(res, args.top, held, model)
     return 0
 
 
@@ -562,8 +562,19 @@ def _toml(v) -> str:
     return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _print_search(res, top, held: dict) -> None:
-    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``)."""
+def _recompute_cell(L: dict) -> str:
+    """The search table's recompute column: the remat policy, the recomputed modules, or ``recompute``."""
+    mods = ",".join(L.get("recompute_modules") or ())
+    if L.get("remat_policy"):
+        return f"remat {L['remat_policy']}"
+    if L["recompute"] == "full" or not mods:  # full recomputes every module
+        return L["recompute"]
+    return f"selective+{mods}" if L["recompute"] == "selective" else mods
+
+
+def _print_search(res, top, held: dict, model) -> None:
+    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
+    recomputation of nothing in ``model`` (a module it has no block for) under the table."""
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
@@ -576,7 +587,7 @@ def _print_search(res, top, held: dict) -> None:
         costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
         worst = max(costs, key=costs.get)
         why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
-        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], L["recompute"],
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
                      _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
@@ -590,6 +601,9 @@ def _print_search(res, top, held: dict) -> None:
                + [True, True, True, True, True, False]))
     if held:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
+    idle = sorted({_recompute(r.layout, model).removeprefix(", ") for r in res.ranked[:top]} - {""})
+    for text in (t for t in idle if "no effect" in t):
+        emit(text)
     u = res.ranked[0].uncertainty if res.ranked else {}
     if u.get("runs"):
         emit(f"uncertainty of each step: on {u['runs']} published runs of {u['label']} models whose "
