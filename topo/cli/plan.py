@@ -163,13 +163,15 @@ def _litres(x: float) -> str:
 
 
 def _storage_lines(st, mark) -> list[str]:
-    """The storage section: what it must hold and write, the servers that do it, and how it is sized."""
+    """The storage section: what it must hold and write, the servers (of their kind) that do it, and how it is
+    sized."""
+    kind = st.kind
     sized = ("Llama 3's servers per GPU (storage.sizing = \"per_gpu\"; the checkpoint is written at "
              "reliability.checkpoint.write_Bps)" if st.sizing == "per_gpu" else
              f"from its needs (storage.sizing = \"needs\"; limit: {st.limit})")
-    return [f"storage   {format_count(st.servers)} servers, {sized}"
+    return [f"storage   {format_count(st.servers)} servers ({kind}, storage.kind), {sized}"
             + mark("storage.checkpoints_kept", "storage.bytes_per_token", "storage.write_budget_s",
-                   "storage.server.power_W"),
+                   f"storage.kinds.{kind}.power_W"),
             f"          needs {format_in(st.capacity_needed_bytes, 'PB')} ({st.checkpoints_kept} checkpoints of "
             f"{format_in(st.checkpoint_bytes, 'TB')} + dataset {format_in(st.dataset_bytes, 'PB')}, "
             f"{st.dataset_tokens:.3g} tokens) -> {format_count(st.servers_for_capacity)} servers; a checkpoint in "

@@ -147,8 +147,22 @@ def load_catalog(layers: list[tuple[str, dict]] = (), directory: Path | None = N
         cat = Catalog.model_validate({**raw, "versions": versions, "origins": {**files, **marks}})
     except ValidationError as exc:
         raise _error(exc, files, marks) from None
+    _check_storage_kind(cat, files)
     _check_ranges(cat, files)
     return cat
+
+
+def _check_storage_kind(cat: Catalog, files: dict[str, str]) -> None:
+    """The storage's ``kind`` names one of its ``kinds`` (storage.toml, or a kind a plan layer added)."""
+    st = cat.storage
+    if st.kind in st.kinds:
+        return
+    origin, overridden = cat.origin_of("storage.kind")
+    close = difflib.get_close_matches(st.kind, list(st.kinds), n=1)
+    raise TopoError(f"no storage server kind {st.kind!r}; allowed: {', '.join(st.kinds)} (or add one under "
+                    f"plan.storage.kinds)" + (f"; did you mean {close[0]!r}?" if close else ""),
+                    source=origin if overridden else files["storage"],
+                    key="plan.storage.kind" if overridden else "kind")
 
 
 def _check_ranges(cat: Catalog, files: dict[str, str]) -> None:

@@ -207,7 +207,6 @@ class Economics(_Strict):
     opex_usd_per_MW_year: Price
     grid_kg_co2_per_kWh: _bounded(ge=0.0, le=2.0, why_le=" (coal, the most carbon-intensive source, is about 1)")
     storage_servers_per_gpu: NonNeg
-    storage_server_price_usd: Price
     frontend_usd_per_server: Price
 
 
@@ -224,7 +223,8 @@ class Checkpoint(_Strict):
 
 
 class StorageServer(_Strict):
-    """One storage server: its capacity, bandwidth, power and servers per rack (storage.toml [server])."""
+    """One kind of storage server: its capacity, bandwidth, power, servers per rack and price (storage.toml
+    [kinds.<name>])."""
 
     capacity_bytes: _bounded(ge=1e11, le=1e16, why_ge=" (bytes: a server of at least 100 GB; a value in TB?)",
                              why_le=" (bytes: at most 10 PB in one server; a value in bits or kB?)")
@@ -235,6 +235,7 @@ class StorageServer(_Strict):
     power_W: _bounded(ge=10.0, le=1e4, why_ge=" (W: a server of at least 10 W; a value in kW?)",
                       why_le=" (W: a storage server of at most 10 kW; a value in mW?)")
     servers_per_rack: Count
+    price_usd: Price
 
 
 class Storage(_Strict):
@@ -244,7 +245,13 @@ class Storage(_Strict):
     checkpoints_kept: Count
     bytes_per_token: _bounded(ge=None, gt=0.0, le=1e3, why_le=" (bytes per token: a value in bits?)")
     write_budget_s: _bounded(ge=None, gt=0.0, le=86_400.0, why_le=" (seconds: a value in ms?)")
-    server: StorageServer
+    kind: str  # the storage server's kind: a key of ``kinds`` (checked by topo.plan.catalog.load_catalog)
+    kinds: dict[str, StorageServer]
+
+    @property
+    def server(self) -> StorageServer:
+        """The chosen kind's server (``kinds[kind]``)."""
+        return self.kinds[self.kind]
 
 
 class Spares(_Strict):

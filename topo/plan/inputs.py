@@ -34,7 +34,7 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
         ("facility.capex", "facility.pue", "facility.frontend_fraction", "facility.server_average_fraction"))]
     rows += _rows("economics", catalog.economics)
     rows += _rows("reliability.checkpoint", catalog.reliability.checkpoint)
-    rows += _rows("storage", catalog.storage) + _rows("storage.server", catalog.storage.server)
+    rows += _rows("storage", catalog.storage) + _rows(f"storage.kinds.{catalog.storage.kind}", catalog.storage.server)
     rows.append({"key": "reliability.optics", "value": catalog.reliability.optics,
                  "source": "topo/data/catalog/reliability.toml: 'table' keeps Llama 3's observed network row; "
                            "'parts' replaces it by the NIC-side modules at their MTTF", "status": "assumption"})
@@ -47,11 +47,13 @@ def inputs_used(catalog: Catalog, fabric: Fabric, server_model: str, cooling: st
 def used_assumptions(rows: list[dict], items: dict[str, set[str]]) -> list[dict]:
     """The assumption and override rows (:meth:`Catalog.assumptions`) a plan rests on: of the named parts (gpus,
     servers, switches, transceivers, cables), only those in ``items`` (kind -> names used); of the price ranges,
-    the defaults and the ranges of used parts; every other kind (floor, facility, cooling, economics, reliability,
-    workload) whole."""
+    the defaults and the ranges of used parts; of the storage server kinds, those in ``items["storage.kinds"]`` if
+    given; every other kind (floor, facility, cooling, economics, reliability, workload) whole."""
     prefixes = tuple(f"{kind}.{name}." for kind, names in items.items() for name in names)
 
     def used(key: str) -> bool:
+        if key.startswith("storage.kinds.") and "storage.kinds" in items:  # only the chosen storage server's kind
+            return key.startswith(tuple(f"storage.kinds.{k}." for k in items["storage.kinds"]))
         kind = key.split(".", 1)[0]
         if kind == "price_ranges":
             rest = key.split(".", 2)[2] if key.startswith("price_ranges.ranges.") else ""

@@ -307,7 +307,7 @@ def _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, t
         b_end = reprice(bom, c_end, s_end.rack_switches.price_usd.value if s_end.rack_switches else None)
         p_end, capex_end, tco_end = _money(c_end, s_end, b_end, gpu, L, floor.cooling, store)
         ends[end] = cost_lines(capex_end, p_end, tco_end)
-    used = _priced_keys(bom, server_name, server, floor.cooling)
+    used = _priced_keys(bom, server_name, server, floor.cooling, cat.storage.kind)
     tornado = _price_sensitivity(cat, server_name, bom, gpu, L, floor.cooling, store, used,
                                  ends["expected"]["cost_per_gpu_hour_usd"])
     costs = CostRange(low=ends["low"], expected=ends["expected"], high=ends["high"],
@@ -378,18 +378,18 @@ def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> Storage
         raise TopoError(f"{sv.servers_per_rack.value:g} storage servers of {sv.power_W.value:,.0f} W draw "
                         f"{rack_W:,.0f} W, more than a {fl.rack_power_W.value:,.0f} W rack (plan.floor.rack_power_W); "
                         "allowed: servers per rack x power each <= the rack's power",
-                        key="plan.storage.server.servers_per_rack")
+                        key=f"plan.storage.kinds.{st.kind}.servers_per_rack")
     server = StorageServerSpec(capacity_bytes=sv.capacity_bytes.value, write_Bps=sv.write_Bps.value,
                                read_Bps=sv.read_Bps.value, power_W=sv.power_W.value,
                                servers_per_rack=int(sv.servers_per_rack.value),
-                               price_usd=cat.economics.storage_server_price_usd.value)
+                               price_usd=sv.price_usd.value)
     return size_storage(params=params, bytes_per_param=cat.reliability.checkpoint.bytes_per_param.value, flop=flop,
                         bytes_per_token=st.bytes_per_token.value, checkpoints_kept=int(st.checkpoints_kept.value),
                         write_budget_s=st.write_budget_s.value, server=server,
                         area_per_rack_m2=rack_position_area_m2(fl.rack_width_m.value, fl.row_pitch_m.value,
                                                                fl.rack_area_fraction.value),
                         sizing=st.sizing, num_gpus=num_gpus,
-                        servers_per_gpu=cat.economics.storage_servers_per_gpu.value)
+                        servers_per_gpu=cat.economics.storage_servers_per_gpu.value, kind=st.kind)
 
 
 def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, store: StoragePlan, used: set[str],
@@ -456,7 +456,7 @@ def _money(cat: Catalog, server, bom, gpu, L, cooling: str, store: StoragePlan):
     capex = capex_breakdown(L.num_gpus, L.num_servers, server.price_usd.value, bom, it_power_W=pw.it_power_W,
                             facility_power_W=pw.facility_power_W, facility_usd_per_W=fac.capex_usd_per_W.value,
                             facility_basis=fac.capex_basis, storage_servers=store.servers,
-                            storage_server_price_usd=eco.storage_server_price_usd.value,
+                            storage_server_price_usd=cat.storage.server.price_usd.value,
                             frontend_usd_per_server=eco.frontend_usd_per_server.value,
                             cooling_usd_per_W=getattr(cat.cooling, cooling).capex_usd_per_W.value)
     tco = ownership_cost(L.num_gpus, capex, pw, years=eco.years.value, server_life_years=eco.server_life_years.value,
@@ -475,15 +475,15 @@ def _items_used(s: Spec, cat: Catalog, server, server_name: str, bom) -> dict[st
     return {"gpus": {s.gpu, cat.workload.reference.gpu}, "servers": {server_name},
             "switches": {x.model for x in bom.switches if x.tier != RACK_TIER},
             "transceivers": {t.type for t in bom.transceivers},
-            "cables": cables}
+            "cables": cables, "storage.kinds": {cat.storage.kind}}
 
 
-def _priced_keys(bom, server_name: str, server, cooling: str) -> set[str]:
+def _priced_keys(bom, server_name: str, server, cooling: str, storage_kind: str) -> set[str]:
     """The catalog's price keys a plan uses: its server (and its rack switches), the switches, transceivers and
-    cables of its bill of materials, the facility, its cooling and the economics."""
+    cables of its bill of materials, the facility, its cooling, the economics and its storage server's kind."""
     keys = {f"servers.{server_name}.price_usd", "facility.electricity_usd_per_kWh", "facility.capex_usd_per_W",
             f"cooling.{cooling}.capex_usd_per_W", "economics.opex_usd_per_MW_year",
-            "economics.storage_server_price_usd", "economics.frontend_usd_per_server"}
+            f"storage.kinds.{storage_kind}.price_usd", "economics.frontend_usd_per_server"}
     if server.rack_switches is not None:
         keys.add(f"servers.{server_name}.rack_switches.price_usd")
     keys |= {f"switches.{s.model}.price_usd" for s in bom.switches if s.tier != RACK_TIER}

@@ -10,7 +10,8 @@
     floor           = racks x the floor plan's area per rack position (rack width x row pitch / rack area fraction)
 
 With ``sizing = "per_gpu"`` the count is instead ``ceil(GPUs x storage servers per GPU)`` (Llama 3's 7,500 per 24,576
-GPUs) and the needs are reported beside it. Catalog data: ``topo/data/catalog/storage.toml``.
+GPUs) and the needs are reported beside it. The server is one of the catalog's named kinds (Llama 3's Tectonic
+servers, a 3FS flash node, a DDN appliance), each with its source. Catalog data: ``topo/data/catalog/storage.toml``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class StoragePlan:
     racks: int
     floor_m2: float
     capex_usd: float
+    kind: str = ""  # the storage server's kind (storage.toml [kinds.<name>])
 
     @property
     def limit(self) -> str:
@@ -83,7 +85,7 @@ def storage_servers_for(capacity_bytes: float, write_Bps: float, server: Storage
 
 def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_per_token: float,
                  checkpoints_kept: int, write_budget_s: float, server: StorageServerSpec, area_per_rack_m2: float,
-                 sizing: str = "needs", num_gpus: int = 0, servers_per_gpu: float = 0.0) -> StoragePlan:
+                 sizing: str = "needs", num_gpus: int = 0, servers_per_gpu: float = 0.0, kind: str = "") -> StoragePlan:
     """Size the storage of a design (see the module doc for every formula).
 
     Parameters
@@ -95,6 +97,7 @@ def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_pe
     server : one storage server.
     area_per_rack_m2 : floor per rack position, aisles included (the floor plan's).
     sizing : ``"needs"`` (from capacity and bandwidth) or ``"per_gpu"`` (``ceil(num_gpus x servers_per_gpu)``).
+    kind : the server's kind, carried into the plan (storage.toml ``[kinds.<name>]``).
 
     >>> s = StorageServerSpec(32e12, 266.7e6, 933.3e6, 600.0, 16, 25_000.0)
     >>> p = size_storage(params=1e9, bytes_per_param=14, flop=6e9 * 20e9, bytes_per_token=4, checkpoints_kept=5,
@@ -122,4 +125,4 @@ def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_pe
         servers_for_capacity=by_cap, servers_for_bandwidth=by_bw, servers=n, capacity_bytes=n * server.capacity_bytes,
         write_Bps=write, read_Bps=read, checkpoint_write_s=ckpt / write if n else math.inf,
         checkpoint_read_s=ckpt / read if n else math.inf, power_W=n * server.power_W, racks=racks,
-        floor_m2=racks * area_per_rack_m2, capex_usd=n * server.price_usd)
+        floor_m2=racks * area_per_rack_m2, capex_usd=n * server.price_usd, kind=kind)
