@@ -154,19 +154,33 @@ def group(model, lay) -> str:
     return model_group(model, lay.precision)
 
 
-def mla_unfused_on_blackwell(row, model) -> bool:
-    """Multi-head latent attention on a Blackwell GPU under a Transformer Engine before v2.5: neither fused kernel
-    takes it, so it runs unfused (the layout's ``flash_attention`` off). TE disables flash-attn for any head_dim_qk !=
-    head_dim_v ("Disabling FlashAttention as it does not support MLA") and cuDNN's fused attention on sm100 for
-    head_dim_qk > 128 (``!(sm_arch_ >= 100 && (head_dim_qk > 128 || head_dim_v > 128))``), at the TE ref NeMo@7a8f1cc7
-    pins (``requirements/manifest.json``: NVIDIA/TransformerEngine@bee4649c, ``transformer_engine/pytorch/
-    dot_product_attention/utils.py`` and ``common/fused_attn/fused_attn.cpp``) through v2.4; v2.5 (2025-06-29) admits
-    head_dim_qk 192 / head_dim_v 128 training on sm100 with cuDNN 9.11. DeepSeek-V3's MLA has 192 / 128. Applied to
-    the NeMo containers up to 25.04 (the DGX Cloud v25.05.04 rows: NeMo 25.04.01); later ones are not checked, and no
-    later MLA Blackwell row runs a NeMo container before 25.09."""
+def attention_unfused_on_blackwell(row, model) -> bool:
+    """Attention whose head dims exceed 128 on a Blackwell GPU under a Transformer Engine before v2.5: cuDNN's fused
+    attention does not take it, so its core attention runs without the cuDNN kernel (the layout's
+    ``flash_attention`` off: priced as unfused GEMMs and softmax). Every TE 2.0-2.4 disables cuDNN's fused attention
+    on sm100 for head_dim_qk > 128 or head_dim_v > 128 (``!(sm_arch_ >= 100 && (head_dim_qk > 128 || head_dim_v >
+    128))``, ``transformer_engine/common/fused_attn/fused_attn.cpp`` at v2.1-v2.4 and at the TE ref NeMo@7a8f1cc7 pins,
+    ``requirements/manifest.json``: NVIDIA/TransformerEngine@bee4649c); #1797 (71c76b6b, 2025-06-14, first in v2.5)
+    lifts it. Two cases:
+
+    - multi-head latent attention (DeepSeek-V3: head_dim_qk 192, head_dim_v 128): TE also disables flash-attn for any
+      head_dim_qk != head_dim_v ("Disabling FlashAttention as it does not support MLA", ``transformer_engine/pytorch/
+      dot_product_attention/utils.py`` @bee4649c), so it runs unfused;
+    - equal head dims above 128 (Nemotron-4 340B: 18,432 / 96 heads = 192): flash-attn 2 takes it where the container
+      installs it (head_dim <= 192 on any arch, same file), else unfused. Both are far below cuDNN's rate: flash-attn 2
+      runs Ampere's mma.sync on Blackwell at ~300-380 TFLOP/s (B200, bf16, flash_attn 2.7.4.post1: hdim 64 forward
+      307-381, backward 243-334, Dao-AILab/flash-attention issue #1589, 2025-04-13; hdim 128 forward 352-362,
+      meta-pytorch/tritonbench PR #171, 2025-03-04) against cuDNN 9.22's 1,406 forward / 1,057 backward at hdim 192
+      causal 4k on GB200 (kernels.toml [attention.blackwell]); at those rates the Nemotron-4 340B rows' core attention
+      takes 0.18-0.25 s a step, topo's unfused path 0.21 s, cuDNN's 0.057 s (docs/calibration-findings.md, 'Blackwell
+      FP8: GB200 too slow, B200 too fast'). Priced unfused: no published flash-attn 2 rate at hdim 192 causal on sm100.
+
+    Applied to the NeMo containers up to 25.04 (NeMo 25.02's B200 rows, 25.04's GB200 rows, the DGX Cloud v25.05.04
+    rows: NeMo 25.04.00 / 25.04.01); later ones are not checked, and no later Blackwell row with head dims above 128
+    runs a NeMo container before 25.09."""
     release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return (model.attention.kind == "mla" and row["gpu"] in ("B200", "GB200", "GB300") and release is not None
-            and (int(release[1]), int(release[2])) <= (25, 4))
+    return (max(model.qk_dim, model.v_dim) > 128 and row["gpu"] in ("B200", "GB200", "GB300")
+            and release is not None and (int(release[1]), int(release[2])) <= (25, 4))
 
 
 def fp8_amax_pass(row) -> bool:
@@ -350,10 +364,17 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         kw["overlap_tp"] = row["precision"] == "bf16"
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
+        if kw.get("ep_flex_backend") == "hybridep" and kw.get("ep_dispatcher") == "deepep":
+            # DISPATCHER=hybridep: sbatch_benchmarking.sh adds --moe-hybridep-num-sms 32 (yanring/
+            # Megatron-MoE-ModelZoo@798dfb50 sbatch_benchmarking.sh line 81): the SMs its kernels hold beside the
+            # overlapped compute (audit46: was DeepEP's default 20)
+            kw["ep_comm_sms"] = 32
     if row["run_id"].startswith("mcore_gb200_deepseekv3"):
         # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
         # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
         kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
+        # the guide's --moe-hybridep-num-sms 32 (lines 267-268; no EP overlap there, so no time moves)
+        kw["ep_comm_sms"] = 32
 
 
 def _run_kw(row, model, kw: dict) -> None:
@@ -396,7 +417,7 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["dp_bucket_params"] = 134_217_728
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
-    if mla_unfused_on_blackwell(row, model):
+    if attention_unfused_on_blackwell(row, model):
         kw["flash_attention"] = False
     if fp8_param_gather(row):
         kw["fp8_param_gather"] = True

@@ -5,6 +5,7 @@ throughput gives, its model file loads, and no run is in two files."""
 import csv
 import re
 import sys
+import tomllib
 
 import pytest
 
@@ -166,7 +167,7 @@ def test_megatron_deepseek_gb200_row_converts_with_megatrons_flop_count():
 def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
     # NeMo 25.04's DeepSeek-V3 script (NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py): first stage
     # 64/PP - 1 layers, last 64/PP - 2 with the recipe's MTP layer, TP overlap off, bf16_mixed's fp32 gradient
-    # reduction, token drop at capacity 1.0, MLA unfused on GB200 (training_accuracy.mla_unfused_on_blackwell);
+    # reduction, token drop at capacity 1.0, MLA unfused on GB200 (training_accuracy.attention_unfused_on_blackwell);
     # Megatron-LM's GB200 study (reproduce guide @eb0783b6): Et|(tt|)*30L
     # without MTP, router padding for quantization, bf16 moments
     from topo.training.pipeline_layout import expand_layout
@@ -186,6 +187,50 @@ def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
     s = setups["mcore_gb200_deepseekv3_mxfp8"]
     assert s["model"].mtp_layers == 0 and s["lay"].pipeline_layout == "Et|(tt|)*30L" and s["holdout"]
     assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes == 8.0 and s["lay"].fp8_recipe == "mxfp8"
+
+
+def test_head_dims_above_128_run_without_cudnn_on_blackwell_before_te_2_5(monkeypatch):
+    # Transformer Engine 2.0-2.4 (NeMo 25.02 and 25.04 containers; NeMo@7a8f1cc7 pins TransformerEngine@bee4649c)
+    # disables cuDNN's fused attention on sm100 for head dims above 128 (common/fused_attn/fused_attn.cpp:
+    # !(sm_arch_ >= 100 && (head_dim_qk > 128 || head_dim_v > 128)); lifted by #1797, first in v2.5). Nemotron-4
+    # 340B's heads are 18,432 / 96 = 192 wide: its Blackwell rows of those releases run without cuDNN, its H100 twins
+    # (sm90: hdim <= 256) and the Llama rows of the same releases (hdim 128) with it
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch)}
+    assert setups["nemo2504_gb200_nemotron4_340b"]["model"].qk_dim == 192
+    for rid in ("nemo2504_gb200_nemotron4_340b", "nemo2502_b200_nemotron4_340b",
+                "nemo2504dgxc_gb200_nemotron4_340b_fp8_128", "nemo2504dgxc_gb200_nemotron4_340b_bf16_512_gbs512"):
+        assert setups[rid]["lay"].flash_attention is False, rid
+    for rid in ("nemo2504dgxc_h100_nemotron4_340b_fp8_256", "nemo2504_gb200_llama31_405b", "nemo2502_b200_llama3_8b",
+                "nemo2504_gb200_nemotron4_15b"):
+        assert setups[rid]["lay"].flash_attention is True, rid
+
+
+def test_unfused_core_attention_is_priced_as_flash_attention_2_on_blackwell(monkeypatch):
+    # What those rows' attention costs without cuDNN: flash-attn 2 (where installed) runs Ampere's mma.sync on
+    # Blackwell; on a B200 (bf16, flash_attn 2.7.4.post1) forward 307-381 and backward 243-334 TFLOP/s
+    # (Dao-AILab/flash-attention issue #1589, 2025-04-13, hdim 64, 512-16k tokens; tritonbench PR #171 hdim 128
+    # forward 352-362). topo prices the rows unfused (two batched GEMMs and the softmax): its core attention of one
+    # step must lie in the band those rates give at Blackwell's sustained clock (kernels.toml [sustained], 0.815),
+    # not at cuDNN's ~4x faster rate. Nemotron-4 340B, TP8 PP4: 12 heads, 24 layers and 8 micro-batches a stage;
+    # causal forward 2 s (s / 2) (192 + 192) FLOP a head (FlashAttention's count), backward 2.5x
+    from topo.training.step import estimate_step
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    s = next(x for x in _fit_setups(monkeypatch) if x["run"] == "nemo2504dgxc_gb200_nemotron4_340b_fp8_128")
+    fabrics, engines = training_accuracy._engines([s])
+    core = {}
+    for fused in (False, True):
+        lay = s["lay"].model_copy(update={"flash_attention": fused})
+        r = estimate_step(fabrics[s["spec"]], s["model"], lay, engine=engines[s["spec"]], check=False)
+        core[fused] = r.compute_by_module_s["core_attn"]
+    seq, heads, stage_layers, micro = 4096, 96 / 8, 96 / 4, 32 / 4
+    fwd = 2 * seq * (seq / 2) * heads * (192 + 192) * stage_layers * micro
+    sustained = tomllib.loads((ROOT / "topo" / "data" / "compute" / "kernels.toml").read_text())["sustained"]["blackwell"]
+    fastest = (fwd / (381e12 * sustained) + 2.5 * fwd / (334e12 * sustained))
+    slowest = (fwd / (307e12 * sustained) + 2.5 * fwd / (243e12 * sustained))
+    assert fastest < core[False] < slowest
+    assert core[True] < fastest / 2.5  # cuDNN's fused kernel, what the rows were priced at before
 
 
 def test_holdout_is_whole_families_of_its_releases():
@@ -289,10 +334,14 @@ def test_runs_of_a_filed_regression_are_scored_not_fitted(monkeypatch):
     import training_accuracy
     regressed = set(training_accuracy.REGRESSED)
     published = {r["run_id"]: r for r in _rows(PUBLISHED)}
-    assert regressed == {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b",
-                         "mb2602_b200_qwen3_30b"}
+    qwen3_30b = {"mb2511_h100_qwen3_30b", "mb2602_h100_qwen3_30b", "mb2511_b200_qwen3_30b", "mb2602_b200_qwen3_30b"}
+    # audit46: Megatron-Bridge issue #1705 (Qwen3-235B MXFP8 on B200, 25.11; fixed by disabling the EP overlap,
+    # PR #1760) and the B300 preset that carried the same settings into 26.02
+    qwen3_235b = {"mb2511_b200_qwen3_235b", "mb2602_b300_qwen3_235b"}
+    assert regressed == qwen3_30b | qwen3_235b
     assert regressed <= set(published)  # a run id that names no row would exclude nothing
-    assert all("#1998" in why for why in training_accuracy.REGRESSED.values())
+    assert all("#1998" in training_accuracy.REGRESSED[k] for k in qwen3_30b)
+    assert all("#1705" in training_accuracy.REGRESSED[k] for k in qwen3_235b)
     assert not regressed & {s["run"] for s in training_accuracy.fitted(setups)}
     assert regressed <= {s["run"] for s in training_accuracy.scored(setups)}
     # what the issue says and the rows show: 26.02 publishes 25.11's throughput, 26.02.01 runs the same H100
