@@ -407,10 +407,10 @@ def _run_kw(row, model, kw: dict) -> None:
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
         kw["overlap_tp"] = False
-    if row["run_id"].startswith(("mlperf51_uf_", "mlperf51_lambda_")):
-        # University of Florida's and Lambda's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset (conf/custom.yaml's
-        # default False; Lambda's logs print tp_comm_overlap=False and bucket_size=134217728): TP traffic not
-        # overlapped (but for the backward's, Megatron's own)
+    if row["run_id"].startswith(("mlperf51_uf_", "mlperf51_lambda_", "mlperf51_dell_")):
+        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset or False
+        # (conf/custom.yaml's default False; Lambda's and Dell's logs print tp_comm_overlap=False and
+        # bucket_size=134217728): TP traffic not overlapped (but for the backward's, Megatron's own)
         kw["overlap_tp"] = False
         # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
         # parameters per DP bucket, one reduce-scatter and one all-gather each

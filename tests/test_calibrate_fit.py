@@ -321,3 +321,23 @@ def test_identified_drops_a_parameter_whose_effect_another_carries(tmp_path):
     why = identified([case], [base, twin], [0.0, 0.0])
     assert len(why) == 1 and "cannot tell them apart" in next(iter(why.values()))
     assert identified([case], [base], [0.0]) == {}  # alone, it is determined
+
+
+def test_the_pipeline_window_is_never_fitted_below_one_nccl_chunk(tmp_path):
+    # walk9 (docs/calibration-findings.md section 92): a pure alpha-beta log, 28 us + S / 370 GB/s on 16 H100,
+    # fitted pipeline_window_MiB ~ 1e-6 (a few bytes). A pipelined NCCL collective fills its pipeline with at
+    # least one chunk. NVIDIA/nccl v2.30.7-1: src/init.cc DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS 8 (device.h) = a
+    # 512 KiB Simple step; P2P_NET_CHUNKSIZE 128 KiB; NVLS_CHUNKSIZE 128 KiB (transport/nvls.cc) and NVLSTree's
+    # 64 KiB cap from 4 nodes (enqueue.cc): the smallest, 64 KiB, where the GPU runs NVLS; 128 KiB on A100
+    assert profile_for("hopper", "infiniband_ndr").smallest_chunk_bytes() == 64 * 1024
+    assert profile_for("ampere", "infiniband_hdr").smallest_chunk_bytes() == 128 * 1024
+    old = resolve_profile("ampere+roce@2.7")  # NCCL 2.7: no NVLS, no p2p chunk recorded: one 512 KiB step
+    assert old.smallest_chunk_bytes() == 4 * 2**20 // 8
+    times = [28e-6 + s / 370e9 for s in SIZES]
+    log = tmp_path / "alpha-beta.txt"
+    log.write_text(render("all_reduce", ["a", "b"], 8, GPU, SIZES, times))
+    res = calibrate_logs([log])
+    window = [p for p in res.fit.params if p.name == "pipeline_window_MiB"][0]
+    assert window.lo == 64 / 1024
+    assert res.fit.values["pipeline_window_MiB"] >= 64 / 1024 - 1e-12
+    assert res.fit.mdape_after_pct < 3.0  # the rest of the profile still fits the log

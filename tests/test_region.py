@@ -122,7 +122,7 @@ def test_describe_a_bundled_region_shows_sites_spans_and_cut():
     assert span["bandwidth_Bps"] == 16 * 100e9 == doc["min_cut_Bps"]
     assert all(s["bisection_bandwidth_Bps"] > doc["min_cut_Bps"] for s in doc["sites"])
     cut = json.loads(run_cli("describe", "two-site-h100", "--fail", "dci:east-west", "--json", check=True).stdout)
-    assert cut["spans"][0]["failed"] and cut["min_cut_Bps"] == 0 and cut["cut_apart"] == ["east-west"]
+    assert cut["spans"][0]["failed"] and cut["min_cut_Bps"] == 0 and cut["cut_apart"] == [["east", "west"]]
     bad = run_cli("describe", "two-site-h100", "--set", "interconnect.distance_km=-1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "interconnect.distance_km: must be > 0" in bad.stderr
     bad = run_cli("describe", "two-site-h100", "--fail", "dci:east-north")

@@ -2,6 +2,7 @@
 that gave the value), exit 2, no traceback; and what describe says of a cut DCI is true (found walking the README
 on a fresh install, round 2)."""
 
+import json
 import re
 
 import pytest
@@ -128,3 +129,23 @@ def test_a_study_whose_spec_is_not_toml_is_one_line(tmp_path):
     proc = run_cli("sweep", "s.toml", "--scheduler", "serial", "-o", "s.parquet", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr
     assert proc.stderr.startswith("error: s.toml: spec: bad.toml: invalid TOML in spec 'bad.toml': Expected")
+
+
+def test_a_cut_region_names_the_groups_of_sites_each_side(tmp_path):
+    # walk9: `cut apart` joined a pair's names with '-', so with alike sites (NAME-0, NAME-1, ...) a ring cut twice
+    # printed "s-0-s-1, s-0-s-2, s-1-s-3, s-2-s-3": no telling the sites apart. Four sites on a ring, spans 0-1
+    # and 2-3 failed: s-0 and s-3 still reach each other over span 3-0, s-1 and s-2 over span 1-2
+    region = tmp_path / "ring4.toml"
+    region.write_text('name = "ring4"\n[[sites]]\nname = "s"\nspec = "dgx-h100-superpod"\n'
+                      'set = ["cluster.num_units=1"]\ncount = 4\n'
+                      '[interconnect]\ntopology = "ring"\ndistance_km = 50\nwaves = 4\nwave_rate = "800 Gb/s"\n')
+    argv = ("describe", str(region), "--fail", "dci:s-0-s-1", "--fail", "dci:s-2-s-3")
+    out = run_cli(*argv, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("cut apart"))
+    assert line.endswith("no working DCI route joins these groups of sites: group 1: sites s-0, s-3; "
+                         "group 2: sites s-1, s-2"), line
+    doc = json.loads(run_cli(*argv, "--json", check=True).stdout)
+    assert doc["cut_groups"] == [["s-0", "s-3"], ["s-1", "s-2"]]
+    assert doc["cut_apart"] == [["s-0", "s-1"], ["s-0", "s-2"], ["s-1", "s-3"], ["s-2", "s-3"]]
+    whole = json.loads(run_cli("describe", str(region), "--fail", "dci:s-0-s-1", "--json", check=True).stdout)
+    assert whole["cut_apart"] == [] and whole["cut_groups"] == []  # a ring cut once still joins every site

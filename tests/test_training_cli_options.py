@@ -264,3 +264,33 @@ def test_ep_comm_sms_is_said_to_do_nothing_under_the_alltoall_dispatcher():
     assert [ln for ln in a2a.splitlines() if ln.startswith("step time")] == [
         ln for ln in base.splitlines() if ln.startswith("step time")]
     assert _options_line(deepep) == ["framework options: ep_dispatcher deepep, ep_comm_sms 32 (layout fields)"]
+
+
+def test_dualpipe_charges_its_own_all_to_all_sms_and_only_dualpipe_does():
+    """DeepSeek-V3's DualPipe runs DeepSeek's own all-to-all kernels on 20 SMs beside the compute (DeepSeek-V3
+    technical report, arXiv 2412.19437 sec. 3.2.2: "only 20 SMs are sufficient to fully utilize the bandwidths
+    of IB and NVLink"), not NCCL's: under ``pipeline_schedule = "dualpipe"`` with the all-to-alls overlapped, the
+    layout's ``ep_comm_sms`` is what the hidden all-to-all holds, and NCCL's channel count (``nccl_min_ctas``)
+    leaves it alone; under 1F1B with the ``alltoall`` dispatcher it is the other way round (NCCL's p2p channels,
+    fix44); with nothing overlapped no SM is charged either way (fix44 section 95: "the DualPipe row keeps
+    ep_comm_sms through the schedule")."""
+    run = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch", "256",
+           "--seq", "4096", "--precision", "fp8", "--dp", "8", "--ep", "8", "--etp", "1", "--pp", "2", "--json"]
+
+    def ep_s(schedule, fields):
+        doc = json.loads(run_cli(*run, "--pipeline-schedule", schedule, "--layout", fields, check=True).stdout)
+        return doc["breakdown_s"]["ep"]
+
+    dual = {k: ep_s("dualpipe", f) for k, f in [("20", "overlap_ep=true,ep_comm_sms=20"),
+                                                ("40", "overlap_ep=true,ep_comm_sms=40"),
+                                                ("ctas", "overlap_ep=true,ep_comm_sms=20,nccl_min_ctas=32"),
+                                                ("off", "overlap_ep=false,ep_comm_sms=20"),
+                                                ("off40", "overlap_ep=false,ep_comm_sms=40")]}
+    assert dual["40"] > dual["20"] * 1.05  # more SMs held: the compute beside the hidden all-to-all loses more
+    assert dual["ctas"] == dual["20"]  # no NCCL kernel carries DualPipe's all-to-all
+    assert dual["off"] == dual["off40"] > dual["40"]  # exposed whole: no compute beside it to charge
+    one = {k: ep_s("1f1b", f) for k, f in [("20", "overlap_ep=true,ep_comm_sms=20"),
+                                           ("40", "overlap_ep=true,ep_comm_sms=40"),
+                                           ("ctas", "overlap_ep=true,ep_comm_sms=20,nccl_min_ctas=32")]}
+    assert one["40"] == one["20"]  # the alltoall dispatcher's NCCL send/recv pairs: ep_comm_sms moves nothing
+    assert one["ctas"] > one["20"] * 1.05  # ... NCCL's p2p channels do (32 SMs instead of 16)

@@ -90,11 +90,16 @@ B30044_IN_FAMILY = ("mb260401_b300_deepseekv3", "mb260401_b300_qwen3_30b", "mb26
                     "mb2606_b300_deepseekv3", "mb2606_b300_gptoss_120b_mxfp8", "mb2606_b300_qwen3_30b",
                     "mb2606_b300_nemotron3_nano", "mb2602_b300_deepseekv3", "mb2602_b300_gptoss_120b",
                     "mb2602_b300_qwen3_30b", "mb2602_b300_qwen3_235b")
-ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY
+# data46's rows, all of fitted families (the 26.02.01 GB200 / H100 rows of GPT-OSS and Nemotron 3 Nano are fitted), in
+# batch order: the 26.02.01 table's DGX-B300 rows (archive @067f987d, in the table's order), then MLPerf Training
+# v5.1's Dell B300 Llama 3.1 8B run; every third held out, fixed before any was scored
+DATA46_IN_FAMILY = ("mb260201_b300_deepseekv3", "mb260201_b300_gptoss_120b", "mb260201_b300_qwen3_30b",
+                    "mb260201_b300_nemotron3_nano", "mlperf51_dell_b300_llama31_8b_8")
+ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY
 
 
-@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY],
-                         ids=["data35", "data44", "b30044"])
+@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY],
+                         ids=["data35", "data44", "b30044", "data46"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -572,7 +577,7 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     import statistics
     # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
     rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
-    assert len(rows) == 19 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300"}
+    assert len(rows) == 20 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300", "B300"}
     for r in rows:
         quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
         if quoted is None:  # the 8B rows' ten runs are not quoted one by one (their note: within 1%)
@@ -597,6 +602,11 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     lam = setups["mlperf51_lambda_gb300_llama31_8b_72"]
     assert lam["holdout"] and not lam["lay"].overlap_tp and lam["lay"].fp8_recipe == "current"
     assert lam["lay"].dp_bucket_params == 134_217_728 and lam["lay"].cuda_graph_scope == ("full_iteration",)
+    # Dell's v5.1 B300 run (data46): UF's single-node config with the system changed; its logs print the same
+    # settings (tp_comm_overlap false, bucket_size=134217728, fp8_recipe tensorwise, fp4 false, full_iteration)
+    dell = setups["mlperf51_dell_b300_llama31_8b_8"]
+    assert not dell["holdout"] and not dell["lay"].overlap_tp and dell["lay"].fp8_recipe == "current"
+    assert dell["lay"].dp_bucket_params == 134_217_728 and dell["lay"].cuda_graph_scope == ("full_iteration",)
     assert setups["mlperf50_h100_llama31_405b_512"]["lay"].overlap_tp
 
 

@@ -17,7 +17,8 @@ the efficiencies and the pipeline window, which are fitted as values:
 - ``nvlink_hop``, ``net_hop`` -- per-step latency over NVLink and over the network;
 - ``nvlink_efficiency``, ``network_efficiency`` -- usable fraction of each link class;
 - ``nvls_efficiency`` -- NVLS and NVLSTree bandwidth (when the GPU has NVLS);
-- ``pipeline_window_MiB`` -- topo's pipeline-fill term (written as ``pipeline_window_bytes``);
+- ``pipeline_window_MiB`` -- topo's pipeline-fill term (written as ``pipeline_window_bytes``), at least one NCCL
+  chunk (:meth:`topo.engine.profiles.Profile.smallest_chunk_bytes`: 64 KiB with NVLS, 128 KiB without);
 - ``peer_overhead`` -- per-peer set-up of all-to-all (when an all-to-all is measured).
 
 ``topo calibrate`` fits only the parameters its logs determine (:func:`fit_identified`, :func:`identified`): a
@@ -169,8 +170,11 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
                              lambda pr, m: replace(pr, peer_overhead_s=pr.peer_overhead_s * m), tag))
     big = max(s for c in cases for s in c.sizes)
     if big >= 2**20:  # the window only shows on multi-MiB sizes
-        w0 = profile.pipeline_window_bytes / 2**20
-        out.append(FreeParam("pipeline_window_MiB", "linear", w0, 0.0, 1024.0,
+        # no pipelined collective fills its pipeline with less than one NCCL chunk (Profile.smallest_chunk_bytes):
+        # a pure alpha-beta log would otherwise fit a window of a few bytes
+        lo = profile.smallest_chunk_bytes() / 2**20
+        w0 = max(profile.pipeline_window_bytes / 2**20, lo)
+        out.append(FreeParam("pipeline_window_MiB", "linear", w0, lo, 1024.0,
                              lambda pr, w: replace(pr, pipeline_window_bytes=w * 2**20), tag))
     return out
 

@@ -85,7 +85,9 @@ def render_region(inv: RegionInventory) -> str:
     else:
         lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way across the DCI")
     if inv.cut_apart:
-        lines.append(f"cut apart                   no working DCI route joins {', '.join(inv.cut_apart)}")
+        lines.append("cut apart                   no working DCI route joins these groups of sites: "
+                     + "; ".join(f"group {k}: {'site' if len(g) == 1 else 'sites'} {', '.join(g)}"
+                                 for k, g in enumerate(inv.cut_groups, 1)))
     if inv.failures:
         lines.append(f"with failures: {', '.join(inv.failures)}")
     return "\n".join(lines)

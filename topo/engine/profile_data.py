@@ -104,6 +104,12 @@ PARAMETERS: dict[str, Spec] = {
     "steps_in_flight": Spec("nccl", "scalar", 1, 64, optional=True,
                             doc="steps a connection keeps in flight (NCCL_STEPS): NVLSTree's chunk bound is this "
                                 "many chunks per step latency (absent: 1)"),
+    "simple_buffer_bytes": Spec("nccl", "scalar", 0, 2.0**30, optional=True,
+                                doc="NCCL's Simple-protocol buffer per connection (NCCL_BUFFSIZE's default): a step "
+                                    "is this over steps_in_flight; with the chunks below, the window's lower bound "
+                                    "in topo calibrate (absent: not counted)"),
+    "p2p_net_chunk_bytes": Spec("nccl", "scalar", 0, 2.0**24, optional=True,
+                                doc="NCCL's send/receive chunk across nodes (NCCL_P2P_NET_CHUNKSIZE's default)"),
     "nvlink_efficiency": Spec("gpu", "scalar", 0.05, 1.0, doc="usable fraction of NVLink"),
     "ll_max_busbw_GBps": Spec("gpu", "by_nodes", 1.0, 5000.0, doc="NCCL's LL busbw cap (1, 2, more nodes)"),
     "ring_ll128_per_channel_GBps": Spec("gpu", "scalar", 1.0, 500.0, doc="ring LL128 cap per channel"),

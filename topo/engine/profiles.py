@@ -88,6 +88,10 @@ class Profile:
     nvls_tree_max_chunk_bytes: int = 0
     nvls_tree_small_chunk_domains: int = 0
     steps_in_flight: int = 1  # NCCL_STEPS: steps a connection keeps in flight (src/include/device.h)
+    # NCCL's Simple-protocol buffer per connection (NCCL_BUFFSIZE's default) and its p2p chunk across nodes; with
+    # the NVLS chunks they give the smallest chunk a pipelined transfer runs (smallest_chunk_bytes); 0: not given
+    simple_buffer_bytes: int = 0
+    p2p_net_chunk_bytes: int = 0
     nvlink_hop_extra_s: float = 0.0  # added to every NVLink step of the generation (over NCCL's NVLink constants)
     mnnvl_hop_extra_s: float = 0.0  # added to every NVLink step in a domain spanning several servers (NVL72)
     mnnvl_extra_s: float = 0.0  # added once to a collective in such a domain
@@ -138,6 +142,21 @@ class Profile:
         tuple of str
         """
         return tuple(p for p in PROTOCOLS if p in self.proto_efficiency.get(family, {}))
+
+    def smallest_chunk_bytes(self) -> int:
+        """The smallest chunk NCCL's Simple protocol moves through a connection at full message size, over the
+        algorithms the profile runs: one Simple step (the buffer over NCCL_STEPS: a tree's chunk; a ring's chunk is
+        4 steps), the p2p chunk across nodes, and with NVLS its chunk and NVLSTree's cap. A pipelined collective
+        fills its pipeline with at least one such chunk (0: the profile gives none of them).
+
+        Returns
+        -------
+        int
+        """
+        sizes = [self.simple_buffer_bytes // max(self.steps_in_flight, 1), self.p2p_net_chunk_bytes]
+        if "nvls" in self.proto_efficiency:
+            sizes += [self.nvls_chunk_bytes, self.nvls_tree_max_chunk_bytes]
+        return min((s for s in sizes if s > 0), default=0)
 
     def efficiency(self, family: str, proto: str, num_domains: int = 1) -> float:
         """Bandwidth efficiency of protocol ``proto`` for ``family``.
@@ -417,6 +436,8 @@ def compose_profile(parts: list[ProfileFile], name: str, overrides: ProfileFile 
         nvls_tree_max_chunk_bytes=int(v.get("nvls_tree_max_chunk_bytes", 0)),
         nvls_tree_small_chunk_domains=int(v.get("nvls_tree_small_chunk_domains", 0)),
         steps_in_flight=int(v.get("steps_in_flight", 1)),
+        simple_buffer_bytes=int(v.get("simple_buffer_bytes", 0)),
+        p2p_net_chunk_bytes=int(v.get("p2p_net_chunk_bytes", 0)),
         nvlink_hop_extra_s=v.get("nvlink_hop_extra_us", 0.0) * US,
         mnnvl_hop_extra_s=v.get("mnnvl_hop_extra_us", 0.0) * US,
         mnnvl_extra_s=v.get("mnnvl_extra_us", 0.0) * US,

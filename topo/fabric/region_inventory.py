@@ -60,12 +60,27 @@ class RegionInventory:
     min_cut_Bps: float  # the weakest split of the sites
     bisection_cut_Bps: float  # the most even split by GPUs
     farthest_latency_s: float  # one way, GPU to GPU across the longest working route
-    cut_apart: list[str]  # site pairs no working route joins ("east-west")
+    cut_apart: list[list[str]]  # site pairs no working route joins, [a, b] (names may hold '-': "s-0", "s-1")
+    # when the region is cut: the groups of sites working routes still join, each a list of site names (a pair of
+    # cut_apart has its two sites in different groups); empty when every site reaches every other
+    cut_groups: list[list[str]]
     failures: list[str]
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo describe --json`` of a region)."""
         return asdict(self)
+
+
+def _groups(reach: np.ndarray, names) -> list[list[str]]:
+    """The sites in groups that reach one another (``reach``: the working routes' site-by-site reachability, which
+    routes make transitive), in the order of each group's first site."""
+    out, seen = [], set()
+    for i in range(len(names)):
+        if i not in seen:
+            members = np.flatnonzero(reach[i]).tolist()
+            seen.update(members)
+            out.append([names[k] for k in members])
+    return out
 
 
 def region_inventory(r: Region) -> RegionInventory:
@@ -112,6 +127,7 @@ def region_inventory(r: Region) -> RegionInventory:
                            topology=ic.topology, attach=ic.attach, border_oversubscription=ic.border_oversubscription,
                            sites=sites, spans=spans, min_cut_Bps=min_cut, bisection_cut_Bps=even_cut,
                            farthest_latency_s=farthest,
-                           cut_apart=[f"{r.site_names[a]}-{r.site_names[b]}" for a, b in zip(*np.nonzero(~reach))
+                           cut_apart=[[r.site_names[a], r.site_names[b]] for a, b in zip(*np.nonzero(~reach))
                                       if a < b],
+                           cut_groups=_groups(reach, r.site_names) if not reach.all() else [],
                            failures=list(r.failures))

@@ -14,9 +14,10 @@ Three kinds of kernels make a training step:
   its best shape's M and N as K grows (a MAMF is a maximum over shapes: no shape the model prices beats it, and
   the tile's prologue, which a shape of small K pays, is not read into the rate; see ``_burst_efficiency``),
   times the published sustained-over-burst ratio of its generation (power-saturated clocks under training
-  load), times the fraction of that a training framework's GEMMs reach (``[training]``, fitted on dense runs
-  only). Grouped GEMMs (an MoE block's experts) pack every group's tiles into one set of waves; a loop of
-  per-expert GEMMs (``packed`` False) quantises each group alone.
+  load; the GPU's own where its sustained rates are published, ``[sustained_gemm]``: see
+  ``_measured_sustained``), times the fraction of that a training framework's GEMMs reach (``[training]``, fitted
+  on dense runs only). Grouped GEMMs (an MoE block's experts) pack every group's tiles into one set of waves; a
+  loop of per-expert GEMMs (``packed`` False) quantises each group alone.
 - **fused attention** at the published cuDNN rates by head dimension, causal mask and sequence length (the
   length of a local window's block for sliding or chunked attention), forward and backward apart, as a fraction
   of the measuring GPU's peak: a GPU with a table of its own (``[attention.<gpu>]``, head dims it lacks from its
@@ -650,6 +651,37 @@ def _feed_flops_per_byte(feed: dict, generation: str, precision: str) -> float:
     return float(passes) * float(flops) / float(feed["smem_bytes_per_clk"])
 
 
+def _measured_sustained(km: KernelModel, burst: dict, gpu: str, measured: dict) -> float:
+    """The sustained-over-burst ratio at which the tile model gives a GPU's published sustained (power-saturated)
+    GEMM rates (``[sustained_gemm.<gpu>]``: BF16's where both precisions are given) at their own shapes, in the
+    median (bisection).
+
+    Unlike a MAMF these are rates at fixed shapes, not the best of a search, so each is priced at its own M, N and
+    K, the tile's prologue included.
+    """
+    precision = "bf16" if "bf16" in measured else min(measured)
+    if precision not in burst:
+        raise ValueError(f"kernels.toml: sustained_gemm.{gpu}.{precision}: no mamf.{gpu}.{precision} to scale")
+    rows = [(float(r[0]) * 1e12, int(r[1]), int(r[2]), int(r[3])) for r in measured[precision]]
+
+    def model_over_measured(ratio: float) -> float:
+        e = burst[precision] * ratio
+        return float(np.median([2.0 * m * n * k / gemm_s(km, m, n, k, precision, efficiency=e) / rate
+                                for rate, m, n, k in rows]))
+
+    if model_over_measured(1.0) < 1.0:
+        raise ValueError(f"kernels.toml: sustained_gemm.{gpu}.{precision}: the measured rates are beyond the "
+                         f"model at the burst rate (mamf.{gpu}); a sustained rate is at most the burst rate")
+    lo, hi = 0.05, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if model_over_measured(mid) < 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 @lru_cache(maxsize=64)
 def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: float,
                   overrides: tuple = (), cpu: str = "", attention: str = "") -> KernelModel:
@@ -678,9 +710,12 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:
         burst["fp8"] = burst["bf16"]
+    measured = t.get("sustained_gemm", {}).get(gpu)
+    if measured:  # the GPU's own sustained rates replace its generation's ratio
+        km = replace(km, sustained=_measured_sustained(km, burst, gpu, measured))
     train = {**t["training"], **over.get("training", {})}
     eff = {p: min(1.0, burst[p] * km.sustained * float(train[f"{generation}_{p}"])) for p in burst}
-    src = f"{t['mamf']['source']}; sustained: {t['sustained']['source']}"
+    src = f"{t['mamf']['source']}; sustained: {t['sustained_gemm']['source'] if measured else t['sustained']['source']}"
     return replace(km, efficiency=eff, burst=burst, source=src)
 
 

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
+from .unit_params import unit_params
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params"]
@@ -88,30 +89,6 @@ class MemoryBreakdown:
         return d
 
 
-def _unit_params(model: ModelSpec, lay: ParallelLayout, unit: str, embedding_held: bool) -> tuple[float, float]:
-    """(dense, expert) parameters of one pipeline unit on one GPU (before ZeRO sharding); ``embedding_held``: the
-    GPU also holds the embedding (one stage, or DualPipe's rank of the first and last stages, which shares the
-    embedding and the output head with the MTP modules: DeepSeek-V3, arXiv 2412.19437 sec. 3.2.4)."""
-    if unit == "embedding":
-        return model.vocab * model.hidden / lay.tp, 0.0
-    if unit == "logits":
-        own = 0 if (model.tied_embeddings and embedding_held) else model.vocab * model.hidden
-        return (own + model.hidden) / lay.tp, 0.0
-    if unit == "mtp_head":  # two norms and the 2h -> h projection; the output head is shared, and a last stage
-        # without the embedding holds a copy of it for the next tokens (Megatron-Core builds one where mtp_process)
-        emb = 0 if embedding_held else model.vocab * model.hidden
-        return (2 * model.hidden * model.hidden + 2 * model.hidden + emb) / lay.tp, 0.0
-    dense = expert = 0.0
-    for k in unit:
-        if k == Block.MOE:
-            m = model.moe
-            expert += m.experts * model.expert_params / (lay.ep * lay.expert_tp)
-            dense += m.shared_experts * model.expert_params / lay.tp + model.hidden * m.experts + model.hidden
-        else:
-            dense += model.block_params(k) / lay.tp
-    return dense, expert
-
-
 def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
     """Per stage: (dense, expert, largest unit) parameters one GPU holds, before ZeRO sharding."""
     return [(d, e, big) for d, e, big, _, _ in _stage_rows(model, lay)]
@@ -136,7 +113,7 @@ def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, floa
         for u in units:
             ab = memo.get((u, with_emb))
             if ab is None:
-                ab = memo[(u, with_emb)] = _unit_params(model, lay, u, with_emb)
+                ab = memo[(u, with_emb)] = unit_params(model, lay, u, with_emb)
             d, e, big = d + ab[0], e + ab[1], max(big, ab[0] + ab[1])
             nd, ne = nd + (ab[0] > 0), ne + (ab[1] > 0)
         out.append((d, e, big, nd, ne))
@@ -152,7 +129,7 @@ def end_unit_params(model: ModelSpec, lay: ParallelLayout) -> list[float]:
     for held in rank_stages(lay):
         units = [u for i in held for u in stages[i]]
         with_emb = "embedding" in units
-        out.append(sum(_unit_params(model, lay, u, with_emb)[0] for u in units if u in END_UNITS))
+        out.append(sum(unit_params(model, lay, u, with_emb)[0] for u in units if u in END_UNITS))
     return out
 
 

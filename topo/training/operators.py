@@ -52,6 +52,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .fsdp2_copies import fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
@@ -167,6 +168,9 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    side_stream: bool = False
+    """A kernel the host launches onto a stream of its own (FSDP2's all-gather copy-in, :mod:`.fsdp2_copies`): its
+    launch counts on the host, its seconds not on the compute stream."""
     expert_kernels: str = ""
     """A grouped GEMM's issue path (:mod:`.grouped_gemm`: ``multi_stream`` or ``fused_mlp``, the layout's
     ``moe_expert_kernels``); empty: not a grouped kernel (a dense GEMM, or ``packed`` False: a loop of GEMMs)."""
@@ -842,8 +846,32 @@ def _ssd_ops(model: ModelSpec, lay: ParallelLayout, T: float, nh: float) -> list
 
 def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     """Operators of one block of ``kind`` (``*``, ``W``: local attention, ``-``, ``E``, ``M``, or ``embedding`` /
-    ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it."""
-    return [replace(op, graph=_graph_part(kind, op)) for op in _block_ops(model, lay, kind)]
+    ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it. Under FSDP2
+    (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
+    ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
+    return [replace(op, graph=_graph_part(kind, op)) for op in ops]
+
+
+FSDP_MODULE = "fsdp"
+"""The module of FSDP2's copies around a unit's gathers and reductions: not an operator of the layer, so no
+recomputation repeats them (the backward's gather has its own copy-out)."""
+
+
+def _fsdp2_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
+    """FSDP2's copies one block of ``kind`` carries (:func:`.fsdp2_copies.fsdp2_copies`) as ``kernel`` operators:
+    the compute stream's copy-out (and, backward, the reduce's ``chunk_cat`` launch) and the copy-in the host
+    launches onto its own stream (``side_stream``)."""
+    c = fsdp2_copies(model, lay, kind)
+    if c is None:
+        return []
+    return [Op("fsdp_copy_out", FSDP_MODULE, "kernel", 0.0, c.forward_bytes, launches=c.forward_kernels,
+               passes="forward"),
+            Op("fsdp_copy_in", FSDP_MODULE, "kernel", 0.0, 0.0, launches=c.forward_side_kernels, passes="forward",
+               side_stream=True),
+            Op("fsdp_copy_out_bwd", FSDP_MODULE, "kernel", 0.0, c.backward_bytes, launches=c.backward_kernels,
+               passes="backward"),
+            Op("fsdp_copy_in_bwd", FSDP_MODULE, "kernel", 0.0, 0.0, launches=c.backward_side_kernels,
+               passes="backward", side_stream=True)]
 
 
 def _graph_part(kind: str, op: Op) -> str:
@@ -907,7 +935,7 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
         return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),
-                *block_ops(model, lay, "logits")]
+                *_block_ops(model, lay, "logits")]
     raise ValueError(f"unknown block kind {kind!r}")
 
 
@@ -932,7 +960,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     accumulation); ``grad_copy_bytes``: bytes per weight-gradient element a memory kernel of the pass moves after
     it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`)."""
     km = gpu.kernels
-    if op.passes != "both" and backward != (op.passes == "backward"):
+    if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
     gap = per * kernels_launched(op, precision, backward, amax_pass)
@@ -1387,7 +1415,7 @@ class StageCompute:
 def _recomputed(lay: ParallelLayout, kind: str, bt: BlockTime, index_in_stage: int) -> float:
     """Forward seconds recomputed for one block of a layer at ``index_in_stage`` in its stage."""
     if lay.recompute == "full" and (lay.recompute_num_layers is None or index_in_stage < lay.recompute_num_layers):
-        return bt.forward_s
+        return bt.forward_s - bt.recompute_s.get(FSDP_MODULE, 0.0)
     mods = set(lay.recompute_modules)
     if lay.recompute == "selective" and not lay.flash_attention:
         mods.add("core_attn")  # Korthikanti et al. 2022: the attention core only
@@ -1486,7 +1514,8 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
                 rr = 0.0
             else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
                 frac = full_n / n_layers if n_layers else 0.0
-                rr = frac * t.forward_s + (1 - frac) * _recomputed(lay, kind, t, 10 ** 9)
+                rr = frac * (t.forward_s - t.recompute_s.get(FSDP_MODULE, 0.0)) + (1 - frac) * _recomputed(
+                    lay, kind, t, 10 ** 9)
             f += n * t.forward_s
             b += n * t.backward_s
             r += n * rr

@@ -161,7 +161,8 @@ class ParallelLayout(BaseModel):
     ``main_grad``, Megatron-LM's ``--gradient-accumulation-fusion`` (its default; NeMo, Megatron-Bridge): added
     into the kept gradient at ``grad_bytes``, each element read and written; ``fsdp2``, PyTorch FSDP2 (NeMo
     AutoModel, torchtitan): a new bf16 gradient, then copied into the reduce-scatter buffer at the reduction's
-    bytes on the compute stream; ``param_dtype``, JAX (MaxText): a new gradient in the parameter's dtype
+    bytes on the compute stream, and under ZeRO-3 each unit's gathers and reductions copied in and out as FSDP2
+    does (:mod:`topo.training.fsdp2_copies`); ``param_dtype``, JAX (MaxText): a new gradient in the parameter's dtype
     (``grad_bytes``), written once."""
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32

@@ -1,0 +1,95 @@
+"""PyTorch FSDP2's copies around each unit's all-gather and reduce-scatter (``ParallelLayout.wgrad_output =
+"fsdp2"`` under ZeRO-3), as kernels and HBM bytes per block and pass.
+
+From the implementation (pytorch/pytorch@010ae4a8 ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``,
+streams from ``_fsdp_param_group.py`` ``FSDPCommContext.get_all_gather_streams``), per FSDP unit (a parameter
+group: torchtitan and NeMo AutoModel wrap each transformer layer; the experts, sharded on their own mesh, are a
+group of their own):
+
+- **copy-in** (``foreach_all_gather``): ``torch.ops.fsdp.all_gather_copy_in`` copies the unit's shards into the
+  all-gather's input buffer with one ``torch._foreach_copy_`` (a ``_foreach_copy_`` casting the shards to
+  ``MixedPrecisionPolicy.param_dtype`` precedes it when they are stored in another dtype: ``FSDPParam`` clamps
+  ``param_dtype`` to None when it equals the stored dtype; no layout field says how they are stored, so it is not
+  counted). It runs on ``all_gather_copy_in_stream`` (implicit prefetching, forward and pre-backward), not the
+  compute stream: the host launches it, the compute stream does not run it.
+- **copy-out** (``foreach_all_gather_copy_out``): one ``torch.ops.fsdp.split_with_sizes_copy`` from the
+  all-gather's output into the unsharded parameters, on the compute stream (``wait_for_unshard``), reading and
+  writing every gathered element once: ``2 x weight_bytes`` a parameter the GPU holds (before sharding).
+- **reduce copy-in** (``foreach_reduce``): one ``torch.ops.fsdp.chunk_cat`` of the unit's gradients into the
+  reduce-scatter buffer, on the compute stream; its bytes are the weight-gradient GEMM's
+  (:func:`topo.training.operators.wgrad_kw`, ``grad_copy_bytes``), its launch is counted here.
+
+Each gather and reduce is one unit's, so a layer's blocks share its unit's kernels (a two-block layer's attention
+and MLP half each); an MoE block adds the experts' unit. A unit is gathered before its forward and, when it
+reshards after the forward (``fsdp_reshard_after_forward``), again before its backward; it is reduced every
+micro-batch (as the step's ZeRO-3 traffic). The reduce-scatter stream's own kernels after the reduction (the
+division, the cast to the stored dtype, ``+=`` into the sharded gradient from the second micro-batch on) run off
+the compute stream and are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import BLOCK_KINDS, ModelSpec
+from .parallel import ParallelLayout
+from .unit_params import block_params_on_gpu, unit_params
+
+__all__ = ["Fsdp2Copies", "fsdp2_copies", "COPY_IN_KERNELS", "COPY_OUT_KERNELS", "REDUCE_COPY_KERNELS"]
+
+COPY_IN_KERNELS = 1  # all_gather_copy_in's _foreach_copy_, per gather (module doc)
+COPY_OUT_KERNELS = 1  # split_with_sizes_copy, per gather
+REDUCE_COPY_KERNELS = 1  # chunk_cat, per reduce-scatter
+
+
+@dataclass(frozen=True)
+class Fsdp2Copies:
+    """One block's share of FSDP2's copies, per micro-batch, by pass: the compute stream's kernels and bytes, and
+    the copy-in kernels the host launches onto the copy-in stream."""
+
+    forward_kernels: float
+    forward_bytes: float
+    forward_side_kernels: float
+    backward_kernels: float
+    backward_bytes: float
+    backward_side_kernels: float
+
+
+def _unit_share(model: ModelSpec, kind: str) -> float:
+    """The share of its layer's unit one block of ``kind`` carries: 1 / the blocks of the layers holding it."""
+    sizes = [len(u) for u in model.blocks if kind in u]
+    return sum(1.0 / n for n in sizes) / len(sizes) if sizes else 1.0
+
+
+def fsdp2_copies(model: ModelSpec, lay: ParallelLayout, kind: str) -> Fsdp2Copies | None:
+    """FSDP2's copies one block of ``kind`` carries (None: not FSDP2 under ZeRO-3, or nothing to gather).
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+    kind : str
+        A layer's block kind (``*``, ``E``...) or an end unit (``embedding``, ``logits``, ``mtp_head``; the
+        output layer is taken with its own weights unless pp = 1 ties it to the embedding).
+
+    Returns
+    -------
+    Fsdp2Copies or None
+    """
+    if lay.wgrad_output != "fsdp2" or lay.zero_stage != 3:
+        return None
+    if kind in BLOCK_KINDS:
+        dense, expert = block_params_on_gpu(model, lay, kind)
+        share = _unit_share(model, kind)
+    else:
+        dense, expert = unit_params(model, lay, kind, embedding_held=lay.pp == 1)
+        share = 1.0
+    units = (share if dense > 0 else 0.0) + (1.0 if expert > 0 else 0.0)
+    if units == 0:
+        return None
+    moved = 2.0 * lay.weight_bytes * (dense + expert)
+    again = 1.0 if lay.fsdp_reshard_after_forward else 0.0
+    return Fsdp2Copies(forward_kernels=COPY_OUT_KERNELS * units, forward_bytes=moved,
+                       forward_side_kernels=COPY_IN_KERNELS * units,
+                       backward_kernels=(again * COPY_OUT_KERNELS + REDUCE_COPY_KERNELS) * units,
+                       backward_bytes=again * moved, backward_side_kernels=again * COPY_IN_KERNELS * units)
