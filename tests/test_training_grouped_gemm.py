@@ -13,9 +13,9 @@ from topo.errors import TopoError
 from topo.resources import data_dir
 from topo.training.gpus import gpu_compute
 from topo.training.grouped_gemm import compute_streams, grouped_pass_s
-from topo.training.kernels import gemm_s
+from topo.training.kernels import fp8_recipe_costs, gemm_s, quantize_kernels
 from topo.training.model import load_model
-from topo.training.operators import block_ops, op_time_s
+from topo.training.operators import block_ops, kernels_launched, op_time_s
 from topo.training.parallel import check_layout, make_layout
 
 
@@ -86,6 +86,44 @@ def test_the_layout_reaches_the_expert_operators():
     ops = {op.name: op for op in block_ops(qwen, fused, "E")}
     assert "activation" not in ops and "activation" in {op.name for op in block_ops(qwen, lay, "E")}
     assert ops["fc1"].launches == ops["fc2"].launches == 1 and ops["fc1"].expert_kernels == "fused_mlp"
+
+
+def test_the_fused_mlp_casts_two_inputs_in_epilogues():
+    """The fused grouped MLP quantises fc2's forward input in fc1's kernel (its ``d_tensor`` / ``d_col_tensor``
+    outputs: NVIDIA/TransformerEngine@000c2736 ``pytorch/ops/fused/forward_grouped_mlp.py``) and fc1's output
+    gradient in the dGLU kernel (``d_row_tensor`` / ``d_col_tensor``, which fc1's dgrad and wgrad read:
+    @00a35218 ``backward_grouped_mlp.py``); NVIDIA's blog "Boosting MoE Training Throughput with Advanced Fusion
+    Kernels" (2026-06-15) names the kernels "GroupGemm + Activation + Quantize/Transpose" and "GroupGemm +
+    dActivation + Quantize/Transpose". Those two passes cast nothing (no bytes, no kernel); fc1's forward input
+    and fc2's output gradient keep their casts, and TE's multi-stream GroupedLinear casts all four."""
+    qwen = load_model("qwen3-30b-a3b")
+    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0, precision="fp8",
+              fp8_recipe="mxfp8")
+    gpu = gpu_compute("GB200")
+    km, per = gpu.kernels, gpu.kernels.launch_gpu_s
+    fused = {op.name: op for op in block_ops(qwen, make_layout(**kw, moe_expert_kernels="fused_mlp"), "E")}
+    multi = {op.name: op for op in block_ops(qwen, make_layout(**kw), "E")}
+    assert (fused["fc1"].epilogue_cast, fused["fc2"].epilogue_cast) == ("backward", "forward")
+    assert multi["fc1"].epilogue_cast == multi["fc2"].epilogue_cast == ""
+    fc2, fc1 = fused["fc2"], fused["fc1"]
+    ratio = fp8_recipe_costs("mxfp8", gpu.generation)[0]
+    # fc2 forward: the grouped pass alone, no quantisation
+    bare = grouped_pass_s(km, fc2.m, fc2.n, fc2.k, "fp8", fc2.groups, "fused_mlp", per, ratio)
+    assert op_time_s(fc2, gpu, "fp8", fp8_recipe="mxfp8") == pytest.approx(bare)
+    assert kernels_launched(fc2, "fp8") == fc2.launches == 1
+    # fc1 backward: dgrad and wgrad, no quantisation of its output gradient
+    back = sum(grouped_pass_s(km, *s, "fp8", fc1.groups, "fused_mlp", per, ratio)
+               for s in [(fc1.m, fc1.k, fc1.n), (fc1.k, fc1.n, fc1.m)])
+    assert op_time_s(fc1, gpu, "fp8", backward=True, fp8_recipe="mxfp8") == pytest.approx(back)
+    assert kernels_launched(fc1, "fp8", backward=True) == 2
+    # the other two passes cast their inputs, as every multi-stream pass does
+    for op, backward in ((fc1, False), (fc2, True)):
+        assert kernels_launched(op, "fp8", backward=backward) > (2 if backward else 1)
+    q = quantize_kernels()["cast"]
+    for name in ("fc1", "fc2"):
+        for backward in (False, True):
+            assert kernels_launched(multi[name], "fp8", backward=backward) == \
+                multi[name].launches * (2 if backward else 1) + multi[name].groups * q
 
 
 def test_fused_mlp_needs_mxfp8_grouped_experts():

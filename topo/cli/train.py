@@ -17,12 +17,14 @@ from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
+from ..training.op_table import step_op_table
 from ..training.step import estimate_step
 from .common import add_spec_arguments, data_parallel, fabric_from_args
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
+from .train_ops import print_op_table
 
 
 def register(sub) -> None:
@@ -141,6 +143,9 @@ def _output_arguments(p) -> None:
     p.add_argument("--outer-every", type=int, default=None, metavar="H",
                    help="a region: inner steps between outer synchronisations (DiLoCo-like)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--ops", action="store_true",
+                   help="also each block's operators as the model prices them: GPU forward/backward, the host's "
+                        "launches, kernels (one micro-batch on one GPU; in --json, the key block_ops)")
 
 
 def _overlaps(items) -> dict:
@@ -201,6 +206,9 @@ def _check_applies(args) -> None:
             if value is not None:
                 raise TopoError("applies to a region of several sites (a spec with [[sites]], e.g. two-site-h100)",
                                 key=flag)
+    if args.ops and (args.search or is_region_args(args)):
+        raise TopoError("prints one layout's operators on one site; not with --search or a region of several "
+                        "sites", key="--ops")
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
@@ -262,7 +270,7 @@ def run(args) -> int:
         if exc.source == "layout" and exc.key == "gpus" and args.gpus:
             raise TopoError(exc.message, key="--gpus") from None
         raise
-    return _finish(args, result, model)
+    return _finish(args, result, model, fabric, lay)
 
 
 def _run_layout(args, fabric, model, common: dict) -> int:
@@ -285,7 +293,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
             pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
-    return _finish(args, result, model)
+    return _finish(args, result, model, fabric, lay)
 
 
 def _run_search(args, fabric, model, common: dict, held: dict) -> int:
@@ -344,11 +352,14 @@ def _progress():
     return show
 
 
-def _finish(args, r, model) -> int:
+def _finish(args, r, model, fabric, lay) -> int:
+    ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     if args.json:
-        emit_json(r.to_dict(train_tokens=args.tokens))
+        emit_json({**r.to_dict(train_tokens=args.tokens), **({"block_ops": ops} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
+        if ops:
+            print_op_table(ops)
     return 0
 
 

@@ -16,12 +16,19 @@ Megatron-Bridge 25.09-26.06: Transformer Engine 2.7-2.16, Megatron-Bridge ``docs
 - ``fused_mlp``: Transformer Engine's op fuser with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (SM100, MXFP8; the GB200
   MXFP8 recipes from 26.06 on, ``use_transformer_engine_op_fuser``): one cuDNN CuTe DSL kernel a pass for every
   expert (``ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8``: fc1 with the GLU and fc2's quantisation in its epilogue;
-  backward ``grouped_gemm_dglu`` / ``grouped_gemm_quant`` / ``grouped_gemm_wgrad``): ``T_packed + g``.
+  backward ``grouped_gemm_dglu`` / ``grouped_gemm_quant`` / ``grouped_gemm_wgrad``): ``T_packed + g``. Two of
+  the path's MXFP8 casts are no kernels of their own (:data:`EPILOGUE_CASTS`): fc1's kernel writes fc2's input
+  already quantised, row- and column-wise (its ``d_tensor`` / ``d_col_tensor`` outputs), and the dGLU kernel
+  (fc2's input gradient with the GLU's backward) writes fc1's output gradient so (``d_row_tensor`` /
+  ``d_col_tensor``), which fc1's dgrad and wgrad read; fc1's forward input and fc2's output gradient are still
+  cast by a quantisation call of their own (``split_quantize`` / ``group_quantize``).
 
 Sources: NVIDIA/TransformerEngine ``transformer_engine/common/util/multi_stream.cpp``,
 ``common/gemm/cublaslt_gemm.cu`` (``nvte_multi_tensor_gemm``, ``multi_stream_cublas_gemm``) and
 ``pytorch/cpp_extensions/gemm.py`` at v2.9 (70f53666), v2.12 (5671fd36), v2.14 (f031cf87) and v2.16 (4220403e);
-``pytorch/ops/fused/forward_grouped_mlp.py`` and ``backward_grouped_mlp.py`` at v2.16.
+``pytorch/ops/fused/forward_grouped_mlp.py`` and ``backward_grouped_mlp.py`` at v2.16 (the casts in the
+epilogues: the same files at 000c2736 and 00a35218; NVIDIA's "Boosting MoE Training Throughput with Advanced Fusion
+Kernels", 2026-06-15: "GroupGemm + Activation + Quantize/Transpose", "GroupGemm + dActivation + Quantize/Transpose").
 """
 
 from __future__ import annotations
@@ -33,10 +40,34 @@ from functools import lru_cache
 from ..resources import data_dir
 from .kernels import KernelModel, gemm_s
 
-__all__ = ["EXPERT_KERNELS", "compute_streams", "grouped_pass_s"]
+__all__ = ["EPILOGUE_CASTS", "EXPERT_KERNELS", "compute_streams", "epilogue_cast", "grouped_pass_s"]
 
 EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 """How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
+
+EPILOGUE_CASTS = {"fused_mlp": {"fc1": "backward", "fc2": "forward"}}
+"""Per issue path, the expert GEMM (``fc1``, ``fc2``) whose pass (``forward`` / ``backward``) takes its FP8 input
+from the epilogue of the kernel before it, so casts nothing itself: the fused grouped MLP's fc1 kernel writes fc2's
+forward input quantised, its dGLU kernel fc1's output gradient (module doc)."""
+
+
+def epilogue_cast(path: str, gemm: str) -> str:
+    """The pass of expert GEMM ``gemm`` whose FP8 input an earlier kernel's epilogue casts under issue path
+    ``path`` (:data:`EPILOGUE_CASTS`).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels`` (or empty: not a grouped pass).
+    gemm : str
+        ``fc1`` or ``fc2``.
+
+    Returns
+    -------
+    str
+        ``forward``, ``backward`` or empty (every pass casts its own input).
+    """
+    return EPILOGUE_CASTS.get(path, {}).get(gemm, "")
 
 
 @lru_cache(maxsize=1)

@@ -54,7 +54,7 @@ import numpy as np
 
 from .fsdp2_copies import fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
-from .grouped_gemm import grouped_pass_s
+from .grouped_gemm import epilogue_cast, grouped_pass_s
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
                       gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels, quantize_s, router_kernels,
                       ssd_sm_reference)
@@ -177,6 +177,9 @@ class Op:
     m_sd: float = 0.0
     """Spread of each group's ``m`` rows (a dropless router's experts, :func:`expert_rows_sd`): the forward and
     input-gradient GEMMs take the expected row tiles (:func:`.router_load.expected_row_tiles`); 0: exact."""
+    epilogue_cast: str = ""
+    """An FP8 expert GEMM's pass (``forward`` / ``backward``) whose quantised input the kernel before it writes in
+    its epilogue (:func:`.grouped_gemm.epilogue_cast`): no cast kernel, no cast bytes in that pass."""
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
@@ -184,7 +187,8 @@ def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="",
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels)
+              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels,
+              epilogue_cast=epilogue_cast(expert_kernels, name))
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -992,6 +996,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         if accumulated and grad_copy_bytes:
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
+    if fp8 and op.epilogue_cast == ("backward" if backward else "forward"):
+        return t + gap  # the kernel before this pass wrote its input quantised (fused grouped MLP)
     if fp8 and M > 0 and K > 0:
         t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
                         gpu.generation)
@@ -1108,10 +1114,13 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
     ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
-    :func:`op_time_s` charges per expert either way)."""
+    :func:`op_time_s` charges per expert either way); none in a pass whose input the kernel before it cast in
+    its epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
+    if op.epilogue_cast == ("backward" if backward else "forward"):
+        return op.launches * gemms  # its input cast in the epilogue of the kernel before it
     if op.grouped:
         q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
         return op.launches * gemms + op.groups * q

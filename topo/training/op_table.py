@@ -1,0 +1,74 @@
+"""One block's operators as the step model prices them, one row each: GPU seconds forward and backward (launch
+gaps included), the host's launch seconds of each pass, the kernels each pass launches and whether a CUDA graph
+captures it (what ``topo train --ops`` prints, to set beside a published per-op profile). The rows are
+:func:`.operators.block_ops` timed by :func:`.operators.op_passes_s`, :func:`.operators.host_launch_s` and
+:func:`.operators.kernels_launched`, the functions :func:`.operators.block_time` sums; a block's time in the step
+also depends on what the table does not show (the host waits of a dropless MoE block, recomputation, the SMs
+communication holds, layers kept in BF16 in an FP8 run)."""
+
+from __future__ import annotations
+
+from ..fabric.fabric import Fabric
+from .gpus import GpuCompute, gpu_compute
+from .mapping import default_placement
+from .model import ModelSpec
+from .operators import block_ops, captured, host_launch_s, kernels_launched, op_passes_s
+from .parallel import ParallelLayout
+
+__all__ = ["block_op_table", "step_op_table"]
+
+
+def block_op_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> dict[str, list[dict]]:
+    """Each block kind of ``model``'s layers, its operators for one micro-batch on one GPU.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    lay : ParallelLayout
+        The layout, placed (:func:`step_op_table` places it as :func:`.step.estimate_step` does).
+    gpu : GpuCompute
+        The GPU and its host CPU.
+
+    Returns
+    -------
+    dict
+        Block kind (``*``, ``W``, ``-``, ``E``, ``M``) -> rows ``{op, module, kind, forward_s, backward_s,
+        host_forward_s, host_backward_s, kernels_forward, kernels_backward, captured}``, in the block's order.
+    """
+    kinds = dict.fromkeys(k for layer in model.blocks for k in layer)
+    return {kind: [_row(op, lay, gpu) for op in block_ops(model, lay, kind)] for kind in kinds}
+
+
+def _row(op, lay: ParallelLayout, gpu: GpuCompute) -> dict:
+    fwd, bwd = op_passes_s(op, gpu, lay)
+    kw = dict(graphs=lay.cuda_graph_scope, precision=lay.precision, amax_pass=lay.fp8_amax_pass)
+    runs = {"forward": op.passes != "backward", "backward": op.passes != "forward"}
+    kernels = {p: kernels_launched(op, lay.precision, p == "backward", lay.fp8_amax_pass) if runs[p] else 0.0
+               for p in runs}
+    return {"op": op.name, "module": op.module, "kind": op.kind, "forward_s": fwd, "backward_s": bwd,
+            "host_forward_s": host_launch_s(op, gpu, **kw), "host_backward_s": host_launch_s(op, gpu, True, **kw),
+            "kernels_forward": kernels["forward"], "kernels_backward": kernels["backward"],
+            "captured": captured(op, lay.cuda_graph_scope)}
+
+
+def step_op_table(fabric: Fabric, model: ModelSpec, lay: ParallelLayout,
+                  efficiency: float | None = None) -> dict[str, list[dict]]:
+    """:func:`block_op_table` of ``model`` laid out as ``lay`` on ``fabric``, the layout placed and the GPU built
+    with the spec's host CPU as :func:`.step.estimate_step` places and builds them.
+
+    Parameters
+    ----------
+    fabric : Fabric
+    model : ModelSpec
+    lay : ParallelLayout
+    efficiency : float, optional
+        Large-GEMM efficiency instead of the generation's (``topo train --efficiency``).
+
+    Returns
+    -------
+    dict
+        As :func:`block_op_table`.
+    """
+    spec = fabric.spec
+    placed, _ = default_placement(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+    return block_op_table(model, placed, gpu_compute(spec.gpu, efficiency, host_cpu=spec.host_cpu[0]))
