@@ -58,7 +58,8 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
-(``ParallelLayout.ep_comm_sms``, DeepEP's default), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+(``ParallelLayout.ep_comm_sms``, DeepEP's default) but where a run's scripts set HybridEP's count (Megatron-Bridge:
+``MB_HYBRIDEP_SMS``; the ModelZoo: 32), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
 and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
@@ -316,6 +317,9 @@ def _framework_kw(row, model, kw: dict) -> None:
     if row["precision"] == "fp8":
         kw["fp8_recipe"] = fp8_recipe(row)
     kw["moe_expert_kernels"] = expert_kernels(row, model)
+    sms = hybridep_sms(row, model)
+    if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
+        kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
     # the recipe's memory settings (empty: none): activation offloading, recomputation
@@ -705,6 +709,51 @@ def expert_kernels(row, model) -> str:
     fused = (row["run_id"].startswith("mb") and release is not None
              and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
     return "fused_mlp" if fused else "multi_stream"
+
+
+HYBRIDEP_SMS_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss-120b")
+"""Families whose Megatron-Bridge configs were read for ``moe_hybridep_num_sms`` (:data:`MB_HYBRIDEP_SMS`); the others
+(Nemotron 3 Nano: its own recipe values; GPT OSS 20B: 128) keep ``ParallelLayout.ep_comm_sms``'s default."""
+
+MB_HYBRIDEP_SMS = {
+    # NeMo release: (moe_hybridep_num_sms, where NVIDIA-NeMo/Megatron-Bridge sets it for the release's HybridEP runs).
+    # Up to 26.06.01 the performance scripts' common overrides set 32 when the model config already names
+    # "hybridep"; every Qwen3 / DeepSeek-V3 / GPT OSS 120B config of these releases names it before they run
+    "25.11": (32, "v0.2.0 scripts/performance/utils/helpers.py line 113 (set_common_perf_overrides, line 285, after the "
+                  "model config, whose recipe applied the backend: recipes/qwen/qwen3_moe.py line 270, "
+                  "recipes/deepseek/deepseek_v3.py line 260)"),
+    "26.02": (32, "v0.3.0 scripts/performance/utils/overrides.py line 69 (_set_common_perf_overrides, the end of "
+                  "set_workload_base_configs, line 221; the configs pass the backend to the recipe first: "
+                  "recipes/qwen/qwen3_moe.py line 270, recipes/deepseek/deepseek_v3.py line 267)"),
+    "26.02.01": (32, "zidanehuang001/Megatron-Bridge@8e0fe90 (as v0.3.1) scripts/performance/utils/overrides.py line "
+                     "70; qwen3_llm_pretrain.py / deepseek_llm_pretrain.py set cfg.model.moe_flex_dispatcher_backend "
+                     "and gpt_oss_llm_pretrain.py calls apply_flex_dispatcher_backend before set_workload_base_configs"),
+    "26.04": (32, "v0.4.0 (@74695a06) scripts/performance/utils/overrides.py line 71, before set_workload_base_configs' "
+                  "own apply_flex_dispatcher_backend (line 226), after the configs named the backend (v0.4.0 "
+                  "gpt_oss_llm_pretrain.py lines 79-80, qwen3_llm_pretrain.py line 90)"),
+    "26.04.01": (32, "v0.4.1 scripts/performance/utils/overrides.py line 71 (the configs as v0.4.0: qwen3_llm_pretrain.py "
+                     "line 90, deepseek_llm_pretrain.py line 103)"),
+    "26.06": (32, "v0.5.0 scripts/performance/utils/overrides.py line 75 (_set_common_perf_overrides, line 256 of "
+                  "set_workload_base_configs; qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 127, "
+                  "gpt_oss_llm_pretrain.py line 448 name the backend first; 128 only for GPT OSS 20B, line 70)"),
+    "26.06.01": (32, "v0.5.1 (26.06.01: the docs' version picker, @092d3431) scripts/performance/utils/overrides.py line "
+                     "75; configs as v0.5.0 (qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 131)"),
+    # from 26.08 the recipes are Python functions: _benchmark_common sets 32 when the recipe already names hybridep
+    # (the Qwen3 ones do), the DeepSeek-V3 and GPT OSS 120B MXFP8 helpers set 32 after it
+    "26.08": (32, "@4ab94dfa src/megatron/bridge/perf_recipes/_common.py line 89, deepseek/common.py line 59, "
+                  "gpt_oss/common.py line 32 (model cards: @fbb7570c / @79308d0d / @04805868 the same lines; "
+                  "@3a9559f0 _common.py line 82 and recipes/qwen/h100/qwen3_moe.py line 209)"),
+}
+
+
+def hybridep_sms(row, model) -> int | None:
+    """The SMs a Megatron-Bridge HybridEP run's dispatcher kernels are launched on (``moe_hybridep_num_sms``), from
+    its release's scripts (:data:`MB_HYBRIDEP_SMS`); None for other rows and families not read
+    (:data:`HYBRIDEP_SMS_FAMILIES`)."""
+    release = re.search(r"NeMo (\d\d\.\d\d(?:\.\d\d)?)", row.get("software") or "")
+    if not row["run_id"].startswith("mb") or release is None or not model.name.startswith(HYBRIDEP_SMS_FAMILIES):
+        return None
+    return MB_HYBRIDEP_SMS[release[1]][0] if release[1] in MB_HYBRIDEP_SMS else None
 
 
 DSV3_LAYOUTS = {

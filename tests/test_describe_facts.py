@@ -115,3 +115,19 @@ def test_the_report_summary_says_the_same():
         or "9 (6.72 kW, leaf, spine at the switch catalog's power per model)" in page  # 9 QM9700 x 747 W
     assert "the whole cluster is one NVLink domain" in page
     assert "host link 64 GB/s (PCIe gen5 x16: GPU gen5, ConnectX-7 gen5)" in page
+
+
+def test_describe_says_a_rack_scale_domains_switches_are_not_in_its_count():
+    """walk10: describe counted 236 switches for gb200-nvl72-superpod and plan 524, with no word on the 288 NVLink
+    switch trays (9 per NVL72 rack, NVIDIA's GB200 NVL72 datasheet; topo/data/catalog/servers.toml) in between."""
+    text = run_cli("describe", "gb200-nvl72-superpod", check=True).stdout
+    line = next(x for x in text.splitlines() if x.startswith("NVLink "))
+    assert line.endswith("; a domain spans servers: its NVLink switches are not among the switches below (topo plan "
+                         "adds them where the server's catalog entry has them, as the NVL72 trays')")
+    racks = int(line.split()[1])
+    described = int(next(x for x in text.splitlines() if x.startswith("switches ")).split()[1].replace(",", ""))
+    plan = run_cli("plan", "gb200-nvl72-superpod", "--no-collectives", check=True).stdout
+    total = int(next(x for x in plan.splitlines() if x.startswith("total: ")).split()[1].replace(",", ""))
+    assert total == described + 9 * racks
+    hgx = run_cli("describe", "dgx-h100-superpod", check=True).stdout  # the NVSwitches are inside the server
+    assert "a domain spans servers" not in hgx

@@ -225,3 +225,12 @@ def test_pue_help_names_where_the_default_is_not_a_copy_of_it():
     cat = load_catalog()
     assert "cooling.<type>.pue in cooling.toml" in pue_help
     assert not [t for t in ("air", "rear_door", "direct_liquid") if f"{getattr(cat.cooling, t).pue.value:g}" in pue_help]
+
+
+def test_the_pue_hint_says_whose_energy_it_reads():
+    """walk10: every plan's note said "SemiAnalysis' 1.59 TWh implies 1.281 at full draw", also on a 32k GB200 plan
+    (0.55 TWh), where it read as a figure of that cluster; it names the article's cluster (planner.md lines 16, 21)."""
+    from conftest import run_cli
+    p = run_cli("plan", "gb200-nvl72-superpod", "--no-collectives", check=True)
+    note = next(line for line in p.stdout.splitlines() if line.startswith("note: PUE "))
+    assert "SemiAnalysis' 1.59 TWh a year for its 100,000 H100 at 141.7 MW of IT load implies 1.281" in note

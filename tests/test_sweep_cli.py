@@ -27,10 +27,10 @@ fail = "random:leaf-spine:0.2:{seed}"
 """
 
 
-def topo(*args, cwd, **kw):
+def topo(*args, cwd, timeout=120, **kw):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "topo", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120, **kw)
+                          timeout=timeout, **kw)
 
 
 @pytest.mark.parametrize("axes, line", [
@@ -77,6 +77,11 @@ def test_json_csv_report_and_error_rows(tmp_path):
     page = (tmp_path / "study-report.html").read_text()
     assert "written by topo" in page and page.count('class="plot"') >= 3
     assert 'data-figure="heatmap"' in page and 'data-figure="distribution"' in page
+    # walk10: the page said which axes varied (its labels) but not what was fixed: not the spec, the collective or
+    # the failure, so a page mailed on its own did not say what it measured
+    assert "Each point computes estimate. Every point: spec = dgx-h100-superpod, " in page
+    assert "collective = alltoall, placement = one_per_server, fail = random:leaf-spine:0.2:{seed}." in page
+    assert "Varied: gpus (2 values), size (2 values); seeds 0 to 4 (5 draws" in page
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -157,3 +162,53 @@ def test_a_bad_output_names_the_option_as_typed(tmp_path, args, line):
     assert r.returncode == 2 and r.stderr == line and r.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt", "study.toml"]
     assert (tmp_path / "mine.txt").read_text() == "mine\n"
+
+
+def test_a_traffic_file_beside_the_study_but_not_here_says_where_files_are_read(tmp_path):
+    # walk10: a study's spec file is found beside the study, its traffic (model, profile) file only from the working
+    # folder; run from elsewhere, the error said "no such traffic file" while the file sat beside the spec that worked
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "mix.toml").write_text((ROOT / "topo" / "data" / "traffic" / "3d-parallel.toml").read_text())
+    (sub / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ntraffic = "mix.toml"\n')
+    r = topo("sweep", "sub/study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr == ("error: sub/study.toml: axes.traffic: 'mix.toml': no such file in the working folder, but "
+                        "there is one beside the study: a traffic file is read where topo sweep runs (specs alone are "
+                        "looked up beside the study); give its path from here, 'sub/mix.toml', or run in 'sub'\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # nothing written
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_scheduler_file_that_is_a_pipe_or_a_device_is_one_line_not_a_hang(tmp_path, kind):
+    # walk10: --scheduler-file FIFO blocked for ever on the open, --scheduler-file /dev/zero read without end
+    (tmp_path / "study.toml").write_text(STUDY)
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "sched.json")
+        path, what = "sched.json", "a named pipe"
+    else:
+        path, what = "/dev/zero", "a device"
+    start = time.perf_counter()
+    r = topo("sweep", "study.toml", "--scheduler-file", path, cwd=tmp_path, timeout=60)
+    assert time.perf_counter() - start < 30
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == (f"error: {path}: --scheduler-file: is not a regular file ({what}); give a Dask scheduler "
+                        "file (as dask scheduler --scheduler-file writes it)\n")
+
+
+def test_a_study_of_more_than_a_million_points_is_refused_at_once(tmp_path):
+    # walk10: up to 10,000,000 points were accepted, and keying them before the first ran took minutes and over 5 GB
+    # (100,000 points: 2 s, 55 MB) with nothing on the screen; a million is the limit, refused before any point
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 600000\n[axes]\nsize = "1MiB"\n'
+                                         'collective = ["all_reduce", "alltoall"]\n'
+                                         'fail = "random:spine:0.1:{seed}"\n')
+    start = time.perf_counter()
+    r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path, timeout=60)
+    assert time.perf_counter() - start < 30
+    assert r.returncode == 2 and r.stderr == ("error: study.toml: axes: 1,200,000 points; a study is limited to "
+                                              "1,000,000 (each is keyed in memory before the first runs): split it\n")
+    (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\nseeds = 1000001\n[axes]\nsize = "1MiB"\n'
+                                         'fail = "random:spine:0.1:{seed}"\n')
+    r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stderr == "error: study.toml: seeds: must be 1 to 1,000,000, got 1000001\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml"]

@@ -96,3 +96,82 @@ def test_more_sms_held_slow_the_overlapped_compute(setups):
     t32 = estimate_step(fabric, s["model"], s["lay"], check=False).step_time_s
     t20 = estimate_step(fabric, s["model"], s["lay"].model_copy(update={"ep_comm_sms": 20}), check=False).step_time_s
     assert t32 > t20 * 1.005
+
+
+# Megatron-Bridge's moe_hybridep_num_sms as each release's scripts set it (hep47; benchmarks/training_accuracy.py
+# MB_HYBRIDEP_SMS): one row per source. Up to 26.06.01 the performance scripts' common overrides set 32 when the model
+# config already names hybridep (NVIDIA-NeMo/Megatron-Bridge v0.2.0 scripts/performance/utils/helpers.py line 113;
+# utils/overrides.py v0.3.0 line 69, zidanehuang001@8e0fe90 / v0.3.1 line 70, v0.4.0 / v0.4.1 line 71, v0.5.0 /
+# v0.5.1 line 75), which every Qwen3 / DeepSeek-V3 / GPT OSS 120B config of these releases does first; from 26.08
+# the recipe functions (@4ab94dfa src/megatron/bridge/perf_recipes/_common.py line 89, deepseek/common.py line 59,
+# gpt_oss/common.py line 32; the model cards' @3a9559f0 recipes/qwen/h100/qwen3_moe.py line 209)
+@pytest.mark.parametrize("run,release,where", [
+    ("mb2511_gb200_deepseekv3_fp8", "25.11", "helpers.py line 113"),
+    ("mb2602_gb200_qwen3_235b", "26.02", "overrides.py line 69"),
+    ("mb260201_gb200_gptoss_120b", "26.02.01", "overrides.py line 70"),
+    ("mb2604_gb200_gptoss_120b", "26.04", "overrides.py line 71"),
+    ("mb260401_gb200_qwen3_235b", "26.04.01", "overrides.py line 71"),
+    ("mb2606_gb200_qwen3_235b", "26.06", "overrides.py line 75"),
+    ("mb260601_gb200_qwen3_235b", "26.06.01", "overrides.py line 75"),
+    ("mb2608_gb200_deepseekv3", "26.08", "deepseek/common.py line 59"),
+    ("mb2608_gb200_gptoss_120b_mxfp8", "26.08", "gpt_oss/common.py line 32"),
+    ("mbvc_h100_qwen3_30b", "26.08", "qwen3_moe.py line 209"),
+])
+def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, release, where):
+    row = _rows()[run]
+    assert row["software"].startswith(f"NeMo {release}")
+    sms, source = ta.MB_HYBRIDEP_SMS[release]
+    assert where in source
+    assert (setups[run]["lay"].ep_dispatcher, setups[run]["lay"].ep_flex_backend) == ("deepep", "hybridep")
+    assert setups[run]["lay"].ep_comm_sms == sms == 32
+
+
+def test_every_overlapped_megatron_bridge_hybridep_run_holds_32_sms(setups):
+    # audit46's 26 EP-overlapped HybridEP mb* rows are 25 here (13 fitted, 12 held out): none took the scripts' 32
+    runs = [s for k, s in setups.items() if k.startswith("mb") and s["lay"].overlap_ep
+            and s["lay"].ep_dispatcher == "deepep" and s["lay"].ep_flex_backend == "hybridep"]
+    with open(REF / "training_runs_holdout.csv", newline="") as f:
+        held = {r["run_id"] for r in csv.DictReader(f)}
+    assert len(runs) == 25 and sum(s["run"] in held for s in runs) == 12
+    assert all(s["lay"].ep_comm_sms == 32 for s in runs)
+
+
+def test_rows_the_release_rule_does_not_cover_keep_the_default(setups):
+    # the all-to-all dispatcher (25.11 B200 DeepSeek-V3), DeepEP V1 (25.09) and Nemotron 3 Nano (its recipes set their
+    # own counts, not read here): ParallelLayout.ep_comm_sms's 20, DeepEP's default
+    for run in ("mb2511_b200_deepseekv3", "mb2509_h100_deepseekv3", "mb2606_gb200_nemotron3_nano"):
+        assert setups[run]["lay"].ep_comm_sms == 20, run
+
+
+def test_the_scripts_32_sms_slow_an_overlapped_megatron_bridge_step(setups):
+    # HybridEP's kernels on 32 SMs beside the hidden all-to-alls leave the compute fewer SMs than 20 would
+    import topo
+    from topo.training.step import estimate_step
+
+    s = setups["mb2608_gb200_qwen3_235b"]
+    assert s["lay"].overlap_ep
+    fabric = topo.build_fabric(topo.load_spec(s["spec"][0], list(s["spec"][1])))
+    t32 = estimate_step(fabric, s["model"], s["lay"], check=False).step_time_s
+    t20 = estimate_step(fabric, s["model"], s["lay"].model_copy(update={"ep_comm_sms": 20}), check=False).step_time_s
+    assert t32 > t20 * 1.002
+
+
+def test_gb200_bf16_ep8_launches_each_local_experts_gemms_from_the_host(setups):
+    # ModelZoo's GB200 image runs Transformer Engine release_v2.9 (+ CPU patches; yanring/Megatron-MoE-ModelZoo@c700259d
+    # dockers/GB200.Dockerfile, hxbai/TransformerEngine@7dd39147): BF16 GroupedLinear calls general_grouped_gemm ->
+    # nvte_multi_tensor_gemm, whose CUTLASS grouped kernel is Hopper-only (NVIDIA/TransformerEngine v2.9
+    # transformer_engine/common/gemm/cublaslt_gemm.cu lines 1014-1025), so multi_stream_cublas_gemm loops one cuBLASLt
+    # GEMM per local expert on the host (fc1 and fc2 forward; dgrad and wgrad of each backward); the run's
+    # --cuda-graph-scope attn moe_router moe_preprocess captures none of them. EP8: 16 local experts (128 / 8); the
+    # EP32 twin 4
+    from topo.training.operators import block_ops, captured, kernels_launched
+
+    for run, local in (("mcore_gb200_qwen3_235b_bf16", 16), ("mb2511_gb200_qwen3_235b", 4)):
+        s = setups[run]
+        lay = s["lay"]
+        assert lay.moe_expert_kernels == "multi_stream" and lay.precision == "bf16"
+        experts = [op for op in block_ops(s["model"], lay, "E") if op.grouped]
+        assert [op.name for op in experts] == ["fc1", "fc2"]
+        assert not any(captured(op, lay.cuda_graph_scope) for op in experts)
+        assert sum(kernels_launched(op, lay.precision) for op in experts) == 2 * local
+        assert sum(kernels_launched(op, lay.precision, backward=True) for op in experts) == 4 * local

@@ -82,7 +82,10 @@ def render(inv: Inventory) -> str:
                  f"{count_noun(inv.gpus_per_server, 'GPU')}")
     lines.append(f"NVLink    {count_noun(su.num_domains, 'domain')} of {count_noun(su.gpus_per_domain, 'GPU')}, "
                  f"{format_bandwidth(su.bandwidth_per_gpu_Bps)} per GPU per direction ({su.technology}"
-                 f"{', NVLS' if su.nvls else ''})")
+                 f"{', NVLS' if su.nvls else ''})"
+                 + ("; a domain spans servers: its NVLink switches are not among the switches below (topo plan "
+                    "adds them where the server's catalog entry has them, as the NVL72 trays')"
+                    if su.gpus_per_domain > inv.gpus_per_server else ""))
     lines.append(f"NICs      {format_count(inv.num_nics)} x {format_rate(inv.nic_rate_Bps)} "
                  f"({inv.nics_per_server} per server), host link {format_bandwidth(inv.host_link_Bps)} per direction "
                  f"({inv.host_link})")

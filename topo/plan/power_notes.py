@@ -36,7 +36,8 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
                      "server power")
     where = ("facility.pue (it replaces the cooling type's)" if pw.pue_source == "facility.pue" else
              f"the {cooling.replace('_', ' ')} cooling's (cooling.toml; set facility.pue to replace it: "
-             "SemiAnalysis' 1.59 TWh implies 1.281 at full draw)")
+             "SemiAnalysis' 1.59 TWh a year for its 100,000 H100 at 141.7 MW of IT load implies 1.281 at full "
+             "draw)")
     notes.append(f"PUE {pw.pue:g} from {where}; energy, its cost, CO2 and water at the servers' average draw "
                  f"({100 * pw.server_average_fraction:.1f}% of nameplate, facility.server_average_fraction), "
                  f"{format_in(pw.average_facility_power_W, 'MW', ',.2f')}; the UPS, generators, halls and build cost on nameplate, "

@@ -1,10 +1,11 @@
 """The page of a study (``topo sweep --report``): self-contained like ``topo report``, from the study's rows only.
 
-Sections: the summary per design (mean, p50, p90, p99, worst and the seed of the worst draw); distributions per
-design of each main figure (a box per design: every draw, so a tail of bad failure draws shows); a Pareto view
-(a cost such as capex or power against a time, the designs no other beats on both marked); a heatmap of the main
-figure over the first two dimensions with several values (a zipped group of axes is one dimension; a failure
-axis counts by its unexpanded values), the mean over the other dimensions and the draws.
+Sections, after one sentence on what each point computes, the settings every point shares and the axes that vary
+(:func:`study_text`): the summary per design (mean, p50, p90, p99, worst and the seed of the worst draw);
+distributions per design of each main figure (a box per design: every draw, so a tail of bad failure draws shows);
+a Pareto view (a cost such as capex or power against a time, the designs no other beats on both marked); a heatmap
+of the main figure over the first two dimensions with several values (a zipped group of axes is one dimension; a
+failure axis counts by its unexpanded values), the mean over the other dimensions and the draws.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .files import write_bytes
 from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures
 
 __all__ = ["render_sweep_page", "write_sweep_page", "main_figures", "pareto_front", "dimensions",
-           "dimension_values"]
+           "dimension_values", "study_text"]
 
 _MAIN = ("throughput_vs_one_site", "time_s", "busbw_GBps", "step_time_s", "mfu", "capex_usd", "it_power_W", "bisection_bandwidth_per_gpu_Bps")
 _COSTS = ("capex_usd", "it_power_W", "facility_power_W", "network_capex_usd", "switch_power_W", "num_switches")
@@ -179,7 +180,7 @@ def render_sweep_page(df: pd.DataFrame, summary: pd.DataFrame, study) -> str:
                                  + (f" (averaged over {e(rest)} and the draws)" if rest else " (averaged over the draws)"),
                                  f'<div class="cell">{figs.div(hm, "heatmap")}</div>'))
     title = f"topo sweep: {e(study.name)}"
-    header = (f"<header><h1>{title}</h1><p>{e(study.description)}</p><p>{len(df):,} points, "
+    header = (f"<header><h1>{title}</h1><p>{e(study.description)}</p><p>{e(study_text(study))}</p><p>{len(df):,} points, "
               f"{int(df['error'].notna().sum()):,} error rows; modelled by topo {e(__version__)}</p></header>")
     return "".join([
         f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -193,6 +194,40 @@ def render_sweep_page(df: pd.DataFrame, summary: pd.DataFrame, study) -> str:
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
         "</body></html>\n",
     ])
+
+
+def study_text(study) -> str:
+    """What a study's page shows, in one sentence: what each point computes, the settings every point shares
+    (the axes of one value, the spec among them), the axes that vary and the draws, so the page stands alone
+    without its study file.
+
+    Parameters
+    ----------
+    study : topo.sweep.study.Study
+        The study.
+
+    Returns
+    -------
+    str
+        Plain text (the caller escapes it).
+
+    >>> from topo.sweep import study_from_dict
+    >>> study_text(study_from_dict({"spec": "dgx-h100-superpod", "seeds": 2, "axes": {"size": "1GiB",
+    ...     "collective": ["all_reduce", "alltoall"], "fail": ["", "random:spine:0.1:{seed}"]}}))
+    'Each point computes estimate. Every point: spec = dgx-h100-superpod, size = 1GiB. Varied: collective (2 values), fail (2 values); seeds 0 to 1 (2 draws of each design whose values hold {seed}).'
+    """
+    fixed = [f"{k} = {vs[0] if vs[0] != '' else chr(34) * 2}" for k, vs in study.axes.items() if len(vs) == 1]
+    varied = [" / ".join(g) + f" ({len(study.axes[g[0]])} values{' together' if len(g) > 1 else ''})"
+              for g in dimensions(study)]
+    out = f"Each point computes {', '.join(study.compute)}."
+    if fixed:
+        out += " Every point: " + ", ".join(fixed) + "."
+    if varied:
+        out += " Varied: " + ", ".join(varied)
+    if study.seeds:
+        out += ("; " if varied else " ") + (f"seeds {min(study.seeds):,} to {max(study.seeds):,} ({len(study.seeds):,} "
+                                            "draws of each design whose values hold {seed})")
+    return out + ("." if varied or study.seeds else "")
 
 
 def _section(sid: str, title: str, lead: str, body: str) -> str:

@@ -129,7 +129,7 @@ class ServerSpec(_Strict):
     holding the GPU: AMD for DGX A100, Arm for the NVL72 trays, else Intel)."""
     host_cpu: str | None = None
     """The host CPU, by its key in topo/data/compute/host_cpu.toml ``[cpu]`` (``xeon_8480c``, ``xeon_8570``,
-    ``epyc_7742``, ``grace``): ``topo train`` scales the host's time per launched op by its ``time_factor``, and
+    ``xeon_6776p``, ``epyc_7742``, ``grace``): ``topo train`` scales the host's time per launched op by its ``time_factor``, and
     the CPU sets ``cpu_vendor``. Default: the GPU's catalog server's (that file's ``[gpu]`` table)."""
 
     @field_validator("host_cpu")

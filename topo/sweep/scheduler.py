@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import TopoError
+from ..inputs import read_input_text
 
 __all__ = ["scheduler_from_file", "check_address", "connect", "wait_for_workers", "SCHEMES"]
 
@@ -29,13 +30,13 @@ def scheduler_from_file(path: str | Path) -> str:
     Raises
     ------
     TopoError
-        Keyed ``scheduler_file``: the file is missing, not JSON, or has no ``address``.
+        Keyed ``scheduler_file``: the file is missing, not a regular file (a directory, a pipe, a device), not
+        JSON, or has no ``address``.
     """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TopoError(f"cannot read the scheduler file: {exc.strerror}", source=str(path),
-                        key="scheduler_file") from None
+    try:  # a regular file only, never a blocking read of a pipe or a device (/dev/zero would never end)
+        data = json.loads(read_input_text(path, "Dask scheduler file (as dask scheduler --scheduler-file writes it)"))
+    except TopoError as exc:
+        raise TopoError(exc.message, source=str(path), key="scheduler_file") from None
     except ValueError:
         raise TopoError("is not a Dask scheduler file (JSON with an \"address\", as dask scheduler "
                         "--scheduler-file writes it)", source=str(path), key="scheduler_file") from None

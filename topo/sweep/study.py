@@ -50,7 +50,10 @@ __all__ = ["Study", "load_study", "study_from_dict", "bundled_studies", "SEED", 
            "file_digest"]
 
 SEED = "{seed}"
-MAX_POINTS = 10_000_000
+MAX_POINTS = 1_000_000
+"""The most points a study may have. Every point is keyed and held in memory before the first runs: about 0.55 KB
+and 20-40 us each (walk10: 100,000 points took 2 s and 55 MB), so the former 10,000,000 spent minutes and over
+5 GB in silence; a million is already days of CPU at 0.3 s per 100k-GPU point."""
 TOP_KEYS = ("name", "description", "spec", "specs", "compute", "seeds", "zip", "axes")
 
 
@@ -203,7 +206,10 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
         bad("compute", f"{fabric_only[0]} is not computed over a region ({regions[0]}); a sweep over a region "
                        f"computes estimate and train (topo {fabric_only[0]} {regions[0]} gives its {fabric_only[0]})")
     _check_paths(axes, specs, source)
-    check_values(axes, source, SEED)
+    try:
+        check_values(axes, source, SEED)
+    except TopoError as exc:
+        raise _beside_the_study(exc, axes, folder, source) from None
     study = Study(name=name.strip(), source=source, text=text if text is not None else json.dumps(data),
                   compute=tuple(compute), axes=axes, zip=tuple(tuple(g) for g in zip_val), seeds=seeds,
                   specs=specs, description=str(data.get("description", "")), files=_files(axes, folder))
@@ -211,7 +217,8 @@ def study_from_dict(data: dict, source: str = "<study>", text: str | None = None
     for k, vs in axes.items():
         n *= len(vs) if not any(k in g[1:] for g in study.zip) else 1
     if n * max(1, len(seeds)) > MAX_POINTS:
-        bad("axes", f"{n * max(1, len(seeds)):,} points; a study is limited to {MAX_POINTS:,}: split it")
+        bad("axes", f"{n * max(1, len(seeds)):,} points; a study is limited to {MAX_POINTS:,} (each is keyed in "
+                    "memory before the first runs): split it")
     return study
 
 
@@ -376,6 +383,21 @@ def _spec_file(ref: str, folder: Path | None) -> Path:
     if folder is not None and (folder / ref).is_file():
         return folder / ref
     return resolve_spec_path(ref)
+
+
+def _beside_the_study(exc: TopoError, axes: dict, folder: Path | None, source: str) -> TopoError:
+    """``exc``, or when a file axis (:data:`FILE_AXES`) names a relative path that is missing from the working folder
+    but found beside the study, an error that says so: a spec is looked up beside the study, a model, traffic or
+    profile file is read where the points run (the working folder, or a worker's), as the value is given."""
+    for k in (k for k in FILE_AXES if k in axes and folder is not None):
+        for v in axes[k]:
+            if (isinstance(v, str) and v and not Path(v).is_absolute() and not is_input_file(v)
+                    and (folder / v).is_file()):
+                return TopoError(f"{v!r}: no such file in the working folder, but there is one beside the study: a "
+                                 f"{k} file is read where topo sweep runs (specs alone are looked up beside the "
+                                 f"study); give its path from here, {str(folder / v)!r}, or run in {str(folder)!r}",
+                                 source=source, key=f"axes.{k}")
+    return exc
 
 
 def _files(axes: dict, folder: Path | None) -> tuple[str, ...]:
