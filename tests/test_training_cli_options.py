@@ -294,3 +294,21 @@ def test_dualpipe_charges_its_own_all_to_all_sms_and_only_dualpipe_does():
                                            ("ctas", "overlap_ep=true,ep_comm_sms=20,nccl_min_ctas=32")]}
     assert one["40"] == one["20"]  # the alltoall dispatcher's NCCL send/recv pairs: ep_comm_sms moves nothing
     assert one["ctas"] > one["20"] * 1.05  # ... NCCL's p2p channels do (32 SMs instead of 16)
+
+
+def test_text_names_the_moe_recipe_options_and_when_they_have_no_effect():
+    """walk11: an MoE recipe's grouped GEMM, capacity factor, router fusion, EP overlap and FP8 dispatch changed the
+    step but were named on no line; with ep 1 there is no all-to-all for the last two to change (the step says so:
+    it equals the step without them)."""
+    moe = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--tp", "1", "--dp", "8",
+           "--global-batch", "8"]
+    out = run_cli(*moe, "--ep", "8", "--overlap", "ep=on", "--layout", "ep_dispatch_bytes=1,moe_router_fusion=true,"
+                  "moe_grouped_gemm=false,moe_capacity_factor=1.25", check=True).stdout
+    assert _options_line(out) == ["framework options: moe_grouped_gemm false, moe_capacity_factor 1.25, "
+                                  "moe_router_fusion true, overlap_ep true, ep_dispatch_bytes 1.0 (layout fields)"]
+    idle = run_cli(*moe, "--ep", "1", "--overlap", "ep=on", "--layout", "ep_dispatch_bytes=1", check=True).stdout
+    assert _options_line(idle) == ["framework options: overlap_ep true (no effect: ep 1: no all-to-all), "
+                                   "ep_dispatch_bytes 1.0 (no effect: ep 1: no all-to-all) (layout fields)"]
+    plain = run_cli(*moe, "--ep", "1", check=True).stdout
+    step = [ln for ln in plain.splitlines() if ln.startswith("step time")]
+    assert step == [ln for ln in idle.splitlines() if ln.startswith("step time")]

@@ -41,3 +41,34 @@ def test_tp_cp_split_the_work():
     one = stage_flops(m, make_layout(global_batch=8))
     split = stage_flops(m, make_layout(global_batch=8, tp=8, cp=2, dp=1))
     assert split.total == pytest.approx(one.total / 16)
+
+
+def test_six_n_counts_attention_in_a_hybrids_attention_layers_only_through_the_cli():
+    """A hybrid model's ``layers`` counts every block (Nemotron-H 56B: 54 Mamba-2, 54 MLP, 10 attention): PaLM's
+    ``6 N + 12 l h s`` (appendix B) takes ``l`` as the layers with attention, as Megatron-LM's
+    num_floating_point_operations counts the hybrid pattern's ``*`` layers apart (megatron/training/training.py).
+    Counting all 118 ran the reported TFLOPs/GPU and MFU 26% high (walk11)."""
+    import json
+    from conftest import run_cli
+
+    m = load_model("nemotron-h-56b")
+    attn = m.layer_pattern.count("*")
+    assert attn == 10 and m.layers == 118
+    out = run_cli("train", "dgx-h100-superpod", "--model", "nemotron-h-56b", "--gpus", "8", "--tp", "8",
+                  "--global-batch", "8", "--json", check=True).stdout
+    d = json.loads(out)
+    s = m.seq_len
+    per_token = 6 * (m.total_params - m.vocab * m.hidden) + 12 * attn * m.heads * m.head_dim * s
+    assert d["model_flops_per_step"] == pytest.approx(8 * s * per_token, rel=1e-12)
+    assert d["tflops_per_gpu"] == pytest.approx(d["model_flops_per_step"] / d["step_time_s"] / 8 / 1e12, rel=1e-9)
+
+
+def test_megatron_convention_counts_a_hybrids_blocks_apart():
+    # each block of a hybrid pattern once: 10 attention blocks (projections and the s x s scores), 54 MLP blocks,
+    # 54 Mamba-2 mixers (2 x their projection weights), forward + backward x2 + recomputation: 4 passes
+    m = load_model("nemotron-h-56b")
+    s, h = m.seq_len, m.hidden
+    att = 2 * m.attention_params + 2 * s * m.heads * (m.qk_dim + m.v_dim)
+    layers = 10 * att + 54 * 2 * m.dense_mlp_params + 54 * 2 * m.mamba_params
+    expected = 8 * s * (4 * layers + 3 * 2 * h * m.vocab)
+    assert model_flops_per_step(m, make_layout(global_batch=8), "megatron") == pytest.approx(expected, rel=1e-12)

@@ -44,7 +44,9 @@ def register(sub) -> None:
 
 def _job_arguments(p) -> None:
     """The model, its layout, the batch and sequence."""
-    p.add_argument("--model", required=True, help="a bundled model name or a model TOML file")
+    p.add_argument("--model", required=True, help="a bundled model name or a model TOML file of the same keys (layers, "
+                   "hidden, ffn_hidden, heads, kv_heads, vocab, seq_len, mlp; [attention], [moe], [mamba] tables; "
+                   "a hybrid's layer_pattern: README 'Training jobs', topo/training/model.py)")
     p.add_argument("--layout", default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
@@ -57,7 +59,11 @@ def _job_arguments(p) -> None:
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather, "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
-                        "wgrad_output=main_grad|fsdp2|param_dtype; "
+                        "wgrad_output=main_grad|fsdp2|param_dtype; an MoE recipe's: ep_dispatcher=alltoall|deepep, "
+                        "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
+                        "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
+                        "its words quoted: cuda_graph_scope=[\"attn\",\"moe_router\"]; an FP8 recipe's BF16 "
+                        "layers: num_layers_at_start_in_bf16=2; an unknown key's error lists every key; "
                         "with --search, a layout "
                         "without sizes, held in every layout tried; on a region, the whole job's layout (dp counts "
                         "every site's replicas)")
@@ -312,7 +318,7 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     if args.json:
         emit_json(res.to_dict(top=args.top))
     else:
-        _print_search(res, args.top, held)
+        _print_search(res, args.top, held, model)
     return 0
 
 
@@ -368,15 +374,47 @@ def _sharding(L: dict) -> str:
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
     if L.get("dp_shard"):
         text += f" over groups of {L['dp_shard']} (hybrid)"
-    if L.get("remat_policy"):
-        text += f", remat {L['remat_policy']}"
     return text
 
 
+def _recompute_idle(module: str, model) -> str:
+    """Why recomputing Megatron-Core's ``module`` changes nothing on ``model`` (no block it recomputes), or ""."""
+    dense, moe = model.num_dense_layers, model.num_moe_layers
+    blocks = {"mlp": (dense, "dense MLP layers; moe and moe_act recompute the experts"),
+              "mlp_act": (dense, "dense MLP layers; moe_act recomputes the experts' activation"),
+              "moe": (moe, "MoE layers"), "moe_act": (moe, "MoE layers"),
+              "mlp_wi": (dense + moe, "MLP or MoE layers"), "mamba": (model.num_mamba_layers, "Mamba-2 layers"),
+              "mla_up_proj": (model.attention.kind == "mla", "MLA attention")}
+    count, what = blocks.get(module, (True, ""))
+    return "" if count else f"{model.name} has no {what}"
+
+
+def _recompute(L: dict, model) -> str:
+    """The layout's recomputation, as the header line says it: the JAX remat policy, full recomputation, or
+    selective and its modules, each marked where ``model`` has nothing it recomputes; "" for none."""
+    if L.get("remat_policy"):
+        return f", remat {L['remat_policy']}"
+    if L.get("recompute") == "full":
+        n = L.get("recompute_num_layers")
+        return ", recompute full" + (f" (the first {n} layers of each stage)" if n else "")
+    mods = L.get("recompute_modules") or ()
+    parts = []
+    flash = L.get("flash_attention", True)
+    if L.get("recompute") == "selective" and not (mods and flash):  # without flash: the s x s scores
+        parts.append("selective" + (" (no effect: flash attention keeps no s x s scores; --recompute-modules "
+                                    "names what to recompute)" if flash else ""))
+    for m in mods:
+        why = _recompute_idle(m, model)
+        parts.append(m + (f" (no effect: {why})" if why else ""))
+    return ", recompute " + ", ".join(parts) if parts else ""
+
+
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "mamba_mixer", "cross_entropy", "expert_bias_eager",
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_layers_at_start_in_bf16",
+                     "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
-                     "moe_counts_aligned", "moe_expert_kernels", "cuda_graph_scope", "wgrad_output")
+                     "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
+                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:
@@ -426,7 +464,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "moe_counts_aligned": f"{model.name} has no experts" if model.moe is None
             else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
-            "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model)}
+            "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
+            **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else "")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
@@ -443,7 +482,7 @@ def _print_step(r, tokens, model) -> None:
     L = r.layout
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
-         f"{_sharding(L)}, "
+         f"{_sharding(L)}{_recompute(L, model)}, "
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
@@ -534,8 +573,19 @@ def _toml(v) -> str:
     return f'"{v}"' if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _print_search(res, top, held: dict) -> None:
-    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``)."""
+def _recompute_cell(L: dict) -> str:
+    """The search table's recompute column: the remat policy, the recomputed modules, or ``recompute``."""
+    mods = ",".join(L.get("recompute_modules") or ())
+    if L.get("remat_policy"):
+        return f"remat {L['remat_policy']}"
+    if L["recompute"] == "full" or not mods:  # full recomputes every module
+        return L["recompute"]
+    return f"selective+{mods}" if L["recompute"] == "selective" else mods
+
+
+def _print_search(res, top, held: dict, model) -> None:
+    """The search's counts, its ranked layouts, and the fields ``--layout`` held fixed in each (``held``); a
+    recomputation of nothing in ``model`` (a module it has no block for) under the table."""
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
@@ -548,7 +598,7 @@ def _print_search(res, top, held: dict) -> None:
         costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
         worst = max(costs, key=costs.get)
         why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
-        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], L["recompute"],
+        rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
                      _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
@@ -562,6 +612,9 @@ def _print_search(res, top, held: dict) -> None:
                + [True, True, True, True, True, False]))
     if held:
         emit("held in every layout (--layout): " + ", ".join(f"{k} = {_toml(v)}" for k, v in held.items()))
+    idle = sorted({_recompute(r.layout, model).removeprefix(", ") for r in res.ranked[:top]} - {""})
+    for text in (t for t in idle if "no effect" in t):
+        emit(text)
     u = res.ranked[0].uncertainty if res.ranked else {}
     if u.get("runs"):
         emit(f"uncertainty of each step: on {u['runs']} published runs of {u['label']} models whose "

@@ -20,7 +20,8 @@ Two conventions for the FLOPs a throughput figure counts (``convention``):
   4 passes over the layers (forward, backward x2, full recomputation) and 3 over the logits, whatever the run
   recomputed; computed here from the general per-layer count, which reduces to eq. 3 exactly for GPT shapes.
 - ``6n``: PaLM (Chowdhery et al. 2022, appendix B) and Llama 3: ``6 N + 6 l s n (d_qk + d_v)`` per token
-  (``6N + 12 l h s`` for multi-head attention), N the active weights without the input embedding (a lookup).
+  (``6N + 12 l h s`` for multi-head attention), N the active weights without the input embedding (a lookup),
+  ``l`` the layers with attention (a hybrid model's Mamba-2 and MLP blocks have none).
 """
 
 from __future__ import annotations
@@ -57,9 +58,7 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
     if model.moe is None:
         mlp = dense
     else:
-        m = model.moe
-        moe = 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * h * m.experts
-        mlp = (model.num_dense_layers * dense + model.num_moe_layers * moe) / model.layers
+        mlp = (model.num_dense_layers * dense + model.num_moe_layers * _moe_block(model)) / model.layers
     n_att = model.num_attention_layers
     keys = (sum(model.count(k) * model.attended_keys(k, seq, causal=False) for k in ATTENTION_BLOCKS) / n_att
             if n_att and model.count(Block.LOCAL) else float(seq))
@@ -68,16 +67,34 @@ def layer_flops(model: ModelSpec, seq: int) -> LayerFlops:
                       moe_fraction=model.num_moe_layers / model.layers)
 
 
+def _moe_block(model: ModelSpec) -> float:
+    """Forward FLOPs per token of one MoE block: the routed top-k and shared experts and the router."""
+    m = model.moe
+    return 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.hidden * m.experts
+
+
+def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:
+    """Forward FLOPs per token of all the model's layers, each block counted where the model has it: attention
+    (projections and scores) in its attention blocks only, the dense MLP, MoE and Mamba-2 blocks (the mixer's
+    projections, ``2 x`` its weights) in theirs. A hybrid model's ``layers`` counts every block as a layer, as
+    Megatron-LM's ``num_floating_point_operations`` counts its ``hybrid_override_pattern``'s M, * and - apart
+    (NVIDIA/Megatron-LM megatron/training/training.py); for a transformer it is ``layers x f.layer``."""
+    moe = 0.0 if model.moe is None else model.num_moe_layers * _moe_block(model)
+    return (model.num_attention_layers * (2 * model.attention_params + f.scores)
+            + model.num_dense_layers * 2 * model.dense_mlp_params + moe
+            + model.num_mamba_layers * 2 * model.mamba_params)
+
+
 def model_flops_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
     """FLOPs one step counts under ``convention`` (``megatron`` or ``6n``) for the whole global batch."""
     seq = lay.seq_len or model.seq_len
     tokens = lay.global_batch * seq
     f = layer_flops(model, seq)
     if convention == "megatron":
-        return tokens * (4 * model.layers * f.layer + 3 * f.logits)
+        return tokens * (4 * _layers_forward(model, f) + 3 * f.logits)
     if convention == "6n":
         n = model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
-        return tokens * (6 * n + 3 * model.layers * f.scores)
+        return tokens * (6 * n + 3 * model.num_attention_layers * f.scores)
     raise ValueError(f"unknown FLOP convention {convention!r}; allowed: {', '.join(CONVENTIONS)}")
 
 
@@ -140,6 +157,4 @@ def _layer_kinds(model: ModelSpec, f: LayerFlops) -> tuple[float, float]:
     dense = attn + 2 * model.dense_mlp_params
     if model.moe is None:
         return dense, dense
-    m = model.moe
-    return attn + 2 * (m.active_experts + m.shared_experts) * model.expert_params + 2 * model.hidden * m.experts, \
-        dense
+    return attn + _moe_block(model), dense
