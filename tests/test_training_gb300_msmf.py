@@ -31,7 +31,10 @@ def _sustained_rate(km, shape) -> float:
 def test_gb300_entry_is_azures_sustained_table():
     rows = KERNELS["sustained_gemm"]["GB300"]["fp8"]
     assert {tuple(r[1:]): r[0] for r in rows} == AZURE_GB300_FP8
-    assert KERNELS["sustained_gemm"]["status"] == "published"
+    # a cloud's benchmark of its own VMs, committed to a fork of its guide: printed by someone other than the GPU's
+    # vendor or the kernel's authors, so secondary (kernels.toml's header), as its own source says
+    assert KERNELS["sustained_gemm"]["status"] == "secondary"
+    assert "(secondary:" in KERNELS["sustained_gemm"]["source"]
     assert "ND_GB300_v6_results.md@18e80a218dc3" in KERNELS["sustained_gemm"]["source"]
 
 

@@ -377,3 +377,32 @@ def test_search_with_tp_widening_equals_evaluating_every_candidate(fabric):
     every = _every_step_time(fabric, m, 64, 64, **kw)
     assert found.evaluated < len(every)
     assert [r.step_time_s for r in found.ranked] == pytest.approx(every[:20], rel=1e-12)
+
+
+def test_layouts_sharing_a_compute_bound_share_their_compute(fabric):
+    """The search caches a compute bound per layout less its data-parallel sharding fields (``_BOUND_DROP``);
+    FSDP2's unit copies (misc46, :mod:`topo.training.fsdp2_copies`) run only under ZeRO-3, so the sharding now
+    reaches the compute: with a ZeRO-3 layout's bound cached first, its ZeRO-1 twin (Llama 3 8B, 8 H100, FSDP2
+    gradients, GBS 64 of 4k) took the ZeRO-3 copies' bound, 3.34 s, against its own step of 3.20 s, and could be
+    pruned. Layouts with one bound key have one stage compute, and each bound stays below its step."""
+    import math
+
+    from topo.training.mapping import default_placement
+    from topo.training.search import _Search, _keys
+
+    m = load_model("llama3-8b")
+    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
+    base = dict(tp=1, dp=8, global_batch=64, micro_batch=1, seq_len=4096, weight_bytes=2.0, grad_bytes=2.0)
+    computes: dict = {}
+    for wgrad in ("main_grad", "fsdp2"):
+        for sharding in ("zero1", "zero2", "zero3", "fsdp"):
+            lay = ParallelLayout(**base, wgrad_output=wgrad, dp_sharding=sharding)
+            computes.setdefault(_keys(lay)[1], set()).add(round(stage_compute(m, lay, gpu, math.inf).microbatch_s, 12))
+    assert len(computes) == 3 and all(len(c) == 1 for c in computes.values()), computes
+    s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
+    for sharding in ("zero3", "zero1"):  # ZeRO-3's bound cached first
+        lay, _ = default_placement(ParallelLayout(**base, wgrad_output="fsdp2", dp_sharding=sharding),
+                                   fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+        bound, _ = s.bound_of(lay, _keys(lay))
+        step = estimate_step(fabric, m, lay, engine=s.engine, check=False, contention=False).step_time_s
+        assert bound <= step * (1 + 1e-12), (sharding, bound, step)

@@ -35,7 +35,7 @@ from .model import BLOCK_KINDS, ModelSpec
 from .parallel import ParallelLayout
 from .unit_params import block_params_on_gpu, unit_params
 
-__all__ = ["Fsdp2Copies", "fsdp2_copies", "COPY_IN_KERNELS", "COPY_OUT_KERNELS", "REDUCE_COPY_KERNELS"]
+__all__ = ["Fsdp2Copies", "fsdp2_copies", "copies_units", "COPY_IN_KERNELS", "COPY_OUT_KERNELS", "REDUCE_COPY_KERNELS"]
 
 COPY_IN_KERNELS = 1  # all_gather_copy_in's _foreach_copy_, per gather (module doc)
 COPY_OUT_KERNELS = 1  # split_with_sizes_copy, per gather
@@ -53,6 +53,21 @@ class Fsdp2Copies:
     backward_kernels: float
     backward_bytes: float
     backward_side_kernels: float
+
+
+def copies_units(lay: ParallelLayout) -> bool:
+    """Whether the layout runs FSDP2's unit copies: FSDP2's gradients (``wgrad_output = "fsdp2"``) under ZeRO-3,
+    whose units are gathered and reduced (the one place the step's compute reads the data-parallel sharding).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    return lay.wgrad_output == "fsdp2" and lay.zero_stage == 3
 
 
 def _unit_share(model: ModelSpec, kind: str) -> float:
@@ -76,7 +91,7 @@ def fsdp2_copies(model: ModelSpec, lay: ParallelLayout, kind: str) -> Fsdp2Copie
     -------
     Fsdp2Copies or None
     """
-    if lay.wgrad_output != "fsdp2" or lay.zero_stage != 3:
+    if not copies_units(lay):
         return None
     if kind in BLOCK_KINDS:
         dense, expert = block_params_on_gpu(model, lay, kind)

@@ -697,8 +697,9 @@ def _probs_fp32(lay: ParallelLayout) -> bool:
 def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float, load: float) -> float:
     """Bytes the permutation and un-permutation of one MoE block's tokens move, forward.
 
-    Megatron-Core's all-to-all dispatcher: read the rank's tokens, write their routed copies (and the reverse),
-    then with ``ep > 1`` sort the rows received by local expert and back (read + write each way). The flex
+    Megatron-Core's all-to-all dispatcher (:func:`_alltoall_permute_bytes`): read the rank's tokens, write their
+    routed copies (and the reverse), then with more than one local expert sort the rows received by local expert
+    and back (read + write each way). The flex
     dispatcher (``deepep``: DeepEP / HybridEP) sends each token once per destination rank with no global
     permutation (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.1;
     ``MoEFlexTokenDispatcher.get_permuted_hidden_states_by_experts``): the rank reads the tokens it received (one

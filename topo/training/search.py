@@ -48,6 +48,7 @@ from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
 from .comm import CommEngine
+from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
@@ -166,15 +167,18 @@ def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tup
     return tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in d.items()))
 
 
-_BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read
+_BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read, but for
+# whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
 
 
 def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
     """Hashes of the layout's shape (memory), of its shape less the data-parallel sharding fields (compute
-    bound), and of its shape with its rank order (done): one ``model_dump`` for the three."""
+    bound: with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank
+    order (done): one ``model_dump`` for the three."""
     d = lay.model_dump()
     shape = _shape_key(lay, dump=d)
-    return hash(shape), hash(_shape_key(lay, *_BOUND_DROP, dump=d)), hash((shape, lay.rank_order))
+    bound = (_shape_key(lay, *_BOUND_DROP, dump=d), copies_units(lay))
+    return hash(shape), hash(bound), hash((shape, lay.rank_order))
 
 
 def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: int, *, top: int | None = None,
