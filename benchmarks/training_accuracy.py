@@ -415,6 +415,11 @@ def _run_kw(row, model, kw: dict) -> None:
         # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
         # parameters per DP bucket, one reduce-scatter and one all-gather each
         kw["dp_bucket_params"] = 134_217_728
+    if re.match(r"nemo25\d\d", row["run_id"]):
+        # NeMo 2 (25.02-25.07) sets no grad_sync_func: its DDP config has no align_grad_reduce (NVIDIA/NeMo
+        # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14
+        # DistributedDataParallelConfig), so an interleaved chunk's buckets reduce as their gradients are ready
+        kw["dp_align_grad_reduce"] = False
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
     if attention_unfused_on_blackwell(row, model):

@@ -1354,7 +1354,7 @@ def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, wi
     if "gather" in item["phase"]:
         return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
-    return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v)
+    return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce)
 
 
 def _gather_passes(lay: ParallelLayout) -> int:
