@@ -420,6 +420,11 @@ def _run_kw(row, model, kw: dict) -> None:
         # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14
         # DistributedDataParallelConfig), so an interleaved chunk's buckets reduce as their gradients are ready
         kw["dp_align_grad_reduce"] = False
+        # and its MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters whenever dp > 1 (with the
+        # distributed optimizer; v2.0.0-v2.4.0 megatron_comm_overlap.py _get_optimizer_overlap_cfgs, since
+        # NVIDIA/NeMo#10209; no performance script or recipe overrides it); chunks past the first stay one bucket
+        # (megatron_parallel.py disable_bucketing=(model_chunk_idx > 0))
+        kw["dp_bucket_params"] = 134_217_728
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
     if attention_unfused_on_blackwell(row, model):

@@ -378,14 +378,24 @@ def test_nemotron4_340b_on_dgx_b200_hides_its_interleaved_dp_traffic():
     assert r.step_time_s == pytest.approx(1.701, rel=0.05)
 
 
-def test_only_nemo_2_runs_reduce_interleaved_buckets_as_their_gradients_are_ready():
+def test_nemo_2_runs_reduce_interleaved_buckets_as_ready_in_its_128mi_buckets():
     # NeMo 2 (25.02-25.07) sets no grad_sync_func (extract_ddp_funcs reads an align_grad_reduce its DDP config does
     # not have); Megatron-LM, Megatron-Bridge (NeMo 25.09+) and NeMo 1 (24.07, delay_grad_reduce) set it
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import training_accuracy
-    rows = {s["run"]: s["lay"].dp_align_grad_reduce for s in training_accuracy._setups()}
+    setups = {s["run"]: s for s in training_accuracy._setups()}
+    lays = {k: s["lay"] for k, s in setups.items()}
+    rows = {k: lay.dp_align_grad_reduce for k, lay in lays.items()}
     assert not rows["nemo2502_b200_nemotron4_340b"] and not rows["nemo2504_gb200_nemotron4_340b"]
     assert rows["nemo2407_nemotron4_340b"] and rows["mb2511_gb200_llama31_405b"]
     assert not any(v for k, v in rows.items() if k.startswith("nemo25"))
+    # NeMo 2's MegatronCommOverlapCallback: bucket_size = 128 * 1024 * 1024 when dp > 1 (v2.0.0-v2.4.0
+    # _get_optimizer_overlap_cfgs): the 340B B200 row's 10.9e9 parameters a rank in 12 chunks, chunk 0 in
+    # ceil(0.91e9 / 134,217,728) = 7 buckets, 7 + 11 collectives of each kind
+    assert all(lay.dp_bucket_params == 134_217_728 for k, lay in lays.items() if k.startswith("nemo25"))
+    assert lays["nemo2407_nemotron4_340b"].dp_bucket_params is None
+    s = setups["nemo2502_b200_nemotron4_340b"]
+    dense = max(stage_params(s["model"], s["lay"]), key=lambda r: r[0] + r[1])[0]
+    assert dp_bucket_calls(s["lay"], dense) == math.ceil(dense / 12 / 134_217_728) + 11 == 18
