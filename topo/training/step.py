@@ -580,6 +580,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             paced = (paced_s, sc, comms, exposed, note)
     _, sc, comms, exposed, note = paced
     result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    result.ep_cover_s = cover
     if note:
         result.notes.append(note)
     return result
