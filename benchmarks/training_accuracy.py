@@ -303,6 +303,14 @@ def _recipe_layout_kw(row, model) -> dict:
         # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
         # ``_make_fused_ops``): no eager clamp
         kw.update(expert_bias_eager="none", expert_clamp_eager=False)
+        if (row["run_id"].startswith("mb") and model.moe is not None and row["precision"] == "fp8"
+                and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep"):
+            # Megatron-Bridge's full-iteration MXFP8 MoE recipes (26.06 on) graph the dropless block through
+            # HybridEP's static rank budget: NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/
+            # qwen/qwen3_llm_pretrain.py:53 and deepseek/deepseek_llm_pretrain.py:59 (set_full_iter_cg_configs),
+            # gpt_oss/gpt_oss_llm_pretrain.py:50; from 26.08 perf_recipes/qwen/common.py:45
+            # (_enable_hybridep_full_iteration_mxfp8), deepseek/common.py:63, gpt_oss/common.py:30: 1.5
+            kw["moe_expert_rank_capacity_factor"] = 1.5
     return kw
 
 

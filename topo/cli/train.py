@@ -414,7 +414,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
-                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output")
+                     "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:
