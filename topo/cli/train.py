@@ -263,7 +263,7 @@ def run(args) -> int:
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
-        sizes["dp"] = data_parallel(known, gpus)
+        sizes["dp"] = data_parallel(known, gpus, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
