@@ -1616,7 +1616,7 @@ def host_syncs(lay: ParallelLayout) -> bool:
     (``moe_expert_rank_capacity_factor``: the receive buffer is sized on the host, the counts stay on the device;
     NVIDIA/Megatron-LM@d98e8a64 ``token_dispatcher.py`` ``_HybridEPManager.setup_metadata`` and
     docs/user-guide/features/paged_stash.md, "sync-free"), nor a full-iteration graph (no host in the step;
-    without a rank budget Megatron-Core cannot capture a dropless block: ``topo train`` says so in a note).
+    without a rank budget no graph holds the sync: ``topo train`` says so in a note).
 
     Parameters
     ----------

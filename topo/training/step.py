@@ -1204,9 +1204,11 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
                          f"it inside")
     if (model.moe is not None and lay.ep > 1 and "full_iteration" in lay.cuda_graph_scope
             and lay.moe_capacity_factor is None and lay.moe_expert_rank_capacity_factor is None):
-        notes.append("full_iteration with dropless routing: Megatron-Core captures a dropless MoE block only with "
-                     "HybridEP's static rank budget (moe_expert_rank_capacity_factor=1.5 in Megatron-Bridge's "
-                     "recipes); priced as if sync-free at the dropless busiest-rank load")
+        # Megatron-Bridge@067f987d perf_recipes/deepseek/common.py set_full_iter_cg_configs: "Dropless MoE produces
+        # variable-shaped per-expert tensors that CG cannot capture; we pad to a fixed capacity"
+        notes.append("full_iteration with dropless routing: a graph cannot hold the tokens-per-expert host sync; "
+                     "Megatron-Bridge's full-iteration MoE recipes give HybridEP a static rank budget "
+                     "(moe_expert_rank_capacity_factor=1.5); priced as if sync-free at the dropless busiest-rank load")
     notes += _straddle_notes(lay, mapping)
     return notes
 
