@@ -264,7 +264,7 @@ def run(args) -> int:
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
-        sizes["dp"] = data_parallel(known, gpus)
+        sizes["dp"] = data_parallel(known, gpus, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
@@ -418,8 +418,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
-                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output",
-                     "dp_bucket_params", "dp_align_grad_reduce")
+                     "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
+                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:

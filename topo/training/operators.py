@@ -408,7 +408,9 @@ def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
     """The busiest expert rank's dropless load over the mean, the one factor of its expert GEMMs and of the
     all-to-all that waits for it.
 
-    The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
+    At most the layout's ``moe_expert_rank_capacity_factor`` (HybridEP's static rank budget of ``tokens x top-k x
+    factor`` rows: it drops the rows beyond it; Megatron-Core's runner then reruns the step unpadded, which is not
+    priced). The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
     (token ``t`` to experts ``(t k + i) mod E``: every expert the same count) or one EP rank; otherwise the
     expected maximum over the ``ep`` ranks of a uniform router's load of the ``ep x etp x b s / (cp tp)`` tokens
     entering the EP group (:func:`topo.training.router_load.uniform_max_over_mean`): exact for forced balancing,
@@ -427,11 +429,14 @@ def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
         ``>= 1``.
     """
     if lay.moe_imbalance is not None:
-        return lay.moe_imbalance
-    if lay.moe_routing == "consecutive" or lay.ep <= 1:
-        return 1.0
-    m = model.moe
-    return uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+        load = lay.moe_imbalance
+    elif lay.moe_routing == "consecutive" or lay.ep <= 1:
+        load = 1.0
+    else:
+        m = model.moe
+        load = uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+    budget = lay.moe_expert_rank_capacity_factor
+    return load if budget is None else min(load, budget)  # rows beyond the rank budget are dropped
 
 
 def _ep_group_tokens(model: ModelSpec, lay: ParallelLayout) -> float:
@@ -1608,19 +1613,24 @@ def host_syncs(lay: ParallelLayout) -> bool:
     A dropless router does (:func:`_synced_layer_wait_s`); a padded one (``moe_capacity_factor``) does not: its
     every split is the capacity, known on the host (NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0
     ``megatron/core/transformer/moe/token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.preprocess``, ``drop_and_pad``;
-    ``_maybe_dtoh_and_synchronize`` copies nothing); nor does a full-iteration graph (no host in the step).
+    ``_maybe_dtoh_and_synchronize`` copies nothing); nor does HybridEP with a static rank budget
+    (``moe_expert_rank_capacity_factor``: the receive buffer is sized on the host, the counts stay on the device;
+    NVIDIA/Megatron-LM@d98e8a64 ``token_dispatcher.py`` ``_HybridEPManager.setup_metadata`` and
+    docs/user-guide/features/paged_stash.md, "sync-free"), nor a full-iteration graph (no host in the step;
+    without a rank budget no graph holds the sync: ``topo train`` says so in a note).
 
     Parameters
     ----------
     lay : ParallelLayout
-        The layout (``moe_capacity_factor``, ``cuda_graph_scope``).
+        The layout (``moe_capacity_factor``, ``moe_expert_rank_capacity_factor``, ``cuda_graph_scope``).
 
     Returns
     -------
     bool
         True where the host waits for the counts.
     """
-    return lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
+    return (lay.moe_capacity_factor is None and lay.moe_expert_rank_capacity_factor is None
+            and "full_iteration" not in lay.cuda_graph_scope)
 
 
 def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:
