@@ -1588,8 +1588,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
     be launched: the GPU's queue is empty there, so each layer with such an MoE block runs its kernels as the host
     launches them from that sync to the next (:func:`_synced_layer_wait_s`), the expert all-to-alls in that
-    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router or a
-    full-iteration graph has no sync; the backward has none of its own, but a recomputed ``moe`` module replays
+    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router, a
+    static rank budget or a full-iteration graph has no sync: the host then runs ahead across the pass, and each MoE
+    layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward has none of its own, but a recomputed ``moe`` module replays
     the router and its sync there (:func:`_moe_recompute_wait_s`)."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
@@ -1601,8 +1602,8 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
         if synced and Block.MOE in kinds:
             wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s)
             wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
-        else:
-            gpu_rest += g
+        else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
+            gpu_rest += g + (ep_cover_s if Block.MOE in kinds else 0.0)
             host_rest += h
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
 
