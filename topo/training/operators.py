@@ -715,7 +715,19 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
 def sorts_by_local_expert(model: ModelSpec, lay: ParallelLayout) -> bool:
     """Whether the all-to-all dispatcher's permutation 2 runs: the rank holds more than one local expert
     (``experts / ep > 1``; Megatron-Core ``MoEAlltoAllTokenDispatcher``: ``if self.num_local_experts > 1``). Both
-    its bytes (:func:`_alltoall_permute_bytes`) and its launches (:func:`_permute_ops`) read this one test."""
+    its bytes (:func:`_alltoall_permute_bytes`) and its launches (:func:`_permute_ops`) read this one test.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        An MoE model.
+    lay : ParallelLayout
+        The layout (its ``ep``).
+
+    Returns
+    -------
+    bool
+    """
     return model.moe.experts > lay.ep
 
 
