@@ -419,6 +419,16 @@ def _run_kw(row, model, kw: dict) -> None:
         # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
         # parameters per DP bucket, one reduce-scatter and one all-gather each
         kw["dp_bucket_params"] = 134_217_728
+    if re.match(r"nemo25\d\d", row["run_id"]):
+        # NeMo 2 (25.02-25.07) sets no grad_sync_func: its DDP config has no align_grad_reduce (NVIDIA/NeMo
+        # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14
+        # DistributedDataParallelConfig), so an interleaved chunk's buckets reduce as their gradients are ready
+        kw["dp_align_grad_reduce"] = False
+        # and its MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters whenever dp > 1 (with the
+        # distributed optimizer; v2.0.0-v2.4.0 megatron_comm_overlap.py _get_optimizer_overlap_cfgs, since
+        # NVIDIA/NeMo#10209; no performance script or recipe overrides it); chunks past the first stay one bucket
+        # (megatron_parallel.py disable_bucketing=(model_chunk_idx > 0))
+        kw["dp_bucket_params"] = 134_217_728
     if fp8_amax_pass(row):
         kw["fp8_amax_pass"] = True
     if attention_unfused_on_blackwell(row, model):

@@ -277,3 +277,125 @@ def test_dp_seconds_behind_exposed_tp_cost_no_sms(monkeypatch, pod):
         want += r.exposed_s + loss
     assert real.breakdown_s["dp"] == pytest.approx(want, rel=1e-9)
     assert real.breakdown_s["dp"] > rule.breakdown_s["dp"]
+
+
+# --- an interleaved pipeline (vpp > 1): each chunk's collectives start when that chunk is ready ------------------
+# Megatron-Core core_v0.11.0 (NeMo 25.02's), megatron/core/pipeline_parallel/schedules.py
+# forward_backward_pipelining_with_interleaving: the backward runs each group of `pp` micro-batches from the last
+# chunk to chunk 0, and enables a chunk's gradient sync for its last micro-batch only (lines 938-941), so its
+# buckets start as their last gradients are ready (param_and_grad_buffer.py register_grad_ready); with
+# align_param_gather the gathers of chunks 0 and 1 start with the step and chunk k+1's with chunk k's first forward
+# (lines 718-720, 872-884). Bucketing is for chunk 0 only (training.py get_model line 611). One DP stream: the
+# collectives run one after another. Closed forms of that queue, with c a chunk's share of a micro-batch's pass,
+# g micro-batches a group, r a later chunk's collective, b one of chunk 0's k0 buckets, d = r - g c:
+#   reduction exposed = max(max(d, (vpp - 1) d, -c) + k0 b, b)   (chunk j ready j g c before the backward ends)
+#   aligned (align_grad_reduce, lines 960-969 and 1452-1456: chunk 0's buckets all start after the backward):
+#                       max(d, (vpp - 1) d, 0) + k0 b
+#   gather exposed    = e0 + max(0, k0 b + r - e0 - g c) + (vpp - 2) max(0, d),   e0 = max(k0 b - c, b)
+
+def _reduce_closed_form(r, b, k0, v, g, c, aligned=False):
+    d = r - g * c
+    return max(d, (v - 1) * d, 0.0) + k0 * b if aligned else max(max(d, (v - 1) * d, -c) + k0 * b, b)
+
+
+def _gather_closed_form(r, b, k0, v, g, c):
+    e0 = max(k0 * b - c, b)
+    return e0 + max(0.0, k0 * b + r - e0 - g * c) + (v - 2) * max(0.0, r - g * c)
+
+
+@pytest.mark.parametrize("r", [0.5, 3.0])  # a later chunk's collective shorter / longer than a group's compute
+def test_interleaved_queue_matches_its_closed_form(r):
+    from topo.training.dp_overlap import interleaved_gather_exposed_s, interleaved_reduce_exposed_s
+    b, k0, v, g, c = 0.3, 4, 6, 2, 1.0
+    got_r = interleaved_reduce_exposed_s(r, b, k0, v, g, c)
+    got_g = interleaved_gather_exposed_s(r, b, k0, v, g, c)
+    assert got_r == pytest.approx(_reduce_closed_form(r, b, k0, v, g, c), rel=1e-12)
+    assert got_g == pytest.approx(_gather_closed_form(r, b, k0, v, g, c), rel=1e-12)
+    # by hand: r 0.5 hides behind each group (d = -1.5): chunk 1 ends 1.5 before the end, chunk 0's four buckets
+    # (1.2) start with its last backward (-1) and would end at 0.2, but the last bucket's gradients are ready only
+    # at the end: 0.3; its gather outlasts its first forward by 0.2, and the first bucket waits 0.3; nothing else
+    # waits. r 3: the queue backs up by d = 1 a chunk, 5 before chunk 0's 1.2; the gathers wait 0.3, then
+    # 1.2 + 3 - 0.3 - 2 = 1.9 for chunk 1, then 1 for each of chunks 2..5
+    assert (got_r, got_g) == pytest.approx((0.3, 0.3) if r == 0.5 else (6.2, 0.3 + 1.9 + 4), rel=1e-12)
+    # aligned, chunk 0's four buckets start when the backward ends (r 0.5) or when the queue drains (r 3, at 5)
+    got_a = interleaved_reduce_exposed_s(r, b, k0, v, g, c, aligned=True)
+    assert got_a == pytest.approx(_reduce_closed_form(r, b, k0, v, g, c, aligned=True), rel=1e-12)
+    assert got_a == pytest.approx(1.2 if r == 0.5 else 6.2, rel=1e-12)
+    # one chunk is the rule without interleaving: the last bucket's reduction / first bucket's gather
+    assert interleaved_reduce_exposed_s(r, b, k0, 1, g, c) == pytest.approx(max(k0 * b - c, b))
+    assert interleaved_gather_exposed_s(r, b, k0, 1, g, c) == pytest.approx(max(k0 * b - c, b))
+
+
+def test_an_interleaved_stage_hides_each_chunks_reduction_behind_the_later_chunks_backward(pod):
+    # llama3-70b TP8 PP4 VPP5 DP32 (8 micro-batches): chunk 0 holds 16 - 4 = 12 buckets, chunks 1-4 one
+    # collective each of a fifth of the bytes; the step exposes what the queue leaves, not calls x one - window
+    from topo.training.step import _dp_exposed, step_traffic
+    m = load_model("llama3-70b")
+    lay = make_layout(tp=8, pp=4, vpp=5, dp=32, global_batch=256)
+    engine = CommEngine(pod)
+    groups = map_layout(lay, pod.spec.gpus_per_domain, pod.layout.num_gpus).groups("dpcp")
+    sc = stage_compute(m, lay, gpu_compute("H100"))
+    t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
+    for item in (it for it in step_traffic(m, lay) if it["dim"] == "dp"):
+        calls = item["calls"]
+        assert calls == 16
+        k0, total = calls - 4, item["size_bytes"] * calls
+        r = engine.time(item["collective"], groups, total / 5).time_s
+        b = engine.time(item["collective"], groups, total / 5 / k0).time_s
+        one = engine.time(item["collective"], groups, item["size_bytes"]).time_s
+        got = _dp_exposed(engine, item, groups, one, 1.0, t_f, t_b, sc.layers, lay)
+        if item["phase"] == "reduce":
+            assert lay.dp_align_grad_reduce  # Megatron-LM's default
+            want = _reduce_closed_form(r, b, k0, 5, 4, t_b / 5, aligned=True)
+            hooks = make_layout(tp=8, pp=4, vpp=5, dp=32, global_batch=256, dp_align_grad_reduce=False)
+            assert _dp_exposed(engine, item, groups, one, 1.0, t_f, t_b, sc.layers, hooks) == pytest.approx(
+                _reduce_closed_form(r, b, k0, 5, 4, t_b / 5), rel=1e-9)
+        else:
+            want = _gather_closed_form(r, b, k0, 5, 4, t_f / 5)
+        assert got == pytest.approx(want, rel=1e-9)
+        # the rule before, the whole queue behind one micro-batch's pass, is not Megatron-Core's
+        old = max(calls * one - (t_b if item["phase"] == "reduce" else t_f), one)
+        assert got != pytest.approx(old, rel=0.03)
+
+
+def test_nemotron4_340b_on_dgx_b200_hides_its_interleaved_dp_traffic():
+    """NeMo 25.02 on DGX B200, Nemotron-4 340B FP8, TP8 PP4 VPP12 DP4, 8 micro-batches: 602 tokens/s/GPU published
+    (NeMo performance summary, 25.02; step 1.701 s). Its DP4 reduce-scatter and bf16 all-gather cross the
+    InfiniBand (~0.37 s each); with every chunk's collective started when the chunk is ready most of it hides
+    (the whole queue behind one micro-batch's pass left 0.55 s exposed: +21%)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import training_accuracy
+    (s,) = [s for s in training_accuracy._setups() if s["run"] == "nemo2502_b200_nemotron4_340b"]
+    name, over = s["spec"]
+    fab = topo.build_fabric(topo.load_spec(name, list(over)))
+    r = estimate_step(fab, s["model"], s["lay"], engine=CommEngine(fab), convention="6n")
+    assert s["lay"].vpp == 12 and s["lay"].microbatches == 8 and not s["lay"].dp_align_grad_reduce
+    reduce, gather = (next(c for c in r.comm if c.dim == "dp" and c.collective == k)
+                      for k in ("reduce_scatter", "all_gather"))
+    assert reduce.exposed_s < 0.15 * reduce.time_s and gather.exposed_s < 0.5 * gather.time_s
+    assert r.step_time_s == pytest.approx(1.701, rel=0.05)
+
+
+def test_nemo_2_runs_reduce_interleaved_buckets_as_ready_in_its_128mi_buckets():
+    # NeMo 2 (25.02-25.07) sets no grad_sync_func (extract_ddp_funcs reads an align_grad_reduce its DDP config does
+    # not have); Megatron-LM, Megatron-Bridge (NeMo 25.09+) and NeMo 1 (24.07, delay_grad_reduce) set it
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import training_accuracy
+    setups = {s["run"]: s for s in training_accuracy._setups()}
+    lays = {k: s["lay"] for k, s in setups.items()}
+    rows = {k: lay.dp_align_grad_reduce for k, lay in lays.items()}
+    assert not rows["nemo2502_b200_nemotron4_340b"] and not rows["nemo2504_gb200_nemotron4_340b"]
+    assert rows["nemo2407_nemotron4_340b"] and rows["mb2511_gb200_llama31_405b"]
+    assert not any(v for k, v in rows.items() if k.startswith("nemo25"))
+    # NeMo 2's MegatronCommOverlapCallback: bucket_size = 128 * 1024 * 1024 when dp > 1 (v2.0.0-v2.4.0
+    # _get_optimizer_overlap_cfgs): the 340B B200 row's 10.9e9 parameters a rank in 12 chunks, chunk 0 in
+    # ceil(0.91e9 / 134,217,728) = 7 buckets, 7 + 11 collectives of each kind
+    assert all(lay.dp_bucket_params == 134_217_728 for k, lay in lays.items() if k.startswith("nemo25"))
+    assert lays["nemo2407_nemotron4_340b"].dp_bucket_params is None
+    s = setups["nemo2502_b200_nemotron4_340b"]
+    dense = max(stage_params(s["model"], s["lay"]), key=lambda r: r[0] + r[1])[0]
+    assert dp_bucket_calls(s["lay"], dense) == math.ceil(dense / 12 / 134_217_728) + 11 == 18

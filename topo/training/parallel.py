@@ -179,7 +179,13 @@ class ParallelLayout(BaseModel):
     Megatron-Core's ``max(40M, 1M x dp_cp size)`` (:func:`dp_bucket_params`)."""
     overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
-    all-gather overlaps the first micro-batch's forward except the first bucket."""
+    all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk
+    (:mod:`topo.training.dp_overlap`)."""
+    dp_align_grad_reduce: Flag = True
+    """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
+    backward, chunk 0's when the backward ends (Megatron-LM's ``align_grad_reduce``, its and Megatron-Bridge's
+    default); false: by the gradient hooks as each bucket is ready (NeMo 2, 25.02-25.07:
+    :mod:`topo.training.dp_overlap`)."""
     overlap_tp: Flag = False
     """TP collectives hidden behind the layer's matmuls (Transformer Engine's userbuffers); with sequence
     parallelism each behind the GEMM of its own linear layer, run as a ring exchange of ``tp`` chunks

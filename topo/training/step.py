@@ -33,7 +33,9 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   layer weights 1 byte with ``fp8_param_gather``, :func:`gather_bytes_per_param`), one collective per bucket
   (Megatron-Core's, :func:`topo.training.parallel.dp_bucket_calls`: each pays its own latency), the reduction hidden
   behind the last micro-batch's backward except the last bucket and the gather behind the first forward except
-  the first bucket (``overlap_dp``); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
+  the first bucket (``overlap_dp``); with interleaving (``vpp > 1``) each model chunk's reduction starts when its
+  last backward ends and its gather as the chunk before it starts its forwards, one after another on the DP
+  stream (:mod:`topo.training.dp_overlap`); ZeRO-3 / FSDP: per layer (the unit), an all-gather before its forward and
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
@@ -79,6 +81,7 @@ from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
+from .dp_overlap import interleaved_gather_exposed_s, interleaved_reduce_exposed_s
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
@@ -1333,7 +1336,25 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     # one call per bucket (:func:`dp_bucket_calls`): the calls run one after another on the DP stream behind the
     # window; the last bucket's reduction (the first bucket's gather) cannot hide
     window = t_f if "gather" in phase else t_bwd
-    return max(calls * one_s - window, one_s)
+    if lay.vpp <= 1:
+        return max(calls * one_s - window, one_s)
+    return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay))
+
+
+def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, window: float,
+                            lay: ParallelLayout) -> float:
+    """An interleaved pipeline's bucketed reduction or gather (:mod:`.dp_overlap`): chunk 0's ``calls - (vpp -
+    1)`` buckets and one collective for each later chunk, each chunk ``1 / vpp`` of the bytes, timed on ``G``."""
+    v, calls = lay.vpp, item["calls"]
+    buckets = max(1, calls - (v - 1))
+    chunk_bytes = item["size_bytes"] * calls / v
+    chunk_s = engine.time(item["collective"], G, chunk_bytes).time_s * factor
+    bucket_s = engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
+    m, g = lay.microbatches, min(lay.pp, lay.microbatches)
+    if "gather" in item["phase"]:
+        return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v)
+    last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
+    return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce)
 
 
 def _gather_passes(lay: ParallelLayout) -> int:

@@ -1,0 +1,97 @@
+"""The data-parallel reduction and gather of an interleaved pipeline (``vpp`` model chunks a rank) as Megatron-Core's
+schedule overlaps them: each chunk's collectives are launched when that chunk is ready, not at one point of the step.
+
+Megatron-Core buckets the first chunk only (``disable_bucketing=(model_chunk_idx > 0)``, megatron/training/
+training.py ``get_model``, core_v0.11.0 line 611): chunk 0 is ``buckets`` collectives, every later chunk one. The
+interleaved schedule (megatron/core/pipeline_parallel/schedules.py
+``forward_backward_pipelining_with_interleaving``, core_v0.11.0 lines 718-720, 872-884 and 938-941) runs the
+micro-batches in groups of ``microbatch_group_size_per_vp_stage`` (default ``pp``) a chunk, the backward from the
+last chunk to chunk 0, and:
+
+- without a ``grad_sync_func``, enables the gradient sync of a chunk for its last micro-batch only
+  (``is_last_microbatch_for_model_chunk``), so each bucket's reduction starts when its last gradient is ready
+  (``_ParamAndGradBucketGroup.register_grad_ready``): chunk ``j >= 1`` (one bucket) when its last backward ends,
+  ``j`` groups of chunk backwards before the rank's backward ends; chunk 0's buckets during its own last
+  backward. This is NeMo 2's path (25.02-25.07): it sets ``grad_sync_func`` only when the DDP config has
+  ``align_grad_reduce`` true (NVIDIA/NeMo v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py ``extract_ddp_funcs``),
+  and Megatron-Core's ``DistributedDataParallelConfig`` has no such field (core_v0.11-v0.14);
+- with ``align_grad_reduce`` (Megatron-LM's default, ``--no-align-grad-reduce`` turns it off; Megatron-Bridge's
+  ``_update_model_config_funcs(align_grad_reduce=True)``) the ``grad_sync_func`` starts a chunk's whole reduction
+  after its last backward, ``pp_rank`` chunk backwards later so every stage launches at once (lines 960-969), and
+  chunk 0's, whose last backward is the rank's last, after the backward ends (lines 1452-1456): the first stage,
+  which ends last, exposes all of chunk 0's buckets;
+- with ``align_param_gather`` (NeMo sets it when ``pp > 1`` and ``vpp > 1``: v2.2.1
+  nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py ``_get_optimizer_overlap_cfgs``; Megatron-LM's
+  default) dispatches the weight all-gathers of chunks 0 and 1 when the step starts and chunk ``k + 1``'s when
+  chunk ``k``'s first forward starts (the first pipeline stage, which runs its warm-up forwards back to back,
+  is the one that waits).
+
+The collectives of one rank run one after another on the DP stream. Times are seconds; windows are a chunk's
+share of a micro-batch's forward or backward (the stage's, over ``vpp``).
+"""
+
+from __future__ import annotations
+
+
+def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
+                                 chunk_backward_s: float, aligned: bool = False) -> float:
+    """Seconds of the gradient reduction left after the rank's last backward ends.
+
+    Parameters
+    ----------
+    chunk_s : float
+        One later chunk's reduction (one collective, the chunk's parameters).
+    bucket_s : float
+        One of chunk 0's bucket reductions.
+    buckets : int
+        Chunk 0's buckets.
+    chunks : int
+        Model chunks a rank (``vpp``, at least 1).
+    group : int
+        Micro-batches of the schedule's last group (each chunk runs them one after another).
+    chunk_backward_s : float
+        One chunk's backward (and recompute) of one micro-batch.
+    aligned : bool
+        ``align_grad_reduce``: chunk 0's buckets start together when the backward ends, not as they are ready.
+
+    Returns
+    -------
+    float
+        Exposed seconds: the queue's spill-over, at least chunk 0's last bucket (``aligned``: all its buckets).
+    """
+    c = chunk_backward_s
+    free = -float("inf")
+    for j in range(chunks - 1, 0, -1):  # chunk j's last backward ends j groups of chunk backwards before the end
+        free = max(free, -j * group * c) + chunk_s
+    start = max(free, 0.0) if aligned and chunks > 1 else max(free, -c)
+    return max(start + buckets * bucket_s, bucket_s)
+
+
+def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
+                                 chunk_forward_s: float) -> float:
+    """Seconds the first stage's forwards wait for the weight all-gathers (``align_param_gather``).
+
+    Parameters
+    ----------
+    chunk_s, bucket_s, buckets, chunks, group
+        As :func:`interleaved_reduce_exposed_s` (``group``: micro-batches of the first group).
+    chunk_forward_s : float
+        One chunk's forward of one micro-batch.
+
+    Returns
+    -------
+    float
+        Exposed seconds: chunk 0's gather beyond its first forward (at least its first bucket), then each later
+        chunk's gather beyond the ``group`` forwards of the chunk before it.
+    """
+    c = chunk_forward_s
+    waited = max(buckets * bucket_s - c, bucket_s)  # chunk 0's first forward consumes its buckets in order
+    t = waited + group * c  # chunk 1's first forward starts
+    done = buckets * bucket_s + chunk_s  # chunk 1 was dispatched with chunk 0
+    for k in range(1, chunks):
+        wait = max(0.0, done - t)
+        waited, t = waited + wait, t + wait
+        if k + 1 < chunks:  # chunk k + 1 dispatched as chunk k's first forward starts
+            done = max(done, t) + chunk_s
+        t += group * c
+    return waited
