@@ -312,3 +312,25 @@ def test_text_names_the_moe_recipe_options_and_when_they_have_no_effect():
     plain = run_cli(*moe, "--ep", "1", check=True).stdout
     step = [ln for ln in plain.splitlines() if ln.startswith("step time")]
     assert step == [ln for ln in idle.splitlines() if ln.startswith("step time")]
+
+
+def test_text_names_the_dp_bucket_and_reduction_start_and_when_they_do_nothing():
+    """dpov47's two data-parallel fields: the bucket size always prices the DP collectives; the reduction's start
+    (``dp_align_grad_reduce``) only changes an interleaved pipeline's chunk queue (``topo.training.dp_overlap``), so
+    at vpp 1 the line marks it, and the step is the same either way."""
+    flat = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "8",
+            "--global-batch", "64"]
+    out = run_cli(*flat, "--layout", "dp_align_grad_reduce=false,dp_bucket_params=128000000", check=True).stdout
+    assert _options_line(out) == ["framework options: dp_bucket_params 128000000, dp_align_grad_reduce false "
+                                  "(no effect: vpp 1: only an interleaved pipeline's chunks are started this way) "
+                                  "(layout fields)"]
+    steps = [json.loads(run_cli(*flat, "--layout", f"dp_align_grad_reduce={a}", "--json", check=True).stdout)
+             ["step_time_s"] for a in ("true", "false")]
+    assert steps[0] == steps[1]
+    inter = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--vpp", "5", "--dp",
+             "4", "--global-batch", "64"]
+    out = run_cli(*inter, "--layout", "dp_align_grad_reduce=false", check=True).stdout
+    assert _options_line(out) == ["framework options: dp_align_grad_reduce false (layout fields)"]
+    steps = [json.loads(run_cli(*inter, "--layout", f"dp_align_grad_reduce={a}", "--json", check=True).stdout)
+             ["step_time_s"] for a in ("true", "false")]
+    assert steps[1] < steps[0]

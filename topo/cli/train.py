@@ -414,7 +414,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
-                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output")
+                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output",
+                     "dp_bucket_params", "dp_align_grad_reduce")
 
 
 def _fp8_recipe_idle(L: dict, model) -> str:
@@ -465,7 +466,10 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             else "" if L.get("precision") == "fp8" else "only FP8 pads the experts' rows",
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
-            **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else "")}
+            **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
+            "dp_bucket_params": "dp 1: no data-parallel collective" if L.get("dp", 1) == 1 else "",
+            "dp_align_grad_reduce": "dp 1: no data-parallel collective" if L.get("dp", 1) == 1
+            else "" if L.get("vpp", 1) > 1 else "vpp 1: only an interleaved pipeline's chunks are started this way"}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
