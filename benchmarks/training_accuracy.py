@@ -303,6 +303,17 @@ def _recipe_layout_kw(row, model) -> dict:
         # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
         # ``_make_fused_ops``): no eager clamp
         kw.update(expert_bias_eager="none", expert_clamp_eager=False)
+        release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+        if (row["run_id"].startswith("mb") and model.moe is not None and row["precision"] == "fp8"
+                and release is not None and (int(release[1]), int(release[2])) >= (26, 6)
+                and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep"):
+            # Megatron-Bridge's full-iteration MXFP8 MoE recipes from 26.06 (v0.5.0; none up to v0.4.2, so the
+            # 25.11 GB200 DeepSeek-V3 row ran without) graph the dropless block through HybridEP's static rank
+            # budget: NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/
+            # qwen/qwen3_llm_pretrain.py:53 and deepseek/deepseek_llm_pretrain.py:59 (set_full_iter_cg_configs),
+            # gpt_oss/gpt_oss_llm_pretrain.py:50; from 26.08 perf_recipes/qwen/common.py:45
+            # (_enable_hybridep_full_iteration_mxfp8), deepseek/common.py:63, gpt_oss/common.py:30: 1.5
+            kw["moe_expert_rank_capacity_factor"] = 1.5
     return kw
 
 
@@ -405,8 +416,9 @@ def _run_kw(row, model, kw: dict) -> None:
     _megatron_lm_kw(row, model, kw)
     if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
-        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True
-        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True)
+        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True; paged stash with
+        # MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the rows' notes, from the same configs): HybridEP's static rank budget
+        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True, moe_expert_rank_capacity_factor=4.0)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)

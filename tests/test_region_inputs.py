@@ -87,10 +87,21 @@ def test_train_across_sites_refuses_a_dp_it_would_have_rounded_down():
     # tp 8 x pp 5 = 40 into 3,072 GPUs: the region path took dp = 76 and ran 3,040 GPUs without a word
     err = one_error("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "5",
                     "--global-batch", "2280")
-    assert err.startswith("error: --dp: not given, and tp x cp x pp = 40 does not divide the 3,072 GPUs")
+    assert err.startswith("error: --pp: 5 makes tp x cp x pp = 40, which does not divide the 3,072 GPUs")
     err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "3",
                     "--global-batch", "256")  # the single-fabric rule, the same line (was keyed 'dp', no flag)
-    assert err.startswith("error: --dp: not given, and tp x cp x pp = 24 does not divide the 1,024 GPUs")
+    assert err.startswith("error: --pp: 3 makes tp x cp x pp = 24, which does not divide the 1,024 GPUs")
+
+
+def test_a_size_that_does_not_divide_the_gpus_names_its_own_flag():
+    # walk11: --tp 3 on 64 GPUs was blamed on --dp, which the user never gave
+    err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "3", "--gpus", "64",
+                    "--global-batch", "64")
+    assert err.startswith("error: --tp: 3 makes tp x cp x pp = 3, which does not divide the 64 GPUs")
+    # each size divides 64, their product does not: the last one given
+    err = one_error("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--pp", "16", "--gpus",
+                    "64", "--global-batch", "64")
+    assert err.startswith("error: --pp: 16 makes tp x cp x pp = 128, which does not divide the 64 GPUs")
 
 
 def test_train_across_sites_names_the_flag_of_a_layout_it_cannot_split():

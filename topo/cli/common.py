@@ -105,10 +105,21 @@ def technology_note(fabric) -> str | None:
             f"constants are {tech}'s{hint}")
 
 
-def data_parallel(known: int, gpus: int) -> int:
-    """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them."""
-    if gpus % known:
-        raise TopoError(f"not given, and tp x cp x pp = {known:,} does not divide the {gpus:,} GPUs; allowed: --dp N "
-                        f"(the job then takes tp x cp x pp x N of them) or tp, cp, pp whose product divides {gpus:,}",
-                        key="--dp")
-    return gpus // known
+def data_parallel(known: int, gpus: int, flags: dict | None = None) -> int:
+    """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
+
+    ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
+    not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
+    """
+    if not gpus % known:
+        return gpus // known
+    given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
+    odd = [f for f, v in given.items() if gpus % v]
+    key = odd[0] if odd else (list(given)[-1] if given else "--dp")
+    allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or --dp N (the job then takes tp x cp x pp x N "
+               f"of them)")
+    if key == "--dp":
+        raise TopoError(f"not given, and tp x cp x pp = {known:,} does not divide the {gpus:,} GPUs; {allowed}",
+                        key=key)
+    raise TopoError(f"{given[key]:,} makes tp x cp x pp = {known:,}, which does not divide the {gpus:,} GPUs "
+                    f"(--dp not given); {allowed}", key=key)

@@ -62,7 +62,8 @@ def _job_layout(args, region, fields: dict, options: dict):
     if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
         known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
-        sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus)
+        sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus,
+                                    {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})

@@ -17,14 +17,14 @@ from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
-from ..training.op_table import step_op_table
+from ..training.op_table import step_op_table, step_stage_table
 from ..training.step import estimate_step
 from .common import add_spec_arguments, data_parallel, fabric_from_args
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
-from .train_ops import print_op_table
+from .train_ops import print_op_table, print_stage_table
 
 
 def register(sub) -> None:
@@ -151,7 +151,8 @@ def _output_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--ops", action="store_true",
                    help="also each block's operators as the model prices them: GPU forward/backward, the host's "
-                        "launches, kernels (one micro-batch on one GPU; in --json, the key block_ops)")
+                        "launches, kernels (one micro-batch on one GPU; in --json, the key block_ops), and each "
+                        "pipeline rank's compute (stage_compute)")
 
 
 def _overlaps(items) -> dict:
@@ -263,7 +264,7 @@ def run(args) -> int:
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
-        sizes["dp"] = data_parallel(known, gpus)
+        sizes["dp"] = data_parallel(known, gpus, {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
     try:
         lay = make_layout(global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain)
@@ -360,12 +361,15 @@ def _progress():
 
 def _finish(args, r, model, fabric, lay) -> int:
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
+    stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
-        emit_json({**r.to_dict(train_tokens=args.tokens), **({"block_ops": ops} if ops else {})})
+        emit_json({**r.to_dict(train_tokens=args.tokens),
+                   **({"block_ops": ops, "stage_compute": stages} if ops else {})})
     else:
         _print_step(r, args.tokens, model)
         if ops:
             print_op_table(ops)
+            print_stage_table(stages, r.layout["microbatches"])
     return 0
 
 
@@ -414,8 +418,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
-                     "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes", "cuda_graph_scope", "wgrad_output",
-                     "dp_bucket_params", "dp_align_grad_reduce")
+                     "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
+                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce")
 
 
 def _dp_idle(L: dict) -> str:

@@ -408,7 +408,9 @@ def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
     """The busiest expert rank's dropless load over the mean, the one factor of its expert GEMMs and of the
     all-to-all that waits for it.
 
-    The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
+    At most the layout's ``moe_expert_rank_capacity_factor`` (HybridEP's static rank budget of ``tokens x top-k x
+    factor`` rows: it drops the rows beyond it; Megatron-Core's runner then reruns the step unpadded, which is not
+    priced). The layout's ``moe_imbalance`` when set (the user's override); 1 under the ``consecutive`` benchmark gate
     (token ``t`` to experts ``(t k + i) mod E``: every expert the same count) or one EP rank; otherwise the
     expected maximum over the ``ep`` ranks of a uniform router's load of the ``ep x etp x b s / (cp tp)`` tokens
     entering the EP group (:func:`topo.training.router_load.uniform_max_over_mean`): exact for forced balancing,
@@ -427,11 +429,14 @@ def busiest_rank_load(model: ModelSpec, lay: ParallelLayout) -> float:
         ``>= 1``.
     """
     if lay.moe_imbalance is not None:
-        return lay.moe_imbalance
-    if lay.moe_routing == "consecutive" or lay.ep <= 1:
-        return 1.0
-    m = model.moe
-    return uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+        load = lay.moe_imbalance
+    elif lay.moe_routing == "consecutive" or lay.ep <= 1:
+        load = 1.0
+    else:
+        m = model.moe
+        load = uniform_max_over_mean(_ep_group_tokens(model, lay), m.active_experts, m.experts, lay.ep)
+    budget = lay.moe_expert_rank_capacity_factor
+    return load if budget is None else min(load, budget)  # rows beyond the rank budget are dropped
 
 
 def _ep_group_tokens(model: ModelSpec, lay: ParallelLayout) -> float:
@@ -1602,8 +1607,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     hands its tokens per expert to the host (a device-to-host sync, ibid. sec. 2.3) before the experts' GEMMs can
     be launched: the GPU's queue is empty there, so each layer with such an MoE block runs its kernels as the host
     launches them from that sync to the next (:func:`_synced_layer_wait_s`), the expert all-to-alls in that
-    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router or a
-    full-iteration graph has no sync; the backward has none of its own, but a recomputed ``moe`` module replays
+    stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router, a
+    static rank budget or a full-iteration graph has no sync: the host then runs ahead across the pass, and each MoE
+    layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward has none of its own, but a recomputed ``moe`` module replays
     the router and its sync there (:func:`_moe_recompute_wait_s`)."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
@@ -1615,8 +1621,8 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
         if synced and Block.MOE in kinds:
             wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s)
             wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
-        else:
-            gpu_rest += g
+        else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
+            gpu_rest += g + (ep_cover_s if Block.MOE in kinds else 0.0)
             host_rest += h
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
 
@@ -1627,19 +1633,24 @@ def host_syncs(lay: ParallelLayout) -> bool:
     A dropless router does (:func:`_synced_layer_wait_s`); a padded one (``moe_capacity_factor``) does not: its
     every split is the capacity, known on the host (NVIDIA/Megatron-LM@23e00ed0 core_v0.14.0
     ``megatron/core/transformer/moe/token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.preprocess``, ``drop_and_pad``;
-    ``_maybe_dtoh_and_synchronize`` copies nothing); nor does a full-iteration graph (no host in the step).
+    ``_maybe_dtoh_and_synchronize`` copies nothing); nor does HybridEP with a static rank budget
+    (``moe_expert_rank_capacity_factor``: the receive buffer is sized on the host, the counts stay on the device;
+    NVIDIA/Megatron-LM@d98e8a64 ``token_dispatcher.py`` ``_HybridEPManager.setup_metadata`` and
+    docs/user-guide/features/paged_stash.md, "sync-free"), nor a full-iteration graph (no host in the step;
+    without a rank budget no graph holds the sync: ``topo train`` says so in a note).
 
     Parameters
     ----------
     lay : ParallelLayout
-        The layout (``moe_capacity_factor``, ``cuda_graph_scope``).
+        The layout (``moe_capacity_factor``, ``moe_expert_rank_capacity_factor``, ``cuda_graph_scope``).
 
     Returns
     -------
     bool
         True where the host waits for the counts.
     """
-    return lay.moe_capacity_factor is None and "full_iteration" not in lay.cuda_graph_scope
+    return (lay.moe_capacity_factor is None and lay.moe_expert_rank_capacity_factor is None
+            and "full_iteration" not in lay.cuda_graph_scope)
 
 
 def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 0.0) -> float:

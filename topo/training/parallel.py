@@ -260,6 +260,15 @@ class ParallelLayout(BaseModel):
     """Experts padded (and tokens dropped) to this factor of the mean load (Megatron-Core's
     ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``): static shapes, every expert GEMM
     that many rows; None: dropless (each rank its own load, the busiest rank's: ``moe_imbalance``)."""
+    moe_expert_rank_capacity_factor: Annotated[float, Field(ge=1)] | None = None
+    """HybridEP's static per-rank budget (Megatron-Core's ``moe_expert_rank_capacity_factor``): each expert rank's
+    receive buffer and fused grouped-MLP buffer hold ``tokens x top-k x factor`` rows (its own tokens entering the
+    MoE block), so no token count goes to the host (sync-free, CUDA-graph capturable); the dispatch still moves and
+    the grouped GEMM still computes the rows actually routed (split sizes read on the device), and rows beyond the
+    budget are dropped, after which Megatron-Core reruns the step unpadded (NVIDIA/Megatron-LM@d98e8a64
+    ``token_dispatcher.py`` ``_HybridEPManager.setup_metadata``, ``moe/paged_stash.py``). Megatron-Bridge's
+    full-iteration MXFP8 MoE recipes set 1.5. Needs ``ep_dispatcher = deepep`` with ``ep_flex_backend = hybridep``;
+    None: dropless with a host sync per MoE layer (:func:`topo.training.operators.host_syncs`)."""
     moe_counts_aligned: Flag = False
     """Each local expert's token count arrives as a multiple of the FP8 row alignment: the router pads the counts
     (Megatron-Core's ``moe_router_padding_for_fp8``, since ``moe_router_padding_for_quantization``; off by
@@ -565,6 +574,16 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if "moe" in scope and lay.moe_capacity_factor is None:
         bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
                                 "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
+    if lay.moe_expert_rank_capacity_factor is not None and (lay.ep_dispatcher, lay.ep_flex_backend) != (
+            "deepep", "hybridep"):
+        backend = lay.ep_dispatcher if lay.ep_dispatcher != "deepep" else f"deepep/{lay.ep_flex_backend}"
+        bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} is HybridEP's static rank "
+                                               f"budget, got dispatcher {backend}; allowed with it: none (or set "
+                                               f"ep_dispatcher=deepep, ep_flex_backend=hybridep)")
+    if lay.moe_expert_rank_capacity_factor is not None and lay.moe_capacity_factor is not None:
+        bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets dropless routing, "
+                                               f"but moe_capacity_factor {lay.moe_capacity_factor} pads every "
+                                               f"expert already; allowed with it: none")
     if lay.pipeline_layout is not None:
         if lay.pipeline_embedding:
             bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
@@ -588,7 +607,8 @@ def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                  f"{model.layers} in FP8; allowed: a sum of 0 to {model.layers - 1}")
 
 
-MOE_FIELDS = ("moe_grouped_gemm", "moe_expert_kernels", "moe_capacity_factor", "moe_routing", "moe_router_fusion",
+MOE_FIELDS = ("moe_grouped_gemm", "moe_expert_kernels", "moe_capacity_factor", "moe_expert_rank_capacity_factor",
+              "moe_routing", "moe_router_fusion",
               "moe_imbalance", "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
 """Layout fields that set what a mixture-of-experts block runs (its expert GEMMs, padding, routing, load, overlap
 and dispatch bytes): on a dense model they would change nothing. The fields that say how a framework release

@@ -61,6 +61,7 @@ class StepResult:
     timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
     uncertainty: dict = field(default_factory=dict)  # the out-of-family error band (topo.training.uncertainty)
     host_cpu: dict = field(default_factory=dict)  # name, source ("spec" or "gpu default"), time_factor, reference
+    ep_cover_s: float = 0.0  # GPU seconds of a dropless MoE layer's forward all-to-alls between its host syncs
 
     @property
     def tokens_per_s(self) -> float:

@@ -580,6 +580,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             paced = (paced_s, sc, comms, exposed, note)
     _, sc, comms, exposed, note = paced
     result = _step_result(fabric, model, lay, gpu, sc, mapping, comms, exposed, slow, placed, convention)
+    result.ep_cover_s = cover
     if note:
         result.notes.append(note)
     return result
@@ -1205,6 +1206,13 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
             notes.append(f"an EP group ({lay.ep} x etp {lay.expert_tp}) spans {span} NVLink domains although it "
                          f"would fit in one; gpus_per_domain_used (e.g. 64 of 72) or another rank order keeps "
                          f"it inside")
+    if (model.moe is not None and lay.ep > 1 and "full_iteration" in lay.cuda_graph_scope
+            and lay.moe_capacity_factor is None and lay.moe_expert_rank_capacity_factor is None):
+        # Megatron-Bridge@067f987d perf_recipes/deepseek/common.py set_full_iter_cg_configs: "Dropless MoE produces
+        # variable-shaped per-expert tensors that CG cannot capture; we pad to a fixed capacity"
+        notes.append("full_iteration with dropless routing: a graph cannot hold the tokens-per-expert host sync; "
+                     "Megatron-Bridge's full-iteration MoE recipes give HybridEP a static rank budget "
+                     "(moe_expert_rank_capacity_factor=1.5); priced as if sync-free at the dropless busiest-rank load")
     notes += _straddle_notes(lay, mapping)
     return notes
 
