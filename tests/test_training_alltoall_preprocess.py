@@ -116,3 +116,19 @@ def test_one_local_expert_needs_no_sort():
     mix = load_model("mixtral-8x7b")
     ops = {op.name: op for op in block_ops(mix, _lay(), "E")}
     assert (ops["permute"].launches, ops["permute_grad"].launches) == (5, 2)
+
+
+@pytest.mark.parametrize("ep, sorts", [(8, False), (4, True), (2, True)])
+def test_the_sort_by_local_expert_moves_bytes_and_launches_together(ep, sorts):
+    """Mixtral 8x7B (8 experts): at EP 8 a rank holds one expert and Megatron-Core's permutation 2 (``if
+    self.num_local_experts > 1``) does not run, at EP 4 / 2 it does. Its bytes (4 x the rows received a forward,
+    read + write each way) and its 4 forward / 2 backward launches (sort and sort back) come from one test
+    (``sorts_by_local_expert``), so a layout never pays the launches of a sort whose bytes it skips."""
+    mix = load_model("mixtral-8x7b")
+    lay = make_layout(ep=ep, dp=8, global_batch=64, seq_len=4096, etp=1, moe_imbalance=1.0, moe_router_fusion=True)
+    ops = {op.name: op for op in block_ops(mix, lay, "E")}
+    t_in, h, k = 4096, mix.hidden, mix.moe.active_experts
+    routed_bytes = 2 * t_in * k * h  # BF16 routed copies of the rank's tokens (load 1: a uniform router)
+    plain = 2 * (2 * t_in * h + routed_bytes)  # permutation 1 and its reverse
+    assert ops["permute"].bytes == pytest.approx(plain + (4 * routed_bytes if sorts else 0.0))
+    assert (ops["permute"].launches, ops["permute_grad"].launches) == ((9, 4) if sorts else (5, 2))

@@ -334,3 +334,23 @@ def test_text_names_the_dp_bucket_and_reduction_start_and_when_they_do_nothing()
     steps = [json.loads(run_cli(*inter, "--layout", f"dp_align_grad_reduce={a}", "--json", check=True).stdout)
              ["step_time_s"] for a in ("true", "false")]
     assert steps[1] < steps[0]
+
+
+def test_the_dp_bucket_has_an_effect_when_only_cp_reduces_the_gradients():
+    """The gradients reduce over the data- and context-parallel ranks together (Megatron-Core's dp_cp group), so at
+    dp 1 with cp 2 the bucket size still prices the reduction's calls (26 buckets of Llama 3 8B at 40M parameters)
+    and moves the step: no 'no effect' mark. At dp 1 and cp 1 nothing is reduced across ranks: marked, step equal."""
+    cp = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
+          "tp=8,cp=2,dp=1,global_batch=8,seq_len=16384,dp_bucket_params={}"]
+    out = run_cli(*cp[:-1], cp[-1].format(400_000_000), check=True).stdout
+    assert _options_line(out) == ["framework options: cp_comm_type p2p, dp_bucket_params 400000000 (layout fields)"]
+    steps = [json.loads(run_cli(*cp[:-1], cp[-1].format(b), "--json", check=True).stdout)["step_time_s"]
+             for b in (40_000_000, 400_000_000)]
+    assert steps[0] != steps[1]
+    one = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--layout",
+           "tp=8,dp=1,global_batch=8,seq_len=4096,dp_bucket_params={}"]
+    out = run_cli(*one[:-1], one[-1].format(400_000_000), "--gpus", "8", check=True).stdout
+    assert "dp_bucket_params 400000000 (no effect: dp x cp 1: no data-parallel collective)" in _options_line(out)[0]
+    steps = [json.loads(run_cli(*one[:-1], one[-1].format(b), "--gpus", "8", "--json", check=True).stdout)
+             ["step_time_s"] for b in (40_000_000, 400_000_000)]
+    assert steps[0] == steps[1]

@@ -422,6 +422,13 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce")
 
 
+def _dp_idle(L: dict) -> str:
+    """Why the data-parallel collectives' options change nothing: no gradient is reduced across ranks (``dp x cp``
+    is 1; the gradients reduce over the data- and context-parallel ranks together, Megatron-Core's dp_cp group),
+    or ""."""
+    return "dp x cp 1: no data-parallel collective" if L.get("dp", 1) * L.get("cp", 1) == 1 else ""
+
+
 def _fp8_recipe_idle(L: dict, model) -> str:
     """Why the layout's ``fp8_recipe`` prices nothing differently from per-tensor scaling (the default), or "":
     delayed is per-tensor scaling, and current scaling adds only its per-expert quantisation kernels (or, with
@@ -471,9 +478,9 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
-            "dp_bucket_params": "dp 1: no data-parallel collective" if L.get("dp", 1) == 1 else "",
-            "dp_align_grad_reduce": "dp 1: no data-parallel collective" if L.get("dp", 1) == 1
-            else "" if L.get("vpp", 1) > 1 else "vpp 1: only an interleaved pipeline's chunks are started this way"}
+            "dp_bucket_params": _dp_idle(L),
+            "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else
+                                                    "vpp 1: only an interleaved pipeline's chunks are started this way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}

@@ -504,7 +504,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     if lay.moe_routing != "consecutive":
         router += _capacity_ops(model, lay, t_in)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h), *router, *_alltoall_preprocess_ops(model, lay, t_in),
-           *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), local)]
+           *_permute_ops(lay, _permute_bytes(model, lay, t_in, routed, load), sorts_by_local_expert(model, lay))]
     ops += fp8_padding_ops(model, lay, rows, local)
     ops += _mlp_ops(model, lay, m.expert_ffn_hidden, "moe", rows, 0, etp, groups=local, norm=False,
                     m_sd=expert_rows_sd(model, lay))
@@ -717,6 +717,25 @@ def _permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: f
     return 2 * (received + routed * load)
 
 
+def sorts_by_local_expert(model: ModelSpec, lay: ParallelLayout) -> bool:
+    """Whether the all-to-all dispatcher's permutation 2 runs: the rank holds more than one local expert
+    (``experts / ep > 1``; Megatron-Core ``MoEAlltoAllTokenDispatcher``: ``if self.num_local_experts > 1``). Both
+    its bytes (:func:`_alltoall_permute_bytes`) and its launches (:func:`_permute_ops`) read this one test.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        An MoE model.
+    lay : ParallelLayout
+        The layout (its ``ep``).
+
+    Returns
+    -------
+    bool
+    """
+    return model.moe.experts > lay.ep
+
+
 def _alltoall_permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, routed: float,
                             load: float) -> float:
     """Forward bytes of the all-to-all dispatcher's permutations (NVIDIA/Megatron-LM@d580efc6 core_v0.12.0
@@ -727,7 +746,7 @@ def _alltoall_permute_bytes(model: ModelSpec, lay: ParallelLayout, t_in: float, 
     ``routed x load`` rows received by local expert and back (read + write each way); none with one local
     expert, as :func:`.kernels.permute_kernels`'s ``alltoall_one_local`` launches count."""
     own = routed / lay.expert_tp
-    sort = 4 * routed * load if model.moe.experts > lay.ep else 0.0
+    sort = 4 * routed * load if sorts_by_local_expert(model, lay) else 0.0
     return 2 * (ACT * t_in * model.hidden + own) + sort
 
 
@@ -768,7 +787,7 @@ def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float)
             Op("dispatch_dtoh", "moe", "kernel", 0.0, 0.0, launches=k["dtoh"], passes="forward")]
 
 
-def _permute_ops(lay: ParallelLayout, nbytes: float, local: float) -> list[Op]:
+def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
     """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`)
     and twice that backward, in the launches of the layout's dispatcher (:func:`.kernels.permute_kernels`).
     Transformer Engine's kernels (the all-to-all dispatcher, DeepEP's backend) move rows by index, at the permute
@@ -779,7 +798,7 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, local: float) -> list[Op]:
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
-        key = "alltoall" if local > 1 else "alltoall_one_local"
+        key = "alltoall" if sorts else "alltoall_one_local"  # sorts: :func:`sorts_by_local_expert`
     fwd, bwd = permute_kernels(key)
     gather = key != "hybridep"
     return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather),
