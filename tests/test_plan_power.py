@@ -208,7 +208,11 @@ def test_the_plan_says_what_changed_and_why(default_plan):
     r = default_plan
     text = " ".join(r.notes)
     assert (f"storage sized from its checkpoint and dataset needs ({r.storage.servers:,} servers" in text
-            and "would give 30,628 servers, 18.38 MW" in text)  # ceil(100,352 x 0.3052) x 600 W
+            and "would give 30,628 of its servers, 18.38 MW" in text)  # ceil(100,352 x 0.3052) x 600 W
+    # rev47: with a flash kind chosen, Llama 3's count is still of its own 600 W Tectonic servers (not 36.75 MW at
+    # the flash node's 1,200 W)
+    flash = plan(layers=[("t", {"storage": {"kind": "flash_3fs"}})], collectives=False)
+    assert "would give 30,628 of its servers, 18.38 MW" in " ".join(flash.notes)
     assert f"PUE {r.power.pue:g} from the rear door cooling's" in text and "82.4% of nameplate" in text
     over = plan(pue=1.3, layers=[("t", {"storage": {"sizing": "per_gpu"}})], collectives=False)
     assert "PUE 1.3 from facility.pue" in " ".join(over.notes)

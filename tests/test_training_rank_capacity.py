@@ -96,3 +96,14 @@ def test_a_sync_free_host_bound_step_is_no_slower_than_the_synced_one(qwen, gb20
     free = estimate_step(gb200, qwen, _lay(moe_expert_rank_capacity_factor=1.5))
     assert free.compute_by_module_s.get("host", 0.0) > 0  # host-bound: the GPU waits for launches
     assert free.step_time_s <= synced.step_time_s
+
+
+def test_a_budget_without_an_expert_parallel_group_is_one_line():
+    """rev47: at ep 1 there is no HybridEP exchange whose receive buffer the budget sizes, yet the budget removed
+    the host sync (Qwen3-30B on 8 H100: 6.938 -> 6.882 s); it is refused instead."""
+    r = run_cli("train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--ep", "1", "--dp", "8",
+                "--global-batch", "64", "--layout",
+                "ep_dispatcher=deepep,ep_flex_backend=hybridep,moe_expert_rank_capacity_factor=1.5")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: --layout: moe_expert_rank_capacity_factor: 1.5 budgets each expert rank's HybridEP receive buffer, "
+        "but ep is 1 (no expert-parallel exchange); allowed with ep 1: none")

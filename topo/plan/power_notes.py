@@ -28,10 +28,11 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
     notes = []
     if store.sizing == "needs":
         n = math.ceil(num_gpus * cat.economics.storage_servers_per_gpu.value - 1e-9)
-        each = cat.storage.server.power_W.value
+        # Llama 3's count is of its own (Tectonic) servers, so their power is that kind's, not the chosen kind's
+        each = cat.storage.kinds.get("tectonic", cat.storage.server).power_W.value
         notes.append(f"storage sized from its checkpoint and dataset needs ({store.servers:,} servers, "
                      f"{format_in(store.power_W, 'MW', ',.2f')}, {store.racks:,} racks in a storage room): Llama 3's servers "
-                     f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} servers, {format_in(n * each, 'MW', ',.2f')}; "
+                     f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} of its servers, {format_in(n * each, 'MW', ',.2f')}; "
                      "their power is in IT power and their floor in the floor's total, no longer a flat share of "
                      "server power")
     where = ("facility.pue (it replaces the cooling type's)" if pw.pue_source == "facility.pue" else

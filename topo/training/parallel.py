@@ -580,6 +580,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} is HybridEP's static rank "
                                                f"budget, got dispatcher {backend}; allowed with it: none (or set "
                                                f"ep_dispatcher=deepep, ep_flex_backend=hybridep)")
+    if lay.moe_expert_rank_capacity_factor is not None and lay.ep == 1:
+        bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets each expert rank's "
+                                               f"HybridEP receive buffer, but ep is 1 (no expert-parallel exchange); "
+                                               f"allowed with ep 1: none")
     if lay.moe_expert_rank_capacity_factor is not None and lay.moe_capacity_factor is not None:
         bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets dropless routing, "
                                                f"but moe_capacity_factor {lay.moe_capacity_factor} pads every "
