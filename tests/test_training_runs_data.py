@@ -238,6 +238,28 @@ def test_unfused_core_attention_is_priced_as_flash_attention_2_on_blackwell(monk
     assert core[True] < fastest / 2.5  # cuDNN's fused kernel, what the rows were priced at before
 
 
+def test_gpt_oss_megatron_rows_run_cudnn_fused_attention_with_their_sinks(monkeypatch):
+    # GPT-OSS's learnable softmax sinks (Megatron-Bridge gpt_oss_provider.py / gpt_oss_bridge.py: softmax_type
+    # "learnable", window (128, 0) on every other layer, attention_dropout 0) turn FlashAttention off in every
+    # Transformer Engine from v2.8 ("Disabling FlashAttention for softmax_type = %s", pytorch/attention/
+    # dot_product_attention/utils.py get_attention_backend), leaving cuDNN's fused attention or TE's unfused path.
+    # cuDNN takes learnable sinks from 9.13.1 (common/fused_attn/fused_attn.cpp: cudnn_runtime_version >= 91301, at
+    # TE 70f53666 = release_v2.9 and 5671fd36, the 26.02 pin), and the window under the causal mask without dropout
+    # from 9.2; the rows' containers ship TE 2.9 / cuDNN 9.13.1.26 (NeMo 25.11), TE 2.12 / 9.18.0.50 (26.02, 26.02.01),
+    # TE 2.16 / 9.21.1.3 (26.06) (NVIDIA-NeMo/Megatron-Bridge docs/releases/software-versions.md at v0.2.1, v0.3.1,
+    # v0.6.0), and no performance recipe turns determinism on for GPT-OSS (TE 2.12+ drops cuDNN for deterministic
+    # sinks). So every Megatron-Bridge GPT-OSS row ran cuDNN's fused attention: priced fused, not unfused.
+    rows = [s for s in _fit_setups(monkeypatch) if s["model"].name.startswith("gpt-oss") and s["run"].startswith("mb")]
+    # fitted and held-out rows alike; 26.04 / 26.04.01 ship TE 2.14 / cuDNN 9.20.0.48 (same file at v0.5.0); the
+    # 26.08 rows and the 26.06 model cards run later pins (uv.lock: TE 2.17.1 at v0.6.0, 2.18 at 067f987d)
+    assert {s["run"][:s["run"].index("_")] for s in rows} == {"mb2511", "mb2602", "mb260201", "mb2604", "mb260401",
+                                                              "mb2606", "mb2608", "mbvc"}
+    assert all(s["lay"].flash_attention is True for s in rows)
+    # (the measured steps alone would not settle it on every row: priced unfused, the GB200, GB300, H100 and B300 EP8
+    # rows overshoot their measured steps by 28-102%, but the B200 rows by 17-24%, about as far as they fall short
+    # fused; docs/calibration-findings.md, "GPT-OSS's attention as each release runs it")
+
+
 def test_holdout_is_whole_families_of_its_releases():
     # every held-out model's runs of the releases the hold-out draws on (Megatron-Bridge 26.04 and 26.04.01, see
     # data/reference/README.md) are all held out: none of them is in the file the fit reads
