@@ -14,11 +14,15 @@ Executed (hardware) FLOPs: backward = 2 x forward; recomputation adds the layers
 the attention scores only (``selective``, Korthikanti et al. 2022; a fused flash-attention kernel does the same
 in its backward pass).
 
-Two conventions for the FLOPs a throughput figure counts (``convention``):
+Three conventions for the FLOPs a throughput figure counts (``convention``):
 
 - ``megatron``: Narayanan et al. 2021 (SC21), eq. 3, ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` for a GPT:
   4 passes over the layers (forward, backward x2, full recomputation) and 3 over the logits, whatever the run
   recomputed; computed here from the general per-layer count, which reduces to eq. 3 exactly for GPT shapes.
+- ``megatron-lm``: what Megatron-LM logs today (``num_floating_point_operations``): 3 passes over the layers and
+  the logits, the causal half of the attention scores, the vocabulary padded to ``128 x tp``; see
+  :mod:`.flops_megatron_lm`. For a GPT at ``V`` a multiple of ``128 tp`` it is ``72 B s l h^2 (1 + s/(12h) +
+  V/(12 l h))``: eq. 3 without the recomputation pass and with its attention scores halved (causal).
 - ``6n``: PaLM (Chowdhery et al. 2022, appendix B) and Llama 3: ``6 N + 6 l s n (d_qk + d_v)`` per token
   (``6N + 12 l h s`` for multi-head attention), N the active weights without the input embedding (a lookup),
   ``l`` the layers with attention (a hybrid model's Mamba-2 and MLP blocks have none).
@@ -31,10 +35,11 @@ from dataclasses import dataclass
 
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
+from .flops_megatron_lm import megatron_lm_flops_per_token
 
 __all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
 
-CONVENTIONS = ("megatron", "6n")
+CONVENTIONS = ("megatron", "megatron-lm", "6n")
 
 
 @dataclass(frozen=True)
@@ -86,12 +91,15 @@ def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:
 
 
 def model_flops_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
-    """FLOPs one step counts under ``convention`` (``megatron`` or ``6n``) for the whole global batch."""
+    """FLOPs one step counts under ``convention`` (``megatron``, ``megatron-lm`` or ``6n``) for the whole global
+    batch."""
     seq = lay.seq_len or model.seq_len
     tokens = lay.global_batch * seq
     f = layer_flops(model, seq)
     if convention == "megatron":
         return tokens * (4 * _layers_forward(model, f) + 3 * f.logits)
+    if convention == "megatron-lm":
+        return tokens * megatron_lm_flops_per_token(model, seq, lay.tp)
     if convention == "6n":
         n = model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
         return tokens * (6 * n + 3 * model.num_attention_layers * f.scores)
