@@ -672,3 +672,17 @@ def test_the_flex_dispatchers_fp32_probabilities_promote_the_weighted_bias_add()
 def test_an_unknown_expert_bias_path_is_refused():
     with pytest.raises(Exception, match="expert_bias_eager"):
         make_layout(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, expert_bias_eager="fc1")
+
+
+def test_dualpipe_without_overlap_ep_says_its_all_to_alls_are_exposed(qwen, h100_fabric):
+    """misc46's finding: DualPipe's point is to hide each chunk pair's all-to-alls (DeepSeek-V3 report, arXiv
+    2412.19437 sec. 3.2.1), but topo hides them only with overlap_ep: without it the step says they are exposed
+    whole, and the exposed EP time is the one without overlap."""
+    base = dict(pp=2, dp=8, ep=8, global_batch=64, seq_len=4096, pipeline_schedule="dualpipe")
+    bare = estimate_step(h100_fabric, qwen, make_layout(**base))
+    over = estimate_step(h100_fabric, qwen, make_layout(**base, overlap_ep=True))
+    note = "dualpipe without overlap_ep"
+    assert any(n.startswith(note) for n in bare.notes) and not any(n.startswith(note) for n in over.notes)
+    assert bare.breakdown_s["ep"] > over.breakdown_s["ep"]
+    flat = estimate_step(h100_fabric, qwen, make_layout(**{**base, "pipeline_schedule": "1f1b"}))
+    assert not any(n.startswith(note) for n in flat.notes)

@@ -1213,6 +1213,11 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
         notes.append("full_iteration with dropless routing: a graph cannot hold the tokens-per-expert host sync; "
                      "Megatron-Bridge's full-iteration MoE recipes give HybridEP a static rank budget "
                      "(moe_expert_rank_capacity_factor=1.5); priced as if sync-free at the dropless busiest-rank load")
+    if model.moe is not None and lay.ep > 1 and lay.pipeline_schedule == "dualpipe" and not lay.overlap_ep:
+        # DeepSeek-V3 report sec. 3.2.1: DualPipe pairs a forward and a backward chunk to hide their all-to-alls
+        notes.append("dualpipe without overlap_ep: DualPipe exists to hide each chunk pair's expert all-to-alls "
+                     "behind the other chunk's compute (DeepSeek-V3 sec. 3.2.1), but only overlap_ep=true hides "
+                     "them here: priced exposed whole")
     notes += _straddle_notes(lay, mapping)
     return notes
 
