@@ -398,14 +398,15 @@ def _run_kw(row, model, kw: dict) -> None:
     if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
         # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
         # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
-        # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
-        # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
-        # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
-        # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
-        # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
-        # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
-        kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+        # recipes/nemotronh_56b.py performance_optimizations adds: TP traffic not overlapped (but for the
+        # backward's, Megatron's own). Its set_primary_perf_configs (scripts/performance/utils.py lines 426-437)
+        # replaces the recipe's nemotron_h_bf16_with_fp8_current_scaling_mixed plugin: dgxc-benchmarking@1f6d9f40
+        # nemotronh/launch.sh passes no --fp8_recipe, so the parser's default "ds" (argument_parser.py lines
+        # 124-132) takes bf16_with_fp8_mixed (per-tensor delayed scaling, no BF16 first or last layers,
+        # fp8_param_gather) with grad_reduce_in_fp32 = False, which the plugin's dtype_config writes over the
+        # recipe's DDP config (nemo/lightning/pytorch/strategies/megatron_strategy.py lines 421-423): bf16 gradient
+        # reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
+        kw.update(overlap_tp=False)
     if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
         # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
         # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
