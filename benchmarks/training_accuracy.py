@@ -720,11 +720,20 @@ FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions wit
 (v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
 
 
+FUSED_GROUPED_MLP_DGX = {"B300": ("qwen3-30b",)}
+"""The DGX B-series MXFP8 presets that set ``cutedsl_fused_grouped_mlp = True`` too (GPU: model file prefixes): from
+26.06, Qwen3 30B A3B on B300 (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/qwen/
+qwen3_workload_base_configs.py line 437, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1; auditho48); no other B200 or
+B300 preset of v0.5.0 sets it (DeepSeek-V3, GPT OSS 120B and Qwen3 235B set it on GB200 and GB300 only)."""
+
+
 def expert_kernels(row, model) -> str:
     """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
-    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES`), else Transformer Engine's multi-stream
-    ``GroupedLinear`` (``multi_stream``)."""
-    if model.moe is None or fp8_recipe(row) != "mxfp8" or row["gpu"] not in ("GB200", "GB300"):
+    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES` on GB200 and GB300,
+    :data:`FUSED_GROUPED_MLP_DGX` on DGX B-series), else Transformer Engine's multi-stream ``GroupedLinear``
+    (``multi_stream``)."""
+    gpu_runs_it = row["gpu"] in ("GB200", "GB300") or model.name.startswith(FUSED_GROUPED_MLP_DGX.get(row["gpu"], ()))
+    if model.moe is None or fp8_recipe(row) != "mxfp8" or not gpu_runs_it:
         return "multi_stream"
     if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         return "fused_mlp"

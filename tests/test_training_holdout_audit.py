@@ -25,3 +25,14 @@ def test_grok1_fp8_rows_gather_their_fp8_weights(layouts):
     assert len(grok) == 8
     for run, lay in grok.items():
         assert lay.fp8_param_gather == ("_fp8_" in run), run
+
+
+def test_the_26_06_b300_qwen3_30b_row_runs_the_fused_grouped_mlp(layouts):
+    """NVIDIA-NeMo/Megatron-Bridge v0.5.0 (26.06) qwen3_workload_base_configs.py line 437:
+    QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 sets cutedsl_fused_grouped_mlp = True (perf_plugins.py line 309
+    exports NVTE_CUTEDSL_FUSED_GROUPED_MLP=1), as the GB200 / GB300 presets do; the same release's B300 DeepSeek-V3
+    and GPT OSS presets do not, nor do the B300 Qwen3 30B presets before 26.06."""
+    assert layouts["mb2606_b300_qwen3_30b"].moe_expert_kernels == "fused_mlp"
+    for run in ("mb2606_b300_deepseekv3", "mb2606_b300_gptoss_120b_mxfp8", "mb260201_b300_qwen3_30b",
+                "mb2606_gb200_qwen3_30b"):
+        assert layouts[run].moe_expert_kernels == ("fused_mlp" if "gb200" in run else "multi_stream"), run
