@@ -290,9 +290,12 @@ def _recipe_layout_kw(row, model) -> dict:
                   ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                   moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                   else None)
-    # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
+    # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack); a job of whole racks of 72 that
+    # 64 does not divide (MLPerf v5.1 Lambda_GB300_n18: 18 nodes of 4 GB300, an NVL72 rack's 18 compute trays) runs on
+    # all 72 (auditho48; assumption that the 18 nodes are one rack: was two racks of 64)
     if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200", "Google GB200"):
-        kw["gpus_per_domain_used"] = 64
+        n = int(row["num_gpus"])
+        kw["gpus_per_domain_used"] = None if n % 72 == 0 and n % 64 else 64
     # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
     kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
     if "full_iteration" in kw["cuda_graph_scope"]:

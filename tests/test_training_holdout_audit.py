@@ -36,3 +36,11 @@ def test_the_26_06_b300_qwen3_30b_row_runs_the_fused_grouped_mlp(layouts):
     for run in ("mb2606_b300_deepseekv3", "mb2606_b300_gptoss_120b_mxfp8", "mb260201_b300_qwen3_30b",
                 "mb2606_gb200_qwen3_30b"):
         assert layouts[run].moe_expert_kernels == ("fused_mlp" if "gb200" in run else "multi_stream"), run
+
+
+def test_a_72_gpu_gb300_job_fills_one_nvl72_rack(layouts):
+    """mlcommons/training_results_v5.1@441d65f4 Lambda/systems/gb300_n18_ngc25.04_nemo.json: 18 nodes of 4 GB300,
+    an NVL72 rack's 18 compute trays; benchmarks/training_accuracy.py keeps 64 of each rack's 72 for jobs that 64
+    divides (the DGX GB200 assumption) and all 72 for whole racks of 72 that it does not."""
+    assert layouts["mlperf51_lambda_gb300_llama31_8b_72"].gpus_per_domain_used is None
+    assert layouts["mb260401_gb300_llama3_70b"].gpus_per_domain_used == 64
