@@ -415,6 +415,11 @@ def _run_kw(row, model, kw: dict) -> None:
         # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
         # grad_reduce_in_fp32 = True; the script's uneven first and last pipeline stages, MTP on the last
         kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
+        # that MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters when dp > 1
+        # (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 185-186 @7a8f1cc7), as the nemo25xx rows
+        # below (auditho48: the dgxc2505_ prefix missed that rule); Megatron-Core@7094270c's DDP config has no
+        # align_grad_reduce, so no grad_sync_func either (megatron_parallel.py line 125; these rows run VP 1)
+        kw.update(dp_bucket_params=134_217_728, dp_align_grad_reduce=False)
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
     _megatron_lm_kw(row, model, kw)

@@ -44,3 +44,12 @@ def test_a_72_gpu_gb300_job_fills_one_nvl72_rack(layouts):
     divides (the DGX GB200 assumption) and all 72 for whole racks of 72 that it does not."""
     assert layouts["mlperf51_lambda_gb300_llama31_8b_72"].gpus_per_domain_used is None
     assert layouts["mb260401_gb300_llama3_70b"].gpus_per_domain_used == 64
+
+
+def test_dgx_cloud_deepseek_v3_rows_take_the_comm_overlap_callbacks_bucket(layouts):
+    """NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py adds MegatronCommOverlapCallback, whose
+    _get_optimizer_overlap_cfgs sets a 128Mi-parameter DDP bucket when dp > 1 (megatron_comm_overlap.py lines
+    185-186); the Nemotron-H 56B script (no performance mode) adds no such callback: Megatron-Core's default."""
+    dsv3 = {r: lay for r, lay in layouts.items() if r.startswith("dgxc2505_") and "deepseek" in r}
+    assert len(dsv3) == 5 and all(lay.dp_bucket_params == 134_217_728 for lay in dsv3.values())
+    assert all(lay.dp_bucket_params is None for r, lay in layouts.items() if r.startswith("dgxc2505_h100_nemotronh"))
