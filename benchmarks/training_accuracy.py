@@ -771,8 +771,10 @@ MB_HYBRIDEP_SMS = {
     "26.04": (32, "v0.4.0 (@74695a06) scripts/performance/utils/overrides.py line 71, before set_workload_base_configs' "
                   "own apply_flex_dispatcher_backend (line 226), after the configs named the backend (v0.4.0 "
                   "gpt_oss_llm_pretrain.py lines 79-80, qwen3_llm_pretrain.py line 90)"),
-    "26.04.01": (32, "v0.4.1 scripts/performance/utils/overrides.py line 71 (the configs as v0.4.0: qwen3_llm_pretrain.py "
-                     "line 90, deepseek_llm_pretrain.py line 103)"),
+    "26.04.01": (32, "v0.4.2, the release the docs' version picker names 26.04.01 (docs/fern/docs.yml line 18 at "
+                     "@067f987d; auditho48: was v0.4.1, the same line), scripts/performance/utils/overrides.py line "
+                     "73 (_set_common_perf_overrides, line 228, before apply_flex_dispatcher_backend, line 231; "
+                     "qwen3_llm_pretrain.py line 90 names the backend first)"),
     "26.06": (32, "v0.5.0 scripts/performance/utils/overrides.py line 75 (_set_common_perf_overrides, line 256 of "
                   "set_workload_base_configs; qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 127, "
                   "gpt_oss_llm_pretrain.py line 448 name the backend first; 128 only for GPT OSS 20B, line 70)"),
