@@ -395,9 +395,8 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         kw["ep_comm_sms"] = 32
 
 
-def _run_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
-    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+def _dgxc2505_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what the DGX Cloud v25.05.04 scripts (NeMo@7a8f1cc7, ``dgxc2505_`` rows) set."""
     if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
         # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
         # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
@@ -420,6 +419,13 @@ def _run_kw(row, model, kw: dict) -> None:
         # below (auditho48: the dgxc2505_ prefix missed that rule); Megatron-Core@7094270c's DDP config has no
         # align_grad_reduce, so no grad_sync_func either (megatron_parallel.py line 125; these rows run VP 1)
         kw.update(dp_bucket_params=134_217_728, dp_align_grad_reduce=False)
+
+
+def _run_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
+    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    if row["run_id"].startswith("dgxc2505_"):
+        _dgxc2505_kw(row, model, kw)
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
     _megatron_lm_kw(row, model, kw)
