@@ -53,3 +53,15 @@ def test_dgx_cloud_deepseek_v3_rows_take_the_comm_overlap_callbacks_bucket(layou
     dsv3 = {r: lay for r, lay in layouts.items() if r.startswith("dgxc2505_") and "deepseek" in r}
     assert len(dsv3) == 5 and all(lay.dp_bucket_params == 134_217_728 for lay in dsv3.values())
     assert all(lay.dp_bucket_params is None for r, lay in layouts.items() if r.startswith("dgxc2505_h100_nemotronh"))
+
+
+def test_dgx_cloud_nemo_2504_fp8_rows_run_delayed_scaling(layouts):
+    """NVIDIA/dgxc-benchmarking@1f6d9f40 llama3.1/launch.sh and nemotron/launch.sh pass no --fp8_recipe, so NeMo's
+    set_primary_perf_configs (scripts/performance/utils.py lines 426-437 at @6f2c6fda and @b4148d21) takes
+    bf16_with_fp8_mixed for the parser's default "ds" (argument_parser.py line 131): per-tensor delayed scaling, no
+    current-scaling amax pass, FP8 weights gathered; the grok1 and llama4 scripts set bf16_with_fp8_mixed
+    themselves."""
+    fp8 = {r: lay for r, lay in layouts.items() if r.startswith("nemo2504dgxc_") and "_fp8_" in r}
+    assert len(fp8) == 12 + 4 + 4  # Llama 3.1 405B and Nemotron-4 (fitted), Grok-1 and Llama 4 (held out)
+    for run, lay in fp8.items():
+        assert lay.fp8_recipe in (None, "delayed") and not lay.fp8_amax_pass and lay.fp8_param_gather, run
