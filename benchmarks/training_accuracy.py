@@ -117,7 +117,12 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # aligned fat-tree) per tray, 64 trays in 4 NVLink domains (64 GPUs per rack); the DGX GB200 fabric (InfiniBand
          # there: RoCE not modelled apart) (Richardyu114/training_results_v6.0@eabf23a0
          # Google/systems/gb200_nvl72_n64_ngc26.04_nemo.json)
-         "Google GB200": ("gb200-nvl72-superpod", ())}
+         "Google GB200": ("gb200-nvl72-superpod", ()),
+         # Cisco's MLPerf Training v6.0 Zeus H100 cluster: 8 H100-SXM5-80GB per node on NVLink4 and 8 x ConnectX-8 at
+         # 400 Gb/s RoCE, rail-optimized, one NIC per GPU: the DGX H100 SuperPOD's node and rail fabric (InfiniBand
+         # there: RoCE not modelled apart) (Richardyu114/training_results_v6.0@eabf23a0
+         # Cisco/systems/Zeus_8xH100_SXM_80GB.json)
+         "Cisco H100": ("dgx-h100-superpod", ())}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -447,10 +452,16 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["flash_attention"] = False
     if fp8_param_gather(row):
         kw["fp8_param_gather"] = True
-    if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
+    if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_", "mlperf60_cisco_")):
         # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
-        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
+        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes); Cisco's
+        # v6.0 H100 Llama 3.1 8B config_common.sh sets FP8_PARAMS=True and FP8_PARAM_GATHER=True
         kw["fp8_param_gather"] = True
+    if row["run_id"].startswith("mlperf60_cisco_"):
+        # Cisco's v6.0 config sets no BUCKET_SIZE (BUCKET_CAP_MB only), which the MLPerf reference conf reads:
+        # its default, 128Mi parameters per DP bucket (assumption: Cisco's conf/ is not in the submission; HPE's
+        # v6.0 and Lambda's / Dell's v5.1 logs print bucket_size=134217728); TP overlap on (TP_COMM_OVERLAP=True)
+        kw["dp_bucket_params"] = 134_217_728
     if row["run_id"].startswith("deepseekv3_h800"):
         # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
         kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)

@@ -95,11 +95,15 @@ B30044_IN_FAMILY = ("mb260401_b300_deepseekv3", "mb260401_b300_qwen3_30b", "mb26
 # v5.1's Dell B300 Llama 3.1 8B run; every third held out, fixed before any was scored
 DATA46_IN_FAMILY = ("mb260201_b300_deepseekv3", "mb260201_b300_gptoss_120b", "mb260201_b300_qwen3_30b",
                     "mb260201_b300_nemotron3_nano", "mlperf51_dell_b300_llama31_8b_8")
-ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY
+# data48's rows, both of a fitted family (Llama 3, whose MLPerf and Megatron-Bridge 8B runs are fitted), in batch order:
+# MLPerf Training v6.0's Cisco H100 Llama 3.1 8B runs on 64 then 128 GPUs; every third held out (none of two), fixed
+# before either was scored
+DATA48_IN_FAMILY = ("mlperf60_cisco_h100_llama31_8b_64", "mlperf60_cisco_h100_llama31_8b_128")
+ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
 
 
-@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY],
-                         ids=["data35", "data44", "b30044", "data46"])
+@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY,
+                                   DATA48_IN_FAMILY], ids=["data35", "data44", "b30044", "data46", "data48"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -726,6 +730,34 @@ def test_flex_rows_record_their_backend():
                 or (b == "deepep" and "deepep" not in note):
             bad.append((r["run_id"], b))
     assert not bad, bad
+
+
+def test_mlperf60_cisco_h100_rows_are_their_logs_block_throughput(monkeypatch):
+    # MLPerf Training v6.0 Llama 3.1 8B on Cisco's Zeus H100 (Richardyu114/training_results_v6.0@eabf23a0
+    # Cisco/results/Zeus_{8,16}xH100_SXM_80GB/llama31_8b/result_1..5.txt): each log's block summary (MLLOG
+    # tracked_stats throughput, samples/s) over steps 1792-2047 (64 GPUs, GBS 32) and 1344-1535 (128 GPUs, GBS 64);
+    # the row's step time is GBS over their median: 32 / 91.1611 = 0.3510 s, 64 / 182.0548 = 0.3515 s (weak scaling
+    # at 8,192 tokens: the same 0.35 s per step at twice the GPUs and twice the batch, within 0.2%)
+    import statistics
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"].startswith("mlperf60_cisco_")}
+    assert set(rows) == set(DATA48_IN_FAMILY)
+    for r in rows.values():
+        thr = [float(v) for v in re.search(r"block throughputs ([\d. /]+) samples/s", r["note"])[1].split(" / ")]
+        assert len(thr) == 5 and max(thr) / min(thr) < 1.002  # the five runs within 0.2%
+        gbs, n = int(r["global_batch_seqs"]), int(r["num_gpus"])
+        assert gbs == n // 2 and (int(r["tp"]), int(r["micro_batch"])) == (2, 1)  # TP 2, MINIBS 1: GBS = DP
+        assert float(r["step_time_s"]) == pytest.approx(gbs / statistics.median(thr), abs=6e-5)
+    assert float(rows["mlperf60_cisco_h100_llama31_8b_128"]["step_time_s"]) / float(
+        rows["mlperf60_cisco_h100_llama31_8b_64"]["step_time_s"]) == pytest.approx(1.0015, abs=5e-4)
+    # the fit runs them as config_common.sh and the config say: FP8 weights gathered at 1 byte, TP overlap, the
+    # full-iteration graph, the reference conf's 128Mi-parameter DP buckets, on the DGX H100 SuperPOD rail fabric
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch) if s["run"] in rows}
+    import training_accuracy
+    assert training_accuracy.SPECS["Cisco H100"] == ("dgx-h100-superpod", ())
+    for s in setups.values():
+        lay = s["lay"]
+        assert lay.fp8_param_gather and lay.overlap_tp and lay.cuda_graph_scope == ("full_iteration",)
+        assert lay.dp_bucket_params == 134_217_728 and lay.recompute == "none" and not s["holdout"]
 
 
 def test_mlperf60_deepseek_rows_are_the_median_of_their_logged_runs():
