@@ -160,3 +160,15 @@ def test_a_cut_region_names_the_groups_of_sites_each_side(tmp_path):
     assert doc["cut_apart"] == [["s-0", "s-1"], ["s-0", "s-2"], ["s-1", "s-3"], ["s-2", "s-3"]]
     whole = json.loads(run_cli("describe", str(region), "--fail", "dci:s-0-s-1", "--json", check=True).stdout)
     assert whole["cut_apart"] == [] and whole["cut_groups"] == []  # a ring cut once still joins every site
+
+
+@pytest.mark.parametrize("sites,message", [
+    ("sites = []\n", "a region joins at least 2 sites, got 0; allowed: two or more [[sites]] entries"),
+    ("", "sites: is required but missing"),
+])
+def test_a_region_file_without_sites_says_sites_are_missing(tmp_path, sites, message):
+    """An empty site list was pydantic's "list should have at least 1 item after validation, not 0" (and a region
+    needs 2); a file with an [interconnect] but no [[sites]] was read as one fabric ("unknown key 'interconnect'")."""
+    (tmp_path / "r.toml").write_text(f'name = "r"\n{sites}[interconnect]\ndistance_km = 50\n')
+    err = one_error("describe", str(tmp_path / "r.toml"))
+    assert err.startswith(f"error: {tmp_path / 'r.toml'}: ") and message in err, err

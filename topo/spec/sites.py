@@ -37,8 +37,9 @@ FIBRE_LATENCY_PER_KM_S = 4.9e-6
 
 
 def is_region_data(data: dict) -> bool:
-    """True when a parsed TOML document is a region (it has ``[[sites]]``), not one fabric."""
-    return isinstance(data, dict) and "sites" in data
+    """True when a parsed TOML document is a region (it has ``[[sites]]`` or an ``[interconnect]``, which only a
+    region has: a file with its DCI but no sites is a region missing its sites), not one fabric."""
+    return isinstance(data, dict) and ("sites" in data or "interconnect" in data)
 
 
 def _positive_rate(value):
@@ -143,7 +144,7 @@ class RegionSpec(_Strict):
     """Where the design comes from (URLs)."""
     assumptions: list[str] = []
     """What the file assumes where nothing is published."""
-    sites: Annotated[list[SiteSpec], Field(min_length=1)]
+    sites: list[SiteSpec]  # at least 2 sites, counted with `count` (_joinable says so in its own words)
     """The sites (``[[sites]]``), in order; global GPU ids run site by site."""
     interconnect: InterconnectSpec
     """The DCI (``[interconnect]``)."""
