@@ -172,3 +172,17 @@ def test_a_region_file_without_sites_says_sites_are_missing(tmp_path, sites, mes
     (tmp_path / "r.toml").write_text(f'name = "r"\n{sites}[interconnect]\ndistance_km = 50\n')
     err = one_error("describe", str(tmp_path / "r.toml"))
     assert err.startswith(f"error: {tmp_path / 'r.toml'}: ") and message in err, err
+
+
+def test_train_across_sites_says_its_dci_bytes_are_per_direction_on_the_busiest_span():
+    """The table's "DCI bytes/step" and "DCI for 95%" columns say what they count, and "per direction" is true:
+    with the DCI bound, the DP phase moves those bytes over one span at its per-direction capacity, two-site-h100's
+    16 waves x 800 Gb/s = 1.6 TB/s (its region file), plus the phase's latency."""
+    args = ("train", "two-site-h100", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--global-batch", "768")
+    text = run_cli(*args, check=True).stdout
+    assert "DCI bytes/step: on the busiest span, per direction" in text
+    assert "DCI for 95%: the capacity per span and direction" in text
+    dp = json.loads(run_cli(*args, "--json", check=True).stdout)["strategies"][0]
+    assert dp["strategy"] == "dp" and dp["bottleneck"] == "dci:east-west"
+    span_Bps = 16 * 800e9 / 8
+    assert dp["dci_time_s"] == pytest.approx(dp["dci_bytes_per_step"] / span_Bps + dp["latency_s"], rel=1e-6)
