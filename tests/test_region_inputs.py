@@ -186,3 +186,26 @@ def test_train_across_sites_says_its_dci_bytes_are_per_direction_on_the_busiest_
     assert dp["strategy"] == "dp" and dp["bottleneck"] == "dci:east-west"
     span_Bps = 16 * 800e9 / 8
     assert dp["dci_time_s"] == pytest.approx(dp["dci_bytes_per_step"] / span_Bps + dp["latency_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("override,message", [
+    # walk12: each was accepted and priced: a span of 1e30 km (4.9e24 s one way, a DCI bill in octillions of
+    # dollars), a billion waves (15.6 million fibre pairs, 60 GW of modules), a wave of 1e30 Gb/s
+    ("interconnect.distance_km=1e30", "interconnect.distance_km: 1e+30 km is longer than the Earth's "
+                                      "circumference (40,075 km)"),
+    ("interconnect.waves=1000000000", "interconnect.waves: 1,000,000,000 waves is no cable"),
+    ("interconnect.wave_rate=1e30 Gb/s", "interconnect.wave_rate: a wave of '1e30 Gb/s' is more than a whole fibre "
+                                         "pair carries"),
+])
+def test_a_dci_beyond_any_cable_is_one_line(override, message):
+    for command in (("describe",), ("estimate", "--size", "1G"), ("plan", "--no-collectives")):
+        err = one_error(*command, "two-site-h100", "--set", override)
+        assert f"(--set {override}): {message}" in err, err
+
+
+def test_the_largest_dci_a_cable_allows_is_accepted():
+    # the bounds themselves: the Earth's 40,075 km, 152 waves x 10,000 fibre pairs, one wave of 121.6 Tb/s
+    out = run_cli("describe", "two-site-h100", "--set", "interconnect.distance_km=40075", "--set",
+                  "interconnect.waves=1520000", check=True).stdout
+    assert "40,075 km" in out and "196.4 ms" in out  # 40,075 km x 4.9 us/km + 50 us of equipment
+    run_cli("describe", "two-site-h100", "--set", "interconnect.wave_rate=121.6 Tb/s", check=True)
