@@ -209,3 +209,15 @@ def test_the_largest_dci_a_cable_allows_is_accepted():
                   "interconnect.waves=1520000", check=True).stdout
     assert "40,075 km" in out and "196.4 ms" in out  # 40,075 km x 4.9 us/km + 50 us of equipment
     run_cli("describe", "two-site-h100", "--set", "interconnect.wave_rate=121.6 Tb/s", check=True)
+
+
+def test_describe_notes_a_site_whose_attach_tier_has_no_ports_left_for_the_dci():
+    """The DCI attaches at a tier's switches without taking ports from their radix: a site whose attach tier is
+    full (dgx-h100-superpod's 4 scalable units: 16 spines x 64 ports, all down, 0 idle) gets a note; two-site-h100's
+    6-unit sites keep 512 idle 400G spine ports (25.6 TB/s) for their 1.6 TB/s and get none (walk12)."""
+    assert "idle ports" not in run_cli("describe", "two-site-h100", check=True).stdout
+    out = run_cli("describe", "two-site-h100", "--set", 'sites[0].set=["cluster.num_units=4"]', check=True).stdout
+    assert ("note: site east: its spine switches have 0 B/s of idle ports for its 1.6 TB/s to the DCI (per "
+            "direction)") in out and "site west" not in out
+    doc = json.loads(run_cli("describe", "two-site-h100", "--json", check=True).stdout)
+    assert [s["attach_idle_Bps"] for s in doc["sites"]] == [512 * 400e9 / 8] * 2
