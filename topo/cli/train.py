@@ -480,8 +480,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L),
-            "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else
-                                                    "vpp 1: only an interleaved pipeline's chunks are started this way")}
+            "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
+                                                    "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
