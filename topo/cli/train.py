@@ -135,8 +135,10 @@ def _output_arguments(p) -> None:
     """The FLOP convention, efficiency, tokens, --search and its options, regions, --json."""
     p.add_argument("--flops", choices=CONVENTIONS, default="6n",
                    help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default), "
-                        "megatron (SC21 eq. 3: 4 passes, counts full recomputation) or megatron-lm (what "
-                        "Megatron-LM logs today: 3 passes, causal attention, padded vocabulary)")
+                        "megatron (SC21 eq. 3: 4 passes, counts full recomputation), megatron-lm (what "
+                        "Megatron-LM logs today: 3 passes, causal attention, padded vocabulary) or megatron-bridge "
+                        "(what Megatron-Bridge logs: megatron-lm's count with sliding-window layers at their "
+                        "window)")
     p.add_argument("--efficiency", type=float, default=None,
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
