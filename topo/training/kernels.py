@@ -298,7 +298,7 @@ class KernelModel:
     feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
     permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
-    epilogue_overlap: float = 1.0  # share of an accumulating epilogue's extra bytes hidden behind MMAs (epilogue_extra_s)
+    epilogue_overlap: float = 1.0  # share of an accumulating epilogue hidden behind the MMAs (epilogue_extra_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
