@@ -122,6 +122,20 @@ def test_topo_train_a_larger_ep_at_the_same_tokens_loads_the_busiest_rank_more(t
     assert len(line) == 1 and f"{l64:.3f} x the mean" in line[0] and "64 EP ranks" in line[0]
 
 
+def test_topo_train_says_a_padded_router_computes_its_capacity(tmp_path):
+    """Dropped and padded to capacity (Megatron-Core's get_capacity: ceil(tokens x top-k / experts x factor) rows a
+    rank sends each expert), the text says so in place of a busiest rank's load (req48: it said nothing), and each
+    local expert's rows are the capacity over the EP group: 4,096 tokens x top-8 / 128 experts x 1.25 = 320 a rank."""
+    padded = _train(tmp_path, "padded", 8, "moe_capacity_factor = 1.25\n")
+    assert padded["layout"]["moe_busiest_rank_load"] is None
+    lay = make_layout(dp=64, ep=8, global_batch=512, seq_len=4096, moe_capacity_factor=1.25)
+    assert expert_rows(load_model("qwen3-30b-a3b"), lay) == 8 * math.ceil(4096 * 8 / 128 * 1.25)
+    text = run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--global-batch", "512",
+                   "--seq", "4096", "--layout", str(tmp_path / "padded.toml"))
+    line = [x for x in text.stdout.splitlines() if x.startswith("expert load: ")]
+    assert len(line) == 1 and line[0].startswith("expert load: padded to capacity, every expert computes 1.25 x")
+
+
 def test_expected_row_tiles_against_closed_forms_and_sampling():
     """Fixed rows: ceil(M / tm). A spread much wider than a tile: M / tm + 1/2 (the last tile half full on
     average). Between: the seeded normal sample's mean ceil. The mean exactly on a tile boundary with a spread

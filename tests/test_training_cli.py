@@ -146,3 +146,18 @@ def test_a_step_larger_than_the_fabric_names_the_flag():
     # walk7: the line says how to get there; the spec grown as it says runs the step
     assert run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=8", "--model", "llama3-8b",
                    "--gpus", "2048", "--global-batch", "2048", check=True).stdout.startswith("llama3-8b on ")
+
+
+def test_gpus_fill_dp_beside_a_layout_that_gives_none():
+    """``--gpus N`` with ``--layout`` pairs that give no dp sizes dp as it does without ``--layout`` (req48: dp stayed
+    1 and the job was refused: "tp x cp x pp x dp = ... = 1, not the 32 GPUs of the job"); a layout's own dp is
+    still checked against --gpus, and a tp x cp x pp that does not divide them is one line naming --dp."""
+    base = ("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "32", "--json")
+    got = json.loads(run_cli(*base, "--layout", "tp=2,pp=2", check=True).stdout)
+    assert (got["gpus"], got["layout"]["tp"], got["layout"]["pp"], got["layout"]["dp"]) == (32, 2, 2, 8)
+    flags = json.loads(run_cli(*base, "--tp", "2", "--pp", "2", check=True).stdout)
+    assert got["step_time_s"] == pytest.approx(flags["step_time_s"], rel=1e-9)  # the same job either way
+    line = one_line(run_cli(*base, "--layout", "dp=8"))
+    assert line == "error: --layout: dp: tp x cp x pp x dp = 1 x 1 x 1 x 8 = 8, not the 32 GPUs of the job"
+    line = one_line(run_cli(*base, "--layout", "tp=3"))
+    assert line.startswith("error: --dp: not given, and tp x cp x pp = 3 does not divide the 32 GPUs")

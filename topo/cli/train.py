@@ -294,6 +294,8 @@ def _run_layout(args, fabric, model, common: dict) -> int:
                             key="--jax-mesh")
         _apply_mesh(args, sizes, common)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
+        if args.jax_mesh is None and sizes["dp"] is None and args.gpus is not None:
+            _layout_dp(args, sizes)
         lay = load_layout(args.layout, global_batch=args.global_batch, **sizes, **common)
         check_layout(model, lay, gpus=args.gpus, gpus_per_domain=fabric.spec.gpus_per_domain, source=args.layout)
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
@@ -304,6 +306,20 @@ def _run_layout(args, fabric, model, common: dict) -> int:
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
         raise
     return _finish(args, result, model, fabric, lay)
+
+
+def _layout_dp(args, sizes: dict) -> None:
+    """``--gpus`` beside a ``--layout`` that gives no dp (and no ``--dp``): dp fills the GPUs over tp x cp x pp (the
+    flags' or the layout's), as it does without ``--layout`` (req48: it stayed 1 and the job was refused as 1 GPU).
+    Sizes the layout gives as no whole number are left to its own checks."""
+    fields, _ = layout_fields(args.layout)
+    if "dp" in fields:
+        return
+    given = {d: sizes[d] if sizes[d] is not None else fields.get(d, 1) for d in ("tp", "cp", "pp")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in given.values()):
+        return
+    flags = {f"--{d}": sizes[d] for d in ("tp", "cp", "pp")}  # a product that does not divide: the flag, else --dp
+    sizes["dp"] = data_parallel(math.prod(given.values()), args.gpus, flags)
 
 
 def _run_search(args, fabric, model, common: dict, held: dict) -> int:
@@ -556,7 +572,13 @@ def _print_step(r, tokens, model) -> None:
 
 
 def _expert_load(L: dict) -> str:
-    """The busiest EP rank's dropless load and where it comes from, or "" (dense, one EP rank, padded)."""
+    """The busiest EP rank's dropless load and where it comes from, the padded capacity, or "" (dense, one EP
+    rank)."""
+    factor = L.get("moe_capacity_factor")
+    if factor is not None and "moe_busiest_rank_load" in L:  # an MoE model dropping and padding to capacity
+        return (f"expert load: padded to capacity, every expert computes {factor:g} x the mean rows of each rank "
+                f"(moe_capacity_factor; tokens beyond it dropped, static shapes whatever the routing: no rank "
+                f"waits for a busier one)")
     load = L.get("moe_busiest_rank_load")
     if load is None or L["ep"] <= 1:
         return ""
