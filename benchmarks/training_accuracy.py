@@ -290,9 +290,12 @@ def _recipe_layout_kw(row, model) -> dict:
                   ep_dispatch_bytes=float(row.get("moe_dispatch_bytes") or 2),
                   moe_capacity_factor=float(row["moe_capacity_factor"]) if row.get("moe_capacity_factor")
                   else None)
-    # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack)
+    # GB300 and CoreWeave's GB200: the DGX GB200 placement assumed (same NVL72 rack); a job of whole racks of 72 that
+    # 64 does not divide (MLPerf v5.1 Lambda_GB300_n18: 18 nodes of 4 GB300, an NVL72 rack's 18 compute trays) runs on
+    # all 72 (auditho48; assumption that the 18 nodes are one rack: was two racks of 64)
     if row["system"] in ("DGX-GB200", "DGX-GB300", "CoreWeave GB200", "Google GB200"):
-        kw["gpus_per_domain_used"] = 64
+        n = int(row["num_gpus"])
+        kw["gpus_per_domain_used"] = None if n % 72 == 0 and n % 64 else 64
     # the recipe's CUDA graphs where the row records them (empty: none recorded, modelled as none)
     kw["cuda_graph_scope"] = tuple((row.get("cuda_graph_scope") or "").split())
     if "full_iteration" in kw["cuda_graph_scope"]:
@@ -392,25 +395,37 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         kw["ep_comm_sms"] = 32
 
 
-def _run_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
-    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+def _dgxc2505_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what the DGX Cloud v25.05.04 scripts (NeMo@7a8f1cc7, ``dgxc2505_`` rows) set."""
     if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
         # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
         # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
-        # recipes/nemotronh_56b.py performance_optimizations adds; the recipe's DDP reduces in fp32
-        # (grad_reduce_in_fp32=True): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw.update(overlap_tp=False, grad_reduce_bytes=4.0)
-        # its precision plugin nemotron_h_bf16_with_fp8_current_scaling_mixed (NeMo
-        # nemo/collections/llm/recipes/precision/mixed_precision.py; Megatron-Bridge's copy at
-        # zidanehuang001/Megatron-Bridge@8e0fe90 src/megatron/bridge/training/mixed_precision.py):
-        # first_last_layers_bf16 with 2 layers at the start and 2 at the end in BF16
-        kw.update(num_layers_at_start_in_bf16=2, num_layers_at_end_in_bf16=2)
+        # recipes/nemotronh_56b.py performance_optimizations adds: TP traffic not overlapped (but for the
+        # backward's, Megatron's own). Its set_primary_perf_configs (scripts/performance/utils.py lines 426-437)
+        # replaces the recipe's nemotron_h_bf16_with_fp8_current_scaling_mixed plugin: dgxc-benchmarking@1f6d9f40
+        # nemotronh/launch.sh passes no --fp8_recipe, so the parser's default "ds" (argument_parser.py lines
+        # 124-132) takes bf16_with_fp8_mixed (per-tensor delayed scaling, no BF16 first or last layers,
+        # fp8_param_gather) with grad_reduce_in_fp32 = False, which the plugin's dtype_config writes over the
+        # recipe's DDP config (nemo/lightning/pytorch/strategies/megatron_strategy.py lines 421-423): bf16 gradient
+        # reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
+        kw.update(overlap_tp=False)
     if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
         # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
         # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
         # grad_reduce_in_fp32 = True; the script's uneven first and last pipeline stages, MTP on the last
         kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
+        # that MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters when dp > 1
+        # (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 185-186 @7a8f1cc7), as the nemo25xx rows
+        # below (auditho48: the dgxc2505_ prefix missed that rule); Megatron-Core@7094270c's DDP config has no
+        # align_grad_reduce, so no grad_sync_func either (megatron_parallel.py line 125; these rows run VP 1)
+        kw.update(dp_bucket_params=134_217_728, dp_align_grad_reduce=False)
+
+
+def _run_kw(row, model, kw: dict) -> None:
+    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
+    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    if row["run_id"].startswith("dgxc2505_"):
+        _dgxc2505_kw(row, model, kw)
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
     _megatron_lm_kw(row, model, kw)
@@ -719,11 +734,20 @@ FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions wit
 (v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
 
 
+FUSED_GROUPED_MLP_DGX = {"B300": ("qwen3-30b",)}
+"""The DGX B-series MXFP8 presets that set ``cutedsl_fused_grouped_mlp = True`` too (GPU: model file prefixes): from
+26.06, Qwen3 30B A3B on B300 (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/qwen/
+qwen3_workload_base_configs.py line 437, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1; auditho48); no other B200 or
+B300 preset of v0.5.0 sets it (DeepSeek-V3, GPT OSS 120B and Qwen3 235B set it on GB200 and GB300 only)."""
+
+
 def expert_kernels(row, model) -> str:
     """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
-    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES`), else Transformer Engine's multi-stream
-    ``GroupedLinear`` (``multi_stream``)."""
-    if model.moe is None or fp8_recipe(row) != "mxfp8" or row["gpu"] not in ("GB200", "GB300"):
+    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES` on GB200 and GB300,
+    :data:`FUSED_GROUPED_MLP_DGX` on DGX B-series), else Transformer Engine's multi-stream ``GroupedLinear``
+    (``multi_stream``)."""
+    gpu_runs_it = row["gpu"] in ("GB200", "GB300") or model.name.startswith(FUSED_GROUPED_MLP_DGX.get(row["gpu"], ()))
+    if model.moe is None or fp8_recipe(row) != "mxfp8" or not gpu_runs_it:
         return "multi_stream"
     if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         return "fused_mlp"
@@ -753,8 +777,10 @@ MB_HYBRIDEP_SMS = {
     "26.04": (32, "v0.4.0 (@74695a06) scripts/performance/utils/overrides.py line 71, before set_workload_base_configs' "
                   "own apply_flex_dispatcher_backend (line 226), after the configs named the backend (v0.4.0 "
                   "gpt_oss_llm_pretrain.py lines 79-80, qwen3_llm_pretrain.py line 90)"),
-    "26.04.01": (32, "v0.4.1 scripts/performance/utils/overrides.py line 71 (the configs as v0.4.0: qwen3_llm_pretrain.py "
-                     "line 90, deepseek_llm_pretrain.py line 103)"),
+    "26.04.01": (32, "v0.4.2, the release the docs' version picker names 26.04.01 (docs/fern/docs.yml line 18 at "
+                     "@067f987d; auditho48: was v0.4.1, the same line), scripts/performance/utils/overrides.py line "
+                     "73 (_set_common_perf_overrides, line 228, before apply_flex_dispatcher_backend, line 231; "
+                     "qwen3_llm_pretrain.py line 90 names the backend first)"),
     "26.06": (32, "v0.5.0 scripts/performance/utils/overrides.py line 75 (_set_common_perf_overrides, line 256 of "
                   "set_workload_base_configs; qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 127, "
                   "gpt_oss_llm_pretrain.py line 448 name the backend first; 128 only for GPT OSS 20B, line 70)"),

@@ -72,11 +72,16 @@ def test_bf16_layers_may_not_cover_the_model():
         _layout(num_layers_at_end_in_bf16=-1)
 
 
-def test_the_nemotron_h_hold_out_rows_run_their_plugins_bf16_layers():
-    """benchmarks/training_accuracy.py gives the Nemotron-H 56B rows (NeMo's nemotronh_56b recipe) their
-    precision plugin's 2 + 2 BF16 layers; the Nemotron 3 Nano rows (Megatron-Bridge performance scripts:
-    get_precision_config sets first_last_layers_bf16 False for fp8_cs, bf16_with_mxfp8_mixed never sets it)
-    none."""
+def test_the_nemotron_h_hold_out_rows_run_the_performance_scripts_plugin():
+    """benchmarks/training_accuracy.py gives the Nemotron-H 56B DGX Cloud rows the plugin their performance script
+    runs, not the recipe's: NVIDIA/NeMo@7a8f1cc7 scripts/performance/utils.py set_primary_perf_configs (lines
+    426-437) replaces nemotron_h_bf16_with_fp8_current_scaling_mixed by bf16_with_fp8_mixed for the parser's default
+    --fp8_recipe "ds" (argument_parser.py lines 124-132; NVIDIA/dgxc-benchmarking@1f6d9f40 nemotronh/launch.sh
+    passes none) with grad_reduce_in_fp32 False, which the plugin writes over the recipe's DDP config
+    (megatron_strategy.py lines 421-423): per-tensor delayed scaling, no BF16 layers, FP8 weights gathered, bf16
+    gradient reduction, no TP overlap (no performance mode). The Nemotron 3 Nano rows (Megatron-Bridge performance
+    scripts: get_precision_config sets first_last_layers_bf16 False for fp8_cs, bf16_with_mxfp8_mixed never sets
+    it) have no BF16 layers either."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -84,6 +89,7 @@ def test_the_nemotron_h_hold_out_rows_run_their_plugins_bf16_layers():
     rows = {s["run"]: s["lay"] for s in training_accuracy._setups()}
     h = [lay for run, lay in rows.items() if run.startswith("dgxc2505_h100_nemotronh")]
     nano = [lay for run, lay in rows.items() if "nemotron3_nano" in run]
-    assert h and nano
-    assert all((x.num_layers_at_start_in_bf16, x.num_layers_at_end_in_bf16) == (2, 2) for x in h)
-    assert all((x.num_layers_at_start_in_bf16, x.num_layers_at_end_in_bf16) == (0, 0) for x in nano)
+    assert len(h) == 6 and nano
+    assert all((x.num_layers_at_start_in_bf16, x.num_layers_at_end_in_bf16) == (0, 0) for x in h + nano)
+    assert all(x.fp8_recipe in (None, "delayed") and not x.fp8_amax_pass for x in h)
+    assert all(x.fp8_param_gather and x.grad_reduce_bytes == 2.0 and not x.overlap_tp for x in h)

@@ -103,7 +103,8 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
 # Megatron-Bridge's moe_hybridep_num_sms as each release's scripts set it (hep47; benchmarks/training_accuracy.py
 # MB_HYBRIDEP_SMS): one row per source. Up to 26.06.01 the performance scripts' common overrides set 32 when the model
 # config already names hybridep (NVIDIA-NeMo/Megatron-Bridge v0.2.0 scripts/performance/utils/helpers.py line 113;
-# utils/overrides.py v0.3.0 line 69, zidanehuang001@8e0fe90 / v0.3.1 line 70, v0.4.0 / v0.4.1 line 71, v0.5.0 /
+# utils/overrides.py v0.3.0 line 69, zidanehuang001@8e0fe90 / v0.3.1 line 70, v0.4.0 line 71, v0.4.2 (26.04.01, the
+# docs' version picker; auditho48) line 73, v0.5.0 /
 # v0.5.1 line 75), which every Qwen3 / DeepSeek-V3 / GPT OSS 120B config of these releases does first; from 26.08
 # the recipe functions (@4ab94dfa src/megatron/bridge/perf_recipes/_common.py line 89, deepseek/common.py line 59,
 # gpt_oss/common.py line 32; the model cards' @3a9559f0 recipes/qwen/h100/qwen3_moe.py line 209)
@@ -112,7 +113,7 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
     ("mb2602_gb200_qwen3_235b", "26.02", "overrides.py line 69"),
     ("mb260201_gb200_gptoss_120b", "26.02.01", "overrides.py line 70"),
     ("mb2604_gb200_gptoss_120b", "26.04", "overrides.py line 71"),
-    ("mb260401_gb200_qwen3_235b", "26.04.01", "overrides.py line 71"),
+    ("mb260401_gb200_qwen3_235b", "26.04.01", "overrides.py line 73"),
     ("mb2606_gb200_qwen3_235b", "26.06", "overrides.py line 75"),
     ("mb260601_gb200_qwen3_235b", "26.06.01", "overrides.py line 75"),
     ("mb2608_gb200_deepseekv3", "26.08", "deepseek/common.py line 59"),

@@ -143,8 +143,10 @@ def test_megatron_chunk_size():
 
 def test_nemotron_h_rows_run_their_recipe_without_tp_overlap():
     """The DGX Cloud Nemotron-H 56B runs (NeMo@7a8f1cc7 pretrain_nemotronh_56b.py) build the recipe without
-    performance_mode, hence without tp_comm_overlap, and reduce gradients in fp32 (the recipe's DDP config);
-    the dense DGX Cloud rows (performance_mode) keep TP overlap."""
+    performance_mode, hence without tp_comm_overlap; they reduce gradients in bf16: set_primary_perf_configs's FP8
+    plugin sets grad_reduce_in_fp32 False (scripts/performance/utils.py line 437), which the plugin writes over the
+    recipe's DDP config (megatron_strategy.py lines 421-423; auditho48, was fp32); the dense DGX Cloud rows
+    (performance_mode) keep TP overlap."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -152,7 +154,7 @@ def test_nemotron_h_rows_run_their_recipe_without_tp_overlap():
     setups = {s["run"]: s["lay"] for s in training_accuracy._setups()}
     hybrid = [lay for run, lay in setups.items() if run.startswith("dgxc2505_h100_nemotronh")]
     assert len(hybrid) == 6
-    assert all(not lay.overlap_tp and lay.grad_reduce_bytes == 4.0 for lay in hybrid)
+    assert all(not lay.overlap_tp and lay.grad_reduce_bytes == 2.0 for lay in hybrid)
     assert setups["nemo2504dgxc_h100_nemotron4_340b_fp8_256"].overlap_tp
 
 

@@ -11,7 +11,8 @@ Megatron-Core does (``MoE parallel folding``): a stage's ranks, TP fastest, then
 DP"), and with etp = 1 it runs over tensor and data ranks (TP2 EP64 DP32).
 
 Groups: ``tp``, ``cp``, ``pp``, ``dp`` (dense weights' replicas), ``dpcp`` (data x context: the distributed
-optimizer's and the gradient reduction's group), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard
+optimizer's and the gradient reduction's group), ``tpcp`` (tensor x context: the ranks that split one sequence,
+Megatron-Core's ``tp_cp`` group, over which an MoE router reduces its token counts), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard
 group of context x the fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp``
 (experts' replicas). Every matrix is
 built with numpy reshapes and transposes, never a loop per GPU.
@@ -58,7 +59,7 @@ class Mapping:
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
         if dim in ("dps", "dpr"):
             return self._hybrid_groups(dim)
-        names = {"dpcp": ("cp", "dp")}.get(dim, (dim,))
+        names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
         moved = np.transpose(self.grid, rest + idx)

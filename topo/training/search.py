@@ -141,7 +141,7 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[f
     for it in traffic:
         if it["dim"] not in ("tp", "ep"):
             continue
-        n = {"tp": lay.tp, "ep": lay.ep, "etp": lay.expert_tp}[it["groups"]]
+        n = {"tp": lay.tp, "tpcp": lay.tp * lay.cp, "ep": lay.ep, "etp": lay.expert_tp}[it["groups"]]
         floor = it["calls"] * it["size_bytes"] * (n - 1) / n / nvlink
         if it["collective"] == "alltoall":
             floor = max(floor, it["calls"] * it["size_bytes"] * max(0.0, 1 - D / n) / nic)

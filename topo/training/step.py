@@ -193,7 +193,7 @@ def step_traffic(model: ModelSpec, lay: ParallelLayout, stage: int | None = None
     A placed layout's ``gpus_per_domain_used`` sets how many nodes an expert group spans for the ``deepep``
     dispatcher (:func:`ep_copies`)."""
     t = _Traffic(model, lay, stage)
-    for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic):
+    for part in (_tp_traffic, _cp_traffic, _pp_traffic, _dp_traffic, _ep_traffic, _router_traffic):
         part(t)
     return t.out
 
@@ -224,7 +224,7 @@ class _Traffic:
 
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
         lay = self.lay
-        degree = {"dpcp": lay.dp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
+        degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
                   "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
@@ -429,6 +429,40 @@ def _alltoall_side_traffic(t: _Traffic, rows: float, rec_moe: float, dropless: b
     if dropless:
         t.add("ep", "all_gather", "ep", t.model.moe.experts * COUNT_BYTES * lay.ep, fwd, phase="microbatch",
               elem_bytes=COUNT_BYTES)
+
+
+AUX_LOSS_ROUTERS = ("deepseek", "softmax_aux_loss")
+"""The router configurations (:attr:`topo.training.model.MoeSpec.router`) with a load-balancing loss, whose
+forward reduces the tokens per expert over the ranks that split the sequence: ``deepseek``'s sequence aux loss
+and ``softmax_aux_loss``'s switch aux loss (Megatron-Bridge's DeepSeek-V3 and Qwen3 bridges set
+``seq_aux_loss`` / ``aux_loss``: NVIDIA-NeMo/Megatron-Bridge@v0.4.0 ``models/deepseek/deepseek_v3_bridge.py``,
+``models/qwen/qwen3_moe_bridge.py``); ``sigmoid_topk`` and ``softmax_topk`` have none."""
+ROUTER_PHASE = "router"
+"""The ``phase`` of the router's token-count reduction (:func:`_router_traffic`): always exposed."""
+
+
+def _router_traffic(t: _Traffic) -> None:
+    """An MoE router's load-balancing loss needs the tokens per expert of the whole sequence: with the sequence
+    split over tensor (sequence-parallel) or context ranks, each MoE block's forward all-reduces its ``experts``
+    int64 counts (``routing_map.sum(dim=0)``) over the TP x CP group before the loss
+    (NVIDIA/Megatron-LM@d98e8a64dd megatron/core/transformer/moe/moe_utils.py
+    ``get_tokens_per_expert_and_token_count``: ``reduce_from_tensor_model_parallel_region(..., tp_cp_group)``,
+    called by router.py ``_apply_aux_loss`` and ``_apply_seq_aux_loss``, fused router or not; the same at
+    core_v0.14.0 / core_v0.15.0 router.py, and at @1e057005 (May 2025) as ``torch.distributed.all_reduce`` of the
+    counts in ``switch_load_balancing_loss_func``). It is a blocking ``torch.distributed`` call on the compute
+    stream (the kernels after it wait for it), so nothing hides it (:data:`ROUTER_PHASE`); a recomputed MoE
+    block computes the loss again (activation checkpointing replays the forward with gradients on). Megatron-LM's
+    GB200 study names these reductions as what keeps the fused router at 31 kernels ("separated by communication
+    kernels", docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.4). Timed on the TP group
+    (``tp`` dimension), or the CP group when TP is 1."""
+    model, lay, c = t.model, t.lay, t.c
+    moe = model.moe
+    if (moe is None or not c[Block.MOE] or moe.router not in AUX_LOSS_ROUTERS or lay.tp * lay.cp <= 1
+            or lay.moe_routing == "consecutive"):  # the benchmark gate computes no scores and no loss
+        return
+    calls = t.m * (c[Block.MOE] + t.recomputed(Block.MOE, "moe"))
+    t.add("tp" if lay.tp > 1 else "cp", "all_reduce", "tpcp", moe.experts * COUNT_BYTES, calls, phase=ROUTER_PHASE,
+          elem_bytes=COUNT_BYTES)
 
 
 def _routing_map_gathered(lay: ParallelLayout) -> bool:
@@ -693,7 +727,7 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     return comms, exposed
 
 
-_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline"}
+_TP_PASSES = {"microbatch": "forward", "backward": "backward", "pp_gather": "pipeline", ROUTER_PHASE: "forward"}
 
 
 def _tp_pass(item: dict) -> str:
@@ -727,7 +761,7 @@ def _stream_exposed(model: ModelSpec, lay: ParallelLayout, gpu, sc, traffic: lis
         total = one_s * item["calls"]
         if paired is not None and _is_ep_a2a(item):
             ex = paired * total
-        elif dim == "tp" and tp_ring_steps(lay) > 1:
+        elif dim == "tp" and tp_ring_steps(lay) > 1 and item["phase"] != ROUTER_PHASE:
             pairs = sc.tp_pairs.get(item.get("pair"), [])
             ex, rest = tp_ring_exposed_s(one_s, item["calls"], pairs, tp_blocks, lay.tp, item.get("pair") in BULK)
             ex += exposed_comm_s(dim, item["phase"], rest, windows, lay, ep_loss)
@@ -1066,6 +1100,8 @@ def exposed_comm_s(dim: str, phase: str, total: float, windows: dict, lay: Paral
     the all-gather's or Mamba's all-to-alls. EP: behind another micro-batch's
     compute (``overlap_ep``), the hidden part costing the compute beside it ``ep_loss`` a hidden second
     (:func:`_ep_loss`; 0 in the search's bound). PP: exposed (its sends are counted on the critical path already)."""
+    if phase == ROUTER_PHASE:  # the router's blocking count reduction (:func:`_router_traffic`)
+        return total
     if dim == "tp":
         if lay.overlap_tp:
             return _draw(windows, "tp", total)
