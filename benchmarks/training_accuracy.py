@@ -117,7 +117,16 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # aligned fat-tree) per tray, 64 trays in 4 NVLink domains (64 GPUs per rack); the DGX GB200 fabric (InfiniBand
          # there: RoCE not modelled apart) (Richardyu114/training_results_v6.0@eabf23a0
          # Google/systems/gb200_nvl72_n64_ngc26.04_nemo.json)
-         "Google GB200": ("gb200-nvl72-superpod", ())}
+         "Google GB200": ("gb200-nvl72-superpod", ()),
+         # Cisco's MLPerf Training v6.0 Zeus H100 cluster: 8 H100-SXM5-80GB per node on NVLink4 and 8 x ConnectX-8 at
+         # 400 Gb/s RoCE, rail-optimized, one NIC per GPU: the DGX H100 SuperPOD's node and rail fabric (InfiniBand
+         # there: RoCE not modelled apart) (Richardyu114/training_results_v6.0@eabf23a0
+         # Cisco/systems/Zeus_8xH100_SXM_80GB.json)
+         "Cisco H100": ("dgx-h100-superpod", ()),
+         # Cisco's MLPerf Training v6.0 H200 pair: 2 x UCS C885A M8, 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s)
+         # and 8 x BlueField-3 B3140 at 400 Gb/s: the same node and rail fabric with the GPU changed (as Nebius H200)
+         # (Richardyu114/training_results_v6.0@eabf23a0 Cisco/systems/2xC885A_M8-8xH200-SXM-141GB.json)
+         "Cisco H200": ("dgx-h100-superpod", ("gpu=H200",))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -421,6 +430,38 @@ def _dgxc2505_kw(row, model, kw: dict) -> None:
         kw.update(dp_bucket_params=134_217_728, dp_align_grad_reduce=False)
 
 
+def _mlperf_kw(row, kw: dict) -> None:
+    """Update ``kw`` with what the MLPerf Training submissions' configs and logs set (the rows' notes quote them)."""
+    rid = row["run_id"]
+    if rid.startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
+        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
+        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True; paged stash with
+        # MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the rows' notes, from the same configs): HybridEP's static rank budget
+        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True, moe_expert_rank_capacity_factor=4.0)
+    if rid.startswith(("mlperf51_uf_", "mlperf51_lambda_", "mlperf51_dell_")):
+        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset or False
+        # (conf/custom.yaml's default False; Lambda's and Dell's logs print tp_comm_overlap=False and
+        # bucket_size=134217728): TP traffic not overlapped (but for the backward's, Megatron's own)
+        kw["overlap_tp"] = False
+        # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
+        # parameters per DP bucket, one reduce-scatter and one all-gather each
+        kw["dp_bucket_params"] = 134_217_728
+    if rid.startswith(("mlperf50_", "mlperf41_", "mlperf51_", "mlperf60_cisco_")):
+        # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
+        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes); Cisco's
+        # v6.0 Llama 3.1 8B runs too (H100 config_common.sh FP8_PARAMS / FP8_PARAM_GATHER; H200 log fp8_param_gather)
+        kw["fp8_param_gather"] = True
+    if rid.startswith("mlperf60_cisco_h100_"):
+        # Cisco's v6.0 H100 config sets no BUCKET_SIZE (BUCKET_CAP_MB only), which the MLPerf reference conf reads:
+        # its default, 128Mi parameters per DP bucket (assumption: Cisco's conf/ is not in the submission; HPE's
+        # v6.0 and Lambda's / Dell's v5.1 logs print bucket_size=134217728); TP overlap on (TP_COMM_OVERLAP=True)
+        kw["dp_bucket_params"] = 134_217_728
+    if rid.startswith("mlperf60_cisco_h200_"):
+        # Cisco's v6.0 H200 run (Megatron-Bridge MLPerf code, PyTorch 26.04): its log prints DDP bucket_size=768000000
+        # and grad_reduce_in_fp32=False with bf16 parameters, so Megatron-Core's gradient buffer is bf16 (2 bytes)
+        kw.update(dp_bucket_params=768_000_000, grad_bytes=2.0)
+
+
 def _run_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
     sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
@@ -429,23 +470,11 @@ def _run_kw(row, model, kw: dict) -> None:
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
     _megatron_lm_kw(row, model, kw)
-    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
-        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
-        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True; paged stash with
-        # MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the rows' notes, from the same configs): HybridEP's static rank budget
-        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True, moe_expert_rank_capacity_factor=4.0)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
         kw["overlap_tp"] = False
-    if row["run_id"].startswith(("mlperf51_uf_", "mlperf51_lambda_", "mlperf51_dell_")):
-        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset or False
-        # (conf/custom.yaml's default False; Lambda's and Dell's logs print tp_comm_overlap=False and
-        # bucket_size=134217728): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw["overlap_tp"] = False
-        # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
-        # parameters per DP bucket, one reduce-scatter and one all-gather each
-        kw["dp_bucket_params"] = 134_217_728
+    _mlperf_kw(row, kw)
     if re.match(r"nemo25\d\d", row["run_id"]):
         # NeMo 2 (25.02-25.07) sets no grad_sync_func: its DDP config has no align_grad_reduce (NVIDIA/NeMo
         # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14
@@ -461,10 +490,6 @@ def _run_kw(row, model, kw: dict) -> None:
     if attention_unfused_on_blackwell(row, model):
         kw["flash_attention"] = False
     if fp8_param_gather(row):
-        kw["fp8_param_gather"] = True
-    if row["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_")):
-        # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
-        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes)
         kw["fp8_param_gather"] = True
     if row["run_id"].startswith("deepseekv3_h800"):
         # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)

@@ -458,6 +458,21 @@ def test_a_garbled_row_inside_the_table_is_named(tmp_path):
     assert any(n.startswith(f"a row (size {2**25} B) cannot be read") for n in run.notes)
 
 
+def test_a_row_with_a_word_for_a_number_names_the_word(tmp_path):
+    """A row of the table's width whose time is not a number ('abc' where nccl-tests prints 4484.90) is left out
+    with a note naming the value, not a count of values that equals the table's ('13 values where ... 13')."""
+    lines = _rendered().splitlines()
+    i = _row_index(lines, 2**25)
+    tokens = lines[i].split()
+    tokens[5] = "abc"  # the out-of-place time
+    lines[i] = " ".join(tokens)
+    log = tmp_path / "garbled.log"
+    log.write_text("\n".join(lines) + "\n")
+    proc = run_cli("compare", str(log), check=True)
+    assert f"note: a row (size {2**25} B) cannot be read: 'abc' where a number belongs (garbled): left out" \
+        in proc.stderr
+
+
 def test_a_log_cut_before_its_large_sizes_is_not_blamed_on_the_collective(tmp_path):
     """Cut after the 8-byte row, a log without a binary name cannot tell its collective: the error says the log
     stops early (below the header's maxBytes), not only that -c is missing."""

@@ -82,7 +82,13 @@ def test_power_is_unknown_rather_than_missing():
     assert "switches                    48 (35.9 kW, leaf, spine at the switch catalog's power per model)" in out
     out = run_cli("describe", "dgx-h100-superpod", "--set", "fabric.tiers[0].model=SomeSwitch", check=True).stdout
     assert ("switches                    48 (power unknown: the spec gives no power_W for leaf, and the switch "
-            "catalog has no such model)") in out
+            "catalog has no model 'SomeSwitch')") in out
+    # no model at all: said so, and how to give one (a new user's spec, walk12, read "has no such model")
+    out = run_cli("describe", "dgx-h100-superpod", "--unset", "fabric.tiers[0].model", "--unset",
+                  "fabric.tiers[1].model", check=True).stdout
+    assert ("switches                    48 (power unknown: the spec gives no power_W for leaf, spine, and no switch "
+            "model is given (a tier's model, e.g. QM9700, takes its power from the switch catalog, "
+            "topo/data/catalog/switches.toml))") in out
     # h100-100k gives 747 W per QM9700 (the DAC figure, data/reference/hardware.md): 5,184 x 747 W = 3.87 MW
     assert "5,184 (3.87 MW)" in run_cli("describe", check=True).stdout
 

@@ -78,6 +78,18 @@ def test_compare_reads_a_log_from_standard_input(tmp_path):
     assert piped.stdout.startswith("# <stdin>: all_reduce")
 
 
+@pytest.mark.parametrize("command", ["compare", "calibrate"])
+def test_a_named_pipe_given_as_a_log_points_to_standard_input(command, fifo, tmp_path):
+    """A log path that is a named pipe is refused without being opened (nothing hangs), and the line says how
+    to read it anyway: ``-`` with the pipe as standard input; a spec, which takes no ``-``, gets no such hint."""
+    proc = topo(command, fifo.name, "--gpu", "H100", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: f.toml: is not a regular file (a named pipe); give a log file, or - to read "
+                           "standard input (- < f.toml)\n")
+    proc = topo("compare", str(LOG), "--spec", fifo.name, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "standard input" not in proc.stderr
+
+
 def test_standard_input_is_one_log_for_calibrate(tmp_path):
     proc = topo("calibrate", "-", "-", "--gpu", "H100", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

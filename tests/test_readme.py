@@ -181,3 +181,21 @@ def test_the_readme_test_command_prints_the_passed_summary(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^1 passed in ", proc.stdout, flags=re.M), proc.stdout
+
+
+def test_the_readme_spec_and_region_examples_load(tmp_path):
+    """The README's TOML examples of a spec and of a region file are files a user can copy: each builds (a user
+    writing a region from the README alone had no example of one; walk12)."""
+    import topo
+    from topo.fabric.region import build_region
+
+    blocks = re.findall(r"```toml\n(.*?)```", readme(), flags=re.S)
+    built = []
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"example{i}.toml"
+        path.write_text(block)
+        if "[[sites]]" in block:
+            built.append(("region", build_region(path).num_sites))
+        elif "[fabric]" in block:
+            built.append(("spec", topo.build_fabric(topo.load_spec(path)).num_gpus))
+    assert ("spec", 1024) in built and ("region", 3) in built, built

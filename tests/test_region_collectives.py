@@ -166,3 +166,15 @@ def test_a_failed_part_of_one_site_slows_that_site_only():
     # a whole leaf down: its NICs fail over to the servers' other NICs, and the in-site phases slow down
     assert slow.phases["rs"]["bandwidth_s"] > base.phases["rs"]["bandwidth_s"]
     assert slow.phases["dci"] == base.phases["dci"]
+
+
+def test_an_in_site_bottleneck_names_its_site_as_fail_takes_it():
+    """The in-site phases' bound is named SITE:SRC->DST (the slowest site's busiest link, in the words
+    ``--fail SITE:PART`` takes), not a bare ``site:`` that says nothing of which site: with a leaf of west down,
+    west binds; without failures, the first of the alike sites is named."""
+    args = ("estimate", "two-site-h100", "--size", "16G", "-a", "hierarchical", "--json")
+    hit = json.loads(run_cli(*args, "--fail", "west:leaf0", check=True).stdout)["rows"][0]
+    assert hit["phases"]["rs"]["bound"].startswith("west:nic") and hit["bottleneck"] == hit["phases"]["rs"]["bound"]
+    base = json.loads(run_cli(*args, check=True).stdout)["rows"][0]
+    assert base["phases"]["rs"]["bound"].startswith("east:")
+    assert hit["phases"]["rs"]["bandwidth_s"] > base["phases"]["rs"]["bandwidth_s"]  # the failed site is slower

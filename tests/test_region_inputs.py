@@ -160,3 +160,64 @@ def test_a_cut_region_names_the_groups_of_sites_each_side(tmp_path):
     assert doc["cut_apart"] == [["s-0", "s-1"], ["s-0", "s-2"], ["s-1", "s-3"], ["s-2", "s-3"]]
     whole = json.loads(run_cli("describe", str(region), "--fail", "dci:s-0-s-1", "--json", check=True).stdout)
     assert whole["cut_apart"] == [] and whole["cut_groups"] == []  # a ring cut once still joins every site
+
+
+@pytest.mark.parametrize("sites,message", [
+    ("sites = []\n", "a region joins at least 2 sites, got 0; allowed: two or more [[sites]] entries"),
+    ("", "sites: is required but missing"),
+])
+def test_a_region_file_without_sites_says_sites_are_missing(tmp_path, sites, message):
+    """An empty site list was pydantic's "list should have at least 1 item after validation, not 0" (and a region
+    needs 2); a file with an [interconnect] but no [[sites]] was read as one fabric ("unknown key 'interconnect'")."""
+    (tmp_path / "r.toml").write_text(f'name = "r"\n{sites}[interconnect]\ndistance_km = 50\n')
+    err = one_error("describe", str(tmp_path / "r.toml"))
+    assert err.startswith(f"error: {tmp_path / 'r.toml'}: ") and message in err, err
+
+
+def test_train_across_sites_says_its_dci_bytes_are_per_direction_on_the_busiest_span():
+    """The table's "DCI bytes/step" and "DCI for 95%" columns say what they count, and "per direction" is true:
+    with the DCI bound, the DP phase moves those bytes over one span at its per-direction capacity, two-site-h100's
+    16 waves x 800 Gb/s = 1.6 TB/s (its region file), plus the phase's latency."""
+    args = ("train", "two-site-h100", "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--global-batch", "768")
+    text = run_cli(*args, check=True).stdout
+    assert "DCI bytes/step: on the busiest span, per direction" in text
+    assert "DCI for 95%: the capacity per span and direction" in text
+    dp = json.loads(run_cli(*args, "--json", check=True).stdout)["strategies"][0]
+    assert dp["strategy"] == "dp" and dp["bottleneck"] == "dci:east-west"
+    span_Bps = 16 * 800e9 / 8
+    assert dp["dci_time_s"] == pytest.approx(dp["dci_bytes_per_step"] / span_Bps + dp["latency_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("override,message", [
+    # walk12: each was accepted and priced: a span of 1e30 km (4.9e24 s one way, a DCI bill in octillions of
+    # dollars), a billion waves (15.6 million fibre pairs, 60 GW of modules), a wave of 1e30 Gb/s
+    ("interconnect.distance_km=1e30", "interconnect.distance_km: 1e+30 km is longer than the Earth's "
+                                      "circumference (40,075 km)"),
+    ("interconnect.waves=1000000000", "interconnect.waves: 1,000,000,000 waves is no cable"),
+    ("interconnect.wave_rate=1e30 Gb/s", "interconnect.wave_rate: a wave of '1e30 Gb/s' is more than a whole fibre "
+                                         "pair carries"),
+])
+def test_a_dci_beyond_any_cable_is_one_line(override, message):
+    for command in (("describe",), ("estimate", "--size", "1G"), ("plan", "--no-collectives")):
+        err = one_error(*command, "two-site-h100", "--set", override)
+        assert f"(--set {override}): {message}" in err, err
+
+
+def test_the_largest_dci_a_cable_allows_is_accepted():
+    # the bounds themselves: the Earth's 40,075 km, 152 waves x 10,000 fibre pairs, one wave of 121.6 Tb/s
+    out = run_cli("describe", "two-site-h100", "--set", "interconnect.distance_km=40075", "--set",
+                  "interconnect.waves=1520000", check=True).stdout
+    assert "40,075 km" in out and "196.4 ms" in out  # 40,075 km x 4.9 us/km + 50 us of equipment
+    run_cli("describe", "two-site-h100", "--set", "interconnect.wave_rate=121.6 Tb/s", check=True)
+
+
+def test_describe_notes_a_site_whose_attach_tier_has_no_ports_left_for_the_dci():
+    """The DCI attaches at a tier's switches without taking ports from their radix: a site whose attach tier is
+    full (dgx-h100-superpod's 4 scalable units: 16 spines x 64 ports, all down, 0 idle) gets a note; two-site-h100's
+    6-unit sites keep 512 idle 400G spine ports (25.6 TB/s) for their 1.6 TB/s and get none (walk12)."""
+    assert "idle ports" not in run_cli("describe", "two-site-h100", check=True).stdout
+    out = run_cli("describe", "two-site-h100", "--set", 'sites[0].set=["cluster.num_units=4"]', check=True).stdout
+    assert ("note: site east: its spine switches have 0 B/s of idle ports for its 1.6 TB/s to the DCI (per "
+            "direction)") in out and "site west" not in out
+    doc = json.loads(run_cli("describe", "two-site-h100", "--json", check=True).stdout)
+    assert [s["attach_idle_Bps"] for s in doc["sites"]] == [512 * 400e9 / 8] * 2

@@ -53,4 +53,7 @@ def test_a_region_report_says_what_it_shows(tmp_path):
     assert page.count('class="caption"') == 3
     assert "line width by capacity" in page and "colour by the busier direction&#x27;s utilization" in page
     assert "chosen: the fastest" in page and "units: GB = 1e9 bytes" in page
+    # walk12: an in-site bound is named by its site as --fail names parts (east:...), and the caption says so
+    assert "the slowest site&#x27;s busiest link, SITE:SRC-&gt;DST" in page and "site:..." not in page
+    assert re.search(r"<td[^>]*>east:nic\d+\.\d+-&gt;leaf\d+</td>", page) and "site:nic" not in page
     assert "With failures: east:spine0." in page and "(38.4 TB/s without failures)" in page

@@ -107,3 +107,25 @@ def test_report_is_listed_in_help():
     proc = run_cli("report", "--help", check=True)
     assert "-o FILE" in proc.stdout and "--format" in proc.stdout
     assert (ROOT / "topo" / "cli" / "report.py").is_file()
+
+
+def test_the_page_says_what_its_colours_mean(tmp_path):
+    """The header's colour line names each tier in the colour its bars have in the oversubscription figure (so
+    the key cannot drift from the figures), and says what red marks with the thresholds the tables use."""
+    import json
+    import re
+    out = tmp_path / "r.html"
+    run_cli("report", "dgx-h100-superpod", "--set", "fabric.tiers[leaf].oversubscription=2", "-o", str(out),
+            check=True)
+    page = out.read_text()
+    legend = re.search(r'<p class="legend">(.*?)</p>', page).group(1)
+    keyed = dict((label.strip(" ,"), colour) for colour, label in
+                 re.findall(r'<span class="swatch" style="background:(#\w+)"></span>([^<:;]+)', legend))
+    figs = json.loads(re.search(r'id="topo-figures">(.*?)</script>', page, flags=re.S).group(1))
+    bars = next(f for f in figs.values() if any(t.get("name") == "downlink capacity" for t in f["data"]))
+    down = next(t for t in bars["data"] if t["name"] == "downlink capacity")
+    assert down["x"] == ["leaf", "spine"]
+    assert [keyed[name] for name in down["x"]] == down["marker"]["color"]
+    assert "GPUs and NVLink" in keyed and "PCIe" in keyed
+    assert keyed["red marks what needs a look"] == "#B2182B" and 'class="hot">2:1' in page  # the 2:1 leaf, in red
+    assert "a link at 80% utilization or more" in legend and "slowed 1.2x or more" in legend

@@ -95,11 +95,16 @@ B30044_IN_FAMILY = ("mb260401_b300_deepseekv3", "mb260401_b300_qwen3_30b", "mb26
 # v5.1's Dell B300 Llama 3.1 8B run; every third held out, fixed before any was scored
 DATA46_IN_FAMILY = ("mb260201_b300_deepseekv3", "mb260201_b300_gptoss_120b", "mb260201_b300_qwen3_30b",
                     "mb260201_b300_nemotron3_nano", "mlperf51_dell_b300_llama31_8b_8")
-ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY
+# data48's rows, all of a fitted family (Llama 3, whose MLPerf and Megatron-Bridge 8B runs are fitted), in batch order:
+# MLPerf Training v6.0's Cisco H100 Llama 3.1 8B runs on 64 then 128 GPUs, then Cisco's 16-H200 run (found after the
+# first two were scored, appended, its place fixed before it was scored); every third held out: the H200 run
+DATA48_IN_FAMILY = ("mlperf60_cisco_h100_llama31_8b_64", "mlperf60_cisco_h100_llama31_8b_128",
+                    "mlperf60_cisco_h200_llama31_8b_16")
+ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
 
 
-@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY],
-                         ids=["data35", "data44", "b30044", "data46"])
+@pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY,
+                                   DATA48_IN_FAMILY], ids=["data35", "data44", "b30044", "data46", "data48"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -726,6 +731,53 @@ def test_flex_rows_record_their_backend():
                 or (b == "deepep" and "deepep" not in note):
             bad.append((r["run_id"], b))
     assert not bad, bad
+
+
+def test_mlperf60_cisco_h100_rows_are_their_logs_block_throughput(monkeypatch):
+    # MLPerf Training v6.0 Llama 3.1 8B on Cisco's Zeus H100 (Richardyu114/training_results_v6.0@eabf23a0
+    # Cisco/results/Zeus_{8,16}xH100_SXM_80GB/llama31_8b/result_1..5.txt): each log's block summary (MLLOG
+    # tracked_stats throughput, samples/s) over steps 1792-2047 (64 GPUs, GBS 32) and 1344-1535 (128 GPUs, GBS 64);
+    # the row's step time is GBS over their median: 32 / 91.1611 = 0.3510 s, 64 / 182.0548 = 0.3515 s (weak scaling
+    # at 8,192 tokens: the same 0.35 s per step at twice the GPUs and twice the batch, within 0.2%)
+    import statistics
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"].startswith("mlperf60_cisco_h100_")}
+    assert set(rows) == set(DATA48_IN_FAMILY[:2])
+    for r in rows.values():
+        thr = [float(v) for v in re.search(r"block throughputs ([\d. /]+) samples/s", r["note"])[1].split(" / ")]
+        assert len(thr) == 5 and max(thr) / min(thr) < 1.002  # the five runs within 0.2%
+        gbs, n = int(r["global_batch_seqs"]), int(r["num_gpus"])
+        assert gbs == n // 2 and (int(r["tp"]), int(r["micro_batch"])) == (2, 1)  # TP 2, MINIBS 1: GBS = DP
+        assert float(r["step_time_s"]) == pytest.approx(gbs / statistics.median(thr), abs=6e-5)
+    assert float(rows["mlperf60_cisco_h100_llama31_8b_128"]["step_time_s"]) / float(
+        rows["mlperf60_cisco_h100_llama31_8b_64"]["step_time_s"]) == pytest.approx(1.0015, abs=5e-4)
+    # the fit runs them as config_common.sh and the config say: FP8 weights gathered at 1 byte, TP overlap, the
+    # full-iteration graph, the reference conf's 128Mi-parameter DP buckets, on the DGX H100 SuperPOD rail fabric
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch) if s["run"] in rows}
+    import training_accuracy
+    assert training_accuracy.SPECS["Cisco H100"] == ("dgx-h100-superpod", ())
+    for s in setups.values():
+        lay = s["lay"]
+        assert lay.fp8_param_gather and lay.overlap_tp and lay.cuda_graph_scope == ("full_iteration",)
+        assert lay.dp_bucket_params == 134_217_728 and lay.recompute == "none" and not s["holdout"]
+
+
+def test_mlperf60_cisco_h200_row_is_its_logs_median_block_and_printed_settings(monkeypatch):
+    # Cisco's MLPerf v6.0 Llama 3.1 8B on 2 x C885A (16 H200; Richardyu114/training_results_v6.0@eabf23a0
+    # Cisco/results/2xC885A_M8-8xH200-SXM-141GB/llama31_8b/result_0..4.txt): each log's block train_step_time over steps
+    # 1792-2047 (1.18235 / 1.18129 / 1.18290 / 1.18144 / 1.18179 s), median 1.1818 s; the log's Configuration Summary:
+    # GBS 32, MBS 1, DP 16, tensorwise FP8 with FP8 weight gather, bucket_size 768000000, grad_reduce_in_fp32 False
+    # with bf16 parameters, full-iteration CUDA graph. Held out (the third of data48's batch)
+    import statistics
+    r = {row["run_id"]: row for _, row in ROWS}["mlperf60_cisco_h200_llama31_8b_16"]
+    blocks = [float(v) for v in re.search(r"block train_step_time ([\d. /]+) s", r["note"])[1].split(" / ")]
+    assert len(blocks) == 5 and float(r["step_time_s"]) == pytest.approx(statistics.median(blocks), abs=6e-5)
+    assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["tp"])) == (16, 32, 1)
+    s = {x["run"]: x for x in _fit_setups(monkeypatch)}["mlperf60_cisco_h200_llama31_8b_16"]
+    lay = s["lay"]
+    assert s["holdout"] and lay.fp8_recipe == "current" and lay.fp8_param_gather and lay.dp == 16
+    assert lay.dp_bucket_params == 768_000_000 and lay.grad_bytes == 2.0 and lay.cuda_graph_scope == ("full_iteration",)
+    import training_accuracy
+    assert training_accuracy.SPECS["Cisco H200"] == ("dgx-h100-superpod", ("gpu=H200",))
 
 
 def test_mlperf60_deepseek_rows_are_the_median_of_their_logged_runs():

@@ -52,6 +52,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _is_fifo(path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _not_regular(path, mode: int, what: str) -> TopoError:
     kind = _kind(mode)
     return TopoError(f"is not a regular file ({kind}); give a {what}" if kind != "not a regular file" else
@@ -149,7 +156,12 @@ def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_TOML
         if stream is None:
             raise TopoError("standard input is closed", source="<stdin>")
         return _read_limited(stream, limit, "<stdin>", what)
-    check_input(path, what)
+    try:
+        check_input(path, what)
+    except TopoError as exc:
+        if allow_stdin and _is_fifo(path):
+            raise TopoError(f"{exc.message}, or - to read standard input (- < {path})", source=str(path)) from None
+        raise
     source = str(path)
     try:  # without blocking: a path swapped for a pipe after the check above must not hang the open
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

@@ -432,6 +432,10 @@ class _Reader:
             size = f"size {tokens[0]} B" if len(tokens) > 1 else "its size cut too"
             if final and (self.cut_at_end or self.width is None or len(tokens) < self.width):
                 cur.notes.append(f"the last row ({size}) is cut mid-line: left out")
+            elif self.width == len(tokens):
+                bad = ", ".join(repr(t) for t in tokens[3:] if not _is_num(t) and t.lower() not in _REDOPS)
+                cur.notes.append(f"a row ({size}) cannot be read: {bad or 'a value'} where a number belongs "
+                                 "(garbled): left out")
             else:
                 cur.notes.append(f"a row ({size}) cannot be read: {len(tokens)} values where the table's rows have "
                                  f"{self.width or 'more'} (cut short or garbled): left out")

@@ -69,6 +69,12 @@ def render_region(inv: RegionInventory) -> str:
         lines.append("GPU to DCI: one way from a GPU up to its DCI port (its NIC and every switch up to the attach "
                      "tier); not given: the site's spec gives no NIC or tier latency, and the DCI phase counts none "
                      "there (the span's latency still counts)")
+    for s in inv.sites:
+        if s.dci_Bps > s.attach_idle_Bps * (1 + 1e-9):
+            lines.append(f"note: site {s.name}: its {s.attach_tier} switches have {format_bandwidth(s.attach_idle_Bps)} "
+                         f"of idle ports for its {format_bandwidth(s.dci_Bps)} to the DCI (per direction); the model "
+                         f"attaches the DCI there anyway, beyond the radix: free ports (fewer units, a larger radix) "
+                         f"or count the missing ones yourself")
     lines.append("")
     rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {format_in(s.wave_rate_Bps, 'Gb/s', 'g')}",
              format_bandwidth(s.bandwidth_Bps) + (" (failed)" if s.failed else ""), format_time(s.latency_s)]

@@ -121,6 +121,8 @@ def render_across_sites(r: MultisiteStep) -> str:
              s.bottleneck] for s in r.strategies]
     lines.append(table(rows, ["across sites", "step", "vs one site", "DCI phase", "exposed", "DCI bytes/step",
                               "DCI for 95%", "bottleneck"], right=[False] + [True] * 6 + [False]))
+    lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
+                 "95%: the capacity per span and direction that keeps 95% of one site's throughput")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     lines += [f"assumed: {a}" for a in r.assumptions]

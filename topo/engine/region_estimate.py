@@ -172,6 +172,9 @@ class _SiteTimes:
 
     def __init__(self, region: Region, coll: str, sizes: list[int]):
         distinct = {id(f): f for f in region.fabrics}.values()
+        first_site = {}  # a fabric's first site by name: a link is named SITE:SRC->DST, as --fail SITE:PART takes it
+        for name, f in zip(region.site_names, region.fabrics):
+            first_site.setdefault(id(f), name)
         self.n = min(f.num_gpus for f in distinct)
         self.per_chunk_s = max(_call_cost_s(resolve_profile(None, f)) for f in distinct)
         self.channels = min(resolve_profile(None, f).channels for f in distinct)
@@ -193,7 +196,8 @@ class _SiteTimes:
                     break
                 for x in r.results:
                     b = x.bottleneck
-                    ph = Phase(x.latency_s, x.bandwidth_s, f"site:{b.src}->{b.dst}" if b is not None else "site")
+                    where = first_site[id(f)]
+                    ph = Phase(x.latency_s, x.bandwidth_s, f"{where}:{b.src}->{b.dst}" if b is not None else where)
                     if x.size_bytes not in per_size or ph.time_s > per_size[x.size_bytes].time_s:
                         per_size[x.size_bytes] = ph
             else:

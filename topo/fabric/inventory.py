@@ -125,8 +125,12 @@ class Inventory:
             if self.power_from_catalog_tiers:
                 text += f", {', '.join(self.power_from_catalog_tiers)} at the switch catalog's power per model"
             return text
-        return (f"power unknown: the spec gives no power_W for {', '.join(self.power_unknown_tiers)}, and the switch "
-                "catalog has no such model")
+        unknown = self.power_unknown_tiers
+        unlisted = {t.model for t in self.tiers if t.name in unknown and t.model}
+        why = (f"the switch catalog has no model {', '.join(map(repr, sorted(unlisted)))}" if unlisted else
+               "no switch model is given (a tier's model, e.g. QM9700, takes its power from the switch catalog, "
+               "topo/data/catalog/switches.toml)")
+        return f"power unknown: the spec gives no power_W for {', '.join(unknown)}, and {why}"
 
     def to_frame(self):
         """The tiers as a pandas DataFrame, one row per tier."""

@@ -31,6 +31,9 @@ class SiteRow:
     power_limit_MW: float | None
     failures: list[str]  # the site's failed parts (--fail SITE:PART), by the site's own names
     bisection_without_failures_Bps: float
+    # the attach tier's idle ports x their rate, per direction: where the DCI's ports (or the border leaves' uplinks)
+    # would plug in; the model does not take them from the radix, so describe notes a site with too few
+    attach_idle_Bps: float = 0.0
 
 
 @dataclass
@@ -103,12 +106,14 @@ def region_inventory(r: Region) -> RegionInventory:
         inv = invs[id(f)]
         e = entry_of[i]
         working = bisection(f).bandwidth_Bps if f.failures else inv.bisection_bandwidth_Bps
+        at = inv.tiers[int(r.attach_tier[i])]
         sites.append(SiteRow(name=r.site_names[i], spec=e.spec or f.spec.name, gpu=f.spec.gpu, num_gpus=f.num_gpus,
                              tiers=[t.name for t in f.layout.tiers],
                              attach_tier=f.layout.tiers[int(r.attach_tier[i])].name,
                              bisection_bandwidth_Bps=working, dci_Bps=r.border_Bps(i),
                              up_latency_s=r.up_latency_s(i), power_limit_MW=e.power_limit_MW,
-                             failures=list(f.failures), bisection_without_failures_Bps=inv.bisection_bandwidth_Bps))
+                             failures=list(f.failures), bisection_without_failures_Bps=inv.bisection_bandwidth_Bps,
+                             attach_idle_Bps=at.ports_idle * at.down_port_rate_Bps))
     bw = r.span_bandwidth_Bps
     spans = [SpanRow(name=n, distance_km=float(d), waves=int(w), wave_rate_Bps=float(rate), bandwidth_Bps=float(b),
                      latency_s=float(lat), failed=bool(x))

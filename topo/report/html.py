@@ -26,6 +26,7 @@ from .build import MixScenario, Scenario, SpecReport
 from .fabric_layers import layer_drawing
 from .files import write_bytes
 from .plan_figures import plan_section
+from .style import ALERT_COLOR, GPU_COLOR, HOT_SLOWDOWN, HOT_UTILIZATION, PCIE_COLOR, tier_color
 from .train_figures import train_section
 
 __all__ = ["render_page", "write_page"]
@@ -56,6 +57,7 @@ th, td { border-bottom: 1px solid #e3e7ec; padding: 3px 9px; text-align: right; 
 th { background: #f2f4f7; font-weight: 600; }
 td.l, th.l { text-align: left; }
 .hot { color: #B2182B; font-weight: 600; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 8px; border: 1px solid #fff; }
 .caption { font-size: 12px; color: #555; margin: 4px 0 2px; }
 .tables { display: flex; flex-wrap: wrap; gap: 0 28px; align-items: flex-start; }
 .sources { font-size: 12px; color: #444; word-break: break-all; }
@@ -186,7 +188,7 @@ def _bottleneck_table(s: Scenario) -> str:
     out = [head, '<table class="hottest"><tr><th class="l">level</th><th class="l">hottest link</th>'
                  '<th>utilization</th><th>bytes carried</th><th>line rate</th><th>links this hot</th></tr>']
     for _, h in s.loads.hottest.iterrows():
-        cls = ' class="hot"' if h["utilization"] >= 0.8 else ""
+        cls = ' class="hot"' if h["utilization"] >= HOT_UTILIZATION else ""
         where = f'{e(h["src"])} &rarr; {e(h["dst"])}' if h["utilization"] > 0 else "(no traffic)"
         out.append(f'<tr><td class="l">{e(h["level"])}</td><td class="l">{where}</td>'
                    f'<td{cls}>{h["utilization"]:.1%}</td><td>{format_size(h["bytes"])}</td>'
@@ -200,7 +202,7 @@ def _mix_tables(m: MixScenario) -> str:
     out = ['<table class="hottest"><tr><th class="l">member</th><th class="l">collective</th><th>size</th>'
            '<th>groups x ranks</th><th>alone</th><th>in the mix</th><th>slowdown</th><th class="l">held back by</th></tr>']
     for x in r.members:
-        cls = ' class="hot"' if x.slowdown >= 1.2 else ""
+        cls = ' class="hot"' if x.slowdown >= HOT_SLOWDOWN else ""
         held = f"{e(x.bottleneck_mix)} ({e(x.bottleneck_mix_level)})" if x.bottleneck_mix else "-"
         out.append(f'<tr><td class="l">{e(x.name)}</td><td class="l">{e(x.collective)} ({e(x.algorithm)})</td>'
                    f"<td>{format_size(x.size_bytes)}</td><td>{format_count(x.num_groups)} x {x.num_ranks}</td>"
@@ -384,7 +386,7 @@ def _document(reports: Sequence[SpecReport], names: list[str], nav: list, sectio
     title = "topo report: " + " vs ".join(names)
     header = (f"<header><h1>{title}</h1><p>{' | '.join(e(r.inventory.description or r.inventory.name) for r in reports)}"
               f"</p><p>Modelled by topo {e(__version__)}; units: GB = 1e9 bytes, GiB = 2<sup>30</sup> bytes, "
-              f"bandwidths per direction.</p></header>")
+              f"bandwidths per direction.</p>{colour_legend(reports)}</header>")
     navbar = "<nav>" + "".join(f'<a href="#{k}">{v}</a>' for k, v in nav) + "</nav>"
     footer = (f"<footer>Self-contained: plotly.js {e(_plotlyjs_version())} is inlined, the page makes no network "
               f"request. Made with topo {e(__version__)} and plotly {e(plotly.__version__)}.</footer>")
@@ -399,6 +401,23 @@ def _document(reports: Sequence[SpecReport], names: list[str], nav: list, sectio
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script>",
         "</body></html>\n",
     ])
+
+
+def colour_legend(reports: Sequence[SpecReport]) -> str:
+    """What the page's colours mean, one line: a colour per tier (the same in every figure, the cables into a tier
+    from below in its colour, :mod:`topo.report.style`), and red for what needs a look (its thresholds)."""
+    depth = max(len(r.inventory.tiers) for r in reports)
+    tiers = []
+    for i in range(depth):
+        names = dict.fromkeys(r.inventory.tiers[i].name for r in reports if i < len(r.inventory.tiers))
+        tiers.append((tier_color(i), "/".join(e(n) for n in names)))
+    swatches = [(GPU_COLOR, "GPUs and NVLink"), (PCIE_COLOR, "PCIe"), *tiers]
+    items = ", ".join(f'<span class="swatch" style="background:{c}"></span>{label}' for c, label in swatches)
+    return (f'<p class="legend">Colours: {items}: a switch tier and the cables into it from below share one '
+            f'colour in every figure; <span class="swatch" style="background:{ALERT_COLOR}"></span>red marks what '
+            f"needs a look: a tier oversubscribed above 1:1, a link at {HOT_UTILIZATION:.0%} utilization or more, a "
+            f"traffic-mix member slowed {HOT_SLOWDOWN:g}x or more; the heatmaps' colour is the utilization on "
+            f"the scale beside each.</p>")
 
 
 def _plotlyjs_version() -> str:

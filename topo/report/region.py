@@ -107,8 +107,8 @@ _DCI_CAPTION = ("The sites on a circle (marker area by GPUs) and the DCI spans b
                 "bisection and its DCI capacity; each span's distance, capacity and one-way latency.")
 _CANDIDATES_CAPTION = ("Time of each way to run the collective over every GPU of every site (the hierarchical "
                        "reduction inside and across the sites, its pipelined form, NCCL's flat ring and tree); "
-                       "chosen: the fastest, and the link that bounds it (dci:A-B, border:SITE, or a site's busiest "
-                       "link, site:...).")
+                       "chosen: the fastest, and the link that bounds it (dci:A-B, border:SITE, or the slowest site's "
+                       "busiest link, SITE:SRC->DST).")
 
 
 def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate, path, **output) -> int:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import html
 
-__all__ = ["GPU_COLOR", "PCIE_COLOR", "ALERT_COLOR", "tier_color", "level_color", "esc", "SIZE_TICKS",
+__all__ = ["GPU_COLOR", "PCIE_COLOR", "ALERT_COLOR", "HOT_UTILIZATION", "HOT_SLOWDOWN", "tier_color", "level_color", "esc", "SIZE_TICKS",
            "size_ticks", "FONT", "base_layout"]
 
 GPU_COLOR = "#009E73"  # GPUs, NVLink domains, NVLink
 PCIE_COLOR = "#7F7F7F"  # PCIe between GPU and NIC
 ALERT_COLOR = "#B2182B"  # oversubscription > 1, saturated links
+HOT_UTILIZATION = 0.8  # a link this utilized or more is shown in ALERT_COLOR in the report's tables
+HOT_SLOWDOWN = 1.2  # a traffic-mix member slowed this much or more is shown in ALERT_COLOR
 _TIER_COLORS = ("#0072B2", "#E69F00", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 
 FONT = "Helvetica Neue, Arial, sans-serif"

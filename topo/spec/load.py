@@ -23,6 +23,7 @@ from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
 from .overrides import override_label
+from .sites import is_region_data
 from ..resources import topologies_dir
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
@@ -90,7 +91,7 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     path = resolve_spec_path(name_or_path)
     source = _display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
-    if "sites" in data:
+    if is_region_data(data):
         raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
                         "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
                         "fabric: name one of its sites' specs", source=source)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, model_validator
 
 from .model import Bandwidth, Duration, Name, PositiveInt, _Strict, _bandwidth
 from .overrides import override_label
@@ -37,8 +37,23 @@ FIBRE_LATENCY_PER_KM_S = 4.9e-6
 
 
 def is_region_data(data: dict) -> bool:
-    """True when a parsed TOML document is a region (it has ``[[sites]]``), not one fabric."""
-    return isinstance(data, dict) and "sites" in data
+    """True when a parsed TOML document is a region (it has ``[[sites]]`` or an ``[interconnect]``, which only a
+    region has: a file with its DCI but no sites is a region missing its sites), not one fabric."""
+    return isinstance(data, dict) and ("sites" in data or "interconnect" in data)
+
+
+MAX_DISTANCE_KM = 40_075.0
+"""The longest span a region may give: the Earth's circumference at the equator. Two sites on Earth are joined by
+a shorter route; a larger figure is a typo (or metres for km), and it would price a DCI of absurd latency."""
+
+MAX_WAVE_RATE_BPS = 121.6e12 / 8
+"""The fastest wave a region may give, per direction: a whole fibre pair's capacity in full C+L-band DWDM, 76 + 76
+wavelengths x 800G = 121.6 Tb/s (multisite.md section 4, SemiAnalysis multi-DC, secondary); one wave carries less
+than its whole fibre."""
+
+MAX_WAVES = 152 * 10_000
+"""The most waves a span may give: 152 per fibre pair (76 C- + 76 L-band, as above) in 10,000 fibre pairs, beyond
+the "hundreds if not thousands of pairs" of a metro trench (multisite.md section 4, SemiAnalysis, secondary)."""
 
 
 def _positive_rate(value):
@@ -46,12 +61,30 @@ def _positive_rate(value):
     if rate <= 0:
         raise ValueError(f"a DCI of zero capacity joins nothing, got {value!r}; allowed: a rate > 0 such as "
                          "'400 Gb/s' or '800 Gb/s'")
+    if rate > MAX_WAVE_RATE_BPS:
+        raise ValueError(f"a wave of {value!r} is more than a whole fibre pair carries in all its waves (121.6 Tb/s: "
+                         "76 C- + 76 L-band x 800G); allowed: a rate > 0 up to '121.6 Tb/s', such as '800 Gb/s' "
+                         "(more capacity is more waves)")
     return rate
 
 
+def _plausible_distance(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_DISTANCE_KM:
+        raise ValueError(f"{value:g} km is longer than the Earth's circumference ({MAX_DISTANCE_KM:,.0f} km); "
+                         f"allowed: > 0 up to {MAX_DISTANCE_KM:,.0f} km of fibre route (in km, not metres)")
+    return value
+
+
+def _plausible_waves(value):
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_WAVES:
+        raise ValueError(f"{value:,} waves is no cable: a fibre pair carries at most 152 (76 C- + 76 L-band), and "
+                         f"{MAX_WAVES:,} fill 10,000 pairs; allowed: 1 to {MAX_WAVES:,}")
+    return value
+
+
 PositiveRate = Annotated[float, BeforeValidator(_positive_rate)]
-Distance = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Waves = Annotated[int, Field(strict=True, ge=1)]
+Distance = Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(_plausible_distance)]
+Waves = Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_waves)]
 
 
 class SiteSpec(_Strict):
@@ -87,11 +120,11 @@ class SpanSpec(_Strict):
     sites: Annotated[list[Name], Field(min_length=2, max_length=2)]
     """The two sites, by name."""
     distance_km: Distance | None = None
-    """Fibre route length in km (> 0); default: the interconnect's."""
+    """Fibre route length in km (> 0, at most the Earth's 40,075 km); default: the interconnect's."""
     waves: Waves | None = None
-    """Waves (or ports) on this span; default: the interconnect's."""
+    """Waves (or ports) on this span (at most 1,520,000); default: the interconnect's."""
     wave_rate_Bps: PositiveRate | None = Field(None, alias="wave_rate")
-    """Rate of one wave per direction; default: the interconnect's."""
+    """Rate of one wave per direction (at most 121.6 Tb/s); default: the interconnect's."""
 
 
 class InterconnectSpec(_Strict):
@@ -103,15 +136,15 @@ class InterconnectSpec(_Strict):
     hub: Name | None = None
     """The hub site's name (topology hub; default the first site)."""
     distance_km: Distance | None = None
-    """Fibre route length of every span in km (> 0), unless a span gives its own."""
+    """Fibre route length of every span in km (> 0, at most the Earth's 40,075 km), unless a span gives its own."""
     latency_per_km_s: Duration = Field(FIBRE_LATENCY_PER_KM_S, alias="latency_per_km")
     """One-way latency per km of fibre (default "4.9 us": 4.897 us/km at 1550 nm, multisite.md section 4)."""
     equipment_latency_s: Duration = Field(0.0, alias="equipment_latency")
     """One-way latency of the span's equipment (coherent DSP and FEC, amplifiers, DCI switches), added once."""
     waves: Waves = 1
-    """Waves (DWDM channels) or ports per site pair (>= 1)."""
+    """Waves (DWDM channels) or ports per site pair (1 to 1,520,000: 152 per fibre pair x 10,000 pairs)."""
     wave_rate_Bps: PositiveRate = Field(100e9, alias="wave_rate")
-    """Rate of one wave per direction (default "800 Gb/s", 800ZR)."""
+    """Rate of one wave per direction (default "800 Gb/s", 800ZR; at most 121.6 Tb/s, a whole fibre pair's)."""
     attach: Literal["top", "border"] = "top"
     """top: the DCI ports sit on the attach tier's switches; border: on border leaves hanging off that tier, with
     their own oversubscription."""
@@ -143,7 +176,7 @@ class RegionSpec(_Strict):
     """Where the design comes from (URLs)."""
     assumptions: list[str] = []
     """What the file assumes where nothing is published."""
-    sites: Annotated[list[SiteSpec], Field(min_length=1)]
+    sites: list[SiteSpec]  # at least 2 sites, counted with `count` (_joinable says so in its own words)
     """The sites (``[[sites]]``), in order; global GPU ids run site by site."""
     interconnect: InterconnectSpec
     """The DCI (``[interconnect]``)."""
