@@ -950,17 +950,20 @@ def _write_fit(values, errors) -> None:
     path.write_text(text)
     print(f"wrote {path}")
     out = ROOT / "topo" / "data" / "compute" / "step_uncertainty.toml"
-    lines = ["# The out-of-family error of topo train's step time per group of models: the absolute relative error",
-             "# of each run predicted with the fitted fractions refitted without its model family",
-             "# (python benchmarks/training_accuracy.py --fit). topo train shows the p50 and p90 of its group as",
-             "# the interval of a prediction.", 'status = "derived"',
-             'source = "benchmarks/training_accuracy.py --fit: leave-one-model-family-out errors"', ""]
+    out.write_text(uncertainty_text(out.read_text(), errors))
+    print(f"wrote {out}")
+
+
+def uncertainty_text(old: str, errors) -> str:
+    """step_uncertainty.toml with each group's p50 / p90 from ``errors`` and ``old``'s header kept as it is (its
+    ``status`` and its ``source``, which ``topo train --json`` shows as the interval's ``basis``: one place)."""
+    m = re.search(r"^\[", old, re.M)
+    lines = [old[:m.start() if m else len(old)].rstrip("\n"), ""]
     for g, errs in errors.items():
         if errs:
             p50, p90 = float(np.percentile(errs, 50)), float(np.percentile(errs, 90))
             lines += [f"[{g}]", f"runs = {len(errs)}", f"p50 = {p50:.3f}", f"p90 = {p90:.3f}", ""]
-    out.write_text("\n".join(lines))
-    print(f"wrote {out}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -322,7 +322,8 @@ def test_text_names_the_dp_bucket_and_reduction_start_and_when_they_do_nothing()
             "--global-batch", "64"]
     out = run_cli(*flat, "--layout", "dp_align_grad_reduce=false,dp_bucket_params=128000000", check=True).stdout
     assert _options_line(out) == ["framework options: dp_bucket_params 128000000, dp_align_grad_reduce false "
-                                  "(no effect: vpp 1: only an interleaved pipeline's chunks are started this way) "
+                                  "(no effect: vpp 1: the first stage, which ends the step, reduces its buckets as "
+                                  "they are ready either way) "
                                   "(layout fields)"]
     steps = [json.loads(run_cli(*flat, "--layout", f"dp_align_grad_reduce={a}", "--json", check=True).stdout)
              ["step_time_s"] for a in ("true", "false")]

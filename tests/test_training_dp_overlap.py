@@ -399,3 +399,32 @@ def test_nemo_2_runs_reduce_interleaved_buckets_as_ready_in_its_128mi_buckets():
     s = setups["nemo2502_b200_nemotron4_340b"]
     dense = max(stage_params(s["model"], s["lay"]), key=lambda r: r[0] + r[1])[0]
     assert dp_bucket_calls(s["lay"], dense) == math.ceil(dense / 12 / 134_217_728) + 11 == 18
+
+
+def test_without_interleaving_the_first_stage_hooks_decide_whether_or_not_the_reduction_is_aligned(pod):
+    """vpp 1 (dpov47's Left 3): Megatron-Core's non-interleaved schedule enables the gradient hooks on the first
+    pipeline stage whatever ``align_grad_reduce`` says; a later stage with a ``grad_sync_func`` starts its whole
+    reduction when its last backward ends, in the cool-down bubble ("Other pipeline stages do grad reduction during
+    pipeline bubble", NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py
+    ``forward_backward_pipelining_without_interleaving``, core_v0.14.0 lines 2233-2294, d98e8a64 lines 2433-2480).
+    llama3-70b TP8 PP4 DP32 on DGX H100: the first stage's buckets as ready, ``max(R - c, b)`` past its end; stage
+    ``p`` aligned ends ``R - p c`` past it; the step shows the first stage's under either setting."""
+    from topo.training.dp_overlap import interleaved_reduce_exposed_s
+    from topo.training.step import _dp_exposed, step_traffic
+    m = load_model("llama3-70b")
+    engine = CommEngine(pod)
+    for aligned in (True, False):
+        lay = make_layout(tp=8, pp=4, dp=32, global_batch=256, dp_align_grad_reduce=aligned)
+        groups = map_layout(lay, pod.spec.gpus_per_domain, pod.layout.num_gpus).groups("dpcp")
+        sc = stage_compute(m, lay, gpu_compute("H100"))
+        t_f, c = sc.forward_s, sc.backward_s + sc.recompute_s
+        (item,) = [it for it in step_traffic(m, lay) if it["dim"] == "dp" and it["phase"] == "reduce"]
+        b = engine.time(item["collective"], groups, item["size_bytes"]).time_s
+        k, whole = item["calls"], item["calls"] * b
+        first = max(whole - c, b)
+        assert whole > c  # the case where it matters: the reduction outlasts one micro-batch's backward
+        later = [whole - p * c for p in range(1, lay.pp)]
+        assert max(later) <= first and later[0] == pytest.approx(first, rel=1e-12)
+        assert _dp_exposed(engine, item, groups, b, 1.0, t_f, c, sc.layers, lay) == pytest.approx(first, rel=1e-12)
+        # the one-chunk queue is the same rule, aligned or not
+        assert interleaved_reduce_exposed_s(whole, b, k, 1, 4, c, aligned=aligned) == pytest.approx(first, rel=1e-12)

@@ -116,7 +116,7 @@ def test_the_fused_mlp_casts_two_inputs_in_epilogues():
                for s in [(fc1.m, fc1.k, fc1.n), (fc1.k, fc1.n, fc1.m)])
     assert op_time_s(fc1, gpu, "fp8", backward=True, fp8_recipe="mxfp8") == pytest.approx(back)
     assert kernels_launched(fc1, "fp8", backward=True) == 2
-    # the other two passes cast their inputs, as every multi-stream pass does
+    # the other two passes cast their inputs (once for every expert: the next test)
     for op, backward in ((fc1, False), (fc2, True)):
         assert kernels_launched(op, "fp8", backward=backward) > (2 if backward else 1)
     q = quantize_kernels()["cast"]
@@ -124,6 +124,37 @@ def test_the_fused_mlp_casts_two_inputs_in_epilogues():
         for backward in (False, True):
             assert kernels_launched(multi[name], "fp8", backward=backward) == \
                 multi[name].launches * (2 if backward else 1) + multi[name].groups * q
+
+
+def test_the_fused_mlp_casts_its_other_two_inputs_once_for_every_expert():
+    """fc1's forward input and fc2's output gradient, which no epilogue casts, are quantised by one
+    ``tex.group_quantize`` call for all local experts (TransformerEngine v2.16 ``pytorch/ops/fused/
+    forward_grouped_mlp.py`` "Group-quantize input tensor", ``backward_grouped_mlp.py``; v2.17
+    ``ops/fused/grouped_mlp.py``): one ``group_quantize_mxfp8_kernel``, no descriptor update, since the experts'
+    rows share their width (``VARYING_FIRST_DIM`` is a single tensor: ``common/cast/mxfp8/group_quantize_mxfp8.cuh``).
+    TE's multi-stream ``GroupedLinear`` casts each expert on its own (``split_quantize``). The bytes are the same;
+    the kernels, their gaps and the host's launches are one a pass, not one an expert."""
+    qwen = load_model("qwen3-30b-a3b")  # 128 experts: 16 local at EP 8
+    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0, precision="fp8",
+              fp8_recipe="mxfp8")
+    gpu = gpu_compute("GB200")
+    km, per = gpu.kernels, gpu.kernels.launch_gpu_s
+    fused = {op.name: op for op in block_ops(qwen, make_layout(**kw, moe_expert_kernels="fused_mlp"), "E")}
+    multi = {op.name: op for op in block_ops(qwen, make_layout(**kw), "E")}
+    fc1, fc2 = fused["fc1"], fused["fc2"]
+    assert fc1.groups == fc2.groups == 16
+    assert kernels_launched(fc1, "fp8") == 1 + 1  # the fused kernel, the grouped cast
+    assert kernels_launched(fc2, "fp8", backward=True) == 2 + 1
+    assert kernels_launched(multi["fc1"], "fp8") == 16 + 16 * quantize_kernels()["cast"]  # a GEMM, a cast an expert
+    # the pass's time: the grouped kernel, the cast's bytes, one launch gap for the cast (not 16)
+    ratio = fp8_recipe_costs("mxfp8", gpu.generation)[0]
+    bare = grouped_pass_s(km, fc1.m, fc1.n, fc1.k, "fp8", fc1.groups, "fused_mlp", per, ratio)
+    with_cast = op_time_s(fc1, gpu, "fp8", fp8_recipe="mxfp8")
+    no_gaps = replace(gpu, kernels=replace(km, launch_gpu_s=0.0))
+    cast_bytes_s = op_time_s(fc1, no_gaps, "fp8", fp8_recipe="mxfp8") - grouped_pass_s(
+        km, fc1.m, fc1.n, fc1.k, "fp8", fc1.groups, "fused_mlp", 0.0, ratio)
+    assert cast_bytes_s > 0
+    assert with_cast == pytest.approx(bare + cast_bytes_s + per, rel=1e-9)
 
 
 def test_fused_mlp_needs_mxfp8_grouped_experts():

@@ -135,8 +135,10 @@ def _output_arguments(p) -> None:
     """The FLOP convention, efficiency, tokens, --search and its options, regions, --json."""
     p.add_argument("--flops", choices=CONVENTIONS, default="6n",
                    help="FLOP convention of TFLOPs/GPU and MFU: 6n (6N + attention, PaLM/Llama 3; default), "
-                        "megatron (SC21 eq. 3: 4 passes, counts full recomputation) or megatron-lm (what "
-                        "Megatron-LM logs today: 3 passes, causal attention, padded vocabulary)")
+                        "megatron (SC21 eq. 3: 4 passes, counts full recomputation), megatron-lm (what "
+                        "Megatron-LM logs today: 3 passes, causal attention, padded vocabulary) or megatron-bridge "
+                        "(what Megatron-Bridge logs: megatron-lm's count with sliding-window layers at their "
+                        "window)")
     p.add_argument("--efficiency", type=float, default=None,
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
@@ -480,8 +482,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L),
-            "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else
-                                                    "vpp 1: only an interleaved pipeline's chunks are started this way")}
+            "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
+                                                    "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}

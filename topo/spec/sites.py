@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, model_validator
 
-from .model import Bandwidth, Duration, Name, PositiveInt, _Strict, _bandwidth
+from .model import Duration, Name, PositiveInt, _Strict, _bandwidth
 from .overrides import override_label
 
 __all__ = ["RegionSpec", "SiteSpec", "InterconnectSpec", "SpanSpec", "DCI_TOPOLOGIES", "is_region_data"]

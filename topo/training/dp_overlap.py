@@ -26,6 +26,15 @@ last chunk to chunk 0, and:
   chunk ``k``'s first forward starts (the first pipeline stage, which runs its warm-up forwards back to back,
   is the one that waits).
 
+Without interleaving (``vpp`` 1) ``align_grad_reduce`` changes nothing the step shows
+(``forward_backward_pipelining_without_interleaving``, core_v0.14.0 lines 2233, 2267, 2294; d98e8a64, 2026-08,
+lines 2433, 2460, 2479: the same): the first pipeline stage enables the hooks for its last backward whatever the
+setting, so its buckets reduce as they are ready, ``max(k b - c, b)`` past its end (``c`` one micro-batch's backward
+of the stage); a later stage ``p`` with a ``grad_sync_func`` starts its whole reduction ``R`` when its last backward
+ends, ``p`` stage backwards before the first stage's (the comment: "Other pipeline stages do grad reduction during
+pipeline bubble"), so it ends ``R - p c`` past the first stage's end, never later than the first stage's own
+``max(R - c, b)``. Both rules give the first stage's: :func:`interleaved_reduce_exposed_s` with one chunk.
+
 The collectives of one rank run one after another on the DP stream. Times are seconds; windows are a chunk's
 share of a micro-batch's forward or backward (the stage's, over ``vpp``).
 """

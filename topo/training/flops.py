@@ -6,15 +6,15 @@ Per token, forward, one layer (2 FLOPs per multiply-add):
   shared experts, plus the router ``2 h E``);
 - attention scores: ``2 s n (d_qk + d_v)`` (``Q K^T`` and ``P V`` over the whole ``s x s`` square, as Megatron's
   eq. 3 counts them; ``4 s h`` for multi-head attention); a local layer (sliding window or chunks of ``w``)
-  ``2 min(w, s) n (d_qk + d_v)``, the band Megatron-Bridge's FLOP count takes for gpt-oss (``swa_context``), averaged
-  over the attention layers;
+  ``2 min(w, s) n (d_qk + d_v)``, the whole band as the whole square is counted for full attention, averaged over
+  the attention layers (Megatron-Bridge counts a window's causal context instead: ``megatron-bridge`` below);
 - the output layer (logits): ``2 h V`` once per token.
 
 Executed (hardware) FLOPs: backward = 2 x forward; recomputation adds the layers' forward again (``full``) or
 the attention scores only (``selective``, Korthikanti et al. 2022; a fused flash-attention kernel does the same
 in its backward pass).
 
-Three conventions for the FLOPs a throughput figure counts (``convention``):
+Four conventions for the FLOPs a throughput figure counts (``convention``):
 
 - ``megatron``: Narayanan et al. 2021 (SC21), eq. 3, ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` for a GPT:
   4 passes over the layers (forward, backward x2, full recomputation) and 3 over the logits, whatever the run
@@ -23,6 +23,9 @@ Three conventions for the FLOPs a throughput figure counts (``convention``):
   the logits, the causal half of the attention scores, the vocabulary padded to ``128 x tp``; see
   :mod:`.flops_megatron_lm`. For a GPT at ``V`` a multiple of ``128 tp`` it is ``72 B s l h^2 (1 + s/(12h) +
   V/(12 l h))``: eq. 3 without the recomputation pass and with its attention scores halved (causal).
+- ``megatron-bridge``: what Megatron-Bridge logs (its own ``num_floating_point_operations``): ``megatron-lm``'s
+  count, but a sliding-window layer at its average causal context ``W - W (W - 1) / (2 s)`` in place of ``s / 2``
+  (:func:`.flops_megatron_lm.swa_context`); the same as ``megatron-lm`` for a model without sliding windows.
 - ``6n``: PaLM (Chowdhery et al. 2022, appendix B) and Llama 3: ``6 N + 6 l s n (d_qk + d_v)`` per token
   (``6N + 12 l h s`` for multi-head attention), N the active weights without the input embedding (a lookup),
   ``l`` the layers with attention (a hybrid model's Mamba-2 and MLP blocks have none).
@@ -39,7 +42,7 @@ from .flops_megatron_lm import megatron_lm_flops_per_token
 
 __all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
 
-CONVENTIONS = ("megatron", "megatron-lm", "6n")
+CONVENTIONS = ("megatron", "megatron-lm", "megatron-bridge", "6n")
 
 
 @dataclass(frozen=True)
@@ -91,15 +94,15 @@ def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:
 
 
 def model_flops_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
-    """FLOPs one step counts under ``convention`` (``megatron``, ``megatron-lm`` or ``6n``) for the whole global
-    batch."""
+    """FLOPs one step counts under ``convention`` (``megatron``, ``megatron-lm``, ``megatron-bridge`` or ``6n``)
+    for the whole global batch."""
     seq = lay.seq_len or model.seq_len
     tokens = lay.global_batch * seq
     f = layer_flops(model, seq)
     if convention == "megatron":
         return tokens * (4 * _layers_forward(model, f) + 3 * f.logits)
-    if convention == "megatron-lm":
-        return tokens * megatron_lm_flops_per_token(model, seq, lay.tp)
+    if convention in ("megatron-lm", "megatron-bridge"):
+        return tokens * megatron_lm_flops_per_token(model, seq, lay.tp, windows=convention == "megatron-bridge")
     if convention == "6n":
         n = model.active_params - (0 if model.tied_embeddings else model.vocab * model.hidden)
         return tokens * (6 * n + 3 * model.num_attention_layers * f.scores)

@@ -18,6 +18,16 @@ eq. 3 (topo's ``megatron``) counts the layers 4 times. Term by term, per token, 
 ``V_pad``: the vocabulary padded to a multiple of ``make_vocab_size_divisible_by x tp`` (megatron/core/tokenizers/
 utils/build_tokenizer.py ``vocab_size_with_padding``), the argument's default 128 (megatron/training/
 arguments.py ``--make-vocab-size-divisible-by``). Sequences unpacked (BSHD: ``sum L_i^2 = B s^2``).
+
+The ``megatron-bridge`` convention (``windows``): Megatron-Bridge logs its own ``num_floating_point_operations``
+(NVIDIA-NeMo/Megatron-Bridge v0.6.0, 2026-08-19, ``src/megatron/bridge/training/utils/flop_utils.py``), the same
+count term by term for the models topo builds (3 passes; the MLP, MoE, MLA, MTP and logit terms; the causal half
+of full attention, ``query_projection_size x s / 2 x 2``; the padded vocabulary, ``calculate_padded_vocab_size``
+with the provider's 128; a hybrid's ``attn_layer_flops`` and ``mamba_layer_flops``) but one: a sliding-window layer
+(``window_size``, one in ``window_attn_skip_freq``) takes the exact average causal context of a ``W``-token window,
+``W - W (W - 1) / (2 s)`` for ``W < s`` (``swa_context``; ``W = window_size[0] + window_size[1] + 1``, gpt-oss's
+``(sliding_window - 1, 0)``: the model's ``window``), in place of full attention's ``s / 2``. Chunked attention
+(Llama 4) sets no ``window_size`` in Megatron-Bridge and counts as full.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import math
 
 from .model import Block, ModelSpec
 
-__all__ = ["megatron_lm_flops_per_token", "padded_vocab", "VOCAB_DIVISIBLE_BY"]
+__all__ = ["megatron_lm_flops_per_token", "padded_vocab", "swa_context", "VOCAB_DIVISIBLE_BY"]
 
 # Megatron-LM's --make-vocab-size-divisible-by default (megatron/training/arguments.py@d98e8a64): a software
 # default the log's count uses, not a fitted constant.
@@ -39,8 +49,9 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return math.ceil(vocab / multiple) * multiple
 
 
-def megatron_lm_flops_per_token(model: ModelSpec, seq: int, tp: int) -> float:
-    """FLOPs per token of one training step as Megatron-LM's ``num_floating_point_operations`` counts them.
+def megatron_lm_flops_per_token(model: ModelSpec, seq: int, tp: int, windows: bool = False) -> float:
+    """FLOPs per token of one training step as Megatron-LM's ``num_floating_point_operations`` counts them
+    (``windows``: as Megatron-Bridge's does, its sliding-window layers at their causal window context).
 
     Parameters
     ----------
@@ -50,6 +61,8 @@ def megatron_lm_flops_per_token(model: ModelSpec, seq: int, tp: int) -> float:
         Sequence length in tokens (every sequence full length, unpacked).
     tp : int
         Tensor-parallel degree (it sets the padded vocabulary).
+    windows : bool
+        Megatron-Bridge's count (:func:`swa_context` for sliding-window layers); else Megatron-LM's.
 
     Returns
     -------
@@ -59,7 +72,27 @@ def megatron_lm_flops_per_token(model: ModelSpec, seq: int, tp: int) -> float:
     vocab = padded_vocab(model.vocab, tp)
     if model.layer_pattern is not None:
         return 3 * _hybrid_forward(model, seq, vocab)
-    return 3 * _transformer_forward(model, seq, vocab)
+    return 3 * _transformer_forward(model, seq, vocab, windows)
+
+
+def swa_context(window: int, seq: int) -> float:
+    """Megatron-Bridge's average causal context of a sliding-window layer (``calculate_swa_context``): the keys of
+    ``seq`` queries, ``W (W + 1) / 2 + (s - W) W``, over ``seq``, i.e. ``W - W (W - 1) / (2 s)`` for ``W < s``,
+    else full attention's ``s / 2``.
+
+    Parameters
+    ----------
+    window : int
+        ``W``: the query and the ``W - 1`` keys before it.
+    seq : int
+        Sequence length in tokens.
+
+    Returns
+    -------
+    float
+        Mean keys per query as the count takes them.
+    """
+    return window - window * (window - 1) / (2 * seq) if window < seq else seq / 2
 
 
 def _mlp_forward(model: ModelSpec, dense_layers: int, moe_layers: int) -> float:
@@ -89,14 +122,29 @@ def _attention_projections(model: ModelSpec) -> float:
     return 2 * (q + kv + n * a.v_head_dim * h)
 
 
-def _transformer_forward(model: ModelSpec, seq: int, vocab: int) -> float:
-    """``transformer_flops`` / 3 per token: MTP layers counted as MoE layers if the last layer is one."""
+def _window_layers(model: ModelSpec, layers: int, windows: bool) -> int:
+    """Of ``layers`` attention layers (MTP included, as Megatron-Bridge's ``swa_pattern`` runs over ``num_layers``
+    with MTP), those Megatron-Bridge counts at a sliding window's context: none unless ``windows`` and the model's
+    local layers slide (``window_attn_skip_freq``: layer ``i`` full when ``(i + 1) % freq == 0``)."""
+    a = model.attention
+    if not windows or a.window is None or a.window_kind != "sliding":
+        return 0
+    return sum(model.attention_kind(i) == Block.LOCAL for i in range(layers))
+
+
+def _transformer_forward(model: ModelSpec, seq: int, vocab: int, windows: bool = False) -> float:
+    """``transformer_flops`` / 3 per token: MTP layers counted as MoE layers if the last layer is one; with
+    ``windows``, Megatron-Bridge's sliding-window layers at ``2 x`` :func:`swa_context` keys in place of ``s``."""
     h, mtp = model.hidden, model.mtp_layers
     last_moe = model.moe is not None and model.blocks[-1].endswith(Block.MOE)
     moe = model.num_moe_layers + (mtp if last_moe else 0)
     dense = model.num_dense_layers + (0 if last_moe else mtp)
     layers = model.num_attention_layers + mtp
-    return (_mlp_forward(model, dense, moe) + layers * (_attention_projections(model) + _core_attention(model, seq))
+    local = _window_layers(model, layers, windows)
+    core = (layers - local) * _core_attention(model, seq)
+    if local:
+        core += local * _core_attention(model, seq) * 2 * swa_context(model.attention.window, seq) / seq
+    return (_mlp_forward(model, dense, moe) + layers * _attention_projections(model) + core
             + mtp * 2 * (3 * h + 2 * h * h) + 2 * h * vocab * (1 + mtp))
 
 

@@ -20,12 +20,15 @@ Megatron-Bridge 25.09-26.06: Transformer Engine 2.7-2.16, Megatron-Bridge ``docs
   the path's MXFP8 casts are no kernels of their own (:data:`EPILOGUE_CASTS`): fc1's kernel writes fc2's input
   already quantised, row- and column-wise (its ``d_tensor`` / ``d_col_tensor`` outputs), and the dGLU kernel
   (fc2's input gradient with the GLU's backward) writes fc1's output gradient so (``d_row_tensor`` /
-  ``d_col_tensor``), which fc1's dgrad and wgrad read; fc1's forward input and fc2's output gradient are still
-  cast by a quantisation call of their own (``split_quantize`` / ``group_quantize``).
+  ``d_col_tensor``), which fc1's dgrad and wgrad read. fc1's forward input and fc2's output gradient are cast by
+  one ``tex.group_quantize`` call each for every expert (:data:`GROUP_QUANTIZE_KERNELS`), where the multi-stream
+  path's ``GroupedLinear`` quantises each expert's rows on their own (``split_quantize``).
 
 Sources: NVIDIA/TransformerEngine ``transformer_engine/common/util/multi_stream.cpp``,
 ``common/gemm/cublaslt_gemm.cu`` (``nvte_multi_tensor_gemm``, ``multi_stream_cublas_gemm``) and
 ``pytorch/cpp_extensions/gemm.py`` at v2.9 (70f53666), v2.12 (5671fd36), v2.14 (f031cf87) and v2.16 (4220403e);
+``pytorch/ops/fused/{forward,backward}_grouped_mlp.py`` at v2.14-v2.16.1, ``grouped_mlp.py`` at v2.17-v2.18, and
+``common/cast/mxfp8/group_quantize_mxfp8.cuh`` at v2.14, v2.16, v2.17.1 and v2.18 (the grouped cast);
 ``pytorch/ops/fused/forward_grouped_mlp.py`` and ``backward_grouped_mlp.py`` at v2.16 (the casts in the
 epilogues: the same files at 000c2736 and 00a35218; NVIDIA's "Boosting MoE Training Throughput with Advanced Fusion
 Kernels", 2026-06-15: "GroupGemm + Activation + Quantize/Transpose", "GroupGemm + dActivation + Quantize/Transpose").
@@ -40,7 +43,8 @@ from functools import lru_cache
 from ..resources import data_dir
 from .kernels import KernelModel, gemm_s
 
-__all__ = ["EPILOGUE_CASTS", "EXPERT_KERNELS", "compute_streams", "epilogue_cast", "grouped_pass_s"]
+__all__ = ["EPILOGUE_CASTS", "EXPERT_KERNELS", "GROUP_QUANTIZE_KERNELS", "compute_streams", "epilogue_cast",
+           "grouped_pass_s", "input_cast_kernels"]
 
 EXPERT_KERNELS = ("multi_stream", "fused_mlp")
 """How a grouped expert GEMM pass is issued (the layout's ``moe_expert_kernels``; see the module doc)."""
@@ -49,6 +53,39 @@ EPILOGUE_CASTS = {"fused_mlp": {"fc1": "backward", "fc2": "forward"}}
 """Per issue path, the expert GEMM (``fc1``, ``fc2``) whose pass (``forward`` / ``backward``) takes its FP8 input
 from the epilogue of the kernel before it, so casts nothing itself: the fused grouped MLP's fc1 kernel writes fc2's
 forward input quantised, its dGLU kernel fc1's output gradient (module doc)."""
+
+
+GROUP_QUANTIZE_KERNELS = {"fused_mlp": 1}
+"""Per issue path, the kernels of one pass's input cast that quantises every local expert's rows at once; a path
+not named casts each expert's rows on their own (TE ``GroupedLinear``'s ``split_quantize``). The fused grouped MLP
+casts fc1's forward input and fc2's output gradient with ``tex.group_quantize`` (TransformerEngine v2.14-v2.16.1
+``pytorch/ops/fused/forward_grouped_mlp.py`` "Group-quantize input tensor", ``backward_grouped_mlp.py``; v2.17-v2.18
+``ops/fused/grouped_mlp.py`` ``_group_quantize_for_grouped_mlp``, MXFP8 branch), i.e. ``nvte_group_quantize``: one
+``group_quantize_mxfp8_kernel`` launch, with no ``update_tma_descriptors`` launch before it because the experts'
+rows share their last dimension (``VARYING_FIRST_DIM`` is treated as a single tensor:
+``common/cast/mxfp8/group_quantize_mxfp8.cuh``, v2.14-v2.18). Experts with biases take ``bgrad_group_quantize`` for
+fc2's output gradient, which adds a ``grouped_reduce_dbias`` kernel; topo prices their bias gradients with
+:func:`.operators._expert_bias_ops` and does not count that kernel."""
+
+
+def input_cast_kernels(path: str, groups: float, per_cast: float) -> float:
+    """Kernels that quantise one pass's FP8 input of a grouped expert GEMM (not a pass cast in an epilogue).
+
+    Parameters
+    ----------
+    path : str
+        The layout's ``moe_expert_kernels``.
+    groups : float
+        Local experts.
+    per_cast : float
+        Kernels of one expert's cast under the recipe (:func:`.kernels.quantize_kernels`).
+
+    Returns
+    -------
+    float
+        :data:`GROUP_QUANTIZE_KERNELS` of ``path``, else ``groups x per_cast``.
+    """
+    return float(GROUP_QUANTIZE_KERNELS[path]) if path in GROUP_QUANTIZE_KERNELS else groups * per_cast
 
 
 def epilogue_cast(path: str, gemm: str) -> str:

@@ -272,7 +272,8 @@ class ModelSpec(_Strict):
         ``causal``: what a fused causal kernel computes, the area of the mask over ``seq`` (continuous, as the
         half square ``seq / 2`` of full attention): sliding window ``w``: ``w - w^2 / (2 seq)`` (``seq >= w``);
         chunks of ``c``: ``(n c^2 + r^2) / (2 seq)`` for ``seq = n c + r``. Not causal (the square a FLOP
-        convention counts): ``seq``, or ``min(w, seq)`` for a local layer (Megatron-Bridge's ``swa_context``).
+        convention counts): ``seq``, or ``min(w, seq)`` for a local layer (Megatron-Bridge's count takes a
+        window's causal context instead: :func:`.flops_megatron_lm.swa_context`).
 
         Parameters
         ----------

@@ -54,7 +54,7 @@ import numpy as np
 
 from .fsdp2_copies import fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
-from .grouped_gemm import epilogue_cast, grouped_pass_s
+from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
                       gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels, quantize_s, router_kernels,
                       ssd_sm_reference)
@@ -1138,8 +1138,9 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
     ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
-    :func:`op_time_s` charges per expert either way); none in a pass whose input the kernel before it cast in
-    its epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward)."""
+    :func:`op_time_s` charges per expert either way), or in one kernel for every expert on the fused grouped MLP
+    (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
+    epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
@@ -1147,7 +1148,7 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
         return op.launches * gemms  # its input cast in the epilogue of the kernel before it
     if op.grouped:
         q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
-        return op.launches * gemms + op.groups * q
+        return op.launches * gemms + input_cast_kernels(op.expert_kernels, op.groups, q)
     return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
 
 

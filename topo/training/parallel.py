@@ -185,7 +185,8 @@ class ParallelLayout(BaseModel):
     """Interleaved (``vpp > 1``): each chunk's gradient reduction is started by the schedule after the chunk's last
     backward, chunk 0's when the backward ends (Megatron-LM's ``align_grad_reduce``, its and Megatron-Bridge's
     default); false: by the gradient hooks as each bucket is ready (NeMo 2, 25.02-25.07:
-    :mod:`topo.training.dp_overlap`)."""
+    :mod:`topo.training.dp_overlap`). No effect at ``vpp`` 1: the first stage, which ends the step, runs the hooks
+    either way."""
     overlap_tp: Flag = False
     """TP collectives hidden behind the layer's matmuls (Transformer Engine's userbuffers); with sequence
     parallelism each behind the GEMM of its own linear layer, run as a ring exchange of ``tp`` chunks

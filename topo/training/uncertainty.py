@@ -41,9 +41,9 @@ def _table() -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-BASIS = ("out of family: the group's published runs, each predicted with the fitted values refitted without any "
-         "run of its model family (benchmarks/training_accuracy.py)")
-"""Where ``p50`` and ``p90`` come from, as ``--json`` says it."""
+def _basis() -> str:
+    """Where ``p50`` and ``p90`` come from, as ``--json`` says it: step_uncertainty.toml's ``source``."""
+    return str(_table().get("source", ""))
 
 
 def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
@@ -60,15 +60,15 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
     Returns
     -------
     dict
-        ``group``, its ``label`` (:data:`GROUP_LABELS`), ``basis`` (:data:`BASIS`), ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
+        ``group``, its ``label`` (:data:`GROUP_LABELS`), ``basis`` (step_uncertainty.toml's ``source``), ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
         ``low_s`` / ``high_s``: the measured steps a prediction off by at most ``p90`` either way stands for,
         ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run).
     """
     g = model_group(model, precision)
     row = _table().get(g)
     if not row:
-        return {"group": g, "label": GROUP_LABELS[g], "runs": 0, "basis": BASIS}
-    return {"group": g, "label": GROUP_LABELS[g], "basis": BASIS, "runs": int(row["runs"]), "p50": float(row["p50"]),
+        return {"group": g, "label": GROUP_LABELS[g], "runs": 0, "basis": _basis()}
+    return {"group": g, "label": GROUP_LABELS[g], "basis": _basis(), "runs": int(row["runs"]), "p50": float(row["p50"]),
             "p90": float(row["p90"]),
             "low_s": step_time_s / (1 + float(row["p90"])),
             "high_s": step_time_s / (1 - float(row["p90"])) if float(row["p90"]) < 1 else float("inf")}
