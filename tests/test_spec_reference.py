@@ -21,7 +21,9 @@ def test_every_field_of_every_section_is_in_the_reference():
             assert f"| `{field.alias or name}` |" in text
             assert field_docs(model).get(name)  # a field without a docstring would be undocumented
     assert "| `radix` | integer (>= 1, <= 4,096) | required |" in text
-    assert '| `nic_rate` | bandwidth with its unit, e.g. "400 Gb/s", "450 GB/s" | `"400 Gb/s"` |' in text
+    assert ('| `nic_rate` | bandwidth with its unit, e.g. "400 Gb/s", "450 GB/s" (<= 9 TB/s) | `"400 Gb/s"` |'
+            in text)  # the bound: 10 x the catalog's fastest GPU link (topo.spec.model.max_link_Bps)
+    assert '| `latency` | time with its unit, e.g. "130 ns", "1.5 us" (<= 1 ms) | `"0 s"` |' in text
 
 
 class _Example(BaseModel):

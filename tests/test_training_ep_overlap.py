@@ -7,7 +7,7 @@ import topo
 from topo.training.ep_overlap import LayerParts, layer_exposed_s, moe_layer_parts, unpaired_share
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import block_ops, block_time, op_time_s
+from topo.training.operators import block_ops, block_time, op_passes_s, op_time_s
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step
 
@@ -77,11 +77,11 @@ def test_shared_expert_runs_beside_the_combine_backward():
     ops = block_ops(ds, lay, "E")
     before = ("norm", "router", "router_topk", "permute", "permute_grad", "residual")
 
-    def f(o):
-        return op_time_s(o, gpu, "fp8")
+    def f(o):  # as the layout prices it (op_passes_s: the weight gradient added into its main_grad)
+        return op_passes_s(o, gpu, lay)[0]
 
     def b(o):
-        return op_time_s(o, gpu, "fp8", backward=True)
+        return op_passes_s(o, gpu, lay)[1]
 
     sf = sum(f(o) for o in ops if o.module.startswith("shared_experts"))
     sb = sum(b(o) for o in ops if o.module.startswith("shared_experts"))

@@ -89,10 +89,11 @@ def test_backward_tp_traffic_hides_behind_weight_gradients(fab):
     sc = stage_compute(m, lay, gpu)
     # the window: the weight-gradient GEMMs of the busiest stage, half of each weight GEMM's backward (by hand:
     # every GEMM of these blocks has a weight; fused attention and norms have none)
-    from topo.training.operators import block_ops, op_time_s, pipeline_units
+    # (each backward as the layout prices it: op_passes_s, its weight gradient added into the layout's main_grad)
+    from topo.training.operators import block_ops, op_passes_s, pipeline_units
     units = pipeline_units(m, lay)[sc.busiest]
     kinds = [k for u in units for k in ([u] if u in ("embedding", "logits") else u)]
-    wgrad = sum(op_time_s(o, gpu, "bf16", backward=True) / 2 for k in kinds for o in block_ops(m, lay, k)
+    wgrad = sum(op_passes_s(o, gpu, lay)[1] / 2 for k in kinds for o in block_ops(m, lay, k)
                 if o.kind == "gemm")
     assert sc.wgrad_s == pytest.approx(wgrad, rel=1e-9) and 0 < sc.wgrad_s < sc.backward_s / 2
     assert r.breakdown_s["tp"] == pytest.approx(forward + max(0.0, backward - lay.microbatches * sc.wgrad_s))

@@ -46,7 +46,7 @@ from .compare import modelled_times
 from .setup import Setup
 
 __all__ = ["Case", "FreeParam", "FitResult", "calibration_params", "fit_cases", "apply_params", "case_errors",
-           "identified", "fit_identified", "PRIOR_WEIGHT", "SEEN_PCT", "INDEPENDENT"]
+           "identified", "fit_identified", "unmoved", "at_bound", "PRIOR_WEIGHT", "SEEN_PCT", "INDEPENDENT"]
 
 PRIOR_WEIGHT = 0.05
 _PROTOS = ("LL", "LL128", "Simple")
@@ -230,6 +230,9 @@ class FitResult:
     # parameters the data could not determine (kept at their starting value, not written as fitted), with why
     not_identified: dict[str, str] = field(default_factory=dict)
     sizes: int = 0  # measured sizes the fit saw (every case)
+    kept_start: bool = False  # the fit ended worse than its start and returned the start
+    # fitted parameters that ended at a bound of their physical range (the logs would take them past it), with which
+    at_bound: dict[str, str] = field(default_factory=dict)
 
     def multipliers(self) -> list[str]:
         """The keys of :attr:`values` that are multipliers of the base profile's values (``log`` parameters:
@@ -239,7 +242,7 @@ class FitResult:
     def to_dict(self) -> dict:
         return {"values": self.values, "multipliers": self.multipliers(), "mdape_before_pct": self.mdape_before_pct,
                 "mdape_after_pct": self.mdape_after_pct, "evaluations": self.nfev, "seconds": self.seconds,
-                "sizes": self.sizes, "not_identified": self.not_identified}
+                "sizes": self.sizes, "not_identified": self.not_identified, "at_bound": self.at_bound}
 
 
 def _mdape(errs: list[np.ndarray]) -> float:
@@ -306,19 +309,26 @@ def fit_cases(cases: list[Case], params: list[FreeParam], max_nfev: int = 200, d
         plain_after = [case_errors(c, p) for c, p in zip(cases, plain)]
         if _mdape(plain_after) < _mdape(after):
             x, profiles, after = sol.x, plain, plain_after
-    if _mdape(after) > _mdape(before):  # a local minimum worse than the start: keep the start
+    kept = _mdape(after) > _mdape(before)
+    if kept:  # a local minimum worse than the start: keep the start
         x = np.clip(x0, lo, hi)
         profiles = [apply_params(c.profile, params, x, c.tags) for c in cases]
         after = [case_errors(c, p) for c, p in zip(cases, profiles)]
     values = {p.name + (f"[{p.tag}]" if p.tag else ""): p.value(xi) for p, xi in zip(params, x)}
     return FitResult(params, x, values, _mdape(before), _mdape(after), nfev, time.perf_counter() - t0, profiles,
-                     sizes=sum(len(c.sizes) for c in cases))
+                     sizes=sum(len(c.sizes) for c in cases), kept_start=bool(params) and kept)
 
 
 SEEN_PCT = 1.0  # a parameter moved by its probe step must move some size's time by this much to be seen
 INDEPENDENT = 0.1  # ... and by this fraction of its effect beyond what the parameters kept before it explain
 _LOG_STEP = math.log(1.25)  # the probe of a multiplier: x1.25 and /1.25
 _LINEAR_STEP = 0.05  # of an efficiency (a window in MiB: 1/20 of its range)
+
+
+def _log_times(cases: list[Case], routed, params: list[FreeParam], x) -> np.ndarray:
+    """The log model times of every case's sizes at ``x`` (from each case's routed loads)."""
+    return np.concatenate([np.log(_recosted_times(c, ev, apply_params(c.profile, params, x, c.tags)))
+                           for c, ev in zip(cases, routed)])
 
 
 def identified(cases: list[Case], params: list[FreeParam], x) -> dict[str, str]:
@@ -349,8 +359,7 @@ def identified(cases: list[Case], params: list[FreeParam], x) -> dict[str, str]:
     routed = [_routed(c) for c in cases]
 
     def logt(xv):
-        return np.concatenate([np.log(_recosted_times(c, ev, apply_params(c.profile, params, xv, c.tags)))
-                               for c, ev in zip(cases, routed)])
+        return _log_times(cases, routed, params, xv)
 
     cols = []
     for i, p in enumerate(params):
@@ -382,7 +391,7 @@ def identified(cases: list[Case], params: list[FreeParam], x) -> dict[str, str]:
 def fit_identified(cases: list[Case], params: list[FreeParam], max_nfev: int = 200) -> FitResult:
     """Fit ``params``, then fit again only those the cases determine at the first fit's point
     (:func:`identified`); the others keep their starting values and are listed in
-    :attr:`FitResult.not_identified`.
+    :attr:`FitResult.not_identified`, as are those the final fit left where they started (:func:`unmoved`).
 
     Parameters
     ----------
@@ -396,10 +405,106 @@ def fit_identified(cases: list[Case], params: list[FreeParam], max_nfev: int = 2
     """
     first = fit_cases(cases, params, max_nfev=max_nfev)
     why = identified(cases, params, first.x)
-    if not why:
-        return first
-    keep = [p for p in params if p.name + (f"[{p.tag}]" if p.tag else "") not in why]
-    res = fit_cases(cases, keep, max_nfev=max_nfev)
+    if why:
+        keep = [p for p in params if _name(p) not in why]
+        res = fit_cases(cases, keep, max_nfev=max_nfev)
+        res.nfev += first.nfev
+    else:
+        res = first
+    why.update(unmoved(cases, res))
+    _drop(res, why)
     res.not_identified = why
-    res.nfev += first.nfev
+    res.at_bound = at_bound(res)
     return res
+
+
+def _name(p: FreeParam) -> str:
+    return p.name + (f"[{p.tag}]" if p.tag else "")
+
+
+def _drop(res: FitResult, names) -> None:
+    """Remove ``names`` from a fit's parameters: each sits at its starting value, so the profiles are unchanged."""
+    keep = [i for i, p in enumerate(res.params) if _name(p) not in names]
+    res.params, res.x = [res.params[i] for i in keep], res.x[keep]
+    res.values = {k: v for k, v in res.values.items() if k not in names}
+
+
+def _at_start(p: FreeParam, x: float) -> bool:
+    return abs(x - p.x0) <= (1e-6 if p.kind == "log" else 1e-6 * (p.hi - p.lo))
+
+
+UNMOVED_SEEN_PCT = 0.1  # a one-sided probe of an unmoved parameter that moves no size by this much is flat
+
+
+def unmoved(cases: list[Case], res: FitResult) -> dict[str, str]:
+    """The parameters the fit left at their starting value, with why (a fit that kept its start leaves all).
+
+    The identification probe (:func:`identified`) is central and wide; the fit's own steps are small and one-sided.
+    Where the fitted point sits on a kink of the piecewise model (raising the network's efficiency past the point
+    where NVLink binds changes no time), the wide probe sees the parameter, yet the fit finds no slope on one side
+    and the other side fits worse: the logs bound it from one side only. Each unmoved parameter is probed on each
+    side by a small step (an efficiency 0.01, a window 1/100 of its range, a multiplier x1.05).
+
+    Parameters
+    ----------
+    cases : list of Case
+    res : FitResult
+
+    Returns
+    -------
+    dict of str to str
+        Parameter name (with ``[tag]``) -> why it was not moved.
+    """
+    still = [i for i, p in enumerate(res.params) if _at_start(p, res.x[i])]
+    if not still:
+        return {}
+    if res.kept_start:
+        return {_name(res.params[i]): "the fit ended worse than its start (a local minimum of the piecewise model), "
+                "so the start was kept" for i in still}
+    routed = [_routed(c) for c in cases]
+    at = _log_times(cases, routed, res.params, res.x)
+    why = {}
+    for i in still:
+        p = res.params[i]
+        h = math.log(1.05) if p.kind == "log" else (0.01 if p.hi <= 1.0 else (p.hi - p.lo) / 100)
+        moved = []
+        for step in (h, -h):
+            xs = res.x.copy()
+            xs[i] = min(max(xs[i] + step, p.lo), p.hi)
+            seen = xs[i] != res.x[i] and np.abs(_log_times(cases, routed, res.params, xs) - at).max() * 100 >= (
+                UNMOVED_SEEN_PCT)
+            moved.append(seen)
+        v = f"{p.value(res.x[i]):.4g}"
+        if moved == [False, True]:
+            why[_name(p)] = (f"the fit left it at its start, {v}: raising it moves no measured size (another term "
+                             "binds there) and lowering it fits worse; the logs say only that it is at least that")
+        elif moved == [True, False]:
+            why[_name(p)] = (f"the fit left it at its start, {v}: lowering it moves no measured size (another term "
+                             "binds there) and raising it fits worse; the logs say only that it is at most that")
+        elif moved == [False, False]:
+            why[_name(p)] = (f"the fit left it at its start, {v}: no measured size moves by {UNMOVED_SEEN_PCT:g}% "
+                             "when it changes a little either way")
+    return why
+
+
+def at_bound(res: FitResult) -> dict[str, str]:
+    """The fitted parameters that ended at a bound of their physical range, with which bound.
+
+    Parameters
+    ----------
+    res : FitResult
+
+    Returns
+    -------
+    dict of str to str
+        Parameter name (with ``[tag]``) -> the bound, in the parameter's written value.
+    """
+    out = {}
+    for p, x in zip(res.params, res.x):
+        tol = 1e-6 if p.kind == "log" else 1e-6 * (p.hi - p.lo)
+        for bound, side in ((p.lo, "lower"), (p.hi, "upper")):
+            if abs(x - bound) <= tol:
+                out[_name(p)] = (f"at the {side} bound of its physical range ({p.value(bound):.4g}): the logs would "
+                                 "take it further, so the model lacks something there or the cluster is not the one "
+                                 "assumed")
+    return out

@@ -63,6 +63,8 @@ def run(args) -> int:
     for k, v in res.fit.values.items():
         # a multiplier is not the quantity: 'base_latency.LL128 = 0.70' read as 0.70 us (walk8)
         note(f"  {k} = x{v:.4g} (times the base profile's values)" if k in multipliers else f"  {k} = {v:.4g}")
+        if k in res.fit.at_bound:
+            note(f"    {k} is {res.fit.at_bound[k]}")
     for k, why in res.fit.not_identified.items():
         note(f"  not fitted, kept at the base profile's value: {k}: {why}")
     if res.warning:

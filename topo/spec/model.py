@@ -75,8 +75,49 @@ MAX_TIERS = 8
 """The most scale-out switch tiers a spec may give (a 5-tier fat tree of 64-port switches already reaches 2 x 32^5 =
 67 million ports)."""
 
+LINK_RATE_FACTOR = 10
+"""A link in a spec runs at most this many times the fastest link published in topo's GPU catalog
+(:func:`max_link_Bps`)."""
+
+
+def max_link_Bps() -> float:
+    """The fastest rate a spec's link may have: :data:`LINK_RATE_FACTOR` times the fastest per-GPU NVLink in
+    topo's GPU catalog (900 GB/s a direction, NVLink 5 on B200/GB200/B300: the fastest link of any kind there; the
+    fastest switch port in topo/data/catalog/switches.toml is 800 Gb/s). NVLink 6 as NVIDIA announced it for Rubin
+    (3.6 TB/s per GPU, both directions: NVIDIA's NVLink page as wheelersnetwork.com/2025/11/
+    decoding-nvidias-rubin-networking-math.html quotes it, secondary) is within it; a rate beyond it is a unit typo ("TB/s" for "GB/s"), not hardware."""
+    return LINK_RATE_FACTOR * max(g.nvlink_Bps for g in GPU_MODELS.values())
+
+
+MAX_LATENCY_S = 1e-3
+"""The longest latency of one switch, NIC or NVSwitch hop in a site. Light in fibre takes 4.9 us a km
+(multisite.md section 4), so 1 ms is 200 km of fibre, farther than any building or campus; switch port-to-port
+latencies are 0.1-1 us (130 ns for InfiniBand NDR). A longer one is a unit typo ("ms" for "us") or a span between
+sites, which a region file gives (docs/multisite.md)."""
+
+
+def _link_rate(value):
+    rate = _bandwidth(value)
+    top = max_link_Bps()
+    if rate > top:
+        raise ValueError(f"{value!r} is faster than any link: allowed up to {top / 1e12:g} TB/s a direction "
+                         f"({LINK_RATE_FACTOR} x the fastest GPU link in topo's catalog, "
+                         f"{top / LINK_RATE_FACTOR / 1e9:g} GB/s NVLink 5)")
+    return rate
+
+
+def _site_latency(value):
+    t = _time(value)
+    if t > MAX_LATENCY_S:
+        raise ValueError(f"{value!r} is longer than any hop inside a site: allowed up to {MAX_LATENCY_S * 1e3:g} ms "
+                         "(200 km of fibre; a span between sites belongs in a region file)")
+    return t
+
+
 Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
 Duration = Annotated[float, BeforeValidator(_time)]
+LinkRate = Annotated[float, BeforeValidator(_link_rate)]
+SiteLatency = Annotated[float, BeforeValidator(_site_latency)]
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 FABRIC_KINDS = ("fat_tree", "rail_optimized", "rail_only")
@@ -96,9 +137,9 @@ class ScaleUpSpec(_Strict):
 
     gpus_per_domain: PositiveInt | None = None
     """GPUs in one NVLink domain: 8 for HGX H100/H200/B200/B300, 72 for GB200/GB300 NVL72. Default: the GPU's."""
-    bandwidth_per_gpu_Bps: Bandwidth | None = Field(None, alias="bandwidth_per_gpu")
+    bandwidth_per_gpu_Bps: LinkRate | None = Field(None, alias="bandwidth_per_gpu")
     """NVLink bandwidth of one GPU, per direction ("450 GB/s" for H100). Default: the GPU's."""
-    latency_s: Duration = Field(0.0, alias="latency")
+    latency_s: SiteLatency = Field(0.0, alias="latency")
     """NVSwitch port-to-port latency added to each NVLink hop (default 0: covered by the cost profile)."""
     nvls: bool | None = None
     """The NVSwitch can reduce in the switch (NVLink SHARP, Hopper and newer). Default: the GPU's."""
@@ -111,14 +152,14 @@ class ServerSpec(_Strict):
     """GPUs per server; default: the GPU model's (8 for HGX, 4 per compute tray in an NVL72 rack)."""
     nics: PositiveInt = 8
     """Scale-out NICs per server; NIC n sits beside GPU n*gpus/nics (or serves several GPUs)."""
-    nic_rate_Bps: Bandwidth = Field(50e9, alias="nic_rate")
+    nic_rate_Bps: LinkRate = Field(50e9, alias="nic_rate")
     """Line rate of one NIC per direction (default "400 Gb/s", ConnectX-7 NDR)."""
     nic_model: str = ""
     """The NIC (free text; a name from ``topo/data/hardware/host_links.toml`` at its start, e.g. "ConnectX-7",
     sets the host link's PCIe generation). Default: the first catalog NIC fast enough for ``nic_rate``."""
-    nic_latency_s: Duration = Field(0.0, alias="nic_latency")
+    nic_latency_s: SiteLatency = Field(0.0, alias="nic_latency")
     """Latency through one NIC added to each network hop (default 0: covered by the cost profile)."""
-    pcie_bandwidth_Bps: Bandwidth | None = Field(None, alias="pcie_bandwidth")
+    pcie_bandwidth_Bps: LinkRate | None = Field(None, alias="pcie_bandwidth")
     """GPU-to-NIC (host link) bandwidth per direction. Default: PCIe x16 at the lower generation of the GPU and
     the NIC (topo/data/hardware/host_links.toml): Gen4 32, Gen5 64, Gen6 128 GB/s, so H100 with ConnectX-7 gets
     64 GB/s and B200 with an 800G ConnectX-8 128 GB/s."""
@@ -207,9 +248,9 @@ class TierSpec(_Strict):
     """The switch model (free text, e.g. "QM9700"), shown in the inventory."""
     radix: Annotated[int, Field(strict=True, ge=1), AfterValidator(_plausible_radix)]
     """Ports per switch at ``port_rate`` (1 to 4,096: the largest switch chip has 1,024)."""
-    port_rate_Bps: Bandwidth = Field(alias="port_rate")
+    port_rate_Bps: LinkRate = Field(alias="port_rate")
     """Line rate of one port per direction; must equal the rate of the links from below (NICs or uplinks)."""
-    up_port_rate_Bps: Bandwidth | None = Field(None, alias="up_port_rate")
+    up_port_rate_Bps: LinkRate | None = Field(None, alias="up_port_rate")
     """Rate of the uplink ports when it differs from ``port_rate`` (default: the same)."""
     oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
     """Downlink:uplink capacity, e.g. 7 for 7:1 (default 1, non-blocking, unless ports are given)."""
@@ -217,7 +258,7 @@ class TierSpec(_Strict):
     """Ports facing down per switch (default: as the servers and lower tier fill them)."""
     up_ports: Annotated[int, Field(strict=True, ge=0)] | None = None
     """Ports facing up per switch (default: down ports / oversubscription)."""
-    latency_s: Duration = Field(0.0, alias="latency")
+    latency_s: SiteLatency = Field(0.0, alias="latency")
     """Port-to-port latency of one switch of this tier."""
     sharp: bool = False
     """The switches reduce in the network (SHARP / CollNet)."""

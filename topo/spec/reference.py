@@ -37,7 +37,10 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
 
 _KIND = {m._bandwidth: "bandwidth with its unit, e.g. \"400 Gb/s\", \"450 GB/s\"",
          r._positive_rate: "bandwidth with its unit (> 0), e.g. \"800 Gb/s\"",
-         m._time: "time with its unit, e.g. \"130 ns\", \"1.5 us\""}
+         m._time: "time with its unit, e.g. \"130 ns\", \"1.5 us\"",
+         m._link_rate: "bandwidth with its unit, e.g. \"400 Gb/s\", \"450 GB/s\" "
+                       f"(<= {m.max_link_Bps() / 1e12:g} TB/s)",
+         m._site_latency: f"time with its unit, e.g. \"130 ns\", \"1.5 us\" (<= {m.MAX_LATENCY_S * 1e3:g} ms)"}
 
 
 def _parts(annotation, metadata) -> tuple[typing.Any, list, bool]:
@@ -93,9 +96,9 @@ def _default_text(field: FieldInfo, meta) -> str:
     if isinstance(d, BaseModel):
         return "all defaults"
     funcs = {getattr(x, "func", None) for x in meta}
-    if m._bandwidth in funcs or r._positive_rate in funcs:
+    if m._bandwidth in funcs or m._link_rate in funcs or r._positive_rate in funcs:
         return f'`"{format_rate(d)}"`'
-    if m._time in funcs:
+    if m._time in funcs or m._site_latency in funcs:
         return f'`"{format_time(d)}"`' if d else '`"0 s"`'
     if isinstance(d, bool):
         return f"`{str(d).lower()}`"
@@ -144,7 +147,16 @@ def spec_reference() -> str:
            "in `topo/spec/model.py` by `python -m topo.spec.reference docs/spec-reference.md` (a test checks that "
            "this file is current). Unknown keys are an error. Quantities are written with their units; GB = 1e9 "
            "bytes, `400 Gb/s` = 50 GB/s, bandwidths per direction. A region of several sites (a file with `[[sites]]`, "
-           "`topo/spec/sites.py`) has the last four sections.", ""]
+           "`topo/spec/sites.py`) has the last four sections.", "",
+           f"A link's rate in a site is at most {m.max_link_Bps() / 1e12:g} TB/s a direction: {m.LINK_RATE_FACTOR} "
+           f"times the fastest link in topo's GPU catalog ({m.max_link_Bps() / m.LINK_RATE_FACTOR / 1e9:g} GB/s, "
+           "NVLink 5; the catalog's fastest switch port is 800 Gb/s; NVLink 6 as announced for Rubin, 3.6 TB/s both "
+           "directions per GPU (NVIDIA, as wheelersnetwork.com/2025/11/decoding-nvidias-rubin-networking-math.html "
+           "quotes it), is within it): a rate "
+           "beyond is a unit typo, not hardware. A switch, NIC or NVSwitch latency is at most "
+           f"{m.MAX_LATENCY_S * 1e3:g} ms: light in fibre takes 4.9 us a km, so 1 ms is 200 km of fibre, farther "
+           "than any building or campus, where a switch hop takes 0.1-1 us; a span between sites belongs in a region "
+           "file (the last four sections).", ""]
     for table, model in SECTIONS:
         out += [f"## {table}", "", _clean(model.__doc__), "", "| key | type | default | meaning |",
                 "|---|---|---|---|"]

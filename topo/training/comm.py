@@ -52,6 +52,9 @@ from ..engine.result import LinkTable
 __all__ = ["CommTime", "CommEngine", "SAME_CURVE"]
 
 SAME_CURVE = {"reduce_scatter": "all_gather"}  # collectives the engine times identically (see above)
+MAX_TIMES = 1 << 14
+"""Collective times :meth:`CommEngine.time` keeps (a few MiB): the accuracy fit asks each run's collectives once per
+candidate fraction, hundreds of times over, and a search each layout's several times."""
 
 
 
@@ -87,6 +90,8 @@ class CommEngine:
         self._parts: dict[tuple, tuple] = {}  # group matrix -> its first block's groups or None (bounded)
         self._router: Router | None = None  # one for every evaluation (a router does not change once made): each
         # cached evaluation holding its own cost ~24 MiB at 100k GPUs
+        self._times: dict[tuple, CommTime] = {}  # (collective, canonical matrix's signature, size) -> its time
+        # (bounded, oldest dropped first): a fit or a search asks for the same collective again and again
 
     @property
     def router(self) -> Router:
@@ -204,14 +209,22 @@ class CommEngine:
         groups = np.asarray(groups)
         if groups.shape[1] < 2 or size_bytes <= 0:
             return CommTime(collective, float(size_bytes), 0.0, "none", None, None, None)
+        S = float(size_bytes)
+        key = (collective, self._canonical(groups)[1], S)  # the signature holds the matrix's shape (its stages)
+        hit = self._times.get(key)
+        if hit is not None and not cached_only:  # cached_only asks whether the curve is held: ask it
+            return hit
         ev = self._curve(collective, groups, cached_only=cached_only)
         if ev is None:
             return None
-        S = float(size_bytes)
         t, name, _, lat, bw = ev.time(S)
         b = ev.bottleneck(S, name, t, lat, bw)
-        return CommTime(collective, S, float(t), name, b.level if b else None,
-                        f"{b.src} -> {b.dst}" if b else None, b.utilization if b else None)
+        out = CommTime(collective, S, float(t), name, b.level if b else None,
+                       f"{b.src} -> {b.dst}" if b else None, b.utilization if b else None)
+        if len(self._times) >= MAX_TIMES:
+            self._times.pop(next(iter(self._times)))
+        self._times[key] = out
+        return out
 
     def evaluation(self, collective: str, groups: np.ndarray) -> Evaluation | None:
         """The routed and costed ``collective`` on every group of ``groups`` (none reduced to a first block),

@@ -9,7 +9,9 @@ Three kinds of kernels make a training step:
   shared memory passes the tile's operands to its tensor cores (``[gemm.feed]``: a narrow tile's limit), and the
   kernel picks the tile shape that finishes first; no GEMM is faster than its operands and result cross HBM
   (operands reach the SMs through L2 with multicast across a cluster's SMs, not modelled as a bound of its own:
-  with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency). The large-GEMM efficiency
+  with it the best-shape MAMF of FP8 GPUs could not be reached at any efficiency), and an accumulating epilogue's
+  extra bytes (FP32 ``main_grad`` read and written) come after the tiles in the share the generation's kernels do
+  not run behind their MMAs (:func:`epilogue_extra_s`). The large-GEMM efficiency
   ``e`` is the value at which this model reproduces the published maximum achievable matmul (MAMF) of the GPU at
   its best shape's M and N as K grows (a MAMF is a maximum over shapes: no shape the model prices beats it, and
   the tile's prologue, which a shape of small K pays, is not read into the rate; see ``_burst_efficiency``),
@@ -49,8 +51,12 @@ from .router_load import expected_row_tiles
 
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
-           "quantize_kernels", "fp8_padding",
+           "quantize_kernels", "fp8_padding", "epilogue_extra_s",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
+
+BF16_OUT_BYTES = 2.0
+"""HBM bytes per output element of the epilogue the tile's fitted fixed cost includes: one BF16 write (the fit's
+DeepGEMM kernels write BF16; :func:`epilogue_extra_s`)."""
 
 FITTED = (("gemm", "tile_overhead_k"), ("gemm", "gemm_memory_efficiency"))
 """Values of kernels.toml fitted on kernel benchmarks (each with ``<key>_range`` beside it); the ``[training]``
@@ -264,6 +270,10 @@ class KernelModel:
     sync_s : float
         Seconds from the GPU running out of work before a device-to-host sync to the host thread's resuming
         (``[launch] sync_s``: the copy's landing and the blocked thread's wake-up; every host alike).
+    epilogue_overlap : float
+        Share of an accumulating epilogue's extra HBM traffic (:func:`epilogue_extra_s`) that the GEMM kernels of the
+        generation run behind their tiles' MMAs (``[gemm] epilogue_overlap``): 1 prices the kernel at the longer of
+        its tiles and its bytes, 0 adds that traffic after the tiles.
     """
 
     sms: int
@@ -288,6 +298,7 @@ class KernelModel:
     feed_flops_per_byte: dict = field(default_factory=dict)  # by precision: see _feed_flops_per_byte ({}: no bound)
     overrides: tuple = ()  # the kernels.toml overrides it was built with, ((section, ((key, value), ...)), ...)
     permute_efficiency: tuple = ()  # (permute, un-permute) shares of HBM of a row-index copy (:func:`permute_s`)
+    epilogue_overlap: float = 1.0  # share of an accumulating epilogue hidden behind the MMAs (epilogue_extra_s)
 
     def with_efficiency(self, bf16: float) -> "KernelModel":
         """The same with the BF16 large-GEMM efficiency set to ``bf16`` and FP8's scaled alike
@@ -400,7 +411,9 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
         A large-GEMM efficiency instead of the model's.
     out_bytes : float
         HBM bytes per output element: 2, written in bf16; a weight gradient accumulated into the kept gradient
-        reads and writes it (Megatron-Core's ``gradient_accumulation_fusion``: 8 for an FP32 ``main_grad``).
+        reads and writes it (Megatron-Core's ``gradient_accumulation_fusion``: 8 for an FP32 ``main_grad``); the
+        bytes over a BF16 write that the generation's kernels do not hide behind their MMAs come after the tiles
+        (:func:`epilogue_extra_s`): ``max(tiles + (1 - overlap) x extra, hbm)``.
     m_sd : float
         Spread of each group's rows around ``M`` (a dropless router's experts: :mod:`.router_load`); 0: exactly
         ``M`` rows.
@@ -413,7 +426,36 @@ def gemm_s(km: KernelModel, M: float, N: float, K: float, precision: str = "bf16
     g = max(1, round(groups))
     tiles = _tile_s(km, M, N, K, precision, e, g, packed, m_sd)
     hbm = (b * (M * K + K * N) + out_bytes * M * N) * g / (km.hbm_Bps * km.gemm_memory_efficiency)
-    return max(tiles, hbm) * groups / g
+    exposed = (1.0 - km.epilogue_overlap) * epilogue_extra_s(km, M, N, out_bytes, g)
+    return max(tiles + exposed, hbm) * groups / g
+
+
+def epilogue_extra_s(km: KernelModel, M: float, N: float, out_bytes: float, groups: float = 1.0) -> float:
+    """Seconds of HBM traffic an epilogue adds over writing its output once in BF16: ``(out_bytes - 2) M N``
+    bytes a GEMM at the GEMM's share of HBM (``gemm_memory_efficiency``); 0 at 2 bytes or fewer.
+
+    The tile's fixed cost (``tile_overhead_k``) was fitted on kernels that write BF16, so that write is in the
+    tile time already; a weight gradient accumulated into an FP32 ``main_grad`` (8 bytes an element: C read and D
+    written, ``out_bytes``) moves 6 more, which :func:`gemm_s` runs behind the MMAs of the next tile in the share
+    ``KernelModel.epilogue_overlap`` and after the tiles in the rest (``kernels.toml`` ``[gemm] epilogue_overlap``).
+
+    Parameters
+    ----------
+    km : KernelModel
+    M, N : float
+        The GEMM's output (rows x columns).
+    out_bytes : float
+        HBM bytes per output element (:func:`gemm_s`).
+    groups : float
+        GEMMs of that output.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    extra = max(0.0, float(out_bytes) - BF16_OUT_BYTES)
+    return extra * float(M) * float(N) * float(groups) / (km.hbm_Bps * km.gemm_memory_efficiency)
 
 
 def _interp(seq: np.ndarray, vals: np.ndarray, s: float, short: tuple | None = None) -> float:
@@ -640,6 +682,16 @@ def _launch_gap_s(launch: dict, generation: str, graphed: bool) -> float:
     return float(launch["gpu_s"]) if pair is None else float(pair[1 if graphed else 0])
 
 
+def _epilogue_overlap(gemm: dict, generation: str) -> float:
+    """The generation's share of an accumulating epilogue run behind the MMAs (``kernels.toml`` ``[gemm]
+    epilogue_overlap``; 1, fully hidden, for a generation it does not list)."""
+    value = gemm.get("epilogue_overlap", {})
+    value = value.get(generation, 1.0) if isinstance(value, dict) else value
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"kernels.toml: gemm.epilogue_overlap.{generation}: {value} is not a share in [0, 1]")
+    return float(value)
+
+
 def _feed_flops_per_byte(feed: dict, generation: str, precision: str) -> float:
     """Shared memory's time for one byte of a tile's operands, in FLOP of its tensor cores' time
     (``kernels.toml`` ``[gemm.feed]``): passes x tensor FLOP per clock / shared-memory bytes per clock, per SM; 0
@@ -705,7 +757,8 @@ def _kernel_model(gpu: str, generation: str, sms: int, peaks: tuple, hbm_Bps: fl
         launch_gpu_s=_launch_gap_s(launch, generation, graphed=False),
         launch_gpu_graph_s=_launch_gap_s(launch, generation, graphed=True),
         launch_host_s=float(launch["host_s"]) * host_time_factor(cpu), host_cpu=cpu,
-        sync_s=float(launch.get("sync_s", 0.0)), overrides=overrides)
+        sync_s=float(launch.get("sync_s", 0.0)), overrides=overrides,
+        epilogue_overlap=_epilogue_overlap(g, generation))
     mamf = t["mamf"].get(gpu, {})
     burst = {p: _burst_efficiency(km, p, mamf[p]) for p in peak if p in mamf}
     if "bf16" in burst and "fp8" in peak and "fp8" not in burst:

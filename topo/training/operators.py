@@ -1527,47 +1527,63 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
             cache[(kind, bf16)] = block_time(model, lay_bf16 if bf16 else lay, gpu, kind)
         return cache[(kind, bf16)]
 
-    rows = []
+    rows, seen = [], {}
     for units, flags in zip(stages, in_bf16):
-        counts: dict[tuple, int] = {}
-        for u, bf16 in zip(units, flags):
-            for kind in ([u] if u in END_UNITS else u):
-                counts[(kind, bf16)] = counts.get((kind, bf16), 0) + 1
-        n_layers = sum(1 for u in units if u not in END_UNITS)
-        full_n = 0
-        if lay.recompute == "full":
-            full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
-        f = b = r = att = wg = fl = 0.0
-        mods: dict[str, float] = {}
-        pairs: dict[tuple, list] = {}
-        for (kind, bf16), n in counts.items():
-            t = bt(kind, bf16)
-            for key, g in t.tp_pairs_s.items():
-                pairs.setdefault(key, []).append((g, n))
-            if kind in END_UNITS:
-                rr = 0.0
-            else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
-                frac = full_n / n_layers if n_layers else 0.0
-                rr = frac * (t.forward_s - t.recompute_s.get(FSDP_MODULE, 0.0)) + (1 - frac) * _recomputed(
-                    lay, kind, t, 10 ** 9)
-            f += n * t.forward_s
-            b += n * t.backward_s
-            r += n * rr
-            fl += n * t.forward_flops * (3 + (rr / t.forward_s if t.forward_s else 0))
-            att += n * t.attention_s
-            wg += n * t.wgrad_s
-            for k_, v_ in t.by_module_s.items():
-                mods[k_] = mods.get(k_, 0.0) + n * v_
-        wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
-        f += wait_f
-        b += wait_b
-        if wait_f or wait_b:
-            mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
-        kinds: dict[str, int] = {}
-        for (kind, _), n in counts.items():
-            kinds[kind] = kinds.get(kind, 0) + n
-        rows.append((f, b, r, att, wg, mods, n_layers, kinds, fl, pairs))
+        key = (tuple(units), tuple(flags))  # stages alike (the middle ones, mostly) have one row: computed once
+        if key not in seen:
+            seen[key] = _stage_row(lay, units, flags, bt, ep_cover_s)
+        rows.append(_row_copy(seen[key]))
     return _busiest_first([_rank_mean([rows[i] for i in ranks]) for ranks in rank_stages(lay)])
+
+
+def _row_copy(row: tuple) -> tuple:
+    """A stage's row (:func:`_stage_row`) with its dicts its own: stages alike share one computation, not objects."""
+    f, b, r, att, wg, mods, n_layers, kinds, fl, pairs = row
+    return f, b, r, att, wg, dict(mods), n_layers, dict(kinds), fl, {k: list(v) for k, v in pairs.items()}
+
+
+def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: float) -> tuple:
+    """One pipeline stage's compute per micro-batch (:func:`rank_computes`): forward, backward and recompute
+    seconds, attention and weight-gradient seconds, seconds by module, layers, blocks by kind, executed FLOPs and
+    TP-paired GEMMs; ``units`` and ``flags`` its units and which run in BF16, ``bt(kind, bf16)`` a block's times."""
+    counts: dict[tuple, int] = {}
+    for u, bf16 in zip(units, flags):
+        for kind in ([u] if u in END_UNITS else u):
+            counts[(kind, bf16)] = counts.get((kind, bf16), 0) + 1
+    n_layers = sum(1 for u in units if u not in END_UNITS)
+    full_n = 0
+    if lay.recompute == "full":
+        full_n = n_layers if lay.recompute_num_layers is None else min(n_layers, lay.recompute_num_layers)
+    f = b = r = att = wg = fl = 0.0
+    mods: dict[str, float] = {}
+    pairs: dict[tuple, list] = {}
+    for (kind, bf16), n in counts.items():
+        t = bt(kind, bf16)
+        for key, g in t.tp_pairs_s.items():
+            pairs.setdefault(key, []).append((g, n))
+        if kind in END_UNITS:
+            rr = 0.0
+        else:  # the first full_n layers recompute fully (a layer's blocks share its fraction)
+            frac = full_n / n_layers if n_layers else 0.0
+            rr = frac * (t.forward_s - t.recompute_s.get(FSDP_MODULE, 0.0)) + (1 - frac) * _recomputed(
+                lay, kind, t, 10 ** 9)
+        f += n * t.forward_s
+        b += n * t.backward_s
+        r += n * rr
+        fl += n * t.forward_flops * (3 + (rr / t.forward_s if t.forward_s else 0))
+        att += n * t.attention_s
+        wg += n * t.wgrad_s
+        for k_, v_ in t.by_module_s.items():
+            mods[k_] = mods.get(k_, 0.0) + n * v_
+    wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
+    f += wait_f
+    b += wait_b
+    if wait_f or wait_b:
+        mods["host"] = mods.get("host", 0.0) + wait_f + wait_b
+    kinds: dict[str, int] = {}
+    for (kind, _), n in counts.items():
+        kinds[kind] = kinds.get(kind, 0) + n
+    return f, b, r, att, wg, mods, n_layers, kinds, fl, pairs
 
 
 def _busiest_first(rows: list[tuple]) -> list[StageCompute]:
@@ -1615,18 +1631,34 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     (:func:`_moe_recompute_wait_s`)."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
-    for u, bf16 in units:
-        kinds = [u] if u in END_UNITS else list(u)
-        g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
-        gpu_b += sum(bt(k, bf16).backward_s for k in kinds)
-        host_b += sum(bt(k, bf16).host_backward_s for k in kinds)
-        if synced and Block.MOE in kinds:
-            wait_f += _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s)
-            wait_rec += _moe_recompute_wait_s(lay, bt(Block.MOE, bf16))
+    seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
+    for unit in units:
+        if unit not in seen:
+            seen[unit] = _unit_host_terms(lay, *unit, bt, synced, ep_cover_s)
+        g, h, gb, hb, synced_moe, wf, wr = seen[unit]
+        gpu_b += gb
+        host_b += hb
+        if synced_moe:
+            wait_f += wf
+            wait_rec += wr
         else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
-            gpu_rest += g + (ep_cover_s if Block.MOE in kinds else 0.0)
+            gpu_rest += g
             host_rest += h
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover_s: float) -> tuple:
+    """One unit's terms of :func:`_host_waits_s`: its GPU forward seconds (with its expert all-to-alls) and host
+    launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward and recompute waits."""
+    kinds = [u] if u in END_UNITS else list(u)
+    g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
+    gb = sum(bt(k, bf16).backward_s for k in kinds)
+    hb = sum(bt(k, bf16).host_backward_s for k in kinds)
+    if synced and Block.MOE in kinds:
+        return (g, h, gb, hb, True,
+                _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
+                _moe_recompute_wait_s(lay, bt(Block.MOE, bf16)))
+    return g + (ep_cover_s if Block.MOE in kinds else 0.0), h, gb, hb, False, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
