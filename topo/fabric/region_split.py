@@ -15,7 +15,6 @@ in the bytes, so it is solved once per traffic pattern (pairs and their shares) 
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
 
 __all__ = ["split_paths", "split_loads"]
 
@@ -102,6 +101,10 @@ def _solve(r, i: np.ndarray, j: np.ndarray, share: np.ndarray) -> tuple[np.ndarr
         use[hops, p] = 1.0
     path_lat = use.T @ span_lat
     load = use * share[owner]  # bytes of the pattern on span e when path p takes its whole pair
+    if P == len(paths):  # one path per pair (two sites, neighbours on a ring of four or more): nothing to split
+        return load.sum(axis=1), path_lat
+    from scipy.optimize import linprog  # here: its import (0.25 s of CPU) is paid only where a pair has a choice
+
     # minimise t, and by a tie-break far below t's resolution the latency-weighted bytes
     c = np.r_[share[owner] * path_lat / max(path_lat.max(), 1e-30) * 1e-7, 1.0]
     A_ub = np.c_[load, -cap][cap > 0]
