@@ -345,6 +345,11 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
+    if row["run_id"].startswith("mb") and kw["dp"] > 1:
+        # Megatron-Bridge's CommOverlapConfig gives the DDP a 128Mi-parameter bucket whenever dp > 1 with the
+        # distributed optimizer, as NeMo 2's callback did (NVIDIA-NeMo/Megatron-Bridge@aae82005
+        # src/megatron/bridge/training/comm_overlap.py _get_optimizer_overlap_cfgs; rev48, docs/calibration-findings.md)
+        kw.setdefault("dp_bucket_params", 134_217_728)
     # the recipe's memory settings (empty: none): activation offloading, recomputation
     kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
     kw["recompute"] = row.get("recompute_granularity") or "none"

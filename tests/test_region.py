@@ -230,3 +230,46 @@ def test_describe_says_gpu_to_dci_is_not_given_rather_than_0_ns():
                "gives no NIC or tier latency" in ln for ln in lines)
     plain = run_cli("describe", "two-site-h100", check=True).stdout
     assert "not given" not in plain and "GPU to DCI:" not in plain  # every site gives its latency: no note
+
+
+def test_ring_traffic_on_three_equal_spans_gets_the_direct_span_plus_half_the_two_hop_path():
+    # each site sends V to the next round a 3-site ring of spans of capacity C: routed, each forward span carries
+    # V (time V/C). Split: x on the direct span, 1 - x on the 2-hop path, whose two reverse hops each carry two
+    # pairs' 2-hop shares, so x = 2(1 - x): x = 2/3, time 2V/(3C), a rate of C + C/2 (direct + half the 2-hop).
+    r = build(region_dict(count=3, topology="ring"))
+    C = r.span_bandwidth_Bps[0]
+    a, b = np.arange(3), (np.arange(3) + 1) % 3
+    loads, lat = r.split_loads(a, b, 1e9)
+    assert (loads / np.repeat(r.span_bandwidth_Bps, 2)).max() == pytest.approx(1e9 / (1.5 * C), rel=1e-6)
+    assert loads.sum() == pytest.approx(3 * 1e9 * (2 / 3 + 2 * 1 / 3), rel=1e-6)  # 2/3 one hop, 1/3 two hops
+    assert lat == pytest.approx(2 * r.spans["latency_s"][0])  # the 2-hop path carries a share: its latency
+    # one span cut: its pair has only the other path left, as the route has
+    cut = r.with_failures("dci:0-1")
+    loads, lat = cut.split_loads(np.array([0]), np.array([1]), 1e9)
+    assert loads[0:2].sum() == 0 and loads.sum() == pytest.approx(2e9)
+    assert lat[0] == pytest.approx(2 * r.spans["latency_s"][0])
+
+
+def test_one_pair_alone_fills_its_direct_span_and_every_two_hop_path_of_a_mesh():
+    # max-flow of one pair over a 4-site mesh of equal spans C: the direct span and two 2-hop paths, 3C
+    r = build(region_dict(count=4, topology="mesh"))
+    C = r.span_bandwidth_Bps[0]
+    loads, _ = r.split_loads(np.array([0]), np.array([1]), 1e9)
+    assert (loads / np.repeat(r.span_bandwidth_Bps, 2)).max() == pytest.approx(1e9 / (3 * C), rel=1e-6)
+
+
+def test_a_long_direct_span_still_carries_its_share_and_small_transfers_keep_the_short_route():
+    from topo.engine.region_estimate import dci_phase
+
+    # walk12's case: a 3-site ring with one span at 800 km: routed by latency it carried nothing
+    d = region_dict(count=3, topology="ring", distance_km=100)
+    d["interconnect"]["spans"] = [{"sites": ["s-0", "s-2"], "distance_km": 800}]
+    r = build(d)
+    a, b = np.arange(3), (np.arange(3) + 1) % 3
+    routed = r.route_loads(a, b, 1e9)
+    assert r.span_names()[1] == "dci:s-0-s-2" and routed[2:4].sum() == 0  # the long span carried nothing
+    big, loads = dci_phase(r, a, b, 1e12, 4)
+    assert loads[2:4].sum() > 0
+    assert big.bandwidth_s == pytest.approx(1e12 / (1.5 * r.span_bandwidth_Bps[0]), rel=1e-6)
+    small, loads = dci_phase(r, a, b, 1e3, 4)
+    assert np.array_equal(loads, r.route_loads(a, b, 1e3))  # latency-bound: the route alone is faster

@@ -196,3 +196,28 @@ def test_a_regions_plan_says_why_it_takes_no_layout(flags, key):
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == ""
     assert p.stderr.startswith(f"error: {key}: a region's MFU depends on how the job spans its sites"), p.stderr
     assert "allowed: --mfu X" in p.stderr
+
+
+def test_a_full_attach_tier_gets_dci_border_switches_and_idle_ports_take_the_dci_for_free():
+    """walk12: the DCI attached beyond the radix, so a full top tier's bill missed its ports. two-site-h100's DCI is
+    16 x 800 Gb/s = 1.6 TB/s per direction = 32 spine ports of 400 Gb/s at each site. Its 6-unit sites keep 512
+    idle spine ports (walk12's describe figure): nothing added. dgx-h100-superpod's 4 units fill their 16 spines x 64
+    ports: ceil(32 / (64 / 2)) = 1 border switch of the spine's model, 32 links into the site, a 2 x 400G module
+    serving two link ends, so 16 modules at each end."""
+    r = build_region("two-site-h100")
+    base = plan_region(r, collectives=False)
+    assert [(p["ports_needed"], p["ports_idle"], p["border_switches"]) for p in base.dci.site_ports] == [(32, 512, 0)] * 2
+    full = build_region("two-site-h100", ['sites[0].set=["cluster.num_units=4"]'])
+    p = plan_region(full, collectives=False)
+    east, west = p.dci.site_ports
+    assert (east["ports_needed"], east["ports_idle"], east["border_switches"]) == (32, 0, 1)
+    assert west["border_switches"] == 0 and west["items"] == []
+    sw = next(s for s in p.site_plans[0].bom.switches if s.tier == "spine")
+    mod = next(m for m in p.site_plans[0].bom.transceivers if m.at == "spine")
+    assert [(i["count"], i["price_usd_each"]) for i in east["items"]] == [(1, sw.price_usd_each),
+                                                                         (32, mod.price_usd_each)]
+    spans_usd = sum(b.equipment_usd for b in p.dci.spans)
+    assert p.dci.equipment_usd == pytest.approx(spans_usd + sw.price_usd_each + 32 * mod.price_usd_each)
+    assert p.dci.power_W == pytest.approx(sum(b.power_W for b in p.dci.spans) + sw.power_W_each
+                                          + 32 * mod.power_W_each)
+    assert any("site east: its DCI takes 32 spine ports" in n and "assumption" in n for n in p.notes)

@@ -106,3 +106,14 @@ def test_cli_names_and_checks_the_convention():
     ok = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8",
                  "--flops", "megatron-lm", check=True).stdout
     assert "(megatron-lm)" in ok
+
+
+def test_the_logits_count_the_padded_vocabulary_through_the_step():
+    # rev48: the models above need no padding at the tp they are counted at, so a count ignoring the padding passed
+    # them all. DeepSeek-V3's 129,280 (HF config.json) is 1,010 x 128: unpadded at tp 1, 130,048 = 127 x 1,024 at
+    # tp 8 (vocab_size_with_padding); its logits term 3 x 2 x h x V_pad x (1 + mtp) per token grows by that much
+    m = load_model("deepseek-v3-671b")
+    assert (m.vocab, m.hidden, m.mtp_layers) == (129280, 7168, 1)
+    tp1, tp8 = (make_layout(global_batch=4, seq_len=4096, tp=tp, dp=1) for tp in (1, 8))
+    grown = model_flops_per_step(m, tp8, "megatron-lm") - model_flops_per_step(m, tp1, "megatron-lm")
+    assert grown == pytest.approx(4 * 4096 * 3 * 2 * 7168 * (130048 - 129280) * 2, rel=1e-9)

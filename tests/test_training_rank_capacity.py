@@ -107,3 +107,20 @@ def test_a_budget_without_an_expert_parallel_group_is_one_line():
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: --layout: moe_expert_rank_capacity_factor: 1.5 budgets each expert rank's HybridEP receive buffer, "
         "but ep is 1 (no expert-parallel exchange); allowed with ep 1: none")
+
+
+def test_the_flex_dispatcher_without_an_expert_group_is_one_line():
+    """rev48: Megatron-Core's MoEFlexTokenDispatcher asserts ``tp_size * ep_size > 1`` ("Flex token dispatcher
+    requires TPxEP > 1", megatron/core/transformer/moe/token_dispatcher.py, every release with the flex dispatcher;
+    its tp is the experts' TP group), yet topo priced deepep at ep 1, etp 1 (Qwen3-30B on 8 H100, dp 8: 6.938 s
+    against the all-to-all dispatcher's 6.931 s). At etp 2 the dispatcher has a group and runs."""
+    r = run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--layout",
+                "dp=8,ep=1,global_batch=64,ep_dispatcher=deepep,ep_flex_backend=hybridep")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: --layout: ep_dispatcher: deepep is Megatron-Core's flex dispatcher, which needs ep x etp > 1 "
+        "('Flex token dispatcher requires TPxEP > 1'), got ep 1, etp 1; allowed with them: alltoall")
+    run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "8", "--layout",
+            "tp=2,etp=2,dp=4,ep=1,global_batch=64,ep_dispatcher=deepep", check=True)
+    # a dense model keeps the options line's 'no effect' mark (test_training_cli_options.py)
+    run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8", "--layout",
+            "dp=8,global_batch=8,ep_dispatcher=deepep", check=True)

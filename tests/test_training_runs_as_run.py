@@ -165,3 +165,12 @@ def test_gb200_bf16_ep8_launches_each_local_experts_gemms_from_the_host(setups):
         assert not any(captured(op, lay.cuda_graph_scope) for op in experts)
         assert sum(kernels_launched(op, lay.precision) for op in experts) == 2 * local
         assert sum(kernels_launched(op, lay.precision, backward=True) for op in experts) == 4 * local
+
+
+def test_megatron_bridge_runs_take_its_128mi_dp_bucket(setups):
+    """Megatron-Bridge's CommOverlapConfig sets the DDP bucket to 128 x 1024 x 1024 parameters whenever dp > 1
+    (NVIDIA-NeMo/Megatron-Bridge@aae82005 src/megatron/bridge/training/comm_overlap.py
+    _get_optimizer_overlap_cfgs; rev48), not Megatron-Core's max(40M, 1M x dp x cp)."""
+    mb = [s for s in setups.values() if s["run"].startswith("mb") and s["lay"].dp > 1]
+    assert len(mb) > 50
+    assert all(s["lay"].dp_bucket_params == 134_217_728 for s in mb)

@@ -59,6 +59,17 @@ def _is_fifo(path) -> bool:
         return False
 
 
+def _check_named(path, what: str, allow_stdin: bool) -> None:
+    """:func:`check_input`, whose refusal of a named pipe says how to read it when ``-`` (standard input) may be
+    given instead."""
+    try:
+        check_input(path, what)
+    except TopoError as exc:
+        if allow_stdin and _is_fifo(path):
+            raise TopoError(f"{exc.message}, or - to read standard input (- < {path})", source=str(path)) from None
+        raise
+
+
 def _not_regular(path, mode: int, what: str) -> TopoError:
     kind = _kind(mode)
     return TopoError(f"is not a regular file ({kind}); give a {what}" if kind != "not a regular file" else
@@ -156,12 +167,7 @@ def read_input_bytes(path: str | Path, what: str = "file", limit: int = MAX_TOML
         if stream is None:
             raise TopoError("standard input is closed", source="<stdin>")
         return _read_limited(stream, limit, "<stdin>", what)
-    try:
-        check_input(path, what)
-    except TopoError as exc:
-        if allow_stdin and _is_fifo(path):
-            raise TopoError(f"{exc.message}, or - to read standard input (- < {path})", source=str(path)) from None
-        raise
+    _check_named(path, what, allow_stdin)
     source = str(path)
     try:  # without blocking: a path swapped for a pipe after the check above must not hang the open
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

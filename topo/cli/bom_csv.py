@@ -69,12 +69,16 @@ def write_region_bom_csv(r: RegionPlan, fh) -> None:
     The columns of :func:`write_bom_csv`. A site's rows name the site as their design; a span's rows have design
     ``dci``, kind ``dci``, where the span's name, and one row per line of its bill
     (:func:`topo.plan.dci.span_items`: coherent modules, line amplifiers, amplifier huts, muxes; fibre pairs with
-    the route's length). Their prices sum to the sites' switches, optics and cables and the DCI's equipment and
-    fibre.
+    the route's length), and a row per line a site's full attach tier adds for its DCI ports (where ``SITE:TIER``:
+    :mod:`topo.plan.dci_ports`). Their prices sum to the sites' switches, optics and cables and the DCI's equipment
+    and fibre.
     """
     by = f"{SIGNATURE} {__version__}"
     rows = [row for site, p in zip(r.sites, r.site_plans) for row in _plan_rows(site.name, p, by)]
     rows += [["dci", "dci", span.name, i.item, "", i.count, f"{i.power_W_each:g}", f"{i.price_usd_each:g}",
               f"{i.count * i.price_usd_each:.2f}", f"{i.length_m:.1f}" if i.length_m else "", by]
              for span in r.dci.spans for i in span.items]
+    rows += [["dci", "dci", f"{p['site']}:{p['attach_tier']}", i["item"], "", i["count"], f"{i['power_W_each']:g}",
+              f"{i['price_usd_each']:g}", f"{i['count'] * i['price_usd_each']:.2f}", "", by]
+             for p in r.dci.site_ports for i in p["items"]]  # a full attach tier's DCI border switches
     _write(rows, fh)

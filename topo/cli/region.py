@@ -73,8 +73,8 @@ def render_region(inv: RegionInventory) -> str:
         if s.dci_Bps > s.attach_idle_Bps * (1 + 1e-9):
             lines.append(f"note: site {s.name}: its {s.attach_tier} switches have {format_bandwidth(s.attach_idle_Bps)} "
                          f"of idle ports for its {format_bandwidth(s.dci_Bps)} to the DCI (per direction); the model "
-                         f"attaches the DCI there anyway, beyond the radix: free ports (fewer units, a larger radix) "
-                         f"or count the missing ones yourself")
+                         f"attaches the DCI there anyway, beyond the radix: free ports (fewer units, a larger radix), "
+                         f"or let `topo plan` price the DCI border switches the missing ones need")
     lines.append("")
     rows = [[s.name, f"{s.distance_km:,.0f} km", f"{s.waves} x {format_in(s.wave_rate_Bps, 'Gb/s', 'g')}",
              format_bandwidth(s.bandwidth_Bps) + (" (failed)" if s.failed else ""), format_time(s.latency_s)]

@@ -70,7 +70,8 @@ class RegionEstimate:
 
 def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
-    each pay the slowest cross-site hop's latency once.
+    each pay the slowest cross-site hop's latency once: the faster of the lowest-latency routes alone and the split
+    over every pair's direct and 2-hop paths (:meth:`~topo.fabric.region.Region.split_loads`).
 
     Parameters
     ----------
@@ -89,7 +90,16 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.n
     """
     src, dst = np.asarray(src), np.asarray(dst)
     nbytes = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
-    loads = region.route_loads(src, dst, nbytes)
+    up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
+    routed = region.route_loads(src, dst, nbytes), region.route_latency_s(src, dst)
+    split = region.split_loads(src, dst, nbytes) if src.size else routed
+    options = [_phase(region, src, dst, nbytes, steps, up, loads, lat) for loads, lat in (routed, split)]
+    return min(options, key=lambda o: o[0].time_s)  # the route alone when splitting does not pay its latency
+
+
+def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -> tuple[Phase, np.ndarray]:
+    """:func:`dci_phase` for one way of carrying the transfers: ``loads`` per directed span, ``route_lat`` per
+    transfer (one way, its longest path that carries a share)."""
     cap = np.repeat(region.span_bandwidth_Bps, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_t = np.where(loads > 0, loads / cap, 0.0)
@@ -102,8 +112,7 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.n
     cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
     bw_s, bound = max(cands, key=lambda c: c[0])
-    up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
-    hop = float(np.max(region.route_latency_s(src, dst) + up[src] + up[dst])) if src.size else 0.0
+    hop = float(np.max(route_lat + up[src] + up[dst])) if src.size else 0.0
     return Phase(steps * hop, bw_s, bound), loads
 
 

@@ -6,8 +6,9 @@ or border leaves hanging off it), each with a capacity (waves x rate, per direct
 one built :class:`~topo.fabric.fabric.Fabric`: a 1,000,000-GPU region of four alike sites builds one 250k-GPU
 fabric, and GPU ids run site by site (``gpu_offset``), so everything stays arrays.
 
-Routes between sites are shortest paths by latency over the working spans (:meth:`Region.routes`); ``--fail
-dci:A-B`` (site names or indices) cuts a span, and traffic goes round it where the topology allows.
+Routes between sites are shortest paths by latency over the working spans (:meth:`Region.routes`); bulk traffic
+may also split over a pair's direct span and 2-hop paths (:meth:`Region.split_loads`, :mod:`.region_split`).
+``--fail dci:A-B`` (site names or indices) cuts a span, and traffic goes round it where the topology allows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..spec.sites import RegionSpec
 from .builders import build_fabric
 from .fabric import Fabric
 from .levels import Level
+from .region_split import split_loads
 
 __all__ = ["Region", "build_region", "region_from_specs"]
 
@@ -158,6 +160,13 @@ class Region:
         ok = hops >= 0
         ids = 2 * hops[ok] + direction[ok]
         return np.bincount(ids, weights=np.broadcast_to(nb[:, None], hops.shape)[ok], minlength=2 * self.num_spans)
+
+    def split_loads(self, a, b, nbytes) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes on every directed span, and each transfer's one-way DCI latency, when site ``a[i]`` sends
+        ``nbytes[i]`` to site ``b[i]`` split over its direct span, its 2-hop paths and its route as traffic
+        engineering fills them (:func:`topo.fabric.region_split.split_loads`)."""
+        self.route_latency_s(a, b)  # raises if cut off
+        return split_loads(self, a, b, nbytes)
 
     # --- cuts ----------------------------------------------------------------------------------------------
     def cut_Bps(self) -> tuple[float, float]:

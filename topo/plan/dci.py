@@ -10,7 +10,7 @@ network), fibre over its IRU life, energy at the sites' electricity price.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -135,12 +135,15 @@ class SpanBill:
 @dataclass
 class DciBill:
     spans: list[SpanBill]
-    power_W: float
-    equipment_usd: float
+    power_W: float  # the spans' and the sites' DCI ports'
+    equipment_usd: float  # the spans' and the sites' DCI ports'
     fibre_usd: float
     cost_over_years_usd: float
     years: float
     sources: dict  # figure -> (value, source, status)
+    # per site: the attach tier's ports the DCI takes, idle ones, and the border switches the rest need
+    # (:mod:`topo.plan.dci_ports`), as dicts with their lines
+    site_ports: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -194,7 +197,7 @@ def span_bill(cat: DciCatalog, name: str, distance_km: float, waves: int) -> Spa
 
 
 def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_per_kWh: float,
-             cat: DciCatalog | None = None) -> DciBill:
+             cat: DciCatalog | None = None, site_ports=()) -> DciBill:
     """The DCI's bill and its cost over ``years``.
 
     Parameters
@@ -205,6 +208,8 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
     network_life_years : float
         Life of the DCI's equipment (as the sites' network).
     electricity_usd_per_kWh : float
+    site_ports : sequence of topo.plan.dci_ports.SitePorts, optional
+        Each site's DCI ports: the border switches and modules a full attach tier needs join the equipment and power.
 
     Returns
     -------
@@ -212,8 +217,8 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
     """
     cat = cat or load_dci_catalog()
     bills = [span_bill(cat, n, d, w) for n, d, w in spans]
-    power = sum(b.power_W for b in bills)
-    equipment = sum(b.equipment_usd for b in bills)
+    power = sum(b.power_W for b in bills) + sum(p.power_W for p in site_ports)
+    equipment = sum(b.equipment_usd for b in bills) + sum(p.equipment_usd for p in site_ports)
     fibre = sum(b.fibre_usd for b in bills)
     energy = power * HOURS_PER_YEAR * years / 1e3 * electricity_usd_per_kWh
     cost = (depreciation_usd(equipment, years, network_life_years)
@@ -221,7 +226,7 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
     sources = {f"{sec}.{k}": (v.value, v.source, v.status) for sec in ("module", "amplifier", "fibre")
                for k, v in getattr(cat, sec) if isinstance(v, Value)}
     return DciBill(spans=bills, power_W=power, equipment_usd=equipment, fibre_usd=fibre, cost_over_years_usd=cost,
-                   years=years, sources=sources)
+                   years=years, sources=sources, site_ports=[asdict(p) for p in site_ports])
 
 
 def beyond_reach(spans, cat: DciCatalog) -> list[str]:

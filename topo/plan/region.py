@@ -12,6 +12,7 @@ from ..fabric.builders import build_fabric
 from ..spec.model import ClusterSpec
 from .catalog import load_catalog
 from .dci import DciBill, beyond_reach, dci_bill, load_dci_catalog
+from .dci_ports import port_notes, site_ports
 from .planner import plan
 from .power import HOURS_PER_YEAR
 
@@ -104,8 +105,9 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                                                        region.spans["waves"])]
     quotes = region.spec.plan.dci
     cat = load_dci_catalog(quotes, region.spec.source_of)
+    ports = site_ports(region, plans)
     bill = dci_bill(spans, years=years, network_life_years=float(eco.network_life_years.value),
-                    electricity_usd_per_kWh=first.power.electricity_usd_per_kWh, cat=cat)
+                    electricity_usd_per_kWh=first.power.electricity_usd_per_kWh, cat=cat, site_ports=ports)
     gpu_hours = region.num_gpus * years * HOURS_PER_YEAR
     tco = sum(s.tco_usd for s in sites) + bill.cost_over_years_usd
     out = RegionPlan(name=region.name, num_gpus=region.num_gpus, sites=sites, dci=bill,
@@ -116,7 +118,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       notes=["DCI prices were not found (multisite.md s.6): placeholders with status 'assumption' in "
                              "topo/data/dci/interconnect.toml; quote them in the region's [plan.dci] (e.g. "
                              "plan.dci.module.price_usd)"]
-                      + beyond_reach(spans, cat)
+                      + beyond_reach(spans, cat) + port_notes(ports)
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
     if one_site:

@@ -1626,8 +1626,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     launches them from that sync to the next (:func:`_synced_layer_wait_s`), the expert all-to-alls in that
     stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router, a
     static rank budget or a full-iteration graph has no sync: the host then runs ahead across the pass, and each MoE
-    layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward has none of its own, but a recomputed ``moe`` module replays
-    the router and its sync there (:func:`_moe_recompute_wait_s`)."""
+    layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
+    has none of its own, but a recomputed ``moe`` module replays the router and its sync there
+    (:func:`_moe_recompute_wait_s`)."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order

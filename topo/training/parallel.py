@@ -575,6 +575,18 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if "moe" in scope and lay.moe_capacity_factor is None:
         bad("cuda_graph_scope", "moe captures the whole MoE block, which only token-drop routing allows "
                                 "(moe_capacity_factor); allowed with dropless routing: moe_router, moe_preprocess")
+    _check_flex_dispatcher(model, lay, bad)
+    if lay.pipeline_layout is not None:
+        if lay.pipeline_embedding:
+            bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
+                                      "pipeline_layout: false")
+        layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
+                      mtp_layers=model.mtp_layers, source=source)
+
+
+def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """The flex dispatcher's rules: HybridEP's static rank budget needs HybridEP, an EP group and dropless
+    routing; the dispatcher itself needs an expert group (``ep x etp > 1``)."""
     if lay.moe_expert_rank_capacity_factor is not None and (lay.ep_dispatcher, lay.ep_flex_backend) != (
             "deepep", "hybridep"):
         backend = lay.ep_dispatcher if lay.ep_dispatcher != "deepep" else f"deepep/{lay.ep_flex_backend}"
@@ -589,12 +601,10 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
         bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets dropless routing, "
                                                f"but moe_capacity_factor {lay.moe_capacity_factor} pads every "
                                                f"expert already; allowed with it: none")
-    if lay.pipeline_layout is not None:
-        if lay.pipeline_embedding:
-            bad("pipeline_embedding", "a pipeline_layout places the embedding and the loss itself; allowed with "
-                                      "pipeline_layout: false")
-        layout_chunks(lay.pipeline_layout, chunks=lay.pp * lay.vpp, layers=model.layers,
-                      mtp_layers=model.mtp_layers, source=source)
+    if model.moe is not None and lay.ep_dispatcher == "deepep" and lay.ep * lay.expert_tp == 1:
+        # Megatron-Core's MoEFlexTokenDispatcher: assert tp_size * ep_size > 1 (its tp the experts' TP group)
+        bad("ep_dispatcher", "deepep is Megatron-Core's flex dispatcher, which needs ep x etp > 1 ('Flex token "
+                             "dispatcher requires TPxEP > 1'), got ep 1, etp 1; allowed with them: alltoall")
 
 
 def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:

@@ -1,0 +1,120 @@
+"""Bulk cross-site traffic split over every short DCI path of a site pair (traffic engineering on the site graph).
+
+A site pair's traffic may take its direct span, every 2-hop path through a third site, and its lowest-latency route
+(the only one when the pair is further apart, as across a long ring). The split is the one a traffic-engineered
+long-haul network reaches when it fills longer paths as the short one fills: the fractions that minimise the
+busiest directed span's time (load over capacity, a min-max multi-commodity flow, solved as one small linear
+programme over the site graph), and among those the lowest latency-weighted bytes, so a path is used only when it
+shortens the phase. On a 3-site ring of equal spans where each site sends to the next, each pair gets its direct
+span plus half of the 2-hop path (the two reverse directions are shared by two pairs): 1.5x the direct span.
+
+Sites are few (ten in ``region-1m``): a path per pair and site, never per GPU or per flow. The solution is linear
+in the bytes, so it is solved once per traffic pattern (pairs and their shares) and cached on the region.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["split_paths", "split_loads"]
+
+
+def split_paths(r, i: int, j: int) -> list[np.ndarray]:
+    """The directed span ids (``2*span`` lower site to higher, ``+1`` back) of every path site ``i`` may send to
+    site ``j`` on: the direct span, each 2-hop path through a third site, and the lowest-latency route, over the
+    working spans; no duplicates."""
+    a, b, alive = r.spans["a"], r.spans["b"], ~r.failed
+    span_of = np.full((r.num_sites, r.num_sites), -1, dtype=np.int64)
+    ids = np.flatnonzero(alive)
+    span_of[a[ids], b[ids]] = ids
+    span_of[b[ids], a[ids]] = ids
+
+    def directed(x: int, y: int) -> int:
+        s = int(span_of[x, y])
+        return 2 * s + (0 if a[s] == x else 1)
+
+    paths = []
+    if span_of[i, j] >= 0:
+        paths.append((directed(i, j),))
+    for k in range(r.num_sites):
+        if k not in (i, j) and span_of[i, k] >= 0 and span_of[k, j] >= 0:
+            paths.append((directed(i, k), directed(k, j)))
+    route, here = [], i
+    for s in r.routes()[0][i, j]:
+        if s < 0:
+            break
+        there = int(b[s] if a[s] == here else a[s])
+        route.append(directed(here, there))
+        here = there
+    if route and tuple(route) not in paths:
+        paths.append(tuple(route))
+    return [np.array(p, dtype=np.int64) for p in paths]
+
+
+def split_loads(r, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes on every directed span and each transfer's one-way DCI latency (its longest path that carries a
+    share) when site ``src[k]`` sends ``nbytes[k]`` to ``dst[k]``, split as the module doc says.
+
+    Parameters
+    ----------
+    r : topo.fabric.region.Region
+    src, dst : array of int
+        Sending and receiving sites (different), one entry per transfer; every pair must have a working route
+        (:meth:`~topo.fabric.region.Region.route_latency_s` raises first otherwise).
+    nbytes : float or array
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(2 * spans,)`` bytes per directed span and ``(transfers,)`` latency in seconds.
+    """
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    nb = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
+    S = r.num_sites
+    demand = np.bincount(src * S + dst, weights=nb, minlength=S * S)
+    total = demand.sum()
+    if total <= 0:
+        return np.zeros(2 * r.num_spans), np.zeros(src.shape)
+    pairs = np.flatnonzero(demand)
+    share = demand[pairs] / total
+    key = ("split", tuple(pairs.tolist()), tuple(np.round(share, 12).tolist()))
+    if key not in r._cache:
+        r._cache[key] = _solve(r, pairs // S, pairs % S, share)
+    per_unit, pair_lat = r._cache[key]
+    lat = pair_lat[np.searchsorted(pairs, src * S + dst)]
+    return per_unit * total, lat
+
+
+def _solve(r, i: np.ndarray, j: np.ndarray, share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per directed span its load per byte of the pattern, and per pair its latency (the module doc's programme:
+    variables are each path's fraction of its pair, then the busiest span's time ``t``)."""
+    E = 2 * r.num_spans
+    cap = np.repeat(r.span_bandwidth_Bps, 2)
+    cap = cap / cap.max()
+    span_lat = np.repeat(r.spans["latency_s"], 2)
+    paths = [split_paths(r, int(x), int(y)) for x, y in zip(i, j)]
+    owner = np.concatenate([np.full(len(p), k) for k, p in enumerate(paths)])
+    flat = [p for ps in paths for p in ps]
+    P = len(flat)
+    use = np.zeros((E, P))  # use[e, p]: path p crosses directed span e
+    for p, hops in enumerate(flat):  # a path per pair and site: a few hundred at most
+        use[hops, p] = 1.0
+    path_lat = use.T @ span_lat
+    load = use * share[owner]  # bytes of the pattern on span e when path p takes its whole pair
+    if P == len(paths):  # one path per pair (two sites, neighbours on a ring of four or more): nothing to split
+        return load.sum(axis=1), path_lat
+    from scipy.optimize import linprog  # here: its import (0.25 s of CPU) is paid only where a pair has a choice
+
+    # minimise t, and by a tie-break far below t's resolution the latency-weighted bytes
+    c = np.r_[share[owner] * path_lat / max(path_lat.max(), 1e-30) * 1e-7, 1.0]
+    A_ub = np.c_[load, -cap][cap > 0]
+    A_eq = np.c_[(owner[None, :] == np.arange(len(paths))[:, None]).astype(float), np.zeros(len(paths))]
+    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(A_ub.shape[0]), A_eq=A_eq, b_eq=np.ones(len(paths)),
+                  bounds=[(0, None)] * (P + 1), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the DCI split found no solution: {res.message}")
+    x = np.clip(res.x[:P], 0.0, None)
+    per_unit = load @ x
+    used = x > 1e-9
+    lat = np.array([path_lat[(owner == k) & used].max() for k in range(len(paths))])
+    return per_unit, lat
