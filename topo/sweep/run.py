@@ -284,7 +284,7 @@ def _scheduler(scheduler: str | None, scheduler_file: str | None) -> str | None:
 
 def _check_scheduler(scheduler: str | None, connect_timeout_s: float) -> None:
     """Refuse a scheduler address (given, or Dask's configured ``scheduler-address``) that is malformed or where
-    nothing answers, so that a run that cannot start leaves no output folder behind (:func:`.check_address`)."""
+    nothing answers, so that a run that cannot start leaves no output folder behind (:func:`.scheduler.check_address`)."""
     if scheduler == "serial":
         return
     import dask
