@@ -313,3 +313,15 @@ def test_an_output_named_for_another_format_is_refused(tmp_path, cmd, out, fix):
     ok = run_cli("export", "dgx-h100-superpod", *SMALL, "--format", "json", "-o", "g.json", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert json.loads((tmp_path / "g.json").read_text())["generator"].startswith(SIGNATURE)
+
+
+def test_an_export_with_a_failed_switch_counts_its_cables_in_num_failed(tmp_path):
+    # walk13: README's Output files says failed cables stay in num_links and bandwidth_Bps and are counted in
+    # num_failed; every cable of a failed switch is failed, and no other
+    run_cli("export", "dgx-h100-superpod", *SMALL, "--fail", "spine0", "--format", "json", "-o", "f.json",
+            cwd=tmp_path, check=True)
+    g = nx.node_link_graph(json.loads((tmp_path / "f.json").read_text()))
+    touching = [a for u, v, a in g.edges(data=True) if "spine0" in (u, v)]
+    assert touching and all(a["num_failed"] == a["num_links"] > 0 for a in touching)
+    assert all(a["bandwidth_Bps"] == a["num_links"] * a["link_bandwidth_Bps"] for _, _, a in g.edges(data=True))
+    assert sum(a["num_failed"] for _, _, a in g.edges(data=True)) == sum(a["num_links"] for a in touching)
