@@ -58,7 +58,7 @@ def test_a_directory_as_output_is_one_clean_line(tmp_path, cmd):
 
 
 def test_a_file_topo_did_not_write_needs_force_and_ours_does_not(tmp_path):
-    mine = tmp_path / "notes.graphml"
+    mine = tmp_path / "notes.txt"  # a suffix of no format: GraphML, then JSON, go into the same file
     mine.write_text("my notes\n")
     proc = run_cli("export", "dgx-h100-superpod", *SMALL, "-o", str(mine))
     one_line_error(proc, "was not written by topo")
@@ -296,3 +296,32 @@ def test_a_figure_renders_on_kaleidos_second_try():
     assert _image(once, "svg") == b"<svg/>" and once.calls == 2
     with pytest.raises(TopoError, match="kaleido could not render"):
         _image(Fig(2), "svg")
+
+
+@pytest.mark.parametrize("cmd, out, fix", [
+    (["export"], "g.json", "add --format json, or name it g.graphml"),
+    (["export", "--format", "json"], "g.GRAPHML", "add --format graphml, or name it g.json"),
+    (["report"], "r.png", "add --format png, or name it r.html"),
+    (["report", "--format", "svg", "--figure", "fabric"], "r.png", "add --format png, or name it r.svg"),
+])
+def test_an_output_named_for_another_format_is_refused(tmp_path, cmd, out, fix):
+    # walk13: 'topo export -o g.json' wrote GraphML (the default format) into g.json, and 'topo report -o r.png'
+    # an HTML page into r.png; json.load and an image viewer then fail on them
+    proc = run_cli(cmd[0], "dgx-h100-superpod", *cmd[1:], *SMALL, "-o", out, cwd=tmp_path)
+    one_line_error(proc, fix)
+    assert list(tmp_path.iterdir()) == []
+    ok = run_cli("export", "dgx-h100-superpod", *SMALL, "--format", "json", "-o", "g.json", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads((tmp_path / "g.json").read_text())["generator"].startswith(SIGNATURE)
+
+
+def test_an_export_with_a_failed_switch_counts_its_cables_in_num_failed(tmp_path):
+    # walk13: README's Output files says failed cables stay in num_links and bandwidth_Bps and are counted in
+    # num_failed; every cable of a failed switch is failed, and no other
+    run_cli("export", "dgx-h100-superpod", *SMALL, "--fail", "spine0", "--format", "json", "-o", "f.json",
+            cwd=tmp_path, check=True)
+    g = nx.node_link_graph(json.loads((tmp_path / "f.json").read_text()))
+    touching = [a for u, v, a in g.edges(data=True) if "spine0" in (u, v)]
+    assert touching and all(a["num_failed"] == a["num_links"] > 0 for a in touching)
+    assert all(a["bandwidth_Bps"] == a["num_links"] * a["link_bandwidth_Bps"] for _, _, a in g.edges(data=True))
+    assert sum(a["num_failed"] for _, _, a in g.edges(data=True)) == sum(a["num_links"] for a in touching)

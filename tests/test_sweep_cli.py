@@ -54,6 +54,16 @@ def test_scheduler_that_does_not_answer(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error: --scheduler: no Dask scheduler answers at tcp://127.0.0.1:9 within 1 s")
     assert r.stderr.count("\n") == 1
+    assert not (tmp_path / "study.parquet").exists()  # a run that cannot start leaves no output folder
+
+
+def test_malformed_scheduler_leaves_no_output(tmp_path):
+    (tmp_path / "study.toml").write_text(STUDY)
+    r = topo("sweep", "study.toml", "--scheduler", "foo:1", "-o", "out.parquet", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: --scheduler: 'foo:1' is not a Dask scheduler address")
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "out.parquet").exists()
 
 
 def test_json_csv_report_and_error_rows(tmp_path):

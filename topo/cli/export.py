@@ -8,6 +8,7 @@ from ..fabric.region_export import export_region
 from .common import add_output_arguments, add_spec_arguments, fabric_from_args
 from ..units import count_noun
 from .output import note
+from .output_suffix import check_output_suffix
 from .region import is_region_args, region_from_args, region_inputs
 
 
@@ -23,7 +24,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+SUFFIXES = {".graphml": "graphml", ".json": "json"}
+
+
 def run(args) -> int:
+    if args.output is not None:  # before the fabric is built (a default name has the format's own suffix)
+        check_output_suffix(args.output, args.format, SUFFIXES, default="graphml")
     if is_region_args(args):
         return _run_region(args)
     fabric = fabric_from_args(args)

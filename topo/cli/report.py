@@ -21,6 +21,7 @@ from ..fabric.region_inventory import region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import add_output_arguments, add_override_arguments
 from .output import note
+from .output_suffix import check_output_suffix
 from .region import region_from_args
 
 PLAN_FIGURES = ("power", "capex", "ownership", "goodput")  # the planner's figures: one bar or line per SPEC
@@ -74,6 +75,8 @@ def run(args) -> int:
     # when writing).
     default = "topo-report.html" if args.format == "html" else f"topo-{args.figure}.{args.format}"
     out = args.output if args.output is not None else default
+    check_output_suffix(out, args.format, {".html": "html", ".htm": "html", ".png": "png", ".svg": "svg"},
+                        default="html")
     # every file the report reads (a bundled name or a layout string is no file, and matches no output)
     inputs = [resolve_spec_path(s) for s in specs] + [f for f in (args.plan_file, args.train, args.layout) if f]
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")

@@ -28,7 +28,7 @@ from .. import __version__
 from ..errors import TopoError
 from ..units import UnitError, parse_size_bytes
 from .point import run_batch
-from .scheduler import connect, scheduler_from_file, wait_for_workers
+from .scheduler import check_address, connect, scheduler_from_file, wait_for_workers
 from .store import ResultStore
 from .study import Study, load_study, study_from_dict
 
@@ -246,6 +246,8 @@ def sweep(study: Study | dict | str, output=None, *, scheduler: str | None = Non
     scheduler = _scheduler(scheduler, scheduler_file)
     study = _as_study(study)
     run = run if run is not None else SweepRun()
+    if client is None:
+        _check_scheduler(scheduler, connect_timeout_s)  # before the output folder is created or pruned
     store = ResultStore(output, study, inputs=list(inputs) + [p for p, _ in study.specs.values()])
     points = study.points()
     todo = _open_store(store, study, points, output, run)
@@ -278,6 +280,18 @@ def _scheduler(scheduler: str | None, scheduler_file: str | None) -> str | None:
     if scheduler is not None:
         raise TopoError("give a scheduler address or a scheduler file, not both", key="scheduler_file")
     return scheduler_from_file(scheduler_file)
+
+
+def _check_scheduler(scheduler: str | None, connect_timeout_s: float) -> None:
+    """Refuse a scheduler address (given, or Dask's configured ``scheduler-address``) that is malformed or where
+    nothing answers, so that a run that cannot start leaves no output folder behind (:func:`.scheduler.check_address`)."""
+    if scheduler == "serial":
+        return
+    import dask
+
+    address = scheduler or dask.config.get("scheduler-address", None)
+    if address and address != "local":
+        check_address(address, connect_timeout_s)
 
 
 def _as_study(study: Study | dict | str) -> Study:
