@@ -24,8 +24,9 @@ convolution's output is recomputed in the backward). Per-module recomputation (`
 of ``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
 
 In flight: stage ``i`` of ``p`` holds ``p - i`` micro-batches under 1F1B; interleaved with ``v`` chunks per GPU
-it holds ``2 (p - i - 1) + (v - 1) p + 1`` chunk-micro-batches (Megatron-LM's warm-up count plus the one
-running; the same as Korthikanti's ``L (1 + (p - 1)/(p v))`` on the first stage), never more than ``m v``. The
+it holds ``2 (p - i - 1) + (v - 1) g + 1`` chunk-micro-batches (Megatron-Core's warm-up count plus the one
+running, :meth:`.ParallelLayout.warmup_chunks`; ``g`` = ``microbatch_group_size_per_vp_stage``, default ``p``,
+where the first stage's is Korthikanti's ``L (1 + (p - 1)/(p v))``), never more than ``m v``. The
 last stage also holds the fp32 logits of one micro-batch, ``4 s b V / t``. The reported breakdown is the stage
 that needs the most.
 
@@ -213,12 +214,10 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
 
 
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
-    p, v, m = lay.pp, lay.vpp, lay.microbatches // lay.pipeline_flushes  # one schedule's micro-batches
+    m, v = lay.microbatches // lay.pipeline_flushes, lay.vpp  # one schedule's micro-batches
     if lay.pipeline_schedule == "dualpipe":  # DualPipe's README table: PP + 1 per device, of its two stages
-        return min(m, p + 1)
-    if v == 1:
-        return min(m, p - stage)
-    return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
+        return min(m, lay.pp + 1)
+    return min(m * v, lay.warmup_chunks(stage) + 1)  # the warm-up and the one running
 
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
