@@ -39,10 +39,11 @@ with ``grad_reduce_in_fp32``, otherwise in the parameters' dtype (``DistributedD
 Megatron-Bridge's recipes, which turn it off.
 
 Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) comes out
-about 9 GB over 80 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the second stage
-(0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable number of contiguous
-micro-batches) and freeing each stage's input and output tensors early; this module models Megatron's schedule,
-under which plain 1F1B needs 71 GB. The gap is that schedule's in-flight activations, not a missing term.
+at 89.2 GB of an H100's 85.5 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the
+second stage (0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable ``N``, our ``g``)
+and freeing each stage's input and output tensors early; it gives ``N`` only for its Figure 6 (4 ranks, N = 5),
+and Megatron-Core's ``g`` in ``[p, m]`` cannot lower the warm-up below ``g = p``'s, under which plain 1F1B needs
+71 GB. The gap is that schedule's in-flight activations, not a missing term.
 """
 
 from __future__ import annotations
