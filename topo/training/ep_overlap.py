@@ -125,10 +125,8 @@ def unpaired_share(lay: ParallelLayout) -> float:
     total = lay.microbatches * lay.vpp
     if lay.pp == 1:
         alone = 1
-    elif lay.vpp > 1:
-        alone = (lay.pp - 1) * 2 + (lay.vpp - 1) * lay.pp + 1
     else:
-        alone = lay.pp - 1
+        alone = lay.warmup_chunks(0, extra=1 if lay.vpp > 1 else 0)
     return min(total, alone) / total
 
 

@@ -24,8 +24,9 @@ convolution's output is recomputed in the backward). Per-module recomputation (`
 of ``recompute_num_layers`` layers keeps their inputs. Context parallelism divides ``s``.
 
 In flight: stage ``i`` of ``p`` holds ``p - i`` micro-batches under 1F1B; interleaved with ``v`` chunks per GPU
-it holds ``2 (p - i - 1) + (v - 1) p + 1`` chunk-micro-batches (Megatron-LM's warm-up count plus the one
-running; the same as Korthikanti's ``L (1 + (p - 1)/(p v))`` on the first stage), never more than ``m v``. The
+it holds ``2 (p - i - 1) + (v - 1) g + 1`` chunk-micro-batches (Megatron-Core's warm-up count plus the one
+running, :meth:`.ParallelLayout.warmup_chunks`; ``g`` = ``microbatch_group_size_per_vp_stage``, default ``p``,
+where the first stage's is Korthikanti's ``L (1 + (p - 1)/(p v))``), never more than ``m v``. The
 last stage also holds the fp32 logits of one micro-batch, ``4 s b V / t``. The reported breakdown is the stage
 that needs the most.
 
@@ -38,10 +39,11 @@ with ``grad_reduce_in_fp32``, otherwise in the parameters' dtype (``DistributedD
 Megatron-Bridge's recipes, which turn it off.
 
 Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) comes out
-about 9 GB over 80 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the second stage
-(0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable number of contiguous
-micro-batches) and freeing each stage's input and output tensors early; this module models Megatron's schedule,
-under which plain 1F1B needs 71 GB. The gap is that schedule's in-flight activations, not a missing term.
+at 89.2 GB of an H100's 85.5 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the
+second stage (0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable ``N``, our ``g``)
+and freeing each stage's input and output tensors early; it gives ``N`` only for its Figure 6 (4 ranks, N = 5),
+and Megatron-Core's ``g`` in ``[p, m]`` cannot lower the warm-up below ``g = p``'s, under which plain 1F1B needs
+71 GB. The gap is that schedule's in-flight activations, not a missing term.
 """
 
 from __future__ import annotations
@@ -213,12 +215,10 @@ def activation_bytes_per_layer(model: ModelSpec, lay: ParallelLayout) -> float:
 
 
 def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
-    p, v, m = lay.pp, lay.vpp, lay.microbatches // lay.pipeline_flushes  # one schedule's micro-batches
+    m, v = lay.microbatches // lay.pipeline_flushes, lay.vpp  # one schedule's micro-batches
     if lay.pipeline_schedule == "dualpipe":  # DualPipe's README table: PP + 1 per device, of its two stages
-        return min(m, p + 1)
-    if v == 1:
-        return min(m, p - stage)
-    return min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1)
+        return min(m, lay.pp + 1)
+    return min(m * v, lay.warmup_chunks(stage) + 1)  # the warm-up and the one running
 
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:

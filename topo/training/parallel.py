@@ -208,6 +208,12 @@ class ParallelLayout(BaseModel):
     2021); ``dualpipe``: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 sec. 3.2.1, Table 2): bubble
     ``(p/2 - 1)(F&B + B - 3W)``, which with the backward split evenly into input (B) and weight (W) gradients and
     F&B = F + B + W is ``(p/2 - 1) F``; needs an even ``pp`` and ``vpp = 1``."""
+    microbatch_group_size_per_vp_stage: PositiveInt | None = None
+    """Interleaved 1F1B (``vpp > 1``): micro-batches each virtual stage runs back to back, forward and backward
+    (Megatron-Core's ``microbatch_group_size_per_vp_stage``, default ``pp``, the depth-first schedule; Meta's
+    ``N``, arXiv 2407.21783 sec. 3.3.2, Figure 6). Sets the warm-up (:meth:`warmup_chunks`). Megatron-Core allows
+    ``pp <= g <= m`` with ``m mod g`` 0 or at least ``pp`` (NVIDIA/Megatron-LM@d98e8a64
+    ``pipeline_parallel/schedules.py`` lines 1160-1180: else "dependency bubbles")."""
     pipeline_flushes: PositiveInt = 1
     """Pipeline schedules run per optimizer step, each over ``microbatches / pipeline_flushes`` micro-batches and
     each filling and draining the pipeline (NeMo AutoModel runs one per gradient-accumulation step,
@@ -404,6 +410,37 @@ class ParallelLayout(BaseModel):
         on = self.zero_stage >= stage
         return dense / (self.dp_shard_size * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
 
+    @property
+    def vp_group(self) -> int:
+        """Micro-batches per virtual stage group, ``g`` (``microbatch_group_size_per_vp_stage``, default ``pp``)."""
+        return self.microbatch_group_size_per_vp_stage or self.pp
+
+    def warmup_chunks(self, stage: int, extra: int = 0) -> int:
+        """Forward chunk-micro-batches pipeline rank ``stage`` runs before its first backward, as Megatron-Core
+        counts them (NVIDIA/Megatron-LM@d98e8a64 ``pipeline_parallel/schedules.py`` ``get_pp_rank_microbatches``,
+        lines 955-972): ``p - i - 1`` for 1F1B, ``2 (p - i - 1) + (v - 1) g`` interleaved, ``extra`` more (1
+        with ``overlap_moe_expert_parallel_comm``), never more than the schedule's ``m v``.
+
+        Parameters
+        ----------
+        stage : int
+            The pipeline rank ``i``, 0-based.
+        extra : int
+            Forwards the interleaved schedule adds before its steady state.
+
+        Returns
+        -------
+        int
+        """
+        p, v, m = self.pp, self.vpp, self.microbatches // self.pipeline_flushes
+        if p == 1:
+            return 0
+        if v == 1:
+            n = p - stage - 1
+        else:
+            n = 2 * (p - stage - 1) + (v - 1) * self.vp_group + extra
+        return min(m * v, n)
+
     def order(self) -> list[str]:
         return [d.strip() for d in self.rank_order.replace(",", "-").split("-") if d.strip()]
 
@@ -507,6 +544,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if lay.vpp > 1 and per_flush % lay.pp:
         bad("global_batch", f"interleaved 1F1B needs micro-batches per schedule ({per_flush}) divisible by pp "
                             f"({lay.pp})")
+    _check_vp_group(lay, per_flush, bad)
     if lay.ep > 1:
         if model.moe is None:
             bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
@@ -525,6 +563,22 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
             and lay.gpus_per_domain_used > gpus_per_domain:
         bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
                                     f"domain; allowed: 1 to {gpus_per_domain}")
+
+
+def _check_vp_group(lay: ParallelLayout, m: int, bad) -> None:
+    """Megatron-Core's bounds on ``microbatch_group_size_per_vp_stage`` (its doc; ``m``: one schedule's
+    micro-batches)."""
+    g = lay.microbatch_group_size_per_vp_stage
+    key = "microbatch_group_size_per_vp_stage"
+    if g is None:
+        return
+    if lay.vpp == 1:
+        bad(key, f"{g} needs an interleaved pipeline (vpp > 1), got vpp 1; allowed: unset")
+    if not lay.pp <= g <= m:
+        bad(key, f"{g} is outside [pp, micro-batches per schedule] = [{lay.pp}, {m}] (Megatron-Core's range)")
+    if 0 < m % g < lay.pp:
+        bad(key, f"{g} leaves a last group of {m % g} micro-batches, fewer than pp ({lay.pp}); allowed: a g with "
+                 f"{m} mod g = 0 or >= {lay.pp}")
 
 
 def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> None:

@@ -1399,7 +1399,7 @@ def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, wi
     chunk_bytes = item["size_bytes"] * calls / v
     chunk_s = engine.time(item["collective"], G, chunk_bytes).time_s * factor
     bucket_s = engine.time(item["collective"], G, chunk_bytes / buckets).time_s * factor
-    m, g = lay.microbatches, min(lay.pp, lay.microbatches)
+    m, g = lay.microbatches, min(lay.vp_group, lay.microbatches)
     if "gather" in item["phase"]:
         return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
