@@ -40,7 +40,8 @@ layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention u
 (``grad_reduce_in_fp32 = False``), TP communication and pipeline sends overlapped, expert-tensor-parallel 1, the
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each NVL72
 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
-(JAX) rows get the same settings, an approximation their notes state; NeMo AutoModel (PyTorch FSDP2) rows take its
+(JAX) rows get the same settings, an approximation their notes state, but MaxText's state (fp32 weights, grads and
+Adam moments, 4 + 4 + 8 bytes per parameter, bf16 FSDP gathers: ``topo.training.jax_mesh.MAXTEXT_STATE``); NeMo AutoModel (PyTorch FSDP2) rows take its
 code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
 expert placement); MLPerf rows (``mlperf50_``, ``mlperf41_``) take NeMo's settings and their configs' FP8 weights
 (``FP8_PARAMS`` / ``FP8_PARAM_GATHER``), GPT-3 without dropout.
@@ -357,6 +358,9 @@ def _framework_kw(row, model, kw: dict) -> None:
     if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
         # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
         kw.update(recompute="none", remat_policy="minimal_flash", wgrad_output="param_dtype")
+        # what MaxText keeps: fp32 weights (their own master copy), fp32 grads, two fp32 moments; bf16 FSDP gathers
+        from topo.training.jax_mesh import MAXTEXT_STATE
+        kw.update(MAXTEXT_STATE)
     if row["run_id"].startswith("automodel_"):
         kw.update(_automodel_settings(model, pp))
         if pp > 1:

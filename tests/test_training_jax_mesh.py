@@ -123,18 +123,28 @@ def test_cli_an_empty_mesh_is_an_error_not_no_mesh():
 def test_cli_mesh_takes_a_layout_of_the_other_fields():
     """rev41: --jax-mesh refused --layout outright, so a JAX run could not say what its framework keeps (MaxText's
     base.yml weight_dtype float32: fp32 weights as the master copy, no bf16 copy, fp32 moments: 4 + 4 + 8 bytes per
-    parameter). The mesh gives the sizes and sharding, the layout the rest; a size in both is one line."""
+    parameter). The mesh gives the sizes and sharding, the layout the rest; a size in both is one line.
+    jaxmem48: MaxText's state is now the mesh's default; a layout (or --grad-bytes) still overrides it."""
     import json
     base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64",
             "--jax-mesh", "ici_fsdp=8,dcn_data=4", "--json"]
-    plain = json.loads(run_cli(*base, check=True).stdout)
-    fp32 = json.loads(run_cli(*base, "--layout", "weight_bytes=4,optimizer_bytes=8", check=True).stdout)
+    fp32 = json.loads(run_cli(*base, check=True).stdout)
+    bf16 = json.loads(run_cli(*base, "--layout", "weight_bytes=2,optimizer_bytes=12", check=True).stdout)
+    flag = json.loads(run_cli(*base, "--grad-bytes", "2", check=True).stdout)
     assert (fp32["layout"]["dp"], fp32["layout"]["dp_sharding"], fp32["layout"]["dp_shard"]) == (32, "zero3", 8)
     n = 8.03e9  # Llama 3 8B's parameters, sharded over the 8 fsdp ranks
-    mem, mem0 = fp32["memory"], plain["memory"]
+    mem, mem0 = fp32["memory"], bf16["memory"]
     assert mem["weights_bytes"] == pytest.approx(4 * n / 8, rel=0.01)
-    assert mem0["weights_bytes"] == pytest.approx(2 * n / 8, rel=0.01)
+    assert mem["gradients_bytes"] == pytest.approx(4 * n / 8, rel=0.01)
     assert mem["optimizer_bytes"] == pytest.approx(8 * n / 8, rel=0.01)
+    assert mem0["weights_bytes"] == pytest.approx(2 * n / 8, rel=0.01)
+    assert mem0["optimizer_bytes"] == pytest.approx(12 * n / 8, rel=0.01)
+    assert flag["memory"]["gradients_bytes"] == pytest.approx(2 * n / 8, rel=0.01)  # a flag overrides it too
+    assert mem["buffers_bytes"] == pytest.approx(mem0["buffers_bytes"])  # the gathered layers are bf16 either way
+    assert fp32["step_time_s"] == pytest.approx(bf16["step_time_s"], rel=1e-9)  # so are the gathers: no step move
+    text = run_cli(*base[:-1], check=True).stdout
+    line = next(x for x in text.splitlines() if x.startswith("memory per GPU"))
+    assert "state 4 + 4 + 8 B/param, MaxText's" in line and "gathers 2 B/param" in line
     for pairs, field in (("tp=2,weight_bytes=4", "tp"), ("dp_sharding=zero1", "dp_sharding")):
         bad = run_cli(*base[:-1], "--layout", pairs)
         lines = bad.stderr.strip().splitlines()

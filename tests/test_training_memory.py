@@ -176,3 +176,63 @@ def test_published_runs_fit():
         if not mem.fits:
             over[s["run"]] = round(mem.total_bytes / 1e9, 1)
     assert set(over) == STILL_OVER, over
+
+
+def _maxtext_fsdp8(**kw):
+    from topo.training.jax_mesh import MAXTEXT_STATE
+    return make_layout(global_batch=16, micro_batch=2, dp=8, dp_sharding="zero3", seq_len=4096,
+                       **{**MAXTEXT_STATE, **kw})
+
+
+def test_maxtext_state_is_16_bytes_per_parameter_and_gathers_bf16():
+    """jaxmem48: a JAX mesh keeps MaxText's state, not Megatron's 2 + 4 + 12 (AI-Hypercomputer/maxtext@e591f30c
+    base.yml: weight_dtype float32, grad_dtype float32, adamw moments in the weights' dtype): 16 bytes per parameter
+    sharded over fsdp, no resident bf16 copy; the gathered layers (the one computing, the one prefetched) are the
+    bf16 cast (layers/linears.py ``jnp.asarray(kernel, self.dtype)``). Llama 2 7B: 6.74e9 parameters (Touvron et
+    al. 2023, Table 1 rounds to 7B; 32 layers of 4 h^2 + 3 h f, h 4096, f 11008, two 32000 x 4096 tables)."""
+    from topo.training.memory import state_convention
+    m = load_model("llama2-7b")
+    h, f = 4096, 11008
+    n = 32 * (4 * h * h + 3 * h * f + 2 * h) + 2 * 32000 * h + h
+    assert n == pytest.approx(6.74e9, rel=0.001)
+    mem = memory_per_gpu(m, _maxtext_fsdp8(), 80e9)
+    assert mem.weights_bytes == pytest.approx(4 * n / 8, rel=1e-3)
+    assert mem.gradients_bytes == pytest.approx(4 * n / 8, rel=1e-3)
+    assert mem.optimizer_bytes == pytest.approx(8 * n / 8, rel=1e-3)
+    layer = 4 * h * h + 3 * h * f + 2 * h  # the largest unit (the embedding, 32000 h, is smaller)
+    assert mem.buffers_bytes == pytest.approx(2 * layer * 2, rel=1e-3)  # two bf16 layers, not fp32
+    fp32_gathers = memory_per_gpu(m, _maxtext_fsdp8(gather_bytes=4), 80e9)
+    assert fp32_gathers.buffers_bytes == pytest.approx(2 * mem.buffers_bytes)
+    megatron = memory_per_gpu(m, make_layout(global_batch=16, micro_batch=2, dp=8, dp_sharding="zero3",
+                                             seq_len=4096), 80e9)
+    state = lambda x: x.weights_bytes + x.gradients_bytes + x.optimizer_bytes  # noqa: E731
+    assert state(megatron) - state(mem) == pytest.approx(2 * n / 8, rel=1e-3)  # 18 - 16 bytes per parameter
+    assert "MaxText's" in state_convention(_maxtext_fsdp8()) and "gathers 2 B/param" in state_convention(
+        _maxtext_fsdp8())
+    assert "Megatron-LM's" in state_convention(make_layout(global_batch=8))
+
+
+def test_maxtext_gathers_carry_bf16_not_the_weights_fp32():
+    """The FSDP all-gathers of MaxText's fp32 weights carry the bf16 cast: the same bytes and step time as a bf16
+    weight layout (the MaxText row's step does not move); gathering fp32 would double them."""
+    from topo.training.step import gather_bytes_per_param
+    assert gather_bytes_per_param(_maxtext_fsdp8(), 1e9) == 2.0
+    assert gather_bytes_per_param(_maxtext_fsdp8(gather_bytes=None), 1e9) == 4.0  # default: the weights' bytes
+    assert gather_bytes_per_param(make_layout(global_batch=8), 1e9) == 2.0
+
+
+def test_published_maxtext_rows_keep_maxtexts_state_and_fit():
+    import sys
+    from conftest import ROOT
+    from topo.training.gpus import gpu_compute
+    from topo.training.jax_mesh import MAXTEXT_STATE
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    rows = [s for s in training_accuracy._setups() if s["run"].startswith("maxtext_")]
+    assert rows
+    for s in rows:
+        lay = s["lay"]
+        assert {k: getattr(lay, k) for k in MAXTEXT_STATE} == MAXTEXT_STATE
+        assert memory_per_gpu(s["model"], lay, gpu_compute(s["gpu"]).memory_bytes).fits

@@ -10,8 +10,9 @@ from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import layout_from_mesh
+from ..training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
 from ..training.mapping import FEWER_GPUS
+from ..training.memory import state_convention
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
@@ -292,7 +293,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         if clash:
             raise TopoError(f"gives {', '.join(clash)} itself; drop {', '.join(clash)} from --layout (or the mesh)",
                             key="--jax-mesh")
-        _apply_mesh(args, sizes, common)
+        _apply_mesh(args, sizes, common, layout_keys=fields)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None and args.gpus is not None:
             _layout_dp(args, sizes)
@@ -342,8 +343,10 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     return 0
 
 
-def _apply_mesh(args, sizes: dict, common: dict) -> None:
-    """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)."""
+def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
+    """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
+    and MaxText's state bytes (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`) where neither a flag nor the layout's
+    fields ``layout_keys`` set them."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
@@ -351,6 +354,7 @@ def _apply_mesh(args, sizes: dict, common: dict) -> None:
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
     sizes.update(mesh)
+    common.update({k: v for k, v in MAXTEXT_STATE.items() if k not in layout_keys and common.get(k) is None})
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
@@ -566,7 +570,7 @@ def _print_step(r, tokens, model) -> None:
     emit(f"memory per GPU  weights {_gb(m.weights_bytes)}  gradients {_gb(m.gradients_bytes)}  "
          f"optimizer {_gb(m.optimizer_bytes)}  activations {_gb(m.activations_bytes)}  "
          f"total {_gb(m.total_bytes)} of {_gb(m.capacity_bytes)}: "
-         + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}"))
+         + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}") + f" ({state_convention(r.layout)})")
     for n in r.notes:
         emit(f"note: {n}")
 

@@ -10,6 +10,17 @@ MaxText builds one mesh of named axes, each the product of its ICI (inside a sli
   ``data`` or ``expert`` axis beside it that is hybrid sharding (``dp_shard = fsdp``), the fsdp ranks being the
   fastest-varying data-parallel ranks, as MaxText's ICI-inside-DCN meshes place them.
 
+Memory (:data:`MAXTEXT_STATE`): MaxText keeps what it trains in fp32, not Megatron-LM's bf16 working copy beside
+fp32 main weights (2 + 4 + 12 bytes per parameter): ``base.yml`` ``weight_dtype: "float32"`` (the weights are their
+own master copy, 4), ``grad_dtype: "float32"`` (4), ``opt_type: "adamw"`` whose ``mu_dtype`` and ``nu`` inherit the
+weights' dtype (``optimizers/optimizers.py``: ``optax.adamw(..., mu_dtype=config.mu_dtype)``; 8), all sharded over
+the fsdp axis: 16 bytes per parameter, no resident bf16 copy. Each layer casts its weights to ``dtype``
+(``"bfloat16"``) inside the computation (``layers/linears.py``: ``jnp.asarray(kernel, self.dtype)``); the cast is
+elementwise on the fsdp shard, so the all-gather XLA's partitioner inserts before the matmul carries bf16
+(``gather_bytes`` 2, read from the code, not from an HLO dump), and the gathered bf16 layer is a transient, the
+layer computing and the one prefetched (the layout's two gathered units, as for any ZeRO-3 layout). Read at
+AI-Hypercomputer/maxtext@e591f30c (``src/maxtext/configs/base.yml``).
+
 Axes topo does not model (``sequence``, ``tensor_transpose``, ``tensor_sequence``, ``fsdp_transpose``,
 ``autoregressive``, ``context_autoregressive``) are refused by name.
 """
@@ -18,9 +29,12 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["MESH_AXES", "layout_from_mesh", "parse_mesh"]
+__all__ = ["MAXTEXT_STATE", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
+MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0)
+"""Bytes per parameter MaxText keeps and gathers (see the module doc): a mesh's defaults, which a layout or flag
+overrides."""
 _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
                  "context_autoregressive")
 

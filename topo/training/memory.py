@@ -6,7 +6,10 @@ parameter; the default is Megatron-LM's bf16 mixed precision: bf16 weights (2), 
 shards the optimizer over the data x context parallel ranks (Megatron shards over its ``dp-cp`` group); ZeRO-2
 and FSDP's SHARD_GRAD_OP also the gradients; ZeRO-3 / FSDP also the weights, plus the layers gathered at a time
 (the one computing and the one prefetched: two units of the stage, :func:`gathered_unit_bytes`; the whole stage
-when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward). A GPU holds
+when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward), at the gather's bytes
+(``gather_bytes``, default ``weight_bytes``). MaxText (a JAX mesh, :data:`.jax_mesh.MAXTEXT_STATE`) keeps 4 + 4 + 8:
+fp32 weights that are their own master copy, fp32 gradients, two fp32 Adam moments, no resident bf16 copy; the
+bf16 copy of a layer it gathers is one of those transient units. A GPU holds
 ``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
 replicas (``edp``).
 
@@ -56,7 +59,8 @@ from .operators import END_UNITS, pipeline_units, rank_stages
 from .unit_params import unit_params
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
-           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params"]
+           "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params",
+           "state_convention"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,33 @@ class MemoryBreakdown:
         d = asdict(self)
         d.update(total_bytes=self.total_bytes, fits=self.fits, short_bytes=self.short_bytes)
         return d
+
+
+_CONVENTIONS = {(2.0, 4.0, 12.0): "Megatron-LM's bf16 mixed precision: bf16 weights, fp32 grads and main weights",
+                (2.0, 2.0, 12.0): "Megatron-Core's with a bf16 gradient buffer",
+                (4.0, 4.0, 8.0): "MaxText's: fp32 weights as their own master copy, no resident bf16 copy"}
+
+
+def state_convention(layout) -> str:
+    """The model state a layout keeps, in bytes per parameter, and whose convention it is.
+
+    Parameters
+    ----------
+    layout : Mapping or ParallelLayout
+        ``weight_bytes``, ``grad_bytes``, ``optimizer_bytes`` and ``gather_bytes`` (None: as the weights).
+
+    Returns
+    -------
+    str
+        E.g. ``"state 4 + 4 + 8 B/param, MaxText's: ...; gathers 2 B/param"``.
+    """
+    get = layout.get if hasattr(layout, "get") else lambda k: getattr(layout, k)
+    key = (float(get("weight_bytes")), float(get("grad_bytes")), float(get("optimizer_bytes")))
+    text = f"state {key[0]:g} + {key[1]:g} + {key[2]:g} B/param, " + _CONVENTIONS.get(key, "as the layout sets")
+    gather = get("gather_bytes")
+    if gather is not None and float(gather) != key[0]:
+        text += f"; gathers {float(gather):g} B/param"
+    return text
 
 
 def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float]]:
@@ -144,7 +175,7 @@ def params_per_gpu(model: ModelSpec, lay: ParallelLayout) -> tuple[float, float]
 
 def gathered_unit_bytes(model: ModelSpec, lay: ParallelLayout) -> float:
     """Bytes of the largest unit's weights (a layer, or the embedding) one GPU gathers under ZeRO-3 / FSDP."""
-    return max(r[2] for r in stage_params(model, lay)) * lay.weight_bytes
+    return max(r[2] for r in stage_params(model, lay)) * lay.weight_gather_bytes
 
 
 def block_activation_bytes(model: ModelSpec, lay: ParallelLayout, kind: str) -> float:
@@ -231,7 +262,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
     best = None
     for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
         w = lay.sharded(dense, expert, 3) * lay.weight_bytes
-        buf = (2 * big if lay.fsdp_reshard_after_forward else dense + expert) * lay.weight_bytes if z >= 3 else 0.0
+        held_gathered = 2 * big if lay.fsdp_reshard_after_forward else dense + expert
+        buf = held_gathered * lay.weight_gather_bytes if z >= 3 else 0.0
         g = lay.sharded(dense, expert, 2) * lay.grad_bytes
         o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
         act = sum(per_mb[j] for j in held) / len(held) / lay.vpp * _in_flight_chunks(lay, i)

@@ -144,7 +144,14 @@ class ParallelLayout(BaseModel):
     first_gpu: Annotated[int, Field(strict=True, ge=0)] = 0
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
     weight_bytes: Annotated[float, Field(gt=0)] = 2.0
-    """Bytes per parameter of the working weights (bf16)."""
+    """Bytes per parameter of the weights kept (bf16: Megatron-LM's working copy beside its fp32 main weights; 4:
+    MaxText's fp32 ``weight_dtype``, the weights being their own master copy)."""
+    gather_bytes: Annotated[float, Field(gt=0)] | None = None
+    """Bytes per parameter of the data-parallel weight all-gather (ZeRO-1/2's after the step, ZeRO-3's per unit) and
+    of the gathered, transient ZeRO-3 unit copies; default ``weight_bytes``. MaxText keeps fp32 weights and casts
+    each layer's to its bf16 ``dtype`` inside the computation (``layers/linears.py``: ``jnp.asarray(kernel,
+    self.dtype)``): the cast is elementwise on the fsdp shard, so the all-gather XLA inserts before the matmul
+    carries bf16, 2 (:data:`topo.training.jax_mesh.MAXTEXT_STATE`)."""
     fp8_param_gather: Flag = False
     """With ``precision = "fp8"``: the linear layers' weights are kept in FP8 and the data-parallel all-gather of
     the distributed optimizer (ZeRO-1/2; ZeRO-3's per-unit gathers too) carries them at 1 byte per parameter; the
@@ -382,6 +389,11 @@ class ParallelLayout(BaseModel):
     def reduce_bytes(self) -> float:
         """Bytes per parameter the data-parallel gradient reduction moves."""
         return self.grad_reduce_bytes or self.grad_bytes
+
+    @property
+    def weight_gather_bytes(self) -> float:
+        """Bytes per parameter of the data-parallel weight all-gather and the gathered unit copies."""
+        return self.gather_bytes or self.weight_bytes
 
     @property
     def expert_reduce_bytes(self) -> float:

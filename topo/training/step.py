@@ -340,28 +340,29 @@ def _dp_traffic(t: _Traffic) -> None:
 
 
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
-    """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: ``weight_bytes``,
-    or with ``fp8_param_gather`` (FP8 layouts) 1 byte for the layers' weights and ``weight_bytes`` for the
+    """Mean bytes per parameter of a data-parallel weight all-gather of ``params`` parameters: the layout's
+    ``weight_gather_bytes`` (``gather_bytes``, default ``weight_bytes``), or with ``fp8_param_gather`` (FP8
+    layouts) 1 byte for the layers' weights and ``weight_gather_bytes`` for the
     ``bf16_params`` of them that stay in BF16 (the embedding and the output layer).
 
     Parameters
     ----------
     lay : ParallelLayout
-        The layout (``precision``, ``fp8_param_gather``, ``weight_bytes``).
+        The layout (``precision``, ``fp8_param_gather``, ``gather_bytes``, ``weight_bytes``).
     params : float
         Parameters the gather carries.
     bf16_params : float
-        Of those, the parameters kept in ``weight_bytes`` whatever the setting.
+        Of those, the parameters gathered at ``weight_gather_bytes`` whatever the setting.
 
     Returns
     -------
     float
-        Bytes per parameter (between 1 and ``weight_bytes``).
+        Bytes per parameter (between 1 and ``weight_gather_bytes``).
     """
     if not (lay.fp8_param_gather and lay.precision == "fp8") or params <= 0:
-        return lay.weight_bytes
+        return lay.weight_gather_bytes
     kept = min(max(bf16_params, 0.0), params)
-    return (FP8_BYTES * (params - kept) + lay.weight_bytes * kept) / params
+    return (FP8_BYTES * (params - kept) + lay.weight_gather_bytes * kept) / params
 
 
 def _ep_traffic(t: _Traffic) -> None:
