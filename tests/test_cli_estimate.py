@@ -76,7 +76,10 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
     (["-g", "1", "-a", "tree"], "error: --algorithm: tree cannot run here: a tree needs at least 2 ranks"),
     (["--set", "gpu=A100", "-g", "8", "-a", "nvls"], "error: --algorithm: nvls cannot run here: A100 NVSwitches "
                                                      "cannot reduce in the switch (no NVLS)"),
-    (["-b", "1G", "-e", "1M"], "error: -e: the largest size 1048576 is below the smallest 1073741824"),
+    # walk13: the sizes were raw bytes only (-b 16G -e 8: "8 is below the smallest 17179869184")
+    (["-b", "1G", "-e", "1M"], "error: -e: the largest size 1 MiB (1,048,576 B) is below the smallest 1 GiB "
+                               "(1,073,741,824 B); allowed: a largest size at or above the smallest (nccl-tests runs "
+                               "no size then)"),
     (["--size", "1G", "-b", "8"], "error: --size: give either --size or -b/-e, not both"),
     # flags that were silently ignored (issue 19 walk-through: --placement beside --ranks modelled the list alone)
     (["--ranks", "0-7,64-71", "--placement", "one_per_server"],

@@ -37,7 +37,17 @@ def test_a_hall_narrower_than_a_unit_says_where_its_rows_come_from():
     assert (r.floor.racks_per_row, r.floor.units_per_row) == (9, 1)
     assert r.floor.racks_per_row_source == "a unit's racks; hall_width_m / rack_width_m holds fewer"
     p = run_cli("plan", "dgx-h100-superpod", "--set", "plan.floor.hall_width_m=1")
-    assert p.returncode == 0 and ", 1 unit per row, " in p.stdout, p.stderr
+    assert p.returncode == 0 and ", 1 unit of 9 racks per row (a pod: 4 units), 5 rows; " in p.stdout, p.stderr
+
+
+def test_the_floor_line_names_a_units_racks():
+    # walk13: gb200-nvl72-superpod's floor said "100 units per row" where its unit is one NVL72 rack and the README
+    # speaks of scalable units of 8 racks (its pods: units_per_pod = 8, NVIDIA's DGX SuperPOD GB200 RA); a 100-rack
+    # row (hall_width_m / rack_width_m = 60 / 0.6) holds 100 one-rack units, the leaves sitting with the spines
+    p = run_cli("plan", "gb200-nvl72-superpod")
+    assert p.returncode == 0, p.stderr
+    assert "100 racks per row (hall_width_m / rack_width_m), 100 units of 1 rack per row (a pod: 8 units), 1 row; " \
+        in p.stdout, p.stdout
 
 
 def test_halls_hold_as_many_pods_as_their_power_allows():

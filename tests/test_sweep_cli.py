@@ -46,6 +46,17 @@ def test_bad_study_is_one_line_exit_2(tmp_path, axes, line):
     assert not (tmp_path / "study.parquet").exists()
 
 
+@pytest.mark.parametrize("command", ["report", "describe", "plan"])
+def test_a_study_given_where_a_spec_is_expected_points_to_sweep(tmp_path, command):
+    # walk13: `topo report study.toml` said "unknown key 'spec'" (the study's keys read as a spec's).
+    (tmp_path / "study.toml").write_text(STUDY)
+    r = topo(command, "study.toml", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == ("error: study.toml: is a sweep study (axes, seeds), not a spec: run it with "
+                        "'topo sweep study.toml' (add --report for its page)\n")
+    assert not list(tmp_path.glob("topo-*"))
+
+
 def test_scheduler_that_does_not_answer(tmp_path):
     (tmp_path / "study.toml").write_text(STUDY)
     start = time.perf_counter()

@@ -98,15 +98,21 @@ def test_a_sync_free_host_bound_step_is_no_slower_than_the_synced_one(qwen, gb20
     assert free.step_time_s <= synced.step_time_s
 
 
-def test_a_budget_without_an_expert_parallel_group_is_one_line():
-    """rev47: at ep 1 there is no HybridEP exchange whose receive buffer the budget sizes, yet the budget removed
-    the host sync (Qwen3-30B on 8 H100: 6.938 -> 6.882 s); it is refused instead."""
+@pytest.mark.parametrize("etp, why", [
+    (1, "nor does Megatron-Core's flex dispatcher run at ep x etp = 1"),
+    (2, "Megatron-Core's flex dispatcher runs over the etp group at etp 2; topo does not model its buffer there"),
+])
+def test_a_budget_without_an_expert_parallel_group_is_one_line(etp, why):
+    """rev47: at ep 1 topo prices no HybridEP exchange whose receive buffer the budget sizes, yet the budget removed
+    the host sync (Qwen3-30B on 8 H100: 6.938 -> 6.882 s); it is refused instead. rev48 (b): the refusal is topo's
+    limit, not Megatron's: with etp > 1 Megatron-Core's flex dispatcher runs over the etp group (its
+    MoEFlexTokenDispatcher needs only tp x ep > 1, its tp the experts' TP group), and the line says so."""
     r = run_cli("train", "gb200-nvl72-superpod", "--model", "qwen3-30b-a3b", "--ep", "1", "--dp", "8",
                 "--global-batch", "64", "--layout",
-                "ep_dispatcher=deepep,ep_flex_backend=hybridep,moe_expert_rank_capacity_factor=1.5")
+                f"etp={etp},ep_dispatcher=deepep,ep_flex_backend=hybridep,moe_expert_rank_capacity_factor=1.5")
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: --layout: moe_expert_rank_capacity_factor: 1.5 budgets each expert rank's HybridEP receive buffer, "
-        "but ep is 1 (no expert-parallel exchange); allowed with ep 1: none")
+        f"but at ep 1 topo prices no expert-parallel exchange ({why}); allowed with ep 1: none")
 
 
 def test_the_flex_dispatcher_without_an_expert_group_is_one_line():

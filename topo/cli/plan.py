@@ -229,8 +229,12 @@ def _floor_lines(r: PlanResult) -> list[str]:
                   if fl.islands > 1 else "")
                + f"{format_count(fl.core_room_racks)} in the central room); leaves "
                f"{fl.leaf_placement.replace('_', ' ')}")
-    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), {count_noun(fl.units_per_row, 'unit')} per "
-               f"row, {format_count(fl.rows)} rows; {fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
+    # a unit is the layout's (cluster.num_units): one rack on an NVL72 spec (its pod is the published scalable
+    # unit of 8 racks), 8 server racks and a leaf rack on dgx-h100-superpod: the line names its racks
+    out.append(f"          {fl.racks_per_row} racks per row ({fl.racks_per_row_source}), "
+               f"{count_noun(fl.units_per_row, 'unit')} of {count_noun(fl.unit_racks, 'rack')} per row (a pod: "
+               f"{count_noun(fl.units_per_pod, 'unit')}), {count_noun(fl.rows, 'row')}; "
+               f"{fl.num_halls} hall{'s' if fl.num_halls > 1 else ''} of up to "
                f"{fl.pods_per_hall} pod{'s' if fl.pods_per_hall > 1 else ''} (limit: {fl.pods_per_hall_limit}"
                + (f"; {fl.num_halls // fl.islands} per island" if fl.islands > 1 else "") + ") in a "
                f"{fl.campus_columns}-column campus of {fl.campus_width_m:,.0f} x {fl.campus_depth_m:,.0f} m; "

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, TopoError
 from ..fabric.fabric import Fabric
-from ..units import UnitError, parse_size_bytes
+from ..units import UnitError, format_size, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
 from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
@@ -91,7 +91,10 @@ def size_sweep(min_bytes, max_bytes, factor: float = 2.0, step_bytes=None) -> li
     except UnitError as exc:
         raise TopoError(str(exc), key="max_bytes") from None
     if hi < lo:
-        raise TopoError(f"the largest size {hi} is below the smallest {lo}", key="max_bytes")
+        def shown(n):  # as given (1 GiB) and as the table prints it, nccl-tests' raw bytes
+            return format_size(n) + (f" ({n:,} B)" if n >= 1024 else "")
+        raise TopoError(f"the largest size {shown(hi)} is below the smallest {shown(lo)}; allowed: a largest size at "
+                        "or above the smallest (nccl-tests runs no size then)", key="max_bytes")
     if step_bytes is not None:
         return _size_steps(lo, hi, step_bytes)
     if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):

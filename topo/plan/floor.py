@@ -141,6 +141,8 @@ class FloorPlan:
     island_tier: str | None = None  # the tier whose switches sit in the islands' rooms
     island_room_racks: int = 0  # network racks in each island's room
     island_room_area_m2: float = 0.0  # each island room's
+    unit_racks: int = 1  # one unit's racks in a row: its server racks and its leaf racks (a unit is the layout's)
+    units_per_pod: int = 1  # the layout's (a pod is a published scalable unit where the spec says so)
 
     @property
     def area_m2(self) -> float:
@@ -157,7 +159,7 @@ class FloorPlan:
                 "racks_per_row_source", "units_per_row", "rows", "pods_per_hall", "pods_per_hall_limit",
                 "campus_columns", "campus_width_m", "campus_depth_m", "core_room_area_m2", "rack_power_W",
                 "server_power_W", "leaf_placement", "rack_load_W", "cooling", "islands", "island_tier",
-                "island_room_racks", "island_room_area_m2")
+                "island_room_racks", "island_room_area_m2", "unit_racks", "units_per_pod")
         return {**{k: getattr(self, k) for k in keys}, "num_halls": self.num_halls, "area_m2": self.area_m2,
                 "longest_m": dict(self.longest_m),
                 "halls": [h.to_dict() for h in self.halls], "notes": list(self.notes)}
@@ -251,7 +253,8 @@ def floor_plan(fabric: Fabric, catalog: Catalog, server_power_W: float, racking:
                      network_racks=(L.num_units * net.leaf_racks + L.num_pods * net.pod_racks
                                     + net.islands * net.island_racks + net.core_racks),
                      core_room_racks=net.core_racks, racks_per_row=geo.rpr, racks_per_row_source=geo.rpr_source,
-                     units_per_row=geo.units_per_row, rows=sum(h.rows for h in halls), halls=halls,
+                     units_per_row=geo.units_per_row, unit_racks=geo.unit_racks,
+                     units_per_pod=L.units_per_pod, rows=sum(h.rows for h in halls), halls=halls,
                      pods_per_hall=geo.pph, pods_per_hall_limit=geo.limit, campus_columns=geo.cols,
                      campus_width_m=geo.campus_w, campus_depth_m=geo.campus_d, core_room_area_m2=core_area,
                      rack_power_W=rack_W, server_power_W=server_power_W, leaf_placement=placement,

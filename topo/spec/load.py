@@ -95,9 +95,22 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
         raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
                         "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
                         "fabric: name one of its sites' specs", source=source)
+    if _is_study_data(data):
+        raise TopoError(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec: run it "
+                        f"with 'topo sweep {source}' (add --report for its page)", source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec
+
+
+_STUDY_ONLY = ("axes", "compute", "seeds", "zip", "specs")
+"""Top-level keys of a sweep study (``topo.sweep.study``) that no spec has."""
+
+
+def _is_study_data(data: dict) -> bool:
+    """True when a parsed TOML document is a sweep study rather than one fabric: it has a study's own top-level
+    key and no ``[fabric]``."""
+    return isinstance(data, dict) and "fabric" not in data and any(k in data for k in _STUDY_ONLY)
 
 
 def spec_from_dict(data: dict, source: str = "<spec>", overrides: typing.Sequence[str] = ()) -> Spec:

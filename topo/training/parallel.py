@@ -660,9 +660,13 @@ def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                                                f"budget, got dispatcher {backend}; allowed with it: none (or set "
                                                f"ep_dispatcher=deepep, ep_flex_backend=hybridep)")
     if lay.moe_expert_rank_capacity_factor is not None and lay.ep == 1:
+        # topo's limit, not Megatron's: at etp > 1 the flex dispatcher runs over the etp group (rev48 (b))
+        mcore = (f"Megatron-Core's flex dispatcher runs over the etp group at etp {lay.expert_tp}; topo does not "
+                 "model its buffer there" if lay.expert_tp > 1 else "nor does Megatron-Core's flex dispatcher run "
+                 "at ep x etp = 1")
         bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets each expert rank's "
-                                               f"HybridEP receive buffer, but ep is 1 (no expert-parallel exchange); "
-                                               f"allowed with ep 1: none")
+                                               f"HybridEP receive buffer, but at ep 1 topo prices no expert-parallel "
+                                               f"exchange ({mcore}); allowed with ep 1: none")
     if lay.moe_expert_rank_capacity_factor is not None and lay.moe_capacity_factor is not None:
         bad("moe_expert_rank_capacity_factor", f"{lay.moe_expert_rank_capacity_factor} budgets dropless routing, "
                                                f"but moe_capacity_factor {lay.moe_capacity_factor} pads every "
