@@ -78,3 +78,15 @@ def test_full_recomputation_does_not_repeat_the_copies():
     sc, sc0 = stage_compute(m, lay, H100), stage_compute(m, kept, H100)
     assert sc.recompute_s == pytest.approx(sc0.recompute_s, rel=1e-12)
     assert sc.forward_s > sc0.forward_s
+
+
+def test_the_copy_out_moves_the_gathered_dtype_not_the_stored_one():
+    # rev49: fp32 shards gathered in bf16 (weight_bytes 4, gather_bytes 2, as FSDP2's MixedPrecisionPolicy
+    # param_dtype = bf16 casts before the all-gather): split_with_sizes_copy reads and writes the gathered bf16
+    # tensors, 2 x 2 bytes a parameter (the memory model's gathered units take the same gather_bytes); it took
+    # the stored 4 bytes, 2 x 4, before
+    m = load_model("qwen3-30b-a3b")
+    lay = _lay(wgrad_output="fsdp2", ep=8, weight_bytes=4.0, gather_bytes=2.0)
+    ops = {o.name: o for o in block_ops(m, lay, "E") if o.module == "fsdp"}
+    experts, dense = 16 * 3 * 2048 * 768, 2048 * 128 + 2048
+    assert ops["fsdp_copy_out"].bytes == pytest.approx(2 * 2 * (experts + dense))

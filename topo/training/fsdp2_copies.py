@@ -9,12 +9,13 @@ group of their own):
 - **copy-in** (``foreach_all_gather``): ``torch.ops.fsdp.all_gather_copy_in`` copies the unit's shards into the
   all-gather's input buffer with one ``torch._foreach_copy_`` (a ``_foreach_copy_`` casting the shards to
   ``MixedPrecisionPolicy.param_dtype`` precedes it when they are stored in another dtype: ``FSDPParam`` clamps
-  ``param_dtype`` to None when it equals the stored dtype; no layout field says how they are stored, so it is not
-  counted). It runs on ``all_gather_copy_in_stream`` (implicit prefetching, forward and pre-backward), not the
+  ``param_dtype`` to None when it equals the stored dtype; that cast kernel is not counted, also where a layout's
+  ``gather_bytes`` differs from its ``weight_bytes``). It runs on ``all_gather_copy_in_stream`` (implicit prefetching, forward and pre-backward), not the
   compute stream: the host launches it, the compute stream does not run it.
 - **copy-out** (``foreach_all_gather_copy_out``): one ``torch.ops.fsdp.split_with_sizes_copy`` from the
   all-gather's output into the unsharded parameters, on the compute stream (``wait_for_unshard``), reading and
-  writing every gathered element once: ``2 x weight_bytes`` a parameter the GPU holds (before sharding).
+  writing every gathered element once: ``2 x`` the gather's bytes (``weight_gather_bytes``: ``gather_bytes``,
+  default ``weight_bytes``) a parameter the GPU holds (before sharding).
 - **reduce copy-in** (``foreach_reduce``): one ``torch.ops.fsdp.chunk_cat`` of the unit's gradients into the
   reduce-scatter buffer, on the compute stream; its bytes are the weight-gradient GEMM's
   (:func:`topo.training.operators.wgrad_kw`, ``grad_copy_bytes``), its launch is counted here.
@@ -102,7 +103,7 @@ def fsdp2_copies(model: ModelSpec, lay: ParallelLayout, kind: str) -> Fsdp2Copie
     units = (share if dense > 0 else 0.0) + (1.0 if expert > 0 else 0.0)
     if units == 0:
         return None
-    moved = 2.0 * lay.weight_bytes * (dense + expert)
+    moved = 2.0 * lay.weight_gather_bytes * (dense + expert)
     again = 1.0 if lay.fsdp_reshard_after_forward else 0.0
     return Fsdp2Copies(forward_kernels=COPY_OUT_KERNELS * units, forward_bytes=moved,
                        forward_side_kernels=COPY_IN_KERNELS * units,
