@@ -22,7 +22,19 @@ __all__ = ["split_paths", "split_loads"]
 def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     """The directed span ids (``2*span`` lower site to higher, ``+1`` back) of every path site ``i`` may send to
     site ``j`` on: the direct span, each 2-hop path through a third site, and the lowest-latency route, over the
-    working spans; no duplicates."""
+    working spans; no duplicates.
+
+    Parameters
+    ----------
+    r : topo.fabric.region.Region
+    i, j : int
+        Sending and receiving sites (different).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One array of directed span ids per path, in the order of its hops (empty when no working path joins them).
+    """
     a, b, alive = r.spans["a"], r.spans["b"], ~r.failed
     span_of = np.full((r.num_sites, r.num_sites), -1, dtype=np.int64)
     ids = np.flatnonzero(alive)

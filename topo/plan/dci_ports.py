@@ -88,7 +88,18 @@ def _items(bom, t, extra: int) -> list[DciItem]:
 
 def port_notes(ports: list[SitePorts]) -> list[str]:
     """A note per site whose attach tier has too few idle ports for its DCI: the border switches the bill adds,
-    and what they leave unpriced (the module doc's assumption)."""
+    and what they leave unpriced (the module doc's assumption).
+
+    Parameters
+    ----------
+    ports : list of SitePorts
+        :func:`site_ports`' answer.
+
+    Returns
+    -------
+    list of str
+        One note per site that needs border switches; none where idle ports take the DCI.
+    """
     out = []
     for p in ports:
         if p.border_switches:
