@@ -80,6 +80,7 @@ import re
 import statistics
 import sys
 import time
+import tomllib
 
 import numpy as np
 
@@ -920,8 +921,7 @@ def _report(setups, values):
             ins = [abs(s["pred"] / s["step_s"] - 1) for s in rows]
             out = [s["lofo"] / s["step_s"] - 1 for s in rows if s.get("lofo")]
             ho = [abs(s["pred"] / s["step_s"] - 1) for s in held]
-            if gen == "all":
-                errors[g] = sorted(abs(x) for x in out)
+            errors.setdefault(g, {})[gen] = out
             summary.append(f"| {g} | {gen} | {len(rows)} | {_median(ins):.1%} | {_median([abs(x) for x in out]):.1%}"
                            f" | {_median(out):+.1%} | {len(held)} | {_median(ho):.1%} |")
     fitted = ", ".join(f"{k} {v:.3g}" for k, v in values.items())
@@ -964,14 +964,23 @@ def _write_fit(values, errors) -> None:
 
 
 def uncertainty_text(old: str, errors) -> str:
-    """step_uncertainty.toml with each group's p50 / p90 from ``errors`` and ``old``'s header kept as it is (its
-    ``status`` and its ``source``, which ``topo train --json`` shows as the interval's ``basis``: one place)."""
+    """step_uncertainty.toml from ``errors`` (group -> ``"all"`` or a GPU generation -> signed out-of-family errors):
+    each group's ``[group]`` row across generations and a ``[group.generation]`` row for each generation with at least
+    ``old``'s ``generation_min_runs`` runs; each row's runs, p50 and p90 of the absolute errors and signed median.
+    ``old``'s header is kept as it is (``status``, the minimum and ``source``, which ``topo train --json`` shows as the
+    interval's ``basis``: one place)."""
     m = re.search(r"^\[", old, re.M)
-    lines = [old[:m.start() if m else len(old)].rstrip("\n"), ""]
-    for g, errs in errors.items():
-        if errs:
-            p50, p90 = float(np.percentile(errs, 50)), float(np.percentile(errs, 90))
-            lines += [f"[{g}]", f"runs = {len(errs)}", f"p50 = {p50:.3f}", f"p90 = {p90:.3f}", ""]
+    header = old[:m.start() if m else len(old)].rstrip("\n")
+    least = int(tomllib.loads(header)["generation_min_runs"])
+    lines = [header, ""]
+    for g, by_gen in errors.items():
+        for gen, errs in by_gen.items():
+            if not errs or (gen != "all" and len(errs) < least):
+                continue
+            a = np.abs(errs)
+            lines += [f"[{g}]" if gen == "all" else f"[{g}.{gen}]", f"runs = {len(errs)}",
+                      f"p50 = {float(np.percentile(a, 50)):.3f}", f"p90 = {float(np.percentile(a, 90)):.3f}",
+                      f"median = {float(np.median(errs)):.3f}", ""]
     return "\n".join(lines)
 
 

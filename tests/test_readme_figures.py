@@ -37,9 +37,9 @@ CASES = [
      [("with a batch of 768 it would be 84.7%", "        84.7%")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
      [("(a step of 426 ms)", "step time   426.4 ms"),
-      ('"uncertainty 378.3 ms - 488.4 ms: on 38 published runs of dense BF16 models whose family the fit never saw, '
-       'half were within 4%', "uncertainty 378.3 ms - 488.4 ms: on 38 published runs of dense BF16 models whose "
-       "family the fit never saw, half were within 4%")]),
+      ('"uncertainty 377.3 ms - 490.1 ms: on 19 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 2%', "uncertainty 377.3 ms - 490.1 ms: on 19 published Hopper runs of dense BF16 "
+       "models whose family the fit never saw, half were within 2%")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
      [("needs 89.2 GB, 3.7 GB over the 85.5 GB an H100 holds", "total 89.2 GB of 85.5 GB: DOES NOT FIT by 3.7 GB")]),

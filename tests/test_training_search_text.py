@@ -23,7 +23,7 @@ def test_search_text_carries_the_interval_the_placement_and_the_host_wait():
     first = js["ranked"][0]
     u = first["uncertainty"]
     (line,) = [ln for ln in text if ln.startswith("uncertainty of each step: ")]
-    assert f"on {u['runs']} published runs of fine-grained MoE models" in line
+    assert f"on {u['runs']} published {u['generation'].capitalize()} runs of fine-grained MoE models" in line
     assert f"half were within {u['p50']:.0%}" in line and f"nine in ten within {u['p90']:.0%}" in line
     # the interval of #1 is its step / (1 + p90) .. step / (1 - p90) (README, "Where the step time comes from")
     assert u["low_s"] == pytest.approx(first["step_time_s"] / (1 + u["p90"]), rel=1e-6)

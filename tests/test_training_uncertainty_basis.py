@@ -43,8 +43,10 @@ def test_fit_rewrites_the_groups_and_keeps_the_header_with_its_source():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import training_accuracy
     text, data = _uncertainty_toml()
-    out = tomllib.loads(training_accuracy.uncertainty_text(text, {"dense_bf16": [0.01, 0.02, 0.03, 0.10],
-                                                                    "moe_fine": []}))
+    out = tomllib.loads(training_accuracy.uncertainty_text(text, {"dense_bf16": {"all": [0.01, -0.02, 0.03, -0.10]},
+                                                                    "moe_fine": {"all": []}}))
     assert out["source"] == data["source"] and out["status"] == data["status"]
-    assert out["dense_bf16"] == {"runs": 4, "p50": 0.025, "p90": 0.079}  # p90: 0.03 + 0.7 x 0.07
+    assert out["generation_min_runs"] == data["generation_min_runs"]
+    # p50 of |e| = (0.02 + 0.03) / 2; p90: 0.03 + 0.7 x 0.07; signed median (-0.02 + 0.01) / 2 = -0.005
+    assert out["dense_bf16"] == {"runs": 4, "p50": 0.025, "p90": 0.079, "median": -0.005}
     assert "moe_fine" not in out and "hybrid_ssm" not in out

@@ -396,6 +396,22 @@ def _finish(args, r, model, fabric, lay) -> int:
     return 0
 
 
+def _runs_on(u: dict) -> str:
+    """Which runs an interval rests on: its GPU generation's, or its group's on every generation (too few on its own,
+    step_uncertainty.toml's ``generation_min_runs``)."""
+    if u.get("generation", "all") != "all":
+        return f"{u['runs']} published {u['generation'].capitalize()} runs"
+    return f"{u['runs']} published runs (all GPU generations)"
+
+
+def _bias(u: dict) -> str:
+    """The runs' signed median error, shown and not applied: which way the model leans there."""
+    med = u.get("median", float("nan"))
+    if med != med:
+        return ""
+    return f"; median error {med:+.1%} (predicted {'faster' if med < 0 else 'slower'} than measured; not applied)"
+
+
 def _sharding(L: dict) -> str:
     """The layout's data-parallel sharding, as the header line says it."""
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
@@ -528,9 +544,9 @@ def _print_step(r, tokens, model) -> None:
          f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
     u = r.uncertainty
     if u.get("runs"):
-        emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {u['runs']} published runs "
+        emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {_runs_on(u)} "
              f"of {u['label']} models whose family the fit never saw, half were within "
-             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}")
+             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{_bias(u)}")
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
     emit("")
@@ -661,9 +677,9 @@ def _print_search(res, top, held: dict, model) -> None:
         emit(text)
     u = res.ranked[0].uncertainty if res.ranked else {}
     if u.get("runs"):
-        emit(f"uncertainty of each step: on {u['runs']} published runs of {u['label']} models whose "
+        emit(f"uncertainty of each step: on {_runs_on(u)} of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
-             f"{u['p90']:.0%} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train with a row's "
-             f"sizes shows its breakdown")
+             f"{u['p90']:.0%}{_bias(u)} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train "
+             f"with a row's sizes shows its breakdown")
     for n in res.notes:
         emit(f"note: {n}")

@@ -163,7 +163,8 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
     lead = ("One training step of the job on each cluster (<code>topo train</code>): compute (with any time the GPU "
             "waits for the host's kernel launches), exposed communication per parallel dimension and the pipeline "
             "bubble, which add up to the step; in parentheses, the step's interval from the out-of-family error of the "
-            "model's group (nine in ten published runs within it); memory per GPU; the bytes the step puts on each "
+            "model's group on the GPU's generation, or on every generation where it has too few runs (nine in ten "
+            "published runs within it); memory per GPU; the bytes the step puts on each "
             "tier; the timeline of one stage over one step (communication hidden behind compute hatched).")
     grid = f'style="grid-template-columns: repeat({min(len(figs), 3)}, minmax(0, 1fr));"'
     return (f'<section id="train"><h2>Training job</h2><p class="lead">{lead}</p>{"".join(rows)}'

@@ -993,7 +993,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
                   "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()})
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
-    result.uncertainty = step_interval(model, lay.precision, step)
+    result.uncertainty = step_interval(model, lay.precision, step, gpu.generation)
     return result
 
 

@@ -2,8 +2,11 @@
 
 ``benchmarks/training_accuracy.py --fit`` predicts every published run with the fitted values refitted without
 its model family and writes each group's absolute errors' 50th and 90th percentiles to
-``topo/data/compute/step_uncertainty.toml``. A prediction carries its group's: half of the runs of unseen
-families in that group were within ``p50`` of their measured step, nine in ten within ``p90``.
+``topo/data/compute/step_uncertainty.toml``, for the group and, where a GPU generation has at least the file's
+``generation_min_runs`` of them, for the group on that generation (``[moe_fine.hopper]``). A prediction carries its
+group's on its generation when the file has it, else its group's across generations: half of the runs of unseen
+families there were within ``p50`` of their measured step, nine in ten within ``p90``. ``median`` is their signed
+median error (negative: predicted faster than measured), shown, never applied to the prediction.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def _basis() -> str:
     return str(_table().get("source", ""))
 
 
-def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
+def step_interval(model: ModelSpec, precision: str, step_time_s: float, generation: str | None = None) -> dict:
     """The out-of-family error band of a step-time prediction.
 
     Parameters
@@ -56,11 +59,16 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
         ``bf16`` or ``fp8``.
     step_time_s : float
         The prediction.
+    generation : str, optional
+        The GPU's generation (``ampere``, ``hopper``, ``blackwell``): its own figures when the file has them.
 
     Returns
     -------
     dict
-        ``group``, its ``label`` (:data:`GROUP_LABELS`), ``basis`` (step_uncertainty.toml's ``source``), ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), and
+        ``group``, its ``label`` (:data:`GROUP_LABELS`), ``basis`` (step_uncertainty.toml's ``source``),
+        ``generation`` (the GPU generation whose runs these are, or ``"all"``: the group's across generations),
+        ``runs`` (published runs behind it), ``p50`` and ``p90`` (fractions of the measured step), ``median`` (the
+        signed median error, not applied), and
         ``low_s`` / ``high_s``: the measured steps a prediction off by at most ``p90`` either way stands for,
         ``step / (1 + p90)`` to ``step / (1 - p90)`` (empty of figures when the group has no scored run).
     """
@@ -68,7 +76,10 @@ def step_interval(model: ModelSpec, precision: str, step_time_s: float) -> dict:
     row = _table().get(g)
     if not row:
         return {"group": g, "label": GROUP_LABELS[g], "runs": 0, "basis": _basis()}
-    return {"group": g, "label": GROUP_LABELS[g], "basis": _basis(), "runs": int(row["runs"]), "p50": float(row["p50"]),
-            "p90": float(row["p90"]),
-            "low_s": step_time_s / (1 + float(row["p90"])),
-            "high_s": step_time_s / (1 - float(row["p90"])) if float(row["p90"]) < 1 else float("inf")}
+    gen = generation if isinstance(row.get(generation), dict) else "all"
+    if gen != "all":
+        row = row[gen]
+    p90 = float(row["p90"])
+    return {"group": g, "label": GROUP_LABELS[g], "basis": _basis(), "generation": gen, "runs": int(row["runs"]),
+            "p50": float(row["p50"]), "p90": p90, "median": float(row.get("median", float("nan"))),
+            "low_s": step_time_s / (1 + p90), "high_s": step_time_s / (1 - p90) if p90 < 1 else float("inf")}
