@@ -238,9 +238,15 @@ def _paper_setups():
             extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
         else:
             model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
-            # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2)
-            extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none", vpp=4,
-                         pipeline_embedding=True, cp_comm_type="all_gather")
+            # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2).
+            # V from the same section: "we reduce one Transformer layer each from the first and the last stages
+            # [...] the first model chunk on the first stage has only the embedding, and the last model chunk on
+            # the last stage has only output projection and loss calculation". A first stage of E plus V - 1
+            # chunks of n layers holding one layer fewer than a stage of V n layers needs n = 1: one unit per
+            # chunk, V = (126 layers + E + L) / pp = 8 (the layout E|(t|)*126L; tests/test_training_memory.py)
+            extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none",
+                         vpp=(model.layers + 2) // int(row["pp"]), pipeline_embedding=True,
+                         cp_comm_type="all_gather")
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
