@@ -39,3 +39,11 @@ def test_the_grid_spans_the_published_range_and_four_times_its_top():
     lo, hi = training_accuracy.HOST_RANGE
     assert GRID[0] == pytest.approx(lo) and GRID[-1] == pytest.approx(4 * hi)
     assert list(GRID) == sorted(GRID) and hi in GRID
+
+
+def test_a_run_bound_inside_the_published_range_is_told_from_one_bound_only_above_it():
+    top = training_accuracy.HOST_RANGE[1]
+    inside = [-0.28, -0.27, -0.09, 0.27, 0.65, 1.43, 2.21]  # H100 Qwen3-30B EP8 26.02.01: moves by 19 points by 20 us
+    above = [-0.085, -0.084, -0.084, -0.073, -0.008, 0.147, 0.436]  # H100 Qwen3-235B 25.11: 0.1 point by 20 us
+    assert training_accuracy.host_binds_within(GRID, inside, top)
+    assert not training_accuracy.host_binds_within(GRID, above, top)
