@@ -643,9 +643,10 @@ def _host_note(host_wanted) -> str:
     if host_wanted is None or host_wanted <= HOST_RANGE[1]:
         return ""
     return (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
-            f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
+            f"MoE runs alone would take {host_wanted * 1e6:.1f} us, i.e. they spend more than the model names "
             "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
-            "the in-sample ones because no other fitted value touches them.")
+            "the in-sample ones because no other fitted value touches them. `--host-rows` shows which runs pull "
+            "it there: those the host binds inside the range, or those it binds only above it.")
 
 
 HOST_GRID_S = (5e-6, 1e-5, 2e-5, 3e-5, 4e-5, 6e-5, 8e-5)

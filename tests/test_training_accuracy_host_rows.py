@@ -47,3 +47,10 @@ def test_a_run_bound_inside_the_published_range_is_told_from_one_bound_only_abov
     above = [-0.085, -0.084, -0.084, -0.073, -0.008, 0.147, 0.436]  # H100 Qwen3-235B 25.11: 0.1 point by 20 us
     assert training_accuracy.host_binds_within(GRID, inside, top)
     assert not training_accuracy.host_binds_within(GRID, above, top)
+
+
+def test_the_host_note_gives_the_wanted_time_to_a_tenth_of_a_microsecond_and_names_host_rows():
+    # main's fit wanted 20.3 us, which the note printed as "20 us", the bound itself
+    note = training_accuracy._host_note(20.3e-6)
+    assert "20.3 us" in note and "--host-rows" in note
+    assert training_accuracy._host_note(training_accuracy.HOST_RANGE[1]) == ""  # inside the range: no note
