@@ -69,6 +69,7 @@ SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.
     python benchmarks/training_accuracy.py --fit      # also writes the fitted values into kernels.toml and the
                                                       # out-of-family errors into step_uncertainty.toml
     python benchmarks/training_accuracy.py --write    # also updates benchmarks/RESULTS.md
+    python benchmarks/training_accuracy.py --host-rows  # also the host launch time each host-bound MoE run wants
 """
 
 from __future__ import annotations
@@ -648,9 +649,66 @@ def _host_note(host_wanted) -> str:
     if host_wanted is None or host_wanted <= HOST_RANGE[1]:
         return ""
     return (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
-            f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
+            f"MoE runs alone would take {host_wanted * 1e6:.1f} us, i.e. they spend more than the model names "
             "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
-            "the in-sample ones because no other fitted value touches them.")
+            "the in-sample ones because no other fitted value touches them. `--host-rows` shows which runs pull "
+            "it there: those the host binds inside the range, or those it binds only above it.")
+
+
+HOST_GRID_S = (5e-6, 1e-5, 2e-5, 3e-5, 4e-5, 6e-5, 8e-5)
+"""Host launch times (s) at which ``--host-rows`` prices each MoE run: the published 5-20 us and on to 4x its top."""
+
+HOST_BOUND_POINTS = 1.0
+"""``--host-rows`` lists a run whose signed error moves by at least this many points over :data:`HOST_GRID_S`."""
+
+
+def host_root_s(grid, errors) -> float | None:
+    """The host launch time at which a run's signed error (``errors[i]`` at ``grid[i]``, rising with it) reaches
+    zero, linear between grid points; None where it does not on the grid (too slow at the smallest time, or too
+    fast at the largest)."""
+    for (h0, e0), (h1, e1) in zip(zip(grid, errors), zip(grid[1:], errors[1:])):
+        if e0 <= 0.0 <= e1 and e1 > e0:
+            return h0 + (h1 - h0) * (-e0) / (e1 - e0)
+    return None
+
+
+def host_rows(setups, predict, values) -> str:
+    """``--host-rows``: each MoE run (the regressed ones left out) whose error the host launch time moves, its
+    signed error at each :data:`HOST_GRID_S` value (the fractions as fitted), the time that zeroes it and its host
+    CPU; then, over the fitted runs (not the hold-out), the median of those times per GPU generation, host CPU and
+    where the host starts to bind (:func:`host_binds_within`): inside the published range, or only above it. Where
+    the runs it binds inside the range want a time inside it and the rest only far above it, the bound says no
+    more than that the rest lack something the host does not explain (docs/calibration-findings.md, hophost49)."""
+    from topo.fabric.server_cpu import default_host_cpu
+
+    lines = ["| run | GPU | host CPU | " + " | ".join(f"{h * 1e6:.0f} us" for h in HOST_GRID_S)
+             + " | zero at (us) |", "|---|---|---|" + "---|" * (len(HOST_GRID_S) + 1)]
+    roots: dict[tuple, list] = {}
+    for s in setups:
+        if s["model"].moe is None or s["run"] in REGRESSED:
+            continue
+        errs = [predict(s, {**values, HOST: h}) / s["step_s"] - 1 for h in HOST_GRID_S]
+        if 100 * (errs[-1] - errs[0]) < HOST_BOUND_POINTS:
+            continue
+        cpu, root = default_host_cpu(s["gpu"]), host_root_s(HOST_GRID_S, errs)
+        if root is not None and not s["holdout"]:
+            where = "inside" if host_binds_within(HOST_GRID_S, errs, HOST_RANGE[1]) else "above"
+            roots.setdefault((s["gen"], cpu, where), []).append(root)
+        zero = "-" if root is None else f"{root * 1e6:.1f}"
+        lines.append(f"| {s['run']}{' (hold-out)' if s['holdout'] else ''} | {s['gpu']} | {cpu} | "
+                     + " | ".join(f"{100 * e:+.1f}%" for e in errs) + f" | {zero} |")
+    lines += ["", "| GPU generation | host CPU | the host binds | fitted runs with a zero | median zero (us) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {g} | {c} | {w} the published range | {len(r)} | {_median(r) * 1e6:.1f} |"
+              for (g, c, w), r in sorted(roots.items())]
+    return "\n".join(lines)
+
+
+def host_binds_within(grid, errors, top_s: float) -> bool:
+    """Whether a run's error already moves (by :data:`HOST_BOUND_POINTS`) between the grid's smallest host time and
+    ``top_s`` (the published range's top): the host sets its step inside the range, not only above it."""
+    at_top = errors[list(grid).index(top_s)]
+    return 100 * (at_top - errors[0]) >= HOST_BOUND_POINTS
 
 
 def main() -> None:
@@ -658,6 +716,8 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
                     "out-of-family errors into step_uncertainty.toml")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--host-rows", action="store_true", help="also print, for each MoE run the host launch time "
+                    "moves, its error from 5 to 80 us and the time that zeroes it")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -668,6 +728,8 @@ def main() -> None:
     body += _host_note(host_wanted)
     body += f"\n\nWall time {time.perf_counter() - t0:.0f} s."
     print(body)
+    if args.host_rows:
+        print("\n" + host_rows(setups, predict, values))
     if args.fit:
         _write_fit(values, errors)
     if args.write:
