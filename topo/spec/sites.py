@@ -148,8 +148,10 @@ class InterconnectSpec(_Strict):
     wave_rate_Bps: PositiveRate = Field(100e9, alias="wave_rate")
     """Rate of one wave per direction (default "800 Gb/s", 800ZR; at most 121.6 Tb/s, a whole fibre pair's)."""
     attach: Literal["top", "border"] = "top"
-    """top: the DCI ports sit on the attach tier's switches; border: on border leaves hanging off that tier, with
-    their own oversubscription."""
+    """top: the DCI's coherent pluggables (one a wave) sit in the attach tier's cages, where it can host them (an
+    Ethernet tier whose cages carry the wave's rate and power the module; else ``topo plan`` adds DCI switches);
+    border: on border leaves hanging off that tier (the leaf model where it can host them, else the DCI switch),
+    with their own oversubscription."""
     attach_tier: Name | None = None
     """The tier the DCI (or its border leaves) attaches to, by name; default each site's top tier."""
     border_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
