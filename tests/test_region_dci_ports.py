@@ -75,7 +75,8 @@ def test_an_ethernet_spine_whose_cage_powers_18_w_cannot_host_a_24_w_module():
     assert hot["hosted_at"] == "border" and "18 W" in hot["why_border"] and "24 W" in hot["why_border"]
     cool = _plan(ROCE_SN5600.format(i=0, u=6), "plan.dci.module.power_W=15")
     east = cool.dci.site_ports[0]
-    assert (east["hosted_at"], east["ports_needed"], east["ports_idle"], east["border_switches"]) == ("spine", 32, 512, 0)
+    assert (east["hosted_at"], east["ports_needed"], east["ports_idle"], east["border_switches"]) == (
+        "spine", 32, 512, 0)
     assert east["items"] == [] and not any(n.startswith("site east") for n in cool.notes)
     # 32 waves of 400 Gb/s, the same 1.6 TB/s: a 400ZR module still fills a whole 2 x 400G cage, 32 x 2 = 64 ports
     # (not 1.6 TB/s / 400 Gb/s = 32)

@@ -108,7 +108,8 @@ def _ppc(model: str) -> int:
 def _cannot_host(f, t, model: str, port_rate_Bps: float, waves, cat: DciCatalog) -> str:
     """Why switches of ``model`` (``t``'s ports) cannot hold the waves' pluggables; '' when they can."""
     if f.spec.fabric.technology.startswith("infiniband"):
-        return f"its fabric is InfiniBand, {f.spec.fabric.technology}, and a coherent pluggable carries an Ethernet client"
+        return (f"its fabric is InfiniBand, {f.spec.fabric.technology}, and a coherent pluggable carries an Ethernet "
+                "client")
     cage_Bps = port_rate_Bps * _ppc(model)
     fastest = max(r for _, r in waves)
     if cage_Bps < fastest:
@@ -161,7 +162,8 @@ def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCa
         power, price = leaf_line.power_W_each, leaf_line.price_usd_each
     else:
         s = cat.switch
-        model, k, rate, ppc = f"DCI switch, {s.ports.value:g} x {s.port_rate_Gbps.value:g}G", int(s.ports.value), s.port_rate_Gbps.value * 1e9 / 8, 1
+        model = f"DCI switch, {s.ports.value:g} x {s.port_rate_Gbps.value:g}G"
+        k, rate, ppc = int(s.ports.value), s.port_rate_Gbps.value * 1e9 / 8, 1
         power, price = s.power_W.value, s.price_usd.value
     up = sum(w * math.ceil(r / (rate * ppc) - 1e-9) for w, r in waves) * ppc
     down = math.ceil(need_Bps / rate - 1e-9)
