@@ -935,16 +935,35 @@ def fp8_pair_section(setups) -> str:
     lines = ["| BF16 run / FP8 run | family | GPU | release | FP8 recipe | measured FP8/BF16 | topo | ratio error | "
              "out of family | BF16 error | FP8 error | settings that differ |", "|---|---|---|---|---|---|---|---|---|"
              "---|---|---|"] + [_pair_line(b, f) for b, f in pairs]
-    groups = {}
-    for b, f in pairs:
-        key = ("hold-out" if f["holdout"] else "fitted", fp8_recipe_label(f["row"]), f["gen"])
-        groups.setdefault(key, []).append((f["pred"] / b["pred"]) / (f["step_s"] / b["step_s"]) - 1)
-    summary = ["| set | FP8 recipe | GPU generation | pairs | median ratio error | range |", "|---|---|---|---|---|---|"]
-    summary += [f"| {k[0]} | {k[1]} | {k[2]} | {len(v)} | {_median(v):+.1%} | {min(v):+.1%} .. {max(v):+.1%} |"
-                for k, v in sorted(groups.items())]
+    by_recipe = _pair_summary(pairs, lambda f: (fp8_recipe_label(f["row"]), f["gen"]), "FP8 recipe | GPU generation")
+    by_family = _pair_summary(pairs, lambda f: (f["family"], f["gpu"], _release(f["row"])), "family | GPU | release")
     return ("FP8 over BF16, pair by pair: runs of one model, release, system, scale, batch and layout in both "
             "precisions (`fp8_pairs`); ratio error = topo's FP8/BF16 step ratio over the measured one, minus 1 "
-            "(negative: topo's FP8 gain too large).\n\n" + "\n".join(summary) + "\n\n" + "\n".join(lines))
+            "(negative: topo's FP8 gain too large).\n\n" + by_recipe + "\n\n" + by_family + "\n\n"
+            + "\n".join(lines))
+
+
+def _release(row) -> str:
+    """A row's release for the pair summary: ``NeMo yy.mm`` where its software names one, else the software up to
+    its first parenthesis."""
+    m = re.search(r"NeMo \d\d\.\d\d", row.get("software") or "")
+    return m[0] if m else (row.get("software") or "").split(" (")[0]
+
+
+def _pair_summary(pairs, key, header: str) -> str:
+    """The median ratio error of ``pairs`` by set and ``key(fp8 setup)`` (a tuple, ``header`` naming its columns),
+    in-sample and out of family (where both runs have an out-of-family prediction)."""
+    groups, lofo = {}, {}
+    for b, f in pairs:
+        k = ("hold-out" if f["holdout"] else "fitted",) + key(f)
+        meas = f["step_s"] / b["step_s"]
+        groups.setdefault(k, []).append(f["pred"] / b["pred"] / meas - 1)
+        if b.get("lofo") and f.get("lofo"):
+            lofo.setdefault(k, []).append(f["lofo"] / b["lofo"] / meas - 1)
+    n = header.count("|") + 1
+    out = [f"| set | {header} | pairs | median ratio error | range | out of family |", "|---" * (n + 5) + "|"]
+    return "\n".join(out + [f"| {' | '.join(k)} | {len(v)} | {_median(v):+.1%} | {min(v):+.1%} .. {max(v):+.1%} | "
+                             + (f"{_median(lofo[k]):+.1%} |" if k in lofo else "- |") for k, v in sorted(groups.items())])
 
 
 def scored(setups):

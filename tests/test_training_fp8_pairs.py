@@ -67,12 +67,16 @@ def test_the_ratio_error_is_topo_over_measured():
     b, f = _setup("b", "bf16"), _setup("f", "fp8", note="FP8 per-tensor delayed scaling")
     b.update(step_s=10.0, pred=10.0, gen="blackwell", group="dense_bf16", family="llama3", gpu="GB200")
     f.update(step_s=8.0, pred=7.2, gen="blackwell", group="dense_fp8", family="llama3", gpu="GB200")
+    assert "| fitted | delayed | blackwell | 1 | -10.0% | -10.0% .. -10.0% | - |" in \
+        training_accuracy.fp8_pair_section([b, f])  # no out-of-family prediction (a hold-out pair): "-"
+    b["lofo"], f["lofo"] = 10.0, 7.6  # refitted without the family: topo 0.76, 5% under the measured 0.8
     text = training_accuracy.fp8_pair_section([b, f])
-    assert "| fitted | delayed | blackwell | 1 | -10.0% |" in text
+    assert "| fitted | delayed | blackwell | 1 | -10.0% | -10.0% .. -10.0% | -5.0% |" in text
+    assert "| fitted | llama3 | GB200 | NeMo 25.04 | 1 | -10.0% |" in text
     row = next(line for line in text.splitlines() if line.startswith("| b / f"))
     cells = [c.strip() for c in row.split("|")]
     assert cells[6:9] == ["0.800", "0.720", "-10.0%"]
-    assert cells[10:12] == ["+0.0%", "-10.0%"]
+    assert cells[9:12] == ["-5.0%", "+0.0%", "-10.0%"]
 
 
 @pytest.mark.parametrize("note, label", [("FP8 per-tensor delayed scaling (bf16_with_fp8_mixed)", "delayed"),
