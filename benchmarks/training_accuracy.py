@@ -531,7 +531,7 @@ def _setups():
         _run_kw(row, model, kw)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"],
-                        holdout=is_held))
+                        holdout=is_held, row=row))
     for s in out:
         s["group"] = group(s["model"], s["lay"])
         s["family"] = family(s["model"].name)
@@ -726,6 +726,7 @@ def main() -> None:
     values, host_wanted = _fit_and_score(setups, predict)
     body, errors = _report(setups, values)
     body += _host_note(host_wanted)
+    body += "\n\n" + fp8_pair_section(setups)
     body += f"\n\nWall time {time.perf_counter() - t0:.0f} s."
     print(body)
     if args.host_rows:
@@ -946,6 +947,91 @@ def _ranges():
 
 
 FRACTION_RANGE, HOST_RANGE, HOST_DEFAULT = _ranges()
+
+
+PAIR_KEY = ("software", "system", "gpu", "num_gpus", "model", "seq_len", "global_batch_seqs", "micro_batch", "tp",
+            "pp", "cp", "vpp", "ep", "fsdp", "etp", "moe_capacity_factor")
+"""The columns a BF16 run and an FP8 run share to be one pair: the same model, release (software), system, scale,
+batch, layout and routing (token-drop capacity; :data:`PAIR_NOTE_FLAGS`); the recipe's other settings (CUDA graphs,
+dispatcher, recomputation) may differ, and the pair table says where they do (:data:`PAIR_OTHER`)."""
+PAIR_NOTE_FLAGS = ("force-load-balancing",)
+"""Routing that only a row's note records, which a pair's two runs must share: Megatron-LM's
+``--moe-router-force-load-balancing`` (the Megatron-MoE-ModelZoo's Mixtral table runs BF16 both with and without
+it, and block-wise FP8 with it)."""
+PAIR_OTHER = ("cuda_graph_scope", "moe_dispatcher", "moe_dispatch_bytes", "moe_a2a_overlap", "recompute_modules",
+              "recompute_granularity", "activation_offload_layers")
+
+
+def fp8_recipe_label(row) -> str:
+    """A FP8 run's scaling recipe for the pair table: :func:`fp8_recipe`'s (current, blockwise, mxfp8), else
+    ``delayed`` where the note names per-tensor delayed scaling, else ``per-tensor`` (not recorded)."""
+    rec = fp8_recipe(row)
+    if rec is not None:
+        return rec
+    return "delayed" if "delayed scaling" in (row.get("note") or "").lower() else "per-tensor"
+
+
+def fp8_pairs(setups) -> list[tuple[dict, dict]]:
+    """``(bf16, fp8)`` setups of every published BF16 run and FP8 run that share :data:`PAIR_KEY` (a run of the
+    paper file, without a CSV row, pairs with none), each hold-out run only with a hold-out run: a pair is fitted or
+    held out as a whole."""
+    by_key = {}
+    for s in setups:
+        if s.get("row") is not None:
+            flags = tuple(f in (s["row"].get("note") or "") for f in PAIR_NOTE_FLAGS)
+            by_key.setdefault((s["holdout"],) + tuple(s["row"].get(k) or "" for k in PAIR_KEY) + flags, []).append(s)
+    return [(b, f) for runs in by_key.values() for b in runs if b["row"]["precision"] == "bf16"
+            for f in runs if f["row"]["precision"] == "fp8"]
+
+
+def _pair_line(b, f) -> str:
+    """One pair's row of :func:`fp8_pair_section`: the measured step ratio FP8 / BF16 against topo's."""
+    meas, topo = f["step_s"] / b["step_s"], f["pred"] / b["pred"]
+    lofo = f"{f['lofo'] / b['lofo'] / meas - 1:+.1%}" if (b.get("lofo") and f.get("lofo")) else "-"
+    other = ", ".join(c for c in PAIR_OTHER if (b["row"].get(c) or "") != (f["row"].get(c) or "")) or "-"
+    return (f"| {b['run']} / {f['run']}{' (hold-out)' if f['holdout'] else ''} | {f['family']} | {f['gpu']} | "
+            f"{f['row']['software']} | {fp8_recipe_label(f['row'])} | {meas:.3f} | {topo:.3f} | {topo / meas - 1:+.1%}"
+            f" | {lofo} | {b['pred'] / b['step_s'] - 1:+.1%} | {f['pred'] / f['step_s'] - 1:+.1%} | {other} |")
+
+
+def fp8_pair_section(setups) -> str:
+    """The FP8-over-BF16 pair table (markdown): every :func:`fp8_pairs` pair, the measured step-time ratio FP8 /
+    BF16 against topo's in-sample and out-of-family ones, and the median ratio error by set, recipe and GPU
+    generation (negative: topo's FP8 gain is larger than measured)."""
+    pairs = sorted(fp8_pairs(setups), key=lambda p: (p[1]["holdout"], p[1]["group"], p[1]["family"], p[1]["gpu"],
+                                                     p[1]["run"]))
+    lines = ["| BF16 run / FP8 run | family | GPU | release | FP8 recipe | measured FP8/BF16 | topo | ratio error | "
+             "out of family | BF16 error | FP8 error | settings that differ |", "|---|---|---|---|---|---|---|---|---|"
+             "---|---|---|"] + [_pair_line(b, f) for b, f in pairs]
+    by_recipe = _pair_summary(pairs, lambda f: (fp8_recipe_label(f["row"]), f["gen"]), "FP8 recipe | GPU generation")
+    by_family = _pair_summary(pairs, lambda f: (f["family"], f["gpu"], _release(f["row"])), "family | GPU | release")
+    return ("FP8 over BF16, pair by pair: runs of one model, release, system, scale, batch and layout in both "
+            "precisions (`fp8_pairs`); ratio error = topo's FP8/BF16 step ratio over the measured one, minus 1 "
+            "(negative: topo's FP8 gain too large).\n\n" + by_recipe + "\n\n" + by_family + "\n\n"
+            + "\n".join(lines))
+
+
+def _release(row) -> str:
+    """A row's release for the pair summary: ``NeMo yy.mm`` where its software names one, else the software up to
+    its first parenthesis."""
+    m = re.search(r"NeMo \d\d\.\d\d", row.get("software") or "")
+    return m[0] if m else (row.get("software") or "").split(" (")[0]
+
+
+def _pair_summary(pairs, key, header: str) -> str:
+    """The median ratio error of ``pairs`` by set and ``key(fp8 setup)`` (a tuple, ``header`` naming its columns),
+    in-sample and out of family (where both runs have an out-of-family prediction)."""
+    groups, lofo = {}, {}
+    for b, f in pairs:
+        k = ("hold-out" if f["holdout"] else "fitted",) + key(f)
+        meas = f["step_s"] / b["step_s"]
+        groups.setdefault(k, []).append(f["pred"] / b["pred"] / meas - 1)
+        if b.get("lofo") and f.get("lofo"):
+            lofo.setdefault(k, []).append(f["lofo"] / b["lofo"] / meas - 1)
+    n = header.count("|") + 1
+    out = [f"| set | {header} | pairs | median ratio error | range | out of family |", "|---" * (n + 5) + "|"]
+    return "\n".join(out + [f"| {' | '.join(k)} | {len(v)} | {_median(v):+.1%} | {min(v):+.1%} .. {max(v):+.1%} | "
+                             + (f"{_median(lofo[k]):+.1%} |" if k in lofo else "- |") for k, v in sorted(groups.items())])
 
 
 def scored(setups):
