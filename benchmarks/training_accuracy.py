@@ -223,6 +223,20 @@ def fp8_param_gather(row) -> bool:
     return release is not None and (int(release[1]), int(release[2])) >= (25, 4)
 
 
+def megatron_fsdp_unfused_wgrad(row) -> bool:
+    """A Megatron-Bridge Megatron-FSDP Llama run of NeMo 25.11 or later: its performance config turns
+    ``gradient_accumulation_fusion`` off under Megatron-FSDP, so each weight gradient is written new and copied into
+    the gradient buffer (the layout's ``wgrad_output = "copied"``, :func:`topo.training.operators.wgrad_kw`;
+    NVIDIA-NeMo/Megatron-Bridge v0.2.0 ``scripts/performance/configs/llama3/llama3_llm_pretrain.py`` lines 74, 109,
+    144, 267, the 70B GB300 / GB200 / B200 and 8B H100 configs: ``if cfg.ddp.use_megatron_fsdp: ...
+    gradient_accumulation_fusion = False``, after ``set_workload_base_configs`` set it True; in every release since,
+    v0.4.0 ``configs/llama/llama3_llm_pretrain.py`` and @067f987d ``perf_recipes/llama/*/llama3.py``). NeMo 25.09
+    (v0.2.0rc5) set it True for FSDP (``scripts/performance/utils/helpers.py`` line 78): fused."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (row["run_id"].startswith("mb") and row["fsdp"] == "1" and row["model"].startswith("llama3")
+            and release is not None and (int(release[1]), int(release[2])) >= (25, 11))
+
+
 def _paper_setups():
     """The runs of ``training_runs.csv`` (Megatron-LM SC21, Llama 3): each source's settings, the step time from
     its TFLOPs/GPU and its own FLOP count."""
@@ -508,6 +522,8 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["flash_attention"] = False
     if fp8_param_gather(row):
         kw["fp8_param_gather"] = True
+    if megatron_fsdp_unfused_wgrad(row):
+        kw["wgrad_output"] = "copied"
     if row["run_id"].startswith("deepseekv3_h800"):
         # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
         kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)

@@ -106,3 +106,30 @@ def test_each_framework_writes_its_weight_gradient_its_own_way():
         gemm_s(km, 4096, 3072, 512, "bf16", 16, out_bytes=4.0) - plain)
     assert op_passes_s(op, gpu, jax)[1] < megatron  # written once, not read and written
     assert op_passes_s(op, gpu, fsdp2)[0] == op_passes_s(op, gpu, lay)[0]  # the forward has no gradient
+
+
+def test_megatron_fsdp_without_the_fusion_copies_each_weight_gradient_into_its_buffer():
+    """``wgrad_output = "copied"``: Megatron-FSDP with ``gradient_accumulation_fusion`` off (Megatron-Bridge's FSDP
+    Llama configs from v0.2.0) writes a new bf16 gradient and its post-backward hook copies it into the gradient
+    buffer, ``param.main_grad.copy_(param.grad)`` (NVIDIA/Megatron-LM@d98e8a64 ``megatron_fsdp.py`` ``_grad_acc``):
+    2 bytes written by the GEMM, then 2 read and the reduction's bytes written (bf16: 2) on the compute stream;
+    FSDP2's gradient bytes but none of FSDP2's unit copies around the ZeRO-3 gathers."""
+    from topo.training.kernels import memory_s
+    from topo.training.operators import block_time, op_passes_s
+    lay = make_layout(tp=1, dp=64, global_batch=256, micro_batch=2, seq_len=8192, dp_sharding="zero3",
+                      weight_bytes=2.0, grad_bytes=2.0, grad_reduce_bytes=2.0)
+    model = load_model("llama3-70b")
+    gpu = gpu_compute("GB200")
+    km = gpu.kernels
+    (fc1,) = [o for o in block_ops(model, lay, "-") if o.name == "fc1"]
+    N, K = 2 * 28672, 8192  # fc1's weight gradient: 8,192 x 57,344 (gate and up)
+    base = op_time_s(fc1, gpu, "bf16", backward=True)  # written once in bf16
+    copied = lay.model_copy(update={"wgrad_output": "copied"})
+    assert op_passes_s(fc1, gpu, copied)[1] - base == pytest.approx(memory_s(km, (2 + 2) * N * K))
+    fused = op_passes_s(fc1, gpu, lay)[1]  # Megatron's fusion: the bf16 main_grad read and written by the GEMM
+    assert base < fused < op_passes_s(fc1, gpu, copied)[1]  # the fusion saves the copy's kernel
+    # the layer's other time is the fused layout's: no FSDP2 copy-in / copy-out around the gathers
+    fsdp2 = lay.model_copy(update={"wgrad_output": "fsdp2"})
+    t = {w: block_time(model, x, gpu, "-") for w, x in (("copied", copied), ("fsdp2", fsdp2), ("fused", lay))}
+    assert t["copied"].forward_s == pytest.approx(t["fused"].forward_s)
+    assert t["fsdp2"].forward_s > t["copied"].forward_s  # FSDP2's copy-out of the gathered weights

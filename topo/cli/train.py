@@ -60,7 +60,7 @@ def _job_arguments(p) -> None:
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather, "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
-                        "wgrad_output=main_grad|fsdp2|param_dtype; an MoE recipe's: ep_dispatcher=alltoall|deepep, "
+                        "wgrad_output=main_grad|fsdp2|copied|param_dtype; an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
                         "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
                         "its words quoted: cuda_graph_scope=[\"attn\",\"moe_router\"]; an FP8 recipe's BF16 "

@@ -1242,6 +1242,17 @@ def wgrad_kw(lay: ParallelLayout, op: Op) -> dict:
       (``chunk_cat``: 2 bytes read, the reduction's bytes written: ``reduce_bytes``, the experts'
       ``expert_reduce_bytes``), then frees it (pytorch/pytorch@010ae4a8
       ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``).
+    - ``copied`` (Megatron-FSDP without ``gradient_accumulation_fusion``): Transformer Engine's linear returns a new
+      bf16 gradient (``param.grad``) and Megatron-FSDP's post-backward hook, on the compute stream, copies it into
+      the parameter's slot of the gradient buffer (``param.main_grad.copy_(param.grad)``, in the reduction's dtype:
+      bf16 where ``grad_reduce_in_fp32`` is off) before its reduce-scatter (NVIDIA/Megatron-LM@d98e8a64
+      ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` ``_grad_acc``, sharded gradient
+      buffer): FSDP2's bytes, 2 written by the GEMM, then 2 read and ``reduce_bytes`` written. Megatron-Bridge's
+      Llama 3 / 3.1 performance configs turn the fusion off under Megatron-FSDP ("Disabled to avoid functional
+      errors") from v0.2.0 (NeMo 25.11) on (NVIDIA-NeMo/Megatron-Bridge v0.2.0
+      ``scripts/performance/configs/llama3/llama3_llm_pretrain.py`` lines 74, 109, 144, 267; v0.4.0
+      ``configs/llama/llama3_llm_pretrain.py`` 76, 111, 146; @067f987d
+      ``src/megatron/bridge/perf_recipes/llama/gb200/llama3.py`` ``gradient_accumulation_fusion = False``).
     - ``param_dtype`` (JAX, MaxText): the gradient of a parameter is in the parameter's dtype (MaxText's
       ``weight_dtype: float32``, AI-Hypercomputer/maxtext@000e9355 ``MaxText/configs/base.yml``), written once
       at ``grad_bytes``, the bf16 product's cast to it fused into the GEMM's output (an assumption: XLA may write

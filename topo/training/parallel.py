@@ -163,14 +163,16 @@ class ParallelLayout(BaseModel):
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
     grad_bytes: Annotated[float, Field(gt=0)] = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
-    wgrad_output: Literal["main_grad", "fsdp2", "param_dtype"] = "main_grad"
+    wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"
     """How the framework's weight-gradient GEMM writes the gradient (:func:`topo.training.operators.wgrad_kw`):
     ``main_grad``, Megatron-LM's ``--gradient-accumulation-fusion`` (its default; NeMo, Megatron-Bridge): added
     into the kept gradient at ``grad_bytes``, each element read and written; ``fsdp2``, PyTorch FSDP2 (NeMo
     AutoModel, torchtitan): a new bf16 gradient, then copied into the reduce-scatter buffer at the reduction's
     bytes on the compute stream, and under ZeRO-3 each unit's gathers and reductions copied in and out as FSDP2
-    does (:mod:`topo.training.fsdp2_copies`); ``param_dtype``, JAX (MaxText): a new gradient in the parameter's dtype
-    (``grad_bytes``), written once."""
+    does (:mod:`topo.training.fsdp2_copies`); ``copied``, Megatron-FSDP with ``gradient_accumulation_fusion`` off
+    (Megatron-Bridge's FSDP Llama recipes from v0.2.0): a new bf16 gradient, then copied into the gradient buffer at
+    the reduction's bytes on the compute stream (FSDP2's bytes, without FSDP2's unit copies); ``param_dtype``, JAX
+    (MaxText): a new gradient in the parameter's dtype (``grad_bytes``), written once."""
     grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
