@@ -57,13 +57,18 @@ def run_region_train(args, options: dict) -> int:
 
 def _job_layout(args, region, fields: dict, options: dict):
     """The whole job's layout from the flags over ``--layout``'s fields (flags win); dp, when neither gives it,
-    fills the GPUs asked (``--gpus``, else every GPU of the region)."""
+    fills the GPUs asked (``--gpus``), else every GPU of the smallest site on every site (each site runs the same
+    share, :func:`~topo.training.multisite.estimate_across_sites`; the whole region when its sites are alike, as
+    the search's default)."""
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
         known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
-        sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus,
-                                    {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
+        flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
+        if args.gpus:
+            sizes["dp"] = data_parallel(known, args.gpus, flags)
+        else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
+            sizes["dp"] = region.num_sites * data_parallel(known, min(f.num_gpus for f in region.fabrics), flags)
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})
