@@ -77,8 +77,11 @@ def _job_layout(args, region, fields: dict, options: dict):
 
 
 def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
-    """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file."""
+    """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file; one
+    about a value a flag gave, left for ``train``'s flag naming (source ``layout``)."""
     name = (exc.key or "").split(".")[0]
+    if fields and exc.source == args.layout and getattr(args, name, None) is not None:  # walk14: was "error: tp=8:"
+        return TopoError(exc.message, source="layout", key=exc.key)
     if not fields or exc.source not in (None, "layout", args.layout) or name not in fields or \
             getattr(args, name, None) is not None:
         return exc
