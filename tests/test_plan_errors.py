@@ -131,6 +131,25 @@ def test_a_bundled_spec_outside_the_working_folder_is_named_not_pathed(tmp_path)
     assert p.stderr.startswith("error: topologies/h100-100k.toml (--set plan.economics.years=-1)")
 
 
+def test_a_bundled_spec_of_a_virtual_environment_below_the_working_folder_is_named_not_pathed(tmp_path):
+    # walk14: `python3 -m venv .venv` in the project folder, as the README says, then a wheel install: the package's
+    # bundled specs lie below the working folder, and errors began "error: .venv/lib/.../topo/topologies/..."
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    site = tmp_path / ".venv" / "lib" / "site-packages"
+    shutil.copytree(ROOT / "topo", site / "topo", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "topologies", site / "topo" / "topologies")  # where the wheel puts them
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    p = subprocess.run([sys.executable, "-m", "topo", "plan", "--set", "plan.economics.years=-1"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr == ("error: bundled spec h100-100k (--set plan.economics.years=-1): plan.economics.years: must "
+                        "be > 0, got -1\n")
+
+
 def test_the_library_names_the_keyword_that_was_wrong_and_merges_the_others():
     # plan(days=, mfu=, pue=) are the library's keywords (a sweep's axes): an error names the keyword, never
     # "argument" or a CLI flag, and the keywords given together all apply

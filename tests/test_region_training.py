@@ -62,7 +62,9 @@ def test_cli_train_across_sites_json_and_errors():
     assert doc["throughput_vs_one_site"] == pytest.approx(0.941, abs=0.01) and doc["num_sites"] == 2
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
                   "--global-batch", "2303")
-    assert bad.returncode == 2 and "must divide by the 2 sites" in bad.stderr and "Traceback" not in bad.stderr
+    # walk14: the line named dp ("dp (24) and the global batch (2303) must divide ...") when only the batch was odd
+    assert bad.returncode == 2 and bad.stderr == ("error: --global-batch: 2303 sequences do not divide by the 2 sites; "
+                                                  "allowed: a multiple of 2\n")
     # walk6: a batch that halves but does not fill dp was said in one site's figures ("1160 sequences do not split
     # into dp (24)") where the user gave 2320 and the job's dp is 48
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
@@ -128,6 +130,20 @@ def test_sites_of_different_sizes_are_said():
     r2 = estimate_across_sites(same, load_model("llama3-8b"), make_layout(tp=8, dp=16, global_batch=64,
                                                                           seq_len=4096))
     assert not any("different sizes" in a for a in r2.assumptions)
+
+
+def test_cli_train_across_unlike_sites_fills_the_smallest_site_on_every_site():
+    """walk14: with dp left out, the job filled every GPU of the region; on unlike sites (the README's own
+    three-site example, 512 + 1,024 + 1,024 GPUs) that is a dp no site's equal share can run (2,560 / 8 = 320, which
+    does not even divide by 3), and the job was refused. Each site runs the same share, on the smallest site's
+    fabric, so dp left out fills the smallest site on every site, as the search's default does."""
+    unlike = ["train", "two-site-h100", "--set", 'sites[1].set=["cluster.num_units=2"]', "--model", "llama3-8b",
+              "--tp", "8", "--global-batch", "384", "--json"]
+    doc = json.loads(run_cli(*unlike, check=True).stdout)
+    assert doc["gpus"] == 2 * 512 and doc["num_sites"] == 2  # 2 x the 512-GPU site, not 1,536 + 512
+    alike = json.loads(run_cli("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch",
+                               "384", "--json", check=True).stdout)
+    assert alike["gpus"] == 3072  # alike sites: every GPU of the region, as before
 
 
 def test_cli_train_across_sites_takes_gpus_as_one_site_does():

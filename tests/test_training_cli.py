@@ -62,6 +62,52 @@ def test_layout_rules_name_the_field(tmp_path):
     assert f"{bad}: hidden: must be >= 1, got -8" in line
 
 
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--ep", "48", "48 does not divide the 128 experts"),
+    ("--remat-policy", "bogus", "unknown remat policy 'bogus'; allowed: none, full"),
+    ("--recompute-modules", "bogus", "must be one of 'core_attn'"),
+    ("--rank-order", "bogus", "must name each of tp, cp, ep, dp, pp once"),
+])
+def test_a_flag_beside_layout_pairs_is_named_by_the_flag(flag, value, needle):
+    # walk14: with --layout given, a flag's bad value was blamed on the layout ("error: --layout: ep: 48 does not
+    # divide ..."), though the flag wins over the layout's field and the layout gave no ep
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "48",
+                            "--layout", "dp=48,global_batch=96", flag, value))
+    assert line.startswith(f"error: {flag}: ") and needle in line, line
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "48",
+                            "--layout", f"dp=48,global_batch=96,{flag[2:].replace('-', '_')}={value}"))
+    assert line.startswith("error: --layout: "), line  # the layout's own field: still named by --layout
+
+
+def test_a_flag_beside_layout_pairs_across_sites_is_named_by_the_flag():
+    # walk14: across sites the line began with the pairs themselves ("error: global_batch=96,tp=8: remat_policy: ...")
+    line = one_line(run_cli("train", "two-site-h100", "--model", "llama3-8b", "--dp", "48",
+                            "--layout", "global_batch=96,tp=8", "--remat-policy", "bogus"))
+    assert line.startswith("error: --remat-policy: unknown remat policy 'bogus'; allowed: none"), line
+
+
+@pytest.mark.parametrize("command", ["train", "plan", "report"])
+def test_layout_given_twice_is_refused_not_the_first_dropped(command):
+    # walk14: argparse kept the last --layout, so "--layout tp=8,global_batch=8 --layout fp8_recipe=mxfp8" ran
+    # without the first and asked for a global batch the user had given
+    line = one_line(run_cli(command, "dgx-h100-superpod", "--model", "llama3-8b", "--layout", "tp=8,global_batch=8",
+                            "--layout", "fp8_recipe=mxfp8"))
+    assert line.startswith(f"error: topo {command}: --layout: given twice ('tp=8,global_batch=8', then "
+                           "'fp8_recipe=mxfp8'); give it once"), line
+
+
+def test_a_first_gpu_too_late_is_named_by_first_gpu_not_gpus():
+    # walk14: 8 GPUs from GPU 1,020 of 1,024 was "error: --gpus: the job needs GPUs 1,020 to 1,027 ...", though the
+    # 8 GPUs fit and only the start was wrong
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8", "--tp", "8",
+                            "--global-batch", "8", "--first-gpu", "1020"))
+    assert line == ("error: --first-gpu: the job needs GPUs 1,020 to 1,027 from this first GPU, but the fabric has "
+                    "1,024; allowed: a first GPU from which its 8 GPUs fit (0 fits)")
+    line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "2048", "--tp", "8",
+                            "--global-batch", "256", "--first-gpu", "4"))
+    assert line.startswith("error: --gpus: 2,048 GPUs asked, but the fabric has 1,024")  # too many: still --gpus
+
+
 def test_uneven_pipeline_split_is_noted():
     p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "24", "--tp", "8", "--pp", "3",
                 "--dp", "1", "--global-batch", "8", "--json", check=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["data_dir", "topologies_dir"]
+__all__ = ["data_dir", "topologies_dir", "topologies_installed"]
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -27,3 +27,9 @@ def topologies_dir() -> Path:
     if installed.is_dir():
         return installed
     return _PACKAGE.parent / "topologies"
+
+
+def topologies_installed() -> bool:
+    """Whether the bundled specs are the installed package's own copy (``topo/topologies/`` in a wheel), not a
+    checkout's top-level ``topologies/`` folder."""
+    return topologies_dir() == _PACKAGE / "topologies"

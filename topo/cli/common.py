@@ -13,7 +13,19 @@ from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
-           "spec_from_args", "technology_note", "data_parallel"]
+           "spec_from_args", "technology_note", "data_parallel", "GivenOnce"]
+
+class GivenOnce(argparse.Action):
+    """An option that may be given once: a second ``--layout`` is a usage error, never silently the only one read
+    (walk14: ``--layout tp=8,global_batch=8 --layout fp8_recipe=mxfp8`` dropped the first and asked for a batch)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != self.default:
+            parser.error(f"{option_string}: given twice ({before!r}, then {values!r}); give it once (one file, or "
+                         "its pairs joined by commas)")
+        setattr(namespace, self.dest, values)
+
 
 def add_spec_arguments(p: argparse.ArgumentParser, many: bool = False) -> None:
     if many:

@@ -13,7 +13,7 @@ from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
 from .bom_csv import write_bom_csv
-from .common import add_spec_arguments, fabric_from_args, spec_from_args
+from .common import GivenOnce, add_spec_arguments, fabric_from_args, spec_from_args
 from .output import emit, emit_json, note, table
 from .region_plan import is_region_file, refuse_region_flags, run_region_plan
 
@@ -35,7 +35,8 @@ def register(sub) -> None:
     p.add_argument("--pue", type=float, metavar="X", help="facility power / IT power, >= 1 (default: the halls' "
                    "cooling type's, cooling.<type>.pue in cooling.toml; catalog facility.pue)")
     p.add_argument("--model", metavar="M", help="take the MFU from `topo train` for this model (with --layout)")
-    p.add_argument("--layout", metavar="L", help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
+    p.add_argument("--layout", action=GivenOnce, metavar="L",
+                   help="parallel layout for --model, e.g. tp=8,pp=16,dp=... ")
     p.add_argument("--no-collectives", action="store_true",
                    help="skip the estimates (the all-reduce and all-to-all across the top tier, over every GPU, and "
                    "the blast radius's collectives): the plan in about half the time at 100k GPUs")

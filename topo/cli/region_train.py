@@ -57,13 +57,24 @@ def run_region_train(args, options: dict) -> int:
 
 def _job_layout(args, region, fields: dict, options: dict):
     """The whole job's layout from the flags over ``--layout``'s fields (flags win); dp, when neither gives it,
-    fills the GPUs asked (``--gpus``, else every GPU of the region)."""
+    fills the GPUs asked (``--gpus``), else every GPU of the smallest site on every site (each site runs the same
+    share, :func:`~topo.training.multisite.estimate_across_sites`; the whole region when its sites are alike, as
+    the search's default)."""
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if sizes["dp"] is None and "dp" not in fields:  # --gpus sizes the job as on one site
         known = [sizes[d] or fields.get(d, 1) for d in ("tp", "cp", "pp")]  # a bad size: make_layout names it
         known = math.prod(k if type(k) is int and k > 0 else 1 for k in known)
-        sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus,
-                                    {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")})
+        flags = {f"--{d}": getattr(args, d) for d in ("tp", "cp", "pp")}
+        smallest = min(f.num_gpus for f in region.fabrics)
+        if args.gpus or smallest * region.num_sites == region.num_gpus:  # asked, or alike sites: the whole region
+            sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
+        else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
+            try:
+                sizes["dp"] = region.num_sites * data_parallel(known, smallest, flags)
+            except TopoError as exc:
+                raise TopoError(exc.message.replace(f"the {smallest:,} GPUs", f"the {smallest:,} GPUs of the "
+                                                    "smallest site (every site runs that share)", 1),
+                                key=exc.key) from None
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})
@@ -72,8 +83,11 @@ def _job_layout(args, region, fields: dict, options: dict):
 
 
 def _named_by_layout(args, fields: dict, exc: TopoError) -> TopoError:
-    """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file."""
+    """An error about a field ``--layout`` gave (and no flag overrode), named by ``--layout`` (pairs) or its file; one
+    about a value a flag gave, left for ``train``'s flag naming (source ``layout``)."""
     name = (exc.key or "").split(".")[0]
+    if fields and exc.source == args.layout and getattr(args, name, None) is not None:  # walk14: was "error: tp=8:"
+        return TopoError(exc.message, source="layout", key=exc.key)
     if not fields or exc.source not in (None, "layout", args.layout) or name not in fields or \
             getattr(args, name, None) is not None:
         return exc

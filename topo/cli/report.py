@@ -19,7 +19,7 @@ from ..training.step import estimate_step
 from ..engine.region_estimate import estimate_region
 from ..fabric.region_inventory import region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
-from .common import add_output_arguments, add_override_arguments
+from .common import GivenOnce, add_output_arguments, add_override_arguments
 from .output import note
 from .output_suffix import check_output_suffix
 from .region import region_from_args
@@ -52,7 +52,8 @@ def register(sub) -> None:
     p.add_argument("--train", "--model", dest="train", metavar="MODEL",
                    help="add a training job's section: step breakdown, memory, bytes per tier of MODEL laid out as "
                    "--layout on each SPEC (see topo train; --model, as topo train and topo plan name it, is the same)")
-    p.add_argument("--layout", metavar="L", help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
+    p.add_argument("--layout", action=GivenOnce, metavar="L",
+                   help="with --train: tp=8,pp=16,dp=...,global_batch=... or a layout TOML")
     p.add_argument("--format", default="html", choices=("html", "png", "svg"),
                    help="html: the whole report (default); png or svg: the one figure named by --figure")
     p.add_argument("--figure", choices=FIGURES,

@@ -20,7 +20,7 @@ from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
 from ..training.step import estimate_step
-from .common import add_spec_arguments, data_parallel, fabric_from_args
+from .common import GivenOnce, add_spec_arguments, data_parallel, fabric_from_args
 from .search_options import layout_for_search, search_options
 from .region import is_region_args
 from .region_train import run_region_train
@@ -48,7 +48,7 @@ def _job_arguments(p) -> None:
     p.add_argument("--model", required=True, help="a bundled model name or a model TOML file of the same keys (layers, "
                    "hidden, ffn_hidden, heads, kv_heads, vocab, seq_len, mlp; [attention], [moe], [mamba] tables; "
                    "a hybrid's layer_pattern: README 'Training jobs', topo/training/model.py)")
-    p.add_argument("--layout", default=None, metavar="L",
+    p.add_argument("--layout", action=GivenOnce, default=None, metavar="L",
                    help="a layout TOML file (keys: tp, cp, pp, dp, ep, vpp, global_batch, recompute, ...), or the "
                         "same keys as pairs, tp=8,pp=16,dp=64,global_batch=2048 (as topo plan and topo report take "
                         "it); options given on the command line win; how the framework runs the step: "
@@ -280,6 +280,8 @@ def run(args) -> int:
     except TopoError as exc:  # a job larger than the fabric: named by --gpus when that flag sized it
         if exc.source == "layout" and exc.key == "gpus" and args.gpus:
             raise TopoError(exc.message, key="--gpus") from None
+        if exc.source == "layout" and exc.key == "first_gpu":  # the flag's own: a layout gives none here
+            raise TopoError(exc.message, key="--first-gpu") from None
         raise
     return _finish(args, result, model, fabric, lay)
 
@@ -302,6 +304,8 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         result = estimate_step(fabric, model, lay, convention=args.flops, efficiency=args.efficiency,
                                contention=not args.no_contention)
     except TopoError as exc:  # pairs given on the command line are named by their flag, a file by its path
+        if exc.source in ("layout", args.layout) and _given_as_flag(args, exc.key):  # a flag wins over the layout
+            raise _as_flags(args, TopoError(exc.message, source="layout", key=exc.key)) from None
         if exc.source in ("layout", args.layout):
             pairs = not (args.layout.endswith(".toml") or is_input_file(args.layout))
             raise TopoError(exc.message, source="--layout" if pairs else args.layout, key=exc.key) from None
@@ -358,6 +362,15 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
+
+
+def _given_as_flag(args, key: str | None) -> bool:
+    """Whether the layout field ``key`` (``ep``, ``remat_policy``, ``recompute_modules.0``) holds a value a flag gave,
+    which wins over ``--layout``'s (walk14: ``--layout global_batch=96 --ep 48`` was blamed on ``--layout: ep``)."""
+    name = (key or "").split(".")[0]
+    if args.jax_mesh is not None and name in _MESH_FIELDS:
+        return True
+    return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:

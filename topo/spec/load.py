@@ -24,7 +24,7 @@ from ..inputs import shown_value as _shown
 from .model import Spec
 from .overrides import override_label
 from .sites import is_region_data
-from ..resources import topologies_dir
+from ..resources import topologies_dir, topologies_installed
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
            "format_loc"]
@@ -375,11 +375,13 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
 
 
 def _display_path(path: Path) -> str:
-    """A path as the user would write it: relative to the working folder when below it; a bundled spec elsewhere
-    (an installed package's folder) by its name."""
+    """A path as the user would write it: relative to the working folder when below it; a bundled spec by its name
+    where it is not a checkout's ``topologies/`` below the working folder (an installed package's folder, also one
+    in a virtual environment below the working folder: walk14)."""
+    bundled = path.resolve().parent == bundled_dir().resolve()
+    if bundled and topologies_installed():
+        return f"bundled spec {path.stem}"
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
-        if path.resolve().parent == bundled_dir().resolve():
-            return f"bundled spec {path.stem}"
-        return str(path)
+        return f"bundled spec {path.stem}" if bundled else str(path)

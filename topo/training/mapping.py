@@ -182,6 +182,10 @@ def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) 
     last = _placed_ids(n - 1, used, gpus_per_domain, lay.first_gpu) if n else 0
     if last >= num_fabric_gpus:
         how = f" ({used} of each {gpus_per_domain}-GPU domain)" if used != gpus_per_domain else ""
+        if lay.first_gpu and _placed_ids(n - 1, used, gpus_per_domain, 0) < num_fabric_gpus:  # walk14: was --gpus
+            raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how} from this first GPU, but the "
+                            f"fabric has {num_fabric_gpus:,}; allowed: a first GPU from which its {n:,} GPUs fit "
+                            f"(0 fits)", source="layout", key="first_gpu")
         raise TopoError(f"the job needs GPUs {lay.first_gpu:,} to {last:,}{how}, but the fabric has "
                         f"{num_fabric_gpus:,}{FEWER_GPUS}",
                         source="layout", key="gpus")

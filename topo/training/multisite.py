@@ -102,9 +102,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     MultisiteStep
     """
     K = region.num_sites
-    if lay.dp % K or lay.global_batch % K:
-        raise TopoError(f"dp ({lay.dp}) and the global batch ({lay.global_batch}) must divide by the {K} sites",
-                        key="dp")
+    for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
+        if size % K:  # walk14: one line for both named dp when only the batch was at fault
+            raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)
     if across not in ("dp", "pp", "outer"):
         raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
     if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
