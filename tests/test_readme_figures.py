@@ -50,21 +50,15 @@ CASES = [
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 1 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
      [("with plain 1F1B (`--vpp 1`) the same layout needs 71.1 GB", "total 71.1 GB of 85.5 GB: fits")]),
-<<<<<<< HEAD
     ("topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
      [("75.0 GB, it fits", "total 75.0 GB of 85.5 GB: fits")]),
-=======
-    ("topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 4 --seq 8192 "
-     "--global-batch 2048 --dp-sharding fsdp_grad_op --tokens 15.6e12",
-     [("75.5 GB, it fits", "total 75.5 GB of 85.5 GB: fits")]),
     # walk14: the README quoted "(3% of the model)" where compare printed 4% (the log the README names)
     ("topo compare tests/data/nccl_logs/nccl1453_h100_allreduce_tagged.txt --gpu H100",
      [("this run reaches 2% of what its hardware allows at sizes >= 64 MiB",
        "this run reaches 2% of what its hardware allows at sizes >= 64 MiB"),
       ("the gap is at 1 MiB-512 MiB (4% of the model), where bandwidth dominates",
        "the gap is at 1 MiB-512 MiB (4% of the model), where bandwidth dominates")]),
->>>>>>> walk14
 ]
 
 
