@@ -25,7 +25,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from .ring_attention import CP_COMM_TYPES
+from .ring_attention import CP_COMM_TYPES, a2a_heads_error
 from ..errors import TopoError
 from ..inputs import is_input_file, loads_toml, read_toml
 from ..units import format_count
@@ -206,7 +206,10 @@ class ParallelLayout(BaseModel):
     """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
     (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
     and V all-gathered before the attention (again before its backward), their gradients reduce-scattered after
-    it, exposed (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``)."""
+    it, exposed (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``);
+    ``a2a``: DeepSpeed-Ulysses' all-to-alls of Q, K, V and the output (Transformer Engine's
+    ``AttnFuncWithCPAndQKVOA2A``), exposed, the kernel over the whole sequence at ``1 / cp`` of the heads (each TP
+    rank's query and key/value heads must divide by cp)."""
     pp_scatter_gather: Flag = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
@@ -528,6 +531,10 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if model.ffn_hidden % lay.tp:
         bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
     _check_mamba(model, lay, bad)
+    if lay.cp > 1 and lay.cp_comm_type == "a2a" and (why := a2a_heads_error(
+            lay.cp, model.heads // lay.tp,
+            model.heads // lay.tp if model.attention.kind == "mla" else max(1, kv // lay.tp))):
+        bad("cp_comm_type", why)
     if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
         bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
                   f"tp_across_domains")
