@@ -305,3 +305,22 @@ def test_cli_a2a_is_exposed_and_a_bad_split_is_one_line():
     bad = run_cli(*base, "--tp", "8")
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
     assert bad.stderr.startswith("error: --cp-comm-type: a2a splits") and "allowed: p2p or all_gather" in bad.stderr
+
+
+def test_the_benchmark_runs_each_cp_row_with_its_frameworks_exchange():
+    """Every published CP row runs its framework's exchange: Meta's rows all-gather K and V (arXiv 2407.21783 sec.
+    3.3.2); every Megatron-LM / NeMo / Megatron-Bridge / MLPerf / ModelZoo row the ring, Megatron-Core's default
+    (``--cp-comm-type`` default ``["p2p"]``; ``TEDotProductAttention``: None -> ``"p2p"``), since none of their
+    recipes sets another (calibration-findings, section 16x cp49); the AutoModel row is the ring approximation of
+    PyTorch's all-gather rotater (section 33)."""
+    from conftest import ROOT
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    rows = [s for s in training_accuracy._setups() if s["lay"].cp > 1]
+    assert len(rows) > 60
+    for s in rows:
+        want = "all_gather" if s["run"].startswith("llama3_405b") else "p2p"
+        assert s["lay"].cp_comm_type == want, s["run"]
