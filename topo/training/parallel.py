@@ -531,10 +531,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if model.ffn_hidden % lay.tp:
         bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
     _check_mamba(model, lay, bad)
-    if lay.cp > 1 and lay.cp_comm_type == "a2a" and (why := a2a_heads_error(
-            lay.cp, model.heads // lay.tp,
-            model.heads // lay.tp if model.attention.kind == "mla" else max(1, kv // lay.tp))):
-        bad("cp_comm_type", why)
+    _check_a2a(model, lay, bad)
     if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
         bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
                   f"tp_across_domains")
@@ -727,6 +724,18 @@ def _shown(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _check_a2a(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """Ulysses CP splits each TP rank's query and key/value heads over the CP ranks (Transformer Engine's
+    ``AttnFuncWithCPAndQKVOA2A`` asserts ``num_heads % cp_size == 0`` for both; a rank holds one replicated K/V
+    head where ``tp`` exceeds them; MLA's K and V have every query head)."""
+    if lay.cp <= 1 or lay.cp_comm_type != "a2a":
+        return
+    q = model.heads // lay.tp
+    kv = q if model.attention.kind == "mla" else max(1, model.num_kv_heads // lay.tp)
+    if why := a2a_heads_error(lay.cp, q, kv):
+        bad("cp_comm_type", why)
 
 
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:
