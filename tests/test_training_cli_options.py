@@ -47,7 +47,8 @@ def test_json_carries_the_options(tmp_path):
 
 
 @pytest.mark.parametrize("pair, needle", [
-    ("cp_comm_type=a2a", "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"),
+    ("cp_comm_type=a2a+p2p", "error: --layout: cp_comm_type: must be one of 'p2p', 'all_gather' or 'a2a', "
+                            "got 'a2a+p2p'"),
     ("mamba_mixer=eager", "error: --layout: mamba_mixer: must be one of 'megatron' or 'mamba_ssm', got 'eager'"),
     ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused', 'torch_bf16' or "
                            "'megatron_unfused', got 'fp32'"),
@@ -67,7 +68,7 @@ def test_bad_file_value_names_the_file(tmp_path):
     f.write_text("cp_comm_type = 3\n")
     p = run_cli(*BASE, "--layout", str(f))
     assert p.returncode == 2 and p.stderr.strip() == (
-        f"error: {f}: cp_comm_type: must be one of 'p2p' or 'all_gather', got 3"), p.stderr
+        f"error: {f}: cp_comm_type: must be one of 'p2p', 'all_gather' or 'a2a', got 3"), p.stderr
 
 
 def test_text_marks_an_option_the_job_gives_nothing_to_change():
@@ -94,7 +95,7 @@ def test_plan_names_a_bad_layout_field_by_its_flag():
     p = run_cli("plan", "dgx-h100-superpod", "--model", "llama3-8b", "--no-collectives", "--layout",
                 "tp=8,dp=16,global_batch=64,cp_comm_type=ring")
     assert p.returncode == 2 and p.stdout == "" and p.stderr.strip() == (
-        "error: --layout: cp_comm_type: must be one of 'p2p' or 'all_gather', got 'ring'"), p.stderr
+        "error: --layout: cp_comm_type: must be one of 'p2p', 'all_gather' or 'a2a', got 'ring'"), p.stderr
 
 
 @pytest.mark.parametrize("pair, shown", [('fp8_param_gather="yes"', "'yes'"), ("fp8_param_gather=1", "1"),

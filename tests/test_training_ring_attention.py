@@ -13,8 +13,8 @@ from topo.training.gpus import gpu_compute
 from topo.training.kernels import attention_rate_flops
 from topo.training.model import load_model
 from topo.training.operators import ATTENTION_BACKWARD_FLOPS, block_ops, op_time_s, ring_step_s, stage_compute
-from topo.training.parallel import make_layout
-from topo.training.ring_attention import cp_attention_calls, p2p_merge_bytes, ring_sends
+from topo.training.parallel import check_layout, make_layout
+from topo.training.ring_attention import a2a_exchanges, cp_attention_calls, p2p_merge_bytes, ring_sends
 from topo.training.step import estimate_step, exposed_comm_s, step_traffic
 
 from conftest import run_cli
@@ -49,7 +49,7 @@ def test_each_rank_computes_its_share_of_the_causal_square(cp):
     assert sends["cp_ring_forward"] == (1.0, cp - 1)
     assert sum(k * n for p, (k, n) in sends.items() if p != "cp_ring_forward") == 2 * (cp - 1)
     with pytest.raises(ValueError, match="cp_comm_type"):
-        cp_attention_calls(s, cp, "a2a")
+        cp_attention_calls(s, cp, "a2a+p2p")
 
 
 def test_ring_kernels_keep_the_flops_and_run_at_their_block_rate():
@@ -191,8 +191,9 @@ def test_recomputed_attention_sends_again():
 
 
 def test_unknown_exchange_is_refused():
-    with pytest.raises(TopoError, match="cp_comm_type: must be one of 'p2p' or 'all_gather', got 'a2a'"):
-        make_layout(cp=2, global_batch=1, cp_comm_type="a2a")
+    with pytest.raises(TopoError,
+                       match="cp_comm_type: must be one of 'p2p', 'all_gather' or 'a2a', got 'a2a\\+p2p'"):
+        make_layout(cp=2, global_batch=1, cp_comm_type="a2a+p2p")
 
 
 def test_cli_takes_the_exchange():
@@ -208,8 +209,8 @@ def test_cli_takes_the_exchange():
     assert {c["collective"] for c in cp} == {"all_gather", "reduce_scatter"}
     assert gather["breakdown_s"]["cp"] > 0
     assert gather["breakdown_s"]["cp"] == pytest.approx(sum(c["time_s"] for c in cp))
-    bad = run_cli(*base, "--cp-comm-type", "a2a")
-    assert bad.returncode == 2 and "a2a" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli(*base, "--cp-comm-type", "a2a+p2p")
+    assert bad.returncode == 2 and "a2a+p2p" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_the_exchange_and_the_merges_count_the_same_kv_width():
@@ -227,3 +228,99 @@ def test_the_exchange_and_the_merges_count_the_same_kv_width():
     acc = next(o for o in block_ops(llama, _lay(4, tp=4), "*") if o.name == "cp_grad_accumulate")
     q, kv = 65536 / 4 * 64 / 4 * 128, 65536 / 4 * 512
     assert acc.bytes == pytest.approx(3 * 6 * (q + kv))
+
+
+# --- Ulysses CP (cp_comm_type = "a2a"): Transformer Engine's AttnFuncWithCPAndQKVOA2A, context_parallel.py,
+# NVIDIA/TransformerEngine@d0067d0 (flash_attn_a2a_communicate; DeepSpeed-Ulysses, arXiv 2309.14509)
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_a2a_runs_one_causal_kernel_over_the_whole_sequence(cp):
+    """After the all-to-all a rank holds all s tokens of 1/cp of its heads: one causal kernel at block s, s^2/2
+    pairs of 1/cp of the heads (s^2 / (2 cp) per head of the rank's), the same FLOPs as the ring's kernels, no
+    merges (one kernel sees every key)."""
+    s = 65536
+    call, = cp_attention_calls(s, cp, "a2a")
+    assert (call.launches, call.block, call.causal) == (1, s, True)
+    assert call.pairs == pytest.approx(s * s / (2 * cp), rel=1e-12)
+    m = load_model("llama3-8b")
+    ring = [o for o in block_ops(m, _lay(cp), "*") if o.kind == "attention"]
+    ops = block_ops(m, _lay(cp, cp_comm_type="a2a"), "*")
+    a2a, = [o for o in ops if o.kind == "attention"]
+    assert a2a.flops == pytest.approx(sum(o.flops for o in ring), rel=1e-12)
+    assert (a2a.block_seq, a2a.causal, a2a.launches) == (s, True, 1.0)
+    assert not {"cp_merge", "cp_grad_accumulate"} & {o.name for o in ops}
+
+
+def test_a2a_exchanges_q_k_v_and_the_output_each_pass():
+    """Llama 3 8B (32 query heads, 8 KV heads of 128), TP1 CP8, 64k: each rank's 8,192 tokens. Forward one
+    all_to_all_single each for Q (8,192 x 32 x 128 x 2 B = 64 MiB), K and V (8,192 x 8 x 128 x 2 B = 16 MiB each)
+    before the kernel and one for the output (64 MiB) after it; backward dO, then dQ, dK, dV: four a pass, per
+    layer. Recomputing the attention core runs the forward's four again. No window hides them (exposed)."""
+    m = load_model("llama3-8b")
+    lay = _lay(8, cp_comm_type="a2a")
+    q, kv = 8192 * 32 * 128 * 2, 8192 * 8 * 128 * 2
+    assert a2a_exchanges(q, 2 * kv, q) == {"forward": [q, kv, kv, q], "backward": [q, q, kv, kv]}
+
+    def calls(**kw):
+        out = {}
+        for t in step_traffic(m, lay.model_copy(update=kw)):
+            if t["dim"] == "cp":
+                assert t["collective"] == "alltoall"
+                out[(t["phase"], t["size_bytes"])] = out.get((t["phase"], t["size_bytes"]), 0) + t["calls"]
+        return out
+
+    L = m.layers
+    assert calls() == {("cp_a2a_forward", q): 2 * L, ("cp_a2a_forward", kv): 2 * L,
+                       ("cp_a2a_backward", q): 2 * L, ("cp_a2a_backward", kv): 2 * L}
+    again = calls(recompute_modules=("core_attn",))
+    assert again[("cp_a2a_forward", q)] == 4 * L and again[("cp_a2a_backward", q)] == 2 * L
+    w = {"cp_ring_forward": 1.0, "cp_ring_backward": 1.0}
+    assert all(exposed_comm_s("cp", ph, 1e-3, dict(w), lay, None) == 1e-3 for ph, _ in calls())
+
+
+def test_a2a_is_refused_where_the_heads_do_not_split():
+    """TE asserts ``num_heads % cp_size == 0`` for Q and for K and V (``AttnFuncWithCPAndQKVOA2A.forward``): Meta's
+    Llama 3 405B at TP8 leaves each rank 16 query heads and 1 KV head, so CP16 cannot run a2a (the paper's reason
+    for gathering K and V, arXiv 2407.21783 sec. 3.3.2); Llama 3 70B at TP2 (32 and 4 heads) runs CP 2 or 4, not
+    8. The error is one line naming the key and what is allowed."""
+    big, mid = load_model("llama3-405b"), load_model("llama3-70b")
+    with pytest.raises(TopoError) as e:
+        check_layout(big, make_layout(tp=8, cp=16, pp=16, dp=8, global_batch=128, seq_len=131072,
+                                      cp_comm_type="a2a"))
+    assert str(e.value) == ("layout: cp_comm_type: a2a splits each tensor-parallel rank's 16 query and 1 key/value "
+                            "heads over the 16 CP ranks and needs both divisible by cp; allowed: p2p or all_gather "
+                            "(no cp > 1 divides both)")
+    check_layout(mid, make_layout(tp=2, cp=4, global_batch=1, seq_len=32768, cp_comm_type="a2a"))
+    with pytest.raises(TopoError, match=r"32 query and 4 key/value heads .* allowed: cp 2, 4, or p2p or all_gather"):
+        check_layout(mid, make_layout(tp=2, cp=8, global_batch=1, seq_len=32768, cp_comm_type="a2a"))
+
+
+def test_cli_a2a_is_exposed_and_a_bad_split_is_one_line():
+    base = ("train", "dgx-h100-superpod", "--model", "llama3-70b", "--cp", "4", "--dp", "1", "--seq", "32768",
+            "--global-batch", "1", "--cp-comm-type", "a2a")
+    out = json.loads(run_cli(*base, "--tp", "2", "--json", check=True).stdout)
+    cp = [c for c in out["comm"] if c["dim"] == "cp"]
+    assert {c["collective"] for c in cp} == {"alltoall"} and out["layout"]["cp_comm_type"] == "a2a"
+    assert out["breakdown_s"]["cp"] == pytest.approx(sum(c["time_s"] for c in cp), rel=1e-9)
+    bad = run_cli(*base, "--tp", "8")
+    assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.stderr.startswith("error: --cp-comm-type: a2a splits") and "allowed: p2p or all_gather" in bad.stderr
+
+
+def test_the_benchmark_runs_each_cp_row_with_its_frameworks_exchange():
+    """Every published CP row runs its framework's exchange: Meta's rows all-gather K and V (arXiv 2407.21783 sec.
+    3.3.2); every Megatron-LM / NeMo / Megatron-Bridge / MLPerf / ModelZoo row the ring, Megatron-Core's default
+    (``--cp-comm-type`` default ``["p2p"]``; ``TEDotProductAttention``: None -> ``"p2p"``), since none of their
+    recipes sets another (calibration-findings, section 16x cp49); the AutoModel row is the ring approximation of
+    PyTorch's all-gather rotater (section 33)."""
+    from conftest import ROOT
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+
+    rows = [s for s in training_accuracy._setups() if s["lay"].cp > 1]
+    assert len(rows) > 60
+    for s in rows:
+        want = "all_gather" if s["run"].startswith("llama3_405b") else "p2p"
+        assert s["lay"].cp_comm_type == want, s["run"]

@@ -58,7 +58,7 @@ def _job_arguments(p) -> None:
                         "cross_entropy=fused|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
-                        "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather, "
+                        "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather|a2a, "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype; an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "

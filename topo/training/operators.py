@@ -232,12 +232,14 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
         io = ACT * T * heads * (2 * dqk + 2 * dv)
         if lay.cp > 1 and not (kind == Block.LOCAL and model.attention.window):
             ops += _cp_attention_ops(s, lay, flops, io, dqk, T * heads * dv, T * model.kv_width(tp))
-        else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most)
-            block = min(s / lay.cp, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
-            sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < s / lay.cp
+        else:  # the block the kernel sees: the sequence, or a local window (its s / cp keys under CP at most;
+            # Ulysses' kernel holds all s tokens of its heads)
+            side = s if lay.cp_comm_type == "a2a" else s / lay.cp
+            block = min(side, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
+            sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < side
             # a sliding window's kernel sees the whole sequence (its s / cp tokens), masked to the window
             ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk,
-                          block_seq=s / lay.cp if sliding else block, causal=True, window=block if sliding else 0.0))
+                          block_seq=side if sliding else block, causal=True, window=block if sliding else 0.0))
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads

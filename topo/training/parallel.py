@@ -25,7 +25,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from .ring_attention import CP_COMM_TYPES
+from .ring_attention import CP_COMM_TYPES, a2a_heads_error
 from ..errors import TopoError
 from ..inputs import is_input_file, loads_toml, read_toml
 from ..units import format_count
@@ -208,7 +208,10 @@ class ParallelLayout(BaseModel):
     """How context parallelism exchanges K and V (:mod:`topo.training.ring_attention`): ``p2p``, ring attention
     (Megatron-Core's default ``cp_comm_type``; Transformer Engine's ``AttnFuncWithCPAndKVP2P``); ``all_gather``: K
     and V all-gathered before the attention (again before its backward), their gradients reduce-scattered after
-    it, exposed (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``)."""
+    it, exposed (Meta's Llama 3, arXiv 2407.21783 sec. 3.3.2; Transformer Engine's ``AttnFuncWithCPAndKVAllGather``);
+    ``a2a``: DeepSpeed-Ulysses' all-to-alls of Q, K, V and the output (Transformer Engine's
+    ``AttnFuncWithCPAndQKVOA2A``), exposed, the kernel over the whole sequence at ``1 / cp`` of the heads (each TP
+    rank's query and key/value heads must divide by cp)."""
     pp_scatter_gather: Flag = True
     """Megatron's scatter/gather of pipeline sends (Narayanan et al. 2021, sec. 4.1): each TP rank sends 1/tp of
     the activation and the next stage all-gathers it over NVLink (False: every TP rank sends all of it)."""
@@ -530,6 +533,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
     if model.ffn_hidden % lay.tp:
         bad("tp", f"{lay.tp} does not divide ffn_hidden {model.ffn_hidden}")
     _check_mamba(model, lay, bad)
+    _check_a2a(model, lay, bad)
     if gpus_per_domain is not None and lay.tp > gpus_per_domain and not lay.tp_across_domains:
         bad("tp", f"{lay.tp} is larger than the {gpus_per_domain}-GPU NVLink domain; allow it with "
                   f"tp_across_domains")
@@ -722,6 +726,18 @@ def _shown(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _check_a2a(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """Ulysses CP splits each TP rank's query and key/value heads over the CP ranks (Transformer Engine's
+    ``AttnFuncWithCPAndQKVOA2A`` asserts ``num_heads % cp_size == 0`` for both; a rank holds one replicated K/V
+    head where ``tp`` exceeds them; MLA's K and V have every query head)."""
+    if lay.cp <= 1 or lay.cp_comm_type != "a2a":
+        return
+    q = model.heads // lay.tp
+    kv = q if model.attention.kind == "mla" else max(1, model.num_kv_heads // lay.tp)
+    if why := a2a_heads_error(lay.cp, q, kv):
+        bad("cp_comm_type", why)
 
 
 def _check_mamba(model: ModelSpec, lay: ParallelLayout, bad) -> None:

@@ -28,6 +28,21 @@ A sequence of ``s`` tokens is cut into ``2 cp`` chunks and rank ``r`` holds chun
   all-gathers (forward, backward) and one reduce-scatter, all exposed (each blocks the kernels after it). Meta's
   paper names only the forward gather; its backward is taken to be Transformer Engine's (assumption).
 
+- ``a2a`` (DeepSpeed-Ulysses, arXiv 2309.14509; Transformer Engine's ``AttnFuncWithCPAndQKVOA2A``, same file,
+  NVIDIA/TransformerEngine@d0067d0; Megatron-Core's ``--cp-comm-type a2a``): an all-to-all over the CP group
+  trades the rank's ``s / cp`` tokens of all its heads for all ``s`` tokens of ``1 / cp`` of them, one
+  ``all_to_all_single`` each for Q, K and V before the kernel (``flash_attn_a2a_communicate(..., before_attn=True,
+  a2a_input_names=["q", "k", "v"])``) and one for the output after it (``["out"]``); backward one for dO before and
+  one each for dQ, dK and dV after (``["dout"]``, ``["dq", "dk", "dv"]``): four per pass, each blocking the kernel
+  after it (their ``async_op`` overlaps only the next tensor's reordering). The kernel is one causal call over the
+  whole sequence at ``heads / cp`` heads: ``s^2 / 2`` pairs of ``1 / cp`` of the heads, ``s^2 / (2 cp)`` per head
+  of the rank's, at block ``s``. TE asserts ``num_heads % cp_size == 0`` for Q and for K and V
+  (``cp_comm_type='a2a' requires num_heads % cp_size == 0``): with few K/V heads (GQA: Llama 3 405B's 8 over TP8
+  leave one a rank) a2a cannot run, which is why Meta gathers K and V instead (arXiv 2407.21783 sec. 3.3.2).
+  Not built: ``a2a+p2p`` (TE's ring over one level of ``hierarchical_context_parallel_sizes`` after an a2a over
+  the other); no published row runs it ("No checked-in Bridge recipe sets cp_comm_type=a2a+p2p",
+  NVIDIA-NeMo/Megatron-Bridge@067f987d ``skills/nemo-mbridge-perf-hierarchical-context-parallel/card.yaml``).
+
 Each call's rate is the fused kernel's at the call's block (:func:`topo.training.kernels.attention_rate_flops`):
 a causal square at its side, a rectangle at its shorter side (assumption: the published tables are square;
 the ring's ranks run a step in lockstep, the lower- and upper-triangle ranks each have one side ``s / 2cp``).
@@ -37,9 +52,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AttentionCall", "cp_attention_calls", "p2p_merge_bytes", "ring_sends", "CP_COMM_TYPES"]
+__all__ = ["AttentionCall", "cp_attention_calls", "p2p_merge_bytes", "ring_sends", "a2a_exchanges",
+           "a2a_heads_error", "CP_COMM_TYPES"]
 
-CP_COMM_TYPES = ("p2p", "all_gather")
+CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,7 @@ def cp_attention_calls(seq: float, cp: int, comm_type: str = "p2p") -> list[Atte
     cp : int
         Context-parallel ranks (> 1).
     comm_type : str
-        ``p2p`` (ring) or ``all_gather``.
+        ``p2p`` (ring), ``all_gather`` or ``a2a`` (Ulysses).
 
     Returns
     -------
@@ -80,6 +96,8 @@ def cp_attention_calls(seq: float, cp: int, comm_type: str = "p2p") -> list[Atte
         # chunks r and 2cp-1-r (two kernels): their causal squares and, in the same kernels, the keys before them
         return [AttentionCall("chunk_diagonals", 2, 2 * half * half / 2, half, True),
                 AttentionCall("chunk_prefixes", 0, (2 * cp - 1) * half * half, half, False)]
+    if comm_type == "a2a":  # the whole sequence, causal, at 1/cp of the heads: s^2/2 pairs of 1/cp of them
+        return [AttentionCall("full_sequence", 1, seq * seq / (2 * cp), seq, True)]
     raise ValueError(f"unknown cp_comm_type {comm_type!r}; allowed: {', '.join(CP_COMM_TYPES)}")
 
 
@@ -131,3 +149,48 @@ def ring_sends(cp: int) -> dict[str, tuple[float, int]]:
         sends)``, a chunk the rank's ``s / cp`` tokens of K and V.
     """
     return {"cp_ring_forward": (1.0, cp - 1), "cp_ring_backward": (2.0, cp - 2), "cp_ring_backward_ends": (1.0, 2)}
+
+
+def a2a_exchanges(q_bytes: float, kv_bytes: float, out_bytes: float) -> dict[str, list[float]]:
+    """The all-to-alls of Ulysses CP (``a2a``, see the module doc) per layer and micro-batch on one rank, by pass:
+    each one ``all_to_all_single`` of the rank's whole tensor (``s / cp`` tokens of its heads) over the CP group,
+    ``(cp - 1) / cp`` of it leaving the rank.
+
+    Parameters
+    ----------
+    q_bytes, kv_bytes, out_bytes : float
+        Bytes of the rank's Q, of its K and V together, and of its output, before the exchange.
+
+    Returns
+    -------
+    dict of str to list of float
+        ``forward`` (Q, K, V before the kernel, the output after) and ``backward`` (dO before, dQ, dK, dV after):
+        the size of each call.
+    """
+    return {"forward": [q_bytes, kv_bytes / 2, kv_bytes / 2, out_bytes],
+            "backward": [out_bytes, q_bytes, kv_bytes / 2, kv_bytes / 2]}
+
+
+def a2a_heads_error(cp: int, q_heads: int, kv_heads: int) -> str | None:
+    """Why Ulysses CP cannot split a rank's heads over ``cp`` ranks (Transformer Engine asserts ``num_heads %
+    cp_size == 0`` for Q and for K and V, ``AttnFuncWithCPAndQKVOA2A.forward``), or None when it can.
+
+    Parameters
+    ----------
+    cp : int
+        Context-parallel ranks.
+    q_heads, kv_heads : int
+        Query heads and key/value heads a tensor-parallel rank holds.
+
+    Returns
+    -------
+    str or None
+        The reason, naming the allowed values, or None.
+    """
+    if q_heads % cp == 0 and kv_heads % cp == 0:
+        return None
+    divisors = [d for d in range(2, min(q_heads, kv_heads) + 1) if q_heads % d == 0 and kv_heads % d == 0]
+    allowed = (f"cp {', '.join(map(str, divisors))}, or p2p or all_gather" if divisors
+               else "p2p or all_gather (no cp > 1 divides both)")
+    return (f"a2a splits each tensor-parallel rank's {q_heads} query and {kv_heads} key/value heads over the "
+            f"{cp} CP ranks and needs both divisible by cp; allowed: {allowed}")

@@ -21,7 +21,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
 - CP per attention block (:mod:`topo.training.ring_attention`): ring attention (``cp_comm_type = p2p``): ``cp - 1``
   sends of the rank's K/V chunk forward, K/V and dK/dV backward, each behind its own step's attention kernel and
   exposed where it outlasts it; or an all-gather of K and V forward, K and V gathered again backward and their
-  gradients reduce-scattered, exposed (``all_gather``, Meta's Llama 3); per Mamba block six all-to-alls each pass
+  gradients reduce-scattered, exposed (``all_gather``, Meta's Llama 3); or Ulysses' all-to-alls of Q, K, V and
+  the output forward, dO, dQ, dK and dV backward, exposed (``a2a``, :func:`a2a_exchanges`); per Mamba block six all-to-alls each pass
   (its tokens for heads and back, :func:`mamba_cp_alltoalls`), exposed;
 - PP: each micro-batch's activations cross every stage boundary forward and backward, ``2 (m v + p - 1)`` sends on
   the critical path (``2 (p - 1)`` when ``overlap_pp``; the ``p - 1`` once per schedule run,
@@ -96,7 +97,7 @@ from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capaci
                         pipeline_units, rank_computes, ring_step_s)
 from .parallel import ParallelLayout, check_layout, dp_bucket_calls
 from .result import DimensionComm, StepResult
-from .ring_attention import ring_sends
+from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
 from .uncertainty import step_interval
@@ -277,7 +278,14 @@ def _cp_traffic(t: _Traffic) -> None:
     if lay.cp > 1 and c[Block.ATTENTION]:
         kv = lay.micro_batch * t.seq * model.kv_width(lay.tp) * ACT_BYTES
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
-        if lay.cp_comm_type == "all_gather":  # K/V gathered again backward (ring_attention's module doc)
+        if lay.cp_comm_type == "a2a":  # Ulysses: Q, K, V and O (dO, dQ, dK, dV) traded for heads, blocking
+            tok = lay.micro_batch * t.s_cp * ACT_BYTES
+            q = tok * model.heads / lay.tp * model.qk_dim
+            calls = a2a_exchanges(q, tok * model.kv_width(lay.tp), tok * model.heads / lay.tp * model.v_dim)
+            for phase, passes in (("forward", forward), ("backward", m * c[Block.ATTENTION])):
+                for size in set(calls[phase]):
+                    t.add("cp", "alltoall", "cp", size, passes * calls[phase].count(size), phase=f"cp_a2a_{phase}")
+        elif lay.cp_comm_type == "all_gather":  # K/V gathered again backward (ring_attention's module doc)
             t.add("cp", "all_gather", "cp", kv, forward, phase="cp_gather")
             t.add("cp", "all_gather", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather_backward")
             t.add("cp", "reduce_scatter", "cp", kv, m * c[Block.ATTENTION], phase="cp_gather_backward")
