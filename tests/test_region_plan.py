@@ -221,3 +221,10 @@ def test_a_full_attach_tier_gets_dci_border_switches_and_idle_ports_take_the_dci
     assert p.dci.power_W == pytest.approx(sum(b.power_W for b in p.dci.spans) + sw.power_W_each
                                           + 32 * mod.power_W_each)
     assert any("site east: its DCI takes 32 spine ports" in n and "assumption" in n for n in p.notes)
+    # 24 waves: 2.4 TB/s = 48 spine ports, more than one border switch's 32 DCI-facing ports: ceil(48 / 32) = 2
+    # switches (their whole radix would say 1), 2 x 32 links into the site, 2 x ceil(64 / 2) = 64 modules
+    more = plan_region(build_region("two-site-h100", ['sites[0].set=["cluster.num_units=4"]',
+                                                      "interconnect.waves=24"]), collectives=False)
+    east = more.dci.site_ports[0]
+    assert (east["ports_needed"], east["ports_idle"], east["border_switches"]) == (48, 0, 2)
+    assert [i["count"] for i in east["items"]] == [2, 64]
