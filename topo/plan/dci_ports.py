@@ -37,10 +37,12 @@ class SitePorts:
 
     @property
     def power_W(self) -> float:
+        """Watts of the border switches and modules :attr:`items` adds (0 where idle ports take the DCI)."""
         return sum(i.count * i.power_W_each for i in self.items)
 
     @property
     def equipment_usd(self) -> float:
+        """Price of the border switches and modules :attr:`items` adds, in US dollars."""
         return sum(i.count * i.price_usd_each for i in self.items)
 
 
