@@ -67,7 +67,7 @@ def site_ports(region, site_plans) -> list[SitePorts]:
         mine = (region.spans["a"] == k) | (region.spans["b"] == k)
         need_Bps = float(cap[mine].sum()) / ic.border_oversubscription
         needed = math.ceil(need_Bps / t.down_rate_Bps - 1e-9)
-        idle = (t.radix - t.down_ports - t.up_ports) * t.num_switches
+        idle = t.idle_ports
         missing = max(0, needed - idle)
         extra = math.ceil(missing / (t.radix // 2)) if missing else 0
         out.append(SitePorts(region.site_names[k], t.name, need_Bps, t.down_rate_Bps, needed, idle, extra,
