@@ -69,6 +69,7 @@ SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.
     python benchmarks/training_accuracy.py --fit      # also writes the fitted values into kernels.toml and the
                                                       # out-of-family errors into step_uncertainty.toml
     python benchmarks/training_accuracy.py --write    # also updates benchmarks/RESULTS.md
+    python benchmarks/training_accuracy.py --host-rows  # also the host launch time each host-bound MoE run wants
 """
 
 from __future__ import annotations
@@ -238,9 +239,15 @@ def _paper_setups():
             extra = dict(flash_attention=False, dp_sharding="none", recompute="full", overlap_dp=False)
         else:
             model, spec, conv = load_model("llama3-405b"), ("meta-llama3-24k", ()), "6n"
-            # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2)
-            extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none", vpp=4,
-                         pipeline_embedding=True, cp_comm_type="all_gather")
+            # CP: K and V all-gathered, their gradients reduce-scattered, exposed (arXiv 2407.21783 sec. 3.3.2).
+            # V from the same section: "we reduce one Transformer layer each from the first and the last stages
+            # [...] the first model chunk on the first stage has only the embedding, and the last model chunk on
+            # the last stage has only output projection and loss calculation". A first stage of E plus V - 1
+            # chunks of n layers holding one layer fewer than a stage of V n layers needs n = 1: one unit per
+            # chunk, V = (126 layers + E + L) / pp = 8 (the layout E|(t|)*126L; tests/test_training_memory.py)
+            extra = dict(flash_attention=True, dp_sharding="fsdp_grad_op", recompute="none",
+                         vpp=(model.layers + 2) // int(row["pp"]), pipeline_embedding=True,
+                         cp_comm_type="all_gather")
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
@@ -524,7 +531,7 @@ def _setups():
         _run_kw(row, model, kw)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"],
-                        holdout=is_held))
+                        holdout=is_held, row=row))
     for s in out:
         s["group"] = group(s["model"], s["lay"])
         s["family"] = family(s["model"].name)
@@ -642,9 +649,66 @@ def _host_note(host_wanted) -> str:
     if host_wanted is None or host_wanted <= HOST_RANGE[1]:
         return ""
     return (f"\n\nThe host's launch time is held at the top of its published range, {HOST_RANGE[1] * 1e6:.0f} us: the "
-            f"MoE runs alone would take {host_wanted * 1e6:.0f} us, i.e. they spend more than the model names "
+            f"MoE runs alone would take {host_wanted * 1e6:.1f} us, i.e. they spend more than the model names "
             "(not absorbed: their errors above are with the bounded value). Their out-of-family errors equal "
-            "the in-sample ones because no other fitted value touches them.")
+            "the in-sample ones because no other fitted value touches them. `--host-rows` shows which runs pull "
+            "it there: those the host binds inside the range, or those it binds only above it.")
+
+
+HOST_GRID_S = (5e-6, 1e-5, 2e-5, 3e-5, 4e-5, 6e-5, 8e-5)
+"""Host launch times (s) at which ``--host-rows`` prices each MoE run: the published 5-20 us and on to 4x its top."""
+
+HOST_BOUND_POINTS = 1.0
+"""``--host-rows`` lists a run whose signed error moves by at least this many points over :data:`HOST_GRID_S`."""
+
+
+def host_root_s(grid, errors) -> float | None:
+    """The host launch time at which a run's signed error (``errors[i]`` at ``grid[i]``, rising with it) reaches
+    zero, linear between grid points; None where it does not on the grid (too slow at the smallest time, or too
+    fast at the largest)."""
+    for (h0, e0), (h1, e1) in zip(zip(grid, errors), zip(grid[1:], errors[1:])):
+        if e0 <= 0.0 <= e1 and e1 > e0:
+            return h0 + (h1 - h0) * (-e0) / (e1 - e0)
+    return None
+
+
+def host_rows(setups, predict, values) -> str:
+    """``--host-rows``: each MoE run (the regressed ones left out) whose error the host launch time moves, its
+    signed error at each :data:`HOST_GRID_S` value (the fractions as fitted), the time that zeroes it and its host
+    CPU; then, over the fitted runs (not the hold-out), the median of those times per GPU generation, host CPU and
+    where the host starts to bind (:func:`host_binds_within`): inside the published range, or only above it. Where
+    the runs it binds inside the range want a time inside it and the rest only far above it, the bound says no
+    more than that the rest lack something the host does not explain (docs/calibration-findings.md, hophost49)."""
+    from topo.fabric.server_cpu import default_host_cpu
+
+    lines = ["| run | GPU | host CPU | " + " | ".join(f"{h * 1e6:.0f} us" for h in HOST_GRID_S)
+             + " | zero at (us) |", "|---|---|---|" + "---|" * (len(HOST_GRID_S) + 1)]
+    roots: dict[tuple, list] = {}
+    for s in setups:
+        if s["model"].moe is None or s["run"] in REGRESSED:
+            continue
+        errs = [predict(s, {**values, HOST: h}) / s["step_s"] - 1 for h in HOST_GRID_S]
+        if 100 * (errs[-1] - errs[0]) < HOST_BOUND_POINTS:
+            continue
+        cpu, root = default_host_cpu(s["gpu"]), host_root_s(HOST_GRID_S, errs)
+        if root is not None and not s["holdout"]:
+            where = "inside" if host_binds_within(HOST_GRID_S, errs, HOST_RANGE[1]) else "above"
+            roots.setdefault((s["gen"], cpu, where), []).append(root)
+        zero = "-" if root is None else f"{root * 1e6:.1f}"
+        lines.append(f"| {s['run']}{' (hold-out)' if s['holdout'] else ''} | {s['gpu']} | {cpu} | "
+                     + " | ".join(f"{100 * e:+.1f}%" for e in errs) + f" | {zero} |")
+    lines += ["", "| GPU generation | host CPU | the host binds | fitted runs with a zero | median zero (us) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {g} | {c} | {w} the published range | {len(r)} | {_median(r) * 1e6:.1f} |"
+              for (g, c, w), r in sorted(roots.items())]
+    return "\n".join(lines)
+
+
+def host_binds_within(grid, errors, top_s: float) -> bool:
+    """Whether a run's error already moves (by :data:`HOST_BOUND_POINTS`) between the grid's smallest host time and
+    ``top_s`` (the published range's top): the host sets its step inside the range, not only above it."""
+    at_top = errors[list(grid).index(top_s)]
+    return 100 * (at_top - errors[0]) >= HOST_BOUND_POINTS
 
 
 def main() -> None:
@@ -652,6 +716,8 @@ def main() -> None:
     ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
                     "out-of-family errors into step_uncertainty.toml")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--host-rows", action="store_true", help="also print, for each MoE run the host launch time "
+                    "moves, its error from 5 to 80 us and the time that zeroes it")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -660,8 +726,11 @@ def main() -> None:
     values, host_wanted = _fit_and_score(setups, predict)
     body, errors = _report(setups, values)
     body += _host_note(host_wanted)
+    body += "\n\n" + fp8_pair_section(setups)
     body += f"\n\nWall time {time.perf_counter() - t0:.0f} s."
     print(body)
+    if args.host_rows:
+        print("\n" + host_rows(setups, predict, values))
     if args.fit:
         _write_fit(values, errors)
     if args.write:
@@ -878,6 +947,91 @@ def _ranges():
 
 
 FRACTION_RANGE, HOST_RANGE, HOST_DEFAULT = _ranges()
+
+
+PAIR_KEY = ("software", "system", "gpu", "num_gpus", "model", "seq_len", "global_batch_seqs", "micro_batch", "tp",
+            "pp", "cp", "vpp", "ep", "fsdp", "etp", "moe_capacity_factor")
+"""The columns a BF16 run and an FP8 run share to be one pair: the same model, release (software), system, scale,
+batch, layout and routing (token-drop capacity; :data:`PAIR_NOTE_FLAGS`); the recipe's other settings (CUDA graphs,
+dispatcher, recomputation) may differ, and the pair table says where they do (:data:`PAIR_OTHER`)."""
+PAIR_NOTE_FLAGS = ("force-load-balancing",)
+"""Routing that only a row's note records, which a pair's two runs must share: Megatron-LM's
+``--moe-router-force-load-balancing`` (the Megatron-MoE-ModelZoo's Mixtral table runs BF16 both with and without
+it, and block-wise FP8 with it)."""
+PAIR_OTHER = ("cuda_graph_scope", "moe_dispatcher", "moe_dispatch_bytes", "moe_a2a_overlap", "recompute_modules",
+              "recompute_granularity", "activation_offload_layers")
+
+
+def fp8_recipe_label(row) -> str:
+    """A FP8 run's scaling recipe for the pair table: :func:`fp8_recipe`'s (current, blockwise, mxfp8), else
+    ``delayed`` where the note names per-tensor delayed scaling, else ``per-tensor`` (not recorded)."""
+    rec = fp8_recipe(row)
+    if rec is not None:
+        return rec
+    return "delayed" if "delayed scaling" in (row.get("note") or "").lower() else "per-tensor"
+
+
+def fp8_pairs(setups) -> list[tuple[dict, dict]]:
+    """``(bf16, fp8)`` setups of every published BF16 run and FP8 run that share :data:`PAIR_KEY` (a run of the
+    paper file, without a CSV row, pairs with none), each hold-out run only with a hold-out run: a pair is fitted or
+    held out as a whole."""
+    by_key = {}
+    for s in setups:
+        if s.get("row") is not None:
+            flags = tuple(f in (s["row"].get("note") or "") for f in PAIR_NOTE_FLAGS)
+            by_key.setdefault((s["holdout"],) + tuple(s["row"].get(k) or "" for k in PAIR_KEY) + flags, []).append(s)
+    return [(b, f) for runs in by_key.values() for b in runs if b["row"]["precision"] == "bf16"
+            for f in runs if f["row"]["precision"] == "fp8"]
+
+
+def _pair_line(b, f) -> str:
+    """One pair's row of :func:`fp8_pair_section`: the measured step ratio FP8 / BF16 against topo's."""
+    meas, topo = f["step_s"] / b["step_s"], f["pred"] / b["pred"]
+    lofo = f"{f['lofo'] / b['lofo'] / meas - 1:+.1%}" if (b.get("lofo") and f.get("lofo")) else "-"
+    other = ", ".join(c for c in PAIR_OTHER if (b["row"].get(c) or "") != (f["row"].get(c) or "")) or "-"
+    return (f"| {b['run']} / {f['run']}{' (hold-out)' if f['holdout'] else ''} | {f['family']} | {f['gpu']} | "
+            f"{f['row']['software']} | {fp8_recipe_label(f['row'])} | {meas:.3f} | {topo:.3f} | {topo / meas - 1:+.1%}"
+            f" | {lofo} | {b['pred'] / b['step_s'] - 1:+.1%} | {f['pred'] / f['step_s'] - 1:+.1%} | {other} |")
+
+
+def fp8_pair_section(setups) -> str:
+    """The FP8-over-BF16 pair table (markdown): every :func:`fp8_pairs` pair, the measured step-time ratio FP8 /
+    BF16 against topo's in-sample and out-of-family ones, and the median ratio error by set, recipe and GPU
+    generation (negative: topo's FP8 gain is larger than measured)."""
+    pairs = sorted(fp8_pairs(setups), key=lambda p: (p[1]["holdout"], p[1]["group"], p[1]["family"], p[1]["gpu"],
+                                                     p[1]["run"]))
+    lines = ["| BF16 run / FP8 run | family | GPU | release | FP8 recipe | measured FP8/BF16 | topo | ratio error | "
+             "out of family | BF16 error | FP8 error | settings that differ |", "|---|---|---|---|---|---|---|---|---|"
+             "---|---|---|"] + [_pair_line(b, f) for b, f in pairs]
+    by_recipe = _pair_summary(pairs, lambda f: (fp8_recipe_label(f["row"]), f["gen"]), "FP8 recipe | GPU generation")
+    by_family = _pair_summary(pairs, lambda f: (f["family"], f["gpu"], _release(f["row"])), "family | GPU | release")
+    return ("FP8 over BF16, pair by pair: runs of one model, release, system, scale, batch and layout in both "
+            "precisions (`fp8_pairs`); ratio error = topo's FP8/BF16 step ratio over the measured one, minus 1 "
+            "(negative: topo's FP8 gain too large).\n\n" + by_recipe + "\n\n" + by_family + "\n\n"
+            + "\n".join(lines))
+
+
+def _release(row) -> str:
+    """A row's release for the pair summary: ``NeMo yy.mm`` where its software names one, else the software up to
+    its first parenthesis."""
+    m = re.search(r"NeMo \d\d\.\d\d", row.get("software") or "")
+    return m[0] if m else (row.get("software") or "").split(" (")[0]
+
+
+def _pair_summary(pairs, key, header: str) -> str:
+    """The median ratio error of ``pairs`` by set and ``key(fp8 setup)`` (a tuple, ``header`` naming its columns),
+    in-sample and out of family (where both runs have an out-of-family prediction)."""
+    groups, lofo = {}, {}
+    for b, f in pairs:
+        k = ("hold-out" if f["holdout"] else "fitted",) + key(f)
+        meas = f["step_s"] / b["step_s"]
+        groups.setdefault(k, []).append(f["pred"] / b["pred"] / meas - 1)
+        if b.get("lofo") and f.get("lofo"):
+            lofo.setdefault(k, []).append(f["lofo"] / b["lofo"] / meas - 1)
+    n = header.count("|") + 1
+    out = [f"| set | {header} | pairs | median ratio error | range | out of family |", "|---" * (n + 5) + "|"]
+    return "\n".join(out + [f"| {' | '.join(k)} | {len(v)} | {_median(v):+.1%} | {min(v):+.1%} .. {max(v):+.1%} | "
+                             + (f"{_median(lofo[k]):+.1%} |" if k in lofo else "- |") for k, v in sorted(groups.items())])
 
 
 def scored(setups):

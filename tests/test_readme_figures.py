@@ -20,8 +20,8 @@ COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  #
 
 CASES = [
     ("topo plan two-site-h100 --no-collectives --one-site",
-     [("$1.714 per GPU-hour against the two sites' $1.772", "$1.714 per GPU-hour (the region: $1.772)"),
-      ("the DCI's share of the cost per GPU-hour (3.0% on `two-site-h100`)", "3.0% of the region's $1.772")]),
+     [("$1.714 per GPU-hour against the two sites' $1.774", "$1.714 per GPU-hour (the region: $1.774)"),
+      ("the DCI's share of the cost per GPU-hour (3.1% on `two-site-h100`)", "3.1% of the region's $1.774")]),
     ("topo estimate two-site-h100 --size 1GiB -a hierarchical_pipelined", [("(19 chunks)", "(19 chunks)")]),
     ("topo estimate two-site-h100 --size 1GiB --json",  # the README's line without --json prints the fastest
      [("hierarchical 23.6 ms, pipelined 20.2 ms (19 chunks), tree 16.5 ms, flat ring 30.7 s", '"hierarchical": 0.0236'),
@@ -40,15 +40,19 @@ CASES = [
       ('"uncertainty 377.3 ms - 490.1 ms: on 19 published Hopper runs of dense BF16 models whose family the fit '
        'never saw, half were within 2%', "uncertainty 377.3 ms - 490.1 ms: on 19 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 2%")]),
+    ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
+     "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
+     [("needs 82.3 GB of the 85.5 GB an H100 holds", "total 82.3 GB of 85.5 GB: fits")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
-     [("needs 89.2 GB, 3.7 GB over the 85.5 GB an H100 holds", "total 89.2 GB of 85.5 GB: DOES NOT FIT by 3.7 GB")]),
+     [("(`--vpp 4`) it would hold 77 of them, 154 layers' worth, and need 89.2 GB",
+       "total 89.2 GB of 85.5 GB: DOES NOT FIT by 3.7 GB")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 1 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
      [("with plain 1F1B (`--vpp 1`) the same layout needs 71.1 GB", "total 71.1 GB of 85.5 GB: fits")]),
-    ("topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 4 --seq 8192 "
-     "--global-batch 2048 --dp-sharding fsdp_grad_op --tokens 15.6e12",
-     [("75.5 GB, it fits", "total 75.5 GB of 85.5 GB: fits")]),
+    ("topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
+     "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
+     [("75.0 GB, it fits", "total 75.0 GB of 85.5 GB: fits")]),
 ]
 
 
@@ -56,10 +60,10 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "topo estimate gb200-nvl72-superpod --set cluster.num_units=448 --size 1GiB",
          "topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
          "topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-         "topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 4 --seq 8192 "
+         "topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
-         "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 4 --seq 8192 "
-         "--global-batch 2048 --dp-sharding fsdp_grad_op --tokens 15.6e12")
+         "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
+         "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12")
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

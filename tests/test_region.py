@@ -84,7 +84,7 @@ def test_a_hub_cut_off_is_unreachable():
     ({"distance_km": -5}, "interconnect.distance_km", "must be > 0"),
     ({"waves": 0}, "interconnect.waves", "must be >= 1, got 0"),
     ({"wave_rate": "0 Gb/s"}, "interconnect.wave_rate", "positive"),
-    ({"topology": "star"}, "interconnect.topology", "must be one of mesh, ring, hub, got 'star'"),
+    ({"topology": "star"}, "interconnect.topology", "must be one of mesh, ring, hub, line, spans, got 'star'"),
     ({"hub": "nowhere"}, None, "interconnect.hub names no site: 'nowhere'"),
 ])
 def test_bad_interconnects_are_one_line_errors(edit, key, message):

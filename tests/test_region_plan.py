@@ -23,7 +23,7 @@ def v(section, key):
 
 
 def test_every_dci_figure_has_a_source_and_a_status():
-    for section in ("module", "amplifier", "fibre"):
+    for section in ("module", "amplifier", "fibre", "switch", "cage_power_W"):
         for key, x in DATA[section].items():
             assert x["source"] and x["status"] in ("published", "secondary", "fitted", "assumption"), key
     # amplified spans of ~80 km and 64 waves per fibre pair: multisite.md section 4 (secondary)
@@ -156,14 +156,19 @@ def test_a_regions_bill_of_materials_as_csv(tmp_path):
         assert sum(int(x["count"]) for x in mine if x["kind"] == "switch") == sp.bom.num_switches
         assert sum(float(x["price_usd"]) for x in mine) == pytest.approx(
             sum(sp.capex.parts()[k] for k in ("switches", "optics", "cables")), rel=1e-6)
-    dci = {x["item"]: x for x in rows if x["kind"] == "dci"}
+    every = [x for x in rows if x["kind"] == "dci"]
+    dci = {x["item"]: x for x in every if x["where"].startswith("dci:")}
     assert {k: int(x["count"]) for k, x in dci.items()} == {"coherent module": 32, "line amplifier": 14,
                                                             "amplifier hut": 12, "mux": 2, "fibre pair": 1}
+    # each site's DCI switch for its 16 waves and its 32 links onto the spine (tests/test_region_dci_ports.py)
+    ports = sorted((x["where"], x["item"], int(x["count"])) for x in every if not x["where"].startswith("dci:"))
+    assert ports == [(f"{s}:spine", item, n) for s in ("east", "west") for item, n in
+                     (("2x400G-SR8 (border switch to spine)", 32), ("DCI border switch (DCI switch, 64 x 800G)", 1))]
     assert float(dci["coherent module"]["price_usd_each"]) == v("module", "price_usd")
     assert float(dci["fibre pair"]["price_usd"]) == pytest.approx(1000 * v("fibre", "price_per_pair_km_usd"))
     assert dci["fibre pair"]["length_m"] == "1000000.0" and dci["fibre pair"]["where"] == "dci:east-west"
-    assert sum(float(x["price_usd"]) for x in dci.values()) == pytest.approx(r.dci.equipment_usd + r.dci.fibre_usd)
-    assert sum(int(x["count"]) * float(x["power_W_each"]) for x in dci.values()) == pytest.approx(r.dci.power_W)
+    assert sum(float(x["price_usd"]) for x in every) == pytest.approx(r.dci.equipment_usd + r.dci.fibre_usd)
+    assert sum(int(x["count"]) * float(x["power_W_each"]) for x in every) == pytest.approx(r.dci.power_W)
     p = run_cli("plan", "two-site-h100", "--no-collectives", "--bom-csv", "-", cwd=tmp_path, check=True)
     assert p.stdout == text  # '-': the CSV alone on stdout
 
@@ -196,38 +201,6 @@ def test_a_regions_plan_says_why_it_takes_no_layout(flags, key):
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == ""
     assert p.stderr.startswith(f"error: {key}: a region's MFU depends on how the job spans its sites"), p.stderr
     assert "allowed: --mfu X" in p.stderr
-
-
-def test_a_full_attach_tier_gets_dci_border_switches_and_idle_ports_take_the_dci_for_free():
-    """walk12: the DCI attached beyond the radix, so a full top tier's bill missed its ports. two-site-h100's DCI is
-    16 x 800 Gb/s = 1.6 TB/s per direction = 32 spine ports of 400 Gb/s at each site. Its 6-unit sites keep 512
-    idle spine ports (walk12's describe figure): nothing added. dgx-h100-superpod's 4 units fill their 16 spines x 64
-    ports: ceil(32 / (64 / 2)) = 1 border switch of the spine's model, 32 links into the site, a 2 x 400G module
-    serving two link ends, so 16 modules at each end."""
-    r = build_region("two-site-h100")
-    base = plan_region(r, collectives=False)
-    assert [(p["ports_needed"], p["ports_idle"], p["border_switches"]) for p in base.dci.site_ports] == [(32, 512, 0)] * 2
-    full = build_region("two-site-h100", ['sites[0].set=["cluster.num_units=4"]'])
-    p = plan_region(full, collectives=False)
-    east, west = p.dci.site_ports
-    assert (east["ports_needed"], east["ports_idle"], east["border_switches"]) == (32, 0, 1)
-    assert west["border_switches"] == 0 and west["items"] == []
-    sw = next(s for s in p.site_plans[0].bom.switches if s.tier == "spine")
-    mod = next(m for m in p.site_plans[0].bom.transceivers if m.at == "spine")
-    assert [(i["count"], i["price_usd_each"]) for i in east["items"]] == [(1, sw.price_usd_each),
-                                                                         (32, mod.price_usd_each)]
-    spans_usd = sum(b.equipment_usd for b in p.dci.spans)
-    assert p.dci.equipment_usd == pytest.approx(spans_usd + sw.price_usd_each + 32 * mod.price_usd_each)
-    assert p.dci.power_W == pytest.approx(sum(b.power_W for b in p.dci.spans) + sw.power_W_each
-                                          + 32 * mod.power_W_each)
-    assert any("site east: its DCI takes 32 spine ports" in n and "assumption" in n for n in p.notes)
-    # 24 waves: 2.4 TB/s = 48 spine ports, more than one border switch's 32 DCI-facing ports: ceil(48 / 32) = 2
-    # switches (their whole radix would say 1), 2 x 32 links into the site, 2 x ceil(64 / 2) = 64 modules
-    more = plan_region(build_region("two-site-h100", ['sites[0].set=["cluster.num_units=4"]',
-                                                      "interconnect.waves=24"]), collectives=False)
-    east = more.dci.site_ports[0]
-    assert (east["ports_needed"], east["ports_idle"], east["border_switches"]) == (48, 0, 2)
-    assert [i["count"] for i in east["items"]] == [2, 64]
 
 
 def test_describe_and_plan_count_a_tiers_idle_ports_in_one_place():

@@ -65,3 +65,23 @@ def test_dgx_cloud_nemo_2504_fp8_rows_run_delayed_scaling(layouts):
     assert len(fp8) == 12 + 4 + 4  # Llama 3.1 405B and Nemotron-4 (fitted), Grok-1 and Llama 4 (held out)
     for run, lay in fp8.items():
         assert lay.fp8_recipe in (None, "delayed") and not lay.fp8_amax_pass and lay.fp8_param_gather, run
+
+
+def test_grok1_bf16_and_fp8_rows_differ_only_in_precision(layouts):
+    """grok49: the BF16 and FP8 Grok-1 runs take one layout a GPU type whatever the dtype
+    (NVIDIA/dgxc-benchmarking@1f6d9f40 grok1/launch.sh lines 77-118: TP/PP/CP/EP/VP/ET/MBS/GBS and CUDA_GRAPH by
+    GPU_TYPE only), and NVIDIA/NeMo@6f2c6fda scripts/performance/llm/pretrain_grok1_314b.py branches on the dtype only
+    for the precision plugin (line 340: bf16_with_fp8_mixed, grad_reduce_in_fp32 False as the BF16 plugin's line 221)
+    and gives both the same TP-overlap configuration (line 347, userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192)
+    and CUDA graphs (line 352); scripts/performance/utils.py line 423 adds only the BF16 optimizer's
+    use_precision_aware_optimizer (no time modelled). So a BF16 row's layout is its FP8 twin's but for the FP8 fields:
+    the BF16 rows' larger error is not a setting one row carries and the other does not."""
+    fp8_only = {"precision", "fp8_recipe", "fp8_param_gather"}
+    pairs = 0
+    for run, lay in layouts.items():
+        if run.startswith("nemo2504dgxc_") and "_grok1_bf16_" in run:
+            twin = layouts[run.replace("_bf16_", "_fp8_")].model_dump()
+            diff = {k for k, v in lay.model_dump().items() if twin[k] != v}
+            assert diff <= fp8_only and "precision" in diff, (run, diff)
+            pairs += 1
+    assert pairs == 4

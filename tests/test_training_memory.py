@@ -143,21 +143,18 @@ def test_activation_offload_rules(kw, needle):
 # Runs that ran must fit (issue 20): every published run in data/reference/training_runs*.csv, with the settings
 # benchmarks/training_accuracy.py reads for it (the rows' memory columns and the per-source defaults of its
 # docstring). The ones that still do not fit, and why:
-STILL_OVER = {
-    # Meta's Llama 3 405B at 8K (TP8 PP16 VP4, no recomputation): Megatron's interleaved warm-up holds 77
-    # two-layer chunks on the second stage, 89.2 GB of the 85.5 GB (81,559 MiB) H100; Meta ran a modified
-    # schedule (a tunable number N of contiguous micro-batches) and freed stage inputs and outputs early (arXiv
-    # 2407.21783 sec. 3.3.2). topo now has N (microbatch_group_size_per_vp_stage, tests/test_training_vp_group.py),
-    # but the paper gives N only for its Figure 6 (4 PP ranks, N = 5), not for this run, and Megatron-Core's
-    # range for it is [pp, m] = [16, 32], where N cannot lower the warm-up below the default's
-    "llama3_405b_8k",
-    # (DeepSeek-V3's GB200 BF16 and H800 rows fit since the recompute_modules column and the mla_up_proj term:
-    # arXiv 2412.19437 sec. 3.2.3; the GB200 BF16 recipe recomputes mla_up_proj)
-    # (AutoModel's Qwen3 30B, gpt-oss-20b and Kimi K2 rows fit since the capacity is the 81,559 MiB the driver
-    # reports, not 80e9 bytes (issue 30 item 4); its MoE rows keep bf16 parameters, gradients and Adam moments,
-    # 8 bytes per parameter (its models' initialize_weights casts to bf16, Automodel@ce005dd); its Llama 3 70B
-    # row since its published config (Automodel@2013a4dd6) is read: full activation checkpointing (issue 29))
-}
+STILL_OVER: set = set()
+# (Meta's Llama 3 405B at 8K, TP8 PP16 DP64, no recomputation, fits since its chunks are the paper's: "the first
+# model chunk on the first stage has only the embedding" once one layer is taken from the first stage, so one unit
+# a chunk, V = 8, 141 one-layer chunk-micro-batches on the second stage, 82.3 GB of the 85.5 GB (81,559 MiB) H100;
+# at the V = 4 read before, 77 two-layer chunks, 89.2 GB: arXiv 2407.21783 sec. 3.3.2,
+# tests/test_training_memory_meta.py)
+# (DeepSeek-V3's GB200 BF16 and H800 rows fit since the recompute_modules column and the mla_up_proj term:
+# arXiv 2412.19437 sec. 3.2.3; the GB200 BF16 recipe recomputes mla_up_proj)
+# (AutoModel's Qwen3 30B, gpt-oss-20b and Kimi K2 rows fit since the capacity is the 81,559 MiB the driver
+# reports, not 80e9 bytes (issue 30 item 4); its MoE rows keep bf16 parameters, gradients and Adam moments,
+# 8 bytes per parameter (its models' initialize_weights casts to bf16, Automodel@ce005dd); its Llama 3 70B
+# row since its published config (Automodel@2013a4dd6) is read: full activation checkpointing (issue 29))
 
 
 def test_published_runs_fit():

@@ -80,5 +80,5 @@ def write_region_bom_csv(r: RegionPlan, fh) -> None:
              for span in r.dci.spans for i in span.items]
     rows += [["dci", "dci", f"{p['site']}:{p['attach_tier']}", i["item"], "", i["count"], f"{i['power_W_each']:g}",
               f"{i['price_usd_each']:g}", f"{i['count'] * i['price_usd_each']:.2f}", "", by]
-             for p in r.dci.site_ports for i in p["items"]]  # a full attach tier's DCI border switches
+             for p in r.dci.site_ports for i in p["items"]]  # each site's DCI/border switches and modules
     _write(rows, fh)

@@ -71,7 +71,8 @@ class RegionEstimate:
 def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
     """The cross-site phase where site ``src[i]`` sends ``nbytes[i]`` to site ``dst[i]``, in ``steps`` steps that
     each pay the slowest cross-site hop's latency once: the faster of the lowest-latency routes alone and the split
-    over every pair's direct and 2-hop paths (:meth:`~topo.fabric.region.Region.split_loads`).
+    over every pair's direct span, 2-hop paths and paths one hop longer than its route
+    (:meth:`~topo.fabric.region.Region.split_loads`).
 
     Parameters
     ----------

@@ -7,7 +7,8 @@ one built :class:`~topo.fabric.fabric.Fabric`: a 1,000,000-GPU region of four al
 fabric, and GPU ids run site by site (``gpu_offset``), so everything stays arrays.
 
 Routes between sites are shortest paths by latency over the working spans (:meth:`Region.routes`); bulk traffic
-may also split over a pair's direct span and 2-hop paths (:meth:`Region.split_loads`, :mod:`.region_split`).
+may also split over a pair's direct span, 2-hop paths and paths one hop longer than its route (:meth:`Region.split_loads`,
+:mod:`.region_split`).
 ``--fail dci:A-B`` (site names or indices) cuts a span, and traffic goes round it where the topology allows.
 """
 
@@ -163,8 +164,8 @@ class Region:
 
     def split_loads(self, a, b, nbytes) -> tuple[np.ndarray, np.ndarray]:
         """Bytes on every directed span, and each transfer's one-way DCI latency, when site ``a[i]`` sends
-        ``nbytes[i]`` to site ``b[i]`` split over its direct span, its 2-hop paths and its route as traffic
-        engineering fills them (:func:`topo.fabric.region_split.split_loads`)."""
+        ``nbytes[i]`` to site ``b[i]`` split over its direct span, its 2-hop paths, its route and the paths one hop
+        longer, as traffic engineering fills them (:func:`topo.fabric.region_split.split_loads`)."""
         self.route_latency_s(a, b)  # raises if cut off
         return split_loads(self, a, b, nbytes)
 

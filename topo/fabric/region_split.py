@@ -1,7 +1,8 @@
 """Bulk cross-site traffic split over every short DCI path of a site pair (traffic engineering on the site graph).
 
-A site pair's traffic may take its direct span, every 2-hop path through a third site, and its lowest-latency route
-(the only one when the pair is further apart, as across a long ring). The split is the one a traffic-engineered
+A site pair's traffic may take its direct span, every 2-hop path through a third site, and, where the pair is
+further apart (a chain, a long ring), its lowest-latency route and every path one hop longer (a ring's other way
+round). The split is the one a traffic-engineered
 long-haul network reaches when it fills longer paths as the short one fills: the fractions that minimise the
 busiest directed span's time (load over capacity, a min-max multi-commodity flow, solved as one small linear
 programme over the site graph), and among those the lowest latency-weighted bytes (a second programme with the
@@ -21,8 +22,10 @@ __all__ = ["split_paths", "split_loads"]
 
 def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     """The directed span ids (``2*span`` lower site to higher, ``+1`` back) of every path site ``i`` may send to
-    site ``j`` on: the direct span, each 2-hop path through a third site, and the lowest-latency route, over the
-    working spans; no duplicates.
+    site ``j`` on: every simple path over the working spans of at most ``max(2, h + 1)`` hops, ``h`` the hops of the
+    lowest-latency route. So the direct span and each 2-hop path through a third site always; where the pair is
+    further apart (a chain, a long ring), its route and the paths one hop longer (a ring's other way round, a chain's
+    detour). Shorter paths first, then by the sites they pass, so the first is the direct span where there is one.
 
     Parameters
     ----------
@@ -36,31 +39,36 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
         One array of directed span ids per path, in the order of its hops (empty when no working path joins them).
     """
     a, b, alive = r.spans["a"], r.spans["b"], ~r.failed
-    span_of = np.full((r.num_sites, r.num_sites), -1, dtype=np.int64)
+    S = r.num_sites
+    span_of = np.full((S, S), -1, dtype=np.int64)
     ids = np.flatnonzero(alive)
     span_of[a[ids], b[ids]] = ids
     span_of[b[ids], a[ids]] = ids
+    route_hops = int((r.routes()[0][i, j] >= 0).sum())
+    if route_hops == 0:
+        return []
+    limit = max(2, route_hops + 1)
+    found: list[tuple[int, ...]] = []  # site sequences from i to j
+
+    def walk(path: list[int]) -> None:  # a few sites, paths bounded by the route's hops + 1: never per GPU
+        here = path[-1]
+        if here == j:
+            found.append(tuple(path))
+            return
+        if len(path) > limit:
+            return
+        for k in np.flatnonzero(span_of[here] >= 0).tolist():
+            if k not in path:
+                walk(path + [k])
+
+    walk([i])
+    found.sort(key=lambda p: (len(p), p))
 
     def directed(x: int, y: int) -> int:
         s = int(span_of[x, y])
         return 2 * s + (0 if a[s] == x else 1)
 
-    paths = []
-    if span_of[i, j] >= 0:
-        paths.append((directed(i, j),))
-    for k in range(r.num_sites):
-        if k not in (i, j) and span_of[i, k] >= 0 and span_of[k, j] >= 0:
-            paths.append((directed(i, k), directed(k, j)))
-    route, here = [], i
-    for s in r.routes()[0][i, j]:
-        if s < 0:
-            break
-        there = int(b[s] if a[s] == here else a[s])
-        route.append(directed(here, there))
-        here = there
-    if route and tuple(route) not in paths:
-        paths.append(tuple(route))
-    return [np.array(p, dtype=np.int64) for p in paths]
+    return [np.array([directed(x, y) for x, y in zip(p[:-1], p[1:])], dtype=np.int64) for p in found]
 
 
 def split_loads(r, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray]:

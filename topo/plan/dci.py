@@ -50,11 +50,23 @@ class _Fibre(_Strict):
     mux_price_usd: Price
 
 
+class _Switch(_Strict):
+    ports: Positive
+    port_rate_Gbps: Positive
+    power_W: Price
+    price_usd: Price
+
+
 class DciCatalog(_Strict):
     version: str
     module: _Module
     amplifier: _Amplifier
     fibre: _Fibre
+    switch: _Switch  # hosts the coherent pluggables where a site's own switches cannot (topo.plan.dci_ports)
+    cage_power_W: dict[str, Positive] = {}  # the most a cage of a switch model powers, where published
+
+
+_QUOTED = ("module", "amplifier", "fibre", "switch")  # the sections a region's [plan.dci] may quote
 
 
 def load_dci_catalog(overrides: dict | None = None, origin=None) -> DciCatalog:
@@ -83,9 +95,9 @@ def load_dci_catalog(overrides: dict | None = None, origin=None) -> DciCatalog:
     doc = read_toml(path, "DCI catalog (.toml)")
     where = origin or (lambda key: "")
     for sec, values in (overrides or {}).items():
-        if sec not in ("module", "amplifier", "fibre"):
+        if sec not in _QUOTED:
             first = f"plan.dci.{sec}" + (f".{next(iter(values))}" if values else "")
-            raise TopoError(f"no DCI section {sec!r}; allowed: module, amplifier, fibre", source=where(first) or None,
+            raise TopoError(f"no DCI section {sec!r}; allowed: {', '.join(_QUOTED)}", source=where(first) or None,
                             key=f"plan.dci.{sec}")
         for key, v in values.items():
             name = f"plan.dci.{sec}.{key}"
@@ -223,8 +235,9 @@ def dci_bill(spans, *, years: float, network_life_years: float, electricity_usd_
     energy = power * HOURS_PER_YEAR * years / 1e3 * electricity_usd_per_kWh
     cost = (depreciation_usd(equipment, years, network_life_years)
             + depreciation_usd(fibre, years, _v(cat.fibre.life_years)) + energy)
-    sources = {f"{sec}.{k}": (v.value, v.source, v.status) for sec in ("module", "amplifier", "fibre")
+    sources = {f"{sec}.{k}": (v.value, v.source, v.status) for sec in _QUOTED
                for k, v in getattr(cat, sec) if isinstance(v, Value)}
+    sources.update({f"cage_power_W.{m}": (v.value, v.source, v.status) for m, v in cat.cage_power_W.items()})
     return DciBill(spans=bills, power_W=power, equipment_usd=equipment, fibre_usd=fibre, cost_over_years_usd=cost,
                    years=years, sources=sources, site_ports=[asdict(p) for p in site_ports])
 

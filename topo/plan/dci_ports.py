@@ -1,39 +1,58 @@
-"""The switch ports a region's DCI takes at each site, and what a site whose attach tier is full must add for them.
+"""The switch ports a region's DCI takes at each site, and the switches a site adds for them.
 
-The fabric model attaches the DCI beyond the switches' radix (:mod:`topo.fabric.region`); the plan counts the ports.
-A site's DCI takes ``ceil(B / r)`` ports of its attach tier, ``B`` its spans' capacity per direction (over the border
-leaves' oversubscription when it attaches through them) and ``r`` the tier's port rate: the coherent pluggables of
-the DCI's bill (:mod:`topo.plan.dci`, one per wave at each end) sit in them. Idle ports of the tier take them at no
-cost (their switches are in the site's bill). The ports beyond the idle ones need DCI border switches of the tier's
-own model (the site's bill's price and power, with its catalog source), ``ceil(missing / (k/2))`` of radix ``k``:
-half their ports to the DCI and half into the site, each of those links with a module of the tier's optics at both
-ends (the site's bill's module at that tier). The half-and-half split is an assumption (a non-blocking border
-switch); the site-side ports those links land on are the site's own to find (a full tier has none idle: the note
-says so) and are not priced.
+Each coherent wave is one pluggable (400ZR/800ZR class, :mod:`topo.plan.dci`) at each end of its span, and a
+pluggable sits in one switch cage of at least the wave's rate, on an Ethernet switch (a ZR module carries an
+Ethernet client: "Client rate ... 1x400GbE", f-tone's 400G ZR+ datasheet; OIF 800ZR, multisite.md s.4) whose cage
+powers it (``cage_power_W`` in ``topo/data/dci/interconnect.toml`` where published: NVIDIA's SN5600 powers 18 W a
+cage, below an 800ZR's 20-24 W). Per site, where ``w`` is a span's waves at rate ``R`` and ``B = sum(w R) / o`` its
+capacity into the site (``o`` the border oversubscription):
+
+- ``attach = "top"`` and the attach tier hosts the waves: they take ``sum(w) x c`` of its ports (``c`` the ports a
+  cage holds, the catalog's ``ports_per_cage``: a twin-port 2 x 400G cage holds one 800G pluggable). Idle ports
+  take them at no cost; the rest need switches of the tier's own model, ``ceil(missing / (k/2))`` of radix ``k``,
+  half their ports to the DCI and half into the site with a module of the tier's optics at both ends (an
+  assumption: a non-blocking border switch).
+- otherwise (``attach = "border"``, or a tier that cannot host them: InfiniBand, a cage slower than the wave or
+  powered below the module): border switches, of the site's leaf model when it hosts the waves (the spec's radix
+  and port rate, the site's bill's price and power), else the DCI catalog's ``[switch]``. Their ports: ``sum(w x
+  ceil(R / cage rate)) x c`` up to the waves and ``ceil(B / r)`` down into the site at their port rate ``r``;
+  ``ceil((up + down) / k)`` switches. Their links land on ``ceil(B / r_t)`` attach-tier ports (``r_t`` the tier's
+  rate), a module of the tier's optics at both ends; idle ports take them, the missing ones are said, not priced.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .dci import DciItem
+from ..errors import TopoError
+from .catalog import load_catalog
+from .dci import DciCatalog, DciItem
 
 __all__ = ["SitePorts", "site_ports", "port_notes"]
 
 
 @dataclass
 class SitePorts:
-    """One site's DCI ports: needed, idle at the attach tier, and what the missing ones add."""
+    """One site's DCI ports: where the waves' pluggables sit, the attach tier's ports taken and idle, and what the
+    site adds for them."""
 
     site: str
     attach_tier: str
-    dci_Bps: float  # per direction, at the attach tier (over the border oversubscription)
-    port_rate_Bps: float
-    ports_needed: int
+    dci_Bps: float  # per direction, into the site (over the border oversubscription)
+    port_rate_Bps: float  # the attach tier's
+    ports_needed: int  # attach-tier ports the DCI takes: the pluggables' (hosted there) or the border links'
     ports_idle: int
-    border_switches: int
-    items: list[DciItem]  # border switches and their site-side modules (empty when idle ports suffice)
+    border_switches: int  # switches the site adds (the tier's model, the leaf model or the DCI catalog's switch)
+    items: list[DciItem]  # those switches and their site-side modules (empty when idle ports suffice)
+    waves: int = 0  # coherent pluggables at this site, one per wave
+    hosted_at: str = ""  # where they sit: the attach tier's name, or "border"
+    border_model: str = ""
+    border_up_ports: int = 0  # the border switches' ports to the waves
+    border_down_ports: int = 0  # ... and into the site
+    why_border: str = ""  # why the attach tier does not host the waves
+    ports_missing: int = 0  # attach-tier ports the border links need beyond the idle ones (said, not priced)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def power_W(self) -> float:
@@ -46,51 +65,124 @@ class SitePorts:
         return sum(i.count * i.price_usd_each for i in self.items)
 
 
-def site_ports(region, site_plans) -> list[SitePorts]:
+def site_ports(region, site_plans, cat: DciCatalog) -> list[SitePorts]:
     """Every site's DCI ports (see the module doc).
 
     Parameters
     ----------
     region : topo.fabric.region.Region
     site_plans : list of topo.plan.planner.PlanResult
-        Each site's plan, in the order of sites (their bills give the attach tier's switch and module prices).
+        Each site's plan, in the order of sites (their bills give the switches' and modules' prices).
+    cat : DciCatalog
+        The DCI figures: the coherent module's power, the DCI switch, the cages' power.
 
     Returns
     -------
     list of SitePorts
     """
     ic = region.spec.interconnect
-    cap = region.spans["waves"] * region.spans["wave_rate_Bps"]  # as built, failures aside: the plan buys them all
+    sp = region.spans
     out = []
     for k, (f, p) in enumerate(zip(region.fabrics, site_plans)):
         t = f.layout.tiers[int(region.attach_tier[k])]
-        mine = (region.spans["a"] == k) | (region.spans["b"] == k)
-        need_Bps = float(cap[mine].sum()) / ic.border_oversubscription
-        needed = math.ceil(need_Bps / t.down_rate_Bps - 1e-9)
+        mine = (sp["a"] == k) | (sp["b"] == k)
+        waves = [(int(w), float(r)) for w, r in zip(sp["waves"][mine], sp["wave_rate_Bps"][mine])]
+        need_Bps = sum(w * r for w, r in waves) / ic.border_oversubscription  # as built: the plan buys every wave
         idle = t.idle_ports
-        missing = max(0, needed - idle)
-        extra = math.ceil(missing / (t.radix // 2)) if missing else 0
-        out.append(SitePorts(region.site_names[k], t.name, need_Bps, t.down_rate_Bps, needed, idle, extra,
-                             _items(p.bom, t, extra) if extra else []))
+        base = dict(site=region.site_names[k], attach_tier=t.name, dci_Bps=need_Bps, port_rate_Bps=t.down_rate_Bps,
+                    ports_idle=idle, waves=sum(w for w, _ in waves))
+        why = _cannot_host(f, t, _switch_line(p.bom, t.name).model, t.down_rate_Bps, waves, cat)
+        if ic.attach == "top" and not why:
+            out.append(_at_tier(base, p.bom, t, waves, idle))
+        else:
+            out.append(_border(base, f, p.bom, t, waves, need_Bps, idle, cat, why if ic.attach == "top" else ""))
     return out
 
 
-def _items(bom, t, extra: int) -> list[DciItem]:
-    """The border switches' lines: the attach tier's switch, and its modules on the links into the site."""
-    sw = next(s for s in bom.switches if s.tier.startswith(t.name))  # a two-stage tier: its lines' first
-    items = [DciItem(f"DCI border switch ({sw.model})", extra, sw.power_W_each, sw.price_usd_each)]
-    mod = next((m for m in bom.transceivers if m.at == t.name), None)
-    if mod is not None:  # an optical tier: a module at both ends of each link into the site
-        links = extra * (t.radix // 2)
-        ends_each = max(1, mod.links // max(1, mod.count))
-        items.append(DciItem(f"{mod.type} (border switch to {t.name})", 2 * math.ceil(links / ends_each),
-                             mod.power_W_each, mod.price_usd_each))
-    return items
+def _ppc(model: str) -> int:
+    """Ports a cage of ``model`` holds (the catalog's ``ports_per_cage``; 1 for a model it does not list)."""
+    try:
+        return int(load_catalog().switch(model).ports_per_cage.value)
+    except TopoError:
+        return 1
+
+
+def _cannot_host(f, t, model: str, port_rate_Bps: float, waves, cat: DciCatalog) -> str:
+    """Why switches of ``model`` (``t``'s ports) cannot hold the waves' pluggables; '' when they can."""
+    if f.spec.fabric.technology.startswith("infiniband"):
+        return (f"its fabric is InfiniBand, {f.spec.fabric.technology}, and a coherent pluggable carries an Ethernet "
+                "client")
+    cage_Bps = port_rate_Bps * _ppc(model)
+    fastest = max(r for _, r in waves)
+    if cage_Bps < fastest:
+        return f"a {model or t.name} cage carries {cage_Bps * 8 / 1e9:g} Gb/s, below a wave's {fastest * 8 / 1e9:g}"
+    budget = cat.cage_power_W.get(model)
+    if budget is not None and budget.value < cat.module.power_W.value:
+        return (f"a {model} cage powers {budget.value:g} W ({budget.source.split(':')[0]}), below a coherent "
+                f"module's {cat.module.power_W.value:g} W")
+    return ""
+
+
+def _switch_line(bom, tier: str):
+    return next(s for s in bom.switches if s.tier.startswith(tier))  # a two-stage tier: its lines' first
+
+
+def _tier_module(bom, tier: str):
+    return next((m for m in bom.transceivers if m.at == tier), None)
+
+
+def _module_items(bom, t, links: int) -> list[DciItem]:
+    """The tier's optical module at both ends of ``links`` links (none on a copper tier)."""
+    mod = _tier_module(bom, t.name)
+    if mod is None or links <= 0:
+        return []
+    ends_each = max(1, mod.links // max(1, mod.count))
+    return [DciItem(f"{mod.type} (border switch to {t.name})", 2 * math.ceil(links / ends_each), mod.power_W_each,
+                    mod.price_usd_each)]
+
+
+def _at_tier(base: dict, bom, t, waves, idle: int) -> SitePorts:
+    """The waves' pluggables in the attach tier's own cages; more switches of its model where the idle ports end."""
+    sw = _switch_line(bom, t.name)
+    needed = sum(w for w, _ in waves) * _ppc(sw.model)
+    missing = max(0, needed - idle)
+    extra = math.ceil(missing / (t.radix // 2)) if missing else 0
+    items = []
+    if extra:
+        items = [DciItem(f"DCI border switch ({sw.model})", extra, sw.power_W_each, sw.price_usd_each)]
+        items += _module_items(bom, t, extra * (t.radix // 2))
+    return SitePorts(**base, ports_needed=needed, border_switches=extra, items=items, hosted_at=t.name,
+                     border_model=sw.model if extra else "")
+
+
+def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCatalog, why: str) -> SitePorts:
+    """Border switches hold the waves' pluggables; their links into the site land on the attach tier."""
+    leaf = f.layout.tiers[0]
+    leaf_line = _switch_line(bom, leaf.name)
+    if not _cannot_host(f, leaf, leaf_line.model, leaf.down_rate_Bps, waves, cat):  # the spec's own leaf model
+        model, k, rate, ppc = leaf_line.model, leaf.radix, leaf.down_rate_Bps, _ppc(leaf_line.model)
+        power, price = leaf_line.power_W_each, leaf_line.price_usd_each
+    else:
+        s = cat.switch
+        model = f"DCI switch, {s.ports.value:g} x {s.port_rate_Gbps.value:g}G"
+        k, rate, ppc = int(s.ports.value), s.port_rate_Gbps.value * 1e9 / 8, 1
+        power, price = s.power_W.value, s.price_usd.value
+    up = sum(w * math.ceil(r / (rate * ppc) - 1e-9) for w, r in waves) * ppc
+    down = math.ceil(need_Bps / rate - 1e-9)
+    n = math.ceil((up + down) / k)
+    links = math.ceil(need_Bps / t.down_rate_Bps - 1e-9)
+    items = [DciItem(f"DCI border switch ({model})", n, power, price)] + _module_items(bom, t, links)
+    fastest = max(r for _, r in waves)
+    notes = [f"a wave of {fastest * 8 / 1e9:g} Gb/s is faster than a {model} cage ({rate * ppc * 8 / 1e9:g} Gb/s): "
+             f"counted as {math.ceil(fastest / (rate * ppc) - 1e-9)} cages a wave; quote a switch with cages of the "
+             f"wave's rate (plan.dci.switch.port_rate_Gbps)"] if fastest > rate * ppc * (1 + 1e-9) else []
+    return SitePorts(**base, ports_needed=links, border_switches=n, items=items, hosted_at="border",
+                     border_model=model, border_up_ports=up, border_down_ports=down, why_border=why,
+                     ports_missing=max(0, links - idle), notes=notes)
 
 
 def port_notes(ports: list[SitePorts]) -> list[str]:
-    """A note per site whose attach tier has too few idle ports for its DCI: the border switches the bill adds,
-    and what they leave unpriced (the module doc's assumption).
+    """A note per site that adds switches for its DCI, or whose attach tier lacks the ports the border links need.
 
     Parameters
     ----------
@@ -100,15 +192,29 @@ def port_notes(ports: list[SitePorts]) -> list[str]:
     Returns
     -------
     list of str
-        One note per site that needs border switches; none where idle ports take the DCI.
+        One note per site that adds switches or misses ports; none where idle ports of the tier take the waves.
     """
     out = []
     for p in ports:
-        if p.border_switches:
-            lines = ", ".join(f"{i.count:,} x {i.item}" for i in p.items)
-            out.append(f"site {p.site}: its DCI takes {p.ports_needed:,} {p.attach_tier} ports of "
-                       f"{p.port_rate_Bps * 8 / 1e9:g} Gb/s and the tier has {p.ports_idle:,} idle: the DCI's bill "
-                       f"adds {lines} (assumption: half of each border switch's ports to the DCI, half into the "
-                       f"site; the {p.attach_tier} ports those links land on are not priced: plan the site with "
-                       f"room at its top tier)")
+        rate = f"{p.port_rate_Bps * 8 / 1e9:g} Gb/s"
+        lines = ", ".join(f"{i.count:,} x {i.item}" for i in p.items)
+        if p.hosted_at == "border":
+            head = (f"site {p.site}: its {p.waves:,} coherent pluggables (one a wave) sit on border switches"
+                    + (f", not its {p.attach_tier} ({p.why_border})" if p.why_border else " (attach = border)"))
+            text = (f"{head}: the DCI's bill adds {lines}: {p.border_up_ports:,} ports to the waves and "
+                    f"{p.border_down_ports:,} into the site, landing on {p.ports_needed:,} {p.attach_tier} ports of "
+                    f"{rate}")
+            if "InfiniBand" in p.why_border:
+                text += " (an InfiniBand site joins an Ethernet DCI through gateways: priced as the DCI switch, " \
+                        "an assumption)"
+            if p.ports_missing:
+                text += (f"; the {p.attach_tier} has {p.ports_idle:,} idle, {p.ports_missing:,} short (not priced: "
+                         f"plan the site with room at its top tier)")
+            out.append("; ".join([text] + p.notes))
+        elif p.border_switches:
+            out.append(f"site {p.site}: its {p.waves:,} coherent pluggables take {p.ports_needed:,} {p.attach_tier} "
+                       f"ports of {rate} (a cage each) and the tier has {p.ports_idle:,} idle: the DCI's bill adds "
+                       f"{lines} (assumption: half of each border switch's ports to the DCI, half into the site; "
+                       f"the {p.attach_tier} ports those links land on are not priced: plan the site with room at "
+                       f"its top tier)")
     return out

@@ -105,7 +105,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                                                        region.spans["waves"])]
     quotes = region.spec.plan.dci
     cat = load_dci_catalog(quotes, region.spec.source_of)
-    ports = site_ports(region, plans)
+    ports = site_ports(region, plans, cat)
     bill = dci_bill(spans, years=years, network_life_years=float(eco.network_life_years.value),
                     electricity_usd_per_kWh=first.power.electricity_usd_per_kWh, cat=cat, site_ports=ports)
     gpu_hours = region.num_gpus * years * HOURS_PER_YEAR

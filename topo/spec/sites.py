@@ -10,7 +10,7 @@ A region file has ``[[sites]]`` (each a fabric: a bundled spec or a file by name
     set = ["cluster.num_units=24"]
     power_limit_MW = 30
     [interconnect]
-    topology = "mesh"          # mesh, ring or hub
+    topology = "mesh"          # mesh, ring, hub, line or spans
     distance_km = 1000         # every pair; [[interconnect.spans]] give pairs their own
     waves = 64                 # per site pair ...
     wave_rate = "800 Gb/s"     # ... at this rate each, per direction
@@ -31,7 +31,7 @@ from .overrides import override_label
 
 __all__ = ["RegionSpec", "SiteSpec", "InterconnectSpec", "SpanSpec", "DCI_TOPOLOGIES", "is_region_data"]
 
-DCI_TOPOLOGIES = ("mesh", "ring", "hub")
+DCI_TOPOLOGIES = ("mesh", "ring", "hub", "line", "spans")
 FIBRE_LATENCY_PER_KM_S = 4.9e-6
 """4.897 us/km at 1550 nm in G.652 fibre (204,190 km/s), rounded: multisite.md section 4 (mapyourtech.com, secondary)."""
 
@@ -130,9 +130,11 @@ class SpanSpec(_Strict):
 class InterconnectSpec(_Strict):
     """The data-centre interconnect: one more level above each site's attach tier."""
 
-    topology: Literal["mesh", "ring", "hub"] = "mesh"
+    topology: Literal["mesh", "ring", "hub", "line", "spans"] = "mesh"
     """mesh: a span between every pair of sites; ring: between neighbours in the order given (and last to first);
-    hub: between the hub site and each other."""
+    hub: between the hub site and each other; line: between neighbours in the order given, a chain with no span from
+    last to first (traffic between its ends transits every site between); spans: exactly the pairs
+    ``[[interconnect.spans]]`` lists, which must join every site."""
     hub: Name | None = None
     """The hub site's name (topology hub; default the first site)."""
     distance_km: Distance | None = None
@@ -146,14 +148,34 @@ class InterconnectSpec(_Strict):
     wave_rate_Bps: PositiveRate = Field(100e9, alias="wave_rate")
     """Rate of one wave per direction (default "800 Gb/s", 800ZR; at most 121.6 Tb/s, a whole fibre pair's)."""
     attach: Literal["top", "border"] = "top"
-    """top: the DCI ports sit on the attach tier's switches; border: on border leaves hanging off that tier, with
-    their own oversubscription."""
+    """top: the DCI's coherent pluggables (one a wave) sit in the attach tier's cages, where it can host them (an
+    Ethernet tier whose cages carry the wave's rate and power the module; else ``topo plan`` adds DCI switches);
+    border: on border leaves hanging off that tier (the leaf model where it can host them, else the DCI switch),
+    with their own oversubscription."""
     attach_tier: Name | None = None
     """The tier the DCI (or its border leaves) attaches to, by name; default each site's top tier."""
     border_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
     """Border leaves: DCI capacity : capacity towards the attach tier (>= 1)."""
     spans: list[SpanSpec] = []
-    """Pairs whose distance, waves or rate differ (``[[interconnect.spans]]``)."""
+    """Pairs whose distance, waves or rate differ (``[[interconnect.spans]]``); with topology ``spans``, every span
+    of the DCI."""
+
+
+def _check_connected(names: list[str], pairs: list[tuple[int, int]], topology: str) -> None:
+    """Every site must reach every other over the spans: a job across sites that share no route cannot run."""
+    seen, todo = {0}, [0]
+    while todo:
+        k = todo.pop()
+        for a, b in pairs:
+            for x, y in ((a, b), (b, a)):
+                if x == k and y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+    if len(seen) < len(names):
+        cut = [names[k] for k in range(len(names)) if k not in seen]
+        raise ValueError(f"interconnect.spans: no DCI route joins site{'s' if len(cut) > 1 else ''} "
+                         f"{', '.join(cut)} to {names[0]} (topology {topology}); allowed: spans that join every "
+                         f"site (a chain, a ring or a tree of them)")
 
 
 class RegionPlanSpec(_Strict):
@@ -221,6 +243,7 @@ class RegionSpec(_Strict):
                 a, b = missing[0]
                 raise ValueError(f"interconnect.distance_km: required (> 0, in km) unless every span gives its own; "
                                  f"none for {names[a]}-{names[b]}")
+        _check_connected(names, self.pairs(), ic.topology)
         return self
 
     @property
@@ -233,12 +256,18 @@ class RegionSpec(_Strict):
 
     def pairs(self) -> list[tuple[int, int]]:
         """The site pairs (lower index first) that have a span, by the topology."""
-        n = len(self.site_names)
+        names = self.site_names
+        n = len(names)
         topo = self.interconnect.topology
         if topo == "mesh":
             return [(a, b) for a in range(n) for b in range(a + 1, n)]
         if topo == "ring":
             return sorted({tuple(sorted((k, (k + 1) % n))) for k in range(n)})
+        if topo == "line":
+            return [(k, k + 1) for k in range(n - 1)]
+        if topo == "spans":
+            return sorted({tuple(sorted((names.index(s.sites[0]), names.index(s.sites[1]))))
+                           for s in self.interconnect.spans})
         hub = self.site_names.index(self.interconnect.hub) if self.interconnect.hub else 0
         return [tuple(sorted((hub, k))) for k in range(n) if k != hub]
 

@@ -41,12 +41,14 @@ with ``grad_reduce_in_fp32``, otherwise in the parameters' dtype (``DistributedD
 ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``): ``grad_bytes`` 2 for NeMo's and
 Megatron-Bridge's recipes, which turn it off.
 
-Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) comes out
-at 89.2 GB of an H100's 85.5 GB with 4 interleaved chunks: the warm-up above holds 77 two-layer chunks on the
-second stage (0.53 GB per layer and micro-batch). Meta reports a modified schedule (a tunable ``N``, our ``g``)
-and freeing each stage's input and output tensors early; it gives ``N`` only for its Figure 6 (4 ranks, N = 5),
-and Megatron-Core's ``g`` in ``[p, m]`` cannot lower the warm-up below ``g = p``'s, under which plain 1F1B needs
-71 GB. The gap is that schedule's in-flight activations, not a missing term.
+Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407.21783 sec. 3.3.2) has one unit
+per chunk: taking one layer from the first stage leaves "the first model chunk on the first stage [with] only the
+embedding", so a chunk held one layer, and the 126 layers, the embedding and the loss make V = 8 chunks on each of
+16 ranks (``E|(t|)*126L``). Its second stage then holds 141 one-layer chunk-micro-batches (0.53 GB each): 82.3 GB
+of an H100's 85.5 GB. Read with V = 4 (77 two-layer chunks) it would need 89.2 GB. No chunk's output is counted:
+Megatron-Core frees its data once sent (``deallocate_output_tensor``, NVIDIA/Megatron-LM@d98e8a64
+``pipeline_parallel/schedules.py`` line 171, on in Megatron-LM's and NeMo's configs), as Meta frees "the input
+and output tensors of each pipeline stage".
 """
 
 from __future__ import annotations
