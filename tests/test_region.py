@@ -258,6 +258,21 @@ def test_one_pair_alone_fills_its_direct_span_and_every_two_hop_path_of_a_mesh()
     assert (loads / np.repeat(r.span_bandwidth_Bps, 2)).max() == pytest.approx(1e9 / (3 * C), rel=1e-6)
 
 
+def test_a_small_pair_beside_a_large_one_keeps_its_idle_direct_span():
+    # 4-site mesh of equal spans C: s-0 sends 10 GB to s-1 over its direct span and both 2-hop paths (10/3 GB each,
+    # the least busiest span); s-1 sends 1 GB back, which its idle direct span or either idle 2-hop path carries
+    # without raising that time: the least latency-weighted bytes is the direct span, one span's latency. A
+    # one-objective programme with the latency as a tie-break 1e-7 below the time sent it over a 2-hop path (HiGHS
+    # stops within its tolerance), doubling the pair's latency.
+    r = build(region_dict(count=4, topology="mesh"))
+    assert r.span_names()[0] == "dci:s-0-s-1"
+    loads, lat = r.split_loads(np.array([0, 1]), np.array([1, 0]), np.array([10e9, 1e9]))
+    assert loads.max() == pytest.approx(10e9 / 3, rel=1e-6)
+    assert loads[1] == pytest.approx(1e9, rel=1e-6)  # span 0's back direction: s-1 -> s-0, the whole 1 GB
+    assert loads.sum() == pytest.approx(10e9 / 3 * (1 + 2 + 2) + 1e9, rel=1e-6)  # no 2-hop share for the 1 GB
+    assert lat == pytest.approx([2 * r.spans["latency_s"][0], r.spans["latency_s"][0]])
+
+
 def test_a_long_direct_span_still_carries_its_share_and_small_transfers_keep_the_short_route():
     from topo.engine.region_estimate import dci_phase
 

@@ -201,3 +201,17 @@ def test_a_regions_plan_says_why_it_takes_no_layout(flags, key):
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stdout == ""
     assert p.stderr.startswith(f"error: {key}: a region's MFU depends on how the job spans its sites"), p.stderr
     assert "allowed: --mfu X" in p.stderr
+
+
+def test_describe_and_plan_count_a_tiers_idle_ports_in_one_place():
+    """The idle ports describe shows and those the plan gives the DCI are one formula (TierPlan.idle_ports: radix
+    less the ports used down and up, every switch): two-site-h100's 6-unit sites have 32 spines of 64 ports, 48 used
+    down: 32 x 16 = 512 idle (walk12's figure); at 4 units the 16 spines' 64 ports are all used."""
+    from topo.fabric.inventory import inventory
+
+    for overrides, idle in (((), 512), (['sites[0].set=["cluster.num_units=4"]'], 0)):
+        r = build_region("two-site-h100", list(overrides))
+        spine = r.fabrics[0].layout.tiers[int(r.attach_tier[0])]
+        assert spine.idle_ports == idle == (spine.radix - spine.down_ports - spine.up_ports) * spine.num_switches
+        assert inventory(r.fabrics[0]).tiers[spine.index].ports_idle == idle
+        assert plan_region(r, collectives=False).dci.site_ports[0]["ports_idle"] == idle

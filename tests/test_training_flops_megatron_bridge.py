@@ -63,8 +63,15 @@ def test_without_sliding_windows_the_bridge_count_is_megatron_lms(name, tflops, 
 
 
 def test_chunked_attention_counts_as_full():
-    # Llama 4's chunked layers set no window_size in Megatron-Bridge (models/llama4): counted as full attention
-    assert _per_token("llama4-scout", "megatron-bridge", 8192) == _per_token("llama4-scout", "megatron-lm", 8192)
+    # Llama 4's chunked layers set no window_size in Megatron-Bridge (models/llama4): counted as full attention.
+    # At 8,192 tokens the 8,192-token chunk is the whole sequence, where a window's context is s / 2 too and the
+    # check could not tell a chunk from a window: at 16,384 and 32,768 a window of 8,192 would count
+    # W - W (W - 1) / (2 s) keys a query (6,144.25 and 7,168.1) where full attention counts s / 2 (8,192, 16,384)
+    scout = load_model("llama4-scout")
+    assert (scout.attention.window, scout.attention.window_kind) == (8192, "chunked")
+    for s in (16384, 32768):
+        assert swa_context(scout.attention.window, s) < s / 2
+        assert _per_token("llama4-scout", "megatron-bridge", s) == _per_token("llama4-scout", "megatron-lm", s)
 
 
 def test_cli_takes_the_convention():

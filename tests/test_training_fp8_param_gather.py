@@ -48,6 +48,11 @@ def test_gather_bytes_per_param_closed_form():
     assert gather_bytes_per_param(fp8, 100.0, 25.0) == pytest.approx((75 * 1 + 25 * 2) / 100)
     assert gather_bytes_per_param(fp8, 100.0) == 1.0
     assert gather_bytes_per_param(make_layout(dp=8, global_batch=8, precision="fp8"), 100.0, 25.0) == 2.0
+    # the parameters kept out of FP8 are gathered at the layout's gather bytes (``gather_bytes``, jaxmem48), not the
+    # stored ``weight_bytes``: fp32 weights gathered in bf16 with FP8 layers, (75 x 1 + 25 x 2) / 100 (not 25 x 4)
+    fp32 = make_layout(dp=8, global_batch=8, precision="fp8", fp8_param_gather=True, weight_bytes=4.0,
+                       gather_bytes=2.0)
+    assert gather_bytes_per_param(fp32, 100.0, 25.0) == pytest.approx((75 * 1 + 25 * 2) / 100)
 
 
 def test_fp8_param_gather_needs_fp8():

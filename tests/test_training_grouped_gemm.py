@@ -88,6 +88,18 @@ def test_the_layout_reaches_the_expert_operators():
     assert ops["fc1"].launches == ops["fc2"].launches == 1 and ops["fc1"].expert_kernels == "fused_mlp"
 
 
+def _qwen3_30b_expert_ops():
+    """Qwen3-30B-A3B's MoE block on GB200 in MXFP8 (EP 8: 16 local experts), its expert operators by name on the
+    fused grouped MLP and on TE's multi-stream GroupedLinear: ``(gpu, kernel model, launch gap, fused, multi)``."""
+    qwen = load_model("qwen3-30b-a3b")
+    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0, precision="fp8",
+              fp8_recipe="mxfp8")
+    gpu = gpu_compute("GB200")
+    fused = {op.name: op for op in block_ops(qwen, make_layout(**kw, moe_expert_kernels="fused_mlp"), "E")}
+    multi = {op.name: op for op in block_ops(qwen, make_layout(**kw), "E")}
+    return gpu, gpu.kernels, gpu.kernels.launch_gpu_s, fused, multi
+
+
 def test_the_fused_mlp_casts_two_inputs_in_epilogues():
     """The fused grouped MLP quantises fc2's forward input in fc1's kernel (its ``d_tensor`` / ``d_col_tensor``
     outputs: NVIDIA/TransformerEngine@000c2736 ``pytorch/ops/fused/forward_grouped_mlp.py``) and fc1's output
@@ -96,13 +108,7 @@ def test_the_fused_mlp_casts_two_inputs_in_epilogues():
     Kernels" (2026-06-15) names the kernels "GroupGemm + Activation + Quantize/Transpose" and "GroupGemm +
     dActivation + Quantize/Transpose". Those two passes cast nothing (no bytes, no kernel); fc1's forward input
     and fc2's output gradient keep their casts, and TE's multi-stream GroupedLinear casts all four."""
-    qwen = load_model("qwen3-30b-a3b")
-    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0, precision="fp8",
-              fp8_recipe="mxfp8")
-    gpu = gpu_compute("GB200")
-    km, per = gpu.kernels, gpu.kernels.launch_gpu_s
-    fused = {op.name: op for op in block_ops(qwen, make_layout(**kw, moe_expert_kernels="fused_mlp"), "E")}
-    multi = {op.name: op for op in block_ops(qwen, make_layout(**kw), "E")}
+    gpu, km, per, fused, multi = _qwen3_30b_expert_ops()
     assert (fused["fc1"].epilogue_cast, fused["fc2"].epilogue_cast) == ("backward", "forward")
     assert multi["fc1"].epilogue_cast == multi["fc2"].epilogue_cast == ""
     fc2, fc1 = fused["fc2"], fused["fc1"]
@@ -134,13 +140,7 @@ def test_the_fused_mlp_casts_its_other_two_inputs_once_for_every_expert():
     rows share their width (``VARYING_FIRST_DIM`` is a single tensor: ``common/cast/mxfp8/group_quantize_mxfp8.cuh``).
     TE's multi-stream ``GroupedLinear`` casts each expert on its own (``split_quantize``). The bytes are the same;
     the kernels, their gaps and the host's launches are one a pass, not one an expert."""
-    qwen = load_model("qwen3-30b-a3b")  # 128 experts: 16 local at EP 8
-    kw = dict(ep=8, dp=8, global_batch=64, micro_batch=1, seq_len=4096, etp=1, moe_imbalance=1.0, precision="fp8",
-              fp8_recipe="mxfp8")
-    gpu = gpu_compute("GB200")
-    km, per = gpu.kernels, gpu.kernels.launch_gpu_s
-    fused = {op.name: op for op in block_ops(qwen, make_layout(**kw, moe_expert_kernels="fused_mlp"), "E")}
-    multi = {op.name: op for op in block_ops(qwen, make_layout(**kw), "E")}
+    gpu, km, per, fused, multi = _qwen3_30b_expert_ops()  # 128 experts: 16 local at EP 8
     fc1, fc2 = fused["fc1"], fused["fc2"]
     assert fc1.groups == fc2.groups == 16
     assert kernels_launched(fc1, "fp8") == 1 + 1  # the fused kernel, the grouped cast

@@ -89,3 +89,15 @@ def test_the_reduction_is_exposed_whole_even_with_tp_overlap(monkeypatch):
     monkeypatch.setattr(step_mod, "_router_traffic", lambda t: None)
     without = estimate_step(fabric, q, lay, check=False)
     assert r.step_time_s - without.step_time_s >= 0.99 * c.exposed_s
+
+
+def test_the_sequence_aux_loss_reduces_one_row_of_counts_per_sequence():
+    """DeepSeek's sequence aux loss sums ``routing_map.reshape(seq_length, -1)`` over the sequence: ``micro_batch x
+    experts`` counts (Megatron-LM@d98e8a64dd router.py ``_apply_seq_aux_loss``); the switch aux loss (Qwen3) sums
+    over every token of the micro-batch: ``experts`` counts whatever the micro-batch."""
+    ds, q = load_model("deepseek-v3-671b"), load_model("qwen3-235b-a22b")
+    for mb in (1, 4):
+        (item,) = _router_items(ds, _qwen3_235b(ep=64, dp=16, micro_batch=mb))
+        assert item["size_bytes"] == mb * ds.moe.experts * COUNT_BYTES == mb * 256 * 8
+        (item,) = _router_items(q, _qwen3_235b(micro_batch=mb))
+        assert item["size_bytes"] == q.moe.experts * COUNT_BYTES

@@ -192,7 +192,7 @@ def _tier_inventory(L, t) -> TierInventory:
         down_port_rate_Bps=t.down_rate_Bps, up_port_rate_Bps=t.up_rate_Bps,
         down_capacity_Bps=t.down_capacity_Bps, up_capacity_Bps=t.up_capacity_Bps,
         oversubscription=t.oversubscription, ports_used=used * t.num_switches,
-        ports_idle=(t.radix - used) * t.num_switches,
+        ports_idle=t.idle_ports,
         power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
         block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
         gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,

@@ -62,6 +62,11 @@ class TierPlan:
         return self.num_switches * self.down_ports * self.down_rate_Bps
 
     @property
+    def idle_ports(self) -> int:
+        """Ports of the tier's switches that neither the links from below nor the uplinks use (every switch)."""
+        return (self.radix - self.down_ports - self.up_ports) * self.num_switches
+
+    @property
     def up_capacity_Bps(self) -> float:
         return self.num_switches * self.up_ports * self.up_rate_Bps
 

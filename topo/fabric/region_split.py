@@ -5,8 +5,8 @@ further apart (a chain, a long ring), its lowest-latency route and every path on
 round). The split is the one a traffic-engineered
 long-haul network reaches when it fills longer paths as the short one fills: the fractions that minimise the
 busiest directed span's time (load over capacity, a min-max multi-commodity flow, solved as one small linear
-programme over the site graph), and among those the lowest latency-weighted bytes, so a path is used only when it
-shortens the phase. On a 3-site ring of equal spans where each site sends to the next, each pair gets its direct
+programme over the site graph), and among those the lowest latency-weighted bytes (a second programme with the
+busiest span's time held), so a path is used only when it shortens the phase. On a 3-site ring of equal spans where each site sends to the next, each pair gets its direct
 span plus half of the 2-hop path (the two reverse directions are shared by two pairs): 1.5x the direct span.
 
 Sites are few (ten in ``region-1m``): a path per pair and site, never per GPU or per flow. The solution is linear
@@ -125,12 +125,18 @@ def _solve(r, i: np.ndarray, j: np.ndarray, share: np.ndarray) -> tuple[np.ndarr
         return load.sum(axis=1), path_lat
     from scipy.optimize import linprog  # here: its import (0.25 s of CPU) is paid only where a pair has a choice
 
-    # minimise t, and by a tie-break far below t's resolution the latency-weighted bytes
-    c = np.r_[share[owner] * path_lat / max(path_lat.max(), 1e-30) * 1e-7, 1.0]
+    # two programmes, one after the other: the least busiest-span time t, then, with t held there, the least
+    # latency-weighted bytes. One objective with the latency as a tie-break scaled far below t is not enough: HiGHS
+    # stops within its optimality tolerance (1e-7), at a vertex that may send a small pair over a 2-hop path where
+    # its direct span is idle (a 4-site mesh: tests/test_region.py)
     A_ub = np.c_[load, -cap][cap > 0]
     A_eq = np.c_[(owner[None, :] == np.arange(len(paths))[:, None]).astype(float), np.zeros(len(paths))]
-    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(A_ub.shape[0]), A_eq=A_eq, b_eq=np.ones(len(paths)),
-                  bounds=[(0, None)] * (P + 1), method="highs")
+    lp = dict(A_ub=A_ub, b_ub=np.zeros(A_ub.shape[0]), A_eq=A_eq, b_eq=np.ones(len(paths)), method="highs")
+    res = linprog(np.r_[np.zeros(P), 1.0], bounds=[(0, None)] * (P + 1), **lp)
+    if res.status == 0:
+        t = float(res.x[P])
+        res = linprog(np.r_[share[owner] * path_lat / max(path_lat.max(), 1e-30), 0.0],
+                      bounds=[(0, None)] * P + [(0, t * (1 + 1e-9) + 1e-15)], **lp)
     if res.status != 0:
         raise RuntimeError(f"the DCI split found no solution: {res.message}")
     x = np.clip(res.x[:P], 0.0, None)

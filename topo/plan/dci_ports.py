@@ -56,10 +56,12 @@ class SitePorts:
 
     @property
     def power_W(self) -> float:
+        """Watts of the border switches and modules :attr:`items` adds (0 where idle ports take the DCI)."""
         return sum(i.count * i.power_W_each for i in self.items)
 
     @property
     def equipment_usd(self) -> float:
+        """Price of the border switches and modules :attr:`items` adds, in US dollars."""
         return sum(i.count * i.price_usd_each for i in self.items)
 
 
@@ -86,7 +88,7 @@ def site_ports(region, site_plans, cat: DciCatalog) -> list[SitePorts]:
         mine = (sp["a"] == k) | (sp["b"] == k)
         waves = [(int(w), float(r)) for w, r in zip(sp["waves"][mine], sp["wave_rate_Bps"][mine])]
         need_Bps = sum(w * r for w, r in waves) / ic.border_oversubscription  # as built: the plan buys every wave
-        idle = (t.radix - t.down_ports - t.up_ports) * t.num_switches
+        idle = t.idle_ports
         base = dict(site=region.site_names[k], attach_tier=t.name, dci_Bps=need_Bps, port_rate_Bps=t.down_rate_Bps,
                     ports_idle=idle, waves=sum(w for w, _ in waves))
         why = _cannot_host(f, t, _switch_line(p.bom, t.name).model, t.down_rate_Bps, waves, cat)

@@ -405,7 +405,18 @@ def _document(reports: Sequence[SpecReport], names: list[str], nav: list, sectio
 
 def colour_legend(reports: Sequence[SpecReport]) -> str:
     """What the page's colours mean, one line: a colour per tier (the same in every figure, the cables into a tier
-    from below in its colour, :mod:`topo.report.style`), and red for what needs a look (its thresholds)."""
+    from below in its colour, :mod:`topo.report.style`), and red for what needs a look (its thresholds).
+
+    Parameters
+    ----------
+    reports : sequence of SpecReport
+        The page's specs: a tier's swatch names the tiers of that depth in each (``leaf/spine`` where they differ).
+
+    Returns
+    -------
+    str
+        One HTML paragraph (``<p class="legend">``).
+    """
     depth = max(len(r.inventory.tiers) for r in reports)
     tiers = []
     for i in range(depth):

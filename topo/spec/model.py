@@ -85,7 +85,14 @@ def max_link_Bps() -> float:
     topo's GPU catalog (900 GB/s a direction, NVLink 5 on B200/GB200/B300: the fastest link of any kind there; the
     fastest switch port in topo/data/catalog/switches.toml is 800 Gb/s). NVLink 6 as NVIDIA announced it for Rubin
     (3.6 TB/s per GPU, both directions: NVIDIA's NVLink page as wheelersnetwork.com/2025/11/
-    decoding-nvidias-rubin-networking-math.html quotes it, secondary) is within it; a rate beyond it is a unit typo ("TB/s" for "GB/s"), not hardware."""
+    decoding-nvidias-rubin-networking-math.html quotes it, secondary) is within it; a rate beyond it is a unit typo
+    ("TB/s" for "GB/s"), not hardware.
+
+    Returns
+    -------
+    float
+        Bytes per second, per direction.
+    """
     return LINK_RATE_FACTOR * max(g.nvlink_Bps for g in GPU_MODELS.values())
 
 

@@ -55,6 +55,12 @@ def _flag(value) -> bool:
 
 Flag = Annotated[bool, BeforeValidator(_flag)]
 
+MAX_ELEMENT_BYTES = 8.0
+"""The widest element a layout's weights, gradients, gathers, reductions or dispatch may carry: 8 bytes, fp64
+(``torch.float64``, ``jnp.float64``), the widest floating dtype PyTorch and JAX keep a tensor in; training runs
+at 1 (FP8) to 4 (fp32). A larger figure is a typo: 1e30 was taken and failed later on a collective's size."""
+ElementBytes = Annotated[float, Field(gt=0, le=MAX_ELEMENT_BYTES)]
+
 
 class ParallelLayout(BaseModel):
     """One training job's parallel layout and step settings. Defaults are Megatron-LM's unless noted."""
@@ -143,10 +149,10 @@ class ParallelLayout(BaseModel):
     """Allow a TP group to span NVLink domains (otherwise an error)."""
     first_gpu: Annotated[int, Field(strict=True, ge=0)] = 0
     """The job runs on GPUs first_gpu .. first_gpu + gpus - 1 (packed: domains, servers, units, pods)."""
-    weight_bytes: Annotated[float, Field(gt=0)] = 2.0
+    weight_bytes: ElementBytes = 2.0
     """Bytes per parameter of the weights kept (bf16: Megatron-LM's working copy beside its fp32 main weights; 4:
     MaxText's fp32 ``weight_dtype``, the weights being their own master copy)."""
-    gather_bytes: Annotated[float, Field(gt=0)] | None = None
+    gather_bytes: ElementBytes | None = None
     """Bytes per parameter of the data-parallel weight all-gather (ZeRO-1/2's after the step, ZeRO-3's per unit) and
     of the gathered, transient ZeRO-3 unit copies; default ``weight_bytes``. MaxText keeps fp32 weights and casts
     each layer's to its bf16 ``dtype`` inside the computation (``layers/linears.py``: ``jnp.asarray(kernel,
@@ -161,7 +167,7 @@ class ParallelLayout(BaseModel):
     before the gather). NeMo 2's ``bf16_with_fp8_mixed`` and ``bf16_with_fp8_current_scaling_mixed`` set it
     (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin from @f56c5608, 2025-07-04),
     as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
-    grad_bytes: Annotated[float, Field(gt=0)] = 4.0
+    grad_bytes: ElementBytes = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
     wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"
     """How the framework's weight-gradient GEMM writes the gradient (:func:`topo.training.operators.wgrad_kw`):
@@ -173,10 +179,10 @@ class ParallelLayout(BaseModel):
     (Megatron-Bridge's FSDP Llama recipes from v0.2.0): a new bf16 gradient, then copied into the gradient buffer at
     the reduction's bytes on the compute stream (FSDP2's bytes, without FSDP2's unit copies); ``param_dtype``, JAX
     (MaxText): a new gradient in the parameter's dtype (``grad_bytes``), written once."""
-    grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
+    grad_reduce_bytes: ElementBytes | None = None
     """Bytes per parameter of the data-parallel reduction (default ``grad_bytes``: Megatron-LM reduces in fp32
     for bf16; NeMo's performance recipes set ``grad_reduce_in_fp32 = False``: 2)."""
-    expert_grad_reduce_bytes: Annotated[float, Field(gt=0)] | None = None
+    expert_grad_reduce_bytes: ElementBytes | None = None
     """Bytes per parameter of the experts' data-parallel reduction, where it differs from the dense weights' (NeMo
     AutoModel's FSDP2 reduces the dense weights in fp32, its MixedPrecisionPolicy's ``reduce_dtype``, and the
     experts, sharded without that policy, in their bf16); default ``grad_reduce_bytes``'s."""
@@ -263,7 +269,7 @@ class ParallelLayout(BaseModel):
     (:mod:`topo.training.comm_sms`). None: unset (NCCL's own channel count, the fabric profile's)."""
     nccl_max_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
     """The recipe's ``NCCL_MAX_CTAS``: NCCL caps every collective's channels at this; None: unset."""
-    ep_dispatch_bytes: Annotated[float, Field(gt=0)] = 2.0
+    ep_dispatch_bytes: ElementBytes = 2.0
     """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
     backward all-to-alls stay BF16 (2)."""
     moe_grouped_gemm: Flag = True

@@ -463,14 +463,17 @@ def _router_traffic(t: _Traffic) -> None:
     block computes the loss again (activation checkpointing replays the forward with gradients on). Megatron-LM's
     GB200 study names these reductions as what keeps the fused router at 31 kernels ("separated by communication
     kernels", docs/discussions/deepseek-v3-gb200-optimization@1d9edcf8 sec. 2.1.4). Timed on the TP group
-    (``tp`` dimension), or the CP group when TP is 1."""
+    (``tp`` dimension), or the CP group when TP is 1. The sequence aux loss (``deepseek``) counts each sequence of
+    the micro-batch apart: ``_apply_seq_aux_loss`` sums ``routing_map.reshape(seq_length, -1)`` over the
+    sequence, ``micro_batch x experts`` counts (router.py @d98e8a64dd, core_v0.14.0 alike)."""
     model, lay, c = t.model, t.lay, t.c
     moe = model.moe
     if (moe is None or not c[Block.MOE] or moe.router not in AUX_LOSS_ROUTERS or lay.tp * lay.cp <= 1
             or lay.moe_routing == "consecutive"):  # the benchmark gate computes no scores and no loss
         return
     calls = t.m * (c[Block.MOE] + t.recomputed(Block.MOE, "moe"))
-    t.add("tp" if lay.tp > 1 else "cp", "all_reduce", "tpcp", moe.experts * COUNT_BYTES, calls, phase=ROUTER_PHASE,
+    counts = moe.experts * (lay.micro_batch if moe.router == "deepseek" else 1)  # one row a sequence: seq aux loss
+    t.add("tp" if lay.tp > 1 else "cp", "all_reduce", "tpcp", counts * COUNT_BYTES, calls, phase=ROUTER_PHASE,
           elem_bytes=COUNT_BYTES)
 
 
