@@ -129,7 +129,11 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # Cisco's MLPerf Training v6.0 H200 pair: 2 x UCS C885A M8, 8 H200-SXM5-141GB per node on NVLink4 (900 GB/s)
          # and 8 x BlueField-3 B3140 at 400 Gb/s: the same node and rail fabric with the GPU changed (as Nebius H200)
          # (Richardyu114/training_results_v6.0@eabf23a0 Cisco/systems/2xC885A_M8-8xH200-SXM-141GB.json)
-         "Cisco H200": ("dgx-h100-superpod", ("gpu=H200",))}
+         "Cisco H200": ("dgx-h100-superpod", ("gpu=H200",)),
+         # HPE's MLPerf Training v5.1 Cray XD670 cluster: 8 nodes of 8 H200-SXM5-141GB on NVLink4 (900 GB/s) and 8 x
+         # InfiniBand NDR 400 Gb/s adapters per node: the same node and rail fabric with the GPU changed (as Nebius H200)
+         # (mlcommons/training_results_v5.1@441d65f4 HPE/systems/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09.json)
+         "HPE H200": ("dgx-h100-superpod", ("gpu=H200",))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -487,6 +491,17 @@ def _mlperf_kw(row, kw: dict) -> None:
         # its default, 128Mi parameters per DP bucket (assumption: Cisco's conf/ is not in the submission; HPE's
         # v6.0 and Lambda's / Dell's v5.1 logs print bucket_size=134217728); TP overlap on (TP_COMM_OVERLAP=True)
         kw["dp_bucket_params"] = 134_217_728
+    if rid.startswith("mlperf51_cisco_h100_"):
+        # Cisco's v5.1 H100 code (Cisco/benchmarks/llama31_8b/implementations/nemo, mlcommons/training_results_v5.1@
+        # 441d65f4): pretrain.py line 632 comments out the MegatronCommOverlapCallback, so TP_COMM_OVERLAP=True sets
+        # no userbuffer overlap; its DistributedDataParallelConfig has grad_reduce_in_fp32=False (bf16 gradient
+        # buffer); conf/custom.yaml's bucket_size default is 64 parameters, which closes a Megatron-Core bucket at
+        # every parameter tensor: as many buckets as Llama 3 8B has tensors (6 a layer with TE's fused layer norms,
+        # plus embedding, final norm and output layer: 195), priced as that many equal buckets
+        kw.update(overlap_tp=False, grad_bytes=2.0)
+    if rid.startswith("mlperf51_hpe_h200_"):
+        # HPE's v5.1 H200 logs print tp_comm_overlap=False, bucket_size=134217728, grad_reduce_in_fp32=False
+        kw.update(overlap_tp=False, dp_bucket_params=134_217_728, grad_bytes=2.0)
     if rid.startswith("mlperf60_cisco_h200_"):
         # Cisco's v6.0 H200 run (Megatron-Bridge MLPerf code, PyTorch 26.04): its log prints DDP bucket_size=768000000
         # and grad_reduce_in_fp32=False with bf16 parameters, so Megatron-Core's gradient buffer is bf16 (2 bytes)
@@ -506,6 +521,9 @@ def _run_kw(row, model, kw: dict) -> None:
         # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
         kw["overlap_tp"] = False
     _mlperf_kw(row, kw)
+    if row["run_id"].startswith("mlperf51_cisco_h100_"):
+        # one Megatron-Core bucket per parameter tensor (bucket_size 64, _mlperf_kw): 6 a layer + 3 (Llama 3 8B: 195)
+        kw["dp_bucket_params"] = math.ceil(model.total_params / (6 * model.layers + 3))
     if re.match(r"nemo25\d\d", row["run_id"]):
         # NeMo 2 (25.02-25.07) sets no grad_sync_func: its DDP config has no align_grad_reduce (NVIDIA/NeMo
         # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14

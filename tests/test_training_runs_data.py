@@ -112,11 +112,17 @@ DATA46_IN_FAMILY = ("mb260201_b300_deepseekv3", "mb260201_b300_gptoss_120b", "mb
 # first two were scored, appended, its place fixed before it was scored); every third held out: the H200 run
 DATA48_IN_FAMILY = ("mlperf60_cisco_h100_llama31_8b_64", "mlperf60_cisco_h100_llama31_8b_128",
                     "mlperf60_cisco_h200_llama31_8b_16")
-ONE_IN_THREE = DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
+# data49's rows, all of a fitted family (Llama 3), in batch order: MLPerf Training v5.1's Cisco H100 Llama 3.1 8B runs on
+# 64 then 128 GPUs, then HPE's 64-H200 run (its place fixed before any of the three was scored); the third held out
+DATA49_IN_FAMILY = ("mlperf51_cisco_h100_llama31_8b_64", "mlperf51_cisco_h100_llama31_8b_128",
+                    "mlperf51_hpe_h200_llama31_8b_64")
+ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
+                + DATA49_IN_FAMILY)
 
 
 @pytest.mark.parametrize("batch", [DATA35_IN_FAMILY, DATA44_IN_FAMILY, B30044_IN_FAMILY, DATA46_IN_FAMILY,
-                                   DATA48_IN_FAMILY], ids=["data35", "data44", "b30044", "data46", "data48"])
+                                   DATA48_IN_FAMILY, DATA49_IN_FAMILY],
+                         ids=["data35", "data44", "b30044", "data46", "data48", "data49"])
 def test_new_in_family_rows_are_held_out_one_in_three(batch):
     published, held = {r["run_id"]: r for r in _rows(PUBLISHED)}, {r["run_id"]: r for r in _rows(HOLDOUT)}
     for i, rid in enumerate(batch):
@@ -616,7 +622,7 @@ def test_mlperf_rows_are_their_logs_median_step(monkeypatch):
     import statistics
     # (and GPT-3 175B of v4.1, fork swsok@8821c703, whose logs call it train_step_timing)
     rows = [r for _, r in ROWS if r["run_id"].startswith(("mlperf50_", "mlperf41_", "mlperf51_"))]
-    assert len(rows) == 20 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300", "B300"}
+    assert len(rows) == 23 and {r["gpu"] for r in rows} == {"H100", "H200", "GB200", "B200", "GB300", "B300"}
     for r in rows:
         quoted = re.search(r"train_step_tim\w* .*?\): ([\d.]+) / ([\d.]+) / ([\d.]+) s", r["note"])
         if quoted is None:  # the 8B rows' ten runs are not quoted one by one (their note: within 1%)
@@ -847,3 +853,41 @@ def test_modelzoo_h100_qwen3_rows_run_their_tables_own_recipe(monkeypatch):
     assert len(qwen3) == 12
     for rid in qwen3:
         assert setups[rid].reduce_bytes == 4.0 and "bf16 gradients" not in rows[rid]["note"], rid
+
+
+def test_mlperf51_cisco_h100_rows_run_their_code_as_it_ran(monkeypatch):
+    # MLPerf Training v5.1 Llama 3.1 8B on Cisco's hpf H100 cluster (mlcommons/training_results_v5.1@441d65f4
+    # Cisco/results/hpf_n{8,16}/llama31_8b/result_0..9.txt): the median of the ten runs' median train_step_time,
+    # 0.7205 s (64 GPUs, TP 1) and 0.4851 s (128 GPUs, TP 2), both at GBS 64 (one sequence a data-parallel rank).
+    # Its code (Cisco/benchmarks/llama31_8b/implementations/nemo): pretrain.py comments out the
+    # MegatronCommOverlapCallback (line 632), so no userbuffer TP overlap; DistributedDataParallelConfig
+    # grad_reduce_in_fp32=False; conf/custom.yaml bucket_size 64 parameters (one bucket per parameter tensor: 6 a
+    # Llama layer with TE's fused norms + embedding, final norm, output layer = 195); FP8 delayed scaling; no graphs
+    import math
+    rows = {r["run_id"]: r for _, r in ROWS if r["run_id"].startswith("mlperf51_cisco_h100_")}
+    assert set(rows) == set(DATA49_IN_FAMILY[:2])
+    assert [(int(r["num_gpus"]), int(r["tp"]), float(r["step_time_s"])) for r in rows.values()] == [
+        (64, 1, 0.7205), (128, 2, 0.4851)]
+    setups = {s["run"]: s for s in _fit_setups(monkeypatch) if s["run"] in rows}
+    for s in setups.values():
+        lay, model = s["lay"], s["model"]
+        assert not s["holdout"] and not lay.overlap_tp and lay.grad_bytes == 2.0 and lay.fp8_param_gather
+        assert lay.dp == 64 and lay.cuda_graph_scope == () and lay.recompute == "none"
+        assert lay.fp8_recipe != "current"  # delayed scaling (custom.yaml fp8_recipe default), not tensorwise
+        assert lay.dp_bucket_params == math.ceil(model.total_params / 195) and model.layers == 32
+
+
+def test_mlperf51_hpe_h200_row_is_its_logs_median_and_printed_settings(monkeypatch):
+    # HPE's MLPerf v5.1 Llama 3.1 8B on 8 Cray XD670 nodes (64 H200; mlcommons/training_results_v5.1@441d65f4
+    # HPE/results/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09/llama31_8b/result_1..10.txt): median 0.3530 s of the runs'
+    # median train_step_time (0.3528-0.3532); the logs print GBS 32, MBS 1, TP 1, CP 2, fp8_recipe tensorwise with
+    # fp8_param_gather, bucket_size 134217728, grad_reduce_in_fp32 False, tp_comm_overlap False, full-iteration graph
+    r = {row["run_id"]: row for _, row in ROWS}["mlperf51_hpe_h200_llama31_8b_64"]
+    assert (int(r["num_gpus"]), int(r["global_batch_seqs"]), int(r["cp"]), float(r["step_time_s"])) == (64, 32, 2, 0.3530)
+    s = {x["run"]: x for x in _fit_setups(monkeypatch)}["mlperf51_hpe_h200_llama31_8b_64"]
+    lay = s["lay"]
+    assert s["holdout"] and lay.fp8_recipe == "current" and lay.fp8_param_gather and lay.dp == 32 and lay.cp == 2
+    assert lay.dp_bucket_params == 134_217_728 and lay.grad_bytes == 2.0 and not lay.overlap_tp
+    assert lay.cuda_graph_scope == ("full_iteration",)
+    import training_accuracy
+    assert training_accuracy.SPECS["HPE H200"] == ("dgx-h100-superpod", ("gpu=H200",))
