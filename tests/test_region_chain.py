@@ -206,3 +206,16 @@ def test_the_split_keeps_a_bounded_set_of_paths_on_a_dense_graph_with_long_route
     assert [len(p) for p in split_paths(_mesh_with_a_short_chain(5), 0, 4)] == [1, 2, 2, 2, 3, 3, 3, 3, 3, 3,
                                                                                    4, 4, 4, 4, 4, 4]
 
+
+def test_a_site_pair_listed_twice_is_one_line(tmp_path):
+    """Two [[interconnect.spans]] entries for one pair (either order) were taken silently, the last one's distance
+    winning (a-b at 10 km and b-a at 500 km described as 500 km): now one line naming both entries."""
+    f = tmp_path / "twice.toml"
+    f.write_text(REGION + '[[interconnect.spans]]\nsites = ["a", "b"]\ndistance_km = 10\n'
+                 '[[interconnect.spans]]\nsites = ["b", "c"]\n[[interconnect.spans]]\nsites = ["b", "a"]\n'
+                 'distance_km = 500\n')
+    for topology in ("spans", "mesh"):
+        p = run_cli("describe", str(f), "--set", f'interconnect.topology="{topology}"')
+        assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+        assert ("interconnect.spans[2].sites: b-a is listed already (spans[0]); allowed: one entry per site pair"
+                in p.stderr)
