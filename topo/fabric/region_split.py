@@ -147,9 +147,8 @@ def _solve(r, i: np.ndarray, j: np.ndarray, share: np.ndarray) -> tuple[np.ndarr
     owner = np.concatenate([np.full(len(p), k) for k, p in enumerate(paths)])
     flat = [p for ps in paths for p in ps]
     P = len(flat)
-    use = np.zeros((E, P))  # use[e, p]: path p crosses directed span e
-    for p, hops in enumerate(flat):  # a path per pair and site: a few hundred at most
-        use[hops, p] = 1.0
+    use = np.zeros((E, P))  # use[e, p]: path p crosses directed span e (a simple path crosses each once)
+    use[np.concatenate(flat), np.repeat(np.arange(P), [len(h) for h in flat])] = 1.0
     path_lat = use.T @ span_lat
     load = use * share[owner]  # bytes of the pattern on span e when path p takes its whole pair
     if P == len(paths):  # one path per pair (two sites, neighbours on a ring of four or more): nothing to split
