@@ -178,3 +178,44 @@ def test_a_spans_region_joined_as_a_chain_is_the_line(tmp_path):
     line = build_region(str(f), ['interconnect.topology="line"', "interconnect.spans=[]"])
     assert r.span_names() == line.span_names() == ["dci:a-b", "dci:b-c"]
     assert r.routes()[1] == pytest.approx(line.routes()[1])
+
+
+def _mesh_with_a_short_chain(n):
+    """A mesh of ``n`` one-unit sites whose spans are 1000 km but for a 1 km chain s-0 - s-1 - ... : the ends'
+    route runs the whole chain (n - 1 hops), and a mesh has a path of every length up to n - 1 hops between them."""
+    chain = ",".join('{sites=["s-%d","s-%d"],distance_km=1}' % (k, k + 1) for k in range(n - 1))
+    return build_region("three-site-chain", ['sites=[{name="s",spec="dgx-h100-superpod",count=%d,'
+                                             'set=["cluster.num_units=1"]}]' % n, 'interconnect.topology="mesh"',
+                                             "interconnect.distance_km=1000", "interconnect.spans=[%s]" % chain])
+
+
+def test_the_split_keeps_a_bounded_set_of_paths_on_a_dense_graph_with_long_routes():
+    """Every simple path of up to h + 1 hops between a 10-site mesh's ends is 109,601 paths (1 + 8 + 8*7 + ...;
+    986,410 at 11 sites, minutes and GB): the split keeps the direct span, the 8 two-hop paths, the 3-hop level
+    (8 x 7 = 56 <= MAX_PATHS) and the route, and stops at the 4-hop level (336 paths, over the bound)."""
+    from topo.fabric.region_split import MAX_PATHS
+    r = _mesh_with_a_short_chain(10)
+    paths = split_paths(r, 0, 9)
+    assert [sum(len(p) == h for p in paths) for h in (1, 2, 3, 9)] == [1, 8, 56, 1] and len(paths) == 66
+    assert 56 <= MAX_PATHS < 56 + 336
+    route = r.routes()[0][0, 9]
+    assert paths[-1].tolist() == [2 * int(s) for s in route]  # the chain, each span forward (lower site to higher)
+    loads, lat = r.split_loads(np.array([0]), np.array([9]), 1e9)
+    assert loads.sum() > 0 and lat[0] > 0
+    # under the bound nothing changes: 5 sites have all 16 paths of up to 5 hops (1 + 3 + 6 + 6)
+    assert [len(p) for p in split_paths(_mesh_with_a_short_chain(5), 0, 4)] == [1, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+                                                                                   4, 4, 4, 4, 4, 4]
+
+
+def test_a_site_pair_listed_twice_is_one_line(tmp_path):
+    """Two [[interconnect.spans]] entries for one pair (either order) were taken silently, the last one's distance
+    winning (a-b at 10 km and b-a at 500 km described as 500 km): now one line naming both entries."""
+    f = tmp_path / "twice.toml"
+    f.write_text(REGION + '[[interconnect.spans]]\nsites = ["a", "b"]\ndistance_km = 10\n'
+                 '[[interconnect.spans]]\nsites = ["b", "c"]\n[[interconnect.spans]]\nsites = ["b", "a"]\n'
+                 'distance_km = 500\n')
+    for topology in ("spans", "mesh"):
+        p = run_cli("describe", str(f), "--set", f'interconnect.topology="{topology}"')
+        assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
+        assert ("interconnect.spans[2].sites: b-a is listed already (spans[0]); allowed: one entry per site pair"
+                in p.stderr)

@@ -2,7 +2,7 @@
 
 A site pair's traffic may take its direct span, every 2-hop path through a third site, and, where the pair is
 further apart (a chain, a long ring), its lowest-latency route and every path one hop longer (a ring's other way
-round). The split is the one a traffic-engineered
+round; on a dense graph whose routes are long, whole hop counts of them up to :data:`MAX_PATHS`). The split is the one a traffic-engineered
 long-haul network reaches when it fills longer paths as the short one fills: the fractions that minimise the
 busiest directed span's time (load over capacity, a min-max multi-commodity flow, solved as one small linear
 programme over the site graph), and among those the lowest latency-weighted bytes (a second programme with the
@@ -17,51 +17,82 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["split_paths", "split_loads"]
+__all__ = ["split_paths", "split_loads", "MAX_PATHS"]
+
+
+MAX_PATHS = 64
+"""The most paths a site pair's split keeps beyond its direct span, 2-hop paths and route (an assumption that
+bounds the linear programme: the paths of up to ``h + 1`` hops grow exponentially on a dense site graph whose
+routes are long, a mesh whose short spans form a chain: 986,410 for the ends of 11 sites). Longer paths are added a
+hop count at a time while the whole count fits, so none is chosen by site order."""
 
 
 def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     """The directed span ids (``2*span`` lower site to higher, ``+1`` back) of every path site ``i`` may send to
-    site ``j`` on: every simple path over the working spans of at most ``max(2, h + 1)`` hops, ``h`` the hops of the
-    lowest-latency route. So the direct span and each 2-hop path through a third site always; where the pair is
-    further apart (a chain, a long ring), its route and the paths one hop longer (a ring's other way round, a chain's
-    detour). Shorter paths first, then by the sites they pass, so the first is the direct span where there is one.
+    site ``j`` on: the simple paths over the working spans of at most ``max(2, h + 1)`` hops, ``h`` the hops of
+    the lowest-latency route. So the direct span and each 2-hop path through a third site always, and the route;
+    where the pair is further apart (a chain, a long ring), the paths one hop longer (a ring's other way round, a
+    chain's detour), the 3-hop ones and up a whole hop count at a time while they total at most :data:`MAX_PATHS`.
+    Shorter paths first, then by the sites they pass, so the first is the direct span where there is one.
 
     Parameters
     ----------
     r : topo.fabric.region.Region
     i, j : int
-        Sending and receiving sites (different).
+        Sending and receiving site.
 
     Returns
     -------
     list of numpy.ndarray
         One array of directed span ids per path, in the order of its hops (empty when no working path joins them).
     """
+    from .region import _shortest_paths  # here: region imports this module
+
     a, b, alive = r.spans["a"], r.spans["b"], ~r.failed
     S = r.num_sites
     span_of = np.full((S, S), -1, dtype=np.int64)
     ids = np.flatnonzero(alive)
     span_of[a[ids], b[ids]] = ids
     span_of[b[ids], a[ids]] = ids
-    route_hops = int((r.routes()[0][i, j] >= 0).sum())
+    route_spans = r.routes()[0][i, j]
+    route_hops = int((route_spans >= 0).sum())
     if route_hops == 0:
         return []
     limit = max(2, route_hops + 1)
-    found: list[tuple[int, ...]] = []  # site sequences from i to j
+    if "hops" not in r._cache:  # fewest hops between every pair of sites (inf: none), once per region
+        r._cache["hops"] = _shortest_paths(S, a[ids], b[ids], np.ones(ids.size))[0]
+    hops_to_j = r._cache["hops"][:, j]
+    neighbours = [np.flatnonzero(span_of[k] >= 0).tolist() for k in range(S)]
 
-    def walk(path: list[int]) -> None:  # a few sites, paths bounded by the route's hops + 1: never per GPU
+    def walk(path: list[int], hops: int, out: list, cap: int) -> bool:  # paths of exactly ``hops`` hops
         here = path[-1]
-        if here == j:
-            found.append(tuple(path))
-            return
-        if len(path) > limit:
-            return
-        for k in np.flatnonzero(span_of[here] >= 0).tolist():
-            if k not in path:
-                walk(path + [k])
+        if here == j:  # a simple path ends at j: kept when it has the hops asked
+            if len(path) - 1 == hops:
+                out.append(tuple(path))
+            return len(out) <= cap
+        for k in neighbours[here]:  # a few sites: never per GPU; pruned to sites that can still reach j in time
+            if k not in path and len(path) + hops_to_j[k] <= hops:
+                if not walk(path + [k], hops, out, cap):
+                    return False
+        return True
 
-    walk([i])
+    found: list[tuple[int, ...]] = []
+    longer = 0  # paths of 3 hops or more kept
+    for hops in range(1, limit + 1):
+        level: list[tuple[int, ...]] = []
+        if hops <= 2:
+            walk([i], hops, level, S)  # at most S - 2 of them
+        elif not walk([i], hops, level, MAX_PATHS - longer):
+            break  # this hop count's paths do not all fit: none of them, nor longer ones
+        else:
+            longer += len(level)
+        found += level
+    route, here = [i], i
+    for s in route_spans[:route_hops].tolist():
+        here = int(b[s] if a[s] == here else a[s])
+        route.append(here)
+    if tuple(route) not in found:
+        found.append(tuple(route))
     found.sort(key=lambda p: (len(p), p))
 
     def directed(x: int, y: int) -> int:
@@ -116,9 +147,8 @@ def _solve(r, i: np.ndarray, j: np.ndarray, share: np.ndarray) -> tuple[np.ndarr
     owner = np.concatenate([np.full(len(p), k) for k, p in enumerate(paths)])
     flat = [p for ps in paths for p in ps]
     P = len(flat)
-    use = np.zeros((E, P))  # use[e, p]: path p crosses directed span e
-    for p, hops in enumerate(flat):  # a path per pair and site: a few hundred at most
-        use[hops, p] = 1.0
+    use = np.zeros((E, P))  # use[e, p]: path p crosses directed span e (a simple path crosses each once)
+    use[np.concatenate(flat), np.repeat(np.arange(P), [len(h) for h in flat])] = 1.0
     path_lat = use.T @ span_lat
     load = use * share[owner]  # bytes of the pattern on span e when path p takes its whole pair
     if P == len(paths):  # one path per pair (two sites, neighbours on a ring of four or more): nothing to split

@@ -228,12 +228,17 @@ class RegionSpec(_Strict):
         ic = self.interconnect
         if ic.hub is not None and ic.hub not in names:
             raise ValueError(f"interconnect.hub names no site: {ic.hub!r}; sites: {', '.join(names)}")
+        listed: dict[frozenset, int] = {}
         for i, s in enumerate(ic.spans):
             bad = [n for n in s.sites if n not in names]
             if bad or s.sites[0] == s.sites[1]:
                 what = f"no site {bad[0]!r}" if bad else f"the same site twice ({s.sites[0]!r})"
                 raise ValueError(f"interconnect.spans[{i}].sites: {what}; allowed: two different of "
                                  f"{', '.join(names)}")
+            first = listed.setdefault(frozenset(s.sites), i)
+            if first != i:  # one span a pair: a second entry would silently replace the first's figures
+                raise ValueError(f"interconnect.spans[{i}].sites: {s.sites[0]}-{s.sites[1]} is listed already "
+                                 f"(spans[{first}]); allowed: one entry per site pair")
             if s.distance_km is None and ic.distance_km is None:
                 raise ValueError(f"interconnect.spans[{i}]: no distance_km, and the interconnect gives none")
         if ic.distance_km is None:
