@@ -28,6 +28,8 @@ from _results import ROOT
 
 sys.path.insert(0, str(ROOT))
 
+from training_accuracy import pair_ratio_error  # noqa: E402  (one formula for both pair tables)
+
 
 def release(run_id: str) -> str:
     """The run's release or source: its id's prefix (``mb260401``, ``nemo2504dgxc``, ``mlperf51``, ``mcore``)."""
@@ -71,10 +73,11 @@ def layout_pairs(rows: list[dict], cross_recipe: bool = False) -> list[dict]:
         for a, b in itertools.combinations(sorted(members, key=lambda r: r["run"]), 2):
             if a["shape"] == b["shape"] or (cross_recipe and a["recipe"] == b["recipe"]):
                 continue
-            measured, topo = b["measured_s"] / a["measured_s"], b["topo_s"] / a["topo_s"]
-            lofo = b["lofo_s"] / a["lofo_s"] if a["lofo_s"] and b["lofo_s"] else None
-            out.append(dict(a=a, b=b, measured=measured, topo=topo, error=topo / measured - 1,
-                            error_lofo=lofo / measured - 1 if lofo else None,
+            ms = (a["measured_s"], b["measured_s"])
+            out.append(dict(a=a, b=b, measured=ms[1] / ms[0], topo=b["topo_s"] / a["topo_s"],
+                            error=pair_ratio_error(*ms, a["topo_s"], b["topo_s"]),
+                            error_lofo=(pair_ratio_error(*ms, a["lofo_s"], b["lofo_s"])
+                                        if a["lofo_s"] and b["lofo_s"] else None),
                             holdout=a["holdout"] or b["holdout"]))
     return out
 

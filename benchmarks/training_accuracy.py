@@ -996,6 +996,13 @@ PAIR_OTHER = ("cuda_graph_scope", "moe_dispatcher", "moe_dispatch_bytes", "moe_a
               "recompute_granularity", "activation_offload_layers")
 
 
+def pair_ratio_error(measured_a_s: float, measured_b_s: float, topo_a_s: float, topo_b_s: float) -> float:
+    """How far topo's step-time ratio of run B over run A is from the measured one: ``(topo B / A) / (measured B / A)
+    - 1`` (negative: topo puts B further below A than measured). The one formula of the FP8 pair table and of
+    ``layout_pairs.py``."""
+    return (topo_b_s / topo_a_s) / (measured_b_s / measured_a_s) - 1
+
+
 def fp8_recipe_label(row) -> str:
     """A FP8 run's scaling recipe for the pair table: :func:`fp8_recipe`'s (current, blockwise, mxfp8), else
     ``delayed`` where the note names per-tensor delayed scaling, else ``per-tensor`` (not recorded)."""
@@ -1021,7 +1028,8 @@ def fp8_pairs(setups) -> list[tuple[dict, dict]]:
 def _pair_line(b, f) -> str:
     """One pair's row of :func:`fp8_pair_section`: the measured step ratio FP8 / BF16 against topo's."""
     meas, topo = f["step_s"] / b["step_s"], f["pred"] / b["pred"]
-    lofo = f"{f['lofo'] / b['lofo'] / meas - 1:+.1%}" if (b.get("lofo") and f.get("lofo")) else "-"
+    lofo = (f"{pair_ratio_error(b['step_s'], f['step_s'], b['lofo'], f['lofo']):+.1%}"
+            if (b.get("lofo") and f.get("lofo")) else "-")
     other = ", ".join(c for c in PAIR_OTHER if (b["row"].get(c) or "") != (f["row"].get(c) or "")) or "-"
     return (f"| {b['run']} / {f['run']}{' (hold-out)' if f['holdout'] else ''} | {f['family']} | {f['gpu']} | "
             f"{f['row']['software']} | {fp8_recipe_label(f['row'])} | {meas:.3f} | {topo:.3f} | {topo / meas - 1:+.1%}"
@@ -1058,10 +1066,9 @@ def _pair_summary(pairs, key, header: str) -> str:
     groups, lofo = {}, {}
     for b, f in pairs:
         k = ("hold-out" if f["holdout"] else "fitted",) + key(f)
-        meas = f["step_s"] / b["step_s"]
-        groups.setdefault(k, []).append(f["pred"] / b["pred"] / meas - 1)
+        groups.setdefault(k, []).append(pair_ratio_error(b["step_s"], f["step_s"], b["pred"], f["pred"]))
         if b.get("lofo") and f.get("lofo"):
-            lofo.setdefault(k, []).append(f["lofo"] / b["lofo"] / meas - 1)
+            lofo.setdefault(k, []).append(pair_ratio_error(b["step_s"], f["step_s"], b["lofo"], f["lofo"]))
     n = header.count("|") + 1
     out = [f"| set | {header} | pairs | median ratio error | range | out of family |", "|---" * (n + 5) + "|"]
     return "\n".join(out + [f"| {' | '.join(k)} | {len(v)} | {_median(v):+.1%} | {min(v):+.1%} .. {max(v):+.1%} | "
