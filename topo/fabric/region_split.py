@@ -61,8 +61,28 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     limit = max(2, route_hops + 1)
     if "hops" not in r._cache:  # fewest hops between every pair of sites (inf: none), once per region
         r._cache["hops"] = _shortest_paths(S, a[ids], b[ids], np.ones(ids.size))[0]
-    hops_to_j = r._cache["hops"][:, j]
     neighbours = [np.flatnonzero(span_of[k] >= 0).tolist() for k in range(S)]
+    found = _paths_by_hops(neighbours, r._cache["hops"][:, j], i, j, limit)
+    route, here = [i], i
+    for s in route_spans[:route_hops].tolist():
+        here = int(b[s] if a[s] == here else a[s])
+        route.append(here)
+    if tuple(route) not in found:
+        found.append(tuple(route))
+    found.sort(key=lambda p: (len(p), p))
+
+    def directed(x: int, y: int) -> int:
+        s = int(span_of[x, y])
+        return 2 * s + (0 if a[s] == x else 1)
+
+    return [np.array([directed(x, y) for x, y in zip(p[:-1], p[1:])], dtype=np.int64) for p in found]
+
+
+def _paths_by_hops(neighbours: list, hops_to_j: np.ndarray, i: int, j: int, limit: int) -> list[tuple[int, ...]]:
+    """The simple paths (site tuples) from ``i`` to ``j`` of 1 to ``limit`` hops, as :func:`split_paths` keeps
+    them: every 1- and 2-hop path, then the paths of 3 hops or more a whole hop count at a time while they total
+    at most :data:`MAX_PATHS`. ``neighbours[k]``: the sites one working span from ``k``; ``hops_to_j``: each
+    site's fewest hops to ``j`` (prunes the walk)."""
 
     def walk(path: list[int], hops: int, out: list, cap: int) -> bool:  # paths of exactly ``hops`` hops
         here = path[-1]
@@ -81,25 +101,13 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     for hops in range(1, limit + 1):
         level: list[tuple[int, ...]] = []
         if hops <= 2:
-            walk([i], hops, level, S)  # at most S - 2 of them
+            walk([i], hops, level, len(neighbours))  # at most S - 2 of them
         elif not walk([i], hops, level, MAX_PATHS - longer):
             break  # this hop count's paths do not all fit: none of them, nor longer ones
         else:
             longer += len(level)
         found += level
-    route, here = [i], i
-    for s in route_spans[:route_hops].tolist():
-        here = int(b[s] if a[s] == here else a[s])
-        route.append(here)
-    if tuple(route) not in found:
-        found.append(tuple(route))
-    found.sort(key=lambda p: (len(p), p))
-
-    def directed(x: int, y: int) -> int:
-        s = int(span_of[x, y])
-        return 2 * s + (0 if a[s] == x else 1)
-
-    return [np.array([directed(x, y) for x, y in zip(p[:-1], p[1:])], dtype=np.int64) for p in found]
+    return found
 
 
 def split_loads(r, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray]:
