@@ -515,6 +515,13 @@ def _run_kw(row, model, kw: dict) -> None:
         _dgxc2505_kw(row, model, kw)
     if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
         kw["moe_grouped_gemm"] = False
+    if re.match(r"nemo25\d\d", row["run_id"]) and family(model.name) == "mixtral":
+        # NeMo 2's Mixtral 8x22B recipe adds MegatronCommOverlapCallback without tp_comm_overlap (NVIDIA/NeMo@6f2c6fda
+        # nemo/collections/llm/recipes/mixtral_8x22b.py lines 226-230; v2.2.1 the same), and the callback's default is
+        # off (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 134-135: "Optimizations disabled by
+        # default, can be overriden by user"; a None of the user's overrides nothing); the performance script sets
+        # none (scripts/performance/llm/pretrain_mixtral_8x22b.py): TP traffic not overlapped (but for the backward's)
+        kw["overlap_tp"] = False
     _megatron_lm_kw(row, model, kw)
     if row["run_id"] == "mbvc_h100_deepseekv3":
         # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
@@ -552,6 +559,60 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["moe_counts_aligned"] = True
 
 
+# NeMo 2's and Megatron-Bridge's named userbuffers configurations by model file (hidden size and TP as the names
+# carry them), GPU class and precision: NVIDIA/NeMo@6f2c6fda scripts/performance/llm/pretrain_llama3_70b.py lines
+# 92-110, pretrain_llama31_405b.py lines 108-126, pretrain_gpt3_175b.py lines 91-109 (gb200 and b200 both the "b200"
+# configurations); v2.2.1 scripts/llm/performance/ the same tables (lines 83-96); Megatron-Bridge v0.2.0-v0.5.0
+# scripts/performance/configs/llama*/llama3*_llm_pretrain.py (e.g. v0.2.0 llama31_llm_pretrain.py lines 49-163:
+# gb300/gb200/b200 the b200 configurations, h100 the h100 ones) and @067f987d perf_recipes/llama/*/llama3*.py
+UB_NAMED = {"llama3-70b": ("h8192_tp4_mbs1_seqlen8192", "h8192_tp2_mbs1_seqlen8192"),
+            "llama3-405b": ("h16384_tp8_cp2_mbs1_seqlen8192", "h16384_tp4_cp2_mbs1_seqlen8192"),
+            "gpt3-175b": ("h12288_tp4_mbs1_seqlen2048", "h12288_tp4_mbs1_seqlen2048")}
+
+
+def tp_overlap_config(row, model) -> str:
+    """The userbuffers configuration the row's recipe runs TP overlap with (``tp_overlap.toml``; read only where the
+    row overlaps TP):
+
+    - NeMo 2 performance scripts and DGX Cloud recipes (``nemo25``, ``dgxc``) and Megatron-Bridge's Llama configs
+      (``mb``): the named configuration of the model, GPU class (H100; Blackwell: NeMo's ``b200`` ones) and
+      precision (:data:`UB_NAMED`); NeMo 25.02 (``nemo2502``: NVIDIA/NeMo@d2b21556, v2.2.1) the H100 FP8 ones of
+      that release (``_nemo2502``: pipeline reduce-scatters with a margin, made 1-SM ring exchanges by
+      NVIDIA/NeMo#13131 before v2.3.0). Nemotron-4 340B on Blackwell: ``*_b200_h18432_tp8`` by precision
+      (@6f2c6fda pretrain_nemotron4_340b.py lines 102-110), in NeMo 25.02 the BF16 one for both (v2.2.1 lines
+      89-93); Nemotron-4 15B on Blackwell the BF16 ``h6144_tp2`` for both precisions (@6f2c6fda
+      pretrain_nemotron4_15b.py lines 96-100); Grok-1 the FP8 ``b200_h16384_tp4_cp2`` on both GPUs and precisions
+      (pretrain_grok1_314b.py line 347).
+    - Transformer Engine's defaults (``te_default``, TE >= 2.0) where TP overlap runs without a named
+      configuration: Nemotron-4 on H100 and Llama 4 / Mixtral in NeMo 2 (the recipes' ``tp_comm_overlap=True``
+      without a configuration), Megatron-Bridge's Qwen3 and DeepSeek-V3 (``CommOverlapConfig(tp_comm_overlap=True)``:
+      Megatron-Bridge@067f987d training/comm_overlap.py lines 620-625), Megatron-LM's ``--tp-comm-overlap`` without
+      ``--tp-comm-overlap-cfg`` (``mcore_``); MLPerf v5.0/v6.0 (assumption: the submissions' TP-overlap
+      configurations are not in the stored sources).
+    - TE 1.x (``te_default_v1``, no margin) for the NeMo 24.07 and MLPerf v4.1 (NeMo 24.09) rows (assumption: the
+      NeMo 1 launcher's per-model YAMLs, e.g. ``ub_cfg_h100_h12288_tp4_mbs2_seqlen2048``, are not tied to these rows).
+    """
+    rid, gpu, prec = row["run_id"], row["gpu"], row["precision"]
+    if rid.startswith(("nemo2407_", "mlperf41_")):
+        return "te_default_v1"
+    nemo = rid.startswith(("nemo25", "dgxc"))
+    if not (nemo or rid.startswith("mb")):
+        return "te_default"
+    hopper = gpu in ("H100", "H200", "H800")
+    if model.name.startswith("grok"):
+        return "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
+    if model.name == "nemotron4-340b" and not hopper and nemo:
+        return f"userbuffers_{'bf16' if rid.startswith('nemo2502') else prec}_b200_h18432_tp8_mbs1_seqlen4096"
+    if model.name == "nemotron4-15b" and not hopper and nemo:
+        return "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096"
+    if model.name not in UB_NAMED:
+        return "te_default"
+    name = f"userbuffers_{prec}_{'h100' if hopper else 'b200'}_{UB_NAMED[model.name][0 if hopper else 1]}"
+    if hopper and prec == "fp8" and rid.startswith("nemo2502"):
+        name += "_nemo2502"
+    return name
+
+
 def _setups():
     """One dict per published run: fabric key, model, layout, convention, measured step time, group, params
     (``holdout``: a row of the hold-out file, which no fit reads)."""
@@ -563,6 +624,7 @@ def _setups():
         kw = _recipe_layout_kw(row, model)
         _framework_kw(row, model, kw)
         _run_kw(row, model, kw)
+        kw["tp_overlap_config"] = tp_overlap_config(row, model)
         out.append(dict(run=row["run_id"], spec=SPECS[row["system"]], model=model, lay=make_layout(**kw),
                         step_s=float(row["step_time_s"]), source=row["source_url"], gpu=row["gpu"],
                         holdout=is_held, row=row))

@@ -73,7 +73,9 @@ def test_step_exposes_each_tp_collective_beyond_its_own_gemm(gb200):
     hide all the TP traffic (the old rule: nothing exposed). The step's TP seconds are the sum, by hand, over
     the four collectives of each attention and MLP block, of what exceeds its own GEMM."""
     m = load_model("nemotron4-340b")
-    lay = _nemotron_fp8()
+    # TE 1.x's userbuffers defaults (no SM margin): each GEMM on the whole GPU, as the hand sum times it (the margin
+    # that lengthens the paired GEMMs is tests/test_training_tp_overlap.py's)
+    lay = _nemotron_fp8(tp_overlap_config="te_default_v1")
     r = estimate_step(gb200, m, lay, contention=False)
     gpu = gpu_compute("GB200")
     km = gpu.kernels

@@ -471,7 +471,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
-                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce")
+                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config")
 
 
 def _dp_idle(L: dict) -> str:
@@ -492,6 +492,16 @@ def _fp8_recipe_idle(L: dict, model) -> str:
     if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):
         return (f"{model.name} has no experts, so current scaling is priced as per-tensor delayed scaling; "
                 "fp8_amax_pass = true adds its amax pass")
+    return ""
+
+
+def _tp_overlap_idle(L: dict) -> str:
+    """Why the layout's ``tp_overlap_config`` changes nothing, or "": only TP overlapped by userbuffers (``overlap_tp``,
+    sequence parallelism, ``tp > 1``) runs its GEMMs through a communicator (:func:`topo.training.tp_overlap.pass_margins`)."""
+    if L.get("tp", 1) <= 1:
+        return "tp 1: no tensor-parallel GEMM"
+    if not L.get("overlap_tp") or not L.get("sequence_parallel", True):
+        return "no userbuffers TP overlap (overlap_tp and sequence_parallel)"
     return ""
 
 
@@ -530,7 +540,7 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_dispatcher": f"{model.name} has no experts" if model.moe is None else "",
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
-            "dp_bucket_params": _dp_idle(L),
+            "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L),
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

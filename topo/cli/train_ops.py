@@ -27,11 +27,16 @@ def print_op_table(ops: dict) -> None:
              "launches, 0 where a CUDA graph captures the op):")
         body = [[r["op"], r["module"], f"{r['forward_s'] * 1e6:,.1f}", f"{r['backward_s'] * 1e6:,.1f}",
                  f"{r['host_forward_s'] * 1e6:,.1f}", f"{r['host_backward_s'] * 1e6:,.1f}",
-                 f"{r['kernels_forward']:.4g} / {r['kernels_backward']:.4g}"] for r in rows]
+                 f"{r['kernels_forward']:.4g} / {r['kernels_backward']:.4g}", _margin(r)] for r in rows]
         body.append(["total", "", *(f"{sum(r[k] for r in rows) * 1e6:,.1f}"
-                                    for k in ("forward_s", "backward_s", "host_forward_s", "host_backward_s")), ""])
-        emit(table(body, ["op", "module", "GPU fwd", "GPU bwd", "host fwd", "host bwd", "kernels"],
-                   right=[False, False, True, True, True, True, True]))
+                                    for k in ("forward_s", "backward_s", "host_forward_s", "host_backward_s")), "", ""])
+        emit(table(body, ["op", "module", "GPU fwd", "GPU bwd", "host fwd", "host bwd", "kernels", "SMs given up"],
+                   right=[False, False, True, True, True, True, True, False]))
+
+
+def _margin(row: dict) -> str:
+    """The SMs each GEMM pass of ``row`` gives up to its userbuffers communicator (``fprop 24, dgrad 16``), or ""."""
+    return ", ".join(f"{p} {n}" for p, n in (row.get("sm_margin") or {}).items())
 
 
 def print_stage_table(stages: list[dict], microbatches: int) -> None:

@@ -16,6 +16,7 @@ from .model import ModelSpec
 from .operators import (END_UNITS, block_ops, captured, host_launch_s, kernels_launched, op_passes_s,
                         pipeline_units, rank_computes)
 from .parallel import ParallelLayout
+from .tp_overlap import pass_margins
 
 __all__ = ["block_op_table", "stage_table", "step_op_table", "step_stage_table"]
 
@@ -81,7 +82,7 @@ def _row(op, lay: ParallelLayout, gpu: GpuCompute) -> dict:
     return {"op": op.name, "module": op.module, "kind": op.kind, "forward_s": fwd, "backward_s": bwd,
             "host_forward_s": host_launch_s(op, gpu, **kw), "host_backward_s": host_launch_s(op, gpu, True, **kw),
             "kernels_forward": kernels["forward"], "kernels_backward": kernels["backward"],
-            "captured": captured(op, lay.cuda_graph_scope)}
+            "captured": captured(op, lay.cuda_graph_scope), "sm_margin": pass_margins(op, lay)}
 
 
 def step_op_table(fabric: Fabric, model: ModelSpec, lay: ParallelLayout,

@@ -63,6 +63,7 @@ from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
 from .routing import rank_destinations
+from .tp_overlap import margin_kernels, pass_margins
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
@@ -971,7 +972,7 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
               graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None,
-              grad_once: bool = False, grad_copy_bytes: float = 0.0) -> float:
+              grad_once: bool = False, grad_copy_bytes: float = 0.0, margins: dict | None = None) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
@@ -988,7 +989,10 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     GEMM's reduction, the tokens, is short against its output, the weight: experts with few rows each.
     ``grad_once``: the weight-gradient GEMM writes a new gradient of ``grad_bytes`` an element instead (no
     accumulation); ``grad_copy_bytes``: bytes per weight-gradient element a memory kernel of the pass moves after
-    it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`)."""
+    it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`).
+
+    ``margins``: SMs a GEMM pass (``fprop``, ``dgrad``, ``wgrad``) runs without, its userbuffers communicator's
+    ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`."""
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
@@ -1015,10 +1019,11 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         accumulated = backward and i == 1 and op.weights and grad_bytes is not None  # the weight gradient
         m_sd = op.m_sd if passes[i] != "wgrad" else 0.0  # the weight gradient reduces over the rows: no row tiles
         out = (grad_bytes if grad_once else 2.0 * grad_bytes) if accumulated else 2.0
+        kp = margin_kernels(gpu, margins.get(passes[i], 0)) if margins else km
         if op.expert_kernels:
-            t += grouped_pass_s(km, M, N, K, prec, op.groups, op.expert_kernels, per, ratio, out, m_sd)
+            t += grouped_pass_s(kp, M, N, K, prec, op.groups, op.expert_kernels, per, ratio, out, m_sd)
         else:
-            t += ratio * gemm_s(km, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
+            t += ratio * gemm_s(kp, M, N, K, prec, op.groups, op.packed, out_bytes=out, m_sd=m_sd)
         if accumulated and grad_copy_bytes:
             t += memory_s(km, grad_copy_bytes * M * N * op.groups)
     M, _, K = shapes[0]  # the pass's quantised input: X forward (fprop's M x K), dY backward (dgrad's)
@@ -1103,20 +1108,23 @@ def quantize_bytes(generation: str, fp8_recipe: str | None = None, amax_pass: bo
     return ACT + copies * (1.0 + scale) + (ACT if amax_pass else 0.0)
 
 
-def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None) -> dict:
+def tp_paired_gemm_s(op: Op, gpu: GpuCompute, precision: str, fp8_recipe: str | None = None,
+                     margins: dict | None = None) -> dict:
     """The GEMM seconds each of ``op``'s TP collectives overlaps with, by the traffic item's ``pair``
     (:func:`topo.training.step._tp_traffic`): a column-parallel (``ag``) layer's forward all-gather with its
     forward GEMM (``ag_fprop``, ring exchange), its input's second gather with its input-gradient GEMM
     (``ag_dgrad``, bulk) and its input gradient's reduce-scatter with its weight-gradient GEMM (``ag_wgrad``,
     bulk); a row-parallel (``rs``) layer's forward reduce-scatter with its forward GEMM (``rs_fprop``) and its
-    output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange). Empty for
-    other operators."""
+    output gradient's all-gather with its input-gradient GEMM (``rs_dgrad``, both ring exchange), each on the SMs
+    its communicator leaves it (``margins``, :func:`.tp_overlap.pass_margins`). Empty for other operators."""
     if op.kind != "gemm" or not op.tp_overlap:
         return {}
     prec, km = _gemm_precision(op, precision), gpu.kernels
     ratio = fp8_recipe_costs(fp8_recipe, gpu.generation)[0] if prec == "fp8" else 1.0
     passes = ("fprop", "dgrad", "wgrad") if op.tp_overlap == "ag" else ("fprop", "dgrad")
-    return {f"{op.tp_overlap}_{p}": ratio * gemm_s(km, *shape, prec, op.groups, op.packed)
+    margins = margins or {}
+    return {f"{op.tp_overlap}_{p}": ratio * gemm_s(margin_kernels(gpu, margins[p]) if p in margins else km, *shape,
+                                                   prec, op.groups, op.packed)
             for p, shape in _gemm_shapes(op).items() if p in passes}
 
 
@@ -1226,7 +1234,7 @@ def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, fl
         ``(forward_s, backward_s)``.
     """
     cap = captured(op, lay.cuda_graph_scope)
-    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe)
+    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe, margins=pass_margins(op, lay))
     return (op_time_s(op, gpu, lay.precision, **kw),
             op_time_s(op, gpu, lay.precision, backward=True, **wgrad_kw(lay, op), **kw))
 
@@ -1290,7 +1298,7 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     sync_at = -1
     graphs = lay.cuda_graph_scope
     for op in block_ops(model, lay, kind):
-        for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe).items():
+        for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe, pass_margins(op, lay)).items():
             pairs[key] = pairs.get(key, 0.0) + g
         amax = lay.fp8_amax_pass
         f, b = op_passes_s(op, gpu, lay)

@@ -207,6 +207,13 @@ class ParallelLayout(BaseModel):
     parallelism each behind the GEMM of its own linear layer, run as a ring exchange of ``tp`` chunks
     (:func:`topo.training.step.tp_ring_steps`, :func:`topo.training.step.tp_ring_exposed_s`), FP8 layouts
     gathering 1-byte elements; without it behind the micro-batch's compute. Default exposed."""
+    tp_overlap_config: str = "te_default"
+    """The userbuffers configuration TP overlap runs (``topo/data/compute/tp_overlap.toml``: NeMo's and
+    Megatron-Bridge's named ones, e.g. ``userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192``, or Transformer
+    Engine's defaults): the SMs each TP GEMM gives up to the communication beside it (``set_sm_margin``,
+    :mod:`topo.training.tp_overlap`). Default ``te_default``, what TE >= 2.0 runs when the recipe names none: the
+    forward reduce-scatters (``pipeline``) and the backward's bulk exchanges on 16 SMs, taken from their GEMMs.
+    Read only with ``overlap_tp``, sequence parallelism and ``tp > 1``."""
     overlap_cp: Flag = True
     """CP K/V exchange hidden behind the attention it feeds (ring attention: each step's send behind that step's
     attention, as far as it fits); the all-gather exchange is exposed either way."""
@@ -357,6 +364,14 @@ class ParallelLayout(BaseModel):
     None: the expected maximum over the EP ranks of a uniform router's load
     (:func:`topo.training.operators.busiest_rank_load`; exact for forced balancing, a floor for a trained router;
     1 under the ``consecutive`` gate). A capacity factor pads every expert to its capacity instead."""
+
+    @field_validator("tp_overlap_config")
+    @classmethod
+    def _known_tp_overlap(cls, v):
+        from .tp_overlap import config_names
+        if v not in config_names():
+            raise ValueError(f"unknown userbuffers configuration {v!r}; allowed: {', '.join(config_names())}")
+        return v
 
     @field_validator("remat_policy")
     @classmethod

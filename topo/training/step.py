@@ -100,6 +100,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
+from .tp_overlap import margins_note
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -826,8 +827,9 @@ def _add_sm_losses(model: ModelSpec, lay: ParallelLayout, gpu, sc, cover: float,
     compute beside them: their NCCL kernels hold :func:`.comm_sms.nccl_sms` SMs and move HBM bytes
     (:func:`.comm_sms.comm_hbm_Bps` of their bus bytes a second) while they run, so the forward and backward they
     hide behind (a ring send: its attention kernels) run on what is left (:func:`.comm_sms.reduced_gpu`,
-    :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already (:func:`_ep_loss`); the TP ring's
-    userbuffers exchange and the PP sends are not counted. A DP collective whose windows the compute stream's
+    :func:`.comm_sms.sm_loss_s`). The expert all-to-alls pay theirs already (:func:`_ep_loss`); the TP GEMMs
+    theirs in the operators (the userbuffers configuration's ``set_sm_margin``, :mod:`.tp_overlap`: each GEMM
+    launched, whole, on the SMs its communicator leaves); the PP sends are not counted. A DP collective whose windows the compute stream's
     NVLink-only exposed time widens (:func:`_dp_windows`) is charged only on its share beside compute
     (:func:`_beside_compute`): while the GPU waits on exposed communication no GEMM runs, so the SMs held cost
     nothing there. The DP collectives' hidden seconds beside compute together are capped at the step's compute
@@ -1266,6 +1268,9 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
         notes.append("dualpipe without overlap_ep: DualPipe exists to hide each chunk pair's expert all-to-alls "
                      "behind the other chunk's compute (DeepSeek-V3 sec. 3.2.1), but only overlap_ep=true hides "
                      "them here: priced exposed whole")
+    margins = margins_note(lay, gpu.sms)
+    if margins:
+        notes.append(margins)
     notes += _straddle_notes(lay, mapping)
     return notes
 

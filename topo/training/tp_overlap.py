@@ -1,0 +1,165 @@
+"""The SMs Transformer Engine's userbuffers TP overlap takes from the GEMM beside it.
+
+With TP communication overlap (``overlap_tp``, sequence parallelism, ``tp > 1``) each tensor-parallel linear
+layer's GEMM is run by a userbuffers communicator, one per buffer name (``qkv_fprop``, ``proj_fprop``, ...). Its
+``CommOverlapCore`` sets the GEMM's SMs once: ``_math_sms = set_sm_margin ? sm_count - num_comm_sm : sm_count``
+(NVIDIA/TransformerEngine@d0067d0d ``transformer_engine/common/comm_gemm_overlap/comm_gemm_overlap.cpp`` line
+143), and every GEMM the communicator launches passes ``_math_sms`` to cuBLAS as
+``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`` (``transformer_engine/common/gemm/cublaslt_gemm.cu`` lines 465-467): the
+whole GEMM runs on ``sm_count - num_sm`` SMs, its tile shape chosen for them, whether or not the collective is
+running at that moment. So a GEMM of ``w`` waves on the full GPU takes ``ceil(tiles / (sms - n))`` waves of the same
+per-SM time (:func:`margin_kernels`, :func:`topo.training.kernels.gemm_s`).
+
+Which GEMM each buffer name runs: a column-parallel layer (QKV, fc1; Mamba's in_proj, Megatron-Core's
+``tp_comm_buffer_name`` ``fc1``) runs its forward GEMM with ``*_fprop`` (the input's all-gather), its
+input-gradient GEMM with ``*_dgrad`` (the input gathered again, bulk) and its weight-gradient GEMM with ``*_wgrad``
+(the input gradient's reduce-scatter, bulk); a row-parallel layer (the attention's output projection ``proj``, fc2;
+Mamba's out_proj, ``fc2``) its forward GEMM with ``*_fprop`` (the output's reduce-scatter) and its input-gradient
+GEMM with ``*_dgrad`` (the output gradient's all-gather). The row-parallel weight-gradient GEMM's ``external``
+overlap (TE >= 2.x ``proj_wgrad`` / ``fc2_wgrad``) is not priced (no recipe row names it).
+
+The configurations (method, ``num_sm``, ``set_sm_margin`` per buffer) are data:
+``topo/data/compute/tp_overlap.toml``, NeMo's and Megatron-Bridge's named ones and Transformer Engine's defaults
+(``te_default``: since TE 2.0, ``pipeline`` and ``bulk`` on 16 SMs with the margin, ring exchanges on 1 SM
+without). The layout names one (``ParallelLayout.tp_overlap_config``, default ``te_default``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from functools import lru_cache
+
+from ..resources import data_dir
+from .comm_sms import reduced_gpu
+
+__all__ = ["configs", "config_names", "buffer_name", "margin_sms", "pass_margins", "margin_kernels",
+           "margins_note", "DEFAULT"]
+
+DEFAULT = "te_default"
+BUFFERS = ("qkv_fprop", "qkv_dgrad", "qkv_wgrad", "proj_fprop", "proj_dgrad", "fc1_fprop", "fc1_dgrad",
+           "fc1_wgrad", "fc2_fprop", "fc2_dgrad")
+METHODS = ("ring_exchange", "pipeline", "bulk")
+
+
+@lru_cache(maxsize=1)
+def configs() -> dict:
+    """Every named configuration of ``tp_overlap.toml``: name -> {buffer: (method, num_sm, sm_margin)}, a buffer a
+    configuration leaves out taking :data:`DEFAULT`'s."""
+    data = tomllib.loads((data_dir("compute") / "tp_overlap.toml").read_text(encoding="utf-8"))["config"]
+    base = {b: _entry(data[DEFAULT][b]) for b in BUFFERS}
+    return {name: {b: _entry(c[b]) if b in c else base[b] for b in BUFFERS} for name, c in data.items()}
+
+
+def _entry(e: dict) -> tuple[str, int, bool]:
+    if e["method"] not in METHODS or int(e["num_sm"]) < 1:
+        raise ValueError(f"tp_overlap.toml: bad entry {e!r}")
+    return e["method"], int(e["num_sm"]), bool(e["sm_margin"])
+
+
+def config_names() -> tuple[str, ...]:
+    """The configuration names a layout may give (``tp_overlap_config``)."""
+    return tuple(configs())
+
+
+def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:
+    """Transformer Engine's buffer name of a TP linear layer's GEMM pass, or None where no communicator runs it.
+
+    Parameters
+    ----------
+    module : str
+        The operator's module (``attention``, ``mlp``, ``shared_experts``, ``mamba``).
+    tp_overlap : str
+        ``ag`` (column-parallel) or ``rs`` (row-parallel); empty: not a TP linear layer.
+    gemm_pass : str
+        ``fprop``, ``dgrad`` or ``wgrad``.
+
+    Returns
+    -------
+    str or None
+    """
+    if tp_overlap not in ("ag", "rs"):
+        return None
+    if tp_overlap == "rs" and gemm_pass == "wgrad":
+        return None
+    layer = {("attention", "ag"): "qkv", ("attention", "rs"): "proj"}.get((module, tp_overlap),
+                                                                       "fc1" if tp_overlap == "ag" else "fc2")
+    return f"{layer}_{gemm_pass}"
+
+
+def margin_sms(config: str, buffer: str | None) -> int:
+    """SMs the GEMM of ``buffer`` gives up under configuration ``config``: its ``num_sm`` with ``sm_margin``, else 0.
+
+    Parameters
+    ----------
+    config : str
+        A name of :func:`config_names`.
+    buffer : str or None
+        A buffer name (:func:`buffer_name`); None: 0.
+
+    Returns
+    -------
+    int
+    """
+    if buffer is None:
+        return 0
+    _, n, margin = configs()[config][buffer]
+    return n if margin else 0
+
+
+def pass_margins(op, lay) -> dict[str, int]:
+    """SMs each GEMM pass of operator ``op`` runs without under layout ``lay`` (``{"fprop": 24, ...}``; only the
+    passes with a margin): none unless the layout overlaps TP with userbuffers (``overlap_tp``, sequence
+    parallelism, ``tp > 1``: :func:`topo.training.step.tp_ring_steps`) and ``op`` is a TP linear layer's GEMM.
+
+    Parameters
+    ----------
+    op : Op
+        A block operator (:class:`topo.training.operators.Op`).
+    lay : ParallelLayout
+
+    Returns
+    -------
+    dict
+    """
+    if op.kind != "gemm" or not op.tp_overlap or not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+        return {}
+    out = {}
+    for p in ("fprop", "dgrad", "wgrad"):
+        n = margin_sms(lay.tp_overlap_config, buffer_name(op.module, op.tp_overlap, p))
+        if n:
+            out[p] = n
+    return out
+
+
+def margin_kernels(gpu, sms: int):
+    """The kernel model of ``gpu`` for a GEMM launched on ``gpu.sms - sms`` SMs with cuBLAS told so
+    (``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET``): :func:`.comm_sms.reduced_gpu`'s SMs and per-SM rates, its tile
+    shape chosen for the SMs it gets (``launch_sms``); ``gpu.kernels`` when ``sms`` is 0.
+
+    Parameters
+    ----------
+    gpu : GpuCompute
+    sms : int
+
+    Returns
+    -------
+    KernelModel
+    """
+    if sms <= 0 or not gpu.sms:
+        return gpu.kernels
+    km = reduced_gpu(gpu, sms).kernels
+    return replace(km, launch_sms=km.sms)
+
+
+def margins_note(lay, sms: int) -> str | None:
+    """What the layout's userbuffers configuration takes from the TP GEMMs, for the step's notes; None when it
+    takes nothing (no TP overlap, or no buffer with a margin)."""
+    if not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+        return None
+    cfg = configs()[lay.tp_overlap_config]
+    taken = [f"{b} {n}" for b, (_, n, m) in cfg.items() if m]
+    if not taken:
+        return None
+    return (f"TP overlap ({lay.tp_overlap_config}): the GEMMs of {', '.join(taken)} run on the {sms} SMs less "
+            f"that many (Transformer Engine's set_sm_margin)")
