@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import TopoError
+from ..errors import StudyNotSpec, TopoError
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
@@ -96,8 +96,8 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
                         "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
                         "fabric: name one of its sites' specs", source=source)
     if _is_study_data(data):
-        raise TopoError(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec: run it "
-                        f"with 'topo sweep {source}' (add --report for its page)", source=source)
+        raise StudyNotSpec(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec",
+                           source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec
