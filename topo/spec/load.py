@@ -27,7 +27,7 @@ from .sites import is_region_data
 from ..resources import topologies_dir, topologies_installed
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
-           "format_loc"]
+           "format_loc", "display_path"]
 
 DEFAULT_SPEC = "h100-100k"
 
@@ -89,7 +89,7 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     ``overrides`` are ``KEY=VALUE`` strings (as ``--set`` takes them) applied before validation.
     """
     path = resolve_spec_path(name_or_path)
-    source = _display_path(path)
+    source = display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     if is_region_data(data):
         raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
@@ -374,10 +374,21 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
     return TopoError(message, source=src, key=key or None)
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
     """A path as the user would write it: relative to the working folder when below it; a bundled spec by its name
     where it is not a checkout's ``topologies/`` below the working folder (an installed package's folder, also one
-    in a virtual environment below the working folder: walk14)."""
+    in a virtual environment below the working folder: walk14).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A spec file's path.
+
+    Returns
+    -------
+    str
+        ``bundled spec NAME``, a path relative to the working folder, or the path as given.
+    """
     bundled = path.resolve().parent == bundled_dir().resolve()
     if bundled and topologies_installed():
         return f"bundled spec {path.stem}"
