@@ -218,6 +218,20 @@ def test_describe_notes_a_site_whose_attach_tier_has_no_ports_left_for_the_dci()
     assert "idle ports" not in run_cli("describe", "two-site-h100", check=True).stdout
     out = run_cli("describe", "two-site-h100", "--set", 'sites[0].set=["cluster.num_units=4"]', check=True).stdout
     assert ("note: site east: its spine switches have 0 B/s of idle ports for its 1.6 TB/s to the DCI (per "
-            "direction)") in out and "site west" not in out
+            "direction, as built)") in out and "site west" not in out
     doc = json.loads(run_cli("describe", "two-site-h100", "--json", check=True).stdout)
     assert [s["attach_idle_Bps"] for s in doc["sites"]] == [512 * 400e9 / 8] * 2
+
+
+def test_describe_and_plan_count_a_failed_spans_ports_alike():
+    """fix49: describe's note took the working spans' capacity (0 with the only span failed: no note) while
+    ``topo plan`` buys every wave's ports: both read Region.border_Bps(as_built=True)."""
+    full = ["--set", 'sites[0].set=["cluster.num_units=4"]', "--fail", "dci:east-west"]
+    out = run_cli("describe", "two-site-h100", *full, check=True).stdout
+    assert "its spine switches have 0 B/s of idle ports for its 1.6 TB/s to the DCI (per direction, as built)" in out
+    doc = json.loads(run_cli("describe", "two-site-h100", *full, "--json", check=True).stdout)
+    plan = json.loads(run_cli("plan", "two-site-h100", *full[:2], "--no-collectives", "--json",  # plan: no --fail
+                              check=True).stdout)
+    ports = {p["site"]: p["dci_Bps"] for p in plan["dci"]["site_ports"]}
+    assert [s["dci_Bps"] for s in doc["sites"]] == [0.0, 0.0]  # what the sites can exchange: nothing
+    assert {s["name"]: s["dci_as_built_Bps"] for s in doc["sites"]} == ports == {"east": 1.6e12, "west": 1.6e12}

@@ -57,6 +57,17 @@ def test_a_study_given_where_a_spec_is_expected_points_to_sweep(tmp_path, comman
     assert not list(tmp_path.glob("topo-*"))
 
 
+
+def test_the_library_refuses_a_study_as_a_spec_with_a_typed_error_that_names_no_flag(tmp_path):
+    # fix49: load_spec named `topo sweep` and `--report`; the wording is the CLI's (checked above)
+    from topo.errors import StudyNotSpec
+    from topo.spec.load import load_spec
+    (tmp_path / "study.toml").write_text(STUDY)
+    with pytest.raises(StudyNotSpec) as err:
+        load_spec(tmp_path / "study.toml")
+    assert err.value.message == "is a sweep study (axes, seeds), not a spec"
+    assert "topo " not in str(err.value) and "--" not in str(err.value)
+
 def test_scheduler_that_does_not_answer(tmp_path):
     (tmp_path / "study.toml").write_text(STUDY)
     start = time.perf_counter()

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT
 from topo.training.gpus import gpu_compute
-from topo.training.kernels import epilogue_extra_s, gemm_s, kernel_model, tile_set
+from topo.training.kernels import _epilogue_overlap, epilogue_extra_s, gemm_s, kernel_model, tile_set
 
 GPUS = ("A100", "H100", "H200", "H800", "B200", "B300", "GB200", "GB300")
 
@@ -118,3 +118,12 @@ def test_deepgemm_accumulating_wgrad_runs_its_epilogue_after_its_tiles():
     assert min(hidden) > 0.25
     half = _deepgemm_errors(0.5)  # and every share between is worse than none
     assert sum(abs(x) for x in half) > sum(abs(x) for x in ours)
+
+
+def test_a_generation_the_overlap_table_does_not_list_is_a_data_error():
+    # once a silent 1 (fully hidden) while every measured generation is 0
+    with pytest.raises(ValueError, match=r"kernels\.toml: gemm\.epilogue_overlap: no value for generation 'hopper' "
+                       r"\(listed: ampere, blackwell\)"):
+        _epilogue_overlap({"epilogue_overlap": {"ampere": 0.0, "blackwell": 0.0}}, "hopper")
+    assert _epilogue_overlap({"epilogue_overlap": {"hopper": 0.25}}, "hopper") == 0.25
+    assert _epilogue_overlap({"epilogue_overlap": 0.5}, "hopper") == 0.5  # one value for every generation

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesDiverge", "TooManyFlows",
-           "Unreachable", "one_line"]
+           "Unreachable", "StudyNotSpec", "one_line"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -82,3 +82,8 @@ class TooManyFlows(TopoError):
 
 class Unreachable(TopoError):
     """Failed parts cut a GPU (or a flow's every path) off the fabric: a collective that needs it cannot run."""
+
+
+class StudyNotSpec(TopoError):
+    """A sweep study (``topo.sweep.study``) was given where one fabric's spec is expected. ``source`` is the
+    study's file; the CLI adds how to run it (the library names no command or flag)."""

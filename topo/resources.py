@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["data_dir", "topologies_dir", "topologies_installed"]
+__all__ = ["data_dir", "topologies_dir", "topologies_installed", "example_logs"]
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -33,3 +33,15 @@ def topologies_installed() -> bool:
     """Whether the bundled specs are the installed package's own copy (``topo/topologies/`` in a wheel), not a
     checkout's top-level ``topologies/`` folder."""
     return topologies_dir() == _PACKAGE / "topologies"
+
+
+def example_logs() -> dict[str, Path]:
+    """The bundled example nccl-tests logs (``topo/data/examples/*.log``, their sources in that folder's
+    README.md), by name (the file's stem): what a wheel user can give ``topo compare`` and ``topo calibrate``.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        Name -> file, sorted by name.
+    """
+    return {p.stem: p for p in sorted(data_dir("examples").glob("*.log"))}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..errors import TopoError
 from ..inputs import MAX_LOG_BYTES, STDIN, read_input_bytes
+from ..resources import example_logs
 
 __all__ = ["Row", "RankLine", "NcclRun", "parse_text", "parse_file", "COLLECTIVES_PERF"]
 
@@ -548,14 +549,28 @@ def _infer(run: NcclRun) -> None:
         run.collective, run.collective_from = coll, "inferred (busbw / algbw)"
 
 
+def _bundled_example(path: str | Path) -> tuple[str | Path, str]:
+    """The file to read and the name messages give it: a bundled example log (:func:`topo.resources.example_logs`)
+    where ``path`` names one and no file of that name exists; else ``path`` itself."""
+    if str(path) == STDIN:
+        return path, "<stdin>"
+    if Path(path).exists() or Path(path).is_symlink():
+        return path, str(path)
+    examples = example_logs()
+    if str(path) in examples:
+        return examples[str(path)], f"example log {path}"
+    raise TopoError(f"no such log file; bundled example logs: {', '.join(examples) or 'none'}", source=str(path))
+
+
 def parse_file(path: str | Path, require_rows: bool = True) -> list[NcclRun]:
-    """Every run in one log file (see :func:`parse_text`); ``-`` is standard input (named ``<stdin>``).
+    """Every run in one log file (see :func:`parse_text`); ``-`` is standard input (named ``<stdin>``); the name of
+    a bundled example log (``nccl1453-h100-allreduce``: :func:`topo.resources.example_logs`) where no file has it.
 
     Raises :class:`TopoError` for a missing file, one that is not a regular file (a directory, a device, a named
     pipe: never read, so nothing hangs), one larger than :data:`topo.inputs.MAX_LOG_BYTES`, or a binary file.
     """
+    path, source = _bundled_example(path)
     data = read_input_bytes(path, "log file", MAX_LOG_BYTES, allow_stdin=True)
-    source = "<stdin>" if str(path) == STDIN else str(path)
     if b"\x00" in data[:4096]:
         raise TopoError("not an nccl-tests log: a binary file", source=source)
     return parse_text(data.decode("utf-8", errors="replace"), source, require_rows=require_rows)

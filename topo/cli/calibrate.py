@@ -17,7 +17,8 @@ def register(sub) -> None:
                        "usable NVLink and network fractions, NVLS efficiency, pipeline window) to the measured "
                        "times with scipy's bounded least squares, and write a profile TOML that 'topo estimate "
                        "--profile FILE' and 'topo compare --profile FILE' load.")
-    p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files of the same cluster (- for standard input, once)")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests output files of the same cluster (- for standard input, once; a bundled "
+                   "example's name, e.g. nccl1453-h100-allreduce)")
     add_cluster_arguments(p)
     p.add_argument("--profile", default="nccl", metavar="NAME",
                    help="bundled profile to start from (default nccl: the fabric's)")

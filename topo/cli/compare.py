@@ -81,7 +81,8 @@ def register(sub) -> None:
                        "fast as the model, above 100% when it is faster). Without "
                        "--spec the cluster is built from the log (GPU model, hosts, ranks per host) and the "
                        "flags below; the assumptions made are printed.")
-    p.add_argument("log", metavar="LOG", help="an nccl-tests output file, or - for standard input")
+    p.add_argument("log", metavar="LOG", help="an nccl-tests output file, - for standard input, or a bundled example's "
+                   "name to try (nccl1453-h100-allreduce: a missing file's error lists them)")
     add_cluster_arguments(p)
     p.add_argument("--profile", default="nccl", metavar="NAME|FILE",
                    help="cost profile: nccl (the fabric's, default), ideal, a bundled name or a calibrated file")

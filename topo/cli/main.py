@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from .. import __version__
-from ..errors import TopoError, one_line
+from ..errors import StudyNotSpec, TopoError, one_line
 from .flags import FLAGS
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -140,6 +140,9 @@ def main(argv=None) -> int:
             traceback.print_exc()
         if exc.key in _SHARED_FLAGS and not exc.source:  # options every command has: name the flag
             exc = TopoError(exc.message, key=_SHARED_FLAGS[exc.key])
+        if isinstance(exc, StudyNotSpec):  # the library names no command: say how a study runs
+            exc = TopoError(f"{exc.message}: run it with 'topo sweep {exc.source}' (add --report for its page)",
+                            source=exc.source, key=exc.key)
         sys.stderr.write(f"error: {exc.line()}\n")
         return 2
     except BrokenPipeError:  # e.g. piped into head

@@ -51,6 +51,7 @@ def check_output_suffix(out: str, fmt: str, suffixes: dict[str, str], *, default
     if named is None or named == fmt:
         return
     given = " (the default)" if fmt == default else ""
-    own = next(s for s, f in suffixes.items() if f == fmt)
-    raise TopoError(f"a {path.suffix} name, but --format {fmt}{given} writes {fmt}; add --format {named}, or name it "
-                    f"{path.with_suffix(own).name}", source=out, key=key)
+    own = next((s for s, f in suffixes.items() if f == fmt), None)  # a format with no listed suffix: no name offered
+    rename = f"name it {path.with_suffix(own).name}" if own else f"give it another suffix than {path.suffix}"
+    raise TopoError(f"a {path.suffix} name, but --format {fmt}{given} writes {fmt}; add --format {named}, or {rename}",
+                    source=out, key=key)

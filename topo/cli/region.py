@@ -70,9 +70,10 @@ def render_region(inv: RegionInventory) -> str:
                      "tier); not given: the site's spec gives no NIC or tier latency, and the DCI phase counts none "
                      "there (the span's latency still counts)")
     for s in inv.sites:
-        if s.dci_Bps > s.attach_idle_Bps * (1 + 1e-9):
+        if s.dci_as_built_Bps > s.attach_idle_Bps * (1 + 1e-9):  # as `topo plan` prices them: failed spans too
             lines.append(f"note: site {s.name}: its {s.attach_tier} switches have {format_bandwidth(s.attach_idle_Bps)} "
-                         f"of idle ports for its {format_bandwidth(s.dci_Bps)} to the DCI (per direction); the model "
+                         f"of idle ports for its {format_bandwidth(s.dci_as_built_Bps)} to the DCI (per direction, "
+                         f"as built); the model "
                          f"attaches the DCI there anyway, beyond the radix: free ports (fewer units, a larger radix), "
                          f"or let `topo plan` price the DCI border switches the missing ones need")
     lines.append("")

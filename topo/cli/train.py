@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 from ..errors import TopoError
@@ -373,6 +374,33 @@ def _given_as_flag(args, key: str | None) -> bool:
     return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
 
 
+_NOTE_FIELDS = {"gpus_per_domain_used": "--gpus-per-domain-used"}
+"""Layout fields the library's step notes name, and the flag that sets each here."""
+
+
+def note_flags(note: str) -> str:
+    """A step note as the CLI says it: a layout field it names (``gpus_per_domain_used = 64``) as its flag
+    (``--gpus-per-domain-used 64``); the library names fields, never flags.
+
+    Parameters
+    ----------
+    note : str
+        One of the library's notes (``StepResult.notes``, a search's notes).
+
+    Returns
+    -------
+    str
+        The note with each field of :data:`_NOTE_FIELDS` named by its flag.
+
+    Examples
+    --------
+    >>> note_flags("gpus_per_domain_used = 72 fills the domains")
+    '--gpus-per-domain-used 72 fills the domains'
+    """
+    pattern = r"\b(" + "|".join(_NOTE_FIELDS) + r")\b(?: = (\S+))?"
+    return re.sub(pattern, lambda m: _NOTE_FIELDS[m[1]] + (f" {m[2]}" if m[2] else ""), note)
+
+
 def _as_flags(args, exc: TopoError) -> TopoError:
     """A library error about a value the user gave as a flag, named by that flag (``--ep``, not ``layout: ep``)."""
     if exc.source in (None, "layout") and (exc.key or "").startswith("overlap_") and getattr(args, "overlap", None):
@@ -611,7 +639,7 @@ def _print_step(r, tokens, model) -> None:
          f"total {_gb(m.total_bytes)} of {_gb(m.capacity_bytes)}: "
          + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}") + f" ({state_convention(r.layout)})")
     for n in r.notes:
-        emit(f"note: {n}")
+        emit(f"note: {note_flags(n)}")
 
 
 def _expert_load(L: dict) -> str:
@@ -705,4 +733,4 @@ def _print_search(res, top, held: dict, model) -> None:
              f"{u['p90']:.0%}{_bias(u)} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train "
              f"with a row's sizes shows its breakdown")
     for n in res.notes:
-        emit(f"note: {n}")
+        emit(f"note: {note_flags(n)}")

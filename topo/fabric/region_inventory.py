@@ -34,6 +34,7 @@ class SiteRow:
     # the attach tier's idle ports x their rate, per direction: where the DCI's ports (or the border leaves' uplinks)
     # would plug in; the model does not take them from the radix, so describe notes a site with too few
     attach_idle_Bps: float = 0.0
+    dci_as_built_Bps: float = 0.0  # every span's capacity, failed or not: what the attach tier's ports must take
 
 
 @dataclass
@@ -113,7 +114,8 @@ def region_inventory(r: Region) -> RegionInventory:
                              bisection_bandwidth_Bps=working, dci_Bps=r.border_Bps(i),
                              up_latency_s=r.up_latency_s(i), power_limit_MW=e.power_limit_MW,
                              failures=list(f.failures), bisection_without_failures_Bps=inv.bisection_bandwidth_Bps,
-                             attach_idle_Bps=at.ports_idle * at.down_port_rate_Bps))
+                             attach_idle_Bps=at.ports_idle * at.down_port_rate_Bps,
+                             dci_as_built_Bps=r.border_Bps(i, as_built=True)))
     bw = r.span_bandwidth_Bps
     spans = [SpanRow(name=n, distance_km=float(d), waves=int(w), wave_rate_Bps=float(rate), bandwidth_Bps=float(b),
                      latency_s=float(lat), failed=bool(x))

@@ -87,7 +87,7 @@ def site_ports(region, site_plans, cat: DciCatalog) -> list[SitePorts]:
         t = f.layout.tiers[int(region.attach_tier[k])]
         mine = (sp["a"] == k) | (sp["b"] == k)
         waves = [(int(w), float(r)) for w, r in zip(sp["waves"][mine], sp["wave_rate_Bps"][mine])]
-        need_Bps = sum(w * r for w, r in waves) / ic.border_oversubscription  # as built: the plan buys every wave
+        need_Bps = region.border_Bps(k, as_built=True)  # the plan buys every wave, a failed span's too
         idle = t.idle_ports
         base = dict(site=region.site_names[k], attach_tier=t.name, dci_Bps=need_Bps, port_rate_Bps=t.down_rate_Bps,
                     ports_idle=idle, waves=sum(w for w, _ in waves))

@@ -24,7 +24,7 @@ from ..fabric.fabric import Fabric
 from ..fabric.inventory import Inventory, inventory
 from ..engine.result import EstimateResult
 from ..spec import load_spec
-from ..spec.load import bundled_dir, resolve_spec_path
+from ..spec.load import bundled_dir, display_path, resolve_spec_path
 from ..spec.model import Spec
 from ..spec.overrides import override_label
 from ..engine.traffic import MixResult, run_mix
@@ -170,12 +170,14 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
-    """Where the spec came from, as the page shows it: a bundled name, or the file as given."""
+    """Where the spec came from, as the page shows it: a bundled name (with its checkout path when the checkout's
+    ``topologies/`` is below the working folder; a wheel's has none), or the file as given."""
     where = spec.error_source(None)
     if not isinstance(asked, Spec):
         path = resolve_spec_path(asked)
-        if path.resolve().parent == bundled_dir():
-            where = f"bundled spec {path.stem} (topologies/{path.name})"
+        if path.resolve().parent == bundled_dir().resolve():
+            shown = display_path(path)  # as errors name it (walk14)
+            where = shown if shown.startswith("bundled spec ") else f"bundled spec {path.stem} ({shown})"
     return where + "".join(f" {override_label(o)}" for o in overrides)
 
 

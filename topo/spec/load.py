@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import TopoError
+from ..errors import StudyNotSpec, TopoError
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
@@ -27,7 +27,7 @@ from .sites import is_region_data
 from ..resources import topologies_dir, topologies_installed
 
 __all__ = ["load_spec", "spec_from_dict", "apply_overrides", "check_override_key", "bundled_specs", "bundled_regions", "bundled_dir", "DEFAULT_SPEC",
-           "format_loc"]
+           "format_loc", "display_path"]
 
 DEFAULT_SPEC = "h100-100k"
 
@@ -89,15 +89,15 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     ``overrides`` are ``KEY=VALUE`` strings (as ``--set`` takes them) applied before validation.
     """
     path = resolve_spec_path(name_or_path)
-    source = _display_path(path)
+    source = display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     if is_region_data(data):
         raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
                         "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
                         "fabric: name one of its sites' specs", source=source)
     if _is_study_data(data):
-        raise TopoError(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec: run it "
-                        f"with 'topo sweep {source}' (add --report for its page)", source=source)
+        raise StudyNotSpec(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec",
+                           source=source)
     spec = spec_from_dict(data, source=source, overrides=overrides)
     spec._path = str(path)
     return spec
@@ -374,10 +374,21 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
     return TopoError(message, source=src, key=key or None)
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
     """A path as the user would write it: relative to the working folder when below it; a bundled spec by its name
     where it is not a checkout's ``topologies/`` below the working folder (an installed package's folder, also one
-    in a virtual environment below the working folder: walk14)."""
+    in a virtual environment below the working folder: walk14).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A spec file's path.
+
+    Returns
+    -------
+    str
+        ``bundled spec NAME``, a path relative to the working folder, or the path as given.
+    """
     bundled = path.resolve().parent == bundled_dir().resolve()
     if bundled and topologies_installed():
         return f"bundled spec {path.stem}"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from ..errors import TopoError
 from ..inputs import read_toml
-from .load import _display_path, _to_topo_error, apply_overrides, load_spec, resolve_spec_path, spec_from_dict
+from .load import display_path, _to_topo_error, apply_overrides, load_spec, resolve_spec_path, spec_from_dict
 from .model import Spec
 from .sites import RegionSpec, is_region_data
 
@@ -27,7 +27,7 @@ def is_region_file(name_or_path) -> bool:
         path = resolve_spec_path(name_or_path)
     except TopoError:
         return False
-    return is_region_data(read_toml(path, "spec file (.toml)", source=_display_path(path)))
+    return is_region_data(read_toml(path, "spec file (.toml)", source=display_path(path)))
 
 
 def load_region(name_or_path, overrides: typing.Sequence[str] = ()) -> tuple[RegionSpec, list[Spec]]:
@@ -45,7 +45,7 @@ def load_region(name_or_path, overrides: typing.Sequence[str] = ()) -> tuple[Reg
     tuple of (RegionSpec, list of Spec)
     """
     path = resolve_spec_path(name_or_path)
-    source = _display_path(path)
+    source = display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     region = region_from_dict(data, source, overrides)
     region._path = str(path)

@@ -684,9 +684,14 @@ def _launch_gap_s(launch: dict, generation: str, graphed: bool) -> float:
 
 def _epilogue_overlap(gemm: dict, generation: str) -> float:
     """The generation's share of an accumulating epilogue run behind the MMAs (``kernels.toml`` ``[gemm]
-    epilogue_overlap``; 1, fully hidden, for a generation it does not list)."""
+    epilogue_overlap``, one value or one a generation). A generation the table does not list is a data error, not
+    a default: the measured generations are 0 (nothing hidden), so no value is safe to assume for another."""
     value = gemm.get("epilogue_overlap", {})
-    value = value.get(generation, 1.0) if isinstance(value, dict) else value
+    if isinstance(value, dict):
+        if generation not in value:
+            raise ValueError(f"kernels.toml: gemm.epilogue_overlap: no value for generation {generation!r} (listed: "
+                             f"{', '.join(sorted(value)) or 'none'}); add one with its _status and _source")
+        value = value[generation]
     if not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"kernels.toml: gemm.epilogue_overlap.{generation}: {value} is not a share in [0, 1]")
     return float(value)

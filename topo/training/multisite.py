@@ -32,7 +32,7 @@ from ..engine.region_estimate import dci_phase
 from ..fabric.region import Region
 from .mapping import default_placement
 from .model import ModelSpec
-from .parallel import ParallelLayout, dp_bucket_params
+from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, step_traffic
 
@@ -109,7 +109,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
         raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
     if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
         raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
-                        f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}", key="global_batch")
+                        f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
+                        f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}", key="global_batch")
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
     fabric = min(region.fabrics, key=lambda f: f.num_gpus)
     if site_lay.gpus > fabric.num_gpus:

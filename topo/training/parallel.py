@@ -35,7 +35,7 @@ from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
-           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER"]
+           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -573,17 +573,7 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
         hint = "" if lay.pipeline_embedding else "; pipeline_embedding counts the embedding and loss as layers"
         bad("pp", f"{lay.pp} stages x {lay.vpp} virtual stages = {lay.pp * lay.vpp} chunks exceed {what}; "
                   f"allowed: pp x vpp <= {units}{hint}")
-    if lay.global_batch % (lay.dp * lay.micro_batch):
-        bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
-                            f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}")
-    if lay.microbatches % lay.pipeline_flushes:
-        bad("pipeline_flushes", f"{lay.pipeline_flushes} does not divide the {lay.microbatches} micro-batches per "
-                                f"step; allowed: a divisor of {lay.microbatches}")
-    per_flush = lay.microbatches // lay.pipeline_flushes
-    if lay.vpp > 1 and per_flush % lay.pp:
-        bad("global_batch", f"interleaved 1F1B needs micro-batches per schedule ({per_flush}) divisible by pp "
-                            f"({lay.pp})")
-    _check_vp_group(lay, per_flush, bad)
+    _check_vp_group(lay, _check_batch(lay, bad), bad)
     if lay.ep > 1:
         if model.moe is None:
             bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
@@ -602,6 +592,53 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
             and lay.gpus_per_domain_used > gpus_per_domain:
         bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
                                     f"domain; allowed: 1 to {gpus_per_domain}")
+
+
+def _check_batch(lay: ParallelLayout, bad) -> int:
+    """The global batch's splits: into dp x micro_batch, into the pipeline flushes, and (interleaved 1F1B) into
+    groups of pp micro-batches; each refusal says what is allowed. Returns the micro-batches per flush."""
+    if lay.global_batch % (lay.dp * lay.micro_batch):
+        bad("global_batch", f"{lay.global_batch} sequences do not split into dp ({lay.dp}) x micro_batch "
+                            f"({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
+                            f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}")
+    if lay.microbatches % lay.pipeline_flushes:
+        bad("pipeline_flushes", f"{lay.pipeline_flushes} does not divide the {lay.microbatches} micro-batches per "
+                                f"step; allowed: a divisor of {lay.microbatches}")
+    per_flush = lay.microbatches // lay.pipeline_flushes
+    if lay.vpp > 1 and per_flush % lay.pp:
+        unit = lay.dp * lay.micro_batch * lay.pipeline_flushes * lay.pp
+        bad("global_batch", f"interleaved 1F1B needs micro-batches per schedule ({per_flush}) divisible by pp "
+                            f"({lay.pp}); {batch_allowed(lay.global_batch, unit)} (dp x micro_batch x "
+                            f"pipeline_flushes x pp)")
+    return per_flush
+
+
+def batch_allowed(global_batch: int, unit: int) -> str:
+    """The ``allowed:`` part of an error for a global batch that is not a multiple of ``unit`` sequences (dp x
+    micro_batch, or more): the rule and its nearest values.
+
+    Parameters
+    ----------
+    global_batch : int
+        The sequences asked for.
+    unit : int
+        What the batch must be a multiple of.
+
+    Returns
+    -------
+    str
+        ``allowed: a multiple of UNIT (nearest: BELOW or ABOVE)``; only ABOVE when BELOW would be 0.
+
+    Examples
+    --------
+    >>> batch_allowed(2320, 48)
+    'allowed: a multiple of 48 (nearest: 2,304 or 2,352)'
+    >>> batch_allowed(10, 48)
+    'allowed: a multiple of 48 (nearest: 48)'
+    """
+    below, above = global_batch // unit * unit, (global_batch // unit + 1) * unit
+    near = f"{format_count(below)} or {format_count(above)}" if below else format_count(above)
+    return f"allowed: a multiple of {unit:,} (nearest: {near})"
 
 
 def _check_vp_group(lay: ParallelLayout, m: int, bad) -> None:
