@@ -123,6 +123,20 @@ class Region:
             self._cache["routes"] = _routes(self)
         return self._cache["routes"]
 
+    def hops(self) -> np.ndarray:
+        """Fewest working spans between every pair of sites.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(S, S)`` hop counts (inf where no route is left), cached on the region.
+        """
+        if "hops" not in self._cache:
+            ids = np.flatnonzero(~self.failed)
+            self._cache["hops"] = _shortest_paths(self.num_sites, self.spans["a"][ids], self.spans["b"][ids],
+                                                  np.ones(ids.size))[0]
+        return self._cache["hops"]
+
     def route_latency_s(self, a, b) -> np.ndarray:
         """One-way DCI latency from site ``a`` to site ``b`` (arrays); :class:`Unreachable` if a failure cut them."""
         lat = self.routes()[1][np.asarray(a), np.asarray(b)]

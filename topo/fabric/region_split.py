@@ -46,8 +46,6 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     list of numpy.ndarray
         One array of directed span ids per path, in the order of its hops (empty when no working path joins them).
     """
-    from .region import _shortest_paths  # here: region imports this module
-
     a, b, alive = r.spans["a"], r.spans["b"], ~r.failed
     S = r.num_sites
     span_of = np.full((S, S), -1, dtype=np.int64)
@@ -59,10 +57,8 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     if route_hops == 0:
         return []
     limit = max(2, route_hops + 1)
-    if "hops" not in r._cache:  # fewest hops between every pair of sites (inf: none), once per region
-        r._cache["hops"] = _shortest_paths(S, a[ids], b[ids], np.ones(ids.size))[0]
     neighbours = [np.flatnonzero(span_of[k] >= 0).tolist() for k in range(S)]
-    found = _paths_by_hops(neighbours, r._cache["hops"][:, j], i, j, limit)
+    found = _paths_by_hops(neighbours, r.hops()[:, j], i, j, limit)
     route, here = [i], i
     for s in route_spans[:route_hops].tolist():
         here = int(b[s] if a[s] == here else a[s])

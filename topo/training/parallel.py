@@ -33,6 +33,7 @@ from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
+from .tp_overlap import config_names
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
            "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed"]
@@ -368,7 +369,6 @@ class ParallelLayout(BaseModel):
     @field_validator("tp_overlap_config")
     @classmethod
     def _known_tp_overlap(cls, v):
-        from .tp_overlap import config_names
         if v not in config_names():
             raise ValueError(f"unknown userbuffers configuration {v!r}; allowed: {', '.join(config_names())}")
         return v
