@@ -74,7 +74,7 @@ def main() -> None:
     body = "\n".join(lines)
     print(body)
     if args.write:
-        update_section("Training-step speed (topo train)", body, "python benchmarks/bench_train.py --write")
+        update_section("Training-step speed (topo train)", body, "python benchmarks/bench_train.py")
 
 
 def _wait(proc, timeout):
