@@ -47,13 +47,16 @@ def configs() -> dict:
     """Every named configuration of ``tp_overlap.toml``: name -> {buffer: (method, num_sm, sm_margin)}, a buffer a
     configuration leaves out taking :data:`DEFAULT`'s."""
     data = tomllib.loads((data_dir("compute") / "tp_overlap.toml").read_text(encoding="utf-8"))["config"]
-    base = {b: _entry(data[DEFAULT][b]) for b in BUFFERS}
-    return {name: {b: _entry(c[b]) if b in c else base[b] for b in BUFFERS} for name, c in data.items()}
+    base = {b: _entry(data[DEFAULT][b], f"{DEFAULT}.{b}") for b in BUFFERS}
+    return {name: {b: _entry(c[b], f"{name}.{b}") if b in c else base[b] for b in BUFFERS}
+            for name, c in data.items()}
 
 
-def _entry(e: dict) -> tuple[str, int, bool]:
-    if e["method"] not in METHODS or int(e["num_sm"]) < 1:
-        raise ValueError(f"tp_overlap.toml: bad entry {e!r}")
+def _entry(e: dict, key: str) -> tuple[str, int, bool]:
+    """One buffer's (method, num_sm, sm_margin); a bad one names its key in ``tp_overlap.toml``."""
+    if e.get("method") not in METHODS or int(e.get("num_sm", 0)) < 1:
+        raise ValueError(f"tp_overlap.toml: config.{key} = {e!r}; allowed: method one of {', '.join(METHODS)}, "
+                         "num_sm >= 1")
     return e["method"], int(e["num_sm"]), bool(e["sm_margin"])
 
 
