@@ -42,13 +42,13 @@ def _gb200(precision="bf16"):
 
 
 def test_maverick_rows_run_the_dgx_cloud_launch_layouts(rows):
-    """dgxc-benchmarking@1f6d9f40 llama4/launch.sh lines 78-111: GB200 TP1 PP2 VP12 EP64 ETP1 MBS1, GBS 1024 at 128
+    """dgxc-benchmarking@1f6d9f40 llama4/launch.sh lines 77-110: GB200 TP1 PP2 VP12 EP64 ETP1 MBS1, GBS 1024 at 128
     GPUs (README: weak-scaled to 2048 / 4096), no CUDA graphs; H100 TP4 PP1 EP128 ETP4 MBS1 GBS 1024 (VP1: the
     README's VP 12 is not what the script passes), CUDA graphs only for FP8 (NeMo's per-layer ``enable_cuda_graph``,
-    scripts/performance/utils.py line 363). NeMo@7a8f1cc7: recompute_layers 0 (the script passes none,
-    pretrain_llama4_e128.py lines 137-151), MegatronTokenDropCallback (capacity 1.0, padded: moe_token_drop.py
+    scripts/performance/utils.py line 380). NeMo@7a8f1cc7: recompute_layers 0 (the script passes none,
+    pretrain_llama4_e128.py lines 108-142), MegatronTokenDropCallback (capacity 1.0, padded: moe_token_drop.py
     defaults; recipes/llama4_e128.py lines 240-248), tp_comm_overlap True without a userbuffers configuration (line
-    238: TE's defaults), grad_reduce_in_fp32 False (line 251; the FP8 plugin's too, pretrain_llama4_e128.py line 85),
+    238: TE's defaults), grad_reduce_in_fp32 False (line 251; the FP8 plugin's too, pretrain_llama4_e128.py line 94),
     Llama4Config's alltoall dispatcher and moe_grouped_gemm (llama.py lines 395, 401), bf16_with_fp8_mixed for FP8
     (delayed scaling, fp8_param_gather: recipes/precision/mixed_precision.py lines 56-70); 64 of each NVL72 rack."""
     assert len(rows) == 8 and all(held for _, held, _ in rows.values())
