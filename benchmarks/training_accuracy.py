@@ -4,7 +4,7 @@ Runs (each row cites its source): ``data/reference/training_runs.csv`` (Megatron
 Llama 3 405B Table 4 on Meta's H100 cluster; TFLOPs/GPU converted to step time with the source's own FLOP count)
 and ``data/reference/training_runs_published.csv`` (NeMo / Megatron-Bridge performance tables on DGX-H100, DGX-B200
 and DGX-GB200, BF16, FP8 and MXFP8 (each recipe's GEMM rate and quantisation: kernels.toml [fp8_recipe]), dense
-and MoE; NeMo AutoModel and JAX MaxText on DGX-H100; DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs:
+and MoE; NeMo AutoModel and JAX MaxText on DGX-H100 and Google Cloud A3 / A4; DeepSeek-V3 on 2,048 H800; MLPerf Training v5.0 / v4.1 logs:
 Llama 3.1 405B on H100, H200 and GB200, GPT-3 175B on H100; MLPerf Training v6.0 logs: DeepSeek-V3 on 256-2,048 GB200; sources by run_id prefix in data/reference/README.md). Groups: dense BF16, dense FP8, MoE.
 
 What the step model reads is kernel physics (``topo/data/compute/kernels.toml``, :mod:`topo.training.kernels`):
@@ -41,7 +41,9 @@ layer fewer"); NeMo / Megatron-Bridge recipes: fused attention, ring attention u
 embedding and loss as pipeline layers where the layer count needs it to split evenly; GB200 jobs on 64 of each NVL72
 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
 (JAX) rows get the same settings, an approximation their notes state, but MaxText's state (fp32 weights, grads and
-Adam moments, 4 + 4 + 8 bytes per parameter, bf16 FSDP gathers: ``topo.training.jax_mesh.MAXTEXT_STATE``); NeMo AutoModel (PyTorch FSDP2) rows take its
+Adam moments, 4 + 4 + 8 bytes per parameter, bf16 FSDP gathers: ``topo.training.jax_mesh.MAXTEXT_STATE``) and each
+script's JAX mesh and remat policy (``MAXTEXT_RECIPES``; Google's A4 and A3 runs on ``SPECS["GCP A4"]`` / ``["GCP A3"]``,
+the RoCE/gIB and GPUDirect-TCPX network profiles); NeMo AutoModel (PyTorch FSDP2) rows take its
 code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
 expert placement); MLPerf rows (``mlperf50_``, ``mlperf41_``) take NeMo's settings and their configs' FP8 weights
 (``FP8_PARAMS`` / ``FP8_PARAM_GATHER``), GPT-3 without dropout.
@@ -133,7 +135,19 @@ SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-super
          # HPE's MLPerf Training v5.1 Cray XD670 cluster: 8 nodes of 8 H200-SXM5-141GB on NVLink4 (900 GB/s) and 8 x
          # InfiniBand NDR 400 Gb/s adapters per node: the same node and rail fabric with the GPU changed (as Nebius H200)
          # (mlcommons/training_results_v5.1@441d65f4 HPE/systems/HPE-Cray-XD670-H200-SXM5-141GB_n8_25.09.json)
-         "HPE H200": ("dgx-h100-superpod", ("gpu=H200",))}
+         "HPE H200": ("dgx-h100-superpod", ("gpu=H200",)),
+         # Google Cloud A4 (a4-highgpu-8g): 8 B200 on NVLink5 and 8 x ConnectX-7 400 Gb/s RoCE through NCCL's gIB
+         # plugin (AI-Hypercomputer/gpu-recipes@2e1fd5ef training/a4/*/maxtext-pretraining-gke/values.yaml
+         # gibVersion nccl-plugin-gib:v1.0.5; the 2 x 8 B200 all-gather benchmarks/accuracy.py gcp_a4_2n_allgather
+         # measures on it): DGX-B200's node and rail fabric with GCP's RoCE/gIB profile (profiles/network/gcp_roce)
+         "GCP A4": ("dgx-h100-superpod", ("gpu=B200", "scale_up.bandwidth_per_gpu=900 GB/s", "fabric.technology=gcp_roce")),
+         # Google Cloud A3 High (a3-highgpu-8g): 8 H100-80GB on NVLink4 and GPUDirect-TCPX on 4 GPU NICs
+         # (AI-Hypercomputer/maxtext@efb6d9e4 gpu_multi_process_run.sh lines 18-44: NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=
+         # eth1,eth2,eth3,eth4), 200 Gb/s each assumed as benchmarks/accuracy.py sky_a3high_tcpx_2n (GCP: 1,000 Gb/s
+         # in all with the host NIC): the DGX H100 node with 4 NICs of 200 Gb/s on the TCPX profile
+         "GCP A3": ("dgx-h100-superpod", ("server.nics=4", "server.nic_rate=200 Gb/s",
+                                          "fabric.tiers[leaf].port_rate=200 Gb/s",
+                                          "fabric.tiers[spine].port_rate=200 Gb/s", "fabric.technology=gcp_tcpx"))}
 GROUPS = ("dense_bf16", "dense_fp8", "moe_coarse", "moe_fine", "hybrid_ssm")
 FAMILIES = (  # a model family: every run of these models is held out together (prefix of the model file name)
     ("megatron-gpt", "megatron-gpt"), ("llama2", "llama2"), ("llama3", "llama3"), ("llama4", "llama4"),
@@ -381,11 +395,18 @@ def _framework_kw(row, model, kw: dict) -> None:
     kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
     kw["recompute"] = row.get("recompute_granularity") or "none"
     kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
-    if row["run_id"].startswith("maxtext_"):  # the JAX-Toolbox MaxText script's remat policy (its note)
+    if row["run_id"].startswith("maxtext_"):  # the MaxText script's mesh and remat policy (its note)
+        from topo.training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
+        from topo.training.remat import remat_settings
+
+        mesh, policy = MAXTEXT_RECIPES[row["run_id"]]
+        kw.update(layout_from_mesh(mesh, row["run_id"]))
         # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
-        kw.update(recompute="none", remat_policy="minimal_flash", wgrad_output="param_dtype")
+        kw.pop("recompute_modules", None)  # the policy sets what is recomputed
+        kw.update(recompute=remat_settings(policy)["recompute"], remat_policy=policy, wgrad_output="param_dtype")
+        if row["precision"] == "fp8":  # MaxText's Fp8Quantization: Flax's Fp8DotGeneralOp, delayed scaling
+            kw["fp8_recipe"] = "delayed"
         # what MaxText keeps: fp32 weights (their own master copy), fp32 grads, two fp32 moments; bf16 FSDP gathers
-        from topo.training.jax_mesh import MAXTEXT_STATE
         kw.update(MAXTEXT_STATE)
     if row["run_id"].startswith("automodel_"):
         kw.update(_automodel_settings(model, pp))
@@ -912,6 +933,17 @@ def fp8_recipe(row) -> str | None:
 # MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
 # mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
 # pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
+MAXTEXT_RECIPES = {
+    # run: (its JAX mesh, its remat_policy), as each script sets them (the rows' notes)
+    # NVIDIA/JAX-Toolbox@67b79492 docs/frameworks/maxtext/README.md: FSDP 8
+    "maxtext_h100_llama2_7b": ("ici_fsdp=8", "minimal_flash"),
+    # AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh: dcn_data N x ici_fsdp 8
+    **{f"maxtext_a3_llama2_7b_{8 * n}": (f"dcn_data={n},ici_fsdp=8", "minimal_flash") for n in (1, 2, 4, 8, 16)},
+    # AI-Hypercomputer/gpu-recipes@2e1fd5ef src/frameworks/a4/maxtext-configs/llama3-1-{70b,405b}-256gpus-a4-fp8.yaml
+    "maxtext_a4_llama31_70b_fp8_256": ("dcn_fsdp=32,ici_fsdp=8", "full"),
+    "maxtext_a4_llama31_405b_fp8_256": ("dcn_data=2,dcn_fsdp=16,ici_fsdp=8", "full"),
+}
+"""Each MaxText row's mesh (``topo.training.jax_mesh``) and remat policy (``topo/data/compute/remat_policies.toml``)."""
 MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
                                                                      "tp4_ep8_pp8"))
 """The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11

@@ -116,6 +116,12 @@ DATA48_IN_FAMILY = ("mlperf60_cisco_h100_llama31_8b_64", "mlperf60_cisco_h100_ll
 # 64 then 128 GPUs, then HPE's 64-H200 run (its place fixed before any of the three was scored); the third held out
 DATA49_IN_FAMILY = ("mlperf51_cisco_h100_llama31_8b_64", "mlperf51_cisco_h100_llama31_8b_128",
                     "mlperf51_hpe_h200_llama31_8b_64")
+# data50's rows: MaxText runs Google published on its own clouds. Those on setups no fitted run has are held out by
+# setup, fixed before any was scored: FP8 through Flax's delayed scaling on A4 (B200, RoCE with the gIB plugin), and A3
+# High's GPUDirect-TCPX network, whose profile is fitted on one nccl-tests run (topo/data/profiles/network/gcp_tcpx.toml);
+# the one-VM A3 run (NVLink only; BF16 MaxText on H100, the fitted JAX-Toolbox row's setup) is fitted
+DATA50_NEW_SETUP = ("maxtext_a4_llama31_70b_fp8_256", "maxtext_a4_llama31_405b_fp8_256", "maxtext_a3_llama2_7b_16",
+                    "maxtext_a3_llama2_7b_32", "maxtext_a3_llama2_7b_64", "maxtext_a3_llama2_7b_128")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
                 + DATA49_IN_FAMILY)
 
@@ -288,7 +294,8 @@ def test_holdout_is_whole_families_of_its_releases():
     # data/reference/README.md) are all held out: none of them is in the file the fit reads
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
-    held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300" and r["run_id"] not in ONE_IN_THREE}
+    held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick"}
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
@@ -296,12 +303,21 @@ def test_holdout_is_whole_families_of_its_releases():
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"
-                and r["run_id"] not in ONE_IN_THREE}
+                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
         # Nemotron-H (hybrid Mamba-2 / attention, no experts) is held out whole: no fitted run has it
         assert r["model"] != "nemotron-h-56b", r["run_id"]
+
+
+def test_every_run_on_a_setup_no_fitted_run_has_is_held_out():
+    # data50: every A4 run (MaxText FP8 on B200 over gIB) and every multi-VM A3 run (GPUDirect-TCPX) is in the hold-out
+    # file, and only the one-VM A3 run (no network) of those systems is fitted
+    gcp = {r["run_id"] for r in _rows(HOLDOUT) if r["system"] in ("GCP A4", "GCP A3")}
+    assert gcp == set(DATA50_NEW_SETUP)
+    fitted = [r for r in _rows(PUBLISHED) if r["system"] in ("GCP A4", "GCP A3")]
+    assert [(r["run_id"], r["num_gpus"]) for r in fitted] == [("maxtext_a3_llama2_7b_8", "8")]
 
 
 def test_every_gb300_run_is_held_out():
