@@ -13,8 +13,8 @@ the NVLink domains (nodes on DGX, racks on NVL72) one EP group spans; and catego
 GPU generation, FP8 recipe, release, dispatcher.
 
 The error is the out-of-family one for a fitted run (refitted without its model family: the headline) and the
-in-sample one for a hold-out run (no fit reads it). Printed, each with the fitted runs and the hold-out apart (the
-hold-out may show a mechanism, but must not steer):
+in-sample one for a hold-out run (no fit reads it); runs measured under a filed software regression are left out.
+Printed, each with the fitted runs and the hold-out apart (the hold-out may show a mechanism, but must not steer):
 
 - per group, Spearman's rank correlation of the signed error with each numeric feature (:func:`spearman_rows`);
 - over all MoE runs, how well each feature separates the runs topo gets too fast (signed error below
@@ -223,11 +223,13 @@ def categorical_rows(runs, groups=("moe_fine", "moe_coarse", "dense_fp8")) -> st
 
 
 def audit_runs(setups, fabrics, engines, values) -> list[dict]:
-    """One dict per run with a signed error: run, group, family, holdout, err and every feature."""
+    """One dict per run with a signed error (but those measured under a filed software regression,
+    ``training_accuracy.REGRESSED``: their error is the regression's): run, group, family, holdout, err and every
+    feature."""
     out = []
     for s in setups:
         err = signed_error(s)
-        if err is None:
+        if err is None or s["run"] in ta.REGRESSED:
             continue
         feats = run_features(s, fabrics[s["spec"]], engines[s["spec"]], values)
         out.append({"run": s["run"], "group": s["group"], "family": s["family"], "holdout": s["holdout"],
