@@ -685,15 +685,20 @@ def _predictor(fabrics, engines):
     memo = {}
 
     def predict(s, values):
-        mine = {k: v for k, v in values.items() if k.startswith(s["gen"])}
-        host = values[HOST] if s["model"].moe is not None else None  # binds only in MoE blocks
-        key = (s["run"], tuple(sorted(mine.items())), host)
+        over = kernel_overrides(s, values)
+        key = (s["run"], tuple(sorted(over["training"].items())), over.get("launch", {}).get("host_s"))
         if key not in memo:
-            over = {"training": mine, **({"launch": {"host_s": host}} if host is not None else {})}
             memo[key] = estimate_step(fabrics[s["spec"]], s["model"], s["lay"], engine=engines[s["spec"]],
                                       check=False, contention=s["contention"], kernel_overrides=over).step_time_s
         return memo[key]
     return predict
+
+
+def kernel_overrides(s, values) -> dict:
+    """The ``kernel_overrides`` run ``s`` is predicted with: its generation's [training] fractions of ``values`` and,
+    for a MoE run (the host binds only in MoE blocks), the host launch time."""
+    mine = {k: v for k, v in values.items() if k.startswith(s["gen"])}
+    return {"training": mine, **({"launch": {"host_s": values[HOST]}} if s["model"].moe is not None else {})}
 
 
 FIT_SMOOTH = 0.01
