@@ -198,8 +198,8 @@ def separation_rows(runs, too_fast: float, right: float, top: int = 10) -> str:
     fit, held = [r for r in moe if not r["holdout"]], [r for r in moe if r["holdout"]]
     rows = [(f, auc(fit, f, too_fast, right), auc(held, f, too_fast, right)) for f in NUMERIC]
     rows.sort(key=lambda x: -abs(x[1][0] - 0.5) if not math.isnan(x[1][0]) else 0.0)
-    lines = [f"| feature | AUC fitted (too fast / right) | AUC hold-out (too fast / right) | median too fast | "
-             f"median right |", "|---|---|---|---|---|"]
+    lines = ["| feature | AUC fitted (too fast / right) | AUC hold-out (too fast / right) | median too fast | "
+             "median right |", "|---|---|---|---|---|"]
     for f, (a, nf, no), (b, hf, ho) in rows[:top]:
         med = [statistics.median([r[f] for r in moe if cond(r["err"]) and not math.isnan(r[f])] or [math.nan])
                for cond in (lambda e: e < -too_fast, lambda e: abs(e) <= right)]
