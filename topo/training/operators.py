@@ -994,9 +994,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
 
     ``margins``: SMs a GEMM pass (``fprop``, ``dgrad``, ``wgrad``) runs without, its userbuffers communicator's
     ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`.
-
-    ``cudnn``: the cuDNN version a fused attention op runs (the layout's ``cudnn_version``; "": the newest table),
-    :func:`.kernels.cudnn_factor`."""
+    ``cudnn``: the layout's ``cudnn_version``, which a fused attention runs (:func:`.kernels.cudnn_factor`)."""
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
