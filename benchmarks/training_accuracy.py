@@ -372,7 +372,10 @@ def _recipe_layout_kw(row, model) -> dict:
 
 def _framework_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
-    layout, the FP8 recipe, NeMo's bf16 gradient buffer, the memory columns, MaxText's remat, AutoModel's code."""
+    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, MaxText's
+    remat, AutoModel's code."""
+    from topo.training.cudnn import release_cudnn
+
     pp, vp = kw["pp"], kw["vpp"]
     if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
         kw["moe_router_fusion"] = True
@@ -384,6 +387,9 @@ def _framework_kw(row, model, kw: dict) -> None:
     sms = hybridep_sms(row, model)
     if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
         kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
+    cudnn = release_cudnn(row.get("software") or "")
+    if cudnn is not None:  # the container's cuDNN (topo/data/compute/cudnn_releases.toml), else the newest table
+        kw["cudnn_version"] = cudnn
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
     if row["run_id"].startswith("mb") and kw["dp"] > 1:

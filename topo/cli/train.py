@@ -61,7 +61,9 @@ def _job_arguments(p) -> None:
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather|a2a, "
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
-                        "wgrad_output=main_grad|fsdp2|copied|param_dtype; an MoE recipe's: ep_dispatcher=alltoall|deepep, "
+                        "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
+                        "Blackwell attention at that version's published rates; default the newest, 9.22); "
+                        "an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
                         "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
                         "its words quoted: cuda_graph_scope=[\"attn\",\"moe_router\"]; an FP8 recipe's BF16 "
@@ -499,7 +501,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
-                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config")
+                     "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
+                     "cudnn_version")
 
 
 def _dp_idle(L: dict) -> str:
@@ -569,6 +572,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L),
+            "cudnn_version": "" if generation in ("blackwell", "") else f"{generation} reads one attention table "
+            "(cuDNN versions are published for Blackwell only)",
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

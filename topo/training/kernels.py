@@ -45,11 +45,12 @@ import numpy as np
 
 from ..errors import TopoError
 from ..resources import data_dir
+from .cudnn import table_version
 from .attention_tiles import band_only_rate, band_rate, fixed_keys, window_keys, window_rate
 from .host_cpu import host_cpu, host_time_factor
 from .router_load import expected_row_tiles
 
-__all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "memory_s",
+__all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
@@ -503,7 +504,7 @@ def _attention_curve(name: str, causal: bool, backward: bool) -> tuple:
 
 
 def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool,
-                         window: float = 0.0) -> float:
+                         window: float = 0.0, cudnn: str = "") -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
     table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak. A sliding
     window of ``window`` keys over ``seq`` tokens runs its band at its tile model's rate
@@ -523,19 +524,68 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
         The mask (causal or full) and the pass.
     window : float
         Keys of a sliding window (0: none).
+    cudnn : str
+        The cuDNN version the kernel runs (the layout's ``cudnn_version``; "": the table's own, the newest):
+        its rate relative to the table's (:func:`cudnn_factor`), at the window's length where it has one.
 
     Returns
     -------
     float
         FLOP/s.
     """
+    factor = cudnn_factor(km.attention_table, cudnn, min(seq, window) if window > 0 else seq, backward)
     if window > 0 and seq > window:
         band = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
         causal_w = _table_fraction(km.attention_table, head_dim, window, True, backward)
         fraction = band_rate(seq, window, causal_w, band)
     else:  # (a window as long as the sequence is its causal mask)
         fraction = _table_fraction(km.attention_table, head_dim, seq, causal or window > 0, backward)
-    return fraction * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+    return fraction * factor * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+
+
+@lru_cache(maxsize=1024)
+def cudnn_factor(attention_table: str, cudnn: str, seq: float, backward: bool) -> float:
+    """A cuDNN version's attention rate over the attention table's own (its newest), one pass at ``seq`` keys:
+    the published table the version reads (:func:`.cudnn.table_version`, ``[attention.<table>.cudnn.versions]``)
+    as a fraction of its measuring GPU's peak, over the table's own at hdim 128 causal, linear in log2 of the
+    length inside the published lengths, flat outside. 1 for a table without versions (Hopper's), for ``cudnn``
+    "" and for the newest.
+
+    Parameters
+    ----------
+    attention_table : str
+        The GPU's attention table (``KernelModel.attention_table``; "" the Hopper table).
+    cudnn : str
+        A cuDNN 9 version ("": the table's own).
+    seq : float
+        Keys of the block.
+    backward : bool
+        The pass.
+
+    Returns
+    -------
+    float
+        The rate ratio.
+    """
+    if not cudnn or not attention_table:
+        return 1.0
+    versions = _table()["attention"][attention_table].get("cudnn")
+    if versions is None:
+        return 1.0
+    published = versions["versions"]
+    pick = table_version(cudnn, [*published, versions["newest"]])
+    if pick == versions["newest"]:
+        return 1.0
+    v = published[pick]
+    own, peaks, seq_grid, _ = _attention_curve(attention_table, True, backward)
+    grid = np.log2(np.asarray(versions["seq"], dtype=float))
+    if list(versions["seq"]) != list(seq_grid):
+        raise ValueError(f"kernels.toml: attention.{attention_table}.cudnn: seq {versions['seq']} differs from the "
+                         f"table's {seq_grid}")
+    mine = np.asarray(v["bwd" if backward else "fwd"], dtype=float) / float(v["peak_TFLOPs"])
+    newest = np.asarray(own["128"], dtype=float) / peaks["128"]
+    x = min(max(math.log2(max(1.0, seq)), grid[0]), grid[-1])
+    return float(np.interp(x, grid, mine / newest))
 
 
 def _table_fraction(attention_table: str, head_dim: float, seq: float, causal: bool, backward: bool) -> float:

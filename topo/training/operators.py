@@ -359,8 +359,8 @@ def ring_step_s(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> tuple
     per = max(1.0, op.launches)
     # the launch gap :func:`block_time` charges the same op of an attention block (captured by "attn")
     cap = captured(replace(op, graph=_graph_part(Block.ATTENTION, op)), lay.cuda_graph_scope)
-    return (op_time_s(op, gpu, lay.precision, graphed=cap) / per,
-            op_time_s(op, gpu, lay.precision, backward=True, graphed=cap) / per)
+    return (op_time_s(op, gpu, lay.precision, graphed=cap, cudnn=lay.cudnn_version) / per,
+            op_time_s(op, gpu, lay.precision, backward=True, graphed=cap, cudnn=lay.cudnn_version) / per)
 
 
 def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: float, T_sp: float, split: int,
@@ -972,7 +972,8 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
               graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None,
-              grad_once: bool = False, grad_copy_bytes: float = 0.0, margins: dict | None = None) -> float:
+              grad_once: bool = False, grad_copy_bytes: float = 0.0, margins: dict | None = None,
+              cudnn: str = "") -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
@@ -992,7 +993,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     it (PyTorch FSDP2's copy into the reduce-scatter buffer: :func:`wgrad_kw`).
 
     ``margins``: SMs a GEMM pass (``fprop``, ``dgrad``, ``wgrad``) runs without, its userbuffers communicator's
-    ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`."""
+    ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`.
+    ``cudnn``: the layout's ``cudnn_version``, which a fused attention runs (:func:`.kernels.cudnn_factor`)."""
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
@@ -1004,7 +1006,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
     if op.kind == "attention":
-        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window)
+        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn)
         return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"
@@ -1234,7 +1236,8 @@ def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, fl
         ``(forward_s, backward_s)``.
     """
     cap = captured(op, lay.cuda_graph_scope)
-    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe, margins=pass_margins(op, lay))
+    kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe, margins=pass_margins(op, lay),
+              cudnn=lay.cudnn_version)
     return (op_time_s(op, gpu, lay.precision, **kw),
             op_time_s(op, gpu, lay.precision, backward=True, **wgrad_kw(lay, op), **kw))
 

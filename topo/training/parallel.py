@@ -34,6 +34,7 @@ from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
 from .routing import ROUTINGS
 from .tp_overlap import config_names
+from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
            "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed"]
@@ -252,6 +253,11 @@ class ParallelLayout(BaseModel):
     casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
     #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"`` and ``fp8_recipe``
     current (or unrecorded)."""
+    cudnn_version: str = CUDNN_NEWEST
+    """The cuDNN the fused attention runs (the container's: ``topo/data/compute/cudnn_releases.toml`` lists each
+    framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Blackwell attention reads the published
+    table of that version, the nearest older one between them (``kernels.toml [attention.blackwell.cudnn]``,
+    :mod:`topo.training.cudnn`). Default the newest published table; no effect on Hopper and Ampere (one table)."""
     overlap_ep: Flag = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
@@ -365,6 +371,14 @@ class ParallelLayout(BaseModel):
     None: the expected maximum over the EP ranks of a uniform router's load
     (:func:`topo.training.operators.busiest_rank_load`; exact for forced balancing, a floor for a trained router;
     1 under the ``consecutive`` gate). A capacity factor pads every expert to its capacity instead."""
+
+    @field_validator("cudnn_version", mode="before")
+    @classmethod
+    def _known_cudnn(cls, v):
+        if not isinstance(v, str):  # a TOML number: 9.10 would read as 9.1
+            raise ValueError(f"{v!r} is a number; write the version as text, quoted: \"9.13.1\"")
+        parse_cudnn(v)  # a ValueError naming the value and the form allowed
+        return v.strip()
 
     @field_validator("tp_overlap_config")
     @classmethod
