@@ -198,3 +198,55 @@ def test_nemo_mixtral_rows_run_without_tp_overlap():
     assert not runs["nemo2504_gb200_mixtral_8x22b"].overlap_tp
     assert not runs["nemo2502_b200_mixtral_8x22b"].overlap_tp
     assert runs["nemo2504dgxc_gb200_grok1_bf16_128"].overlap_tp  # Grok's script sets it (line 206)
+
+
+# A bad entry of the bundled tp_overlap.toml: one line naming the file, the key and what is allowed (rev52: the
+# default configuration's path raised "internal error (ValueError ...)", exit 1; a named one blamed --layout's
+# tp_overlap_config; sm_margin = "false" read as true, num_sm = 24.7 as 24 and a misspelt buffer took the default)
+_GOOD = 'proj_fprop = { method = "pipeline", num_sm = 24, sm_margin = true }'  # the first with it: ub_cfg_h100_h12288
+_UB = "ub_cfg_h100_h12288_tp4_mbs2_seqlen2048"
+
+
+@pytest.fixture
+def bundled_tp_overlap(tmp_path, monkeypatch):
+    """Write a changed copy of tp_overlap.toml where :func:`configs` reads it (its cache cleared before and after)."""
+    import topo.training.tp_overlap as tpo
+    text = (Path(tpo.__file__).parent.parent / "data" / "compute" / "tp_overlap.toml").read_text(encoding="utf-8")
+    assert _GOOD in text
+
+    def write(old, new):
+        (tmp_path / "tp_overlap.toml").write_text(text.replace(old, new, 1), encoding="utf-8")
+        tpo.configs.cache_clear()
+
+    monkeypatch.setattr(tpo, "data_dir", lambda *parts: tmp_path)
+    yield write
+    tpo.configs.cache_clear()
+
+
+@pytest.mark.parametrize("old, new, key, says", [
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24, sm_margin = "false" }', f"config.{_UB}.proj_fprop",
+     "sm_margin = true or false"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24.7, sm_margin = true }', f"config.{_UB}.proj_fprop",
+     "num_sm = a whole number >= 1"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = "x", sm_margin = true }', f"config.{_UB}.proj_fprop",
+     "num_sm = a whole number >= 1"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24 }', f"config.{_UB}.proj_fprop", "sm_margin"),
+    (_GOOD, "proj_fprop = 3", f"config.{_UB}.proj_fprop", "method = one of ring_exchange, pipeline, bulk"),
+    (_GOOD, _GOOD.replace("proj_fprop", "proj_fprp"), f"config.{_UB}", "unknown key 'proj_fprp'; allowed: source"),
+    ("source = \"NVIDIA/NeMo-Framework-Launcher", "# source = \"", f"config.{_UB}.source", "no source"),
+    ("[config.te_default]", "[config.te_default_v2]", "config", "no [config.te_default] table"),
+    ('qkv_fprop = { method = "ring_exchange", num_sm = 1, sm_margin = false }\n', "", "config.te_default",
+     "no qkv_fprop"),
+    ("[config.te_default]", "[config.te_default]\nx = [", None, "invalid TOML"),
+])
+@pytest.mark.parametrize("named", [False, True])
+def test_a_bad_tp_overlap_toml_entry_is_one_line_naming_its_key(bundled_tp_overlap, capsys, old, new, key, says,
+                                                                named):
+    from topo.cli.main import main
+    bundled_tp_overlap(old, new)
+    pairs = "overlap_tp=true" + (f",tp_overlap_config={BF16_70B}" if named else "")
+    assert main([*CLI, "--layout", pairs]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+    assert err.startswith(f"error: tp_overlap.toml: {key + ': ' if key else ''}"), err
+    assert says in err, err
