@@ -125,6 +125,23 @@ def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
     assert op_passes_s(op, gpu, lay)[1] == pytest.approx(op_passes_s(op, gpu, plain)[1], rel=1e-12)  # no dgrad margin
 
 
+
+def test_the_tp_collective_hides_behind_the_margined_gemm():
+    """The forward reduce-scatter of the output projection overlaps with that projection's forward GEMM as its
+    communicator launches it, on 132 - 24 SMs (rev52: pricing the pair on all 132 SMs passed every test): the pair's
+    seconds grow by ``t x (ceil(T/108) / ceil(T/132) - 1)`` as the block's forward does."""
+    gpu, m = _one_tile_gpu(), load_model("llama3-70b")
+    lay = make_layout(**SHAPE, tp_overlap_config=BF16_70B)
+    plain = make_layout(**SHAPE, tp_overlap_config="te_default_v1")
+    op = _ops(m, lay, "*")[("attention", "out_proj")]
+    tiles = math.ceil(op.m / 128) * math.ceil(op.n / 256)
+    t = gemm_s(gpu.kernels, op.m, op.n, op.k)
+    assert block_time(m, plain, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(t, rel=1e-9)
+    assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(
+        t * math.ceil(tiles / 108) / math.ceil(tiles / 132), rel=1e-9)
+    assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_dgrad"] == pytest.approx(
+        block_time(m, plain, gpu, "*").tp_pairs_s["rs_dgrad"], rel=1e-12)  # proj_dgrad: a ring exchange, no margin
+
 def test_an_unknown_configuration_is_refused_naming_the_field():
     with pytest.raises(TopoError) as e:
         make_layout(**SHAPE, tp_overlap_config="userbuffers_bf16_h100")
