@@ -267,3 +267,18 @@ def test_a_bad_tp_overlap_toml_entry_is_one_line_naming_its_key(bundled_tp_overl
     assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
     assert err.startswith(f"error: tp_overlap.toml: {key + ': ' if key else ''}"), err
     assert says in err, err
+
+
+def test_the_margins_the_note_and_the_tp_ring_read_one_rule():
+    """Userbuffers run the TP collectives, and take their SMs, exactly where the TP ring runs (rev52: the rule was
+    written three times): overlap_tp with sequence parallelism and tp > 1."""
+    from topo.training.step import tp_ring_steps
+    from topo.training.tp_overlap import userbuffers_on
+    m = load_model("llama3-70b")
+    for kw in ({}, dict(overlap_tp=False), dict(tp=1, dp=16), dict(sequence_parallel=False)):
+        lay = make_layout(**{**SHAPE, **kw})
+        on = userbuffers_on(lay)
+        assert on == (kw == {})
+        assert (tp_ring_steps(lay) > 1) == on
+        assert (margins_note(lay, 132) is not None) == on
+        assert bool(pass_margins(_ops(m, lay, "-")[("mlp", "fc1")], lay)) == on

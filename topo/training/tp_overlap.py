@@ -34,8 +34,8 @@ from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
-__all__ = ["configs", "config_names", "buffer_name", "margin_sms", "pass_margins", "margin_kernels",
-           "margins_note", "DEFAULT"]
+__all__ = ["configs", "config_names", "userbuffers_on", "buffer_name", "margin_sms", "pass_margins",
+           "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
 SOURCE = "tp_overlap.toml"
@@ -102,6 +102,22 @@ def config_names() -> tuple[str, ...]:
     return tuple(configs())
 
 
+def userbuffers_on(lay) -> bool:
+    """Whether the layout runs its TP collectives through userbuffers, each beside its linear layer's GEMM: TP
+    overlap (``overlap_tp``) with sequence parallelism and ``tp > 1`` (Megatron-LM's ``--tp-comm-overlap`` needs
+    both). The one rule :func:`pass_margins`, :func:`margins_note` and :func:`topo.training.step.tp_ring_steps` read.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    return bool(lay.overlap_tp and lay.sequence_parallel and lay.tp > 1)
+
+
 def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:
     """Transformer Engine's buffer name of a TP linear layer's GEMM pass, or None where no communicator runs it.
 
@@ -150,7 +166,7 @@ def margin_sms(config: str, buffer: str | None) -> int:
 def pass_margins(op, lay) -> dict[str, int]:
     """SMs each GEMM pass of operator ``op`` runs without under layout ``lay`` (``{"fprop": 24, ...}``; only the
     passes with a margin): none unless the layout overlaps TP with userbuffers (``overlap_tp``, sequence
-    parallelism, ``tp > 1``: :func:`topo.training.step.tp_ring_steps`) and ``op`` is a TP linear layer's GEMM.
+    parallelism, ``tp > 1``: :func:`userbuffers_on`) and ``op`` is a TP linear layer's GEMM.
 
     Parameters
     ----------
@@ -162,7 +178,7 @@ def pass_margins(op, lay) -> dict[str, int]:
     -------
     dict
     """
-    if op.kind != "gemm" or not op.tp_overlap or not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+    if op.kind != "gemm" or not op.tp_overlap or not userbuffers_on(lay):
         return {}
     out = {}
     for p in ("fprop", "dgrad", "wgrad"):
@@ -195,7 +211,7 @@ def margin_kernels(gpu, sms: int):
 def margins_note(lay, sms: int) -> str | None:
     """What the layout's userbuffers configuration takes from the TP GEMMs, for the step's notes; None when it
     takes nothing (no TP overlap, or no buffer with a margin)."""
-    if not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+    if not userbuffers_on(lay):
         return None
     cfg = configs()[lay.tp_overlap_config]
     taken = [f"{b} {n}" for b, (_, n, m) in cfg.items() if m]
