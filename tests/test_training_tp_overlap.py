@@ -109,15 +109,22 @@ def test_each_tp_gemm_pass_takes_its_buffers_margin():
         assert pass_margins(_ops(m, lay2, "*")[("attention", "out_proj")], lay2) == {}
 
 
-def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
-    """The attention block's forward under NeMo's BF16 70B configuration less under TE 1.x's (no margin) is the
-    output projection's forward GEMM on 108 SMs less on 132: ``t x (ceil(T/108) / ceil(T/132) - 1)``."""
+def _out_proj_under_margin():
+    """The one-tile H100, Llama 3 70B, its layout under NeMo's BF16 70B configuration and under TE 1.x's (no
+    margin), the output projection, its tile count and its forward GEMM's seconds on all 132 SMs."""
     gpu, m = _one_tile_gpu(), load_model("llama3-70b")
     lay = make_layout(**SHAPE, tp_overlap_config=BF16_70B)
     plain = make_layout(**SHAPE, tp_overlap_config="te_default_v1")
     op = _ops(m, lay, "*")[("attention", "out_proj")]
     tiles = math.ceil(op.m / 128) * math.ceil(op.n / 256)
     t = gemm_s(gpu.kernels, op.m, op.n, op.k)
+    return gpu, m, lay, plain, op, tiles, t
+
+
+def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
+    """The attention block's forward under NeMo's BF16 70B configuration less under TE 1.x's (no margin) is the
+    output projection's forward GEMM on 108 SMs less on 132: ``t x (ceil(T/108) / ceil(T/132) - 1)``."""
+    gpu, m, lay, plain, op, tiles, t = _out_proj_under_margin()
     want = t * (math.ceil(tiles / 108) / math.ceil(tiles / 132) - 1.0)
     assert want > 0
     got = block_time(m, lay, gpu, "*").forward_s - block_time(m, plain, gpu, "*").forward_s
@@ -125,22 +132,17 @@ def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
     assert op_passes_s(op, gpu, lay)[1] == pytest.approx(op_passes_s(op, gpu, plain)[1], rel=1e-12)  # no dgrad margin
 
 
-
 def test_the_tp_collective_hides_behind_the_margined_gemm():
     """The forward reduce-scatter of the output projection overlaps with that projection's forward GEMM as its
     communicator launches it, on 132 - 24 SMs (rev52: pricing the pair on all 132 SMs passed every test): the pair's
     seconds grow by ``t x (ceil(T/108) / ceil(T/132) - 1)`` as the block's forward does."""
-    gpu, m = _one_tile_gpu(), load_model("llama3-70b")
-    lay = make_layout(**SHAPE, tp_overlap_config=BF16_70B)
-    plain = make_layout(**SHAPE, tp_overlap_config="te_default_v1")
-    op = _ops(m, lay, "*")[("attention", "out_proj")]
-    tiles = math.ceil(op.m / 128) * math.ceil(op.n / 256)
-    t = gemm_s(gpu.kernels, op.m, op.n, op.k)
+    gpu, m, lay, plain, op, tiles, t = _out_proj_under_margin()
     assert block_time(m, plain, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(t, rel=1e-9)
     assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(
         t * math.ceil(tiles / 108) / math.ceil(tiles / 132), rel=1e-9)
     assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_dgrad"] == pytest.approx(
         block_time(m, plain, gpu, "*").tp_pairs_s["rs_dgrad"], rel=1e-12)  # proj_dgrad: a ring exchange, no margin
+
 
 def test_an_unknown_configuration_is_refused_naming_the_field():
     with pytest.raises(TopoError) as e:
