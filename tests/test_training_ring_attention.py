@@ -251,6 +251,31 @@ def test_a2a_runs_one_causal_kernel_over_the_whole_sequence(cp):
     assert not {"cp_merge", "cp_grad_accumulate"} & {o.name for o in ops}
 
 
+
+@pytest.mark.parametrize("name, s, block, window", [
+    ("gpt-oss-20b", 65536, 65536, 128),  # a 128-token sliding window: the kernel over all s tokens, masked
+    ("llama4-scout", 8192, 8192, 0.0),  # an 8,192-token chunk: the whole sequence, where a ring rank holds 4,096
+])
+def test_a2a_local_attention_sees_the_whole_sequence(name, s, block, window):
+    """A local-window layer under Ulysses: after the all-to-all the rank holds all ``s`` tokens of its heads, so its
+    kernel's side is ``s``, not the ring's ``s / cp`` (rev52: pricing it at ``s / cp`` passed every test)."""
+    m = load_model(name)
+    ring, = [o for o in block_ops(m, _lay(2, seq_len=s), "W") if o.kind == "attention"]
+    a2a, = [o for o in block_ops(m, _lay(2, seq_len=s, cp_comm_type="a2a"), "W") if o.kind == "attention"]
+    assert (a2a.block_seq, a2a.window) == (block, window)
+    assert ring.block_seq == (s / 2 if window else min(s / 2, 8192))
+    assert a2a.flops == pytest.approx(ring.flops, rel=1e-12)
+
+
+def test_a2a_splits_mla_keys_and_values_by_the_query_heads():
+    """MLA's up-projection gives K and V every query head (DeepSeek-V3: 128), so a2a at TP8 splits 16 heads a rank
+    for Q, K and V alike: CP 2, 4, 8 and 16 run, 3 does not (rev52: counting one K/V head refused CP 2)."""
+    m = load_model("deepseek-v3-671b")
+    for cp in (2, 4, 8, 16):
+        check_layout(m, make_layout(tp=8, cp=cp, global_batch=1, seq_len=32768, cp_comm_type="a2a"))
+    with pytest.raises(TopoError, match=r"16 query and 16 key/value heads"):
+        check_layout(m, make_layout(tp=8, cp=3, global_batch=1, seq_len=32768, cp_comm_type="a2a"))
+
 def test_a2a_exchanges_q_k_v_and_the_output_each_pass():
     """Llama 3 8B (32 query heads, 8 KV heads of 128), TP1 CP8, 64k: each rank's 8,192 tokens. Forward one
     all_to_all_single each for Q (8,192 x 32 x 128 x 2 B = 64 MiB), K and V (8,192 x 8 x 128 x 2 B = 16 MiB each)

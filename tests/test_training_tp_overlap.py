@@ -109,20 +109,39 @@ def test_each_tp_gemm_pass_takes_its_buffers_margin():
         assert pass_margins(_ops(m, lay2, "*")[("attention", "out_proj")], lay2) == {}
 
 
-def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
-    """The attention block's forward under NeMo's BF16 70B configuration less under TE 1.x's (no margin) is the
-    output projection's forward GEMM on 108 SMs less on 132: ``t x (ceil(T/108) / ceil(T/132) - 1)``."""
+def _out_proj_under_margin():
+    """The one-tile H100, Llama 3 70B, its layout under NeMo's BF16 70B configuration and under TE 1.x's (no
+    margin), the output projection, its tile count and its forward GEMM's seconds on all 132 SMs."""
     gpu, m = _one_tile_gpu(), load_model("llama3-70b")
     lay = make_layout(**SHAPE, tp_overlap_config=BF16_70B)
     plain = make_layout(**SHAPE, tp_overlap_config="te_default_v1")
     op = _ops(m, lay, "*")[("attention", "out_proj")]
     tiles = math.ceil(op.m / 128) * math.ceil(op.n / 256)
     t = gemm_s(gpu.kernels, op.m, op.n, op.k)
+    return gpu, m, lay, plain, op, tiles, t
+
+
+def test_the_blocks_forward_grows_by_the_margined_gemms_waves():
+    """The attention block's forward under NeMo's BF16 70B configuration less under TE 1.x's (no margin) is the
+    output projection's forward GEMM on 108 SMs less on 132: ``t x (ceil(T/108) / ceil(T/132) - 1)``."""
+    gpu, m, lay, plain, op, tiles, t = _out_proj_under_margin()
     want = t * (math.ceil(tiles / 108) / math.ceil(tiles / 132) - 1.0)
     assert want > 0
     got = block_time(m, lay, gpu, "*").forward_s - block_time(m, plain, gpu, "*").forward_s
     assert got == pytest.approx(want, rel=1e-9)
     assert op_passes_s(op, gpu, lay)[1] == pytest.approx(op_passes_s(op, gpu, plain)[1], rel=1e-12)  # no dgrad margin
+
+
+def test_the_tp_collective_hides_behind_the_margined_gemm():
+    """The forward reduce-scatter of the output projection overlaps with that projection's forward GEMM as its
+    communicator launches it, on 132 - 24 SMs (rev52: pricing the pair on all 132 SMs passed every test): the pair's
+    seconds grow by ``t x (ceil(T/108) / ceil(T/132) - 1)`` as the block's forward does."""
+    gpu, m, lay, plain, op, tiles, t = _out_proj_under_margin()
+    assert block_time(m, plain, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(t, rel=1e-9)
+    assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_fprop"] == pytest.approx(
+        t * math.ceil(tiles / 108) / math.ceil(tiles / 132), rel=1e-9)
+    assert block_time(m, lay, gpu, "*").tp_pairs_s["rs_dgrad"] == pytest.approx(
+        block_time(m, plain, gpu, "*").tp_pairs_s["rs_dgrad"], rel=1e-12)  # proj_dgrad: a ring exchange, no margin
 
 
 def test_an_unknown_configuration_is_refused_naming_the_field():
@@ -198,3 +217,70 @@ def test_nemo_mixtral_rows_run_without_tp_overlap():
     assert not runs["nemo2504_gb200_mixtral_8x22b"].overlap_tp
     assert not runs["nemo2502_b200_mixtral_8x22b"].overlap_tp
     assert runs["nemo2504dgxc_gb200_grok1_bf16_128"].overlap_tp  # Grok's script sets it (line 206)
+
+
+# A bad entry of the bundled tp_overlap.toml: one line naming the file, the key and what is allowed (rev52: the
+# default configuration's path raised "internal error (ValueError ...)", exit 1; a named one blamed --layout's
+# tp_overlap_config; sm_margin = "false" read as true, num_sm = 24.7 as 24 and a misspelt buffer took the default)
+_GOOD = 'proj_fprop = { method = "pipeline", num_sm = 24, sm_margin = true }'  # the first with it: ub_cfg_h100_h12288
+_UB = "ub_cfg_h100_h12288_tp4_mbs2_seqlen2048"
+
+
+@pytest.fixture
+def bundled_tp_overlap(tmp_path, monkeypatch):
+    """Write a changed copy of tp_overlap.toml where :func:`configs` reads it (its cache cleared before and after)."""
+    import topo.training.tp_overlap as tpo
+    text = (Path(tpo.__file__).parent.parent / "data" / "compute" / "tp_overlap.toml").read_text(encoding="utf-8")
+    assert _GOOD in text
+
+    def write(old, new):
+        (tmp_path / "tp_overlap.toml").write_text(text.replace(old, new, 1), encoding="utf-8")
+        tpo.configs.cache_clear()
+
+    monkeypatch.setattr(tpo, "data_dir", lambda *parts: tmp_path)
+    yield write
+    tpo.configs.cache_clear()
+
+
+@pytest.mark.parametrize("old, new, key, says", [
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24, sm_margin = "false" }', f"config.{_UB}.proj_fprop",
+     "sm_margin = true or false"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24.7, sm_margin = true }', f"config.{_UB}.proj_fprop",
+     "num_sm = a whole number >= 1"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = "x", sm_margin = true }', f"config.{_UB}.proj_fprop",
+     "num_sm = a whole number >= 1"),
+    (_GOOD, 'proj_fprop = { method = "pipeline", num_sm = 24 }', f"config.{_UB}.proj_fprop", "sm_margin"),
+    (_GOOD, "proj_fprop = 3", f"config.{_UB}.proj_fprop", "method = one of ring_exchange, pipeline, bulk"),
+    (_GOOD, _GOOD.replace("proj_fprop", "proj_fprp"), f"config.{_UB}", "unknown key 'proj_fprp'; allowed: source"),
+    ("source = \"NVIDIA/NeMo-Framework-Launcher", "# source = \"", f"config.{_UB}.source", "no source"),
+    ("[config.te_default]", "[config.te_default_v2]", "config", "no [config.te_default] table"),
+    ('qkv_fprop = { method = "ring_exchange", num_sm = 1, sm_margin = false }\n', "", "config.te_default",
+     "no qkv_fprop"),
+    ("[config.te_default]", "[config.te_default]\nx = [", None, "invalid TOML"),
+])
+@pytest.mark.parametrize("named", [False, True])
+def test_a_bad_tp_overlap_toml_entry_is_one_line_naming_its_key(bundled_tp_overlap, capsys, old, new, key, says,
+                                                                named):
+    from topo.cli.main import main
+    bundled_tp_overlap(old, new)
+    pairs = "overlap_tp=true" + (f",tp_overlap_config={BF16_70B}" if named else "")
+    assert main([*CLI, "--layout", pairs]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
+    assert err.startswith(f"error: tp_overlap.toml: {key + ': ' if key else ''}"), err
+    assert says in err, err
+
+
+def test_the_margins_the_note_and_the_tp_ring_read_one_rule():
+    """Userbuffers run the TP collectives, and take their SMs, exactly where the TP ring runs (rev52: the rule was
+    written three times): overlap_tp with sequence parallelism and tp > 1."""
+    from topo.training.step import tp_ring_steps
+    from topo.training.tp_overlap import userbuffers_on
+    m = load_model("llama3-70b")
+    for kw in ({}, dict(overlap_tp=False), dict(tp=1, dp=16), dict(sequence_parallel=False)):
+        lay = make_layout(**{**SHAPE, **kw})
+        on = userbuffers_on(lay)
+        assert on == (kw == {})
+        assert (tp_ring_steps(lay) > 1) == on
+        assert (margins_note(lay, 132) is not None) == on
+        assert bool(pass_margins(_ops(m, lay, "-")[("mlp", "fc1")], lay)) == on

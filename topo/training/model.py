@@ -463,7 +463,13 @@ def model_from_dict(data: dict, source: str = "<model>") -> ModelSpec:
 
 def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> TopoError:
     """The first problem of a pydantic error as one TopoError line: file, dotted key, value, what is allowed; an
-    unknown key first and a missing one last, as the spec loader orders them (a typo'd key explains a missing one)."""
+    unknown key first and a missing one last, as the spec loader orders them (a typo'd key explains a missing one).
+    A validator's own :class:`TopoError` that names its source (a bundled data file a field is checked against,
+    ``tp_overlap.toml``) is that file's fault, not the field's: it is returned as it is."""
+    for e in exc.errors():
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, TopoError) and cause.source:
+            return cause
     err = min(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
     loc = err["loc"]
     key = ".".join(str(x) for x in loc) or None

@@ -100,7 +100,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
-from .tp_overlap import margins_note
+from .tp_overlap import margins_note, userbuffers_on
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -1151,7 +1151,7 @@ def tp_ring_steps(lay: ParallelLayout) -> int:
     int
         ``lay.tp`` with ``overlap_tp``, sequence parallelism and ``tp > 1``, else 1.
     """
-    return lay.tp if (lay.overlap_tp and lay.tp > 1 and lay.sequence_parallel) else 1
+    return lay.tp if userbuffers_on(lay) else 1
 
 
 def tp_ring_exposed_s(one_s: float, calls: float, pairs: list, tp_blocks: int, tp: int,

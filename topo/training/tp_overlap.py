@@ -30,39 +30,92 @@ import tomllib
 from dataclasses import replace
 from functools import lru_cache
 
+from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
-__all__ = ["configs", "config_names", "buffer_name", "margin_sms", "pass_margins", "margin_kernels",
-           "margins_note", "DEFAULT"]
+__all__ = ["configs", "config_names", "userbuffers_on", "buffer_name", "margin_sms", "pass_margins",
+           "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
+SOURCE = "tp_overlap.toml"
 BUFFERS = ("qkv_fprop", "qkv_dgrad", "qkv_wgrad", "proj_fprop", "proj_dgrad", "fc1_fprop", "fc1_dgrad",
            "fc1_wgrad", "fc2_fprop", "fc2_dgrad")
 METHODS = ("ring_exchange", "pipeline", "bulk")
+ENTRY_KEYS = ("method", "num_sm", "sm_margin")
 
 
 @lru_cache(maxsize=1)
 def configs() -> dict:
     """Every named configuration of ``tp_overlap.toml``: name -> {buffer: (method, num_sm, sm_margin)}, a buffer a
-    configuration leaves out taking :data:`DEFAULT`'s."""
-    data = tomllib.loads((data_dir("compute") / "tp_overlap.toml").read_text(encoding="utf-8"))["config"]
-    base = {b: _entry(data[DEFAULT][b], f"{DEFAULT}.{b}") for b in BUFFERS}
-    return {name: {b: _entry(c[b], f"{name}.{b}") if b in c else base[b] for b in BUFFERS}
-            for name, c in data.items()}
+    configuration leaves out taking :data:`DEFAULT`'s.
+
+    Raises
+    ------
+    TopoError
+        A file that does not parse, or an entry that is not as the file's header says (source ``tp_overlap.toml``,
+        key ``config.NAME.BUFFER``): one line naming the key, the value and what is allowed.
+    """
+    try:
+        data = tomllib.loads((data_dir("compute") / SOURCE).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=SOURCE) from None
+    table = data.get("config")
+    if not isinstance(table, dict) or not isinstance(table.get(DEFAULT), dict):
+        raise TopoError(f"no [config.{DEFAULT}] table (the buffers a configuration leaves out take its entries)",
+                        source=SOURCE, key="config")
+    missing = [b for b in BUFFERS if b not in table[DEFAULT]]
+    if missing:
+        raise TopoError(f"no {', '.join(missing)}; allowed: {DEFAULT} lists every buffer ({', '.join(BUFFERS)})",
+                        source=SOURCE, key=f"config.{DEFAULT}")
+    base = {b: _entry(table[DEFAULT][b], f"{DEFAULT}.{b}") for b in BUFFERS}
+    return {name: _config(c, name, base) for name, c in table.items()}
 
 
-def _entry(e: dict, key: str) -> tuple[str, int, bool]:
+def _config(c, name: str, base: dict) -> dict:
+    """One configuration's buffers (each :func:`_entry`), those it leaves out from ``base``; it must cite its
+    ``source`` and name no buffer Transformer Engine does not have (a typo would silently take the default)."""
+    if not isinstance(c, dict):
+        raise TopoError(f"must be a table, got {c!r}", source=SOURCE, key=f"config.{name}")
+    unknown = [k for k in c if k not in BUFFERS and k != "source"]
+    if unknown:
+        raise TopoError(f"unknown key {unknown[0]!r}; allowed: source, {', '.join(BUFFERS)}", source=SOURCE,
+                        key=f"config.{name}")
+    if not isinstance(c.get("source"), str) or not c["source"].strip():
+        raise TopoError("no source: every configuration cites the file it comes from", source=SOURCE,
+                        key=f"config.{name}.source")
+    return {b: _entry(c[b], f"{name}.{b}") if b in c else base[b] for b in BUFFERS}
+
+
+def _entry(e, key: str) -> tuple[str, int, bool]:
     """One buffer's (method, num_sm, sm_margin); a bad one names its key in ``tp_overlap.toml``."""
-    if e.get("method") not in METHODS or int(e.get("num_sm", 0)) < 1:
-        raise ValueError(f"tp_overlap.toml: config.{key} = {e!r}; allowed: method one of {', '.join(METHODS)}, "
-                         "num_sm >= 1")
-    return e["method"], int(e["num_sm"]), bool(e["sm_margin"])
+    ok = (isinstance(e, dict) and set(e) == set(ENTRY_KEYS) and e["method"] in METHODS
+          and type(e["num_sm"]) is int and e["num_sm"] >= 1 and type(e["sm_margin"]) is bool)
+    if not ok:
+        raise TopoError(f"{e!r}; allowed: {{ method = one of {', '.join(METHODS)}, num_sm = a whole number >= 1, "
+                        "sm_margin = true or false }", source=SOURCE, key=f"config.{key}")
+    return e["method"], e["num_sm"], e["sm_margin"]
 
 
 def config_names() -> tuple[str, ...]:
     """The configuration names a layout may give (``tp_overlap_config``)."""
     return tuple(configs())
+
+
+def userbuffers_on(lay) -> bool:
+    """Whether the layout runs its TP collectives through userbuffers, each beside its linear layer's GEMM: TP
+    overlap (``overlap_tp``) with sequence parallelism and ``tp > 1`` (Megatron-LM's ``--tp-comm-overlap`` needs
+    both). The one rule :func:`pass_margins`, :func:`margins_note` and :func:`topo.training.step.tp_ring_steps` read.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    return bool(lay.overlap_tp and lay.sequence_parallel and lay.tp > 1)
 
 
 def buffer_name(module: str, tp_overlap: str, gemm_pass: str) -> str | None:
@@ -113,7 +166,7 @@ def margin_sms(config: str, buffer: str | None) -> int:
 def pass_margins(op, lay) -> dict[str, int]:
     """SMs each GEMM pass of operator ``op`` runs without under layout ``lay`` (``{"fprop": 24, ...}``; only the
     passes with a margin): none unless the layout overlaps TP with userbuffers (``overlap_tp``, sequence
-    parallelism, ``tp > 1``: :func:`topo.training.step.tp_ring_steps`) and ``op`` is a TP linear layer's GEMM.
+    parallelism, ``tp > 1``: :func:`userbuffers_on`) and ``op`` is a TP linear layer's GEMM.
 
     Parameters
     ----------
@@ -125,7 +178,7 @@ def pass_margins(op, lay) -> dict[str, int]:
     -------
     dict
     """
-    if op.kind != "gemm" or not op.tp_overlap or not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+    if op.kind != "gemm" or not op.tp_overlap or not userbuffers_on(lay):
         return {}
     out = {}
     for p in ("fprop", "dgrad", "wgrad"):
@@ -158,7 +211,7 @@ def margin_kernels(gpu, sms: int):
 def margins_note(lay, sms: int) -> str | None:
     """What the layout's userbuffers configuration takes from the TP GEMMs, for the step's notes; None when it
     takes nothing (no TP overlap, or no buffer with a margin)."""
-    if not (lay.overlap_tp and lay.sequence_parallel and lay.tp > 1):
+    if not userbuffers_on(lay):
         return None
     cfg = configs()[lay.tp_overlap_config]
     taken = [f"{b} {n}" for b, (_, n, m) in cfg.items() if m]
