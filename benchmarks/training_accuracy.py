@@ -953,8 +953,8 @@ MAXTEXT_ALL_REDUCE_COMBINE_BYTES = {
     **{f"maxtext_a3_llama2_7b_{8 * n}": b for n, b in
        ((1, 134_217_728), (2, 67_108_864), (4, 536_870_912), (8, 1_073_741_824), (16, 1_073_741_824))}}
 """The A3 scripts' XLA all-reduce combine threshold (``ParallelLayout.dp_all_reduce_combine_bytes``). Not the A4
-configs' (gpu-recipes@2e1fd5ef values.yaml: 16 GiB), whose layers are scanned (MaxText's default
-``scan_layers: True``): XLA combines within one computation, the loop body, one layer's gradients at a time."""
+configs' (gpu-recipes@2e1fd5ef training/a4/llama3-1-{70b,405b}/maxtext-pretraining-gke/values.yaml line 62: 2 GiB,
+16 GiB), whose layers are scanned (``scan_layers: True``, the 70B config's line 33 and MaxText's default): XLA combines within one computation, the loop body, one layer's gradients at a time."""
 MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
                                                                      "tp4_ep8_pp8"))
 """The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
