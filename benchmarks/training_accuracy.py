@@ -410,6 +410,8 @@ def _framework_kw(row, model, kw: dict) -> None:
         # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
         kw.pop("recompute_modules", None)  # the policy sets what is recomputed
         kw.update(recompute=remat_settings(policy)["recompute"], remat_policy=policy, wgrad_output="param_dtype")
+        if row["run_id"] in MAXTEXT_ALL_REDUCE_COMBINE_BYTES:  # the script's XLA combiner threshold
+            kw["dp_all_reduce_combine_bytes"] = MAXTEXT_ALL_REDUCE_COMBINE_BYTES[row["run_id"]]
         if row["precision"] == "fp8":  # MaxText's Fp8Quantization: Flax's Fp8DotGeneralOp, delayed scaling
             kw["fp8_recipe"] = "delayed"
         # what MaxText keeps: fp32 weights (their own master copy), fp32 grads, two fp32 moments; bf16 FSDP gathers
@@ -955,6 +957,15 @@ MAXTEXT_RECIPES = {
     "maxtext_a4_llama31_405b_fp8_256": ("dcn_data=2,dcn_fsdp=16,ici_fsdp=8", "full"),
 }
 """Each MaxText row's mesh (``topo.training.jax_mesh``) and remat policy (``topo/data/compute/remat_policies.toml``)."""
+MAXTEXT_ALL_REDUCE_COMBINE_BYTES = {
+    # AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
+    # --xla_gpu_all_reduce_combine_threshold_bytes (line 31 of each), with scan_layers=false (line 42 / 41): the
+    # layers unrolled, so the combiner merges gradient all-reduces across layers
+    **{f"maxtext_a3_llama2_7b_{8 * n}": b for n, b in
+       ((1, 134_217_728), (2, 67_108_864), (4, 536_870_912), (8, 1_073_741_824), (16, 1_073_741_824))}}
+"""The A3 scripts' XLA all-reduce combine threshold (``ParallelLayout.dp_all_reduce_combine_bytes``). Not the A4
+configs' (gpu-recipes@2e1fd5ef training/a4/llama3-1-{70b,405b}/maxtext-pretraining-gke/values.yaml line 62: 2 GiB,
+16 GiB), whose layers are scanned (``scan_layers: True``, the 70B config's line 33 and MaxText's default): XLA combines within one computation, the loop body, one layer's gradients at a time."""
 MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
                                                                      "tp4_ep8_pp8"))
 """The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11

@@ -194,6 +194,13 @@ class ParallelLayout(BaseModel):
     dp_bucket_params: PositiveInt | None = None
     """Gradient bucket (parameters) of the data-parallel reduction and gather, one collective per bucket; default
     Megatron-Core's ``max(40M, 1M x dp_cp size)`` (:func:`dp_bucket_params`)."""
+    dp_all_reduce_combine_bytes: PositiveInt | None = None
+    """XLA's all-reduce combine threshold (``--xla_gpu_all_reduce_combine_threshold_bytes``): the data-parallel
+    gradient all-reduces (ZeRO-0's, and hybrid sharding's across the replicas under ZeRO-3 / FSDP) merged into
+    collectives of up to this many bytes instead of one a bucket or unit (:func:`xla_all_reduce_calls`); each
+    merged all-reduce starts when its last gradient exists. None (default): Megatron-Core's buckets, or one a unit.
+    MaxText's A3 scripts set it per job size (AI-Hypercomputer/maxtext@efb6d9e4
+    ``MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh``: 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB)."""
     overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk
@@ -867,4 +874,58 @@ def dp_bucket_calls(lay: ParallelLayout, params: float) -> int:
     """
     if not lay.overlap_dp or params <= 0:
         return 1
-    return max(1, math.ceil(params / lay.vpp / dp_bucket_params(lay))) + lay.vpp - 1
+    return bucket_count(params / lay.vpp, dp_bucket_params(lay)) + lay.vpp - 1
+
+
+def bucket_count(amount: float, bucket: float) -> int:
+    """Collectives that carry ``amount`` (parameters or bytes) in buckets of at most ``bucket``, filled in order:
+    ``ceil(amount / bucket)``, at least 1. Megatron-Core's DDP buckets (parameters, :func:`dp_bucket_calls`) and
+    XLA's collective combiner (bytes, :func:`xla_all_reduce_calls`) both fill them so.
+
+    Parameters
+    ----------
+    amount : float
+        What the collectives carry in all (same unit as ``bucket``).
+    bucket : float
+        The most one collective carries (> 0).
+
+    Returns
+    -------
+    int
+        Collectives, at least 1.
+    """
+    return max(1, math.ceil(amount / bucket)) if amount > 0 else 1
+
+
+def xla_all_reduce_calls(lay: ParallelLayout, unit_calls: int, total_bytes: float) -> int:
+    """All-reduces left of ``unit_calls`` gradient all-reduces (one a unit, ``total_bytes`` in all) after XLA's
+    all-reduce combiner (``--xla_gpu_all_reduce_combine_threshold_bytes``: the layout's
+    ``dp_all_reduce_combine_bytes``; None: ``unit_calls``, as a framework that reduces unit by unit).
+
+    XLA's combiner (openxla/xla ``xla/service/collective_combiner_utils.h`` ``CombineInstructionsByKey``) walks
+    the computation's all-reduces in post order and merges independent ones greedily while the merged output
+    stays within the threshold; it never merges one already above it. The partitioner's gradient all-reduces
+    are one a parameter tensor, smaller than a unit (Llama 2 7B's largest is an MLP matrix, 22.5 MiB of a
+    layer's 96 MiB fp32 shard over 8 FSDP ranks), so the buckets fill at tensor granularity: :func:`bucket_count`
+    of the bytes and the threshold (equal buckets; topo's unit, a layer, is coarser than XLA's tensor).
+    Computations are combined apart, so this holds for unrolled layers only (MaxText's ``scan_layers=false``); a
+    scanned layer's all-reduces sit in the loop body and merge only with each other.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``dp_all_reduce_combine_bytes``).
+    unit_calls : int
+        All-reduces one a unit, without combining.
+    total_bytes : float
+        What they carry in all.
+
+    Returns
+    -------
+    int
+        All-reduces after combining (``unit_calls`` without a threshold), at least 1.
+    """
+    threshold = lay.dp_all_reduce_combine_bytes
+    if threshold is None:
+        return unit_calls
+    return bucket_count(total_bytes, threshold)

@@ -95,7 +95,7 @@ from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_units, rank_computes, ring_step_s)
-from .parallel import ParallelLayout, check_layout, dp_bucket_calls
+from .parallel import ParallelLayout, check_layout, dp_bucket_calls, xla_all_reduce_calls
 from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
@@ -333,6 +333,7 @@ def _dp_traffic(t: _Traffic) -> None:
         wb = gather_bytes_per_param(lay, n, end if groups != "edp" else 0.0)
         k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
         if z == 0:
+            k = xla_all_reduce_calls(lay, k, n * rb)  # XLA's combiner, where the layout sets its threshold
             t.add("dp", "all_reduce", groups, n * rb / k, k, phase="reduce")
         elif z in (1, 2):
             t.add("dp", "reduce_scatter", groups, n * rb / k, k, phase="reduce")
@@ -345,7 +346,9 @@ def _dp_traffic(t: _Traffic) -> None:
             t.add("dp", "all_gather", groups, per * wb, _gather_passes(lay) * m * calls,
                   phase="gather_unit", elem_bytes=wb)
             t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
-            t.add("dp", "all_reduce", "dpr", per * shard / n * rb, m * calls, phase="reduce_unit")
+            # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
+            ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
+            t.add("dp", "all_reduce", "dpr", shard * rb / ar, m * ar, phase="reduce_unit")
 
 
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
