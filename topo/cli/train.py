@@ -502,11 +502,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-<<<<<<< HEAD
-                     "cudnn_version")
-=======
-                     "dp_all_reduce_combine_bytes")
->>>>>>> xla50
+                     "cudnn_version", "dp_all_reduce_combine_bytes")
 
 
 def _dp_idle(L: dict) -> str:
@@ -588,12 +584,9 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "ep_comm_sms": _ep_sms_idle(L, model), "fp8_recipe": _fp8_recipe_idle(L, model),
             **dict.fromkeys(("overlap_ep", "ep_dispatch_bytes"), "ep 1: no all-to-all" if L.get("ep", 1) == 1 else ""),
             "dp_bucket_params": _dp_idle(L), "tp_overlap_config": _tp_overlap_idle(L),
-<<<<<<< HEAD
             "cudnn_version": "" if generation in ("blackwell", "") else f"{generation} reads one attention table "
             "(cuDNN versions are published for Blackwell only)",
-=======
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),
->>>>>>> xla50
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
