@@ -76,6 +76,12 @@ def test_the_library_refuses_a_region_as_a_spec_with_a_typed_error_that_names_no
     assert "(describe, estimate, train, plan, report, export and sweep take a region alone; compare, calibrate" in err
 
 
+def test_a_hub_under_another_topology_is_one_line_naming_the_file():
+    err = one_error("describe", "two-site-h100", "--set", "interconnect.hub=east")
+    assert re.match(r"error: \S*two-site-h100(\.toml)?: interconnect\.hub: 'east' is read with topology \"hub\" only, "
+                    r"got topology \"mesh\"; allowed: no hub, or topology = \"hub\"$", err), err
+
+
 def test_a_region_report_names_the_flag_it_does_not_take():
     err = one_error("report", "two-site-h100", "--train", "llama3-8b", "--layout", "tp=8,dp=384,global_batch=384")
     assert err.startswith("error: --train: ")  # was keyed --plan, a flag not given
