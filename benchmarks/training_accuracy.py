@@ -290,11 +290,16 @@ def _paper_setups():
 
 
 def _published_rows():
-    """``(row, is_held)`` for every row of ``training_runs_published.csv`` and then of the hold-out file."""
+    """``(row, is_held)`` for every row of ``training_runs_published.csv`` and then of the hold-out file; a row
+    whose note names a framework flag :data:`run_note_flags.NOTE_FLAGS` does not list is refused (one line)."""
+    from run_note_flags import check_note_flags
+
     rows = [(r, False) for r in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs_published.csv"))]
     held = ROOT / "data" / "reference" / HOLDOUT
     if held.exists():
         rows += [(r, True) for r in csv.DictReader(open(held))]
+    check_note_flags([r for r, h in rows if not h], "training_runs_published.csv")
+    check_note_flags([r for r, h in rows if h], HOLDOUT)
     return rows
 
 
@@ -432,8 +437,11 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         kw.update(overlap_tp=False, moe_router_fusion=True)
         if fp8_recipe(row) == "blockwise":
             # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
-            # params and bf16 moments (4 + 2 + 2 bytes per parameter)
-            kw.update(fp8_param_gather=True, optimizer_bytes=8.0)
+            # params and bf16 moments (4 + 2 + 2 bytes per parameter), and --moe-router-padding-for-fp8: the router
+            # pads each expert's count to the FP8 alignment, so the grouped experts run no padding copies
+            # (small50: the row's note named the flag, no rule read it; yanring/Megatron-MoE-ModelZoo
+            # sbatch_benchmarking.sh "if [[ ${PR} == "fp8" ]]" block, read at @38ce2ed2 as the note quotes @798dfb50)
+            kw.update(fp8_param_gather=True, optimizer_bytes=8.0, moe_counts_aligned=True)
     if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
         # yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion since
         # @274316a (2025-08-20); no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16

@@ -86,11 +86,23 @@ def test_a_hub_cut_off_is_unreachable():
     ({"wave_rate": "0 Gb/s"}, "interconnect.wave_rate", "positive"),
     ({"topology": "star"}, "interconnect.topology", "must be one of mesh, ring, hub, line, spans, got 'star'"),
     ({"hub": "nowhere"}, None, "interconnect.hub names no site: 'nowhere'"),
+    # small50: read under one topology or attachment only, refused under another (a silently different model)
+    ({"hub": "s-1", "topology": "line"}, None, 'interconnect.hub: \'s-1\' is read with topology "hub" only, got '
+                                               'topology "line"; allowed: no hub, or topology = "hub"'),
+    ({"hub": "s-1"}, None, 'got topology "mesh"'),
+    ({"border_oversubscription": 4}, None, 'interconnect.border_oversubscription: 4 is read with attach "border" '
+                                           'only (border leaves), got attach "top"'),
 ])
 def test_bad_interconnects_are_one_line_errors(edit, key, message):
     with pytest.raises(TopoError) as err:
         region_from_dict(region_dict(**edit), "r.toml")
     assert err.value.key == key and message in err.value.message and "\n" not in err.value.line()
+
+
+def test_hub_and_border_oversubscription_where_they_are_read_are_taken():
+    r = build(region_dict(count=3, topology="hub", hub="s-1"))
+    assert r.spec.pairs() == [(0, 1), (1, 2)]
+    assert build(region_dict(attach="border", border_oversubscription=4)).border_Bps(0) == pytest.approx(16 * 100e9 / 4)
 
 
 def test_an_attach_tier_that_does_not_exist_and_one_site_are_errors():

@@ -219,3 +219,26 @@ def test_a_site_pair_listed_twice_is_one_line(tmp_path):
         assert p.returncode == 2 and p.stdout == "" and len(p.stderr.splitlines()) == 1, p.stderr
         assert ("interconnect.spans[2].sites: b-a is listed already (spans[0]); allowed: one entry per site pair"
                 in p.stderr)
+
+
+def test_a_split_the_path_bound_cuts_is_said_in_the_result_and_a_bundled_one_is_not():
+    """small50: MAX_PATHS cut the 10-site mesh-chain's ends' paths at the 4-hop level silently. The library now
+    says so in its result (never printing): the pair, the paths kept (1 + 8 + 56 + the route = 66) and the hop
+    count left out; a pair under the bound, and every bundled region (at most 2 paths a pair), gets no note."""
+    from topo.engine.region_estimate import estimate_region
+    from topo.fabric.region_split import MAX_PATHS, split_notes
+    r = _mesh_with_a_short_chain(10)
+    assert split_notes(r) == []
+    split_paths(r, 0, 9)
+    (note,) = split_notes(r)
+    assert f"keeps at most {MAX_PATHS} paths of 3 hops or more a site pair" in note
+    assert "1 pair had more (s-0->s-9 kept 66 paths (the route's among them), none other of 4 hops or more)" in note
+    assert estimate_region(_mesh_with_a_short_chain(10), "all_reduce", ["1GiB"]).notes != []
+    assert estimate_region(_mesh_with_a_short_chain(5), "all_reduce", ["1GiB"]).notes == []
+    for name in ("two-site-h100", "three-site-chain", "region-1m"):
+        b = build_region(name)
+        for i in range(b.num_sites):
+            for j in range(b.num_sites):
+                if i != j:
+                    assert len(split_paths(b, i, j)) <= 2
+        assert split_notes(b) == []

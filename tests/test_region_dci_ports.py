@@ -136,4 +136,33 @@ def test_the_dci_switch_is_a_quotable_figure():
     assert d["dci"]["sources"]["switch.price_usd"][2] == "override"
     bad = run_cli("plan", "two-site-h100", "--no-collectives", "--set", "plan.dci.switch.radix=64")
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
-    assert "no DCI figure 'radix' in switch; allowed: port_rate_Gbps, ports, power_W, price_usd" in bad.stderr
+    assert "no DCI figure 'radix' in switch; allowed: port_rate_Gbps, ports, ports_per_cage, power_W, price_usd" in bad.stderr
+
+
+def test_the_dci_switch_s_ports_per_cage_come_from_its_data():
+    """small50: the DCI switch's cage was taken as one port (``ppc = 1`` in code). Its data now says so, sourced
+    (NVIDIA SN5000 docs: SN5600 64 x 800GbE, one port an OSFP cage), and a quote is read: 32 waves of 400 Gb/s on a
+    switch quoted as 128 x 400G in twin-port cages (2 x 400G a cage) take one cage, 2 ports, a wave: 64 up, and
+    ceil(1.6 TB/s / 50 GB/s) = 32 down, ceil(96 / 128) = 1 switch (one port a cage would count 32 up)."""
+    assert DCI["switch"]["ports_per_cage"]["value"] == 1 and DCI["switch"]["ports_per_cage"]["status"] == "published"
+    quote = ["interconnect.waves=32", 'interconnect.wave_rate="400 Gb/s"', "plan.dci.switch.port_rate_Gbps=400",
+             "plan.dci.switch.ports=128"]
+    one = _plan(*quote).dci.site_ports[0]
+    twin = _plan(*quote, "plan.dci.switch.ports_per_cage=2").dci.site_ports[0]
+    assert (one["border_up_ports"], one["border_down_ports"], one["border_switches"]) == (32, 32, 1)
+    assert (twin["border_up_ports"], twin["border_down_ports"], twin["border_switches"]) == (64, 32, 1)
+
+
+def test_a_switch_line_without_ports_per_cage_is_refused_not_taken_as_one():
+    """rev51 (section 156): ``_ppc`` gave 1 port a cage for a model the default catalog lacks, silently. The bill's
+    switch line now carries its catalog model's ``ports_per_cage`` (the spec's own models included); a line without
+    one (a rack-scale system's NVLink trays) is refused in one line naming the model."""
+    from topo.errors import TopoError
+    from topo.plan.bom import SwitchLine
+    from topo.plan.dci_ports import _ppc
+    assert _ppc(SwitchLine("spine", "X", 4, 4, 1000.0, 1.0, 4)) == 4
+    with pytest.raises(TopoError) as err:
+        _ppc(SwitchLine("scale-up (in rack)", "NVLink tray", 9, 9, 1000.0, 1.0))
+    assert "'NVLink tray'" in err.value.message and "ports_per_cage" in err.value.message
+    p = _plan(ROCE_SN5600.format(i=0, u=6))
+    assert {s.model: s.ports_per_cage for s in p.site_plans[0].bom.switches if s.model == "SN5600"} == {"SN5600": 2}

@@ -62,6 +62,26 @@ def test_a_region_where_one_fabric_is_needed_names_what_needs_it():
     assert "a traffic mix" in err and "describe and estimate take it" not in err
 
 
+def test_the_library_refuses_a_region_as_a_spec_with_a_typed_error_that_names_no_command():
+    # small50 (fix49's section 158 left it): load_spec listed the commands that take a region; the CLI words that
+    from topo.errors import RegionNotSpec
+    from topo.spec.load import load_spec
+    with pytest.raises(RegionNotSpec) as err:
+        load_spec("two-site-h100")
+    assert err.value.message == "is a region of several sites ([[sites]]) where one fabric's spec is expected: " \
+                                "name one of its sites' specs"
+    assert not re.search(r"\b(describe|estimate|train|plan|report|export|sweep|compare|calibrate)\b", err.value.message)
+    err = one_error("compare", "nccl1453-h100-allreduce", "--spec", "two-site-h100")
+    assert re.match(r"error: \S*two-site-h100(\.toml)?: is a region of several sites", err), err
+    assert "(describe, estimate, train, plan, report, export and sweep take a region alone; compare, calibrate" in err
+
+
+def test_a_hub_under_another_topology_is_one_line_naming_the_file():
+    err = one_error("describe", "two-site-h100", "--set", "interconnect.hub=east")
+    assert re.match(r"error: \S*two-site-h100(\.toml)?: interconnect\.hub: 'east' is read with topology \"hub\" only, "
+                    r"got topology \"mesh\"; allowed: no hub, or topology = \"hub\"$", err), err
+
+
 def test_a_region_report_names_the_flag_it_does_not_take():
     err = one_error("report", "two-site-h100", "--train", "llama3-8b", "--layout", "tp=8,dp=384,global_batch=384")
     assert err.startswith("error: --train: ")  # was keyed --plan, a flag not given

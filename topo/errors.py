@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["TopoError", "AlgorithmUnavailable", "ProtocolUnavailable", "ClassesDiverge", "TooManyFlows",
-           "Unreachable", "StudyNotSpec", "one_line"]
+           "Unreachable", "StudyNotSpec", "RegionNotSpec", "one_line"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -87,3 +87,9 @@ class Unreachable(TopoError):
 class StudyNotSpec(TopoError):
     """A sweep study (``topo.sweep.study``) was given where one fabric's spec is expected. ``source`` is the
     study's file; the CLI adds how to run it (the library names no command or flag)."""
+
+
+class RegionNotSpec(TopoError):
+    """A region of several sites (``[[sites]]``) was given where one fabric's spec is expected (a comparison, a
+    calibration, a traffic mix, a site of another region). ``source`` is the region's file; the CLI adds which
+    commands take a region (the library names no command or flag)."""

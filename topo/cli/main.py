@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from .. import __version__
-from ..errors import StudyNotSpec, TopoError, one_line
+from ..errors import RegionNotSpec, StudyNotSpec, TopoError, one_line
 from .flags import FLAGS
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -142,6 +142,10 @@ def main(argv=None) -> int:
             exc = TopoError(exc.message, key=_SHARED_FLAGS[exc.key])
         if isinstance(exc, StudyNotSpec):  # the library names no command: say how a study runs
             exc = TopoError(f"{exc.message}: run it with 'topo sweep {exc.source}' (add --report for its page)",
+                            source=exc.source, key=exc.key)
+        if isinstance(exc, RegionNotSpec):  # the library names no command: say which take a region
+            exc = TopoError(f"{exc.message} (describe, estimate, train, plan, report, export and sweep take a region "
+                            "alone; compare, calibrate, a traffic mix and designs side by side need one fabric)",
                             source=exc.source, key=exc.key)
         sys.stderr.write(f"error: {exc.line()}\n")
         return 2

@@ -38,6 +38,7 @@ def render_estimate(r: RegionEstimate) -> str:
              _candidates(r.rows[-1]) if r.rows else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
+    lines += [f"# note: {n}" for n in r.notes]
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
              x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",

@@ -140,4 +140,5 @@ def render_across_sites(r: MultisiteStep) -> str:
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     lines += [f"assumed: {a}" for a in r.assumptions]
+    lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)

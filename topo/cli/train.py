@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -376,13 +377,40 @@ def _given_as_flag(args, key: str | None) -> bool:
     return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
 
 
-_NOTE_FIELDS = {"gpus_per_domain_used": "--gpus-per-domain-used"}
-"""Layout fields the library's step notes name, and the flag that sets each here."""
+_OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets (overlap_DIM)
+
+
+@functools.cache
+def _note_fields() -> dict:
+    """The layout fields a step note may name and the flag that sets each here (``{field: flag}``): every
+    :class:`ParallelLayout` field of more than one word (``gpus_per_domain_used``; a one-word field such as ``tp`` or
+    ``precision`` is also a word of the notes' prose) that ``topo train`` has a ``--field-name`` flag for, and
+    ``overlap_DIM``, which ``--overlap DIM=on|off`` sets. Derived from the parser, so a new flag is named without a
+    list to keep (fix49's list held ``gpus_per_domain_used`` only, and the dualpipe note's ``overlap_ep=true`` stayed
+    a field)."""
+    import argparse
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    parser = sub.choices["train"]
+    dests = {a.dest: a for a in parser._actions if a.option_strings}
+    flag = {f: "--" + f.replace("_", "-") for f in ParallelLayout.model_fields if "_" in f}
+    fields = {f: x for f, x in flag.items() if f in dests and dests[f].nargs != 0 and x in dests[f].option_strings}
+    return fields | {f"overlap_{d}": "--overlap" for d in _OVERLAP_DIMS}
+
+
+def _note_flag(field: str, value: str | None) -> str:
+    """One field of a note (``field`` with its ``= value``, or None) as the flag that sets it."""
+    if field.startswith("overlap_"):  # --overlap ep=on; a bare overlap_ep is the setting on
+        on = value is None or value.lower() in ("true", "on", "1")
+        return f"--overlap {field.removeprefix('overlap_')}={'on' if on else 'off'}"
+    flag = _note_fields()[field]
+    return flag + (f" {value}" if value is not None else "")
 
 
 def note_flags(note: str) -> str:
-    """A step note as the CLI says it: a layout field it names (``gpus_per_domain_used = 64``) as its flag
-    (``--gpus-per-domain-used 64``); the library names fields, never flags.
+    """A step note as the CLI says it: a layout field it names (``gpus_per_domain_used = 64``,
+    ``overlap_ep=true``) as its flag (``--gpus-per-domain-used 64``, ``--overlap ep=on``); the library names
+    fields, never flags.
 
     Parameters
     ----------
@@ -392,15 +420,18 @@ def note_flags(note: str) -> str:
     Returns
     -------
     str
-        The note with each field of :data:`_NOTE_FIELDS` named by its flag.
+        The note with each field of :func:`_note_fields` named by its flag.
 
     Examples
     --------
     >>> note_flags("gpus_per_domain_used = 72 fills the domains")
     '--gpus-per-domain-used 72 fills the domains'
+    >>> note_flags("only overlap_ep=true hides them")
+    'only --overlap ep=on hides them'
     """
-    pattern = r"\b(" + "|".join(_NOTE_FIELDS) + r")\b(?: = (\S+))?"
-    return re.sub(pattern, lambda m: _NOTE_FIELDS[m[1]] + (f" {m[2]}" if m[2] else ""), note)
+    fields = sorted(_note_fields(), key=len, reverse=True)  # the longest first: dp_shard inside dp_sharding
+    pattern = r"\b(" + "|".join(fields) + r")\b(?: ?= ?([^\s,;:)]+))?"
+    return re.sub(pattern, lambda m: _note_flag(m[1], m[2]), note)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:

@@ -17,6 +17,7 @@ from ..errors import TopoError
 from ..inputs import read_toml
 from ..resources import data_dir
 from ..fabric.region import Region
+from ..fabric.region_split import split_notes
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
                                       hierarchical, pipelined, window_s)
 from .collectives import busbw_factor, normalize_collective
@@ -56,6 +57,7 @@ class RegionEstimate:
     spans: list[str]
     rows: list[RegionRow] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict.
@@ -174,6 +176,7 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
             phases={k: (asdict(p) if isinstance(p, Phase) else p) for k, p in pick.phases.items()},
             span_bytes=loads[pick.algorithm].tolist()))
+    out.notes = split_notes(region)
     return out
 
 

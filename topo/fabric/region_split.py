@@ -17,14 +17,25 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["split_paths", "split_loads", "MAX_PATHS"]
+__all__ = ["split_paths", "split_loads", "split_notes", "MAX_PATHS"]
 
 
 MAX_PATHS = 64
-"""The most paths a site pair's split keeps beyond its direct span, 2-hop paths and route (an assumption that
-bounds the linear programme: the paths of up to ``h + 1`` hops grow exponentially on a dense site graph whose
-routes are long, a mesh whose short spans form a chain: 986,410 for the ends of 11 sites). Longer paths are added a
-hop count at a time while the whole count fits, so none is chosen by site order."""
+"""The most paths of 3 hops or more a site pair's split keeps (its direct span, 2-hop paths and route are always
+kept): the bound on the linear programme's size. Without it the paths of up to ``h + 1`` hops grow exponentially
+on a dense site graph whose routes are long (a mesh whose short spans form a chain: 109,601 paths between the ends
+of 10 sites, 986,410 at 11, minutes and GB to list). Longer paths join a hop count at a time while the whole count
+fits, so none is chosen by site order; a pair whose next hop count does not fit is named in
+:func:`split_notes`.
+
+Why 64 (measured, small50, on this 2-core machine under load): every bundled region needs at most 2 paths a pair
+(two-site-h100 1, three-site-chain 1, region-1m 2: the bound never binds there). On the 10-site mesh with a 1 km
+chain (tests/test_region_chain.py), an all-pairs split keeps 4,884 paths and solves in about 1.2 s at 64, against
+866 paths and 0.2 s at 16 and 23,688 paths and 6.7 s at 1,024; on 8 sites 1,672 paths and 0.4 s at 64 (12,458 and
+2.8 s at 1,024). 64 keeps a pair's 3-hop level whole up to 9 sites (7 x 8 = 56 paths) at about a second for an
+all-pairs split, which keeps ``topo estimate`` and ``topo train`` of a region interactive. No source was found for
+how many tunnels a long-haul traffic-engineering system keeps per site pair (rev51, section 156): the value is an
+engineering bound, not a published one."""
 
 
 def split_paths(r, i: int, j: int) -> list[np.ndarray]:
@@ -58,7 +69,7 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
         return []
     limit = max(2, route_hops + 1)
     neighbours = [np.flatnonzero(span_of[k] >= 0).tolist() for k in range(S)]
-    found = _paths_by_hops(neighbours, r.hops()[:, j], i, j, limit)
+    found, cut = _paths_by_hops(neighbours, r.hops()[:, j], i, j, limit)
     route, here = [i], i
     for s in route_spans[:route_hops].tolist():
         here = int(b[s] if a[s] == here else a[s])
@@ -66,6 +77,8 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     if tuple(route) not in found:
         found.append(tuple(route))
     found.sort(key=lambda p: (len(p), p))
+    if cut is not None:  # the bound left out a whole hop count: said in the results that split (split_notes)
+        r._cache.setdefault("split_cut", {})[(i, j)] = (len(found), cut)
 
     def directed(x: int, y: int) -> int:
         s = int(span_of[x, y])
@@ -74,11 +87,12 @@ def split_paths(r, i: int, j: int) -> list[np.ndarray]:
     return [np.array([directed(x, y) for x, y in zip(p[:-1], p[1:])], dtype=np.int64) for p in found]
 
 
-def _paths_by_hops(neighbours: list, hops_to_j: np.ndarray, i: int, j: int, limit: int) -> list[tuple[int, ...]]:
+def _paths_by_hops(neighbours: list, hops_to_j: np.ndarray, i: int, j: int,
+                   limit: int) -> tuple[list[tuple[int, ...]], int | None]:
     """The simple paths (site tuples) from ``i`` to ``j`` of 1 to ``limit`` hops, as :func:`split_paths` keeps
     them: every 1- and 2-hop path, then the paths of 3 hops or more a whole hop count at a time while they total
-    at most :data:`MAX_PATHS`. ``neighbours[k]``: the sites one working span from ``k``; ``hops_to_j``: each
-    site's fewest hops to ``j`` (prunes the walk)."""
+    at most :data:`MAX_PATHS`; and the first hop count left out where the bound cut the set (None otherwise). ``neighbours[k]``: the sites one working span from ``k``; ``hops_to_j``: each site's fewest
+    hops to ``j`` (prunes the walk)."""
 
     def walk(path: list[int], hops: int, out: list, cap: int) -> bool:  # paths of exactly ``hops`` hops
         here = path[-1]
@@ -99,11 +113,39 @@ def _paths_by_hops(neighbours: list, hops_to_j: np.ndarray, i: int, j: int, limi
         if hops <= 2:
             walk([i], hops, level, len(neighbours))  # at most S - 2 of them
         elif not walk([i], hops, level, MAX_PATHS - longer):
-            break  # this hop count's paths do not all fit: none of them, nor longer ones
+            return found, hops  # this hop count's paths do not all fit: none of them, nor longer ones
         else:
             longer += len(level)
         found += level
-    return found
+    return found, None
+
+
+def split_notes(r) -> list[str]:
+    """What the bound on paths (:data:`MAX_PATHS`) left out of the splits computed so far on ``r``: one note
+    naming the pairs cut (the first few) and the hop count each stopped at; empty when it cut none.
+
+    Parameters
+    ----------
+    r : topo.fabric.region.Region
+        A region whose :meth:`~topo.fabric.region.Region.split_loads` has run.
+
+    Returns
+    -------
+    list of str
+        Zero or one note.
+    """
+    cut = r._cache.get("split_cut", {})
+    if not cut:
+        return []
+    names = r.site_names
+    shown = sorted(cut.items())[:3]
+    pairs = "; ".join(f"{names[i]}->{names[j]} kept {kept} paths (the route's among them), none other of {hops} "
+                      f"hops or more"
+                      for (i, j), (kept, hops) in shown)
+    more = f" and {len(cut) - len(shown)} more pairs" if len(cut) > len(shown) else ""
+    return [f"the DCI split keeps at most {MAX_PATHS} paths of 3 hops or more a site pair (MAX_PATHS, the bound on "
+            f"its linear programme): {len(cut)} pair{'s' if len(cut) > 1 else ''} had more ({pairs}{more}); a "
+            f"longer path could only lower the busiest span's time, so the split's is an upper bound"]
 
 
 def split_loads(r, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,8 @@ class SwitchLine:
     logical_count: int  # switches as the fabric sees them (= count unless the tier is multi-stage)
     power_W_each: float
     price_usd_each: float
+    ports_per_cage: int | None = None  # the catalog model's (what a cage of it holds); None: no pluggable cages
+    # (a rack-scale system's NVLink switch trays)
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,7 @@ def _switch_lines(fabric: Fabric, models: list, logical: dict, source: str | Non
         lt = logical.get(t.index)
         if lt is None or lt.stages == 1:
             lines.append(SwitchLine(t.name, t.model, t.num_switches, t.num_switches, sw.power_W.value,
-                                    sw.price_usd.value))
+                                    sw.price_usd.value, int(sw.ports_per_cage.value)))
             continue
         phys_name = lt.switch or t.model
         k = int(sw.ports.value)
@@ -292,7 +294,7 @@ def _switch_lines(fabric: Fabric, models: list, logical: dict, source: str | Non
         lower, upper = two_stage_switches(ext, k)
         for stage, n in (("lower", lower), ("upper", upper)):
             lines.append(SwitchLine(f"{t.name} ({stage} stage)", phys_name, n * t.num_switches, t.num_switches,
-                                    sw.power_W.value, sw.price_usd.value))
+                                    sw.power_W.value, sw.price_usd.value, int(sw.ports_per_cage.value)))
         internal.append(_InternalLinks(t.name, sw, phys_name, lower * (k // 2) * t.num_switches))
     return lines, internal
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import TopoError
 from ..inputs import read_toml
 from ..resources import data_dir
-from .catalog_schema import Positive, Price, Value
+from .catalog_schema import Positive, Price, Value, _bounded
 from .power import HOURS_PER_YEAR
 from .tco import depreciation_usd
 
@@ -53,6 +53,8 @@ class _Fibre(_Strict):
 class _Switch(_Strict):
     ports: Positive
     port_rate_Gbps: Positive
+    # what one cage holds: a wave's pluggable takes that many ports (topo.plan.dci_ports)
+    ports_per_cage: _bounded(ge=1.0, le=8.0, whole=True, why_le=" (an OSFP cage holds at most 8 lanes)")
     power_W: Price
     price_usd: Price
 

@@ -8,16 +8,17 @@ cage, below an 800ZR's 20-24 W). Per site, where ``w`` is a span's waves at rate
 capacity into the site (``o`` the border oversubscription):
 
 - ``attach = "top"`` and the attach tier hosts the waves: they take ``sum(w) x c`` of its ports (``c`` the ports a
-  cage holds, the catalog's ``ports_per_cage``: a twin-port 2 x 400G cage holds one 800G pluggable). Idle ports
-  take them at no cost; the rest need switches of the tier's own model, ``ceil(missing / (k/2))`` of radix ``k``,
-  half their ports to the DCI and half into the site with a module of the tier's optics at both ends (an
-  assumption: a non-blocking border switch).
+  cage holds, the tier's catalog model's ``ports_per_cage`` as the site's bill carries it, a line without one
+  refused: a twin-port 2 x 400G cage holds one 800G pluggable). Idle ports take them at no cost; the rest need
+  switches of the tier's own model, ``ceil(missing / (k/2))`` of radix ``k``, half their ports to the DCI and half
+  into the site with a module of the tier's optics at both ends (an assumption: a non-blocking border switch).
 - otherwise (``attach = "border"``, or a tier that cannot host them: InfiniBand, a cage slower than the wave or
   powered below the module): border switches, of the site's leaf model when it hosts the waves (the spec's radix
   and port rate, the site's bill's price and power), else the DCI catalog's ``[switch]``. Their ports: ``sum(w x
-  ceil(R / cage rate)) x c`` up to the waves and ``ceil(B / r)`` down into the site at their port rate ``r``;
-  ``ceil((up + down) / k)`` switches. Their links land on ``ceil(B / r_t)`` attach-tier ports (``r_t`` the tier's
-  rate), a module of the tier's optics at both ends; idle ports take them, the missing ones are said, not priced.
+  ceil(R / cage rate)) x c`` up to the waves (``c`` the leaf model's or the DCI switch's ``ports_per_cage``) and
+  ``ceil(B / r)`` down into the site at their port rate ``r``; ``ceil((up + down) / k)`` switches. Their links
+  land on ``ceil(B / r_t)`` attach-tier ports (``r_t`` the tier's rate), a module of the tier's optics at both
+  ends; idle ports take them, the missing ones are said, not priced.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import TopoError
-from .catalog import load_catalog
 from .dci import DciCatalog, DciItem
 
 __all__ = ["SitePorts", "site_ports", "port_notes"]
@@ -91,7 +91,7 @@ def site_ports(region, site_plans, cat: DciCatalog) -> list[SitePorts]:
         idle = t.idle_ports
         base = dict(site=region.site_names[k], attach_tier=t.name, dci_Bps=need_Bps, port_rate_Bps=t.down_rate_Bps,
                     ports_idle=idle, waves=sum(w for w, _ in waves))
-        why = _cannot_host(f, t, _switch_line(p.bom, t.name).model, t.down_rate_Bps, waves, cat)
+        why = _cannot_host(f, t, _switch_line(p.bom, t.name), t.down_rate_Bps, waves, cat)
         if ic.attach == "top" and not why:
             out.append(_at_tier(base, p.bom, t, waves, idle))
         else:
@@ -99,20 +99,25 @@ def site_ports(region, site_plans, cat: DciCatalog) -> list[SitePorts]:
     return out
 
 
-def _ppc(model: str) -> int:
-    """Ports a cage of ``model`` holds (the catalog's ``ports_per_cage``; 1 for a model it does not list)."""
-    try:
-        return int(load_catalog().switch(model).ports_per_cage.value)
-    except TopoError:
-        return 1
+def _ppc(line) -> int:
+    """Ports a cage of the bill's switch ``line`` holds: its catalog model's ``ports_per_cage``, as the site's own
+    bill priced it (the spec's [plan.switches] models included). A line without it (a rack-scale system's NVLink
+    trays) holds no pluggable: refused, not taken as 1 (rev51, docs/calibration-findings.md section 156: a model the
+    default catalog lacked was silently 1)."""
+    if line.ports_per_cage is None:
+        raise TopoError(f"the switch {line.model!r} ({line.tier}) has no ports_per_cage in the catalog, so the DCI's "
+                        f"pluggables cannot be placed in its cages; allowed: a DCI attached to a tier of catalog "
+                        f"switch models (plan.switches.MODEL.ports_per_cage)", key="interconnect.attach_tier")
+    return line.ports_per_cage
 
 
-def _cannot_host(f, t, model: str, port_rate_Bps: float, waves, cat: DciCatalog) -> str:
-    """Why switches of ``model`` (``t``'s ports) cannot hold the waves' pluggables; '' when they can."""
+def _cannot_host(f, t, line, port_rate_Bps: float, waves, cat: DciCatalog) -> str:
+    """Why switches of the bill's ``line`` (``t``'s ports) cannot hold the waves' pluggables; '' when they can."""
+    model = line.model
     if f.spec.fabric.technology.startswith("infiniband"):
         return (f"its fabric is InfiniBand, {f.spec.fabric.technology}, and a coherent pluggable carries an Ethernet "
                 "client")
-    cage_Bps = port_rate_Bps * _ppc(model)
+    cage_Bps = port_rate_Bps * _ppc(line)
     fastest = max(r for _, r in waves)
     if cage_Bps < fastest:
         return f"a {model or t.name} cage carries {cage_Bps * 8 / 1e9:g} Gb/s, below a wave's {fastest * 8 / 1e9:g}"
@@ -144,7 +149,7 @@ def _module_items(bom, t, links: int) -> list[DciItem]:
 def _at_tier(base: dict, bom, t, waves, idle: int) -> SitePorts:
     """The waves' pluggables in the attach tier's own cages; more switches of its model where the idle ports end."""
     sw = _switch_line(bom, t.name)
-    needed = sum(w for w, _ in waves) * _ppc(sw.model)
+    needed = sum(w for w, _ in waves) * _ppc(sw)
     missing = max(0, needed - idle)
     extra = math.ceil(missing / (t.radix // 2)) if missing else 0
     items = []
@@ -159,13 +164,13 @@ def _border(base: dict, f, bom, t, waves, need_Bps: float, idle: int, cat: DciCa
     """Border switches hold the waves' pluggables; their links into the site land on the attach tier."""
     leaf = f.layout.tiers[0]
     leaf_line = _switch_line(bom, leaf.name)
-    if not _cannot_host(f, leaf, leaf_line.model, leaf.down_rate_Bps, waves, cat):  # the spec's own leaf model
-        model, k, rate, ppc = leaf_line.model, leaf.radix, leaf.down_rate_Bps, _ppc(leaf_line.model)
+    if not _cannot_host(f, leaf, leaf_line, leaf.down_rate_Bps, waves, cat):  # the spec's own leaf model
+        model, k, rate, ppc = leaf_line.model, leaf.radix, leaf.down_rate_Bps, _ppc(leaf_line)
         power, price = leaf_line.power_W_each, leaf_line.price_usd_each
     else:
         s = cat.switch
         model = f"DCI switch, {s.ports.value:g} x {s.port_rate_Gbps.value:g}G"
-        k, rate, ppc = int(s.ports.value), s.port_rate_Gbps.value * 1e9 / 8, 1
+        k, rate, ppc = int(s.ports.value), s.port_rate_Gbps.value * 1e9 / 8, int(s.ports_per_cage.value)
         power, price = s.power_W.value, s.price_usd.value
     up = sum(w * math.ceil(r / (rate * ppc) - 1e-9) for w, r in waves) * ppc
     down = math.ceil(need_Bps / rate - 1e-9)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import StudyNotSpec, TopoError
+from ..errors import RegionNotSpec, StudyNotSpec, TopoError
 from ..inputs import check_input, is_input_file, loads_toml, read_toml
 from ..inputs import shown_value as _shown
 from .model import Spec
@@ -92,9 +92,8 @@ def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence
     source = display_path(path)
     data = read_toml(path, "spec file (.toml)", source=source)
     if is_region_data(data):
-        raise TopoError("is a region of several sites ([[sites]]): describe, estimate, train, plan, report, export "
-                        "and sweep take it alone; compare, calibrate, a traffic mix or designs side by side need one "
-                        "fabric: name one of its sites' specs", source=source)
+        raise RegionNotSpec("is a region of several sites ([[sites]]) where one fabric's spec is expected: name one "
+                            "of its sites' specs", source=source)
     if _is_study_data(data):
         raise StudyNotSpec(f"is a sweep study ({', '.join(k for k in _STUDY_ONLY if k in data)}), not a spec",
                            source=source)

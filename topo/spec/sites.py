@@ -136,7 +136,7 @@ class InterconnectSpec(_Strict):
     last to first (traffic between its ends transits every site between); spans: exactly the pairs
     ``[[interconnect.spans]]`` lists, which must join every site."""
     hub: Name | None = None
-    """The hub site's name (topology hub; default the first site)."""
+    """The hub site's name (topology hub; default the first site). Refused under another topology."""
     distance_km: Distance | None = None
     """Fibre route length of every span in km (> 0, at most the Earth's 40,075 km), unless a span gives its own."""
     latency_per_km_s: Duration = Field(FIBRE_LATENCY_PER_KM_S, alias="latency_per_km")
@@ -155,10 +155,25 @@ class InterconnectSpec(_Strict):
     attach_tier: Name | None = None
     """The tier the DCI (or its border leaves) attaches to, by name; default each site's top tier."""
     border_oversubscription: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.0
-    """Border leaves: DCI capacity : capacity towards the attach tier (>= 1)."""
+    """Border leaves: DCI capacity : capacity towards the attach tier (>= 1). Refused above 1 without
+    ``attach = "border"``."""
     spans: list[SpanSpec] = []
     """Pairs whose distance, waves or rate differ (``[[interconnect.spans]]``); with topology ``spans``, every span
     of the DCI."""
+
+
+def _check_applies(ic: InterconnectSpec) -> None:
+    """A key that only one topology or attachment reads, given under another, is refused (small50): ``hub`` was
+    ignored under every topology but ``hub`` (a ``line`` region with ``hub = "a"`` described as the line), and
+    ``border_oversubscription`` divided the DCI's capacity under ``attach = "top"`` too, where no border leaf is
+    (:meth:`topo.fabric.region.Region.border_Bps`): either way a model other than the one the file asks for."""
+    if ic.hub is not None and ic.topology != "hub":
+        raise ValueError(f"interconnect.hub: {ic.hub!r} is read with topology \"hub\" only, got topology "
+                         f"\"{ic.topology}\"; allowed: no hub, or topology = \"hub\"")
+    if ic.border_oversubscription != 1.0 and ic.attach != "border":
+        raise ValueError(f"interconnect.border_oversubscription: {ic.border_oversubscription:g} is read with attach "
+                         f"\"border\" only (border leaves), got attach \"{ic.attach}\"; allowed: 1 (or none), or "
+                         f"attach = \"border\"")
 
 
 def _check_connected(names: list[str], pairs: list[tuple[int, int]], topology: str) -> None:
@@ -228,6 +243,7 @@ class RegionSpec(_Strict):
         ic = self.interconnect
         if ic.hub is not None and ic.hub not in names:
             raise ValueError(f"interconnect.hub names no site: {ic.hub!r}; sites: {', '.join(names)}")
+        _check_applies(ic)
         listed: dict[frozenset, int] = {}
         for i, s in enumerate(ic.spans):
             bad = [n for n in s.sites if n not in names]

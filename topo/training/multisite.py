@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import TopoError
 from ..engine.region_estimate import dci_phase
+from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from .mapping import default_placement
 from .model import ModelSpec
@@ -71,6 +72,7 @@ class MultisiteStep:
     throughput_vs_one_site: float = 0.0
     assumptions: list[str] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
+    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``)."""
@@ -146,6 +148,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)
+    out.notes = split_notes(region)
     return out
 
 
