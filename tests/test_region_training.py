@@ -191,3 +191,15 @@ def test_one_replica_per_site_still_sends_its_gradients_across(model_name, sizes
     for s in sizes:
         r = estimate_across_sites(region, model, make_layout(global_batch=64, **s), contention=False)
         assert r.strategies[0].dci_bytes_per_step == pytest.approx(model.total_params * 4, rel=1e-6), s
+
+
+def test_an_outer_sync_without_its_period_is_one_line_that_names_no_flag_in_the_library():
+    # the library names no CLI flag (standards); the CLI names its own flag for the same mistake
+    with pytest.raises(Exception) as e:
+        estimate_across_sites(build_region("two-site-h100"), load_model("nemotron4-340b"), make_layout(**LAYOUT),
+                              across="outer")
+    assert "outer_every" in str(e.value) and "--" not in str(e.value)
+    bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
+                  "--global-batch", "2304", "--across", "outer")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --outer-every: --across outer needs")
+    assert bad.stderr.count("\n") == 1

@@ -23,6 +23,9 @@ __all__ = ["run_region_train", "render_across_sites"]
 def run_region_train(args, options: dict) -> int:
     if args.outer_every is not None and args.outer_every < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
+    if args.across == "outer" and args.outer_every is None:
+        raise TopoError("--across outer needs the outer synchronisation's period: give --outer-every H (inner "
+                        "steps)", key="--outer-every")
     if args.search and args.layout:  # its fields held in every layout tried, as on one site; its batch if no flag
         options, layout_batch = layout_for_search(args.layout, options)
         args.global_batch = args.global_batch or layout_batch

@@ -17,7 +17,6 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from ..units import parse_bandwidth_Bps
 from ..resources import data_dir

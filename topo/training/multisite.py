@@ -104,15 +104,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     MultisiteStep
     """
     K = region.num_sites
-    for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
-        if size % K:  # walk14: one line for both named dp when only the batch was at fault
-            raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)
-    if across not in ("dp", "pp", "outer"):
-        raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
-    if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
-        raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
-                        f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
-                        f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}", key="global_batch")
+    _check_job(lay, K, across)
     site_lay = lay.model_copy(update={"dp": lay.dp // K, "global_batch": lay.global_batch // K})
     fabric = min(region.fabrics, key=lambda f: f.num_gpus)
     if site_lay.gpus > fabric.num_gpus:
@@ -143,13 +135,27 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     if outer_every:
         out.strategies.append(_outer(region, T1, V, outer_every))
     elif across == "outer":
-        raise TopoError("the outer synchronisation needs its period: --outer-every H (inner steps)",
+        raise TopoError("the outer synchronisation needs its period, outer_every (inner steps between outer "
+                        "synchronisations)",
                         key="outer_every")
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)
     out.notes = split_notes(region)
     return out
+
+
+def _check_job(lay: ParallelLayout, K: int, across: str) -> None:
+    """Refuse a job whose ranks or batch do not split over ``K`` sites, or an unknown way across them."""
+    for key, size, what in (("dp", lay.dp, "data-parallel ranks"), ("global_batch", lay.global_batch, "sequences")):
+        if size % K:  # walk14: one line for both named dp when only the batch was at fault
+            raise TopoError(f"{size} {what} do not divide by the {K} sites; allowed: a multiple of {K}", key=key)
+    if across not in ("dp", "pp", "outer"):
+        raise TopoError(f"unknown way across sites {across!r}; allowed: dp, pp, outer", key="across")
+    if lay.global_batch % (lay.dp * lay.micro_batch):  # said in the job's figures, not one site's halves
+        raise TopoError(f"{lay.global_batch} sequences do not split into dp ({lay.dp}, over the {K} sites) x "
+                        f"micro_batch ({lay.micro_batch}) = {lay.dp * lay.micro_batch}; "
+                        f"{batch_allowed(lay.global_batch, lay.dp * lay.micro_batch)}", key="global_batch")
 
 
 def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> list[dict]:
