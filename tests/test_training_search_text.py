@@ -64,7 +64,7 @@ def test_no_dividing_layout_names_the_factor_the_gpus_and_batch_do_not_share():
     # 14,336 = 7 x 2,048: the most GPUs at or below 16,128 that leave tp x cp x pp a multiple of at most 8
     assert lines[0].endswith("; dp divides both the 16,128 GPUs and the batch of 8,192 (their greatest common factor "
                              "is 256), so tp x cp x pp is a multiple of 63; 14,336 GPUs would leave it a multiple of "
-                             "7: give --gpus or --global-batch with more factors in common")
+                             "7: choose a GPU count or a global batch with more factors in common")
 
 
 def test_a_search_that_finds_layouts_says_the_factor_too():

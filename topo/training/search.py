@@ -422,7 +422,7 @@ def _layout_of(r, model) -> ParallelLayout:
 
 
 def _hint(note: str) -> str:
-    return f"; {note}: give --gpus or --global-batch with more factors in common" if note else ""
+    return f"; {note}: choose a GPU count or a global batch with more factors in common" if note else ""
 
 
 def common_factor_note(gpus: int, global_batch: int) -> str:
