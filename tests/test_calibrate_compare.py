@@ -172,8 +172,12 @@ def test_cluster_flags_with_a_spec_are_an_error_not_ignored():
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
         assert p.stderr.startswith("error: --gpu: --gpu, --nics describe the cluster built from the log and are "
                                    "not used with --spec"), p.stderr
+    # walk15: one flag read "--gpu describe the cluster ... and are not used"
+    p = run_cli("compare", log, "--spec", "dgx-h100-superpod", "--gpu", "B200")
+    assert p.stderr == ("error: --gpu: --gpu describes the cluster built from the log and is not used with --spec; "
+                        "set it in the spec (or drop --spec)\n"), p.stderr
     run = parse_file(log)[0]
-    with pytest.raises(TopoError, match="nic_rate describe the cluster built from the log") as exc:
+    with pytest.raises(TopoError, match="nic_rate describes the cluster built from the log and is not used") as exc:
         setup_from_run(run, spec="dgx-h100-superpod", nic_rate="100 Gb/s")
     assert exc.value.key == "nic_rate"
     assert setup_from_run(run, spec="dgx-h100-superpod", gpus=16).gpus == 16  # the rank count still applies

@@ -73,7 +73,14 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
     (["--ranks", "7-3"], "error: --ranks: range '7-3' runs backwards"),
     (["-g", "8", "-a", "sharp"], "error: --algorithm: sharp cannot run here: nothing to reduce in the network: the "
                                  "ranks share one NVLink domain"),
-    (["-g", "1", "-a", "tree"], "error: --algorithm: tree cannot run here: a tree needs at least 2 ranks"),
+    # walk15: one rank blamed the algorithm ("--algorithm: no algorithm can run all_reduce here: ring: a ring needs
+    # at least 2 ranks; tree: ...", or "--algorithm: tree cannot run here"): the rank count is what was asked
+    (["-g", "1", "-a", "tree"], "error: --gpus: all_reduce needs at least 2 ranks, got 1; allowed: 2 GPUs or more"),
+    (["-g", "1"], "error: --gpus: all_reduce needs at least 2 ranks, got 1; allowed: 2 GPUs or more"),
+    (["-c", "alltoall", "-g", "1"], "error: --gpus: alltoall needs at least 2 ranks, got 1; allowed: 2 GPUs or more"),
+    (["--ranks", "3"], "error: --ranks: all_reduce needs at least 2 ranks, got 1; allowed: 2 GPUs or more"),
+    (["-g", "16", "--groups", "16"], "error: --groups: all_reduce needs at least 2 ranks a group: 16 GPUs in 16 "
+                                     "groups leave 1; allowed: at most 8 groups"),
     (["--set", "gpu=A100", "-g", "8", "-a", "nvls"], "error: --algorithm: nvls cannot run here: A100 NVSwitches "
                                                      "cannot reduce in the switch (no NVLS)"),
     # walk13: the sizes were raw bytes only (-b 16G -e 8: "8 is below the smallest 17179869184")

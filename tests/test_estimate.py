@@ -213,7 +213,7 @@ def test_result_objects():
     (dict(collective="allreduce2"), "collective", "unknown collective 'allreduce2'; allowed: all_reduce"),
     (dict(algorithm="bogus"), "algorithm", "unknown algorithm 'bogus' for all_reduce; allowed: auto, ring"),
     (dict(algorithm="nvls", gpus=16), "algorithm", "nvls cannot run here"),
-    (dict(algorithm="tree", gpus=1), "algorithm", "a tree needs at least 2 ranks"),
+    (dict(algorithm="tree", gpus=1), "gpus", "all_reduce needs at least 2 ranks, got 1"),
     (dict(gpus=2048), "gpus", "2,048 GPUs asked, but the fabric has 1,024"),
     (dict(sizes="-1"), "sizes", "a size must be a positive number of bytes, got '-1' (the sign is wrong)"),
     (dict(sizes="12 apples"), "sizes", "expected a size"),

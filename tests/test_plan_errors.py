@@ -182,3 +182,19 @@ def test_unit_slips_get_one_clear_line_blamed_on_the_set(setting, says):
     # issue 32: each of these (a unit slip by 1000x, a hall too small for one rack) gave a silently absurd plan
     msg = _err("h100-100k", "--set", setting)
     assert msg.startswith(f"topologies/h100-100k.toml (--set {setting}): {says}"), msg
+
+
+def test_keys_beside_a_plan_files_plan_table_are_refused_not_dropped(tmp_path):
+    # walk15: `[plan]` then `[facility] pue = 1.3` planned at the cooling's PUE 1.4 (the [facility] table was dropped
+    # unread), and a spec file given as --plan-file planned as if only its [plan] table had been given
+    f = _plan_file(tmp_path, '[plan]\nserver_model = "DGX H100"\n[facility]\npue = 1.3\n')
+    assert _err("dgx-h100-superpod", "--plan-file", str(f)) == (
+        f"{f}: facility: outside the [plan] table, where a plan file that has one reads nothing; allowed: the plan's "
+        "keys inside [plan] (write [plan.facility]), or no [plan] table and the plan's keys at the top")
+    spec = ROOT / "topologies" / "dgx-h100-superpod.toml"
+    assert "[plan]" in spec.read_text()
+    assert _err("dgx-h100-superpod", "--plan-file", str(spec)).endswith(
+        "this is a spec file: give it as the SPEC argument, its [plan] table is read from there")
+    # either form alone still plans: one [plan] table, or its keys at the top
+    for text in ("[plan.facility]\npue = 1.3\n", "[facility]\npue = 1.3\n"):
+        assert plan("dgx-h100-superpod", plan_file=_plan_file(tmp_path, text), collectives=False).power.pue == 1.3

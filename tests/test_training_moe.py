@@ -147,9 +147,10 @@ def test_router_kernels_are_the_published_counts(qwen):
     assert router(moe_router_fusion=True, ep_dispatcher="deepep") == 17
     # Qwen3's router (Megatron-Bridge qwen3_moe_bridge.py: softmax, aux_loss): 25 ops against DeepSeek-V3's 46,
     # counted from Megatron-Core's router.py / moe_utils.py (kernels.toml [launch] router_ops), at 72/46 kernels
-    # per op; the fused paths keep the published counts
+    # per op, rounded to a whole kernel (walk15: --ops showed router_topk at "38.13 / 38.13" kernels; the README
+    # says 39); the fused paths keep the published counts
     assert qwen.moe.router == "softmax_aux_loss"
-    assert router(qwen) == pytest.approx(72 * 25 / 46)
+    assert router(qwen) == 39 == round(72 * 25 / 46)
     assert router(qwen, moe_router_fusion=True) == 31
 
 
@@ -168,7 +169,7 @@ def test_router_kernels_follow_each_recipes_router(name, router, ops):
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
     launched = sum(op.launches for op in block_ops(model, lay, "E") if op.name in ("router", "router_topk"))
     assert model.moe.router == router
-    assert launched == pytest.approx(72 * ops / 46)
+    assert launched == round(72 * ops / 46) and launched == int(launched)  # a launch is whole
 
 
 def test_a_simpler_router_costs_the_host_less(qwen):
@@ -177,7 +178,7 @@ def test_a_simpler_router_costs_the_host_less(qwen):
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)
     ds = qwen.model_copy(update={"moe": qwen.moe.model_copy(update={"router": "deepseek"})})
     saved = block_time(ds, lay, g, "E").host_s - block_time(qwen, lay, g, "E").host_s
-    assert saved == pytest.approx((72 - 72 * 25 / 46) * 1e-3)
+    assert saved == pytest.approx((72 - 39) * 1e-3)
 
 
 @pytest.mark.parametrize("scope, needle", [(("moe_preprocess",), "needs moe_router"),

@@ -278,8 +278,10 @@ def _spec_fabric(spec, n: int, run: NcclRun, notes: list[str], **cluster):
     and where the log's devices or hosts differ from the spec's, a note says so (the spec's word is kept)."""
     given = [k for k, v in cluster.items() if v is not None]
     if given:  # they describe the cluster built from the log; a spec says all of it
-        raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with a "
-                        "spec; set them in the spec, or give no spec", key=given[0])
+        verb = "describe the cluster built from the log and are" if len(given) > 1 else \
+            "describes the cluster built from the log and is"
+        raise TopoError(f"{', '.join(given)} {verb} not used with a spec; set "
+                        f"{'them' if len(given) > 1 else 'it'} in the spec, or give no spec", key=given[0])
     sp = spec if not isinstance(spec, str) else load_spec(spec)
     fabric = build_fabric(sp)
     if n > fabric.num_gpus:

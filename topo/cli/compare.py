@@ -41,8 +41,10 @@ def cluster_from_args(args) -> dict:
                                 ("--gpus-per-domain", args.gpus_per_domain))
                  if v is not None]
         if given:
-            raise TopoError(f"{', '.join(given)} describe the cluster built from the log and are not used with "
-                            "--spec; set them in the spec (or drop --spec)", key=given[0])
+            verb = "describe the cluster built from the log and are" if len(given) > 1 else \
+                "describes the cluster built from the log and is"
+            raise TopoError(f"{', '.join(given)} {verb} not used with --spec; set "
+                            f"{'them' if len(given) > 1 else 'it'} in the spec (or drop --spec)", key=given[0])
     if args.network is not None and args.network not in NETWORKS:
         raise TopoError(f"unknown network {args.network!r}; allowed: {', '.join(NETWORKS)}", key="--network")
     if args.nic_rate is not None:

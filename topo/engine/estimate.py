@@ -408,6 +408,7 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     coll = normalize_collective(collective)
     asked, candidates = algorithm_candidates(coll, opts.algorithm)
     pl = placement_for(fabric, opts)
+    _check_two_ranks(coll, opts, pl)
     prof = resolve_profile(opts.profile, fabric)
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
@@ -423,6 +424,20 @@ def evaluate(fabric: Fabric, collective: str, options: EstimateOptions | None = 
     return Evaluation(coll, pl, prof, router, run.costed, unavailable, run.protocols, opts.choose, opts.sharing,
                       opts.protocol, opts.op, run.pruned, sizes if run.pruned else None,
                       opts.gpus_per_process)
+
+
+def _check_two_ranks(coll: str, opts: EstimateOptions, pl: Placement) -> None:
+    """Refuse a communicator of one rank as the rank count's error, not the algorithms': every algorithm needs
+    two ranks, so naming each one's reason would blame ``--algorithm`` for what ``--gpus``, ``--ranks`` or
+    ``--groups`` asked."""
+    if pl.num_ranks >= 2:
+        return
+    total = pl.num_groups * pl.num_ranks
+    if pl.num_groups > 1:
+        raise TopoError(f"{coll} needs at least 2 ranks a group: {total:,} GPUs in {pl.num_groups:,} groups leave "
+                        f"{pl.num_ranks}; allowed: at most {total // 2:,} groups", key="groups")
+    raise TopoError(f"{coll} needs at least 2 ranks, got {total}; allowed: 2 GPUs or more",
+                    key="ranks" if opts.ranks is not None else "gpus")
 
 
 def _without_scaled_pat(coll: str, opts: EstimateOptions, asked: str, candidates: list[str],

@@ -42,9 +42,23 @@ __all__ = ["plan", "compare_designs", "read_plan_file"]
 
 
 def read_plan_file(path: str | Path) -> tuple[str, dict]:
-    """A plan file: a TOML file whose tables are the spec's ``[plan]`` keys (or one ``[plan]`` table)."""
+    """A plan file: a TOML file whose tables are the spec's ``[plan]`` keys (or one ``[plan]`` table).
+
+    A file with a ``[plan]`` table and other keys beside it is refused, naming the first: those keys would
+    otherwise be dropped unread (``[plan]`` then ``[facility] pue = 1.3`` planned at the cooling's PUE), and a
+    spec file given as a plan file would plan as if it were the spec's own ``[plan]`` alone.
+    """
     data = read_toml(path, "plan file")
-    return str(path), data.get("plan", data)
+    if "plan" not in data:
+        return str(path), data
+    outside = [k for k in data if k != "plan"]
+    if outside:
+        spec_like = {"fabric", "cluster"} & set(data)
+        hint = ("; this is a spec file: give it as the SPEC argument, its [plan] table is read from there" if spec_like
+                else f" (write [plan.{outside[0]}]), or no [plan] table and the plan's keys at the top")
+        raise TopoError(f"outside the [plan] table, where a plan file that has one reads nothing; allowed: the plan's "
+                        f"keys inside [plan]{hint}", source=str(path), key=outside[0])
+    return str(path), data["plan"]
 
 
 def _locate(exc: TopoError, spec: Spec, cat: Catalog | None, tier_sources: dict[str, str] | None = None

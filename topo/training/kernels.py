@@ -92,7 +92,8 @@ def router_kernels(router: str = "deepseek") -> dict:
     router : str
         The router's configuration (``[launch] router_ops`` keys): ``deepseek`` keeps the published counts
         (72 / 31 / 17); another router's ``plain`` count is 72 times its ops over deepseek's (the kernels per
-        op the published count implies), its fused counts are deepseek's.
+        op the published count implies), rounded to a whole kernel (39 for ``softmax_aux_loss``, 17 for
+        ``sigmoid_topk`` and ``softmax_topk``: a launch is whole), its fused counts are deepseek's.
 
     Returns
     -------
@@ -101,7 +102,7 @@ def router_kernels(router: str = "deepseek") -> dict:
     """
     t = _table()["launch"]
     ops = t["router_ops"]
-    return {"plain": float(t["router_kernels"]) * ops[router] / ops["deepseek"],
+    return {"plain": float(round(t["router_kernels"] * ops[router] / ops["deepseek"])),
             "fused": float(t["router_kernels_fused"]), "flex": float(t["router_kernels_flex"])}
 
 

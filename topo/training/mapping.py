@@ -20,6 +20,7 @@ built with numpy reshapes and transposes, never a loop per GPU.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,6 +166,33 @@ def default_placement(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus
 
 # what to do when a job needs more GPUs than the fabric has (the step's and the search's message)
 FEWER_GPUS = ("; grow the spec's [cluster] (e.g. --set cluster.num_units=N: topo describe says what a unit holds) or give the job fewer GPUs")
+
+
+def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
+    """Refuse a job placed on a GPU that ``failures`` (``--fail gpuN``) names, before any routing.
+
+    The router's own error for it speaks of "a rank of the communicator" and asks to "place the ranks", which
+    a job's placement (``first_gpu``, ``gpus_per_domain_used``) does, not a communicator's.
+
+    Raises
+    ------
+    TopoError
+        Keyed ``fail``: the first failed GPU among the job's, the job's GPU range and what is allowed.
+    """
+    dead = sorted(int(f[3:]) for f in failures if re.fullmatch(r"gpu\d+", f))
+    if not dead:
+        return
+    used = lay.gpus_per_domain_used or gpus_per_domain
+    n, first = lay.gpus, lay.first_gpu
+    for g in dead:
+        off = g - first
+        if off < 0 or off % gpus_per_domain >= used or (off // gpus_per_domain) * used + off % gpus_per_domain >= n:
+            continue
+        last = int(_placed_ids(n - 1, used, gpus_per_domain, first))
+        after = (g // gpus_per_domain + 1) * gpus_per_domain
+        raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: a "
+                        f"--first-gpu that places the job past it (e.g. {after:,}, the next NVLink domain), or "
+                        f"leave gpu{g} out of --fail", key="fail")
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:

@@ -90,7 +90,7 @@ from .flops import model_flops_per_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import default_placement, map_layout, recipe_gpus_used
+from .mapping import default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
 from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
@@ -606,6 +606,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     spec = fabric.spec
     lay, placed, gpu = _placed_layout_and_gpu(fabric, model, lay, efficiency, kernel_overrides, check)
     mapping = map_layout(lay, spec.gpus_per_domain, fabric.layout.num_gpus)
+    refuse_failed_gpus(lay, spec.gpus_per_domain, fabric.failures)
     engine = engine or CommEngine(fabric)
     traffic, groups, spans, timed = _timed_traffic(fabric, model, lay, mapping, engine)
     cover = _ep_cover_s(lay, timed)
