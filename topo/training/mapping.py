@@ -21,7 +21,7 @@ built with numpy reshapes and transposes, never a loop per GPU.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,10 +50,19 @@ class Mapping:
     experts: np.ndarray
     gpus_per_domain: int
     dp_shard: int | None = None
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each dimension's group matrix (read-only) and span, built once: a step and a search ask for them again."""
 
     def groups(self, dim: str) -> np.ndarray:
-        """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (see the module doc). Ranks inside a group
-        follow the grid (the fastest-varying member first)."""
+        """``[num_groups, group_size]`` GPU ids of dimension ``dim`` (see the module doc), read-only (kept for the
+        next ask). Ranks inside a group follow the grid (the fastest-varying member first)."""
+        got = self._memo.get(dim)
+        if got is None:
+            got = self._memo[dim] = self._groups(dim)
+            got.flags.writeable = False
+        return got
+
+    def _groups(self, dim: str) -> np.ndarray:
         if dim in ("ep", "etp", "edp"):
             ax = {"edp": 1, "ep": 2, "etp": 3}[dim]
             rest = [i for i in range(4) if i != ax]
@@ -83,7 +92,10 @@ class Mapping:
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
-        return _widest_span(self.groups(dim), self.gpus_per_domain)
+        got = self._memo.get(("span", dim))
+        if got is None:
+            got = self._memo[("span", dim)] = _widest_span(self.groups(dim), self.gpus_per_domain)
+        return got
 
     def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
@@ -128,9 +140,17 @@ def recipe_gpus_used(gpus_per_domain: int) -> int:
 
 
 def _widest_span(ids: np.ndarray, gpus_per_domain: int) -> int:
-    """NVLink domains the widest of the groups ``ids`` (one group a row of GPU ids) spans."""
-    d = np.sort(ids // gpus_per_domain, axis=1)
-    return int(1 + (np.diff(d, axis=1) != 0).sum(axis=1).max()) if d.shape[1] > 1 else 1
+    """NVLink domains the widest of the groups ``ids`` (one group a row of GPU ids) spans: the distinct domains of
+    a row, counted as the changes between neighbours once the row is sorted. Rows whose domains never fall from one
+    member to the next (every dense group: a grid's axes run up in GPU id) are sorted already, and the sort (most
+    of the cost at 100k GPUs) is skipped for them."""
+    if ids.shape[1] <= 1:
+        return 1
+    d = ids // gpus_per_domain
+    step = np.diff(d, axis=1)
+    if not (step >= 0).all():
+        step = np.diff(np.sort(d, axis=1), axis=1)
+    return int(1 + (step != 0).sum(axis=1).max())
 
 
 def _placed_ids(ranks, used: int, gpus_per_domain: int, first_gpu: int = 0):
@@ -196,13 +216,41 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
-    """Lay ``lay``'s dimensions onto GPU ids in its rank order (see the module doc).
+    """Lay ``lay``'s dimensions onto GPU ids in its rank order (see the module doc). The last few mappings are
+    kept (:data:`MAPS_KEPT`, by what this reads of the layout: :func:`_map_key`) and given again, read-only: a
+    search maps each layout it evaluates three times, and many share their groups.
 
     Raises
     ------
     TopoError
         The job does not fit in the fabric, or a TP group spans NVLink domains without ``tp_across_domains``.
     """
+    key = _map_key(lay, gpus_per_domain, num_fabric_gpus)
+    hit = _MAPS.pop(key, None)
+    if hit is None:
+        hit = _map(lay, gpus_per_domain, num_fabric_gpus)
+        hit.grid.flags.writeable = False
+        hit.experts.flags.writeable = False
+        while _MAPS and len(_MAPS) >= MAPS_KEPT:
+            _MAPS.pop(next(iter(_MAPS)))
+    if MAPS_KEPT > 0:
+        _MAPS[key] = hit  # most recent last
+    return hit
+
+
+MAPS_KEPT = 8
+"""Mappings :func:`map_layout` keeps (each up to a few MiB at 100k GPUs with its group matrices)."""
+_MAPS: dict = {}
+
+
+def _map_key(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> tuple:
+    """What :func:`_map` reads: the layout's sizes, rank order, placement and sharding group, and the fabric's."""
+    return (lay.tp, lay.cp, lay.dp, lay.pp, lay.ep, lay.etp, lay.rank_order, lay.gpus_per_domain_used,
+            lay.first_gpu, lay.dp_shard, lay.tp_across_domains, gpus_per_domain, num_fabric_gpus)
+
+
+def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
+    """:func:`map_layout`, built."""
     n = lay.gpus
     used = lay.gpus_per_domain_used or gpus_per_domain
     # the last rank's GPU id, before any array of n: a job of 10^8 GPUs on 1,024 is refused at once (it took 19 s

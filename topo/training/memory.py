@@ -135,8 +135,30 @@ def units_holding(model: ModelSpec, lay: ParallelLayout) -> list[tuple[int, int]
     return [(nd, ne) for _, _, _, nd, ne in _stage_rows(model, lay)]
 
 
-def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int]]:
+_ROWS: dict = {}
+""":func:`_stage_rows` per model (by identity, the model kept beside its rows so its id cannot be reused) and the
+layout fields it reads (:data:`ROWS_READ`), a few hundred at most: a layout search asks for the same pipeline
+split under every data-parallel size, sharding, micro-batch and recomputation."""
+ROWS_READ = ("tp", "ep", "etp", "pp", "vpp", "pipeline_embedding", "pipeline_layout", "pipeline_schedule")
+"""The layout fields :func:`_stage_rows` reads (:func:`.operators.pipeline_units`, :func:`.operators.rank_stages`,
+:func:`.unit_params.unit_params`); ``tests/test_training_block_cache.py`` records them."""
+
+
+def _stage_rows(model: ModelSpec, lay: ParallelLayout) -> tuple[tuple[float, float, float, int, int], ...]:
     """Per pipeline rank: the parameters of every stage it holds (:func:`.operators.rank_stages`; DualPipe: two)."""
+    key = (id(model), *(getattr(lay, f) for f in ROWS_READ))
+    hit = _ROWS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    rows = tuple(_stage_rows_of(model, lay))
+    if len(_ROWS) >= 512:
+        _ROWS.pop(next(iter(_ROWS)))
+    _ROWS[key] = (model, rows)
+    return rows
+
+
+def _stage_rows_of(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, float, float, int, int]]:
+    """:func:`_stage_rows`, computed."""
     out = []
     memo: dict[tuple[str, bool], tuple[float, float]] = {}
     stages = pipeline_units(model, lay)

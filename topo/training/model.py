@@ -301,8 +301,17 @@ class ModelSpec(_Strict):
         return (n * w * w + r * r) / (2 * seq)
 
     def count(self, kind: str) -> int:
-        """Blocks of ``kind`` (``*``, ``-``, ``E``, ``M``) in the whole model."""
-        return sum(b.count(kind) for b in self.blocks)
+        """Blocks of ``kind`` (``*``, ``-``, ``E``, ``M``) in the whole model (counted once per kind: a layout
+        search asks millions of times)."""
+        if len(kind) != 1:
+            return sum(b.count(kind) for b in self.blocks)
+        return self.block_counts.get(kind, 0)
+
+    @cached_property
+    def block_counts(self) -> dict[str, int]:
+        """Blocks per kind (:meth:`count`), counted once from :attr:`blocks`."""
+        joined = "".join(self.blocks)
+        return {k: joined.count(k) for k in set(joined)}
 
     @property
     def num_moe_layers(self) -> int:

@@ -52,7 +52,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .fsdp2_copies import fsdp2_copies
+from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
@@ -68,7 +68,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "BlockTime", "block_time", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "BlockTime", "block_time", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES",
@@ -1328,6 +1328,36 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
                      gpu.kernels.sync_s if sync_at >= 0 else 0.0)
 
 
+BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
+                     "recompute_modules", "rank_order", "first_gpu", "gpus_per_domain_used")
+"""Layout fields :func:`block_time` does not read (the pipeline split, the data-parallel size and sharding, the
+recomputation, which :func:`_stage_row` applies, and the placement), but for FSDP2's unit copies
+(:func:`.fsdp2_copies.fsdp2_copies`), which read the sharding as :func:`.fsdp2_copies.copies_units` and ``pp``
+as whether it is 1: those two are in :func:`block_time_key`. ``tests/test_training_block_cache.py`` records the
+fields it reads."""
+
+
+def block_time_key(lay: ParallelLayout) -> tuple:
+    """What :func:`block_time` reads of ``lay``: layouts with equal keys time every block alike (on one model and
+    one GPU), so a search prices each block once for all of them (:func:`rank_computes`' ``blocks``).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    tuple
+        Hashable: the layout's fields less :data:`BLOCK_TIME_UNREAD`, whether it copies FSDP2's units, and
+        whether pp is 1.
+    """
+    d = lay.model_dump()
+    for k in BLOCK_TIME_UNREAD:
+        d.pop(k, None)
+    return (tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items())), copies_units(lay),
+            lay.pp == 1)
+
+
 def pipeline_units(model: ModelSpec, lay: ParallelLayout) -> list[list[str]]:
     """Each pipeline stage's units, in order: block strings of its layers, plus ``embedding`` (first stage)
     and ``logits`` (last stage).
@@ -1513,17 +1543,18 @@ def bf16_layers(model: ModelSpec, lay: ParallelLayout) -> list[list[bool]]:
             for units in layer_numbers(model, lay)]
 
 
-def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0) -> StageCompute:
+def stage_compute(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover_s: float = 0.0,
+                  blocks: dict | None = None) -> StageCompute:
     """Every stage's compute per micro-batch (see :func:`pipeline_units`); the busiest sets the pace. Layers an FP8
     layout keeps in BF16 (:func:`bf16_layers`) are timed as a BF16 layout's. ``ep_cover_s``: GPU seconds of the
     expert all-to-alls a dropless MoE layer runs between its syncs, forward (its dispatch and combine, timed by the
     step), during which the host launches ahead (:func:`_synced_layer_wait_s`); ``math.inf`` gives a lower bound
-    of the waits (the layout search's)."""
-    return rank_computes(model, lay, gpu, ep_cover_s)[0]
+    of the waits (the layout search's). ``blocks``: as :func:`rank_computes`'."""
+    return rank_computes(model, lay, gpu, ep_cover_s, blocks)[0]
 
 
 def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
-                  ep_cover_s: float = 0.0) -> list[StageCompute]:
+                  ep_cover_s: float = 0.0, blocks: dict | None = None) -> list[StageCompute]:
     """Each pipeline rank's compute per micro-batch, the busiest first, then the others in rank order (``busiest``
     names the rank each describes): a stage with less compute but more communication (more MoE layers beside a
     last stage's loss) can set the pace (:func:`.step.estimate_step` takes the slowest with its own traffic).
@@ -1535,6 +1566,9 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
     gpu : GpuCompute
     ep_cover_s : float
         As :func:`stage_compute`'s: the expert all-to-alls' seconds between a dropless layer's syncs.
+    blocks : dict, optional
+        Block times shared across calls for one model on one GPU, keyed by :func:`block_time_key` and the
+        block's kind (a search's layouts differ mostly in what blocks do not read: pp, vpp, dp, recomputation).
 
     Returns
     -------
@@ -1545,10 +1579,20 @@ def rank_computes(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute,
     in_bf16 = bf16_layers(model, lay)
     lay_bf16 = lay.model_copy(update={"precision": "bf16"})
     cache: dict[tuple, BlockTime] = {}
+    keys: dict[bool, tuple] = {}
 
     def bt(kind, bf16=False):
         if (kind, bf16) not in cache:
-            cache[(kind, bf16)] = block_time(model, lay_bf16 if bf16 else lay, gpu, kind)
+            on = lay_bf16 if bf16 else lay
+            if blocks is None:
+                cache[(kind, bf16)] = block_time(model, on, gpu, kind)
+            else:
+                if bf16 not in keys:
+                    keys[bf16] = block_time_key(on)
+                shared = blocks.get((keys[bf16], kind))
+                if shared is None:
+                    shared = blocks[(keys[bf16], kind)] = block_time(model, on, gpu, kind)
+                cache[(kind, bf16)] = shared
         return cache[(kind, bf16)]
 
     rows, seen = [], {}

@@ -175,9 +175,8 @@ def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
     """Hashes of the layout's shape (memory), of its shape less the data-parallel sharding fields (compute
     bound: with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank
     order (done): one ``model_dump`` for the three."""
-    d = lay.model_dump()
-    shape = _shape_key(lay, dump=d)
-    bound = (_shape_key(lay, *_BOUND_DROP, dump=d), copies_units(lay))
+    shape = _shape_key(lay)
+    bound = (tuple(it for it in shape if it[0] not in _BOUND_DROP), copies_units(lay))  # sorted already
     return hash(shape), hash(bound), hash((shape, lay.rank_order))
 
 
@@ -251,6 +250,7 @@ class _Search:
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
         self.bound_cache: dict = {}
+        self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
         self.counter = itertools.count()
         self.done: set = set()  # hashes of layouts already evaluated (ints: a few bytes each)
@@ -269,7 +269,8 @@ class _Search:
             return None, mem
         got = self.bound_cache.get(bk)
         if got is None:
-            sc = stage_compute(self.model, lay, self.gpu, math.inf)  # no sync-to-sync wait: a lower bound
+            # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
+            sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
             tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), sc)
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
         return got[0], mem
