@@ -77,9 +77,11 @@ def test_the_published_b200_module_needs_the_accumulation_after_the_tiles(tmp_pa
     km = gpu_compute("B200").kernels
     assert km.epilogue_overlap == 0.0  # kernels.toml [gemm] epilogue_overlap.blackwell
     ours_ms = _experts_s(tmp_path, 0.0) * 1e3
-    # topo 7.24 ms against the published 7.56 (0.96): with the accumulation hidden (overlap 1) it was 5.83 (0.77),
-    # below even cuDNN's CuTe DSL kernels (6.59 ms); the fit sits on its bound, so the figure stays above the model
-    assert 0.93 < ours_ms / PUBLISHED_BALANCED_MS < 1.0, ours_ms
+    # topo 7.02 ms against the published 7.56 (0.93; 7.24 ms, 0.96, before the session of 2026-12-06's refit moved the
+    # dense-fitted blackwell_bf16 0.870 -> 0.879, which scales these GEMMs): with the accumulation hidden (overlap 1)
+    # it was 5.83 (0.77), below even cuDNN's CuTe DSL kernels (6.59 ms); the fit sits on its bound, so the figure
+    # stays above the model. The lower bound leaves room for the fitted fraction's movement, not for overlap 1.
+    assert 0.90 < ours_ms / PUBLISHED_BALANCED_MS < 1.0, ours_ms
     assert ours_ms > PUBLISHED_FROST_MS
 
 
