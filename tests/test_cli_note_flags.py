@@ -39,3 +39,17 @@ def test_every_layout_field_with_its_own_flag_is_named_by_it():
         if "_" in f and flag in flags:
             assert fields.get(f) == flag, f
             assert f not in note_flags(f"{f} = 3"), f
+
+
+def test_a_sentences_full_stop_is_not_read_as_part_of_the_value():
+    # rev53: the value ran to the next space, so "overlap_ep=true." read "true." (not true: --overlap ep=off) and
+    # the full stop was lost; a value's own dot (a decimal) stays
+    assert note_flags("hidden only with overlap_ep=true.") == "hidden only with --overlap ep=on."
+    assert note_flags("exposed under overlap_tp = false. Then") == "exposed under --overlap tp=off. Then"
+    assert note_flags("set dp_shard = 8.") == "set --dp-shard 8."
+    assert note_flags("grad_reduce_bytes = 2.5.") == "--grad-reduce-bytes 2.5."
+
+
+def test_an_overlap_value_that_is_no_switch_is_left_as_written():
+    # neither on nor off: the note's words are kept rather than turned into --overlap DIM=off
+    assert note_flags("overlap_ep = auto") == "overlap_ep = auto"

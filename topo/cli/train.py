@@ -398,10 +398,16 @@ def _note_fields() -> dict:
     return fields | {f"overlap_{d}": "--overlap" for d in _OVERLAP_DIMS}
 
 
-def _note_flag(field: str, value: str | None) -> str:
-    """One field of a note (``field`` with its ``= value``, or None) as the flag that sets it."""
+_ON, _OFF = ("true", "on", "1"), ("false", "off", "0")  # an overlap_DIM's values a note may write
+
+
+def _note_flag(text: str, field: str, value: str | None) -> str:
+    """One field of a note (``field`` with its ``= value``, or None; ``text`` as the note writes them) as the flag
+    that sets it; an ``overlap_DIM`` whose value is neither on nor off is left as written."""
     if field.startswith("overlap_"):  # --overlap ep=on; a bare overlap_ep is the setting on
-        on = value is None or value.lower() in ("true", "on", "1")
+        if value is not None and value.lower() not in _ON + _OFF:
+            return text
+        on = value is None or value.lower() in _ON
         return f"--overlap {field.removeprefix('overlap_')}={'on' if on else 'off'}"
     flag = _note_fields()[field]
     return flag + (f" {value}" if value is not None else "")
@@ -430,8 +436,9 @@ def note_flags(note: str) -> str:
     'only --overlap ep=on hides them'
     """
     fields = sorted(_note_fields(), key=len, reverse=True)  # the longest first: dp_shard inside dp_sharding
-    pattern = r"\b(" + "|".join(fields) + r")\b(?: ?= ?([^\s,;:)]+))?"
-    return re.sub(pattern, lambda m: _note_flag(m[1], m[2]), note)
+    # a value runs to the next space or punctuation, less a sentence's full stop (a decimal's dot stays)
+    pattern = r"\b(" + "|".join(fields) + r")\b(?: ?= ?([^\s,;:)]+?)(?=\.?(?:[\s,;:)]|$)))?"
+    return re.sub(pattern, lambda m: _note_flag(m[0], m[1], m[2]), note)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:
