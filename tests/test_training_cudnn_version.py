@@ -144,3 +144,23 @@ def test_the_benchmark_sets_each_rows_container_cudnn():
         kw = dict(pp=1, vpp=1, dp=8)
         training_accuracy._framework_kw(row, model, kw)
         assert kw.get("cudnn_version") == want, software
+
+
+def test_the_ring_attention_step_reads_the_version_too():
+    """A context-parallel ring's step after the diagonal (operators.ring_step_s, what each K/V send hides behind) is
+    cuDNN's fused attention as well: at 9.13.1 on a GB200 each pass is the 9.22 one over the version's ratio at the
+    step's block length (rev53: dropping the version from either pass failed no test)."""
+    from topo.training.model import load_model
+    from topo.training.operators import _attention_ops, ring_step_s
+
+    model = load_model("llama3-8b")
+    g = gpu_compute("GB200")
+    lay = {v: make_layout(tp=1, cp=4, dp=2, global_batch=2, seq_len=16384, cudnn_version=v) for v in ("9.13.1", NEWEST)}
+    op = next(o for o in _attention_ops(model, lay[NEWEST]) if o.name == "core_attention_ring_steps")
+    old, new = ring_step_s(model, lay["9.13.1"], g), ring_step_s(model, lay[NEWEST], g)
+    for i, backward in enumerate((False, True)):
+        gap = new[i] - op.flops * (2.5 if backward else 1.0) / op.launches / attention_rate_flops(
+            g.kernels, op.head_dim, op.block_seq, op.causal, backward, op.window)
+        ratio = cudnn_factor("blackwell", "9.13.1", op.block_seq, backward)
+        assert ratio < 0.95  # 9.13.1 is slower than 9.22 at every published length
+        assert old[i] - gap == pytest.approx((new[i] - gap) / ratio, rel=1e-9), backward
