@@ -125,7 +125,8 @@ def test_the_layout_carries_the_version_into_the_step():
 
 def test_a_bad_version_is_one_line_naming_the_key():
     for bad, why in (("8.9", "is not a cuDNN 9 version"), ("9.x", "is not a cuDNN 9 version"),
-                     (9.1, "write the version as text")):
+                     (9.1, "9.1 is a number; write the version as text"),
+                     (True, "True is not text; write the version as text")):  # rev53: a boolean was "a number"
         with pytest.raises(TopoError) as exc:
             make_layout(tp=1, dp=1, global_batch=1, cudnn_version=bad)
         assert exc.value.key == "cudnn_version" and why in str(exc.value) and "\n" not in str(exc.value)

@@ -383,7 +383,8 @@ class ParallelLayout(BaseModel):
     @classmethod
     def _known_cudnn(cls, v):
         if not isinstance(v, str):  # a TOML number: 9.10 would read as 9.1
-            raise ValueError(f"{v!r} is a number; write the version as text, quoted: \"9.13.1\"")
+            what = "a number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "not text"
+            raise ValueError(f"{v!r} is {what}; write the version as text, quoted: \"9.13.1\"")
         parse_cudnn(v)  # a ValueError naming the value and the form allowed
         return v.strip()
 
