@@ -198,3 +198,11 @@ def test_keys_beside_a_plan_files_plan_table_are_refused_not_dropped(tmp_path):
     # either form alone still plans: one [plan] table, or its keys at the top
     for text in ("[plan.facility]\npue = 1.3\n", "[facility]\npue = 1.3\n"):
         assert plan("dgx-h100-superpod", plan_file=_plan_file(tmp_path, text), collectives=False).power.pue == 1.3
+
+
+def test_a_plan_key_that_is_not_a_table_is_one_line(tmp_path):
+    # rev53: `plan = 3` raised "internal error (TypeError: 'int' object is not iterable)"
+    f = _plan_file(tmp_path, "plan = 3\n")
+    assert _err("dgx-h100-superpod", "--plan-file", str(f)) == (
+        f"{f}: plan: must be a table ([plan]), got 3; allowed: the plan's keys inside [plan], or no [plan] table and "
+        "the plan's keys at the top")

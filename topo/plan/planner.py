@@ -51,6 +51,9 @@ def read_plan_file(path: str | Path) -> tuple[str, dict]:
     data = read_toml(path, "plan file")
     if "plan" not in data:
         return str(path), data
+    if not isinstance(data["plan"], dict):
+        raise TopoError(f"must be a table ([plan]), got {data['plan']!r}; allowed: the plan's keys inside [plan], or "
+                        "no [plan] table and the plan's keys at the top", source=str(path), key="plan")
     outside = [k for k in data if k != "plan"]
     if outside:
         spec_like = {"fabric", "cluster"} & set(data)
