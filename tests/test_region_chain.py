@@ -242,3 +242,15 @@ def test_a_split_the_path_bound_cuts_is_said_in_the_result_and_a_bundled_one_is_
                 if i != j:
                     assert len(split_paths(b, i, j)) <= 2
         assert split_notes(b) == []
+
+
+def test_training_across_sites_carries_the_path_bounds_note():
+    """The multisite step's notes carry split_notes as a region estimate's do (rev53: dropping them failed no test):
+    the 10-site mesh-chain's cut pairs are named, a 5-site one's are none."""
+    lay = ParallelLayout(tp=8, dp=40, global_batch=40, seq_len=4096)
+    ten = estimate_across_sites(_mesh_with_a_short_chain(10), load_model("llama3-8b"), lay)
+    assert len(ten.notes) == 1 and "s-9->s-0 kept 66 paths" in ten.notes[0]  # the ring's closing hop
+    assert ten.to_dict()["notes"] == ten.notes
+    five = estimate_across_sites(_mesh_with_a_short_chain(5), load_model("llama3-8b"), lay.model_copy(
+        update={"dp": 20, "global_batch": 20}))
+    assert five.notes == []
