@@ -163,13 +163,16 @@ def _output_arguments(p) -> None:
                         "pipeline rank's compute (stage_compute)")
 
 
+_OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets (overlap_DIM)
+
+
 def _overlaps(items) -> dict:
     out = {}
     for it in items:
         k, _, v = it.partition("=")
         k = k.strip().lower()
-        if k not in ("tp", "cp", "pp", "dp", "ep") or v.strip().lower() not in ("on", "off"):
-            raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of tp, cp, pp, dp, ep",
+        if k not in _OVERLAP_DIMS or v.strip().lower() not in ("on", "off"):
+            raise TopoError(f"cannot read {it!r}; write DIM=on or DIM=off with DIM one of {', '.join(_OVERLAP_DIMS)}",
                             key="--overlap")
         out[f"overlap_{k}"] = v.strip().lower() == "on"
     return out
@@ -375,9 +378,6 @@ def _given_as_flag(args, key: str | None) -> bool:
     if args.jax_mesh is not None and name in _MESH_FIELDS:
         return True
     return name not in ("", "layout") and getattr(args, name, None) not in (None, False)
-
-
-_OVERLAP_DIMS = ("tp", "cp", "pp", "dp", "ep")  # what --overlap DIM=on|off sets (overlap_DIM)
 
 
 @functools.cache
