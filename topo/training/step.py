@@ -281,8 +281,9 @@ def _cp_traffic(t: _Traffic) -> None:
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
         if lay.cp_comm_type == "a2a":  # Ulysses: Q, K, V and O (dO, dQ, dK, dV) traded for heads, blocking
             tok = lay.micro_batch * t.s_cp * ACT_BYTES
-            q = tok * model.heads / lay.tp * model.qk_dim
-            calls = a2a_exchanges(q, tok * model.kv_width(lay.tp), tok * model.heads / lay.tp * model.v_dim)
+            q_heads, kv_heads = model.heads / lay.tp, model.kv_heads_per_rank(lay.tp)
+            calls = a2a_exchanges(tok * q_heads * model.qk_dim, tok * kv_heads * model.qk_dim,
+                                  tok * kv_heads * model.v_dim, tok * q_heads * model.v_dim)
             for phase, passes in (("forward", forward), ("backward", m * c[Block.ATTENTION])):
                 for size in set(calls[phase]):
                     t.add("cp", "alltoall", "cp", size, passes * calls[phase].count(size), phase=f"cp_a2a_{phase}")
