@@ -284,3 +284,40 @@ def test_the_margins_the_note_and_the_tp_ring_read_one_rule():
         assert (tp_ring_steps(lay) > 1) == on
         assert (margins_note(lay, 132) is not None) == on
         assert bool(pass_margins(_ops(m, lay, "-")[("mlp", "fc1")], lay)) == on
+
+
+# rev52: a num_sm the GPU does not have was clamped to 1 SM left (comm_sms.reduced_gpu), silently. H100 SXM has 132
+# SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022; gpus.toml): with sm_margin the communicator may
+# take 131 (the GEMM keeps one, _math_sms = sm_count - num_comm_sm), without it 132.
+_BIG = "proj_fprop = {{ method = \"pipeline\", num_sm = {n}, sm_margin = {m} }}"
+
+
+@pytest.mark.parametrize("n, margin, top", [(132, "true", 131), (133, "false", 132), (1000, "true", 131)])
+@pytest.mark.parametrize("search", [False, True])
+def test_a_num_sm_the_gpu_does_not_have_is_one_line(bundled_tp_overlap, capsys, n, margin, top, search):
+    from topo.cli.main import main
+    bundled_tp_overlap(_GOOD, _BIG.format(n=n, m=margin))
+    if search:
+        argv = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "64",
+                "--search", "--layout", f"tp_overlap_config={_UB}"]
+    else:
+        argv = [*CLI, "--layout", f"overlap_tp=true,tp_overlap_config={_UB}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    why = " less one for the GEMM beside it (sm_margin)" if margin == "true" else ""
+    assert err == (f"error: tp_overlap.toml: config.{_UB}.proj_fprop.num_sm: {n}; allowed: 1 to {top} on H100 "
+                   f"(132 SMs{why})\n")
+
+
+def test_the_num_sm_bound_is_the_gpus_sms(bundled_tp_overlap):
+    from topo.training.tp_overlap import check_num_sm
+    h100, a100 = gpu_compute("H100"), gpu_compute("A100")
+    assert (h100.sms, a100.sms) == (132, 108)  # whitepapers (gpus.toml sms_source)
+    bundled_tp_overlap(_GOOD, _BIG.format(n=131, m="true"))
+    check_num_sm(_UB, h100)
+    with pytest.raises(TopoError, match=r"num_sm: 131; allowed: 1 to 107 on A100"):
+        check_num_sm(_UB, a100)
+    bundled_tp_overlap(_GOOD, _BIG.format(n=132, m="false"))
+    check_num_sm(_UB, h100)
+    check_num_sm("te_default", a100)  # the configuration the layout names: te_default's own entries fit
+    check_num_sm("no_such_configuration", h100)  # left to the layout's validation

@@ -100,7 +100,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
-from .tp_overlap import margins_note, userbuffers_on
+from .tp_overlap import check_num_sm, margins_note, userbuffers_on
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -690,6 +690,8 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
     gpu.peak_flops(lay.precision)  # a precision the GPU has no tensor-core rate for is refused here, before timing
+    if check:
+        check_num_sm(lay.tp_overlap_config, gpu)
     return lay, placed, gpu
 
 

@@ -34,8 +34,8 @@ from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
-__all__ = ["configs", "config_names", "userbuffers_on", "buffer_name", "margin_sms", "pass_margins",
-           "margin_kernels", "margins_note", "DEFAULT"]
+__all__ = ["configs", "config_names", "check_num_sm", "userbuffers_on", "buffer_name", "margin_sms",
+           "pass_margins", "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
 SOURCE = "tp_overlap.toml"
@@ -100,6 +100,36 @@ def _entry(e, key: str) -> tuple[str, int, bool]:
 def config_names() -> tuple[str, ...]:
     """The configuration names a layout may give (``tp_overlap_config``)."""
     return tuple(configs())
+
+
+def check_num_sm(config: str, gpu) -> None:
+    """Refuse a ``num_sm`` of configuration ``config`` (or of :data:`DEFAULT`, whose entries it inherits) that
+    ``gpu`` does not have: more SMs than the GPU's (``gpus.toml`` ``sms``), or with ``sm_margin`` all of them
+    (``_math_sms = sm_count - num_comm_sm`` would leave the GEMM none; :func:`.comm_sms.reduced_gpu` would
+    silently keep one). A GPU without an SM count is not checked, nor a name that is no configuration (the
+    layout's own validation names it).
+
+    Parameters
+    ----------
+    config : str
+        A name of :func:`config_names`.
+    gpu : GpuCompute
+
+    Raises
+    ------
+    TopoError
+        Source ``tp_overlap.toml``, key ``config.NAME.BUFFER.num_sm``: the value and the range the GPU allows.
+    """
+    table = configs()
+    if not gpu.sms or config not in table:
+        return
+    for name in dict.fromkeys((DEFAULT, config)):  # te_default first: what a configuration leaves out is its entry
+        for buffer, (_, n, margin) in table[name].items():
+            top = gpu.sms - 1 if margin else gpu.sms
+            if n > top:
+                why = "less one for the GEMM beside it (sm_margin)" if margin else ""
+                raise TopoError(f"{n}; allowed: 1 to {top} on {gpu.name} ({gpu.sms} SMs{' ' + why if why else ''})",
+                                source=SOURCE, key=f"config.{name}.{buffer}.num_sm")
 
 
 def userbuffers_on(lay) -> bool:
