@@ -596,24 +596,14 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["moe_counts_aligned"] = True
 
 
-# NeMo 2's and Megatron-Bridge's named userbuffers configurations by model file (hidden size and TP as the names
-# carry them), GPU class and precision: NVIDIA/NeMo@6f2c6fda scripts/performance/llm/pretrain_llama3_70b.py lines
-# 92-110, pretrain_llama31_405b.py lines 108-126, pretrain_gpt3_175b.py lines 91-109 (gb200 and b200 both the "b200"
-# configurations); v2.2.1 scripts/llm/performance/ the same tables (lines 83-96); Megatron-Bridge v0.2.0-v0.5.0
-# scripts/performance/configs/llama*/llama3*_llm_pretrain.py (e.g. v0.2.0 llama31_llm_pretrain.py lines 49-163:
-# gb300/gb200/b200 the b200 configurations, h100 the h100 ones) and @067f987d perf_recipes/llama/*/llama3*.py
-UB_NAMED = {"llama3-70b": ("h8192_tp4_mbs1_seqlen8192", "h8192_tp2_mbs1_seqlen8192"),
-            "llama3-405b": ("h16384_tp8_cp2_mbs1_seqlen8192", "h16384_tp4_cp2_mbs1_seqlen8192"),
-            "gpt3-175b": ("h12288_tp4_mbs1_seqlen2048", "h12288_tp4_mbs1_seqlen2048")}
-
-
 def tp_overlap_config(row, model) -> str:
     """The userbuffers configuration the row's recipe runs TP overlap with (``tp_overlap.toml``; read only where the
     row overlaps TP):
 
     - NeMo 2 performance scripts and DGX Cloud recipes (``nemo25``, ``dgxc``) and Megatron-Bridge's Llama configs
       (``mb``): the named configuration of the model, GPU class (H100; Blackwell: NeMo's ``b200`` ones) and
-      precision (:data:`UB_NAMED`); NeMo 25.02 (``nemo2502``: NVIDIA/NeMo@d2b21556, v2.2.1) the H100 FP8 ones of
+      precision (``topo/data/compute/tp_overlap_recipes.toml``, :func:`topo.training.tp_overlap.recipe_configs`,
+      with its sources); NeMo 25.02 (``nemo2502``: NVIDIA/NeMo@d2b21556, v2.2.1) the H100 FP8 ones of
       that release (``_nemo2502``: pipeline reduce-scatters with a margin, made 1-SM ring exchanges by
       NVIDIA/NeMo#13131 before v2.3.0). Nemotron-4 340B on Blackwell: ``*_b200_h18432_tp8`` by precision
       (@6f2c6fda pretrain_nemotron4_340b.py lines 102-110), in NeMo 25.02 the BF16 one for both (v2.2.1 lines
@@ -629,6 +619,8 @@ def tp_overlap_config(row, model) -> str:
     - TE 1.x (``te_default_v1``, no margin) for the NeMo 24.07 and MLPerf v4.1 (NeMo 24.09) rows (assumption: the
       NeMo 1 launcher's per-model YAMLs, e.g. ``ub_cfg_h100_h12288_tp4_mbs2_seqlen2048``, are not tied to these rows).
     """
+    from topo.training.tp_overlap import recipe_configs
+
     rid, gpu, prec = row["run_id"], row["gpu"], row["precision"]
     if rid.startswith(("nemo2407_", "mlperf41_")):
         return "te_default_v1"
@@ -642,9 +634,10 @@ def tp_overlap_config(row, model) -> str:
         return f"userbuffers_{'bf16' if rid.startswith('nemo2502') else prec}_b200_h18432_tp8_mbs1_seqlen4096"
     if model.name == "nemotron4-15b" and not hopper and nemo:
         return "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096"
-    if model.name not in UB_NAMED:
+    named = recipe_configs().get(model.name)
+    if named is None:
         return "te_default"
-    name = f"userbuffers_{prec}_{'h100' if hopper else 'b200'}_{UB_NAMED[model.name][0 if hopper else 1]}"
+    name = named[("h100" if hopper else "b200", prec)]
     if hopper and prec == "fp8" and rid.startswith("nemo2502"):
         name += "_nemo2502"
     return name

@@ -147,6 +147,37 @@ def test_cli_train_across_unlike_sites_fills_the_smallest_site_on_every_site():
     assert alike["gpus"] == 3072  # alike sites: every GPU of the region, as before
 
 
+def test_a_job_the_smallest_site_cannot_split_names_that_site():
+    """rev52: the region's "of the smallest site" was spliced into data_parallel's message by str.replace on its
+    text (a change of its words would drop it silently); the error now carries its fields and builds the line once.
+    512 GPUs (the smaller site) over tp x pp = 8 x 3 = 24: 512 / 24 is not whole."""
+    unlike = ["train", "two-site-h100", "--set", 'sites[1].set=["cluster.num_units=2"]', "--model", "llama3-8b",
+              "--global-batch", "384"]
+    allowed = "allowed: tp, cp, pp whose product divides 512, or --dp N (the job then takes tp x cp x pp x N of them)"
+    p = run_cli(*unlike, "--tp", "8", "--pp", "3")
+    assert p.returncode == 2 and p.stderr == (
+        "error: --pp: 3 makes tp x cp x pp = 24, which does not divide the 512 GPUs of the smallest site (every site "
+        f"runs that share) (--dp not given); {allowed}\n")
+    p = run_cli(*unlike, "--layout", "tp=8,pp=3")
+    assert p.returncode == 2 and p.stderr == (
+        "error: --dp: not given, and tp x cp x pp = 24 does not divide the 512 GPUs of the smallest site (every site "
+        f"runs that share); {allowed}\n")
+
+
+def test_an_undivided_job_carries_its_fields():
+    from topo.cli.common import UndividedGpus, data_parallel
+    assert data_parallel(24, 3072, {"--tp": 8, "--pp": 3}) == 128
+    with pytest.raises(UndividedGpus) as e:
+        data_parallel(24, 512, {"--tp": 8, "--pp": 3, "--cp": None}, where="of the smallest site")
+    assert (e.value.key, e.value.size, e.value.known, e.value.gpus, e.value.where) == ("--pp", 3, 24, 512,
+                                                                                        "of the smallest site")
+    assert "does not divide the 512 GPUs of the smallest site (--dp not given)" in str(e.value)
+    with pytest.raises(UndividedGpus) as e:
+        data_parallel(24, 64)
+    assert (e.value.key, e.value.size) == ("--dp", None)
+    assert str(e.value).startswith("--dp: not given, and tp x cp x pp = 24 does not divide the 64 GPUs; allowed")
+
+
 def test_cli_train_across_sites_takes_gpus_as_one_site_does():
     """walk7: ``--gpus`` was dropped across sites (dp came from every GPU of the region, so a batch that splits
     over the asked GPUs was refused against the region's 3,072); it now sizes dp as on one site, equals

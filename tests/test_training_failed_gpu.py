@@ -2,6 +2,8 @@
 communicator wording (walk15: "GPU 3 itself failed ... and is a rank of the communicator: place the ranks on
 working GPUs", which ``topo train`` has no flag for)."""
 
+import pytest
+
 from conftest import run_cli
 
 ARGS = ("--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--global-batch", "64")
@@ -27,3 +29,31 @@ def test_a_failed_gpu_outside_the_job_leaves_it_running():
     two_racks = ("--model", "llama3-8b", "--gpus", "128", "--tp", "8", "--global-batch", "64")
     p = run_cli("train", "gb200-nvl72-superpod", *two_racks, "--fail", "gpu72")  # the second rack's first GPU
     assert p.returncode == 2 and "GPU 72 failed and is one of the job's GPUs (0 to 135)" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("spec, gpus, fail, first, last, after", [
+    ("dgx-h100-superpod", 64, "gpu3", 0, 63, 8),
+    ("gb200-nvl72-superpod", 128, "gpu72", 0, 135, 144),  # 64 of each 72-GPU rack: the second rack's first GPU
+])
+def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus, fail, first, last, after):
+    """walk15 left ``topo train --search --fail gpuN`` as surfacing the router's line ("... is a rank of the
+    communicator: place the ranks on working GPUs"); a search's first evaluation is a step, which refuses the
+    placement before routing anything (a bound refined by routed traffic needs an evaluated layout first), so both
+    paths print one line, the same."""
+    n = fail[3:]
+    line = (f"error: --fail: GPU {n} failed and is one of the job's GPUs ({first} to {last}); allowed: a --first-gpu "
+            f"that places the job past it (e.g. {after}, the next NVLink domain), or leave {fail} out of --fail\n")
+    job = ("--model", "llama3-8b", "--gpus", str(gpus), "--global-batch", str(gpus), "--fail", fail)
+    one = run_cli("train", spec, *job, "--tp", "8")
+    search = run_cli("train", spec, *job, "--search", "--top", "2")
+    assert (one.returncode, one.stdout, one.stderr) == (2, "", line)
+    assert (search.returncode, search.stdout, search.stderr) == (2, "", line)
+
+
+def test_the_search_across_sites_refuses_a_failed_gpu_of_a_site_in_the_same_line():
+    job = ("--model", "llama3-8b", "--gpus", "512", "--global-batch", "3072", "--fail", "east:gpu3")
+    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: a --first-gpu that places "
+            "the job past it (e.g. 8, the next NVLink domain), or leave gpu3 out of --fail\n")
+    one = run_cli("train", "two-site-h100", *job, "--tp", "8")
+    search = run_cli("train", "two-site-h100", *job, "--search", "--top", "2")
+    assert (one.returncode, one.stderr) == (2, line) and (search.returncode, search.stderr) == (2, line)

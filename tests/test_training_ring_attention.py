@@ -284,7 +284,7 @@ def test_a2a_exchanges_q_k_v_and_the_output_each_pass():
     m = load_model("llama3-8b")
     lay = _lay(8, cp_comm_type="a2a")
     q, kv = 8192 * 32 * 128 * 2, 8192 * 8 * 128 * 2
-    assert a2a_exchanges(q, 2 * kv, q) == {"forward": [q, kv, kv, q], "backward": [q, q, kv, kv]}
+    assert a2a_exchanges(q, kv, kv, q) == {"forward": [q, kv, kv, q], "backward": [q, q, kv, kv]}
 
     def calls(**kw):
         out = {}
@@ -301,6 +301,26 @@ def test_a2a_exchanges_q_k_v_and_the_output_each_pass():
     assert again[("cp_a2a_forward", q)] == 4 * L and again[("cp_a2a_backward", q)] == 2 * L
     w = {"cp_ring_forward": 1.0, "cp_ring_backward": 1.0}
     assert all(exposed_comm_s("cp", ph, 1e-3, dict(w), lay, None) == 1e-3 for ph, _ in calls())
+
+
+def test_a2a_sends_mla_keys_and_values_at_their_own_widths():
+    """MLA's K and V differ in width (DeepSeek-V3, arXiv 2412.19437 sec. 4.2 / its config.json: qk_nope_head_dim
+    128 + qk_rope_head_dim 64 = 192 a key head, v_head_dim 128 a value head; 128 heads). At TP8 CP2 and 32K each
+    rank holds 16,384 tokens of 16 heads: Q and K 16,384 x 16 x 192 x 2 B = 96 MiB each, V and the output
+    16,384 x 16 x 128 x 2 B = 64 MiB each, per layer and pass (rev52: K and V were priced at half their sum,
+    80 MiB each; the bytes a pass were right, the per-call sizes not)."""
+    m = load_model("deepseek-v3-671b")
+    assert (m.qk_dim, m.v_dim, m.heads) == (192, 128, 128)
+    lay = make_layout(tp=8, cp=2, dp=1, micro_batch=1, global_batch=1, seq_len=32768, cp_comm_type="a2a")
+    big, small = 16384 * 16 * 192 * 2, 16384 * 16 * 128 * 2
+    assert (big, small) == (96 * 2**20, 64 * 2**20)
+    calls = {}
+    for t in step_traffic(m, lay):
+        if t["dim"] == "cp":
+            calls[(t["phase"], t["size_bytes"])] = calls.get((t["phase"], t["size_bytes"]), 0) + t["calls"]
+    n = calls[("cp_a2a_forward", big)]
+    assert n > 0 and calls == {("cp_a2a_forward", big): n, ("cp_a2a_forward", small): n,
+                               ("cp_a2a_backward", big): n, ("cp_a2a_backward", small): n}
 
 
 def test_a2a_is_refused_where_the_heads_do_not_split():

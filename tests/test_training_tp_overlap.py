@@ -284,3 +284,84 @@ def test_the_margins_the_note_and_the_tp_ring_read_one_rule():
         assert (tp_ring_steps(lay) > 1) == on
         assert (margins_note(lay, 132) is not None) == on
         assert bool(pass_margins(_ops(m, lay, "-")[("mlp", "fc1")], lay)) == on
+
+
+# rev52: a num_sm the GPU does not have was clamped to 1 SM left (comm_sms.reduced_gpu), silently. H100 SXM has 132
+# SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022; gpus.toml): with sm_margin the communicator may
+# take 131 (the GEMM keeps one, _math_sms = sm_count - num_comm_sm), without it 132.
+_BIG = "proj_fprop = {{ method = \"pipeline\", num_sm = {n}, sm_margin = {m} }}"
+
+
+@pytest.mark.parametrize("n, margin, top", [(132, "true", 131), (133, "false", 132), (1000, "true", 131)])
+@pytest.mark.parametrize("search", [False, True])
+def test_a_num_sm_the_gpu_does_not_have_is_one_line(bundled_tp_overlap, capsys, n, margin, top, search):
+    from topo.cli.main import main
+    bundled_tp_overlap(_GOOD, _BIG.format(n=n, m=margin))
+    if search:
+        argv = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "64", "--global-batch", "64",
+                "--search", "--layout", f"tp_overlap_config={_UB}"]
+    else:
+        argv = [*CLI, "--layout", f"overlap_tp=true,tp_overlap_config={_UB}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    why = " less one for the GEMM beside it (sm_margin)" if margin == "true" else ""
+    assert err == (f"error: tp_overlap.toml: config.{_UB}.proj_fprop.num_sm: {n}; allowed: 1 to {top} on H100 "
+                   f"(132 SMs{why})\n")
+
+
+def test_the_num_sm_bound_is_the_gpus_sms(bundled_tp_overlap):
+    from topo.training.tp_overlap import check_num_sm
+    h100, a100 = gpu_compute("H100"), gpu_compute("A100")
+    assert (h100.sms, a100.sms) == (132, 108)  # whitepapers (gpus.toml sms_source)
+    bundled_tp_overlap(_GOOD, _BIG.format(n=131, m="true"))
+    check_num_sm(_UB, h100)
+    with pytest.raises(TopoError, match=r"num_sm: 131; allowed: 1 to 107 on A100"):
+        check_num_sm(_UB, a100)
+    bundled_tp_overlap(_GOOD, _BIG.format(n=132, m="false"))
+    check_num_sm(_UB, h100)
+    check_num_sm("te_default", a100)  # the configuration the layout names: te_default's own entries fit
+    check_num_sm("no_such_configuration", h100)  # left to the layout's validation
+
+
+def test_the_named_configuration_of_each_recipe_is_data():
+    """rev52: which named configuration each model's NeMo 2 / Megatron-Bridge recipe runs was a Python literal of
+    the benchmark (``UB_NAMED``); now ``tp_overlap_recipes.toml`` with its sources, read once. NeMo@6f2c6fda
+    scripts/performance/llm/pretrain_llama3_70b.py lines 92-110: H100 the ``h8192_tp4`` configurations, B200 and
+    GB200 the ``b200_h8192_tp2`` ones; pretrain_llama31_405b.py lines 108-126 (``h16384_tp8_cp2`` / ``tp4_cp2``)."""
+    import tomllib
+    import topo.training.tp_overlap as tpo
+    named = tpo.recipe_configs()
+    assert named is tpo.recipe_configs()  # loaded once
+    assert named["llama3-70b"][("h100", "bf16")] == BF16_70B
+    assert named["llama3-70b"][("b200", "fp8")] == "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"
+    assert named["llama3-405b"][("h100", "fp8")] == "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"
+    assert named["gpt3-175b"][("b200", "bf16")] == "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048"
+    assert all(n in configs() for m in named.values() for n in m.values())
+    assert not hasattr(_bench(), "UB_NAMED")
+    data = tomllib.loads((Path(tpo.__file__).parent.parent / "data" / "compute" / tpo.RECIPES).read_text())
+    assert all(e["source"].startswith("NVIDIA/NeMo@") and e["status"] == "published" for e in data["named"].values())
+
+
+@pytest.mark.parametrize("old, new, key, says", [
+    ('b200 = "h8192_tp2_mbs1_seqlen8192"', 'b200 = "h8192_tp3_mbs1_seqlen8192"', "named.llama3-70b.b200",
+     "'h8192_tp3_mbs1_seqlen8192' makes userbuffers_bf16_b200_h8192_tp3_mbs1_seqlen8192, not a configuration"),
+    ('b200 = "h8192_tp2_mbs1_seqlen8192"\n', "", "named.llama3-70b", "allowed: a table of h100, b200, source, status"),
+])
+def test_a_bad_recipe_entry_is_one_line_naming_its_key(tmp_path, monkeypatch, old, new, key, says):
+    import topo.training.tp_overlap as tpo
+    data = Path(tpo.__file__).parent.parent / "data" / "compute"
+    text = (data / tpo.RECIPES).read_text(encoding="utf-8")
+    assert old in text
+    (tmp_path / tpo.RECIPES).write_text(text.replace(old, new, 1), encoding="utf-8")
+    (tmp_path / tpo.SOURCE).write_text((data / tpo.SOURCE).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(tpo, "data_dir", lambda *parts: tmp_path)
+    tpo.recipe_configs.cache_clear()
+    tpo.configs.cache_clear()
+    try:
+        with pytest.raises(TopoError) as e:
+            tpo.recipe_configs()
+    finally:
+        tpo.recipe_configs.cache_clear()
+        tpo.configs.cache_clear()
+    line = str(e.value)
+    assert line.startswith(f"tp_overlap_recipes.toml: {key}: ") and says in line and "\n" not in line, line

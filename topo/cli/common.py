@@ -13,7 +13,7 @@ from ..spec import DEFAULT_SPEC, load_spec
 from ..spec.overrides import Unset
 
 __all__ = ["add_spec_arguments", "add_override_arguments", "add_output_arguments", "fabric_from_args",
-           "spec_from_args", "technology_note", "data_parallel", "GivenOnce"]
+           "spec_from_args", "technology_note", "data_parallel", "UndividedGpus", "GivenOnce"]
 
 class GivenOnce(argparse.Action):
     """An option that may be given once: a second ``--layout`` is a usage error, never silently the only one read
@@ -117,21 +117,34 @@ def technology_note(fabric) -> str | None:
             f"constants are {tech}'s{hint}")
 
 
-def data_parallel(known: int, gpus: int, flags: dict | None = None) -> int:
+class UndividedGpus(TopoError):
+    """tp x cp x pp does not divide the GPUs ``--dp`` was to fill (:func:`data_parallel`). It carries its fields,
+    ``key`` (the flag at fault), ``size`` (that flag's value; None for ``--dp``), ``known`` (tp x cp x pp), ``gpus``
+    and ``where`` (words after "the N GPUs", e.g. a region's "of the smallest site ..."), and builds its one line
+    from them once: a caller names the GPUs by ``where``, never by rewriting the text."""
+
+    def __init__(self, *, key: str, size: int | None, known: int, gpus: int, where: str = ""):
+        self.size, self.known, self.gpus, self.where = size, known, gpus, where
+        them = f"the {gpus:,} GPUs" + (f" {where}" if where else "")
+        allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or --dp N (the job then takes tp x cp x pp x "
+                   f"N of them)")
+        if size is None:
+            msg = f"not given, and tp x cp x pp = {known:,} does not divide {them}; {allowed}"
+        else:
+            msg = f"{size:,} makes tp x cp x pp = {known:,}, which does not divide {them} (--dp not given); {allowed}"
+        super().__init__(msg, key=key)
+
+
+def data_parallel(known: int, gpus: int, flags: dict | None = None, where: str = "") -> int:
     """``--dp`` when it is not given: the GPUs over tp x cp x pp, which must divide them.
 
     ``flags`` (flag -> size, the sizes the user gave as flags) names the flag at fault: the first whose size does
     not divide the GPUs, else the last above 1 (only their product does not divide); with none, ``--dp``.
+    ``where`` says which GPUs, after "the N GPUs" (:class:`UndividedGpus`).
     """
     if not gpus % known:
         return gpus // known
     given = {f: v for f, v in (flags or {}).items() if v is not None and v > 1}
     odd = [f for f, v in given.items() if gpus % v]
     key = odd[0] if odd else (list(given)[-1] if given else "--dp")
-    allowed = (f"allowed: tp, cp, pp whose product divides {gpus:,}, or --dp N (the job then takes tp x cp x pp x N "
-               f"of them)")
-    if key == "--dp":
-        raise TopoError(f"not given, and tp x cp x pp = {known:,} does not divide the {gpus:,} GPUs; {allowed}",
-                        key=key)
-    raise TopoError(f"{given[key]:,} makes tp x cp x pp = {known:,}, which does not divide the {gpus:,} GPUs "
-                    f"(--dp not given); {allowed}", key=key)
+    raise UndividedGpus(key=key, size=given.get(key), known=known, gpus=gpus, where=where)

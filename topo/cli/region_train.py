@@ -72,12 +72,8 @@ def _job_layout(args, region, fields: dict, options: dict):
         if args.gpus or smallest * region.num_sites == region.num_gpus:  # asked, or alike sites: the whole region
             sizes["dp"] = data_parallel(known, args.gpus or region.num_gpus, flags)
         else:  # walk14: unlike sites (512 + 1,024 + 1,024) filled 2,560 GPUs, a dp no site's share could run
-            try:
-                sizes["dp"] = region.num_sites * data_parallel(known, smallest, flags)
-            except TopoError as exc:
-                raise TopoError(exc.message.replace(f"the {smallest:,} GPUs", f"the {smallest:,} GPUs of the "
-                                                    "smallest site (every site runs that share)", 1),
-                                key=exc.key) from None
+            sizes["dp"] = region.num_sites * data_parallel(known, smallest, flags,
+                                                           where="of the smallest site (every site runs that share)")
     given = {k: v for k, v in {**options, **sizes, "global_batch": args.global_batch}.items() if v is not None}
     try:
         return make_layout(source=args.layout if fields else "layout", **{**fields, **given})

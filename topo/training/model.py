@@ -376,6 +376,22 @@ class ModelSpec(_Strict):
     def v_dim(self) -> int:
         return self.attention.v_head_dim if self.attention.kind == "mla" else self.head_dim
 
+    def kv_heads_per_rank(self, tp: int) -> float:
+        """Key/value heads on one of ``tp`` tensor-parallel ranks: ``max(1, num_kv_heads / tp)`` (a rank holds a
+        replica where ``tp`` exceeds them); MLA's K and V have every attention head after the up-projection,
+        ``heads / tp``.
+
+        Parameters
+        ----------
+        tp : int
+            Tensor-parallel degree.
+
+        Returns
+        -------
+        float
+        """
+        return self.heads / tp if self.attention.kind == "mla" else max(1.0, self.num_kv_heads / tp)
+
     def kv_width(self, tp: int) -> float:
         """Elements of K and V per token on one of ``tp`` tensor-parallel ranks (what context parallelism
         exchanges): its key/value heads (at least one: a rank holds a replica where ``tp`` exceeds them) times
@@ -392,8 +408,7 @@ class ModelSpec(_Strict):
             Elements per token (``max(1, num_kv_heads / tp) x (qk_dim + v_dim)``; MLA ``heads / tp x (qk_dim +
             v_dim)``).
         """
-        heads = self.heads / tp if self.attention.kind == "mla" else max(1.0, self.num_kv_heads / tp)
-        return heads * (self.qk_dim + self.v_dim)
+        return self.kv_heads_per_rank(tp) * (self.qk_dim + self.v_dim)
 
     @cached_property
     def attention_params(self) -> int:

@@ -151,15 +151,16 @@ def ring_sends(cp: int) -> dict[str, tuple[float, int]]:
     return {"cp_ring_forward": (1.0, cp - 1), "cp_ring_backward": (2.0, cp - 2), "cp_ring_backward_ends": (1.0, 2)}
 
 
-def a2a_exchanges(q_bytes: float, kv_bytes: float, out_bytes: float) -> dict[str, list[float]]:
+def a2a_exchanges(q_bytes: float, k_bytes: float, v_bytes: float, out_bytes: float) -> dict[str, list[float]]:
     """The all-to-alls of Ulysses CP (``a2a``, see the module doc) per layer and micro-batch on one rank, by pass:
     each one ``all_to_all_single`` of the rank's whole tensor (``s / cp`` tokens of its heads) over the CP group,
-    ``(cp - 1) / cp`` of it leaving the rank.
+    ``(cp - 1) / cp`` of it leaving the rank. K and V are apart: under MLA a key head is ``qk_nope + qk_rope``
+    wide and a value head ``v_head_dim`` (DeepSeek-V3: 192 and 128).
 
     Parameters
     ----------
-    q_bytes, kv_bytes, out_bytes : float
-        Bytes of the rank's Q, of its K and V together, and of its output, before the exchange.
+    q_bytes, k_bytes, v_bytes, out_bytes : float
+        Bytes of the rank's Q, K, V and output, before the exchange (dQ, dK, dV and dO backward: the same sizes).
 
     Returns
     -------
@@ -167,8 +168,8 @@ def a2a_exchanges(q_bytes: float, kv_bytes: float, out_bytes: float) -> dict[str
         ``forward`` (Q, K, V before the kernel, the output after) and ``backward`` (dO before, dQ, dK, dV after):
         the size of each call.
     """
-    return {"forward": [q_bytes, kv_bytes / 2, kv_bytes / 2, out_bytes],
-            "backward": [out_bytes, q_bytes, kv_bytes / 2, kv_bytes / 2]}
+    return {"forward": [q_bytes, k_bytes, v_bytes, out_bytes],
+            "backward": [out_bytes, q_bytes, k_bytes, v_bytes]}
 
 
 def a2a_heads_error(cp: int, q_heads: int, kv_heads: int) -> str | None:

@@ -56,6 +56,7 @@ from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
+from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
 from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
@@ -218,6 +219,7 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         "none (give the layout to a single evaluation instead)", key="pipeline_layout")
     top = top or 10
     gpu = gpu_compute(fabric.spec.gpu, efficiency, host_cpu=fabric.spec.host_cpu[0])
+    check_num_sm(options.get("tp_overlap_config", TP_OVERLAP_DEFAULT), gpu)  # its layouts are not checked one by one
     s = _Search(fabric, model, engine or CommEngine(fabric), gpu,
                 keep or max(top + 2, 5), dict(convention=convention, efficiency=efficiency), progress, max_layouts)
     s.passes(lambda: candidate_layouts(model, gpus, global_batch, gpus_per_domain=fabric.spec.gpus_per_domain,

@@ -100,7 +100,7 @@ from .result import DimensionComm, StepResult
 from .ring_attention import a2a_exchanges, ring_sends
 from .routing import consecutive_destinations, rank_destinations, spread_destinations
 from .timeline import step_timeline
-from .tp_overlap import margins_note, userbuffers_on
+from .tp_overlap import check_num_sm, margins_note, userbuffers_on
 from .uncertainty import step_interval
 
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
@@ -281,8 +281,9 @@ def _cp_traffic(t: _Traffic) -> None:
         forward = m * (c[Block.ATTENTION] + t.recomputed(Block.ATTENTION, "core_attn"))
         if lay.cp_comm_type == "a2a":  # Ulysses: Q, K, V and O (dO, dQ, dK, dV) traded for heads, blocking
             tok = lay.micro_batch * t.s_cp * ACT_BYTES
-            q = tok * model.heads / lay.tp * model.qk_dim
-            calls = a2a_exchanges(q, tok * model.kv_width(lay.tp), tok * model.heads / lay.tp * model.v_dim)
+            q_heads, kv_heads = model.heads / lay.tp, model.kv_heads_per_rank(lay.tp)
+            calls = a2a_exchanges(tok * q_heads * model.qk_dim, tok * kv_heads * model.qk_dim,
+                                  tok * kv_heads * model.v_dim, tok * q_heads * model.v_dim)
             for phase, passes in (("forward", forward), ("backward", m * c[Block.ATTENTION])):
                 for size in set(calls[phase]):
                     t.add("cp", "alltoall", "cp", size, passes * calls[phase].count(size), phase=f"cp_a2a_{phase}")
@@ -689,6 +690,8 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
     gpu.peak_flops(lay.precision)  # a precision the GPU has no tensor-core rate for is refused here, before timing
+    if check:
+        check_num_sm(lay.tp_overlap_config, gpu)
     return lay, placed, gpu
 
 

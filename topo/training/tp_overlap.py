@@ -34,8 +34,8 @@ from ..errors import TopoError
 from ..resources import data_dir
 from .comm_sms import reduced_gpu
 
-__all__ = ["configs", "config_names", "userbuffers_on", "buffer_name", "margin_sms", "pass_margins",
-           "margin_kernels", "margins_note", "DEFAULT"]
+__all__ = ["configs", "config_names", "recipe_configs", "check_num_sm", "userbuffers_on", "buffer_name", "margin_sms",
+           "pass_margins", "margin_kernels", "margins_note", "DEFAULT"]
 
 DEFAULT = "te_default"
 SOURCE = "tp_overlap.toml"
@@ -43,6 +43,9 @@ BUFFERS = ("qkv_fprop", "qkv_dgrad", "qkv_wgrad", "proj_fprop", "proj_dgrad", "f
            "fc1_wgrad", "fc2_fprop", "fc2_dgrad")
 METHODS = ("ring_exchange", "pipeline", "bulk")
 ENTRY_KEYS = ("method", "num_sm", "sm_margin")
+RECIPES = "tp_overlap_recipes.toml"
+GPU_CLASSES = ("h100", "b200")  # the named configurations' GPU part (b200: every Blackwell, as the scripts run them)
+RECIPE_KEYS = (*GPU_CLASSES, "source", "status")
 
 
 @lru_cache(maxsize=1)
@@ -100,6 +103,70 @@ def _entry(e, key: str) -> tuple[str, int, bool]:
 def config_names() -> tuple[str, ...]:
     """The configuration names a layout may give (``tp_overlap_config``)."""
     return tuple(configs())
+
+
+@lru_cache(maxsize=1)
+def recipe_configs() -> dict:
+    """The named configuration each model's NeMo 2 / Megatron-Bridge recipe runs TP overlap with, from
+    ``tp_overlap_recipes.toml`` (its header gives the sources): model name -> {(GPU class, precision): name}, the
+    GPU class ``h100`` or ``b200``, the precision ``bf16`` or ``fp8``, the name
+    ``userbuffers_{precision}_{class}_{entry}`` (NeMo's naming), each a configuration of :func:`configs`. What the
+    accuracy benchmark reads for the published rows; the step model reads a layout's ``tp_overlap_config`` only.
+
+    Raises
+    ------
+    TopoError
+        Source ``tp_overlap_recipes.toml``, key ``named.MODEL[.KEY]``: one line naming the value and what is allowed.
+    """
+    try:
+        data = tomllib.loads((data_dir("compute") / RECIPES).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=RECIPES) from None
+    out = {}
+    for model, e in (data.get("named") or {}).items():
+        if not isinstance(e, dict) or set(e) != set(RECIPE_KEYS) or not str(e["source"]).strip():
+            raise TopoError(f"{e!r}; allowed: a table of {', '.join(RECIPE_KEYS)} (source not empty)",
+                            source=RECIPES, key=f"named.{model}")
+        out[model] = {}
+        for cls in GPU_CLASSES:
+            for precision in ("bf16", "fp8"):
+                name = f"userbuffers_{precision}_{cls}_{e[cls]}"
+                if name not in configs():
+                    raise TopoError(f"{e[cls]!r} makes {name}, not a configuration of {SOURCE}; allowed: an entry "
+                                    f"whose bf16 and fp8 {cls} configurations it has", source=RECIPES,
+                                    key=f"named.{model}.{cls}")
+                out[model][(cls, precision)] = name
+    return out
+
+
+def check_num_sm(config: str, gpu) -> None:
+    """Refuse a ``num_sm`` of configuration ``config`` (or of :data:`DEFAULT`, whose entries it inherits) that
+    ``gpu`` does not have: more SMs than the GPU's (``gpus.toml`` ``sms``), or with ``sm_margin`` all of them
+    (``_math_sms = sm_count - num_comm_sm`` would leave the GEMM none; :func:`.comm_sms.reduced_gpu` would
+    silently keep one). A GPU without an SM count is not checked, nor a name that is no configuration (the
+    layout's own validation names it).
+
+    Parameters
+    ----------
+    config : str
+        A name of :func:`config_names`.
+    gpu : GpuCompute
+
+    Raises
+    ------
+    TopoError
+        Source ``tp_overlap.toml``, key ``config.NAME.BUFFER.num_sm``: the value and the range the GPU allows.
+    """
+    table = configs()
+    if not gpu.sms or config not in table:
+        return
+    for name in dict.fromkeys((DEFAULT, config)):  # te_default first: what a configuration leaves out is its entry
+        for buffer, (_, n, margin) in table[name].items():
+            top = gpu.sms - 1 if margin else gpu.sms
+            if n > top:
+                why = "less one for the GEMM beside it (sm_margin)" if margin else ""
+                raise TopoError(f"{n}; allowed: 1 to {top} on {gpu.name} ({gpu.sms} SMs{' ' + why if why else ''})",
+                                source=SOURCE, key=f"config.{name}.{buffer}.num_sm")
 
 
 def userbuffers_on(lay) -> bool:
