@@ -16,8 +16,8 @@ def _train(*extra, spec="dgx-h100-superpod"):
 def test_a_failed_gpu_of_the_job_names_the_placement_and_what_is_allowed():
     p = _train("--fail", "gpu3")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 63); allowed: a --first-gpu "
-                        "that places the job past it (e.g. 8, the next NVLink domain), or leave gpu3 out of --fail\n")
+    assert p.stderr == ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 63); allowed: a --first-gpu 8 "
+                        "or past it (the next NVLink domain), or gpu3 left out of the failures\n")
 
 
 def test_a_failed_gpu_outside_the_job_leaves_it_running():
@@ -41,8 +41,8 @@ def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus,
     placement before routing anything (a bound refined by routed traffic needs an evaluated layout first), so both
     paths print one line, the same."""
     n = fail[3:]
-    line = (f"error: --fail: GPU {n} failed and is one of the job's GPUs ({first} to {last}); allowed: a --first-gpu "
-            f"that places the job past it (e.g. {after}, the next NVLink domain), or leave {fail} out of --fail\n")
+    line = (f"error: --fail: GPU {n} failed and is one of the job's GPUs ({first} to {last}); allowed: a --first-gpu {after} "
+            f"or past it (the next NVLink domain), or {fail} left out of the failures\n")
     job = ("--model", "llama3-8b", "--gpus", str(gpus), "--global-batch", str(gpus), "--fail", fail)
     one = run_cli("train", spec, *job, "--tp", "8")
     search = run_cli("train", spec, *job, "--search", "--top", "2")
@@ -52,8 +52,21 @@ def test_the_search_refuses_a_failed_gpu_of_the_job_in_the_same_line(spec, gpus,
 
 def test_the_search_across_sites_refuses_a_failed_gpu_of_a_site_in_the_same_line():
     job = ("--model", "llama3-8b", "--gpus", "512", "--global-batch", "3072", "--fail", "east:gpu3")
-    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: a --first-gpu that places "
-            "the job past it (e.g. 8, the next NVLink domain), or leave gpu3 out of --fail\n")
+    line = ("error: --fail: GPU 3 failed and is one of the job's GPUs (0 to 255); allowed: a --first-gpu 8 or past "
+            "it (the next NVLink domain), or gpu3 left out of the failures\n")
     one = run_cli("train", "two-site-h100", *job, "--tp", "8")
     search = run_cli("train", "two-site-h100", *job, "--search", "--top", "2")
     assert (one.returncode, one.stderr) == (2, line) and (search.returncode, search.stderr) == (2, line)
+
+
+def test_the_library_line_names_the_layout_field_not_a_flag():
+    """The library never names a CLI flag (rev53 found ``--first-gpu`` and ``--fail`` in ``refuse_failed_gpus``);
+    the CLI says the field as its flag (above)."""
+    from topo.errors import TopoError
+    from topo.training.parallel import ParallelLayout
+    from topo.training.mapping import refuse_failed_gpus
+    lay = ParallelLayout(tp=8, dp=8, global_batch=64)
+    with pytest.raises(TopoError) as exc:
+        refuse_failed_gpus(lay, 8, ("gpu3",))
+    assert exc.value.key == "fail" and "--" not in exc.value.message
+    assert "first_gpu = 8 or past it" in exc.value.message

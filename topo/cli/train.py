@@ -233,6 +233,16 @@ def _check_applies(args) -> None:
 
 
 def run(args) -> int:
+    """``topo train``: one step, a search or a region's job; a failed GPU's line names its placement as flags."""
+    try:
+        return _run(args)
+    except TopoError as exc:
+        if exc.key == "fail" and not exc.source:  # the library names the layout field (first_gpu), not its flag
+            raise TopoError(note_flags(exc.message), key=exc.key) from None
+        raise
+
+
+def _run(args) -> int:
     _check_numbers(args)
     _check_applies(args)
     if args.jax_mesh is not None and is_region_args(args):

@@ -189,7 +189,7 @@ FEWER_GPUS = ("; grow the spec's [cluster] (e.g. --set cluster.num_units=N: topo
 
 
 def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
-    """Refuse a job placed on a GPU that ``failures`` (``--fail gpuN``) names, before any routing.
+    """Refuse a job placed on a GPU that ``failures`` (``gpuN``) names, before any routing.
 
     The router's own error for it speaks of "a rank of the communicator" and asks to "place the ranks", which
     a job's placement (``first_gpu``, ``gpus_per_domain_used``) does, not a communicator's.
@@ -211,8 +211,8 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
         last = int(_placed_ids(n - 1, used, gpus_per_domain, first))
         after = (g // gpus_per_domain + 1) * gpus_per_domain
         raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: a "
-                        f"--first-gpu that places the job past it (e.g. {after:,}, the next NVLink domain), or "
-                        f"leave gpu{g} out of --fail", key="fail")
+                        f"first_gpu = {after} or past it (the next NVLink domain), or gpu{g} left out of the "
+                        f"failures", key="fail")
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
