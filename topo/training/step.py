@@ -40,6 +40,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  a JAX run scheduled by XLA's latency-hiding scheduler (``dp_overlap_policy = "xla_lhs"``) instead runs one DP
+  collective at a time, each beside an equal share of its pass's compute (:func:`.dp_overlap.xla_lhs_exposed_s`);
   a DP group across NVLink domains also hides behind the compute stream's exposed TP, CP, PP, EP collectives whose
   groups stay inside one domain (NVLink only, the NICs left to the DP stream: :func:`_nvlink_exposed_s`);
   the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
