@@ -415,6 +415,8 @@ def _framework_kw(row, model, kw: dict) -> None:
         # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
         kw.pop("recompute_modules", None)  # the policy sets what is recomputed
         kw.update(recompute=remat_settings(policy)["recompute"], remat_policy=policy, wgrad_output="param_dtype")
+        if row["run_id"] in MAXTEXT_XLA_LHS:  # XLA's latency-hiding scheduler lays out the DP collectives
+            kw["dp_overlap_policy"] = "xla_lhs"
         if row["run_id"] in MAXTEXT_ALL_REDUCE_COMBINE_BYTES:  # the script's XLA combiner threshold
             kw["dp_all_reduce_combine_bytes"] = MAXTEXT_ALL_REDUCE_COMBINE_BYTES[row["run_id"]]
         if row["precision"] == "fp8":  # MaxText's Fp8Quantization: Flax's Fp8DotGeneralOp, delayed scaling
@@ -958,6 +960,12 @@ MAXTEXT_RECIPES = {
     "maxtext_a4_llama31_405b_fp8_256": ("dcn_data=2,dcn_fsdp=16,ici_fsdp=8", "full"),
 }
 """Each MaxText row's mesh (``topo.training.jax_mesh``) and remat policy (``topo/data/compute/remat_policies.toml``)."""
+MAXTEXT_XLA_LHS = frozenset(MAXTEXT_RECIPES)
+"""The MaxText rows whose XLA flags set ``--xla_gpu_enable_latency_hiding_scheduler=true``
+(``ParallelLayout.dp_overlap_policy = "xla_lhs"``): all of them. AI-Hypercomputer/maxtext@efb6d9e4
+MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS line 28; gpu-recipes@2e1fd5ef
+training/a4/llama3-1-{70b,405b}/maxtext-pretraining-gke/values.yaml XLA_FLAGS; NVIDIA/JAX-Toolbox@67b79492
+docs/frameworks/maxtext/README.md "XLA Flags"."""
 MAXTEXT_ALL_REDUCE_COMBINE_BYTES = {
     # AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
     # --xla_gpu_all_reduce_combine_threshold_bytes (line 31 of each), with scan_layers=false (line 42 / 41): the

@@ -550,7 +550,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-                     "cudnn_version", "dp_all_reduce_combine_bytes")
+                     "cudnn_version", "dp_all_reduce_combine_bytes", "dp_overlap_policy")
 
 
 def _dp_idle(L: dict) -> str:
@@ -635,6 +635,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             "cudnn_version": "" if generation in ("blackwell", "") else f"{generation} reads one attention table "
             "(cuDNN versions are published for Blackwell only)",
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),
+            "dp_overlap_policy": _dp_idle(L) or ("" if L.get("overlap_dp", True) else "overlap_dp is off: every "
+                                                 "data-parallel collective is exposed"),
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

@@ -37,9 +37,20 @@ pipeline bubble"), so it ends ``R - p c`` past the first stage's end, never late
 
 The collectives of one rank run one after another on the DP stream. Times are seconds; windows are a chunk's
 share of a micro-batch's forward or backward (the stage's, over ``vpp``).
+
+A JAX run (``dp_overlap_policy = "xla_lhs"``) is scheduled by XLA's latency-hiding scheduler, not by hooks:
+:func:`xla_lhs_exposed_s` (its sources in ``topo/data/compute/xla_scheduler.toml``).
 """
 
 from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..errors import TopoError
+from ..resources import data_dir
+
+XLA_SCHEDULER = "xla_scheduler.toml"
 
 
 def interleaved_reduce_exposed_s(chunk_s: float, bucket_s: float, buckets: int, chunks: int, group: int,
@@ -104,3 +115,65 @@ def interleaved_gather_exposed_s(chunk_s: float, bucket_s: float, buckets: int, 
             done = max(done, t) + chunk_s
         t += group * c
     return waited
+
+
+@lru_cache(maxsize=1)
+def xla_collectives_in_flight() -> int:
+    """Async collectives XLA GPU's latency-hiding scheduler keeps in flight at once (``xla_scheduler.toml``
+    ``collectives_in_flight``).
+
+    Raises
+    ------
+    TopoError
+        The file does not parse or the value is not a whole number >= 1: one line naming the file, the key and
+        the value.
+    """
+    try:
+        data = tomllib.loads((data_dir("compute") / XLA_SCHEDULER).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TopoError(f"invalid TOML: {exc}", source=XLA_SCHEDULER) from None
+    n = data.get("collectives_in_flight")
+    if type(n) is not int or n < 1:
+        raise TopoError(f"{n!r}; allowed: a whole number >= 1 (XLA's GetNumAvailableResources)",
+                        source=XLA_SCHEDULER, key="collectives_in_flight")
+    return n
+
+
+def xla_lhs_exposed_s(call_s: float, calls: float, unhidden: float, pass_s: float, pass_calls: float,
+                      in_flight: int) -> float:
+    """Seconds ``calls`` collectives of ``call_s`` each expose in a pass (a micro-batch's forward or backward)
+    that XLA's latency-hiding scheduler laid out.
+
+    The scheduler keeps ``in_flight`` async collectives at once on one stream, all-gathers, reduce-scatters and
+    all-reduces alike, and estimates every one at the same latency whatever its bytes (5000 units against 1000 a
+    GEMM-class call or loop fusion: about 5 such ops between a start and its done). Building the schedule
+    bottom-up, it places each start as soon as that estimate is covered when another collective waits for the
+    stream. The pass's ``pass_calls`` collectives therefore share its compute by count, not by bytes: each runs
+    beside ``in_flight x pass_s / pass_calls`` seconds of compute and exposes what it lasts beyond that. The
+    ``unhidden`` ones have no compute to run beside (the first gather of the forward waits for nothing before it;
+    the last reduction's gradients exist only when the backward ends) and are exposed whole. Since every call's
+    excess is at least ``call_s`` minus its share, the pass's collectives together expose no less than they
+    outlast the pass (at ``in_flight`` 1).
+
+    Parameters
+    ----------
+    call_s : float
+        One collective's time (s).
+    calls : float
+        This kind's collectives in the pass.
+    unhidden : float
+        How many of them are exposed whole (0 or 1).
+    pass_s : float
+        The pass's compute (s), the window the collectives share.
+    pass_calls : float
+        Every collective of the pass on the stream, this kind's included (>= ``calls``).
+    in_flight : int
+        Collectives in flight at once (:func:`xla_collectives_in_flight`).
+
+    Returns
+    -------
+    float
+        Exposed seconds.
+    """
+    window = in_flight * pass_s / max(pass_calls, 1.0)
+    return (calls - unhidden) * max(0.0, call_s - window) + unhidden * call_s

@@ -201,6 +201,16 @@ class ParallelLayout(BaseModel):
     merged all-reduce starts when its last gradient exists. None (default): Megatron-Core's buckets, or one a unit.
     MaxText's A3 scripts set it per job size (AI-Hypercomputer/maxtext@efb6d9e4
     ``MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh``: 128 MiB, 64 MiB, 512 MiB, 1 GiB, 1 GiB)."""
+    dp_overlap_policy: Literal["hooks", "xla_lhs"] = "hooks"
+    """Who lays out the data-parallel collectives beside the compute (with ``overlap_dp``). ``hooks`` (default):
+    the framework launches each when its data is ready and it hides behind the compute from then on (Megatron-Core's
+    and PyTorch FSDP's hooks, :mod:`topo.training.dp_overlap`). ``xla_lhs``: a JAX run whose XLA flags set
+    ``--xla_gpu_enable_latency_hiding_scheduler=true``; XLA's scheduler keeps one collective in flight on one
+    stream and gives each the same share of the pass's compute, whatever its bytes
+    (:func:`topo.training.dp_overlap.xla_lhs_exposed_s`, ``topo/data/compute/xla_scheduler.toml``). MaxText's
+    recipes set it (AI-Hypercomputer/maxtext@efb6d9e4 ``MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh``;
+    gpu-recipes@2e1fd5ef ``training/a4/*/maxtext-pretraining-gke/values.yaml``; NVIDIA/JAX-Toolbox@67b79492
+    ``docs/frameworks/maxtext/README.md``)."""
     overlap_dp: Flag = True
     """Gradient reduction overlaps the last micro-batch's backward except the last bucket; the weights'
     all-gather overlaps the first micro-batch's forward except the first bucket; interleaved, chunk by chunk

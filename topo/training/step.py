@@ -40,6 +40,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   its backward (only before its forward when ``fsdp_reshard_after_forward`` is false: the weights are kept to the
   backward) and a reduce-scatter after its backward, each prefetched behind the previous layer's compute, so
   only what exceeds a layer's compute and the first gather are exposed (no single gather larger than a layer);
+  a JAX run scheduled by XLA's latency-hiding scheduler (``dp_overlap_policy = "xla_lhs"``) instead runs one DP
+  collective at a time, each beside an equal share of its pass's compute (:func:`.dp_overlap.xla_lhs_exposed_s`);
   a DP group across NVLink domains also hides behind the compute stream's exposed TP, CP, PP, EP collectives whose
   groups stay inside one domain (NVLink only, the NICs left to the DP stream: :func:`_nvlink_exposed_s`);
   the hidden part of every DP collective (and of the CP ring's sends) still holds NCCL's channels' SMs, so the
@@ -82,7 +84,8 @@ from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
 from .comm_sms import comm_hbm_Bps, moved_Bps, nccl_p2p_sms, nccl_sms, reduced_gpu, sm_loss_s
-from .dp_overlap import interleaved_gather_exposed_s, interleaved_reduce_exposed_s
+from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_exposed_s, xla_collectives_in_flight,
+                         xla_lhs_exposed_s)
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
@@ -727,12 +730,13 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done[i]) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
     t_f, t_b = sc.forward_s, sc.backward_s + sc.recompute_s
+    stream = xla_stream_calls(traffic, lay)
     for i, (item, one) in enumerate(timed):
         if item["dim"] == "dp":
             factor = slow.get("dp" if item["groups"] != "edp" else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
             done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
-                                  lay)
+                                  lay, stream)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
         key = dim if item["groups"] != "edp" else "dp_experts"
@@ -1361,12 +1365,12 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
         out[timed[i][0]["dim"]] += ex
     nvl = _nvlink_exposed_s([(it["dim"], spans[it["groups"]], done.get(i)) for i, (it, _) in enumerate(timed)
                              if it["dim"] != "dp"])
-    dp, units = 0.0, max(1, sc.layers)
+    dp, units, stream = 0.0, max(1, sc.layers), xla_stream_calls(traffic, lay)
     for item, one in timed:
         if item["dim"] == "dp" and one is not None:
             wf, wb = _dp_windows(sc.forward_s, sc.backward_s + sc.recompute_s, lay.microbatches,
                                  spans[item["groups"]], nvl)
-            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay)
+            dp += _dp_exposed(engine, item, groups[item["groups"]], one.time_s, 1.0, wf, wb, units, lay, stream)
     return {**out, "dp": dp}
 
 
@@ -1391,11 +1395,14 @@ def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gp
 
 
 def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, t_f: float, t_bwd: float,
-                units: int, lay: ParallelLayout) -> float:
-    """The overlap rule of data parallelism (see the module doc)."""
+                units: int, lay: ParallelLayout, stream: tuple[float, float] = (1.0, 1.0)) -> float:
+    """The overlap rule of data parallelism (see the module doc); ``stream``: the DP collectives of a micro-batch's
+    forward and backward (:func:`xla_stream_calls`), read under ``dp_overlap_policy = "xla_lhs"``."""
     calls = item["calls"]
     if not lay.overlap_dp:
         return one_s * calls
+    if lay.dp_overlap_policy == "xla_lhs":
+        return _xla_dp_exposed(item, one_s, t_f, t_bwd, stream, lay)
     phase = item["phase"]
     m = lay.microbatches
     if phase == "gather_unit":  # FSDP: the next unit's gather runs during this unit's forward / backward
@@ -1428,6 +1435,47 @@ def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, wi
         return interleaved_gather_exposed_s(chunk_s, bucket_s, buckets, v, g, window / v)
     last = m % g or g  # Megatron-Core's last group holds the micro-batches left over
     return interleaved_reduce_exposed_s(chunk_s, bucket_s, buckets, v, last, window / v, lay.dp_align_grad_reduce)
+
+
+def xla_stream_calls(traffic: list[dict], lay: ParallelLayout) -> tuple[float, float]:
+    """The data-parallel collectives of one micro-batch's forward and of its backward, which XLA runs one stream
+    (:func:`topo.training.dp_overlap.xla_lhs_exposed_s`): the gathers before each unit's forward; the gathers before
+    its backward (ZeRO-3 resharding after the forward), the reduce-scatters and the all-reduces. A step's
+    bucketed reduction or gather (ZeRO-0/1/2, ``reduce`` / ``gather``) counts whole in its pass."""
+    m, fwd, bwd = lay.microbatches, 0.0, 0.0
+    for it in traffic:
+        if it["dim"] != "dp":
+            continue
+        phase, calls = it["phase"], it["calls"]
+        if phase == "gather_unit":
+            passes = _gather_passes(lay)
+            fwd += calls / (passes * m)
+            bwd += calls / (passes * m) if passes == 2 else 0.0
+        elif phase == "reduce_unit":
+            bwd += calls / m
+        elif "gather" in phase:
+            fwd += calls
+        else:
+            bwd += calls
+    return max(fwd, 1.0), max(bwd, 1.0)
+
+
+def _xla_dp_exposed(item: dict, one_s: float, t_f: float, t_bwd: float, stream: tuple[float, float],
+                    lay: ParallelLayout) -> float:
+    """A DP item's exposed seconds as XLA's latency-hiding scheduler lays the pass out
+    (:func:`topo.training.dp_overlap.xla_lhs_exposed_s`): every collective of the pass shares its compute by count;
+    the first gather of each forward and the last reduction of each backward hide behind nothing."""
+    m, calls, phase, k = lay.microbatches, item["calls"], item["phase"], xla_collectives_in_flight()
+    if phase == "gather_unit":
+        passes = _gather_passes(lay)
+        n = calls / (passes * m)
+        back = xla_lhs_exposed_s(one_s, n, 0, t_bwd, stream[1], k) if passes == 2 else 0.0
+        return m * (xla_lhs_exposed_s(one_s, n, 1, t_f, stream[0], k) + back)
+    if phase == "reduce_unit":
+        return m * xla_lhs_exposed_s(one_s, calls / m, 1, t_bwd, stream[1], k)
+    if "gather" in phase:
+        return xla_lhs_exposed_s(one_s, calls, 1, t_f, stream[0], k)
+    return xla_lhs_exposed_s(one_s, calls, 1, t_bwd, stream[1], k)
 
 
 def _gather_passes(lay: ParallelLayout) -> int:
