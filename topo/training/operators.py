@@ -995,8 +995,7 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     ``margins``: SMs a GEMM pass (``fprop``, ``dgrad``, ``wgrad``) runs without, its userbuffers communicator's
     ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`.
     ``cudnn``: the layout's ``cudnn_version``, which a fused attention runs (:func:`.kernels.cudnn_factor`).
-    ``scale_kernel``: each delayed-scaling cast launches its scale inverse first (the layout's
-    ``fp8_scale_inverse_kernel``, :func:`kernels_launched`)."""
+    ``scale_kernel``: the layout's ``fp8_scale_inverse_kernel`` (:func:`kernels_launched`)."""
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
