@@ -7,7 +7,6 @@ module/base.py line 503, csrc/extensions/quantizer.cpp line 112) and Megatron-Co
 
 import csv
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
