@@ -388,6 +388,9 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
     if row["precision"] == "fp8":
         kw["fp8_recipe"] = fp8_recipe(row)
+    if fp8_amax_reduction(row):
+        kw["fp8_amax_reduction"] = True
+        kw["fp8_scale_inverse_kernel"] = fp8_scale_inverse_kernel(row)
     kw["moe_expert_kernels"] = expert_kernels(row, model)
     sms = hybridep_sms(row, model)
     if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
@@ -935,13 +938,36 @@ def fp8_recipe(row) -> str | None:
     """A run's FP8 scaling recipe: per-tensor current scaling where its note says so, and for every Megatron-Bridge
     FP8 run on H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8
     configuration is ``fp8_cs``); block-wise where the note quotes Megatron-LM's ``--fp8-recipe blockwise``; MXFP8 where
-    the note says so; else not recorded (None)."""
+    the note says so; per-tensor delayed scaling where the note says "delayed scaling"; else not recorded (None)."""
     note = row["note"].lower()
     if "current scaling" in note or (row["run_id"].startswith("mb") and row["gpu"] == "H100"):
         return "current"
     if "--fp8-recipe blockwise" in note:  # Megatron-LM's block-wise FP8 (the Megatron-MoE-ModelZoo's PR=fp8)
         return "blockwise"
-    return "mxfp8" if "mxfp8" in note else None
+    if "mxfp8" in note:
+        return "mxfp8"
+    return "delayed" if "delayed scaling" in note else None
+
+
+def fp8_amax_reduction(row) -> bool:
+    """Transformer Engine's delayed-scaling amax reduction (the layout's ``fp8_amax_reduction``,
+    :mod:`topo.training.fp8_amax`): every run whose note says per-tensor delayed scaling and that runs Transformer
+    Engine under Megatron-Core (NeMo, Megatron-LM and the MLPerf NeMo / PyTorch submissions), not MaxText (Flax's
+    ``Fp8DotGeneralOp`` keeps its amax history inside the jitted step, with no such reduction)."""
+    return (row["precision"] == "fp8" and fp8_recipe(row) == "delayed"
+            and not row["run_id"].startswith("maxtext_"))
+
+
+def fp8_scale_inverse_kernel(row) -> bool:
+    """A delayed-scaling run (:func:`fp8_amax_reduction`) whose Transformer Engine computes each cast's scale
+    inverse in a kernel of its own (the layout's ``fp8_scale_inverse_kernel``: TE 2.0-2.6): a run whose software
+    names a NeMo 25.04 container (the DGX Cloud rows and MLPerf v5.0's GB200 rows), whose NeMo 2.3.0 pins
+    TE@bee4649c (NVIDIA/NeMo@v2.3.0 requirements/manifest.json; 2.2.0.dev0, the fork point of TE v2.2). Not set
+    where the TE is not established: NeMo 25.02 (NeMo v2.2.0's manifest pins a TE 1.8 commit, not what the
+    container ran), MLPerf v5.0's H100 / H200 and v5.1 rows; v6.0's TE@c47f329b (2.8.0.dev0) is after the change."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    return (fp8_amax_reduction(row) and release is not None
+            and (int(release[1]), int(release[2])) == (25, 4))
 
 
 # NeMo 2 families whose model config leaves Megatron-Core's moe_grouped_gemm at its default, False (NVIDIA/Megatron-LM@

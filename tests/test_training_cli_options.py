@@ -176,7 +176,8 @@ def _step_s(*argv):
 
 
 @pytest.mark.parametrize("recipe, why", [
-    ("delayed", "per-tensor scaling, priced as when fp8_recipe is unset"),
+    ("delayed", "per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction = true adds Transformer "
+                "Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse kernels"),
     ("current", "llama3-8b has no experts, so current scaling is priced as per-tensor delayed scaling; "
                 "fp8_amax_pass = true adds its amax pass"),
 ])
@@ -188,6 +189,16 @@ def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(recipe, why):
     out = run_cli(*no_cp, "--layout", f"fp8_recipe={recipe}", check=True).stdout
     assert _options_line(out) == [f"framework options: fp8_recipe {recipe} (no effect: {why}) (layout fields)"]
     assert _step_s(*no_cp, "--layout", f"fp8_recipe={recipe}") == _step_s(*no_cp)
+
+
+def test_delayed_scaling_with_te_s_work_is_not_marked():
+    """fp8dl51: delayed scaling with Transformer Engine's amax reduction (and TE 2.0-2.6's scale inverse kernel)
+    prices their work (topo/training/fp8_amax.py): no "no effect" note, and a longer step."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    te = "fp8_recipe=delayed,fp8_amax_reduction=true,fp8_scale_inverse_kernel=true"
+    out = run_cli(*no_cp, "--layout", te, check=True).stdout
+    assert _options_line(out) and "no effect" not in _options_line(out)[0]
+    assert _step_s(*no_cp, "--layout", te) > _step_s(*no_cp, "--layout", "fp8_recipe=delayed")
 
 
 def test_current_scaling_on_an_moe_model_is_not_marked():

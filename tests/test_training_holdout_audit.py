@@ -64,7 +64,8 @@ def test_dgx_cloud_nemo_2504_fp8_rows_run_delayed_scaling(layouts):
     fp8 = {r: lay for r, lay in layouts.items() if r.startswith("nemo2504dgxc_") and "_fp8_" in r}
     assert len(fp8) == 12 + 4 + 4  # Llama 3.1 405B and Nemotron-4 (fitted), Grok-1 and Llama 4 (held out)
     for run, lay in fp8.items():
-        assert lay.fp8_recipe in (None, "delayed") and not lay.fp8_amax_pass and lay.fp8_param_gather, run
+        assert lay.fp8_recipe == "delayed" and not lay.fp8_amax_pass and lay.fp8_param_gather, run
+        assert lay.fp8_amax_reduction and lay.fp8_scale_inverse_kernel, run  # TE@bee4649c (NeMo v2.3.0 manifest)
 
 
 def test_grok1_bf16_and_fp8_rows_differ_only_in_precision(layouts):
@@ -75,8 +76,9 @@ def test_grok1_bf16_and_fp8_rows_differ_only_in_precision(layouts):
     and gives both the same TP-overlap configuration (line 347, userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192)
     and CUDA graphs (line 352); scripts/performance/utils.py line 423 adds only the BF16 optimizer's
     use_precision_aware_optimizer (no time modelled). So a BF16 row's layout is its FP8 twin's but for the FP8 fields:
-    the BF16 rows' larger error is not a setting one row carries and the other does not."""
-    fp8_only = {"precision", "fp8_recipe", "fp8_param_gather"}
+    the BF16 rows' larger error is not a setting one row carries and the other does not (delayed scaling's amax
+    reduction and scale inverse kernel, fp8dl51's, are FP8 fields too)."""
+    fp8_only = {"precision", "fp8_recipe", "fp8_param_gather", "fp8_amax_reduction", "fp8_scale_inverse_kernel"}
     pairs = 0
     for run, lay in layouts.items():
         if run.startswith("nemo2504dgxc_") and "_grok1_bf16_" in run:

@@ -67,7 +67,8 @@ def test_maverick_rows_run_the_dgx_cloud_launch_layouts(rows):
         assert lay.moe_capacity_factor == 1.0 and lay.moe_expert_kernels == "multi_stream", run
         assert lay.overlap_tp and lay.tp_overlap_config == "te_default", run
         assert lay.grad_bytes == 2.0 and lay.grad_reduce_bytes == 2.0, run
-        assert lay.fp8_param_gather == fp8 and lay.fp8_recipe is None and not lay.fp8_amax_pass, run
+        assert lay.fp8_param_gather == fp8 and lay.fp8_recipe == ("delayed" if fp8 else None), run
+        assert not lay.fp8_amax_pass and lay.fp8_amax_reduction == fp8 == lay.fp8_scale_inverse_kernel, run
         assert lay.flash_attention and lay.pipeline_layout is None and not lay.pipeline_embedding, run
 
 

@@ -12,10 +12,11 @@ DP"), and with etp = 1 it runs over tensor and data ranks (TP2 EP64 DP32).
 
 Groups: ``tp``, ``cp``, ``pp``, ``dp`` (dense weights' replicas), ``dpcp`` (data x context: the distributed
 optimizer's and the gradient reduction's group), ``tpcp`` (tensor x context: the ranks that split one sequence,
-Megatron-Core's ``tp_cp`` group, over which an MoE router reduces its token counts), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard
-group of context x the fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp``
-(experts' replicas). Every matrix is
-built with numpy reshapes and transposes, never a loop per GPU.
+Megatron-Core's ``tp_cp`` group, over which an MoE router reduces its token counts), ``tpdpcp`` (tensor x data x
+context: Megatron-Core's amax reduction group, over which Transformer Engine's delayed FP8 scaling reduces its
+amaxes, :mod:`.fp8_amax`), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard group of context x the
+fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp`` (experts' replicas). Every
+matrix is built with numpy reshapes and transposes, never a loop per GPU.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Mapping:
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
         if dim in ("dps", "dpr"):
             return self._hybrid_groups(dim)
-        names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp")}.get(dim, (dim,))
+        names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp"), "tpdpcp": ("tp", "cp", "dp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
         moved = np.transpose(self.grid, rest + idx)

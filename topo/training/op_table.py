@@ -75,9 +75,11 @@ def stage_table(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, ep_cover
 
 def _row(op, lay: ParallelLayout, gpu: GpuCompute) -> dict:
     fwd, bwd = op_passes_s(op, gpu, lay)
-    kw = dict(graphs=lay.cuda_graph_scope, precision=lay.precision, amax_pass=lay.fp8_amax_pass)
+    kw = dict(graphs=lay.cuda_graph_scope, precision=lay.precision, amax_pass=lay.fp8_amax_pass,
+              scale_kernel=lay.fp8_scale_inverse_kernel)
     runs = {"forward": op.passes != "backward", "backward": op.passes != "forward"}
-    kernels = {p: kernels_launched(op, lay.precision, p == "backward", lay.fp8_amax_pass) if runs[p] else 0.0
+    kernels = {p: kernels_launched(op, lay.precision, p == "backward", lay.fp8_amax_pass,
+                                   lay.fp8_scale_inverse_kernel) if runs[p] else 0.0
                for p in runs}
     return {"op": op.name, "module": op.module, "kind": op.kind, "forward_s": fwd, "backward_s": bwd,
             "host_forward_s": host_launch_s(op, gpu, **kw), "host_backward_s": host_launch_s(op, gpu, True, **kw),

@@ -973,7 +973,7 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
 def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, amax_pass: bool = False,
               graphed: bool = False, fp8_recipe: str | None = None, grad_bytes: float | None = None,
               grad_once: bool = False, grad_copy_bytes: float = 0.0, margins: dict | None = None,
-              cudnn: str = "") -> float:
+              cudnn: str = "", scale_kernel: bool = False) -> float:
     """Seconds of ``op`` (forward, or its backward) on ``gpu`` at the layout's ``precision``, its kernels' launch
     gaps included (:mod:`topo.training.kernels`: a graph node's gap when ``graphed``, a CUDA graph captures it,
     else an eager launch's); ``amax_pass``: each FP8 cast reads its input once more for the amax, in a kernel of
@@ -994,12 +994,13 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
 
     ``margins``: SMs a GEMM pass (``fprop``, ``dgrad``, ``wgrad``) runs without, its userbuffers communicator's
     ``set_sm_margin`` (:func:`.tp_overlap.pass_margins`): that pass on :func:`.tp_overlap.margin_kernels`.
-    ``cudnn``: the layout's ``cudnn_version``, which a fused attention runs (:func:`.kernels.cudnn_factor`)."""
+    ``cudnn``: the layout's ``cudnn_version``, which a fused attention runs (:func:`.kernels.cudnn_factor`).
+    ``scale_kernel``: the layout's ``fp8_scale_inverse_kernel`` (:func:`kernels_launched`)."""
     km = gpu.kernels
     if (op.passes != "both" and backward != (op.passes == "backward")) or op.side_stream:
         return 0.0
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
-    gap = per * kernels_launched(op, precision, backward, amax_pass)
+    gap = per * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
     if op.kind == "kernel":
         return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km)) + gap
     if op.kind == "memory":
@@ -1143,7 +1144,8 @@ def _gemm_precision(op: Op, precision: str) -> str:
     return "fp8" if (op.linear and precision == "fp8") else "bf16"
 
 
-def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False) -> float:
+def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: bool = False,
+                     scale_kernel: bool = False) -> float:
     """Kernels ``op`` launches in a pass: its own (a GEMM twice backward: input and weight gradients) and, for an
     FP8 linear layer's GEMM, one quantisation a pass (Transformer Engine quantises the input forward, row- and
     column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
@@ -1152,27 +1154,31 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
     :func:`op_time_s` charges per expert either way), or in one kernel for every expert on the fused grouped MLP
     (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
-    epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward)."""
+    epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
+    (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
+    and the cast (``quantize_kernels()["delayed_scale_inverse"]``)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
+    cast = "delayed_scale_inverse" if scale_kernel else "cast"
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return op.launches * gemms  # its input cast in the epilogue of the kernel before it
     if op.grouped:
-        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else "cast"]
+        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else cast]
         return op.launches * gemms + input_cast_kernels(op.expert_kernels, op.groups, q)
-    return op.launches * gemms + quantize_kernels()["current" if amax_pass else "cast"]
+    return op.launches * gemms + quantize_kernels()["current" if amax_pass else cast]
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),
-                  precision: str = "bf16", amax_pass: bool = False) -> float:
+                  precision: str = "bf16", amax_pass: bool = False, scale_kernel: bool = False) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
-    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass."""
+    CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass
+    (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`)."""
     if captured(op, graphs):
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
-    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass)
+    return gpu.kernels.launch_host_s * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
 
 
 def captured(op: Op, graphs: tuple) -> bool:
@@ -1237,7 +1243,7 @@ def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, fl
     """
     cap = captured(op, lay.cuda_graph_scope)
     kw = dict(amax_pass=lay.fp8_amax_pass, graphed=cap, fp8_recipe=lay.fp8_recipe, margins=pass_margins(op, lay),
-              cudnn=lay.cudnn_version)
+              cudnn=lay.cudnn_version, scale_kernel=lay.fp8_scale_inverse_kernel)
     return (op_time_s(op, gpu, lay.precision, **kw),
             op_time_s(op, gpu, lay.precision, backward=True, **wgrad_kw(lay, op), **kw))
 
@@ -1303,18 +1309,19 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     for op in block_ops(model, lay, kind):
         for key, g in tp_paired_gemm_s(op, gpu, lay.precision, lay.fp8_recipe, pass_margins(op, lay)).items():
             pairs[key] = pairs.get(key, 0.0) + g
-        amax = lay.fp8_amax_pass
+        amax, inv = lay.fp8_amax_pass, lay.fp8_scale_inverse_kernel
         f, b = op_passes_s(op, gpu, lay)
         fwd += f
         bwd += b
-        h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax)
+        h = host_launch_s(op, gpu, graphs=graphs, precision=lay.precision, amax_pass=amax, scale_kernel=inv)
         host += h
         hmods[op.module] = hmods.get(op.module, 0.0) + h
         if op.passes != "backward":
             if op.name == SYNC_OP and sync_at < 0 and host_syncs(lay):
                 sync_at = len(seq)
-            seq.append((h, f, kernels_launched(op, lay.precision, amax_pass=amax)))
-        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax)
+            seq.append((h, f, kernels_launched(op, lay.precision, amax_pass=amax, scale_kernel=inv)))
+        host_b += host_launch_s(op, gpu, backward=True, graphs=graphs, precision=lay.precision, amax_pass=amax,
+                                scale_kernel=inv)
         flops += op.flops if op.passes != "backward" else 0.0
         if op.kind == "attention":
             attention += f + b

@@ -270,6 +270,16 @@ class ParallelLayout(BaseModel):
     casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
     #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"`` and ``fp8_recipe``
     current (or unrecorded)."""
+    fp8_amax_reduction: Flag = False
+    """FP8 per-tensor delayed scaling as Transformer Engine runs it under Megatron-Core: each model chunk's forward
+    of each micro-batch, and its backward, ends in a reduction of the rank's amaxes over the tensor x data x context
+    parallel group (``torch.cat``, a blocking all-reduce on the compute stream, a fused history and scale update):
+    :mod:`topo.training.fp8_amax`. Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"``."""
+    fp8_scale_inverse_kernel: Flag = False
+    """FP8 per-tensor delayed scaling as Transformer Engine 2.0-2.6 ran it: each quantisation first computes its
+    scale inverse in a kernel of its own (``Float8Quantizer::create_tensor``'s ``at::reciprocal(scale)``), then
+    casts; TE v2.7 (PR #1952) lets the cast write it (``kernels.toml`` ``[launch]``
+    ``fp8_delayed_scale_inverse_kernels``). Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"``."""
     cudnn_version: str = CUDNN_NEWEST
     """The cuDNN the fused attention runs (the container's: ``topo/data/compute/cudnn_releases.toml`` lists each
     framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Blackwell attention reads the published
@@ -726,6 +736,8 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
         bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
                              f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
+    for key in ("fp8_amax_reduction", "fp8_scale_inverse_kernel"):
+        _check_delayed(lay, key, bad)
     if lay.moe_expert_kernels == "fused_mlp" and (lay.fp8_recipe != "mxfp8" or not lay.moe_grouped_gemm):
         bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
                                   f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
@@ -809,6 +821,13 @@ def _check_applies(model: ModelSpec, lay: ParallelLayout, bad) -> None:
         if value != default:
             bad(key, f"{_shown(value)} applies to a mixture-of-experts model's experts; {model.name} is dense; "
                      f"allowed: the default {_shown(default)} (or no {key})")
+
+
+def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:
+    """A delayed-scaling setting ``key`` (true) needs precision fp8 with ``fp8_recipe`` delayed."""
+    if getattr(lay, key) and (lay.precision != "fp8" or lay.fp8_recipe != "delayed"):
+        bad(key, f"true is Transformer Engine's delayed FP8 scaling; got precision {lay.precision}, fp8_recipe "
+                 f"{_shown(lay.fp8_recipe)}; allowed: precision fp8 with fp8_recipe delayed, else false")
 
 
 def _shown(value) -> str:

@@ -90,6 +90,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
 from .flops import model_flops_per_step
+from .fp8_amax import amax_comm
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
@@ -629,6 +630,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
         ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
+        amax = amax_comm(engine, mapping, model, lay, _stage_counts(model, lay, stage), gpu.kernels.launch_gpu_s)
+        if amax is not None:  # delayed scaling's blocking amax reductions (:mod:`.fp8_amax`), under DP
+            comms.append(amax)
+            exposed["dp"] += amax.exposed_s
         note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:

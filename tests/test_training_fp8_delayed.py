@@ -1,0 +1,131 @@
+"""Per-tensor delayed FP8 scaling as Transformer Engine runs it under Megatron-Core: the amax reduction of every
+model chunk's forward and backward (topo/training/fp8_amax.py, kernels.toml [fp8_amax]) and TE 2.0-2.6's scale
+inverse kernel before each cast (kernels.toml [launch] fp8_delayed_scale_inverse_kernels), counted from
+NVIDIA/TransformerEngine@bee4649c (the TE NeMo 25.04 pins: pytorch/fp8.py reduce_and_update_fp8_tensors,
+module/base.py line 503, csrc/extensions/quantizer.cpp line 112) and Megatron-Core core_v0.12.0
+(docs/calibration-findings.md section 150)."""
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+import topo
+from topo.errors import TopoError
+from topo.training.comm import CommEngine
+from topo.training.fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_reductions, fp8_amax_table
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import quantize_kernels
+from topo.training.mapping import map_layout
+from topo.training.model import load_model
+from topo.training.operators import Op, kernels_launched, op_time_s
+from topo.training.parallel import check_layout, make_layout
+from topo.training.step import estimate_step
+
+ROOT = Path(__file__).resolve().parents[1]
+_DELAYED = dict(precision="fp8", fp8_recipe="delayed")
+
+
+def _benchmark():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    return training_accuracy
+
+
+def test_the_tables_counts_are_te_2_2s():
+    """TE@bee4649c base.py line 503: ``num_gemms * 3`` FP8 tensors forward, ``* 2`` backward, each amax an FP32;
+    reduce_and_update_fp8_tensors: torch.cat and the fused update beside the all-reduce. Create_tensor's
+    at::reciprocal(scale) and the cast: 2 kernels a delayed-scaling quantisation."""
+    t = fp8_amax_table()
+    assert (list(t["amaxes_per_gemm"]), t["amax_bytes"], t["kernels_per_reduction"]) == ([3, 2], 4, 2)
+    assert quantize_kernels()["delayed_scale_inverse"] == 2 and quantize_kernels()["cast"] == 1
+
+
+def test_reductions_per_step_by_closed_form():
+    """Llama 3 8B (32 layers, each an attention block, QKV and proj, and an MLP block, fc1 and fc2: 4 linear GEMMs)
+    at PP4 VP2, 16 micro-batches: a rank holds 8 layers in 2 chunks, so 2 x 16 = 32 reductions each way a step, of 4 x 3 x 32 = 384 bytes forward and
+    4 x 2 x 32 = 256 backward. Without PP one chunk; without the flag none."""
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=1, pp=4, vpp=2, dp=2, global_batch=32, fp8_amax_reduction=True, **_DELAYED)
+    assert lay.microbatches == 16
+    counts = {"*": 8, "-": 8}
+    assert amax_reductions(m, lay, counts) == [(384.0, 32.0), (256.0, 32.0)]
+    flat = make_layout(tp=1, dp=8, global_batch=32, fp8_amax_reduction=True, **_DELAYED)
+    assert [n for _, n in amax_reductions(m, flat, counts)] == [4.0, 4.0]
+    assert amax_reductions(m, lay.model_copy(update={"fp8_amax_reduction": False}), counts) == []
+
+
+def test_the_step_exposes_every_reduction():
+    """On four DGX H100 nodes (Llama 3 8B, TP2 PP2 VP2 DP8): the step with the reduction is longer than without by
+    its 2 x 8 micro-batches x 2 chunks calls x (the all-reduce over the tensor x data x context group, 16 ranks over 2 nodes, alone on the
+    fabric + 2 launch gaps), to rounding, and the report shows it under DP with its group."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
+    m = load_model("llama3-8b")
+    kw = dict(tp=2, pp=2, vpp=2, dp=8, global_batch=64, sequence_parallel=True, **_DELAYED)
+    on = estimate_step(fab, m, make_layout(fp8_amax_reduction=True, **kw), contention=False)
+    off = estimate_step(fab, m, make_layout(**kw), contention=False)
+    lay = make_layout(fp8_amax_reduction=True, **kw)
+    groups = map_layout(lay, fab.spec.gpus_per_domain, fab.layout.num_gpus).groups(AMAX_GROUP)
+    assert groups.shape == (2, 16)
+    eng, gap = CommEngine(fab), gpu_compute("H100").kernels.launch_gpu_s
+    calls = amax_reductions(m, lay, {"*": 16, "-": 16})
+    want = sum(n * (eng.time("all_reduce", groups, size).time_s + 2 * gap) for size, n in calls)
+    got = [c for c in on.comm if c.phase == AMAX_PHASE]
+    assert len(got) == 1 and got[0].dim == "dp" and got[0].group_size == 16
+    assert got[0].exposed_s == pytest.approx(want, rel=1e-9) and got[0].calls_per_step == 2 * 8 * 2
+    assert on.step_time_s - off.step_time_s == pytest.approx(want, rel=1e-6)
+    assert not [c for c in off.comm if c.phase == AMAX_PHASE]
+
+
+def test_a_delayed_cast_launches_its_scale_inverse_first():
+    """TE 2.0-2.6: one more kernel per quantisation of a linear GEMM's input (forward X, backward dY), per expert
+    of a grouped GEMM on the per-expert cast path; its GPU gap charged in op_time_s."""
+    gpu = gpu_compute("GB200")
+    M, N, K = 8192.0, 4096.0, 4096.0
+    qkv = Op("qkv", "attention", "gemm", 2 * M * N * K, 0.0, M, N, K, 1.0, True)
+    for b in (False, True):
+        gemms = 2 if b else 1
+        assert kernels_launched(qkv, "fp8", b) == gemms + 1
+        assert kernels_launched(qkv, "fp8", b, scale_kernel=True) == gemms + 2
+        assert kernels_launched(qkv, "bf16", b, scale_kernel=True) == gemms
+        gap = gpu.kernels.launch_gpu_s
+        extra = op_time_s(qkv, gpu, "fp8", b, fp8_recipe="delayed", scale_kernel=True) - op_time_s(
+            qkv, gpu, "fp8", b, fp8_recipe="delayed")
+        assert extra == pytest.approx(gap, rel=1e-9)
+    experts = 4.0
+    fc1 = Op("fc1", "moe", "gemm", 2 * M * N * K * experts, 0.0, M, N, K, experts, True, grouped=True,
+             launches=experts)
+    assert kernels_launched(fc1, "fp8", False, scale_kernel=True) == experts + 2 * experts
+
+
+@pytest.mark.parametrize("key", ["fp8_amax_reduction", "fp8_scale_inverse_kernel"])
+def test_delayed_settings_need_the_delayed_recipe(key):
+    m = load_model("llama3-8b")
+    check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **_DELAYED), gpus=8)
+    for bad in (dict(precision="fp8", fp8_recipe="current"), dict(precision="fp8"), dict()):
+        with pytest.raises(TopoError) as e:
+            check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **bad), gpus=8)
+        assert e.value.key == key and "fp8_recipe delayed" in str(e.value)
+
+
+def test_which_published_rows_run_them():
+    """Every FP8 row whose note says delayed scaling runs TE's amax reduction but MaxText's (Flax keeps its amax
+    history inside the jitted step); the scale inverse kernel only where the container's TE is 2.0-2.6 and known:
+    NeMo 25.04's (NeMo v2.3.0 requirements/manifest.json: TE@bee4649c, 2.2.0.dev0)."""
+    ta = _benchmark()
+    red, inv = set(), set()
+    for f in ("training_runs_published.csv", "training_runs_holdout.csv"):
+        for r in csv.DictReader(open(ROOT / "data/reference" / f)):
+            delayed = r.get("precision") == "fp8" and "delayed scaling" in (r.get("note") or "").lower()
+            assert ta.fp8_amax_reduction(r) == (delayed and not r["run_id"].startswith("maxtext_")), r["run_id"]
+            if ta.fp8_amax_reduction(r):
+                red.add(r["run_id"])
+            if ta.fp8_scale_inverse_kernel(r):
+                assert "NeMo 25.04" in r["software"], r["run_id"]
+                inv.add(r["run_id"])
+    assert {"nemo2504dgxc_gb200_llama4_maverick_fp8_512", "nemo2504dgxc_gb200_grok1_fp8_128",
+            "nemo2502dgxc_h100_llama31_8b_fp8_8", "mlperf41_h100_gpt3_175b_256"} <= red
+    assert "nemo2504dgxc_gb200_llama4_maverick_fp8_512" in inv and "nemo2502dgxc_h100_llama31_8b_fp8_8" not in inv
+    assert "maxtext_a4_llama31_70b_fp8_256" not in red
+    assert len(red) == 51 and len(inv) == 32

@@ -1,0 +1,118 @@
+"""Transformer Engine's amax reduction under per-tensor delayed FP8 scaling: what each step pays for it.
+
+Under delayed scaling every FP8 module of a rank registers its amax tensors in one global buffer per autocast
+(recipe and group): ``3 x num_gemms`` FP32 amaxes forward (input, weight, output) and ``2 x num_gemms`` backward
+(output gradient, input gradient) (NVIDIA/TransformerEngine@bee4649c, the TE NeMo 25.04 pins,
+``transformer_engine/pytorch/module/base.py`` line 503, ``fp8.py`` ``add_fp8_tensors_to_global_buffer`` lines
+205-252). When the outermost ``fp8_autocast`` exits with gradients on, and again when the region's first FP8 module
+finishes its backward, TE reduces the whole buffer (``fp8.py`` ``reduce_and_update_fp8_tensors`` lines 334-385,
+``fp8_autocast_exit`` 432-441, ``module/linear.py`` lines 341-345 and 682): ``torch.cat`` of the amaxes, one
+``torch.distributed.all_reduce`` (MAX, ``async_op=False``: the compute stream waits for it) over the autocast's
+group, and one fused amax-history and scale update (``tex.fused_amax_and_scale_update_after_reduction``).
+Megatron-Core wraps each model chunk's transformer block in one autocast for delayed scaling, over the
+tensor x data x context parallel group (core_v0.12.0 ``transformer/transformer_block.py`` lines 500-509,
+``fp8_utils.py`` 417-421, ``parallel_state.py`` 1345-1352; docs/calibration-findings.md section 150), so a
+pipeline rank runs one forward and one backward reduction per model chunk and micro-batch. A recomputed forward
+runs without gradients and reduces nothing (``fp8_autocast_exit``: ``torch.is_grad_enabled()``).
+
+Counts and sizes are data (``kernels.toml`` ``[fp8_amax]``); the all-reduce's time is the fabric's (the step's
+collective engine), each call with the launch gaps of its two kernels.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+from .comm import CommEngine
+from .model import BLOCK_KINDS, ModelSpec
+from .operators import block_ops
+from .parallel import ParallelLayout
+from .result import DimensionComm
+
+__all__ = ["amax_reductions", "amax_comm", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
+
+AMAX_GROUP = "tpdpcp"
+"""The mapping's group name of the amax reduction: tensor x data x context parallel ranks of one pipeline stage."""
+AMAX_PHASE = "fp8_amax"
+"""The :class:`.result.DimensionComm` ``phase`` of the amax reduction (reported under ``dp``: all of it exposed)."""
+
+
+@lru_cache(maxsize=1)
+def fp8_amax_table() -> dict:
+    """``kernels.toml`` ``[fp8_amax]``: amaxes per FP8 GEMM forward and backward, bytes per amax, kernels per
+    reduction beside the all-reduce."""
+    return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))["fp8_amax"]
+
+
+def _fp8_gemms(model: ModelSpec, lay: ParallelLayout, counts: dict) -> float:
+    """FP8 GEMMs (a grouped linear layer's local experts each one) of the blocks ``counts`` holds
+    (``{block kind: blocks}``): the linear layers Transformer Engine runs in FP8."""
+    total = 0.0
+    for kind, n in counts.items():
+        if kind in set(BLOCK_KINDS) and n:
+            total += n * sum(op.groups for op in block_ops(model, lay, kind) if op.kind == "gemm" and op.linear)
+    return total
+
+
+def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list[tuple[float, float]]:
+    """The amax all-reduces of one step on a pipeline rank holding the blocks ``counts`` (``{block kind:
+    blocks}``), as ``(bytes per call, calls)``: forward, then backward. None without ``fp8_amax_reduction``.
+
+    Parameters
+    ----------
+    model, lay
+        The model and its layout (``fp8_amax_reduction``, ``microbatches``, ``vpp``).
+    counts : dict
+        The rank's blocks by kind (all its model chunks).
+
+    Returns
+    -------
+    list of tuple
+        ``[(forward bytes, calls), (backward bytes, calls)]``; empty when the layout runs no such reduction.
+    """
+    if not lay.fp8_amax_reduction:
+        return []
+    t = fp8_amax_table()
+    gemms = _fp8_gemms(model, lay, counts)
+    calls = float(lay.microbatches * (lay.vpp if lay.pp > 1 else 1))
+    size = float(t["amax_bytes"])
+    return [(size * t["amaxes_per_gemm"][0] * gemms, calls), (size * t["amaxes_per_gemm"][1] * gemms, calls)]
+
+
+def amax_comm(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout, counts: dict,
+              launch_gap_s: float) -> DimensionComm | None:
+    """The step's amax reductions on a pipeline rank holding the blocks ``counts`` as one collective, all of it
+    exposed: each call the all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) and the
+    launch gaps of its two kernels (``launch_gap_s`` each). None without ``fp8_amax_reduction``.
+
+    Parameters
+    ----------
+    engine : CommEngine
+    mapping : Mapping
+        The layout on the fabric (:func:`.mapping.map_layout`).
+    model, lay
+        The model and its layout.
+    counts : dict
+        The rank's blocks by kind.
+    launch_gap_s : float
+        The GPU's gap a kernel launched eagerly.
+
+    Returns
+    -------
+    DimensionComm or None
+    """
+    calls = amax_reductions(model, lay, counts)
+    if not calls:
+        return None
+    groups = mapping.groups(AMAX_GROUP)
+    kernels = float(fp8_amax_table()["kernels_per_reduction"])
+    times = [engine.time("all_reduce", groups, size) for size, _ in calls]
+    total = sum(n * (one.time_s + kernels * launch_gap_s) for (_, n), one in zip(calls, times))
+    one = max(times, key=lambda c: c.time_s)
+    return DimensionComm(dim="dp", collective="all_reduce", size_bytes=max(size for size, _ in calls),
+                         calls_per_step=sum(n for _, n in calls), time_s=total, exposed_s=total,
+                         algorithm=one.algorithm, level=one.level, link=one.link, utilization=one.utilization,
+                         num_groups=int(groups.shape[0]), group_size=int(groups.shape[1]),
+                         domains_per_group=mapping.domains_spanned(AMAX_GROUP), phase=AMAX_PHASE)
