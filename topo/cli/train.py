@@ -64,6 +64,8 @@ def _job_arguments(p) -> None:
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
+                        "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa: a sliding window's backward "
+                        "computes its whole causal square); "
                         "an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
                         "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
@@ -533,7 +535,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-                     "cudnn_version", "dp_all_reduce_combine_bytes")
+                     "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes")
 
 
 def _dp_idle(L: dict) -> str:
@@ -604,6 +606,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             else f"{model.name} has no activation clamp",
             "attention_bias_eager": "" if model.attention.out_bias
             else f"{model.name}'s attention output has no bias",
+            "attention_fp8": "" if model.attention.window and model.attention.window_kind == "sliding"
+            else f"{model.name} has no sliding window (FP8 attention's causal rates are not modelled)",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None
