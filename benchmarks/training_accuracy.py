@@ -1022,7 +1022,8 @@ def expert_kernels(row, model) -> str:
 
 FP8_ATTENTION_GPUS = {"gpt-oss": ("GB200", "GB300")}
 """The families and GPUs whose Megatron-Bridge MXFP8 recipes set ``fp8_dot_product_attention`` from NeMo 26.06 on
-and have a sliding window (the only attention the layout's ``attention_fp8`` changes): GPT OSS 120B's GB200 and GB300
+at the head dim cuDNN's FP8 backward is published at (64, the only one the layout's ``attention_fp8`` changes:
+``kernels.toml [attention.<table>.fp8_band_backward]``): GPT OSS 120B's GB200 and GB300
 presets (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py
 lines 209 and 219, GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2 / _GB200_FP8_MX_V2; its B300 and B200 MXFP8 presets
 are the BF16 ones, lines 221-222) and from 26.08 the recipe functions (@4ab94dfa src/megatron/bridge/perf_recipes/
@@ -1031,7 +1032,7 @@ call; the GB300 model card's recipe with them). The MXFP8 linear recipe gives at
 ``NVTE_DPA_FP8_RECIPE`` says otherwise (NVIDIA/TransformerEngine v2.16 pytorch/attention/dot_product_attention/
 dot_product_attention.py, the recipe table's "MXFP8 | MXFP8" row), which neither sets. Qwen3's and DeepSeek-V3's
 26.06 presets set it too (qwen3_workload_base_configs.py lines 209-438, deepseek_workload_base_configs.py line 74):
-no sliding window, so no change in topo (FP8 causal rates are not modelled: the BF16 table serves)."""
+head dims 128 and 192, no published FP8 backward in this form, so no change in topo (the BF16 table serves)."""
 
 
 def attention_fp8(row, model) -> str:

@@ -529,9 +529,9 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
         The cuDNN version the kernel runs (the layout's ``cudnn_version``; "": the table's own, the newest):
         its rate relative to the table's (:func:`cudnn_factor`), at the window's length where it has one.
     fp8 : str
-        A sliding-window layer's FP8 backward over its whole causal square (``fp8`` or ``mxfp8``: the op's
-        ``fp8_attention``; ``seq`` its length, ``window`` 0): the table's ``fp8_band_backward`` rate of that
-        scaling (:func:`_fp8_band_fraction`); "" or a table without one: the causal rate.
+        An FP8 backward over a causal square (``fp8`` or ``mxfp8``: the op's ``fp8_attention``; ``window`` 0,
+        ``seq`` the square's side): the table's ``fp8_band_backward`` rate of that scaling at its head dim
+        (:func:`_fp8_band_fraction`); "", another head dim or a table without one: the BF16 causal rate.
 
     Returns
     -------
@@ -539,7 +539,8 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
         FLOP/s.
     """
     factor = cudnn_factor(km.attention_table, cudnn, min(seq, window) if window > 0 else seq, backward)
-    band_fp8 = _fp8_band_fraction(km.attention_table, fp8, seq) if fp8 and backward else None
+    band_fp8 = _fp8_band_fraction(km.attention_table, fp8, seq, head_dim) if fp8 and backward and not window \
+        else None
     if band_fp8 is not None:
         fraction = band_fp8
     elif window > 0 and seq > window:
@@ -551,13 +552,21 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
     return fraction * factor * km.attention_scale * km.sustained * km.peak_flops["bf16"]
 
 
-def _fp8_band_fraction(attention_table: str, fp8: str, seq: float) -> float | None:
-    """Fraction of its measuring GPU's peak at which an FP8 sliding-window backward computes its whole causal square
-    of ``seq`` keys (``kernels.toml [attention.<table>.fp8_band_backward]``, the ``fp8`` scaling's curve, in log2
-    of the length, flat outside it); None where the table has none (Hopper's, or an unmeasured scaling)."""
+def fp8_backward_head_dims() -> frozenset[float]:
+    """The head dims at which some attention table publishes an FP8 backward rate (``kernels.toml
+    [attention.<table>.fp8_band_backward] head_dim``): the layout's ``attention_fp8`` changes nothing at another."""
+    return frozenset(float(t["fp8_band_backward"]["head_dim"]) for t in _table()["attention"].values()
+                     if isinstance(t, dict) and "fp8_band_backward" in t)
+
+
+def _fp8_band_fraction(attention_table: str, fp8: str, seq: float, head_dim: float) -> float | None:
+    """Fraction of its measuring GPU's peak at which an FP8 backward computes a causal square of ``seq`` keys (a
+    causal block, or a sliding-window layer's whole square: ``kernels.toml [attention.<table>.fp8_band_backward]``,
+    the ``fp8`` scaling's curve, in log2 of the length, flat outside it); None where the table has none (Hopper's,
+    an unmeasured scaling) or ``head_dim`` is not the measured one (assumption: no other head dim is published)."""
     attn = _table()["attention"]
     band = (attn.get(attention_table) or {}).get("fp8_band_backward") if attention_table else None
-    if band is None or fp8 not in band:
+    if band is None or fp8 not in band or float(head_dim) != float(band["head_dim"]):
         return None
     rates = np.asarray(band[fp8], dtype=float) / float(band["peak_TFLOPs"])
     x = np.log2(np.asarray(band["seq"], dtype=float))

@@ -144,9 +144,9 @@ class Op:
     """Fused attention over a sliding window: the keys a query attends to (its band's rate from the kernel's
     tiles, :mod:`.attention_tiles`); 0: a causal or full block of ``block_seq``."""
     fp8_attention: str = ""
-    """Fused attention in FP8 (the layout's ``attention_fp8``: ``fp8`` or ``mxfp8``): a backward op of a
-    sliding-window layer over its whole causal square reads cuDNN's FP8 band-backward rate
-    (:func:`topo.training.kernels.attention_rate_flops`)."""
+    """Fused attention in FP8 (the layout's ``attention_fp8``: ``fp8`` or ``mxfp8``): its backward over a causal
+    square (a causal block's, or a sliding-window layer's whole square) reads cuDNN's FP8 backward rate at the
+    measured head dim (:func:`topo.training.kernels.attention_rate_flops`)."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
@@ -244,7 +244,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
             sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < side
             # a sliding window's kernel sees the whole sequence (its s / cp tokens), masked to the window
             core = Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk,
-                      block_seq=side if sliding else block, causal=True, window=block if sliding else 0.0)
+                      block_seq=side if sliding else block, causal=True, window=block if sliding else 0.0,
+                      fp8_attention="" if sliding else lay.attention_fp8)
             ops += _fp8_band_ops(core, 2.0 * T * model.attended_keys(Block.ATTENTION, side) * heads * (dqk + dv),
                                  lay.attention_fp8) if sliding and lay.attention_fp8 else [core]
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a

@@ -268,9 +268,10 @@ class ParallelLayout(BaseModel):
     attention_fp8: Literal["", "fp8", "mxfp8"] = ""
     """Fused attention in FP8 (Transformer Engine's ``fp8_dpa``, Megatron-Core's ``fp8_dot_product_attention``) and
     the scaling its cuDNN SDPA runs: ``fp8`` (per-tensor) or ``mxfp8`` (TE's default under an MXFP8 recipe); ""
-    BF16. A sliding-window layer's backward then computes its whole causal square at cuDNN's published FP8 rate
-    (``kernels.toml [attention.<table>.fp8_band_backward]``, :func:`topo.training.kernels.attention_rate_flops`);
-    every other pass keeps the BF16 table's rate (assumption). Needs ``precision = "fp8"``."""
+    BF16. Its backward computes the whole causal square, a sliding-window layer's too, at cuDNN's published FP8
+    rate at that rate's head dim (64; ``kernels.toml [attention.<table>.fp8_band_backward]``,
+    :func:`topo.training.kernels.attention_rate_flops`); the forward and other head dims keep the BF16 table's rate
+    (assumption). Needs ``precision = "fp8"``."""
     overlap_ep: Flag = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
