@@ -392,6 +392,7 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["fp8_amax_reduction"] = True
         kw["fp8_scale_inverse_kernel"] = fp8_scale_inverse_kernel(row)
     kw["moe_expert_kernels"] = expert_kernels(row, model)
+    kw["attention_fp8"] = attention_fp8(row, model)
     sms = hybridep_sms(row, model)
     if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
         kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
@@ -1044,6 +1045,31 @@ def expert_kernels(row, model) -> str:
     fused = (row["run_id"].startswith("mb") and release is not None
              and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
     return "fused_mlp" if fused else "multi_stream"
+
+
+FP8_ATTENTION_GPUS = {"gpt-oss": ("GB200", "GB300")}
+"""The families and GPUs whose Megatron-Bridge MXFP8 recipes set ``fp8_dot_product_attention`` from NeMo 26.06 on
+at the head dim cuDNN's FP8 backward is published at (64, the only one the layout's ``attention_fp8`` changes:
+``kernels.toml [attention.<table>.fp8_band_backward]``): GPT OSS 120B's GB200 and GB300
+presets (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py
+lines 209 and 219, GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2 / _GB200_FP8_MX_V2; its B300 and B200 MXFP8 presets
+are the BF16 ones, lines 221-222) and from 26.08 the recipe functions (@4ab94dfa src/megatron/bridge/perf_recipes/
+gpt_oss/common.py line 44, ``_apply_gpt_oss_120b_full_iter_fp8mx_configs``, which the gb200 and gb300 fp8mx recipes
+call; the GB300 model card's recipe with them). The MXFP8 linear recipe gives attention MXFP8 unless
+``NVTE_DPA_FP8_RECIPE`` says otherwise (NVIDIA/TransformerEngine v2.16 pytorch/attention/dot_product_attention/
+dot_product_attention.py, the recipe table's "MXFP8 | MXFP8" row), which neither sets. Qwen3's and DeepSeek-V3's
+26.06 presets set it too (qwen3_workload_base_configs.py lines 209-438, deepseek_workload_base_configs.py line 74):
+head dims 128 and 192, no published FP8 backward in this form, so no change in topo (the BF16 table serves)."""
+
+
+def attention_fp8(row, model) -> str:
+    """The attention FP8 scaling a run's recipe sets (``ParallelLayout.attention_fp8``): ``mxfp8`` for the
+    :data:`FP8_ATTENTION_GPUS` MXFP8 rows of NeMo 26.06 and later, else ""."""
+    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
+    runs_it = (row["run_id"].startswith(("mb", "mbvc")) and row["precision"] == "fp8" and release is not None
+               and (int(release[1]), int(release[2])) >= (26, 6)
+               and row["gpu"] in FP8_ATTENTION_GPUS.get(family(model.name), ()) and fp8_recipe(row) == "mxfp8")
+    return "mxfp8" if runs_it else ""
 
 
 HYBRIDEP_SMS_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss-120b")

@@ -13,6 +13,7 @@ from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
+from ..training.kernels import fp8_backward_head_dims
 from ..training.mapping import FEWER_GPUS
 from ..training.memory import state_convention
 from ..training.ring_attention import CP_COMM_TYPES
@@ -64,6 +65,8 @@ def _job_arguments(p) -> None:
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
+                        "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa: the backward computes the whole "
+                        "causal square, a sliding window's too, at cuDNN's FP8 rate, head dim 64); "
                         "an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
                         "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
@@ -550,7 +553,7 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_laye
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-                     "cudnn_version", "dp_all_reduce_combine_bytes", "dp_overlap_policy")
+                     "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy")
 
 
 def _dp_idle(L: dict) -> str:
@@ -623,6 +626,8 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             else f"{model.name} has no activation clamp",
             "attention_bias_eager": "" if model.attention.out_bias
             else f"{model.name}'s attention output has no bias",
+            "attention_fp8": "" if float(model.qk_dim) in fp8_backward_head_dims()
+            else f"{model.name}'s head dim {model.qk_dim} has no published FP8 attention rate",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None

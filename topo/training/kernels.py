@@ -508,7 +508,7 @@ def _attention_curve(name: str, causal: bool, backward: bool) -> tuple:
 
 
 def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: bool, backward: bool,
-                         window: float = 0.0, cudnn: str = "") -> float:
+                         window: float = 0.0, cudnn: str = "", fp8: str = "") -> float:
     """FLOP/s of fused attention (FlashAttention's FLOP convention) at ``head_dim`` and block length ``seq``: the
     table's fraction of its measuring GPU's peak, interpolated, times this GPU's sustained BF16 peak. A sliding
     window of ``window`` keys over ``seq`` tokens runs its band at its tile model's rate
@@ -531,6 +531,10 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
     cudnn : str
         The cuDNN version the kernel runs (the layout's ``cudnn_version``; "": the table's own, the newest):
         its rate relative to the table's (:func:`cudnn_factor`), at the window's length where it has one.
+    fp8 : str
+        An FP8 backward over a causal square (``fp8`` or ``mxfp8``: the op's ``fp8_attention``; ``window`` 0,
+        ``seq`` the square's side): the table's ``fp8_band_backward`` rate of that scaling at its head dim
+        (:func:`_fp8_band_fraction`); "", another head dim or a table without one: the BF16 causal rate.
 
     Returns
     -------
@@ -538,13 +542,38 @@ def attention_rate_flops(km: KernelModel, head_dim: float, seq: float, causal: b
         FLOP/s.
     """
     factor = cudnn_factor(km.attention_table, cudnn, min(seq, window) if window > 0 else seq, backward)
-    if window > 0 and seq > window:
+    band_fp8 = _fp8_band_fraction(km.attention_table, fp8, seq, head_dim) if fp8 and backward and not window \
+        else None
+    if band_fp8 is not None:
+        fraction = band_fp8
+    elif window > 0 and seq > window:
         band = _window_fraction(km.attention_table, float(head_dim), float(window), bool(backward))
         causal_w = _table_fraction(km.attention_table, head_dim, window, True, backward)
         fraction = band_rate(seq, window, causal_w, band)
     else:  # (a window as long as the sequence is its causal mask)
         fraction = _table_fraction(km.attention_table, head_dim, seq, causal or window > 0, backward)
     return fraction * factor * km.attention_scale * km.sustained * km.peak_flops["bf16"]
+
+
+def fp8_backward_head_dims() -> frozenset[float]:
+    """The head dims at which some attention table publishes an FP8 backward rate (``kernels.toml
+    [attention.<table>.fp8_band_backward] head_dim``): the layout's ``attention_fp8`` changes nothing at another."""
+    return frozenset(float(t["fp8_band_backward"]["head_dim"]) for t in _table()["attention"].values()
+                     if isinstance(t, dict) and "fp8_band_backward" in t)
+
+
+def _fp8_band_fraction(attention_table: str, fp8: str, seq: float, head_dim: float) -> float | None:
+    """Fraction of its measuring GPU's peak at which an FP8 backward computes a causal square of ``seq`` keys (a
+    causal block, or a sliding-window layer's whole square: ``kernels.toml [attention.<table>.fp8_band_backward]``,
+    the ``fp8`` scaling's curve, in log2 of the length, flat outside it); None where the table has none (Hopper's,
+    an unmeasured scaling) or ``head_dim`` is not the measured one (assumption: no other head dim is published)."""
+    attn = _table()["attention"]
+    band = (attn.get(attention_table) or {}).get("fp8_band_backward") if attention_table else None
+    if band is None or fp8 not in band or float(head_dim) != float(band["head_dim"]):
+        return None
+    rates = np.asarray(band[fp8], dtype=float) / float(band["peak_TFLOPs"])
+    x = np.log2(np.asarray(band["seq"], dtype=float))
+    return float(np.interp(min(max(math.log2(max(1.0, seq)), x[0]), x[-1]), x, rates))
 
 
 @lru_cache(maxsize=1024)

@@ -143,6 +143,10 @@ class Op:
     window: float = 0.0
     """Fused attention over a sliding window: the keys a query attends to (its band's rate from the kernel's
     tiles, :mod:`.attention_tiles`); 0: a causal or full block of ``block_seq``."""
+    fp8_attention: str = ""
+    """Fused attention in FP8 (the layout's ``attention_fp8``: ``fp8`` or ``mxfp8``): its backward over a causal
+    square (a causal block's, or a sliding-window layer's whole square) reads cuDNN's FP8 backward rate at the
+    measured head dim (:func:`topo.training.kernels.attention_rate_flops`)."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
@@ -239,8 +243,11 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
             block = min(side, model.attention.window) if kind == Block.LOCAL and model.attention.window else s
             sliding = kind == Block.LOCAL and model.attention.window_kind == "sliding" and block < side
             # a sliding window's kernel sees the whole sequence (its s / cp tokens), masked to the window
-            ops.append(Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk,
-                          block_seq=side if sliding else block, causal=True, window=block if sliding else 0.0))
+            core = Op("core_attention", "core_attn", "attention", flops, io, head_dim=dqk,
+                      block_seq=side if sliding else block, causal=True, window=block if sliding else 0.0,
+                      fp8_attention="" if sliding else lay.attention_fp8)
+            ops += _fp8_band_ops(core, 2.0 * T * model.attended_keys(Block.ATTENTION, side) * heads * (dqk + dv),
+                                 lay.attention_fp8) if sliding and lay.attention_fp8 else [core]
     else:  # 2021-era: two batched GEMMs over the full square and the softmax/mask/dropout on s x s elements (a
         # local layer's mask too: unfused kernels compute the square and mask it)
         sq = T * s * heads
@@ -251,6 +258,18 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
             *_attention_bias_ops(model, lay, T_sp * h),
             _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
     return ops
+
+
+def _fp8_band_ops(core: Op, square_flops: float, fp8: str) -> list[Op]:
+    """A sliding-window layer's fused attention in FP8 (``fp8``: the layout's ``attention_fp8``): the forward
+    keeps its band (``core``, forward only), the backward computes the whole causal square, ``square_flops`` (the
+    forward FLOPs of a causal block of ``core.block_seq`` keys), at cuDNN's FP8 band-backward rate (``kernels.toml
+    [attention.<table>.fp8_band_backward]``: its time grows as the square of the length, the BF16 band's as the
+    length)."""
+    forward = replace(core, passes="forward")
+    backward = replace(core, name="core_attention_fp8_grad", flops=square_flops, window=0.0, passes="backward",
+                       fp8_attention=fp8)
+    return [forward, backward]
 
 
 ATTENTION_BIAS_MOVES = ((2.0, 1), (1.0, 1))
@@ -1007,7 +1026,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
     if op.kind == "attention":
-        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn)
+        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn,
+                                    op.fp8_attention)
         return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"

@@ -285,6 +285,13 @@ class ParallelLayout(BaseModel):
     framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Blackwell attention reads the published
     table of that version, the nearest older one between them (``kernels.toml [attention.blackwell.cudnn]``,
     :mod:`topo.training.cudnn`). Default the newest published table; no effect on Hopper and Ampere (one table)."""
+    attention_fp8: Literal["", "fp8", "mxfp8"] = ""
+    """Fused attention in FP8 (Transformer Engine's ``fp8_dpa``, Megatron-Core's ``fp8_dot_product_attention``) and
+    the scaling its cuDNN SDPA runs: ``fp8`` (per-tensor) or ``mxfp8`` (TE's default under an MXFP8 recipe); ""
+    BF16. Its backward computes the whole causal square, a sliding-window layer's too, at cuDNN's published FP8
+    rate at that rate's head dim (64; ``kernels.toml [attention.<table>.fp8_band_backward]``,
+    :func:`topo.training.kernels.attention_rate_flops`); the forward and other head dims keep the BF16 table's rate
+    (assumption). Needs ``precision = "fp8"``."""
     overlap_ep: Flag = False
     """Expert all-to-alls hidden behind another micro-batch's compute (DeepSeek's DualPipe, Megatron-Core's
     ``overlap_moe_expert_parallel_comm``), as far as they fit."""
@@ -730,6 +737,9 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_param_gather and lay.precision != "fp8":
         bad("fp8_param_gather", f"true gathers FP8 weights, which precision {lay.precision} has none of; "
                                 f"allowed with precision {lay.precision}: false")
+    if lay.attention_fp8 and lay.precision != "fp8":
+        bad("attention_fp8", f"{lay.attention_fp8} runs attention in FP8, which precision {lay.precision} has none "
+                             f"of; allowed with precision {lay.precision}: \"\" (BF16 attention)")
     if lay.fp8_recipe is not None and lay.precision != "fp8":
         bad("fp8_recipe", f"{lay.fp8_recipe} needs precision fp8, got {lay.precision}; allowed with "
                           f"{lay.precision}: none")
