@@ -1020,15 +1020,8 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         return 0.0
     per = km.launch_gpu_graph_s if (graphed and km.launch_gpu_graph_s is not None) else km.launch_gpu_s
     gap = per * kernels_launched(op, precision, backward, amax_pass, scale_kernel)
-    if op.kind == "kernel":
-        return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km)) + gap
-    if op.kind == "memory":
-        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
-        return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0) + gap
-    if op.kind == "attention":
-        rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn,
-                                    op.fp8_attention)
-        return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate + gap
+    if op.kind in ("kernel", "memory", "attention"):
+        return _plain_op_s(op, gpu, backward, cudnn) + gap
     prec = _gemm_precision(op, precision)
     fp8 = prec == "fp8"
     gemms = _gemm_shapes(op)
@@ -1060,6 +1053,19 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
         M, _, K = shapes[0]
         t += memory_s(km, ACT * M * K * op.groups)
     return t + gap
+
+
+def _plain_op_s(op: Op, gpu: GpuCompute, backward: bool, cudnn: str) -> float:
+    """A ``kernel``, ``memory`` or ``attention`` op's time without its launch gap (:func:`op_time_s`)."""
+    km = gpu.kernels
+    if op.kind == "kernel":
+        return max(_kernel_body_s(km, op.dots, op.bytes, op.by_index), sm_bound_floor_s(op, km))
+    if op.kind == "memory":
+        t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
+        return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0)
+    rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn,
+                                op.fp8_attention)
+    return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate
 
 
 def _kernel_body_s(km: KernelModel, dots: tuple, nbytes: float, by_index: bool = False) -> float:
