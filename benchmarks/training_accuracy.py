@@ -91,6 +91,7 @@ import numpy as np
 from _results import ROOT, update_section
 
 sys.path.insert(0, str(ROOT))
+from run_recipe_columns import RunColumnError, check_recipe_columns  # noqa: E402  (topo from ROOT, as above)
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -295,7 +296,6 @@ def _published_rows():
     whose note names a framework flag :data:`run_note_flags.NOTE_FLAGS` does not list, or whose recipe column
     (:data:`run_recipe_columns.COLUMNS`) holds a value topo cannot use, is refused (one line)."""
     from run_note_flags import check_note_flags
-    from run_recipe_columns import check_recipe_columns
 
     rows = [(r, False) for r in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs_published.csv"))]
     held = ROOT / "data" / "reference" / HOLDOUT
@@ -1271,4 +1271,7 @@ def uncertainty_text(old: str, errors) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunColumnError as exc:  # a bad recipe column: its one line, no traceback
+        sys.exit(str(exc))
