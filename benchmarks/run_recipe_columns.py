@@ -13,7 +13,9 @@ file (``recompute_modules``, ``cuda_graph_scope``, ...), each cited in the row's
 - ``dp_all_reduce_combine_bytes``: XLA's ``--xla_gpu_all_reduce_combine_threshold_bytes`` where the script sets it
   and the combiner sees the gradients of many layers (``ParallelLayout.dp_all_reduce_combine_bytes``); empty: none;
 - ``tp_overlap_config``: the userbuffers configuration the row's script names where it is not its model's entry of
-  ``topo/data/compute/tp_overlap_recipes.toml`` (``training_accuracy.tp_overlap_config``); empty: that rule.
+  ``topo/data/compute/tp_overlap_recipes.toml`` (``training_accuracy.tp_overlap_config``); empty: that rule;
+- ``moe_expert_kernels``: ``ParallelLayout.moe_expert_kernels``, ``fused_mlp`` where the recipe runs Transformer
+  Engine's CuTe DSL fused grouped MLP; empty: ``multi_stream``.
 
 :func:`check_recipe_columns` refuses a bad value on one line naming the file, the run, the column, the value and
 what is allowed.
@@ -25,12 +27,14 @@ from collections.abc import Callable
 from typing import get_args
 
 from topo.errors import TopoError
+from topo.training.grouped_gemm import EXPERT_KERNELS
 from topo.training.jax_mesh import parse_mesh
 from topo.training.parallel import ParallelLayout
 from topo.training.remat import remat_policies
 from topo.training.tp_overlap import config_names
 
-COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config")
+COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
+           "moe_expert_kernels")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 
 
@@ -63,7 +67,8 @@ def _checks() -> dict:
     policies = get_args(ParallelLayout.model_fields["dp_overlap_policy"].annotation)
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
             "dp_overlap_policy": _one_of(policies), "dp_all_reduce_combine_bytes": _whole_fault,
-            "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:")}
+            "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
+            "moe_expert_kernels": _one_of(EXPERT_KERNELS)}
 
 
 def check_recipe_columns(rows, file: str) -> None:

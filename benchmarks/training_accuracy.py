@@ -951,39 +951,12 @@ ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
 ``set_gpt_oss_common_configs``)."""
 
-FUSED_GROUPED_MLP_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
-"""Families whose Megatron-Bridge MXFP8 recipes on GB200 and GB300 run Transformer Engine's CuTe DSL fused grouped
-MLP from NeMo 26.06 on (``moe_expert_kernels = "fused_mlp"``): the 26.06 presets set ``cutedsl_fused_grouped_mlp =
-True``, which exports ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (NVIDIA-NeMo/Megatron-Bridge v0.5.0 fcbb6031
-scripts/performance/perf_plugins.py; configs/qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_
-FP8_MX_V1, QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2, configs/deepseek/...: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_
-FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions with the op fuser
-(@381d0b82, @4ab94dfa src/megatron/bridge/perf_recipes/{qwen,deepseek,gpt_oss}/{gb200,gb300}/: ``env_vars``
-``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1``, ``use_transformer_engine_op_fuser = True``); no 26.04 preset sets it
-(v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
-
-
-FUSED_GROUPED_MLP_DGX = {"B300": ("qwen3-30b",)}
-"""The DGX B-series MXFP8 presets that set ``cutedsl_fused_grouped_mlp = True`` too (GPU: model file prefixes): from
-26.06, Qwen3 30B A3B on B300 (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/qwen/
-qwen3_workload_base_configs.py line 437, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1; auditho48); no other B200 or
-B300 preset of v0.5.0 sets it (DeepSeek-V3, GPT OSS 120B and Qwen3 235B set it on GB200 and GB300 only)."""
-
-
 def expert_kernels(row, model) -> str:
-    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
-    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES` on GB200 and GB300,
-    :data:`FUSED_GROUPED_MLP_DGX` on DGX B-series), else Transformer Engine's multi-stream ``GroupedLinear``
+    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): the row's ``moe_expert_kernels``
+    column, ``fused_mlp`` where its recipe runs Transformer Engine's CuTe DSL fused grouped MLP (its note and
+    data/reference/README.md cite the recipe), else Transformer Engine's multi-stream ``GroupedLinear``
     (``multi_stream``)."""
-    gpu_runs_it = row["gpu"] in ("GB200", "GB300") or model.name.startswith(FUSED_GROUPED_MLP_DGX.get(row["gpu"], ()))
-    if model.moe is None or fp8_recipe(row) != "mxfp8" or not gpu_runs_it:
-        return "multi_stream"
-    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
-        return "fused_mlp"
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    fused = (row["run_id"].startswith("mb") and release is not None
-             and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
-    return "fused_mlp" if fused else "multi_stream"
+    return row.get("moe_expert_kernels") or "multi_stream"
 
 
 HYBRIDEP_SMS_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss-120b")

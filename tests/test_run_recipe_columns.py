@@ -1,7 +1,7 @@
 """The runs CSVs' recipe columns (benchmarks/run_recipe_columns.py; tidy51, docs/calibration-findings.md sections
-169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes`` and
-``tp_overlap_config`` reach every row's layout through the benchmark's one loader (``_published_rows``), and a bad
-value is refused on one line naming the file, the run, the column, the value and what is allowed.
+169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
+``tp_overlap_config`` and ``moe_expert_kernels`` reach every row's layout through the benchmark's one loader
+(``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
 
 The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
 (``--xla_gpu_enable_latency_hiding_scheduler=true``) and line 31 (``--xla_gpu_all_reduce_combine_threshold_bytes``
@@ -80,6 +80,8 @@ def test_every_rows_column_value_is_in_its_layout():
         assert lay.dp_all_reduce_combine_bytes == want, rid
         if r["tp_overlap_config"]:
             assert lay.tp_overlap_config == r["tp_overlap_config"], rid
+        assert lay.moe_expert_kernels == (r["moe_expert_kernels"] or "multi_stream"), rid
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
 
 
 @pytest.mark.parametrize("name, run, changes, field, want", [
@@ -92,6 +94,7 @@ def test_every_rows_column_value_is_in_its_layout():
      "te_default"),
     (PUBLISHED, "nemo2502_h100_gpt3_175b", {"tp_overlap_config": ""}, "tp_overlap_config",
      "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048"),
+    (PUBLISHED, "mb2606_gb200_qwen3_30b", {"moe_expert_kernels": ""}, "moe_expert_kernels", "multi_stream"),
     (PUBLISHED, "maxtext_h100_llama2_7b", {"dp_all_reduce_combine_bytes": "4096"}, "dp_all_reduce_combine_bytes", 4096),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
@@ -109,6 +112,7 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("dp_all_reduce_combine_bytes", "64MiB", "allowed: a whole number of bytes >= 1, or empty"),
     ("dp_all_reduce_combine_bytes", "0", "allowed: a whole number of bytes >= 1, or empty"),
     ("tp_overlap_config", "userbuffers_fp8_b200_h16384", "allowed: one of topo/data/compute/tp_overlap.toml's "),
+    ("moe_expert_kernels", "fused", "allowed: one of multi_stream, fused_mlp, or empty"),
 ])
 def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))
