@@ -15,7 +15,9 @@ file (``recompute_modules``, ``cuda_graph_scope``, ...), each cited in the row's
 - ``tp_overlap_config``: the userbuffers configuration the row's script names where it is not its model's entry of
   ``topo/data/compute/tp_overlap_recipes.toml`` (``training_accuracy.tp_overlap_config``); empty: that rule;
 - ``moe_expert_kernels``: ``ParallelLayout.moe_expert_kernels``, ``fused_mlp`` where the recipe runs Transformer
-  Engine's CuTe DSL fused grouped MLP; empty: ``multi_stream``.
+  Engine's CuTe DSL fused grouped MLP; empty: ``multi_stream``;
+- ``moe_grouped_gemm``: ``ParallelLayout.moe_grouped_gemm``, ``0`` where the recipe's model config builds a
+  SequentialMLP (one GEMM per local expert), ``1`` grouped; empty: the layout's default (grouped).
 
 :func:`check_recipe_columns` refuses a bad value on one line naming the file, the run, the column, the value and
 what is allowed.
@@ -34,7 +36,7 @@ from topo.training.remat import remat_policies
 from topo.training.tp_overlap import config_names
 
 COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
-           "moe_expert_kernels")
+           "moe_expert_kernels", "moe_grouped_gemm")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 
 
@@ -68,7 +70,7 @@ def _checks() -> dict:
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
             "dp_overlap_policy": _one_of(policies), "dp_all_reduce_combine_bytes": _whole_fault,
             "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
-            "moe_expert_kernels": _one_of(EXPERT_KERNELS)}
+            "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1"))}
 
 
 def check_recipe_columns(rows, file: str) -> None:

@@ -381,8 +381,9 @@ def _recipe_layout_kw(row, model) -> dict:
 
 def _framework_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
-    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, MaxText's
-    remat, AutoModel's code."""
+    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
+    columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
+    AutoModel's code."""
     from topo.training.cudnn import release_cudnn
 
     pp, vp = kw["pp"], kw["vpp"]
@@ -414,6 +415,8 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["dp_overlap_policy"] = row["dp_overlap_policy"]
     if row.get("dp_all_reduce_combine_bytes"):  # the script's XLA all-reduce combine threshold
         kw["dp_all_reduce_combine_bytes"] = int(row["dp_all_reduce_combine_bytes"])
+    if row.get("moe_grouped_gemm"):  # 0: a SequentialMLP, one GEMM per local expert (NeMo's Mixtral configs)
+        kw["moe_grouped_gemm"] = row["moe_grouped_gemm"] == "1"
     if row["run_id"].startswith("maxtext_"):  # the MaxText script's mesh and remat policy (columns; its note)
         from topo.training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
         from topo.training.remat import remat_settings
@@ -553,11 +556,9 @@ def _mlperf_kw(row, kw: dict) -> None:
 
 def _run_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
-    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
     if row["run_id"].startswith("dgxc2505_"):
         _dgxc2505_kw(row, model, kw)
-    if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
-        kw["moe_grouped_gemm"] = False
     if re.match(r"nemo25\d\d", row["run_id"]) and family(model.name) == "mixtral":
         # NeMo 2's Mixtral 8x22B recipe adds MegatronCommOverlapCallback without tp_comm_overlap (NVIDIA/NeMo@6f2c6fda
         # nemo/collections/llm/recipes/mixtral_8x22b.py lines 226-230; v2.2.1 the same), and the callback's default is
@@ -940,12 +941,6 @@ MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "
                                                                      "tp4_ep8_pp8"))
 """The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
 (2025-05-27): run with that commit's configs, a year older than the ones the rows' source page sits beside."""
-# NeMo 2 families whose model config leaves Megatron-Core's moe_grouped_gemm at its default, False (NVIDIA/Megatron-LM@
-# df0430db transformer_config.py): a SequentialMLP, one GEMM per local expert (moe_module_specs.py). NeMo's
-# MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
-# mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
-# pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
-SEQUENTIAL_MLP_FAMILIES = ("mixtral", "grok")
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,

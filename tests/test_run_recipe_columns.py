@@ -1,6 +1,6 @@
 """The runs CSVs' recipe columns (benchmarks/run_recipe_columns.py; tidy51, docs/calibration-findings.md sections
 169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
-``tp_overlap_config`` and ``moe_expert_kernels`` reach every row's layout through the benchmark's one loader
+``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` reach every row's layout through the benchmark's one loader
 (``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
 
 The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
@@ -81,7 +81,10 @@ def test_every_rows_column_value_is_in_its_layout():
         if r["tp_overlap_config"]:
             assert lay.tp_overlap_config == r["tp_overlap_config"], rid
         assert lay.moe_expert_kernels == (r["moe_expert_kernels"] or "multi_stream"), rid
+        assert lay.moe_grouped_gemm == (r["moe_grouped_gemm"] != "0"), rid
     assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
+    assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
+        rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
 
 
 @pytest.mark.parametrize("name, run, changes, field, want", [
@@ -95,6 +98,7 @@ def test_every_rows_column_value_is_in_its_layout():
     (PUBLISHED, "nemo2502_h100_gpt3_175b", {"tp_overlap_config": ""}, "tp_overlap_config",
      "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048"),
     (PUBLISHED, "mb2606_gb200_qwen3_30b", {"moe_expert_kernels": ""}, "moe_expert_kernels", "multi_stream"),
+    (PUBLISHED, "nemo2502_b200_mixtral_8x7b", {"moe_grouped_gemm": ""}, "moe_grouped_gemm", True),
     (PUBLISHED, "maxtext_h100_llama2_7b", {"dp_all_reduce_combine_bytes": "4096"}, "dp_all_reduce_combine_bytes", 4096),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
@@ -113,6 +117,7 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("dp_all_reduce_combine_bytes", "0", "allowed: a whole number of bytes >= 1, or empty"),
     ("tp_overlap_config", "userbuffers_fp8_b200_h16384", "allowed: one of topo/data/compute/tp_overlap.toml's "),
     ("moe_expert_kernels", "fused", "allowed: one of multi_stream, fused_mlp, or empty"),
+    ("moe_grouped_gemm", "false", "allowed: one of 0, 1, or empty"),
 ])
 def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))
