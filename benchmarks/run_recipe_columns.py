@@ -99,4 +99,5 @@ def check_recipe_columns(rows, file: str) -> None:
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {what}")
             fault = checks[col](value) if value else None
             if fault:
-                raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {fault}, or empty")
+                empty = "" if col in MAXTEXT_ONLY else ", or empty"
+                raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {fault}{empty}")
