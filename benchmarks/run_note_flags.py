@@ -30,6 +30,9 @@ NOTE_FLAGS = {
     "--fp8_recipe": "column precision and training_accuracy.fp8_recipe (NeMo's launcher spelling)",
     "--fp8-format": "not modelled: one FP8 GEMM rate per generation (kernels.toml), whatever the format",
     "--bf16": "column precision",
+    "--xla_gpu_enable_latency_hiding_scheduler": "column dp_overlap_policy (xla_lhs where true)",
+    "--xla_gpu_all_reduce_combine_threshold_bytes": "column dp_all_reduce_combine_bytes (where the layers are not "
+                                                    "scanned: the combiner sees many layers' gradients)",
     # flags a rule of training_accuracy.py sets from the run's source
     "--tp-comm-overlap": "rule: overlap_tp (_megatron_lm_kw, _dgxc2505_kw; on by default in _recipe_layout_kw)",
     "--moe-router-fusion": "rule: moe_router_fusion (_megatron_lm_kw, _framework_kw)",

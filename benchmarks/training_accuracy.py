@@ -42,8 +42,9 @@ embedding and loss as pipeline layers where the layer count needs it to split ev
 rack's 72 GPUs (assumption); DGX-B200 on the DGX H100 SuperPOD's fabric with B200 GPUs and NVLink5 (``SPECS``); MaxText
 (JAX) rows get the same settings, an approximation their notes state, but MaxText's state (fp32 weights, grads and
 Adam moments, 4 + 4 + 8 bytes per parameter, bf16 FSDP gathers: ``topo.training.jax_mesh.MAXTEXT_STATE``) and each
-script's JAX mesh and remat policy (``MAXTEXT_RECIPES``; Google's A4 and A3 runs on ``SPECS["GCP A4"]`` / ``["GCP A3"]``,
-the RoCE/gIB and GPUDirect-TCPX network profiles); NeMo AutoModel (PyTorch FSDP2) rows take its
+script's JAX mesh, remat policy and XLA flags (the runs CSVs' ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``
+and ``dp_all_reduce_combine_bytes`` columns, ``run_recipe_columns``; Google's A4 and A3 runs on ``SPECS["GCP A4"]`` /
+``["GCP A3"]``, the RoCE/gIB and GPUDirect-TCPX network profiles); NeMo AutoModel (PyTorch FSDP2) rows take its
 code's (``_automodel_settings``: bf16 state, FSDP2's reduction dtypes and kept weights under PP, its benchmark gate's
 expert placement); MLPerf rows (``mlperf50_``, ``mlperf41_``) take NeMo's settings and their configs' FP8 weights
 (``FP8_PARAMS`` / ``FP8_PARAM_GATHER``), GPT-3 without dropout.
@@ -90,6 +91,7 @@ import numpy as np
 from _results import ROOT, update_section
 
 sys.path.insert(0, str(ROOT))
+from run_recipe_columns import RunColumnError, check_recipe_columns  # noqa: E402  (topo from ROOT, as above)
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -291,15 +293,17 @@ def _paper_setups():
 
 def _published_rows():
     """``(row, is_held)`` for every row of ``training_runs_published.csv`` and then of the hold-out file; a row
-    whose note names a framework flag :data:`run_note_flags.NOTE_FLAGS` does not list is refused (one line)."""
+    whose note names a framework flag :data:`run_note_flags.NOTE_FLAGS` does not list, or whose recipe column
+    (:data:`run_recipe_columns.COLUMNS`) holds a value topo cannot use, is refused (one line)."""
     from run_note_flags import check_note_flags
 
     rows = [(r, False) for r in csv.DictReader(open(ROOT / "data" / "reference" / "training_runs_published.csv"))]
     held = ROOT / "data" / "reference" / HOLDOUT
     if held.exists():
         rows += [(r, True) for r in csv.DictReader(open(held))]
-    check_note_flags([r for r, h in rows if not h], "training_runs_published.csv")
-    check_note_flags([r for r, h in rows if h], HOLDOUT)
+    for name, held_file in (("training_runs_published.csv", False), (HOLDOUT, True)):
+        check_note_flags([r for r, h in rows if h == held_file], name)
+        check_recipe_columns([r for r, h in rows if h == held_file], name)
     return rows
 
 
@@ -377,8 +381,9 @@ def _recipe_layout_kw(row, model) -> dict:
 
 def _framework_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
-    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, MaxText's
-    remat, AutoModel's code."""
+    layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
+    columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
+    AutoModel's code."""
     from topo.training.cudnn import release_cudnn
 
     pp, vp = kw["pp"], kw["vpp"]
@@ -410,19 +415,21 @@ def _framework_kw(row, model, kw: dict) -> None:
     kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
     kw["recompute"] = row.get("recompute_granularity") or "none"
     kw["pipeline_flushes"] = int(row.get("pipeline_flushes") or 1)  # schedule runs per step (empty: one)
-    if row["run_id"].startswith("maxtext_"):  # the MaxText script's mesh and remat policy (its note)
+    if row.get("dp_overlap_policy"):  # XLA's latency-hiding scheduler where the run's XLA flags enable it
+        kw["dp_overlap_policy"] = row["dp_overlap_policy"]
+    if row.get("dp_all_reduce_combine_bytes"):  # the script's XLA all-reduce combine threshold
+        kw["dp_all_reduce_combine_bytes"] = int(row["dp_all_reduce_combine_bytes"])
+    if row.get("moe_grouped_gemm"):  # 0: a SequentialMLP, one GEMM per local expert (NeMo's Mixtral configs)
+        kw["moe_grouped_gemm"] = row["moe_grouped_gemm"] == "1"
+    if row["run_id"].startswith("maxtext_"):  # the MaxText script's mesh and remat policy (columns; its note)
         from topo.training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
         from topo.training.remat import remat_settings
 
-        mesh, policy = MAXTEXT_RECIPES[row["run_id"]]
+        mesh, policy = row["jax_mesh"], row["remat_policy"]
         kw.update(layout_from_mesh(mesh, row["run_id"]))
         # JAX's weight gradients come out in the parameters' dtype (MaxText's weight_dtype float32), written once
         kw.pop("recompute_modules", None)  # the policy sets what is recomputed
         kw.update(recompute=remat_settings(policy)["recompute"], remat_policy=policy, wgrad_output="param_dtype")
-        if row["run_id"] in MAXTEXT_XLA_LHS:  # XLA's latency-hiding scheduler lays out the DP collectives
-            kw["dp_overlap_policy"] = "xla_lhs"
-        if row["run_id"] in MAXTEXT_ALL_REDUCE_COMBINE_BYTES:  # the script's XLA combiner threshold
-            kw["dp_all_reduce_combine_bytes"] = MAXTEXT_ALL_REDUCE_COMBINE_BYTES[row["run_id"]]
         if row["precision"] == "fp8":  # MaxText's Fp8Quantization: Flax's Fp8DotGeneralOp, delayed scaling
             kw["fp8_recipe"] = "delayed"
         # what MaxText keeps: fp32 weights (their own master copy), fp32 grads, two fp32 moments; bf16 FSDP gathers
@@ -553,11 +560,9 @@ def _mlperf_kw(row, kw: dict) -> None:
 
 def _run_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
-    sequential experts, DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
     if row["run_id"].startswith("dgxc2505_"):
         _dgxc2505_kw(row, model, kw)
-    if row["run_id"].startswith("nemo") and family(model.name) in SEQUENTIAL_MLP_FAMILIES:
-        kw["moe_grouped_gemm"] = False
     if re.match(r"nemo25\d\d", row["run_id"]) and family(model.name) == "mixtral":
         # NeMo 2's Mixtral 8x22B recipe adds MegatronCommOverlapCallback without tp_comm_overlap (NVIDIA/NeMo@6f2c6fda
         # nemo/collections/llm/recipes/mixtral_8x22b.py lines 226-230; v2.2.1 the same), and the callback's default is
@@ -606,16 +611,13 @@ def tp_overlap_config(row, model) -> str:
     """The userbuffers configuration the row's recipe runs TP overlap with (``tp_overlap.toml``; read only where the
     row overlaps TP):
 
+    - the row's ``tp_overlap_config`` column where its script names a configuration other than its model's entry
+      below (its note cites the script and lines): Grok-1's FP8 ``b200_h16384_tp4_cp2`` on both GPUs and precisions,
+      Nemotron-4 340B and 15B on Blackwell, NeMo 25.02's H100 FP8 variants (``_nemo2502``);
     - NeMo 2 performance scripts and DGX Cloud recipes (``nemo25``, ``dgxc``) and Megatron-Bridge's Llama configs
       (``mb``): the named configuration of the model, GPU class (H100; Blackwell: NeMo's ``b200`` ones) and
       precision (``topo/data/compute/tp_overlap_recipes.toml``, :func:`topo.training.tp_overlap.recipe_configs`,
-      with its sources); NeMo 25.02 (``nemo2502``: NVIDIA/NeMo@d2b21556, v2.2.1) the H100 FP8 ones of
-      that release (``_nemo2502``: pipeline reduce-scatters with a margin, made 1-SM ring exchanges by
-      NVIDIA/NeMo#13131 before v2.3.0). Nemotron-4 340B on Blackwell: ``*_b200_h18432_tp8`` by precision
-      (@6f2c6fda pretrain_nemotron4_340b.py lines 102-110), in NeMo 25.02 the BF16 one for both (v2.2.1 lines
-      89-93); Nemotron-4 15B on Blackwell the BF16 ``h6144_tp2`` for both precisions (@6f2c6fda
-      pretrain_nemotron4_15b.py lines 96-100); Grok-1 the FP8 ``b200_h16384_tp4_cp2`` on both GPUs and precisions
-      (pretrain_grok1_314b.py line 347).
+      with its sources).
     - Transformer Engine's defaults (``te_default``, TE >= 2.0) where TP overlap runs without a named
       configuration: Nemotron-4 on H100 and Llama 4 / Mixtral in NeMo 2 (the recipes' ``tp_comm_overlap=True``
       without a configuration), Megatron-Bridge's Qwen3 and DeepSeek-V3 (``CommOverlapConfig(tp_comm_overlap=True)``:
@@ -628,25 +630,16 @@ def tp_overlap_config(row, model) -> str:
     from topo.training.tp_overlap import recipe_configs
 
     rid, gpu, prec = row["run_id"], row["gpu"], row["precision"]
+    if row.get("tp_overlap_config"):
+        return row["tp_overlap_config"]
     if rid.startswith(("nemo2407_", "mlperf41_")):
         return "te_default_v1"
-    nemo = rid.startswith(("nemo25", "dgxc"))
-    if not (nemo or rid.startswith("mb")):
+    if not rid.startswith(("nemo25", "dgxc", "mb")):
         return "te_default"
-    hopper = gpu in ("H100", "H200", "H800")
-    if model.name.startswith("grok"):
-        return "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
-    if model.name == "nemotron4-340b" and not hopper and nemo:
-        return f"userbuffers_{'bf16' if rid.startswith('nemo2502') else prec}_b200_h18432_tp8_mbs1_seqlen4096"
-    if model.name == "nemotron4-15b" and not hopper and nemo:
-        return "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096"
     named = recipe_configs().get(model.name)
     if named is None:
         return "te_default"
-    name = named[("h100" if hopper else "b200", prec)]
-    if hopper and prec == "fp8" and rid.startswith("nemo2502"):
-        name += "_nemo2502"
-    return name
+    return named[("h100" if gpu in ("H100", "H200", "H800") else "b200", prec)]
 
 
 def _setups():
@@ -971,80 +964,21 @@ def fp8_scale_inverse_kernel(row) -> bool:
             and (int(release[1]), int(release[2])) == (25, 4))
 
 
-# NeMo 2 families whose model config leaves Megatron-Core's moe_grouped_gemm at its default, False (NVIDIA/Megatron-LM@
-# df0430db transformer_config.py): a SequentialMLP, one GEMM per local expert (moe_module_specs.py). NeMo's
-# MixtralConfig sets no moe_grouped_gemm (NVIDIA/NeMo@81d94d15, @e1335c83, @8cfedd72 nemo/collections/llm/gpt/model/
-# mixtral.py) and the Grok-1 script builds on MixtralConfig8x7B (@6f2c6fda scripts/performance/llm/
-# pretrain_grok1_314b.py); Llama4Config, Qwen3, DeepSeek and gpt-oss set it True
-MAXTEXT_RECIPES = {
-    # run: (its JAX mesh, its remat_policy), as each script sets them (the rows' notes)
-    # NVIDIA/JAX-Toolbox@67b79492 docs/frameworks/maxtext/README.md: FSDP 8
-    "maxtext_h100_llama2_7b": ("ici_fsdp=8", "minimal_flash"),
-    # AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh: dcn_data N x ici_fsdp 8
-    **{f"maxtext_a3_llama2_7b_{8 * n}": (f"dcn_data={n},ici_fsdp=8", "minimal_flash") for n in (1, 2, 4, 8, 16)},
-    # AI-Hypercomputer/gpu-recipes@2e1fd5ef src/frameworks/a4/maxtext-configs/llama3-1-{70b,405b}-256gpus-a4-fp8.yaml
-    "maxtext_a4_llama31_70b_fp8_256": ("dcn_fsdp=32,ici_fsdp=8", "full"),
-    "maxtext_a4_llama31_405b_fp8_256": ("dcn_data=2,dcn_fsdp=16,ici_fsdp=8", "full"),
-}
-"""Each MaxText row's mesh (``topo.training.jax_mesh``) and remat policy (``topo/data/compute/remat_policies.toml``)."""
-MAXTEXT_XLA_LHS = frozenset(MAXTEXT_RECIPES)
-"""The MaxText rows whose XLA flags set ``--xla_gpu_enable_latency_hiding_scheduler=true``
-(``ParallelLayout.dp_overlap_policy = "xla_lhs"``): all of them. AI-Hypercomputer/maxtext@efb6d9e4
-MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS line 28; gpu-recipes@2e1fd5ef
-training/a4/llama3-1-{70b,405b}/maxtext-pretraining-gke/values.yaml XLA_FLAGS; NVIDIA/JAX-Toolbox@67b79492
-docs/frameworks/maxtext/README.md "XLA Flags"."""
-MAXTEXT_ALL_REDUCE_COMBINE_BYTES = {
-    # AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh XLA_FLAGS
-    # --xla_gpu_all_reduce_combine_threshold_bytes (line 31 of each), with scan_layers=false (line 42 / 41): the
-    # layers unrolled, so the combiner merges gradient all-reduces across layers
-    **{f"maxtext_a3_llama2_7b_{8 * n}": b for n, b in
-       ((1, 134_217_728), (2, 67_108_864), (4, 536_870_912), (8, 1_073_741_824), (16, 1_073_741_824))}}
-"""The A3 scripts' XLA all-reduce combine threshold (``ParallelLayout.dp_all_reduce_combine_bytes``). Not the A4
-configs' (gpu-recipes@2e1fd5ef training/a4/llama3-1-{70b,405b}/maxtext-pretraining-gke/values.yaml line 62: 2 GiB,
-16 GiB), whose layers are scanned (``scan_layers: True``, the 70B config's line 33 and MaxText's default): XLA combines within one computation, the loop body, one layer's gradients at a time."""
 MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
                                                                      "tp4_ep8_pp8"))
 """The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
 (2025-05-27): run with that commit's configs, a year older than the ones the rows' source page sits beside."""
-SEQUENTIAL_MLP_FAMILIES = ("mixtral", "grok")
 ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
 """Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
 (scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
 ``set_gpt_oss_common_configs``)."""
 
-FUSED_GROUPED_MLP_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
-"""Families whose Megatron-Bridge MXFP8 recipes on GB200 and GB300 run Transformer Engine's CuTe DSL fused grouped
-MLP from NeMo 26.06 on (``moe_expert_kernels = "fused_mlp"``): the 26.06 presets set ``cutedsl_fused_grouped_mlp =
-True``, which exports ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` (NVIDIA-NeMo/Megatron-Bridge v0.5.0 fcbb6031
-scripts/performance/perf_plugins.py; configs/qwen/qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_
-FP8_MX_V1, QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2, configs/deepseek/...: DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_
-FP8_MX_V1, configs/gpt_oss/...), and the 26.06.01 and 26.08 recipe functions with the op fuser
-(@381d0b82, @4ab94dfa src/megatron/bridge/perf_recipes/{qwen,deepseek,gpt_oss}/{gb200,gb300}/: ``env_vars``
-``NVTE_CUTEDSL_FUSED_GROUPED_MLP: 1``, ``use_transformer_engine_op_fuser = True``); no 26.04 preset sets it
-(v0.4.0-v0.4.2, @74695a06, @21d102f5). MLPerf v6.0's DeepSeek-V3 configs run it too (their notes)."""
-
-
-FUSED_GROUPED_MLP_DGX = {"B300": ("qwen3-30b",)}
-"""The DGX B-series MXFP8 presets that set ``cutedsl_fused_grouped_mlp = True`` too (GPU: model file prefixes): from
-26.06, Qwen3 30B A3B on B300 (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/qwen/
-qwen3_workload_base_configs.py line 437, QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1; auditho48); no other B200 or
-B300 preset of v0.5.0 sets it (DeepSeek-V3, GPT OSS 120B and Qwen3 235B set it on GB200 and GB300 only)."""
-
-
 def expert_kernels(row, model) -> str:
-    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): ``fused_mlp`` where its recipe
-    runs the CuTe DSL fused grouped MLP (:data:`FUSED_GROUPED_MLP_FAMILIES` on GB200 and GB300,
-    :data:`FUSED_GROUPED_MLP_DGX` on DGX B-series), else Transformer Engine's multi-stream ``GroupedLinear``
+    """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): the row's ``moe_expert_kernels``
+    column, ``fused_mlp`` where its recipe runs Transformer Engine's CuTe DSL fused grouped MLP (its note and
+    data/reference/README.md cite the recipe), else Transformer Engine's multi-stream ``GroupedLinear``
     (``multi_stream``)."""
-    gpu_runs_it = row["gpu"] in ("GB200", "GB300") or model.name.startswith(FUSED_GROUPED_MLP_DGX.get(row["gpu"], ()))
-    if model.moe is None or fp8_recipe(row) != "mxfp8" or not gpu_runs_it:
-        return "multi_stream"
-    if row["run_id"].startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
-        return "fused_mlp"
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    fused = (row["run_id"].startswith("mb") and release is not None
-             and (int(release[1]), int(release[2])) >= (26, 6) and family(model.name) in FUSED_GROUPED_MLP_FAMILIES)
-    return "fused_mlp" if fused else "multi_stream"
+    return row.get("moe_expert_kernels") or "multi_stream"
 
 
 FP8_ATTENTION_GPUS = {"gpt-oss": ("GB200", "GB300")}
@@ -1357,4 +1291,7 @@ def uncertainty_text(old: str, errors) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunColumnError as exc:  # a bad recipe column: its one line, no traceback
+        sys.exit(str(exc))

@@ -1,0 +1,159 @@
+"""The runs CSVs' recipe columns (benchmarks/run_recipe_columns.py; tidy51, docs/calibration-findings.md sections
+169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
+``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` reach every row's layout through the benchmark's one loader
+(``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
+
+The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
+(``--xla_gpu_enable_latency_hiding_scheduler=true``) and line 31 (``--xla_gpu_all_reduce_combine_threshold_bytes``
+134,217,728 / 67,108,864 / 536,870,912 / 1,073,741,824 / 1,073,741,824); NVIDIA/NeMo@6f2c6fda
+scripts/performance/llm/pretrain_grok1_314b.py line 347 (``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``)."""
+
+import csv
+import io
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import training_accuracy as ta  # noqa: E402
+from run_recipe_columns import COLUMNS, RunColumnError, check_recipe_columns  # noqa: E402
+
+from topo.training.jax_mesh import layout_from_mesh  # noqa: E402
+
+REF = ROOT / "data" / "reference"
+PUBLISHED, HOLDOUT = "training_runs_published.csv", "training_runs_holdout.csv"
+A3_THRESHOLDS = {8: 134_217_728, 16: 67_108_864, 32: 536_870_912, 64: 1_073_741_824, 128: 1_073_741_824}
+
+
+def _tmp_reference(tmp_path, name: str, run: str, changes: dict):
+    """A copy of data/reference under ``tmp_path`` with ``changes`` written into run ``run`` of file ``name``."""
+    ref = tmp_path / "data" / "reference"
+    shutil.copytree(REF, ref)
+    with open(ref / name, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert any(r["run_id"] == run for r in rows)
+    for r in rows:
+        if r["run_id"] == run:
+            r.update(changes)
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    (ref / name).write_text(out.getvalue())
+    return tmp_path
+
+
+def _rows():
+    out = {}
+    for name in (PUBLISHED, HOLDOUT):
+        with open(REF / name, newline="") as f:
+            out.update({r["run_id"]: r for r in csv.DictReader(f)})
+    return out
+
+
+def test_the_a3_rows_carry_their_scripts_thresholds_and_scheduler():
+    rows = _rows()
+    for gpus, threshold in A3_THRESHOLDS.items():
+        r = rows[f"maxtext_a3_llama2_7b_{gpus}"]
+        assert (r["dp_all_reduce_combine_bytes"], r["dp_overlap_policy"]) == (str(threshold), "xla_lhs")
+        assert r["jax_mesh"] == f"dcn_data={gpus // 8},ici_fsdp=8"
+    assert {r["tp_overlap_config"] for r in rows.values() if r["model"] == "grok-1-314b"} == {
+        "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"}
+
+
+def test_every_rows_column_value_is_in_its_layout():
+    rows = _rows()
+    setups = {s["run"]: s["lay"] for s in ta._setups() if "row" in s}
+    assert set(setups) == set(rows)
+    for rid, r in rows.items():
+        lay = setups[rid]
+        if r["jax_mesh"]:
+            mesh = layout_from_mesh(r["jax_mesh"])
+            assert {k: getattr(lay, k) for k in mesh} == mesh, rid
+            assert lay.remat_policy == r["remat_policy"], rid
+        assert lay.dp_overlap_policy == (r["dp_overlap_policy"] or "hooks"), rid
+        want = int(r["dp_all_reduce_combine_bytes"]) if r["dp_all_reduce_combine_bytes"] else None
+        assert lay.dp_all_reduce_combine_bytes == want, rid
+        if r["tp_overlap_config"]:
+            assert lay.tp_overlap_config == r["tp_overlap_config"], rid
+        assert lay.moe_expert_kernels == (r["moe_expert_kernels"] or "multi_stream"), rid
+        assert lay.moe_grouped_gemm == (r["moe_grouped_gemm"] != "0"), rid
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
+    assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
+        rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
+
+
+@pytest.mark.parametrize("name, run, changes, field, want", [
+    (HOLDOUT, "maxtext_a3_llama2_7b_16", {"dp_all_reduce_combine_bytes": "1073741824"},
+     "dp_all_reduce_combine_bytes", 1_073_741_824),
+    (HOLDOUT, "maxtext_a3_llama2_7b_16", {"dp_overlap_policy": ""}, "dp_overlap_policy", "hooks"),
+    (HOLDOUT, "maxtext_a3_llama2_7b_16", {"remat_policy": "full"}, "recompute", "full"),
+    (HOLDOUT, "maxtext_a3_llama2_7b_16", {"jax_mesh": "dcn_fsdp=2,ici_fsdp=8"}, "dp_shard", None),
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_bf16_128", {"tp_overlap_config": "te_default"}, "tp_overlap_config",
+     "te_default"),
+    (PUBLISHED, "nemo2502_h100_gpt3_175b", {"tp_overlap_config": ""}, "tp_overlap_config",
+     "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048"),
+    (PUBLISHED, "mb2606_gb200_qwen3_30b", {"moe_expert_kernels": ""}, "moe_expert_kernels", "multi_stream"),
+    (PUBLISHED, "nemo2502_b200_mixtral_8x7b", {"moe_grouped_gemm": ""}, "moe_grouped_gemm", True),
+    (PUBLISHED, "maxtext_h100_llama2_7b", {"dp_all_reduce_combine_bytes": "4096"}, "dp_all_reduce_combine_bytes", 4096),
+])
+def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
+    before = {s["run"]: s["lay"] for s in ta._setups()}[run]
+    assert getattr(before, field) != want
+    monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, name, run, changes))
+    after = {s["run"]: s["lay"] for s in ta._setups()}[run]
+    assert getattr(after, field) == want
+
+
+@pytest.mark.parametrize("column, value, allowed", [
+    ("jax_mesh", "ici_fsdp=eight", "allowed: a JAX mesh of ici_<axis>=n / dcn_<axis>=n pairs ("),
+    ("remat_policy", "minimal_flashy", "allowed: one of topo/data/compute/remat_policies.toml's policies: "),
+    ("dp_overlap_policy", "lhs", "allowed: one of hooks, xla_lhs, or empty"),
+    ("dp_all_reduce_combine_bytes", "64MiB", "allowed: a whole number of bytes >= 1, or empty"),
+    ("dp_all_reduce_combine_bytes", "0", "allowed: a whole number of bytes >= 1, or empty"),
+    ("tp_overlap_config", "userbuffers_fp8_b200_h16384", "allowed: one of topo/data/compute/tp_overlap.toml's "),
+    ("moe_expert_kernels", "fused", "allowed: one of multi_stream, fused_mlp, or empty"),
+    ("moe_grouped_gemm", "false", "allowed: one of 0, 1, or empty"),
+])
+def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
+    monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))
+    with pytest.raises(RunColumnError) as e:
+        ta._published_rows()
+    msg = str(e.value)
+    assert msg.startswith(f"{HOLDOUT}: run maxtext_a3_llama2_7b_16: {column} = {value!r}; {allowed}")
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("rid, column, value, allowed", [
+    ("maxtext_a3_llama2_7b_16", "jax_mesh", "", "a value on every maxtext_ row"),
+    ("maxtext_a3_llama2_7b_16", "remat_policy", "", "a value on every maxtext_ row"),
+    ("nemo2504dgxc_gb200_grok1_bf16_128", "jax_mesh", "ici_fsdp=8",
+     "empty on a row that is not maxtext_ (only the MaxText rule reads it)"),
+])
+def test_the_mesh_and_remat_columns_are_maxtexts_alone(rid, column, value, allowed):
+    row = {**_rows()[rid], column: value}
+    with pytest.raises(RunColumnError) as e:
+        check_recipe_columns([row], "runs.csv")
+    assert str(e.value) == f"runs.csv: run {rid}: {column} = {value!r}; allowed: {allowed}"
+
+
+def test_both_files_have_the_columns():
+    for name in (PUBLISHED, HOLDOUT):
+        with open(REF / name, newline="") as f:
+            assert set(COLUMNS) <= set(csv.DictReader(f).fieldnames)
+
+
+def test_the_benchmark_exits_with_the_line_and_no_traceback(tmp_path):
+    root = _tmp_reference(tmp_path, PUBLISHED, "maxtext_h100_llama2_7b", {"dp_overlap_policy": "xla"})
+    (root / "topo").symlink_to(ROOT / "topo")  # the benchmark reads ROOT/topo/data at import
+    code = ("import sys, runpy, pathlib; sys.path.insert(0, sys.argv[1] + '/benchmarks'); import _results; "
+            "_results.ROOT = pathlib.Path(sys.argv[2]); sys.argv = ['training_accuracy.py']; "
+            "runpy.run_path(_results.__file__.replace('_results.py', 'training_accuracy.py'), run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT), str(root)], capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr == (f"{PUBLISHED}: run maxtext_h100_llama2_7b: dp_overlap_policy = 'xla'; allowed: one of hooks, "
+                        "xla_lhs, or empty\n")
