@@ -120,3 +120,21 @@ def test_a_deferred_model_validates_as_before():
     assert load_model("llama3-70b").layers == 80
     with pytest.raises(Exception, match="tp"):
         make_layout(tp=0)
+
+
+def _third_party_after(code: str, package: str) -> bool:
+    """Whether running ``code`` in a fresh interpreter imports ``package``."""
+    script = f"import contextlib, io, sys\n{code}\nprint({package!r} in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    return proc.stdout.split()[-1] == "True"
+
+
+def test_a_dense_step_imports_no_scipy_and_a_moe_step_does():
+    # scipy.special (with numpy.f2py: about 0.15 s of CPU) serves only a dropless router's spread
+    # (topo.training.router_load): `topo train region-1m --model llama3-405b` 1.05 -> 0.93 s CPU (section 169)
+    run = ("from topo.cli.main import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+           "    assert main(['train', 'dgx-h100-superpod', '--model', {!r}, '--tp', {!r}, '--ep', {!r}, "
+           "'--global-batch', '512', '--json']) == 0")
+    assert not _third_party_after(run.format("llama3-8b", "8", "1"), "scipy")
+    assert _third_party_after(run.format("mixtral-8x7b", "2", "8"), "scipy.special")
