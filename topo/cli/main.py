@@ -10,7 +10,6 @@ import traceback
 from .. import __version__
 from ..errors import RegionNotSpec, StudyNotSpec, TopoError, one_line
 from .flags import FLAGS
-from .heap import keep_freed_memory
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -126,21 +125,6 @@ def empty_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> T
 
 
 def main(argv=None) -> int:
-    """Run one command.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments; default the process's own (``topo ...``), and then the process keeps freed memory for
-        reuse (:func:`topo.cli.heap.keep_freed_memory`), which a caller passing its arguments is left without.
-
-    Returns
-    -------
-    int
-        The exit status.
-    """
-    if argv is None:
-        keep_freed_memory()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(command_in(argv))
     args, extra = parser.parse_known_args(argv)
