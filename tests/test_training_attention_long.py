@@ -20,6 +20,9 @@ Sources (TFLOP/s, hdim 128, bfloat16, FlashAttention's FLOP convention: causal c
   16K / 32K; full forward 1,697 / 1,634, backward 1,374 / 1,262.
 """
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from topo.training.gpus import gpu_compute
@@ -93,3 +96,30 @@ def test_gb200_past_16k_is_no_faster_than_topo_prices_it():
         mine = attention_rate_flops(k, 128, 32768, causal, backward) / attention_rate_flops(k, 128, 16384, causal,
                                                                                                backward)
         assert mine >= published, (causal, pss)
+
+
+CAUSAL_OVER_FULL_BWD_94 = {4096: 438.45 / 535.06, 8192: 461.89 / 536.95, 16384: 488.56 / 546.53}
+"""cuDNN 9.4.0's causal over full backward, hdim 128 (NVIDIA/cudnn-frontend@61100c8 benchmark_results.csv): 0.8194,
+0.8602, 0.8939; it keeps rising past 16K (504.14 / 546.31 = 0.923 at 32K, 508.07 / 549.29 = 0.925 at 64K), where
+topo holds 16K's rate flat."""
+
+
+def test_hopper_causal_backward_is_the_full_curve_times_cudnns_causal_ratio():
+    """Hopper's table backward is the full mask's (FlashAttention-3's release ran no causal backward:
+    Dao-AILab/flash-attention@74b0761f ``hopper/flash_bwd_launch_template.h``); the causal backward is that curve
+    times cuDNN 9.4.0's causal / full at the same length, 4K's below 4K, every head dim alike. Closed form at
+    hdim 128, 16K: 516 x 0.8939 = 461 TFLOP/s; 8K: 518 x 0.8602 = 446; 2K: 465 x 0.8194 = 381."""
+    attn = tomllib.loads((Path(__file__).resolve().parents[1] / "topo" / "data" / "compute" / "kernels.toml")
+                        .read_text())["attention"]
+    assert attn["bwd_causal_status"] == "derived"
+    for d, full in attn["bwd"].items():
+        for keys, f, c in zip(attn["seq"], full, attn["bwd_causal"][d]):
+            ratio = CAUSAL_OVER_FULL_BWD_94[max(4096, keys)]
+            assert c == round(f * ratio), (d, keys)
+    h = gpu_compute("H100").kernels
+    for keys, rate in ((16384, 461), (8192, 446), (2048, 381), (131072, 461)):
+        assert attention_rate_flops(h, 128, keys, True, True) == pytest.approx(rate * 1e12 * h.sustained)
+    assert attention_rate_flops(h, 128, 16384, False, True) == pytest.approx(516e12 * h.sustained)
+    # the causal backward runs slower than the full one at every published length, less so as the length grows
+    ratios = [CAUSAL_OVER_FULL_BWD_94[k] for k in sorted(CAUSAL_OVER_FULL_BWD_94)]
+    assert all(r < 1 for r in ratios) and ratios == sorted(ratios)
