@@ -111,8 +111,10 @@ def test_the_kernel_model_prices_a_sliding_window_from_its_tiles():
     triangle (524,800 of 3,670,528 scores) at the table's causal 288 leaves 3,145,728 / (3,670,528 / 336 - 524,800
     / 288) = 345.6 for the band; at 128 keys 345.6 x (128 / 393) / (1,024 / 1,289) = 141.7, and over 4,096 tokens
     (8,256 triangle scores at the line below the table's 99, 507,904 of band) 140.7, where the line alone gave 99.
-    Backward (the one backward curve's own 350 fixed keys plus the forward's 138, 488; its triangle at 348): band
-    281.1 at 1,024, 86.2 at 128, 86.5 over 4,096 tokens."""
+    Backward (the full backward curve's own 350 fixed keys plus the forward's 138, 488; its triangle at the causal
+    backward, 348 x 0.8194 = 285 at 1,024 keys and 84 at 128 on the line below the table): band 3,145,728 /
+    (3,670,528 / 289 - 524,800 / 285) = 289.7 at 1,024, 289.7 x (128 / 616) / (1,024 / 1,512) = 88.9 at 128, and
+    516,160 / (8,256 / 84 + 507,904 / 88.9) = 88.8 over 4,096 tokens."""
     gb, g3, h = (gpu_compute(g).kernels for g in ("GB200", "GB300", "H100"))
     assert attention_rate_flops(gb, 64, 4096, True, False, 128) == pytest.approx(161e12 * gb.sustained)
     assert attention_rate_flops(gb, 64, 4096, True, True, 128) == pytest.approx(182e12 * gb.sustained)
@@ -124,8 +126,8 @@ def test_the_kernel_model_prices_a_sliding_window_from_its_tiles():
     assert k == pytest.approx(265, abs=5)
     assert attention_rate_flops(h, 64, 1 << 30, True, False, 128) / h.sustained == pytest.approx(141.7e12, rel=2e-3)
     assert attention_rate_flops(h, 64, 4096, True, False, 128) / h.sustained == pytest.approx(140.7e12, rel=2e-3)
-    assert attention_rate_flops(h, 64, 1 << 30, True, True, 128) / h.sustained == pytest.approx(86.2e12, rel=2e-3)
-    assert attention_rate_flops(h, 64, 4096, True, True, 128) / h.sustained == pytest.approx(86.5e12, rel=2e-3)
+    assert attention_rate_flops(h, 64, 1 << 30, True, True, 128) / h.sustained == pytest.approx(88.9e12, rel=2e-3)
+    assert attention_rate_flops(h, 64, 4096, True, True, 128) / h.sustained == pytest.approx(88.8e12, rel=2e-3)
     # a causal block of 128 (no window) still reads the line below the table
     assert attention_rate_flops(h, 64, 128, True, False) / h.sustained == pytest.approx(99e12, rel=0.01)
     # between head dims linear in log2: halfway between 64 (anchored) and 128 (the tile model alone)

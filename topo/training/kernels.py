@@ -637,8 +637,10 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     """Fraction of the measuring GPU's peak a sliding window of ``window`` keys runs at (one pass), from the
     table's curves by :mod:`.attention_tiles`: at each head dim with both forward masks, the pass's steady rate
     (its full curve's, else its causal's) times ``w / (w + k)``, ``k`` the pass's ``k_causal - k_full`` where the
-    table splits the pass by mask, else the forward's (Blackwell's hdim-64 backward) on the pass's own full-mask
-    fixed cost where it has one (Hopper's one backward curve: :func:`.attention_tiles.window_keys`);
+    table splits the pass by mask (a measured split: Hopper's causal backward is its full curve times a published
+    ratio, ``bwd_causal_status`` "derived", and splits nothing), else the forward's (Blackwell's hdim-64 backward)
+    on the pass's own full-mask fixed cost where it has one (Hopper's full backward curve:
+    :func:`.attention_tiles.window_keys`);
     at the head dim of a measured window (``window``, else ``short``: ``seq`` keys, ``head_dim``) that measurement
     moved along the same curve, its causal triangle first taken out where it gives its ``tokens``
     (:func:`.attention_tiles.band_only_rate`). Between head dims: linear in log2 of the head dim."""
@@ -653,7 +655,8 @@ def _window_fraction(attention_table: str, head_dim: float, window: float, backw
     fractions = []
     for d in dims:
         k = str(d)
-        split = backward and k in full_p and k in causal_p and list(full_p[k]) != list(causal_p[k])
+        split = backward and k in full_p and k in causal_p and list(full_p[k]) != list(causal_p[k]) \
+            and a.get("bwd_causal_status") != "derived"  # a ratio on the full curve: no fixed keys of its own
         own = full_p[k] if backward and not split and k in full_p else None  # one backward curve: its own c
         keys = window_keys(seq, *((full_p[k], causal_p[k]) if split else (full_f[k], causal_f[k])), own)
         steady, peak = (full_p[k], peaks_p[k]) if k in full_p else (causal_p[k], peaks_c[k])
