@@ -16,7 +16,7 @@ _SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "gro
               "channels", "ecmp", "subflows", "hash_seed", "sharing", "profile", "chunks", "stages", "traffic")
 
 
-def run_estimate(args, sizes) -> int:
+def run_estimate(args, sizes, notes=()) -> int:
     given = [k for k in (*_SITE_ONLY, "no_pxn", "csv", "detail") if getattr(args, k, None) not in (None, False)]
     if given:  # the flag given is the one named (walk9: --detail was refused as "not --csv")
         flag = "--" + given[0].replace("_", "-")
@@ -25,6 +25,7 @@ def run_estimate(args, sizes) -> int:
     region = region_from_args(args)
     algorithm = (args.algorithm or "auto").strip().lower().replace("-", "_")
     result = estimate_region(region, args.collective or "all_reduce", sizes, algorithm)
+    result.notes.extend(notes)
     if args.json:
         emit_json(result.to_dict())
     else:
