@@ -23,8 +23,7 @@ def run_estimate(args, sizes, notes=()) -> int:
         raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
                         f"not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
-    algorithm = (args.algorithm or "auto").strip().lower().replace("-", "_")
-    result = estimate_region(region, args.collective or "all_reduce", sizes, algorithm)
+    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto")
     result.notes.extend(notes)
     if args.json:
         emit_json(result.to_dict())
@@ -35,7 +34,8 @@ def run_estimate(args, sizes, notes=()) -> int:
 
 def render_estimate(r: RegionEstimate) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
-             f"{count_noun(r.num_sites, 'site')}, every GPU",
+             f"{count_noun(r.num_sites, 'site')}, every GPU" + (f", algorithm {r.algorithm}" if r.algorithm != "auto"
+                                                                 else ""),
              _candidates(r.rows[-1]) if r.rows else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
