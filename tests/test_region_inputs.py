@@ -4,10 +4,13 @@ on a fresh install, round 2)."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+
+TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
 
 
 def one_error(*argv):
@@ -74,6 +77,22 @@ def test_the_library_refuses_a_region_as_a_spec_with_a_typed_error_that_names_no
     err = one_error("compare", "nccl1453-h100-allreduce", "--spec", "two-site-h100")
     assert re.match(r"error: \S*two-site-h100(\.toml)?: is a region of several sites", err), err
     assert "(describe, estimate, train, plan, report, export and sweep take a region alone; compare, calibrate" in err
+
+
+@pytest.mark.parametrize("nested, shown", [("inner.toml", r"\S*inner\.toml"), ("three-site-chain",
+                                                                             r"(bundled spec |\S*)three-site-chain(\.toml)?")])
+def test_a_region_as_a_site_of_another_is_one_line_naming_both_files_and_the_key(tmp_path, nested, shown):
+    # small50 left it: "error: outer.toml: sites[0] (east): is a region of several sites ... where one fabric's
+    # spec is expected" named neither the key nor the nested region's file
+    text = (TOPOLOGIES / "two-site-h100.toml").read_text()
+    (tmp_path / "inner.toml").write_text(text)
+    outer = tmp_path / "outer.toml"
+    outer.write_text(text.replace('spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', f'spec = "{nested}"', 1))
+    for argv in (["describe", str(outer)], ["estimate", str(outer), "--size", "1G"]):
+        err = one_error(*argv)
+        assert re.match(rf"error: \S*outer\.toml: sites\[0\]\.spec: '{nested}' \(site east\) is a region of several "
+                        rf"sites \(\[\[sites\]\], {shown}\), and a site is one fabric; allowed: one fabric's spec file "
+                        r"or bundled name \(e\.g\. dgx-h100-superpod\) or an inline \[sites\.fabric\] table", err), err
 
 
 def test_a_hub_under_another_topology_is_one_line_naming_the_file():

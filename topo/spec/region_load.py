@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..errors import TopoError
+from ..errors import RegionNotSpec, TopoError
 from ..inputs import read_toml
 from .load import display_path, _to_topo_error, apply_overrides, load_spec, resolve_spec_path, spec_from_dict
 from .model import Spec
@@ -74,6 +74,11 @@ def site_specs(region: RegionSpec, folder: Path, source: str) -> list[Spec]:
                 out.append(spec_from_dict(site.fabric, source=f"{where}.fabric"))
                 continue
             out.append(load_spec(_site_file(site, folder), site.set))
+        except RegionNotSpec as exc:  # named by the region's file and key, with the nested file (small50 left it)
+            raise TopoError(f"{site.spec!r} (site {site.name}) is a region of several sites ([[sites]], {exc.source}), "
+                            "and a site is one fabric; allowed: one fabric's spec file or bundled name (e.g. "
+                            "dgx-h100-superpod) or an inline [sites.fabric] table: name one of its sites' specs",
+                            source=source, key=f"sites[{i}].spec") from None
         except TopoError as exc:
             raise TopoError(exc.message, source=where if site.fabric is None else exc.source, key=exc.key) from None
     return out
