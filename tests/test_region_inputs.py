@@ -3,6 +3,7 @@ that gave the value), exit 2, no traceback; and what describe says of a cut DCI 
 on a fresh install, round 2)."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def test_a_region_as_a_site_of_another_is_one_line_naming_both_files_and_the_key
         assert re.match(rf"error: \S*outer\.toml: sites\[0\]\.spec: '{nested}' \(site east\) is a region of several "
                         rf"sites \(\[\[sites\]\], {shown}\), and a site is one fabric; allowed: one fabric's spec file "
                         r"or bundled name \(e\.g\. dgx-h100-superpod\) or an inline \[sites\.fabric\] table", err), err
+
+
+def test_a_sites_bad_spec_file_is_named_where_its_line_or_key_is(tmp_path):
+    # smallb51's walk: "outer.toml: sites[0] (east): invalid TOML: ... (at line 2, column 8)" and "...: cluster.
+    # num_units: must be >= 1, got -3" pointed at the region's file, where neither that line nor that key is
+    text = (TOPOLOGIES / "two-site-h100.toml").read_text()
+    site = (TOPOLOGIES / "dgx-h100-superpod.toml").read_text()
+    (tmp_path / "broken.toml").write_text('name = "x"\n[[sites]\n')
+    (tmp_path / "negative.toml").write_text(site.replace("num_units = 4", "num_units = -3", 1))
+    os.mkfifo(tmp_path / "pipe")
+    for spec, rest in (("broken.toml", r"broken\.toml: invalid TOML: .* \(at line 2, column 8\)"),
+                       ("negative.toml", r"negative\.toml: cluster\.num_units: must be >= 1, got -3"),
+                       ("pipe", r"pipe: is not a regular file \(a named pipe\)")):
+        outer = tmp_path / "outer.toml"
+        outer.write_text(text.replace('spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', f'spec = "{spec}"', 1))
+        err = one_error("describe", str(outer))
+        assert re.match(rf"error: \S*outer\.toml: sites\[0\] \(east\): \S*{rest}", err), err
+    outer.write_text(text.replace('spec = "dgx-h100-superpod"', 'spec = ""', 1))  # was "is a directory"
+    assert re.match(r"error: \S*outer\.toml: sites\[0\]\.spec: .*got ''$", one_error("describe", str(outer)))
 
 
 def test_a_hub_under_another_topology_is_one_line_naming_the_file():
