@@ -115,6 +115,18 @@ def test_a_sites_bad_spec_file_is_named_where_its_line_or_key_is(tmp_path):
     assert re.match(r"error: \S*outer\.toml: sites\[0\]\.spec: .*got ''$", one_error("describe", str(outer)))
 
 
+def test_a_region_report_over_a_sites_spec_file_says_it_is_an_input(tmp_path):
+    # smallb51's walk: report said "exists and was not written by topo ... or use --force" (the early check knew
+    # the region file only), and --force then said "is an input"; export said "is an input" at once
+    (tmp_path / "east.toml").write_text((TOPOLOGIES / "dgx-h100-superpod.toml").read_text())
+    outer = tmp_path / "outer.toml"
+    outer.write_text((TOPOLOGIES / "two-site-h100.toml").read_text().replace(
+        'spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', 'spec = "east.toml"', 1))
+    for cmd in ("report", "export"):
+        err = one_error(cmd, str(outer), "-o", str(tmp_path / "east.toml"))
+        assert re.match(r"error: \S*east\.toml: -o: is an input \(\S*east\.toml\); refusing to write over it", err), err
+
+
 def test_a_hub_under_another_topology_is_one_line_naming_the_file():
     err = one_error("describe", "two-site-h100", "--set", "interconnect.hub=east")
     assert re.match(r"error: \S*two-site-h100(\.toml)?: interconnect\.hub: 'east' is read with topology \"hub\" only, "
