@@ -127,6 +127,13 @@ def test_a_region_report_over_a_sites_spec_file_says_it_is_an_input(tmp_path):
         assert re.match(r"error: \S*east\.toml: -o: is an input \(\S*east\.toml\); refusing to write over it", err), err
 
 
+def test_an_unknown_reduction_op_across_sites_is_refused_as_on_one_site():
+    # smallb51's walk: `estimate two-site-h100 -o x` ran (exit 0); one site says the line below
+    line = "error: -o: unknown reduction op 'x'; allowed: sum, prod, max, min, avg, mulsum\n"
+    assert one_error("estimate", "two-site-h100", "--size", "1G", "-o", "x") == line
+    assert one_error("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1G", "-o", "x") == line
+
+
 def test_a_hub_under_another_topology_is_one_line_naming_the_file():
     err = one_error("describe", "two-site-h100", "--set", "interconnect.hub=east")
     assert re.match(r"error: \S*two-site-h100(\.toml)?: interconnect\.hub: 'east' is read with topology \"hub\" only, "

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..engine.bottleneck_text import utilization_factors
-from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
+from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.interval import regime_of
@@ -249,6 +249,8 @@ def _run(args) -> int:
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
+    if args.op is not None and args.op not in REDUCTION_OPS:  # before the region path, which reads no op
+        raise TopoError(f"unknown reduction op {args.op!r}; allowed: {', '.join(REDUCTION_OPS)}", key="-o")
     sizes, rounded = whole_elements(sizes, args.datatype, "--size" if args.size is not None else "-b")
     parity_notes.extend(rounded)
     if is_region_args(args):
