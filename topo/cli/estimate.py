@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from ..engine.algorithms.across_sites import CROSS_SITE_ALGORITHMS
 from ..engine.bottleneck_text import utilization_factors
 from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
 from ..engine.cost import LIMITS
@@ -114,8 +115,8 @@ def _model_arguments(p) -> None:
     algos = sorted({a for v in ALGORITHMS.values() for a in v})
     p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
                    help=f"auto (one of NCCL's per size, see --choose), one of: {', '.join(algos)}; or, as NCCL_ALGO "
-                        f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree) "
-                        f"({_default('algorithm')})")
+                        f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree); across "
+                        f"sites, {', '.join(CROSS_SITE_ALGORITHMS)} in the same forms ({_default('algorithm')})")
     p.add_argument("--choose", default=None, choices=CHOICES["choose"],
                    help="how auto picks: fastest on the routed fabric, or as NCCL's tuner does by its own "
                         f"cost model (topo.engine.tuner), then timed on the routed fabric ({_default('choose')})")
