@@ -357,3 +357,32 @@ def test_a_link_idle_in_other_phases_is_said_so_in_the_utilization_line():
     line = next(ln for ln in run_cli("estimate", "dgx-h100-superpod", "--size", "1G", "-a", "hierarchical",
                                      check=True).stdout.splitlines() if ln.startswith("# util "))
     assert f"x {b['utilization'] / product:.1%} (phases or flows where another link binds)" in line, line
+
+
+# nccl-tests (NVIDIA/nccl-tests@a0b82b22 src/common.cu setupArgs): count = size / wordSize(type), in integers, and
+# the run and the size column are count x wordSize bytes; a count of 0 is a collective of nothing (refused here).
+@pytest.mark.parametrize("argv, line", [
+    (["--size", "3"], "error: --size: 3 bytes is less than one float (4 bytes): nccl-tests rounds the count down "
+                      "(size / 4) to 0 elements, a collective of nothing; allowed: 4 bytes or more for -d float"),
+    (["-b", "1", "-e", "64"], "error: -b: 1 byte is less than one float (4 bytes)"),
+    (["--size", "7", "-d", "double"], "error: --size: 7 bytes is less than one double (8 bytes)"),
+])
+def test_a_size_below_one_element_is_refused_in_one_line(argv, line):
+    proc = run_cli("estimate", "dgx-h100-superpod", "-g", "16", *argv)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(line) and proc.stderr.count("\n") == 1
+
+
+def test_a_size_is_rounded_down_to_whole_elements_as_nccl_tests_runs_it():
+    def run(*argv):
+        return json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "16", "--json", *argv, check=True).stdout)
+
+    six, four = run("--size", "6"), run("--size", "4")
+    assert [(r["size_bytes"], r["count"]) for r in six["results"]] == [(4, 1)]  # 6 // 4 = 1 float, 4 bytes run
+    assert six["results"][0]["time_s"] == four["results"][0]["time_s"]
+    assert any("6 -> 4 bytes" in n and "nccl-tests" in n for n in six["notes"])
+    assert not any("rounded" in n for n in four["notes"])
+    byte = run("--size", "3", "-d", "int8")["results"][0]
+    assert (byte["size_bytes"], byte["count"], byte["type"]) == (3, 3, "int8")
+    sweep = run("-b", "6", "-e", "24", "-f", "3")["results"]  # nccl-tests' sweep 6, 18 runs 4 and 16 bytes
+    assert [(r["size_bytes"], r["count"]) for r in sweep] == [(4, 1), (16, 4)]

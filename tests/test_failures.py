@@ -196,3 +196,27 @@ def test_a_random_fraction_below_one_part_still_fails_parts_on_average():
     # 32 leaves x 2 links: the top tier of a non-blocking 2-tier fabric uses every port)
     counts = {int(failed_links(pod, [f"random:spine:0.25:{s}"]).sum()) for s in range(5)}
     assert counts == {4 * 64}
+
+
+def test_a_failed_nics_tree_traffic_makes_its_neighbours_rail_nics_the_busiest_under_pxn(pod):
+    # walk15 (d): after --fail nic0.3 the tree's busiest link is nic1.4, not the stand-in nic0.4. Not a name shift:
+    # server 0's channel 3 leaves and enters through nic0.4, and with PXN a GPU sending to it leaves its own
+    # server on that NIC's index (topo/engine/paths.py Paths.endpoints). Over 8 servers (double_binary_tree(8):
+    # tree 0 has 0 <- 4 <- {2, 6}, tree 1 its mirror, 1 -> 0 under 3) every tree edge of a channel carries S / 16
+    # (8 channels x 2 trees) each way; an intact NIC sends on 4 edges (interior in one tree: up + 2 children;
+    # leaf in the other: up), S / 4. Server 4 (server 0's child in tree 0) and server 1 (its parent in tree 1)
+    # also send channel 3 to server 0 through nic4.4 and nic1.4: 5 edges, 5 S / 16. Without PXN they send it on
+    # their own nic4.3 / nic1.3 and no NIC carries more than S / 4.
+    S = 2 ** 30
+    kw = dict(gpus=64, algorithm="tree", profile="ideal")
+    hit = estimate(pod.with_failures("nic0.3"), "all_reduce", S, **kw)
+    top = hit.top_links(4, names=pod.node_names)
+    up = {(r.src, r.dst): r.bytes for r in top.itertuples()}
+    assert up[("nic1.4", "leaf4")] == pytest.approx(5 * S / 16) and up[("nic4.4", "leaf4")] == pytest.approx(5 * S / 16)
+    assert max(up.values()) == pytest.approx(5 * S / 16)
+    note = [n for n in hit.notes if "rerouted" in n]
+    assert note and "(nic0.3 -> nic0.4)" in note[0] and "with PXN" in note[0] and "nic<server>.4" in note[0]
+    off = estimate(pod.with_failures("nic0.3"), "all_reduce", S, pxn=False, **kw)
+    assert off.top_links(1, names=pod.node_names).bytes.iloc[0] == pytest.approx(S / 4)
+    assert any("(nic0.3 -> nic0.4)" in n and "PXN" not in n for n in off.notes)
+    assert not any("rerouted" in n for n in estimate(pod, "all_reduce", S, **kw).notes)

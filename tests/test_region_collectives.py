@@ -2,6 +2,7 @@
 named as the bottleneck when it binds."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from test_region import build, region_dict
 from topo import estimate
 from topo.engine.algorithms.across_sites import Phase, hierarchical, pipeline_time_s, pipelined, window_s
 from topo.engine.region_estimate import estimate_region
+from topo.errors import TopoError
 from topo.units import format_time
 
 S = 2 ** 30
@@ -178,3 +180,35 @@ def test_an_in_site_bottleneck_names_its_site_as_fail_takes_it():
     base = json.loads(run_cli(*args, check=True).stdout)["rows"][0]
     assert base["phases"]["rs"]["bound"].startswith("east:")
     assert hit["phases"]["rs"]["bandwidth_s"] > base["phases"]["rs"]["bandwidth_s"]  # the failed site is slower
+
+
+def test_an_algorithm_list_across_sites_picks_the_fastest_of_those_as_on_one_site():
+    # as NCCL_ALGO reads a list, and `topo estimate -a ring,tree` on one site (algorithm_candidates)
+    r = build(region_dict(waves=1, equipment_latency="20 us"))
+    every = estimate_region(r, "all_reduce", [S]).rows[0].candidates
+    for asked, names in (("ring,tree", ("ring", "tree")), ("^tree", ("hierarchical", "hierarchical_pipelined", "ring")),
+                         ("Hierarchical-Pipelined,RING", ("hierarchical_pipelined", "ring"))):
+        out = estimate_region(r, "all_reduce", [S], asked)
+        row = out.rows[0]
+        assert row.algorithm == min(names, key=every.get) and row.time_s == min(every[n] for n in names)
+        assert out.algorithm == asked.lower().replace("-", "_")
+    gather = estimate_region(r, "all_gather", [S], "ring,tree")  # NCCL's tree runs all_reduce only
+    assert gather.rows[0].algorithm == "ring"
+    allowed = "allowed: auto, one of hierarchical, hierarchical_pipelined, ring, tree, a comma list of them"
+    for asked, message in (("ring,nvls", "unknown algorithm across sites 'nvls' in 'ring,nvls'; " + allowed),
+                           ("nvls", "unknown algorithm across sites 'nvls'; " + allowed),
+                           ("^ring,tree,hierarchical,hierarchical_pipelined", "leaves no algorithm across sites")):
+        with pytest.raises(TopoError, match=re.escape(message)) as exc:
+            estimate_region(r, "all_reduce", [S], asked)
+        assert exc.value.key == "algorithm"
+    with pytest.raises(TopoError, match="tree does not run all_gather across sites: tree: NCCL's tree runs all_reduce"):
+        estimate_region(r, "all_gather", [S], "tree")
+
+
+def test_cli_estimate_across_sites_takes_an_algorithm_list():
+    out = run_cli("estimate", "two-site-h100", "--size", "1G", "-a", "ring,tree", check=True).stdout
+    assert out.startswith("# topo estimate: all_reduce on two-site-h100: 3,072 GPUs over 2 sites, every GPU, "
+                          "algorithm ring,tree\n")
+    bad = run_cli("estimate", "two-site-h100", "--size", "1G", "-a", "ring,nvls")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("error: --algorithm: unknown algorithm across sites 'nvls' in 'ring,nvls'; allowed: ")

@@ -3,11 +3,15 @@ that gave the value), exit 2, no traceback; and what describe says of a cut DCI 
 on a fresh install, round 2)."""
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+
+TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
 
 
 def one_error(*argv):
@@ -74,6 +78,60 @@ def test_the_library_refuses_a_region_as_a_spec_with_a_typed_error_that_names_no
     err = one_error("compare", "nccl1453-h100-allreduce", "--spec", "two-site-h100")
     assert re.match(r"error: \S*two-site-h100(\.toml)?: is a region of several sites", err), err
     assert "(describe, estimate, train, plan, report, export and sweep take a region alone; compare, calibrate" in err
+
+
+@pytest.mark.parametrize("nested, shown", [("inner.toml", r"\S*inner\.toml"), ("three-site-chain",
+                                                                             r"(bundled spec |\S*)three-site-chain(\.toml)?")])
+def test_a_region_as_a_site_of_another_is_one_line_naming_both_files_and_the_key(tmp_path, nested, shown):
+    # small50 left it: "error: outer.toml: sites[0] (east): is a region of several sites ... where one fabric's
+    # spec is expected" named neither the key nor the nested region's file
+    text = (TOPOLOGIES / "two-site-h100.toml").read_text()
+    (tmp_path / "inner.toml").write_text(text)
+    outer = tmp_path / "outer.toml"
+    outer.write_text(text.replace('spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', f'spec = "{nested}"', 1))
+    for argv in (["describe", str(outer)], ["estimate", str(outer), "--size", "1G"]):
+        err = one_error(*argv)
+        assert re.match(rf"error: \S*outer\.toml: sites\[0\]\.spec: '{nested}' \(site east\) is a region of several "
+                        rf"sites \(\[\[sites\]\], {shown}\), and a site is one fabric; allowed: one fabric's spec file "
+                        r"or bundled name \(e\.g\. dgx-h100-superpod\) or an inline \[sites\.fabric\] table", err), err
+
+
+def test_a_sites_bad_spec_file_is_named_where_its_line_or_key_is(tmp_path):
+    # smallb51's walk: "outer.toml: sites[0] (east): invalid TOML: ... (at line 2, column 8)" and "...: cluster.
+    # num_units: must be >= 1, got -3" pointed at the region's file, where neither that line nor that key is
+    text = (TOPOLOGIES / "two-site-h100.toml").read_text()
+    site = (TOPOLOGIES / "dgx-h100-superpod.toml").read_text()
+    (tmp_path / "broken.toml").write_text('name = "x"\n[[sites]\n')
+    (tmp_path / "negative.toml").write_text(site.replace("num_units = 4", "num_units = -3", 1))
+    os.mkfifo(tmp_path / "pipe")
+    for spec, rest in (("broken.toml", r"broken\.toml: invalid TOML: .* \(at line 2, column 8\)"),
+                       ("negative.toml", r"negative\.toml: cluster\.num_units: must be >= 1, got -3"),
+                       ("pipe", r"pipe: is not a regular file \(a named pipe\)")):
+        outer = tmp_path / "outer.toml"
+        outer.write_text(text.replace('spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', f'spec = "{spec}"', 1))
+        err = one_error("describe", str(outer))
+        assert re.match(rf"error: \S*outer\.toml: sites\[0\] \(east\): \S*{rest}", err), err
+    outer.write_text(text.replace('spec = "dgx-h100-superpod"', 'spec = ""', 1))  # was "is a directory"
+    assert re.match(r"error: \S*outer\.toml: sites\[0\]\.spec: .*got ''$", one_error("describe", str(outer)))
+
+
+def test_a_region_report_over_a_sites_spec_file_says_it_is_an_input(tmp_path):
+    # smallb51's walk: report said "exists and was not written by topo ... or use --force" (the early check knew
+    # the region file only), and --force then said "is an input"; export said "is an input" at once
+    (tmp_path / "east.toml").write_text((TOPOLOGIES / "dgx-h100-superpod.toml").read_text())
+    outer = tmp_path / "outer.toml"
+    outer.write_text((TOPOLOGIES / "two-site-h100.toml").read_text().replace(
+        'spec = "dgx-h100-superpod"\nset = ["cluster.num_units=6"]', 'spec = "east.toml"', 1))
+    for cmd in ("report", "export"):
+        err = one_error(cmd, str(outer), "-o", str(tmp_path / "east.toml"))
+        assert re.match(r"error: \S*east\.toml: -o: is an input \(\S*east\.toml\); refusing to write over it", err), err
+
+
+def test_an_unknown_reduction_op_across_sites_is_refused_as_on_one_site():
+    # smallb51's walk: `estimate two-site-h100 -o x` ran (exit 0); one site says the line below
+    line = "error: -o: unknown reduction op 'x'; allowed: sum, prod, max, min, avg, mulsum\n"
+    assert one_error("estimate", "two-site-h100", "--size", "1G", "-o", "x") == line
+    assert one_error("estimate", "dgx-h100-superpod", "-g", "16", "--size", "1G", "-o", "x") == line
 
 
 def test_a_hub_under_another_topology_is_one_line_naming_the_file():

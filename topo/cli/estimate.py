@@ -7,8 +7,9 @@ import re
 
 import numpy as np
 
+from ..engine.algorithms.across_sites import CROSS_SITE_ALGORITHMS
 from ..engine.bottleneck_text import utilization_factors
-from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES
+from ..engine.collectives import ALGORITHMS, COLLECTIVES, DATA_TYPES, REDUCTION_OPS
 from ..engine.cost import LIMITS
 from ..engine.estimate import estimate, size_sweep
 from ..engine.interval import regime_of
@@ -18,7 +19,7 @@ from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
 from ..training.gpus import gpu_compute
-from ..units import format_count, format_in
+from ..units import UnitError, format_count, format_in, parse_size_bytes
 from .region import is_region_args
 from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
@@ -114,8 +115,8 @@ def _model_arguments(p) -> None:
     algos = sorted({a for v in ALGORITHMS.values() for a in v})
     p.add_argument("-a", "--algorithm", default=None, metavar="NAME",
                    help=f"auto (one of NCCL's per size, see --choose), one of: {', '.join(algos)}; or, as NCCL_ALGO "
-                        f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree) "
-                        f"({_default('algorithm')})")
+                        f"reads them, a list to choose among (ring,tree) or to leave out (^nvls,nvls_tree); across "
+                        f"sites, {', '.join(CROSS_SITE_ALGORITHMS)} in the same forms ({_default('algorithm')})")
     p.add_argument("--choose", default=None, choices=CHOICES["choose"],
                    help="how auto picks: fastest on the routed fabric, or as NCCL's tuner does by its own "
                         f"cost model (topo.engine.tuner), then timed on the routed fabric ({_default('choose')})")
@@ -249,8 +250,12 @@ def _run(args) -> int:
         sizes = size_sweep(args.minbytes or "8", args.maxbytes or "16G", factor, step_bytes=args.stepbytes)
     if args.datatype not in DATA_TYPES:
         raise TopoError(f"unknown data type {args.datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="-d")
+    if args.op is not None and args.op not in REDUCTION_OPS:  # before the region path, which reads no op
+        raise TopoError(f"unknown reduction op {args.op!r}; allowed: {', '.join(REDUCTION_OPS)}", key="-o")
+    sizes, rounded = whole_elements(sizes, args.datatype, "--size" if args.size is not None else "-b")
+    parity_notes.extend(rounded)
     if is_region_args(args):
-        return run_region_estimate(args, sizes)
+        return run_region_estimate(args, sizes, parity_notes)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
     result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
@@ -273,6 +278,54 @@ def _run(args) -> int:
         if detail:
             emit(render_detail(detail))
     return 0
+
+
+def whole_elements(sizes, datatype: str, flag: str) -> tuple[list[int], list[str]]:
+    """Each size as nccl-tests runs it for ``-d datatype``: a whole number of elements, rounded down.
+
+    nccl-tests (NVIDIA/nccl-tests@a0b82b22 src/common.cu ``setupArgs``, unchanged since the initial commit b188a15)
+    takes ``count = size / wordSize(type)`` in integer arithmetic and runs and prints ``count x wordSize`` bytes,
+    so ``-b 6`` of floats runs 4 bytes. A size below one element leaves a count of 0: a collective of nothing, which
+    NCCL discards without running it, so it is refused here rather than timed.
+
+    Parameters
+    ----------
+    sizes : list of int or str
+        The sizes asked (``--size``, or the ``-b/-e`` sweep).
+    datatype : str
+        A key of :data:`topo.engine.collectives.DATA_TYPES`.
+    flag : str
+        The flag the sizes came from, named in the error.
+
+    Returns
+    -------
+    sizes : list of int
+    notes : list of str
+        One note naming the sizes rounded, or none.
+
+    Raises
+    ------
+    TopoError
+        A size that is not a positive number of bytes, or one below one element.
+    """
+    word = DATA_TYPES[datatype]
+    out, moved = [], []
+    for s in sizes:
+        try:
+            n = parse_size_bytes(s)
+        except UnitError as exc:
+            raise TopoError(str(exc), key=flag) from None
+        if n < word:
+            raise TopoError(f"{n:,} byte{'s' if n != 1 else ''} is less than one {datatype} ({word} bytes): nccl-tests "
+                            f"rounds the count down (size / {word}) to 0 elements, a collective of nothing; "
+                            f"allowed: {word} bytes or more for -d {datatype}", key=flag)
+        out.append(n // word * word)
+        if out[-1] != n:
+            moved.append(f"{n:,} -> {out[-1]:,}")
+    if not moved:
+        return out, []
+    return out, [f"sizes rounded down to whole {datatype}s ({word} bytes), as nccl-tests runs them (count = size / "
+                 f"{word}): {', '.join(moved[:4])}{' ...' if len(moved) > 4 else ''} bytes"]
 
 
 def failures_note(notes: list[str], fabric) -> None:

@@ -16,15 +16,15 @@ _SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "gro
               "channels", "ecmp", "subflows", "hash_seed", "sharing", "profile", "chunks", "stages", "traffic")
 
 
-def run_estimate(args, sizes) -> int:
+def run_estimate(args, sizes, notes=()) -> int:
     given = [k for k in (*_SITE_ONLY, "no_pxn", "csv", "detail") if getattr(args, k, None) not in (None, False)]
     if given:  # the flag given is the one named (walk9: --detail was refused as "not --csv")
         flag = "--" + given[0].replace("_", "-")
         raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
                         f"not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
-    algorithm = (args.algorithm or "auto").strip().lower().replace("-", "_")
-    result = estimate_region(region, args.collective or "all_reduce", sizes, algorithm)
+    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto")
+    result.notes.extend(notes)
     if args.json:
         emit_json(result.to_dict())
     else:
@@ -34,7 +34,8 @@ def run_estimate(args, sizes) -> int:
 
 def render_estimate(r: RegionEstimate) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
-             f"{count_noun(r.num_sites, 'site')}, every GPU",
+             f"{count_noun(r.num_sites, 'site')}, every GPU" + (f", algorithm {r.algorithm}" if r.algorithm != "auto"
+                                                                 else ""),
              _candidates(r.rows[-1]) if r.rows else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")

@@ -81,9 +81,9 @@ def run(args) -> int:
     # every file the report reads (a bundled name or a layout string is no file, and matches no output)
     inputs = [resolve_spec_path(s) for s in specs] + [f for f in (args.plan_file, args.train, args.layout) if f]
     output = dict(inputs=inputs, force=args.force, key="-o", force_option="--force")
-    check_output(out, **output)
-    if len(specs) == 1 and is_region_file(specs[0]):
+    if len(specs) == 1 and is_region_file(specs[0]):  # checked with its sites' files, which are inputs too
         return run_region_report(args, out, output, start)
+    check_output(out, **output)
     if args.plan_file and args.format != "html" and args.figure not in PLAN_FIGURES:
         raise TopoError(f"--plan-file applies to the planner's figures ({', '.join(PLAN_FIGURES)}) and the HTML "
                         f"report; --figure {args.figure} does not use it", key="--plan-file")

@@ -28,6 +28,7 @@ from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, bu
 from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_bytes, limit_of, usable_capacity
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
+from .paths import stand_in_notes
 from .placement import Placement, place
 from .profiles import Profile, fabric_profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
@@ -572,7 +573,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             t = ev.time(S, name) if name in ev.costed else None
             cand_times[name].append(t.time_s if t else None)
     router = ev.router
-    notes = [n for c in ev.costed.values() for n in c.schedule.notes]
+    notes = [n for c in ev.costed.values() for n in c.schedule.notes] + stand_in_notes(router.paths)
     return EstimateResult(
         spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
         ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")

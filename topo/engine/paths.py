@@ -29,7 +29,7 @@ from ..errors import Unreachable
 from ..fabric.fabric import Fabric
 from ..fabric.levels import Level, PathSlots
 
-__all__ = ["Paths", "Sending", "Receiving"]
+__all__ = ["Paths", "Sending", "Receiving", "stand_in_notes"]
 
 
 @dataclass
@@ -295,3 +295,43 @@ class Paths:
         nic_s[off] = cs[np.arange(off.size), pick]
         nic_d[off] = cd[np.arange(off.size), pick]
         return nic_s, nic_d
+
+
+def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
+    """What a failed NIC's traffic does, in words: its server's GPUs send and receive through the next working NIC
+    (:meth:`Paths.alive_nics`), over NVLink; with PXN the GPUs that send to that stand-in leave their own servers
+    through their NIC of the stand-in's index (:meth:`Paths.endpoints`), so those NICs carry the share on top of
+    their own, and one of them, not the stand-in, can be the busiest link.
+
+    Parameters
+    ----------
+    paths : Paths
+    most : int
+        The failed NICs named at most.
+
+    Returns
+    -------
+    list of str
+        One note, or none when no NIC failed or a server lost every NIC (the routing refuses that).
+    """
+    f = paths.fabric
+    if f.failed is None:
+        return []
+    nic = np.arange(f.layout.num_nics)
+    bad = nic[~paths.nic_ok(nic)]
+    if bad.size == 0:
+        return []
+    try:
+        to = paths.alive_nics(bad, f.nic_gpu(bad))
+    except Unreachable:
+        return []
+    first = f.node_offset["nic"]
+    names, subs = f.node_names(first + bad[:most]), f.node_names(first + to[:most])
+    moved = ", ".join(f"{a} -> {b}" for a, b in zip(names, subs)) + (", ..." if bad.size > most else "")
+    text = f"failed NICs' traffic rerouted to the next working NIC of their server, over NVLink ({moved})"
+    if paths.pxn:
+        k = int(to[0] % f.layout.nics_per_server)
+        text += (f"; with PXN the GPUs that send to a stand-in leave their own servers through their NIC of its "
+                 f"index (to {subs[0]}: nic<server>.{k}), so those NICs carry that traffic on top of their own and "
+                 "one of them can be the busiest link")
+    return [text]

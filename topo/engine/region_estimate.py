@@ -24,7 +24,7 @@ from .collectives import busbw_factor, normalize_collective
 from .estimate import _sizes, estimate
 from .profiles import resolve_profile
 
-__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase"]
+__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -55,6 +55,7 @@ class RegionEstimate:
     num_ranks: int
     num_sites: int
     spans: list[str]
+    algorithm: str = "auto"  # what was asked (auto, a name, a comma list, ^ a list): cross_site_candidates
     rows: list[RegionRow] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
@@ -141,7 +142,8 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
         Sizes in bytes, as nccl-tests counts them (``1073741824``, ``"1GiB"``, ``"16G"``), as :func:`estimate`
         takes them.
     algorithm : str
-        ``auto`` (the fastest) or one of hierarchical, hierarchical_pipelined, ring, tree.
+        ``auto`` (the fastest), one of hierarchical, hierarchical_pipelined, ring, tree, a comma list of them (the
+        fastest of those) or ``^`` before a list (all but those), as :func:`cross_site_candidates` reads it.
 
     Returns
     -------
@@ -156,19 +158,18 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     coll = normalize_collective(collective)
     if coll not in _COLLECTIVES:
         raise TopoError(f"across sites, topo models {', '.join(_COLLECTIVES)}; got {collective!r}", key="collective")
-    if algorithm != "auto" and algorithm not in CROSS_SITE_ALGORITHMS:
-        raise TopoError(f"unknown algorithm across sites {algorithm!r}; allowed: auto, "
-                        f"{', '.join(CROSS_SITE_ALGORITHMS)}", key="algorithm")
+    label, names = cross_site_candidates(algorithm)
     sizes = _sizes(sizes)
     site = _SiteTimes(region, coll, sizes)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
-                         spans=region.span_names())
+                         spans=region.span_names(), algorithm=label)
     for S in sizes:
         timed, loads = _candidates(region, coll, S, site, out.unavailable)
-        pick = min(timed.values(), key=lambda t: t.time_s) if algorithm == "auto" else timed.get(algorithm)
-        if pick is None:
-            raise TopoError(f"{algorithm} does not run {coll} across sites: {out.unavailable.get(algorithm, '')}",
-                            key="algorithm")
+        runs = [timed[n] for n in names if n in timed]
+        if not runs:
+            why = "; ".join(f"{n}: {out.unavailable.get(n, 'not modelled')}" for n in names)
+            raise TopoError(f"{label} does not run {coll} across sites: {why}", key="algorithm")
+        pick = min(runs, key=lambda t: t.time_s)
         algbw = S / pick.time_s if pick.time_s > 0 else 0.0
         out.rows.append(RegionRow(
             size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
@@ -178,6 +179,49 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             span_bytes=loads[pick.algorithm].tolist()))
     out.notes = split_notes(region)
     return out
+
+
+def cross_site_candidates(algorithm: str) -> tuple[str, list[str]]:
+    """What an algorithm option asks for across sites, read as :func:`topo.engine.collectives.algorithm_candidates`
+    reads it on one site (NCCL_ALGO's forms): ``auto`` (the fastest of all), one name, a comma list (``ring,tree``:
+    the fastest of those) or ``^`` before a list (the fastest of all but those).
+
+    Parameters
+    ----------
+    algorithm : str
+        Names of :data:`~topo.engine.algorithms.across_sites.CROSS_SITE_ALGORITHMS` (hyphens accepted).
+
+    Returns
+    -------
+    label : str
+        What was asked, normalised (``auto``, the name, the list).
+    names : list of str
+        The candidates.
+
+    Raises
+    ------
+    TopoError
+        An unknown name, an empty list, ``auto`` in a list, or an exclusion that leaves none (keyed
+        ``algorithm``).
+    """
+    text = str(algorithm).strip().lower().replace("-", "_")
+    if text == "auto":
+        return "auto", list(CROSS_SITE_ALGORITHMS)
+    exclude = text.startswith("^")
+    names = [x.strip() for x in text.lstrip("^").split(",") if x.strip()]
+    allowed = (f"allowed: auto, one of {', '.join(CROSS_SITE_ALGORITHMS)}, a comma list of them (ring,tree) or ^ "
+               "before one (^ring: all but those)")
+    bad = [x for x in names if x not in CROSS_SITE_ALGORITHMS]
+    if not names or bad:
+        what = f" {bad[0]!r}" + (f" in {algorithm!r}" if bad[0] != text else "") if bad else f" {algorithm!r}"
+        raise TopoError(f"unknown algorithm across sites{what}; {allowed}", key="algorithm")
+    names = list(dict.fromkeys(names))
+    if exclude:
+        keep = [a for a in CROSS_SITE_ALGORITHMS if a not in names]
+        if not keep:
+            raise TopoError(f"{algorithm!r} leaves no algorithm across sites; {allowed}", key="algorithm")
+        return "^" + ",".join(names), keep
+    return ",".join(names), names
 
 
 class _SiteTimes:

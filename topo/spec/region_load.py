@@ -5,12 +5,13 @@ Errors are the spec loader's one-line errors; a site's own spec error names the 
 
 from __future__ import annotations
 
+import os
 import typing
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..errors import TopoError
+from ..errors import RegionNotSpec, TopoError
 from ..inputs import read_toml
 from .load import display_path, _to_topo_error, apply_overrides, load_spec, resolve_spec_path, spec_from_dict
 from .model import Spec
@@ -74,15 +75,24 @@ def site_specs(region: RegionSpec, folder: Path, source: str) -> list[Spec]:
                 out.append(spec_from_dict(site.fabric, source=f"{where}.fabric"))
                 continue
             out.append(load_spec(_site_file(site, folder), site.set))
+        except RegionNotSpec as exc:  # named by the region's file and key, with the nested file (small50 left it)
+            raise TopoError(f"{site.spec!r} (site {site.name}) is a region of several sites ([[sites]], {exc.source}), "
+                            "and a site is one fabric; allowed: one fabric's spec file or bundled name (e.g. "
+                            "dgx-h100-superpod) or an inline [sites.fabric] table: name one of its sites' specs",
+                            source=source, key=f"sites[{i}].spec") from None
         except TopoError as exc:
+            if site.fabric is None and exc.source:  # the site's own file: its line, column or key is read there
+                where += f": {exc.source}"
             raise TopoError(exc.message, source=where if site.fabric is None else exc.source, key=exc.key) from None
     return out
 
 
 def _site_file(site, folder: Path) -> Path | str:
-    """What a site's ``spec`` names: a file beside the region file, else the path or bundled name as given."""
+    """What a site's ``spec`` names: a file beside the region file, else the path or bundled name as given. Anything
+    beside it by that name counts (a folder, a pipe: :func:`load_spec` refuses it as what it is, where ``is_file``
+    sent it on to the working folder, "no such spec file")."""
     beside = folder / site.spec
-    return beside if beside.is_file() else site.spec
+    return beside if os.path.lexists(beside) else site.spec
 
 
 def site_spec_files(region: RegionSpec) -> list[str]:

@@ -92,7 +92,7 @@ class SiteSpec(_Strict):
 
     name: Annotated[Name, Field(min_length=1, max_length=64)]
     """The site's name, used in messages and in ``--fail dci:NAME-NAME``."""
-    spec: str | None = None
+    spec: Annotated[str, Field(min_length=1)] | None = None
     """A bundled spec's name or a spec file (relative to the region file) for this site's fabric."""
     set: list[str] = []
     """``KEY=VALUE`` overrides of ``spec``, as ``--set`` takes them (e.g. ``["cluster.num_units=24"]``)."""
