@@ -148,7 +148,7 @@ def _output_arguments(p) -> None:
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
-    p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
+    p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
                    help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
     p.add_argument("--across", choices=("dp", "pp", "outer"), default=None,
@@ -227,6 +227,13 @@ def _check_applies(args) -> None:
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
+    if args.top is not None and not args.search:  # walk16: printed one layout, exit 0
+        raise TopoError("sets the rows of --search's table; without --search there is one layout", key="--top")
+    args.top = 10 if args.top is None else args.top
+    if args.tokens is not None and (args.search or is_region_args(args)):  # walk16: no line, no key, exit 0
+        raise TopoError("reports one layout's time to train on one site; not with --search or across sites yet "
+                        "(across sites, the time is tokens / (global batch x sequence) steps of the step across "
+                        "sites)", key="--tokens")
 
 
 def run(args) -> int:
