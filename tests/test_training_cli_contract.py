@@ -218,3 +218,9 @@ def test_pipeline_schedule_choices_are_the_layouts():
     flag = next(a for a in train._actions if "--pipeline-schedule" in a.option_strings)
     assert tuple(flag.choices) == PIPELINE_SCHEDULES
     assert get_args(ParallelLayout.model_fields["pipeline_schedule"].annotation) == PIPELINE_SCHEDULES
+
+
+def test_help_describes_every_cp_comm_type():
+    """walk16: ``--cp-comm-type {p2p,all_gather,a2a}``'s help described p2p and all_gather only."""
+    text = " ".join(run_cli("train", "--help", check=True).stdout.split())
+    assert "or a2a (Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)" in text

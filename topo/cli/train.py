@@ -103,7 +103,8 @@ def _memory_arguments(p) -> None:
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
     p.add_argument("--cp-comm-type", choices=CP_COMM_TYPES, default=None,
                    help="how context parallelism exchanges K and V: p2p (default; ring attention, Megatron-Core's "
-                        "default) or all_gather (K/V gathered before the attention, exposed: Meta's Llama 3)")
+                        "default), all_gather (K/V gathered before the attention, exposed: Meta's Llama 3) or a2a "
+                        "(Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)")
     p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
