@@ -9,6 +9,7 @@ from ..fabric.region_inventory import RegionInventory, region_inventory
 from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_bandwidth, format_count, format_in, format_time
+from .common import with_overrides
 from .output import emit, emit_json, table
 
 __all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]
@@ -47,7 +48,7 @@ def run_describe(args) -> int:
     if args.json:
         emit_json(inv.to_dict())
     else:
-        emit(render_region(inv))
+        emit(with_overrides(render_region(inv), args))
     return 0
 
 
