@@ -253,6 +253,7 @@ def test_fractions_print_as_percentages_as_train_prints_them(tmp_path):
                                          'layout = "tp=8"\nglobal_batch = 768\n"interconnect.waves" = 4\n')
     r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert "topo sweep: study: 1 point, 0 already in study.parquet, 1 computed on" in r.stderr  # was "1 points"
     one = json.loads(topo("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768",
                           "--set", "interconnect.waves=4", "--json", cwd=tmp_path).stdout)
     rows = {line.split()[1]: line.split()[4] for line in r.stdout.splitlines()[1:] if len(line.split()) > 4}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..atomic import SIGNATURE, STDOUT, check_output, open_output, safe_file_name
 from ..errors import TopoError
-from ..units import format_in, format_time, format_usd, in_unit
+from ..units import count_noun, format_in, format_time, format_usd, in_unit
 from .output import emit, emit_json, note, table
 
 FLAGS = {"scheduler": "--scheduler", "output": "-o", "batch_size": "--batch-size", "workers": "--workers",
@@ -163,8 +163,8 @@ def _run(args) -> int:
         note(line)
     ran = (f"{info.computed:,} computed on {info.where}" if info.skipped < info.total
            else "nothing to compute")  # every point was in the output already
-    note(f"topo sweep: {study.name}: {info.total:,} points, {info.skipped:,} already in {out}, {ran} in "
-         f"{time.perf_counter() - start:.1f} s; {info.errors:,} error rows")
+    note(f"topo sweep: {study.name}: {count_noun(info.total, 'point')}, {info.skipped:,} already in {out}, {ran} "
+         f"in {time.perf_counter() - start:.1f} s; {count_noun(info.errors, 'error row')}")
     return _finish(args, study, df, info, out, report)
 
 
