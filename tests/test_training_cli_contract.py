@@ -224,3 +224,13 @@ def test_help_describes_every_cp_comm_type():
     """walk16: ``--cp-comm-type {p2p,all_gather,a2a}``'s help described p2p and all_gather only."""
     text = " ".join(run_cli("train", "--help", check=True).stdout.split())
     assert "or a2a (Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)" in text
+
+
+def test_an_error_names_a_switch_by_its_flag():
+    """walk16: ``--tp 16`` on 8-GPU domains said "allow it with tp_across_domains", a layout field the command line
+    spells ``--tp-across-domains``; a ``--layout`` keeps the field's name."""
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "16", "--global-batch", "256")
+    assert p.returncode == 2 and p.stderr == ("error: --tp: 16 is larger than the 8-GPU NVLink domain; allow it with "
+                                              "--tp-across-domains\n"), p.stderr
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", "tp=16,global_batch=256")
+    assert p.returncode == 2 and p.stderr.endswith("allow it with tp_across_domains\n"), p.stderr

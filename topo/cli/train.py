@@ -402,16 +402,27 @@ def _note_fields() -> dict:
     parser = sub.choices["train"]
     dests = {a.dest: a for a in parser._actions if a.option_strings}
     flag = {f: "--" + f.replace("_", "-") for f in ParallelLayout.model_fields if "_" in f}
-    fields = {f: x for f, x in flag.items() if f in dests and dests[f].nargs != 0 and x in dests[f].option_strings}
+    fields = {f: x for f, x in flag.items() if f in dests and x in dests[f].option_strings}
     return fields | {f"overlap_{d}": "--overlap" for d in _OVERLAP_DIMS}
 
 
-def _note_flag(field: str, value: str | None) -> str:
-    """One field of a note (``field`` with its ``= value``, or None) as the flag that sets it."""
+def _switches() -> set:
+    """The fields of :func:`_note_fields` whose flag takes no value (``--tp-across-domains``)."""
+    import argparse
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    return {a.dest for a in sub.choices["train"]._actions if a.option_strings and a.nargs == 0}
+
+
+def _note_flag(field: str, value: str | None) -> str | None:
+    """One field of a note (``field`` with its ``= value``, or None) as the flag that sets it; None for a switch's
+    field set false, which no flag says."""
     if field.startswith("overlap_"):  # --overlap ep=on; a bare overlap_ep is the setting on
         on = value is None or value.lower() in ("true", "on", "1")
         return f"--overlap {field.removeprefix('overlap_')}={'on' if on else 'off'}"
     flag = _note_fields()[field]
+    if field in _switches():  # walk16: "allow it with tp_across_domains" named the field, not --tp-across-domains
+        return flag if value is None or value.lower() in ("true", "1") else None
     return flag + (f" {value}" if value is not None else "")
 
 
@@ -439,7 +450,7 @@ def note_flags(note: str) -> str:
     """
     fields = sorted(_note_fields(), key=len, reverse=True)  # the longest first: dp_shard inside dp_sharding
     pattern = r"\b(" + "|".join(fields) + r")\b(?: ?= ?([^\s,;:)]+))?"
-    return re.sub(pattern, lambda m: _note_flag(m[1], m[2]), note)
+    return re.sub(pattern, lambda m: _note_flag(m[1], m[2]) or m[0], note)
 
 
 def _as_flags(args, exc: TopoError) -> TopoError:
@@ -450,7 +461,8 @@ def _as_flags(args, exc: TopoError) -> TopoError:
         return exc
     if getattr(args, "jax_mesh", None) is not None and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
         return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
-    return type(exc)(exc.message, key="--" + exc.key.split(".")[0].replace("_", "-"))  # not --recompute-modules.0
+    return type(exc)(note_flags(exc.message), key="--" + exc.key.split(".")[0].replace("_", "-"))  # not
+    # --recompute-modules.0; a field the message names is its flag too (walk16: "allow it with tp_across_domains")
 
 
 def _progress():
