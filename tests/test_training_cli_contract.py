@@ -74,8 +74,8 @@ def test_the_does_not_fit_note_gives_gb_and_the_gpus_gib():
     m = d["memory"]
     assert not d["fits"] and m["short_bytes"] == pytest.approx(m["total_bytes"] - m["capacity_bytes"])
     want = (f"does not fit: {m['total_bytes'] / 1e9:.1f} GB per GPU on stage 0, {m['short_bytes'] / 1e9:.1f} GB "
-            f"more than the {m['capacity_bytes'] / 1e9:.1f} GB ({m['capacity_bytes'] / 2**30:.1f} GiB) of a H100")
-    assert want in d["notes"] and "(79.6 GiB) of a H100" in want
+            f"more than the H100's {m['capacity_bytes'] / 1e9:.1f} GB ({m['capacity_bytes'] / 2**30:.1f} GiB)")
+    assert want in d["notes"] and "the H100's 85.5 GB (79.6 GiB)" in want  # walk16: read "of a H100"
     assert f"note: {want}" in run_cli(*cmd, check=True).stdout.splitlines()
 
 
