@@ -22,7 +22,14 @@ def is_region_args(args) -> bool:
 
 def region_from_args(args) -> Region:
     """The region the arguments name, with ``--set`` overrides of the region file and ``--fail dci:A-B``."""
-    region = build_region(args.spec, getattr(args, "overrides", None) or [])
+    overrides = getattr(args, "overrides", None) or []
+    try:
+        region = build_region(args.spec, overrides)
+    except TopoError as exc:  # walk16: a rule the region checks after its fields named no --set, as a site's does
+        given = [o for o in overrides if not o.endswith("=")]
+        if not given or not exc.source or "(--set" in exc.source:
+            raise
+        raise TopoError(exc.message, source=f"{exc.source} (--set {', '.join(given)})", key=exc.key) from None
     failures = getattr(args, "failures", None)
     if failures:
         try:
