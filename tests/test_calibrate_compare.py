@@ -631,3 +631,9 @@ def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
     written = tomllib.loads(out.read_text())["base_latency_us"]["value"]["ring"]["LL128"]
     base_us = resolve_profile(doc["base"]).base_latency_s["ring"]["LL128"] * 1e6
     assert written == pytest.approx(base_us * doc["values"]["base_latency.LL128"], rel=1e-6)
+
+
+def test_a_gpu_given_in_lower_case_names_the_cluster_as_the_catalog_does():
+    """walk16: ``--gpu h100`` was accepted and named the modelled cluster ``h100-3x8-infiniband_ndr``."""
+    out = run_cli("compare", "nccl1453-h100-allreduce", "--gpu", "h100", check=True).stdout
+    assert "model H100-3x8-infiniband_ndr, profile hopper+infiniband_ndr" in out

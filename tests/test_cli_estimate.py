@@ -67,6 +67,11 @@ def test_default_runs_with_no_arguments_on_the_100k_cluster():
     (["--set", "server.nic_rate=-400 Gb/s"], "error: topologies/dgx-h100-superpod.toml (--set server.nic_rate=-400 "
      "Gb/s): server.nic_rate: a bandwidth must be positive, got '-400 Gb/s' (the sign is wrong)"),
     (["--size", "0"], "error: --size: a size must be a positive number of bytes, got '0'"),
+    # walk16: "1Gb" ran 1e9 bytes, the gigabyte, where topo reads "Gb" as gigabits everywhere else (400 Gb/s)
+    (["--size", "1Gb"], "error: --size: a size is in bytes, and 'Gb' counts bits (as in '400 Gb/s'), got '1Gb'; "
+                        "allowed: 1GB, 1GiB or nccl-tests' 1G"),
+    (["-e", "64Mib"], "error: -e: a size is in bytes, and 'Mib' counts bits (as in '400 Gb/s'), got '64Mib'; "
+                      "allowed: 64MB, 64MiB or nccl-tests' 64M"),
     (["-g", "2000"], "error: --gpus: 2,000 GPUs asked, but the fabric has 1,024"),
     (["-g", "many"], "error: --gpus: must be a whole number, got 'many'"),
     (["--ranks", "0-7,9999"], "error: --ranks: GPU id 9999 does not exist; this fabric has GPUs 0 to 1023"),

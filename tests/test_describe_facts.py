@@ -137,3 +137,22 @@ def test_describe_says_a_rack_scale_domains_switches_are_not_in_its_count():
     assert total == described + 9 * racks
     hgx = run_cli("describe", "dgx-h100-superpod", check=True).stdout  # the NVSwitches are inside the server
     assert "a domain spans servers" not in hgx
+
+
+def test_overrides_are_named_under_the_file_s_own_header():
+    """walk16: ``--set fabric.units_per_pod=6 --set 'fabric.tiers[spine].oversubscription=3'`` printed the file's
+    "non-blocking pods of 1,792 GPUs, 7:1 between pods" above a table of 1,536-GPU pods at 3:1, and a region's
+    "16 x 800G" assumption above 8 waves, with nothing saying that the header predates the overrides."""
+    out = run_cli("describe", "--set", "fabric.units_per_pod=6", "--set", "fabric.tiers[spine].oversubscription=3",
+                  check=True).stdout.splitlines()
+    assert out[4] == ("  with --set fabric.units_per_pod=6 --set fabric.tiers[spine].oversubscription=3: the lines "
+                      "above are the file's own, written before these overrides") and out[5] == ""
+    assert "pod = 6 scalable units (1,536 GPUs)" in "\n".join(out)
+    out = run_cli("describe", "dgx-h100-superpod", "--unset", "cluster.num_units", "--set", "cluster.num_gpus=512",
+                  check=True).stdout.splitlines()
+    assert out[2] == ("  with --unset cluster.num_units --set cluster.num_gpus=512: the lines above are the file's own, "
+                      "written before these overrides")
+    out = run_cli("describe", "two-site-h100", "--set", "interconnect.waves=8", check=True).stdout
+    assert "  assumed: equipment latency 50 us one way" in out and ("  with --set interconnect.waves=8: the lines "
+                                                                   "above are the file's own") in out
+    assert "the file's own" not in run_cli("describe", "dgx-h100-superpod", check=True).stdout

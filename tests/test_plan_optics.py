@@ -5,6 +5,7 @@ data/reference/planner.md line 26; issue 22)."""
 import pytest
 
 import topo
+from conftest import run_cli
 from topo.plan import plan
 from topo.plan.reliability import SECONDS_PER_YEAR
 
@@ -92,3 +93,20 @@ def test_middle_of_row_leaves_take_a_quarter_of_nic_links_on_dac(reference):
     assert r.nic_modules == r.num_gpus * 6 // 8
     # end of row (the default) keeps every NIC link optical: its one neighbour is cabled through the tray
     assert plan(collectives=False).bom.links_by_level["nic-leaf"]["copper"] == 0
+
+
+def test_first_failure_times_read_in_hours_past_two_and_none_without_modules():
+    """walk16: a SuperPOD's first job-stopping optics failure read "2,053.12 min" beside "one per 49.5 h", a copper
+    plan's read "none (no such modules) (0 modules ...)", and a small storage "-> 1 servers", "1 racks", "0.00 MW".
+    DGX H100's 512 twin-port NIC-side modules and the leaves' 512 at the catalog's 4-year MTTF: 4 x 8,760 h / 1,024
+    = 34.2 h, the NIC side alone 68.4 h."""
+    out = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", "plan.storage.kind=ddn_ai400x2",
+                  check=True).stdout
+    assert "first job-stopping optics failure: 34.2 h (1,024 modules on GPU links, both ends); NIC-side alone: " \
+           "68.4 h (512 modules)" in out
+    assert "-> 1 server; a checkpoint in" in out and "(2 servers, 4.0 kW, 1 rack in a storage room)" in out
+    out = run_cli("plan", "--no-collectives", "--set", "plan.floor.leaf_placement=middle_of_row", "--set",
+                  "plan.floor.copper=dac_aec", check=True).stdout
+    assert "first job-stopping optics failure: none (0 modules on GPU links, both ends); NIC-side alone: none " \
+           "(0 modules)" in out
+    assert "first job-stopping optics failure: 16.12 min" in run_cli("plan", "--no-collectives", check=True).stdout

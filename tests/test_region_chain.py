@@ -254,3 +254,16 @@ def test_training_across_sites_carries_the_path_bounds_note():
     five = estimate_across_sites(_mesh_with_a_short_chain(5), load_model("llama3-8b"), lay.model_copy(
         update={"dp": 20, "global_batch": 20}))
     assert five.notes == []
+
+
+def test_a_rule_the_region_checks_names_the_set_that_broke_it(tmp_path):
+    """walk16: ``--set interconnect.topology=hub`` on the chain gave "bundled spec three-site-chain: interconnect.
+    distance_km: required ..." without the override, where a field's own check names it."""
+    p = run_cli("describe", "three-site-chain", "--set", "interconnect.topology=hub", cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr == (
+        "error: bundled spec three-site-chain (--set interconnect.topology=hub): interconnect.distance_km: "
+        "required (> 0, in km) unless every span gives its own; none for a-c\n"), p.stderr
+    p = run_cli("describe", "two-site-h100", "--set", 'sites[0].set=["cluster.num_units=0"]', cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith(
+        "error: bundled spec two-site-h100: sites[0] (east) (--set sites[0].set=[\"cluster.num_units=0\"]): "
+        "cluster.num_units: must be >= 1, got 0"), p.stderr

@@ -91,7 +91,7 @@ def test_a_span_beyond_a_zr_module_s_reach_is_said():
     long-haul transponder's) lifts it."""
     assert v("module", "reach_km") == 120
     note = ("note: dci:east-west (1,000 km) is beyond a ZR module's 120 km single-span reach (module.reach_km in "
-            "topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, multisite.md s.4)")
+            "topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, with their sources)")
 
     def text(*args):
         return run_cli("plan", "two-site-h100", "--no-collectives", *args, check=True).stdout
@@ -99,6 +99,18 @@ def test_a_span_beyond_a_zr_module_s_reach_is_said():
     assert note in text()
     assert "reach" not in text("--set", "interconnect.distance_km=120")  # 120 km: within it
     assert "single-span reach" not in text("--set", "plan.dci.module.reach_km=1500")
+
+
+def test_notes_cite_no_file_a_user_does_not_have():
+    """walk16: two notes of ``topo plan REGION`` cited "multisite.md s.6" and "s.4", a notes file outside the
+    repository and the wheel; the spec reference cited it for the fibre's 4.9 us/km. They now name the data file
+    whose figures carry their sources (topo/data/dci/interconnect.toml) or the source itself."""
+    out = run_cli("plan", "two-site-h100", "--no-collectives", check=True).stdout
+    assert "multisite.md" not in out
+    assert ("note: DCI prices were not found (no published price of a ZR module, amplifier, hut, mux or fibre pair): "
+            "placeholders with status 'assumption' in topo/data/dci/interconnect.toml") in out
+    reference = (ROOT / "docs" / "spec-reference.md").read_text()
+    assert "multisite.md" not in reference
 
 
 def test_one_big_site_beside_the_region():

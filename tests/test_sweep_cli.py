@@ -244,3 +244,18 @@ def test_a_study_of_more_than_a_million_points_is_refused_at_once(tmp_path):
     r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stderr == "error: study.toml: seeds: must be 1 to 1,000,000, got 1000001\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml"]
+
+
+def test_fractions_print_as_percentages_as_train_prints_them(tmp_path):
+    """walk16: the summary printed a region's throughput_vs_one_site as 0.8008 beside mfu's 35.3%, where topo train
+    and the README give 80.1%; the figure is the one ``topo train REGION --json`` gives."""
+    (tmp_path / "study.toml").write_text('spec = "two-site-h100"\ncompute = ["train"]\n[axes]\nmodel = "llama3-8b"\n'
+                                         'layout = "tp=8"\nglobal_batch = 768\n"interconnect.waves" = 4\n')
+    r = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "topo sweep: study: 1 point, 0 already in study.parquet, 1 computed on" in r.stderr  # was "1 points"
+    one = json.loads(topo("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768",
+                          "--set", "interconnect.waves=4", "--json", cwd=tmp_path).stdout)
+    rows = {line.split()[1]: line.split()[4] for line in r.stdout.splitlines()[1:] if len(line.split()) > 4}
+    assert rows["throughput_vs_one_site"] == f"{one['throughput_vs_one_site']:.1%}"
+    assert rows["mfu"].endswith("%")

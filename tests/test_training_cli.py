@@ -166,6 +166,7 @@ def test_search_errors_name_the_flag():
     line = one_line(run_cli("train", "dgx-h100-superpod", "--model", "llama3-405b", "--gpus", "8", "--search",
                             "--global-batch", "512"))
     assert line.startswith("error: --model: llama3-405b fits in no layout on 8 GPUs")
+    assert line.endswith(" more than the H100's 85.5 GB (79.6 GiB)")  # walk16: "of a H100"
 
 
 def test_layout_as_pairs_like_plan_and_report(tmp_path):

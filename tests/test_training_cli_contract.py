@@ -74,8 +74,8 @@ def test_the_does_not_fit_note_gives_gb_and_the_gpus_gib():
     m = d["memory"]
     assert not d["fits"] and m["short_bytes"] == pytest.approx(m["total_bytes"] - m["capacity_bytes"])
     want = (f"does not fit: {m['total_bytes'] / 1e9:.1f} GB per GPU on stage 0, {m['short_bytes'] / 1e9:.1f} GB "
-            f"more than the {m['capacity_bytes'] / 1e9:.1f} GB ({m['capacity_bytes'] / 2**30:.1f} GiB) of a H100")
-    assert want in d["notes"] and "(79.6 GiB) of a H100" in want
+            f"more than the H100's {m['capacity_bytes'] / 1e9:.1f} GB ({m['capacity_bytes'] / 2**30:.1f} GiB)")
+    assert want in d["notes"] and "the H100's 85.5 GB (79.6 GiB)" in want  # walk16: read "of a H100"
     assert f"note: {want}" in run_cli(*cmd, check=True).stdout.splitlines()
 
 
@@ -145,6 +145,8 @@ def test_layout_file_and_its_errors(tmp_path):
     (["--across", "pp"], "--across", "applies to a region of several sites"),  # was dropped silently on one site
     (["--outer-every", "5"], "--outer-every", "applies to a region of several sites"),
     (["--rank-orders", "tp-cp-ep-dp-pp"], "--rank-orders", "without --search"),  # was dropped without --search
+    (["--top", "4"], "--top", "without --search there is one layout"),  # walk16: was dropped without --search
+    (["--search", "--tokens", "1e12"], "--tokens", "not with --search or across sites"),  # walk16: no line, no key
     (["--overlap", "xx=on"], "--overlap", "write DIM=on or DIM=off"),  # was named 'overlap', not its flag
     (["--recompute", "selective", "--recompute-modules", "bogus"], "--recompute-modules",
      "got 'bogus'"),  # was named '--recompute-modules.0', no such flag
@@ -154,6 +156,15 @@ def test_an_option_that_does_not_apply_or_is_wrong_names_its_flag(extra, key, sa
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {key}: ") and says in lines[0], p.stderr
+
+
+def test_tokens_across_sites_is_refused_not_dropped():
+    """walk16: ``--tokens`` on a region printed no time to train and no JSON key, exit 0."""
+    p = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768", "--tokens",
+                "1e12")
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("error: --tokens: reports one layout's time to train on one site; not with --search "
+                               "or across sites yet"), p.stderr
 
 
 def test_region_options_still_apply_to_a_region():
@@ -207,3 +218,19 @@ def test_pipeline_schedule_choices_are_the_layouts():
     flag = next(a for a in train._actions if "--pipeline-schedule" in a.option_strings)
     assert tuple(flag.choices) == PIPELINE_SCHEDULES
     assert get_args(ParallelLayout.model_fields["pipeline_schedule"].annotation) == PIPELINE_SCHEDULES
+
+
+def test_help_describes_every_cp_comm_type():
+    """walk16: ``--cp-comm-type {p2p,all_gather,a2a}``'s help described p2p and all_gather only."""
+    text = " ".join(run_cli("train", "--help", check=True).stdout.split())
+    assert "or a2a (Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)" in text
+
+
+def test_an_error_names_a_switch_by_its_flag():
+    """walk16: ``--tp 16`` on 8-GPU domains said "allow it with tp_across_domains", a layout field the command line
+    spells ``--tp-across-domains``; a ``--layout`` keeps the field's name."""
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--tp", "16", "--global-batch", "256")
+    assert p.returncode == 2 and p.stderr == ("error: --tp: 16 is larger than the 8-GPU NVLink domain; allow it with "
+                                              "--tp-across-domains\n"), p.stderr
+    p = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--layout", "tp=16,global_batch=256")
+    assert p.returncode == 2 and p.stderr.endswith("allow it with tp_across_domains\n"), p.stderr

@@ -151,7 +151,14 @@ def test_cli_choose_flag():
         proc = run_cli("estimate", "--gpus", "24", "--size", "1G", "--set", "server.nics=4", "--choose", choose,
                        "--json", check=True)
         algos[choose] = json.loads(proc.stdout)["results"][0]["algorithm"]
+        assert json.loads(proc.stdout)["choose"] == choose  # walk16: the document did not say which rule chose
     assert algos == {"fastest": "tree", "nccl": "ring"}
+    # walk16: the text's header said "algorithm auto" either way, so a ring slower than the tree looked like a bug
+    text = run_cli("estimate", "--gpus", "24", "--size", "1G", "--set", "server.nics=4", "--choose", "nccl",
+                   check=True).stdout.splitlines()
+    assert text[1].startswith("# algorithm auto as NCCL's tuner chooses (--choose nccl), ecmp ideal"), text[1]
+    text = run_cli("estimate", "--gpus", "24", "--size", "1G", "--set", "server.nics=4", check=True).stdout
+    assert text.splitlines()[1].startswith("# algorithm auto, ecmp ideal")
     bad = run_cli("estimate", "--choose", "quickest")
     assert bad.returncode == 2 and "--choose" in bad.stderr and "quickest" in bad.stderr
 

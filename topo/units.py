@@ -94,6 +94,10 @@ def parse_size_bytes(text: str | int | float) -> int:
         m = re.fullmatch(r"\s*" + _SIGNED + r"\s*([A-Za-z]*)\s*", str(text))
         if not m or m.group(2).lower() not in _SIZE_UNITS:
             raise UnitError(f"expected {_SIZE_HELP}, got {text!r}")
+        if len(m.group(2)) > 1 and m.group(2).endswith("b"):  # walk16: "1Gb" read as 1e9 bytes, 8x a gigabit
+            n, p = m.group(1), m.group(2)[0].upper()
+            raise UnitError(f"a size is in bytes, and {m.group(2)!r} counts bits (as in '400 Gb/s'), got {text!r}; "
+                            f"allowed: {n}{p}B, {n}{p}iB or nccl-tests' {n}{p}")
         mantissa, _, exponent = m.group(1).lower().partition("e")
         if exponent and int(exponent) < -40:
             raise UnitError(f"a size must be a whole number of bytes, got {text!r}")

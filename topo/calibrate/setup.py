@@ -314,7 +314,7 @@ def _gpu_model(run: NcclRun, gpu: str | None, notes: list[str]):
     named = gpu_from_device(run.gpu_name) if run.gpu_name else None
     if run.gpu_name and named != model.name:  # the user's word over the log's, said
         notes.append(f"modelled as {model.name}, as asked; the log's devices are {run.gpu_name}")
-    return gpu, model
+    return model.name, model  # the catalog's name (walk16: --gpu h100 named the cluster h100-3x8-...)
 
 
 def _nodes(run: NcclRun, n: int, ranks, model, nodes, gpus_per_node, notes: list[str]) -> tuple[int, int]:

@@ -101,6 +101,20 @@ def fabric_from_args(args, name=None):
     return fabric
 
 
+def with_overrides(text: str, args) -> str:
+    """``describe``'s text with a line under its header (name, description, sources, assumptions) naming the
+    ``--set``/``--unset`` overrides, since that header is the file's own prose, written before them (walk16: ``--set
+    fabric.units_per_pod=6`` still read "non-blocking pods of 1,792 GPUs, 7:1 between pods" above a 1,536-GPU, 3:1
+    table)."""
+    given = [f"--unset {o[:-1]}" if o.endswith("=") else f"--set {o}" for o in getattr(args, "overrides", None) or []]
+    if not given:
+        return text
+    lines = text.split("\n")
+    at = lines.index("") if "" in lines else 1
+    line = f"  with {' '.join(given)}: the lines above are the file's own, written before these overrides"
+    return "\n".join(lines[:at] + [line] + lines[at:])
+
+
 def technology_note(fabric) -> str | None:
     """A note when the spec's NICs are faster than its network technology's fastest port (800 Gb/s NICs on
     ``infiniband_ndr``, 400 Gb/s): the costs are that technology's constants, likely not what was meant."""

@@ -7,7 +7,7 @@ import math
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
-from .common import add_spec_arguments, fabric_from_args, technology_note
+from .common import add_spec_arguments, fabric_from_args, technology_note, with_overrides
 from .region import is_region_args, run_describe as run_region
 from .output import emit, emit_json, note, ratio, table
 
@@ -36,7 +36,7 @@ def run(args) -> int:
             doc["failures"] = deg.to_dict()
         emit_json(doc)
     else:
-        emit(render(inv))
+        emit(with_overrides(render(inv), args))
         if deg is not None:
             emit(render_degraded(deg))
     return 0

@@ -467,7 +467,8 @@ def avg_busbw_line(r: EstimateResult) -> str:
 
 def render(r: EstimateResult) -> str:
     lines = [f"# topo estimate: {r.collective} on {safe_text(r.spec)}: {safe_text(r.placement)}",
-             f"# algorithm {r.algorithm}, ecmp {r.ecmp}, sharing {r.sharing}, profile {safe_text(r.profile)}"
+             f"# algorithm {r.algorithm}" + (" as NCCL's tuner chooses (--choose nccl)" if r.choose == "nccl" else "")
+             + f", ecmp {r.ecmp}, sharing {r.sharing}, profile {safe_text(r.profile)}"
              + (f", protocol {r.protocol}" if r.protocol != "auto" else "")
              + (f", {r.channels} channels" if r.channels else ""),
              "#", _HEAD[0], _HEAD[1] + _TOPO_HEAD, _HEAD[2]]

@@ -156,7 +156,11 @@ def _every(seconds: float) -> str:
 
 
 def _after(seconds: float) -> str:
-    return "none (no such modules)" if not math.isfinite(seconds) else format_in(seconds, "min", ",.2f")
+    """The expected time to a first failure: minutes, or hours from 2 h on (walk16: a SuperPOD's "2,053.12 min"
+    beside its "one per 49.5 h"); "none" where no module is counted (the count beside it says 0)."""
+    if not math.isfinite(seconds):
+        return "none"
+    return format_in(seconds, "min", ",.2f") if in_unit(seconds, "h") < 2 else format_in(seconds, "h", ",.1f")
 
 
 def _litres(x: float) -> str:
@@ -175,9 +179,9 @@ def _storage_lines(st, mark) -> list[str]:
                    f"storage.kinds.{kind}.power_W"),
             f"          needs {format_in(st.capacity_needed_bytes, 'PB')} ({st.checkpoints_kept} checkpoints of "
             f"{format_in(st.checkpoint_bytes, 'TB')} + dataset {format_in(st.dataset_bytes, 'PB')}, "
-            f"{st.dataset_tokens:.3g} tokens) -> {format_count(st.servers_for_capacity)} servers; a checkpoint in "
+            f"{st.dataset_tokens:.3g} tokens) -> {count_noun(st.servers_for_capacity, 'server')}; a checkpoint in "
             f"{format_time(st.write_budget_s)} needs {format_bandwidth(st.write_needed_Bps)} -> "
-            f"{format_count(st.servers_for_bandwidth)} servers",
+            f"{count_noun(st.servers_for_bandwidth, 'server')}",
             f"          provides {format_in(st.capacity_bytes, 'PB')}, write {format_bandwidth(st.write_Bps)} (a "
             f"checkpoint in {format_time(st.checkpoint_write_s)}), read {format_bandwidth(st.read_Bps)}; "
             f"{_mw(st.power_W)} (in IT power), {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (a storage "

@@ -106,7 +106,8 @@ def _memory_arguments(p) -> None:
                         "(E embedding, t layer, m MTP, L loss; default: an even split)")
     p.add_argument("--cp-comm-type", choices=CP_COMM_TYPES, default=None,
                    help="how context parallelism exchanges K and V: p2p (default; ring attention, Megatron-Core's "
-                        "default) or all_gather (K/V gathered before the attention, exposed: Meta's Llama 3)")
+                        "default), all_gather (K/V gathered before the attention, exposed: Meta's Llama 3) or a2a "
+                        "(Ulysses' all-to-alls: each TP rank's query and key/value heads divide by cp)")
     p.add_argument("--pipeline-schedule", choices=PIPELINE_SCHEDULES, default=None,
                    help="1f1b (default; interleaved with --vpp) or DeepSeek's dualpipe: rank i runs stages i and "
                         "pp-1-i, half the micro-batches from each end (even pp, no --vpp)")
@@ -151,7 +152,7 @@ def _output_arguments(p) -> None:
                    help="large-GEMM fraction of the BF16 peak at the sustained clock (default: the GPU's, from data/compute/kernels.toml)")
     p.add_argument("--tokens", type=float, default=None, help="also report the time to train this many tokens")
     p.add_argument("--search", action="store_true", help="rank every valid layout that fits by step time")
-    p.add_argument("--top", type=int, default=10, help="rows of the search table (default 10)")
+    p.add_argument("--top", type=int, default=None, help="rows of the search table (default 10)")
     p.add_argument("--rank-orders", default=None, metavar="A,B",
                    help="with --search: rank orders to try, e.g. tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
     p.add_argument("--across", choices=("dp", "pp", "outer"), default=None,
@@ -233,6 +234,13 @@ def _check_applies(args) -> None:
     if args.rank_orders is not None and not args.search:
         raise TopoError("lists the rank orders --search tries; without --search give one order, --rank-order",
                         key="--rank-orders")
+    if args.top is not None and not args.search:  # walk16: printed one layout, exit 0
+        raise TopoError("sets the rows of --search's table; without --search there is one layout", key="--top")
+    args.top = 10 if args.top is None else args.top
+    if args.tokens is not None and (args.search or is_region_args(args)):  # walk16: no line, no key, exit 0
+        raise TopoError("reports one layout's time to train on one site; not with --search or across sites yet "
+                        "(across sites, the time is tokens / (global batch x sequence) steps of the step across "
+                        "sites)", key="--tokens")
 
 
 def run(args) -> int:
@@ -407,22 +415,33 @@ def _note_fields() -> dict:
     parser = sub.choices["train"]
     dests = {a.dest: a for a in parser._actions if a.option_strings}
     flag = {f: "--" + f.replace("_", "-") for f in ParallelLayout.model_fields if "_" in f}
-    fields = {f: x for f, x in flag.items() if f in dests and dests[f].nargs != 0 and x in dests[f].option_strings}
+    fields = {f: x for f, x in flag.items() if f in dests and x in dests[f].option_strings}
     return fields | {f"overlap_{d}": "--overlap" for d in _OVERLAP_DIMS}
 
 
 _ON, _OFF = ("true", "on", "1"), ("false", "off", "0")  # an overlap_DIM's values a note may write
 
 
+def _switches() -> set:
+    """The fields of :func:`_note_fields` whose flag takes no value (``--tp-across-domains``)."""
+    import argparse
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    return {a.dest for a in sub.choices["train"]._actions if a.option_strings and a.nargs == 0}
+
+
 def _note_flag(text: str, field: str, value: str | None) -> str:
     """One field of a note (``field`` with its ``= value``, or None; ``text`` as the note writes them) as the flag
-    that sets it; an ``overlap_DIM`` whose value is neither on nor off is left as written."""
+    that sets it; an ``overlap_DIM`` whose value is neither on nor off, and a switch's field set false (which no
+    flag says), are left as written."""
     if field.startswith("overlap_"):  # --overlap ep=on; a bare overlap_ep is the setting on
         if value is not None and value.lower() not in _ON + _OFF:
             return text
         on = value is None or value.lower() in _ON
         return f"--overlap {field.removeprefix('overlap_')}={'on' if on else 'off'}"
     flag = _note_fields()[field]
+    if field in _switches():  # walk16: "allow it with tp_across_domains" named the field, not --tp-across-domains
+        return flag if value is None or value.lower() in ("true", "1") else text
     return flag + (f" {value}" if value is not None else "")
 
 
@@ -462,7 +481,8 @@ def _as_flags(args, exc: TopoError) -> TopoError:
         return exc
     if getattr(args, "jax_mesh", None) is not None and exc.key in _MESH_FIELDS:  # a size the mesh gave, not a flag
         return type(exc)(f"{exc.key}: {exc.message}", key="--jax-mesh")
-    return type(exc)(exc.message, key="--" + exc.key.split(".")[0].replace("_", "-"))  # not --recompute-modules.0
+    return type(exc)(note_flags(exc.message), key="--" + exc.key.split(".")[0].replace("_", "-"))  # not
+    # --recompute-modules.0; a field the message names is its flag too (walk16: "allow it with tp_across_domains")
 
 
 def _progress():

@@ -580,7 +580,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""), sharing=opts.sharing,
         profile=ev.profile.name, results=results, candidates=cand_times, unavailable=ev.unavailable,
         phases={n: c.phase_info for n, c in ev.costed.items()}, notes=notes,
-        protocol=opts.protocol or "auto", channels=opts.channels,
+        protocol=opts.protocol or "auto", channels=opts.channels, choose=opts.choose,
         loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
         links=LinkTable.of(fabric))
 

@@ -249,6 +249,7 @@ class EstimateResult:
     notes: list[str] = field(default_factory=list)
     protocol: str = "auto"  # as requested
     channels: int | None = None  # as pinned, else None
+    choose: str = "fastest"  # how auto chose: the routed fastest, or NCCL's tuner ("nccl")
     # per algorithm evaluated: bytes on every directed link (2*link up, 2*link+1 down) per byte of message
     loads_per_byte: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     links: LinkTable | None = field(default=None, repr=False)
@@ -272,6 +273,7 @@ class EstimateResult:
             "profile": self.profile,
             "protocol": self.protocol,
             "channels": self.channels,
+            "choose": self.choose,
             "results": [asdict(r) for r in self.results],
             "candidate_time_s": self.candidates,
             "unavailable": self.unavailable,

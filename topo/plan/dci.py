@@ -260,7 +260,7 @@ def beyond_reach(spans, cat: DciCatalog) -> list[str]:
     """
     reach = _v(cat.module.reach_km)
     return [f"{name} ({d:,.0f} km) is beyond a ZR module's {reach:g} km single-span reach (module.reach_km in "
-            f"topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, multisite.md s.4): the bill prices ZR pluggables "
+            f"topo/data/dci/interconnect.toml: OIF 400ZR and 800ZR, with their sources): the bill prices ZR pluggables "
             f"with in-line amplifiers, while the published longer-reach pluggables (OpenZR+) run at a reduced rate; "
             f"the wave rate over it is the region file's assumption; quote long-haul transponders as "
             f"plan.dci.module.price_usd and power_W" for name, d, _ in spans if d > reach]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_in
+from ..units import count_noun, format_in
 from .catalog import Catalog
 from .power import PowerBreakdown
 from .storage import StoragePlan
@@ -30,8 +30,9 @@ def power_notes(cat: Catalog, store: StoragePlan, pw: PowerBreakdown, num_gpus: 
         n = math.ceil(num_gpus * cat.economics.storage_servers_per_gpu.value - 1e-9)
         # Llama 3's count is of its own (Tectonic) servers, so their power is that kind's, not the chosen kind's
         each = cat.storage.kinds.get("tectonic", cat.storage.server).power_W.value
-        notes.append(f"storage sized from its checkpoint and dataset needs ({store.servers:,} servers, "
-                     f"{format_in(store.power_W, 'MW', ',.2f')}, {store.racks:,} racks in a storage room): Llama 3's servers "
+        power = format_in(store.power_W, 'MW', ',.2f') if store.power_W >= 1e4 else format_in(store.power_W, 'kW', ',.1f')
+        notes.append(f"storage sized from its checkpoint and dataset needs ({count_noun(store.servers, 'server')}, "
+                     f"{power}, {count_noun(store.racks, 'rack')} in a storage room): Llama 3's servers "
                      f"per GPU (storage.sizing = \"per_gpu\") would give {n:,} of its servers, {format_in(n * each, 'MW', ',.2f')}; "
                      "their power is in IT power and their floor in the floor's total, no longer a flat share of "
                      "server power")

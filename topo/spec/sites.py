@@ -140,7 +140,7 @@ class InterconnectSpec(_Strict):
     distance_km: Distance | None = None
     """Fibre route length of every span in km (> 0, at most the Earth's 40,075 km), unless a span gives its own."""
     latency_per_km_s: Duration = Field(FIBRE_LATENCY_PER_KM_S, alias="latency_per_km")
-    """One-way latency per km of fibre (default "4.9 us": 4.897 us/km at 1550 nm, multisite.md section 4)."""
+    """One-way latency per km of fibre (default "4.9 us": 4.897 us/km at 1550 nm, mapyourtech.com, secondary)."""
     equipment_latency_s: Duration = Field(0.0, alias="equipment_latency")
     """One-way latency of the span's equipment (coherent DSP and FEC, amplifiers, DCI switches), added once."""
     waves: Waves = 1

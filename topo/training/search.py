@@ -400,8 +400,8 @@ class _Search:
         mem, lay = self.closest
         raise TopoError(f"{model.name} fits in no layout on {gpus} GPUs: the smallest ({lay.describe()}) needs "
                         f"{format_in(mem.total_bytes, 'GB', '.1f')} per GPU, {format_in(mem.short_bytes, 'GB', '.1f')} "
-                        f"more than the {format_in(cap, 'GB', '.1f')} ({format_in(cap, 'GiB', '.1f')}) of a "
-                        f"{self.spec.gpu}", key="model")
+                        f"more than the {self.spec.gpu}'s {format_in(cap, 'GB', '.1f')} "
+                        f"({format_in(cap, 'GiB', '.1f')})", key="model")
 
     def ranked(self, top: int, contention: bool) -> list:
         """The best, re-evaluated with the traffic mix (``contention``): a mix only slows (every slowdown >= 1), so

@@ -1255,7 +1255,7 @@ def _notes(model, lay, gpu, mem, mapping) -> list[str]:
     if not mem.fits:
         capacity = f"{format_in(gpu.memory_bytes, 'GB', '.1f')} ({format_in(gpu.memory_bytes, 'GiB', '.1f')})"
         notes.append(f"does not fit: {format_in(mem.total_bytes, 'GB', '.1f')} per GPU on stage {mem.stage}, "
-                     f"{format_in(mem.short_bytes, 'GB', '.1f')} more than the {capacity} of a {gpu.name}")
+                     f"{format_in(mem.short_bytes, 'GB', '.1f')} more than the {gpu.name}'s {capacity}")
     units = model.layers + (2 if lay.pipeline_embedding else 0)
     chunks = lay.pp * lay.vpp
     if lay.pipeline_layout is not None:
