@@ -265,5 +265,5 @@ def test_a_rule_the_region_checks_names_the_set_that_broke_it(tmp_path):
         "required (> 0, in km) unless every span gives its own; none for a-c\n"), p.stderr
     p = run_cli("describe", "two-site-h100", "--set", 'sites[0].set=["cluster.num_units=0"]', cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.startswith(
-        "error: bundled spec two-site-h100: sites[0] (east) (--set sites[0].set=[\"cluster.num_units=0\"]): "
-        "cluster.num_units: must be >= 1, got 0"), p.stderr
+        "error: bundled spec two-site-h100: sites[0] (east): bundled spec dgx-h100-superpod (--set "
+        "cluster.num_units=0): cluster.num_units: must be >= 1, got 0"), p.stderr  # smallb51: the site's own spec
