@@ -58,8 +58,9 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
 (``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
 ``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
-``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
-each row's ``overlap_tp`` and ``moe_router_fusion`` columns (``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
+``cuda_graph_scope`` column too (captured parts cost the host no launches), and its TP overlap, router fusion,
+cross-entropy, FP8 attention and delayed-scaling kernels (``overlap_tp``, ``moe_router_fusion``, ``cross_entropy``,
+``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``: ``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
 (``ParallelLayout.ep_comm_sms``, DeepEP's default) but where a run's scripts set HybridEP's count (Megatron-Bridge:
@@ -385,7 +386,7 @@ def _recipe_layout_kw(row, model) -> dict:
 
 
 def _framework_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
+    """Update ``kw`` with the row's framework settings: DeepSeek-V3's pipeline
     layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
     columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
     AutoModel's code."""
