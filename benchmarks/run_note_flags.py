@@ -33,10 +33,10 @@ NOTE_FLAGS = {
     "--xla_gpu_enable_latency_hiding_scheduler": "column dp_overlap_policy (xla_lhs where true)",
     "--xla_gpu_all_reduce_combine_threshold_bytes": "column dp_all_reduce_combine_bytes (where the layers are not "
                                                     "scanned: the combiner sees many layers' gradients)",
+    "--tp-comm-overlap": "column overlap_tp",
+    "--moe-router-fusion": "column moe_router_fusion",
+    "--cross-entropy-loss-fusion": "column cross_entropy (megatron_unfused where the script omits it)",
     # flags a rule of training_accuracy.py sets from the run's source
-    "--tp-comm-overlap": "rule: overlap_tp (_megatron_lm_kw, _dgxc2505_kw; on by default in _recipe_layout_kw)",
-    "--moe-router-fusion": "rule: moe_router_fusion (_megatron_lm_kw, _framework_kw)",
-    "--cross-entropy-loss-fusion": "rule: cross_entropy (_megatron_lm_kw)",
     "--grad-reduce-in-bf16": "rule: grad_reduce_bytes (_megatron_lm_kw)",
     "--main-grads-dtype": "rule: grad_reduce_bytes (_megatron_lm_kw)",
     "--accumulate-allreduce-grads-in-fp32": "rule: grad_reduce_bytes (_recipe_layout_kw's bf16 default)",

@@ -19,13 +19,31 @@ file (``recompute_modules``, ``cuda_graph_scope``, ...), each cited in the row's
 - ``moe_grouped_gemm``: ``ParallelLayout.moe_grouped_gemm``, ``0`` where the recipe's model config builds a
   SequentialMLP (one GEMM per local expert), ``1`` grouped; empty: the layout's default (grouped).
 
+And, until tidy52 (section 174's "left") rules of ``training_accuracy.py`` keyed on the run's id, family, release
+or GPU, read by :func:`recipe_column_kw`:
+
+- ``overlap_tp``, ``moe_router_fusion``: ``1`` / ``0`` on every row (required), the recipe's TP-communication
+  overlap (userbuffers) and Megatron-Core's fused router (``ParallelLayout.overlap_tp``, ``.moe_router_fusion``);
+- ``cross_entropy``: ``ParallelLayout.cross_entropy`` where the recipe's loss is not the layout's default (the
+  Megatron-MoE-ModelZoo rows without ``--cross-entropy-loss-fusion``: ``megatron_unfused``); empty: the default
+  (NeMo AutoModel's ``torch_bf16`` is its code's, ``_automodel_settings``);
+- ``attention_fp8``: ``ParallelLayout.attention_fp8`` where the recipe sets ``fp8_dot_product_attention``;
+- ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``: ``1`` where the run's Transformer Engine reduces its
+  delayed-scaling amaxes / computes each scale inverse in a kernel of its own (TE 2.0-2.6); empty or ``0``: not.
+
+The sources of every value: the row's note or ``data/reference/README.md`` ("Framework settings named by value").
+Megatron-Bridge's HybridEP SM count is a release's, not a row's: ``data/reference/megatron_bridge_hybridep_sms.csv``
+(:func:`hybridep_sms_table`).
+
 :func:`check_recipe_columns` refuses a bad value on one line naming the file, the run, the column, the value and
 what is allowed.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
+from pathlib import Path
 from typing import get_args
 
 from topo.errors import TopoError
@@ -36,8 +54,11 @@ from topo.training.remat import remat_policies
 from topo.training.tp_overlap import config_names
 
 COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
-           "moe_expert_kernels", "moe_grouped_gemm")
+           "moe_expert_kernels", "moe_grouped_gemm", "overlap_tp", "moe_router_fusion", "cross_entropy",
+           "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
+EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
+FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel")  # 1 / 0
 
 
 class RunColumnError(ValueError):
@@ -66,11 +87,25 @@ def _one_of(names, where: str = "") -> Callable[[str], str | None]:
 
 def _checks() -> dict:
     """Each column's check: the value -> None, or what is allowed."""
-    policies = get_args(ParallelLayout.model_fields["dp_overlap_policy"].annotation)
+    def literal(field):
+        return [v for v in get_args(ParallelLayout.model_fields[field].annotation) if v]
+
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
-            "dp_overlap_policy": _one_of(policies), "dp_all_reduce_combine_bytes": _whole_fault,
+            "dp_overlap_policy": _one_of(literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault,
             "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
-            "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1"))}
+            "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1")),
+            "cross_entropy": _one_of(literal("cross_entropy")), "attention_fp8": _one_of(literal("attention_fp8")),
+            **{col: _one_of(("0", "1")) for col in FLAGS}}
+
+
+def _required_fault(col: str, value: str, maxtext: bool) -> str | None:
+    """What a MaxText-only or every-row column must hold where ``value`` breaks it, else None."""
+    if col in MAXTEXT_ONLY and bool(value) != maxtext:
+        return ("a value on every maxtext_ row" if maxtext else
+                "empty on a row that is not maxtext_ (only the MaxText rule reads it)")
+    if col in EVERY_ROW and not value:
+        return "one of 0, 1 on every row (the recipe's setting; its source in the note or data/reference/README.md)"
+    return None
 
 
 def check_recipe_columns(rows, file: str) -> None:
@@ -93,11 +128,67 @@ def check_recipe_columns(rows, file: str) -> None:
         rid, maxtext = row["run_id"], row["run_id"].startswith("maxtext_")
         for col in COLUMNS:
             value = row.get(col) or ""
-            if col in MAXTEXT_ONLY and bool(value) != maxtext:
-                what = ("a value on every maxtext_ row" if maxtext else
-                        "empty on a row that is not maxtext_ (only the MaxText rule reads it)")
+            what = _required_fault(col, value, maxtext)
+            if what:
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {what}")
             fault = checks[col](value) if value else None
             if fault:
-                empty = "" if col in MAXTEXT_ONLY else ", or empty"
+                empty = "" if col in MAXTEXT_ONLY + EVERY_ROW else ", or empty"
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {fault}{empty}")
+
+
+def recipe_column_kw(row) -> dict:
+    """The layout settings of a row's tidy52 columns: ``overlap_tp`` and ``moe_router_fusion`` always, the others
+    where the row names them (:func:`check_recipe_columns` has checked the values).
+
+    Parameters
+    ----------
+    row : dict
+        A runs CSV row.
+
+    Returns
+    -------
+    dict
+        ``ParallelLayout`` keyword arguments.
+    """
+    kw = {"overlap_tp": row["overlap_tp"] == "1", "moe_router_fusion": row["moe_router_fusion"] == "1"}
+    for col in ("cross_entropy", "attention_fp8"):
+        if row.get(col):
+            kw[col] = row[col]
+    for col in ("fp8_amax_reduction", "fp8_scale_inverse_kernel"):
+        if row.get(col):
+            kw[col] = row[col] == "1"
+    return kw
+
+
+def hybridep_sms_table(path) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Megatron-Bridge's ``moe_hybridep_num_sms`` per NeMo release (``data/reference/
+    megatron_bridge_hybridep_sms.csv``: one row per release whose scripts were read, with its source).
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+
+    Returns
+    -------
+    dict
+        Release (``26.04.01``) -> (SMs, the model-name prefixes whose configs were read for it).
+
+    Raises
+    ------
+    RunColumnError
+        One line naming the file, the release, the column, the value and what is allowed.
+    """
+    out = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            rel, sms, prefixes = row["release"], row["moe_hybridep_num_sms"], tuple(row["model_prefixes"].split())
+            if not (sms.isdigit() and int(sms) >= 1):
+                raise RunColumnError(f"{Path(path).name}: release {rel}: moe_hybridep_num_sms = {sms!r}; "
+                                     "allowed: a whole number of SMs >= 1")
+            if not prefixes:
+                raise RunColumnError(f"{Path(path).name}: release {rel}: model_prefixes = ''; allowed: the "
+                                     "model-name prefixes whose configs were read, space-separated")
+            out[rel] = (int(sms), prefixes)
+    return out

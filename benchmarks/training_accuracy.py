@@ -58,12 +58,13 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 *_workload_base_configs.py``); where a row leaves them empty, the recipes' defaults: no EP overlap
 (``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
 ``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
-``cuda_graph_scope`` column too (captured parts cost the host no launches), and Megatron-Bridge's router fusion for
-the families whose performance recipes set it (``ROUTER_FUSION_FAMILIES``); DeepSeek-V3 rows take their recipe's
+``cuda_graph_scope`` column too (captured parts cost the host no launches), and its TP overlap, router fusion,
+cross-entropy, FP8 attention and delayed-scaling kernels (``overlap_tp``, ``moe_router_fusion``, ``cross_entropy``,
+``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``: ``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
 (``ParallelLayout.ep_comm_sms``, DeepEP's default) but where a run's scripts set HybridEP's count (Megatron-Bridge:
-``MB_HYBRIDEP_SMS``; the ModelZoo: 32), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+``data/reference/megatron_bridge_hybridep_sms.csv``; the ModelZoo: 32), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
 and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
@@ -91,7 +92,8 @@ import numpy as np
 from _results import ROOT, update_section
 
 sys.path.insert(0, str(ROOT))
-from run_recipe_columns import RunColumnError, check_recipe_columns  # noqa: E402  (topo from ROOT, as above)
+from run_recipe_columns import (RunColumnError, check_recipe_columns, hybridep_sms_table,  # noqa: E402
+                                recipe_column_kw)  # (topo from ROOT, as above)
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -158,6 +160,7 @@ FAMILIES = (  # a model family: every run of these models is held out together (
     ("nemotron-nano", "nemotron-nano"), ("mixtral", "mixtral"), ("qwen3", "qwen3"), ("deepseek", "deepseek-v3"),
     ("kimi", "kimi-k2"), ("gpt-oss", "gpt-oss"), ("grok", "grok"))
 HOLDOUT = "training_runs_holdout.csv"  # scored, never fitted
+HYBRIDEP_SMS_FILE = "megatron_bridge_hybridep_sms.csv"  # Megatron-Bridge's moe_hybridep_num_sms per NeMo release
 REGRESSED_FILE = "training_runs_regressed.csv"
 
 
@@ -304,6 +307,7 @@ def _published_rows():
     for name, held_file in (("training_runs_published.csv", False), (HOLDOUT, True)):
         check_note_flags([r for r, h in rows if h == held_file], name)
         check_recipe_columns([r for r, h in rows if h == held_file], name)
+    hybridep_sms_table(ROOT / "data" / "reference" / HYBRIDEP_SMS_FILE)  # refused on one line if bad
     return rows
 
 
@@ -338,7 +342,9 @@ def _recipe_layout_kw(row, model) -> dict:
               global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
               precision=row["precision"], flash_attention=True, recompute="none",
               dp_sharding="zero3" if row["fsdp"] == "1" else "zero1", grad_reduce_bytes=2.0,
-              overlap_tp=True, overlap_pp=vp > 1, pipeline_embedding=emb)
+              overlap_pp=vp > 1, pipeline_embedding=emb)
+    # the recipe's TP overlap, router fusion, cross-entropy, FP8 attention and delayed-scaling kernels (columns)
+    kw.update(recipe_column_kw(row))
     # the recipe's recomputed modules (space-separated; empty: none)
     kw.update(recompute_modules=tuple((row.get("recompute_modules") or "").split()))
     if model.moe is not None:  # the recipe's EP overlap and dispatcher: the row's own columns
@@ -380,24 +386,18 @@ def _recipe_layout_kw(row, model) -> dict:
 
 
 def _framework_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with the row's framework settings: Megatron-Bridge's router fusion, DeepSeek-V3's pipeline
+    """Update ``kw`` with the row's framework settings: DeepSeek-V3's pipeline
     layout, the FP8 recipe, the container's cuDNN, NeMo's bf16 gradient buffer, the memory columns, the recipe
     columns (``run_recipe_columns``: XLA's scheduler and combiner, grouped experts, MaxText's mesh and remat),
     AutoModel's code."""
     from topo.training.cudnn import release_cudnn
 
     pp, vp = kw["pp"], kw["vpp"]
-    if row["run_id"].startswith("mb") and family(model.name) in ROUTER_FUSION_FAMILIES:
-        kw["moe_router_fusion"] = True
     if model.name.startswith("deepseek-v3") and row["run_id"].startswith(("mb", "nemo")):
         kw["pipeline_layout"] = DSV3_LAYOUTS.get((pp, vp))
     if row["precision"] == "fp8":
         kw["fp8_recipe"] = fp8_recipe(row)
-    if fp8_amax_reduction(row):
-        kw["fp8_amax_reduction"] = True
-        kw["fp8_scale_inverse_kernel"] = fp8_scale_inverse_kernel(row)
     kw["moe_expert_kernels"] = expert_kernels(row, model)
-    kw["attention_fp8"] = attention_fp8(row, model)
     sms = hybridep_sms(row, model)
     if sms is not None and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep":
         kw["ep_comm_sms"] = sms  # the SMs HybridEP's kernels hold beside the overlapped compute
@@ -444,10 +444,6 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what the Megatron-LM runs' own scripts set (``mcore_`` rows: the Megatron-MoE model zoo's
     Mixtral and Qwen3 runs, at the commit each table was published, and Megatron-LM's DeepSeek-V3 GB200 study)."""
     if row["run_id"].startswith("mcore_h100_mixtral"):
-        # yanring/Megatron-MoE-ModelZoo@798dfb50: run_mixtral_8x22B.sh leaves PR unset, so sbatch_benchmarking.sh
-        # adds no --tp-comm-overlap (TP traffic exposed but for the backward's, Megatron's own);
-        # model_configs/benchmarking/Mixtral-8x22B.yaml sets --moe-router-fusion
-        kw.update(overlap_tp=False, moe_router_fusion=True)
         if fp8_recipe(row) == "blockwise":
             # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
             # params and bf16 moments (4 + 2 + 2 bytes per parameter), and --moe-router-padding-for-fp8: the router
@@ -456,24 +452,12 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
             # sbatch_benchmarking.sh "if [[ ${PR} == "fp8" ]]" block, read at @38ce2ed2 as the note quotes @798dfb50)
             kw.update(fp8_param_gather=True, optimizer_bytes=8.0, moe_counts_aligned=True)
     if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
-        # yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml: --moe-router-fusion since
-        # @274316a (2025-08-20); no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16
-        # run's gradients in FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
-        kw.update(moe_router_fusion=True, grad_reduce_bytes=4.0)
-    if row["run_id"] in MODELZOO_QWEN3_2505:
-        # the H100 4k table's own commit (ModelZoo@8017e11, launch lines @31c5686 examples/qwen3/run_235b.sh): no
-        # --tp-comm-overlap (sbatch_benchmarking.sh adds it for PR=bf16 from @b09773a, 2025-12-16), no
-        # --moe-router-fusion and no --cross-entropy-loss-fusion (both from @274316a): Megatron-Core's unfused
-        # vocab-parallel cross-entropy on FP32 logits
-        kw.update(overlap_tp=False, moe_router_fusion=False, cross_entropy="megatron_unfused")
-    if row["run_id"].startswith("mcore_h100_qwen3_235b_longctx"):
-        # the long-context table's commit (ModelZoo@b0b92ff, 2025-11-04) predates --tp-comm-overlap in
-        # sbatch_benchmarking.sh (@b09773a): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw["overlap_tp"] = False
+        # no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16 run's gradients in
+        # FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
+        kw["grad_reduce_bytes"] = 4.0
     if row["run_id"].startswith("mcore_gb200_qwen3"):
-        # sbatch_benchmarking.sh adds --tp-comm-overlap for PR=bf16 only, and for PR=mxfp8 the precision-aware optimizer
-        # with bf16 moments (4 + 2 + 2 bytes per parameter)
-        kw["overlap_tp"] = row["precision"] == "bf16"
+        # for PR=mxfp8 sbatch_benchmarking.sh adds the precision-aware optimizer with bf16 moments (4 + 2 + 2 bytes
+        # per parameter)
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
         if kw.get("ep_flex_backend") == "hybridep" and kw.get("ep_dispatcher") == "deepep":
@@ -482,32 +466,28 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
             # overlapped compute (audit46: was DeepEP's default 20)
             kw["ep_comm_sms"] = 32
     if row["run_id"].startswith("mcore_gb200_deepseekv3"):
-        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout, --moe-router-fusion,
+        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout,
         # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
-        kw.update(pipeline_layout="Et|(tt|)*30L", moe_router_fusion=True, moe_counts_aligned=True, optimizer_bytes=8.0)
+        kw.update(pipeline_layout="Et|(tt|)*30L", moe_counts_aligned=True, optimizer_bytes=8.0)
         # the guide's --moe-hybridep-num-sms 32 (lines 267-268; no EP overlap there, so no time moves)
         kw["ep_comm_sms"] = 32
 
 
 def _dgxc2505_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what the DGX Cloud v25.05.04 scripts (NeMo@7a8f1cc7, ``dgxc2505_`` rows) set."""
-    if row["run_id"].startswith("dgxc2505_h100_nemotronh"):
-        # NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py builds pretrain_recipe() without
-        # performance_mode, so without the MegatronCommOverlapCallback(tp_comm_overlap=True) that
-        # recipes/nemotronh_56b.py performance_optimizations adds: TP traffic not overlapped (but for the
-        # backward's, Megatron's own). Its set_primary_perf_configs (scripts/performance/utils.py lines 426-437)
-        # replaces the recipe's nemotron_h_bf16_with_fp8_current_scaling_mixed plugin: dgxc-benchmarking@1f6d9f40
-        # nemotronh/launch.sh passes no --fp8_recipe, so the parser's default "ds" (argument_parser.py lines
-        # 124-132) takes bf16_with_fp8_mixed (per-tensor delayed scaling, no BF16 first or last layers,
-        # fp8_param_gather) with grad_reduce_in_fp32 = False, which the plugin's dtype_config writes over the
-        # recipe's DDP config (nemo/lightning/pytorch/strategies/megatron_strategy.py lines 421-423): bf16 gradient
-        # reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
-        kw.update(overlap_tp=False)
+    # the Nemotron-H 56B rows set nothing here: NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py
+    # builds pretrain_recipe() without performance_mode (TP overlap off: the column overlap_tp). Its
+    # set_primary_perf_configs (scripts/performance/utils.py lines 426-437) replaces the recipe's
+    # nemotron_h_bf16_with_fp8_current_scaling_mixed plugin: dgxc-benchmarking@1f6d9f40 nemotronh/launch.sh passes no
+    # --fp8_recipe, so the parser's default "ds" (argument_parser.py lines 124-132) takes bf16_with_fp8_mixed
+    # (per-tensor delayed scaling, no BF16 first or last layers, fp8_param_gather) with grad_reduce_in_fp32 = False,
+    # which the plugin's dtype_config writes over the recipe's DDP config (nemo/lightning/pytorch/strategies/
+    # megatron_strategy.py lines 421-423): bf16 gradient reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
     if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
         # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
-        # MegatronCommOverlapCallback(tp_comm_overlap=False); recipes/deepseek.py trainer: bf16_mixed(), whose
-        # grad_reduce_in_fp32 = True; the script's uneven first and last pipeline stages, MTP on the last
-        kw.update(overlap_tp=False, grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
+        # recipes/deepseek.py trainer: bf16_mixed(), whose grad_reduce_in_fp32 = True; the script's uneven first and
+        # last pipeline stages, MTP on the last
+        kw.update(grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
         # that MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters when dp > 1
         # (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 185-186 @7a8f1cc7), as the nemo25xx rows
         # below (auditho48: the dgxc2505_ prefix missed that rule); Megatron-Core@7094270c's DDP config has no
@@ -520,15 +500,12 @@ def _mlperf_kw(row, kw: dict) -> None:
     rid = row["run_id"]
     if rid.startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
         # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
-        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL", MOE_ROUTER_FUSION=True; paged stash with
-        # MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the rows' notes, from the same configs): HybridEP's static rank budget
-        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_router_fusion=True, moe_expert_rank_capacity_factor=4.0)
+        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL"; paged stash with MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the
+        # rows' notes, from the same configs): HybridEP's static rank budget
+        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_expert_rank_capacity_factor=4.0)
     if rid.startswith(("mlperf51_uf_", "mlperf51_lambda_", "mlperf51_dell_")):
-        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs leave TP_COMM_OVERLAP unset or False
-        # (conf/custom.yaml's default False; Lambda's and Dell's logs print tp_comm_overlap=False and
-        # bucket_size=134217728): TP traffic not overlapped (but for the backward's, Megatron's own)
-        kw["overlap_tp"] = False
-        # conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
+        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs (Lambda's and Dell's logs print
+        # bucket_size=134217728): conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
         # parameters per DP bucket, one reduce-scatter and one all-gather each
         kw["dp_bucket_params"] = 134_217_728
     if rid.startswith(("mlperf50_", "mlperf41_", "mlperf51_", "mlperf60_cisco_")):
@@ -548,10 +525,10 @@ def _mlperf_kw(row, kw: dict) -> None:
         # buffer); conf/custom.yaml's bucket_size default is 64 parameters, which closes a Megatron-Core bucket at
         # every parameter tensor: as many buckets as Llama 3 8B has tensors (6 a layer with TE's fused layer norms,
         # plus embedding, final norm and output layer: 195), priced as that many equal buckets
-        kw.update(overlap_tp=False, grad_bytes=2.0)
+        kw["grad_bytes"] = 2.0
     if rid.startswith("mlperf51_hpe_h200_"):
-        # HPE's v5.1 H200 logs print tp_comm_overlap=False, bucket_size=134217728, grad_reduce_in_fp32=False
-        kw.update(overlap_tp=False, dp_bucket_params=134_217_728, grad_bytes=2.0)
+        # HPE's v5.1 H200 logs print bucket_size=134217728, grad_reduce_in_fp32=False
+        kw.update(dp_bucket_params=134_217_728, grad_bytes=2.0)
     if rid.startswith("mlperf60_cisco_h200_"):
         # Cisco's v6.0 H200 run (Megatron-Bridge MLPerf code, PyTorch 26.04): its log prints DDP bucket_size=768000000
         # and grad_reduce_in_fp32=False with bf16 parameters, so Megatron-Core's gradient buffer is bf16 (2 bytes)
@@ -559,22 +536,11 @@ def _mlperf_kw(row, kw: dict) -> None:
 
 
 def _run_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what single runs' own scripts set (TP overlap off, fp32 reduction, BF16 end layers,
+    """Update ``kw`` with what single runs' own scripts set (fp32 reduction, BF16 end layers,
     DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
     if row["run_id"].startswith("dgxc2505_"):
         _dgxc2505_kw(row, model, kw)
-    if re.match(r"nemo25\d\d", row["run_id"]) and family(model.name) == "mixtral":
-        # NeMo 2's Mixtral 8x22B recipe adds MegatronCommOverlapCallback without tp_comm_overlap (NVIDIA/NeMo@6f2c6fda
-        # nemo/collections/llm/recipes/mixtral_8x22b.py lines 226-230; v2.2.1 the same), and the callback's default is
-        # off (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 134-135: "Optimizations disabled by
-        # default, can be overriden by user"; a None of the user's overrides nothing); the performance script sets
-        # none (scripts/performance/llm/pretrain_mixtral_8x22b.py): TP traffic not overlapped (but for the backward's)
-        kw["overlap_tp"] = False
     _megatron_lm_kw(row, model, kw)
-    if row["run_id"] == "mbvc_h100_deepseekv3":
-        # Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py: CommOverlapConfig(tp_comm_overlap=False),
-        # which the perf recipe keeps (TP traffic exposed but for the backward's, Megatron's own)
-        kw["overlap_tp"] = False
     _mlperf_kw(row, kw)
     if row["run_id"].startswith("mlperf51_cisco_h100_"):
         # one Megatron-Core bucket per parameter tensor (bucket_size 64, _mlperf_kw): 6 a layer + 3 (Llama 3 8B: 195)
@@ -599,7 +565,7 @@ def _run_kw(row, model, kw: dict) -> None:
         kw["wgrad_output"] = "copied"
     if row["run_id"].startswith("deepseekv3_h800"):
         # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
-        kw.update(grad_reduce_bytes=4.0, overlap_tp=False, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
+        kw.update(grad_reduce_bytes=4.0, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
         # its FP8 expert GEMMs (DeepGEMM's grouped contiguous layout) take each expert's rows aligned by the
         # dispatch itself (DeepEP's released dispatch: buffer.dispatch(..., expert_alignment), deepseek-ai/DeepEP
         # deep_ep/buffer.py), not by Transformer Engine's padding copies (assumption: its training code is
@@ -943,36 +909,6 @@ def fp8_recipe(row) -> str | None:
     return "delayed" if "delayed scaling" in note else None
 
 
-def fp8_amax_reduction(row) -> bool:
-    """Transformer Engine's delayed-scaling amax reduction (the layout's ``fp8_amax_reduction``,
-    :mod:`topo.training.fp8_amax`): every run whose note says per-tensor delayed scaling and that runs Transformer
-    Engine under Megatron-Core (NeMo, Megatron-LM and the MLPerf NeMo / PyTorch submissions), not MaxText (Flax's
-    ``Fp8DotGeneralOp`` keeps its amax history inside the jitted step, with no such reduction)."""
-    return (row["precision"] == "fp8" and fp8_recipe(row) == "delayed"
-            and not row["run_id"].startswith("maxtext_"))
-
-
-def fp8_scale_inverse_kernel(row) -> bool:
-    """A delayed-scaling run (:func:`fp8_amax_reduction`) whose Transformer Engine computes each cast's scale
-    inverse in a kernel of its own (the layout's ``fp8_scale_inverse_kernel``: TE 2.0-2.6): a run whose software
-    names a NeMo 25.04 container (the DGX Cloud rows and MLPerf v5.0's GB200 rows), whose NeMo 2.3.0 pins
-    TE@bee4649c (NVIDIA/NeMo@v2.3.0 requirements/manifest.json; 2.2.0.dev0, the fork point of TE v2.2). Not set
-    where the TE is not established: NeMo 25.02 (NeMo v2.2.0's manifest pins a TE 1.8 commit, not what the
-    container ran), MLPerf v5.0's H100 / H200 and v5.1 rows; v6.0's TE@c47f329b (2.8.0.dev0) is after the change."""
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return (fp8_amax_reduction(row) and release is not None
-            and (int(release[1]), int(release[2])) == (25, 4))
-
-
-MODELZOO_QWEN3_2505 = tuple(f"mcore_h100_qwen3_235b_{k}" for k in ("ep32_pp8", "ep32_pp8_overlap", "ep8_fsdp", "ep8_pp32",
-                                                                     "tp4_ep8_pp8"))
-"""The Megatron-MoE-ModelZoo H100 Qwen3-235B rows of the table published at yanring/Megatron-MoE-ModelZoo@8017e11
-(2025-05-27): run with that commit's configs, a year older than the ones the rows' source page sits beside."""
-ROUTER_FUSION_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss")
-"""Families whose Megatron-Bridge performance recipes set ``moe_router_fusion = True``
-(scripts/performance/configs: ``set_qwen3_specific_overrides``, ``set_deepseek_v3_common_configs``,
-``set_gpt_oss_common_configs``)."""
-
 def expert_kernels(row, model) -> str:
     """How a run's grouped experts are issued (:mod:`topo.training.grouped_gemm`): the row's ``moe_expert_kernels``
     column, ``fused_mlp`` where its recipe runs Transformer Engine's CuTe DSL fused grouped MLP (its note and
@@ -981,76 +917,16 @@ def expert_kernels(row, model) -> str:
     return row.get("moe_expert_kernels") or "multi_stream"
 
 
-FP8_ATTENTION_GPUS = {"gpt-oss": ("GB200", "GB300")}
-"""The families and GPUs whose Megatron-Bridge MXFP8 recipes set ``fp8_dot_product_attention`` from NeMo 26.06 on
-at the head dim cuDNN's FP8 backward is published at (64, the only one the layout's ``attention_fp8`` changes:
-``kernels.toml [attention.<table>.fp8_band_backward]``): GPT OSS 120B's GB200 and GB300
-presets (NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py
-lines 209 and 219, GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2 / _GB200_FP8_MX_V2; its B300 and B200 MXFP8 presets
-are the BF16 ones, lines 221-222) and from 26.08 the recipe functions (@4ab94dfa src/megatron/bridge/perf_recipes/
-gpt_oss/common.py line 44, ``_apply_gpt_oss_120b_full_iter_fp8mx_configs``, which the gb200 and gb300 fp8mx recipes
-call; the GB300 model card's recipe with them). The MXFP8 linear recipe gives attention MXFP8 unless
-``NVTE_DPA_FP8_RECIPE`` says otherwise (NVIDIA/TransformerEngine v2.16 pytorch/attention/dot_product_attention/
-dot_product_attention.py, the recipe table's "MXFP8 | MXFP8" row), which neither sets. Qwen3's and DeepSeek-V3's
-26.06 presets set it too (qwen3_workload_base_configs.py lines 209-438, deepseek_workload_base_configs.py line 74):
-head dims 128 and 192, no published FP8 backward in this form, so no change in topo (the BF16 table serves)."""
-
-
-def attention_fp8(row, model) -> str:
-    """The attention FP8 scaling a run's recipe sets (``ParallelLayout.attention_fp8``): ``mxfp8`` for the
-    :data:`FP8_ATTENTION_GPUS` MXFP8 rows of NeMo 26.06 and later, else ""."""
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    runs_it = (row["run_id"].startswith(("mb", "mbvc")) and row["precision"] == "fp8" and release is not None
-               and (int(release[1]), int(release[2])) >= (26, 6)
-               and row["gpu"] in FP8_ATTENTION_GPUS.get(family(model.name), ()) and fp8_recipe(row) == "mxfp8")
-    return "mxfp8" if runs_it else ""
-
-
-HYBRIDEP_SMS_FAMILIES = ("qwen3", "deepseek-v3", "gpt-oss-120b")
-"""Families whose Megatron-Bridge configs were read for ``moe_hybridep_num_sms`` (:data:`MB_HYBRIDEP_SMS`); the others
-(Nemotron 3 Nano: its own recipe values; GPT OSS 20B: 128) keep ``ParallelLayout.ep_comm_sms``'s default."""
-
-MB_HYBRIDEP_SMS = {
-    # NeMo release: (moe_hybridep_num_sms, where NVIDIA-NeMo/Megatron-Bridge sets it for the release's HybridEP runs).
-    # Up to 26.06.01 the performance scripts' common overrides set 32 when the model config already names
-    # "hybridep"; every Qwen3 / DeepSeek-V3 / GPT OSS 120B config of these releases names it before they run
-    "25.11": (32, "v0.2.0 scripts/performance/utils/helpers.py line 113 (set_common_perf_overrides, line 285, after the "
-                  "model config, whose recipe applied the backend: recipes/qwen/qwen3_moe.py line 270, "
-                  "recipes/deepseek/deepseek_v3.py line 260)"),
-    "26.02": (32, "v0.3.0 scripts/performance/utils/overrides.py line 69 (_set_common_perf_overrides, the end of "
-                  "set_workload_base_configs, line 221; the configs pass the backend to the recipe first: "
-                  "recipes/qwen/qwen3_moe.py line 270, recipes/deepseek/deepseek_v3.py line 267)"),
-    "26.02.01": (32, "zidanehuang001/Megatron-Bridge@8e0fe90 (as v0.3.1) scripts/performance/utils/overrides.py line "
-                     "70; qwen3_llm_pretrain.py / deepseek_llm_pretrain.py set cfg.model.moe_flex_dispatcher_backend "
-                     "and gpt_oss_llm_pretrain.py calls apply_flex_dispatcher_backend before set_workload_base_configs"),
-    "26.04": (32, "v0.4.0 (@74695a06) scripts/performance/utils/overrides.py line 71, before set_workload_base_configs' "
-                  "own apply_flex_dispatcher_backend (line 226), after the configs named the backend (v0.4.0 "
-                  "gpt_oss_llm_pretrain.py lines 79-80, qwen3_llm_pretrain.py line 90)"),
-    "26.04.01": (32, "v0.4.2, the release the docs' version picker names 26.04.01 (docs/fern/docs.yml line 18 at "
-                     "@067f987d; auditho48: was v0.4.1, the same line), scripts/performance/utils/overrides.py line "
-                     "73 (_set_common_perf_overrides, line 228, before apply_flex_dispatcher_backend, line 231; "
-                     "qwen3_llm_pretrain.py line 90 names the backend first)"),
-    "26.06": (32, "v0.5.0 scripts/performance/utils/overrides.py line 75 (_set_common_perf_overrides, line 256 of "
-                  "set_workload_base_configs; qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 127, "
-                  "gpt_oss_llm_pretrain.py line 448 name the backend first; 128 only for GPT OSS 20B, line 70)"),
-    "26.06.01": (32, "v0.5.1 (26.06.01: the docs' version picker, @092d3431) scripts/performance/utils/overrides.py line "
-                     "75; configs as v0.5.0 (qwen3_llm_pretrain.py line 103, deepseek_llm_pretrain.py line 131)"),
-    # from 26.08 the recipes are Python functions: _benchmark_common sets 32 when the recipe already names hybridep
-    # (the Qwen3 ones do), the DeepSeek-V3 and GPT OSS 120B MXFP8 helpers set 32 after it
-    "26.08": (32, "@4ab94dfa src/megatron/bridge/perf_recipes/_common.py line 89, deepseek/common.py line 59, "
-                  "gpt_oss/common.py line 32 (model cards: @fbb7570c / @79308d0d / @04805868 the same lines; "
-                  "@3a9559f0 _common.py line 82 and recipes/qwen/h100/qwen3_moe.py line 209)"),
-}
-
-
 def hybridep_sms(row, model) -> int | None:
     """The SMs a Megatron-Bridge HybridEP run's dispatcher kernels are launched on (``moe_hybridep_num_sms``), from
-    its release's scripts (:data:`MB_HYBRIDEP_SMS`); None for other rows and families not read
-    (:data:`HYBRIDEP_SMS_FAMILIES`)."""
+    its release's scripts (``data/reference/megatron_bridge_hybridep_sms.csv``, each release with its source); None
+    for other rows, releases not read and models whose configs were not read (Nemotron 3 Nano: its own recipe
+    values; GPT OSS 20B: 128), which keep ``ParallelLayout.ep_comm_sms``'s default."""
     release = re.search(r"NeMo (\d\d\.\d\d(?:\.\d\d)?)", row.get("software") or "")
-    if not row["run_id"].startswith("mb") or release is None or not model.name.startswith(HYBRIDEP_SMS_FAMILIES):
+    if not row["run_id"].startswith("mb") or release is None:
         return None
-    return MB_HYBRIDEP_SMS[release[1]][0] if release[1] in MB_HYBRIDEP_SMS else None
+    sms, prefixes = hybridep_sms_table(ROOT / "data" / "reference" / HYBRIDEP_SMS_FILE).get(release[1], (None, ()))
+    return sms if model.name.startswith(prefixes) else None
 
 
 DSV3_LAYOUTS = {

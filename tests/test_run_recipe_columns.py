@@ -1,12 +1,18 @@
 """The runs CSVs' recipe columns (benchmarks/run_recipe_columns.py; tidy51, docs/calibration-findings.md sections
 169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
-``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` reach every row's layout through the benchmark's one loader
+``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` (and tidy52's ``overlap_tp``,
+``moe_router_fusion``, ``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``,
+and ``megatron_bridge_hybridep_sms.csv``) reach every row's layout through the benchmark's one loader
 (``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
 
 The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
 (``--xla_gpu_enable_latency_hiding_scheduler=true``) and line 31 (``--xla_gpu_all_reduce_combine_threshold_bytes``
 134,217,728 / 67,108,864 / 536,870,912 / 1,073,741,824 / 1,073,741,824); NVIDIA/NeMo@6f2c6fda
-scripts/performance/llm/pretrain_grok1_314b.py line 347 (``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``)."""
+scripts/performance/llm/pretrain_grok1_314b.py line 347 (``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``);
+NVIDIA-NeMo/Megatron-Bridge@79308d0d recipes/deepseek/h100/deepseek_v3.py (``CommOverlapConfig(tp_comm_overlap=False)``);
+yanring/Megatron-MoE-ModelZoo@8017e11 (the H100 Qwen3-235B 4k table: no --tp-comm-overlap, --moe-router-fusion or
+--cross-entropy-loss-fusion); Megatron-Bridge v0.5.0 gpt_oss_workload_base_configs.py lines 209 and 219
+(``fp8_dot_product_attention`` on GB300 / GB200 MXFP8)."""
 
 import csv
 import io
@@ -20,7 +26,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy as ta  # noqa: E402
-from run_recipe_columns import COLUMNS, RunColumnError, check_recipe_columns  # noqa: E402
+from run_recipe_columns import COLUMNS, RunColumnError, check_recipe_columns, hybridep_sms_table  # noqa: E402
 
 from topo.training.jax_mesh import layout_from_mesh  # noqa: E402
 
@@ -82,9 +88,30 @@ def test_every_rows_column_value_is_in_its_layout():
             assert lay.tp_overlap_config == r["tp_overlap_config"], rid
         assert lay.moe_expert_kernels == (r["moe_expert_kernels"] or "multi_stream"), rid
         assert lay.moe_grouped_gemm == (r["moe_grouped_gemm"] != "0"), rid
+        assert (lay.overlap_tp, lay.moe_router_fusion) == (r["overlap_tp"] == "1", r["moe_router_fusion"] == "1"), rid
+        if r["cross_entropy"] or not rid.startswith("automodel_"):  # AutoModel's loss is its code's
+            assert lay.cross_entropy == (r["cross_entropy"] or "fused"), rid
+        assert lay.attention_fp8 == r["attention_fp8"], rid
+        assert lay.fp8_amax_reduction == (r["fp8_amax_reduction"] == "1"), rid
+        assert lay.fp8_scale_inverse_kernel == (r["fp8_scale_inverse_kernel"] == "1"), rid
     assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
+    counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
+        "overlap_tp", "moe_router_fusion", "cross_entropy", "attention_fp8", "fp8_amax_reduction",
+        "fp8_scale_inverse_kernel")}
+    assert counts == {"overlap_tp": 300, "moe_router_fusion": 122, "cross_entropy": 5, "attention_fp8": 3,
+                      "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32}
+    assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
+    assert not any(r["moe_router_fusion"] == "1" for r in rows.values() if not r["model"].startswith(
+        ("qwen3", "deepseek", "gpt-oss", "mixtral")))
+
+
+def test_every_overlap_off_row_says_why_in_its_note():
+    # the column's value has its source in the note (the script's line, or "no tensor parallelism")
+    for rid, r in _rows().items():
+        if r["overlap_tp"] == "0":
+            assert "overlap" in r["note"].lower() or "TP_COMM" in r["note"], rid
 
 
 @pytest.mark.parametrize("name, run, changes, field, want", [
@@ -100,6 +127,14 @@ def test_every_rows_column_value_is_in_its_layout():
     (PUBLISHED, "mb2606_gb200_qwen3_30b", {"moe_expert_kernels": ""}, "moe_expert_kernels", "multi_stream"),
     (PUBLISHED, "nemo2502_b200_mixtral_8x7b", {"moe_grouped_gemm": ""}, "moe_grouped_gemm", True),
     (PUBLISHED, "maxtext_h100_llama2_7b", {"dp_all_reduce_combine_bytes": "4096"}, "dp_all_reduce_combine_bytes", 4096),
+    (PUBLISHED, "mbvc_h100_deepseekv3", {"overlap_tp": "1"}, "overlap_tp", True),
+    (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"moe_router_fusion": "1"}, "moe_router_fusion", True),
+    (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"cross_entropy": ""}, "cross_entropy", "fused"),
+    (PUBLISHED, "mb2606_gb200_gptoss_120b_mxfp8", {"attention_fp8": ""}, "attention_fp8", ""),
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_amax_reduction": "", "fp8_scale_inverse_kernel": ""},
+     "fp8_amax_reduction", False),
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_scale_inverse_kernel": "0"}, "fp8_scale_inverse_kernel",
+     False),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
     before = {s["run"]: s["lay"] for s in ta._setups()}[run]
@@ -118,6 +153,14 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("tp_overlap_config", "userbuffers_fp8_b200_h16384", "allowed: one of topo/data/compute/tp_overlap.toml's "),
     ("moe_expert_kernels", "fused", "allowed: one of multi_stream, fused_mlp, or empty"),
     ("moe_grouped_gemm", "false", "allowed: one of 0, 1, or empty"),
+    ("overlap_tp", "yes", "allowed: one of 0, 1"),
+    ("overlap_tp", "", "allowed: one of 0, 1 on every row (the recipe's setting; its source in the note or "),
+    ("moe_router_fusion", "true", "allowed: one of 0, 1"),
+    ("moe_router_fusion", "", "allowed: one of 0, 1 on every row"),
+    ("cross_entropy", "unfused", "allowed: one of fused, torch_bf16, megatron_unfused, or empty"),
+    ("attention_fp8", "MXFP8", "allowed: one of fp8, mxfp8, or empty"),
+    ("fp8_amax_reduction", "True", "allowed: one of 0, 1, or empty"),
+    ("fp8_scale_inverse_kernel", "2", "allowed: one of 0, 1, or empty"),
 ])
 def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))
@@ -157,3 +200,25 @@ def test_the_benchmark_exits_with_the_line_and_no_traceback(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr == (f"{PUBLISHED}: run maxtext_h100_llama2_7b: dp_overlap_policy = 'xla'; allowed: one of hooks, "
                         "xla_lhs, or empty\n")
+
+
+def test_the_hybridep_file_gives_each_release_its_sms_and_refuses_a_bad_one(tmp_path, monkeypatch):
+    table = hybridep_sms_table(REF / "megatron_bridge_hybridep_sms.csv")
+    assert set(table) == {"25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"}
+    assert {v for v in table.values()} == {(32, ("qwen3", "deepseek-v3", "gpt-oss-120b"))}
+    root = tmp_path
+    shutil.copytree(REF, root / "data" / "reference")
+    path = root / "data" / "reference" / "megatron_bridge_hybridep_sms.csv"
+    text = path.read_text()
+    path.write_text(text.replace("26.04,32,", "26.04,24,"))  # a changed value reaches the layout
+    monkeypatch.setattr(ta, "ROOT", root)
+    assert {s["run"]: s["lay"] for s in ta._setups()}["mb2604_gb200_gptoss_120b"].ep_comm_sms == 24
+    path.write_text(text.replace("26.04,32,", "26.04,thirty-two,"))
+    with pytest.raises(RunColumnError) as e:
+        ta._published_rows()
+    assert str(e.value) == ("megatron_bridge_hybridep_sms.csv: release 26.04: moe_hybridep_num_sms = 'thirty-two'; "
+                            "allowed: a whole number of SMs >= 1")
+    path.write_text(text.replace("26.04,32,qwen3 deepseek-v3 gpt-oss-120b,", "26.04,32,,"))
+    with pytest.raises(RunColumnError) as e:
+        ta._published_rows()
+    assert str(e.value).startswith("megatron_bridge_hybridep_sms.csv: release 26.04: model_prefixes = ''; allowed: ")

@@ -112,16 +112,18 @@ def test_delayed_settings_need_the_delayed_recipe(key):
 def test_which_published_rows_run_them():
     """Every FP8 row whose note says delayed scaling runs TE's amax reduction but MaxText's (Flax keeps its amax
     history inside the jitted step); the scale inverse kernel only where the container's TE is 2.0-2.6 and known:
-    NeMo 25.04's (NeMo v2.3.0 requirements/manifest.json: TE@bee4649c, 2.2.0.dev0)."""
-    ta = _benchmark()
+    NeMo 25.04's (NeMo v2.3.0 requirements/manifest.json: TE@bee4649c, 2.2.0.dev0). The runs CSVs' columns (tidy52),
+    which test_run_recipe_columns.py checks reach the layouts."""
     red, inv = set(), set()
     for f in ("training_runs_published.csv", "training_runs_holdout.csv"):
         for r in csv.DictReader(open(ROOT / "data/reference" / f)):
             delayed = r.get("precision") == "fp8" and "delayed scaling" in (r.get("note") or "").lower()
-            assert ta.fp8_amax_reduction(r) == (delayed and not r["run_id"].startswith("maxtext_")), r["run_id"]
-            if ta.fp8_amax_reduction(r):
+            # the runs CSVs' columns (tidy52: were rules of training_accuracy.py)
+            assert (r["fp8_amax_reduction"] == "1") == (delayed and not r["run_id"].startswith("maxtext_")), r["run_id"]
+            if r["fp8_amax_reduction"] == "1":
                 red.add(r["run_id"])
-            if ta.fp8_scale_inverse_kernel(r):
+            if r["fp8_scale_inverse_kernel"] == "1":
+                assert r["fp8_amax_reduction"] == "1", r["run_id"]
                 assert "NeMo 25.04" in r["software"], r["run_id"]
                 inv.add(r["run_id"])
     assert {"nemo2504dgxc_gb200_llama4_maverick_fp8_512", "nemo2504dgxc_gb200_grok1_fp8_128",

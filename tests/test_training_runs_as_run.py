@@ -100,8 +100,8 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
     assert t32 > t20 * slower
 
 
-# Megatron-Bridge's moe_hybridep_num_sms as each release's scripts set it (hep47; benchmarks/training_accuracy.py
-# MB_HYBRIDEP_SMS): one row per source. Up to 26.06.01 the performance scripts' common overrides set 32 when the model
+# Megatron-Bridge's moe_hybridep_num_sms as each release's scripts set it (hep47; data/reference/
+# megatron_bridge_hybridep_sms.csv): one row per source. Up to 26.06.01 the performance scripts' common overrides set 32 when the model
 # config already names hybridep (NVIDIA-NeMo/Megatron-Bridge v0.2.0 scripts/performance/utils/helpers.py line 113;
 # utils/overrides.py v0.3.0 line 69, zidanehuang001@8e0fe90 / v0.3.1 line 70, v0.4.0 line 71, v0.4.2 (26.04.01, the
 # docs' version picker; auditho48) line 73, v0.5.0 /
@@ -123,8 +123,10 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
 def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, release, where):
     row = _rows()[run]
     assert row["software"].startswith(f"NeMo {release}")
-    sms, source = ta.MB_HYBRIDEP_SMS[release]
-    assert where in source
+    with open(REF / "megatron_bridge_hybridep_sms.csv", newline="") as f:  # tidy52: was MB_HYBRIDEP_SMS
+        entry = {r["release"]: r for r in csv.DictReader(f)}[release]
+    sms = int(entry["moe_hybridep_num_sms"])
+    assert where in entry["source"] and entry["status"] == "published"
     assert (setups[run]["lay"].ep_dispatcher, setups[run]["lay"].ep_flex_backend) == ("deepep", "hybridep")
     assert setups[run]["lay"].ep_comm_sms == sms == 32
 
