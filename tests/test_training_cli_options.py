@@ -379,3 +379,19 @@ def test_the_dp_bucket_has_an_effect_when_only_cp_reduces_the_gradients():
     steps = [json.loads(run_cli(*one[:-1], one[-1].format(b), "--gpus", "8", "--json", check=True).stdout)
              ["step_time_s"] for b in (40_000_000, 400_000_000)]
     assert steps[0] == steps[1]
+
+
+@pytest.mark.parametrize("fields, shown", [
+    ("fp8_recipe=delayed,fp8_amax_reduction=true",
+     "fp8_recipe delayed, fp8_amax_reduction true"),
+    ("fp8_recipe=delayed,fp8_scale_inverse_kernel=true",
+     "fp8_recipe delayed, fp8_scale_inverse_kernel true"),
+    ("fp8_recipe=current,fp8_amax_pass=true", "fp8_recipe current, fp8_amax_pass true"),
+])
+def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
+    """rev54: the layout fields that price FP8 scaling work (fp8dl51's amax reduction and scale inverse kernel,
+    the current-scaling amax pass) change the step, so the options line names them, as it names fp8_recipe; before,
+    a user saw "fp8_recipe delayed" alone and could not tell which of TE's costs were in the step."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    out = run_cli(*no_cp, "--layout", fields, check=True).stdout
+    assert _options_line(out) == [f"framework options: {shown} (layout fields)"]

@@ -547,7 +547,8 @@ def _recompute(L: dict, model) -> str:
 
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_layers_at_start_in_bf16",
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
+                     "fp8_param_gather", "num_layers_at_start_in_bf16",
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
