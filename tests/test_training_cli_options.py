@@ -395,3 +395,16 @@ def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
     out = run_cli(*no_cp, "--layout", fields, check=True).stdout
     assert _options_line(out) == [f"framework options: {shown} (layout fields)"]
+
+
+def test_fp8_attention_on_hopper_is_marked_no_effect_and_prices_nothing():
+    """rev54: cuDNN's FP8 backward over the causal square is published on GB200 / GB300 at hdim 64 only (kernels.toml
+    [attention.<table>.fp8_band_backward]); on an H100, GPT-OSS's hdim 64 has none, so attention_fp8 prices nothing
+    and the options line says so (before: no note, and the step 4% longer from the Blackwell square at Hopper's
+    BF16 causal rate)."""
+    oss = ["train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
+           "--global-batch", "64", "--precision", "fp8"]
+    out = run_cli(*oss, "--layout", "attention_fp8=fp8", check=True).stdout
+    assert _options_line(out) == ["framework options: attention_fp8 fp8 (no effect: H100 publishes no FP8 attention "
+                                  "backward at gpt-oss-20b's head dim 64) (layout fields)"]
+    assert _step_s(*oss, "--layout", "attention_fp8=fp8") == _step_s(*oss)

@@ -13,7 +13,7 @@ from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
-from ..training.kernels import fp8_backward_head_dims
+from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
 from ..training.memory import state_convention
 from ..training.ring_attention import CP_COMM_TYPES
@@ -613,11 +613,12 @@ def _ep_sms_idle(L: dict, model) -> str:
     return "the alltoall dispatcher's NCCL send/recv kernels run on NCCL's p2p channels"
 
 
-def _framework_options(L: dict, model, generation: str = "") -> str:
+def _framework_options(L: dict, model, gpu) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
-    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change (or, for
-    ``fp8_recipe = "blockwise"`` on a Blackwell GPU, ``generation``, that it runs as MXFP8), or "" when every one
-    is the default."""
+    ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`GpuCompute`: its
+    generation, its attention table) gives it nothing to change (or, for ``fp8_recipe = "blockwise"`` on a
+    Blackwell GPU, that it runs as MXFP8), or "" when every one is the default."""
+    generation = gpu.generation
     fields = ParallelLayout.model_fields
     idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
             "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
@@ -627,8 +628,9 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             else f"{model.name} has no activation clamp",
             "attention_bias_eager": "" if model.attention.out_bias
             else f"{model.name}'s attention output has no bias",
-            "attention_fp8": "" if float(model.qk_dim) in fp8_backward_head_dims()
-            else f"{model.name}'s head dim {model.qk_dim} has no published FP8 attention rate",
+            "attention_fp8": "" if fp8_backward_published(gpu.kernels.attention_table, L.get("attention_fp8", ""),
+                                                          model.qk_dim)
+            else f"{gpu.name} publishes no FP8 attention backward at {model.name}'s head dim {model.qk_dim}",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None
@@ -692,7 +694,7 @@ def _print_step(r, tokens, model) -> None:
     load = _expert_load(L)
     if load:
         emit(load)
-    options = _framework_options(L, model, gpu_compute(r.gpu).generation)
+    options = _framework_options(L, model, gpu_compute(r.gpu))
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
