@@ -12,7 +12,7 @@ from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
+from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_STATE, layout_from_mesh
 from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
 from ..training.memory import state_convention
@@ -127,7 +127,9 @@ def _placement_arguments(p) -> None:
                    help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
     p.add_argument("--jax-mesh", default=None, metavar="AXES",
                    help="a JAX mesh as MaxText writes it, e.g. ici_fsdp=8,dcn_data=4 (axes data, fsdp, tensor, "
-                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding")
+                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding; MaxText's "
+                        "state bytes and XLA's latency-hiding scheduler (dp_overlap_policy xla_lhs) unless --layout "
+                        "sets them")
     p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--no-flash-attention", action="store_true")
@@ -369,8 +371,9 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
 
 def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
-    and MaxText's state bytes (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`) where neither a flag nor the layout's
-    fields ``layout_keys`` set them."""
+    and MaxText's state bytes and DP overlap (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
+    :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`) where neither a flag nor the layout's fields ``layout_keys``
+    set them."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
@@ -378,7 +381,8 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
     sizes.update(mesh)
-    common.update({k: v for k, v in MAXTEXT_STATE.items() if k not in layout_keys and common.get(k) is None})
+    common.update({k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP).items()
+                   if k not in layout_keys and common.get(k) is None})
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
