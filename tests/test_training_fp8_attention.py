@@ -8,6 +8,7 @@ benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/gpt_oss_20260424_100011.
 
 import pytest
 
+from conftest import run_cli
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import attention_rate_flops
@@ -113,3 +114,14 @@ def test_attention_fp8_needs_fp8():
     with pytest.raises(TopoError) as e:
         check_layout(m, make_layout(tp=8, global_batch=8, attention_fp8="fp8"), gpus=8)
     assert e.value.key == "attention_fp8" and "precision bf16" in str(e.value)
+
+
+def test_mxfp8_attention_on_hopper_is_refused_on_one_line():
+    """rev54: MXFP8 attention, like an MXFP8 recipe, needs Blackwell's block-scaled tensor cores (cuDNN's MXFP8 SDPA
+    is published on GB200 / GB300 only, kernels.toml [attention.<table>.fp8_band_backward]); an H100 layout with it
+    was priced silently (as BF16 attention)."""
+    out = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "4", "--global-batch",
+                  "16", "--precision", "fp8", "--layout", "attention_fp8=mxfp8")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == ("error: --layout: attention_fp8: mxfp8 needs Blackwell's block-scaled tensor cores, "
+                                  "H100 is hopper; allowed: fp8, or \"\" (BF16 attention)")
