@@ -379,3 +379,32 @@ def test_the_dp_bucket_has_an_effect_when_only_cp_reduces_the_gradients():
     steps = [json.loads(run_cli(*one[:-1], one[-1].format(b), "--gpus", "8", "--json", check=True).stdout)
              ["step_time_s"] for b in (40_000_000, 400_000_000)]
     assert steps[0] == steps[1]
+
+
+@pytest.mark.parametrize("fields, shown", [
+    ("fp8_recipe=delayed,fp8_amax_reduction=true",
+     "fp8_recipe delayed, fp8_amax_reduction true"),
+    ("fp8_recipe=delayed,fp8_scale_inverse_kernel=true",
+     "fp8_recipe delayed, fp8_scale_inverse_kernel true"),
+    ("fp8_recipe=current,fp8_amax_pass=true", "fp8_recipe current, fp8_amax_pass true"),
+])
+def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
+    """rev54: the layout fields that price FP8 scaling work (fp8dl51's amax reduction and scale inverse kernel,
+    the current-scaling amax pass) change the step, so the options line names them, as it names fp8_recipe; before,
+    a user saw "fp8_recipe delayed" alone and could not tell which of TE's costs were in the step."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    out = run_cli(*no_cp, "--layout", fields, check=True).stdout
+    assert _options_line(out) == [f"framework options: {shown} (layout fields)"]
+
+
+def test_fp8_attention_on_hopper_is_marked_no_effect_and_prices_nothing():
+    """rev54: cuDNN's FP8 backward over the causal square is published on GB200 / GB300 at hdim 64 only (kernels.toml
+    [attention.<table>.fp8_band_backward]); on an H100, GPT-OSS's hdim 64 has none, so attention_fp8 prices nothing
+    and the options line says so (before: no note, and the step 4% longer from the Blackwell square at Hopper's
+    BF16 causal rate)."""
+    oss = ["train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
+           "--global-batch", "64", "--precision", "fp8"]
+    out = run_cli(*oss, "--layout", "attention_fp8=fp8", check=True).stdout
+    assert _options_line(out) == ["framework options: attention_fp8 fp8 (no effect: H100 publishes no FP8 attention "
+                                  "backward at gpt-oss-20b's head dim 64) (layout fields)"]
+    assert _step_s(*oss, "--layout", "attention_fp8=fp8") == _step_s(*oss)

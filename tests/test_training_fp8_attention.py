@@ -8,6 +8,7 @@ benchmark/sdpa_benchmark_training/results/gpt_oss/gb200/gpt_oss_20260424_100011.
 
 import pytest
 
+from conftest import run_cli
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import attention_rate_flops
@@ -89,13 +90,17 @@ def test_a_full_layer_backward_reads_the_same_square_rate(gb200):
         km, 128, 4096, True, True)
 
 
-def test_only_a_sliding_window_layer_splits_and_hopper_reads_the_causal_rate():
-    fp8 = make_layout(**KW, attention_fp8="mxfp8")
-    # no FP8 band table (Hopper's): the square at the causal rate, as the full layer's core attention
+def test_only_a_sliding_window_layer_splits_and_hopper_keeps_the_band():
+    """rev54: the square is a measurement of cuDNN's FP8 backward on GB200 / GB300 at hdim 64 only (Hopper's cuDNN
+    9.19 refuses an FP8 hdim-64 backward, section 173): where the GPU's table has no such curve, the window layer's
+    backward stays its BF16 band (as the options line's "no effect" says), not the square at the causal rate."""
+    fp8, bf16 = make_layout(**KW, attention_fp8="mxfp8"), make_layout(**KW)
     h100 = gpu_compute("H100")
     sq = _ops(fp8)["core_attention_fp8_grad"]
-    causal = _ops(fp8, "*")["core_attention"]
-    assert op_time_s(sq, h100, "fp8", backward=True) == pytest.approx(op_time_s(causal, h100, "fp8", backward=True))
+    band = _ops(bf16)["core_attention"]
+    assert op_time_s(sq, h100, "fp8", backward=True) == pytest.approx(op_time_s(band, h100, "fp8", backward=True))
+    model = load_model("gpt-oss-120b")
+    assert block_time(model, fp8, h100, "W").backward_s == pytest.approx(block_time(model, bf16, h100, "W").backward_s)
     # a model without a sliding window has no such op (its causal backward carries the scaling)
     qwen = load_model("qwen3-30b-a3b")
     qlay = make_layout(ep=8, dp=8, global_batch=512, micro_batch=1, seq_len=4096, etp=1, precision="fp8",
@@ -109,3 +114,14 @@ def test_attention_fp8_needs_fp8():
     with pytest.raises(TopoError) as e:
         check_layout(m, make_layout(tp=8, global_batch=8, attention_fp8="fp8"), gpus=8)
     assert e.value.key == "attention_fp8" and "precision bf16" in str(e.value)
+
+
+def test_mxfp8_attention_on_hopper_is_refused_on_one_line():
+    """rev54: MXFP8 attention, like an MXFP8 recipe, needs Blackwell's block-scaled tensor cores (cuDNN's MXFP8 SDPA
+    is published on GB200 / GB300 only, kernels.toml [attention.<table>.fp8_band_backward]); an H100 layout with it
+    was priced silently (as BF16 attention)."""
+    out = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "4", "--global-batch",
+                  "16", "--precision", "fp8", "--layout", "attention_fp8=mxfp8")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == ("error: --layout: attention_fp8: mxfp8 needs Blackwell's block-scaled tensor cores, "
+                                  "H100 is hopper; allowed: fp8, or \"\" (BF16 attention)")

@@ -104,10 +104,11 @@ def test_maxtext_a3_rows_take_their_scripts_combine_threshold():
 def test_cli_names_the_threshold_and_says_when_it_changes_nothing():
     mesh = ["--jax-mesh", "dcn_data=2,ici_fsdp=8", "--global-batch", "64"]
     out = run_cli(*A3_CLI, *mesh, "--layout", "dp_all_reduce_combine_bytes=67108864", check=True).stdout
-    assert "framework options: dp_all_reduce_combine_bytes 67108864 (layout fields)" in out
+    # a mesh prices XLA's latency-hiding scheduler unless the layout says otherwise (rev54)
+    assert "framework options: dp_all_reduce_combine_bytes 67108864, dp_overlap_policy xla_lhs (layout fields)" in out
     out = run_cli(*A3_CLI, "--jax-mesh", "ici_fsdp=8", "--global-batch", "32", "--layout",
                   "dp_all_reduce_combine_bytes=67108864", check=True).stdout
     assert ("framework options: dp_all_reduce_combine_bytes 67108864 (no effect: no hybrid-sharding replicas: "
-            "the gradients are reduce-scattered) (layout fields)") in out
+            "the gradients are reduce-scattered), dp_overlap_policy xla_lhs (layout fields)") in out
     bad = run_cli(*A3_CLI, *mesh, "--layout", "dp_all_reduce_combine_bytes=0")
     assert bad.returncode == 2 and "dp_all_reduce_combine_bytes" in bad.stderr and "Traceback" not in bad.stderr

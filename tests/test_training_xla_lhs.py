@@ -10,6 +10,7 @@ start/end pair"); ``xla/service/latency_hiding_scheduler.cc`` lines 795-881 (``k
 ``kFreeBackedupResource``). AI-Hypercomputer/maxtext@efb6d9e4 ``MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh``
 (``--xla_gpu_enable_latency_hiding_scheduler=true``, the all-reduce combine thresholds)."""
 
+import json
 import sys
 
 import pytest
@@ -121,3 +122,19 @@ def test_a_bad_in_flight_count_is_one_line_naming_the_file(tmp_path, monkeypatch
         xla_collectives_in_flight.cache_clear()
     assert str(err.value) == ("xla_scheduler.toml: collectives_in_flight: 0; allowed: a whole number >= 1 "
                               "(XLA's GetNumAvailableResources)")
+
+
+def test_a_jax_mesh_defaults_to_the_latency_hiding_scheduler_and_says_so():
+    """rev54: a JAX program has no backward hooks, so the hooks' rule (Megatron-Core / FSDP) is no JAX run's; every
+    published MaxText GPU recipe turns XLA's latency-hiding scheduler on (maxtext@efb6d9e4
+    MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28; gpu-recipes@2e1fd5ef training/a4/*/values.yaml;
+    JAX-Toolbox@67b79492 docs/frameworks/maxtext/README.md), so --jax-mesh prices xla_lhs unless the layout says
+    otherwise, and the options line names it."""
+    mesh = ["--jax-mesh", "dcn_data=2,ici_fsdp=8", "--global-batch", "64"]
+    out = run_cli(*A3_CLI, *mesh, check=True).stdout
+    assert "framework options: dp_overlap_policy xla_lhs (layout fields)" in out
+    step = json.loads(run_cli(*A3_CLI, *mesh, "--json", check=True).stdout)["step_time_s"]
+    lhs = json.loads(run_cli(*A3_CLI, *mesh, "--layout", "dp_overlap_policy=xla_lhs", "--json",
+                             check=True).stdout)["step_time_s"]
+    hooks = run_cli(*A3_CLI, *mesh, "--layout", "dp_overlap_policy=hooks", check=True).stdout
+    assert step == lhs and "dp_overlap_policy" not in hooks

@@ -12,8 +12,8 @@ from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_STATE, layout_from_mesh
-from ..training.kernels import fp8_backward_head_dims
+from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_STATE, layout_from_mesh
+from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
 from ..training.memory import state_convention
 from ..training.ring_attention import CP_COMM_TYPES
@@ -65,8 +65,9 @@ def _job_arguments(p) -> None:
                         "moe_expert_kernels=multi_stream|fused_mlp (fused_mlp: MXFP8 experts), "
                         "wgrad_output=main_grad|fsdp2|copied|param_dtype, cudnn_version=\"9.13.1\" (the container's cuDNN: "
                         "Blackwell attention at that version's published rates; default the newest, 9.22); "
-                        "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa: the backward computes the whole "
-                        "causal square, a sliding window's too, at cuDNN's FP8 rate, head dim 64); "
+                        "attention_fp8=fp8|mxfp8 with --precision fp8 (TE's fp8_dpa; mxfp8 on Blackwell: the backward computes "
+                        "the whole causal square, a sliding window's too, at cuDNN's FP8 rate, on GB200 / GB300 at "
+                        "head dim 64); "
                         "an MoE recipe's: ep_dispatcher=alltoall|deepep, "
                         "overlap_ep=true, moe_grouped_gemm=true|false, moe_capacity_factor=1.0, "
                         "moe_router_fusion=true, ep_dispatch_bytes=1 (FP8 dispatch); a list as TOML writes it, "
@@ -128,7 +129,9 @@ def _placement_arguments(p) -> None:
                    help="hybrid sharding: shard over groups of N data-parallel ranks, replicate across them (HSDP)")
     p.add_argument("--jax-mesh", default=None, metavar="AXES",
                    help="a JAX mesh as MaxText writes it, e.g. ici_fsdp=8,dcn_data=4 (axes data, fsdp, tensor, "
-                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding")
+                        "context, expert, pipeline) in place of --tp --cp --pp --dp --ep --dp-sharding; MaxText's "
+                        "state bytes and XLA's latency-hiding scheduler (dp_overlap_policy xla_lhs) unless --layout "
+                        "sets them")
     p.add_argument("--precision", choices=("bf16", "fp8"), default=None)
     p.add_argument("--no-sequence-parallel", action="store_true")
     p.add_argument("--no-flash-attention", action="store_true")
@@ -377,8 +380,9 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
 
 def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
-    and MaxText's state bytes (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`) where neither a flag nor the layout's
-    fields ``layout_keys`` set them."""
+    and MaxText's state bytes and DP overlap (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
+    :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`) where neither a flag nor the layout's fields ``layout_keys``
+    set them."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
@@ -386,7 +390,8 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
     sizes.update(mesh)
-    common.update({k: v for k, v in MAXTEXT_STATE.items() if k not in layout_keys and common.get(k) is None})
+    common.update({k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP).items()
+                   if k not in layout_keys and common.get(k) is None})
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
@@ -567,7 +572,8 @@ def _recompute(L: dict, model) -> str:
 
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_param_gather", "num_layers_at_start_in_bf16",
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
+                     "fp8_param_gather", "num_layers_at_start_in_bf16",
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
@@ -632,11 +638,12 @@ def _ep_sms_idle(L: dict, model) -> str:
     return "the alltoall dispatcher's NCCL send/recv kernels run on NCCL's p2p channels"
 
 
-def _framework_options(L: dict, model, generation: str = "") -> str:
+def _framework_options(L: dict, model, gpu) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
-    ``key value`` pairs, each marked where ``model`` or the layout gives it nothing to change (or, for
-    ``fp8_recipe = "blockwise"`` on a Blackwell GPU, ``generation``, that it runs as MXFP8), or "" when every one
-    is the default."""
+    ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`GpuCompute`: its
+    generation, its attention table) gives it nothing to change (or, for ``fp8_recipe = "blockwise"`` on a
+    Blackwell GPU, that it runs as MXFP8), or "" when every one is the default."""
+    generation = gpu.generation
     fields = ParallelLayout.model_fields
     idle = {"cp_comm_type": "cp 1" if L.get("cp", 1) == 1 else "",
             "mamba_mixer": "" if "M" in (model.layer_pattern or "") else f"{model.name} has no Mamba-2 layers",
@@ -646,8 +653,9 @@ def _framework_options(L: dict, model, generation: str = "") -> str:
             else f"{model.name} has no activation clamp",
             "attention_bias_eager": "" if model.attention.out_bias
             else f"{model.name}'s attention output has no bias",
-            "attention_fp8": "" if float(model.qk_dim) in fp8_backward_head_dims()
-            else f"{model.name}'s head dim {model.qk_dim} has no published FP8 attention rate",
+            "attention_fp8": "" if fp8_backward_published(gpu.kernels.attention_table, L.get("attention_fp8", ""),
+                                                          model.qk_dim)
+            else f"{gpu.name} publishes no FP8 attention backward at {model.name}'s head dim {model.qk_dim}",
             "rope_kernel": "" if model.attention.rope and model.attention.rope_concentration != 1.0
             else f"{model.name}'s rotary has no concentration factor",
             "ep_flex_backend": f"{model.name} has no experts" if model.moe is None
@@ -711,7 +719,7 @@ def _print_step(r, tokens, model) -> None:
     load = _expert_load(L)
     if load:
         emit(load)
-    options = _framework_options(L, model, gpu_compute(r.gpu).generation)
+    options = _framework_options(L, model, gpu_compute(r.gpu))
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:

@@ -29,12 +29,21 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["MAXTEXT_STATE", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
+__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0)
 """Bytes per parameter MaxText keeps and gathers (see the module doc): a mesh's defaults, which a layout or flag
 overrides."""
+MAXTEXT_DP_OVERLAP = dict(dp_overlap_policy="xla_lhs")
+"""How a mesh's data-parallel collectives overlap the compute by default: XLA's latency-hiding scheduler
+(:func:`topo.training.dp_overlap.xla_lhs_exposed_s`). A JAX program has no backward hooks (the layout's default,
+``hooks``, is Megatron-Core's and FSDP's rule), and every published MaxText GPU recipe sets
+``--xla_gpu_enable_latency_hiding_scheduler=true`` (AI-Hypercomputer/maxtext@efb6d9e4
+``MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh`` line 28; gpu-recipes@2e1fd5ef
+``training/a4/*/maxtext-pretraining-gke/values.yaml``; NVIDIA/JAX-Toolbox@67b79492
+``docs/frameworks/maxtext/README.md``), though XLA's own default is off. A layout's ``dp_overlap_policy``
+overrides it."""
 _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
                  "context_autoregressive")
 

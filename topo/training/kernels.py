@@ -53,7 +53,8 @@ from .router_load import expected_row_tiles
 __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_flops", "cudnn_factor", "memory_s",
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
-           "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "FITTED"]
+           "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
+           "FITTED"]
 
 BF16_OUT_BYTES = 2.0
 """HBM bytes per output element of the epilogue the tile's fitted fixed cost includes: one BF16 write (the fit's
@@ -560,6 +561,13 @@ def fp8_backward_head_dims() -> frozenset[float]:
     [attention.<table>.fp8_band_backward] head_dim``): the layout's ``attention_fp8`` changes nothing at another."""
     return frozenset(float(t["fp8_band_backward"]["head_dim"]) for t in _table()["attention"].values()
                      if isinstance(t, dict) and "fp8_band_backward" in t)
+
+
+def fp8_backward_published(attention_table: str, fp8: str, head_dim: float) -> bool:
+    """Whether the attention table ``attention_table`` publishes an FP8 backward of scaling ``fp8`` at
+    ``head_dim`` (``kernels.toml [attention.<table>.fp8_band_backward]``): where it does not, the layout's
+    ``attention_fp8`` prices nothing (:func:`attention_rate_flops` keeps the BF16 rate)."""
+    return bool(fp8) and _fp8_band_fraction(attention_table, fp8, 4096.0, head_dim) is not None
 
 
 def _fp8_band_fraction(attention_table: str, fp8: str, seq: float, head_dim: float) -> float | None:

@@ -55,9 +55,9 @@ import numpy as np
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
-from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_padding, fp8_recipe_costs,
-                      gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels, quantize_s, router_kernels,
-                      ssd_sm_reference)
+from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
+                      fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels,
+                      quantize_s, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -147,6 +147,10 @@ class Op:
     """Fused attention in FP8 (the layout's ``attention_fp8``: ``fp8`` or ``mxfp8``): its backward over a causal
     square (a causal block's, or a sliding-window layer's whole square) reads cuDNN's FP8 backward rate at the
     measured head dim (:func:`topo.training.kernels.attention_rate_flops`)."""
+    fp8_band: tuple[float, float] = ()
+    """A sliding-window layer's FP8 backward over the square (:func:`_fp8_band_ops`): its BF16 band's ``(flops,
+    window)``, priced instead where the GPU's table publishes no FP8 backward at the op's head dim
+    (:func:`topo.training.kernels.fp8_backward_published`): the square is a measurement on Blackwell at hdim 64."""
     packed: bool = True
     """Grouped GEMMs: one kernel packs every group's tiles (False: a loop of per-group GEMMs)."""
     weights: bool = True
@@ -268,7 +272,7 @@ def _fp8_band_ops(core: Op, square_flops: float, fp8: str) -> list[Op]:
     length)."""
     forward = replace(core, passes="forward")
     backward = replace(core, name="core_attention_fp8_grad", flops=square_flops, window=0.0, passes="backward",
-                       fp8_attention=fp8)
+                       fp8_attention=fp8, fp8_band=(core.flops, core.window))
     return [forward, backward]
 
 
@@ -1063,6 +1067,8 @@ def _plain_op_s(op: Op, gpu: GpuCompute, backward: bool, cudnn: str) -> float:
     if op.kind == "memory":
         t = (2.0 if backward else 1.0) * memory_s(km, op.bytes)
         return t + (op.flops / (gpu.peak_bf16_flops * 0.5) if op.flops else 0.0)
+    if op.fp8_band and not fp8_backward_published(km.attention_table, op.fp8_attention, op.head_dim):
+        op = replace(op, flops=op.fp8_band[0], window=op.fp8_band[1], fp8_attention="")  # the BF16 band
     rate = attention_rate_flops(km, op.head_dim, op.block_seq, op.causal, backward, op.window, cudnn,
                                 op.fp8_attention)
     return (ATTENTION_BACKWARD_FLOPS if backward else 1.0) * op.flops / rate

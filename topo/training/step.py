@@ -697,6 +697,9 @@ def _placed_layout_and_gpu(fabric: Fabric, model: ModelSpec, lay: ParallelLayout
         # megatron/core/transformer/moe/README.md, FP8 recipes: MXFP8 on Blackwell)
         raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
                         f"allowed: delayed, current, blockwise", source="layout", key="fp8_recipe")
+    if check and lay.attention_fp8 == "mxfp8" and gpu.generation != "blackwell":  # cuDNN's MXFP8 SDPA likewise
+        raise TopoError(f"mxfp8 needs Blackwell's block-scaled tensor cores, {gpu.name} is {gpu.generation}; "
+                        f"allowed: fp8, or \"\" (BF16 attention)", source="layout", key="attention_fp8")
     gpu.peak_flops(lay.precision)  # a precision the GPU has no tensor-core rate for is refused here, before timing
     if check:
         check_num_sm(lay.tp_overlap_config, gpu)
