@@ -69,9 +69,19 @@ def test_a_failed_nic_in_a_rail_only_fabric_moves_both_ends_to_a_working_rail(co
     from small_fabrics import small_fabric
     from topo.engine.estimate import estimate
 
+    # The tree differs (nccl51): in rail-optimized the other servers keep sending channel 0 to server 0's stand-in
+    # nic0.1 from their own nic<s>.0 (NCCL picks a sender's NIC from its own server's graph, Paths.endpoints), and
+    # the spines cross the rails; rail-only has no spine, so the two servers joined to server 0 in channel 0's
+    # trees (4 channels x 2 trees: S / 8 an edge each way; a NIC sends on 4 edges) send it on their rail-1 NIC
+    # too: 5 edges, 5 S / 8 against 4 S / 8, the bandwidth part 5/4 (topo/engine/paths.py Paths._common_rail).
+    r = {kind: estimate(small_fabric(f"{kind}-2").with_failures("nic0.0"), collective, "1G", algorithm=algorithm,
+                        profile="ideal").results[0] for kind in ("rail_only", "rail_optimized")}
+    ratio = 5 / 4 if algorithm == "tree" else 1.0
+    assert r["rail_only"].bandwidth_s == pytest.approx(ratio * r["rail_optimized"].bandwidth_s, rel=1e-9)
     t = {kind: estimate(small_fabric(f"{kind}-2").with_failures("nic0.0"), collective, "1G",
                         algorithm=algorithm).results[0].time_s for kind in ("rail_only", "rail_optimized")}
-    assert t["rail_only"] == pytest.approx(t["rail_optimized"], rel=1e-9)
+    assert (t["rail_only"] > 1.2 * t["rail_optimized"]) if algorithm == "tree" else (
+        t["rail_only"] == pytest.approx(t["rail_optimized"], rel=1e-9))
     healthy = estimate(small_fabric("rail_only-2"), collective, "1G", algorithm=algorithm).results[0].time_s
     assert t["rail_only"] > 1.2 * healthy
 

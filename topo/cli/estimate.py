@@ -258,7 +258,12 @@ def _run(args) -> int:
         return run_region_estimate(args, sizes, parity_notes)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    result = estimate(fabric, args.collective or "all_reduce", sizes, opts).with_datatype(args.datatype, opts.op)
+    try:
+        result = estimate(fabric, args.collective or "all_reduce", sizes, opts, datatype=args.datatype)
+    except TopoError as exc:  # every size 0 bytes a rank: the sweep's largest (-e) or --size
+        if exc.key != "sizes" or exc.source:
+            raise
+        raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
     memory_note(result, fabric)
     failures_note(result.notes, fabric)
     result.notes.extend(parity_notes)

@@ -9,8 +9,9 @@ for traffic given as a matrix between groups of GPUs.
 How (one idea, applied per level). A flow's path is fixed by its two ends (see :mod:`topo.engine.route`):
 
 - the *sending half* (NVLink hop to the proxy GPU, PCIe, NIC up, leaf up, spine-group up) depends only on the
-  source GPU ``s`` and on the rail ``x`` of the destination's NIC (PXN: the sender uses its server's NIC on that
-  rail; without PXN, on nothing but ``s``);
+  source GPU ``s`` and on the rail ``x`` of the destination's own NIC, before a failed NIC's failover (PXN: the
+  sender uses its server's NIC on that rail, as NCCL does, :meth:`topo.engine.paths.Paths.endpoints`; without
+  PXN, on nothing but ``s``);
 - the *receiving half* (spine-group down, leaf down, NIC down, PCIe down) depends only on the destination ``d``;
 - whether a level is crossed at all depends on whether the two ends share an NVLink domain, a leaf, a spine group.
 
@@ -115,7 +116,8 @@ class _Sides:
         recv = paths.receiving(d, choice, failover=failed)  # a failed NIC's stand-in, as routing takes it
         self.nic_d = recv.nic
         self.nic_gpu_d = recv.nic_gpu  # the GPU beside the receiving NIC: d, unless a stand-in forwards over NVLink
-        self.x_d = (self.nic_d % N) if router.pxn else np.zeros_like(d)
+        # PXN's rail: the destination's own NIC's index, before failover (Paths.endpoints, NCCL's choice)
+        self.x_d = (f.gpu_nic(d, choice) % N) if router.pxn else np.zeros_like(d)
         self.agg_d = paths.aggregates(recv.leaf) if L.num_tiers > 1 else [recv.leaf]
         self.top_d = paths.top_aggregate(recv.leaf)
         self.dom_d = f.gpu_domain(d)

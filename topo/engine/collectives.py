@@ -7,6 +7,20 @@ larger of the send and receive buffers of one rank: for all_gather the receive b
 reduce_scatter the send buffer, for alltoall the send buffer (n pieces of size/n), for gather the root's receive
 buffer and for scatter its send buffer (n pieces of size/n, one to or from each rank).
 
+The sizes nccl-tests runs and prints (NVIDIA/nccl-tests@a0b82b22, src/common.cu ``setupArgs`` lines 900-912 and
+the ``writeBenchmarkLinePreamble`` call at line 938): ``count = size / wordSize`` in integers, then each
+collective's ``GetCollByteCount`` gives the send, receive and parameter counts; the ``size`` column is
+``max(send, receive) x wordSize`` bytes and the ``count`` column the parameter count, the one NCCL is called
+with. all_reduce, broadcast, reduce and sendrecv (src/all_reduce.cu lines 34-40 etc.) keep the whole count.
+all_gather, reduce_scatter, alltoall, gather and scatter (src/all_gather.cu lines 10-17, src/reduce_scatter.cu
+10-17, src/alltoall.cu 18-24, src/gather.cu 10-16, src/scatter.cu 10-16) call NCCL with a count per rank,
+``base = (count / nranks) & ~(16 / wordSize - 1)`` (whole 16 bytes a rank), print ``base`` as count and
+``base x nranks x wordSize`` as size; their ``GetBw`` (src/all_gather.cu lines 38-44 etc.) takes ``count x
+wordSize x nranks / time``, i.e. ``size / time``, as algbw. A ``base`` of 0 runs and prints a row of size 0
+(``startColl`` guards the zero, src/common.cu line 545): :func:`nccl_tests_count` gives it, and
+:func:`topo.engine.estimate.estimate` leaves such sizes out with a note, a collective of nothing having no time
+to model.
+
 Rooted collectives (broadcast, reduce, gather, scatter) use root 0, as nccl-tests does unless ``-r`` is given.
 
 ``pipeline`` is topo's own: a pipeline-parallel stage boundary, every GPU of stage k sending ``size`` bytes to its
@@ -17,7 +31,7 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "ALGORITHMS", "normalize_algorithm",
+__all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "PER_RANK", "nccl_tests_count", "ALGORITHMS", "normalize_algorithm",
            "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING", "ROOTED", "DATA_TYPES", "REDUCTION_OPS", "SCALING_OPS"]
 
 # nccl-tests' -d data types and their sizes in bytes (src/common.cu test_typenames; fp8 from NCCL 2.24)
@@ -34,6 +48,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadc
                "sendrecv", "pipeline")
 REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")  # root 0, as nccl-tests' default
+# the collectives nccl-tests calls with a count per rank, trimmed to whole 16 bytes (see the module docstring)
+PER_RANK = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter")
 
 # Every algorithm topo models, per collective. The first is the default for an explicit request of that family.
 ALGORITHMS: dict[str, tuple[str, ...]] = {
@@ -171,6 +187,39 @@ def algorithm_candidates(collective: str, name: str) -> tuple[str, list[str]]:
                             f"({', '.join(NCCL_ALGORITHMS[collective])})", key="algorithm")
         return "^" + ",".join(names), keep
     return (names[0], names) if len(names) == 1 else (",".join(names), names)
+
+
+def nccl_tests_count(collective: str, size_bytes: int, word_bytes: int, num_ranks: int) -> tuple[int, int]:
+    """The size nccl-tests runs for ``-b size`` and prints, and its ``count`` column.
+
+    NVIDIA/nccl-tests@a0b82b22 src/common.cu ``setupArgs`` (lines 900-912) with each collective's
+    ``GetCollByteCount`` (module docstring): the whole count ``size / word`` for all_reduce, broadcast, reduce,
+    sendrecv (and topo's pipeline); for :data:`PER_RANK` collectives the count per rank ``(size / word / n) &
+    ~(16 / word - 1)`` and the size ``count x n x word``, 0 when a rank's share is below 16 bytes.
+
+    Parameters
+    ----------
+    collective : str
+        A normalized name (:data:`COLLECTIVES`).
+    size_bytes : int
+        The size asked (``-b``/``-e``/``--size``).
+    word_bytes : int
+        The data type's size, a value of :data:`DATA_TYPES`.
+    num_ranks : int
+        Ranks of the communicator.
+
+    Returns
+    -------
+    size_bytes : int
+        ``max(sendBytes, expectedBytes)``, the ``size`` column.
+    count : int
+        The count NCCL is called with, the ``count`` column.
+    """
+    count = int(size_bytes) // word_bytes
+    if collective not in PER_RANK:
+        return count * word_bytes, count
+    base = (count // max(1, num_ranks)) & ~(max(1, 16 // word_bytes) - 1)
+    return base * max(1, num_ranks) * word_bytes, base
 
 
 def busbw_factor(collective: str, num_ranks: int) -> float:

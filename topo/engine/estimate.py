@@ -24,7 +24,8 @@ from ..fabric.fabric import Fabric
 from ..units import UnitError, format_size, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
-from .collectives import REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor, normalize_collective
+from .collectives import (DATA_TYPES, PER_RANK, REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor,
+                          nccl_tests_count, normalize_collective)
 from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_bytes, limit_of, usable_capacity
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
@@ -534,7 +535,7 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",
-             options: EstimateOptions | None = None, **kwargs) -> EstimateResult:
+             options: EstimateOptions | None = None, *, datatype: str | None = None, **kwargs) -> EstimateResult:
     """Estimate ``collective`` on ``fabric`` for each size.
 
     Parameters
@@ -548,6 +549,12 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     options : EstimateOptions, optional
         How to run it (see :class:`topo.engine.options.EstimateOptions`); keyword arguments (``gpus=64``,
         ``algorithm="ring"``, ...) replace its fields.
+    datatype : str, optional
+        nccl-tests' ``-d`` type (a key of :data:`~topo.engine.collectives.DATA_TYPES`): each size is then the one
+        nccl-tests runs and prints for ``-b size`` (:func:`~topo.engine.collectives.nccl_tests_count`: whole
+        elements, and whole 16 bytes a rank for all_gather, reduce_scatter, alltoall, gather and scatter) and the
+        rows carry its count column; a size that leaves 0 elements a rank is left out with a note. None (the
+        default) times the sizes as given.
 
     Returns
     -------
@@ -565,6 +572,9 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
     sizes = _sizes(sizes)
     ev = evaluate(fabric, collective, opts)
     coll, pl = ev.collective, ev.placement
+    trim_notes = []
+    if datatype is not None:
+        sizes, trim_notes = nccl_tests_sizes(coll, sizes, datatype, pl.num_ranks)
     asked, names = algorithm_candidates(coll, opts.algorithm)
     results = [size_result(ev, S) for S in sizes]
     cand_times: dict[str, list[float | None]] = {n: [] for n in names}
@@ -573,8 +583,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             t = ev.time(S, name) if name in ev.costed else None
             cand_times[name].append(t.time_s if t else None)
     router = ev.router
-    notes = [n for c in ev.costed.values() for n in c.schedule.notes] + stand_in_notes(router.paths)
-    return EstimateResult(
+    notes = [n for c in ev.costed.values() for n in c.schedule.notes] + stand_in_notes(router.paths) + trim_notes
+    result = EstimateResult(
         spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
         ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
         + (f" seed {router.salt}" if router.ecmp == "hash" and router.salt else ""), sharing=opts.sharing,
@@ -583,6 +593,52 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         protocol=opts.protocol or "auto", channels=opts.channels, choose=opts.choose,
         loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
         links=LinkTable.of(fabric))
+    return result if datatype is None else result.with_datatype(datatype, opts.op)
+
+
+def nccl_tests_sizes(collective: str, sizes: list[int], datatype: str, num_ranks: int) -> tuple[list[int], list[str]]:
+    """``sizes`` as nccl-tests runs them for ``-d datatype`` over ``num_ranks`` ranks
+    (:func:`~topo.engine.collectives.nccl_tests_count`), those of 0 bytes left out, and notes saying which moved.
+
+    nccl-tests prints a row of size 0 and count 0 for a size below 16 bytes a rank (a collective of nothing,
+    NVIDIA/nccl-tests@a0b82b22 src/common.cu lines 541-546); topo leaves it out: it has no time to model.
+
+    Parameters
+    ----------
+    collective : str
+    sizes : list of int
+    datatype : str
+    num_ranks : int
+
+    Returns
+    -------
+    sizes : list of int
+    notes : list of str
+
+    Raises
+    ------
+    TopoError
+        An unknown datatype, or every size 0 bytes a rank (key ``sizes``).
+    """
+    if datatype not in DATA_TYPES:
+        raise TopoError(f"unknown data type {datatype!r}; allowed: {', '.join(DATA_TYPES)}", key="datatype")
+    word = DATA_TYPES[datatype]
+    run = [nccl_tests_count(collective, S, word, num_ranks)[0] for S in sizes]
+    zero = [S for S, r in zip(sizes, run) if r == 0]
+    kept = [r for r in run if r > 0]
+    rule = (f"nccl-tests runs {collective} over {num_ranks} ranks as whole 16 bytes a rank (count = (size / "
+            f"{word} / {num_ranks}) & ~{max(1, 16 // word) - 1} {datatype}s a rank, the count column)")
+    if not kept:
+        raise TopoError(f"{format_size(max(sizes))} and below: {rule}, 0 bytes here, a collective of nothing; allowed: "
+                        f"{16 * num_ranks:,} bytes or more", key="sizes")
+    notes = []
+    moved = [f"{S:,} -> {r:,}" for S, r in zip(sizes, run) if r not in (0, S)]
+    if collective in PER_RANK and moved:
+        notes.append(f"sizes trimmed as {rule}: {', '.join(moved[:4])}{' ...' if len(moved) > 4 else ''} bytes")
+    if zero:
+        notes.append(f"sizes {', '.join(f'{S:,}' for S in zero[:4])}{' ...' if len(zero) > 4 else ''} bytes left "
+                     f"out: {rule}, 0 bytes here (nccl-tests prints a row of size 0, a collective of nothing)")
+    return kept, notes
 
 
 def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
@@ -610,7 +666,7 @@ def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
     t, name, proto, lat, bw = ev.time(S)  # a CollectiveTime
     lo, hi = time_range_s(S, t) if ev.profile.bundled else (None, None)
     return SizeResult(
-        size_bytes=S, count=S // _TYPE_BYTES, type="float", redop=ev.op if coll in REDUCING else "none",
+        size_bytes=S, count=nccl_tests_count(coll, S, _TYPE_BYTES, ev.placement.num_ranks)[1], type="float", redop=ev.op if coll in REDUCING else "none",
         root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
         busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
         latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto),

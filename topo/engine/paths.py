@@ -183,7 +183,11 @@ class Paths:
         f = self.fabric
         N = f.layout.nics_per_server
         recv = self.receiving(d, choice)
-        nic_s = self.sending_nic(s, recv.nic % N if self.pxn else choice)
+        # with PXN the rail is the destination's own NIC's, before its failover: NCCL picks a sender's NIC on its
+        # own server (NVIDIA/nccl@5067397c src/graph/search.cc ncclTopoGetNetDev, lines 1400-1470): for ring and
+        # tree channels its own graph's NIC of the channel (graph->inter), for p2p the NIC local to its GPU of the
+        # peer's device index (NCCL_P2P_PXN_LEVEL 2); neither reads where the peer's traffic fails over to
+        nic_s = self.sending_nic(s, f.gpu_nic(d, choice) % N if self.pxn else choice)
         if f.failed is not None:
             nic_s = self.alive_nics(nic_s, s)
             if self.pxn and f.layout.rail_groups > 1:
@@ -299,9 +303,9 @@ class Paths:
 
 def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
     """What a failed NIC's traffic does, in words: its server's GPUs send and receive through the next working NIC
-    (:meth:`Paths.alive_nics`), over NVLink; with PXN the GPUs that send to that stand-in leave their own servers
-    through their NIC of the stand-in's index (:meth:`Paths.endpoints`), so those NICs carry the share on top of
-    their own, and one of them, not the stand-in, can be the busiest link.
+    (:meth:`Paths.alive_nics`), over NVLink; the other servers' GPUs keep sending on their own NIC of the failed
+    one's index, PXN or not, as NCCL picks a sender's NIC on its own server (:meth:`Paths.endpoints`); in a
+    rail-only fabric no spine joins two rails, so they move to the stand-in's rail (``Paths._common_rail``).
 
     Parameters
     ----------
@@ -329,9 +333,11 @@ def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
     names, subs = f.node_names(first + bad[:most]), f.node_names(first + to[:most])
     moved = ", ".join(f"{a} -> {b}" for a, b in zip(names, subs)) + (", ..." if bad.size > most else "")
     text = f"failed NICs' traffic rerouted to the next working NIC of their server, over NVLink ({moved})"
-    if paths.pxn:
-        k = int(to[0] % f.layout.nics_per_server)
-        text += (f"; with PXN the GPUs that send to a stand-in leave their own servers through their NIC of its "
-                 f"index (to {subs[0]}: nic<server>.{k}), so those NICs carry that traffic on top of their own and "
-                 "one of them can be the busiest link")
+    N = f.layout.nics_per_server
+    if paths.pxn and f.layout.rail_groups > 1:
+        text += (f"; rail-only: no spine joins two rails, so the other servers send to a stand-in from their NIC "
+                 f"of its rail (to {subs[0]}: nic<server>.{int(to[0] % N)})")
+    else:
+        text += (f"; the other servers send to it from their own NIC of the failed one's index (to {subs[0]}: "
+                 f"nic<server>.{int(bad[0] % N)}), as NCCL picks a sender's NIC on its own server")
     return [text]
