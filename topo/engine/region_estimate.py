@@ -120,6 +120,24 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
     return Phase(steps * hop, bw_s, bound), loads
 
 
+def chain_hops_s(region: Region) -> np.ndarray:
+    """Each hop of the tree's chain of roots (site ``i`` to ``i+1``) one way: a GPU's way up to the DCI, the
+    hop's own lowest-latency route, the way down.
+
+    Parameters
+    ----------
+    region : Region
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K-1,)`` seconds.
+    """
+    a = np.arange(region.num_sites - 1)
+    up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
+    return up[a] + region.route_latency_s(a, a + 1) + up[a + 1]
+
+
 def _gpu_nic_Bps(f) -> float:
     L = f.layout
     return L.nic_rate_Bps * max(1, L.nics_per_server) / L.gpus_per_server
@@ -327,7 +345,7 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
     if tree_key in site.times:
         chain_a, chain_b = np.r_[np.arange(K - 1), np.arange(1, K)], np.r_[np.arange(1, K), np.arange(K - 1)]
         tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
-        timed["tree"] = flat_tree(site.times[tree_key][S], K, cross, tree_dci)
+        timed["tree"] = flat_tree(site.times[tree_key][S], chain_hops_s(region), tree_dci)
         loads["tree"] = tree_ld
     else:
         unavailable["tree"] = site.missing.get(tree_key, f"NCCL's tree runs all_reduce only, not {coll}")

@@ -25,8 +25,10 @@ of a cross-site hop (GPU up to the DCI, the span, down to the GPU) and ``B`` the
   buffer ``W`` (NCCL_BUFFSIZE, 4 MiB) in flight to its peer and gets a slot back a round trip ``R = 2 L`` later,
   so ``c`` channels carrying ``X`` bytes across a boundary take at least ``R x X / (c W)`` (:func:`window_s`:
   the round trip times the chunk count).
-- flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2(K-1) L``; each
-  chained span carries ``S`` each way.
+- flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2 sum_i L_i``
+  over the ``K-1`` hops of the chain of roots, each hop ``L_i`` on its own route (GPU up, the route's spans, down:
+  on a chain of sites the neighbours' spans, not the longest route), reduced up the chain and broadcast back down;
+  each chained span carries ``S`` each way. Equal hops give ``2(K-1) L``.
 """
 
 from __future__ import annotations
@@ -221,23 +223,24 @@ def flat_ring(num_ranks: int, site_step_latency_s: float, site_bandwidth_s: floa
     return Timed("ring", lat + bw, lat, bw, bound, phases)
 
 
-def flat_tree(site: Phase, num_sites: int, cross_latency_s: float, dci: Phase) -> Timed:
+def flat_tree(site: Phase, hop_latency_s, dci: Phase) -> Timed:
     """One tree per site, roots chained site to site (see the module doc).
 
     Parameters
     ----------
     site : Phase
         The tree all-reduce inside a site.
-    num_sites : int
-    cross_latency_s : float
-        One cross-site hop one way.
+    hop_latency_s : array_like
+        ``L_i``, each of the ``K-1`` hops of the chain of roots one way (GPU up, its route, down).
     dci : Phase
         The chained spans carrying ``S`` each way.
 
     Returns
     -------
     Timed
+        ``a_site + 2 sum_i L_i`` of latency (up the chain and back down); the slower of the site's and the DCI's
+        bandwidth parts.
     """
-    lat = site.latency_s + 2 * (num_sites - 1) * cross_latency_s
+    lat = site.latency_s + 2 * float(np.sum(hop_latency_s))
     bw, bound = (dci.bandwidth_s, dci.bound) if dci.bandwidth_s >= site.bandwidth_s else (site.bandwidth_s, site.bound)
     return Timed("tree", lat + bw, lat, bw, bound, {"site": site, "dci": dci})
