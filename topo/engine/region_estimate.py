@@ -42,7 +42,7 @@ class RegionRow:
     bandwidth_s: float
     bottleneck: str
     candidates: dict[str, float]
-    phases: dict[str, dict]
+    phases: dict[str, dict]  # each phase alone, and its charged_latency_s / charged_bandwidth_s (they sum to the row)
     span_bytes: list[float]  # per directed span (2*span lower->higher site, 2*span+1 back), the chosen algorithm
 
 
@@ -193,9 +193,22 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
             algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
             bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
-            phases={k: (asdict(p) if isinstance(p, Phase) else p) for k, p in pick.phases.items()},
+            phases=_phases_dict(pick),
             span_bytes=loads[pick.algorithm].tolist()))
     out.notes = split_notes(region)
+    return out
+
+
+def _phases_dict(t: Timed) -> dict:
+    """Each phase as timed alone, with ``charged_latency_s`` and ``charged_bandwidth_s``: its shares of the row's
+    latency and bandwidth parts (they sum to them; phases that run at once share the bandwidth part)."""
+    out = {}
+    for k, p in t.phases.items():
+        if not isinstance(p, Phase):
+            out[k] = p
+            continue
+        c = t.charged.get(k, Phase(0.0, 0.0))
+        out[k] = {**asdict(p), "charged_latency_s": c.latency_s, "charged_bandwidth_s": c.bandwidth_s}
     return out
 
 
