@@ -222,3 +222,27 @@ def test_the_chosen_kind_is_in_text_json_inputs_and_its_price_alone_in_the_range
     assert "storage.kinds.ddn_ai400x2.write_Bps" in keys and not any(k.startswith("storage.kinds.tectonic") for k in keys)
     assumed = {a["key"] for a in r.assumptions}
     assert "storage.kinds.ddn_ai400x2.write_Bps" in assumed and "storage.kinds.tectonic.power_W" not in assumed
+
+
+def test_the_two_checkpoint_times_say_which_rate_each_is_at():
+    """walk16 (section 178): with sizing = "per_gpu" a SuperPOD's storage line wrote a checkpoint in 37.9 s while
+    the goodput model stalled 1.58 s, unexplained. Both are a whole sync write of the 3.16 TB checkpoint: the
+    stall at reliability.checkpoint.write_Bps (Llama 3's 2 TB/s for its whole 24,576-GPU cluster, arXiv
+    2407.21783 sec. 3.3.1), the storage line at the 313 servers' 313 x 2 TB/s / 7,500 = 83.5 GB/s. Each line now
+    says its rate and whose it is; sized from needs, the stall is the servers' own write."""
+    out = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", 'plan.storage.sizing="per_gpu"',
+                  check=True).stdout
+    doc = json.loads(run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set",
+                             'plan.storage.sizing="per_gpu"', "--json", check=True).stdout)
+    ckpt = doc["reliability"]["checkpoint_bytes"]
+    assert doc["storage"]["servers"] == 313 and doc["storage"]["write_Bps"] == pytest.approx(313 * 2e12 / 7500,
+                                                                                            rel=1e-3)
+    assert doc["reliability"]["checkpoint_stall_s"] == pytest.approx(ckpt / 2e12)
+    assert doc["storage"]["checkpoint_write_s"] == pytest.approx(ckpt / (313 * 2e12 / 7500), rel=1e-3)
+    assert "sync: stalls 1.582 s (the whole write at 2 TB/s, reliability.checkpoint.write_Bps, Llama 3's " \
+           "whole-cluster figure)" in out
+    assert ("(a checkpoint in 37.9 s; the goodput model's checkpoint is written at reliability.checkpoint.write_Bps "
+            "instead, Llama 3's whole-cluster figure, not these servers' rate") in out
+    needs = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
+    assert "sync: stalls 29.96 s (the whole write at 105.6 GB/s, the storage servers' aggregate write)" in needs
+    assert "(a checkpoint in 29.96 s)" in needs

@@ -267,3 +267,15 @@ def test_a_rule_the_region_checks_names_the_set_that_broke_it(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith(
         "error: bundled spec two-site-h100: sites[0] (east): bundled spec dgx-h100-superpod (--set "
         "cluster.num_units=0): cluster.num_units: must be >= 1, got 0"), p.stderr  # smallb51: the site's own spec
+
+
+def test_the_tree_across_a_chain_prices_each_hop_of_its_roots_on_its_own_span(chain):
+    """NCCL's cross-DC tree chains the sites' roots a - b - c: the reduction climbs c -> b -> a and the broadcast
+    comes back, each hop over its own span (a GPU's way up, the span, the way down), 2 (L_ab + L_bc) in all, not
+    4 x the a -> c route through b (walk16, section 178: 2.49 ms where the hops give 1.11 ms)."""
+    S = 2**30
+    row = estimate_region(chain, "all_reduce", S, algorithm="tree").rows[0]
+    up = chain.up_latency_s(0)
+    hops = (AB_S + 2 * up) + (BC_S + 2 * up)
+    assert row.latency_s == pytest.approx(row.phases["site"]["latency_s"] + 2 * hops, rel=1e-12)
+    assert 2 * hops == pytest.approx(1.11e-3, abs=0.01e-3)

@@ -11,7 +11,8 @@ from conftest import run_cli
 from test_region import build, region_dict
 from topo import estimate
 from topo.engine.algorithms.across_sites import Phase, hierarchical, pipeline_time_s, pipelined, window_s
-from topo.engine.region_estimate import estimate_region
+from topo.engine.region_estimate import chain_hops_s, estimate_region
+from topo.fabric.region import build_region
 from topo.errors import TopoError
 from topo.units import format_time
 
@@ -212,3 +213,33 @@ def test_cli_estimate_across_sites_takes_an_algorithm_list():
     bad = run_cli("estimate", "two-site-h100", "--size", "1G", "-a", "ring,nvls")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("error: --algorithm: unknown algorithm across sites 'nvls' in 'ring,nvls'; allowed: ")
+
+
+@pytest.mark.parametrize("spec", ["two-site-h100", "three-site-chain"])
+def test_the_phases_charges_sum_to_the_rows_time_and_the_dci_carries_the_cross_site_latency(spec):
+    """Region --json's phases: each phase's charged latency and bandwidth parts sum to the row's (walk16, section
+    178: the tree's and the ring's dci latency was 0.0 while the row's latency was almost all cross-site). The
+    tree's DCI latency is 2 x its chain's hops; the ring's 2(N-1) x one hop, and the whole row's latency when the
+    hop is slower than a step inside a site."""
+    r = build_region(spec)
+    a = np.arange(r.num_sites)
+    up = np.array([r.up_latency_s(i) for i in a])
+    ring_hop = float(np.max(up + r.route_latency_s(a, (a + 1) % r.num_sites) + up[(a + 1) % r.num_sites]))
+    for alg in ("hierarchical", "hierarchical_pipelined", "ring", "tree"):
+        for S in (8, 2**30):
+            row = json.loads(run_cli("estimate", spec, "--size", str(S), "-a", alg, "--json",
+                                     check=True).stdout)["rows"][0]
+            ph = [p for p in row["phases"].values() if isinstance(p, dict)]
+            assert sum(p["charged_latency_s"] for p in ph) == pytest.approx(row["latency_s"], rel=1e-9), (alg, S)
+            assert sum(p["charged_bandwidth_s"] for p in ph) == pytest.approx(row["bandwidth_s"], rel=1e-9), (alg, S)
+            assert sum(p["charged_latency_s"] + p["charged_bandwidth_s"] for p in ph) == pytest.approx(row["time_s"])
+            dci = row["phases"]["dci"]
+            if alg == "tree":
+                assert dci["latency_s"] == pytest.approx(2 * chain_hops_s(r).sum(), rel=1e-12)
+                assert dci["charged_latency_s"] == dci["latency_s"]
+            if alg == "ring":
+                assert dci["latency_s"] == pytest.approx(2 * (r.num_gpus - 1) * ring_hop, rel=1e-12)
+                assert row["latency_s"] == pytest.approx(dci["charged_latency_s"])  # the long hop is the slower
+    two = json.loads(run_cli("estimate", "two-site-h100", "--size", "8", "-a", "tree", "--json",
+                             check=True).stdout)["rows"][0]
+    assert two["phases"]["dci"]["latency_s"] > 0.9 * two["latency_s"]  # almost all of it

@@ -242,7 +242,8 @@ def test_a_cut_region_names_the_groups_of_sites_each_side(tmp_path):
 
 
 @pytest.mark.parametrize("sites,message", [
-    ("sites = []\n", "a region joins at least 2 sites, got 0; allowed: two or more [[sites]] entries"),
+    ("sites = []\n", "sites: a region joins at least 2 sites, got an empty list ([]); allowed: two or more [[sites]] "
+                      "entries (or one with count >= 2)"),
     ("", "sites: is required but missing"),
 ])
 def test_a_region_file_without_sites_says_sites_are_missing(tmp_path, sites, message):
@@ -251,6 +252,16 @@ def test_a_region_file_without_sites_says_sites_are_missing(tmp_path, sites, mes
     (tmp_path / "r.toml").write_text(f'name = "r"\n{sites}[interconnect]\ndistance_km = 50\n')
     err = one_error("describe", str(tmp_path / "r.toml"))
     assert err.startswith(f"error: {tmp_path / 'r.toml'}: ") and message in err, err
+
+
+@pytest.mark.parametrize("value,got", [("[]", "an empty list ([])"),
+                                       ('[{name="a",spec="dgx-h100-superpod"}]', "one site ('a')")])
+def test_set_sites_to_fewer_than_two_names_the_key_the_value_and_what_is_allowed(value, got):
+    """smallb51 (section 177) left `describe two-site-h100 --set sites=[]`: "a region joins at least 2 sites, got
+    0", naming no key. The line names the override, the key ``sites``, the value and what is allowed."""
+    err = one_error("describe", "two-site-h100", "--set", f"sites={value}")
+    assert err.rstrip().endswith(f"(--set sites={value}): sites: a region joins at least 2 sites, got {got}; allowed: two or "
+                        "more [[sites]] entries (or one with count >= 2)"), err
 
 
 def test_train_across_sites_says_its_dci_bytes_are_per_direction_on_the_busiest_span():

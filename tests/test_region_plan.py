@@ -227,3 +227,27 @@ def test_describe_and_plan_count_a_tiers_idle_ports_in_one_place():
         assert spine.idle_ports == idle == (spine.radix - spine.down_ports - spine.up_ports) * spine.num_switches
         assert inventory(r.fabrics[0]).tiers[spine.index].ports_idle == idle
         assert plan_region(r, collectives=False).dci.site_ports[0]["ports_idle"] == idle
+
+
+def test_one_site_that_cannot_be_built_says_what_the_region_can_set(tmp_path):
+    """walk16 (section 178): `plan my-three-sites.toml --one-site` (README's region: 2 + 4 + 4 units) said "set
+    fabric.units_per_pod", which no flag of a region plan reaches. The line now says the one site is the first
+    site's design and how the region reaches its keys (its spec, or sites[0].set, whose own overrides the example
+    keeps); that example, with fabric.units_per_pod=2 for KEY=VALUE, builds it (10 units in pods of 2)."""
+    region = tmp_path / "my-three-sites.toml"
+    region.write_text('name = "my-three-sites"\n'
+                      '[[sites]]\nname = "east"\nspec = "dgx-h100-superpod"\nset = ["cluster.num_units=2"]\n'
+                      '[[sites]]\nname = "west"\nspec = "dgx-h100-superpod"\n'
+                      '[[sites]]\nname = "north"\nspec = "dgx-h100-superpod"\n'
+                      '[interconnect]\ntopology = "ring"\ndistance_km = 100\nwaves = 16\n')
+    out = run_cli("plan", str(region), "--one-site", "--no-collectives", check=True).stdout
+    lines = out.splitlines()
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("as one site"))
+    assert "10 scalable units do not fill whole pods of 4" in lines[k]
+    assert ("the one site is the first site's design (east: 'dgx-h100-superpod') with all 2,560 GPUs: a fabric key "
+            "it names is set in that spec or in the region's sites[0].set list") in lines[k + 1]
+    example = "sites[0].set=[\"cluster.num_units=2\", \"KEY=VALUE\"]"
+    assert f"e.g. --set '{example}'" in lines[k + 1]
+    fixed = run_cli("plan", str(region), "--one-site", "--no-collectives", "--set",
+                    example.replace("KEY=VALUE", "fabric.units_per_pod=2"), check=True).stdout
+    assert "as one site                  2,560 GPUs in 3 tiers" in fixed

@@ -1,5 +1,6 @@
 """The report of a region (issue 31): the sites and the DCI spans drawn with their loads, as a self-contained page."""
 
+import html
 import json
 import re
 
@@ -57,3 +58,31 @@ def test_a_region_report_says_what_it_shows(tmp_path):
     assert "the slowest site&#x27;s busiest link, SITE:SRC-&gt;DST" in page and "site:..." not in page
     assert re.search(r"<td[^>]*>east:nic\d+\.\d+-&gt;leaf\d+</td>", page) and "site:nic" not in page
     assert "With failures: east:spine0." in page and "(38.4 TB/s without failures)" in page
+
+
+def test_a_region_cut_apart_is_drawn_with_describes_note_and_no_collective(tmp_path):
+    """walk16 (section 178): `report two-site-h100 --fail dci:east-west` refused ("no working DCI route") where
+    describe draws the cut. The page now draws the sites and the failed span, says the cut in describe's words, and
+    runs no collective (none reaches every GPU across the cut): exit 0, the note on stderr."""
+    out = tmp_path / "cut.html"
+    proc = run_cli("report", "two-site-h100", "--fail", "dci:east-west", "-o", str(out), check=True)
+    cut = "no working DCI route joins these groups of sites: group 1: site east; group 2: site west"
+    described = run_cli("describe", "two-site-h100", "--fail", "dci:east-west", check=True).stdout
+    assert f"cut apart                   {cut}" in described
+    assert f"note: {cut}: the page draws the sites and spans without a collective" in proc.stderr
+    page = out.read_text()
+    assert f"Cut apart: {cut}." in page and f"Not run: {cut}, so no collective reaches every GPU" in page
+    assert "hierarchical_pipelined" not in page  # no candidates table
+
+
+def test_a_region_report_carries_the_split_path_bound_note():
+    """The estimate's notes (the DCI split's MAX_PATHS bound, small50 section 166) reach the page, as `estimate`
+    prints them: the 10-site mesh whose ends' route runs a 1 km chain (test_region_chain's region)."""
+    from test_region_chain import _mesh_with_a_short_chain
+    from topo.fabric.region_inventory import region_inventory
+    from topo.report.region import render_region_page
+    r = _mesh_with_a_short_chain(10)
+    est = estimate_region(r, "all_reduce", [2 ** 30])
+    assert est.notes
+    page = render_region_page(r, region_inventory(r), est)
+    assert all(f"Note: {html.escape(n)}" in page for n in est.notes), est.notes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import TopoError
 from ..fabric.region import Region, build_region
-from ..fabric.region_inventory import RegionInventory, region_inventory
+from ..fabric.region_inventory import RegionInventory, cut_apart_text, region_inventory
 from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_bandwidth, format_count, format_in, format_time
@@ -100,9 +100,7 @@ def render_region(inv: RegionInventory) -> str:
     else:
         lines.append(f"farthest GPUs               {format_time(inv.farthest_latency_s)} one way across the DCI")
     if inv.cut_apart:
-        lines.append("cut apart                   no working DCI route joins these groups of sites: "
-                     + "; ".join(f"group {k}: {'site' if len(g) == 1 else 'sites'} {', '.join(g)}"
-                                 for k, g in enumerate(inv.cut_groups, 1)))
+        lines.append(f"cut apart                   {cut_apart_text(inv)}")
     if inv.failures:
         lines.append(f"with failures: {', '.join(inv.failures)}")
     return "\n".join(lines)

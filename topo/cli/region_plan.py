@@ -3,6 +3,8 @@ cost lines, the DCI's bill, and the DCI's share of the cost per GPU-hour."""
 
 from __future__ import annotations
 
+import json
+
 from ..atomic import check_output, open_output
 from ..errors import TopoError
 from ..fabric.region import build_region
@@ -91,9 +93,16 @@ def render_region_plan(r: RegionPlan) -> str:
     o = r.one_site
     if o and "error" in o:
         lines.append(f"as one site                  cannot be built: {o['error']}")
+        lines.append(f"                             ({o['reach']}: e.g. --set 'sites[0].set={_set_list(o)}')")
     elif o:
         lines.append(f"as one site                  {format_count(o['num_gpus'])} GPUs in {o['tiers']} tiers: "
                      f"{_MW(o['facility_power_W'])}, capex {format_usd(o['capex_usd'])}, "
                      f"${o['cost_per_gpu_hour_usd']:.3f} per GPU-hour (the region: ${r.cost_per_gpu_hour_usd:.3f})")
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)
+
+
+def _set_list(one_site: dict) -> str:
+    """The first site's ``set`` list as a TOML array with a KEY=VALUE placeholder after its own overrides (a
+    ``--set sites[0].set=`` replaces the list, so they are kept)."""
+    return "[" + ", ".join(json.dumps(x) for x in [*one_site["site_set"], "KEY=VALUE"]) + "]"

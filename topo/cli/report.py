@@ -17,7 +17,7 @@ from ..training.model import load_model
 from ..training.parallel import check_layout
 from ..training.step import estimate_step
 from ..engine.region_estimate import estimate_region
-from ..fabric.region_inventory import region_inventory
+from ..fabric.region_inventory import cut_apart_text, region_inventory
 from ..spec.region_load import is_region_file, site_spec_files
 from .common import GivenOnce, add_output_arguments, add_override_arguments
 from .output import note
@@ -120,8 +120,13 @@ def run_region_report(args, out, output, start) -> int:
     region = region_from_args(args)
     output = {**output, "inputs": [*output["inputs"], *site_spec_files(region.spec)]}  # its sites' files too
     check_output(out, **output)
-    size = write_region_page(region, region_inventory(region), estimate_region(region, "all_reduce", [2 ** 30]), out,
-                             **output)
+    inv = region_inventory(region)
+    est = None if inv.cut_apart else estimate_region(region, "all_reduce", [2 ** 30])
+    if est is None:  # describe draws the cut; the page does too, without a collective no route can carry
+        note(f"note: {cut_apart_text(inv)}: the page draws the sites and spans without a collective over every GPU")
+    for n in est.notes if est is not None else []:
+        note(f"note: {n}")
+    size = write_region_page(region, inv, est, out, **output)
     note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {time.perf_counter() - start:.1f} s")
     return 0
 

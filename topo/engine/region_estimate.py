@@ -42,7 +42,7 @@ class RegionRow:
     bandwidth_s: float
     bottleneck: str
     candidates: dict[str, float]
-    phases: dict[str, dict]
+    phases: dict[str, dict]  # each phase alone, and its charged_latency_s / charged_bandwidth_s (they sum to the row)
     span_bytes: list[float]  # per directed span (2*span lower->higher site, 2*span+1 back), the chosen algorithm
 
 
@@ -120,6 +120,24 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
     return Phase(steps * hop, bw_s, bound), loads
 
 
+def chain_hops_s(region: Region) -> np.ndarray:
+    """Each hop of the tree's chain of roots (site ``i`` to ``i+1``) one way: a GPU's way up to the DCI, the
+    hop's own lowest-latency route, the way down.
+
+    Parameters
+    ----------
+    region : Region
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K-1,)`` seconds.
+    """
+    a = np.arange(region.num_sites - 1)
+    up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
+    return up[a] + region.route_latency_s(a, a + 1) + up[a + 1]
+
+
 def _gpu_nic_Bps(f) -> float:
     L = f.layout
     return L.nic_rate_Bps * max(1, L.nics_per_server) / L.gpus_per_server
@@ -175,9 +193,22 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
             algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
             bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
-            phases={k: (asdict(p) if isinstance(p, Phase) else p) for k, p in pick.phases.items()},
+            phases=_phases_dict(pick),
             span_bytes=loads[pick.algorithm].tolist()))
     out.notes = split_notes(region)
+    return out
+
+
+def _phases_dict(t: Timed) -> dict:
+    """Each phase as timed alone, with ``charged_latency_s`` and ``charged_bandwidth_s``: its shares of the row's
+    latency and bandwidth parts (they sum to them; phases that run at once share the bandwidth part)."""
+    out = {}
+    for k, p in t.phases.items():
+        if not isinstance(p, Phase):
+            out[k] = p
+            continue
+        c = t.charged.get(k, Phase(0.0, 0.0))
+        out[k] = {**asdict(p), "charged_latency_s": c.latency_s, "charged_bandwidth_s": c.bandwidth_s}
     return out
 
 
@@ -327,7 +358,7 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
     if tree_key in site.times:
         chain_a, chain_b = np.r_[np.arange(K - 1), np.arange(1, K)], np.r_[np.arange(1, K), np.arange(K - 1)]
         tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
-        timed["tree"] = flat_tree(site.times[tree_key][S], K, cross, tree_dci)
+        timed["tree"] = flat_tree(site.times[tree_key][S], chain_hops_s(region), tree_dci)
         loads["tree"] = tree_ld
     else:
         unavailable["tree"] = site.missing.get(tree_key, f"NCCL's tree runs all_reduce only, not {coll}")

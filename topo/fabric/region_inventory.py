@@ -14,7 +14,7 @@ from .bisection import bisection
 from .inventory import inventory
 from .region import Region
 
-__all__ = ["RegionInventory", "SiteRow", "SpanRow", "region_inventory"]
+__all__ = ["RegionInventory", "SiteRow", "SpanRow", "region_inventory", "cut_apart_text"]
 
 
 @dataclass
@@ -73,6 +73,25 @@ class RegionInventory:
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo describe --json`` of a region)."""
         return asdict(self)
+
+
+def cut_apart_text(inv: RegionInventory) -> str:
+    """The groups of sites that working DCI routes still join, in describe's and the report's words.
+
+    Parameters
+    ----------
+    inv : RegionInventory
+
+    Returns
+    -------
+    str
+        ``no working DCI route joins these groups of sites: group 1: site east; group 2: site west``, or ``""``
+        when every site reaches every other.
+    """
+    if not inv.cut_apart:
+        return ""
+    return "no working DCI route joins these groups of sites: " + "; ".join(
+        f"group {k}: {'site' if len(g) == 1 else 'sites'} {', '.join(g)}" for k, g in enumerate(inv.cut_groups, 1))
 
 
 def _groups(reach: np.ndarray, names) -> list[list[str]]:

@@ -135,8 +135,13 @@ def _one_site(region: Region, plan_options: dict) -> dict:
     try:
         fabric = build_fabric(big)
         r = plan(fabric, **plan_options)
-    except TopoError as exc:
-        return {"error": exc.message}
+    except TopoError as exc:  # its fabric keys are the first site's: the region reaches them through sites[0]
+        site = region.spec.sites[0]
+        where = f"{site.spec!r}" if site.spec else "its inline [sites.fabric] table"
+        return {"error": exc.message, "site": site.name, "site_set": list(site.set),
+                "reach": f"the one site is the first site's design ({site.name}: {where}) with all "
+                         f"{region.num_gpus:,} GPUs: a fabric key it names is set in that spec or in the region's "
+                         "sites[0].set list (which sets that site's own fabric too), its size by the sites' sizes"}
     return {"num_gpus": r.num_gpus, "tiers": len(fabric.layout.tiers),
             "facility_power_W": r.power.facility_power_W, "capex_usd": r.capex.capex_usd,
             "tco_usd": r.ownership.tco_usd, "cost_per_gpu_hour_usd": r.ownership.cost_per_gpu_hour_usd}

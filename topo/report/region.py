@@ -14,7 +14,7 @@ from .. import __version__
 from ..atomic import SIGNATURE
 from ..engine.region_estimate import RegionEstimate
 from ..fabric.region import Region
-from ..fabric.region_inventory import RegionInventory
+from ..fabric.region_inventory import RegionInventory, cut_apart_text
 from ..units import format_bandwidth, format_size, format_time
 from .files import write_bytes
 from .html import _CONFIG, _CSP, _CSS, _SCRIPT, _Figures, e
@@ -23,17 +23,18 @@ from .style import ALERT_COLOR, FONT, GPU_COLOR, esc, tier_color
 __all__ = ["region_figure", "render_region_page", "write_region_page"]
 
 
-def region_figure(region: Region, est: RegionEstimate) -> go.Figure:
+def region_figure(region: Region, est: RegionEstimate | None) -> go.Figure:
     """Sites on a circle (marker area by GPUs), DCI spans as lines: width by capacity, colour by the busier
-    direction's utilization under the estimate's first size (its bytes over capacity x the collective's time)."""
+    direction's utilization under the estimate's first size (its bytes over capacity x the collective's time);
+    without an estimate (sites cut apart: no collective runs over every GPU) the spans carry no load."""
     S = region.num_sites
     angle = np.pi / 2 - 2 * np.pi * np.arange(S) / S
     x, y = np.cos(angle), np.sin(angle)
-    row = est.rows[0]
-    loads = np.asarray(row.span_bytes).reshape(-1, 2)
+    row = est.rows[0] if est is not None else None
     cap = region.span_bandwidth_Bps
+    loads = np.asarray(row.span_bytes).reshape(-1, 2) if row else np.zeros((len(cap), 2))
     with np.errstate(divide="ignore", invalid="ignore"):
-        util = np.where(cap > 0, loads.max(axis=1) / (cap * row.time_s), 0.0)
+        util = np.where(cap > 0, loads.max(axis=1) / (cap * row.time_s), 0.0) if row else np.zeros(len(cap))
     fig = go.Figure()
     widest = max(float(cap.max()), 1.0)
     for k, (a, b) in enumerate(zip(region.spans["a"].tolist(), region.spans["b"].tolist())):
@@ -41,7 +42,8 @@ def region_figure(region: Region, est: RegionEstimate) -> go.Figure:
         text = (f"{esc(region.span_names()[k])}<br>{region.spans['distance_km'][k]:,.0f} km, "
                 f"{format_time(region.spans['latency_s'][k])} one way<br>{format_bandwidth(cap[k])} per direction"
                 + (" (failed)" if region.failed[k] else "")
-                + f"<br>{format_size(loads[k, 0])} / {format_size(loads[k, 1])} each way, {util[k]:.0%} busy")
+                + (f"<br>{format_size(loads[k, 0])} / {format_size(loads[k, 1])} each way, {util[k]:.0%} busy"
+                   if row else ""))
         fig.add_trace(go.Scatter(x=[x[a], x[b]], y=[y[a], y[b]], mode="lines", hoverinfo="text", text=text,
                                  line={"width": 2 + 10 * float(cap[k]) / widest, "color": color,
                                        "dash": "dot" if region.failed[k] else "solid"}, showlegend=False))
@@ -52,8 +54,9 @@ def region_figure(region: Region, est: RegionEstimate) -> go.Figure:
         x=x, y=y, mode="markers+text", text=[esc(n) for n in region.site_names], textposition="top center",
         hovertext=[f"{esc(n)}: {int(g):,} GPUs" for n, g in zip(region.site_names, gpus)], hoverinfo="text",
         marker={"size": 20 + 30 * np.sqrt(gpus / gpus.max()), "color": GPU_COLOR}, showlegend=False))
-    fig.update_layout(title=f"{esc(region.name)}: {format_size(row.size_bytes)} {est.collective} ({row.algorithm}), "
-                      f"bound on {esc(row.bottleneck)}", font={"family": FONT}, xaxis={"visible": False},
+    title = (f"{esc(region.name)}: {format_size(row.size_bytes)} {est.collective} ({row.algorithm}), bound on "
+             f"{esc(row.bottleneck)}" if row else f"{esc(region.name)}: sites cut apart, no collective over every GPU")
+    fig.update_layout(title=title, font={"family": FONT}, xaxis={"visible": False},
                       yaxis={"visible": False, "scaleanchor": "x"}, height=520, margin={"l": 20, "r": 20, "t": 60, "b": 20})
     return fig
 
@@ -64,8 +67,9 @@ def _table(headers, rows) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate) -> str:
-    """The HTML document of a region's report."""
+def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None) -> str:
+    """The HTML document of a region's report; ``est`` None when the sites are cut apart (``inv.cut_apart``): the
+    sites and spans drawn, the cut said, the collective not run."""
     figs = _Figures()
     sites = _table(["site", "spec", "GPUs", "attach", "bisection", "to DCI"],
                    [[s.name, s.spec, f"{s.num_gpus:,}", s.attach_tier, format_bandwidth(s.bisection_bandwidth_Bps)
@@ -74,9 +78,6 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
     spans = _table(["span", "distance", "capacity", "latency one way"],
                    [[s.name, f"{s.distance_km:,.0f} km", format_bandwidth(s.bandwidth_Bps), format_time(s.latency_s)]
                     for s in inv.spans])
-    cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.rows[0].candidates),
-                   [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck]
-                    + [format_time(t) for t in r.candidates.values()] for r in est.rows])
     title = f"topo report: {e(region.name)}"
     return "".join([
         f"<!DOCTYPE html>\n<!-- {SIGNATURE} {e(__version__)} -->\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -85,12 +86,12 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         f"<header><h1>{title}</h1><p>{e(inv.description)}</p><p>{inv.num_gpus:,} GPUs in {inv.num_sites} sites; "
         f"cut between sites {e(format_bandwidth(inv.min_cut_Bps))} per direction</p>"
         + (f"<p>With failures: {e(', '.join(inv.failures))}.</p>" if inv.failures else "")
+        + (f"<p>Cut apart: {e(cut_apart_text(inv))}.</p>" if inv.cut_apart else "")
         + f"<p>Modelled by topo {e(__version__)}; units: GB = 1e9 bytes, GiB = 2<sup>30</sup> bytes, bandwidths "
         "per direction.</p></header><main>",
         f'<section id="dci"><h2>Sites and DCI</h2><p class="caption">{e(_DCI_CAPTION)}</p>'
         f'<div class="cell">{figs.div(region_figure(region, est), "region")}</div>{sites}{spans}</section>',
-        f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'
-        f"{e(_CANDIDATES_CAPTION)}</p>{cands}</section>",
+        _collective_section(inv, est),
         "<section id=\"assumed\"><h2>Assumptions</h2><p class=\"caption\">What the region file assumes where "
         "nothing is published (its <code>assumptions</code>).</p><ul>"
         + ("".join(f"<li>{e(a)}</li>" for a in inv.assumptions) or "<li>none given</li>") + "</ul></section></main>",
@@ -98,6 +99,19 @@ def render_region_page(region: Region, inv: RegionInventory, est: RegionEstimate
         f'<script type="application/json" id="topo-figures">{figs.json()}</script>',
         f"<script>{_SCRIPT % json.dumps(_CONFIG)}</script></body></html>\n",
     ])
+
+
+def _collective_section(inv: RegionInventory, est: RegionEstimate | None) -> str:
+    if est is None:
+        return (f'<section id="collective"><h2>all_reduce over every GPU</h2><p class="caption">Not run: '
+                f"{e(cut_apart_text(inv))}, so no collective reaches every GPU (describe draws the same cut).</p>"
+                "</section>")
+    cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.rows[0].candidates),
+                   [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck]
+                    + [format_time(t) for t in r.candidates.values()] for r in est.rows])
+    notes = "".join(f"<p>Note: {e(n)}</p>" for n in est.notes)  # the split's path bound, as the estimate says it
+    return (f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'
+            f"{e(_CANDIDATES_CAPTION)}</p>{cands}{notes}</section>")
 
 
 _DCI_CAPTION = ("The sites on a circle (marker area by GPUs) and the DCI spans between them: line width by capacity, "
@@ -111,6 +125,6 @@ _CANDIDATES_CAPTION = ("Time of each way to run the collective over every GPU of
                        "busiest link, SITE:SRC->DST).")
 
 
-def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate, path, **output) -> int:
+def write_region_page(region: Region, inv: RegionInventory, est: RegionEstimate | None, path, **output) -> int:
     """Write the page whole or not at all (:func:`topo.atomic.open_output`); returns its size in bytes."""
     return write_bytes(path, render_region_page(region, inv, est).encode("utf-8"), **output)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from .model import Duration, Name, PositiveInt, _Strict, _bandwidth
 from .overrides import override_label
@@ -231,12 +231,20 @@ class RegionSpec(_Strict):
                        or key.startswith(path + "[")), None)
         return f"{self._origin} ({override_label(origin)})" if origin else self._origin
 
+    @field_validator("sites")
+    @classmethod
+    def _at_least_two(cls, sites: list[SiteSpec]) -> list[SiteSpec]:
+        """Keyed ``sites`` (with its ``--set``), the value as given: an empty list or the one site's name."""
+        n = sum(s.count for s in sites)
+        if n < 2:
+            got = "an empty list ([])" if not sites else f"one site ({sites[0].name!r})"
+            raise ValueError(f"a region joins at least 2 sites, got {got}; allowed: two or more [[sites]] entries "
+                             "(or one with count >= 2)")
+        return sites
+
     @model_validator(mode="after")
     def _joinable(self):
         names = self.site_names
-        if len(names) < 2:
-            raise ValueError(f"a region joins at least 2 sites, got {len(names)}; allowed: two or more [[sites]] "
-                             "entries (or count >= 2)")
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"site names must be unique, got {', '.join(map(repr, dup))} twice")

@@ -25,13 +25,20 @@ of a cross-site hop (GPU up to the DCI, the span, down to the GPU) and ``B`` the
   buffer ``W`` (NCCL_BUFFSIZE, 4 MiB) in flight to its peer and gets a slot back a round trip ``R = 2 L`` later,
   so ``c`` channels carrying ``X`` bytes across a boundary take at least ``R x X / (c W)`` (:func:`window_s`:
   the round trip times the chunk count).
-- flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2(K-1) L``; each
-  chained span carries ``S`` each way.
+- what each phase is charged (``Timed.charged``): its shares of the algorithm's latency and bandwidth parts, which
+  sum to them. Hierarchical: each phase whole. Ring and tree: the site and the DCI run at once, so the bandwidth
+  part is charged to the phase that bounds it, and the ring's latency ``2(N-1) max(a_site, L)`` to the slower
+  hop's phase; the tree's latency is the site's plus the DCI's. Pipelined: each phase's own latency, the slowest
+  stage's ``(C-1) d`` more, its bandwidth ``b_i / C`` and the slowest stage's ``(C-1) b_i / C`` more.
+- flat tree (the cross-DC branch: one tree per DC, roots chained DC to DC): the site's tree plus ``2 sum_i L_i``
+  over the ``K-1`` hops of the chain of roots, each hop ``L_i`` on its own route (GPU up, the route's spans, down:
+  on a chain of sites the neighbours' spans, not the longest route), reduced up the chain and broadcast back down;
+  each chained span carries ``S`` each way. Equal hops give ``2(K-1) L``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -64,7 +71,8 @@ class Timed:
     latency_s: float
     bandwidth_s: float
     bottleneck: str
-    phases: dict  # name -> Phase
+    phases: dict  # name -> Phase (as timed alone), besides ``chunks`` and ``per_chunk_s`` of the pipelined
+    charged: dict = field(default_factory=dict)  # name -> Phase: its share of latency_s and bandwidth_s (they sum)
 
 
 def dci_phase_bytes(collective: str, num_sites: int, size_bytes: float) -> float:
@@ -103,7 +111,7 @@ def hierarchical(phases: dict[str, Phase]) -> Timed:
     lat = sum(p.latency_s for p in phases.values())
     bw = sum(p.bandwidth_s for p in phases.values())
     worst = max(phases.values(), key=lambda p: p.time_s)
-    return Timed("hierarchical", lat + bw, lat, bw, worst.bound, dict(phases))
+    return Timed("hierarchical", lat + bw, lat, bw, worst.bound, dict(phases), dict(phases))
 
 
 def pipeline_time_s(chunk_s, chunks, fill_s: float = 0.0):
@@ -159,8 +167,11 @@ def pipelined(phases: dict[str, Phase], per_chunk_s: float = 0.0, max_chunks: in
     worst = int(np.argmax(per[:, k]))
     bandwidth = float(bw.sum() / c + (c - 1) * bw[worst] / c)
     name = list(phases)[worst]
+    more = (np.arange(len(bw)) == worst) * (c - 1)  # the slowest stage works c times
+    charged = {k: Phase(float(lat[i] + more[i] * d[i]), float(bw[i] / c + more[i] * bw[i] / c), p.bound)
+               for i, (k, p) in enumerate(phases.items())}
     return Timed("hierarchical_pipelined", t, t - bandwidth, bandwidth, phases[name].bound,
-                 {**phases, "chunks": c, "per_chunk_s": float(per_chunk_s)})
+                 {**phases, "chunks": c, "per_chunk_s": float(per_chunk_s)}, charged)
 
 
 def window_s(boundary_bytes: float, round_trip_s: float, channels: int, buffer_bytes: float) -> float:
@@ -211,33 +222,46 @@ def flat_ring(num_ranks: int, site_step_latency_s: float, site_bandwidth_s: floa
     -------
     Timed
         ``2(N-1) max(a_site, L)`` of latency; the slowest of the site's, the DCI's and the window's bandwidth parts.
+        Its phases: ``dci`` (``2(N-1) L``, its bandwidth part), ``site`` (``2(N-1) a_site``, the ring's bandwidth
+        part inside the sites) and ``window``.
     """
-    lat = 2 * (num_ranks - 1) * max(site_step_latency_s, cross_latency_s)
-    parts = [(dci.bandwidth_s, dci.bound), (site_bandwidth_s, site_bound)]
+    steps = 2 * (num_ranks - 1)
+    phases = {"dci": Phase(steps * cross_latency_s, dci.bandwidth_s, dci.bound),
+              "site": Phase(steps * site_step_latency_s, site_bandwidth_s, site_bound)}
     if window is not None:
-        parts.append((window.bandwidth_s, window.bound))
-    bw, bound = max(parts, key=lambda p: p[0])  # the first of equals: the DCI, then the site
-    phases = {"dci": dci} if window is None else {"dci": dci, "window": window}
-    return Timed("ring", lat + bw, lat, bw, bound, phases)
+        phases["window"] = window
+    slow = "dci" if cross_latency_s >= site_step_latency_s else "site"
+    bw_name = max(phases, key=lambda k: phases[k].bandwidth_s)  # the first of equals: the DCI, then the site
+    lat, bw = phases[slow].latency_s, phases[bw_name].bandwidth_s
+    return Timed("ring", lat + bw, lat, bw, phases[bw_name].bound, phases, _charge(phases, {slow}, bw_name))
 
 
-def flat_tree(site: Phase, num_sites: int, cross_latency_s: float, dci: Phase) -> Timed:
+def _charge(phases: dict[str, Phase], lat_names, bw_name: str) -> dict[str, Phase]:
+    """Phases that run at once: the latency of those in ``lat_names`` and the bandwidth part of ``bw_name``."""
+    return {k: Phase(p.latency_s if k in lat_names else 0.0, p.bandwidth_s if k == bw_name else 0.0, p.bound)
+            for k, p in phases.items()}
+
+
+def flat_tree(site: Phase, hop_latency_s, dci: Phase) -> Timed:
     """One tree per site, roots chained site to site (see the module doc).
 
     Parameters
     ----------
     site : Phase
         The tree all-reduce inside a site.
-    num_sites : int
-    cross_latency_s : float
-        One cross-site hop one way.
+    hop_latency_s : array_like
+        ``L_i``, each of the ``K-1`` hops of the chain of roots one way (GPU up, its route, down).
     dci : Phase
         The chained spans carrying ``S`` each way.
 
     Returns
     -------
     Timed
+        ``a_site + 2 sum_i L_i`` of latency (up the chain and back down); the slower of the site's and the DCI's
+        bandwidth parts.
     """
-    lat = site.latency_s + 2 * (num_sites - 1) * cross_latency_s
-    bw, bound = (dci.bandwidth_s, dci.bound) if dci.bandwidth_s >= site.bandwidth_s else (site.bandwidth_s, site.bound)
-    return Timed("tree", lat + bw, lat, bw, bound, {"site": site, "dci": dci})
+    phases = {"site": site, "dci": Phase(2 * float(np.sum(hop_latency_s)), dci.bandwidth_s, dci.bound)}
+    lat = site.latency_s + phases["dci"].latency_s
+    bw_name = "dci" if dci.bandwidth_s >= site.bandwidth_s else "site"
+    bw = phases[bw_name].bandwidth_s
+    return Timed("tree", lat + bw, lat, bw, phases[bw_name].bound, phases, _charge(phases, set(phases), bw_name))
