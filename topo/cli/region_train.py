@@ -15,12 +15,15 @@ from ..units import format_bandwidth, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
+from .train_text import memory_line
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
 
 
-def run_region_train(args, options: dict) -> int:
+def run_region_train(args, options: dict, say=str) -> int:
+    """``topo train REGION``: one layout across the sites, or ``--search``; ``say`` words a library note for the
+    CLI (``train``'s ``note_flags``: a layout field as its flag)."""
     if args.outer_every is not None and args.outer_every < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
     if args.across == "outer" and args.outer_every is None:
@@ -54,7 +57,7 @@ def run_region_train(args, options: dict) -> int:
     if args.json:
         emit_json(r.to_dict())
     else:
-        emit(render_across_sites(r))
+        emit(render_across_sites(r, say))
     return 0
 
 
@@ -122,7 +125,8 @@ def _search(args, region, model, options: dict) -> int:
     return 0
 
 
-def render_across_sites(r: MultisiteStep) -> str:
+def render_across_sites(r: MultisiteStep, say=str) -> str:
+    """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`)."""
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
@@ -138,6 +142,7 @@ def render_across_sites(r: MultisiteStep) -> str:
                  "95%: the capacity per span and direction that keeps 95% of one site's throughput")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
+    lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")
     lines += [f"assumed: {a}" for a in r.assumptions]
-    lines += [f"note: {n}" for n in r.notes]
+    lines += [f"note: {say(n)}" for n in r.notes]
     return "\n".join(lines)

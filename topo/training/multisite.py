@@ -72,7 +72,8 @@ class MultisiteStep:
     throughput_vs_one_site: float = 0.0
     assumptions: list[str] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
-    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
+    notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
+    fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``)."""
@@ -141,7 +142,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)
-    out.notes = split_notes(region)
+    out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
 
 
