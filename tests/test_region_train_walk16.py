@@ -30,3 +30,15 @@ def test_a_region_search_ranks_only_layouts_that_fit():
                              "--top", "3", "--no-contention", "--json", check=True).stdout)
     assert doc["ranked"] and all(r["fits"] and r["one_site"]["fits"] for r in doc["ranked"])
 
+
+def test_a_region_step_shows_the_one_site_share_s_uncertainty_interval():
+    """The interval one-site ``topo train`` prints (step / (1 +/- p90) of the group's out-of-family errors,
+    topo/training/uncertainty.py), said of the step it bounds: one site's share's."""
+    doc = json.loads(run_cli(*SMALL, "--json", check=True).stdout)
+    u, step = doc["uncertainty"], doc["one_site_step_s"]
+    assert u["bounds"] == "one_site_step_s" and u["runs"] >= 1
+    assert u["low_s"] == step / (1 + u["p90"]) and u["high_s"] == step / (1 - u["p90"])
+    text = run_cli(*SMALL, check=True).stdout.splitlines()
+    low, high = (f"{u[k] * 1e3:.1f} ms" for k in ("low_s", "high_s"))
+    assert text[1].startswith(f"uncertainty {low} - {high} of one site's share's step: on {u['runs']} published "
+                              f"Hopper runs of dense BF16 models")

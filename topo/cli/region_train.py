@@ -15,7 +15,7 @@ from ..units import format_bandwidth, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
-from .train_text import memory_line
+from .train_text import memory_line, uncertainty_line
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -130,7 +130,9 @@ def render_across_sites(r: MultisiteStep, say=str) -> str:
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
-             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}", ""]
+             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
+    line = uncertainty_line(r.uncertainty, " of one site's share's step")
+    lines += [line, ""] if line else [""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
              f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),

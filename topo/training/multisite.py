@@ -73,6 +73,7 @@ class MultisiteStep:
     assumptions: list[str] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
     notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
+    uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
     fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
 
     def to_dict(self) -> dict:
@@ -142,6 +143,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)
+    if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
+        out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
     out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
     out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
