@@ -42,3 +42,20 @@ def test_a_region_step_shows_the_one_site_share_s_uncertainty_interval():
     low, high = (f"{u[k] * 1e3:.1f} ms" for k in ("low_s", "high_s"))
     assert text[1].startswith(f"uncertainty {low} - {high} of one site's share's step: on {u['runs']} published "
                               f"Hopper runs of dense BF16 models")
+
+
+def test_tokens_across_sites_is_the_time_to_train_at_the_step_across_sites():
+    """walk16 refused ``--tokens`` on a region (it had been dropped): the time is tokens / (global batch x sequence)
+    steps of the chosen step across the sites, as one site's is at its step. Llama 3's 15T tokens (Meta's model
+    card) at 768 x 8,192 = 6,291,456 tokens a step."""
+    doc = json.loads(run_cli(*SMALL, "--tokens", "15e12", "--json", check=True).stdout)
+    step = next(s["step_time_s"] for s in doc["strategies"] if s["strategy"] == doc["chosen"])
+    assert doc["tokens_per_step"] == 768 * 8192 and doc["train_tokens"] == 15e12
+    assert doc["time_to_train_s"] == 15e12 / (768 * 8192) * step
+    (line,) = [x for x in run_cli(*SMALL, "--tokens", "15e12", check=True).stdout.splitlines()
+               if x.startswith("time to train")]
+    assert line.startswith(f"time to train 1.5e+13 tokens: {doc['time_to_train_s'] / 86400:.1f} days (at the step "
+                           f"across sites, dp: ")
+    refused = run_cli(*SMALL, "--tokens", "15e12", "--search")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --tokens: reports one layout's time to "
+                                                                 "train; not with --search"), refused.stderr

@@ -11,7 +11,7 @@ from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
-from ..units import format_bandwidth, format_size, format_time
+from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
@@ -55,9 +55,9 @@ def run_region_train(args, options: dict, say=str) -> int:
     except TopoError as exc:
         raise _named_by_layout(args, fields, exc) from None
     if args.json:
-        emit_json(r.to_dict())
+        emit_json(r.to_dict(train_tokens=args.tokens))
     else:
-        emit(render_across_sites(r, say))
+        emit(render_across_sites(r, say, args.tokens))
     return 0
 
 
@@ -125,8 +125,9 @@ def _search(args, region, model, options: dict) -> int:
     return 0
 
 
-def render_across_sites(r: MultisiteStep, say=str) -> str:
-    """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`)."""
+def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) -> str:
+    """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`); with
+    ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
@@ -144,6 +145,10 @@ def render_across_sites(r: MultisiteStep, say=str) -> str:
                  "95%: the capacity per span and direction that keeps 95% of one site's throughput")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
+    if tokens:
+        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')} "
+                     f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
+                     f"{r.tokens_per_step:,} tokens)")
     lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")
     lines += [f"assumed: {a}" for a in r.assumptions]
     lines += [f"note: {say(n)}" for n in r.notes]

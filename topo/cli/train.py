@@ -237,10 +237,9 @@ def _check_applies(args) -> None:
     if args.top is not None and not args.search:  # walk16: printed one layout, exit 0
         raise TopoError("sets the rows of --search's table; without --search there is one layout", key="--top")
     args.top = 10 if args.top is None else args.top
-    if args.tokens is not None and (args.search or is_region_args(args)):  # walk16: no line, no key, exit 0
-        raise TopoError("reports one layout's time to train on one site; not with --search or across sites yet "
-                        "(across sites, the time is tokens / (global batch x sequence) steps of the step across "
-                        "sites)", key="--tokens")
+    if args.tokens is not None and args.search:  # walk16: no line, no key, exit 0
+        raise TopoError("reports one layout's time to train; not with --search (give the layout it ranks, without "
+                        "--search)", key="--tokens")
 
 
 def run(args) -> int:

@@ -74,11 +74,26 @@ class MultisiteStep:
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
     notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
     uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
+    tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
     fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
 
-    def to_dict(self) -> dict:
-        """Plain JSON-ready dict (``topo train REGION --json``)."""
-        return asdict(self)
+    @property
+    def step_time_s(self) -> float:
+        """The step across the sites the chosen way (``outer``: per inner step on average)."""
+        return next(s.step_time_s for s in self.strategies if s.strategy == self.chosen)
+
+    def time_to_train_s(self, tokens: float) -> float:
+        """Seconds to train ``tokens`` tokens at the chosen step across the sites (no failures or restarts), as
+        :meth:`topo.training.result.StepResult.time_to_train_s` on one site."""
+        return tokens / (self.tokens_per_step / self.step_time_s)
+
+    def to_dict(self, train_tokens: float | None = None) -> dict:
+        """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
+        d = asdict(self)
+        if train_tokens:
+            d["train_tokens"] = train_tokens
+            d["time_to_train_s"] = self.time_to_train_s(train_tokens)
+        return d
 
 
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
@@ -115,7 +130,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     one = one_site if one_site is not None else estimate_step(fabric, model, site_lay, **step_options)
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
-                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region))
+                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region),
+                        tokens_per_step=one.tokens_per_step * K)
     sizes = sorted({f.num_gpus for f in region.fabrics})
     if len(sizes) > 1:  # every site runs the same share: the smallest site's fabric times it
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
