@@ -80,3 +80,20 @@ def test_pipeline_stages_each_send_their_own_gradients_across(model_name, sizes)
     model = load_model(model_name)
     r = estimate_across_sites(build_region("two-site-h100"), model, make_layout(**sizes), contention=False)
     assert r.strategies[0].dci_bytes_per_step == pytest.approx(model.total_params * 4, rel=1e-6)
+
+
+def test_search_across_pp_searches_pipelines_that_split_at_the_sites():
+    """walk16: ``--search --across pp`` ranked one site's share, whose best layouts have pp 1, then refused ("none of
+    the 2 best layouts of a site's share spans the sites by pp"). The search now tries only pp a multiple of the
+    sites, each ranked layout timed as ``--across pp`` times it alone."""
+    doc = json.loads(run_cli("train", "two-site-h100", "--model", "llama3-70b", "--search", "--across", "pp",
+                             "--global-batch", "768", "--top", "3", "--no-contention", "--json", check=True).stdout)
+    assert len(doc["ranked"]) == 3 and doc["across"] == "pp" and not doc["skipped"]
+    region, model = build_region("two-site-h100"), load_model("llama3-70b")
+    for r in doc["ranked"]:
+        L = r["one_site"]["layout"]
+        assert L["pp"] % 2 == 0 and r["chosen"] == "pp" and r["fits"]
+        fields = {k: L[k] for k in ("tp", "cp", "pp", "vpp", "ep", "micro_batch", "recompute", "dp_sharding")}
+        alone = estimate_across_sites(region, model, make_layout(dp=L["dp"] * 2, global_batch=768, **fields),
+                                      across="pp", contention=False)
+        assert r["step_time_s"] == pytest.approx(alone.step_time_s, rel=1e-9)
