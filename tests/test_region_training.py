@@ -31,7 +31,7 @@ def test_two_site_nemotron_340b_is_within_3_points_of_nvidia_s_96_percent(nemotr
 
 def test_the_hierarchical_reduction_sends_one_replica_s_gradients_over_the_dci(nemotron):
     # two sites: 2(K-1)/K = 1 replica's gradients each way, fp32 (Megatron's default main_grad reduction);
-    # Nemotron-4 340B has 341e9 parameters (arXiv 2406.11704); the busiest stage stands for all 8, so a little more
+    # Nemotron-4 340B has 341e9 parameters (arXiv 2406.11704); each of the 8 stages sends its own (walk16)
     dp = next(s for s in nemotron.strategies if s.strategy == "dp")
     assert 341e9 * 4 <= dp.dci_bytes_per_step <= 1.12 * 341e9 * 4
     # no backward window is left after the in-site reduction here: the whole phase shows, latency 2 x 4.95 ms
@@ -59,7 +59,7 @@ def test_cli_train_across_sites_json_and_errors():
     out = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8", "--vpp", "12",
                   "--global-batch", "2304", "--json", check=True).stdout
     doc = json.loads(out)
-    assert doc["throughput_vs_one_site"] == pytest.approx(0.941, abs=0.01) and doc["num_sites"] == 2
+    assert doc["throughput_vs_one_site"] == pytest.approx(0.945, abs=0.01) and doc["num_sites"] == 2
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
                   "--global-batch", "2303")
     # walk14: the line named dp ("dp (24) and the global batch (2303) must divide ...") when only the batch was odd
@@ -88,7 +88,7 @@ def test_a_sweep_over_dci_distance_and_waves():
                               specs) for d, w in ((10, 16), (4000, 16), (1000, 4), (1000, 16))}
     assert all(r["error"] is None for r in rows.values())
     # the same as the library's figure for the bundled spec (1,000 km, 16 waves)
-    assert rows[(1000, 16)]["throughput_vs_one_site"] == pytest.approx(0.941, abs=0.005)
+    assert rows[(1000, 16)]["throughput_vs_one_site"] == pytest.approx(0.945, abs=0.005)
     # farther costs latency only (the all-reduce); fewer waves cost the training step
     assert rows[(4000, 16)]["time_s"] > rows[(1000, 16)]["time_s"] > rows[(10, 16)]["time_s"]
     assert rows[(1000, 4)]["throughput_vs_one_site"] < rows[(1000, 16)]["throughput_vs_one_site"]

@@ -146,7 +146,7 @@ def test_layout_file_and_its_errors(tmp_path):
     (["--outer-every", "5"], "--outer-every", "applies to a region of several sites"),
     (["--rank-orders", "tp-cp-ep-dp-pp"], "--rank-orders", "without --search"),  # was dropped without --search
     (["--top", "4"], "--top", "without --search there is one layout"),  # walk16: was dropped without --search
-    (["--search", "--tokens", "1e12"], "--tokens", "not with --search or across sites"),  # walk16: no line, no key
+    (["--search", "--tokens", "1e12"], "--tokens", "not with --search"),  # walk16: no line, no key
     (["--overlap", "xx=on"], "--overlap", "write DIM=on or DIM=off"),  # was named 'overlap', not its flag
     (["--recompute", "selective", "--recompute-modules", "bogus"], "--recompute-modules",
      "got 'bogus'"),  # was named '--recompute-modules.0', no such flag
@@ -156,15 +156,6 @@ def test_an_option_that_does_not_apply_or_is_wrong_names_its_flag(extra, key, sa
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {key}: ") and says in lines[0], p.stderr
-
-
-def test_tokens_across_sites_is_refused_not_dropped():
-    """walk16: ``--tokens`` on a region printed no time to train and no JSON key, exit 0."""
-    p = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--global-batch", "768", "--tokens",
-                "1e12")
-    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert p.stderr.startswith("error: --tokens: reports one layout's time to train on one site; not with --search "
-                               "or across sites yet"), p.stderr
 
 
 def test_region_options_still_apply_to_a_region():

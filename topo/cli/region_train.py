@@ -11,16 +11,19 @@ from ..training.model import load_model
 from ..training.multisite import MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
-from ..units import format_bandwidth, format_size, format_time
+from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
+from .train_text import memory_line, uncertainty_line
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
 
 
-def run_region_train(args, options: dict) -> int:
+def run_region_train(args, options: dict, say=str) -> int:
+    """``topo train REGION``: one layout across the sites, or ``--search``; ``say`` words a library note for the
+    CLI (``train``'s ``note_flags``: a layout field as its flag)."""
     if args.outer_every is not None and args.outer_every < 1:
         raise TopoError(f"must be a whole number >= 1, got {args.outer_every}", key="--outer-every")
     if args.across == "outer" and args.outer_every is None:
@@ -52,9 +55,9 @@ def run_region_train(args, options: dict) -> int:
     except TopoError as exc:
         raise _named_by_layout(args, fields, exc) from None
     if args.json:
-        emit_json(r.to_dict())
+        emit_json(r.to_dict(train_tokens=args.tokens))
     else:
-        emit(render_across_sites(r))
+        emit(render_across_sites(r, say, args.tokens))
     return 0
 
 
@@ -122,11 +125,15 @@ def _search(args, region, model, options: dict) -> int:
     return 0
 
 
-def render_across_sites(r: MultisiteStep) -> str:
+def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) -> str:
+    """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`); with
+    ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
-             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}", ""]
+             f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
+    line = uncertainty_line(r.uncertainty, " of one site's share's step")
+    lines += [line, ""] if line else [""]
     rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
              f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),
@@ -138,6 +145,11 @@ def render_across_sites(r: MultisiteStep) -> str:
                  "95%: the capacity per span and direction that keeps 95% of one site's throughput")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
+    if tokens:
+        lines.append(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')} "
+                     f"(at the step across sites, {r.chosen}: {format_time(r.step_time_s)}, "
+                     f"{r.tokens_per_step:,} tokens)")
+    lines.append(f"one site's share: {memory_line(one['memory'], one['layout'])}")
     lines += [f"assumed: {a}" for a in r.assumptions]
-    lines += [f"note: {n}" for n in r.notes]
+    lines += [f"note: {say(n)}" for n in r.notes]
     return "\n".join(lines)

@@ -15,7 +15,6 @@ from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_STATE, layout_from_mesh
 from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
-from ..training.memory import state_convention
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
                                  ParallelLayout, layout_fields, load_layout, make_layout)
@@ -29,6 +28,7 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
+from .train_text import bias_text, gb, memory_line, runs_on, uncertainty_line
 
 
 def register(sub) -> None:
@@ -240,10 +240,9 @@ def _check_applies(args) -> None:
     if args.top is not None and not args.search:  # walk16: printed one layout, exit 0
         raise TopoError("sets the rows of --search's table; without --search there is one layout", key="--top")
     args.top = 10 if args.top is None else args.top
-    if args.tokens is not None and (args.search or is_region_args(args)):  # walk16: no line, no key, exit 0
-        raise TopoError("reports one layout's time to train on one site; not with --search or across sites yet "
-                        "(across sites, the time is tokens / (global batch x sequence) steps of the step across "
-                        "sites)", key="--tokens")
+    if args.tokens is not None and args.search:  # walk16: no line, no key, exit 0
+        raise TopoError("reports one layout's time to train; not with --search (give the layout it ranks, without "
+                        "--search)", key="--tokens")
 
 
 def run(args) -> int:
@@ -264,7 +263,7 @@ def _run(args) -> int:
                         "--layout, or searches it (--search); not --jax-mesh yet", key="--jax-mesh")
     if is_region_args(args):
         try:
-            return run_region_train(args, _layout_options(args))
+            return run_region_train(args, _layout_options(args), note_flags)
         except TopoError as exc:
             raise _as_flags(args, exc) from None
     fabric = fabric_from_args(args)
@@ -515,22 +514,6 @@ def _finish(args, r, model, fabric, lay) -> int:
     return 0
 
 
-def _runs_on(u: dict) -> str:
-    """Which runs an interval rests on: its GPU generation's, or its group's on every generation (too few on its own,
-    step_uncertainty.toml's ``generation_min_runs``)."""
-    if u.get("generation", "all") != "all":
-        return f"{u['runs']} published {u['generation'].capitalize()} runs"
-    return f"{u['runs']} published runs (all GPU generations)"
-
-
-def _bias(u: dict) -> str:
-    """The runs' signed median error, shown and not applied: which way the model leans there."""
-    med = u.get("median", float("nan"))
-    if med != med:
-        return ""
-    return f"; median error {med:+.1%} (predicted {'faster' if med < 0 else 'slower'} than measured; not applied)"
-
-
 def _sharding(L: dict) -> str:
     """The layout's data-parallel sharding, as the header line says it."""
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
@@ -696,11 +679,9 @@ def _print_step(r, tokens, model) -> None:
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
          f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   "
          f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
-    u = r.uncertainty
-    if u.get("runs"):
-        emit(f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}: on {_runs_on(u)} "
-             f"of {u['label']} models whose family the fit never saw, half were within "
-             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{_bias(u)}")
+    line = uncertainty_line(r.uncertainty)
+    if line:
+        emit(line)
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
     emit("")
@@ -737,10 +718,7 @@ def _print_step(r, tokens, model) -> None:
                       "bound by tier", "link"], right=[False, False, True, True, True, True, True, False, False, False]))
     m = r.memory
     emit("")
-    emit(f"memory per GPU  weights {_gb(m.weights_bytes)}  gradients {_gb(m.gradients_bytes)}  "
-         f"optimizer {_gb(m.optimizer_bytes)}  activations {_gb(m.activations_bytes)}  "
-         f"total {_gb(m.total_bytes)} of {_gb(m.capacity_bytes)}: "
-         + ("fits" if m.fits else f"DOES NOT FIT by {_gb(m.short_bytes)}") + f" ({state_convention(r.layout)})")
+    emit(memory_line(m.to_dict(), r.layout))
     for n in r.notes:
         emit(f"note: {note_flags(n)}")
 
@@ -772,10 +750,6 @@ def _components_legend(L: dict, host_wait: bool) -> str:
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
             f"exposed column; --overlap hides more)")
-
-
-def _gb(x: float) -> str:
-    return format_in(x, "GB", ".1f")
 
 
 def _toml(v) -> str:
@@ -814,7 +788,7 @@ def _print_search(res, top, held: dict, model) -> None:
         why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
                      L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
-                     _gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
+                     gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
     if len(orders) > 1:
         for row, r in zip(rows, res.ranked):
@@ -831,9 +805,9 @@ def _print_search(res, top, held: dict, model) -> None:
         emit(text)
     u = res.ranked[0].uncertainty if res.ranked else {}
     if u.get("runs"):
-        emit(f"uncertainty of each step: on {_runs_on(u)} of {u['label']} models whose "
+        emit(f"uncertainty of each step: on {runs_on(u)} of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
-             f"{u['p90']:.0%}{_bias(u)} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train "
+             f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - {format_time(u['high_s'])}); topo train "
              f"with a row's sizes shows its breakdown")
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

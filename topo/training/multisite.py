@@ -32,6 +32,7 @@ from ..engine.region_estimate import dci_phase
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from .mapping import default_placement
+from .memory import stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
@@ -72,11 +73,28 @@ class MultisiteStep:
     throughput_vs_one_site: float = 0.0
     assumptions: list[str] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)  # one stage, one step of the chosen way: one site's, + dci
-    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
+    notes: list[str] = field(default_factory=list)  # the share's step notes (does not fit, ...), then split_notes
+    uncertainty: dict = field(default_factory=dict)  # the share's step's interval (bounds: "one_site_step_s")
+    tokens_per_step: int = 0  # the whole job's: every site's share of the global batch x the sequence
+    fits: bool = True  # one site's share fits in GPU memory (each site runs the same share: the job does)
 
-    def to_dict(self) -> dict:
-        """Plain JSON-ready dict (``topo train REGION --json``)."""
-        return asdict(self)
+    @property
+    def step_time_s(self) -> float:
+        """The step across the sites the chosen way (``outer``: per inner step on average)."""
+        return next(s.step_time_s for s in self.strategies if s.strategy == self.chosen)
+
+    def time_to_train_s(self, tokens: float) -> float:
+        """Seconds to train ``tokens`` tokens at the chosen step across the sites (no failures or restarts), as
+        :meth:`topo.training.result.StepResult.time_to_train_s` on one site."""
+        return tokens / (self.tokens_per_step / self.step_time_s)
+
+    def to_dict(self, train_tokens: float | None = None) -> dict:
+        """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
+        d = asdict(self)
+        if train_tokens:
+            d["train_tokens"] = train_tokens
+            d["time_to_train_s"] = self.time_to_train_s(train_tokens)
+        return d
 
 
 def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout, *, across: str = "dp",
@@ -113,7 +131,8 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     one = one_site if one_site is not None else estimate_step(fabric, model, site_lay, **step_options)
     T1 = one.step_time_s
     out = MultisiteStep(region=region.name, model=model.name, num_sites=K, gpus=site_lay.gpus * K,
-                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region))
+                        one_site_step_s=T1, one_site=one.to_dict(), assumptions=_assumptions(region),
+                        tokens_per_step=one.tokens_per_step * K)
     sizes = sorted({f.num_gpus for f in region.fabrics})
     if len(sizes) > 1:  # every site runs the same share: the smallest site's fabric times it
         out.assumptions.append(f"sites of different sizes ({', '.join(f'{n:,}' for n in sizes)} GPUs): every site "
@@ -141,7 +160,10 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     pick = next(s for s in out.strategies if s.strategy == across)
     out.chosen, out.throughput_vs_one_site = across, pick.throughput_vs_one_site
     out.timeline = step_with_dci(one.timeline, T1, pick)
-    out.notes = split_notes(region)
+    if one.uncertainty:  # walk16: the interval one site prints, said of the step it bounds
+        out.uncertainty = {**one.uncertainty, "bounds": "one_site_step_s"}
+    out.fits = one.fits  # walk16: a share of 1,454 GB per GPU printed its step as if it ran
+    out.notes = [f"one site's share: {n}" for n in one.notes] + split_notes(region)
     return out
 
 
@@ -187,13 +209,21 @@ def step_with_dci(timeline: list[dict], one_site_s: float, s: AcrossSites) -> li
 
 def _site_gradient_bytes(model, lay) -> float:
     """What a site's GPUs hold after the in-site reduce-scatter, together: each GPU's reduced bytes over the DP
-    degree of its reduction (one replica's gradients, the busiest stage's size for every stage)."""
-    total = 0.0
+    degree of its reduction (one replica's gradients). :func:`~topo.training.step.step_traffic` sizes the busiest
+    pipeline stage's; each stage counts its own, the dense and the expert bytes scaled by the stage's parameters
+    over the busiest's (:func:`~topo.training.memory.stage_params`; walk16: the busiest for every stage put Llama 3
+    70B at pp 4 3% high, its embedding and head counted on all four)."""
+    dense = expert = 0.0
     for it in step_traffic(model, lay):
         if it["dim"] == "dp" and "reduce" in it["phase"]:
-            degree = lay.expert_dp if it["groups"] == "edp" else lay.dp * lay.cp
-            total += it["size_bytes"] * it["calls"] / degree
-    return total * lay.gpus
+            if it["groups"] == "edp":
+                expert += it["size_bytes"] * it["calls"] / lay.expert_dp
+            else:
+                dense += it["size_bytes"] * it["calls"] / (lay.dp * lay.cp)
+    rows = stage_params(model, lay)
+    d_b, e_b, _ = max(rows, key=lambda x: x[0] + x[1])  # the busiest, as the step's DP traffic takes it
+    per_stage = sum((dense * d / d_b if d_b else 0.0) + (expert * e / e_b if e_b else 0.0) for d, e, _ in rows)
+    return per_stage * lay.gpus / len(rows)
 
 
 def _ring(K):

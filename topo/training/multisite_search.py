@@ -4,7 +4,9 @@ The job's ``K`` sites each run ``global_batch / K`` sequences on their share of 
 :func:`topo.training.multisite.estimate_across_sites` times one layout). The search ranks every layout of that share
 on the smallest site's fabric (:func:`topo.training.search.search_layouts`, with its traffic mix), then times its
 best ``top`` across the sites (data parallelism across them, pipeline stages across them, or the outer
-synchronisation) and ranks those by the step across sites: a layout with fewer gradient bytes per site (more
+synchronisation) and ranks those by the step across sites (pipeline stages across the sites: only layouts of pp a
+multiple of the sites are searched, their stages split at the sites as
+:func:`~topo.training.multisite.estimate_across_sites` splits them): a layout with fewer gradient bytes per site (more
 pipeline stages, expert sharding) may overtake a faster one-site layout once the DCI is added. Only the ``top``
 best one-site layouts are ranked again, not every layout.
 """
@@ -93,6 +95,8 @@ def search_across_sites(region: Region, model: ModelSpec, global_batch: int, *, 
         raise TopoError(f"{gpus:,} GPUs do not split over the {K} sites into shares of at most {fabric.num_gpus:,} "
                         f"(the smallest site); allowed: a multiple of {K} up to {K * fabric.num_gpus:,}", key="gpus")
     step_kw = dict(convention=convention, efficiency=efficiency, contention=contention)
+    if across == "pp":  # walk16: the share's best had pp 1 and none could span the sites; stages split at them
+        options = {**options, "pp_multiple": K}
     res = search_layouts(fabric, model, share, global_batch // K, top=top, **step_kw, **options)
     out = MultisiteSearch(region=region.name, model=model.name, num_sites=K, gpus=share * K,
                           global_batch=global_batch, across=across,

@@ -73,11 +73,13 @@ def _pow2_upto(n: int) -> list[int]:
 def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_per_domain: int,
                       seq_len: int | None = None, dp_sharding=("zero1", "fsdp_grad_op", "zero3"),
                       recompute=("none", "selective", "full"), micro_batches=(1, 2, 4), vpps=(1, 2, 4),
-                      cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), etps=(None,), **fixed):
+                      cps=(1, 2, 4, 8, 16), rank_orders=(DEFAULT_ORDER,), etps=(None,), pp_multiple: int = 1,
+                      **fixed):
     """Yield ``(ParallelLayout or None, reason)`` for every combination; None when a rule fails (the reason says which).
 
     Combinations that cannot split the global batch (``global_batch % (dp x micro_batch)``, interleaving with
-    micro-batches not a multiple of pp) are rejected before a ParallelLayout is built."""
+    micro-batches not a multiple of pp) are rejected before a ParallelLayout is built; ``pp_multiple`` keeps only
+    pipelines of a multiple of that many stages (a region's sites, each holding the same number of stages)."""
     seq = seq_len or model.seq_len
     experts = model.moe.experts if model.moe else 1
     units = model.layers + (2 if fixed.get("pipeline_embedding") else 0)
@@ -88,7 +90,7 @@ def candidate_layouts(model: ModelSpec, gpus: int, global_batch: int, *, gpus_pe
             if gpus % (tp * cp) or (cp > 1 and seq < 8192 * cp // 2):
                 continue
             rest = gpus // (tp * cp)
-            for pp in [d for d in range(1, min(rest, units) + 1) if rest % d == 0]:
+            for pp in [d for d in range(1, min(rest, units) + 1) if rest % d == 0 and d % pp_multiple == 0]:
                 dp = rest // pp
                 for etp in etps:
                     e_tp = etp or tp

@@ -1,0 +1,49 @@
+"""Lines ``topo train`` prints for one step and a region's job alike: the memory per GPU (fits or not) and the
+step's uncertainty interval, from a step's dicts (:meth:`topo.training.result.StepResult.to_dict`'s ``memory``,
+``layout`` and ``uncertainty``), so the one-site and the several-site outputs say them the same way."""
+
+from __future__ import annotations
+
+from ..training.memory import state_convention
+from ..units import format_in, format_time
+
+__all__ = ["gb", "memory_line", "uncertainty_line", "runs_on", "bias_text"]
+
+
+def gb(x: float) -> str:
+    """Bytes in GB, one decimal."""
+    return format_in(x, "GB", ".1f")
+
+
+def memory_line(m: dict, layout: dict) -> str:
+    """The memory per GPU line: each part, the total against the GPU's capacity, ``fits`` or ``DOES NOT FIT by``."""
+    return (f"memory per GPU  weights {gb(m['weights_bytes'])}  gradients {gb(m['gradients_bytes'])}  "
+            f"optimizer {gb(m['optimizer_bytes'])}  activations {gb(m['activations_bytes'])}  "
+            f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
+            + ("fits" if m["fits"] else f"DOES NOT FIT by {gb(m['short_bytes'])}") + f" ({state_convention(layout)})")
+
+
+def uncertainty_line(u: dict, of: str = "") -> str:
+    """The step's out-of-family interval (``low_s - high_s``) and the runs it rests on; ``of`` names the step it
+    bounds when that is not the line above's (a region's: one site's share); "" when there is no interval."""
+    if not u.get("runs"):
+        return ""
+    return (f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}{of}: on {runs_on(u)} "
+            f"of {u['label']} models whose family the fit never saw, half were within "
+            f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{bias_text(u)}")
+
+
+def runs_on(u: dict) -> str:
+    """Which runs an interval rests on: its GPU generation's, or its group's on every generation (too few on its own,
+    step_uncertainty.toml's ``generation_min_runs``)."""
+    if u.get("generation", "all") != "all":
+        return f"{u['runs']} published {u['generation'].capitalize()} runs"
+    return f"{u['runs']} published runs (all GPU generations)"
+
+
+def bias_text(u: dict) -> str:
+    """The runs' signed median error, shown and not applied: which way the model leans there."""
+    med = u.get("median", float("nan"))
+    if med != med:
+        return ""
+    return f"; median error {med:+.1%} (predicted {'faster' if med < 0 else 'slower'} than measured; not applied)"
