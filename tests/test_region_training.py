@@ -70,7 +70,7 @@ def test_cli_train_across_sites_json_and_errors():
     bad = run_cli("train", "two-site-h100", "--model", "nemotron4-340b", "--tp", "8", "--pp", "8",
                   "--global-batch", "2320")
     assert bad.returncode == 2 and bad.stderr == ("error: --global-batch: 2320 sequences do not split into dp (48, "
-                                                  "over the 2 sites) x micro_batch (1) = 48; allowed: a "
+                                                  "over the 2 sites) x --micro-batch (1) = 48; allowed: a "
                                                   "multiple of 48 (nearest: 2,304 or 2,352)\n"), bad.stderr
 
 
