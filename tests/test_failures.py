@@ -10,6 +10,7 @@ from topo import build_fabric, load_spec, spec_from_dict
 from topo.errors import TopoError
 from topo.engine.estimate import estimate
 from topo.fabric.failures import degraded, failed_links
+from topo.engine.paths import Paths, stand_in_notes
 from topo.engine.route import Router
 
 
@@ -227,3 +228,19 @@ def test_a_failed_nics_tree_traffic_leaves_the_other_servers_on_their_own_nic_as
     assert off.results[0].time_s == hit.results[0].time_s  # PXN changes nothing here: every sender's NIC is local
     assert off.top_links(1, names=pod.node_names).bytes.iloc[0] == pytest.approx(S / 4)
     assert not any("rerouted" in n for n in estimate(pod, "all_reduce", S, **kw).notes)
+
+
+def test_a_failed_nics_note_without_pxn_names_each_sending_gpus_own_nic(pod):
+    # rev55: without PXN a sender leaves its server through its own GPU's NIC (Paths.endpoints: sending_nic(s,
+    # choice)), so the other servers' GPU 5 sends to failed nic0.3's stand-in from nic<s>.5, not from its NIC of the
+    # failed one's index; the note said the PXN rule (nic<server>.3) with --no-pxn too.
+    failed = pod.with_failures("nic0.3")
+    paths = Paths(failed, pxn=False)
+    s, d = np.array([8 + 5]), np.array([3])  # server 1's GPU 5 -> server 0's GPU 3 (8 GPUs a DGX)
+    sending, _ = paths.endpoints(s, d, 0)
+    assert failed.node_names(failed.node_offset["nic"] + sending.nic)[0] == "nic1.5"
+    (note,) = stand_in_notes(paths)
+    assert "(nic0.3 -> nic0.4)" in note and "nic<server>.3" not in note
+    assert note.endswith("without PXN the other servers' GPUs send to it from each GPU's own NIC")
+    (pxn_note,) = stand_in_notes(Paths(failed, pxn=True))
+    assert "from their own NIC of the failed one's index (to nic0.4: nic<server>.3)" in pxn_note

@@ -303,9 +303,10 @@ class Paths:
 
 def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
     """What a failed NIC's traffic does, in words: its server's GPUs send and receive through the next working NIC
-    (:meth:`Paths.alive_nics`), over NVLink; the other servers' GPUs keep sending on their own NIC of the failed
-    one's index, PXN or not, as NCCL picks a sender's NIC on its own server (:meth:`Paths.endpoints`); in a
-    rail-only fabric no spine joins two rails, so they move to the stand-in's rail (``Paths._common_rail``).
+    (:meth:`Paths.alive_nics`), over NVLink; with PXN the other servers' GPUs keep sending on their own NIC of the
+    failed one's index, as NCCL picks a sender's NIC on its own server (:meth:`Paths.endpoints`), without PXN on
+    each sending GPU's own NIC (the same NIC for a ring's or tree's channel, not for an all-to-all); in a rail-only
+    fabric with PXN no spine joins two rails, so they move to the stand-in's rail (``Paths._common_rail``).
 
     Parameters
     ----------
@@ -337,7 +338,9 @@ def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
     if paths.pxn and f.layout.rail_groups > 1:
         text += (f"; rail-only: no spine joins two rails, so the other servers send to a stand-in from their NIC "
                  f"of its rail (to {subs[0]}: nic<server>.{int(to[0] % N)})")
-    else:
+    elif paths.pxn:
         text += (f"; the other servers send to it from their own NIC of the failed one's index (to {subs[0]}: "
                  f"nic<server>.{int(bad[0] % N)}), as NCCL picks a sender's NIC on its own server")
+    else:
+        text += "; without PXN the other servers' GPUs send to it from each GPU's own NIC"
     return [text]
