@@ -233,3 +233,11 @@ def test_published_maxtext_rows_keep_maxtexts_state_and_fit():
         lay = s["lay"]
         assert {k: getattr(lay, k) for k in MAXTEXT_STATE} == MAXTEXT_STATE
         assert memory_per_gpu(s["model"], lay, gpu_compute(s["gpu"]).memory_bytes).fits
+
+
+def test_the_busiest_stage_is_the_one_with_the_most_dense_and_expert_parameters():
+    """One rule for the step's DP traffic, its optimizer step and the cross-site bytes (rev55 found it written
+    three times): the most dense + expert parameters (not the largest unit), the first on a tie."""
+    from topo.training.memory import busiest_stage
+    assert busiest_stage([(5.0, 0.0, 9.0), (2.0, 4.0, 1.0), (6.0, 0.0, 1.0)]) == 1  # 6 beats 5; unit size ignored
+    assert busiest_stage([(3.0, 3.0, 0.0), (6.0, 0.0, 0.0)]) == 0

@@ -129,6 +129,12 @@ def stage_params(model: ModelSpec, lay: ParallelLayout) -> list[tuple[float, flo
     return [(d, e, big) for d, e, big, _, _ in _stage_rows(model, lay)]
 
 
+def busiest_stage(rows: list[tuple[float, float, float]]) -> int:
+    """The index of the pipeline rank holding the most parameters (dense + expert) among :func:`stage_params`'s
+    ``rows``: the rank whose gradients size a step's data-parallel traffic and whose optimizer step is the longest."""
+    return max(range(len(rows)), key=lambda i: rows[i][0] + rows[i][1])
+
+
 def units_holding(model: ModelSpec, lay: ParallelLayout) -> list[tuple[int, int]]:
     """Per stage: how many of its units hold dense and how many hold expert parameters (FSDP gathers each unit's
     part over its group's data-parallel ranks: one gather per such unit and pass)."""

@@ -32,7 +32,7 @@ from ..engine.region_estimate import dci_phase
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from .mapping import default_placement
-from .memory import stage_params
+from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
@@ -221,7 +221,7 @@ def _site_gradient_bytes(model, lay) -> float:
             else:
                 dense += it["size_bytes"] * it["calls"] / (lay.dp * lay.cp)
     rows = stage_params(model, lay)
-    d_b, e_b, _ = max(rows, key=lambda x: x[0] + x[1])  # the busiest, as the step's DP traffic takes it
+    d_b, e_b, _ = rows[busiest_stage(rows)]  # the busiest, as the step's DP traffic takes it
     per_stage = sum((dense * d / d_b if d_b else 0.0) + (expert * e / e_b if e_b else 0.0) for d, e, _ in rows)
     return per_stage * lay.gpus / len(rows)
 

@@ -95,7 +95,7 @@ from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
 from .mapping import default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
-from .memory import end_unit_params, memory_per_gpu, stage_params, units_holding
+from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
                         pipeline_units, rank_computes, ring_step_s)
@@ -324,7 +324,7 @@ def _dp_traffic(t: _Traffic) -> None:
     shards all-reduced across the replicas."""
     model, lay, m = t.model, t.lay, t.m
     rows = stage_params(model, lay)
-    busiest = max(range(len(rows)), key=lambda i: rows[i][0] + rows[i][1])
+    busiest = busiest_stage(rows)
     dense, expert, _ = rows[busiest]
     held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
@@ -1002,7 +1002,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     interval as one :class:`StepResult`."""
     spec = fabric.spec
     m = lay.microbatches
-    dense, expert = max(((d, e) for d, e, _ in stage_params(model, lay)), key=lambda r: r[0] + r[1])
+    rows = stage_params(model, lay)
+    dense, expert, _ = rows[busiest_stage(rows)]
     optimizer = optimizer_step_s(lay.sharded(dense, expert, 1), gpu)
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
