@@ -249,11 +249,12 @@ def test_training_across_sites_carries_the_path_bounds_note():
     the 10-site mesh-chain's cut pairs are named, a 5-site one's are none."""
     lay = ParallelLayout(tp=8, dp=40, global_batch=40, seq_len=4096)
     ten = estimate_across_sites(_mesh_with_a_short_chain(10), load_model("llama3-8b"), lay)
-    assert len(ten.notes) == 1 and "s-9->s-0 kept 66 paths" in ten.notes[0]  # the ring's closing hop
+    bounds = [n for n in ten.notes if "kept" in n and "paths" in n]  # ms51a added the one-site share's notes
+    assert len(bounds) == 1 and "s-9->s-0 kept 66 paths" in bounds[0]  # the ring's closing hop
     assert ten.to_dict()["notes"] == ten.notes
     five = estimate_across_sites(_mesh_with_a_short_chain(5), load_model("llama3-8b"), lay.model_copy(
         update={"dp": 20, "global_batch": 20}))
-    assert five.notes == []
+    assert not [n for n in five.notes if "kept" in n and "paths" in n]
 
 
 def test_a_rule_the_region_checks_names_the_set_that_broke_it(tmp_path):

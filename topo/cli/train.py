@@ -623,7 +623,7 @@ def _ep_sms_idle(L: dict, model) -> str:
 
 def _framework_options(L: dict, model, gpu) -> str:
     """The layout's :data:`FRAMEWORK_OPTIONS` that differ from the defaults (``cp_comm_type`` whenever cp > 1), as
-    ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`GpuCompute`: its
+    ``key value`` pairs, each marked where ``model``, the layout or ``gpu`` (its :class:`topo.training.gpus.GpuCompute`: its
     generation, its attention table) gives it nothing to change (or, for ``fp8_recipe = "blockwise"`` on a
     Blackwell GPU, that it runs as MXFP8), or "" when every one is the default."""
     generation = gpu.generation
