@@ -117,7 +117,7 @@ class _Sides:
         self.nic_d = recv.nic
         self.nic_gpu_d = recv.nic_gpu  # the GPU beside the receiving NIC: d, unless a stand-in forwards over NVLink
         # PXN's rail: the destination's own NIC's index, before failover (Paths.endpoints, NCCL's choice)
-        self.x_d = (f.gpu_nic(d, choice) % N) if router.pxn else np.zeros_like(d)
+        self.x_d = paths.pxn_rail(d, choice) if router.pxn else np.zeros_like(d)
         self.agg_d = paths.aggregates(recv.leaf) if L.num_tiers > 1 else [recv.leaf]
         self.top_d = paths.top_aggregate(recv.leaf)
         self.dom_d = f.gpu_domain(d)

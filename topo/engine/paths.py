@@ -127,6 +127,24 @@ class Paths:
             pcie = self.pcie_link(nic, at)
         return Receiving(d, nic, at, pcie, f.nic_leaf(nic))
 
+    def pxn_rail(self, d: np.ndarray, choice: int = 0) -> np.ndarray:
+        """PXN's rail towards destination ``d``: the index on its server of ``d``'s own NIC, before any failover,
+        as NCCL picks a sender's NIC (:meth:`endpoints`).
+
+        Parameters
+        ----------
+        d : numpy.ndarray
+            Destination GPU ids.
+        choice : int
+            Which of a GPU's NICs, where it has several.
+
+        Returns
+        -------
+        numpy.ndarray
+            The rail (NIC index on its server) per destination.
+        """
+        return self.fabric.nic_rail(self.fabric.gpu_nic(d, choice))
+
     def sending_nic(self, s: np.ndarray, rail_or_choice) -> np.ndarray:
         """The NIC each source sends through: with PXN its server's NIC on rail ``rail_or_choice`` (the receiving
         NIC's), without PXN the NIC beside it (``rail_or_choice`` is then the NIC choice).
@@ -181,13 +199,12 @@ class Paths:
         tuple of Sending and Receiving
         """
         f = self.fabric
-        N = f.layout.nics_per_server
         recv = self.receiving(d, choice)
         # with PXN the rail is the destination's own NIC's, before its failover: NCCL picks a sender's NIC on its
         # own server (NVIDIA/nccl@5067397c src/graph/search.cc ncclTopoGetNetDev, lines 1400-1470): for ring and
         # tree channels its own graph's NIC of the channel (graph->inter), for p2p the NIC local to its GPU of the
         # peer's device index (NCCL_P2P_PXN_LEVEL 2); neither reads where the peer's traffic fails over to
-        nic_s = self.sending_nic(s, f.gpu_nic(d, choice) % N if self.pxn else choice)
+        nic_s = self.sending_nic(s, self.pxn_rail(d, choice) if self.pxn else choice)
         if f.failed is not None:
             nic_s = self.alive_nics(nic_s, s)
             if self.pxn and f.layout.rail_groups > 1:
