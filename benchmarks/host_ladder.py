@@ -5,7 +5,8 @@ for each step of its optimization history (256 GB200, TP1 PP8 VPP4 EP32, MXFP8, 
 last line is the hold-out run ``mcore_gb200_deepseekv3_mxfp8``; each earlier step is that run's layout with the
 step's settings undone (sec. 1 and 2: the NCCL all-to-all dispatcher, no CUDA graphs, the unfused router,
 ``--recompute-modules mlp up_proj``). Every step counts the same FLOPs, so topo's TFLOP/s is the last line's
-970.01 x its measured step over topo's step. The steps topo has no field for (permute and ``torch.zeros`` fusion,
+970.01 x its measured step over topo's step, and each step's measured time the same TFLOP over its
+published rate (the change from one step to the next is what the step's setting bought, published and in topo). The steps topo has no field for (permute and ``torch.zeros`` fusion,
 DeepEP tuning, CPU-side work, PDL, the shared expert's graph, cuDNN norm fusion) are not priced: the step before
 them stands in. Also prints the DGX Cloud 25.05 DeepSeek-V3 rows (GB200 eager on Grace, H100, and a graphed
 GB200 row) for the same host question (docs/calibration-findings.md sections 134 and 185).
@@ -64,10 +65,16 @@ def main() -> None:
         print(f"| `{rid}` | {measured_s:.2f} | {step_s:.2f} | {100 * (step_s / measured_s - 1):+.1f}% |")
     row = rows[STUDY_RUN]
     kw, _ = priced(row)
-    print("\n| step (study sec. 3) | published TFLOP/s | topo | error |\n|---|---:|---:|---:|")
+    flops_s = LAST_TFLOPS * float(row["step_time_s"])  # TFLOP a step: every step counts the same
+    print("\n| step (study sec. 3) | published TFLOP/s | topo | error | step (s): published / topo "
+          "| change from the step above (s): published / topo |\n|---|---:|---:|---:|---:|---:|")
+    before = None
     for label, published, step_kw in ladder(kw):
-        tflops = LAST_TFLOPS * float(row["step_time_s"]) / priced(row, step_kw)[1]
-        print(f"| {label} | {published:.1f} | {tflops:.1f} | {100 * (published / tflops - 1):+.1f}% |")
+        measured_s, step_s = flops_s / published, priced(row, step_kw)[1]
+        change = f"{measured_s - before[0]:+.2f} / {step_s - before[1]:+.2f}" if before else "-"
+        print(f"| {label} | {published:.1f} | {flops_s / step_s:.1f} | {100 * (step_s / measured_s - 1):+.1f}% "
+              f"| {measured_s:.2f} / {step_s:.2f} | {change} |")
+        before = (measured_s, step_s)
 
 
 if __name__ == "__main__":
