@@ -6,7 +6,8 @@ import datetime
 import pytest
 
 from topo.training.host_calls import call_host_s, host_call_table, te_linear_extra_host_s
-from topo.training.host_cpu import host_cpu_table, host_time_factor, reference_host_cpu
+from topo.fabric.server_cpu import host_cpu_table
+from topo.training.host_cpu import host_time_factor, reference_host_cpu
 
 BEFORE_FIX = datetime.date(2025, 8, 11)  # TE #2053's date
 AFTER_FIX = datetime.date(2026, 1, 3)  # TE #2126: "nearly the same with vanilla torch linear"
