@@ -369,7 +369,9 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
         more = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
         message += f" (also: {'; '.join(others)}{more})"
     origin = next((orig for path, orig in set_paths.items() if key == path or key.startswith(path + ".")
-                   or key.startswith(path + "[")), None)
+                   or key.startswith(path + "[")
+                   # an unknown key an override wrote: --set foo.bar=1 makes 'foo' (walk17)
+                   or (first["type"] == "extra_forbidden" and path.startswith((key + ".", key + "[")))), None)
     src = f"{source} ({override_label(origin)})" if origin else source
     return TopoError(message, source=src, key=key or None)
 
