@@ -93,6 +93,10 @@ def test_side_by_side_has_switches_per_tier_transceivers_per_type_and_what_binds
         assert sum(int(rows[k][0][col].replace(",", "")) for k in per_type) == r.bom.num_transceivers
     # both top-tier collectives of the islands bind on the 7:1 tier above the islands; none on one pod
     assert rows["bound by"] == [["-", "core-super-spine"], ["-", "core-super-spine"]]
+    # walk17: the row read "top-tier all_reduce: GPUs (one per block)" beside 98,304 GPUs, as if one GPU a block
+    # took part; every GPU does, in communicators of one GPU per block
+    assert rows["top-tier all_reduce: GPUs (communicators of one per block)"] == [["-", "98,304"]]
+    assert "top-tier all_reduce: GPUs (one per block)" not in rows
 
 
 def test_the_checkpoint_line_says_where_the_model_s_size_came_from():

@@ -187,3 +187,32 @@ def test_cli_unset_is_set_with_an_empty_value():
     b = json.loads(run_cli("describe", "dgx-h100-superpod", "--set", "cluster.num_units=", "--set",
                            "cluster.num_gpus=512", "--json", check=True).stdout)
     assert a == b and a["num_gpus"] == 512
+
+
+def test_an_unknown_key_a_set_created_names_that_set():
+    # walk17: `topo describe --set foo.bar=1` said "bundled spec h100-100k: foo: unknown key 'foo'" without the
+    # override that wrote it, where a bad value under --set says "(--set cluster.num_units=-1)"
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(spec_dict(), source="x.toml", overrides=["foo.bar=1"])
+    assert info.value.key == "foo" and info.value.source == "x.toml (--set foo.bar=1)"
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(spec_dict(), source="x.toml", overrides=["fabric.tiers[0].radixx=64"])
+    assert info.value.source == "x.toml (--set fabric.tiers[0].radixx=64)"
+
+
+def test_the_other_errors_of_a_spec_say_what_is_wrong_with_each():
+    # walk17: a spec with an unknown key and no [cluster] or [fabric] said "foo: unknown key 'foo'; allowed: ...,
+    # cluster, fabric, plan (also: cluster, fabric)", which reads as more allowed keys: each other key says its fault
+    d = spec_dict()
+    del d["cluster"], d["fabric"]
+    d["foo"] = 3
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(d, source="bad.toml")
+    assert info.value.key == "foo"
+    assert info.value.message.endswith("(also: cluster: is required but missing; fabric: is required but missing)")
+    d = spec_dict()
+    d["cluster"]["num_units"] = -1
+    d["server"]["nics"] = 0
+    with pytest.raises(TopoError) as info:
+        spec_from_dict(d, source="bad.toml")
+    assert "(also: " in info.value.message and ": must be >= 1, got " in info.value.message.split("(also: ")[1]

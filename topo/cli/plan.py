@@ -479,7 +479,7 @@ _ROWS = [
     ("network capex", "network_capex_usd", _usd),
     ("network share of capex", "network_share", lambda v: f"{100 * v:.1f}%"),
     ("bisection per GPU", "bisection_bandwidth_per_gpu_Bps", format_bandwidth),
-    ("top-tier all_reduce: GPUs (one per block)", "crosspod_all_reduce_gpus",
+    ("top-tier all_reduce: GPUs (communicators of one per block)", "crosspod_all_reduce_gpus",
      lambda v: "-" if v is None else format_count(v)),
     ("top-tier all_reduce 1 GiB", "crosspod_all_reduce_s", _t),
     ("top-tier alltoall: GPUs", "crosspod_alltoall_gpus", lambda v: "-" if v is None else format_count(v)),

@@ -364,11 +364,14 @@ def _to_topo_error(exc: ValidationError, source: str, set_paths: dict[str, str],
     key = format_loc(first["loc"])
     message = _describe(first, root)
     if len(errors) > 1:
-        others = [format_loc(e["loc"]) or "(top level)" for e in errors[1:4]]
+        # each other key with its fault (walk17: "(also: cluster, fabric)" after the allowed keys read as more of them)
+        others = [f"{format_loc(e['loc']) or '(top level)'}: {_describe(e, root)}" for e in errors[1:4]]
         more = f" and {len(errors) - 4} more" if len(errors) > 4 else ""
-        message += f" (also: {', '.join(others)}{more})"
+        message += f" (also: {'; '.join(others)}{more})"
     origin = next((orig for path, orig in set_paths.items() if key == path or key.startswith(path + ".")
-                   or key.startswith(path + "[")), None)
+                   or key.startswith(path + "[")
+                   # an unknown key an override wrote: --set foo.bar=1 makes 'foo' (walk17)
+                   or (first["type"] == "extra_forbidden" and path.startswith((key + ".", key + "[")))), None)
     src = f"{source} ({override_label(origin)})" if origin else source
     return TopoError(message, source=src, key=key or None)
 
