@@ -484,7 +484,7 @@ def render(r: EstimateResult) -> str:
         ranged |= f["range"] != "-"
         body = (f"  {nccl_float(x.time_s * 1e6, 7)}  {nccl_float(x.algbw_GBps, 6)}  {nccl_float(x.busbw_GBps, 6)}"
                 "    N/A")
-        lines.append(f"{x.size_bytes:>12}  {x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
+        lines.append(f"{x.size_bytes:>12}  {'-' if x.count is None else x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
                      f"  # {f['algorithm']:<16} {f['protocol']:<6} {f['limit']:<15} {f['util']:>5}  "
                      f"{f['link']}  {f['range']}")
     lines.append(avg_busbw_line(r))

@@ -202,7 +202,7 @@ class SizeResult:
     bandwidths in GB/s (1e9 B/s), as nccl-tests prints them."""
 
     size_bytes: int
-    count: int
+    count: int | None  # nccl-tests' count column; None for a size nccl-tests does not run (estimate without datatype)
     type: str
     redop: str
     root: int
