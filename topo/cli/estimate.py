@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -255,15 +256,12 @@ def _run(args) -> int:
     sizes, rounded = whole_elements(sizes, args.datatype, "--size" if args.size is not None else "-b")
     parity_notes.extend(rounded)
     if is_region_args(args):
-        return run_region_estimate(args, sizes, parity_notes)
+        with _sizes_flag(args):
+            return run_region_estimate(args, sizes, parity_notes)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    try:
+    with _sizes_flag(args):
         result = estimate(fabric, args.collective or "all_reduce", sizes, opts, datatype=args.datatype)
-    except TopoError as exc:  # every size 0 bytes a rank: the sweep's largest (-e) or --size
-        if exc.key != "sizes" or exc.source:
-            raise
-        raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
     memory_note(result, fabric)
     failures_note(result.notes, fabric)
     result.notes.extend(parity_notes)
@@ -283,6 +281,18 @@ def _run(args) -> int:
         if detail:
             emit(render_detail(detail))
     return 0
+
+
+@contextmanager
+def _sizes_flag(args):
+    """Every size 0 bytes a rank (key ``sizes``, :func:`topo.engine.estimate.nccl_tests_sizes`) named by the flag
+    it came from: the sweep's largest (``-e``) or ``--size``; on one site and across sites alike."""
+    try:
+        yield
+    except TopoError as exc:
+        if exc.key != "sizes" or exc.source:
+            raise
+        raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
 
 
 def whole_elements(sizes, datatype: str, flag: str) -> tuple[list[int], list[str]]:

@@ -23,7 +23,8 @@ def run_estimate(args, sizes, notes=()) -> int:
         raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
                         f"not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
-    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto")
+    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto",
+                             datatype=args.datatype)
     result.notes.extend(notes)
     if args.json:
         emit_json(result.to_dict())
@@ -36,12 +37,12 @@ def render_estimate(r: RegionEstimate) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
              f"{count_noun(r.num_sites, 'site')}, every GPU" + (f", algorithm {r.algorithm}" if r.algorithm != "auto"
                                                                  else ""),
-             _candidates(r.rows[-1]) if r.rows else "#"]
+             _candidates(r.results[-1]) if r.results else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
     lines += [f"# note: {n}" for n in r.notes]
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
-             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
+             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.results]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
     return "\n".join(lines)

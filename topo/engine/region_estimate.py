@@ -20,8 +20,8 @@ from ..fabric.region import Region
 from ..fabric.region_split import split_notes
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
                                       hierarchical, pipelined, window_s)
-from .collectives import busbw_factor, normalize_collective
-from .estimate import _sizes, estimate
+from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
+from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates"]
@@ -34,6 +34,8 @@ class RegionRow:
     """One size: the chosen algorithm's time and parts, every candidate's time, the DCI's load."""
 
     size_bytes: int
+    count: int | None  # nccl-tests' count column over every GPU (count_column; None: a size nccl-tests never runs)
+    type: str
     time_s: float
     algbw_Bps: float
     busbw_Bps: float
@@ -56,19 +58,28 @@ class RegionEstimate:
     num_sites: int
     spans: list[str]
     algorithm: str = "auto"  # what was asked (auto, a name, a comma list, ^ a list): cross_site_candidates
-    rows: list[RegionRow] = field(default_factory=list)
+    results: list[RegionRow] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
+    notes: list[str] = field(default_factory=list)  # the sizes trimmed as nccl-tests runs them, the DCI split's bound
+
+    @property
+    def candidates(self) -> dict[str, list[float | None]]:
+        """Each algorithm's time per size (None where it did not run), as
+        :attr:`topo.engine.result.EstimateResult.candidates` on one site."""
+        names = list(dict.fromkeys(k for r in self.results for k in r.candidates))
+        return {k: [r.candidates.get(k) for r in self.results] for k in names}
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict.
+        """The document ``topo estimate REGION --json`` prints, in one site's names (``results``, a row per size;
+        ``candidate_time_s``, each algorithm's time per size): a row adds ``phases`` and ``span_bytes``.
 
         Returns
         -------
         dict
-            The document ``topo estimate REGION --json`` prints.
         """
-        return asdict(self)
+        doc = {k: v for k, v in asdict(self).items() if k not in ("results", "unavailable", "notes")}
+        doc["results"] = [{k: v for k, v in asdict(r).items() if k != "candidates"} for r in self.results]
+        return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
 def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
@@ -148,7 +159,8 @@ def _ring(K: int) -> tuple[np.ndarray, np.ndarray]:
     return a, (a + 1) % K
 
 
-def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto") -> RegionEstimate:
+def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto", *,
+                    datatype: str | None = None) -> RegionEstimate:
     """Estimate ``collective`` over every GPU of every site of ``region``.
 
     Parameters
@@ -162,6 +174,10 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     algorithm : str
         ``auto`` (the fastest), one of hierarchical, hierarchical_pipelined, ring, tree, a comma list of them (the
         fastest of those) or ``^`` before a list (all but those), as :func:`cross_site_candidates` reads it.
+    datatype : str, optional
+        nccl-tests' ``-d`` type: each size is the one nccl-tests runs over every GPU of the region
+        (:func:`~topo.engine.estimate.nccl_tests_sizes`, as on one site: whole 16 bytes a rank for all_gather and
+        reduce_scatter), with a note; None times the sizes as given.
 
     Returns
     -------
@@ -177,7 +193,10 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     if coll not in _COLLECTIVES:
         raise TopoError(f"across sites, topo models {', '.join(_COLLECTIVES)}; got {collective!r}", key="collective")
     label, names = cross_site_candidates(algorithm)
-    sizes = _sizes(sizes)
+    sizes, trim_notes = _sizes(sizes), []
+    if datatype is not None:
+        sizes, trim_notes = nccl_tests_sizes(coll, sizes, datatype, region.num_gpus)
+    word = DATA_TYPES[datatype or "float"]
     site = _SiteTimes(region, coll, sizes)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
                          spans=region.span_names(), algorithm=label)
@@ -189,13 +208,14 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             raise TopoError(f"{label} does not run {coll} across sites: {why}", key="algorithm")
         pick = min(runs, key=lambda t: t.time_s)
         algbw = S / pick.time_s if pick.time_s > 0 else 0.0
-        out.rows.append(RegionRow(
-            size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
+        out.results.append(RegionRow(
+            size_bytes=S, count=count_column(coll, S, word, region.num_gpus), type=datatype or "float",
+            time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
             algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
             bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
             phases=_phases_dict(pick),
             span_bytes=loads[pick.algorithm].tolist()))
-    out.notes = split_notes(region)
+    out.notes = trim_notes + split_notes(region)
     return out
 
 
