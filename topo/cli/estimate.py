@@ -152,7 +152,8 @@ def _output_arguments(p) -> None:
                    help="run the collectives of a traffic file at once (TOML; bundled: "
                    + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
     p.add_argument("--detail", action="store_true",
-                   help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
+                   help="also show the chosen plan's phases and the 10 most utilized links at the largest size (across "
+                   "sites: the chosen algorithm's phases and the order the tree chains the sites' roots in)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--csv", action="store_true",
                    help="print the table as CSV: nccl-tests' columns (in place repeated), then topo's")

@@ -24,7 +24,8 @@ from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_colle
 from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
 
-__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates"]
+__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates", "chain_hops_s",
+           "tree_root_order", "TREE_ROOT_RULE"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -61,6 +62,8 @@ class RegionEstimate:
     results: list[RegionRow] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # the sizes trimmed as nccl-tests runs them, the DCI split's bound
+    tree_roots: list[str] = field(default_factory=list)  # the tree's chain of site roots (tree_root_order)
+    tree_hop_s: list[float] = field(default_factory=list)  # each hop of that chain, one way (chain_hops_s)
 
     @property
     def candidates(self) -> dict[str, list[float | None]]:
@@ -131,9 +134,35 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
     return Phase(steps * hop, bw_s, bound), loads
 
 
+TREE_ROOT_RULE = ("roots chained in the job's rank order, as NCCL orders nodes by their ranks (a site's ranks follow "
+                  "the region file's site order)")
+
+
+def tree_root_order(region: Region) -> np.ndarray:
+    """The sites in the order the tree across sites chains their roots: the order of their first ranks.
+
+    NCCL numbers nodes in the order of their first ranks (NVIDIA/nccl src/init.cc ``initTransportsRank``: ``for r
+    in ranks``, a node is new when its first rank is unseen, ``comm->rankToNode[r] = node``) and builds its trees
+    over those node numbers (src/graph/connect.cc); its cross-DC branch chains one tree per DC, roots DC to DC
+    (../shared/data/multisite.md section 2). A region's ranks run site by site in its file's order
+    (:attr:`~topo.fabric.region.Region.gpu_offset`), so the chain is that order whatever the spans: a line listed
+    a, c, b chains a - c - b, crossing b's span twice.
+
+    Parameters
+    ----------
+    region : Region
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K,)`` site indices, the chain's first root first.
+    """
+    return np.argsort(region.gpu_offset[:-1], kind="stable")
+
+
 def chain_hops_s(region: Region) -> np.ndarray:
-    """Each hop of the tree's chain of roots (site ``i`` to ``i+1``) one way: a GPU's way up to the DCI, the
-    hop's own lowest-latency route, the way down.
+    """Each hop of the tree's chain of roots (:func:`tree_root_order`'s site ``i`` to ``i+1``) one way: a GPU's
+    way up to the DCI, the hop's own lowest-latency route, the way down.
 
     Parameters
     ----------
@@ -144,9 +173,10 @@ def chain_hops_s(region: Region) -> np.ndarray:
     numpy.ndarray
         ``(K-1,)`` seconds.
     """
-    a = np.arange(region.num_sites - 1)
+    order = tree_root_order(region)
+    a, b = order[:-1], order[1:]
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
-    return up[a] + region.route_latency_s(a, a + 1) + up[a + 1]
+    return up[a] + region.route_latency_s(a, b) + up[b]
 
 
 def _gpu_nic_Bps(f) -> float:
@@ -199,7 +229,9 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     word = DATA_TYPES[datatype or "float"]
     site = _SiteTimes(region, coll, sizes)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
-                         spans=region.span_names(), algorithm=label)
+                         spans=region.span_names(), algorithm=label,
+                         tree_roots=[region.site_names[i] for i in tree_root_order(region)],
+                         tree_hop_s=chain_hops_s(region).tolist())
     for S in sizes:
         timed, loads = _candidates(region, coll, S, site, out.unavailable)
         runs = [timed[n] for n in names if n in timed]
@@ -376,7 +408,8 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         unavailable["ring"] = site.missing.get(ring_key, "no ring inside the sites")
     tree_key = coll + ":tree"
     if tree_key in site.times:
-        chain_a, chain_b = np.r_[np.arange(K - 1), np.arange(1, K)], np.r_[np.arange(1, K), np.arange(K - 1)]
+        order = tree_root_order(region)
+        chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
         tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
         timed["tree"] = flat_tree(site.times[tree_key][S], chain_hops_s(region), tree_dci)
         loads["tree"] = tree_ld
