@@ -31,7 +31,7 @@ def in_process(name: str) -> dict:
     region = build_region(name)
     inv = region_inventory(region)
     t_describe = time.perf_counter() - w
-    row = estimate_region(region, "all_reduce", [2 ** 30]).rows[0]
+    row = estimate_region(region, "all_reduce", [2 ** 30]).results[0]
     return {"gpus": inv.num_gpus, "sites": inv.num_sites, "describe_s": t_describe, "wall_s": time.perf_counter() - w,
             "cpu_s": time.process_time() - c, "row": row}
 
@@ -48,8 +48,8 @@ def main() -> None:
         d, e = runs[name]
         p = in_process(name)
         r = p["row"]
-        doc = json.loads(e["out"])["rows"][0]
-        cands = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in doc["candidates"].items())
+        doc = json.loads(e["out"])
+        cands = ", ".join(f"{k} {v[0] * 1e3:.1f} ms" for k, v in doc["candidate_time_s"].items())
         lines.append(f"- `{name}` ({p['gpus']:,} GPUs, {p['sites']} sites): build + describe + 1 GiB all-reduce over "
                      f"every GPU in one process **{p['wall_s']:.2f} s** ({p['cpu_s']:.2f} s CPU; build and describe "
                      f"{p['describe_s']:.2f} s); end to end `topo describe {name}` {d['wall_s']:.2f} s "

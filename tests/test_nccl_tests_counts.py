@@ -98,3 +98,25 @@ def test_cli_prints_the_count_a_rank_and_refuses_a_sweep_of_nothing():
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: -e: 128 B and below: nccl-tests runs all_gather over 16 ranks as whole 16 "
                                   "bytes a rank")
+
+
+@pytest.mark.parametrize("collective, ranks, size, count", [
+    # rev55's example: 1,000 B of all_gather over 24 ranks; nccl-tests runs 768 B (count 8 a rank): 1,000 B is
+    # no run of nccl-tests, so no count multiplies back to it
+    ("all_gather", 24, 1000, None),
+    ("reduce_scatter", 24, 999_936, 10_416),  # a size nccl-tests runs: 10,416 x 24 x 4 B
+    ("all_reduce", 16, 1002, None),  # 250.5 floats
+    ("all_reduce", 16, 1000, 250),
+])
+def test_the_library_without_a_datatype_prints_a_count_only_for_the_size_it_timed(superpod, collective, ranks,
+                                                                                   size, count):
+    """``estimate()`` without ``datatype`` times the size as given; its count column is nccl-tests' count of that
+    very size (count x ranks x 4 = size for per-rank collectives, count x 4 = size otherwise), None where
+    nccl-tests never runs it (rev55, section 184: it printed count 8 for 1,000 B)."""
+    r = estimate(superpod, collective, [size], gpus=ranks).results[0]
+    assert (r.size_bytes, r.count) == (size, count)
+    if count is not None:
+        per = ranks if collective in ("all_gather", "reduce_scatter") else 1
+        assert r.count * per * 4 == r.size_bytes
+    assert json.loads(json.dumps(estimate(superpod, collective, [size], gpus=ranks).to_dict()))["results"][0][
+        "count"] == count

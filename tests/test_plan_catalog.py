@@ -74,7 +74,7 @@ def test_spec_plan_table_set_and_plan_file_override(tmp_path):
      "unknown key 'bogus'; allowed: ports, port_rate_Gbps, ports_per_cage, power_W, power_with_optics_W, "
      "price_usd, rack_units"),
     ({"reliability": {"checkpoint": {"modee": "async"}}}, "plan.reliability.checkpoint.modee",
-     "allowed: bytes_per_param, write_Bps, detection_s, restart_s, mode, "),
+     "allowed: bytes_per_param, detection_s, restart_s, mode, "),
     ({"switches": {"QM9700": {"price_usd": {"value": 1, "source": "q", "status": "override", "date": 1}}}},
      "plan.switches.QM9700.price_usd.date", "unknown key 'date'; allowed: value, source, status"),
     ({"facilty": {}}, "plan.facilty", "did you mean 'facility'"),

@@ -76,12 +76,14 @@ def test_superpod_writes_at_its_own_storage_rate_not_llama3s():
     assert st.power_W == st.servers * 600
 
 
-def test_per_gpu_keeps_llama3_count_and_write_rate():
-    # sizing = "per_gpu" keeps Llama 3's ratio and rates: 30,628 servers, 2 TB/s; their power is theirs (issue 32:
-    # no longer a flat share of server power), 30,628 x 600 W
+def test_per_gpu_keeps_llama3_count_and_writes_at_its_servers_rate():
+    # sizing = "per_gpu" keeps Llama 3's ratio: 30,628 servers; the goodput model writes at their 30,628 x 2 TB/s /
+    # 7,500 (ms52: no second rate); their power is theirs (issue 32: no longer a flat share of server power),
+    # 30,628 x 600 W
     r = plan(layers=PER_GPU, collectives=False)
     assert r.capex.storage_servers == r.storage.servers == 30_628
-    assert r.reliability.checkpoint_write_s == pytest.approx(r.reliability.checkpoint_bytes / 2e12)
+    assert r.reliability.checkpoint_write_s == pytest.approx(r.reliability.checkpoint_bytes / (30_628 * 2e12 / 7500),
+                                                             rel=1e-3)
     assert r.power.storage_W == 30_628 * 600
 
 
@@ -224,25 +226,25 @@ def test_the_chosen_kind_is_in_text_json_inputs_and_its_price_alone_in_the_range
     assert "storage.kinds.ddn_ai400x2.write_Bps" in assumed and "storage.kinds.tectonic.power_W" not in assumed
 
 
-def test_the_two_checkpoint_times_say_which_rate_each_is_at():
+def test_the_goodput_model_writes_at_the_storage_lines_rate():
     """walk16 (section 178): with sizing = "per_gpu" a SuperPOD's storage line wrote a checkpoint in 37.9 s while
-    the goodput model stalled 1.58 s, unexplained. Both are a whole sync write of the 3.16 TB checkpoint: the
-    stall at reliability.checkpoint.write_Bps (Llama 3's 2 TB/s for its whole 24,576-GPU cluster, arXiv
-    2407.21783 sec. 3.3.1), the storage line at the 313 servers' 313 x 2 TB/s / 7,500 = 83.5 GB/s. Each line now
-    says its rate and whose it is; sized from needs, the stall is the servers' own write."""
+    the goodput model stalled 1.58 s at reliability.checkpoint.write_Bps (Llama 3's 2 TB/s for its whole
+    24,576-GPU cluster, arXiv 2407.21783 sec. 3.3.1). Both are the same checkpoint written to the same storage: ms52
+    drops the second rate, so the stall is the 313 servers' 313 x 2 TB/s / 7,500 = 83.5 GB/s write too (37.9 s),
+    and the reload their 313 x 7 TB/s / 7,500 read."""
     out = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set", 'plan.storage.sizing="per_gpu"',
                   check=True).stdout
     doc = json.loads(run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set",
                              'plan.storage.sizing="per_gpu"', "--json", check=True).stdout)
     ckpt = doc["reliability"]["checkpoint_bytes"]
-    assert doc["storage"]["servers"] == 313 and doc["storage"]["write_Bps"] == pytest.approx(313 * 2e12 / 7500,
-                                                                                            rel=1e-3)
-    assert doc["reliability"]["checkpoint_stall_s"] == pytest.approx(ckpt / 2e12)
-    assert doc["storage"]["checkpoint_write_s"] == pytest.approx(ckpt / (313 * 2e12 / 7500), rel=1e-3)
-    assert "sync: stalls 1.582 s (the whole write at 2 TB/s, reliability.checkpoint.write_Bps, Llama 3's " \
-           "whole-cluster figure)" in out
-    assert ("(a checkpoint in 37.9 s; the goodput model's checkpoint is written at reliability.checkpoint.write_Bps "
-            "instead, Llama 3's whole-cluster figure, not these servers' rate") in out
+    write_Bps, read_Bps = 313 * 2e12 / 7500, 313 * 7e12 / 7500
+    assert doc["storage"]["servers"] == 313 and doc["storage"]["write_Bps"] == pytest.approx(write_Bps, rel=1e-3)
+    assert doc["reliability"]["checkpoint_stall_s"] == pytest.approx(ckpt / write_Bps, rel=1e-3)
+    assert doc["reliability"]["checkpoint_stall_s"] == pytest.approx(doc["storage"]["checkpoint_write_s"])
+    assert doc["reliability"]["reload_s"] == pytest.approx(doc["storage"]["checkpoint_read_s"])
+    assert doc["storage"]["checkpoint_read_s"] == pytest.approx(ckpt / read_Bps, rel=1e-3)
+    assert "sync: stalls 37.9 s (the whole write at 83.48 GB/s, the storage servers' aggregate write)" in out
+    assert "(a checkpoint in 37.9 s)" in out and "reliability.checkpoint.write_Bps" not in out
     needs = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
     assert "sync: stalls 29.96 s (the whole write at 105.6 GB/s, the storage servers' aggregate write)" in needs
     assert "(a checkpoint in 29.96 s)" in needs

@@ -169,7 +169,7 @@ def test_border_leaves_add_a_leaf_hop_and_their_oversubscription_binds():
     leaf = top.fabrics[0].layout.tiers[0].latency_s
     assert border.up_latency_s(0) == pytest.approx(top.up_latency_s(0) + leaf)
     assert border.border_Bps(0) == pytest.approx(100e9 / 4)
-    row = estimate_region(border, "all_reduce", [2 ** 30], "hierarchical").rows[0]
+    row = estimate_region(border, "all_reduce", [2 ** 30], "hierarchical").results[0]
     assert row.bottleneck == "border:s-0" and row.phases["dci"]["bandwidth_s"] == pytest.approx(2 ** 30 / 25e9)
 
 

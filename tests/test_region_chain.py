@@ -56,7 +56,7 @@ def test_the_hierarchical_all_reduce_across_a_chain(chain):
     transfer, X = 2 (K-1)/K S: the phase's bandwidth part is X over one span (800 GB/s); its latency is 2 (K-1)
     steps of the slowest transfer, c -> a: the two spans' latencies and a GPU's way up and down."""
     S = 16 * 2**30
-    row = estimate_region(chain, "all_reduce", S, algorithm="hierarchical").rows[0]
+    row = estimate_region(chain, "all_reduce", S, algorithm="hierarchical").results[0]
     dci = row.phases["dci"]
     X = dci_phase_bytes("all_reduce", 3, S)
     assert row.span_bytes == pytest.approx([X] * 4)
@@ -87,8 +87,8 @@ def test_a_chain_costs_the_transit_over_a_mesh_of_the_same_sites(chain):
                                              'interconnect.spans=[{sites=["a","b"],distance_km=25},'
                                              '{sites=["b","c"],distance_km=80},{sites=["a","c"],distance_km=105}]'])
     S = 16 * 2**30
-    c = estimate_region(chain, "all_reduce", S, algorithm="hierarchical").rows[0]
-    m = estimate_region(mesh, "all_reduce", S, algorithm="hierarchical").rows[0]
+    c = estimate_region(chain, "all_reduce", S, algorithm="hierarchical").results[0]
+    m = estimate_region(mesh, "all_reduce", S, algorithm="hierarchical").results[0]
     assert m.phases["dci"]["bandwidth_s"] == pytest.approx(2 / 3 * c.phases["dci"]["bandwidth_s"])
     assert m.phases["dci"]["bandwidth_s"] + m.phases["dci"]["latency_s"] < c.phases["dci"]["bandwidth_s"] + \
         c.phases["dci"]["latency_s"]
@@ -275,7 +275,7 @@ def test_the_tree_across_a_chain_prices_each_hop_of_its_roots_on_its_own_span(ch
     comes back, each hop over its own span (a GPU's way up, the span, the way down), 2 (L_ab + L_bc) in all, not
     4 x the a -> c route through b (walk16, section 178: 2.49 ms where the hops give 1.11 ms)."""
     S = 2**30
-    row = estimate_region(chain, "all_reduce", S, algorithm="tree").rows[0]
+    row = estimate_region(chain, "all_reduce", S, algorithm="tree").results[0]
     up = chain.up_latency_s(0)
     hops = (AB_S + 2 * up) + (BC_S + 2 * up)
     assert row.latency_s == pytest.approx(row.phases["site"]["latency_s"] + 2 * hops, rel=1e-12)

@@ -27,7 +27,7 @@ def _site(r, coll, **kw):
 def test_hierarchical_all_reduce_is_in_site_rs_plus_cross_site_ar_plus_in_site_ag_when_the_dci_binds():
     # one 800G wave (100 GB/s) between two sites 1,000 km apart: the DCI binds
     r = build(region_dict(waves=1, equipment_latency="20 us"))
-    row = estimate_region(r, "all_reduce", [S], "hierarchical").rows[0]
+    row = estimate_region(r, "all_reduce", [S], "hierarchical").results[0]
     K, B = 2, 100e9
     hop = r.cross_site_latency_s(np.array([0]), np.array([r.gpus_per_site[0]]))[0]
     assert hop == pytest.approx(1000 * 4.9e-6 + 20e-6 + 2 * sum(t.latency_s for t in r.fabrics[0].layout.tiers))
@@ -43,10 +43,10 @@ def test_hierarchical_all_reduce_is_in_site_rs_plus_cross_site_ar_plus_in_site_a
 def test_the_flat_ring_pays_the_long_link_once_per_ring_step():
     r = build(region_dict(waves=1))
     e = estimate_region(r, "all_reduce", [S])
-    row = e.rows[0]
+    row = e.results[0]
     N = r.num_gpus
     hop = r.cross_site_latency_s(np.array([0]), np.array([r.gpus_per_site[0]]))[0]
-    ring = estimate_region(r, "all_reduce", [S], "ring").rows[0]
+    ring = estimate_region(r, "all_reduce", [S], "ring").results[0]
     assert ring.latency_s == pytest.approx(2 * (N - 1) * hop)
     # its bytes over the DCI: 2(N-1)/N S across each site boundary, twice the hierarchical's S
     assert ring.span_bytes[0] == pytest.approx(2 * (N - 1) / N * S)
@@ -59,7 +59,7 @@ def test_the_flat_ring_moves_one_nccl_buffer_per_channel_per_round_trip_across_t
     r = build(region_dict(waves=16))
     N = r.num_gpus
     hop = r.cross_site_latency_s(np.array([0]), np.array([r.gpus_per_site[0]]))[0]
-    ring = estimate_region(r, "all_reduce", [S], "ring").rows[0]
+    ring = estimate_region(r, "all_reduce", [S], "ring").results[0]
     chunks = 2 * (N - 1) / N * S / (16 * 4 * 2 ** 20)
     assert ring.phases["window"]["bandwidth_s"] == pytest.approx(2 * hop * chunks, rel=1e-12)
     # 1,000 km: a 9.9 ms round trip over 32 chunks, far above the 16 waves' 1.3 ms: the window binds
@@ -70,7 +70,7 @@ def test_the_flat_ring_moves_one_nccl_buffer_per_channel_per_round_trip_across_t
 
 def test_ring_of_four_sites_moves_two_thirds_of_s_per_span_direction_on_a_ring_dci():
     r = build(region_dict(count=4, topology="ring", waves=1))
-    row = estimate_region(r, "all_reduce", [S], "hierarchical").rows[0]
+    row = estimate_region(r, "all_reduce", [S], "hierarchical").results[0]
     # the cross-site ring 0->1->2->3->0 uses each span once, in one direction: 2(K-1)/K S = 1.5 S
     b = np.array(row.span_bytes).reshape(-1, 2)
     assert sorted(b.max(axis=1)) == pytest.approx([1.5 * S] * 4) and b.min() == 0
@@ -112,7 +112,7 @@ def test_pipelined_is_never_slower_than_plain_hierarchical_and_equal_at_one_chun
 def test_pipelined_beats_plain_hierarchical_when_the_dci_binds_and_on_two_site_h100():
     # one 800G wave between two sites 1,000 km apart: the DCI's 10.7 ms bandwidth part overlaps the in-site phases
     r = build(region_dict(waves=1, equipment_latency="20 us"))
-    row = estimate_region(r, "all_reduce", [S], "hierarchical_pipelined").rows[0]
+    row = estimate_region(r, "all_reduce", [S], "hierarchical_pipelined").results[0]
     plain = row.candidates["hierarchical"]
     assert row.bottleneck.startswith("dci:") and row.phases["chunks"] > 1
     rs, dci, ag = (row.phases[k] for k in ("rs", "dci", "ag"))
@@ -121,7 +121,7 @@ def test_pipelined_beats_plain_hierarchical_when_the_dci_binds_and_on_two_site_h
     assert row.time_s < plain - 0.8 * (rs["bandwidth_s"] + ag["bandwidth_s"])
     from topo.fabric.region import build_region
 
-    two = estimate_region(build_region("two-site-h100"), "all_reduce", [S]).rows[0].candidates
+    two = estimate_region(build_region("two-site-h100"), "all_reduce", [S]).results[0].candidates
     assert two["hierarchical_pipelined"] < 0.9 * two["hierarchical"]
 
 
@@ -147,10 +147,10 @@ def test_cli_estimate_a_region_shows_every_candidate_s_time_and_names_a_refused_
     doc = json.loads(run_cli("estimate", "two-site-h100", "--size", "1GiB", "--json", check=True).stdout)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("# candidates across sites at 1 GiB: ")]
     shown = dict(part.split(" ", 1) for part in line.split(": ", 1)[1].split(", "))  # name -> "23.61 ms"
-    assert set(shown) == set(doc["rows"][0]["candidates"]) == {"hierarchical", "hierarchical_pipelined", "ring", "tree"}
-    for name, t in doc["rows"][0]["candidates"].items():
+    assert set(shown) == set(doc["candidate_time_s"]) == {"hierarchical", "hierarchical_pipelined", "ring", "tree"}
+    for name, (t,) in doc["candidate_time_s"].items():
         assert shown[name] == format_time(t)
-    for flag in ("--detail", "--csv", "--no-pxn"):
+    for flag in ("--csv", "--no-pxn"):  # --detail runs across sites (ms52: the phases and the tree's chain of roots)
         bad = run_cli("estimate", "two-site-h100", "--size", "1GiB", flag)
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith(f"error: {flag}: across sites, "), \
             bad.stderr
@@ -164,8 +164,8 @@ def test_a_failed_part_of_one_site_slows_that_site_only():
     hit = r.with_failures("east:leaf0")
     assert hit.fabrics[0] is not hit.fabrics[1] and hit.fabrics[1] is r.fabrics[1]
     assert hit.fabrics[0].failures == ("leaf0",)
-    base = estimate_region(r, "all_reduce", [16 * S], "hierarchical").rows[0]
-    slow = estimate_region(hit, "all_reduce", [16 * S], "hierarchical").rows[0]
+    base = estimate_region(r, "all_reduce", [16 * S], "hierarchical").results[0]
+    slow = estimate_region(hit, "all_reduce", [16 * S], "hierarchical").results[0]
     # a whole leaf down: its NICs fail over to the servers' other NICs, and the in-site phases slow down
     assert slow.phases["rs"]["bandwidth_s"] > base.phases["rs"]["bandwidth_s"]
     assert slow.phases["dci"] == base.phases["dci"]
@@ -176,9 +176,9 @@ def test_an_in_site_bottleneck_names_its_site_as_fail_takes_it():
     ``--fail SITE:PART`` takes), not a bare ``site:`` that says nothing of which site: with a leaf of west down,
     west binds; without failures, the first of the alike sites is named."""
     args = ("estimate", "two-site-h100", "--size", "16G", "-a", "hierarchical", "--json")
-    hit = json.loads(run_cli(*args, "--fail", "west:leaf0", check=True).stdout)["rows"][0]
+    hit = json.loads(run_cli(*args, "--fail", "west:leaf0", check=True).stdout)["results"][0]
     assert hit["phases"]["rs"]["bound"].startswith("west:nic") and hit["bottleneck"] == hit["phases"]["rs"]["bound"]
-    base = json.loads(run_cli(*args, check=True).stdout)["rows"][0]
+    base = json.loads(run_cli(*args, check=True).stdout)["results"][0]
     assert base["phases"]["rs"]["bound"].startswith("east:")
     assert hit["phases"]["rs"]["bandwidth_s"] > base["phases"]["rs"]["bandwidth_s"]  # the failed site is slower
 
@@ -186,15 +186,15 @@ def test_an_in_site_bottleneck_names_its_site_as_fail_takes_it():
 def test_an_algorithm_list_across_sites_picks_the_fastest_of_those_as_on_one_site():
     # as NCCL_ALGO reads a list, and `topo estimate -a ring,tree` on one site (algorithm_candidates)
     r = build(region_dict(waves=1, equipment_latency="20 us"))
-    every = estimate_region(r, "all_reduce", [S]).rows[0].candidates
+    every = estimate_region(r, "all_reduce", [S]).results[0].candidates
     for asked, names in (("ring,tree", ("ring", "tree")), ("^tree", ("hierarchical", "hierarchical_pipelined", "ring")),
                          ("Hierarchical-Pipelined,RING", ("hierarchical_pipelined", "ring"))):
         out = estimate_region(r, "all_reduce", [S], asked)
-        row = out.rows[0]
+        row = out.results[0]
         assert row.algorithm == min(names, key=every.get) and row.time_s == min(every[n] for n in names)
         assert out.algorithm == asked.lower().replace("-", "_")
     gather = estimate_region(r, "all_gather", [S], "ring,tree")  # NCCL's tree runs all_reduce only
-    assert gather.rows[0].algorithm == "ring"
+    assert gather.results[0].algorithm == "ring"
     allowed = "allowed: auto, one of hierarchical, hierarchical_pipelined, ring, tree, a comma list of them"
     for asked, message in (("ring,nvls", "unknown algorithm across sites 'nvls' in 'ring,nvls'; " + allowed),
                            ("nvls", "unknown algorithm across sites 'nvls'; " + allowed),
@@ -228,7 +228,7 @@ def test_the_phases_charges_sum_to_the_rows_time_and_the_dci_carries_the_cross_s
     for alg in ("hierarchical", "hierarchical_pipelined", "ring", "tree"):
         for S in (8, 2**30):
             row = json.loads(run_cli("estimate", spec, "--size", str(S), "-a", alg, "--json",
-                                     check=True).stdout)["rows"][0]
+                                     check=True).stdout)["results"][0]
             ph = [p for p in row["phases"].values() if isinstance(p, dict)]
             assert sum(p["charged_latency_s"] for p in ph) == pytest.approx(row["latency_s"], rel=1e-9), (alg, S)
             assert sum(p["charged_bandwidth_s"] for p in ph) == pytest.approx(row["bandwidth_s"], rel=1e-9), (alg, S)
@@ -241,5 +241,5 @@ def test_the_phases_charges_sum_to_the_rows_time_and_the_dci_carries_the_cross_s
                 assert dci["latency_s"] == pytest.approx(2 * (r.num_gpus - 1) * ring_hop, rel=1e-12)
                 assert row["latency_s"] == pytest.approx(dci["charged_latency_s"])  # the long hop is the slower
     two = json.loads(run_cli("estimate", "two-site-h100", "--size", "8", "-a", "tree", "--json",
-                             check=True).stdout)["rows"][0]
+                             check=True).stdout)["results"][0]
     assert two["phases"]["dci"]["latency_s"] > 0.9 * two["latency_s"]  # almost all of it

@@ -35,9 +35,9 @@ def test_the_library_takes_sizes_across_sites_as_estimate_does():
     from topo.fabric.region import build_region
 
     region = build_region("two-site-h100")
-    by_text = estimate_region(region, "all_reduce", "1GiB").rows[0]
+    by_text = estimate_region(region, "all_reduce", "1GiB").results[0]
     assert by_text.size_bytes == 2 ** 30
-    assert by_text.time_s == estimate_region(region, "all_reduce", [2 ** 30]).rows[0].time_s
+    assert by_text.time_s == estimate_region(region, "all_reduce", [2 ** 30]).results[0].time_s
     with pytest.raises(TopoError) as exc:
         estimate_region(region, "all_reduce", ["0"])
     assert exc.value.key == "sizes"

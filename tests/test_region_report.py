@@ -21,7 +21,7 @@ def test_the_figure_draws_every_site_and_span_with_its_load():
     lines = [t for t in fig.data if t.mode == "lines"]
     assert len(lines) == r.num_spans == 1
     # one 800G wave carries 1 GiB each way in the hierarchical all-reduce: its share of the whole time
-    row = est.rows[0]
+    row = est.results[0]
     busy = 2 ** 30 / (100e9 * row.time_s)
     assert f"{busy:.0%} busy" in lines[0].text and "1 GiB / 1 GiB each way" in lines[0].text
     assert "dci:east-west" in fig.layout.title.text

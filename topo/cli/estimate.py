@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -151,7 +152,8 @@ def _output_arguments(p) -> None:
                    help="run the collectives of a traffic file at once (TOML; bundled: "
                    + ", ".join(bundled_traffic()) + "); see the README's Traffic mixes")
     p.add_argument("--detail", action="store_true",
-                   help="also show the chosen plan's phases and the 10 most utilized links at the largest size")
+                   help="also show the chosen plan's phases and the 10 most utilized links at the largest size (across "
+                   "sites: the chosen algorithm's phases and the order the tree chains the sites' roots in)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--csv", action="store_true",
                    help="print the table as CSV: nccl-tests' columns (in place repeated), then topo's")
@@ -255,15 +257,12 @@ def _run(args) -> int:
     sizes, rounded = whole_elements(sizes, args.datatype, "--size" if args.size is not None else "-b")
     parity_notes.extend(rounded)
     if is_region_args(args):
-        return run_region_estimate(args, sizes, parity_notes)
+        with _sizes_flag(args):
+            return run_region_estimate(args, sizes, parity_notes)
     opts = options_from_args(args)
     fabric = fabric_from_args(args)
-    try:
+    with _sizes_flag(args):
         result = estimate(fabric, args.collective or "all_reduce", sizes, opts, datatype=args.datatype)
-    except TopoError as exc:  # every size 0 bytes a rank: the sweep's largest (-e) or --size
-        if exc.key != "sizes" or exc.source:
-            raise
-        raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
     memory_note(result, fabric)
     failures_note(result.notes, fabric)
     result.notes.extend(parity_notes)
@@ -283,6 +282,18 @@ def _run(args) -> int:
         if detail:
             emit(render_detail(detail))
     return 0
+
+
+@contextmanager
+def _sizes_flag(args):
+    """Every size 0 bytes a rank (key ``sizes``, :func:`topo.engine.estimate.nccl_tests_sizes`) named by the flag
+    it came from: the sweep's largest (``-e``) or ``--size``; on one site and across sites alike."""
+    try:
+        yield
+    except TopoError as exc:
+        if exc.key != "sizes" or exc.source:
+            raise
+        raise TopoError(exc.message, key="--size" if args.size is not None else "-e") from None
 
 
 def whole_elements(sizes, datatype: str, flag: str) -> tuple[list[int], list[str]]:
@@ -484,7 +495,7 @@ def render(r: EstimateResult) -> str:
         ranged |= f["range"] != "-"
         body = (f"  {nccl_float(x.time_s * 1e6, 7)}  {nccl_float(x.algbw_GBps, 6)}  {nccl_float(x.busbw_GBps, 6)}"
                 "    N/A")
-        lines.append(f"{x.size_bytes:>12}  {x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
+        lines.append(f"{x.size_bytes:>12}  {'-' if x.count is None else x.count:>12}  {x.type:>8}  {x.redop:>6}  {x.root:>6}{body}{body}"
                      f"  # {f['algorithm']:<16} {f['protocol']:<6} {f['limit']:<15} {f['util']:>5}  "
                      f"{f['link']}  {f['range']}")
     lines.append(avg_busbw_line(r))

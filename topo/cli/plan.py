@@ -171,8 +171,7 @@ def _storage_lines(st, mark) -> list[str]:
     """The storage section: what it must hold and write, the servers (of their kind) that do it, and how it is
     sized."""
     kind = st.kind
-    sized = ("Llama 3's servers per GPU (storage.sizing = \"per_gpu\"; the checkpoint is written at "
-             "reliability.checkpoint.write_Bps)" if st.sizing == "per_gpu" else
+    sized = ("Llama 3's servers per GPU (storage.sizing = \"per_gpu\")" if st.sizing == "per_gpu" else
              f"from its needs (storage.sizing = \"needs\"; limit: {st.limit})")
     return [f"storage   {format_count(st.servers)} servers ({kind}, storage.kind), {sized}"
             + mark("storage.checkpoints_kept", "storage.bytes_per_token", "storage.write_budget_s",
@@ -183,19 +182,10 @@ def _storage_lines(st, mark) -> list[str]:
             f"{format_time(st.write_budget_s)} needs {format_bandwidth(st.write_needed_Bps)} -> "
             f"{count_noun(st.servers_for_bandwidth, 'server')}",
             f"          provides {format_in(st.capacity_bytes, 'PB')}, write {format_bandwidth(st.write_Bps)} (a "
-            f"checkpoint in {format_time(st.checkpoint_write_s)}{_unlike_goodput(st)}), read "
+            f"checkpoint in {format_time(st.checkpoint_write_s)}), read "
             f"{format_bandwidth(st.read_Bps)}; "
             f"{_mw(st.power_W)} (in IT power), {format_count(st.racks)} racks, {st.floor_m2:,.0f} m2 (a storage "
             f"room in the floor's total), {_usd(st.capex_usd)}"]
-
-
-def _unlike_goodput(st) -> str:
-    """With Llama 3's servers per GPU the goodput model writes at the catalog's rate, not these servers': say so
-    beside their own checkpoint time (walk16: 37.9 s here, a 1.58 s stall there, unexplained)."""
-    if st.sizing != "per_gpu":
-        return ""
-    return ("; the goodput model's checkpoint is written at reliability.checkpoint.write_Bps instead, Llama 3's "
-            "whole-cluster figure, not these servers' rate: storage.sizing = \"needs\" prices one rate for both")
 
 
 def _deployment_lines(r: PlanResult, mark) -> list[str]:
@@ -368,11 +358,8 @@ def _failure_lines(rel, st=None) -> list[str]:
             f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
 
 
-def _write_origin(st) -> str:
-    """Whose write rate the goodput model takes: the storage servers' when sized from needs, else the catalog's."""
-    if st is not None and st.sizing == "needs":
-        return "the storage servers' aggregate write"
-    return "reliability.checkpoint.write_Bps" + (", Llama 3's whole-cluster figure" if st is not None else "")
+# whose write rate the goodput model takes: the storage servers', as the storage lines report it (ms52: one rate)
+_WRITE_ORIGIN = "the storage servers' aggregate write"
 
 
 def _stall_words(rel, st) -> str:
@@ -380,9 +367,9 @@ def _stall_words(rel, st) -> str:
     in the background (async) or none (in_memory)."""
     rate = format_bandwidth(rel.checkpoint_bytes / rel.checkpoint_write_s) if rel.checkpoint_write_s > 0 else "?"
     if rel.checkpoint_mode == "sync":
-        return f"the whole write at {rate}, {_write_origin(st)}"
+        return f"the whole write at {rate}, {_WRITE_ORIGIN}"
     if rel.checkpoint_mode == "async":
-        return (f"the copy to host memory; the write at {rate} ({_write_origin(st)}) takes "
+        return (f"the copy to host memory; the write at {rate} ({_WRITE_ORIGIN}) takes "
                 f"{format_time(rel.checkpoint_write_s)} in the background")
     return "the copy to host memory"
 

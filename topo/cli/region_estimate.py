@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..engine.region_estimate import RegionEstimate, estimate_region
+from ..engine.region_estimate import TREE_ROOT_RULE, RegionEstimate, estimate_region
 from ..errors import TopoError
 from ..units import count_noun, format_count, format_size, format_time, in_unit
 from .output import emit, emit_json, table
@@ -17,31 +17,51 @@ _SITE_ONLY = ("gpus", "ranks", "rank_order", "placement", "rail", "groups", "gro
 
 
 def run_estimate(args, sizes, notes=()) -> int:
-    given = [k for k in (*_SITE_ONLY, "no_pxn", "csv", "detail") if getattr(args, k, None) not in (None, False)]
+    given = [k for k in (*_SITE_ONLY, "no_pxn", "csv") if getattr(args, k, None) not in (None, False)]
     if given:  # the flag given is the one named (walk9: --detail was refused as "not --csv")
         flag = "--" + given[0].replace("_", "-")
-        raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -a, --set, --fail and --json; "
-                        f"not {flag} (it runs on one site's spec)", key=flag)
+        raise TopoError(f"across sites, estimate takes -c, sizes (--size, -b/-e/-f), -d, -a, --set, --fail, --detail "
+                        f"and --json; not {flag} (it runs on one site's spec)", key=flag)
     region = region_from_args(args)
-    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto")
+    result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto",
+                             datatype=args.datatype)
     result.notes.extend(notes)
     if args.json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), **(_detail(result) if args.detail else {})})
     else:
-        emit(render_estimate(result))
+        emit(render_estimate(result) + ("\n" + render_detail(_detail(result)) if args.detail else ""))
     return 0
+
+
+def _detail(r: RegionEstimate) -> dict:
+    """``--detail`` across sites: the chosen algorithm's phases at the largest size, and the order the tree chains
+    the sites' roots in (whether or not the tree is chosen), with the rule that sets it."""
+    last = r.results[-1]
+    phases = [{"phase": k, **v} for k, v in last.phases.items() if isinstance(v, dict)]
+    return {"detail_size_bytes": last.size_bytes, "detail_algorithm": last.algorithm, "phases": phases,
+            "tree_roots": {"order": r.tree_roots, "hop_s": r.tree_hop_s, "rule": TREE_ROOT_RULE}}
+
+
+def render_detail(d: dict) -> str:
+    lines = ["#", f"# {d['detail_algorithm']} at {format_size(d['detail_size_bytes'])}: phases"]
+    lines += [f"#   {p['phase']}: latency {format_time(p['latency_s'])}, bandwidth {format_time(p['bandwidth_s'])}, "
+              f"bound {p['bound']}" for p in d["phases"]]
+    t = d["tree_roots"]
+    hops = ", ".join(format_time(h) for h in t["hop_s"])
+    lines.append(f"# tree across sites: {' - '.join(t['order'])}, {t['rule']}; each hop one way: {hops}")
+    return "\n".join(lines)
 
 
 def render_estimate(r: RegionEstimate) -> str:
     lines = [f"# topo estimate: {r.collective} on {r.spec}: {format_count(r.num_ranks)} GPUs over "
              f"{count_noun(r.num_sites, 'site')}, every GPU" + (f", algorithm {r.algorithm}" if r.algorithm != "auto"
                                                                  else ""),
-             _candidates(r.rows[-1]) if r.rows else "#"]
+             _candidates(r.results[-1]) if r.results else "#"]
     for name, why in r.unavailable.items():
         lines.append(f"# {name} not considered: {why}")
     lines += [f"# note: {n}" for n in r.notes]
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
-             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.rows]
+             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.results]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "PER_RANK", "nccl_tests_count", "ALGORITHMS", "normalize_algorithm",
+__all__ = ["COLLECTIVES", "normalize_collective", "busbw_factor", "PER_RANK", "nccl_tests_count", "count_column", "ALGORITHMS", "normalize_algorithm",
            "algorithm_candidates", "NCCL_ALGORITHMS", "REDUCING", "ROOTED", "DATA_TYPES", "REDUCTION_OPS", "SCALING_OPS"]
 
 # nccl-tests' -d data types and their sizes in bytes (src/common.cu test_typenames; fp8 from NCCL 2.24)
@@ -220,6 +220,26 @@ def nccl_tests_count(collective: str, size_bytes: int, word_bytes: int, num_rank
         return count * word_bytes, count
     base = (count // max(1, num_ranks)) & ~(max(1, 16 // word_bytes) - 1)
     return base * max(1, num_ranks) * word_bytes, base
+
+
+def count_column(collective: str, size_bytes: int, word_bytes: int, num_ranks: int) -> int | None:
+    """nccl-tests' count column for a size timed as given: :func:`nccl_tests_count`'s count where nccl-tests runs
+    exactly ``size_bytes``, else None (1,000 B of all_gather over 24 floats' ranks runs 768 B: no count multiplies
+    back to 1,000 B).
+
+    Parameters
+    ----------
+    collective : str
+    size_bytes : int
+    word_bytes : int
+    num_ranks : int
+
+    Returns
+    -------
+    int or None
+    """
+    run, count = nccl_tests_count(collective, size_bytes, word_bytes, num_ranks)
+    return count if run == int(size_bytes) else None
 
 
 def busbw_factor(collective: str, num_ranks: int) -> float:

@@ -25,7 +25,7 @@ from ..units import UnitError, format_size, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
 from .collectives import (DATA_TYPES, PER_RANK, REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor,
-                          nccl_tests_count, normalize_collective)
+                          count_column, nccl_tests_count, normalize_collective)
 from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_bytes, limit_of, usable_capacity
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
@@ -554,7 +554,8 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         nccl-tests runs and prints for ``-b size`` (:func:`~topo.engine.collectives.nccl_tests_count`: whole
         elements, and whole 16 bytes a rank for all_gather, reduce_scatter, alltoall, gather and scatter) and the
         rows carry its count column; a size that leaves 0 elements a rank is left out with a note. None (the
-        default) times the sizes as given.
+        default) times the sizes as given, and a row's count is nccl-tests' float count only where nccl-tests runs
+        that very size (None otherwise: no count multiplies back to it).
 
     Returns
     -------
@@ -659,14 +660,17 @@ def size_result(ev: Evaluation, size_bytes: int) -> SizeResult:
     -------
     SizeResult
         With ``time_low_s``/``time_high_s``, the range measured times fell in on clusters a bundled profile was
-        not fitted on (:func:`topo.engine.interval.time_range_s`; None for other profiles).
+        not fitted on (:func:`topo.engine.interval.time_range_s`; None for other profiles). ``count`` is
+        nccl-tests' count column for floats when nccl-tests runs exactly ``size_bytes``
+        (:func:`~topo.engine.collectives.count_column`), else None: the size timed is not one nccl-tests runs
+        (1,000 B of all_gather over 24 ranks runs 768 B, count 8), and no count multiplies back to it.
     """
     S = int(size_bytes)
     coll = ev.collective
     t, name, proto, lat, bw = ev.time(S)  # a CollectiveTime
     lo, hi = time_range_s(S, t) if ev.profile.bundled else (None, None)
     return SizeResult(
-        size_bytes=S, count=nccl_tests_count(coll, S, _TYPE_BYTES, ev.placement.num_ranks)[1], type="float", redop=ev.op if coll in REDUCING else "none",
+        size_bytes=S, count=count_column(coll, S, _TYPE_BYTES, ev.placement.num_ranks), type="float", redop=ev.op if coll in REDUCING else "none",
         root=0 if coll in ROOTED else -1, time_s=float(t), algbw_Bps=float(S / t),
         busbw_Bps=float(S / t * busbw_factor(coll, ev.placement.num_ranks)), algorithm=name, protocol=proto,
         latency_s=float(lat), bandwidth_s=float(bw), bottleneck=ev.bottleneck(S, name, t, lat, bw, proto),

@@ -20,11 +20,12 @@ from ..fabric.region import Region
 from ..fabric.region_split import split_notes
 from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_phase_bytes, flat_ring, flat_tree,
                                       hierarchical, pipelined, window_s)
-from .collectives import busbw_factor, normalize_collective
-from .estimate import _sizes, estimate
+from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
+from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
 
-__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates"]
+__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates", "chain_hops_s",
+           "tree_root_order", "TREE_ROOT_RULE"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -34,6 +35,8 @@ class RegionRow:
     """One size: the chosen algorithm's time and parts, every candidate's time, the DCI's load."""
 
     size_bytes: int
+    count: int | None  # nccl-tests' count column over every GPU (count_column; None: a size nccl-tests never runs)
+    type: str
     time_s: float
     algbw_Bps: float
     busbw_Bps: float
@@ -56,19 +59,30 @@ class RegionEstimate:
     num_sites: int
     spans: list[str]
     algorithm: str = "auto"  # what was asked (auto, a name, a comma list, ^ a list): cross_site_candidates
-    rows: list[RegionRow] = field(default_factory=list)
+    results: list[RegionRow] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # what the DCI split's bound on paths left out (split_notes)
+    notes: list[str] = field(default_factory=list)  # the sizes trimmed as nccl-tests runs them, the DCI split's bound
+    tree_roots: list[str] = field(default_factory=list)  # the tree's chain of site roots (tree_root_order)
+    tree_hop_s: list[float] = field(default_factory=list)  # each hop of that chain, one way (chain_hops_s)
+
+    @property
+    def candidates(self) -> dict[str, list[float | None]]:
+        """Each algorithm's time per size (None where it did not run), as
+        :attr:`topo.engine.result.EstimateResult.candidates` on one site."""
+        names = list(dict.fromkeys(k for r in self.results for k in r.candidates))
+        return {k: [r.candidates.get(k) for r in self.results] for k in names}
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict.
+        """The document ``topo estimate REGION --json`` prints, in one site's names (``results``, a row per size;
+        ``candidate_time_s``, each algorithm's time per size): a row adds ``phases`` and ``span_bytes``.
 
         Returns
         -------
         dict
-            The document ``topo estimate REGION --json`` prints.
         """
-        return asdict(self)
+        doc = {k: v for k, v in asdict(self).items() if k not in ("results", "unavailable", "notes")}
+        doc["results"] = [{k: v for k, v in asdict(r).items() if k != "candidates"} for r in self.results]
+        return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
 def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.ndarray]:
@@ -120,9 +134,35 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
     return Phase(steps * hop, bw_s, bound), loads
 
 
+TREE_ROOT_RULE = ("roots chained in the job's rank order, as NCCL orders nodes by their ranks (a site's ranks follow "
+                  "the region file's site order)")
+
+
+def tree_root_order(region: Region) -> np.ndarray:
+    """The sites in the order the tree across sites chains their roots: the order of their first ranks.
+
+    NCCL numbers nodes in the order of their first ranks (NVIDIA/nccl src/init.cc ``initTransportsRank``: ``for r
+    in ranks``, a node is new when its first rank is unseen, ``comm->rankToNode[r] = node``) and builds its trees
+    over those node numbers (src/graph/connect.cc); its cross-DC branch chains one tree per DC, roots DC to DC
+    (../shared/data/multisite.md section 2). A region's ranks run site by site in its file's order
+    (:attr:`~topo.fabric.region.Region.gpu_offset`), so the chain is that order whatever the spans: a line listed
+    a, c, b chains a - c - b, crossing b's span twice.
+
+    Parameters
+    ----------
+    region : Region
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K,)`` site indices, the chain's first root first.
+    """
+    return np.argsort(region.gpu_offset[:-1], kind="stable")
+
+
 def chain_hops_s(region: Region) -> np.ndarray:
-    """Each hop of the tree's chain of roots (site ``i`` to ``i+1``) one way: a GPU's way up to the DCI, the
-    hop's own lowest-latency route, the way down.
+    """Each hop of the tree's chain of roots (:func:`tree_root_order`'s site ``i`` to ``i+1``) one way: a GPU's
+    way up to the DCI, the hop's own lowest-latency route, the way down.
 
     Parameters
     ----------
@@ -133,9 +173,10 @@ def chain_hops_s(region: Region) -> np.ndarray:
     numpy.ndarray
         ``(K-1,)`` seconds.
     """
-    a = np.arange(region.num_sites - 1)
+    order = tree_root_order(region)
+    a, b = order[:-1], order[1:]
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
-    return up[a] + region.route_latency_s(a, a + 1) + up[a + 1]
+    return up[a] + region.route_latency_s(a, b) + up[b]
 
 
 def _gpu_nic_Bps(f) -> float:
@@ -148,7 +189,8 @@ def _ring(K: int) -> tuple[np.ndarray, np.ndarray]:
     return a, (a + 1) % K
 
 
-def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto") -> RegionEstimate:
+def estimate_region(region: Region, collective: str, sizes, algorithm: str = "auto", *,
+                    datatype: str | None = None) -> RegionEstimate:
     """Estimate ``collective`` over every GPU of every site of ``region``.
 
     Parameters
@@ -162,6 +204,10 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     algorithm : str
         ``auto`` (the fastest), one of hierarchical, hierarchical_pipelined, ring, tree, a comma list of them (the
         fastest of those) or ``^`` before a list (all but those), as :func:`cross_site_candidates` reads it.
+    datatype : str, optional
+        nccl-tests' ``-d`` type: each size is the one nccl-tests runs over every GPU of the region
+        (:func:`~topo.engine.estimate.nccl_tests_sizes`, as on one site: whole 16 bytes a rank for all_gather and
+        reduce_scatter), with a note; None times the sizes as given.
 
     Returns
     -------
@@ -177,10 +223,15 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
     if coll not in _COLLECTIVES:
         raise TopoError(f"across sites, topo models {', '.join(_COLLECTIVES)}; got {collective!r}", key="collective")
     label, names = cross_site_candidates(algorithm)
-    sizes = _sizes(sizes)
+    sizes, trim_notes = _sizes(sizes), []
+    if datatype is not None:
+        sizes, trim_notes = nccl_tests_sizes(coll, sizes, datatype, region.num_gpus)
+    word = DATA_TYPES[datatype or "float"]
     site = _SiteTimes(region, coll, sizes)
     out = RegionEstimate(spec=region.name, collective=coll, num_ranks=region.num_gpus, num_sites=region.num_sites,
-                         spans=region.span_names(), algorithm=label)
+                         spans=region.span_names(), algorithm=label,
+                         tree_roots=[region.site_names[i] for i in tree_root_order(region)],
+                         tree_hop_s=chain_hops_s(region).tolist())
     for S in sizes:
         timed, loads = _candidates(region, coll, S, site, out.unavailable)
         runs = [timed[n] for n in names if n in timed]
@@ -189,13 +240,14 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             raise TopoError(f"{label} does not run {coll} across sites: {why}", key="algorithm")
         pick = min(runs, key=lambda t: t.time_s)
         algbw = S / pick.time_s if pick.time_s > 0 else 0.0
-        out.rows.append(RegionRow(
-            size_bytes=S, time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
+        out.results.append(RegionRow(
+            size_bytes=S, count=count_column(coll, S, word, region.num_gpus), type=datatype or "float",
+            time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
             algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
             bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
             phases=_phases_dict(pick),
             span_bytes=loads[pick.algorithm].tolist()))
-    out.notes = split_notes(region)
+    out.notes = trim_notes + split_notes(region)
     return out
 
 
@@ -356,7 +408,8 @@ def _candidates(region: Region, coll: str, S: int, site: _SiteTimes, unavailable
         unavailable["ring"] = site.missing.get(ring_key, "no ring inside the sites")
     tree_key = coll + ":tree"
     if tree_key in site.times:
-        chain_a, chain_b = np.r_[np.arange(K - 1), np.arange(1, K)], np.r_[np.arange(1, K), np.arange(K - 1)]
+        order = tree_root_order(region)
+        chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
         tree_dci, tree_ld = dci_phase(region, chain_a, chain_b, float(S), 0)
         timed["tree"] = flat_tree(site.times[tree_key][S], chain_hops_s(region), tree_dci)
         loads["tree"] = tree_ld

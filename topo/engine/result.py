@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS, nccl_tests_count
+from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS, count_column
 
 __all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames"]
 
@@ -202,7 +202,7 @@ class SizeResult:
     bandwidths in GB/s (1e9 B/s), as nccl-tests prints them."""
 
     size_bytes: int
-    count: int
+    count: int | None  # nccl-tests' count column; None for a size nccl-tests does not run (estimate without datatype)
     type: str
     redop: str
     root: int
@@ -284,8 +284,8 @@ class EstimateResult:
         """The same estimate labelled as nccl-tests' ``-d DATATYPE -o OP`` run prints it.
 
         ``count`` is nccl-tests' count column for the size in elements of ``datatype``
-        (:func:`topo.engine.collectives.nccl_tests_count`: the whole count, or the count a rank for all_gather,
-        reduce_scatter, alltoall, gather and scatter), ``redop`` the op
+        (:func:`topo.engine.collectives.count_column`: the whole count, or the count a rank for all_gather,
+        reduce_scatter, alltoall, gather and scatter; None for a size nccl-tests does not run), ``redop`` the op
         for reducing collectives. Times do not change: the model moves bytes, and a reduction's arithmetic is negligible
         beside the transfer on GPUs.
 
@@ -309,7 +309,7 @@ class EstimateResult:
             raise ValueError(f"unknown reduction op {op!r}; allowed: {', '.join(REDUCTION_OPS)}")
         size = DATA_TYPES[datatype]
         redop = op if self.collective in REDUCING else "none"
-        rows = [dataclasses.replace(r, count=nccl_tests_count(self.collective, r.size_bytes, size, self.num_ranks)[1],
+        rows = [dataclasses.replace(r, count=count_column(self.collective, r.size_bytes, size, self.num_ranks),
                                     type=datatype, redop=redop) for r in self.results]
         return dataclasses.replace(self, results=rows)
 

@@ -212,12 +212,10 @@ class Economics(_Strict):
 
 class Checkpoint(_Strict):
     bytes_per_param: Positive
-    write_Bps: Positive
     detection_s: NonNeg
     restart_s: NonNeg
     mode: Literal["sync", "async", "in_memory"] = "sync"
     snapshot_Bps: Positive
-    reload_Bps: Positive
     repair_s: NonNeg
     hot_spare_fraction: _bounded(ge=0.0, le=0.5)
 

@@ -372,8 +372,8 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
 
 def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan):
     """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`):
-    with storage sized from its needs, the checkpoint is written and read back at its servers' aggregate rates."""
-    needs = store.sizing == "needs"
+    the checkpoint is written and read back at the plan's storage servers' aggregate rates, the ones its storage
+    lines report, however the servers are counted (one rate source: storage.toml's per-server rates)."""
     return reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
@@ -381,9 +381,9 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"],
         job_modules=[(x.on_gpu_links, x.mttf_years) for x in bom.transceivers if x.on_gpu_links],
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
-        write_Bps=store.write_Bps if needs else ck.write_Bps.value, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        write_Bps=store.write_Bps, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps if needs else ck.reload_Bps.value)
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps)
 
 
 def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> StoragePlan:

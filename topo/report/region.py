@@ -30,7 +30,7 @@ def region_figure(region: Region, est: RegionEstimate | None) -> go.Figure:
     S = region.num_sites
     angle = np.pi / 2 - 2 * np.pi * np.arange(S) / S
     x, y = np.cos(angle), np.sin(angle)
-    row = est.rows[0] if est is not None else None
+    row = est.results[0] if est is not None else None
     cap = region.span_bandwidth_Bps
     loads = np.asarray(row.span_bytes).reshape(-1, 2) if row else np.zeros((len(cap), 2))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -106,9 +106,9 @@ def _collective_section(inv: RegionInventory, est: RegionEstimate | None) -> str
         return (f'<section id="collective"><h2>all_reduce over every GPU</h2><p class="caption">Not run: '
                 f"{e(cut_apart_text(inv))}, so no collective reaches every GPU (describe draws the same cut).</p>"
                 "</section>")
-    cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.rows[0].candidates),
+    cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.results[0].candidates),
                    [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck]
-                    + [format_time(t) for t in r.candidates.values()] for r in est.rows])
+                    + [format_time(t) for t in r.candidates.values()] for r in est.results])
     notes = "".join(f"<p>Note: {e(n)}</p>" for n in est.notes)  # the split's path bound, as the estimate says it
     return (f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'
             f"{e(_CANDIDATES_CAPTION)}</p>{cands}{notes}</section>")

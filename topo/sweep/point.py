@@ -173,7 +173,7 @@ def _estimate_region(region: Region, point: dict, opts: dict) -> dict:
         raise TopoError(f"across sites, a point takes collective, size and algorithm; not {other[0]}", key=other[0])
     r = estimate_region(region, point.get("collective", "all_reduce"), [parse_size_bytes(point.get("size", "1GiB"))],
                         opts.get("algorithm", "auto"))
-    x = r.rows[0]
+    x = r.results[0]
     return {"time_s": x.time_s, "algbw_GBps": x.algbw_Bps / 1e9, "busbw_GBps": x.busbw_Bps / 1e9,
             "latency_s": x.latency_s, "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm,
             "bottleneck": x.bottleneck, "bottleneck_level": "dci" if x.bottleneck.startswith("dci:") else None,
