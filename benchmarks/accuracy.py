@@ -241,6 +241,11 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                    why="GCP A3 High (a3-highgpu-8g), GPUDirect-TCPX on 4 GPU NICs (eth1-eth4) of 200 Gb/s "
                                        "assumed (GCP: 1000 Gbps in all with the host NIC); NCCL_ALGO=Ring, "
                                        "NCCL_PROTO=Simple, 8 channels (SkyPilot's nccl_tcpx_gcpvm_h100.yaml)"),
+    "dstack_a3high_tcpx_2n_allgather": SetupDef(
+        _ns("H100", 4, "200 Gb/s", "gcp_tcpx", 2), 16, protocol="Simple", channels=8,
+        why="GCP A3 High, GPUDirect-TCPX: a second published run (dstack's A3 High example, all_gather 8 MiB - 8 GiB). "
+            "Its run-allgather.sh prints no NCCL settings; Ring, Simple and 8 channels assumed as GKE's "
+            "nccl-config-latest.yaml (container-engine-accelerators gpudirect-tcpx) sets them for the same image"),
     "jz_ndv5_h100_3n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 3), 24, channels=32,
                                 why="Azure ND96isr_H100_v5, 3 nodes (the author's second post), NCCL_MIN_NCHANNELS=32"),
 }
