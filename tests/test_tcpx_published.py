@@ -17,10 +17,16 @@ time / measured - 1), above the all-gather's busbw and below the all-reduce's. B
 """
 
 import json
+import sys
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import accuracy  # noqa: E402
+
+from topo.engine.profiles import profile_for  # noqa: E402
 
 A3_HIGH = ["--set", "server.nics=4", "--set", "server.nic_rate=200 Gb/s",
            "--set", "fabric.tiers[leaf].port_rate=200 Gb/s", "--set", "fabric.tiers[spine].port_rate=200 Gb/s",
@@ -44,3 +50,13 @@ def test_a3_high_tcpx_time_within_15pct_of_each_published_run(collective):
 def test_a3_high_tcpx_sits_between_the_two_runs():
     ar, ag = busbw_GBps("all_reduce", "2GiB"), busbw_GBps("all_gather", "8GiB")
     assert PUBLISHED["all_gather"][1] < ag and ar < PUBLISHED["all_reduce"][1]
+
+
+def test_the_reading_is_not_refitted_by_the_nccl_tests_fit():
+    """benchmarks/accuracy.py --fit leaves TCPX's efficiency at the reading (RATE_READ) and so do its unfitted starts;
+    TCPXO's stays a free parameter."""
+    tags = {(p.name, p.tag) for p in accuracy.shared_params()}
+    assert ("network_efficiency", "network:gcp_tcpx") not in tags
+    assert ("network_efficiency", "network:gcp_tcpxo") in tags
+    bundled = profile_for("hopper", "gcp_tcpx").network_efficiency
+    assert accuracy.unfitted("hopper", "gcp_tcpx").network_efficiency == bundled == pytest.approx(0.584)
