@@ -241,6 +241,11 @@ EXTRA_SETUPS: dict[str, SetupDef] = {
                                    why="GCP A3 High (a3-highgpu-8g), GPUDirect-TCPX on 4 GPU NICs (eth1-eth4) of 200 Gb/s "
                                        "assumed (GCP: 1000 Gbps in all with the host NIC); NCCL_ALGO=Ring, "
                                        "NCCL_PROTO=Simple, 8 channels (SkyPilot's nccl_tcpx_gcpvm_h100.yaml)"),
+    "dstack_a3high_tcpx_2n_allgather": SetupDef(
+        _ns("H100", 4, "200 Gb/s", "gcp_tcpx", 2), 16, protocol="Simple", channels=8,
+        why="GCP A3 High, GPUDirect-TCPX: a second published run (dstack's A3 High example, all_gather 8 MiB - 8 GiB). "
+            "Its run-allgather.sh prints no NCCL settings; Ring, Simple and 8 channels assumed as GKE's "
+            "nccl-config-latest.yaml (container-engine-accelerators gpudirect-tcpx) sets them for the same image"),
     "jz_ndv5_h100_3n": SetupDef(_ns("H100", 8, "400 Gb/s", "infiniband_ndr", 3), 24, channels=32,
                                 why="Azure ND96isr_H100_v5, 3 nodes (the author's second post), NCCL_MIN_NCHANNELS=32"),
 }
@@ -366,9 +371,9 @@ def unfitted(gen: str, tech: str):
     if network_family(tech) == "roce":  # provider latency scales are fitted: NCCL's own constants instead
         p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
                     peer_overhead_s=ib.peer_overhead_s)
-    elif tech in TCP_NETS:  # Google's TCP offloads: NCCL's own constants, as for RoCE
-        p = replace(p, network_efficiency=ib.network_efficiency, net_hop_s=ib.net_hop_s,
-                    peer_overhead_s=ib.peer_overhead_s)
+    elif tech in TCP_NETS:  # Google's TCP offloads: NCCL's own constants, as for RoCE (TCPX's rate: its runs' reading)
+        p = replace(p, network_efficiency=p.network_efficiency if tech in RATE_READ else ib.network_efficiency,
+                    net_hop_s=ib.net_hop_s, peer_overhead_s=ib.peer_overhead_s)
     elif network_family(tech) == "efa":  # AWS's published tuner constant per step kept, topo's fitted extra not
         p = replace(p, network_efficiency=ib.network_efficiency, peer_overhead_s=ib.peer_overhead_s,
                     net_hop_s=p.nccl_net_hop_s)
@@ -376,6 +381,10 @@ def unfitted(gen: str, tech: str):
 
 
 TCP_NETS = ("gcp_tcpx", "gcp_tcpxo")  # GPUDirect-TCPX/TCPXO: their own efficiency and per-step latency
+# networks whose efficiency is read from their published runs' plateaus, not fitted (the network file says how):
+# a least-squares fit over TCPX's whole sweeps trades it against the latency term for a ramp topo's model does not
+# have, and lands on a plateau above both runs (docs/calibration-findings.md, the TCPX rate section)
+RATE_READ = ("gcp_tcpx",)
 
 
 def network_class(tech: str) -> str:
@@ -463,7 +472,8 @@ def shared_params() -> list[FreeParam]:
                       tag) for tag in ETHERNET_FAMILIES]
     out += [net_latency_param("network:gcp_tcpx", 1000.0)]
     out += [FreeParam("network_efficiency", "linear", ib.network_efficiency, 0.3, 1.0,
-                      lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS]
+                      lambda pr, e: replace(pr, network_efficiency=e), f"network:{tech}") for tech in TCP_NETS
+            if tech not in RATE_READ]
     # not fitted: LL's per-channel rate at small sizes (gpu files' ll_channel_busbw_GBps, absent: off) lowered LOSO
     # <= 64 KiB 13.0 -> 12.5% but raised RoCE family-out 15.0 -> 32.6% and the held-out 6.1 -> 10.9%
     # (docs/calibration-findings.md section 33x); to try it, a FreeParam per generation tagged f"gpu:{gen}", 4.4-45

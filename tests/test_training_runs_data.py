@@ -118,7 +118,8 @@ DATA49_IN_FAMILY = ("mlperf51_cisco_h100_llama31_8b_64", "mlperf51_cisco_h100_ll
                     "mlperf51_hpe_h200_llama31_8b_64")
 # data50's rows: MaxText runs Google published on its own clouds. Those on setups no fitted run has are held out by
 # setup, fixed before any was scored: FP8 through Flax's delayed scaling on A4 (B200, RoCE with the gIB plugin), and A3
-# High's GPUDirect-TCPX network, whose profile is fitted on one nccl-tests run (topo/data/profiles/network/gcp_tcpx.toml);
+# High's GPUDirect-TCPX network, whose profile rests on two third-party nccl-tests runs
+# (topo/data/profiles/network/gcp_tcpx.toml);
 # the one-VM A3 run (NVLink only; BF16 MaxText on H100, the fitted JAX-Toolbox row's setup) is fitted
 DATA50_NEW_SETUP = ("maxtext_a4_llama31_70b_fp8_256", "maxtext_a4_llama31_405b_fp8_256", "maxtext_a3_llama2_7b_16",
                     "maxtext_a3_llama2_7b_32", "maxtext_a3_llama2_7b_64", "maxtext_a3_llama2_7b_128")
