@@ -92,7 +92,7 @@ def test_every_rows_column_value_is_in_its_layout():
         if r["cross_entropy"] or not rid.startswith("automodel_"):  # AutoModel's loss is its code's
             assert lay.cross_entropy == (r["cross_entropy"] or "fused"), rid
         assert lay.attention_fp8 == r["attention_fp8"], rid
-        assert lay.fp8_amax_reduction == (r["fp8_amax_reduction"] == "1"), rid
+        assert lay.fp8_amax_reduction == ({"1": True, "0": False}.get(r["fp8_amax_reduction"])), rid  # "": default
         assert lay.fp8_scale_inverse_kernel == (r["fp8_scale_inverse_kernel"] == "1"), rid
     assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
@@ -131,8 +131,9 @@ def test_every_overlap_off_row_says_why_in_its_note():
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"moe_router_fusion": "1"}, "moe_router_fusion", True),
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"cross_entropy": ""}, "cross_entropy", "fused"),
     (PUBLISHED, "mb2606_gb200_gptoss_120b_mxfp8", {"attention_fp8": ""}, "attention_fp8", ""),
-    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_amax_reduction": "", "fp8_scale_inverse_kernel": ""},
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_amax_reduction": "0", "fp8_scale_inverse_kernel": ""},
      "fp8_amax_reduction", False),
+    (HOLDOUT, "maxtext_a4_llama31_70b_fp8_256", {"fp8_amax_reduction": ""}, "fp8_amax_reduction", None),
     (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_scale_inverse_kernel": "0"}, "fp8_scale_inverse_kernel",
      False),
 ])
