@@ -40,7 +40,7 @@ NOTE_FLAGS = {
     "--grad-reduce-in-bf16": "rule: grad_reduce_bytes (_megatron_lm_kw)",
     "--main-grads-dtype": "rule: grad_reduce_bytes (_megatron_lm_kw)",
     "--accumulate-allreduce-grads-in-fp32": "rule: grad_reduce_bytes (_recipe_layout_kw's bf16 default)",
-    "--fp8-param-gather": "rule: fp8_param_gather (_megatron_lm_kw, fp8_param_gather)",
+    "--fp8-param-gather": "column fp8_param_gather",
     "--use-precision-aware-optimizer": "rule: optimizer_bytes (_megatron_lm_kw)",
     "--moe-router-padding-for-quantization": "rule: moe_counts_aligned (_megatron_lm_kw)",
     "--moe-router-padding-for-fp8": "rule: moe_counts_aligned (_megatron_lm_kw; the older name of "

@@ -29,7 +29,17 @@ or GPU, read by :func:`recipe_column_kw`:
   (NeMo AutoModel's ``torch_bf16`` is its code's, ``_automodel_settings``);
 - ``attention_fp8``: ``ParallelLayout.attention_fp8`` where the recipe sets ``fp8_dot_product_attention``;
 - ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``: ``1`` where the run's Transformer Engine reduces its
-  delayed-scaling amaxes / computes each scale inverse in a kernel of its own (TE 2.0-2.6); empty or ``0``: not.
+  delayed-scaling amaxes / computes each scale inverse in a kernel of its own (TE 2.0-2.6); ``0``: not; empty: the
+  layout's default (the amax reduction follows the recipe: on with delayed scaling; the scale inverse kernel off).
+
+And, until amax52 (section 179's "left"), rules of ``training_accuracy.py`` keyed on the release or the source:
+
+- ``fp8_amax_pass``: ``1`` where the run's TE (before v2.7) computes a current-scaling cast's amax in a kernel of
+  its own (``ParallelLayout.fp8_amax_pass``); ``fp8_param_gather``: ``1`` where the recipe keeps FP8 weights and
+  gathers them at 1 byte (``ParallelLayout.fp8_param_gather``); empty or ``0``: not;
+- ``ep_comm_sms``: the SMs HybridEP's kernels hold where a row's own script sets ``--moe-hybridep-num-sms``
+  (``ParallelLayout.ep_comm_sms``; Megatron-Bridge's per-release value stays in the HybridEP file); empty: the
+  layout's default or that file's.
 
 The sources of every value: the row's note or ``data/reference/README.md`` ("Framework settings named by value").
 Megatron-Bridge's HybridEP SM count is a release's, not a row's: ``data/reference/megatron_bridge_hybridep_sms.csv``
@@ -55,10 +65,12 @@ from topo.training.tp_overlap import config_names
 
 COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
            "moe_expert_kernels", "moe_grouped_gemm", "overlap_tp", "moe_router_fusion", "cross_entropy",
-           "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel")
+           "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
+           "ep_comm_sms")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
-FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel")  # 1 / 0
+FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
+         "fp8_param_gather")  # 1 / 0
 
 
 class RunColumnError(ValueError):
@@ -95,6 +107,7 @@ def _checks() -> dict:
             "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
             "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1")),
             "cross_entropy": _one_of(literal("cross_entropy")), "attention_fp8": _one_of(literal("attention_fp8")),
+            "ep_comm_sms": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of SMs >= 1",
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 
@@ -155,9 +168,11 @@ def recipe_column_kw(row) -> dict:
     for col in ("cross_entropy", "attention_fp8"):
         if row.get(col):
             kw[col] = row[col]
-    for col in ("fp8_amax_reduction", "fp8_scale_inverse_kernel"):
+    for col in ("fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather"):
         if row.get(col):
             kw[col] = row[col] == "1"
+    if row.get("ep_comm_sms"):
+        kw["ep_comm_sms"] = int(row["ep_comm_sms"])
     return kw
 
 

@@ -59,12 +59,13 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 (``WorkloadBaseConfig.moe_a2a_overlap = False``), the all-to-all dispatcher, BF16 dispatch. Every row's
 ``recompute_modules`` column (the recipe's Megatron-Core ``recompute_modules``) is modelled; its
 ``cuda_graph_scope`` column too (captured parts cost the host no launches), and its TP overlap, router fusion,
-cross-entropy, FP8 attention and delayed-scaling kernels (``overlap_tp``, ``moe_router_fusion``, ``cross_entropy``,
-``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``: ``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
+cross-entropy, FP8 attention, FP8 scaling work, FP8 weights and HybridEP's SMs (``overlap_tp``, ``moe_router_fusion``,
+``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``, ``fp8_amax_pass``,
+``fp8_param_gather``, ``ep_comm_sms``: ``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
 pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
 (``ParallelLayout.ep_comm_sms``, DeepEP's default) but where a run's scripts set HybridEP's count (Megatron-Bridge:
-``data/reference/megatron_bridge_hybridep_sms.csv``; the ModelZoo: 32), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
+``data/reference/megatron_bridge_hybridep_sms.csv``; the ModelZoo's: column ``ep_comm_sms``), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
 and CP ring collectives NCCL's 16 channels' SMs (:mod:`topo.training.comm_sms`). DeepSeek-V3: DualPipe
 (its bubble, EP overlapped), FP8 dispatch (sec. 3.3.2), ZeRO-1, recomputed norms, node-limited routing, on the bundled DGX H100
 SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.2.3: its CSV row).
@@ -217,33 +218,6 @@ def attention_unfused_on_blackwell(row, model) -> bool:
     release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
     return (max(model.qk_dim, model.v_dim) > 128 and row["gpu"] in ("B200", "GB200", "GB300")
             and release is not None and (int(release[1]), int(release[2])) <= (25, 4))
-
-
-def fp8_amax_pass(row) -> bool:
-    """FP8 per-tensor current scaling (the row's note) in a NeMo container older than 25.09: Transformer Engine
-    before v2.7 (2025-10-01, which fused the amax into the activation and norm kernels, PRs #2004 and #2013)
-    reads each cast's input once more for its amax (the layout's ``fp8_amax_pass``); NeMo 25.07 and older ship
-    an older TE (25.07's container predates v2.7; assumption for the exact version)."""
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return (row["precision"] == "fp8" and "current scaling" in (row.get("note") or "") and release is not None
-            and (int(release[1]), int(release[2])) < (25, 9))
-
-
-def fp8_param_gather(row) -> bool:
-    """The recipe keeps the linear layers' weights in FP8 and gathers them at 1 byte (the layout's
-    ``fp8_param_gather``): a per-tensor FP8 run (delayed or current scaling, not MXFP8) of NeMo 25.04 or later,
-    whose performance scripts take ``bf16_with_fp8_mixed`` / ``bf16_with_fp8_current_scaling_mixed`` (both set
-    it since NVIDIA/NeMo@9d4e41e5, 2025-04-11, PR #12503; NeMo 25.02's ``bf16_with_fp8_mixed`` had no such line:
-    off), or a Megatron-Bridge per-tensor current-scaling run (``fp8_cs``: ``bf16_with_fp8_current_scaling_mixed``
-    sets it from its first version, NVIDIA-NeMo/Megatron-Bridge@f7ddd791). Not set where not checked: NeMo 24.07,
-    Megatron-Bridge rows whose FP8 recipe is not recorded, and MXFP8 (NeMo turned it on for MXFP8 on 2025-07-04,
-    @f56c5608, Megatron-Bridge on 2025-08-22, @91d25dcc, gathering through the gradient buffer: not modelled)."""
-    if row["precision"] != "fp8" or fp8_recipe(row) == "mxfp8":
-        return False
-    if row["run_id"].startswith("mb"):
-        return fp8_recipe(row) == "current"
-    release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-    return release is not None and (int(release[1]), int(release[2])) >= (25, 4)
 
 
 def megatron_fsdp_unfused_wgrad(row) -> bool:
@@ -445,12 +419,13 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
     Mixtral and Qwen3 runs, at the commit each table was published, and Megatron-LM's DeepSeek-V3 GB200 study)."""
     if row["run_id"].startswith("mcore_h100_mixtral"):
         if fp8_recipe(row) == "blockwise":
-            # sbatch_benchmarking.sh with PR=fp8: --fp8-param-gather, --use-precision-aware-optimizer with fp32 main
-            # params and bf16 moments (4 + 2 + 2 bytes per parameter), and --moe-router-padding-for-fp8: the router
-            # pads each expert's count to the FP8 alignment, so the grouped experts run no padding copies
-            # (small50: the row's note named the flag, no rule read it; yanring/Megatron-MoE-ModelZoo
-            # sbatch_benchmarking.sh "if [[ ${PR} == "fp8" ]]" block, read at @38ce2ed2 as the note quotes @798dfb50)
-            kw.update(fp8_param_gather=True, optimizer_bytes=8.0, moe_counts_aligned=True)
+            # sbatch_benchmarking.sh with PR=fp8: --use-precision-aware-optimizer with fp32 main params and bf16
+            # moments (4 + 2 + 2 bytes per parameter), and --moe-router-padding-for-fp8: the router pads each
+            # expert's count to the FP8 alignment, so the grouped experts run no padding copies (small50: the row's
+            # note named the flag, no rule read it; yanring/Megatron-MoE-ModelZoo sbatch_benchmarking.sh
+            # "if [[ ${PR} == "fp8" ]]" block, read at @38ce2ed2 as the note quotes @798dfb50); its
+            # --fp8-param-gather: column fp8_param_gather
+            kw.update(optimizer_bytes=8.0, moe_counts_aligned=True)
     if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
         # no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16 run's gradients in
         # FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
@@ -460,17 +435,12 @@ def _megatron_lm_kw(row, model, kw: dict) -> None:
         # per parameter)
         if row["precision"] == "fp8":
             kw["optimizer_bytes"] = 8.0
-        if kw.get("ep_flex_backend") == "hybridep" and kw.get("ep_dispatcher") == "deepep":
-            # DISPATCHER=hybridep: sbatch_benchmarking.sh adds --moe-hybridep-num-sms 32 (yanring/
-            # Megatron-MoE-ModelZoo@798dfb50 sbatch_benchmarking.sh line 81): the SMs its kernels hold beside the
-            # overlapped compute (audit46: was DeepEP's default 20)
-            kw["ep_comm_sms"] = 32
+        # DISPATCHER=hybridep's --moe-hybridep-num-sms 32: column ep_comm_sms
     if row["run_id"].startswith("mcore_gb200_deepseekv3"):
         # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout,
         # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
         kw.update(pipeline_layout="Et|(tt|)*30L", moe_counts_aligned=True, optimizer_bytes=8.0)
-        # the guide's --moe-hybridep-num-sms 32 (lines 267-268; no EP overlap there, so no time moves)
-        kw["ep_comm_sms"] = 32
+        # the guide's --moe-hybridep-num-sms 32: column ep_comm_sms
 
 
 def _dgxc2505_kw(row, model, kw: dict) -> None:
@@ -508,11 +478,6 @@ def _mlperf_kw(row, kw: dict) -> None:
         # bucket_size=134217728): conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
         # parameters per DP bucket, one reduce-scatter and one all-gather each
         kw["dp_bucket_params"] = 134_217_728
-    if rid.startswith(("mlperf50_", "mlperf41_", "mlperf51_", "mlperf60_cisco_")):
-        # MLPerf Training v5.0 Llama 3.1 405B and v4.1 GPT-3 175B configs keep the weights in FP8 and gather them
-        # at 1 byte (config_common.sh FP8_PARAMS=True, Blackwell FP8_PARAM_GATHER=True; the rows' notes); Cisco's
-        # v6.0 Llama 3.1 8B runs too (H100 config_common.sh FP8_PARAMS / FP8_PARAM_GATHER; H200 log fp8_param_gather)
-        kw["fp8_param_gather"] = True
     if rid.startswith("mlperf60_cisco_h100_"):
         # Cisco's v6.0 H100 config sets no BUCKET_SIZE (BUCKET_CAP_MB only), which the MLPerf reference conf reads:
         # its default, 128Mi parameters per DP bucket (assumption: Cisco's conf/ is not in the submission; HPE's
@@ -555,12 +520,8 @@ def _run_kw(row, model, kw: dict) -> None:
         # NVIDIA/NeMo#10209; no performance script or recipe overrides it); chunks past the first stay one bucket
         # (megatron_parallel.py disable_bucketing=(model_chunk_idx > 0))
         kw["dp_bucket_params"] = 134_217_728
-    if fp8_amax_pass(row):
-        kw["fp8_amax_pass"] = True
     if attention_unfused_on_blackwell(row, model):
         kw["flash_attention"] = False
-    if fp8_param_gather(row):
-        kw["fp8_param_gather"] = True
     if megatron_fsdp_unfused_wgrad(row):
         kw["wgrad_output"] = "copied"
     if row["run_id"].startswith("deepseekv3_h800"):

@@ -2,7 +2,7 @@
 169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
 ``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` (and tidy52's ``overlap_tp``,
 ``moe_router_fusion``, ``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``,
-and ``megatron_bridge_hybridep_sms.csv``) reach every row's layout through the benchmark's one loader
+and ``megatron_bridge_hybridep_sms.csv``; amax52's ``fp8_amax_pass``, ``fp8_param_gather``, ``ep_comm_sms``) reach every row's layout through the benchmark's one loader
 (``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
 
 The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
@@ -92,16 +92,20 @@ def test_every_rows_column_value_is_in_its_layout():
         if r["cross_entropy"] or not rid.startswith("automodel_"):  # AutoModel's loss is its code's
             assert lay.cross_entropy == (r["cross_entropy"] or "fused"), rid
         assert lay.attention_fp8 == r["attention_fp8"], rid
-        assert lay.fp8_amax_reduction == (r["fp8_amax_reduction"] == "1"), rid
+        assert lay.fp8_amax_reduction == ({"1": True, "0": False}.get(r["fp8_amax_reduction"])), rid  # "": default
         assert lay.fp8_scale_inverse_kernel == (r["fp8_scale_inverse_kernel"] == "1"), rid
+        assert (lay.fp8_amax_pass, lay.fp8_param_gather) == (r["fp8_amax_pass"] == "1", r["fp8_param_gather"] == "1"), rid
+        if r["ep_comm_sms"]:
+            assert lay.ep_comm_sms == int(r["ep_comm_sms"]), rid
     assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
         "overlap_tp", "moe_router_fusion", "cross_entropy", "attention_fp8", "fp8_amax_reduction",
-        "fp8_scale_inverse_kernel")}
+        "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather", "ep_comm_sms")}
     assert counts == {"overlap_tp": 300, "moe_router_fusion": 122, "cross_entropy": 5, "attention_fp8": 3,
-                      "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32}
+                      "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32, "fp8_amax_pass": 12,
+                      "fp8_param_gather": 119, "ep_comm_sms": 4}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     assert not any(r["moe_router_fusion"] == "1" for r in rows.values() if not r["model"].startswith(
         ("qwen3", "deepseek", "gpt-oss", "mixtral")))
@@ -131,10 +135,14 @@ def test_every_overlap_off_row_says_why_in_its_note():
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"moe_router_fusion": "1"}, "moe_router_fusion", True),
     (PUBLISHED, "mcore_h100_qwen3_235b_ep32_pp8", {"cross_entropy": ""}, "cross_entropy", "fused"),
     (PUBLISHED, "mb2606_gb200_gptoss_120b_mxfp8", {"attention_fp8": ""}, "attention_fp8", ""),
-    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_amax_reduction": "", "fp8_scale_inverse_kernel": ""},
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_amax_reduction": "0", "fp8_scale_inverse_kernel": ""},
      "fp8_amax_reduction", False),
+    (HOLDOUT, "maxtext_a4_llama31_70b_fp8_256", {"fp8_amax_reduction": ""}, "fp8_amax_reduction", None),
     (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_scale_inverse_kernel": "0"}, "fp8_scale_inverse_kernel",
      False),
+    (PUBLISHED, "nemo2504_gb200_llama3_8b", {"fp8_amax_pass": ""}, "fp8_amax_pass", False),
+    (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_param_gather": ""}, "fp8_param_gather", False),
+    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"ep_comm_sms": "24"}, "ep_comm_sms", 24),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
     before = {s["run"]: s["lay"] for s in ta._setups()}[run]
@@ -161,6 +169,10 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("attention_fp8", "MXFP8", "allowed: one of fp8, mxfp8, or empty"),
     ("fp8_amax_reduction", "True", "allowed: one of 0, 1, or empty"),
     ("fp8_scale_inverse_kernel", "2", "allowed: one of 0, 1, or empty"),
+    ("fp8_amax_pass", "yes", "allowed: one of 0, 1, or empty"),
+    ("fp8_param_gather", "true", "allowed: one of 0, 1, or empty"),
+    ("ep_comm_sms", "thirty-two", "allowed: a whole number of SMs >= 1, or empty"),
+    ("ep_comm_sms", "0", "allowed: a whole number of SMs >= 1, or empty"),
 ])
 def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))

@@ -175,20 +175,23 @@ def _step_s(*argv):
     return json.loads(run_cli(*argv, "--json", check=True).stdout)["step_time_s"]
 
 
-@pytest.mark.parametrize("recipe, why", [
-    ("delayed", "per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction = true adds Transformer "
-                "Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse kernels"),
-    ("current", "llama3-8b has no experts, so current scaling is priced as per-tensor delayed scaling; "
-                "fp8_amax_pass = true adds its amax pass"),
+@pytest.mark.parametrize("fields, shown", [
+    ("fp8_recipe=delayed,fp8_amax_reduction=false",
+     "fp8_recipe delayed (no effect: per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction (its "
+     "default) adds Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
+     "kernels), fp8_amax_reduction false (set by the layout)"),
+    ("fp8_recipe=current", "fp8_recipe current (no effect: llama3-8b has no experts, so current scaling is priced as "
+                           "per-tensor delayed scaling; fp8_amax_pass = true adds its amax pass)"),
 ])
-def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(recipe, why):
-    """Per-tensor FP8 (delayed, or current scaling without its amax pass) on a dense model prices as the default
-    (kernels.fp8_recipe_costs: ratio 1, no scale bytes; current scaling adds only per-expert quantisation): the line
-    says so (walk8: a user comparing recipes saw the same step for both and no word why), and the step agrees."""
+def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(fields, shown):
+    """Per-tensor FP8 (delayed without TE's amax reduction, or current scaling without its amax pass) on a dense
+    model prices as the default (kernels.fp8_recipe_costs: ratio 1, no scale bytes; current scaling adds only
+    per-expert quantisation): the line says so (walk8: a user comparing recipes saw the same step for both and no
+    word why), and the step agrees."""
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
-    out = run_cli(*no_cp, "--layout", f"fp8_recipe={recipe}", check=True).stdout
-    assert _options_line(out) == [f"framework options: fp8_recipe {recipe} (no effect: {why}) (layout fields)"]
-    assert _step_s(*no_cp, "--layout", f"fp8_recipe={recipe}") == _step_s(*no_cp)
+    out = run_cli(*no_cp, "--layout", fields, check=True).stdout
+    assert _options_line(out) == [f"framework options: {shown} (layout fields)"]
+    assert _step_s(*no_cp, "--layout", fields) == _step_s(*no_cp)
 
 
 def test_delayed_scaling_with_te_s_work_is_not_marked():
@@ -381,11 +384,15 @@ def test_the_dp_bucket_has_an_effect_when_only_cp_reduces_the_gradients():
     assert steps[0] == steps[1]
 
 
+_TE_DEFAULT = "fp8_amax_reduction true (the default with delayed scaling: Transformer Engine's reduce_amax)"
+
+
 @pytest.mark.parametrize("fields, shown", [
+    ("fp8_recipe=delayed", f"fp8_recipe delayed, {_TE_DEFAULT}"),
     ("fp8_recipe=delayed,fp8_amax_reduction=true",
-     "fp8_recipe delayed, fp8_amax_reduction true"),
+     "fp8_recipe delayed, fp8_amax_reduction true (set by the layout)"),
     ("fp8_recipe=delayed,fp8_scale_inverse_kernel=true",
-     "fp8_recipe delayed, fp8_scale_inverse_kernel true"),
+     f"fp8_recipe delayed, {_TE_DEFAULT}, fp8_scale_inverse_kernel true"),
     ("fp8_recipe=current,fp8_amax_pass=true", "fp8_recipe current, fp8_amax_pass true"),
 ])
 def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
@@ -395,6 +402,29 @@ def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
     out = run_cli(*no_cp, "--layout", fields, check=True).stdout
     assert _options_line(out) == [f"framework options: {shown} (layout fields)"]
+
+
+def test_the_amax_reduction_default_and_who_chose_it_in_json():
+    """amax52: delayed scaling reduces amaxes unless told not to (TE's DelayedScaling reduce_amax = True), and --json
+    says what ran and whether the layout, the default or a JAX mesh chose it (Flax's FP8 ops reduce no amax buffer:
+    jax_mesh.MAXTEXT_FP8_AMAX); current scaling runs none; the step's fp8_amax line holds it."""
+    no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+
+    def run(*argv):
+        d = json.loads(run_cli(*argv, "--json", check=True).stdout)
+        return d["layout"]["fp8_amax_reduction"], d["chosen_by"]["fp8_amax_reduction"], d["breakdown_s"]["fp8_amax"]
+
+    on, by, amax_s = run(*no_cp, "--layout", "fp8_recipe=delayed")
+    assert (on, by) == (True, "default") and amax_s > 0
+    assert run(*no_cp, "--layout", "fp8_recipe=delayed,fp8_amax_reduction=false") == (False, "layout", 0.0)
+    assert run(*no_cp, "--layout", "fp8_recipe=current") == (False, "default", 0.0)
+    mesh = BASE[:4] + ["--gpus", "8", "--jax-mesh", "ici_fsdp=8", "--global-batch", "16", "--precision", "fp8"]
+    assert run(*mesh, "--layout", "fp8_recipe=delayed") == (False, "jax_mesh", 0.0)
+    on, by, amax_s = run(*mesh, "--layout", "fp8_recipe=delayed,fp8_amax_reduction=true")
+    assert (on, by) == (True, "layout") and amax_s > 0
+    out = run_cli(*mesh, "--layout", "fp8_recipe=delayed", check=True).stdout
+    assert ("fp8_amax_reduction false (a JAX mesh's default: Flax's FP8 ops reduce no amax buffer)"
+            in _options_line(out)[0])
 
 
 def test_fp8_attention_on_hopper_is_marked_no_effect_and_prices_nothing():

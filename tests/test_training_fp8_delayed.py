@@ -14,7 +14,7 @@ import pytest
 import topo
 from topo.errors import TopoError
 from topo.training.comm import CommEngine
-from topo.training.fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_reductions, fp8_amax_table
+from topo.training.fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_reduced, amax_reductions, fp8_amax_table
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import quantize_kernels
 from topo.training.mapping import map_layout
@@ -57,25 +57,56 @@ def test_reductions_per_step_by_closed_form():
 
 
 def test_the_step_exposes_every_reduction():
-    """On four DGX H100 nodes (Llama 3 8B, TP2 PP2 VP2 DP8): the step with the reduction is longer than without by
-    its 2 x 8 micro-batches x 2 chunks calls x (the all-reduce over the tensor x data x context group, 16 ranks over 2 nodes, alone on the
-    fabric + 2 launch gaps), to rounding, and the report shows it under DP with its group."""
+    """On four DGX H100 nodes (Llama 3 8B, TP2 PP2 VP2 DP8): the step's ``fp8_amax`` line is its 2 x 8 micro-batches
+    x 2 chunks calls x (the all-reduce over the tensor x data x context group, 16 ranks over 2 nodes, alone on the
+    fabric + 2 launch gaps), to rounding; the comm table shows the all-reduce under ``fp8_amax`` with its group, not
+    under dp; and the step is longer than without by that line plus what it adds to the bubble, (p - 1) / v of its
+    per-micro-batch share (it runs inside each micro-batch's forward and backward)."""
     fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
     m = load_model("llama3-8b")
     kw = dict(tp=2, pp=2, vpp=2, dp=8, global_batch=64, sequence_parallel=True, **_DELAYED)
     on = estimate_step(fab, m, make_layout(fp8_amax_reduction=True, **kw), contention=False)
-    off = estimate_step(fab, m, make_layout(**kw), contention=False)
+    off = estimate_step(fab, m, make_layout(fp8_amax_reduction=False, **kw), contention=False)
     lay = make_layout(fp8_amax_reduction=True, **kw)
     groups = map_layout(lay, fab.spec.gpus_per_domain, fab.layout.num_gpus).groups(AMAX_GROUP)
     assert groups.shape == (2, 16)
     eng, gap = CommEngine(fab), gpu_compute("H100").kernels.launch_gpu_s
     calls = amax_reductions(m, lay, {"*": 16, "-": 16})
-    want = sum(n * (eng.time("all_reduce", groups, size).time_s + 2 * gap) for size, n in calls)
+    reduce_s = sum(n * eng.time("all_reduce", groups, size).time_s for size, n in calls)
+    want = reduce_s + sum(n for _, n in calls) * 2 * gap
     got = [c for c in on.comm if c.phase == AMAX_PHASE]
-    assert len(got) == 1 and got[0].dim == "dp" and got[0].group_size == 16
-    assert got[0].exposed_s == pytest.approx(want, rel=1e-9) and got[0].calls_per_step == 2 * 8 * 2
-    assert on.step_time_s - off.step_time_s == pytest.approx(want, rel=1e-6)
-    assert not [c for c in off.comm if c.phase == AMAX_PHASE]
+    assert len(got) == 1 and got[0].dim == AMAX_PHASE and got[0].group_size == 16
+    assert got[0].exposed_s == pytest.approx(reduce_s, rel=1e-9) and got[0].calls_per_step == 2 * 8 * 2
+    assert on.breakdown_s["fp8_amax"] == pytest.approx(want, rel=1e-9)
+    assert on.breakdown_s["dp"] == pytest.approx(off.breakdown_s["dp"], rel=1e-9)
+    assert on.breakdown_s["bubble"] - off.breakdown_s["bubble"] == pytest.approx(want * (2 - 1) / 2 / 8, rel=1e-6)
+    assert on.step_time_s - off.step_time_s == pytest.approx(want * (1 + 1 / 16), rel=1e-6)
+    assert not [c for c in off.comm if c.phase == AMAX_PHASE] and off.breakdown_s["fp8_amax"] == 0.0
+
+
+def test_a_one_rank_group_reduces_nothing_but_runs_its_kernels():
+    """TE@bee4649c fp8.py line 355: no all-reduce when the autocast's group has one rank (here TP1 DP1 CP1, PP8),
+    while torch.cat and the fused update still run: no collective in the comm table and nothing on the dp line; the
+    ``fp8_amax`` line is the calls' 2 launch gaps each."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
+    m = load_model("llama3-8b")
+    lay = make_layout(tp=1, pp=8, dp=1, global_batch=16, **_DELAYED)
+    r = estimate_step(fab, m, lay, contention=False)
+    assert not [c for c in r.comm if c.phase == AMAX_PHASE or c.dim == "dp"] and r.breakdown_s["dp"] == 0.0
+    calls = sum(n for _, n in amax_reductions(m, lay, {"*": 4, "-": 4}))
+    assert calls == 2 * 16
+    assert r.breakdown_s["fp8_amax"] == pytest.approx(calls * 2 * gpu_compute("H100").kernels.launch_gpu_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("recipe, on", [("delayed", True), ("current", False), ("blockwise", False), (None, False)])
+def test_the_default_follows_the_recipe(recipe, on):
+    """TE's DelayedScaling reduces amaxes by default (transformer_engine/common/recipe/__init__.py ``reduce_amax:
+    bool = True`` at v1.5 to v2.18); current and block-wise scaling keep no amax history (fp8.py line 339: the buffer
+    is delayed scaling's only); an unrecorded recipe is not assumed delayed. A layout's own setting wins."""
+    lay = make_layout(tp=1, dp=8, global_batch=8, precision="fp8", fp8_recipe=recipe)
+    assert lay.fp8_amax_reduction is None and amax_reduced(lay) is on
+    assert amax_reduced(lay.model_copy(update={"fp8_amax_reduction": False})) is False
+    assert amax_reduced(make_layout(tp=1, dp=8, global_batch=8)) is False  # bf16
 
 
 def test_a_delayed_cast_launches_its_scale_inverse_first():
@@ -118,8 +149,10 @@ def test_which_published_rows_run_them():
     for f in ("training_runs_published.csv", "training_runs_holdout.csv"):
         for r in csv.DictReader(open(ROOT / "data/reference" / f)):
             delayed = r.get("precision") == "fp8" and "delayed scaling" in (r.get("note") or "").lower()
-            # the runs CSVs' columns (tidy52: were rules of training_accuracy.py)
-            assert (r["fp8_amax_reduction"] == "1") == (delayed and not r["run_id"].startswith("maxtext_")), r["run_id"]
+            # the runs CSVs' columns (tidy52: were rules of training_accuracy.py), explicit on every delayed row
+            # though the layout's default now follows the recipe (amax52): 0 on MaxText's
+            want = ("0" if r["run_id"].startswith("maxtext_") else "1") if delayed else ""
+            assert r["fp8_amax_reduction"] == want, r["run_id"]
             if r["fp8_amax_reduction"] == "1":
                 red.add(r["run_id"])
             if r["fp8_scale_inverse_kernel"] == "1":

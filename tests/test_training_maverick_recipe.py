@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+from topo.training.fp8_amax import amax_reduced  # noqa: E402
 from topo.training.gpus import gpu_compute  # noqa: E402
 from topo.training.model import Block, load_model  # noqa: E402
 from topo.training.operators import layer_numbers, stage_compute  # noqa: E402
@@ -68,7 +69,7 @@ def test_maverick_rows_run_the_dgx_cloud_launch_layouts(rows):
         assert lay.overlap_tp and lay.tp_overlap_config == "te_default", run
         assert lay.grad_bytes == 2.0 and lay.grad_reduce_bytes == 2.0, run
         assert lay.fp8_param_gather == fp8 and lay.fp8_recipe == ("delayed" if fp8 else None), run
-        assert not lay.fp8_amax_pass and lay.fp8_amax_reduction == fp8 == lay.fp8_scale_inverse_kernel, run
+        assert not lay.fp8_amax_pass and amax_reduced(lay) == fp8 == lay.fp8_scale_inverse_kernel, run
         assert lay.flash_attention and lay.pipeline_layout is None and not lay.pipeline_embedding, run
 
 

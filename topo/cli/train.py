@@ -12,7 +12,7 @@ from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_STATE, layout_from_mesh
+from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh
 from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
@@ -379,8 +379,8 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
 
 def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
-    and MaxText's state bytes and DP overlap (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
-    :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`) where neither a flag nor the layout's fields ``layout_keys``
+    and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
+    :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
     set them."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
     if given:
@@ -389,8 +389,10 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
     sizes.update(mesh)
-    common.update({k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP).items()
-                   if k not in layout_keys and common.get(k) is None})
+    applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
+               if k not in layout_keys and common.get(k) is None}
+    common.update(applied)
+    args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
 
 
 _MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
@@ -501,6 +503,8 @@ def _progress():
 
 
 def _finish(args, r, model, fabric, lay) -> int:
+    if getattr(args, "mesh_amax", False):
+        r.chosen_by["fp8_amax_reduction"] = "jax_mesh"
     ops = step_op_table(fabric, model, lay, args.efficiency) if args.ops else None
     stages = step_stage_table(fabric, model, lay, args.efficiency, r.ep_cover_s) if args.ops else None
     if args.json:
@@ -592,12 +596,26 @@ def _fp8_recipe_idle(L: dict, model) -> str:
     (:func:`topo.training.kernels.fp8_recipe_costs`)."""
     recipe = L.get("fp8_recipe")
     if recipe == "delayed" and not (L.get("fp8_amax_reduction") or L.get("fp8_scale_inverse_kernel")):
-        return ("per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction = true adds Transformer "
-                "Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse kernels")
+        return ("per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction (its default) adds "
+                "Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
+                "kernels")
     if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):
         return (f"{model.name} has no experts, so current scaling is priced as per-tensor delayed scaling; "
                 "fp8_amax_pass = true adds its amax pass")
     return ""
+
+
+def _amax_aside(L: dict) -> str:
+    """What the options line says of ``fp8_amax_reduction`` (``L`` holds what runs, ``L["chosen_by"]`` whether the
+    layout, the default or a JAX mesh chose it, :attr:`topo.training.result.StepResult.chosen_by`; :func:`topo.training.fp8_amax.amax_reduced`), or "" to leave it out:
+    shown with delayed scaling, or where a layout turned it on."""
+    delayed = L.get("precision") == "fp8" and L.get("fp8_recipe") == "delayed"
+    by = L.get("chosen_by", {}).get("fp8_amax_reduction")
+    if by == "default":
+        return "the default with delayed scaling: Transformer Engine's reduce_amax" if delayed else ""
+    if by == "jax_mesh":
+        return "a JAX mesh's default: Flax's FP8 ops reduce no amax buffer" if delayed else ""
+    return "set by the layout" if delayed or L.get("fp8_amax_reduction") else ""
 
 
 def _tp_overlap_idle(L: dict) -> str:
@@ -660,8 +678,11 @@ def _framework_options(L: dict, model, gpu) -> str:
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])
     aside = {"fp8_recipe": "run as mxfp8: Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 "
              "GEMMs" if L.get("fp8_recipe") == "blockwise" and generation == "blackwell" else ""}
+    aside["fp8_amax_reduction"] = _amax_aside(L)
     shown = []
     for k in FRAMEWORK_OPTIONS:
+        if k == "fp8_amax_reduction" and not aside[k]:
+            continue
         if k in L and (L[k] != fields[k].default or (k == "cp_comm_type" and L.get("cp", 1) > 1)):
             why, note = idle.get(k, ""), aside.get(k, "")
             shown.append(f"{k} {_toml(L[k]) if isinstance(L[k], (list, tuple)) else str(L[k]).lower()}"
@@ -685,9 +706,10 @@ def _print_step(r, tokens, model) -> None:
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
     emit("")
-    emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()],
+    emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
+                if v or k != "fp8_amax"],  # the amax line only where delayed scaling reduces (fp8_amax.amax_step)
                ["component", "time", "share"], right=[False, True, True]))
-    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0))
+    emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0, r.breakdown_s.get("fp8_amax", 0.0) > 0))
     if r.contention:
         emit("one step as one traffic mix: " + ", ".join(f"{k} x{v:.2f}" for k, v in r.contention.items())
              + " (slowdown of each dimension's collectives from sharing links with the others)")
@@ -700,7 +722,7 @@ def _print_step(r, tokens, model) -> None:
     load = _expert_load(L)
     if load:
         emit(load)
-    options = _framework_options(L, model, gpu_compute(r.gpu))
+    options = _framework_options({**L, "chosen_by": r.chosen_by}, model, gpu_compute(r.gpu))
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
@@ -742,14 +764,16 @@ def _expert_load(L: dict) -> str:
             f"expert GEMMs and all-to-all set each MoE layer's pace")
 
 
-def _components_legend(L: dict, host_wait: bool) -> str:
+def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
     """What the step's components are (they add up to the step) and what shrinks each, for the text output."""
     mb = L["microbatches"]
     return (f"components add up to the step: compute = the busiest pipeline stage's kernels for its {mb} "
             f"micro-batch{'es' if mb != 1 else ''}{' (with the host wait below)' if host_wait else ''}; bubble = the pipeline's fill and "
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
-            f"exposed column; --overlap hides more)")
+            f"exposed column; --overlap hides more)"
+            + ("; fp8_amax = Transformer Engine's blocking amax reductions of delayed FP8 scaling, after each "
+               "model chunk's forward and backward (layout fp8_amax_reduction)" if amax else ""))
 
 
 def _toml(v) -> str:

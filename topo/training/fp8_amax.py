@@ -16,7 +16,15 @@ pipeline rank runs one forward and one backward reduction per model chunk and mi
 runs without gradients and reduces nothing (``fp8_autocast_exit``: ``torch.is_grad_enabled()``).
 
 Counts and sizes are data (``kernels.toml`` ``[fp8_amax]``); the all-reduce's time is the fabric's (the step's
-collective engine), each call with the launch gaps of its two kernels.
+collective engine), each call with the launch gaps of its two kernels. TE skips the all-reduce when its group has one
+rank (``torch.distributed.get_world_size(group=group) > 1``, ``fp8.py`` line 355) and still runs the concatenation
+and the update; the step's ``fp8_amax`` line holds both, the comm table the all-reduce alone, where there is one.
+
+Whether a layout runs it (:func:`amax_reduced`): TE's ``DelayedScaling`` reduces by default (``reduce_amax: bool =
+True`` in ``transformer_engine/common/recipe/__init__.py`` at v1.5, v1.9, v2.2, bee4649c, v2.5, v2.9, v2.13 and
+v2.18, read in the local mirror of NVIDIA/TransformerEngine), and Megatron-Core builds its recipe without setting it,
+so a delayed-scaling layout reduces unless it says otherwise. Current, block-wise and MXFP8 scaling keep no amax
+history and no such buffer (the buffer "should only be non-empty for fp8 delayed scaling", ``fp8.py`` line 339).
 """
 
 from __future__ import annotations
@@ -31,12 +39,30 @@ from .operators import block_ops
 from .parallel import ParallelLayout
 from .result import DimensionComm
 
-__all__ = ["amax_reductions", "amax_comm", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
+__all__ = ["amax_reduced", "amax_reductions", "amax_step", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
 
 AMAX_GROUP = "tpdpcp"
 """The mapping's group name of the amax reduction: tensor x data x context parallel ranks of one pipeline stage."""
 AMAX_PHASE = "fp8_amax"
-"""The :class:`.result.DimensionComm` ``phase`` of the amax reduction (reported under ``dp``: all of it exposed)."""
+"""The :class:`.result.DimensionComm` ``dim`` and ``phase`` of the amax all-reduce, and the step breakdown's line of
+the whole reduction step (all of it exposed, per micro-batch)."""
+
+
+def amax_reduced(lay: ParallelLayout) -> bool:
+    """Whether ``lay`` runs Transformer Engine's amax reduction: its ``fp8_amax_reduction`` when set, else on with
+    ``precision = "fp8"`` and ``fp8_recipe = "delayed"`` (TE's ``DelayedScaling`` default, see the module doc).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    if lay.fp8_amax_reduction is not None:
+        return lay.fp8_amax_reduction
+    return lay.precision == "fp8" and lay.fp8_recipe == "delayed"
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +84,7 @@ def _fp8_gemms(model: ModelSpec, lay: ParallelLayout, counts: dict) -> float:
 
 def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list[tuple[float, float]]:
     """The amax all-reduces of one step on a pipeline rank holding the blocks ``counts`` (``{block kind:
-    blocks}``), as ``(bytes per call, calls)``: forward, then backward. None without ``fp8_amax_reduction``.
+    blocks}``), as ``(bytes per call, calls)``: forward, then backward; none unless :func:`amax_reduced`.
 
     Parameters
     ----------
@@ -72,7 +98,7 @@ def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list
     list of tuple
         ``[(forward bytes, calls), (backward bytes, calls)]``; empty when the layout runs no such reduction.
     """
-    if not lay.fp8_amax_reduction:
+    if not amax_reduced(lay):
         return []
     t = fp8_amax_table()
     gemms = _fp8_gemms(model, lay, counts)
@@ -81,11 +107,12 @@ def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list
     return [(size * t["amaxes_per_gemm"][0] * gemms, calls), (size * t["amaxes_per_gemm"][1] * gemms, calls)]
 
 
-def amax_comm(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout, counts: dict,
-              launch_gap_s: float) -> DimensionComm | None:
-    """The step's amax reductions on a pipeline rank holding the blocks ``counts`` as one collective, all of it
-    exposed: each call the all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) and the
-    launch gaps of its two kernels (``launch_gap_s`` each). None without ``fp8_amax_reduction``.
+def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout, counts: dict,
+              launch_gap_s: float) -> tuple[DimensionComm | None, float]:
+    """The step's amax reductions on a pipeline rank holding the blocks ``counts``, all of it exposed: each call the
+    all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) over TE's group (tensor x data x
+    context parallel ranks, :data:`AMAX_GROUP`), none when that group is one rank, and the launch gaps of its two
+    kernels (``launch_gap_s`` each), which run either way.
 
     Parameters
     ----------
@@ -101,18 +128,23 @@ def amax_comm(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
 
     Returns
     -------
-    DimensionComm or None
+    tuple
+        The all-reduce as one collective (None without one) and the seconds of the whole step's reductions,
+        kernels included (0.0 when the layout runs none).
     """
     calls = amax_reductions(model, lay, counts)
     if not calls:
-        return None
+        return None, 0.0
     groups = mapping.groups(AMAX_GROUP)
-    kernels = float(fp8_amax_table()["kernels_per_reduction"])
+    kernels_s = sum(n for _, n in calls) * float(fp8_amax_table()["kernels_per_reduction"]) * launch_gap_s
+    if groups.shape[1] <= 1:  # TE skips the all-reduce of a one-rank group
+        return None, kernels_s
     times = [engine.time("all_reduce", groups, size) for size, _ in calls]
-    total = sum(n * (one.time_s + kernels * launch_gap_s) for (_, n), one in zip(calls, times))
+    reduce_s = sum(n * one.time_s for (_, n), one in zip(calls, times))
     one = max(times, key=lambda c: c.time_s)
-    return DimensionComm(dim="dp", collective="all_reduce", size_bytes=max(size for size, _ in calls),
-                         calls_per_step=sum(n for _, n in calls), time_s=total, exposed_s=total,
+    comm = DimensionComm(dim=AMAX_PHASE, collective="all_reduce", size_bytes=max(size for size, _ in calls),
+                         calls_per_step=sum(n for _, n in calls), time_s=reduce_s, exposed_s=reduce_s,
                          algorithm=one.algorithm, level=one.level, link=one.link, utilization=one.utilization,
                          num_groups=int(groups.shape[0]), group_size=int(groups.shape[1]),
                          domains_per_group=mapping.domains_spanned(AMAX_GROUP), phase=AMAX_PHASE)
+    return comm, reduce_s + kernels_s

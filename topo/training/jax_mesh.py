@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ..errors import TopoError
 
-__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
+__all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
 MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0)
@@ -44,6 +44,15 @@ MAXTEXT_DP_OVERLAP = dict(dp_overlap_policy="xla_lhs")
 ``training/a4/*/maxtext-pretraining-gke/values.yaml``; NVIDIA/JAX-Toolbox@67b79492
 ``docs/frameworks/maxtext/README.md``), though XLA's own default is off. A layout's ``dp_overlap_policy``
 overrides it."""
+MAXTEXT_FP8_AMAX = dict(fp8_amax_reduction=False)
+"""A mesh's FP8 amax handling: no Transformer Engine amax reduction. MaxText's ``quantization: "fp8"`` runs Flax's
+``Fp8DotGeneralOp`` (``flax/linen/fp8_ops.py``, google/flax@02913030, the stored copy; the release the A4 containers ran is not established): each cast quantises with the scale of the
+*previous* amax history (``qdq_and_return``: ``new_scale`` from ``amax_history`` before ``compute_amax_history(x,
+...)``), and the new history, ``jnp.max(jnp.abs(x))`` of the whole (sharded) tensor, leaves the step as the
+``_overwrite_with_gradient`` variables' "gradient". XLA's partitioner reduces that max across the shards, but no
+kernel of the step waits for it and no buffer is concatenated and reduced per model chunk as TE's
+``reduce_and_update_fp8_tensors`` does; its scalar all-reduces are not priced (assumption: hidden). A layout's
+``fp8_amax_reduction`` overrides it."""
 _NOT_MODELLED = ("sequence", "tensor_transpose", "tensor_sequence", "fsdp_transpose", "autoregressive",
                  "context_autoregressive")
 

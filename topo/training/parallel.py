@@ -270,11 +270,15 @@ class ParallelLayout(BaseModel):
     casts. TE v2.7 (2025-10-01) fused the amax into the activation and norm kernels that produce the input (PRs
     #2004, #2013); delayed scaling and MXFP8 find their scales inside the cast. Needs ``precision = "fp8"`` and ``fp8_recipe``
     current (or unrecorded)."""
-    fp8_amax_reduction: Flag = False
+    fp8_amax_reduction: Flag | None = None
     """FP8 per-tensor delayed scaling as Transformer Engine runs it under Megatron-Core: each model chunk's forward
     of each micro-batch, and its backward, ends in a reduction of the rank's amaxes over the tensor x data x context
     parallel group (``torch.cat``, a blocking all-reduce on the compute stream, a fused history and scale update):
-    :mod:`topo.training.fp8_amax`. Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"``."""
+    :mod:`topo.training.fp8_amax`. None (the default): on with ``precision = "fp8"`` and ``fp8_recipe =
+    "delayed"``, as TE's ``DelayedScaling(reduce_amax=True)`` default runs it, off otherwise
+    (:func:`topo.training.fp8_amax.amax_reduced`); ``--jax-mesh`` sets it false (Flax's FP8 ops reduce no amax
+    buffer, :data:`topo.training.jax_mesh.MAXTEXT_FP8_AMAX`). True needs precision fp8 with ``fp8_recipe``
+    delayed."""
     fp8_scale_inverse_kernel: Flag = False
     """FP8 per-tensor delayed scaling as Transformer Engine 2.0-2.6 ran it: each quantisation first computes its
     scale inverse in a kernel of its own (``Float8Quantizer::create_tensor``'s ``at::reciprocal(scale)``), then

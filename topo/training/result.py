@@ -8,14 +8,14 @@ from .memory import MemoryBreakdown
 
 __all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
 
-BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep")
+BREAKDOWN_KEYS = ("compute", "bubble", "optimizer", "tp", "cp", "pp", "dp", "ep", "fp8_amax")
 
 
 @dataclass(frozen=True)
 class DimensionComm:
     """One collective of one parallel dimension, all of its groups at once."""
 
-    dim: str  # tp, cp, pp, dp, ep (dp_experts for the experts' replicas)
+    dim: str  # tp, cp, pp, dp, ep (dp_experts for the experts' replicas); fp8_amax: the FP8 amax reduction
     collective: str
     size_bytes: float  # per call, nccl-tests' size
     calls_per_step: float  # on the critical path of the busiest stage
@@ -61,6 +61,9 @@ class StepResult:
     timeline: list = field(default_factory=list)  # one stage, one step: dicts of lane, start_s, end_s, label
     uncertainty: dict = field(default_factory=dict)  # the out-of-family error band (topo.training.uncertainty)
     host_cpu: dict = field(default_factory=dict)  # name, source ("spec" or "gpu default"), time_factor, reference
+    chosen_by: dict = field(default_factory=dict)
+    """Layout fields whose value follows other fields unless set -> who chose the value ``layout`` holds: ``layout``,
+    ``default`` (``fp8_amax_reduction``: on with delayed scaling) or, from the CLI, ``jax_mesh``."""
     ep_cover_s: float = 0.0  # GPU seconds of a dropless MoE layer's forward all-to-alls between its host syncs
 
     @property
@@ -112,6 +115,7 @@ class StepResult:
             "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
             "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty), "host_cpu": dict(self.host_cpu),
+            "chosen_by": dict(self.chosen_by),
         }
         if train_tokens:
             d["train_tokens"] = train_tokens

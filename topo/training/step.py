@@ -90,7 +90,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
 from .flops import model_flops_per_step
-from .fp8_amax import amax_comm
+from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
@@ -630,10 +630,10 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
             tr, _, _, tm = _timed_traffic(fabric, model, lay, mapping, engine, stage, groups, spans)
         ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
-        amax = amax_comm(engine, mapping, model, lay, _stage_counts(model, lay, stage), gpu.kernels.launch_gpu_s)
-        if amax is not None:  # delayed scaling's blocking amax reductions (:mod:`.fp8_amax`), under DP
+        amax, exposed[AMAX_PHASE] = amax_step(engine, mapping, model, lay, _stage_counts(model, lay, stage),
+                                              gpu.kernels.launch_gpu_s)  # delayed scaling's (:mod:`.fp8_amax`)
+        if amax is not None:
             comms.append(amax)
-            exposed["dp"] += amax.exposed_s
         note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
         paced_s = sum(step_breakdown(lay, sc, exposed, 0.0).values())
         if paced is None or paced_s > paced[0]:
@@ -1011,7 +1011,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
-    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
+    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp,
+                  fp8_amax_reduction=amax_reduced(lay))  # what runs; StepResult.chosen_by says who chose it
     if model.moe is not None:  # dropless: what the busiest EP rank's experts and all-to-all carry; padded: None
         layout["moe_busiest_rank_load"] = (busiest_rank_load(model, lay) if expert_capacity(model, lay) is None
                                            else None)
@@ -1023,6 +1024,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
         executed_flops_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
+        chosen_by={"fp8_amax_reduction": "default" if lay.fp8_amax_reduction is None else "layout"},
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
                   "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()})
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
@@ -1086,8 +1088,8 @@ def _ring_windows(traffic: list[dict], step_s: tuple[float, float]) -> dict:
 
 
 def bubble_s(lay: ParallelLayout, forward_s: float, microbatch_s: float) -> float:
-    """The pipeline bubble of ``lay``: ``(p - 1) / v`` of a micro-batch's time (its compute and exposed TP, CP and
-    EP), interleaved 1F1B (Narayanan et al. 2021, sec. 2.2); DualPipe: ``(p/2 - 1)`` forwards of a micro-batch
+    """The pipeline bubble of ``lay``: ``(p - 1) / v`` of a micro-batch's time (its compute, exposed TP, CP and
+    EP, and FP8 amax reductions), interleaved 1F1B (Narayanan et al. 2021, sec. 2.2); DualPipe: ``(p/2 - 1)`` forwards of a micro-batch
     (DeepSeek-V3 Table 2: ``(p/2 - 1)(F&B + B - 3W)`` with the backward split evenly into B and W); once per
     schedule run (``pipeline_flushes``)."""
     if lay.pipeline_schedule == "dualpipe":
@@ -1106,18 +1108,21 @@ def step_breakdown(lay: ParallelLayout, sc, exposed: dict, optimizer_s: float) -
     sc : StageCompute
         The busiest stage's compute (:func:`topo.training.operators.stage_compute`).
     exposed : dict
-        Exposed seconds per step by dimension (``tp``, ``cp``, ``pp``, ``dp``, ``ep``; missing ones count 0).
+        Exposed seconds per step by dimension (``tp``, ``cp``, ``pp``, ``dp``, ``ep``) and of the FP8 amax
+        reductions (``fp8_amax``, :mod:`.fp8_amax`); missing ones count 0.
     optimizer_s : float
         The optimizer step.
 
     Returns
     -------
     dict
-        ``compute``, ``bubble``, ``optimizer``, ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` (their sum is the step).
+        ``compute``, ``bubble``, ``optimizer``, ``tp``, ``cp``, ``pp``, ``dp``, ``ep``, ``fp8_amax`` (their sum is
+        the step). The amax reductions run inside each micro-batch's forward and backward, as TP's, CP's and EP's
+        exposed traffic does, so they lengthen the bubble's micro-batch too.
     """
     m = lay.microbatches
-    ex = {k: exposed.get(k, 0.0) for k in ("tp", "cp", "pp", "dp", "ep")}
-    per_mb = sc.microbatch_s + (ex["tp"] + ex["cp"] + ex["ep"]) / m
+    ex = {k: exposed.get(k, 0.0) for k in ("tp", "cp", "pp", "dp", "ep", AMAX_PHASE)}
+    per_mb = sc.microbatch_s + (ex["tp"] + ex["cp"] + ex["ep"] + ex[AMAX_PHASE]) / m
     return {"compute": m * sc.microbatch_s, "bubble": bubble_s(lay, sc.forward_s, per_mb), "optimizer": optimizer_s,
             **ex}
 

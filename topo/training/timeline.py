@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["step_timeline", "LANES", "MAX_MICROBATCHES"]
 
-LANES = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
+LANES = ("compute", "tp", "cp", "ep", "fp8_amax", "pp", "dp", "optimizer", "bubble")
 MAX_MICROBATCHES = 32
 
 
@@ -37,7 +37,7 @@ def step_timeline(result, forward_s: float, backward_s: float) -> list[dict]:
     t += b["bubble"] / 2
     dp_gather = sum(c.time_s for c in result.comm if c.dim.startswith("dp") and c.collective == "all_gather")
     seg("dp", t, t + min(dp_gather, forward_s * per), "weights all-gather (hidden)", exposed=False)
-    mb_exposed = {d: b[d] / groups for d in ("tp", "cp", "ep")}
+    mb_exposed = {d: b.get(d, 0.0) / groups for d in ("tp", "cp", "ep", "fp8_amax")}
     hidden = {d: max(0.0, total[d] - b[d]) / groups for d in ("tp", "cp", "ep")}
     pp_each = b["pp"] / groups
     for g in range(groups):
@@ -49,8 +49,9 @@ def step_timeline(result, forward_s: float, backward_s: float) -> list[dict]:
         t += backward_s * per
         for d in ("tp", "cp", "ep"):
             seg(d, start, start + min(hidden[d], t - start), f"{d} hidden behind compute", exposed=False)
-        for d in ("tp", "cp", "ep"):
-            seg(d, t, t + mb_exposed[d], f"{d} exposed, {label}")
+        for d in ("tp", "cp", "ep", "fp8_amax"):  # fp8_amax: delayed scaling's blocking amax reductions
+            seg(d, t, t + mb_exposed[d], f"{d} exposed, {label}" if d != "fp8_amax" else f"FP8 amax reductions, "
+                f"{label}")
             t += mb_exposed[d]
         seg("pp", t, t + pp_each, f"pipeline sends, {label}")
         t += pp_each
