@@ -123,3 +123,35 @@ def test_hopper_causal_backward_is_the_full_curve_times_cudnns_causal_ratio():
     # the causal backward runs slower than the full one at every published length, less so as the length grows
     ratios = [CAUSAL_OVER_FULL_BWD_94[k] for k in sorted(CAUSAL_OVER_FULL_BWD_94)]
     assert all(r < 1 for r in ratios) and ratios == sorted(ratios)
+
+
+B200_9102 = {  # cuDNN 9.10.2 on B200 through PyTorch's SDPA, causal, hdim 128, 128 / 8 heads, batch 1: keys -> ms
+    "fwd": {16384: 6.517, 32768: 24.611, 65536: 97.192, 131072: 423.196},
+    "bwd": {16384: 20.498, 32768: 78.227, 65536: 332.507, 131072: 1375.057},
+}
+"""NVIDIA/cudnn-frontend@9793df5 ``benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv``
+(``pyt_cudnn`` rows; README: PyTorch 25.06 container, cuDNN 9.10.2; the harness pauses a hundredth of each pass's
+time, at most 1 s, after it, "to avoid GPU throttling"): the one published causal hdim-128 set that reaches 128K keys.
+Its file's rates: forward 1,350 / 1,430 / 1,448 / 1,330, backward 1,073 / 1,124 / 1,058 / 1,024 TFLOP/s."""
+
+
+def test_b200_to_128k_keeps_its_16k_training_rate_within_a_few_percent():
+    """The 128K point on Blackwell: each pass from its milliseconds (closed form, FlashAttention's convention) is the
+    file's rate, and a training step's attention (forward + backward, 1 : 2.5 in FLOPs) runs within 6% of its 16K rate
+    at 32K-128K (+5.2% / +0.6% / -3.9%), the flat extension topo prices, though the single passes move -5% to +7%
+    (backward 0.954 at 128K, forward 1.073 at 64K)."""
+    file_rates = {"fwd": {16384: 1349.763, 32768: 1429.616, 65536: 1448.032, 131072: 1330.234},
+                  "bwd": {16384: 1072.799, 32768: 1124.432, 65536: 1058.154, 131072: 1023.503}}
+    rate = {p: {k: flops(k, 128, 1, True, p == "bwd") / (ms * 1e-3) / 1e12 for k, ms in c.items()}
+            for p, c in B200_9102.items()}
+    for p, curve in rate.items():
+        for k, r in curve.items():
+            assert r == pytest.approx(file_rates[p][k], rel=1e-3), (p, k)
+    step = {k: 3.5 * flops(k, 128, 1, True, False) / ((B200_9102["fwd"][k] + B200_9102["bwd"][k]) * 1e-3)
+            for k in B200_9102["fwd"]}
+    moves = {k: step[k] / step[16384] - 1 for k in step}
+    assert moves == pytest.approx({16384: 0.0, 32768: 0.052, 65536: 0.006, 131072: -0.039}, abs=0.002)
+    assert max(abs(m) for m in moves.values()) < 0.06
+    k = gpu_compute("B200").kernels
+    for keys in (32768, 65536, 131072):
+        assert attention_rate_flops(k, 128, keys, True, True) == attention_rate_flops(k, 128, 16384, True, True)

@@ -762,11 +762,32 @@ def _attention_table(gpu: str, generation: str, named: str = "") -> str:
     if named:
         if not (isinstance(attn.get(named), dict) and "fwd_causal" in attn[named]):
             raise ValueError(f"gpus.toml: {gpu}: attention_table {named!r} is not a table of kernels.toml [attention]")
-        return named
+        return _burst_footing(attn, named)
     for name in (gpu, generation):
         if isinstance(attn.get(name), dict) and "fwd_causal" in attn[name]:
-            return name
-    return ""
+            return _burst_footing(attn, name)
+    return _burst_footing(attn, "")
+
+
+# The one clock footing an attention table may have: its rates are derated by the generation's sustained ratio
+# (MSMF / MAMF), which only a burst-clock rate may take; no soaked attention table is published (kernels.toml
+# [attention] clock).
+ATTENTION_CLOCK = "burst"
+
+
+def _burst_footing(attn: dict, name: str) -> str:
+    """``name``, once its attention table, its base and their sliding-window tables declare ``clock = "burst"``
+    (``kernels.toml`` ``[attention] clock``): :func:`attention_rate_flops` derates every table by the sustained
+    ratio, which a table measured at a power-saturated clock would take twice."""
+    table = attn[name] if name else attn
+    tables = [(name, table)] + ([(table["base"], attn[table["base"]])] if "base" in table else [])
+    tables += [(f"{n}.window".lstrip("."), t["window"]) for n, t in tables if isinstance(t.get("window"), dict)]
+    for key, t in tables:
+        if t.get("clock") != ATTENTION_CLOCK:
+            where = f"attention.{key}" if key else "attention"
+            raise ValueError(f"kernels.toml: {where}.clock: {t.get('clock')!r}; allowed: {ATTENTION_CLOCK!r} (a "
+                             "short benchmark's boost-clock rate, which [sustained] derates as a GEMM's MAMF)")
+    return name
 
 
 def _launch_gap_s(launch: dict, generation: str, graphed: bool) -> float:
