@@ -125,7 +125,7 @@ def render(inv: Inventory) -> str:
                  f"({inv.largest_nonblocking_group})")
     top = inv.tiers[-1].name
     latency = (f"{format_time(inv.farthest_switch_latency_s)} of switch latency one way"
-               if inv.farthest_switch_latency_s > 0 else  # 0 is 'not given', not a free switch: say what is priced
+               if inv.farthest_switch_latency_s is not None else  # not given, not a free switch: say what is priced
                "no switch latency given (the tiers' latency), only the cost profile's per-step network latency")
     lines.append(f"farthest GPUs               {count_noun(inv.farthest_switch_hops, 'switch hop')} (up to {top} "
                  f"and down), {latency}")
