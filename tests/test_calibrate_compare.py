@@ -621,7 +621,7 @@ def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
     them; the written profile's value is the base's times it."""
     log = LOGS / "dstack_nebius_h100_allreduce_2n.txt"
     doc = json.loads(run_cli("calibrate", str(log), "--gpu", "H100", "--json", check=True).stdout)
-    assert "base_latency.LL128" in doc["multipliers"] and "nvlink_efficiency" not in doc["multipliers"]
+    assert "base_latency_LL128" in doc["multipliers"] and "nvlink_efficiency" not in doc["multipliers"]
     out = tmp_path / "mine.toml"
     err = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True).stderr.splitlines()
     for k, v in doc["values"].items():
@@ -630,7 +630,12 @@ def test_calibrate_says_which_fitted_values_are_multipliers(tmp_path):
         assert want in err, (want, err)
     written = tomllib.loads(out.read_text())["base_latency_us"]["value"]["ring"]["LL128"]
     base_us = resolve_profile(doc["base"]).base_latency_s["ring"]["LL128"] * 1e6
-    assert written == pytest.approx(base_us * doc["values"]["base_latency.LL128"], rel=1e-6)
+    assert written == pytest.approx(base_us * doc["values"]["base_latency_LL128"], rel=1e-6)
+    # json52 (walk17): one name per parameter: the text, --json and the profile's fitted table (printed
+    # base_latency.LL, written base_latency_LL before)
+    provenance = tomllib.loads(out.read_text())["profile"]["provenance"]
+    assert set(provenance["fitted"]) == set(doc["values"]) and "base_latency_LL128" in provenance["fitted"]
+    assert all("base_latency." not in line for line in err)
 
 
 def test_a_gpu_given_in_lower_case_names_the_cluster_as_the_catalog_does():

@@ -129,7 +129,7 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     """The text of one layout across the sites; ``say`` words each note (:func:`run_region_train`); with
     ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
-    mfu = mfu_text(one["mfu"], one["precision"], one["peak_flops_per_gpu"])
+    mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
     lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")

@@ -677,8 +677,8 @@ def _print_step(r, tokens, model) -> None:
          f"{L['global_batch']} x {r.tokens_per_step // L['global_batch']} tokens per step, "
          f"{L['microbatches']} micro-batch{'es' if L['microbatches'] != 1 else ''} of {L['micro_batch']}")
     emit(f"step time   {format_time(r.step_time_s)}   tokens/s {r.tokens_per_s:,.0f}   "
-         f"TFLOPs/GPU {r.tflops_per_gpu:.0f} ({r.flop_convention})   "
-         f"{mfu_text(r.mfu, r.precision, r.peak_flops_per_gpu)}")
+         f"TFLOPs/GPU {r.tflop_per_s_per_gpu:.0f} ({r.flop_convention})   "
+         f"{mfu_text(r.mfu, r.precision, r.peak_flop_per_s_per_gpu)}")
     line = uncertainty_line(r.uncertainty)
     if line:
         emit(line)
@@ -787,7 +787,7 @@ def _print_search(res, top, held: dict, model) -> None:
         worst = max(costs, key=costs.get)
         why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
-                     L["dp_sharding"], format_time(r.step_time_s), f"{r.tflops_per_gpu:.0f}", f"{r.mfu:.1%}",
+                     L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
                      gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
     if len(orders) > 1:
