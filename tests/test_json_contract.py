@@ -82,6 +82,18 @@ def faults(doc, path: str = "", inherited: bool = False) -> list[str]:
     return out
 
 
+def float_byte_counts(doc, path: str = "") -> list[str]:
+    """Byte counts (``bytes``, ``*_bytes``, ``*_bytes_per_step``) given as floats; a layout's ``weight_bytes`` and
+    the like are bytes per parameter (2.0 in BF16), not counts, and are not checked."""
+    if isinstance(doc, list):
+        return [x for item in doc for x in float_byte_counts(item, path + "[]")]
+    if not isinstance(doc, dict):
+        return []
+    out = [f"{path}.{k}" for k, v in doc.items() if isinstance(v, float)
+           and (k == "bytes" or k.endswith(("_bytes", "_bytes_per_step")))]
+    return out + [x for k, v in doc.items() if k != "layout" for x in float_byte_counts(v, f"{path}.{k}")]
+
+
 def test_the_checker_catches_what_it_guards():
     assert faults({"reliability": {"lost_by_part": {"checkpoint stall": 0.05, "catch-up": 0.06}}}) == [
         ".reliability.lost_by_part.checkpoint stall: a key with a space",
@@ -90,6 +102,8 @@ def test_the_checker_catches_what_it_guards():
     assert faults({"peak_flops": {"bf16": 1e18}, "compute": {"reference_cluster_flops": 6e18}}) == [
         ".peak_flops.bf16: a quantity without a unit suffix",
         ".compute.reference_cluster_flops: a quantity without a unit suffix"]
+    assert float_byte_counts({"comm": [{"size_bytes": 67108864.0}], "layout": {"weight_bytes": 2.0}, "n_bytes": 1}) == [
+        ".comm[].size_bytes"]
     assert faults({"peak_flop_per_s": {"bf16": 1e18}, "lost_fraction_by_part": {"catch_up": 0.1}, "n": 3,
                    "power_W_each": 1.0, "peak_flop_per_s_per_gpu": 9.89e14, "inputs": [{"key": "a.price_usd",
                                                                                         "value": 2.0}]}) == []
@@ -117,6 +131,8 @@ COMMANDS = {
 def test_every_json_key_is_snake_case_and_names_its_unit(name):
     doc = json.loads(run_cli(*COMMANDS[name], "--json", check=True).stdout)
     assert faults(doc) == [], f"topo {' '.join(COMMANDS[name])} --json"
+    # one type for byte counts: whole numbers, as capacity_bytes (walk17: comm[].size_bytes 67108864.0)
+    assert float_byte_counts(doc) == [], f"topo {' '.join(COMMANDS[name])} --json"
 
 
 def test_calibrate_json_keys(tmp_path):
@@ -129,3 +145,12 @@ def test_sweep_figure_columns_name_their_units():
     bad = [f"{c}.{k}" for c, cols in FIGURES.items() for k, (kind, _) in cols.items()
            if " " in k or (kind == "float64" and not has_unit(k) and k not in UNITLESS)]
     assert bad == []
+
+
+def test_train_reports_the_sequence_length_its_step_ran():
+    """walk17: ``layout.seq_len`` was null while the step ran Llama 3 8B's 8,192 tokens (the model file's
+    seq_len, topo/data/models/llama3-8b.toml); tokens_per_step = global batch x that length."""
+    doc = json.loads(run_cli(*COMMANDS["train"], "--json", check=True).stdout)
+    assert doc["layout"]["seq_len"] == 8192 and doc["tokens_per_step"] == 256 * 8192
+    given = json.loads(run_cli(*COMMANDS["train"], "--seq", "4096", "--json", check=True).stdout)
+    assert given["layout"]["seq_len"] == 4096 and given["tokens_per_step"] == 256 * 4096

@@ -34,6 +34,7 @@ __all__ = [
     "GB",
     "GiB",
     "MAX_SIZE_BYTES",
+    "whole_bytes",
 ]
 
 GB = 1e9
@@ -181,6 +182,28 @@ def parse_time_s(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise UnitError(f"a time must be >= 0, got {text!r}")
     return value
+
+
+def whole_bytes(d: dict) -> dict:
+    """``d`` with each finite float under a key ``bytes`` or ending in ``_bytes`` or ``_bytes_per_step`` rounded to
+    an int (a JSON document's byte counts are whole, as ``capacity_bytes`` is); other values as they are.
+
+    Parameters
+    ----------
+    d : dict
+        One flat level of a JSON-ready document (nested dicts are not entered).
+
+    Returns
+    -------
+    dict
+
+    >>> whole_bytes({"size_bytes": 67108864.0, "time_s": 0.5, "short_bytes": 0.0})
+    {'size_bytes': 67108864, 'time_s': 0.5, 'short_bytes': 0}
+    """
+    def count(k: str, v) -> bool:
+        return (k == "bytes" or k.endswith(("_bytes", "_bytes_per_step"))) and isinstance(v, float) and math.isfinite(v)
+
+    return {k: int(round(v)) if count(k, v) else v for k, v in d.items()}
 
 
 def format_size(nbytes: float) -> str:

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
+from ..units import whole_bytes
 from .renewal import optimum_work_s, renewal_goodput, segment_time_parts_s
 
 __all__ = ["LOST_PART_LABELS", "Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
@@ -123,7 +124,7 @@ class Reliability:
     sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return whole_bytes(asdict(self))
 
 
 def _best_work_s(stall_s: float, mtbf_s: float, min_work_s: float) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..units import whole_bytes
 from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
@@ -81,7 +82,7 @@ class PlanResult:
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
         p, c, n, r, o, f = self.power, self.capex, self.network, self.reliability, self.ownership, self.floor
-        return {
+        return whole_bytes({
             "name": self.name, "num_gpus": self.num_gpus, "switches": self.bom.num_switches,
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules, "cables": self.bom.num_cables,
             "halls": f.num_halls, "floor_area_m2": f.area_m2, "total_floor_m2": self.total_floor_m2,
@@ -115,7 +116,7 @@ class PlanResult:
                 "first_quarter_capex_usd": self.deployment.quarters[0].capex_usd,
                 "first_quarter_gpus": self.deployment.quarters[0].gpus_online} if self.deployment else {}),
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
-        }
+        })
 
     def to_dict(self) -> dict:
         h = self.headline()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..units import whole_bytes
 from .memory import MemoryBreakdown
 
 __all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
@@ -109,14 +110,14 @@ class StepResult:
             "peak_flop_per_s_per_gpu": self.peak_flop_per_s_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
             "memory": self.memory.to_dict(), "overlap": self.overlap,
-            "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
+            "comm": [whole_bytes(asdict(c)) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
             "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty), "host_cpu": dict(self.host_cpu),
         }
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
-        return d
+        return whole_bytes(d)
 
     def to_frame(self):
         """One row per breakdown component: seconds and share of the step."""

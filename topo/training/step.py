@@ -1011,7 +1011,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
-    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp)
+    # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null
+    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp, seq_len=seq)
     if model.moe is not None:  # dropless: what the busiest EP rank's experts and all-to-all carry; padded: None
         layout["moe_busiest_rank_load"] = (busiest_rank_load(model, lay) if expert_capacity(model, lay) is None
                                            else None)
