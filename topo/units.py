@@ -61,14 +61,17 @@ _SIZE_UNITS = {
     "m": 2**20,
     "g": 2**30,
     "t": 2**40,
+    "p": 2**50,
     "kib": 2**10,
     "mib": 2**20,
     "gib": 2**30,
     "tib": 2**40,
+    "pib": 2**50,
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
     "tb": 10**12,
+    "pb": 10**15,
 }
 
 _SIZE_HELP = "a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, 512MB"
@@ -208,7 +211,7 @@ def whole_bytes(d: dict) -> dict:
 
 def format_size(nbytes: float) -> str:
     """Human size in binary units, as nccl-tests users read them: ``1 GiB``, ``64 KiB``, ``8 B``."""
-    for unit, mult in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, mult in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= mult:
             return f"{nbytes / mult:.4g} {unit}"
     return f"{nbytes:.4g} B"
