@@ -46,8 +46,7 @@ def stages() -> dict:
 def arithmetic() -> list[str]:
     """The new lines of the default plan, with the arithmetic to check them by hand (catalog values substituted)."""
     import topo
-    from topo.plan import load_catalog, plan
-    from topo.plan.reliability import LOST_PART_LABELS
+    from topo.plan import LOST_PART_LABELS, load_catalog, plan
 
     r = plan(collectives=False)
     f, c, o, p, rel = r.floor, r.capex, r.ownership, r.power, r.reliability

@@ -234,12 +234,27 @@ def format_rate(bps: float) -> str:
     return f"{bits:.4g} b/s"
 
 
-def format_time(seconds: float) -> str:
-    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``."""
-    for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= mult:
-            return f"{seconds / mult:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
+def format_time(seconds: float, zeros: bool = False) -> str:
+    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``; 4 significant digits.
+
+    Parameters
+    ----------
+    seconds : float
+    zeros : bool
+        Keep trailing zeros (``3.800 s``, not ``3.8 s``), for a column or a range whose times are read side by
+        side (walk17: ``3.8 s`` under ``3.776 s`` in the search table).
+
+    Returns
+    -------
+    str
+
+    >>> format_time(3.8), format_time(3.8, zeros=True), format_time(4.04e-3, zeros=True), format_time(1000, True)
+    ('3.8 s', '3.800 s', '4.040 ms', '1000 s')
+    """
+    spec = "#.4g" if zeros else ".4g"
+    for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if seconds >= mult or unit == "ns":
+            return f"{format(seconds / mult, spec).rstrip('.')} {unit}"
 
 
 def format_usd(usd: float, smallest: str = "") -> str:

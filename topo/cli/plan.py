@@ -8,8 +8,7 @@ import math
 from .. import training
 from ..atomic import check_output, open_output
 from ..errors import TopoError
-from ..plan import DesignComparison, PlanResult, plan
-from ..plan.reliability import LOST_PART_LABELS
+from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
