@@ -46,7 +46,7 @@ def stages() -> dict:
 def arithmetic() -> list[str]:
     """The new lines of the default plan, with the arithmetic to check them by hand (catalog values substituted)."""
     import topo
-    from topo.plan import load_catalog, plan
+    from topo.plan import LOST_PART_LABELS, load_catalog, plan
 
     r = plan(collectives=False)
     f, c, o, p, rel = r.floor, r.capex, r.ownership, r.power, r.reliability
@@ -106,7 +106,7 @@ def arithmetic() -> list[str]:
         f"16,384 x 54 x 24 / 35 h = {rel.table_network_mttf_years_per_gpu_link:.1f} years per GPU link",
         f"- checkpoint: sqrt({r.compute.flop:.3g} / 120) = {rel.params:.3g} parameters x 14 B = "
         f"{rel.checkpoint_bytes / 1e12:.1f} TB; goodput (renewal model) {100 * rel.goodput:.1f}% = 1 - "
-        + " - ".join(f"{100 * v:.1f}% {k}" for k, v in rel.lost_by_part.items())
+        + " - ".join(f"{100 * v:.1f}% {LOST_PART_LABELS.get(k, k)}" for k, v in rel.lost_fraction_by_part.items())
         + f" (first-order form: {100 * rel.goodput_first_order:.1f}%)",
         "- meta-llama3-24k longest links: "
         + ", ".join(f"{k} {v:.0f} m" for k, v in plan("meta-llama3-24k", collectives=False).floor.longest_m.items()),

@@ -237,7 +237,7 @@ def megatron_fsdp_unfused_wgrad(row) -> bool:
 def _paper_setups():
     """The runs of ``training_runs.csv`` (Megatron-LM SC21, Llama 3): each source's settings, the step time from
     its TFLOPs/GPU and its own FLOP count."""
-    from topo.training.flops import model_flops_per_step
+    from topo.training.flops import model_flop_per_step
     from topo.training.parallel import make_layout
     from topo.training.model import load_model
 
@@ -262,7 +262,7 @@ def _paper_setups():
         lay = make_layout(tp=int(row["tp"]), cp=int(row["cp"]), pp=int(row["pp"]), dp=int(row["dp"]),
                           global_batch=int(row["global_batch_seqs"]), seq_len=int(row["seq_len"]),
                           **{k: v for k, v in extra.items() if not (k == "vpp" and int(row["pp"]) == 1)})
-        step = model_flops_per_step(model, lay, conv) / (float(row["value"]) * 1e12 * int(row["num_gpus"]))
+        step = model_flop_per_step(model, lay, conv) / (float(row["value"]) * 1e12 * int(row["num_gpus"]))
         out.append(dict(run=rid, spec=spec, model=model, lay=lay, step_s=step, source=row["source_url"],
                         gpu=row["gpu"].split("-")[0]))
     return out

@@ -239,7 +239,7 @@ def test_every_fitted_parameter_at_its_bound_writes_a_profile_that_loads(tmp_pat
     start = resolve_profile(base)
     cases = [Case(setup_from_run(parse_text(log.read_text())[0]), "all_reduce", SIZES, [1.0] * len(SIZES), start)]
     params = calibration_params(start, cases)
-    assert {"nvlink_hop", "net_hop", "base_latency.Simple"} <= {p.name for p in params}
+    assert {"nvlink_hop", "net_hop", "base_latency_Simple"} <= {p.name for p in params}
     x_hi = [p.hi for p in params]
     fit = FitResult(params, x_hi, {p.name: p.value(x) for p, x in zip(params, x_hi)}, 10.0, 5.0, 1, 0.1,
                     [apply_params(start, params, x_hi)])
@@ -296,7 +296,7 @@ def test_a_bandwidth_only_log_fits_only_what_it_determines(tmp_path):
     fitted = set(res.fit.values)
     assert fitted <= {"nvlink_efficiency", "network_efficiency", "nvls_efficiency", "pipeline_window_MiB"}
     assert len(fitted) <= 3  # at most the log's sizes
-    for k in ("base_latency.LL", "base_latency.LL128", "base_latency.Simple", "nvlink_hop", "net_hop"):
+    for k in ("base_latency_LL", "base_latency_LL128", "base_latency_Simple", "nvlink_hop", "net_hop"):
         assert "do not see it" in res.fit.not_identified[k]
     doc = tomllib.loads(out.read_text())
     assert not any(k.startswith("base_latency") or k.endswith("hop_us") or k == "net_hop_scale" for k in doc)
@@ -316,7 +316,7 @@ def test_identified_drops_a_parameter_whose_effect_another_carries(tmp_path):
     prof = profile_for("hopper", "infiniband_ndr")
     case = Case(setup_from_run(run), "all_reduce", [r.size_bytes for r in run.rows], [r.time_s for r in run.rows],
                 prof)
-    base = [p for p in calibration_params(prof, [case]) if p.name == "base_latency.LL"][0]
+    base = [p for p in calibration_params(prof, [case]) if p.name == "base_latency_LL"][0]
     twin = FreeParam("twin", "log", 0.0, base.lo, base.hi, base.apply)
     why = identified([case], [base, twin], [0.0, 0.0])
     assert len(why) == 1 and "cannot tell them apart" in next(iter(why.values()))

@@ -9,7 +9,7 @@ from topo.plan import plan
 from conftest import run_cli
 
 REQUIRED = ("it_power_W", "facility_power_W", "energy_per_year_Wh", "energy_cost_per_year_usd", "capex_usd",
-            "network_capex_usd", "transceivers", "peak_flops", "goodput")
+            "network_capex_usd", "transceivers", "peak_flop_per_s", "goodput")
 
 
 def test_json_equals_the_library_result():

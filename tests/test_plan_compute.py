@@ -17,11 +17,11 @@ def test_15_to_31_times_gpt4s_cluster_and_6e26_in_100_days(reference):
     lines = _lines(reference)
     assert "15-31x" in lines[22] and "6e26 FLOP" in lines[23] and "0.35 x 100 days" in lines[23]
     r = plan(collectives=False)  # defaults: FP8, MFU 0.35, 100 days (catalog workload, sourced to line 24)
-    k = compute_budget(100_000, {p: f / r.num_gpus for p, f in r.compute.peak_flops.items()}, precision="fp8",
+    k = compute_budget(100_000, {p: f / r.num_gpus for p, f in r.compute.peak_flop_per_s.items()}, precision="fp8",
                        mfu=0.35, days=100, mfu_source="", reference_name="GPT-4", reference_flop=2.15e25,
                        reference_gpus=20_000, reference_peak_per_gpu=312e12)
-    assert k.peak_flops["bf16"] == pytest.approx(98.9e18) and k.peak_flops["fp8"] == pytest.approx(197.9e18)
-    assert k.reference_cluster_flops == pytest.approx(6.24e18)
+    assert k.peak_flop_per_s["bf16"] == pytest.approx(98.9e18) and k.peak_flop_per_s["fp8"] == pytest.approx(197.9e18)
+    assert k.reference_cluster_flop_per_s == pytest.approx(6.24e18)
     assert 15 <= k.peak_ratio_to_reference_cluster["bf16"] < 16 and 31 <= k.peak_ratio_to_reference_cluster["fp8"] < 32
     assert k.flop == pytest.approx(5.99e26, rel=1e-3)
     # the default plan (100,352 GPUs) uses the same defaults

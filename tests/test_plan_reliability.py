@@ -93,8 +93,8 @@ def test_too_few_hot_spares_add_the_repair_time():
 def test_goodput_splits_detection_restart_reload_and_catch_up():
     # MegaScale (NSDI'24) and Llama 3 report these apart; each is its own share of the lost time
     r = plan(collectives=False).reliability
-    parts = r.lost_by_part
-    assert set(parts) == {"checkpoint stall", "detection", "restart", "reload", "catch-up"}
+    parts = r.lost_fraction_by_part
+    assert set(parts) == {"checkpoint_stall", "detection", "restart", "reload", "catch_up"}
     # the recovery's share splits in proportion to its parts' durations
     assert parts["restart"] / parts["detection"] == pytest.approx(r.restart_s / r.detection_s)
     assert parts["reload"] / parts["detection"] == pytest.approx(r.reload_s / r.detection_s)

@@ -62,8 +62,10 @@ CASES = [
     ("topo compare tests/data/nccl_logs/nccl1453_h100_allreduce_tagged.txt --gpu H100",
      [("this run reaches 2% of what its hardware allows at sizes >= 64 MiB",
        "this run reaches 2% of what its hardware allows at sizes >= 64 MiB"),
-      ("the gap is at 1 MiB-512 MiB (4% of the model), where bandwidth dominates",
-       "the gap is at 1 MiB-512 MiB (4% of the model), where bandwidth dominates")]),
+      ("the gap is at 1 MiB-512 MiB (4% of the model), where latency dominates in the model at 1 MiB-4 MiB and "
+       "bandwidth at 8 MiB-512 MiB",
+       "the gap is at 1 MiB-512 MiB (4% of the model), where latency dominates in the model at 1 MiB-4 MiB and "
+       "bandwidth at 8 MiB-512 MiB")]),
 ]
 
 

@@ -427,7 +427,15 @@ def test_describe_says_no_switch_latency_is_given_rather_than_0_ns():
     # network latency, and a tier's latency is added per switch hop only when given
     fabric = build_fabric(load_spec("meta-llama3-24k"))
     inv = inventory(fabric)
-    assert inv.farthest_switch_latency_s == 0 and inv.farthest_switch_hops == 5
+    # json52: not given is None (JSON null), not 0.0, which a JSON reader takes for a free switch
+    assert inv.farthest_switch_latency_s is None and inv.farthest_switch_hops == 5
+    assert [t.latency_s for t in inv.tiers] == [None, None, None]
+    doc = json.loads(run_cli("describe", "meta-llama3-24k", "--json", check=True).stdout)
+    assert doc["farthest_switch_latency_s"] is None and [t["latency_s"] for t in doc["tiers"]] == [None] * 3
+    zero = json.loads(run_cli("describe", "meta-llama3-24k", "--json", "--set", "fabric.tiers[0].latency=0ns",
+                              check=True).stdout)  # a latency the spec gives, even 0, stays a number
+    assert zero["farthest_switch_latency_s"] == 0.0 and [t["latency_s"] for t in zero["tiers"]] == [0.0, None, None]
+    assert inventory(fabric).to_frame()["latency_s"].isna().all()
     assert estimate(fabric, "sendrecv", [8], ranks=[0, 16]).results[0].latency_s > 0  # two racks: network steps
     text = run_cli("describe", "meta-llama3-24k", check=True).stdout
     assert ("farthest GPUs               5 switch hops (up to atsw and down), no switch latency given (the tiers' "

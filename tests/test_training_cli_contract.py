@@ -19,7 +19,7 @@ ARGS = ["train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024",
 def test_json_contract_equals_library():
     p = run_cli(*ARGS, "--json", check=True)
     d = json.loads(p.stdout)
-    for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
+    for k in ("step_time_s", "tokens_per_s", "tflop_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
               "breakdown_s", "bound_by"):
         assert k in d
     lib = estimate_step(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), load_model("llama3-70b"),
@@ -37,8 +37,8 @@ def test_text_table():
 def test_the_text_says_which_peak_the_mfu_is_of(precision, peak_TFLOPs):
     # walk6: "MFU 19.0%" on an FP8 job did not say whether it was of the FP8 or the BF16 peak (conventions differ)
     d = json.loads(run_cli(*ARGS, "--precision", precision, "--json", check=True).stdout)
-    assert d["peak_flops_per_gpu"] == peak_TFLOPs * 1e12
-    assert d["mfu"] == pytest.approx(d["tflops_per_gpu"] * 1e12 / d["peak_flops_per_gpu"], rel=1e-9)
+    assert d["peak_flop_per_s_per_gpu"] == peak_TFLOPs * 1e12
+    assert d["mfu"] == pytest.approx(d["tflop_per_s_per_gpu"] * 1e12 / d["peak_flop_per_s_per_gpu"], rel=1e-9)
     line = run_cli(*ARGS, "--precision", precision, check=True).stdout.splitlines()[1]
     assert line.endswith(f"MFU {d['mfu']:.1%} of the {precision} peak ({peak_TFLOPs:,} TFLOP/s dense)"), line
 
@@ -59,7 +59,7 @@ def test_a_region_step_says_which_peak_its_mfu_is_of_as_train_does():
     cmd = ["train", "two-site-h100", "--model", "llama3-8b", "--tp", "8", "--pp", "1", "--global-batch", "768",
            "--precision", "fp8"]
     one = json.loads(run_cli(*cmd, "--json", check=True).stdout)["one_site"]
-    assert one["peak_flops_per_gpu"] == 1979e12 and one["precision"] == "fp8"
+    assert one["peak_flop_per_s_per_gpu"] == 1979e12 and one["precision"] == "fp8"
     line = run_cli(*cmd, check=True).stdout.splitlines()[0]
     assert line.endswith(f"steps in {format_time(one['step_time_s'])}, MFU {one['mfu']:.1%} of the fp8 "
                          "peak (1,979 TFLOP/s dense)"), line

@@ -2,7 +2,7 @@
 
 import pytest
 
-from topo.training.flops import model_flops_per_step, stage_flops
+from topo.training.flops import model_flop_per_step, stage_flops
 from topo.training.parallel import make_layout
 from topo.training.model import load_model
 
@@ -14,7 +14,7 @@ def test_megatron_eq3(name):
     B, s, L, h, V = 512, m.seq_len, m.layers, m.hidden, m.vocab
     lay = make_layout(global_batch=B)
     eq3 = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
-    assert model_flops_per_step(m, lay, "megatron") == pytest.approx(eq3, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron") == pytest.approx(eq3, rel=1e-12)
 
 
 def test_six_n_plus_attention_llama():
@@ -23,7 +23,7 @@ def test_six_n_plus_attention_llama():
     lay = make_layout(global_batch=16)
     n = m.total_params - m.vocab * m.hidden
     per_token = 6 * n + 12 * m.layers * m.hidden * m.seq_len
-    assert model_flops_per_step(m, lay, "6n") == pytest.approx(16 * m.seq_len * per_token, rel=1e-12)
+    assert model_flop_per_step(m, lay, "6n") == pytest.approx(16 * m.seq_len * per_token, rel=1e-12)
 
 
 def test_recompute_adds_a_forward():
@@ -59,8 +59,8 @@ def test_six_n_counts_attention_in_a_hybrids_attention_layers_only_through_the_c
     d = json.loads(out)
     s = m.seq_len
     per_token = 6 * (m.total_params - m.vocab * m.hidden) + 12 * attn * m.heads * m.head_dim * s
-    assert d["model_flops_per_step"] == pytest.approx(8 * s * per_token, rel=1e-12)
-    assert d["tflops_per_gpu"] == pytest.approx(d["model_flops_per_step"] / d["step_time_s"] / 8 / 1e12, rel=1e-9)
+    assert d["model_flop_per_step"] == pytest.approx(8 * s * per_token, rel=1e-12)
+    assert d["tflop_per_s_per_gpu"] == pytest.approx(d["model_flop_per_step"] / d["step_time_s"] / 8 / 1e12, rel=1e-9)
 
 
 def test_megatron_convention_counts_a_hybrids_blocks_apart():
@@ -71,4 +71,4 @@ def test_megatron_convention_counts_a_hybrids_blocks_apart():
     att = 2 * m.attention_params + 2 * s * m.heads * (m.qk_dim + m.v_dim)
     layers = 10 * att + 54 * 2 * m.dense_mlp_params + 54 * 2 * m.mamba_params
     expected = 8 * s * (4 * layers + 3 * 2 * h * m.vocab)
-    assert model_flops_per_step(m, make_layout(global_batch=8), "megatron") == pytest.approx(expected, rel=1e-12)
+    assert model_flop_per_step(m, make_layout(global_batch=8), "megatron") == pytest.approx(expected, rel=1e-12)

@@ -11,7 +11,7 @@ ratio is the count per token that Megatron-Bridge logged.
 
 import pytest
 
-from topo.training.flops import model_flops_per_step
+from topo.training.flops import model_flop_per_step
 from topo.training.flops_megatron_lm import swa_context
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
@@ -19,7 +19,7 @@ from topo.training.parallel import make_layout
 
 def _per_token(name: str, convention: str, seq: int, tp: int = 1) -> float:
     lay = make_layout(tp=tp, dp=1, global_batch=1, seq_len=seq)
-    return model_flops_per_step(load_model(name), lay, convention) / seq
+    return model_flop_per_step(load_model(name), lay, convention) / seq
 
 
 def test_swa_context_is_the_mean_causal_window():
@@ -84,5 +84,5 @@ def test_cli_takes_the_convention():
     got = {c: json.loads(run_cli(*args, "--flops", c, check=True).stdout) for c in ("megatron-lm", "megatron-bridge")}
     assert got["megatron-lm"]["step_time_s"] == got["megatron-bridge"]["step_time_s"]
     lm, br = (_per_token("gpt-oss-120b", c, 4096) for c in ("megatron-lm", "megatron-bridge"))
-    for k in ("model_flops_per_step", "tflops_per_gpu", "mfu"):
+    for k in ("model_flop_per_step", "tflop_per_s_per_gpu", "mfu"):
         assert got["megatron-bridge"][k] / got["megatron-lm"][k] == pytest.approx(br / lm, rel=1e-9)

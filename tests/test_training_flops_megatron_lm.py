@@ -7,7 +7,7 @@ that drifts fails here.
 
 import pytest
 
-from topo.training.flops import model_flops_per_step
+from topo.training.flops import model_flop_per_step
 from topo.training.flops_megatron_lm import padded_vocab
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
@@ -28,9 +28,9 @@ def test_gpt_is_eq3_without_recomputation_and_with_causal_scores(name):
     assert V % (128 * 8) == 0  # no padding at tp 8
     expected = 72 * B * s * L * h * h * (1 + s / (12 * h) + V / (12 * L * h))
     lay = make_layout(global_batch=B, tp=8, dp=1)
-    assert model_flops_per_step(m, lay, "megatron-lm") == pytest.approx(expected, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron-lm") == pytest.approx(expected, rel=1e-12)
     # 3 passes where SC21's eq. 3 counts 4 (rev47): the ratio a user sees between the two logs
-    assert model_flops_per_step(m, lay, "megatron-lm") < 0.76 * model_flops_per_step(m, lay, "megatron")
+    assert model_flop_per_step(m, lay, "megatron-lm") < 0.76 * model_flop_per_step(m, lay, "megatron")
 
 
 def test_llama3_405b_gqa_swiglu():
@@ -42,7 +42,7 @@ def test_llama3_405b_gqa_swiglu():
     per_token = (3 * 2 * L * (h * (q + 2 * kv) + q * h) + 3 * 2 * L * h * ffn * 3 + 3 * 2 * L * q / 2 * 2 * s
                  + 3 * 2 * h * V)
     lay = make_layout(global_batch=16, seq_len=s, tp=8, dp=1)
-    assert model_flops_per_step(m, lay, "megatron-lm") == pytest.approx(16 * s * per_token, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron-lm") == pytest.approx(16 * s * per_token, rel=1e-12)
 
 
 def test_deepseek_v3_mla_moe_mtp():
@@ -59,7 +59,7 @@ def test_deepseek_v3_mla_moe_mtp():
     core = n * (qk + rope) / 2 + n * v / 2
     per_token = 3 * 2 * (mlp + layers * attn + mtp * (3 * h + 2 * h * h) + h * V * (mtp + 1)) + 3 * 2 * s * layers * core
     lay = make_layout(global_batch=4, seq_len=s)
-    assert model_flops_per_step(m, lay, "megatron-lm") == pytest.approx(4 * s * per_token, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron-lm") == pytest.approx(4 * s * per_token, rel=1e-12)
 
 
 def test_nemotron_h_56b_hybrid():
@@ -76,7 +76,7 @@ def test_nemotron_h_56b_hybrid():
     mamba = 2 * h * (2 * d_in + 2 * 8 * 256 + 256) + 7 * d_in * 256 + 2 * d_in * h
     per_token = 3 * (10 * attn + 54 * mlp + 54 * mamba + 2 * h * V)
     lay = make_layout(global_batch=8, tp=8, dp=1)
-    assert model_flops_per_step(m, lay, "megatron-lm") == pytest.approx(8 * s * per_token, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron-lm") == pytest.approx(8 * s * per_token, rel=1e-12)
 
 
 def test_nemotron_3_nano_hybrid_moe_takes_d_in_as_2h():
@@ -92,7 +92,7 @@ def test_nemotron_3_nano_hybrid_moe_takes_d_in_as_2h():
     mamba = 2 * h * (2 * d_in + 2 * 8 * 128 + 64) + 7 * d_in * 128 + 2 * d_in * h
     per_token = 3 * (6 * attn + 23 * moe + 23 * mamba + 2 * h * V)
     lay = make_layout(global_batch=8)
-    assert model_flops_per_step(m, lay, "megatron-lm") == pytest.approx(8 * s * per_token, rel=1e-12)
+    assert model_flop_per_step(m, lay, "megatron-lm") == pytest.approx(8 * s * per_token, rel=1e-12)
 
 
 def test_cli_names_and_checks_the_convention():
@@ -115,5 +115,5 @@ def test_the_logits_count_the_padded_vocabulary_through_the_step():
     m = load_model("deepseek-v3-671b")
     assert (m.vocab, m.hidden, m.mtp_layers) == (129280, 7168, 1)
     tp1, tp8 = (make_layout(global_batch=4, seq_len=4096, tp=tp, dp=1) for tp in (1, 8))
-    grown = model_flops_per_step(m, tp8, "megatron-lm") - model_flops_per_step(m, tp1, "megatron-lm")
+    grown = model_flop_per_step(m, tp8, "megatron-lm") - model_flop_per_step(m, tp1, "megatron-lm")
     assert grown == pytest.approx(4 * 4096 * 3 * 2 * 7168 * (130048 - 129280) * 2, rel=1e-9)

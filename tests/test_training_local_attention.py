@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from topo.errors import TopoError
-from topo.training.flops import layer_flops, model_flops_per_step
+from topo.training.flops import layer_flops, model_flop_per_step
 from topo.training.memory import block_activation_bytes
 from topo.training.model import load_model, model_from_dict
 from topo.training.operators import block_ops, block_time
@@ -86,7 +86,7 @@ def test_megatron_flops_count_the_window_band():
     lay = make_layout(global_batch=2)
     n = oss.active_params - oss.vocab * oss.hidden
     per_token = 6 * n + 3 * oss.layers * f.scores
-    assert model_flops_per_step(oss, lay, "6n") == pytest.approx(2 * s * per_token, rel=1e-12)
+    assert model_flop_per_step(oss, lay, "6n") == pytest.approx(2 * s * per_token, rel=1e-12)
 
 
 def test_local_block_is_cheaper_and_stores_the_same():

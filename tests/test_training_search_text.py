@@ -4,6 +4,7 @@ interval its model group's out-of-family error puts around a step, where the job
 for the host's launches (inside compute), not a smaller collective."""
 
 import json
+import re
 
 import pytest
 
@@ -78,3 +79,17 @@ def test_a_search_that_finds_layouts_says_the_factor_too():
     assert note in js["notes"] and all(r["layout"]["tp"] * r["layout"]["cp"] * r["layout"]["pp"] % 9 == 0
                                        for r in js["ranked"])
     assert f"note: {note}" in run_cli(*args, check=True).stdout
+
+
+def test_the_search_table_s_times_keep_their_four_digits():
+    """walk17: the table read ``3.8 s`` under ``3.776 s`` and ``3.39 s`` beside ``3.412 s`` (format_time dropped
+    trailing zeros); every time of a column, and the interval's two ends, now carry 4 significant digits."""
+    text = run_cli("train", "dgx-h100-superpod", "--model", "llama3-70b", "--gpus", "1024", "--global-batch", "512",
+                   "--search", "--top", "3", check=True).stdout.splitlines()  # the README's search; #2 steps 3.800 s
+    rows = [ln for ln in text if re.match(r"\s*\d+ ", ln)]
+    assert " 3.800 s " in rows[1]
+    times = [t for ln in rows for t in re.findall(r"(\d[\d.]*) (?:s|ms|us)\b", ln)]
+    line = next(ln for ln in text if ln.startswith("uncertainty of each step: "))
+    times += re.findall(r"(\d[\d.]*) (?:s|ms|us)\b", line.split("(#1: ")[1])
+    assert len(times) >= 3 * len(rows) + 2
+    assert all(len(t.replace(".", "").lstrip("0")) == 4 or len(t.split(".")[0]) >= 4 for t in times), times

@@ -42,7 +42,7 @@ def test_breakdown_adds_up_and_bubble(fabric):
     # Narayanan et al. 2021: bubble = (p - 1) / v micro-batch times = (p - 1)/(m v) of the ideal time
     assert r.breakdown_s["bubble"] == pytest.approx((4 - 1) / 2 * per_mb)
     assert r.tokens_per_s == pytest.approx(256 * m.seq_len / r.step_time_s)
-    assert r.mfu == pytest.approx(r.tflops_per_gpu / 989)
+    assert r.mfu == pytest.approx(r.tflop_per_s_per_gpu / 989)
     no_pp = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
     assert no_pp.breakdown_s["bubble"] == 0 and no_pp.breakdown_s["pp"] == 0
 
@@ -121,7 +121,7 @@ def test_precision_and_time_to_train(fabric):
     bf16 = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256))
     fp8 = estimate_step(fabric, m, make_layout(tp=8, dp=128, global_batch=256, precision="fp8"))
     # H100 dense peaks (data/reference/planner.md): BF16 989, FP8 1,979 TFLOP/s; MFU is against the one used
-    assert bf16.peak_flops_per_gpu == 989e12 and fp8.peak_flops_per_gpu == 1979e12
+    assert bf16.peak_flop_per_s_per_gpu == 989e12 and fp8.peak_flop_per_s_per_gpu == 1979e12
     # FP8 runs the linear layers' GEMMs only (issue 20): faster than BF16, far from twice as fast, and the
     # attention core and the norms take exactly as long
     assert bf16.breakdown_s["compute"] * 989 / 1979 < fp8.breakdown_s["compute"] < bf16.breakdown_s["compute"]

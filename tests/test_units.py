@@ -7,12 +7,14 @@ from topo.units import (UnitError, format_bandwidth, format_rate, format_size, p
 @pytest.mark.parametrize("text, expected", [
     ("8", 8), (8, 8), ("64K", 65536), ("1M", 2**20), ("16G", 16 * 2**30),  # nccl-tests: binary suffixes
     ("1GiB", 2**30), ("1GB", 10**9), ("512MB", 512 * 10**6), ("4KiB", 4096), ("1.5K", 1536), ("2 MiB", 2 * 2**20),
+    # walk17: the limit's own message names 1 PiB, which was refused as not a size
+    ("1PiB", 2**50), ("1P", 2**50), ("1PB", 10**15),
 ])
 def test_parse_size(text, expected):
     assert parse_size_bytes(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["-1", "0", "abc", "1.5", "12Q", "", True, -4])
+@pytest.mark.parametrize("bad", ["-1", "0", "abc", "1.5", "12Q", "", True, -4, "2PiB"])
 def test_parse_size_rejects(bad):
     with pytest.raises(UnitError):
         parse_size_bytes(bad)
@@ -46,5 +48,6 @@ def test_parse_time_rejects(bad):
 
 def test_formatting():
     assert format_size(2**30) == "1 GiB"
+    assert format_size(2**50) == "1 PiB"  # the size limit, as its message names it
     assert format_bandwidth(50e9) == "50 GB/s"
     assert format_rate(50e9) == "400 Gb/s"

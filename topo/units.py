@@ -34,6 +34,7 @@ __all__ = [
     "GB",
     "GiB",
     "MAX_SIZE_BYTES",
+    "whole_bytes",
 ]
 
 GB = 1e9
@@ -60,14 +61,17 @@ _SIZE_UNITS = {
     "m": 2**20,
     "g": 2**30,
     "t": 2**40,
+    "p": 2**50,
     "kib": 2**10,
     "mib": 2**20,
     "gib": 2**30,
     "tib": 2**40,
+    "pib": 2**50,
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
     "tb": 10**12,
+    "pb": 10**15,
 }
 
 _SIZE_HELP = "a size such as 8, 64K, 1M, 16G (nccl-tests, binary) or 1GiB, 512MB"
@@ -183,9 +187,31 @@ def parse_time_s(text: str) -> float:
     return value
 
 
+def whole_bytes(d: dict) -> dict:
+    """``d`` with each finite float under a key ``bytes`` or ending in ``_bytes`` or ``_bytes_per_step`` rounded to
+    an int (a JSON document's byte counts are whole, as ``capacity_bytes`` is); other values as they are.
+
+    Parameters
+    ----------
+    d : dict
+        One flat level of a JSON-ready document (nested dicts are not entered).
+
+    Returns
+    -------
+    dict
+
+    >>> whole_bytes({"size_bytes": 67108864.0, "time_s": 0.5, "short_bytes": 0.0})
+    {'size_bytes': 67108864, 'time_s': 0.5, 'short_bytes': 0}
+    """
+    def count(k: str, v) -> bool:
+        return (k == "bytes" or k.endswith(("_bytes", "_bytes_per_step"))) and isinstance(v, float) and math.isfinite(v)
+
+    return {k: int(round(v)) if count(k, v) else v for k, v in d.items()}
+
+
 def format_size(nbytes: float) -> str:
     """Human size in binary units, as nccl-tests users read them: ``1 GiB``, ``64 KiB``, ``8 B``."""
-    for unit, mult in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, mult in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= mult:
             return f"{nbytes / mult:.4g} {unit}"
     return f"{nbytes:.4g} B"
@@ -208,12 +234,27 @@ def format_rate(bps: float) -> str:
     return f"{bits:.4g} b/s"
 
 
-def format_time(seconds: float) -> str:
-    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``."""
-    for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= mult:
-            return f"{seconds / mult:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
+def format_time(seconds: float, zeros: bool = False) -> str:
+    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``; 4 significant digits.
+
+    Parameters
+    ----------
+    seconds : float
+    zeros : bool
+        Keep trailing zeros (``3.800 s``, not ``3.8 s``), for a column or a range whose times are read side by
+        side (walk17: ``3.8 s`` under ``3.776 s`` in the search table).
+
+    Returns
+    -------
+    str
+
+    >>> format_time(3.8), format_time(3.8, zeros=True), format_time(4.04e-3, zeros=True), format_time(1000, True)
+    ('3.8 s', '3.800 s', '4.040 ms', '1000 s')
+    """
+    spec = "#.4g" if zeros else ".4g"
+    for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if seconds >= mult or unit == "ns":
+            return f"{format(seconds / mult, spec).rstrip('.')} {unit}"
 
 
 def format_usd(usd: float, smallest: str = "") -> str:

@@ -3,9 +3,9 @@
 ``efficiency = modelled time / measured time``: 1.0 means the run is as fast as the model says its hardware
 allows, 0.5 that it takes twice as long. The headline is the median efficiency over the bandwidth regime (sizes
 >= 64 MiB, else the largest quarter of the sweep); the gap is the contiguous band of sizes with the lowest
-efficiency below 85%, and its regime is the model's: latency-dominated where the modelled latency term is at
-least half of the modelled time (a band with at least three sizes and a third of its sizes in each regime is
-called mixed). Where the run beats the model by more than 15% over a band of sizes (the model is too slow
+efficiency below 85%, and its regime is the model's: a size is latency-dominated where the modelled latency term
+is at least half of the modelled time (:attr:`SizeComparison.regime`, the table's column), and a band is the regime
+all its sizes share, else mixed, the verdict naming which of its sizes are which. Where the run beats the model by more than 15% over a band of sizes (the model is too slow
 for the cluster there), the verdict says so too, so that "no size falls below 85%" never hides a model that is slow.
 """
 
@@ -52,6 +52,12 @@ class SizeComparison:
     def latency_bound(self) -> bool:
         return self.model_latency_s >= 0.5 * self.model_s
 
+    @property
+    def regime(self) -> str:
+        """``latency`` where the modelled latency term is at least half the modelled time, else ``bandwidth``: the
+        one rule for the table's column, ``--json`` and the verdict's bands."""
+        return "latency" if self.latency_bound else "bandwidth"
+
     def to_dict(self) -> dict:
         """One size of ``topo compare --json``: SI base units with the unit in every key, as every topo document
         (bandwidths in B/s; the GB/s attributes are for the table)."""
@@ -59,7 +65,7 @@ class SizeComparison:
         for k in ("measured_busbw_GBps", "model_busbw_GBps"):
             d[k.replace("_GBps", "_Bps")] = d.pop(k) * 1e9
         return {**d, "efficiency": self.efficiency, "error_pct": (self.model_s / self.measured_s - 1) * 100,
-                "regime": "latency" if self.latency_bound else "bandwidth"}
+                "regime": self.regime}
 
 
 @dataclass
@@ -195,13 +201,30 @@ def _band(comps: list[SizeComparison], inside, weight) -> dict | None:
     if best is None:
         return None
     band = best[1]
-    nlat = sum(c.latency_bound for c in band)
-    nbw = len(band) - nlat
-    regime = ("mixed" if min(nlat, nbw) >= max(3, len(band) / 3) else
-              "latency" if nlat >= len(band) / 2 else "bandwidth")
+    regimes = {c.regime for c in band}
     return {"min_bytes": band[0].size_bytes, "max_bytes": band[-1].size_bytes,
             "median_efficiency": statistics.median(c.efficiency for c in band),
-            "regime": regime, "sizes": len(band)}
+            "regime": regimes.pop() if len(regimes) == 1 else "mixed", "sizes": len(band),
+            "latency_bound_bytes": [c.size_bytes for c in band if c.latency_bound],
+            "bandwidth_bound_bytes": [c.size_bytes for c in band if not c.latency_bound]}
+
+
+def _sizes_text(sizes: list[int], band: dict) -> str:
+    """``sizes`` (some of a band's) as ranges of consecutive sizes of the band: ``128 KiB-8 MiB, 32 MiB``."""
+    every = sorted(band["latency_bound_bytes"] + band["bandwidth_bound_bytes"])
+    runs: list[list[int]] = []
+    for s in sorted(sizes):
+        if runs and every.index(s) == every.index(runs[-1][-1]) + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(_range({"min_bytes": r[0], "max_bytes": r[-1]}) for r in runs)
+
+
+def _mixed_text(band: dict) -> str:
+    """Which sizes of a mixed band are latency-bound and which bandwidth-bound in the model."""
+    return (f"where latency dominates in the model at {_sizes_text(band['latency_bound_bytes'], band)} and "
+            f"bandwidth at {_sizes_text(band['bandwidth_bound_bytes'], band)}")
 
 
 def _range(band: dict) -> str:
@@ -237,7 +260,7 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
         elif gap["regime"] == "bandwidth":
             why = f"where bandwidth dominates: {_BANDWIDTH_WHY}"
         else:
-            why = (f"over sizes where latency dominates and sizes where bandwidth does, so both fall short: "
+            why = (f"{_mixed_text(gap)}, so both fall short: "
                    f"{_LATENCY_WHY}; and {_BANDWIDTH_WHY}; or the cluster is not the one modelled (see the "
                    "assumptions)")
         parts.append(f"the gap is at {_range(gap)} ({gap['median_efficiency'] * 100:.0f}% of the model), {why}")
@@ -247,8 +270,7 @@ def _verdict(run, comps, head, head_sizes, gap, profile_name, ahead=None, fitted
         parts.append(f"no size falls below {GAP_BELOW * 100:.0f}% of the model")
     if ahead and (head is None or head <= 1.1 or ahead["max_bytes"] < BW_MIN_BYTES):
         where = {"latency": "where latency dominates in the model",
-                 "bandwidth": "where bandwidth dominates in the model"}.get(
-            ahead["regime"], "over sizes where latency dominates in the model and sizes where bandwidth does")
+                 "bandwidth": "where bandwidth dominates in the model"}.get(ahead["regime"]) or _mixed_text(ahead)
         parts.append(f"at {_range(ahead)} the run is {ahead['median_efficiency']:.2f}x faster than the model "
                      f"({where}): the model ({profile_name}) is too slow for this "
                      f"cluster there; {advice}")

@@ -13,7 +13,7 @@ protocol per size), so a fit can stop in a local minimum: a fit that ends worse 
 Free parameters (:func:`calibration_params`) are multipliers on the starting profile, fitted in log space, except
 the efficiencies and the pipeline window, which are fitted as values:
 
-- ``base_latency.LL|LL128|Simple`` -- NCCL's per-call base latency of each protocol (every algorithm);
+- ``base_latency_LL|LL128|Simple`` -- NCCL's per-call base latency of each protocol (every algorithm);
 - ``nvlink_hop``, ``net_hop`` -- per-step latency over NVLink and over the network;
 - ``nvlink_efficiency``, ``network_efficiency`` -- usable fraction of each link class;
 - ``nvls_efficiency`` -- NVLS and NVLSTree bandwidth (when the GPU has NVLS);
@@ -141,7 +141,7 @@ def calibration_params(profile: Profile, cases: list[Case], tag: str | None = No
     multi = any(c.setup.fabric.num_gpus > 0 and _domains(c) > 1 for c in cases)
     colls = {c.collective for c in cases}
     # multipliers, bounded so the written profile stays within topo.engine.profile_data's physical ranges
-    out = [FreeParam(f"base_latency.{p}", "log", 0.0, math.log(0.2),
+    out = [FreeParam(f"base_latency_{p}", "log", 0.0, math.log(0.2),
                      _max_multiplier(10.0, ("base_latency_us", _table_max_us(profile.base_latency_s, p))),
                      _base(p), tag) for p in _PROTOS]
     out.append(FreeParam("nvlink_hop", "log", 0.0, math.log(0.2),

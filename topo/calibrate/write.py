@@ -37,7 +37,7 @@ def _table_us(table: dict) -> dict:
 def _fitted_values(start: Profile, fitted: Profile, names: set[str]) -> dict:
     """Fitted parameters in the data files' units, for the parameters that were fitted."""
     out = {}
-    if any(n.startswith("base_latency.") for n in names):
+    if any(n.startswith("base_latency_") for n in names):
         out["base_latency_us"] = _table_us(fitted.base_latency_s)
     if "nvlink_hop" in names:
         out["nvlink_hop_us"] = _table_us(fitted.nvlink_hop_s)
@@ -79,10 +79,10 @@ def profile_toml(name: str, base: str, start: Profile, fit: FitResult, logs: lis
              f"mdape_before_pct = {_toml_value(round(fit.mdape_before_pct, 3))}",
              f"mdape_after_pct = {_toml_value(round(fit.mdape_after_pct, 3))}",
              f"evaluations = {fit.nfev}",
-             f"fitted = {_toml_value({k.replace('.', '_'): round(float(v), 6) for k, v in fit.values.items()})}",
+             f"fitted = {_toml_value({k: round(float(v), 6) for k, v in fit.values.items()})}",
              f"sizes = {fit.sizes}",
              "# parameters the logs do not determine keep the base profile's values (topo.calibrate.fit.identified)",
-             f"not_fitted = {_toml_value({k.replace('.', '_'): v for k, v in fit.not_identified.items()})}",
+             f"not_fitted = {_toml_value(dict(fit.not_identified))}",
              "logs = [" + ", ".join(_toml_value({"path": x["path"], "sha256": x["sha256"],
                                                   "collective": x["collective"], "ranks": x["ranks"],
                                                   "sizes": x["sizes"]}) for x in logs) + "]", ""]

@@ -62,7 +62,7 @@ def run(args) -> int:
          "those sizes: in sample)")
     multipliers = res.fit.multipliers()
     for k, v in res.fit.values.items():
-        # a multiplier is not the quantity: 'base_latency.LL128 = 0.70' read as 0.70 us (walk8)
+        # a multiplier is not the quantity: 'base_latency_LL128 = 0.70' read as 0.70 us (walk8)
         note(f"  {k} = x{v:.4g} (times the base profile's values)" if k in multipliers else f"  {k} = {v:.4g}")
         if k in res.fit.at_bound:
             note(f"    {k} is {res.fit.at_bound[k]}")

@@ -4,6 +4,7 @@ the estimating commands take, is :mod:`topo.cli.estimate_args`)."""
 from __future__ import annotations
 
 import argparse
+import re
 
 from ..engine.profile_data import bundled_files
 from ..errors import TopoError
@@ -101,13 +102,36 @@ def fabric_from_args(args, name=None):
     return fabric
 
 
-def with_overrides(text: str, args) -> str:
+_FIGURE = re.compile(r"\d[\d,.:]*\d|\d")  # 1,792 and 7:1 and 12.8 as written
+
+
+def without_overrides(args) -> argparse.Namespace:
+    """``args`` without its ``--set``/``--unset`` overrides and ``--fail`` parts: the file as it is."""
+    return argparse.Namespace(**{**vars(args), "overrides": [], "failures": None})
+
+
+def _header_contradicted(own: str, text: str) -> bool:
+    """Whether a figure of the header's prose (not its sources) that the file's own table shows is gone from the
+    overridden table (walk16: "pods of 1,792 GPUs, 7:1 between pods" over 1,536-GPU pods at 3:1)."""
+    def parts(t: str) -> tuple[str, set[str]]:
+        lines = t.split("\n")
+        at = lines.index("") if "" in lines else 1
+        head = "\n".join(x for x in lines[:at] if not x.strip().startswith("source"))
+        return head, set(_FIGURE.findall("\n".join(lines[at:])))
+    head, own_body = parts(own)
+    new_body = parts(text)[1]
+    return any(f in own_body and f not in new_body for f in _FIGURE.findall(head))
+
+
+def with_overrides(text: str, args, own: str | None = None) -> str:
     """``describe``'s text with a line under its header (name, description, sources, assumptions) naming the
     ``--set``/``--unset`` overrides, since that header is the file's own prose, written before them (walk16: ``--set
     fabric.units_per_pod=6`` still read "non-blocking pods of 1,792 GPUs, 7:1 between pods" above a 1,536-GPU, 3:1
-    table)."""
+    table). With ``own``, the file's text without the overrides, the line is printed only where a figure of the
+    header that ``own``'s table shows is gone (walk17: ``--set cluster.num_units=1`` on ``dgx-h100-superpod``
+    contradicts nothing in "scalable units of 32 DGX H100")."""
     given = [f"--unset {o[:-1]}" if o.endswith("=") else f"--set {o}" for o in getattr(args, "overrides", None) or []]
-    if not given:
+    if not given or (own is not None and not _header_contradicted(own, text)):
         return text
     lines = text.split("\n")
     at = lines.index("") if "" in lines else 1

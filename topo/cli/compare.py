@@ -118,7 +118,7 @@ def run(args) -> int:
         emit(f"# placed as: {res.placement}")
         rows = [(format_size(c.size_bytes), f"{c.measured_s * 1e6:.1f}", f"{c.model_s * 1e6:.1f}",
                  f"{c.measured_busbw_GBps:.2f}", f"{c.model_busbw_GBps:.2f}", f"{c.efficiency * 100:.0f}%",
-                 "latency" if c.latency_bound else "bandwidth", f"{c.algorithm}/{c.protocol}",
+                 c.regime, f"{c.algorithm}/{c.protocol}",
                  f"{c.nccl_algorithm}/{c.nccl_protocol}" if c.nccl_algorithm else "-") for c in res.rows]
         emit(table(rows, ["size", "measured (us)", "model (us)", "busbw (GB/s)", "model busbw", "model/measured",
                           "regime", "model algorithm", "NCCL's (INFO)"], right=[True] * 6 + [False] * 3))

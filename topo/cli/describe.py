@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+from ..errors import TopoError
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
-from .common import add_spec_arguments, fabric_from_args, technology_note, with_overrides
+from .common import (add_spec_arguments, fabric_from_args, technology_note, with_overrides,
+                     without_overrides)
 from .region import is_region_args, run_describe as run_region
 from .output import emit, emit_json, note, ratio, table
 
@@ -36,10 +38,20 @@ def run(args) -> int:
             doc["failures"] = deg.to_dict()
         emit_json(doc)
     else:
-        emit(with_overrides(render(inv), args))
+        emit(with_overrides(render(inv), args, _own_text(args)))
         if deg is not None:
             emit(render_degraded(deg))
     return 0
+
+
+def _own_text(args) -> str | None:
+    """The file's describe text without the overrides (None without overrides, or where the file alone fails)."""
+    if not getattr(args, "overrides", None):
+        return None
+    try:
+        return render(inventory(fabric_from_args(without_overrides(args))))
+    except TopoError:
+        return None
 
 
 def render_degraded(d: Degraded) -> str:
@@ -125,7 +137,7 @@ def render(inv: Inventory) -> str:
                  f"({inv.largest_nonblocking_group})")
     top = inv.tiers[-1].name
     latency = (f"{format_time(inv.farthest_switch_latency_s)} of switch latency one way"
-               if inv.farthest_switch_latency_s > 0 else  # 0 is 'not given', not a free switch: say what is priced
+               if inv.farthest_switch_latency_s is not None else  # not given, not a free switch: say what is priced
                "no switch latency given (the tiers' latency), only the cost profile's per-step network latency")
     lines.append(f"farthest GPUs               {count_noun(inv.farthest_switch_hops, 'switch hop')} (up to {top} "
                  f"and down), {latency}")

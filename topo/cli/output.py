@@ -75,7 +75,7 @@ def ratio(x: float | None) -> str:
     return f"{x:.3g}:1"
 
 
-def mfu_text(mfu: float, precision: str, peak_flops_per_gpu: float) -> str:
+def mfu_text(mfu: float, precision: str, peak_flop_per_s_per_gpu: float) -> str:
     """An MFU with the peak it is of (FP8 and BF16 conventions differ): ``MFU 19.0% of the fp8 peak (5,000
     TFLOP/s dense)``.
 
@@ -85,7 +85,7 @@ def mfu_text(mfu: float, precision: str, peak_flops_per_gpu: float) -> str:
         Model FLOPs over the peak, 0 to 1.
     precision : str
         The precision whose peak it is (``bf16``, ``fp8``, ...).
-    peak_flops_per_gpu : float
+    peak_flop_per_s_per_gpu : float
         That peak, dense, in FLOP/s per GPU.
 
     Returns
@@ -95,4 +95,4 @@ def mfu_text(mfu: float, precision: str, peak_flops_per_gpu: float) -> str:
     >>> mfu_text(0.19, "fp8", 5e15)
     'MFU 19.0% of the fp8 peak (5,000 TFLOP/s dense)'
     """
-    return f"MFU {mfu:.1%} of the {precision} peak ({format_in(peak_flops_per_gpu, 'TFLOP/s', ',.0f')} dense)"
+    return f"MFU {mfu:.1%} of the {precision} peak ({format_in(peak_flop_per_s_per_gpu, 'TFLOP/s', ',.0f')} dense)"

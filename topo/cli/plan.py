@@ -8,7 +8,7 @@ import math
 from .. import training
 from ..atomic import check_output, open_output
 from ..errors import TopoError
-from ..plan import DesignComparison, PlanResult, plan
+from ..plan import LOST_PART_LABELS, DesignComparison, PlanResult, plan
 from ..plan.result import RANGED
 from ..spec.load import resolve_spec_path
 from ..units import count_noun, format_bandwidth, format_count, format_in, format_time, format_usd, in_unit
@@ -328,7 +328,7 @@ def _ownership_lines(r: PlanResult) -> list[str]:
 def _compute_lines(r: PlanResult) -> list[str]:
     """Peak compute and the training budget against the reference run."""
     k = r.compute
-    peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', ',.1f')}" for prec, f in k.peak_flops.items())
+    peaks = ", ".join(f"{prec} {format_in(f, 'EFLOP/s', ',.1f')}" for prec, f in k.peak_flop_per_s.items())
     ratio = f"{k.reference_ratio:,.1f}" if k.reference_ratio >= 0.1 else f"{k.reference_ratio:.2g}"
     return [f"compute   peak {peaks}",
             f"          {k.days:,g} days at {k.precision} and MFU {k.mfu:.3g}: {k.flop:.3g} FLOP = "
@@ -384,7 +384,8 @@ def _params_origin(source: str) -> str:
 def _goodput_lines(r: PlanResult, mark) -> list[str]:
     """Goodput with what is lost to each part, its sensitivity, the storage and the spares."""
     rel = r.reliability
-    lost = ", ".join(f"{name} {100 * x:.1f}%" for name, x in rel.lost_by_part.items())
+    lost = ", ".join(f"{LOST_PART_LABELS.get(name, name)} {100 * x:.1f}%"
+                     for name, x in rel.lost_fraction_by_part.items())
     lost += mark(*(f"reliability.checkpoint.{k}" for k in ("detection_s", "restart_s", "snapshot_Bps", "repair_s",
                                                            "hot_spare_fraction")))
     out = [f"goodput   {100 * rel.goodput:.1f}% -> {rel.effective_flop:.3g} FLOP effective, "

@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..units import whole_bytes
 from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS, count_column
 
 __all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames"]
@@ -274,7 +275,7 @@ class EstimateResult:
             "protocol": self.protocol,
             "channels": self.channels,
             "choose": self.choose,
-            "results": [asdict(r) for r in self.results],
+            "results": [_whole_bytes_row(asdict(r)) for r in self.results],
             "candidate_time_s": self.candidates,
             "unavailable": self.unavailable,
             "notes": self.notes,
@@ -418,3 +419,9 @@ class EstimateResult:
 
         algorithm = algorithm or self.results[-1].algorithm
         return pd.DataFrame(self.phases.get(algorithm, []))
+
+
+def _whole_bytes_row(row: dict) -> dict:
+    """One size's row with its byte counts whole (its bottleneck's ``fill_bytes`` and ``bytes`` too)."""
+    b = row.get("bottleneck")
+    return whole_bytes({**row, "bottleneck": whole_bytes(b) if isinstance(b, dict) else b})

@@ -45,7 +45,8 @@ class TierInventory:
     num_blocks: int = 1  # blocks at this tier's depth (units for the leaves)
     joins: int = 1  # blocks of the tier below in one block of this tier (1 for the leaves)
     gpus_per_block: int = 0
-    latency_s: float = 0.0  # port-to-port latency of one switch of this tier (the spec's ``latency``)
+    latency_s: float | None = None  # port-to-port latency of one switch of this tier (the spec's ``latency``);
+    # None where the spec gives none (priced as 0 by the estimates: a latency not given, not a free switch)
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,10 @@ class Inventory:
     host_link: str  # where it comes from: "PCIe gen5 x16 (GPU gen5, ConnectX-7 gen5)" or "server.pcie_bandwidth"
     notes: list[str]
     # the longest switch path between two GPUs: up every tier to the top and down again (2 x tiers - 1 switches),
-    # and its switch latency one way, every hop counted (as topo estimate's latency counts them)
+    # and its switch latency one way, every hop counted (as topo estimate's latency counts them); None where no
+    # tier gives a latency (JSON null: not given, not a free switch)
     farthest_switch_hops: int = 0
-    farthest_switch_latency_s: float = 0.0
+    farthest_switch_latency_s: float | None = None
     host_cpu: str = ""  # a key of topo/data/compute/host_cpu.toml [cpu]
     host_cpu_source: str = ""  # "spec" (server.host_cpu) or "gpu default" (the GPU's catalog server's)
     cpu_vendor: str | None = None  # intel, amd or arm (NCCL's CPU-dependent terms): the spec's resolved vendor
@@ -148,7 +150,8 @@ def inventory(fabric: Fabric) -> Inventory:
     [('leaf', 32), ('spine', 16)]
     """
     L, spec = fabric.layout, fabric.spec
-    tiers = [_tier_inventory(L, t) for t in L.tiers]
+    given = spec.fabric.tiers  # a tier fabric.grow_tiers added is a copy of the top one, its latency too
+    tiers = [_tier_inventory(L, t, given[min(t.index, len(given) - 1)]) for t in L.tiers]
     links = _link_levels(fabric)
     bisection = _bisection_Bps(L)
     group, gpus = _largest_nonblocking(L)
@@ -174,12 +177,12 @@ def inventory(fabric: Fabric) -> Inventory:
         host_link_Bps=host_Bps, host_link=host,
         notes=_notes(L, host, host_Bps, num_switches),
         farthest_switch_hops=2 * len(tiers) - 1,
-        farthest_switch_latency_s=2 * sum(t.latency_s for t in tiers[:-1]) + tiers[-1].latency_s,
+        farthest_switch_latency_s=_farthest_latency_s(tiers),
         host_cpu=spec.host_cpu[0], host_cpu_source=spec.host_cpu[1], cpu_vendor=spec.cpu_vendor,
     )
 
 
-def _tier_inventory(L, t) -> TierInventory:
+def _tier_inventory(L, t, spec_tier) -> TierInventory:
     """One tier's switches, ports, capacities and power (the spec's, else the catalog's, else unknown)."""
     used = t.down_ports + t.up_ports
     each_W, source = t.power_W, "spec"
@@ -196,7 +199,18 @@ def _tier_inventory(L, t) -> TierInventory:
         power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
         block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
         gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,
-        latency_s=t.latency_s)
+        latency_s=t.latency_s if "latency_s" in spec_tier.model_fields_set else None)
+
+
+def _farthest_latency_s(tiers: list[TierInventory]) -> float | None:
+    """One way up every tier and down again (each tier below the top twice); None when no tier gives a latency.
+
+    A tier without a latency counts 0 in the sum where others give one, as the estimates price it.
+    """
+    if all(t.latency_s is None for t in tiers):
+        return None
+    each = [t.latency_s or 0.0 for t in tiers]
+    return 2 * sum(each[:-1]) + each[-1]
 
 
 def _link_levels(fabric: Fabric) -> list[LinkLevelInventory]:

@@ -9,6 +9,8 @@ energy, cost, compute, failures and goodput; designs side by side.
 
 from .catalog import Catalog, load_catalog
 from .planner import compare_designs, plan, read_plan_file
+from .reliability import LOST_PART_LABELS
 from .result import DesignComparison, PlanResult
 
-__all__ = ["plan", "compare_designs", "read_plan_file", "load_catalog", "Catalog", "PlanResult", "DesignComparison"]
+__all__ = ["plan", "compare_designs", "read_plan_file", "load_catalog", "Catalog", "PlanResult", "DesignComparison",
+           "LOST_PART_LABELS"]

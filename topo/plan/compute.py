@@ -20,7 +20,7 @@ SECONDS_PER_DAY = 86_400
 
 @dataclass(frozen=True)
 class ComputeBudget:
-    peak_flops: dict[str, float]  # per precision, whole cluster
+    peak_flop_per_s: dict[str, float]  # per precision, whole cluster
     precision: str
     mfu: float
     mfu_source: str
@@ -29,7 +29,7 @@ class ComputeBudget:
     reference_name: str
     reference_flop: float
     reference_ratio: float  # flop / reference_flop
-    reference_cluster_flops: float  # peak of the reference cluster at its precision
+    reference_cluster_flop_per_s: float  # peak of the reference cluster at its precision
     peak_ratio_to_reference_cluster: dict[str, float]  # per precision
 
     def to_dict(self) -> dict:
@@ -45,7 +45,7 @@ def compute_budget(num_gpus: int, peak_per_gpu: dict[str, float], *, precision: 
     peak = {p: num_gpus * f for p, f in peak_per_gpu.items()}
     flop = peak[precision] * mfu * days * SECONDS_PER_DAY
     ref_cluster = reference_gpus * reference_peak_per_gpu
-    return ComputeBudget(peak_flops=peak, precision=precision, mfu=mfu, mfu_source=mfu_source, days=days, flop=flop,
+    return ComputeBudget(peak_flop_per_s=peak, precision=precision, mfu=mfu, mfu_source=mfu_source, days=days, flop=flop,
                          reference_name=reference_name, reference_flop=reference_flop,
-                         reference_ratio=flop / reference_flop, reference_cluster_flops=ref_cluster,
+                         reference_ratio=flop / reference_flop, reference_cluster_flop_per_s=ref_cluster,
                          peak_ratio_to_reference_cluster={p: f / ref_cluster for p, f in peak.items()})

@@ -39,9 +39,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
+from ..units import whole_bytes
 from .renewal import optimum_work_s, renewal_goodput, segment_time_parts_s
 
-__all__ = ["Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
+__all__ = ["LOST_PART_LABELS", "Reliability", "reliability", "interruption_rate_per_gpu_h", "first_failure_s", "young_interval_s",
            "lost_fraction", "SECONDS_PER_YEAR", "OPTICS_CAUSE"]
 
 SECONDS_PER_YEAR = 365 * 86_400
@@ -73,6 +74,10 @@ def lost_fraction(interval_s, write_s: float, restart_s: float, mtbf_s: float):
     catch-up (detection, restart, reload)."""
     T = np.asarray(interval_s, dtype=float)
     return write_s / T + T / (2 * mtbf_s) + restart_s / mtbf_s
+
+
+# the words text uses for the keys of Reliability.lost_fraction_by_part (the JSON keys are snake_case names)
+LOST_PART_LABELS = {"checkpoint_stall": "checkpoint stall", "catch_up": "catch-up"}
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ class Reliability:
     servers_in_repair: float  # expected at any time
     spares_enough: bool
     lost_fraction: float
-    lost_by_part: dict[str, float]  # fractions of wall time: checkpoint stall, detection, restart, reload, catch-up
+    lost_fraction_by_part: dict[str, float]  # fractions of wall time: checkpoint_stall, detection, restart, reload,
+    # catch_up (LOST_PART_LABELS: their words in text)
     goodput: float  # the renewal model's (failures during recovery included)
     goodput_first_order: float  # 1 - stall/T - (recovery + T/2)/MTBF at Young's T, clamped at 0, for comparison
     training_gpus: int
@@ -118,7 +124,7 @@ class Reliability:
     sensitivity: list[dict] = field(default_factory=list)  # each input halved and doubled
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return whole_bytes(asdict(self))
 
 
 def _best_work_s(stall_s: float, mtbf_s: float, min_work_s: float) -> float:
@@ -135,9 +141,9 @@ def _goodput_parts(stall_s, min_interval_s, per_failure_s: dict[str, float], mtb
     recovery = sum(per_failure_s.values())
     t = segment_time_parts_s(T, stall_s, recovery, mtbf_s)
     total = sum(t.values())
-    parts = {"checkpoint stall": t["stall"] / total}
+    parts = {"checkpoint_stall": t["stall"] / total}
     parts.update({k: (t["recovery"] * v / recovery / total if recovery else 0.0) for k, v in per_failure_s.items()})
-    parts["catch-up"] = t["redone"] / total
+    parts["catch_up"] = t["redone"] / total
     return T, T / total, parts
 
 
@@ -235,7 +241,7 @@ def reliability(num_gpus: int, gpus_per_server: int, *, causes: dict[str, float]
         detection_s=detection_s, restart_s=restart, reload_s=reload_s,
         catch_up_s=mtbf_s - (T + stall_s) / math.expm1((T + stall_s) / mtbf_s),
         hot_spare_servers=spares, servers_in_repair=in_repair, spares_enough=enough, lost_fraction=1.0 - goodput,
-        lost_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
+        lost_fraction_by_part=parts, goodput=goodput, goodput_first_order=first_order, training_gpus=training,
         effective_flop=flop * goodput * training / num_gpus, goodput_vs_interval=curve,
         sensitivity=_sensitivity(base, evaluate))
 

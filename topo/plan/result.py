@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..units import whole_bytes
 from .blast import BlastRadius
 from .bom import BillOfMaterials
 from .compute import ComputeBudget
@@ -81,7 +82,7 @@ class PlanResult:
     def headline(self) -> dict:
         """The figures designs are compared on (flat, JSON-ready)."""
         p, c, n, r, o, f = self.power, self.capex, self.network, self.reliability, self.ownership, self.floor
-        return {
+        return whole_bytes({
             "name": self.name, "num_gpus": self.num_gpus, "switches": self.bom.num_switches,
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules, "cables": self.bom.num_cables,
             "halls": f.num_halls, "floor_area_m2": f.area_m2, "total_floor_m2": self.total_floor_m2,
@@ -98,7 +99,7 @@ class PlanResult:
             "storage_and_frontend_capex_usd": c.storage_usd + c.frontend_usd,
             "tco_usd": o.tco_usd, "tco_years": o.years, "cost_per_gpu_hour_usd": o.cost_per_gpu_hour_usd,
             "co2_per_year_kg": o.co2_per_year_kg,
-            "peak_flops": self.compute.peak_flops[self.compute.precision], "flop": self.compute.flop,
+            "peak_flop_per_s": self.compute.peak_flop_per_s[self.compute.precision], "flop": self.compute.flop,
             "first_optical_failure_s": r.first_optical_failure_s,
             "first_job_optics_failure_s": r.first_job_optics_failure_s,
             "first_nic_optics_failure_s": r.first_nic_optics_failure_s,
@@ -115,7 +116,7 @@ class PlanResult:
                 "first_quarter_capex_usd": self.deployment.quarters[0].capex_usd,
                 "first_quarter_gpus": self.deployment.quarters[0].gpus_online} if self.deployment else {}),
             **{f"{k}_{end}": getattr(self.costs, end)[k] for k in RANGED for end in ("low", "high")},
-        }
+        })
 
     def to_dict(self) -> dict:
         h = self.headline()
@@ -126,7 +127,7 @@ class PlanResult:
             "energy_per_year_Wh": h["energy_per_year_Wh"], "energy_cost_per_year_usd": h["energy_cost_per_year_usd"],
             "capex_usd": h["capex_usd"], "network_capex_usd": h["network_capex_usd"],
             "transceivers": self.bom.num_transceivers, "nic_modules": self.nic_modules,
-            "peak_flops": self.compute.peak_flops, "goodput": self.reliability.goodput,
+            "peak_flop_per_s": self.compute.peak_flop_per_s, "goodput": self.reliability.goodput,
             "tco_usd": h["tco_usd"], "cost_per_gpu_hour_usd": h["cost_per_gpu_hour_usd"],
             "cost_per_effective_gpu_hour_usd": h["cost_per_effective_gpu_hour_usd"],
             "co2_per_year_kg": h["co2_per_year_kg"],

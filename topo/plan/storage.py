@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ..units import whole_bytes
+
 __all__ = ["StorageServerSpec", "StoragePlan", "size_storage", "storage_servers_for"]
 
 
@@ -68,7 +70,7 @@ class StoragePlan:
         return "bandwidth" if self.servers_for_bandwidth >= self.servers_for_capacity else "capacity"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "limit": self.limit}
+        return whole_bytes({**asdict(self), "limit": self.limit})
 
 
 def storage_servers_for(capacity_bytes: float, write_Bps: float, server: StorageServerSpec) -> tuple[int, int]:

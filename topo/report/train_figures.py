@@ -155,7 +155,7 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
         interval = f" ({u['low_s']:.3g} - {u['high_s']:.3g} s)" if u.get("runs") else ""
         notes += [f"{e(_label(r).replace('<br>', ', '))}: {e(n)}" for n in r.notes]
         rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s{interval}</td>'
-                    f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflops_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
+                    f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflop_per_s_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
                     f"<td>{format_in(r.memory_per_gpu_bytes, 'GiB', '.1f')}{'' if r.fits else ' (does not fit)'}</td>"
                     f'<td class="l">{bound}</td></tr>')
     rows.append("</table>")

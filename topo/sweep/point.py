@@ -62,7 +62,7 @@ FIGURES: dict[str, dict[str, tuple[str, str | None]]] = {
         "bottleneck": ("string", None), "bottleneck_level": ("string", None),
         "bottleneck_utilization": ("float64", None), "bound": ("string", None)},
     "train": {
-        "step_time_s": ("float64", "high"), "mfu": ("float64", "low"), "tflops_per_gpu": ("float64", "low"),
+        "step_time_s": ("float64", "high"), "mfu": ("float64", "low"), "tflop_per_s_per_gpu": ("float64", "low"),
         "tokens_per_s": ("float64", "low"), "exposed_comm_s": ("float64", "high"),
         "memory_per_gpu_bytes": ("float64", "high"), "fits": ("bool", None), "train_gpus": ("int64", None),
         "slowest_dim": ("string", None), "slowest_dim_level": ("string", None),
@@ -216,7 +216,7 @@ def _train(fabric, point: dict):
     comm = {k: v for k, v in b.items() if k not in ("compute", "bubble", "optimizer")}
     slow = max(comm, key=lambda k: comm[k]) if comm else None
     bound = r.bound_by().get(slow, {}) if slow else {}
-    return r, {"step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,
+    return r, {"step_time_s": r.step_time_s, "mfu": r.mfu, "tflop_per_s_per_gpu": r.tflop_per_s_per_gpu,
                "tokens_per_s": r.tokens_per_s, "exposed_comm_s": float(sum(comm.values())),
                "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "fits": r.fits, "train_gpus": r.gpus,
                "slowest_dim": slow, "slowest_dim_level": bound.get("level")}
@@ -226,7 +226,7 @@ def _train_region(region: Region, model, lay, point: dict):
     m = estimate_across_sites(region, model, lay, efficiency=point.get("efficiency"))
     one, ratio = m.one_site, m.throughput_vs_one_site
     step = m.one_site_step_s / ratio
-    figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflops_per_gpu": one["tflops_per_gpu"] * ratio,
+    figs = {"step_time_s": step, "mfu": one["mfu"] * ratio, "tflop_per_s_per_gpu": one["tflop_per_s_per_gpu"] * ratio,
             "tokens_per_s": lay.global_batch * (lay.seq_len or model.seq_len) / step,
             "memory_per_gpu_bytes": one["memory_per_gpu_bytes"], "fits": one["fits"], "train_gpus": m.gpus,
             "slowest_dim": "dci" if ratio < 1 else None, "throughput_vs_one_site": ratio}

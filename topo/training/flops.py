@@ -40,7 +40,7 @@ from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .flops_megatron_lm import megatron_lm_flops_per_token
 
-__all__ = ["LayerFlops", "layer_flops", "model_flops_per_step", "stage_flops", "CONVENTIONS"]
+__all__ = ["LayerFlops", "layer_flops", "model_flop_per_step", "stage_flops", "CONVENTIONS"]
 
 CONVENTIONS = ("megatron", "megatron-lm", "megatron-bridge", "6n")
 
@@ -93,7 +93,7 @@ def _layers_forward(model: ModelSpec, f: LayerFlops) -> float:
             + model.num_mamba_layers * 2 * model.mamba_params)
 
 
-def model_flops_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
+def model_flop_per_step(model: ModelSpec, lay: ParallelLayout, convention: str = "6n") -> float:
     """FLOPs one step counts under ``convention`` (``megatron``, ``megatron-lm``, ``megatron-bridge`` or ``6n``)
     for the whole global batch."""
     seq = lay.seq_len or model.seq_len

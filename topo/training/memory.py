@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..units import whole_bytes
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
@@ -94,7 +95,7 @@ class MemoryBreakdown:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(total_bytes=self.total_bytes, fits=self.fits, short_bytes=self.short_bytes)
-        return d
+        return whole_bytes(d)
 
 
 _CONVENTIONS = {(2.0, 4.0, 12.0): "Megatron-LM's bf16 mixed precision: bf16 weights, fp32 grads and main weights",

@@ -31,6 +31,7 @@ from ..errors import TopoError
 from ..engine.region_estimate import dci_phase
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
+from ..units import whole_bytes
 from .mapping import default_placement
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
@@ -90,7 +91,8 @@ class MultisiteStep:
 
     def to_dict(self, train_tokens: float | None = None) -> dict:
         """Plain JSON-ready dict (``topo train REGION --json``); with ``train_tokens``, its time to train."""
-        d = asdict(self)
+        d = whole_bytes(asdict(self))
+        d["strategies"] = [whole_bytes(s) for s in d["strategies"]]
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..units import whole_bytes
 from .memory import MemoryBreakdown
 
 __all__ = ["DimensionComm", "StepResult", "SearchResult", "BREAKDOWN_KEYS"]
@@ -46,12 +47,12 @@ class StepResult:
     precision: str
     flop_convention: str
     efficiency: float
-    peak_flops_per_gpu: float
+    peak_flop_per_s_per_gpu: float
     step_time_s: float
     breakdown_s: dict  # BREAKDOWN_KEYS -> seconds; they add up to step_time_s
     tokens_per_step: int
-    model_flops_per_step: float
-    executed_flops_per_step: float
+    model_flop_per_step: float
+    executed_flop_per_step: float
     memory: MemoryBreakdown
     comm: list[DimensionComm] = field(default_factory=list)
     overlap: dict = field(default_factory=dict)
@@ -71,13 +72,13 @@ class StepResult:
         return self.tokens_per_step / self.step_time_s
 
     @property
-    def tflops_per_gpu(self) -> float:
+    def tflop_per_s_per_gpu(self) -> float:
         """Model FLOPs (``flop_convention``) per second per GPU, in TFLOP/s."""
-        return self.model_flops_per_step / self.step_time_s / self.gpus / 1e12
+        return self.model_flop_per_step / self.step_time_s / self.gpus / 1e12
 
     @property
     def mfu(self) -> float:
-        return self.tflops_per_gpu * 1e12 / self.peak_flops_per_gpu
+        return self.tflop_per_s_per_gpu * 1e12 / self.peak_flop_per_s_per_gpu
 
     @property
     def memory_per_gpu_bytes(self) -> float:
@@ -106,13 +107,13 @@ class StepResult:
             "gpus": self.gpus, "gpu": self.gpu, "precision": self.precision,
             "step_time_s": self.step_time_s, "breakdown_s": dict(self.breakdown_s),
             "tokens_per_step": self.tokens_per_step, "tokens_per_s": self.tokens_per_s,
-            "flop_convention": self.flop_convention, "model_flops_per_step": self.model_flops_per_step,
-            "executed_flops_per_step": self.executed_flops_per_step,
-            "tflops_per_gpu": self.tflops_per_gpu, "mfu": self.mfu, "efficiency": self.efficiency,
-            "peak_flops_per_gpu": self.peak_flops_per_gpu,
+            "flop_convention": self.flop_convention, "model_flop_per_step": self.model_flop_per_step,
+            "executed_flop_per_step": self.executed_flop_per_step,
+            "tflop_per_s_per_gpu": self.tflop_per_s_per_gpu, "mfu": self.mfu, "efficiency": self.efficiency,
+            "peak_flop_per_s_per_gpu": self.peak_flop_per_s_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "fits": self.fits,
             "memory": self.memory.to_dict(), "overlap": self.overlap,
-            "comm": [asdict(c) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
+            "comm": [whole_bytes(asdict(c)) for c in self.comm], "bound_by": self.bound_by(), "notes": self.notes,
             "compute_by_module_s": dict(self.compute_by_module_s), "contention": dict(self.contention),
             "timeline": list(self.timeline), "uncertainty": dict(self.uncertainty), "host_cpu": dict(self.host_cpu),
             "chosen_by": dict(self.chosen_by),
@@ -120,7 +121,7 @@ class StepResult:
         if train_tokens:
             d["train_tokens"] = train_tokens
             d["time_to_train_s"] = self.time_to_train_s(train_tokens)
-        return d
+        return whole_bytes(d)
 
     def to_frame(self):
         """One row per breakdown component: seconds and share of the step."""
@@ -163,7 +164,7 @@ class SearchResult:
         for r in self.ranked:
             row = {k: r.layout[k] for k in ("tp", "cp", "pp", "dp", "ep", "vpp", "micro_batch", "recompute",
                                             "dp_sharding")}
-            row.update(step_time_s=r.step_time_s, tflops_per_gpu=r.tflops_per_gpu, mfu=r.mfu,
+            row.update(step_time_s=r.step_time_s, tflop_per_s_per_gpu=r.tflop_per_s_per_gpu, mfu=r.mfu,
                        memory_per_gpu_bytes=r.memory_per_gpu_bytes,
                        **{f"{k}_s": v for k, v in r.breakdown_s.items()})
             rows.append(row)

@@ -89,7 +89,7 @@ from .dp_overlap import (interleaved_gather_exposed_s, interleaved_reduce_expose
 from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
-from .flops import model_flops_per_step
+from .flops import model_flop_per_step
 from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
@@ -1011,7 +1011,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     mem = memory_per_gpu(model, lay, gpu.memory_bytes)
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
-    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp,
+    # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null
+    layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp, seq_len=seq,
                   fp8_amax_reduction=amax_reduced(lay))  # what runs; StepResult.chosen_by says who chose it
     if model.moe is not None:  # dropless: what the busiest EP rank's experts and all-to-all carry; padded: None
         layout["moe_busiest_rank_load"] = (busiest_rank_load(model, lay) if expert_capacity(model, lay) is None
@@ -1019,9 +1020,9 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     result = StepResult(
         spec=fabric.name, model=model.name, model_status=model.status, layout=layout, gpus=lay.gpus,
         gpu=gpu.name, precision=lay.precision, flop_convention=convention, efficiency=gpu.efficiency,
-        peak_flops_per_gpu=gpu.peak_flops(lay.precision), step_time_s=step, breakdown_s=breakdown,
-        tokens_per_step=lay.global_batch * seq, model_flops_per_step=model_flops_per_step(model, lay, convention),
-        executed_flops_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
+        peak_flop_per_s_per_gpu=gpu.peak_flops(lay.precision), step_time_s=step, breakdown_s=breakdown,
+        tokens_per_step=lay.global_batch * seq, model_flop_per_step=model_flop_per_step(model, lay, convention),
+        executed_flop_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
         chosen_by={"fp8_amax_reduction": "default" if lay.fp8_amax_reduction is None else "layout"},
