@@ -9,6 +9,8 @@ import pytest
 from topo.calibrate.parse import parse_file, parse_text
 from topo.errors import TopoError
 
+from conftest import run_cli
+
 LOGS = Path(__file__).parent / "data" / "nccl_logs"
 
 
@@ -165,3 +167,41 @@ def test_count_per_rank_gives_the_rank_count_of_gather_like_tables():
     assert r.nranks == 8
     r = one("a3ultra_gib_allgather_2n.txt")  # rank lines: 16, and the table says all-gather or all-to-all
     assert r.nranks == 16 and r.nranks_from == "rank lines" and r.collective_candidates == ["all_gather", "alltoall"]
+
+
+def _in_ms(text: str) -> str:
+    """The log with every row's out-of-place and in-place times divided by 1,000 (times converted to ms), the
+    algbw and busbw columns left as nccl-tests printed them."""
+    out = []
+    for line in text.splitlines():
+        p = line.split()
+        if len(p) == 13 and p[0].isdigit():
+            p[5], p[9] = f"{float(p[5]) / 1e3:.5f}", f"{float(p[9]) / 1e3:.5f}"
+            line = "  ".join(p)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_a_time_column_in_ms_is_refused_not_read_as_1000x_faster(tmp_path):
+    # Walk finding (walk18): a log whose time column was converted to ms ("(ms)" in its units line, or not) was read
+    # as microseconds: topo compare said "this run is 808.52x faster than the model" (busbw 310,689 GB/s on two
+    # H100 servers) and topo calibrate wrote a profile 40,954% off. nccl-tests computes algbw = size / time from
+    # the time it prints (src/common.cu); dstack's Nebius log: 134217728 B / 759.58 us = 176.70 GB/s, as printed.
+    r = one("dstack_nebius_h100_allreduce_2n.txt")
+    big = max(r.rows, key=lambda x: x.size_bytes)
+    assert big.size_bytes / big.time_s / 1e9 == pytest.approx(big.algbw_GBps, rel=0.005)
+    text = (LOGS / "dstack_nebius_h100_allreduce_2n.txt").read_text()
+    with pytest.raises(TopoError, match=r"the time column does not give the algbw column: .* \(1,000x its algbw") as e:
+        parse_text(_in_ms(text), "ms.txt")
+    assert "ms.txt" in str(e.value) and "-C 1 (CPU time)" in str(e.value) and "\n" not in str(e.value)
+    log = tmp_path / "ms.log"
+    log.write_text(_in_ms(text).replace("(us)", "(ms)"))
+    out = tmp_path / "p.toml"
+    p = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out))
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.txt") if "info_header" not in p.name))
+def test_every_real_log_passes_the_time_column_check(name):
+    assert parse_file(LOGS / name)  # the check raises where the columns disagree

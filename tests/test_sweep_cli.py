@@ -259,3 +259,24 @@ def test_fractions_print_as_percentages_as_train_prints_them(tmp_path):
     rows = {line.split()[1]: line.split()[4] for line in r.stdout.splitlines()[1:] if len(line.split()) > 4}
     assert rows["throughput_vs_one_site"] == f"{one['throughput_vs_one_site']:.1%}"
     assert rows["mfu"].endswith("%")
+
+
+def test_seeds_after_an_edit_keep_the_later_draws_of_the_unchanged_designs(tmp_path):
+    # Walk finding (walk18): after an edit to a study, `topo sweep STUDY --seeds 2` removed the rows of every seed
+    # past the first 2, also of the designs the edit left alone (312 rows of a 324-point study, of which 152 the
+    # whole study still had), and the next full run computed them again. 2 sizes x (1 intact + 4 draws) = 10
+    # points; the edit replaces the 1 GiB size: its 5 rows go, the 1 MiB design's 5 stay.
+    study = ('spec = "dgx-h100-superpod"\nseeds = 4\n[axes]\ncollective = "all_reduce"\ngpus = 16\n'
+             'size = ["1MiB", "SIZE"]\nfail = ["", "random:leaf-spine:0.2:{seed}"]\n')
+    (tmp_path / "study.toml").write_text(study.replace("SIZE", "1GiB"))
+    first = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert first.returncode == 0 and "10 points, 0 already" in first.stderr, first.stderr
+    (tmp_path / "study.toml").write_text(study.replace("SIZE", "2GiB"))
+    few = topo("sweep", "study.toml", "--scheduler", "serial", "--seeds", "2", cwd=tmp_path)
+    assert few.returncode == 0, few.stderr
+    assert "removed 5 rows of an earlier version of study" in few.stderr, few.stderr
+    assert "6 points, 3 already in study.parquet, 3 computed" in few.stderr, few.stderr
+    whole = topo("sweep", "study.toml", "--scheduler", "serial", cwd=tmp_path)
+    assert whole.returncode == 0 and "removed" not in whole.stderr, whole.stderr
+    assert "10 points, 8 already in study.parquet, 2 computed" in whole.stderr, whole.stderr
+    assert len(pd.read_parquet(tmp_path / "study.parquet")) == 10

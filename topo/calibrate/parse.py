@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -455,6 +456,7 @@ class _Reader:
                             "rows", source=source)
         for run in self.runs:
             _finish(run)
+            _check_time_column(run)
             if require_rows and not run.rows:
                 raise TopoError("the log has an nccl-tests header but no result rows (did the run finish or fail "
                                 "before its first size?)", source=source)
@@ -485,6 +487,31 @@ def _finish(run: NcclRun) -> None:
         run.notes.append(f"the log stops at size {run.rows[-1].size_bytes} B, below its header's maxBytes "
                          f"{run.max_bytes}, without the '# Avg bus bandwidth' line that ends a run: it looks cut "
                          "short; only the sizes it has are used")
+
+
+# nccl-tests computes algbw = size / time from the very time it prints (src/common.cu, BenchTime: getBw(...,
+# deltaSec, ...) and timeUsec = deltaSec * 1e6); printed with 2 decimals, the two agree within 1% wherever algbw is
+# 0.5 GB/s or more (every log in tests/data/nccl_logs: within 0.3%), so a median 10% off is another time column
+_TIME_ALGBW_CHECKED_GBPS = 0.5
+_TIME_ALGBW_TOLERANCE = 0.10
+
+
+def _check_time_column(run: NcclRun) -> None:
+    """Refuse a table whose time column is not the time its algbw was computed from: times converted to ms or s
+    (read as microseconds they would be 1,000x too fast), or a run with ``-C 1``, which prints CPU time."""
+    rows = [r for r in run.rows if r.algbw_GBps >= _TIME_ALGBW_CHECKED_GBPS]
+    if not rows:
+        return
+    ratio = statistics.median(r.size_bytes / r.time_s / 1e9 / r.algbw_GBps for r in rows)
+    if abs(ratio - 1.0) <= _TIME_ALGBW_TOLERANCE:
+        return
+    big = max(rows, key=lambda r: r.size_bytes)
+    raise TopoError(f"the time column does not give the algbw column: at {big.size_bytes} B the log prints "
+                    f"{big.time_s * 1e6:g} us and algbw {big.algbw_GBps:g} GB/s, but size / time is "
+                    f"{big.size_bytes / big.time_s / 1e9:,.2f} GB/s ({ratio:,.4g}x its algbw, the median over the "
+                    "sizes); nccl-tests prints times in microseconds (us) and computes algbw from them: a time "
+                    "column converted to another unit (ms?) or a run with -C 1 (CPU time) cannot be compared; "
+                    "allowed: the table as nccl-tests printed it", source=run.source)
 
 
 _RATIO_COLLECTIVES = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,

@@ -179,7 +179,7 @@ def _study_of(args):
             raise TopoError(f"{study.name} has no seeds to take the first {n} of", key="--seeds")
         if n > len(study.seeds):
             raise TopoError(f"{study.name} has {len(study.seeds)} seeds, not {n}", key="--seeds")
-        study = dataclasses.replace(study, seeds=study.seeds[:n])
+        study = dataclasses.replace(study, seeds=study.seeds[:n], file_seeds=study.seeds)
     return study
 
 

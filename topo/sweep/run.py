@@ -307,7 +307,7 @@ def _open_store(store: ResultStore, study: Study, points: list, output, run: Swe
     """Open ``store`` for the study's current version, its rows of an earlier version removed (said in
     ``run.notices``), and return the points not yet in it (``run.total`` and ``run.skipped`` counted)."""
     version = study.version()
-    run.replaced = store.prune(points, version)
+    run.replaced = store.prune(study.kept_points() if study.file_seeds else points, version)
     if run.replaced:
         run.notices.append(f"removed {run.replaced:,} rows of an earlier version of {study.name} from {output} "
                            "(the study, a spec or a file it reads, or topo changed since they were computed)")

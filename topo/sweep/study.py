@@ -32,7 +32,7 @@ import hashlib
 import itertools
 import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import __version__
@@ -77,6 +77,7 @@ class Study:
     specs: dict = field(default_factory=dict)  # spec reference -> (source, TOML text)
     description: str = ""
     files: tuple[str, ...] = ()  # the files it reads (specs, and models, traffic, profiles its axes name): no output
+    file_seeds: tuple[int, ...] = ()  # the file's own seeds when ``seeds`` holds only its first (topo sweep --seeds)
 
     @property
     def seeded(self) -> tuple[str, ...]:
@@ -115,6 +116,12 @@ class Study:
                 out.append(self._finish(dict(design, **({"seed": None} if self.seeds else {})), dhash, label,
                                         memo))
         return out
+
+    def kept_points(self) -> list[dict]:
+        """The points whose rows an output folder keeps when the study changed (:meth:`.ResultStore.prune`): every
+        point of the file's seeds, also when this run computes only the first (``--seeds``), so that a look at a few
+        draws after an edit does not remove the later draws' rows the whole study still has."""
+        return replace(self, seeds=self.file_seeds).points() if self.file_seeds else self.points()
 
     def _spec_digest(self, inputs: dict) -> str:
         return hashlib.sha256(self.specs[inputs["spec"]][1].encode()).hexdigest()
