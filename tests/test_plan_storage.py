@@ -4,6 +4,7 @@ storage's bandwidth."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from conftest import run_cli
 from topo.cli.plan import render, render_comparison
 from topo.plan import compare_designs, plan
 from topo.plan.storage import StorageServerSpec, size_storage
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Llama 3 (arXiv 2407.21783 sec. 3.3.1; planner.md line 64): 240 PB on 7,500 servers, 2 TB/s sustained, 7 TB/s peak
 LLAMA3 = StorageServerSpec(capacity_bytes=240e15 / 7500, write_Bps=2e12 / 7500, read_Bps=7e12 / 7500, power_W=600.0,
@@ -121,6 +124,24 @@ def test_unit_slip_is_one_clear_line(key, value, fragment):
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0]
+
+
+@pytest.mark.parametrize("key, where", [("write_Bps", "plan.storage.kinds.<kind>.write_Bps"),
+                                        ("reload_Bps", "plan.storage.kinds.<kind>.read_Bps")])
+def test_a_dropped_checkpoint_rate_says_where_the_rate_lives_now(key, where, tmp_path):
+    """ms52 dropped reliability.checkpoint.write_Bps / reload_Bps (the goodput model writes and reloads at the
+    storage servers' aggregate rates): a spec or --set still giving one gets one line that names the storage key
+    to set instead (rev56: it said only 'unknown key', leaving the user to guess where the rate went)."""
+    spec = tmp_path / "old.toml"
+    from_set = run_cli("plan", "dgx-h100-superpod", "--no-collectives", "--set",
+                       f"plan.reliability.checkpoint.{key}=2e12")
+    spec.write_text((ROOT / "topologies" / "dgx-h100-superpod.toml").read_text(encoding="utf-8")
+                    + f"\n[plan.reliability.checkpoint]\n{key} = 2e12\n", encoding="utf-8")
+    from_file = run_cli("plan", str(spec), "--no-collectives")
+    for p in (from_set, from_file):
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+        assert f"unknown key '{key}'" in lines[0] and "was dropped" in lines[0] and where in lines[0]
 
 
 def test_json_cli_carries_storage():

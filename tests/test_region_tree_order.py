@@ -65,3 +65,14 @@ def test_detail_says_the_chain_and_its_rule(tmp_path):
     assert doc["tree_roots"]["hop_s"] == pytest.approx(chain_hops_s(build_region(str(f))).tolist())
     assert doc["detail_size_bytes"] == 2**30 and doc["detail_algorithm"] == doc["results"][-1]["algorithm"]
     assert {p["phase"] for p in doc["phases"]} <= set(doc["results"][-1]["phases"])
+
+
+def test_tree_roots_has_one_shape_with_or_without_detail(tmp_path):
+    """rev56: `--json` gave tree_roots as a list of names (and tree_hop_s beside it) without --detail and as
+    {order, hop_s, rule} with it: one key, two types by a flag. One shape now, the same document either way."""
+    f = _region(tmp_path, "acb")
+    plain, detail = (json.loads(run_cli("estimate", str(f), "--size", "1GiB", *extra, "--json", check=True).stdout)
+                     for extra in ((), ("--detail",)))
+    assert plain["tree_roots"] == detail["tree_roots"]
+    assert plain["tree_roots"]["order"] == ["a", "c", "b"] and plain["tree_roots"]["rule"] == TREE_ROOT_RULE
+    assert "tree_hop_s" not in plain and "tree_hop_s" not in detail

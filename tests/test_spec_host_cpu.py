@@ -19,12 +19,13 @@ from topo.engine.profiles import fabric_profile
 from topo.errors import TopoError
 from topo.fabric.server_cpu import CPU_VENDORS, host_cpu_table, server_cpu_vendor
 from topo.resources import data_dir
+from topo.training.host_cpu import host_time_factor
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.step import estimate_step
 
 TABLE = tomllib.loads(data_dir("compute", "host_cpu.toml").read_text(encoding="utf-8"))
-FACTOR = {name: row["time_factor"] for name, row in TABLE["cpu"].items()}
+FACTOR = {name: host_time_factor(name) for name in TABLE["cpu"]}  # Grace's from host_calls.toml
 TRAIN = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--gpus", "64", "--ep", "8", "--dp", "64",
          "--global-batch", "512"]
 

@@ -1,16 +1,15 @@
 """The host's time per call kind (topo/data/compute/host_calls.toml, topo.training.host_calls): the published
 figures per call, and host_cpu.toml's Grace factor read off them."""
 
-import datetime
+import tomllib
 
 import pytest
 
-from topo.training.host_calls import call_host_s, host_call_table, te_linear_extra_host_s
+from topo.resources import data_dir
+from topo.training.host_calls import call_host_s, host_call_table
 from topo.fabric.server_cpu import host_cpu_table
 from topo.training.host_cpu import host_time_factor, reference_host_cpu
 
-BEFORE_FIX = datetime.date(2025, 8, 11)  # TE #2053's date
-AFTER_FIX = datetime.date(2026, 1, 3)  # TE #2126: "nearly the same with vanilla torch linear"
 
 
 def test_linear_forward_figures_are_te_2053s():
@@ -32,17 +31,29 @@ def test_grace_factor_is_the_torch_call_ratio_of_this_table():
     assert hi == pytest.approx(torch["host_s"]["grace"] / ref, abs=0.005)
 
 
-def test_te_extra_on_grace_before_the_fix_and_none_after():
-    """TE #2053: 99.66 - 37.08 = 62.58 us a TE Linear forward over torch's on GB200; TE #2126 (2026-01-03): none."""
-    assert te_linear_extra_host_s("grace", BEFORE_FIX) == pytest.approx(62.58e-6)
-    assert te_linear_extra_host_s("grace", AFTER_FIX) == 0.0
-    assert te_linear_extra_host_s("xeon_8480c", AFTER_FIX) == 0.0
+def test_grace_factor_is_read_from_this_table_not_written_twice():
+    """rev56: host_calls.toml was read by tests only while host_cpu.toml wrote Grace's 2.75 again. The factor is now
+    TE #2053's torch.nn.Linear forward, GB200 37.08 us over DGX H100 (8480C) 13.48 us, computed from this table:
+    host_cpu.toml names the call kind and holds no number of its own."""
+    with open(data_dir("compute", "host_cpu.toml"), "rb") as f:
+        grace = tomllib.load(f)["cpu"]["grace"]
+    assert "time_factor" not in grace and grace["time_factor_call"] == "torch_linear_forward"
+    assert host_time_factor("grace") == pytest.approx(37.08 / 13.48, rel=1e-9)
+
+
+def test_te_extra_on_grace_is_the_published_difference():
+    """TE #2053: 99.66 - 37.08 = 62.58 us a TE Linear forward over torch's on GB200 (its release band: until TE
+    #2126's 2026-01-03 'nearly the same', a qualitative row)."""
+    te = host_call_table()["call"]["te_linear_forward"]
+    assert call_host_s("te_linear_forward", "grace") - call_host_s("torch_linear_forward", "grace") == pytest.approx(
+        62.58e-6)
+    assert te["extra_gone_by"] == "2026-01-03" and te["extra_gone_status"] == "qualitative"
 
 
 def test_no_figure_is_made_up_for_a_host_without_one():
-    """#2053's DGX H100 TE row is not in any stored copy: the x86 extra before the fix is refused, in one line."""
+    """#2053's DGX H100 TE row is not in any stored copy: an x86 TE call is refused, in one line."""
     with pytest.raises(KeyError, match="te_linear_forward.*xeon_8480c.*no published figure"):
-        te_linear_extra_host_s("xeon_8480c", BEFORE_FIX)
+        call_host_s("te_linear_forward", "xeon_8480c")
     with pytest.raises(KeyError, match="'nope'.*not in host_calls.toml"):
         call_host_s("nope", "grace")
 

@@ -26,29 +26,30 @@ def run_estimate(args, sizes, notes=()) -> int:
     result = estimate_region(region, args.collective or "all_reduce", sizes, args.algorithm or "auto",
                              datatype=args.datatype)
     result.notes.extend(notes)
-    if args.json:
+    if args.json:  # the document carries tree_roots with or without --detail (RegionEstimate.to_dict)
         emit_json({**result.to_dict(), **(_detail(result) if args.detail else {})})
     else:
-        emit(render_estimate(result) + ("\n" + render_detail(_detail(result)) if args.detail else ""))
+        emit(render_estimate(result) + ("\n" + render_detail(result) if args.detail else ""))
     return 0
 
 
 def _detail(r: RegionEstimate) -> dict:
-    """``--detail`` across sites: the chosen algorithm's phases at the largest size, and the order the tree chains
-    the sites' roots in (whether or not the tree is chosen), with the rule that sets it."""
+    """``--detail`` across sites: the chosen algorithm's phases at the largest size (the order the tree chains the
+    sites' roots in is the document's ``tree_roots``, with or without ``--detail``)."""
     last = r.results[-1]
     phases = [{"phase": k, **v} for k, v in last.phases.items() if isinstance(v, dict)]
-    return {"detail_size_bytes": last.size_bytes, "detail_algorithm": last.algorithm, "phases": phases,
-            "tree_roots": {"order": r.tree_roots, "hop_s": r.tree_hop_s, "rule": TREE_ROOT_RULE}}
+    return {"detail_size_bytes": last.size_bytes, "detail_algorithm": last.algorithm, "phases": phases}
 
 
-def render_detail(d: dict) -> str:
+def render_detail(r: RegionEstimate) -> str:
+    """The ``--detail`` lines across sites: the chosen algorithm's phases at the largest size, and the order the tree
+    chains the sites' roots in (whether or not the tree is chosen), with the rule that sets it."""
+    d = _detail(r)
     lines = ["#", f"# {d['detail_algorithm']} at {format_size(d['detail_size_bytes'])}: phases"]
     lines += [f"#   {p['phase']}: latency {format_time(p['latency_s'])}, bandwidth {format_time(p['bandwidth_s'])}, "
               f"bound {p['bound']}" for p in d["phases"]]
-    t = d["tree_roots"]
-    hops = ", ".join(format_time(h) for h in t["hop_s"])
-    lines.append(f"# tree across sites: {' - '.join(t['order'])}, {t['rule']}; each hop one way: {hops}")
+    hops = ", ".join(format_time(h) for h in r.tree_hop_s)
+    lines.append(f"# tree across sites: {' - '.join(r.tree_roots)}, {TREE_ROOT_RULE}; each hop one way: {hops}")
     return "\n".join(lines)
 
 

@@ -74,13 +74,17 @@ class RegionEstimate:
 
     def to_dict(self) -> dict:
         """The document ``topo estimate REGION --json`` prints, in one site's names (``results``, a row per size;
-        ``candidate_time_s``, each algorithm's time per size): a row adds ``phases`` and ``span_bytes``.
+        ``candidate_time_s``, each algorithm's time per size): a row adds ``phases`` and ``span_bytes``;
+        ``tree_roots`` is the tree's chain of site roots as ``{order, hop_s, rule}`` (one shape, ``--detail`` or
+        not).
 
         Returns
         -------
         dict
         """
-        doc = {k: v for k, v in asdict(self).items() if k not in ("results", "unavailable", "notes")}
+        skip = ("results", "unavailable", "notes", "tree_roots", "tree_hop_s")
+        doc = {k: v for k, v in asdict(self).items() if k not in skip}
+        doc["tree_roots"] = {"order": list(self.tree_roots), "hop_s": list(self.tree_hop_s), "rule": TREE_ROOT_RULE}
         doc["results"] = [{k: v for k, v in asdict(r).items() if k != "candidates"} for r in self.results]
         return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 

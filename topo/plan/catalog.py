@@ -37,7 +37,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import TopoError
 from ..spec.load import format_loc
 from ..resources import data_dir
-from .catalog_schema import ENDS, ITEM_KINDS, ITEM_NAMES, KINDS, PLAN_KEYS, RENAMED, Catalog, Value, is_price, walk
+from .catalog_schema import (DROPPED, ENDS, ITEM_KINDS, ITEM_NAMES, KINDS, PLAN_KEYS, RENAMED, Catalog, Value,
+                             is_price, walk)
 
 __all__ = ["Value", "Catalog", "load_catalog", "catalog_dir", "KINDS", "PLAN_KEYS", "ENDS", "is_price"]
 
@@ -224,6 +225,8 @@ def _error(exc: ValidationError, files: dict[str, str], marks: dict[str, str]) -
         if allowed:
             close = difflib.get_close_matches(loc[-1], allowed, n=1)
             msg += f"; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?" if close else "")
+        if dotted in DROPPED:  # a key the catalog had: where what it set lives now
+            msg += f" (plan.{dotted} was {DROPPED[dotted]})"
     elif err["type"] == "missing":
         msg = "is required but missing"
     elif err["type"] in ("model_type", "dict_type") and loc[:2] == ["price_ranges", "ranges"] and len(loc) <= 3:

@@ -464,6 +464,14 @@ ITEM_NAMES = {"gpus": "GPU", "servers": "server", "switches": "switch", "transce
                "cables": "cable"}
 PLAN_KEYS = KINDS + ("tiers", "server_model")
 RENAMED = {"layout": "floor"}  # the floor plan's table was plan.layout, a name the training package's layouts use
+# keys dropped from the catalog, and where what they set lives now (said beside "unknown key")
+DROPPED = {
+    "reliability.checkpoint.write_Bps": "dropped: the goodput model writes the checkpoint at the storage servers' "
+    "aggregate write rate, the one the storage lines show; set one server's plan.storage.kinds.<kind>.write_Bps, or "
+    "plan.storage.kind",
+    "reliability.checkpoint.reload_Bps": "dropped: a restart reloads the checkpoint at the storage servers' aggregate "
+    "read rate; set one server's plan.storage.kinds.<kind>.read_Bps, or plan.storage.kind",
+}
 
 
 def _lookup(table: dict, name: str, kind: str, what: str, key: str | None = None, suggest: bool = True):

@@ -3,19 +3,21 @@
 An eager step's host thread spends its time per framework call (a module's Python and checks, the PyTorch
 dispatcher, autograd's record, the CUDA launch), not per kernel alone: TransformerEngine issue #2053 timed one
 ``torch.nn.Linear`` forward and one TE ``Linear`` forward (one GEMM kernel each) on three hosts. topo's step model
-prices the host per kernel (``kernels.toml`` ``[launch] host_s``); these figures are the per-call side, read by
-the tests that tie ``host_cpu.toml``'s Grace factor to them and by the findings that score a per-call model.
+prices the host per kernel (``kernels.toml`` ``[launch] host_s``) times the host CPU's time factor; a CPU whose
+``host_cpu.toml`` row names a call kind (``time_factor_call``: Grace) takes its factor from these figures
+(:func:`topo.training.host_cpu.host_time_factor`). The rest (TE's extra per call and the release it went away in,
+the qualitative rows) is the published record a per-call model would be built from; nothing prices it yet
+(docs/calibration-findings.md, the host per call kind section).
 """
 
 from __future__ import annotations
 
-import datetime
 import tomllib
 from functools import lru_cache
 
 from ..resources import data_dir
 
-__all__ = ["call_host_s", "host_call_table", "te_linear_extra_host_s"]
+__all__ = ["call_host_s", "host_call_table"]
 
 
 @lru_cache(maxsize=None)
@@ -59,31 +61,3 @@ def call_host_s(kind: str, cpu: str) -> float:
         raise KeyError(f"call kind {kind!r} on host CPU {cpu!r}: no published figure "
                        f"(published on: {', '.join(sorted(measured)) or 'none'})")
     return float(measured[cpu])
-
-
-def te_linear_extra_host_s(cpu: str, release_date: datetime.date) -> float:
-    """Host seconds a Transformer Engine ``Linear`` forward costs over a ``torch.nn.Linear`` forward on ``cpu``,
-    for a TE release of ``release_date``: the #2053 difference before TE's CPU-overhead work was done
-    (``extra_gone_by``, TE #2126), none from then on (qualitative: "nearly the same").
-
-    Parameters
-    ----------
-    cpu : str
-        A key of ``host_cpu.toml``'s ``[cpu]``.
-    release_date : datetime.date
-        The TE release's date.
-
-    Returns
-    -------
-    float
-        Seconds (>= 0).
-
-    Raises
-    ------
-    KeyError
-        Before the fix, on a CPU without both published figures (:func:`call_host_s`).
-    """
-    gone_by = datetime.date.fromisoformat(host_call_table()["call"]["te_linear_forward"]["extra_gone_by"])
-    if release_date >= gone_by:
-        return 0.0
-    return call_host_s("te_linear_forward", cpu) - call_host_s("torch_linear_forward", cpu)

@@ -4,12 +4,13 @@ An eager PyTorch / Transformer Engine step launches its kernels from one CPU thr
 that thread Python, dispatcher and module code besides the CUDA launch (Megatron-LM
 ``docs/discussions/deepseek-v3-gb200-optimization`` sec. 2). ``kernels.toml``'s ``[launch] host_s`` is that time
 per kernel on DGX H100's Xeon Platinum 8480C; another host takes ``time_factor`` times as long (the same op timed
-on both: TransformerEngine issue #2053 for Grace).
+on both: TransformerEngine issue #2053 for Grace, read from ``host_calls.toml`` by :mod:`topo.training.host_calls`).
 """
 
 from __future__ import annotations
 
 from ..fabric.server_cpu import default_host_cpu, host_cpu_table
+from .host_calls import call_host_s
 
 __all__ = ["host_cpu", "host_time_factor", "reference_host_cpu"]
 
@@ -44,5 +45,15 @@ def host_time_factor(cpu: str) -> float:
     ------
     KeyError
         ``cpu`` is not in the table.
+
+    Notes
+    -----
+    A CPU whose row names ``time_factor_call`` takes the ratio of that call kind's published host times on it and
+    on the reference (:func:`topo.training.host_calls.call_host_s`; Grace: TE #2053's ``torch.nn.Linear``
+    forward, 37.08 / 13.48 us), so the figure lives in ``host_calls.toml`` alone.
     """
-    return float(host_cpu_table()["cpu"][cpu]["time_factor"])
+    row = host_cpu_table()["cpu"][cpu]
+    if "time_factor_call" in row:
+        kind = row["time_factor_call"]
+        return call_host_s(kind, cpu) / call_host_s(kind, reference_host_cpu())
+    return float(row["time_factor"])
