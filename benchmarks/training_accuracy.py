@@ -83,7 +83,6 @@ SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -94,7 +93,7 @@ import tomllib
 
 import numpy as np
 
-from _results import ROOT, update_section
+from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 from run_recipe_columns import (RunColumnError, check_recipe_columns, hybridep_sms_table,  # noqa: E402
@@ -673,7 +672,7 @@ def host_binds_within(grid, errors, top_s: float) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
                     "out-of-family errors into step_uncertainty.toml")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")

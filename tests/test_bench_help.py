@@ -1,4 +1,5 @@
-"""Every script of ``benchmarks/`` answers ``--help`` at once and refuses an unknown flag in one line (task tidy53:
+"""Every script of ``benchmarks/`` answers ``--help`` at once and refuses an unknown flag on one line naming it and the
+flags allowed (task tidy53:
 ``benchmarks/accuracy.py --help`` used to read ``sys.argv`` by substring, ignore ``--help`` and run its whole
 multi-process benchmark for minutes; an unknown flag was ignored the same way)."""
 
@@ -42,4 +43,11 @@ def test_an_unknown_flag_is_refused_in_one_line(script):
     r = run(script, "--no-such-flag")
     assert r.returncode == 2, (r.returncode, r.stderr[-400:])
     assert "Traceback" not in r.stderr
-    assert "unrecognized arguments: --no-such-flag" in r.stderr.splitlines()[-1]
+    assert r.stderr.count("\n") == 1, r.stderr  # one line: what was wrong and the flags allowed
+    assert "unrecognized arguments: --no-such-flag; allowed: " in r.stderr and "--help" in r.stderr
+
+
+def test_a_bad_value_is_refused_in_one_line():
+    r = run(ROOT / "benchmarks" / "bench_train.py", "--timeout", "soon")
+    assert r.returncode == 2 and r.stderr == ("bench_train.py: error: argument --timeout: invalid float value: "
+                                              "'soon'; allowed: --help, --timeout, --write\n")
