@@ -266,7 +266,7 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, notes:
     step_s = sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values())
     notes.append(f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
                  f"tensor x data x context group), {int(sum(n for _, n in calls))} a step each crossing them: "
-                 f"{step_s * 1e3:.3g} ms a step exposed, bubble included (pp and outer: inside each site, in one "
+                 f"{step_s:.3g} s a step exposed, bubble included (pp and outer: inside each site, in one "
                  f"site's step)")
     return step_s
 
