@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import platform
@@ -72,6 +73,27 @@ def measured_run(args: list[str], env: dict | None = None, cwd: Path = ROOT) -> 
 def fastest_run(args: list[str], repeats: int = 3) -> tuple[float, float, str]:
     """Wall time, peak RSS (MiB) and stdout of the fastest of ``repeats`` runs of one command."""
     return min((peak_rss_of(args) for _ in range(repeats)), key=lambda run: run[0])
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a bad command line refused on one line: what was wrong and the flags allowed."""
+
+    def error(self, message: str):
+        allowed = sorted(k for k, a in self._option_string_actions.items()
+                         if k.startswith("--") and a.help is not argparse.SUPPRESS)
+        self.exit(2, f"{self.prog}: error: {message}; allowed: {', '.join(allowed)}\n")
+
+
+def arguments(doc: str, write: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of a benchmark script: the first line of its docstring ``doc`` as description, and
+    ``--write`` (update RESULTS.md) unless ``write`` is false. The script adds its own flags and calls
+    ``parse_args()``, which answers ``--help`` at once and refuses an unknown flag or a bad value on one line
+    naming it and the flags allowed."""
+    ap = _Parser(description=doc.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                 epilog="\n".join(doc.splitlines()[1:]).strip())
+    if write:
+        ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    return ap
 
 
 def writing() -> bool:

@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from _results import ROOT, update_section
+from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -788,20 +788,33 @@ def _loso_lines(groups, extra_groups, excluded, held_out=()) -> list[str]:
     return lines + _lonfo_lines(everything, excluded) + _heldout_lines(everything, list(held_out))
 
 
+def _args():
+    """The command line: ``--quick``, ``--small``, ``--fit`` (one at a time) and ``--write``."""
+    ap = arguments(__doc__)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="in-sample only (seconds); writes nothing")
+    mode.add_argument("--small", action="store_true", help="only the folds of setups measured at <= 64 KiB "
+                      "(a few minutes)")
+    mode.add_argument("--fit", action="store_true", help="print the constants fitted on every setup (for "
+                      "topo/data/profiles/; writes nothing)")
+    return ap.parse_args()
+
+
 def main() -> None:
-    quick = "--quick" in sys.argv
+    args = _args()
+    quick = args.quick
     t0 = time.perf_counter()
     groups = load_groups(DATA, SETUPS)
     extra_groups = load_groups(EXTRA, EXTRA_SETUPS)
     held = load_groups(HELDOUT, HELDOUT_SETUPS)
     excluded = {k for k, d in ALL_SETUPS.items() if d.exclude}
-    if "--small" in sys.argv:
+    if args.small:
         print("\n".join(_small_lines(groups, extra_groups, held, excluded)))
         print(f"Run time: {time.perf_counter() - t0:.0f} s.")
         return
     insample = [score(g, g.case.profile) for g in groups + extra_groups]
     lines = [] if quick else _loso_lines(groups, extra_groups, excluded, held)
-    if "--fit" in sys.argv:  # the values to write into topo/data/profiles/ (fitted on every setup)
+    if args.fit:  # the values to write into topo/data/profiles/ (fitted on every setup)
         _, fit = fit_groups(fitting_set(groups + extra_groups))
         print("\n".join(f"{k} = {v:.4g}" for k, v in fit.values.items()))
         print("\n".join(f"net_latency_us of {tag} (the value its files carry) = {v:.4g}"

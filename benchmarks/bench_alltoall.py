@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from _results import update_section
+from _results import arguments, update_section
 
 
 def run(name: str, ecmp: str, per_pod: bool, repeats: int = 3) -> dict:
@@ -74,9 +74,7 @@ def run_hashed(fails: str) -> dict:
 
 
 def main() -> None:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     args = ap.parse_args()
     rows = [run(s, e, per_pod) for s in ("meta-llama3-24k", "h100-100k") for per_pod in (False, True)

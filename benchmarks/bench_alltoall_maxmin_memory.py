@@ -11,11 +11,9 @@ MB of 10^6 bytes) and CPU time are printed.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
-from _results import PY, ROOT, measured_run, update_section
+from _results import PY, ROOT, arguments, measured_run, update_section
 
 SECTION = "Max-min all-to-all memory at 100k GPUs (issue 30 item 10)"
 COMMAND = [PY, "-m", "topo", "estimate", "--groups", "1792", "-c", "alltoall", "--ecmp", "hash", "--sharing",
@@ -33,9 +31,7 @@ def run(size: str | None) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
-    ap.parse_args()
+    write = arguments(__doc__).parse_args().write
     load = os.getloadavg()[0]
     rows = [run("1GiB"), run(None)]
     lines = ["| sizes | peak RSS (MB) | under 1 GB | CPU (s) | wall (s) | last row (size, count, type, redop, root, "
@@ -52,7 +48,7 @@ def main() -> None:
               "class, as `FlowClasses.ptr`, and the solver fills them on those arrays), ids and scratch are int32, "
               "and the equal weights of these classes are one broadcast value (where weights differ, an array of "
               "float32 adds 4 bytes per incidence: 155 MB here)."]
-    if "--write" in sys.argv[1:]:
+    if write:
         update_section(SECTION, "\n".join(lines), "python benchmarks/bench_alltoall_maxmin_memory.py")
 
 

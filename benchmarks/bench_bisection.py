@@ -8,11 +8,11 @@ interpreter start-up included.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 
-from _results import PY, fastest_run, peak_rss_of, update_section
+from _results import PY, arguments, fastest_run, peak_rss_of, update_section
 
 FAILURES = [[], ["spine0"], ["random:spine:0.1"], ["random:leaf-spine:0.1:1"], ["plane:0", "rail:3"]]
 
@@ -38,7 +38,9 @@ def in_process() -> list[dict]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--stage":
+    ap = arguments(__doc__)
+    ap.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)  # the in-process half, run as a child
+    if ap.parse_args().stage:
         print(json.dumps(in_process()))
         return
     rows = []

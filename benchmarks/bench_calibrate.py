@@ -19,7 +19,7 @@ import os
 import subprocess
 import time
 
-from _results import PY, ROOT, update_section
+from _results import PY, ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT / "tests"))
 from nccl_text import render  # noqa: E402
@@ -40,6 +40,7 @@ def timed(args: list[str]) -> tuple[float, float, float]:
 
 
 def main() -> None:
+    arguments(__doc__).parse_args()
     rows = [r for r in csv.DictReader((ROOT / "data/reference/nccl_tests_measurements.csv").open())
             if r["setup_id"] == "ncclt309_h100_2n_xe9680"]
     sizes = [int(r["size_bytes"]) for r in rows]

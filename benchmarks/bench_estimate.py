@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 
-from _results import PY, ROOT, peak_rss_of, update_section
+from _results import PY, ROOT, arguments, peak_rss_of, update_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -36,8 +37,11 @@ def in_process(gpus: int, repeat: int = 3) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--stage":
-        print(json.dumps(in_process(int(sys.argv[2]))))
+    ap = arguments(__doc__)
+    ap.add_argument("--stage", type=int, help=argparse.SUPPRESS)  # the in-process half, run as a child
+    stage = ap.parse_args().stage
+    if stage is not None:
+        print(json.dumps(in_process(stage)))
         return
     lines = []
     # 1. end to end from the shell, 100k GPUs, ring, hashed ECMP

@@ -8,13 +8,13 @@ memory, time growing no faster than linearly in GPUs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
-from _results import PY, fastest_run, peak_rss_of, update_section
+from _results import PY, arguments, fastest_run, peak_rss_of, update_section
 
 SMALL = ["fabric.tiers[1].oversubscription=1", "fabric.units_per_pod=4"]
 SIZES = [SMALL + ["cluster.num_pods=1"], SMALL + ["cluster.num_pods=8"], SMALL + ["cluster.num_pods=32"], []]
@@ -39,8 +39,11 @@ def in_process(overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--stage":
-        print(json.dumps(in_process(sys.argv[2:])))
+    ap = arguments(__doc__)
+    ap.add_argument("--stage", nargs="*", help=argparse.SUPPRESS)  # the in-process half (its --set overrides)
+    stage = ap.parse_args().stage
+    if stage is not None:
+        print(json.dumps(in_process(stage)))
         return
     rows = []
     for overrides in SIZES:

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from _results import PY, peak_rss_of, update_section
+from _results import PY, peak_rss_of, arguments, update_section
 
 SPEC = "h100-100k"
 
@@ -55,6 +55,7 @@ def stages(gpus: int) -> dict:
 
 
 def main() -> None:
+    arguments(__doc__).parse_args()
     lines = ["| GPUs | GPU pairs | classes | incidences | classes (s) | sparse matrix (s) | one fill (s) | "
              "makespan, all fills (s) | end to end max-min (s) | peak RSS (MiB) | end to end equal (s) | "
              "max-min / equal time |",

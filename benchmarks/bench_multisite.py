@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from _results import ROOT, compile_bytecode, measured_run, update_section
+from _results import ROOT, compile_bytecode, measured_run, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
@@ -37,6 +37,7 @@ def in_process(name: str) -> dict:
 
 
 def main() -> None:
+    arguments(__doc__).parse_args()
     lines = []
     runs = {}
     compile_bytecode(ROOT)  # as an installed package has it: a checkout under PYTHONDONTWRITEBYTECODE recompiles

@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from _results import PY, measured_run, update_section
+from _results import PY, measured_run, arguments, update_section
 
 TARGET_S = 3.0
 
@@ -116,6 +116,7 @@ def arithmetic() -> list[str]:
 
 
 def main() -> None:
+    arguments(__doc__).parse_args()
     names = bundled()
     designs_100k = [n for n in names if n.startswith("h100-100k")]
     runs = [("default (h100-100k)", ["plan", "--json"])]

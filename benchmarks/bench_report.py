@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-from _results import PY, peak_rss_of, update_section
+from _results import PY, peak_rss_of, arguments, update_section
 
 
 def main() -> None:
+    arguments(__doc__).parse_args()
     rows = []
     for specs in (["h100-100k"], ["dgx-h100-superpod"], ["h100-100k", "meta-llama3-24k"]):
         with tempfile.TemporaryDirectory() as tmp:

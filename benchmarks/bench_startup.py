@@ -13,13 +13,12 @@ imports, in one more run of each.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from _results import PY, ROOT, compile_bytecode, measured_run, update_section
+from _results import PY, ROOT, arguments, compile_bytecode, measured_run, update_section
 
 COMMANDS = [
     ["describe", "h100-100k", "--json"],
@@ -43,7 +42,7 @@ def modules_imported(tree: Path, command: list[str]) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--before", type=Path, help="a checkout of the code to compare with (e.g. commit 60cb2ef)")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=DIR", help="another tree to compare")
     ap.add_argument("--repeats", type=int, default=7, help="runs of each command in each tree (default 7)")

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import tomllib
 
 import numpy as np
 
-from _results import ROOT, update_section
+from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -63,7 +62,7 @@ def _workers_cpu_s(client) -> float:
 
 
 def _args():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--draws", type=int, default=50, help="failure draws of the 1,000 to run (default 50)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per worker count, alternating (default 2)")
     ap.add_argument("--points", type=int, default=300, help="cheap points for the overhead measurement")

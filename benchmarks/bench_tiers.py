@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import PY, ROOT, compile_bytecode, update_section
+from _results import PY, ROOT, arguments, compile_bytecode, update_section
 
 # 5 tiers of 64-port QM9700-class switches, non-blocking, rail-optimized: pods of 4 scalable units (1,024 GPUs),
 # 8 pods per core block (8,192), 4 core blocks per 4th-tier block (32,768), 7 of those under the top: 229,376 GPUs
@@ -128,7 +128,7 @@ def five_tier_in_process(path: str) -> dict:
 
 
 def _args():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--before", type=Path, help="a checkout of the code before the change (commit 60cb2ef)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")

@@ -12,13 +12,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 
-from _results import PY, ROOT, update_section
+from _results import PY, ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -28,7 +27,7 @@ SEARCH_100K = ["-m", "topo", "train", "h100-100k", "--model", "deepseek-v3-671b"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     ap.add_argument("--timeout", type=float, default=600, help="seconds allowed for the 100k search")
     args = ap.parse_args()

@@ -17,6 +17,7 @@ GB200 row) for the same host question (docs/calibration-findings.md sections 134
 from __future__ import annotations
 
 import training_accuracy as ta  # also puts the repository on sys.path
+from _results import arguments
 
 import topo  # noqa: E402
 from topo.training.parallel import make_layout  # noqa: E402
@@ -44,6 +45,7 @@ def ladder(kw: dict) -> list[tuple[str, float, dict]]:
 
 
 def main() -> None:
+    arguments(__doc__, write=False).parse_args()
     rows = {r["run_id"]: r for r, _ in ta._published_rows()}
     fabrics = {}
 

@@ -22,7 +22,6 @@ model').
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import math
@@ -30,7 +29,7 @@ import re
 import sys
 from dataclasses import replace
 
-from _results import ROOT
+from _results import ROOT, arguments
 
 sys.path.insert(0, str(ROOT))
 
@@ -71,7 +70,7 @@ def b200_check() -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--b200", action="store_true", help="fit the prologue on OpenXLA's B200 table (writes nothing)")
     ap.add_argument("--tiles", choices=("deepgemm_sm90", "hopper"), default="deepgemm_sm90",

@@ -19,12 +19,11 @@ checked apart (docs/calibration-findings.md section 145, lead 2).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import sys
 
-from _results import ROOT
+from _results import ROOT, arguments
 
 sys.path.insert(0, str(ROOT))
 
@@ -127,7 +126,7 @@ def _rows() -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--cross-recipe", action="store_true", help="pair FP8 runs whose scaling recipes differ")
     args = ap.parse_args()
     pairs = layout_pairs(_rows(), cross_recipe=args.cross_recipe)

@@ -29,7 +29,6 @@ Printed, each with the fitted runs and the hold-out apart (the hold-out may show
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
@@ -39,6 +38,7 @@ from collections import Counter
 from scipy.stats import mannwhitneyu, spearmanr
 
 import training_accuracy as ta  # also puts the repository on sys.path
+from _results import arguments
 
 from topo.training.gpus import gpu_compute  # noqa: E402
 from topo.training.mapping import default_placement  # noqa: E402
@@ -238,7 +238,7 @@ def audit_runs(setups, fabrics, engines, values) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--too-fast", type=float, default=0.08, help="a run is too fast below this signed error "
                     "(fraction, default 0.08)")
     ap.add_argument("--right", type=float, default=0.04, help="a run is right within this |error| (default 0.04)")

@@ -2,8 +2,8 @@
 each with what the accuracy benchmark does with it.
 
 A run's setting reaches topo in one of three ways: a CSV column (``recompute_modules``, ``cuda_graph_scope``,
-``moe_capacity_factor``...), a rule of ``training_accuracy.py`` keyed on the run's source (``_megatron_lm_kw``,
-``_framework_kw``...), or not at all (a flag topo does not model). The note is where a row quotes its recipe's
+``moe_capacity_factor``...), a rule of ``training_accuracy.py`` keyed on the run's source (``_framework_kw``,
+``_run_kw``...), or not at all (a flag topo does not model). The note is where a row quotes its recipe's
 flags, and the benchmark reads one of them from the note (``PAIR_NOTE_FLAGS``). A flag a new row's note names
 that no rule reads was silently ignored (small50; docs/calibration-findings.md section 158 left ``note_flags`` with
 one field): :func:`check_note_flags` refuses a flag this table does not list, naming the file, run and flag, so
@@ -36,14 +36,14 @@ NOTE_FLAGS = {
     "--tp-comm-overlap": "column overlap_tp",
     "--moe-router-fusion": "column moe_router_fusion",
     "--cross-entropy-loss-fusion": "column cross_entropy (megatron_unfused where the script omits it)",
-    # flags a rule of training_accuracy.py sets from the run's source
-    "--grad-reduce-in-bf16": "rule: grad_reduce_bytes (_megatron_lm_kw)",
-    "--main-grads-dtype": "rule: grad_reduce_bytes (_megatron_lm_kw)",
-    "--accumulate-allreduce-grads-in-fp32": "rule: grad_reduce_bytes (_recipe_layout_kw's bf16 default)",
+    # memory and FP8 flags: columns since amax52 and tidy53 (the rules of training_accuracy.py they were)
+    "--grad-reduce-in-bf16": "column grad_reduce_bytes",
+    "--main-grads-dtype": "column grad_reduce_bytes",
+    "--accumulate-allreduce-grads-in-fp32": "column grad_reduce_bytes (empty: _recipe_layout_kw's bf16 default)",
     "--fp8-param-gather": "column fp8_param_gather",
-    "--use-precision-aware-optimizer": "rule: optimizer_bytes (_megatron_lm_kw)",
-    "--moe-router-padding-for-quantization": "rule: moe_counts_aligned (_megatron_lm_kw)",
-    "--moe-router-padding-for-fp8": "rule: moe_counts_aligned (_megatron_lm_kw; the older name of "
+    "--use-precision-aware-optimizer": "column optimizer_bytes",
+    "--moe-router-padding-for-quantization": "column moe_counts_aligned",
+    "--moe-router-padding-for-fp8": "column moe_counts_aligned (the older name of "
                                     "--moe-router-padding-for-quantization)",
     "--mtp-num-layers": "rule: mtp_layers (_row_model drops MTP where the recipe has none)",
     "--make-vocab-size-divisible-by": "model file: the padded vocabulary (tests/test_training_runs_data.py)",

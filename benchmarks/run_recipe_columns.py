@@ -41,6 +41,20 @@ And, until amax52 (section 179's "left"), rules of ``training_accuracy.py`` keye
   (``ParallelLayout.ep_comm_sms``; Megatron-Bridge's per-release value stays in the HybridEP file); empty: the
   layout's default or that file's.
 
+And, until tidy53 (section 190's "left"), per-source rules of ``training_accuracy.py`` (``_megatron_lm_kw``,
+``_mlperf_kw``, ``_dgxc2505_kw``, ``_run_kw``, ``_recipe_layout_kw``'s release rule, ``_framework_kw``'s
+Megatron-Bridge bucket), read by :func:`layout_column_kw` after every remaining rule (:data:`LAYOUT_COLUMNS`; empty:
+what the rules and the layout give):
+
+- ``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes``: bytes per parameter of the gradient buffer, of the
+  gradient reduction and of the optimizer state (``ParallelLayout``'s fields of those names);
+- ``moe_counts_aligned``, ``dp_align_grad_reduce``: ``1`` / ``0``, the router's padding of each expert's count for
+  the quantised GEMMs, Megatron-Core's aligned gradient reduction across model chunks;
+- ``dp_bucket_params``: parameters per DP bucket (a whole number >= 1);
+- ``pipeline_layout``, ``pipeline_schedule``, ``moe_expert_rank_capacity_factor``: a layout in Megatron-Core's
+  notation (checked by :func:`topo.training.pipeline_layout.expand_layout`), ``1f1b`` / ``dualpipe``, HybridEP's
+  static rank budget (>= 1).
+
 The sources of every value: the row's note or ``data/reference/README.md`` ("Framework settings named by value").
 Megatron-Bridge's HybridEP SM count is a release's, not a row's: ``data/reference/megatron_bridge_hybridep_sms.csv``
 (:func:`hybridep_sms_table`).
@@ -52,6 +66,7 @@ what is allowed.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
@@ -59,18 +74,27 @@ from typing import get_args
 from topo.errors import TopoError
 from topo.training.grouped_gemm import EXPERT_KERNELS
 from topo.training.jax_mesh import parse_mesh
-from topo.training.parallel import ParallelLayout
+from topo.training.parallel import MAX_ELEMENT_BYTES, PIPELINE_SCHEDULES, ParallelLayout
+from topo.training.pipeline_layout import expand_layout
 from topo.training.remat import remat_policies
 from topo.training.tp_overlap import config_names
 
 COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
            "moe_expert_kernels", "moe_grouped_gemm", "overlap_tp", "moe_router_fusion", "cross_entropy",
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
-           "ep_comm_sms")
+           "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes", "moe_counts_aligned",
+           "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
+           "moe_expert_rank_capacity_factor")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
-         "fp8_param_gather")  # 1 / 0
+         "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce")  # 1 / 0
+LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes": float,
+                  "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
+                  "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
+                  "moe_expert_rank_capacity_factor": float}
+"""The memory, DP and pipeline columns (tidy53; were per-source rules of ``training_accuracy.py``), each with how
+:func:`layout_column_kw` reads a checked value."""
 
 
 class RunColumnError(ValueError):
@@ -83,6 +107,29 @@ def _mesh_fault(value: str) -> str | None:
         parse_mesh(value)
     except TopoError as exc:
         return f"a JAX mesh of ici_<axis>=n / dcn_<axis>=n pairs ({exc.message})"
+    return None
+
+
+def _number_fault(low: float, high: float | None, what: str, low_open: bool = False) -> Callable[[str], str | None]:
+    """A check that allows a decimal number from ``low`` (excluded where ``low_open``) to ``high`` (None: no upper
+    end); ``what``: the unit, for the message."""
+    def check(value: str) -> str | None:
+        try:
+            x = float(value)
+        except ValueError:
+            x = math.nan
+        ok = math.isfinite(x) and (x > low if low_open else x >= low) and (high is None or x <= high)
+        return None if ok else (f"a number of {what} {'>' if low_open else '>='} {low:g}"
+                                + (f" and <= {high:g}" if high is not None else ""))
+    return check
+
+
+def _layout_fault(value: str) -> str | None:
+    """None for a pipeline layout :func:`topo.training.pipeline_layout.expand_layout` reads, else what is allowed."""
+    try:
+        expand_layout(value)
+    except TopoError as exc:
+        return f"a pipeline layout in Megatron-Core's notation ({exc.message})"
     return None
 
 
@@ -108,6 +155,12 @@ def _checks() -> dict:
             "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1")),
             "cross_entropy": _one_of(literal("cross_entropy")), "attention_fp8": _one_of(literal("attention_fp8")),
             "ep_comm_sms": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of SMs >= 1",
+            "grad_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
+            "grad_reduce_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
+            "optimizer_bytes": _number_fault(0, None, "bytes"),
+            "dp_bucket_params": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of parameters >= 1",
+            "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
+            "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 
@@ -174,6 +227,23 @@ def recipe_column_kw(row) -> dict:
     if row.get("ep_comm_sms"):
         kw["ep_comm_sms"] = int(row["ep_comm_sms"])
     return kw
+
+
+def layout_column_kw(row) -> dict:
+    """The layout settings of a row's memory, DP and pipeline columns (:data:`LAYOUT_COLUMNS`), where the row names
+    them (:func:`check_recipe_columns` has checked the values); applied after every rule of ``training_accuracy.py``.
+
+    Parameters
+    ----------
+    row : dict
+        A runs CSV row.
+
+    Returns
+    -------
+    dict
+        ``ParallelLayout`` keyword arguments.
+    """
+    return {col: read(row[col]) for col, read in LAYOUT_COLUMNS.items() if row.get(col)}
 
 
 def hybridep_sms_table(path) -> dict[str, tuple[int, tuple[str, ...]]]:

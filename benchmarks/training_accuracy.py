@@ -61,8 +61,12 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 ``cuda_graph_scope`` column too (captured parts cost the host no launches), and its TP overlap, router fusion,
 cross-entropy, FP8 attention, FP8 scaling work, FP8 weights and HybridEP's SMs (``overlap_tp``, ``moe_router_fusion``,
 ``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``, ``fp8_amax_pass``,
-``fp8_param_gather``, ``ep_comm_sms``: ``run_recipe_columns``); DeepSeek-V3 rows take their recipe's
-pipeline layout (``DSV3_LAYOUTS``). Overlapped all-to-alls take
+``fp8_param_gather``, ``ep_comm_sms``: ``run_recipe_columns``), and where a run's scripts depart from those
+defaults its memory, DP-bucket and pipeline settings (``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes``,
+``moe_counts_aligned``, ``dp_bucket_params``, ``dp_align_grad_reduce``, ``pipeline_layout``, ``pipeline_schedule``,
+``moe_expert_rank_capacity_factor``: ``run_recipe_columns.layout_column_kw``, applied after the rules below);
+DeepSeek-V3 rows of NeMo and Megatron-Bridge take their recipe's pipeline layout (``DSV3_LAYOUTS``, by PP and
+VP). Overlapped all-to-alls take
 SMs from the compute beside them (``topo.training.step.ep_held_sms``): the flex dispatcher and DualPipe 20
 (``ParallelLayout.ep_comm_sms``, DeepEP's default) but where a run's scripts set HybridEP's count (Megatron-Bridge:
 ``data/reference/megatron_bridge_hybridep_sms.csv``; the ModelZoo's: column ``ep_comm_sms``), the all-to-all dispatcher NCCL's 16 p2p channels; hidden DP
@@ -79,7 +83,6 @@ SuperPOD with H800 GPUs (recomputing RMSNorm and the MLA up-projections, sec. 3.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import re
@@ -90,11 +93,11 @@ import tomllib
 
 import numpy as np
 
-from _results import ROOT, update_section
+from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
 from run_recipe_columns import (RunColumnError, check_recipe_columns, hybridep_sms_table,  # noqa: E402
-                                recipe_column_kw)  # (topo from ROOT, as above)
+                                layout_column_kw, recipe_column_kw)  # (topo from ROOT, as above)
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
          "DGX-GB300": ("gb300-nvl72-superpod", ()),  # GB300 NVL72 racks (its rows are all in the hold-out file)
@@ -345,17 +348,6 @@ def _recipe_layout_kw(row, model) -> dict:
         # its ``ScaledClampedQGeGLU`` clamps inside the activation (Megatron-LM@d98e8a64 experts.py
         # ``_make_fused_ops``): no eager clamp
         kw.update(expert_bias_eager="none", expert_clamp_eager=False)
-        release = re.search(r"NeMo (\d\d)\.(\d\d)", row.get("software") or "")
-        if (row["run_id"].startswith("mb") and model.moe is not None and row["precision"] == "fp8"
-                and release is not None and (int(release[1]), int(release[2])) >= (26, 6)
-                and kw.get("ep_dispatcher") == "deepep" and kw.get("ep_flex_backend") == "hybridep"):
-            # Megatron-Bridge's full-iteration MXFP8 MoE recipes from 26.06 (v0.5.0; none up to v0.4.2, so the
-            # 25.11 GB200 DeepSeek-V3 row ran without) graph the dropless block through HybridEP's static rank
-            # budget: NVIDIA-NeMo/Megatron-Bridge v0.5.0 scripts/performance/configs/
-            # qwen/qwen3_llm_pretrain.py:53 and deepseek/deepseek_llm_pretrain.py:59 (set_full_iter_cg_configs),
-            # gpt_oss/gpt_oss_llm_pretrain.py:50; from 26.08 perf_recipes/qwen/common.py:45
-            # (_enable_hybridep_full_iteration_mxfp8), deepseek/common.py:63, gpt_oss/common.py:30: 1.5
-            kw["moe_expert_rank_capacity_factor"] = 1.5
     return kw
 
 
@@ -380,11 +372,6 @@ def _framework_kw(row, model, kw: dict) -> None:
         kw["cudnn_version"] = cudnn
     if row["run_id"].startswith(("nemo", "mb")):  # grad_reduce_in_fp32 = False: a bf16 gradient buffer
         kw["grad_bytes"] = 2.0
-    if row["run_id"].startswith("mb") and kw["dp"] > 1:
-        # Megatron-Bridge's CommOverlapConfig gives the DDP a 128Mi-parameter bucket whenever dp > 1 with the
-        # distributed optimizer, as NeMo 2's callback did (NVIDIA-NeMo/Megatron-Bridge@aae82005
-        # src/megatron/bridge/training/comm_overlap.py _get_optimizer_overlap_cfgs; rev48, docs/calibration-findings.md)
-        kw.setdefault("dp_bucket_params", 134_217_728)
     # the recipe's memory settings (empty: none): activation offloading, recomputation
     kw["activation_offload_layers"] = int(row.get("activation_offload_layers") or 0)
     kw["recompute"] = row.get("recompute_granularity") or "none"
@@ -414,35 +401,6 @@ def _framework_kw(row, model, kw: dict) -> None:
             kw.update(pipeline_layout=automodel_pipeline_layout(model.layers, pp * vp), pipeline_embedding=False)
 
 
-def _megatron_lm_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what the Megatron-LM runs' own scripts set (``mcore_`` rows: the Megatron-MoE model zoo's
-    Mixtral and Qwen3 runs, at the commit each table was published, and Megatron-LM's DeepSeek-V3 GB200 study)."""
-    if row["run_id"].startswith("mcore_h100_mixtral"):
-        if fp8_recipe(row) == "blockwise":
-            # sbatch_benchmarking.sh with PR=fp8: --use-precision-aware-optimizer with fp32 main params and bf16
-            # moments (4 + 2 + 2 bytes per parameter), and --moe-router-padding-for-fp8: the router pads each
-            # expert's count to the FP8 alignment, so the grouped experts run no padding copies (small50: the row's
-            # note named the flag, no rule read it; yanring/Megatron-MoE-ModelZoo sbatch_benchmarking.sh
-            # "if [[ ${PR} == "fp8" ]]" block, read at @38ce2ed2 as the note quotes @798dfb50); its
-            # --fp8-param-gather: column fp8_param_gather
-            kw.update(optimizer_bytes=8.0, moe_counts_aligned=True)
-    if row["run_id"].startswith("mcore_") and family(model.name) == "qwen3":
-        # no script sets --grad-reduce-in-bf16, so Megatron-LM's arguments.py reduces the bf16 run's gradients in
-        # FP32 (accumulate_allreduce_grads_in_fp32 with --main-grads-dtype fp32)
-        kw["grad_reduce_bytes"] = 4.0
-    if row["run_id"].startswith("mcore_gb200_qwen3"):
-        # for PR=mxfp8 sbatch_benchmarking.sh adds the precision-aware optimizer with bf16 moments (4 + 2 + 2 bytes
-        # per parameter)
-        if row["precision"] == "fp8":
-            kw["optimizer_bytes"] = 8.0
-        # DISPATCHER=hybridep's --moe-hybridep-num-sms 32: column ep_comm_sms
-    if row["run_id"].startswith("mcore_gb200_deepseekv3"):
-        # NVIDIA/Megatron-LM@eb0783b6 deepseek-v3-gb200-reproduce-guide.md: the layout,
-        # --moe-router-padding-for-quantization (each expert's count aligned), bf16 moments (4 + 2 + 2 bytes)
-        kw.update(pipeline_layout="Et|(tt|)*30L", moe_counts_aligned=True, optimizer_bytes=8.0)
-        # the guide's --moe-hybridep-num-sms 32: column ep_comm_sms
-
-
 def _dgxc2505_kw(row, model, kw: dict) -> None:
     """Update ``kw`` with what the DGX Cloud v25.05.04 scripts (NeMo@7a8f1cc7, ``dgxc2505_`` rows) set."""
     # the Nemotron-H 56B rows set nothing here: NeMo@7a8f1cc7 scripts/performance/llm/pretrain_nemotronh_56b.py
@@ -454,84 +412,29 @@ def _dgxc2505_kw(row, model, kw: dict) -> None:
     # which the plugin's dtype_config writes over the recipe's DDP config (nemo/lightning/pytorch/strategies/
     # megatron_strategy.py lines 421-423): bf16 gradient reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
     if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
-        # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04):
-        # recipes/deepseek.py trainer: bf16_mixed(), whose grad_reduce_in_fp32 = True; the script's uneven first and
-        # last pipeline stages, MTP on the last
-        kw.update(grad_reduce_bytes=4.0, pipeline_layout=nemo_dsv3_layout(kw["pp"]))
-        # that MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters when dp > 1
-        # (nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py lines 185-186 @7a8f1cc7), as the nemo25xx rows
-        # below (auditho48: the dgxc2505_ prefix missed that rule); Megatron-Core@7094270c's DDP config has no
-        # align_grad_reduce, so no grad_sync_func either (megatron_parallel.py line 125; these rows run VP 1)
-        kw.update(dp_bucket_params=134_217_728, dp_align_grad_reduce=False)
-
-
-def _mlperf_kw(row, kw: dict) -> None:
-    """Update ``kw`` with what the MLPerf Training submissions' configs and logs set (the rows' notes quote them)."""
-    rid = row["run_id"]
-    if rid.startswith(("mlperf60_gb200_deepseekv3", "mlperf60_google_gb200_deepseekv3")):
-        # MLPerf Training v6.0 DeepSeek-V3 (training_results_v6.0 NVIDIA tyche-hsg config_GB200_*xtp2pp4ep32cp1_mxfp8_
-        # full_cg.sh): PIPELINE_LAYOUT "Et*4|(t*4|)*14tmL"; paged stash with MOE_EXPERT_RANK_CAPACITY_FACTOR=4 (the
-        # rows' notes, from the same configs): HybridEP's static rank budget
-        kw.update(pipeline_layout="Et*4|(t*4|)*14tmL", moe_expert_rank_capacity_factor=4.0)
-    if rid.startswith(("mlperf51_uf_", "mlperf51_lambda_", "mlperf51_dell_")):
-        # University of Florida's, Lambda's and Dell's MLPerf v5.1 configs (Lambda's and Dell's logs print
-        # bucket_size=134217728): conf/custom.yaml optim.bucket_size: ${BUCKET_SIZE,134217728} (no config sets BUCKET_SIZE): 128Mi
-        # parameters per DP bucket, one reduce-scatter and one all-gather each
-        kw["dp_bucket_params"] = 134_217_728
-    if rid.startswith("mlperf60_cisco_h100_"):
-        # Cisco's v6.0 H100 config sets no BUCKET_SIZE (BUCKET_CAP_MB only), which the MLPerf reference conf reads:
-        # its default, 128Mi parameters per DP bucket (assumption: Cisco's conf/ is not in the submission; HPE's
-        # v6.0 and Lambda's / Dell's v5.1 logs print bucket_size=134217728); TP overlap on (TP_COMM_OVERLAP=True)
-        kw["dp_bucket_params"] = 134_217_728
-    if rid.startswith("mlperf51_cisco_h100_"):
-        # Cisco's v5.1 H100 code (Cisco/benchmarks/llama31_8b/implementations/nemo, mlcommons/training_results_v5.1@
-        # 441d65f4): pretrain.py line 632 comments out the MegatronCommOverlapCallback, so TP_COMM_OVERLAP=True sets
-        # no userbuffer overlap; its DistributedDataParallelConfig has grad_reduce_in_fp32=False (bf16 gradient
-        # buffer); conf/custom.yaml's bucket_size default is 64 parameters, which closes a Megatron-Core bucket at
-        # every parameter tensor: as many buckets as Llama 3 8B has tensors (6 a layer with TE's fused layer norms,
-        # plus embedding, final norm and output layer: 195), priced as that many equal buckets
-        kw["grad_bytes"] = 2.0
-    if rid.startswith("mlperf51_hpe_h200_"):
-        # HPE's v5.1 H200 logs print bucket_size=134217728, grad_reduce_in_fp32=False
-        kw.update(dp_bucket_params=134_217_728, grad_bytes=2.0)
-    if rid.startswith("mlperf60_cisco_h200_"):
-        # Cisco's v6.0 H200 run (Megatron-Bridge MLPerf code, PyTorch 26.04): its log prints DDP bucket_size=768000000
-        # and grad_reduce_in_fp32=False with bf16 parameters, so Megatron-Core's gradient buffer is bf16 (2 bytes)
-        kw.update(dp_bucket_params=768_000_000, grad_bytes=2.0)
+        # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04): the
+        # script's uneven first and last pipeline stages, MTP on the last; its fp32 gradient reduction, DP bucket
+        # and no aligned reduction: columns grad_reduce_bytes, dp_bucket_params, dp_align_grad_reduce
+        kw["pipeline_layout"] = nemo_dsv3_layout(kw["pp"])
 
 
 def _run_kw(row, model, kw: dict) -> None:
-    """Update ``kw`` with what single runs' own scripts set (fp32 reduction, BF16 end layers,
-    DP buckets, FP8 weights, DeepSeek-V3's DualPipe and optimizer)."""
+    """Update ``kw`` with what single runs' own scripts set (DGX Cloud's DeepSeek-V3 stages, Cisco's per-tensor DP
+    buckets, attention and weight gradients by release) and, last, the row's memory, DP and pipeline columns
+    (``run_recipe_columns.layout_column_kw``: the values the per-source rules gave until tidy53)."""
     if row["run_id"].startswith("dgxc2505_"):
         _dgxc2505_kw(row, model, kw)
-    _megatron_lm_kw(row, model, kw)
-    _mlperf_kw(row, kw)
     if row["run_id"].startswith("mlperf51_cisco_h100_"):
-        # one Megatron-Core bucket per parameter tensor (bucket_size 64, _mlperf_kw): 6 a layer + 3 (Llama 3 8B: 195)
+        # Cisco's v5.1 H100 code (Cisco/benchmarks/llama31_8b/implementations/nemo, mlcommons/training_results_v5.1@
+        # 441d65f4): conf/custom.yaml's bucket_size default is 64 parameters, which closes a Megatron-Core bucket at
+        # every parameter tensor: as many buckets as Llama 3 8B has tensors (6 a layer with TE's fused layer norms,
+        # plus embedding, final norm and output layer: 195), priced as that many equal buckets
         kw["dp_bucket_params"] = math.ceil(model.total_params / (6 * model.layers + 3))
-    if re.match(r"nemo25\d\d", row["run_id"]):
-        # NeMo 2 (25.02-25.07) sets no grad_sync_func: its DDP config has no align_grad_reduce (NVIDIA/NeMo
-        # v2.2.1-v2.4.0 nemo/lightning/megatron_parallel.py extract_ddp_funcs; Megatron-Core core_v0.11-v0.14
-        # DistributedDataParallelConfig), so an interleaved chunk's buckets reduce as their gradients are ready
-        kw["dp_align_grad_reduce"] = False
-        # and its MegatronCommOverlapCallback sets the DDP bucket to 128Mi parameters whenever dp > 1 (with the
-        # distributed optimizer; v2.0.0-v2.4.0 megatron_comm_overlap.py _get_optimizer_overlap_cfgs, since
-        # NVIDIA/NeMo#10209; no performance script or recipe overrides it); chunks past the first stay one bucket
-        # (megatron_parallel.py disable_bucketing=(model_chunk_idx > 0))
-        kw["dp_bucket_params"] = 134_217_728
     if attention_unfused_on_blackwell(row, model):
         kw["flash_attention"] = False
     if megatron_fsdp_unfused_wgrad(row):
         kw["wgrad_output"] = "copied"
-    if row["run_id"].startswith("deepseekv3_h800"):
-        # sec. 3.3.3: AdamW's two moments in BF16 beside the FP32 master weights (4 + 2 + 2 bytes)
-        kw.update(grad_reduce_bytes=4.0, pipeline_schedule="dualpipe", optimizer_bytes=8.0)
-        # its FP8 expert GEMMs (DeepGEMM's grouped contiguous layout) take each expert's rows aligned by the
-        # dispatch itself (DeepEP's released dispatch: buffer.dispatch(..., expert_alignment), deepseek-ai/DeepEP
-        # deep_ep/buffer.py), not by Transformer Engine's padding copies (assumption: its training code is
-        # unpublished)
-        kw["moe_counts_aligned"] = True
+    kw.update(layout_column_kw(row))
 
 
 def tp_overlap_config(row, model) -> str:
@@ -769,7 +672,7 @@ def host_binds_within(grid, errors, top_s: float) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, write=False)
     ap.add_argument("--fit", action="store_true", help="write the fitted fractions into kernels.toml and the "
                     "out-of-family errors into step_uncertainty.toml")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")

@@ -14,7 +14,7 @@ def test_reference_data_is_in_the_project(reference):
 
 
 def test_accuracy_without_data_is_one_clean_line(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--no-write"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quick"],
                           capture_output=True, text=True, env={**os.environ, "TOPO_DATA_DIR": str(tmp_path / "none")})
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
@@ -23,7 +23,7 @@ def test_accuracy_without_data_is_one_clean_line(tmp_path):
 
 def test_accuracy_with_a_wrong_file_is_one_clean_line(tmp_path):
     (tmp_path / "nccl_tests_measurements.csv").write_text("a,b\n1,2\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--no-write"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quick"],
                           capture_output=True, text=True, env={**os.environ, "TOPO_DATA_DIR": str(tmp_path)})
     assert proc.returncode == 2 and "missing columns: busbw_GBps, collective" in proc.stderr
     assert proc.stderr.count("\n") == 1

@@ -234,3 +234,34 @@ def test_an_outer_sync_without_its_period_is_one_line_that_names_no_flag_in_the_
                   "--global-batch", "2304", "--across", "outer")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --outer-every: --across outer needs")
     assert bad.stderr.count("\n") == 1
+
+
+def test_dp_across_sites_pays_the_fp8_amax_reductions_crossing():
+    """tidy53 (section 190 left it): under delayed FP8 scaling Transformer Engine all-reduces each model chunk's
+    amax buffer forward and backward in every micro-batch over the tensor x data x context group (``fp8.py``
+    @bee4649c ``reduce_and_update_fp8_tensors``, ``async_op=False``); with DP across the sites that group spans
+    them, so each call also pays the crossing there and back, ``2 L`` (L one way: 1,000 km of fibre at 4.9 us/km,
+    the DCI switches' 50 us and four 130 ns hops, the spec's figures as in the test above; a few KB: no bandwidth
+    to speak of), in the step and in the bubble's micro-batch (``(p - 1) / v`` of one micro-batch's share).
+    Across pp (DP inside each site) the group stays in the site: nothing more than one site's step."""
+    region = build_region("two-site-h100")
+    model = load_model("llama3-70b")
+    on = make_layout(tp=8, pp=4, vpp=2, dp=8, global_batch=256, precision="fp8", fp8_recipe="delayed")
+    off = on.model_copy(update={"fp8_amax_reduction": False})
+    got = {}
+    for lay in (on, off):
+        r = estimate_across_sites(region, model, lay, across="dp", contention=False)
+        got[lay.fp8_amax_reduction] = ({s.strategy: s for s in r.strategies}, r)
+    L = 1000 * 4.9e-6 + 50e-6 + 4 * 130e-9
+    m, p, v = on.microbatches, on.pp, on.vpp  # m = 256 / 8 = 32
+    calls = 2 * m * v  # forward and backward, per model chunk and micro-batch
+    crossing = calls * 2 * L * (1 + (p - 1) / (v * m))
+    dp_on, dp_off = got[None][0]["dp"], got[False][0]["dp"]
+    assert dp_on.exposed_s - dp_off.exposed_s == pytest.approx(crossing, rel=1e-4)
+    assert dp_on.dci_time_s - dp_off.dci_time_s == pytest.approx(crossing, rel=1e-4)
+    assert dp_on.step_time_s - got[None][1].one_site_step_s == pytest.approx(dp_on.exposed_s, rel=1e-12)
+    assert any("amax" in a for a in got[None][1].assumptions)
+    assert not any("amax" in a for a in got[False][1].assumptions)
+    pp_on, pp_off = got[None][0]["pp"], got[False][0]["pp"]
+    assert pp_on.exposed_s == pytest.approx(pp_off.exposed_s, rel=1e-12)
+    assert pp_on.step_time_s - got[None][1].one_site_step_s == pytest.approx(pp_on.exposed_s, rel=1e-12)

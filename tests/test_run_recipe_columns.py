@@ -2,7 +2,8 @@
 169-171): ``jax_mesh``, ``remat_policy``, ``dp_overlap_policy``, ``dp_all_reduce_combine_bytes``,
 ``tp_overlap_config``, ``moe_expert_kernels`` and ``moe_grouped_gemm`` (and tidy52's ``overlap_tp``,
 ``moe_router_fusion``, ``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``,
-and ``megatron_bridge_hybridep_sms.csv``; amax52's ``fp8_amax_pass``, ``fp8_param_gather``, ``ep_comm_sms``) reach every row's layout through the benchmark's one loader
+and ``megatron_bridge_hybridep_sms.csv``; amax52's ``fp8_amax_pass``, ``fp8_param_gather``, ``ep_comm_sms``;
+tidy53's memory, DP and pipeline columns, ``LAYOUT_COLUMNS``) reach every row's layout through the benchmark's one loader
 (``_published_rows``), and a bad value is refused on one line naming the file, the run, the column, the value and what is allowed.
 
 The values: AI-Hypercomputer/maxtext@efb6d9e4 MaxText/configs/a3/llama_2_7b/{1,2,4,8,16}vm.sh line 28
@@ -26,7 +27,8 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy as ta  # noqa: E402
-from run_recipe_columns import COLUMNS, RunColumnError, check_recipe_columns, hybridep_sms_table  # noqa: E402
+from run_recipe_columns import (COLUMNS, LAYOUT_COLUMNS, RunColumnError, check_recipe_columns,  # noqa: E402
+                                hybridep_sms_table)
 
 from topo.training.jax_mesh import layout_from_mesh  # noqa: E402
 
@@ -97,6 +99,9 @@ def test_every_rows_column_value_is_in_its_layout():
         assert (lay.fp8_amax_pass, lay.fp8_param_gather) == (r["fp8_amax_pass"] == "1", r["fp8_param_gather"] == "1"), rid
         if r["ep_comm_sms"]:
             assert lay.ep_comm_sms == int(r["ep_comm_sms"]), rid
+        for col, read in LAYOUT_COLUMNS.items():  # tidy53: applied after every rule, so the layout holds them
+            if r[col]:
+                assert getattr(lay, col) == read(r[col]), (rid, col)
     assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
@@ -107,8 +112,21 @@ def test_every_rows_column_value_is_in_its_layout():
                       "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32, "fp8_amax_pass": 12,
                       "fp8_param_gather": 119, "ep_comm_sms": 4}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
+    # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
+    filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
+    assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes": 5, "moe_counts_aligned": 3,
+                      "dp_bucket_params": 279, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 24}
+    assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
+    assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
+               if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])
     assert not any(r["moe_router_fusion"] == "1" for r in rows.values() if not r["model"].startswith(
         ("qwen3", "deepseek", "gpt-oss", "mixtral")))
+
+
+def rid_is_nemo2(rid: str) -> bool:
+    """A NeMo 2 performance-script row (NeMo 25.02-25.07: ``nemo25xx``), whose DDP has no aligned reduction."""
+    return rid.startswith("nemo25") and rid[6:8].isdigit()
 
 
 def test_every_overlap_off_row_says_why_in_its_note():
@@ -143,6 +161,18 @@ def test_every_overlap_off_row_says_why_in_its_note():
     (PUBLISHED, "nemo2504_gb200_llama3_8b", {"fp8_amax_pass": ""}, "fp8_amax_pass", False),
     (HOLDOUT, "nemo2504dgxc_gb200_grok1_fp8_128", {"fp8_param_gather": ""}, "fp8_param_gather", False),
     (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"ep_comm_sms": "24"}, "ep_comm_sms", 24),
+    (HOLDOUT, "mlperf60_cisco_h200_llama31_8b_16", {"grad_bytes": ""}, "grad_bytes", 4.0),
+    (PUBLISHED, "deepseekv3_h800_2048", {"grad_reduce_bytes": "2"}, "grad_reduce_bytes", 2.0),
+    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"optimizer_bytes": ""}, "optimizer_bytes", 12.0),
+    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"moe_counts_aligned": "0"}, "moe_counts_aligned", False),
+    (HOLDOUT, "mlperf60_cisco_h200_llama31_8b_16", {"dp_bucket_params": "134217728"}, "dp_bucket_params",
+     134_217_728),
+    (PUBLISHED, "nemo2502_h100_gpt3_175b", {"dp_align_grad_reduce": ""}, "dp_align_grad_reduce", True),
+    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"pipeline_layout": "Et*2|(tt|)*30t*2L"}, "pipeline_layout",
+     "Et*2|(tt|)*30t*2L"),
+    (PUBLISHED, "deepseekv3_h800_2048", {"pipeline_schedule": ""}, "pipeline_schedule", "1f1b"),
+    (PUBLISHED, "mlperf60_gb200_deepseekv3_512", {"moe_expert_rank_capacity_factor": "2"},
+     "moe_expert_rank_capacity_factor", 2.0),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
     before = {s["run"]: s["lay"] for s in ta._setups()}[run]
@@ -173,6 +203,16 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("fp8_param_gather", "true", "allowed: one of 0, 1, or empty"),
     ("ep_comm_sms", "thirty-two", "allowed: a whole number of SMs >= 1, or empty"),
     ("ep_comm_sms", "0", "allowed: a whole number of SMs >= 1, or empty"),
+    ("grad_bytes", "bf16", "allowed: a number of bytes > 0 and <= 8, or empty"),
+    ("grad_reduce_bytes", "0", "allowed: a number of bytes > 0 and <= 8, or empty"),
+    ("optimizer_bytes", "-1", "allowed: a number of bytes >= 0, or empty"),
+    ("optimizer_bytes", "nan", "allowed: a number of bytes >= 0, or empty"),
+    ("moe_counts_aligned", "yes", "allowed: one of 0, 1, or empty"),
+    ("dp_bucket_params", "128Mi", "allowed: a whole number of parameters >= 1, or empty"),
+    ("dp_align_grad_reduce", "false", "allowed: one of 0, 1, or empty"),
+    ("pipeline_layout", "Et|(tt|*30L", "allowed: a pipeline layout in Megatron-Core's notation ("),
+    ("pipeline_schedule", "zb", "allowed: one of 1f1b, dualpipe, or empty"),
+    ("moe_expert_rank_capacity_factor", "0.5", "allowed: a number of tokens' shares >= 1, or empty"),
 ])
 def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, column, value, allowed):
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, HOLDOUT, "maxtext_a3_llama2_7b_16", {column: value}))

@@ -323,11 +323,15 @@ def _bound_cases():
     return [("llama3-8b", dense), ("llama3-8b", dict(dense, overlap_tp=True)),
             ("llama3-70b", dict(cps=(1, 2), micro_batches=(1,), vpps=(1, 2), dp_sharding=("zero3",))),
             ("qwen3-30b-a3b", dict(cps=(1,), micro_batches=(1,), vpps=(1,), dp_sharding=("zero1", "zero3"),
-                                   etps=(1,)))]
+                                   etps=(1,))),
+            # delayed FP8 scaling: the bound holds the amax reductions' kernel gaps (tidy53), the step those and the
+            # all-reduce over tp x dp x cp (docs/calibration-findings.md section 190)
+            ("llama3-8b", dict(dense, precision="fp8", fp8_recipe="delayed"))]
 
 
 @pytest.mark.parametrize("case", _bound_cases(),
-                         ids=lambda c: c[0] + ("-tp-overlap" if "overlap_tp" in c[1] else ""))
+                         ids=lambda c: c[0] + ("-tp-overlap" if "overlap_tp" in c[1] else "")
+                         + ("-fp8-delayed" if "fp8_recipe" in c[1] else ""))
 def test_bound_and_refined_bound_stay_below_the_step_on_random_layouts(fabric, case):
     """The search's bound and its refinement (read after the step routed every group, the tightest it gets) are
     at or below the step (no traffic mix) on 12 layouts drawn at random of 64 GPUs, the NVLink-only exposed TP
@@ -406,3 +410,26 @@ def test_layouts_sharing_a_compute_bound_share_their_compute(fabric):
         bound, _ = s.bound_of(lay, _keys(lay))
         step = estimate_step(fabric, m, lay, engine=s.engine, check=False, contention=False).step_time_s
         assert bound <= step * (1 + 1e-12), (sharding, bound, step)
+
+
+def test_the_bound_holds_the_amax_reductions_kernels(fabric):
+    """tidy53: under delayed FP8 scaling the step's ``fp8_amax`` line holds, whatever the group, the launch gaps of
+    two kernels (concatenation, fused update) per reduction, 2 reductions (forward, backward) per model chunk and
+    micro-batch (TE ``fp8.py`` @bee4649c ``reduce_and_update_fp8_tensors``, section 190); the search's bound holds
+    that floor, raised through the bubble as the step's is, and stays at or below the step."""
+    from topo.training.fp8_amax import amax_kernels_s, fp8_amax_table
+    from topo.training.search import _Search, _keys
+
+    m = load_model("llama3-8b")
+    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
+    s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
+    on = ParallelLayout(tp=2, pp=2, vpp=2, dp=16, global_batch=64, precision="fp8", fp8_recipe="delayed")
+    off = on.model_copy(update={"fp8_amax_reduction": False})
+    gap_s = gpu.kernels.launch_gpu_s
+    floor = 2 * on.microbatches * on.vpp * fp8_amax_table()["kernels_per_reduction"] * gap_s
+    assert amax_kernels_s(on, gap_s) == pytest.approx(floor, rel=1e-12) and amax_kernels_s(off, gap_s) == 0.0
+    b_on, _ = s.bound_of(on, _keys(on))
+    b_off, _ = s.bound_of(off, _keys(off))
+    assert b_on - b_off >= floor * (1 - 1e-9)  # the line itself, and the bubble's share of it on top
+    r = estimate_step(fabric, m, on, engine=s.engine, check=False, contention=False)
+    assert r.breakdown_s["fp8_amax"] >= floor and b_on <= s.refined(on, b_on, _keys(on)) <= r.step_time_s

@@ -39,7 +39,7 @@ from .operators import block_ops
 from .parallel import ParallelLayout
 from .result import DimensionComm
 
-__all__ = ["amax_reduced", "amax_reductions", "amax_step", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
+__all__ = ["amax_reduced", "amax_kernels_s", "amax_reductions", "amax_step", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
 
 AMAX_GROUP = "tpdpcp"
 """The mapping's group name of the amax reduction: tensor x data x context parallel ranks of one pipeline stage."""
@@ -82,6 +82,32 @@ def _fp8_gemms(model: ModelSpec, lay: ParallelLayout, counts: dict) -> float:
     return total
 
 
+def _calls_each_way(lay: ParallelLayout) -> float:
+    """Reductions of a step each way (forward, backward): one per model chunk and micro-batch."""
+    return float(lay.microbatches * (lay.vpp if lay.pp > 1 else 1))
+
+
+def amax_kernels_s(lay: ParallelLayout, launch_gap_s: float) -> float:
+    """The launch gaps of the kernels beside the all-reduce (the concatenation and the fused update) of every
+    amax reduction of a step: what the ``fp8_amax`` line holds whatever the group and the fabric, so a floor of it
+    (the search's bound, :mod:`.search`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+    launch_gap_s : float
+        The GPU's gap a kernel launched eagerly.
+
+    Returns
+    -------
+    float
+        Seconds per step; 0.0 when the layout runs no reduction (:func:`amax_reduced`).
+    """
+    if not amax_reduced(lay):
+        return 0.0
+    return 2 * _calls_each_way(lay) * float(fp8_amax_table()["kernels_per_reduction"]) * launch_gap_s
+
+
 def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list[tuple[float, float]]:
     """The amax all-reduces of one step on a pipeline rank holding the blocks ``counts`` (``{block kind:
     blocks}``), as ``(bytes per call, calls)``: forward, then backward; none unless :func:`amax_reduced`.
@@ -102,7 +128,7 @@ def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list
         return []
     t = fp8_amax_table()
     gemms = _fp8_gemms(model, lay, counts)
-    calls = float(lay.microbatches * (lay.vpp if lay.pp > 1 else 1))
+    calls = _calls_each_way(lay)
     size = float(t["amax_bytes"])
     return [(size * t["amaxes_per_gemm"][0] * gemms, calls), (size * t["amaxes_per_gemm"][1] * gemms, calls)]
 
@@ -136,7 +162,7 @@ def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
     if not calls:
         return None, 0.0
     groups = mapping.groups(AMAX_GROUP)
-    kernels_s = sum(n for _, n in calls) * float(fp8_amax_table()["kernels_per_reduction"]) * launch_gap_s
+    kernels_s = amax_kernels_s(lay, launch_gap_s)
     if groups.shape[1] <= 1:  # TE skips the all-reduce of a one-rank group
         return None, kernels_s
     times = [engine.time("all_reduce", groups, size) for size, _ in calls]

@@ -28,16 +28,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import dci_phase
+from ..engine.region_estimate import chain_hops_s, dci_phase, tree_root_order
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import whole_bytes
+from .fp8_amax import AMAX_PHASE, amax_reductions
 from .mapping import default_placement
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
-from .step import estimate_step, step_traffic
+from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
 __all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE"]
 
@@ -52,7 +53,8 @@ class AcrossSites:
     strategy: str  # dp, pp, outer
     step_time_s: float
     throughput_vs_one_site: float
-    dci_time_s: float  # the cross-site phase alone, per step (outer: per outer synchronisation)
+    dci_time_s: float  # the cross-site phases alone, per step (outer: per outer synchronisation; dp: with the FP8
+    # amax reductions' crossings, :func:`_amax_across_s`)
     exposed_s: float  # what it adds to a step
     dci_bytes_per_step: float  # on the busiest span, per direction (outer: per inner step on average)
     dci_Bps_for_95pct: float  # the span capacity per direction for 95% of one site (inf: latency alone is too much)
@@ -145,7 +147,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
-    out.strategies.append(_dp(region, one, site_lay, V))
+    out.strategies.append(_dp(region, one, site_lay, V, _amax_across_s(region, model, placed, out.assumptions)))
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
         out.assumptions.append(_PP_ACROSS)
@@ -243,7 +245,48 @@ def _needed(E: float, fixed_s: float, busiest_bytes: float, window_s: float = 0.
     return max(share * busiest_bytes / (E - fixed_s), busiest_bytes / (E + window_s - fixed_s))
 
 
-def _dp(region: Region, one, lay, V) -> AcrossSites:
+def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, notes: list[str]) -> float:
+    """What delayed FP8 scaling's amax reductions add to a step when DP spans the sites: Transformer Engine
+    all-reduces each model chunk's amax buffer over the tensor x data x context group (:mod:`.fp8_amax`), which
+    then spans the sites; one site's step has each call inside the site, and each call now also crosses them, the
+    cheaper of the tree's chain of site roots (``2 sum_i L_i`` and the buffer on each chained span) and the
+    hierarchical ring across the sites (``2(K-1)`` hops): a few KB, so latency. The calls block the compute stream
+    in each micro-batch, so the bubble's micro-batch grows with them as the step's ``fp8_amax`` line does
+    (:func:`~topo.training.step.step_breakdown`). 0.0 without the reduction. ``lay``: one site's share, placed;
+    ``notes``: the job's assumptions, which gain the figure when there is one."""
+    calls = amax_reductions(model, lay, stage_block_counts(model, lay))
+    K = region.num_sites
+    if not calls or K < 2:
+        return 0.0
+    order = tree_root_order(region)
+    chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
+    hops_s = 2 * float(np.sum(chain_hops_s(region)))
+    a, b = _ring(K)
+    per_call = [min(hops_s + dci_phase(region, chain_a, chain_b, size, 0)[0].bandwidth_s,
+                    dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1))[0].time_s) for size, _ in calls]
+    total = sum(n * t for (_, n), t in zip(calls, per_call))
+    step_s = sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values())
+    notes.append(f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
+                 f"tensor x data x context group), {int(sum(n for _, n in calls))} a step each crossing them: "
+                 f"{step_s:.3g} s a step exposed, bubble included (pp and outer: inside each site, in one "
+                 f"site's step)")
+    return step_s
+
+
+class _NoCompute:
+    """A stage of no compute: :func:`~topo.training.step.step_breakdown` of exposed seconds alone (the step's
+    formula, linear in them) gives what they add to a step, the bubble's share included."""
+
+    microbatch_s = forward_s = 0.0
+
+
+_NO_COMPUTE = _NoCompute()
+
+
+def _dp(region: Region, one, lay, V, amax_s: float = 0.0) -> AcrossSites:
+    """DP across the sites: the gradients' hierarchical all-reduce (the cross-site phase in the window the in-site
+    reduction leaves in the last backward; the FP8 amax all-reduces are no DP traffic and take no part in that
+    window) and ``amax_s``, the amax reductions' crossing (:func:`_amax_across_s`), exposed."""
     K = region.num_sites
     a, b = _ring(K)
     ph, loads = dci_phase(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1))
@@ -254,12 +297,12 @@ def _dp(region: Region, one, lay, V) -> AcrossSites:
     per_gpu = V / lay.gpus
     bucket = min(1.0, dp_bucket_params(lay) * lay.reduce_bytes / (per_gpu * lay.dp * lay.cp)) if per_gpu else 0.0
     edge = ph.latency_s + bucket * ph.bandwidth_s
-    exposed = max(edge, ph.time_s - window)
+    exposed = max(edge, ph.time_s - window) + amax_s
     T = one.step_time_s + exposed
     E = one.step_time_s * (1 / TARGET_FRACTION - 1)
-    need = _needed(E, ph.latency_s, float(loads.max()), window, bucket)
-    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s, exposed, float(loads.max()), need, ph.bound,
-                       latency_s=ph.latency_s)
+    need = _needed(E - amax_s, ph.latency_s, float(loads.max()), window, bucket)
+    return AcrossSites("dp", T, one.step_time_s / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
+                       ph.bound, latency_s=ph.latency_s)
 
 
 def _pp(region: Region, one, lay, model) -> AcrossSites:

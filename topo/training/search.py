@@ -17,7 +17,9 @@ How it stays fast and bounded at 100k GPUs:
 2. each fitting layout gets a lower bound of its step time: its compute and bubble (operator roofline, cached per
    shape) plus a floor under its exposed tensor-parallel and expert all-to-all traffic: the bytes each GPU must
    send at its NVLink rate, and the part of an all-to-all that must leave an NVLink domain of ``D`` GPUs
-   (``1 - D / ep`` of it, at least) at its NICs' rate; a layout whose bound is not below the ``keep``-th best step
+   (``1 - D / ep`` of it, at least) at its NICs' rate, and under delayed FP8 scaling the amax reductions' kernel
+   gaps (:func:`~topo.training.fp8_amax.amax_kernels_s`; their all-reduce counts 0); a layout whose bound is not
+   below the ``keep``-th best step
    time found so far is pruned without touching the network;
 3. the candidates are walked in passes; each pass keeps only the ``batch`` lowest bounds not yet decided (a
    bounded heap) and evaluates them best bound first, skipping any whose bound the improving threshold already
@@ -48,6 +50,7 @@ from ..errors import TopoError
 from ..fabric.fabric import Fabric
 from ..units import format_in
 from .comm import CommEngine
+from .fp8_amax import AMAX_PHASE, amax_kernels_s
 from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
@@ -157,10 +160,13 @@ def _comm_floor_s(spec, lay: ParallelLayout, traffic: list[dict], sc) -> tuple[f
 
 
 def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0, cp_s: float = 0.0,
-           pp_s: float = 0.0) -> float:
+           pp_s: float = 0.0, amax_s: float = 0.0) -> float:
     """A lower bound of the step: the step-time formula (:func:`~topo.training.step.step_breakdown`, the same
-    bubble, 1F1B or DualPipe) with floors for the exposed TP, EP, DP, CP and PP seconds and no optimizer step."""
-    return sum(step_breakdown(lay, sc, {"tp": tp_s, "ep": ep_s, "dp": dp_s, "cp": cp_s, "pp": pp_s}, 0.0).values())
+    bubble, 1F1B or DualPipe) with floors for the exposed TP, EP, DP, CP and PP seconds and for the FP8 amax
+    reductions' (their kernels' gaps, :func:`~topo.training.fp8_amax.amax_kernels_s`; the all-reduce counts 0), and
+    no optimizer step."""
+    exposed = {"tp": tp_s, "ep": ep_s, "dp": dp_s, "cp": cp_s, "pp": pp_s, AMAX_PHASE: amax_s}
+    return sum(step_breakdown(lay, sc, exposed, 0.0).values())
 
 
 def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
@@ -276,14 +282,15 @@ class _Search:
             # no sync-to-sync wait: a lower bound; blocks priced once for the layouts that time them alike
             sc = stage_compute(self.model, lay, self.gpu, math.inf, self.blocks)
             tp_f, ep_f = _comm_floor_s(self.spec, lay, step_traffic(self.model, lay, traffic_stage(lay, sc)), sc)
-            got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f), sc, tp_f, ep_f)
+            amax_f = amax_kernels_s(lay, self.gpu.kernels.launch_gpu_s)  # the step's gaps (estimate_step)
+            got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
 
     def refined(self, lay, bound, keys) -> float:
         """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
         layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
         floor, the EP floor where EP is not routed yet, and those times."""
-        _, sc, tp_f, ep_f = self.bound_cache[keys[1]]
+        _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
@@ -292,7 +299,7 @@ class _Search:
         ep = got["ep"] if got["ep"] is not None else ep_f
         # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
         # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
-        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"], got["cp"] or 0.0, got["pp"] or 0.0))
+        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"], got["cp"] or 0.0, got["pp"] or 0.0, amax_f))
 
     def _placeable(self, lay) -> bool:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""

@@ -110,7 +110,7 @@ from .uncertainty import step_interval
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
-           "gather_bytes_per_param"]
+           "gather_bytes_per_param", "stage_block_counts"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -119,6 +119,23 @@ BULK = ("ag_dgrad", "ag_wgrad")
 ``qkv_wgrad``/``fc1_wgrad`` ``bulk`` configurations): the column-parallel layer's input gathered during its
 input-gradient GEMM and its input gradient reduce-scattered during its weight-gradient GEMM; the others are ring
 exchanges (:func:`tp_ring_exposed_s`)."""
+
+
+def stage_block_counts(model: ModelSpec, lay: ParallelLayout) -> dict:
+    """Blocks of each kind on the busiest pipeline stage (the most layers, then the most MoE layers), as the step
+    counts its traffic and its FP8 amax reductions (:func:`.fp8_amax.amax_reductions`).
+
+    Parameters
+    ----------
+    model, lay
+        The model and its layout.
+
+    Returns
+    -------
+    dict
+        ``{block kind: blocks}`` and ``layers``.
+    """
+    return _stage_counts(model, lay)
 
 
 def _stage_counts(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> dict:
