@@ -400,7 +400,8 @@ def test_after_calibrating_on_a_log_the_verdict_does_not_say_calibrate_again(tmp
     log.write_text((LOGS / "dstack_nebius_h100_allreduce_2n.txt").read_text())
     before = run_cli("compare", str(log), "--gpu", "H100", check=True).stdout
     out = tmp_path / "mine.toml"
-    run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)
+    cal = run_cli("calibrate", str(log), "--gpu", "H100", "-o", str(out), check=True)
+    assert " on 1 run: median error" in cal.stderr and "run(s)" not in cal.stderr  # walk18: "1 run(s)"
     after = run_cli("compare", str(log), "--gpu", "H100", "--profile", str(out), check=True).stdout
     assert "faster than the model" in before and "calibrate the profile on this log" in before
     assert "estimates this cluster" not in before + after

@@ -132,3 +132,16 @@ def test_size_is_stored_as_bytes_beside_its_label_and_seeds_as_whole_numbers(tmp
     df = t.to_pandas()
     assert dict(zip(df["size"], df["size_bytes"])) == {"1MiB": 2**20, "4MiB": 4 * 2**20}
     assert (df["hash_seed"] == df["seed"]).all()
+
+
+def test_pandas_reads_the_seed_as_a_nullable_whole_number(tmp_path):
+    # walk18: a design without draws has no seed; pandas.read_parquet gave float64 (1.0, NaN) although every part
+    # stores int64: the parts now carry pandas' metadata for an Int64 column
+    study = {"spec": "dgx-h100-superpod", "seeds": 2,
+             "axes": {"collective": "alltoall", "gpus": 16, "size": "1MiB",
+                      "fail": ["", "random:leaf-spine:0.1:{seed}"]}}
+    sweep(study_from_dict(study), tmp_path / "o.parquet", scheduler="serial")
+    df = pd.read_parquet(tmp_path / "o.parquet")
+    assert str(df["seed"].dtype) == "Int64"
+    assert sorted(df["seed"].dropna().tolist()) == [0, 1] and df["seed"].isna().sum() == 1
+    assert str(read_results(tmp_path / "o.parquet")["seed"].dtype) == "Int64"

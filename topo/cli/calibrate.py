@@ -7,6 +7,7 @@ from pathlib import Path
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs, spec_inputs
 from ..errors import TopoError
+from ..units import count_noun
 from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
 
@@ -56,9 +57,9 @@ def run(args) -> int:
         return 0
     if args.output is None:
         emit(res.text)
-    note(f"calibrated {res.base} on {len(res.logs)} run(s): median error {res.fit.mdape_before_pct:.1f}% -> "
+    note(f"calibrated {res.base} on {count_noun(len(res.logs), 'run')}: median error {res.fit.mdape_before_pct:.1f}% -> "
          f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
-    note(f"fitted {len(res.fit.values)} parameter(s) to {res.fit.sizes} measured size(s) (the error above is on "
+    note(f"fitted {count_noun(len(res.fit.values), 'parameter')} to {count_noun(res.fit.sizes, 'measured size')} (the error above is on "
          "those sizes: in sample)")
     multipliers = res.fit.multipliers()
     for k, v in res.fit.values.items():

@@ -42,4 +42,5 @@ def utilization_factors(x: SizeResult, link: str) -> str | None:
     return (f"util {b.utilization:.0%} at {format_size(x.size_bytes)} = {b.class_efficiency:.1%} of {link}'s line "
             f"rate usable ({_CLASS.get(b.level, 'network')} efficiency, the profile's) x {b.protocol_efficiency:.1%} "
             f"carried by {x.algorithm} {x.protocol} (its protocol efficiency){fill} x {b.bandwidth_share:.1%} of the "
-            f"time in the bandwidth part{others}: these factors bound the time, not a saturated link")
+            f"time in the bandwidth part{others}: these factors bound the time, not a saturated link"
+            + (f"; {b.aggregate}" if b.aggregate else ""))

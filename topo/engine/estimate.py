@@ -341,7 +341,8 @@ class Evaluation:
         return Bottleneck(src=d["src"], dst=d["dst"], level=d["level"], direction=d["direction"],
                           num_links=d["num_links"], bytes=float(per_link), utilization=util,
                           bound="latency" if latency_s > bandwidth_s else "bandwidth", limit=str(limit),
-                          fill_bytes=fill, other_share=util / product if product > 0 else 1.0, **shares)
+                          fill_bytes=fill, other_share=util / product if product > 0 else 1.0,
+                          aggregate=d.get("aggregate", ""), **shares)
 
     def link_bytes(self, size_bytes: int, algorithm: str) -> np.ndarray:
         """Bytes on every directed link (``2*link`` up, ``2*link+1`` down) for ``algorithm`` at ``size_bytes``.

@@ -194,6 +194,9 @@ class Bottleneck:
     fill_share: float = 1.0
     bandwidth_share: float = 1.0
     other_share: float = 1.0
+    # where src -> dst is one cable of an ECMP aggregate (the uplinks of a leaf, or of a pod's spines): which cables
+    # it stands for, all loaded equally ("" for a single link)
+    aggregate: str = ""
 
 
 @dataclass(frozen=True)

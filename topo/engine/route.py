@@ -404,15 +404,32 @@ class Router(HashedECMP, ScheduleParts):
             na = L.num_aggregates(k)
             if r < down_start + na:
                 down = r >= down_start
-                g = int(r - (down_start if down else up))
-                if k == 0:
-                    who = f._name(int(f.switch_node(0, g)))
-                    above = f"{L.tiers[1].name}s of its group"
-                else:
-                    who = f"{L.tiers[k].name}s of group {g}"
-                    above = f"{L.tiers[k + 1].name}s"
-                src, dst = (above, who) if down else (who, above)
-                return {"link": None, "src": src, "dst": dst, "level": names[Level.uplink(k).code],
-                        "direction": "down" if down else "up",
-                        "num_links": L.switches_per_aggregate(k) * L.tiers[k].up_ports}
+                return self._describe_aggregate(k, int(r - (down_start if down else up)), down)
         raise IndexError(r)  # pragma: no cover
+
+    def _describe_aggregate(self, k: int, g: int, down: bool) -> dict:
+        """An ECMP aggregate named by a real cable of it (walk18: ``spines_of_group_0->cores`` could be neither
+        failed nor looked up): ECMP loads its working cables equally, so its first working cable is as loaded as
+        any; ``aggregate`` says what it stands for."""
+        f, L = self.fabric, self.fabric.layout
+        per = L.switches_per_aggregate(k) * L.tiers[k].up_ports
+        sl = self._uplinks(k)
+        first = sl.start + g * per
+        alive = np.flatnonzero(self.alive[first:first + per])
+        link = first + (int(alive[0]) if alive.size else 0)
+        a, b = f._name(int(f.links["src"][link])), f._name(int(f.links["dst"][link]))
+        lower, upper = L.tiers[k].name, L.tiers[k + 1].name
+        if k == 0:
+            whose = a
+        else:
+            block = L.tiers[k].block_name or "block"
+            rails = L.rail_groups
+            where = f"{block} {g // rails}" + (f", rail {g % rails}" if rails > 1 else "")
+            first_switch = int(f.links["src"][first]) - int(f.switch_node(k, 0))
+            whose = (f"the {lower}s of {where} ({lower}{first_switch} to "
+                     f"{lower}{first_switch + L.switches_per_aggregate(k) - 1})")
+        what = (f"{a}-{b} stands for the {per:,} {lower}-{upper} cables of {whose}, which ECMP loads equally"
+                + ("" if alive.size == per else f" ({alive.size:,} working)"))
+        src, dst = (b, a) if down else (a, b)
+        return {"link": None, "src": src, "dst": dst, "level": f.level_names[Level.uplink(k).code],
+                "direction": "down" if down else "up", "num_links": per, "aggregate": what}

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from .fabric import Fabric
 from .hardware import catalog_switch_power_W
+from .idle_ports import idle_ports_why
 from ..units import count_noun, format_bandwidth, format_in, format_rate, in_unit
 
 __all__ = ["Inventory", "TierInventory", "LinkLevelInventory", "ScaleUpInventory", "inventory"]
@@ -47,6 +48,7 @@ class TierInventory:
     gpus_per_block: int = 0
     latency_s: float | None = None  # port-to-port latency of one switch of this tier (the spec's ``latency``);
     # None where the spec gives none (priced as 0 by the estimates: a latency not given, not a free switch)
+    ports_idle_why: str = ""  # why each switch has idle ports and what would use them ("" where none is idle)
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ def inventory(fabric: Fabric) -> Inventory:
         power_unknown_tiers=[t.name for t in tiers if t.power_W is None],
         power_from_catalog_tiers=[t.name for t in tiers if t.power_source == "catalog"],
         host_link_Bps=host_Bps, host_link=host,
-        notes=_notes(L, host, host_Bps, num_switches),
+        notes=_notes(L, host, host_Bps, num_switches) + [t.ports_idle_why for t in tiers if t.ports_idle_why],
         farthest_switch_hops=2 * len(tiers) - 1,
         farthest_switch_latency_s=_farthest_latency_s(tiers),
         host_cpu=spec.host_cpu[0], host_cpu_source=spec.host_cpu[1], cpu_vendor=spec.cpu_vendor,
@@ -199,7 +201,8 @@ def _tier_inventory(L, t, spec_tier) -> TierInventory:
         power_W=None if each_W is None else each_W * t.num_switches, power_source=source,
         block_name=t.block_name, num_blocks=t.num_blocks, joins=t.joins,
         gpus_per_block=L.units_per_block(t.index) * L.servers_per_unit * L.gpus_per_server,
-        latency_s=t.latency_s if "latency_s" in spec_tier.model_fields_set else None)
+        latency_s=t.latency_s if "latency_s" in spec_tier.model_fields_set else None,
+        ports_idle_why=idle_ports_why(L, t, spec_tier.up_ports is not None))
 
 
 def _farthest_latency_s(tiers: list[TierInventory]) -> float | None:

@@ -58,6 +58,13 @@ def _seed_typed(v):
     return 0 if v == "{seed}" else v
 
 
+# pandas' own schema metadata (what pandas.DataFrame.to_parquet writes for a nullable Int64 column), naming only the
+# seed column: pandas.read_parquet then reads it as Int64, <NA> for a design without draws, rather than float64
+# with NaN (walk18); every other column keeps pyarrow's default conversion
+_PANDAS_SEED = json.dumps({"index_columns": [], "column_indexes": [], "columns": [
+    {"name": "seed", "field_name": "seed", "pandas_type": "int64", "numpy_type": "Int64", "metadata": None}]}).encode()
+
+
 def schema(study) -> pa.Schema:
     """The columns of a study's rows: its inputs (typed by their values: a number axis stays numeric; a mixed one
     becomes text; ``"{seed}"`` is a whole number; ``size`` is followed by ``size_bytes``), the figures of what it
@@ -75,6 +82,8 @@ def schema(study) -> pa.Schema:
     for k, t in COMMON:
         cols[k] = t
     meta = {b"generator": f"{SIGNATURE} {__version__} (topo sweep)".encode(), b"study": study.name.encode()}
+    if cols.get("seed") == "int64":
+        meta[b"pandas"] = _PANDAS_SEED
     return pa.schema([(k, _TYPES[t]) for k, t in cols.items()], metadata=meta)
 
 
