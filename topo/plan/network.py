@@ -8,7 +8,8 @@ all-to-all across the *top tier* (the tier that joins the fabric's largest block
 - all-to-all: 1 GiB over every GPU (one communicator), its loads from the fabric's structure
   (:mod:`topo.engine.alltoall`): ``1 - 1/blocks`` of every GPU's bytes cross the top tier.
 
-Both name the level that binds (the top tier's uplinks when it is oversubscribed, e.g. 7:1). Both are None on a
+Both carry their busbw (nccl-tests' definition, :func:`topo.engine.collectives.busbw_factor`) and name the level
+that binds (the top tier's uplinks when it is oversubscribed, e.g. 7:1). Both are None on a
 fabric of fewer than three tiers or with a single block under its top tier (no tier joins blocks of blocks).
 """
 
@@ -37,6 +38,7 @@ class NetworkFigures:
     all_reduce_bottleneck: str | None
     alltoall_gpus: int | None
     alltoall_s: float | None
+    alltoall_busbw_GBps: float | None
     alltoall_bottleneck: str | None
     top_tier: str | None = None  # the tier the two collectives cross (its name)
     block_name: str | None = None  # what one of the blocks it joins is called ("pod", "island")
@@ -100,10 +102,10 @@ def crosspod_collectives(fabric: Fabric, bisection_Bps: float, bisection_per_gpu
         r = size_result(evaluate(fabric, "all_reduce", gpus=n * per, groups=per, at_sizes=[size]), size)
         ar = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
         r = size_result(evaluate(fabric, "alltoall", gpus=n * per, at_sizes=[size]), size)
-        a2a = (n * per, r.time_s, r.bottleneck.level if r.bottleneck else None)
+        a2a = (n * per, r.time_s, r.busbw_GBps, r.bottleneck.level if r.bottleneck else None)
     return NetworkFigures(bisection_bandwidth_Bps=bisection_Bps, bisection_bandwidth_per_gpu_Bps=bisection_per_gpu_Bps,
                           gpus_per_pod=pod, all_reduce_gpus=ar and ar[0], all_reduce_s=ar and ar[1],
                           all_reduce_busbw_GBps=ar and ar[2], all_reduce_bottleneck=ar and ar[3],
                           alltoall_gpus=a2a and a2a[0], alltoall_s=a2a and a2a[1],
-                          alltoall_bottleneck=a2a and a2a[2], top_tier=top and L.tiers[-1].name,
+                          alltoall_busbw_GBps=a2a and a2a[2], alltoall_bottleneck=a2a and a2a[3], top_tier=top and L.tiers[-1].name,
                           block_name=top and top[2], num_blocks=top and top[0], gpus_per_block=top and top[1])

@@ -5,8 +5,10 @@ For each spec: the fabric and its inventory; then a data-parallel ``all_reduce``
 GPUs, packed; in a fabric of one pod, the first unit instead). Each scenario also estimates the algorithms NCCL
 does not choose among (hierarchical, halving-doubling, ...) for the curves, where they can run, and keeps the
 link loads of one size (1 GiB by default) reduced to a :class:`~topo.report.link_summary.LoadSummary`.
-Nothing is recomputed here: every number comes from :func:`topo.engine.estimate.estimate` and the inventory (and, with
-failed parts, :func:`topo.fabric.bisection.bisection` for the bisection without them).
+On a fabric of three tiers or more, also the all-reduce and all-to-all across the top tier at 1 GiB
+(:func:`topo.plan.network.crosspod_collectives`, the figures ``topo plan`` compares), which the tier above the pods
+bounds. Nothing is recomputed here: every number comes from :func:`topo.engine.estimate.estimate` and the inventory
+(and, with failed parts, :func:`topo.fabric.bisection.bisection` for the bisection without them).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..spec.model import Spec
 from ..spec.overrides import override_label
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import load_traffic
+from ..plan.network import NetworkFigures, crosspod_collectives
 from ..units import parse_size_bytes
 from .link_summary import LoadSummary, summarize_loads
 
@@ -81,6 +84,7 @@ class SpecReport:
     mixes: list[MixScenario] = field(default_factory=list)
     mix_note: str = ""  # why no mix is shown
     degraded_bisection: Bisection | None = None  # with failed parts: the max flow between the halves without them
+    top_tier: NetworkFigures | None = None  # the collectives across the tier above the pods (as `topo plan`'s)
 
     @property
     def bisection_per_gpu_Bps(self) -> float:
@@ -140,6 +144,9 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     inv = inventory(fabric)
     degraded_bisection = bisection(fabric) if fabric.failures else None
     timings["fabric"] = time.perf_counter() - t
+    t = time.perf_counter()
+    top_tier = _top_tier(fabric, inv, degraded_bisection)
+    timings["top tier"] = time.perf_counter() - t
     sweep = size_sweep(*sizes)
     load_bytes = parse_size_bytes(load_size)
     if extra_algorithms is None:
@@ -166,7 +173,16 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
                       scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note,
-                      degraded_bisection=degraded_bisection)
+                      degraded_bisection=degraded_bisection, top_tier=top_tier)
+
+
+def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None) -> NetworkFigures:
+    """The all-reduce across the top tier's blocks and the all-to-all over every GPU at 1 GiB, as ``topo plan``
+    computes them (:func:`topo.plan.network.crosspod_collectives`): the figures a tier above the pods bounds when
+    the cluster's own all-reduce is bound at the NICs."""
+    if degraded is not None:
+        return crosspod_collectives(fabric, degraded.bandwidth_Bps, degraded.bandwidth_per_gpu_Bps)
+    return crosspod_collectives(fabric, inv.bisection_bandwidth_Bps, inv.bisection_bandwidth_per_gpu_Bps)
 
 
 def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:

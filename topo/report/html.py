@@ -235,7 +235,8 @@ def _cell(title: str, body: str) -> str:
 def _comparison(reports: Sequence[SpecReport], figs: _Figures) -> str:
     head = ('<table><tr><th class="l">spec</th><th>GPUs</th><th>switches</th><th>scale-out cables</th>'
             '<th>bisection per GPU</th><th>top oversub.</th><th>busbw, cluster, 1 GiB</th>'
-            '<th>busbw, cluster, 16 GiB</th><th>busbw, pod or unit, 1 GiB</th></tr>')
+            '<th>busbw, cluster, 16 GiB</th><th>busbw, pod or unit, 1 GiB</th>'
+            '<th>all_reduce across the top tier, 1 GiB</th><th>alltoall, all GPUs, 1 GiB</th></tr>')
     rows = [head]
 
     def busbw(s: Scenario | None, size: int) -> str:
@@ -253,12 +254,29 @@ def _comparison(reports: Sequence[SpecReport], figs: _Figures) -> str:
         rows.append(f'<tr><td class="l">{e(inv.name)}</td><td>{format_count(inv.num_gpus)}</td>'
                     f"<td>{format_count(inv.num_switches)}</td><td>{format_count(inv.num_scale_out_links)}</td>"
                     f"<td>{format_bandwidth(r.bisection_per_gpu_Bps)}</td><td>{_ratio(worst)}</td>"
-                    f"<td>{busbw(cl, 2**30)}</td><td>{busbw(cl, 16 * 2**30)}</td><td>{busbw(second, 2**30)}</td></tr>")
+                    f"<td>{busbw(cl, 2**30)}</td><td>{busbw(cl, 16 * 2**30)}</td><td>{busbw(second, 2**30)}</td>"
+                    f"{_top_tier_cells(r)}</tr>")
         curves[f"{inv.name}, cluster"] = cl.result
         if second:
             curves[f"{inv.name}, {second.key}"] = second.result
     rows.append("</table>")
+    rows.append('<p class="caption">Across the top tier, as <code>topo plan</code> compares designs: an all_reduce '
+                "over every GPU in communicators of one GPU per block under the top tier (pod, island), so every ring "
+                "edge crosses it, and one all-to-all over every GPU, 1 - 1/blocks of whose bytes cross it; each with "
+                "the level that binds it. The cluster's own all_reduce is often bound at the NICs, so two designs "
+                "that differ only above the pods differ here and in the bisection. &quot;-&quot;: fewer than three "
+                "tiers or a single block.</p>")
     return "".join(rows) + figs.div(F.busbw_comparison(curves), "comparison")
+
+
+def _top_tier_cells(r: SpecReport) -> str:
+    """The busbw of the all_reduce and the all-to-all across the top tier, with the level bounding each."""
+    n = r.top_tier
+    if n is None or n.all_reduce_busbw_GBps is None:
+        return "<td>-</td><td>-</td>"
+    blocks = f"{count_noun(n.num_blocks, n.block_name)} of {format_count(n.gpus_per_block)} GPUs"
+    return (f"<td>{n.all_reduce_busbw_GBps:.1f} GB/s<br>bound by {e(n.all_reduce_bottleneck)}<br>{e(blocks)}</td>"
+            f"<td>{n.alltoall_busbw_GBps:.1f} GB/s<br>bound by {e(n.alltoall_bottleneck)}</td>")
 
 
 def _section(sid: str, title: str, lead: str, body: str) -> str:
@@ -294,7 +312,8 @@ def _fabric_sections(reports: Sequence[SpecReport], names: list[str], figs) -> t
         nav.append(("comparison", "Comparison"))
         sections.append(_section("comparison", "Comparison",
                                  "Switches, cables, bisection and the busbw of a data-parallel all_reduce "
-                                 "(fastest algorithm per size) on each cluster.", _comparison(reports, figs)))
+                                 "(fastest algorithm per size) on each cluster, and of an all_reduce and an "
+                                 "all-to-all across the tier above the pods.", _comparison(reports, figs)))
     sections.insert(0, _section("summary", "Summary", "What each cluster is made of, as <code>topo describe</code> "
                                 "prints it.", _grid([_cell(nm, _summary(r) + figs.div(F.inventory_figure(r.inventory), "inventory"))
                                        for nm, r in zip(names, reports)], n)))
