@@ -30,6 +30,7 @@ from .cost import Costed, best_protocol, class_efficiency, cost_schedule, fill_b
 from .loads import ScheduleLoads, load_schedule
 from .options import EstimateOptions
 from .paths import stand_in_notes
+from .stand_in_load import off_bottleneck_notes
 from .placement import Placement, place
 from .profiles import Profile, fabric_profile, profile_for, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
@@ -585,7 +586,12 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
             t = ev.time(S, name) if name in ev.costed else None
             cand_times[name].append(t.time_s if t else None)
     router = ev.router
-    notes = [n for c in ev.costed.values() for n in c.schedule.notes] + stand_in_notes(router.paths) + trim_notes
+    loads_per_byte = {n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()}
+    notes = [n for c in ev.costed.values() for n in c.schedule.notes] + stand_in_notes(router.paths)
+    if results and results[-1].algorithm in loads_per_byte:
+        alg = results[-1].algorithm
+        notes += off_bottleneck_notes(router.paths, pl, loads_per_byte[alg], alg)
+    notes += trim_notes
     result = EstimateResult(
         spec=fabric.name, collective=coll, num_ranks=pl.num_ranks, algorithm=asked, placement=pl.describe(),
         ecmp=router.ecmp + (f" x{router.subflows} subflows" if router.subflows > 1 else "")
@@ -593,7 +599,7 @@ def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1Gi
         profile=ev.profile.name, results=results, candidates=cand_times, unavailable=ev.unavailable,
         phases={n: c.phase_info for n, c in ev.costed.items()}, notes=notes,
         protocol=opts.protocol or "auto", channels=opts.channels, choose=opts.choose,
-        loads_per_byte={n: router.real_link_loads(c.loads.total()) for n, c in ev.costed.items()},
+        loads_per_byte=loads_per_byte,
         links=LinkTable.of(fabric))
     return result if datatype is None else result.with_datatype(datatype, opts.op)
 
