@@ -597,7 +597,8 @@ def _fp8_recipe_idle(L: dict, model) -> str:
     (:func:`topo.training.kernels.fp8_recipe_costs`)."""
     recipe = L.get("fp8_recipe")
     if recipe == "delayed" and not (L.get("fp8_amax_reduction") or L.get("fp8_scale_inverse_kernel")):
-        return ("per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction (its default) adds "
+        return ("per-tensor scaling, priced as fp8_recipe unset (Megatron-Core's default, delayed) is; "
+                "fp8_amax_reduction (its default) adds "
                 "Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
                 "kernels")
     if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):

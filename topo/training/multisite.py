@@ -149,8 +149,7 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
                                                                "global_batch": placed.global_batch * K}))
     amax_s, amax_calls = _amax_across_s(region, model, placed)
     out.strategies.append(_dp(region, one, site_lay, V, amax_s))
-    if amax_s > 0:
-        out.assumptions.append(_amax_note(out.strategies[-1], amax_s, amax_calls, T1))
+    out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, T1)
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
         out.assumptions.append(_PP_ACROSS)
@@ -272,16 +271,18 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tup
     return sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values()), int(sum(n for _, n in calls))
 
 
-def _amax_note(dp: AcrossSites, amax_s: float, calls: int, one_site_s: float) -> str:
-    """The assumptions' line on the amax reductions' crossing (:func:`_amax_across_s`): its seconds, and what
-    avoids it, with the share of one site the ``dp`` strategy ``dp`` would give without them (its step less
-    ``amax_s``; the in-site step as is)."""
+def _amax_note(dp: AcrossSites, amax_s: float, calls: int, one_site_s: float) -> list[str]:
+    """The assumptions' line on the amax reductions' crossing (:func:`_amax_across_s`), none without one: its
+    seconds, and what avoids it, with the share of one site the ``dp`` strategy ``dp`` would give without them (its
+    step less ``amax_s``; the in-site step as is)."""
+    if amax_s <= 0:
+        return []
     without = one_site_s / (dp.step_time_s - amax_s)
-    return (f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
+    return [f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
             f"tensor x data x context group), {calls} a step each crossing them: {amax_s:.3g} s a step exposed, "
             f"bubble included (pp and outer: inside each site, in one site's step); tp_only_amax_red = true "
             f"(Megatron-Core's tensor x context group, inside each site) or fp8_recipe current (or mxfp8 on "
-            f"Blackwell: no amax history) avoids it: {without:.1%} of one site instead of {dp.throughput_vs_one_site:.1%}")
+            f"Blackwell: no amax history) avoids it: {without:.1%} of one site instead of {dp.throughput_vs_one_site:.1%}"]
 
 
 class _NoCompute:
