@@ -265,3 +265,29 @@ def test_dp_across_sites_pays_the_fp8_amax_reductions_crossing():
     pp_on, pp_off = got[None][0]["pp"], got[False][0]["pp"]
     assert pp_on.exposed_s == pytest.approx(pp_off.exposed_s, rel=1e-12)
     assert pp_on.step_time_s - got[None][1].one_site_step_s == pytest.approx(pp_on.exposed_s, rel=1e-12)
+
+
+def test_tp_only_amax_red_keeps_the_amax_reductions_inside_each_site():
+    """amax53: Megatron-Core's ``tp_only_amax_red`` reduces over the tensor x context group (Megatron-LM@d98e8a64
+    parallel_state.py lines 1877-1900), which DP across sites does not stretch: the dp strategy pays no crossing (the
+    same exposed DCI time as with no reduction at all), and no amax line. Where the crossing is paid, the line names
+    what avoids it and the share of one site without it, ``T1 / (T_dp - crossing)`` (the crossing's closed form as
+    in the test above)."""
+    region = build_region("two-site-h100")
+    model = load_model("llama3-70b")
+    on = make_layout(tp=8, pp=4, vpp=2, dp=8, global_batch=256, precision="fp8")  # unset recipe: delayed
+    got = {}
+    for upd in ({}, {"tp_only_amax_red": True}, {"fp8_amax_reduction": False}):
+        r = estimate_across_sites(region, model, on.model_copy(update=upd), across="dp", contention=False)
+        got[tuple(upd)] = ({s.strategy: s for s in r.strategies}["dp"], r)
+    L = 1000 * 4.9e-6 + 50e-6 + 4 * 130e-9
+    m, p, v = on.microbatches, on.pp, on.vpp
+    crossing = 2 * m * v * 2 * L * (1 + (p - 1) / (v * m))
+    tp_only, off = got[("tp_only_amax_red",)], got[("fp8_amax_reduction",)]
+    assert tp_only[0].dci_time_s == pytest.approx(off[0].dci_time_s, rel=1e-12)
+    assert not any("amax" in a for a in tp_only[1].assumptions)
+    dp, r = got[()]
+    (line,) = [a for a in r.assumptions if "amax" in a]
+    without = r.one_site_step_s / (dp.step_time_s - crossing)
+    assert "tp_only_amax_red = true" in line and "fp8_recipe current" in line
+    assert line.endswith(f"avoids it: {without:.1%} of one site instead of {dp.throughput_vs_one_site:.1%}")

@@ -17,10 +17,16 @@ def _options_line(stdout):
     return [ln for ln in stdout.splitlines() if ln.startswith("framework options: ")]
 
 
+_UNSET_AMAX = ("fp8_amax_reduction true (the default: fp8_recipe unset runs Megatron-Core's default recipe, delayed, and "
+               "Transformer Engine's reduce_amax), ")
+"""amax53: an FP8 layout with no fp8_recipe runs Megatron-Core's default, delayed scaling (Megatron-LM core_v0.12.0
+arguments.py ``--fp8-recipe`` default 'delayed'), and the options line says the reduction it brings."""
+
+
 def test_text_names_the_options_it_used():
     out = run_cli(*BASE, "--precision", "fp8", "--cp-comm-type", "all_gather", "--layout",
                   "fp8_param_gather=true,cross_entropy=torch_bf16", check=True).stdout
-    assert _options_line(out) == ["framework options: cp_comm_type all_gather, fp8_param_gather true, "
+    assert _options_line(out) == ["framework options: cp_comm_type all_gather, " + _UNSET_AMAX + "fp8_param_gather true, "
                                   "cross_entropy torch_bf16 (layout fields)"]
 
 
@@ -138,10 +144,11 @@ def test_text_names_the_cuda_graph_scope_and_dispatcher_it_used():
     graphed = run_cli(*moe, "--layout", 'cuda_graph_scope=["attn","moe_router"]', check=True).stdout
     deepep = run_cli(*moe, "--layout", 'cuda_graph_scope=["attn","moe_router"],ep_dispatcher=deepep',
                      check=True).stdout
-    assert _options_line(eager) == []
-    assert _options_line(graphed) == ['framework options: cuda_graph_scope ["attn", "moe_router"] (layout fields)']
-    assert _options_line(deepep) == [
-        'framework options: ep_dispatcher deepep, cuda_graph_scope ["attn", "moe_router"] (layout fields)']
+    assert _options_line(eager) == ["framework options: " + _UNSET_AMAX[:-2] + " (layout fields)"]
+    assert _options_line(graphed) == ["framework options: " + _UNSET_AMAX
+                                      + 'cuda_graph_scope ["attn", "moe_router"] (layout fields)']
+    assert _options_line(deepep) == ["framework options: " + _UNSET_AMAX
+                                     + 'ep_dispatcher deepep, cuda_graph_scope ["attn", "moe_router"] (layout fields)']
     (e,), (g,) = _host_line(eager), _host_line(graphed)
     assert "(eager: no CUDA graph;" in e
     assert 'the kernels outside cuda_graph_scope = ["attn", "moe_router"]' in g and "eager" not in g
@@ -177,7 +184,8 @@ def _step_s(*argv):
 
 @pytest.mark.parametrize("fields, shown", [
     ("fp8_recipe=delayed,fp8_amax_reduction=false",
-     "fp8_recipe delayed (no effect: per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction (its "
+     "fp8_recipe delayed (no effect: per-tensor scaling, priced as fp8_recipe unset (Megatron-Core's default, delayed) "
+     "is; fp8_amax_reduction (its "
      "default) adds Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
      "kernels), fp8_amax_reduction false (set by the layout)"),
     ("fp8_recipe=current", "fp8_recipe current (no effect: llama3-8b has no experts, so current scaling is priced as "
@@ -191,7 +199,8 @@ def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(fields, shown)
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
     out = run_cli(*no_cp, "--layout", fields, check=True).stdout
     assert _options_line(out) == [f"framework options: {shown} (layout fields)"]
-    assert _step_s(*no_cp, "--layout", fields) == _step_s(*no_cp)
+    # the unset recipe runs delayed scaling's amax reduction (amax53): the same step without it
+    assert _step_s(*no_cp, "--layout", fields) == _step_s(*no_cp, "--layout", "fp8_amax_reduction=false")
 
 
 def test_delayed_scaling_with_te_s_work_is_not_marked():
@@ -286,11 +295,12 @@ def test_ep_comm_sms_is_said_to_do_nothing_under_the_alltoall_dispatcher():
     a2a = run_cli(*MOE, "--layout", "ep_comm_sms=32", check=True).stdout
     deepep = run_cli(*MOE, "--layout", "ep_comm_sms=32,ep_dispatcher=deepep", check=True).stdout
     assert _options_line(a2a) == [
-        "framework options: ep_comm_sms 32 (no effect: the alltoall dispatcher's NCCL send/recv kernels run on "
+        "framework options: " + _UNSET_AMAX + "ep_comm_sms 32 (no effect: the alltoall dispatcher's NCCL send/recv kernels run on "
         "NCCL's p2p channels) (layout fields)"]
     assert [ln for ln in a2a.splitlines() if ln.startswith("step time")] == [
         ln for ln in base.splitlines() if ln.startswith("step time")]
-    assert _options_line(deepep) == ["framework options: ep_dispatcher deepep, ep_comm_sms 32 (layout fields)"]
+    assert _options_line(deepep) == ["framework options: " + _UNSET_AMAX
+                                     + "ep_dispatcher deepep, ep_comm_sms 32 (layout fields)"]
 
 
 def test_dualpipe_charges_its_own_all_to_all_sms_and_only_dualpipe_does():
@@ -435,6 +445,6 @@ def test_fp8_attention_on_hopper_is_marked_no_effect_and_prices_nothing():
     oss = ["train", "dgx-h100-superpod", "--model", "gpt-oss-20b", "--tp", "1", "--ep", "8", "--dp", "8",
            "--global-batch", "64", "--precision", "fp8"]
     out = run_cli(*oss, "--layout", "attention_fp8=fp8", check=True).stdout
-    assert _options_line(out) == ["framework options: attention_fp8 fp8 (no effect: H100 publishes no FP8 attention "
+    assert _options_line(out) == ["framework options: " + _UNSET_AMAX + "attention_fp8 fp8 (no effect: H100 publishes no FP8 attention "
                                   "backward at gpt-oss-20b's head dim 64) (layout fields)"]
     assert _step_s(*oss, "--layout", "attention_fp8=fp8") == _step_s(*oss)

@@ -98,12 +98,16 @@ def test_a_one_rank_group_reduces_nothing_but_runs_its_kernels():
     assert r.breakdown_s["fp8_amax"] == pytest.approx(calls * 2 * gpu_compute("H100").kernels.launch_gpu_s, rel=1e-9)
 
 
-@pytest.mark.parametrize("recipe, on", [("delayed", True), ("current", False), ("blockwise", False), (None, False)])
+@pytest.mark.parametrize("recipe, on", [("delayed", True), ("current", False), ("blockwise", False), (None, True)])
 def test_the_default_follows_the_recipe(recipe, on):
     """TE's DelayedScaling reduces amaxes by default (transformer_engine/common/recipe/__init__.py ``reduce_amax:
     bool = True`` at v1.5 to v2.18); current and block-wise scaling keep no amax history (fp8.py line 339: the buffer
-    is delayed scaling's only); an unrecorded recipe is not assumed delayed. A layout's own setting wins."""
+    is delayed scaling's only); an unset recipe is Megatron-Core's default, delayed (arguments.py ``--fp8-recipe``
+    ``default='delayed'`` at core_v0.12.0, TransformerConfig.fp8_recipe at Megatron-LM@d98e8a64; amax53), unless
+    current scaling's amax pass says current. A layout's own setting wins."""
     lay = make_layout(tp=1, dp=8, global_batch=8, precision="fp8", fp8_recipe=recipe)
+    if recipe is None:
+        assert amax_reduced(lay.model_copy(update={"fp8_amax_pass": True})) is False
     assert lay.fp8_amax_reduction is None and amax_reduced(lay) is on
     assert amax_reduced(lay.model_copy(update={"fp8_amax_reduction": False})) is False
     assert amax_reduced(make_layout(tp=1, dp=8, global_batch=8)) is False  # bf16
@@ -130,11 +134,13 @@ def test_a_delayed_cast_launches_its_scale_inverse_first():
     assert kernels_launched(fc1, "fp8", False, scale_kernel=True) == experts + 2 * experts
 
 
-@pytest.mark.parametrize("key", ["fp8_amax_reduction", "fp8_scale_inverse_kernel"])
+@pytest.mark.parametrize("key", ["fp8_amax_reduction", "fp8_scale_inverse_kernel", "tp_only_amax_red"])
 def test_delayed_settings_need_the_delayed_recipe(key):
+    """Delayed or unset (Megatron-Core's default, amax53); current scaling (or its amax pass) and BF16 refused."""
     m = load_model("llama3-8b")
     check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **_DELAYED), gpus=8)
-    for bad in (dict(precision="fp8", fp8_recipe="current"), dict(precision="fp8"), dict()):
+    check_layout(m, make_layout(tp=8, global_batch=8, precision="fp8", **{key: True}), gpus=8)
+    for bad in (dict(precision="fp8", fp8_recipe="current"), dict(precision="fp8", fp8_amax_pass=True), dict()):
         with pytest.raises(TopoError) as e:
             check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **bad), gpus=8)
         assert e.value.key == key and "fp8_recipe delayed" in str(e.value)
@@ -152,6 +158,8 @@ def test_which_published_rows_run_them():
             # the runs CSVs' columns (tidy52: were rules of training_accuracy.py), explicit on every delayed row
             # though the layout's default now follows the recipe (amax52): 0 on MaxText's
             want = ("0" if r["run_id"].startswith("maxtext_") else "1") if delayed else ""
+            if r["run_id"] == "deepseekv3_h800_2048":  # tile/block scaling by an online max, no amax
+                want = "0"  # history (arXiv:2412.19437v2 sec. 3.3.2; amax53: an unset recipe runs delayed)
             assert r["fp8_amax_reduction"] == want, r["run_id"]
             if r["fp8_amax_reduction"] == "1":
                 red.add(r["run_id"])
@@ -164,3 +172,27 @@ def test_which_published_rows_run_them():
     assert "nemo2504dgxc_gb200_llama4_maverick_fp8_512" in inv and "nemo2502dgxc_h100_llama31_8b_fp8_8" not in inv
     assert "maxtext_a4_llama31_70b_fp8_256" not in red
     assert len(red) == 51 and len(inv) == 32
+
+
+def test_tp_only_amax_red_reduces_over_tensor_x_context():
+    """Megatron-Core's ``tp_only_amax_red`` (Megatron-LM@d98e8a64 parallel_state.py get_amax_reduction_group lines
+    1877-1900, with_context_parallel=True): the tensor x context group instead of tensor x data x context. TP 8 CP 2
+    DP 4 on 64 H100s: the default group is 64 ranks (one of them), tp-only 16 (four, one per data replica); the same
+    calls and bytes either way; refused without a reduction to regroup."""
+    m = load_model("llama3-70b")
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", []))
+    base = make_layout(tp=8, cp=2, dp=4, global_batch=32, precision="fp8", seq_len=8192)
+    tp_only = base.model_copy(update={"tp_only_amax_red": True})
+    got = {}
+    for lay in (base, tp_only):
+        r = estimate_step(fab, m, lay, contention=False)
+        (c,) = [c for c in r.comm if c.dim == AMAX_PHASE]
+        got[lay.tp_only_amax_red] = c
+    assert (got[False].group_size, got[False].num_groups) == (64, 1)
+    assert (got[True].group_size, got[True].num_groups) == (16, 4)
+    assert got[True].calls_per_step == got[False].calls_per_step and got[True].size_bytes == got[False].size_bytes
+    for bad in (dict(fp8_recipe="current"), dict(fp8_amax_reduction=False)):
+        with pytest.raises(TopoError) as e:
+            check_layout(m, make_layout(tp=8, dp=8, global_batch=8, precision="fp8", tp_only_amax_red=True, **bad),
+                         gpus=64)
+        assert e.value.key == "tp_only_amax_red"

@@ -43,11 +43,14 @@ def _detail(r: RegionEstimate) -> dict:
 
 def render_detail(r: RegionEstimate) -> str:
     """The ``--detail`` lines across sites: the chosen algorithm's phases at the largest size, and the order the tree
-    chains the sites' roots in (whether or not the tree is chosen), with the rule that sets it."""
+    chains the sites' roots in where a tree is priced (chosen or not; NCCL's tree runs all_reduce only), with the
+    rule that sets it."""
     d = _detail(r)
     lines = ["#", f"# {d['detail_algorithm']} at {format_size(d['detail_size_bytes'])}: phases"]
     lines += [f"#   {p['phase']}: latency {format_time(p['latency_s'])}, bandwidth {format_time(p['bandwidth_s'])}, "
               f"bound {p['bound']}" for p in d["phases"]]
+    if not any(t is not None for t in r.candidates.get("tree", [])):
+        return "\n".join(lines)
     hops = ", ".join(format_time(h) for h in r.tree_hop_s)
     lines.append(f"# tree across sites: {' - '.join(r.tree_roots)}, {TREE_ROOT_RULE}; each hop one way: {hops}")
     return "\n".join(lines)

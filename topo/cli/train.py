@@ -17,7 +17,7 @@ from ..training.kernels import fp8_backward_published
 from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
-                                 ParallelLayout, layout_fields, load_layout, make_layout)
+                                 delayed_scaling, ParallelLayout, layout_fields, load_layout, make_layout)
 from ..training.model import bundled_models, load_model
 from ..training.search import search_layouts
 from ..training.op_table import step_op_table, step_stage_table
@@ -559,7 +559,8 @@ def _recompute(L: dict, model) -> str:
 
 
 # the layout fields saying how the framework runs the step (as its recipe sets them), shown when not the default
-FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
+FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_only_amax_red", "fp8_scale_inverse_kernel",
+                     "fp8_amax_pass",
                      "fp8_param_gather", "num_layers_at_start_in_bf16",
                      "num_layers_at_end_in_bf16", "mamba_mixer", "cross_entropy", "expert_bias_eager",
                      "expert_clamp_eager", "attention_bias_eager", "rope_kernel", "ep_dispatcher", "ep_flex_backend", "ep_comm_sms",
@@ -596,7 +597,8 @@ def _fp8_recipe_idle(L: dict, model) -> str:
     (:func:`topo.training.kernels.fp8_recipe_costs`)."""
     recipe = L.get("fp8_recipe")
     if recipe == "delayed" and not (L.get("fp8_amax_reduction") or L.get("fp8_scale_inverse_kernel")):
-        return ("per-tensor scaling, priced as when fp8_recipe is unset; fp8_amax_reduction (its default) adds "
+        return ("per-tensor scaling, priced as fp8_recipe unset (Megatron-Core's default, delayed) is; "
+                "fp8_amax_reduction (its default) adds "
                 "Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
                 "kernels")
     if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):
@@ -609,8 +611,12 @@ def _amax_aside(L: dict) -> str:
     """What the options line says of ``fp8_amax_reduction`` (``L`` holds what runs, ``L["chosen_by"]`` whether the
     layout, the default or a JAX mesh chose it, :attr:`topo.training.result.StepResult.chosen_by`; :func:`topo.training.fp8_amax.amax_reduced`), or "" to leave it out:
     shown with delayed scaling, or where a layout turned it on."""
-    delayed = L.get("precision") == "fp8" and L.get("fp8_recipe") == "delayed"
+    delayed = delayed_scaling(ParallelLayout.model_construct(**{k: L[k] for k in (
+        "precision", "fp8_recipe", "fp8_amax_pass") if k in L}))
     by = L.get("chosen_by", {}).get("fp8_amax_reduction")
+    if by == "default" and delayed and L.get("fp8_recipe") is None:
+        return ("the default: fp8_recipe unset runs Megatron-Core's default recipe, delayed, and Transformer "
+                "Engine's reduce_amax")
     if by == "default":
         return "the default with delayed scaling: Transformer Engine's reduce_amax" if delayed else ""
     if by == "jax_mesh":
@@ -806,7 +812,7 @@ def _print_search(res, top, held: dict, model) -> None:
     for i, r in enumerate(res.ranked[:top], 1):
         L, b = r.layout, r.breakdown_s
         bound = r.bound_by()
-        costs = {k: b[k] for k in ("tp", "cp", "pp", "dp", "ep", "bubble")}
+        costs = {k: b[k] for k in ("tp", "cp", "pp", "dp", "ep", "fp8_amax", "bubble")}
         costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
         worst = max(costs, key=costs.get)
         why = f"{worst} {format_time(costs[worst], zeros=True)}" + (f" ({bound[worst]['level']})" if worst in bound else "")

@@ -23,7 +23,15 @@ and the update; the step's ``fp8_amax`` line holds both, the comm table the all-
 Whether a layout runs it (:func:`amax_reduced`): TE's ``DelayedScaling`` reduces by default (``reduce_amax: bool =
 True`` in ``transformer_engine/common/recipe/__init__.py`` at v1.5, v1.9, v2.2, bee4649c, v2.5, v2.9, v2.13 and
 v2.18, read in the local mirror of NVIDIA/TransformerEngine), and Megatron-Core builds its recipe without setting it,
-so a delayed-scaling layout reduces unless it says otherwise. Current, block-wise and MXFP8 scaling keep no amax
+so a delayed-scaling layout reduces unless it says otherwise. Megatron-Core's default recipe is delayed (``--fp8-recipe``
+``default='delayed'`` in ``megatron/training/arguments.py`` at core_v0.12.0-core_v0.15.0; ``TransformerConfig.fp8_recipe
+= "delayed"`` at NVIDIA/Megatron-LM@d98e8a64, whose arguments are generated from it), so a layout with ``fp8_recipe``
+unset runs it too (:func:`delayed_scaling`). The group (:func:`amax_group`) is Megatron-Core's
+``get_amax_reduction_group(with_context_parallel=True, tp_only_amax_red=...)`` (Megatron-LM@d98e8a64
+``megatron/core/parallel_state.py`` lines 1877-1900, ``fp8_utils.py`` lines 859-860): tensor x data x context
+ranks, or tensor x context ranks with ``TransformerConfig.tp_only_amax_red`` (line 646, "reduce the FP8 AMAX only
+in the TP or TP-CP domain"; a config field, which Megatron-LM's ``arguments.py`` line 2335 keeps off its command
+line). Current, block-wise and MXFP8 scaling keep no amax
 history and no such buffer (the buffer "should only be non-empty for fp8 delayed scaling", ``fp8.py`` line 339).
 """
 
@@ -36,21 +44,31 @@ from ..resources import data_dir
 from .comm import CommEngine
 from .model import BLOCK_KINDS, ModelSpec
 from .operators import block_ops
-from .parallel import ParallelLayout
+from .parallel import ParallelLayout, delayed_scaling
 from .result import DimensionComm
 
-__all__ = ["amax_reduced", "amax_kernels_s", "amax_reductions", "amax_step", "fp8_amax_table", "AMAX_GROUP", "AMAX_PHASE"]
+__all__ = ["amax_group", "amax_reduced", "amax_kernels_s", "amax_reductions", "amax_step", "fp8_amax_table",
+           "AMAX_GROUP", "AMAX_TP_ONLY_GROUP", "AMAX_PHASE"]
 
 AMAX_GROUP = "tpdpcp"
 """The mapping's group name of the amax reduction: tensor x data x context parallel ranks of one pipeline stage."""
+AMAX_TP_ONLY_GROUP = "tpcp"
+"""The group with Megatron-Core's ``tp_only_amax_red``: tensor x context parallel ranks (``get_amax_reduction_group(
+with_context_parallel=True, tp_only_amax_red=True)``, the ``_TENSOR_AND_CONTEXT_PARALLEL_GROUP``)."""
 AMAX_PHASE = "fp8_amax"
 """The :class:`.result.DimensionComm` ``dim`` and ``phase`` of the amax all-reduce, and the step breakdown's line of
 the whole reduction step (all of it exposed, per micro-batch)."""
 
 
+def amax_group(lay: ParallelLayout) -> str:
+    """The mapping's group the layout reduces its amaxes over: :data:`AMAX_TP_ONLY_GROUP` with ``tp_only_amax_red``,
+    else :data:`AMAX_GROUP` (Megatron-Core's ``get_amax_reduction_group``, see the module doc)."""
+    return AMAX_TP_ONLY_GROUP if lay.tp_only_amax_red else AMAX_GROUP
+
+
 def amax_reduced(lay: ParallelLayout) -> bool:
-    """Whether ``lay`` runs Transformer Engine's amax reduction: its ``fp8_amax_reduction`` when set, else on with
-    ``precision = "fp8"`` and ``fp8_recipe = "delayed"`` (TE's ``DelayedScaling`` default, see the module doc).
+    """Whether ``lay`` runs Transformer Engine's amax reduction: its ``fp8_amax_reduction`` when set, else on under
+    delayed scaling (:func:`delayed_scaling`: TE's ``DelayedScaling`` default, see the module doc).
 
     Parameters
     ----------
@@ -62,7 +80,7 @@ def amax_reduced(lay: ParallelLayout) -> bool:
     """
     if lay.fp8_amax_reduction is not None:
         return lay.fp8_amax_reduction
-    return lay.precision == "fp8" and lay.fp8_recipe == "delayed"
+    return delayed_scaling(lay)
 
 
 @lru_cache(maxsize=1)
@@ -136,8 +154,9 @@ def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list
 def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout, counts: dict,
               launch_gap_s: float) -> tuple[DimensionComm | None, float]:
     """The step's amax reductions on a pipeline rank holding the blocks ``counts``, all of it exposed: each call the
-    all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) over TE's group (tensor x data x
-    context parallel ranks, :data:`AMAX_GROUP`), none when that group is one rank, and the launch gaps of its two
+    all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) over TE's group
+    (:func:`amax_group`: tensor x data x context parallel ranks, or tensor x context with ``tp_only_amax_red``),
+    none when that group is one rank, and the launch gaps of its two
     kernels (``launch_gap_s`` each), which run either way.
 
     Parameters
@@ -161,7 +180,8 @@ def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
     calls = amax_reductions(model, lay, counts)
     if not calls:
         return None, 0.0
-    groups = mapping.groups(AMAX_GROUP)
+    name = amax_group(lay)
+    groups = mapping.groups(name)
     kernels_s = amax_kernels_s(lay, launch_gap_s)
     if groups.shape[1] <= 1:  # TE skips the all-reduce of a one-rank group
         return None, kernels_s
@@ -172,5 +192,5 @@ def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
                          calls_per_step=sum(n for _, n in calls), time_s=reduce_s, exposed_s=reduce_s,
                          algorithm=one.algorithm, level=one.level, link=one.link, utilization=one.utilization,
                          num_groups=int(groups.shape[0]), group_size=int(groups.shape[1]),
-                         domains_per_group=mapping.domains_spanned(AMAX_GROUP), phase=AMAX_PHASE)
+                         domains_per_group=mapping.domains_spanned(name), phase=AMAX_PHASE)
     return comm, reduce_s + kernels_s

@@ -32,7 +32,7 @@ from ..engine.region_estimate import chain_hops_s, dci_phase, tree_root_order
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import whole_bytes
-from .fp8_amax import AMAX_PHASE, amax_reductions
+from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import default_placement
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
@@ -147,7 +147,9 @@ def estimate_across_sites(region: Region, model: ModelSpec, lay: ParallelLayout,
     # expert replica) reduces nothing inside, and its gradients still cross (walk9: 0 B crossed at dp = K)
     V = _site_gradient_bytes(model, placed.model_copy(update={"dp": placed.dp * K,
                                                                "global_batch": placed.global_batch * K}))
-    out.strategies.append(_dp(region, one, site_lay, V, _amax_across_s(region, model, placed, out.assumptions)))
+    amax_s, amax_calls = _amax_across_s(region, model, placed)
+    out.strategies.append(_dp(region, one, site_lay, V, amax_s))
+    out.assumptions += _amax_note(out.strategies[-1], amax_s, amax_calls, T1)
     if lay.pp >= K and lay.pp % K == 0:
         out.strategies.append(_pp(region, one, placed, model))
         out.assumptions.append(_PP_ACROSS)
@@ -245,19 +247,20 @@ def _needed(E: float, fixed_s: float, busiest_bytes: float, window_s: float = 0.
     return max(share * busiest_bytes / (E - fixed_s), busiest_bytes / (E + window_s - fixed_s))
 
 
-def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, notes: list[str]) -> float:
-    """What delayed FP8 scaling's amax reductions add to a step when DP spans the sites: Transformer Engine
-    all-reduces each model chunk's amax buffer over the tensor x data x context group (:mod:`.fp8_amax`), which
-    then spans the sites; one site's step has each call inside the site, and each call now also crosses them, the
-    cheaper of the tree's chain of site roots (``2 sum_i L_i`` and the buffer on each chained span) and the
-    hierarchical ring across the sites (``2(K-1)`` hops): a few KB, so latency. The calls block the compute stream
-    in each micro-batch, so the bubble's micro-batch grows with them as the step's ``fp8_amax`` line does
-    (:func:`~topo.training.step.step_breakdown`). 0.0 without the reduction. ``lay``: one site's share, placed;
-    ``notes``: the job's assumptions, which gain the figure when there is one."""
+def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tuple[float, int]:
+    """What delayed FP8 scaling's amax reductions add to a step when DP spans the sites, and their calls a step:
+    Transformer Engine all-reduces each model chunk's amax buffer over the tensor x data x context group
+    (:mod:`.fp8_amax`), which then spans the sites; one site's step has each call inside the site, and each call
+    now also crosses them, the cheaper of the tree's chain of site roots (``2 sum_i L_i`` and the buffer on each
+    chained span) and the hierarchical ring across the sites (``2(K-1)`` hops): a few KB, so latency. The calls
+    block the compute stream in each micro-batch, so the bubble's micro-batch grows with them as the step's
+    ``fp8_amax`` line does (:func:`~topo.training.step.step_breakdown`). ``(0.0, 0)`` without the reduction, or
+    with ``tp_only_amax_red`` (its tensor x context group stays inside a site: :func:`.fp8_amax.amax_group`).
+    ``lay``: one site's share, placed."""
     calls = amax_reductions(model, lay, stage_block_counts(model, lay))
     K = region.num_sites
-    if not calls or K < 2:
-        return 0.0
+    if not calls or K < 2 or amax_group(lay) != AMAX_GROUP:
+        return 0.0, 0
     order = tree_root_order(region)
     chain_a, chain_b = np.r_[order[:-1], order[1:]], np.r_[order[1:], order[:-1]]
     hops_s = 2 * float(np.sum(chain_hops_s(region)))
@@ -265,12 +268,21 @@ def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout, notes:
     per_call = [min(hops_s + dci_phase(region, chain_a, chain_b, size, 0)[0].bandwidth_s,
                     dci_phase(region, a, b, 2 * (K - 1) / K * size, 2 * (K - 1))[0].time_s) for size, _ in calls]
     total = sum(n * t for (_, n), t in zip(calls, per_call))
-    step_s = sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values())
-    notes.append(f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
-                 f"tensor x data x context group), {int(sum(n for _, n in calls))} a step each crossing them: "
-                 f"{step_s:.3g} s a step exposed, bubble included (pp and outer: inside each site, in one "
-                 f"site's step)")
-    return step_s
+    return sum(step_breakdown(lay, _NO_COMPUTE, {AMAX_PHASE: total}, 0.0).values()), int(sum(n for _, n in calls))
+
+
+def _amax_note(dp: AcrossSites, amax_s: float, calls: int, one_site_s: float) -> list[str]:
+    """The assumptions' line on the amax reductions' crossing (:func:`_amax_across_s`), none without one: its
+    seconds, and what avoids it, with the share of one site the ``dp`` strategy ``dp`` would give without them (its
+    step less ``amax_s``; the in-site step as is)."""
+    if amax_s <= 0:
+        return []
+    without = one_site_s / (dp.step_time_s - amax_s)
+    return [f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
+            f"tensor x data x context group), {calls} a step each crossing them: {amax_s:.3g} s a step exposed, "
+            f"bubble included (pp and outer: inside each site, in one site's step); tp_only_amax_red = true "
+            f"(Megatron-Core's tensor x context group, inside each site) or fp8_recipe current (or mxfp8 on "
+            f"Blackwell: no amax history) avoids it: {without:.1%} of one site instead of {dp.throughput_vs_one_site:.1%}"]
 
 
 class _NoCompute:

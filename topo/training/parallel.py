@@ -37,7 +37,7 @@ from .tp_overlap import config_names
 from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
-           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed"]
+           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "delayed_scaling"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -275,15 +275,23 @@ class ParallelLayout(BaseModel):
     of each micro-batch, and its backward, ends in a reduction of the rank's amaxes over the tensor x data x context
     parallel group (``torch.cat``, a blocking all-reduce on the compute stream, a fused history and scale update):
     :mod:`topo.training.fp8_amax`. None (the default): on with ``precision = "fp8"`` and ``fp8_recipe =
-    "delayed"``, as TE's ``DelayedScaling(reduce_amax=True)`` default runs it, off otherwise
+    "delayed"`` or unset (Megatron-Core's default recipe; :func:`delayed_scaling`), as TE's
+    ``DelayedScaling(reduce_amax=True)`` default runs it, off otherwise
     (:func:`topo.training.fp8_amax.amax_reduced`); ``--jax-mesh`` sets it false (Flax's FP8 ops reduce no amax
     buffer, :data:`topo.training.jax_mesh.MAXTEXT_FP8_AMAX`). True needs precision fp8 with ``fp8_recipe``
-    delayed."""
+    delayed or unset. Its group: ``tp_only_amax_red``."""
+    tp_only_amax_red: Flag = False
+    """Megatron-Core's ``TransformerConfig.tp_only_amax_red`` (NVIDIA/Megatron-LM@d98e8a64
+    ``megatron/core/transformer/transformer_config.py`` line 646): delayed scaling's amax reduction runs over the
+    tensor x context parallel group instead of tensor x data x context (``parallel_state.get_amax_reduction_group``
+    lines 1877-1900), so it stays inside each data-parallel replica (and each site when DP spans sites):
+    :func:`topo.training.fp8_amax.amax_group`. True needs the reduction to run (delayed scaling,
+    ``fp8_amax_reduction`` not false)."""
     fp8_scale_inverse_kernel: Flag = False
     """FP8 per-tensor delayed scaling as Transformer Engine 2.0-2.6 ran it: each quantisation first computes its
     scale inverse in a kernel of its own (``Float8Quantizer::create_tensor``'s ``at::reciprocal(scale)``), then
     casts; TE v2.7 (PR #1952) lets the cast write it (``kernels.toml`` ``[launch]``
-    ``fp8_delayed_scale_inverse_kernels``). Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"``."""
+    ``fp8_delayed_scale_inverse_kernels``). Needs ``precision = "fp8"`` and ``fp8_recipe = "delayed"`` or unset."""
     cudnn_version: str = CUDNN_NEWEST
     """The cuDNN the fused attention runs (the container's: ``topo/data/compute/cudnn_releases.toml`` lists each
     framework release's, with its source), ``9.MINOR[.PATCH[.BUILD]]``: Blackwell attention reads the published
@@ -750,8 +758,11 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
         bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
                              f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
-    for key in ("fp8_amax_reduction", "fp8_scale_inverse_kernel"):
+    for key in ("fp8_amax_reduction", "fp8_scale_inverse_kernel", "tp_only_amax_red"):
         _check_delayed(lay, key, bad)
+    if lay.tp_only_amax_red and lay.fp8_amax_reduction is False:
+        bad("tp_only_amax_red", "true picks the amax reduction's group; fp8_amax_reduction false runs none; "
+                                "allowed with it: false")
     if lay.moe_expert_kernels == "fused_mlp" and (lay.fp8_recipe != "mxfp8" or not lay.moe_grouped_gemm):
         bad("moe_expert_kernels", f"fused_mlp is the CuTe DSL fused grouped MLP, which runs MXFP8 grouped experts "
                                   f"only; got fp8_recipe {_shown(lay.fp8_recipe)}, moe_grouped_gemm "
@@ -837,11 +848,28 @@ def _check_applies(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                      f"allowed: the default {_shown(default)} (or no {key})")
 
 
+def delayed_scaling(lay: ParallelLayout) -> bool:
+    """Whether ``lay`` runs per-tensor delayed FP8 scaling: precision fp8 with ``fp8_recipe`` delayed, or unset
+    (Megatron-Core's default ``--fp8-recipe``, :mod:`topo.training.fp8_amax`) unless ``fp8_amax_pass`` (current
+    scaling's amax pass) says current scaling.
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    unset_as_delayed = lay.fp8_recipe is None and not lay.fp8_amax_pass
+    return lay.precision == "fp8" and (lay.fp8_recipe == "delayed" or unset_as_delayed)
+
+
 def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:
-    """A delayed-scaling setting ``key`` (true) needs precision fp8 with ``fp8_recipe`` delayed."""
-    if getattr(lay, key) and (lay.precision != "fp8" or lay.fp8_recipe != "delayed"):
+    """A delayed-scaling setting ``key`` (true) needs precision fp8 with ``fp8_recipe`` delayed or unset."""
+    if getattr(lay, key) and not delayed_scaling(lay):
         bad(key, f"true is Transformer Engine's delayed FP8 scaling; got precision {lay.precision}, fp8_recipe "
-                 f"{_shown(lay.fp8_recipe)}; allowed: precision fp8 with fp8_recipe delayed, else false")
+                 f"{_shown(lay.fp8_recipe)}; allowed: precision fp8 with fp8_recipe delayed or unset, else false")
 
 
 def _shown(value) -> str:

@@ -1042,7 +1042,9 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
         executed_flop_per_step=sc.executed_flops * m * lay.gpus, memory=mem, comm=comms,
         overlap={k: getattr(lay, f"overlap_{k}") for k in ("tp", "cp", "pp", "dp", "ep")}, notes=notes,
         compute_by_module_s={k: v_ * m for k, v_ in sc.by_module_s.items()}, contention=slow,
-        chosen_by={"fp8_amax_reduction": "default" if lay.fp8_amax_reduction is None else "layout"},
+        chosen_by={"fp8_amax_reduction": "default" if lay.fp8_amax_reduction is None else "layout",
+                   **({"fp8_recipe": "default" if lay.fp8_recipe is None else "layout"} if lay.precision == "fp8"
+                      else {})},  # unset: Megatron-Core's default, delayed (parallel.delayed_scaling)
         host_cpu={"name": gpu.kernels.host_cpu, "source": spec.host_cpu[1],
                   "time_factor": host_time_factor(gpu.kernels.host_cpu), "reference": reference_host_cpu()})
     result.timeline = step_timeline(result, sc.forward_s, sc.backward_s + sc.recompute_s)
