@@ -318,6 +318,32 @@ class Paths:
         return nic_s, nic_d
 
 
+def failed_nic_stand_ins(paths: Paths) -> tuple[np.ndarray, np.ndarray] | None:
+    """The failed NICs and the working NIC of each one's server that stands in for it (:meth:`Paths.alive_nics`).
+
+    Parameters
+    ----------
+    paths : Paths
+
+    Returns
+    -------
+    tuple of numpy.ndarray or None
+        ``(failed, stand_in)`` NIC indices, or None when no NIC failed or a server lost every NIC (the routing
+        refuses that).
+    """
+    f = paths.fabric
+    if f.failed is None:
+        return None
+    nic = np.arange(f.layout.num_nics)
+    bad = nic[~paths.nic_ok(nic)]
+    if bad.size == 0:
+        return None
+    try:
+        return bad, paths.alive_nics(bad, f.nic_gpu(bad))
+    except Unreachable:
+        return None
+
+
 def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
     """What a failed NIC's traffic does, in words: its server's GPUs send and receive through the next working NIC
     (:meth:`Paths.alive_nics`), over NVLink; with PXN the other servers' GPUs keep sending on their own NIC of the
@@ -337,16 +363,10 @@ def stand_in_notes(paths: Paths, most: int = 3) -> list[str]:
         One note, or none when no NIC failed or a server lost every NIC (the routing refuses that).
     """
     f = paths.fabric
-    if f.failed is None:
+    pairs = failed_nic_stand_ins(paths)
+    if pairs is None:
         return []
-    nic = np.arange(f.layout.num_nics)
-    bad = nic[~paths.nic_ok(nic)]
-    if bad.size == 0:
-        return []
-    try:
-        to = paths.alive_nics(bad, f.nic_gpu(bad))
-    except Unreachable:
-        return []
+    bad, to = pairs
     first = f.node_offset["nic"]
     names, subs = f.node_names(first + bad[:most]), f.node_names(first + to[:most])
     moved = ", ".join(f"{a} -> {b}" for a, b in zip(names, subs)) + (", ..." if bad.size > most else "")

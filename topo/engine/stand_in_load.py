@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import Unreachable
 from .algorithms.tree import double_binary_tree
-from .paths import Paths
+from .paths import Paths, failed_nic_stand_ins
 from .placement import Placement
 
 __all__ = ["off_bottleneck_notes", "tree_edges"]
@@ -75,16 +74,10 @@ def off_bottleneck_notes(paths: Paths, placement: Placement, loads_per_byte: np.
         The note, or none.
     """
     f = paths.fabric
-    if f.failed is None:
+    pairs = failed_nic_stand_ins(paths)
+    if pairs is None:
         return []
-    nic = np.arange(f.layout.num_nics)
-    bad = nic[~paths.nic_ok(nic)]
-    if bad.size == 0:
-        return []
-    try:
-        to = paths.alive_nics(bad, f.nic_gpu(bad))
-    except Unreachable:
-        return []
+    bad, to = pairs
     busy = loads_per_byte / np.repeat(f.links["bandwidth_Bps"], 2)  # seconds per byte at line rate
     ends = np.flatnonzero(np.isin(f.links["src"], f.node_offset["nic"] + to))
     mine = np.zeros(busy.size, dtype=bool)
