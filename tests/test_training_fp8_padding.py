@@ -97,7 +97,8 @@ def test_train_names_aligned_counts_and_when_they_have_no_effect(capsys):
         return [x for x in capsys.readouterr().out.splitlines() if x.startswith("framework options:")]
 
     assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,precision=fp8,moe_counts_aligned=true") == [
-        "framework options: moe_counts_aligned true (layout fields)"]
+        "framework options: fp8_amax_reduction true (the default: fp8_recipe unset runs Megatron-Core's default "
+        "recipe, delayed, and Transformer Engine's reduce_amax), moe_counts_aligned true (layout fields)"]
     assert line("qwen3-30b-a3b", "tp=1,ep=8,dp=8,moe_counts_aligned=true") == [
         "framework options: moe_counts_aligned true (no effect: only FP8 pads the experts' rows) (layout fields)"]
     assert line("llama3-8b", "dp=8,moe_counts_aligned=true") == [
