@@ -317,15 +317,27 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0) -> AcrossSites:
                        ph.bound, latency_s=ph.latency_s)
 
 
-def _pp(region: Region, one, lay, model) -> AcrossSites:
-    K = region.num_sites
-    items = [it for it in step_traffic(model, lay) if it["dim"] == "pp"]
-    per_dir = sum(it["size_bytes"] * it["calls"] / 2 for it in items) * (lay.gpus * K // lay.pp)
+def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The DCI transfers of one step with the pipeline's stages split at the sites: each site boundary carries every
+    micro-batch's activations once per virtual stage one way and their gradients back; interleaved stages also wrap
+    from the last site to the first, ``vpp - 1`` times a micro-batch. ``send_bytes``: one micro-batch's send of a
+    stage's ranks together. The bytes are the micro-batches', not the sends the step's timing counts on the
+    critical path (``m + fills``, or the fills alone with ``overlap_pp``; walk19)."""
+    m, v = lay.microbatches, lay.vpp
     a = np.r_[np.arange(K - 1), np.arange(1, K)]
     b = np.r_[np.arange(1, K), np.arange(K - 1)]
-    if lay.vpp > 1:  # interleaved: each loop of virtual stages also wraps from the last site back to the first
+    nbytes = np.full(a.size, m * v * send_bytes)
+    if v > 1:
         a, b = np.r_[a, K - 1, 0], np.r_[b, 0, K - 1]
-    ph, loads = dci_phase(region, a, b, per_dir, 1)  # latency: one crossing
+        nbytes = np.r_[nbytes, [m * (v - 1) * send_bytes] * 2]
+    return a, b, nbytes
+
+
+def _pp(region: Region, one, lay, model) -> AcrossSites:
+    K = region.num_sites
+    size = sum(it["size_bytes"] for it in step_traffic(model, lay) if it["dim"] == "pp")
+    a, b, nbytes = _pp_crossings(K, lay, size * (lay.gpus * K // lay.pp))  # a stage's ranks across the job
+    ph, loads = dci_phase(region, a, b, nbytes, 1)  # latency: one crossing
     latency = 2 * (K - 1) * lay.vpp * ph.latency_s  # fill and drain, once per virtual stage
     compute = one.breakdown_s["compute"]
     exposed = latency + max(0.0, ph.bandwidth_s - compute)
