@@ -96,16 +96,17 @@ def test_a_chain_costs_the_transit_over_a_mesh_of_the_same_sites(chain):
 
 def test_pipeline_stages_across_a_chain_wrap_through_the_middle_site(chain):
     """gpt3-5b (24 layers) tp 8, pp 3 (a stage a site), vpp 2: the interleaved loop wraps from c back to a, which
-    transits b, so a -> b carries a's activations to b and the wrap's to c: twice the busiest span of a mesh with an
-    a-c span (one transfer a directed span). The fill and drain pay 2 (K-1) vpp = 8 crossings of the slowest
-    transfer, c -> a: both spans and a GPU's way up and down."""
+    transits b, so a -> b carries a's activations to b (vpp = 2 a micro-batch) and the wrap's gradients to c
+    (vpp - 1 = 1 a micro-batch; walk19: not vpp): 1.5x the busiest span of a mesh with an a-c span (one transfer
+    a directed span). The fill and drain pay 2 (K-1) vpp = 8 crossings of the slowest transfer, c -> a: both spans
+    and a GPU's way up and down."""
     lay = ParallelLayout(tp=8, pp=3, vpp=2, dp=96, global_batch=288, seq_len=2048)
     model = load_model("gpt3-5b")
     pp = next(s for s in estimate_across_sites(chain, model, lay, across="pp").strategies if s.strategy == "pp")
     assert pp.latency_s == pytest.approx(8 * (AB_S + BC_S + 2 * chain.up_latency_s(0)))
     mesh = build_region("three-site-chain", ['interconnect.topology="mesh"', "interconnect.distance_km=105"])
     pm = next(s for s in estimate_across_sites(mesh, model, lay, across="pp").strategies if s.strategy == "pp")
-    assert pp.dci_bytes_per_step == pytest.approx(2 * pm.dci_bytes_per_step)
+    assert pp.dci_bytes_per_step == pytest.approx(1.5 * pm.dci_bytes_per_step)
 
 
 def _ring(n, extra=()):
