@@ -2,6 +2,8 @@
 
 import pytest
 
+from conftest import run_cli
+
 from topo.fabric.region import build_region
 from topo.training.model import load_model
 from topo.training.multisite import estimate_across_sites
@@ -28,3 +30,17 @@ def test_pipeline_across_sites_carries_every_micro_batch_once_per_boundary(sizes
                               contention=False)
     pp = next(s for s in r.strategies if s.strategy == "pp")
     assert pp.dci_bytes_per_step == pytest.approx(crossings * 768 * 8192 * 8192 * 2 / 8, rel=1e-12)
+
+
+def test_fail_naming_a_whole_site_says_what_its_loss_is():
+    """walk19: ``--fail ash`` (a user asking what losing a site does) got the syntax alone; it now says the loss is
+    the region without that site, and every refused part lists the sites."""
+    p = run_cli("describe", "three-site-chain", "--fail", "b")
+    assert p.returncode == 2 and p.stderr.startswith("error: --fail: a region fails DCI spans"), p.stderr
+    assert "sites: a, b, c), got 'b'; a whole site is not failed in place: its loss is the region without it, a " \
+           "region file of a, c (on three-site-chain)" in p.stderr, p.stderr
+    p = run_cli("describe", "two-site-h100", "--fail", "west")
+    assert "a region file of east (one site left: its spec alone)" in p.stderr, p.stderr
+    p = run_cli("describe", "three-site-chain", "--fail", "zed:leaf0")
+    assert "(SITE:PART, e.g. a:leaf0; sites: a, b, c), got 'zed:leaf0' (on three-site-chain)" in p.stderr, p.stderr
+    assert "whole site" not in p.stderr

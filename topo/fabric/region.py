@@ -235,7 +235,8 @@ class Region:
         if not body.startswith("dci:") or body.count("-") < 1:
             raise TopoError(f"a region fails DCI spans (dci:A-B with two site names or indices, e.g. "
                             f"{self.span_names()[0]} or dci:0-1) or a site's parts (SITE:PART, e.g. "
-                            f"{self.site_names[0]}:leaf0), got {text!r}", key="--fail")
+                            f"{self.site_names[0]}:leaf0; sites: {', '.join(names)}), got {text!r}"
+                            + _whole_site_hint(body, names), key="--fail")
         ends = _split_span(body[4:], names)
         if ends is not None and ends[0] == ends[1]:
             raise TopoError(f"{text!r} names site {names[ends[0]]} at both ends; a span joins two different sites: "
@@ -380,3 +381,13 @@ def _attach_tier(f: Fabric, name: str | None, site: str, source: str) -> int:
         raise TopoError(f"site {site} has no tier {name!r}; allowed: {', '.join(tiers)}", source=source,
                         key="interconnect.attach_tier")
     return tiers.index(name)
+
+
+def _whole_site_hint(body: str, names: list[str]) -> str:
+    """What to do instead where ``--fail`` names a whole site (walk19: a user asking what a site's loss does got
+    the syntax alone): the region without that site is a region file of the others."""
+    if body not in names:
+        return ""
+    others = [n for n in names if n != body]
+    return (f"; a whole site is not failed in place: its loss is the region without it, a region file of "
+            f"{', '.join(others)}" + (" (one site left: its spec alone)" if len(others) == 1 else ""))
