@@ -175,3 +175,36 @@ def test_the_search_bound_reads_the_same_rate(nvl72):
     sc = stage_compute(model, lay, gpu_compute(nvl72.spec.gpu))
     assert r.breakdown_s["ep"] > 0
     assert exposed_routed(eng, model, lay, mapping, sc)["ep"] == pytest.approx(r.breakdown_s["ep"], rel=1e-9)
+
+
+def test_a_gpu_without_its_own_figures_takes_its_twins():
+    """B300 and GB300 publish no HybridEP figures; each takes those of the GPU whose dispatcher path it shares
+    (ep_dispatch.toml ``same_as``: B300 on B200's HGX baseboard, NVLink5, the same SM at 1,965 MHz, openxla/xla@4336d12e
+    specs b200 / b300.txtpb; GB300 on GB200's NVL72), not the fabric's all-to-all alone; a GPU with neither (A100)
+    stays unbounded. B200 Only Kernel Time, 16 SMs: 734.95 / 599.27 / 673.84 GB/s (deepseek-ai/DeepEP@94a9f8f6
+    hybrid-ep docs/README_Hybrid-EP.md)."""
+    assert flex_rates("B300", 8) == pytest.approx({"dispatch": 734.95e9, "dispatch_fp8": 599.27e9,
+                                                   "combine": 673.84e9})
+    assert flex_rates("GB300", 36)["combine"] == pytest.approx(596.99e9)
+    copy = _copy("B300")
+    assert flex_fixed_s("B300", 8, copy)["dispatch"] > 0
+    assert flex_dispatch_s("B300", 8, 1e9, 2, copy) > 1e9 / 734.95e9
+    assert flex_rates("A100", 8) is None
+
+
+def test_a_b300_nodes_expert_all_to_all_is_bound_by_b200s_call():
+    """Nemotron 3 Nano's recipe on one DGX B300 (EP8 in the node, MBS 4, 8,192 tokens, HybridEP with 16 SMs:
+    NVIDIA-NeMo/Megatron-Bridge v0.5.0 recipes/nemotronh/nemotron_3_nano.py line 107): each BF16 call lasts at least
+    B200's kernel rates plus the call's fixed part (the dispatch and combine's mean), the closed form below; before
+    the twin the call was the fabric's alone and faster than that."""
+    fab = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["gpu=B300", "scale_up.bandwidth_per_gpu=900 GB/s",
+                                                                 "cluster.num_units=1"]))
+    lay = make_layout(ep=8, dp=8, etp=1, global_batch=64, micro_batch=4, seq_len=8192, precision="fp8",
+                      ep_dispatcher="deepep")
+    r = estimate_step(fab, load_model("nemotron-3-nano-30b-a3b"), lay, contention=False)
+    (a2a,) = [c for c in r.comm if c.dim == "ep" and c.collective == "alltoall"]
+    copy, rec = _copy("B300"), 4096 * spread_destinations(8, 8) * 7168 * 2.0  # B200's published shape
+    fixed = [rec * (1 / (a * 1e9) - 1 / (k * 1e9)) - copy(2 * rec) for a, k in ((535.94, 734.95), (530.86, 673.84))]
+    bound = 0.5 * (a2a.size_bytes / 734.95e9 + a2a.size_bytes / 673.84e9 + sum(fixed))
+    assert a2a.algorithm == "flex dispatcher rate"
+    assert a2a.time_s / a2a.calls_per_step == pytest.approx(bound, rel=1e-9)

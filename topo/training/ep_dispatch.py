@@ -24,7 +24,8 @@ from ..resources import data_dir
 from ..units import GB
 from .routing import spread_destinations
 
-__all__ = ["flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s"]
+__all__ = ["flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s",
+           "gpu_figures"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
 
@@ -38,11 +39,35 @@ def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))["flex"]
 
 
+def gpu_figures(gpu: str) -> dict | None:
+    """The published figures ``gpu``'s flex dispatcher is priced with: its own table, else that of the GPU it shares
+    the dispatcher's path with (``ep_dispatch.toml`` ``same_as``: B300 takes B200's, GB300 GB200's); None for a GPU
+    with neither.
+
+    Parameters
+    ----------
+    gpu : str
+        GPU name as the fabric's spec gives it.
+
+    Returns
+    -------
+    dict or None
+        The ``[flex.GPU]`` table.
+    """
+    t = _table()
+    own = t.get(gpu)
+    if isinstance(own, dict):
+        return own
+    twin = t.get("same_as", {}).get(gpu)
+    return t.get(twin) if twin else None
+
+
 def flex_rates(gpu: str, ranks: int) -> dict | None:
     """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
     domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where published (``kernel_*``), else the
     call through the framework's; the nearest published group size (the largest for a larger group, the smallest
-    for a smaller); None for a GPU without published rates.
+    for a smaller); a GPU without its own figures takes its twin's (:func:`gpu_figures`); None for a GPU with
+    neither.
 
     Parameters
     ----------
@@ -56,7 +81,7 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
     dict or None
         ``dispatch``, ``dispatch_fp8`` and ``combine`` rates in bytes/s, or None without published rates.
     """
-    t = _table().get(gpu)
+    t = gpu_figures(gpu)
     if t is None:
         return None
     i = nearest_column(t["ranks"], ranks)
@@ -150,7 +175,7 @@ def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict
     dict or None
         Seconds per kind (:data:`KINDS`); None without published rates.
     """
-    t = _table().get(gpu)
+    t = gpu_figures(gpu)
     if t is None:
         return None
     if "kernel_dispatch_GBps" not in t:
