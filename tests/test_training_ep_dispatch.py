@@ -58,6 +58,49 @@ def test_rates_are_the_published_kernel_table():
     assert flex_dispatch_s("A100", 8, 1e9, 2, _copy()) is None
 
 
+def test_deepep_has_its_own_published_rates():
+    """DeepEP (``ep_flex_backend = "deepep"``) is priced at its own figures, not HybridEP's. GB200, 24 SMs, Torch
+    API (deepseek-ai/DeepEP@94a9f8f6 hybrid-ep docs/README_Hybrid-EP.md, "DeepEP Performance Results"): 8 ranks
+    dispatch BF16 512.72, FP8 350.97, combine 425.95 GB/s; 24 ranks 450.22, 351.05, 163.62. EP32 over MNNVL
+    (NVIDIA/Megatron-LM@1d9edcf8 docs/discussions/deepseek-v3-gb200-optimization sec. 2.2.1): "about 400 GB/s"
+    dispatch and "about 190 GB/s" combine, 24 SMs. B200, 8 ranks, 24 SMs: 494 / 349 / 420. A GPU without DeepEP
+    figures (H100) takes HybridEP's; GB300 takes its twin GB200's (``same_as``) for either backend; a GPU without
+    any (A100) none."""
+    assert flex_rates("GB200", 8, "deepep") == pytest.approx({"dispatch": 512.72e9, "dispatch_fp8": 350.97e9,
+                                                              "combine": 425.95e9})
+    assert flex_rates("GB200", 24, "deepep")["combine"] == pytest.approx(163.62e9)
+    assert flex_rates("GB200", 32, "deepep") == pytest.approx({"dispatch": 400e9, "dispatch_fp8": 351.05e9,
+                                                               "combine": 190e9})
+    assert flex_rates("GB200", 64, "deepep")["combine"] == pytest.approx(190e9)  # the largest published, 32
+    assert flex_rates("B200", 8, "deepep") == pytest.approx({"dispatch": 494e9, "dispatch_fp8": 349e9,
+                                                             "combine": 420e9})
+    assert flex_rates("H100", 8, "deepep") == flex_rates("H100", 8, "hybridep")
+    assert flex_rates("GB300", 32, "deepep") == flex_rates("GB200", 32, "deepep")
+    assert flex_rates("A100", 32, "deepep") is None and flex_rates("A100", 32) is None
+    # only the call through the framework is published: it holds the whole call, no fixed part. The study's EP32
+    # call of 1 GB (BF16): half a dispatch at 400 GB/s, half a combine at 190 GB/s
+    assert flex_fixed_s("GB200", 32, _copy(), "deepep") == {k: 0.0 for k in ("dispatch", "dispatch_fp8", "combine")}
+    assert flex_dispatch_s("GB200", 32, 1e9, 2, _copy(), "deepep") == pytest.approx(0.5 * (1 / 400 + 1 / 190))
+    with pytest.raises(ValueError, match="ep_flex_backend='nccl'"):
+        flex_rates("GB200", 32, "nccl")
+
+
+def test_deepep_in_a_rack_is_slower_than_hybridep_at_ep32(nvl72):
+    """The Megatron-LM GB200 study's EP32 DeepEP (about 400 / 190 GB/s, 24 SMs) against HybridEP's kernel at 32
+    ranks (642.23 / 605.15 GB/s, 32 SMs, plus the call's fixed part): the same layout with ``ep_flex_backend =
+    "deepep"`` takes each BF16 expert all-to-all at the mean of its bytes at 400 and at 190 GB/s, above the fabric's
+    time, so DeepEP's step is the slower one."""
+    model = load_model("qwen3-30b-a3b")
+    lay = make_layout(ep=32, dp=32, etp=1, global_batch=128, micro_batch=4, seq_len=4096, precision="fp8",
+                      ep_dispatcher="deepep")
+    steps = {b: estimate_step(nvl72, model, lay.model_copy(update={"ep_flex_backend": b}), contention=False)
+             for b in ("hybridep", "deepep")}
+    (a2a,) = [c for c in steps["deepep"].comm if c.dim == "ep" and c.collective == "alltoall"]
+    assert a2a.algorithm == "flex dispatcher rate"
+    assert a2a.time_s / a2a.calls_per_step == pytest.approx(0.5 * a2a.size_bytes * (1 / 400e9 + 1 / 190e9), rel=1e-9)
+    assert steps["deepep"].breakdown_s["ep"] > steps["hybridep"].breakdown_s["ep"]
+
+
 @pytest.mark.parametrize("ranks", [8, 16, 24, 32, 36])
 def test_at_the_published_shape_the_call_and_the_copy_are_the_published_api_time(ranks):
     """Megatron-Core's permute replaces the API's copy (priced with the MoE block): the call plus the copy at HBM

@@ -9,9 +9,12 @@ out of HybridEP's buffer, and a part that does not scale with the bytes (its tes
 update_flag, etc."). topo prices the copy as the MoE block's permutation (Megatron-Core's ``dispatch_with_permute``
 makes that copy the permutation), so a call lasts at least its bytes at the kernel's rate plus that fixed part
 (:func:`call_s`, :func:`fixed_part_s`; GB200 NVL72 at 8-36 ranks: 0.04-0.12 ms a call). Where only the framework's
-rate is published (H100), the bytes at that rate. An expert all-to-all of this dispatcher inside one NVLink domain
-takes the slower of the fabric's time and that bound (:func:`flex_dispatch_s`). Across domains the same rule holds
-with the scale-out figures: :mod:`topo.training.ep_internode`.
+rate is published (H100; DeepEP, whose kernel writes its output itself), the bytes at that rate. Each backend has
+its own table (:data:`SECTIONS`): HybridEP's, and DeepEP's (its README's GB200 and B200 figures, the Megatron-LM
+GB200 study's EP32 ones over MNNVL: 400 / 190 GB/s); a GPU DeepEP's table lacks takes HybridEP's. An expert
+all-to-all of this dispatcher inside one NVLink domain takes the slower of the fabric's time and that bound
+(:func:`flex_dispatch_s`). Across domains the same rule holds with the scale-out figures:
+:mod:`topo.training.ep_internode`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..resources import data_dir
 from ..units import GB
 from .routing import spread_destinations
 
-__all__ = ["flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s",
+__all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s",
            "gpu_figures"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
@@ -34,40 +37,52 @@ FP8_FACTOR = (1 + 4 / 128) / 2
 ``fp8_factor``)."""
 
 
+SECTIONS = {"hybridep": "flex", "deepep": "flex_deepep"}  # backend -> the data file's table
+
+
 @lru_cache(maxsize=1)
-def _table() -> dict:
-    return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))["flex"]
+def _tables() -> dict:
+    return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))
 
 
-def gpu_figures(gpu: str) -> dict | None:
-    """The published figures ``gpu``'s flex dispatcher is priced with: its own table, else that of the GPU it shares
-    the dispatcher's path with (``ep_dispatch.toml`` ``same_as``: B300 takes B200's, GB300 GB200's); None for a GPU
-    with neither.
+def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
+    """The published figures ``gpu``'s flex dispatcher is priced with for ``backend``: the backend's table for
+    ``gpu``, else for the GPU it shares the dispatcher's path with (``ep_dispatch.toml`` ``same_as``: B300 takes
+    B200's, GB300 GB200's); a backend without either takes the table its ``fallback`` names (the data file's
+    assumption); None without figures.
 
     Parameters
     ----------
     gpu : str
         GPU name as the fabric's spec gives it.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend (``ParallelLayout.ep_flex_backend``).
 
     Returns
     -------
     dict or None
-        The ``[flex.GPU]`` table.
+        The ``[flex.GPU]`` or ``[flex_deepep.GPU]`` table.
     """
-    t = _table()
-    own = t.get(gpu)
-    if isinstance(own, dict):
-        return own
-    twin = t.get("same_as", {}).get(gpu)
-    return t.get(twin) if twin else None
+    if backend not in SECTIONS:
+        raise ValueError(f"ep_flex_backend={backend!r}: allowed {', '.join(SECTIONS)}")
+    tables = _tables()
+    table = tables[SECTIONS[backend]]
+    twin = tables["flex"].get("same_as", {}).get(gpu)
+    while True:
+        for name in (gpu, twin):
+            if name and isinstance(table.get(name), dict):
+                return table[name]
+        if "fallback" not in table:
+            return None
+        table = tables[table["fallback"]]
 
 
-def flex_rates(gpu: str, ranks: int) -> dict | None:
-    """Published rates (bytes/s) of the flex dispatcher on ``gpu`` for an EP group of ``ranks`` in one NVLink
-    domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where published (``kernel_*``), else the
-    call through the framework's; the nearest published group size (the largest for a larger group, the smallest
-    for a smaller); a GPU without its own figures takes its twin's (:func:`gpu_figures`); None for a GPU with
-    neither.
+def flex_rates(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
+    """Published rates (bytes/s) of the flex dispatcher's ``backend`` on ``gpu`` for an EP group of ``ranks`` in
+    one NVLink domain: ``dispatch``, ``dispatch_fp8``, ``combine``, the kernel's own where published (``kernel_*``),
+    else the call through the framework's; the nearest published group size (the largest for a larger group, the
+    smallest for a smaller); a GPU without its own figures takes its twin's (:func:`gpu_figures`); None for a GPU
+    with neither.
 
     Parameters
     ----------
@@ -75,13 +90,15 @@ def flex_rates(gpu: str, ranks: int) -> dict | None:
         GPU name as the fabric's spec gives it (``GB200``, ``B200``, ``H100``).
     ranks : int
         GPUs in the EP group (all in one NVLink domain).
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend (``ParallelLayout.ep_flex_backend``).
 
     Returns
     -------
     dict or None
         ``dispatch``, ``dispatch_fp8`` and ``combine`` rates in bytes/s, or None without published rates.
     """
-    t = gpu_figures(gpu)
+    t = gpu_figures(gpu, backend)
     if t is None:
         return None
     i = nearest_column(t["ranks"], ranks)
@@ -156,7 +173,7 @@ def call_s(size_bytes: float, elem_bytes: float, kernel_Bps: dict, fixed_s: dict
     return sum(size_bytes / kernel_Bps[k] + fixed_s[k] for k in ("dispatch", "combine")) / 2
 
 
-def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict | None:
+def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float], backend: str = "hybridep") -> dict | None:
     """The fixed part of each kind of call inside one NVLink domain (:func:`fixed_part_s` at the published shape:
     its tokens, hidden size and top-k, uniform routing, the received tokens one copy per token and destination
     rank); zero where only the framework's rate is published (its rate then holds the whole call).
@@ -169,13 +186,15 @@ def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict
         GPUs in the EP group (all in one NVLink domain).
     copy_s : callable
         Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend.
 
     Returns
     -------
     dict or None
         Seconds per kind (:data:`KINDS`); None without published rates.
     """
-    t = gpu_figures(gpu)
+    t = gpu_figures(gpu, backend)
     if t is None:
         return None
     if "kernel_dispatch_GBps" not in t:
@@ -191,7 +210,7 @@ def flex_fixed_s(gpu: str, ranks: int, copy_s: Callable[[float], float]) -> dict
 
 
 def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
-                    copy_s: Callable[[float], float]) -> float | None:
+                    copy_s: Callable[[float], float], backend: str = "hybridep") -> float | None:
     """Least seconds of one all-to-all call of the flex dispatcher inside one NVLink domain: ``size_bytes`` (what a
     rank receives) at the kernel's published rate plus the call's fixed part (:func:`call_s`,
     :func:`flex_fixed_s`), or at the framework's rate where the kernel's is not published; None without published
@@ -209,12 +228,14 @@ def flex_dispatch_s(gpu: str, ranks: int, size_bytes: float, elem_bytes: float,
         Bytes per element of the tokens moved (1: FP8 dispatch, 2: BF16).
     copy_s : callable
         Seconds an HBM-bound kernel takes to move a number of bytes on ``gpu``.
+    backend : {"hybridep", "deepep"}
+        The flex dispatcher's backend (``ParallelLayout.ep_flex_backend``): HybridEP's figures or DeepEP's.
 
     Returns
     -------
     float or None
     """
-    r = flex_rates(gpu, ranks)
+    r = flex_rates(gpu, ranks, backend)
     if r is None:
         return None
-    return call_s(size_bytes, elem_bytes, r, flex_fixed_s(gpu, ranks, copy_s))
+    return call_s(size_bytes, elem_bytes, r, flex_fixed_s(gpu, ranks, copy_s, backend))

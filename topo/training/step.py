@@ -1411,14 +1411,15 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
 def _flex_bound(item: dict, one: CommTime, lay: ParallelLayout, domains: int, gpu: str) -> CommTime:
     """``one`` (an item's time on the fabric), or for an expert all-to-all of the flex dispatcher the slower of it
     and the dispatcher's published figures, its kernel's rate plus the call's fixed part: inside one NVLink domain
-    :func:`.ep_dispatch.flex_dispatch_s` (the algorithm then reads ``flex dispatcher rate``), across domains
+    :func:`.ep_dispatch.flex_dispatch_s` of the layout's backend (the algorithm then reads ``flex dispatcher rate``:
+    HybridEP's kernel plus fixed part, DeepEP's call), across domains
     :func:`.ep_internode.internode_call_s` of the layout's backend (``flex dispatcher call``: HybridEP's kernel plus
     fixed part, DeepEP V1's kernel alone)."""
     if item["dim"] != "ep" or item["collective"] != "alltoall" or lay.ep_dispatcher != "deepep":
         return one
     elem, km = item.get("elem_bytes", ACT_BYTES), gpu_compute(gpu).kernels
     if domains == 1:
-        t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b))
+        t = flex_dispatch_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b), lay.ep_flex_backend)
         name = "flex dispatcher rate"
     else:
         t = internode_call_s(gpu, lay.ep, item["size_bytes"], elem, lambda b: memory_s(km, b), lay.ep_flex_backend)
