@@ -225,7 +225,10 @@ def test_ep_copies_closed_forms():
 
     a2a = placed(make_layout(ep=32, dp=32, global_batch=32, etp=1), 8)
     assert ep_copies(qwen, a2a) == 8  # Megatron's all-to-all: one copy per routed expert
-    assert ep_copies(ds, a2a) == 4  # node-limited routing
+    # node-limited routing changes which experts a token reaches, not the all-to-all dispatcher's rows: one per
+    # token and expert ("output size is static (num_tokens * topk)", NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/transformer/moe/token_dispatcher.py)
+    assert ep_copies(ds, a2a) == 8
     deep = a2a.model_copy(update={"ep_dispatcher": "deepep"})
     # 32 GPUs on 4 servers of 8: distinct destination nodes of 8 uniform experts: 4 (1 - (3/4)^8)
     assert ep_copies(qwen, deep) == pytest.approx(4 * (1 - 0.75 ** 8))

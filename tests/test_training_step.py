@@ -86,12 +86,17 @@ def test_message_sizes_ep_cp_tp(fabric):
     lay = make_layout(pp=16, dp=64, ep=64, global_batch=1024, moe_imbalance=1.0)  # the mean rank's load
     r = estimate_step(fabric, m, lay)
     ep = next(c for c in r.comm if c.dim == "ep")
-    # node-limited routing (DeepSeek-V3 sec. 2.1.2): each token reaches at most 4 nodes and is sent once per
-    # node, so 4 of its 8 expert copies cross the network
+    # Megatron-Core's all-to-all dispatcher sends one row per token and routed expert, node-limited routing or
+    # not ("for dropless training, output size is static (num_tokens * topk)", NVIDIA/Megatron-LM@d98e8a64dd
+    # megatron/core/transformer/moe/token_dispatcher.py): 8 copies of each token
     assert m.moe.max_nodes_per_token == 4
-    assert ep.size_bytes == m.seq_len * 4 * m.hidden * 2
+    assert ep.size_bytes == m.seq_len * 8 * m.hidden * 2
     assert ep.calls_per_step == lay.microbatches * 4 * 4
     assert ep.group_size == 64 and ep.num_groups == 16
+    # DeepEP's internode kernels send a token once per destination node, at most 4 with node-limited routing
+    # (DeepSeek-V3 sec. 2.1.2); 8 nodes of 8 GPUs would otherwise take 8 (1 - (7/8)^8) = 5.25 copies
+    deep = estimate_step(fabric, m, lay.model_copy(update={"ep_dispatcher": "deepep"}))
+    assert next(c for c in deep.comm if c.dim == "ep").size_bytes == m.seq_len * 4 * m.hidden * 2
     assert not any(c.dim == "dp_experts" for c in r.comm)  # dp / ep = 1: nothing to reduce over
     # CP (Llama 3 405B, GQA, as Meta ran it: arXiv 2407.21783 sec. 3.3.2): all-gather of the full sequence's K and
     # V, this TP rank's KV heads

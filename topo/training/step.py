@@ -48,8 +48,8 @@ with its own layers' traffic and the slowest is the step's, :func:`_pace_candida
   compute beside it runs on the rest (:mod:`topo.training.comm_sms`: ``hidden x (1 - t / t')``, ``t'`` the
   compute on the SMs left; the DP ones together at most the step's compute), added to the dimension's exposed time;
 - EP per MoE block and micro-batch: all-to-all dispatch and combine forward and backward, each rank sending its
-  tokens x top-k x h x 2 bytes (node-limited routing: at most ``max_nodes_per_token`` copies cross the scale-out
-  network); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
+  tokens x top-k x h x 2 bytes (the flex dispatcher with node-limited routing: at most ``max_nodes_per_token``
+  copies cross the scale-out network; Megatron-Core's all-to-all dispatcher sends all top-k, :func:`ep_copies`); with ``overlap_ep`` a micro-batch's all-to-alls run during another micro-batch's compute (DeepSeek's
   DualPipe, Megatron-Core's combined 1F1B ``overlap_moe_expert_parallel_comm``): only what exceeds the compute is
   exposed, and the hidden part still costs the compute beside it what its kernels take, by the same model as
   the DP ones (:mod:`topo.training.comm_sms`: the SMs its kernels hold, :func:`ep_held_sms`: the flex
@@ -157,9 +157,12 @@ def _stage_counts(model: ModelSpec, lay: ParallelLayout, stage: int | None = Non
 def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     """Copies of each token the expert all-to-all carries (the dispatch's size is tokens x copies x hidden).
 
-    ``alltoall`` (Megatron-Core): one per routed expert, ``top-k``; at most ``max_nodes_per_token`` with
-    node-limited routing (DeepSeek-V3 sec. 2.1.2: a token is sent once to each of at most M nodes and forwarded
-    over NVLink). ``deepep``: one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
+    ``alltoall`` (Megatron-Core's ``MoEAlltoAllTokenDispatcher``): one per routed expert, ``top-k``, node-limited
+    routing or not (its permutation makes one row per token and expert, "for dropless training, output size is
+    static (num_tokens * topk)", and NCCL's all-to-all sends each row: NVIDIA/Megatron-LM@d98e8a64dd
+    megatron/core/transformer/moe/token_dispatcher.py). ``deepep``: sent once to each of at most
+    ``max_nodes_per_token`` nodes and forwarded over NVLink (DeepSeek-V3 sec. 2.1.2, DeepEP's internode kernels):
+    one per distinct destination node when an EP group spans ``N > 1`` NVLink domains
     of the layout's ``gpus_per_domain_used`` (a placed layout's, :func:`.mapping.default_placement`; unplaced: one
     domain) (else per distinct GPU of the ``N = ep`` in the group), as many as the layout's ``moe_routing`` puts a
     token's ``k`` experts on (:mod:`topo.training.routing`): ``spread``, ``N (1 - (1 - 1/N)^k)`` (capped by
@@ -167,9 +170,9 @@ def ep_copies(model: ModelSpec, lay: ParallelLayout) -> float:
     the router, so no node limit applies)."""
     mo = model.moe
     k = float(mo.active_experts)
-    limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
     if lay.ep_dispatcher != "deepep":
-        return min(k, limit)
+        return k
+    limit = float(mo.max_nodes_per_token) if mo.max_nodes_per_token else k
     D = lay.gpus_per_domain_used or lay.ep * lay.expert_tp
     nodes = math.ceil(lay.ep * lay.expert_tp / D)
     if nodes == 1:
