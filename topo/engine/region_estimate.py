@@ -24,7 +24,7 @@ from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_p
 from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
 from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
-from .result import Bottleneck
+from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates", "chain_hops_s",
            "tree_root_order", "TREE_ROOT_RULE"]
@@ -88,7 +88,8 @@ class RegionEstimate:
         skip = ("results", "unavailable", "notes", "tree_roots", "tree_hop_s")
         doc = {k: v for k, v in asdict(self).items() if k not in skip}
         doc["tree_roots"] = {"order": list(self.tree_roots), "hop_s": list(self.tree_hop_s), "rule": TREE_ROOT_RULE}
-        doc["results"] = [{k: v for k, v in asdict(r).items() if k != "candidates"} for r in self.results]
+        doc["results"] = [whole_bytes_row({k: v for k, v in asdict(r).items() if k != "candidates"})
+                          for r in self.results]
         return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
