@@ -32,7 +32,7 @@ from .options import EstimateOptions
 from .paths import stand_in_notes
 from .stand_in_load import off_bottleneck_notes
 from .placement import Placement, place
-from .profiles import Profile, fabric_profile, profile_for, resolve_profile
+from .profiles import Profile, fabric_profile, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
