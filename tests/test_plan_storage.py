@@ -264,8 +264,8 @@ def test_the_goodput_model_writes_at_the_storage_lines_rate():
     assert doc["reliability"]["checkpoint_stall_s"] == pytest.approx(doc["storage"]["checkpoint_write_s"])
     assert doc["reliability"]["reload_s"] == pytest.approx(doc["storage"]["checkpoint_read_s"])
     assert doc["storage"]["checkpoint_read_s"] == pytest.approx(ckpt / read_Bps, rel=1e-3)
-    assert "sync: stalls 37.9 s (the whole write at 83.48 GB/s, the storage servers' aggregate write)" in out
-    assert "(a checkpoint in 37.9 s)" in out and "reliability.checkpoint.write_Bps" not in out
+    assert "sync: stalls 37.90 s (the whole write at 83.48 GB/s, the storage servers' aggregate write)" in out
+    assert "(a checkpoint in 37.90 s)" in out and "reliability.checkpoint.write_Bps" not in out
     needs = run_cli("plan", "dgx-h100-superpod", "--no-collectives", check=True).stdout
     assert "sync: stalls 29.96 s (the whole write at 105.6 GB/s, the storage servers' aggregate write)" in needs
     assert "(a checkpoint in 29.96 s)" in needs

@@ -170,7 +170,7 @@ def test_border_leaves_add_a_leaf_hop_and_their_oversubscription_binds():
     assert border.up_latency_s(0) == pytest.approx(top.up_latency_s(0) + leaf)
     assert border.border_Bps(0) == pytest.approx(100e9 / 4)
     row = estimate_region(border, "all_reduce", [2 ** 30], "hierarchical").results[0]
-    assert row.bottleneck == "border:s-0" and row.phases["dci"]["bandwidth_s"] == pytest.approx(2 ** 30 / 25e9)
+    assert row.bottleneck_name == "border:s-0" and row.phases["dci"]["bandwidth_s"] == pytest.approx(2 ** 30 / 25e9)
 
 
 def test_a_campus_is_the_same_construct_with_short_distances():

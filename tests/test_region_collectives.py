@@ -34,7 +34,7 @@ def test_hierarchical_all_reduce_is_in_site_rs_plus_cross_site_ar_plus_in_site_a
     dci = 2 * (K - 1) * hop + 2 * (K - 1) / K * S / B  # an all-reduce across K sites of each GPU's 1/n shard
     rs, ag = sum(_site(r, "reduce_scatter")), sum(_site(r, "all_gather"))
     assert row.time_s == pytest.approx(rs + dci + ag, rel=1e-12)
-    assert row.bottleneck == "dci:s-0-s-1"
+    assert row.bottleneck_name == "dci:s-0-s-1"
     assert row.phases["dci"]["bandwidth_s"] == pytest.approx(S / B)
     # what crossed: 2(K-1)/K S each way on the one span
     np.testing.assert_allclose(row.span_bytes, [S, S])
@@ -63,7 +63,7 @@ def test_the_flat_ring_moves_one_nccl_buffer_per_channel_per_round_trip_across_t
     chunks = 2 * (N - 1) / N * S / (16 * 4 * 2 ** 20)
     assert ring.phases["window"]["bandwidth_s"] == pytest.approx(2 * hop * chunks, rel=1e-12)
     # 1,000 km: a 9.9 ms round trip over 32 chunks, far above the 16 waves' 1.3 ms: the window binds
-    assert ring.bottleneck.startswith("window:16 channels x 4 MiB") and ring.phases["dci"]["bandwidth_s"] < 0.01
+    assert ring.bottleneck_name.startswith("window:16 channels x 4 MiB") and ring.phases["dci"]["bandwidth_s"] < 0.01
     assert ring.bandwidth_s == pytest.approx(2 * hop * chunks, rel=1e-12)
     assert window_s(8e9, 0.01, 16, 4e6) == pytest.approx(0.01 * 125)
 
@@ -114,7 +114,7 @@ def test_pipelined_beats_plain_hierarchical_when_the_dci_binds_and_on_two_site_h
     r = build(region_dict(waves=1, equipment_latency="20 us"))
     row = estimate_region(r, "all_reduce", [S], "hierarchical_pipelined").results[0]
     plain = row.candidates["hierarchical"]
-    assert row.bottleneck.startswith("dci:") and row.phases["chunks"] > 1
+    assert row.bottleneck_name.startswith("dci:") and row.phases["chunks"] > 1
     rs, dci, ag = (row.phases[k] for k in ("rs", "dci", "ag"))
     assert dci["bandwidth_s"] > max(rs["bandwidth_s"], ag["bandwidth_s"])
     # what hides: most of the in-site bandwidth parts, less a call cost per chunk
@@ -177,7 +177,7 @@ def test_an_in_site_bottleneck_names_its_site_as_fail_takes_it():
     west binds; without failures, the first of the alike sites is named."""
     args = ("estimate", "two-site-h100", "--size", "16G", "-a", "hierarchical", "--json")
     hit = json.loads(run_cli(*args, "--fail", "west:leaf0", check=True).stdout)["results"][0]
-    assert hit["phases"]["rs"]["bound"].startswith("west:nic") and hit["bottleneck"] == hit["phases"]["rs"]["bound"]
+    assert hit["phases"]["rs"]["bound"].startswith("west:nic") and hit["bottleneck_name"] == hit["phases"]["rs"]["bound"]
     base = json.loads(run_cli(*args, check=True).stdout)["results"][0]
     assert base["phases"]["rs"]["bound"].startswith("east:")
     assert hit["phases"]["rs"]["bandwidth_s"] > base["phases"]["rs"]["bandwidth_s"]  # the failed site is slower

@@ -33,7 +33,7 @@ def test_region_json_uses_one_sites_names():
     shared = {"size_bytes", "count", "type", "time_s", "algbw_Bps", "busbw_Bps", "algorithm", "latency_s",
               "bandwidth_s", "bottleneck"}
     assert shared <= set(site["results"][0]) and shared <= set(region["results"][0])
-    assert set(region["results"][0]) - shared == {"phases", "span_bytes"}
+    assert set(region["results"][0]) - shared == {"phases", "span_bytes", "bottleneck_name"}
     (row,) = region["results"]
     assert (row["size_bytes"], row["count"], row["type"]) == (2**30, 2**28, "float")  # all_reduce: the whole count
     assert set(region["candidate_time_s"]) == {"hierarchical", "hierarchical_pipelined", "ring", "tree"}
@@ -80,3 +80,32 @@ def test_cli_across_sites_trims_and_refuses_a_sweep_of_nothing():
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: -e: 32 KiB and below: nccl-tests runs all_gather over 3072 ranks as whole "
                                   "16 bytes a rank"), proc.stderr
+
+
+def test_a_rows_bottleneck_has_one_sites_shape(two_sites):
+    """Sections 188 / 192 left a region row's ``bottleneck`` a name (``dci:east-west``) where one site's is a table;
+    both are now the table of :class:`topo.engine.result.Bottleneck`, the name beside it (``bottleneck_name``).
+
+    The DCI span's figures are closed forms of two-site-h100's DCI (16 waves of 800G, 100 GB/s each way): the
+    hierarchical all_reduce's cross-site ring sends 2 (K-1)/K S = S = 1 GiB each way over the one span, i.e.
+    1 GiB / 16 a wave, busy S / 1.6e12 B/s over the row's time."""
+    args = ("--size", "1GiB", "--json")
+    site = json.loads(run_cli("estimate", "dgx-h100-superpod", "-g", "16", *args, check=True).stdout)
+    one = site["results"][0]["bottleneck"]
+    for algorithm in ("tree", "hierarchical", "ring"):
+        doc = json.loads(run_cli("estimate", "two-site-h100", "-a", algorithm, *args, check=True).stdout)
+        (row,) = doc["results"]
+        assert isinstance(row["bottleneck"], dict) and set(row["bottleneck"]) == set(one), algorithm
+        # each figure given has one site's type (bytes whole, as the JSON contract has them)
+        assert all(type(v) is type(one[k]) for k, v in row["bottleneck"].items() if v is not None), algorithm
+        assert row["bottleneck_name"] in {p["bound"] for p in row["phases"].values() if isinstance(p, dict)}
+    r = estimate_region(two_sites, "all_reduce", [2**30], "tree").results[0]  # bound in a site: the site's link
+    assert r.bottleneck_name == "east:nic1.0->leaf0"
+    assert (r.bottleneck.src, r.bottleneck.dst, str(r.bottleneck.level)) == ("east:nic1.0", "east:leaf0", "nic-leaf")
+    h = estimate_region(two_sites, "all_reduce", [2**30], "hierarchical").results[0]
+    b = h.bottleneck
+    assert h.bottleneck_name == "dci:east-west"
+    assert (b.src, b.dst, b.level, b.num_links) == ("east", "west", "dci", 16)
+    assert b.bytes == pytest.approx(2**30 / 16)
+    assert b.utilization == pytest.approx(2**30 / (16 * 100e9) / h.time_s)
+    assert b.bound == ("latency" if h.latency_s > h.bandwidth_s else "bandwidth")

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import spec_dict, tier
 from topo import spec_from_dict
-from topo.report import build_spec_report, render_page
+from topo.report import build_reports, build_spec_report, render_page
 
 
 def rail_4k(spine_oversubscription: int):
@@ -23,7 +23,7 @@ def rail_4k(spine_oversubscription: int):
 
 @pytest.fixture(scope="module")
 def reports():
-    return [build_spec_report(rail_4k(over), sizes=("1G", "1G", 2), extra_algorithms=[]) for over in (2, 1)]
+    return build_reports([rail_4k(2), rail_4k(1)], sizes=("1G", "1G", 2), extra_algorithms=[])
 
 
 def comparison_rows(page):
@@ -56,3 +56,11 @@ def test_a_fabric_without_a_tier_above_the_pods_shows_dashes():
     assert two_tier.top_tier.all_reduce_busbw_GBps is None
     row = comparison_rows(render_page([two_tier, two_tier]))[0]
     assert row[9:] == ["-", "-"]
+
+
+def test_a_report_of_one_spec_leaves_the_top_tier_out():
+    """The figures across the top tier are the comparison table's (about 2 s on h100-100k, an all-to-all over every
+    GPU): a report of one spec has no comparison, so it does not compute them; two specs do (the fixture)."""
+    (one,) = build_reports([rail_4k(2)], sizes=("1G", "1G", 2), extra_algorithms=[])
+    assert one.top_tier is None
+    assert '<section id="comparison">' not in render_page([one])

@@ -441,4 +441,4 @@ def test_describe_says_no_switch_latency_is_given_rather_than_0_ns():
     assert ("farthest GPUs               5 switch hops (up to atsw and down), no switch latency given (the tiers' "
             "latency), only the cost profile's per-step network latency") in text.splitlines()
     given = run_cli("describe", "meta-llama3-24k", "--set", "fabric.tiers[0].latency=500ns", check=True).stdout
-    assert "(up to atsw and down), 1 us of switch latency one way" in given  # the leaf twice on the farthest path
+    assert "(up to atsw and down), 1.000 us of switch latency one way" in given  # the leaf twice on the farthest path

@@ -1,6 +1,6 @@
 import pytest
 
-from topo.units import (UnitError, format_bandwidth, format_rate, format_size, parse_bandwidth_Bps,
+from topo.units import (UnitError, format_bandwidth, format_rate, format_size, format_time, parse_bandwidth_Bps,
                         parse_size_bytes, parse_time_s)
 
 
@@ -51,3 +51,28 @@ def test_formatting():
     assert format_size(2**50) == "1 PiB"  # the size limit, as its message names it
     assert format_bandwidth(50e9) == "50 GB/s"
     assert format_rate(50e9) == "400 Gb/s"
+
+
+def test_a_time_has_one_format_in_tables_and_prose():
+    """Section 192 left times in prose dropping trailing zeros (``3.8 s`` in a note, ``3.800 s`` in the table above
+    it): :func:`format_time` keeps 4 significant digits everywhere; only a spec's own value (the spec reference's
+    defaults) is written short."""
+    assert [format_time(x) for x in (3.8, 4.04e-3, 1e-6, 9.1e-7, 0.0)] == ["3.800 s", "4.040 ms", "1.000 us",
+                                                                          "910.0 ns", "0 s"]
+    assert format_time(1.3e-7, zeros=False) == "130 ns"
+
+
+def test_prose_does_not_format_seconds_by_hand():
+    """No f-string prints a time in seconds, ms or us with its own format (``{t:.3g} s``, ``{t * 1e3:.2f} ms``): the
+    prose and tables go through format_time. Left out: echoes of a log's own figures (calibrate/parse.py), wall-clock
+    durations of topo's own run and timeouts a user gave, and fixed-unit table columns (a number without a unit)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "topo"
+    hand = re.compile(r"\{[^{}]*:[,.0-9]*[fg]\} ?(s|ms|us|ns)\b")
+    allowed = {"calibrate/parse.py", "sweep/scheduler.py", "report/browser.py", "cli/report.py", "cli/calibrate.py",
+               "cli/sweep.py", "cli/train.py", "spec/reference.py", "spec/model.py"}
+    found = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if str(p.relative_to(root)) not in allowed
+             for i, line in enumerate(p.read_text().splitlines(), 1) if hand.search(line)]
+    assert found == []

@@ -234,23 +234,29 @@ def format_rate(bps: float) -> str:
     return f"{bits:.4g} b/s"
 
 
-def format_time(seconds: float, zeros: bool = False) -> str:
-    """Duration with a readable unit: ``12.3 us``, ``4.04 ms``; 4 significant digits.
+def format_time(seconds: float, zeros: bool = True) -> str:
+    """Duration with a readable unit and 4 significant digits, trailing zeros kept (``3.800 s``, ``4.040 ms``,
+    ``12.30 us``): the one format of a time wherever topo prints a figure, a table's column or a note's prose, so
+    the same time reads the same everywhere (walk17, section 192: ``3.8 s`` under ``3.776 s``). Zero is ``0 s``.
 
     Parameters
     ----------
     seconds : float
     zeros : bool
-        Keep trailing zeros (``3.800 s``, not ``3.8 s``), for a column or a range whose times are read side by
-        side (walk17: ``3.8 s`` under ``3.776 s`` in the search table).
+        False drops trailing zeros (``3.8 s``): a value as one writes it in a spec (the spec reference's defaults),
+        not a figure topo computed.
 
     Returns
     -------
     str
 
-    >>> format_time(3.8), format_time(3.8, zeros=True), format_time(4.04e-3, zeros=True), format_time(1000, True)
-    ('3.8 s', '3.800 s', '4.040 ms', '1000 s')
+    >>> format_time(3.8), format_time(4.04e-3), format_time(1000), format_time(142.5e-6), format_time(0)
+    ('3.800 s', '4.040 ms', '1000 s', '142.5 us', '0 s')
+    >>> format_time(1.3e-7, zeros=False)
+    '130 ns'
     """
+    if seconds == 0:
+        return "0 s"
     spec = "#.4g" if zeros else ".4g"
     for unit, mult in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
         if seconds >= mult or unit == "ns":

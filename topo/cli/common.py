@@ -110,6 +110,29 @@ def without_overrides(args) -> argparse.Namespace:
     return argparse.Namespace(**{**vars(args), "overrides": [], "failures": None})
 
 
+def own_text(args, render) -> str | None:
+    """``render(args)`` without the ``--set``/``--unset`` overrides and ``--fail`` parts, the file's own text that
+    :func:`with_overrides` compares with; None without overrides, or where the file alone fails (describe of one
+    site and of a region alike).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    render : callable
+        Takes the arguments, returns the text.
+
+    Returns
+    -------
+    str or None
+    """
+    if not getattr(args, "overrides", None):
+        return None
+    try:
+        return render(without_overrides(args))
+    except TopoError:
+        return None
+
+
 def _header_contradicted(own: str, text: str) -> bool:
     """Whether a figure of the header's prose (not its sources) that the file's own table shows is gone from the
     overridden table (walk16: "pods of 1,792 GPUs, 7:1 between pods" over 1,536-GPU pods at 3:1)."""

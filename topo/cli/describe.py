@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import math
 
-from ..errors import TopoError
 from ..fabric.failures import Degraded, degraded
 from ..fabric.inventory import Inventory, inventory
 from ..units import count_noun, format_bandwidth, format_count, format_rate, format_time
-from .common import (add_spec_arguments, fabric_from_args, technology_note, with_overrides,
-                     without_overrides)
+from .common import add_spec_arguments, fabric_from_args, own_text, technology_note, with_overrides
 from .region import is_region_args, run_describe as run_region
 from .output import emit, emit_json, note, ratio, table
 
@@ -38,20 +36,10 @@ def run(args) -> int:
             doc["failures"] = deg.to_dict()
         emit_json(doc)
     else:
-        emit(with_overrides(render(inv), args, _own_text(args)))
+        emit(with_overrides(render(inv), args, own_text(args, lambda a: render(inventory(fabric_from_args(a))))))
         if deg is not None:
             emit(render_degraded(deg))
     return 0
-
-
-def _own_text(args) -> str | None:
-    """The file's describe text without the overrides (None without overrides, or where the file alone fails)."""
-    if not getattr(args, "overrides", None):
-        return None
-    try:
-        return render(inventory(fabric_from_args(without_overrides(args))))
-    except TopoError:
-        return None
 
 
 def render_degraded(d: Degraded) -> str:

@@ -337,9 +337,9 @@ def _compute_lines(r: PlanResult) -> list[str]:
             + " its cluster"]
 
 
-def _failure_lines(rel, st=None) -> list[str]:
+def _failure_lines(rel) -> list[str]:
     """Interruptions, optics failures, and the checkpoint and recovery times (the stall says what it is and the
-    write rate the goodput model takes, whose figure it is: ``st`` the plan's storage, None without one)."""
+    write rate the goodput model takes: the storage servers' aggregate, ms52's one rate)."""
     return [f"failures  {rel.interruptions_per_day:.1f} interruptions/day ({_every(rel.mtbf_s)}), optics from "
             f"the {'failure table' if rel.optics_in_interruptions == 'table' else 'parts'}; with optics as parts "
             f"(modules on GPU links at their MTTF): {_every(rel.mtbf_optics_as_parts_s)}",
@@ -352,7 +352,7 @@ def _failure_lines(rel, st=None) -> list[str]:
             f"here (an MTTF of {rel.table_network_mttf_years_per_gpu_link:,.0f} years per GPU link)",
             f"          checkpoint {format_in(rel.checkpoint_bytes, 'TB', '.3g')} ({rel.params:.3g} parameters"
             f"{_params_origin(rel.params_source)}), "
-            f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)} ({_stall_words(rel, st)}), every "
+            f"{rel.checkpoint_mode}: stalls {format_time(rel.checkpoint_stall_s)} ({_stall_words(rel)}), every "
             f"{format_time(rel.checkpoint_interval_s)}; per interruption: detection {format_time(rel.detection_s)}"
             f", restart {format_time(rel.restart_s)}, reload {format_time(rel.reload_s)}, catch-up "
             f"{format_time(rel.catch_up_s)}; {count_noun(rel.hot_spare_servers, 'hot-spare server')}"]
@@ -362,7 +362,7 @@ def _failure_lines(rel, st=None) -> list[str]:
 _WRITE_ORIGIN = "the storage servers' aggregate write"
 
 
-def _stall_words(rel, st) -> str:
+def _stall_words(rel) -> str:
     """What a checkpoint's stall is: the whole write to storage (sync), or the copy to host memory with the write
     in the background (async) or none (in_memory)."""
     rate = format_bandwidth(rel.checkpoint_bytes / rel.checkpoint_write_s) if rel.checkpoint_write_s > 0 else "?"
@@ -453,7 +453,7 @@ def render(r: PlanResult) -> str:
     """
     mark = _marker(r)
     sections = [_floor_lines(r), _bom_lines(r, mark), _power_lines(r, mark), _capex_lines(r, mark),
-                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability, r.storage) + _goodput_lines(r, mark),
+                _ownership_lines(r), _compute_lines(r) + _failure_lines(r.reliability) + _goodput_lines(r, mark),
                 _blast_lines(r), _network_lines(r)]
     return "\n\n".join("\n".join(s) for s in sections)
 

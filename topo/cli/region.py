@@ -9,7 +9,7 @@ from ..fabric.region_inventory import RegionInventory, cut_apart_text, region_in
 from ..spec.load import resolve_spec_path
 from ..spec.region_load import is_region_file, site_spec_files
 from ..units import format_bandwidth, format_count, format_in, format_time
-from .common import with_overrides, without_overrides
+from .common import own_text, with_overrides
 from .output import emit, emit_json, table
 
 __all__ = ["is_region_args", "region_from_args", "region_inputs", "run_describe", "render_region"]
@@ -55,12 +55,7 @@ def run_describe(args) -> int:
     if args.json:
         emit_json(inv.to_dict())
     else:
-        own = None
-        if getattr(args, "overrides", None):  # the file's own text, to see whether the overrides contradict its header
-            try:
-                own = render_region(region_inventory(region_from_args(without_overrides(args))))
-            except TopoError:
-                pass
+        own = own_text(args, lambda a: render_region(region_inventory(region_from_args(a))))
         emit(with_overrides(render_region(inv), args, own))
     return 0
 

@@ -65,7 +65,7 @@ def render_estimate(r: RegionEstimate) -> str:
         lines.append(f"# {name} not considered: {why}")
     lines += [f"# note: {n}" for n in r.notes]
     rows = [[format_size(x.size_bytes), format_time(x.time_s), f"{in_unit(x.algbw_Bps, 'GB/s'):.2f}", f"{in_unit(x.busbw_Bps, 'GB/s'):.2f}",
-             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck] for x in r.results]
+             x.algorithm + (f" ({x.phases['chunks']} chunks)" if "chunks" in x.phases else ""), format_time(x.latency_s), format_time(x.bandwidth_s), x.bottleneck_name] for x in r.results]
     lines.append(table(rows, ["size", "time", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "latency part",
                               "bandwidth part", "bottleneck"], right=[True] * 4 + [False, True, True, False]))
     return "\n".join(lines)

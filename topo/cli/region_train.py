@@ -115,7 +115,7 @@ def _search(args, region, model, options: dict) -> int:
         L, pick = r.one_site["layout"], next(x for x in r.strategies if x.strategy == r.chosen)
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"] * r.num_sites, L["ep"], L["micro_batch"],
                      L["recompute"], L["dp_sharding"],
-                     format_time(r.one_site_step_s, zeros=True), format_time(pick.step_time_s, zeros=True), f"{pick.throughput_vs_one_site:.1%}",
+                     format_time(r.one_site_step_s), format_time(pick.step_time_s), f"{pick.throughput_vs_one_site:.1%}",
                      "latency alone is too much" if math.isinf(pick.dci_Bps_for_95pct)
                      else format_bandwidth(pick.dci_Bps_for_95pct)])
     lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", "one site",
@@ -134,8 +134,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
              f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
     lines += [line, ""] if line else [""]
-    rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s, zeros=True),
-             f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s, zeros=True), format_time(s.exposed_s, zeros=True),
+    rows = [[s.strategy + (f" every {s.outer_every}" if s.outer_every else ""), format_time(s.step_time_s),
+             f"{s.throughput_vs_one_site:.1%}", format_time(s.dci_time_s), format_time(s.exposed_s),
              format_size(s.dci_bytes_per_step),
              "latency alone is too much" if math.isinf(s.dci_Bps_for_95pct) else format_bandwidth(s.dci_Bps_for_95pct),
              s.bottleneck] for s in r.strategies]

@@ -712,7 +712,7 @@ def _print_step(r, tokens, model) -> None:
     if tokens:
         emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
     emit("")
-    emit(table([[k, format_time(v, zeros=True), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
+    emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
                 if v or k != "fp8_amax"],  # the amax line only where delayed scaling reduces (fp8_amax.amax_step)
                ["component", "time", "share"], right=[False, True, True]))
     emit(_components_legend(L, r.compute_by_module_s.get("host", 0.0) > 0, r.breakdown_s.get("fp8_amax", 0.0) > 0))
@@ -740,7 +740,7 @@ def _print_step(r, tokens, model) -> None:
              f"waiting for the host's kernel launches ({how})")
     emit("")
     rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
-             f"{c.calls_per_step:g}", format_time(c.time_s, zeros=True), format_time(c.exposed_s, zeros=True),
+             f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
              f"{c.num_groups} x {c.group_size}", c.algorithm, c.level or "-", c.link or "-"] for c in r.comm]
     emit(table(rows, ["dim", "collective", "size", "calls", "total", "exposed", "groups", "algorithm",
                       "bound by tier", "link"], right=[False, False, True, True, True, True, True, False, False, False]))
@@ -815,10 +815,10 @@ def _print_search(res, top, held: dict, model) -> None:
         costs = {k: b[k] for k in ("tp", "cp", "pp", "dp", "ep", "fp8_amax", "bubble")}
         costs["host wait"] = r.compute_by_module_s.get("host", 0.0)  # inside compute: the GPU idle for launches
         worst = max(costs, key=costs.get)
-        why = f"{worst} {format_time(costs[worst], zeros=True)}" + (f" ({bound[worst]['level']})" if worst in bound else "")
+        why = f"{worst} {format_time(costs[worst])}" + (f" ({bound[worst]['level']})" if worst in bound else "")
         rows.append([i, L["tp"], L["cp"], L["pp"], L["vpp"], L["dp"], L["ep"], L["micro_batch"], _recompute_cell(L),
-                     L["dp_sharding"], format_time(r.step_time_s, zeros=True), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
-                     gb(r.memory_per_gpu_bytes), format_time(b["compute"], zeros=True), why])
+                     L["dp_sharding"], format_time(r.step_time_s), f"{r.tflop_per_s_per_gpu:.0f}", f"{r.mfu:.1%}",
+                     gb(r.memory_per_gpu_bytes), format_time(b["compute"]), why])
     orders = {r.layout["rank_order"] for r in res.ranked[:top]}
     if len(orders) > 1:
         for row, r in zip(rows, res.ranked):
@@ -837,8 +837,8 @@ def _print_search(res, top, held: dict, model) -> None:
     if u.get("runs"):
         emit(f"uncertainty of each step: on {runs_on(u)} of {u['label']} models whose "
              f"family the fit never saw, half were within {u['p50']:.0%} of the measured step, nine in ten within "
-             f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'], zeros=True)} - "
-             f"{format_time(u['high_s'], zeros=True)}); topo train "
+             f"{u['p90']:.0%}{bias_text(u)} (#1: {format_time(u['low_s'])} - "
+             f"{format_time(u['high_s'])}); topo train "
              f"with a row's sizes shows its breakdown")
     for n in res.notes:
         emit(f"note: {note_flags(n)}")

@@ -28,7 +28,7 @@ def uncertainty_line(u: dict, of: str = "") -> str:
     bounds when that is not the line above's (a region's: one site's share); "" when there is no interval."""
     if not u.get("runs"):
         return ""
-    return (f"uncertainty {format_time(u['low_s'], zeros=True)} - {format_time(u['high_s'], zeros=True)}{of}: "
+    return (f"uncertainty {format_time(u['low_s'])} - {format_time(u['high_s'])}{of}: "
             f"on {runs_on(u)} "
             f"of {u['label']} models whose family the fit never saw, half were within "
             f"{u['p50']:.0%} of the measured step, nine in ten within {u['p90']:.0%}{bias_text(u)}")

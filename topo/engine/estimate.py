@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import AlgorithmUnavailable, ClassesDiverge, ProtocolUnavailable, TopoError
 from ..fabric.fabric import Fabric
-from ..units import UnitError, format_size, parse_size_bytes
+from ..units import UnitError, format_size, format_time, parse_size_bytes
 from .algorithms import build_schedule
 from .bounds import seconds_per_byte_bound
 from .collectives import (DATA_TYPES, PER_RANK, REDUCING, ROOTED, SCALING_OPS, algorithm_candidates, busbw_factor,
@@ -32,7 +32,7 @@ from .options import EstimateOptions
 from .paths import stand_in_notes
 from .stand_in_load import off_bottleneck_notes
 from .placement import Placement, place
-from .profiles import Profile, fabric_profile, profile_for, resolve_profile
+from .profiles import Profile, fabric_profile, resolve_profile
 from .result import Bottleneck, EstimateResult, LinkTable, SizeResult
 from .route import Router
 from .schedule import NodeShape
@@ -532,8 +532,8 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
                    for n, c in costed.items())
         if at_least < best[0]:
             return ""
-    return (f"not routed: at least {at_least * 1e3:.3f} ms at {S:,} bytes (a bound from its transfers' ends), no "
-            f"faster than {best[1]} ({best[0] * 1e3:.3f} ms)")
+    return (f"not routed: at least {format_time(at_least)} at {S:,} bytes (a bound from its transfers' ends), no "
+            f"faster than {best[1]} ({format_time(best[0])})")
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",

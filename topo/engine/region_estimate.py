@@ -4,12 +4,13 @@ composed by :mod:`topo.engine.algorithms.across_sites`.
 
 The cross-site phase's bandwidth part is the slowest of: each directed span (its bytes over its capacity), each
 site's border (what it sends over its capacity to the DCI) and a GPU's NICs (its shard over its NIC rate); the
-bottleneck is named after it (``dci:east-west``, ``border:east``, ``nic``).
+bottleneck is named after it (``dci:east-west``, ``border:east``, ``nic``). A row's ``bottleneck`` is one site's
+:class:`~topo.engine.result.Bottleneck` (:func:`row_bottleneck`), its name ``bottleneck_name``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from .algorithms.across_sites import (CROSS_SITE_ALGORITHMS, Phase, Timed, dci_p
 from .collectives import DATA_TYPES, busbw_factor, count_column, normalize_collective
 from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
+from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates", "chain_hops_s",
            "tree_root_order", "TREE_ROOT_RULE"]
@@ -43,7 +45,8 @@ class RegionRow:
     algorithm: str
     latency_s: float
     bandwidth_s: float
-    bottleneck: str
+    bottleneck: Bottleneck  # one site's shape (row_bottleneck): figures the region does not price are None
+    bottleneck_name: str  # what the text, the report and the phases' ``bound`` call it (``dci:east-west``)
     candidates: dict[str, float]
     phases: dict[str, dict]  # each phase alone, and its charged_latency_s / charged_bandwidth_s (they sum to the row)
     span_bytes: list[float]  # per directed span (2*span lower->higher site, 2*span+1 back), the chosen algorithm
@@ -85,7 +88,8 @@ class RegionEstimate:
         skip = ("results", "unavailable", "notes", "tree_roots", "tree_hop_s")
         doc = {k: v for k, v in asdict(self).items() if k not in skip}
         doc["tree_roots"] = {"order": list(self.tree_roots), "hop_s": list(self.tree_hop_s), "rule": TREE_ROOT_RULE}
-        doc["results"] = [{k: v for k, v in asdict(r).items() if k != "candidates"} for r in self.results]
+        doc["results"] = [whole_bytes_row({k: v for k, v in asdict(r).items() if k != "candidates"})
+                          for r in self.results]
         return {**doc, "candidate_time_s": self.candidates, "unavailable": self.unavailable, "notes": self.notes}
 
 
@@ -248,11 +252,58 @@ def estimate_region(region: Region, collective: str, sizes, algorithm: str = "au
             size_bytes=S, count=count_column(coll, S, word, region.num_gpus), type=datatype or "float",
             time_s=pick.time_s, algbw_Bps=algbw, busbw_Bps=algbw * busbw_factor(coll, region.num_gpus),
             algorithm=pick.algorithm, latency_s=pick.latency_s, bandwidth_s=pick.bandwidth_s,
-            bottleneck=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
+            bottleneck=row_bottleneck(region, pick, site.links.get((pick.bottleneck, S)), loads[pick.algorithm]),
+            bottleneck_name=pick.bottleneck, candidates={k: t.time_s for k, t in timed.items()},
             phases=_phases_dict(pick),
             span_bytes=loads[pick.algorithm].tolist()))
     out.notes = trim_notes + split_notes(region)
     return out
+
+
+def row_bottleneck(region: Region, pick: Timed, site_link, span_bytes) -> Bottleneck:
+    """A row's bottleneck in one site's shape (:class:`~topo.engine.result.Bottleneck`).
+
+    An in-site link (``east:nic1.0->leaf0``) is the site's own, its ``src`` and ``dst`` named ``SITE:PART`` as
+    ``--fail`` takes them, with its figures in the slowest in-site phase it bounds (as ``phases`` times it alone).
+    A DCI span (``dci:a-b``, `` (back)`` the other way) has ``level`` dci, its waves as ``num_links``, the bytes
+    each wave carries and its utilization over the row's time. A border, the NICs or the ring's window name
+    their ``level`` (border, nic, window) and the site (border); what the region does not price is None.
+
+    Parameters
+    ----------
+    region : Region
+    pick : Timed
+        The chosen algorithm.
+    site_link : tuple of (float, Bottleneck) or None
+        The in-site link behind ``pick.bottleneck`` (:class:`_SiteTimes` ``links``), if it is one.
+    span_bytes : numpy.ndarray
+        Bytes on every directed span under ``pick``.
+
+    Returns
+    -------
+    Bottleneck
+    """
+    if site_link is not None:
+        return site_link[1]
+    name = pick.bottleneck
+    blank = {f.name: None for f in fields(Bottleneck)}
+    bound = "latency" if pick.latency_s > pick.bandwidth_s else "bandwidth"
+    kind, _, rest = name.partition(":")
+    if name.removesuffix(" (back)") in region.span_names():
+        k = region.span_names().index(name.removesuffix(" (back)"))
+        back = name.endswith(" (back)")
+        ends = [region.site_names[int(region.spans[e][k])] for e in ("a", "b")]
+        waves = int(region.spans["waves"][k])
+        load = float(span_bytes[2 * k + back])
+        cap = float(region.span_bandwidth_Bps[k])
+        busy = load / cap / pick.time_s if cap > 0 and pick.time_s > 0 else None
+        return Bottleneck(**{**blank, "src": ends[back], "dst": ends[1 - back], "level": "dci", "num_links": waves,
+                             "bytes": load / waves, "utilization": busy, "bound": bound, "limit": "link"})
+    if kind == "border":
+        return Bottleneck(**{**blank, "src": rest, "dst": "dci", "level": "border", "bound": bound})
+    if kind in ("nic", "window"):
+        return Bottleneck(**{**blank, "level": kind, "bound": bound})
+    return Bottleneck(**{**blank, "src": name, "bound": bound})  # a site whose engine named no link
 
 
 def _phases_dict(t: Timed) -> dict:
@@ -328,6 +379,7 @@ class _SiteTimes:
                 coll + ":ring": (coll, "ring"), coll + ":tree": (coll, "tree") if coll == "all_reduce" else None}
         self.times: dict[str, dict[int, Phase]] = {}
         self.missing: dict[str, str] = {}
+        self.links: dict[tuple[str, int], tuple[float, Bottleneck]] = {}  # (name, size): the slowest phase's link
         for key, what in want.items():
             if not what:
                 continue
@@ -344,6 +396,9 @@ class _SiteTimes:
                     ph = Phase(x.latency_s, x.bandwidth_s, f"{where}:{b.src}->{b.dst}" if b is not None else where)
                     if x.size_bytes not in per_size or ph.time_s > per_size[x.size_bytes].time_s:
                         per_size[x.size_bytes] = ph
+                    if b is not None and ph.time_s >= self.links.get((ph.bound, x.size_bytes), (0.0,))[0]:
+                        self.links[ph.bound, x.size_bytes] = (ph.time_s, replace(b, src=f"{where}:{b.src}",
+                                                                                 dst=f"{where}:{b.dst}"))
             else:
                 self.times[key] = per_size
 

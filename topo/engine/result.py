@@ -11,7 +11,7 @@ import numpy as np
 from ..units import whole_bytes
 from .collectives import DATA_TYPES, REDUCING, REDUCTION_OPS, count_column
 
-__all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames"]
+__all__ = ["Bottleneck", "SizeResult", "EstimateResult", "LinkTable", "NodeNames", "whole_bytes_row"]
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ class EstimateResult:
             "protocol": self.protocol,
             "channels": self.channels,
             "choose": self.choose,
-            "results": [_whole_bytes_row(asdict(r)) for r in self.results],
+            "results": [whole_bytes_row(asdict(r)) for r in self.results],
             "candidate_time_s": self.candidates,
             "unavailable": self.unavailable,
             "notes": self.notes,
@@ -424,7 +424,18 @@ class EstimateResult:
         return pd.DataFrame(self.phases.get(algorithm, []))
 
 
-def _whole_bytes_row(row: dict) -> dict:
-    """One size's row with its byte counts whole (its bottleneck's ``fill_bytes`` and ``bytes`` too)."""
+def whole_bytes_row(row: dict) -> dict:
+    """One size's row with its byte counts whole (its bottleneck's ``fill_bytes`` and ``bytes`` too), on one site
+    and across sites (:meth:`topo.engine.region_estimate.RegionEstimate.to_dict`).
+
+    Parameters
+    ----------
+    row : dict
+        A row as :func:`dataclasses.asdict` gives it.
+
+    Returns
+    -------
+    dict
+    """
     b = row.get("bottleneck")
     return whole_bytes({**row, "bottleneck": whole_bytes(b) if isinstance(b, dict) else b})

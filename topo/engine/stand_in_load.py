@@ -55,9 +55,11 @@ def _tree_reason(placement: Placement, gpu: int, server: str) -> str:
             f"{edges.max()}, so its NICs carried half the bytes")
 
 
-def off_bottleneck_notes(paths: Paths, placement: Placement, loads_per_byte: np.ndarray, algorithm: str) -> list[str]:
-    """One note when every failed NIC's stand-in, carrying the failed NIC's bytes too, is still no busier than the
-    busiest other link (per byte of line rate): the failed NICs are off the bottleneck.
+def off_bottleneck_notes(paths: Paths, placement: Placement, loads_per_byte: np.ndarray, algorithm: str,
+                         most: int = 8) -> list[str]:
+    """One note per failed NIC when every failed NIC's stand-in, carrying the failed NIC's bytes too, is still no
+    busier than the busiest other link (per byte of line rate): the failed NICs are off the bottleneck, each with
+    its stand-in and, under the tree, why its server's NICs carried less.
 
     Parameters
     ----------
@@ -67,11 +69,13 @@ def off_bottleneck_notes(paths: Paths, placement: Placement, loads_per_byte: np.
     loads_per_byte : numpy.ndarray
         Bytes per directed link (up then down for each link) per byte of the collective, under ``algorithm``.
     algorithm : str
+    most : int
+        The failed NICs explained one a line at most; one more line counts the rest.
 
     Returns
     -------
     list of str
-        The note, or none.
+        A note per failed NIC (at most ``most``, then one for the rest), or none.
     """
     f = paths.fabric
     pairs = failed_nic_stand_ins(paths)
@@ -86,9 +90,14 @@ def off_bottleneck_notes(paths: Paths, placement: Placement, loads_per_byte: np.
     if others <= 0 or busy[mine].max(initial=0.0) > others * (1 + 1e-9):
         return []
     first = f.node_offset["nic"]
-    a, b = f.node_names([first + bad[0], first + to[0]])
-    more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
-    server = f"server {int(bad[0]) // f.layout.nics_per_server}"
-    reason = _tree_reason(placement, int(f.nic_gpu(bad[:1])[0]), server) if algorithm == "tree" else ""
-    return [f"{a}{more} is off {algorithm}'s bottleneck: its stand-in {b} carries its bytes besides its own and is "
-            f"no busier than the busiest other link{reason}"]
+    names, subs = f.node_names(first + bad[:most]), f.node_names(first + to[:most])
+    notes = []
+    for nic, a, b, gpu in zip(bad[:most].tolist(), names, subs, f.nic_gpu(bad[:most]).tolist()):
+        server = f"server {nic // f.layout.nics_per_server}"
+        reason = _tree_reason(placement, int(gpu), server) if algorithm == "tree" else ""
+        notes.append(f"{a} is off {algorithm}'s bottleneck: its stand-in {b} carries its bytes besides its own and "
+                     f"is no busier than the busiest other link{reason}")
+    if bad.size > most:
+        notes.append(f"{bad.size - most} more failed NICs are off {algorithm}'s bottleneck alike: their stand-ins "
+                     f"carry their bytes besides their own and are no busier than the busiest other link")
+    return notes

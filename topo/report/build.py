@@ -126,11 +126,13 @@ def _scenario(fabric: Fabric, key: str, label: str, gpus: int | None, sizes: lis
 
 def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] = (), sizes=DEFAULT_SIZES,
                       load_size=DEFAULT_LOAD_SIZE, extra_algorithms: Sequence[str] | None = None,
-                      failures: Sequence[str] = ()) -> SpecReport:
+                      failures: Sequence[str] = (), top_tier: bool = True) -> SpecReport:
     """Run the report's scenarios on one spec (a file, a bundled name, a :class:`Spec`, or None: the default).
 
     ``sizes`` is ``(min, max, factor)`` as nccl-tests' ``-b -e -f``; ``load_size`` the size whose link loads are
-    shown; ``extra_algorithms`` defaults to every modelled all_reduce algorithm NCCL's ``auto`` does not try.
+    shown; ``extra_algorithms`` defaults to every modelled all_reduce algorithm NCCL's ``auto`` does not try;
+    ``top_tier``: also the collectives across the top tier (``SpecReport.top_tier``, shown only where specs are
+    compared; about 2 s on the 100k-GPU default, so a report of one spec leaves them out).
     """
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -145,7 +147,7 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     degraded_bisection = bisection(fabric) if fabric.failures else None
     timings["fabric"] = time.perf_counter() - t
     t = time.perf_counter()
-    top_tier = _top_tier(fabric, inv, degraded_bisection)
+    figures = _top_tier(fabric, inv, degraded_bisection) if top_tier else None
     timings["top tier"] = time.perf_counter() - t
     sweep = size_sweep(*sizes)
     load_bytes = parse_size_bytes(load_size)
@@ -173,7 +175,7 @@ def build_spec_report(spec: str | Spec | None = None, overrides: Sequence[str] =
     source = _source(spec, spec_obj, overrides)
     return SpecReport(spec=spec_obj, source=source, overrides=list(overrides), fabric=fabric, inventory=inv,
                       scenarios=scenarios, timings=timings, mixes=mixes, mix_note=note,
-                      degraded_bisection=degraded_bisection, top_tier=top_tier)
+                      degraded_bisection=degraded_bisection, top_tier=figures)
 
 
 def _top_tier(fabric: Fabric, inv: Inventory, degraded: Bisection | None) -> NetworkFigures:
@@ -199,5 +201,7 @@ def _source(asked, spec: Spec, overrides: Sequence[str]) -> str:
 
 def build_reports(specs: Sequence[str | None] = (None,), overrides: Sequence[str] = (), failures: Sequence[str] = (),
                   **kw) -> list[SpecReport]:
-    """:func:`build_spec_report` for each spec (the default cluster when none is given)."""
-    return [build_spec_report(s, overrides, failures=failures, **kw) for s in (list(specs) or [None])]
+    """:func:`build_spec_report` for each spec (the default cluster when none is given); the collectives across the
+    top tier only where several specs are compared (the comparison table is their one use)."""
+    specs = list(specs) or [None]
+    return [build_spec_report(s, overrides, failures=failures, top_tier=len(specs) > 1, **kw) for s in specs]

@@ -20,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from .. import __version__
 from ..atomic import SIGNATURE
 from ..engine.bottleneck_text import utilization_factors
-from ..units import count_noun, format_bandwidth, format_count, format_rate, format_size
+from ..units import count_noun, format_bandwidth, format_count, format_rate, format_size, format_time
 from . import figures as F
 from .build import MixScenario, Scenario, SpecReport
 from .fabric_layers import layer_drawing
@@ -206,7 +206,7 @@ def _mix_tables(m: MixScenario) -> str:
         held = f"{e(x.bottleneck_mix)} ({e(x.bottleneck_mix_level)})" if x.bottleneck_mix else "-"
         out.append(f'<tr><td class="l">{e(x.name)}</td><td class="l">{e(x.collective)} ({e(x.algorithm)})</td>'
                    f"<td>{format_size(x.size_bytes)}</td><td>{format_count(x.num_groups)} x {x.num_ranks}</td>"
-                   f"<td>{x.alone_s * 1e3:.2f} ms</td><td>{x.mix_s * 1e3:.2f} ms</td><td{cls}>{x.slowdown:.2f}x</td>"
+                   f"<td>{format_time(x.alone_s)}</td><td>{format_time(x.mix_s)}</td><td{cls}>{x.slowdown:.2f}x</td>"
                    f'<td class="l">{held}</td></tr>')
     out.append("</table>")
     if r.contested:

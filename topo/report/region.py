@@ -55,7 +55,7 @@ def region_figure(region: Region, est: RegionEstimate | None) -> go.Figure:
         hovertext=[f"{esc(n)}: {int(g):,} GPUs" for n, g in zip(region.site_names, gpus)], hoverinfo="text",
         marker={"size": 20 + 30 * np.sqrt(gpus / gpus.max()), "color": GPU_COLOR}, showlegend=False))
     title = (f"{esc(region.name)}: {format_size(row.size_bytes)} {est.collective} ({row.algorithm}), bound on "
-             f"{esc(row.bottleneck)}" if row else f"{esc(region.name)}: sites cut apart, no collective over every GPU")
+             f"{esc(row.bottleneck_name)}" if row else f"{esc(region.name)}: sites cut apart, no collective over every GPU")
     fig.update_layout(title=title, font={"family": FONT}, xaxis={"visible": False},
                       yaxis={"visible": False, "scaleanchor": "x"}, height=520, margin={"l": 20, "r": 20, "t": 60, "b": 20})
     return fig
@@ -107,7 +107,7 @@ def _collective_section(inv: RegionInventory, est: RegionEstimate | None) -> str
                 f"{e(cut_apart_text(inv))}, so no collective reaches every GPU (describe draws the same cut).</p>"
                 "</section>")
     cands = _table(["size", "chosen", "time", "bottleneck"] + list(est.results[0].candidates),
-                   [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck]
+                   [[format_size(r.size_bytes), r.algorithm, format_time(r.time_s), r.bottleneck_name]
                     + [format_time(t) for t in r.candidates.values()] for r in est.results])
     notes = "".join(f"<p>Note: {e(n)}</p>" for n in est.notes)  # the split's path bound, as the estimate says it
     return (f'<section id="collective"><h2>{e(est.collective)} over every GPU</h2><p class="caption">'

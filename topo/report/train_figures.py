@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from ..training.result import BREAKDOWN_KEYS, StepResult
 from ..training.timeline import LANES
-from ..units import format_in, in_unit
+from ..units import format_in, format_time, in_unit
 from .style import ALERT_COLOR, base_layout, esc
 
 __all__ = ["step_breakdown_figure", "memory_figure", "tier_loads_figure", "timeline_figure", "train_figures",
@@ -44,7 +44,7 @@ def step_breakdown_figure(results: Sequence[StepResult]) -> go.Figure:
     names = [_label(r) for r in results]
     for k in BREAKDOWN_KEYS:
         vals = [r.breakdown_s[k] for r in results]
-        hover = [esc(f"{k}: {v:.3f} s ({v / r.step_time_s:.1%} of the step)") for v, r in zip(vals, results)]
+        hover = [esc(f"{k}: {format_time(v)} ({v / r.step_time_s:.1%} of the step)") for v, r in zip(vals, results)]
         fig.add_trace(go.Bar(name=k, y=names, x=vals, orientation="h", marker_color=_COLORS[k],
                              hovertext=hover, hoverinfo="text"))
     fig.update_layout(**base_layout("Step time: compute, bubble and exposed communication", 200 + 80 * len(results)),
@@ -105,7 +105,7 @@ def timeline_figure(result: StepResult) -> go.Figure:
                 x=[sg["end_s"] - sg["start_s"] for sg in segs], base=[sg["start_s"] for sg in segs],
                 orientation="h", marker_color=_COLORS.get(lane, "#777777"),
                 marker_pattern_shape="" if exposed else "/", opacity=1.0 if exposed else 0.45,
-                hovertext=[esc(f"{sg['label']}: {sg['start_s']:.3f} to {sg['end_s']:.3f} s") for sg in segs],
+                hovertext=[esc(f"{sg['label']}: {format_time(sg['start_s'])} to {format_time(sg['end_s'])}") for sg in segs],
                 hoverinfo="text"))
     fig.update_layout(**base_layout(f"One stage, one step: {esc(_label(result).replace('<br>', ', '))}",
                                     120 + 40 * len(lanes)), barmode="overlay", xaxis_title="seconds into the step")
@@ -133,7 +133,7 @@ def _bound_by(r: StepResult, e) -> str:
         return "compute"
     if top == "comm":
         return f"most exposed: {e(worst.dim)} {e(worst.collective)} ({e(str(worst.level))})"
-    return f"{top} {costs[top]:.3g} s" + (" (the host's kernel launches)" if top == "host wait" else "")
+    return f"{top} {format_time(costs[top])}" + (" (the host's kernel launches)" if top == "host wait" else "")
 
 
 def train_section(results: Sequence[StepResult], loads, div) -> str:
@@ -152,9 +152,9 @@ def train_section(results: Sequence[StepResult], loads, div) -> str:
     for r in results:
         bound = _bound_by(r, e)
         u = r.uncertainty or {}
-        interval = f" ({u['low_s']:.3g} - {u['high_s']:.3g} s)" if u.get("runs") else ""
+        interval = f" ({format_time(u['low_s'])} - {format_time(u['high_s'])})" if u.get("runs") else ""
         notes += [f"{e(_label(r).replace('<br>', ', '))}: {e(n)}" for n in r.notes]
-        rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{r.step_time_s:.3g} s{interval}</td>'
+        rows.append(f'<tr><td class="l">{e(_label(r).replace("<br>", ", "))}</td><td>{format_time(r.step_time_s)}{interval}</td>'
                     f"<td>{r.tokens_per_s:,.0f}</td><td>{r.tflop_per_s_per_gpu:.0f}</td><td>{r.mfu:.1%}</td>"
                     f"<td>{format_in(r.memory_per_gpu_bytes, 'GiB', '.1f')}{'' if r.fits else ' (does not fit)'}</td>"
                     f'<td class="l">{bound}</td></tr>')

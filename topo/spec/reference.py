@@ -99,7 +99,7 @@ def _default_text(field: FieldInfo, meta) -> str:
     if m._bandwidth in funcs or m._link_rate in funcs or r._positive_rate in funcs:
         return f'`"{format_rate(d)}"`'
     if m._time in funcs or m._site_latency in funcs:
-        return f'`"{format_time(d)}"`' if d else '`"0 s"`'
+        return f'`"{format_time(d, zeros=False)}"`' if d else '`"0 s"`'
     if isinstance(d, bool):
         return f"`{str(d).lower()}`"
     if isinstance(d, str):

@@ -176,7 +176,8 @@ def _estimate_region(region: Region, point: dict, opts: dict) -> dict:
     x = r.results[0]
     return {"time_s": x.time_s, "algbw_GBps": x.algbw_Bps / 1e9, "busbw_GBps": x.busbw_Bps / 1e9,
             "latency_s": x.latency_s, "bandwidth_s": x.bandwidth_s, "num_ranks": r.num_ranks, "algorithm": x.algorithm,
-            "bottleneck": x.bottleneck, "bottleneck_level": "dci" if x.bottleneck.startswith("dci:") else None,
+            "bottleneck": x.bottleneck_name,
+            "bottleneck_level": str(x.bottleneck.level) if x.bottleneck.level else None,
             "bound": "latency" if x.latency_s > x.bandwidth_s else "bandwidth"}
 
 

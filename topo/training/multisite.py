@@ -31,7 +31,7 @@ from ..errors import TopoError
 from ..engine.region_estimate import chain_hops_s, dci_phase, tree_root_order
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
-from ..units import whole_bytes
+from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
 from .mapping import default_placement
 from .memory import busiest_stage, stage_params
@@ -279,7 +279,7 @@ def _amax_note(dp: AcrossSites, amax_s: float, calls: int, one_site_s: float) ->
         return []
     without = one_site_s / (dp.step_time_s - amax_s)
     return [f"dp across sites: delayed FP8 scaling's amax all-reduces span the sites (Transformer Engine's "
-            f"tensor x data x context group), {calls} a step each crossing them: {amax_s:.3g} s a step exposed, "
+            f"tensor x data x context group), {calls} a step each crossing them: {format_time(amax_s)} a step exposed, "
             f"bubble included (pp and outer: inside each site, in one site's step); tp_only_amax_red = true "
             f"(Megatron-Core's tensor x context group, inside each site) or fp8_recipe current (or mxfp8 on "
             f"Blackwell: no amax history) avoids it: {without:.1%} of one site instead of {dp.throughput_vs_one_site:.1%}"]
