@@ -25,7 +25,8 @@ optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's 
 (backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
 (:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
 scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
-in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
+in four kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``, as every
+linear layer's input but a TE norm's output, and every output gradient: :func:`cast_kind`), and
 Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
 the dispatch already did (:func:`fp8_padding_ops`).
 
@@ -1195,14 +1196,13 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
-    ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
+    ``GroupedLinear``), in those four kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
     :func:`op_time_s` charges per expert either way), or in one kernel for every expert on the fused grouped MLP
     (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
     epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
     (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
     and the cast (``quantize_kernels()["delayed_scale_inverse"]``)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
-    cast = "delayed_scale_inverse" if scale_kernel else "cast"
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.epilogue_cast == ("backward" if backward else "forward"):
