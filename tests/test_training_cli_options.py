@@ -188,13 +188,10 @@ def _step_s(*argv):
      "is; fp8_amax_reduction (its "
      "default) adds Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
      "kernels), fp8_amax_reduction false (set by the layout)"),
-    ("fp8_recipe=current", "fp8_recipe current (no effect: llama3-8b has no experts, so current scaling is priced as "
-                           "per-tensor delayed scaling; fp8_amax_pass = true adds its amax pass)"),
 ])
 def test_a_per_tensor_recipe_on_a_dense_model_is_marked_no_effect(fields, shown):
-    """Per-tensor FP8 (delayed without TE's amax reduction, or current scaling without its amax pass) on a dense
-    model prices as the default (kernels.fp8_recipe_costs: ratio 1, no scale bytes; current scaling adds only
-    per-expert quantisation): the line says so (walk8: a user comparing recipes saw the same step for both and no
+    """Per-tensor FP8 (delayed without TE's amax reduction) on a dense model prices as the default
+    (kernels.fp8_recipe_costs: ratio 1, no scale bytes): the line says so (walk8: a user comparing recipes saw the same step for both and no
     word why), and the step agrees."""
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
     out = run_cli(*no_cp, "--layout", fields, check=True).stdout
@@ -213,8 +210,13 @@ def test_delayed_scaling_with_te_s_work_is_not_marked():
     assert _step_s(*no_cp, "--layout", te) > _step_s(*no_cp, "--layout", "fp8_recipe=delayed")
 
 
-def test_current_scaling_on_an_moe_model_is_not_marked():
-    """On an MoE model current scaling quantises each expert's rows in their own kernels: it changes the step."""
+def test_current_scaling_is_not_marked():
+    """Current scaling computes each quantisation's amax and scale in kernels of their own (each expert's rows on an
+    MoE model; a dense model's attention output, MLP activation and every output gradient): it changes the step."""
+    dense = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
+    out = run_cli(*dense, "--layout", "fp8_recipe=current", check=True).stdout
+    assert _options_line(out) == ["framework options: fp8_recipe current (layout fields)"]
+    assert _step_s(*dense, "--layout", "fp8_recipe=current") > _step_s(*dense, "--layout", "fp8_recipe=delayed")
     moe = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--dp", "16", "--ep", "8", "--global-batch",
            "32", "--precision", "fp8"]
     out = run_cli(*moe, "--layout", "fp8_recipe=current", check=True).stdout

@@ -592,18 +592,14 @@ def _all_reduce_idle(L: dict) -> str:
 def _fp8_recipe_idle(L: dict, model) -> str:
     """Why the layout's ``fp8_recipe`` prices nothing differently from per-tensor scaling (the default), or "":
     delayed is per-tensor scaling (unless ``fp8_amax_reduction`` or ``fp8_scale_inverse_kernel`` prices Transformer
-    Engine's delayed-scaling work), and current scaling adds only its per-expert quantisation kernels (or, with
-    ``fp8_amax_pass``, its amax pass), which a dense model has none of
-    (:func:`topo.training.kernels.fp8_recipe_costs`)."""
+    Engine's delayed-scaling work); current scaling always prices its amax and scale kernels
+    (:func:`topo.training.operators.cast_kind`, :func:`topo.training.kernels.fp8_recipe_costs`)."""
     recipe = L.get("fp8_recipe")
     if recipe == "delayed" and not (L.get("fp8_amax_reduction") or L.get("fp8_scale_inverse_kernel")):
         return ("per-tensor scaling, priced as fp8_recipe unset (Megatron-Core's default, delayed) is; "
                 "fp8_amax_reduction (its default) adds "
                 "Transformer Engine's amax reductions, fp8_scale_inverse_kernel = true its 2.0-2.6 scale inverse "
                 "kernels")
-    if recipe == "current" and model.moe is None and not L.get("fp8_amax_pass"):
-        return (f"{model.name} has no experts, so current scaling is priced as per-tensor delayed scaling; "
-                "fp8_amax_pass = true adds its amax pass")
     return ""
 
 

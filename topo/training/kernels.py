@@ -151,17 +151,19 @@ def permute_kernels(dispatcher: str) -> tuple[float, float]:
 @lru_cache(maxsize=1)
 def quantize_kernels() -> dict:
     """Kernels of one FP8 quantisation of a GEMM input by scaling recipe (``kernels.toml`` ``[launch]``,
-    published): ``current`` (per-tensor current scaling: amax, scale, cast), ``delayed_scale_inverse`` (per-tensor
-    delayed scaling in Transformer Engine 2.0-2.6: the scale inverse, then the cast) and ``cast`` (every other
-    recipe).
+    published): ``current`` (per-tensor current scaling: the amax zeroed, the amax, the scale, the cast),
+    ``current_norm_amax`` (current scaling of a norm's output whose kernel computed the amax: the scale, the cast),
+    ``delayed_scale_inverse`` (per-tensor delayed scaling in Transformer Engine 2.0-2.6: the scale inverse, then
+    the cast) and ``cast`` (every other recipe).
 
     Returns
     -------
     dict
-        ``current``, ``delayed_scale_inverse`` and ``cast``: kernels per quantisation.
+        ``current``, ``current_norm_amax``, ``delayed_scale_inverse`` and ``cast``: kernels per quantisation.
     """
     t = _table()["launch"]
     return {"current": float(t["fp8_current_scaling_kernels"]),
+            "current_norm_amax": float(t["fp8_current_scaling_norm_amax_kernels"]),
             "delayed_scale_inverse": float(t["fp8_delayed_scale_inverse_kernels"]), "cast": 1.0}
 
 

@@ -25,7 +25,8 @@ optimizer stay in BF16/FP32, and FP8 adds a quantisation of each linear layer's 
 (backward) in one kernel: 2 bytes read and each FP8 copy the pass's GEMMs need written with its scales
 (:func:`quantize_bytes`); the FP8 GEMMs of a block-scaled recipe run at their measured time ratio to per-tensor
 scaling (:func:`.kernels.fp8_recipe_costs`); a grouped expert GEMM quantises each expert's rows once a pass,
-in three kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``), and
+in four kernels reading them once more under per-tensor current scaling (``fp8_recipe = "current"``, as every
+linear layer's input but a TE norm's output, and every output gradient: :func:`cast_kind`), and
 Megatron-Core's grouped experts copy their rows to pad each expert's count to the FP8 alignment unless the router or
 the dispatch already did (:func:`fp8_padding_ops`).
 
@@ -68,7 +69,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "BlockTime", "block_time", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES",
@@ -172,8 +173,15 @@ class Op:
     """A ``kernel`` op bound by its SMs, not HBM (mamba_ssm's Triton SSD kernels): at least its time on
     ``kernels.toml`` ``[ssd] sm_bound_reference``'s SMs, scaled to this GPU's (:func:`op_time_s`)."""
     current_scaling: bool = False
-    """An FP8 grouped GEMM under per-tensor current scaling: each expert's quantisation is three kernels (amax,
-    scale, cast) and reads its input once more for the amax (:func:`.kernels.quantize_kernels`)."""
+    """An FP8 linear GEMM under per-tensor current scaling (:func:`block_ops` sets it for every linear layer of a
+    layout with ``fp8_recipe = "current"``): each quantisation of its input (each expert's of a grouped GEMM) is
+    Transformer Engine's four kernels (the amax zeroed, the amax, the scale, the cast) and reads its input once
+    more for the amax (:func:`.kernels.quantize_kernels`), except a ``norm_amax`` forward."""
+    norm_amax: bool = False
+    """A linear layer whose forward input a Transformer Engine norm produces in the same module
+    (Megatron-Core's ``TELayerNormColumnParallelLinear``: QKV, a dense MLP's fc1, Mamba's in_proj): under current
+    scaling the norm kernel computes the amax (TE 2.7+), so the cast is the scale and the cast kernels, no extra
+    read (``quantize_kernels()["current_norm_amax"]``)."""
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
@@ -192,11 +200,12 @@ class Op:
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0, expert_kernels="") -> Op:
+          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0, expert_kernels="",
+          norm_amax=False) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
               grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels,
+              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels, norm_amax=norm_amax,
               epilogue_cast=epilogue_cast(expert_kernels, name))
 
 
@@ -229,7 +238,8 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
     else:
         kv = max(1.0, model.num_kv_heads / tp)
         d = model.head_dim
-        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag")]
+        ops += [_gemm("qkv", "attention", T, (heads + 2 * kv) * d, h, tag="qkv_proj", tp_overlap="ag",
+                      norm_amax=True)]
         if a.qk_norm:  # RMSNorm of each Q and K head, one kernel each, priced as every norm (read, write)
             ops.append(_mem("qk_norm", "attention", 4 * T * (heads + kv) * d, launches=2.0))
         if a.rope:
@@ -405,7 +415,8 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path)]
+                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path,
+                  norm_amax=norm and module == "mlp")]
     if path != "fused_mlp":  # the fused grouped MLP runs the GLU in fc1's epilogue (and its backward in fc2's dgrad)
         ops.append(_mem("activation", module + "_act", act_bytes))
     ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
@@ -874,7 +885,7 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     copies = 2 * ACT * T * (zxbcdt + di) if lay.micro_batch > 1 and megatron else 0.0
     norm_moves = (2, 3) if megatron else (3, 6)  # per element of d_inner, forward and backward (above)
     ops = [_mem("norm", "layernorm", 4 * T_sp * h),
-           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag"),  # Megatron: tp_comm_buffer_name "fc1"
+           _gemm("in_proj", "mamba", T, zxbcdt, h, tp_overlap="ag", norm_amax=True),  # Megatron: "fc1" buffer
            _kernel("copies", "forward", copies, launches=2),
            _kernel("conv1d", "forward", 2 * ACT * T * conv_ch, flops=conv_flops),
            *_ssd_ops(model, lay, T, nh),
@@ -903,7 +914,9 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it. Under FSDP2
     (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
-    return [replace(op, graph=_graph_part(kind, op)) for op in ops]
+    cs = lay.precision == "fp8" and lay.fp8_recipe == "current"  # every linear layer's casts, not the experts' only
+    return [replace(op, graph=_graph_part(kind, op),
+                    current_scaling=op.current_scaling or (cs and op.kind == "gemm" and op.linear)) for op in ops]
 
 
 FSDP_MODULE = "fsdp"
@@ -1052,9 +1065,9 @@ def op_time_s(op: Op, gpu: GpuCompute, precision: str, backward: bool = False, a
     if fp8 and M > 0 and K > 0:
         t += quantize_s(km, quantize_bytes(gpu.generation, fp8_recipe, amax_pass) * M * K * op.groups, fp8_recipe,
                         gpu.generation)
-    if fp8 and op.current_scaling and not amax_pass:  # a grouped GEMM's per-expert current scaling reads its
-        # input once more for the amax (X forward, dY backward); with amax_pass every cast already does
-        M, _, K = shapes[0]
+    if fp8 and op.current_scaling and not amax_pass and cast_kind(op, backward) == "current":
+        # current scaling's amax kernel reads the input once more (X forward, dY backward; each expert's rows of a
+        # grouped GEMM); with amax_pass quantize_bytes counts it, after a norm that computed the amax none
         t += memory_s(km, ACT * M * K * op.groups)
     return t + gap
 
@@ -1183,22 +1196,46 @@ def kernels_launched(op: Op, precision: str, backward: bool = False, amax_pass: 
     column-wise, and the output gradient backward, which dgrad and wgrad share: :func:`quantize_bytes`), with
     ``amax_pass`` (current scaling before TE 2.7) as current scaling's amax, scale and cast kernels
     (:func:`.kernels.quantize_kernels`). A grouped expert GEMM quantises each expert's rows once a pass (TE
-    ``GroupedLinear``), in those three kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
+    ``GroupedLinear``), in those four kernels under per-tensor current scaling or ``amax_pass`` (whose amax read
     :func:`op_time_s` charges per expert either way), or in one kernel for every expert on the fused grouped MLP
     (:func:`.grouped_gemm.input_cast_kernels`); none in a pass whose input the kernel before it cast in its
     epilogue (``Op.epilogue_cast``: the fused grouped MLP's fc2 forward and fc1 backward). ``scale_kernel``
     (the layout's ``fp8_scale_inverse_kernel``): each cast of delayed scaling is two kernels, its scale inverse
     and the cast (``quantize_kernels()["delayed_scale_inverse"]``)."""
     gemms = 2.0 if (backward and op.kind == "gemm") else 1.0
-    cast = "delayed_scale_inverse" if scale_kernel else "cast"
     if not (op.kind == "gemm" and op.linear and precision == "fp8"):
         return op.launches * gemms
     if op.epilogue_cast == ("backward" if backward else "forward"):
         return op.launches * gemms  # its input cast in the epilogue of the kernel before it
+    q = quantize_kernels()[cast_kind(op, backward, amax_pass, scale_kernel)]
     if op.grouped:
-        q = quantize_kernels()["current" if (op.current_scaling or amax_pass) else cast]
         return op.launches * gemms + input_cast_kernels(op.expert_kernels, op.groups, q)
-    return op.launches * gemms + quantize_kernels()["current" if amax_pass else cast]
+    return op.launches * gemms + q
+
+
+def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_kernel: bool = False) -> str:
+    """How Transformer Engine quantises the input of FP8 linear ``op``'s pass (X forward, dY backward), as a key
+    of :func:`.kernels.quantize_kernels`: ``current`` under per-tensor current scaling (``op.current_scaling``, or
+    ``amax_pass``: TE before 2.7), its amax computed in kernels of its own; ``current_norm_amax`` for a
+    ``norm_amax`` forward from TE 2.7 (the norm computed the amax); else ``delayed_scale_inverse`` with
+    ``scale_kernel``, else ``cast``.
+
+    Parameters
+    ----------
+    op : Op
+    backward : bool
+    amax_pass : bool
+        The layout's ``fp8_amax_pass``.
+    scale_kernel : bool
+        The layout's ``fp8_scale_inverse_kernel``.
+
+    Returns
+    -------
+    str
+    """
+    if op.current_scaling or amax_pass:
+        return "current_norm_amax" if (op.norm_amax and not backward and not amax_pass) else "current"
+    return "delayed_scale_inverse" if scale_kernel else "cast"
 
 
 def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple = (),

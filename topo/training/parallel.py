@@ -142,8 +142,8 @@ class ParallelLayout(BaseModel):
     see ``num_layers_at_start_in_bf16``)."""
     fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] | None = None
     """Transformer Engine's FP8 scaling recipe (``precision = "fp8"`` only). ``current`` (per-tensor current
-    scaling) quantises each expert's GEMM input in three kernels, its amax, its scale and the cast, reading the
-    input twice; the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
+    scaling) quantises each linear input (each expert's rows alone) in four kernels, the amax zeroed, its amax, its
+    scale and the cast, reading the input twice (a TE norm's output: the scale and the cast); the others (and None) in one cast kernel each (``kernels.toml`` ``[launch]``
     ``fp8_current_scaling_kernels``). ``mxfp8`` needs a Blackwell GPU (checked by the step)."""
     rank_order: str = DEFAULT_ORDER
     """Dimensions from fastest- to slowest-varying GPU id (Megatron: tp-cp-ep-dp-pp)."""
