@@ -189,9 +189,10 @@ class ParallelLayout(BaseModel):
     """Bytes per parameter of the experts' data-parallel reduction, where it differs from the dense weights' (NeMo
     AutoModel's FSDP2 reduces the dense weights in fp32, its MixedPrecisionPolicy's ``reduce_dtype``, and the
     experts, sharded without that policy, in their bf16); default ``grad_reduce_bytes``'s."""
-    optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
+    optimizer_bytes_per_param: Annotated[float, Field(ge=0)] = 12.0
     """Adam in mixed precision: fp32 main weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12);
-    with bf16 weights and fp32 gradients, 18 bytes per parameter."""
+    with bf16 weights and fp32 gradients, 18 bytes per parameter. Bytes per parameter; the memory breakdown's
+    ``optimizer_bytes`` is the optimizer state's bytes on one GPU."""
     dp_bucket_params: PositiveInt | None = None
     """Gradient bucket (parameters) of the data-parallel reduction and gather, one collective per bucket; default
     Megatron-Core's ``max(40M, 1M x dp_cp size)`` (:func:`dp_bucket_params`)."""
