@@ -41,7 +41,7 @@ NOTE_FLAGS = {
     "--main-grads-dtype": "column grad_reduce_bytes",
     "--accumulate-allreduce-grads-in-fp32": "column grad_reduce_bytes (empty: _recipe_layout_kw's bf16 default)",
     "--fp8-param-gather": "column fp8_param_gather",
-    "--use-precision-aware-optimizer": "column optimizer_bytes",
+    "--use-precision-aware-optimizer": "column optimizer_bytes_per_param",
     "--moe-router-padding-for-quantization": "column moe_counts_aligned",
     "--moe-router-padding-for-fp8": "column moe_counts_aligned (the older name of "
                                     "--moe-router-padding-for-quantization)",

@@ -46,7 +46,7 @@ And, until tidy53 (section 190's "left"), per-source rules of ``training_accurac
 Megatron-Bridge bucket), read by :func:`layout_column_kw` after every remaining rule (:data:`LAYOUT_COLUMNS`; empty:
 what the rules and the layout give):
 
-- ``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes``: bytes per parameter of the gradient buffer, of the
+- ``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes_per_param``: bytes per parameter of the gradient buffer, of the
   gradient reduction and of the optimizer state (``ParallelLayout``'s fields of those names);
 - ``moe_counts_aligned``, ``dp_align_grad_reduce``: ``1`` / ``0``, the router's padding of each expert's count for
   the quantised GEMMs, Megatron-Core's aligned gradient reduction across model chunks;
@@ -82,14 +82,14 @@ from topo.training.tp_overlap import config_names
 COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combine_bytes", "tp_overlap_config",
            "moe_expert_kernels", "moe_grouped_gemm", "overlap_tp", "moe_router_fusion", "cross_entropy",
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
-           "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes", "moe_counts_aligned",
+           "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
            "moe_expert_rank_capacity_factor")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
 FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
          "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce")  # 1 / 0
-LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes": float,
+LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes_per_param": float,
                   "moe_counts_aligned": lambda v: v == "1", "dp_bucket_params": int,
                   "dp_align_grad_reduce": lambda v: v == "1", "pipeline_layout": str, "pipeline_schedule": str,
                   "moe_expert_rank_capacity_factor": float}
@@ -157,7 +157,7 @@ def _checks() -> dict:
             "ep_comm_sms": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of SMs >= 1",
             "grad_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
             "grad_reduce_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
-            "optimizer_bytes": _number_fault(0, None, "bytes"),
+            "optimizer_bytes_per_param": _number_fault(0, None, "bytes"),
             "dp_bucket_params": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of parameters >= 1",
             "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
             "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),

@@ -62,7 +62,7 @@ MoE rows carry their recipe's EP settings in the CSV (``moe_a2a_overlap``, ``moe
 cross-entropy, FP8 attention, FP8 scaling work, FP8 weights and HybridEP's SMs (``overlap_tp``, ``moe_router_fusion``,
 ``cross_entropy``, ``attention_fp8``, ``fp8_amax_reduction``, ``fp8_scale_inverse_kernel``, ``fp8_amax_pass``,
 ``fp8_param_gather``, ``ep_comm_sms``: ``run_recipe_columns``), and where a run's scripts depart from those
-defaults its memory, DP-bucket and pipeline settings (``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes``,
+defaults its memory, DP-bucket and pipeline settings (``grad_bytes``, ``grad_reduce_bytes``, ``optimizer_bytes_per_param``,
 ``moe_counts_aligned``, ``dp_bucket_params``, ``dp_align_grad_reduce``, ``pipeline_layout``, ``pipeline_schedule``,
 ``moe_expert_rank_capacity_factor``: ``run_recipe_columns.layout_column_kw``, applied after the rules below);
 DeepSeek-V3 rows of NeMo and Megatron-Bridge take their recipe's pipeline layout (``DSV3_LAYOUTS``, by PP and
@@ -751,8 +751,8 @@ def _automodel_settings(model, pp: int) -> dict:
     """
     common = dict(wgrad_output="fsdp2", **(dict(mamba_mixer="mamba_ssm") if model.mamba is not None else {}))
     if model.moe is None:
-        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=8.0, grad_reduce_bytes=2.0, **common)
-    return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0,
+        return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes_per_param=8.0, grad_reduce_bytes=2.0, **common)
+    return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes_per_param=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
                 expert_bias_eager="fc1_fc2", expert_clamp_eager=False, attention_bias_eager=False, rope_kernel="te_fused",
                 cross_entropy="torch_bf16", **common)

@@ -49,7 +49,7 @@ NAME_MAPS = {"sources"}
 # profile's values (x0.96), efficiencies and pipeline_window_MiB
 PARAMETER_MAPS = {"values"}
 
-_TRAILERS = re.compile(r"(_each|_per_gpu|_per_gpu_link|_by_[a-z]+|_for_[a-z0-9]+)$")
+_TRAILERS = re.compile(r"(_each|_per_gpu|_per_gpu_link|_per_param|_by_[a-z]+|_for_[a-z0-9]+)$")
 
 
 def has_unit(key: str) -> bool:

@@ -114,7 +114,7 @@ def test_every_rows_column_value_is_in_its_layout():
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
-    assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes": 5, "moe_counts_aligned": 3,
+    assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 5, "moe_counts_aligned": 3,
                       "dp_bucket_params": 279, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 24}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
@@ -163,7 +163,7 @@ def test_every_overlap_off_row_says_why_in_its_note():
     (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"ep_comm_sms": "24"}, "ep_comm_sms", 24),
     (HOLDOUT, "mlperf60_cisco_h200_llama31_8b_16", {"grad_bytes": ""}, "grad_bytes", 4.0),
     (PUBLISHED, "deepseekv3_h800_2048", {"grad_reduce_bytes": "2"}, "grad_reduce_bytes", 2.0),
-    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"optimizer_bytes": ""}, "optimizer_bytes", 12.0),
+    (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"optimizer_bytes_per_param": ""}, "optimizer_bytes_per_param", 12.0),
     (HOLDOUT, "mcore_gb200_deepseekv3_mxfp8", {"moe_counts_aligned": "0"}, "moe_counts_aligned", False),
     (HOLDOUT, "mlperf60_cisco_h200_llama31_8b_16", {"dp_bucket_params": "134217728"}, "dp_bucket_params",
      134_217_728),
@@ -205,8 +205,8 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("ep_comm_sms", "0", "allowed: a whole number of SMs >= 1, or empty"),
     ("grad_bytes", "bf16", "allowed: a number of bytes > 0 and <= 8, or empty"),
     ("grad_reduce_bytes", "0", "allowed: a number of bytes > 0 and <= 8, or empty"),
-    ("optimizer_bytes", "-1", "allowed: a number of bytes >= 0, or empty"),
-    ("optimizer_bytes", "nan", "allowed: a number of bytes >= 0, or empty"),
+    ("optimizer_bytes_per_param", "-1", "allowed: a number of bytes >= 0, or empty"),
+    ("optimizer_bytes_per_param", "nan", "allowed: a number of bytes >= 0, or empty"),
     ("moe_counts_aligned", "yes", "allowed: one of 0, 1, or empty"),
     ("dp_bucket_params", "128Mi", "allowed: a whole number of parameters >= 1, or empty"),
     ("dp_align_grad_reduce", "false", "allowed: one of 0, 1, or empty"),

@@ -122,13 +122,13 @@ def test_automodel_rows_read_as_its_code_runs():
     assert len(rows) == 8
     ds, qwen, llama = (rows[k] for k in ("automodel_h100_deepseekv3_1024", "automodel_h100_qwen3_30b",
                                          "automodel_h100_llama3_70b"))
-    assert (ds.weight_bytes, ds.grad_bytes, ds.optimizer_bytes) == (2.0, 2.0, 4.0)
+    assert (ds.weight_bytes, ds.grad_bytes, ds.optimizer_bytes_per_param) == (2.0, 2.0, 4.0)
     assert (ds.reduce_bytes, ds.expert_reduce_bytes) == (4.0, 2.0)
     assert ds.moe_routing == "consecutive" and not ds.fsdp_reshard_after_forward
     assert qwen.fsdp_reshard_after_forward  # no PP: FSDP2's default
     # the table's GA column: 4 schedule runs of 8 micro-batches (LBS 8, MBS 1) on 1,024 GPUs, 2 for Kimi K2
     assert (ds.pipeline_flushes, rows["automodel_h100_kimik2"].pipeline_flushes) == (4, 2)
-    assert (llama.optimizer_bytes, llama.reduce_bytes, llama.recompute) == (8.0, 2.0, "full")
+    assert (llama.optimizer_bytes_per_param, llama.reduce_bytes, llama.recompute) == (8.0, 2.0, "full")
     # AutoModel's DeepSeek-V3 class has no MTP module; its split of 61 layers over 32 stages (layers_per_stage 2):
     # 29 stages of two layers, then three of one, the embedding first and the head last
     assert setups["automodel_h100_deepseekv3_1024"]["model"].mtp_layers == 0
@@ -206,7 +206,7 @@ def test_fsdp_gathers_slow_the_all_to_all_only_while_they_run():
     ds = load_model("deepseek-v3-671b")
     lay = make_layout(pp=4, vpp=8, dp=64, ep=64, etp=1, global_batch=512, seq_len=4096, dp_sharding="zero3",
                       recompute="full", ep_dispatcher="deepep", moe_routing="consecutive", weight_bytes=2.0,
-                      grad_bytes=2.0, optimizer_bytes=4.0, grad_reduce_bytes=4.0, fsdp_reshard_after_forward=False,
+                      grad_bytes=2.0, optimizer_bytes_per_param=4.0, grad_reduce_bytes=4.0, fsdp_reshard_after_forward=False,
                       pipeline_embedding=True)
     r = estimate_step(fabric, ds, lay)
     lay_p = default_placement(lay, 8, fabric.layout.num_gpus)[0]

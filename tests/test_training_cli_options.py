@@ -397,6 +397,8 @@ def test_the_dp_bucket_has_an_effect_when_only_cp_reduces_the_gradients():
 
 
 _TE_DEFAULT = "fp8_amax_reduction true (the default with delayed scaling: Transformer Engine's reduce_amax)"
+_CURRENT_SP = ("fp8_amax_reduction true (the default with current scaling and sequence parallelism: Transformer Engine "
+               "all-reduces each gathered input's amax over the TP group)")
 
 
 @pytest.mark.parametrize("fields, shown", [
@@ -405,7 +407,7 @@ _TE_DEFAULT = "fp8_amax_reduction true (the default with delayed scaling: Transf
      "fp8_recipe delayed, fp8_amax_reduction true (set by the layout)"),
     ("fp8_recipe=delayed,fp8_scale_inverse_kernel=true",
      f"fp8_recipe delayed, {_TE_DEFAULT}, fp8_scale_inverse_kernel true"),
-    ("fp8_recipe=current,fp8_amax_pass=true", "fp8_recipe current, fp8_amax_pass true"),
+    ("fp8_recipe=current,fp8_amax_pass=true", f"fp8_recipe current, {_CURRENT_SP}, fp8_amax_pass true"),
 ])
 def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
     """rev54: the layout fields that price FP8 scaling work (fp8dl51's amax reduction and scale inverse kernel,
@@ -419,7 +421,8 @@ def test_options_line_names_the_fp8_scaling_work_it_priced(fields, shown):
 def test_the_amax_reduction_default_and_who_chose_it_in_json():
     """amax52: delayed scaling reduces amaxes unless told not to (TE's DelayedScaling reduce_amax = True), and --json
     says what ran and whether the layout, the default or a JAX mesh chose it (Flax's FP8 ops reduce no amax buffer:
-    jax_mesh.MAXTEXT_FP8_AMAX); current scaling runs none; the step's fp8_amax line holds it."""
+    jax_mesh.MAXTEXT_FP8_AMAX); current scaling runs TE's TP all-reduces under sequence parallelism only (rev57a); the
+    step's fp8_amax line holds it."""
     no_cp = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
 
     def run(*argv):
@@ -429,7 +432,10 @@ def test_the_amax_reduction_default_and_who_chose_it_in_json():
     on, by, amax_s = run(*no_cp, "--layout", "fp8_recipe=delayed")
     assert (on, by) == (True, "default") and amax_s > 0
     assert run(*no_cp, "--layout", "fp8_recipe=delayed,fp8_amax_reduction=false") == (False, "layout", 0.0)
-    assert run(*no_cp, "--layout", "fp8_recipe=current") == (False, "default", 0.0)
+    # current scaling at TP8 with sequence parallelism: TE's TP amax all-reduces (rev57a); without SP none
+    on, by, amax_s = run(*no_cp, "--layout", "fp8_recipe=current")
+    assert (on, by) == (True, "default") and amax_s > 0
+    assert run(*no_cp, "--layout", "fp8_recipe=current,sequence_parallel=false") == (False, "default", 0.0)
     mesh = BASE[:4] + ["--gpus", "8", "--jax-mesh", "ici_fsdp=8", "--global-batch", "16", "--precision", "fp8"]
     assert run(*mesh, "--layout", "fp8_recipe=delayed") == (False, "jax_mesh", 0.0)
     on, by, amax_s = run(*mesh, "--layout", "fp8_recipe=delayed,fp8_amax_reduction=true")

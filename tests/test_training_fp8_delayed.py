@@ -136,14 +136,20 @@ def test_a_delayed_cast_launches_its_scale_inverse_first():
 
 @pytest.mark.parametrize("key", ["fp8_amax_reduction", "fp8_scale_inverse_kernel", "tp_only_amax_red"])
 def test_delayed_settings_need_the_delayed_recipe(key):
-    """Delayed or unset (Megatron-Core's default, amax53); current scaling (or its amax pass) and BF16 refused."""
+    """Delayed or unset (Megatron-Core's default, amax53); current scaling (or its amax pass) and BF16 refused, but
+    fp8_amax_reduction true with current scaling (rev57a: TE's TP all-reduce under sequence parallelism, what a
+    current-scaling step's JSON layout says ran)."""
     m = load_model("llama3-8b")
     check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **_DELAYED), gpus=8)
     check_layout(m, make_layout(tp=8, global_batch=8, precision="fp8", **{key: True}), gpus=8)
-    for bad in (dict(precision="fp8", fp8_recipe="current"), dict(precision="fp8", fp8_amax_pass=True), dict()):
+    current = (dict(precision="fp8", fp8_recipe="current"), dict(precision="fp8", fp8_amax_pass=True))
+    for bad in (*(current if key != "fp8_amax_reduction" else ()), dict(), dict(precision="fp8", fp8_recipe="blockwise")):
         with pytest.raises(TopoError) as e:
             check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **bad), gpus=8)
         assert e.value.key == key and "fp8_recipe delayed" in str(e.value)
+    if key == "fp8_amax_reduction":
+        for ok in current:
+            check_layout(m, make_layout(tp=8, global_batch=8, **{key: True}, **ok), gpus=8)
 
 
 def test_which_published_rows_run_them():

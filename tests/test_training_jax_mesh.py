@@ -129,7 +129,7 @@ def test_cli_mesh_takes_a_layout_of_the_other_fields():
     base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64",
             "--jax-mesh", "ici_fsdp=8,dcn_data=4", "--json"]
     fp32 = json.loads(run_cli(*base, check=True).stdout)
-    bf16 = json.loads(run_cli(*base, "--layout", "weight_bytes=2,optimizer_bytes=12", check=True).stdout)
+    bf16 = json.loads(run_cli(*base, "--layout", "weight_bytes=2,optimizer_bytes_per_param=12", check=True).stdout)
     flag = json.loads(run_cli(*base, "--grad-bytes", "2", check=True).stdout)
     assert (fp32["layout"]["dp"], fp32["layout"]["dp_sharding"], fp32["layout"]["dp_shard"]) == (32, "zero3", 8)
     n = 8.03e9  # Llama 3 8B's parameters, sharded over the 8 fsdp ranks

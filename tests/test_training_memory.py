@@ -1,7 +1,10 @@
 """Memory per GPU against Korthikanti et al. 2022 and the planner's seed figures."""
 
+import json
+
 import pytest
 
+from conftest import run_cli
 from topo.training.parallel import make_layout
 from topo.training.memory import activation_bytes_per_layer, memory_per_gpu
 from topo.training.model import load_model
@@ -27,7 +30,7 @@ def test_seed_pure_dp_state_of_a_1p8t_model():
     # data/reference/planner.md: "weights, optimizer state and activations can total 10.8 TB (for a
     # ~1.8T-parameter model that is 6 bytes per parameter)": pure data parallelism keeps it all on a replica
     m = load_model("gpt4-1.8t-moe")
-    lay = make_layout(global_batch=8, dp=1, weight_bytes=2, grad_bytes=2, optimizer_bytes=2, dp_sharding="none",
+    lay = make_layout(global_batch=8, dp=1, weight_bytes=2, grad_bytes=2, optimizer_bytes_per_param=2, dp_sharding="none",
                       recompute="full")
     mem = memory_per_gpu(m, lay, 80e9)
     state = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes
@@ -241,3 +244,18 @@ def test_the_busiest_stage_is_the_one_with_the_most_dense_and_expert_parameters(
     from topo.training.memory import busiest_stage
     assert busiest_stage([(5.0, 0.0, 9.0), (2.0, 4.0, 1.0), (6.0, 0.0, 1.0)]) == 1  # 6 beats 5; unit size ignored
     assert busiest_stage([(3.0, 3.0, 0.0), (6.0, 0.0, 0.0)]) == 0
+
+
+def test_bytes_per_parameter_and_bytes_on_the_gpu_have_two_names():
+    """rev57a: the layout's optimizer state per parameter is ``optimizer_bytes_per_param`` (ZeRO's K = 12 by
+    default, Rajbhandari et al. 2020), the memory's ``optimizer_bytes`` the bytes one GPU holds: with no sharding,
+    K x the stage's parameters; the old layout key is refused in one line that names the new one."""
+    base = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--tp", "8", "--dp", "2", "--global-batch", "16",
+            "--dp-sharding", "none"]
+    d = json.loads(run_cli(*base, "--json", check=True).stdout)
+    assert d["layout"]["optimizer_bytes_per_param"] == 12.0 and "optimizer_bytes" not in d["layout"]
+    m = load_model("llama3-8b")
+    assert d["memory"]["optimizer_bytes"] == pytest.approx(12 * m.total_params / 8, rel=0.02)
+    bad = run_cli(*base, "--layout", "optimizer_bytes=12")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+    assert "unknown key 'optimizer_bytes'" in bad.stderr and "did you mean 'optimizer_bytes_per_param'?" in bad.stderr

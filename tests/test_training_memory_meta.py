@@ -101,7 +101,7 @@ def _torchtitan_405b(tp: int, micro_batch: int):
     gathers of 2; every layer but the last reshards after its forward."""
     return make_layout(tp=tp, dp=128 // tp, micro_batch=micro_batch, global_batch=micro_batch * 128 // tp,
                        seq_len=8192, dp_sharding="zero3", recompute="full", weight_bytes=4.0, grad_bytes=4.0,
-                       optimizer_bytes=8.0, gather_bytes=2.0)
+                       optimizer_bytes_per_param=8.0, gather_bytes=2.0)
 
 
 def test_torchtitan_405b_fits_as_it_ran_and_not_as_it_ran_out_of_memory():

@@ -221,7 +221,7 @@ def test_data35_deepseek_rows_take_their_recipes_settings(monkeypatch):
         assert lay.flash_attention == (setups[rid]["gpu"] == "H100")
     s = setups["mcore_gb200_deepseekv3_mxfp8"]
     assert s["model"].mtp_layers == 0 and s["lay"].pipeline_layout == "Et|(tt|)*30L" and s["holdout"]
-    assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes == 8.0 and s["lay"].fp8_recipe == "mxfp8"
+    assert s["lay"].moe_counts_aligned and s["lay"].optimizer_bytes_per_param == 8.0 and s["lay"].fp8_recipe == "mxfp8"
 
 
 def test_head_dims_above_128_run_without_cudnn_on_blackwell_before_te_2_5(monkeypatch):

@@ -30,7 +30,7 @@ def _a3(vms: int, threshold=None):
     """MaxText's A3 Llama 2 7B layout at ``vms`` VMs (dcn_data vms x ici_fsdp 8, 4 sequences a GPU)."""
     kw = {} if threshold is None else {"dp_all_reduce_combine_bytes": threshold}
     return make_layout(dp=8 * vms, dp_shard=8, dp_sharding="zero3", global_batch=32 * vms, micro_batch=4,
-                       weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0, **kw)
+                       weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0, **kw)
 
 
 def test_buckets_fill_in_order_as_megatron_and_xla_fill_them():

@@ -34,7 +34,7 @@ A3_CLI = ["train", "dgx-h100-superpod", "--set", "server.nics=4", "--set", "serv
 def _a3(vms: int, threshold: int, policy: str = "xla_lhs"):
     """MaxText's A3 Llama 2 7B layout at ``vms`` VMs (dcn_data vms x ici_fsdp 8, 4 sequences a GPU)."""
     return make_layout(dp=8 * vms, dp_shard=8, dp_sharding="zero3", global_batch=32 * vms, micro_batch=4,
-                       weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0,
+                       weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0,
                        dp_all_reduce_combine_bytes=threshold, dp_overlap_policy=policy)
 
 

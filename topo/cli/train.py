@@ -11,6 +11,7 @@ from ..errors import TopoError
 from ..inputs import is_input_file
 from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
+from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh
 from ..training.kernels import fp8_backward_published
@@ -607,12 +608,14 @@ def _amax_aside(L: dict) -> str:
     """What the options line says of ``fp8_amax_reduction`` (``L`` holds what runs, ``L["chosen_by"]`` whether the
     layout, the default or a JAX mesh chose it, :attr:`topo.training.result.StepResult.chosen_by`; :func:`topo.training.fp8_amax.amax_reduced`), or "" to leave it out:
     shown with delayed scaling, or where a layout turned it on."""
-    delayed = delayed_scaling(ParallelLayout.model_construct(**{k: L[k] for k in (
-        "precision", "fp8_recipe", "fp8_amax_pass") if k in L}))
+    delayed = delayed_scaling(_fp8_layout(L))
     by = L.get("chosen_by", {}).get("fp8_amax_reduction")
     if by == "default" and delayed and L.get("fp8_recipe") is None:
         return ("the default: fp8_recipe unset runs Megatron-Core's default recipe, delayed, and Transformer "
                 "Engine's reduce_amax")
+    if by == "default" and sp_amax_reduced(_fp8_layout(L)):
+        return ("the default with current scaling and sequence parallelism: Transformer Engine all-reduces each "
+                "gathered input's amax over the TP group")
     if by == "default":
         return "the default with delayed scaling: Transformer Engine's reduce_amax" if delayed else ""
     if by == "jax_mesh":
@@ -774,8 +777,24 @@ def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:
             f"drain (more micro-batches per step or vpp shrink it); optimizer = the Adam step on this GPU's shard; "
             f"tp, cp, pp, dp, ep = each dimension's communication not hidden behind compute (the collectives' "
             f"exposed column; --overlap hides more)"
-            + ("; fp8_amax = Transformer Engine's blocking amax reductions of delayed FP8 scaling, after each "
-               "model chunk's forward and backward (layout fp8_amax_reduction)" if amax else ""))
+            + (_amax_legend(L) if amax else ""))
+
+
+def _amax_legend(L: dict) -> str:
+    """The components legend's ``fp8_amax`` entry: delayed scaling's buffer reductions, or current scaling's TP
+    all-reduces under sequence parallelism (:mod:`topo.training.fp8_amax`)."""
+    if sp_amax_reduced(_fp8_layout(L)):
+        return ("; fp8_amax = Transformer Engine's blocking amax all-reduces of current FP8 scaling over the TP "
+                "group, one before each sequence-parallel input (forward) or output gradient (backward) it "
+                "quantises and gathers")
+    return ("; fp8_amax = Transformer Engine's blocking amax reductions of delayed FP8 scaling, after each "
+            "model chunk's forward and backward (layout fp8_amax_reduction)")
+
+
+def _fp8_layout(L: dict) -> ParallelLayout:
+    """The fields of the layout that ran (``L``) that say which FP8 scaling and amax reductions it runs."""
+    return ParallelLayout.model_construct(**{k: L[k] for k in (
+        "precision", "fp8_recipe", "fp8_amax_pass", "fp8_amax_reduction", "sequence_parallel", "tp") if k in L})
 
 
 def _toml(v) -> str:

@@ -33,6 +33,19 @@ ranks, or tensor x context ranks with ``TransformerConfig.tp_only_amax_red`` (li
 in the TP or TP-CP domain"; a config field, which Megatron-LM's ``arguments.py`` line 2335 keeps off its command
 line). Current, block-wise and MXFP8 scaling keep no amax
 history and no such buffer (the buffer "should only be non-empty for fp8 delayed scaling", ``fp8.py`` line 339).
+
+Per-tensor current scaling has a reduction of its own where a module runs sequence parallel (:func:`sp_amax_reduced`):
+TE gives a column-parallel layer's input quantizer and a row-parallel layer's output-gradient quantizer the TP group
+as their ``amax_reduction_group`` (``_customize_quantizers_float8_current_scaling``, TE v2.2 ``module/linear.py``
+lines 1242-1266, ``layernorm_linear.py`` 1441-1448, ``layernorm_mlp.py`` 1623-1653; the same to v2.17; v2.18 sets it
+per call), so the tensor is gathered under one scale: each such quantisation all-reduces its one FP32 amax (MAX) over
+the TP group and the compute stream waits for it (``allreduce(...)->wait()``, v2.2 ``csrc/extensions/cast.cpp`` lines
+54-62) before the scale and the cast. Megatron-Core's layers are column-parallel for the QKV and fc1 projections
+(and Mamba's ``in_proj``) and row-parallel for the output projection and fc2 (``out_proj``)
+(``megatron/core/models/gpt/gpt_layer_specs.py``, ``mamba/mamba_layer_specs.py`` at core_v0.14.0): one reduction
+forward and one backward for each of the step's sequence-parallel all-gathers of a TP block
+(:func:`topo.training.step.sp_quantisations`); TE's ``GroupedLinear`` refuses TP with current scaling, so routed
+experts have none. Kernels beside it: none (``kernels.toml`` ``[fp8_amax_current]``).
 """
 
 from __future__ import annotations
@@ -44,17 +57,20 @@ from ..resources import data_dir
 from .comm import CommEngine
 from .model import BLOCK_KINDS, ModelSpec
 from .operators import block_ops
-from .parallel import ParallelLayout, delayed_scaling
+from .parallel import ParallelLayout, current_scaling, delayed_scaling
 from .result import DimensionComm
 
 __all__ = ["amax_group", "amax_reduced", "amax_kernels_s", "amax_reductions", "amax_step", "fp8_amax_table",
-           "AMAX_GROUP", "AMAX_TP_ONLY_GROUP", "AMAX_PHASE"]
+           "fp8_amax_current_table", "sp_amax_reduced", "AMAX_GROUP", "AMAX_TP_ONLY_GROUP", "AMAX_PHASE", "AMAX_SP_GROUP"]
 
 AMAX_GROUP = "tpdpcp"
 """The mapping's group name of the amax reduction: tensor x data x context parallel ranks of one pipeline stage."""
 AMAX_TP_ONLY_GROUP = "tpcp"
 """The group with Megatron-Core's ``tp_only_amax_red``: tensor x context parallel ranks (``get_amax_reduction_group(
 with_context_parallel=True, tp_only_amax_red=True)``, the ``_TENSOR_AND_CONTEXT_PARALLEL_GROUP``)."""
+AMAX_SP_GROUP = "tp"
+"""The group of current scaling's amax reduction under sequence parallelism: the module's TP group
+(:func:`sp_amax_reduced`)."""
 AMAX_PHASE = "fp8_amax"
 """The :class:`.result.DimensionComm` ``dim`` and ``phase`` of the amax all-reduce, and the step breakdown's line of
 the whole reduction step (all of it exposed, per micro-batch)."""
@@ -67,8 +83,8 @@ def amax_group(lay: ParallelLayout) -> str:
 
 
 def amax_reduced(lay: ParallelLayout) -> bool:
-    """Whether ``lay`` runs Transformer Engine's amax reduction: its ``fp8_amax_reduction`` when set, else on under
-    delayed scaling (:func:`delayed_scaling`: TE's ``DelayedScaling`` default, see the module doc).
+    """Whether ``lay`` runs Transformer Engine's delayed-scaling amax reduction: its ``fp8_amax_reduction`` when set
+    (under delayed scaling; current scaling's is :func:`sp_amax_reduced`), else on under delayed scaling (:func:`delayed_scaling`: TE's ``DelayedScaling`` default, see the module doc).
 
     Parameters
     ----------
@@ -79,15 +95,43 @@ def amax_reduced(lay: ParallelLayout) -> bool:
     bool
     """
     if lay.fp8_amax_reduction is not None:
-        return lay.fp8_amax_reduction
+        return lay.fp8_amax_reduction and delayed_scaling(lay)
     return delayed_scaling(lay)
+
+
+def sp_amax_reduced(lay: ParallelLayout) -> bool:
+    """Whether ``lay`` runs current scaling's amax all-reduce over the TP group: per-tensor current scaling
+    (:func:`.parallel.current_scaling`), sequence parallelism and ``tp > 1`` (see the module doc); a layout whose
+    ``fp8_amax_reduction`` is false runs none (a JAX mesh's: Flax, not Transformer Engine).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    return (current_scaling(lay) and lay.sequence_parallel and lay.tp > 1
+            and lay.fp8_amax_reduction is not False)
 
 
 @lru_cache(maxsize=1)
 def fp8_amax_table() -> dict:
     """``kernels.toml`` ``[fp8_amax]``: amaxes per FP8 GEMM forward and backward, bytes per amax, kernels per
     reduction beside the all-reduce."""
-    return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))["fp8_amax"]
+    return _kernels_toml()["fp8_amax"]
+
+
+@lru_cache(maxsize=1)
+def _kernels_toml() -> dict:
+    return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+
+
+def fp8_amax_current_table() -> dict:
+    """``kernels.toml`` ``[fp8_amax_current]``: amaxes per current-scaling quantisation reduced over TP under
+    sequence parallelism, kernels beside the all-reduce."""
+    return _kernels_toml()["fp8_amax_current"]
 
 
 def _fp8_gemms(model: ModelSpec, lay: ParallelLayout, counts: dict) -> float:
@@ -152,12 +196,13 @@ def amax_reductions(model: ModelSpec, lay: ParallelLayout, counts: dict) -> list
 
 
 def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout, counts: dict,
-              launch_gap_s: float) -> tuple[DimensionComm | None, float]:
+              launch_gap_s: float, sp_calls: tuple[float, float] = (0.0, 0.0)) -> tuple[DimensionComm | None, float]:
     """The step's amax reductions on a pipeline rank holding the blocks ``counts``, all of it exposed: each call the
-    all-reduce alone on the fabric (latency-bound: a few hundred bytes to a few KB) over TE's group
-    (:func:`amax_group`: tensor x data x context parallel ranks, or tensor x context with ``tp_only_amax_red``),
-    none when that group is one rank, and the launch gaps of its two
-    kernels (``launch_gap_s`` each), which run either way.
+    all-reduce alone on the fabric (latency-bound: a few bytes to a few KB) and the launch gaps of the kernels beside
+    it (``launch_gap_s`` each). Delayed scaling: over TE's group (:func:`amax_group`: tensor x data x context
+    parallel ranks, or tensor x context with ``tp_only_amax_red``), none when that group is one rank, its two kernels
+    either way. Current scaling under sequence parallelism (:func:`sp_amax_reduced`): one FP32 amax over the TP group
+    a call, ``sp_calls`` of them, no kernel beside it.
 
     Parameters
     ----------
@@ -170,6 +215,9 @@ def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
         The rank's blocks by kind.
     launch_gap_s : float
         The GPU's gap a kernel launched eagerly.
+    sp_calls : tuple of float
+        The rank's current-scaling quantisations a step whose amax TE reduces over TP, forward and backward
+        (:func:`topo.training.step.sp_quantisations`); read only where :func:`sp_amax_reduced`.
 
     Returns
     -------
@@ -177,12 +225,17 @@ def amax_step(engine: CommEngine, mapping, model: ModelSpec, lay: ParallelLayout
         The all-reduce as one collective (None without one) and the seconds of the whole step's reductions,
         kernels included (0.0 when the layout runs none).
     """
-    calls = amax_reductions(model, lay, counts)
+    if sp_amax_reduced(lay):
+        t = fp8_amax_current_table()
+        n = float(sum(sp_calls))
+        calls = [(float(fp8_amax_table()["amax_bytes"]) * t["amaxes_per_quantisation"], n)] if n > 0 else []
+        name, kernels_s = AMAX_SP_GROUP, n * t["kernels_beside_reduction"] * launch_gap_s
+    else:
+        calls = amax_reductions(model, lay, counts)
+        name, kernels_s = amax_group(lay), amax_kernels_s(lay, launch_gap_s)
     if not calls:
-        return None, 0.0
-    name = amax_group(lay)
+        return None, kernels_s
     groups = mapping.groups(name)
-    kernels_s = amax_kernels_s(lay, launch_gap_s)
     if groups.shape[1] <= 1:  # TE skips the all-reduce of a one-rank group
         return None, kernels_s
     times = [engine.time("all_reduce", groups, size) for size, _ in calls]

@@ -32,7 +32,7 @@ from ..errors import TopoError
 __all__ = ["MAXTEXT_STATE", "MAXTEXT_DP_OVERLAP", "MAXTEXT_FP8_AMAX", "MESH_AXES", "layout_from_mesh", "parse_mesh"]
 
 MESH_AXES = ("data", "fsdp", "tensor", "context", "expert", "pipeline")
-MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=8.0, gather_bytes=2.0)
+MAXTEXT_STATE = dict(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes_per_param=8.0, gather_bytes=2.0)
 """Bytes per parameter MaxText keeps and gathers (see the module doc): a mesh's defaults, which a layout or flag
 overrides."""
 MAXTEXT_DP_OVERLAP = dict(dp_overlap_policy="xla_lhs")

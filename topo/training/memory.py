@@ -1,6 +1,6 @@
 """Memory per GPU of a training job: weights, gradients, optimizer state, activations, on every pipeline stage.
 
-Model state (Rajbhandari et al. 2020, ZeRO): ``weight_bytes`` + ``grad_bytes`` + ``optimizer_bytes`` per
+Model state (Rajbhandari et al. 2020, ZeRO): ``weight_bytes`` + ``grad_bytes`` + ``optimizer_bytes_per_param`` per
 parameter; the default is Megatron-LM's bf16 mixed precision: bf16 weights (2), fp32 gradients (``main_grad``,
 4) and fp32 main weights and two Adam moments (12), 18 bytes per parameter. The distributed optimizer (ZeRO-1)
 shards the optimizer over the data x context parallel ranks (Megatron shards over its ``dp-cp`` group); ZeRO-2
@@ -109,7 +109,7 @@ def state_convention(layout) -> str:
     Parameters
     ----------
     layout : Mapping or ParallelLayout
-        ``weight_bytes``, ``grad_bytes``, ``optimizer_bytes`` and ``gather_bytes`` (None: as the weights).
+        ``weight_bytes``, ``grad_bytes``, ``optimizer_bytes_per_param`` and ``gather_bytes`` (None: as the weights).
 
     Returns
     -------
@@ -117,7 +117,7 @@ def state_convention(layout) -> str:
         E.g. ``"state 4 + 4 + 8 B/param, MaxText's: ...; gathers 2 B/param"``.
     """
     get = layout.get if hasattr(layout, "get") else lambda k: getattr(layout, k)
-    key = (float(get("weight_bytes")), float(get("grad_bytes")), float(get("optimizer_bytes")))
+    key = (float(get("weight_bytes")), float(get("grad_bytes")), float(get("optimizer_bytes_per_param")))
     text = f"state {key[0]:g} + {key[1]:g} + {key[2]:g} B/param, " + _CONVENTIONS.get(key, "as the layout sets")
     gather = get("gather_bytes")
     if gather is not None and float(gather) != key[0]:
@@ -296,7 +296,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
         held_gathered = 2 * big if lay.fsdp_reshard_after_forward else dense + expert
         buf = held_gathered * lay.weight_gather_bytes if z >= 3 else 0.0
         g = lay.sharded(dense, expert, 2) * lay.grad_bytes
-        o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes
+        o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes_per_param
         act = sum(per_mb[j] for j in held) / len(held) / lay.vpp * _in_flight_chunks(lay, i)
         heads = sum(1 for j in held for u in stages[j] if u in ("logits", "mtp_head"))  # each head's fp32 logits
         act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp

@@ -37,7 +37,8 @@ from .tp_overlap import config_names
 from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
-           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "delayed_scaling"]
+           "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "delayed_scaling",
+           "current_scaling"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -188,9 +189,10 @@ class ParallelLayout(BaseModel):
     """Bytes per parameter of the experts' data-parallel reduction, where it differs from the dense weights' (NeMo
     AutoModel's FSDP2 reduces the dense weights in fp32, its MixedPrecisionPolicy's ``reduce_dtype``, and the
     experts, sharded without that policy, in their bf16); default ``grad_reduce_bytes``'s."""
-    optimizer_bytes: Annotated[float, Field(ge=0)] = 12.0
+    optimizer_bytes_per_param: Annotated[float, Field(ge=0)] = 12.0
     """Adam in mixed precision: fp32 main weights + two fp32 moments (Rajbhandari et al. 2020, ZeRO, K = 12);
-    with bf16 weights and fp32 gradients, 18 bytes per parameter."""
+    with bf16 weights and fp32 gradients, 18 bytes per parameter. Bytes per parameter; the memory breakdown's
+    ``optimizer_bytes`` is the optimizer state's bytes on one GPU."""
     dp_bucket_params: PositiveInt | None = None
     """Gradient bucket (parameters) of the data-parallel reduction and gather, one collective per bucket; default
     Megatron-Core's ``max(40M, 1M x dp_cp size)`` (:func:`dp_bucket_params`)."""
@@ -278,8 +280,10 @@ class ParallelLayout(BaseModel):
     "delayed"`` or unset (Megatron-Core's default recipe; :func:`delayed_scaling`), as TE's
     ``DelayedScaling(reduce_amax=True)`` default runs it, off otherwise
     (:func:`topo.training.fp8_amax.amax_reduced`); ``--jax-mesh`` sets it false (Flax's FP8 ops reduce no amax
-    buffer, :data:`topo.training.jax_mesh.MAXTEXT_FP8_AMAX`). True needs precision fp8 with ``fp8_recipe``
-    delayed or unset. Its group: ``tp_only_amax_red``."""
+    buffer, :data:`topo.training.jax_mesh.MAXTEXT_FP8_AMAX`). Under current scaling TE has no switch: with
+    sequence parallelism and ``tp > 1`` each gathered input's amax is all-reduced over TP
+    (:func:`topo.training.fp8_amax.sp_amax_reduced`), and false says no TE runs it (a JAX mesh). True needs precision
+    fp8 with ``fp8_recipe`` delayed, current or unset. Its group: ``tp_only_amax_red``."""
     tp_only_amax_red: Flag = False
     """Megatron-Core's ``TransformerConfig.tp_only_amax_red`` (NVIDIA/Megatron-LM@d98e8a64
     ``megatron/core/transformer/transformer_config.py`` line 646): delayed scaling's amax reduction runs over the
@@ -758,8 +762,12 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if lay.fp8_amax_pass and lay.fp8_recipe not in (None, "current"):
         bad("fp8_amax_pass", f"true is current scaling's amax pass; fp8_recipe {lay.fp8_recipe} finds its scales "
                              f"inside the cast; allowed with fp8_recipe {lay.fp8_recipe}: false")
-    for key in ("fp8_amax_reduction", "fp8_scale_inverse_kernel", "tp_only_amax_red"):
+    for key in ("fp8_scale_inverse_kernel", "tp_only_amax_red"):
         _check_delayed(lay, key, bad)
+    if lay.fp8_amax_reduction and not (delayed_scaling(lay) or current_scaling(lay)):
+        bad("fp8_amax_reduction", f"true is Transformer Engine's per-tensor amax all-reduce; got precision "
+                                  f"{lay.precision}, fp8_recipe {_shown(lay.fp8_recipe)}; allowed: precision fp8 "
+                                  f"with fp8_recipe delayed, current or unset, else false")
     if lay.tp_only_amax_red and lay.fp8_amax_reduction is False:
         bad("tp_only_amax_red", "true picks the amax reduction's group; fp8_amax_reduction false runs none; "
                                 "allowed with it: false")
@@ -863,6 +871,22 @@ def delayed_scaling(lay: ParallelLayout) -> bool:
     """
     unset_as_delayed = lay.fp8_recipe is None and not lay.fp8_amax_pass
     return lay.precision == "fp8" and (lay.fp8_recipe == "delayed" or unset_as_delayed)
+
+
+def current_scaling(lay: ParallelLayout) -> bool:
+    """Whether ``lay`` runs per-tensor current FP8 scaling: precision fp8 with ``fp8_recipe`` current, or unset with
+    ``fp8_amax_pass`` (current scaling's amax pass; see :func:`delayed_scaling`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+
+    Returns
+    -------
+    bool
+    """
+    unset_as_current = lay.fp8_recipe is None and lay.fp8_amax_pass
+    return lay.precision == "fp8" and (lay.fp8_recipe == "current" or unset_as_current)
 
 
 def _check_delayed(lay: ParallelLayout, key: str, bad) -> None:

@@ -90,7 +90,7 @@ from .ep_dispatch import flex_dispatch_s
 from .ep_internode import internode_call_s
 from .ep_overlap import layer_exposed_s, moe_layer_parts, published_gemm_loss, unpaired_share
 from .flops import model_flop_per_step
-from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step
+from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
@@ -110,7 +110,7 @@ from .uncertainty import step_interval
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
-           "gather_bytes_per_param", "stage_block_counts"]
+           "gather_bytes_per_param", "stage_block_counts", "sp_quantisations"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -266,6 +266,37 @@ def _tp_blocks(model: ModelSpec, counts: dict) -> int:
     return counts[Block.ATTENTION] + counts[Block.MLP] + counts[Block.MAMBA] + shared
 
 
+def _tp_passes(t: _Traffic) -> tuple[float, int]:
+    """A stage's TP blocks run forward (full recomputation's layers again) and backward, per micro-batch."""
+    blocks = _tp_blocks(t.model, t.c)
+    per_layer_blocks = blocks / max(1, t.c["layers"])
+    return blocks + (per_layer_blocks * t.rec_layers if t.full else 0), blocks
+
+
+def sp_quantisations(model: ModelSpec, lay: ParallelLayout, stage: int | None = None) -> tuple[float, float]:
+    """The step's sequence-parallel all-gathers of a TP block's FP8 input (forward, recomputed forward included)
+    and of its output gradient (backward) on pipeline stage ``stage`` (:func:`step_traffic`'s): the quantisations
+    Transformer Engine's current scaling reduces the amax of over TP (:func:`.fp8_amax.sp_amax_reduced`), one each.
+
+    Parameters
+    ----------
+    model, lay
+        The model and its layout.
+    stage : int, optional
+        The pipeline stage (default: the busiest by its blocks).
+
+    Returns
+    -------
+    tuple of float
+        ``(forward, backward)`` per step; ``(0.0, 0.0)`` without sequence parallelism or with ``tp`` 1.
+    """
+    if lay.tp <= 1 or not lay.sequence_parallel:
+        return 0.0, 0.0
+    t = _Traffic(model, lay, stage)
+    forward, blocks = _tp_passes(t)
+    return float(t.m * forward), float(t.m * blocks)
+
+
 def _tp_traffic(t: _Traffic) -> None:
     """Tensor parallelism: an MoE block's routed experts gather over ETP instead (:func:`_ep_traffic`); its shared
     experts are a TP block. The forward (and recomputed forward) is on the critical path; backward: Megatron
@@ -277,12 +308,10 @@ def _tp_traffic(t: _Traffic) -> None:
     transformer_engine/pytorch/module/layernorm_linear.py), and the column-parallel input gradient
     reduce-scattered. Each item's ``pair`` names the GEMM userbuffers overlaps it with
     (:func:`topo.training.operators.tp_paired_gemm_s`)."""
-    lay, c, model = t.lay, t.c, t.model
+    lay = t.lay
     if lay.tp <= 1:
         return
-    blocks = _tp_blocks(model, c)
-    per_layer_blocks = blocks / max(1, c["layers"])
-    forward = blocks + (per_layer_blocks * t.rec_layers if t.full else 0)
+    forward, blocks = _tp_passes(t)
     # FP8 with userbuffers: the gathered input and output gradient are quantised before their all-gather
     ag_bytes = FP8_BYTES if (lay.precision == "fp8" and tp_ring_steps(lay) > 1) else ACT_BYTES
     ag = t.act * ag_bytes / ACT_BYTES
@@ -651,7 +680,7 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
         ep_loss = _ep_loss(model, lay, gpu, sc, cover, tm, groups, slow, reduced, ep_sms)
         comms, exposed = _exposed_comms(model, lay, gpu, sc, engine, tr, tm, groups, spans, slow, stage, ep_loss)
         amax, exposed[AMAX_PHASE] = amax_step(engine, mapping, model, lay, _stage_counts(model, lay, stage),
-                                              gpu.kernels.launch_gpu_s)  # delayed scaling's (:mod:`.fp8_amax`)
+                                              gpu.kernels.launch_gpu_s, sp_quantisations(model, lay, stage))
         if amax is not None:
             comms.append(amax)
         note = _add_sm_losses(model, lay, gpu, sc, cover, engine, comms, exposed, reduced)
@@ -1033,7 +1062,7 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     layout = lay.model_dump()
     # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null
     layout.update(gpus=lay.gpus, microbatches=m, etp=lay.expert_tp, edp=lay.expert_dp, seq_len=seq,
-                  fp8_amax_reduction=amax_reduced(lay))  # what runs; StepResult.chosen_by says who chose it
+                  fp8_amax_reduction=amax_reduced(lay) or sp_amax_reduced(lay))  # what runs; chosen_by: who chose
     if model.moe is not None:  # dropless: what the busiest EP rank's experts and all-to-all carry; padded: None
         layout["moe_busiest_rank_load"] = (busiest_rank_load(model, lay) if expert_capacity(model, lay) is None
                                            else None)
