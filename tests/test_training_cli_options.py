@@ -215,7 +215,10 @@ def test_current_scaling_is_not_marked():
     MoE model; a dense model's attention output, MLP activation and every output gradient): it changes the step."""
     dense = BASE[:6] + ["--cp", "1", "--dp", "4", "--global-batch", "16", "--precision", "fp8"]
     out = run_cli(*dense, "--layout", "fp8_recipe=current", check=True).stdout
-    assert _options_line(out) == ["framework options: fp8_recipe current (layout fields)"]
+    # TP8 with sequence parallelism: the line also names the TP amax all-reduce current scaling runs (rev57a)
+    assert _options_line(out) == ["framework options: fp8_recipe current, fp8_amax_reduction true (the default with "
+                                  "current scaling and sequence parallelism: Transformer Engine all-reduces each "
+                                  "gathered input's amax over the TP group) (layout fields)"]
     assert _step_s(*dense, "--layout", "fp8_recipe=current") > _step_s(*dense, "--layout", "fp8_recipe=delayed")
     moe = ["train", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--dp", "16", "--ep", "8", "--global-batch",
            "32", "--precision", "fp8"]
