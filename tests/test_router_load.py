@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
+from published_setups import published_setups
 from topo.training.model import load_model
 from topo.training.operators import block_ops, busiest_rank_load, expert_rows
 from topo.training.parallel import make_layout
@@ -223,7 +224,7 @@ def test_forced_balance_costs_what_megatron_measured_over_padded_capacity():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import training_accuracy as ta
     runs = ("mcore_h100_mixtral_8x22b_balanced", "mcore_h100_mixtral_8x22b_tokendrop")
-    setups = [s for s in ta._setups() if s["run"] in runs]
+    setups = [s for s in published_setups() if s["run"] in runs]
     fabrics, engines = ta._engines(setups)
     predict = ta._predictor(fabrics, engines)
     step = {s["run"]: predict(s, {"hopper_bf16": 0.892, ta.HOST: 1.91e-05}) for s in setups}

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from published_setups import published_setups
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from run_note_flags import NOTE_FLAGS, check_note_flags, note_flag_names  # noqa: E402
@@ -47,8 +48,7 @@ def test_an_unlisted_flag_is_one_line_naming_file_run_and_flag():
 
 
 def test_the_mixtral_block_wise_fp8_run_pads_its_expert_counts_in_the_router():
-    import training_accuracy
-    setups = {s["run"]: s for s in training_accuracy._setups()}
+    setups = {s["run"]: s for s in published_setups()}
     assert setups["mcore_h100_mixtral_8x22b_fp8blockwise"]["lay"].moe_counts_aligned
     assert "--moe-router-padding-for-fp8" in setups["mcore_h100_mixtral_8x22b_fp8blockwise"]["row"]["note"]
     assert not setups["mcore_h100_mixtral_8x22b_dropless"]["lay"].moe_counts_aligned  # BF16: no FP8 padding

@@ -24,6 +24,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from published_setups import published_setups
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy as ta  # noqa: E402
@@ -75,7 +76,7 @@ def test_the_a3_rows_carry_their_scripts_thresholds_and_scheduler():
 
 def test_every_rows_column_value_is_in_its_layout():
     rows = _rows()
-    setups = {s["run"]: s["lay"] for s in ta._setups() if "row" in s}
+    setups = {s["run"]: s["lay"] for s in published_setups() if "row" in s}
     assert set(setups) == set(rows)
     for rid, r in rows.items():
         lay = setups[rid]
@@ -175,7 +176,7 @@ def test_every_overlap_off_row_says_why_in_its_note():
      "moe_expert_rank_capacity_factor", 2.0),
 ])
 def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, changes, field, want):
-    before = {s["run"]: s["lay"] for s in ta._setups()}[run]
+    before = {s["run"]: s["lay"] for s in published_setups()}[run]  # the unchanged files, built once
     assert getattr(before, field) != want
     monkeypatch.setattr(ta, "ROOT", _tmp_reference(tmp_path, name, run, changes))
     after = {s["run"]: s["lay"] for s in ta._setups()}[run]

@@ -3,6 +3,7 @@ weights from forward to backward under pipeline parallelism, its dense and exper
 and its rows' settings read from its code (NVIDIA-NeMo/Automodel@ce005dd)."""
 
 import pytest
+from published_setups import published_setups
 
 from topo.errors import TopoError
 from topo.training.mapping import default_placement
@@ -117,7 +118,7 @@ def test_automodel_rows_read_as_its_code_runs():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import training_accuracy
 
-    setups = {s["run"]: s for s in training_accuracy._setups() if s["run"].startswith("automodel_")}
+    setups = {s["run"]: s for s in published_setups() if s["run"].startswith("automodel_")}
     rows = {k: s["lay"] for k, s in setups.items()}
     assert len(rows) == 8
     ds, qwen, llama = (rows[k] for k in ("automodel_h100_deepseekv3_1024", "automodel_h100_qwen3_30b",
@@ -141,7 +142,7 @@ def test_automodel_rows_read_as_its_code_runs():
     # (Automodel@08a48f76 components/models/nemotron_v3/layers.py); the Megatron-Bridge Nano rows keep Megatron's
     assert rows["automodel_h100_nemotron3_nano"].mamba_mixer == "mamba_ssm"
     assert ds.mamba_mixer == "megatron"  # no Mamba layers: the default, unused
-    mb = [s["lay"] for s in training_accuracy._setups() if s["run"] == "mb2606_h100_nemotron3_nano"]
+    mb = [s["lay"] for s in published_setups() if s["run"] == "mb2606_h100_nemotron3_nano"]
     assert mb[0].mamba_mixer == "megatron"
 
 

@@ -6,6 +6,7 @@ Mamba, attention or MLP, in it: megatron/core/ssm/mamba_block.py @f7a3dcc4). Nem
 and 2 (nemotron_h_bf16_with_fp8_current_scaling_mixed, NeMo and Megatron-Bridge mixed_precision.py)."""
 
 import pytest
+from published_setups import published_setups
 
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
@@ -85,8 +86,7 @@ def test_the_nemotron_h_hold_out_rows_run_the_performance_scripts_plugin():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import training_accuracy
-    rows = {s["run"]: s["lay"] for s in training_accuracy._setups()}
+    rows = {s["run"]: s["lay"] for s in published_setups()}
     h = [lay for run, lay in rows.items() if run.startswith("dgxc2505_h100_nemotronh")]
     nano = [lay for run, lay in rows.items() if "nemotron3_nano" in run]
     assert len(h) == 6 and nano

@@ -5,6 +5,7 @@ last bucket, which can only start when the backward ends. One collective per buc
 import math
 
 import pytest
+from published_setups import published_setups
 
 import topo
 from topo.training.comm import CommEngine
@@ -91,8 +92,7 @@ def test_each_bucket_pays_its_latency_so_a_large_dp_group_cannot_hide_the_gather
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import training_accuracy
-    rows = {s["run"]: s for s in training_accuracy._setups() if s["run"] in
+    rows = {s["run"]: s for s in published_setups() if s["run"] in
             ("mlperf51_uf_b200_llama31_8b_32", "mlperf51_uf_b200_llama31_8b_256")}
     name, over = rows["mlperf51_uf_b200_llama31_8b_32"]["spec"]
     fab = topo.build_fabric(topo.load_spec(name, list(over)))
@@ -394,8 +394,7 @@ def test_nemotron4_340b_on_dgx_b200_hides_its_interleaved_dp_traffic():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import training_accuracy
-    (s,) = [s for s in training_accuracy._setups() if s["run"] == "nemo2502_b200_nemotron4_340b"]
+    (s,) = [s for s in published_setups() if s["run"] == "nemo2502_b200_nemotron4_340b"]
     name, over = s["spec"]
     fab = topo.build_fabric(topo.load_spec(name, list(over)))
     r = estimate_step(fab, s["model"], s["lay"], engine=CommEngine(fab), convention="6n")
@@ -412,8 +411,7 @@ def test_nemo_2_runs_reduce_interleaved_buckets_as_ready_in_its_128mi_buckets():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import training_accuracy
-    setups = {s["run"]: s for s in training_accuracy._setups()}
+    setups = {s["run"]: s for s in published_setups()}
     lays = {k: s["lay"] for k, s in setups.items()}
     rows = {k: lay.dp_align_grad_reduce for k, lay in lays.items()}
     assert not rows["nemo2502_b200_nemotron4_340b"] and not rows["nemo2504_gb200_nemotron4_340b"]

@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from published_setups import published_setups
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.fixture(scope="module")
 def layouts():
-    import training_accuracy
-    return {s["run"]: s["lay"] for s in training_accuracy._setups()}
+    return {s["run"]: s["lay"] for s in published_setups()}
 
 
 def test_grok1_fp8_rows_gather_their_fp8_weights(layouts):

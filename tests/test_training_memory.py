@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from published_setups import published_setups
 
 from conftest import run_cli
 from topo.training.parallel import make_layout
@@ -166,10 +167,9 @@ def test_published_runs_fit():
     from topo.training.gpus import gpu_compute
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
     over = {}
-    setups = training_accuracy._setups()
+    setups = published_setups()
     assert len(setups) >= 99
     for s in setups:
         mem = memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes)
@@ -228,9 +228,8 @@ def test_published_maxtext_rows_keep_maxtexts_state_and_fit():
     from topo.training.jax_mesh import MAXTEXT_STATE
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
-    rows = [s for s in training_accuracy._setups() if s["run"].startswith("maxtext_")]
+    rows = [s for s in published_setups() if s["run"].startswith("maxtext_")]
     assert rows
     for s in rows:
         lay = s["lay"]

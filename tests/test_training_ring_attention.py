@@ -18,6 +18,7 @@ from topo.training.ring_attention import a2a_exchanges, cp_attention_calls, p2p_
 from topo.training.step import estimate_step, exposed_comm_s, step_traffic
 
 from conftest import run_cli
+from published_setups import published_setups
 
 
 @pytest.fixture(scope="module")
@@ -362,9 +363,8 @@ def test_the_benchmark_runs_each_cp_row_with_its_frameworks_exchange():
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
-    rows = [s for s in training_accuracy._setups() if s["lay"].cp > 1]
+    rows = [s for s in published_setups() if s["lay"].cp > 1]
     assert len(rows) > 60
     for s in rows:
         want = "all_gather" if s["run"].startswith("llama3_405b") else "p2p"

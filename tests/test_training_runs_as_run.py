@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from published_setups import published_setups
 
 REF = ROOT / "data" / "reference"
 
@@ -29,7 +30,7 @@ def ta():
 
 @pytest.fixture(scope="module")
 def setups(ta):
-    return {s["run"]: s for s in ta._setups()}
+    return {s["run"]: s for s in published_setups()}
 
 
 def test_b200_deepseekv3_of_25_11_runs_the_alltoall_dispatcher(setups):

@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from conftest import ROOT
+from published_setups import published_setups
 from topo.training.model import load_model
 
 REF = ROOT / "data" / "reference"
@@ -366,7 +367,7 @@ def _fit_setups(monkeypatch, tmp_path=None, runs_file=None):
         for name in ("megatron_bridge_hybridep_sms.csv",):  # reference data the rows are read with (tidy52)
             (ref / name).write_text((REF / name).read_text())
         monkeypatch.setattr(training_accuracy, "ROOT", tmp_path)
-    return training_accuracy._setups()
+    return training_accuracy._setups() if runs_file is not None else published_setups()
 
 
 def test_every_run_fits_its_systems_fabric():

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from published_setups import published_setups
 
 REF = ROOT / "data" / "reference"
 
@@ -62,9 +63,8 @@ def test_a4_log_lines_are_the_configs_they_are_read_as():
 
 def test_maxtext_rows_take_their_scripts_mesh_remat_and_fp8_recipe(monkeypatch):
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
-    setups = {s["run"]: s for s in training_accuracy._setups() if s["run"].startswith("maxtext_")}
+    setups = {s["run"]: s for s in published_setups() if s["run"].startswith("maxtext_")}
     assert set(setups) == {rid for rid, r in _rows().items() if r["jax_mesh"]}
     want = {  # run: (dp, dp_shard, recompute, fp8 recipe), from each script's mesh and remat policy
         "maxtext_h100_llama2_7b": (8, None, "none", None),

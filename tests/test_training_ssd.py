@@ -3,6 +3,7 @@ against closed forms of the SSD's chunked algorithm (Dao and Gu 2024, arXiv 2405
 state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py@e9594ce1), and the pass each kernel runs in."""
 
 import pytest
+from published_setups import published_setups
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -150,8 +151,7 @@ def test_nemotron_h_rows_run_their_recipe_without_tp_overlap():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import training_accuracy
-    setups = {s["run"]: s["lay"] for s in training_accuracy._setups()}
+    setups = {s["run"]: s["lay"] for s in published_setups()}
     hybrid = [lay for run, lay in setups.items() if run.startswith("dgxc2505_h100_nemotronh")]
     assert len(hybrid) == 6
     assert all(not lay.overlap_tp and lay.grad_reduce_bytes == 2.0 for lay in hybrid)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from published_setups import published_setups
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
@@ -73,11 +74,10 @@ def test_the_2509_token_drop_recipes_graph_whole_layers(monkeypatch):
     0.14's whole-layer graph, recorded as ``attn moe``; capacity factor 1.0, padded, all-to-all dispatcher): no
     host wait in any layer, and the experts' rows are exactly the capacity (no busiest-rank expectation)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
     from topo.training.operators import expert_capacity, expert_rows
 
-    rows = [s for s in training_accuracy._setups() if s["run"] in TOKEN_DROP_GB200]
+    rows = [s for s in published_setups() if s["run"] in TOKEN_DROP_GB200]
     assert len(rows) == len(TOKEN_DROP_GB200)
     for s in rows:
         lay, model = s["lay"], s["model"]

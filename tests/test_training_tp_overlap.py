@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from published_setups import published_setups
 from topo.errors import TopoError
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import gemm_s
@@ -213,7 +214,7 @@ def test_each_row_takes_its_recipes_configuration():
 def test_nemo_mixtral_rows_run_without_tp_overlap():
     """NeMo 2's Mixtral 8x22B recipe leaves MegatronCommOverlapCallback's tp_comm_overlap unset, which the callback
     turns off (NVIDIA/NeMo@6f2c6fda megatron_comm_overlap.py lines 134-135)."""
-    runs = {s["run"]: s["lay"] for s in _bench()._setups()}
+    runs = {s["run"]: s["lay"] for s in published_setups()}
     assert not runs["nemo2504_gb200_mixtral_8x22b"].overlap_tp
     assert not runs["nemo2502_b200_mixtral_8x22b"].overlap_tp
     assert runs["nemo2504dgxc_gb200_grok1_bf16_128"].overlap_tp  # Grok's script sets it (line 206)

@@ -14,6 +14,7 @@ import pytest
 
 import topo
 from conftest import ROOT, run_cli
+from published_setups import published_setups
 from topo.training.comm import CommEngine
 from topo.training.model import load_model
 from topo.training.parallel import bucket_count, dp_bucket_calls, make_layout, xla_all_reduce_calls
@@ -91,9 +92,8 @@ def test_zero0_all_reduce_takes_the_threshold_over_megatrons_buckets(pod):
 
 def test_maxtext_a3_rows_take_their_scripts_combine_threshold():
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
-    setups = {s["run"]: s["lay"] for s in training_accuracy._setups() if s["run"].startswith("maxtext_")}
+    setups = {s["run"]: s["lay"] for s in published_setups() if s["run"].startswith("maxtext_")}
     want = {8: 134_217_728, 16: 67_108_864, 32: 536_870_912, 64: 1_073_741_824, 128: 1_073_741_824}
     for gpus, threshold in want.items():
         assert setups[f"maxtext_a3_llama2_7b_{gpus}"].dp_all_reduce_combine_bytes == threshold

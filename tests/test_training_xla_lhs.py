@@ -17,6 +17,7 @@ import pytest
 
 import topo
 from conftest import ROOT, run_cli
+from published_setups import published_setups
 from topo.errors import TopoError
 from topo.training import dp_overlap
 from topo.training.comm import CommEngine
@@ -94,9 +95,8 @@ def test_large_combined_all_reduces_are_exposed_beyond_their_share(pod):
 
 def test_maxtext_rows_take_the_scheduler_as_their_recipes_set_it():
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import training_accuracy
 
-    setups = {s["run"]: s["lay"] for s in training_accuracy._setups()}
+    setups = {s["run"]: s["lay"] for s in published_setups()}
     maxtext = {k: v for k, v in setups.items() if k.startswith("maxtext_")}
     assert len(maxtext) == 8 and {v.dp_overlap_policy for v in maxtext.values()} == {"xla_lhs"}
     assert {v.dp_overlap_policy for k, v in setups.items() if not k.startswith("maxtext_")} == {"hooks"}

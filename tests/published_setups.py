@@ -1,0 +1,28 @@
+"""benchmarks/training_accuracy.py's runs as it builds them (``_setups()``: one dict per published and held-out
+row, with its layout and model), built once per test session.
+
+About 25 tests read these runs to check how the benchmark turns a row into a layout; each built all 358 anew
+(1.4 s on 2 shared cores). The layouts and models are frozen pydantic models, and each caller gets its own shallow
+copy of every run's dict (``_engines`` adds keys to them), so a test cannot change what another reads. A test that
+edits the rows or monkeypatches the benchmark (its ``ROOT``, a reference file) calls ``_setups()`` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import training_accuracy  # noqa: E402
+
+
+@functools.cache
+def _built() -> tuple[dict, ...]:
+    return tuple(training_accuracy._setups())
+
+
+def published_setups() -> list[dict]:
+    """``training_accuracy._setups()`` of the unpatched benchmark: a new list of shallow copies of the cached runs."""
+    return [dict(s) for s in _built()]
