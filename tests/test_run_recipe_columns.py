@@ -109,14 +109,16 @@ def test_every_rows_column_value_is_in_its_layout():
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
         "overlap_tp", "moe_router_fusion", "cross_entropy", "attention_fp8", "fp8_amax_reduction",
         "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather", "ep_comm_sms")}
-    assert counts == {"overlap_tp": 300, "moe_router_fusion": 122, "cross_entropy": 5, "attention_fp8": 3,
+    # epov55 added Megatron-Bridge PR #5094's EP-overlap A/B pair (the model card's recipe: overlap_tp, router fusion,
+    # the 128 MiB buckets)
+    assert counts == {"overlap_tp": 302, "moe_router_fusion": 124, "cross_entropy": 5, "attention_fp8": 3,
                       "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32, "fp8_amax_pass": 12,
                       "fp8_param_gather": 119, "ep_comm_sms": 4}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
     assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 5, "moe_counts_aligned": 3,
-                      "dp_bucket_params": 279, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
+                      "dp_bucket_params": 281, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 24}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()

@@ -13,15 +13,21 @@ from topo.training.step import estimate_step
 
 
 def test_each_phase_lasts_its_longer_stream():
-    """NVIDIA/Megatron-LM@01cf4fb5 model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run:
-    comm  combine_bwd | dispatch_fwd -> dispatch_bwd | combine_fwd
-    comp  attn_fwd    | mlp_bwd -> mlp_fwd            | attn_bwd"""
+    """NVIDIA/Megatron-LM@6cd6ea530e (the pin of Megatron-Bridge@7ded17dae, PR #5094's A/B)
+    model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run, each node waiting on its micro-batch's event
+    (pipeline_parallel/utils.py ScheduleNode.stream_acquire_context), delay_wgrad_compute off:
+    comm  combine_bwd | dispatch_fwd | dispatch_bwd | combine_fwd
+    comp  attn_fwd    | mlp_bwd      | mlp_fwd      | attn_bwd"""
     p = LayerParts(attn_f=1.0, attn_b=2.0, mlp_f=1.0, mlp_b=2.0)
-    # 1.5 s all-to-alls: the combine's backward outlasts the attention's forward by 0.5; the two dispatches (3.0)
-    # fit the MLP's forward and backward (3.0); the combine's forward fits the attention's backward
-    assert layer_exposed_s(p, 1.5, 1.5, 1.5, 1.5) == pytest.approx(0.5)
+    # 1.5 s all-to-alls: the combine's backward outlasts the attention's forward by 0.5, the dispatch's backward
+    # the MLP's forward by 0.5 (it cannot start before the MLP's backward ends, so the 0.5 the dispatch's forward
+    # leaves of that backward does not hide it); the combine's forward fits the attention's backward
+    assert layer_exposed_s(p, 1.5, 1.5, 1.5, 1.5) == pytest.approx(1.0)
     # the same 6 s of all-to-alls under 6 s of compute: one window would hide all of it
-    assert layer_exposed_s(p, 2.5, 2.5, 0.5, 0.5) == pytest.approx(2.0)  # the dispatches exceed the MLP by 2
+    assert layer_exposed_s(p, 2.5, 2.5, 0.5, 0.5) == pytest.approx(2.0)  # 0.5 past the MLP's backward, 1.5 its forward
+    # each call against its own partner: a dispatch forward of 1 beside the 2 s MLP backward hides, a 2 s dispatch
+    # backward beside the 1 s MLP forward exposes 1 (one window over both MLP passes would expose none)
+    assert layer_exposed_s(p, 1.0, 2.0, 0.0, 0.0) == pytest.approx(1.0)
     assert layer_exposed_s(p, 0.0, 0.0, 0.0, 0.0) == 0.0
 
 

@@ -56,3 +56,20 @@ def test_the_step_without_ep_overlap_is_the_measured_one(overlap_off):
     communication; topo's within 6% of the measured 24.7138 s."""
     assert overlap_off.breakdown_s["ep"] == pytest.approx(sum(c.time_s for c in overlap_off.comm if c.dim == "ep"))
     assert overlap_off.step_time_s == pytest.approx(MEASURED_OFF_STEP_S, rel=0.06), overlap_off.step_time_s
+
+
+AB_RUNS = ("mb5094_h100_qwen3_30b_ep16_overlap_off", "mb5094_h100_qwen3_30b_ep16_overlap_on")
+MEASURED_ON_STEP_S = 20.9920  # PR #5094's independent validation run, iterations 41-50
+
+
+def test_the_ab_pair_is_one_layout_with_and_without_ep_overlap():
+    """The two rows of training_runs_published.csv are PR #5094's A/B as the SKILL.md prints it (24.7138 s off,
+    20.9920 s on), and the benchmark reads them as one layout that differs only in ``overlap_ep``: the recipe's
+    other settings are the model card's (``mbvc_h100_qwen3_30b``)."""
+    setups = {s["run"]: s for s in training_accuracy._setups() if s["run"] in AB_RUNS + ("mbvc_h100_qwen3_30b",)}
+    off, on = (setups[r] for r in AB_RUNS)
+    assert (off["step_s"], on["step_s"]) == (MEASURED_OFF_STEP_S, MEASURED_ON_STEP_S)
+    assert (off["lay"].overlap_ep, on["lay"].overlap_ep) == (False, True)
+    assert off["lay"].model_copy(update={"overlap_ep": True}) == on["lay"] == setups["mbvc_h100_qwen3_30b"]["lay"]
+    assert off["spec"] == on["spec"] and off["model"].name == on["model"].name == "qwen3-30b-a3b"
+    assert (off["group"], off["family"], off["holdout"], on["holdout"]) == ("moe_fine", "qwen3", False, False)

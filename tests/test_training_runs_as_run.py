@@ -120,6 +120,8 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
     ("mb2608_gb200_deepseekv3", "26.08", "deepseek/common.py line 59"),
     ("mb2608_gb200_gptoss_120b_mxfp8", "26.08", "gpt_oss/common.py line 32"),
     ("mbvc_h100_qwen3_30b", "26.08", "qwen3_moe.py line 209"),
+    ("mb5094_h100_qwen3_30b_ep16_overlap_off", "26.08", "qwen3_moe.py line 209"),  # @7ded17dae the same line
+    ("mb5094_h100_qwen3_30b_ep16_overlap_on", "26.08", "qwen3_moe.py line 209"),
 ])
 def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, release, where):
     row = _rows()[run]
@@ -133,12 +135,13 @@ def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, 
 
 
 def test_every_overlapped_megatron_bridge_hybridep_run_holds_32_sms(setups):
-    # audit46's 26 EP-overlapped HybridEP mb* rows are 25 here (13 fitted, 12 held out): none took the scripts' 32
+    # audit46's 26 EP-overlapped HybridEP mb* rows are 25 here (13 fitted, 12 held out), with PR #5094's overlap-on
+    # run (epov55) 26: none took the scripts' 32
     runs = [s for k, s in setups.items() if k.startswith("mb") and s["lay"].overlap_ep
             and s["lay"].ep_dispatcher == "deepep" and s["lay"].ep_flex_backend == "hybridep"]
     with open(REF / "training_runs_holdout.csv", newline="") as f:
         held = {r["run_id"] for r in csv.DictReader(f)}
-    assert len(runs) == 25 and sum(s["run"] in held for s in runs) == 12
+    assert len(runs) == 26 and sum(s["run"] in held for s in runs) == 12  # epov55: + PR #5094's overlap-on run
     assert all(s["lay"].ep_comm_sms == 32 for s in runs)
 
 

@@ -1,15 +1,32 @@
 """What Megatron-Core's EP all-to-all overlap (``overlap_moe_expert_parallel_comm``, the combined 1F1B) hides.
 
 The schedule runs one micro-batch's forward of a layer beside another micro-batch's backward of a layer, the
-compute on one CUDA stream and the all-to-alls on another, in three phases (NVIDIA/Megatron-LM@01cf4fb5
-megatron/core/models/common/model_chunk_schedule_plan.py, ``TransformerLayerSchedulePlan.run``)::
+compute on one CUDA stream and the all-to-alls on another (NVIDIA/Megatron-LM@6cd6ea530e, the Megatron-LM that
+Megatron-Bridge@7ded17dae, PR #5094's matched EP-overlap A/B, pins as ``3rdparty/Megatron-LM``;
+``megatron/core/models/common/model_chunk_schedule_plan.py``, ``TransformerLayerSchedulePlan.run``, the same
+order at @01cf4fb5). The host issues, per layer::
 
-    comm_stream: combine_bwd | dispatch_fwd -> dispatch_bwd      | combine_fwd
-    comp_stream: attn_fwd    | mlp_bwd -> mlp_bwd_dw -> mlp_fwd  | attn_bwd
+    combine_bwd(b) attn_fwd(f) mlp_bwd(b) dispatch_fwd(f) mlp_bwd_dw(b) dispatch_bwd(b) mlp_fwd(f) combine_fwd(f)
+    attn_bwd(b)
 
-Each phase lasts the longer of its two streams, so a layer exposes what each phase's communication exceeds its
-compute by, not what the whole step's all-to-alls exceed the whole step's compute by. The ``attn`` node is the
-layer's attention block and the MoE block up to the dispatch (its norm, router and permutation) and the shared
+Each node waits on its micro-batch's CUDA event before it runs and records it after
+(``megatron/core/pipeline_parallel/utils.py`` ``ScheduleNode.stream_acquire_context``; one event a model-chunk
+plan, so one chain a micro-batch), and each stream runs in issue order. So the MLP's backward waits for the combine's
+backward, the dispatch's forward for the attention's forward, the dispatch's backward for the MLP's whole backward
+(``mlp_bwd_dw`` records no event and, with ``delay_wgrad_compute`` off, Megatron-Core's default and the A/B's
+recipe, runs nothing: the weight gradient is in ``mlp_bwd``, ``models/common/utils.py``
+``TransformerLayerNode.backward_dw``), the MLP's forward for the dispatch's forward, the attention's backward for
+the dispatch's backward and the combine's forward for the MLP's forward; the next layer's attention forward waits
+for this combine's forward and its combine backward for this attention's backward. The layer runs in four phases,
+each as long as the longer of its two streams::
+
+    comm_stream: combine_bwd | dispatch_fwd | dispatch_bwd | combine_fwd
+    comp_stream: attn_fwd    | mlp_bwd      | mlp_fwd      | attn_bwd
+
+so a layer exposes what each call exceeds the compute beside it by, not what the whole step's all-to-alls exceed
+the whole step's compute by, nor what the two dispatches exceed both MLP passes by (the dispatch's backward cannot
+start before the MLP's backward ends, nor the MLP's forward before the dispatch's forward). The ``attn`` node is
+the layer's attention block and the MoE block up to the dispatch (its norm, router and permutation) and the shared
 experts; the ``mlp`` node the routed experts (``build_layer_callables``: attention, then ``moe_dispatch``,
 ``mlp``, ``moe_combine``). The shared experts run in the ``attn`` node's forward
 (``submodule_pre_dispatch_forward`` calls ``layer.mlp.shared_experts_compute`` beside the router, NVIDIA/
@@ -91,8 +108,10 @@ def moe_layer_parts(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute) -> L
 
 def layer_exposed_s(parts: LayerParts, dispatch_fwd_s: float, dispatch_bwd_s: float, combine_fwd_s: float,
                     combine_bwd_s: float) -> float:
-    """Seconds of all-to-all one paired layer (a forward beside a backward) exposes: the three phases of the
-    combined 1F1B, each the longer of its streams (module doc).
+    """Seconds of all-to-all one paired layer (a forward beside a backward) exposes: the four phases of the
+    combined 1F1B, each the longer of its streams (module doc): the combine's backward beside the attention's
+    forward, the dispatch's forward beside the MLP's backward, the dispatch's backward beside the MLP's forward,
+    the combine's forward beside the attention's backward.
 
     Parameters
     ----------
@@ -105,9 +124,8 @@ def layer_exposed_s(parts: LayerParts, dispatch_fwd_s: float, dispatch_bwd_s: fl
     -------
     float
     """
-    return (max(0.0, combine_bwd_s - parts.attn_f)
-            + max(0.0, dispatch_fwd_s + dispatch_bwd_s - (parts.mlp_b + parts.mlp_f))
-            + max(0.0, combine_fwd_s - parts.attn_b))
+    return (max(0.0, combine_bwd_s - parts.attn_f) + max(0.0, dispatch_fwd_s - parts.mlp_b)
+            + max(0.0, dispatch_bwd_s - parts.mlp_f) + max(0.0, combine_fwd_s - parts.attn_b))
 
 
 def unpaired_share(lay: ParallelLayout) -> float:
