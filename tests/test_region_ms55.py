@@ -3,6 +3,7 @@ of one site, the region plan's storage sized for the region's job."""
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from conftest import run_cli
 
 from topo.fabric.region import build_region
+from topo.plan.region import plan_region
 from topo.spec.load import bundled_regions, bundled_specs
 from topo.training.model import load_model
 from topo.training.multisite import SPAN_RULE, estimate_across_sites
@@ -122,3 +124,24 @@ def test_cli_says_each_span_s_figure_and_the_rule(tri, tmp_path):
     got = doc["strategies"][0]
     assert got["dci_Bps_for_95pct_per_span"] == pytest.approx(dp.dci_Bps_for_95pct_per_span)
     assert got["dci_total_Bps_for_95pct"] == pytest.approx(dp.dci_total_Bps_for_95pct)
+
+
+def test_the_region_plan_sizes_each_site_s_storage_for_the_region_s_job(tmp_path):
+    """walk19: each site's storage was sized for a compute-optimal model of its own budget alone (a 1,024-GPU site a
+    242B model's whole checkpoint, 423 storage servers). The region trains one job: compute-optimal for every
+    site's FLOP together, N = sqrt(sum FLOP / (6 x 20)) (Hoffmann et al. 2022, the plan's own rule), one checkpoint
+    of N x 14 B (mixed-precision Adam) written in parallel, each site its GPUs' share (Megatron's distributed
+    checkpoint spreads one save over the data-parallel ranks: Megatron-Bridge CheckpointConfig.fully_parallel_save
+    = True), and each site the tokens of its own FLOP, FLOP / (6 N): the sites' tokens are the job's 20 N."""
+    (tmp_path / "tri.toml").write_text(TRI)
+    region = build_region(str(tmp_path / "tri.toml"))
+    r = plan_region(region, collectives=False)
+    flop = sum(p.compute.flop for p in r.site_plans)
+    N = math.sqrt(flop / (6 * 20))
+    assert r.job["params"] == pytest.approx(N, rel=1e-12) and r.job["flop"] == pytest.approx(flop, rel=1e-12)
+    for p, gpus in zip(r.site_plans, (1024, 512, 256)):
+        assert p.storage.checkpoint_bytes == pytest.approx(N * 14 * gpus / 1792, rel=1e-12)
+        assert p.storage.dataset_tokens == pytest.approx(p.compute.flop / (6 * N), rel=1e-12)
+        assert p.reliability.checkpoint_bytes == pytest.approx(N * 14, rel=1e-12)  # the job's, written in parallel
+    assert sum(p.storage.dataset_tokens for p in r.site_plans) == pytest.approx(20 * N, rel=1e-12)
+    assert "each site holding and writing its GPUs' share of it" in " ".join(r.notes)
