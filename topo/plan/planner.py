@@ -142,9 +142,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         0.5 s together at 100k GPUs: the all-reduce's tree is not routed where a bound shows the ring is faster,
         :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
         fabric.
-    job : ``(parameters, source, share)`` of the job this design is a part of (a region's site,
-        :func:`topo.plan.region.plan_region`): its storage holds and writes ``share`` of that model's checkpoint
-        (the others in parallel at the other sites) and the tokens of this design's FLOP.
+    job : ``(parameters, source, share)``: a region's job, this site holding ``share`` of its checkpoint (plan_region).
 
     >>> r = plan("dgx-h100-superpod", collectives=False)
     >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
@@ -166,9 +164,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     spr = spr or fitted
     floor, bom, logical = _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources)
     comp, params, params_source = _compute(cat, s, L, gpu)
-    share = 1.0
-    if job is not None:
-        params, params_source, share = job
+    params, params_source, share = job if job is not None else (params, params_source, 1.0)
     try:
         store = _storage(cat, params, comp.flop, L.num_gpus, share)
     except TopoError as exc:

@@ -86,8 +86,8 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     sites, plans = [], []
     job = _job(region, plan_options)
     for k, f in enumerate(region.fabrics):
-        r = done.setdefault(id(f), None) or plan(f, job=(job["params"], job["params_source"],
-                                                         f.num_gpus / region.num_gpus), **plan_options)
+        share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
+        r = done.setdefault(id(f), None) or plan(f, job=share, **plan_options)
         done[id(f)] = r
         i, e = entries[k]
         limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
@@ -126,9 +126,7 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       + beyond_reach(spans, cat) + port_notes(ports)
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
-    out.job = {**job, "checkpoint_bytes": first.reliability.checkpoint_bytes,
-               "site_checkpoint_bytes": {n: p.storage.checkpoint_bytes for n, p in zip(region.site_names, plans)}}
-    out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
+    _say_job(out, job, region.site_names)
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
@@ -149,6 +147,14 @@ def _job(region: Region, plan_options: dict) -> dict:
     return {"params": math.sqrt(flop / (6 * tpp)), "flop": flop,
             "params_source": f"derived: compute-optimal for the region's {flop:.3g} FLOP (every site's), sqrt(FLOP "
                              f"/ (6 x {tpp:g} tokens per parameter)) ({source})"}
+
+
+def _say_job(out: RegionPlan, job: dict, names) -> None:
+    """The region's job into ``out`` (its checkpoint, each site's share of it) and the storage's note last."""
+    first = out.site_plans[0]
+    out.job = {**job, "checkpoint_bytes": first.reliability.checkpoint_bytes,
+               "site_checkpoint_bytes": {n: p.storage.checkpoint_bytes for n, p in zip(names, out.site_plans)}}
+    out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
 
 
 def _storage_note(job: dict, kept: int) -> str:
