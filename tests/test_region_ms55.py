@@ -89,7 +89,7 @@ def test_each_span_s_dci_for_95_percent_is_its_own_bytes_over_the_time_left(tri)
     hop_s = float(np.max(region.cross_site_latency_s(*_ring_gpus(region))))  # cor-ash: 300 km x 4.9 us + 20 us ...
     assert hop_s == pytest.approx(300 * 4.897e-6 + 20e-6, rel=0.01)
     t = 10 * job.one_site_step_s * (1 / 0.95 - 1) - 4 * hop_s
-    assert outer.dci_Bps_for_95pct_per_span == pytest.approx(dict.fromkeys(region.span_names(), X / t), rel=1e-6)
+    assert outer.dci_Bps_for_95pct_by_span == pytest.approx(dict.fromkeys(region.span_names(), X / t), rel=1e-6)
     assert outer.dci_total_Bps_for_95pct == pytest.approx(3 * X / t, rel=1e-6)
     assert outer.dci_Bps_for_95pct == pytest.approx(X / t, rel=1e-6)
 
@@ -105,7 +105,7 @@ def test_the_spans_at_their_figures_keep_95_percent(tri):
     more."""
     region, job = tri
     dp = next(s for s in job.strategies if s.strategy == "dp")
-    need = np.array([dp.dci_Bps_for_95pct_per_span[n] for n in region.span_names()])
+    need = np.array([dp.dci_Bps_for_95pct_by_span[n] for n in region.span_names()])
     spans = {**region.spans, "waves": need / region.spans["wave_rate_Bps"]}
     again = estimate_across_sites(dataclasses.replace(region, spans=spans, _cache={}), load_model("llama3-8b"),
                                   make_layout(tp=8, dp=96, global_batch=288))
@@ -122,7 +122,7 @@ def test_cli_says_each_span_s_figure_and_the_rule(tri, tmp_path):
     assert SPAN_RULE in text.replace("\n", " "), text
     doc = json.loads(run_cli(*args, "--json", check=True).stdout)
     got = doc["strategies"][0]
-    assert got["dci_Bps_for_95pct_per_span"] == pytest.approx(dp.dci_Bps_for_95pct_per_span)
+    assert got["dci_Bps_for_95pct_by_span"] == pytest.approx(dp.dci_Bps_for_95pct_by_span)
     assert got["dci_total_Bps_for_95pct"] == pytest.approx(dp.dci_total_Bps_for_95pct)
 
 

@@ -132,7 +132,7 @@ def _per_span_line(s: AcrossSites) -> str:
     def bw(x):
         return "unreachable" if math.isinf(x) else "none (no route uses it)" if x == 0 else format_bandwidth(x)
 
-    spans = ", ".join(f"{n.removeprefix('dci:')} {bw(x)}" for n, x in s.dci_Bps_for_95pct_per_span.items())
+    spans = ", ".join(f"{n.removeprefix('dci:')} {bw(x)}" for n, x in s.dci_Bps_for_95pct_by_span.items())
     return (f"DCI for 95% per span and direction ({s.strategy}): {spans}; total "
             f"{bw(s.dci_total_Bps_for_95pct)}")
 

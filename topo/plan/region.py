@@ -152,8 +152,8 @@ def _job(region: Region, plan_options: dict) -> dict:
 def _say_job(out: RegionPlan, job: dict, names) -> None:
     """The region's job into ``out`` (its checkpoint, each site's share of it) and the storage's note last."""
     first = out.site_plans[0]
-    out.job = {**job, "checkpoint_bytes": first.reliability.checkpoint_bytes,
-               "site_checkpoint_bytes": {n: p.storage.checkpoint_bytes for n, p in zip(names, out.site_plans)}}
+    out.job = {**job, "checkpoint_bytes": round(first.reliability.checkpoint_bytes),
+               "site_checkpoint_bytes": {n: round(p.storage.checkpoint_bytes) for n, p in zip(names, out.site_plans)}}
     out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
 
 

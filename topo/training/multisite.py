@@ -57,14 +57,14 @@ class AcrossSites:
     # amax reductions' crossings, :func:`_amax_across_s`)
     exposed_s: float  # what it adds to a step
     dci_bytes_per_step: float  # on the busiest span, per direction (outer: per inner step on average)
-    dci_Bps_for_95pct: float  # the largest of dci_Bps_for_95pct_per_span (inf: latency or a GPU's NICs alone are
+    dci_Bps_for_95pct: float  # the largest of dci_Bps_for_95pct_by_span (inf: latency or a GPU's NICs alone are
     # too much)
     bottleneck: str
     outer_every: int | None = None
     latency_s: float = 0.0  # the latency in the cross-site phase (pp: the fill's and the drain's)
     # per span (dci:A-B), per direction, for 95% of one site: every span's capacity scaled by one factor
     # (:data:`SPAN_RULE`), failed spans 0
-    dci_Bps_for_95pct_per_span: dict[str, float] = field(default_factory=dict)
+    dci_Bps_for_95pct_by_span: dict[str, float] = field(default_factory=dict)
     dci_total_Bps_for_95pct: float = 0.0  # their sum, per direction
 
 
@@ -244,7 +244,7 @@ def _ring(K):
 
 SPAN_RULE = ("each span sized for the bytes the lowest-latency routes put on it, per direction, in the time the "
              "budget for 95% of one site leaves (the routes' latency paid); the total is their sum")
-"""How ``dci_Bps_for_95pct_per_span`` is found (ms55). A span's need is then its own bytes, whatever the others'
+"""How ``dci_Bps_for_95pct_by_span`` is found (ms55). A span's need is then its own bytes, whatever the others'
 capacities (spans of unequal capacity share split bytes by capacity, which made one figure for every span the
 busiest's); at those capacities the split over longer paths is taken only where it is faster. Where the sites'
 borders are oversubscribed (``border_oversubscription``), every span is scaled up until each site's border keeps
@@ -350,7 +350,7 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0) -> AcrossSites:
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
                                    lambda lat: _allowed_s(E, lat, window, bucket))
     return AcrossSites("dp", T, one.step_time_s / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
-                       ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_per_span=each,
+                       ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
                        dci_total_Bps_for_95pct=total)
 
 
@@ -383,7 +383,7 @@ def _pp(region: Region, one, lay, model) -> AcrossSites:
     need, each, total = _for_95pct(region, a, b, nbytes, 1,
                                    lambda lat: _allowed_s(E, 2 * (K - 1) * lay.vpp * lat, compute, 0.0))
     return AcrossSites("pp", T, one.step_time_s / T, latency + ph.bandwidth_s, exposed, float(loads.max()), need,
-                       ph.bound, latency_s=latency, dci_Bps_for_95pct_per_span=each, dci_total_Bps_for_95pct=total)
+                       ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
 
 
 def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
@@ -395,7 +395,7 @@ def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
     E = T1 * (1 / TARGET_FRACTION - 1)
     need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), lambda lat: _allowed_s(H * E, lat))
     return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
-                       latency_s=ph.latency_s, dci_Bps_for_95pct_per_span=each, dci_total_Bps_for_95pct=total)
+                       latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
 
 
 def _assumptions(region: Region) -> list[str]:
