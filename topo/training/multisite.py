@@ -242,13 +242,13 @@ def _ring(K):
     return a, (a + 1) % K
 
 
-SPAN_RULE = ("each span sized for the bytes the lowest-latency routes put on it, per direction, in the time the "
-             "budget for 95% of one site leaves (the routes' latency paid); the total is their sum")
-"""How ``dci_Bps_for_95pct_by_span`` is found (ms55). A span's need is then its own bytes, whatever the others'
-capacities (spans of unequal capacity share split bytes by capacity, which made one figure for every span the
-busiest's); at those capacities the split over longer paths is taken only where it is faster. Where the sites'
-borders are oversubscribed (``border_oversubscription``), every span is scaled up until each site's border keeps
-the time too."""
+SPAN_RULE = ("each span sized for the bytes it carries, per direction, in the time the budget for 95% of one site "
+             "leaves (the way's latency paid), on the lowest-latency routes or split over longer paths as the "
+             "phase splits them, whichever needs less in total; the total is their sum")
+"""How ``dci_Bps_for_95pct_by_span`` is found (ms55). A span's need is its own bytes (spans of unequal capacity
+share split bytes by capacity, which made one figure for every span the busiest's); at those capacities the same
+routes or split fit the budget. Where the sites' borders are oversubscribed (``border_oversubscription``), every
+span is scaled up until each site's border keeps the time too."""
 
 
 def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1.0) -> float:
@@ -263,23 +263,30 @@ def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed) -> tuple[f
     """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
     direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
     (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans."""
-    ph, loads, _, nic_s = dci_phase_options(region, src, dst, nbytes, steps)[0]  # the routes alone
-    t = allowed(ph.latency_s)
     names = region.span_names()
-    each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
-    if not each.any():
-        return 0.0, dict.fromkeys(names, 0.0), 0.0
-    if t <= 0 or nic_s > t:
-        each = np.where(each > 0, math.inf, 0.0)
-        return math.inf, dict(zip(names, each.tolist())), math.inf
-    each = each / t
+    best = None
+    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps):  # the routes, the split
+        each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
+        if not each.any():
+            return 0.0, dict.fromkeys(names, 0.0), 0.0
+        t = allowed(ph.latency_s)
+        if t > 0 and nic_s <= t:
+            each = _border_kept(region, src, dst, nbytes, each / t, t)
+            best = each if best is None or each.sum() < best.sum() else best
+    if best is None:
+        best = np.where(np.maximum(loads[0::2], loads[1::2]) > 0, math.inf, 0.0)
+    return float(best.max()), dict(zip(names, best.tolist())), float(best.sum())
+
+
+def _border_kept(region: Region, src, dst, nbytes, each: np.ndarray, t: float) -> np.ndarray:
+    """``each`` span's capacity scaled up, where a site's border (its spans' capacity over the border
+    oversubscription) would take longer than ``t`` to pass what the site sends or receives."""
     src, dst = np.asarray(src), np.asarray(dst)
     w = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
     sent = np.maximum(np.bincount(src, w, region.num_sites), np.bincount(dst, w, region.num_sites))
     mine = np.array([each[(region.spans["a"] == s) | (region.spans["b"] == s)].sum() for s in range(region.num_sites)])
     over = region.spec.interconnect.border_oversubscription
-    each = each * max(1.0, float(np.max(np.where(sent > 0, over * sent / (t * np.maximum(mine, 1e-300)), 0.0))))
-    return float(each.max()), dict(zip(names, each.tolist())), float(each.sum())
+    return each * max(1.0, float(np.max(np.where(sent > 0, over * sent / (t * np.maximum(mine, 1e-300)), 0.0))))
 
 
 def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tuple[float, int]:
