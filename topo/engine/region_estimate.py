@@ -120,7 +120,17 @@ def dci_phase_options(region: Region, src, dst, nbytes, steps: int) -> list[tupl
     (the busiest directed span's or site border's time, which scale with the spans' capacities: a border's
     capacity is its spans', :meth:`~topo.fabric.region.Region.border_Bps`) and ``nic_s`` (a GPU's NICs', which does
     not). The spans' loads of either way
-    do not change when every span's capacity is scaled by one factor (the split's min-max fractions are the same)."""
+    do not change when every span's capacity is scaled by one factor (the split's min-max fractions are the same).
+
+    Parameters
+    ----------
+    region, src, dst, nbytes, steps : as :func:`dci_phase`.
+
+    Returns
+    -------
+    list of (Phase, numpy.ndarray, float, float)
+        The routes' way, then the split's.
+    """
     src, dst = np.asarray(src), np.asarray(dst)
     nbytes = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
