@@ -20,8 +20,8 @@ COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  #
 
 CASES = [
     ("topo plan two-site-h100 --no-collectives --one-site",
-     [("$1.714 per GPU-hour against the two sites' $1.774", "$1.714 per GPU-hour (the region: $1.774)"),
-      ("the DCI's share of the cost per GPU-hour (3.1% on `two-site-h100`)", "3.1% of the region's $1.774")]),
+     [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
+      ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
     ("topo estimate two-site-h100 --size 1GiB -a hierarchical_pipelined", [("(19 chunks)", "(19 chunks)")]),
     ("topo estimate two-site-h100 --size 1GiB --json",  # the README's line without --json prints the fastest
      [("hierarchical 23.6 ms, pipelined 20.2 ms (19 chunks), tree 16.5 ms, flat ring 30.7 s", '"hierarchical": [\n      0.0236'),

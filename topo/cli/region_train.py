@@ -8,7 +8,7 @@ import math
 from ..errors import TopoError
 from ..inputs import is_input_file
 from ..training.model import load_model
-from ..training.multisite import MultisiteStep, estimate_across_sites
+from ..training.multisite import SPAN_RULE, AcrossSites, MultisiteStep, estimate_across_sites
 from ..training.multisite_search import search_across_sites
 from ..training.parallel import layout_fields, make_layout
 from ..units import format_bandwidth, format_in, format_size, format_time
@@ -121,8 +121,20 @@ def _search(args, region, model, options: dict) -> int:
     lines.append(table(rows, ["#", "tp", "cp", "pp", "vpp", "dp (job)", "ep", "mb", "recompute", "sharding", "one site",
                               "across sites", "vs one site", "DCI for 95%"], right=[True] * 8 + [False] * 2 + [True] * 4))
     lines += [f"not across sites by {across}: one-site #{k}: {why}" for k, why in res.skipped.items()]
+    lines.append(f"DCI for 95%: the largest span's, per direction; each span's in --json, or train the layout: "
+                 f"{SPAN_RULE}")
     emit("\n".join(lines))
     return 0
+
+
+def _per_span_line(s: AcrossSites) -> str:
+    """Each span's DCI for 95% of one site, and their total, for one way across the sites (ms55)."""
+    def bw(x):
+        return "unreachable" if math.isinf(x) else "none (no route uses it)" if x == 0 else format_bandwidth(x)
+
+    spans = ", ".join(f"{n.removeprefix('dci:')} {bw(x)}" for n, x in s.dci_Bps_for_95pct_by_span.items())
+    return (f"DCI for 95% per span and direction ({s.strategy}): {spans}; total "
+            f"{bw(s.dci_total_Bps_for_95pct)}")
 
 
 def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) -> str:
@@ -142,7 +154,10 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     lines.append(table(rows, ["across sites", "step", "vs one site", "DCI phase", "exposed", "DCI bytes/step",
                               "DCI for 95%", "bottleneck"], right=[False] + [True] * 6 + [False]))
     lines.append("DCI bytes/step: on the busiest span, per direction (outer: per inner step on average); DCI for "
-                 "95%: the capacity per span and direction that keeps 95% of one site's throughput")
+                 "95%: the capacity per span and direction that keeps 95% of one site's throughput, the largest "
+                 "span's (each span's below)")
+    lines += [_per_span_line(s) for s in r.strategies]
+    lines.append(f"DCI for 95% per span: {SPAN_RULE}")
     lines.append("")
     lines.append(f"throughput_vs_one_site ({r.chosen}): {r.throughput_vs_one_site:.1%}")
     if tokens:

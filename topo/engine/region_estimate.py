@@ -26,8 +26,8 @@ from .estimate import _sizes, estimate, nccl_tests_sizes
 from .profiles import resolve_profile
 from .result import Bottleneck, whole_bytes_row
 
-__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "cross_site_candidates", "chain_hops_s",
-           "tree_root_order", "TREE_ROOT_RULE"]
+__all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
+           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -114,18 +114,40 @@ def dci_phase(region: Region, src, dst, nbytes, steps: int) -> tuple[Phase, np.n
     tuple of (Phase, numpy.ndarray)
         The phase, and the bytes on every directed span.
     """
+    ph, loads, _, _ = min(dci_phase_options(region, src, dst, nbytes, steps), key=lambda o: o[0].time_s)
+    return ph, loads  # the route alone when splitting does not pay its latency
+
+
+def dci_phase_options(region: Region, src, dst, nbytes, steps: int) -> list[tuple[Phase, np.ndarray, float, float]]:
+    """Both ways :func:`dci_phase` may carry the transfers (the lowest-latency routes, then the split), each as
+    ``(phase, bytes on every directed span, dci_s, nic_s)``: the phase's bandwidth time is the larger of ``dci_s``
+    (the busiest directed span's or site border's time, which scale with the spans' capacities: a border's
+    capacity is its spans', :meth:`~topo.fabric.region.Region.border_Bps`) and ``nic_s`` (a GPU's NICs', which does
+    not). The spans' loads of either way
+    do not change when every span's capacity is scaled by one factor (the split's min-max fractions are the same).
+
+    Parameters
+    ----------
+    region, src, dst, nbytes, steps : as :func:`dci_phase`.
+
+    Returns
+    -------
+    list of (Phase, numpy.ndarray, float, float)
+        The routes' way, then the split's.
+    """
     src, dst = np.asarray(src), np.asarray(dst)
     nbytes = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
     up = np.array([region.up_latency_s(s) for s in range(region.num_sites)])
     routed = region.route_loads(src, dst, nbytes), region.route_latency_s(src, dst)
     split = region.split_loads(src, dst, nbytes) if src.size else routed
-    options = [_phase(region, src, dst, nbytes, steps, up, loads, lat) for loads, lat in (routed, split)]
-    return min(options, key=lambda o: o[0].time_s)  # the route alone when splitting does not pay its latency
+    return [_phase(region, src, dst, nbytes, steps, up, loads, lat) for loads, lat in (routed, split)]
 
 
-def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -> tuple[Phase, np.ndarray]:
+def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -> tuple[Phase, np.ndarray, float,
+                                                                                         float]:
     """:func:`dci_phase` for one way of carrying the transfers: ``loads`` per directed span, ``route_lat`` per
-    transfer (one way, its longest path that carries a share)."""
+    transfer (one way, its longest path that carries a share); with its DCI's and a GPU's NICs' times
+    (:func:`dci_phase_options`)."""
     cap = np.repeat(region.span_bandwidth_Bps, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         span_t = np.where(loads > 0, loads / cap, 0.0)
@@ -139,7 +161,7 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
     bw_s, bound = max(cands, key=lambda c: c[0])
     hop = float(np.max(route_lat + up[src] + up[dst])) if src.size else 0.0
-    return Phase(steps * hop, bw_s, bound), loads
+    return Phase(steps * hop, bw_s, bound), loads, max(cands[0][0], cands[1][0]), nic
 
 
 TREE_ROOT_RULE = ("roots chained in the job's rank order, as NCCL orders nodes by their ranks (a site's ranks follow "

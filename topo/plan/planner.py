@@ -38,7 +38,7 @@ from .power_notes import cooling_note, power_notes
 from .reliability import HARDWARE_CAUSES, reliability
 from .result import DesignComparison, PlanResult
 
-__all__ = ["plan", "compare_designs", "read_plan_file"]
+__all__ = ["plan", "compare_designs", "read_plan_file", "workload_of"]
 
 
 def read_plan_file(path: str | Path) -> tuple[str, dict]:
@@ -127,7 +127,8 @@ def _as_fabric(spec) -> Fabric:
 
 def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tuple[str, dict]] = (),
          plan_file: str | Path | None = None, days: float | None = None, mfu: float | None = None,
-         pue: float | None = None, collectives: bool = True, catalog: Catalog | None = None) -> PlanResult:
+         pue: float | None = None, collectives: bool = True, catalog: Catalog | None = None,
+         job: tuple[float, str, float] | None = None) -> PlanResult:
     """Plan one design.
 
     Parameters
@@ -141,6 +142,7 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
         0.5 s together at 100k GPUs: the all-reduce's tree is not routed where a bound shows the ring is faster,
         :func:`topo.engine.estimate.evaluate`'s ``at_sizes``) and the blast radius's collectives on the failed
         fabric.
+    job : ``(parameters, source, share)``: a region's job, this site holding ``share`` of its checkpoint (plan_region).
 
     >>> r = plan("dgx-h100-superpod", collectives=False)
     >>> r.bom.num_switches, round(r.power.it_power_W / 1e6, 2)
@@ -162,15 +164,16 @@ def plan(spec: str | Path | Spec | Fabric | None = None, *, layers: Sequence[tup
     spr = spr or fitted
     floor, bom, logical = _floor_and_bom(fabric, cat, server, server_W, spr, plan_tables, tier_sources)
     comp, params, params_source = _compute(cat, s, L, gpu)
+    params, params_source, share = job if job is not None else (params, params_source, 1.0)
     try:
-        store = _storage(cat, params, comp.flop, L.num_gpus)
+        store = _storage(cat, params, comp.flop, L.num_gpus, share)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     pw, capex, tco = _money(cat, server, bom, gpu, L, floor.cooling, store)
     costs, tornado = _cost_ends(cat, server_name, server, bom, gpu, L, floor, store, pw, capex, tco)
     try:
         relia = _reliability(L, cat.reliability, cat.reliability.checkpoint, bom, params, params_source, comp.flop,
-                             store)
+                             store, share)
     except TopoError as exc:
         raise _locate(exc, s, cat) from None
     inv, net = _network(fabric, collectives)
@@ -295,6 +298,34 @@ def _least_cooling(cat: Catalog, server) -> str:
     return server.cooling if named == "auto" else max(server.cooling, named, key=COOLING.index)
 
 
+def workload_of(spec, *, layers: Sequence[tuple[str, dict]] = (), plan_file=None, days: float | None = None,
+                mfu: float | None = None, pue: float | None = None, catalog: Catalog | None = None,
+                **_) -> tuple[float, float | None, float, str]:
+    """What :func:`plan` would train on a design, without planning it: ``(FLOP in the workload's days, the
+    workload's given parameters or None, tokens per parameter, its source)``; the other keywords of :func:`plan`
+    are taken and ignored.
+
+    Parameters
+    ----------
+    spec : as :func:`plan` takes it.
+
+    Returns
+    -------
+    tuple of (float, float or None, float, str)
+    """
+    fabric = _as_fabric(spec)
+    s = fabric.spec
+    try:
+        cat = catalog or load_catalog(_layers(s, plan_file, layers, days=days, mfu=mfu, pue=pue))
+    except TopoError as exc:
+        raise _locate(exc, s, None) from None
+    gpu = _gpu_and_server(cat, s, fabric.layout)[0]
+    comp, _, _ = _compute(cat, s, fabric.layout, gpu)
+    wl = cat.workload
+    return comp.flop, (wl.params.value if wl.params is not None else None), wl.tokens_per_param.value, \
+        wl.tokens_per_param.source
+
+
 def _compute(cat, s, L, gpu):
     """The compute budget and the checkpointed model's size (the workload's, or compute-optimal for the budget)."""
     wl = cat.workload
@@ -370,10 +401,13 @@ def _notes(fabric, cat, inv, floor, bom, gpu, relia, store, pw, tco, server_name
     return notes
 
 
-def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan):
+def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float, store: StoragePlan,
+                 share: float = 1.0):
     """The reliability model on this plan's failure table, optics and checkpoint (:mod:`topo.plan.reliability`):
     the checkpoint is written and read back at the plan's storage servers' aggregate rates, the ones its storage
-    lines report, however the servers are counted (one rate source: storage.toml's per-server rates)."""
+    lines report, however the servers are counted (one rate source: storage.toml's per-server rates); a site
+    holding ``share`` of a region's checkpoint writes and reads its share while the others do theirs: the whole
+    at its rates over ``share``."""
     return reliability(
         L.num_gpus, L.gpus_per_server, causes={k: v.value for k, v in rel.causes.items()},
         observed_gpus=rel.observed_gpus.value, observed_days=rel.observed_days.value,
@@ -381,13 +415,14 @@ def _reliability(L, rel, ck, bom, params: float, params_source: str, flop: float
         nic_modules=[(x.count, x.mttf_years) for x in bom.transceivers if x.at == "nic"],
         job_modules=[(x.on_gpu_links, x.mttf_years) for x in bom.transceivers if x.on_gpu_links],
         optics=rel.optics, params=params, params_source=params_source, bytes_per_param=ck.bytes_per_param.value,
-        write_Bps=store.write_Bps, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
+        write_Bps=store.write_Bps / share, detection_s=ck.detection_s.value, restart_s=ck.restart_s.value,
         repair_s=ck.repair_s.value, hot_spare_fraction=ck.hot_spare_fraction.value, flop=flop, mode=ck.mode,
-        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps)
+        snapshot_Bps=ck.snapshot_Bps.value, reload_Bps=store.read_Bps / share)
 
 
-def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> StoragePlan:
-    """The plan's storage (:mod:`topo.plan.storage`) from the catalog's storage table and checkpoint size."""
+def _storage(cat: Catalog, params: float, flop: float, num_gpus: int, share: float = 1.0) -> StoragePlan:
+    """The plan's storage (:mod:`topo.plan.storage`) from the catalog's storage table and checkpoint size (``share``
+    of it: a region's site)."""
     st, fl = cat.storage, cat.floor
     sv = st.server
     rack_W = sv.servers_per_rack.value * sv.power_W.value
@@ -406,7 +441,8 @@ def _storage(cat: Catalog, params: float, flop: float, num_gpus: int) -> Storage
                         area_per_rack_m2=rack_position_area_m2(fl.rack_width_m.value, fl.row_pitch_m.value,
                                                                fl.rack_area_fraction.value),
                         sizing=st.sizing, num_gpus=num_gpus,
-                        servers_per_gpu=cat.economics.storage_servers_per_gpu.value, kind=st.kind)
+                        servers_per_gpu=cat.economics.storage_servers_per_gpu.value, kind=st.kind,
+                        checkpoint_share=share)
 
 
 def _price_sensitivity(cat: Catalog, server_name: str, bom, gpu, L, cooling: str, store: StoragePlan, used: set[str],

@@ -3,6 +3,7 @@ once), the DCI's bill (:mod:`topo.plan.dci`) and the DCI's share of the cost per
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import TopoError
@@ -13,7 +14,7 @@ from ..spec.model import ClusterSpec
 from .catalog import load_catalog
 from .dci import DciBill, beyond_reach, dci_bill, load_dci_catalog
 from .dci_ports import port_notes, site_ports
-from .planner import plan
+from .planner import plan, workload_of
 from .power import HOURS_PER_YEAR
 
 __all__ = ["SitePlan", "RegionPlan", "plan_region"]
@@ -46,6 +47,7 @@ class RegionPlan:
     dci_share_of_cost: float
     years: float
     notes: list[str] = field(default_factory=list)
+    job: dict = field(default_factory=dict)  # the region's training job every site's storage is sized for (_job)
     one_site: dict | None = None  # the same GPUs in one site (one_site=True): its power and cost, or why not
     # each site's whole plan, in the order of sites (alike sites share one): its bill of materials for --bom-csv;
     # not in to_dict (the sites' figures above are the JSON's)
@@ -82,8 +84,10 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
     done: dict[int, object] = {}
     entries = [(i, e) for i, e in enumerate(region.spec.sites) for _ in range(e.count)]
     sites, plans = [], []
+    job = _job(region, plan_options)
     for k, f in enumerate(region.fabrics):
-        r = done.setdefault(id(f), None) or plan(f, **plan_options)
+        share = (job["params"], job["params_source"], f.num_gpus / region.num_gpus)
+        r = done.setdefault(id(f), None) or plan(f, job=share, **plan_options)
         done[id(f)] = r
         i, e = entries[k]
         limit = e.power_limit_MW * 1e6 if e.power_limit_MW else None
@@ -122,9 +126,44 @@ def plan_region(region: Region, one_site: bool = False, **plan_options) -> Regio
                       + beyond_reach(spans, cat) + port_notes(ports)
                       + ([f"DCI figures quoted: {', '.join(f'{s}.{k} = {v:g}' for s, kv in quotes.items() for k, v in kv.items())}"]
                          if quotes else []))
+    _say_job(out, job, region.site_names)
     if one_site:
         out.one_site = _one_site(region, plan_options)
     return out
+
+
+def _job(region: Region, plan_options: dict) -> dict:
+    """The region's training job: one model over every site's GPUs (the job ``topo train REGION`` runs), its
+    parameters the workload's where a site's plan gives them (the first that does), else compute-optimal for the
+    sites' FLOP together, ``sqrt(FLOP / (6 x tokens per parameter))`` as one site's plan derives its own
+    (:func:`topo.plan.planner.plan`; walk19: each site sized storage for a model of its own 100 days alone, a
+    1,024-GPU site 423 storage servers)."""
+    works = {id(f): workload_of(f, **plan_options) for f in region.fabrics}
+    flop = sum(works[id(f)][0] for f in region.fabrics)
+    given = [(region.site_names[k], works[id(f)][1]) for k, f in enumerate(region.fabrics) if works[id(f)][1]]
+    if given:
+        return {"params": given[0][1], "params_source": f"plan.workload.params of site {given[0][0]}", "flop": flop}
+    tpp, source = works[id(region.fabrics[0])][2:]
+    return {"params": math.sqrt(flop / (6 * tpp)), "flop": flop,
+            "params_source": f"derived: compute-optimal for the region's {flop:.3g} FLOP (every site's), sqrt(FLOP "
+                             f"/ (6 x {tpp:g} tokens per parameter)) ({source})"}
+
+
+def _say_job(out: RegionPlan, job: dict, names) -> None:
+    """The region's job into ``out`` (its checkpoint, each site's share of it) and the storage's note last."""
+    first = out.site_plans[0]
+    out.job = {**job, "checkpoint_bytes": round(first.reliability.checkpoint_bytes),
+               "site_checkpoint_bytes": {n: round(p.storage.checkpoint_bytes) for n, p in zip(names, out.site_plans)}}
+    out.notes.append(_storage_note(out.job, first.storage.checkpoints_kept))
+
+
+def _storage_note(job: dict, kept: int) -> str:
+    """What each site's storage holds."""
+    return (f"storage: one checkpoint of the region's job ({job['params'] / 1e9:,.0f}B parameters, "
+            f"{format_in(job['checkpoint_bytes'], 'TB', ',.2f')}, {kept} kept), each site holding and writing its "
+            f"GPUs' share of it in parallel, as Megatron's distributed checkpoint spreads one save over the data-"
+            f"parallel ranks (fully_parallel_save, on by default), and the tokens its own GPUs train (its FLOP "
+            f"over 6 x parameters); a restart reads the other sites' shares over the DCI (not timed)")
 
 
 def _one_site(region: Region, plan_options: dict) -> dict:

@@ -1,6 +1,7 @@
 """Storage sized from the checkpoints and the dataset it holds and the rate a checkpoint must be written at.
 
-    checkpoint      = parameters x bytes per parameter              (reliability.checkpoint.bytes_per_param)
+    checkpoint      = parameters x bytes per parameter x share      (reliability.checkpoint.bytes_per_param;
+                                                                     share: a region's site's part, else 1)
     dataset         = tokens trained on x bytes per token           (tokens = FLOP / (6 x parameters))
     capacity needed = checkpoints kept x checkpoint + dataset
     write needed    = checkpoint / write budget                     (a sync checkpoint stalls at most the budget)
@@ -87,7 +88,8 @@ def storage_servers_for(capacity_bytes: float, write_Bps: float, server: Storage
 
 def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_per_token: float,
                  checkpoints_kept: int, write_budget_s: float, server: StorageServerSpec, area_per_rack_m2: float,
-                 sizing: str = "needs", num_gpus: int = 0, servers_per_gpu: float = 0.0, kind: str = "") -> StoragePlan:
+                 sizing: str = "needs", num_gpus: int = 0, servers_per_gpu: float = 0.0, kind: str = "",
+                 checkpoint_share: float = 1.0) -> StoragePlan:
     """Size the storage of a design (see the module doc for every formula).
 
     Parameters
@@ -100,6 +102,8 @@ def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_pe
     area_per_rack_m2 : floor per rack position, aisles included (the floor plan's).
     sizing : ``"needs"`` (from capacity and bandwidth) or ``"per_gpu"`` (``ceil(num_gpus x servers_per_gpu)``).
     kind : the server's kind, carried into the plan (storage.toml ``[kinds.<name>]``).
+    checkpoint_share : the part of the checkpoint this storage holds and writes (a region's site: its GPUs' share,
+        the other sites writing theirs; :func:`topo.plan.region.plan_region`).
 
     >>> s = StorageServerSpec(32e12, 266.7e6, 933.3e6, 600.0, 16, 25_000.0)
     >>> p = size_storage(params=1e9, bytes_per_param=14, flop=6e9 * 20e9, bytes_per_token=4, checkpoints_kept=5,
@@ -107,7 +111,7 @@ def size_storage(*, params: float, bytes_per_param: float, flop: float, bytes_pe
     >>> p.capacity_needed_bytes, p.servers, p.racks
     (150000000000.0, 2, 1)
     """
-    ckpt = params * bytes_per_param
+    ckpt = params * bytes_per_param * checkpoint_share
     tokens = flop / (6 * params)
     dataset = tokens * bytes_per_token
     need = checkpoints_kept * ckpt + dataset

@@ -58,8 +58,10 @@ def _bundled() -> list[tuple[str, bool]]:
 _REGION_LINE = re.compile(r"^\[\[sites\]\]", re.MULTILINE)
 
 
-def resolve_spec_path(name_or_path: str | Path | None) -> Path:
-    """A spec file from a path, a bundled name (with or without ``.toml``), or None for the default."""
+def resolve_spec_path(name_or_path: str | Path | None, *, one_site: bool = False) -> Path:
+    """A spec file from a path, a bundled name (with or without ``.toml``), or None for the default; ``one_site``:
+    a region's site, whose error lists (and suggests) only the bundled specs of one fabric, a region being refused
+    there (ms55)."""
     if name_or_path is None:
         name_or_path = DEFAULT_SPEC
     p = Path(name_or_path)
@@ -74,13 +76,14 @@ def resolve_spec_path(name_or_path: str | Path | None) -> Path:
                         source=str(name_or_path))
     if is_input_file(p):  # a device, named pipe or socket: said as every input is (topo.inputs)
         check_input(p, "spec file (.toml) or a bundled spec's name")
-    names = [n for n, _ in _bundled()]
+    names = [n for n, region in _bundled() if not (one_site and region)]
     close = difflib.get_close_matches(stem, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if not names:
         raise TopoError(f"no such spec file, and no bundled specs in {bundled_dir()}: this installation of topo is "
                         "incomplete (the specs ship as package data)", source=str(name_or_path))
-    raise TopoError(f"no such spec file or bundled spec; bundled: {', '.join(names)}{hint}", source=str(name_or_path))
+    what = "bundled spec of one fabric (a site's; regions are not sites)" if one_site else "bundled spec"
+    raise TopoError(f"no such spec file or {what}; bundled: {', '.join(names)}{hint}", source=str(name_or_path))
 
 
 def load_spec(name_or_path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Spec:

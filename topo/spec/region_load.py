@@ -74,7 +74,8 @@ def site_specs(region: RegionSpec, folder: Path, source: str) -> list[Spec]:
             if site.fabric is not None:
                 out.append(spec_from_dict(site.fabric, source=f"{where}.fabric"))
                 continue
-            out.append(load_spec(_site_file(site, folder), site.set))
+            path = resolve_spec_path(_site_file(site, folder), one_site=True)  # its error: one-fabric names only
+            out.append(load_spec(path, site.set))
         except RegionNotSpec as exc:  # named by the region's file and key, with the nested file (small50 left it)
             raise TopoError(f"{site.spec!r} (site {site.name}) is a region of several sites ([[sites]], {exc.source}), "
                             "and a site is one fabric; allowed: one fabric's spec file or bundled name (e.g. "

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import chain_hops_s, dci_phase, tree_root_order
+from ..engine.region_estimate import chain_hops_s, dci_phase, dci_phase_options, tree_root_order
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -40,7 +40,7 @@ from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
 from .result import StepResult
 from .step import estimate_step, stage_block_counts, step_breakdown, step_traffic
 
-__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE"]
+__all__ = ["AcrossSites", "MultisiteStep", "estimate_across_sites", "TARGET_FRACTION", "BACKWARD_SHARE", "SPAN_RULE"]
 
 TARGET_FRACTION = 0.95
 """The share of one site's throughput the issue asks the DCI to keep (issue 31: "within 95% of one site")."""
@@ -57,10 +57,15 @@ class AcrossSites:
     # amax reductions' crossings, :func:`_amax_across_s`)
     exposed_s: float  # what it adds to a step
     dci_bytes_per_step: float  # on the busiest span, per direction (outer: per inner step on average)
-    dci_Bps_for_95pct: float  # the span capacity per direction for 95% of one site (inf: latency alone is too much)
+    dci_Bps_for_95pct: float  # the largest of dci_Bps_for_95pct_by_span (inf: latency or a GPU's NICs alone are
+    # too much)
     bottleneck: str
     outer_every: int | None = None
     latency_s: float = 0.0  # the latency in the cross-site phase (pp: the fill's and the drain's)
+    # per span (dci:A-B), per direction, for 95% of one site: every span's capacity scaled by one factor
+    # (:data:`SPAN_RULE`), failed spans 0
+    dci_Bps_for_95pct_by_span: dict[str, float] = field(default_factory=dict)
+    dci_total_Bps_for_95pct: float = 0.0  # their sum, per direction
 
 
 @dataclass
@@ -237,14 +242,51 @@ def _ring(K):
     return a, (a + 1) % K
 
 
-def _needed(E: float, fixed_s: float, busiest_bytes: float, window_s: float = 0.0, share: float = 1.0) -> float:
-    """The span capacity per direction that keeps ``fixed_s + share x bytes / B`` and ``fixed_s + bytes / B -
-    window_s`` within the budget ``E``; inf when the fixed latency alone exceeds it."""
-    if busiest_bytes <= 0:
-        return 0.0
+SPAN_RULE = ("each span sized for the bytes it carries, per direction, in the time the budget for 95% of one site "
+             "leaves (the way's latency paid), on the lowest-latency routes or split over longer paths as the "
+             "phase splits them, whichever needs less in total; the total is their sum")
+"""How ``dci_Bps_for_95pct_by_span`` is found (ms55). A span's need is its own bytes (spans of unequal capacity
+share split bytes by capacity, which made one figure for every span the busiest's); at those capacities the same
+routes or split fit the budget. Where the sites' borders are oversubscribed (``border_oversubscription``), every
+span is scaled up until each site's border keeps the time too."""
+
+
+def _allowed_s(E: float, fixed_s: float, window_s: float = 0.0, share: float = 1.0) -> float:
+    """The longest bandwidth time ``t`` that keeps ``fixed_s + share x t`` and ``fixed_s + t - window_s`` within the
+    budget ``E``; 0 when the fixed latency alone exceeds it."""
     if E - fixed_s <= 0:
-        return math.inf
-    return max(share * busiest_bytes / (E - fixed_s), busiest_bytes / (E + window_s - fixed_s))
+        return 0.0
+    return min((E - fixed_s) / share if share else math.inf, E + window_s - fixed_s)
+
+
+def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed) -> tuple[float, dict[str, float], float]:
+    """The DCI for 95% of one site by :data:`SPAN_RULE`: ``(the largest span's, each span's, their total)``, per
+    direction. ``allowed(latency_s)`` is the bandwidth time the budget leaves a phase of that latency
+    (:func:`_allowed_s`); inf where it leaves none or a GPU's NICs alone take longer, whatever the spans."""
+    names = region.span_names()
+    best = None
+    for ph, loads, _, nic_s in dci_phase_options(region, src, dst, nbytes, steps):  # the routes, the split
+        each = np.maximum(loads[0::2], loads[1::2])  # a span's capacity is per direction: its busier one
+        if not each.any():
+            return 0.0, dict.fromkeys(names, 0.0), 0.0
+        t = allowed(ph.latency_s)
+        if t > 0 and nic_s <= t:
+            each = _border_kept(region, src, dst, nbytes, each / t, t)
+            best = each if best is None or each.sum() < best.sum() else best
+    if best is None:
+        best = np.where(np.maximum(loads[0::2], loads[1::2]) > 0, math.inf, 0.0)
+    return float(best.max()), dict(zip(names, best.tolist())), float(best.sum())
+
+
+def _border_kept(region: Region, src, dst, nbytes, each: np.ndarray, t: float) -> np.ndarray:
+    """``each`` span's capacity scaled up, where a site's border (its spans' capacity over the border
+    oversubscription) would take longer than ``t`` to pass what the site sends or receives."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    w = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
+    sent = np.maximum(np.bincount(src, w, region.num_sites), np.bincount(dst, w, region.num_sites))
+    mine = np.array([each[(region.spans["a"] == s) | (region.spans["b"] == s)].sum() for s in range(region.num_sites)])
+    over = region.spec.interconnect.border_oversubscription
+    return each * max(1.0, float(np.max(np.where(sent > 0, over * sent / (t * np.maximum(mine, 1e-300)), 0.0))))
 
 
 def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tuple[float, int]:
@@ -311,10 +353,12 @@ def _dp(region: Region, one, lay, V, amax_s: float = 0.0) -> AcrossSites:
     edge = ph.latency_s + bucket * ph.bandwidth_s
     exposed = max(edge, ph.time_s - window) + amax_s
     T = one.step_time_s + exposed
-    E = one.step_time_s * (1 / TARGET_FRACTION - 1)
-    need = _needed(E - amax_s, ph.latency_s, float(loads.max()), window, bucket)
+    E = one.step_time_s * (1 / TARGET_FRACTION - 1) - amax_s
+    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1),
+                                   lambda lat: _allowed_s(E, lat, window, bucket))
     return AcrossSites("dp", T, one.step_time_s / T, ph.time_s + amax_s, exposed, float(loads.max()), need,
-                       ph.bound, latency_s=ph.latency_s)
+                       ph.bound, latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each,
+                       dci_total_Bps_for_95pct=total)
 
 
 def _pp_crossings(K: int, lay: ParallelLayout, send_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -343,9 +387,10 @@ def _pp(region: Region, one, lay, model) -> AcrossSites:
     exposed = latency + max(0.0, ph.bandwidth_s - compute)
     T = one.step_time_s + exposed
     E = one.step_time_s * (1 / TARGET_FRACTION - 1)
-    need = _needed(E, latency, float(loads.max()), compute, share=0.0)
+    need, each, total = _for_95pct(region, a, b, nbytes, 1,
+                                   lambda lat: _allowed_s(E, 2 * (K - 1) * lay.vpp * lat, compute, 0.0))
     return AcrossSites("pp", T, one.step_time_s / T, latency + ph.bandwidth_s, exposed, float(loads.max()), need,
-                       ph.bound, latency_s=latency)
+                       ph.bound, latency_s=latency, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
 
 
 def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
@@ -355,9 +400,9 @@ def _outer(region: Region, T1: float, V: float, H: int) -> AcrossSites:
     exposed = ph.time_s / H
     T = T1 + exposed
     E = T1 * (1 / TARGET_FRACTION - 1)
-    need = _needed(H * E, ph.latency_s, float(loads.max()))
+    need, each, total = _for_95pct(region, a, b, 2 * (K - 1) / K * V, 2 * (K - 1), lambda lat: _allowed_s(H * E, lat))
     return AcrossSites("outer", T, T1 / T, ph.time_s, exposed, float(loads.max()) / H, need, ph.bound, H,
-                       latency_s=ph.latency_s)
+                       latency_s=ph.latency_s, dci_Bps_for_95pct_by_span=each, dci_total_Bps_for_95pct=total)
 
 
 def _assumptions(region: Region) -> list[str]:

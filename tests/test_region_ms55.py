@@ -1,0 +1,164 @@
+"""ms55: what walk19 left of regions of several sites: a missing site spec's error, each span's DCI figure for 95%
+of one site, the region plan's storage sized for the region's job."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+from topo.fabric.region import build_region
+from topo.plan.region import plan_region
+from topo.spec.load import bundled_regions, bundled_specs
+from topo.training.model import load_model
+from topo.training.multisite import SPAN_RULE, estimate_across_sites
+from topo.training.parallel import make_layout
+
+
+def test_missing_site_spec_lists_only_one_site_specs(tmp_path):
+    """walk19: a missing site spec's error offered the bundled regions (two-site-h100, ...) as a site's spec, which
+    nested regions refuse; it lists the specs of one fabric alone, and suggests none of the regions."""
+    body = ('name = "x"\n[[sites]]\nname = "a"\nspec = "SPEC"\n[[sites]]\nname = "b"\nspec = "dgx-h100-superpod"\n'
+            '[interconnect]\ndistance_km = 10\n')
+    for spec in ("nosuch.toml", "two-site-h10"):
+        (tmp_path / "r.toml").write_text(body.replace("SPEC", spec))
+        p = run_cli("describe", str(tmp_path / "r.toml"))
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        listed = p.stderr.split("bundled: ")[1].strip().split(", ")
+        assert listed == bundled_specs() and bundled_regions(), p.stderr
+        assert not any(r in p.stderr for r in bundled_regions()), p.stderr
+    p = run_cli("describe", "no-such-spec")  # outside a region, the regions are specs to name
+    assert all(r in p.stderr for r in bundled_regions()), p.stderr
+
+
+TRI = """name = "tri"
+[[sites]]
+name = "ash"
+spec = "dgx-h100-superpod"
+set = ["cluster.num_units=4"]
+[[sites]]
+name = "bel"
+spec = "dgx-h100-superpod"
+set = ["cluster.num_units=2"]
+[[sites]]
+name = "cor"
+spec = "dgx-h100-superpod"
+set = ["cluster.num_units=1"]
+[interconnect]
+distance_km = 40
+waves = 16
+equipment_latency = "20 us"
+[[interconnect.spans]]
+sites = ["bel", "cor"]
+distance_km = 300
+[[interconnect.spans]]
+sites = ["ash", "cor"]
+distance_km = 300
+waves = 8
+"""
+
+
+LINE = TRI.replace('distance_km = 40', 'topology = "line"\ndistance_km = 40').split("[[interconnect.spans]]")[0] + \
+    '[[interconnect.spans]]\nsites = ["ash", "bel"]\n[[interconnect.spans]]\nsites = ["bel", "cor"]\n' + \
+    'distance_km = 300\nwaves = 8\n'
+
+
+@pytest.fixture(scope="module")
+def line(tmp_path_factory):
+    """The same three sites on a line of unequal spans, ash-bel 40 km x 16 waves, bel-cor 300 km x 8 (one path a
+    pair: the split is the routes), Llama 3 8B tp 8, an outer synchronisation every 10 steps."""
+    path = tmp_path_factory.mktemp("line") / "line.toml"
+    path.write_text(LINE)
+    region = build_region(str(path))
+    job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=96, global_batch=288),
+                                outer_every=10)
+    return region, job
+
+
+@pytest.fixture(scope="module")
+def tri(tmp_path_factory):
+    """Three unequal sites (1,024 / 512 / 256 GPUs) on a mesh of unequal spans: 16 / 16 / 8 waves of 800 Gb/s, 40 /
+    300 / 300 km (every pair's lowest-latency route its direct span), Llama 3 8B tp 8 over 768 GPUs."""
+    path = tmp_path_factory.mktemp("tri") / "tri.toml"
+    path.write_text(TRI)
+    region = build_region(str(path))
+    job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=96, global_batch=288),
+                                outer_every=10)
+    return region, job
+
+
+def test_each_span_s_dci_for_95_percent_is_its_own_bytes_over_the_time_left(line):
+    """walk19: with spans of unequal capacity "DCI for 95%" was the busiest span's, the others scaled with it (the
+    min-max split shares bytes by capacity), and said so nowhere. Closed form (outer synchronisation every H = 10
+    steps): the hierarchical all-reduce's ring sends 2(K-1)/K V = 4/3 V from each site to the next (cor to ash
+    through bel: each span carries 4/3 V each way); V is one replica's fp32 gradients, 4 B x Llama 3 8B's parameters (8.03e9, Meta's model card); the
+    budget for 95% of one site is H x T1 (1/0.95 - 1) less the phase's latency, 2(K-1) x the slowest hop. Every
+    span then needs 4/3 V over that time, whatever its waves (16 and 8): the total is twice it. The figure before
+    (one for every span, the busiest's bytes) read as "every span in proportion" would give ash-bel twice bel-cor."""
+    region, job = line
+    model = load_model("llama3-8b")
+    assert model.total_params == pytest.approx(8.03e9, rel=2e-3)
+    outer = next(s for s in job.strategies if s.strategy == "outer")
+    X = 4 / 3 * 4 * model.total_params
+    hop_s = float(np.max(region.cross_site_latency_s(*_ring_gpus(region))))  # cor-bel-ash: 340 km, 2 x 20 us
+    assert hop_s == pytest.approx(340 * 4.897e-6 + 40e-6, rel=0.01)
+    t = 10 * job.one_site_step_s * (1 / 0.95 - 1) - 4 * hop_s
+    assert outer.dci_Bps_for_95pct_by_span == pytest.approx(dict.fromkeys(region.span_names(), X / t), rel=1e-6)
+    assert outer.dci_total_Bps_for_95pct == pytest.approx(2 * X / t, rel=1e-6)
+    assert outer.dci_Bps_for_95pct == pytest.approx(X / t, rel=1e-6)
+
+
+def _ring_gpus(region):
+    """A GPU of each site and one of the next site (the ring's transfers), as cross_site_latency_s takes them."""
+    first = region.gpu_offset[:-1]
+    return first, np.roll(first, -1)
+
+
+def test_the_spans_at_their_figures_keep_95_percent(tri):
+    """Each span set to its own figure (its waves scaled to it) keeps the dp step at 95% of one site or a little
+    more."""
+    region, job = tri
+    dp = next(s for s in job.strategies if s.strategy == "dp")
+    need = np.array([dp.dci_Bps_for_95pct_by_span[n] for n in region.span_names()])
+    spans = {**region.spans, "waves": need / region.spans["wave_rate_Bps"]}
+    again = estimate_across_sites(dataclasses.replace(region, spans=spans, _cache={}), load_model("llama3-8b"),
+                                  make_layout(tp=8, dp=96, global_batch=288))
+    assert again.throughput_vs_one_site == pytest.approx(0.95, abs=2e-3)
+    assert again.throughput_vs_one_site >= 0.95 - 1e-9
+
+
+def test_cli_says_each_span_s_figure_and_the_rule(tri, tmp_path):
+    (tmp_path / "tri.toml").write_text(TRI)
+    args = ["train", str(tmp_path / "tri.toml"), "--model", "llama3-8b", "--tp", "8", "--global-batch", "288"]
+    text = run_cli(*args, check=True).stdout
+    dp = next(s for s in tri[1].strategies if s.strategy == "dp")
+    assert "DCI for 95% per span and direction (dp): ash-bel " in text, text
+    assert SPAN_RULE in text.replace("\n", " "), text
+    doc = json.loads(run_cli(*args, "--json", check=True).stdout)
+    got = doc["strategies"][0]
+    assert got["dci_Bps_for_95pct_by_span"] == pytest.approx(dp.dci_Bps_for_95pct_by_span)
+    assert got["dci_total_Bps_for_95pct"] == pytest.approx(dp.dci_total_Bps_for_95pct)
+
+
+def test_the_region_plan_sizes_each_site_s_storage_for_the_region_s_job(tmp_path):
+    """walk19: each site's storage was sized for a compute-optimal model of its own budget alone (a 1,024-GPU site a
+    242B model's whole checkpoint, 423 storage servers). The region trains one job: compute-optimal for every
+    site's FLOP together, N = sqrt(sum FLOP / (6 x 20)) (Hoffmann et al. 2022, the plan's own rule), one checkpoint
+    of N x 14 B (mixed-precision Adam) written in parallel, each site its GPUs' share (Megatron's distributed
+    checkpoint spreads one save over the data-parallel ranks: Megatron-Bridge CheckpointConfig.fully_parallel_save
+    = True), and each site the tokens of its own FLOP, FLOP / (6 N): the sites' tokens are the job's 20 N."""
+    (tmp_path / "tri.toml").write_text(TRI)
+    region = build_region(str(tmp_path / "tri.toml"))
+    r = plan_region(region, collectives=False)
+    flop = sum(p.compute.flop for p in r.site_plans)
+    N = math.sqrt(flop / (6 * 20))
+    assert r.job["params"] == pytest.approx(N, rel=1e-12) and r.job["flop"] == pytest.approx(flop, rel=1e-12)
+    for p, gpus in zip(r.site_plans, (1024, 512, 256)):
+        assert p.storage.checkpoint_bytes == pytest.approx(N * 14 * gpus / 1792, rel=1e-12)
+        assert p.storage.dataset_tokens == pytest.approx(p.compute.flop / (6 * N), rel=1e-12)
+        assert p.reliability.checkpoint_bytes == pytest.approx(N * 14, rel=1e-12)  # the job's, written in parallel
+    assert sum(p.storage.dataset_tokens for p in r.site_plans) == pytest.approx(20 * N, rel=1e-12)
+    assert "each site holding and writing its GPUs' share of it" in " ".join(r.notes)
