@@ -237,7 +237,7 @@ def test_describe_says_gpu_to_dci_is_not_given_rather_than_0_ns():
     assert east["up_latency_s"] == 0 and west["up_latency_s"] == pytest.approx(2 * 130e-9)
     lines = run_cli(*cmd, check=True).stdout.splitlines()
     row = {ln.split()[0]: ln.split() for ln in lines if ln.startswith(("east ", "west "))}
-    assert row["east"][-3:] == ["not", "given", "-"] and row["west"][-3:] == ["260", "ns", "-"]
+    assert row["east"][-3:] == ["not", "given", "-"] and row["west"][-3:] == ["260.0", "ns", "-"]
     assert any(ln.startswith("GPU to DCI: one way from a GPU up to its DCI port") and "not given: the site's spec "
                "gives no NIC or tier latency" in ln for ln in lines)
     plain = run_cli("describe", "two-site-h100", check=True).stdout
