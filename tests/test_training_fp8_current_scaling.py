@@ -17,7 +17,7 @@ from topo.training.gpus import gpu_compute
 from topo.training.kernels import memory_s, quantize_kernels
 from topo.training.model import load_model
 from topo.training.operators import block_ops, kernels_launched, op_time_s
-from topo.training.parallel import make_layout
+from topo.training.parallel import current_scaling, make_layout
 
 
 def _ops(recipe):
@@ -59,3 +59,20 @@ def test_the_amax_pass_takes_four_kernels_after_a_norm_too():
     """Before TE 2.7 (``fp8_amax_pass``) no norm computed the amax: QKV's forward cast is four kernels too."""
     cur, _ = _ops("current")
     assert kernels_launched(cur["qkv"], "fp8", amax_pass=True) == 1 + 4
+
+
+@pytest.mark.parametrize("update", [{"fp8_recipe": "current"}, {"fp8_amax_pass": True}, {"fp8_recipe": "delayed"},
+                                    {}, {"fp8_recipe": "blockwise"}, {"precision": "bf16"}])
+def test_the_ops_mark_current_scaling_by_the_layouts_one_rule(update):
+    """Which linear GEMMs are quantised by current scaling is one rule, :func:`topo.training.parallel.current_scaling`
+    (``fp8_recipe`` current, or unset with ``fp8_amax_pass``: NeMo 25.04's GB200 rows), the rule that also decides
+    the TP amax all-reduce (:func:`topo.training.fp8_amax.sp_amax_reduced`): every linear GEMM of a dense and of an
+    MoE block (each routed expert's and the shared ones') is marked where it holds, none elsewhere; the attention
+    core, the router and the logits never (not TE FP8 linear layers)."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1, precision="fp8").model_copy(update=update)
+    for model, kinds in ((load_model("llama3-8b"), ("*", "-")), (load_model("qwen3-30b-a3b"), ("*", "E"))):
+        ops = [op for kind in kinds for op in block_ops(model, lay, kind)]
+        linear = {op.name for op in ops if op.kind == "gemm" and op.linear}
+        assert {"qkv", "fc1", "fc2"} <= linear
+        marked = {op.name for op in ops if op.current_scaling}
+        assert marked == (linear if current_scaling(lay) else set()), update

@@ -62,8 +62,8 @@ class AcrossSites:
     bottleneck: str
     outer_every: int | None = None
     latency_s: float = 0.0  # the latency in the cross-site phase (pp: the fill's and the drain's)
-    # per span (dci:A-B), per direction, for 95% of one site: every span's capacity scaled by one factor
-    # (:data:`SPAN_RULE`), failed spans 0
+    # per span (dci:A-B), per direction, for 95% of one site: each span sized for the bytes it carries
+    # (:data:`SPAN_RULE`; one factor for all only where a border needs it), spans that carry nothing 0
     dci_Bps_for_95pct_by_span: dict[str, float] = field(default_factory=dict)
     dci_total_Bps_for_95pct: float = 0.0  # their sum, per direction
 

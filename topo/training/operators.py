@@ -59,7 +59,7 @@ from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
                       fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels,
                       quantize_s, router_kernels, ssd_sm_reference)
-from .parallel import ParallelLayout
+from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
 from .router_load import uniform_expert_sd, uniform_max_over_mean
@@ -200,13 +200,11 @@ class Op:
 
 
 def _gemm(name, module, m, n, k, groups=1.0, linear=True, grouped=False, tag="", launches=1.0,
-          packed=True, weights=True, current_scaling=False, tp_overlap="", m_sd=0.0, expert_kernels="",
-          norm_amax=False) -> Op:
+          packed=True, weights=True, tp_overlap="", m_sd=0.0, expert_kernels="", norm_amax=False) -> Op:
     flops = 2.0 * m * n * k * groups
     return Op(name, module, "gemm", flops, ACT * (m * k + k * n + m * n) * groups, m, n, k, groups, linear,
-              grouped, tag, launches=launches, packed=packed, weights=weights, current_scaling=current_scaling,
-              tp_overlap=tp_overlap, m_sd=m_sd, expert_kernels=expert_kernels, norm_amax=norm_amax,
-              epilogue_cast=epilogue_cast(expert_kernels, name))
+              grouped, tag, launches=launches, packed=packed, weights=weights, tp_overlap=tp_overlap, m_sd=m_sd,
+              expert_kernels=expert_kernels, norm_amax=norm_amax, epilogue_cast=epilogue_cast(expert_kernels, name))
 
 
 def _mem(name, module, nbytes, tag="", launches=1.0) -> Op:
@@ -410,17 +408,15 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     # quantisations per expert are counted by kernels_launched
     path = lay.moe_expert_kernels if (grouped and packed) else ""
     per = groups if (grouped and path != "fused_mlp") else 1.0
-    cs = grouped and lay.precision == "fp8" and lay.fp8_recipe == "current"
     # a dense MLP's and the shared experts' TP exchanges (a TP block each: :func:`topo.training.step._tp_traffic`);
     # routed experts gather over ETP in the token dispatcher, no userbuffers overlap
     tpo = module in ("mlp", "shared_experts")
     ops += [_gemm("fc1", module, T, up, h, groups, grouped=grouped, launches=per, packed=packed, tag="mlp_wi",
-                  current_scaling=cs, tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path,
-                  norm_amax=norm and module == "mlp")]
+                  tp_overlap="ag" if tpo else "", m_sd=m_sd, expert_kernels=path, norm_amax=norm and module == "mlp")]
     if path != "fused_mlp":  # the fused grouped MLP runs the GLU in fc1's epilogue (and its backward in fc2's dgrad)
         ops.append(_mem("activation", module + "_act", act_bytes))
     ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
-                     current_scaling=cs, tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
+                     tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
     if norm:
         ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
     return ops
@@ -914,9 +910,9 @@ def block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     ``logits``), one micro-batch, one GPU, forward; each with the CUDA-graph part that captures it. Under FSDP2
     (``wgrad_output = "fsdp2"``, ZeRO-3) the block's share of its unit's copies comes first (:func:`_fsdp2_ops`)."""
     ops = _fsdp2_ops(model, lay, kind) + _block_ops(model, lay, kind)
-    cs = lay.precision == "fp8" and lay.fp8_recipe == "current"  # every linear layer's casts, not the experts' only
-    return [replace(op, graph=_graph_part(kind, op),
-                    current_scaling=op.current_scaling or (cs and op.kind == "gemm" and op.linear)) for op in ops]
+    cs = current_scaling(lay)  # every linear layer's casts (the layout's one rule, as the TP amax reduction's)
+    return [replace(op, graph=_graph_part(kind, op), current_scaling=cs and op.kind == "gemm" and op.linear)
+            for op in ops]
 
 
 FSDP_MODULE = "fsdp"
