@@ -414,7 +414,7 @@ def test_describe_counts_every_switch_hop_as_estimate_does():
     far = estimate(fabric, "sendrecv", [8], ranks=[0, 24_576]).results[0].time_s  # island 0 to island 1
     assert far - near == pytest.approx(inv.farthest_switch_latency_s - 130e-9, rel=1e-6)
     text = run_cli("describe", "h100-100k-islands", check=True).stdout
-    assert ("farthest GPUs               7 switch hops (up to super-spine and down), 910 ns of switch latency one "
+    assert ("farthest GPUs               7 switch hops (up to super-spine and down), 910.0 ns of switch latency one "
             "way") in text.splitlines()
     doc = json.loads(run_cli("describe", "h100-100k-islands", "--json", check=True).stdout)
     assert doc["farthest_switch_hops"] == 7 and doc["tiers"][3]["latency_s"] == pytest.approx(130e-9)

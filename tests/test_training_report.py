@@ -10,6 +10,7 @@ from topo.training.parallel import make_layout
 from topo.training.tier_bytes import tier_bytes
 from topo.training.model import load_model
 from topo.training.step import estimate_step
+from topo.units import format_time
 
 
 def test_figures_and_tier_loads():
@@ -86,6 +87,8 @@ def test_report_job_table_has_the_interval_the_host_wait_and_the_placement(tmp_p
     page = html.unescape(re.sub(r"<script.*?</script>", "", out.read_text(), flags=re.S))
     u, host = js["uncertainty"], js["compute_by_module_s"]["host"]
     assert host > max(c["exposed_s"] for c in js["comm"]) and host > js["breakdown_s"]["bubble"]
-    assert f"{js['step_time_s']:.3g} s ({u['low_s']:.3g} - {u['high_s']:.3g} s)" in page
-    assert f"host wait {host:.3g} s (the host's kernel launches)" in page
+    # times as every page and line prints them (topo.units.format_time, rev57b)
+    t = format_time
+    assert f"{t(js['step_time_s'])} ({t(u['low_s'])} - {t(u['high_s'])})" in page
+    assert f"host wait {t(host)} (the host's kernel launches)" in page
     assert "placement: 64 of each 72-GPU NVLink domain" in page
