@@ -66,28 +66,29 @@ LINE = TRI.replace('distance_km = 40', 'topology = "line"\ndistance_km = 40').sp
     'distance_km = 300\nwaves = 8\n'
 
 
-@pytest.fixture(scope="module")
-def line(tmp_path_factory):
-    """The same three sites on a line of unequal spans, ash-bel 40 km x 16 waves, bel-cor 300 km x 8 (one path a
-    pair: the split is the routes), Llama 3 8B tp 8, an outer synchronisation every 10 steps."""
-    path = tmp_path_factory.mktemp("line") / "line.toml"
-    path.write_text(LINE)
+def _region_job(tmp_path_factory, name: str, text: str):
+    """The region ``text`` written to a file of its own and Llama 3 8B tp 8 dp 96 across its sites, an outer
+    synchronisation every 10 steps: (region, job)."""
+    path = tmp_path_factory.mktemp(name) / f"{name}.toml"
+    path.write_text(text)
     region = build_region(str(path))
     job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=96, global_batch=288),
                                 outer_every=10)
     return region, job
+
+
+@pytest.fixture(scope="module")
+def line(tmp_path_factory):
+    """The same three sites on a line of unequal spans, ash-bel 40 km x 16 waves, bel-cor 300 km x 8 (one path a
+    pair: the split is the routes), Llama 3 8B tp 8, an outer synchronisation every 10 steps."""
+    return _region_job(tmp_path_factory, "line", LINE)
 
 
 @pytest.fixture(scope="module")
 def tri(tmp_path_factory):
     """Three unequal sites (1,024 / 512 / 256 GPUs) on a mesh of unequal spans: 16 / 16 / 8 waves of 800 Gb/s, 40 /
     300 / 300 km (every pair's lowest-latency route its direct span), Llama 3 8B tp 8 over 768 GPUs."""
-    path = tmp_path_factory.mktemp("tri") / "tri.toml"
-    path.write_text(TRI)
-    region = build_region(str(path))
-    job = estimate_across_sites(region, load_model("llama3-8b"), make_layout(tp=8, dp=96, global_batch=288),
-                                outer_every=10)
-    return region, job
+    return _region_job(tmp_path_factory, "tri", TRI)
 
 
 def test_each_span_s_dci_for_95_percent_is_its_own_bytes_over_the_time_left(line):
