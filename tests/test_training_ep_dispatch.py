@@ -11,11 +11,14 @@ routing handle cached (no preprocessing).
 """
 
 import math
+import tomllib
 
 import pytest
 
 import topo
+from topo.resources import data_dir
 from topo.training.ep_dispatch import FP8_FACTOR, flex_dispatch_s, flex_fixed_s, flex_rates
+from topo.training.ep_internode import internode_table
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import memory_s
 from topo.training.model import load_model
@@ -233,6 +236,27 @@ def test_a_gpu_without_its_own_figures_takes_its_twins():
     assert flex_fixed_s("B300", 8, copy)["dispatch"] > 0
     assert flex_dispatch_s("B300", 8, 1e9, 2, copy) > 1e9 / 734.95e9
     assert flex_rates("A100", 8) is None
+
+
+def test_both_dispatcher_files_name_a_gpus_twin_in_one_shape():
+    """One rule for a GPU without its own figures (issue 29, rev58's review): each dispatcher data file names its
+    twins once, in a file-level ``[same_as]`` table (``gpus``, with its status and source), read by one function
+    (:func:`topo.training.ep_dispatch.figures_for`) for every backend's table. ep_dispatch.toml: B300 -> B200,
+    GB300 -> GB200, for HybridEP's and DeepEP's tables alike; ep_internode.toml: H100 -> H800 (DeepEP V1's figures
+    were measured on H800, deepseek-ai/DeepEP@567632dd README.md), while HybridEP's own H100 table stands."""
+    files = {"ep_dispatch.toml": {"B300": "B200", "GB300": "GB200"}, "ep_internode.toml": {"H100": "H800"}}
+    for name, twins in files.items():
+        data = tomllib.loads((data_dir("compute") / name).read_text(encoding="utf-8"))
+        assert data["same_as"]["gpus"] == twins, name
+        assert data["same_as"]["status"] == "assumption" and data["same_as"]["source"].strip(), name
+        for section, table in data.items():
+            assert not any(k.startswith("same_as") for k in table), (name, section)  # no second form
+            for gpu, figures in table.items():
+                assert not (isinstance(figures, dict) and "same_as" in figures), (name, section, gpu)
+    assert flex_rates("GB300", 24, "deepep") == flex_rates("GB200", 24, "deepep") != flex_rates("GB200", 24)
+    assert internode_table("H100", 32, "deepep") == internode_table("H800", 32, "deepep") is not None
+    assert internode_table("H100", 32)["dispatch"] != internode_table("H100", 32, "deepep")["dispatch"]
+    assert internode_table("H800", 32) is None and internode_table("B300", 32, "deepep") is None
 
 
 def test_a_b300_nodes_expert_all_to_all_is_bound_by_b200s_call():

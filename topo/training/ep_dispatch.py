@@ -28,7 +28,7 @@ from ..units import GB
 from .routing import spread_destinations
 
 __all__ = ["SECTIONS", "flex_rates", "flex_fixed_s", "flex_dispatch_s", "nearest_column", "fixed_part_s", "call_s",
-           "gpu_figures"]
+           "gpu_figures", "figures_for"]
 
 KINDS = ("dispatch", "dispatch_fp8", "combine")
 
@@ -45,11 +45,48 @@ def _tables() -> dict:
     return tomllib.loads((data_dir("compute") / "ep_dispatch.toml").read_text(encoding="utf-8"))
 
 
+def figures_for(data: dict, section: str, gpu: str) -> dict | None:
+    """The one rule by which a data file of published dispatcher figures prices ``gpu`` (``ep_dispatch.toml``,
+    ``ep_internode.toml``): the ``section`` table's own ``[section.GPU]``, else that of the GPU it takes figures from
+    (the file's ``[same_as]`` ``gpus``: an assumption with its source there), else the same in the table the section's
+    ``fallback`` names; None without figures.
+
+    Parameters
+    ----------
+    data : dict
+        The parsed data file.
+    section : str
+        The backend's table in it (``flex``, ``internode_deepep``, ...).
+    gpu : str
+        GPU name as the fabric's spec gives it.
+
+    Returns
+    -------
+    dict or None
+        The GPU's table of figures.
+
+    Examples
+    --------
+    >>> data = {"same_as": {"gpus": {"B300": "B200"}}, "a": {"B200": {"x": 1}, "fallback": "b"},
+    ...         "b": {"H100": {"x": 2}}}
+    >>> figures_for(data, "a", "B300"), figures_for(data, "a", "H100"), figures_for(data, "a", "A100")
+    ({'x': 1}, {'x': 2}, None)
+    """
+    twin = data.get("same_as", {}).get("gpus", {}).get(gpu)
+    table = data[section]
+    while True:
+        for name in (gpu, twin):
+            if name and isinstance(table.get(name), dict):
+                return table[name]
+        if "fallback" not in table:
+            return None
+        table = data[table["fallback"]]
+
+
 def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
-    """The published figures ``gpu``'s flex dispatcher is priced with for ``backend``: the backend's table for
-    ``gpu``, else for the GPU it shares the dispatcher's path with (``ep_dispatch.toml`` ``same_as``: B300 takes
-    B200's, GB300 GB200's); a backend without either takes the table its ``fallback`` names (the data file's
-    assumption); None without figures.
+    """The published figures ``gpu``'s flex dispatcher is priced with inside one NVLink domain for ``backend``
+    (:func:`figures_for` on ``ep_dispatch.toml``: B300 takes B200's, GB300 GB200's; DeepEP's table falls back to
+    HybridEP's); None without figures.
 
     Parameters
     ----------
@@ -61,20 +98,11 @@ def gpu_figures(gpu: str, backend: str = "hybridep") -> dict | None:
     Returns
     -------
     dict or None
-        The ``[flex.GPU]`` or ``[flex_deepep.GPU]`` table.
+        The ``[flex.GPU]`` or ``[flex_deepep.GPU]`` table (or its twin's, or its fallback's).
     """
     if backend not in SECTIONS:
         raise ValueError(f"ep_flex_backend={backend!r}: allowed {', '.join(SECTIONS)}")
-    tables = _tables()
-    table = tables[SECTIONS[backend]]
-    twin = tables["flex"].get("same_as", {}).get(gpu)
-    while True:
-        for name in (gpu, twin):
-            if name and isinstance(table.get(name), dict):
-                return table[name]
-        if "fallback" not in table:
-            return None
-        table = tables[table["fallback"]]
+    return figures_for(_tables(), SECTIONS[backend], gpu)
 
 
 def flex_rates(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import GB
-from .ep_dispatch import FP8_FACTOR, KINDS, call_s, fixed_part_s, nearest_column
+from .ep_dispatch import FP8_FACTOR, KINDS, call_s, figures_for, fixed_part_s, nearest_column
 from .routing import spread_destinations
 
 __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACTOR"]
@@ -34,10 +34,9 @@ __all__ = ["internode_table", "internode_fixed_s", "internode_call_s", "FP8_FACT
 SECTIONS = {"hybridep": "internode", "deepep": "internode_deepep"}  # backend -> the data file's table
 
 
-@lru_cache(maxsize=2)
-def _table(backend: str = "hybridep") -> dict:
-    data = tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))
-    return data[SECTIONS[backend]]
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return tomllib.loads((data_dir("compute") / "ep_internode.toml").read_text(encoding="utf-8"))
 
 
 def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | None:
@@ -60,10 +59,9 @@ def internode_table(gpu: str, ranks: int, backend: str = "hybridep") -> dict | N
     dict or None
         ``ranks`` (the published size used), ``tokens``, ``hidden``, ``topk``, ``gpus_per_node`` and the rates.
     """
-    t = _table(backend).get(gpu)
+    t = figures_for(_data(), SECTIONS[backend], gpu)  # its own, else those of the GPU it takes them from
     if t is None:
         return None
-    t = _table(backend)[t["same_as"]] if "same_as" in t else t  # a GPU that takes another's figures
     i = nearest_column(t["ranks"], ranks)
     out = {k: t[k] for k in ("tokens", "hidden", "topk", "gpus_per_node")}
     out["ranks"] = t["ranks"][i]
