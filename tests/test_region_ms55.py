@@ -14,7 +14,7 @@ from topo.fabric.region import build_region
 from topo.plan.region import plan_region
 from topo.spec.load import bundled_regions, bundled_specs
 from topo.training.model import load_model
-from topo.training.multisite import SPAN_RULE, estimate_across_sites
+from topo.training.multisite import SPAN_RULE, _border_kept, estimate_across_sites
 from topo.training.parallel import make_layout
 
 
@@ -163,3 +163,39 @@ def test_the_region_plan_sizes_each_site_s_storage_for_the_region_s_job(tmp_path
         assert p.reliability.checkpoint_bytes == pytest.approx(N * 14, rel=1e-12)  # the job's, written in parallel
     assert sum(p.storage.dataset_tokens for p in r.site_plans) == pytest.approx(20 * N, rel=1e-12)
     assert "each site holding and writing its GPUs' share of it" in " ".join(r.notes)
+
+
+BORDER = TRI.replace('equipment_latency = "20 us"', 'equipment_latency = "20 us"\nattach = "border"\n'
+                     'border_oversubscription = 3')
+
+
+@pytest.fixture(scope="module")
+def border(tmp_path_factory):
+    """:data:`TRI` through border leaves of oversubscription 3, so that a site's border binds before its spans."""
+    return _region_job(tmp_path_factory, "border", BORDER)
+
+
+def test_the_95_percent_rule_reads_the_border_from_the_regions_one_formula(border):
+    """rev58's review: the DCI-for-95% rule computed a site's border (its spans' capacity over the border
+    oversubscription) apart from :meth:`Region.border_Bps`; it now asks that method with the trial capacities.
+
+    Closed form on the three unequal sites (spans ash-bel, ash-cor, bel-cor at trial capacities 1, 3, 0.5 GB/s;
+    oversubscription 3): the borders are ash (1 + 3) / 3 = 4/3, bel (1 + 0.5) / 3 = 1/2, cor (3 + 0.5) / 3 = 7/6
+    GB/s. Transfers ash->bel 4 GB, bel->cor 1, cor->ash 2, ash->cor 3: the larger of each site's sent and received
+    bytes is 7 (ash), 4 (bel), 4 (cor) GB; in t = 0.5 s they need 10.5, 16 and 48/7 times the trial borders, so every
+    span is scaled by the largest, 16. With 0.7 GB ash->bel and bel->cor in 2 s no border binds (0.525, 1.4, 0.6 s):
+    the capacities stay. The job's figures are those of the rule before (63409f7e, same region and job), to 1e-12."""
+    region, job = border
+    each = np.array([1e9, 3e9, 0.5e9])
+    assert region.span_names() == ["dci:ash-bel", "dci:ash-cor", "dci:bel-cor"]
+    assert [region.border_Bps(s, span_Bps=each) for s in range(3)] == pytest.approx([4e9 / 3, 0.5e9, 3.5e9 / 3])
+    assert [region.border_Bps(s, span_Bps=region.span_bandwidth_Bps) for s in range(3)] == \
+        [region.border_Bps(s) for s in range(3)] == pytest.approx([2.4e12 / 3, 3.2e12 / 3, 2.4e12 / 3])
+    got = _border_kept(region, [0, 1, 2, 0], [1, 2, 0, 2], np.array([4e9, 1e9, 2e9, 3e9]), each, 0.5)
+    assert got == pytest.approx(16 * each, rel=1e-12)
+    assert _border_kept(region, [0, 1], [1, 2], 0.7e9, each, 2.0) == pytest.approx(each, rel=1e-12)
+    before = {"dp": 3215914752168.2207, "outer": 253475330872.68576}  # every span's, the border binding
+    for s in job.strategies:
+        if s.strategy in before:
+            assert s.dci_Bps_for_95pct_by_span == pytest.approx(dict.fromkeys(region.span_names(), before[s.strategy]),
+                                                                rel=1e-12)

@@ -27,7 +27,7 @@ from .profiles import resolve_profile
 from .result import Bottleneck, whole_bytes_row
 
 __all__ = ["RegionEstimate", "RegionRow", "estimate_region", "dci_phase", "dci_phase_options", "cross_site_candidates",
-           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE"]
+           "chain_hops_s", "tree_root_order", "TREE_ROOT_RULE", "site_exchange_bytes"]
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -152,16 +152,36 @@ def _phase(region: Region, src, dst, nbytes, steps: int, up, loads, route_lat) -
     with np.errstate(divide="ignore", invalid="ignore"):
         span_t = np.where(loads > 0, loads / cap, 0.0)
     names = region.span_names()
-    out = np.bincount(src, weights=nbytes, minlength=region.num_sites)
-    inn = np.bincount(dst, weights=nbytes, minlength=region.num_sites)
-    border = np.maximum(out, inn) / np.array([region.border_Bps(s) for s in range(region.num_sites)])
-    nic = max(float(np.max(np.maximum(out, inn)[s] / f.num_gpus / _gpu_nic_Bps(f)))
-              for s, f in enumerate(region.fabrics))
+    site_bytes = site_exchange_bytes(region, src, dst, nbytes)
+    border = site_bytes / np.array([region.border_Bps(s) for s in range(region.num_sites)])
+    nic = max(float(site_bytes[s] / f.num_gpus / _gpu_nic_Bps(f)) for s, f in enumerate(region.fabrics))
     cands = [(float(span_t.max()), names[int(span_t.argmax()) // 2] + (" (back)" if span_t.argmax() % 2 else "")),
              (float(border.max()), f"border:{region.site_names[int(border.argmax())]}"), (nic, "nic")]
     bw_s, bound = max(cands, key=lambda c: c[0])
     hop = float(np.max(route_lat + up[src] + up[dst])) if src.size else 0.0
     return Phase(steps * hop, bw_s, bound), loads, max(cands[0][0], cands[1][0]), nic
+
+
+def site_exchange_bytes(region: Region, src, dst, nbytes) -> np.ndarray:
+    """Per site, the larger of the bytes its GPUs send to other sites and receive from them in a phase (its border
+    and its NICs carry each direction apart).
+
+    Parameters
+    ----------
+    region : Region
+    src, dst : array_like of int
+        Each transfer's sending and receiving site.
+    nbytes : float or array_like
+        Each transfer's bytes (one figure for all).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(num_sites,)`` bytes.
+    """
+    src, dst = np.asarray(src), np.asarray(dst)
+    w = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
+    return np.maximum(np.bincount(src, w, region.num_sites), np.bincount(dst, w, region.num_sites))
 
 
 TREE_ROOT_RULE = ("roots chained in the job's rank order, as NCCL orders nodes by their ranks (a site's ranks follow "

@@ -100,12 +100,16 @@ class Region:
             lat += f.layout.tiers[0].latency_s  # a border leaf is a leaf-tier switch
         return lat
 
-    def border_Bps(self, site: int, *, as_built: bool = False) -> float:
+    def border_Bps(self, site: int, *, as_built: bool = False, span_Bps: np.ndarray | None = None) -> float:
         """What a site's fabric can exchange with the DCI per direction: its working spans' capacity (``as_built``:
-        every span's, failed or not: the ports and modules a plan buys and a site must find room for), divided by
-        the border leaves' oversubscription when it attaches through them."""
+        every span's, failed or not: the ports and modules a plan buys and a site must find room for; ``span_Bps``:
+        a capacity per span to take instead, a trial's), divided by the border leaves' oversubscription when it
+        attaches through them."""
         mine = (self.spans["a"] == site) | (self.spans["b"] == site)
-        bw = self.spans["waves"] * self.spans["wave_rate_Bps"] if as_built else self.span_bandwidth_Bps
+        if span_Bps is not None:
+            bw = np.asarray(span_Bps, dtype=float)
+        else:
+            bw = self.spans["waves"] * self.spans["wave_rate_Bps"] if as_built else self.span_bandwidth_Bps
         return float(bw[mine].sum()) / self.spec.interconnect.border_oversubscription
 
     # --- routes --------------------------------------------------------------------------------------------

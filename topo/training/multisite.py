@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import TopoError
-from ..engine.region_estimate import chain_hops_s, dci_phase, dci_phase_options, tree_root_order
+from ..engine.region_estimate import (chain_hops_s, dci_phase, dci_phase_options, site_exchange_bytes,
+                                      tree_root_order)
 from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
@@ -279,14 +280,12 @@ def _for_95pct(region: Region, src, dst, nbytes, steps: int, allowed) -> tuple[f
 
 
 def _border_kept(region: Region, src, dst, nbytes, each: np.ndarray, t: float) -> np.ndarray:
-    """``each`` span's capacity scaled up, where a site's border (its spans' capacity over the border
-    oversubscription) would take longer than ``t`` to pass what the site sends or receives."""
-    src, dst = np.asarray(src), np.asarray(dst)
-    w = np.broadcast_to(np.asarray(nbytes, dtype=float), src.shape)
-    sent = np.maximum(np.bincount(src, w, region.num_sites), np.bincount(dst, w, region.num_sites))
-    mine = np.array([each[(region.spans["a"] == s) | (region.spans["b"] == s)].sum() for s in range(region.num_sites)])
-    over = region.spec.interconnect.border_oversubscription
-    return each * max(1.0, float(np.max(np.where(sent > 0, over * sent / (t * np.maximum(mine, 1e-300)), 0.0))))
+    """``each`` span's capacity scaled up, where a site's border at those capacities
+    (:meth:`~topo.fabric.region.Region.border_Bps`) would take longer than ``t`` to pass what the site sends or
+    receives (:func:`~topo.engine.region_estimate.site_exchange_bytes`)."""
+    sent = site_exchange_bytes(region, src, dst, nbytes)
+    border = np.array([region.border_Bps(s, span_Bps=each) for s in range(region.num_sites)])
+    return each * max(1.0, float(np.max(np.where(sent > 0, sent / (t * np.maximum(border, 1e-300)), 0.0))))
 
 
 def _amax_across_s(region: Region, model: ModelSpec, lay: ParallelLayout) -> tuple[float, int]:
