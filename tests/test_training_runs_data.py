@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from published_setups import published_setups
 from topo.training.model import load_model
+from topo.training.operators import block_ops, cast_kind
 
 REF = ROOT / "data" / "reference"
 PUBLISHED, HOLDOUT = REF / "training_runs_published.csv", REF / "training_runs_holdout.csv"
@@ -908,3 +909,21 @@ def test_mlperf51_hpe_h200_row_is_its_logs_median_and_printed_settings(monkeypat
     assert lay.cuda_graph_scope == ("full_iteration",)
     import training_accuracy
     assert training_accuracy.SPECS["HPE H200"] == ("dgx-h100-superpod", ("gpu=H200",))
+
+
+def test_nemo_25_07_current_scaling_rows_cast_a_norms_output_after_an_amax_pass():
+    """rev58's review: ``operators.cast_kind`` gives a norm-fed cast (QKV, a dense fc1) the norm's amax from TE 2.7
+    and reads TE < 2.7 from ``fp8_amax_pass``: no run carries TE's version. NeMo 25.07 is NVIDIA/NeMo@v2.4.0, whose
+    requirements/manifest.json pins NVIDIA/TransformerEngine f05f12c9 (2.5.0): its ``normalization.cpp`` runs
+    ``nvte_compute_amax`` over a norm's output before the cast (lines 141-149, 302-310), where v2.7 (fedd9ddc) has the
+    norm write the amax (``quantize_with_amax``, lines 147-151, 281-285). So each of the four NeMo 25.07 FP8 rows runs
+    the amax pass, and its QKV forward cast is the four-kernel ``current``, not ``current_norm_amax``."""
+    setups = {s["run"]: s for s in _fit_setups(None)}
+    rows = [r for r in setups if r.startswith("nemo2507_")]
+    assert len(rows) == 4
+    for r in rows:
+        lay, model = setups[r]["lay"], setups[r]["model"]
+        assert lay.precision == "fp8" and lay.fp8_amax_pass, r
+        (qkv,) = [op for op in block_ops(model, lay, "*") if op.name == "qkv"]
+        assert qkv.norm_amax and cast_kind(qkv, amax_pass=lay.fp8_amax_pass) == "current", r
+        assert cast_kind(qkv, amax_pass=False) == "current_norm_amax", r  # TE >= 2.7 (NeMo 25.09)

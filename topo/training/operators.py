@@ -1216,6 +1216,13 @@ def cast_kind(op: Op, backward: bool = False, amax_pass: bool = False, scale_ker
     ``norm_amax`` forward from TE 2.7 (the norm computed the amax); else ``delayed_scale_inverse`` with
     ``scale_kernel``, else ``cast``.
 
+    The TE version is read from ``amax_pass``: no layout or run carries TE's version (a run names its container,
+    whose TE the runs file's ``fp8_amax_pass`` column records). NVIDIA/TransformerEngine v2.7 (fedd9ddc)
+    ``transformer_engine/pytorch/csrc/extensions/normalization.cpp`` lines 115-116 and 147-151 (``layernorm_fwd``;
+    ``rmsnorm_fwd`` 281-285): the norm writes its output with its amax (``create_hp_tensor_with_amax``) and the
+    cast is ``quantize_with_amax``; at f05f12c9 (2.5.0, NeMo 25.07's pin: NVIDIA/NeMo@v2.4.0 ``requirements/manifest.json``)
+    lines 141-149 and 302-310 run ``nvte_compute_amax`` over the norm's output first, as every other cast.
+
     Parameters
     ----------
     op : Op
