@@ -3,6 +3,7 @@ page and the CSV are written, and Ctrl-C leaves a readable partial output that a
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 
 from topo.sweep import load_study, summarize, sweep
+from topo.units import format_time
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = """spec = "dgx-h100-superpod"
@@ -164,6 +166,9 @@ def test_ctrl_c_leaves_readable_partial_output_and_a_rerun_completes(tmp_path):
     assert len(full) == n and full["point"].is_unique
 
 
+UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
 def test_summary_line_of_a_run_and_of_a_rerun_with_nothing_left(tmp_path):
     # the rerun's line read "0 computed on nothing to compute: every point is in the output" before
     (tmp_path / "study.toml").write_text('spec = "dgx-h100-superpod"\n[axes]\ncollective = "all_reduce"\n'
@@ -178,6 +183,9 @@ def test_summary_line_of_a_run_and_of_a_rerun_with_nothing_left(tmp_path):
     assert len(line) == 1 and line[0].startswith(
         "topo sweep: study: 2 points, 2 already in study.parquet, nothing to compute in "), again.stderr
     assert line[0].endswith("s; 0 error rows") and "computed on" not in line[0]
+    for text in (first.stderr, line[0]):  # the run's own wall clock in the one format of a time (rev58's review)
+        took = re.search(r"topo sweep: .* in (\S+) (s|ms|us|ns); ", text)
+        assert took and format_time(float(took[1]) * UNIT_S[took[2]]) == f"{took[1]} {took[2]}", text
 
 
 @pytest.mark.parametrize("args, line", [

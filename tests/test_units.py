@@ -64,15 +64,18 @@ def test_a_time_has_one_format_in_tables_and_prose():
 
 def test_prose_does_not_format_seconds_by_hand():
     """No f-string prints a time in seconds, ms or us with its own format (``{t:.3g} s``, ``{t * 1e3:.2f} ms``): the
-    prose and tables go through format_time. Left out: echoes of a log's own figures (calibrate/parse.py), wall-clock
-    durations of topo's own run and timeouts a user gave, and fixed-unit table columns (a number without a unit)."""
+    prose and tables go through format_time, and so do the wall-clock durations of topo's own run (``wrote ... in``,
+    ``evaluated in``, a sweep's and a calibration's time: rev58's review). Left out: echoes of a log's own figures
+    (calibrate/parse.py), timeouts a user gave, a spec's latency limit, fixed-unit table columns (a number without a
+    unit) and a sweep's progress bar's time left (``42 s``, ``40 min``: a rough estimate, to the second at most)."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "topo"
     hand = re.compile(r"\{[^{}]*:[,.0-9]*[fg]\} ?(s|ms|us|ns)\b")
-    allowed = {"calibrate/parse.py", "sweep/scheduler.py", "report/browser.py", "cli/report.py", "cli/calibrate.py",
-               "cli/sweep.py", "cli/train.py", "spec/reference.py", "spec/model.py"}
+    allowed = {"calibrate/parse.py", "sweep/scheduler.py", "report/browser.py", "spec/reference.py", "spec/model.py"}
+    allowed_lines = {("cli/sweep.py", 'return f"{seconds:.0f} s"')}  # the progress bar's time left
     found = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if str(p.relative_to(root)) not in allowed
-             for i, line in enumerate(p.read_text().splitlines(), 1) if hand.search(line)]
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if hand.search(line) and (str(p.relative_to(root)), line.strip()) not in allowed_lines]
     assert found == []

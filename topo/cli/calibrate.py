@@ -7,7 +7,7 @@ from pathlib import Path
 from ..atomic import check_output
 from ..calibrate.calibrate import calibrate_logs, spec_inputs
 from ..errors import TopoError
-from ..units import count_noun
+from ..units import count_noun, format_time
 from .compare import add_cluster_arguments, cluster_flag_error, cluster_from_args
 from .output import emit, emit_json, note
 
@@ -58,7 +58,7 @@ def run(args) -> int:
     if args.output is None:
         emit(res.text)
     note(f"calibrated {res.base} on {count_noun(len(res.logs), 'run')}: median error {res.fit.mdape_before_pct:.1f}% -> "
-         f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {res.fit.seconds:.1f} s)")
+         f"{res.fit.mdape_after_pct:.1f}% ({res.fit.nfev} model evaluations, {format_time(res.fit.seconds)})")
     note(f"fitted {count_noun(len(res.fit.values), 'parameter')} to {count_noun(res.fit.sizes, 'measured size')} (the error above is on "
          "those sizes: in sample)")
     multipliers = res.fit.multipliers()

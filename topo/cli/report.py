@@ -6,7 +6,7 @@ import time
 
 from ..atomic import check_output
 from ..errors import TopoError
-from ..units import format_in
+from ..units import format_in, format_time
 from ..fabric.builders import build_fabric
 from ..fabric.inventory import inventory
 from ..plan import plan, read_plan_file
@@ -97,12 +97,12 @@ def run(args) -> int:
             plans = [plan(r.fabric, plan_file=args.plan_file) for r in reports]
         trains = _trains(job, reports) if job else None
         size = write_page(reports, out, plans=plans, trains=trains, **output)
-        note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {time.perf_counter() - start:.1f} s")
+        note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
         return 0
     fig = _one_figure(args, specs)
     data = sign_image(_image(fig, args.format), args.format)
     write_bytes(out, data, **output)
-    note(f"wrote {_where(out)} ({format_in(len(data), 'kB', '.0f')}) in {time.perf_counter() - start:.1f} s")
+    note(f"wrote {_where(out)} ({format_in(len(data), 'kB', '.0f')}) in {format_time(time.perf_counter() - start)}")
     return 0
 
 
@@ -127,7 +127,7 @@ def run_region_report(args, out, output, start) -> int:
     for n in est.notes if est is not None else []:
         note(f"note: {n}")
     size = write_region_page(region, inv, est, out, **output)
-    note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {time.perf_counter() - start:.1f} s")
+    note(f"wrote {_where(out)} ({format_in(size, 'MB', '.1f')}) in {format_time(time.perf_counter() - start)}")
     return 0
 
 

@@ -164,7 +164,7 @@ def _run(args) -> int:
     ran = (f"{info.computed:,} computed on {info.where}" if info.skipped < info.total
            else "nothing to compute")  # every point was in the output already
     note(f"topo sweep: {study.name}: {count_noun(info.total, 'point')}, {info.skipped:,} already in {out}, {ran} "
-         f"in {time.perf_counter() - start:.1f} s; {count_noun(info.errors, 'error row')}")
+         f"in {format_time(time.perf_counter() - start)}; {count_noun(info.errors, 'error row')}")
     return _finish(args, study, df, info, out, report)
 
 

@@ -822,7 +822,7 @@ def _print_search(res, top, held: dict, model) -> None:
     emit(f"{res.model} on {res.spec}, {format_count(res.gpus)} GPUs, global batch {res.global_batch}: "
          f"{res.considered} layouts considered, {res.rejected_invalid} break a divisibility rule, "
          f"{res.rejected_memory} do not fit, {res.pruned} pruned by their compute bound, {res.evaluated} "
-         f"evaluated in {res.elapsed_s:.1f} s ({res.engine_calls} engine calls)")
+         f"evaluated in {format_time(res.elapsed_s)} ({res.engine_calls} engine calls)")
     rows = []
     for i, r in enumerate(res.ranked[:top], 1):
         L, b = r.layout, r.breakdown_s
