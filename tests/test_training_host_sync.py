@@ -173,3 +173,31 @@ def test_the_search_bound_stays_under_the_step_where_the_host_waits():
         over_without_cover += _bound(lay, sc, tp_f, ep_f) > r.step_time_s * (1 + 1e-12)
     assert n >= 20
     assert over_without_cover >= 1  # the case is one where the cover matters
+
+
+def test_the_backward_all_to_alls_cover_the_hosts_backward_launches(qwen):
+    """The backward has no sync: the combine's gradient is dispatched and the dispatch's combined with the forward's
+    handle and token count (NVIDIA/Megatron-LM@44151194 ``fused_a2a.py`` ``HybridEPCombine.backward`` /
+    ``HybridEPDispatch.backward``; ``token_dispatcher.py`` ``_HybridEPManager.combine``), so without EP overlap its
+    two all-to-alls run on the compute stream while the host launches on, as the forward's do. A host-bound
+    backward then lasts its launches with the all-to-alls inside: its compute (the all-to-alls counted apart, under
+    ``ep``) is the launches less one cover a MoE layer, and its wait that much shorter; a cover longer than the
+    host's excess leaves no backward wait; a GPU-bound backward does not move."""
+    lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 48 layers of attention + MoE
+
+    def sc(host, cover):
+        return stage_compute(qwen, lay, gpu_compute("H100", overrides={"launch": {"host_s": host}}), cover)
+
+    g = gpu_compute("H100", overrides={"launch": {"host_s": 1e-3}})
+    bt = {k: block_time(qwen, lay, g, k) for k in ("*", "E", "embedding", "logits")}
+    L = qwen.layers
+    gpu_b = sum(n * bt[k].backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
+    host_b = sum(n * bt[k].host_backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
+    bare, covered = sc(1e-3, 0.0), sc(1e-3, 1e-3)
+    assert host_b > gpu_b + L * 1e-3  # host-bound even with the cover
+    assert bare.backward_s == pytest.approx(host_b)
+    assert covered.backward_s == pytest.approx(host_b - L * 1e-3)  # 48 layers x 1 ms of all-to-alls inside
+    big = (host_b - gpu_b) / L * 1.01  # more than the host's excess a layer
+    assert sc(1e-3, big).backward_s == pytest.approx(gpu_b)
+    fast_bare, fast_covered = sc(1e-9, 0.0), sc(1e-9, 1e-3)
+    assert fast_covered.backward_s == fast_bare.backward_s  # GPU-bound: nothing to cover

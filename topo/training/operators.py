@@ -1774,8 +1774,18 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router, a
     static rank budget or a full-iteration graph has no sync: the host then runs ahead across the pass, and each MoE
     layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
-    has none of its own, but a recomputed ``moe`` module replays the router and its sync there
-    (:func:`_moe_recompute_wait_s`)."""
+    has no sync of its own (a recomputed ``moe`` module replays the router and its sync there:
+    :func:`_moe_recompute_wait_s`), and its two all-to-alls are GPU time the host launches behind as well: without
+    EP overlap they run on the compute stream in launch order, the combine's gradient dispatched and the dispatch's
+    combined with the forward's handle and its token count already on the host, so neither syncs
+    (NVIDIA/Megatron-LM@44151194, the Megatron-Bridge 26.04.01 pin: ``token_dispatcher.py`` ``_HybridEPManager``
+    keeps ``num_permuted_tokens = tokens_per_expert.sum()`` of the forward's synced counts and passes it with the
+    handle to ``hybrid_ep_combine``; ``fused_a2a.py`` ``HybridEPCombine.backward`` calls ``dispatch_with_permute``
+    with both, ``HybridEPDispatch.backward`` ``combine_with_unpermute``; deepseek-ai/DeepEP@94a9f8f6
+    ``deep_ep/hybrid_ep_buffer.py``: a handle skips ``metadata_preprocessing``, where the stream is synchronised).
+    They carry the forward's tokens back, so the backward's cover is taken as ``ep_cover_s``
+    (with an FP8 forward dispatch the backward's is BF16 and longer: a lower bound on the cover); the step still
+    counts their time under ``ep``."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
@@ -1799,7 +1809,7 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward and recompute waits."""
     kinds = [u] if u in END_UNITS else list(u)
     g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
-    gb = sum(bt(k, bf16).backward_s for k in kinds)
+    gb = sum(bt(k, bf16).backward_s for k in kinds) + (ep_cover_s if Block.MOE in kinds else 0.0)  # the backward's pair
     hb = sum(bt(k, bf16).host_backward_s for k in kinds)
     if synced and Block.MOE in kinds:
         return (g, h, gb, hb, True,
