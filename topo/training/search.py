@@ -30,10 +30,10 @@ How it stays fast and bounded at 100k GPUs:
    this way, with no routing), and while its expert all-to-all is not routed, that floor with the EP groups as
    mapped: ``1 - k / ep`` leaves the domain, ``k`` the members of its EP group a GPU finds in its own domain
    (:meth:`~topo.training.mapping.Mapping.members_in_domain`: the rank order and the expert-TP stride spread
-   them; at 100k GPUs, DeepSeek-V3, this halves the layouts evaluated, 99 to 52); the DP windows widen by the NVLink-only exposed TP, CP and EP time as the step's
-   do, and by no less (infinitely while one of those is not routed). When the best found beats the lowest
-   bound a pass left out, the search is exact and stops; otherwise the next pass takes the next ``batch``. Only
-   the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
+   them; at 100k GPUs, DeepSeek-V3, this halves the layouts evaluated, 99 to 52); the DP windows widen by the
+   NVLink-only exposed TP, CP and EP time as the step's do, and by no less (infinitely while one of those is
+   not routed). When the best found beats the lowest bound a pass left out, the search is exact and stops;
+   otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are held, so memory does not grow with the number of layouts
    (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
    ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
