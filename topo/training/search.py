@@ -34,7 +34,8 @@ How it stays fast and bounded at 100k GPUs:
    NVLink-only exposed TP, CP and EP time as the step's do, and by no less (infinitely while one of those is
    not routed). When the best found beats the lowest bound a pass left out, the search is exact and stops;
    otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are
-   held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its compute, or a memory breakdown, per distinct shape);
+   held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its
+   compute, or a memory breakdown, per distinct shape);
 4. the ``keep`` best are evaluated again with the step's collectives as one traffic mix (``contention``) and
    ranked by that, fastest alone first; a mix only slows a step (every slowdown is at least 1), so once ``top``
    are mixed, a layout whose time alone is above the ``top``-th mixed time cannot enter and the rest are skipped.
