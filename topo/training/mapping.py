@@ -98,6 +98,26 @@ class Mapping:
             got = self._memo[("span", dim)] = _widest_span(self.groups(dim), self.gpus_per_domain)
         return got
 
+    def members_in_domain(self, dim: str) -> float:
+        """How many members of its own ``dim`` group a GPU finds in its own NVLink domain (itself included),
+        averaged over the GPUs of one domain, in the domain where that is least: what an all-to-all over ``dim``
+        keeps off the domain's NICs (each GPU sends ``1 - members / group size`` of its buffer out of the domain).
+
+        Parameters
+        ----------
+        dim : str
+            A group name (:meth:`groups`).
+
+        Returns
+        -------
+        float
+            Between 1 and the group size (the group size when every group lies inside one domain).
+        """
+        got = self._memo.get(("members", dim))
+        if got is None:
+            got = self._memo[("members", dim)] = _fewest_members_in_domain(self.groups(dim), self.gpus_per_domain)
+        return got
+
     def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
         ``first_gpu``), and as it would at the largest power of two of each domain (64 of an NVL72 rack's 72):
@@ -152,6 +172,27 @@ def _widest_span(ids: np.ndarray, gpus_per_domain: int) -> int:
     if not (step >= 0).all():
         step = np.diff(np.sort(d, axis=1), axis=1)
     return int(1 + (step != 0).sum(axis=1).max())
+
+
+def _fewest_members_in_domain(ids: np.ndarray, gpus_per_domain: int) -> float:
+    """:meth:`Mapping.members_in_domain` of the groups ``ids`` (one group a row of GPU ids): a group with ``c``
+    members in a domain gives each of them ``c``, so a domain's GPUs find ``sum c^2 / sum c`` on average; the least
+    over the domains. Each row's domains sorted (skipped where they never fall, as :func:`_widest_span`), a run of
+    equal domains is one ``c``."""
+    d = ids // gpus_per_domain
+    if ids.shape[1] > 1 and not (np.diff(d, axis=1) >= 0).all():
+        d = np.sort(d, axis=1)
+    flat = d.ravel()
+    starts = np.ones(flat.size, dtype=bool)
+    starts[1:] = flat[1:] != flat[:-1]
+    starts[::ids.shape[1]] = True  # a new row starts a new run
+    first = np.flatnonzero(starts)
+    runs = np.diff(np.append(first, flat.size)).astype(np.float64)
+    dom = flat[first]
+    dom = dom - dom.min()
+    s1, s2 = np.bincount(dom, runs), np.bincount(dom, runs * runs)
+    held = s1 > 0
+    return float((s2[held] / s1[held]).min())
 
 
 def _placed_ids(ranks, used: int, gpus_per_domain: int, first_gpu: int = 0):
