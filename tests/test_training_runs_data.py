@@ -125,6 +125,9 @@ DATA49_IN_FAMILY = ("mlperf51_cisco_h100_llama31_8b_64", "mlperf51_cisco_h100_ll
 # the one-VM A3 run (NVLink only; BF16 MaxText on H100, the fitted JAX-Toolbox row's setup) is fitted
 DATA50_NEW_SETUP = ("maxtext_a4_llama31_70b_fp8_256", "maxtext_a4_llama31_405b_fp8_256", "maxtext_a3_llama2_7b_16",
                     "maxtext_a3_llama2_7b_32", "maxtext_a3_llama2_7b_64", "maxtext_a3_llama2_7b_128")
+# runs56's rows: figures only an open (unmerged) pull request publishes, held out whatever their family, fixed before
+# any was scored: Megatron-LM PR #5728's H100 Qwen3-30B-A3B pair (NVIDIA/Megatron-LM@7146484607, the PR's head)
+OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf16")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
                 + DATA49_IN_FAMILY)
 
@@ -298,7 +301,7 @@ def test_holdout_is_whole_families_of_its_releases():
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
     held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
-            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick"}
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
@@ -306,12 +309,44 @@ def test_holdout_is_whole_families_of_its_releases():
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"
-                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
+                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
         # Nemotron-H (hybrid Mamba-2 / attention, no experts) is held out whole: no fitted run has it
         assert r["model"] != "nemotron-h-56b", r["run_id"]
+
+
+def test_a_figure_only_an_open_pr_publishes_is_held_out():
+    # runs56: a row whose status says its figure is in an open pull request is never fitted (its publisher has not
+    # merged it); the hold-out holds exactly OPEN_PR_RUNS of them, and the fitted files none
+    assert {r["run_id"] for r in _rows(HOLDOUT) if "open pull request" in r["status"]} == set(OPEN_PR_RUNS)
+    assert not any("open pull request" in r["status"] for r in _rows(PUBLISHED))
+
+
+def test_pr_5728_rows_are_its_tables_tflops():
+    """Megatron-LM PR #5728 (open, 2026-07-09; NVIDIA/Megatron-LM@7146484607 examples/moe_recipes/README.md, the
+    Qwen3-30B-A3B rows of the recipe index: "H100 FP8 | 32 | 1/1/8/1/1 | 1/256/4096 | FP8 blockwise; router/preprocess
+    CG | 242.9" and "H100 BF16 | 32 | 1/1/8/1/1 | 1/256/4096 | BF16 baseline | 240.5", median model TFLOP/s/GPU of
+    iterations 30-45). Megatron-LM's count for Qwen3-30B-A3B at 4,096 tokens is 2.3006e10 FLOPs per token (the same
+    count turns PR #5094's 244.039 TFLOP/s on 16 H100 at GBS 1,024 into 24.7131 s, printed 24.7138 s): the rows'
+    tokens/s/GPU are the table's TFLOP/s over it, their layout the table's tuple, the FP8 row block-wise."""
+    from topo.training.flops_megatron_lm import megatron_lm_flops_per_token
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    rows = {r["run_id"]: r for r in _rows(HOLDOUT)}
+    per_token = megatron_lm_flops_per_token(load_model("qwen3-30b-a3b"), 4096, 1)
+    assert per_token == pytest.approx(2.3006e10, rel=1e-4)
+    assert 1024 * 4096 * per_token / (16 * 244.039e12) == pytest.approx(24.7138, rel=1e-4)
+    for rid, tflops, recipe in (("mb5728_h100_qwen3_30b_fp8_blockwise", 242.9, "blockwise"),
+                                ("mb5728_h100_qwen3_30b_bf16", 240.5, None)):
+        r = rows[rid]
+        assert f"{tflops} TFLOP/s/GPU" in r["note"], rid
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token, rel=1e-6), rid
+        # TP/PP/EP/CP/ETP 1/1/8/1/1, MBS/GBS/SL 1/256/4096 on 32 GPUs
+        assert tuple(r[k] for k in ("tp", "pp", "ep", "cp", "etp", "micro_batch", "global_batch_seqs", "seq_len",
+                                    "num_gpus")) == ("1", "1", "8", "1", "1", "1", "256", "4096", "32"), rid
+        assert (training_accuracy.fp8_recipe(r) if r["precision"] == "fp8" else None) == recipe, rid
 
 
 def test_every_run_on_a_setup_no_fitted_run_has_is_held_out():
