@@ -759,15 +759,17 @@ def _automodel_settings(model, pp: int) -> dict:
 
 
 def fp8_recipe(row) -> str | None:
-    """A run's FP8 scaling recipe: per-tensor current scaling where its note says so, and for every Megatron-Bridge
-    FP8 run on H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8
-    configuration is ``fp8_cs``); block-wise where the note quotes Megatron-LM's ``--fp8-recipe blockwise``; MXFP8 where
-    the note says so; per-tensor delayed scaling where the note says "delayed scaling"; else not recorded (None)."""
+    """A run's FP8 scaling recipe: block-wise where the note quotes Megatron-LM's ``--fp8-recipe blockwise`` (the
+    ModelZoo's PR=fp8, and Megatron-Bridge's dev recipe that sets ``fp8_recipe = "blockwise"`` over ``fp8_cs``:
+    ``mb5728_``); per-tensor current scaling where its note says so, and for every other Megatron-Bridge FP8 run on
+    H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8 configuration
+    is ``fp8_cs``); MXFP8 where the note says so; per-tensor delayed scaling where the note says "delayed scaling";
+    else not recorded (None)."""
     note = row["note"].lower()
+    if "--fp8-recipe blockwise" in note:  # Megatron-LM's block-wise FP8, 1x128 / 128x128 scaling blocks
+        return "blockwise"
     if "current scaling" in note or (row["run_id"].startswith("mb") and row["gpu"] == "H100"):
         return "current"
-    if "--fp8-recipe blockwise" in note:  # Megatron-LM's block-wise FP8 (the Megatron-MoE-ModelZoo's PR=fp8)
-        return "blockwise"
     if "mxfp8" in note:
         return "mxfp8"
     return "delayed" if "delayed scaling" in note else None

@@ -103,23 +103,26 @@ def test_every_rows_column_value_is_in_its_layout():
         for col, read in LAYOUT_COLUMNS.items():  # tidy53: applied after every rule, so the layout holds them
             if r[col]:
                 assert getattr(lay, col) == read(r[col]), (rid, col)
-    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 24
+    assert sum(r["moe_expert_kernels"] == "fused_mlp" for r in rows.values()) == 27  # runs56: PR #5728's 3 paged stash
     assert {rid for rid, r in rows.items() if r["moe_grouped_gemm"] == "0"} == {
         rid for rid, r in rows.items() if rid.startswith("nemo") and r["model"].startswith(("mixtral", "grok"))}
     counts = {col: sum(bool(r[col]) and r[col] != "0" for r in rows.values()) for col in (
         "overlap_tp", "moe_router_fusion", "cross_entropy", "attention_fp8", "fp8_amax_reduction",
         "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather", "ep_comm_sms")}
     # epov55 added Megatron-Bridge PR #5094's EP-overlap A/B pair (the model card's recipe: overlap_tp, router fusion,
-    # the 128 MiB buckets)
-    assert counts == {"overlap_tp": 302, "moe_router_fusion": 124, "cross_entropy": 5, "attention_fp8": 3,
+    # the 128 MiB buckets); runs56 Megatron-LM PR #5728's nine Qwen3 rows (router fusion and the recipes' HybridEP SMs
+    # on all; FP8 weights on the H100 FP8 and the three 235B MXFP8 rows)
+    assert counts == {"overlap_tp": 302, "moe_router_fusion": 133, "cross_entropy": 5, "attention_fp8": 3,
                       "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32, "fp8_amax_pass": 12,
-                      "fp8_param_gather": 119, "ep_comm_sms": 4}
+                      "fp8_param_gather": 123, "ep_comm_sms": 13}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
     # tidy53: the rows each per-source rule set (data/reference/README.md), as the rules gave them
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
-    assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 5, "moe_counts_aligned": 3,
-                      "dp_bucket_params": 281, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
-                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 24}
+    # runs56: PR #5728's dev recipes: bf16 moments (H100 30B FP8, the three 235B MXFP8), the router's quantisation
+    # padding and 128 MiB buckets (235B MXFP8; the 235B H100 row buckets too), paged stash's rank capacity (3 rows)
+    assert filled == {"grad_bytes": 4, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
+                      "dp_bucket_params": 285, "dp_align_grad_reduce": 88, "pipeline_layout": 4,
+                      "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
     assert all(r["dp_align_grad_reduce"] == "0" for r in rows.values()
                if rid_is_nemo2(r["run_id"]) or r["run_id"].startswith("dgxc2505_") and "deepseek" in r["model"])

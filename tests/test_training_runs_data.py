@@ -125,6 +125,13 @@ DATA49_IN_FAMILY = ("mlperf51_cisco_h100_llama31_8b_64", "mlperf51_cisco_h100_ll
 # the one-VM A3 run (NVLink only; BF16 MaxText on H100, the fitted JAX-Toolbox row's setup) is fitted
 DATA50_NEW_SETUP = ("maxtext_a4_llama31_70b_fp8_256", "maxtext_a4_llama31_405b_fp8_256", "maxtext_a3_llama2_7b_16",
                     "maxtext_a3_llama2_7b_32", "maxtext_a3_llama2_7b_64", "maxtext_a3_llama2_7b_128")
+# runs56's rows: figures only an open (unmerged) pull request publishes, held out whatever their family, fixed before
+# any was scored: Megatron-LM PR #5728's H100 Qwen3-30B-A3B pair (NVIDIA/Megatron-LM@7146484607, the PR's head)
+# (the README's nine Qwen3 rows: 235B on H100, GB200 twice, GB300; 30B on H100 twice, GB200 three times)
+OPEN_PR_RUNS = ("mb5728_h100_qwen3_30b_fp8_blockwise", "mb5728_h100_qwen3_30b_bf16", "mb5728_h100_qwen3_235b_bf16",
+                "mb5728_gb200_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_235b_mxfp8_partialcg",
+                "mb5728_gb300_qwen3_235b_mxfp8_fullcg", "mb5728_gb200_qwen3_30b_bf16",
+                "mb5728_gb200_qwen3_30b_mxfp8_partialcg", "mb5728_gb200_qwen3_30b_mxfp8_pagedstash")
 ONE_IN_THREE = (DATA35_IN_FAMILY + DATA44_IN_FAMILY + B30044_IN_FAMILY + DATA46_IN_FAMILY + DATA48_IN_FAMILY
                 + DATA49_IN_FAMILY)
 
@@ -298,7 +305,7 @@ def test_holdout_is_whole_families_of_its_releases():
     # (GB300 runs are held out by GPU, whatever their model: test_every_gb300_run_is_held_out; data35's rows one in
     # three: test_new_in_family_rows_are_held_out_one_in_three)
     held = {r["model"] for r in _rows(HOLDOUT) if r["system"] != "DGX-GB300"
-            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
+            and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     assert held == {"gpt-oss-120b", "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "grok-1-314b", "llama4-maverick"}
     # Grok-1 (issue 29's coarse-MoE class) and Llama 4 Maverick (its 128-expert top-1 class) are held out whole
     # too: no fitted run has them
@@ -306,12 +313,61 @@ def test_holdout_is_whole_families_of_its_releases():
         assert not any(r["model"] == whole for r in _rows(PUBLISHED))
     releases = {r["software"] for r in _rows(HOLDOUT)
                 if r["model"] not in ("grok-1-314b", "llama4-maverick") and r["system"] != "DGX-GB300"
-                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP}
+                and r["run_id"] not in ONE_IN_THREE + DATA50_NEW_SETUP + OPEN_PR_RUNS}
     assert {"NeMo 26.04", "NeMo 26.04.01"} <= releases
     for r in _rows(PUBLISHED):
         assert not (r["model"] in held and r["software"] in releases), r["run_id"]
         # Nemotron-H (hybrid Mamba-2 / attention, no experts) is held out whole: no fitted run has it
         assert r["model"] != "nemotron-h-56b", r["run_id"]
+
+
+def test_a_figure_only_an_open_pr_publishes_is_held_out():
+    # runs56: a row whose status says its figure is in an open pull request is never fitted (its publisher has not
+    # merged it); the hold-out holds exactly OPEN_PR_RUNS of them, and the fitted files none
+    assert {r["run_id"] for r in _rows(HOLDOUT) if "open pull request" in r["status"]} == set(OPEN_PR_RUNS)
+    assert not any("open pull request" in r["status"] for r in _rows(PUBLISHED))
+
+
+# Megatron-LM PR #5728's recipe index (NVIDIA/Megatron-LM@7146484607 examples/moe_recipes/README.md), the Qwen3 rows
+# as printed: recipe, GPUs, TP/PP/EP/CP/ETP, MBS/GBS/SL, median TFLOP/s/GPU of iterations 30-45
+PR5728_TABLE = {
+    "mb5728_h100_qwen3_235b_bf16": ("H100 BF16", 256, "2/8/32/1/1", "1/2048/4096", 302.0),
+    "mb5728_gb200_qwen3_235b_mxfp8_fullcg": ("GB200 MXFP8 full CG", 128, "1/1/64/1/1", "1/8192/4096", 1208.3),
+    "mb5728_gb200_qwen3_235b_mxfp8_partialcg": ("GB200 MXFP8 partial CG", 128, "1/1/64/1/1", "1/8192/4096", 876.2),
+    "mb5728_gb300_qwen3_235b_mxfp8_fullcg": ("GB300 MXFP8 full CG", 128, "1/1/64/1/1", "1/8192/4096", 1396.1),
+    "mb5728_h100_qwen3_30b_fp8_blockwise": ("H100 FP8", 32, "1/1/8/1/1", "1/256/4096", 242.9),
+    "mb5728_h100_qwen3_30b_bf16": ("H100 BF16", 32, "1/1/8/1/1", "1/256/4096", 240.5),
+    "mb5728_gb200_qwen3_30b_bf16": ("GB200 BF16", 16, "1/1/16/1/1", "4/512/4096", 504.2),
+    "mb5728_gb200_qwen3_30b_mxfp8_partialcg": ("GB200 MXFP8 partial CG", 16, "1/1/16/1/1", "4/512/4096", 480.3),
+    "mb5728_gb200_qwen3_30b_mxfp8_pagedstash": ("GB200 MXFP8 paged stash", 16, "1/1/16/1/1", "4/512/4096", 598.1),
+}
+
+
+def test_pr_5728_rows_are_its_tables_tflops():
+    """Each mb5728_ row is its line of PR #5728's table (PR5728_TABLE): GPUs, layout tuple and batch as printed, and
+    tokens/s/GPU = the printed TFLOP/s over Megatron-LM's count at 4,096 tokens, 2.3006e10 FLOPs per token for
+    Qwen3-30B-A3B and 1.4803e11 for Qwen3-235B-A22B (the same count turns PR #5094's 244.039 TFLOP/s on 16 H100 at GBS
+    1,024 into 24.7131 s, printed 24.7138 s; the ModelZoo's GB200 rows above quote 1.4803e11). The H100 FP8 row is
+    block-wise (the table's "FP8 blockwise"), the GB200 / GB300 FP8 rows MXFP8."""
+    from topo.training.flops_megatron_lm import megatron_lm_flops_per_token
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import training_accuracy
+    rows = {r["run_id"]: r for r in _rows(HOLDOUT)}
+    assert set(PR5728_TABLE) == set(OPEN_PR_RUNS)
+    per_token = {m: megatron_lm_flops_per_token(load_model(m), 4096, 1) for m in ("qwen3-30b-a3b", "qwen3-235b-a22b")}
+    assert per_token["qwen3-30b-a3b"] == pytest.approx(2.3006e10, rel=1e-4)
+    assert per_token["qwen3-235b-a22b"] == pytest.approx(1.4803e11, rel=1e-4)
+    assert 1024 * 4096 * per_token["qwen3-30b-a3b"] / (16 * 244.039e12) == pytest.approx(24.7138, rel=1e-4)
+    for rid, (label, gpus, layout, batch, tflops) in PR5728_TABLE.items():
+        r = rows[rid]
+        assert f"'Qwen3-{'235B-A22B' if '235b' in rid else '30B-A3B'} {label}'" in r["note"], rid
+        assert f"{tflops} TFLOP/s/GPU" in r["note"], rid
+        assert float(r["value"]) == pytest.approx(tflops * 1e12 / per_token[r["model"]], rel=1e-6), rid
+        assert int(r["num_gpus"]) == gpus and r["gpu"] == label.split()[0], rid
+        assert "/".join(r[k] for k in ("tp", "pp", "ep", "cp", "etp")) == layout, rid
+        assert "/".join(r[k] for k in ("micro_batch", "global_batch_seqs", "seq_len")) == batch, rid
+        recipe = training_accuracy.fp8_recipe(r) if r["precision"] == "fp8" else None
+        assert recipe == {"FP8": "blockwise", "MXFP8": "mxfp8"}.get(label.split()[1]), rid
 
 
 def test_every_run_on_a_setup_no_fitted_run_has_is_held_out():
@@ -328,7 +384,8 @@ def test_every_gb300_run_is_held_out():
     # entry takes GB200's dense rates (topo/data/compute/gpus.toml [GB300]); a fit on it would let that assumption
     # steer the Blackwell fractions, so every GB300 run is scored apart, never fitted
     gb300 = [r["run_id"] for r in _rows(HOLDOUT) if r["system"] == "DGX-GB300"]
-    assert len(gb300) == 21  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B
+    assert len(gb300) == 22  # 9 model cards, 5 + 4 of the 26.04.01 table (MoE, hybrid; dense), 3 of 26.06.01's, Lambda's MLPerf v5.1 8B,
+    # Megatron-LM PR #5728's Qwen3 235B (runs56)
     assert not any(r["system"] == "DGX-GB300" for r in _rows(PUBLISHED))
 
 
