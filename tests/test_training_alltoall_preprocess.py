@@ -90,21 +90,25 @@ def test_the_probs_all_to_all_and_the_counts_gather_are_in_the_traffic(qwen):
     assert not [it for it in padded if it["collective"] == "all_gather"]
 
 
-@pytest.mark.parametrize("upd, local, launches", [
-    ({}, 16, (9, 4)),  # all-to-all: permute (3 row-id-map kernels + 1), sort by expert (2), sort back (2), unpermute
-    ({"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}, 16, (5, 2)),  # DeepEP: permute and unpermute only
-    ({"ep_dispatcher": "deepep"}, 16, (8, 8)),  # HybridEP permutes inside its own calls: unpublished, assumed
+@pytest.mark.parametrize("upd, local, launches, back", [
+    ({}, 16, (9, 4), 2),  # all-to-all: permute (3 row-id-map kernels + 1), sort by expert (2), sort back (2), unpermute
+    ({"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}, 16, (5, 2), 2),  # DeepEP: permute and unpermute only
+    ({"ep_dispatcher": "deepep"}, 16, (8, 8), 1),  # HybridEP permutes inside its own calls: unpublished, assumed
 ])
-def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, launches):
+def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, launches, back):
     """Transformer Engine's fused permutation (NVIDIA/TransformerEngine@d0067d0da pytorch/permutation.py, triton
     make_row_id_map's three passes, permute / unpermute / chunk-sort kernels; each backward one kernel) as each
-    Megatron-Core dispatcher calls it; bytes unchanged (forward, and twice that backward)."""
+    Megatron-Core dispatcher calls it; bytes: the forward's, and backward twice that for Transformer Engine's
+    kernels, once for HybridEP's, whose backward runs its forward's permute and un-permute the other way on the
+    gradients (NVIDIA/Megatron-LM@6cd6ea530e ``fused_a2a.py``: ``HybridEPDispatch.backward`` is
+    ``combine_with_unpermute``, ``HybridEPCombine.backward`` is ``dispatch_with_permute``; the forward combine is
+    unweighted, so no forward rows are read again: operators.PERMUTE_BACKWARD_BYTES)."""
     g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
     lay = _lay(**upd)
     ops = {op.name: op for op in block_ops(qwen, lay, "E")}
     assert qwen.moe.experts / lay.ep == local
     assert (ops["permute"].launches, ops["permute_grad"].launches) == launches
-    assert ops["permute_grad"].bytes == 2 * ops["permute"].bytes
+    assert ops["permute_grad"].bytes == back * ops["permute"].bytes
     assert host_launch_s(ops["permute"], g) == pytest.approx(launches[0] * HOST_S)
     assert host_launch_s(ops["permute_grad"], g, backward=True) == pytest.approx(launches[1] * HOST_S)
     assert host_launch_s(ops["permute_grad"], g) == 0.0 and host_launch_s(ops["permute"], g, backward=True) == 0.0

@@ -61,8 +61,13 @@ def test_the_sync_is_the_dispatchs_permutation(qwen):
 def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen):
     """Qwen3-30B at 4 x 4,096 tokens a micro-batch with the attention and the router in CUDA graphs: each
     eagerly launched expert kernel takes the GPU longer than the host (20 or 50 us a launch), so the host never falls
-    behind, yet every sync leaves the GPU idle until the first kernel after it is launched: one launch a layer.
-    The bound before (a layer lasts max(host, GPU)) gave no wait; a padded router syncs nothing."""
+    behind, yet every sync leaves the GPU idle until the first kernel after it is launched: the dispatch's own
+    launch (the host launches the all-to-all only once the sync has returned: Megatron-Core's
+    ``before_ep_alltoall`` sync point; HybridEP's ``cudaStreamSynchronize`` in ``metadata_preprocess_core`` before
+    ``dispatch_with_permute`` launches its kernel, deepseek-ai/DeepEP@94a9f8f6 hybrid-ep
+    ``csrc/hybrid_ep/executor/executor.cu``), then the permutation's first. With the EP overlap's cover at 0 (no
+    step here), both are GPU-idle host time: two launches a layer. The bound before (a layer lasts max(host,
+    GPU)) gave no wait; a padded router syncs nothing."""
     lay = make_layout(ep=8, dp=8, global_batch=256, seq_len=4096, etp=1, micro_batch=4,
                       cuda_graph_scope=("attn", "moe_router", "moe_preprocess"))
     for host_s in (2e-5, 5e-5):
@@ -71,9 +76,11 @@ def test_a_gpu_bound_layer_still_waits_for_the_first_launch_after_each_sync(qwen
         assert bt["*"].host_s + bt["E"].host_s < (bt["*"].forward_s + bt["E"].forward_s) / 2
         assert sum(n * bt[k].host_backward_s for k, n in (("*", 1), ("E", 1))) < bt["E"].backward_s
         wait = stage_compute(qwen, lay, g).by_module_s.get("host", 0.0)
-        # each sync: its round trip (the copy lands, the host thread resumes), then the first launch
+        # each sync: its round trip (the copy lands, the host thread resumes), the dispatch's launch, then the
+        # permutation's first launch
         assert bt["E"].sync_s == g.kernels.sync_s > 0 and bt["*"].sync_s == 0.0
-        assert wait == pytest.approx(qwen.layers * (g.kernels.sync_s + host_s), rel=1e-6)
+        assert bt["E"].call_host_s == host_s and bt["*"].call_host_s == 0.0
+        assert wait == pytest.approx(qwen.layers * (g.kernels.sync_s + 2 * host_s), rel=1e-6)
         padded = lay.model_copy(update={"moe_capacity_factor": 1.0})
         assert stage_compute(qwen, padded, g).by_module_s.get("host", 0.0) == 0.0
 

@@ -821,21 +821,39 @@ def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float)
 
 
 def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
-    """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`)
-    and twice that backward, in the launches of the layout's dispatcher (:func:`.kernels.permute_kernels`).
-    Transformer Engine's kernels (the all-to-all dispatcher, DeepEP's backend) move rows by index, at the permute
-    kernels' measured rates (:func:`.kernels.permute_s`); HybridEP's permutation is its copy out of its registered
-    buffer, at a contiguous kernel's share of HBM: its published Torch API time on GB200 (the kernel plus that copy)
-    leaves the copy (topo's bytes) no less than 59% of HBM, above the gather rates' 46%
-    (tests/test_training_ep_dispatch.py)."""
+    """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`),
+    in the launches of the layout's dispatcher (:func:`.kernels.permute_kernels`), and backward
+    :data:`PERMUTE_BACKWARD_BYTES` times that. Transformer Engine's kernels (the all-to-all dispatcher, DeepEP's
+    backend) move rows by index, at the permute kernels' measured rates (:func:`.kernels.permute_s`); HybridEP's
+    permutation is its copy out of its registered buffer, at a contiguous kernel's share of HBM: its published
+    Torch API time on GB200 (the kernel plus that copy) leaves the copy (topo's bytes) no less than 59% of HBM,
+    above the gather rates' 46% (tests/test_training_ep_dispatch.py)."""
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
         key = "alltoall" if sorts else "alltoall_one_local"  # sorts: :func:`sorts_by_local_expert`
     fwd, bwd = permute_kernels(key)
     gather = key != "hybridep"
+    back = PERMUTE_BACKWARD_BYTES.get(key, PERMUTE_BACKWARD_BYTES["other"])
     return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather),
-            Op("permute_grad", "moe", "kernel", 0.0, 2 * nbytes, launches=bwd, passes="backward", by_index=gather)]
+            Op("permute_grad", "moe", "kernel", 0.0, back * nbytes, launches=bwd, passes="backward",
+               by_index=gather)]
+
+
+PERMUTE_BACKWARD_BYTES = {"hybridep": 1.0, "other": 2.0}
+"""The permutation's backward bytes over its forward's (:func:`_permute_ops`). ``hybridep``: HybridEP's backward
+runs its forward's kernels the other way on the gradients, so it moves the forward's bytes: the dispatch's
+backward is ``combine_with_unpermute`` of the gradients (the un-permute into the combine buffer) and the
+combine's backward is ``dispatch_with_permute`` of the gradient (the permute out of the dispatch buffer), with
+the routing handle saved in the forward (NVIDIA/Megatron-LM@6cd6ea530e, the pin of Megatron-Bridge PR #5094,
+``megatron/core/transformer/moe/fused_a2a.py`` ``HybridEPDispatch.backward``, ``HybridEPCombine.backward``);
+the forward combine passes no probabilities (an unweighted sum; the experts apply them), so the backward reads
+no forward activations (deepseek-ai/DeepEP@94a9f8f6 hybrid-ep ``deep_ep/hybrid_ep_buffer.py``
+``dispatch_with_permute`` / ``combine_with_unpermute``; ``csrc/hybrid_ep/executor/executor.cu``
+``dispatch_postprocess`` / ``combine_preprocess``). ``other`` (Transformer Engine's permute and un-permute as the
+all-to-all dispatcher and DeepEP's backend call them): twice the forward, as before (assumption: the
+un-permute's backward with merging probabilities also reads the forward's rows for the probabilities'
+gradient)."""
 
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
@@ -1292,6 +1310,7 @@ class BlockTime:
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
     sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
+    call_host_s: float = 0.0  # an MoE block with EP: the host's launch of each expert all-to-all (:func:`_host_waits_s`)
 
 
 def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, float]:
@@ -1403,8 +1422,10 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
         rec[op.module] = rec.get(op.module, 0.0) + f
         if op.tag:
             rec[op.tag] = rec.get(op.tag, 0.0) + f
+    synced = sync_at >= 0
+    calls = kind == Block.MOE and lay.ep > 1  # the expert all-to-alls the host launches (none without EP)
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
-                     gpu.kernels.sync_s if sync_at >= 0 else 0.0)
+                     gpu.kernels.sync_s if synced else 0.0, gpu.kernels.launch_host_s if calls else 0.0)
 
 
 BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
@@ -1815,7 +1836,9 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
         return (g, h, gb, hb, True,
                 _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
                 _moe_recompute_wait_s(lay, bt(Block.MOE, bf16)))
-    return g + (ep_cover_s if Block.MOE in kinds else 0.0), h, gb, hb, False, 0.0, 0.0
+    moe = Block.MOE in kinds  # its dispatch and combine: GPU time the host launches behind, two launches
+    calls = 2 * bt(Block.MOE, bf16).call_host_s if moe else 0.0
+    return g + (ep_cover_s if moe else 0.0), h + calls, gb, hb, False, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
@@ -1859,17 +1882,23 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
     at least the host's launches less the GPU's time, and more where the host's launches bunch up (an op's
     launches right after the sync, a router's small kernels just before the next).
 
-    ``ep_cover_s``: the stretch's expert all-to-alls, GPU seconds with no launch cost, half of it the dispatch
-    right after the sync (the host launches the permutation and the experts while it runs) and half the combine
-    after the experts (before the block's residual); the step counts their time apart, so the wait is the line's
-    length over the GPU's compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's).
-    The stretch opens with the sync's round trip (the MoE block's ``sync_s``: the copy lands and the host thread
-    resumes), host time before the first launch with the GPU idle."""
+    ``ep_cover_s``: the stretch's expert all-to-alls, half of it the dispatch right after the sync (the host
+    launches the permutation and the experts while it runs) and half the combine after the experts (before the
+    block's residual), each one launch of the host's (the block's ``call_host_s``): the host launches the dispatch
+    only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward
+    syncs inside ``metadata_preprocessing``, after the routing map's all-gather and the preprocessing kernel, and
+    launches the dispatch kernel after it: deepseek-ai/DeepEP@94a9f8f6 hybrid-ep
+    ``csrc/hybrid_ep/executor/executor.cu`` ``metadata_preprocess_core``'s ``cudaStreamSynchronize``, then
+    ``hybrid_ep.cu`` ``dispatch_with_permute``; Megatron-Core's all-to-all dispatcher syncs before its
+    all-to-all, above). The step counts their GPU time apart, so the wait is the line's length over the GPU's
+    compute and those. ``math.inf`` gives no wait (a lower bound: the layout search's). The stretch opens with
+    the sync's round trip (the MoE block's ``sync_s``: the copy lands and the host thread resumes), host time
+    before the first launch with the GPU idle."""
     if math.isinf(ep_cover_s):
         return 0.0
     m = blocks[moe]
     at = m.sync_at if m.sync_at >= 0 else len(m.launch_seq)
-    half = (0.0, ep_cover_s / 2, 1.0)
+    half = (m.call_host_s, ep_cover_s / 2, 1.0)
     seq = [half, *m.launch_seq[at:-1], half, *m.launch_seq[-1:]] if at < len(m.launch_seq) else [half, half]
     seq.insert(0, (m.sync_s, 0.0, 1.0))
     for b in blocks[moe + 1:] + blocks[:moe]:
