@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import topo
+from conftest import run_cli
 from topo.training.model import load_model
 from topo.training.parallel import make_layout
 from topo.training.search import search_layouts
@@ -45,3 +46,17 @@ def test_a_failed_leaf_is_named(base):
 def test_the_search_names_the_failure(base):
     res = search_layouts(base.with_failures("nic1.2"), load_model("llama3-8b"), 32, 32, top=1)
     assert any(n.startswith("with failures: nic1.2") for n in res.notes)
+
+
+def test_the_plan_says_its_mfu_is_the_installed_fabric_s():
+    """``topo plan --model --layout --fail``: the MFU is topo train's step on the fabric as installed (the note on
+    failed parts says the network figures are the failed fabric's), and the note says so."""
+    args = ("plan", "dgx-h100-superpod", "--model", "qwen3-30b-a3b", "--layout", "dp=64,ep=8,global_batch=256",
+            "--no-collectives")
+    failed = run_cli(*args, "--fail", "leaf0", check=True).stdout
+    whole = run_cli(*args, check=True).stdout
+    (line,) = [x for x in failed.splitlines() if x.startswith("note: MFU")]
+    assert line.endswith("; the step runs on the fabric as installed, without leaf0 (topo train --fail gives the "
+                         "step with them)")
+    (same,) = [x for x in whole.splitlines() if x.startswith("note: MFU")]
+    assert line.startswith(same) and "without" not in same
