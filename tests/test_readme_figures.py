@@ -19,6 +19,12 @@ FLAT = re.sub(r"\s+", " ", README)  # prose wraps anywhere
 COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  # sh lines continued, prose's quotes
 
 CASES = [
+    # walk20: DeepSeek-V3's published layout and token count (arXiv 2412.19437: 2,048 GPUs, PP16 DualPipe, EP64,
+    # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training) with --tokens: days and GPU-hours
+    ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
+     "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
+     "--tokens 14.8e12",
+     [("gives 62.3 days, 3.06M GPU-hours", "tokens: 62.3 days, 3.06M GPU-hours on 2,048 GPUs")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
       ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
@@ -76,7 +82,8 @@ GIVEN = ("topo plan two-site-h100 --no-collectives --one-site",
          "topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
          "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
          "topo train meta-llama3-24k --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 128 --vpp 8 --seq 8192 "
-         "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12")
+         "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding --tokens 15.6e12",
+         CASES[0][0])
 
 
 def test_the_commands_behind_the_figures_are_in_the_readme():

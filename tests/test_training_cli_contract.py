@@ -50,7 +50,16 @@ def test_the_time_to_train_line_is_the_json_figure_in_days():
     assert d["time_to_train_s"] == pytest.approx(15e12 / d["tokens_per_s"], rel=1e-9)
     (line,) = [x for x in run_cli(*ARGS, "--tokens", "15e12", check=True).stdout.splitlines()
                if x.startswith("time to train")]
-    assert line == f"time to train 1.5e+13 tokens: {d['time_to_train_s'] / 86400:.1f} days"
+    # walk20: a team sizing a run budgets GPU-hours (DeepSeek-V3's report gives 2.788M H800 GPU-hours) and asks how
+    # sure the days are: the job's GPUs x the time, and the days at the uncertainty interval's steps
+    t, lo, hi = d["time_to_train_s"], d["uncertainty"]["low_s"], d["uncertainty"]["high_s"]
+    assert d["gpu_hours_to_train"] == pytest.approx(d["gpus"] * t / 3600, rel=1e-12)
+    assert d["time_to_train_interval_s"] == pytest.approx([t * lo / d["step_time_s"], t * hi / d["step_time_s"]],
+                                                          rel=1e-12)
+    assert line == (f"time to train 1.5e+13 tokens: {t / 86400:.1f} days, {d['gpu_hours_to_train'] / 1e6:.3g}M "
+                    f"GPU-hours on {d['gpus']:,} GPUs; {t * lo / d['step_time_s'] / 86400:.1f} days - "
+                    f"{t * hi / d['step_time_s'] / 86400:.1f} days at the uncertainty's ends (no failures or "
+                    f"restarts: topo plan --model --layout gives the goodput)")
 
 
 def test_a_region_step_says_which_peak_its_mfu_is_of_as_train_does():

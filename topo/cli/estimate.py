@@ -19,8 +19,9 @@ from ..engine.result import EstimateResult
 from ..engine.traffic import MixResult, run_mix
 from ..engine.traffic_file import bundled_traffic, load_traffic
 from ..errors import TopoError
+from ..fabric.failures import failures_summary
 from ..training.gpus import gpu_compute
-from ..units import UnitError, format_count, format_in, parse_size_bytes
+from ..units import UnitError, format_in, parse_size_bytes
 from .region import is_region_args
 from .region_estimate import run_estimate as run_region_estimate
 from .common import add_spec_arguments, fabric_from_args, technology_note
@@ -347,11 +348,9 @@ def whole_elements(sizes, datatype: str, flag: str) -> tuple[list[int], list[str
 def failures_note(notes: list[str], fabric) -> None:
     """A note in ``notes`` naming the failed parts (``--fail``) the estimate routed around, so that the output (text
     and ``--json``) says what was modelled; nothing on a fabric without failures."""
-    if not fabric.failures:
-        return
-    down = int(fabric.failed.sum()) if fabric.failed is not None else 0
-    notes.append(f"with failures: {', '.join(fabric.failures)} ({format_count(down)} of "
-                 f"{format_count(len(fabric.failed))} links down; routing avoids them)")
+    text = failures_summary(fabric)
+    if text:
+        notes.append(text)
 
 
 def memory_note(result: EstimateResult, fabric) -> None:

@@ -124,6 +124,9 @@ def _train_mfu_note(args, results: list[PlanResult]) -> str:
             f"budget takes that MFU for every GPU")
     if len(results) > 1:
         text += f" of every design (the step runs on the first, {first.name}, only)"
+    if args.failures:  # predict_mfu builds the spec's fabric as installed: a failed part is repaired within the days
+        text += (f"; the step runs on the fabric as installed, without {', '.join(args.failures)} (topo train "
+                 f"--fail gives the step with them)")
     return text
 
 

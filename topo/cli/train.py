@@ -709,7 +709,7 @@ def _print_step(r, tokens, model) -> None:
     if line:
         emit(line)
     if tokens:
-        emit(f"time to train {tokens:.3g} tokens: {format_in(r.time_to_train_s(tokens), 'days', '.1f')}")
+        emit(_time_to_train_line(r, tokens))
     emit("")
     emit(table([[k, format_time(v), f"{v / r.step_time_s:.1%}"] for k, v in r.breakdown_s.items()
                 if v or k != "fp8_amax"],  # the amax line only where delayed scaling reduces (fp8_amax.amax_step)
@@ -767,6 +767,19 @@ def _expert_load(L: dict) -> str:
                 "the layout's moe_imbalance overrides")
     return (f"expert load: dropless, the busiest of {L['ep']} EP ranks carries {load:.3f} x the mean ({why}); its "
             f"expert GEMMs and all-to-all set each MoE layer's pace")
+
+
+def _time_to_train_line(r, tokens: float) -> str:
+    """``time to train``: the days, the job's GPU-hours and the days at the uncertainty interval's ends, without
+    failures (what they cost is topo plan's goodput)."""
+    b = r.train_budget(tokens)
+    days = format_in(b["time_to_train_s"], "days", ".1f")
+    span = b.get("time_to_train_interval_s")
+    within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
+              f"ends" if span else "")
+    return (f"time to train {tokens:.3g} tokens: {days}, {b['gpu_hours_to_train'] / 1e6:.3g}M GPU-hours on "
+            f"{format_count(r.gpus)} GPUs{within} (no failures or restarts: topo plan --model --layout gives the "
+            f"goodput)")
 
 
 def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:

@@ -494,7 +494,8 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
         cause = (e.get("ctx") or {}).get("error")
         if isinstance(cause, TopoError) and cause.source:
             return cause
-    err = min(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
+    errs = exc.errors()
+    err = min(errs, key=lambda e: (e["type"] != "extra_forbidden", e["type"] == "missing"))
     loc = err["loc"]
     key = ".".join(str(x) for x in loc) or None
     value = err.get("input")
@@ -510,8 +511,9 @@ def validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         msg = f"unknown key {loc[-1]!r}; allowed: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?"
                                                                            if close else "")
-    elif kind == "missing":
-        msg = "is required but missing"
+    elif kind == "missing":  # sorted last: every fault is a missing key, each named (walk20: one a run)
+        rest = [".".join(str(x) for x in e["loc"]) for e in errs if e is not err]
+        msg = "is required but missing" + (f" (also missing: {', '.join(rest)})" if rest else "")
     elif kind == "literal_error":
         msg = f"must be one of {err.get('ctx', {}).get('expected', '')}, got {shown_value(value)}"
     elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):

@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 from .ring_attention import CP_COMM_TYPES, a2a_heads_error
 from ..errors import TopoError
 from ..inputs import is_input_file, loads_toml, read_toml
-from ..units import format_count
+from ..units import count_noun, format_count
 from .model import ModelSpec, validation_error
 from .pipeline_layout import layout_chunks
 from .remat import RematPolicyError, remat_settings
@@ -640,23 +640,39 @@ def check_layout(model: ModelSpec, lay: ParallelLayout, *, gpus: int | None = No
                   f"allowed: pp x vpp <= {units}{hint}")
     _check_vp_group(lay, _check_batch(lay, bad), bad)
     if lay.ep > 1:
-        if model.moe is None:
-            bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
-        if model.moe.experts % lay.ep:
-            bad("ep", f"{lay.ep} does not divide the {model.moe.experts} experts; allowed: a divisor of "
-                      f"{model.moe.experts}")
-        ranks = lay.tp * lay.cp * lay.dp
-        if ranks % (lay.ep * lay.expert_tp):
-            bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of "
-                      f"a pipeline stage (experts are laid out over them)")
-        if model.moe.expert_ffn_hidden % lay.expert_tp:
-            bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {model.moe.expert_ffn_hidden}")
+        _check_ep(model, lay, bad)
     elif lay.etp is not None and lay.etp != lay.tp and model.moe is None:
         bad("etp", f"{lay.etp} needs a mixture-of-experts model; {model.name} is dense")
     if lay.gpus_per_domain_used is not None and gpus_per_domain is not None \
             and lay.gpus_per_domain_used > gpus_per_domain:
         bad("gpus_per_domain_used", f"{lay.gpus_per_domain_used} exceeds the {gpus_per_domain} GPUs of an NVLink "
                                     f"domain; allowed: 1 to {gpus_per_domain}")
+
+
+def _check_ep(model: ModelSpec, lay: ParallelLayout, bad) -> None:
+    """Expert parallelism against the model's experts and a stage's ranks, each refusal with what is allowed; and
+    ``moe_imbalance`` within what one EP rank can hold: a token sends at most ``min(k, E / ep)`` of its ``k``
+    copies to one rank (its top-k experts are distinct, the rank holds ``E / ep``), the mean is ``k / ep``."""
+    if model.moe is None:
+        bad("ep", f"{lay.ep} needs a mixture-of-experts model; {model.name} is dense")
+    m = model.moe
+    if m.experts % lay.ep:
+        bad("ep", f"{lay.ep} does not divide the {m.experts} experts; allowed: a divisor of {m.experts}")
+    ranks = lay.tp * lay.cp * lay.dp
+    if ranks % (lay.ep * lay.expert_tp):
+        fits = [d for d in range(1, m.experts + 1) if m.experts % d == 0 and ranks % (d * lay.expert_tp) == 0]
+        bad("ep", f"ep x etp = {lay.ep} x {lay.expert_tp} does not divide the tp x cp x dp = {ranks} ranks of a "
+                  f"pipeline stage (experts are laid out over them); allowed at etp {lay.expert_tp}: ep "
+                  f"{', '.join(map(str, fits))}")
+    if m.expert_ffn_hidden % lay.expert_tp:
+        bad("etp", f"{lay.expert_tp} does not divide the experts' FFN size {m.expert_ffn_hidden}")
+    local = m.experts // lay.ep
+    most = lay.ep * min(m.active_experts, local) / m.active_experts
+    if lay.moe_imbalance is not None and lay.moe_imbalance > most:
+        bad("moe_imbalance", f"{lay.moe_imbalance:g} is more than one of {lay.ep} EP ranks can carry: a token sends "
+                             f"it at most min(top-k {m.active_experts}, {count_noun(local, 'local expert')}) of "
+                             f"its {m.active_experts} copies, against {m.active_experts}/{lay.ep} on average; "
+                             f"allowed: 1 to {most:g}")
 
 
 def _check_batch(lay: ParallelLayout, bad) -> int:

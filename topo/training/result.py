@@ -92,6 +92,26 @@ class StepResult:
         """Seconds to train ``tokens`` tokens at this step time (no failures or restarts)."""
         return tokens / self.tokens_per_s
 
+    def train_budget(self, tokens: float) -> dict:
+        """What training ``tokens`` tokens takes at this step (no failures or restarts): ``time_to_train_s``, the
+        job's ``gpu_hours_to_train`` (its GPUs x that time) and, where the step has an uncertainty interval, the
+        time at the interval's ends (``time_to_train_interval_s``: the steps of ``uncertainty`` low_s and high_s).
+
+        Parameters
+        ----------
+        tokens : float
+            Tokens to train.
+
+        Returns
+        -------
+        dict
+        """
+        t = self.time_to_train_s(tokens)
+        out = {"train_tokens": tokens, "time_to_train_s": t, "gpu_hours_to_train": self.gpus * t / 3600.0}
+        if "low_s" in self.uncertainty and "high_s" in self.uncertainty:
+            out["time_to_train_interval_s"] = [t * self.uncertainty[k] / self.step_time_s for k in ("low_s", "high_s")]
+        return out
+
     def bound_by(self) -> dict:
         """For each dimension, the tier and link that bound its slowest collective."""
         out: dict = {}
@@ -119,8 +139,7 @@ class StepResult:
             "chosen_by": dict(self.chosen_by),
         }
         if train_tokens:
-            d["train_tokens"] = train_tokens
-            d["time_to_train_s"] = self.time_to_train_s(train_tokens)
+            d.update(self.train_budget(train_tokens))
         return whole_bytes(d)
 
     def to_frame(self):

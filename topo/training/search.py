@@ -64,7 +64,8 @@ from .operators import stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
-from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
+from .step import (exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown, step_traffic,
+                   traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
 
@@ -250,7 +251,8 @@ def search_layouts(fabric: Fabric, model: ModelSpec, gpus: int, global_batch: in
                         rejected_invalid=s.invalid, engine_calls=s.engine.engine_calls,
                         elapsed_s=time.perf_counter() - t0, evaluated=s.evaluated,
                         pruned=max(0, s.considered - s.invalid - s.too_big - s.evaluated),
-                        notes=sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n])
+                        notes=(sorted(s.placement_notes) + [n for n in [common_factor_note(gpus, global_batch)] if n]
+                               + failure_notes(fabric, s.engine)))
 
 
 def _rank(r) -> tuple:

@@ -78,8 +78,10 @@ from dataclasses import replace
 
 from ..engine.estimate import default_profile
 from ..engine.options import EstimateOptions
+from ..engine.paths import stand_in_notes
 from ..errors import TopoError
 from ..engine.traffic import Member, run_mix
+from ..fabric.failures import failures_summary
 from ..fabric.fabric import Fabric
 from ..units import format_in, format_time
 from .comm import CommEngine, CommTime
@@ -692,7 +694,15 @@ def estimate_step(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, *, engi
     result.ep_cover_s = cover
     if note:
         result.notes.append(note)
+    result.notes += failure_notes(fabric, engine)
     return result
+
+
+def failure_notes(fabric: Fabric, engine: CommEngine) -> list[str]:
+    """What ``--fail`` took down and, for a failed NIC, whose NIC carries its traffic (as ``topo estimate`` says
+    it): a step slowed by a failure says why; none on a fabric without failures."""
+    text = failures_summary(fabric)
+    return [text] + stand_in_notes(engine.router.paths) if text else []
 
 
 def _pace_candidates(model: ModelSpec, lay: ParallelLayout, ranks: list) -> list[tuple]:
