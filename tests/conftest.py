@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from cli_runner import in_process, prints_only
+
 # Every run draws fresh examples: no test replays failures stored in .hypothesis/ (issue 8: one failure found once
 # made every later run fail). A failing example is printed with the failure and pinned as an explicit test.
 settings.register_profile("topo", database=None)
@@ -43,13 +45,32 @@ def spec_dict(kind="rail_optimized", tiers=None, cluster=None, **kw):
     return copy.deepcopy(d)
 
 
-def run_cli(*args, cwd=ROOT, check=False):
-    """Run the real command line in a subprocess."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, cwd=cwd, env=env)
+def run_cli(*args, cwd=ROOT, check=False, fresh=False):
+    """Run the real command line: in this interpreter when the call only prints (tests/cli_runner.py says which
+    calls do), else, or when ``fresh``, in a ``python -m topo`` subprocess."""
+    if not fresh and prints_only(args, cwd):
+        proc = in_process(args, cwd)
+    else:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-m", "topo", *args], capture_output=True, text=True, cwd=cwd,
+                              env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"topo {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
     return proc
+
+
+# The README's `topo sweep designs-405b --report` (the bundled 98,304-GPU study, about a minute of CPU): run once a
+# session, in a fresh folder, as tests/test_readme.py runs every README command; tests/test_study_designs_405b.py
+# checks the rows it wrote (issue 29, section 206: the study was computed twice, once by each test).
+DESIGNS_405B_ARGV = ("sweep", "designs-405b", "--report")
+
+
+@pytest.fixture(scope="session")
+def designs_405b_run(tmp_path_factory):
+    """``(folder, proc)``: the folder ``topo sweep designs-405b --report`` ran in (its ``designs-405b.parquet``
+    and ``designs-405b-report.html``) and the finished subprocess."""
+    folder = tmp_path_factory.mktemp("designs-405b")
+    return folder, run_cli(*DESIGNS_405B_ARGV, cwd=folder)
 
 
 @pytest.fixture

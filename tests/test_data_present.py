@@ -32,7 +32,8 @@ def test_accuracy_with_a_wrong_file_is_one_clean_line(tmp_path):
 def test_the_missing_data_fixture_fails_not_skips(tmp_path):
     test = tmp_path / "test_x.py"
     test.write_text("def test_uses(reference):\n    pass\n")
-    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    for helper in ("conftest.py", "cli_runner.py"):  # the conftest and the CLI runner it imports
+        (tmp_path / helper).write_text((ROOT / "tests" / helper).read_text())
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
                           capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "TOPO_DATA_DIR": str(tmp_path / "none")})

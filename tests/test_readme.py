@@ -38,7 +38,7 @@ import shlex  # noqa: E402
 
 import pytest  # noqa: E402
 
-from conftest import run_cli  # noqa: E402
+from conftest import DESIGNS_405B_ARGV, run_cli  # noqa: E402
 
 
 def readme_commands() -> list[list[str]]:
@@ -65,7 +65,12 @@ def _needs_image_tools(argv) -> bool:
 
 
 @pytest.mark.parametrize("argv", readme_commands(), ids=lambda a: " ".join(a[1:])[:60])
-def test_readme_command_runs(argv, tmp_path):
+def test_readme_command_runs(argv, tmp_path, request):
+    if tuple(argv[1:]) == DESIGNS_405B_ARGV:  # run once a session, in its own fresh folder (conftest.py)
+        tmp_path, proc = request.getfixturevalue("designs_405b_run")
+        assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stderr}"
+        assert (tmp_path / "designs-405b-report.html").stat().st_size > 0
+        return
     # the README's nccl-tests examples run on a real log (NVIDIA/nccl issue #1453, tests/data/nccl_logs/SOURCES.md)
     log = ROOT / "tests" / "data" / "nccl_logs" / "nccl1453_h100_allreduce_tagged.txt"
     (tmp_path / "all_reduce.log").write_text(log.read_text())

@@ -5,14 +5,20 @@ pipeline bubble no longer dominates), and the networks differ where they should.
 import pandas as pd
 import pytest
 
-from topo.sweep import load_study, sweep
+from topo.sweep import load_study, read_results
 
 SEQ = 8192  # llama3-405b's sequence length (models/llama3-405b.toml; arXiv 2407.21783, Table 3)
 
 
 @pytest.fixture(scope="module")
-def df():
-    return sweep(load_study("designs-405b"), scheduler="serial")  # about 45 s on one core
+def df(designs_405b_run):
+    """The study's rows as the README's `topo sweep designs-405b --report` wrote them (conftest.py runs it once a
+    session for tests/test_readme.py and this module: the study is computed once, not twice)."""
+    folder, proc = designs_405b_run
+    assert proc.returncode == 0, proc.stderr
+    rows = read_results(folder / "designs-405b.parquet")
+    assert len(rows) == len(load_study("designs-405b").points())  # every point of the study was written
+    return rows
 
 
 def _by(df, spec, ratio, layout):
