@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.estimate import Evaluation, evaluate
+from ..engine.estimate import Evaluation, evaluate, time_floor_s
 from ..engine.options import EstimateOptions
 from ..engine.route import Router
 from ..fabric.fabric import Fabric
@@ -175,15 +175,7 @@ class CommEngine:
         stages = groups.shape[1] if collective == "pipeline" else 2
         groups, sig = self._canonical(groups)
         if not every_block:
-            part = self._parts.get(sig)
-            if part is None:
-                if len(self._parts) >= 4096:
-                    self._parts.pop(next(iter(self._parts)))
-                reduced = self.first_block(groups)  # a whole matrix is not kept here (only a first block)
-                part = self._parts[sig] = ((reduced, self.signature(reduced)) if reduced is not groups
-                                           else (None, sig))
-            if part[0] is not None:
-                groups, sig = part
+            groups, sig = self._first_block_of(groups, sig)
         key = (collective, sig, stages)
         ev = self._curves.get(key)
         if ev is None and cached_only:
@@ -200,6 +192,36 @@ class CommEngine:
             self._curves[key] = ev
             self._held += groups.size
         return ev
+
+    def _first_block_of(self, groups: np.ndarray, sig: tuple) -> tuple[np.ndarray, tuple]:
+        """The canonical ``groups`` (signature ``sig``) reduced to their first block (:meth:`first_block`), and its
+        signature; remembered per signature (a whole matrix is not kept here, only a first block)."""
+        part = self._parts.get(sig)
+        if part is None:
+            if len(self._parts) >= 4096:
+                self._parts.pop(next(iter(self._parts)))
+            reduced = self.first_block(groups)
+            part = self._parts[sig] = (reduced, self.signature(reduced)) if reduced is not groups else (None, sig)
+        return part if part[0] is not None else (groups, sig)
+
+    def time_floor(self, collective: str, groups: np.ndarray, size_bytes: float) -> float:
+        """A lower bound on :meth:`time`'s seconds, routing nothing (:func:`topo.engine.estimate.time_floor_s` on
+        the first block, as :meth:`time` routes it): what a search bounds a layout's collectives with before they
+        are routed. Cached per (collective, group matrix, size)."""
+        groups = np.asarray(groups)
+        if groups.shape[1] < 2 or size_bytes <= 0:
+            return 0.0
+        collective = SAME_CURVE.get(collective, collective)
+        groups, sig = self._first_block_of(*self._canonical(groups))
+        key = ("floor", collective, sig, float(size_bytes))
+        got = self._times.get(key)
+        if got is None:
+            if len(self._times) >= MAX_TIMES:
+                self._times.pop(next(iter(self._times)))
+            got = self._times[key] = time_floor_s(self.fabric, collective, size_bytes, router=self.router,
+                                                  ranks=groups.ravel(), groups=int(groups.shape[0]),
+                                                  group_layout="blocked", rank_order="given", algorithm=self.algorithm)
+        return got
 
     def time(self, collective: str, groups: np.ndarray, size_bytes: float,
              cached_only: bool = False) -> CommTime | None:

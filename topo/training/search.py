@@ -64,7 +64,8 @@ from .operators import stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
-from .step import exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic, traffic_stage
+from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, step_breakdown, step_traffic,
+                   traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
 
@@ -307,13 +308,30 @@ class _Search:
         except TopoError:
             return bound
         got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu)
+        traffic = step_traffic(self.model, lay, traffic_stage(lay, sc))
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
-            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, step_traffic(
-                self.model, lay, traffic_stage(lay, sc)), sc, mapping.members_in_domain("ep"))[1]
+            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, sc, mapping.members_in_domain("ep"))[1]
         # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
         # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
-        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"], got["cp"] or 0.0, got["pp"] or 0.0, amax_f))
+        cp, pp = got["cp"] or 0.0, got["pp"] or 0.0
+        dp = max(got["dp"], self._dp_floor(lay, mapping, traffic, lay.microbatches * sc.microbatch_s + tp_f + ep + cp
+                                           + pp))
+        return max(bound, _bound(lay, sc, tp_f, ep, dp, cp, pp, amax_f))
+
+    def _dp_floor(self, lay, mapping, traffic: list[dict], covered_s: float) -> float:
+        """The floor under the layout's exposed DP seconds (:func:`~topo.training.step.dp_floor_s`) given
+        ``covered_s`` under its compute and other exposed seconds: each DP collective at its routed time where its
+        groups were routed, else at the engine's bound without routing
+        (:meth:`~topo.training.comm.CommEngine.time_floor`)."""
+        one = []
+        for it in traffic:
+            if it["dim"] != "dp":
+                continue
+            G = mapping.groups(it["groups"])
+            got = self.engine.time(it["collective"], G, it["size_bytes"], cached_only=True)
+            one.append(got.time_s if got is not None else self.engine.time_floor(it["collective"], G, it["size_bytes"]))
+        return dp_floor_s(traffic, lay, one, covered_s)
 
     def _placeable(self, lay) -> bool:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""
