@@ -41,7 +41,7 @@ from .interval import time_range_s
 from .tuner import nccl_choice
 
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "CollectiveTime", "evaluate", "size_result",
-           "placement_for", "time_floor_s"]
+           "placement_for", "evaluate_unrouted"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -540,36 +540,36 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
             f"faster than {best[1]} ({format_time(best[0])})")
 
 
-def _unrouted(sched, router: Router, cap: np.ndarray) -> Costed:
+def _unrouted(sched, router: Router, cap: np.ndarray, drop_transfers: bool = False) -> Costed:
     """``sched`` costed without routing: the lower bound on its bandwidth part from its transfers' ends
-    (:func:`topo.engine.bounds.seconds_per_byte_bound`) and no routed latency; no faster than routing it gives."""
-    return Costed(ScheduleLoads(sched, [], 0.0, router.num_res), seconds_per_byte_bound(sched, router, cap), -1, 0.0,
-                  [])
+    (:func:`topo.engine.bounds.seconds_per_byte_bound`) and no routed latency; no faster than routing it gives.
+    ``drop_transfers``: the schedule kept without its phases (a time reads its latency counts only)."""
+    spb = seconds_per_byte_bound(sched, router, cap)
+    kept = dataclasses.replace(sched, phases=[]) if drop_transfers else sched
+    return Costed(ScheduleLoads(kept, [], 0.0, router.num_res), spb, -1, 0.0, [])
 
 
-def time_floor_s(fabric: Fabric, collective: str, size_bytes: float, router: Router | None = None,
-                 options: EstimateOptions | None = None, **kwargs) -> float:
-    """A lower bound on :meth:`Evaluation.time` of :func:`evaluate` at one size, routing nothing: each candidate
-    that can run scheduled and costed without routing (:func:`_cannot_win`'s bound), at its fastest protocol; the
-    least of them, or the host's launch floor when that is higher (as :meth:`Evaluation.time`). NCCL's own choice
-    (``choose = "nccl"``) is one of the candidates, so it is no faster either.
+def evaluate_unrouted(fabric: Fabric, collective: str, options: EstimateOptions | None = None,
+                      router: Router | None = None, **kwargs) -> Evaluation:
+    """:func:`evaluate` routing nothing: every candidate that can run scheduled and costed without routing
+    (:func:`_cannot_win`'s bound), its schedule's transfers dropped. Its :meth:`Evaluation.time` (the fastest
+    candidate at its fastest protocol, or the host's launch floor) is a lower bound on :func:`evaluate`'s at every
+    size, whichever way that one chooses (NCCL's own choice is one of the candidates); None when no candidate runs.
+    For times only (no bottleneck, no link loads).
 
     Parameters
     ----------
     fabric : Fabric
     collective : str
-    size_bytes : float
-        nccl-tests' size.
+    options : EstimateOptions, optional
     router : Router, optional
         The router :func:`evaluate` would use (its ECMP mode decides the tiers' cuts).
-    options : EstimateOptions, optional
     **kwargs
         Fields of :class:`EstimateOptions`, as :func:`evaluate` takes them.
 
     Returns
     -------
-    float
-        Seconds; 0 when no candidate can run (the bound then says nothing).
+    Evaluation
     """
     opts = EstimateOptions.from_kwargs(options, **kwargs)
     coll = normalize_collective(collective)
@@ -579,15 +579,15 @@ def time_floor_s(fabric: Fabric, collective: str, size_bytes: float, router: Rou
     if router is None:
         router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
     run = _Candidates(fabric, coll, opts, pl, prof, router, None, {})
-    best = math.inf
-    for name in _without_scaled_pat(coll, opts, asked, candidates, {}):
+    for name in _without_scaled_pat(coll, opts, asked, candidates, run.unavailable):
         try:
-            sched, protos = run.schedule(name)
-        except AlgorithmUnavailable:
+            sched, run.protocols[name] = run.schedule(name)
+        except AlgorithmUnavailable as exc:
+            run.unavailable[name] = exc.reason
             continue
-        best = min(best, best_protocol(_unrouted(sched, router, run.cap), prof, protos, int(size_bytes), coll,
-                                       pl.num_ranks, pl.num_domains).time_s)
-    return 0.0 if math.isinf(best) else max(best, host_floor_s(prof, opts.gpus_per_process))
+        run.costed[name] = _unrouted(sched, router, run.cap, drop_transfers=True)
+    return Evaluation(coll, pl, prof, router, run.costed, run.unavailable, run.protocols, "fastest", opts.sharing,
+                      opts.protocol, opts.op, {}, None, opts.gpus_per_process)
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",

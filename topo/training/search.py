@@ -32,7 +32,14 @@ How it stays fast and bounded at 100k GPUs:
    (:meth:`~topo.training.mapping.Mapping.members_in_domain`: the rank order and the expert-TP stride spread
    them; at 100k GPUs, DeepSeek-V3, this halves the layouts evaluated, 99 to 52); the DP windows widen by the
    NVLink-only exposed TP, CP and EP time as the step's do, and by no less (infinitely while one of those is
-   not routed). When the best found beats the lowest bound a pass left out, the search is exact and stops;
+   not routed). DP collectives not routed yet count at the engine's bound without routing
+   (:meth:`~topo.training.comm.CommEngine.time_floor`: NCCL's latency and a cut bound on the bandwidth part),
+   exposed by :func:`~topo.training.step.dp_floor_s`: whatever the windows, the part of each that hides behind
+   nothing, and the longest one's calls back to back beyond the step's compute and other exposed time (ZeRO-3's
+   per-layer gathers over 50,000 ranks, latency-bound, take 10-30 s a step). A layout whose refined bound is
+   above the next one's goes back in line at it (refined again when its turn comes if anything was routed
+   since), so the threshold falls with the best layouts first (at 100k GPUs: 52 layouts evaluated to 24).
+   When the best found beats the lowest bound a pass left out, the search is exact and stops;
    otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are
    held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its
    compute, or a memory breakdown, per distinct shape);
@@ -298,26 +305,29 @@ class _Search:
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
 
-    def refined(self, lay, bound, keys) -> float:
+    def refined(self, lay, bound, keys, above: float = math.inf) -> float:
         """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
         layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
-        floor, the EP floor where EP is not routed yet, and those times."""
+        floor, the EP floor where EP is not routed yet, those times, and the DP floor where DP is not routed
+        (:meth:`_dp_floor`), which is left out once the rest reaches ``above`` (the threshold)."""
         _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu)
         traffic = step_traffic(self.model, lay, traffic_stage(lay, sc))
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu, traffic)
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
             ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, sc, mapping.members_in_domain("ep"))[1]
         # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
         # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
         cp, pp = got["cp"] or 0.0, got["pp"] or 0.0
-        dp = max(got["dp"], self._dp_floor(lay, mapping, traffic, lay.microbatches * sc.microbatch_s + tp_f + ep + cp
-                                           + pp))
-        return max(bound, _bound(lay, sc, tp_f, ep, dp, cp, pp, amax_f))
+        out = max(bound, _bound(lay, sc, tp_f, ep, got["dp"], cp, pp, amax_f))
+        if out >= above:
+            return out
+        dp = self._dp_floor(lay, mapping, traffic, lay.microbatches * sc.microbatch_s + tp_f + ep + cp + pp)
+        return out if dp <= got["dp"] else max(out, _bound(lay, sc, tp_f, ep, dp, cp, pp, amax_f))
 
     def _dp_floor(self, lay, mapping, traffic: list[dict], covered_s: float) -> float:
         """The floor under the layout's exposed DP seconds (:func:`~topo.training.step.dp_floor_s`) given
@@ -345,12 +355,25 @@ class _Search:
         return self.max_layouts is not None and self.evaluated >= self.max_layouts
 
     def run(self, pending) -> None:
-        """Evaluate a pass's layouts, lowest bound first, skipping those the threshold already rules out."""
-        for bound, _, lay, keys in sorted(pending, key=lambda it: it[:2]):
+        """Evaluate a pass's layouts, lowest bound first, skipping those the threshold already rules out. A layout
+        whose refined bound (:meth:`refined`) is above the next one's goes back in line at that bound, and is
+        refined again when its turn comes if the engine has routed anything since; so the layouts the threshold
+        falls fastest with are evaluated first (an exact search still: none is skipped unless its bound is at or
+        above the threshold)."""
+        line = [(bound, seq, lay, keys, -1) for bound, seq, lay, keys in pending]  # -1: not refined yet
+        heapq.heapify(line)
+        while line:
+            bound, seq, lay, keys, routed = heapq.heappop(line)
             if bound >= self.threshold() or self._full():
-                continue
-            if self.threshold() < float("inf") and self.refined(lay, bound, keys) >= self.threshold():
-                continue  # its data-parallel traffic, routed for another layout, already rules it out
+                break  # the threshold only falls: every layout left is at or above it too
+            if routed != self.engine.engine_calls:  # refined before nothing was routed since
+                routed = self.engine.engine_calls
+                bound = self.refined(lay, bound, keys, self.threshold())
+                if bound >= self.threshold():
+                    continue  # its collectives (routed for another layout, or their floors) rule it out
+                if line and bound > line[0][0]:
+                    heapq.heappush(line, (bound, seq, lay, keys, routed))
+                    continue
             if not self._placeable(lay):  # e.g. TP 16 on NVL72 racks filled to 72: its groups straddle racks
                 self.invalid += 1
                 self.done.add(keys[2])

@@ -1378,7 +1378,8 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
     return notes
 
 
-def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None) -> dict:
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None,
+                   traffic: list[dict] | None = None) -> dict:
     """The exposed seconds of each dimension :func:`estimate_step` gives without the traffic mix, from the
     collectives whose routing ``engine`` holds already: what a search refines its bounds with, routing nothing.
     The hidden all-to-alls' cost to the compute beside them is left out (it needs the stage's compute on the GPU
@@ -1397,6 +1398,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     gpu : GpuCompute, optional
         The GPU ``sc`` was computed on (its efficiency, kernel overrides and host CPU time the EP overlap's layer
         parts); default: the spec's GPU with its host CPU (``server.host_cpu``).
+    traffic : list of dict, optional
+        The layout's :func:`step_traffic` at ``sc``'s stage (:func:`traffic_stage`), when the caller has it.
 
     Returns
     -------
@@ -1412,7 +1415,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     spec = engine.fabric.spec
     gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
     stage = traffic_stage(lay, sc)
-    traffic = step_traffic(model, lay, stage)
+    traffic = step_traffic(model, lay, stage) if traffic is None else traffic
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
     spans: dict = {}
     timed = []  # (item, its time alone or None when its group matrix was not routed yet)
