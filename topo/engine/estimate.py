@@ -41,7 +41,7 @@ from .interval import time_range_s
 from .tuner import nccl_choice
 
 __all__ = ["estimate", "default_profile", "size_sweep", "Evaluation", "CollectiveTime", "evaluate", "size_result",
-           "placement_for"]
+           "placement_for", "evaluate_unrouted"]
 
 _TYPE_BYTES = 4  # nccl-tests' default type: float
 MAX_SWEEP_SIZES = 10_000  # a longer sweep is an error that says how to shorten it
@@ -485,16 +485,21 @@ class _Candidates:
         self.pruned: dict[str, str] = {}
         self.by_protocol = False  # some candidate was left out only for the pinned protocol
 
+    def schedule(self, name: str):
+        """Candidate ``name``'s schedule and its protocols (raises :class:`AlgorithmUnavailable`)."""
+        opts, prof = self.opts, self.prof
+        sched = build_schedule(name, self.coll, self.shape, self.pl, chunks=opts.chunks, stages=opts.stages,
+                               channels=opts.channels, gpu_name=self.fabric.spec.gpu,
+                               reference_ranks_per_domain=prof.reference_ranks_per_domain,
+                               nvls_max_heads=prof.nvls_max_heads, mnnvl=self.mnnvl)
+        return sched, _protocols(prof, sched.family, opts.protocol)
+
     def cost(self, name: str, single: bool) -> None:
         """Schedule, load and cost candidate ``name``, or say why it is pruned or unavailable (an error when it is
         the ``single`` algorithm asked for)."""
         opts, prof = self.opts, self.prof
         try:
-            sched = build_schedule(name, self.coll, self.shape, self.pl, chunks=opts.chunks, stages=opts.stages,
-                                   channels=opts.channels, gpu_name=self.fabric.spec.gpu,
-                                   reference_ranks_per_domain=prof.reference_ranks_per_domain,
-                                   nvls_max_heads=prof.nvls_max_heads, mnnvl=self.mnnvl)
-            protos = _protocols(prof, sched.family, opts.protocol)
+            sched, protos = self.schedule(name)
             if self.prune_sizes and self.costed:
                 why = _cannot_win(sched, protos, self.router, self.cap, prof, self.coll, self.pl, self.costed,
                                   self.protocols, self.prune_sizes)
@@ -523,8 +528,7 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
     """Why ``sched`` cannot be the fastest at any of ``sizes`` ('' when it might be): its time with the lower
     bound on its bandwidth part and no routed latency is at every size no faster than a candidate already costed
     (which wins a tie, coming first)."""
-    bound = Costed(ScheduleLoads(sched, [], 0.0, router.num_res), seconds_per_byte_bound(sched, router, cap), -1, 0.0,
-                   [])
+    bound = _unrouted(sched, router, cap)
     D = pl.num_domains
     for S in sizes:
         at_least = best_protocol(bound, prof, protos, S, coll, pl.num_ranks, D).time_s
@@ -534,6 +538,56 @@ def _cannot_win(sched, protos, router: Router, cap: np.ndarray, prof: Profile, c
             return ""
     return (f"not routed: at least {format_time(at_least)} at {S:,} bytes (a bound from its transfers' ends), no "
             f"faster than {best[1]} ({format_time(best[0])})")
+
+
+def _unrouted(sched, router: Router, cap: np.ndarray, drop_transfers: bool = False) -> Costed:
+    """``sched`` costed without routing: the lower bound on its bandwidth part from its transfers' ends
+    (:func:`topo.engine.bounds.seconds_per_byte_bound`) and no routed latency; no faster than routing it gives.
+    ``drop_transfers``: the schedule kept without its phases (a time reads its latency counts only)."""
+    spb = seconds_per_byte_bound(sched, router, cap)
+    kept = dataclasses.replace(sched, phases=[]) if drop_transfers else sched
+    return Costed(ScheduleLoads(kept, [], 0.0, router.num_res), spb, -1, 0.0, [])
+
+
+def evaluate_unrouted(fabric: Fabric, collective: str, options: EstimateOptions | None = None,
+                      router: Router | None = None, **kwargs) -> Evaluation:
+    """:func:`evaluate` routing nothing: every candidate that can run scheduled and costed without routing
+    (:func:`_cannot_win`'s bound), its schedule's transfers dropped. Its :meth:`Evaluation.time` (the fastest
+    candidate at its fastest protocol, or the host's launch floor) is a lower bound on :func:`evaluate`'s at every
+    size, whichever way that one chooses (NCCL's own choice is one of the candidates); None when no candidate runs.
+    For times only (no bottleneck, no link loads).
+
+    Parameters
+    ----------
+    fabric : Fabric
+    collective : str
+    options : EstimateOptions, optional
+    router : Router, optional
+        The router :func:`evaluate` would use (its ECMP mode decides the tiers' cuts).
+    **kwargs
+        Fields of :class:`EstimateOptions`, as :func:`evaluate` takes them.
+
+    Returns
+    -------
+    Evaluation
+    """
+    opts = EstimateOptions.from_kwargs(options, **kwargs)
+    coll = normalize_collective(collective)
+    asked, candidates = algorithm_candidates(coll, opts.algorithm)
+    pl = placement_for(fabric, opts)
+    prof = resolve_profile(opts.profile, fabric)
+    if router is None:
+        router = Router(fabric, ecmp=opts.ecmp, subflows=opts.subflows, pxn=opts.pxn, salt=opts.hash_seed)
+    run = _Candidates(fabric, coll, opts, pl, prof, router, None, {})
+    for name in _without_scaled_pat(coll, opts, asked, candidates, run.unavailable):
+        try:
+            sched, run.protocols[name] = run.schedule(name)
+        except AlgorithmUnavailable as exc:
+            run.unavailable[name] = exc.reason
+            continue
+        run.costed[name] = _unrouted(sched, router, run.cap, drop_transfers=True)
+    return Evaluation(coll, pl, prof, router, run.costed, run.unavailable, run.protocols, "fastest", opts.sharing,
+                      opts.protocol, opts.op, {}, None, opts.gpus_per_process)
 
 
 def estimate(fabric: Fabric, collective: str, sizes: int | str | Iterable = "1GiB",

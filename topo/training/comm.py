@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.estimate import Evaluation, evaluate
+from ..engine.estimate import Evaluation, evaluate, evaluate_unrouted
 from ..engine.options import EstimateOptions
 from ..engine.route import Router
 from ..fabric.fabric import Fabric
@@ -55,6 +55,8 @@ SAME_CURVE = {"reduce_scatter": "all_gather"}  # collectives the engine times id
 MAX_TIMES = 1 << 14
 """Collective times :meth:`CommEngine.time` keeps (a few MiB): the accuracy fit asks each run's collectives once per
 candidate fraction, hundreds of times over, and a search each layout's several times."""
+MAX_FLOORS = 256
+"""Unrouted evaluations :meth:`CommEngine.time_floor` keeps (latency counts and a bound a candidate, no transfers)."""
 
 
 
@@ -92,6 +94,7 @@ class CommEngine:
         # cached evaluation holding its own cost ~24 MiB at 100k GPUs
         self._times: dict[tuple, CommTime] = {}  # (collective, canonical matrix's signature, size) -> its time
         # (bounded, oldest dropped first): a fit or a search asks for the same collective again and again
+        self._floors: dict[tuple, Evaluation] = {}  # (collective, signature) -> unrouted evaluation (bounded)
 
     @property
     def router(self) -> Router:
@@ -175,15 +178,7 @@ class CommEngine:
         stages = groups.shape[1] if collective == "pipeline" else 2
         groups, sig = self._canonical(groups)
         if not every_block:
-            part = self._parts.get(sig)
-            if part is None:
-                if len(self._parts) >= 4096:
-                    self._parts.pop(next(iter(self._parts)))
-                reduced = self.first_block(groups)  # a whole matrix is not kept here (only a first block)
-                part = self._parts[sig] = ((reduced, self.signature(reduced)) if reduced is not groups
-                                           else (None, sig))
-            if part[0] is not None:
-                groups, sig = part
+            groups, sig = self._first_block_of(groups, sig)
         key = (collective, sig, stages)
         ev = self._curves.get(key)
         if ev is None and cached_only:
@@ -200,6 +195,36 @@ class CommEngine:
             self._curves[key] = ev
             self._held += groups.size
         return ev
+
+    def _first_block_of(self, groups: np.ndarray, sig: tuple) -> tuple[np.ndarray, tuple]:
+        """The canonical ``groups`` (signature ``sig``) reduced to their first block (:meth:`first_block`), and its
+        signature; remembered per signature (a whole matrix is not kept here, only a first block)."""
+        part = self._parts.get(sig)
+        if part is None:
+            if len(self._parts) >= 4096:
+                self._parts.pop(next(iter(self._parts)))
+            reduced = self.first_block(groups)
+            part = self._parts[sig] = (reduced, self.signature(reduced)) if reduced is not groups else (None, sig)
+        return part if part[0] is not None else (groups, sig)
+
+    def time_floor(self, collective: str, groups: np.ndarray, size_bytes: float) -> float:
+        """A lower bound on :meth:`time`'s seconds, routing nothing (:func:`topo.engine.estimate.evaluate_unrouted`
+        on the first block, as :meth:`time` routes it): what a search bounds a layout's collectives with before
+        they are routed. The unrouted evaluation is kept per (collective, group matrix); a size is arithmetic."""
+        groups = np.asarray(groups)
+        if groups.shape[1] < 2 or size_bytes <= 0:
+            return 0.0
+        collective = SAME_CURVE.get(collective, collective)
+        groups, sig = self._first_block_of(*self._canonical(groups))
+        ev = self._floors.get((collective, sig))
+        if ev is None:
+            if len(self._floors) >= MAX_FLOORS:
+                self._floors.pop(next(iter(self._floors)))
+            ev = self._floors[(collective, sig)] = evaluate_unrouted(
+                self.fabric, collective, router=self.router, ranks=groups.ravel(), groups=int(groups.shape[0]),
+                group_layout="blocked", rank_order="given", algorithm=self.algorithm)
+        got = ev.time(float(size_bytes))
+        return 0.0 if got is None else float(got.time_s)
 
     def time(self, collective: str, groups: np.ndarray, size_bytes: float,
              cached_only: bool = False) -> CommTime | None:

@@ -32,7 +32,14 @@ How it stays fast and bounded at 100k GPUs:
    (:meth:`~topo.training.mapping.Mapping.members_in_domain`: the rank order and the expert-TP stride spread
    them; at 100k GPUs, DeepSeek-V3, this halves the layouts evaluated, 99 to 52); the DP windows widen by the
    NVLink-only exposed TP, CP and EP time as the step's do, and by no less (infinitely while one of those is
-   not routed). When the best found beats the lowest bound a pass left out, the search is exact and stops;
+   not routed). DP collectives not routed yet count at the engine's bound without routing
+   (:meth:`~topo.training.comm.CommEngine.time_floor`: NCCL's latency and a cut bound on the bandwidth part),
+   exposed by :func:`~topo.training.step.dp_floor_s`: whatever the windows, the part of each that hides behind
+   nothing, and the longest one's calls back to back beyond the step's compute and other exposed time (ZeRO-3's
+   per-layer gathers over 50,000 ranks, latency-bound, take 10-30 s a step). A layout whose refined bound is
+   above the next one's goes back in line at it (refined again when its turn comes if anything was routed
+   since), so the threshold falls with the best layouts first (at 100k GPUs: 52 layouts evaluated to 24).
+   When the best found beats the lowest bound a pass left out, the search is exact and stops;
    otherwise the next pass takes the next ``batch``. Only the ``keep`` best results and the bounded heap are
    held, so memory does not grow with the number of layouts (the per-shape caches hold a bound and its
    compute, or a memory breakdown, per distinct shape);
@@ -64,8 +71,8 @@ from .operators import stage_compute
 from .result import SearchResult
 from .mapping import FEWER_GPUS, default_placement, map_layout
 from .tp_overlap import DEFAULT as TP_OVERLAP_DEFAULT, check_num_sm
-from .step import (exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown, step_traffic,
-                   traffic_stage)
+from .step import (dp_floor_s, exposed_comm_s, estimate_step, exposed_routed, failure_notes, step_breakdown,
+                   step_traffic, traffic_stage)
 
 __all__ = ["search_layouts", "candidate_layouts", "common_factor_note"]
 
@@ -299,23 +306,43 @@ class _Search:
             got = self.bound_cache[bk] = (_bound(lay, sc, tp_f, ep_f, amax_s=amax_f), sc, tp_f, ep_f, amax_f)
         return got[0], mem
 
-    def refined(self, lay, bound, keys) -> float:
+    def refined(self, lay, bound, keys, above: float = math.inf) -> float:
         """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
         layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
-        floor, the EP floor where EP is not routed yet, and those times."""
+        floor, the EP floor where EP is not routed yet, those times, and the DP floor where DP is not routed
+        (:meth:`_dp_floor`), which is left out once the rest reaches ``above`` (the threshold)."""
         _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
         except TopoError:
             return bound
-        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu)
+        traffic = step_traffic(self.model, lay, traffic_stage(lay, sc))
+        got = exposed_routed(self.engine, self.model, lay, mapping, sc, self.gpu, traffic)
         ep = got["ep"]
         if ep is None:  # not routed yet: the floor with the EP groups as mapped (rank order, etp stride)
-            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, step_traffic(
-                self.model, lay, traffic_stage(lay, sc)), sc, mapping.members_in_domain("ep"))[1]
+            ep = ep_f if lay.ep <= 1 else _comm_floor_s(self.spec, lay, traffic, sc, mapping.members_in_domain("ep"))[1]
         # TP keeps its floor: the routed TP term, timed on this compute without the host's waits, can exceed the
         # step's (it only widens the DP windows); CP and PP are the step's own where routed (nor sc's windows)
-        return max(bound, _bound(lay, sc, tp_f, ep, got["dp"], got["cp"] or 0.0, got["pp"] or 0.0, amax_f))
+        cp, pp = got["cp"] or 0.0, got["pp"] or 0.0
+        out = max(bound, _bound(lay, sc, tp_f, ep, got["dp"], cp, pp, amax_f))
+        if out >= above:
+            return out
+        dp = self._dp_floor(lay, mapping, traffic, lay.microbatches * sc.microbatch_s + tp_f + ep + cp + pp)
+        return out if dp <= got["dp"] else max(out, _bound(lay, sc, tp_f, ep, dp, cp, pp, amax_f))
+
+    def _dp_floor(self, lay, mapping, traffic: list[dict], covered_s: float) -> float:
+        """The floor under the layout's exposed DP seconds (:func:`~topo.training.step.dp_floor_s`) given
+        ``covered_s`` under its compute and other exposed seconds: each DP collective at its routed time where its
+        groups were routed, else at the engine's bound without routing
+        (:meth:`~topo.training.comm.CommEngine.time_floor`)."""
+        one = []
+        for it in traffic:
+            if it["dim"] != "dp":
+                continue
+            G = mapping.groups(it["groups"])
+            got = self.engine.time(it["collective"], G, it["size_bytes"], cached_only=True)
+            one.append(got.time_s if got is not None else self.engine.time_floor(it["collective"], G, it["size_bytes"]))
+        return dp_floor_s(traffic, lay, one, covered_s)
 
     def _placeable(self, lay) -> bool:
         """Whether the layout's groups map onto the fabric as placed (a TP group inside one NVLink domain)."""
@@ -329,12 +356,25 @@ class _Search:
         return self.max_layouts is not None and self.evaluated >= self.max_layouts
 
     def run(self, pending) -> None:
-        """Evaluate a pass's layouts, lowest bound first, skipping those the threshold already rules out."""
-        for bound, _, lay, keys in sorted(pending, key=lambda it: it[:2]):
+        """Evaluate a pass's layouts, lowest bound first, skipping those the threshold already rules out. A layout
+        whose refined bound (:meth:`refined`) is above the next one's goes back in line at that bound, and is
+        refined again when its turn comes if the engine has routed anything since; so the layouts the threshold
+        falls fastest with are evaluated first (an exact search still: none is skipped unless its bound is at or
+        above the threshold)."""
+        line = [(bound, seq, lay, keys, -1) for bound, seq, lay, keys in pending]  # -1: not refined yet
+        heapq.heapify(line)
+        while line:
+            bound, seq, lay, keys, routed = heapq.heappop(line)
             if bound >= self.threshold() or self._full():
-                continue
-            if self.threshold() < float("inf") and self.refined(lay, bound, keys) >= self.threshold():
-                continue  # its data-parallel traffic, routed for another layout, already rules it out
+                break  # the threshold only falls: every layout left is at or above it too
+            if routed != self.engine.engine_calls:  # refined before nothing was routed since
+                routed = self.engine.engine_calls
+                bound = self.refined(lay, bound, keys, self.threshold())
+                if bound >= self.threshold():
+                    continue  # its collectives (routed for another layout, or their floors) rule it out
+                if line and bound > line[0][0]:
+                    heapq.heappush(line, (bound, seq, lay, keys, routed))
+                    continue
             if not self._placeable(lay):  # e.g. TP 16 on NVL72 racks filled to 72: its groups straddle racks
                 self.invalid += 1
                 self.done.add(keys[2])

@@ -112,7 +112,7 @@ from .uncertainty import step_interval
 __all__ = ["estimate_step", "step_traffic", "traffic_stage",
            "mamba_cp_alltoalls", "step_breakdown", "bubble_s", "exposed_comm_s", "ep_copies",
            "exposed_routed", "ep_overlap_cost_s", "ep_held_sms", "tp_ring_exposed_s", "tp_ring_steps",
-           "gather_bytes_per_param", "stage_block_counts", "sp_quantisations"]
+           "gather_bytes_per_param", "stage_block_counts", "sp_quantisations", "dp_floor_s"]
 
 ACT_BYTES = 2  # activations and their gradients travel in 16 bits
 FP8_BYTES = 1
@@ -1388,7 +1388,8 @@ def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
     return notes
 
 
-def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None) -> dict:
+def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, mapping, sc, gpu=None,
+                   traffic: list[dict] | None = None) -> dict:
     """The exposed seconds of each dimension :func:`estimate_step` gives without the traffic mix, from the
     collectives whose routing ``engine`` holds already: what a search refines its bounds with, routing nothing.
     The hidden all-to-alls' cost to the compute beside them is left out (it needs the stage's compute on the GPU
@@ -1407,6 +1408,8 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     gpu : GpuCompute, optional
         The GPU ``sc`` was computed on (its efficiency, kernel overrides and host CPU time the EP overlap's layer
         parts); default: the spec's GPU with its host CPU (``server.host_cpu``).
+    traffic : list of dict, optional
+        The layout's :func:`step_traffic` at ``sc``'s stage (:func:`traffic_stage`), when the caller has it.
 
     Returns
     -------
@@ -1422,7 +1425,7 @@ def exposed_routed(engine: CommEngine, model: ModelSpec, lay: ParallelLayout, ma
     spec = engine.fabric.spec
     gpu = gpu or gpu_compute(spec.gpu, host_cpu=spec.host_cpu[0])
     stage = traffic_stage(lay, sc)
-    traffic = step_traffic(model, lay, stage)
+    traffic = step_traffic(model, lay, stage) if traffic is None else traffic
     groups: dict = {}  # one matrix per dimension: its routing is looked up by the matrix's digest, once
     spans: dict = {}
     timed = []  # (item, its time alone or None when its group matrix was not routed yet)
@@ -1496,6 +1499,52 @@ def _dp_exposed(engine: CommEngine, item: dict, G, one_s: float, factor: float, 
     if lay.vpp <= 1:
         return max(calls * one_s - window, one_s)
     return min(calls * one_s, _interleaved_dp_exposed(engine, item, G, factor, window, lay))
+
+
+def dp_floor_s(traffic: list[dict], lay: ParallelLayout, one_s: list[float], covered_s: float) -> float:
+    """A floor under a step's exposed DP seconds, given a floor under the step's other parts (the search's bound),
+    whatever the DP windows: the DP collectives of ``traffic`` (its ``dim == "dp"`` items, ``one_s`` a lower bound
+    on each one's time, in order) by :func:`_dp_exposed`'s rules.
+
+    Each item exposes at least ``a``, its exposure with unlimited windows (the first gather of each micro-batch, the
+    last reduction, one bucket). With windows ``W`` it exposes at least ``b - W``: ``b = calls x one + a`` for
+    ZeRO-3's per-unit gathers and reductions (each unit's call beyond its share of the window), ``calls x one`` for
+    the bucketed ones. A DP item's windows are the micro-batches' compute, widened by the step's NVLink-only exposed
+    TP, CP, PP and EP seconds (:func:`_dp_windows`), all of which the step counts: ``W <= C``, the step's compute
+    and those exposed seconds. So a step's ``C + dp`` is at least ``sum a + max(C, b - a)`` for every item (the
+    items hide behind the same windows independently, as :func:`_exposed_comms` applies them), and with
+    ``covered_s`` a floor under ``C``, ``dp`` counts as ``sum a + max(0, max(b - a) - covered_s)`` on top of it:
+    the longest DP collective's calls back to back outlast the step's compute. An interleaved pipeline's bucketed
+    items (timed on the fabric per chunk, :func:`_interleaved_dp_exposed`) count 0; XLA's scheduler's and
+    non-overlapped items count ``a`` only.
+
+    Parameters
+    ----------
+    traffic : list of dict
+        The step's collectives (:func:`step_traffic`).
+    lay : ParallelLayout
+    one_s : list of float
+        A lower bound on one call of each DP item, in the order of ``traffic``.
+    covered_s : float
+        A floor under the step's compute and exposed TP, CP, PP and EP seconds (the windows' most).
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    stream = xla_stream_calls(traffic, lay)
+    unit = ("gather_unit", "reduce_unit")
+    least = longest = 0.0
+    items = [it for it in traffic if it["dim"] == "dp"]
+    for item, one in zip(items, one_s, strict=True):
+        if lay.overlap_dp and lay.dp_overlap_policy != "xla_lhs" and lay.vpp > 1 and item["phase"] not in unit:
+            continue
+        a = _dp_exposed(None, item, None, one, 1.0, math.inf, math.inf, 1, lay, stream)
+        least += a
+        if lay.overlap_dp and lay.dp_overlap_policy != "xla_lhs":
+            longest = max(longest, item["calls"] * one - (0.0 if item["phase"] in unit else one))
+    return least + max(0.0, longest - covered_s)
 
 
 def _interleaved_dp_exposed(engine: CommEngine, item: dict, G, factor: float, window: float,
