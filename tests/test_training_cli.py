@@ -191,8 +191,10 @@ def test_a_step_larger_than_the_fabric_names_the_flag():
     # walk8: --gpus beyond the fabric is named before the layout's rules, in --search's words
     assert line == "error: --gpus: 2,048 GPUs asked, but the fabric has 1,024" + FEWER_GPUS
     # walk7: the line says how to get there; the spec grown as it says runs the step
-    assert run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=8", "--model", "llama3-8b",
-                   "--gpus", "2048", "--global-batch", "2048", check=True).stdout.startswith("llama3-8b on ")
+    # (at dp 2,048 it does not fit, which its first line says: the step's own line is the second)
+    out = run_cli("train", "dgx-h100-superpod", "--set", "cluster.num_units=8", "--model", "llama3-8b",
+                  "--gpus", "2048", "--global-batch", "2048", check=True).stdout.splitlines()
+    assert out[0].startswith("DOES NOT FIT: ") and out[1].startswith("llama3-8b on ")
 
 
 def test_gpus_fill_dp_beside_a_layout_that_gives_none():

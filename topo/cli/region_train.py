@@ -15,7 +15,7 @@ from ..units import format_bandwidth, format_in, format_size, format_time
 from .common import data_parallel
 from .search_options import layout_for_search, search_options
 from .output import emit, emit_json, mfu_text, table
-from .train_text import memory_line, uncertainty_line
+from .train_text import memory_line, not_fit_line, uncertainty_line
 from .region import region_from_args
 
 __all__ = ["run_region_train", "render_across_sites"]
@@ -142,7 +142,8 @@ def render_across_sites(r: MultisiteStep, say=str, tokens: float | None = None) 
     ``tokens``, the time to train them at the step across the sites."""
     one = r.one_site
     mfu = mfu_text(one["mfu"], one["precision"], one["peak_flop_per_s_per_gpu"])
-    lines = [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
+    short = not_fit_line(one["memory"], one["gpu"])
+    lines = ([short] if short else []) + [f"{r.model} on {r.region}: {r.gpus:,} GPUs over {r.num_sites} sites; one site's share "
              f"({one['gpus']:,} GPUs) steps in {format_time(r.one_site_step_s)}, {mfu}"]
     line = uncertainty_line(r.uncertainty, " of one site's share's step")
     lines += [line, ""] if line else [""]

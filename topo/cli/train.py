@@ -29,7 +29,7 @@ from .region import is_region_args
 from .region_train import run_region_train
 from .output import emit, emit_json, mfu_text, table
 from .train_ops import print_op_table, print_stage_table
-from .train_text import bias_text, gb, memory_line, runs_on, uncertainty_line
+from .train_text import bias_text, gb, memory_line, not_fit_line, runs_on, uncertainty_line
 
 
 def register(sub) -> None:
@@ -697,6 +697,9 @@ def _framework_options(L: dict, model, gpu) -> str:
 
 def _print_step(r, tokens, model) -> None:
     L = r.layout
+    short = not_fit_line(r.memory.to_dict(), r.gpu)
+    if short:
+        emit(short)
     emit(f"{r.model} on {r.spec}: {format_count(r.gpus)} x {r.gpu} ({r.precision}), "
          f"tp={L['tp']} cp={L['cp']} pp={L['pp']} (vpp={L['vpp']}) dp={L['dp']} ep={L['ep']}"
          f"{_sharding(L)}{_recompute(L, model)}, "

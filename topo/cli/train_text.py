@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..training.memory import state_convention
 from ..units import format_in, format_time
 
-__all__ = ["gb", "memory_line", "uncertainty_line", "runs_on", "bias_text"]
+__all__ = ["gb", "memory_line", "not_fit_line", "uncertainty_line", "runs_on", "bias_text"]
 
 
 def gb(x: float) -> str:
@@ -19,8 +19,20 @@ def memory_line(m: dict, layout: dict) -> str:
     """The memory per GPU line: each part, the total against the GPU's capacity, ``fits`` or ``DOES NOT FIT by``."""
     return (f"memory per GPU  weights {gb(m['weights_bytes'])}  gradients {gb(m['gradients_bytes'])}  "
             f"optimizer {gb(m['optimizer_bytes'])}  activations {gb(m['activations_bytes'])}  "
-            f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
+            + (f"buffers {gb(m['buffers_bytes'])}  " if m.get("buffers_bytes") else "")
+            + (f"runtime {gb(m['reserved_bytes'])}  " if m.get("reserved_bytes") else "")
+            + f"total {gb(m['total_bytes'])} of {gb(m['capacity_bytes'])}: "
             + ("fits" if m["fits"] else f"DOES NOT FIT by {gb(m['short_bytes'])}") + f" ({state_convention(layout)})")
+
+
+def not_fit_line(m: dict, gpu: str) -> str:
+    """The line a layout that does not fit leads with (walk20: its step time came first and was quoted); "" when
+    it fits. ``m``: a step's ``memory`` dict."""
+    if m["fits"]:
+        return ""
+    return (f"DOES NOT FIT: {gb(m['total_bytes'])} per GPU (stage {m['stage']}), {gb(m['short_bytes'])} more than "
+            f"the {gpu}'s {gb(m['capacity_bytes'])}; this run cannot start, the step time and MFU below are what it "
+            "would take if it could")
 
 
 def uncertainty_line(u: dict, of: str = "") -> str:

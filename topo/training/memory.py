@@ -45,16 +45,23 @@ Meta's Llama 3 405B layout (tp 8, pp 16, dp 64, 8K, no recomputation; arXiv 2407
 per chunk: taking one layer from the first stage leaves "the first model chunk on the first stage [with] only the
 embedding", so a chunk held one layer, and the 126 layers, the embedding and the loss make V = 8 chunks on each of
 16 ranks (``E|(t|)*126L``). Its second stage then holds 141 one-layer chunk-micro-batches (0.53 GB each): 82.3 GB
-of an H100's 85.5 GB. Read with V = 4 (77 two-layer chunks) it would need 89.2 GB. No chunk's output is counted:
+(83.4 GB with the process's own, below) of an H100's 85.5 GB. Read with V = 4 (77 two-layer chunks) it would need 89.2 GB. No chunk's output is counted:
 Megatron-Core frees its data once sent (``deallocate_output_tensor``, NVIDIA/Megatron-LM@d98e8a64
 ``pipeline_parallel/schedules.py`` line 171, on in Megatron-LM's and NeMo's configs), as Meta frees "the input
 and output tensors of each pipeline stage".
+
+Besides its tensors a training process holds the CUDA context, NCCL's communicator setup and PyTorch's cuBLAS
+workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_bytes`, each with its source): every
+layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
+from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
@@ -63,7 +70,7 @@ from .unit_params import unit_params
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "activation_bytes_per_layer", "params_per_gpu",
            "stage_params", "units_holding", "gathered_unit_bytes", "block_activation_bytes", "end_unit_params",
-           "state_convention"]
+           "state_convention", "process_reserve_bytes"]
 
 
 @dataclass(frozen=True)
@@ -77,11 +84,12 @@ class MemoryBreakdown:
     capacity_bytes: float
     buffers_bytes: float = 0.0  # gathered FSDP units, communication buffers
     stage: int = 0
+    reserved_bytes: float = 0.0  # the process's own: CUDA context, NCCL setup, cuBLAS workspace
 
     @property
     def total_bytes(self) -> float:
         return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
-                + self.buffers_bytes)
+                + self.buffers_bytes + self.reserved_bytes)
 
     @property
     def fits(self) -> bool:
@@ -96,6 +104,21 @@ class MemoryBreakdown:
         d = asdict(self)
         d.update(total_bytes=self.total_bytes, fits=self.fits, short_bytes=self.short_bytes)
         return whole_bytes(d)
+
+
+@lru_cache(maxsize=None)
+def process_reserve_bytes() -> float:
+    """Bytes a training process holds on its GPU besides its tensors: the sum of ``memory_reserve.toml``'s items
+    (the CUDA context and NCCL's communicator setup, NVIDIA/nccl#1685's 1.06 GB on an H100; PyTorch's 32 MiB cuBLAS
+    workspace on Hopper and Blackwell).
+
+    Returns
+    -------
+    float
+        Bytes per GPU, whatever the layout.
+    """
+    table = tomllib.loads((data_dir("compute") / "memory_reserve.toml").read_text(encoding="utf-8"))
+    return float(sum(item["bytes"] for item in table.values()))
 
 
 _CONVENTIONS = {(2.0, 4.0, 12.0): "Megatron-LM's bf16 mixed precision: bf16 weights, fp32 grads and main weights",
@@ -301,7 +324,8 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float)
         heads = sum(1 for j in held for u in stages[j] if u in ("logits", "mtp_head"))  # each head's fp32 logits
         act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
         mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i)
+                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i,
+                              reserved_bytes=process_reserve_bytes())
         if best is None or mem.total_bytes > best.total_bytes:
             best = mem
     return best
