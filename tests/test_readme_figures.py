@@ -20,11 +20,12 @@ COMMANDS = re.sub(r"\s+", " ", README.replace("\\\n", " ").replace("`", " "))  #
 
 CASES = [
     # walk20: DeepSeek-V3's published layout and token count (arXiv 2412.19437: 2,048 GPUs, PP16 DualPipe, EP64,
-    # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training) with --tokens: days and GPU-hours
+    # 14.8T tokens; its table 1: 2.664M H800 GPU-hours for pre-training; sec. 3.3.2's recompute) with --tokens
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
-     "--tokens 14.8e12",
-     [("gives 62.3 days, 3.06M GPU-hours", "tokens: 62.3 days, 3.06M GPU-hours on 2,048 GPUs")]),
+     "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
+     [("gives 63.5 days, 3.12M GPU-hours", "tokens: 63.5 days, 3.12M GPU-hours on 2,048 GPUs"),
+      ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
       ("the DCI's share of the cost per GPU-hour (3.2% on `two-site-h100`)", "3.2% of the region's $1.700")]),
