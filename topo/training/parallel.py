@@ -169,7 +169,10 @@ class ParallelLayout(BaseModel):
     ``megatron/core/fp8_utils.py`` ``quantize_param_shard`` casts the updated main-parameter shard into them
     before the gather). NeMo 2's ``bf16_with_fp8_mixed`` and ``bf16_with_fp8_current_scaling_mixed`` set it
     (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin from @f56c5608, 2025-07-04),
-    as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
+    as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory: no BF16 copy; the
+    layers' weights are held at :func:`topo.training.fp8_params.fp8_param_bytes` (1 byte, plus the transpose or
+    column-wise copy Transformer Engine makes after the gather: 2 on Hopper, 1 per-tensor on Blackwell) under
+    ZeRO-1/2."""
     grad_bytes: ElementBytes = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
     wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"
