@@ -172,7 +172,8 @@ def test_published_runs_fit():
     setups = published_setups()
     assert len(setups) >= 99
     for s in setups:
-        mem = memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes)
+        gpu = gpu_compute(s["gpu"])
+        mem = memory_per_gpu(s["model"], s["lay"], gpu.memory_bytes, generation=gpu.generation)
         if not mem.fits:
             over[s["run"]] = round(mem.total_bytes / 1e9, 1)
     assert set(over) == STILL_OVER, over

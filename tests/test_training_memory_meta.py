@@ -91,7 +91,8 @@ def test_the_benchmark_reads_metas_rows_with_the_papers_chunks():
     assert len(rows) == 3
     for r in rows:
         assert r["lay"].vpp == 8 and r["lay"].pipeline_embedding, r["run"]
-        assert memory_per_gpu(r["model"], r["lay"], gpu_compute(r["gpu"]).memory_bytes).fits, r["run"]
+        gpu = gpu_compute(r["gpu"])
+        assert memory_per_gpu(r["model"], r["lay"], gpu.memory_bytes, generation=gpu.generation).fits, r["run"]
 
 
 def _torchtitan_405b(tp: int, micro_batch: int):

@@ -512,9 +512,9 @@ def test_held_out_runs_fit_in_memory(monkeypatch, tmp_path):
     setups = _fit_setups(monkeypatch, tmp_path, HOLDOUT)
     held = [s for s in setups if s["run"] in {r["run_id"] for r in _rows(HOLDOUT)}]
     assert len(held) == len(_rows(HOLDOUT))
-    over = {s["run"]: round(memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes).total_bytes
-                            / 1e9, 1) for s in held
-            if not memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes).fits}
+    mems = {s["run"]: memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes,
+                                     generation=gpu_compute(s["gpu"]).generation) for s in held}
+    over = {run: round(mem.total_bytes / 1e9, 1) for run, mem in mems.items() if not mem.fits}
     assert set(over) == HOLDOUT_STILL_OVER, over
 
 

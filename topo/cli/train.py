@@ -14,7 +14,7 @@ from ..training.flops import CONVENTIONS
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
 from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh
-from ..training.kernels import fp8_backward_published
+from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
 from ..training.parallel import (DEFAULT_ORDER, DP_SHARDING, PIPELINE_SCHEDULES, RECOMPUTE, check_layout,
@@ -734,12 +734,7 @@ def _print_step(r, tokens, model) -> None:
     if options:
         emit(f"framework options: {options} (layout fields)")
     if host > 0:
-        scope = L.get("cuda_graph_scope") or ()
-        how = (f"the kernels outside cuda_graph_scope = {_toml(scope)}; capturing more parts takes them off the "
-               f"host" if scope else
-               "eager: no CUDA graph; the layout's cuda_graph_scope takes captured parts off the host")
-        emit(f"host-bound: {format_time(host)} of the compute ({host / r.step_time_s:.1%} of the step) is the GPU "
-             f"waiting for the host's kernel launches ({how})")
+        emit(_host_bound_line(L, host, r.step_time_s))
     emit("")
     rows = [[c.dim, c.collective + (f" {c.phase}" if c.phase else ""), format_size(c.size_bytes),
              f"{c.calls_per_step:g}", format_time(c.time_s), format_time(c.exposed_s),
@@ -751,6 +746,18 @@ def _print_step(r, tokens, model) -> None:
     emit(memory_line(m.to_dict(), r.layout))
     for n in r.notes:
         emit(f"note: {note_flags(n)}")
+
+
+def _host_bound_line(L: dict, host_s: float, step_s: float) -> str:
+    """The host wait's line: how long, what launches eagerly, and what each launch is priced at (a fitted average
+    framework call: a step that it dominates, such as per-expert FP8 casts, is as sure as that price)."""
+    scope = L.get("cuda_graph_scope") or ()
+    how = (f"the kernels outside cuda_graph_scope = {_toml(scope)}; capturing more parts takes them off the host"
+           if scope else "eager: no CUDA graph; the layout's cuda_graph_scope takes captured parts off the host")
+    price_s, status = host_launch_price()
+    return (f"host-bound: {format_time(host_s)} of the compute ({host_s / step_s:.1%} of the step) is the GPU waiting "
+            f"for the host's kernel launches ({how}); each launch is priced at an average framework call, "
+            f"{format_time(price_s)} x the host CPU's factor (kernels.toml [launch] host_s, {status})")
 
 
 def _expert_load(L: dict) -> str:

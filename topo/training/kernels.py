@@ -54,7 +54,7 @@ __all__ = ["KernelModel", "kernel_model", "gemm_s", "tile_set", "attention_rate_
            "router_kernels", "alltoall_preprocess_kernels", "permute_kernels", "permute_s", "permute_efficiency",
            "quantize_kernels", "fp8_padding", "epilogue_extra_s",
            "fp8_recipe_costs", "ssd_sm_reference", "quantize_s", "fp8_backward_head_dims", "fp8_backward_published",
-           "FITTED"]
+           "FITTED", "host_launch_price"]
 
 BF16_OUT_BYTES = 2.0
 """HBM bytes per output element of the epilogue the tile's fitted fixed cost includes: one BF16 write (the fit's
@@ -68,6 +68,18 @@ fractions are fitted on dense step times (their ``range`` is the section's)."""
 @lru_cache(maxsize=None)
 def _table() -> dict:
     return tomllib.loads((data_dir("compute") / "kernels.toml").read_text(encoding="utf-8"))
+
+
+def host_launch_price() -> tuple[float, str]:
+    """The host seconds every eagerly launched kernel is charged on the reference CPU and that figure's status
+    (``kernels.toml`` ``[launch] host_s``, ``host_status``): an average framework call, fitted on published runs.
+
+    Returns
+    -------
+    tuple of (float, str)
+    """
+    t = _table()["launch"]
+    return float(t["host_s"]), str(t["host_status"])
 
 
 @lru_cache(maxsize=None)

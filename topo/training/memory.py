@@ -9,7 +9,10 @@ and FSDP's SHARD_GRAD_OP also the gradients; ZeRO-3 / FSDP also the weights, plu
 when ``fsdp_reshard_after_forward`` is false keeps them from forward to backward), at the gather's bytes
 (``gather_bytes``, default ``weight_bytes``). MaxText (a JAX mesh, :data:`.jax_mesh.MAXTEXT_STATE`) keeps 4 + 4 + 8:
 fp32 weights that are their own master copy, fp32 gradients, two fp32 Adam moments, no resident bf16 copy; the
-bf16 copy of a layer it gathers is one of those transient units. A GPU holds
+bf16 copy of a layer it gathers is one of those transient units. With ``fp8_param_gather`` (FP8, ZeRO-1/2) the
+layers' weights are held in FP8 with no BF16 copy (:func:`.fp8_params.fp8_param_bytes`: the rowwise byte and,
+on Hopper or for block-scaled recipes, the column-wise copy Transformer Engine keeps), the embedding and the
+output layer at ``weight_bytes``. A GPU holds
 ``1 / tp`` of its stage's dense weights and ``1 / (ep x etp)`` of its experts; experts shard over their own
 replicas (``edp``).
 
@@ -64,6 +67,7 @@ from functools import lru_cache
 from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout
+from .fp8_params import fp8_param_bytes, kept_in_fp8
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
 from .unit_params import unit_params
@@ -145,6 +149,8 @@ def state_convention(layout) -> str:
     gather = get("gather_bytes")
     if gather is not None and float(gather) != key[0]:
         text += f"; gathers {float(gather):g} B/param"
+    if get("fp8_param_gather") and get("precision") == "fp8":
+        text += "; the layers' weights in FP8 instead (fp8_param_gather: no BF16 copy)"
     return text
 
 
@@ -306,16 +312,21 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
     return min(m * v, lay.warmup_chunks(stage) + 1)  # the warm-up and the one running
 
 
-def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float) -> MemoryBreakdown:
+def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
+                   generation: str | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
-    (its ``stage``: the rank)."""
+    (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
+    weights hold there; None counts their transposes)."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
     per_mb = _stage_activations(model, lay, stages)
+    ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     best = None
     for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
         w = lay.sharded(dense, expert, 3) * lay.weight_bytes
+        if ends is not None:  # the layers' weights in FP8, the embedding and output layer in weight_bytes
+            w = (dense + expert - ends[i]) * fp8_param_bytes(lay, generation) + ends[i] * lay.weight_bytes
         held_gathered = 2 * big if lay.fsdp_reshard_after_forward else dense + expert
         buf = held_gathered * lay.weight_gather_bytes if z >= 3 else 0.0
         g = lay.sharded(dense, expert, 2) * lay.grad_bytes

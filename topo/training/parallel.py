@@ -169,7 +169,10 @@ class ParallelLayout(BaseModel):
     ``megatron/core/fp8_utils.py`` ``quantize_param_shard`` casts the updated main-parameter shard into them
     before the gather). NeMo 2's ``bf16_with_fp8_mixed`` and ``bf16_with_fp8_current_scaling_mixed`` set it
     (NVIDIA/NeMo@b4148d21 nemo/collections/llm/recipes/precision/mixed_precision.py; its MXFP8 plugin from @f56c5608, 2025-07-04),
-    as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory is not changed."""
+    as do Megatron-Bridge's (``src/megatron/bridge/training/mixed_precision.py``). Memory: no BF16 copy; the
+    layers' weights are held at :func:`topo.training.fp8_params.fp8_param_bytes` (1 byte, plus the transpose or
+    column-wise copy Transformer Engine makes after the gather: 2 on Hopper, 1 per-tensor on Blackwell) under
+    ZeRO-1/2."""
     grad_bytes: ElementBytes = 4.0
     """Bytes per parameter of the gradients kept (Megatron-LM's fp32 ``main_grad`` for bf16 training)."""
     wgrad_output: Literal["main_grad", "fsdp2", "copied", "param_dtype"] = "main_grad"
@@ -334,8 +337,8 @@ class ParallelLayout(BaseModel):
     nccl_max_ctas: Annotated[int, Field(strict=True, ge=1, le=64)] | None = None
     """The recipe's ``NCCL_MAX_CTAS``: NCCL caps every collective's channels at this; None: unset."""
     ep_dispatch_bytes: ElementBytes = 2.0
-    """Bytes per element of the forward dispatch (1: FP8 dispatch, DeepSeek-V3 sec. 3.3.2); the combine and the
-    backward all-to-alls stay BF16 (2)."""
+    """Bytes per element of the forward dispatch: 1 (FP8 dispatch, DeepSeek-V3 sec. 3.3.2) or 2 (BF16), nothing
+    else (:data:`EP_DISPATCH_BYTES`); the combine and the backward all-to-alls stay BF16 (2)."""
     moe_grouped_gemm: Flag = True
     """The experts' GEMMs as one grouped kernel whose waves pack every local expert's tiles (Megatron-Core's
     ``moe_grouped_gemm``); False: a loop of per-expert GEMMs (``SequentialMLP``), each quantised alone."""
@@ -807,9 +810,19 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
                       mtp_layers=model.mtp_layers, source=source)
 
 
+EP_DISPATCH_BYTES = {1.0: "FP8", 2.0: "BF16"}
+"""The widths a forward dispatch carries its tokens at: FP8 (DeepSeek-V3 sec. 3.3.2; DeepEP's ``use_fp8``,
+Megatron-Core's ``fused_a2a.py`` ``fp8_dispatch``) or BF16, the activations' 16 bits; no framework dispatches at
+another width."""
+
+
 def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
-    """The flex dispatcher's rules: HybridEP's static rank budget needs HybridEP, an EP group and dropless
-    routing; the dispatcher itself needs an expert group (``ep x etp > 1``)."""
+    """The dispatchers' rules: the forward dispatch's width (:data:`EP_DISPATCH_BYTES`); HybridEP's static rank
+    budget needs HybridEP, an EP group and dropless routing; the dispatcher itself needs an expert group
+    (``ep x etp > 1``)."""
+    if lay.ep_dispatch_bytes not in EP_DISPATCH_BYTES:
+        bad("ep_dispatch_bytes", f"{lay.ep_dispatch_bytes:g} is not a width the forward dispatch carries tokens at; "
+                                 f"allowed: 1 (FP8 dispatch) or 2 (BF16, the default)")
     if lay.moe_expert_rank_capacity_factor is not None and (lay.ep_dispatcher, lay.ep_flex_backend) != (
             "deepep", "hybridep"):
         backend = lay.ep_dispatcher if lay.ep_dispatcher != "deepep" else f"deepep/{lay.ep_flex_backend}"

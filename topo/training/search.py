@@ -294,7 +294,8 @@ class _Search:
         mk, bk, _ = keys
         mem = self.mem_cache.get(mk)
         if mem is None:
-            mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes)
+            mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
+                                                      generation=self.gpu.generation)
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
