@@ -112,7 +112,7 @@ def test_every_rows_column_value_is_in_its_layout():
     # epov55 added Megatron-Bridge PR #5094's EP-overlap A/B pair (the model card's recipe: overlap_tp, router fusion,
     # the 128 MiB buckets); runs56 Megatron-LM PR #5728's nine Qwen3 rows (router fusion and the recipes' HybridEP SMs
     # on all; FP8 weights on the H100 FP8 and the three 235B MXFP8 rows)
-    assert counts == {"overlap_tp": 302, "moe_router_fusion": 133, "cross_entropy": 5, "attention_fp8": 3,
+    assert counts == {"overlap_tp": 302, "moe_router_fusion": 133, "cross_entropy": 193, "attention_fp8": 3,
                       "fp8_amax_reduction": 51, "fp8_scale_inverse_kernel": 32, "fp8_amax_pass": 12,
                       "fp8_param_gather": 123, "ep_comm_sms": 13}
     assert rows["mbvc_h100_deepseekv3"]["overlap_tp"] == "0"
@@ -201,7 +201,7 @@ def test_a_changed_value_reaches_the_layout(tmp_path, monkeypatch, name, run, ch
     ("overlap_tp", "", "allowed: one of 0, 1 on every row (the recipe's setting; its source in the note or "),
     ("moe_router_fusion", "true", "allowed: one of 0, 1"),
     ("moe_router_fusion", "", "allowed: one of 0, 1 on every row"),
-    ("cross_entropy", "unfused", "allowed: one of fused, torch_bf16, megatron_unfused, or empty"),
+    ("cross_entropy", "unfused", "allowed: one of fused, te, te_fp32_grad, torch_bf16, megatron_unfused, or empty"),
     ("attention_fp8", "MXFP8", "allowed: one of fp8, mxfp8, or empty"),
     ("fp8_amax_reduction", "True", "allowed: one of 0, 1, or empty"),
     ("fp8_scale_inverse_kernel", "2", "allowed: one of 0, 1, or empty"),

@@ -56,8 +56,8 @@ def test_json_carries_the_options(tmp_path):
     ("cp_comm_type=a2a+p2p", "error: --layout: cp_comm_type: must be one of 'p2p', 'all_gather' or 'a2a', "
                             "got 'a2a+p2p'"),
     ("mamba_mixer=eager", "error: --layout: mamba_mixer: must be one of 'megatron' or 'mamba_ssm', got 'eager'"),
-    ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused', 'torch_bf16' or "
-                           "'megatron_unfused', got 'fp32'"),
+    ("cross_entropy=fp32", "error: --layout: cross_entropy: must be one of 'fused', 'te', 'te_fp32_grad', "
+                           "'torch_bf16' or 'megatron_unfused', got 'fp32'"),
     ("expert_bias_eager=fc1", "error: --layout: expert_bias_eager: must be one of 'fc2', 'fc1_fc2' or 'none', "
                               "got 'fc1'"),
     ("fp8_param_gather=maybe", "error: --layout: fp8_param_gather: must be true or false, got 'maybe'"),
@@ -105,7 +105,8 @@ def test_a_toml_boolean_is_shown_as_the_file_writes_it(tmp_path):
     f.write_text("cross_entropy = true\n")
     p = run_cli(*BASE, "--layout", str(f))
     assert p.returncode == 2 and p.stderr.strip() == (
-        f"error: {f}: cross_entropy: must be one of 'fused', 'torch_bf16' or 'megatron_unfused', got true"), p.stderr
+        f"error: {f}: cross_entropy: must be one of 'fused', 'te', 'te_fp32_grad', 'torch_bf16' or "
+        "'megatron_unfused', got true"), p.stderr
 
 
 def test_plan_names_a_bad_layout_field_by_its_flag():

@@ -59,7 +59,7 @@ def _job_arguments(p) -> None:
                         "fp8_recipe=delayed|current|blockwise|mxfp8 (Blackwell only) with --precision fp8 "
                         "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), "
                         "mamba_mixer=megatron|mamba_ssm, "
-                        "cross_entropy=fused|torch_bf16|megatron_unfused, "
+                        "cross_entropy=fused|te|te_fp32_grad|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
                         "rope_kernel=megatron|te_fused, ep_flex_backend=hybridep|deepep, cp_comm_type=p2p|all_gather|a2a, "

@@ -53,6 +53,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
@@ -621,19 +622,6 @@ FAKE_GATE_BYTES = 58.0
 (4 read, 4 written), ``torch.arange(n k)`` (int64, 8 written), ``% E`` and ``+ skip_first_n_experts`` (8 read, 8
 written each) and ``.type_as(x)`` (4 read, 2 written): 6 kernels, 58 bytes. No router GEMM, no softmax or top-k,
 and no backward: the weights are constants."""
-TORCH_CROSS_ENTROPY_MOVES = ((4, 2), (5, 3))
-"""PyTorch's ``F.cross_entropy`` on activation-dtype (bf16) logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
-``fp32_upcast: false``, its MoE benchmark configs), as ``((forward elements moved per logit, kernels),
-(backward ..., kernels))``. ``log_softmax`` over a vocabulary row too long for the shared-memory variant
-(131,072 bf16 > 48 KiB a block) runs ``cunn_SoftMaxForward``: the row read for its maximum, read again for the sum
-of exponentials, read a third time and written by the epilogue (4), then ``nll_loss`` (a gather of one per row).
-Backward: ``nll_loss_backward`` zero-fills the log-probabilities' gradient and scatters the rows' targets (1),
-``cunn_SoftMaxBackward`` reads the gradient for its row sum, then reads it and the output and writes the input's
-gradient (4): 5 (pytorch/pytorch ``aten/src/ATen/native/cuda/SoftMax.cu``: ``host_softmax``'s ``can_use_smem``,
-``cunn_SoftMaxForward``, ``cunn_SoftMaxBackward``). Re-reads a row's 256 KB may find in L2 are counted at HBM
-rate."""
-
-
 def _expert_bias_ops(eager: str, rows: float, up: float, h: float, local: float, probs_fp32: bool) -> list[Op]:
     """The eager bias adds of an MoE block's experts (``rows``: the rank's expert rows over its ``local``
     experts; ``up``: fc1's output width, ``h``: fc2's), forward and backward apart, at HBM rate
@@ -972,18 +960,6 @@ def _graph_part(kind: str, op: Op) -> str:
     return ""
 
 
-MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES = ((38, 6), (14, 2))
-"""Megatron-Core's unfused vocab-parallel cross-entropy (``tensor_parallel.vocab_parallel_cross_entropy``, what
-``compute_language_model_loss`` runs without ``--cross-entropy-loss-fusion``), as ``((forward HBM bytes per
-logit, kernels), (backward ..., kernels))`` (NVIDIA/Megatron-LM@00611e6e
-``megatron/core/tensor_parallel/cross_entropy.py``). Forward: ``.float()`` reads the bf16 logits and writes them
-in FP32 (2 + 4), ``torch.max`` over the vocabulary reads them (4), the in-place ``-= logits_max`` (4 + 4),
-``torch.exp(out=)`` (4 + 4), ``.sum`` (4) and the in-place ``div_`` by the sum (4 + 4): 38 bytes in 6 kernels
-(the target's gather and the three TP all-reduces of one value a token are negligible). Backward: the in-place
-``mul_`` by the loss gradient (4 + 4) and the cast's backward to bf16 (4 + 2): 14 bytes in 2 kernels (the
-target's ``index_put`` is one value a token). The fused path (``fused``) reads the bf16 logits once a pass."""
-
-
 def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     T, T_sp, _ = _tokens(model, lay)
     h, V = model.hidden, model.vocab
@@ -1000,19 +976,11 @@ def _block_ops(model: ModelSpec, lay: ParallelLayout, kind: str) -> list[Op]:
     if kind == "logits":
         head = [_mem("final_norm", "layernorm", 4 * T_sp * h),
                 _gemm("logits", "logits", T, V / lay.tp, h, linear=False)]
-        if lay.cross_entropy == "torch_bf16":
-            (fwd, k_f), (bwd, k_b) = TORCH_CROSS_ENTROPY_MOVES
-            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * ACT * T * V / lay.tp, launches=k_f,
-                              passes="forward"),
-                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * ACT * T * V / lay.tp, launches=k_b,
-                              passes="backward")]
-        if lay.cross_entropy == "megatron_unfused":
-            (fwd, k_f), (bwd, k_b) = MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES
-            return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * T * V / lay.tp, launches=k_f,
-                              passes="forward"),
-                           Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * T * V / lay.tp, launches=k_b,
-                              passes="backward")]
-        return head + [_mem("cross_entropy", "logits", 10 * T * V / lay.tp)]  # bf16 logits read, fp32 softmax
+        (fwd, k_f), (bwd, k_b) = cross_entropy_moves(lay.cross_entropy)  # bytes a BF16 logit, by implementation
+        logits = T * V / lay.tp
+        return head + [Op("cross_entropy", "logits", "kernel", 0.0, fwd * logits, launches=k_f, passes="forward"),
+                       Op("cross_entropy_bwd", "logits", "kernel", 0.0, bwd * logits, launches=k_b,
+                          passes="backward")]
     if kind == "mtp_head":  # DeepSeek-V3 sec. 2.2: norm the hidden states and the next tokens' embeddings,
         # project their concatenation 2h -> h (the module's layer is a unit of its own), then the shared head
         return [_mem("mtp_norms", "mtp", 2 * 4 * T_sp * h), _gemm("mtp_proj", "mtp", T, h / lay.tp, 2 * h),

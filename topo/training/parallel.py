@@ -400,12 +400,16 @@ class ParallelLayout(BaseModel):
     ``apply_rope_fusion`` (Transformer Engine's fused kernel, one pass), which falls back to its unfused path when
     the model's ``attention.rope_concentration`` is not 1 (:data:`topo.training.operators.ROPE_UNFUSED_MOVES`);
     ``te_fused``, Transformer Engine's fused kernel whatever the factor (NeMo AutoModel's ``rope_fusion``)."""
-    cross_entropy: Literal["fused", "torch_bf16", "megatron_unfused"] = "fused"
-    """The loss over the logits: ``fused``, Megatron-Core's cross-entropy (bf16 logits read, the softmax in FP32);
-    ``torch_bf16``, PyTorch's ``F.cross_entropy`` on bf16 logits (NeMo AutoModel's ``MaskedCrossEntropy`` with
-    ``fp32_upcast: false``: :data:`topo.training.operators.TORCH_CROSS_ENTROPY_MOVES`); ``megatron_unfused``,
-    Megatron-Core's ``vocab_parallel_cross_entropy`` without ``--cross-entropy-loss-fusion`` (the logits upcast
-    to FP32 and worked on in place: :data:`topo.training.operators.MEGATRON_UNFUSED_CROSS_ENTROPY_BYTES`)."""
+    cross_entropy: Literal["fused", "te", "te_fp32_grad", "torch_bf16", "megatron_unfused"] = "fused"
+    """The loss over the logits, by the implementation the framework calls (bytes per logit and kernels:
+    ``topo/data/compute/cross_entropy.toml``, :func:`topo.training.cross_entropy.cross_entropy_moves`): ``fused``,
+    Megatron-Core's native fused cross-entropy (``--cross-entropy-loss-fusion``, ``cross_entropy_fusion_impl``
+    ``native``, Megatron-Core's default impl); ``te``, Transformer Engine's Triton cross-entropy of releases
+    2.2-2.17 (``cross_entropy_fusion_impl = "te"``, the Megatron-Bridge performance recipes); ``te_fp32_grad``, the
+    same from Transformer Engine 2.18 (an FP32 gradient); ``torch_bf16``, PyTorch's ``F.cross_entropy`` on bf16
+    logits (NeMo AutoModel's ``MaskedCrossEntropy`` with ``fp32_upcast: false``); ``megatron_unfused``,
+    Megatron-Core's ``vocab_parallel_cross_entropy`` without ``--cross-entropy-loss-fusion`` (the logits upcast to
+    FP32 and worked on in place)."""
     mamba_mixer: Literal["megatron", "mamba_ssm"] = "megatron"
     """How the framework runs a Mamba-2 mixer in training (:func:`topo.training.operators._mamba_ops`):
     ``megatron``, Megatron-Core's ``MambaMixer`` (sequence-major activations copied to batch-major and back around

@@ -1,0 +1,66 @@
+"""The loss's bytes by implementation (topo/data/compute/cross_entropy.toml), against the kernel source counts:
+Transformer Engine's Triton cross-entropy (NVIDIA/TransformerEngine transformer_engine/common/triton/
+cross_entropy.py: online_softmax_kernel and cross_entropy_kernel read the BF16 row once each, the gradient is
+stored over the logits in BF16 before v2.18, in FP32 from v2.18, PR #3193), Megatron-Core's native fused loss
+(NVIDIA/Megatron-LM@d98e8a64 megatron/core/fusions/fused_cross_entropy.py)."""
+
+import pytest
+
+from topo.training.cross_entropy import cross_entropy_impls, cross_entropy_moves
+from topo.training.gpus import gpu_compute
+from topo.training.kernels import memory_s
+from topo.training.model import load_model
+from topo.training.operators import block_ops, op_time_s
+from topo.training.parallel import make_layout
+
+
+def _ops(impl, tp=2):
+    model = load_model("qwen3-30b-a3b")  # vocabulary 151,936
+    lay = make_layout(tp=tp, dp=4, ep=8, global_batch=32, micro_batch=1, seq_len=4096, cross_entropy=impl)
+    return model, {o.name: o for o in block_ops(model, lay, "logits")}
+
+
+def test_each_implementation_counts_its_kernels_bytes():
+    bf16, fp32 = 2, 4
+    assert cross_entropy_moves("te") == ((bf16 + bf16 + bf16, 2), (bf16 + bf16, 1))
+    # from 2.18: the gradient stored in FP32 (4), scaled in place (4 + 4), cast to BF16 by autograd (4 + 2)
+    assert cross_entropy_moves("te_fp32_grad") == ((bf16 + bf16 + fp32, 2), (2 * fp32 + fp32 + bf16, 2))
+    # native: upcast with its max (2 + 4), exp(x - max) in place with its sum (4 + 4), div_ (4 + 4); backward:
+    # mul_ in place (4 + 4) and the BF16 result (2)
+    assert cross_entropy_moves("fused") == (((bf16 + fp32) + 2 * fp32 + 2 * fp32, 3), (2 * fp32 + bf16, 1))
+    assert cross_entropy_moves("torch_bf16") == ((4 * bf16, 2), (5 * bf16, 3))
+    assert set(cross_entropy_impls()) == {"fused", "te", "te_fp32_grad", "megatron_unfused", "torch_bf16"}
+
+
+@pytest.mark.parametrize("impl", ["fused", "te", "te_fp32_grad", "megatron_unfused", "torch_bf16"])
+def test_the_loss_is_bytes_times_tokens_times_vocabulary_at_hbm_rate(impl):
+    # closed form: bytes a logit x tokens x vocabulary / TP at the H100's HBM rate (kernels' launch gaps apart)
+    (fwd, k_f), (bwd, k_b) = cross_entropy_moves(impl)
+    model, ops = _ops(impl)
+    logits = 4096 * model.vocab / 2
+    assert ops["cross_entropy"].bytes == pytest.approx(fwd * logits)
+    assert ops["cross_entropy_bwd"].bytes == pytest.approx(bwd * logits)
+    assert (ops["cross_entropy"].launches, ops["cross_entropy_bwd"].launches) == (k_f, k_b)
+    gpu = gpu_compute("H100")
+    km = gpu.kernels
+    t_f = op_time_s(ops["cross_entropy"], gpu, "bf16")
+    t_b = op_time_s(ops["cross_entropy_bwd"], gpu, "bf16", backward=True)
+    assert t_f == pytest.approx(fwd * logits / (km.hbm_Bps * km.memory_efficiency) + k_f * km.launch_gpu_s)
+    assert t_b == pytest.approx(memory_s(km, bwd * logits) + k_b * km.launch_gpu_s)
+    assert op_time_s(ops["cross_entropy"], gpu, "bf16", backward=True) == 0.0  # each a pass of its own
+
+
+def test_the_te_loss_is_cheaper_than_the_native_one_on_pr_5094s_run():
+    # Qwen3-30B at TP 1, 4,096 tokens a micro-batch: TE (before 2.18) moves 10 bytes a logit, native 32
+    gpu = gpu_compute("H100")
+    times = {}
+    for impl in ("te", "fused"):
+        _, ops = _ops(impl, tp=1)
+        times[impl] = (op_time_s(ops["cross_entropy"], gpu, "bf16")
+                       + op_time_s(ops["cross_entropy_bwd"], gpu, "bf16", backward=True))
+    assert times["te"] / times["fused"] == pytest.approx(10 / 32, rel=0.1)
+
+
+def test_an_unknown_implementation_is_one_line():
+    with pytest.raises(ValueError, match=r"cross_entropy='liger' is not a known implementation; allowed: fused, te"):
+        cross_entropy_moves("liger")
