@@ -1806,7 +1806,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     ``deep_ep/hybrid_ep_buffer.py``: a handle skips ``metadata_preprocessing``, where the stream is synchronised).
     They carry the forward's tokens back, so the backward's cover is taken as ``ep_cover_s``
     (with an FP8 forward dispatch the backward's is BF16 and longer: a lower bound on the cover); the step still
-    counts their time under ``ep``."""
+    counts their time under ``ep``. The host calls them as it calls the forward's (``dispatch_with_permute`` and
+    ``combine_with_unpermute`` again, ibid.), one launch each (the block's ``call_host_s``), in the backward's
+    host time as in the forward's."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
@@ -1829,16 +1831,16 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     """One unit's terms of :func:`_host_waits_s`: its GPU forward seconds (with its expert all-to-alls) and host
     launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward and recompute waits."""
     kinds = [u] if u in END_UNITS else list(u)
+    moe = Block.MOE in kinds  # its dispatch and combine, each pass: GPU time the host launches behind, two launches
+    cover, calls = (ep_cover_s, 2 * bt(Block.MOE, bf16).call_host_s) if moe else (0.0, 0.0)
     g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
-    gb = sum(bt(k, bf16).backward_s for k in kinds) + (ep_cover_s if Block.MOE in kinds else 0.0)  # the backward's pair
-    hb = sum(bt(k, bf16).host_backward_s for k in kinds)
-    if synced and Block.MOE in kinds:
+    gb = sum(bt(k, bf16).backward_s for k in kinds) + cover  # the backward's pair
+    hb = sum(bt(k, bf16).host_backward_s for k in kinds) + calls  # and the host's two calls of it
+    if synced and moe:
         return (g, h, gb, hb, True,
                 _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
                 _moe_recompute_wait_s(lay, bt(Block.MOE, bf16)))
-    moe = Block.MOE in kinds  # its dispatch and combine: GPU time the host launches behind, two launches
-    calls = 2 * bt(Block.MOE, bf16).call_host_s if moe else 0.0
-    return g + (ep_cover_s if moe else 0.0), h + calls, gb, hb, False, 0.0, 0.0
+    return g + cover, h + calls, gb, hb, False, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
