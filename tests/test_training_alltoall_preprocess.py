@@ -102,7 +102,7 @@ def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, 
     kernels, once for HybridEP's, whose backward runs its forward's permute and un-permute the other way on the
     gradients (NVIDIA/Megatron-LM@6cd6ea530e ``fused_a2a.py``: ``HybridEPDispatch.backward`` is
     ``combine_with_unpermute``, ``HybridEPCombine.backward`` is ``dispatch_with_permute``; the forward combine is
-    unweighted, so no forward rows are read again: operators.PERMUTE_BACKWARD_BYTES)."""
+    unweighted, so no forward rows are read again: kernels.toml ``permute_backward_bytes``)."""
     g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
     lay = _lay(**upd)
     ops = {op.name: op for op in block_ops(qwen, lay, "E")}

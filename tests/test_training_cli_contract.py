@@ -62,6 +62,17 @@ def test_the_time_to_train_line_is_the_json_figure_in_days():
                     f"restarts: topo plan --model --layout gives the goodput)")
 
 
+def test_a_small_jobs_gpu_hours_are_whole_hours_not_a_fraction_of_a_million():
+    # rev60: 8 GPUs for 1e9 tokens printed "2.86e-05M GPU-hours"; under a million they are whole hours (the JSON's
+    # gpu_hours_to_train, its GPUs x the time / 3,600 s), with separators
+    args = ["train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--global-batch", "64",
+            "--tokens", "1e9"]
+    d = json.loads(run_cli(*args, "--json", check=True).stdout)
+    assert 1 < d["gpu_hours_to_train"] < 1e6
+    (line,) = [x for x in run_cli(*args, check=True).stdout.splitlines() if x.startswith("time to train")]
+    assert f", {round(d['gpu_hours_to_train']):,} GPU-hours on 8 GPUs" in line and "e-" not in line
+
+
 def test_a_region_step_says_which_peak_its_mfu_is_of_as_train_does():
     # tidy11: the region line said "(MFU 18.1%)" without the peak; it goes through the one formatter `topo train`
     # uses. 1,979 TFLOP/s: NVIDIA H100 SXM datasheet, FP8 dense

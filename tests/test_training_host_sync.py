@@ -189,7 +189,8 @@ def test_the_backward_all_to_alls_cover_the_hosts_backward_launches(qwen):
     two all-to-alls run on the compute stream while the host launches on, as the forward's do. A host-bound
     backward then lasts its launches with the all-to-alls inside: its compute (the all-to-alls counted apart, under
     ``ep``) is the launches less one cover a MoE layer, and its wait that much shorter; a cover longer than the
-    host's excess leaves no backward wait; a GPU-bound backward does not move."""
+    host's excess leaves no backward wait; a GPU-bound backward does not move. The host calls the backward's pair
+    as it calls the forward's, one launch each (``call_host_s``), so its launches include those two."""
     lay = make_layout(ep=8, dp=8, global_batch=64, seq_len=4096, etp=1)  # 48 layers of attention + MoE
 
     def sc(host, cover):
@@ -200,6 +201,8 @@ def test_the_backward_all_to_alls_cover_the_hosts_backward_launches(qwen):
     L = qwen.layers
     gpu_b = sum(n * bt[k].backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
     host_b = sum(n * bt[k].host_backward_s for k, n in (("*", L), ("E", L), ("embedding", 1), ("logits", 1)))
+    assert bt["E"].call_host_s == pytest.approx(1e-3)  # H100's x86 host: factor 1 (host_cpu.toml)
+    host_b += L * 2 * bt["E"].call_host_s  # and the backward's dispatch and combine, one host call each
     bare, covered = sc(1e-3, 0.0), sc(1e-3, 1e-3)
     assert host_b > gpu_b + L * 1e-3  # host-bound even with the cover
     assert bare.backward_s == pytest.approx(host_b)

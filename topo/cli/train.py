@@ -787,9 +787,10 @@ def _time_to_train_line(r, tokens: float) -> str:
     span = b.get("time_to_train_interval_s")
     within = (f"; {format_in(span[0], 'days', '.1f')} - {format_in(span[1], 'days', '.1f')} at the uncertainty's "
               f"ends" if span else "")
-    return (f"time to train {tokens:.3g} tokens: {days}, {b['gpu_hours_to_train'] / 1e6:.3g}M GPU-hours on "
-            f"{format_count(r.gpus)} GPUs{within} (no failures or restarts: topo plan --model --layout gives the "
-            f"goodput)")
+    hours = b["gpu_hours_to_train"]  # millions as a budget reads them (3.06M), else whole hours (29, not 2.86e-05M)
+    hours_text = f"{hours / 1e6:.3g}M" if hours >= 1e6 else format_count(round(hours))
+    return (f"time to train {tokens:.3g} tokens: {days}, {hours_text} GPU-hours on {format_count(r.gpus)} "
+            f"GPUs{within} (no failures or restarts: topo plan --model --layout gives the goodput)")
 
 
 def _components_legend(L: dict, host_wait: bool, amax: bool = False) -> str:

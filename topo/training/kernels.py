@@ -160,6 +160,23 @@ def permute_kernels(dispatcher: str) -> tuple[float, float]:
     return float(fwd), float(bwd)
 
 
+def permute_backward_bytes(dispatcher: str) -> float:
+    """The permutation's backward bytes over its forward's (``kernels.toml`` ``[launch] permute_backward_bytes``):
+    HybridEP's backward runs its forward's kernels the other way on the gradients (1); Transformer Engine's
+    permute and un-permute as the other dispatchers call them, 2 (assumption).
+
+    Parameters
+    ----------
+    dispatcher : str
+        ``alltoall``, ``alltoall_one_local``, ``deepep`` or ``hybridep`` (as :func:`permute_kernels`).
+
+    Returns
+    -------
+    float
+    """
+    return float(_table()["launch"]["permute_backward_bytes"][dispatcher])
+
+
 @lru_cache(maxsize=1)
 def quantize_kernels() -> dict:
     """Kernels of one FP8 quantisation of a GEMM input by scaling recipe (``kernels.toml`` ``[launch]``,

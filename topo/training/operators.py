@@ -58,8 +58,8 @@ from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
 from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
-                      fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_kernels, permute_s, quantize_kernels,
-                      quantize_s, router_kernels, ssd_sm_reference)
+                      fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
+                      quantize_kernels, quantize_s, router_kernels, ssd_sm_reference)
 from .parallel import ParallelLayout, current_scaling
 from .pipeline_layout import layout_chunks
 from .ring_attention import cp_attention_calls, p2p_merge_bytes
@@ -811,37 +811,21 @@ def _alltoall_preprocess_ops(model: ModelSpec, lay: ParallelLayout, t_in: float)
 def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
     """The permutation and un-permutation of an MoE block's tokens, ``nbytes`` forward (:func:`_permute_bytes`),
     in the launches of the layout's dispatcher (:func:`.kernels.permute_kernels`), and backward
-    :data:`PERMUTE_BACKWARD_BYTES` times that. Transformer Engine's kernels (the all-to-all dispatcher, DeepEP's
-    backend) move rows by index, at the permute kernels' measured rates (:func:`.kernels.permute_s`); HybridEP's
-    permutation is its copy out of its registered buffer, at a contiguous kernel's share of HBM: its published
-    Torch API time on GB200 (the kernel plus that copy) leaves the copy (topo's bytes) no less than 59% of HBM,
-    above the gather rates' 46% (tests/test_training_ep_dispatch.py)."""
+    :func:`.kernels.permute_backward_bytes` times that. Transformer Engine's kernels (the all-to-all dispatcher,
+    DeepEP's backend) move rows by index, at the permute kernels' measured rates (:func:`.kernels.permute_s`);
+    HybridEP's permutation is its copy out of its registered buffer, at a contiguous kernel's share of HBM: its
+    published Torch API time on GB200 (the kernel plus that copy) leaves the copy (topo's bytes) no less than 59%
+    of HBM, above the gather rates' 46% (tests/test_training_ep_dispatch.py)."""
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
         key = "alltoall" if sorts else "alltoall_one_local"  # sorts: :func:`sorts_by_local_expert`
     fwd, bwd = permute_kernels(key)
     gather = key != "hybridep"
-    back = PERMUTE_BACKWARD_BYTES.get(key, PERMUTE_BACKWARD_BYTES["other"])
+    back = permute_backward_bytes(key)
     return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather),
             Op("permute_grad", "moe", "kernel", 0.0, back * nbytes, launches=bwd, passes="backward",
                by_index=gather)]
-
-
-PERMUTE_BACKWARD_BYTES = {"hybridep": 1.0, "other": 2.0}
-"""The permutation's backward bytes over its forward's (:func:`_permute_ops`). ``hybridep``: HybridEP's backward
-runs its forward's kernels the other way on the gradients, so it moves the forward's bytes: the dispatch's
-backward is ``combine_with_unpermute`` of the gradients (the un-permute into the combine buffer) and the
-combine's backward is ``dispatch_with_permute`` of the gradient (the permute out of the dispatch buffer), with
-the routing handle saved in the forward (NVIDIA/Megatron-LM@6cd6ea530e, the pin of Megatron-Bridge PR #5094,
-``megatron/core/transformer/moe/fused_a2a.py`` ``HybridEPDispatch.backward``, ``HybridEPCombine.backward``);
-the forward combine passes no probabilities (an unweighted sum; the experts apply them), so the backward reads
-no forward activations (deepseek-ai/DeepEP@94a9f8f6 hybrid-ep ``deep_ep/hybrid_ep_buffer.py``
-``dispatch_with_permute`` / ``combine_with_unpermute``; ``csrc/hybrid_ep/executor/executor.cu``
-``dispatch_postprocess`` / ``combine_preprocess``). ``other`` (Transformer Engine's permute and un-permute as the
-all-to-all dispatcher and DeepEP's backend call them): twice the forward, as before (assumption: the
-un-permute's backward with merging probabilities also reads the forward's rows for the probabilities'
-gradient)."""
 
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
@@ -1774,7 +1758,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     ``deep_ep/hybrid_ep_buffer.py``: a handle skips ``metadata_preprocessing``, where the stream is synchronised).
     They carry the forward's tokens back, so the backward's cover is taken as ``ep_cover_s``
     (with an FP8 forward dispatch the backward's is BF16 and longer: a lower bound on the cover); the step still
-    counts their time under ``ep``."""
+    counts their time under ``ep``. The host calls them as it calls the forward's (``dispatch_with_permute`` and
+    ``combine_with_unpermute`` again, ibid.), one launch each (the block's ``call_host_s``), in the backward's
+    host time as in the forward's."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
@@ -1797,16 +1783,16 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     """One unit's terms of :func:`_host_waits_s`: its GPU forward seconds (with its expert all-to-alls) and host
     launch seconds, its backward's two, whether it is a synced MoE layer, and then its forward and recompute waits."""
     kinds = [u] if u in END_UNITS else list(u)
+    moe = Block.MOE in kinds  # its dispatch and combine, each pass: GPU time the host launches behind, two launches
+    cover, calls = (ep_cover_s, 2 * bt(Block.MOE, bf16).call_host_s) if moe else (0.0, 0.0)
     g, h = sum(bt(k, bf16).forward_s for k in kinds), sum(bt(k, bf16).host_s for k in kinds)
-    gb = sum(bt(k, bf16).backward_s for k in kinds) + (ep_cover_s if Block.MOE in kinds else 0.0)  # the backward's pair
-    hb = sum(bt(k, bf16).host_backward_s for k in kinds)
-    if synced and Block.MOE in kinds:
+    gb = sum(bt(k, bf16).backward_s for k in kinds) + cover  # the backward's pair
+    hb = sum(bt(k, bf16).host_backward_s for k in kinds) + calls  # and the host's two calls of it
+    if synced and moe:
         return (g, h, gb, hb, True,
                 _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
                 _moe_recompute_wait_s(lay, bt(Block.MOE, bf16)))
-    moe = Block.MOE in kinds  # its dispatch and combine: GPU time the host launches behind, two launches
-    calls = 2 * bt(Block.MOE, bf16).call_host_s if moe else 0.0
-    return g + (ep_cover_s if moe else 0.0), h + calls, gb, hb, False, 0.0, 0.0
+    return g + cover, h + calls, gb, hb, False, 0.0, 0.0
 
 
 def host_syncs(lay: ParallelLayout) -> bool:
