@@ -50,15 +50,19 @@ def test_routing_a_note_records_must_agree():
 def test_the_published_pairs():
     """The CSVs' pairs (data/reference/training_runs_published.csv and the hold-out file, fp8gain49): the DGX Cloud
     NeMo 25.02 / 25.04 twins (delayed scaling) and the ModelZoo's Mixtral (block-wise), fitted; Grok-1 and Llama 4
-    Maverick, held out."""
+    Maverick, held out; and Megatron-LM PR #5728's Qwen3-30B-A3B twins (runs56: H100 block-wise, GB200 MXFP8 with
+    partial graphs and with paged stash, each beside its BF16 run), held out as every row only an open PR publishes."""
     setups = [{"run": r["run_id"], "holdout": held, "row": r} for r, held in training_accuracy._published_rows()]
     pairs = training_accuracy.fp8_pairs(setups)
     fitted = [(b, f) for b, f in pairs if not f["holdout"]]
-    assert len(fitted) == 19 and len(pairs) - len(fitted) == 8
+    assert len(fitted) == 19 and len(pairs) - len(fitted) == 11
+    assert {("mb5728_h100_qwen3_30b_bf16", "mb5728_h100_qwen3_30b_fp8_blockwise"),
+            ("mb5728_gb200_qwen3_30b_bf16", "mb5728_gb200_qwen3_30b_mxfp8_partialcg"),
+            ("mb5728_gb200_qwen3_30b_bf16", "mb5728_gb200_qwen3_30b_mxfp8_pagedstash")} <= set(_ids(pairs))
     assert ("mcore_h100_mixtral_8x22b_balanced", "mcore_h100_mixtral_8x22b_fp8blockwise") in _ids(pairs)
     assert ("mcore_h100_mixtral_8x22b_dropless", "mcore_h100_mixtral_8x22b_fp8blockwise") not in _ids(pairs)
     labels = {training_accuracy.fp8_recipe_label(f["row"]) for _, f in pairs}
-    assert labels == {"delayed", "blockwise"}
+    assert labels == {"delayed", "blockwise", "mxfp8"}
 
 
 def test_the_ratio_error_is_topo_over_measured():
