@@ -24,7 +24,7 @@ CASES = [
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
      "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
-     [("gives 63.5 days, 3.12M GPU-hours", "tokens: 63.5 days, 3.12M GPU-hours on 2,048 GPUs"),
+     [("gives 63.7 days, 3.13M GPU-hours", "tokens: 63.7 days, 3.13M GPU-hours on 2,048 GPUs"),
       ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
@@ -39,7 +39,7 @@ CASES = [
       ("77.8% x", "x 77.8% carried by nvls_tree Simple"), ("50.0% x", "x 50.0% steady (all 1 GiB go at half speed"),
       ("92.9%, the whole", "x 92.9% of the time in the bandwidth part")]),
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 --outer-every 50",
-     [("gives 94.5% with `dp`", "        94.5%"), ("1.77 TB/s per direction keeps 95%", " 1.774 TB/s")]),
+     [("gives 94.5% with `dp`", "        94.5%"), ("1.77 TB/s per direction keeps 95%", " 1.773 TB/s")]),
     # walk16: the README said 80.2% at 4 waves where the study's point (this step at 1,000 km) gives 80.0%
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 2304 "
      "--set interconnect.waves=4", [("(81.2% at 4 waves", "        81.2%")]),
@@ -48,9 +48,9 @@ CASES = [
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",
      [("with a batch of 768 it would be 85.6%", "        85.6%")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 428 ms)", "step time   427.9 ms"),
-      ('"uncertainty 377.3 ms - 494.1 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 4%', "uncertainty 377.3 ms - 494.1 ms: on 20 published Hopper runs of dense BF16 "
+     [("(a step of 428 ms)", "step time   428.3 ms"),
+      ('"uncertainty 377.4 ms - 495.2 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 4%', "uncertainty 377.4 ms - 495.2 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 4%")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
