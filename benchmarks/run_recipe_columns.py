@@ -55,6 +55,13 @@ what the rules and the layout give):
   notation (checked by :func:`topo.training.pipeline_layout.expand_layout`), ``1f1b`` / ``dualpipe``, HybridEP's
   static rank budget (>= 1).
 
+And, until col57 (section 211), the note's recipe words read by ``training_accuracy.fp8_recipe``:
+
+- ``fp8_recipe``: an FP8 row's scaling recipe, ``delayed``, ``current``, ``blockwise`` or ``mxfp8``
+  (``ParallelLayout.fp8_recipe``), or ``unstated`` where its source names none (the layout leaves the recipe unset:
+  Megatron-Core's default, :func:`topo.training.parallel.runs_delayed_scaling`); required on every FP8 row and empty
+  on every BF16 row (:func:`fp8_recipe_of`).
+
 The sources of every value: the row's note or ``data/reference/README.md`` ("Framework settings named by value").
 Megatron-Bridge's HybridEP SM count is a release's, not a row's: ``data/reference/megatron_bridge_hybridep_sms.csv``
 (:func:`hybridep_sms_table`).
@@ -84,9 +91,11 @@ COLUMNS = ("jax_mesh", "remat_policy", "dp_overlap_policy", "dp_all_reduce_combi
            "attention_fp8", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass", "fp8_param_gather",
            "ep_comm_sms", "grad_bytes", "grad_reduce_bytes", "optimizer_bytes_per_param", "moe_counts_aligned",
            "dp_bucket_params", "dp_align_grad_reduce", "pipeline_layout", "pipeline_schedule",
-           "moe_expert_rank_capacity_factor")
+           "moe_expert_rank_capacity_factor", "fp8_recipe")
 MAXTEXT_ONLY = ("jax_mesh", "remat_policy")  # read by the MaxText rule alone: required there, refused elsewhere
 EVERY_ROW = ("overlap_tp", "moe_router_fusion")  # required on every row: the setting has no default in the code
+FP8_UNSTATED = "unstated"
+"""``fp8_recipe``'s value on an FP8 row whose source names no recipe: the layout's recipe stays unset."""
 FLAGS = ("overlap_tp", "moe_router_fusion", "fp8_amax_reduction", "fp8_scale_inverse_kernel", "fp8_amax_pass",
          "fp8_param_gather", "moe_counts_aligned", "dp_align_grad_reduce")  # 1 / 0
 LAYOUT_COLUMNS = {"grad_bytes": float, "grad_reduce_bytes": float, "optimizer_bytes_per_param": float,
@@ -146,8 +155,9 @@ def _one_of(names, where: str = "") -> Callable[[str], str | None]:
 
 def _checks() -> dict:
     """Each column's check: the value -> None, or what is allowed."""
-    def literal(field):
-        return [v for v in get_args(ParallelLayout.model_fields[field].annotation) if v]
+    def literal(field):  # a Literal's values, also inside ``Literal[...] | None``
+        args = get_args(ParallelLayout.model_fields[field].annotation)
+        return [v for a in args for v in (get_args(a) if get_args(a) else (a,)) if isinstance(v, str) and v]
 
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
             "dp_overlap_policy": _one_of(literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault,
@@ -161,11 +171,15 @@ def _checks() -> dict:
             "dp_bucket_params": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of parameters >= 1",
             "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
             "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),
+            "fp8_recipe": _one_of((*literal("fp8_recipe"), FP8_UNSTATED)),
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 
-def _required_fault(col: str, value: str, maxtext: bool) -> str | None:
-    """What a MaxText-only or every-row column must hold where ``value`` breaks it, else None."""
+def _required_fault(col: str, value: str, maxtext: bool, fp8: bool) -> str | None:
+    """What a MaxText-only, every-row or FP8-only column must hold where ``value`` breaks it, else None."""
+    if col == "fp8_recipe" and bool(value) != fp8:
+        return (f"one of delayed, current, blockwise, mxfp8, {FP8_UNSTATED} on every row of precision fp8" if fp8 else
+                "empty on a row whose precision is not fp8")
     if col in MAXTEXT_ONLY and bool(value) != maxtext:
         return ("a value on every maxtext_ row" if maxtext else
                 "empty on a row that is not maxtext_ (only the MaxText rule reads it)")
@@ -194,12 +208,12 @@ def check_recipe_columns(rows, file: str) -> None:
         rid, maxtext = row["run_id"], row["run_id"].startswith("maxtext_")
         for col in COLUMNS:
             value = row.get(col) or ""
-            what = _required_fault(col, value, maxtext)
+            what = _required_fault(col, value, maxtext, row.get("precision") == "fp8")
             if what:
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {what}")
             fault = checks[col](value) if value else None
             if fault:
-                empty = "" if col in MAXTEXT_ONLY + EVERY_ROW else ", or empty"
+                empty = "" if col in (*MAXTEXT_ONLY, *EVERY_ROW, "fp8_recipe") else ", or empty"
                 raise RunColumnError(f"{file}: run {rid}: {col} = {value!r}; allowed: {fault}{empty}")
 
 
@@ -227,6 +241,24 @@ def recipe_column_kw(row) -> dict:
     if row.get("ep_comm_sms"):
         kw["ep_comm_sms"] = int(row["ep_comm_sms"])
     return kw
+
+
+def fp8_recipe_of(row) -> str | None:
+    """A row's FP8 scaling recipe from its ``fp8_recipe`` column (:func:`check_recipe_columns` has checked it).
+
+    Parameters
+    ----------
+    row : dict
+        A runs CSV row.
+
+    Returns
+    -------
+    str or None
+        ``delayed``, ``current``, ``blockwise`` or ``mxfp8``; None on a BF16 row and where the column says
+        ``unstated`` (the layout's ``fp8_recipe`` stays unset).
+    """
+    value = row.get("fp8_recipe") or ""
+    return None if value in ("", FP8_UNSTATED) else value
 
 
 def layout_column_kw(row) -> dict:

@@ -96,7 +96,7 @@ import numpy as np
 from _results import ROOT, arguments, update_section
 
 sys.path.insert(0, str(ROOT))
-from run_recipe_columns import (RunColumnError, check_recipe_columns, hybridep_sms_table,  # noqa: E402
+from run_recipe_columns import (RunColumnError, check_recipe_columns, fp8_recipe_of, hybridep_sms_table,  # noqa: E402
                                 layout_column_kw, recipe_column_kw)  # (topo from ROOT, as above)
 
 SPECS = {"DGX-H100": ("dgx-h100-superpod", ()), "DGX-GB200": ("gb200-nvl72-superpod", ()),
@@ -759,20 +759,11 @@ def _automodel_settings(model, pp: int) -> dict:
 
 
 def fp8_recipe(row) -> str | None:
-    """A run's FP8 scaling recipe: block-wise where the note quotes Megatron-LM's ``--fp8-recipe blockwise`` (the
-    ModelZoo's PR=fp8, and Megatron-Bridge's dev recipe that sets ``fp8_recipe = "blockwise"`` over ``fp8_cs``:
-    ``mb5728_``); per-tensor current scaling where its note says so, and for every other Megatron-Bridge FP8 run on
-    H100 (NVIDIA-NeMo/Megatron-Bridge@067f987d scripts/performance/dump_perf_configs.py: each H100 FP8 configuration
-    is ``fp8_cs``); MXFP8 where the note says so; per-tensor delayed scaling where the note says "delayed scaling";
-    else not recorded (None)."""
-    note = row["note"].lower()
-    if "--fp8-recipe blockwise" in note:  # Megatron-LM's block-wise FP8, 1x128 / 128x128 scaling blocks
-        return "blockwise"
-    if "current scaling" in note or (row["run_id"].startswith("mb") and row["gpu"] == "H100"):
-        return "current"
-    if "mxfp8" in note:
-        return "mxfp8"
-    return "delayed" if "delayed scaling" in note else None
+    """A run's FP8 scaling recipe: its ``fp8_recipe`` column (``run_recipe_columns.fp8_recipe_of``; the values and
+    their sources: data/reference/README.md), None on a BF16 row and where the source names no recipe
+    (``unstated``: the layout's recipe stays unset). Until col57 this read the note's words, where a note naming two
+    recipes was decided by the order of the reader's tests."""
+    return fp8_recipe_of(row)
 
 
 def expert_kernels(row, model) -> str:
@@ -857,12 +848,9 @@ def pair_ratio_error(measured_a_s: float, measured_b_s: float, topo_a_s: float, 
 
 
 def fp8_recipe_label(row) -> str:
-    """A FP8 run's scaling recipe for the pair table: :func:`fp8_recipe`'s (current, blockwise, mxfp8), else
-    ``delayed`` where the note names per-tensor delayed scaling, else ``per-tensor`` (not recorded)."""
-    rec = fp8_recipe(row)
-    if rec is not None:
-        return rec
-    return "delayed" if "delayed scaling" in (row.get("note") or "").lower() else "per-tensor"
+    """A FP8 run's scaling recipe for the pair table: its ``fp8_recipe`` column (delayed, current, blockwise,
+    mxfp8), ``per-tensor`` where the source names none (``unstated``)."""
+    return fp8_recipe(row) or "per-tensor"
 
 
 def fp8_pairs(setups) -> list[tuple[dict, dict]]:
