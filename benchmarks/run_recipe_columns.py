@@ -153,17 +153,23 @@ def _one_of(names, where: str = "") -> Callable[[str], str | None]:
     return lambda value: None if value in allowed else f"one of{where} " + ", ".join(allowed)
 
 
+def _literal(field: str) -> list[str]:
+    """``ParallelLayout.<field>``'s allowed strings (its ``Literal``'s values, also inside ``Literal[...] | None``)."""
+    args = get_args(ParallelLayout.model_fields[field].annotation)
+    return [v for a in args for v in (get_args(a) or (a,)) if isinstance(v, str) and v]
+
+
+FP8_RECIPES = (*_literal("fp8_recipe"), FP8_UNSTATED)
+"""``fp8_recipe``'s values on an FP8 row."""
+
+
 def _checks() -> dict:
     """Each column's check: the value -> None, or what is allowed."""
-    def literal(field):  # a Literal's values, also inside ``Literal[...] | None``
-        args = get_args(ParallelLayout.model_fields[field].annotation)
-        return [v for a in args for v in (get_args(a) if get_args(a) else (a,)) if isinstance(v, str) and v]
-
     return {"jax_mesh": _mesh_fault, "remat_policy": _one_of(remat_policies(), " topo/data/compute/remat_policies.toml's policies:"),
-            "dp_overlap_policy": _one_of(literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault,
+            "dp_overlap_policy": _one_of(_literal("dp_overlap_policy")), "dp_all_reduce_combine_bytes": _whole_fault,
             "tp_overlap_config": _one_of(config_names(), " topo/data/compute/tp_overlap.toml's configurations:"),
             "moe_expert_kernels": _one_of(EXPERT_KERNELS), "moe_grouped_gemm": _one_of(("0", "1")),
-            "cross_entropy": _one_of(literal("cross_entropy")), "attention_fp8": _one_of(literal("attention_fp8")),
+            "cross_entropy": _one_of(_literal("cross_entropy")), "attention_fp8": _one_of(_literal("attention_fp8")),
             "ep_comm_sms": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of SMs >= 1",
             "grad_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
             "grad_reduce_bytes": _number_fault(0, MAX_ELEMENT_BYTES, "bytes", low_open=True),
@@ -171,14 +177,14 @@ def _checks() -> dict:
             "dp_bucket_params": lambda v: None if v.isdigit() and int(v) >= 1 else "a whole number of parameters >= 1",
             "pipeline_layout": _layout_fault, "pipeline_schedule": _one_of(PIPELINE_SCHEDULES),
             "moe_expert_rank_capacity_factor": _number_fault(1, None, "tokens' shares"),
-            "fp8_recipe": _one_of((*literal("fp8_recipe"), FP8_UNSTATED)),
+            "fp8_recipe": _one_of(FP8_RECIPES),
             **{col: _one_of(("0", "1")) for col in FLAGS}}
 
 
 def _required_fault(col: str, value: str, maxtext: bool, fp8: bool) -> str | None:
     """What a MaxText-only, every-row or FP8-only column must hold where ``value`` breaks it, else None."""
     if col == "fp8_recipe" and bool(value) != fp8:
-        return (f"one of delayed, current, blockwise, mxfp8, {FP8_UNSTATED} on every row of precision fp8" if fp8 else
+        return (f"one of {', '.join(FP8_RECIPES)} on every row of precision fp8" if fp8 else
                 "empty on a row whose precision is not fp8")
     if col in MAXTEXT_ONLY and bool(value) != maxtext:
         return ("a value on every maxtext_ row" if maxtext else

@@ -548,7 +548,7 @@ def test_the_fit_reads_each_runs_fp8_recipe(monkeypatch):
     assert lay["mb2602_h100_qwen3_30b"].fp8_recipe == "current"  # Megatron-Bridge on H100, note silent
     assert lay["mb2604_gb200_qwen3_30b"].fp8_recipe == "mxfp8"
     assert lay["mb2602_gb200_gptoss_120b"].fp8_recipe is None and lay["mb2602_gb200_gptoss_120b"].precision == "bf16"
-    assert training_accuracy.fp8_recipe({"note": "", "run_id": "nemo2407_llama2_7b", "gpu": "H100"}) is None
+    assert training_accuracy.fp8_recipe({"fp8_recipe": "unstated", "run_id": "nemo2407_llama2_7b", "gpu": "H100"}) is None
 
 
 def _megatron_flops_per_token(model, seq):
@@ -792,7 +792,7 @@ def test_every_megatron_bridge_fp8_run_names_its_fp8_recipe():
     # Megatron-Bridge's tables print FP8 (the recipe's fp8_cs: per-tensor current scaling) beside MXFP8 and NVFP4
     # (e.g. NVIDIA-NeMo/Megatron-Bridge v0.3.0 docs/performance-summary.md, 26.02 GB200 Llama 3 70B: FP8 at FSDP 64,
     # MXFP8 at TP2 PP4, the layouts of LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 and _FP8_MX_V2): every FP8 row's
-    # note names which, the FP8 recipe the fit reads (benchmarks/training_accuracy.py ``fp8_recipe``). Five GB200
+    # note names which, and its fp8_recipe column holds it (col57; the fit reads the column). Five GB200
     # Llama rows (26.02, 26.02.01, 26.06) said neither and were priced without current scaling's amax pass
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import training_accuracy
