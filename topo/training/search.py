@@ -188,22 +188,19 @@ def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0,
     return sum(step_breakdown(lay, sc, exposed, 0.0).values())
 
 
-def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
-    d = dict(dump) if dump is not None else lay.model_dump()
-    for k in ("rank_order", "first_gpu", *drop):
-        d.pop(k, None)
-    return tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in d.items()))
-
-
 _BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read, but for
 # whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
+_SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu")))
+"""The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
 
 
 def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
-    """Hashes of the layout's shape (memory), of its shape less the data-parallel sharding fields (compute
-    bound: with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank
-    order (done): one ``model_dump`` for the three."""
-    shape = _shape_key(lay)
+    """Hashes of the layout's shape (memory: every field but its rank order and first GPU), of its shape less the
+    data-parallel sharding fields (compute bound: with whether its compute copies FSDP2's units, which ZeRO-3
+    decides), and of its shape with its rank order (done). The fields' values are read as the layout holds them
+    (scalars and tuples; a list as a tuple), not through ``model_dump``: a search keys each of its candidates."""
+    d = lay.__dict__
+    shape = tuple((k, tuple(v) if type(v) is list else v) for k in _SHAPE_FIELDS for v in (d[k],))
     bound = (tuple(it for it in shape if it[0] not in _BOUND_DROP), copies_units(lay))  # sorted already
     return hash(shape), hash(bound), hash((shape, lay.rank_order))
 
