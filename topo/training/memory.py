@@ -312,15 +312,32 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
     return min(m * v, lay.warmup_chunks(stage) + 1)  # the warm-up and the one running
 
 
+ACTIVATIONS_READ = ("seq_len", "cp", "micro_batch", "tp", "sequence_parallel", "recompute", "recompute_num_layers",
+                    "activation_offload_layers", "recompute_modules", "precision", "flash_attention")
+"""The layout fields :func:`_stage_activations` reads besides its stages (``tests/test_training_block_cache.py``
+records them); with :data:`STAGES_READ` they key ``memory_per_gpu``'s ``activations``."""
+STAGES_READ = ("pp", "vpp", "pipeline_embedding", "pipeline_layout")
+"""The layout fields :func:`.operators.pipeline_units` reads (the stages' units; recorded by the same test)."""
+_ACTIVATIONS_KEY = ACTIVATIONS_READ + STAGES_READ
+
+
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
-                   generation: str | None = None) -> MemoryBreakdown:
+                   generation: str | None = None, activations: dict | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
     (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
-    weights hold there; None counts their transposes)."""
+    weights hold there; None counts their transposes). ``activations``: a dict kept by the caller for one model
+    (a layout search's), holding each stage's activations per micro-batch by :data:`ACTIVATIONS_READ` and
+    :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
-    per_mb = _stage_activations(model, lay, stages)
+    if activations is None:
+        per_mb = _stage_activations(model, lay, stages)
+    else:
+        key = tuple([tuple(v) if type(v) is list else v for v in map(lay.__getattribute__, _ACTIVATIONS_KEY)])
+        per_mb = activations.get(key)
+        if per_mb is None:
+            per_mb = activations[key] = _stage_activations(model, lay, stages)
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes

@@ -276,6 +276,7 @@ class _Search:
         self.placement_notes: set = set()  # what default_placement said of the layouts it placed
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
+        self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
         self.bound_cache: dict = {}
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
@@ -292,7 +293,7 @@ class _Search:
         mem = self.mem_cache.get(mk)
         if mem is None:
             mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
-                                                      generation=self.gpu.generation)
+                                                      generation=self.gpu.generation, activations=self.act_cache)
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
