@@ -13,7 +13,8 @@ How it stays fast and bounded at 100k GPUs:
 
 1. a layout that breaks a divisibility rule is skipped before it is built; one that does not fit in memory
    (weights, gradients, optimizer, activations, and the buffers of its collectives: a gathered FSDP layer) is
-   counted and dropped (memory is closed-form, cached per shape);
+   counted and dropped (memory is closed-form, cached per shape, its activations per the fields they
+   read: :data:`~topo.training.memory.ACTIVATIONS_READ`);
 2. each fitting layout gets a lower bound of its step time: its compute and bubble (operator roofline, cached per
    shape) plus a floor under its exposed tensor-parallel and expert all-to-all traffic: the bytes each GPU must
    send at its NVLink rate, and the part of an all-to-all that must leave an NVLink domain of ``D`` GPUs
