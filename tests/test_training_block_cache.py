@@ -146,3 +146,49 @@ def test_search_with_the_shared_caches_equals_the_search_without(monkeypatch):
     monkeypatch.setattr(mapping, "MAPS_KEPT", 0)
     monkeypatch.setattr(mapping, "_MAPS", {})
     assert run() == with_caches
+
+
+def test_stage_activations_read_only_their_key():
+    """memory._stage_activations reads no layout field outside ACTIVATIONS_READ, and pipeline_units (its stages)
+    none outside STAGES_READ: a field read and left out of the key of memory_per_gpu's ``activations``
+    would share one layout's activations with another."""
+    seen = 0
+    for name in ("deepseek-v3-671b", "llama3-70b"):
+        m = load_model(name)
+        for fixed in VARIANTS + [{"recompute_modules": ["core_attn", "moe_act"]}, {"recompute_num_layers": 1}]:
+            if fixed.get("pipeline_schedule") and name != "deepseek-v3-671b":
+                continue
+            for lay in _layouts(m, 1024, 1024, **fixed):
+                stages = operators.pipeline_units(m, lay)
+                READ.clear()
+                memory._stage_activations(m, _recorded(lay), stages)
+                assert READ <= set(memory.ACTIVATIONS_READ), sorted(READ - set(memory.ACTIVATIONS_READ))
+                READ.clear()
+                operators.pipeline_units(m, _recorded(lay))
+                assert READ <= set(memory.STAGES_READ), sorted(READ - set(memory.STAGES_READ))
+                seen += 1
+    assert seen > 100
+
+
+def test_kept_activations_follow_every_field_they_read():
+    """One ``activations`` dict across layouts: a layout that changes a field the activations read (micro-batch,
+    recomputation, sequence, context and tensor parallelism, pipeline split) gets its own, equal to memory_per_gpu
+    without the dict; one that changes only its sharding or expert parallelism reuses the entry."""
+    m = load_model("deepseek-v3-671b")
+    cap = 80e9
+    base = ParallelLayout(tp=2, pp=4, dp=16, ep=8, vpp=2, global_batch=256, recompute="none", dp_sharding="zero1")
+    kept: dict = {}
+    first = memory.memory_per_gpu(m, base, cap, activations=kept)
+    assert first == memory.memory_per_gpu(m, base, cap) and len(kept) == 1
+    for change in ({"micro_batch": 2}, {"recompute": "full"}, {"recompute_modules": ["moe_act"]}, {"seq_len": 2048},
+                   {"cp": 2, "dp": 8}, {"tp": 4, "dp": 8}, {"pp": 8, "dp": 8}, {"vpp": 1}, {"precision": "fp8"},
+                   {"recompute": "full", "recompute_num_layers": 1}, {"sequence_parallel": False}):
+        lay = base.model_copy(update=change)
+        got = memory.memory_per_gpu(m, lay, cap, activations=kept)
+        assert got == memory.memory_per_gpu(m, lay, cap), change
+        assert got.activations_bytes != first.activations_bytes, change
+    n = len(kept)
+    for same in ({"dp_sharding": "zero3"}, {"ep": 16}, {"rank_order": "tp-cp-ep-pp-dp"}):
+        lay = base.model_copy(update=same)
+        assert memory.memory_per_gpu(m, lay, cap, activations=kept) == memory.memory_per_gpu(m, lay, cap), same
+    assert len(kept) == n

@@ -66,7 +66,7 @@ from functools import lru_cache
 
 from ..resources import data_dir
 from ..units import whole_bytes
-from .parallel import ParallelLayout
+from .parallel import ParallelLayout, divided
 from .fp8_params import fp8_param_bytes, kept_in_fp8
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
@@ -92,8 +92,8 @@ class MemoryBreakdown:
 
     @property
     def total_bytes(self) -> float:
-        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
-                + self.buffers_bytes + self.reserved_bytes)
+        return _total(self.weights_bytes, self.gradients_bytes, self.optimizer_bytes, self.activations_bytes,
+                      self.buffers_bytes, self.reserved_bytes)
 
     @property
     def fits(self) -> bool:
@@ -312,34 +312,62 @@ def _in_flight_chunks(lay: ParallelLayout, stage: int) -> int:
     return min(m * v, lay.warmup_chunks(stage) + 1)  # the warm-up and the one running
 
 
+ACTIVATIONS_READ = ("seq_len", "cp", "micro_batch", "tp", "sequence_parallel", "recompute", "recompute_num_layers",
+                    "activation_offload_layers", "recompute_modules", "precision", "flash_attention")
+"""The layout fields :func:`_stage_activations` reads besides its stages (``tests/test_training_block_cache.py``
+records them); with :data:`STAGES_READ` they key ``memory_per_gpu``'s ``activations``."""
+STAGES_READ = ("pp", "vpp", "pipeline_embedding", "pipeline_layout")
+"""The layout fields :func:`.operators.pipeline_units` reads (the stages' units; recorded by the same test)."""
+_ACTIVATIONS_KEY = ACTIVATIONS_READ + STAGES_READ
+
+
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
-                   generation: str | None = None) -> MemoryBreakdown:
+                   generation: str | None = None, activations: dict | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
     (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
-    weights hold there; None counts their transposes)."""
+    weights hold there; None counts their transposes). ``activations``: a dict kept by the caller for one model
+    (a layout search's), holding each stage's activations per micro-batch by :data:`ACTIVATIONS_READ` and
+    :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
-    per_mb = _stage_activations(model, lay, stages)
+    if activations is None:
+        per_mb = _stage_activations(model, lay, stages)
+    else:
+        key = tuple([tuple(v) if type(v) is list else v for v in map(lay.__getattribute__, _ACTIVATIONS_KEY)])
+        per_mb = activations.get(key)
+        if per_mb is None:
+            per_mb = activations[key] = _stage_activations(model, lay, stages)
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
-    best = None
+    div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
+    reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
+    wb, gb, ob, reshard = lay.weight_bytes, lay.grad_bytes, lay.optimizer_bytes_per_param, lay.fsdp_reshard_after_forward
+    heads_of = [units.count("logits") + units.count("mtp_head") for units in stages]  # each head's fp32 logits
+    best, best_total = None, None  # the first rank with the largest total; only its breakdown is built
     for i, (held, (dense, expert, big)) in enumerate(zip(rank_stages(lay), stage_params(model, lay))):
-        w = lay.sharded(dense, expert, 3) * lay.weight_bytes
+        w = divided(dense, expert, div3) * wb
         if ends is not None:  # the layers' weights in FP8, the embedding and output layer in weight_bytes
-            w = (dense + expert - ends[i]) * fp8_param_bytes(lay, generation) + ends[i] * lay.weight_bytes
-        held_gathered = 2 * big if lay.fsdp_reshard_after_forward else dense + expert
-        buf = held_gathered * lay.weight_gather_bytes if z >= 3 else 0.0
-        g = lay.sharded(dense, expert, 2) * lay.grad_bytes
-        o = lay.sharded(dense, expert, 1) * lay.optimizer_bytes_per_param
-        act = sum(per_mb[j] for j in held) / len(held) / lay.vpp * _in_flight_chunks(lay, i)
-        heads = sum(1 for j in held for u in stages[j] if u in ("logits", "mtp_head"))  # each head's fp32 logits
-        act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
-        mem = MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                              capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i,
-                              reserved_bytes=process_reserve_bytes())
-        if best is None or mem.total_bytes > best.total_bytes:
-            best = mem
-    return best
+            w = (dense + expert - ends[i]) * fp8_param_bytes(lay, generation) + ends[i] * wb
+        buf = (2 * big if reshard else dense + expert) * gather_b if z >= 3 else 0.0
+        g = divided(dense, expert, div2) * gb
+        o = divided(dense, expert, div1) * ob
+        act = sum([per_mb[j] for j in held]) / len(held) / lay.vpp * _in_flight_chunks(lay, i)
+        heads = sum([heads_of[j] for j in held])
+        if heads:
+            act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
+        total = _total(w, g, o, act, buf, reserved)
+        if best is None or total > best_total:
+            best, best_total = (w, g, o, act, buf, i), total
+    w, g, o, act, buf, i = best
+    return MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
+                           capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i, reserved_bytes=reserved)
+
+
+def _total(weights: float, gradients: float, optimizer: float, activations: float, buffers: float,
+           reserved: float) -> float:
+    """A breakdown's total bytes (:attr:`MemoryBreakdown.total_bytes`, and the per-rank comparison in
+    :func:`memory_per_gpu`): one sum in one order."""
+    return weights + gradients + optimizer + activations + buffers + reserved
 
 
 def _stage_activations(model: ModelSpec, lay: ParallelLayout, stages: list[list[str]]) -> list[float]:

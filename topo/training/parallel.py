@@ -38,7 +38,7 @@ from .cudnn import NEWEST as CUDNN_NEWEST, parse_version as parse_cudnn
 
 __all__ = ["ParallelLayout", "make_layout", "load_layout", "layout_fields", "check_layout", "DIMENSIONS",
            "DP_SHARDING", "RECOMPUTE", "PIPELINE_SCHEDULES", "DEFAULT_ORDER", "batch_allowed", "delayed_scaling",
-           "current_scaling"]
+           "current_scaling", "divided"]
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"  # Megatron-LM's default rank order, fastest-varying first
@@ -63,6 +63,12 @@ MAX_ELEMENT_BYTES = 8.0
 (``torch.float64``, ``jnp.float64``), the widest floating dtype PyTorch and JAX keep a tensor in; training runs
 at 1 (FP8) to 4 (fp32). A larger figure is a typo: 1e30 was taken and failed later on a collective's size."""
 ElementBytes = Annotated[float, Field(gt=0, le=MAX_ELEMENT_BYTES)]
+
+
+def divided(dense: float, expert: float, divisors: tuple[int, int]) -> float:
+    """``dense / divisors[0] + expert / divisors[1]``: what :meth:`ParallelLayout.sharded` leaves on one GPU, given
+    :meth:`ParallelLayout.shard_divisors` (the ZeRO division, one place)."""
+    return dense / divisors[0] + expert / divisors[1]
 
 
 class ParallelLayout(BaseModel):
@@ -517,8 +523,14 @@ class ParallelLayout(BaseModel):
         """``dense`` and ``expert`` (parameters, or bytes of them) left on one GPU when ZeRO stage ``stage`` or
         above shards them: dense ones over the data x context ranks of a shard group (all of them without
         ``dp_shard``), experts over their replicas (the ZeRO divisor, one place)."""
+        return divided(dense, expert, self.shard_divisors(stage))
+
+    def shard_divisors(self, stage: int) -> tuple[int, int]:
+        """The divisors :meth:`sharded` applies at ZeRO stage ``stage``, (dense, expert): the data x context ranks
+        of a shard group and the experts' replicas where that stage or above shards, else 1 and 1 (a loop over a
+        layout's pipeline ranks reads them once, :func:`divided`)."""
         on = self.zero_stage >= stage
-        return dense / (self.dp_shard_size * self.cp if on else 1) + expert / (self.expert_dp if on else 1)
+        return (self.dp_shard_size * self.cp if on else 1), (self.expert_dp if on else 1)
 
     @property
     def vp_group(self) -> int:

@@ -13,7 +13,8 @@ How it stays fast and bounded at 100k GPUs:
 
 1. a layout that breaks a divisibility rule is skipped before it is built; one that does not fit in memory
    (weights, gradients, optimizer, activations, and the buffers of its collectives: a gathered FSDP layer) is
-   counted and dropped (memory is closed-form, cached per shape);
+   counted and dropped (memory is closed-form, cached per shape, its activations per the fields they
+   read: :data:`~topo.training.memory.ACTIVATIONS_READ`);
 2. each fitting layout gets a lower bound of its step time: its compute and bubble (operator roofline, cached per
    shape) plus a floor under its exposed tensor-parallel and expert all-to-all traffic: the bytes each GPU must
    send at its NVLink rate, and the part of an all-to-all that must leave an NVLink domain of ``D`` GPUs
@@ -188,22 +189,19 @@ def _bound(lay: ParallelLayout, sc, tp_s: float, ep_s: float, dp_s: float = 0.0,
     return sum(step_breakdown(lay, sc, exposed, 0.0).values())
 
 
-def _shape_key(lay: ParallelLayout, *drop: str, dump: dict | None = None) -> tuple:
-    d = dict(dump) if dump is not None else lay.model_dump()
-    for k in ("rank_order", "first_gpu", *drop):
-        d.pop(k, None)
-    return tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in d.items()))
-
-
 _BOUND_DROP = ("dp_sharding", "overlap_dp", "dp_bucket_params")  # fields the compute bound does not read, but for
 # whether FSDP2's unit copies run (ZeRO-3 with FSDP2's gradients, :func:`.fsdp2_copies.copies_units`), kept in the key
+_SHAPE_FIELDS = tuple(sorted(k for k in ParallelLayout.model_fields if k not in ("rank_order", "first_gpu")))
+"""The fields of a layout's shape, sorted (its memory and, less :data:`_BOUND_DROP`, its compute bound)."""
 
 
 def _keys(lay: ParallelLayout) -> tuple[int, int, int]:
-    """Hashes of the layout's shape (memory), of its shape less the data-parallel sharding fields (compute
-    bound: with whether its compute copies FSDP2's units, which ZeRO-3 decides), and of its shape with its rank
-    order (done): one ``model_dump`` for the three."""
-    shape = _shape_key(lay)
+    """Hashes of the layout's shape (memory: every field but its rank order and first GPU), of its shape less the
+    data-parallel sharding fields (compute bound: with whether its compute copies FSDP2's units, which ZeRO-3
+    decides), and of its shape with its rank order (done). The fields' values are read as the layout holds them
+    (scalars and tuples; a list as a tuple), not through ``model_dump``: a search keys each of its candidates."""
+    d = lay.__dict__
+    shape = tuple((k, tuple(v) if type(v) is list else v) for k in _SHAPE_FIELDS for v in (d[k],))
     bound = (tuple(it for it in shape if it[0] not in _BOUND_DROP), copies_units(lay))  # sorted already
     return hash(shape), hash(bound), hash((shape, lay.rank_order))
 
@@ -279,6 +277,7 @@ class _Search:
         self.placement_notes: set = set()  # what default_placement said of the layouts it placed
         self.reasons: dict = {}  # why candidates broke a rule: reason -> count (a few distinct reasons)
         self.mem_cache: dict = {}
+        self.act_cache: dict = {}  # each stage's activations per micro-batch (memory_per_gpu's ``activations``)
         self.bound_cache: dict = {}
         self.blocks: dict = {}  # block times of this model on this GPU (operators.block_time_key, kind) -> BlockTime
         self.best: list = []  # heap of (-step, seq, StepResult): the ``keep`` best so far
@@ -295,7 +294,7 @@ class _Search:
         mem = self.mem_cache.get(mk)
         if mem is None:
             mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
-                                                      generation=self.gpu.generation)
+                                                      generation=self.gpu.generation, activations=self.act_cache)
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
