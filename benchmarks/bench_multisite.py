@@ -56,7 +56,7 @@ def main() -> None:
                      f"{p['describe_s']:.2f} s); end to end `topo describe {name}` {d['wall_s']:.2f} s "
                      f"({d['cpu_s']:.2f} s CPU, {d['rss_MiB']:.0f} MiB), `topo estimate {name} --size 1GiB` "
                      f"**{e['wall_s']:.2f} s** ({e['cpu_s']:.2f} s CPU, peak RSS **{e['rss_MiB']:.0f} MiB**); "
-                     f"modelled {r.time_s * 1e3:.1f} ms ({r.algorithm}, bound on {r.bottleneck}); candidates: {cands}.")
+                     f"modelled {r.time_s * 1e3:.1f} ms ({r.algorithm}, bound on {r.bottleneck_name}); candidates: {cands}.")
     train = [PY, "-m", "topo", "train", "region-1m", "--model", "llama3-405b", "--tp", "8", "--pp", "16",
              "--global-batch", "15680", "--json"]
     for extra in ([], ["--no-contention"]):
