@@ -16,8 +16,10 @@ from topo.training.gpus import gpu_compute
 from topo.training.mapping import default_placement, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
-from topo.training.search import _keys, _Search, candidate_layouts
-from topo.training.step import dp_floor_s, estimate_step, step_traffic
+from topo.training.search import _Search
+from topo.training.step import dp_floor_s, step_traffic
+
+from search_bounds import bounded_layouts
 
 
 @pytest.fixture(scope="module")
@@ -72,27 +74,13 @@ def test_bound_and_dp_floor_stay_under_every_step_of_a_small_search(fabric):
     orders, vpp 1 and 2), the search's engine left empty so no DP group is routed: the bound and its refinement
     with the DP floor are at or below the step. The floor raises most ZeRO-3 refinements, by up to most of the
     step's exposed DP."""
-    m = load_model("llama3-8b")
-    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
-    s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
-    steps = CommEngine(fabric)  # the step routes on its own engine: the search's stays empty (DP not routed)
+    m = load_model("llama3-8b")  # the search's engine stays empty (DP not routed): search_bounds.bounded_layouts
     kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1, 2), dp_sharding=("zero1", "zero3"),
               rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
     n = zero3 = raised = 0
     tightest = 0.0
-    for lay, _ in candidate_layouts(m, 256, 256, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
-        if lay is None:
-            continue
-        lay, _ = default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
-        keys = _keys(lay)
-        bound, _ = s.bound_of(lay, keys)
-        if bound is None:
-            continue
-        r = estimate_step(fabric, m, lay, engine=steps, check=False, contention=False)
-        if not r.fits:
-            continue
+    for _, lay, _, bound, refined, r in bounded_layouts(fabric, m, 256, **kw):
         n += 1
-        refined = s.refined(lay, bound, keys)
         assert bound <= refined <= r.step_time_s * (1 + 1e-12), lay.describe()
         if lay.dp_sharding == "zero3" and lay.dp > 1:
             zero3 += 1

@@ -13,8 +13,10 @@ from topo.training.gpus import gpu_compute
 from topo.training.mapping import default_placement, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
-from topo.training.search import _comm_floor_s, _keys, _Search, candidate_layouts
-from topo.training.step import estimate_step, step_traffic, traffic_stage
+from topo.training.search import _comm_floor_s, _keys, _Search
+from topo.training.step import step_traffic, traffic_stage
+
+from search_bounds import bounded_layouts
 
 
 @pytest.fixture(scope="module")
@@ -63,27 +65,13 @@ def test_bound_and_mapped_floor_stay_under_every_step_of_a_small_search(fabric):
     rank orders): the bound and its refinement with nothing routed (the EP floor as mapped) are at or below the
     step; the mapped floor is what raises the refinement, and it comes within 25% of the step's exposed EP where
     the all-to-all is NIC-bound (the engine's direct all-to-all at its ~86% link utilisation)."""
-    m = load_model("qwen3-30b-a3b")
-    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
-    s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
-    steps = CommEngine(fabric)  # the step routes on its own engine: the search's stays empty (EP not routed)
+    m = load_model("qwen3-30b-a3b")  # the search's engine stays empty (EP not routed): search_bounds.bounded_layouts
     kw = dict(cps=(1,), micro_batches=(1,), recompute=("none",), vpps=(1,), dp_sharding=("zero1",), etps=(None, 1),
               rank_orders=("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"))
     n = raised = 0
     tightest = 0.0
-    for lay, _ in candidate_layouts(m, 64, 64, gpus_per_domain=fabric.spec.gpus_per_domain, **kw):
-        if lay is None:
-            continue
-        lay, _ = default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
-        keys = _keys(lay)
-        bound, _ = s.bound_of(lay, keys)
-        if bound is None:
-            continue
-        r = estimate_step(fabric, m, lay, engine=steps, check=False, contention=False)
-        if not r.fits:
-            continue
+    for s, lay, keys, bound, refined, r in bounded_layouts(fabric, m, 64, **kw):
         n += 1
-        refined = s.refined(lay, bound, keys)
         assert bound <= refined <= r.step_time_s * (1 + 1e-12), lay.describe()
         if lay.ep > 1 and refined > bound * (1 + 1e-9):
             raised += 1
