@@ -13,8 +13,8 @@ from published_setups import published_setups
 REF = ROOT / "data" / "reference"
 # Megatron-LM PR #5728's rows (runs56) ran Megatron-Bridge's dev recipes (perf_recipes/, Megatron-Bridge@1e3ced26f),
 # not the release performance scripts the rules below read: their own HybridEP SMs (16) and DP settings, per row.
-_DEV_RECIPES = {r["run_id"] for r in csv.DictReader(open(REF / "training_runs_holdout.csv", newline=""))
-                if r["software"].startswith("Megatron-Bridge dev recipes")}
+with open(REF / "training_runs_holdout.csv", newline="") as _f:
+    _DEV_RECIPES = {r["run_id"] for r in csv.DictReader(_f) if r["software"].startswith("Megatron-Bridge dev recipes")}
 
 
 def _rows() -> dict:
