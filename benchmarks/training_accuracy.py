@@ -410,7 +410,8 @@ def _dgxc2505_kw(row, model, kw: dict) -> None:
     # --fp8_recipe, so the parser's default "ds" (argument_parser.py lines 124-132) takes bf16_with_fp8_mixed
     # (per-tensor delayed scaling, no BF16 first or last layers, fp8_param_gather) with grad_reduce_in_fp32 = False,
     # which the plugin's dtype_config writes over the recipe's DDP config (nemo/lightning/pytorch/strategies/
-    # megatron_strategy.py lines 421-423): bf16 gradient reduction (auditho48; was fp32 and 2 + 2 BF16 layers)
+    # megatron_strategy.py lines 421-423): bf16 gradient reduction (auditho48; was fp32 and 2 + 2 BF16 layers), the
+    # rows' grad_bytes column 2 (set in the session of 2026-12-06e: the column was empty, so topo had priced fp32)
     if row["run_id"].startswith("dgxc2505_") and model.name.startswith("deepseek-v3"):
         # NVIDIA/NeMo@7a8f1cc7 scripts/performance/llm/pretrain_deepseek_v3.py (dgxc-benchmarking v25.05.04): the
         # script's uneven first and last pipeline stages, MTP on the last; its fp32 gradient reduction, DP bucket

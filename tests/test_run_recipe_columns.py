@@ -121,8 +121,10 @@ def test_every_rows_column_value_is_in_its_layout():
     filled = {col: sum(bool(r[col]) for r in rows.values()) for col in LAYOUT_COLUMNS}
     # runs56: PR #5728's dev recipes: bf16 moments (H100 30B FP8, the three 235B MXFP8), the router's quantisation
     # padding and 128 MiB buckets (235B MXFP8; the 235B H100 row buckets too), paged stash's rank capacity (3 rows)
-    # runs57: the two later DGX Cloud Nemotron-H runs' bf16 gradient buffer, NeMo 2's 128Mi buckets, no aligned reduce
-    assert filled == {"grad_bytes": 6, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
+    # runs57: the two later DGX Cloud Nemotron-H runs' bf16 gradient buffer, NeMo 2's 128Mi buckets, no aligned reduce;
+    # the lead (2026-12-06e): the six DGX Cloud v25.05.04 Nemotron-H rows' bf16 gradients (their notes and
+    # _dgxc2505_kw said grad_reduce_in_fp32 False, the column was empty: topo priced fp32)
+    assert filled == {"grad_bytes": 12, "grad_reduce_bytes": 18, "optimizer_bytes_per_param": 9, "moe_counts_aligned": 6,
                       "dp_bucket_params": 287, "dp_align_grad_reduce": 90, "pipeline_layout": 4,
                       "pipeline_schedule": 1, "moe_expert_rank_capacity_factor": 27}
     assert {r["dp_bucket_params"] for r in rows.values()} == {"", "134217728", "768000000"}
