@@ -5,14 +5,21 @@ About 25 tests read these runs to check how the benchmark turns a row into a lay
 (1.4 s on 2 shared cores). The layouts and models are frozen pydantic models, and each caller gets its own shallow
 copy of every run's dict (``_engines`` adds keys to them), so a test cannot change what another reads. A test that
 edits the rows or monkeypatches the benchmark (its ``ROOT``, a reference file) calls ``_setups()`` itself.
+
+:func:`published_rows` reads the two runs CSVs' rows as written (strings), by run id, for the tests that check a
+row's cells.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
 import sys
 
 from conftest import ROOT
+
+RUNS_FILES = ("training_runs_published.csv", "training_runs_holdout.csv")
+"""The runs CSVs the benchmark reads (data/reference/), published then held out."""
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy  # noqa: E402
@@ -26,3 +33,12 @@ def _built() -> tuple[dict, ...]:
 def published_setups() -> list[dict]:
     """``training_accuracy._setups()`` of the unpatched benchmark: a new list of shallow copies of the cached runs."""
     return [dict(s) for s in _built()]
+
+
+def published_rows() -> dict[str, dict]:
+    """Every row of :data:`RUNS_FILES` as ``csv.DictReader`` reads it, by ``run_id``: read anew at each call."""
+    out = {}
+    for name in RUNS_FILES:
+        with open(ROOT / "data" / "reference" / name, newline="") as f:
+            out.update({r["run_id"]: r for r in csv.DictReader(f)})
+    return out

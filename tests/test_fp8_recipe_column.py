@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from published_setups import published_setups
+from published_setups import published_rows, published_setups
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy as ta  # noqa: E402
@@ -40,16 +40,8 @@ TWO_RECIPE_NOTES = {  # the 13 rows whose notes name two recipes, with the recip
     "mb5728_h100_qwen3_30b_fp8_blockwise": "blockwise"}
 
 
-def _rows():
-    out = {}
-    for name in FILES:
-        with open(REF / name, newline="") as f:
-            out.update({r["run_id"]: r for r in csv.DictReader(f)})
-    return out
-
-
 def test_every_fp8_row_names_an_allowed_recipe_and_no_bf16_row_one():
-    rows = _rows()
+    rows = published_rows()
     for rid, r in rows.items():
         assert (r["fp8_recipe"] in ALLOWED) if r["precision"] == "fp8" else r["fp8_recipe"] == "", rid
     counts = {v: sum(r["fp8_recipe"] == v for r in rows.values()) for v in ALLOWED}
@@ -60,7 +52,7 @@ def test_every_fp8_row_names_an_allowed_recipe_and_no_bf16_row_one():
 
 
 def test_the_two_recipe_notes_rows_carry_their_sources_recipe():
-    rows = _rows()
+    rows = published_rows()
     for rid, recipe in TWO_RECIPE_NOTES.items():
         note = rows[rid]["note"].lower()
         assert rows[rid]["fp8_recipe"] == recipe, rid
@@ -71,7 +63,7 @@ def test_the_two_recipe_notes_rows_carry_their_sources_recipe():
 
 
 def test_the_column_is_the_layouts_recipe():
-    rows = _rows()
+    rows = published_rows()
     for s in published_setups():
         if "row" in s:
             assert s["lay"].fp8_recipe == fp8_recipe_of(rows[s["run"]]), s["run"]
@@ -119,6 +111,6 @@ def test_the_loader_refuses_a_bad_recipe_on_one_line(tmp_path, monkeypatch, run,
 
 
 def test_a_file_without_the_column_is_refused_on_its_fp8_rows():
-    row = {k: v for k, v in _rows()["mb2509_gb200_llama3_70b"].items() if k != "fp8_recipe"}
+    row = {k: v for k, v in published_rows()["mb2509_gb200_llama3_70b"].items() if k != "fp8_recipe"}
     with pytest.raises(RunColumnError, match=r"^runs.csv: run mb2509_gb200_llama3_70b: fp8_recipe = ''; allowed: "):
         check_recipe_columns([row], "runs.csv")

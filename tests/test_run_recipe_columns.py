@@ -24,7 +24,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from published_setups import published_setups
+from published_setups import published_rows, published_setups
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import training_accuracy as ta  # noqa: E402
@@ -56,16 +56,8 @@ def _tmp_reference(tmp_path, name: str, run: str, changes: dict):
     return tmp_path
 
 
-def _rows():
-    out = {}
-    for name in (PUBLISHED, HOLDOUT):
-        with open(REF / name, newline="") as f:
-            out.update({r["run_id"]: r for r in csv.DictReader(f)})
-    return out
-
-
 def test_the_a3_rows_carry_their_scripts_thresholds_and_scheduler():
-    rows = _rows()
+    rows = published_rows()
     for gpus, threshold in A3_THRESHOLDS.items():
         r = rows[f"maxtext_a3_llama2_7b_{gpus}"]
         assert (r["dp_all_reduce_combine_bytes"], r["dp_overlap_policy"]) == (str(threshold), "xla_lhs")
@@ -75,7 +67,7 @@ def test_the_a3_rows_carry_their_scripts_thresholds_and_scheduler():
 
 
 def test_every_rows_column_value_is_in_its_layout():
-    rows = _rows()
+    rows = published_rows()
     setups = {s["run"]: s["lay"] for s in published_setups() if "row" in s}
     assert set(setups) == set(rows)
     for rid, r in rows.items():
@@ -141,7 +133,7 @@ def rid_is_nemo2(rid: str) -> bool:
 
 def test_every_overlap_off_row_says_why_in_its_note():
     # the column's value has its source in the note (the script's line, or "no tensor parallelism")
-    for rid, r in _rows().items():
+    for rid, r in published_rows().items():
         if r["overlap_tp"] == "0":
             assert "overlap" in r["note"].lower() or "TP_COMM" in r["note"], rid
 
@@ -240,7 +232,7 @@ def test_the_loader_refuses_a_bad_value_on_one_line(tmp_path, monkeypatch, colum
      "empty on a row that is not maxtext_ (only the MaxText rule reads it)"),
 ])
 def test_the_mesh_and_remat_columns_are_maxtexts_alone(rid, column, value, allowed):
-    row = {**_rows()[rid], column: value}
+    row = {**published_rows()[rid], column: value}
     with pytest.raises(RunColumnError) as e:
         check_recipe_columns([row], "runs.csv")
     assert str(e.value) == f"runs.csv: run {rid}: {column} = {value!r}; allowed: {allowed}"

@@ -2,16 +2,21 @@
 ``recompute_modules`` checkpoints its whole forward (router, dispatch, experts, shared experts, combine:
 NVIDIA/Megatron-LM@00119989 megatron/core/transformer/moe/moe_layer.py ``MoELayer.forward``), so in the backward a
 dropless router hands its tokens per expert to the host again (the device-to-host sync of Megatron-LM
-docs/discussions/deepseek-v3-gb200-optimization sec. 2.3) before the experts' GEMMs are launched, and the GPU waits
-for the host's launches of that forward beyond its own time, as in the forward pass. Nemotron 3 Nano's H100 FP8
+docs/discussions/deepseek-v3-gb200-optimization sec. 2.3) before the experts' GEMMs are launched, the host calls the
+dispatch and the combine again (``self.dispatch`` and ``self.combine`` inside the checkpointed ``custom_forward``,
+NVIDIA/Megatron-LM@6cd6ea530e and @44151194 moe_layer.py), and the GPU waits for the host's launches of that forward
+beyond its own time, as in the forward pass. Full recomputation checkpoints the whole layer, the MoE forward in it. Nemotron 3 Nano's H100 FP8
 recipe recomputes ``moe`` eagerly (Megatron-Bridge NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1,
 zidanehuang001/Megatron-Bridge@8e0fe90)."""
+
+import math
 
 import pytest
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import MOE_MODULE, block_ops, kernels_launched, op_time_s, stage_compute
+from topo.training.operators import (MOE_MODULE, _synced_layer_wait_s, block_ops, block_time, kernels_launched,
+                                     op_time_s, stage_compute)
 from topo.training.parallel import make_layout
 
 NANO_H100 = dict(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=8192, precision="fp8", etp=1,
@@ -30,7 +35,9 @@ def _moe_forward_host_and_gpu_s(model, lay, gpu):
 def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     """Nano (23 MoE layers, one stage): recomputing ``moe`` adds to each micro-batch's backward, per MoE layer, the
     host's launches of the MoELayer forward minus that forward's GPU time (eager, 8 local experts launched one
-    by one) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no wait. At the top of
+    by one), the host's two calls of the replayed dispatch and combine (one launch each, ``launch_host_s``; no
+    all-to-all time given here) and the replayed sync's round trip (``sync_s``); the other recomputed modules add no
+    wait. At the top of
     the host's published 5-20 us a launch (at the fitted 19.1 us the forward's 3.15 ms of launches and its 3.22 ms on
     the GPU are a hair apart once each FP8 linear writes its transposed copy in the forward). The permutation is
     priced here as a contiguous copy (90% of HBM): at the permute kernels' measured rates (kernels.toml
@@ -44,7 +51,9 @@ def test_recomputed_moe_module_waits_for_the_host_in_the_backward():
     moe = stage_compute(nano, lay, gpu)
     host, gpu_s = _moe_forward_host_and_gpu_s(nano, lay, gpu)
     assert host > gpu_s  # the eager MoE forward is host-bound on H100
-    assert moe.backward_s - base.backward_s == pytest.approx(23 * (host - gpu_s + gpu.kernels.sync_s), rel=1e-9)
+    calls = 2 * gpu.kernels.launch_host_s
+    assert moe.backward_s - base.backward_s == pytest.approx(23 * (host + calls - gpu_s + gpu.kernels.sync_s),
+                                                             rel=1e-9)
     assert moe.forward_s == pytest.approx(base.forward_s, rel=1e-12)
     plain = stage_compute(nano, make_layout(**NANO_H100), gpu)
     assert base.backward_s == pytest.approx(plain.backward_s, rel=1e-12)
@@ -58,3 +67,43 @@ def test_no_sync_no_recomputed_wait():
         with_moe = stage_compute(nano, make_layout(**NANO_H100, recompute_modules=("moe",), **kw), gpu)
         without = stage_compute(nano, make_layout(**NANO_H100, **kw), gpu)
         assert with_moe.backward_s == pytest.approx(without.backward_s, rel=1e-12)
+
+
+QWEN_H100 = dict(tp=1, ep=8, dp=8, micro_batch=1, global_batch=64, seq_len=4096, etp=1, moe_imbalance=1.0)
+
+
+@pytest.mark.parametrize("cover_s", [0.0, 2e-4, 1e-3, math.inf])
+def test_the_recomputed_moe_forward_calls_its_two_all_to_alls_again(cover_s):
+    """Qwen3-30B-A3B EP8 on H100 (48 MoE layers, all-to-all dispatcher, dropless): recomputing ``moe`` adds, per
+    layer, the sync's round trip and the longer of the dispatch call's launch (the host makes it after the sync,
+    the GPU drained) and the replayed forward's host launches (its ops' and the two calls') over its GPU time (its
+    ops' and the two all-to-alls', ``cover_s``). Host-bound at 0 and 0.2 ms of all-to-all; at 1 ms the GPU leads
+    and the wait is the round trip and one launch; the search's bound (``math.inf``) keeps that floor. ``moe_act``
+    (the experts' activation alone) calls nothing again."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
+    none = stage_compute(m, make_layout(**QWEN_H100), gpu, cover_s)
+    lay = make_layout(**QWEN_H100, recompute="selective", recompute_modules=("moe",))
+    got = (stage_compute(m, lay, gpu, cover_s).backward_s - none.backward_s) / 48
+    host, gpu_s = _moe_forward_host_and_gpu_s(m, lay, gpu)
+    call, sync = gpu.kernels.launch_host_s, gpu.kernels.sync_s
+    assert got == pytest.approx(sync + max(call, host + 2 * call - gpu_s - cover_s), rel=1e-9)
+    assert (got > sync + call * (1 + 1e-9)) == (cover_s < 1e-3)  # host-bound below a millisecond of all-to-all
+    act = make_layout(**QWEN_H100, recompute="selective", recompute_modules=("moe_act",))
+    assert stage_compute(m, act, gpu, cover_s).backward_s == pytest.approx(none.backward_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("cover_s", [0.0, 1e-3])
+def test_a_fully_recomputed_synced_layer_waits_its_forward_stretch_again(cover_s):
+    """Full recomputation replays the whole layer's forward, its router's sync and the dispatch and combine calls
+    in it: each recomputed layer's backward waits what the forward's synced stretch waits (the attention block, then
+    the MoE block, synced), only the first ``recompute_num_layers`` of the stage (Megatron's ``block`` method),
+    every layer without it."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
+    lay = make_layout(**QWEN_H100)
+    none = stage_compute(m, lay, gpu, cover_s)
+    stretch = _synced_layer_wait_s([block_time(m, lay, gpu, "*"), block_time(m, lay, gpu, "E")], 1, cover_s)
+    assert stretch >= gpu.kernels.sync_s + gpu.kernels.launch_host_s
+    for n, layers in ((1, 1), (5, 5), (None, 48)):
+        full = make_layout(**QWEN_H100, recompute="full", recompute_num_layers=n)
+        assert stage_compute(m, full, gpu, cover_s).backward_s - none.backward_s == pytest.approx(
+            layers * stretch, rel=1e-9)

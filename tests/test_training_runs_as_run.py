@@ -8,21 +8,13 @@ import sys
 import pytest
 
 from conftest import ROOT
-from published_setups import published_setups
+from published_setups import published_rows, published_setups
 
 REF = ROOT / "data" / "reference"
 # Megatron-LM PR #5728's rows (runs56) ran Megatron-Bridge's dev recipes (perf_recipes/, Megatron-Bridge@1e3ced26f),
 # not the release performance scripts the rules below read: their own HybridEP SMs (16) and DP settings, per row.
 with open(REF / "training_runs_holdout.csv", newline="") as _f:
     _DEV_RECIPES = {r["run_id"] for r in csv.DictReader(_f) if r["software"].startswith("Megatron-Bridge dev recipes")}
-
-
-def _rows() -> dict:
-    out = {}
-    for name in ("training_runs_published.csv", "training_runs_holdout.csv"):
-        with open(REF / name, newline="") as f:
-            out.update({r["run_id"]: r for r in csv.DictReader(f)})
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +35,7 @@ def test_b200_deepseekv3_of_25_11_runs_the_alltoall_dispatcher(setups):
     # lines 63-71), so DeepSeekModelProvider's moe_token_dispatcher_type = "alltoall" stands (v0.2.0
     # src/megatron/bridge/models/deepseek/deepseek_provider.py line 76); HybridEP reached B200 with PR #1888
     # (2026-01-23), whose preset the 26.02 row runs
-    rows = _rows()
+    rows = published_rows()
     old, new = rows["mb2511_b200_deepseekv3"], rows["mb2602_b200_deepseekv3"]
     assert (old["moe_dispatcher"], old["moe_flex_backend"]) == ("alltoall", "")
     assert (new["moe_dispatcher"], new["moe_flex_backend"]) == ("deepep", "hybridep")
@@ -56,7 +48,7 @@ def test_b200_qwen3_235b_of_25_11_is_the_run_pr_1760_fixed(ta, setups):
     # 20.1s to 16.9s ... Disable moe_a2a_overlap due to CPU overhead": the 25.11 row (64 B200, GBS 1024) is the 20.1 s
     # run, with the EP overlap the 25.11 preset sets (v0.2.0 scripts/performance/configs/qwen3/
     # workload_base_configs.py lines 109-117, moe_a2a_overlap=True)
-    r = _rows()["mb2511_b200_qwen3_235b"]
+    r = published_rows()["mb2511_b200_qwen3_235b"]
     assert float(r["step_time_s"]) == pytest.approx(20.1, abs=0.06)
     assert r["moe_a2a_overlap"] == "1" and setups["mb2511_b200_qwen3_235b"]["lay"].overlap_ep
     assert "#1705" in ta.REGRESSED["mb2511_b200_qwen3_235b"]
@@ -64,14 +56,14 @@ def test_b200_qwen3_235b_of_25_11_is_the_run_pr_1760_fixed(ta, setups):
     # the fixed recipe's 16.9 s is 1024 x 4096 / (16.9 x 64) = 3,878 tokens/s/GPU, what 26.02 publishes for the
     # same PP8 EP8 preset without overlap (3,805): within 2%
     fixed_tps = 1024 * 4096 / (16.9 * 64)
-    assert fixed_tps / float(_rows()["mb2602_b200_qwen3_235b"]["value"]) == pytest.approx(1.0, abs=0.02)
+    assert fixed_tps / float(published_rows()["mb2602_b200_qwen3_235b"]["value"]) == pytest.approx(1.0, abs=0.02)
 
 
 def test_b300_qwen3_235b_of_26_02_carried_the_regressed_settings(ta):
     # the B300 preset (PR #1721, 2026-01-07) copied B200's VP4 + EP overlap two days before PR #1760 removed them
     # from B200; v0.3.0 (26.02) ran them, PR #2669 (2026-03-10) matched B300 to B200: 26.04's row, MBS 2 and no
     # overlap on the same GPUs, runs 1.81 x the tokens per GPU
-    rows = _rows()
+    rows = published_rows()
     r, later = rows["mb2602_b300_qwen3_235b"], rows["mb2604_b300_qwen3_235b"]
     assert (r["vpp"], r["moe_a2a_overlap"], r["moe_dispatcher"]) == ("4", "1", "alltoall")
     assert (later["vpp"], later["moe_a2a_overlap"]) == ("1", "0")
@@ -128,7 +120,7 @@ def test_32_sms_held_slow_the_overlapped_compute(setups, run, slower):
     ("mb5094_h100_qwen3_30b_ep16_overlap_on", "26.08", "qwen3_moe.py line 209"),
 ])
 def test_megatron_bridge_hybridep_runs_hold_their_releases_sms(ta, setups, run, release, where):
-    row = _rows()[run]
+    row = published_rows()[run]
     assert row["software"].startswith(f"NeMo {release}")
     with open(REF / "megatron_bridge_hybridep_sms.csv", newline="") as f:  # tidy52: was MB_HYBRIDEP_SMS
         entry = {r["release"]: r for r in csv.DictReader(f)}[release]
@@ -191,7 +183,7 @@ def test_megatron_bridge_fsdp_llama_rows_write_their_weight_gradients_unfused(ta
     NVIDIA-NeMo/Megatron-Bridge v0.2.0 ``scripts/performance/configs/llama3/llama3_llm_pretrain.py`` lines 74,
     109, 144, 267), NeMo 25.09's set it on (v0.2.0rc5 ``scripts/performance/utils/helpers.py`` line 78): the
     FSDP rows from 25.11 copy each weight gradient into the buffer (``wgrad_output = "copied"``), no other row."""
-    rows = _rows()
+    rows = published_rows()
     unfused = {rid for rid, r in rows.items() if ta.megatron_fsdp_unfused_wgrad(r)}
     assert unfused == {"mb2511_h100_llama3_8b", "mb2511_gb200_llama3_70b", "mb2602_gb200_llama3_70b",
                        "mb260201_gb200_llama3_70b", "mb2604_gb200_llama3_70b", "mb260401_gb200_llama3_70b",

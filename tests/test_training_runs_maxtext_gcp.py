@@ -1,23 +1,12 @@
 """Google's published MaxText runs (data50): each row's step time is the one its source prints or its own FLOP count
 gives, and the fit reads each with its script's JAX mesh, remat policy and FP8 recipe."""
 
-import csv
 import sys
 
 import pytest
 
 from conftest import ROOT
-from published_setups import published_setups
-
-REF = ROOT / "data" / "reference"
-
-
-def _rows():
-    out = {}
-    for name in ("training_runs_published.csv", "training_runs_holdout.csv"):
-        with open(REF / name, newline="") as f:
-            out.update({r["run_id"]: r for r in csv.DictReader(f)})
-    return out
+from published_setups import published_rows, published_setups
 
 
 def maxtext_2404_tflop_per_device_step(params, heads, layers, head_dim, seq, batch):
@@ -42,7 +31,7 @@ LLAMA2_7B_PARAMS = 6_738_415_616  # the checkpoint's tensors (MaxText counts its
 
 @pytest.mark.parametrize("vms", sorted(A3_TABLE))
 def test_a3_rows_convert_the_readmes_tflops_with_maxtexts_2024_count(vms):
-    row = _rows()[f"maxtext_a3_llama2_7b_{8 * vms}"]
+    row = published_rows()[f"maxtext_a3_llama2_7b_{8 * vms}"]
     per_step = maxtext_2404_tflop_per_device_step(LLAMA2_7B_PARAMS, 32, 32, 128, 4096, 4)
     assert per_step == pytest.approx(715.19, abs=0.01)
     assert float(row["step_time_s"]) == pytest.approx(per_step / A3_TABLE[vms], rel=1e-4)
@@ -51,7 +40,7 @@ def test_a3_rows_convert_the_readmes_tflops_with_maxtexts_2024_count(vms):
 
 def test_a4_log_lines_are_the_configs_they_are_read_as():
     # the README lines' TFLOP/s over tokens/s is MaxText's count for the model at 8,192 tokens: 70B and 405B
-    rows = _rows()
+    rows = published_rows()
     for rid, tflops, dims in (
             ("maxtext_a4_llama31_70b_fp8_256", 1507.142, (8192, 28672, 64, 8, 128, 80, 128256, 8192)),
             ("maxtext_a4_llama31_405b_fp8_256", 1520.276, (16384, 53248, 128, 8, 128, 126, 128256, 8192))):
@@ -65,7 +54,7 @@ def test_maxtext_rows_take_their_scripts_mesh_remat_and_fp8_recipe(monkeypatch):
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
     setups = {s["run"]: s for s in published_setups() if s["run"].startswith("maxtext_")}
-    assert set(setups) == {rid for rid, r in _rows().items() if r["jax_mesh"]}
+    assert set(setups) == {rid for rid, r in published_rows().items() if r["jax_mesh"]}
     want = {  # run: (dp, dp_shard, recompute, fp8 recipe), from each script's mesh and remat policy
         "maxtext_h100_llama2_7b": (8, None, "none", None),
         "maxtext_a3_llama2_7b_8": (8, None, "none", None),

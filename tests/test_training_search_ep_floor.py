@@ -14,7 +14,7 @@ from topo.training.mapping import default_placement, map_layout
 from topo.training.model import load_model
 from topo.training.parallel import ParallelLayout
 from topo.training.search import _comm_floor_s, _keys, _Search
-from topo.training.step import step_traffic, traffic_stage
+from topo.training.step import estimate_step, step_traffic, traffic_stage
 
 from search_bounds import bounded_layouts
 
@@ -82,3 +82,25 @@ def test_bound_and_mapped_floor_stay_under_every_step_of_a_small_search(fabric):
             tightest = max(tightest, floor / r.breakdown_s["ep"])
     assert n >= 20 and raised >= 5
     assert 0.75 <= tightest <= 1.0
+
+
+@pytest.mark.parametrize("backend", ["deepep", "hybridep"])
+def test_the_bound_of_an_unplaced_flex_layout_is_its_placed_steps(fabric, backend):
+    """rev60's limit (a): Qwen3 30B-A3B at EP16 over two 8-GPU H100 nodes with the flex dispatcher, given without
+    ``gpus_per_domain_used``: the step places it (8 a node: a token's copies counted per node), so the bound and its
+    refinement are the placed layout's and stay under that step; bounded unplaced, the copies were counted per GPU
+    (the whole EP group one domain) and the bound exceeded the step (0.50 s against 0.47 s with DeepEP)."""
+    m = load_model("qwen3-30b-a3b")
+    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
+    lay = ParallelLayout(tp=1, dp=64, ep=16, etp=1, global_batch=64, micro_batch=1, dp_sharding="zero1",
+                         ep_dispatcher="deepep", ep_flex_backend=backend)
+    placed, _ = default_placement(lay, fabric.spec.gpus_per_domain, fabric.layout.num_gpus)
+    assert lay.gpus_per_domain_used is None and placed.gpus_per_domain_used == 8
+    got = []
+    for one in (lay, placed):
+        s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
+        bound, _ = s.bound_of(one, _keys(one))
+        got.append((bound, s.refined(one, bound, _keys(one))))
+    assert got[0] == got[1]
+    step = estimate_step(fabric, m, lay, check=False, contention=False).step_time_s
+    assert got[0][0] <= got[0][1] <= step

@@ -1747,8 +1747,9 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     stretch (``ep_cover_s``) running on the GPU while the host launches on. A padded (capacity-factor) router, a
     static rank budget or a full-iteration graph has no sync: the host then runs ahead across the pass, and each MoE
     layer's forward all-to-alls (``ep_cover_s``) are GPU time it launches behind, as in a synced layer; the backward
-    has no sync of its own (a recomputed ``moe`` module replays the router and its sync there:
-    :func:`_moe_recompute_wait_s`), and its two all-to-alls are GPU time the host launches behind as well: without
+    has no sync of its own (a recomputed ``moe`` module replays the router, its sync and the two all-to-all calls
+    there: :func:`_moe_recompute_wait_s`; a fully recomputed layer replays the forward's synced stretch, its wait
+    counted again), and its two all-to-alls are GPU time the host launches behind as well: without
     EP overlap they run on the compute stream in launch order, the combine's gradient dispatched and the dispatch's
     combined with the forward's handle and its token count already on the host, so neither syncs
     (NVIDIA/Megatron-LM@44151194, the Megatron-Bridge 26.04.01 pin: ``token_dispatcher.py`` ``_HybridEPManager``
@@ -1764,6 +1765,7 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
+    layer = 0
     for unit in units:
         if unit not in seen:
             seen[unit] = _unit_host_terms(lay, *unit, bt, synced, ep_cover_s)
@@ -1772,11 +1774,18 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
         host_b += hb
         if synced_moe:
             wait_f += wf
-            wait_rec += wr
+            wait_rec += wf if _fully_recomputed(lay, layer) else wr  # the whole layer's forward again, or its MoE
         else:  # the layer's expert all-to-alls run on the GPU while the host launches on, synced or not
             gpu_rest += g
             host_rest += h
+        layer += unit[0] not in END_UNITS
     return wait_f + max(0.0, host_rest - gpu_rest), max(0.0, host_b - gpu_b) + wait_rec
+
+
+def _fully_recomputed(lay: ParallelLayout, layer: int) -> bool:
+    """Whether the stage's ``layer``-th layer (from 0) is recomputed whole (``recompute`` full: every layer, or
+    the first ``recompute_num_layers``), as :func:`_stage_row` and :func:`_recomputed` count them."""
+    return lay.recompute == "full" and (lay.recompute_num_layers is None or layer < lay.recompute_num_layers)
 
 
 def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_cover_s: float) -> tuple:
@@ -1791,7 +1800,7 @@ def _unit_host_terms(lay: ParallelLayout, u, bf16: bool, bt, synced: bool, ep_co
     if synced and moe:
         return (g, h, gb, hb, True,
                 _synced_layer_wait_s([bt(k, bf16) for k in kinds], kinds.index(Block.MOE), ep_cover_s),
-                _moe_recompute_wait_s(lay, bt(Block.MOE, bf16)))
+                _moe_recompute_wait_s(lay, bt(Block.MOE, bf16), ep_cover_s))
     return g + cover, h + calls, gb, hb, False, 0.0, 0.0
 
 
@@ -1881,20 +1890,27 @@ MOE_MODULE = ("moe", "moe_act", "shared_experts", "shared_experts_act")
 and theirs, combine): what recomputing its ``moe`` module replays (:func:`_recomputed`'s alias)."""
 
 
-def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime) -> float:
+def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float = 0.0) -> float:
     """Seconds the backward's GPU waits for the host in one MoE block's recomputed forward, per micro-batch.
 
-    With ``"moe"`` in ``recompute_modules`` Megatron-Core checkpoints the MoELayer's whole forward (router,
-    dispatch, experts, combine: NVIDIA/Megatron-LM@00119989 ``megatron/core/transformer/moe/moe_layer.py``
-    ``MoELayer.forward``), so the backward runs the router again and syncs its tokens per expert to the host
-    again before the experts' GEMMs can be launched; the GPU then waits for the host's launches of that forward
-    beyond its own time, as in the forward pass (:func:`_host_waits_s`), and for the sync's round trip
-    (``sync_s``). Full recomputation's replay is not counted here."""
+    With ``"moe"`` in ``recompute_modules`` Megatron-Core checkpoints the MoELayer's whole forward, the router,
+    ``self.dispatch``, the experts and ``self.combine`` inside one ``custom_forward`` under
+    ``tensor_parallel.checkpoint`` (``te_checkpoint`` in FP8) (NVIDIA/Megatron-LM@00119989, @6cd6ea530e and
+    @44151194 ``megatron/core/transformer/moe/moe_layer.py`` ``MoELayer.forward``; ``moe_act`` checkpoints only
+    the experts' activation, ``experts.py``'s ``CheckpointWithoutOutput``), so the backward runs the router again,
+    syncs its tokens per expert to the host again (a fresh dispatch has no handle: deepseek-ai/DeepEP@94a9f8f6
+    hybrid-ep ``dispatch_with_permute`` preprocesses and syncs again) and calls the dispatch and the combine
+    again. The GPU, drained at the sync, waits its round trip (``sync_s``) and then the host's launches of that
+    forward beyond the GPU's own time, the two all-to-all calls in both (each one launch of the host's,
+    ``call_host_s``; their GPU time ``ep_cover_s``, which the step counts under ``ep``), as in the forward pass
+    (:func:`_host_waits_s`), and at least the dispatch call's launch: the host makes it only once the sync has
+    returned (:func:`_synced_layer_wait_s`). A fully recomputed layer replays the forward's synced stretch
+    (:func:`_host_waits_s`). ``math.inf`` (the search's lower bound) leaves the round trip and that launch."""
     if "moe" not in lay.recompute_modules:
         return 0.0
-    host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE)
-    gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE)
-    return max(0.0, host - gpu) + t.sync_s
+    host = sum(t.host_by_module_s.get(m, 0.0) for m in MOE_MODULE) + 2 * t.call_host_s
+    gpu = sum(t.recompute_s.get(m, 0.0) for m in MOE_MODULE) + ep_cover_s
+    return t.sync_s + max(t.call_host_s, host - gpu)
 
 
 def optimizer_step_s(local_params: float, gpu: GpuCompute) -> float:

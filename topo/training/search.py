@@ -288,8 +288,16 @@ class _Search:
         """The ``keep``-th best step time so far (a bound at or above it cannot enter)."""
         return -self.best[0][0] if len(self.best) >= self.keep else float("inf")
 
+    def placed(self, lay):
+        """``lay`` placed as :func:`~topo.training.step.estimate_step` places it (:func:`.mapping.default_placement`;
+        a placed layout as it is): what :meth:`bound_of` and :meth:`refined` bound is that placement's step (an
+        unplaced flex-dispatcher layout would count its all-to-all's copies per GPU, not per domain, above it)."""
+        return default_placement(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)[0]
+
     def bound_of(self, lay, keys):
-        """Memory check and compute + communication-floor bound (None: does not fit)."""
+        """Memory check and compute + communication-floor bound (None: does not fit), a lower bound on the step of
+        ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay``."""
+        lay = self.placed(lay)
         mk, bk, _ = keys
         mem = self.mem_cache.get(mk)
         if mem is None:
@@ -310,7 +318,9 @@ class _Search:
         """``bound`` with the layout's exposed DP, EP, CP and PP times from collectives already routed for other
         layouts (no new routing, :func:`~topo.training.step.exposed_routed`): the step-time formula with the TP
         floor, the EP floor where EP is not routed yet, those times, and the DP floor where DP is not routed
-        (:meth:`_dp_floor`), which is left out once the rest reaches ``above`` (the threshold)."""
+        (:meth:`_dp_floor`), which is left out once the rest reaches ``above`` (the threshold); ``lay`` placed as
+        in :meth:`bound_of`."""
+        lay = self.placed(lay)
         _, sc, tp_f, ep_f, amax_f = self.bound_cache[keys[1]]
         try:
             mapping = map_layout(lay, self.spec.gpus_per_domain, self.fabric.layout.num_gpus)
