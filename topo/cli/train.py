@@ -383,12 +383,13 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
     set them."""
-    given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
+    given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d, None) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
                         key="--jax-mesh")
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
-    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
+    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
+                  expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
     applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
                if k not in layout_keys and common.get(k) is None}
@@ -396,7 +397,8 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
 
 
-_MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
+_MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard",  # what --jax-mesh sets (_apply_mesh)
+                "expert_dp_shard")
 
 
 def _given_as_flag(args, key: str | None) -> bool:
@@ -524,6 +526,9 @@ def _sharding(L: dict) -> str:
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
     if L.get("dp_shard"):
         text += f" over groups of {L['dp_shard']} (hybrid)"
+    if L.get("expert_dp_shard"):  # a JAX mesh's expert axis beside its data axis: the experts' own shard group
+        n = L["expert_dp_shard"]
+        text += f", experts' state over groups of {n}" if n > 1 else ", experts' state not sharded"
     return text
 
 

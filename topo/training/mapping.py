@@ -15,7 +15,9 @@ optimizer's and the gradient reduction's group), ``tpcp`` (tensor x context: the
 Megatron-Core's ``tp_cp`` group, over which an MoE router reduces its token counts), ``tpdpcp`` (tensor x data x
 context: Megatron-Core's amax reduction group, over which Transformer Engine's delayed FP8 scaling reduces its
 amaxes, :mod:`.fp8_amax`), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard group of context x the
-fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp`` (experts' replicas). Every
+fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp`` (experts' replicas), ``edps``
+and ``edpr`` (with the experts' hybrid sharding, ``expert_dp_shard``: the fastest ``expert_dp_shard`` of an expert's
+replicas, and the replicas across them). Every
 matrix is built with numpy reshapes and transposes, never a loop per GPU.
 """
 
@@ -29,9 +31,11 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["Mapping", "map_layout", "recipe_gpus_used"]
+__all__ = ["EXPERT_DP_GROUPS", "Mapping", "map_layout", "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
+EXPERT_DP_GROUPS = ("edp", "edps", "edpr")
+"""The groups over which the experts' data parallelism runs (its collectives report as ``dp_experts``)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Mapping:
     experts: np.ndarray
     gpus_per_domain: int
     dp_shard: int | None = None
+    expert_dp_shard: int | None = None
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """Each dimension's group matrix (read-only) and span, built once: a step and a search ask for them again."""
 
@@ -70,6 +75,8 @@ class Mapping:
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
         if dim in ("dps", "dpr"):
             return self._hybrid_groups(dim)
+        if dim in ("edps", "edpr"):
+            return self._expert_hybrid_groups(dim)
         names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp"), "tpdpcp": ("tp", "cp", "dp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
@@ -90,6 +97,16 @@ class Mapping:
         rest = [i for i in range(split.ndim) if i not in idx]
         size = int(np.prod([split.shape[i] for i in idx]))
         return np.transpose(split, rest + idx).reshape(-1, size)
+
+    def _expert_hybrid_groups(self, dim: str) -> np.ndarray:
+        """The experts' hybrid sharding groups: ``edps`` the fastest ``expert_dp_shard`` of an expert's replicas,
+        ``edpr`` the replicas of one shard position across them."""
+        pp, E, ep, etp = self.experts.shape
+        S = self.expert_dp_shard or E
+        split = self.experts.reshape(pp, E // S, S, ep, etp)  # [pp, edpr, edps, ep, etp]
+        ax = 2 if dim == "edps" else 1
+        rest = [i for i in range(5) if i != ax]
+        return np.transpose(split, rest + [ax]).reshape(-1, split.shape[ax])
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
@@ -288,7 +305,8 @@ _MAPS: dict = {}
 def _map_key(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> tuple:
     """What :func:`_map` reads: the layout's sizes, rank order, placement and sharding group, and the fabric's."""
     return (lay.tp, lay.cp, lay.dp, lay.pp, lay.ep, lay.etp, lay.rank_order, lay.gpus_per_domain_used,
-            lay.first_gpu, lay.dp_shard, lay.tp_across_domains, gpus_per_domain, num_fabric_gpus)
+            lay.first_gpu, lay.dp_shard, lay.expert_dp_shard, lay.tp_across_domains, gpus_per_domain,
+            num_fabric_gpus)
 
 
 def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
@@ -316,7 +334,8 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
     stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
-    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard)
+    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard,
+                      expert_dp_shard=lay.expert_dp_shard)
     if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "
