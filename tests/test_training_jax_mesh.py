@@ -103,7 +103,8 @@ def test_cli_mesh_errors_name_the_mesh_and_regions_refuse_it():
                   "--jax-mesh", "ici_fsdp=8,dcn_data=4")
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and len(lines) == 1, bad.stderr
-    assert lines[0].startswith("error: --jax-mesh: dp: ") and "not the 1,024 GPUs" in lines[0]
+    assert lines[0].startswith("error: --jax-mesh: ici_fsdp=8,dcn_data=4 multiplies to 8 x 4 = 32 GPUs, not the "
+                               "1,024 of --gpus")  # walk21: was "dp: tp x cp x pp x dp = ...", no mesh axis named
     for extra in ([], ["--search"]):
         bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--global-batch", "768", *extra,
                       "--jax-mesh", "ici_tensor=8,dcn_data=192")

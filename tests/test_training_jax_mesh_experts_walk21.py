@@ -77,3 +77,12 @@ def test_an_expert_shard_group_that_does_not_divide_the_replicas_is_refused():
     with pytest.raises(topo.errors.TopoError) as e:
         check_layout(m, make_layout(dp=16, ep=4, global_batch=32, dp_sharding="zero3", expert_dp_shard=3), gpus=16)
     assert e.value.key == "expert_dp_shard" and "does not divide the experts' 4 replicas" in str(e.value)
+
+
+def test_a_mesh_that_does_not_multiply_to_the_gpus_names_its_sizes():
+    """walk21: the line spoke of tp x cp x pp x dp, which a JAX user did not write."""
+    r = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "64",
+                "--jax-mesh", "ici_fsdp=8,dcn_data=3", check=False)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert ("error: --jax-mesh: ici_fsdp=8,dcn_data=3 multiplies to 8 x 3 = 24 GPUs, not the 32 of --gpus; "
+            "allowed: ici_* and dcn_* sizes whose product is 32") in r.stderr

@@ -13,7 +13,7 @@ from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh
+from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
@@ -388,6 +388,12 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
                         key="--jax-mesh")
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
+    total = math.prod(parse_mesh(args.jax_mesh, source="--jax-mesh").values())
+    if args.gpus is not None and total != args.gpus:  # walk21: was "dp: tp x cp x pp x dp = ...", no mesh axis named
+        sizes_given = " x ".join(re.findall(r"=\s*(\d+)", args.jax_mesh))
+        raise TopoError(f"{args.jax_mesh} multiplies to {sizes_given} = {total:,} GPUs, not the {args.gpus:,} of "
+                        f"--gpus; allowed: ici_* and dcn_* sizes whose product is {args.gpus:,}, or no --gpus (the "
+                        f"mesh's product)", key="--jax-mesh")
     common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
                   expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
