@@ -258,6 +258,7 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
     TopoError
         Keyed ``fail``: the first failed GPU among the job's, the job's GPU range and what is allowed.
     """
+    _refuse_failed_nvswitches(lay, gpus_per_domain, failures)
     dead = sorted(int(f[3:]) for f in failures if re.fullmatch(r"gpu\d+", f))
     if not dead:
         return
@@ -272,6 +273,26 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
         raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: a "
                         f"first_gpu = {after} or past it (the next NVLink domain), or gpu{g} left out of the "
                         f"failures", key="fail")
+
+
+def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
+    """Refuse a job with two or more GPUs in an NVLink domain whose switch ``failures`` (``nvswitchN``, domain N)
+    names: their traffic inside the domain has no path, and the router's error named one GPU pair and no way out
+    (walk21: a rack's NVLink switch failed under a GB200 job)."""
+    dead = sorted(int(f[8:]) for f in failures if re.fullmatch(r"nvswitch\d+", f))
+    if not dead:
+        return
+    used = lay.gpus_per_domain_used or gpus_per_domain
+    ids = _placed_ids(np.arange(lay.gpus), used, gpus_per_domain, lay.first_gpu)
+    held = np.bincount(ids // gpus_per_domain, minlength=max(dead) + 1)
+    for d in dead:
+        if held[d] < 2:
+            continue
+        lo, hi = d * gpus_per_domain, (d + 1) * gpus_per_domain - 1
+        raise TopoError(f"nvswitch{d} failed: its NVLink domain (GPUs {lo:,} to {hi:,}) holds {held[d]} of the "
+                        f"job's GPUs ({lay.first_gpu:,} to {int(ids[-1]):,}), which reach each other only through "
+                        f"it; allowed: a first_gpu = {hi + 1} or past it (the next NVLink domain), or nvswitch{d} "
+                        f"left out of the failures", key="fail")
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
