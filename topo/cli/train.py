@@ -554,7 +554,11 @@ def _recompute(L: dict, model) -> str:
     """The layout's recomputation, as the header line says it: the JAX remat policy, full recomputation, or
     selective and its modules, each marked where ``model`` has nothing it recomputes; "" for none."""
     if L.get("remat_policy"):
-        return f", remat {L['remat_policy']}"
+        policy, n = L["remat_policy"], model.num_mamba_layers
+        if n and policy not in ("none", "full"):  # walk21: a hybrid's Mamba-2 layers kept whole, silently
+            return (f", remat {policy} (names MaxText's attention and MLP tensors; the {n} Mamba-2 layers keep every "
+                    f"activation: MaxText has no Mamba-2 layer whose names it could save or not)")
+        return f", remat {policy}"
     if L.get("recompute") == "full":
         n = L.get("recompute_num_layers")
         return ", recompute full" + (f" (the first {n} layers of each stage)" if n else "")
