@@ -135,10 +135,10 @@ class Mapping:
             got = self._memo[("members", dim)] = _fewest_members_in_domain(self.groups(dim), self.gpus_per_domain)
         return got
 
-    def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
+    def straddles(self, dim: str, used: int, first_gpu: int = 0, other: int | None = None) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
-        ``first_gpu``), and as it would at the largest power of two of each domain (64 of an NVL72 rack's 72):
-        the first above the second means the placement itself makes the group cross domains.
+        ``first_gpu``), and as it would at ``other`` of each domain (default the largest power of two in it: 64 of
+        an NVL72 rack's 72): the first above the second means the placement itself makes the group cross domains.
 
         Parameters
         ----------
@@ -148,16 +148,18 @@ class Mapping:
             GPUs used of each domain (the layout's ``gpus_per_domain_used``).
         first_gpu : int
             The job's first GPU id.
+        other : int, optional
+            GPUs of each domain to compare with (default :func:`recipe_gpus_used` of ``used``).
 
         Returns
         -------
         tuple of int
-            ``(domains spanned as placed, domains spanned at the power-of-two placement)``.
+            ``(domains spanned as placed, domains spanned at other's placement)``.
         """
         D = self.gpus_per_domain
         g = self.groups(dim) - first_gpu
         ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
-        p2 = recipe_gpus_used(used)
+        p2 = recipe_gpus_used(used) if other is None else other
         return _widest_span(g + first_gpu, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu), D)
 
 

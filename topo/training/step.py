@@ -1371,24 +1371,29 @@ STRADDLE_DIMS = (("tp", "TP"), ("cp", "CP"), ("dp", "DP"))
 
 
 def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
-    """One note per TP, CP or DP group that crosses more NVLink domains as placed than it would at the largest
-    power of two of each domain (72 of an NVL72 rack used where recipes use 64): its collectives then take the
-    network between racks (:meth:`topo.training.mapping.Mapping.straddles`). None when the placement is a power of
-    two already."""
-    used = lay.gpus_per_domain_used or mapping.gpus_per_domain
-    p2_used = recipe_gpus_used(used)
-    if p2_used == used:
+    """One note per TP, CP, DP or hybrid shard group that crosses more NVLink domains as placed than it would at
+    the largest power of two of each domain (72 of an NVL72 rack used where recipes use 64), or, placed at fewer
+    than all of each domain (the default 64 of 72), than it would at all of them (walk21: a JAX mesh's
+    ``ici_fsdp=72`` spread over two racks at 64 a rack, its gathers on the NICs): its collectives then take the
+    network between racks (:meth:`topo.training.mapping.Mapping.straddles`)."""
+    D = mapping.gpus_per_domain
+    used = lay.gpus_per_domain_used or D
+    other, filling = recipe_gpus_used(used), False
+    if other == used:  # filling the domains is named only where it keeps a group inside one
+        other, filling = (D, True) if used < D else (None, False)
+    if other is None:
         return []
     notes = []
-    for dim, name in STRADDLE_DIMS:
-        size = getattr(lay, dim)
+    dims = STRADDLE_DIMS + ((("dps", "hybrid shard"),) if lay.dp_shard and lay.dp_shard < lay.dp else ())
+    for dim, name in dims:
+        size = lay.dp_shard * lay.cp if dim == "dps" else getattr(lay, dim)
         if size <= 1:
             continue
-        placed, p2 = mapping.straddles(dim, used, lay.first_gpu)
-        if placed > p2:
-            notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {p2_used} of "
-                         f"each {mapping.gpus_per_domain}-GPU domain would keep it in {p2}: its collectives cross "
-                         f"the network between domains (gpus_per_domain_used = {p2_used} avoids it)")
+        placed, alt = mapping.straddles(dim, used, lay.first_gpu, other)
+        if placed > alt and not (filling and alt > 1):
+            notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {other} of "
+                         f"each {D}-GPU domain would keep it in {alt}: its collectives cross the network between "
+                         f"domains (gpus_per_domain_used = {other} avoids it)")
     return notes
 
 
