@@ -76,7 +76,7 @@ def test_an_expert_shard_group_that_does_not_divide_the_replicas_is_refused():
     m = load_model("mixtral-8x7b")
     with pytest.raises(topo.errors.TopoError) as e:
         check_layout(m, make_layout(dp=16, ep=4, global_batch=32, dp_sharding="zero3", expert_dp_shard=3), gpus=16)
-    assert e.value.key == "expert_dp_shard" and "does not divide the experts' 4 replicas" in str(e.value)
+    assert e.value.key == "expert_dp_shard" and "3 does not divide the experts' replicas (tp x cp x dp / (etp x ep)) 4" in str(e.value)
 
 
 def test_a_mesh_that_does_not_multiply_to_the_gpus_names_its_sizes():

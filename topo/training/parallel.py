@@ -786,19 +786,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
-    if lay.dp_shard is not None:
-        if lay.dp % lay.dp_shard:
-            bad("dp_shard", f"{lay.dp_shard} does not divide dp {lay.dp}; allowed: a divisor of {lay.dp}")
-        if lay.zero_stage == 0:
-            bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
-                            f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
-    if lay.expert_dp_shard is not None:
-        if lay.expert_dp % lay.expert_dp_shard:
-            bad("expert_dp_shard", f"{lay.expert_dp_shard} does not divide the experts' {lay.expert_dp} replicas "
-                                   f"(tp x cp x dp / (etp x ep)); allowed: a divisor of {lay.expert_dp}")
-        if lay.zero_stage == 0:
-            bad("expert_dp_shard", f"{lay.expert_dp_shard} shards nothing with dp_sharding = none; allowed: a "
-                                   f"dp_sharding of zero1, zero2, zero3, fsdp or fsdp_grad_op")
+    _check_shard_groups(lay, bad)
     _check_bf16_layers(model, lay, bad)
     _check_applies(model, lay, bad)
     if lay.fp8_amax_pass and lay.precision != "fp8":
@@ -880,6 +868,21 @@ def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
         # Megatron-Core's MoEFlexTokenDispatcher: assert tp_size * ep_size > 1 (its tp the experts' TP group)
         bad("ep_dispatcher", "deepep is Megatron-Core's flex dispatcher, which needs ep x etp > 1 ('Flex token "
                              "dispatcher requires TPxEP > 1'), got ep 1, etp 1; allowed with them: alltoall")
+
+
+def _check_shard_groups(lay: ParallelLayout, bad) -> None:
+    """Hybrid sharding's groups: ``dp_shard`` divides dp, ``expert_dp_shard`` the experts' replicas, and each
+    needs a sharding to shard."""
+    for key, size, of, what in (("dp_shard", lay.dp_shard, lay.dp, "dp"),
+                                ("expert_dp_shard", lay.expert_dp_shard, lay.expert_dp,
+                                 "the experts' replicas (tp x cp x dp / (etp x ep))")):
+        if size is None:
+            continue
+        if of % size:
+            bad(key, f"{size} does not divide {what} {of}; allowed: a divisor of {of}")
+        if lay.zero_stage == 0:
+            bad(key, f"{size} shards nothing with dp_sharding = none; allowed: a dp_sharding of zero1, zero2, "
+                     f"zero3, fsdp or fsdp_grad_op")
 
 
 def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
