@@ -19,8 +19,8 @@ from topo.training.step import estimate_step, step_traffic
     ("ici_fsdp=8,dcn_data=4", dict(tp=1, cp=1, pp=1, ep=1, dp=32, dp_sharding="zero3", dp_shard=8)),
     ("ici_tensor_parallelism=4,dcn_fsdp_parallelism=2", dict(tp=4, cp=1, pp=1, ep=1, dp=2, dp_sharding="zero3")),
     ("ici_data=8", dict(tp=1, cp=1, pp=1, ep=1, dp=8, dp_sharding="none")),
-    ("ici_expert=8,ici_fsdp=2,dcn_pipeline=2", dict(tp=1, cp=1, pp=2, ep=8, dp=16, dp_sharding="zero3",
-                                                     dp_shard=2)),
+    # walk21: a dense weight is sharded over fsdp x expert (MaxText's 'embed' rule), so no data axis: all of dp
+    ("ici_expert=8,ici_fsdp=2,dcn_pipeline=2", dict(tp=1, cp=1, pp=2, ep=8, dp=16, dp_sharding="zero3")),
     ("ici_context=2,ici_tensor=2,dcn_fsdp=4,dcn_data=2", dict(tp=2, cp=2, pp=1, ep=1, dp=8, dp_sharding="zero3",
                                                               dp_shard=4)),
 ])
@@ -103,7 +103,8 @@ def test_cli_mesh_errors_name_the_mesh_and_regions_refuse_it():
                   "--jax-mesh", "ici_fsdp=8,dcn_data=4")
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and len(lines) == 1, bad.stderr
-    assert lines[0].startswith("error: --jax-mesh: dp: ") and "not the 1,024 GPUs" in lines[0]
+    assert lines[0].startswith("error: --jax-mesh: ici_fsdp=8,dcn_data=4 multiplies to 8 x 4 = 32 GPUs, not the "
+                               "1,024 of --gpus")  # walk21: was "dp: tp x cp x pp x dp = ...", no mesh axis named
     for extra in ([], ["--search"]):
         bad = run_cli("train", "two-site-h100", "--model", "llama3-8b", "--global-batch", "768", *extra,
                       "--jax-mesh", "ici_tensor=8,dcn_data=192")

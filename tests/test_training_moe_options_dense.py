@@ -46,7 +46,7 @@ def test_every_moe_field_is_checked_and_defaults_pass():
     """Each field of MOE_FIELDS away from its default is refused on a dense model; at its default it is not."""
     model = load_model("llama3-8b")
     check_layout(model, make_layout(tp=2, dp=4, global_batch=8))
-    others = {bool: lambda v: not v, float: lambda v: v + 1.0, type(None): lambda v: 2.0, int: lambda v: v + 4}
+    others = {bool: lambda v: not v, float: lambda v: v + 1.0, type(None): lambda v: 2, int: lambda v: v + 4}
     for key in MOE_FIELDS:
         default = ParallelLayout.model_fields[key].default
         if isinstance(default, str):

@@ -13,7 +13,7 @@ from ..units import format_count, format_in, format_size, format_time
 from ..training.flops import CONVENTIONS
 from ..training.fp8_amax import sp_amax_reduced
 from ..training.gpus import gpu_compute
-from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh
+from ..training.jax_mesh import MAXTEXT_DP_OVERLAP, MAXTEXT_FP8_AMAX, MAXTEXT_STATE, layout_from_mesh, parse_mesh
 from ..training.kernels import fp8_backward_published, host_launch_price
 from ..training.mapping import FEWER_GPUS
 from ..training.ring_attention import CP_COMM_TYPES
@@ -383,12 +383,19 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
     set them."""
-    given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d) is not None]
+    given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d, None) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
                         key="--jax-mesh")
     mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
-    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None))
+    total = math.prod(parse_mesh(args.jax_mesh, source="--jax-mesh").values())
+    if args.gpus is not None and total != args.gpus:  # walk21: was "dp: tp x cp x pp x dp = ...", no mesh axis named
+        sizes_given = " x ".join(re.findall(r"=\s*(\d+)", args.jax_mesh))
+        raise TopoError(f"{args.jax_mesh} multiplies to {sizes_given} = {total:,} GPUs, not the {args.gpus:,} of "
+                        f"--gpus; allowed: ici_* and dcn_* sizes whose product is {args.gpus:,}, or no --gpus (the "
+                        f"mesh's product)", key="--jax-mesh")
+    common.update(dp_sharding=mesh.pop("dp_sharding"), dp_shard=mesh.pop("dp_shard", None),
+                  expert_dp_shard=mesh.pop("expert_dp_shard", None))
     sizes.update(mesh)
     applied = {k: v for k, v in (MAXTEXT_STATE | MAXTEXT_DP_OVERLAP | MAXTEXT_FP8_AMAX).items()
                if k not in layout_keys and common.get(k) is None}
@@ -396,7 +403,8 @@ def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
     args.mesh_amax = "fp8_amax_reduction" in applied  # the options line and --json say the mesh chose it
 
 
-_MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard")  # what --jax-mesh sets (_apply_mesh)
+_MESH_FIELDS = ("tp", "cp", "pp", "dp", "ep", "dp_sharding", "dp_shard",  # what --jax-mesh sets (_apply_mesh)
+                "expert_dp_shard")
 
 
 def _given_as_flag(args, key: str | None) -> bool:
@@ -524,6 +532,9 @@ def _sharding(L: dict) -> str:
     text = f" {L['dp_sharding']}" if L.get("dp_sharding") not in (None, "none") else ""
     if L.get("dp_shard"):
         text += f" over groups of {L['dp_shard']} (hybrid)"
+    if L.get("expert_dp_shard"):  # a JAX mesh's expert axis beside its data axis: the experts' own shard group
+        n = L["expert_dp_shard"]
+        text += f", experts' state over groups of {n}" if n > 1 else ", experts' state not sharded"
     return text
 
 
@@ -543,7 +554,11 @@ def _recompute(L: dict, model) -> str:
     """The layout's recomputation, as the header line says it: the JAX remat policy, full recomputation, or
     selective and its modules, each marked where ``model`` has nothing it recomputes; "" for none."""
     if L.get("remat_policy"):
-        return f", remat {L['remat_policy']}"
+        policy, n = L["remat_policy"], model.num_mamba_layers
+        if n and policy not in ("none", "full"):  # walk21: a hybrid's Mamba-2 layers kept whole, silently
+            return (f", remat {policy} (names MaxText's attention and MLP tensors; the {n} Mamba-2 layers keep every "
+                    f"activation: MaxText has no Mamba-2 layer whose names it could save or not)")
+        return f", remat {policy}"
     if L.get("recompute") == "full":
         n = L.get("recompute_num_layers")
         return ", recompute full" + (f" (the first {n} layers of each stage)" if n else "")

@@ -6,9 +6,14 @@ MaxText builds one mesh of named axes, each the product of its ICI (inside a sli
 
 - ``tensor`` is ``tp``, ``context`` is ``cp``, ``pipeline`` is ``pp``, ``expert`` is ``ep``;
 - ``data``, ``fsdp`` and ``expert`` all split the batch: ``dp = data x fsdp x expert``;
-- ``fsdp`` shards the weights, gradients and optimizer state (``dp_sharding = "zero3"``) over its ranks only: with a
-  ``data`` or ``expert`` axis beside it that is hybrid sharding (``dp_shard = fsdp``), the fsdp ranks being the
-  fastest-varying data-parallel ranks, as MaxText's ICI-inside-DCN meshes place them.
+- ``fsdp`` and ``expert`` shard the weights, gradients and optimizer state (``dp_sharding = "zero3"``), as
+  MaxText's ``logical_axis_rules`` place a weight's dimensions: a dense (non-expert) weight's ``embed`` dimension
+  over ``fsdp``, ``context`` and ``expert``, so dense weights are sharded over fsdp x expert ranks (x context, as
+  topo's sharding always is), replicated over ``data`` only (hybrid sharding, ``dp_shard = fsdp x expert``, the
+  fastest-varying data-parallel ranks, as MaxText's ICI-inside-DCN meshes place them); an expert's ``exp``
+  dimension over ``expert`` and its ``embed_moe`` over ``fsdp`` and ``context``, not ``expert`` nor ``data``: the
+  experts are sharded over fsdp (x context) of their replicas and replicated over ``data``
+  (``expert_dp_shard = fsdp x context``, beside a data axis). With neither axis nothing is sharded.
 
 Memory (:data:`MAXTEXT_STATE`): MaxText keeps what it trains in fp32, not Megatron-LM's bf16 working copy beside
 fp32 main weights (2 + 4 + 12 bytes per parameter): ``base.yml`` ``weight_dtype: "float32"`` (the weights are their
@@ -19,7 +24,9 @@ the fsdp axis: 16 bytes per parameter, no resident bf16 copy. Each layer casts i
 elementwise on the fsdp shard, so the all-gather XLA's partitioner inserts before the matmul carries bf16
 (``gather_bytes`` 2, read from the code, not from an HLO dump), and the gathered bf16 layer is a transient, the
 layer computing and the one prefetched (the layout's two gathered units, as for any ZeRO-3 layout). Read at
-AI-Hypercomputer/maxtext@e591f30c (``src/maxtext/configs/base.yml``).
+AI-Hypercomputer/maxtext@e591f30c (``src/maxtext/configs/base.yml``; its ``logical_axis_rules``: ``['embed',
+['fsdp', 'context', 'context_usp_ulysses', 'expert']]``, ``['exp', 'expert']``, ``['embed_moe', ['fsdp', 'context',
+'context_usp_ulysses']]``).
 
 Axes topo does not model (``sequence``, ``tensor_transpose``, ``tensor_sequence``, ``fsdp_transpose``,
 ``autoregressive``, ``context_autoregressive``) are refused by name.
@@ -100,14 +107,18 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
 
 def layout_from_mesh(text: str, source: str = "jax_mesh") -> dict:
     """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
-    ``fsdp`` axis, ``dp_sharding = "zero3"`` and (beside a data or expert axis) ``dp_shard``."""
+    ``fsdp`` or ``expert`` axis, ``dp_sharding = "zero3"``, beside a data axis ``dp_shard`` (fsdp x expert) and,
+    with an expert axis, ``expert_dp_shard`` (fsdp x context: the experts' replicas but those of the data axis)."""
     s = parse_mesh(text, source)
     out = dict(tp=s["tensor"], cp=s["context"], pp=s["pipeline"], ep=s["expert"],
                dp=s["data"] * s["fsdp"] * s["expert"])
-    if s["fsdp"] > 1:
-        out["dp_sharding"] = "zero3"
-        if s["fsdp"] < out["dp"]:
-            out["dp_shard"] = s["fsdp"]
-    else:
+    shard = s["fsdp"] * s["expert"]  # the ranks a dense weight's 'embed' dimension is split over (times context)
+    if shard == 1:
         out["dp_sharding"] = "none"
+        return out
+    out["dp_sharding"] = "zero3"
+    if s["data"] > 1:
+        out["dp_shard"] = shard
+        if s["expert"] > 1:  # 'embed_moe': fsdp and context; the experts' replicas are data x fsdp x context
+            out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out

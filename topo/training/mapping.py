@@ -15,7 +15,9 @@ optimizer's and the gradient reduction's group), ``tpcp`` (tensor x context: the
 Megatron-Core's ``tp_cp`` group, over which an MoE router reduces its token counts), ``tpdpcp`` (tensor x data x
 context: Megatron-Core's amax reduction group, over which Transformer Engine's delayed FP8 scaling reduces its
 amaxes, :mod:`.fp8_amax`), ``dps`` and ``dpr`` (with hybrid sharding, ``dp_shard``: a shard group of context x the
-fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp`` (experts' replicas). Every
+fastest ``dp_shard`` data ranks, and the replicas across them), ``ep``, ``etp``, ``edp`` (experts' replicas), ``edps``
+and ``edpr`` (with the experts' hybrid sharding, ``expert_dp_shard``: the fastest ``expert_dp_shard`` of an expert's
+replicas, and the replicas across them). Every
 matrix is built with numpy reshapes and transposes, never a loop per GPU.
 """
 
@@ -29,9 +31,11 @@ import numpy as np
 from ..errors import TopoError
 from .parallel import ParallelLayout
 
-__all__ = ["Mapping", "map_layout", "recipe_gpus_used"]
+__all__ = ["EXPERT_DP_GROUPS", "Mapping", "map_layout", "recipe_gpus_used"]
 
 _DENSE = ("tp", "cp", "dp", "pp")
+EXPERT_DP_GROUPS = ("edp", "edps", "edpr")
+"""The groups over which the experts' data parallelism runs (its collectives report as ``dp_experts``)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Mapping:
     experts: np.ndarray
     gpus_per_domain: int
     dp_shard: int | None = None
+    expert_dp_shard: int | None = None
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """Each dimension's group matrix (read-only) and span, built once: a step and a search ask for them again."""
 
@@ -70,6 +75,8 @@ class Mapping:
             return np.transpose(self.experts, rest + [ax]).reshape(-1, self.experts.shape[ax])
         if dim in ("dps", "dpr"):
             return self._hybrid_groups(dim)
+        if dim in ("edps", "edpr"):
+            return self._expert_hybrid_groups(dim)
         names = {"dpcp": ("cp", "dp"), "tpcp": ("tp", "cp"), "tpdpcp": ("tp", "cp", "dp")}.get(dim, (dim,))
         idx = sorted(self.axes.index(n) for n in names)
         rest = [i for i in range(self.grid.ndim) if i not in idx]
@@ -90,6 +97,16 @@ class Mapping:
         rest = [i for i in range(split.ndim) if i not in idx]
         size = int(np.prod([split.shape[i] for i in idx]))
         return np.transpose(split, rest + idx).reshape(-1, size)
+
+    def _expert_hybrid_groups(self, dim: str) -> np.ndarray:
+        """The experts' hybrid sharding groups: ``edps`` the fastest ``expert_dp_shard`` of an expert's replicas,
+        ``edpr`` the replicas of one shard position across them."""
+        pp, E, ep, etp = self.experts.shape
+        S = self.expert_dp_shard or E
+        split = self.experts.reshape(pp, E // S, S, ep, etp)  # [pp, edpr, edps, ep, etp]
+        ax = 2 if dim == "edps" else 1
+        rest = [i for i in range(5) if i != ax]
+        return np.transpose(split, rest + [ax]).reshape(-1, split.shape[ax])
 
     def domains_spanned(self, dim: str) -> int:
         """NVLink domains the widest group of ``dim`` spans."""
@@ -118,10 +135,10 @@ class Mapping:
             got = self._memo[("members", dim)] = _fewest_members_in_domain(self.groups(dim), self.gpus_per_domain)
         return got
 
-    def straddles(self, dim: str, used: int, first_gpu: int = 0) -> tuple[int, int]:
+    def straddles(self, dim: str, used: int, first_gpu: int = 0, other: int | None = None) -> tuple[int, int]:
         """NVLink domains the widest group of ``dim`` spans as placed (``used`` GPUs of each domain from
-        ``first_gpu``), and as it would at the largest power of two of each domain (64 of an NVL72 rack's 72):
-        the first above the second means the placement itself makes the group cross domains.
+        ``first_gpu``), and as it would at ``other`` of each domain (default the largest power of two in it: 64 of
+        an NVL72 rack's 72): the first above the second means the placement itself makes the group cross domains.
 
         Parameters
         ----------
@@ -131,16 +148,18 @@ class Mapping:
             GPUs used of each domain (the layout's ``gpus_per_domain_used``).
         first_gpu : int
             The job's first GPU id.
+        other : int, optional
+            GPUs of each domain to compare with (default :func:`recipe_gpus_used` of ``used``).
 
         Returns
         -------
         tuple of int
-            ``(domains spanned as placed, domains spanned at the power-of-two placement)``.
+            ``(domains spanned as placed, domains spanned at other's placement)``.
         """
         D = self.gpus_per_domain
         g = self.groups(dim) - first_gpu
         ranks = (g // D) * used + g % D  # the placement's inverse (map_layout's ids)
-        p2 = recipe_gpus_used(used)
+        p2 = recipe_gpus_used(used) if other is None else other
         return _widest_span(g + first_gpu, D), _widest_span(_placed_ids(ranks, p2, D, first_gpu), D)
 
 
@@ -241,6 +260,7 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
     TopoError
         Keyed ``fail``: the first failed GPU among the job's, the job's GPU range and what is allowed.
     """
+    _refuse_failed_nvswitches(lay, gpus_per_domain, failures)
     dead = sorted(int(f[3:]) for f in failures if re.fullmatch(r"gpu\d+", f))
     if not dead:
         return
@@ -255,6 +275,26 @@ def refuse_failed_gpus(lay: ParallelLayout, gpus_per_domain: int, failures: tupl
         raise TopoError(f"GPU {g} failed and is one of the job's GPUs ({first:,} to {last:,}); allowed: a "
                         f"first_gpu = {after} or past it (the next NVLink domain), or gpu{g} left out of the "
                         f"failures", key="fail")
+
+
+def _refuse_failed_nvswitches(lay: ParallelLayout, gpus_per_domain: int, failures: tuple[str, ...]) -> None:
+    """Refuse a job with two or more GPUs in an NVLink domain whose switch ``failures`` (``nvswitchN``, domain N)
+    names: their traffic inside the domain has no path, and the router's error named one GPU pair and no way out
+    (walk21: a rack's NVLink switch failed under a GB200 job)."""
+    dead = sorted(int(f[8:]) for f in failures if re.fullmatch(r"nvswitch\d+", f))
+    if not dead:
+        return
+    used = lay.gpus_per_domain_used or gpus_per_domain
+    ids = _placed_ids(np.arange(lay.gpus), used, gpus_per_domain, lay.first_gpu)
+    held = np.bincount(ids // gpus_per_domain, minlength=max(dead) + 1)
+    for d in dead:
+        if held[d] < 2:
+            continue
+        lo, hi = d * gpus_per_domain, (d + 1) * gpus_per_domain - 1
+        raise TopoError(f"nvswitch{d} failed: its NVLink domain (GPUs {lo:,} to {hi:,}) holds {held[d]} of the "
+                        f"job's GPUs ({lay.first_gpu:,} to {int(ids[-1]):,}), which reach each other only through "
+                        f"it; allowed: a first_gpu = {hi + 1} or past it (the next NVLink domain), or nvswitch{d} "
+                        f"left out of the failures", key="fail")
 
 
 def map_layout(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
@@ -288,7 +328,8 @@ _MAPS: dict = {}
 def _map_key(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> tuple:
     """What :func:`_map` reads: the layout's sizes, rank order, placement and sharding group, and the fabric's."""
     return (lay.tp, lay.cp, lay.dp, lay.pp, lay.ep, lay.etp, lay.rank_order, lay.gpus_per_domain_used,
-            lay.first_gpu, lay.dp_shard, lay.tp_across_domains, gpus_per_domain, num_fabric_gpus)
+            lay.first_gpu, lay.dp_shard, lay.expert_dp_shard, lay.tp_across_domains, gpus_per_domain,
+            num_fabric_gpus)
 
 
 def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Mapping:
@@ -316,7 +357,8 @@ def _map(lay: ParallelLayout, gpus_per_domain: int, num_fabric_gpus: int) -> Map
     # experts: each stage's ranks as [dp, cp, tp] (tp fastest) read as [edp, ep, etp]
     stage_major = np.transpose(grid, [axes.index(a) for a in ("pp", "dp", "cp", "tp")])
     experts = stage_major.reshape(lay.pp, lay.expert_dp, lay.ep, lay.expert_tp)
-    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard)
+    mapping = Mapping(grid=grid, axes=axes, experts=experts, gpus_per_domain=gpus_per_domain, dp_shard=lay.dp_shard,
+                      expert_dp_shard=lay.expert_dp_shard)
     if lay.tp > 1 and not lay.tp_across_domains and mapping.domains_spanned("tp") > 1:
         raise TopoError(f"a TP group of {lay.tp} GPUs spans {mapping.domains_spanned('tp')} NVLink domains of "
                         f"{gpus_per_domain} under rank order {lay.rank_order} and first GPU {lay.first_gpu}; "

@@ -34,7 +34,7 @@ from ..fabric.region_split import split_notes
 from ..fabric.region import Region
 from ..units import format_time, whole_bytes
 from .fp8_amax import AMAX_GROUP, AMAX_PHASE, amax_group, amax_reductions
-from .mapping import default_placement
+from .mapping import EXPERT_DP_GROUPS, default_placement
 from .memory import busiest_stage, stage_params
 from .model import ModelSpec
 from .parallel import ParallelLayout, batch_allowed, dp_bucket_params
@@ -228,7 +228,7 @@ def _site_gradient_bytes(model, lay) -> float:
     dense = expert = 0.0
     for it in step_traffic(model, lay):
         if it["dim"] == "dp" and "reduce" in it["phase"]:
-            if it["groups"] == "edp":
+            if it["groups"] in EXPERT_DP_GROUPS:
                 expert += it["size_bytes"] * it["calls"] / lay.expert_dp
             else:
                 dense += it["size_bytes"] * it["calls"] / (lay.dp * lay.cp)

@@ -126,7 +126,13 @@ class ParallelLayout(BaseModel):
     """Hybrid sharding (PyTorch's HSDP, a JAX mesh's fsdp axis beside its data axis): what ``dp_sharding`` shards is
     sharded over groups of this many data-parallel ranks (the fastest-varying ones, times ``cp``) and replicated
     over the ``dp / dp_shard`` groups, whose gradients are all-reduced across them; default: all ``dp``. Dense
-    weights only: experts stay sharded over their replicas."""
+    weights only: the experts' is ``expert_dp_shard``."""
+    expert_dp_shard: PositiveInt | None = None
+    """Hybrid sharding of the experts (a JAX mesh's expert axis beside its data axis: MaxText shards an expert's
+    weights over its fsdp and context axes, not its data axis): what ``dp_sharding`` shards of the experts is
+    sharded over groups of this many of their replicas (the fastest-varying ones) and replicated over the
+    ``expert_dp / expert_dp_shard`` groups, whose gradients are all-reduced across them; default: all the
+    experts' replicas."""
     fsdp_reshard_after_forward: Flag = True
     """ZeRO-3 / FSDP: free each unit's gathered weights after its forward and gather them again for its backward
     (PyTorch FSDP2's ``reshard_after_forward``, its default); False keeps them from the forward to the backward:
@@ -519,18 +525,24 @@ class ParallelLayout(BaseModel):
         """Data-parallel ranks the sharding spans (``dp_shard``, default ``dp``)."""
         return self.dp_shard or self.dp
 
+    @property
+    def expert_dp_shard_size(self) -> int:
+        """The experts' replicas their sharding spans (``expert_dp_shard``, default ``expert_dp``)."""
+        return self.expert_dp_shard or self.expert_dp
+
     def sharded(self, dense: float, expert: float, stage: int) -> float:
         """``dense`` and ``expert`` (parameters, or bytes of them) left on one GPU when ZeRO stage ``stage`` or
         above shards them: dense ones over the data x context ranks of a shard group (all of them without
-        ``dp_shard``), experts over their replicas (the ZeRO divisor, one place)."""
+        ``dp_shard``), experts over their replicas (those of a shard group with ``expert_dp_shard``; the ZeRO
+        divisor, one place)."""
         return divided(dense, expert, self.shard_divisors(stage))
 
     def shard_divisors(self, stage: int) -> tuple[int, int]:
         """The divisors :meth:`sharded` applies at ZeRO stage ``stage``, (dense, expert): the data x context ranks
-        of a shard group and the experts' replicas where that stage or above shards, else 1 and 1 (a loop over a
-        layout's pipeline ranks reads them once, :func:`divided`)."""
+        of a shard group and the experts' replicas of theirs where that stage or above shards, else 1 and 1 (a loop
+        over a layout's pipeline ranks reads them once, :func:`divided`)."""
         on = self.zero_stage >= stage
-        return (self.dp_shard_size * self.cp if on else 1), (self.expert_dp if on else 1)
+        return (self.dp_shard_size * self.cp if on else 1), (self.expert_dp_shard_size if on else 1)
 
     @property
     def vp_group(self) -> int:
@@ -774,12 +786,7 @@ def _check_options(model: ModelSpec, lay: ParallelLayout, bad, source: str) -> N
     if not lay.fsdp_reshard_after_forward and lay.zero_stage < 3:
         bad("fsdp_reshard_after_forward", f"false keeps gathered weights, which only ZeRO-3 / FSDP gathers per "
                                           f"unit; dp_sharding is {lay.dp_sharding}; allowed with it: true")
-    if lay.dp_shard is not None:
-        if lay.dp % lay.dp_shard:
-            bad("dp_shard", f"{lay.dp_shard} does not divide dp {lay.dp}; allowed: a divisor of {lay.dp}")
-        if lay.zero_stage == 0:
-            bad("dp_shard", f"{lay.dp_shard} shards nothing with dp_sharding = none; allowed: a dp_sharding of "
-                            f"zero1, zero2, zero3, fsdp or fsdp_grad_op")
+    _check_shard_groups(lay, bad)
     _check_bf16_layers(model, lay, bad)
     _check_applies(model, lay, bad)
     if lay.fp8_amax_pass and lay.precision != "fp8":
@@ -863,6 +870,21 @@ def _check_flex_dispatcher(model: ModelSpec, lay: ParallelLayout, bad) -> None:
                              "dispatcher requires TPxEP > 1'), got ep 1, etp 1; allowed with them: alltoall")
 
 
+def _check_shard_groups(lay: ParallelLayout, bad) -> None:
+    """Hybrid sharding's groups: ``dp_shard`` divides dp, ``expert_dp_shard`` the experts' replicas, and each
+    needs a sharding to shard."""
+    for key, size, of, what in (("dp_shard", lay.dp_shard, lay.dp, "dp"),
+                                ("expert_dp_shard", lay.expert_dp_shard, lay.expert_dp,
+                                 "the experts' replicas (tp x cp x dp / (etp x ep))")):
+        if size is None:
+            continue
+        if of % size:
+            bad(key, f"{size} does not divide {what} {of}; allowed: a divisor of {of}")
+        if lay.zero_stage == 0:
+            bad(key, f"{size} shards nothing with dp_sharding = none; allowed: a dp_sharding of zero1, zero2, "
+                     f"zero3, fsdp or fsdp_grad_op")
+
+
 def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
     """BF16 layers at the start and end of an FP8 model: only with ``precision = fp8``, and fewer than its layers
     (Megatron-Core would run the whole model in BF16)."""
@@ -880,7 +902,8 @@ def _check_bf16_layers(model: ModelSpec, lay: ParallelLayout, bad) -> None:
 
 MOE_FIELDS = ("moe_grouped_gemm", "moe_expert_kernels", "moe_capacity_factor", "moe_expert_rank_capacity_factor",
               "moe_routing", "moe_router_fusion",
-              "moe_imbalance", "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes")
+              "moe_imbalance", "overlap_ep", "ep_comm_sms", "ep_dispatch_bytes", "expert_grad_reduce_bytes",
+              "expert_dp_shard")
 """Layout fields that set what a mixture-of-experts block runs (its expert GEMMs, padding, routing, load, overlap
 and dispatch bytes): on a dense model they would change nothing. The fields that say how a framework release
 implements a part a model may lack (``ep_dispatcher``, ``ep_flex_backend``, ``moe_counts_aligned``,

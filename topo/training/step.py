@@ -96,7 +96,7 @@ from .fp8_amax import AMAX_PHASE, amax_reduced, amax_step, sp_amax_reduced
 from .gpus import gpu_compute
 from .host_cpu import host_time_factor, reference_host_cpu
 from .kernels import memory_s
-from .mapping import default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
+from .mapping import EXPERT_DP_GROUPS, default_placement, map_layout, recipe_gpus_used, refuse_failed_gpus
 from .memory import busiest_stage, end_unit_params, memory_per_gpu, stage_params, units_holding
 from .model import BLOCK_KINDS, Block, ModelSpec
 from .operators import (END_UNITS, bf16_layers, busiest_rank_load, expert_capacity, optimizer_step_s,
@@ -253,7 +253,8 @@ class _Traffic:
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
         lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
-                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size}.get(groups_dim) \
+                  "dps": lay.dp_shard_size * lay.cp, "dpr": lay.dp // lay.dp_shard_size,
+                  "edps": lay.expert_dp_shard_size, "edpr": lay.expert_dp // lay.expert_dp_shard_size}.get(groups_dim) \
             or getattr(lay, groups_dim)
         if calls > 0 and size > 0 and degree > 1:
             self.out.append({"dim": dim, "collective": coll, "groups": groups_dim, "size_bytes": float(size),
@@ -380,20 +381,23 @@ def _dp_traffic(t: _Traffic) -> None:
     held_dense, held_expert = units_holding(model, lay)[busiest]
     z = lay.zero_stage
     hybrid = lay.dp_shard is not None and lay.dp_shard < lay.dp
+    e_hybrid = lay.expert_dp_shard is not None and lay.expert_dp_shard < lay.expert_dp
     end = end_unit_params(model, lay)[busiest]
-    for groups, n, held in (("dps" if hybrid else "dpcp", dense, held_dense), ("edp", expert, held_expert)):
+    for groups, n, held, across in (("dps" if hybrid else "dpcp", dense, held_dense, "dpr"),
+                                    ("edps" if e_hybrid else "edp", expert, held_expert, "edpr")):
         if n <= 0:
             continue
-        shard = n / (lay.dp_shard_size * lay.cp) if groups == "dps" else 0.0
-        rb = lay.expert_reduce_bytes if groups == "edp" else lay.reduce_bytes
-        wb = gather_bytes_per_param(lay, n, end if groups != "edp" else 0.0)
+        width = lay.dp_shard_size * lay.cp if across == "dpr" else lay.expert_dp_shard_size  # a shard group's
+        shard = n / width if groups in ("dps", "edps") else 0.0
+        rb = lay.expert_reduce_bytes if across == "edpr" else lay.reduce_bytes
+        wb = gather_bytes_per_param(lay, n, end if across == "dpr" else 0.0)
         k = dp_bucket_calls(lay, n)  # one collective per bucket, each paying its own latency
         if z == 0:
             k = xla_all_reduce_calls(lay, k, n * rb)  # XLA's combiner, where the layout sets its threshold
             t.add("dp", "all_reduce", groups, n * rb / k, k, phase="reduce")
         elif z in (1, 2):
             t.add("dp", "reduce_scatter", groups, n * rb / k, k, phase="reduce")
-            t.add("dp", "all_reduce", "dpr", shard * rb / k, k, phase="reduce")
+            t.add("dp", "all_reduce", across, shard * rb / k, k, phase="reduce")
             t.add("dp", "all_gather", groups, n * wb / k, k, phase="gather", elem_bytes=wb)
         else:  # FSDP / ZeRO-3: per unit (layer), gathered before forward and backward, reduced after backward;
             # each gather is one unit's part of this group's weights (dense or experts), once per unit holding some
@@ -404,7 +408,7 @@ def _dp_traffic(t: _Traffic) -> None:
             t.add("dp", "reduce_scatter", groups, per * rb, m * calls, phase="reduce_unit")
             # hybrid sharding's all-reduce of the shard across replicas: one a unit, or XLA's combined buckets
             ar = xla_all_reduce_calls(lay, calls, shard * rb) if shard else calls
-            t.add("dp", "all_reduce", "dpr", shard * rb / ar, m * ar, phase="reduce_unit")
+            t.add("dp", "all_reduce", across, shard * rb / ar, m * ar, phase="reduce_unit")
 
 
 def gather_bytes_per_param(lay: ParallelLayout, params: float, bf16_params: float = 0.0) -> float:
@@ -562,7 +566,7 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     two significant digits): layouts of a search that differ only in what the mix cannot see share one run."""
     lead: dict[str, tuple[dict, CommTime]] = {}
     for item, one in comms:
-        key = item["dim"] if item["groups"] != "edp" else "dp_experts"
+        key = item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
         if one.time_s > 0 and (key not in lead or one.time_s * item["calls"] > lead[key][1].time_s
                                * lead[key][0]["calls"]):
             lead[key] = (item, one)
@@ -574,7 +578,7 @@ def _mix_slowdowns(fabric: Fabric, comms: list[tuple[dict, CommTime]], groups: d
     if steady_window_s:
         busy: dict[str, float] = {}
         for item, one in comms:
-            key = item["dim"] if item["groups"] != "edp" else "dp_experts"
+            key = item["dim"] if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
             if key in steady:
                 busy[key] = busy.get(key, 0.0) + one.time_s * item["calls"]
         mixed = duty_weighted_slowdowns(mixed, busy, steady_window_s)
@@ -800,13 +804,13 @@ def _exposed_comms(model: ModelSpec, lay: ParallelLayout, gpu, sc, engine: CommE
     stream = xla_stream_calls(traffic, lay)
     for i, (item, one) in enumerate(timed):
         if item["dim"] == "dp":
-            factor = slow.get("dp" if item["groups"] != "edp" else "dp_experts", 1.0)
+            factor = slow.get("dp" if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts", 1.0)
             wf, wb = _dp_windows(t_f, t_b, m, spans[item["groups"]], nvl)
             done[i] = _dp_exposed(engine, item, groups[item["groups"]], one.time_s * factor, factor, wf, wb, units,
                                   lay, stream)
     for i, (item, one) in enumerate(timed):
         dim, ex = item["dim"], done[i]
-        key = dim if item["groups"] != "edp" else "dp_experts"
+        key = dim if item["groups"] not in EXPERT_DP_GROUPS else "dp_experts"
         factor = slow.get(key, 1.0)
         exposed[dim] += ex
         comms.append(DimensionComm(
@@ -1367,24 +1371,29 @@ STRADDLE_DIMS = (("tp", "TP"), ("cp", "CP"), ("dp", "DP"))
 
 
 def _straddle_notes(lay: ParallelLayout, mapping) -> list[str]:
-    """One note per TP, CP or DP group that crosses more NVLink domains as placed than it would at the largest
-    power of two of each domain (72 of an NVL72 rack used where recipes use 64): its collectives then take the
-    network between racks (:meth:`topo.training.mapping.Mapping.straddles`). None when the placement is a power of
-    two already."""
-    used = lay.gpus_per_domain_used or mapping.gpus_per_domain
-    p2_used = recipe_gpus_used(used)
-    if p2_used == used:
+    """One note per TP, CP, DP or hybrid shard group that crosses more NVLink domains as placed than it would at
+    the largest power of two of each domain (72 of an NVL72 rack used where recipes use 64), or, placed at fewer
+    than all of each domain (the default 64 of 72), than it would at all of them (walk21: a JAX mesh's
+    ``ici_fsdp=72`` spread over two racks at 64 a rack, its gathers on the NICs): its collectives then take the
+    network between racks (:meth:`topo.training.mapping.Mapping.straddles`)."""
+    D = mapping.gpus_per_domain
+    used = lay.gpus_per_domain_used or D
+    other, filling = recipe_gpus_used(used), False
+    if other == used:  # filling the domains is named only where it keeps a group inside one
+        other, filling = (D, True) if used < D else (None, False)
+    if other is None:
         return []
     notes = []
-    for dim, name in STRADDLE_DIMS:
-        size = getattr(lay, dim)
+    dims = STRADDLE_DIMS + ((("dps", "hybrid shard"),) if lay.dp_shard and lay.dp_shard < lay.dp else ())
+    for dim, name in dims:
+        size = lay.dp_shard * lay.cp if dim == "dps" else getattr(lay, dim)
         if size <= 1:
             continue
-        placed, p2 = mapping.straddles(dim, used, lay.first_gpu)
-        if placed > p2:
-            notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {p2_used} of "
-                         f"each {mapping.gpus_per_domain}-GPU domain would keep it in {p2}: its collectives cross "
-                         f"the network between domains (gpus_per_domain_used = {p2_used} avoids it)")
+        placed, alt = mapping.straddles(dim, used, lay.first_gpu, other)
+        if placed > alt and not (filling and alt > 1):
+            notes.append(f"placement: a {name} group ({size} GPUs) spans {placed} NVLink domains, where {other} of "
+                         f"each {D}-GPU domain would keep it in {alt}: its collectives cross the network between "
+                         f"domains (gpus_per_domain_used = {other} avoids it)")
     return notes
 
 
