@@ -5,8 +5,11 @@ stored over the logits in BF16 before v2.18, in FP32 from v2.18, PR #3193), Mega
 (NVIDIA/Megatron-LM@d98e8a64 megatron/core/fusions/fused_cross_entropy.py) from Liger-Kernel's H100 timing of it
 against the unfused loss in the same benchmark (linkedin/Liger-Kernel@ead96b61 benchmark/data/all_benchmark_data.csv)."""
 
+import csv
+
 import pytest
 
+from conftest import ROOT
 from topo.training.cross_entropy import cross_entropy_impls, cross_entropy_moves
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import memory_s
@@ -73,3 +76,14 @@ def test_the_te_loss_is_cheaper_than_the_native_one_on_pr_5094s_run():
 def test_an_unknown_implementation_is_one_line():
     with pytest.raises(ValueError, match=r"cross_entropy='liger' is not a known implementation; allowed: fused, te"):
         cross_entropy_moves("liger")
+
+
+def test_nemo_26_08_rows_run_te_before_its_fp32_gradient():
+    # NeMo 26.08 is Megatron-Bridge 0.6.0 (NVIDIA-NeMo/Megatron-Bridge v0.6.0 docs/versions1.json, "0.6.0 (latest) ·
+    # 26.08"), whose uv.lock pins Transformer Engine 2.17.1+4329ff84 (d51ba9f39); v2.17.1 is cut from release_v2.17,
+    # without 01bbe3eea (the FP32 gradient, first in v2.18): every 26.08 row runs `te`, not `te_fp32_grad`
+    rows = [r for name in ("training_runs_published.csv", "training_runs_holdout.csv")
+            for r in csv.DictReader(open(ROOT / "data" / "reference" / name, encoding="utf-8"))
+            if r["run_id"].startswith("mb2608_")]
+    assert len(rows) == 4
+    assert {r["cross_entropy"] for r in rows} == {"te"}

@@ -83,7 +83,8 @@ def test_the_unfused_loss_against_liger_kernels_h100_timing():
 def test_the_fused_loss_against_liger_kernels_h100_timing_as_the_unfused_one():
     # Megatron-Core's fused loss measured on H100 (11.8 ms forward, 18.2 ms with the backward): its bytes are the
     # unfused loss's scaled by the measured time ratio, so topo misses both by the same share (the unfused test's
-    # -14% / -8%): 10.1 / 5.9 ms. The source's in-place count (22 / 10 bytes) priced it at 7.8 / 11.4 ms and fails
+    # -14% / -8%): 10.1 / 5.9 ms. The source's in-place count (22 / 10 bytes) priced it at 7.8 ms forward, 11.4 with the
+    # backward, and fails
     gpu = gpu_compute("H100")
     t = {}
     for impl in ("fused", "megatron_unfused"):
