@@ -3,7 +3,8 @@ Transformer Engine's Triton cross-entropy (NVIDIA/TransformerEngine transformer_
 cross_entropy.py: online_softmax_kernel and cross_entropy_kernel read the BF16 row once each, the gradient is
 stored over the logits in BF16 before v2.18, in FP32 from v2.18, PR #3193), Megatron-Core's native fused loss
 (NVIDIA/Megatron-LM@d98e8a64 megatron/core/fusions/fused_cross_entropy.py) from Liger-Kernel's H100 timing of it
-against the unfused loss in the same benchmark (linkedin/Liger-Kernel@ead96b61 benchmark/data/all_benchmark_data.csv)."""
+against the unfused loss in the same benchmark (linkedin/Liger-Kernel@ead96b61
+benchmark/data/all_benchmark_data.csv)."""
 
 import csv
 
