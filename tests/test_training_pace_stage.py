@@ -21,9 +21,11 @@ DSV3_PP4_VP4 = "Et*4|(t*4|)*14tmL"
 
 
 def _dsv3_layout():
-    # Megatron-Bridge's GB200 DeepSeek-V3 MXFP8 row: TP1 PP4 VP4 EP64, MBS 1, GBS 4,096 on 256 GPUs, HybridEP
+    # Megatron-Bridge's GB200 DeepSeek-V3 MXFP8 row: TP1 PP4 VP4 EP64, MBS 1, GBS 4,096 on 256 GPUs, HybridEP,
+    # Transformer Engine's loss (the row's cross_entropy column)
     return make_layout(pp=4, vpp=4, dp=64, ep=64, etp=1, global_batch=4096, seq_len=4096, micro_batch=1,
-                       pipeline_layout=DSV3_PP4_VP4, ep_dispatcher="deepep", precision="fp8", overlap_pp=True)
+                       pipeline_layout=DSV3_PP4_VP4, ep_dispatcher="deepep", precision="fp8", overlap_pp=True,
+                       cross_entropy="te")
 
 
 def _moe_blocks(model, lay, stage):
