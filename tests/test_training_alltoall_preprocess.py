@@ -8,7 +8,7 @@ import pytest
 from topo.training.gpus import gpu_compute
 from topo.training.kernels import alltoall_preprocess_kernels
 from topo.training.model import load_model
-from topo.training.operators import block_ops, block_time, host_launch_s
+from topo.training.operators import block_ops, block_time, ep_call_host_s, host_launch_s
 from topo.training.parallel import make_layout
 from topo.training.step import _is_ep_a2a, step_traffic
 
@@ -52,8 +52,9 @@ def test_the_host_launches_them_forward_only_and_graphs_capture_the_preprocess(q
     eager = block_time(qwen, _lay(), g, "E")
     flex = block_time(qwen, _lay(ep_dispatcher="deepep"), g, "E")
     # the same block but for the dispatcher: the flex router's 17 against the fused router's 31 plus 7 + 4, and
-    # the permutation's 9 forward launches against HybridEP's 8 (kernels.toml permute_kernels)
-    assert eager.host_s - flex.host_s == pytest.approx((31 - 17 + 7 + 4 + 9 - 8) * HOST_S)
+    # the permutation's 9 forward launches against none of HybridEP's own (its 2 are launched from C++ inside its
+    # two calls, whose host time the block's call_host_s prices: Op.in_call)
+    assert eager.host_s - flex.host_s == pytest.approx((31 - 17 + 7 + 4 + 9 - 0) * HOST_S)
     # no backward kernels: autograd does not replay the counts
     mine = [op for op in block_ops(qwen, _lay(), "E") if op.name.startswith("dispatch_")]
     assert len(mine) == 2 and all(host_launch_s(op, g, backward=True) == 0.0 for op in mine)
@@ -93,7 +94,7 @@ def test_the_probs_all_to_all_and_the_counts_gather_are_in_the_traffic(qwen):
 @pytest.mark.parametrize("upd, local, launches, back", [
     ({}, 16, (9, 4), 2),  # all-to-all: permute (3 row-id-map kernels + 1), sort by expert (2), sort back (2), unpermute
     ({"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}, 16, (5, 2), 2),  # DeepEP: permute and unpermute only
-    ({"ep_dispatcher": "deepep"}, 16, (8, 8), 1),  # HybridEP permutes inside its own calls: unpublished, assumed
+    ({"ep_dispatcher": "deepep"}, 16, (2, 2), 1),  # HybridEP: one permute, one un-permute, inside its calls
 ])
 def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, launches, back):
     """Transformer Engine's fused permutation (NVIDIA/TransformerEngine@d0067d0da pytorch/permutation.py, triton
@@ -109,8 +110,9 @@ def test_the_permutation_launches_transformer_engines_kernels(qwen, upd, local, 
     assert qwen.moe.experts / lay.ep == local
     assert (ops["permute"].launches, ops["permute_grad"].launches) == launches
     assert ops["permute_grad"].bytes == back * ops["permute"].bytes
-    assert host_launch_s(ops["permute"], g) == pytest.approx(launches[0] * HOST_S)
-    assert host_launch_s(ops["permute_grad"], g, backward=True) == pytest.approx(launches[1] * HOST_S)
+    own = 0.0 if ops["permute"].in_call else 1.0  # HybridEP's: launched inside its calls (test below)
+    assert host_launch_s(ops["permute"], g) == pytest.approx(own * launches[0] * HOST_S)
+    assert host_launch_s(ops["permute_grad"], g, backward=True) == pytest.approx(own * launches[1] * HOST_S)
     assert host_launch_s(ops["permute_grad"], g) == 0.0 and host_launch_s(ops["permute"], g, backward=True) == 0.0
 
 
@@ -136,3 +138,33 @@ def test_the_sort_by_local_expert_moves_bytes_and_launches_together(ep, sorts):
     plain = 2 * (2 * t_in * h + routed_bytes)  # permutation 1 and its reverse
     assert ops["permute"].bytes == pytest.approx(plain + (4 * routed_bytes if sorts else 0.0))
     assert (ops["permute"].launches, ops["permute_grad"].launches) == ((9, 4) if sorts else (5, 2))
+
+
+def test_hybridep_permutes_in_its_calls_two_gaps_a_pass_and_no_launch_of_the_hosts(qwen):
+    """deepseek-ai/DeepEP@94a9f8f6 (hybrid-ep) ``csrc/hybrid_ep/executor/executor.cu``: ``dispatch_postprocess``
+    launches one permute kernel (``permute_launcher``), ``combine_preprocess`` one un-permute
+    (``unpermute_launcher``), inside ``dispatch_with_permute`` / ``combine_with_unpermute``; the backward calls the
+    other one (NVIDIA/Megatron-LM@6cd6ea530e ``fused_a2a.py``). So 2 kernels a pass on the GPU, each paying its
+    launch gap, and no host launch of their own (the calls' measured host time holds them:
+    ``operators.ep_call_host_s``). Transformer Engine's permutation (DeepEP's backend) keeps its host launches."""
+    g = gpu_compute("H100", overrides={"launch": {"host_s": HOST_S}})
+    ops = {op.name: op for op in block_ops(qwen, _lay(ep_dispatcher="deepep"), "E")}
+    for name, backward in (("permute", False), ("permute_grad", True)):
+        assert ops[name].launches == 2 and ops[name].in_call
+        assert host_launch_s(ops[name], g, backward=backward) == 0.0
+    te = {op.name: op for op in block_ops(qwen, _lay(ep_dispatcher="deepep", ep_flex_backend="deepep"), "E")}
+    assert not te["permute"].in_call and host_launch_s(te["permute"], g) == pytest.approx(5 * HOST_S)
+
+
+def test_a_hybridep_calls_host_is_pr_5094s_figure_times_the_hosts_factor():
+    """Each HybridEP all-to-all call costs the host the profile's 186.2 us on DGX H100 (host_calls.toml
+    ``hybridep_dispatch_with_permute``), on Grace times 37.08 / 13.48 (host_cpu.toml's factor, TE #2053); DeepEP's
+    and the all-to-all dispatcher's calls one kernel launch (``launch_host_s``)."""
+    h100, gb200 = gpu_compute("H100"), gpu_compute("GB200")
+    hybrid = _lay(ep_dispatcher="deepep")
+    assert ep_call_host_s(hybrid, h100) == pytest.approx(186.2e-6)
+    assert ep_call_host_s(hybrid, gb200) == pytest.approx(186.2e-6 * 37.08 / 13.48)
+    assert block_time(load_model("qwen3-30b-a3b"), hybrid, h100, "E").call_host_s == pytest.approx(186.2e-6)
+    for upd in ({}, {"ep_dispatcher": "deepep", "ep_flex_backend": "deepep"}):
+        assert ep_call_host_s(_lay(**upd), gb200) == gb200.kernels.launch_host_s
+

@@ -8,7 +8,7 @@ import pytest
 from topo.resources import data_dir
 from topo.training.host_calls import call_host_s, host_call_table
 from topo.fabric.server_cpu import host_cpu_table
-from topo.training.host_cpu import host_time_factor, reference_host_cpu
+from topo.training.host_cpu import call_host_on_s, host_time_factor, reference_host_cpu
 
 
 
@@ -60,6 +60,31 @@ def test_no_figure_is_made_up_for_a_host_without_one():
 
 def test_every_call_kind_has_a_status_and_a_source():
     for kind, row in host_call_table()["call"].items():
-        assert row["status"] in ("published", "qualitative") and row["source"] and row["what"], kind
-        if row["status"] == "published":
+        assert row["status"] in ("published", "secondary", "qualitative") and row["source"] and row["what"], kind
+        if row["status"] in ("published", "secondary"):
             assert row["host_s"] and all(v > 0 for v in row["host_s"].values()), kind
+
+
+def test_hybridep_call_is_pr_5094s_range_outside_the_preprocessing_per_call():
+    """NVIDIA-NeMo/Megatron-Bridge@7ded17dae (PR #5094) SKILL.md, rank-0 Nsight, overlap off: 'HybridEP
+    dispatch-with-permute NVTX' 4.253 s, 'metadata-preprocess' 3.109 s, over 48 layers x 64 micro-batches x 2
+    dispatch_with_permute calls (the forward dispatch and the combine's backward) = 6,144: 186.2 us a call on DGX
+    H100's 8480C. The overlap-on run's (1.767 - 0.670) s / 6,144 = 178.5 us lies within 5%."""
+    row = host_call_table()["call"]["hybridep_dispatch_with_permute"]
+    assert row["calls"] == 48 * 64 * 2
+    assert (row["range_s"], row["metadata_preprocess_s"]) == (4.253, 3.109)
+    assert call_host_s("hybridep_dispatch_with_permute", "xeon_8480c") == pytest.approx(
+        (4.253 - 3.109) / 6144, rel=1e-3)
+    on = (row["range_s_overlap_on"] - row["metadata_preprocess_s_overlap_on"]) / row["calls"]
+    assert on == pytest.approx(178.5e-6, rel=1e-3) and abs(on / row["host_s"]["xeon_8480c"] - 1) < 0.05
+
+
+def test_a_call_without_a_figure_on_a_host_is_the_references_times_its_factor():
+    """Grace: 186.2 us x 37.08 / 13.48 (TE #2053's torch.nn.Linear ratio); the reference itself unscaled; a
+    published figure on the CPU is used as is; an unknown CPU is one line."""
+    assert call_host_on_s("hybridep_dispatch_with_permute", "xeon_8480c") == pytest.approx(186.2e-6)
+    assert call_host_on_s("hybridep_dispatch_with_permute", "grace") == pytest.approx(186.2e-6 * 37.08 / 13.48)
+    assert call_host_on_s("torch_linear_forward", "grace") == pytest.approx(37.08e-6)
+    with pytest.raises(KeyError, match="'nope'.*not in host_cpu.toml"):
+        call_host_on_s("hybridep_dispatch_with_permute", "nope")
+

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..fabric.server_cpu import default_host_cpu, host_cpu_table
 from .host_calls import call_host_s
 
-__all__ = ["host_cpu", "host_time_factor", "reference_host_cpu"]
+__all__ = ["host_cpu", "host_time_factor", "reference_host_cpu", "call_host_on_s"]
 
 host_cpu = default_host_cpu  # the GPU's catalog server's CPU (a spec's server.host_cpu replaces it)
 
@@ -57,3 +57,33 @@ def host_time_factor(cpu: str) -> float:
         kind = row["time_factor_call"]
         return call_host_s(kind, cpu) / call_host_s(kind, reference_host_cpu())
     return float(row["time_factor"])
+
+
+def call_host_on_s(kind: str, cpu: str) -> float:
+    """Host seconds of one call of ``kind`` on ``cpu``: its published figure there, else the reference CPU's
+    (:func:`reference_host_cpu`) times ``cpu``'s time factor (:func:`host_time_factor`).
+
+    Parameters
+    ----------
+    kind : str
+        A key of ``host_calls.toml``'s ``[call]`` with a figure on ``cpu`` or on the reference CPU.
+    cpu : str
+        A key of ``host_cpu.toml``'s ``[cpu]``.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    KeyError
+        One line: the call kind is unknown, has no figure on ``cpu`` nor on the reference, or ``cpu`` is unknown.
+    """
+    try:
+        return call_host_s(kind, cpu)
+    except KeyError:
+        ref = reference_host_cpu()
+        if cpu not in host_cpu_table()["cpu"]:
+            raise KeyError(f"host CPU {cpu!r}: not in host_cpu.toml") from None
+        return call_host_s(kind, ref) * host_time_factor(cpu) / host_time_factor(ref)

@@ -56,6 +56,7 @@ import numpy as np
 from .cross_entropy import cross_entropy_moves
 from .fsdp2_copies import copies_units, fsdp2_copies
 from .gpus import GpuCompute, gpu_compute
+from .host_cpu import call_host_on_s, reference_host_cpu
 from .grouped_gemm import epilogue_cast, grouped_pass_s, input_cast_kernels
 from .kernels import (KernelModel, alltoall_preprocess_kernels, attention_rate_flops, fp8_backward_published,
                       fp8_padding, fp8_recipe_costs, gemm_s, memory_s, permute_backward_bytes, permute_kernels, permute_s,
@@ -70,7 +71,7 @@ from .model import ATTENTION_BLOCKS, Block, ModelSpec
 from .ssd import ssd_flops, ssd_kernels
 
 __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd", "op_time_s", "op_passes_s", "wgrad_kw",
-           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
+           "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
            "host_syncs", "CAPACITY_MASK_BYTES",
@@ -186,6 +187,10 @@ class Op:
     tp_overlap: str = ""
     """A tensor-parallel linear layer's TP collective: ``ag`` (its input is all-gathered: QKV, fc1) or ``rs``
     (its output is reduce-scattered: the output projection, fc2); empty: none (:func:`tp_paired_gemm_s`)."""
+    in_call: bool = False
+    """A kernel launched from C++ inside a call whose host time is priced as the call's (HybridEP's permute and
+    un-permute, inside ``dispatch_with_permute`` / ``combine_with_unpermute``: :func:`ep_call_host_s`): its GPU gap
+    counts, no host launch of its own."""
     side_stream: bool = False
     """A kernel the host launches onto a stream of its own (FSDP2's all-gather copy-in, :mod:`.fsdp2_copies`): its
     launch counts on the host, its seconds not on the compute stream."""
@@ -815,7 +820,8 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
     DeepEP's backend) move rows by index, at the permute kernels' measured rates (:func:`.kernels.permute_s`);
     HybridEP's permutation is its copy out of its registered buffer, at a contiguous kernel's share of HBM: its
     published Torch API time on GB200 (the kernel plus that copy) leaves the copy (topo's bytes) no less than 59%
-    of HBM, above the gather rates' 46% (tests/test_training_ep_dispatch.py)."""
+    of HBM, above the gather rates' 46% (tests/test_training_ep_dispatch.py). HybridEP's kernels are launched from
+    C++ inside its dispatch and combine calls (``Op.in_call``), whose host time :func:`ep_call_host_s` prices."""
     if lay.ep_dispatcher == "deepep":
         key = lay.ep_flex_backend
     else:
@@ -823,9 +829,10 @@ def _permute_ops(lay: ParallelLayout, nbytes: float, sorts: bool) -> list[Op]:
     fwd, bwd = permute_kernels(key)
     gather = key != "hybridep"
     back = permute_backward_bytes(key)
-    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather),
+    return [Op("permute", "moe", "kernel", 0.0, nbytes, launches=fwd, passes="forward", by_index=gather,
+               in_call=not gather),
             Op("permute_grad", "moe", "kernel", 0.0, back * nbytes, launches=bwd, passes="backward",
-               by_index=gather)]
+               by_index=gather, in_call=not gather)]
 
 
 def _router_kernels(router: str, lay: ParallelLayout) -> float:
@@ -1215,8 +1222,9 @@ def host_launch_s(op: Op, gpu: GpuCompute, backward: bool = False, graphs: tuple
                   precision: str = "bf16", amax_pass: bool = False, scale_kernel: bool = False) -> float:
     """CPU seconds an eager framework spends launching ``op``'s kernels (forward, or its backward); none when a
     CUDA graph of ``graphs`` (the layout's ``cuda_graph_scope``) captures it, or when it runs in the other pass
-    (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`)."""
-    if captured(op, graphs):
+    (``amax_pass``, ``scale_kernel``: :func:`kernels_launched`); none for a kernel a priced call launches
+    (``Op.in_call``)."""
+    if captured(op, graphs) or op.in_call:
         return 0.0
     if op.passes != "both" and backward != (op.passes == "backward"):
         return 0.0
@@ -1377,7 +1385,40 @@ def block_time(model: ModelSpec, lay: ParallelLayout, gpu: GpuCompute, kind: str
     synced = sync_at >= 0
     calls = kind == Block.MOE and lay.ep > 1  # the expert all-to-alls the host launches (none without EP)
     return BlockTime(fwd, bwd, mods, rec, flops, attention, wgrad, host, host_b, hmods, pairs, tuple(seq), sync_at,
-                     gpu.kernels.sync_s if synced else 0.0, gpu.kernels.launch_host_s if calls else 0.0)
+                     gpu.kernels.sync_s if synced else 0.0, ep_call_host_s(lay, gpu) if calls else 0.0)
+
+
+HYBRIDEP_CALL = "hybridep_dispatch_with_permute"
+"""``host_calls.toml``'s call kind of a HybridEP all-to-all call (:func:`ep_call_host_s`)."""
+
+
+def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
+    """Host seconds of one expert all-to-all call of the layout's dispatcher (an MoE block's ``call_host_s``).
+
+    HybridEP (the flex dispatcher's ``hybridep`` backend): its ``dispatch_with_permute`` call's measured host time
+    outside the preprocessing and its sync (``host_calls.toml`` ``[call.hybridep_dispatch_with_permute]``: the
+    Python, the routing map's all-gather call, and the dispatch and permute launches from C++; Megatron-Bridge PR
+    #5094's Nsight profile, DGX H100), times the host CPU's factor elsewhere (:func:`.host_cpu.call_host_on_s`).
+    Its ``combine_with_unpermute`` has no published figure and is taken alike (assumption): the forward combine
+    and the dispatch's backward run the same Python and C++ path with the handle (deepseek-ai/DeepEP@94a9f8f6
+    hybrid-ep ``deep_ep/hybrid_ep_buffer.py``). Other dispatchers: one kernel launch of the host's
+    (``KernelModel.launch_host_s``).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``ep_dispatcher``, ``ep_flex_backend``).
+    gpu : GpuCompute
+        The GPU (its ``kernels.host_cpu``; empty: the reference CPU).
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    if lay.ep_dispatcher == "deepep" and lay.ep_flex_backend == "hybridep":
+        return call_host_on_s(HYBRIDEP_CALL, gpu.kernels.host_cpu or reference_host_cpu())
+    return gpu.kernels.launch_host_s
 
 
 BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
