@@ -8,6 +8,7 @@ import sys
 import tomllib
 
 import pytest
+import topo
 
 from conftest import ROOT
 from published_setups import published_setups
@@ -513,7 +514,9 @@ def test_held_out_runs_fit_in_memory(monkeypatch, tmp_path):
     held = [s for s in setups if s["run"] in {r["run_id"] for r in _rows(HOLDOUT)}]
     assert len(held) == len(_rows(HOLDOUT))
     mems = {s["run"]: memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes,
-                                     generation=gpu_compute(s["gpu"]).generation) for s in held}
+                                     generation=gpu_compute(s["gpu"]).generation,
+                                     gpus_per_domain=topo.load_spec(s["spec"][0], list(s["spec"][1])).gpus_per_domain)
+            for s in held}
     over = {run: round(mem.total_bytes / 1e9, 1) for run, mem in mems.items() if not mem.fits}
     assert set(over) == HOLDOUT_STILL_OVER, over
 

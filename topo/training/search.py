@@ -67,6 +67,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
+from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
@@ -291,10 +292,13 @@ class _Search:
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit)."""
         mk, bk, _ = keys
+        dom = self.spec.gpus_per_domain  # NCCL's buffers read the rank order, which the shape's key leaves out
+        mk = (mk, nccl_buffer_bytes(lay, self.model.moe is not None, dom))
         mem = self.mem_cache.get(mk)
         if mem is None:
             mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
-                                                      generation=self.gpu.generation, activations=self.act_cache)
+                                                      generation=self.gpu.generation, activations=self.act_cache,
+                                                      gpus_per_domain=dom)
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
