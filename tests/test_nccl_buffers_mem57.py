@@ -5,10 +5,15 @@ import math
 
 import pytest
 
+import topo
+from topo.training.comm import CommEngine
+from topo.training.gpus import gpu_compute
+from topo.training.mapping import map_layout
 from topo.training.memory import memory_per_gpu
 from topo.training.model import load_model
-from topo.training.nccl_buffers import communicators, nccl_buffer_bytes
-from topo.training.parallel import make_layout
+from topo.training.nccl_buffers import _member_offsets, communicators, nccl_buffer_bytes
+from topo.training.parallel import ParallelLayout, make_layout
+from topo.training.search import _keys, _Search
 
 MiB = 2**20
 # src/init.cc: DEFAULT_LL_BUFFSIZE 8 lines x 512 threads x 8 steps x 16 B, DEFAULT_LL128_BUFFSIZE 120 x 640 x 8 x
@@ -81,3 +86,33 @@ def test_memory_per_gpu_adds_them_and_the_search_keys_them():
     assert inside.nccl_bytes == nccl_buffer_bytes(lay, True, 8)
     assert inside.total_bytes - unknown.total_bytes == pytest.approx(inside.nccl_bytes - unknown.nccl_bytes)
     assert inside.to_dict()["nccl_bytes"] == int(inside.nccl_bytes)
+
+
+@pytest.mark.parametrize("fields, order", [
+    (dict(tp=1, dp=64, ep=8, etp=1), "tp-cp-ep-dp-pp"),
+    (dict(tp=1, dp=64, ep=16, etp=1), "tp-cp-ep-dp-pp"),
+    (dict(tp=2, dp=32, ep=8), "tp-cp-ep-dp-pp"),
+    (dict(tp=2, dp=16, pp=2, ep=8), "tp-cp-ep-pp-dp"),
+    (dict(tp=1, dp=8, pp=8, ep=8, etp=1), "tp-cp-ep-pp-dp"),
+])
+def test_the_ep_peers_inside_a_server_are_the_mappings(fields, order):
+    """The EP ranks nccl_buffers finds in the first GPU's 8-GPU domain are those topo.training.mapping places there
+    (Megatron-Core's MoE folding; the cases of tests/test_training_search_ep_floor.py)."""
+    lay = ParallelLayout(global_batch=64, micro_batch=1, rank_order=order, **fields)
+    inside = sum(1 for o in _member_offsets(lay, "ep", lay.ep) if o < 8)
+    assert inside == map_layout(lay, 8, 64 * lay.pp).members_in_domain("ep")
+
+
+def test_the_search_fits_each_rank_order_with_its_own_buffers():
+    """A search keys memory by the layout's shape, which leaves out the rank order; NCCL's buffers read it. Both
+    orders of one shape get memory_per_gpu's own figure (the second by replacing the first's NCCL bytes)."""
+    fabric = topo.build_fabric(topo.load_spec("dgx-h100-superpod", ["cluster.num_units=1"]))
+    m = load_model("qwen3-30b-a3b")
+    gpu = gpu_compute(fabric.spec.gpu, host_cpu=fabric.spec.host_cpu[0])
+    s = _Search(fabric, m, CommEngine(fabric), gpu, 5, dict(convention="6n", efficiency=None), None, None)
+    for order in ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"):
+        lay = ParallelLayout(tp=1, dp=16, pp=2, ep=8, etp=1, global_batch=64, micro_batch=1, rank_order=order)
+        _, mem = s.bound_of(lay, _keys(lay))
+        own = memory_per_gpu(m, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=8)
+        assert mem == own, order
+    assert len({v.nccl_bytes for v in s.mem_cache.values()}) == 2

@@ -55,6 +55,7 @@ import heapq
 import itertools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -293,12 +294,17 @@ class _Search:
         """Memory check and compute + communication-floor bound (None: does not fit)."""
         mk, bk, _ = keys
         dom = self.spec.gpus_per_domain  # NCCL's buffers read the rank order, which the shape's key leaves out
-        mk = (mk, nccl_buffer_bytes(lay, self.model.moe is not None, dom))
-        mem = self.mem_cache.get(mk)
+        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom)
+        mem = self.mem_cache.get((mk, nccl))
         if mem is None:
-            mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
-                                                      generation=self.gpu.generation, activations=self.act_cache,
-                                                      gpus_per_domain=dom)
+            shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
+            if shape is None:
+                mem = shape = self.mem_cache[mk] = memory_per_gpu(
+                    self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
+                    activations=self.act_cache, gpus_per_domain=dom)
+            else:
+                mem = replace(shape, nccl_bytes=nccl)
+            self.mem_cache[(mk, nccl)] = mem
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)
