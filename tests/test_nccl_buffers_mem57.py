@@ -116,3 +116,16 @@ def test_the_search_fits_each_rank_order_with_its_own_buffers():
         own = memory_per_gpu(m, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=8)
         assert mem == own, order
     assert len({v.nccl_bytes for v in s.mem_cache.values()}) == 2
+
+
+def test_an_all_to_all_over_an_nvl72_rack_is_halved_by_its_hosts():
+    """GB200 NVL72: 64 GPUs of one NVLink domain on 16 hosts of 4 (NCCL's nNodes 16 > 1): every peer over NVLink
+    (32 channels a peer), halved while channels x ceil(64 / 8) > 16 (src/graph/paths.cc
+    ncclTopoComputeP2pChannels): 2 a peer, 63 peers, no network pool. Inside one 4-GPU host: 3 peers x 32."""
+    lay = _moe(dp=64, ep=64)
+    a2a = nccl_buffer_bytes(lay, True, 64, 4) - nccl_buffer_bytes(
+        lay.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4)
+    assert a2a == 63 * 2 * CONN
+    four = _moe(dp=64, ep=4)
+    assert nccl_buffer_bytes(four, True, 64, 4) - nccl_buffer_bytes(
+        four.model_copy(update={"ep_dispatcher": "deepep"}), True, 64, 4) == 3 * 32 * CONN

@@ -166,9 +166,10 @@ STILL_OVER: set = set()
 
 
 @functools.cache
-def _domain(spec: tuple) -> int:
-    """GPUs of one NVLink domain of a run's fabric (NCCL's send/receive buffers read it, mem57)."""
-    return topo.load_spec(spec[0], list(spec[1])).gpus_per_domain
+def _domain(spec: tuple) -> dict:
+    """GPUs of one NVLink domain and of one host of a run's fabric (NCCL's send/receive buffers read them, mem57)."""
+    sp = topo.load_spec(spec[0], list(spec[1]))
+    return dict(gpus_per_domain=sp.gpus_per_domain, gpus_per_server=sp.gpus_per_server)
 
 
 def test_published_runs_fit():
@@ -184,7 +185,7 @@ def test_published_runs_fit():
     for s in setups:
         gpu = gpu_compute(s["gpu"])
         mem = memory_per_gpu(s["model"], s["lay"], gpu.memory_bytes, generation=gpu.generation,
-                             gpus_per_domain=_domain(s["spec"]))
+                             **_domain(s["spec"]))
         if not mem.fits:
             over[s["run"]] = round(mem.total_bytes / 1e9, 1)
     assert set(over) == STILL_OVER, over

@@ -325,14 +325,15 @@ _ACTIVATIONS_KEY = ACTIVATIONS_READ + STAGES_READ
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
                    generation: str | None = None, activations: dict | None = None,
-                   gpus_per_domain: int | None = None) -> MemoryBreakdown:
+                   gpus_per_domain: int | None = None, gpus_per_server: int | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
     (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
     weights hold there; None counts their transposes). ``activations``: a dict kept by the caller for one model
     (a layout search's), holding each stage's activations per micro-batch by :data:`ACTIVATIONS_READ` and
     :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them.
-    ``gpus_per_domain``: GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first), which
-    sets NCCL's send/receive buffers (:func:`.nccl_buffers.nccl_buffer_bytes`; None: none counted over NVLink)."""
+    ``gpus_per_domain``: GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first) and
+    ``gpus_per_server`` (one host's), which set NCCL's send/receive buffers (:func:`.nccl_buffers.nccl_buffer_bytes`;
+    None: none counted over NVLink)."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
@@ -345,7 +346,7 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
             per_mb = activations[key] = _stage_activations(model, lay, stages)
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
-    nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain)
+    nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain, gpus_per_server)
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
     fixed = reserved + nccl  # as MemoryBreakdown.total_bytes adds them
     wb, gb, ob, reshard = lay.weight_bytes, lay.grad_bytes, lay.optimizer_bytes_per_param, lay.fsdp_reshard_after_forward

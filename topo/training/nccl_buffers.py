@@ -12,8 +12,9 @@ and reduce-scatters: a ring), CP (ring attention's send/receive to the two neigh
 rank, or an all-gather's ring), data x context (the gradients' reduction: a ring), PP (send/receive to the
 previous and next stage), and for MoE the EP all-to-all (send/receive to every rank of the group, Megatron-Core's
 ``alltoall`` dispatcher), the expert TP and expert DP rings. A send/receive communicator whose ranks share one
-NVLink domain gets NCCL's NVLink channels per peer; one that spans domains gets its network count, halved for
-many peers as NCCL does, for the peers inside the domain, plus the shared network pools. Without a domain size
+NVLink domain gets NCCL's NVLink channels per peer (halved for many peers, as NCCL does, when they span hosts:
+a GB200 NVL72's 4-GPU trays); one that spans domains gets the network's count, halved alike, for the peers inside
+the domain, plus the shared network pools. Without a domain size
 every send/receive communicator is counted as spanning domains with no NVLink peer (the least NCCL holds).
 """
 
@@ -73,7 +74,8 @@ _BYTES: dict = {}
 micro-batch, recomputation and sharding of one shape."""
 
 
-def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | None = None) -> float:
+def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | None = None,
+                      gpus_per_server: int | None = None) -> float:
     """Bytes of NCCL buffers one GPU of ``lay`` holds (see the module doc).
 
     Parameters
@@ -85,6 +87,8 @@ def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | Non
     gpus_per_domain : int, optional
         GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first). None: unknown, every
         send/receive communicator counted as spanning domains with no NVLink peer.
+    gpus_per_server : int, optional
+        GPUs of one host (NCCL's node: 4 on a GB200 NVL72, whose domain spans 18 hosts); default the domain's.
 
     Returns
     -------
@@ -92,31 +96,38 @@ def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | Non
         Bytes per GPU.
     """
     dom = lay.gpus_per_domain_used or gpus_per_domain
+    host = min(gpus_per_server or dom, dom) if dom else None
     key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.rank_order, lay.cp_comm_type, lay.ep_dispatcher,
-           moe, dom)
+           moe, dom, host)
     got = _BYTES.get(key)
     if got is None:
         if len(_BYTES) >= 4096:
             _BYTES.clear()
-        got = _BYTES[key] = sum(_communicator_bytes(lay, c, dom) for c in communicators(lay, moe))
+        got = _BYTES[key] = sum(_communicator_bytes(lay, c, dom, host) for c in communicators(lay, moe))
     return got
 
 
-def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], dom: int | None) -> float:
-    """One communicator's bytes on one GPU."""
+def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], dom: int | None,
+                        host: int | None) -> float:
+    """One communicator's bytes on one GPU: a ring's channels; a send/receive communicator's channels per peer
+    (NCCL's ``ncclTopoComputeP2pChannelsPerPeer``: the NVLink count when every rank is over NVLink, else the
+    network's; ``ncclTopoComputeP2pChannels`` halves it for many peers once the ranks span hosts) to each peer over
+    NVLink, and the shared network pools when some rank is beyond the domain."""
     k = nccl_constants()
     conn, channels = k["connection_bytes"], k["collective_channels"]
     group, kind, ranks, peers = comm
     if kind == "ring":
         return channels * conn
+    if dom is None:
+        return k["network_p2p_shared_bytes"]
     offsets = _member_offsets(lay, group, ranks)
-    if dom is not None and offsets[-1] // dom == 0:  # every rank in the first GPU's domain
-        return peers * k["nvlink_p2p_channels_per_peer"] * conn
-    per_peer = int(k["network_p2p_channels_per_peer"])
-    while per_peer * math.ceil(ranks / P2P_PER_BATCH) > channels and per_peer > 1:
-        per_peer //= 2
-    inside = 0 if dom is None else sum(1 for o in offsets if o // dom == 0) - 1
-    return k["network_p2p_shared_bytes"] + min(peers, inside) * per_peer * conn
+    inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
+    per_peer = int(k["nvlink_p2p_channels_per_peer"] if inside == ranks - 1 else k["network_p2p_channels_per_peer"])
+    if offsets[-1] >= host:  # NCCL's nNodes > 1
+        while per_peer * math.ceil(ranks / P2P_PER_BATCH) > channels and per_peer > 1:
+            per_peer //= 2
+    pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
+    return pools + min(peers, inside) * per_peer * conn
 
 
 def _member_offsets(lay: ParallelLayout, group: str, ranks: int) -> list[int]:

@@ -293,15 +293,15 @@ class _Search:
     def bound_of(self, lay, keys):
         """Memory check and compute + communication-floor bound (None: does not fit)."""
         mk, bk, _ = keys
-        dom = self.spec.gpus_per_domain  # NCCL's buffers read the rank order, which the shape's key leaves out
-        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom)
+        dom, host = self.spec.gpus_per_domain, self.spec.gpus_per_server  # NCCL's buffers read the rank order,
+        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom, host)  # which the shape's key leaves out
         mem = self.mem_cache.get((mk, nccl))
         if mem is None:
             shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
             if shape is None:
                 mem = shape = self.mem_cache[mk] = memory_per_gpu(
                     self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
-                    activations=self.act_cache, gpus_per_domain=dom)
+                    activations=self.act_cache, gpus_per_domain=dom, gpus_per_server=host)
             else:
                 mem = replace(shape, nccl_bytes=nccl)
             self.mem_cache[(mk, nccl)] = mem
