@@ -56,6 +56,8 @@ and output tensors of each pipeline stage".
 Besides its tensors a training process holds the CUDA context, NCCL's communicator setup and PyTorch's cuBLAS
 workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_bytes`, each with its source): every
 layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
+So do NCCL's channel buffers of the communicators the layout's step uses (``nccl_bytes``,
+:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host).
 """
 
 from __future__ import annotations
