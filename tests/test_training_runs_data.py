@@ -8,6 +8,7 @@ import sys
 import tomllib
 
 import pytest
+import topo
 
 from conftest import ROOT
 from published_setups import published_setups
@@ -504,6 +505,12 @@ HOLDOUT_STILL_OVER: set = set()
 # nemo/collections/llm/recipes/precision/mixed_precision.py nemotron_h_bf16_with_fp8_current_scaling_mixed): 76 GB)
 
 
+def _domains(spec: tuple) -> dict:
+    """A run's fabric's NVLink domain and host sizes (NCCL's send/receive buffers read them, mem57)."""
+    sp = topo.load_spec(spec[0], list(spec[1]))
+    return dict(gpus_per_domain=sp.gpus_per_domain, gpus_per_server=sp.gpus_per_server)
+
+
 def test_held_out_runs_fit_in_memory(monkeypatch, tmp_path):
     # runs that ran must fit (issue 20), the held-out ones too, read with the fit's settings for their source
     from topo.training.gpus import gpu_compute
@@ -513,7 +520,8 @@ def test_held_out_runs_fit_in_memory(monkeypatch, tmp_path):
     held = [s for s in setups if s["run"] in {r["run_id"] for r in _rows(HOLDOUT)}]
     assert len(held) == len(_rows(HOLDOUT))
     mems = {s["run"]: memory_per_gpu(s["model"], s["lay"], gpu_compute(s["gpu"]).memory_bytes,
-                                     generation=gpu_compute(s["gpu"]).generation) for s in held}
+                                     generation=gpu_compute(s["gpu"]).generation,
+                                     **_domains(s["spec"])) for s in held}
     over = {run: round(mem.total_bytes / 1e9, 1) for run, mem in mems.items() if not mem.fits}
     assert set(over) == HOLDOUT_STILL_OVER, over
 

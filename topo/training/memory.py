@@ -56,6 +56,8 @@ and output tensors of each pipeline stage".
 Besides its tensors a training process holds the CUDA context, NCCL's communicator setup and PyTorch's cuBLAS
 workspace (``topo/data/compute/memory_reserve.toml``, :func:`process_reserve_bytes`, each with its source): every
 layout's total adds them (``reserved_bytes``), so a layout that fills the GPU to its last gigabyte does not fit.
+So do NCCL's channel buffers of the communicators the layout's step uses (``nccl_bytes``,
+:func:`.nccl_buffers.nccl_buffer_bytes`: 12 MiB per channel and peer, by NVLink domain and host).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from ..resources import data_dir
 from ..units import whole_bytes
 from .parallel import ParallelLayout, divided
 from .fp8_params import fp8_param_bytes, kept_in_fp8
+from .nccl_buffers import nccl_buffer_bytes
 from .model import ATTENTION_BLOCKS, BLOCK_KINDS, Block, ModelSpec
 from .operators import END_UNITS, pipeline_units, rank_stages
 from .unit_params import unit_params
@@ -89,11 +92,12 @@ class MemoryBreakdown:
     buffers_bytes: float = 0.0  # gathered FSDP units, communication buffers
     stage: int = 0
     reserved_bytes: float = 0.0  # the process's own: CUDA context, NCCL setup, cuBLAS workspace
+    nccl_bytes: float = 0.0  # NCCL's channel buffers of the communicators a step uses (.nccl_buffers)
 
     @property
     def total_bytes(self) -> float:
         return _total(self.weights_bytes, self.gradients_bytes, self.optimizer_bytes, self.activations_bytes,
-                      self.buffers_bytes, self.reserved_bytes)
+                      self.buffers_bytes, self.reserved_bytes + self.nccl_bytes)
 
     @property
     def fits(self) -> bool:
@@ -322,12 +326,16 @@ _ACTIVATIONS_KEY = ACTIVATIONS_READ + STAGES_READ
 
 
 def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float, *,
-                   generation: str | None = None, activations: dict | None = None) -> MemoryBreakdown:
+                   generation: str | None = None, activations: dict | None = None,
+                   gpus_per_domain: int | None = None, gpus_per_server: int | None = None) -> MemoryBreakdown:
     """Memory of every pipeline rank of ``lay`` (see the module doc); the rank that needs the most is returned
     (its ``stage``: the rank). ``generation``: the GPU's (:func:`.fp8_params.fp8_param_bytes`: what FP8-kept
     weights hold there; None counts their transposes). ``activations``: a dict kept by the caller for one model
     (a layout search's), holding each stage's activations per micro-batch by :data:`ACTIVATIONS_READ` and
-    :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them."""
+    :data:`STAGES_READ`: layouts that differ in their sharding, data or expert parallelism share them.
+    ``gpus_per_domain``: GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first) and
+    ``gpus_per_server`` (one host's), which set NCCL's send/receive buffers (:func:`.nccl_buffers.nccl_buffer_bytes`;
+    None: none counted over NVLink)."""
     z = lay.zero_stage
     s = (lay.seq_len or model.seq_len) / lay.cp
     stages = pipeline_units(model, lay)
@@ -340,7 +348,9 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
             per_mb = activations[key] = _stage_activations(model, lay, stages)
     ends = end_unit_params(model, lay) if kept_in_fp8(lay) and z < 3 else None
     div3, div2, div1 = lay.shard_divisors(3), lay.shard_divisors(2), lay.shard_divisors(1)  # lay.sharded's, once
+    nccl = nccl_buffer_bytes(lay, model.moe is not None, gpus_per_domain, gpus_per_server)
     reserved, gather_b = process_reserve_bytes(), lay.weight_gather_bytes
+    fixed = reserved + nccl  # as MemoryBreakdown.total_bytes adds them
     wb, gb, ob, reshard = lay.weight_bytes, lay.grad_bytes, lay.optimizer_bytes_per_param, lay.fsdp_reshard_after_forward
     heads_of = [units.count("logits") + units.count("mtp_head") for units in stages]  # each head's fp32 logits
     best, best_total = None, None  # the first rank with the largest total; only its breakdown is built
@@ -355,12 +365,13 @@ def memory_per_gpu(model: ModelSpec, lay: ParallelLayout, capacity_bytes: float,
         heads = sum([heads_of[j] for j in held])
         if heads:
             act += heads * 4 * s * lay.micro_batch * model.vocab / lay.tp
-        total = _total(w, g, o, act, buf, reserved)
+        total = _total(w, g, o, act, buf, fixed)
         if best is None or total > best_total:
             best, best_total = (w, g, o, act, buf, i), total
     w, g, o, act, buf, i = best
     return MemoryBreakdown(weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                           capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i, reserved_bytes=reserved)
+                           capacity_bytes=capacity_bytes, buffers_bytes=buf, stage=i, reserved_bytes=reserved,
+                           nccl_bytes=nccl)
 
 
 def _total(weights: float, gradients: float, optimizer: float, activations: float, buffers: float,

@@ -55,6 +55,7 @@ import heapq
 import itertools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -67,6 +68,7 @@ from .fsdp2_copies import copies_units
 from .gpus import gpu_compute
 from .parallel import DEFAULT_ORDER, ParallelLayout, check_layout
 from .memory import memory_per_gpu
+from .nccl_buffers import nccl_buffer_bytes
 from .model import ModelSpec
 from .operators import stage_compute
 from .result import SearchResult
@@ -299,10 +301,18 @@ class _Search:
         ``lay`` placed or not (:meth:`placed`); ``keys`` are :func:`_keys` of ``lay``."""
         lay = self.placed(lay)
         mk, bk, _ = keys
-        mem = self.mem_cache.get(mk)
+        dom, host = self.spec.gpus_per_domain, self.spec.gpus_per_server  # NCCL's buffers read the rank order,
+        nccl = nccl_buffer_bytes(lay, self.model.moe is not None, dom, host)  # which the shape's key leaves out
+        mem = self.mem_cache.get((mk, nccl))
         if mem is None:
-            mem = self.mem_cache[mk] = memory_per_gpu(self.model, lay, self.gpu.memory_bytes,
-                                                      generation=self.gpu.generation, activations=self.act_cache)
+            shape = self.mem_cache.get(mk)  # the same shape in another rank order: only NCCL's buffers differ
+            if shape is None:
+                mem = shape = self.mem_cache[mk] = memory_per_gpu(
+                    self.model, lay, self.gpu.memory_bytes, generation=self.gpu.generation,
+                    activations=self.act_cache, gpus_per_domain=dom, gpus_per_server=host)
+            else:
+                mem = replace(shape, nccl_bytes=nccl)
+            self.mem_cache[(mk, nccl)] = mem
         if not mem.fits:
             return None, mem
         got = self.bound_cache.get(bk)

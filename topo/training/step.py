@@ -1071,7 +1071,8 @@ def _step_result(fabric: Fabric, model: ModelSpec, lay: ParallelLayout, gpu, sc,
     breakdown = step_breakdown(lay, sc, exposed, optimizer)
     step = sum(breakdown.values())
     seq = lay.seq_len or model.seq_len
-    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation)
+    mem = memory_per_gpu(model, lay, gpu.memory_bytes, generation=gpu.generation, gpus_per_domain=spec.gpus_per_domain,
+                         gpus_per_server=spec.gpus_per_server)
     notes = ([placed] if placed else []) + _notes(model, lay, gpu, mem, mapping)
     layout = lay.model_dump()
     # seq_len: the tokens the step ran a sequence at (the model's when the layout gives none), never null

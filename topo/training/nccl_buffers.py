@@ -1,0 +1,153 @@
+"""NCCL's buffers per GPU: what the communicators a training step uses hold once connected.
+
+NCCL connects a communicator's channels at its first collective (a ring per channel: one receive connection from
+the previous rank, one send connection to the next) or at its first send/receive to a peer (``p2p``: channels per
+peer, both ways), and keeps them for the run. On Hopper and Blackwell an NVLink connection holds its three
+protocols' buffers on the receiving GPU (LL 0.5 MiB, LL128 4.7 MiB, Simple 4 MiB, rounded up to 10 MiB) and
+2 MiB on the sender: 12 MiB per channel and peer (``topo/data/compute/nccl_buffers.toml``, each figure with its
+source). Send/receive to peers across the network shares one pool each way per communicator.
+
+The communicators a Megatron-Core step uses (``megatron/core/parallel_state.py``'s groups): TP (its all-gathers
+and reduce-scatters: a ring), CP (ring attention's send/receive to the two neighbours, an all-to-all's to every
+rank, or an all-gather's ring), data x context (the gradients' reduction: a ring), PP (send/receive to the
+previous and next stage), and for MoE the EP all-to-all (send/receive to every rank of the group, Megatron-Core's
+``alltoall`` dispatcher), the expert TP and expert DP rings. A send/receive communicator whose ranks share one
+NVLink domain gets NCCL's NVLink channels per peer (halved for many peers, as NCCL does, when they span hosts:
+a GB200 NVL72's 4-GPU trays); one that spans domains gets the network's count, halved alike, for the peers inside
+the domain, plus the shared network pools. Without a domain size
+every send/receive communicator is counted as spanning domains with no NVLink peer (the least NCCL holds).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import lru_cache
+
+from ..resources import data_dir
+from .parallel import ParallelLayout
+
+__all__ = ["nccl_constants", "communicators", "nccl_buffer_bytes"]
+
+_DENSE = ("tp", "cp", "dp", "pp")
+P2P_PER_BATCH = 8
+"""NCCL's ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (src/include/device.h, v2.30.7-1): the peers one round of
+send/receive work serves, by which ``ncclTopoComputeP2pChannels`` halves a multi-node communicator's channels per
+peer."""
+
+
+@lru_cache(maxsize=None)
+def nccl_constants() -> dict[str, float]:
+    """``nccl_buffers.toml``'s values by key (bytes, channels)."""
+    table = tomllib.loads((data_dir("compute") / "nccl_buffers.toml").read_text(encoding="utf-8"))
+    return {k: float(v["value"]) for k, v in table.items()}
+
+
+def communicators(lay: ParallelLayout, moe: bool) -> list[tuple[str, str, int, int]]:
+    """The communicators one GPU of ``lay`` uses in a step, as ``(group, kind, ranks, peers)``: ``kind`` is
+    ``"ring"`` (collectives) or ``"p2p"`` (send/receive to ``peers`` ranks of the group). Groups of one rank hold
+    nothing and are left out. ``moe``: the model has experts (Megatron-Core builds the expert groups)."""
+    out = []
+    if lay.tp > 1:
+        out.append(("tp", "ring", lay.tp, 2))
+    if lay.cp > 1:
+        if lay.cp_comm_type == "all_gather":
+            out.append(("cp", "ring", lay.cp, 2))
+        else:  # ring attention's neighbours, or the all-to-all's every rank
+            out.append(("cp", "p2p", lay.cp, min(2, lay.cp - 1) if lay.cp_comm_type == "p2p" else lay.cp - 1))
+    if lay.dp * lay.cp > 1:
+        out.append(("dpcp", "ring", lay.dp * lay.cp, 2))
+    if lay.pp > 1:
+        out.append(("pp", "p2p", lay.pp, min(2, lay.pp - 1)))
+    if moe:
+        if lay.ep > 1 and lay.ep_dispatcher == "alltoall":
+            out.append(("ep", "p2p", lay.ep, lay.ep - 1))
+        if lay.expert_tp > 1:
+            out.append(("etp", "ring", lay.expert_tp, 2))
+        if lay.expert_dp > 1:
+            out.append(("edp", "ring", lay.expert_dp, 2))
+    return out
+
+
+_BYTES: dict = {}
+""":func:`nccl_buffer_bytes` by the layout fields it reads, the domain and ``moe``: a search asks again for every
+micro-batch, recomputation and sharding of one shape."""
+
+
+def nccl_buffer_bytes(lay: ParallelLayout, moe: bool, gpus_per_domain: int | None = None,
+                      gpus_per_server: int | None = None) -> float:
+    """Bytes of NCCL buffers one GPU of ``lay`` holds (see the module doc).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (its sizes, rank order, CP exchange and EP dispatcher; ``gpus_per_domain_used`` when placed).
+    moe : bool
+        Whether the model has experts.
+    gpus_per_domain : int, optional
+        GPUs of one NVLink domain the job uses (the layout's ``gpus_per_domain_used`` first). None: unknown, every
+        send/receive communicator counted as spanning domains with no NVLink peer.
+    gpus_per_server : int, optional
+        GPUs of one host (NCCL's node: 4 on a GB200 NVL72, whose domain spans 18 hosts); default the domain's.
+
+    Returns
+    -------
+    float
+        Bytes per GPU.
+    """
+    dom = lay.gpus_per_domain_used or gpus_per_domain
+    host = min(gpus_per_server or dom, dom) if dom else None
+    key = (lay.tp, lay.cp, lay.pp, lay.dp, lay.ep, lay.etp, lay.rank_order, lay.cp_comm_type, lay.ep_dispatcher,
+           moe, dom, host)
+    got = _BYTES.get(key)
+    if got is None:
+        if len(_BYTES) >= 4096:
+            _BYTES.clear()
+        got = _BYTES[key] = sum(_communicator_bytes(lay, c, dom, host) for c in communicators(lay, moe))
+    return got
+
+
+def _communicator_bytes(lay: ParallelLayout, comm: tuple[str, str, int, int], dom: int | None,
+                        host: int | None) -> float:
+    """One communicator's bytes on one GPU: a ring's channels; a send/receive communicator's channels per peer
+    (NCCL's ``ncclTopoComputeP2pChannelsPerPeer``: the NVLink count when every rank is over NVLink, else the
+    network's; ``ncclTopoComputeP2pChannels`` halves it for many peers once the ranks span hosts) to each peer over
+    NVLink, and the shared network pools when some rank is beyond the domain."""
+    k = nccl_constants()
+    conn, channels = k["connection_bytes"], k["collective_channels"]
+    group, kind, ranks, peers = comm
+    if kind == "ring":
+        return channels * conn
+    if dom is None:
+        return k["network_p2p_shared_bytes"]
+    offsets = _member_offsets(lay, group, ranks)
+    inside = sum(1 for o in offsets if o < dom) - 1  # NVLink peers of the first GPU
+    per_peer = int(k["nvlink_p2p_channels_per_peer"] if inside == ranks - 1 else k["network_p2p_channels_per_peer"])
+    if offsets[-1] >= host:  # NCCL's nNodes > 1
+        while per_peer * math.ceil(ranks / P2P_PER_BATCH) > channels and per_peer > 1:
+            per_peer //= 2
+    pools = k["network_p2p_shared_bytes"] if inside < ranks - 1 else 0.0
+    return pools + min(peers, inside) * per_peer * conn
+
+
+def _member_offsets(lay: ParallelLayout, group: str, ranks: int) -> list[int]:
+    """GPU offsets (from the group's first) of the first group of ``group``, ascending: dense dimensions stride by
+    the sizes of the dimensions faster than them in the rank order; the EP group strides by ``etp`` over a stage's
+    ranks read TP fastest, then CP, then DP (Megatron-Core's MoE folding, :mod:`.mapping`)."""
+    order = [d for d in lay.order() if d in _DENSE] or list(_DENSE)
+    order += [d for d in _DENSE if d not in order]
+    stride, size = {}, 1
+    for d in order:
+        stride[d] = size
+        size *= getattr(lay, d)
+    if group != "ep":
+        return [i * stride[group] for i in range(ranks)]
+    stage_dims = [d for d in order if d != "pp"]
+    out = []
+    for i in range(ranks):
+        r, gpu = i * lay.expert_tp, 0
+        for d in stage_dims:
+            r, digit = divmod(r, getattr(lay, d))
+            gpu += digit * stride[d]
+        out.append(gpu)
+    return sorted(out)
