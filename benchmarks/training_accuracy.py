@@ -745,6 +745,10 @@ def _automodel_settings(model, pp: int) -> dict:
       ``components/models/nemotron_v3/layers.py``, the commit of the row's config): batch-major hidden states into
       mamba_ssm's ``mamba_split_conv1d_scan_combined`` with the gated RMSNorm's weight and ``out_proj`` handed to
       it (``mamba_mixer = "mamba_ssm"``).
+    - MoE models' activation checkpointing (``activation_checkpointing: true``): ``apply_ac``
+      (``nemo_automodel/components/moe/parallelizer.py``, Automodel@ce005dd and @08a48f76) wraps each decoder layer
+      whole in ``checkpoint_wrapper``, non-reentrant by default, so the replay stops at the layer's last saved
+      tensor: its last residual add and an MoE block's combine are not run again (``recompute_early_stop``).
     - The weight gradients: FSDP2's autograd writes each a new bf16 gradient and ``foreach_reduce`` copies it into
       the reduce-scatter buffer at the reduction's dtype (``wgrad_output = "fsdp2"``); no
       ``fuse_wgrad_accumulation`` anywhere in Automodel@36044ad3 (Megatron-FSDP's ``main_grads_dtype`` is another
@@ -755,6 +759,7 @@ def _automodel_settings(model, pp: int) -> dict:
         return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes_per_param=8.0, grad_reduce_bytes=2.0, **common)
     return dict(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes_per_param=4.0, grad_reduce_bytes=4.0,
                 expert_grad_reduce_bytes=2.0, moe_routing="consecutive", fsdp_reshard_after_forward=pp == 1,
+                recompute_early_stop=True,
                 expert_bias_eager="fc1_fc2", expert_clamp_eager=False, attention_bias_eager=False, rope_kernel="te_fused",
                 cross_entropy="torch_bf16", **common)
 

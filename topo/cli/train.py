@@ -59,6 +59,8 @@ def _job_arguments(p) -> None:
                         "fp8_recipe=delayed|current|blockwise|mxfp8 (Blackwell only) with --precision fp8 "
                         "(default: per-tensor scaling), fp8_param_gather=true (FP8 recipes), "
                         "mamba_mixer=megatron|mamba_ssm, "
+                        "recompute_early_stop=true (full recomputation under PyTorch's non-reentrant checkpoint: "
+                        "a layer's replay stops at its last saved tensor), "
                         "cross_entropy=fused|te|te_fp32_grad|torch_bf16|megatron_unfused, "
                         "expert_bias_eager=fc2|fc1_fc2|none, expert_clamp_eager=true|false, "
                         "attention_bias_eager=true|false, "
@@ -583,7 +585,8 @@ FRAMEWORK_OPTIONS = ("cp_comm_type", "fp8_recipe", "fp8_amax_reduction", "tp_onl
                      "moe_counts_aligned", "moe_expert_kernels", "moe_grouped_gemm", "moe_capacity_factor",
                      "moe_expert_rank_capacity_factor", "moe_router_fusion", "overlap_ep", "ep_dispatch_bytes",
                      "cuda_graph_scope", "wgrad_output", "dp_bucket_params", "dp_align_grad_reduce", "tp_overlap_config",
-                     "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy")
+                     "cudnn_version", "attention_fp8", "dp_all_reduce_combine_bytes", "dp_overlap_policy",
+                     "recompute_early_stop")
 
 
 def _dp_idle(L: dict) -> str:
@@ -693,6 +696,7 @@ def _framework_options(L: dict, model, gpu) -> str:
             "dp_all_reduce_combine_bytes": _dp_idle(L) or _all_reduce_idle(L),
             "dp_overlap_policy": _dp_idle(L) or ("" if L.get("overlap_dp", True) else "overlap_dp is off: every "
                                                  "data-parallel collective is exposed"),
+            "recompute_early_stop": "" if L.get("recompute") == "full" else "recompute is not full",
             "dp_align_grad_reduce": _dp_idle(L) or ("" if L.get("vpp", 1) > 1 else "vpp 1: the first stage, which "
                                                     "ends the step, reduces its buckets as they are ready either way")}
     # Transformer Engine emulates block-wise scaling on Blackwell with MXFP8 GEMMs (kernels.toml [fp8_recipe])

@@ -74,7 +74,7 @@ __all__ = ["END_UNITS", "Op", "block_ops", "busiest_rank_load", "expert_rows_sd"
            "quantize_bytes", "cast_kind", "BlockTime", "block_time", "ep_call_host_s", "block_time_key", "StageCompute", "stage_compute", "rank_computes",
            "pipeline_units", "rank_stages", "layer_numbers", "bf16_layers", "optimizer_step_s",
            "OPTIMIZER_STEP_BYTES", "MOE_ROUTER_OPS", "ALLTOALL_PREPROCESS_OPS", "SHARED_EXPERT_MODULES", "SCOPE_PARTS",
-           "host_syncs", "CAPACITY_MASK_BYTES",
+           "host_syncs", "CAPACITY_MASK_BYTES", "RESIDUAL_TAG", "early_stopped_s",
            "fp8_padding_ops", "fp8_padding_copies", "FP8_PADDING_MOVES", "sm_bound_floor_s"]
 
 OPTIMIZER_STEP_BYTES = 34.0
@@ -96,6 +96,11 @@ permutation (``dispatch_preprocess``'s ``permute``: 4 of the op's 9 forward kern
 ``permute_kernels``; NVIDIA/Megatron-LM@d98e8a64dd ``token_dispatcher.py``); the op is not split, so those
 launches are counted after the sync (assumption; splitting them before it moved 4 rows by 0.1-0.5 point and no
 group's median, rev39)."""
+
+RESIDUAL_TAG = "residual"
+"""The tag of a block's residual add (its :func:`block_time` ``recompute_s`` entry): what a layer's replay under
+``recompute_early_stop`` leaves out at its end (:func:`early_stopped_s`)."""
+
 SCOPE_PARTS = {"moe": ("moe", "moe_router", "moe_preprocess")}
 """The ``cuda_graph_scope`` parts a scope value captures beyond its own name. ``moe`` graphs the whole MoE block,
 its norm, router and shared experts (the ``moe_router`` part) included: Megatron-Core's per-layer graph with ``moe``
@@ -274,7 +279,7 @@ def _attention_ops(model: ModelSpec, lay: ParallelLayout, kind: str = Block.ATTE
                 _mem("softmax_dropout", "core_attn", sq * (4 + (5 if model.dropout else 0)))]
     ops += [_gemm("out_proj", "attention", T, h, heads * dv, tag="out_proj", tp_overlap="rs"),
             *_attention_bias_ops(model, lay, T_sp * h),
-            _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h)]
+            _mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h, tag=RESIDUAL_TAG)]
     return ops
 
 
@@ -424,7 +429,7 @@ def _mlp_ops(model: ModelSpec, lay: ParallelLayout, ffn: float, module: str, T: 
     ops.append(_gemm("fc2", module, T, h, f, groups, grouped=grouped, launches=per, packed=packed,
                      tp_overlap="rs" if tpo else "", m_sd=m_sd, expert_kernels=path))
     if norm:
-        ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h))
+        ops.append(_mem("residual", "layernorm", (6 + (1 if model.dropout else 0)) * T_sp * h, tag=RESIDUAL_TAG))
     return ops
 
 
@@ -555,7 +560,7 @@ def _moe_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
     if m.shared_experts:
         ops += _mlp_ops(model, lay, m.shared_experts * m.expert_ffn_hidden, "shared_experts", T, T_sp, lay.tp,
                         norm=False)
-    ops.append(_mem("residual", "layernorm", 6 * T_sp * h))
+    ops.append(_mem("residual", "layernorm", 6 * T_sp * h, tag=RESIDUAL_TAG))
     return ops
 
 
@@ -888,7 +893,7 @@ def _mamba_ops(model: ModelSpec, lay: ParallelLayout) -> list[Op]:
            _kernel("copies_bwd", "backward", copies, launches=2),
            _kernel("conv1d_recompute", "backward", 2 * ACT * T * conv_ch, flops=conv_flops),
            _kernel("conv1d_bwd", "backward", 3 * ACT * T * conv_ch, flops=2 * conv_flops),  # x, dy in; dx out
-           _mem("residual", "layernorm", 6 * T_sp * h)]
+           _mem("residual", "layernorm", 6 * T_sp * h, tag=RESIDUAL_TAG)]
     return [op for op in ops if op.bytes > 0 or op.flops > 0]
 
 
@@ -1422,7 +1427,7 @@ def ep_call_host_s(lay: ParallelLayout, gpu: GpuCompute) -> float:
 
 
 BLOCK_TIME_UNREAD = ("pp", "vpp", "dp", "dp_shard", "dp_sharding", "global_batch", "recompute", "recompute_num_layers",
-                     "recompute_modules", "rank_order", "first_gpu", "gpus_per_domain_used")
+                     "recompute_early_stop", "recompute_modules", "rank_order", "first_gpu", "gpus_per_domain_used")
 """Layout fields :func:`block_time` does not read (the pipeline split, the data-parallel size and sharding, the
 recomputation, which :func:`_stage_row` applies, and the placement), but for FSDP2's unit copies
 (:func:`.fsdp2_copies.fsdp2_copies`), which read the sharding as :func:`.fsdp2_copies.copies_units` and ``pp``
@@ -1736,6 +1741,7 @@ def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: fl
         wg += n * t.wgrad_s
         for k_, v_ in t.by_module_s.items():
             mods[k_] = mods.get(k_, 0.0) + n * v_
+    r -= early_stopped_s(lay, units, flags, bt)
     wait_f, wait_b = _host_waits_s(lay, list(zip(units, flags)), bt, ep_cover_s)
     f += wait_f
     b += wait_b
@@ -1745,6 +1751,44 @@ def _stage_row(lay: ParallelLayout, units: list, flags: list, bt, ep_cover_s: fl
     for (kind, _), n in counts.items():
         kinds[kind] = kinds.get(kind, 0) + n
     return f, b, r, att, wg, mods, n_layers, kinds, fl, pairs
+
+
+def early_stopped_s(lay: ParallelLayout, units: list, flags: list, bt) -> float:
+    """Forward seconds per micro-batch that a stage's full recomputation does not replay under
+    ``recompute_early_stop``: each recomputed layer's last residual add.
+
+    PyTorch's non-reentrant checkpoint counts the tensors the forward saved for the backward and, replaying,
+    stops once it has made them all again (pytorch/pytorch@0008d771 ``torch/utils/checkpoint.py``:
+    ``early_stop``, default True, "stops recomputation as soon as all needed intermediate activations have been
+    recomputed"). A pre-norm layer ends with its residual add, which saves nothing, so the add is not replayed;
+    an earlier block's add in the same layer is, since the next norm saves its output. An MoE block ends its
+    layer in NeMo AutoModel's models: its combine all-to-all (``FusedCombine`` saves no tensor, only DeepEP's
+    handle) and the shared and routed experts' sum come after the un-permutation's saved ``row_id_map``
+    (NVIDIA/TransformerEngine v2.12 ``pytorch/permutation.py`` ``_moe_unpermute_mask_map``), so they are not
+    replayed either: the combine is the step's EP traffic (:meth:`topo.training.step._Traffic.stopped`).
+
+    Parameters
+    ----------
+    lay : ParallelLayout
+        The layout (``recompute``, ``recompute_num_layers``, ``recompute_early_stop``).
+    units, flags : list
+        The stage's units and which run in BF16 (:func:`_stage_row`'s).
+    bt : callable
+        ``bt(kind, bf16)``: a block's :class:`BlockTime`.
+
+    Returns
+    -------
+    float
+        Seconds; 0 without full recomputation or early stop. The recomputed share of layers is
+        :func:`_stage_row`'s (the first ``recompute_num_layers``, as a fraction of the stage's layers).
+    """
+    if lay.recompute != "full" or not lay.recompute_early_stop:
+        return 0.0
+    layers = [(u, bf16) for u, bf16 in zip(units, flags) if u not in END_UNITS]
+    if not layers:
+        return 0.0
+    n = len(layers) if lay.recompute_num_layers is None else min(len(layers), lay.recompute_num_layers)
+    return n / len(layers) * sum(bt(u[-1], bf16).recompute_s.get(RESIDUAL_TAG, 0.0) for u, bf16 in layers)
 
 
 def _busiest_first(rows: list[tuple]) -> list[StageCompute]:

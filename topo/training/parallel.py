@@ -105,6 +105,14 @@ class ParallelLayout(BaseModel):
     place of ``recompute`` and ``recompute_modules``, which it sets (:mod:`topo.training.remat`)."""
     recompute_num_layers: PositiveInt | None = None
     """With ``recompute = "full"``: only the first N layers of each stage (Megatron's ``block`` method)."""
+    recompute_early_stop: Flag = False
+    """With ``recompute = "full"``: the replay of a layer stops after its last kernel whose output the backward
+    keeps, as PyTorch's non-reentrant checkpoint does with each decoder layer wrapped whole (NeMo AutoModel's MoE
+    ``apply_ac``: ``checkpoint_wrapper``, whose default is ``CheckpointImpl.NO_REENTRANT``; ``torch.utils.checkpoint``
+    "stops recomputation as soon as all needed intermediate activations have been recomputed", on by default): the
+    layer's last residual add, and an MoE block's combine all-to-all after its un-permutation, are not run again
+    (:func:`topo.training.operators.early_stopped_s`). False: Megatron-Core's reentrant checkpoint, which replays
+    the whole layer."""
     activation_offload_layers: Annotated[int, Field(strict=True, ge=0)] = 0
     """Transformer layers whose saved activations are copied to host memory in the forward pass and back before
     their backward (Megatron-Core's ``cpu_offloading`` with ``cpu_offloading_num_layers`` = N and

@@ -250,6 +250,15 @@ class _Traffic:
             return self.c[kind]
         return min(self.c[kind], self.rec_layers) if self.full else 0
 
+    def stopped(self, kind: str, module: str) -> int:
+        """Of :meth:`recomputed`'s blocks of ``kind``, those whose replay stops before their combine all-to-all:
+        full recomputation's layers under ``recompute_early_stop`` (an MoE block ends its layer:
+        :func:`.operators.early_stopped_s`), not where the recipe recomputes ``module`` on its own (Megatron-Core's
+        ``moe`` module, which replays the combine)."""
+        if not (self.full and self.lay.recompute_early_stop) or module in self.lay.recompute_modules:
+            return 0
+        return min(self.c[kind], self.rec_layers)
+
     def add(self, dim, coll, groups_dim, size, calls, phase, elem_bytes=ACT_BYTES, pair="") -> None:
         lay = self.lay
         degree = {"dpcp": lay.dp * lay.cp, "tpcp": lay.tp * lay.cp, "edp": lay.expert_dp, "etp": lay.expert_tp,
@@ -445,7 +454,8 @@ def _ep_traffic(t: _Traffic) -> None:
     (expert_capacity), static shapes, whatever the routing. Recomputed MoE blocks dispatch and combine again:
     full recomputation's layers, or every MoE block when the recipe recomputes the "moe" module (Megatron-Core's
     MoELayer checkpoints its whole forward, router, dispatch, experts and combine: moe_layer_recompute,
-    NVIDIA/Megatron-LM@00119989 megatron/core/transformer/moe/moe_layer.py MoELayer.forward)."""
+    NVIDIA/Megatron-LM@00119989 megatron/core/transformer/moe/moe_layer.py MoELayer.forward); a replay that stops
+    at the layer's last saved tensor (``recompute_early_stop``) dispatches again but does not combine."""
     model, lay, c, m = t.model, t.lay, t.c, t.m
     if model.moe is None or not c[Block.MOE] or lay.ep * lay.expert_tp <= 1:
         return
@@ -455,8 +465,8 @@ def _ep_traffic(t: _Traffic) -> None:
         elems = cap * model.moe.experts * h
     else:
         elems = lay.micro_batch * t.s_cp / lay.tp * ep_copies(model, lay) * h * busiest_rank_load(model, lay)
-    rec_moe = t.recomputed(Block.MOE, "moe")
-    calls = m * (c[Block.MOE] * 4 + 2 * rec_moe)  # dispatch and combine, forward (and recomputed) and backward
+    rec_moe = t.recomputed(Block.MOE, "moe")  # dispatch (and combine, but where the replay stops before it) again
+    calls = m * (c[Block.MOE] * 4 + 2 * rec_moe - t.stopped(Block.MOE, "moe"))  # forward, recomputed, backward
     if lay.ep > 1:
         if lay.ep_dispatch_bytes != ACT_BYTES:  # the forward dispatches in FP8, the rest in BF16
             t.add("ep", "alltoall", "ep", elems * lay.ep_dispatch_bytes, m * (c[Block.MOE] + rec_moe),
