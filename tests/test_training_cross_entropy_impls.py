@@ -7,6 +7,7 @@ against the unfused loss in the same benchmark (linkedin/Liger-Kernel@ead96b61
 benchmark/data/all_benchmark_data.csv)."""
 
 import csv
+import tomllib
 
 import pytest
 
@@ -88,3 +89,13 @@ def test_nemo_26_08_rows_run_te_before_its_fp32_gradient():
             if r["run_id"].startswith("mb2608_")]
     assert len(rows) == 4
     assert {r["cross_entropy"] for r in rows} == {"te"}
+
+
+def test_no_loss_claims_published_bytes():
+    """rev62: no source publishes a loss's bytes; each row is counted from kernel source (``derived``) or, the native
+    fused loss, a published timing ratio times such a count (``secondary``, as host_calls.toml's HybridEP call).
+    The fused row had said ``published``."""
+    with open(ROOT / "topo" / "data" / "compute" / "cross_entropy.toml", "rb") as f:
+        impls = tomllib.load(f)["impl"]
+    assert {k: v["status"] for k, v in impls.items() if v["status"] not in ("derived", "secondary")} == {}
+    assert impls["fused"]["status"] == "secondary"

@@ -86,3 +86,23 @@ def test_a_mesh_that_does_not_multiply_to_the_gpus_names_its_sizes():
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert ("error: --jax-mesh: ici_fsdp=8,dcn_data=3 multiplies to 8 x 3 = 24 GPUs, not the 32 of --gpus; "
             "allowed: ici_* and dcn_* sizes whose product is 32") in r.stderr
+
+
+def test_the_data_axis_shards_no_expert_without_an_expert_axis_too():
+    """rev62: ``embed_moe`` names fsdp and context, not data, with or without an expert axis (MaxText@e591f30c
+    base.yml), so Mixtral 8x7B on ici_fsdp=8,dcn_data=4 (32 GPUs, no EP) keeps every weight, its experts too, over
+    the 8 fsdp ranks: 4 bytes a parameter / 8. topo had set the experts' shard group only beside an expert axis and
+    sharded them over all 32 replicas (the dense part / 8 + the experts / 32)."""
+    assert layout_from_mesh("ici_fsdp=8,dcn_data=4", moe=True)["expert_dp_shard"] == 8
+    assert "expert_dp_shard" not in layout_from_mesh("ici_fsdp=8,dcn_data=4")  # a dense model: no such field
+    m = load_model("mixtral-8x7b")
+    lay = make_layout(**layout_from_mesh("ici_fsdp=8,dcn_data=4", moe=True), **MAXTEXT_STATE, global_batch=32)
+    check_layout(m, lay, gpus=32)
+    r = estimate_step(topo.build_fabric(topo.load_spec("dgx-h100-superpod")), m, lay)
+    assert r.memory.weights_bytes == pytest.approx(4 * m.total_params / 8, rel=1e-6)
+    out = run_cli("train", "dgx-h100-superpod", "--model", "mixtral-8x7b", "--gpus", "32", "--global-batch", "32",
+                  "--jax-mesh", "ici_fsdp=8,dcn_data=4").stdout
+    assert "zero3 over groups of 8 (hybrid), experts' state over groups of 8" in out
+    dense = run_cli("train", "dgx-h100-superpod", "--model", "llama3-8b", "--gpus", "32", "--global-batch", "32",
+                    "--jax-mesh", "ici_fsdp=8,dcn_data=4")
+    assert dense.returncode == 0 and "experts' state" not in dense.stdout

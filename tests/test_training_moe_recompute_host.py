@@ -15,8 +15,8 @@ import pytest
 
 from topo.training.gpus import gpu_compute
 from topo.training.model import load_model
-from topo.training.operators import (MOE_MODULE, _synced_layer_wait_s, block_ops, block_time, kernels_launched,
-                                     op_time_s, stage_compute)
+from topo.training.operators import (MOE_MODULE, _synced_layer_wait_s, block_ops, block_time, host_launch_s,
+                                     kernels_launched, op_time_s, stage_compute)
 from topo.training.parallel import make_layout
 
 NANO_H100 = dict(tp=1, ep=8, dp=16, micro_batch=1, global_batch=1024, seq_len=8192, precision="fp8", etp=1,
@@ -107,3 +107,26 @@ def test_a_fully_recomputed_synced_layer_waits_its_forward_stretch_again(cover_s
         full = make_layout(**QWEN_H100, recompute="full", recompute_num_layers=n)
         assert stage_compute(m, full, gpu, cover_s).backward_s - none.backward_s == pytest.approx(
             layers * stretch, rel=1e-9)
+
+
+@pytest.mark.parametrize("cover_s", [0.0, 5e-3])
+def test_a_recomputed_hybridep_forward_calls_at_the_measured_call_price(cover_s):
+    """rev62: the recomputed ``moe`` forward's two HybridEP calls are priced as the forward's and the backward's
+    (the block's ``call_host_s``, one place): each ``dispatch_with_permute`` / ``combine_with_unpermute`` call
+    (4.253 - 3.109) s / 6,144 = 186.2 us of host on DGX H100 (Megatron-Bridge PR #5094's Nsight table,
+    NVIDIA-NeMo/Megatron-Bridge@7ded17dae skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md; host_calls.toml), its
+    permute and un-permute launched inside the calls (no host launch of their own). Closed form as
+    :func:`test_the_recomputed_moe_forward_calls_its_two_all_to_alls_again`'s, with that price: host-bound at no
+    all-to-all time, the round trip and one call at 5 ms of it."""
+    m, gpu = load_model("qwen3-30b-a3b"), gpu_compute("H100")
+    flex = dict(QWEN_H100, ep_dispatcher="deepep", ep_flex_backend="hybridep")
+    none = stage_compute(m, make_layout(**flex), gpu, cover_s)
+    lay = make_layout(**flex, recompute="selective", recompute_modules=("moe",))
+    got = (stage_compute(m, lay, gpu, cover_s).backward_s - none.backward_s) / 48
+    ops = [op for op in block_ops(m, lay, "E") if op.module in MOE_MODULE and op.passes != "backward"]
+    host = sum(host_launch_s(op, gpu, precision=lay.precision) for op in ops)
+    assert host < sum(gpu.kernels.launch_host_s * kernels_launched(op, lay.precision) for op in ops)  # in_call
+    gpu_s = sum(op_time_s(op, gpu, lay.precision) for op in ops)
+    call, sync = (4.253 - 3.109) / 6144, gpu.kernels.sync_s
+    assert got == pytest.approx(sync + max(call, host + 2 * call - gpu_s - cover_s), rel=1e-3)
+    assert (got > (sync + call) * 1.001) == (cover_s == 0.0)  # the data keeps 186.2 us (4 digits)

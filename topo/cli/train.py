@@ -297,7 +297,7 @@ def _run(args) -> int:
         return _run_search(args, fabric, model, common, held)
     sizes = {d: getattr(args, d) for d in ("tp", "cp", "pp", "dp", "ep", "vpp")}
     if args.jax_mesh is not None:  # an empty mesh is an error, not no mesh
-        _apply_mesh(args, sizes, common)
+        _apply_mesh(args, sizes, common, moe=model.moe is not None)
     if sizes["dp"] is None:
         known = (sizes["tp"] or 1) * (sizes["cp"] or 1) * (sizes["pp"] or 1)
         gpus = args.gpus or fabric.layout.num_gpus
@@ -328,7 +328,7 @@ def _run_layout(args, fabric, model, common: dict) -> int:
         if clash:
             raise TopoError(f"gives {', '.join(clash)} itself; drop {', '.join(clash)} from --layout (or the mesh)",
                             key="--jax-mesh")
-        _apply_mesh(args, sizes, common, layout_keys=fields)
+        _apply_mesh(args, sizes, common, layout_keys=fields, moe=model.moe is not None)
     try:  # the step's own checks (an FP8 recipe the GPU lacks) are the layout's too
         if args.jax_mesh is None and sizes["dp"] is None and args.gpus is not None:
             _layout_dp(args, sizes)
@@ -380,16 +380,16 @@ def _run_search(args, fabric, model, common: dict, held: dict) -> int:
     return 0
 
 
-def _apply_mesh(args, sizes: dict, common: dict, layout_keys=()) -> None:
+def _apply_mesh(args, sizes: dict, common: dict, layout_keys=(), moe: bool = False) -> None:
     """Fill the layout's sizes and sharding from ``--jax-mesh`` (:func:`topo.training.jax_mesh.layout_from_mesh`)
     and MaxText's state bytes, DP overlap and FP8 amax handling (:data:`~topo.training.jax_mesh.MAXTEXT_STATE`,
     :data:`~topo.training.jax_mesh.MAXTEXT_DP_OVERLAP`, :data:`~topo.training.jax_mesh.MAXTEXT_FP8_AMAX`) where neither a flag nor the layout's fields ``layout_keys``
-    set them."""
+    set them. ``moe``: the model has experts (their own shard group beside a data axis)."""
     given = [f"--{d.replace('_', '-')}" for d in _MESH_FIELDS if getattr(args, d, None) is not None]
     if given:
         raise TopoError(f"a mesh gives the tp, cp, pp, dp, ep and sharding sizes itself; drop {', '.join(given)}",
                         key="--jax-mesh")
-    mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh")
+    mesh = layout_from_mesh(args.jax_mesh, source="--jax-mesh", moe=moe)
     total = math.prod(parse_mesh(args.jax_mesh, source="--jax-mesh").values())
     if args.gpus is not None and total != args.gpus:  # walk21: was "dp: tp x cp x pp x dp = ...", no mesh axis named
         sizes_given = " x ".join(re.findall(r"=\s*(\d+)", args.jax_mesh))

@@ -5,9 +5,10 @@ dispatcher, autograd's record, the CUDA launch), not per kernel alone: Transform
 ``torch.nn.Linear`` forward and one TE ``Linear`` forward (one GEMM kernel each) on three hosts. topo's step model
 prices the host per kernel (``kernels.toml`` ``[launch] host_s``) times the host CPU's time factor; a CPU whose
 ``host_cpu.toml`` row names a call kind (``time_factor_call``: Grace) takes its factor from these figures
-(:func:`topo.training.host_cpu.host_time_factor`). The rest (TE's extra per call and the release it went away in,
-the qualitative rows) is the published record a per-call model would be built from; nothing prices it yet
-(docs/calibration-findings.md, the host per call kind section).
+(:func:`topo.training.host_cpu.host_time_factor`), and a HybridEP all-to-all call is priced from its measured
+figure (:func:`topo.training.operators.ep_call_host_s`, :func:`topo.training.host_cpu.call_host_on_s`). The rest
+(TE's extra per call and the release it went away in, the qualitative rows) is the published record a per-call
+model would be built from; nothing prices it yet (docs/calibration-findings.md, the host per call kind section).
 """
 
 from __future__ import annotations

@@ -105,10 +105,11 @@ def parse_mesh(text: str, source: str = "jax_mesh") -> dict[str, int]:
     return sizes
 
 
-def layout_from_mesh(text: str, source: str = "jax_mesh") -> dict:
+def layout_from_mesh(text: str, source: str = "jax_mesh", moe: bool = False) -> dict:
     """The layout fields of a mesh (see the module doc): ``tp``, ``cp``, ``pp``, ``dp``, ``ep`` and, with an
     ``fsdp`` or ``expert`` axis, ``dp_sharding = "zero3"``, beside a data axis ``dp_shard`` (fsdp x expert) and,
-    with an expert axis, ``expert_dp_shard`` (fsdp x context: the experts' replicas but those of the data axis)."""
+    for a model with experts (an expert axis, or ``moe``), ``expert_dp_shard`` (fsdp x context: the experts'
+    replicas but those of the data axis; ``embed_moe`` names no data axis with or without an expert axis)."""
     s = parse_mesh(text, source)
     out = dict(tp=s["tensor"], cp=s["context"], pp=s["pipeline"], ep=s["expert"],
                dp=s["data"] * s["fsdp"] * s["expert"])
@@ -119,6 +120,6 @@ def layout_from_mesh(text: str, source: str = "jax_mesh") -> dict:
     out["dp_sharding"] = "zero3"
     if s["data"] > 1:
         out["dp_shard"] = shard
-        if s["expert"] > 1:  # 'embed_moe': fsdp and context; the experts' replicas are data x fsdp x context
+        if s["expert"] > 1 or moe:  # 'embed_moe': fsdp and context; the experts' replicas data x fsdp x context
             out["expert_dp_shard"] = s["fsdp"] * s["context"]
     return out

@@ -1275,7 +1275,7 @@ class BlockTime:
     launch_seq: tuple = ()  # the forward's ops in order: (host seconds, GPU seconds, kernels) each
     sync_at: int = -1  # an MoE block: index in launch_seq of its first op after the tokens-per-expert sync
     sync_s: float = 0.0  # an MoE block with that sync: the sync's round trip after the GPU drains (KernelModel.sync_s)
-    call_host_s: float = 0.0  # an MoE block with EP: the host's launch of each expert all-to-all (:func:`_host_waits_s`)
+    call_host_s: float = 0.0  # an MoE block with EP: host seconds per expert all-to-all call (ep_call_host_s)
 
 
 def op_passes_s(op: Op, gpu: GpuCompute, lay: ParallelLayout) -> tuple[float, float]:
@@ -1845,8 +1845,8 @@ def _host_waits_s(lay: ParallelLayout, units: list[tuple], bt, ep_cover_s: float
     They carry the forward's tokens back, so the backward's cover is taken as ``ep_cover_s``
     (with an FP8 forward dispatch the backward's is BF16 and longer: a lower bound on the cover); the step still
     counts their time under ``ep``. The host calls them as it calls the forward's (``dispatch_with_permute`` and
-    ``combine_with_unpermute`` again, ibid.), one launch each (the block's ``call_host_s``), in the backward's
-    host time as in the forward's."""
+    ``combine_with_unpermute`` again, ibid.), each the block's ``call_host_s`` (:func:`ep_call_host_s`), in the
+    backward's host time as in the forward's."""
     synced = host_syncs(lay)
     wait_f = gpu_rest = host_rest = gpu_b = host_b = wait_rec = 0.0
     seen: dict[tuple, tuple] = {}  # a stage's layers are mostly alike: each unit's terms once, summed in order
@@ -1932,7 +1932,7 @@ def _synced_layer_wait_s(blocks: list[BlockTime], moe: int, ep_cover_s: float = 
 
     ``ep_cover_s``: the stretch's expert all-to-alls, half of it the dispatch right after the sync (the host
     launches the permutation and the experts while it runs) and half the combine after the experts (before the
-    block's residual), each one launch of the host's (the block's ``call_host_s``): the host launches the dispatch
+    block's residual), each the block's ``call_host_s`` of host (:func:`ep_call_host_s`): the host launches the dispatch
     only once the sync has returned, so the GPU, drained, idles for that launch too (HybridEP's dropless forward
     syncs inside ``metadata_preprocessing``, after the routing map's all-gather and the preprocessing kernel, and
     launches the dispatch kernel after it: deepseek-ai/DeepEP@94a9f8f6 hybrid-ep
@@ -1986,7 +1986,7 @@ def _moe_recompute_wait_s(lay: ParallelLayout, t: BlockTime, ep_cover_s: float =
     syncs its tokens per expert to the host again (a fresh dispatch has no handle: deepseek-ai/DeepEP@94a9f8f6
     hybrid-ep ``dispatch_with_permute`` preprocesses and syncs again) and calls the dispatch and the combine
     again. The GPU, drained at the sync, waits its round trip (``sync_s``) and then the host's launches of that
-    forward beyond the GPU's own time, the two all-to-all calls in both (each one launch of the host's,
+    forward beyond the GPU's own time, the two all-to-all calls in both (each the block's host per call,
     ``call_host_s``; their GPU time ``ep_cover_s``, which the step counts under ``ep``), as in the forward pass
     (:func:`_host_waits_s`), and at least the dispatch call's launch: the host makes it only once the sync has
     returned (:func:`_synced_layer_wait_s`). A fully recomputed layer replays the forward's synced stretch
