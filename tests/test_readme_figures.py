@@ -24,7 +24,7 @@ CASES = [
     ("topo train dgx-h100-superpod --set cluster.num_units=8 --model deepseek-v3-671b --gpus 2048 --pp 16 --dp 128 "
      "--ep 64 --etp 1 --global-batch 15360 --precision fp8 --pipeline-schedule dualpipe --overlap ep=on "
      "--recompute selective --recompute-modules layernorm,mla_up_proj,moe_act --tokens 14.8e12",
-     [("gives 63.7 days, 3.13M GPU-hours", "tokens: 63.7 days, 3.13M GPU-hours on 2,048 GPUs"),
+     [("gives 64.2 days, 3.15M GPU-hours", "tokens: 64.2 days, 3.15M GPU-hours on 2,048 GPUs"),
       ("without it the layout does not fit", "GB of 85.5 GB: fits")]),
     ("topo plan two-site-h100 --no-collectives --one-site",
      [("$1.714 per GPU-hour against the two sites' $1.700", "$1.714 per GPU-hour (the region: $1.700)"),
@@ -48,9 +48,9 @@ CASES = [
     ("topo train two-site-h100 --model nemotron4-340b --tp 8 --pp 8 --vpp 12 --global-batch 768",
      [("with a batch of 768 it would be 85.6%", "        85.6%")]),
     ("topo train dgx-h100-superpod --model llama3-8b --gpus 1024 --tp 8 --pp 2 --dp 64 --global-batch 256",
-     [("(a step of 428 ms)", "step time   428.3 ms"),
-      ('"uncertainty 377.4 ms - 495.2 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
-       'never saw, half were within 4%', "uncertainty 377.4 ms - 495.2 ms: on 20 published Hopper runs of dense BF16 "
+     [("(a step of 431 ms)", "step time   430.8 ms"),
+      ('"uncertainty 378.6 ms - 499.8 ms: on 20 published Hopper runs of dense BF16 models whose family the fit '
+       'never saw, half were within 4%', "uncertainty 378.6 ms - 499.8 ms: on 20 published Hopper runs of dense BF16 "
        "models whose family the fit never saw, half were within 4%")]),
     ("topo train meta-llama3-24k --model llama3-405b --gpus 8192 --tp 8 --pp 16 --dp 64 --vpp 8 --seq 8192 "
      "--global-batch 2048 --dp-sharding fsdp_grad_op --pipeline-embedding",
