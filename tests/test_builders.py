@@ -191,3 +191,23 @@ def test_any_design_builds_consistently_or_fails_cleanly(kind, radix, nics, leaf
     assert 0 < inv.bisection_bandwidth_Bps <= inv.num_nics * inv.nic_rate_Bps / 2 + 1e-6
     roles = f.nodes["role"]
     assert (roles == ROLE_SWITCH).sum() == inv.num_switches
+
+
+def test_oversubscription_error_suggests_up_ports_that_build_it():
+    # walk22: a 3:1 spine above pods of 4 units of 32 servers (32 leaves x 32 uplinks, 64-port spines). The split
+    # 64 down (2 links a leaf) cannot take 21 or 22 up ports within 64 ports, so the error must not offer them:
+    # following "up_ports = 21 gives 3.05:1" built 32 down / 21 up, 1.52:1. It names the split that fits.
+    tiers = [tier("leaf", oversubscription=1), tier("spine", oversubscription=3), tier("core")]
+    d = spec_dict(cluster={"num_units": 8}, tiers=tiers, fabric={"units_per_pod": 4})
+    with pytest.raises(TopoError) as info:
+        build_fabric(spec_from_dict(d))
+    msg = info.value.message
+    assert "32 down ports at oversubscription 3 need 10.67 up ports" in msg
+    assert "up_ports = 10 gives 3.2:1, up_ports = 11 gives 2.91:1" in msg
+    for up, ratio in ((10, 3.2), (11, 32 / 11)):  # the suggestion, followed, builds what it said
+        tiers[1] = tier("spine", up_ports=up)
+        layout = build_fabric(spec_from_dict(spec_dict(cluster={"num_units": 8}, tiers=tiers,
+                                                       fabric={"units_per_pod": 4}))).layout
+        spine = layout.tiers[1]
+        assert (spine.down_ports, spine.up_ports) == (32, up)
+        assert spine.down_ports / spine.up_ports == pytest.approx(ratio)

@@ -57,8 +57,16 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: float) -> int:
-    """Uplinks a switch needs for ``down`` used down ports, from ``up_ports`` or the oversubscription."""
+class _NoUpPortsOption(TopoError):
+    """No whole uplink count near the oversubscription would build this split (see ``_up_ports_for``'s ``keeps``)."""
+
+
+def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: float, keeps=None) -> int:
+    """Uplinks a switch needs for ``down`` used down ports, from ``up_ports`` or the oversubscription.
+
+    ``keeps(u)``, when given, says whether ``up_ports = u`` would build this same split of ``down`` down ports: the
+    error suggests only such counts (and is a :class:`_NoUpPortsOption` when none is), so that following it gives
+    the oversubscription it states."""
     if tier.up_ports is not None:
         if tier.oversubscription is not None:
             got = down * down_rate / (tier.up_ports * up_rate) if tier.up_ports else math.inf
@@ -73,7 +81,10 @@ def _up_ports_for(tier: TierSpec, i: int, down: int, down_rate: float, up_rate: 
     up = round(exact)
     if up < 1 or not math.isclose(exact, up, rel_tol=1e-9, abs_tol=1e-9):
         lo, hi = max(1, math.floor(exact)), max(1, math.ceil(exact))
-        options = sorted({lo, hi})
+        options = [u for u in sorted({lo, hi}) if keeps is None or keeps(u)]
+        if not options:
+            raise _NoUpPortsOption(f"{tier.name}: {down} down ports at oversubscription {k:g} need {exact:.4g} up "
+                                   "ports", key=_key(i, "oversubscription"))
         alts = ", ".join(f"up_ports = {u} gives {down * down_rate / (u * up_rate):.3g}:1" for u in options)
         raise TopoError(
             f"{tier.name}: {down} down ports at oversubscription {k:g} need {exact:.4g} up ports, not a whole "
@@ -360,15 +371,16 @@ def _spread(t: TierSpec, i: int, rates, n_below: int, up_below: int, top: bool, 
 
     Returns (switches per group, parallel links per pair, down ports used, up ports per switch)."""
     port_error: TopoError | None = None
-    for s in _divisors(up_below):
-        m = up_below // s
-        down = n_below * m
-        if t.down_ports is not None and down > t.down_ports:
-            continue
-        if down > t.radix:
-            continue
+    splits = [(s, up_below // s, n_below * (up_below // s)) for s in _divisors(up_below)]
+    splits = [x for x in splits if x[2] <= min(t.radix, t.down_ports or t.radix)]
+    for s, m, down in splits:
+        def keeps(u: int, down: int = down) -> bool:
+            # with up_ports = u the loop below takes the first split whose ports fit: this one?
+            return next((d for _, _, d in splits if d + u <= t.radix), None) == down
         try:
-            up = 0 if top else _up_ports_for(t, i, down, *rates)
+            up = 0 if top else _up_ports_for(t, i, down, *rates, keeps=keeps)
+        except _NoUpPortsOption:
+            continue
         except TopoError as exc:
             port_error = port_error or exc
             continue
